@@ -1,0 +1,204 @@
+/**
+ * The public API: a client bound to one store. It validates and encodes at the
+ * boundary, then speaks only the store contract.
+ */
+import { randomUUID } from 'node:crypto';
+import { ClosedError } from './errors.js';
+import { DEFAULT_QUEUE_CONFIG, checkConfigPatch } from './model/config.js';
+import { checkMessageFilters, filterClass } from './model/filters.js';
+import { encodePayload } from './model/payload.js';
+import {
+  checkBoolean,
+  checkKnownKeys,
+  checkMessageId,
+  checkMs,
+  checkPlainObject,
+  checkQueueName,
+} from './model/validate.js';
+import { openStore, resolveStoreUrl } from './store/url.js';
+import { Worker, type WorkerOptions } from './worker/worker.js';
+import type { NewMessage, Store } from './store/contract.js';
+import type {
+  BatchItem,
+  EnqueueOptions,
+  EnqueueResult,
+  GcResult,
+  Handler,
+  MessageStatus,
+  Payload,
+  QueueConfig,
+  QueueStatus,
+} from './model/types.js';
+
+export interface ConnectOptions {
+  /**
+   * Producers run the queue's GC (at its stored interval) after enqueues, as
+   * workers do. Turn off for short-lived producers that should do no upkeep.
+   * @defaultValue true
+   */
+  readonly maintenance?: boolean;
+  /** Called with errors of background work (producer GC). @defaultValue prints to stderr */
+  readonly onError?: (error: unknown) => void;
+}
+
+const ENQUEUE_KEYS = ['id', 'filters', 'metadata', 'initialBackoffMs', 'allowRequeue', 'replacePayload'] as const;
+const BATCH_KEYS = ['payload', ...ENQUEUE_KEYS] as const;
+// Filter enums change rarely; a short cache keeps enqueue from reading them every time.
+const CONFIG_CACHE_MS = 1000;
+
+/**
+ * Opens a client on the store the URL names (default: $KVMQ_STORE, else
+ * `sqlite:./kvmq.db`).
+ */
+export async function connect(url?: string, options: ConnectOptions = {}): Promise<Client> {
+  checkKnownKeys('connect', checkPlainObject('options', options), ['maintenance', 'onError']);
+  const resolved = resolveStoreUrl(url);
+  return new Client(resolved, await openStore(resolved), options);
+}
+
+export class Client {
+  readonly url: string;
+  readonly store: Store;
+  private readonly maintenance: boolean;
+  private readonly onError: (error: unknown) => void;
+  private readonly configCache = new Map<string, { config: QueueConfig; readAt: number }>();
+  private readonly lastGc = new Map<string, number>();
+  private readonly workers = new Set<Worker>();
+  private readonly background = new Set<Promise<unknown>>();
+  private closed = false;
+
+  /** @internal use `connect()` */
+  constructor(url: string, store: Store, options: ConnectOptions) {
+    this.url = url;
+    this.store = store;
+    this.maintenance = options.maintenance === undefined ? true : checkBoolean('maintenance', options.maintenance);
+    this.onError = options.onError ?? ((error) => console.error('kvmq:', error));
+  }
+
+  /** Adds one message. Resolves once the store holds it. */
+  async enqueue(queue: string, payload: Payload, options: EnqueueOptions = {}): Promise<EnqueueResult> {
+    checkKnownKeys('enqueue', checkPlainObject('options', options), ENQUEUE_KEYS);
+    const [result] = await this.enqueueBatch(queue, [{ ...options, payload }]);
+    if (result === undefined) throw new Error('store returned no result for an enqueue');
+    return result;
+  }
+
+  /** Adds many messages in as few store round trips as the store allows; results are in order. */
+  async enqueueBatch(queue: string, items: readonly BatchItem[]): Promise<EnqueueResult[]> {
+    this.checkOpen();
+    checkQueueName(queue);
+    const list: unknown = items;
+    if (!Array.isArray(list)) throw new TypeError('enqueueBatch takes an array of { payload, ...options }');
+    const needsConfig = items.some((item) => item.filters !== undefined);
+    const config = needsConfig ? await this.cachedConfig(queue) : null;
+    const messages = items.map((item) => this.prepare(queue, item, config));
+    const results = await this.store.enqueue(queue, messages);
+    this.maybeGcInBackground(queue);
+    return results;
+  }
+
+  /** Starts (unless `autoStart: false`) a worker that hands the queue's messages to `handler`. */
+  worker(queue: string, handler: Handler, options: WorkerOptions = {}): Worker {
+    this.checkOpen();
+    const worker = new Worker(this.store, queue, handler, options, () => this.workers.delete(worker));
+    this.workers.add(worker);
+    if (worker.autoStart) {
+      worker.start().catch((error: unknown) => {
+        this.onError(error);
+      });
+    }
+    return worker;
+  }
+
+  /** The message's state, or null once it is gone (GC'd, cleared, never existed). */
+  async status(queue: string, id: string): Promise<MessageStatus | null> {
+    this.checkOpen();
+    return this.store.status(checkQueueName(queue), checkMessageId(id));
+  }
+
+  /** Counts per state, live consumers and what each holds, dry runs. */
+  async queueStatus(queue: string): Promise<QueueStatus> {
+    this.checkOpen();
+    return this.store.queueStatus(checkQueueName(queue));
+  }
+
+  /** Removes every message of the queues. Their configuration stays. */
+  async clear(...queues: string[]): Promise<void> {
+    this.checkOpen();
+    await this.store.clear(queues.map(checkQueueName));
+  }
+
+  async config(queue: string): Promise<QueueConfig> {
+    this.checkOpen();
+    return this.store.config(checkQueueName(queue));
+  }
+
+  /** Changes the queue's stored configuration; filter enums merge per name (an empty list removes one). */
+  async configure(queue: string, patch: Partial<QueueConfig>): Promise<QueueConfig> {
+    this.checkOpen();
+    checkQueueName(queue);
+    const checked = checkConfigPatch(patch);
+    const config = await this.store.configure(queue, checked);
+    this.configCache.set(queue, { config, readAt: Date.now() });
+    return config;
+  }
+
+  /** Runs GC on the queue now (unless another GC holds it). */
+  async gc(queue: string): Promise<GcResult> {
+    this.checkOpen();
+    return this.store.gc(checkQueueName(queue), true);
+  }
+
+  /** Stops this client's workers gracefully, waits for background upkeep, closes the store. */
+  async close(): Promise<void> {
+    if (this.closed) return;
+    this.closed = true;
+    await Promise.all([...this.workers].map((worker) => worker.stop()));
+    await Promise.allSettled([...this.background]);
+    await this.store.close();
+  }
+
+  private prepare(queue: string, item: BatchItem, config: QueueConfig | null): NewMessage {
+    checkKnownKeys('enqueue', checkPlainObject('message', item), BATCH_KEYS);
+    const encoded = encodePayload(item.payload, this.store.capabilities.maxPayloadBytes);
+    const filters =
+      item.filters === undefined || config === null ? {} : checkMessageFilters(queue, item.filters, config);
+    return {
+      id: item.id === undefined ? randomUUID() : checkMessageId(item.id),
+      payload: encoded.bytes,
+      encoding: encoded.encoding,
+      metadata: item.metadata === undefined ? {} : checkPlainObject('metadata', item.metadata),
+      filters,
+      filterClass: filterClass(filters),
+      initialBackoffMs: item.initialBackoffMs === undefined ? 0 : checkMs('initialBackoffMs', item.initialBackoffMs),
+      allowRequeue: item.allowRequeue === undefined ? false : checkBoolean('allowRequeue', item.allowRequeue),
+      replacePayload: item.replacePayload === undefined ? false : checkBoolean('replacePayload', item.replacePayload),
+    };
+  }
+
+  private async cachedConfig(queue: string): Promise<QueueConfig> {
+    const cached = this.configCache.get(queue);
+    if (cached !== undefined && Date.now() - cached.readAt < CONFIG_CACHE_MS) return cached.config;
+    const config = await this.store.config(queue);
+    this.configCache.set(queue, { config, readAt: Date.now() });
+    return config;
+  }
+
+  /** Producer-side GC, as the zkmq design asks: at most once per stored interval, never in the caller's way. */
+  private maybeGcInBackground(queue: string): void {
+    if (!this.maintenance) return;
+    const now = Date.now();
+    const interval = this.configCache.get(queue)?.config.gcIntervalMs ?? DEFAULT_QUEUE_CONFIG.gcIntervalMs;
+    if (now - (this.lastGc.get(queue) ?? 0) < interval) return;
+    this.lastGc.set(queue, now);
+    const run = this.store
+      .gc(queue, false)
+      .catch(this.onError)
+      .finally(() => this.background.delete(run));
+    this.background.add(run);
+  }
+
+  private checkOpen(): void {
+    if (this.closed) throw new ClosedError('client');
+  }
+}

@@ -1,0 +1,66 @@
+/**
+ * Every error kvmq raises on purpose is a KvmqError with a stable `code`.
+ * `transient` says whether trying the same call again later may succeed.
+ */
+export class KvmqError extends Error {
+  readonly code: string;
+  readonly transient: boolean;
+
+  constructor(code: string, message: string, options?: { cause?: unknown; transient?: boolean }) {
+    super(message, options?.cause === undefined ? undefined : { cause: options.cause });
+    this.name = new.target.name;
+    this.code = code;
+    this.transient = options?.transient ?? false;
+  }
+}
+
+/** A store URL kvmq cannot use. */
+export class StoreUrlError extends KvmqError {
+  constructor(message: string) {
+    super('STORE_URL', message);
+  }
+}
+
+/** The payload is larger than the store accepts. Nothing was written. */
+export class PayloadTooLargeError extends KvmqError {
+  readonly bytes: number;
+  readonly limit: number;
+
+  constructor(bytes: number, limit: number) {
+    super(
+      'PAYLOAD_TOO_LARGE',
+      `payload is ${bytes} bytes, over this store's limit of ${limit} bytes; ` +
+        'store large data elsewhere and enqueue a reference to it',
+    );
+    this.bytes = bytes;
+    this.limit = limit;
+  }
+}
+
+/** A filter name or value the queue's configuration does not declare. */
+export class FilterError extends KvmqError {
+  constructor(message: string) {
+    super('FILTER', message);
+  }
+}
+
+/** The store could not be reached or failed; the call may succeed later. */
+export class StoreUnavailableError extends KvmqError {
+  constructor(message: string, cause?: unknown) {
+    super('STORE_UNAVAILABLE', message, { cause, transient: true });
+  }
+}
+
+/** The store holds data kvmq did not write, or a layout it does not know. */
+export class StoreLayoutError extends KvmqError {
+  constructor(message: string) {
+    super('STORE_LAYOUT', message);
+  }
+}
+
+/** The client or worker was closed. */
+export class ClosedError extends KvmqError {
+  constructor(what: string) {
+    super('CLOSED', `${what} is closed`);
+  }
+}

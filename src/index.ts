@@ -1,0 +1,38 @@
+/** kvmq's public API. Everything a user may import is named here. */
+export { connect, Client } from './client.js';
+export type { ConnectOptions } from './client.js';
+export { Worker } from './worker/worker.js';
+export type { WorkerOptions, MonitorInfo } from './worker/worker.js';
+export { expBackoff } from './model/backoff.js';
+export type { ExpBackoffOptions } from './model/backoff.js';
+export { MESSAGE_STATES } from './model/types.js';
+export type {
+  BatchItem,
+  ConsumerInfo,
+  EnqueueAction,
+  EnqueueOptions,
+  EnqueueResult,
+  FilterValues,
+  GcResult,
+  Handler,
+  HandlerResult,
+  Job,
+  MessageState,
+  MessageStatus,
+  Metadata,
+  Outcome,
+  Payload,
+  QueueConfig,
+  QueueStatus,
+} from './model/types.js';
+export type { FilterMethod, WorkerFilter, WorkerFilters } from './model/filters.js';
+export { DEFAULT_STORE_URL } from './store/url.js';
+export {
+  KvmqError,
+  StoreUrlError,
+  PayloadTooLargeError,
+  FilterError,
+  StoreUnavailableError,
+  StoreLayoutError,
+  ClosedError,
+} from './errors.js';

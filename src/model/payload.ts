@@ -1,0 +1,37 @@
+import { PayloadTooLargeError } from '../errors.js';
+import type { Payload } from './types.js';
+
+/** How payload bytes are to be read back: JSON text, or bytes as given. */
+export type PayloadEncoding = 'json' | 'bytes';
+
+export interface EncodedPayload {
+  readonly bytes: Uint8Array;
+  readonly encoding: PayloadEncoding;
+}
+
+/** Bytes stay bytes; anything else is JSON. `undefined` and functions are refused. */
+export function encodePayload(payload: Payload, limit: number): EncodedPayload {
+  let encoded: EncodedPayload;
+  if (payload instanceof Uint8Array) {
+    encoded = { bytes: payload, encoding: 'bytes' };
+  } else {
+    const text = payload === undefined ? undefined : JSON.stringify(payload);
+    if (text === undefined) {
+      throw new TypeError('payload must be a JSON value or a Uint8Array/Buffer; got undefined or a function');
+    }
+    encoded = { bytes: Buffer.from(text, 'utf8'), encoding: 'json' };
+  }
+  if (encoded.bytes.byteLength > limit) throw new PayloadTooLargeError(encoded.bytes.byteLength, limit);
+  return encoded;
+}
+
+export function decodePayload(bytes: Uint8Array, encoding: PayloadEncoding): Payload {
+  if (encoding === 'bytes') return Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
+  return JSON.parse(Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength).toString('utf8')) as Payload;
+}
+
+/** The payload as bytes, whatever its encoding: what `kvmq work` writes to a command's stdin. */
+export function payloadBytes(payload: Payload): Buffer {
+  if (payload instanceof Uint8Array) return Buffer.from(payload.buffer, payload.byteOffset, payload.byteLength);
+  return Buffer.from(typeof payload === 'string' ? payload : JSON.stringify(payload), 'utf8');
+}

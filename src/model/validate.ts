@@ -1,0 +1,73 @@
+/**
+ * Checks of names and options at the API boundary. A bad call throws a
+ * TypeError that says how to fix it, before anything touches the store.
+ */
+
+const QUEUE_NAME = /^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$/;
+// Ids become ZooKeeper node names, etcd key segments and Redis hash fields.
+const MESSAGE_ID = /^[A-Za-z0-9_.:@+=-]{1,256}$/;
+const FILTER_TOKEN = /^[A-Za-z0-9_.-]{1,64}$/;
+
+export function checkQueueName(queue: unknown): string {
+  if (typeof queue !== 'string' || !QUEUE_NAME.test(queue)) {
+    throw new TypeError(
+      `queue name ${JSON.stringify(queue)} is invalid: use 1-128 letters, digits, '_', '.' or '-', ` +
+        'starting with a letter or digit',
+    );
+  }
+  return queue;
+}
+
+export function checkMessageId(id: unknown): string {
+  if (typeof id !== 'string' || !MESSAGE_ID.test(id)) {
+    throw new TypeError(
+      `message id ${JSON.stringify(id)} is invalid: use 1-256 letters, digits or any of _ . : @ + = -`,
+    );
+  }
+  return id;
+}
+
+export function checkFilterToken(kind: 'name' | 'value', token: unknown): string {
+  if (typeof token !== 'string' || !FILTER_TOKEN.test(token)) {
+    throw new TypeError(
+      `filter ${kind} ${JSON.stringify(token)} is invalid: use 1-64 letters, digits, '_', '.' or '-'`,
+    );
+  }
+  return token;
+}
+
+/** A whole number of milliseconds within [min, max]. */
+export function checkMs(name: string, value: unknown, min = 0, max = Number.MAX_SAFE_INTEGER): number {
+  if (typeof value !== 'number' || !Number.isInteger(value) || value < min || value > max) {
+    throw new TypeError(`${name} must be a whole number of milliseconds from ${min} to ${max}, got ${String(value)}`);
+  }
+  return value;
+}
+
+export function checkCount(name: string, value: unknown, min = 1, max = 100_000): number {
+  if (typeof value !== 'number' || !Number.isInteger(value) || value < min || value > max) {
+    throw new TypeError(`${name} must be a whole number from ${min} to ${max}, got ${String(value)}`);
+  }
+  return value;
+}
+
+export function checkBoolean(name: string, value: unknown): boolean {
+  if (typeof value !== 'boolean') throw new TypeError(`${name} must be true or false, got ${String(value)}`);
+  return value;
+}
+
+export function checkPlainObject(name: string, value: unknown): Record<string, unknown> {
+  if (typeof value !== 'object' || value === null || Array.isArray(value)) {
+    throw new TypeError(`${name} must be a plain object, got ${value === null ? 'null' : typeof value}`);
+  }
+  return value as Record<string, unknown>;
+}
+
+/** Throws on keys the caller did not mean: a typo in an option name should not pass silently. */
+export function checkKnownKeys(what: string, value: object, known: readonly string[]): void {
+  for (const key of Object.keys(value)) {
+    if (!known.includes(key)) {
+      throw new TypeError(`${what}: unknown option '${key}'; known options are ${known.join(', ')}`);
+    }
+  }
+}

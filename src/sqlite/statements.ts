@@ -1,0 +1,120 @@
+/** Every SQL statement the store runs, prepared once per connection. */
+import type BetterSqlite3 from 'better-sqlite3';
+
+export type Statement = BetterSqlite3.Statement;
+
+const MESSAGE_FIELDS = 'seq, id, payload, encoding, metadata, filters, attempt, ready_at, lock_until, requeue';
+
+const SQL = {
+  ensureQueue: 'INSERT INTO kvmq_queues (queue) VALUES (?) ON CONFLICT DO NOTHING',
+  queueRow: 'SELECT size, dry_runs, eoq_until, gc_at, gc_lock_until, config FROM kvmq_queues WHERE queue = ?',
+  addSize: 'UPDATE kvmq_queues SET size = size + ? WHERE queue = ?',
+  setDryRuns: 'UPDATE kvmq_queues SET dry_runs = ?, eoq_until = ? WHERE queue = ?',
+  resetDryRuns: 'UPDATE kvmq_queues SET dry_runs = 0, eoq_until = 0 WHERE queue = ? AND dry_runs <> 0',
+  setConfig: 'UPDATE kvmq_queues SET config = ? WHERE queue = ?',
+  clearQueue: 'UPDATE kvmq_queues SET size = 0, dry_runs = 0, eoq_until = 0 WHERE queue = ?',
+
+  addClass: 'INSERT INTO kvmq_classes (queue, filters) VALUES (?, ?) ON CONFLICT DO NOTHING',
+  classes: 'SELECT filters FROM kvmq_classes WHERE queue = ?',
+  clearClasses: 'DELETE FROM kvmq_classes WHERE queue = ?',
+
+  insert: `INSERT INTO kvmq_messages (queue, id, payload, encoding, metadata, filters, phase, ready_at, enqueued_at, updated_at)
+       VALUES (@queue, @id, @payload, @encoding, @metadata, @filters, 0, @readyAt, @now, @now)
+       ON CONFLICT (queue, id) DO NOTHING`,
+  existing: `SELECT seq, phase, ready_at, lock_until, backoff_until, requeue FROM kvmq_messages WHERE queue = ? AND id = ?`,
+  revive: `UPDATE kvmq_messages SET payload = @payload, encoding = @encoding, metadata = @metadata, filters = @filters,
+         phase = 0, ready_at = @readyAt, lock_until = 0, consumer = NULL, backoff_until = 0, requeue = 0,
+         next_payload = NULL, next_encoding = NULL, attempt = 0, outcome = NULL, last_error = NULL,
+         enqueued_at = @now, updated_at = @now
+       WHERE seq = @seq`,
+  requeueDone: `UPDATE kvmq_messages SET phase = 0, ready_at = backoff_until, requeue = 1, attempt = 0,
+         payload = coalesce(@payload, payload), encoding = coalesce(@encoding, encoding), updated_at = @now
+       WHERE seq = @seq`,
+  requeueLocked: `UPDATE kvmq_messages SET requeue = 1, next_payload = @payload, next_encoding = @encoding, updated_at = @now
+       WHERE seq = @seq`,
+
+  ready: `SELECT ${MESSAGE_FIELDS} FROM kvmq_messages
+       WHERE queue = ? AND filters = ? AND phase = 0 AND ready_at <= ? ORDER BY ready_at, seq LIMIT ?`,
+  nextReady: `SELECT ready_at FROM kvmq_messages WHERE queue = ? AND filters = ? AND phase = 0 AND ready_at > ?
+       ORDER BY ready_at LIMIT 1`,
+  expiredLocks: `SELECT ${MESSAGE_FIELDS} FROM kvmq_messages
+       WHERE queue = ? AND phase = 1 AND lock_until <= ? ORDER BY lock_until LIMIT ?`,
+  nextLockExpiry:
+    'SELECT lock_until FROM kvmq_messages WHERE queue = ? AND phase = 1 AND lock_until > ? ORDER BY lock_until LIMIT 1',
+  lock: `UPDATE kvmq_messages SET phase = 1, lock_until = @lockUntil, consumer = @consumer, attempt = attempt + 1,
+         requeue = CASE WHEN phase = 0 THEN 0 ELSE requeue END, updated_at = @now
+       WHERE seq = @seq`,
+  extend: `UPDATE kvmq_messages SET lock_until = @lockUntil
+       WHERE queue = @queue AND id = @id AND phase = 1 AND consumer = @consumer AND attempt = @attempt`,
+
+  held: `SELECT seq, phase, consumer, attempt, requeue, next_payload, next_encoding FROM kvmq_messages
+       WHERE queue = ? AND id = ?`,
+  toDone: `UPDATE kvmq_messages SET phase = 2, lock_until = 0, consumer = NULL, backoff_until = @backoffUntil,
+         outcome = @outcome, last_error = @error, updated_at = @now
+       WHERE seq = @seq`,
+  toPending: `UPDATE kvmq_messages SET phase = 0, ready_at = @readyAt, lock_until = 0, consumer = NULL, requeue = @requeue,
+         attempt = CASE WHEN @resetAttempt THEN 0 ELSE attempt END,
+         payload = coalesce(next_payload, payload), encoding = coalesce(next_encoding, encoding),
+         next_payload = NULL, next_encoding = NULL, outcome = @outcome, last_error = @error, updated_at = @now
+       WHERE seq = @seq`,
+
+  status: `SELECT id, phase, ready_at, lock_until, backoff_until, requeue, attempt, outcome, last_error, consumer,
+         enqueued_at, updated_at
+       FROM kvmq_messages WHERE queue = ? AND id = ?`,
+  counts: `SELECT phase, requeue, ready_at > @now AS later, lock_until > @now AS held, backoff_until > @now AS blocking,
+         count(*) AS n
+       FROM kvmq_messages WHERE queue = @queue GROUP BY 1, 2, 3, 4, 5`,
+  holding: `SELECT id FROM kvmq_messages WHERE queue = ? AND phase = 1 AND lock_until > ? AND consumer = ?`,
+  clearMessages: 'DELETE FROM kvmq_messages WHERE queue = ?',
+
+  takeGcLock: `UPDATE kvmq_queues SET gc_lock_until = @lockUntil, gc_at = @now
+       WHERE queue = @queue AND gc_lock_until <= @now AND (@force OR gc_at + @interval <= @now)`,
+  releaseGcLock: 'UPDATE kvmq_queues SET gc_lock_until = 0 WHERE queue = ?',
+  gcBatch: `DELETE FROM kvmq_messages WHERE seq IN (
+         SELECT seq FROM kvmq_messages
+         WHERE queue = @queue AND phase = 2 AND updated_at <= @before AND backoff_until <= @now LIMIT @limit)`,
+
+  upsertConsumer: `INSERT INTO kvmq_consumers (queue, id, host, pid, started_at, seen_at, expires_at)
+       VALUES (@queue, @id, @host, @pid, @now, @now, @expiresAt)
+       ON CONFLICT (queue, id) DO UPDATE SET seen_at = excluded.seen_at, expires_at = excluded.expires_at`,
+  deleteConsumer: 'DELETE FROM kvmq_consumers WHERE queue = ? AND id = ?',
+  liveConsumers:
+    'SELECT id, host, pid, started_at, seen_at FROM kvmq_consumers WHERE queue = ? AND expires_at > ? ORDER BY started_at',
+  lapsedConsumers: 'DELETE FROM kvmq_consumers WHERE queue = ? AND expires_at <= ?',
+} as const;
+
+// Statements that return the first column's value instead of a row object.
+const PLUCKED: ReadonlySet<string> = new Set(['classes', 'nextReady', 'nextLockExpiry', 'holding']);
+
+export type Statements = { readonly [K in keyof typeof SQL]: Statement };
+
+export function prepareStatements(db: BetterSqlite3.Database): Statements {
+  const entries = Object.entries(SQL).map(([name, sql]) => {
+    const statement = db.prepare(sql);
+    return [name, PLUCKED.has(name) ? statement.pluck() : statement];
+  });
+  return Object.fromEntries(entries) as Statements;
+}
+
+/** A message row as claim reads it. */
+export interface MessageRow {
+  readonly seq: number;
+  readonly id: string;
+  readonly payload: Buffer;
+  readonly encoding: number;
+  readonly metadata: string;
+  readonly filters: string;
+  readonly attempt: number;
+  readonly ready_at: number;
+  readonly lock_until: number;
+  readonly requeue: number;
+}
+
+export interface QueueRow {
+  readonly size: number;
+  readonly dry_runs: number;
+  readonly eoq_until: number;
+  readonly gc_at: number;
+  readonly gc_lock_until: number;
+  readonly config: string | null;
+}

@@ -1,0 +1,304 @@
+/**
+ * The embedded store: one SQLite file in WAL mode, shared safely by any
+ * number of processes on the machine. Every state change is one IMMEDIATE
+ * transaction, so claims stay exclusive across processes.
+ *
+ * Durability: with the default `synchronous=normal`, a committed write is in
+ * the WAL before the call returns, so it survives the process being killed;
+ * `?synchronous=full` also fsyncs each commit, to survive power loss.
+ */
+import { existsSync, statSync } from 'node:fs';
+import { dirname, resolve } from 'node:path';
+import { createRequire } from 'node:module';
+import type BetterSqlite3 from 'better-sqlite3';
+import { StoreLayoutError, StoreUnavailableError, StoreUrlError } from '../errors.js';
+import { applyConfigPatch, DEFAULT_QUEUE_CONFIG } from '../model/config.js';
+import { sleep } from '../model/time.js';
+import { parseUrlOptions } from '../store/url.js';
+import { claimMessages } from './claim.js';
+import { enqueueMessages } from './enqueue.js';
+import { finishMessages } from './finish.js';
+import { liveConsumers, messageStatus, stateCounts } from './inspect.js';
+import { migrate } from './schema.js';
+import { prepareStatements, type QueueRow, type Statements } from './statements.js';
+import { Wakeups } from './wakeups.js';
+import type {
+  ClaimRequest,
+  ClaimResult,
+  ConsumerRegistration,
+  Finish,
+  FinishResult,
+  NewMessage,
+  Store,
+  StoreCapabilities,
+} from '../store/contract.js';
+import type { ConsumerInfo, EnqueueResult, GcResult, MessageStatus, QueueConfig, QueueStatus } from '../model/types.js';
+
+const MAX_PAYLOAD_BYTES = 1024 * 1024;
+// Rows GC deletes per transaction, so a large GC never holds the write lock for long.
+const GC_CHUNK = 5000;
+// A crashed GC's lock lapses after this.
+const GC_LOCK_MS = 60_000;
+const BUSY_TIMEOUT_MS = 10_000;
+
+export interface SqliteOptions {
+  readonly path: string;
+  readonly synchronous: 'normal' | 'full';
+}
+
+export function parseSqliteUrl(url: string): SqliteOptions {
+  const body = url.slice('sqlite:'.length);
+  const q = body.indexOf('?');
+  let path = q < 0 ? body : body.slice(0, q);
+  // `sqlite:///abs/path` and `sqlite://./rel` read as the path after the slashes' authority part.
+  if (path.startsWith('//')) path = path.slice(2);
+  const options = parseUrlOptions(url, q < 0 ? '' : body.slice(q + 1), ['synchronous']);
+  const synchronous = (options.get('synchronous') ?? 'normal').toLowerCase();
+  if (path === '' || path === ':memory:') {
+    throw new StoreUrlError(`store URL ${JSON.stringify(url)} names no file; use e.g. sqlite:./kvmq.db`);
+  }
+  if (synchronous !== 'normal' && synchronous !== 'full') {
+    throw new StoreUrlError(`store URL ${JSON.stringify(url)}: synchronous must be 'normal' or 'full'`);
+  }
+  return { path: resolve(path), synchronous };
+}
+
+export async function openSqliteStore(url: string): Promise<Store> {
+  const options = parseSqliteUrl(url);
+  const dir = dirname(options.path);
+  if (!existsSync(dir) || !statSync(dir).isDirectory()) {
+    throw new StoreUrlError(`store URL ${JSON.stringify(url)}: directory ${dir} does not exist; create it first`);
+  }
+  // better-sqlite3 is CommonJS; load it only when a SQLite store is opened.
+  const Database = createRequire(import.meta.url)('better-sqlite3') as typeof BetterSqlite3;
+  let db: BetterSqlite3.Database;
+  try {
+    db = new Database(options.path, { timeout: BUSY_TIMEOUT_MS });
+    db.pragma('journal_mode = WAL');
+    db.pragma(`synchronous = ${options.synchronous}`);
+    db.pragma('cache_size = -32768'); // 32 MiB of page cache, whatever the backlog
+    migrate(db, options.path);
+  } catch (error) {
+    if (error instanceof StoreLayoutError) throw error;
+    const message = error instanceof Error ? error.message : String(error);
+    if (/not a database|malformed/i.test(message)) {
+      throw new StoreLayoutError(`${options.path} is not a kvmq SQLite file (${message})`);
+    }
+    throw new StoreUnavailableError(`cannot open ${options.path}: ${message}`, error);
+  }
+  await Promise.resolve();
+  return new SqliteStore(db, options.path);
+}
+
+class SqliteStore implements Store {
+  readonly kind = 'sqlite';
+  readonly capabilities: StoreCapabilities = {
+    maxPayloadBytes: MAX_PAYLOAD_BYTES,
+    wakeups: true,
+    instantRelease: false,
+  };
+  private readonly sql: Statements;
+  private readonly wakeups: Wakeups;
+  private readonly ensured = new Set<string>();
+  private readonly knownClasses = new Map<string, Set<string>>();
+  private closed = false;
+
+  constructor(
+    private readonly db: BetterSqlite3.Database,
+    path: string,
+  ) {
+    this.sql = prepareStatements(db);
+    this.wakeups = new Wakeups(path, `${path}-wal`);
+  }
+
+  enqueue(queue: string, messages: readonly NewMessage[]): Promise<EnqueueResult[]> {
+    return this.write(queue, (now) => {
+      let classes = this.knownClasses.get(queue);
+      if (classes === undefined) {
+        classes = new Set();
+        this.knownClasses.set(queue, classes);
+      }
+      const { results, readyNow } = enqueueMessages(this.sql, classes, queue, messages, now);
+      if (readyNow) this.afterCommit(queue);
+      return results;
+    });
+  }
+
+  claim(queue: string, request: ClaimRequest): Promise<ClaimResult> {
+    return this.write(queue, (now) => claimMessages(this.sql, queue, request, now));
+  }
+
+  extend(
+    queue: string,
+    consumerId: string,
+    held: readonly { id: string; attempt: number }[],
+    lockMs: number,
+  ): Promise<string[]> {
+    return this.write(queue, (now) =>
+      held
+        .filter(({ id, attempt }) => {
+          const params = { queue, id, attempt, consumer: consumerId, lockUntil: now + lockMs };
+          return this.sql.extend.run(params).changes === 0;
+        })
+        .map(({ id }) => id),
+    );
+  }
+
+  finish(queue: string, consumerId: string, finishes: readonly Finish[]): Promise<FinishResult[]> {
+    return this.write(queue, (now) => {
+      const { results, readyNow } = finishMessages(this.sql, queue, consumerId, finishes, now);
+      if (readyNow) this.afterCommit(queue);
+      return results;
+    });
+  }
+
+  status(queue: string, id: string): Promise<MessageStatus | null> {
+    return this.read(() => messageStatus(this.sql, queue, id, Date.now()));
+  }
+
+  queueStatus(queue: string): Promise<QueueStatus> {
+    return this.read(() => {
+      const now = Date.now();
+      const counts = stateCounts(this.sql, queue, now);
+      const row = this.sql.queueRow.get(queue) as QueueRow | undefined;
+      return {
+        queue,
+        counts,
+        total: Object.values(counts).reduce((a, b) => a + b, 0),
+        consumers: liveConsumers(this.sql, queue, now),
+        dryRuns: row?.dry_runs ?? 0,
+      };
+    });
+  }
+
+  async clear(queues: readonly string[]): Promise<void> {
+    await this.transaction(() => {
+      for (const queue of queues) {
+        this.sql.clearMessages.run(queue);
+        this.sql.clearClasses.run(queue);
+        this.sql.clearQueue.run(queue);
+        this.knownClasses.delete(queue);
+      }
+    });
+  }
+
+  config(queue: string): Promise<QueueConfig> {
+    return this.read(() => this.readConfig(queue));
+  }
+
+  configure(queue: string, patch: Partial<QueueConfig>): Promise<QueueConfig> {
+    return this.write(queue, () => {
+      const config = applyConfigPatch(this.readConfig(queue), patch);
+      this.sql.setConfig.run(JSON.stringify(config), queue);
+      return config;
+    });
+  }
+
+  async gc(queue: string, force: boolean): Promise<GcResult> {
+    const config = await this.config(queue);
+    const took = await this.write(queue, (now) => {
+      const params = { queue, now, force: force ? 1 : 0, interval: config.gcIntervalMs, lockUntil: now + GC_LOCK_MS };
+      return this.sql.takeGcLock.run(params).changes === 1;
+    });
+    if (!took) return { ran: false, removed: 0 };
+    let removed = 0;
+    try {
+      for (;;) {
+        const deleted = await this.transaction(() => {
+          const now = Date.now();
+          const params = { queue, now, before: now - config.gcLifetimeMs, limit: GC_CHUNK };
+          return this.sql.gcBatch.run(params).changes;
+        });
+        removed += deleted;
+        if (deleted < GC_CHUNK) break;
+        await sleep(0); // let the process breathe between chunks
+      }
+      await this.transaction(() => this.sql.lapsedConsumers.run(queue, Date.now()));
+    } finally {
+      await this.transaction(() => this.sql.releaseGcLock.run(queue));
+    }
+    return { ran: true, removed };
+  }
+
+  async registerConsumer(queue: string, consumer: ConsumerRegistration): Promise<void> {
+    await this.write(queue, (now) => {
+      this.sql.upsertConsumer.run({
+        queue,
+        id: consumer.id,
+        host: consumer.host,
+        pid: consumer.pid,
+        now,
+        expiresAt: now + consumer.ttlMs,
+      });
+    });
+  }
+
+  async unregisterConsumer(queue: string, consumerId: string): Promise<void> {
+    await this.transaction(() => this.sql.deleteConsumer.run(queue, consumerId));
+  }
+
+  consumers(queue: string): Promise<ConsumerInfo[]> {
+    return this.read(() => liveConsumers(this.sql, queue, Date.now()));
+  }
+
+  subscribe(queue: string, listener: () => void): () => void {
+    return this.wakeups.subscribe(queue, listener);
+  }
+
+  close(): Promise<void> {
+    if (!this.closed) {
+      this.closed = true;
+      this.wakeups.close();
+      this.db.close();
+    }
+    return Promise.resolve();
+  }
+
+  private readConfig(queue: string): QueueConfig {
+    const row = this.sql.queueRow.get(queue) as QueueRow | undefined;
+    if (row?.config == null) return DEFAULT_QUEUE_CONFIG;
+    return applyConfigPatch(DEFAULT_QUEUE_CONFIG, JSON.parse(row.config) as Partial<QueueConfig>);
+  }
+
+  /** A write transaction on a queue whose row exists; `now` is read inside it. */
+  private write<T>(queue: string, fn: (now: number) => T): Promise<T> {
+    return this.transaction(() => {
+      if (!this.ensured.has(queue)) {
+        this.sql.ensureQueue.run(queue);
+        this.ensured.add(queue);
+      }
+      return fn(Date.now());
+    });
+  }
+
+  /** Runs `fn` in an IMMEDIATE transaction; store failures become typed errors. */
+  private transaction<T>(fn: () => T): Promise<T> {
+    return this.guard(() => this.db.transaction(fn).immediate());
+  }
+
+  private read<T>(fn: () => T): Promise<T> {
+    return this.guard(fn);
+  }
+
+  private guard<T>(fn: () => T): Promise<T> {
+    if (this.closed) return Promise.reject(new StoreUnavailableError('the SQLite store is closed'));
+    try {
+      return Promise.resolve(fn());
+    } catch (error) {
+      return Promise.reject(translate(error));
+    }
+  }
+
+  /** Wakes subscribers once the transaction has committed. */
+  private afterCommit(queue: string): void {
+    queueMicrotask(() => this.wakeups.notify(queue));
+  }
+}
+
+function translate(error: unknown): Error {
+  const code = (error as { code?: unknown }).code;
+  if (typeof code === 'string' && /^SQLITE_(BUSY|LOCKED|IOERR|FULL|CANTOPEN)/.test(code)) {
+    return new StoreUnavailableError(`SQLite: ${(error as Error).message}`, error);
+  }
+  return error instanceof Error ? error : new Error(String(error));
+}

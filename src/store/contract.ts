@@ -1,0 +1,139 @@
+/**
+ * The contract every store implements, in queue terms. The public API and the
+ * worker speak only to this; each store maps it onto its own atomic tools
+ * (SQLite transactions, ZooKeeper multi, etcd Txn, Redis Lua).
+ *
+ * Store-specific helpers are deliberately not part of it. Every method
+ * resolves only after the store has applied the change.
+ */
+import type { PayloadEncoding } from '../model/payload.js';
+import type {
+  ConsumerInfo,
+  EnqueueResult,
+  FilterValues,
+  GcResult,
+  MessageStatus,
+  Metadata,
+  Outcome,
+  QueueConfig,
+  QueueStatus,
+} from '../model/types.js';
+
+/** What a store can and cannot do, for callers and for tests named after a capability. */
+export interface StoreCapabilities {
+  /** Largest payload the store accepts, in bytes. */
+  readonly maxPayloadBytes: number;
+  /** The store tells idle workers about new messages (no polling needed). */
+  readonly wakeups: boolean;
+  /** A dead consumer's claims are freed at once (ephemeral node, lease), not at lock expiry. */
+  readonly instantRelease: boolean;
+}
+
+/** A message as the API hands it to a store: validated and encoded. */
+export interface NewMessage {
+  readonly id: string;
+  readonly payload: Uint8Array;
+  readonly encoding: PayloadEncoding;
+  readonly metadata: Metadata;
+  readonly filters: FilterValues;
+  /** Canonical filter class (see model/filters.ts), the index key of pending messages. */
+  readonly filterClass: string;
+  readonly initialBackoffMs: number;
+  readonly allowRequeue: boolean;
+  readonly replacePayload: boolean;
+}
+
+export interface ClaimRequest {
+  readonly consumerId: string;
+  /** Take at most this many messages. */
+  readonly max: number;
+  readonly lockMs: number;
+  /** Filter classes this consumer accepts; null accepts every class. */
+  readonly accepts: ((filterClass: string) => boolean) | null;
+  /** Queue-wide backoff after the n-th dry run in a row (n ≥ 1). */
+  readonly eoqBackoffMs: (dryRuns: number) => number;
+}
+
+export interface ClaimedMessage {
+  readonly id: string;
+  readonly payload: Uint8Array;
+  readonly encoding: PayloadEncoding;
+  readonly metadata: Metadata;
+  readonly filters: FilterValues;
+  readonly attempt: number;
+}
+
+export interface ClaimResult {
+  readonly messages: readonly ClaimedMessage[];
+  /** Messages waiting or held (not finished), for monitors. */
+  readonly queueSize: number;
+  /** Dry runs in a row, queue-wide (Carmine's ndry-runs). */
+  readonly dryRuns: number;
+  /**
+   * When nothing was claimed: the time (ms since the epoch) at which polling
+   * again is worthwhile even without a wake-up (a backoff or lock ends, or the
+   * queue-wide end-of-queue backoff ends). Null when messages were claimed.
+   */
+  readonly wakeAt: number | null;
+}
+
+export interface Finish {
+  readonly id: string;
+  /** The attempt the consumer was handed; a finish for an older attempt is refused. */
+  readonly attempt: number;
+  readonly outcome: Outcome;
+  readonly backoffMs: number;
+  readonly error: string | null;
+}
+
+/** `lost`: the consumer no longer holds the message (lock expired and taken, or cleared). */
+export type FinishResult = 'ok' | 'lost';
+
+export interface ConsumerRegistration {
+  readonly id: string;
+  readonly host: string;
+  readonly pid: number;
+  /** The registration lapses unless renewed within this time. */
+  readonly ttlMs: number;
+}
+
+export interface Store {
+  readonly kind: string;
+  readonly capabilities: StoreCapabilities;
+
+  enqueue(queue: string, messages: readonly NewMessage[]): Promise<EnqueueResult[]>;
+  claim(queue: string, request: ClaimRequest): Promise<ClaimResult>;
+  /** Extends the locks of held messages; returns the ids no longer held by this consumer. */
+  extend(
+    queue: string,
+    consumerId: string,
+    held: readonly { id: string; attempt: number }[],
+    lockMs: number,
+  ): Promise<string[]>;
+  finish(queue: string, consumerId: string, finishes: readonly Finish[]): Promise<FinishResult[]>;
+
+  status(queue: string, id: string): Promise<MessageStatus | null>;
+  queueStatus(queue: string): Promise<QueueStatus>;
+  /** Removes every message and the dry-run count of each queue; configuration stays. */
+  clear(queues: readonly string[]): Promise<void>;
+
+  config(queue: string): Promise<QueueConfig>;
+  configure(queue: string, patch: Partial<QueueConfig>): Promise<QueueConfig>;
+  /**
+   * Removes finished messages past the queue's GC lifetime, and lapsed consumers.
+   * One GC at a time per queue; unless `force`, only when the stored interval has passed.
+   */
+  gc(queue: string, force: boolean): Promise<GcResult>;
+
+  registerConsumer(queue: string, consumer: ConsumerRegistration): Promise<void>;
+  unregisterConsumer(queue: string, consumerId: string): Promise<void>;
+  consumers(queue: string): Promise<ConsumerInfo[]>;
+
+  /**
+   * Calls `listener` when messages may have become available on the queue.
+   * Spurious calls are allowed; missed ones are not. Returns the unsubscribe.
+   */
+  subscribe(queue: string, listener: () => void): () => void;
+
+  close(): Promise<void>;
+}

@@ -1,0 +1,54 @@
+/**
+ * Store URLs pick the store. Each store's module (and its client library) is
+ * imported only when a URL names it.
+ */
+import { StoreUrlError } from '../errors.js';
+import type { Store } from './contract.js';
+
+export const DEFAULT_STORE_URL = 'sqlite:./kvmq.db';
+
+interface StoreKind {
+  readonly schemes: readonly string[];
+  readonly form: string;
+  readonly open: (url: string) => Promise<Store>;
+}
+
+const STORES: readonly StoreKind[] = [
+  {
+    schemes: ['sqlite:'],
+    form: 'sqlite:PATH[?synchronous=normal|full]   embedded file, e.g. sqlite:./kvmq.db (the default)',
+    open: async (url) => (await import('../sqlite/store.js')).openSqliteStore(url),
+  },
+];
+
+export function acceptedForms(): string {
+  return STORES.map((kind) => `  ${kind.form}`).join('\n');
+}
+
+/** The store URL to use: the argument, else $KVMQ_STORE, else the embedded default. */
+export function resolveStoreUrl(url?: string): string {
+  return url ?? process.env.KVMQ_STORE ?? DEFAULT_STORE_URL;
+}
+
+export async function openStore(url: string): Promise<Store> {
+  const scheme = /^[a-z][a-z0-9+.-]*:/i.exec(url)?.[0].toLowerCase();
+  const kind = STORES.find((k) => scheme !== undefined && k.schemes.includes(scheme));
+  if (kind === undefined) {
+    throw new StoreUrlError(`unknown store URL ${JSON.stringify(url)}; accepted forms:\n${acceptedForms()}`);
+  }
+  return kind.open(url);
+}
+
+/** Parses `?a=b&c=d`, refusing keys not in `known` so a typo is not ignored. */
+export function parseUrlOptions(url: string, query: string, known: readonly string[]): Map<string, string> {
+  const options = new Map<string, string>();
+  for (const [key, value] of new URLSearchParams(query)) {
+    if (!known.includes(key)) {
+      throw new StoreUrlError(
+        `store URL ${JSON.stringify(url)} has unknown option '${key}'; known: ${known.join(', ') || 'none'}`,
+      );
+    }
+    options.set(key, value);
+  }
+  return options;
+}

@@ -1,0 +1,122 @@
+import { expBackoff } from '../model/backoff.js';
+import { checkWorkerFilters, type WorkerFilter, type WorkerFilters } from '../model/filters.js';
+import { SECOND } from '../model/time.js';
+import { checkBoolean, checkCount, checkKnownKeys, checkMs, checkPlainObject } from '../model/validate.js';
+
+export interface MonitorInfo {
+  readonly queue: string;
+  /** Messages waiting or held, queue-wide. */
+  readonly queueSize: number;
+  /** Dry runs in a row, queue-wide. */
+  readonly dryRuns: number;
+  /** Ids this poll claimed (empty on a dry run). */
+  readonly claimed: readonly string[];
+  /** Messages this worker holds now. */
+  readonly inFlight: number;
+}
+
+export interface WorkerOptions {
+  /** Handlers running at once (Carmine's nthreads). @defaultValue 1 */
+  readonly concurrency?: number;
+  /** A message's lock lasts this long; the worker renews it while the handler runs. @defaultValue 30 s */
+  readonly lockMs?: number;
+  /** Pause after each poll that found work. @defaultValue 0 */
+  readonly throttleMs?: number;
+  /**
+   * Queue-wide pause after the queue runs dry, as a number or a function of
+   * the dry runs so far (0..4). Wake-ups from the store end it early, so it
+   * bounds how long an idle worker goes without looking. @defaultValue expBackoff
+   */
+  readonly eoqBackoffMs?: number | ((dryRuns: number) => number);
+  /** Called on every poll. */
+  readonly monitor?: (info: MonitorInfo) => void;
+  /** This worker's filter values, optionally with a method each. */
+  readonly filters?: WorkerFilters;
+  /** Take only messages the filters accept. @defaultValue true when `filters` is given, else false */
+  readonly respectFilters?: boolean;
+  /** A thrown handler error is retried until this attempt; then it is an `error`. @defaultValue 1 */
+  readonly maxAttempts?: number;
+  /** Backoff before retrying a thrown error, by attempt. @defaultValue expBackoff(attempt) */
+  readonly retryBackoffMs?: number | ((attempt: number) => number);
+  /** Start polling at once. @defaultValue true */
+  readonly autoStart?: boolean;
+  /** Receives errors the worker recovers from (store unavailable, a monitor that threw). @defaultValue stderr */
+  readonly onError?: (error: unknown) => void;
+}
+
+export interface CheckedWorkerOptions {
+  readonly concurrency: number;
+  readonly lockMs: number;
+  readonly throttleMs: number;
+  readonly eoqBackoffMs: (dryRuns: number) => number;
+  readonly monitor: ((info: MonitorInfo) => void) | null;
+  readonly filters: Readonly<Record<string, Required<WorkerFilter>>>;
+  readonly respectFilters: boolean;
+  readonly maxAttempts: number;
+  readonly retryBackoffMs: (attempt: number) => number;
+  readonly autoStart: boolean;
+  readonly onError: (error: unknown) => void;
+}
+
+const KEYS = [
+  'concurrency',
+  'lockMs',
+  'throttleMs',
+  'eoqBackoffMs',
+  'monitor',
+  'filters',
+  'respectFilters',
+  'maxAttempts',
+  'retryBackoffMs',
+  'autoStart',
+  'onError',
+] as const;
+
+export const WORKER_DEFAULTS = {
+  concurrency: 1,
+  lockMs: 30 * SECOND,
+  throttleMs: 0,
+  maxAttempts: 1,
+  autoStart: true,
+} as const satisfies WorkerOptions;
+
+/** Validates at construction: a bad option is a TypeError that says how to fix the call. */
+export function checkWorkerOptions(options: WorkerOptions): CheckedWorkerOptions {
+  checkKnownKeys('worker', checkPlainObject('worker options', options), KEYS);
+  const o = { ...WORKER_DEFAULTS, ...options };
+  const filters = o.filters === undefined ? {} : checkWorkerFilters(o.filters);
+  return {
+    concurrency: checkCount('concurrency', o.concurrency, 1, 10_000),
+    lockMs: checkMs('lockMs', o.lockMs, 100),
+    throttleMs: checkMs('throttleMs', o.throttleMs),
+    eoqBackoffMs: msFunction('eoqBackoffMs', o.eoqBackoffMs, (n) => expBackoff(n)),
+    monitor: optionalFunction('monitor', o.monitor),
+    filters,
+    respectFilters:
+      o.respectFilters === undefined
+        ? Object.keys(filters).length > 0
+        : checkBoolean('respectFilters', o.respectFilters),
+    maxAttempts: checkCount('maxAttempts', o.maxAttempts, 1, 1_000_000),
+    retryBackoffMs: msFunction('retryBackoffMs', o.retryBackoffMs, (attempt) => expBackoff(attempt)),
+    autoStart: checkBoolean('autoStart', o.autoStart),
+    onError: optionalFunction('onError', o.onError) ?? ((error) => console.error('kvmq worker:', error)),
+  };
+}
+
+function msFunction(name: string, value: unknown, fallback: (n: number) => number): (n: number) => number {
+  if (value === undefined) return fallback;
+  if (typeof value === 'number') {
+    checkMs(name, value);
+    return () => value;
+  }
+  if (typeof value === 'function') {
+    return (n) => checkMs(`${name}(${n})`, Math.round((value as (n: number) => number)(n)));
+  }
+  throw new TypeError(`${name} must be milliseconds or a function returning milliseconds`);
+}
+
+function optionalFunction<F>(name: string, value: F | undefined): F | null {
+  if (value === undefined) return null;
+  if (typeof value !== 'function') throw new TypeError(`${name} must be a function`);
+  return value;
+}

@@ -1,0 +1,53 @@
+import type { Finish } from '../store/contract.js';
+import type { HandlerResult, Outcome } from '../model/types.js';
+
+const OUTCOMES: ReadonlySet<string> = new Set<Outcome>(['success', 'error', 'retry']);
+
+function isOutcome(status: string): status is Outcome {
+  return OUTCOMES.has(status);
+}
+
+/** Turns what a handler returned into a finish; anything malformed is an `error` that says why. */
+export function finishFromResult(id: string, attempt: number, result: HandlerResult | void): Finish {
+  if (result === undefined) return { id, attempt, outcome: 'success', backoffMs: 0, error: null };
+  // Handlers are user code: check what came back, whatever the types said.
+  const { status, backoffMs = 0, error = null } = result as Partial<Record<keyof HandlerResult, unknown>>;
+  if (typeof status !== 'string' || !isOutcome(status)) {
+    return invalid(
+      id,
+      attempt,
+      `handler returned status ${JSON.stringify(status)}; return { status: 'success' | 'error' | 'retry' }`,
+    );
+  }
+  if (typeof backoffMs !== 'number' || !Number.isInteger(backoffMs) || backoffMs < 0) {
+    return invalid(
+      id,
+      attempt,
+      `handler returned backoffMs ${String(backoffMs)}; use a whole number of milliseconds >= 0`,
+    );
+  }
+  return {
+    id,
+    attempt,
+    outcome: status,
+    backoffMs,
+    error: error === null ? null : typeof error === 'string' ? error : JSON.stringify(error),
+  };
+}
+
+/** A thrown error: retried after a backoff while attempts remain, else an `error`. */
+export function finishFromThrow(
+  id: string,
+  attempt: number,
+  thrown: unknown,
+  maxAttempts: number,
+  retryBackoffMs: (attempt: number) => number,
+): Finish {
+  const error = thrown instanceof Error ? (thrown.stack ?? thrown.message) : String(thrown);
+  if (attempt < maxAttempts) return { id, attempt, outcome: 'retry', backoffMs: retryBackoffMs(attempt), error };
+  return { id, attempt, outcome: 'error', backoffMs: 0, error };
+}
+
+function invalid(id: string, attempt: number, error: string): Finish {
+  return { id, attempt, outcome: 'error', backoffMs: 0, error };
+}

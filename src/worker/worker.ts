@@ -1,0 +1,340 @@
+/**
+ * A worker: claim → handler → finish, with lock renewal while handlers run,
+ * batched finishes, queue-wide end-of-queue backoff, wake-ups from the store,
+ * the consumer registry, GC, and a graceful (then forceful) stop.
+ */
+import { randomUUID } from 'node:crypto';
+import { hostname } from 'node:os';
+import { classMatcher } from '../model/filters.js';
+import { decodePayload } from '../model/payload.js';
+import { expBackoff } from '../model/backoff.js';
+import { checkQueueName } from '../model/validate.js';
+import { checkWorkerOptions, type CheckedWorkerOptions, type WorkerOptions } from './options.js';
+import { finishFromResult, finishFromThrow } from './outcome.js';
+import type { ClaimedMessage, Finish, FinishResult, Store } from '../store/contract.js';
+import { sleep } from '../model/time.js';
+import type { Handler, HandlerResult, Job, QueueConfig } from '../model/types.js';
+
+export type { WorkerOptions, MonitorInfo } from './options.js';
+
+type WorkerState = 'idle' | 'running' | 'stopping' | 'stopped';
+
+interface Held {
+  readonly id: string;
+  readonly attempt: number;
+  readonly controller: AbortController;
+  /** The handler is done and its result is on its way to the store. */
+  finishing: boolean;
+}
+
+interface PendingFinish {
+  readonly finish: Finish;
+  readonly resolve: (result: FinishResult) => void;
+}
+
+// How long a failing store call waits before the next try, at most.
+const MAX_ERROR_BACKOFF_MS = 30_000;
+
+export class Worker {
+  /** This worker's consumer id, as the registry shows it. */
+  readonly id = `${hostname()}:${process.pid}:${randomUUID().slice(0, 8)}`;
+  readonly queue: string;
+  readonly autoStart: boolean;
+  private readonly options: CheckedWorkerOptions;
+  private readonly held = new Map<string, Held>();
+  private readonly handlers = new Set<Promise<void>>();
+  /** Aborted by the first stop: no more polling. */
+  private readonly halt = new AbortController();
+  /** Aborted by the second stop: no more waiting. */
+  private readonly force = new AbortController();
+  private finishes: PendingFinish[] = [];
+  private flushScheduled = false;
+  private state: WorkerState = 'idle';
+  private accepts: ((filterClass: string) => boolean) | null = null;
+  private woken = false;
+  private wake: (() => void) | null = null;
+  private loop: Promise<void> | null = null;
+  private unsubscribe: (() => void) | null = null;
+  private renewTimer: NodeJS.Timeout | null = null;
+  private stopping: Promise<void> | null = null;
+  private storeFailures = 0;
+
+  /** @internal use `client.worker()` */
+  constructor(
+    private readonly store: Store,
+    queue: string,
+    private readonly handler: Handler,
+    options: WorkerOptions,
+    private readonly onStopped: () => void,
+  ) {
+    this.queue = checkQueueName(queue);
+    if (typeof handler !== 'function') throw new TypeError('worker handler must be a function (job) => result');
+    this.options = checkWorkerOptions(options);
+    this.autoStart = this.options.autoStart;
+  }
+
+  get running(): boolean {
+    return this.state === 'running';
+  }
+
+  /** Messages this worker holds now. */
+  get inFlight(): number {
+    return this.held.size;
+  }
+
+  /** Registers the consumer and starts polling. Rejects if the worker's filters do not fit the queue. */
+  async start(): Promise<void> {
+    if (this.state !== 'idle') throw new Error(`worker is ${this.state}; create a new worker to start again`);
+    this.state = 'running';
+    try {
+      await this.refreshConfig();
+      await this.register();
+    } catch (error) {
+      this.state = 'stopped';
+      this.onStopped();
+      throw error;
+    }
+    this.unsubscribe = this.store.subscribe(this.queue, () => this.kick());
+    const renewEveryMs = Math.max(50, Math.floor(this.options.lockMs / 3));
+    this.renewTimer = setInterval(() => void this.renew(), renewEveryMs);
+    this.loop = this.run();
+    void this.maintain();
+  }
+
+  /**
+   * Stops polling and waits for running handlers to finish and their results
+   * to reach the store. Called again while stopping, it stops at once: running
+   * handlers are aborted and their messages released for others.
+   */
+  async stop(): Promise<void> {
+    if (this.state === 'idle' || this.state === 'stopped') {
+      this.state = 'stopped';
+      return;
+    }
+    if (this.stopping !== null) {
+      await this.forceStop();
+      return this.stopping;
+    }
+    this.state = 'stopping';
+    this.halt.abort();
+    this.kick();
+    this.stopping = this.drain();
+    return this.stopping;
+  }
+
+  private async drain(): Promise<void> {
+    await this.loop;
+    // A handler settles only once its result reached the store, so this also waits for the finishes.
+    await Promise.race([Promise.allSettled([...this.handlers]), aborted(this.force.signal)]);
+    if (this.renewTimer !== null) clearInterval(this.renewTimer);
+    this.unsubscribe?.();
+    await this.store.unregisterConsumer(this.queue, this.id).catch(this.options.onError);
+    this.state = 'stopped';
+    this.onStopped();
+  }
+
+  private async forceStop(): Promise<void> {
+    if (this.force.signal.aborted) return;
+    this.force.abort();
+    const released: Finish[] = [];
+    for (const held of this.held.values()) {
+      if (held.finishing) continue;
+      held.controller.abort(new Error('worker stopped'));
+      released.push({ id: held.id, attempt: held.attempt, outcome: 'retry', backoffMs: 0, error: 'worker stopped' });
+    }
+    if (released.length > 0) await this.store.finish(this.queue, this.id, released).catch(this.options.onError);
+  }
+
+  private async run(): Promise<void> {
+    while (this.state === 'running') {
+      const free = this.options.concurrency - this.held.size;
+      if (free <= 0) {
+        this.woken = false;
+        await this.idle(Infinity);
+        continue;
+      }
+      this.woken = false;
+      let claimed: readonly ClaimedMessage[];
+      let wakeAt: number | null;
+      try {
+        const result = await this.store.claim(this.queue, {
+          consumerId: this.id,
+          max: free,
+          lockMs: this.options.lockMs,
+          accepts: this.accepts,
+          eoqBackoffMs: (n) => this.options.eoqBackoffMs(Math.min(n, 5) - 1),
+        });
+        this.storeFailures = 0;
+        ({ messages: claimed, wakeAt } = result);
+        this.report(result.queueSize, result.dryRuns, claimed);
+      } catch (error) {
+        await this.storeFailed(error, this.halt.signal);
+        continue;
+      }
+      for (const message of claimed) this.handle(message);
+      if (claimed.length === 0) await this.idle(wakeAt === null ? Infinity : wakeAt - Date.now());
+      else if (this.options.throttleMs > 0) await sleep(this.options.throttleMs, this.halt.signal);
+    }
+  }
+
+  private handle(message: ClaimedMessage): void {
+    const held: Held = {
+      id: message.id,
+      attempt: message.attempt,
+      controller: new AbortController(),
+      finishing: false,
+    };
+    this.held.set(message.id, held);
+    const job: Job = {
+      queue: this.queue,
+      id: message.id,
+      payload: decodePayload(message.payload, message.encoding),
+      metadata: message.metadata,
+      filters: message.filters,
+      attempt: message.attempt,
+      signal: held.controller.signal,
+    };
+    const run = this.invoke(job)
+      .then(async (finish) => {
+        // A lost lock or a forced stop: the message is someone else's now.
+        if (held.controller.signal.aborted) return;
+        held.finishing = true;
+        await this.finish(finish);
+      })
+      .catch(this.options.onError)
+      .finally(() => {
+        if (this.held.get(held.id) === held) this.held.delete(held.id);
+        this.handlers.delete(run);
+        this.kick();
+      });
+    this.handlers.add(run);
+  }
+
+  private async invoke(job: Job): Promise<Finish> {
+    try {
+      const result: HandlerResult | void = await this.handler(job);
+      return finishFromResult(job.id, job.attempt, result);
+    } catch (thrown) {
+      return finishFromThrow(job.id, job.attempt, thrown, this.options.maxAttempts, this.options.retryBackoffMs);
+    }
+  }
+
+  /** Queues a finish; the finishes of one tick go to the store together. */
+  private finish(finish: Finish): Promise<FinishResult> {
+    return new Promise((resolve) => {
+      this.finishes.push({ finish, resolve });
+      if (!this.flushScheduled) {
+        this.flushScheduled = true;
+        setImmediate(() => void this.flush());
+      }
+    });
+  }
+
+  private async flush(): Promise<void> {
+    while (this.finishes.length > 0) {
+      const batch = this.finishes;
+      this.finishes = [];
+      try {
+        const results = await this.store.finish(
+          this.queue,
+          this.id,
+          batch.map((p) => p.finish),
+        );
+        this.storeFailures = 0;
+        batch.forEach((p, i) => p.resolve(results[i] ?? 'lost'));
+      } catch (error) {
+        // Keep the results (their locks are renewed meanwhile) until the store takes them.
+        this.finishes = batch.concat(this.finishes);
+        if (this.force.signal.aborted) break;
+        await this.storeFailed(error, this.force.signal);
+      }
+    }
+    this.flushScheduled = false;
+  }
+
+  private async renew(): Promise<void> {
+    try {
+      const held = [...this.held.values()];
+      if (held.length > 0) {
+        const lost = await this.store.extend(this.queue, this.id, held, this.options.lockMs);
+        for (const id of lost) this.held.get(id)?.controller.abort(new Error('lock lost'));
+      }
+      await this.register();
+    } catch (error) {
+      this.options.onError(error);
+    }
+  }
+
+  private async register(): Promise<void> {
+    await this.store.registerConsumer(this.queue, {
+      id: this.id,
+      host: hostname(),
+      pid: process.pid,
+      ttlMs: this.options.lockMs,
+    });
+  }
+
+  /** GC at the queue's stored interval (the store skips it when another process just ran it). */
+  private async maintain(): Promise<void> {
+    while (this.state === 'running') {
+      try {
+        await this.store.gc(this.queue, false);
+        const config = await this.refreshConfig();
+        await sleep(config.gcIntervalMs, this.halt.signal);
+      } catch (error) {
+        this.options.onError(error);
+        await sleep(5000, this.halt.signal);
+      }
+    }
+  }
+
+  private async refreshConfig(): Promise<QueueConfig> {
+    const config = await this.store.config(this.queue);
+    this.accepts = this.options.respectFilters ? classMatcher(this.queue, this.options.filters, config) : null;
+    return config;
+  }
+
+  private report(queueSize: number, dryRuns: number, claimed: readonly ClaimedMessage[]): void {
+    const monitor = this.options.monitor;
+    if (monitor === null) return;
+    try {
+      monitor({ queue: this.queue, queueSize, dryRuns, claimed: claimed.map((m) => m.id), inFlight: this.held.size });
+    } catch (error) {
+      this.options.onError(error);
+    }
+  }
+
+  private async storeFailed(error: unknown, signal: AbortSignal): Promise<void> {
+    this.storeFailures += 1;
+    this.options.onError(error);
+    await sleep(expBackoff(this.storeFailures, { factor: 100, max: MAX_ERROR_BACKOFF_MS }), signal);
+  }
+
+  /** Wakes the poll loop: a wake-up from the store, a free slot, or a stop. */
+  private kick(): void {
+    this.woken = true;
+    const wake = this.wake;
+    this.wake = null;
+    wake?.();
+  }
+
+  /** The poll loop's wait: up to `ms`, or until a kick (including one that came during the last claim). */
+  private idle(ms: number): Promise<void> {
+    if (this.state !== 'running' || this.woken || ms <= 0) return Promise.resolve();
+    return new Promise((resolve) => {
+      const timer = Number.isFinite(ms) ? setTimeout(done, ms) : null;
+      this.wake = done;
+      function done(): void {
+        if (timer !== null) clearTimeout(timer);
+        resolve();
+      }
+    });
+  }
+}
+
+function aborted(signal: AbortSignal): Promise<void> {
+  return new Promise((resolve) => {
+    if (signal.aborted) resolve();
+    else signal.addEventListener('abort', () => resolve(), { once: true });
+  });
+}
