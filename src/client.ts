@@ -2,10 +2,10 @@
  * The public API: a client bound to one store. It validates and encodes at the
  * boundary, then speaks only the store contract.
  */
-import { randomUUID } from 'node:crypto';
 import { ClosedError } from './errors.js';
 import { DEFAULT_QUEUE_CONFIG, checkConfigPatch } from './model/config.js';
 import { checkMessageFilters, filterClass } from './model/filters.js';
+import { newMessageId } from './model/ids.js';
 import { encodePayload } from './model/payload.js';
 import {
   checkBoolean,
@@ -16,6 +16,7 @@ import {
   checkQueueName,
 } from './model/validate.js';
 import { openStore, resolveStoreUrl } from './store/url.js';
+import { TickBatcher } from './tick-batcher.js';
 import { Worker, type WorkerOptions } from './worker/worker.js';
 import type { NewMessage, Store } from './store/contract.js';
 import type {
@@ -65,6 +66,7 @@ export class Client {
   private readonly lastGc = new Map<string, number>();
   private readonly workers = new Set<Worker>();
   private readonly background = new Set<Promise<unknown>>();
+  private readonly enqueues: TickBatcher<NewMessage, EnqueueResult>;
   private closed = false;
 
   /** @internal use `connect()` */
@@ -73,6 +75,7 @@ export class Client {
     this.store = store;
     this.maintenance = options.maintenance === undefined ? true : checkBoolean('maintenance', options.maintenance);
     this.onError = options.onError ?? ((error) => console.error('kvmq:', error));
+    this.enqueues = new TickBatcher((queue, messages) => store.enqueue(queue, messages));
   }
 
   /** Adds one message. Resolves once the store holds it. */
@@ -83,7 +86,10 @@ export class Client {
     return result;
   }
 
-  /** Adds many messages in as few store round trips as the store allows; results are in order. */
+  /**
+   * Adds many messages in as few store round trips as the store allows; results are in order.
+   * Enqueues made in the same tick travel to the store together.
+   */
   async enqueueBatch(queue: string, items: readonly BatchItem[]): Promise<EnqueueResult[]> {
     this.checkOpen();
     checkQueueName(queue);
@@ -92,7 +98,7 @@ export class Client {
     const needsConfig = items.some((item) => item.filters !== undefined);
     const config = needsConfig ? await this.cachedConfig(queue) : null;
     const messages = items.map((item) => this.prepare(queue, item, config));
-    const results = await this.store.enqueue(queue, messages);
+    const results = await this.enqueues.add(queue, messages);
     this.maybeGcInBackground(queue);
     return results;
   }
@@ -164,7 +170,7 @@ export class Client {
     const filters =
       item.filters === undefined || config === null ? {} : checkMessageFilters(queue, item.filters, config);
     return {
-      id: item.id === undefined ? randomUUID() : checkMessageId(item.id),
+      id: item.id === undefined ? newMessageId() : checkMessageId(item.id),
       payload: encoded.bytes,
       encoding: encoded.encoding,
       metadata: item.metadata === undefined ? {} : checkPlainObject('metadata', item.metadata),

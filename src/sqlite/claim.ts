@@ -12,30 +12,32 @@ export function claimMessages(sql: Statements, queue: string, request: ClaimRequ
   const classes = (sql.classes.all(queue) as string[]).filter((c) => request.accepts === null || request.accepts(c));
   const accepted = new Set(classes);
 
+  const lock = { lockUntil: now + request.lockMs, consumer: request.consumerId, now, queue };
   const rows: MessageRow[] = [];
-  for (const row of sql.expiredLocks.all(queue, now, request.max) as MessageRow[]) {
-    if (accepted.has(row.filters)) rows.push(row);
+  for (const expired of sql.expiredLocks.all(queue, now, request.max) as MessageRow[]) {
+    if (accepted.has(expired.filters)) rows.push(sql.relock.get({ ...lock, seq: expired.seq }) as MessageRow);
   }
   if (rows.length < request.max) {
-    const want = request.max - rows.length;
     const ready: MessageRow[] = [];
-    for (const filterClass of classes) ready.push(...(sql.ready.all(queue, filterClass, now, want) as MessageRow[]));
-    if (classes.length > 1) ready.sort((a, b) => a.ready_at - b.ready_at || a.seq - b.seq);
-    rows.push(...ready.slice(0, want));
+    for (const filters of classes) {
+      ready.push(...(sql.lockReady.all({ ...lock, filters, limit: request.max - rows.length }) as MessageRow[]));
+    }
+    ready.sort((a, b) => a.ready_at - b.ready_at || a.seq - b.seq);
+    if (classes.length > 1) {
+      // Each class gave its oldest; keep the oldest overall and put the rest back untouched.
+      for (const extra of ready.splice(request.max - rows.length)) sql.unlock.run(extra.seq);
+    }
+    rows.push(...ready);
   }
 
-  const lockUntil = now + request.lockMs;
-  const messages: ClaimedMessage[] = rows.map((row) => {
-    sql.lock.run({ seq: row.seq, lockUntil, consumer: request.consumerId, now });
-    return {
-      id: row.id,
-      payload: row.payload,
-      encoding: row.encoding === 0 ? 'json' : 'bytes',
-      metadata: JSON.parse(row.metadata) as Metadata,
-      filters: parseFilterClass(row.filters),
-      attempt: row.attempt + 1,
-    };
-  });
+  const messages: ClaimedMessage[] = rows.map((row) => ({
+    id: row.id,
+    payload: row.payload,
+    encoding: row.encoding === 0 ? 'json' : 'bytes',
+    metadata: JSON.parse(row.metadata) as Metadata,
+    filters: parseFilterClass(row.filters),
+    attempt: row.attempt,
+  }));
 
   const queueRow = sql.queueRow.get(queue) as QueueRow;
   if (messages.length > 0) {

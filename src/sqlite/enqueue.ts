@@ -1,4 +1,5 @@
-import { stateOf } from './state.js';
+import { stateOf, type StateRow } from './state.js';
+import type { ChunkedStatement } from './chunked.js';
 import type { Statements } from './statements.js';
 import type { NewMessage } from '../store/contract.js';
 import type { EnqueueResult } from '../model/types.js';
@@ -17,47 +18,47 @@ export interface EnqueueOutcome {
  */
 export function enqueueMessages(
   sql: Statements,
+  insertMessages: ChunkedStatement,
   knownClasses: Set<string>,
   queue: string,
   messages: readonly NewMessage[],
   now: number,
 ): EnqueueOutcome {
-  const results: EnqueueResult[] = [];
-  let sizeDelta = 0;
-  let readyNow = false;
   for (const m of messages) {
     if (!knownClasses.has(m.filterClass)) {
       sql.addClass.run(queue, m.filterClass);
       knownClasses.add(m.filterClass);
     }
-    const content = {
-      payload: asBuffer(m.payload),
-      encoding: m.encoding === 'json' ? 0 : 1,
-      metadata: JSON.stringify(m.metadata),
-      filters: m.filterClass,
-      readyAt: now + m.initialBackoffMs,
-      now,
-    };
-    if (sql.insert.run({ ...content, queue, id: m.id }).changes === 1) {
+  }
+  // New ids go in with multi-row inserts; the ids that already existed come back missing.
+  const rows = messages.map((m) => [queue, m.id, ...content(m, now), now]);
+  const inserted = new Set(insertMessages([], rows) as string[]);
+
+  const results: EnqueueResult[] = [];
+  let sizeDelta = 0;
+  let readyNow = false;
+  for (const m of messages) {
+    if (inserted.delete(m.id)) {
       results.push({ ok: true, id: m.id, action: 'added' });
       sizeDelta += 1;
       readyNow ||= m.initialBackoffMs === 0;
       continue;
     }
-    const row = sql.existing.get(queue, m.id) as { seq: number } & Parameters<typeof stateOf>[0];
+    const row = sql.existing.get(queue, m.id) as { seq: number } & StateRow;
     const state = stateOf(row, now);
-    const replacement = m.replacePayload ? { payload: content.payload, encoding: content.encoding } : null;
+    const [payload, encoding, metadata, filters, readyAt] = content(m, now);
+    const replacement = m.replacePayload ? { payload, encoding } : { payload: null, encoding: null };
     if (state === 'done-awaiting-gc') {
-      sql.revive.run({ ...content, seq: row.seq });
+      sql.revive.run({ seq: row.seq, payload, encoding, metadata, filters, readyAt, now });
       results.push({ ok: true, id: m.id, action: 'revived' });
       sizeDelta += 1;
       readyNow ||= m.initialBackoffMs === 0;
     } else if (m.allowRequeue && state === 'done-with-backoff') {
-      sql.requeueDone.run({ seq: row.seq, payload: null, encoding: null, ...replacement, now });
+      sql.requeueDone.run({ seq: row.seq, ...replacement, now });
       results.push({ ok: true, id: m.id, action: 'requeued' });
       sizeDelta += 1;
     } else if (m.allowRequeue && state === 'locked') {
-      sql.requeueLocked.run({ seq: row.seq, payload: null, encoding: null, ...replacement, now });
+      sql.requeueLocked.run({ seq: row.seq, ...replacement, now });
       results.push({ ok: true, id: m.id, action: 'requeued' });
     } else {
       results.push({ ok: false, id: m.id, state });
@@ -65,6 +66,18 @@ export function enqueueMessages(
   }
   if (sizeDelta !== 0) sql.addSize.run(sizeDelta, queue);
   return { results, readyNow };
+}
+
+/** A message's stored columns: payload, encoding, metadata, filter class, ready_at, enqueued_at. */
+function content(m: NewMessage, now: number): [Buffer, number, string, string, number, number] {
+  return [
+    asBuffer(m.payload),
+    m.encoding === 'json' ? 0 : 1,
+    JSON.stringify(m.metadata),
+    m.filterClass,
+    now + m.initialBackoffMs,
+    now,
+  ];
 }
 
 export function asBuffer(bytes: Uint8Array): Buffer {

@@ -1,4 +1,5 @@
 import { Phase } from './schema.js';
+import type { ChunkedStatement } from './chunked.js';
 import type { Statements } from './statements.js';
 import type { Finish, FinishResult } from '../store/contract.js';
 
@@ -24,15 +25,25 @@ export interface FinishOutcome {
  */
 export function finishMessages(
   sql: Statements,
+  finishSuccesses: ChunkedStatement,
   queue: string,
   consumerId: string,
   finishes: readonly Finish[],
   now: number,
 ): FinishOutcome {
+  // Plain successes, the common case, go in multi-row updates; the rest one by one.
+  const plain = finishes.filter((f) => f.outcome === 'success' && f.backoffMs === 0 && f.error === null);
+  const rows = plain.map((f) => [f.id, f.attempt]);
+  const done = new Set(finishSuccesses([now, queue, consumerId], rows) as string[]);
+  let doneCount = done.size;
+
   const results: FinishResult[] = [];
-  let doneCount = 0;
   let readyNow = false;
   for (const f of finishes) {
+    if (done.delete(f.id)) {
+      results.push('ok');
+      continue;
+    }
     const row = sql.held.get(queue, f.id) as HeldRow | undefined;
     if (row?.phase !== Phase.Locked || row.consumer !== consumerId || row.attempt !== f.attempt) {
       results.push('lost');

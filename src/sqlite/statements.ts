@@ -18,9 +18,6 @@ const SQL = {
   classes: 'SELECT filters FROM kvmq_classes WHERE queue = ?',
   clearClasses: 'DELETE FROM kvmq_classes WHERE queue = ?',
 
-  insert: `INSERT INTO kvmq_messages (queue, id, payload, encoding, metadata, filters, phase, ready_at, enqueued_at, updated_at)
-       VALUES (@queue, @id, @payload, @encoding, @metadata, @filters, 0, @readyAt, @now, @now)
-       ON CONFLICT (queue, id) DO NOTHING`,
   existing: `SELECT seq, phase, ready_at, lock_until, backoff_until, requeue FROM kvmq_messages WHERE queue = ? AND id = ?`,
   revive: `UPDATE kvmq_messages SET payload = @payload, encoding = @encoding, metadata = @metadata, filters = @filters,
          phase = 0, ready_at = @readyAt, lock_until = 0, consumer = NULL, backoff_until = 0, requeue = 0,
@@ -33,17 +30,25 @@ const SQL = {
   requeueLocked: `UPDATE kvmq_messages SET requeue = 1, next_payload = @payload, next_encoding = @encoding, updated_at = @now
        WHERE seq = @seq`,
 
-  ready: `SELECT ${MESSAGE_FIELDS} FROM kvmq_messages
-       WHERE queue = ? AND filters = ? AND phase = 0 AND ready_at <= ? ORDER BY ready_at, seq LIMIT ?`,
+  // Locks the oldest ready messages of one filter class and returns them (in no set order).
+  lockReady: `UPDATE kvmq_messages SET phase = 1, lock_until = @lockUntil, consumer = @consumer,
+         attempt = attempt + 1, requeue = 0, updated_at = @now
+       WHERE seq IN (SELECT seq FROM kvmq_messages
+         WHERE queue = @queue AND filters = @filters AND phase = 0 AND ready_at <= @now
+         ORDER BY ready_at, seq LIMIT @limit)
+       RETURNING ${MESSAGE_FIELDS}`,
   nextReady: `SELECT ready_at FROM kvmq_messages WHERE queue = ? AND filters = ? AND phase = 0 AND ready_at > ?
        ORDER BY ready_at LIMIT 1`,
   expiredLocks: `SELECT ${MESSAGE_FIELDS} FROM kvmq_messages
        WHERE queue = ? AND phase = 1 AND lock_until <= ? ORDER BY lock_until LIMIT ?`,
   nextLockExpiry:
     'SELECT lock_until FROM kvmq_messages WHERE queue = ? AND phase = 1 AND lock_until > ? ORDER BY lock_until LIMIT 1',
-  lock: `UPDATE kvmq_messages SET phase = 1, lock_until = @lockUntil, consumer = @consumer, attempt = attempt + 1,
-         requeue = CASE WHEN phase = 0 THEN 0 ELSE requeue END, updated_at = @now
-       WHERE seq = @seq`,
+  // Takes over a message whose lock expired; it keeps its requeue mark.
+  relock: `UPDATE kvmq_messages SET lock_until = @lockUntil, consumer = @consumer, attempt = attempt + 1, updated_at = @now
+       WHERE seq = @seq
+       RETURNING ${MESSAGE_FIELDS}`,
+  // Puts back a message lockReady took beyond what the claim wanted.
+  unlock: 'UPDATE kvmq_messages SET phase = 0, lock_until = 0, consumer = NULL, attempt = attempt - 1 WHERE seq = ?',
   extend: `UPDATE kvmq_messages SET lock_until = @lockUntil
        WHERE queue = @queue AND id = @id AND phase = 1 AND consumer = @consumer AND attempt = @attempt`,
 

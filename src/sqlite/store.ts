@@ -18,6 +18,7 @@ import { parseUrlOptions } from '../store/url.js';
 import { claimMessages } from './claim.js';
 import { enqueueMessages } from './enqueue.js';
 import { finishMessages } from './finish.js';
+import { finishSuccesses, insertMessages, type ChunkedStatement } from './chunked.js';
 import { liveConsumers, messageStatus, stateCounts } from './inspect.js';
 import { migrate } from './schema.js';
 import { prepareStatements, type QueueRow, type Statements } from './statements.js';
@@ -98,6 +99,8 @@ class SqliteStore implements Store {
     instantRelease: false,
   };
   private readonly sql: Statements;
+  private readonly insertMessages: ChunkedStatement;
+  private readonly finishSuccesses: ChunkedStatement;
   private readonly wakeups: Wakeups;
   private readonly ensured = new Set<string>();
   private readonly knownClasses = new Map<string, Set<string>>();
@@ -108,6 +111,8 @@ class SqliteStore implements Store {
     path: string,
   ) {
     this.sql = prepareStatements(db);
+    this.insertMessages = insertMessages(db);
+    this.finishSuccesses = finishSuccesses(db);
     this.wakeups = new Wakeups(path, `${path}-wal`);
   }
 
@@ -118,7 +123,7 @@ class SqliteStore implements Store {
         classes = new Set();
         this.knownClasses.set(queue, classes);
       }
-      const { results, readyNow } = enqueueMessages(this.sql, classes, queue, messages, now);
+      const { results, readyNow } = enqueueMessages(this.sql, this.insertMessages, classes, queue, messages, now);
       if (readyNow) this.afterCommit(queue);
       return results;
     });
@@ -146,7 +151,7 @@ class SqliteStore implements Store {
 
   finish(queue: string, consumerId: string, finishes: readonly Finish[]): Promise<FinishResult[]> {
     return this.write(queue, (now) => {
-      const { results, readyNow } = finishMessages(this.sql, queue, consumerId, finishes, now);
+      const { results, readyNow } = finishMessages(this.sql, this.finishSuccesses, queue, consumerId, finishes, now);
       if (readyNow) this.afterCommit(queue);
       return results;
     });

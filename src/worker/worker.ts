@@ -22,9 +22,25 @@ type WorkerState = 'idle' | 'running' | 'stopping' | 'stopped';
 interface Held {
   readonly id: string;
   readonly attempt: number;
-  readonly controller: AbortController;
+  /** Made only when the handler reads `job.signal`: most never do, and one per message costs. */
+  controller: AbortController | null;
+  /** Why the message was taken from its handler (lock lost, forced stop), if it was. */
+  abortedBy: Error | null;
   /** The handler is done and its result is on its way to the store. */
   finishing: boolean;
+}
+
+function abortHeld(held: Held, reason: Error): void {
+  held.abortedBy ??= reason;
+  held.controller?.abort(reason);
+}
+
+function signalOf(held: Held): AbortSignal {
+  if (held.controller === null) {
+    held.controller = new AbortController();
+    if (held.abortedBy !== null) held.controller.abort(held.abortedBy);
+  }
+  return held.controller.signal;
 }
 
 interface PendingFinish {
@@ -139,7 +155,7 @@ export class Worker {
     const released: Finish[] = [];
     for (const held of this.held.values()) {
       if (held.finishing) continue;
-      held.controller.abort(new Error('worker stopped'));
+      abortHeld(held, new Error('worker stopped'));
       released.push({ id: held.id, attempt: held.attempt, outcome: 'retry', backoffMs: 0, error: 'worker stopped' });
     }
     if (released.length > 0) await this.store.finish(this.queue, this.id, released).catch(this.options.onError);
@@ -181,7 +197,8 @@ export class Worker {
     const held: Held = {
       id: message.id,
       attempt: message.attempt,
-      controller: new AbortController(),
+      controller: null,
+      abortedBy: null,
       finishing: false,
     };
     this.held.set(message.id, held);
@@ -192,12 +209,14 @@ export class Worker {
       metadata: message.metadata,
       filters: message.filters,
       attempt: message.attempt,
-      signal: held.controller.signal,
+      get signal() {
+        return signalOf(held);
+      },
     };
     const run = this.invoke(job)
       .then(async (finish) => {
         // A lost lock or a forced stop: the message is someone else's now.
-        if (held.controller.signal.aborted) return;
+        if (held.abortedBy !== null) return;
         held.finishing = true;
         await this.finish(finish);
       })
@@ -257,7 +276,10 @@ export class Worker {
       const held = [...this.held.values()];
       if (held.length > 0) {
         const lost = await this.store.extend(this.queue, this.id, held, this.options.lockMs);
-        for (const id of lost) this.held.get(id)?.controller.abort(new Error('lock lost'));
+        for (const id of lost) {
+          const held = this.held.get(id);
+          if (held !== undefined) abortHeld(held, new Error('lock lost'));
+        }
       }
       await this.register();
     } catch (error) {

@@ -1,0 +1,62 @@
+/**
+ * Statements over many rows at once: one call per chunk of rows instead of
+ * one per message, which is most of the cost of a batch. Each statement is
+ * built for a row count, prepared once, and returns one value per row it
+ * touched (a RETURNING column).
+ */
+import type BetterSqlite3 from 'better-sqlite3';
+
+const CHUNK = 64;
+
+/** `prefix` binds the statement's leading parameters, the same for every chunk. */
+export type ChunkedStatement = (prefix: readonly unknown[], rows: readonly (readonly unknown[])[]) => unknown[];
+
+export function chunked(db: BetterSqlite3.Database, sqlFor: (rowCount: number) => string): ChunkedStatement {
+  const prepared = new Map<number, BetterSqlite3.Statement>();
+  const statement = (count: number): BetterSqlite3.Statement => {
+    let s = prepared.get(count);
+    if (s === undefined) {
+      s = db.prepare(sqlFor(count)).pluck();
+      prepared.set(count, s);
+    }
+    return s;
+  };
+  return (prefix, rows) => {
+    const out: unknown[] = [];
+    for (let i = 0; i < rows.length; i += CHUNK) {
+      const chunk = rows.slice(i, i + CHUNK);
+      out.push(...statement(chunk.length).all(...prefix, ...chunk.flat()));
+    }
+    return out;
+  };
+}
+
+function placeholders(count: number, row: string): string {
+  return Array.from({ length: count }, () => row).join(', ');
+}
+
+/** Rows of (queue, id, payload, encoding, metadata, filters, ready_at, enqueued_at, updated_at); returns the ids inserted. */
+export function insertMessages(db: BetterSqlite3.Database): ChunkedStatement {
+  return chunked(
+    db,
+    (n) =>
+      'INSERT INTO kvmq_messages (queue, id, payload, encoding, metadata, filters, phase, ready_at, enqueued_at, updated_at) ' +
+      `VALUES ${placeholders(n, '(?, ?, ?, ?, ?, ?, 0, ?, ?, ?)')} ON CONFLICT (queue, id) DO NOTHING RETURNING id`,
+  );
+}
+
+/**
+ * Prefix (now, queue, consumer), rows of (id, attempt): marks plain successes done,
+ * only where that consumer holds that attempt and no requeue waits; returns the ids done.
+ */
+export function finishSuccesses(db: BetterSqlite3.Database): ChunkedStatement {
+  return chunked(
+    db,
+    (n) =>
+      `UPDATE kvmq_messages SET phase = 2, lock_until = 0, consumer = NULL, backoff_until = 0, outcome = 'success',
+         last_error = NULL, updated_at = ?
+       WHERE queue = ? AND phase = 1 AND consumer = ? AND requeue = 0
+         AND (id, attempt) IN (VALUES ${placeholders(n, '(?, ?)')})
+       RETURNING id`,
+  );
+}
