@@ -1,9 +1,12 @@
 #!/usr/bin/env node
-// `npm test`: runs every test file under test/ with Node's test runner.
-// Extra arguments are passed to the runner, e.g. `npm test -- test/cli.test.ts`.
-import { spawnSync } from 'node:child_process';
+// `npm test`: starts the store servers (scripts/servers.mjs; installing them from
+// Debian's packages when missing and running as root), runs every test file under
+// test/ with Node's test runner, and stops the servers.
+// Extra arguments go to the runner, e.g. `npm test -- test/cli.test.ts`.
+import { spawn } from 'node:child_process';
 import { readdirSync, statSync } from 'node:fs';
 import { join } from 'node:path';
+import { startServers } from './servers.mjs';
 
 function testFiles(dir) {
   return readdirSync(dir)
@@ -17,7 +20,18 @@ function testFiles(dir) {
 
 const args = process.argv.slice(2);
 const files = args.some((a) => a.endsWith('.ts')) ? [] : testFiles('test');
-const result = spawnSync(process.execPath, ['--import', 'tsx', '--test', '--test-reporter=spec', ...args, ...files], {
-  stdio: 'inherit',
-});
-process.exit(result.status ?? 1);
+const servers = await startServers();
+let code = 1;
+try {
+  const runner = spawn(process.execPath, ['--import', 'tsx', '--test', '--test-reporter=spec', ...args, ...files], {
+    stdio: 'inherit',
+    env: { ...process.env, ...servers.env },
+  });
+  const forward = (signal) => runner.kill(signal);
+  process.on('SIGINT', forward);
+  process.on('SIGTERM', forward);
+  code = await new Promise((resolve) => runner.once('exit', (c, s) => resolve(c ?? (s ? 1 : 0))));
+} finally {
+  await servers.stop();
+}
+process.exit(code);
