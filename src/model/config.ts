@@ -18,15 +18,15 @@ export function checkConfigPatch(value: unknown): Partial<QueueConfig> {
   if (patch.gcLifetimeMs !== undefined) checked.gcLifetimeMs = checkMs('gcLifetimeMs', patch.gcLifetimeMs);
   if (patch.gcIntervalMs !== undefined) checked.gcIntervalMs = checkMs('gcIntervalMs', patch.gcIntervalMs, 1);
   if (patch.filterEnums !== undefined) {
-    const enums: Record<string, readonly string[]> = {};
+    const enums: [string, readonly string[]][] = [];
     for (const [name, values] of Object.entries(checkPlainObject('filterEnums', patch.filterEnums))) {
       checkFilterToken('name', name);
       if (!Array.isArray(values)) throw new TypeError(`filterEnums.${name} must be an array of values, lowest first`);
       const list = values.map((v) => checkFilterToken('value', v));
       if (new Set(list).size !== list.length) throw new TypeError(`filterEnums.${name} lists a value twice`);
-      enums[name] = list;
+      enums.push([name, list]);
     }
-    checked.filterEnums = enums;
+    checked.filterEnums = Object.fromEntries(enums);
   }
   return checked;
 }

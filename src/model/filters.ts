@@ -9,7 +9,7 @@
  * accepts, so a claim never reads a message it cannot take.
  */
 import { FilterError } from '../errors.js';
-import { checkFilterToken, checkPlainObject } from './validate.js';
+import { checkFilterToken, checkPlainObject, own } from './validate.js';
 import type { FilterValues, QueueConfig } from './types.js';
 
 export type FilterMethod = 'absolute' | 'at_least';
@@ -30,28 +30,28 @@ export type ClassMatcher = ((filterClass: string) => boolean) | null;
 export function filterClass(filters: FilterValues): string {
   return Object.keys(filters)
     .sort()
-    .map((name) => `${name}=${filters[name] ?? ''}`)
+    .map((name) => `${name}=${own(filters, name) ?? ''}`)
     .join('&');
 }
 
 export function parseFilterClass(key: string): Record<string, string> {
-  const filters: Record<string, string> = {};
-  if (key === '') return filters;
-  for (const pair of key.split('&')) {
-    const eq = pair.indexOf('=');
-    filters[pair.slice(0, eq)] = pair.slice(eq + 1);
-  }
-  return filters;
+  if (key === '') return {};
+  return Object.fromEntries(
+    key.split('&').map((pair) => {
+      const eq = pair.indexOf('=');
+      return [pair.slice(0, eq), pair.slice(eq + 1)];
+    }),
+  );
 }
 
 /** Checks a message's filters against the queue's enums: every name declared, every value in its enum. */
 export function checkMessageFilters(queue: string, value: unknown, config: QueueConfig): FilterValues {
   const filters = checkPlainObject('filters', value);
-  const checked: Record<string, string> = {};
+  const checked: [string, string][] = [];
   for (const [name, raw] of Object.entries(filters)) {
     checkFilterToken('name', name);
     const filterValue = checkFilterToken('value', raw);
-    const allowed = config.filterEnums[name];
+    const allowed = own(config.filterEnums, name);
     if (allowed === undefined) {
       throw new FilterError(
         `queue '${queue}' has no filter '${name}'; declare its values first, lowest first, e.g. ` +
@@ -63,15 +63,15 @@ export function checkMessageFilters(queue: string, value: unknown, config: Queue
         `filter ${name}=${filterValue} is not allowed on queue '${queue}'; allowed values are ${allowed.join(', ')}`,
       );
     }
-    checked[name] = filterValue;
+    checked.push([name, filterValue]);
   }
-  return checked;
+  return Object.fromEntries(checked);
 }
 
 /** Normalises a worker's `filters` option; throws a TypeError on a malformed one. */
 export function checkWorkerFilters(value: unknown): Readonly<Record<string, Required<WorkerFilter>>> {
   const filters = checkPlainObject('filters', value);
-  const checked: Record<string, Required<WorkerFilter>> = {};
+  const checked: [string, Required<WorkerFilter>][] = [];
   for (const [name, spec] of Object.entries(filters)) {
     checkFilterToken('name', name);
     const filter = typeof spec === 'string' ? { value: spec } : checkPlainObject(`filters.${name}`, spec);
@@ -79,9 +79,9 @@ export function checkWorkerFilters(value: unknown): Readonly<Record<string, Requ
     if (method !== 'absolute' && method !== 'at_least') {
       throw new TypeError(`filters.${name}.method must be 'absolute' or 'at_least', got ${JSON.stringify(method)}`);
     }
-    checked[name] = { value: checkFilterToken('value', filter.value), method };
+    checked.push([name, { value: checkFilterToken('value', filter.value), method }]);
   }
-  return checked;
+  return Object.fromEntries(checked);
 }
 
 /**
@@ -95,7 +95,7 @@ export function classMatcher(
   config: QueueConfig,
 ): (filterClass: string) => boolean {
   for (const [name, { value }] of Object.entries(filters)) {
-    const allowed = config.filterEnums[name];
+    const allowed = own(config.filterEnums, name);
     if (allowed === undefined || !allowed.includes(value)) {
       throw new FilterError(
         `worker filter ${name}=${value} is not in queue '${queue}' configuration` +
@@ -107,12 +107,12 @@ export function classMatcher(
   }
   return (key) => {
     for (const [name, messageValue] of Object.entries(parseFilterClass(key))) {
-      const mine = filters[name];
+      const mine = own(filters, name);
       if (mine === undefined) return false;
       if (mine.method === 'absolute') {
         if (mine.value !== messageValue) return false;
       } else {
-        const ranks = config.filterEnums[name] ?? [];
+        const ranks = own(config.filterEnums, name) ?? [];
         const messageRank = ranks.indexOf(messageValue);
         if (messageRank < 0 || ranks.indexOf(mine.value) < messageRank) return false;
       }

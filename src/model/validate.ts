@@ -71,3 +71,11 @@ export function checkKnownKeys(what: string, value: object, known: readonly stri
     }
   }
 }
+
+/**
+ * The record's own value for `key`. Filter names are user input: a plain
+ * index would find `constructor` or `__proto__` on every object.
+ */
+export function own<T>(record: Readonly<Record<string, T>>, key: string): T | undefined {
+  return Object.hasOwn(record, key) ? record[key] : undefined;
+}

@@ -83,7 +83,9 @@ export const WORKER_DEFAULTS = {
 /** Validates at construction: a bad option is a TypeError that says how to fix the call. */
 export function checkWorkerOptions(options: WorkerOptions): CheckedWorkerOptions {
   checkKnownKeys('worker', checkPlainObject('worker options', options), KEYS);
-  const o = { ...WORKER_DEFAULTS, ...options };
+  // An option given as undefined means its default, as if left out.
+  const given = Object.fromEntries(Object.entries(options).filter(([, v]) => v !== undefined)) as WorkerOptions;
+  const o = { ...WORKER_DEFAULTS, ...given };
   const filters = o.filters === undefined ? {} : checkWorkerFilters(o.filters);
   return {
     concurrency: checkCount('concurrency', o.concurrency, 1, 10_000),

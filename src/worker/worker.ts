@@ -69,6 +69,7 @@ export class Worker {
   private accepts: ((filterClass: string) => boolean) | null = null;
   private woken = false;
   private wake: (() => void) | null = null;
+  private starting: Promise<void> | null = null;
   private loop: Promise<void> | null = null;
   private unsubscribe: (() => void) | null = null;
   private renewTimer: NodeJS.Timeout | null = null;
@@ -99,9 +100,16 @@ export class Worker {
   }
 
   /** Registers the consumer and starts polling. Rejects if the worker's filters do not fit the queue. */
-  async start(): Promise<void> {
-    if (this.state !== 'idle') throw new Error(`worker is ${this.state}; create a new worker to start again`);
+  start(): Promise<void> {
+    if (this.state !== 'idle') {
+      return Promise.reject(new Error(`worker is ${this.state}; create a new worker to start again`));
+    }
     this.state = 'running';
+    this.starting = this.begin();
+    return this.starting;
+  }
+
+  private async begin(): Promise<void> {
     try {
       await this.refreshConfig();
       await this.register();
@@ -110,6 +118,8 @@ export class Worker {
       this.onStopped();
       throw error;
     }
+    // stop() came while starting: it unregisters; start nothing.
+    if (this.state !== 'running') return;
     this.unsubscribe = this.store.subscribe(this.queue, () => this.kick());
     const renewEveryMs = Math.max(50, Math.floor(this.options.lockMs / 3));
     this.renewTimer = setInterval(() => void this.renew(), renewEveryMs);
@@ -139,6 +149,8 @@ export class Worker {
   }
 
   private async drain(): Promise<void> {
+    await this.starting?.catch(() => undefined);
+    if (this.state === 'stopped') return; // start failed and cleaned up
     await this.loop;
     // A handler settles only once its result reached the store, so this also waits for the finishes.
     await Promise.race([Promise.allSettled([...this.handlers]), aborted(this.force.signal)]);
