@@ -1,0 +1,79 @@
+/** GC of finished messages, driven by configuration stored in the store (zkmq's conf/). */
+import assert from 'node:assert/strict';
+import { describe } from 'node:test';
+import { storeTest } from '../support/harness.js';
+import { JobLog, waitForState, waitForStatus } from '../support/jobs.js';
+import { waitFor } from '../support/wait.js';
+import type { StoreFixture } from '../support/fixture.js';
+
+const LIFETIME_MS = 1000;
+const HOUR_MS = 3_600_000;
+
+export function gc(fixture: StoreFixture): void {
+  void describe('gc and configuration', () => {
+    storeTest(fixture, 'configure() round-trips through config(), and a second client sees it', async (h) => {
+      const q = h.queue('config');
+      assert.deepEqual(await h.client.config(q), { gcLifetimeMs: 300_000, gcIntervalMs: 30_000, filterEnums: {} });
+      const written = await h.client.configure(q, { gcLifetimeMs: 1234, gcIntervalMs: 567 });
+      assert.deepEqual(written, { gcLifetimeMs: 1234, gcIntervalMs: 567, filterEnums: {} });
+      assert.deepEqual(await h.client.config(q), written);
+      const other = await h.connect();
+      assert.deepEqual(await other.config(q), written);
+
+      // Enums merge per name; an empty list removes one; other fields stay.
+      await other.configure(q, { filterEnums: { size: ['s', 'l'], colour: ['red'] } });
+      await other.configure(q, { filterEnums: { colour: [] } });
+      assert.deepEqual(await h.client.config(q), {
+        gcLifetimeMs: 1234,
+        gcIntervalMs: 567,
+        filterEnums: { size: ['s', 'l'] },
+      });
+      // Configuration is per queue.
+      assert.deepEqual((await h.client.config(h.queue('unconfigured'))).filterEnums, {});
+    });
+
+    storeTest(
+      fixture,
+      'gc() removes done messages older than the lifetime, keeps younger, backed-off and pending ones',
+      async (h) => {
+        const q = h.queue('gc');
+        await h.client.configure(q, { gcLifetimeMs: LIFETIME_MS, gcIntervalMs: HOUR_MS });
+        const producer = await h.connect({ maintenance: false });
+        const log = new JobLog();
+        h.worker(q, (job) => {
+          log.record(job);
+          return { status: 'success', backoffMs: job.id === 'backoff' ? HOUR_MS : 0 };
+        });
+        await producer.enqueue(q, 'x', { id: 'old' });
+        await producer.enqueue(q, 'x', { id: 'backoff' });
+        await producer.enqueue(q, 'x', { id: 'pending', initialBackoffMs: HOUR_MS });
+        const old = await waitForStatus(h.client, q, 'old', 'done-awaiting-gc');
+        await waitForStatus(h.client, q, 'backoff', 'done-with-backoff');
+        await waitFor(() => Date.now() > old.updatedAt + LIFETIME_MS + 50, { what: 'the lifetime to pass' });
+        await producer.enqueue(q, 'x', { id: 'young' });
+        await waitForStatus(h.client, q, 'young', 'done-awaiting-gc');
+
+        assert.deepEqual(await h.client.gc(q), { ran: true, removed: 1 });
+        assert.equal(await h.client.status(q, 'old'), null);
+        assert.equal((await h.client.status(q, 'young'))?.state, 'done-awaiting-gc');
+        assert.equal((await h.client.status(q, 'backoff'))?.state, 'done-with-backoff');
+        assert.equal((await h.client.status(q, 'pending'))?.state, 'queued-with-backoff');
+        assert.equal((await h.client.queueStatus(q)).total, 3);
+        // Gone means gone: the id is new again.
+        assert.deepEqual(await producer.enqueue(q, 'x', { id: 'old' }), { ok: true, id: 'old', action: 'added' });
+      },
+    );
+
+    storeTest(fixture, 'workers run GC by themselves at the stored interval', async (h) => {
+      const q = h.queue('gc-auto');
+      await h.client.configure(q, { gcLifetimeMs: 0, gcIntervalMs: 100 });
+      const producer = await h.connect({ maintenance: false });
+      const log = new JobLog();
+      h.worker(q, (job) => log.record(job));
+      await producer.enqueue(q, 'x', { id: 'm' });
+      await log.handled('m');
+      await waitForState(h.client, q, 'm', null, { what: 'the worker to GC the message' });
+      assert.equal((await h.client.queueStatus(q)).total, 0);
+    });
+  });
+}

@@ -1,0 +1,46 @@
+/**
+ * The conformance suite: the same behaviour, checked on every store. A store's
+ * test file calls `conformance(fixture)` with a fixture that hands out fresh
+ * namespaces.
+ */
+import assert from 'node:assert/strict';
+import { describe } from 'node:test';
+import { storeTest } from '../support/harness.js';
+import { backoff } from './backoff.js';
+import { badInput } from './bad-input.js';
+import { consumers } from './consumers.js';
+import { crash } from './crash.js';
+import { enqueue } from './enqueue.js';
+import { filters } from './filters.js';
+import { gc } from './gc.js';
+import { lifecycle } from './lifecycle.js';
+import { locks } from './locks.js';
+import { requeue } from './requeue.js';
+import { status } from './status.js';
+import { worker } from './worker.js';
+import type { StoreFixture } from '../support/fixture.js';
+
+export type { StoreFixture } from '../support/fixture.js';
+
+export function conformance(fixture: StoreFixture): void {
+  void describe(`conformance: ${fixture.name}`, () => {
+    storeTest(fixture, 'the store declares the capabilities the fixture expects', (h) => {
+      const declared = h.client.store.capabilities;
+      for (const [name, expected] of Object.entries(fixture.capabilities ?? {})) {
+        assert.equal(declared[name as keyof typeof declared], expected, name);
+      }
+    });
+    enqueue(fixture);
+    lifecycle(fixture);
+    status(fixture);
+    requeue(fixture);
+    backoff(fixture);
+    locks(fixture);
+    filters(fixture);
+    gc(fixture);
+    consumers(fixture);
+    worker(fixture);
+    badInput(fixture);
+    crash(fixture);
+  });
+}

@@ -1,0 +1,115 @@
+/**
+ * Locks: renewal while a handler runs, expiry when nobody renews, and the
+ * stale consumer that comes back. A consumer that stalls is played through
+ * the store contract itself (`client.store`): it claims, then never renews.
+ */
+import assert from 'node:assert/strict';
+import { describe } from 'node:test';
+import { storeTest } from '../support/harness.js';
+import { JobLog, waitForStatus } from '../support/jobs.js';
+import { gate, waitFor } from '../support/wait.js';
+import type { StoreFixture } from '../support/fixture.js';
+
+const STALLED = 'stalled-consumer';
+
+export function locks(fixture: StoreFixture): void {
+  void describe('locks', () => {
+    storeTest(fixture, 'an expired lock frees the message: handled again with attempt 2', async (h) => {
+      const q = h.queue('expiry');
+      await h.client.enqueue(q, 'x', { id: 'm' });
+      const claim = await h.client.store.claim(q, {
+        consumerId: STALLED,
+        max: 1,
+        lockMs: 300,
+        accepts: null,
+        eoqBackoffMs: () => 50,
+      });
+      assert.deepEqual(
+        claim.messages.map((m) => [m.id, m.attempt]),
+        [['m', 1]],
+      );
+      const locked = await h.client.status(q, 'm');
+      assert.equal(locked?.state, 'locked');
+      assert.equal(locked.consumer, STALLED);
+
+      // Nobody renews: once the lock ends the message is queued again, as Carmine derives it.
+      const freed = await waitForStatus(h.client, q, 'm', 'queued');
+      assert.ok(locked.until !== null && Date.now() >= locked.until);
+      assert.equal(freed.consumer, null);
+
+      const release = gate();
+      const log = new JobLog();
+      const worker = h.worker(q, async (job) => {
+        log.record(job);
+        await release.opened;
+      });
+      assert.equal((await log.handled('m')).attempt, 2);
+
+      // The stalled consumer comes back: it can neither renew nor finish what it lost.
+      assert.deepEqual(await h.client.store.extend(q, STALLED, [{ id: 'm', attempt: 1 }], 300), ['m']);
+      const late = { id: 'm', attempt: 1, outcome: 'error' as const, backoffMs: 0, error: 'late' };
+      assert.deepEqual(await h.client.store.finish(q, STALLED, [late]), ['lost']);
+      const held = await h.client.status(q, 'm');
+      assert.equal(held?.state, 'locked');
+      assert.equal(held.consumer, worker.id);
+      assert.equal(held.attempt, 2);
+
+      release.open();
+      const done = await waitForStatus(h.client, q, 'm', 'done-awaiting-gc');
+      assert.equal(done.outcome, 'success');
+      assert.equal(done.lastError, null);
+      assert.deepEqual(await h.client.store.finish(q, STALLED, [late]), ['lost']);
+      assert.equal((await h.client.status(q, 'm'))?.outcome, 'success');
+    });
+
+    storeTest(fixture, 'a worker renews its lock while a handler runs past lockMs', async (h) => {
+      const q = h.queue('renew');
+      const lockMs = 300;
+      const release = gate();
+      const log = new JobLog();
+      const holder = h.worker(
+        q,
+        async (job) => {
+          log.record(job);
+          await release.opened;
+        },
+        { lockMs },
+      );
+      await h.client.enqueue(q, 'x', { id: 'm' });
+      const first = await log.handled('m');
+      // A second worker would take the message (attempt 2) if the first lock lapsed.
+      h.worker(q, (job) => log.record(job), { lockMs, eoqBackoffMs: 20 });
+      await waitFor(() => Date.now() >= first.at + 4 * lockMs, { what: 'four lock periods to pass' });
+      const status = await h.client.status(q, 'm');
+      assert.equal(status?.state, 'locked');
+      assert.equal(status.consumer, holder.id);
+      assert.equal(status.attempt, 1);
+      assert.deepEqual(log.ids(), ['m']);
+      release.open();
+      assert.equal((await waitForStatus(h.client, q, 'm', 'done-awaiting-gc')).attempt, 1);
+    });
+
+    storeTest(fixture, 'a handler whose message is taken away (cleared) sees job.signal aborted', async (h) => {
+      const q = h.queue('lost');
+      const log = new JobLog();
+      const worker = h.worker(
+        q,
+        async (job) => {
+          log.record(job);
+          await new Promise((resolve) => job.signal.addEventListener('abort', resolve, { once: true }));
+          return { status: 'error', error: 'should not be recorded' };
+        },
+        { lockMs: 300 },
+      );
+      await h.client.enqueue(q, 'x', { id: 'm' });
+      const seen = await log.handled('m');
+      assert.equal(seen.job.signal.aborted, false);
+      await h.client.clear(q);
+      await waitFor(() => seen.job.signal.aborted, { what: 'the abort signal' });
+      await waitFor(() => worker.inFlight === 0, { what: 'the handler to end' });
+      // The worker records nothing for a message it lost.
+      assert.equal(await h.client.status(q, 'm'), null);
+      assert.equal((await h.client.queueStatus(q)).total, 0);
+    });
+  });
+}

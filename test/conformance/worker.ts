@@ -1,0 +1,195 @@
+/** The worker: concurrency, graceful and forced stop, wake-ups, autoStart. */
+import assert from 'node:assert/strict';
+import { describe } from 'node:test';
+import { storeTest, type Harness } from '../support/harness.js';
+import { JobLog, stateOf, waitForStatus } from '../support/jobs.js';
+import { gate, quietPeriod, waitFor, within } from '../support/wait.js';
+import type { MonitorInfo } from '../../src/index.js';
+import type { StoreFixture } from '../support/fixture.js';
+
+// Idle workers in wake-up tests back off this long, so only a wake-up can explain a quick handling.
+const LONG_EOQ_MS = 10_000;
+const WAKE_WITHIN_MS = 2000;
+
+export function worker(fixture: StoreFixture): void {
+  void describe('worker', () => {
+    storeTest(fixture, 'concurrency N runs N handlers at once, and no more', async (h) => {
+      const q = h.queue('concurrency');
+      const n = 3;
+      let active = 0;
+      let most = 0;
+      const release = gate();
+      const worker = h.worker(
+        q,
+        async () => {
+          active += 1;
+          most = Math.max(most, active);
+          await release.opened;
+          active -= 1;
+        },
+        { concurrency: n },
+      );
+      await h.client.enqueueBatch(
+        q,
+        Array.from({ length: 2 * n }, (_, i) => ({ payload: i })),
+      );
+      await waitFor(() => active === n, { what: () => `${n} handlers at once (now ${active})` });
+      const counts = (await h.client.queueStatus(q)).counts;
+      assert.equal(counts.locked, n);
+      assert.equal(counts.queued, n);
+      assert.equal(worker.inFlight, n);
+      release.open();
+      await waitFor(async () => (await h.client.queueStatus(q)).counts['done-awaiting-gc'] === 2 * n);
+      assert.equal(most, n);
+    });
+
+    storeTest(fixture, 'a worker takes only messages of its own queue', async (h) => {
+      const mine = h.queue('mine');
+      const theirs = h.queue('theirs');
+      await h.client.enqueue(theirs, 'x', { id: 'theirs' });
+      await h.client.enqueue(mine, 'x', { id: 'mine' });
+      const log = new JobLog();
+      const seen: MonitorInfo[] = [];
+      h.worker(mine, (job) => log.record(job), { monitor: (info) => seen.push(info) });
+      await log.handled('mine');
+      await waitFor(() => seen.some((info) => info.dryRuns > 0), { what: 'a dry poll' });
+      assert.deepEqual(log.ids(), ['mine']);
+      assert.equal(await stateOf(h.client, theirs, 'theirs'), 'queued');
+    });
+
+    storeTest(
+      fixture,
+      'stop() waits for running handlers and records their outcomes; nothing new is taken',
+      async (h) => {
+        const q = h.queue('graceful');
+        const release = gate();
+        const log = new JobLog();
+        const worker = h.worker(q, async (job) => {
+          log.record(job);
+          await release.opened;
+          return { status: 'error', error: 'finished during stop' };
+        });
+        await h.client.enqueue(q, 'a', { id: 'a' });
+        await log.handled('a');
+        await h.client.enqueue(q, 'b', { id: 'b' });
+
+        let stopped = false;
+        const stopping = worker.stop().then(() => {
+          stopped = true;
+        });
+        assert.equal(worker.running, false);
+        // A few store round trips and a pause: stop() must still be waiting for the handler.
+        for (let i = 0; i < 3; i += 1) await h.client.status(q, 'a');
+        await quietPeriod(100);
+        assert.equal(stopped, false, 'stop() returned while a handler was running');
+        assert.equal(await stateOf(h.client, q, 'a'), 'locked');
+
+        release.open();
+        await stopping;
+        const a = await h.client.status(q, 'a');
+        assert.equal(a?.state, 'done-awaiting-gc');
+        assert.equal(a.lastError, 'finished during stop');
+        assert.equal(await stateOf(h.client, q, 'b'), 'queued');
+        assert.deepEqual(log.ids(), ['a']);
+        assert.ok(!(await h.client.queueStatus(q)).consumers.some((c) => c.id === worker.id));
+      },
+    );
+
+    storeTest(fixture, 'a second stop() while a handler hangs returns promptly and releases the message', async (h) => {
+      const q = h.queue('forced');
+      const log = new JobLog();
+      const worker = h.worker(
+        q,
+        async (job) => {
+          log.record(job);
+          await new Promise((resolve) => job.signal.addEventListener('abort', resolve, { once: true }));
+        },
+        { lockMs: 30_000 },
+      );
+      await h.client.enqueue(q, 'x', { id: 'm' });
+      const seen = await log.handled('m');
+      const first = worker.stop();
+      await within(3000, worker.stop(), 'the second stop()');
+      await within(3000, first, 'the first stop()');
+      assert.equal(seen.job.signal.aborted, true);
+      assert.equal(worker.running, false);
+      // Released at once, not left to its 30 s lock.
+      const released = await h.client.status(q, 'm');
+      assert.equal(released?.state, 'queued');
+      assert.equal(released.attempt, 1);
+
+      h.worker(q, (job) => log.record(job));
+      await log.handled('m', 2);
+      assert.equal((await waitForStatus(h.client, q, 'm', 'done-awaiting-gc')).attempt, 2);
+    });
+
+    storeTest(fixture, 'autoStart: false does nothing until start()', async (h) => {
+      const q = h.queue('manual');
+      const log = new JobLog();
+      const seen: MonitorInfo[] = [];
+      const worker = h.worker(q, (job) => log.record(job), { autoStart: false, monitor: (info) => seen.push(info) });
+      await h.client.enqueue(q, 'x', { id: 'm' });
+      await quietPeriod();
+      assert.equal(worker.running, false);
+      assert.equal(seen.length, 0);
+      assert.equal(log.seen.length, 0);
+      assert.equal(await stateOf(h.client, q, 'm'), 'queued');
+      assert.deepEqual((await h.client.queueStatus(q)).consumers, []);
+
+      await worker.start();
+      assert.equal(worker.running, true);
+      await log.handled('m');
+      await assert.rejects(worker.start(), /running/);
+    });
+
+    storeTest(
+      fixture,
+      'an idle worker is woken by an enqueue on the same client',
+      async (h) => {
+        const q = h.queue('wake-same');
+        const log = await idleWorker(h, q);
+        const enqueuedAt = Date.now();
+        await h.client.enqueue(q, 'x', { id: 'm' });
+        const seen = await log.handled('m', 1, { timeoutMs: WAKE_WITHIN_MS });
+        assert.ok(seen.at - enqueuedAt < WAKE_WITHIN_MS);
+      },
+      { capability: 'wakeups' },
+    );
+
+    storeTest(
+      fixture,
+      'an idle worker is woken by an enqueue from another client',
+      async (h) => {
+        const q = h.queue('wake-other');
+        const log = await idleWorker(h, q);
+        const producer = await h.connect({ maintenance: false });
+        await producer.enqueue(q, 'x', { id: 'm' });
+        await log.handled('m', 1, { timeoutMs: WAKE_WITHIN_MS });
+      },
+      { capability: 'wakeups' },
+    );
+
+    storeTest(
+      fixture,
+      'an idle worker is woken by an enqueue from another process',
+      async (h) => {
+        const q = h.queue('wake-process');
+        const log = await idleWorker(h, q);
+        const producer = h.spawn('producer-process.ts', [h.url, q, 'm']);
+        await producer.line(/^enqueued m added$/);
+        await log.handled('m', 1, { timeoutMs: WAKE_WITHIN_MS });
+        assert.deepEqual((await producer.exited).code, 0);
+      },
+      { capability: 'wakeups' },
+    );
+  });
+}
+
+/** A worker that has polled, found nothing, and gone into a long end-of-queue backoff. */
+async function idleWorker(h: Harness, q: string): Promise<JobLog> {
+  const log = new JobLog();
+  const seen: MonitorInfo[] = [];
+  h.worker(q, (job) => log.record(job), { eoqBackoffMs: LONG_EOQ_MS, monitor: (info) => seen.push(info) });
+  await waitFor(() => seen.some((info) => info.dryRuns >= 1), { what: 'the worker to find the queue empty' });
+  return log;
+}

@@ -1,0 +1,18 @@
+/** What a store brings to the conformance suite. */
+import type { Client } from '../../src/index.js';
+
+export type Capabilities = Client['store']['capabilities'];
+
+/** The yes/no capabilities; a test that needs one is named after it and skipped without it. */
+export type CapabilityFlag = {
+  [K in keyof Capabilities]: Capabilities[K] extends boolean ? K : never;
+}[keyof Capabilities];
+
+export interface StoreFixture {
+  /** Shown in test names, e.g. 'sqlite'. */
+  readonly name: string;
+  /** A store URL naming a fresh, isolated namespace (file, chroot, key prefix, db) on every call. */
+  url(): Promise<string>;
+  /** What the store is expected to declare; the suite checks the store says the same. */
+  readonly capabilities?: Partial<Capabilities>;
+}
