@@ -1,0 +1,73 @@
+/** `kvmq config`: shows or changes a queue's stored configuration (GC timing, filter enums). */
+import type { QueueConfig } from '../../index.js';
+import { expectPositionals, parseCommandLine, parseKeyValue, parseWholeNumber } from '../args.js';
+import type { Command } from '../command.js';
+import { EXIT_OK, UsageError } from '../errors.js';
+import { commandUsage } from '../help.js';
+import { printJson, printLine } from '../output.js';
+import { withClient } from '../store.js';
+
+// The zkmq seed's names (its conf/ nodes) are accepted too.
+const NUMBER_KEYS: Readonly<Record<string, 'gcLifetimeMs' | 'gcIntervalMs'>> = {
+  gc_lifetime_ms: 'gcLifetimeMs',
+  task_gc_lifetime: 'gcLifetimeMs',
+  gc_interval_ms: 'gcIntervalMs',
+  task_gc_interval: 'gcIntervalMs',
+};
+const FILTER_PREFIX = 'filter.';
+
+export const config: Command = {
+  name: 'config',
+  summary: "show or change a queue's configuration",
+  usage: commandUsage(
+    'config <queue> [key=value...]',
+    "Without key=value, prints the queue's configuration. Keys:\n" +
+      '  gc_lifetime_ms=N        finished messages older than N ms are removed by GC (alias task_gc_lifetime)\n' +
+      '  gc_interval_ms=N        GC runs at most every N ms (alias task_gc_interval)\n' +
+      '  filter.NAME=v1,v2,...   the values of filter NAME, lowest first; empty removes the filter',
+    [],
+  ),
+
+  async run(argv) {
+    const { values, positionals } = parseCommandLine(argv, {});
+    expectPositionals(positionals, 1, Infinity, '<queue> [key=value...]');
+    const [queue = '', ...assignments] = positionals;
+    const patch = parsePatch(assignments);
+    return withClient(values.store, async (client) => {
+      const result = assignments.length === 0 ? await client.config(queue) : await client.configure(queue, patch);
+      if (values.json === true) printJson(result);
+      else printLine(configText(result));
+      return EXIT_OK;
+    });
+  },
+};
+
+function parsePatch(assignments: readonly string[]): Partial<QueueConfig> {
+  const numbers: { gcLifetimeMs?: number; gcIntervalMs?: number } = {};
+  const filterEnums = new Map<string, string[]>();
+  for (const assignment of assignments) {
+    const [key, value] = parseKeyValue('a setting', assignment);
+    const numberKey = Object.hasOwn(NUMBER_KEYS, key) ? NUMBER_KEYS[key] : undefined;
+    if (numberKey !== undefined) {
+      // GC cannot run every 0 ms; a lifetime of 0 (GC finished messages at once) is fine.
+      numbers[numberKey] = parseWholeNumber(key, value, numberKey === 'gcIntervalMs' ? 1 : 0);
+    } else if (key.startsWith(FILTER_PREFIX) && key.length > FILTER_PREFIX.length) {
+      filterEnums.set(key.slice(FILTER_PREFIX.length), value === '' ? [] : value.split(','));
+    } else {
+      throw new UsageError(
+        `unknown setting '${key}'; known: gc_lifetime_ms, gc_interval_ms, filter.NAME ` +
+          '(and the zkmq names task_gc_lifetime, task_gc_interval)',
+      );
+    }
+  }
+  return filterEnums.size === 0 ? numbers : { ...numbers, filterEnums: Object.fromEntries(filterEnums) };
+}
+
+/** `key=value` lines, the form `kvmq config` takes: `kvmq config b $(kvmq config a)` copies a's configuration. */
+function configText(c: QueueConfig): string {
+  return [
+    `gc_lifetime_ms=${c.gcLifetimeMs}`,
+    `gc_interval_ms=${c.gcIntervalMs}`,
+    ...Object.entries(c.filterEnums).map(([name, list]) => `filter.${name}=${list.join(',')}`),
+  ].join('\n');
+}

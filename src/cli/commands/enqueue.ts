@@ -1,0 +1,147 @@
+/** `kvmq enqueue`: one message from an argument or stdin, or one per line of a file. */
+import { createReadStream, statSync } from 'node:fs';
+import type { BatchItem, Client, EnqueueOptions, EnqueueResult, MessageState } from '../../index.js';
+import {
+  expectPositionals,
+  optionalWholeNumber,
+  parseCommandLine,
+  parseFilterPairs,
+  parseJsonObject,
+} from '../args.js';
+import type { Command } from '../command.js';
+import { EXIT_OK, EXIT_REFUSED, reportError, UsageError } from '../errors.js';
+import { commandUsage } from '../help.js';
+import { readAll, readLines } from '../input.js';
+import { note, printJson, printLine } from '../output.js';
+import { Progress } from '../progress.js';
+import { withClient } from '../store.js';
+
+const OPTIONS = {
+  id: { type: 'string' },
+  filter: { type: 'string', multiple: true },
+  'delay-ms': { type: 'string' },
+  metadata: { type: 'string' },
+  'allow-requeue': { type: 'boolean' },
+  file: { type: 'string' },
+} as const;
+
+// Lines per enqueueBatch call: few round trips, bounded memory.
+const CHUNK = 1000;
+
+export const enqueue: Command = {
+  name: 'enqueue',
+  summary: 'add a message (from an argument, stdin, or one per line of a file)',
+  usage: commandUsage(
+    'enqueue <queue> [payload] [options]',
+    'Adds a message whose payload is the bytes of [payload], or all of stdin when it is not given.\n' +
+      'Prints the id of each message added. A message whose id exists is refused (exit 3).',
+    [
+      ['--id ID', 'the message id (default: random); an id that exists is refused'],
+      ['--filter NAME=VALUE', "a filter value from the queue's configuration (repeatable)"],
+      ['--delay-ms N', 'keep the message back N ms before a worker may take it'],
+      ['--metadata JSON', 'a JSON object carried with the message'],
+      ['--allow-requeue', 'if the id is locked or done-with-backoff, queue it again when done'],
+      ['--file F', "one message per line of F ('-' = stdin), empty lines skipped; prints a summary"],
+    ],
+  ),
+
+  async run(argv) {
+    const { values, positionals } = parseCommandLine(argv, OPTIONS);
+    expectPositionals(positionals, 1, 2, '<queue> [payload]');
+    const [queue = '', payloadText] = positionals;
+    const options: EnqueueOptions = {
+      filters: parseFilterPairs(values.filter),
+      metadata: values.metadata === undefined ? undefined : parseJsonObject('--metadata', values.metadata),
+      initialBackoffMs: optionalWholeNumber('--delay-ms', values['delay-ms']),
+      allowRequeue: values['allow-requeue'],
+    };
+    const json = values.json === true;
+    const file = values.file;
+    if (file !== undefined) {
+      if (payloadText !== undefined) throw new UsageError('give a payload or --file, not both');
+      if (values.id !== undefined)
+        throw new UsageError('--id cannot be used with --file: each line is a message of its own');
+      const size = file === '-' ? null : regularFileSize(file);
+      return withClient(values.store, (client) => enqueueLines(client, queue, file, size, options, json));
+    }
+    return withClient(values.store, async (client) => {
+      const payload = payloadText === undefined ? await readStdin() : Buffer.from(payloadText, 'utf8');
+      const result = await client.enqueue(queue, payload, { ...options, id: values.id });
+      if (json)
+        printJson(
+          result.ok
+            ? { id: result.id, ok: true, action: result.action }
+            : { id: result.id, ok: false, state: result.state },
+        );
+      else if (result.ok) printLine(result.id);
+      return result.ok ? EXIT_OK : refused(result.id, result.state);
+    });
+  },
+};
+
+async function readStdin(): Promise<Buffer> {
+  if (process.stdin.isTTY) note('reading the payload from stdin; end it with Ctrl-D');
+  return readAll(process.stdin);
+}
+
+/** The file's size for the progress bar, or null when it is not a regular file (a pipe, /dev/stdin). */
+function regularFileSize(file: string): number | null {
+  const stat = statSync(file);
+  return stat.isFile() ? stat.size : null;
+}
+
+function refused(id: string, state: MessageState): number {
+  note(`message ${id} was refused: it is ${state}`);
+  return EXIT_REFUSED;
+}
+
+/** `--file`: batches of lines, a progress bar on a terminal, a summary at the end. */
+async function enqueueLines(
+  client: Client,
+  queue: string,
+  file: string,
+  size: number | null,
+  options: EnqueueOptions,
+  json: boolean,
+): Promise<number> {
+  const progress = process.stderr.isTTY ? new Progress({ label: 'enqueue', total: size, mode: 'bar' }) : null;
+  const refusals: { id: string; state: MessageState }[] = [];
+  let accepted = 0;
+  let bytesRead = 0;
+  let lineNumber = 0;
+  let batch: BatchItem[] = [];
+  let batchFirstLine = 1;
+
+  const send = async (): Promise<void> => {
+    const results: EnqueueResult[] = await client.enqueueBatch(queue, batch);
+    for (const result of results) {
+      if (result.ok) accepted += 1;
+      else refusals.push({ id: result.id, state: result.state });
+    }
+    batch = [];
+    batchFirstLine = lineNumber + 1;
+    progress?.update(bytesRead, accepted + refusals.length);
+  };
+
+  try {
+    const source = file === '-' ? process.stdin : createReadStream(file);
+    for await (const line of readLines(source, (bytes) => (bytesRead += bytes))) {
+      lineNumber += 1;
+      if (line.length === 0) continue;
+      batch.push({ ...options, payload: line });
+      if (batch.length >= CHUNK) await send();
+    }
+    if (batch.length > 0) await send();
+  } catch (error) {
+    progress?.finish();
+    const code = reportError(error, 'enqueue');
+    note(`stopped at lines ${batchFirstLine}-${lineNumber}; ${accepted} messages from the lines before were added`);
+    return code;
+  }
+  progress?.finish();
+
+  if (json) printJson({ accepted, refused: refusals.length, refusals });
+  else printLine(`accepted ${accepted}, refused ${refusals.length}`);
+  for (const { id, state } of refusals) refused(id, state);
+  return refusals.length > 0 ? EXIT_REFUSED : EXIT_OK;
+}

@@ -1,0 +1,33 @@
+/** `kvmq gc`: runs the queue's GC now and prints how many finished messages it removed. */
+import { expectPositionals, parseCommandLine } from '../args.js';
+import type { Command } from '../command.js';
+import { EXIT_OK } from '../errors.js';
+import { commandUsage } from '../help.js';
+import { note, printJson, printLine } from '../output.js';
+import { withClient } from '../store.js';
+
+export const gc: Command = {
+  name: 'gc',
+  summary: 'remove finished messages past their GC lifetime now',
+  usage: commandUsage(
+    'gc <queue>',
+    "Removes the queue's finished messages older than its gc_lifetime_ms, and lapsed consumers,\n" +
+      'without waiting for gc_interval_ms. Prints the number of messages removed.',
+    [],
+  ),
+
+  async run(argv) {
+    const { values, positionals } = parseCommandLine(argv, {});
+    expectPositionals(positionals, 1, 1, '<queue>');
+    const queue = positionals[0] ?? '';
+    return withClient(values.store, async (client) => {
+      const result = await client.gc(queue);
+      if (values.json === true) printJson(result);
+      else {
+        printLine(String(result.removed));
+        if (!result.ran) note(`another GC of queue ${queue} was running; this one did nothing`);
+      }
+      return EXIT_OK;
+    });
+  },
+};

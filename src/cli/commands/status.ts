@@ -1,0 +1,89 @@
+/** `kvmq status`: a message's state, or a queue's counts and consumers. */
+import { MESSAGE_STATES, type MessageStatus, type QueueStatus } from '../../index.js';
+import { expectPositionals, parseCommandLine } from '../args.js';
+import type { Command } from '../command.js';
+import { EXIT_FAILURE, EXIT_OK } from '../errors.js';
+import { commandUsage } from '../help.js';
+import { note, printJson, printLine, table } from '../output.js';
+import { withClient } from '../store.js';
+
+const OPTIONS = {
+  id: { type: 'string' },
+} as const;
+
+export const status: Command = {
+  name: 'status',
+  summary: "show a queue's counts and consumers, or one message's state",
+  usage: commandUsage(
+    'status <queue> [--id ID]',
+    'Shows how many messages the queue holds in each state, its live consumers and what each holds.\n' +
+      'With --id, shows that message instead (exit 1 when it is not found).',
+    [['--id ID', 'show this message']],
+  ),
+
+  async run(argv) {
+    const { values, positionals } = parseCommandLine(argv, OPTIONS);
+    expectPositionals(positionals, 1, 1, '<queue>');
+    const queue = positionals[0] ?? '';
+    const json = values.json === true;
+    const id = values.id;
+    return withClient(values.store, async (client) => {
+      if (id === undefined) {
+        const result = await client.queueStatus(queue);
+        if (json) {
+          const { counts, consumers, dryRuns, total } = result;
+          printJson({ counts, consumers, dryRuns, total });
+        } else printLine(queueText(result));
+        return EXIT_OK;
+      }
+      const result = await client.status(queue, id);
+      if (result === null) {
+        if (json) printJson({ state: null });
+        else note(`message ${id} not found in queue '${queue}'`);
+        return EXIT_FAILURE;
+      }
+      // The state first: it is what a reader (or `jq .state`) looks for.
+      if (json) {
+        const { state, ...rest } = result;
+        printJson({ state, ...rest });
+      } else printLine(messageText(result));
+      return EXIT_OK;
+    });
+  },
+};
+
+function messageText(m: MessageStatus): string {
+  return table([
+    ['queue', m.queue],
+    ['id', m.id],
+    ['state', m.state],
+    ['attempt', String(m.attempt)],
+    ['outcome', m.outcome ?? '-'],
+    ['enqueued', time(m.enqueuedAt)],
+    ['updated', time(m.updatedAt)],
+    ['consumer', m.consumer ?? '-'],
+    ['until', m.until === null ? '-' : time(m.until)],
+    // Last: it may span lines (a command's stderr).
+    ['last error', m.lastError === null ? '-' : m.lastError.replaceAll('\n', '\n            ')],
+  ]);
+}
+
+function queueText(q: QueueStatus): string {
+  const lines = [
+    `queue ${q.queue}: ${q.total} messages, ${q.dryRuns} dry runs`,
+    table(
+      MESSAGE_STATES.map((state) => [state, String(q.counts[state])]),
+      '  ',
+    ),
+    `consumers: ${q.consumers.length}`,
+  ];
+  for (const c of q.consumers) {
+    const holding = c.holding.length === 0 ? 'holding nothing' : `holding ${c.holding.join(', ')}`;
+    lines.push(`  ${c.id}  pid ${c.pid} on ${c.host}, since ${time(c.startedAt)}, ${holding}`);
+  }
+  return lines.join('\n');
+}
+
+function time(ms: number): string {
+  return new Date(ms).toISOString();
+}

@@ -1,0 +1,229 @@
+/** `kvmq work`: a worker that runs a shell command per message. */
+import { constants } from 'node:os';
+import {
+  expBackoff,
+  type Client,
+  type HandlerResult,
+  type Job,
+  type MonitorInfo,
+  type Worker,
+  type WorkerFilters,
+} from '../../index.js';
+import { payloadBytes } from '../../model/payload.js';
+import { expectPositionals, optionalWholeNumber, parseCommandLine, parseKeyValue } from '../args.js';
+import type { Command } from '../command.js';
+import { EXIT_OK, UsageError } from '../errors.js';
+import { runShell, type ShellResult } from '../exec.js';
+import { commandUsage } from '../help.js';
+import { note } from '../output.js';
+import { reportBackgroundError, withClient } from '../store.js';
+
+const OPTIONS = {
+  exec: { type: 'string' },
+  concurrency: { type: 'string' },
+  max: { type: 'string' },
+  'idle-exit-ms': { type: 'string' },
+  'lock-ms': { type: 'string' },
+  'retry-backoff-ms': { type: 'string' },
+  filter: { type: 'string', multiple: true },
+} as const;
+
+/** sysexits.h's EX_TEMPFAIL: "try again later". */
+const EX_TEMPFAIL = 75;
+
+interface WorkSettings {
+  readonly exec: string;
+  readonly concurrency: number;
+  readonly max: number | undefined;
+  readonly idleExitMs: number | undefined;
+  readonly lockMs: number | undefined;
+  readonly retryBackoffMs: number | undefined;
+  readonly filters: WorkerFilters | undefined;
+}
+
+export const work: Command = {
+  name: 'work',
+  summary: 'run a shell command for each message of a queue',
+  usage: commandUsage(
+    'work <queue> --exec CMD [options]',
+    'Runs `sh -c CMD` for each message, with the payload on its stdin and KVMQ_QUEUE, KVMQ_ID,\n' +
+      'KVMQ_ATTEMPT and KVMQ_METADATA (JSON) in its environment. Exit 0 is success, 75 (EX_TEMPFAIL)\n' +
+      "asks for a retry, anything else is an error, recorded with the end of the command's stderr.\n" +
+      'The first SIGINT/SIGTERM lets running commands finish (exit 0); a second one stops at once\n' +
+      '(exit 128 + the signal number), handing unfinished messages back to the queue.',
+    [
+      ['--exec CMD', 'the command to run per message (required)'],
+      ['--concurrency N', 'commands running at once (default 1)'],
+      ['--max N', 'exit after handling N messages'],
+      ['--idle-exit-ms N', 'exit after N ms with nothing to do'],
+      ['--lock-ms N', 'lock duration, renewed while the command runs (default 30000)'],
+      ['--retry-backoff-ms N', 'wait before retrying after exit 75 (default: exponential, 1-2 s first)'],
+      ['--filter NAME=VALUE[:at_least]', "this worker's filter value; at_least also takes lower ones (repeatable)"],
+    ],
+  ),
+
+  async run(argv) {
+    const { values, positionals } = parseCommandLine(argv, OPTIONS);
+    expectPositionals(positionals, 1, 1, '<queue>');
+    if (values.exec === undefined) throw new UsageError('missing --exec CMD: the command to run for each message');
+    const settings: WorkSettings = {
+      exec: values.exec,
+      concurrency: optionalWholeNumber('--concurrency', values.concurrency, 1) ?? 1,
+      max: optionalWholeNumber('--max', values.max, 1),
+      idleExitMs: optionalWholeNumber('--idle-exit-ms', values['idle-exit-ms']),
+      lockMs: optionalWholeNumber('--lock-ms', values['lock-ms'], 100),
+      retryBackoffMs: optionalWholeNumber('--retry-backoff-ms', values['retry-backoff-ms']),
+      filters: parseWorkerFilters(values.filter),
+    };
+    const queue = positionals[0] ?? '';
+    return withClient(values.store, (client) => new WorkRun(client, queue, settings).run());
+  },
+};
+
+/** `--filter name=value[:method]`; a method-less value is matched exactly. */
+function parseWorkerFilters(pairs: readonly string[] | undefined): WorkerFilters | undefined {
+  if (pairs === undefined || pairs.length === 0) return undefined;
+  const filters = new Map<string, { value: string; method: 'absolute' | 'at_least' }>();
+  for (const pair of pairs) {
+    const [name, spec] = parseKeyValue('--filter', pair);
+    const colon = spec.lastIndexOf(':');
+    const value = colon < 0 ? spec : spec.slice(0, colon);
+    const method = colon < 0 ? 'absolute' : spec.slice(colon + 1);
+    if (method !== 'absolute' && method !== 'at_least') {
+      throw new UsageError(`--filter ${name}: the method must be 'absolute' or 'at_least', got '${method}'`);
+    }
+    if (filters.has(name)) throw new UsageError(`--filter ${name} is given twice`);
+    filters.set(name, { value, method });
+  }
+  return Object.fromEntries(filters);
+}
+
+/** One run of the worker, until --max, --idle-exit-ms or a signal stops it. */
+class WorkRun {
+  private readonly worker: Worker;
+  private readonly tally = { success: 0, retry: 0, error: 0 };
+  private claimed = 0;
+  private started = 0;
+  private idleTimer: NodeJS.Timeout | null = null;
+  private stopping: Promise<void> | null = null;
+  private forcedBy: NodeJS.Signals | null = null;
+  private stopRequested: (stopped: Promise<void>) => void = () => undefined;
+  /** Settles once a stop was asked for and the worker has stopped. */
+  private readonly stopped = new Promise<void>((resolve) => (this.stopRequested = resolve));
+  /** Signals that came while the worker was starting, acted on once it has started. */
+  private earlySignals: NodeJS.Signals[] | null = [];
+  private readonly onSignal = (signal: NodeJS.Signals): void => {
+    if (this.earlySignals !== null) this.earlySignals.push(signal);
+    else if (this.stopping === null) {
+      note(`${signal}: stopping once running commands finish (send it again to stop at once)`);
+      this.requestStop();
+    } else {
+      this.forcedBy = signal;
+      note(`${signal}: stopping now; unfinished messages go back to the queue`);
+      this.worker.stop().catch(reportBackgroundError);
+    }
+  };
+
+  constructor(
+    client: Client,
+    queue: string,
+    private readonly settings: WorkSettings,
+  ) {
+    const { max } = settings;
+    this.worker = client.worker(queue, (job) => this.handle(job), {
+      autoStart: false,
+      concurrency: max === undefined ? settings.concurrency : Math.min(settings.concurrency, max),
+      // Left out when not given: the worker reads a present `undefined` as a value, not as "default".
+      ...(settings.lockMs === undefined ? {} : { lockMs: settings.lockMs }),
+      filters: settings.filters,
+      onError: reportBackgroundError,
+      monitor: (info) => this.monitor(info),
+    });
+  }
+
+  /** Resolves with the exit code. */
+  async run(): Promise<number> {
+    // Listening before the start: the first message's command may already be running (and its
+    // caller signalling us) when start() resolves. A stop during start() would race with it, so
+    // signals wait for it.
+    process.on('SIGINT', this.onSignal);
+    process.on('SIGTERM', this.onSignal);
+    try {
+      await this.worker.start();
+      const early = this.earlySignals ?? [];
+      this.earlySignals = null;
+      for (const signal of early) this.onSignal(signal);
+      await this.stopped;
+    } finally {
+      process.off('SIGINT', this.onSignal);
+      process.off('SIGTERM', this.onSignal);
+      this.disarmIdle();
+    }
+    const { success, retry, error } = this.tally;
+    note(`stopped after ${this.started} messages: ${success} succeeded, ${retry} to retry, ${error} failed`);
+    return this.forcedBy === null ? EXIT_OK : 128 + constants.signals[this.forcedBy];
+  }
+
+  private async handle(job: Job): Promise<HandlerResult> {
+    // With concurrency > 1 the last claim may overshoot --max: hand the extra messages back at once, unrun.
+    if (this.settings.max !== undefined && this.started >= this.settings.max) return { status: 'retry', backoffMs: 0 };
+    this.started += 1;
+    const result = await runShell(this.settings.exec, payloadBytes(job.payload), jobEnv(job), job.signal);
+    const outcome = outcomeOf(result, job.attempt, this.settings.retryBackoffMs);
+    this.tally[outcome.status] += 1;
+    if (outcome.status !== 'success' && !job.signal.aborted) {
+      note(`message ${job.id} (attempt ${job.attempt}): ${outcome.status}: ${describe(result)}`);
+    }
+    return outcome;
+  }
+
+  private monitor(info: MonitorInfo): void {
+    const { max, idleExitMs } = this.settings;
+    this.claimed += info.claimed.length;
+    if (max !== undefined && this.claimed >= max) this.requestStop();
+    // Idle: this poll claimed nothing and nothing is in flight. Later dry polls keep the first deadline.
+    if (info.claimed.length > 0 || info.inFlight > 0) this.disarmIdle();
+    else if (idleExitMs !== undefined && this.idleTimer === null) {
+      this.idleTimer = setTimeout(() => {
+        this.idleTimer = null;
+        if (this.worker.inFlight === 0) this.requestStop();
+      }, idleExitMs);
+    }
+  }
+
+  private requestStop(): void {
+    if (this.stopping !== null) return;
+    this.stopping = this.worker.stop();
+    this.stopRequested(this.stopping);
+  }
+
+  private disarmIdle(): void {
+    if (this.idleTimer !== null) clearTimeout(this.idleTimer);
+    this.idleTimer = null;
+  }
+}
+
+function jobEnv(job: Job): NodeJS.ProcessEnv {
+  return {
+    ...process.env,
+    KVMQ_QUEUE: job.queue,
+    KVMQ_ID: job.id,
+    KVMQ_ATTEMPT: String(job.attempt),
+    KVMQ_METADATA: JSON.stringify(job.metadata),
+  };
+}
+
+/** Exit 0 → success, 75 → retry, anything else (or a signal) → error; the stderr tail is the last error. */
+function outcomeOf(result: ShellResult, attempt: number, retryBackoffMs: number | undefined): HandlerResult {
+  if (result.code === 0) return { status: 'success' };
+  const tail = result.stderrTail.trimEnd();
+  const error = tail === '' ? describe(result) : `${describe(result)}\n${tail}`;
+  if (result.code === EX_TEMPFAIL) return { status: 'retry', backoffMs: retryBackoffMs ?? expBackoff(attempt), error };
+  return { status: 'error', error };
+}
+
+function describe(result: ShellResult): string {
+  return result.code === null
+    ? `command was killed by ${result.signal ?? 'a signal'}`
+    : `command exited with code ${result.code}`;
+}

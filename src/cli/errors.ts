@@ -1,0 +1,54 @@
+/**
+ * The CLI's exit codes and how an error becomes one. A user's mistake gets one
+ * line that says what to fix, never a stack trace; only a bug shows its stack.
+ */
+import { KvmqError } from '../errors.js';
+
+export const EXIT_OK = 0;
+/** A runtime failure: bad store URL, filter refused, store unavailable, unreadable file. */
+export const EXIT_FAILURE = 1;
+/** The command line itself is wrong. */
+export const EXIT_USAGE = 2;
+/** A message was refused because its id exists. */
+export const EXIT_REFUSED = 3;
+
+/** A mistake on the command line: exit 2, with a pointer to the command's help. */
+export class UsageError extends Error {
+  constructor(message: string) {
+    super(message);
+    this.name = 'UsageError';
+  }
+}
+
+/** Writes what went wrong to stderr and returns the exit code for it. */
+export function reportError(error: unknown, command: string | null): number {
+  const help = command === null ? 'kvmq --help' : `kvmq ${command} --help`;
+  if (error instanceof UsageError) {
+    process.stderr.write(`kvmq: ${error.message}\nTry '${help}' for usage.\n`);
+    return EXIT_USAGE;
+  }
+  if (error instanceof KvmqError || isValidationError(error) || isSystemError(error)) {
+    process.stderr.write(`kvmq: ${error.message}\n`);
+    return EXIT_FAILURE;
+  }
+  process.stderr.write(
+    `kvmq: unexpected error: ${error instanceof Error ? (error.stack ?? error.message) : String(error)}\n`,
+  );
+  return EXIT_FAILURE;
+}
+
+/**
+ * kvmq's API rejects a bad argument with a TypeError thrown by its own checks.
+ * Told apart from a TypeError of a bug by where it was thrown: kvmq's model,
+ * client or worker options.
+ */
+function isValidationError(error: unknown): error is TypeError {
+  if (!(error instanceof TypeError)) return false;
+  const frame = error.stack?.split('\n').find((line) => line.trimStart().startsWith('at '));
+  return frame !== undefined && /[\\/](model[\\/]\w+|client|worker[\\/]options)\.[jt]s:/.test(frame);
+}
+
+/** An fs or spawn failure (ENOENT, EACCES, ...): its message names the file and the problem. */
+function isSystemError(error: unknown): error is NodeJS.ErrnoException {
+  return error instanceof Error && typeof (error as NodeJS.ErrnoException).syscall === 'string';
+}

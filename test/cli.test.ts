@@ -1,0 +1,371 @@
+/**
+ * The `kvmq` CLI, run as a subprocess on a temporary SQLite file: stdout,
+ * stderr and exit codes, as a user or a script sees them.
+ */
+import assert from 'node:assert/strict';
+import { spawn, type ChildProcess } from 'node:child_process';
+import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { after, before, describe, it } from 'node:test';
+
+const ROOT = fileURLToPath(new URL('..', import.meta.url));
+// Generous: two cores, each spawn pays for tsx.
+const RUN_TIMEOUT_MS = 30_000;
+
+interface RunResult {
+  readonly code: number | null;
+  readonly signal: NodeJS.Signals | null;
+  readonly stdout: string;
+  readonly stderr: string;
+}
+
+interface RunOptions {
+  /** $KVMQ_STORE for the child; every test passes its own file. */
+  readonly store: string;
+  readonly input?: string | Buffer;
+  readonly env?: Readonly<Record<string, string>>;
+}
+
+const children = new Set<ChildProcess>();
+let dir = '';
+let stores = 0;
+
+before(async () => {
+  dir = await mkdtemp(join(tmpdir(), 'kvmq-cli-'));
+});
+
+after(async () => {
+  for (const child of children) child.kill('SIGKILL');
+  await rm(dir, { recursive: true, force: true });
+});
+
+/** A fresh SQLite store URL in the temp dir. */
+function newStore(): string {
+  stores += 1;
+  return `sqlite:${join(dir, `store-${stores}.db`)}`;
+}
+
+/** Starts a script under tsx; `result` settles when it exits (it is killed after RUN_TIMEOUT_MS). */
+function start(script: string, args: readonly string[], options: RunOptions) {
+  const child = spawn(process.execPath, ['--import', 'tsx', script, ...args], {
+    cwd: ROOT,
+    env: { ...process.env, ...options.env, KVMQ_STORE: options.store },
+    stdio: 'pipe',
+  });
+  children.add(child);
+  let stdout = '';
+  let stderr = '';
+  child.stdout.setEncoding('utf8').on('data', (text: string) => (stdout += text));
+  child.stderr.setEncoding('utf8').on('data', (text: string) => (stderr += text));
+  child.stdin.end(options.input);
+  const timer = setTimeout(() => child.kill('SIGKILL'), RUN_TIMEOUT_MS);
+  const result = new Promise<RunResult>((resolve, reject) => {
+    child.on('error', reject);
+    child.on('close', (code, signal) => {
+      clearTimeout(timer);
+      children.delete(child);
+      resolve({ code, signal, stdout, stderr });
+    });
+  });
+  return { child, result, stdout: () => stdout, stderr: () => stderr };
+}
+
+function kvmq(args: readonly string[], options: RunOptions): Promise<RunResult> {
+  return start('src/cli/main.ts', args, options).result;
+}
+
+/** Runs and expects the exit code, showing stderr when it differs. */
+async function expectExit(code: number, args: readonly string[], options: RunOptions): Promise<RunResult> {
+  const result = await kvmq(args, options);
+  assert.equal(result.code, code, `kvmq ${args.join(' ')} exited ${String(result.code)}; stderr:\n${result.stderr}`);
+  return result;
+}
+
+async function statusOf(store: string, queue: string, id: string): Promise<Record<string, unknown>> {
+  const { stdout } = await expectExit(0, ['status', queue, '--id', id, '--json'], { store });
+  return JSON.parse(stdout) as Record<string, unknown>;
+}
+
+async function queueStatus(store: string, queue: string): Promise<{ counts: Record<string, number>; total: number }> {
+  const { stdout } = await expectExit(0, ['status', queue, '--json'], { store });
+  return JSON.parse(stdout) as { counts: Record<string, number>; total: number };
+}
+
+async function waitFor(condition: () => boolean, what: string, timeoutMs = 15_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (!condition()) {
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((resolve) => setTimeout(resolve, 20));
+  }
+}
+
+// Independent tests (each on its own store file) overlap their spawns.
+describe('kvmq CLI', { concurrency: 4 }, () => {
+  it('enqueues and shows a message and its queue, as text and as JSON', async () => {
+    const store = newStore();
+    const added = await expectExit(0, ['enqueue', 'jobs', 'hello', '--id', 'm1', '--metadata', '{"by":"test"}'], {
+      store,
+    });
+    assert.equal(added.stdout, 'm1\n');
+    assert.equal(added.stderr, '');
+
+    const random = await expectExit(0, ['enqueue', 'jobs', 'world', '--json'], { store });
+    const parsed = JSON.parse(random.stdout) as { id: string; ok: boolean; action: string };
+    assert.deepEqual(Object.keys(parsed), ['id', 'ok', 'action']);
+    assert.equal(parsed.ok, true);
+    assert.equal(parsed.action, 'added');
+
+    const text = await expectExit(0, ['status', 'jobs', '--id', 'm1'], { store });
+    assert.match(text.stdout, /^state\s+queued$/m);
+    assert.match(text.stdout, /^attempt\s+0$/m);
+
+    const status = await statusOf(store, 'jobs', 'm1');
+    assert.equal(Object.keys(status)[0], 'state');
+    assert.equal(status.state, 'queued');
+    assert.equal(status.id, 'm1');
+    assert.equal(status.attempt, 0);
+
+    const queueText = await expectExit(0, ['status', 'jobs'], { store });
+    assert.match(queueText.stdout, /2 messages/);
+    assert.match(queueText.stdout, /^\s+queued\s+2$/m);
+    const queue = await queueStatus(store, 'jobs');
+    assert.deepEqual(Object.keys(queue), ['counts', 'consumers', 'dryRuns', 'total']);
+    assert.equal(queue.counts.queued, 2);
+    assert.equal(queue.total, 2);
+  });
+
+  it('reports a missing message with exit 1', async () => {
+    const store = newStore();
+    const text = await expectExit(1, ['status', 'jobs', '--id', 'nope'], { store });
+    assert.equal(text.stdout, '');
+    assert.match(text.stderr, /not found/);
+    const json = await expectExit(1, ['status', 'jobs', '--id', 'nope', '--json'], { store });
+    assert.deepEqual(JSON.parse(json.stdout), { state: null });
+  });
+
+  it('refuses a duplicate id with exit 3 and says its state', async () => {
+    const store = newStore();
+    await expectExit(0, ['enqueue', 'jobs', 'a', '--id', 'dup'], { store });
+    const text = await expectExit(3, ['enqueue', 'jobs', 'b', '--id', 'dup'], { store });
+    assert.equal(text.stdout, '');
+    assert.equal(text.stderr, 'kvmq: message dup was refused: it is queued\n');
+    const json = await expectExit(3, ['enqueue', 'jobs', 'b', '--id', 'dup', '--json'], { store });
+    assert.deepEqual(JSON.parse(json.stdout), { id: 'dup', ok: false, state: 'queued' });
+  });
+
+  it('enqueues one message per non-empty line of --file, and of stdin with --file -', async () => {
+    const store = newStore();
+    const file = join(dir, 'lines.txt');
+    const lines = Array.from({ length: 2500 }, (_, i) => `line ${i}`);
+    await writeFile(file, `${lines.join('\n')}\n\n\r\nlast`);
+    const fromFile = await expectExit(0, ['enqueue', 'lines', '--file', file], { store });
+    assert.equal(fromFile.stdout, 'accepted 2501, refused 0\n');
+
+    const fromStdin = await expectExit(0, ['enqueue', 'lines', '--file', '-', '--json'], { store, input: 'x\ny\n' });
+    assert.deepEqual(JSON.parse(fromStdin.stdout), { accepted: 2, refused: 0, refusals: [] });
+    assert.equal((await queueStatus(store, 'lines')).total, 2503);
+
+    const missing = await expectExit(1, ['enqueue', 'lines', '--file', join(dir, 'no-such-file')], { store });
+    assert.match(missing.stderr, /^kvmq: ENOENT/);
+  });
+
+  it('hands the exact payload bytes from stdin to the command', async () => {
+    const store = newStore();
+    const bytes = Buffer.from([0, 1, 0xff, 0xfe, 10, 13, 10, 0x41]);
+    await expectExit(0, ['enqueue', 'bytes', '--id', 'b1'], { store, input: bytes });
+    const out = join(dir, 'payload.bin');
+    await expectExit(0, ['work', 'bytes', '--max', '1', '--exec', 'cat > "$OUT"'], { store, env: { OUT: out } });
+    assert.deepEqual(await readFile(out), bytes);
+  });
+
+  it('works messages with a command: exit 0 succeeds, 75 retries, 1 fails with its stderr', async () => {
+    const store = newStore();
+    await expectExit(0, ['enqueue', 'jobs', 'ok', '--id', 'ok', '--metadata', '{"n":1}'], { store });
+    await expectExit(0, ['enqueue', 'jobs', 'again', '--id', 'again'], { store });
+    await expectExit(0, ['enqueue', 'jobs', 'fail', '--id', 'fail'], { store });
+    await expectExit(0, ['enqueue', 'jobs', 'left', '--id', 'left'], { store });
+    const command = [
+      'p=$(cat)',
+      'echo "$p $KVMQ_QUEUE $KVMQ_ID $KVMQ_ATTEMPT $KVMQ_METADATA"',
+      'case "$p" in again) echo try later >&2; exit 75;; fail) echo it broke >&2; exit 1;; esac',
+    ].join('\n');
+    // --max 3 leaves the fourth message alone.
+    const run = await expectExit(0, ['work', 'jobs', '--max', '3', '--retry-backoff-ms', '60000', '--exec', command], {
+      store,
+    });
+    assert.equal(
+      run.stdout,
+      'ok jobs ok 1 {"n":1}\nagain jobs again 1 {}\nfail jobs fail 1 {}\n',
+      'stdout passes through, in order at concurrency 1',
+    );
+
+    const ok = await statusOf(store, 'jobs', 'ok');
+    assert.equal(ok.state, 'done-awaiting-gc');
+    assert.equal(ok.outcome, 'success');
+    assert.equal(ok.attempt, 1);
+
+    const again = await statusOf(store, 'jobs', 'again');
+    assert.equal(again.state, 'queued-with-backoff');
+    assert.equal(again.outcome, 'retry');
+    assert.equal(again.attempt, 1);
+    assert.match(String(again.lastError), /exited with code 75\ntry later$/);
+
+    const fail = await statusOf(store, 'jobs', 'fail');
+    assert.equal(fail.state, 'done-awaiting-gc');
+    assert.equal(fail.outcome, 'error');
+    assert.equal(fail.attempt, 1);
+    assert.match(String(fail.lastError), /exited with code 1\nit broke$/);
+
+    assert.equal((await statusOf(store, 'jobs', 'left')).state, 'queued');
+  });
+
+  it('exits by itself after --idle-exit-ms with nothing to do', async () => {
+    const store = newStore();
+    await expectExit(0, ['enqueue', 'idle', 'a'], { store });
+    await expectExit(0, ['enqueue', 'idle', 'b'], { store });
+    const started = Date.now();
+    const run = await expectExit(0, ['work', 'idle', '--concurrency', '2', '--idle-exit-ms', '300', '--exec', 'cat'], {
+      store,
+    });
+    assert.equal(run.stdout.split('\n').sort().join(''), 'ab');
+    assert.ok(Date.now() - started < 10_000);
+    assert.equal((await queueStatus(store, 'idle')).counts['done-awaiting-gc'], 2);
+  });
+
+  it('stops gracefully on SIGTERM, letting the running command finish', async () => {
+    const store = newStore();
+    await expectExit(0, ['enqueue', 'slow', 'x', '--id', 's1'], { store });
+    const worker = start('src/cli/main.ts', ['work', 'slow', '--exec', 'echo started; sleep 1; echo finished'], {
+      store,
+    });
+    await waitFor(() => worker.stdout().includes('started'), 'the command to start');
+    worker.child.kill('SIGTERM');
+    const run = await worker.result;
+    assert.equal(run.code, 0, run.stderr);
+    assert.equal(run.stdout, 'started\nfinished\n');
+    const status = await statusOf(store, 'slow', 's1');
+    assert.equal(status.state, 'done-awaiting-gc');
+    assert.equal(status.outcome, 'success');
+  });
+
+  it('stops at once on a second signal and hands the message back', async () => {
+    const store = newStore();
+    await expectExit(0, ['enqueue', 'slow', 'x', '--id', 's2'], { store });
+    const worker = start('src/cli/main.ts', ['work', 'slow', '--exec', 'echo started; sleep 20; echo finished'], {
+      store,
+    });
+    await waitFor(() => worker.stdout().includes('started'), 'the command to start');
+    worker.child.kill('SIGTERM');
+    await waitFor(() => worker.stderr().includes('stopping once'), 'the first signal to be taken');
+    worker.child.kill('SIGINT');
+    const run = await worker.result;
+    assert.equal(run.code, 130, run.stderr);
+    assert.equal(run.stdout, 'started\n');
+    const status = await statusOf(store, 'slow', 's2');
+    assert.equal(status.state, 'queued');
+    assert.equal(status.attempt, 1);
+  });
+
+  it('sets and shows the configuration, and enforces filter enums', async () => {
+    const store = newStore();
+    const set = await expectExit(
+      0,
+      ['config', 'cfg', 'task_gc_lifetime=60000', 'gc_interval_ms=5000', 'filter.size=small,medium,large'],
+      { store },
+    );
+    assert.equal(set.stdout, 'gc_lifetime_ms=60000\ngc_interval_ms=5000\nfilter.size=small,medium,large\n');
+    const json = await expectExit(0, ['config', 'cfg', '--json'], { store });
+    assert.deepEqual(JSON.parse(json.stdout), {
+      gcLifetimeMs: 60000,
+      gcIntervalMs: 5000,
+      filterEnums: { size: ['small', 'medium', 'large'] },
+    });
+
+    const refused = await expectExit(1, ['enqueue', 'cfg', 'x', '--filter', 'size=huge'], { store });
+    assert.equal(refused.stdout, '');
+    assert.match(
+      refused.stderr,
+      /^kvmq: filter size=huge is not allowed on queue 'cfg'; allowed values are small, medium, large\n$/,
+    );
+    await expectExit(0, ['enqueue', 'cfg', 'x', '--filter', 'size=medium', '--id', 'f1'], { store });
+    // `at_least`: a worker of the highest size takes a medium message.
+    const worker = await expectExit(
+      0,
+      ['work', 'cfg', '--filter', 'size=large:at_least', '--max', '1', '--exec', 'cat'],
+      { store },
+    );
+    assert.equal(worker.stdout, 'x');
+
+    const removed = await expectExit(0, ['config', 'cfg', 'filter.size='], { store });
+    assert.equal(removed.stdout, 'gc_lifetime_ms=60000\ngc_interval_ms=5000\n');
+    const unknown = await expectExit(2, ['config', 'cfg', 'colour=red'], { store });
+    assert.match(unknown.stderr, /^kvmq: unknown setting 'colour'/);
+  });
+
+  it('removes finished messages with gc, and everything with clear', async () => {
+    const store = newStore();
+    await expectExit(0, ['config', 'jobs', 'gc_lifetime_ms=0'], { store });
+    await expectExit(0, ['enqueue', 'jobs', 'a', '--id', 'g1'], { store });
+    await expectExit(0, ['enqueue', 'jobs', 'b', '--id', 'g2'], { store });
+    await expectExit(0, ['work', 'jobs', '--max', '1', '--exec', 'cat >/dev/null'], { store });
+    const gc = await expectExit(0, ['gc', 'jobs'], { store });
+    assert.equal(gc.stdout, '1\n');
+    assert.equal((await queueStatus(store, 'jobs')).total, 1);
+
+    await expectExit(0, ['enqueue', 'other', 'c'], { store });
+    const cleared = await expectExit(0, ['clear', 'jobs', 'other', '--json'], { store });
+    assert.deepEqual(JSON.parse(cleared.stdout), { cleared: ['jobs', 'other'] });
+    assert.equal((await queueStatus(store, 'jobs')).total, 0);
+    assert.equal((await queueStatus(store, 'other')).total, 0);
+  });
+
+  it('rejects usage errors with exit 2 and a hint on stderr', async () => {
+    const store = newStore();
+    const cases: [args: string[], message: RegExp][] = [
+      [['enqueue', 'jobs', 'x', '--bogus'], /^kvmq: unknown option '--bogus'\nTry 'kvmq enqueue --help'/],
+      [['enqueue'], /^kvmq: missing argument: <queue>/],
+      [['enqueue', 'jobs', 'x', '--delay-ms', 'soon'], /^kvmq: --delay-ms must be a whole number, got 'soon'/],
+      [['work', 'jobs'], /^kvmq: missing --exec/],
+      [['frobnicate'], /^kvmq: unknown command 'frobnicate'\nTry 'kvmq --help'/],
+      [[], /^Usage: kvmq <command>/],
+    ];
+    await Promise.all(
+      cases.map(async ([args, message]) => {
+        const run = await expectExit(2, args, { store });
+        assert.equal(run.stdout, '');
+        assert.match(run.stderr, message);
+      }),
+    );
+  });
+
+  it('reports a bad store URL with exit 1 and the accepted forms', async () => {
+    const run = await expectExit(1, ['status', 'jobs'], { store: 'mongodb://localhost' });
+    assert.match(run.stderr, /^kvmq: unknown store URL "mongodb:\/\/localhost"; accepted forms:\n\s+sqlite:PATH/);
+    assert.doesNotMatch(run.stderr, /\n\s+at /, 'no stack trace');
+    // --store wins over $KVMQ_STORE.
+    const flag = await expectExit(1, ['status', 'jobs', '--store', 'nope:x'], { store: newStore() });
+    assert.match(flag.stderr, /unknown store URL "nope:x"/);
+  });
+
+  it('prints help and the version', async () => {
+    const store = newStore();
+    const [help, enqueueHelp, version] = await Promise.all([
+      expectExit(0, ['--help'], { store }),
+      expectExit(0, ['enqueue', '--help'], { store }),
+      expectExit(0, ['--version'], { store }),
+    ]);
+    assert.match(help.stdout, /Commands:\n\s+enqueue/);
+    assert.match(enqueueHelp.stdout, /^Usage: kvmq enqueue <queue> \[payload\]/);
+    const pkg = JSON.parse(await readFile(join(ROOT, 'package.json'), 'utf8')) as { version: string };
+    assert.equal(version.stdout, `${pkg.version}\n`);
+  });
+
+  it('runs the demo to the end: all 10,000 messages done', async () => {
+    const run = await start('src/demo.ts', [], { store: newStore() }).result;
+    assert.equal(run.code, 0, run.stderr);
+    assert.match(run.stdout, /^queue demo: 10,000 messages \(done-awaiting-gc 10,000\)$/m);
+    assert.match(run.stderr, /^work: 50% /m, 'a progress line every 10% when stderr is not a terminal');
+  });
+});
