@@ -113,7 +113,14 @@ class SqliteStore implements Store {
     this.sql = prepareStatements(db);
     this.insertMessages = insertMessages(db);
     this.finishSuccesses = finishSuccesses(db);
-    this.wakeups = new Wakeups(path, `${path}-wal`);
+    let dataVersion = -1;
+    this.wakeups = new Wakeups(path, `${path}-wal`, () => {
+      if (this.closed) return false;
+      const version = db.pragma('data_version', { simple: true }) as number;
+      const changed = version !== dataVersion;
+      dataVersion = version;
+      return changed;
+    });
   }
 
   enqueue(queue: string, messages: readonly NewMessage[]): Promise<EnqueueResult[]> {

@@ -1,9 +1,9 @@
 /**
  * Wake-ups for idle workers. Within a process, a write to a queue wakes that
- * queue's subscribers directly. Across processes sharing the file, any change
- * to the write-ahead log (inotify through fs.watch) wakes every subscriber of
- * this store; a wake-up is only a hint to claim again, so a spurious one is
- * cheap and a missed one is impossible.
+ * queue's subscribers directly. Across processes sharing the file, a change
+ * to the write-ahead log (inotify through fs.watch) that another connection
+ * made wakes every subscriber of this store; a wake-up is only a hint to
+ * claim again, so a spurious one is cheap and a missed one is impossible.
  */
 import { EventEmitter } from 'node:events';
 import { watch, type FSWatcher } from 'node:fs';
@@ -17,9 +17,15 @@ export class Wakeups {
   private watcher: FSWatcher | null = null;
   private pending = false;
 
+  /**
+   * @param changedElsewhere true when another connection committed since the
+   *   last call (SQLite's data_version), so this process's own commits, which
+   *   already woke its subscribers, do not wake them again.
+   */
   constructor(
     private readonly file: string,
     private readonly walFile: string,
+    private readonly changedElsewhere: () => boolean,
   ) {
     let hub = hubs.get(file);
     if (hub === undefined) {
@@ -82,6 +88,7 @@ export class Wakeups {
     this.pending = true;
     setImmediate(() => {
       this.pending = false;
+      if (!this.changedElsewhere()) return;
       for (const set of this.listeners.values()) for (const listener of set) listener();
     });
   }
