@@ -11,7 +11,8 @@ import { join } from 'node:path';
 import { createInterface } from 'node:readline';
 import { after, describe, test } from 'node:test';
 import Database from 'better-sqlite3';
-import { connect, StoreLayoutError, StoreUrlError } from '../src/index.js';
+import { connect, StoreLayoutError, StoreUnavailableError, StoreUrlError } from '../src/index.js';
+import { waitFor } from './support/wait.js';
 
 const dir = mkdtempSync(join(tmpdir(), 'kvmq-sqlite-'));
 const children = new Set<ChildProcessWithoutNullStreams>();
@@ -137,6 +138,45 @@ describe('sqlite store', () => {
     assert.equal(line, 'handled wake-1 1');
     w.proc.kill('SIGTERM');
     await exited(w.proc);
+    await client.close();
+  });
+
+  test('while another connection holds the write lock, calls fail as transient, workers retry, and nothing is lost', async () => {
+    const url = freshUrl();
+    const client = await connect(`${url}?busyTimeoutMs=50`);
+    const handled: string[] = [];
+    const errors: unknown[] = [];
+    const worker = client.worker('away', (job) => void handled.push(job.id), {
+      eoqBackoffMs: 50,
+      onError: (error) => errors.push(error),
+    });
+    await client.enqueue('away', 'before', { id: 'before' });
+    await waitFor(() => handled.includes('before'));
+
+    // A write lock held elsewhere makes the store unavailable to kvmq, as a dead or stuck store would.
+    const blocker = new Database(url.slice('sqlite:'.length));
+    blocker.exec('BEGIN EXCLUSIVE');
+    try {
+      await assert.rejects(
+        client.enqueue('away', 'during', { id: 'during' }),
+        (error) => error instanceof StoreUnavailableError && error.transient,
+      );
+      await waitFor(() => errors.length >= 2, { timeoutMs: 10_000 });
+      assert.ok(
+        errors.every((e) => e instanceof StoreUnavailableError),
+        'the worker reports typed, transient errors',
+      );
+    } finally {
+      blocker.exec('COMMIT');
+      blocker.close();
+    }
+
+    const after = await client.enqueue('away', 'after', { id: 'after' });
+    assert.ok(after.ok);
+    await waitFor(() => handled.includes('after'), { timeoutMs: 10_000 });
+    assert.equal(await client.status('away', 'during'), null, 'the refused enqueue wrote nothing');
+    assert.equal((await client.status('away', 'before'))?.state, 'done-awaiting-gc');
+    await worker.stop();
     await client.close();
   });
 

@@ -45,6 +45,8 @@ const BUSY_TIMEOUT_MS = 10_000;
 export interface SqliteOptions {
   readonly path: string;
   readonly synchronous: 'normal' | 'full';
+  /** How long a call waits for another process's write lock before failing as unavailable. */
+  readonly busyTimeoutMs: number;
 }
 
 export function parseSqliteUrl(url: string): SqliteOptions {
@@ -53,15 +55,19 @@ export function parseSqliteUrl(url: string): SqliteOptions {
   let path = q < 0 ? body : body.slice(0, q);
   // `sqlite:///abs/path` and `sqlite://./rel` read as the path after the slashes' authority part.
   if (path.startsWith('//')) path = path.slice(2);
-  const options = parseUrlOptions(url, q < 0 ? '' : body.slice(q + 1), ['synchronous']);
+  const options = parseUrlOptions(url, q < 0 ? '' : body.slice(q + 1), ['synchronous', 'busyTimeoutMs']);
   const synchronous = (options.get('synchronous') ?? 'normal').toLowerCase();
+  const busyTimeoutMs = Number(options.get('busyTimeoutMs') ?? BUSY_TIMEOUT_MS);
   if (path === '' || path === ':memory:') {
     throw new StoreUrlError(`store URL ${JSON.stringify(url)} names no file; use e.g. sqlite:./kvmq.db`);
   }
   if (synchronous !== 'normal' && synchronous !== 'full') {
     throw new StoreUrlError(`store URL ${JSON.stringify(url)}: synchronous must be 'normal' or 'full'`);
   }
-  return { path: resolve(path), synchronous };
+  if (!Number.isInteger(busyTimeoutMs) || busyTimeoutMs < 0) {
+    throw new StoreUrlError(`store URL ${JSON.stringify(url)}: busyTimeoutMs must be a whole number of milliseconds`);
+  }
+  return { path: resolve(path), synchronous, busyTimeoutMs };
 }
 
 export async function openSqliteStore(url: string): Promise<Store> {
@@ -74,7 +80,7 @@ export async function openSqliteStore(url: string): Promise<Store> {
   const Database = createRequire(import.meta.url)('better-sqlite3') as typeof BetterSqlite3;
   let db: BetterSqlite3.Database;
   try {
-    db = new Database(options.path, { timeout: BUSY_TIMEOUT_MS });
+    db = new Database(options.path, { timeout: options.busyTimeoutMs });
     db.pragma('journal_mode = WAL');
     db.pragma(`synchronous = ${options.synchronous}`);
     db.pragma('cache_size = -32768'); // 32 MiB of page cache, whatever the backlog

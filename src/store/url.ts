@@ -16,8 +16,18 @@ interface StoreKind {
 const STORES: readonly StoreKind[] = [
   {
     schemes: ['sqlite:'],
-    form: 'sqlite:PATH[?synchronous=normal|full]   embedded file, e.g. sqlite:./kvmq.db (the default)',
+    form: 'sqlite:PATH[?synchronous=normal|full&busyTimeoutMs=N]   embedded file, e.g. sqlite:./kvmq.db (the default)',
     open: async (url) => (await import('../sqlite/store.js')).openSqliteStore(url),
+  },
+  {
+    schemes: ['redis:', 'rediss:'],
+    form: 'redis://[user:password@]host[:port][/db][?prefix=kvmq]   Redis 7+, rediss:// for TLS',
+    open: async (url) => (await import('../redis/store.js')).openRedisStore(url),
+  },
+  {
+    schemes: ['zookeeper:'],
+    form: 'zookeeper://[user:password@]host:2181[,host2:2181...]/dir[?sessionTimeoutMs=6000]   dir: an existing chroot',
+    open: async (url) => (await import('../zookeeper/store.js')).openZookeeperStore(url),
   },
 ];
 
