@@ -19,16 +19,6 @@ const STORES: readonly StoreKind[] = [
     form: 'sqlite:PATH[?synchronous=normal|full&busyTimeoutMs=N]   embedded file, e.g. sqlite:./kvmq.db (the default)',
     open: async (url) => (await import('../sqlite/store.js')).openSqliteStore(url),
   },
-  {
-    schemes: ['redis:', 'rediss:'],
-    form: 'redis://[user:password@]host[:port][/db][?prefix=kvmq]   Redis 7+, rediss:// for TLS',
-    open: async (url) => (await import('../redis/store.js')).openRedisStore(url),
-  },
-  {
-    schemes: ['zookeeper:'],
-    form: 'zookeeper://[user:password@]host:2181[,host2:2181...]/dir[?sessionTimeoutMs=6000]   dir: an existing chroot',
-    open: async (url) => (await import('../zookeeper/store.js')).openZookeeperStore(url),
-  },
 ];
 
 export function acceptedForms(): string {
