@@ -120,7 +120,7 @@ class SqliteStore implements Store {
     this.insertMessages = insertMessages(db);
     this.finishSuccesses = finishSuccesses(db);
     let dataVersion = -1;
-    this.wakeups = new Wakeups(path, `${path}-wal`, () => {
+    this.wakeups = new Wakeups(path, () => {
       if (this.closed) return false;
       const version = db.pragma('data_version', { simple: true }) as number;
       const changed = version !== dataVersion;

@@ -1,19 +1,28 @@
 /**
- * Wake-ups for idle workers. Within a process, a write to a queue wakes that
- * queue's subscribers directly. Across processes sharing the file, a change
- * to the write-ahead log (inotify through fs.watch) that another connection
- * made wakes every subscriber of this store; a wake-up is only a hint to
- * claim again, so a spurious one is cheap and a missed one is impossible.
+ * Wake-ups for idle workers. Within a process, a commit that makes messages
+ * ready wakes that queue's subscribers directly. Across processes sharing the
+ * file, the committing process then writes a byte to `<db>-wake`, and every
+ * other process watching that file (inotify through fs.watch) wakes its
+ * subscribers, once SQLite's data_version shows another connection committed.
+ *
+ * The wake file, not the WAL, is watched because a WAL write is seen before
+ * its commit is visible: checking data_version at that moment would miss it.
+ * The byte is written after the commit, so the check cannot come too early.
+ * A wake-up is only a hint to claim again: a spurious one is cheap, a missed
+ * one would leave a worker idle until its end-of-queue backoff.
  */
 import { EventEmitter } from 'node:events';
-import { watch, type FSWatcher } from 'node:fs';
+import { closeSync, constants, openSync, watch, writeSync, type FSWatcher } from 'node:fs';
 
 // Every store instance on the same file in this process shares one hub.
 const hubs = new Map<string, { emitter: EventEmitter; users: number }>();
+const BYTE = Buffer.from([1]);
 
 export class Wakeups {
   private readonly hub: EventEmitter;
   private readonly listeners = new Map<string, Set<() => void>>();
+  private readonly wakeFile: string;
+  private wakeFd: number | null;
   private watcher: FSWatcher | null = null;
   private pending = false;
 
@@ -24,7 +33,6 @@ export class Wakeups {
    */
   constructor(
     private readonly file: string,
-    private readonly walFile: string,
     private readonly changedElsewhere: () => boolean,
   ) {
     let hub = hubs.get(file);
@@ -35,11 +43,14 @@ export class Wakeups {
     }
     hub.users += 1;
     this.hub = hub.emitter;
+    this.wakeFile = `${file}-wake`;
+    this.wakeFd = openSync(this.wakeFile, constants.O_CREAT | constants.O_WRONLY);
   }
 
-  /** Tells this process's subscribers of `queue` that messages may be ready. */
+  /** Tells subscribers of `queue`, here and in other processes, that messages may be ready. Call after the commit. */
   notify(queue: string): void {
     this.hub.emit(queue);
+    if (this.wakeFd !== null) writeSync(this.wakeFd, BYTE, 0, 1, 0);
   }
 
   subscribe(queue: string, listener: () => void): () => void {
@@ -50,40 +61,37 @@ export class Wakeups {
     }
     set.add(listener);
     this.hub.on(queue, listener);
-    this.watchWal();
+    this.watchWakeFile();
     return () => {
       set.delete(listener);
       this.hub.off(queue, listener);
-      if ([...this.listeners.values()].every((s) => s.size === 0)) this.unwatchWal();
+      if ([...this.listeners.values()].every((s) => s.size === 0)) this.unwatch();
     };
   }
 
   close(): void {
     for (const [queue, set] of this.listeners) for (const listener of set) this.hub.off(queue, listener);
     this.listeners.clear();
-    this.unwatchWal();
+    this.unwatch();
+    if (this.wakeFd !== null) closeSync(this.wakeFd);
+    this.wakeFd = null;
     const hub = hubs.get(this.file);
     if (hub !== undefined && --hub.users === 0) hubs.delete(this.file);
   }
 
-  private watchWal(): void {
+  private watchWakeFile(): void {
     if (this.watcher !== null) return;
-    try {
-      this.watcher = watch(this.walFile, { persistent: false }, () => this.walChanged());
-      this.watcher.on('error', () => this.unwatchWal());
-    } catch {
-      // No WAL file to watch (yet): in-process wake-ups and the worker's own timers still work.
-      this.watcher = null;
-    }
+    this.watcher = watch(this.wakeFile, { persistent: false }, () => this.touched());
+    this.watcher.on('error', () => this.unwatch());
   }
 
-  private unwatchWal(): void {
+  private unwatch(): void {
     this.watcher?.close();
     this.watcher = null;
   }
 
-  /** Many WAL writes in a burst make one wake-up per subscriber. */
-  private walChanged(): void {
+  /** Many touches in a burst make one wake-up per subscriber. */
+  private touched(): void {
     if (this.pending) return;
     this.pending = true;
     setImmediate(() => {
