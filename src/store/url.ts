@@ -19,6 +19,11 @@ const STORES: readonly StoreKind[] = [
     form: 'sqlite:PATH[?synchronous=normal|full&busyTimeoutMs=N]   embedded file, e.g. sqlite:./kvmq.db (the default)',
     open: async (url) => (await import('../sqlite/store.js')).openSqliteStore(url),
   },
+  {
+    schemes: ['redis:', 'rediss:'],
+    form: 'redis://[user:password@]host[:port][/db][?prefix=kvmq]   Redis 7+; rediss:// for TLS (&ca=FILE); host,host?cluster=true',
+    open: async (url) => (await import('../redis/store.js')).openRedisStore(url),
+  },
 ];
 
 export function acceptedForms(): string {

@@ -1,0 +1,498 @@
+/**
+ * `node --import tsx bench/peers/redis.ts --store redis://HOST:PORT [--quick] [--no-write]`
+ *
+ * kvmq on Redis side by side with BullMQ and bee-queue, in one run, on one
+ * Redis server (so the same durability: its AOF settings), with no-op
+ * handlers. Each library is measured in turn, run after run, so drift on a
+ * noisy machine hits all three alike:
+ *
+ * - enqueue: single adds with 64 in flight;
+ * - processing: a queue filled beforehand (untimed, with each library's bulk
+ *   add), drained by one worker at concurrency 64, until every job is
+ *   finished in Redis (the worker's graceful close);
+ * - latency: messages at a light steady rate to an idle worker at concurrency
+ *   1, from just before the add to the handler's entry;
+ * - Redis commands per message in each phase, from INFO commandstats (every
+ *   command counts, those run inside scripts too), and how many of them were
+ *   script calls.
+ *
+ * Writes the `redis-peers` section of docs/benchmarks.md (bench/doc.ts).
+ */
+import { cpus, loadavg, release, totalmem } from 'node:os';
+import { fileURLToPath } from 'node:url';
+import { parseArgs } from 'node:util';
+import { Redis } from 'ioredis';
+import { connect, type Client, type Worker as KvmqWorker } from '../../src/index.js';
+import { tlsOptions } from '../../src/redis/connection.js';
+import { parseRedisUrl, type RedisUrlOptions } from '../../src/redis/url.js';
+import { inFlight, quantile, signal, sleepUntil } from '../common.js';
+import { writeSection } from '../doc.js';
+import { peerRequire } from './install.js';
+
+interface Sizes {
+  readonly enqueue: number;
+  readonly process: number;
+  readonly latency: number;
+  readonly latencyPerSec: number;
+  readonly runs: number;
+}
+
+const FULL: Sizes = { enqueue: 20_000, process: 50_000, latency: 2000, latencyPerSec: 500, runs: 3 };
+const QUICK: Sizes = { enqueue: 2000, process: 5000, latency: 200, latencyPerSec: 500, runs: 1 };
+const IN_FLIGHT = 64;
+const CONCURRENCY = 64;
+const FILL_BATCH = 1000;
+// Targets of the Redis issue: kvmq at least this many times BullMQ's rates, and this p50.
+const RATIO_TARGET = 3;
+const P50_TARGET_MS = 1;
+
+type Payload = Record<string, number>;
+
+/** What the bench does with each library. */
+interface Peer {
+  readonly name: string;
+  enqueue(payload: Payload): Promise<unknown>;
+  fill(n: number): Promise<void>;
+  /** Starts a worker; resolves once it is ready to take jobs. */
+  work(concurrency: number, handler: (payload: Payload) => void): Promise<{ stop(): Promise<void> }>;
+  /** Deletes the queue's data and closes the connections. */
+  close(): Promise<void>;
+}
+
+type PeerFactory = (queue: string) => Promise<Peer>;
+
+// --- kvmq ------------------------------------------------------------------
+
+function kvmq(url: string): PeerFactory {
+  return async (queue) => {
+    const client: Client = await connect(url, { maintenance: false });
+    return {
+      name: 'kvmq',
+      enqueue: (payload) => client.enqueue(queue, payload),
+      async fill(n) {
+        for (let sent = 0; sent < n; sent += FILL_BATCH) {
+          const size = Math.min(FILL_BATCH, n - sent);
+          await client.enqueueBatch(
+            queue,
+            Array.from({ length: size }, (_, i) => ({ payload: { i: sent + i } })),
+          );
+        }
+      },
+      async work(concurrency, handler) {
+        const worker: KvmqWorker = client.worker(queue, (job) => handler(job.payload as Payload), {
+          concurrency,
+          autoStart: false,
+        });
+        await worker.start();
+        return { stop: () => worker.stop() };
+      },
+      async close() {
+        await client.clear(queue);
+        await client.close();
+      },
+    };
+  };
+}
+
+// --- BullMQ ----------------------------------------------------------------
+
+interface BullQueue {
+  add(name: string, data: Payload): Promise<unknown>;
+  addBulk(jobs: { name: string; data: Payload }[]): Promise<unknown>;
+  obliterate(options: { force: boolean }): Promise<void>;
+  close(): Promise<void>;
+}
+interface BullWorker {
+  waitUntilReady(): Promise<unknown>;
+  close(): Promise<void>;
+  on(event: 'error', listener: (error: Error) => void): void;
+}
+interface BullModule {
+  Queue: new (name: string, options: object) => BullQueue;
+  Worker: new (name: string, processor: (job: { data: Payload }) => Promise<void>, options: object) => BullWorker;
+}
+
+function bullmq(url: RedisUrlOptions, module: BullModule): PeerFactory {
+  const connection = { ...ioredisOptions(url), maxRetriesPerRequest: null };
+  const prefix = 'bench-bullmq';
+  return async (queue) => {
+    const producer = new module.Queue(queue, { connection, prefix });
+    await Promise.resolve();
+    return {
+      name: 'BullMQ',
+      enqueue: (payload) => producer.add('job', payload),
+      async fill(n) {
+        for (let sent = 0; sent < n; sent += FILL_BATCH) {
+          const size = Math.min(FILL_BATCH, n - sent);
+          await producer.addBulk(Array.from({ length: size }, (_, i) => ({ name: 'job', data: { i: sent + i } })));
+        }
+      },
+      async work(concurrency, handler) {
+        const worker = new module.Worker(
+          queue,
+          (job) => {
+            handler(job.data);
+            return Promise.resolve();
+          },
+          { connection, prefix, concurrency },
+        );
+        worker.on('error', (error) => console.error('BullMQ worker:', error.message));
+        await worker.waitUntilReady();
+        return { stop: () => worker.close() };
+      },
+      async close() {
+        await producer.obliterate({ force: true });
+        await producer.close();
+      },
+    };
+  };
+}
+
+// --- bee-queue -------------------------------------------------------------
+
+interface BeeJob {
+  save(): Promise<unknown>;
+}
+interface BeeQueue {
+  createJob(data: Payload): BeeJob;
+  saveAll(jobs: BeeJob[]): Promise<unknown>;
+  process(concurrency: number, handler: (job: { data: Payload }) => Promise<void>): void;
+  ready(): Promise<unknown>;
+  close(timeoutMs?: number): Promise<void>;
+  destroy(): Promise<void>;
+  on(event: 'error', listener: (error: Error) => void): void;
+}
+type BeeModule = new (name: string, settings: object) => BeeQueue;
+
+function beeQueue(url: RedisUrlOptions, Bee: BeeModule): PeerFactory {
+  const redis = { host: url.nodes[0]?.host, port: url.nodes[0]?.port, db: url.db, password: url.password };
+  // The producer keeps no job objects and subscribes to no events: kvmq's producers do neither.
+  const common = { redis, prefix: 'bench-bq', getEvents: false, storeJobs: false };
+  return async (queue) => {
+    const producer = new Bee(queue, { ...common, isWorker: false });
+    await producer.ready();
+    return {
+      name: 'bee-queue',
+      enqueue: (payload) => producer.createJob(payload).save(),
+      async fill(n) {
+        for (let sent = 0; sent < n; sent += FILL_BATCH) {
+          const size = Math.min(FILL_BATCH, n - sent);
+          await producer.saveAll(Array.from({ length: size }, (_, i) => producer.createJob({ i: sent + i })));
+        }
+      },
+      async work(concurrency, handler) {
+        const worker = new Bee(queue, common);
+        worker.on('error', (error) => console.error('bee-queue worker:', error.message));
+        worker.process(concurrency, (job) => {
+          handler(job.data);
+          return Promise.resolve();
+        });
+        await worker.ready();
+        return { stop: () => worker.close(60_000) };
+      },
+      async close() {
+        await producer.destroy();
+        await producer.close();
+      },
+    };
+  };
+}
+
+function ioredisOptions(url: RedisUrlOptions): object {
+  return {
+    host: url.nodes[0]?.host,
+    port: url.nodes[0]?.port,
+    db: url.db,
+    username: url.username,
+    password: url.password,
+    tls: url.tls ? tlsOptions(url) : undefined,
+  };
+}
+
+// --- measurements ----------------------------------------------------------
+
+/** INFO commandstats: calls of every command since the last reset, the bench's own INFO/CONFIG left out. */
+class CommandStats {
+  constructor(private readonly redis: Redis) {}
+
+  async reset(): Promise<void> {
+    await this.redis.config('RESETSTAT');
+  }
+
+  async read(): Promise<{ all: number; scripts: number }> {
+    const info = await this.redis.info('commandstats');
+    let all = 0;
+    let scripts = 0;
+    for (const [, name, calls] of info.matchAll(/^cmdstat_([^:]+):calls=(\d+)/gm)) {
+      if (name === undefined || /^(info|config)/.test(name)) continue;
+      all += Number(calls);
+      if (/^(evalsha|eval|evalsha_ro|eval_ro|fcall|fcall_ro)$/.test(name)) scripts += Number(calls);
+    }
+    return { all, scripts };
+  }
+}
+
+interface Phase {
+  readonly perSec: number[];
+  commands: number;
+  scripts: number;
+  messages: number;
+}
+
+interface Results {
+  enqueue: Phase;
+  process: Phase;
+  latency: number[];
+}
+
+function emptyResults(): Results {
+  const phase = (): Phase => ({ perSec: [], commands: 0, scripts: 0, messages: 0 });
+  return { enqueue: phase(), process: phase(), latency: [] };
+}
+
+let queues = 0;
+function freshQueue(label: string): string {
+  queues += 1;
+  return `bench-${Date.now().toString(36)}-${label}-${queues}`;
+}
+
+async function measureEnqueue(factory: PeerFactory, n: number, stats: CommandStats, into: Phase): Promise<void> {
+  const peer = await factory(freshQueue('enqueue'));
+  try {
+    await stats.reset();
+    const start = performance.now();
+    await inFlight(n, IN_FLIGHT, (i) => peer.enqueue({ i }));
+    const ms = performance.now() - start;
+    const counted = await stats.read();
+    into.perSec.push((n * 1000) / ms);
+    into.commands += counted.all;
+    into.scripts += counted.scripts;
+    into.messages += n;
+  } finally {
+    await peer.close();
+  }
+}
+
+async function measureProcess(factory: PeerFactory, n: number, stats: CommandStats, into: Phase): Promise<void> {
+  const peer = await factory(freshQueue('process'));
+  try {
+    await peer.fill(n);
+    let handled = 0;
+    const all = signal();
+    await stats.reset();
+    const start = performance.now();
+    const worker = await peer.work(CONCURRENCY, () => {
+      handled += 1;
+      if (handled === n) all.fire();
+    });
+    await all.promise;
+    await worker.stop();
+    const ms = performance.now() - start;
+    const counted = await stats.read();
+    into.perSec.push((n * 1000) / ms);
+    into.commands += counted.all;
+    into.scripts += counted.scripts;
+    into.messages += n;
+  } finally {
+    await peer.close();
+  }
+}
+
+async function measureLatency(factory: PeerFactory, sizes: Sizes, into: number[]): Promise<void> {
+  const peer = await factory(freshQueue('latency'));
+  try {
+    const samples: number[] = [];
+    const all = signal();
+    const worker = await peer.work(1, (payload) => {
+      samples.push(performance.now() - (payload.t ?? 0));
+      if (samples.length === sizes.latency) all.fire();
+    });
+    // Let the worker find the queue empty and go idle first.
+    await new Promise((resolve) => setTimeout(resolve, 300));
+    const gapMs = 1000 / sizes.latencyPerSec;
+    const start = performance.now();
+    for (let i = 0; i < sizes.latency; i++) {
+      await sleepUntil(start + i * gapMs);
+      await peer.enqueue({ t: performance.now() });
+    }
+    await all.promise;
+    await worker.stop();
+    into.push(...samples);
+  } finally {
+    await peer.close();
+  }
+}
+
+// --- report ----------------------------------------------------------------
+
+const whole = new Intl.NumberFormat('en-US', { maximumFractionDigits: 0 });
+const median = (values: readonly number[]): number =>
+  quantile(
+    [...values].sort((a, b) => a - b),
+    0.5,
+  );
+
+function rows(names: readonly string[], results: ReadonlyMap<string, Results>, sizes: Sizes): string[][] {
+  const get = (name: string): Results => results.get(name) ?? emptyResults();
+  const bull = get('BullMQ');
+  const kv = get('kvmq');
+  const rate = (phase: 'enqueue' | 'process') => names.map((n) => `${whole.format(median(get(n)[phase].perSec))}/s`);
+  const ratio = (phase: 'enqueue' | 'process'): number => median(kv[phase].perSec) / median(bull[phase].perSec);
+  const verdict = (pass: boolean): string => (pass ? 'PASS' : 'FAIL');
+  const p = (name: string, q: number): number =>
+    quantile(
+      [...get(name).latency].sort((a, b) => a - b),
+      q,
+    );
+  const perMessage = (phase: 'enqueue' | 'process', field: 'commands' | 'scripts') =>
+    names.map((n) => {
+      const ph = get(n)[phase];
+      return ph.messages === 0 ? '' : (ph[field] / ph.messages).toFixed(2);
+    });
+  const enqueueRatio = ratio('enqueue');
+  const processRatio = ratio('process');
+  const p50 = p('kvmq', 0.5);
+  return [
+    [
+      `enqueue, ${IN_FLIGHT} single adds in flight (msgs/s)`,
+      ...rate('enqueue'),
+      `×${enqueueRatio.toFixed(2)}`,
+      `≥ ×${RATIO_TARGET}`,
+      verdict(enqueueRatio >= RATIO_TARGET),
+    ],
+    [
+      `processing, concurrency ${CONCURRENCY}, no-op (msgs/s)`,
+      ...rate('process'),
+      `×${processRatio.toFixed(2)}`,
+      `≥ ×${RATIO_TARGET}`,
+      verdict(processRatio >= RATIO_TARGET),
+    ],
+    [
+      `latency p50, ${sizes.latencyPerSec}/s to an idle worker`,
+      ...names.map((n) => `${p(n, 0.5).toFixed(2)} ms`),
+      '',
+      `kvmq ≤ ${P50_TARGET_MS} ms`,
+      verdict(p50 <= P50_TARGET_MS),
+    ],
+    ['latency p99', ...names.map((n) => `${p(n, 0.99).toFixed(2)} ms`), '', '', ''],
+    ['Redis commands per message, enqueue', ...perMessage('enqueue', 'commands'), '', '', ''],
+    ['… of which script calls', ...perMessage('enqueue', 'scripts'), '', '', ''],
+    ['Redis commands per message, processing', ...perMessage('process', 'commands'), '', '', ''],
+    ['… of which script calls', ...perMessage('process', 'scripts'), '', '', ''],
+  ];
+}
+
+function table(header: readonly string[], body: readonly string[][], markdown: boolean): string {
+  if (markdown) {
+    const line = (cells: readonly string[]): string => `| ${cells.join(' | ')} |`;
+    return [line(header), line(header.map(() => '---')), ...body.map(line)].join('\n');
+  }
+  const all = [header, ...body];
+  const widths = header.map((_, i) => Math.max(...all.map((r) => (r[i] ?? '').length)));
+  return all
+    .map((r) =>
+      r
+        .map((c, i) => c.padEnd(widths[i] ?? 0))
+        .join('  ')
+        .trimEnd(),
+    )
+    .join('\n');
+}
+
+// --- main ------------------------------------------------------------------
+
+async function main(): Promise<void> {
+  const { values } = parseArgs({
+    options: {
+      store: { type: 'string' },
+      quick: { type: 'boolean', default: false },
+      'no-write': { type: 'boolean', default: false },
+    },
+  });
+  const store = values.store ?? process.env.KVMQ_TEST_REDIS_URL;
+  if (store === undefined) throw new TypeError('--store redis://HOST:PORT is required (or $KVMQ_TEST_REDIS_URL)');
+  const url = parseRedisUrl(store);
+  if (url.cluster) throw new TypeError('the peers run on one Redis server: give a URL without cluster=true');
+  const sizes = values.quick ? QUICK : FULL;
+  const machine =
+    `${cpus().length} cores (${cpus()[0]?.model.trim() ?? '?'}), ${(totalmem() / 1024 ** 3).toFixed(1)} GB RAM, ` +
+    `${process.platform} ${release()}, Node ${process.version}, load average ${loadavg()[0]?.toFixed(2) ?? '?'} at start`;
+  const require = peerRequire(['bullmq', 'bee-queue']);
+  const peers: [string, PeerFactory][] = [
+    ['kvmq', kvmq(store)],
+    ['BullMQ', bullmq(url, require('bullmq') as BullModule)],
+    ['bee-queue', beeQueue(url, require('bee-queue') as BeeModule)],
+  ];
+  const names = peers.map(([name]) => name);
+  const admin = new Redis({ ...ioredisOptions(url), lazyConnect: true });
+  await admin.connect();
+  const stats = new CommandStats(admin);
+  const persistence = await admin.info('persistence');
+  const aof = /^aof_enabled:1/m.test(persistence) ? 'AOF on' : 'AOF off';
+  const fsync = (await admin.config('GET', 'appendfsync').catch(() => [])) as string[];
+  const durability = `${aof}, appendfsync ${fsync[1] ?? '?'}`;
+  const version = /^redis_version:(\S+)/m.exec(await admin.info('server'))?.[1] ?? '?';
+  const results = new Map(names.map((name) => [name, emptyResults()]));
+  const step = async (label: string, run: () => Promise<void>): Promise<void> => {
+    process.stderr.write(`bench: ${label} … `);
+    const start = performance.now();
+    await run();
+    process.stderr.write(`${((performance.now() - start) / 1000).toFixed(1)} s\n`);
+  };
+  try {
+    for (const [name, factory] of peers) {
+      const scratch = emptyResults();
+      await step(`${name} warm-up`, async () => {
+        await measureEnqueue(factory, Math.ceil(sizes.enqueue / 10), stats, scratch.enqueue);
+        await measureProcess(factory, Math.ceil(sizes.process / 10), stats, scratch.process);
+      });
+    }
+    for (let run = 0; run < sizes.runs; run++) {
+      for (const [name, factory] of peers) {
+        const into = results.get(name) ?? emptyResults();
+        await step(`${name} enqueue`, () => measureEnqueue(factory, sizes.enqueue, stats, into.enqueue));
+        await step(`${name} processing`, () => measureProcess(factory, sizes.process, stats, into.process));
+      }
+    }
+    for (const [name, factory] of peers) {
+      const into = results.get(name) ?? emptyResults();
+      await step(`${name} latency`, () => measureLatency(factory, sizes, into.latency));
+    }
+  } finally {
+    admin.disconnect();
+  }
+
+  const header = ['measurement', ...names, 'kvmq/BullMQ', 'target', 'result'];
+  const body = rows(names, results, sizes);
+  const failed = body.filter((r) => r.at(-1) === 'FAIL').map((r) => r[0]);
+  const verdict = failed.length === 0 ? 'all targets PASS' : `FAIL: ${failed.join('; ')}`;
+  const setup =
+    `Redis ${version} at ${url.where} (${durability}); ${sizes.runs} run(s) each, median; ` +
+    `enqueue ${sizes.enqueue} msgs, processing ${sizes.process} msgs, latency ${sizes.latency} msgs`;
+  console.log(`kvmq vs BullMQ vs bee-queue on Redis${values.quick ? ', quick' : ''}\n${machine}\n${setup}\n`);
+  console.log(table(header, body, false));
+  console.log(`\n${verdict}`);
+  if (values['no-write'] || values.quick) return;
+  const command = `node --import tsx bench/peers/redis.ts ${process.argv.slice(2).join(' ')}`.trim();
+  const when = new Date().toISOString().replace('T', ' ').slice(0, 16);
+  const section = `## redis: kvmq, BullMQ and bee-queue side by side
+
+- Date: ${when} UTC
+- Command: \`${command}\` (bench/peers/redis.ts)
+- Machine: ${machine}. Shared and noisy: the ratios measured in one run matter more than the rates.
+- Setup: ${setup}. Each library in its default configuration (bee-queue's producer keeps no job objects and
+  subscribes to no events); kvmq, BullMQ and bee-queue keep finished jobs until their own cleanup.
+- Redis commands per message count every command Redis ran (INFO commandstats), those run inside scripts too.
+
+${table(header, body, true)}
+
+Targets (issue 4): kvmq ≥ ×${RATIO_TARGET} BullMQ's enqueue and processing rates, kvmq's p50 ≤ ${P50_TARGET_MS} ms: ${verdict}.
+`;
+  writeSection(fileURLToPath(new URL('../../docs/benchmarks.md', import.meta.url)), 'redis-peers', section);
+  console.log('wrote the redis-peers section of docs/benchmarks.md');
+}
+
+main().catch((error: unknown) => {
+  console.error(error);
+  process.exitCode = 1;
+});

@@ -1,0 +1,59 @@
+/**
+ * Redis's own write rate on the same server, through the same client library
+ * (ioredis, one connection, RESP2) kvmq's store uses: one small keyed field per
+ * HSET, one after another, and fields `batchSize` per MULTI/EXEC, the atomic
+ * unit closest to one of kvmq's script calls.
+ */
+import { Cluster, Redis } from 'ioredis';
+import { tlsOptions } from '../../src/redis/connection.js';
+import { parseRedisUrl } from '../../src/redis/url.js';
+import { rate, warmSize, type BenchSizes } from '../common.js';
+import type { RawFigures } from './index.js';
+
+const PAYLOAD = Buffer.from('{"i":12345}');
+
+export async function measureRaw(url: string, sizes: BenchSizes): Promise<RawFigures> {
+  const options = parseRedisUrl(url);
+  const common = {
+    username: options.username,
+    password: options.password,
+    db: options.db,
+    tls: options.tls ? tlsOptions(options) : undefined,
+    protocol: 2 as const,
+  };
+  const redis = options.cluster
+    ? new Cluster([...options.nodes], { redisOptions: common, lazyConnect: true })
+    : new Redis({ ...common, host: options.nodes[0]?.host, port: options.nodes[0]?.port, lazyConnect: true });
+  await redis.connect();
+  const key = `${options.prefix}:{raw-bench-${process.pid}}:messages`;
+  let next = 0;
+  const id = (): string => `raw-${String(next++).padStart(32, '0')}`;
+  const single = async (n: number): Promise<number> => {
+    const start = performance.now();
+    for (let i = 0; i < n; i++) await redis.hset(key, id(), PAYLOAD);
+    return performance.now() - start;
+  };
+  const batched = async (n: number): Promise<number> => {
+    const start = performance.now();
+    for (let done = 0; done < n; done += sizes.batchSize) {
+      const multi = redis.multi();
+      for (let i = 0; i < Math.min(sizes.batchSize, n - done); i++) multi.hset(key, id(), PAYLOAD);
+      await multi.exec();
+    }
+    return performance.now() - start;
+  };
+  try {
+    await single(warmSize(sizes.enqueueSingle, sizes));
+    const singleMs = await single(sizes.enqueueSingle);
+    await batched(warmSize(sizes.enqueueBatched, sizes));
+    const batchedMs = await batched(sizes.enqueueBatched);
+    return {
+      single: rate(sizes.enqueueSingle, singleMs),
+      batched: rate(sizes.enqueueBatched, batchedMs),
+      setup: 'ioredis, one connection; HSET per field, MULTI/EXEC per batch; the server as it runs (AOF as configured)',
+    };
+  } finally {
+    await redis.unlink(key);
+    redis.disconnect();
+  }
+}

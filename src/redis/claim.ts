@@ -1,0 +1,65 @@
+import { parseFilterClass } from '../model/filters.js';
+import { decodeContent, list, num, text } from './codec.js';
+import { SCRIPTS } from './scripts.generated.js';
+import type { Scripts } from './scripts.js';
+import type { ClaimedMessage, ClaimRequest, ClaimResult } from '../store/contract.js';
+import type { Metadata } from '../model/types.js';
+
+// Carmine's client precomputes the backoffs after dry runs 1..5 and sends them with each poll.
+const EOQ_STEPS = [1, 2, 3, 4, 5];
+
+/**
+ * Claims with one script call. A consumer that filters names the ready lists
+ * it accepts, from the queue's filter classes it knows (`classes`, kept per
+ * queue); when the queue has classes it has not seen, the script says so
+ * instead of claiming, and the call is made again with them.
+ */
+export async function claimMessages(
+  scripts: Scripts,
+  classes: Map<string, string[]>,
+  queue: string,
+  request: ClaimRequest,
+  where: string,
+): Promise<ClaimResult> {
+  const eoq = EOQ_STEPS.map((n) => request.eoqBackoffMs(n));
+  for (;;) {
+    const known = classes.get(queue) ?? [];
+    const accepted = request.accepts === null ? ['*'] : ['', ...known].filter(request.accepts);
+    const args = [request.consumerId, request.max, request.lockMs, known.length, ...eoq, ...accepted];
+    const reply = list(await scripts.run(SCRIPTS.claim, queue, args));
+    if (text(reply[0]) === 'classes') {
+      classes.set(
+        queue,
+        reply
+          .slice(1)
+          .map((c) => text(c) ?? '')
+          .sort(),
+      );
+      continue;
+    }
+    const messages: ClaimedMessage[] = [];
+    for (let i = 4; i + 5 <= reply.length; i += 5) {
+      messages.push(claimed(reply.slice(i, i + 5), where));
+    }
+    const wakeAt = num(reply[3]);
+    return {
+      messages,
+      queueSize: num(reply[1]),
+      dryRuns: num(reply[2]),
+      wakeAt: messages.length > 0 || wakeAt < 0 ? null : wakeAt,
+    };
+  }
+}
+
+function claimed([id, content, metadata, filterClass, attempt]: unknown[], where: string): ClaimedMessage {
+  const { payload, encoding } = decodeContent(content as Buffer, where);
+  const meta = text(metadata);
+  return {
+    id: text(id) ?? '',
+    payload,
+    encoding,
+    metadata: meta === null ? {} : (JSON.parse(meta) as Metadata),
+    filters: parseFilterClass(text(filterClass) ?? ''),
+    attempt: num(attempt),
+  };
+}

@@ -1,0 +1,52 @@
+import { encodeContent, list, text } from './codec.js';
+import { SCRIPTS } from './scripts.generated.js';
+import type { ScriptArg, Scripts } from './scripts.js';
+import type { NewMessage } from '../store/contract.js';
+import type { EnqueueAction, EnqueueResult, MessageState } from '../model/types.js';
+
+// One script call carries at most this many bytes or messages: Redis buffers a
+// whole command before running it, and a script blocks the server while it runs.
+const MAX_CALL_BYTES = 16 * 1024 * 1024;
+const MAX_CALL_MESSAGES = 5000;
+
+const ACTIONS: ReadonlySet<string> = new Set<EnqueueAction>(['added', 'revived', 'requeued']);
+
+/**
+ * Adds messages, one script call for the whole batch (a batch larger than a
+ * call may carry goes in several, each atomic, in order).
+ */
+export async function enqueueMessages(
+  scripts: Scripts,
+  queue: string,
+  messages: readonly NewMessage[],
+): Promise<EnqueueResult[]> {
+  const results: EnqueueResult[] = [];
+  let args: ScriptArg[] = [];
+  let ids: string[] = [];
+  let bytes = 0;
+  const send = async (): Promise<void> => {
+    if (ids.length === 0) return;
+    const replies = list(await scripts.run(SCRIPTS.enqueue, queue, args));
+    ids.forEach((id, i) => results.push(result(id, text(replies[i]) ?? '')));
+    args = [];
+    ids = [];
+    bytes = 0;
+  };
+  for (const m of messages) {
+    const content = encodeContent(m.payload, m.encoding);
+    const metadata = Object.keys(m.metadata).length === 0 ? '' : JSON.stringify(m.metadata);
+    const size = m.payload.byteLength + 1 + metadata.length + m.id.length;
+    if (ids.length > 0 && (bytes + size > MAX_CALL_BYTES || ids.length >= MAX_CALL_MESSAGES)) await send();
+    const flags = (m.allowRequeue ? 1 : 0) + (m.replacePayload ? 2 : 0);
+    args.push(m.id, content, metadata, m.filterClass, m.initialBackoffMs, flags);
+    ids.push(m.id);
+    bytes += size;
+  }
+  await send();
+  return results;
+}
+
+function result(id: string, reply: string): EnqueueResult {
+  if (ACTIONS.has(reply)) return { ok: true, id, action: reply as EnqueueAction };
+  return { ok: false, id, state: reply as MessageState };
+}

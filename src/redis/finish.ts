@@ -1,0 +1,35 @@
+import { list, text } from './codec.js';
+import { SCRIPTS } from './scripts.generated.js';
+import type { ScriptArg, Scripts } from './scripts.js';
+import type { Finish, FinishResult } from '../store/contract.js';
+
+/** Records outcomes with one script call; each result says whether the consumer still held its message. */
+export async function finishMessages(
+  scripts: Scripts,
+  queue: string,
+  consumerId: string,
+  finishes: readonly Finish[],
+): Promise<FinishResult[]> {
+  if (finishes.length === 0) return [];
+  const args: ScriptArg[] = [consumerId];
+  for (const f of finishes) {
+    args.push(f.id, f.attempt, f.outcome, f.backoffMs, f.error === null ? '-' : `+${f.error}`);
+  }
+  const replies = list(await scripts.run(SCRIPTS.finish, queue, args));
+  return finishes.map((_, i) => (text(replies[i]) === 'ok' ? 'ok' : 'lost'));
+}
+
+/** Renews locks with one script call; returns the ids no longer held. */
+export async function extendLocks(
+  scripts: Scripts,
+  queue: string,
+  consumerId: string,
+  held: readonly { id: string; attempt: number }[],
+  lockMs: number,
+): Promise<string[]> {
+  if (held.length === 0) return [];
+  const args: ScriptArg[] = [consumerId, lockMs];
+  for (const { id, attempt } of held) args.push(id, attempt);
+  const lost = list(await scripts.run(SCRIPTS.extend, queue, args));
+  return lost.map((id) => text(id) ?? '');
+}

@@ -1,0 +1,39 @@
+import { randomUUID } from 'node:crypto';
+import { list, num } from './codec.js';
+import { SCRIPTS } from './scripts.generated.js';
+import type { Scripts } from './scripts.js';
+import type { GcResult, QueueConfig } from '../model/types.js';
+
+// A crashed GC's lock lapses after this.
+const GC_LOCK_MS = 60_000;
+// Finished messages looked at per script call, so a large GC never blocks Redis for long.
+const GC_PAGE = 1000;
+
+/**
+ * GC of finished messages past the lifetime, then of lapsed consumers, under
+ * the queue's GC lock (one GC at a time; unless forced, at most once per interval).
+ */
+export async function collectGarbage(
+  scripts: Scripts,
+  queue: string,
+  config: QueueConfig,
+  force: boolean,
+): Promise<GcResult> {
+  const token = randomUUID();
+  const took = await scripts.run(SCRIPTS.gcStart, queue, [force ? 1 : 0, config.gcIntervalMs, GC_LOCK_MS, token]);
+  if (took !== 1) return { ran: false, removed: 0 };
+  let removed = 0;
+  try {
+    // Entries kept (still refusing duplicates) stay first in line: skip past them.
+    let offset = 0;
+    for (;;) {
+      const [gone, looked] = list(await scripts.run(SCRIPTS.gcSweep, queue, [config.gcLifetimeMs, offset, GC_PAGE]));
+      removed += num(gone);
+      offset += num(looked) - num(gone);
+      if (num(looked) < GC_PAGE) break;
+    }
+  } finally {
+    await scripts.run(SCRIPTS.gcFinish, queue, [token]);
+  }
+  return { ran: true, removed };
+}

@@ -1,0 +1,89 @@
+/** status(), queueStatus() and consumers(), each one read-only script call. */
+import { StoreLayoutError } from '../errors.js';
+import {
+  MESSAGE_STATES,
+  type ConsumerInfo,
+  type MessageState,
+  type MessageStatus,
+  type QueueStatus,
+} from '../model/types.js';
+import { decodeOutcome, list, num, text } from './codec.js';
+import { SCRIPTS } from './scripts.generated.js';
+import type { Scripts } from './scripts.js';
+
+export async function messageStatus(scripts: Scripts, queue: string, id: string): Promise<MessageStatus | null> {
+  const reply = await scripts.run(SCRIPTS.status, queue, [id]);
+  if (reply === null) return null;
+  const [state, attempt, outcome, enqueuedAt, updatedAt, holder, until] = list(reply);
+  return {
+    queue,
+    id,
+    state: text(state) as MessageState,
+    attempt: num(attempt),
+    ...decodeOutcome(text(outcome)),
+    enqueuedAt: num(enqueuedAt),
+    updatedAt: num(updatedAt),
+    consumer: text(holder),
+    until: num(until) < 0 ? null : num(until),
+  };
+}
+
+export async function queueStatus(scripts: Scripts, queue: string, where: string): Promise<QueueStatus> {
+  const reply = list(await scripts.run(SCRIPTS.queueStatus, queue, []));
+  const counts = Object.fromEntries(MESSAGE_STATES.map((state, i) => [state, num(reply[2 + i])])) as Record<
+    MessageState,
+    number
+  >;
+  return {
+    queue,
+    counts,
+    total: Object.values(counts).reduce((a, b) => a + b, 0),
+    consumers: consumerInfos(num(reply[0]), reply.slice(2 + MESSAGE_STATES.length), where),
+    dryRuns: num(reply[1]),
+  };
+}
+
+export async function consumers(scripts: Scripts, queue: string, where: string): Promise<ConsumerInfo[]> {
+  const reply = list(await scripts.run(SCRIPTS.consumers, queue, []));
+  return consumerInfos(num(reply[0]), reply.slice(1), where);
+}
+
+interface Registration {
+  readonly host: string;
+  readonly pid: number;
+  readonly startedAt: number;
+  readonly lastSeenAt: number;
+  readonly expiresAt: number;
+}
+
+/** Parses `registrations, (id, JSON)..., (message id, holder)...`: live consumers, oldest first. */
+function consumerInfos(now: number, reply: readonly unknown[], where: string): ConsumerInfo[] {
+  const registrations = num(reply[0]);
+  const holding = new Map<string, string[]>();
+  for (let i = 1 + registrations * 2; i + 1 < reply.length; i += 2) {
+    const holder = text(reply[i + 1]) ?? '';
+    const ids = holding.get(holder) ?? [];
+    ids.push(text(reply[i]) ?? '');
+    holding.set(holder, ids);
+  }
+  const live: ConsumerInfo[] = [];
+  for (let i = 1; i < 1 + registrations * 2; i += 2) {
+    const id = text(reply[i]) ?? '';
+    let registration: Registration;
+    try {
+      registration = JSON.parse(text(reply[i + 1]) ?? '') as Registration;
+    } catch {
+      throw new StoreLayoutError(`Redis at ${where}: the registration of consumer ${id} is not kvmq's JSON`);
+    }
+    if (registration.expiresAt <= now) continue;
+    live.push({
+      id,
+      host: registration.host,
+      pid: registration.pid,
+      startedAt: registration.startedAt,
+      lastSeenAt: registration.lastSeenAt,
+      holding: (holding.get(id) ?? []).sort(),
+    });
+  }
+  return live.sort((a, b) => a.startedAt - b.startedAt || a.id.localeCompare(b.id));
+}

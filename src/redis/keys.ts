@@ -1,0 +1,61 @@
+/**
+ * A queue's Redis keys. With prefix `carmine:mq` the names are the Carmine
+ * seed's, `carmine:mq:<qname>:messages` and so on, except that the queue name
+ * is wrapped in braces: `carmine:mq:{orders}:messages`. The braces are a Redis
+ * Cluster hash tag, so every key of a queue hashes to one slot and each Lua
+ * script touches a single slot.
+ */
+
+/** Every key of a queue, by name, with the type it must hold. */
+export const KEY_TYPES = {
+  // Carmine's keys.
+  messages: 'hash', // id → encoding tag + payload
+  locks: 'hash', // id → lock expiry (ms)
+  backoffs: 'hash', // id → backoff expiry (ms)
+  nattempts: 'hash', // id → attempts so far
+  'mid-circle': 'list', // ready ids without filters, next on the right
+  done: 'set', // finished ids
+  requeue: 'set', // ids to queue again (allowRequeue)
+  'eoq-backoff?': 'string', // queue-wide end-of-queue backoff, a flag with a TTL
+  'ndry-runs': 'string', // dry runs in a row
+  // Added by kvmq.
+  metadata: 'hash', // id → metadata JSON (only when not {})
+  filters: 'hash', // id → filter class (only when it has filters)
+  classes: 'set', // filter classes seen; each has a ready list `mid-circle:<class>`
+  holders: 'hash', // id → consumer holding the lock
+  outcomes: 'hash', // id → last outcome, then a newline and the error if there was one
+  'enqueued-at': 'hash', // id → ms
+  'updated-at': 'hash', // id → ms (absent: same as enqueued-at)
+  'requeue-content': 'hash', // id → the payload a requeued run carries (replacePayload)
+  schedule: 'zset', // pending ids waiting for a backoff, by its end
+  'lock-expiry': 'zset', // locked ids, by lock end
+  'done-at': 'zset', // finished ids, by finish time (GC)
+  dedupe: 'zset', // finished ids refusing duplicates, by backoff end
+  conf: 'hash', // configuration: task_gc_lifetime, task_gc_interval (ms), filter_enums (JSON)
+  consumers: 'hash', // consumer id → JSON registration
+  'gc-lock': 'string', // one GC at a time, with a TTL
+  'gc-at': 'string', // when the last GC started (ms)
+  wake: 'channel', // pub/sub channel: messages may be ready
+} as const;
+
+export type KeyName = keyof typeof KEY_TYPES;
+
+export const KEY_NAMES = Object.keys(KEY_TYPES) as KeyName[];
+
+/** The part before the key name: `<prefix>:{<queue>}:`. */
+export function queueBase(prefix: string, queue: string): string {
+  return `${prefix}:{${queue}}:`;
+}
+
+export function queueKey(prefix: string, queue: string, name: KeyName): string {
+  return queueBase(prefix, queue) + name;
+}
+
+/** The ready list of a filter class ('' is the unfiltered one, `mid-circle`). */
+export function readyListKey(prefix: string, queue: string, filterClass: string): string {
+  const list = queueKey(prefix, queue, 'mid-circle');
+  return filterClass === '' ? list : `${list}:${filterClass}`;
+}
+
+/** Keys a prefix may hold; `{` and `}` would move the hash tag off the queue name. */
+export const PREFIX_PATTERN = /^[A-Za-z0-9_.:@-]{1,100}$/;

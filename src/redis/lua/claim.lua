@@ -1,0 +1,118 @@
+#!lua flags=allow-oom
+-- claim: locks up to `max` ready messages for a consumer. First moves messages
+-- whose backoff or lock ended back to their ready lists, then pops the ready
+-- lists of the classes the consumer accepts. When nothing was taken, counts a
+-- dry run once per queue-wide end-of-queue backoff (Carmine's eoq-backoff? and
+-- ndry-runs) and says when looking again is worthwhile without a wake-up.
+-- Runs when Redis is out of memory (allow-oom): draining the queue is how memory comes back.
+--
+-- KEYS: messages metadata filters classes nattempts locks holders backoffs done done-at requeue
+--       schedule lock-expiry updated-at mid-circle eoq-backoff? ndry-runs
+-- ARGV: consumer id, max, lock ms, the number of filter classes the consumer knows of,
+--       five end-of-queue backoffs in ms (after dry run 1, 2, 3, 4, 5 and more),
+--       '*' to accept every class, else the accepted classes ('' for messages without filters)
+-- Reply: { 'classes', class... } when the queue's classes changed since the consumer looked
+--        (it claimed nothing), else { 'ok', queue size, dry runs, wake-at ms (-1: none),
+--        then five per message: id, content, metadata JSON or nil, filter class, attempt }
+-- Include: common promote
+
+check_layout()
+local consumer, max, lock_ms, known = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
+local accept_all = ARGV[10] == '*'
+
+if not accept_all and redis.call('SCARD', K.classes) ~= known then
+  local reply = redis.call('SMEMBERS', K.classes)
+  table.insert(reply, 1, 'classes')
+  return reply
+end
+
+local now = now_ms()
+local w = pending_writes()
+local ready = pending_ready()
+local more = promote(now, ready, w)
+flush_writes(w)
+flush_ready(ready)
+
+local lists = {}
+if accept_all then
+  lists[1] = ''
+  for _, class in ipairs(redis.call('SMEMBERS', K.classes)) do lists[#lists + 1] = class end
+else
+  for i = 10, #ARGV do lists[#lists + 1] = ARGV[i] end
+end
+
+-- Classes in turn from a rotating start, so no class waits behind another for good.
+local ids, class_at, n = {}, {}, 0
+local start = now % math.max(1, #lists)
+for k = 0, #lists - 1 do
+  if n >= max then break end
+  local class = lists[(start + k) % #lists + 1]
+  local popped = redis.call('RPOP', ready_list(class), max - n)
+  if popped then
+    for _, id in ipairs(popped) do
+      n = n + 1
+      ids[n] = id
+      class_at[n] = class
+    end
+  end
+end
+
+local reply = { 'ok', 0, 0, -1 }
+if n > 0 then
+  local contents = hmget(K.messages, ids)
+  local metas = hmget(K.metadata, ids)
+  local attempts = hmget(K.nattempts, ids)
+  local lock_until = now + lock_ms
+  local counts, locks, holders, stamps, expiry, m, r = {}, {}, {}, {}, {}, 0, 4
+  for i = 1, n do
+    -- A ready entry whose message is gone (cleared meanwhile) is dropped.
+    if contents[i] then
+      local id = ids[i]
+      local attempt = (tonumber(attempts[i]) or 0) + 1
+      counts[m + 1], counts[m + 2] = id, attempt
+      locks[m + 1], locks[m + 2] = id, lock_until
+      holders[m + 1], holders[m + 2] = id, consumer
+      stamps[m + 1], stamps[m + 2] = id, now
+      expiry[m + 1], expiry[m + 2] = lock_until, id
+      m = m + 2
+      reply[r + 1], reply[r + 2], reply[r + 3], reply[r + 4], reply[r + 5] = id, contents[i], metas[i], class_at[i], attempt
+      r = r + 5
+    end
+  end
+  if m > 0 then
+    call_chunked('HSET', K.nattempts, counts)
+    call_chunked('HSET', K.locks, locks)
+    call_chunked('HSET', K.holders, holders)
+    call_chunked('HSET', K.updated_at, stamps)
+    call_chunked('ZADD', K.lock_expiry, expiry)
+  end
+end
+
+if #reply > 4 then
+  -- Handling resets the dry runs (and the backoff that counts them).
+  local dry = redis.call('GET', K.ndry_runs)
+  if dry and dry ~= '0' then
+    redis.call('SET', K.ndry_runs, '0')
+    redis.call('DEL', K.eoq_backoff)
+  end
+else
+  local ttl = redis.call('PTTL', K.eoq_backoff)
+  local dry
+  if ttl <= 0 then
+    dry = redis.call('INCR', K.ndry_runs)
+    ttl = tonumber(ARGV[4 + math.min(5, dry)])
+    if ttl > 0 then redis.call('SET', K.eoq_backoff, '1', 'PX', ttl) else redis.call('DEL', K.eoq_backoff) end
+  else
+    dry = tonumber(redis.call('GET', K.ndry_runs)) or 0
+  end
+  local wake_at = now + ttl
+  if more then wake_at = now end
+  for _, key in ipairs({ K.schedule, K.lock_expiry }) do
+    local first = redis.call('ZRANGE', key, 0, 0, 'WITHSCORES')
+    if first[2] ~= nil then wake_at = math.min(wake_at, tonumber(first[2])) end
+  end
+  reply[3] = dry
+  reply[4] = wake_at
+end
+reply[2] = redis.call('HLEN', K.messages) - redis.call('SCARD', K.done)
+return reply

@@ -1,0 +1,19 @@
+#!lua flags=allow-oom
+-- clear: removes every message of the queue, its ready lists and its dry-run
+-- count. The configuration and the consumer registry stay. UNLINK frees large
+-- keys in the background, so a big queue does not stall Redis.
+-- Runs when Redis is out of memory (allow-oom): it frees memory.
+--
+-- KEYS: messages locks backoffs nattempts mid-circle done requeue eoq-backoff? ndry-runs metadata
+--       filters classes holders outcomes enqueued-at updated-at requeue-content schedule lock-expiry
+--       done-at dedupe
+-- ARGV: none
+-- Reply: 1
+-- Include: common
+
+check_layout()
+local keys = {}
+for _, class in ipairs(redis.call('SMEMBERS', K.classes)) do keys[#keys + 1] = ready_list(class) end
+for _, key in pairs(K) do keys[#keys + 1] = key end
+for i = 1, #keys, CHUNK do redis.call('UNLINK', unpack(keys, i, math.min(i + CHUNK - 1, #keys))) end
+return 1

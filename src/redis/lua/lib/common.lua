@@ -1,0 +1,123 @@
+-- common: helpers every script includes. K holds the queue's keys by name
+-- (see src/redis/keys.ts; in Lua '-' becomes '_' and '?' is dropped).
+--
+-- KEYS: (none of its own)
+
+-- The types kvmq keeps in each key, to refuse foreign data before writing anything.
+local KEY_TYPES = {
+  messages = 'hash', locks = 'hash', backoffs = 'hash', nattempts = 'hash', mid_circle = 'list',
+  done = 'set', requeue = 'set', eoq_backoff = 'string', ndry_runs = 'string', metadata = 'hash',
+  filters = 'hash', classes = 'set', holders = 'hash', outcomes = 'hash', enqueued_at = 'hash',
+  updated_at = 'hash', requeue_content = 'hash', schedule = 'zset', lock_expiry = 'zset',
+  done_at = 'zset', dedupe = 'zset', conf = 'hash', consumers = 'hash', gc_lock = 'string',
+  gc_at = 'string',
+}
+
+-- Lua's unpack has a stack limit; variadic commands go in chunks of this many arguments.
+local CHUNK = 1000
+
+-- One clock for every decision: the Redis server's. Redis 7 replicates a
+-- script's effects, not the script, so reading TIME before writing is safe.
+local function now_ms()
+  local t = redis.call('TIME')
+  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+end
+
+local function layout_error(key, found, expected)
+  error({ err = 'KVMQ_LAYOUT key ' .. key .. ' holds a ' .. found .. ', not the ' .. expected .. ' kvmq keeps there' })
+end
+
+local function check_type(key, expected)
+  local found = redis.call('TYPE', key).ok
+  if found ~= 'none' and found ~= expected then layout_error(key, found, expected) end
+end
+
+-- The ready list of a filter class: `mid-circle` for messages without filters.
+local function ready_list(class)
+  if class == '' then return K.mid_circle end
+  return K.mid_circle .. ':' .. class
+end
+
+-- Checks every key the script was given, and the ready list of every filter
+-- class known or about to be added, before the script writes anything: a
+-- script that stopped half-way would leave messages half-written.
+local function check_layout(new_classes)
+  for name, key in pairs(K) do
+    local expected = KEY_TYPES[name]
+    if expected ~= nil then check_type(key, expected) end
+  end
+  if K.classes ~= nil and K.mid_circle ~= nil then
+    for _, class in ipairs(redis.call('SMEMBERS', K.classes)) do check_type(ready_list(class), 'list') end
+    for _, class in ipairs(new_classes or {}) do check_type(ready_list(class), 'list') end
+  end
+end
+
+-- Runs `cmd key ...args` in chunks (args must come in whole pairs for HSET/ZADD: CHUNK is even).
+local function call_chunked(cmd, key, args)
+  for i = 1, #args, CHUNK do
+    redis.call(cmd, key, unpack(args, i, math.min(i + CHUNK - 1, #args)))
+  end
+end
+
+-- HMGET in chunks; the values line up with `fields`.
+local function hmget(key, fields)
+  if #fields <= CHUNK then return redis.call('HMGET', key, unpack(fields)) end
+  local values = {}
+  for i = 1, #fields, CHUNK do
+    local part = redis.call('HMGET', key, unpack(fields, i, math.min(i + CHUNK - 1, #fields)))
+    for j = 1, #part do values[i + j - 1] = part[j] end
+  end
+  return values
+end
+
+-- Writes gathered during a script and sent at its end, one command per key.
+local function pending_writes()
+  return { hset = {}, hdel = {}, zadd = {}, zrem = {}, sadd = {}, srem = {} }
+end
+
+-- Removals go first, so a field removed and set by one script ends up set.
+local function flush_writes(w)
+  for _, cmd in ipairs({ 'hdel', 'srem', 'zrem', 'hset', 'sadd', 'zadd' }) do
+    for key, args in pairs(w[cmd]) do
+      call_chunked(string.upper(cmd), key, args)
+    end
+  end
+end
+
+-- Queues `cmd key a [b]` in `w` (b for the pair commands hset and zadd).
+local function later(w, cmd, key, a, b)
+  local args = w[cmd][key]
+  if args == nil then
+    args = {}
+    w[cmd][key] = args
+  end
+  args[#args + 1] = a
+  if b ~= nil then args[#args + 1] = b end
+end
+
+-- Ready pushes of this script: `back` ones join the end of the line (LPUSH:
+-- the list's next is on the right), `front` ones are next (RPUSH).
+local function pending_ready()
+  return { back = {}, front = {}, count = 0 }
+end
+
+local function push_ready(r, class, id, front)
+  local side = front and r.front or r.back
+  local list = side[class]
+  if list == nil then
+    list = {}
+    side[class] = list
+  end
+  list[#list + 1] = id
+  r.count = r.count + 1
+end
+
+local function flush_ready(r)
+  for class, ids in pairs(r.back) do call_chunked('LPUSH', ready_list(class), ids) end
+  for class, ids in pairs(r.front) do
+    -- The earliest is pushed last, so it is the next out.
+    local reversed = {}
+    for i = #ids, 1, -1 do reversed[#reversed + 1] = ids[i] end
+    call_chunked('RPUSH', ready_list(class), reversed)
+  end
+end

@@ -1,0 +1,102 @@
+/**
+ * Runs the store's Lua scripts and commands. Scripts are loaded once per
+ * server (each master of a cluster) with SCRIPT LOAD, then called by EVALSHA;
+ * a server that lost its script cache (a restart, a failover, SCRIPT FLUSH)
+ * answers NOSCRIPT, and the call is made once with EVAL, which loads it again.
+ *
+ * A call whose connection drops before its reply arrives fails with a
+ * transient error (it may or may not have been applied): ioredis would
+ * otherwise resend it after reconnecting, or, with resending off, leave it
+ * waiting forever.
+ */
+import { StoreUnavailableError } from '../errors.js';
+import { queueKey } from './keys.js';
+import { translate, type RedisConnection } from './connection.js';
+import { SCRIPTS, type LuaScript } from './scripts.generated.js';
+import type { Cluster, Redis } from 'ioredis';
+
+export type ScriptArg = string | number | Buffer;
+
+interface Pending {
+  /** The connection generation the command travels on. */
+  readonly generation: number;
+  readonly fail: (error: Error) => void;
+}
+
+export class Scripts {
+  /** Counts connections: one more each time the client is ready again after a reconnect. */
+  private generation = 0;
+  private readonly pending = new Set<Pending>();
+
+  constructor(
+    private readonly redis: RedisConnection,
+    private readonly prefix: string,
+    private readonly where: string,
+  ) {
+    redis.on('ready', () => (this.generation += 1));
+    const lost = (): void => {
+      for (const call of this.pending) {
+        if (call.generation > this.generation) continue;
+        this.pending.delete(call);
+        call.fail(
+          new StoreUnavailableError(
+            `the connection to Redis at ${where} was lost before the reply; the call may or may not ` +
+              'have been applied: check before trying again',
+          ),
+        );
+      }
+    };
+    redis.on('close', lost);
+    // A cluster's nodes come and go one by one; a call in flight on one that closes is lost too.
+    if (isCluster(redis)) redis.on('+node', (node: Redis) => node.on('close', lost));
+  }
+
+  /** Loads every script, so even the first call of each is an EVALSHA. */
+  async loadAll(): Promise<void> {
+    const servers = isCluster(this.redis) ? this.redis.nodes('master') : [this.redis];
+    for (const server of servers) {
+      const pipeline = server.pipeline();
+      for (const script of Object.values(SCRIPTS) as LuaScript[]) pipeline.script('LOAD', script.source);
+      const results = (await pipeline.exec()) ?? [];
+      for (const [error] of results) if (error !== null) throw translate(error, this.where);
+    }
+  }
+
+  /** Runs `script` on `queue`'s keys; bulk replies come back as Buffers. */
+  run(script: LuaScript, queue: string, args: readonly ScriptArg[]): Promise<unknown> {
+    const keys = script.keys.map((name) => queueKey(this.prefix, queue, name));
+    const rest = [keys.length, ...keys, ...args];
+    return this.call(async (redis) => {
+      try {
+        return await redis.callBuffer('evalsha', [script.sha, ...rest]);
+      } catch (error) {
+        if (!(error instanceof Error) || !error.message.startsWith('NOSCRIPT')) throw error;
+        return await redis.callBuffer('eval', [script.source, ...rest]);
+      }
+    });
+  }
+
+  /** Runs a plain command (a read) with the same failure handling. */
+  call<T>(send: (redis: RedisConnection) => Promise<T>): Promise<T> {
+    // Sent now if connected; else queued by ioredis and sent on the next connection.
+    const generation = this.redis.status === 'ready' ? this.generation : this.generation + 1;
+    return new Promise<T>((resolve, reject) => {
+      const call: Pending = { generation, fail: reject };
+      this.pending.add(call);
+      send(this.redis).then(
+        (value) => {
+          this.pending.delete(call);
+          resolve(value);
+        },
+        (error: unknown) => {
+          this.pending.delete(call);
+          reject(translate(error, this.where));
+        },
+      );
+    });
+  }
+}
+
+function isCluster(redis: RedisConnection): redis is Cluster {
+  return redis.isCluster;
+}

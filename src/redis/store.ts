@@ -1,0 +1,161 @@
+/**
+ * The Redis store: Carmine's key layout (src/redis/keys.ts), every state
+ * change one Lua script (src/redis/lua/), the Redis server's clock for every
+ * time, pub/sub wake-ups. See docs/redis.md.
+ */
+import { claimMessages } from './claim.js';
+import { StoreUnavailableError } from '../errors.js';
+import { openConnection, openSubscriber, type RedisConnection } from './connection.js';
+import { readConfig, writeConfig } from './config.js';
+import { enqueueMessages } from './enqueue.js';
+import { extendLocks, finishMessages } from './finish.js';
+import { collectGarbage } from './gc.js';
+import { consumers, messageStatus, queueStatus } from './inspect.js';
+import { queueKey } from './keys.js';
+import { Scripts } from './scripts.js';
+import { SCRIPTS } from './scripts.generated.js';
+import { parseRedisUrl, type RedisUrlOptions } from './url.js';
+import { Wakeups } from './wakeups.js';
+import type {
+  ClaimRequest,
+  ClaimResult,
+  ConsumerRegistration,
+  Finish,
+  FinishResult,
+  NewMessage,
+  Store,
+  StoreCapabilities,
+} from '../store/contract.js';
+import type { ConsumerInfo, EnqueueResult, GcResult, MessageStatus, QueueConfig, QueueStatus } from '../model/types.js';
+
+// Large values make every Redis client wait while they travel; bigger data belongs elsewhere.
+const MAX_PAYLOAD_BYTES = 1024 * 1024;
+
+export async function openRedisStore(url: string): Promise<Store> {
+  const options = parseRedisUrl(url);
+  const redis = await openConnection(options, 'kvmq');
+  const scripts = new Scripts(redis, options.prefix, options.where);
+  try {
+    await scripts.loadAll();
+  } catch (error) {
+    redis.disconnect();
+    throw error;
+  }
+  return new RedisStore(redis, scripts, options);
+}
+
+class RedisStore implements Store {
+  readonly kind = 'redis';
+  readonly capabilities: StoreCapabilities = {
+    maxPayloadBytes: MAX_PAYLOAD_BYTES,
+    wakeups: true,
+    instantRelease: false,
+  };
+  private readonly prefix: string;
+  private readonly where: string;
+  private readonly wakeups: Wakeups;
+  /** Filter classes seen per queue, for consumers that filter. */
+  private readonly classes = new Map<string, string[]>();
+  private closed = false;
+
+  constructor(
+    private readonly redis: RedisConnection,
+    private readonly scripts: Scripts,
+    url: RedisUrlOptions,
+  ) {
+    this.prefix = url.prefix;
+    this.where = url.where;
+    this.wakeups = new Wakeups(
+      () => openSubscriber(url, 'kvmq-wakeups'),
+      () => undefined,
+    );
+    // Failures reach callers through their commands; reconnects are automatic.
+    redis.on('error', () => undefined);
+  }
+
+  enqueue(queue: string, messages: readonly NewMessage[]): Promise<EnqueueResult[]> {
+    return this.guard(() => enqueueMessages(this.scripts, queue, messages));
+  }
+
+  claim(queue: string, request: ClaimRequest): Promise<ClaimResult> {
+    return this.guard(() => claimMessages(this.scripts, this.classes, queue, request, this.where));
+  }
+
+  extend(
+    queue: string,
+    consumerId: string,
+    held: readonly { id: string; attempt: number }[],
+    lockMs: number,
+  ): Promise<string[]> {
+    return this.guard(() => extendLocks(this.scripts, queue, consumerId, held, lockMs));
+  }
+
+  finish(queue: string, consumerId: string, finishes: readonly Finish[]): Promise<FinishResult[]> {
+    return this.guard(() => finishMessages(this.scripts, queue, consumerId, finishes));
+  }
+
+  status(queue: string, id: string): Promise<MessageStatus | null> {
+    return this.guard(() => messageStatus(this.scripts, queue, id));
+  }
+
+  queueStatus(queue: string): Promise<QueueStatus> {
+    return this.guard(() => queueStatus(this.scripts, queue, this.where));
+  }
+
+  clear(queues: readonly string[]): Promise<void> {
+    return this.guard(async () => {
+      // One script per queue: each queue's keys live in their own hash slot.
+      await Promise.all(queues.map((queue) => this.scripts.run(SCRIPTS.clear, queue, [])));
+      for (const queue of queues) this.classes.delete(queue);
+    });
+  }
+
+  config(queue: string): Promise<QueueConfig> {
+    return this.guard(() => readConfig(this.scripts, this.prefix, queue));
+  }
+
+  configure(queue: string, patch: Partial<QueueConfig>): Promise<QueueConfig> {
+    return this.guard(() => writeConfig(this.scripts, this.prefix, queue, patch));
+  }
+
+  gc(queue: string, force: boolean): Promise<GcResult> {
+    return this.guard(async () => collectGarbage(this.scripts, queue, await this.config(queue), force));
+  }
+
+  registerConsumer(queue: string, consumer: ConsumerRegistration): Promise<void> {
+    return this.guard(async () => {
+      await this.scripts.run(SCRIPTS.registerConsumer, queue, [
+        consumer.id,
+        consumer.host,
+        consumer.pid,
+        consumer.ttlMs,
+      ]);
+    });
+  }
+
+  unregisterConsumer(queue: string, consumerId: string): Promise<void> {
+    return this.guard(async () => {
+      await this.scripts.run(SCRIPTS.unregisterConsumer, queue, [consumerId]);
+    });
+  }
+
+  consumers(queue: string): Promise<ConsumerInfo[]> {
+    return this.guard(() => consumers(this.scripts, queue, this.where));
+  }
+
+  subscribe(queue: string, listener: () => void): () => void {
+    return this.wakeups.subscribe(queueKey(this.prefix, queue, 'wake'), listener);
+  }
+
+  async close(): Promise<void> {
+    if (this.closed) return;
+    this.closed = true;
+    await this.wakeups.close();
+    await this.redis.quit().catch(() => this.redis.disconnect());
+  }
+
+  private async guard<T>(fn: () => Promise<T>): Promise<T> {
+    if (this.closed) throw new StoreUnavailableError('the Redis store is closed');
+    return fn();
+  }
+}

@@ -1,0 +1,67 @@
+/**
+ * The conformance suite on a Redis Cluster of three masters: every queue's
+ * keys share one hash slot (the `{queue}` tag), so each script runs on the
+ * node that owns the queue, and the queues of one namespace spread over the nodes.
+ */
+import assert from 'node:assert/strict';
+import { spawnSync } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { after, before, test } from 'node:test';
+import { connect } from '../src/index.js';
+import { startCluster, type RedisCluster } from '../scripts/servers/redis.mjs';
+import { conformance } from './conformance/index.js';
+
+const dir = mkdtempSync(join(tmpdir(), 'kvmq-redis-cluster-'));
+let cluster: RedisCluster | null = null;
+let counter = 0;
+
+before(async () => {
+  cluster = await startCluster(dir);
+});
+
+after(async () => {
+  await cluster?.stop();
+  rmSync(dir, { recursive: true, force: true });
+});
+
+function clusterUrl(): string {
+  if (cluster === null) throw new Error('the Redis Cluster did not start');
+  return cluster.url;
+}
+
+conformance({
+  name: 'redis cluster',
+  url() {
+    return Promise.resolve(
+      `${clusterUrl()}&prefix=kvmq-test-${process.pid}-${++counter}-${randomBytes(3).toString('hex')}`,
+    );
+  },
+  capabilities: { maxPayloadBytes: 1024 * 1024, wakeups: true, instantRelease: false },
+});
+
+void test('redis cluster: the queues of one namespace live on different nodes, each whole on one', async () => {
+  const client = await connect(`${clusterUrl()}&prefix=spread`, { maintenance: false });
+  try {
+    const queues = Array.from({ length: 12 }, (_, i) => `spread-${i}`);
+    for (const q of queues) await client.enqueue(q, { q }, { id: 'm' });
+    const holders = new Set<number>();
+    for (const node of cluster?.nodes ?? []) {
+      const keys = spawnSync('redis-cli', ['-p', String(node.port), 'KEYS', 'spread:*'], { encoding: 'utf8' })
+        .stdout.split('\n')
+        .filter(Boolean);
+      if (keys.length > 0) holders.add(node.port);
+      // A node holds every key of a queue or none of them.
+      for (const q of queues) {
+        const mine = keys.filter((k) => k.startsWith(`spread:{${q}}:`));
+        assert.ok(mine.length === 0 || mine.includes(`spread:{${q}}:messages`), `${q} split across nodes`);
+      }
+    }
+    assert.ok(holders.size >= 2, `12 queues all on ${holders.size} node`);
+    for (const q of queues) assert.equal((await client.status(q, 'm'))?.state, 'queued');
+  } finally {
+    await client.close();
+  }
+});

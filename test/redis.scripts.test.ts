@@ -1,0 +1,34 @@
+/**
+ * The Lua scripts are built into src/redis/scripts.generated.ts; this fails
+ * when that module is out of date with src/redis/lua/*.lua, and checks each
+ * script's declared interface.
+ */
+import assert from 'node:assert/strict';
+import { spawnSync } from 'node:child_process';
+import { createHash } from 'node:crypto';
+import { test } from 'node:test';
+import { fileURLToPath } from 'node:url';
+import { KEY_NAMES } from '../src/redis/keys.js';
+import { SCRIPTS, type LuaScript } from '../src/redis/scripts.generated.js';
+
+const ROOT = fileURLToPath(new URL('..', import.meta.url));
+
+void test('src/redis/scripts.generated.ts is what scripts/redis-scripts.mjs makes of the .lua files', () => {
+  const run = spawnSync(process.execPath, ['scripts/redis-scripts.mjs', '--check'], { cwd: ROOT, encoding: 'utf8' });
+  assert.equal(run.status, 0, `${run.stderr}${run.stdout}`);
+});
+
+void test('every script names known keys, carries its SHA1 and opens with a Redis 7 shebang', () => {
+  const scripts = Object.values(SCRIPTS) as LuaScript[];
+  assert.ok(scripts.length >= 10);
+  for (const script of scripts) {
+    for (const key of script.keys) assert.ok(KEY_NAMES.includes(key), `${script.name}: unknown key ${key}`);
+    assert.equal(createHash('sha1').update(script.source).digest('hex'), script.sha, script.name);
+    assert.match(script.source, /^#!lua( flags=(no-writes|allow-oom))?\n/, script.name);
+    assert.equal(script.readOnly, script.source.startsWith('#!lua flags=no-writes'), script.name);
+  }
+  // Scripts that add data must be refused whole when Redis is out of memory.
+  for (const name of ['enqueue', 'configure'] as const) {
+    assert.ok(SCRIPTS[name].source.startsWith('#!lua\n'), `${name} must not run out of memory`);
+  }
+});

@@ -1,0 +1,451 @@
+/**
+ * What only the Redis store promises: Carmine's key layout as redis-cli sees
+ * it, no accepted message lost when Redis restarts from its AOF, batching into
+ * single script calls, and clear errors (nothing half-written) for a wrong
+ * password, foreign keys under the prefix, a huge batch and a Redis out of memory.
+ */
+import assert from 'node:assert/strict';
+import { spawnSync } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { after, describe, test } from 'node:test';
+import {
+  connect,
+  StoreLayoutError,
+  StoreUnavailableError,
+  StoreUrlError,
+  type Client,
+  type ConnectOptions,
+} from '../src/index.js';
+import { start, type RedisServer, type RedisServerOptions } from '../scripts/servers/redis.mjs';
+import { deletePrefixes, redisTestUrl } from './fixtures/redis-server.js';
+import { waitFor } from './support/wait.js';
+
+const base = redisTestUrl();
+const dir = mkdtempSync(join(tmpdir(), 'kvmq-redis-store-'));
+const servers: RedisServer[] = [];
+const clients: Client[] = [];
+const prefixes: string[] = [];
+
+after(async () => {
+  await Promise.all(clients.map((client) => client.close().catch(() => undefined)));
+  await Promise.all(servers.map((server) => server.stop()));
+  await deletePrefixes(base, prefixes);
+  rmSync(dir, { recursive: true, force: true });
+});
+
+function uniquePrefix(label: string): string {
+  const prefix = `kvmq-test-${label}-${process.pid}-${randomBytes(3).toString('hex')}`;
+  prefixes.push(prefix);
+  return prefix;
+}
+
+async function open(url: string, options: ConnectOptions = {}): Promise<Client> {
+  const client = await connect(url, { maintenance: false, ...options });
+  clients.push(client);
+  return client;
+}
+
+/** A redis-server of the test's own, in its own directory, stopped after the file. */
+async function dedicated(options: RedisServerOptions = {}): Promise<RedisServer> {
+  const server = await start(mkdtempSync(join(dir, 'server-')), options);
+  servers.push(server);
+  return server;
+}
+
+/** redis-cli against a server URL (its host, port and credentials), raw replies as lines. */
+function cli(url: string, ...args: string[]): string[] {
+  const { hostname, port, username, password } = new URL(url);
+  const auth = password === '' ? [] : ['--pass', decodeURIComponent(password), '--no-auth-warning'];
+  if (username !== '') auth.push('--user', decodeURIComponent(username));
+  const target = ['-h', hostname, '-p', port || '6379', ...auth, '--raw'];
+  const run = spawnSync('redis-cli', [...target, ...args], { encoding: 'utf8' });
+  assert.equal(run.status, 0, `redis-cli ${args.join(' ')}: ${run.stderr}`);
+  return run.stdout.split('\n').filter((line, i, all) => line !== '' || i < all.length - 1);
+}
+
+function one(url: string, ...args: string[]): string {
+  return cli(url, ...args)[0] ?? '';
+}
+
+function redisNow(url: string): number {
+  const [seconds, micros] = cli(url, 'TIME').map(Number);
+  return (seconds ?? 0) * 1000 + Math.floor((micros ?? 0) / 1000);
+}
+
+void describe('redis store', () => {
+  void test("layout: with prefix carmine:mq, redis-cli sees Carmine's keys with their types and meanings", async () => {
+    const url = `${base}?prefix=carmine:mq`;
+    const client = await open(url);
+    const q = `layout-${process.pid}-${randomBytes(3).toString('hex')}`;
+    const key = (name: string): string => `carmine:mq:{${q}}:${name}`;
+    await client.configure(q, { filterEnums: { size: ['s', 'm'] } });
+
+    await client.enqueue(q, { n: 1 }, { id: 'held' });
+    await client.enqueue(q, { n: 2 }, { id: 'later', initialBackoffMs: 60_000 });
+    await client.enqueue(q, { n: 3 }, { id: 'sized', filters: { size: 'm' }, metadata: { by: 'layout' } });
+    const unfiltered = (filterClass: string): boolean => filterClass === '';
+    const eoq = (): number => 60_000;
+    const claim = (max: number) =>
+      client.store.claim(q, {
+        consumerId: 'layout-consumer',
+        max,
+        lockMs: 60_000,
+        accepts: unfiltered,
+        eoqBackoffMs: eoq,
+      });
+    assert.deepEqual(
+      (await claim(1)).messages.map((m) => m.id),
+      ['held'],
+    );
+    await client.enqueue(q, { n: 1 }, { id: 'held', allowRequeue: true });
+    await client.enqueue(q, { n: 4 }, { id: 'finished' });
+    assert.deepEqual(
+      (await claim(1)).messages.map((m) => m.id),
+      ['finished'],
+    );
+    const finish = { id: 'finished', attempt: 1, outcome: 'success' as const, backoffMs: 0, error: null };
+    assert.deepEqual(await client.store.finish(q, 'layout-consumer', [finish]), ['ok']);
+    // Nothing left that this consumer accepts: a dry run sets the queue-wide backoff.
+    assert.equal((await claim(1)).dryRuns, 1);
+    await client.enqueue(q, { n: 5 }, { id: 'waiting' });
+    const now = redisNow(base);
+
+    // The nine keys of the seed, with the seed's types.
+    const seedTypes: Record<string, string> = {
+      messages: 'hash',
+      locks: 'hash',
+      backoffs: 'hash',
+      nattempts: 'hash',
+      'mid-circle': 'list',
+      done: 'set',
+      requeue: 'set',
+      'eoq-backoff?': 'string',
+      'ndry-runs': 'string',
+    };
+    for (const [name, type] of Object.entries(seedTypes)) assert.equal(one(base, 'TYPE', key(name)), type, name);
+
+    // messages: {mid mcontent}; the content is an encoding tag ('J' JSON, 'B' bytes) then the payload.
+    assert.deepEqual(cli(base, 'HKEYS', key('messages')).sort(), ['finished', 'held', 'later', 'sized', 'waiting']);
+    assert.equal(one(base, 'HGET', key('messages'), 'sized'), 'J{"n":3}');
+    // locks and backoffs: {mid expiry-ms}, on the Redis server's clock.
+    const lock = Number(one(base, 'HGET', key('locks'), 'held'));
+    assert.ok(lock > now && lock <= now + 60_000, `lock ${lock} vs now ${now}`);
+    const backoff = Number(one(base, 'HGET', key('backoffs'), 'later'));
+    assert.ok(backoff > now && backoff <= now + 60_000, `backoff ${backoff} vs now ${now}`);
+    assert.equal(one(base, 'HGET', key('nattempts'), 'held'), '1');
+    assert.equal(one(base, 'HGET', key('nattempts'), 'finished'), '1');
+    // mid-circle: the ready ids without filters, next on the right; each filter class has its own list.
+    assert.deepEqual(cli(base, 'LRANGE', key('mid-circle'), '0', '-1'), ['waiting']);
+    assert.deepEqual(cli(base, 'LRANGE', key('mid-circle:size=m'), '0', '-1'), ['sized']);
+    assert.deepEqual(cli(base, 'SMEMBERS', key('done')), ['finished']);
+    assert.deepEqual(cli(base, 'SMEMBERS', key('requeue')), ['held']);
+    assert.ok(Number(one(base, 'PTTL', key('eoq-backoff?'))) > 0, 'eoq-backoff? is a flag with a TTL');
+    assert.equal(one(base, 'GET', key('ndry-runs')), '1');
+
+    // Every key of the queue carries the queue name as its hash tag, and is one kvmq documents.
+    const documented = [
+      ...Object.keys(seedTypes),
+      'mid-circle:size=m',
+      'metadata',
+      'filters',
+      'classes',
+      'holders',
+      'outcomes',
+      'enqueued-at',
+      'updated-at',
+      'schedule',
+      'lock-expiry',
+      'done-at',
+      'conf',
+    ];
+    const keys = cli(base, 'KEYS', `carmine:mq:{${q}}:*`).map((k) => k.slice(`carmine:mq:{${q}}:`.length));
+    assert.deepEqual(keys.sort(), documented.sort());
+    assert.equal(one(base, 'HGET', key('metadata'), 'sized'), '{"by":"layout"}');
+    assert.equal(one(base, 'HGET', key('holders'), 'held'), 'layout-consumer');
+    assert.equal(one(base, 'HGET', key('conf'), 'filter_enums'), '{"size":["s","m"]}');
+
+    // clear() deletes the nine keys (and kvmq's), keeping the configuration.
+    await client.clear(q);
+    assert.deepEqual(cli(base, 'KEYS', `carmine:mq:{${q}}:*`), ['carmine:mq:{' + q + '}:conf']);
+    cli(base, 'UNLINK', key('conf'));
+  });
+
+  void test('enqueues of one tick are one script call; a worker claims and finishes many per call', async () => {
+    const server = await dedicated();
+    const client = await open(`${server.url}?prefix=calls`);
+    const q = 'calls';
+    await client.enqueue(q, 'warm-up');
+    cli(server.url, 'CONFIG', 'RESETSTAT');
+    const results = await Promise.all(Array.from({ length: 64 }, (_, i) => client.enqueue(q, { i })));
+    assert.ok(results.every((r) => r.ok));
+    assert.equal(evalshaCalls(server), 1, 'one EVALSHA for 64 enqueues of one tick');
+
+    cli(server.url, 'CONFIG', 'RESETSTAT');
+    let handled = 0;
+    const worker = client.worker(q, () => void (handled += 1), { concurrency: 64, eoqBackoffMs: 60_000 });
+    await waitFor(() => handled === 65, { what: '65 messages handled' });
+    await worker.stop();
+    // Start-up (config, registration, GC) plus a few claims and finish batches: far fewer than one per message.
+    const calls = evalshaCalls(server);
+    assert.ok(calls < 20, `${calls} script calls for 65 messages`);
+  });
+
+  void test('Redis killed and restarted from its AOF mid-run: every accepted message is handled', async () => {
+    // `appendfsync always`: a reply means the write is on disk, so even a crash of Redis keeps it.
+    const server = await dedicated({ args: ['--appendfsync', 'always'] });
+    await produceAcrossRestart(server, () => server.restart('SIGKILL'));
+  });
+
+  void test('Redis shut down and restarted from its AOF mid-run (appendfsync everysec): nothing accepted is lost', async () => {
+    const server = await dedicated();
+    await produceAcrossRestart(server, () => server.restart('SIGTERM'));
+  });
+
+  void test('a wrong password or user is refused with a StoreUrlError that says so, and leaks no password', async () => {
+    const server = await dedicated({ password: 'right-password' });
+    const at = server.url.slice('redis://'.length);
+    for (const url of [`redis://:wrong-password@${at}`, server.url, `redis://nobody:right-password@${at}`]) {
+      await assert.rejects(connect(url), (error: unknown) => {
+        assert.ok(error instanceof StoreUrlError, `${url}: ${String(error)}`);
+        assert.match(error.message, /refused the credentials/);
+        assert.match(error.message, /user and password/);
+        assert.doesNotMatch(error.message, /wrong-password|right-password/);
+        return true;
+      });
+    }
+    // An ACL user with its own password works.
+    cli(`redis://:right-password@${at}`, 'ACL', 'SETUSER', 'kvmq-user', 'on', '>user-password', '~*', '&*', '+@all');
+    const client = await open(`redis://kvmq-user:user-password@${at}?prefix=acl`);
+    assert.deepEqual(await client.enqueue('acl', 'x', { id: 'm' }), { ok: true, id: 'm', action: 'added' });
+    assert.equal((await client.status('acl', 'm'))?.state, 'queued');
+  });
+
+  void test('a Redis that may evict keys without a TTL (allkeys-*) is refused: it would drop queued messages', async () => {
+    const server = await dedicated({ args: ['--maxmemory', '64mb', '--maxmemory-policy', 'allkeys-lru'] });
+    await assert.rejects(
+      connect(`${server.url}?prefix=evicting`),
+      (error: unknown) =>
+        error instanceof StoreUrlError &&
+        /maxmemory-policy allkeys-lru/.test(error.message) &&
+        /noeviction/.test(error.message),
+    );
+  });
+
+  void test('rediss:// with &ca=FILE: queues and wake-ups over TLS; an untrusted certificate is refused', async () => {
+    const certs = mkdtempSync(join(dir, 'tls-'));
+    const file = (name: string): string => join(certs, name);
+    const openssl = (...args: string[]): void => {
+      const run = spawnSync('openssl', args, { encoding: 'utf8' });
+      assert.equal(run.status, 0, `openssl ${args.join(' ')}: ${run.stderr}`);
+    };
+    openssl(
+      ...['req', '-x509', '-newkey', 'rsa:2048', '-nodes', '-days', '2', '-subj', '/CN=kvmq test CA'],
+      ...['-keyout', file('ca.key'), '-out', file('ca.pem')],
+    );
+    openssl(
+      'req',
+      '-newkey',
+      'rsa:2048',
+      '-nodes',
+      '-subj',
+      '/CN=127.0.0.1',
+      '-keyout',
+      file('server.key'),
+      '-out',
+      file('server.csr'),
+    );
+    writeFileSync(file('san.ext'), 'subjectAltName=IP:127.0.0.1\n');
+    openssl(
+      ...['x509', '-req', '-in', file('server.csr'), '-CA', file('ca.pem'), '-CAkey', file('ca.key')],
+      ...['-CAcreateserial', '-days', '2', '-extfile', file('san.ext'), '-out', file('server.pem')],
+    );
+    const server = await dedicated({ tls: { cert: file('server.pem'), key: file('server.key'), ca: file('ca.pem') } });
+    assert.ok(server.tlsUrl !== null);
+
+    await assert.rejects(
+      connect(`${server.tlsUrl}?prefix=tls`),
+      (error: unknown) => error instanceof StoreUrlError && /certificate is not trusted/.test(error.message),
+    );
+    const client = await open(`${server.tlsUrl}?prefix=tls&ca=${encodeURIComponent(file('ca.pem'))}`);
+    const handled: string[] = [];
+    const worker = client.worker('tls', (job) => void handled.push(job.id), { eoqBackoffMs: 60_000 });
+    await waitFor(async () => (await client.queueStatus('tls')).dryRuns >= 1, { what: 'the worker to go idle' });
+    // Only a wake-up (over the TLS subscriber connection) brings the idle worker back this soon.
+    await client.enqueue('tls', 'over TLS', { id: 'm' });
+    await waitFor(() => handled.includes('m'), { what: 'the message to be handled', timeoutMs: 10_000 });
+    await worker.stop();
+  });
+
+  void test('a server that is not there is a transient StoreUnavailableError', async () => {
+    const server = await dedicated();
+    await server.stop();
+    await assert.rejects(connect(`${server.url}?prefix=gone`), (error: unknown) => {
+      assert.ok(error instanceof StoreUnavailableError, String(error));
+      assert.equal(error.transient, true);
+      assert.match(error.message, /cannot reach Redis at 127\.0\.0\.1:\d+\/0/);
+      return true;
+    });
+  });
+
+  void test('bad store URLs are refused with StoreUrlError before connecting', async () => {
+    for (const [url, pattern] of [
+      ['redis://127.0.0.1:6379/zero', /database number/],
+      ['redis://127.0.0.1:6379?prefix=a{b}', /no braces/],
+      ['redis://127.0.0.1:6379?prefix=', /prefix/],
+      ['redis://127.0.0.1:6379?db=2', /unknown option 'db'/],
+      ['redis://', /no host/],
+    ] as const) {
+      await assert.rejects(
+        connect(url),
+        (error: unknown) => error instanceof StoreUrlError && pattern.test(error.message),
+      );
+    }
+  });
+
+  void test('a key of the wrong type under the prefix: StoreLayoutError naming it, nothing written', async () => {
+    const prefix = uniquePrefix('foreign');
+    const url = `${base}?prefix=${prefix}`;
+    const client = await open(url);
+    cli(base, 'SET', `${prefix}:{q}:done`, 'not a set');
+    await assert.rejects(client.enqueue('q', 'x', { id: 'm' }), (error: unknown) => {
+      assert.ok(error instanceof StoreLayoutError, String(error));
+      assert.match(error.message, new RegExp(`${prefix}:\\{q\\}:done holds a string, not the set`));
+      assert.match(error.message, /another prefix/);
+      return true;
+    });
+    assert.equal(one(base, 'EXISTS', `${prefix}:{q}:messages`), '0');
+    await assert.rejects(client.status('q', 'm'), StoreLayoutError);
+
+    // A filter class's ready list is checked before anything is written too.
+    await client.configure('f', { filterEnums: { size: ['s', 'm'] } });
+    cli(base, 'HSET', `${prefix}:{f}:mid-circle:size=m`, 'a', 'b');
+    await assert.rejects(
+      client.enqueueBatch('f', [
+        { payload: 1, id: 'plain' },
+        { payload: 2, id: 'sized', filters: { size: 'm' } },
+      ]),
+      (error: unknown) => error instanceof StoreLayoutError && /mid-circle:size=m holds a hash/.test(error.message),
+    );
+    assert.equal(one(base, 'EXISTS', `${prefix}:{f}:messages`), '0');
+    assert.equal(one(base, 'EXISTS', `${prefix}:{f}:mid-circle`), '0');
+  });
+
+  void test('a batch larger than one script call carries is stored in order, every message whole', async () => {
+    const prefix = uniquePrefix('large');
+    const client = await open(`${base}?prefix=${prefix}`);
+    const limit = client.store.capabilities.maxPayloadBytes;
+    const items = Array.from({ length: 20 }, (_, i) => ({ id: `big-${i}`, payload: Buffer.alloc(limit, i) }));
+    const results = await client.enqueueBatch('large', items);
+    assert.deepEqual(
+      results.map((r) => (r.ok ? r.id : r.state)),
+      items.map((item) => item.id),
+    );
+    assert.equal(Number(one(base, 'HSTRLEN', `${prefix}:{large}:messages`, 'big-7')), limit + 1);
+    await client.clear('large');
+  });
+
+  void test('Redis out of memory: enqueue fails whole with a clear error; workers still drain, GC frees room', async () => {
+    const server = await dedicated({ args: ['--maxmemory', '3mb', '--maxmemory-policy', 'noeviction'] });
+    const client = await open(`${server.url}?prefix=oom`);
+    const q = 'oom';
+    await client.configure(q, { gcLifetimeMs: 0, gcIntervalMs: 3_600_000 });
+    const payload = Buffer.alloc(32 * 1024, 1);
+    const accepted: string[] = [];
+    let refusal: unknown = null;
+    for (let i = 0; i < 1000 && refusal === null; i++) {
+      try {
+        const result = await client.enqueue(q, payload, { id: `m${i}` });
+        if (result.ok) accepted.push(result.id);
+      } catch (error) {
+        refusal = error;
+      }
+    }
+    assert.ok(refusal instanceof StoreUnavailableError, `expected an out-of-memory error, got ${String(refusal)}`);
+    assert.equal(refusal.transient, true);
+    assert.match(refusal.message, /out of memory/);
+    assert.match(refusal.message, /nothing was written/);
+    assert.ok(accepted.length > 5, `only ${accepted.length} accepted before memory ran out`);
+
+    // A refused batch leaves none of its messages behind.
+    await assert.rejects(
+      client.enqueueBatch(q, [
+        { payload, id: 'x1' },
+        { payload, id: 'x2' },
+      ]),
+      StoreUnavailableError,
+    );
+    for (const id of [`m${accepted.length}`, 'x1', 'x2']) assert.equal(await client.status(q, id), null, id);
+    assert.equal((await client.queueStatus(q)).total, accepted.length);
+
+    // Claims, finishes and GC still run, and free the memory.
+    const handled = new Set<string>();
+    const worker = client.worker(q, (job) => void handled.add(job.id), { concurrency: 8, eoqBackoffMs: 50 });
+    await waitFor(() => handled.size === accepted.length, { what: 'the accepted messages to be handled' });
+    await worker.stop();
+    // The worker's own GC may have removed the first ones already.
+    assert.equal((await client.gc(q)).ran, true);
+    assert.equal((await client.queueStatus(q)).total, 0);
+    assert.deepEqual(await client.enqueue(q, payload, { id: 'after' }), { ok: true, id: 'after', action: 'added' });
+  });
+});
+
+function evalshaCalls(server: RedisServer): number {
+  const stats = cli(server.url, 'INFO', 'commandstats').join('\n');
+  return Number(/^cmdstat_evalsha:calls=(\d+)/m.exec(stats)?.[1] ?? 0);
+}
+
+/**
+ * Producers enqueue and a worker handles while `restart` takes Redis down and
+ * brings it back; then every enqueue that was accepted must have been handled.
+ */
+async function produceAcrossRestart(server: RedisServer, restart: () => Promise<void>): Promise<void> {
+  const url = `${server.url}?prefix=aof`;
+  const recovered: unknown[] = [];
+  const onError = (error: unknown): void => void recovered.push(error);
+  const producer = await open(url, { onError });
+  const consumer = await open(url, { onError });
+  const q = 'aof';
+  const handled = new Set<string>();
+  const worker = consumer.worker(q, (job) => void handled.add(job.id), {
+    concurrency: 16,
+    lockMs: 1000,
+    eoqBackoffMs: 50,
+    onError,
+  });
+  const accepted = new Set<string>();
+  let failed = 0;
+  let producing = true;
+  const lane = async (): Promise<void> => {
+    while (producing) {
+      try {
+        const result = await producer.enqueue(q, { at: Date.now() });
+        if (result.ok) accepted.add(result.id);
+      } catch (error) {
+        // Refused or lost with the connection: not accepted, so not owed.
+        if (!(error instanceof StoreUnavailableError)) throw error;
+        failed += 1;
+        await new Promise((resolve) => setTimeout(resolve, 20));
+      }
+    }
+  };
+  const lanes = Array.from({ length: 8 }, lane);
+  await waitFor(() => accepted.size >= 1000, { what: '1000 accepted enqueues', timeoutMs: 20_000 });
+  await restart();
+  const atRestart = accepted.size;
+  await waitFor(() => accepted.size >= atRestart + 1000, { what: 'enqueues to resume', timeoutMs: 30_000 });
+  producing = false;
+  await Promise.all(lanes);
+  await waitFor(() => [...accepted].every((id) => handled.has(id)), {
+    what: () => `every accepted message handled (${[...accepted].filter((id) => !handled.has(id)).length} missing)`,
+    timeoutMs: 30_000,
+  });
+  await worker.stop();
+  const status = await consumer.queueStatus(q);
+  assert.ok(status.total >= accepted.size, `the store counts ${status.total} of ${accepted.size} accepted`);
+  // Errors are expected while Redis is down; they must all be the transient kind.
+  for (const error of recovered) assert.ok(error instanceof StoreUnavailableError, String(error));
+  assert.ok(failed >= 0);
+}
