@@ -15,9 +15,10 @@ import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 
-/** Each kind: the Debian packages it needs, a binary that shows they are installed, and how to start it. */
+/** Each kind: the Debian packages it needs, its main binary (named in errors), and how to start it. */
 const KINDS = {
   redis: () => import('./servers/redis.mjs'),
+  zookeeper: () => import('./servers/zookeeper.mjs'),
 };
 
 export const SERVER_KINDS = Object.keys(KINDS);
@@ -40,15 +41,20 @@ export function freePort() {
 
 let aptUpdated = false;
 
-function installed(binary) {
-  return spawnSync('sh', ['-c', `command -v ${binary}`], { stdio: 'ignore' }).status === 0;
+/** The packages dpkg does not list as installed. */
+function missingPackages(packages) {
+  return packages.filter((name) => {
+    const query = spawnSync('dpkg-query', ['-W', '-f=${Status}', name], { encoding: 'utf8' });
+    return query.status !== 0 || !query.stdout.includes('install ok installed');
+  });
 }
 
 /** Installs missing Debian packages when root; otherwise explains what to install. */
 export function ensurePackages(kind, packages, binary) {
-  if (installed(binary)) return;
+  const missing = missingPackages(packages);
+  if (missing.length === 0) return;
   if (process.getuid?.() !== 0) {
-    throw new Error(`${kind} tests need ${binary}: install it with  sudo apt-get install ${packages.join(' ')}`);
+    throw new Error(`${kind} tests need ${binary}: install it with  sudo apt-get install ${missing.join(' ')}`);
   }
   const apt = (args) => {
     const result = spawnSync('apt-get', args, {
@@ -57,12 +63,12 @@ export function ensurePackages(kind, packages, binary) {
     });
     if (result.status !== 0) throw new Error(`apt-get ${args.join(' ')} failed`);
   };
-  console.error(`kvmq tests: installing ${packages.join(' ')} from Debian's packages`);
+  console.error(`kvmq tests: installing ${missing.join(' ')} from Debian's packages`);
   if (!aptUpdated) {
     apt(['update', '-qq']);
     aptUpdated = true;
   }
-  apt(['install', '-y', '-qq', '--no-install-recommends', ...packages]);
+  apt(['install', '-y', '-qq', '--no-install-recommends', ...missing]);
 }
 
 /** Spawns a server process whose output goes to a log in its directory; rejects if it exits early. */

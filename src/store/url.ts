@@ -24,6 +24,11 @@ const STORES: readonly StoreKind[] = [
     form: 'redis://[user:password@]host[:port][/db][?prefix=kvmq]   Redis 7+; rediss:// for TLS (&ca=FILE); host,host?cluster=true',
     open: async (url) => (await import('../redis/store.js')).openRedisStore(url),
   },
+  {
+    schemes: ['zookeeper:'],
+    form: 'zookeeper://[user:password@]host:2181[,host2:2181...]/dir[?sessionTimeoutMs=6000]   dir: an existing chroot',
+    open: async (url) => (await import('../zookeeper/store.js')).openZookeeperStore(url),
+  },
 ];
 
 export function acceptedForms(): string {

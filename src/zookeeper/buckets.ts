@@ -1,0 +1,148 @@
+/**
+ * A bucketed list: `<dir>/<bucket>/<prefix><seq>`. A single getChildren on a
+ * parent with ~30,000 children exceeds ZooKeeper's default packet limit, so
+ * entries go into numbered buckets of at most BUCKET_SIZE: writers append to
+ * the last bucket and move on once its sequence number passes the size;
+ * readers walk buckets from the first. Emptied buckets (but the last) are
+ * deleted, so the bucket list stays short too.
+ */
+import { BUCKET_SIZE, bucketName, compareEntries, parseEntry, type Entry } from './layout.js';
+import { isZkError, ZkCode, type ZkSession } from './client.js';
+
+export class BucketedList {
+  /** The bucket writers append to, or null until read. */
+  private tail: number | null = null;
+  /** Bucket listings read earlier; a bucket other than the tail only loses entries. */
+  private readonly listings = new Map<string, Entry[]>();
+  /** Buckets whose cached listing proved out of date: read again on next use. */
+  private readonly dirty = new Set<string>();
+  /** Child counts of buckets, with when they were read. */
+  private readonly counts = new Map<string, { n: number; at: number }>();
+  /** The sub-queue node's data version when the tail was last listed (producers bump it). */
+  seenVersion = -1;
+
+  constructor(
+    private readonly zk: ZkSession,
+    readonly dir: string,
+  ) {}
+
+  /** The path to create an entry under: `<dir>/<tail bucket>/`; the bucket is made if missing. */
+  async tailBucket(): Promise<string> {
+    if (this.tail === null) {
+      const buckets = await this.buckets();
+      this.tail = buckets.length === 0 ? 0 : Number(buckets[buckets.length - 1]);
+    }
+    return `${this.dir}/${bucketName(this.tail)}`;
+  }
+
+  /** After a create in the tail: move on once the bucket is full. */
+  noteCreated(path: string): void {
+    const seq = Number(path.slice(-10));
+    const bucket = Number(path.slice(this.dir.length + 1, this.dir.length + 11));
+    if (seq >= BUCKET_SIZE - 1 && this.tail !== null && bucket >= this.tail) this.tail = bucket + 1;
+  }
+
+  /** The tail bucket is missing (deleted while empty, or never made): make it. */
+  async makeTail(): Promise<void> {
+    await this.zk.ensure(this.dir).catch(() => undefined);
+    await this.zk.ensure(await this.tailBucket());
+  }
+
+  /** Forget the tail and cached listings: they are read again. */
+  reset(): void {
+    this.tail = null;
+    this.listings.clear();
+    this.dirty.clear();
+    this.counts.clear();
+    this.seenVersion = -1;
+  }
+
+  async buckets(): Promise<string[]> {
+    return (await this.bucketsAndVersion()).buckets;
+  }
+
+  /** The buckets, and the data version of the list's own node (-1 when it does not exist). */
+  async bucketsAndVersion(): Promise<{ buckets: string[]; version: number }> {
+    try {
+      const { children, stat } = await this.zk.children(this.dir);
+      return { buckets: children.filter((b) => /^\d{10}$/.test(b)).sort(), version: stat.version };
+    } catch (error) {
+      if (isZkError(error, ZkCode.NoNode)) return { buckets: [], version: -1 };
+      throw error;
+    }
+  }
+
+  /** The entries of one bucket, read now (and remembered). */
+  async list(bucket: string): Promise<Entry[]> {
+    const path = `${this.dir}/${bucket}`;
+    let children: string[];
+    try {
+      children = (await this.zk.children(path)).children;
+    } catch (error) {
+      if (!isZkError(error, ZkCode.NoNode)) throw error;
+      children = [];
+    }
+    const entries = children
+      .map((name) => parseEntry(path, bucket, name))
+      .filter((e): e is Entry => e !== null)
+      .sort(compareEntries);
+    this.listings.set(bucket, entries);
+    this.counts.set(bucket, { n: children.length, at: Date.now() });
+    return entries;
+  }
+
+  /** A bucket's entries as last read, reading it if never read or found out of date. */
+  async cached(bucket: string): Promise<Entry[]> {
+    const listing = this.listings.get(bucket);
+    if (listing === undefined || this.dirty.delete(bucket)) return this.list(bucket);
+    return listing;
+  }
+
+  markDirty(bucket: string): void {
+    this.dirty.add(bucket);
+  }
+
+  /** The tail may have new entries: its listing is read again on next use. */
+  markTailDirty(buckets: readonly string[]): void {
+    const last = buckets[buckets.length - 1];
+    if (last !== undefined) this.dirty.add(last);
+    if (this.tail !== null && last !== undefined && Number(last) > this.tail) this.tail = Number(last);
+  }
+
+  /** Entries in the given buckets: listings read within a second, else child counts at most 5 s old. */
+  async size(buckets: readonly string[]): Promise<number> {
+    const now = Date.now();
+    const counts = await Promise.all(
+      buckets.map(async (bucket) => {
+        const cached = this.counts.get(bucket);
+        if (cached !== undefined && now - cached.at < 5000) return cached.n;
+        const stat = await this.zk.exists(`${this.dir}/${bucket}`);
+        const n = stat?.numChildren ?? 0;
+        this.counts.set(bucket, { n, at: now });
+        return n;
+      }),
+    );
+    return counts.reduce((a, b) => a + b, 0);
+  }
+
+  /** Drops an entry from the cached listing (it is gone, or taken). */
+  forget(entry: Entry): void {
+    const list = this.listings.get(entry.bucket);
+    if (list === undefined) return;
+    const at = list.findIndex((e) => e.name === entry.name);
+    if (at >= 0) list.splice(at, 1);
+    const count = this.counts.get(entry.bucket);
+    if (count !== undefined && count.n > 0) count.n -= 1;
+  }
+
+  /** Deletes an empty bucket that is not the tail; a bucket with entries stays (NOT_EMPTY). */
+  async dropIfEmpty(bucket: string): Promise<void> {
+    if (this.tail !== null && Number(bucket) >= this.tail) return;
+    try {
+      await this.zk.remove(`${this.dir}/${bucket}`, -1);
+      this.listings.delete(bucket);
+    } catch (error) {
+      if (!isZkError(error, ZkCode.NotEmpty) && !isZkError(error, ZkCode.NoNode)) throw error;
+    }
+  }
+}

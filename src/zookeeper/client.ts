@@ -1,0 +1,406 @@
+/**
+ * A small typed promise layer over node-zookeeper-client, with what that
+ * client leaves out:
+ * - session expiry detected here: the client only learns of it when a server
+ *   answers again (its issue #20), so a disconnection longer than the session
+ *   timeout counts as expiry, and a fresh session replaces the dead one;
+ * - a time limit on every request (the client queues them forever while
+ *   disconnected);
+ * - `multi` with exact versions (its Transaction turns version 0 into -1) and
+ *   the index of the operation that failed.
+ */
+import { createRequire } from 'node:module';
+import type * as Zk from 'node-zookeeper-client';
+import { StoreUnavailableError } from '../errors.js';
+
+type ZkModule = typeof Zk;
+let zkModule: ZkModule | null = null;
+
+/** node-zookeeper-client is CommonJS; loaded only when a zookeeper:// store is opened. */
+function zk(): ZkModule {
+  zkModule ??= createRequire(import.meta.url)('node-zookeeper-client') as ZkModule;
+  return zkModule;
+}
+
+/** ZooKeeper's error codes kvmq handles by name. */
+export const ZkCode = {
+  ConnectionLoss: -4,
+  OperationTimeout: -7,
+  NoNode: -101,
+  NoAuth: -102,
+  BadVersion: -103,
+  NoChildrenForEphemerals: -108,
+  NodeExists: -110,
+  NotEmpty: -111,
+  SessionExpired: -112,
+  InvalidAcl: -114,
+  AuthFailed: -115,
+} as const;
+
+const TRANSIENT: ReadonlySet<number> = new Set([ZkCode.ConnectionLoss, ZkCode.OperationTimeout, ZkCode.SessionExpired]);
+
+/** A ZooKeeper error reply, with the operation it came from. */
+export class ZkError extends Error {
+  constructor(
+    readonly code: number,
+    readonly codeName: string,
+    readonly path: string,
+    /** For a multi: the index of the operation that failed. */
+    readonly opIndex = -1,
+  ) {
+    super(`ZooKeeper ${codeName} (${code}) at ${path}`);
+    this.name = 'ZkError';
+  }
+
+  get transient(): boolean {
+    return TRANSIENT.has(this.code);
+  }
+}
+
+export function isZkError(error: unknown, code?: number): error is ZkError {
+  return error instanceof ZkError && (code === undefined || error.code === code);
+}
+
+export interface ZkStat {
+  readonly version: number;
+  readonly cversion: number;
+  readonly numChildren: number;
+  readonly dataLength: number;
+  /** The owning session's id in hex; '0000000000000000' for persistent nodes. */
+  readonly ephemeralOwner: string;
+}
+
+export type CreateKind = 'persistent' | 'sequential' | 'ephemeral';
+
+export type ZkOp =
+  | { readonly op: 'create'; readonly path: string; readonly data?: Buffer; readonly kind?: CreateKind }
+  | { readonly op: 'set'; readonly path: string; readonly data: Buffer; readonly version: number }
+  | { readonly op: 'remove'; readonly path: string; readonly version: number }
+  | { readonly op: 'check'; readonly path: string; readonly version: number };
+
+/** A multi's result per operation: the created path for creates, the new version for sets. */
+export interface ZkOpResult {
+  readonly path?: string;
+  readonly version?: number;
+}
+
+export interface ZkOptions {
+  /** host:port,host:port */
+  readonly hosts: string;
+  /** '' for none, else '/a/b'. */
+  readonly chroot: string;
+  /** user:password for the digest scheme, or null. */
+  readonly auth: string | null;
+  readonly sessionTimeoutMs: number;
+  /** A request with no answer after this long fails (the connection is presumed lost). */
+  readonly requestTimeoutMs: number;
+}
+
+interface RawStat {
+  version: number;
+  cversion: number;
+  numChildren: number;
+  dataLength: number;
+  ephemeralOwner: Buffer;
+}
+
+type Callback<T> = (error: Error | Zk.Exception | null, value: T) => void;
+
+const MODES: Record<CreateKind, number> = { persistent: 0, sequential: 2, ephemeral: 1 };
+
+/** What every request of one session needs: the raw client and the session's number. */
+interface Live {
+  readonly client: Zk.Client;
+  readonly epoch: number;
+  readonly sessionId: string;
+}
+
+export class ZkSession {
+  /** Increases whenever a new session replaces an expired one: ephemerals and watches of older epochs are gone. */
+  epoch = 0;
+  private live: Promise<Live>;
+  private current: Live | null = null;
+  private readonly sessionListeners = new Set<(epoch: number) => void>();
+  private expiryTimer: NodeJS.Timeout | null = null;
+  private closed = false;
+
+  private constructor(private readonly options: ZkOptions) {
+    this.live = this.openSession();
+  }
+
+  /** Connects; fails with StoreUnavailableError when no server answers within the session timeout. */
+  static async open(options: ZkOptions): Promise<ZkSession> {
+    const session = new ZkSession(options);
+    try {
+      await session.live;
+    } catch (error) {
+      session.close();
+      throw error;
+    }
+    return session;
+  }
+
+  /** The id of the live session (hex), or '' while none is established. */
+  get sessionId(): string {
+    return this.current?.sessionId ?? '';
+  }
+
+  /** Open nodes without credentials; with them, nodes only this user may read or change (CREATOR_ALL). */
+  get aclForCreates(): Zk.ACL[] {
+    const acls = zk().ACL as unknown as { OPEN_ACL_UNSAFE: Zk.ACL[]; CREATOR_ALL_ACL: Zk.ACL[] };
+    return this.options.auth === null ? acls.OPEN_ACL_UNSAFE : acls.CREATOR_ALL_ACL;
+  }
+
+  /** The live session's id and password (what ZooKeeper needs to resume it), or null. */
+  credentials(): { id: Buffer; password: Buffer } | null {
+    const client = this.current?.client;
+    return client === undefined ? null : { id: client.getSessionId(), password: client.getSessionPassword() };
+  }
+
+  /** Called with the new epoch each time a fresh session replaces an expired one. */
+  onNewSession(listener: (epoch: number) => void): () => void {
+    this.sessionListeners.add(listener);
+    return () => this.sessionListeners.delete(listener);
+  }
+
+  async get(path: string, watch?: () => void): Promise<{ data: Buffer; stat: ZkStat }> {
+    const { client } = await this.live;
+    return this.request(path, (cb: Callback<{ data: Buffer; stat: ZkStat }>) => {
+      const done = (error: Error | Zk.Exception | null, data: Buffer | undefined, stat: RawStat | undefined) =>
+        cb(error, error ? (null as never) : { data: data ?? Buffer.alloc(0), stat: toStat(stat) });
+      if (watch === undefined) client.getData(path, done as never);
+      else client.getData(path, () => watch(), done as never);
+    });
+  }
+
+  /** The node's stat, or null when it does not exist. */
+  async exists(path: string, watch?: () => void): Promise<ZkStat | null> {
+    const { client } = await this.live;
+    return this.request(path, (cb: Callback<ZkStat | null>) => {
+      const done = (error: Error | Zk.Exception | null, stat: RawStat | undefined) =>
+        cb(error, stat ? toStat(stat) : null);
+      if (watch === undefined) client.exists(path, done as never);
+      else client.exists(path, () => watch(), done as never);
+    });
+  }
+
+  async children(path: string, watch?: () => void): Promise<{ children: string[]; stat: ZkStat }> {
+    const { client } = await this.live;
+    return this.request(path, (cb: Callback<{ children: string[]; stat: ZkStat }>) => {
+      const done = (error: Error | Zk.Exception | null, children: string[] | undefined, stat: RawStat | undefined) =>
+        cb(error, error ? (null as never) : { children: children ?? [], stat: toStat(stat) });
+      if (watch === undefined) client.getChildren(path, done as never);
+      else client.getChildren(path, () => watch(), done as never);
+    });
+  }
+
+  async create(path: string, data: Buffer = Buffer.alloc(0), kind: CreateKind = 'persistent'): Promise<string> {
+    const { client } = await this.live;
+    return this.request(path, (cb: Callback<string>) =>
+      client.create(path, data, this.aclForCreates, MODES[kind], cb as never),
+    );
+  }
+
+  /** Creates the node unless it exists; true when this call created it. */
+  async ensure(path: string, data: Buffer = Buffer.alloc(0)): Promise<boolean> {
+    try {
+      await this.create(path, data);
+      return true;
+    } catch (error) {
+      if (isZkError(error, ZkCode.NodeExists)) return false;
+      throw error;
+    }
+  }
+
+  async set(path: string, data: Buffer, version: number): Promise<ZkStat> {
+    const { client } = await this.live;
+    return this.request(path, (cb: Callback<ZkStat>) =>
+      client.setData(path, data, version, ((error: Error | null, stat: RawStat) =>
+        cb(error, error ? (null as never) : toStat(stat))) as never),
+    );
+  }
+
+  async remove(path: string, version: number): Promise<void> {
+    const { client } = await this.live;
+    await this.request(path, (cb: Callback<undefined>) =>
+      client.remove(path, version, (error) => cb(error, undefined)),
+    );
+  }
+
+  /** One atomic multi. On failure throws the failing operation's ZkError, with its index. */
+  async multi(ops: readonly ZkOp[]): Promise<ZkOpResult[]> {
+    if (ops.length === 0) return [];
+    const live = await this.live;
+    const tx = live.client.transaction() as Zk.Transaction & { ops: { version?: number }[] };
+    for (const op of ops) {
+      switch (op.op) {
+        case 'create':
+          tx.create(op.path, op.data ?? Buffer.alloc(0), this.aclForCreates, MODES[op.kind ?? 'persistent']);
+          break;
+        case 'set':
+          tx.setData(op.path, op.data, op.version);
+          break;
+        case 'remove':
+          tx.remove(op.path, op.version);
+          break;
+        case 'check':
+          tx.check(op.path, op.version);
+          break;
+      }
+      // The client's builder reads a version of 0 as "any" (-1); put the exact one back.
+      const last = tx.ops[tx.ops.length - 1];
+      if (op.op !== 'create' && last !== undefined) last.version = op.version;
+    }
+    const results = await this.request(ops[0]?.path ?? '/', (cb: Callback<RawResult[]>) =>
+      tx.commit(((error: Error | Zk.Exception | null, raw: RawResult[] | undefined) => {
+        if (error === null) return cb(null, raw ?? []);
+        const index = (raw ?? []).findIndex((r) => r.err !== undefined && r.err !== 0 && r.err !== -2);
+        if (isException(error) && index >= 0) {
+          const failed = ops[index];
+          return cb(new ZkError(error.getCode(), error.getName(), failed?.path ?? '', index), []);
+        }
+        cb(error, []);
+      }) as never),
+    );
+    return results.map((r) => ({ path: r.path, version: r.stat?.version }));
+  }
+
+  close(): void {
+    this.closed = true;
+    if (this.expiryTimer !== null) clearTimeout(this.expiryTimer);
+    this.current?.client.close();
+    this.current = null;
+    this.live.catch(() => undefined);
+  }
+
+  /** Runs one request with a time limit; ZooKeeper errors become ZkErrors, lost connections StoreUnavailableError. */
+  private request<T>(path: string, run: (cb: Callback<T>) => void): Promise<T> {
+    if (this.closed) return Promise.reject(new StoreUnavailableError('the ZooKeeper store is closed'));
+    return new Promise<T>((resolve, reject) => {
+      const timer = setTimeout(() => {
+        reject(
+          new StoreUnavailableError(
+            `ZooKeeper at ${this.options.hosts} did not answer within ${this.options.requestTimeoutMs} ms; ` +
+              'check that the ensemble is up and reachable',
+          ),
+        );
+      }, this.options.requestTimeoutMs);
+      try {
+        run((error, value) => {
+          clearTimeout(timer);
+          if (error === null) resolve(value);
+          else reject(translate(error, path, this.options.hosts));
+        });
+      } catch (error) {
+        clearTimeout(timer);
+        reject(error instanceof Error ? error : new Error(String(error)));
+      }
+    });
+  }
+
+  private openSession(): Promise<Live> {
+    const { hosts, chroot, auth, sessionTimeoutMs } = this.options;
+    const client = zk().createClient(`${hosts}${chroot}`, { sessionTimeout: sessionTimeoutMs, spinDelay: 200 });
+    if (auth !== null) client.addAuthInfo('digest', Buffer.from(auth));
+    const epoch = ++this.epoch;
+    const opened = new Promise<Live>((resolve, reject) => {
+      const timer = setTimeout(() => {
+        client.close();
+        reject(
+          new StoreUnavailableError(
+            `cannot reach ZooKeeper at ${hosts} (no session within ${sessionTimeoutMs} ms); ` +
+              'check the URL and that the ensemble is running',
+          ),
+        );
+      }, sessionTimeoutMs);
+      client.once('connected', () => {
+        clearTimeout(timer);
+        const live = { client, epoch, sessionId: client.getSessionId().toString('hex') };
+        this.current = live;
+        resolve(live);
+      });
+      client.on('state', (state: Zk.State) => this.onState(client, epoch, state));
+    });
+    client.connect();
+    return opened;
+  }
+
+  private onState(client: Zk.Client, epoch: number, state: Zk.State): void {
+    if (this.closed || this.current?.client !== client) return;
+    const { State } = zk();
+    if (state === State.SYNC_CONNECTED || state === State.CONNECTED_READ_ONLY) {
+      if (this.expiryTimer !== null) clearTimeout(this.expiryTimer);
+      this.expiryTimer = null;
+    } else if (state === State.DISCONNECTED) {
+      // The server drops the session once it has heard nothing for the timeout; so do we.
+      this.expiryTimer ??= setTimeout(() => this.replace(client, epoch), client.getSessionTimeout());
+    } else if (state === State.EXPIRED) {
+      this.replace(client, epoch);
+    }
+  }
+
+  /** The session is gone: open a new one; requests wait for it. */
+  private replace(client: Zk.Client, epoch: number): void {
+    if (this.closed || this.current?.client !== client || this.epoch !== epoch) return;
+    if (this.expiryTimer !== null) clearTimeout(this.expiryTimer);
+    this.expiryTimer = null;
+    this.current = null;
+    client.close();
+    const reopen = async (): Promise<Live> => {
+      for (;;) {
+        if (this.closed) throw new StoreUnavailableError('the ZooKeeper store is closed');
+        try {
+          return await this.openSession();
+        } catch {
+          // Keep trying: requests meanwhile fail by their own time limit.
+        }
+      }
+    };
+    this.live = reopen();
+    this.live.then(
+      (live) => {
+        for (const listener of this.sessionListeners) listener(live.epoch);
+      },
+      () => undefined,
+    );
+  }
+}
+
+interface RawResult {
+  type: number;
+  err?: number;
+  path?: string;
+  stat?: RawStat;
+}
+
+function isException(error: unknown): error is Zk.Exception {
+  return typeof (error as { getCode?: unknown }).getCode === 'function';
+}
+
+function translate(error: Error | Zk.Exception, path: string, hosts: string): Error {
+  if (error instanceof ZkError) {
+    return error.transient ? new StoreUnavailableError(transientMessage(error.code, hosts), error) : error;
+  }
+  if (isException(error)) {
+    const code = error.getCode();
+    if (TRANSIENT.has(code)) return new StoreUnavailableError(transientMessage(code, hosts), error);
+    return new ZkError(code, error.getName(), path);
+  }
+  return error;
+}
+
+function transientMessage(code: number, hosts: string): string {
+  if (code === ZkCode.SessionExpired) return `the ZooKeeper session expired (${hosts}); kvmq opens a new one`;
+  return `lost the connection to ZooKeeper at ${hosts} during a request; it may or may not have been applied`;
+}
+
+function toStat(raw: RawStat | undefined): ZkStat {
+  if (raw === undefined) return { version: -1, cversion: -1, numChildren: 0, dataLength: 0, ephemeralOwner: '' };
+  return {
+    version: raw.version,
+    cversion: raw.cversion,
+    numChildren: raw.numChildren,
+    dataLength: raw.dataLength,
+    ephemeralOwner: raw.ephemeralOwner.toString('hex'),
+  };
+}

@@ -1,0 +1,400 @@
+/**
+ * Enqueue: each new message is its whole task tree plus its queue entry,
+ * created in one multi, so nothing half-written is ever visible; a batch goes
+ * in as few multis as the packet limit allows. An id that exists is refused
+ * with its state, or revived / requeued (see existing()), each in one multi
+ * with a version check on the task's state.
+ */
+import { KvmqError } from '../errors.js';
+import { parseFilterClass } from '../model/filters.js';
+import { isZkError, ZkCode, type ZkOp } from './client.js';
+import {
+  classOfNode,
+  deriveState,
+  encodeState,
+  entryPrefix,
+  makeState,
+  taskNodes,
+  decodeState,
+  type TaskState,
+} from './layout.js';
+import type { StoreContext } from './context.js';
+import type { QueueContext } from './queue.js';
+import type { NewMessage } from '../store/contract.js';
+import type { EnqueueResult } from '../model/types.js';
+
+/** Request bytes per multi, below jute.maxbuffer (1 MiB) with room for framing. */
+export const MULTI_BYTES = 1_000_000;
+const OPS_PER_MULTI = 2000;
+// Per-op framing and a state node, roughly.
+const OP_OVERHEAD = 64;
+const STATE_BYTES = 600;
+const MAX_TRIES = 20;
+
+export async function enqueueMessages(
+  ctx: StoreContext,
+  q: QueueContext,
+  messages: readonly NewMessage[],
+): Promise<EnqueueResult[]> {
+  for (const m of messages) {
+    if (messageBytes(q, m) > MULTI_BYTES) {
+      throw new KvmqError(
+        'MESSAGE_TOO_LARGE',
+        `message ${m.id} with its metadata is ${messageBytes(q, m)} bytes, over ZooKeeper's packet limit ` +
+          `(${MULTI_BYTES} bytes here); make the payload or metadata smaller`,
+      );
+    }
+  }
+  await q.ensure();
+  const results = new Array<EnqueueResult | undefined>(messages.length);
+  // The first of each id goes in as new; repeats, and ids that exist, are looked at one by one after.
+  const seen = new Set<string>();
+  let fresh: number[] = [];
+  const later: number[] = [];
+  messages.forEach((m, i) => {
+    if (seen.has(m.id)) later.push(i);
+    else {
+      seen.add(m.id);
+      fresh.push(i);
+    }
+  });
+  for (let tries = 0; fresh.length > 0; tries++) {
+    if (tries > MAX_TRIES) throw new Error('enqueue: too many conflicting retries');
+    const next: number[] = [];
+    for (const chunk of chunks(q, messages, fresh)) {
+      const outcome = await createChunk(ctx, q, messages, chunk, results);
+      next.push(...outcome.retry);
+      later.push(...outcome.existing);
+    }
+    fresh = next;
+  }
+  later.sort((a, b) => a - b);
+  for (const i of later) {
+    const m = messages[i];
+    if (m !== undefined) results[i] = await existing(ctx, q, m);
+  }
+  if (results.some((r) => r?.ok === true)) ctx.wakeups.notify(q.name);
+  return results.map((r) => {
+    if (r === undefined) throw new Error('enqueue left a message without a result');
+    return r;
+  });
+}
+
+function messageBytes(q: QueueContext, m: NewMessage): number {
+  const metadata = JSON.stringify(m.metadata).length;
+  return m.payload.byteLength + metadata + STATE_BYTES + 10 * (q.paths.task(m.id).length + OP_OVERHEAD);
+}
+
+/** Splits message indexes into runs that each fit one multi. */
+function chunks(q: QueueContext, messages: readonly NewMessage[], indexes: readonly number[]): number[][] {
+  const out: number[][] = [];
+  let current: number[] = [];
+  let bytes = 0;
+  let ops = 0;
+  for (const i of indexes) {
+    const m = messages[i];
+    if (m === undefined) continue;
+    const size = messageBytes(q, m);
+    const count = 8 + Object.keys(m.filters).length;
+    if (current.length > 0 && (bytes + size > MULTI_BYTES || ops + count > OPS_PER_MULTI)) {
+      out.push(current);
+      current = [];
+      bytes = 0;
+      ops = 0;
+    }
+    current.push(i);
+    bytes += size;
+    ops += count;
+  }
+  if (current.length > 0) out.push(current);
+  return out;
+}
+
+/** Ops that create one task and its entry, and the index of the first op. */
+async function newTaskOps(q: QueueContext, m: NewMessage, now: number): Promise<ZkOp[]> {
+  const taskPath = q.paths.task(m.id);
+  const nodes = taskNodes(taskPath);
+  const readyAt = now + m.initialBackoffMs;
+  const sub = q.sub(m.filterClass);
+  const prefix = `${await sub.tailBucket()}/${entryPrefix(readyAt, m.id)}`;
+  const state = makeState(
+    {
+      phase: 'pending',
+      readyAt,
+      lockUntil: 0,
+      consumer: null,
+      backoffUntil: 0,
+      requeue: false,
+      nextEncoding: null,
+      attempt: 0,
+      outcome: null,
+      lastError: null,
+      enqueuedAt: now,
+      updatedAt: now,
+      encoding: m.encoding,
+      filterClass: m.filterClass,
+      entry: prefix,
+      done: null,
+    },
+    now,
+  );
+  const ops: ZkOp[] = [
+    { op: 'create', path: taskPath },
+    { op: 'create', path: nodes.filters },
+    ...Object.entries(m.filters).map(([name, value]): ZkOp => ({
+      op: 'create',
+      path: `${nodes.filters}/${name}`,
+      data: Buffer.from(value),
+    })),
+    { op: 'create', path: nodes.state, data: encodeState(state) },
+    { op: 'create', path: nodes.metadata, data: Buffer.from(JSON.stringify(m.metadata)) },
+    { op: 'create', path: nodes.data, data: asBuffer(m.payload) },
+    { op: 'create', path: prefix, kind: 'sequential' },
+  ];
+  return ops;
+}
+
+interface ChunkOutcome {
+  /** Message indexes to try again as new. */
+  readonly retry: number[];
+  /** Message indexes whose id exists. */
+  readonly existing: number[];
+}
+
+async function createChunk(
+  ctx: StoreContext,
+  q: QueueContext,
+  messages: readonly NewMessage[],
+  chunk: readonly number[],
+  results: (EnqueueResult | undefined)[],
+): Promise<ChunkOutcome> {
+  // Task buckets are made on first use; making them before the multi saves a failed round.
+  const buckets = new Set(chunk.map((i) => q.paths.taskBucket(messages[i]?.id ?? '')));
+  await Promise.all([...buckets].filter((b) => !q.knowsTaskBucket(b)).map((b) => q.makeTaskBucket(b)));
+  const now = Date.now();
+  const ops: ZkOp[] = [];
+  const owner: number[] = [];
+  const classes = new Set<string>();
+  for (const i of chunk) {
+    const m = messages[i];
+    if (m === undefined) continue;
+    const taskOps = await newTaskOps(q, m, now);
+    ops.push(...taskOps);
+    owner.push(...taskOps.map(() => i));
+    classes.add(m.filterClass);
+  }
+  // Touching each sub-queue node is what wakes idle workers' watches.
+  for (const filterClass of classes) {
+    ops.push({ op: 'set', path: q.paths.classDir(filterClass), data: Buffer.alloc(0), version: -1 });
+    owner.push(-1);
+  }
+  try {
+    const created = await ctx.zk.multi(ops);
+    for (const i of chunk) {
+      const m = messages[i];
+      if (m !== undefined) results[i] = { ok: true, id: m.id, action: 'added' };
+    }
+    created.forEach((r, k) => {
+      const op = ops[k];
+      if (op?.op === 'create' && op.kind === 'sequential' && r.path !== undefined) {
+        const m = messages[owner[k] ?? -1];
+        if (m !== undefined) q.sub(m.filterClass).noteCreated(r.path);
+      }
+      if (op?.op === 'create' && k === 0) q.noteTaskBucket(parentOf(op.path));
+    });
+    return { retry: [], existing: [] };
+  } catch (error) {
+    if (!isZkError(error) || error.opIndex < 0) throw error;
+    const failedOp = ops[error.opIndex];
+    const index = owner[error.opIndex] ?? -1;
+    const m = messages[index];
+    if (failedOp === undefined) throw error;
+    if (error.code === ZkCode.NodeExists && m !== undefined && failedOp.path === q.paths.task(m.id)) {
+      // That id exists; find any others of the chunk that do before trying the rest again.
+      const others = chunk.filter((i) => i !== index);
+      const exists = await Promise.all(
+        others.map((i) => ctx.zk.exists(q.paths.task(messages[i]?.id ?? '')).then((s) => s !== null)),
+      );
+      return {
+        retry: others.filter((_, k) => !exists[k]),
+        existing: [index, ...others.filter((_, k) => exists[k])],
+      };
+    }
+    if (error.code === ZkCode.NoNode) {
+      await makeParents(q, failedOp.path);
+      return { retry: [...chunk], existing: [] };
+    }
+    throw error;
+  }
+}
+
+/** A create failed for a missing parent: a task bucket, a sub-queue or its tail bucket. */
+async function makeParents(q: QueueContext, path: string): Promise<void> {
+  const parent = parentOf(path);
+  if (parent.startsWith(`${q.paths.tasks}/`) && parent.split('/').length === q.paths.tasks.split('/').length + 1) {
+    await q.makeTaskBucket(parent);
+    return;
+  }
+  if (parent.startsWith(`${q.paths.queue}/`)) {
+    const classDir = parent
+      .split('/')
+      .slice(0, q.paths.queue.split('/').length + 1)
+      .join('/');
+    await q.ensure();
+    await q.sub(classOfNode(classDir.slice(q.paths.queue.length + 1))).makeTail();
+    return;
+  }
+  // The queue's skeleton itself is missing (cleared or deleted by hand): make it again.
+  await q.ensure();
+  await q.makeTaskBucket(parent).catch(() => undefined);
+}
+
+function parentOf(path: string): string {
+  return path.slice(0, path.lastIndexOf('/'));
+}
+
+/**
+ * The id exists: refuse with its state, except a `done-awaiting-gc` message
+ * is revived, and with allowRequeue a `locked` or `done-with-backoff` one is
+ * marked to run again. Retried when the state changes under us.
+ */
+async function existing(ctx: StoreContext, q: QueueContext, m: NewMessage): Promise<EnqueueResult> {
+  const taskPath = q.paths.task(m.id);
+  const nodes = taskNodes(taskPath);
+  for (let tries = 0; tries < MAX_TRIES; tries++) {
+    const now = Date.now();
+    let state: TaskState;
+    let version: number;
+    let claimed: boolean;
+    try {
+      const [read, claim] = await Promise.all([ctx.zk.get(nodes.state), ctx.zk.exists(nodes.claim)]);
+      state = decodeState(nodes.state, read.data);
+      version = read.stat.version;
+      claimed = claim !== null;
+    } catch (error) {
+      if (!isZkError(error, ZkCode.NoNode)) throw error;
+      // Gone meanwhile (GC, clear): add it as new.
+      const added = await addOne(ctx, q, m);
+      if (added !== null) return added;
+      continue;
+    }
+    const current = deriveState(state, claimed, now);
+    let ops: ZkOp[];
+    let action: 'revived' | 'requeued';
+    if (current === 'done-awaiting-gc') {
+      ops = await reviveOps(q, m, state, version, now);
+      action = 'revived';
+    } else if (m.allowRequeue && current === 'done-with-backoff') {
+      // Queued again when its backoff ends, with attempt 0 (and the new payload, if asked).
+      const prefix = `${await q.sub(state.filterClass).tailBucket()}/${entryPrefix(state.backoffUntil, m.id)}`;
+      const next = makeState(
+        {
+          ...state,
+          phase: 'pending',
+          readyAt: state.backoffUntil,
+          requeue: true,
+          attempt: 0,
+          entry: prefix,
+          done: null,
+          encoding: m.replacePayload ? m.encoding : state.encoding,
+          updatedAt: now,
+        },
+        now,
+      );
+      ops = [{ op: 'set', path: nodes.state, data: encodeState(next), version }];
+      if (m.replacePayload) ops.push({ op: 'set', path: nodes.data, data: asBuffer(m.payload), version: -1 });
+      ops.push({ op: 'create', path: prefix, kind: 'sequential' });
+      ops.push({ op: 'set', path: q.paths.classDir(state.filterClass), data: Buffer.alloc(0), version: -1 });
+      action = 'requeued';
+    } else if (m.allowRequeue && current === 'locked') {
+      const next = makeState(
+        { ...state, requeue: true, nextEncoding: m.replacePayload ? m.encoding : state.nextEncoding, updatedAt: now },
+        now,
+      );
+      ops = [{ op: 'set', path: nodes.state, data: encodeState(next), version }];
+      if (m.replacePayload) {
+        const hasNext = state.nextEncoding !== null;
+        ops.push(
+          hasNext
+            ? { op: 'set', path: nodes.next, data: asBuffer(m.payload), version: -1 }
+            : { op: 'create', path: nodes.next, data: asBuffer(m.payload) },
+        );
+      }
+      action = 'requeued';
+    } else {
+      return { ok: false, id: m.id, state: current };
+    }
+    try {
+      await ctx.zk.multi(ops);
+      return { ok: true, id: m.id, action };
+    } catch (error) {
+      if (!isZkError(error)) throw error;
+      const failed = ops[error.opIndex];
+      if (error.code === ZkCode.NoNode && failed?.op === 'create') await makeParents(q, failed.path);
+      // Otherwise the state changed (BAD_VERSION) or a node came or went: look again.
+    }
+  }
+  throw new Error(`enqueue of ${m.id}: its state kept changing; try again`);
+}
+
+async function addOne(ctx: StoreContext, q: QueueContext, m: NewMessage): Promise<EnqueueResult | null> {
+  const results: (EnqueueResult | undefined)[] = [undefined];
+  const outcome = await createChunk(ctx, q, [m], [0], results);
+  if (outcome.existing.length > 0 || outcome.retry.length > 0) return null;
+  return results[0] ?? null;
+}
+
+async function reviveOps(
+  q: QueueContext,
+  m: NewMessage,
+  old: TaskState,
+  version: number,
+  now: number,
+): Promise<ZkOp[]> {
+  const nodes = taskNodes(q.paths.task(m.id));
+  const readyAt = now + m.initialBackoffMs;
+  const prefix = `${await q.sub(m.filterClass).tailBucket()}/${entryPrefix(readyAt, m.id)}`;
+  const state = makeState(
+    {
+      phase: 'pending',
+      readyAt,
+      lockUntil: 0,
+      consumer: null,
+      backoffUntil: 0,
+      requeue: false,
+      nextEncoding: null,
+      attempt: 0,
+      outcome: null,
+      lastError: null,
+      enqueuedAt: now,
+      updatedAt: now,
+      encoding: m.encoding,
+      filterClass: m.filterClass,
+      entry: prefix,
+      // Its done entry stays until GC finds it no longer matches.
+      done: null,
+    },
+    now,
+  );
+  const ops: ZkOp[] = [
+    { op: 'set', path: nodes.state, data: encodeState(state), version },
+    { op: 'set', path: nodes.data, data: asBuffer(m.payload), version: -1 },
+    { op: 'set', path: nodes.metadata, data: Buffer.from(JSON.stringify(m.metadata)), version: -1 },
+  ];
+  if (old.nextEncoding !== null) ops.push({ op: 'remove', path: nodes.next, version: -1 });
+  if (old.filterClass !== m.filterClass) {
+    for (const name of Object.keys(parseFilterClass(old.filterClass))) {
+      ops.push({ op: 'remove', path: `${nodes.filters}/${name}`, version: -1 });
+    }
+    for (const [name, value] of Object.entries(m.filters)) {
+      ops.push({ op: 'create', path: `${nodes.filters}/${name}`, data: Buffer.from(value) });
+    }
+  }
+  ops.push({ op: 'create', path: prefix, kind: 'sequential' });
+  ops.push({ op: 'set', path: q.paths.classDir(m.filterClass), data: Buffer.alloc(0), version: -1 });
+  return ops;
+}
+
+export function asBuffer(bytes: Uint8Array): Buffer {
+  return Buffer.isBuffer(bytes) ? bytes : Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
+}

@@ -1,0 +1,223 @@
+/**
+ * Finish and extend. A finish is one multi that removes the consumer's
+ * ephemeral claim and writes `state` with the version the claim (or the last
+ * extend) wrote: if the session died, the claim is gone and the multi fails;
+ * if another consumer took the message over, the version moved and it fails.
+ * Either way the late outcome is refused ('lost') and changes nothing.
+ * A batch of finishes is one multi; a conflict sends each through alone.
+ */
+import { isZkError, ZkCode, type ZkOp } from './client.js';
+import { decodeState, encodeState, entryPrefix, makeState, taskNodes } from './layout.js';
+import type { Held, StoreContext } from './context.js';
+import type { QueueContext } from './queue.js';
+import type { Finish, FinishResult } from '../store/contract.js';
+
+export async function finishMessages(
+  ctx: StoreContext,
+  q: QueueContext,
+  consumer: string,
+  finishes: readonly Finish[],
+): Promise<FinishResult[]> {
+  const results = new Array<FinishResult>(finishes.length).fill('lost');
+  let pending: { index: number; held: Held }[] = [];
+  for (const [index, f] of finishes.entries()) {
+    const held = await heldFor(ctx, q, consumer, f.id, f.attempt);
+    if (held !== null) pending.push({ index, held });
+  }
+  // One multi for them all; a failure names the message at fault, which goes alone (or is lost).
+  for (let tries = 0; pending.length > 0 && tries < 3 * finishes.length + 3; tries++) {
+    const built = await Promise.all(pending.map((p) => finishOps(ctx, q, p.held, finishes[p.index] as Finish)));
+    const ops: ZkOp[] = built.flat();
+    const owner = built.flatMap((list, k) => list.map(() => k));
+    const current = ctx.currentPath(q.name, consumer);
+    if (current !== null) {
+      const without = pending.map((p) => p.held.id);
+      ops.push({ op: 'set', path: current, data: ctx.currentData(q.name, consumer, [], without), version: -1 });
+    }
+    try {
+      const created = await ctx.zk.multi(ops);
+      created.forEach((r, k) => notePath(q, ops[k], r.path));
+      for (const p of pending) {
+        results[p.index] = 'ok';
+        ctx.dropHeld(q.name, consumer, p.held.id);
+      }
+      if (pending.some((p) => finishes[p.index]?.outcome === 'retry' || p.held.state.requeue)) {
+        ctx.wakeups.notify(q.name);
+      }
+      return results;
+    } catch (error) {
+      if (!isZkError(error) || error.opIndex < 0) throw error;
+      const failedOp = ops[error.opIndex];
+      if (error.code === ZkCode.NoNode && failedOp?.op === 'create') {
+        // The sub-queue or done bucket to write to is missing: make it, try again.
+        await makeBucket(q, failedOp.path);
+        continue;
+      }
+      if (failedOp?.path === current) {
+        ctx.registered.delete(`${q.name}\u0000${consumer}`);
+        continue;
+      }
+      const k = owner[error.opIndex];
+      const culprit = k === undefined ? undefined : pending[k];
+      if (culprit === undefined) throw error;
+      // Look again at the culprit: still ours (the state changed, e.g. a requeue mark), or lost.
+      const again = await heldFor(ctx, q, consumer, culprit.held.id, culprit.held.attempt, true);
+      pending = pending.filter((p) => p !== culprit);
+      if (again !== null) pending.push({ index: culprit.index, held: again });
+    }
+  }
+  return results;
+}
+
+/** The claim as this store holds it; re-read from the server when missing or stale (`reread`). */
+async function heldFor(
+  ctx: StoreContext,
+  q: QueueContext,
+  consumer: string,
+  id: string,
+  attempt: number,
+  reread = false,
+): Promise<Held | null> {
+  const known = ctx.getHeld(q.name, consumer, id);
+  if (known !== undefined && known.attempt === attempt && !reread) return known;
+  const nodes = taskNodes(q.paths.task(id));
+  try {
+    const [read, claim] = await Promise.all([ctx.zk.get(nodes.state), ctx.zk.exists(nodes.claim)]);
+    const state = decodeState(nodes.state, read.data);
+    const ours =
+      state.phase === 'locked' &&
+      state.consumer === consumer &&
+      state.attempt === attempt &&
+      claim !== null &&
+      claim.ephemeralOwner === ctx.zk.sessionId &&
+      known !== undefined &&
+      known.epoch === ctx.zk.epoch;
+    if (!ours) {
+      ctx.dropHeld(q.name, consumer, id);
+      return null;
+    }
+    const held: Held = { ...known, stateVersion: read.stat.version, state };
+    ctx.setHeld(held);
+    return held;
+  } catch (error) {
+    if (isZkError(error, ZkCode.NoNode)) {
+      ctx.dropHeld(q.name, consumer, id);
+      return null;
+    }
+    throw error;
+  }
+}
+
+async function finishOps(ctx: StoreContext, q: QueueContext, held: Held, f: Finish): Promise<ZkOp[]> {
+  const now = Date.now();
+  const s = held.state;
+  const nodes = taskNodes(held.taskPath);
+  const ops: ZkOp[] = [{ op: 'remove', path: nodes.claim, version: -1 }];
+  const requeued = f.outcome !== 'retry' && s.requeue;
+  if (f.outcome === 'retry' || requeued) {
+    const readyAt = now + f.backoffMs;
+    const sub = q.sub(s.filterClass);
+    const prefix = `${await sub.tailBucket()}/${entryPrefix(readyAt, held.id)}`;
+    const next = makeState(
+      {
+        ...s,
+        phase: 'pending',
+        readyAt,
+        lockUntil: 0,
+        consumer: null,
+        // A requeued run starts again at attempt 0; with a backoff it waits as done-with-requeue.
+        attempt: requeued ? 0 : s.attempt,
+        requeue: requeued && f.backoffMs > 0,
+        nextEncoding: null,
+        encoding: s.nextEncoding ?? s.encoding,
+        outcome: f.outcome,
+        lastError: f.error,
+        updatedAt: now,
+        entry: prefix,
+      },
+      now,
+    );
+    ops.push({ op: 'set', path: nodes.state, data: encodeState(next), version: held.stateVersion });
+    if (s.nextEncoding !== null) {
+      // The requeue replaced the payload: the next run carries it.
+      const replacement = await ctx.zk.get(nodes.next);
+      ops.push({ op: 'set', path: nodes.data, data: replacement.data, version: -1 });
+      ops.push({ op: 'remove', path: nodes.next, version: -1 });
+    }
+    ops.push({ op: 'remove', path: held.entryPath, version: -1 });
+    ops.push({ op: 'create', path: prefix, kind: 'sequential' });
+    ops.push({ op: 'set', path: q.paths.classDir(s.filterClass), data: Buffer.alloc(0), version: -1 });
+    return ops;
+  }
+  const prefix = `${await q.done.tailBucket()}/${entryPrefix(now, held.id)}`;
+  const done = makeState(
+    {
+      ...s,
+      phase: 'done',
+      lockUntil: 0,
+      consumer: null,
+      backoffUntil: now + f.backoffMs,
+      requeue: false,
+      outcome: f.outcome,
+      lastError: f.error,
+      updatedAt: now,
+      entry: null,
+      done: prefix,
+    },
+    now,
+  );
+  ops.push({ op: 'set', path: nodes.state, data: encodeState(done), version: held.stateVersion });
+  ops.push({ op: 'remove', path: held.entryPath, version: -1 });
+  ops.push({ op: 'create', path: prefix, kind: 'sequential' });
+  return ops;
+}
+
+function notePath(q: QueueContext, op: ZkOp | undefined, path: string | undefined): void {
+  if (op?.op !== 'create' || op.kind !== 'sequential' || path === undefined) return;
+  if (path.startsWith(`${q.paths.done}/`)) q.done.noteCreated(path);
+  else if (path.startsWith(`${q.paths.queue}/`)) {
+    const node = path.slice(q.paths.queue.length + 1).split('/')[0] ?? '';
+    q.sub(node === 'none' ? '' : node).noteCreated(path);
+  }
+}
+
+async function makeBucket(q: QueueContext, path: string): Promise<void> {
+  await q.ensure();
+  if (path.startsWith(`${q.paths.done}/`)) return q.done.makeTail();
+  const node = path.slice(q.paths.queue.length + 1).split('/')[0] ?? '';
+  return q.sub(node === 'none' ? '' : node).makeTail();
+}
+
+/** Renews held locks; returns the ids this consumer no longer holds. */
+export async function extendLocks(
+  ctx: StoreContext,
+  q: QueueContext,
+  consumer: string,
+  held: readonly { id: string; attempt: number }[],
+  lockMs: number,
+): Promise<string[]> {
+  const lost = await Promise.all(
+    held.map(async ({ id, attempt }) => {
+      for (let tries = 0; tries < 3; tries++) {
+        const h = await heldFor(ctx, q, consumer, id, attempt, tries > 0);
+        if (h === null) return id;
+        const now = Date.now();
+        const state = makeState({ ...h.state, lockUntil: now + lockMs }, now);
+        try {
+          const stat = await ctx.zk.set(`${h.taskPath}/state`, encodeState(state), h.stateVersion);
+          h.stateVersion = stat.version;
+          h.state = state;
+          return null;
+        } catch (error) {
+          if (isZkError(error, ZkCode.NoNode)) {
+            ctx.dropHeld(q.name, consumer, id);
+            return id;
+          }
+          if (!isZkError(error, ZkCode.BadVersion)) throw error;
+        }
+      }
+      return id;
+    }),
+  );
+  return lost.filter((id): id is string => id !== null);
+}

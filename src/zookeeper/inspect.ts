@@ -1,0 +1,149 @@
+/** status, queueStatus and the consumer registry (`consumers/<id>` with its ephemeral `current`). */
+import { MESSAGE_STATES, type ConsumerInfo, type MessageState, type MessageStatus } from '../model/types.js';
+import { isZkError, ZkCode } from './client.js';
+import { consumerOfNode, decodeState, deriveState, stateEndsAt, taskNodes } from './layout.js';
+import { mapLimit } from './tree.js';
+import { registrationKey, type StoreContext } from './context.js';
+import type { QueueContext } from './queue.js';
+import type { ConsumerRegistration } from '../store/contract.js';
+
+export async function messageStatus(ctx: StoreContext, q: QueueContext, id: string): Promise<MessageStatus | null> {
+  const nodes = taskNodes(q.paths.task(id));
+  let read;
+  try {
+    read = await Promise.all([ctx.zk.get(nodes.state), ctx.zk.exists(nodes.claim)]);
+  } catch (error) {
+    if (isZkError(error, ZkCode.NoNode)) return null;
+    throw error;
+  }
+  const [{ data }, claim] = read;
+  const s = decodeState(nodes.state, data);
+  const now = Date.now();
+  const state = deriveState(s, claim !== null, now);
+  return {
+    queue: q.name,
+    id,
+    state,
+    attempt: s.attempt,
+    outcome: s.outcome,
+    lastError: s.lastError,
+    enqueuedAt: s.enqueuedAt,
+    updatedAt: s.updatedAt,
+    consumer: state === 'locked' || state === 'locked-with-requeue' ? s.consumer : null,
+    until: stateEndsAt(s, claim !== null, now),
+  };
+}
+
+/** Counts per state: reads every task's state (this is a scan: its cost grows with the queue). */
+export async function stateCounts(ctx: StoreContext, q: QueueContext): Promise<Record<MessageState, number>> {
+  const counts = Object.fromEntries(MESSAGE_STATES.map((s) => [s, 0])) as Record<MessageState, number>;
+  let buckets: string[];
+  try {
+    buckets = (await ctx.zk.children(q.paths.tasks)).children;
+  } catch (error) {
+    if (isZkError(error, ZkCode.NoNode)) return counts;
+    throw error;
+  }
+  const ids = (
+    await mapLimit(buckets, 16, async (bucket) => {
+      try {
+        return (await ctx.zk.children(`${q.paths.tasks}/${bucket}`)).children;
+      } catch (error) {
+        if (isZkError(error, ZkCode.NoNode)) return [];
+        throw error;
+      }
+    })
+  ).flat();
+  await mapLimit(ids, 128, async (id) => {
+    const status = await messageStatus(ctx, q, id);
+    if (status !== null) counts[status.state] += 1;
+  });
+  return counts;
+}
+
+interface ConsumerNode {
+  readonly host: string;
+  readonly pid: number;
+  readonly startedAt: number;
+}
+
+interface CurrentNode {
+  readonly holding: string[];
+  readonly lastSeenAt: number;
+}
+
+/** Live consumers: those whose ephemeral `current` exists. */
+export async function liveConsumers(ctx: StoreContext, q: QueueContext): Promise<ConsumerInfo[]> {
+  let nodes: string[];
+  try {
+    nodes = (await ctx.zk.children(q.paths.consumers)).children;
+  } catch (error) {
+    if (isZkError(error, ZkCode.NoNode)) return [];
+    throw error;
+  }
+  const infos = await mapLimit(nodes, 32, async (node): Promise<ConsumerInfo | null> => {
+    const path = `${q.paths.consumers}/${node}`;
+    try {
+      const [consumer, current] = await Promise.all([ctx.zk.get(path), ctx.zk.get(`${path}/current`)]);
+      const c = JSON.parse(consumer.data.toString('utf8')) as ConsumerNode;
+      const cur = JSON.parse(current.data.toString('utf8')) as CurrentNode;
+      return {
+        id: consumerOfNode(node),
+        host: c.host,
+        pid: c.pid,
+        startedAt: c.startedAt,
+        lastSeenAt: cur.lastSeenAt,
+        holding: cur.holding,
+      };
+    } catch (error) {
+      if (isZkError(error, ZkCode.NoNode) || error instanceof SyntaxError) return null;
+      throw error;
+    }
+  });
+  return infos.filter((c): c is ConsumerInfo => c !== null).sort((a, b) => a.startedAt - b.startedAt);
+}
+
+/**
+ * Registers (or renews) a consumer: `consumers/<id>` holds who it is, and its
+ * ephemeral `current` what it holds and when it was last seen; the session
+ * keeps it alive, so it vanishes when the consumer's process dies.
+ */
+export async function registerConsumer(ctx: StoreContext, q: QueueContext, c: ConsumerRegistration): Promise<void> {
+  await q.ensure();
+  const zk = ctx.zk;
+  const path = q.paths.consumer(c.id);
+  const current = q.paths.current(c.id);
+  const key = registrationKey(q.name, c.id);
+  const epoch = zk.epoch;
+  const data = ctx.currentData(q.name, c.id);
+  if (ctx.registered.get(key)?.epoch === epoch) {
+    try {
+      await zk.set(current, data, -1);
+      return;
+    } catch (error) {
+      if (!isZkError(error, ZkCode.NoNode)) throw error;
+    }
+  }
+  const info = Buffer.from(JSON.stringify({ host: c.host, pid: c.pid, startedAt: Date.now() }));
+  await zk.ensure(path, info);
+  try {
+    await zk.create(current, data, 'ephemeral');
+  } catch (error) {
+    if (!isZkError(error, ZkCode.NodeExists)) throw error;
+    // Left by this consumer's earlier, expired session: replace it with one of this session.
+    await zk.remove(current, -1).catch(() => undefined);
+    await zk.create(current, data, 'ephemeral');
+  }
+  ctx.registered.set(key, { epoch, host: c.host, pid: c.pid });
+}
+
+export async function unregisterConsumer(ctx: StoreContext, q: QueueContext, id: string): Promise<void> {
+  ctx.registered.delete(registrationKey(q.name, id));
+  for (const path of [q.paths.current(id), q.paths.consumer(id)]) {
+    try {
+      await ctx.zk.remove(path, -1);
+    } catch (error) {
+      if (!isZkError(error, ZkCode.NoNode) && !isZkError(error, ZkCode.NotEmpty)) throw error;
+    }
+  }
+}

@@ -1,0 +1,240 @@
+/**
+ * The zkmq tree, one per kvmq queue, under the URL's chroot:
+ *
+ *   /_kvmq                                   marker: this chroot is kvmq's
+ *   /<queue>                                 marker: a kvmq queue (zkmq's /dir)
+ *     /queue                                 pending entries; data: queue-wide dry runs
+ *       /<filter class>                      a sub-queue per filter class ('none': no filters)
+ *         /<bucket>                          at most BUCKET_SIZE entries each
+ *           /<readyAt>-<task>-<seq>          an entry, kept while its task is locked
+ *     /tasks/<hash bucket>/<task>            filters/<name>, state, metadata, data, claim, next
+ *     /done/<bucket>/<doneAt>-<task>-<seq>   finished tasks in finishing order, for GC
+ *     /consumers/<id>                        a consumer; /current (ephemeral) what it holds
+ *     /conf/task_gc_lifetime, task_gc_interval, filters
+ *     /lock                                  data: last GC time; /lock/gc (ephemeral) while a GC runs
+ */
+import { StoreLayoutError } from '../errors.js';
+import type { MessageState, Outcome } from '../model/types.js';
+import type { PayloadEncoding } from '../model/payload.js';
+
+export const ROOT_MARKER_NAME = '_kvmq';
+export const ROOT_MARKER = JSON.stringify({ kvmq: 'zookeeper', layout: 1 });
+export const QUEUE_MARKER = JSON.stringify({ kvmq: 'queue', layout: 1 });
+
+/** Entries per bucket: a listing of 2,000 names of up to 290 bytes stays far below jute.maxbuffer (1 MiB). */
+export const BUCKET_SIZE = 2000;
+/** Tasks spread over 4,096 buckets by a hash of their id, so status and dedupe find a task in one read. */
+const TASK_BUCKETS = 4096;
+export const NO_FILTERS = 'none';
+
+export class QueuePaths {
+  readonly dir: string;
+  readonly queue: string;
+  readonly tasks: string;
+  readonly done: string;
+  readonly consumers: string;
+  readonly conf: string;
+  readonly lock: string;
+  readonly gcLock: string;
+
+  constructor(readonly name: string) {
+    this.dir = `/${name}`;
+    this.queue = `${this.dir}/queue`;
+    this.tasks = `${this.dir}/tasks`;
+    this.done = `${this.dir}/done`;
+    this.consumers = `${this.dir}/consumers`;
+    this.conf = `${this.dir}/conf`;
+    this.lock = `${this.dir}/lock`;
+    this.gcLock = `${this.lock}/gc`;
+  }
+
+  /** The nodes a new queue starts with, parents first. */
+  skeleton(): { path: string; data: string }[] {
+    return [
+      { path: this.dir, data: QUEUE_MARKER },
+      { path: this.queue, data: JSON.stringify({ dryRuns: 0, eoqUntil: 0 }) },
+      // The sub-queue of messages without filters, ready for the first enqueue.
+      { path: `${this.queue}/${NO_FILTERS}`, data: '' },
+      { path: `${this.queue}/${NO_FILTERS}/${bucketName(0)}`, data: '' },
+      { path: this.tasks, data: '' },
+      { path: this.done, data: '' },
+      { path: this.consumers, data: '' },
+      { path: this.conf, data: '' },
+      { path: this.lock, data: JSON.stringify({ gcAt: 0 }) },
+    ];
+  }
+
+  classDir(filterClass: string): string {
+    return `${this.queue}/${classNode(filterClass)}`;
+  }
+
+  taskBucket(id: string): string {
+    return `${this.tasks}/${taskBucketOf(id)}`;
+  }
+
+  task(id: string): string {
+    return `${this.taskBucket(id)}/${id}`;
+  }
+
+  consumer(id: string): string {
+    return `${this.consumers}/${consumerNode(id)}`;
+  }
+
+  current(id: string): string {
+    return `${this.consumer(id)}/current`;
+  }
+}
+
+/** A consumer id as a node name: only '/' (and the escape '%') need escaping. */
+export function consumerNode(id: string): string {
+  return id.replaceAll('%', '%25').replaceAll('/', '%2F');
+}
+
+export function consumerOfNode(node: string): string {
+  return node.replaceAll('%2F', '/').replaceAll('%25', '%');
+}
+
+/** Nodes of one task. */
+export function taskNodes(taskPath: string): {
+  filters: string;
+  state: string;
+  metadata: string;
+  data: string;
+  claim: string;
+  next: string;
+} {
+  return {
+    filters: `${taskPath}/filters`,
+    state: `${taskPath}/state`,
+    metadata: `${taskPath}/metadata`,
+    data: `${taskPath}/data`,
+    claim: `${taskPath}/claim`,
+    next: `${taskPath}/next`,
+  };
+}
+
+/** A filter class as a node name: the class itself ('a=x&b=y'), or 'none'. */
+export function classNode(filterClass: string): string {
+  return filterClass === '' ? NO_FILTERS : filterClass;
+}
+
+export function classOfNode(node: string): string {
+  return node === NO_FILTERS ? '' : node;
+}
+
+function taskBucketOf(id: string): string {
+  // FNV-1a: cheap, stable across processes and versions.
+  let hash = 0x811c9dc5;
+  for (let i = 0; i < id.length; i++) {
+    hash ^= id.charCodeAt(i);
+    hash = Math.imul(hash, 0x01000193);
+  }
+  return ((hash >>> 0) % TASK_BUCKETS).toString(16).padStart(3, '0');
+}
+
+export function bucketName(n: number): string {
+  return n.toString().padStart(10, '0');
+}
+
+/** The prefix of an entry; ZooKeeper appends a 10-digit sequence number. */
+export function entryPrefix(at: number, id: string): string {
+  return `${at.toString().padStart(13, '0')}-${id}-`;
+}
+
+export interface Entry {
+  /** Full path. */
+  readonly path: string;
+  readonly bucket: string;
+  readonly name: string;
+  /** readyAt for queue entries, doneAt for done entries. */
+  readonly at: number;
+  readonly id: string;
+  readonly seq: number;
+}
+
+export function parseEntry(bucketPath: string, bucket: string, name: string): Entry | null {
+  if (name.length < 13 + 1 + 1 + 1 + 10) return null;
+  const at = Number(name.slice(0, 13));
+  const seq = Number(name.slice(-10));
+  const id = name.slice(14, -11);
+  if (!Number.isFinite(at) || !Number.isFinite(seq) || id === '') return null;
+  return { path: `${bucketPath}/${name}`, bucket, name, at, id, seq };
+}
+
+export function compareEntries(a: Entry, b: Entry): number {
+  return a.at - b.at || a.bucket.localeCompare(b.bucket) || a.seq - b.seq;
+}
+
+export type Phase = 'pending' | 'locked' | 'done';
+
+/**
+ * The `state` node: the state enum as of the last write (what a plain client
+ * reads), and the times and counters kvmq derives the current state from.
+ */
+export interface TaskState {
+  readonly state: MessageState;
+  readonly phase: Phase;
+  readonly readyAt: number;
+  readonly lockUntil: number;
+  readonly consumer: string | null;
+  readonly backoffUntil: number;
+  /** Locked: queue again after this run; pending: a requeue waiting for its backoff. */
+  readonly requeue: boolean;
+  /** A replacement payload waits in `next` for the requeued run. */
+  readonly nextEncoding: PayloadEncoding | null;
+  readonly attempt: number;
+  readonly outcome: Outcome | null;
+  readonly lastError: string | null;
+  readonly enqueuedAt: number;
+  readonly updatedAt: number;
+  readonly encoding: PayloadEncoding;
+  readonly filterClass: string;
+  /** The queue entry (pending and locked), or null. */
+  readonly entry: string | null;
+  /** The done entry (done), or null. */
+  readonly done: string | null;
+}
+
+type StateFields = Omit<TaskState, 'state'>;
+
+/** A state to write: the enum field is computed from the rest. */
+export function makeState(fields: StateFields & { state?: MessageState }, now: number): TaskState {
+  return { ...fields, state: deriveState(fields, true, now) };
+}
+
+/**
+ * The state now. `claimed`: the task's ephemeral claim exists (a lock whose
+ * owner's session died is free at once).
+ */
+export function deriveState(s: StateFields, claimed: boolean, now: number): MessageState {
+  switch (s.phase) {
+    case 'pending':
+      if (s.readyAt <= now) return 'queued';
+      return s.requeue ? 'done-with-requeue' : 'queued-with-backoff';
+    case 'locked':
+      if (s.lockUntil <= now || !claimed) return 'queued';
+      return s.requeue ? 'locked-with-requeue' : 'locked';
+    case 'done':
+      return s.backoffUntil > now ? 'done-with-backoff' : 'done-awaiting-gc';
+  }
+}
+
+/** When the current state ends by itself, or null. */
+export function stateEndsAt(s: TaskState, claimed: boolean, now: number): number | null {
+  const at = s.phase === 'pending' ? s.readyAt : s.phase === 'locked' ? (claimed ? s.lockUntil : 0) : s.backoffUntil;
+  return at > now ? at : null;
+}
+
+export function encodeState(state: TaskState): Buffer {
+  return Buffer.from(JSON.stringify(state));
+}
+
+export function decodeState(path: string, data: Buffer): TaskState {
+  try {
+    const parsed = JSON.parse(data.toString('utf8')) as TaskState;
+    if (typeof parsed.phase === 'string' && typeof parsed.attempt === 'number') return parsed;
+  } catch {
+    // reported below
+  }
+  throw new StoreLayoutError(`${path} does not hold a kvmq task state; is something else writing under this dir?`);
+}

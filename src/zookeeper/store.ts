@@ -1,0 +1,180 @@
+/**
+ * The ZooKeeper store: zkmq's tree (see layout.ts and docs/zookeeper.md) on a
+ * real ensemble, every state change one multi. Claims are ephemeral nodes, so
+ * a dead consumer's messages are free as soon as ZooKeeper ends its session.
+ */
+import { KvmqError, StoreUnavailableError } from '../errors.js';
+import { ZkError, ZkSession } from './client.js';
+import { ClaimCache, claimMessages } from './claim.js';
+import { readConfig, writeConfig } from './conf.js';
+import { StoreContext } from './context.js';
+import { enqueueMessages, MULTI_BYTES } from './enqueue.js';
+import { extendLocks, finishMessages } from './finish.js';
+import { clearQueue, runGc } from './gc.js';
+import { liveConsumers, messageStatus, registerConsumer, stateCounts, unregisterConsumer } from './inspect.js';
+import { checkRoot } from './root.js';
+import { parseZookeeperUrl } from './url.js';
+import { Wakeups } from './wakeups.js';
+import type {
+  ClaimRequest,
+  ClaimResult,
+  ConsumerRegistration,
+  Finish,
+  FinishResult,
+  NewMessage,
+  Store,
+  StoreCapabilities,
+} from '../store/contract.js';
+import type { ConsumerInfo, EnqueueResult, GcResult, MessageStatus, QueueConfig, QueueStatus } from '../model/types.js';
+
+/** The largest payload: a multi must stay below jute.maxbuffer (1 MiB) with the task's other nodes. */
+export const MAX_PAYLOAD_BYTES = MULTI_BYTES - 64 * 1024;
+
+export async function openZookeeperStore(url: string): Promise<Store> {
+  const parsed = parseZookeeperUrl(url);
+  const zk = await ZkSession.open({
+    hosts: parsed.hosts,
+    chroot: parsed.chroot,
+    auth: parsed.auth,
+    sessionTimeoutMs: parsed.sessionTimeoutMs,
+    requestTimeoutMs: Math.max(10_000, 2 * parsed.sessionTimeoutMs),
+  });
+  try {
+    await checkRoot(zk, parsed);
+  } catch (error) {
+    zk.close();
+    throw error instanceof ZkError ? translate(error) : error;
+  }
+  return new ZookeeperStore(zk);
+}
+
+class ZookeeperStore implements Store {
+  readonly kind = 'zookeeper';
+  readonly capabilities: StoreCapabilities = {
+    maxPayloadBytes: MAX_PAYLOAD_BYTES,
+    wakeups: true,
+    instantRelease: true,
+  };
+  private readonly ctx: StoreContext;
+  private readonly claims = new ClaimCache();
+  private closed = false;
+
+  constructor(private readonly zk: ZkSession) {
+    this.ctx = new StoreContext(zk, new Wakeups(zk));
+  }
+
+  enqueue(queue: string, messages: readonly NewMessage[]): Promise<EnqueueResult[]> {
+    if (messages.length === 0) return Promise.resolve([]);
+    return this.guard(() => enqueueMessages(this.ctx, this.ctx.queue(queue), messages));
+  }
+
+  claim(queue: string, request: ClaimRequest): Promise<ClaimResult> {
+    return this.guard(() => claimMessages(this.ctx, this.claims, this.ctx.queue(queue), request));
+  }
+
+  extend(
+    queue: string,
+    consumerId: string,
+    held: readonly { id: string; attempt: number }[],
+    lockMs: number,
+  ): Promise<string[]> {
+    return this.guard(() => extendLocks(this.ctx, this.ctx.queue(queue), consumerId, held, lockMs));
+  }
+
+  finish(queue: string, consumerId: string, finishes: readonly Finish[]): Promise<FinishResult[]> {
+    return this.guard(() => finishMessages(this.ctx, this.ctx.queue(queue), consumerId, finishes));
+  }
+
+  status(queue: string, id: string): Promise<MessageStatus | null> {
+    return this.guard(() => messageStatus(this.ctx, this.ctx.queue(queue), id));
+  }
+
+  queueStatus(queue: string): Promise<QueueStatus> {
+    return this.guard(async () => {
+      const q = this.ctx.queue(queue);
+      const [counts, consumers, dryRuns] = await Promise.all([
+        stateCounts(this.ctx, q),
+        liveConsumers(this.ctx, q),
+        this.dryRuns(queue),
+      ]);
+      return { queue, counts, total: Object.values(counts).reduce((a, b) => a + b, 0), consumers, dryRuns };
+    });
+  }
+
+  clear(queues: readonly string[]): Promise<void> {
+    return this.guard(async () => {
+      for (const queue of queues) await clearQueue(this.ctx, this.ctx.queue(queue));
+    });
+  }
+
+  config(queue: string): Promise<QueueConfig> {
+    return this.guard(() => readConfig(this.zk, this.ctx.queue(queue)));
+  }
+
+  configure(queue: string, patch: Partial<QueueConfig>): Promise<QueueConfig> {
+    return this.guard(() => writeConfig(this.zk, this.ctx.queue(queue), patch));
+  }
+
+  gc(queue: string, force: boolean): Promise<GcResult> {
+    return this.guard(() => runGc(this.ctx, this.ctx.queue(queue), force));
+  }
+
+  registerConsumer(queue: string, consumer: ConsumerRegistration): Promise<void> {
+    return this.guard(() => registerConsumer(this.ctx, this.ctx.queue(queue), consumer));
+  }
+
+  unregisterConsumer(queue: string, consumerId: string): Promise<void> {
+    return this.guard(() => unregisterConsumer(this.ctx, this.ctx.queue(queue), consumerId));
+  }
+
+  consumers(queue: string): Promise<ConsumerInfo[]> {
+    return this.guard(() => liveConsumers(this.ctx, this.ctx.queue(queue)));
+  }
+
+  subscribe(queue: string, listener: () => void): () => void {
+    return this.ctx.wakeups.subscribe(queue, listener);
+  }
+
+  close(): Promise<void> {
+    if (!this.closed) {
+      this.closed = true;
+      this.zk.close();
+    }
+    return Promise.resolve();
+  }
+
+  private async dryRuns(queue: string): Promise<number> {
+    const q = this.ctx.queue(queue);
+    if (!(await q.exists())) return 0;
+    const { data } = await this.zk.get(q.paths.queue);
+    try {
+      return (JSON.parse(data.toString('utf8')) as { dryRuns?: number }).dryRuns ?? 0;
+    } catch {
+      return 0;
+    }
+  }
+
+  private async guard<T>(fn: () => Promise<T>): Promise<T> {
+    if (this.closed) throw new StoreUnavailableError('the ZooKeeper store is closed');
+    try {
+      return await fn();
+    } catch (error) {
+      throw error instanceof ZkError ? translate(error) : error;
+    }
+  }
+}
+
+/** A ZooKeeper reply no operation expected: say what it was and where. */
+function translate(error: ZkError): KvmqError {
+  if (error.code === -102) {
+    return new KvmqError(
+      'STORE_AUTH',
+      `ZooKeeper refused access to ${error.path} (NO_AUTH): check the user:password in the store URL`,
+      { cause: error },
+    );
+  }
+  return new KvmqError('ZOOKEEPER', `unexpected ZooKeeper reply: ${error.message}`, {
+    cause: error,
+    transient: error.transient,
+  });
+}

@@ -1,0 +1,100 @@
+/**
+ * Wake-ups for idle workers: one set of ZooKeeper watches per process and
+ * queue, however many workers and slots subscribe. A claim that comes up dry
+ * arms a data watch on each sub-queue it read (producers touch the sub-queue
+ * node in the same multi as the entry) and a child watch on the queue (new
+ * sub-queues); a busy worker arms nothing, so puts cost it nothing. Watches on
+ * other consumers' claims tell when a dead session frees a message.
+ */
+import type { ZkSession } from './client.js';
+
+export class Wakeups {
+  private readonly listeners = new Map<string, Set<() => void>>();
+  /** Paths with a watch set now, per queue. */
+  private readonly armed = new Map<string, Set<string>>();
+
+  constructor(private readonly zk: ZkSession) {
+    // A new session has none of the old watches: everyone looks again.
+    zk.onNewSession(() => {
+      this.armed.clear();
+      for (const queue of this.listeners.keys()) this.notify(queue);
+    });
+  }
+
+  subscribe(queue: string, listener: () => void): () => void {
+    let set = this.listeners.get(queue);
+    if (set === undefined) {
+      set = new Set();
+      this.listeners.set(queue, set);
+    }
+    set.add(listener);
+    return () => {
+      set.delete(listener);
+      if (set.size === 0) this.listeners.delete(queue);
+    };
+  }
+
+  /** Tells this process's subscribers of `queue` that messages may be ready. */
+  notify(queue: string): void {
+    for (const listener of this.listeners.get(queue) ?? []) listener();
+  }
+
+  hasListeners(queue: string): boolean {
+    return (this.listeners.get(queue)?.size ?? 0) > 0;
+  }
+
+  /** Data watch on a sub-queue node; resolves with its version (to compare with what the claim read). */
+  async armData(queue: string, path: string): Promise<number | null> {
+    const fire = this.arm(queue, path);
+    if (fire === null) return null;
+    try {
+      return (await this.zk.get(path, fire)).stat.version;
+    } catch {
+      this.disarm(queue, path);
+      return null;
+    }
+  }
+
+  /** Child watch on the queue node (a new sub-queue); resolves with its child count. */
+  async armChildren(queue: string, path: string): Promise<number | null> {
+    const fire = this.arm(queue, `${path}/`);
+    if (fire === null) return null;
+    try {
+      return (await this.zk.children(path, fire)).stat.cversion;
+    } catch {
+      this.disarm(queue, `${path}/`);
+      return null;
+    }
+  }
+
+  /** Exists watch on another consumer's claim: its deletion frees the message. */
+  async armClaim(queue: string, path: string, onGone: () => void): Promise<void> {
+    const fire = this.arm(queue, path, onGone);
+    if (fire === null) return;
+    try {
+      if ((await this.zk.exists(path, fire)) === null) fire();
+    } catch {
+      this.disarm(queue, path);
+    }
+  }
+
+  private arm(queue: string, key: string, before?: () => void): (() => void) | null {
+    let set = this.armed.get(queue);
+    if (set === undefined) {
+      set = new Set();
+      this.armed.set(queue, set);
+    }
+    if (set.has(key)) return null;
+    set.add(key);
+    const armed = set;
+    return () => {
+      if (!armed.delete(key)) return;
+      before?.();
+      this.notify(queue);
+    };
+  }
+
+  private disarm(queue: string, key: string): void {
+    this.armed.get(queue)?.delete(key);
+  }
+}

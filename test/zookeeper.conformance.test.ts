@@ -1,0 +1,20 @@
+/** The conformance suite on ZooKeeper: a fresh chroot per test on the server `npm test` started. */
+import { after } from 'node:test';
+import { conformance } from './conformance/index.js';
+import { freshStoreUrl, hostsOf, PlainClient, serverUrl } from './fixtures/zookeeper-env.js';
+
+const server = serverUrl();
+let plain: Promise<PlainClient> | null = null;
+
+after(async () => {
+  if (plain !== null) (await plain).close();
+});
+
+conformance({
+  name: 'zookeeper',
+  async url() {
+    plain ??= PlainClient.connect(hostsOf(server));
+    return freshStoreUrl(server, await plain);
+  },
+  capabilities: { maxPayloadBytes: 1_000_000 - 64 * 1024, wakeups: true, instantRelease: true },
+});

@@ -1,0 +1,320 @@
+/**
+ * ZooKeeper-only tests: the zkmq tree as a plain client (kazoo) sees it, a session that expires
+ * mid-handler, bad URLs and foreign data. Restarts and ensembles are in zookeeper.cluster.test.ts.
+ */
+import assert from 'node:assert/strict';
+import { execFile } from 'node:child_process';
+import { fileURLToPath } from 'node:url';
+import { after, describe, test } from 'node:test';
+import { promisify } from 'node:util';
+import { createRequire } from 'node:module';
+import type * as Zk from 'node-zookeeper-client';
+import { connect, KvmqError, StoreLayoutError, StoreUrlError, type Client } from '../src/index.js';
+import { gate, waitFor } from './support/wait.js';
+import { JobLog, waitForStatus } from './support/jobs.js';
+import { freshStoreUrl, hostsOf, PlainClient, serverUrl, uniqueDir } from './fixtures/zookeeper-env.js';
+import type { ZkSession } from '../src/zookeeper/client.js';
+
+const run = promisify(execFile);
+const server = serverUrl();
+const hosts = hostsOf(server);
+const TREE_SCRIPT = fileURLToPath(new URL('./fixtures/zookeeper-tree.py', import.meta.url));
+const clients: Client[] = [];
+const plains: PlainClient[] = [];
+
+after(async () => {
+  await Promise.all(clients.map((c) => c.close()));
+  for (const p of plains) p.close();
+});
+
+async function open(url: string): Promise<Client> {
+  const client = await connect(url, { maintenance: false });
+  clients.push(client);
+  return client;
+}
+
+async function plain(auth?: string): Promise<PlainClient> {
+  const p = await PlainClient.connect(hosts, auth);
+  plains.push(p);
+  return p;
+}
+
+interface TreeNode {
+  readonly data: string;
+  readonly ephemeral: boolean;
+  readonly children: string[];
+}
+
+/** The tree under `path`, read by kazoo in a separate Python process. */
+async function kazooTree(path: string, auth?: string): Promise<Record<string, TreeNode>> {
+  try {
+    const { stdout } = await run('/usr/bin/python3', [TREE_SCRIPT, hosts, path, ...(auth ? [auth] : [])]);
+    return JSON.parse(stdout) as Record<string, TreeNode>;
+  } catch (error) {
+    if (/No module named 'kazoo'/.test(String(error))) {
+      throw new Error('the layout test reads the tree with kazoo: apt-get install python3-kazoo', { cause: error });
+    }
+    throw error;
+  }
+}
+
+function sessionOf(client: Client): ZkSession {
+  return (client.store as unknown as { zk: ZkSession }).zk;
+}
+
+/**
+ * Ends a client's ZooKeeper session from outside, as the server does when it times out: a twin client
+ * resumes the session and closes it. (If the client reconnects first, the session moves back to it and
+ * survives; then try again.) Resolves once the client runs on a new session.
+ */
+async function expireSession(client: Client): Promise<void> {
+  const session = sessionOf(client);
+  const epoch = session.epoch;
+  const zk = createRequire(import.meta.url)('node-zookeeper-client') as typeof Zk;
+  for (let tries = 0; tries < 10 && session.epoch === epoch; tries++) {
+    const credentials = session.credentials();
+    if (credentials !== null) {
+      const twin = zk.createClient(hosts, {
+        sessionTimeout: 6000,
+        sessionId: credentials.id,
+        sessionPassword: credentials.password,
+      } as never);
+      await new Promise<void>((resolve) => {
+        twin.once('connected', () => resolve());
+        twin.connect();
+      });
+      twin.close();
+    }
+    await waitFor(() => session.epoch !== epoch, { timeoutMs: 3000 }).catch(() => undefined);
+  }
+  assert.notEqual(session.epoch, epoch, 'the session was replaced');
+}
+
+describe('zookeeper: the zkmq layout, as a plain client reads it', () => {
+  test('queue, tasks, consumers, conf and lock, with an ephemeral claim and consumer', async () => {
+    const url = await freshStoreUrl(server);
+    const dir = new URL(url.replace(/^zookeeper:/, 'http:')).pathname;
+    const client = await open(url);
+    const q = 'layout';
+    await client.configure(q, { gcLifetimeMs: 120_000, gcIntervalMs: 15_000, filterEnums: { size: ['s', 'm'] } });
+    await client.enqueue(q, { hello: 'world' }, { id: 'waiting', metadata: { a: 1 }, filters: { size: 'm' } });
+    const release = gate();
+    const log = new JobLog();
+    const worker = client.worker(
+      q,
+      async (job) => {
+        log.record(job);
+        await release.opened;
+      },
+      { filters: { size: 's' }, eoqBackoffMs: 50 },
+    );
+    await client.enqueue(q, 'held', { id: 'held' });
+    await log.handled('held');
+    await waitFor(async () => (await client.queueStatus(q)).consumers.some((c) => c.holding.includes('held')));
+
+    const tree = await kazooTree(dir);
+    const node = (path: string): TreeNode => {
+      const found = tree[`${dir}${path}`];
+      assert.ok(found, `${dir}${path} exists (tree: ${Object.keys(tree).join(', ')})`);
+      return found;
+    };
+    assert.deepEqual(node('').children.sort(), ['_kvmq', q]);
+    assert.deepEqual(node(`/${q}`).children.sort(), ['conf', 'consumers', 'done', 'lock', 'queue', 'tasks']);
+    assert.equal(node(`/${q}/conf/task_gc_lifetime`).data, '120000');
+    assert.equal(node(`/${q}/conf/task_gc_interval`).data, '15000');
+    assert.deepEqual(JSON.parse(node(`/${q}/conf/filters`).data), { size: ['s', 'm'] });
+
+    // Pending entries: one sub-queue per filter class, in numbered buckets.
+    const classes = node(`/${q}/queue`).children.sort();
+    assert.deepEqual(classes, ['none', 'size=m']);
+    const [bucket] = node(`/${q}/queue/size=m`).children;
+    assert.match(bucket ?? '', /^\d{10}$/);
+    const [entry] = node(`/${q}/queue/size=m/${bucket}`).children;
+    assert.match(entry ?? '', /^\d{13}-waiting-\d{10}$/);
+    // The held message keeps its entry while locked.
+    const noneBucket = node(`/${q}/queue/none`).children[0];
+    assert.match(node(`/${q}/queue/none/${noneBucket}`).children[0] ?? '', /^\d{13}-held-\d{10}$/);
+
+    const taskOf = (id: string): string => {
+      const path = Object.keys(tree).find((p) => p.endsWith(`/tasks/${p.split('/').at(-2) ?? ''}/${id}`));
+      assert.ok(path, `task ${id}`);
+      return path.slice(dir.length);
+    };
+    const waiting = taskOf('waiting');
+    assert.match(waiting, new RegExp(`^/${q}/tasks/[0-9a-f]{3}/waiting$`));
+    assert.deepEqual(node(waiting).children.sort(), ['data', 'filters', 'metadata', 'state']);
+    assert.deepEqual(JSON.parse(node(`${waiting}/data`).data), { hello: 'world' });
+    assert.deepEqual(JSON.parse(node(`${waiting}/metadata`).data), { a: 1 });
+    assert.equal(node(`${waiting}/filters/size`).data, 'm');
+    assert.equal((JSON.parse(node(`${waiting}/state`).data) as { state: string }).state, 'queued');
+
+    const held = taskOf('held');
+    assert.deepEqual(node(held).children.sort(), ['claim', 'data', 'filters', 'metadata', 'state']);
+    assert.equal(node(`${held}/claim`).data, worker.id);
+    assert.equal(node(`${held}/claim`).ephemeral, true);
+    assert.equal((JSON.parse(node(`${held}/state`).data) as { state: string }).state, 'locked');
+
+    const consumer = node(`/${q}/consumers`).children[0] ?? '';
+    assert.equal(consumer, worker.id);
+    assert.equal(node(`/${q}/consumers/${consumer}`).ephemeral, false);
+    assert.equal(node(`/${q}/consumers/${consumer}/current`).ephemeral, true);
+    assert.deepEqual((JSON.parse(node(`/${q}/consumers/${consumer}/current`).data) as { holding: string[] }).holding, [
+      'held',
+    ]);
+    assert.ok(tree[`${dir}/${q}/lock`]);
+
+    release.open();
+    await waitForStatus(client, q, 'held', 'done-awaiting-gc');
+    const done = await kazooTree(`${dir}/${q}/done`);
+    assert.ok(
+      Object.keys(done).some((p) => /\/\d{13}-held-\d{10}$/.test(p)),
+      'a done entry for GC',
+    );
+    await worker.stop();
+  });
+});
+
+describe('zookeeper: sessions', () => {
+  test('a session that expires mid-handler: the message is handled again, the late ack is refused', async () => {
+    const url = await freshStoreUrl(server);
+    const q = 'expiry';
+    const first = await open(url);
+    const second = await open(url);
+    const release = gate();
+    const log = new JobLog();
+    const errors: unknown[] = [];
+    const stale = first.worker(
+      q,
+      async (job) => {
+        log.record(job);
+        await release.opened;
+        return { status: 'error', error: 'late outcome from an expired session' };
+      },
+      { lockMs: 30_000, eoqBackoffMs: 50, onError: (e) => errors.push(e) },
+    );
+    await first.enqueue(q, 'x', { id: 'm' });
+    const seen = await log.handled('m', 1);
+    await expireSession(first);
+
+    // The claim went with the session: another consumer takes the message long before its 30 s lock ends.
+    const takeover = new JobLog();
+    const hold = gate();
+    const fresh = second.worker(
+      q,
+      async (job) => {
+        takeover.record(job);
+        await hold.opened;
+      },
+      { eoqBackoffMs: 50 },
+    );
+    assert.equal((await takeover.handled('m', 2, { timeoutMs: 15_000 })).attempt, 2);
+    // The expired worker learns it lost the message.
+    await waitFor(() => seen.job.signal.aborted, { what: 'the expired handler to be aborted', timeoutMs: 15_000 });
+
+    // Its late outcome (and any direct finish for that attempt) changes nothing.
+    release.open();
+    const late = { id: 'm', attempt: 1, outcome: 'error' as const, backoffMs: 0, error: 'late' };
+    assert.deepEqual(await first.store.finish(q, stale.id, [late]), ['lost']);
+    const status = await first.status(q, 'm');
+    assert.equal(status?.state, 'locked');
+    assert.equal(status.consumer, fresh.id);
+    assert.equal(status.attempt, 2);
+
+    hold.open();
+    const done = await waitForStatus(second, q, 'm', 'done-awaiting-gc');
+    assert.equal(done.outcome, 'success');
+    assert.equal(done.lastError, null);
+    // The first client works on in a new session.
+    await first.enqueue(q, 'y', { id: 'after' });
+    await waitForStatus(second, q, 'after', 'done-awaiting-gc', { timeoutMs: 10_000 });
+    await stale.stop();
+    await fresh.stop();
+  });
+});
+
+describe('zookeeper: bad input', () => {
+  test('a URL without a dir, or with a bad dir or option, is refused with StoreUrlError', async () => {
+    for (const url of [
+      server,
+      `${server}/`,
+      `${server}/a b`,
+      `${server}/zookeeper`,
+      `zookeeper:///kvmq`,
+      `${server}/kvmq?sessionTimeoutMs=5`,
+      `zookeeper://user@${hosts}/kvmq`,
+    ]) {
+      await assert.rejects(connect(url), (error: unknown) => {
+        assert.ok(error instanceof StoreUrlError, `${url}: ${String(error)}`);
+        assert.match(error.message, /zookeeper:\/\//);
+        return true;
+      });
+    }
+  });
+
+  test('a missing chroot is refused with a clear StoreUrlError, and nothing is written', async () => {
+    const dir = uniqueDir('missing');
+    await assert.rejects(connect(`${server}${dir}`), (error: unknown) => {
+      assert.ok(error instanceof StoreUrlError, String(error));
+      assert.match(error.message, /does not exist/);
+      assert.match(error.message, /create/);
+      return true;
+    });
+    assert.equal(await (await plain()).exists(dir), null);
+  });
+
+  test('a dir holding nodes that are not kvmq’s is refused, and nothing is written', async () => {
+    const p = await plain();
+    const dir = uniqueDir('foreign');
+    await p.create(dir);
+    await p.create(`${dir}/someone-elses`, 'data');
+    await assert.rejects(connect(`${server}${dir}`), (error: unknown) => {
+      assert.ok(error instanceof StoreLayoutError, String(error));
+      assert.match(error.message, /someone-elses/);
+      return true;
+    });
+    assert.deepEqual(await p.children(dir), ['someone-elses']);
+
+    // A queue name that is taken by a node kvmq did not make is refused too.
+    const url = await freshStoreUrl(server, p);
+    const client = await open(url);
+    await p.create(`${new URL(url.replace(/^zookeeper:/, 'http:')).pathname}/taken`, 'not a queue');
+    await assert.rejects(client.enqueue('taken', 'x'), StoreLayoutError);
+    await assert.rejects(client.worker('taken', () => undefined, { autoStart: false }).start(), StoreLayoutError);
+  });
+
+  test('a wrong password is refused with a clear error, and nothing is written', async () => {
+    const owner = await plain('kvmq-user:right');
+    const dir = uniqueDir('auth');
+    await owner.create(dir, '', 'creator');
+    const good = await open(`zookeeper://kvmq-user:right@${hosts}${dir}`);
+    await good.enqueue('q', 'x', { id: 'm' });
+    const before = await owner.children(dir);
+    for (const bad of ['kvmq-user:wrong', 'other:right']) {
+      await assert.rejects(connect(`zookeeper://${bad}@${hosts}${dir}`), (error: unknown) => {
+        assert.ok(error instanceof KvmqError, String(error));
+        assert.equal(error.code, 'STORE_AUTH');
+        assert.match(error.message, /password/);
+        assert.doesNotMatch(error.message, /wrong@|right@/, 'the password is not shown');
+        return true;
+      });
+    }
+    await assert.rejects(connect(`${server}${dir}`), (e: unknown) => e instanceof KvmqError && e.code === 'STORE_AUTH');
+    assert.deepEqual(await owner.children(dir), before);
+    // Only the owner can read what kvmq created.
+    assert.equal((await good.status('q', 'm'))?.state, 'queued');
+  });
+
+  test('a message whose metadata takes it over the packet limit is refused, nothing written', async () => {
+    const client = await open(await freshStoreUrl(server));
+    const metadata = { blob: 'x'.repeat(900_000) };
+    await assert.rejects(
+      client.enqueueBatch('q', [
+        { payload: 'small', id: 'fine' },
+        { payload: 'x'.repeat(200_000), id: 'big', metadata },
+      ]),
+      (error: unknown) => error instanceof KvmqError && /packet limit/.test(error.message),
+    );
+    assert.equal(await client.status('q', 'fine'), null);
+    assert.equal((await client.queueStatus('q')).total, 0);
+  });
+});
