@@ -73,6 +73,10 @@ export class Worker {
   private loop: Promise<void> | null = null;
   private unsubscribe: (() => void) | null = null;
   private renewTimer: NodeJS.Timeout | null = null;
+  /** The renewal under way, if any; stop() waits for it, and renewals never overlap. */
+  private renewing: Promise<void> | null = null;
+  /** The GC and configuration loop; stop() waits for it so no store call outlives the worker. */
+  private maintenance: Promise<void> | null = null;
   private stopping: Promise<void> | null = null;
   private storeFailures = 0;
 
@@ -122,9 +126,11 @@ export class Worker {
     if (this.state !== 'running') return;
     this.unsubscribe = this.store.subscribe(this.queue, () => this.kick());
     const renewEveryMs = Math.max(50, Math.floor(this.options.lockMs / 3));
-    this.renewTimer = setInterval(() => void this.renew(), renewEveryMs);
+    this.renewTimer = setInterval(() => {
+      this.renewing ??= this.renew().finally(() => (this.renewing = null));
+    }, renewEveryMs);
     this.loop = this.run();
-    void this.maintain();
+    this.maintenance = this.maintain();
   }
 
   /**
@@ -155,6 +161,8 @@ export class Worker {
     // A handler settles only once its result reached the store, so this also waits for the finishes.
     await Promise.race([Promise.allSettled([...this.handlers]), aborted(this.force.signal)]);
     if (this.renewTimer !== null) clearInterval(this.renewTimer);
+    await this.renewing;
+    await this.maintenance;
     this.unsubscribe?.();
     await this.store.unregisterConsumer(this.queue, this.id).catch(this.options.onError);
     this.state = 'stopped';
