@@ -103,6 +103,9 @@ export async function liveConsumers(ctx: StoreContext, q: QueueContext): Promise
   return infos.filter((c): c is ConsumerInfo => c !== null).sort((a, b) => a.startedAt - b.startedAt);
 }
 
+// Tries at registering against GC removing the consumer node between its two creates.
+const REGISTER_ATTEMPTS = 5;
+
 /**
  * Registers (or renews) a consumer: `consumers/<id>` holds who it is, and its
  * ephemeral `current` what it holds and when it was last seen; the session
@@ -125,14 +128,19 @@ export async function registerConsumer(ctx: StoreContext, q: QueueContext, c: Co
     }
   }
   const info = Buffer.from(JSON.stringify({ host: c.host, pid: c.pid, startedAt: Date.now() }));
-  await zk.ensure(path, info);
-  try {
-    await zk.create(current, data, 'ephemeral');
-  } catch (error) {
-    if (!isZkError(error, ZkCode.NodeExists)) throw error;
-    // Left by this consumer's earlier, expired session: replace it with one of this session.
-    await zk.remove(current, -1).catch(() => undefined);
-    await zk.create(current, data, 'ephemeral');
+  for (let attempt = 1; ; attempt++) {
+    await zk.ensure(path, info);
+    try {
+      await zk.create(current, data, 'ephemeral');
+      break;
+    } catch (error) {
+      // NO_NODE: a GC took `consumers/<id>` for a lapsed consumer while it was still empty; make it again.
+      if (isZkError(error, ZkCode.NoNode) && attempt < REGISTER_ATTEMPTS) continue;
+      if (!isZkError(error, ZkCode.NodeExists)) throw error;
+      // Left by this consumer's earlier, expired session: replace it with one of this session.
+      await zk.remove(current, -1).catch(() => undefined);
+      if (attempt >= REGISTER_ATTEMPTS) throw error;
+    }
   }
   ctx.registered.set(key, { epoch, host: c.host, pid: c.pid });
 }
