@@ -1,0 +1,505 @@
+/**
+ * `node --import tsx bench/zookeeper/run.ts [--store zookeeper://HOST:PORT] [--backlog N] [--quick] [--no-write]
+ *   [--peers-only]`
+ *
+ * kvmq on ZooKeeper, in one command: starts a ZooKeeper of its own (heap for a deep backlog) unless a server is
+ * given (--store, or $KVMQ_TEST_ZOOKEEPER_URL under `node scripts/servers.mjs run zookeeper -- ...`), installs
+ * the peers' Debian packages when missing, creates the chroots kvmq needs, and then:
+ *
+ * 1. the physical limit: ZooKeeper's raw create rate (one create per transaction, 64 in flight, through
+ *    bench/raw/zookeeper.ts) and kvmq's full lifecycle at concurrency 64, round after round, with the
+ *    transactions kvmq spends per message counted from the server's zxid; kvmq's rate over
+ *    raw transactions/s ÷ kvmq's transactions per message;
+ * 2. side by side with kazoo's LockingQueue and Curator's lock-safe DistributedQueue, each driven by a small
+ *    program of kvmq's own (kazoo_queue.py, CuratorQueue.java compiled here): acknowledged puts with 8 in
+ *    flight, then the consume rate with one and with eight consumers, each library in turn, run after run;
+ *
+ * and writes the `zookeeper-peers` section of docs/benchmarks.md. Then it runs the standard bench
+ * (`bench/run.ts --store URL/CHROOT --backlog N`), which writes the `zookeeper` section.
+ */
+import { execFile, spawn, spawnSync } from 'node:child_process';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { cpus, loadavg, release, tmpdir, totalmem } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { parseArgs, promisify } from 'node:util';
+import { classpath, fourLetterWord, start } from '../../scripts/servers/zookeeper.mjs';
+import { ZkSession } from '../../src/zookeeper/client.js';
+import { connect } from '../../src/index.js';
+import { inFlight, quantile, signal, type BenchSizes } from '../common.js';
+import { writeSection } from '../doc.js';
+import { measureLifecycle } from '../lifecycle.js';
+import { measureRaw } from '../raw/zookeeper.js';
+
+const run = promisify(execFile);
+const HERE = fileURLToPath(new URL('.', import.meta.url));
+const ROOT = fileURLToPath(new URL('../../', import.meta.url));
+const PACKAGES = ['zookeeper', 'python3-kazoo', 'libcurator-recipes-java'];
+// Debian's kazoo is for Debian's Python, whatever python3 comes first on PATH.
+const PYTHON = '/usr/bin/python3';
+const CURATOR_JARS = ['curator-recipes', 'curator-framework', 'curator-client', 'guava'].map(
+  (name) => `/usr/share/java/${name}.jar`,
+);
+const PUTS_IN_FLIGHT = 8;
+const CONSUMERS = [1, 8] as const;
+const LIFECYCLE_CONCURRENCY = 64;
+// Targets of the ZooKeeper issue.
+const LIMIT_FRACTION_TARGET = 0.8;
+const CURATOR_TARGET = 3;
+const KAZOO_TARGET = 10;
+
+interface Sizes {
+  /** Raw creates and lifecycle messages per round. */
+  readonly limitN: number;
+  readonly peerN: number;
+  readonly runs: number;
+}
+const FULL: Sizes = { limitN: 10_000, peerN: 2000, runs: 3 };
+const QUICK: Sizes = { limitN: 2000, peerN: 200, runs: 1 };
+
+// --- setup -----------------------------------------------------------------
+
+function ensurePackages(): void {
+  const missing = PACKAGES.filter((name) => {
+    const query = spawnSync('dpkg-query', ['-W', '-f=${Status}', name], { encoding: 'utf8' });
+    return query.status !== 0 || !query.stdout.includes('install ok installed');
+  });
+  if (missing.length === 0) return;
+  if (process.getuid?.() !== 0) {
+    throw new Error(`the ZooKeeper bench needs: sudo apt-get install ${missing.join(' ')}`);
+  }
+  process.stderr.write(`bench: installing ${missing.join(', ')} (apt-get)\n`);
+  const env = { ...process.env, DEBIAN_FRONTEND: 'noninteractive' };
+  for (const args of [
+    ['update', '-qq'],
+    ['install', '-y', '-qq', '--no-install-recommends', ...missing],
+  ]) {
+    const apt = spawnSync('apt-get', args, { stdio: 'inherit', env });
+    if (apt.status !== 0) throw new Error(`apt-get ${args.join(' ')} failed`);
+  }
+}
+
+/** Creates /name at the server's root and returns kvmq's URL for it. */
+async function createChroot(hosts: string, name: string): Promise<string> {
+  const zk = await ZkSession.open({
+    hosts,
+    chroot: '',
+    auth: null,
+    sessionTimeoutMs: 10_000,
+    requestTimeoutMs: 30_000,
+  });
+  try {
+    await zk.create(`/${name}`);
+  } finally {
+    zk.close();
+  }
+  return `zookeeper://${hosts}/${name}`;
+}
+
+/** The server's last transaction id: every write (and session open or close) moves it by one. */
+async function zxid(port: number): Promise<number> {
+  const reply = await fourLetterWord(port, 'srvr');
+  const hex = /Zxid: 0x([0-9a-f]+)/i.exec(reply)?.[1];
+  if (hex === undefined) throw new Error(`no Zxid in the server's srvr reply: ${JSON.stringify(reply)}`);
+  return Number.parseInt(hex, 16);
+}
+
+// --- the physical limit ----------------------------------------------------
+
+interface LimitFigures {
+  rawPerSec: number[];
+  kvmqPerSec: number[];
+  transactions: number;
+  messages: number;
+}
+
+async function measureLimit(url: string, port: number, sizes: Sizes, into: LimitFigures): Promise<void> {
+  const bench: BenchSizes = {
+    enqueueSingle: sizes.limitN,
+    // The raw module also times multis; this bench needs only its single creates.
+    enqueueBatched: 1000,
+    batchSize: 1000,
+    lifecycle1: sizes.limitN,
+    lifecycle64: sizes.limitN,
+    latencyMessages: 0,
+    latencyPerSec: 0,
+    backlogSmall: 0,
+    backlogLarge: 0,
+    backlogProbe: 0,
+    warmFraction: 0.1,
+    runs: 1,
+  };
+  const raw = await measureRaw(url, bench);
+  into.rawPerSec.push(raw.single.perSec);
+  const client = await connect(url);
+  const queues: string[] = [];
+  try {
+    const before = await zxid(port);
+    const figure = await measureLifecycle(
+      {
+        client,
+        sizes: bench,
+        queue: (label) => {
+          queues.push(`limit-${Date.now().toString(36)}-${label}`);
+          return queues.at(-1) ?? label;
+        },
+      },
+      LIFECYCLE_CONCURRENCY,
+      sizes.limitN,
+    );
+    into.transactions += (await zxid(port)) - before;
+    into.messages += sizes.limitN + Math.round(sizes.limitN * bench.warmFraction);
+    into.kvmqPerSec.push(figure.perSec);
+    await client.clear(...queues);
+  } finally {
+    await client.close();
+  }
+}
+
+// --- side by side ----------------------------------------------------------
+
+interface PeerRun {
+  readonly putMs: number;
+  readonly consumeMs: number;
+}
+type Peer = (n: number, consumers: number) => Promise<PeerRun>;
+
+let queueCount = 0;
+function freshName(label: string): string {
+  queueCount += 1;
+  return `bench-${Date.now().toString(36)}-${label}-${queueCount}`;
+}
+
+function kvmqPeer(url: string): Peer {
+  return async (n, consumers) => {
+    const client = await connect(url);
+    const queue = freshName(`kvmq-c${consumers}`);
+    try {
+      const putStart = performance.now();
+      await inFlight(n, PUTS_IN_FLIGHT, (i) => client.enqueue(queue, { i }));
+      const putMs = performance.now() - putStart;
+      let handled = 0;
+      const all = signal();
+      const consumeStart = performance.now();
+      const worker = client.worker(
+        queue,
+        () => {
+          handled += 1;
+          if (handled === n) all.fire();
+        },
+        { concurrency: consumers },
+      );
+      await all.promise;
+      // The graceful stop returns once every finish is in ZooKeeper.
+      await worker.stop();
+      const consumeMs = performance.now() - consumeStart;
+      await client.clear(queue);
+      return { putMs, consumeMs };
+    } finally {
+      await client.close();
+    }
+  };
+}
+
+async function external(command: string, args: string[]): Promise<PeerRun> {
+  const { stdout } = await run(command, args, { maxBuffer: 16 * 1024 * 1024, timeout: 600_000 });
+  const last = stdout.trim().split('\n').at(-1) ?? '';
+  return JSON.parse(last) as PeerRun;
+}
+
+function kazooPeer(hosts: string, root: string): Peer {
+  return (n, consumers) =>
+    external(PYTHON, [
+      join(HERE, 'kazoo_queue.py'),
+      hosts,
+      `/${root}/${freshName(`kazoo-c${consumers}`)}`,
+      String(n),
+      String(PUTS_IN_FLIGHT),
+      String(consumers),
+    ]);
+}
+
+function curatorPeer(hosts: string, root: string, classes: string): Peer {
+  return (n, consumers) =>
+    external('java', [
+      '-Dorg.slf4j.simpleLogger.defaultLogLevel=warn',
+      '-cp',
+      classpath([...CURATOR_JARS, classes]),
+      'CuratorQueue',
+      hosts,
+      `/${root}/${freshName(`curator-c${consumers}`)}`,
+      String(n),
+      String(consumers),
+    ]);
+}
+
+function compileCurator(dir: string): void {
+  const javac = spawnSync(
+    'javac',
+    ['-nowarn', '-cp', classpath(CURATOR_JARS), '-d', dir, join(HERE, 'CuratorQueue.java')],
+    { stdio: 'inherit' },
+  );
+  if (javac.status !== 0) throw new Error('javac CuratorQueue.java failed (is a JDK installed?)');
+}
+
+// --- report ----------------------------------------------------------------
+
+const PEERS = ['kvmq', 'Curator', 'kazoo'] as const;
+type PeerName = (typeof PEERS)[number];
+type PeerResults = Record<PeerName, { put: number[]; consume: Record<number, number[]> }>;
+
+const whole = new Intl.NumberFormat('en-US', { maximumFractionDigits: 0 });
+const median = (values: readonly number[]): number =>
+  quantile(
+    [...values].sort((a, b) => a - b),
+    0.5,
+  );
+const verdict = (pass: boolean): string => (pass ? 'PASS' : 'FAIL');
+
+function limitRows(limit: LimitFigures): string[][] {
+  const raw = median(limit.rawPerSec);
+  const kvmq = median(limit.kvmqPerSec);
+  const perMessage = limit.transactions / limit.messages;
+  const physical = raw / perMessage;
+  const fraction = kvmq / physical;
+  const spread = (v: number[]): string => v.map((x) => whole.format(x)).join(', ');
+  return [
+    [
+      'raw creates, 1 per transaction, 64 in flight',
+      `${whole.format(raw)} txn/s`,
+      `runs: ${spread(limit.rawPerSec)}`,
+      '',
+      '',
+    ],
+    [
+      `kvmq full lifecycle, concurrency ${LIFECYCLE_CONCURRENCY}`,
+      `${whole.format(kvmq)} msgs/s`,
+      `runs: ${spread(limit.kvmqPerSec)}`,
+      '',
+      '',
+    ],
+    [
+      'ZooKeeper transactions per kvmq message',
+      perMessage.toFixed(3),
+      `${limit.transactions} zxids over ${limit.messages} msgs (enqueue in batches of 1000)`,
+      '',
+      '',
+    ],
+    ['physical limit (raw txn/s ÷ txn per message)', `${whole.format(physical)} msgs/s`, '', '', ''],
+    [
+      'kvmq as a fraction of the physical limit',
+      fraction.toFixed(2),
+      '',
+      `≥ ${LIMIT_FRACTION_TARGET}`,
+      verdict(fraction >= LIMIT_FRACTION_TARGET),
+    ],
+  ];
+}
+
+function peerRows(results: PeerResults, n: number): string[][] {
+  const rate = (ms: number[]): number => median(ms.map((m) => (n * 1000) / m));
+  const cell = (v: number): string => `${whole.format(v)}/s`;
+  const puts = PEERS.map((p) => rate(results[p].put));
+  const rows: string[][] = [
+    [`acknowledged puts, ${PUTS_IN_FLIGHT} in flight`, ...puts.map(cell), ...ratios(puts), '', ''],
+  ];
+  for (const c of CONSUMERS) {
+    const rates = PEERS.map((p) => rate(results[p].consume[c] ?? []));
+    const [kv = 0, cu = 0, kz = 0] = rates;
+    const pass = kv >= CURATOR_TARGET * cu && kv >= KAZOO_TARGET * kz;
+    rows.push([
+      `consume, ${c} consumer${c === 1 ? '' : 's'} (get + ack)`,
+      ...rates.map(cell),
+      ...ratios(rates),
+      `≥ ×${CURATOR_TARGET} Curator, ≥ ×${KAZOO_TARGET} kazoo`,
+      verdict(pass),
+    ]);
+  }
+  return rows;
+}
+
+function ratios([kv = 0, cu = 0, kz = 0]: number[]): string[] {
+  return [`×${(kv / cu).toFixed(2)}`, `×${(kv / kz).toFixed(2)}`];
+}
+
+function table(header: readonly string[], body: readonly string[][], markdown: boolean): string {
+  if (markdown) {
+    const line = (cells: readonly string[]): string => `| ${cells.join(' | ')} |`;
+    return [line(header), line(header.map(() => '---')), ...body.map(line)].join('\n');
+  }
+  const all = [header, ...body];
+  const widths = header.map((_, i) => Math.max(...all.map((r) => (r[i] ?? '').length)));
+  return all
+    .map((r) =>
+      r
+        .map((c, i) => c.padEnd(widths[i] ?? 0))
+        .join('  ')
+        .trimEnd(),
+    )
+    .join('\n');
+}
+
+// --- main ------------------------------------------------------------------
+
+async function step<T>(label: string, task: () => Promise<T>): Promise<T> {
+  process.stderr.write(`bench: ${label} … `);
+  const begin = performance.now();
+  try {
+    return await task();
+  } finally {
+    process.stderr.write(`${((performance.now() - begin) / 1000).toFixed(1)} s\n`);
+  }
+}
+
+async function main(): Promise<void> {
+  const { values } = parseArgs({
+    options: {
+      store: { type: 'string' },
+      backlog: { type: 'string', default: '100000' },
+      quick: { type: 'boolean', default: false },
+      'no-write': { type: 'boolean', default: false },
+      'peers-only': { type: 'boolean', default: false },
+      // Passed to bench/run.ts (which then writes nothing): the full standard sizes take long on ZooKeeper.
+      only: { type: 'string' },
+    },
+  });
+  const machine =
+    `${cpus().length} cores (${cpus()[0]?.model.trim() ?? '?'}), ${(totalmem() / 1024 ** 3).toFixed(1)} GB RAM, ` +
+    `${process.platform} ${release()}, Node ${process.version}, load average ${loadavg()[0]?.toFixed(2) ?? '?'} at start`;
+  ensurePackages();
+  const sizes = values.quick ? QUICK : FULL;
+  const temp = mkdtempSync(join(tmpdir(), 'kvmq-zk-bench-'));
+  const given = values.store ?? process.env.KVMQ_TEST_ZOOKEEPER_URL;
+  // A server of our own gets the heap a deep backlog needs (about 7 znodes per pending message).
+  const own =
+    given === undefined ? await step('starting ZooKeeper', () => start(join(temp, 'zk'), { heap: '4g' })) : null;
+  try {
+    const hosts = (own?.url ?? given ?? '').replace(/^zookeeper:\/\//i, '').replace(/\/.*$/, '');
+    if (hosts.includes(',')) throw new TypeError('give one ZooKeeper server: the transaction count reads its zxid');
+    const port = Number(/:(\d+)$/.exec(hosts)?.[1] ?? 2181);
+    const id = `${Date.now().toString(36)}-${process.pid}`;
+    const peersRoot = `kvmq-bench-peers-${id}`;
+    const peersUrl = await createChroot(hosts, peersRoot);
+    const classes = join(temp, 'classes');
+    compileCurator(classes);
+    const peers: [PeerName, Peer][] = [
+      ['kvmq', kvmqPeer(peersUrl)],
+      ['Curator', curatorPeer(hosts, peersRoot, classes)],
+      ['kazoo', kazooPeer(hosts, peersRoot)],
+    ];
+    const limit: LimitFigures = { rawPerSec: [], kvmqPerSec: [], transactions: 0, messages: 0 };
+    const empty = (): PeerResults[PeerName] => ({ put: [], consume: { 1: [], 8: [] } });
+    const results: PeerResults = { kvmq: empty(), Curator: empty(), kazoo: empty() };
+    await step('warm-up', async () => {
+      for (const [, peer] of peers) await peer(Math.ceil(sizes.peerN / 10), 8);
+    });
+    for (let round = 0; round < sizes.runs; round++) {
+      await step(`raw creates and kvmq lifecycle, round ${round + 1}`, () =>
+        measureLimit(peersUrl, port, sizes, limit),
+      );
+      for (const c of CONSUMERS) {
+        for (const [name, peer] of peers) {
+          const figure = await step(`${name}, ${c} consumer(s), round ${round + 1}`, () => peer(sizes.peerN, c));
+          results[name].put.push(figure.putMs);
+          results[name].consume[c]?.push(figure.consumeMs);
+        }
+      }
+    }
+    const limitHeader = ['measurement', 'figure', 'detail', 'target', 'result'];
+    const limitBody = limitRows(limit);
+    const peerHeader = ['measurement', ...PEERS, 'kvmq/Curator', 'kvmq/kazoo', 'target', 'result'];
+    const peerBody = peerRows(results, sizes.peerN);
+    const failed = [...limitBody, ...peerBody].filter((r) => r.at(-1) === 'FAIL').map((r) => r[0]);
+    const outcome = failed.length === 0 ? 'all targets PASS' : `FAIL: ${failed.join('; ')}`;
+    const setup =
+      `ZooKeeper 3.8 (Debian) standalone at ${hosts}${own === null ? '' : ' (started by the bench, heap 4g)'}; ` +
+      `${sizes.runs} round(s), median; physical limit: ${sizes.limitN} raw creates and ${sizes.limitN} lifecycle ` +
+      `msgs per round; peers: ${sizes.peerN} msgs per measurement`;
+    console.log(`kvmq vs Curator vs kazoo on ZooKeeper${values.quick ? ', quick' : ''}\n${machine}\n${setup}\n`);
+    console.log(table(limitHeader, limitBody, false));
+    console.log('');
+    console.log(table(peerHeader, peerBody, false));
+    console.log(`\n${outcome}`);
+    if (!values['no-write'] && !values.quick) {
+      const command = `node --import tsx bench/zookeeper/run.ts ${process.argv.slice(2).join(' ')}`.trim();
+      writeSection(
+        join(ROOT, 'docs/benchmarks.md'),
+        'zookeeper-peers',
+        peersSection(
+          command,
+          machine,
+          setup,
+          table(limitHeader, limitBody, true),
+          table(peerHeader, peerBody, true),
+          outcome,
+        ),
+      );
+      console.log('wrote the zookeeper-peers section of docs/benchmarks.md');
+    }
+    if (!values['peers-only'])
+      await standardBench(hosts, id, values.backlog, values.quick, values['no-write'], values.only);
+  } finally {
+    await own?.stop();
+    rmSync(temp, { recursive: true, force: true });
+  }
+}
+
+/** bench/run.ts on a fresh chroot of the same server: enqueue, raw, lifecycle, latency, backlog. */
+async function standardBench(
+  hosts: string,
+  id: string,
+  backlog: string,
+  quick: boolean,
+  noWrite: boolean,
+  only: string | undefined,
+): Promise<void> {
+  const url = await createChroot(hosts, `kvmq-bench-${id}`);
+  const args = ['--import', 'tsx', join(ROOT, 'bench/run.ts'), '--store', url, '--backlog', backlog];
+  if (quick) args.push('--quick');
+  if (noWrite) args.push('--no-write');
+  if (only !== undefined) args.push('--only', only);
+  const child = spawn(process.execPath, args, { stdio: 'inherit', cwd: ROOT });
+  const code = await new Promise<number>((resolve) => child.once('exit', (c) => resolve(c ?? 1)));
+  if (code !== 0) throw new Error(`bench/run.ts exited with ${code}`);
+}
+
+function peersSection(
+  command: string,
+  machine: string,
+  setup: string,
+  limitTable: string,
+  peerTable: string,
+  outcome: string,
+): string {
+  const when = new Date().toISOString().replace('T', ' ').slice(0, 16);
+  return `## zookeeper: the physical limit, and kvmq, Curator and kazoo side by side
+
+- Date: ${when} UTC
+- Command: \`${command}\` (bench/zookeeper/run.ts; it then runs the standard bench for the \`zookeeper\` section)
+- Machine: ${machine}. Shared and noisy: the ratios measured in one run matter more than the rates.
+- Setup: ${setup}.
+- The physical limit: ZooKeeper commits every write as one transaction, so a queue on it can go no faster than
+  the server's transaction rate divided by the transactions it spends per message. The raw rate is
+  \`bench/raw/zookeeper.ts\` (node-zookeeper-client, one small create per transaction, 64 in flight), measured
+  in the same round as kvmq's full lifecycle (producer batches of 1000, one worker at concurrency
+  ${LIFECYCLE_CONCURRENCY}, until all are finished); kvmq's transactions are the server's zxid delta over the
+  lifecycle runs (session opens and closes and GC included).
+- Peers: kazoo 2.8 \`LockingQueue\` (\`bench/zookeeper/kazoo_queue.py\`, each producer and consumer a thread with
+  its own session, get then consume) and Curator 5.4 \`DistributedQueue\` with a lock path, its lock-safe mode
+  (\`bench/zookeeper/CuratorQueue.java\`, a consumer executor of 1 or 8 threads; puts timed until \`flushPuts\`
+  says ZooKeeper acknowledged every one). kvmq: \`enqueue\` with ${PUTS_IN_FLIGHT} in flight, one worker at
+  concurrency 1 or 8 until its graceful stop. Each consumes a queue filled just before, of the same size.
+
+${limitTable}
+
+${peerTable}
+
+Targets (issue 3): kvmq ≥ ${LIMIT_FRACTION_TARGET} of the physical limit; kvmq's consume rate ≥ ×${CURATOR_TARGET}
+Curator's and ≥ ×${KAZOO_TARGET} kazoo's with one and with eight consumers: ${outcome}.
+`;
+}
+
+main().catch((error: unknown) => {
+  console.error(error);
+  process.exitCode = 1;
+});
