@@ -19,7 +19,6 @@ import { join } from 'node:path';
 const KINDS = {
   redis: () => import('./servers/redis.mjs'),
   zookeeper: () => import('./servers/zookeeper.mjs'),
-  etcd: () => import('./servers/etcd.mjs'),
 };
 
 export const SERVER_KINDS = Object.keys(KINDS);
