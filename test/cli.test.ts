@@ -226,9 +226,14 @@ describe('kvmq CLI', { concurrency: 4 }, () => {
     await expectExit(0, ['enqueue', 'idle', 'a'], { store });
     await expectExit(0, ['enqueue', 'idle', 'b'], { store });
     const started = Date.now();
-    const run = await expectExit(0, ['work', 'idle', '--concurrency', '2', '--idle-exit-ms', '300', '--exec', 'cat'], {
-      store,
-    });
+    const run = await expectExit(
+      0,
+      ['work', 'idle', '--concurrency', '2', '--idle-exit-ms', '300', '--exec', 'cat; echo'],
+      {
+        store,
+      },
+    );
+    // Two commands run at once: their lines may come in either order.
     assert.equal(run.stdout.split('\n').sort().join(''), 'ab');
     assert.ok(Date.now() - started < 10_000);
     assert.equal((await queueStatus(store, 'idle')).counts['done-awaiting-gc'], 2);
