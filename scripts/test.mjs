@@ -18,15 +18,22 @@ function testFiles(dir) {
     .sort();
 }
 
+// A test file that hangs fails after this long instead of holding up the whole run.
+const FILE_TIMEOUT_MS = 10 * 60 * 1000;
+
 const args = process.argv.slice(2);
 const files = args.some((a) => a.endsWith('.ts')) ? [] : testFiles('test');
 const servers = await startServers();
 let code = 1;
 try {
-  const runner = spawn(process.execPath, ['--import', 'tsx', '--test', '--test-reporter=spec', ...args, ...files], {
-    stdio: 'inherit',
-    env: { ...process.env, ...servers.env },
-  });
+  const runner = spawn(
+    process.execPath,
+    ['--import', 'tsx', '--test', `--test-timeout=${FILE_TIMEOUT_MS}`, '--test-reporter=spec', ...args, ...files],
+    {
+      stdio: 'inherit',
+      env: { ...process.env, ...servers.env },
+    },
+  );
   const forward = (signal) => runner.kill(signal);
   process.on('SIGINT', forward);
   process.on('SIGTERM', forward);

@@ -79,8 +79,16 @@ async function expireSession(client: Client): Promise<void> {
         sessionId: credentials.id,
         sessionPassword: credentials.password,
       } as never);
+      // The twin may find the session already gone (a previous try ended it and the client has not
+      // noticed yet): it then never connects, so wait for either outcome, and not forever.
       await new Promise<void>((resolve) => {
-        twin.once('connected', () => resolve());
+        const timer = setTimeout(resolve, 5000);
+        const done = (): void => {
+          clearTimeout(timer);
+          resolve();
+        };
+        twin.once('connected', done);
+        twin.once('expired', done);
         twin.connect();
       });
       twin.close();
