@@ -182,6 +182,83 @@ describe('zookeeper: the zkmq layout, as a plain client reads it', () => {
   });
 });
 
+describe('zookeeper: claim on finish', () => {
+  const consumer = { id: 'ahead-consumer', host: 'h', pid: 1, ttlMs: 30_000 };
+  const request = (lockMs: number) => ({
+    consumerId: consumer.id,
+    max: 1,
+    lockMs,
+    accepts: null,
+    eoqBackoffMs: () => 1000,
+  });
+  const success = (id: string) => ({ id, attempt: 1, outcome: 'success' as const, backoffMs: 0, error: null });
+
+  /** Claims `id` for the consumer, then waits until the reads that claim sent ahead are in. */
+  async function claimOne(client: Client, q: string, id: string, lockMs: number): Promise<void> {
+    const claimed = await client.store.claim(q, request(lockMs));
+    assert.deepEqual(
+      claimed.messages.map((m) => [m.id, m.attempt]),
+      [[id, 1]],
+    );
+    // Asked after them on the same session, so answered after them.
+    await client.status(q, id);
+  }
+
+  test('a finish claims the next message for its consumer; its next claim takes it; unregistering puts one back', async () => {
+    const client = await open(await freshStoreUrl(server));
+    const q = 'ahead';
+    await client.enqueueBatch(
+      q,
+      ['a', 'b', 'c'].map((id) => ({ payload: id, id })),
+    );
+    await client.store.registerConsumer(q, consumer);
+    await claimOne(client, q, 'a', 30_000);
+
+    // One multi finished `a` and claimed `b`, for the consumer that will ask next.
+    assert.deepEqual(await client.store.finish(q, consumer.id, [success('a')]), ['ok']);
+    const ahead = await client.status(q, 'b');
+    assert.equal(ahead?.state, 'locked');
+    assert.equal(ahead.consumer, consumer.id);
+    assert.equal(ahead.attempt, 1);
+    assert.equal((await client.status(q, 'c'))?.state, 'queued');
+    await claimOne(client, q, 'b', 30_000);
+
+    assert.deepEqual(await client.store.finish(q, consumer.id, [success('b')]), ['ok']);
+    assert.equal((await client.status(q, 'c'))?.state, 'locked');
+    // The consumer goes away without asking: `c` is as it was before, attempt 0, and another takes it.
+    await client.store.unregisterConsumer(q, consumer.id);
+    const back = await client.status(q, 'c');
+    assert.equal(back?.state, 'queued');
+    assert.equal(back.attempt, 0);
+    assert.equal(back.consumer, null);
+    const log = new JobLog();
+    const worker = client.worker(q, (job) => log.record(job));
+    assert.equal((await log.handled('c')).attempt, 1);
+    await worker.stop();
+    assert.deepEqual(log.ids(), ['c']);
+  });
+
+  test('a message claimed on finish that its consumer does not collect goes back by itself', async () => {
+    const client = await open(await freshStoreUrl(server));
+    const q = 'uncollected';
+    await client.enqueueBatch(
+      q,
+      ['a', 'b'].map((id) => ({ payload: id, id })),
+    );
+    await client.store.registerConsumer(q, consumer);
+    await claimOne(client, q, 'a', 6000);
+    assert.deepEqual(await client.store.finish(q, consumer.id, [success('a')]), ['ok']);
+    assert.equal((await client.status(q, 'b'))?.attempt, 1);
+    // Put back after a third of the lock (attempt 0 again), not left to the lock's end (which keeps attempt 1).
+    await waitFor(async () => (await client.status(q, 'b'))?.attempt === 0, {
+      what: 'the uncollected message to go back',
+      timeoutMs: 20_000,
+    });
+    assert.equal((await client.status(q, 'b'))?.state, 'queued');
+    await client.store.unregisterConsumer(q, consumer.id);
+  });
+});
+
 describe('zookeeper: sessions', () => {
   test('a session that expires mid-handler: the message is handled again, the late ack is refused', async () => {
     const url = await freshStoreUrl(server);

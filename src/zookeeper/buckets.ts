@@ -5,13 +5,19 @@
  * the last bucket and move on once its sequence number passes the size;
  * readers walk buckets from the first. Emptied buckets (but the last) are
  * deleted, so the bucket list stays short too.
+ *
+ * Readers keep a view of the bucket list, valid while a data watch on `<dir>`
+ * has not fired: every writer touches `<dir>` in the multi that adds an entry,
+ * so a claim reads nothing while nothing was added.
  */
 import { BUCKET_SIZE, bucketName, compareEntries, parseEntry, type Entry } from './layout.js';
-import { isZkError, ZkCode, type ZkSession } from './client.js';
+import { isZkError, ZkCode, type ZkOp, type ZkSession } from './client.js';
 
 export class BucketedList {
   /** The bucket writers append to, or null until read. */
   private tail: number | null = null;
+  /** Whether the tail bucket is known to exist. */
+  private tailMade = false;
   /** Bucket listings read earlier; a bucket other than the tail only loses entries. */
   private readonly listings = new Map<string, Entry[]>();
   /** Buckets whose cached listing proved out of date: read again on next use. */
@@ -20,6 +26,10 @@ export class BucketedList {
   private readonly counts = new Map<string, { n: number; at: number }>();
   /** The sub-queue node's data version when the tail was last listed (producers bump it). */
   seenVersion = -1;
+  /** The bucket list as last read; trusted while `watching` (no writer touched `<dir>` since). */
+  private view: string[] | null = null;
+  private watching = false;
+  private total: { n: number; at: number } | null = null;
 
   constructor(
     private readonly zk: ZkSession,
@@ -31,21 +41,41 @@ export class BucketedList {
     if (this.tail === null) {
       const buckets = await this.buckets();
       this.tail = buckets.length === 0 ? 0 : Number(buckets[buckets.length - 1]);
+      this.tailMade = buckets.length > 0;
     }
     return `${this.dir}/${bucketName(this.tail)}`;
+  }
+
+  /**
+   * The create of the tail bucket, while this writer has moved on to a bucket
+   * not known to exist: the multi that adds the first entries makes it, so a
+   * full bucket costs no failed multi and no extra round trip.
+   */
+  tailCreate(bucketPath: string): ZkOp | null {
+    if (this.tailMade || this.tail === null || bucketPath !== `${this.dir}/${bucketName(this.tail)}`) return null;
+    return { op: 'create', path: bucketPath };
+  }
+
+  /** The tail bucket exists (made by our multi, or found made by someone else). */
+  noteTailMade(bucketPath: string): void {
+    if (this.tail !== null && bucketPath === `${this.dir}/${bucketName(this.tail)}`) this.tailMade = true;
   }
 
   /** After a create in the tail: move on once the bucket is full. */
   noteCreated(path: string): void {
     const seq = Number(path.slice(-10));
     const bucket = Number(path.slice(this.dir.length + 1, this.dir.length + 11));
-    if (seq >= BUCKET_SIZE - 1 && this.tail !== null && bucket >= this.tail) this.tail = bucket + 1;
+    if (seq >= BUCKET_SIZE - 1 && this.tail !== null && bucket >= this.tail) {
+      this.tail = bucket + 1;
+      this.tailMade = false;
+    }
   }
 
   /** The tail bucket is missing (deleted while empty, or never made): make it. */
   async makeTail(): Promise<void> {
     await this.zk.ensure(this.dir).catch(() => undefined);
     await this.zk.ensure(await this.tailBucket());
+    this.tailMade = true;
   }
 
   /** Forget the tail and cached listings: they are read again. */
@@ -55,6 +85,43 @@ export class BucketedList {
     this.dirty.clear();
     this.counts.clear();
     this.seenVersion = -1;
+    this.view = null;
+    this.invalidate();
+  }
+
+  /** A watch fired or the session changed: read the bucket list again before trusting it. */
+  invalidate(): void {
+    this.watching = false;
+  }
+
+  /**
+   * The buckets, read only when a writer touched `<dir>` since the last read:
+   * the data watch is set before the listing (one session, in order), so a
+   * write in between fires it. `onChange` runs when it fires.
+   */
+  async watchedBuckets(onChange: () => void): Promise<string[]> {
+    if (this.view !== null && this.watching) return this.view;
+    // A watch being set by a read under way is not set twice.
+    const arm = !this.watching;
+    this.watching = true;
+    const fired = (): void => {
+      this.invalidate();
+      onChange();
+    };
+    const [stat, read] = await Promise.all([
+      this.zk.exists(this.dir, arm ? fired : undefined).catch((error: unknown) => {
+        if (arm) this.watching = false;
+        throw error;
+      }),
+      this.bucketsAndVersion(),
+    ]);
+    if (stat === null && arm) this.watching = false;
+    if (read.version !== this.seenVersion) {
+      this.markTailDirty(read.buckets);
+      this.seenVersion = read.version;
+    }
+    this.view = read.buckets;
+    return read.buckets;
   }
 
   async buckets(): Promise<string[]> {
@@ -87,8 +154,23 @@ export class BucketedList {
       .filter((e): e is Entry => e !== null)
       .sort(compareEntries);
     this.listings.set(bucket, entries);
+    this.dirty.delete(bucket);
     this.counts.set(bucket, { n: children.length, at: Date.now() });
     return entries;
+  }
+
+  /**
+   * The bucket list as last read, trusted or not (writers may have added to
+   * the tail since: a claim from it may miss the newest entries, never take
+   * a wrong one). Reads nothing.
+   */
+  peekBuckets(): readonly string[] | null {
+    return this.view;
+  }
+
+  /** A bucket's entries as last read, unless never read or found out of date. Reads nothing. */
+  peek(bucket: string): readonly Entry[] | undefined {
+    return this.dirty.has(bucket) ? undefined : this.listings.get(bucket);
   }
 
   /** A bucket's entries as last read, reading it if never read or found out of date. */
@@ -106,7 +188,10 @@ export class BucketedList {
   markTailDirty(buckets: readonly string[]): void {
     const last = buckets[buckets.length - 1];
     if (last !== undefined) this.dirty.add(last);
-    if (this.tail !== null && last !== undefined && Number(last) > this.tail) this.tail = Number(last);
+    if (this.tail !== null && last !== undefined && Number(last) > this.tail) {
+      this.tail = Number(last);
+      this.tailMade = true;
+    }
   }
 
   /** Entries in the given buckets: listings read within a second, else child counts at most 5 s old. */
@@ -125,8 +210,17 @@ export class BucketedList {
     return counts.reduce((a, b) => a + b, 0);
   }
 
+  /** All entries, for a sub-queue this process only counts: read at most every 5 s, never watched. */
+  async totalSize(): Promise<number> {
+    const now = Date.now();
+    if (this.total !== null && now - this.total.at < 5000) return this.total.n;
+    const n = await this.size(await this.buckets());
+    this.total = { n, at: now };
+    return n;
+  }
+
   /** Drops an entry from the cached listing (it is gone, or taken). */
-  forget(entry: Entry): void {
+  forget(entry: Pick<Entry, 'bucket' | 'name'>): void {
     const list = this.listings.get(entry.bucket);
     if (list === undefined) return;
     const at = list.findIndex((e) => e.name === entry.name);
@@ -135,14 +229,26 @@ export class BucketedList {
     if (count !== undefined && count.n > 0) count.n -= 1;
   }
 
-  /** Deletes an empty bucket that is not the tail; a bucket with entries stays (NOT_EMPTY). */
+  /** Forgets the entry at `path` (under this list) from the cached listing. */
+  forgetPath(path: string): void {
+    const [bucket, name] = path.slice(this.dir.length + 1).split('/');
+    if (bucket !== undefined && name !== undefined) this.forget({ bucket, name });
+  }
+
+  /**
+   * Deletes an empty bucket that is not the tail. A bucket that still has
+   * entries (NOT_EMPTY: a writer whose idea of the tail lagged added one after
+   * it was listed) is listed again next time, so that entry is not missed.
+   */
   async dropIfEmpty(bucket: string): Promise<void> {
     if (this.tail !== null && Number(bucket) >= this.tail) return;
     try {
       await this.zk.remove(`${this.dir}/${bucket}`, -1);
       this.listings.delete(bucket);
+      if (this.view !== null) this.view = this.view.filter((b) => b !== bucket);
     } catch (error) {
-      if (!isZkError(error, ZkCode.NotEmpty) && !isZkError(error, ZkCode.NoNode)) throw error;
+      if (isZkError(error, ZkCode.NotEmpty)) this.dirty.add(bucket);
+      else if (!isZkError(error, ZkCode.NoNode)) throw error;
     }
   }
 }

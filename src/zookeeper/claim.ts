@@ -5,225 +5,368 @@
  * and write `state` with a version check. The entry stays in the queue while
  * the message is locked, so a dead session (its claim vanishes) or an expired
  * lock (lockUntil passed) frees it with no one else's help.
+ *
+ * Round trips: the queue's shape comes from views kept by watches (nothing is
+ * read while nothing changed); the reads of the next candidates are sent
+ * ahead while this claim's multis are in flight; the multis of one claim go
+ * out together; and messages the consumer's last finish already claimed for
+ * it (handoff.ts) are handed over with no round trip at all.
  */
 import { parseFilterClass } from '../model/filters.js';
 import { isZkError, ZkCode, type ZkOp } from './client.js';
-import { classOfNode, decodeState, deriveState, encodeState, makeState, taskNodes, type Entry } from './layout.js';
+import { deriveState, encodeState, makeState, taskNodes, type Entry, type TaskState } from './layout.js';
+import { collectHandoffs } from './handoff.js';
+import { parseCounters, type QueueContext } from './queue.js';
 import type { BucketedList } from './buckets.js';
+import type { ClaimCache, TaskRead } from './claim-cache.js';
 import type { StoreContext } from './context.js';
-import type { QueueContext } from './queue.js';
 import type { ClaimRequest, ClaimResult, ClaimedMessage } from '../store/contract.js';
 import type { Metadata } from '../model/types.js';
 
-interface Counters {
-  dryRuns: number;
-  eoqUntil: number;
-}
-
-interface Candidate {
+export interface Candidate {
   readonly entry: Entry;
   readonly sub: BucketedList;
 }
 
-/** Per store: entries another consumer holds (skipped until their lock ends or their claim goes), and claims under way. */
-export class ClaimCache {
-  readonly lockedUntil = new Map<string, number>();
-  readonly trying = new Set<string>();
+/** A claim ready to send: its operations, and what to remember once they succeed. */
+export interface PreparedClaim {
+  readonly candidate: Candidate;
+  readonly ops: ZkOp[];
+  /** Index in `ops` of the `state` write and of the `claim` create. */
+  readonly stateOp: number;
+  readonly createOp: number;
+  readonly read: TaskRead;
+  readonly next: TaskState;
+  readonly consumer: string;
 }
 
-export async function claimMessages(
-  ctx: StoreContext,
-  cache: ClaimCache,
-  q: QueueContext,
-  request: ClaimRequest,
-): Promise<ClaimResult> {
-  await q.ensure();
-  const zk = ctx.zk;
-  const now = Date.now();
-  const [queueNode, classNodes] = await Promise.all([zk.get(q.paths.queue), zk.children(q.paths.queue)]);
-  const counters = parseCounters(queueNode.data);
-  const classes = classNodes.children.map(classOfNode);
-  const accepted = classes.filter((c) => request.accepts === null || request.accepts(c));
+const MAX_READ_AHEAD = 192;
 
+/**
+ * How many candidates past those being claimed get their reads sent ahead:
+ * three claims' worth. Reads are sent after the multis of the claim or finish
+ * under way (ZooKeeper answers a session's requests in order: sent before,
+ * they would delay the multi), so they come in while the worker runs its
+ * handlers; the next claims use reads sent one or two rounds earlier.
+ */
+export function readAheadCount(max: number): number {
+  return Math.min(3 * max, MAX_READ_AHEAD);
+}
+
+/** Sends the reads of the next `n` candidates this process knows of (see readAheadCount). */
+export function readAheadOf(
+  ctx: StoreContext,
+  q: QueueContext,
+  accepts: ((filterClass: string) => boolean) | null,
+  n: number,
+): void {
+  const next = cachedCandidates(ctx, q, accepts, n, Date.now());
+  ctx.claims.readAhead(
+    ctx.zk,
+    next.map((c) => ({ entry: c.entry, taskPath: q.paths.task(c.entry.id) })),
+  );
+}
+
+export async function claimMessages(ctx: StoreContext, q: QueueContext, request: ClaimRequest): Promise<ClaimResult> {
+  const cache = ctx.claims;
+  await q.ensure();
+  const now = Date.now();
+  cache.noteTerms(q.name, request.consumerId, {
+    accepts: request.accepts,
+    lockMs: request.lockMs,
+    epoch: ctx.zk.epoch,
+  });
+  const readAhead = readAheadCount(request.max);
+  const handed = await collectHandoffs(ctx, q, request, now);
+  if (handed.length >= request.max) {
+    // Keep the reads flowing, so the next finish can claim again.
+    readAheadOf(ctx, q, request.accepts, readAhead);
+    await resetCounters(ctx, q);
+    return { messages: handed, queueSize: cache.queueSizes.get(q.name) ?? handed.length, dryRuns: 0, wakeAt: null };
+  }
+  const max = request.max - handed.length;
+
+  const view = await q.queueView();
+  const accepted = new Set(view.classes.filter((c) => request.accepts === null || request.accepts(c)));
+  const onChange = (): void => ctx.wakeups.notify(q.name);
   let wakeAt = Infinity;
-  let queueSize = 0;
   const candidates: Candidate[] = [];
-  const want = request.max + 4;
-  const versions = new Map<string, number>();
-  for (const filterClass of classes) {
-    const sub = q.sub(filterClass);
-    const { buckets, version } = await sub.bucketsAndVersion();
-    versions.set(filterClass, version);
-    if (version !== sub.seenVersion) {
-      sub.markTailDirty(buckets);
-      sub.seenVersion = version;
-    }
-    if (accepted.includes(filterClass)) {
+  const want = max + readAhead;
+  const sizes = await Promise.all(
+    view.classes.map(async (filterClass) => {
+      const sub = q.sub(filterClass);
+      // A sub-queue this consumer never takes from is only counted (and not watched).
+      if (!accepted.has(filterClass)) return sub.totalSize();
+      const buckets = await sub.watchedBuckets(onChange);
+      let found = 0;
       for (const bucket of buckets) {
         const entries = await sub.cached(bucket);
         if (entries.length === 0 && bucket !== buckets[buckets.length - 1]) await sub.dropIfEmpty(bucket);
         for (const entry of entries) {
-          if (entry.at > now) {
-            wakeAt = Math.min(wakeAt, entry.at);
-            continue;
-          }
-          const until = cache.lockedUntil.get(entry.path);
-          if (until !== undefined && until > now) {
-            wakeAt = Math.min(wakeAt, until);
-            continue;
-          }
-          if (!cache.trying.has(entry.path)) candidates.push({ entry, sub });
+          if (found >= want) break;
+          const until = skipUntil(cache, entry, now);
+          if (until === null) {
+            candidates.push({ entry, sub });
+            found += 1;
+          } else wakeAt = Math.min(wakeAt, until);
         }
-        if (candidates.length >= want) break;
+        if (found >= want) break;
       }
-    }
-    queueSize += await sub.size(buckets);
-  }
-
-  candidates.sort(
-    (a, b) => a.entry.at - b.entry.at || a.entry.bucket.localeCompare(b.entry.bucket) || a.entry.seq - b.entry.seq,
+      return sub.size(buckets);
+    }),
   );
-  const messages: ClaimedMessage[] = [];
+  const queueSize = sizes.reduce((a, b) => a + b, 0);
+  cache.queueSizes.set(q.name, queueSize);
+
+  candidates.sort(byEntry);
+  const messages: ClaimedMessage[] = [...handed];
   let next = 0;
   while (messages.length < request.max && next < candidates.length) {
     const batch = candidates.slice(next, next + request.max - messages.length);
     next += batch.length;
-    const taken = await Promise.all(batch.map((c) => claimOne(ctx, cache, q, c, request, now)));
-    for (const result of taken) {
-      if (result === null) continue;
-      if (typeof result === 'number') wakeAt = Math.min(wakeAt, result);
-      else messages.push(result);
+    for (const c of batch) cache.trying.add(c.entry.path);
+    try {
+      const prepared = await Promise.all(batch.map((c) => prepare(ctx, cache, q, c, request, now)));
+      const claims = prepared.filter((p): p is PreparedClaim => typeof p === 'object' && p !== null);
+      for (const p of prepared) if (typeof p === 'number') wakeAt = Math.min(wakeAt, p);
+      // One write of the consumer's `current` (what it holds) rides on the last multi.
+      const current = ctx.currentPath(q.name, request.consumerId);
+      const last = claims[claims.length - 1];
+      if (current !== null && last !== undefined) {
+        last.ops.push({
+          op: 'set',
+          path: current,
+          data: ctx.currentData(
+            q.name,
+            request.consumerId,
+            claims.map((c) => c.candidate.entry.id),
+          ),
+          version: -1,
+        });
+      }
+      const committing = Promise.all(claims.map((p) => commit(ctx, q, p, current)));
+      // While this batch is taken, the reads of the next ones are on their way.
+      cache.readAhead(
+        ctx.zk,
+        candidates.slice(next, next + readAhead).map((c) => ({ entry: c.entry, taskPath: q.paths.task(c.entry.id) })),
+      );
+      for (const message of await committing) if (message !== null) messages.push(message);
+    } finally {
+      for (const c of batch) cache.trying.delete(c.entry.path);
     }
   }
 
   if (messages.length > 0) {
-    if (counters.dryRuns !== 0 || counters.eoqUntil !== 0) {
-      await zk.set(q.paths.queue, Buffer.from(JSON.stringify({ dryRuns: 0, eoqUntil: 0 })), -1);
-    }
+    await resetCounters(ctx, q);
     return { messages, queueSize, dryRuns: 0, wakeAt: null };
   }
-  return {
-    messages,
-    queueSize,
-    ...(await dryRun(ctx, q, request, accepted, versions, classNodes.stat.cversion, wakeAt)),
-  };
+  return { messages, queueSize, ...(await dryRun(ctx, q, request, wakeAt)) };
+}
+
+/** Null when the entry may be claimed now; else when to look again (a backoff or a known lock ends). */
+function skipUntil(cache: ClaimCache, entry: Entry, now: number): number | null {
+  if (entry.at > now) return entry.at;
+  const until = cache.lockedUntil.get(entry.path);
+  if (until !== undefined && until > now) return until;
+  return cache.trying.has(entry.path) ? Infinity : null;
+}
+
+function byEntry(a: Candidate, b: Candidate): number {
+  return (
+    a.entry.at - b.entry.at ||
+    (a.entry.bucket < b.entry.bucket ? -1 : a.entry.bucket > b.entry.bucket ? 1 : 0) ||
+    a.entry.seq - b.entry.seq
+  );
 }
 
 /**
- * Takes one entry's message. Null when someone else has it (or it is gone);
- * a number when it becomes free later (its lock ends then).
+ * The next `n` entries a consumer with `accepts` may claim, from what this
+ * process already knows (trusted views and listings); reads nothing. A
+ * sub-queue whose view is out of date contributes nothing.
  */
-async function claimOne(
+export function cachedCandidates(
+  ctx: StoreContext,
+  q: QueueContext,
+  accepts: ((filterClass: string) => boolean) | null,
+  n: number,
+  now: number,
+): Candidate[] {
+  const view = q.peekView();
+  if (view === null) return [];
+  const out: Candidate[] = [];
+  for (const filterClass of view.classes) {
+    if (accepts !== null && !accepts(filterClass)) continue;
+    const sub = q.sub(filterClass);
+    const buckets = sub.peekBuckets();
+    if (buckets === null) continue;
+    let found = 0;
+    for (const bucket of buckets) {
+      const entries = sub.peek(bucket);
+      if (entries === undefined) break;
+      for (const entry of entries) {
+        if (found >= n) break;
+        if (skipUntil(ctx.claims, entry, now) === null) {
+          out.push({ entry, sub });
+          found += 1;
+        }
+      }
+      if (found >= n) break;
+    }
+  }
+  return out.sort(byEntry).slice(0, n);
+}
+
+/** True when the task's state still names this entry (else the entry is left over). */
+export function entryMatches(state: TaskState, entry: Entry): boolean {
+  return state.entry !== null && entry.path.length === state.entry.length + 10 && entry.path.startsWith(state.entry);
+}
+
+/**
+ * Looks at one candidate's task and builds its claim multi. A number when it
+ * becomes free later (a backoff or another consumer's lock ends then); null
+ * when it is someone else's or gone.
+ */
+async function prepare(
   ctx: StoreContext,
   cache: ClaimCache,
   q: QueueContext,
-  { entry, sub }: Candidate,
+  candidate: Candidate,
   request: ClaimRequest,
   now: number,
-): Promise<ClaimedMessage | number | null> {
-  const zk = ctx.zk;
-  const taskPath = q.paths.task(entry.id);
-  const nodes = taskNodes(taskPath);
-  cache.trying.add(entry.path);
-  try {
-    // Asked in this order on one session, so data and metadata are at least as new as the state read.
-    let reads;
-    try {
-      reads = await Promise.all([
-        zk.get(nodes.state),
-        zk.exists(nodes.claim),
-        zk.get(nodes.data),
-        zk.get(nodes.metadata),
-      ]);
-    } catch (error) {
-      if (!isZkError(error, ZkCode.NoNode)) throw error;
-      await dropStale(ctx, sub, entry);
-      return null;
-    }
-    const [stateRead, claim, data, metadata] = reads;
-    const state = decodeState(nodes.state, stateRead.data);
-    if (state.entry === null || entry.path.length !== state.entry.length + 10 || !entry.path.startsWith(state.entry)) {
-      // The task moved on (finished, retried): this entry is left over.
-      await dropStale(ctx, sub, entry);
-      return null;
-    }
-    if (state.phase === 'done') {
-      await dropStale(ctx, sub, entry);
-      return null;
-    }
-    if (state.phase === 'pending' && state.readyAt > now) return state.readyAt;
+): Promise<PreparedClaim | number | null> {
+  const { entry, sub } = candidate;
+  const nodes = taskNodes(q.paths.task(entry.id));
+  const read = await cache.read(ctx.zk, entry, q.paths.task(entry.id));
+  if (read === null || read.state.phase === 'done' || !entryMatches(read.state, entry)) {
+    // The task is gone, or moved on (finished, retried): this entry is left over.
+    await dropStale(ctx, cache, sub, entry);
+    return null;
+  }
+  const state = read.state;
+  if (state.phase === 'pending' && state.readyAt > now) return state.readyAt;
+  // A pending task has no claim (a finish removes it in the same multi), so only a locked one needs a look.
+  let claimVersion: number | null = null;
+  if (state.phase === 'locked' || cache.suspect.has(entry.path)) {
+    const claim = await ctx.zk.exists(nodes.claim);
     if (state.phase === 'locked' && deriveState(state, claim !== null, now) !== 'queued') {
       // Held by another consumer: skip it until its lock ends, or its claim goes (a dead session).
-      cache.lockedUntil.set(entry.path, state.lockUntil);
-      if (claim !== null) void ctx.wakeups.armClaim(q.name, nodes.claim, () => cache.lockedUntil.delete(entry.path));
+      cache.noteLocked(entry.path, state.lockUntil);
+      cache.forgetRead(entry.path);
+      if (claim !== null) {
+        void ctx.wakeups.armClaim(q.name, nodes.claim, () => cache.lockedUntil.delete(entry.path));
+      }
       return state.lockUntil;
     }
-    const next = makeState(
-      {
-        ...state,
-        phase: 'locked',
-        lockUntil: now + request.lockMs,
-        consumer: request.consumerId,
-        attempt: state.attempt + 1,
-        // A message whose lock expired keeps its requeue mark; a pending one starts clean.
-        requeue: state.phase === 'locked' ? state.requeue : false,
-        updatedAt: now,
-      },
-      now,
-    );
-    const ops: ZkOp[] = [];
-    if (claim !== null) ops.push({ op: 'remove', path: nodes.claim, version: claim.version });
-    ops.push({ op: 'create', path: nodes.claim, data: Buffer.from(request.consumerId), kind: 'ephemeral' });
-    const stateOp =
-      ops.push({ op: 'set', path: nodes.state, data: encodeState(next), version: stateRead.stat.version }) - 1;
-    const current = ctx.currentPath(q.name, request.consumerId);
-    if (current !== null) {
-      ops.push({
-        op: 'set',
-        path: current,
-        data: ctx.currentData(q.name, request.consumerId, [entry.id]),
-        version: -1,
-      });
+    claimVersion = claim?.version ?? null;
+  }
+  return buildClaim(q, candidate, read, request.consumerId, request.lockMs, now, claimVersion);
+}
+
+/** The claim multi of one task: remove a stale claim (if any), create ours, write `state` with the version read. */
+export function buildClaim(
+  q: QueueContext,
+  candidate: Candidate,
+  read: TaskRead,
+  consumer: string,
+  lockMs: number,
+  now: number,
+  staleClaimVersion: number | null,
+): PreparedClaim {
+  const state = read.state;
+  const nodes = taskNodes(q.paths.task(candidate.entry.id));
+  const next = makeState(
+    {
+      ...state,
+      phase: 'locked',
+      lockUntil: now + lockMs,
+      consumer,
+      attempt: state.attempt + 1,
+      // A message whose lock expired keeps its requeue mark; a pending one starts clean.
+      requeue: state.phase === 'locked' ? state.requeue : false,
+      updatedAt: now,
+    },
+    now,
+  );
+  const ops: ZkOp[] = [];
+  if (staleClaimVersion !== null) ops.push({ op: 'remove', path: nodes.claim, version: staleClaimVersion });
+  const createOp = ops.push({ op: 'create', path: nodes.claim, data: Buffer.from(consumer), kind: 'ephemeral' }) - 1;
+  const stateOp = ops.push({ op: 'set', path: nodes.state, data: encodeState(next), version: read.version }) - 1;
+  return { candidate, ops, stateOp, createOp, read, next, consumer };
+}
+
+async function commit(
+  ctx: StoreContext,
+  q: QueueContext,
+  p: PreparedClaim,
+  current: string | null,
+): Promise<ClaimedMessage | null> {
+  const epoch = ctx.zk.epoch;
+  let results;
+  try {
+    results = await ctx.zk.multi(p.ops);
+  } catch (error) {
+    if (!isZkError(error)) throw error;
+    // Someone else took it first (NODE_EXISTS, BAD_VERSION) or it went away: not ours.
+    claimFailed(ctx, p, error.code, error.opIndex);
+    if (error.code === ZkCode.NoNode && p.ops[error.opIndex]?.path === current) {
+      ctx.registered.delete(`${q.name}\u0000${p.consumer}`);
     }
-    const epoch = zk.epoch;
-    let results;
-    try {
-      results = await zk.multi(ops);
-    } catch (error) {
-      if (!isZkError(error)) throw error;
-      // Someone else took it first (NODE_EXISTS, BAD_VERSION) or it went away: not ours.
-      if (error.code === ZkCode.NoNode && ops[error.opIndex]?.path === current) {
-        ctx.registered.delete(`${q.name}\u0000${request.consumerId}`);
-      }
-      return null;
-    }
-    ctx.setHeld({
-      queue: q.name,
-      consumer: request.consumerId,
-      id: entry.id,
-      attempt: next.attempt,
-      epoch,
-      taskPath,
-      entryPath: entry.path,
-      stateVersion: results[stateOp]?.version ?? stateRead.stat.version + 1,
-      state: next,
-    });
-    cache.lockedUntil.delete(entry.path);
-    return {
-      id: entry.id,
-      payload: data.data,
-      encoding: state.encoding,
-      metadata: JSON.parse(metadata.data.toString('utf8') || '{}') as Metadata,
-      filters: parseFilterClass(state.filterClass),
-      attempt: next.attempt,
-    };
-  } finally {
-    cache.trying.delete(entry.path);
+    return null;
+  }
+  return recordClaim(ctx, q, p, results[p.stateOp]?.version, epoch);
+}
+
+/** A claim's multi failed: read the task afresh next time, and its claim too if one was in the way. */
+export function claimFailed(ctx: StoreContext, p: PreparedClaim, code: number, opIndex: number): void {
+  const path = p.candidate.entry.path;
+  ctx.claims.forgetRead(path);
+  if (code === ZkCode.NodeExists && opIndex === p.createOp) ctx.claims.suspect.add(path);
+}
+
+/** A claim succeeded: remember it as held (for finish and extend) and build the message. */
+export function recordClaim(
+  ctx: StoreContext,
+  q: QueueContext,
+  p: PreparedClaim,
+  stateVersion: number | undefined,
+  epoch: number,
+): ClaimedMessage {
+  const { entry } = p.candidate;
+  ctx.claims.forgetRead(entry.path);
+  ctx.claims.suspect.delete(entry.path);
+  ctx.claims.noteLocked(entry.path, p.next.lockUntil);
+  ctx.setHeld({
+    queue: q.name,
+    consumer: p.consumer,
+    id: entry.id,
+    attempt: p.next.attempt,
+    epoch,
+    taskPath: q.paths.task(entry.id),
+    entryPath: entry.path,
+    stateVersion: stateVersion ?? p.read.version + 1,
+    state: p.next,
+  });
+  return {
+    id: entry.id,
+    payload: p.read.data,
+    encoding: p.read.state.encoding,
+    metadata: JSON.parse(p.read.metadata.toString('utf8') || '{}') as Metadata,
+    filters: parseFilterClass(p.read.state.filterClass),
+    attempt: p.next.attempt,
+  };
+}
+
+/** After a claim: the queue-wide dry-run counters go back to 0 (when the view says they are not). */
+async function resetCounters(ctx: StoreContext, q: QueueContext): Promise<void> {
+  const counters = q.peekView()?.counters;
+  if (counters !== undefined && (counters.dryRuns !== 0 || counters.eoqUntil !== 0)) {
+    await ctx.zk.set(q.paths.queue, Buffer.from(JSON.stringify({ dryRuns: 0, eoqUntil: 0 })), -1);
   }
 }
 
 /** An entry that no longer matches its task: forget it, delete it, and read its bucket again next time. */
-async function dropStale(ctx: StoreContext, sub: BucketedList, entry: Entry): Promise<void> {
+async function dropStale(ctx: StoreContext, cache: ClaimCache, sub: BucketedList, entry: Entry): Promise<void> {
+  cache.forgetEntry(entry.path);
   sub.forget(entry);
   sub.markDirty(entry.bucket);
   try {
@@ -235,15 +378,13 @@ async function dropStale(ctx: StoreContext, sub: BucketedList, entry: Entry): Pr
 
 /**
  * Nothing to take: count a dry run once per queue-wide end-of-queue backoff,
- * arm the wake-up watches, and say when to look again anyway.
+ * and say when to look again anyway. The watches that wake the worker sooner
+ * were set by the reads of the queue's view.
  */
 async function dryRun(
   ctx: StoreContext,
   q: QueueContext,
   request: ClaimRequest,
-  accepted: readonly string[],
-  versions: ReadonlyMap<string, number>,
-  cversion: number,
   wakeAt: number,
 ): Promise<{ dryRuns: number; wakeAt: number }> {
   const zk = ctx.zk;
@@ -264,26 +405,5 @@ async function dryRun(
       if (!isZkError(error, ZkCode.BadVersion)) throw error;
     }
   }
-  let next = Math.min(wakeAt, eoqUntil);
-  // Watches set now, compared with what this claim read: anything newer means look again at once.
-  const armed = await Promise.all([
-    ctx.wakeups.armChildren(q.name, q.paths.queue),
-    ...accepted.map((c) => ctx.wakeups.armData(q.name, q.paths.classDir(c))),
-  ]);
-  const queueVersion = armed[0] ?? null;
-  if (queueVersion !== null && queueVersion !== cversion) next = Date.now();
-  accepted.forEach((c, i) => {
-    const version = armed[i + 1];
-    if (version !== null && version !== undefined && version !== versions.get(c)) next = Date.now();
-  });
-  return { dryRuns, wakeAt: next };
-}
-
-function parseCounters(data: Buffer): Counters {
-  try {
-    const parsed = JSON.parse(data.toString('utf8')) as Partial<Counters>;
-    return { dryRuns: parsed.dryRuns ?? 0, eoqUntil: parsed.eoqUntil ?? 0 };
-  } catch {
-    return { dryRuns: 0, eoqUntil: 0 };
-  }
+  return { dryRuns, wakeAt: Math.min(wakeAt, eoqUntil) };
 }

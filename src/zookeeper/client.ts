@@ -118,6 +118,8 @@ interface Live {
 export class ZkSession {
   /** Increases whenever a new session replaces an expired one: ephemerals and watches of older epochs are gone. */
   epoch = 0;
+  /** Requests sent so far, for benchmarks: reads, and write operations (each one of a multi counts). */
+  readonly sent = { reads: 0, writes: 0 };
   private live: Promise<Live>;
   private current: Live | null = null;
   private readonly sessionListeners = new Set<(epoch: number) => void>();
@@ -165,6 +167,7 @@ export class ZkSession {
 
   async get(path: string, watch?: () => void): Promise<{ data: Buffer; stat: ZkStat }> {
     const { client } = await this.live;
+    this.sent.reads += 1;
     return this.request(path, (cb: Callback<{ data: Buffer; stat: ZkStat }>) => {
       const done = (error: Error | Zk.Exception | null, data: Buffer | undefined, stat: RawStat | undefined) =>
         cb(error, error ? (null as never) : { data: data ?? Buffer.alloc(0), stat: toStat(stat) });
@@ -176,6 +179,7 @@ export class ZkSession {
   /** The node's stat, or null when it does not exist. */
   async exists(path: string, watch?: () => void): Promise<ZkStat | null> {
     const { client } = await this.live;
+    this.sent.reads += 1;
     return this.request(path, (cb: Callback<ZkStat | null>) => {
       const done = (error: Error | Zk.Exception | null, stat: RawStat | undefined) =>
         cb(error, stat ? toStat(stat) : null);
@@ -186,6 +190,7 @@ export class ZkSession {
 
   async children(path: string, watch?: () => void): Promise<{ children: string[]; stat: ZkStat }> {
     const { client } = await this.live;
+    this.sent.reads += 1;
     return this.request(path, (cb: Callback<{ children: string[]; stat: ZkStat }>) => {
       const done = (error: Error | Zk.Exception | null, children: string[] | undefined, stat: RawStat | undefined) =>
         cb(error, error ? (null as never) : { children: children ?? [], stat: toStat(stat) });
@@ -196,6 +201,7 @@ export class ZkSession {
 
   async create(path: string, data: Buffer = Buffer.alloc(0), kind: CreateKind = 'persistent'): Promise<string> {
     const { client } = await this.live;
+    this.sent.writes += 1;
     return this.request(path, (cb: Callback<string>) =>
       client.create(path, data, this.aclForCreates, MODES[kind], cb as never),
     );
@@ -214,6 +220,7 @@ export class ZkSession {
 
   async set(path: string, data: Buffer, version: number): Promise<ZkStat> {
     const { client } = await this.live;
+    this.sent.writes += 1;
     return this.request(path, (cb: Callback<ZkStat>) =>
       client.setData(path, data, version, ((error: Error | null, stat: RawStat) =>
         cb(error, error ? (null as never) : toStat(stat))) as never),
@@ -222,6 +229,7 @@ export class ZkSession {
 
   async remove(path: string, version: number): Promise<void> {
     const { client } = await this.live;
+    this.sent.writes += 1;
     await this.request(path, (cb: Callback<undefined>) =>
       client.remove(path, version, (error) => cb(error, undefined)),
     );
@@ -231,6 +239,7 @@ export class ZkSession {
   async multi(ops: readonly ZkOp[]): Promise<ZkOpResult[]> {
     if (ops.length === 0) return [];
     const live = await this.live;
+    this.sent.writes += ops.length;
     const tx = live.client.transaction() as Zk.Transaction & { ops: { version?: number }[] };
     for (const op of ops) {
       switch (op.op) {

@@ -5,6 +5,7 @@
  * or extend writes with that version (so a takeover or clear makes it fail),
  * and a claim from an earlier session is lost without asking the server.
  */
+import { ClaimCache } from './claim-cache.js';
 import type { ZkSession } from './client.js';
 import type { TaskState } from './layout.js';
 import { QueueContext } from './queue.js';
@@ -28,16 +29,24 @@ export class StoreContext {
   private readonly held = new Map<string, Held>();
   /** Consumers registered through this store, with the session epoch their `current` node belongs to. */
   readonly registered = new Map<string, { epoch: number; host: string; pid: number }>();
+  /** What claims remember between calls: entries held, reads sent ahead. */
+  readonly claims = new ClaimCache();
 
   constructor(
     readonly zk: ZkSession,
     readonly wakeups: Wakeups,
-  ) {}
+  ) {
+    // The old session's watches and claims are gone with it: every view is read again.
+    zk.onNewSession(() => {
+      this.claims.clear();
+      for (const q of this.queues.values()) q.invalidate();
+    });
+  }
 
   queue(name: string): QueueContext {
     let q = this.queues.get(name);
     if (q === undefined) {
-      q = new QueueContext(this.zk, name);
+      q = new QueueContext(this.zk, name, () => this.wakeups.notify(name));
       this.queues.set(name, q);
     }
     return q;

@@ -135,6 +135,7 @@ async function newTaskOps(q: QueueContext, m: NewMessage, now: number): Promise<
       filterClass: m.filterClass,
       entry: prefix,
       done: null,
+      hasMetadata: hasMetadata(m),
     },
     now,
   );
@@ -168,12 +169,14 @@ async function createChunk(
   chunk: readonly number[],
   results: (EnqueueResult | undefined)[],
 ): Promise<ChunkOutcome> {
-  // Task buckets are made on first use; making them before the multi saves a failed round.
-  const buckets = new Set(chunk.map((i) => q.paths.taskBucket(messages[i]?.id ?? '')));
-  await Promise.all([...buckets].filter((b) => !q.knowsTaskBucket(b)).map((b) => q.makeTaskBucket(b)));
+  // Task buckets are made on first use, in the same multi: /tasks is listed once so we know which are missing.
+  await q.listTaskBuckets();
+  const buckets = [...new Set(chunk.map((i) => q.paths.taskBucket(messages[i]?.id ?? '')))].filter(
+    (b) => !q.knowsTaskBucket(b),
+  );
   const now = Date.now();
-  const ops: ZkOp[] = [];
-  const owner: number[] = [];
+  const ops: ZkOp[] = buckets.map((path) => ({ op: 'create', path }));
+  const owner: number[] = buckets.map(() => -1);
   const classes = new Set<string>();
   for (const i of chunk) {
     const m = messages[i];
@@ -188,8 +191,14 @@ async function createChunk(
     ops.push({ op: 'set', path: q.paths.classDir(filterClass), data: Buffer.alloc(0), version: -1 });
     owner.push(-1);
   }
+  // A sub-queue's next bucket, when the last one filled up, is made in the same multi.
+  const bucketOps = q.bucketCreates(ops);
+  ops.unshift(...bucketOps);
+  owner.unshift(...bucketOps.map(() => -1));
+  const newBuckets = bucketOps.map((op) => op.path);
   try {
     const created = await ctx.zk.multi(ops);
+    q.noteBucketsMade(newBuckets);
     for (const i of chunk) {
       const m = messages[i];
       if (m !== undefined) results[i] = { ok: true, id: m.id, action: 'added' };
@@ -200,8 +209,8 @@ async function createChunk(
         const m = messages[owner[k] ?? -1];
         if (m !== undefined) q.sub(m.filterClass).noteCreated(r.path);
       }
-      if (op?.op === 'create' && k === 0) q.noteTaskBucket(parentOf(op.path));
     });
+    for (const bucket of buckets) q.noteTaskBucket(bucket);
     return { retry: [], existing: [] };
   } catch (error) {
     if (!isZkError(error) || error.opIndex < 0) throw error;
@@ -209,6 +218,16 @@ async function createChunk(
     const index = owner[error.opIndex] ?? -1;
     const m = messages[index];
     if (failedOp === undefined) throw error;
+    if (error.code === ZkCode.NodeExists && newBuckets.includes(failedOp.path)) {
+      // Another writer made that bucket first.
+      q.noteBucketsMade([failedOp.path]);
+      return { retry: [...chunk], existing: [] };
+    }
+    if (error.code === ZkCode.NodeExists && buckets.includes(failedOp.path)) {
+      // Another producer made a task bucket first: list them again, and try again.
+      q.forgetTaskBuckets();
+      return { retry: [...chunk], existing: [] };
+    }
     if (error.code === ZkCode.NodeExists && m !== undefined && failedOp.path === q.paths.task(m.id)) {
       // That id exists; find any others of the chunk that do before trying the rest again.
       const others = chunk.filter((i) => i !== index);
@@ -373,6 +392,7 @@ async function reviveOps(
       entry: prefix,
       // Its done entry stays until GC finds it no longer matches.
       done: null,
+      hasMetadata: hasMetadata(m),
     },
     now,
   );
@@ -393,6 +413,10 @@ async function reviveOps(
   ops.push({ op: 'create', path: prefix, kind: 'sequential' });
   ops.push({ op: 'set', path: q.paths.classDir(m.filterClass), data: Buffer.alloc(0), version: -1 });
   return ops;
+}
+
+function hasMetadata(m: NewMessage): boolean {
+  return Object.keys(m.metadata).length > 0;
 }
 
 export function asBuffer(bytes: Uint8Array): Buffer {

@@ -6,11 +6,16 @@
  * Either way the late outcome is refused ('lost') and changes nothing.
  * A batch of finishes is one multi; a conflict sends each through alone.
  */
+import { claimFailed } from './claim.js';
 import { isZkError, ZkCode, type ZkOp } from './client.js';
+import { claimsForFinish, readAheadAfterFinish, recordHandoffs } from './handoff.js';
 import { decodeState, encodeState, entryPrefix, makeState, taskNodes } from './layout.js';
 import type { Held, StoreContext } from './context.js';
 import type { QueueContext } from './queue.js';
 import type { Finish, FinishResult } from '../store/contract.js';
+
+// After a claim riding on a finish lost a race, finishes claim nothing for this long.
+const CLAIM_AHEAD_PAUSE_MS = 250;
 
 export async function finishMessages(
   ctx: StoreContext,
@@ -24,30 +29,69 @@ export async function finishMessages(
     const held = await heldFor(ctx, q, consumer, f.id, f.attempt);
     if (held !== null) pending.push({ index, held });
   }
+  let claimAhead = true;
   // One multi for them all; a failure names the message at fault, which goes alone (or is lost).
   for (let tries = 0; pending.length > 0 && tries < 3 * finishes.length + 3; tries++) {
     const built = await Promise.all(pending.map((p) => finishOps(ctx, q, p.held, finishes[p.index] as Finish)));
-    const ops: ZkOp[] = built.flat();
-    const owner = built.flatMap((list, k) => list.map(() => k));
+    // The done list's (or a sub-queue's) next bucket, when the last one filled up, is made in the same multi.
+    const bucketOps = q.bucketCreates(built.flat());
+    const newBuckets = bucketOps.map((op) => op.path);
+    const ops: ZkOp[] = [...bucketOps, ...built.flat()];
+    const owner = [...bucketOps.map(() => undefined), ...built.flatMap((list, k) => list.map(() => k))];
+    // The slots these finishes free are filled in the same multi (see handoff.ts).
+    const claims = claimAhead ? claimsForFinish(ctx, q, consumer, pending.length, Date.now()) : [];
+    const claimsFrom = ops.length;
+    const offsets = claims.map((c) => ops.push(...c.ops) - c.ops.length);
+    const claimsTo = ops.length;
     const current = ctx.currentPath(q.name, consumer);
     if (current !== null) {
       const without = pending.map((p) => p.held.id);
-      ops.push({ op: 'set', path: current, data: ctx.currentData(q.name, consumer, [], without), version: -1 });
+      const extra = claims.map((c) => c.candidate.entry.id);
+      ops.push({ op: 'set', path: current, data: ctx.currentData(q.name, consumer, extra, without), version: -1 });
     }
+    const epoch = ctx.zk.epoch;
     try {
-      const created = await ctx.zk.multi(ops);
+      const committing = ctx.zk.multi(ops);
+      if (claimAhead) readAheadAfterFinish(ctx, q, consumer, pending.length);
+      const created = await committing;
+      q.noteBucketsMade(newBuckets);
       created.forEach((r, k) => notePath(q, ops[k], r.path));
       for (const p of pending) {
         results[p.index] = 'ok';
         ctx.dropHeld(q.name, consumer, p.held.id);
+        // The entry is gone: no claim of this process need look at it again.
+        ctx.claims.forgetEntry(p.held.entryPath);
+        q.sub(p.held.state.filterClass).forgetPath(p.held.entryPath);
       }
+      recordHandoffs(
+        ctx,
+        q,
+        consumer,
+        claims.map((claim, k) => ({ claim, stateVersion: created[(offsets[k] ?? 0) + claim.stateOp]?.version })),
+        epoch,
+      );
       if (pending.some((p) => finishes[p.index]?.outcome === 'retry' || p.held.state.requeue)) {
         ctx.wakeups.notify(q.name);
       }
       return results;
     } catch (error) {
       if (!isZkError(error) || error.opIndex < 0) throw error;
+      if (error.opIndex >= claimsFrom && error.opIndex < claimsTo) {
+        // A claim riding along lost a race: finish alone, and leave claiming to the next claim.
+        const k = offsets.findLastIndex((at) => at <= error.opIndex);
+        const failed = claims[k];
+        if (failed !== undefined) claimFailed(ctx, failed, error.code, error.opIndex - (offsets[k] ?? 0));
+        // Others take from the same place: give them a moment before riding claims on finishes again.
+        ctx.claims.pauseClaimAhead(q.name, consumer, CLAIM_AHEAD_PAUSE_MS);
+        claimAhead = false;
+        continue;
+      }
       const failedOp = ops[error.opIndex];
+      if (error.code === ZkCode.NodeExists && failedOp !== undefined && newBuckets.includes(failedOp.path)) {
+        // Another writer made that bucket first.
+        q.noteBucketsMade([failedOp.path]);
+        continue;
+      }
       if (error.code === ZkCode.NoNode && failedOp?.op === 'create') {
         // The sub-queue or done bucket to write to is missing: make it, try again.
         await makeBucket(q, failedOp.path);
@@ -64,6 +108,8 @@ export async function finishMessages(
       const again = await heldFor(ctx, q, consumer, culprit.held.id, culprit.held.attempt, true);
       pending = pending.filter((p) => p !== culprit);
       if (again !== null) pending.push({ index: culprit.index, held: again });
+    } finally {
+      for (const c of claims) ctx.claims.trying.delete(c.candidate.entry.path);
     }
   }
   return results;

@@ -18,6 +18,8 @@ import type { GcResult } from '../model/types.js';
 
 // Tasks deleted per multi.
 const TASKS_PER_MULTI = 50;
+// Entries of a sub-queue's oldest bucket a GC looks at for stale claims.
+const STALE_CLAIMS_LOOKED_AT = 256;
 
 export async function runGc(ctx: StoreContext, q: QueueContext, force: boolean): Promise<GcResult> {
   if (!(await q.exists())) return { ran: false, removed: 0 };
@@ -133,7 +135,9 @@ async function removeTasks(
 /**
  * A claim whose lock ended long ago (its consumer stalled but its session
  * lives) is freed here, so the message does not look held. Only the oldest
- * bucket of each sub-queue is looked at: that is where such messages sit.
+ * bucket of each sub-queue is looked at (its oldest entries): that is where
+ * such messages sit; and only entries ready before the grace began (a lock
+ * starts after its entry is ready), whose claim exists.
  */
 async function freeStaleClaims(ctx: StoreContext, q: QueueContext, graceMs: number): Promise<void> {
   const zk = ctx.zk;
@@ -142,13 +146,17 @@ async function freeStaleClaims(ctx: StoreContext, q: QueueContext, graceMs: numb
     const sub = q.sub(node === 'none' ? '' : node);
     const [first] = await sub.buckets();
     if (first === undefined) continue;
-    const entries = await sub.list(first);
+    const oldEnough = Date.now() - graceMs;
+    // Claims take over expired locks by themselves; this only tidies the oldest few.
+    const entries = (await sub.list(first)).filter((e) => e.at < oldEnough).slice(0, STALE_CLAIMS_LOOKED_AT);
     await mapLimit(entries, 32, async (entry) => {
       const nodes = taskNodes(q.paths.task(entry.id));
       try {
-        const [{ data, stat }, claim] = await Promise.all([zk.get(nodes.state), zk.exists(nodes.claim)]);
+        const claim = await zk.exists(nodes.claim);
+        if (claim === null) return;
+        const { data, stat } = await zk.get(nodes.state);
         const state = decodeState(nodes.state, data);
-        if (state.phase !== 'locked' || claim === null || state.lockUntil + graceMs > Date.now()) return;
+        if (state.phase !== 'locked' || state.lockUntil + graceMs > Date.now()) return;
         await zk.multi([
           { op: 'check', path: nodes.state, version: stat.version },
           { op: 'remove', path: nodes.claim, version: claim.version },
@@ -188,4 +196,5 @@ export async function clearQueue(ctx: StoreContext, q: QueueContext): Promise<vo
   await removeAll(zk, paths);
   await zk.set(q.paths.queue, Buffer.from(JSON.stringify({ dryRuns: 0, eoqUntil: 0 })), -1);
   q.reset();
+  ctx.claims.clearQueue(q.name);
 }

@@ -3,6 +3,7 @@ import { MESSAGE_STATES, type ConsumerInfo, type MessageState, type MessageStatu
 import { isZkError, ZkCode } from './client.js';
 import { consumerOfNode, decodeState, deriveState, stateEndsAt, taskNodes } from './layout.js';
 import { mapLimit } from './tree.js';
+import { putBackAll } from './handoff.js';
 import { registrationKey, type StoreContext } from './context.js';
 import type { QueueContext } from './queue.js';
 import type { ConsumerRegistration } from '../store/contract.js';
@@ -146,6 +147,9 @@ export async function registerConsumer(ctx: StoreContext, q: QueueContext, c: Co
 }
 
 export async function unregisterConsumer(ctx: StoreContext, q: QueueContext, id: string): Promise<void> {
+  // Messages its last finishes claimed for it, which it will not collect now, go back as they were.
+  await putBackAll(ctx, q, id);
+  ctx.claims.forgetConsumer(q.name, id);
   ctx.registered.delete(registrationKey(q.name, id));
   for (const path of [q.paths.current(id), q.paths.consumer(id)]) {
     try {

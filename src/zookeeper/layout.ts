@@ -193,6 +193,11 @@ export interface TaskState {
   readonly entry: string | null;
   /** The done entry (done), or null. */
   readonly done: string | null;
+  /**
+   * False when `metadata` holds `{}`, so a claim need not read it. Missing in
+   * states older kvmq wrote: then it is read.
+   */
+  readonly hasMetadata?: boolean;
 }
 
 type StateFields = Omit<TaskState, 'state'>;

@@ -1,26 +1,146 @@
 /**
  * What a store knows about one queue: its paths, its sub-queues and done list
  * (with their cached bucket listings), the task buckets known to exist, and
- * the check that the queue's dir is kvmq's.
+ * the check that the queue's dir is kvmq's. Claims see the queue through a
+ * view (the sub-queues and the queue-wide dry-run counters) kept by watches:
+ * it is read again only after something changed.
  */
 import { StoreLayoutError } from '../errors.js';
 import { BucketedList } from './buckets.js';
-import { isZkError, ZkCode, type ZkSession } from './client.js';
-import { QUEUE_MARKER, QueuePaths, classNode } from './layout.js';
+import { isZkError, ZkCode, type ZkOp, type ZkSession } from './client.js';
+import { QUEUE_MARKER, QueuePaths, classNode, classOfNode } from './layout.js';
+
+/** The queue-wide end-of-queue counters, in the data of `/queue`. */
+export interface Counters {
+  readonly dryRuns: number;
+  readonly eoqUntil: number;
+}
+
+export function parseCounters(data: Buffer): Counters {
+  try {
+    const parsed = JSON.parse(data.toString('utf8')) as Partial<Counters>;
+    return { dryRuns: parsed.dryRuns ?? 0, eoqUntil: parsed.eoqUntil ?? 0 };
+  } catch {
+    return { dryRuns: 0, eoqUntil: 0 };
+  }
+}
+
+export interface QueueView {
+  readonly classes: readonly string[];
+  readonly counters: Counters;
+}
 
 export class QueueContext {
   readonly paths: QueuePaths;
   readonly done: BucketedList;
   private readonly classes = new Map<string, BucketedList>();
   private readonly taskBuckets = new Set<string>();
+  /** Whether every task bucket that exists is in taskBuckets (listed once per session). */
+  private taskBucketsListed = false;
   private ensured: Promise<void> | null = null;
+  private view: QueueView | null = null;
+  private watchingData = false;
+  private watchingChildren = false;
 
   constructor(
     private readonly zk: ZkSession,
     readonly name: string,
+    /** Called when a watch says the queue changed: idle workers look again. */
+    private readonly onChange: () => void = () => undefined,
   ) {
     this.paths = new QueuePaths(name);
     this.done = new BucketedList(zk, this.paths.done);
+  }
+
+  /**
+   * The sub-queues and the dry-run counters, read only after a watch on
+   * `/queue` (its children, or its data) fired. Watches are set by the reads
+   * themselves, so no change between a read and its watch goes unseen; each
+   * is set again only once it fired.
+   */
+  async queueView(): Promise<QueueView> {
+    const view = this.view;
+    if (view !== null && this.watchingData && this.watchingChildren) return view;
+    // A watch already set (or being set by a read under way) is not set twice.
+    const armData = !this.watchingData;
+    const armChildren = !this.watchingChildren;
+    const path = this.paths.queue;
+    // New counters (a dry run) need a read, not a wake-up; a new sub-queue may hold messages for idle workers.
+    const onData = (): void => {
+      this.watchingData = false;
+    };
+    const onChildren = (): void => {
+      this.watchingChildren = false;
+      this.onChange();
+    };
+    const [node, children] = await Promise.all([
+      view === null || armData ? this.read('watchingData', armData, onData, (w) => this.zk.get(path, w)) : null,
+      view === null || armChildren
+        ? this.read('watchingChildren', armChildren, onChildren, (w) => this.zk.children(path, w))
+        : null,
+    ]);
+    this.view = {
+      classes: children === null ? (view?.classes ?? []) : children.children.map(classOfNode),
+      counters: node === null ? (view?.counters ?? { dryRuns: 0, eoqUntil: 0 }) : parseCounters(node.data),
+    };
+    return this.view;
+  }
+
+  /** Sends a read, setting its watch when `arm`: the flag says it is set, unless the read fails or it fired. */
+  private async read<T>(
+    flag: 'watchingData' | 'watchingChildren',
+    arm: boolean,
+    onFire: () => void,
+    request: (watch: (() => void) | undefined) => Promise<T>,
+  ): Promise<T> {
+    if (!arm) return request(undefined);
+    this[flag] = true;
+    try {
+      return await request(onFire);
+    } catch (error) {
+      this[flag] = false;
+      throw error;
+    }
+  }
+
+  /** The view as last read, trusted or not. Reads nothing. */
+  peekView(): QueueView | null {
+    return this.view;
+  }
+
+  /** The session changed (its watches are gone) or the queue was cleared: read everything again. */
+  invalidate(): void {
+    this.watchingData = false;
+    this.watchingChildren = false;
+    this.taskBucketsListed = false;
+    for (const list of this.classes.values()) list.invalidate();
+  }
+
+  /** The bucketed list (a sub-queue, or the done list) that a bucket path belongs to. */
+  listOf(bucketPath: string): BucketedList | null {
+    if (bucketPath.startsWith(`${this.paths.done}/`)) return this.done;
+    if (!bucketPath.startsWith(`${this.paths.queue}/`)) return null;
+    return this.sub(classOfNode(bucketPath.slice(this.paths.queue.length + 1).split('/')[0] ?? ''));
+  }
+
+  /**
+   * Creates of the tail buckets the sequential creates in `ops` write into,
+   * where their writer moved on to a bucket not known to exist yet.
+   */
+  bucketCreates(ops: readonly ZkOp[]): ZkOp[] {
+    const creates = new Map<string, ZkOp>();
+    for (const op of ops) {
+      if (op.op !== 'create' || op.kind !== 'sequential') continue;
+      const bucket = op.path.slice(0, op.path.lastIndexOf('/'));
+      const create = creates.has(bucket) ? null : this.listOf(bucket)?.tailCreate(bucket);
+      if (create !== null && create !== undefined) creates.set(bucket, create);
+    }
+    return [...creates.values()];
+  }
+
+  /** After a multi with bucketCreates(), or one that found them made: the buckets exist. */
+  noteBucketsMade(paths: readonly string[]): void {
+    for (const path of paths) this.listOf(path)?.noteTailMade(path);
   }
 
   /** The sub-queue of one filter class. */
@@ -46,11 +166,34 @@ export class QueueContext {
     this.taskBuckets.add(path);
   }
 
+  /**
+   * Lists `/tasks` once (4,096 names at most), so an enqueue knows which
+   * task buckets to create in its own multi instead of one round trip each.
+   */
+  async listTaskBuckets(): Promise<void> {
+    if (this.taskBucketsListed) return;
+    try {
+      const { children } = await this.zk.children(this.paths.tasks);
+      for (const bucket of children) this.taskBuckets.add(`${this.paths.tasks}/${bucket}`);
+      this.taskBucketsListed = true;
+    } catch (error) {
+      // No /tasks (deleted by hand): the enqueue's multi fails on it and makes it again.
+      if (!isZkError(error, ZkCode.NoNode)) throw error;
+    }
+  }
+
+  /** Some task bucket exists that this process did not know of: list them again before the next enqueue. */
+  forgetTaskBuckets(): void {
+    this.taskBucketsListed = false;
+  }
+
   /** Forgets everything cached (after clear()). */
   reset(): void {
     for (const list of this.classes.values()) list.reset();
     this.done.reset();
     this.taskBuckets.clear();
+    this.view = null;
+    this.invalidate();
   }
 
   /** Makes the queue's skeleton unless it exists; refuses a dir that is not a kvmq queue. */

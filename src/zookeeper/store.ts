@@ -5,7 +5,7 @@
  */
 import { KvmqError, StoreUnavailableError } from '../errors.js';
 import { ZkError, ZkSession } from './client.js';
-import { ClaimCache, claimMessages } from './claim.js';
+import { claimMessages } from './claim.js';
 import { readConfig, writeConfig } from './conf.js';
 import { StoreContext } from './context.js';
 import { enqueueMessages, MULTI_BYTES } from './enqueue.js';
@@ -56,7 +56,6 @@ class ZookeeperStore implements Store {
     instantRelease: true,
   };
   private readonly ctx: StoreContext;
-  private readonly claims = new ClaimCache();
   private closed = false;
 
   constructor(private readonly zk: ZkSession) {
@@ -69,7 +68,7 @@ class ZookeeperStore implements Store {
   }
 
   claim(queue: string, request: ClaimRequest): Promise<ClaimResult> {
-    return this.guard(() => claimMessages(this.ctx, this.claims, this.ctx.queue(queue), request));
+    return this.guard(() => claimMessages(this.ctx, this.ctx.queue(queue), request));
   }
 
   extend(

@@ -1,10 +1,12 @@
 /**
- * Wake-ups for idle workers: one set of ZooKeeper watches per process and
- * queue, however many workers and slots subscribe. A claim that comes up dry
- * arms a data watch on each sub-queue it read (producers touch the sub-queue
- * node in the same multi as the entry) and a child watch on the queue (new
- * sub-queues); a busy worker arms nothing, so puts cost it nothing. Watches on
- * other consumers' claims tell when a dead session frees a message.
+ * Wake-ups for idle workers, once per process and queue however many workers
+ * and slots subscribe. The watches themselves are those that keep each
+ * queue's view for claims (queue.ts, buckets.ts): a data watch on each
+ * sub-queue a consumer of this process takes from (producers touch it in the
+ * multi that adds an entry) and a child watch on `/queue` (a new sub-queue).
+ * Each is set once and fires once per change until the next claim sets it
+ * again, so a put costs a process at most one notification. Watches on other
+ * consumers' claims tell when a dead session frees a message.
  */
 import type { ZkSession } from './client.js';
 
@@ -41,30 +43,6 @@ export class Wakeups {
 
   hasListeners(queue: string): boolean {
     return (this.listeners.get(queue)?.size ?? 0) > 0;
-  }
-
-  /** Data watch on a sub-queue node; resolves with its version (to compare with what the claim read). */
-  async armData(queue: string, path: string): Promise<number | null> {
-    const fire = this.arm(queue, path);
-    if (fire === null) return null;
-    try {
-      return (await this.zk.get(path, fire)).stat.version;
-    } catch {
-      this.disarm(queue, path);
-      return null;
-    }
-  }
-
-  /** Child watch on the queue node (a new sub-queue); resolves with its child count. */
-  async armChildren(queue: string, path: string): Promise<number | null> {
-    const fire = this.arm(queue, `${path}/`);
-    if (fire === null) return null;
-    try {
-      return (await this.zk.children(path, fire)).stat.cversion;
-    } catch {
-      this.disarm(queue, `${path}/`);
-      return null;
-    }
   }
 
   /** Exists watch on another consumer's claim: its deletion frees the message. */
