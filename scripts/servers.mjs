@@ -19,6 +19,7 @@ import { join } from 'node:path';
 const KINDS = {
   redis: () => import('./servers/redis.mjs'),
   zookeeper: () => import('./servers/zookeeper.mjs'),
+  etcd: () => import('./servers/etcd.mjs'),
 };
 
 export const SERVER_KINDS = Object.keys(KINDS);

@@ -29,6 +29,11 @@ const STORES: readonly StoreKind[] = [
     form: 'zookeeper://[user:password@]host:2181[,host2:2181...]/dir[?sessionTimeoutMs=6000]   dir: an existing chroot',
     open: async (url) => (await import('../zookeeper/store.js')).openZookeeperStore(url),
   },
+  {
+    schemes: ['etcd:', 'etcds:'],
+    form: 'etcd://[user:password@]host:2379[,host2:2379...][/prefix][?leaseTtlMs=5000]   etcd v3, etcds:// for TLS (?ca=FILE)',
+    open: async (url) => (await import('../etcd/store.js')).openEtcdStore(url),
+  },
 ];
 
 export function acceptedForms(): string {

@@ -1,0 +1,81 @@
+/**
+ * etcd's own write rate on the same server, through the same client (npm
+ * etcd3, raw KV calls as kvmq's store makes them): one small put per request
+ * with 64 in flight (the physical limit kvmq's lifecycle is compared with),
+ * and puts `batchSize` at a time as Txns of 125 puts sent together (etcd
+ * takes at most 128 ops per Txn), as kvmq's batched enqueue sends them.
+ */
+import { parseEtcdUrl } from '../../src/etcd/url.js';
+import { prefixEnd } from '../../src/etcd/kv.js';
+import { rate, warmSize, type BenchSizes } from '../common.js';
+import type { RawFigures } from './index.js';
+
+const PAYLOAD = Buffer.from('{"i":12345}');
+export const RAW_IN_FLIGHT = 64;
+const PUTS_PER_TXN = 125;
+
+/** Opens an etcd3 client and a raw key range for a measurement; `drop` deletes the range. */
+export async function rawEtcd(url: string): Promise<{
+  put: (key: string) => Promise<unknown>;
+  txn: (keys: readonly string[]) => Promise<unknown>;
+  prefix: string;
+  revision: () => Promise<number>;
+  close: () => Promise<void>;
+}> {
+  const options = parseEtcdUrl(url);
+  const { Etcd3Kv } = await import('../../src/etcd/etcd3-kv.js');
+  const kv = new Etcd3Kv(await import('etcd3'), options);
+  const prefix = `${options.prefix}/_raw-bench-${process.pid}/`;
+  return {
+    prefix,
+    put: (key) => kv.txn({ compare: [], success: [{ type: 'put', key, value: PAYLOAD }] }),
+    txn: (keys) => kv.txn({ compare: [], success: keys.map((key) => ({ type: 'put', key, value: PAYLOAD })) }),
+    revision: async () => (await kv.range({ key: prefix, limit: 1, keysOnly: true })).revision,
+    close: async () => {
+      await kv.txn({ compare: [], success: [{ type: 'delete', key: prefix, end: prefixEnd(prefix) }] });
+      await kv.close();
+    },
+  };
+}
+
+export async function measureRaw(url: string, sizes: BenchSizes): Promise<RawFigures> {
+  const raw = await rawEtcd(url);
+  let next = 0;
+  const key = (): string => `${raw.prefix}${String(next++).padStart(12, '0')}`;
+  const single = async (n: number): Promise<number> => {
+    const start = performance.now();
+    let issued = 0;
+    await Promise.all(
+      Array.from({ length: RAW_IN_FLIGHT }, async () => {
+        while (issued < n) {
+          issued++;
+          await raw.put(key());
+        }
+      }),
+    );
+    return performance.now() - start;
+  };
+  const batched = async (n: number): Promise<number> => {
+    const start = performance.now();
+    for (let done = 0; done < n; done += sizes.batchSize) {
+      const keys = Array.from({ length: Math.min(sizes.batchSize, n - done) }, key);
+      const txns: Promise<unknown>[] = [];
+      for (let i = 0; i < keys.length; i += PUTS_PER_TXN) txns.push(raw.txn(keys.slice(i, i + PUTS_PER_TXN)));
+      await Promise.all(txns);
+    }
+    return performance.now() - start;
+  };
+  try {
+    await single(warmSize(sizes.enqueueSingle, sizes));
+    const singleMs = await single(sizes.enqueueSingle);
+    await batched(warmSize(sizes.enqueueBatched, sizes));
+    const batchedMs = await batched(sizes.enqueueBatched);
+    return {
+      single: rate(sizes.enqueueSingle, singleMs),
+      batched: rate(sizes.enqueueBatched, batchedMs),
+      setup: `npm etcd3; one put per request, ${RAW_IN_FLIGHT} in flight; ${PUTS_PER_TXN} puts per Txn, a batch's Txns together`,
+    };
+  } finally {
+    await raw.close();
+  }
+}

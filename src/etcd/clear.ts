@@ -1,0 +1,33 @@
+/**
+ * clear(): removes every message of the queues, in one Txn per queue:
+ * producer keys of every spelling, the ordered queue, deliveries (not the
+ * consumers' registrations), records, kept payloads, the GC index and the
+ * dry-run count. The configuration stays. The dispatcher sees the records go
+ * and forgets the messages; consumers see their deliveries go and lose them.
+ */
+import { prefixEnd, type Kv, type Op } from './kv.js';
+import { producerPrefixes } from './dispatcher/snapshot.js';
+import type { QueueKeys } from './keys.js';
+
+export async function clearQueue(kv: Kv, keys: QueueKeys): Promise<void> {
+  const consumerPrefixes = [keys.prefix, keys.shortPrefix].flatMap((base) => [`${base}consumer/`, `${base}c/`]);
+  const registrations: string[] = [];
+  for (const prefix of consumerPrefixes) {
+    const res = await kv.range({ key: prefix, end: prefixEnd(prefix), keysOnly: true });
+    for (const item of res.kvs) {
+      const parsed = keys.parse(item.key);
+      if (parsed.kind === 'registration') registrations.push(parsed.consumerKey);
+    }
+  }
+  const range = (key: string, end: string): Op => ({ type: 'delete', key, end });
+  const ops: Op[] = [
+    ...producerPrefixes(keys).map((p) => range(p, prefixEnd(p))),
+    range(keys.orderedStart, keys.orderedEnd),
+    ...registrations.map((r) => range(`${r}/0`, `${r}/:`)),
+    range(keys.records, prefixEnd(keys.records)),
+    range(keys.payloads, prefixEnd(keys.payloads)),
+    range(keys.doneIndex, prefixEnd(keys.doneIndex)),
+    { type: 'delete', key: keys.eoq },
+  ];
+  for (let i = 0; i < ops.length; i += 120) await kv.txn({ compare: [], success: ops.slice(i, i + 120) });
+}

@@ -1,0 +1,169 @@
+/**
+ * What the dispatcher learns from its watches, one revision at a time: the
+ * events of one Txn arrive together, so a message's record (its version)
+ * decides what its other keys' events mean. A record that changed moves the
+ * message; a delivery deleted with no record change is a plain consumer's
+ * ack; an ordered key deleted with no record change was deleted outside the
+ * protocol and is put back; puts the protocol does not know are logged.
+ */
+import { decodeRecord } from '../record.js';
+import type { WatchEvent } from '../kv.js';
+import type { DispatcherLog } from './dispatcher.js';
+import type { QueueMirror } from './mirror.js';
+
+/** Events held back while the dispatcher reads more of its queue, in the order they came. */
+type Deferred = { readonly producer: WatchEvent } | { readonly id: string; readonly events: readonly WatchEvent[] };
+
+export class EventIntake {
+  private deferred: Deferred[] = [];
+  /** Messages with deferred events: their later events wait too, to keep the order. */
+  private readonly deferredIds = new Set<string>();
+
+  constructor(
+    private readonly mirror: QueueMirror,
+    private readonly term: number,
+    private readonly lose: (reason: string) => void,
+    private readonly log: DispatcherLog,
+  ) {}
+
+  /** Applies watch events (in revision order). */
+  apply(events: readonly WatchEvent[]): void {
+    let i = 0;
+    while (i < events.length) {
+      const revision = events[i]?.kv.modRevision ?? 0;
+      let j = i;
+      while (j < events.length && events[j]?.kv.modRevision === revision) j++;
+      this.onRevision(events.slice(i, j));
+      i = j;
+    }
+  }
+
+  onRevision(group: readonly WatchEvent[]): void {
+    const byId = new Map<string, WatchEvent[]>();
+    for (const event of group) {
+      const parsed = this.mirror.keys.parse(event.kv.key);
+      switch (parsed.kind) {
+        case 'election':
+          if (event.type === 'delete' || event.kv.createRevision !== this.term) {
+            this.lose('another node holds the queue now');
+            return;
+          }
+          break;
+        case 'producer':
+          if (this.mirror.reading) this.deferred.push({ producer: event });
+          else this.onProducer(event);
+          break;
+        case 'registration':
+          if (event.type === 'delete') this.mirror.onUnregistration(parsed.consumerKey);
+          else this.mirror.onRegistration(event.kv);
+          break;
+        case 'record':
+        case 'ordered':
+        case 'delivery': {
+          if (parsed.kind === 'ordered') {
+            if (event.type === 'delete') this.mirror.orderedCount -= 1;
+            else if (event.kv.version === 1) this.mirror.orderedCount += 1;
+          }
+          const list = byId.get(parsed.id);
+          if (list === undefined) byId.set(parsed.id, [event]);
+          else list.push(event);
+          break;
+        }
+        case 'kvmq':
+          if (event.kv.key === this.mirror.keys.config)
+            this.mirror.onConfig(event.type === 'put' ? event.kv.value : null);
+          break;
+        case 'answer':
+          break;
+        case 'foreign':
+          if (event.type === 'put')
+            this.mirror.warnOnce(event.kv.key, `ignoring a put to ${event.kv.key}: ${parsed.why}`);
+          break;
+      }
+    }
+    for (const [id, events] of byId) {
+      // A message not in memory may be in the part of the queue being read: judged once the read is done.
+      if (this.mirror.reading && (!this.mirror.msgs.has(id) || this.deferredIds.has(id))) {
+        this.deferred.push({ id, events });
+        this.deferredIds.add(id);
+      } else {
+        if (this.mirror.reading) this.mirror.changedWhileReading.add(id);
+        this.onMessage(id, events);
+      }
+    }
+  }
+
+  /** Applies what waited for a read of the queue, now that its cursors have moved. */
+  replay(): void {
+    const deferred = this.deferred;
+    this.deferred = [];
+    this.deferredIds.clear();
+    for (const d of deferred) {
+      if ('producer' in d) this.onProducer(d.producer);
+      else this.onMessage(d.id, d.events);
+    }
+  }
+
+  onMessage(id: string, events: readonly WatchEvent[]): void {
+    const msg = this.mirror.msgs.get(id);
+    const recordEvent = events.find((e) => this.mirror.keys.parse(e.kv.key).kind === 'record');
+    if (recordEvent !== undefined) {
+      if (msg !== undefined && recordEvent.kv.modRevision <= msg.rev) return;
+      if (recordEvent.type === 'delete') {
+        if (msg !== undefined) this.mirror.forget(msg);
+        return;
+      }
+      const record = decodeRecord(recordEvent.kv.value);
+      if (record === null) {
+        this.mirror.warnOnce(recordEvent.kv.key, `ignoring ${recordEvent.kv.key}: not a record kvmq wrote`);
+        return;
+      }
+      const orderedPut = events.find((e) => e.type === 'put' && this.mirror.keys.parse(e.kv.key).kind === 'ordered');
+      if (msg !== undefined) {
+        this.mirror.reconcile(msg, record, recordEvent.kv.modRevision, orderedPut?.kv.value ?? null);
+        return;
+      }
+      if (record.phase === 'done' || record.idx === null) return;
+      if (record.phase === 'pending' && this.mirror.beyondCursor(this.mirror.keys.ordered(record.idx, id))) return;
+      this.mirror.adopt(id, record, recordEvent.kv.modRevision, orderedPut?.kv.value ?? null, Date.now());
+      return;
+    }
+    for (const event of events) {
+      const parsed = this.mirror.keys.parse(event.kv.key);
+      if (event.type === 'put') {
+        const ours =
+          msg !== undefined && (msg.busy || event.kv.key === msg.deliveryKey || event.kv.key === msg.orderedKey);
+        if (!ours)
+          this.mirror.warnOnce(event.kv.key, `ignoring a put to ${event.kv.key}: only the dispatcher writes there`);
+        continue;
+      }
+      if (msg === undefined) continue;
+      if (parsed.kind === 'delivery') {
+        // A delete of a delivery is an ack, whoever sent it (etcd roles can limit consumers to their own prefix).
+        if (msg.busy) msg.ackedKey = event.kv.key;
+        else if (event.kv.key === msg.deliveryKey) this.mirror.acks.add(msg);
+      } else if (parsed.kind === 'ordered' && event.kv.key === msg.orderedKey) {
+        const value = event.prevKv?.value ?? msg.payload;
+        if (value === null) {
+          this.log('error', `${event.kv.key} was deleted and its payload is unknown: message ${id} cannot be restored`);
+        } else {
+          this.log('warn', `${event.kv.key} was deleted outside the protocol (acks delete a delivery); restoring it`);
+          this.mirror.restores.set(msg, value);
+        }
+      }
+    }
+  }
+
+  onProducer(event: WatchEvent): void {
+    const key = event.kv.key;
+    if (event.type === 'delete') {
+      this.mirror.producerCount -= 1;
+      const put = this.mirror.producers.get(key);
+      if (put !== undefined && !put.busy) this.mirror.producers.delete(key);
+      return;
+    }
+    if (event.kv.version === 1) this.mirror.producerCount += 1;
+    for (const [prefix, next] of this.mirror.producerCursors) if (key.startsWith(prefix) && key >= next) return;
+    this.mirror.addProducer(event.kv);
+  }
+}

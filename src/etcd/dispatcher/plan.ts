@@ -1,0 +1,245 @@
+/**
+ * What the dispatcher does next, from its mirror of the queue: finish plain
+ * acks, put back ordered keys deleted outside the protocol, give the
+ * deliveries of dead consumers and expired locks to others, hand ready
+ * messages to consumers with room (oldest first, by filter class and free
+ * room), move plain producers' puts into the ordered queue, and answer kvmq
+ * consumers waiting to hear that nothing more is coming. Each change is
+ * built by changes.ts and wrapped by the dispatcher (busy marks, slots).
+ */
+import { newIdx } from '../keys.js';
+import { stateOf } from '../record.js';
+import { MAX_TXN_BYTES } from '../txn-batch.js';
+import * as changes from './changes.js';
+import { freeSlots, type Consumer, type Msg, type ProducerPut } from './model.js';
+import type { Kv } from '../kv.js';
+import type { DispatcherLog, Planned } from './dispatcher.js';
+import type { QueueMirror } from './mirror.js';
+
+// An expired lock whose holder has not renewed it for this long more is given back to the queue.
+export const STALE_LOCK_GRACE_MS = 10_000;
+
+export interface PlannerDeps {
+  readonly kv: Kv;
+  readonly log: DispatcherLog;
+  /** Wraps a message's change: busy while in flight, the consumer's slot reserved. */
+  change(msg: Msg, consumer: Consumer | null, ops: changes.Ops): Planned;
+  producerChange(put: ProducerPut, consumer: Consumer | null, ops: changes.Ops): Planned;
+  /** Reads payloads not held in memory, then plans again. */
+  fetchPayloads(msgs: readonly Msg[]): void;
+  /** Reads the payload a plain ack of a requeued message needs, then plans again. */
+  fetchNextPayload(msg: Msg): void;
+}
+
+export class Planner {
+  constructor(
+    private readonly mirror: QueueMirror,
+    private readonly deps: PlannerDeps,
+  ) {}
+
+  /** The changes to make now, and the consumers with room that nothing in memory fits (starving). */
+  plan(now: number): { planned: Planned[]; starving: Consumer[] } {
+    const planned: Planned[] = [];
+    const size = this.mirror.queueSize();
+    this.planAcks(planned, now);
+    for (const [msg, value] of this.mirror.restores) {
+      if (msg.busy) continue;
+      this.mirror.restores.delete(msg);
+      planned.push(this.deps.change(msg, null, changes.restore(this.mirror.keys, msg, value)));
+    }
+    this.planTakeovers(planned, size, now);
+    const starving = this.planReady(planned, size, now);
+    this.planProducers(planned, size, now);
+    return { planned, starving };
+  }
+
+  private planAcks(planned: Planned[], now: number): void {
+    for (const msg of this.mirror.acks) {
+      if (msg.busy) continue;
+      this.mirror.acks.delete(msg);
+      if (msg.record.phase !== 'locked') continue;
+      if (msg.record.requeue && msg.record.nextEncoding !== null && msg.nextPayload === null) {
+        this.deps.fetchNextPayload(msg);
+        continue;
+      }
+      planned.push(this.deps.change(msg, null, changes.ack(this.mirror.keys, msg, now)));
+    }
+  }
+
+  /** Deliveries of consumers that are gone, and locks that ran out, go to consumers with room. */
+  private planTakeovers(planned: Planned[], size: number, now: number): void {
+    for (const msg of this.mirror.orphans) {
+      if (msg.busy) continue;
+      if (msg.payload === null) {
+        this.deps.fetchPayloads([msg]);
+        continue;
+      }
+      const consumer = this.pick(msg, null);
+      if (consumer !== null) {
+        planned.push(
+          this.deps.change(msg, consumer, changes.deliver(this.mirror.keys, msg, consumer, msg.payload, size, now)),
+        );
+      } else {
+        planned.push(this.deps.change(msg, null, changes.undeliver(this.mirror.keys, msg, now)));
+      }
+    }
+    for (const msg of this.mirror.expired) {
+      if (msg.busy) continue;
+      if (msg.payload === null) {
+        this.deps.fetchPayloads([msg]);
+        continue;
+      }
+      // The holder let the lock run out: someone else takes it; it stays with the holder until then, unless
+      // the holder stays silent so long that it has surely lost it: then it goes back to the queue, for anyone.
+      const holder = msg.consumerKey;
+      const consumer = this.pick(msg, holder);
+      if (consumer === null) {
+        if (now >= (msg.record.lockUntil ?? now) + STALE_LOCK_GRACE_MS) {
+          msg.notTo = holder;
+          planned.push(this.deps.change(msg, null, changes.undeliver(this.mirror.keys, msg, now)));
+        }
+        continue;
+      }
+      const change = this.deps.change(
+        msg,
+        consumer,
+        changes.deliver(this.mirror.keys, msg, consumer, msg.payload, size, now),
+      );
+      planned.push({
+        ...change,
+        onOk: (revision) => {
+          change.onOk(revision);
+          msg.notTo = holder;
+        },
+      });
+    }
+  }
+
+  /** Oldest ready message first, each to the consumer with the most room among those that take its class. */
+  private planReady(planned: Planned[], size: number, now: number): Consumer[] {
+    let free = [...this.mirror.consumers.values()].filter((c) => c.accepts !== null && freeSlots(c) > 0);
+    while (free.length > 0) {
+      let best: Msg | null = null;
+      let takers: Consumer[] = [];
+      for (const head of this.mirror.ready.heads()) {
+        const msg = head.msg;
+        if (best !== null && msg.orderedKey >= best.orderedKey) continue;
+        const taking = free.filter((c) => c.accepts?.(head.filterClass) === true);
+        // The consumer that let its lock on it run out is the last choice, not no choice.
+        const others = taking.filter((c) => c.key !== msg.notTo);
+        const willing = others.length > 0 ? others : taking;
+        if (willing.length === 0) continue;
+        best = msg;
+        takers = willing;
+      }
+      if (best === null) break;
+      const consumer = this.choose(takers);
+      if (consumer === null) break;
+      this.mirror.ready.unfile(best);
+      if (best.payload === null) {
+        this.deps.fetchPayloads([best]);
+        continue;
+      }
+      planned.push(
+        this.deps.change(best, consumer, changes.deliver(this.mirror.keys, best, consumer, best.payload, size, now)),
+      );
+      free = free.filter((c) => freeSlots(c) > 0);
+    }
+    return free;
+  }
+
+  /** Plain producers' puts move into the ordered queue; straight to a consumer when one has room and nothing older waits. */
+  private planProducers(planned: Planned[], size: number, now: number): void {
+    for (const put of this.mirror.producers.values()) {
+      if (put.busy) continue;
+      const duplicate = this.mirror.duplicates.get(put.key);
+      if (duplicate !== undefined) {
+        this.mirror.duplicates.delete(put.key);
+        const state = stateOf(duplicate.record, now);
+        if (state === 'done-awaiting-gc') {
+          planned.push(
+            this.deps.producerChange(put, null, changes.revive(this.mirror.keys, put, duplicate.rev, newIdx(), now)),
+          );
+        } else {
+          this.deps.log('warn', `refused ${put.key}: message ${put.id} exists (${state}); ids are unique per queue`);
+          planned.push(this.deps.producerChange(put, null, changes.refuse(put)));
+        }
+        continue;
+      }
+      if (this.mirror.msgs.has(put.id)) {
+        const msg = this.mirror.msgs.get(put.id);
+        this.deps.log(
+          'warn',
+          `refused ${put.key}: message ${put.id} exists (${msg === undefined ? 'queued' : stateOf(msg.record, now)})`,
+        );
+        planned.push(this.deps.producerChange(put, null, changes.refuse(put)));
+        continue;
+      }
+      // A large payload moves first and is delivered in a Txn of its own: two copies may not fit one request.
+      const consumer =
+        this.mirror.cursor === null && this.mirror.ready.size === 0 && put.value.length <= MAX_TXN_BYTES / 2 - 65_536
+          ? this.choose([...this.mirror.consumers.values()].filter((c) => c.accepts?.('') === true && freeSlots(c) > 0))
+          : null;
+      planned.push(
+        this.deps.producerChange(put, consumer, changes.move(this.mirror.keys, put, newIdx(), consumer, size, now)),
+      );
+    }
+  }
+
+  /**
+   * Answers kvmq consumers once nothing more can be given to them now: a
+   * request for room (`ask`), or room given back by finishing (so a claim
+   * right after a finish waits for this instead of counting a dry run).
+   */
+  answers(starving: readonly Consumer[], size: number): void {
+    const loadingMore = this.mirror.cursor !== null;
+    for (const consumer of this.mirror.consumers.values()) {
+      if ((consumer.reg.ask <= consumer.answered && !consumer.owed) || consumer.reserved > 0) continue;
+      const full = freeSlots(consumer) <= 0 || consumer.accepts === null;
+      if (!full && loadingMore && starving.includes(consumer)) continue;
+      const ask = consumer.reg.ask;
+      const previous = consumer.answered;
+      consumer.answered = ask;
+      consumer.owed = false;
+      const ops = changes.answer(this.mirror.keys, consumer, size);
+      // On its own: the consumer's lease may have ended, which fails the whole Txn.
+      this.deps.kv.txn({ compare: [], success: ops.ops }).catch((error: unknown) => {
+        if (consumer.answered === ask && this.mirror.consumers.get(consumer.key) === consumer)
+          consumer.answered = previous;
+        this.deps.log(
+          'warn',
+          `answering ${consumer.key} failed: ${error instanceof Error ? error.message : String(error)}`,
+        );
+      });
+    }
+  }
+
+  private pick(msg: Msg, exclude: string | null): Consumer | null {
+    const cls = msg.record.filterClass;
+    return this.choose(
+      [...this.mirror.consumers.values()].filter(
+        (c) => c.key !== exclude && c.key !== msg.notTo && freeSlots(c) > 0 && c.accepts?.(cls) === true,
+      ),
+    );
+  }
+
+  private choose(candidates: readonly Consumer[]): Consumer | null {
+    let best: Consumer | null = null;
+    for (const c of candidates) {
+      if (best === null) best = c;
+      else {
+        // Most room first; among equals the one given least recently, then the one that started first.
+        const room = freeSlots(c) - freeSlots(best);
+        const given = c.lastGiven - best.lastGiven;
+        if (room > 0 || (room === 0 && (given < 0 || (given === 0 && startedBefore(c, best))))) best = c;
+      }
+    }
+    return best;
+  }
+}
+
+function startedBefore(a: Consumer, b: Consumer): boolean {
+  if (a.reg.startedAt !== b.reg.startedAt) return a.reg.startedAt < b.reg.startedAt;
+  if (a.reg.seq !== b.reg.seq) return a.reg.seq < b.reg.seq;
+  return a.since < b.since;
+}

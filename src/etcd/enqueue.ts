@@ -1,0 +1,246 @@
+/**
+ * kvmq's producer. It knows the protocol, so it makes the first move itself:
+ * each new message goes straight into the ordered queue
+ * (`/queue/{q}/{idx}/{id}`, value: the payload) with its record, in one Txn
+ * per batch guarded by "no record with this id" — the dedupe. A backlog thus
+ * builds in order even while no dispatcher runs, at one write per message
+ * (a plain producer's key costs a second one: the dispatcher's move).
+ *
+ * An id that exists is refused with its state, except: `done-awaiting-gc` is
+ * revived; with allowRequeue, `locked` is marked to run again after it
+ * finishes, and `done-with-backoff` to run again when its backoff ends.
+ */
+import { randomBytes } from 'node:crypto';
+import { StoreLayoutError } from '../errors.js';
+import { newIdx, type QueueKeys } from './keys.js';
+import { decodeRecord, encodeRecord, stateOf, type MessageRecord } from './record.js';
+import { freshRecord } from './transitions.js';
+import { pack, runBatch, type Change } from './txn-batch.js';
+import type { Kv, Op } from './kv.js';
+import type { NewMessage } from '../store/contract.js';
+import type { EnqueueResult } from '../model/types.js';
+
+// Tries of one message's update against concurrent changes before giving up with an error.
+const MAX_TRIES = 10;
+
+interface Adding extends Change {
+  readonly message: NewMessage;
+  readonly nonce: string;
+}
+
+export async function enqueueMessages(
+  kv: Kv,
+  keys: QueueKeys,
+  messages: readonly NewMessage[],
+): Promise<EnqueueResult[]> {
+  // The same id twice in one batch: the later one sees what the earlier one did, as if sent after it.
+  const results: (EnqueueResult | undefined)[] = new Array<EnqueueResult | undefined>(messages.length);
+  let rest = messages.map((message, i) => ({ message, i }));
+  while (rest.length > 0) {
+    const seen = new Set<string>();
+    const layer: typeof rest = [];
+    const later: typeof rest = [];
+    for (const item of rest) {
+      if (seen.has(item.message.id)) later.push(item);
+      else {
+        seen.add(item.message.id);
+        layer.push(item);
+      }
+    }
+    const layerResults = await enqueueUnique(
+      kv,
+      keys,
+      layer.map((l) => l.message),
+    );
+    layer.forEach((l, j) => (results[l.i] = layerResults[j]));
+    rest = later;
+  }
+  return results.map((r) => {
+    if (r === undefined) throw new Error('kvmq: an enqueue got no result');
+    return r;
+  });
+}
+
+async function enqueueUnique(kv: Kv, keys: QueueKeys, messages: readonly NewMessage[]): Promise<EnqueueResult[]> {
+  const results = new Map<string, EnqueueResult>();
+  const existing = new Map<string, { message: NewMessage; record: MessageRecord; rev: number }>();
+  let pending = messages.map((message) => adding(keys, message));
+  for (let tries = 0; pending.length > 0; tries++) {
+    if (tries >= MAX_TRIES) throw new Error(`kvmq: enqueue to ${keys.queue} kept conflicting; try again`);
+    const retry: Adding[] = [];
+    await Promise.all(
+      pack(pending).map(async (batch) => {
+        const { results: outcome } = await runBatch(kv, batch);
+        batch.forEach((change, i) => {
+          const result = outcome[i];
+          if (result === undefined) return;
+          if (result.ok) {
+            results.set(change.message.id, { ok: true, id: change.message.id, action: 'added' });
+            return;
+          }
+          const kvRecord = result.reads[0]?.kvs[0];
+          const record = kvRecord === undefined ? null : decodeRecord(kvRecord.value);
+          if (kvRecord === undefined) retry.push(adding(keys, change.message));
+          else if (record?.nonce === change.nonce) {
+            // Our own write, applied by a call the client library sent again.
+            results.set(change.message.id, { ok: true, id: change.message.id, action: 'added' });
+          } else if (record === null) {
+            throw new StoreLayoutError(`${kvRecord.key} holds data kvmq did not write; remove it or use another id`);
+          } else existing.set(change.message.id, { message: change.message, record, rev: kvRecord.modRevision });
+        });
+      }),
+    );
+    pending = retry;
+  }
+  for (const { message, record, rev } of existing.values()) {
+    results.set(message.id, await enqueueExisting(kv, keys, message, record, rev));
+  }
+  return messages.map((m) => {
+    const result = results.get(m.id);
+    if (result === undefined) throw new Error('kvmq: an enqueue got no result');
+    return result;
+  });
+}
+
+function adding(keys: QueueKeys, message: NewMessage): Adding {
+  const now = Date.now();
+  const nonce = randomBytes(6).toString('base64url');
+  const idx = newIdx();
+  const record = freshRecord(
+    {
+      idx,
+      encoding: message.encoding,
+      metadata: message.metadata,
+      filterClass: message.filterClass,
+      readyAt: now + message.initialBackoffMs,
+      source: 'kvmq',
+      nonce,
+    },
+    now,
+  );
+  return {
+    message,
+    nonce,
+    compares: [{ key: keys.record(message.id), target: 'version', result: '=', operand: 0 }],
+    ops: [
+      { type: 'put', key: keys.ordered(idx, message.id), value: asBuffer(message.payload) },
+      { type: 'put', key: keys.record(message.id), value: encodeRecord(record) },
+    ],
+    reads: [{ type: 'range', key: keys.record(message.id) }],
+  };
+}
+
+/** One message whose id exists: revive, requeue or refuse, retried against concurrent changes. */
+async function enqueueExisting(
+  kv: Kv,
+  keys: QueueKeys,
+  message: NewMessage,
+  first: MessageRecord,
+  firstRev: number,
+): Promise<EnqueueResult> {
+  let record: MessageRecord | null = first;
+  let rev = firstRev;
+  for (let tries = 0; tries < MAX_TRIES; tries++) {
+    if (record === null) {
+      // Gone meanwhile (GC, clear): the id is new again.
+      const [result] = await enqueueUnique(kv, keys, [message]);
+      if (result === undefined) throw new Error('kvmq: an enqueue got no result');
+      return result;
+    }
+    const now = Date.now();
+    const state = stateOf(record, now);
+    const plan = await planExisting(kv, keys, message, record, state, now);
+    if (plan === null) return { ok: false, id: message.id, state };
+    const res = await kv.txn({
+      compare: [{ key: keys.record(message.id), target: 'mod', result: '=', operand: rev }],
+      success: plan.ops,
+      failure: [{ type: 'range', key: keys.record(message.id) }],
+    });
+    if (res.succeeded) return { ok: true, id: message.id, action: plan.action };
+    const read = res.responses[0];
+    const kvRecord = read?.type === 'range' ? read.kvs[0] : undefined;
+    record = kvRecord === undefined ? null : decodeRecord(kvRecord.value);
+    rev = kvRecord?.modRevision ?? 0;
+    if (kvRecord !== undefined && record === null) {
+      throw new StoreLayoutError(`${kvRecord.key} holds data kvmq did not write; remove it or use another id`);
+    }
+  }
+  throw new Error(`kvmq: enqueue of ${message.id} to ${keys.queue} kept conflicting; try again`);
+}
+
+async function planExisting(
+  kv: Kv,
+  keys: QueueKeys,
+  m: NewMessage,
+  r: MessageRecord,
+  state: ReturnType<typeof stateOf>,
+  now: number,
+): Promise<{ ops: Op[]; action: 'revived' | 'requeued' } | null> {
+  const payload = asBuffer(m.payload);
+  if (state === 'done-awaiting-gc') {
+    const idx = newIdx();
+    const record = freshRecord(
+      {
+        idx,
+        encoding: m.encoding,
+        metadata: m.metadata,
+        filterClass: m.filterClass,
+        readyAt: now + m.initialBackoffMs,
+        source: 'kvmq',
+        nonce: randomBytes(6).toString('base64url'),
+      },
+      now,
+    );
+    return {
+      action: 'revived',
+      ops: [
+        { type: 'put', key: keys.ordered(idx, m.id), value: payload },
+        { type: 'put', key: keys.record(m.id), value: encodeRecord(record) },
+        { type: 'delete', key: keys.payload(m.id) },
+      ],
+    };
+  }
+  if (m.allowRequeue && state === 'done-with-backoff') {
+    // The requeued run carries the new payload, or the one that ran (kept while the backoff lasts).
+    let value = payload;
+    if (!m.replacePayload) {
+      const kept = await kv.range({ key: keys.payload(m.id) });
+      value = kept.kvs[0]?.value ?? Buffer.alloc(0);
+    }
+    const idx = newIdx();
+    const record: MessageRecord = {
+      ...r,
+      phase: 'pending',
+      idx,
+      readyAt: r.backoffUntil,
+      requeue: true,
+      attempt: 0,
+      encoding: m.replacePayload ? m.encoding : r.encoding,
+      updatedAt: now,
+    };
+    return {
+      action: 'requeued',
+      ops: [
+        { type: 'put', key: keys.ordered(idx, m.id), value },
+        { type: 'put', key: keys.record(m.id), value: encodeRecord(record) },
+        { type: 'delete', key: keys.payload(m.id) },
+      ],
+    };
+  }
+  if (m.allowRequeue && state === 'locked') {
+    const record: MessageRecord = {
+      ...r,
+      requeue: true,
+      nextEncoding: m.replacePayload ? m.encoding : null,
+      updatedAt: now,
+    };
+    const ops: Op[] = [{ type: 'put', key: keys.record(m.id), value: encodeRecord(record) }];
+    if (m.replacePayload) ops.push({ type: 'put', key: keys.payload(m.id), value: payload });
+    return { action: 'requeued', ops };
+  }
+  return null;
+}
+
+export function asBuffer(bytes: Uint8Array): Buffer {
+  return Buffer.isBuffer(bytes) ? bytes : Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
+}

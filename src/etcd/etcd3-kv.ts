@@ -1,0 +1,451 @@
+/**
+ * The KV port (kv.ts) on the npm `etcd3` client: raw KV calls (so one Txn is
+ * one request, with etcd's own limits), watches that resume exactly after the
+ * last revision they delivered, and one session lease kept alive in the
+ * background. Loaded only when an etcd URL is opened.
+ */
+import type * as Etcd3 from 'etcd3';
+import { KvmqError, StoreUnavailableError } from '../errors.js';
+import type {
+  Compare,
+  KeyValue,
+  Kv,
+  Op,
+  OpResult,
+  RangeOp,
+  RangeResult,
+  Session,
+  TxnRequest,
+  TxnResult,
+  Watch,
+  WatchEvent,
+  WatchHandler,
+  WatchRequest,
+} from './kv.js';
+import type { EtcdOptions } from './url.js';
+
+type Lib = typeof Etcd3;
+
+// A unary call that takes longer than this has failed (etcd down, no quorum): the caller sees an error.
+const CALL_DEADLINE_MS = 15_000;
+// etcd sends a watcher that fell behind up to 1000 revisions in one response, megabytes when values are large;
+// grpc-js refuses messages over 4 MiB by default, which left such a watch retrying forever. etcd's own client
+// accepts up to 2 GiB; so does kvmq.
+const MAX_RECEIVE_BYTES = 2 ** 31 - 1;
+// gRPC status codes after which a watch stream is opened again (cancelled, unknown, deadline, internal,
+// unavailable); any other error would come back the same, so the watch reports itself broken.
+const TRANSIENT_STREAM_CODES = new Set([1, 2, 4, 13, 14]);
+
+const bytes = (key: string): Buffer => Buffer.from(key, 'latin1');
+
+function keyValue(kv: Etcd3.IKeyValue): KeyValue {
+  return {
+    key: kv.key.toString('latin1'),
+    value: kv.value,
+    createRevision: Number(kv.create_revision),
+    modRevision: Number(kv.mod_revision),
+    version: Number(kv.version),
+    lease: kv.lease,
+  };
+}
+
+function compare(lib: Lib, c: Compare): Etcd3.ICompare {
+  const targets = {
+    version: lib.CompareTarget.Version,
+    create: lib.CompareTarget.Create,
+    mod: lib.CompareTarget.Mod,
+    value: lib.CompareTarget.Value,
+    lease: lib.CompareTarget.Lease,
+  };
+  const results = {
+    '=': lib.CompareResult.Equal,
+    '>': lib.CompareResult.Greater,
+    '<': lib.CompareResult.Less,
+    '!=': lib.CompareResult.NotEqual,
+  };
+  const out: Etcd3.ICompare = { key: bytes(c.key), target: targets[c.target], result: results[c.result] };
+  switch (c.target) {
+    case 'version':
+      return { ...out, version: Number(c.operand) };
+    case 'create':
+      return { ...out, create_revision: Number(c.operand) };
+    case 'mod':
+      return { ...out, mod_revision: Number(c.operand) };
+    case 'value':
+      return { ...out, value: Buffer.isBuffer(c.operand) ? c.operand : Buffer.from(String(c.operand)) };
+    case 'lease':
+      return { ...out, lease: String(c.operand) };
+  }
+}
+
+function rangeRequest(op: Omit<RangeOp, 'type'>): Etcd3.IRangeRequest {
+  return {
+    key: bytes(op.key),
+    ...(op.end === undefined ? {} : { range_end: bytes(op.end) }),
+    ...(op.limit === undefined ? {} : { limit: op.limit }),
+    ...(op.keysOnly === true ? { keys_only: true } : {}),
+    ...(op.countOnly === true ? { count_only: true } : {}),
+    ...(op.revision === undefined ? {} : { revision: op.revision }),
+  };
+}
+
+function requestOp(op: Op): Etcd3.IRequestOp {
+  switch (op.type) {
+    case 'range':
+      return { request_range: rangeRequest(op) };
+    case 'put':
+      return {
+        request_put: {
+          key: bytes(op.key),
+          value: op.value,
+          ...(op.lease === undefined || op.lease === '0' ? {} : { lease: op.lease }),
+        },
+      };
+    case 'delete':
+      return {
+        request_delete_range: { key: bytes(op.key), ...(op.end === undefined ? {} : { range_end: bytes(op.end) }) },
+      };
+  }
+}
+
+function rangeResult(res: Etcd3.IRangeResponse): RangeResult {
+  return { type: 'range', kvs: res.kvs.map(keyValue), count: Number(res.count), more: res.more };
+}
+
+function opResult(op: Op, res: Etcd3.IResponseOp | undefined): OpResult {
+  switch (op.type) {
+    case 'range':
+      if (res?.response_range === undefined) throw new Error('etcd answered a range op without a range response');
+      return rangeResult(res.response_range);
+    case 'put':
+      return { type: 'put' };
+    case 'delete':
+      return { type: 'delete', deleted: Number(res?.response_delete_range.deleted ?? 0) };
+  }
+}
+
+type Policy = NonNullable<NonNullable<Etcd3.IOptions['faultHandling']>['global']>;
+const NEVER = new AbortController().signal;
+
+/**
+ * A host that failed is skipped for a second when there are others (the pool
+ * then tries the next one). etcd3's default breaker opens for 5 s after 3
+ * failures, which keeps a single etcd unreachable for seconds after it is back.
+ */
+function skipFailing(lib: Lib, hosts: number): Policy {
+  let skipUntil = 0;
+  const policy = {
+    execute: async (fn: (context: { signal: AbortSignal }) => unknown) => {
+      if (hosts > 1 && Date.now() < skipUntil) throw new lib.GRPCUnavailableError('skipping a host that just failed');
+      try {
+        return await fn({ signal: NEVER });
+      } catch (error) {
+        if (lib.isRecoverableError(error as Error)) skipUntil = Date.now() + 1000;
+        throw error;
+      }
+    },
+  };
+  return policy as unknown as Policy;
+}
+
+/** Tries a call on up to three hosts (the pool moves to the next one), pausing a little between. */
+function retrying(lib: Lib): Policy {
+  const policy = {
+    execute: async (fn: (context: { signal: AbortSignal; attempt: number }) => unknown) => {
+      for (let attempt = 0; ; attempt++) {
+        try {
+          return await fn({ signal: NEVER, attempt });
+        } catch (error) {
+          if (attempt >= 2 || !lib.isRecoverableError(error as Error)) throw error;
+          await new Promise((resolve) => setTimeout(resolve, 50 * 4 ** attempt));
+        }
+      }
+    },
+  };
+  return policy as unknown as Policy;
+}
+
+/** Turns a client or server error into a KvmqError that says what to do. */
+export function translateEtcdError(error: unknown, lib: Lib | null, endpoints: string): Error {
+  if (error instanceof KvmqError) return error;
+  const message = error instanceof Error ? error.message : String(error);
+  if (lib !== null && error instanceof lib.EtcdAuthenticationFailedError) {
+    return new KvmqError(
+      'STORE_AUTH',
+      `etcd at ${endpoints} refused the user name or password in the store URL; check etcd://user:password@host:port`,
+      { cause: error },
+    );
+  }
+  if (lib !== null && error instanceof lib.EtcdPermissionDeniedError) {
+    return new KvmqError(
+      'STORE_AUTH',
+      `etcd at ${endpoints} denied access: the URL's user needs read-write access to the queue's keys ` +
+        `(etcdctl role grant-permission ROLE readwrite --prefix /queue/)`,
+      { cause: error },
+    );
+  }
+  if (/database space exceeded/.test(message)) {
+    return new StoreUnavailableError(
+      `etcd at ${endpoints} is out of space (NOSPACE alarm): compact its history and defragment ` +
+        `(etcdctl compact REV; etcdctl defrag; etcdctl alarm disarm), or run it with --auto-compaction-retention`,
+      error,
+    );
+  }
+  if (/too many operations in txn request|request is too large|duplicate key given in txn request/.test(message)) {
+    return new KvmqError('STORE_LIMIT', `etcd refused a kvmq transaction: ${message}`, { cause: error });
+  }
+  return new StoreUnavailableError(`etcd at ${endpoints}: ${message}`, error);
+}
+
+class EtcdSession implements Session {
+  private lease: Etcd3.Lease | null = null;
+  private granted: Promise<string> | null = null;
+  private readonly listeners = new Set<(leaseId: string) => void>();
+  private closed = false;
+
+  constructor(
+    private readonly client: Etcd3.Etcd3,
+    private readonly ttlSeconds: number,
+    private readonly translate: (error: unknown) => Error,
+  ) {}
+
+  leaseId(): Promise<string> {
+    if (this.closed) return Promise.reject(new StoreUnavailableError('the etcd store is closed'));
+    if (this.granted !== null) return this.granted;
+    const lease = this.client.lease(this.ttlSeconds);
+    this.lease = lease;
+    const granted = lease.grant().catch((error: unknown) => {
+      if (this.granted === granted) this.granted = null;
+      throw this.translate(error);
+    });
+    this.granted = granted;
+    lease.on('lost', () => {
+      if (this.lease !== lease) return;
+      this.lease = null;
+      this.granted = null;
+      void granted.then(
+        (id) => {
+          for (const listener of [...this.listeners]) listener(id);
+        },
+        () => undefined,
+      );
+    });
+    return granted;
+  }
+
+  onLost(listener: (leaseId: string) => void): () => void {
+    this.listeners.add(listener);
+    return () => this.listeners.delete(listener);
+  }
+
+  async close(): Promise<void> {
+    this.closed = true;
+    const lease = this.lease;
+    this.lease = null;
+    this.granted = null;
+    // Revoking drops the session's keys (registrations, dispatcher claims) now instead of at the TTL.
+    if (lease !== null) await lease.revoke().catch(() => undefined);
+  }
+}
+
+/**
+ * One watch on its own gRPC stream (etcd3's shared watch manager can lose
+ * track of its watchers across reconnections). After a disconnection it
+ * resumes right after the last revision it delivered; when that revision was
+ * compacted, or the server cancels it, the owner is told to read again.
+ */
+class StreamWatch implements Watch {
+  private stream: Etcd3.IDuplexStream<Etcd3.IWatchRequest, Etcd3.IWatchResponse> | null = null;
+  private next: number;
+  private canceled = false;
+  private failures = 0;
+  private timer: NodeJS.Timeout | null = null;
+
+  constructor(
+    private readonly client: Etcd3.Etcd3,
+    private readonly request: WatchRequest,
+    private readonly handler: WatchHandler,
+  ) {
+    this.next = request.startRevision;
+    void this.open();
+  }
+
+  private async open(): Promise<void> {
+    this.timer = null;
+    if (this.canceled) return;
+    let stream: Etcd3.IDuplexStream<Etcd3.IWatchRequest, Etcd3.IWatchResponse>;
+    try {
+      stream = await this.client.watchClient.watch();
+    } catch {
+      this.retry();
+      return;
+    }
+    if (this.isCanceled()) {
+      stream.cancel();
+      return;
+    }
+    this.stream = stream;
+    stream.on('data', (res) => this.onResponse(stream, res));
+    stream.on('error', (error: Error & { code?: unknown }) => this.lost(stream, error));
+    stream.on('end', () => this.lost(stream, null));
+    stream.write({
+      create_request: {
+        key: bytes(this.request.key),
+        ...(this.request.end === undefined ? {} : { range_end: bytes(this.request.end) }),
+        start_revision: this.next,
+        prev_kv: this.request.prevKv === true,
+      },
+    });
+  }
+
+  private onResponse(
+    stream: Etcd3.IDuplexStream<Etcd3.IWatchRequest, Etcd3.IWatchResponse>,
+    res: Etcd3.IWatchResponse,
+  ): void {
+    if (this.stream !== stream || this.canceled) return;
+    if (res.canceled) {
+      this.stream = null;
+      stream.cancel();
+      this.canceled = true;
+      const compacted = Number(res.compact_revision) > 0;
+      this.handler.broken(
+        new Error(
+          compacted
+            ? `history before revision ${res.compact_revision} was compacted`
+            : `canceled: ${res.cancel_reason}`,
+        ),
+      );
+      return;
+    }
+    this.failures = 0;
+    if (res.created) return;
+    const events: WatchEvent[] = res.events.map((event) => ({
+      type: event.type === 'Delete' ? 'delete' : 'put',
+      kv: keyValue(event.kv),
+      prevKv: (event.prev_kv as Etcd3.IKeyValue | null | undefined) == null ? null : keyValue(event.prev_kv),
+    }));
+    const last = events.at(-1);
+    // An empty response is a progress notice, sent only to watchers that are caught up.
+    this.next = last === undefined ? Math.max(this.next, Number(res.header.revision) + 1) : last.kv.modRevision + 1;
+    if (events.length > 0) this.handler.events(events);
+  }
+
+  private isCanceled(): boolean {
+    return this.canceled;
+  }
+
+  private lost(
+    stream: Etcd3.IDuplexStream<Etcd3.IWatchRequest, Etcd3.IWatchResponse>,
+    error: (Error & { code?: unknown }) | null,
+  ): void {
+    if (this.stream !== stream) return;
+    this.stream = null;
+    try {
+      stream.cancel();
+    } catch {
+      // Already gone.
+    }
+    if (error !== null && typeof error.code === 'number' && !TRANSIENT_STREAM_CODES.has(error.code)) {
+      // Asking again from the same revision would fail the same way: the owner reads the state afresh instead.
+      this.canceled = true;
+      this.handler.broken(new Error(`the watch failed: ${error.message}`));
+      return;
+    }
+    this.retry();
+  }
+
+  private retry(): void {
+    if (this.canceled || this.timer !== null) return;
+    this.failures += 1;
+    const delay = Math.min(5000, 50 * 2 ** Math.min(this.failures, 7));
+    this.timer = setTimeout(() => void this.open(), delay);
+  }
+
+  cancel(): Promise<void> {
+    this.canceled = true;
+    if (this.timer !== null) clearTimeout(this.timer);
+    this.timer = null;
+    const stream = this.stream;
+    this.stream = null;
+    if (stream !== null) {
+      try {
+        stream.cancel();
+      } catch {
+        // Already gone.
+      }
+    }
+    return Promise.resolve();
+  }
+}
+
+export class Etcd3Kv implements Kv {
+  readonly session: EtcdSession;
+  private readonly client: Etcd3.Etcd3;
+  private readonly watches = new Set<Watch>();
+
+  constructor(
+    private readonly lib: Lib,
+    private readonly options: EtcdOptions,
+  ) {
+    this.client = new lib.Etcd3({
+      hosts: options.hosts.map((host) => `${options.tls === null ? 'http' : 'https'}://${host}`),
+      ...(options.auth === null ? {} : { auth: { username: options.auth.user, password: options.auth.password } }),
+      ...(options.tls === null ? {} : { credentials: options.tls }),
+      defaultCallOptions: (context) => (context.isStream ? {} : { deadline: Date.now() + CALL_DEADLINE_MS }),
+      dialTimeout: 5000,
+      grpcOptions: { 'grpc.max_receive_message_length': MAX_RECEIVE_BYTES },
+      faultHandling: { host: () => skipFailing(lib, options.hosts.length), global: retrying(lib) },
+    });
+    this.session = new EtcdSession(this.client, Math.ceil(options.leaseTtlMs / 1000), (e) => this.translate(e));
+  }
+
+  translate(error: unknown): Error {
+    return translateEtcdError(error, this.lib, this.options.hosts.join(','));
+  }
+
+  async range(op: Omit<RangeOp, 'type'>): Promise<RangeResult & { readonly revision: number }> {
+    try {
+      const res = await this.client.kv.range(rangeRequest(op));
+      return { ...rangeResult(res), revision: Number(res.header.revision) };
+    } catch (error) {
+      throw this.translate(error);
+    }
+  }
+
+  async txn(request: TxnRequest): Promise<TxnResult> {
+    const failure = request.failure ?? [];
+    try {
+      const res = await this.client.kv.txn({
+        compare: request.compare.map((c) => compare(this.lib, c)),
+        success: request.success.map(requestOp),
+        failure: failure.map(requestOp),
+      });
+      const ops = res.succeeded ? request.success : failure;
+      return {
+        succeeded: res.succeeded,
+        revision: Number(res.header.revision),
+        responses: ops.map((op, i) => opResult(op, res.responses[i])),
+      };
+    } catch (error) {
+      throw this.translate(error);
+    }
+  }
+
+  watch(request: WatchRequest, handler: WatchHandler): Watch {
+    const watch = new StreamWatch(this.client, request, handler);
+    this.watches.add(watch);
+    return {
+      cancel: async () => {
+        this.watches.delete(watch);
+        await watch.cancel();
+      },
+    };
+  }
+
+  async close(): Promise<void> {
+    await Promise.all([...this.watches].map((w) => w.cancel()));
+    this.watches.clear();
+    await this.session.close();
+    this.client.close();
+  }
+}

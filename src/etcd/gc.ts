@@ -1,0 +1,113 @@
+/**
+ * GC: one at a time per queue (a lock in `/kvmq/gc`, taken with a compare,
+ * lapsing after a while if its holder dies), at most once per configured
+ * interval unless forced. It reads only the GC index entries
+ * (`/kvmq/done/{finishedAt}/{id}`) older than the configured lifetime, and
+ * removes each finished message whose record still says so. Lapsed consumers
+ * need no GC: their registrations live on leases.
+ */
+import { decodeRecord } from './record.js';
+import { getMany } from './txn-batch.js';
+import type { Kv, Op } from './kv.js';
+import type { QueueKeys } from './keys.js';
+import type { GcResult, QueueConfig } from '../model/types.js';
+
+const GC_LOCK_MS = 60_000;
+const GC_PAGE = 40;
+
+interface GcLock {
+  readonly at: number;
+  readonly lockUntil: number;
+}
+
+export async function runGc(kv: Kv, keys: QueueKeys, config: QueueConfig, force: boolean): Promise<GcResult> {
+  const current = await kv.range({ key: keys.gcLock });
+  const item = current.kvs[0];
+  let lock: GcLock = { at: 0, lockUntil: 0 };
+  if (item !== undefined) {
+    try {
+      lock = JSON.parse(item.value.toString('utf8')) as GcLock;
+    } catch {
+      // Not ours: taken over below.
+    }
+  }
+  const now = Date.now();
+  if (lock.lockUntil > now || (!force && lock.at + config.gcIntervalMs > now)) return { ran: false, removed: 0 };
+  const took = await kv.txn({
+    compare: [
+      item === undefined
+        ? { key: keys.gcLock, target: 'version', result: '=', operand: 0 }
+        : { key: keys.gcLock, target: 'mod', result: '=', operand: item.modRevision },
+    ],
+    success: [{ type: 'put', key: keys.gcLock, value: lockValue({ at: now, lockUntil: now + GC_LOCK_MS }) }],
+  });
+  if (!took.succeeded) return { ran: false, removed: 0 };
+  let removed = 0;
+  try {
+    const cutoff = keys.doneBefore(Date.now() - config.gcLifetimeMs + 1);
+    let from = keys.doneIndex;
+    for (;;) {
+      const page = await kv.range({ key: from, end: cutoff, limit: GC_PAGE });
+      if (page.kvs.length === 0) break;
+      removed += await collect(
+        kv,
+        keys,
+        config,
+        page.kvs.map((kv) => kv.key),
+      );
+      const last = page.kvs.at(-1);
+      if (!page.more || last === undefined) break;
+      from = `${last.key}\0`;
+    }
+  } finally {
+    await kv.txn({
+      compare: [],
+      success: [{ type: 'put', key: keys.gcLock, value: lockValue({ at: now, lockUntil: 0 }) }],
+    });
+  }
+  return { ran: true, removed };
+}
+
+function lockValue(lock: GcLock): Buffer {
+  return Buffer.from(JSON.stringify(lock), 'utf8');
+}
+
+/** Removes the messages of these index entries that are done, old enough and past their backoff. */
+async function collect(kv: Kv, keys: QueueKeys, config: QueueConfig, entries: readonly string[]): Promise<number> {
+  const ids = entries.map((key) => key.slice(key.lastIndexOf('/') + 1));
+  const at = entries.map((key) => Number(key.slice(keys.doneIndex.length, keys.doneIndex.length + 13)));
+  const records = await getMany(
+    kv,
+    ids.map((id) => keys.record(id)),
+  );
+  const now = Date.now();
+  const ops: Op[] = [];
+  const compares: { key: string; rev: number }[] = [];
+  let removed = 0;
+  entries.forEach((entry, i) => {
+    const id = ids[i] ?? '';
+    const recordKv = records[i] ?? null;
+    const record = recordKv === null ? null : decodeRecord(recordKv.value);
+    const stale = record === null || record.phase !== 'done' || record.updatedAt !== at[i];
+    if (stale || recordKv === null) {
+      // The message ran again (or is gone): only the index entry goes.
+      ops.push({ type: 'delete', key: entry });
+      return;
+    }
+    if (record.updatedAt > now - config.gcLifetimeMs || record.backoffUntil > now) return;
+    compares.push({ key: keys.record(id), rev: recordKv.modRevision });
+    ops.push(
+      { type: 'delete', key: entry },
+      { type: 'delete', key: keys.record(id) },
+      { type: 'delete', key: keys.payload(id) },
+    );
+    removed += 1;
+  });
+  if (ops.length === 0) return 0;
+  const res = await kv.txn({
+    compare: compares.map((c) => ({ key: c.key, target: 'mod', result: '=', operand: c.rev })),
+    success: ops,
+  });
+  // A message that changed meanwhile stays; the next GC looks again.
+  return res.succeeded ? removed : 0;
+}

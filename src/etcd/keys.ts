@@ -1,0 +1,212 @@
+/**
+ * The etcds key protocol (DESIGN.md) and kvmq's extra keys, for one queue.
+ * Long form `/queue/{q}/...` and short form `/q/{q}/...` are the same queue;
+ * within either, `producer|p`, `input|i` and `consumer|c` are both accepted.
+ * kvmq writes the long form. Everything kvmq adds lives under
+ * `/queue/{q}/kvmq/`, a segment no protocol key uses.
+ */
+
+/** What a key under a queue's prefixes is. */
+export type ParsedKey =
+  | { readonly kind: 'producer'; readonly id: string }
+  | { readonly kind: 'ordered'; readonly idx: string; readonly id: string }
+  | { readonly kind: 'registration'; readonly consumerKey: string; readonly consumer: string }
+  | {
+      readonly kind: 'delivery';
+      readonly consumerKey: string;
+      readonly consumer: string;
+      readonly idx: string;
+      readonly id: string;
+    }
+  | { readonly kind: 'answer'; readonly consumerKey: string }
+  | { readonly kind: 'record'; readonly id: string }
+  | { readonly kind: 'kvmq' }
+  | { readonly kind: 'election' }
+  | { readonly kind: 'foreign'; readonly why: string };
+
+/** The largest payload a message may have: with its record it fits one etcd request (1.5 MiB by default). */
+export const MAX_PAYLOAD_BYTES = 1024 * 1024;
+
+const MESSAGE_ID = /^[A-Za-z0-9_.:@+=-]{1,256}$/;
+const CONSUMER_ID = /^[^/\s]{1,256}$/;
+const IDX = /^\d{1,32}$/;
+export const IDX_DIGITS = 19;
+
+const PRODUCER = new Set(['producer', 'p']);
+const INPUT = new Set(['input', 'i']);
+const CONSUMER = new Set(['consumer', 'c']);
+
+export function isMessageId(id: string): boolean {
+  return MESSAGE_ID.test(id);
+}
+
+export class QueueKeys {
+  /** `/queue/{q}`: the dispatcher's election key (value: its node id). */
+  readonly election: string;
+  /** `/queue/{q}/` */
+  readonly prefix: string;
+  /** `/q/{q}/` */
+  readonly shortPrefix: string;
+  /** Range of the ordered queue: `/queue/{q}/0` up to `/queue/{q}/:` (idx are digits). */
+  readonly orderedStart: string;
+  readonly orderedEnd: string;
+  readonly producers: string;
+  readonly shortProducers: string;
+  readonly consumers: string;
+  readonly shortConsumers: string;
+  readonly records: string;
+  readonly payloads: string;
+  readonly doneIndex: string;
+  readonly config: string;
+  readonly eoq: string;
+  readonly gcLock: string;
+
+  constructor(
+    readonly root: string,
+    readonly queue: string,
+  ) {
+    const long = `${root}/queue/${queue}`;
+    this.election = long;
+    this.prefix = `${long}/`;
+    this.shortPrefix = `${root}/q/${queue}/`;
+    this.orderedStart = `${long}/0`;
+    this.orderedEnd = `${long}/:`;
+    this.producers = `${long}/producer/`;
+    this.shortProducers = `${this.shortPrefix}p/`;
+    this.consumers = `${long}/consumer/`;
+    this.shortConsumers = `${this.shortPrefix}c/`;
+    this.records = `${long}/kvmq/msg/`;
+    this.payloads = `${long}/kvmq/payload/`;
+    this.doneIndex = `${long}/kvmq/done/`;
+    this.config = `${long}/kvmq/config`;
+    this.eoq = `${long}/kvmq/eoq`;
+    this.gcLock = `${long}/kvmq/gc`;
+  }
+
+  producer(id: string): string {
+    return this.producers + id;
+  }
+
+  ordered(idx: string, id: string): string {
+    return `${this.prefix}${idx}/${id}`;
+  }
+
+  /** The registration key of a consumer kvmq registers (long form). */
+  consumer(consumer: string): string {
+    return this.consumers + consumer;
+  }
+
+  /** A delivery under a consumer's registration key, whichever form it registered in. */
+  delivery(consumerKey: string, idx: string, id: string): string {
+    return `${consumerKey}/${idx}/${id}`;
+  }
+
+  /** The dispatcher's answer to a kvmq consumer's request (see docs/etcd.md). */
+  answer(consumerKey: string): string {
+    return `${consumerKey}/answer`;
+  }
+
+  record(id: string): string {
+    return this.records + id;
+  }
+
+  payload(id: string): string {
+    return this.payloads + id;
+  }
+
+  /** GC index of finished messages, by finish time, so GC reads only what expired. */
+  done(updatedAt: number, id: string): string {
+    return `${this.doneIndex}${String(Math.max(0, Math.floor(updatedAt))).padStart(13, '0')}/${id}`;
+  }
+
+  doneBefore(time: number): string {
+    return `${this.doneIndex}${String(Math.max(0, Math.floor(time))).padStart(13, '0')}`;
+  }
+
+  /** Classifies a key of this queue (either form). */
+  parse(key: string): ParsedKey {
+    if (key === this.election) return { kind: 'election' };
+    let rest: string;
+    let base: string;
+    let long: boolean;
+    if (key.startsWith(this.prefix)) {
+      rest = key.slice(this.prefix.length);
+      base = this.prefix;
+      long = true;
+    } else if (key.startsWith(this.shortPrefix)) {
+      rest = key.slice(this.shortPrefix.length);
+      base = this.shortPrefix;
+      long = false;
+    } else {
+      return { kind: 'foreign', why: 'not under this queue' };
+    }
+    const parts = rest.split('/');
+    const [head = '', second, third, fourth] = parts;
+    if (PRODUCER.has(head)) {
+      if (parts.length !== 2 || second === undefined || second === '')
+        return { kind: 'foreign', why: 'a producer key needs exactly one name after producer/' };
+      if (!isMessageId(second))
+        return {
+          kind: 'foreign',
+          why: `producer key name '${second}' is not a valid message id (1-256 of A-Z a-z 0-9 _ . : @ + = -)`,
+        };
+      return { kind: 'producer', id: second };
+    }
+    if (INPUT.has(head)) {
+      if (parts.length !== 3 || third === undefined || third === '')
+        return { kind: 'foreign', why: 'an input key is input/{client}/{key}' };
+      if (!isMessageId(third)) return { kind: 'foreign', why: `input key name '${third}' is not a valid message id` };
+      return { kind: 'producer', id: third };
+    }
+    if (CONSUMER.has(head)) {
+      if (second === undefined || !CONSUMER_ID.test(second))
+        return { kind: 'foreign', why: 'a consumer key is consumer/{client}' };
+      const consumerKey = `${base}${head}/${second}`;
+      if (parts.length === 2) return { kind: 'registration', consumerKey, consumer: second };
+      if (parts.length === 3 && third === 'answer') return { kind: 'answer', consumerKey };
+      if (parts.length === 4 && third !== undefined && IDX.test(third) && fourth !== undefined && isMessageId(fourth)) {
+        return { kind: 'delivery', consumerKey, consumer: second, idx: third, id: fourth };
+      }
+      return { kind: 'foreign', why: 'under a consumer only {idx}/{key} deliveries exist' };
+    }
+    if (long && head === 'kvmq') {
+      if (second === 'msg' && parts.length === 3 && third !== undefined && isMessageId(third))
+        return { kind: 'record', id: third };
+      return { kind: 'kvmq' };
+    }
+    if (long && IDX.test(head) && parts.length === 2 && second !== undefined && isMessageId(second)) {
+      return { kind: 'ordered', idx: head, id: second };
+    }
+    return { kind: 'foreign', why: 'not a key of the queue protocol' };
+  }
+}
+
+let lastMs = 0;
+let sequence = 0;
+
+/**
+ * A position in the ordered queue: 13 digits of milliseconds and 6 of a
+ * per-process sequence, so keys sort in the order one process made them and
+ * roughly in time across processes. Keys stay unique by their message id.
+ */
+export function newIdx(): string {
+  const now = Date.now();
+  if (now > lastMs) {
+    lastMs = now;
+    sequence = 0;
+  } else if (++sequence > 999_999) {
+    lastMs += 1;
+    sequence = 0;
+  }
+  return `${String(lastMs).padStart(13, '0')}${String(sequence).padStart(6, '0')}`;
+}
+
+/** The idx at the start of millisecond `ms`, for ranges of the ordered queue by time. */
+export function idxAt(ms: number): string {
+  return `${String(Math.max(0, Math.floor(ms))).padStart(13, '0')}000000`;
+}
+
+/** The millisecond an idx was made in (for kvmq's own idx format). */
+export function idxMs(idx: string): number {
+  return idx.length === IDX_DIGITS ? Number(idx.slice(0, 13)) : 0;
+}

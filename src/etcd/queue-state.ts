@@ -1,0 +1,104 @@
+/**
+ * Per-queue keys besides messages: the configuration (`/kvmq/config`, zkmq's
+ * conf/) and the queue-wide end-of-queue backoff with its dry-run count
+ * (`/kvmq/eoq`, Carmine's ndry-runs), each read-modify-written under a
+ * compare of its mod revision.
+ */
+import { StoreLayoutError } from '../errors.js';
+import { applyConfigPatch, DEFAULT_QUEUE_CONFIG } from '../model/config.js';
+import type { Kv } from './kv.js';
+import type { QueueKeys } from './keys.js';
+import type { QueueConfig } from '../model/types.js';
+
+const MAX_TRIES = 20;
+
+export function decodeConfig(keys: QueueKeys, value: Buffer | undefined): QueueConfig {
+  if (value === undefined) return DEFAULT_QUEUE_CONFIG;
+  try {
+    return applyConfigPatch(DEFAULT_QUEUE_CONFIG, JSON.parse(value.toString('utf8')) as Partial<QueueConfig>);
+  } catch {
+    throw new StoreLayoutError(`${keys.config} is not a kvmq configuration; delete it or fix its JSON`);
+  }
+}
+
+export async function readConfig(kv: Kv, keys: QueueKeys): Promise<QueueConfig> {
+  const res = await kv.range({ key: keys.config });
+  return decodeConfig(keys, res.kvs[0]?.value);
+}
+
+export async function writeConfig(kv: Kv, keys: QueueKeys, patch: Partial<QueueConfig>): Promise<QueueConfig> {
+  for (let tries = 0; tries < MAX_TRIES; tries++) {
+    const res = await kv.range({ key: keys.config });
+    const current = res.kvs[0];
+    const config = applyConfigPatch(decodeConfig(keys, current?.value), patch);
+    const written = await kv.txn({
+      compare: [
+        current === undefined
+          ? { key: keys.config, target: 'version', result: '=', operand: 0 }
+          : { key: keys.config, target: 'mod', result: '=', operand: current.modRevision },
+      ],
+      success: [{ type: 'put', key: keys.config, value: Buffer.from(JSON.stringify(config), 'utf8') }],
+    });
+    if (written.succeeded) return config;
+  }
+  throw new Error(`kvmq: configuring ${keys.queue} kept conflicting with other writers; try again`);
+}
+
+export interface Eoq {
+  readonly dryRuns: number;
+  readonly until: number;
+  /** Mod revision of the key, 0 when absent. */
+  readonly rev: number;
+}
+
+export function decodeEoq(value: Buffer | undefined, rev: number): Eoq {
+  if (value === undefined) return { dryRuns: 0, until: 0, rev: 0 };
+  try {
+    const raw = JSON.parse(value.toString('utf8')) as { dryRuns?: unknown; until?: unknown };
+    return {
+      dryRuns: typeof raw.dryRuns === 'number' ? raw.dryRuns : 0,
+      until: typeof raw.until === 'number' ? raw.until : 0,
+      rev,
+    };
+  } catch {
+    return { dryRuns: 0, until: 0, rev };
+  }
+}
+
+export async function readEoq(kv: Kv, keys: QueueKeys): Promise<Eoq> {
+  const res = await kv.range({ key: keys.eoq });
+  const item = res.kvs[0];
+  return decodeEoq(item?.value, item?.modRevision ?? 0);
+}
+
+/**
+ * Counts a dry run if the queue-wide backoff has ended (else another worker
+ * counted it already) and starts the next backoff. Returns the state after.
+ */
+export async function countDryRun(kv: Kv, keys: QueueKeys, eoqBackoffMs: (n: number) => number): Promise<Eoq> {
+  let eoq = await readEoq(kv, keys);
+  for (let tries = 0; tries < MAX_TRIES; tries++) {
+    const now = Date.now();
+    if (eoq.until > now) return eoq;
+    const dryRuns = eoq.dryRuns + 1;
+    const until = now + eoqBackoffMs(dryRuns);
+    const res = await kv.txn({
+      compare: [{ key: keys.eoq, target: 'mod', result: '=', operand: eoq.rev }],
+      success: [{ type: 'put', key: keys.eoq, value: Buffer.from(JSON.stringify({ dryRuns, until }), 'utf8') }],
+      failure: [{ type: 'range', key: keys.eoq }],
+    });
+    if (res.succeeded) return { dryRuns, until, rev: res.revision };
+    const read = res.responses[0];
+    const item = read?.type === 'range' ? read.kvs[0] : undefined;
+    eoq = decodeEoq(item?.value, item?.modRevision ?? 0);
+  }
+  return eoq;
+}
+
+/** A claim took messages: the dry runs start again from 0. */
+export async function resetDryRuns(kv: Kv, keys: QueueKeys): Promise<void> {
+  await kv.txn({
+    compare: [],
+    success: [{ type: 'put', key: keys.eoq, value: Buffer.from(JSON.stringify({ dryRuns: 0, until: 0 }), 'utf8') }],
+  });
+}

@@ -1,0 +1,422 @@
+/**
+ * The etcd store: kvmq on etcd v3 with the etcds key protocol (docs/etcd.md).
+ * Producers write straight into the ordered queue; a dispatcher elected per
+ * queue among the processes that consume it hands messages to consumers,
+ * which claim from their inbox and finish with guarded Txns. The etcd3
+ * client library is loaded only when an etcd URL is opened.
+ */
+import { randomUUID } from 'node:crypto';
+import { hostname } from 'node:os';
+import { ClosedError, StoreUnavailableError } from '../errors.js';
+import { clearQueue } from './clear.js';
+import { LocalConsumer } from './consumer.js';
+import { DispatcherHost } from './dispatcher/host.js';
+import { enqueueMessages } from './enqueue.js';
+import { extendDeliveries, finishDeliveries, releaseDeliveries } from './finish.js';
+import { runGc } from './gc.js';
+import { liveConsumers, messageStatus, queueSize, stateCounts } from './inspect.js';
+import { MAX_PAYLOAD_BYTES, QueueKeys } from './keys.js';
+import {
+  countDryRun,
+  decodeConfig,
+  decodeEoq,
+  readConfig,
+  resetDryRuns,
+  writeConfig,
+  type Eoq,
+} from './queue-state.js';
+import { parseEtcdUrl } from './url.js';
+import type { DispatcherLog } from './dispatcher/dispatcher.js';
+import type { Kv, Watch } from './kv.js';
+import type {
+  ClaimRequest,
+  ClaimResult,
+  ClaimedMessage,
+  ConsumerRegistration,
+  Finish,
+  FinishResult,
+  NewMessage,
+  Store,
+  StoreCapabilities,
+} from '../store/contract.js';
+import type { ConsumerInfo, EnqueueResult, GcResult, MessageStatus, QueueConfig, QueueStatus } from '../model/types.js';
+import { parseFilterClass } from '../model/filters.js';
+
+// How long a claim waits for the dispatcher to answer a request for more messages.
+const ANSWER_WAIT_MS = 1000;
+// How soon a claim that got no answer (no dispatcher yet) is worth repeating.
+const UNANSWERED_RETRY_MS = 200;
+// A queue size the dispatcher reported this recently is used as is.
+const QUEUE_SIZE_FRESH_MS = 100;
+
+export async function openEtcdStore(url: string, log?: DispatcherLog): Promise<EtcdStore> {
+  const options = parseEtcdUrl(url);
+  const lib = await import('etcd3');
+  const { Etcd3Kv } = await import('./etcd3-kv.js');
+  const kv = new Etcd3Kv(lib, options);
+  // Fail now, with a clear error, if etcd is unreachable or refuses the credentials.
+  try {
+    await kv.range({ key: `${options.prefix}/queue/`, limit: 1, keysOnly: true });
+  } catch (error) {
+    await kv.close().catch(() => undefined);
+    throw error instanceof StoreUnavailableError
+      ? new StoreUnavailableError(`${error.message}; is etcd running at ${options.hosts.join(',')}?`, error.cause)
+      : error;
+  }
+  return new EtcdStore(kv, options.prefix, log ?? defaultLog, () => kv.close());
+}
+
+const defaultLog: DispatcherLog = (level, message) => {
+  if (level !== 'info') console.error(`kvmq etcd ${level}: ${message}`);
+};
+
+interface QueueWatch {
+  eoq: Eoq;
+  config: QueueConfig | null;
+  watch: Watch;
+}
+
+export class EtcdStore implements Store {
+  readonly kind = 'etcd';
+  readonly capabilities: StoreCapabilities = {
+    maxPayloadBytes: MAX_PAYLOAD_BYTES,
+    wakeups: true,
+    instantRelease: true,
+  };
+  /** This process's id in the etcds protocol (the value of the election keys it holds). */
+  readonly nodeId = `${hostname()}:${process.pid}:${randomUUID().slice(0, 8)}`;
+  readonly host: DispatcherHost;
+  private readonly locals = new Map<string, { consumer: LocalConsumer; release: () => void }>();
+  /** The same consumers by registration key, for deliveries this process's dispatcher makes. */
+  private readonly byKey = new Map<string, LocalConsumer>();
+  private readonly listeners = new Map<string, Set<() => void>>();
+  private readonly queueWatches = new Map<string, Promise<QueueWatch>>();
+  private readonly keyCache = new Map<string, QueueKeys>();
+  private readonly configReads = new Map<string, Promise<void>>();
+  private readonly stopLeaseWatch: () => void;
+  private closed = false;
+
+  constructor(
+    readonly kv: Kv,
+    readonly root: string,
+    private readonly log: DispatcherLog,
+    private readonly closeKv: () => Promise<void>,
+  ) {
+    this.host = new DispatcherHost(kv, root, this.nodeId, log, (consumerKey, delivery) => {
+      this.byKey.get(consumerKey)?.told(delivery);
+    });
+    this.stopLeaseWatch = kv.session.onLost(() => {
+      for (const { consumer } of this.locals.values()) consumer.leaseLost();
+    });
+  }
+
+  keys(queue: string): QueueKeys {
+    let keys = this.keyCache.get(queue);
+    if (keys === undefined) {
+      keys = new QueueKeys(this.root, queue);
+      this.keyCache.set(queue, keys);
+    }
+    return keys;
+  }
+
+  enqueue(queue: string, messages: readonly NewMessage[]): Promise<EnqueueResult[]> {
+    this.checkOpen();
+    if (messages.length === 0) return Promise.resolve([]);
+    return enqueueMessages(this.kv, this.keys(queue), messages);
+  }
+
+  async claim(queue: string, request: ClaimRequest): Promise<ClaimResult> {
+    this.checkOpen();
+    const consumer = this.consumer(queue, request.consumerId, { lockMs: request.lockMs });
+    const keys = this.keys(queue);
+    const state = await this.queueWatch(queue);
+    const accepts =
+      request.accepts === null
+        ? null
+        : acceptedPairs(state.config ?? (await readConfig(this.kv, keys)), request.accepts);
+    await consumer.demand({ capacity: consumer.claimedCount() + request.max, lockMs: request.lockMs, accepts });
+    const answered = await consumer.waitForAnswer(ANSWER_WAIT_MS, () => consumer.unclaimed().length >= request.max);
+    const taken = consumer.unclaimed().slice(0, request.max);
+    if (taken.length > 0) {
+      for (const d of taken) d.claimed = true;
+      if (state.eoq.dryRuns !== 0 || state.eoq.until !== 0) await resetDryRuns(this.kv, keys);
+      const messages: ClaimedMessage[] = taken.map((d) => ({
+        id: d.id,
+        payload: d.payload,
+        encoding: d.record.encoding,
+        metadata: d.record.metadata,
+        filters: parseFilterClass(d.record.filterClass),
+        attempt: d.record.attempt,
+      }));
+      return { messages, queueSize: Math.max(...taken.map((d) => d.queueSize)), dryRuns: 0, wakeAt: null };
+    }
+    if (!answered) {
+      // No dispatcher answered yet (one is being elected): look again soon, without counting a dry run.
+      const size = await queueSize(this.kv, keys);
+      return { messages: [], queueSize: size, dryRuns: state.eoq.dryRuns, wakeAt: Date.now() + UNANSWERED_RETRY_MS };
+    }
+    if (consumer.claimedCount() > 0) {
+      // Busy, with nothing more for now: its handlers finishing, or a delivery, wake it. Not a dry run.
+      return { messages: [], queueSize: consumer.knownQueueSize(), dryRuns: state.eoq.dryRuns, wakeAt: null };
+    }
+    // The dispatcher's answer says how long the queue was; a count reads it when that is old news.
+    const size = consumer.freshQueueSize(QUEUE_SIZE_FRESH_MS) ?? (await queueSize(this.kv, keys));
+    const eoq = await countDryRun(this.kv, keys, request.eoqBackoffMs);
+    state.eoq = eoq.rev >= state.eoq.rev ? eoq : state.eoq;
+    return { messages: [], queueSize: size, dryRuns: eoq.dryRuns, wakeAt: eoq.until };
+  }
+
+  async extend(
+    queue: string,
+    consumerId: string,
+    held: readonly { id: string; attempt: number }[],
+    lockMs: number,
+  ): Promise<string[]> {
+    this.checkOpen();
+    const entry = this.locals.get(consumerKey(queue, consumerId));
+    if (entry === undefined) return held.map((h) => h.id);
+    return extendDeliveries(this.kv, this.keys(queue), entry.consumer, held, lockMs);
+  }
+
+  async finish(queue: string, consumerId: string, finishes: readonly Finish[]): Promise<FinishResult[]> {
+    this.checkOpen();
+    const entry = this.locals.get(consumerKey(queue, consumerId));
+    if (entry === undefined) return finishes.map(() => 'lost');
+    return finishDeliveries(this.kv, this.keys(queue), entry.consumer, finishes);
+  }
+
+  status(queue: string, id: string): Promise<MessageStatus | null> {
+    this.checkOpen();
+    return messageStatus(this.kv, this.keys(queue), id);
+  }
+
+  async queueStatus(queue: string): Promise<QueueStatus> {
+    this.checkOpen();
+    const keys = this.keys(queue);
+    const [counts, consumers, eoq] = await Promise.all([
+      stateCounts(this.kv, keys),
+      liveConsumers(this.kv, keys),
+      this.kv.range({ key: keys.eoq }),
+    ]);
+    return {
+      queue,
+      counts,
+      total: Object.values(counts).reduce((a, b) => a + b, 0),
+      consumers,
+      dryRuns: decodeEoq(eoq.kvs[0]?.value, 0).dryRuns,
+    };
+  }
+
+  async clear(queues: readonly string[]): Promise<void> {
+    this.checkOpen();
+    for (const queue of queues) await clearQueue(this.kv, this.keys(queue));
+  }
+
+  /** Reads of one queue's configuration answer in call order, as workers starting together expect. */
+  config(queue: string): Promise<QueueConfig> {
+    this.checkOpen();
+    const previous = this.configReads.get(queue) ?? Promise.resolve();
+    const read = previous.then(
+      () => readConfig(this.kv, this.keys(queue)),
+      () => readConfig(this.kv, this.keys(queue)),
+    );
+    const settled = read.then(
+      () => undefined,
+      () => undefined,
+    );
+    this.configReads.set(queue, settled);
+    void settled.then(() => {
+      if (this.configReads.get(queue) === settled) this.configReads.delete(queue);
+    });
+    return read;
+  }
+
+  async configure(queue: string, patch: Partial<QueueConfig>): Promise<QueueConfig> {
+    this.checkOpen();
+    return writeConfig(this.kv, this.keys(queue), patch);
+  }
+
+  async gc(queue: string, force: boolean): Promise<GcResult> {
+    this.checkOpen();
+    const keys = this.keys(queue);
+    return runGc(this.kv, keys, await readConfig(this.kv, keys), force);
+  }
+
+  async registerConsumer(queue: string, registration: ConsumerRegistration): Promise<void> {
+    this.checkOpen();
+    const info = { host: registration.host, pid: registration.pid, lockMs: registration.ttlMs };
+    const consumer = this.consumer(queue, registration.id, info);
+    await consumer.touch(info, registration.ttlMs);
+  }
+
+  /**
+   * Stops taking deliveries (capacity 0, waiting for the dispatcher to say so),
+   * gives back the ones never handed to a handler, then removes the registration.
+   */
+  async unregisterConsumer(queue: string, consumerId: string): Promise<void> {
+    const key = consumerKey(queue, consumerId);
+    const entry = this.locals.get(key);
+    if (entry === undefined) return;
+    const { consumer, release } = entry;
+    const keys = this.keys(queue);
+    try {
+      if (!this.closed) {
+        await consumer.demand({ capacity: 0, lockMs: consumer.info.lockMs, accepts: consumer.info.accepts });
+        await consumer.waitForAnswer(ANSWER_WAIT_MS, () => false);
+        await releaseDeliveries(this.kv, keys, consumer, consumer.unclaimed());
+        await this.kv.txn({
+          compare: [],
+          success: [
+            { type: 'delete', key: consumer.key },
+            { type: 'delete', key: keys.answer(consumer.key) },
+          ],
+        });
+      }
+    } finally {
+      this.locals.delete(key);
+      if (this.byKey.get(consumer.key) === consumer) this.byKey.delete(consumer.key);
+      release();
+      await consumer.close();
+    }
+  }
+
+  async consumers(queue: string): Promise<ConsumerInfo[]> {
+    this.checkOpen();
+    return liveConsumers(this.kv, this.keys(queue));
+  }
+
+  subscribe(queue: string, listener: () => void): () => void {
+    let set = this.listeners.get(queue);
+    if (set === undefined) {
+      set = new Set();
+      this.listeners.set(queue, set);
+    }
+    set.add(listener);
+    const release = this.host.hold(queue);
+    return () => {
+      set.delete(listener);
+      release();
+    };
+  }
+
+  /** Runs a dispatcher candidate for the queue (for queues only plain clients use) until the release is called. */
+  dispatch(queue: string): () => void {
+    this.checkOpen();
+    return this.host.hold(queue);
+  }
+
+  async close(): Promise<void> {
+    if (this.closed) return;
+    this.closed = true;
+    this.stopLeaseWatch();
+    await this.host.close();
+    for (const { consumer, release } of this.locals.values()) {
+      release();
+      await consumer.close();
+    }
+    this.locals.clear();
+    this.byKey.clear();
+    for (const state of this.queueWatches.values()) void state.then((s) => s.watch.cancel()).catch(() => undefined);
+    this.queueWatches.clear();
+    await this.closeKv();
+  }
+
+  private consumer(queue: string, id: string, info: { host?: string; pid?: number; lockMs: number }): LocalConsumer {
+    const key = consumerKey(queue, id);
+    let entry = this.locals.get(key);
+    if (entry === undefined) {
+      const consumer = new LocalConsumer(
+        this.kv,
+        this.keys(queue),
+        id,
+        { host: info.host ?? hostname(), pid: info.pid ?? process.pid, lockMs: info.lockMs },
+        () => this.notify(queue),
+      );
+      entry = { consumer, release: this.host.hold(queue) };
+      this.locals.set(key, entry);
+      this.byKey.set(consumer.key, consumer);
+    }
+    return entry.consumer;
+  }
+
+  private notify(queue: string): void {
+    const set = this.listeners.get(queue);
+    if (set === undefined) return;
+    for (const listener of set) listener();
+  }
+
+  /** The queue's dry-run state and configuration, kept current by one watch per queue. */
+  private queueWatch(queue: string): Promise<QueueWatch> {
+    let state = this.queueWatches.get(queue);
+    if (state === undefined) {
+      const keys = this.keys(queue);
+      state = (async () => {
+        const res = await this.kv.txn({
+          compare: [],
+          success: [
+            { type: 'range', key: keys.eoq },
+            { type: 'range', key: keys.config },
+          ],
+        });
+        const [eoqRes, configRes] = res.responses;
+        const eoqKv = eoqRes?.type === 'range' ? eoqRes.kvs[0] : undefined;
+        const configKv = configRes?.type === 'range' ? configRes.kvs[0] : undefined;
+        const s: QueueWatch = {
+          eoq: decodeEoq(eoqKv?.value, eoqKv?.modRevision ?? 0),
+          config: decodeConfig(keys, configKv?.value),
+          watch: { cancel: () => Promise.resolve() },
+        };
+        const handler = {
+          events: (events: readonly import('./kv.js').WatchEvent[]) => {
+            for (const e of events) {
+              if (e.kv.key === keys.eoq) {
+                s.eoq =
+                  e.type === 'delete'
+                    ? { dryRuns: 0, until: 0, rev: e.kv.modRevision }
+                    : decodeEoq(e.kv.value, e.kv.modRevision);
+              } else if (e.kv.key === keys.config) {
+                try {
+                  s.config = decodeConfig(keys, e.type === 'delete' ? undefined : e.kv.value);
+                } catch {
+                  s.config = null;
+                }
+              }
+            }
+          },
+          broken: () => {
+            this.queueWatches.delete(queue);
+          },
+        };
+        // eoq and config sort next to each other only with the GC index between; two small watches instead.
+        const w1 = this.kv.watch({ key: keys.eoq, startRevision: res.revision + 1 }, handler);
+        const w2 = this.kv.watch({ key: keys.config, startRevision: res.revision + 1 }, handler);
+        s.watch = {
+          cancel: async () => {
+            await Promise.all([w1.cancel(), w2.cancel()]);
+          },
+        };
+        return s;
+      })();
+      this.queueWatches.set(queue, state);
+      state.catch(() => this.queueWatches.delete(queue));
+    }
+    return state;
+  }
+
+  private checkOpen(): void {
+    if (this.closed) throw new ClosedError('the etcd store');
+  }
+}
+
+function consumerKey(queue: string, id: string): string {
+  return `${queue}\0${id}`;
+}
+
+/** The `name=value` pairs a claim's class matcher accepts, over the queue's configured filter values. */
+function acceptedPairs(config: QueueConfig, accepts: (filterClass: string) => boolean): string[] {
+  const pairs: string[] = [];
+  for (const [name, values] of Object.entries(config.filterEnums)) {
+    for (const value of values) if (accepts(`${name}=${value}`)) pairs.push(`${name}=${value}`);
+  }
+  return pairs.sort();
+}

@@ -1,0 +1,108 @@
+/**
+ * Packs independent guarded changes into as few Txns as etcd accepts: at
+ * most 128 compares, 128 success ops and 128 failure ops each
+ * (--max-txn-ops), and well under 1.5 MiB (--max-request-bytes). Each change
+ * brings its compares, its writes and the reads that tell, when the Txn
+ * fails, what changed under it. A Txn is all or nothing, so a failed one is
+ * sent again without the changes that no longer hold.
+ */
+import type { Compare, KeyValue, Kv, Op, RangeOp, RangeResult } from './kv.js';
+
+export const MAX_TXN_OPS = 128;
+export const MAX_TXN_BYTES = 1_400_000;
+
+export interface Change {
+  readonly compares: readonly Compare[];
+  readonly ops: readonly Op[];
+  /** Read when the Txn fails, to learn what no longer holds. */
+  readonly reads: readonly RangeOp[];
+}
+
+export type ChangeResult =
+  | { readonly ok: true; readonly revision: number }
+  | { readonly ok: false; readonly revision: number; readonly reads: readonly RangeResult[] };
+
+function size(change: Change): number {
+  let bytes = 64;
+  for (const c of change.compares) bytes += c.key.length + 24;
+  for (const op of change.ops) bytes += op.key.length + 24 + (op.type === 'put' ? op.value.length : 0);
+  for (const r of change.reads) bytes += r.key.length + 24;
+  return bytes;
+}
+
+/** Groups changes into Txn-sized batches, keeping `fixed` (a fence compare and its read) in each. */
+export function pack<T extends Change>(
+  changes: readonly T[],
+  fixed: Change = { compares: [], ops: [], reads: [] },
+): T[][] {
+  const batches: T[][] = [];
+  let batch: T[] = [];
+  let compares = fixed.compares.length;
+  let ops = fixed.ops.length;
+  let reads = fixed.reads.length;
+  let bytes = size(fixed);
+  for (const change of changes) {
+    const b = size(change);
+    const fits =
+      compares + change.compares.length <= MAX_TXN_OPS &&
+      ops + change.ops.length <= MAX_TXN_OPS &&
+      reads + change.reads.length <= MAX_TXN_OPS &&
+      bytes + b <= MAX_TXN_BYTES;
+    if (!fits && batch.length > 0) {
+      batches.push(batch);
+      batch = [];
+      compares = fixed.compares.length;
+      ops = fixed.ops.length;
+      reads = fixed.reads.length;
+      bytes = size(fixed);
+    }
+    batch.push(change);
+    compares += change.compares.length;
+    ops += change.ops.length;
+    reads += change.reads.length;
+    bytes += b;
+  }
+  if (batch.length > 0) batches.push(batch);
+  return batches;
+}
+
+/**
+ * Runs one batch as one Txn. On success every change succeeded; on failure
+ * none did, and each gets its own reads back (after the fixed ones).
+ */
+export async function runBatch(
+  kv: Kv,
+  batch: readonly Change[],
+  fixed: Change = { compares: [], ops: [], reads: [] },
+): Promise<{ results: ChangeResult[]; fixedReads: readonly RangeResult[] }> {
+  const compare = [...fixed.compares, ...batch.flatMap((c) => c.compares)];
+  const success = [...fixed.ops, ...batch.flatMap((c) => c.ops)];
+  const failure = [...fixed.reads, ...batch.flatMap((c) => c.reads)];
+  const res = await kv.txn({ compare, success, failure });
+  if (res.succeeded) {
+    return { results: batch.map(() => ({ ok: true, revision: res.revision })), fixedReads: [] };
+  }
+  const reads = res.responses.filter((r): r is RangeResult => r.type === 'range');
+  let at = fixed.reads.length;
+  const results: ChangeResult[] = batch.map((change) => {
+    const mine = reads.slice(at, at + change.reads.length);
+    at += change.reads.length;
+    return { ok: false, revision: res.revision, reads: mine };
+  });
+  return { results, fixedReads: reads.slice(0, fixed.reads.length) };
+}
+
+/** Reads many single keys in as few Txns as allowed; results align with `keys` (null: absent). */
+export async function getMany(kv: Kv, keys: readonly string[], revision?: number): Promise<(KeyValue | null)[]> {
+  const chunks: string[][] = [];
+  for (let i = 0; i < keys.length; i += MAX_TXN_OPS) chunks.push(keys.slice(i, i + MAX_TXN_OPS));
+  const answers = await Promise.all(
+    chunks.map((chunk) =>
+      kv.txn({
+        compare: [],
+        success: chunk.map((key): Op => ({ type: 'range', key, ...(revision === undefined ? {} : { revision }) })),
+      }),
+    ),
+  );
+  return answers.flatMap((res) => res.responses.map((r) => (r.type === 'range' ? (r.kvs[0] ?? null) : null)));
+}

@@ -1,0 +1,17 @@
+/**
+ * The conformance suite on etcd (started by scripts/servers.mjs): each test gets its own key prefix
+ * (`etcd://host:port/t-<random>`), so its queues' protocol keys never meet another test's.
+ */
+import { randomBytes } from 'node:crypto';
+import { conformance } from './conformance/index.js';
+import { etcdTestUrl } from './fixtures/etcd-support.js';
+
+const base = etcdTestUrl();
+
+conformance({
+  name: 'etcd',
+  url() {
+    return Promise.resolve(`${base}/t-${randomBytes(6).toString('hex')}`);
+  },
+  capabilities: { maxPayloadBytes: 1024 * 1024, wakeups: true, instantRelease: true },
+});

@@ -1,0 +1,262 @@
+/**
+ * Failures on etcd: the dispatcher's process killed mid-stream (another takes over), the dispatcher's process
+ * frozen while megabytes are written (its watches catch up), a consumer's process killed (its deliveries go
+ * elsewhere), etcd itself killed and restarted, and the leader of a 3-member cluster killed. Every accepted
+ * message is handled at least once, a second run only as a new attempt, and ends done.
+ */
+import assert from 'node:assert/strict';
+import { describe, test, type TestContext } from 'node:test';
+import { connect, type Client, type Worker } from '../src/index.js';
+import { spawnChild, type Child } from './support/child.js';
+import { waitFor } from './support/wait.js';
+import { isolatedUrl, startEtcd, startEtcdCluster } from './fixtures/etcd-support.js';
+import { EtcdStore } from '../src/etcd/store.js';
+
+const cleanups = new WeakMap<TestContext, (() => Promise<unknown>)[]>();
+
+/** Runs `fn` once the test is over, passed or failed; the last registered runs first. */
+function cleanup(t: TestContext, fn: () => Promise<unknown>): void {
+  let stack = cleanups.get(t);
+  if (stack === undefined) {
+    const fns: (() => Promise<unknown>)[] = [];
+    t.after(async () => {
+      for (const f of fns.reverse()) await f();
+    });
+    cleanups.set(t, fns);
+    stack = fns;
+  }
+  stack.push(fn);
+}
+
+function spawn(t: TestContext, script: string, args: string[]): Child {
+  const child = spawnChild(script, args);
+  cleanup(t, () => child.kill('SIGKILL'));
+  return child;
+}
+
+async function open(t: TestContext, url: string, errors: unknown[] = []): Promise<Client> {
+  const client = await connect(url, { maintenance: false, onError: (e) => errors.push(e) });
+  cleanup(t, () => client.close());
+  return client;
+}
+
+const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms));
+
+/** Enqueues `n` messages in batches, retrying a batch that failed (etcd down) until the store takes it. */
+async function produce(client: Client, queue: string, n: number, batch: number, pauseMs: number): Promise<string[]> {
+  const accepted: string[] = [];
+  for (let i = 0; i < n; i += batch) {
+    const items = Array.from({ length: Math.min(batch, n - i) }, (_, j) => ({
+      payload: { i: i + j },
+      id: `m${i + j}`,
+    }));
+    for (;;) {
+      try {
+        const results = await client.enqueueBatch(queue, items);
+        // A retried batch may find its own messages already in (refused as existing): they were accepted.
+        for (const r of results) accepted.push(r.id);
+        break;
+      } catch {
+        await sleep(200);
+      }
+    }
+    if (pauseMs > 0) await sleep(pauseMs);
+  }
+  return accepted;
+}
+
+/** A worker that records every id it handles, with the attempt of each run (duplicates too). */
+function recorder(
+  t: TestContext,
+  client: Client,
+  queue: string,
+  errors: unknown[],
+): { handled: Map<string, number[]>; worker: Worker } {
+  const handled = new Map<string, number[]>();
+  const worker = client.worker(
+    queue,
+    (job) => {
+      const attempts = handled.get(job.id);
+      if (attempts === undefined) handled.set(job.id, [job.attempt]);
+      else attempts.push(job.attempt);
+    },
+    { concurrency: 8, lockMs: 10_000, eoqBackoffMs: 100, onError: (e) => errors.push(e) },
+  );
+  cleanup(t, () => worker.stop());
+  return { handled, worker };
+}
+
+/** Waits until every accepted id was handled; on failure says where the missing ones are. */
+async function allHandled(
+  client: Client,
+  queue: string,
+  accepted: readonly string[],
+  handled: ReadonlyMap<string, readonly number[]>,
+  timeoutMs: number,
+): Promise<void> {
+  try {
+    await waitFor(() => accepted.every((id) => handled.has(id)), {
+      timeoutMs,
+      intervalMs: 200,
+      what: 'every accepted message handled',
+    });
+  } catch (error) {
+    const missing = accepted.filter((id) => !handled.has(id));
+    const statuses = await Promise.all(missing.slice(0, 5).map((id) => client.status(queue, id).catch(String)));
+    const store = client.store;
+    const dispatcher = store instanceof EtcdStore ? store.host.describe(queue) : null;
+    throw new Error(
+      `${missing.length} of ${accepted.length} accepted messages not handled: ${JSON.stringify(statuses)}; ` +
+        `this process's dispatcher: ${dispatcher ?? 'none'}`,
+      { cause: error },
+    );
+  }
+}
+
+/**
+ * At least once, and no more than the contract allows: a message runs again only as a new attempt (its lock
+ * ran out, or its consumer went away), never the same delivery twice.
+ */
+function assertAtLeastOnce(accepted: readonly string[], handled: ReadonlyMap<string, readonly number[]>): void {
+  for (const id of accepted) assert.ok(handled.has(id), `${id} was accepted and never handled`);
+  for (const [id, attempts] of handled) {
+    assert.equal(new Set(attempts).size, attempts.length, `${id} ran twice as the same attempt: ${attempts.join(',')}`);
+  }
+}
+
+async function allDone(client: Client, queue: string, ids: readonly string[], timeoutMs: number): Promise<void> {
+  await waitFor(async () => (await client.queueStatus(queue)).counts['done-awaiting-gc'] === ids.length, {
+    timeoutMs,
+    intervalMs: 200,
+    what: `${ids.length} messages done`,
+  });
+}
+
+void describe('etcd failover', () => {
+  void test(
+    'the dispatcher process killed mid-stream: another process takes over, every message is handled',
+    { timeout: 120_000 },
+    async (t) => {
+      const url = isolatedUrl('?leaseTtlMs=2000');
+      const q = 'takeover';
+      const other = spawn(t, 'etcd-dispatcher.ts', [url, q]);
+      await other.line(/^dispatching takeover$/);
+      const errors: unknown[] = [];
+      const client = await open(t, url, errors);
+      const { handled } = recorder(t, client, q, errors);
+      const store = client.store;
+      assert.ok(store instanceof EtcdStore);
+      assert.equal(store.host.dispatching(q), false, 'the other process dispatches');
+
+      const producing = produce(client, q, 600, 20, 5);
+      await waitFor(() => handled.size >= 100, { timeoutMs: 60_000, what: () => `100 handled (${handled.size})` });
+      assert.equal((await other.kill('SIGKILL')).signal, 'SIGKILL');
+      const accepted = await producing;
+      await allHandled(client, q, accepted, handled, 60_000);
+      assert.equal(store.host.dispatching(q), true, 'this process took over');
+      await allDone(client, q, accepted, 30_000);
+      assertAtLeastOnce(accepted, handled);
+    },
+  );
+
+  void test(
+    'a dispatcher frozen while megabytes are written catches up once it runs again',
+    { timeout: 120_000 },
+    async (t) => {
+      // A lease longer than the freeze: the frozen process keeps the queue, so it is its catch-up that is tested.
+      const url = isolatedUrl('?leaseTtlMs=30000');
+      const q = 'frozen';
+      const other = spawn(t, 'etcd-dispatcher.ts', [url, q]);
+      await other.line(/^dispatching frozen$/);
+      const errors: unknown[] = [];
+      const client = await open(t, url, errors);
+      const { handled } = recorder(t, client, q, errors);
+      await client.enqueue(q, 'first', { id: 'first' });
+      await waitFor(() => handled.has('first'), { timeoutMs: 30_000, what: 'a first message handled' });
+      // Frozen (as by a long pause of a loaded machine) while ~10 MB are written in 300 Txns: its watch falls
+      // behind, and etcd then sends it the missed revisions in responses of several megabytes.
+      process.kill(other.pid, 'SIGSTOP');
+      const payload = 'x'.repeat(16_000);
+      const accepted = ['first'];
+      for (let i = 0; i < 600; i += 2) {
+        const results = await client.enqueueBatch(
+          q,
+          [i, i + 1].map((n) => ({ payload, id: `m${n}` })),
+        );
+        for (const r of results) if (r.ok) accepted.push(r.id);
+      }
+      assert.equal(accepted.length, 601);
+      process.kill(other.pid, 'SIGCONT');
+      await allHandled(client, q, accepted, handled, 60_000);
+      const store = client.store;
+      assert.ok(store instanceof EtcdStore);
+      assert.equal(store.host.dispatching(q), false, 'the resumed process still dispatches: it caught up');
+      await allDone(client, q, accepted, 30_000);
+      assertAtLeastOnce(accepted, handled);
+    },
+  );
+
+  void test('a consumer process killed: what it held goes to another consumer', { timeout: 60_000 }, async (t) => {
+    const url = isolatedUrl('?leaseTtlMs=2000');
+    const q = 'consumer-killed';
+    const errors: unknown[] = [];
+    const client = await open(t, url, errors);
+    const child = spawn(t, 'worker-process.ts', [url, q, 'hang', '30000']);
+    await child.line(/^ready \S+$/);
+    await client.enqueueBatch(
+      q,
+      ['a', 'b', 'c', 'd', 'e'].map((id) => ({ payload: id, id })),
+    );
+    const [, held] = (await child.line(/^claimed (\S+) 1$/)) as unknown as [string, string];
+    await child.kill('SIGKILL');
+    const { handled } = recorder(t, client, q, errors);
+    await waitFor(() => handled.size === 5, {
+      timeoutMs: 30_000,
+      what: () => `five handled (${[...handled.keys()].join(',')})`,
+    });
+    const status = await client.status(q, held);
+    assert.equal(status?.state, 'done-awaiting-gc');
+    assert.equal(status.attempt, 2, `${held} was handed out twice: once to the killed process`);
+    assert.deepEqual(handled.get(held), [2]);
+  });
+
+  void test('etcd killed and restarted mid-stream: nothing accepted is lost', { timeout: 150_000 }, async (t) => {
+    const { node, cleanup: stopEtcd } = await startEtcd();
+    cleanup(t, stopEtcd);
+    const url = `${node.url}/restart?leaseTtlMs=2000`;
+    const q = 'restart';
+    const errors: unknown[] = [];
+    const client = await open(t, url, errors);
+    const { handled } = recorder(t, client, q, errors);
+    const producing = produce(client, q, 400, 20, 10);
+    await waitFor(() => handled.size >= 100, { timeoutMs: 60_000, what: () => `100 handled (${handled.size})` });
+    await node.kill('SIGKILL');
+    await sleep(1000);
+    await node.restart();
+    const accepted = await producing;
+    await allHandled(client, q, accepted, handled, 90_000);
+    await allDone(client, q, accepted, 30_000);
+    assertAtLeastOnce(accepted, handled);
+  });
+
+  void test('a 3-member cluster losing its leader keeps the queue working', { timeout: 180_000 }, async (t) => {
+    const { cluster, cleanup: stopCluster } = await startEtcdCluster(3);
+    cleanup(t, stopCluster);
+    const url = `${cluster.url}/cluster?leaseTtlMs=5000`;
+    const q = 'cluster';
+    const errors: unknown[] = [];
+    const client = await open(t, url, errors);
+    const { handled } = recorder(t, client, q, errors);
+    const producing = produce(client, q, 400, 20, 10);
+    await waitFor(() => handled.size >= 100, { timeoutMs: 60_000, what: () => `100 handled (${handled.size})` });
+    const leader = await cluster.leader();
+    await leader.kill('SIGKILL');
+    const accepted = await producing;
+    await allHandled(client, q, accepted, handled, 90_000);
+    // The queue still works with two members: a new message goes through.
+    await client.enqueue(q, 'after', { id: 'after' });
+    await waitFor(() => handled.has('after'), { timeoutMs: 30_000, what: 'a message after the failover' });
+    await allDone(client, q, [...accepted, 'after'], 30_000);
+    assertAtLeastOnce([...accepted, 'after'], handled);
+  });
+});
