@@ -1,5 +1,5 @@
 /**
- * `npm start`: a tour of kvmq on the store named by $KVMQ_STORE (default
+ * `npm run demo`: a tour of kvmq on the store named by $KVMQ_STORE (default
  * sqlite:./kvmq.db). Enqueues 10,000 messages, works them off at concurrency
  * 64, and prints the queue's final counts and the rates.
  */

@@ -5,13 +5,14 @@ import { clear } from './commands/clear.js';
 import { config } from './commands/config.js';
 import { enqueue } from './commands/enqueue.js';
 import { gc } from './commands/gc.js';
+import { serve } from './commands/serve.js';
 import { status } from './commands/status.js';
 import { work } from './commands/work.js';
 import { EXIT_OK, EXIT_USAGE, reportError, UsageError } from './errors.js';
 import { mainUsage } from './help.js';
 import { version } from './version.js';
 
-const COMMANDS: readonly Command[] = [enqueue, work, status, config, gc, clear];
+const COMMANDS: readonly Command[] = [enqueue, work, status, config, gc, clear, serve];
 
 /** Runs one command line; resolves with the exit code. */
 export async function runCli(argv: readonly string[]): Promise<number> {

@@ -1,0 +1,79 @@
+/** `kvmq serve`: the light etcd v3 API server, with kvmq's queue dispatcher inside. */
+import { constants } from 'node:os';
+import { parseCommandLine, expectPositionals } from '../args.js';
+import type { Command } from '../command.js';
+import { EXIT_OK, UsageError } from '../errors.js';
+import { commandUsage } from '../help.js';
+import { note, printJson, printLine } from '../output.js';
+
+const OPTIONS = {
+  data: { type: 'string' },
+  listen: { type: 'string' },
+  'auto-compaction-retention': { type: 'string' },
+} as const;
+
+const UNIT_MS: Record<string, number> = { ms: 1, s: 1000, m: 60_000, h: 3_600_000 };
+
+/** '1h', '30m', '90s' or '0' (off). */
+function parseRetention(text: string): number {
+  const match = /^(\d+)(ms|s|m|h)?$/.exec(text);
+  if (match === null) {
+    throw new UsageError(`--auto-compaction-retention must look like 1h, 30m or 90s (0 turns it off), got '${text}'`);
+  }
+  return Number(match[1]) * (UNIT_MS[match[2] ?? 'h'] ?? 1);
+}
+
+export const serve: Command = {
+  name: 'serve',
+  summary: 'run an etcd v3 API server on an embedded store, dispatching queues',
+  usage: commandUsage(
+    'serve [--data DIR] [--listen HOST:PORT]',
+    "Speaks etcd v3's gRPC API (KV, Watch, Lease, Auth, Maintenance, Cluster), so etcdctl and any etcd\n" +
+      'client work against it, on an embedded store in DIR that fsyncs every write before answering.\n' +
+      "Queues under /queue/ and /q/ are dispatched inside it (the etcd store's dispatcher): point kvmq at\n" +
+      'it with --store etcd://HOST:PORT. The first SIGINT/SIGTERM stops it cleanly.',
+    [
+      ['--data DIR', 'directory of the database, created if missing (default ./kvmq-data)'],
+      ['--listen HOST:PORT', 'address to serve on; port 0 picks a free one (default 127.0.0.1:2379)'],
+      ['--auto-compaction-retention T', 'compact history older than T, e.g. 30m; 0 keeps it all (default 1h)'],
+    ],
+  ),
+
+  async run(argv) {
+    const { values, positionals } = parseCommandLine(argv, OPTIONS);
+    expectPositionals(positionals, 0, 0, 'no arguments');
+    if (values.store !== undefined) {
+      throw new UsageError('kvmq serve is itself the store: give --data DIR (and --listen HOST:PORT), not --store');
+    }
+    // Loaded on use, like every store: other commands never pay for the server's modules.
+    const { startServer, SERVE_DEFAULTS } = await import('../../serve/index.js');
+    const dataDir = values.data ?? SERVE_DEFAULTS.dataDir;
+    const retention = values['auto-compaction-retention'];
+    const server = await startServer({
+      dataDir,
+      listen: values.listen ?? SERVE_DEFAULTS.listen,
+      ...(retention === undefined ? {} : { autoCompactionRetentionMs: parseRetention(retention) }),
+    });
+    const endpoint = server.url.slice('http://'.length);
+    if (values.json === true) printJson({ url: server.url, endpoint, data: dataDir });
+    else {
+      printLine(`kvmq serve: etcd v3 API on ${server.url} (data in ${dataDir})`);
+      printLine(`  try: etcdctl --endpoints=${endpoint} put /queue/jobs/producer/hello world`);
+    }
+    await new Promise<void>((resolve) => {
+      let stopping = false;
+      const onSignal = (signal: NodeJS.Signals): void => {
+        if (stopping) {
+          note(`${signal}: stopping now`);
+          process.exit(128 + constants.signals[signal]);
+        }
+        stopping = true;
+        note(`${signal}: stopping (send it again to stop at once)`);
+        void server.close().then(resolve, resolve);
+      };
+      process.on('SIGINT', onSignal);
+      process.on('SIGTERM', onSignal);
+    });
+    return EXIT_OK;
+  },
+};

@@ -1,0 +1,190 @@
+/**
+ * `kvmq serve`: etcd v3's gRPC API on an embedded MVCC store.
+ *
+ *   const server = await startServer({ dataDir: './kvmq-data', listen: '127.0.0.1:2379' });
+ *   // any etcd client at server.url
+ *   await server.close();
+ */
+import { hostname } from 'node:os';
+import type { DispatcherLog } from '../etcd/dispatcher/dispatcher.js';
+import { KvmqError, StoreLayoutError } from '../errors.js';
+import { QueueDispatch } from './dispatch/queues.js';
+import { AutoCompactor } from './mvcc/auto-compact.js';
+import { Engine } from './engine.js';
+import { LayoutError } from './storage/schema.js';
+import { listenGrpc, toEtcdError, type Transport } from './rpc/grpc-transport.js';
+import { listenH2 } from './rpc/h2/server.js';
+import type { RpcSettings } from './rpc/method.js';
+import { methodTable } from './rpc/table.js';
+import { GRPC_OVERHEAD_BYTES } from './rpc/watch.js';
+
+/** The etcd version the server reports: the API level it implements. */
+export const ETCD_API_VERSION = '3.4.0';
+
+export interface ServeOptions {
+  /** Directory of the database, created when missing. @defaultValue './kvmq-data' */
+  readonly dataDir?: string;
+  /** HOST:PORT to listen on; port 0 picks a free one. @defaultValue '127.0.0.1:2379' */
+  readonly listen?: string;
+  /** The member name MemberList reports. @defaultValue 'kvmq' */
+  readonly name?: string;
+  /** etcd's --max-request-bytes. @defaultValue 1.5 MiB */
+  readonly maxRequestBytes?: number;
+  /** Interval of watch progress notifications (etcd's default is 10 minutes). */
+  readonly progressIntervalMs?: number;
+  /** Run the etcds queue dispatcher inside the server. @defaultValue true */
+  readonly dispatch?: boolean;
+  /** Where the dispatcher's messages go. @defaultValue warnings and errors to stderr */
+  readonly log?: DispatcherLog;
+  /**
+   * The gRPC transport: kvmq's own HTTP/2 server ('h2', a fraction of the CPU per request) or
+   * @grpc/grpc-js ('grpc-js'). Both serve the same methods. @defaultValue 'h2'
+   */
+  readonly transport?: 'h2' | 'grpc-js';
+  /**
+   * History older than this is compacted away (etcd's periodic auto-compaction); 0 keeps all of it.
+   * @defaultValue 1 hour
+   */
+  readonly autoCompactionRetentionMs?: number;
+}
+
+export const SERVE_DEFAULTS = {
+  dataDir: './kvmq-data',
+  listen: '127.0.0.1:2379',
+  name: 'kvmq',
+  maxRequestBytes: 1.5 * 1024 * 1024,
+  progressIntervalMs: 10 * 60 * 1000,
+  dispatch: true,
+  transport: 'h2',
+  autoCompactionRetentionMs: 60 * 60 * 1000,
+  log: (level, message) => {
+    if (level !== 'info') console.error(`kvmq serve ${level}: ${message}`);
+  },
+} as const satisfies Required<ServeOptions>;
+
+export interface RunningServer {
+  /** http://HOST:PORT, the endpoint to give etcd clients. */
+  readonly url: string;
+  readonly host: string;
+  readonly port: number;
+  readonly engine: Engine;
+  /** The queue dispatcher running inside, or null when turned off. */
+  readonly dispatch: QueueDispatch | null;
+  /** Stops listening, applies queued writes and closes the database. */
+  close(): Promise<void>;
+}
+
+/** The server could not start: a data directory it cannot use, an address taken. */
+export class ServeError extends KvmqError {
+  constructor(message: string, cause?: unknown) {
+    super('SERVE', message, { cause });
+  }
+}
+
+/** Splits HOST:PORT (or [IPv6]:PORT); throws a message that says what to write. */
+export function parseListen(listen: string): { host: string; port: number } {
+  const match = /^(?:\[([^\]]+)\]|([^:]+)):(\d{1,5})$/.exec(listen);
+  const port = Number(match?.[3]);
+  const host = match?.[1] ?? match?.[2];
+  if (match === null || host === undefined || !Number.isInteger(port) || port > 65535) {
+    throw new ServeError(`--listen ${JSON.stringify(listen)} is not HOST:PORT; use e.g. 127.0.0.1:2379 or [::1]:2379`);
+  }
+  return { host, port };
+}
+
+export async function startServer(options: ServeOptions = {}): Promise<RunningServer> {
+  const dataDir = options.dataDir ?? SERVE_DEFAULTS.dataDir;
+  const { host, port } = parseListen(options.listen ?? SERVE_DEFAULTS.listen);
+  const maxRequestBytes = options.maxRequestBytes ?? SERVE_DEFAULTS.maxRequestBytes;
+  let transport: Transport | null = null;
+  let engine: Engine;
+  try {
+    engine = new Engine({
+      dataDir,
+      onFatal: (error) => {
+        console.error(`kvmq serve: cannot continue after a storage failure: ${String(error)}`);
+        process.exit(1);
+      },
+    });
+  } catch (error) {
+    if (error instanceof LayoutError) throw new StoreLayoutError(error.message);
+    const message = error instanceof Error ? error.message : String(error);
+    throw new ServeError(`cannot open the data directory ${dataDir}: ${message}`, error);
+  }
+  try {
+    const urlHost = host.includes(':') ? `[${host}]` : host;
+    let clientUrls: string[] = [];
+    const settings: RpcSettings = {
+      name: options.name ?? SERVE_DEFAULTS.name,
+      get clientUrls() {
+        return clientUrls;
+      },
+      version: ETCD_API_VERSION,
+      maxRequestBytes,
+      progressIntervalMs: options.progressIntervalMs ?? SERVE_DEFAULTS.progressIntervalMs,
+    };
+    try {
+      const table = methodTable(engine, settings);
+      const limit = maxRequestBytes + GRPC_OVERHEAD_BYTES;
+      transport =
+        (options.transport ?? SERVE_DEFAULTS.transport) === 'h2'
+          ? await listenH2(table, host, port, limit, toEtcdError)
+          : await listenGrpc(table, host, port, limit);
+    } catch (error) {
+      const message = error instanceof Error ? error.message : String(error);
+      const why = /EADDRINUSE/.test(message)
+        ? 'the address is in use (another etcd or kvmq serve?); choose another --listen'
+        : /EADDRNOTAVAIL|ENOTFOUND|EAI_AGAIN/.test(message)
+          ? 'no such local address; use an address of this machine, e.g. 127.0.0.1 or 0.0.0.0'
+          : message;
+      throw new ServeError(`cannot listen on ${host}:${port}: ${why}`, error);
+    }
+    const url = `http://${urlHost}:${transport.port}`;
+    clientUrls = [url];
+    const bound = transport;
+    let dispatch: QueueDispatch | null = null;
+    if (options.dispatch ?? SERVE_DEFAULTS.dispatch) {
+      dispatch = new QueueDispatch(engine, `kvmq-serve@${hostname()}:${bound.port}`, options.log ?? SERVE_DEFAULTS.log);
+      await dispatch.start();
+    }
+    const retention = options.autoCompactionRetentionMs ?? SERVE_DEFAULTS.autoCompactionRetentionMs;
+    const log = options.log ?? SERVE_DEFAULTS.log;
+    const compactor =
+      retention > 0
+        ? new AutoCompactor(
+            {
+              get currentRev() {
+                return engine.currentRev;
+              },
+              get compactRev() {
+                return engine.kv.compactRev;
+              },
+              compact: (revision) => engine.compact({ revision, physical: false }),
+            },
+            retention,
+            (message) => log('warn', message),
+          )
+        : null;
+    let closing: Promise<void> | null = null;
+    return {
+      url,
+      host,
+      port: bound.port,
+      engine,
+      dispatch,
+      close() {
+        closing ??= (async () => {
+          compactor?.stop();
+          await dispatch?.close();
+          await bound.close();
+          await engine.close();
+        })();
+        return closing;
+      },
+    };
+  } catch (error) {
+    await transport?.close();
+    await engine.close();
+    throw error;
+  }
+}

@@ -1,0 +1,186 @@
+/**
+ * Bad requests get etcd's errors, compared with a real etcd 3.4: malformed
+ * bytes, empty keys, conflicting flags, too many Txn operations, oversized
+ * requests, lease errors and requests without (or with a bad) token while
+ * auth is on. After all of it the server still answers.
+ */
+import assert from 'node:assert/strict';
+import { createRequire } from 'node:module';
+import { after, before, describe, test } from 'node:test';
+import type * as Grpc from '@grpc/grpc-js';
+import { b64, RawClient, startEtcd, startServe, type Outcome, type ServerHandle } from './fixtures/serve-support.js';
+
+const grpc = createRequire(import.meta.url)('@grpc/grpc-js') as typeof Grpc;
+
+/** Sends raw bytes to a method, as a broken client would. */
+function rawCall(endpoint: string, path: string, body: Buffer): Promise<{ code: number; details: string } | null> {
+  const identity = (b: Buffer): Buffer => b;
+  const Client = grpc.makeGenericClientConstructor(
+    {
+      call: {
+        path,
+        requestStream: false,
+        responseStream: false,
+        requestSerialize: identity,
+        requestDeserialize: identity,
+        responseSerialize: identity,
+        responseDeserialize: identity,
+      },
+    },
+    'Raw',
+  );
+  const client = new Client(endpoint, grpc.credentials.createInsecure());
+  return new Promise((resolve) => {
+    (client as unknown as { call: (b: Buffer, cb: (e: Grpc.ServiceError | null) => void) => void }).call(
+      body,
+      (error) => {
+        client.close();
+        resolve(error === null ? null : { code: error.code, details: error.details });
+      },
+    );
+  });
+}
+
+function errorOf(outcome: Outcome): { code: number; details: string } | null {
+  return 'error' in outcome ? outcome.error : null;
+}
+
+describe('errors match etcd and the server keeps serving', () => {
+  let etcd: ServerHandle;
+  let kvmq: ServerHandle;
+  let a: RawClient;
+  let b: RawClient;
+
+  before(async () => {
+    [etcd, kvmq] = await Promise.all([startEtcd(), startServe()]);
+    a = new RawClient(etcd.endpoint);
+    b = new RawClient(kvmq.endpoint);
+  });
+
+  after(async () => {
+    a.close();
+    b.close();
+    await Promise.allSettled([etcd.stop(), kvmq.stop()]);
+  });
+
+  async function same(service: string, method: string, request: Record<string, unknown>): Promise<void> {
+    const [x, y] = await Promise.all([a.call(service, method, request), b.call(service, method, request)]);
+    assert.deepEqual(errorOf(y), errorOf(x), `${method} ${JSON.stringify(request).slice(0, 200)}`);
+  }
+
+  test('invalid requests', async () => {
+    await same('KV', 'Range', { key: '' });
+    await same('KV', 'Put', { key: '', value: b64('v') });
+    await same('KV', 'Put', { key: b64('k'), value: b64('v'), ignore_value: true });
+    await same('KV', 'Put', { key: b64('k'), lease: '5', ignore_lease: true });
+    await same('KV', 'Put', { key: b64('missing'), ignore_value: true });
+    await same('KV', 'Put', { key: b64('k'), value: b64('v'), lease: '5' });
+    await same('KV', 'DeleteRange', { key: '' });
+    const many = Array.from({ length: 129 }, (_, i) => ({ request_put: { key: b64(`k${i}`), value: '' } }));
+    await same('KV', 'Txn', { compare: [], success: many, failure: [] });
+    await same('KV', 'Txn', { compare: [{ key: '' }], success: [], failure: [] });
+    await same('KV', 'Txn', { compare: [], success: [{}], failure: [] });
+    await same('KV', 'Txn', {
+      compare: [],
+      success: [{ request_put: { key: b64('d') } }, { request_delete_range: { key: b64('d') } }],
+      failure: [],
+    });
+    await same('KV', 'Compact', { revision: '100000' });
+    await same('Lease', 'LeaseGrant', { ID: '11', TTL: '9000000001' });
+    await same('Lease', 'LeaseGrant', { ID: '11', TTL: '60' });
+    await same('Lease', 'LeaseGrant', { ID: '11', TTL: '60' });
+    await same('Lease', 'LeaseRevoke', { ID: '12' });
+    await same('Maintenance', 'HashKV', { revision: '100000' });
+  });
+
+  test('oversized requests', async () => {
+    await same('KV', 'Put', { key: b64('big'), value: Buffer.alloc(1600 * 1024, 1).toString('base64') });
+    await same('KV', 'Put', { key: b64('huge'), value: Buffer.alloc(2600 * 1024, 1).toString('base64') });
+    await same('KV', 'Put', { key: b64('fits'), value: Buffer.alloc(1400 * 1024, 1).toString('base64') });
+  });
+
+  test('malformed bytes and unknown methods', async () => {
+    for (const body of [Buffer.from([0xff, 0xff, 0xff]), Buffer.from([0x0a, 0x10, 0x01]), Buffer.from([0x0b])]) {
+      const [x, y] = await Promise.all([
+        rawCall(etcd.endpoint, '/etcdserverpb.KV/Range', body),
+        rawCall(kvmq.endpoint, '/etcdserverpb.KV/Range', body),
+      ]);
+      assert.equal(y?.code, x?.code, `code for ${body.toString('hex')}`);
+      assert.match(y?.details ?? '', /^grpc: error unmarshalling request: /);
+    }
+    const [x, y] = await Promise.all([
+      rawCall(etcd.endpoint, '/etcdserverpb.KV/Nope', Buffer.alloc(0)),
+      rawCall(kvmq.endpoint, '/etcdserverpb.KV/Nope', Buffer.alloc(0)),
+    ]);
+    assert.equal(y?.code, x?.code);
+  });
+
+  test('requests without a valid token while auth is on', async () => {
+    for (const c of [a, b]) {
+      await c.call('Auth', 'UserAdd', { name: 'root', password: 'pw' });
+      await c.call('Auth', 'UserGrantRole', { user: 'root', role: 'root' });
+      await c.call('Auth', 'RoleAdd', { name: 'limited' });
+      await c.call('Auth', 'RoleGrantPermission', {
+        name: 'limited',
+        perm: { permType: 2, key: b64('own/'), range_end: b64('own0') },
+      });
+      await c.call('Auth', 'UserAdd', { name: 'user', password: 'upw' });
+      await c.call('Auth', 'UserGrantRole', { user: 'user', role: 'limited' });
+      const enabled = await c.call('Auth', 'AuthEnable', {});
+      assert.ok('ok' in enabled, JSON.stringify(enabled));
+    }
+    await same('KV', 'Range', { key: b64('k') });
+    await same('KV', 'Put', { key: b64('k'), value: b64('v') });
+    await same('Auth', 'Authenticate', { name: 'root', password: 'wrong' });
+    await same('Auth', 'Authenticate', { name: 'nobody', password: 'x' });
+    for (const c of [a, b]) c.token = 'notAToken.1';
+    await same('KV', 'Range', { key: b64('k') });
+    await same('Lease', 'LeaseGrant', { ID: '77', TTL: '60' });
+    await same('Auth', 'Authenticate', { name: 'user', password: 'upw' });
+    for (const c of [a, b]) {
+      c.token = undefined;
+      const auth = await c.call('Auth', 'Authenticate', { name: 'user', password: 'upw' });
+      assert.ok('ok' in auth);
+      c.token = String(auth.ok.token);
+    }
+    await same('KV', 'Put', { key: b64('own/x'), value: b64('v') });
+    await same('KV', 'Put', { key: b64('other'), value: b64('v') });
+    await same('KV', 'Range', { key: b64('own/'), range_end: b64('own0') });
+    await same('KV', 'Range', { key: b64('own/'), range_end: Buffer.from([0]).toString('base64') });
+    await same('KV', 'DeleteRange', { key: b64('own/x') });
+    await same('Auth', 'UserList', {});
+    await same('Auth', 'UserGet', { name: 'user' });
+    await same('Auth', 'UserGet', { name: 'root' });
+    await same('Auth', 'RoleGet', { role: 'limited' });
+    await same('Maintenance', 'HashKV', {});
+    await same('Maintenance', 'Defragment', {});
+    await same('Maintenance', 'Alarm', { action: 0 });
+    await same('Auth', 'AuthDisable', {});
+    const snapshots = await Promise.all([a, b].map((c) => c.serverStream('Maintenance', 'Snapshot', {})));
+    assert.deepEqual(snapshots[1]?.error, snapshots[0]?.error);
+    const watches = [a, b].map((c) => c.stream('Watch', 'Watch'));
+    for (const w of watches) w.send({ create_request: { key: b64('other') } });
+    for (const c of [a, b]) {
+      c.token = undefined;
+      const auth = await c.call('Auth', 'Authenticate', { name: 'root', password: 'pw' });
+      assert.ok('ok' in auth);
+      c.token = String(auth.ok.token);
+      const disabled = await c.call('Auth', 'AuthDisable', {});
+      assert.ok('ok' in disabled, JSON.stringify(disabled));
+      c.token = undefined;
+    }
+    const [wa, wb] = watches;
+    assert.ok(wa !== undefined && wb !== undefined);
+    const reason = (w: typeof wa): unknown => w.responses[0]?.cancel_reason;
+    assert.equal(reason(wb), reason(wa));
+    for (const w of watches) w.close();
+  });
+
+  test('the server still answers', async () => {
+    const put = await b.call('KV', 'Put', { key: b64('after'), value: b64('fine') });
+    assert.ok('ok' in put, JSON.stringify(put));
+    const got = await b.call('KV', 'Range', { key: b64('after') });
+    assert.ok('ok' in got);
+    assert.equal((got.ok.kvs as { value: string }[])[0]?.value, b64('fine'));
+  });
+});

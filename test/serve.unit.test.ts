@@ -1,0 +1,132 @@
+/**
+ * Pieces of `kvmq serve` checked on their own: HPACK decoding (RFC 7541's own
+ * examples), key-range permissions, automatic compaction, the protobuf wire
+ * codec's integers, and --listen parsing.
+ */
+import assert from 'node:assert/strict';
+import { describe, mock, test } from 'node:test';
+import { PERM_READ, PERM_READWRITE, PERM_WRITE, RangePermissions } from '../src/serve/auth/permissions.js';
+import { AutoCompactor } from '../src/serve/mvcc/auto-compact.js';
+import { HpackDecoder } from '../src/serve/rpc/h2/hpack.js';
+import { huffmanDecode } from '../src/serve/rpc/h2/huffman.js';
+import { Reader, Writer } from '../src/serve/proto/wire.js';
+import { parseListen } from '../src/serve/server.js';
+
+const hex = (text: string): Buffer => Buffer.from(text.replace(/\s+/g, ''), 'hex');
+
+describe('HPACK', () => {
+  test('decodes RFC 7541 C.4: requests with Huffman coding, sharing a dynamic table', () => {
+    const decoder = new HpackDecoder();
+    const read = (block: string): string[][] => {
+      const fields: string[][] = [];
+      decoder.decode(hex(block), (name, value) => fields.push([name, value]));
+      return fields;
+    };
+    assert.deepEqual(read('8286 8441 8cf1 e3c2 e5f2 3a6b a0ab 90f4 ff'), [
+      [':method', 'GET'],
+      [':scheme', 'http'],
+      [':path', '/'],
+      [':authority', 'www.example.com'],
+    ]);
+    assert.deepEqual(read('8286 84be 5886 a8eb 1064 9cbf'), [
+      [':method', 'GET'],
+      [':scheme', 'http'],
+      [':path', '/'],
+      [':authority', 'www.example.com'],
+      ['cache-control', 'no-cache'],
+    ]);
+    assert.deepEqual(read('8287 85bf 4088 25a8 49e9 5ba9 7d7f 8925 a849 e95b b8e8 b4bf'), [
+      [':method', 'GET'],
+      [':scheme', 'https'],
+      [':path', '/index.html'],
+      [':authority', 'www.example.com'],
+      ['custom-key', 'custom-value'],
+    ]);
+  });
+
+  test('refuses bad Huffman padding and unknown indexes', () => {
+    assert.throws(() => huffmanDecode(hex('f1e3c2e5f23a6ba0ab90f400')));
+    assert.throws(() => new HpackDecoder().decode(hex('be'), () => undefined));
+  });
+});
+
+describe('key-range permissions', () => {
+  const key = (text: string): Buffer => Buffer.from(text);
+  const perms = new RangePermissions([
+    { permType: PERM_READ, key: key('a/'), rangeEnd: key('a0') },
+    { permType: PERM_READWRITE, key: key('a0'), rangeEnd: key('b') },
+    { permType: PERM_WRITE, key: key('own'), rangeEnd: Buffer.alloc(0) },
+    { permType: PERM_READ, key: key('z'), rangeEnd: Buffer.from([0]) },
+  ]);
+
+  test('a range must be covered without gaps by the union of the granted ranges', () => {
+    assert.equal(perms.permits(key('a/1'), Buffer.alloc(0), PERM_READ), true);
+    assert.equal(perms.permits(key('a/'), key('b'), PERM_READ), true);
+    assert.equal(perms.permits(key('a/'), key('b0'), PERM_READ), false);
+    assert.equal(perms.permits(key('a/'), key('a0'), PERM_WRITE), false);
+    assert.equal(perms.permits(key('own'), Buffer.alloc(0), PERM_WRITE), true);
+    assert.equal(perms.permits(key('own'), Buffer.alloc(0), PERM_READ), false);
+    assert.equal(perms.permits(key('zz'), Buffer.from([0]), PERM_READ), true);
+    assert.equal(perms.permits(key('y'), Buffer.from([0]), PERM_READ), false);
+  });
+});
+
+describe('automatic compaction', () => {
+  test('compacts to the newest revision sampled at least the retention ago', () => {
+    mock.timers.enable({ apis: ['setInterval'] });
+    try {
+      let now = 0;
+      let current = 10;
+      const compacted: number[] = [];
+      const target = {
+        get currentRev() {
+          return current;
+        },
+        compactRev: -1,
+        compact: (rev: number) => {
+          compacted.push(rev);
+          return Promise.resolve();
+        },
+      };
+      const compactor = new AutoCompactor(
+        target,
+        10_000,
+        () => undefined,
+        () => now,
+      );
+      for (let i = 1; i <= 10; i++) {
+        now += 1000;
+        current += 5;
+        mock.timers.tick(1000);
+      }
+      assert.deepEqual(compacted, [10]);
+      now += 1000;
+      current += 5;
+      mock.timers.tick(1000);
+      assert.deepEqual(compacted, [10, 15]);
+      compactor.stop();
+    } finally {
+      mock.timers.reset();
+    }
+  });
+});
+
+describe('protobuf integers', () => {
+  test('negative int64 takes ten bytes and reads back; lease IDs keep all 64 bits', () => {
+    const w = new Writer(10 + 9);
+    w.uint(-1);
+    w.big(0x7fffffffffffffffn);
+    const r = new Reader(w.finish());
+    assert.equal(r.int64(), -1);
+    assert.equal(r.int64Big(), 0x7fffffffffffffffn);
+  });
+});
+
+describe('--listen', () => {
+  test('HOST:PORT and [IPv6]:PORT; anything else is refused with an example', () => {
+    assert.deepEqual(parseListen('127.0.0.1:2379'), { host: '127.0.0.1', port: 2379 });
+    assert.deepEqual(parseListen('[::1]:0'), { host: '::1', port: 0 });
+    assert.throws(() => parseListen('localhost'), /use e\.g\. 127\.0\.0\.1:2379/);
+    assert.throws(() => parseListen('h:99999'), /HOST:PORT/);
+  });
+});
