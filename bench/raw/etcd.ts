@@ -12,33 +12,43 @@ import type { RawFigures } from './index.js';
 
 const PAYLOAD = Buffer.from('{"i":12345}');
 export const RAW_IN_FLIGHT = 64;
+// Each measurement writes keys of its own: etcd is not asked to reuse the ones an earlier one deleted.
+let opened = 0;
 const PUTS_PER_TXN = 125;
 
-/** Opens an etcd3 client and a raw key range for a measurement; `drop` deletes the range. */
+/** Opens an etcd3 client and a raw key range for a measurement; `close` deletes the range unless told to keep it. */
 export async function rawEtcd(url: string): Promise<{
   put: (key: string) => Promise<unknown>;
   txn: (keys: readonly string[]) => Promise<unknown>;
   prefix: string;
   revision: () => Promise<number>;
-  close: () => Promise<void>;
+  close: (keepKeys?: boolean) => Promise<void>;
 }> {
   const options = parseEtcdUrl(url);
   const { Etcd3Kv } = await import('../../src/etcd/etcd3-kv.js');
   const kv = new Etcd3Kv(await import('etcd3'), options);
-  const prefix = `${options.prefix}/_raw-bench-${process.pid}/`;
+  const prefix = `${options.prefix}/_raw-bench-${process.pid}-${(++opened).toString()}/`;
   return {
     prefix,
     put: (key) => kv.txn({ compare: [], success: [{ type: 'put', key, value: PAYLOAD }] }),
     txn: (keys) => kv.txn({ compare: [], success: keys.map((key) => ({ type: 'put', key, value: PAYLOAD })) }),
     revision: async () => (await kv.range({ key: prefix, limit: 1, keysOnly: true })).revision,
-    close: async () => {
-      await kv.txn({ compare: [], success: [{ type: 'delete', key: prefix, end: prefixEnd(prefix) }] });
+    close: async (keepKeys = false) => {
+      if (!keepKeys) await kv.txn({ compare: [], success: [{ type: 'delete', key: prefix, end: prefixEnd(prefix) }] });
       await kv.close();
     },
   };
 }
 
-export async function measureRaw(url: string, sizes: BenchSizes): Promise<RawFigures> {
+/**
+ * `keepKeys`: leave the keys written (on an etcd thrown away after): etcd 3.4 spends several times the CPU on
+ * each write for a while after a large delete, which would slow whatever is measured next.
+ */
+export async function measureRaw(
+  url: string,
+  sizes: BenchSizes,
+  { keepKeys = false }: { keepKeys?: boolean } = {},
+): Promise<RawFigures> {
   const raw = await rawEtcd(url);
   let next = 0;
   const key = (): string => `${raw.prefix}${String(next++).padStart(12, '0')}`;
@@ -76,6 +86,6 @@ export async function measureRaw(url: string, sizes: BenchSizes): Promise<RawFig
       setup: `npm etcd3; one put per request, ${RAW_IN_FLIGHT} in flight; ${PUTS_PER_TXN} puts per Txn, a batch's Txns together`,
     };
   } finally {
-    await raw.close();
+    await raw.close(keepKeys);
   }
 }

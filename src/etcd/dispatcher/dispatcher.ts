@@ -101,6 +101,7 @@ export class Dispatcher {
       producerChange: (put, consumer, ops) => this.producerChange(put, consumer, ops),
       fetchPayloads: (msgs) => void this.fetchPayloads(msgs),
       fetchNextPayload: (msg) => void this.fetchNextPayload(msg),
+      fetchDeleted: (msg, deletedAt) => void this.fetchDeleted(msg, deletedAt),
     });
     this.stoppedWith = new Promise((resolve) => (this.resolveStopped = resolve));
   }
@@ -115,10 +116,7 @@ export class Dispatcher {
     const broken = (error: Error): void => this.stop(`a watch broke (${error.message}); another start reads again`);
     for (const prefix of [this.keys.prefix, this.keys.shortPrefix]) {
       this.watches.push(
-        this.kv.watch(
-          { key: prefix, end: prefixEnd(prefix), startRevision: from, prevKv: true },
-          { events: handler, broken },
-        ),
+        this.kv.watch({ key: prefix, end: prefixEnd(prefix), startRevision: from }, { events: handler, broken }),
       );
     }
     this.watches.push(this.kv.watch({ key: this.keys.election, startRevision: from }, { events: handler, broken }));
@@ -271,6 +269,39 @@ export class Dispatcher {
       msg.busy = false;
       this.mirror.acks.add(msg);
       this.schedule(msg.nextPayload === null ? RETRY_AFTER_ERROR_MS : 0);
+    }
+  }
+
+  private async fetchDeleted(msg: Msg, deletedAt: number): Promise<void> {
+    msg.busy = true;
+    let delay = 0;
+    try {
+      const res = await this.kv.range({ key: msg.orderedKey, revision: deletedAt - 1 });
+      const entry = this.mirror.restores.get(msg);
+      const value = res.kvs[0]?.value;
+      if (entry !== undefined && value !== undefined) entry.value = value;
+      else if (entry !== undefined) {
+        this.mirror.restores.delete(msg);
+        this.log(
+          'error',
+          `${msg.orderedKey} was deleted and its payload is unknown: message ${msg.id} cannot be restored`,
+        );
+      }
+    } catch (error) {
+      const text = error instanceof Error ? error.message : String(error);
+      if (/compacted/.test(text)) {
+        this.mirror.restores.delete(msg);
+        this.log(
+          'error',
+          `${msg.orderedKey} was deleted and its history compacted: message ${msg.id} cannot be restored`,
+        );
+      } else {
+        this.log('warn', `reading the deleted ${msg.orderedKey} failed (${text}); retrying`);
+        delay = RETRY_AFTER_ERROR_MS;
+      }
+    } finally {
+      msg.busy = false;
+      this.schedule(delay);
     }
   }
 

@@ -143,13 +143,10 @@ export class EventIntake {
         if (msg.busy) msg.ackedKey = event.kv.key;
         else if (event.kv.key === msg.deliveryKey) this.mirror.acks.add(msg);
       } else if (parsed.kind === 'ordered' && event.kv.key === msg.orderedKey) {
-        const value = event.prevKv?.value ?? msg.payload;
-        if (value === null) {
-          this.log('error', `${event.kv.key} was deleted and its payload is unknown: message ${id} cannot be restored`);
-        } else {
-          this.log('warn', `${event.kv.key} was deleted outside the protocol (acks delete a delivery); restoring it`);
-          this.mirror.restores.set(msg, value);
-        }
+        // The watch carries no previous values (they cost etcd more than the rest of its work for kvmq): the
+        // payload in memory, or else the key read back at the revision before its delete.
+        this.log('warn', `${event.kv.key} was deleted outside the protocol (acks delete a delivery); restoring it`);
+        this.mirror.restores.set(msg, { value: msg.payload, deletedAt: event.kv.modRevision });
       }
     }
   }

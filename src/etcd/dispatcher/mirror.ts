@@ -35,8 +35,8 @@ export class QueueMirror {
   readonly duplicates = new Map<string, { record: MessageRecord; rev: number }>();
   /** Messages a plain consumer acked (deleted its delivery), to finish. */
   readonly acks = new Set<Msg>();
-  /** Ordered keys deleted outside the protocol, to put back. */
-  readonly restores = new Map<Msg, Buffer>();
+  /** Ordered keys deleted outside the protocol, to put back: the value, once known, and the delete's revision. */
+  readonly restores = new Map<Msg, { value: Buffer | null; readonly deletedAt: number }>();
   /** Held by a consumer that is gone. */
   readonly orphans = new Set<Msg>();
   /** Their lock ran out: another consumer may take them. */

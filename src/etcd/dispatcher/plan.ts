@@ -29,6 +29,8 @@ export interface PlannerDeps {
   fetchPayloads(msgs: readonly Msg[]): void;
   /** Reads the payload a plain ack of a requeued message needs, then plans again. */
   fetchNextPayload(msg: Msg): void;
+  /** Reads the value an ordered key had before it was deleted outside the protocol, then plans again. */
+  fetchDeleted(msg: Msg, deletedAt: number): void;
 }
 
 export class Planner {
@@ -42,8 +44,12 @@ export class Planner {
     const planned: Planned[] = [];
     const size = this.mirror.queueSize();
     this.planAcks(planned, now);
-    for (const [msg, value] of this.mirror.restores) {
+    for (const [msg, { value, deletedAt }] of this.mirror.restores) {
       if (msg.busy) continue;
+      if (value === null) {
+        this.deps.fetchDeleted(msg, deletedAt);
+        continue;
+      }
       this.mirror.restores.delete(msg);
       planned.push(this.deps.change(msg, null, changes.restore(this.mirror.keys, msg, value)));
     }
