@@ -191,10 +191,12 @@ describe('kvmq CLI', { concurrency: 4 }, () => {
       'echo "$p $KVMQ_QUEUE $KVMQ_ID $KVMQ_ATTEMPT $KVMQ_METADATA"',
       'case "$p" in again) echo try later >&2; exit 75;; fail) echo it broke >&2; exit 1;; esac',
     ].join('\n');
-    // --max 3 leaves the fourth message alone.
-    const run = await expectExit(0, ['work', 'jobs', '--max', '3', '--retry-backoff-ms', '60000', '--exec', command], {
-      store,
-    });
+    // --max 3 leaves the fourth message alone, prefetch or not.
+    const run = await expectExit(
+      0,
+      ['work', 'jobs', '--max', '3', '--prefetch', '8', '--retry-backoff-ms', '60000', '--exec', command],
+      { store },
+    );
     assert.equal(
       run.stdout,
       'ok jobs ok 1 {"n":1}\nagain jobs again 1 {}\nfail jobs fail 1 {}\n',

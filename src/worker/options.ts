@@ -18,6 +18,14 @@ export interface MonitorInfo {
 export interface WorkerOptions {
   /** Handlers running at once (Carmine's nthreads). @defaultValue 1 */
   readonly concurrency?: number;
+  /**
+   * Messages claimed ahead of free handler slots, so the next handler starts
+   * without a round trip to the store while earlier results are still on
+   * their way. They are locked to this worker while they wait (a slow worker
+   * holds them from others); a graceful stop gives back the ones not started.
+   * @defaultValue 0
+   */
+  readonly prefetch?: number;
   /** A message's lock lasts this long; the worker renews it while the handler runs. @defaultValue 30 s */
   readonly lockMs?: number;
   /** Pause after each poll that found work. @defaultValue 0 */
@@ -46,6 +54,7 @@ export interface WorkerOptions {
 
 export interface CheckedWorkerOptions {
   readonly concurrency: number;
+  readonly prefetch: number;
   readonly lockMs: number;
   readonly throttleMs: number;
   readonly eoqBackoffMs: (dryRuns: number) => number;
@@ -60,6 +69,7 @@ export interface CheckedWorkerOptions {
 
 const KEYS = [
   'concurrency',
+  'prefetch',
   'lockMs',
   'throttleMs',
   'eoqBackoffMs',
@@ -74,6 +84,7 @@ const KEYS = [
 
 export const WORKER_DEFAULTS = {
   concurrency: 1,
+  prefetch: 0,
   lockMs: 30 * SECOND,
   throttleMs: 0,
   maxAttempts: 1,
@@ -89,6 +100,7 @@ export function checkWorkerOptions(options: WorkerOptions): CheckedWorkerOptions
   const filters = o.filters === undefined ? {} : checkWorkerFilters(o.filters);
   return {
     concurrency: checkCount('concurrency', o.concurrency, 1, 10_000),
+    prefetch: checkCount('prefetch', o.prefetch, 0, 10_000),
     lockMs: checkMs('lockMs', o.lockMs, 100),
     throttleMs: checkMs('throttleMs', o.throttleMs),
     eoqBackoffMs: msFunction('eoqBackoffMs', o.eoqBackoffMs, (n) => expBackoff(n)),

@@ -1,6 +1,6 @@
 /**
  * A worker: claim → handler → finish, with lock renewal while handlers run,
- * batched finishes, queue-wide end-of-queue backoff, wake-ups from the store,
+ * messages claimed ahead (prefetch), batched finishes, queue-wide end-of-queue backoff, wake-ups from the store,
  * the consumer registry, GC, and a graceful (then forceful) stop.
  */
 import { randomUUID } from 'node:crypto';
@@ -30,6 +30,11 @@ interface Held {
   finishing: boolean;
 }
 
+interface Waiting {
+  readonly held: Held;
+  readonly message: ClaimedMessage;
+}
+
 function abortHeld(held: Held, reason: Error): void {
   held.abortedBy ??= reason;
   held.controller?.abort(reason);
@@ -57,7 +62,12 @@ export class Worker {
   readonly queue: string;
   readonly autoStart: boolean;
   private readonly options: CheckedWorkerOptions;
+  /** Every message this worker holds: waiting for a slot, in a handler, or finishing. */
   private readonly held = new Map<string, Held>();
+  /** Claimed ahead, not yet started, oldest first. */
+  private waiting: Waiting[] = [];
+  /** Handlers running now (at most `concurrency`). */
+  private handlersRunning = 0;
   private readonly handlers = new Set<Promise<void>>();
   /** Aborted by the first stop: no more polling. */
   private readonly halt = new AbortController();
@@ -158,6 +168,7 @@ export class Worker {
     await this.starting?.catch(() => undefined);
     if (this.state === 'stopped') return; // start failed and cleaned up
     await this.loop;
+    await this.giveBackWaiting();
     // A handler settles only once its result reached the store, so this also waits for the finishes.
     await Promise.race([Promise.allSettled([...this.handlers]), aborted(this.force.signal)]);
     if (this.renewTimer !== null) clearInterval(this.renewTimer);
@@ -167,6 +178,24 @@ export class Worker {
     await this.store.unregisterConsumer(this.queue, this.id).catch(this.options.onError);
     this.state = 'stopped';
     this.onStopped();
+  }
+
+  /** Prefetched messages no handler started go back to the queue (their next claim is a new attempt). */
+  private async giveBackWaiting(): Promise<void> {
+    const waiting = this.waiting;
+    this.waiting = [];
+    const released: Finish[] = [];
+    for (const { held } of waiting) {
+      if (held.abortedBy !== null) {
+        this.held.delete(held.id);
+        continue;
+      }
+      held.finishing = true;
+      released.push({ id: held.id, attempt: held.attempt, outcome: 'retry', backoffMs: 0, error: null });
+    }
+    if (released.length === 0) return;
+    await Promise.all(released.map((finish) => this.finish(finish).catch(this.options.onError)));
+    for (const finish of released) this.held.delete(finish.id);
   }
 
   private async forceStop(): Promise<void> {
@@ -183,7 +212,7 @@ export class Worker {
 
   private async run(): Promise<void> {
     while (this.state === 'running') {
-      const free = this.options.concurrency - this.held.size;
+      const free = this.options.concurrency + this.options.prefetch - this.held.size;
       if (free <= 0) {
         this.woken = false;
         await this.idle(Infinity);
@@ -202,18 +231,20 @@ export class Worker {
         });
         this.storeFailures = 0;
         ({ messages: claimed, wakeAt } = result);
+        for (const message of claimed) this.accept(message);
+        // Started before the monitor hears of them: a monitor that stops the worker stops what comes after.
+        this.startWaiting();
         this.report(result.queueSize, result.dryRuns, claimed);
       } catch (error) {
         await this.storeFailed(error, this.halt.signal);
         continue;
       }
-      for (const message of claimed) this.handle(message);
       if (claimed.length === 0) await this.idle(wakeAt === null ? Infinity : wakeAt - Date.now());
       else if (this.options.throttleMs > 0) await sleep(this.options.throttleMs, this.halt.signal);
     }
   }
 
-  private handle(message: ClaimedMessage): void {
+  private accept(message: ClaimedMessage): void {
     const held: Held = {
       id: message.id,
       attempt: message.attempt,
@@ -222,6 +253,23 @@ export class Worker {
       finishing: false,
     };
     this.held.set(message.id, held);
+    this.waiting.push({ held, message });
+  }
+
+  /** Starts waiting messages while slots are free; one whose lock was lost meanwhile is dropped. */
+  private startWaiting(): void {
+    while (this.state === 'running' && this.handlersRunning < this.options.concurrency && this.waiting.length > 0) {
+      const { held, message } = this.waiting.shift() as Waiting;
+      if (held.abortedBy !== null) {
+        if (this.held.get(held.id) === held) this.held.delete(held.id);
+        continue;
+      }
+      this.handle(held, message);
+    }
+  }
+
+  private handle(held: Held, message: ClaimedMessage): void {
+    this.handlersRunning += 1;
     const job: Job = {
       queue: this.queue,
       id: message.id,
@@ -234,6 +282,11 @@ export class Worker {
       },
     };
     const run = this.invoke(job)
+      .finally(() => {
+        // The slot is free once the handler returns: a prefetched message starts while this result travels.
+        this.handlersRunning -= 1;
+        this.startWaiting();
+      })
       .then(async (finish) => {
         // A lost lock or a forced stop: the message is someone else's now.
         if (held.abortedBy !== null) return;

@@ -43,6 +43,55 @@ export function worker(fixture: StoreFixture): void {
       assert.equal(most, n);
     });
 
+    storeTest(
+      fixture,
+      'prefetch: messages claimed ahead wait for a free slot; a graceful stop gives back those not started',
+      async (h) => {
+        const q = h.queue('prefetch');
+        let active = 0;
+        let most = 0;
+        const release = gate();
+        const log = new JobLog();
+        const worker = h.worker(
+          q,
+          async (job) => {
+            log.record(job);
+            active += 1;
+            most = Math.max(most, active);
+            await release.opened;
+            active -= 1;
+          },
+          { concurrency: 1, prefetch: 2 },
+        );
+        await h.client.enqueueBatch(
+          q,
+          Array.from({ length: 5 }, (_, i) => ({ payload: i, id: `m${i}` })),
+        );
+        await waitFor(() => active === 1 && worker.inFlight === 3, {
+          what: () => `1 handler and 3 messages held (now ${active} and ${worker.inFlight})`,
+        });
+        await waitFor(async () => (await h.client.queueStatus(q)).counts.locked === 3, { what: '3 locked' });
+        assert.equal((await h.client.queueStatus(q)).counts.queued, 2);
+        await quietPeriod(100);
+        assert.equal(log.seen.length, 1, 'a prefetched message started while the slot was taken');
+
+        const stopping = worker.stop();
+        release.open();
+        await stopping;
+        assert.equal(most, 1);
+        assert.equal(log.seen.length, 1, 'a prefetched message started during the stop');
+        const counts = (await h.client.queueStatus(q)).counts;
+        assert.equal(counts['done-awaiting-gc'], 1);
+        assert.equal(counts.queued, 4, 'the prefetched messages went back to the queue');
+
+        h.worker(q, (job) => log.record(job), { concurrency: 2, prefetch: 4 });
+        await waitFor(async () => (await h.client.queueStatus(q)).counts['done-awaiting-gc'] === 5, {
+          what: 'all 5 done',
+        });
+        assert.equal(log.seen.length, 5, 'each message handled once');
+      },
+    );
+
     storeTest(fixture, 'a worker takes only messages of its own queue', async (h) => {
       const mine = h.queue('mine');
       const theirs = h.queue('theirs');

@@ -21,6 +21,7 @@ import { reportBackgroundError, withClient } from '../store.js';
 const OPTIONS = {
   exec: { type: 'string' },
   concurrency: { type: 'string' },
+  prefetch: { type: 'string' },
   max: { type: 'string' },
   'idle-exit-ms': { type: 'string' },
   'lock-ms': { type: 'string' },
@@ -34,6 +35,7 @@ const EX_TEMPFAIL = 75;
 interface WorkSettings {
   readonly exec: string;
   readonly concurrency: number;
+  readonly prefetch: number;
   readonly max: number | undefined;
   readonly idleExitMs: number | undefined;
   readonly lockMs: number | undefined;
@@ -54,6 +56,7 @@ export const work: Command = {
     [
       ['--exec CMD', 'the command to run per message (required)'],
       ['--concurrency N', 'commands running at once (default 1)'],
+      ['--prefetch N', 'messages claimed ahead, waiting for a free slot (default 0)'],
       ['--max N', 'exit after handling N messages'],
       ['--idle-exit-ms N', 'exit after N ms with nothing to do'],
       ['--lock-ms N', 'lock duration, renewed while the command runs (default 30000)'],
@@ -69,6 +72,7 @@ export const work: Command = {
     const settings: WorkSettings = {
       exec: values.exec,
       concurrency: optionalWholeNumber('--concurrency', values.concurrency, 1) ?? 1,
+      prefetch: optionalWholeNumber('--prefetch', values.prefetch) ?? 0,
       max: optionalWholeNumber('--max', values.max, 1),
       idleExitMs: optionalWholeNumber('--idle-exit-ms', values['idle-exit-ms']),
       lockMs: optionalWholeNumber('--lock-ms', values['lock-ms'], 100),
@@ -102,7 +106,6 @@ function parseWorkerFilters(pairs: readonly string[] | undefined): WorkerFilters
 class WorkRun {
   private readonly worker: Worker;
   private readonly tally = { success: 0, retry: 0, error: 0 };
-  private claimed = 0;
   private started = 0;
   private idleTimer: NodeJS.Timeout | null = null;
   private stopping: Promise<void> | null = null;
@@ -133,6 +136,9 @@ class WorkRun {
     this.worker = client.worker(queue, (job) => this.handle(job), {
       autoStart: false,
       concurrency: max === undefined ? settings.concurrency : Math.min(settings.concurrency, max),
+      // --max bounds what is claimed as well: messages beyond it would only be given back.
+      prefetch:
+        max === undefined ? settings.prefetch : Math.min(settings.prefetch, Math.max(0, max - settings.concurrency)),
       // Left out when not given: the worker reads a present `undefined` as a value, not as "default".
       ...(settings.lockMs === undefined ? {} : { lockMs: settings.lockMs }),
       filters: settings.filters,
@@ -168,6 +174,8 @@ class WorkRun {
     // With concurrency > 1 the last claim may overshoot --max: hand the extra messages back at once, unrun.
     if (this.settings.max !== undefined && this.started >= this.settings.max) return { status: 'retry', backoffMs: 0 };
     this.started += 1;
+    // The last one: a graceful stop lets it finish and gives back what was claimed ahead.
+    if (this.started === this.settings.max) this.requestStop();
     const result = await runShell(this.settings.exec, payloadBytes(job.payload), jobEnv(job), job.signal);
     const outcome = outcomeOf(result, job.attempt, this.settings.retryBackoffMs);
     this.tally[outcome.status] += 1;
@@ -178,9 +186,7 @@ class WorkRun {
   }
 
   private monitor(info: MonitorInfo): void {
-    const { max, idleExitMs } = this.settings;
-    this.claimed += info.claimed.length;
-    if (max !== undefined && this.claimed >= max) this.requestStop();
+    const { idleExitMs } = this.settings;
     // Idle: this poll claimed nothing and nothing is in flight. Later dry polls keep the first deadline.
     if (info.claimed.length > 0 || info.inFlight > 0) this.disarmIdle();
     else if (idleExitMs !== undefined && this.idleTimer === null) {
