@@ -58,6 +58,9 @@ type Measurement = (typeof MEASUREMENTS)[number];
 const USAGE = `usage: npm run bench -- [options]
   --store URL    store to measure (default: a fresh sqlite: file in a temp dir)
   --backlog N    the large backlog (default ${FULL.backlogLarge}; ${QUICK.backlogLarge} with --quick)
+  --latency-rate N
+                 messages per second in the latency run (default ${FULL.latencyPerSec}): light load, well
+                 under what one worker at concurrency 1 takes on the store
   --quick        small sizes everywhere: a smoke run
   --no-write     do not rewrite docs/benchmarks.md
   --only LIST    run only these of ${MEASUREMENTS.join(',')} (implies --no-write)`;
@@ -76,6 +79,7 @@ function parse(argv: string[]): Args {
     options: {
       store: { type: 'string' },
       backlog: { type: 'string' },
+      'latency-rate': { type: 'string' },
       quick: { type: 'boolean', default: false },
       'no-write': { type: 'boolean', default: false },
       only: { type: 'string' },
@@ -91,6 +95,10 @@ function parse(argv: string[]): Args {
   if (!Number.isInteger(backlog) || backlog <= base.backlogSmall) {
     throw new TypeError(`--backlog must be a whole number above the small backlog (${base.backlogSmall})`);
   }
+  const latencyPerSec = Number(values['latency-rate'] ?? base.latencyPerSec);
+  if (!Number.isInteger(latencyPerSec) || latencyPerSec < 1) {
+    throw new TypeError('--latency-rate must be a whole number of messages per second, 1 or more');
+  }
   const only = values.only === undefined ? MEASUREMENTS : values.only.split(',').map((m) => m.trim());
   for (const m of only) {
     if (!(MEASUREMENTS as readonly string[]).includes(m)) {
@@ -99,7 +107,7 @@ function parse(argv: string[]): Args {
   }
   return {
     url: values.store,
-    sizes: { ...base, backlogLarge: backlog },
+    sizes: { ...base, backlogLarge: backlog, latencyPerSec },
     quick: values.quick,
     write: !values['no-write'] && values.only === undefined,
     only: new Set(only as Measurement[]),
