@@ -92,6 +92,30 @@ export function worker(fixture: StoreFixture): void {
       },
     );
 
+    storeTest(fixture, 'a second stop() releases prefetched messages with the running ones', async (h) => {
+      const q = h.queue('prefetch-forced');
+      const log = new JobLog();
+      const worker = h.worker(
+        q,
+        async (job) => {
+          log.record(job);
+          await new Promise((resolve) => job.signal.addEventListener('abort', resolve, { once: true }));
+        },
+        { concurrency: 1, prefetch: 2, lockMs: 30_000 },
+      );
+      await h.client.enqueueBatch(
+        q,
+        Array.from({ length: 3 }, (_, i) => ({ payload: i, id: `m${i}` })),
+      );
+      await waitFor(() => log.seen.length === 1 && worker.inFlight === 3, { what: '1 running, 2 prefetched' });
+      const first = worker.stop();
+      await within(3000, worker.stop(), 'the second stop()');
+      await within(3000, first, 'the first stop()');
+      assert.equal(log.seen.length, 1);
+      // Released at once, not left to their 30 s locks.
+      assert.equal((await h.client.queueStatus(q)).counts.queued, 3);
+    });
+
     storeTest(fixture, 'a worker takes only messages of its own queue', async (h) => {
       const mine = h.queue('mine');
       const theirs = h.queue('theirs');
