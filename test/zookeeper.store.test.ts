@@ -13,7 +13,7 @@ import { connect, KvmqError, StoreLayoutError, StoreUrlError, type Client } from
 import { gate, waitFor } from './support/wait.js';
 import { JobLog, waitForStatus } from './support/jobs.js';
 import { freshStoreUrl, hostsOf, PlainClient, serverUrl, uniqueDir } from './fixtures/zookeeper-env.js';
-import type { ZkSession } from '../src/zookeeper/client.js';
+import { isZkError, ZkCode, ZkSession } from '../src/zookeeper/client.js';
 
 const run = promisify(execFile);
 const server = serverUrl();
@@ -266,6 +266,7 @@ describe('zookeeper: sessions', () => {
     const first = await open(url);
     const second = await open(url);
     const release = gate();
+    const hold = gate();
     const log = new JobLog();
     const errors: unknown[] = [];
     const stale = first.worker(
@@ -277,43 +278,52 @@ describe('zookeeper: sessions', () => {
       },
       { lockMs: 30_000, eoqBackoffMs: 50, onError: (e) => errors.push(e) },
     );
-    await first.enqueue(q, 'x', { id: 'm' });
-    const seen = await log.handled('m', 1);
-    await expireSession(first);
+    // A failed assertion must not leave the handlers waiting: the clients' close waits for them.
+    try {
+      await first.enqueue(q, 'x', { id: 'm' });
+      const seen = await log.handled('m', 1);
+      await expireSession(first);
 
-    // The claim went with the session: another consumer takes the message long before its 30 s lock ends.
-    const takeover = new JobLog();
-    const hold = gate();
-    const fresh = second.worker(
-      q,
-      async (job) => {
-        takeover.record(job);
-        await hold.opened;
-      },
-      { eoqBackoffMs: 50 },
-    );
-    assert.equal((await takeover.handled('m', 2, { timeoutMs: 15_000 })).attempt, 2);
-    // The expired worker learns it lost the message.
-    await waitFor(() => seen.job.signal.aborted, { what: 'the expired handler to be aborted', timeoutMs: 15_000 });
+      // The claim went with the session: another consumer takes the message long before its 30 s lock ends.
+      const takeover = new JobLog();
+      const fresh = second.worker(
+        q,
+        async (job) => {
+          takeover.record(job);
+          await hold.opened;
+        },
+        { eoqBackoffMs: 50 },
+      );
+      const taken = await takeover.handled('m', 2, { timeoutMs: 15_000 }).catch(async (error: unknown) => {
+        const seenBySecond = JSON.stringify(await second.status(q, 'm'));
+        throw new Error(`no takeover; the second client sees ${seenBySecond}`, { cause: error });
+      });
+      assert.equal(taken.attempt, 2);
+      // The expired worker learns it lost the message.
+      await waitFor(() => seen.job.signal.aborted, { what: 'the expired handler to be aborted', timeoutMs: 15_000 });
 
-    // Its late outcome (and any direct finish for that attempt) changes nothing.
-    release.open();
-    const late = { id: 'm', attempt: 1, outcome: 'error' as const, backoffMs: 0, error: 'late' };
-    assert.deepEqual(await first.store.finish(q, stale.id, [late]), ['lost']);
-    const status = await first.status(q, 'm');
-    assert.equal(status?.state, 'locked');
-    assert.equal(status.consumer, fresh.id);
-    assert.equal(status.attempt, 2);
+      // Its late outcome (and any direct finish for that attempt) changes nothing.
+      release.open();
+      const late = { id: 'm', attempt: 1, outcome: 'error' as const, backoffMs: 0, error: 'late' };
+      assert.deepEqual(await first.store.finish(q, stale.id, [late]), ['lost']);
+      const status = await first.status(q, 'm');
+      assert.equal(status?.state, 'locked');
+      assert.equal(status.consumer, fresh.id);
+      assert.equal(status.attempt, 2);
 
-    hold.open();
-    const done = await waitForStatus(second, q, 'm', 'done-awaiting-gc');
-    assert.equal(done.outcome, 'success');
-    assert.equal(done.lastError, null);
-    // The first client works on in a new session.
-    await first.enqueue(q, 'y', { id: 'after' });
-    await waitForStatus(second, q, 'after', 'done-awaiting-gc', { timeoutMs: 10_000 });
-    await stale.stop();
-    await fresh.stop();
+      hold.open();
+      const done = await waitForStatus(second, q, 'm', 'done-awaiting-gc');
+      assert.equal(done.outcome, 'success');
+      assert.equal(done.lastError, null);
+      // The first client works on in a new session.
+      await first.enqueue(q, 'y', { id: 'after' });
+      await waitForStatus(second, q, 'after', 'done-awaiting-gc', { timeoutMs: 10_000 });
+      await stale.stop();
+      await fresh.stop();
+    } finally {
+      release.open();
+      hold.open();
+    }
   });
 });
 
@@ -401,5 +411,54 @@ describe('zookeeper: bad input', () => {
     );
     assert.equal(await client.status('q', 'fine'), null);
     assert.equal((await client.queueStatus('q')).total, 0);
+  });
+});
+
+describe('zookeeper: several reads in one request', () => {
+  test('reads asked in one tick come back in order, with versions, null where a node is missing', async () => {
+    const zk = sessionOf(await open(await freshStoreUrl(server)));
+    const big = Buffer.alloc(100_000, 7); // a reply larger than one socket read
+    await zk.create('/a', Buffer.from('first'));
+    await zk.set('/a', Buffer.from('second'), 0);
+    await zk.create('/big', big);
+    const before = { ...zk.sent };
+    // More paths in one tick than one request carries: they travel in several.
+    const asked = Array.from({ length: 150 }, (_, i) =>
+      zk.getMany(i % 2 === 0 ? ['/a', '/missing', '/big'] : ['/big', '/a']),
+    );
+    const answers = await Promise.all(asked);
+    assert.equal(zk.sent.reads - before.reads, 75 * 3 + 75 * 2);
+    // 375 paths: two requests of at most 256.
+    assert.equal(zk.sent.readRequests - before.readRequests, 2);
+    answers.forEach((answer, i) => {
+      const [a, missing, large] = i % 2 === 0 ? answer : [answer[1], null, answer[0]];
+      assert.equal(a?.data.toString(), 'second');
+      assert.equal(a.version, 1);
+      assert.equal(missing, null);
+      assert.ok(large?.data.equals(big), `reply ${i}: the 100 KB node`);
+      assert.equal(large?.version, 0);
+    });
+  });
+
+  test('a node the session may not read fails the reads asked with it', async () => {
+    const dir = (await freshStoreUrl(server)).slice(server.length);
+    const owner = sessionOf(await open(`zookeeper://kvmq-user:right@${hosts}${dir}`));
+    await owner.create('/mine', Buffer.from('x'));
+    const stranger = await ZkSession.open({
+      hosts,
+      chroot: dir,
+      auth: null,
+      sessionTimeoutMs: 10_000,
+      requestTimeoutMs: 10_000,
+    });
+    try {
+      await assert.rejects(stranger.getMany(['/', '/mine']), (error: unknown) => isZkError(error, ZkCode.NoAuth));
+      assert.deepEqual(
+        (await stranger.getMany(['/'])).map((r) => r?.version),
+        [0],
+      );
+    } finally {
+      stranger.close();
+    }
   });
 });

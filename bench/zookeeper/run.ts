@@ -123,6 +123,7 @@ interface LimitFigures {
   /** Write operations (each one of a multi) and reads kvmq sent over the lifecycle runs. */
   writeOps: number;
   reads: number;
+  readRequests: number;
   messages: number;
 }
 
@@ -151,7 +152,7 @@ async function measureLimit(url: string, port: number, sizes: Sizes, into: Limit
   const queues: string[] = [];
   try {
     const before = await zxid(port);
-    const { writes, reads } = sent;
+    const { writes, reads, readRequests } = sent;
     const figure = await measureLifecycle(
       {
         client,
@@ -167,6 +168,7 @@ async function measureLimit(url: string, port: number, sizes: Sizes, into: Limit
     into.transactions += (await zxid(port)) - before;
     into.writeOps += sent.writes - writes;
     into.reads += sent.reads - reads;
+    into.readRequests += sent.readRequests - readRequests;
     into.messages += sizes.limitN + Math.round(sizes.limitN * bench.warmFraction);
     into.kvmqPerSec.push(figure.perSec);
     await client.clear(...queues);
@@ -359,7 +361,7 @@ function limitRows(limit: LimitFigures): string[][] {
     [
       'ZooKeeper write operations per kvmq message',
       opsPerMessage.toFixed(2),
-      `${limit.writeOps} ops (${(limit.reads / limit.messages).toFixed(2)} reads per msg besides, the status check after each run included) over ${limit.messages} msgs`,
+      `${limit.writeOps} ops over ${limit.messages} msgs; reads besides: ${(limit.reads / limit.messages).toFixed(2)} per msg in ${(limit.readRequests / limit.messages).toFixed(2)} requests (the status check after each run included)`,
       '',
       '',
     ],
@@ -468,6 +470,7 @@ async function main(): Promise<void> {
       transactions: 0,
       writeOps: 0,
       reads: 0,
+      readRequests: 0,
       messages: 0,
     };
     const empty = (): PeerResults[PeerName] => ({ put: [], consume: { 1: [], 8: [] } });

@@ -174,11 +174,13 @@ export class ClaimCache {
     const nodes = taskNodes(taskPath);
     // Asked in this order on one session, so data and metadata are at least as new as the state read.
     // Metadata is asked for only when the state says there is some (most messages have none).
-    const read = Promise.all([zk.get(nodes.state), zk.get(nodes.data)])
+    const read = zk
+      .getMany([nodes.state, nodes.data])
       .then(async ([state, data]) => {
+        if (state === null || state === undefined || data === null || data === undefined) return null;
         const decoded = decodeState(nodes.state, state.data);
         const metadata = decoded.hasMetadata === false ? EMPTY_METADATA : (await zk.get(nodes.metadata)).data;
-        return { state: decoded, version: state.stat.version, data: data.data, metadata };
+        return { state: decoded, version: state.version, data: data.data, metadata };
       })
       .catch((error: unknown) => {
         if (isZkError(error, ZkCode.NoNode)) return null;

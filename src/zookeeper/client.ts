@@ -14,6 +14,7 @@ import type { Socket } from 'node:net';
 import type * as Zk from 'node-zookeeper-client';
 import { StoreUnavailableError } from '../errors.js';
 import { parseWholeFrames } from './frames.js';
+import { MultiReader, type ReadResult } from './multi-read.js';
 
 type ZkModule = typeof Zk;
 let zkModule: ZkModule | null = null;
@@ -24,44 +25,9 @@ function zk(): ZkModule {
   return zkModule;
 }
 
-/** ZooKeeper's error codes kvmq handles by name. */
-export const ZkCode = {
-  ConnectionLoss: -4,
-  OperationTimeout: -7,
-  NoNode: -101,
-  NoAuth: -102,
-  BadVersion: -103,
-  NoChildrenForEphemerals: -108,
-  NodeExists: -110,
-  NotEmpty: -111,
-  SessionExpired: -112,
-  InvalidAcl: -114,
-  AuthFailed: -115,
-} as const;
+import { TRANSIENT, ZkCode, ZkError, isZkError } from './zk-error.js';
 
-const TRANSIENT: ReadonlySet<number> = new Set([ZkCode.ConnectionLoss, ZkCode.OperationTimeout, ZkCode.SessionExpired]);
-
-/** A ZooKeeper error reply, with the operation it came from. */
-export class ZkError extends Error {
-  constructor(
-    readonly code: number,
-    readonly codeName: string,
-    readonly path: string,
-    /** For a multi: the index of the operation that failed. */
-    readonly opIndex = -1,
-  ) {
-    super(`ZooKeeper ${codeName} (${code}) at ${path}`);
-    this.name = 'ZkError';
-  }
-
-  get transient(): boolean {
-    return TRANSIENT.has(this.code);
-  }
-}
-
-export function isZkError(error: unknown, code?: number): error is ZkError {
-  return error instanceof ZkError && (code === undefined || error.code === code);
-}
+export { ZkCode, ZkError, isZkError } from './zk-error.js';
 
 export interface ZkStat {
   readonly version: number;
@@ -113,6 +79,8 @@ const MODES: Record<CreateKind, number> = { persistent: 0, sequential: 2, epheme
 /** What every request of one session needs: the raw client and the session's number. */
 interface Live {
   readonly client: Zk.Client;
+  /** Several getData in one request, on this client's connection. */
+  readonly reader: MultiReader | null;
   readonly epoch: number;
   readonly sessionId: string;
 }
@@ -120,14 +88,19 @@ interface Live {
 export class ZkSession {
   /** Increases whenever a new session replaces an expired one: ephemerals and watches of older epochs are gone. */
   epoch = 0;
-  /** Requests sent so far, for benchmarks: reads, and write operations (each one of a multi counts). */
-  readonly sent = { reads: 0, writes: 0 };
+  /**
+   * Sent so far, for benchmarks and tests: reads (each path counts), the requests that carried them,
+   * and write operations (each one of a multi counts).
+   */
+  readonly sent = { reads: 0, readRequests: 0, writes: 0 };
   private live: Promise<Live>;
   private current: Live | null = null;
   private readonly sessionListeners = new Set<(epoch: number) => void>();
   private expiryTimer: NodeJS.Timeout | null = null;
   private closed = false;
   private corked = false;
+  /** getMany calls of this tick, sent together. */
+  private reads: PendingRead[] = [];
 
   private constructor(private readonly options: ZkOptions) {
     this.live = this.openSession();
@@ -171,6 +144,7 @@ export class ZkSession {
   async get(path: string, watch?: () => void): Promise<{ data: Buffer; stat: ZkStat }> {
     const { client } = await this.live;
     this.sent.reads += 1;
+    this.sent.readRequests += 1;
     return this.request(path, (cb: Callback<{ data: Buffer; stat: ZkStat }>) => {
       const done = (error: Error | Zk.Exception | null, data: Buffer | undefined, stat: RawStat | undefined) =>
         cb(error, error ? (null as never) : { data: data ?? Buffer.alloc(0), stat: toStat(stat) });
@@ -179,10 +153,86 @@ export class ZkSession {
     });
   }
 
+  /**
+   * The data and version of each path (null where there is none), read in
+   * order. Reads asked for in the same tick travel together in one request
+   * where the server takes several (ZooKeeper 3.6+), else one each.
+   */
+  async getMany(paths: readonly string[]): Promise<ReadResult[]> {
+    const live = await this.live;
+    if (live.reader === null || !live.reader.ready()) return this.getEach(paths);
+    this.sent.reads += paths.length;
+    return new Promise((resolve, reject) => {
+      this.reads.push({ paths, resolve, reject });
+      if (this.reads.length === 1) process.nextTick(() => this.sendReads(live));
+    });
+  }
+
+  private async getEach(paths: readonly string[]): Promise<ReadResult[]> {
+    return Promise.all(
+      paths.map(async (path) => {
+        try {
+          const { data, stat } = await this.get(path);
+          return { data, version: stat.version };
+        } catch (error) {
+          if (isZkError(error, ZkCode.NoNode)) return null;
+          throw error;
+        }
+      }),
+    );
+  }
+
+  /** The reads gathered this tick, in requests of at most MAX_READS_PER_REQUEST paths. */
+  private sendReads(live: Live): void {
+    const waiting = this.reads;
+    this.reads = [];
+    while (waiting.length > 0) {
+      const batch: PendingRead[] = [];
+      let count = 0;
+      while (
+        waiting.length > 0 &&
+        (batch.length === 0 || count + (waiting[0]?.paths.length ?? 0) <= MAX_READS_PER_REQUEST)
+      ) {
+        const next = waiting.shift() as PendingRead;
+        batch.push(next);
+        count += next.paths.length;
+      }
+      void this.sendBatch(live, batch);
+    }
+  }
+
+  private async sendBatch(live: Live, batch: readonly PendingRead[]): Promise<void> {
+    const reader = live.reader;
+    try {
+      if (this.closed) throw new StoreUnavailableError('the ZooKeeper store is closed');
+      if (reader === null || !reader.ready()) throw new FallBack();
+      this.coalesceWrites();
+      this.sent.readRequests += 1;
+      const results = await reader.read(batch.flatMap((r) => r.paths));
+      let at = 0;
+      for (const r of batch) {
+        r.resolve(results.slice(at, at + r.paths.length));
+        at += r.paths.length;
+      }
+    } catch (error) {
+      // Not sent, or refused by a server without multiRead: one getData each.
+      if (error instanceof FallBack || (reader !== null && !reader.supported)) {
+        for (const r of batch) {
+          this.sent.reads -= r.paths.length; // counted again, one by one
+          this.getEach(r.paths).then(r.resolve, r.reject);
+        }
+        return;
+      }
+      const failure = error instanceof Error ? translate(error, batch[0]?.paths[0] ?? '', this.options.hosts) : error;
+      for (const r of batch) r.reject(failure);
+    }
+  }
+
   /** The node's stat, or null when it does not exist. */
   async exists(path: string, watch?: () => void): Promise<ZkStat | null> {
     const { client } = await this.live;
     this.sent.reads += 1;
+    this.sent.readRequests += 1;
     return this.request(path, (cb: Callback<ZkStat | null>) => {
       const done = (error: Error | Zk.Exception | null, stat: RawStat | undefined) =>
         cb(error, stat ? toStat(stat) : null);
@@ -194,6 +244,7 @@ export class ZkSession {
   async children(path: string, watch?: () => void): Promise<{ children: string[]; stat: ZkStat }> {
     const { client } = await this.live;
     this.sent.reads += 1;
+    this.sent.readRequests += 1;
     return this.request(path, (cb: Callback<{ children: string[]; stat: ZkStat }>) => {
       const done = (error: Error | Zk.Exception | null, children: string[] | undefined, stat: RawStat | undefined) =>
         cb(error, error ? (null as never) : { children: children ?? [], stat: toStat(stat) });
@@ -333,7 +384,10 @@ export class ZkSession {
     const { hosts, chroot, auth, sessionTimeoutMs } = this.options;
     const client = zk().createClient(`${hosts}${chroot}`, { sessionTimeout: sessionTimeoutMs, spinDelay: 200 });
     if (auth !== null) client.addAuthInfo('digest', Buffer.from(auth));
-    parseWholeFrames(client);
+    const manager = (client as unknown as { connectionManager?: object }).connectionManager;
+    const reader =
+      manager === undefined ? null : new MultiReader(manager, chroot, this.options.requestTimeoutMs, hosts);
+    parseWholeFrames(client, (frame) => reader?.take(frame) ?? false);
     const epoch = ++this.epoch;
     const opened = new Promise<Live>((resolve, reject) => {
       const timer = setTimeout(() => {
@@ -347,7 +401,7 @@ export class ZkSession {
       }, sessionTimeoutMs);
       client.once('connected', () => {
         clearTimeout(timer);
-        const live = { client, epoch, sessionId: client.getSessionId().toString('hex') };
+        const live = { client, reader, epoch, sessionId: client.getSessionId().toString('hex') };
         this.current = live;
         resolve(live);
       });
@@ -397,6 +451,18 @@ export class ZkSession {
     );
   }
 }
+
+/** More reads than this in a tick go in several requests. */
+const MAX_READS_PER_REQUEST = 256;
+
+interface PendingRead {
+  readonly paths: readonly string[];
+  readonly resolve: (results: ReadResult[]) => void;
+  readonly reject: (error: unknown) => void;
+}
+
+/** The reads could not go in one request: send them one by one. */
+class FallBack extends Error {}
 
 interface RawResult {
   type: number;

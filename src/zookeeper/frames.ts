@@ -4,7 +4,8 @@
  * replies costs megabytes of copying and garbage. Handed exactly one whole
  * reply frame per call, it never copies. This splits the socket's chunks into
  * frames (a 4-byte big-endian length, then the body) before the client sees
- * them. Its internals are checked first; if they differ, nothing changes.
+ * them, and lets kvmq take the replies to its own requests (multi-read.ts).
+ * Its internals are checked first; if they differ, nothing changes.
  */
 import type * as Zk from 'node-zookeeper-client';
 
@@ -13,8 +14,11 @@ interface ConnectionManager {
   onSocketData?: (chunk: Buffer) => void;
 }
 
-/** Call before `client.connect()`: the client binds its data handler when it opens each socket. */
-export function parseWholeFrames(client: Zk.Client): void {
+/**
+ * Call before `client.connect()`: the client binds its data handler when it opens each socket.
+ * `intercept` sees each frame first; a frame it takes (returns true for) never reaches the client.
+ */
+export function parseWholeFrames(client: Zk.Client, intercept: (frame: Buffer) => boolean): void {
   const manager = (client as unknown as { connectionManager?: ConnectionManager }).connectionManager;
   const original = manager?.onSocketData;
   if (manager === undefined || typeof original !== 'function') return;
@@ -32,7 +36,8 @@ export function parseWholeFrames(client: Zk.Client): void {
     while (data.length - offset >= 4) {
       const end = offset + 4 + data.readInt32BE(offset);
       if (end > data.length) break;
-      original.call(this, data.subarray(offset, end));
+      const frame = data.subarray(offset, end);
+      if (!intercept(frame)) original.call(this, frame);
       // The reply may have closed the connection; the rest belongs to no one.
       if (this.socket !== socket) return;
       offset = end;

@@ -10,15 +10,10 @@ import type { ConsumerRegistration } from '../store/contract.js';
 
 export async function messageStatus(ctx: StoreContext, q: QueueContext, id: string): Promise<MessageStatus | null> {
   const nodes = taskNodes(q.paths.task(id));
-  let read;
-  try {
-    read = await Promise.all([ctx.zk.get(nodes.state), ctx.zk.exists(nodes.claim)]);
-  } catch (error) {
-    if (isZkError(error, ZkCode.NoNode)) return null;
-    throw error;
-  }
-  const [{ data }, claim] = read;
-  const s = decodeState(nodes.state, data);
+  // One request (status calls of one tick share it): the state, and the claim if there is one.
+  const [read, claim = null] = await ctx.zk.getMany([nodes.state, nodes.claim]);
+  if (read === null || read === undefined) return null;
+  const s = decodeState(nodes.state, read.data);
   const now = Date.now();
   const state = deriveState(s, claim !== null, now);
   return {
