@@ -414,7 +414,31 @@ describe('zookeeper: bad input', () => {
   });
 });
 
-describe('zookeeper: several reads in one request', () => {
+describe('zookeeper: requests kvmq encodes itself', () => {
+  test('a multi gives each operation its result; a failed one names the operation and changes nothing', async () => {
+    const zk = sessionOf(await open(await freshStoreUrl(server)));
+    const results = await zk.multi([
+      { op: 'create', path: '/a', data: Buffer.from('1') },
+      { op: 'create', path: '/a/seq-', kind: 'sequential' },
+      { op: 'set', path: '/a', data: Buffer.from('2'), version: 0 },
+      { op: 'check', path: '/a', version: 1 },
+    ]);
+    assert.equal(results[0]?.path, '/a');
+    assert.match(results[1]?.path ?? '', /^\/a\/seq-\d{10}$/);
+    assert.equal(results[2]?.version, 1);
+    await assert.rejects(
+      zk.multi([
+        { op: 'create', path: '/b' },
+        { op: 'set', path: '/a', data: Buffer.from('3'), version: 0 },
+        { op: 'remove', path: '/a', version: -1 },
+      ]),
+      (error: unknown) => isZkError(error, ZkCode.BadVersion) && error.opIndex === 1 && error.path === '/a',
+    );
+    const [a, b] = await zk.getMany(['/a', '/b']);
+    assert.equal(a?.data.toString(), '2');
+    assert.equal(b, null);
+  });
+
   test('reads asked in one tick come back in order, with versions, null where a node is missing', async () => {
     const zk = sessionOf(await open(await freshStoreUrl(server)));
     const big = Buffer.alloc(100_000, 7); // a reply larger than one socket read

@@ -14,7 +14,7 @@ import type { Socket } from 'node:net';
 import type * as Zk from 'node-zookeeper-client';
 import { StoreUnavailableError } from '../errors.js';
 import { parseWholeFrames } from './frames.js';
-import { MultiReader, type ReadResult } from './multi-read.js';
+import { DirectRequests, type DirectOp, type EncodedAcl, type ReadResult } from './direct.js';
 
 type ZkModule = typeof Zk;
 let zkModule: ZkModule | null = null;
@@ -79,8 +79,8 @@ const MODES: Record<CreateKind, number> = { persistent: 0, sequential: 2, epheme
 /** What every request of one session needs: the raw client and the session's number. */
 interface Live {
   readonly client: Zk.Client;
-  /** Several getData in one request, on this client's connection. */
-  readonly reader: MultiReader | null;
+  /** Requests kvmq encodes itself (several getData in one, and multis), on this client's connection. */
+  readonly direct: DirectRequests | null;
   readonly epoch: number;
   readonly sessionId: string;
 }
@@ -160,7 +160,7 @@ export class ZkSession {
    */
   async getMany(paths: readonly string[]): Promise<ReadResult[]> {
     const live = await this.live;
-    if (live.reader === null || !live.reader.ready()) return this.getEach(paths);
+    if (live.direct === null || !live.direct.ready()) return this.getEach(paths);
     this.sent.reads += paths.length;
     return new Promise((resolve, reject) => {
       this.reads.push({ paths, resolve, reject });
@@ -202,7 +202,7 @@ export class ZkSession {
   }
 
   private async sendBatch(live: Live, batch: readonly PendingRead[]): Promise<void> {
-    const reader = live.reader;
+    const reader = live.direct;
     try {
       if (this.closed) throw new StoreUnavailableError('the ZooKeeper store is closed');
       if (reader === null || !reader.ready()) throw new FallBack();
@@ -294,6 +294,7 @@ export class ZkSession {
     if (ops.length === 0) return [];
     const live = await this.live;
     this.sent.writes += ops.length;
+    if (live.direct?.ready() === true) return this.directMulti(live.direct, ops);
     const tx = live.client.transaction() as Zk.Transaction & { ops: { version?: number }[] };
     for (const op of ops) {
       switch (op.op) {
@@ -326,6 +327,38 @@ export class ZkSession {
       }) as never),
     );
     return results.map((r) => ({ path: r.path, version: r.stat?.version }));
+  }
+
+  /** A multi encoded by kvmq (see direct.ts): the same request and results as the client's. */
+  private async directMulti(direct: DirectRequests, ops: readonly ZkOp[]): Promise<ZkOpResult[]> {
+    if (this.closed) throw new StoreUnavailableError('the ZooKeeper store is closed');
+    this.coalesceWrites();
+    let results;
+    try {
+      results = await direct.multi(ops.map(toDirectOp), this.encodedAcl());
+    } catch (error) {
+      throw error instanceof Error ? translate(error, ops[0]?.path ?? '', this.options.hosts) : error;
+    }
+    // A failed multi reports 0 for the operations before the failing one and -2 for those after.
+    const index = results.findIndex((r) => r.err !== 0 && r.err !== RUNTIME_INCONSISTENCY);
+    const failed = index >= 0 ? index : results.findIndex((r) => r.err !== 0);
+    if (failed >= 0) {
+      const code = results[failed]?.err ?? RUNTIME_INCONSISTENCY;
+      const name = (zk().Exception as unknown as { create(code: number): Zk.Exception }).create(code).getName();
+      throw translate(
+        new ZkError(code, name, ops[failed]?.path ?? '', failed),
+        ops[failed]?.path ?? '',
+        this.options.hosts,
+      );
+    }
+    return results.map((r) => ({ path: r.path, version: r.version }));
+  }
+
+  private encodedAcl(): EncodedAcl[] {
+    return this.aclForCreates.map((acl) => {
+      const a = acl as unknown as { permission: number; id: { scheme: string; id: string } };
+      return { perms: a.permission, scheme: a.id.scheme, id: a.id.id };
+    });
   }
 
   close(): void {
@@ -385,9 +418,9 @@ export class ZkSession {
     const client = zk().createClient(`${hosts}${chroot}`, { sessionTimeout: sessionTimeoutMs, spinDelay: 200 });
     if (auth !== null) client.addAuthInfo('digest', Buffer.from(auth));
     const manager = (client as unknown as { connectionManager?: object }).connectionManager;
-    const reader =
-      manager === undefined ? null : new MultiReader(manager, chroot, this.options.requestTimeoutMs, hosts);
-    parseWholeFrames(client, (frame) => reader?.take(frame) ?? false);
+    const direct =
+      manager === undefined ? null : new DirectRequests(manager, chroot, this.options.requestTimeoutMs, hosts);
+    parseWholeFrames(client, (frame) => direct?.take(frame) ?? false);
     const epoch = ++this.epoch;
     const opened = new Promise<Live>((resolve, reject) => {
       const timer = setTimeout(() => {
@@ -401,7 +434,7 @@ export class ZkSession {
       }, sessionTimeoutMs);
       client.once('connected', () => {
         clearTimeout(timer);
-        const live = { client, reader, epoch, sessionId: client.getSessionId().toString('hex') };
+        const live = { client, direct, epoch, sessionId: client.getSessionId().toString('hex') };
         this.current = live;
         resolve(live);
       });
@@ -449,6 +482,22 @@ export class ZkSession {
       },
       () => undefined,
     );
+  }
+}
+
+// ZooKeeper's code for the operations of a failed multi after the one that failed.
+const RUNTIME_INCONSISTENCY = -2;
+
+function toDirectOp(op: ZkOp): DirectOp {
+  switch (op.op) {
+    case 'create':
+      return { op: 'create', path: op.path, data: op.data ?? Buffer.alloc(0), flags: MODES[op.kind ?? 'persistent'] };
+    case 'set':
+      return op;
+    case 'remove':
+      return op;
+    case 'check':
+      return op;
   }
 }
 
