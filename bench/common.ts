@@ -98,6 +98,46 @@ export function quantile(sorted: readonly number[], q: number): number {
   return sorted[rank] ?? NaN;
 }
 
+/** The median of unsorted samples. */
+export function median(values: readonly number[]): number {
+  return quantile(
+    [...values].sort((a, b) => a - b),
+    0.5,
+  );
+}
+
+/** Whole numbers with thousands separators: 12,345. */
+export const whole = new Intl.NumberFormat('en-US', { maximumFractionDigits: 0 });
+
+/** A table with a header row, as aligned text for the terminal or as markdown for docs/benchmarks.md. */
+export function table(header: readonly string[], body: readonly string[][], markdown: boolean): string {
+  if (markdown) {
+    const line = (cells: readonly string[]): string => `| ${cells.join(' | ')} |`;
+    return [line(header), line(header.map(() => '---')), ...body.map(line)].join('\n');
+  }
+  const rows = [header, ...body];
+  const widths = header.map((_, i) => Math.max(...rows.map((r) => (r[i] ?? '').length)));
+  return rows
+    .map((r) =>
+      r
+        .map((c, i) => c.padEnd(widths[i] ?? 0))
+        .join('  ')
+        .trimEnd(),
+    )
+    .join('\n');
+}
+
+/** Runs one step of a bench, its label and wall time on stderr. */
+export async function step<T>(label: string, task: () => Promise<T>): Promise<T> {
+  process.stderr.write(`bench: ${label} … `);
+  const begin = performance.now();
+  try {
+    return await task();
+  } finally {
+    process.stderr.write(`${((performance.now() - begin) / 1000).toFixed(1)} s\n`);
+  }
+}
+
 /** Resolves at `at` (performance.now() time), at once if that has passed. */
 export function sleepUntil(at: number): Promise<void> {
   const ms = at - performance.now();

@@ -1,5 +1,5 @@
 /** Turns the figures into rows (figure, comparison, target, PASS/FAIL), printed as text or Markdown. */
-import { short, type BenchSizes, type Rate } from './common.js';
+import { short, whole, type BenchSizes, type Rate } from './common.js';
 import { SINGLE_IN_FLIGHT } from './enqueue.js';
 import { DRAIN_CONCURRENCY, type BacklogFigures } from './backlog.js';
 import type { EnqueueFigures } from './enqueue.js';
@@ -132,7 +132,6 @@ function versusRaw(kvmq: number, raw: number | undefined): string {
   return raw === undefined ? '' : `kvmq/raw ${(kvmq / raw).toFixed(2)} (raw ${perSec(raw, 'rows/s')})`;
 }
 
-const whole = new Intl.NumberFormat('en-US', { maximumFractionDigits: 0 });
 const compact = new Intl.NumberFormat('en-US', { notation: 'compact', maximumFractionDigits: 1 });
 const perSec = (n: number, unit = 'msgs/s'): string => `${whole.format(n)} ${unit}`;
 const ms = (n: number): string => `${n.toFixed(n < 10 ? 2 : 1)} ms`;

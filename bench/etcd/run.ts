@@ -34,7 +34,7 @@ import { connect } from '../../src/index.js';
 import { openEtcdStore } from '../../src/etcd/store.js';
 import { QueueKeys } from '../../src/etcd/keys.js';
 import { prefixEnd, type WatchEvent } from '../../src/etcd/kv.js';
-import { quantile, signal, sleepUntil, type BenchSizes } from '../common.js';
+import { median, quantile, signal, sleepUntil, step, table, whole, type BenchSizes } from '../common.js';
 import { writeSection } from '../doc.js';
 import { measureLifecycle } from '../lifecycle.js';
 import { measureRaw, rawEtcd, RAW_IN_FLIGHT } from '../raw/etcd.js';
@@ -59,13 +59,6 @@ const FULL: Sizes = { limitN: 20_000, latencyN: 1000, latencyPerSec: 100, runs: 
 const QUICK: Sizes = { limitN: 3000, latencyN: 200, latencyPerSec: 100, runs: 1, backlogProbe: 2000 };
 // Messages sent one at a time to count the writes each takes.
 const ONE_BY_ONE = 200;
-
-const whole = new Intl.NumberFormat('en-US', { maximumFractionDigits: 0 });
-const median = (values: readonly number[]): number =>
-  quantile(
-    [...values].sort((a, b) => a - b),
-    0.5,
-  );
 
 // --- the physical limit ----------------------------------------------------
 
@@ -395,33 +388,6 @@ async function dbSize(endpoints: string): Promise<{ size: number; inUse: number 
 }
 
 // --- report ----------------------------------------------------------------
-
-function table(header: readonly string[], body: readonly string[][], markdown: boolean): string {
-  if (markdown) {
-    const line = (cells: readonly string[]): string => `| ${cells.join(' | ')} |`;
-    return [line(header), line(header.map(() => '---')), ...body.map(line)].join('\n');
-  }
-  const rows = [header, ...body];
-  const widths = header.map((_, i) => Math.max(...rows.map((r) => (r[i] ?? '').length)));
-  return rows
-    .map((r) =>
-      r
-        .map((c, i) => c.padEnd(widths[i] ?? 0))
-        .join('  ')
-        .trimEnd(),
-    )
-    .join('\n');
-}
-
-async function step<T>(label: string, task: () => Promise<T>): Promise<T> {
-  process.stderr.write(`bench: ${label} … `);
-  const begin = performance.now();
-  try {
-    return await task();
-  } finally {
-    process.stderr.write(`${((performance.now() - begin) / 1000).toFixed(1)} s\n`);
-  }
-}
 
 async function main(): Promise<void> {
   const { values } = parseArgs({

@@ -25,7 +25,7 @@ import { Redis } from 'ioredis';
 import { connect, type Client, type Worker as KvmqWorker } from '../../src/index.js';
 import { tlsOptions } from '../../src/redis/connection.js';
 import { parseRedisUrl, type RedisUrlOptions } from '../../src/redis/url.js';
-import { inFlight, quantile, signal, sleepUntil } from '../common.js';
+import { inFlight, median, quantile, signal, sleepUntil, table, whole } from '../common.js';
 import { writeSection } from '../doc.js';
 import { peerRequire } from './install.js';
 
@@ -325,13 +325,6 @@ async function measureLatency(factory: PeerFactory, sizes: Sizes, into: number[]
 
 // --- report ----------------------------------------------------------------
 
-const whole = new Intl.NumberFormat('en-US', { maximumFractionDigits: 0 });
-const median = (values: readonly number[]): number =>
-  quantile(
-    [...values].sort((a, b) => a - b),
-    0.5,
-  );
-
 function rows(names: readonly string[], results: ReadonlyMap<string, Results>, sizes: Sizes): string[][] {
   const get = (name: string): Results => results.get(name) ?? emptyResults();
   const bull = get('BullMQ');
@@ -380,23 +373,6 @@ function rows(names: readonly string[], results: ReadonlyMap<string, Results>, s
     ['Redis commands per message, processing', ...perMessage('process', 'commands'), '', '', ''],
     ['… of which script calls', ...perMessage('process', 'scripts'), '', '', ''],
   ];
-}
-
-function table(header: readonly string[], body: readonly string[][], markdown: boolean): string {
-  if (markdown) {
-    const line = (cells: readonly string[]): string => `| ${cells.join(' | ')} |`;
-    return [line(header), line(header.map(() => '---')), ...body.map(line)].join('\n');
-  }
-  const all = [header, ...body];
-  const widths = header.map((_, i) => Math.max(...all.map((r) => (r[i] ?? '').length)));
-  return all
-    .map((r) =>
-      r
-        .map((c, i) => c.padEnd(widths[i] ?? 0))
-        .join('  ')
-        .trimEnd(),
-    )
-    .join('\n');
 }
 
 // --- main ------------------------------------------------------------------

@@ -27,7 +27,7 @@ import { parseArgs } from 'node:util';
 import type * as Grpc from '@grpc/grpc-js';
 import type * as ProtoLoader from '@grpc/proto-loader';
 import { Etcd3 } from 'etcd3';
-import { inFlight, quantile } from '../common.js';
+import { inFlight, median, quantile } from '../common.js';
 import { writeSection } from '../doc.js';
 
 const ROOT = fileURLToPath(new URL('../../', import.meta.url));
@@ -309,11 +309,6 @@ async function queueThroughput(server: Server, n: number): Promise<number> {
 
 // ---- report ----
 
-const median = (values: readonly number[]): number =>
-  quantile(
-    [...values].sort((a, b) => a - b),
-    0.5,
-  );
 const f0 = (x: number): string => (Number.isFinite(x) ? Math.round(x).toLocaleString('en-US') : '-');
 const f1 = (x: number): string => (Number.isFinite(x) ? x.toFixed(1) : '-');
 

@@ -26,7 +26,7 @@ import { parseArgs, promisify } from 'node:util';
 import { classpath, fourLetterWord, start } from '../../scripts/servers/zookeeper.mjs';
 import { ZkSession } from '../../src/zookeeper/client.js';
 import { connect } from '../../src/index.js';
-import { inFlight, quantile, signal, type BenchSizes } from '../common.js';
+import { inFlight, median, signal, step, table, whole, type BenchSizes } from '../common.js';
 import { writeSection } from '../doc.js';
 import { measureLifecycle } from '../lifecycle.js';
 import { measureRaw } from '../raw/zookeeper.js';
@@ -302,12 +302,6 @@ const PEERS = ['kvmq', 'kvmq, prefetch 0', 'Curator', 'kazoo'] as const;
 type PeerName = (typeof PEERS)[number];
 type PeerResults = Record<PeerName, { put: number[]; consume: Record<number, number[]> }>;
 
-const whole = new Intl.NumberFormat('en-US', { maximumFractionDigits: 0 });
-const median = (values: readonly number[]): number =>
-  quantile(
-    [...values].sort((a, b) => a - b),
-    0.5,
-  );
 const verdict = (pass: boolean): string => (pass ? 'PASS' : 'FAIL');
 
 function limitRows(limit: LimitFigures): string[][] {
@@ -396,34 +390,7 @@ function ratios([kv = 0, , cu = 0, kz = 0]: number[]): string[] {
   return [`×${(kv / cu).toFixed(2)}`, `×${(kv / kz).toFixed(2)}`];
 }
 
-function table(header: readonly string[], body: readonly string[][], markdown: boolean): string {
-  if (markdown) {
-    const line = (cells: readonly string[]): string => `| ${cells.join(' | ')} |`;
-    return [line(header), line(header.map(() => '---')), ...body.map(line)].join('\n');
-  }
-  const all = [header, ...body];
-  const widths = header.map((_, i) => Math.max(...all.map((r) => (r[i] ?? '').length)));
-  return all
-    .map((r) =>
-      r
-        .map((c, i) => c.padEnd(widths[i] ?? 0))
-        .join('  ')
-        .trimEnd(),
-    )
-    .join('\n');
-}
-
 // --- main ------------------------------------------------------------------
-
-async function step<T>(label: string, task: () => Promise<T>): Promise<T> {
-  process.stderr.write(`bench: ${label} … `);
-  const begin = performance.now();
-  try {
-    return await task();
-  } finally {
-    process.stderr.write(`${((performance.now() - begin) / 1000).toFixed(1)} s\n`);
-  }
-}
 
 async function main(): Promise<void> {
   const { values } = parseArgs({
