@@ -10,7 +10,6 @@
  *   the index of the operation that failed.
  */
 import { createRequire } from 'node:module';
-import type { Socket } from 'node:net';
 import type * as Zk from 'node-zookeeper-client';
 import { StoreUnavailableError } from '../errors.js';
 import { parseWholeFrames } from './frames.js';
@@ -98,7 +97,6 @@ export class ZkSession {
   private readonly sessionListeners = new Set<(epoch: number) => void>();
   private expiryTimer: NodeJS.Timeout | null = null;
   private closed = false;
-  private corked = false;
   /** getMany calls of this tick, sent together. */
   private reads: PendingRead[] = [];
 
@@ -160,8 +158,7 @@ export class ZkSession {
    */
   async getMany(paths: readonly string[]): Promise<ReadResult[]> {
     const live = await this.live;
-    if (live.direct === null || !live.direct.ready()) return this.getEach(paths);
-    this.sent.reads += paths.length;
+    if (!readsTogether(live.direct)) return this.getEach(paths);
     return new Promise((resolve, reject) => {
       this.reads.push({ paths, resolve, reject });
       if (this.reads.length === 1) process.nextTick(() => this.sendReads(live));
@@ -205,10 +202,12 @@ export class ZkSession {
     const reader = live.direct;
     try {
       if (this.closed) throw new StoreUnavailableError('the ZooKeeper store is closed');
-      if (reader === null || !reader.ready()) throw new FallBack();
+      if (reader === null || !readsTogether(reader)) throw new FallBack();
+      const paths = batch.flatMap((r) => r.paths);
       this.coalesceWrites();
+      this.sent.reads += paths.length;
       this.sent.readRequests += 1;
-      const results = await reader.read(batch.flatMap((r) => r.paths));
+      const results = await reader.read(paths);
       let at = 0;
       for (const r of batch) {
         r.resolve(results.slice(at, at + r.paths.length));
@@ -217,10 +216,7 @@ export class ZkSession {
     } catch (error) {
       // Not sent, or refused by a server without multiRead: one getData each.
       if (error instanceof FallBack || (reader !== null && !reader.supported)) {
-        for (const r of batch) {
-          this.sent.reads -= r.paths.length; // counted again, one by one
-          this.getEach(r.paths).then(r.resolve, r.reject);
-        }
+        for (const r of batch) this.getEach(r.paths).then(r.resolve, r.reject);
         return;
       }
       const failure = error instanceof Error ? translate(error, batch[0]?.paths[0] ?? '', this.options.hosts) : error;
@@ -318,7 +314,7 @@ export class ZkSession {
     const results = await this.request(ops[0]?.path ?? '/', (cb: Callback<RawResult[]>) =>
       tx.commit(((error: Error | Zk.Exception | null, raw: RawResult[] | undefined) => {
         if (error === null) return cb(null, raw ?? []);
-        const index = (raw ?? []).findIndex((r) => r.err !== undefined && r.err !== 0 && r.err !== -2);
+        const index = failedOp(raw ?? []);
         if (isException(error) && index >= 0) {
           const failed = ops[index];
           return cb(new ZkError(error.getCode(), error.getName(), failed?.path ?? '', index), []);
@@ -339,8 +335,7 @@ export class ZkSession {
     } catch (error) {
       throw error instanceof Error ? translate(error, ops[0]?.path ?? '', this.options.hosts) : error;
     }
-    // A failed multi reports 0 for the operations before the failing one and -2 for those after.
-    const index = results.findIndex((r) => r.err !== 0 && r.err !== RUNTIME_INCONSISTENCY);
+    const index = failedOp(results);
     const failed = index >= 0 ? index : results.findIndex((r) => r.err !== 0);
     if (failed >= 0) {
       const code = results[failed]?.err ?? RUNTIME_INCONSISTENCY;
@@ -369,22 +364,9 @@ export class ZkSession {
     this.live.catch(() => undefined);
   }
 
-  /**
-   * The client writes every request to its socket at once, a system call
-   * each; corked until the current burst of callbacks ends, the requests made
-   * together leave in one write. Skipped if the client's internals differ.
-   */
+  /** Requests made together leave in one socket write (see DirectRequests.coalesceWrites). */
   private coalesceWrites(): void {
-    if (this.corked) return;
-    const socket = (this.current?.client as unknown as { connectionManager?: { socket?: Partial<Socket> } } | undefined)
-      ?.connectionManager?.socket;
-    if (typeof socket?.cork !== 'function' || typeof socket.uncork !== 'function') return;
-    socket.cork();
-    this.corked = true;
-    process.nextTick(() => {
-      this.corked = false;
-      socket.uncork?.();
-    });
+    this.current?.direct?.coalesceWrites();
   }
 
   /** Runs one request with a time limit; ZooKeeper errors become ZkErrors, lost connections StoreUnavailableError. */
@@ -488,17 +470,19 @@ export class ZkSession {
 // ZooKeeper's code for the operations of a failed multi after the one that failed.
 const RUNTIME_INCONSISTENCY = -2;
 
+/** The operation a failed multi failed on: it reports 0 for the operations before it and -2 for those after. */
+function failedOp(results: readonly { err?: number }[]): number {
+  return results.findIndex((r) => r.err !== undefined && r.err !== 0 && r.err !== RUNTIME_INCONSISTENCY);
+}
+
+/** Reads go together while the connection takes kvmq's requests and the server knows multiRead. */
+function readsTogether(direct: DirectRequests | null): direct is DirectRequests {
+  return direct !== null && direct.supported && direct.ready();
+}
+
 function toDirectOp(op: ZkOp): DirectOp {
-  switch (op.op) {
-    case 'create':
-      return { op: 'create', path: op.path, data: op.data ?? Buffer.alloc(0), flags: MODES[op.kind ?? 'persistent'] };
-    case 'set':
-      return op;
-    case 'remove':
-      return op;
-    case 'check':
-      return op;
-  }
+  if (op.op !== 'create') return op;
+  return { op: 'create', path: op.path, data: op.data ?? Buffer.alloc(0), flags: MODES[op.kind ?? 'persistent'] };
 }
 
 /** More reads than this in a tick go in several requests. */

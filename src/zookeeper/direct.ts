@@ -75,9 +75,10 @@ interface Pending {
 }
 
 export class DirectRequests {
-  /** False once the server refused a multiRead: reads go one by one. */
+  /** False once the server refused a multiRead: reads go one by one (multis are not affected). */
   supported = true;
   private nextXid = FIRST_XID;
+  private corked = false;
   private readonly pending = new Map<number, Pending>();
   private readonly watched = new WeakSet<Socket>();
 
@@ -92,11 +93,26 @@ export class DirectRequests {
   ready(): boolean {
     const socket = this.manager.socket as Partial<Socket> | undefined;
     return (
-      this.supported &&
       this.manager.state === CONNECTED &&
       typeof socket?.write === 'function' &&
       (this.manager.packetQueue?.queue?.length ?? 0) === 0
     );
+  }
+
+  /**
+   * The client writes every request to its socket at once, a system call
+   * each; corked until the current burst of callbacks ends, the requests made
+   * together (the client's and these) leave in one write.
+   */
+  coalesceWrites(): void {
+    const socket = this.manager.socket as Partial<Socket> | undefined;
+    if (this.corked || typeof socket?.cork !== 'function' || typeof socket.uncork !== 'function') return;
+    socket.cork();
+    this.corked = true;
+    process.nextTick(() => {
+      this.corked = false;
+      socket.uncork?.();
+    });
   }
 
   /** Reads the paths (relative to the chroot) in one request. */
