@@ -7,8 +7,8 @@
  */
 import { parseEtcdUrl } from '../../src/etcd/url.js';
 import { prefixEnd } from '../../src/etcd/kv.js';
-import { rate, warmSize, type BenchSizes } from '../common.js';
-import type { RawFigures } from './index.js';
+import { inFlight, type BenchSizes } from '../common.js';
+import { timeWrites, type RawFigures } from './index.js';
 
 const PAYLOAD = Buffer.from('{"i":12345}');
 export const RAW_IN_FLIGHT = 64;
@@ -52,37 +52,18 @@ export async function measureRaw(
   const raw = await rawEtcd(url);
   let next = 0;
   const key = (): string => `${raw.prefix}${String(next++).padStart(12, '0')}`;
-  const single = async (n: number): Promise<number> => {
-    const start = performance.now();
-    let issued = 0;
-    await Promise.all(
-      Array.from({ length: RAW_IN_FLIGHT }, async () => {
-        while (issued < n) {
-          issued++;
-          await raw.put(key());
-        }
-      }),
-    );
-    return performance.now() - start;
-  };
-  const batched = async (n: number): Promise<number> => {
-    const start = performance.now();
+  const single = (n: number): Promise<void> => inFlight(n, RAW_IN_FLIGHT, () => raw.put(key()));
+  const batched = async (n: number): Promise<void> => {
     for (let done = 0; done < n; done += sizes.batchSize) {
       const keys = Array.from({ length: Math.min(sizes.batchSize, n - done) }, key);
       const txns: Promise<unknown>[] = [];
       for (let i = 0; i < keys.length; i += PUTS_PER_TXN) txns.push(raw.txn(keys.slice(i, i + PUTS_PER_TXN)));
       await Promise.all(txns);
     }
-    return performance.now() - start;
   };
   try {
-    await single(warmSize(sizes.enqueueSingle, sizes));
-    const singleMs = await single(sizes.enqueueSingle);
-    await batched(warmSize(sizes.enqueueBatched, sizes));
-    const batchedMs = await batched(sizes.enqueueBatched);
     return {
-      single: rate(sizes.enqueueSingle, singleMs),
-      batched: rate(sizes.enqueueBatched, batchedMs),
+      ...(await timeWrites(sizes, single, batched)),
       setup: `npm etcd3; one put per request, ${RAW_IN_FLIGHT} in flight; ${PUTS_PER_TXN} puts per Txn, a batch's Txns together`,
     };
   } finally {

@@ -4,7 +4,7 @@
  * store the URL opened, so a new store adds a file and nothing else.
  */
 import { existsSync } from 'node:fs';
-import type { BenchSizes, Rate } from '../common.js';
+import { rate, warmSize, type BenchSizes, type Rate } from '../common.js';
 
 export interface RawFigures {
   /** One small row (key, node, put) per write, one write after another. */
@@ -24,4 +24,23 @@ export interface RawBench {
 export async function loadRawBench(kind: string): Promise<RawBench | null> {
   if (!/^[a-z0-9]+$/.test(kind) || !existsSync(new URL(`./${kind}.ts`, import.meta.url))) return null;
   return (await import(`./${kind}.js`)) as RawBench;
+}
+
+/**
+ * Times a kind's two write loops, each after a warm-up run of its own: `single(n)` writes n rows one per write,
+ * `batched(n)` writes n rows `batchSize` per transaction.
+ */
+export async function timeWrites(
+  sizes: BenchSizes,
+  single: (n: number) => Promise<unknown>,
+  batched: (n: number) => Promise<unknown>,
+): Promise<Pick<RawFigures, 'single' | 'batched'>> {
+  const timed = async (write: (n: number) => Promise<unknown>, n: number): Promise<Rate> => {
+    await write(warmSize(n, sizes));
+    const start = performance.now();
+    await write(n);
+    return rate(n, performance.now() - start);
+  };
+  const singleRate = await timed(single, sizes.enqueueSingle);
+  return { single: singleRate, batched: await timed(batched, sizes.enqueueBatched) };
 }

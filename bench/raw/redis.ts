@@ -7,8 +7,8 @@
 import { Cluster, Redis } from 'ioredis';
 import { tlsOptions } from '../../src/redis/connection.js';
 import { parseRedisUrl } from '../../src/redis/url.js';
-import { rate, warmSize, type BenchSizes } from '../common.js';
-import type { RawFigures } from './index.js';
+import type { BenchSizes } from '../common.js';
+import { timeWrites, type RawFigures } from './index.js';
 
 const PAYLOAD = Buffer.from('{"i":12345}');
 
@@ -28,28 +28,19 @@ export async function measureRaw(url: string, sizes: BenchSizes): Promise<RawFig
   const key = `${options.prefix}:{raw-bench-${process.pid}}:messages`;
   let next = 0;
   const id = (): string => `raw-${String(next++).padStart(32, '0')}`;
-  const single = async (n: number): Promise<number> => {
-    const start = performance.now();
+  const single = async (n: number): Promise<void> => {
     for (let i = 0; i < n; i++) await redis.hset(key, id(), PAYLOAD);
-    return performance.now() - start;
   };
-  const batched = async (n: number): Promise<number> => {
-    const start = performance.now();
+  const batched = async (n: number): Promise<void> => {
     for (let done = 0; done < n; done += sizes.batchSize) {
       const multi = redis.multi();
       for (let i = 0; i < Math.min(sizes.batchSize, n - done); i++) multi.hset(key, id(), PAYLOAD);
       await multi.exec();
     }
-    return performance.now() - start;
   };
   try {
-    await single(warmSize(sizes.enqueueSingle, sizes));
-    const singleMs = await single(sizes.enqueueSingle);
-    await batched(warmSize(sizes.enqueueBatched, sizes));
-    const batchedMs = await batched(sizes.enqueueBatched);
     return {
-      single: rate(sizes.enqueueSingle, singleMs),
-      batched: rate(sizes.enqueueBatched, batchedMs),
+      ...(await timeWrites(sizes, single, batched)),
       setup: 'ioredis, one connection; HSET per field, MULTI/EXEC per batch; the server as it runs (AOF as configured)',
     };
   } finally {

@@ -7,8 +7,8 @@
 import { ZkSession, type ZkOp } from '../../src/zookeeper/client.js';
 import { parseZookeeperUrl } from '../../src/zookeeper/url.js';
 import { removeTree } from '../../src/zookeeper/tree.js';
-import { rate, warmSize, type BenchSizes } from '../common.js';
-import type { RawFigures } from './index.js';
+import { inFlight, type BenchSizes } from '../common.js';
+import { timeWrites, type RawFigures } from './index.js';
 
 const PAYLOAD = Buffer.from('{"i":12345}');
 const IN_FLIGHT = 64;
@@ -20,38 +20,19 @@ export async function measureRaw(url: string, sizes: BenchSizes): Promise<RawFig
   await zk.create(dir);
   let next = 0;
   const path = (): string => `${dir}/raw-${String(next++).padStart(12, '0')}`;
-  const single = async (n: number): Promise<number> => {
-    const start = performance.now();
-    let issued = 0;
-    await Promise.all(
-      Array.from({ length: IN_FLIGHT }, async () => {
-        while (issued < n) {
-          issued++;
-          await zk.create(path(), PAYLOAD);
-        }
-      }),
-    );
-    return performance.now() - start;
-  };
-  const batched = async (n: number): Promise<number> => {
-    const start = performance.now();
+  const single = (n: number): Promise<void> => inFlight(n, IN_FLIGHT, () => zk.create(path(), PAYLOAD));
+  const batched = async (n: number): Promise<void> => {
     for (let done = 0; done < n; done += sizes.batchSize) {
       const ops: ZkOp[] = [];
       for (let i = 0; i < Math.min(sizes.batchSize, n - done); i++)
         ops.push({ op: 'create', path: path(), data: PAYLOAD });
       await zk.multi(ops);
     }
-    return performance.now() - start;
   };
   try {
-    await single(warmSize(sizes.enqueueSingle, sizes));
-    const singleMs = await single(sizes.enqueueSingle);
-    await batched(warmSize(sizes.enqueueBatched, sizes));
-    const batchedMs = await batched(sizes.enqueueBatched);
     return {
-      single: rate(sizes.enqueueSingle, singleMs),
-      batched: rate(sizes.enqueueBatched, batchedMs),
-      setup: `node-zookeeper-client; one create per transaction, ${IN_FLIGHT} in flight; creates ${sizes.batchSize} per multi`,
+      ...(await timeWrites(sizes, single, batched)),
+      setup: `node-zookeeper-client's create, one per transaction, ${IN_FLIGHT} in flight; creates ${sizes.batchSize} per multi, encoded by kvmq`,
     };
   } finally {
     await removeTree(zk, dir);
