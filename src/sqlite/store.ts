@@ -81,7 +81,7 @@ export async function openSqliteStore(url: string): Promise<Store> {
   let db: BetterSqlite3.Database;
   try {
     db = new Database(options.path, { timeout: options.busyTimeoutMs });
-    db.pragma('journal_mode = WAL');
+    await enableWal(db, options.busyTimeoutMs);
     db.pragma(`synchronous = ${options.synchronous}`);
     db.pragma('cache_size = -32768'); // 32 MiB of page cache, whatever the backlog
     migrate(db, options.path);
@@ -95,6 +95,24 @@ export async function openSqliteStore(url: string): Promise<Store> {
   }
   await Promise.resolve();
   return new SqliteStore(db, options.path);
+}
+
+/**
+ * Puts the file in WAL mode. While another process is opening the same file,
+ * SQLite can refuse the switch with SQLITE_BUSY at once, without waiting as
+ * the busy timeout asks for other statements; so it is retried until then.
+ */
+async function enableWal(db: BetterSqlite3.Database, busyTimeoutMs: number): Promise<void> {
+  const until = Date.now() + busyTimeoutMs;
+  for (;;) {
+    try {
+      db.pragma('journal_mode = WAL');
+      return;
+    } catch (error) {
+      if ((error as { code?: unknown }).code !== 'SQLITE_BUSY' || Date.now() >= until) throw error;
+      await sleep(10);
+    }
+  }
 }
 
 class SqliteStore implements Store {
