@@ -2,7 +2,16 @@
 export { connect, Client } from './client.js';
 export type { ConnectOptions } from './client.js';
 export { Worker } from './worker/worker.js';
-export type { WorkerOptions, MonitorInfo } from './worker/worker.js';
+export type {
+  WorkerOptions,
+  MonitorInfo,
+  WorkerEvents,
+  CompletedEvent,
+  FailedEvent,
+  FailureReason,
+  RetryingEvent,
+  StalledEvent,
+} from './worker/worker.js';
 export { expBackoff } from './model/backoff.js';
 export type { ExpBackoffOptions } from './model/backoff.js';
 export { MESSAGE_STATES } from './model/types.js';

@@ -48,7 +48,10 @@ export interface WorkerOptions {
   readonly retryBackoffMs?: number | ((attempt: number) => number);
   /** Start polling at once. @defaultValue true */
   readonly autoStart?: boolean;
-  /** Receives errors the worker recovers from (store unavailable, a monitor that threw). @defaultValue stderr */
+  /**
+   * Receives errors the worker recovers from (store unavailable, a monitor or
+   * listener that threw), as `error` listeners do. @defaultValue stderr, unless an `error` listener is attached
+   */
   readonly onError?: (error: unknown) => void;
 }
 
@@ -64,7 +67,7 @@ export interface CheckedWorkerOptions {
   readonly maxAttempts: number;
   readonly retryBackoffMs: (attempt: number) => number;
   readonly autoStart: boolean;
-  readonly onError: (error: unknown) => void;
+  readonly onError: ((error: unknown) => void) | null;
 }
 
 const KEYS = [
@@ -113,7 +116,7 @@ export function checkWorkerOptions(options: WorkerOptions): CheckedWorkerOptions
     maxAttempts: checkCount('maxAttempts', o.maxAttempts, 1, 1_000_000),
     retryBackoffMs: msFunction('retryBackoffMs', o.retryBackoffMs, (attempt) => expBackoff(attempt)),
     autoStart: checkBoolean('autoStart', o.autoStart),
-    onError: optionalFunction('onError', o.onError) ?? ((error) => console.error('kvmq worker:', error)),
+    onError: optionalFunction('onError', o.onError),
   };
 }
 

@@ -1,9 +1,10 @@
 /**
  * A worker: claim → handler → finish, with lock renewal while handlers run,
  * messages claimed ahead (prefetch), batched finishes, queue-wide end-of-queue backoff, wake-ups from the store,
- * the consumer registry, GC, and a graceful (then forceful) stop.
+ * outcome events, the consumer registry, GC, and a graceful (then forceful) stop.
  */
 import { randomUUID } from 'node:crypto';
+import { EventEmitter } from 'node:events';
 import { hostname } from 'node:os';
 import { classMatcher } from '../model/filters.js';
 import { decodePayload } from '../model/payload.js';
@@ -11,11 +12,20 @@ import { expBackoff } from '../model/backoff.js';
 import { checkQueueName } from '../model/validate.js';
 import { checkWorkerOptions, type CheckedWorkerOptions, type WorkerOptions } from './options.js';
 import { finishFromResult, finishFromThrow } from './outcome.js';
+import type { FailureReason, WorkerEvents } from './events.js';
 import type { ClaimedMessage, Finish, FinishResult, Store } from '../store/contract.js';
 import { sleep } from '../model/time.js';
 import type { Handler, HandlerResult, Job, QueueConfig } from '../model/types.js';
 
 export type { WorkerOptions, MonitorInfo } from './options.js';
+export type {
+  CompletedEvent,
+  FailedEvent,
+  FailureReason,
+  RetryingEvent,
+  StalledEvent,
+  WorkerEvents,
+} from './events.js';
 
 type WorkerState = 'idle' | 'running' | 'stopping' | 'stopped';
 
@@ -24,10 +34,16 @@ interface Held {
   readonly attempt: number;
   /** Made only when the handler reads `job.signal`: most never do, and one per message costs. */
   controller: AbortController | null;
-  /** Why the message was taken from its handler (lock lost, forced stop), if it was. */
-  abortedBy: Error | null;
+  /** Why the handler's signal was aborted (lock lost, forced stop, timeout), if it was. */
+  abortReason: Error | null;
+  /** The message is no longer this worker's (lock lost, forced stop): its result is not stored. */
+  takenAway: boolean;
   /** The handler is done and its result is on its way to the store. */
   finishing: boolean;
+  /** performance.now() when the handler started. */
+  startedAt: number;
+  /** Why the attempt failed, should it fail: the handler's own result unless it threw or timed out. */
+  cause: FailureReason;
 }
 
 interface Waiting {
@@ -35,15 +51,20 @@ interface Waiting {
   readonly message: ClaimedMessage;
 }
 
-function abortHeld(held: Held, reason: Error): void {
-  held.abortedBy ??= reason;
+function abortSignal(held: Held, reason: Error): void {
+  held.abortReason ??= reason;
   held.controller?.abort(reason);
+}
+
+function takeAway(held: Held, reason: Error): void {
+  held.takenAway = true;
+  abortSignal(held, reason);
 }
 
 function signalOf(held: Held): AbortSignal {
   if (held.controller === null) {
     held.controller = new AbortController();
-    if (held.abortedBy !== null) held.controller.abort(held.abortedBy);
+    if (held.abortReason !== null) held.controller.abort(held.abortReason);
   }
   return held.controller.signal;
 }
@@ -56,7 +77,8 @@ interface PendingFinish {
 // How long a failing store call waits before the next try, at most.
 const MAX_ERROR_BACKOFF_MS = 30_000;
 
-export class Worker {
+/** Listeners for `completed`, `failed`, `retrying`, `stalled` and `error`: see WorkerEvents. */
+export class Worker extends EventEmitter<WorkerEvents> {
   /** This worker's consumer id, as the registry shows it. */
   readonly id = `${hostname()}:${process.pid}:${randomUUID().slice(0, 8)}`;
   readonly queue: string;
@@ -98,6 +120,8 @@ export class Worker {
     options: WorkerOptions,
     private readonly onStopped: () => void,
   ) {
+    // A listener's rejected promise comes to [captureRejectionSymbol] instead of going unhandled.
+    super({ captureRejections: true });
     this.queue = checkQueueName(queue);
     if (typeof handler !== 'function') throw new TypeError('worker handler must be a function (job) => result');
     this.options = checkWorkerOptions(options);
@@ -175,7 +199,7 @@ export class Worker {
     await this.renewing;
     await this.maintenance;
     this.unsubscribe?.();
-    await this.store.unregisterConsumer(this.queue, this.id).catch(this.options.onError);
+    await this.store.unregisterConsumer(this.queue, this.id).catch(this.reportError);
     this.state = 'stopped';
     this.onStopped();
   }
@@ -186,7 +210,7 @@ export class Worker {
     this.waiting = [];
     const released: Finish[] = [];
     for (const { held } of waiting) {
-      if (held.abortedBy !== null) {
+      if (held.takenAway) {
         this.held.delete(held.id);
         continue;
       }
@@ -194,7 +218,7 @@ export class Worker {
       released.push({ id: held.id, attempt: held.attempt, outcome: 'retry', backoffMs: 0, error: null });
     }
     if (released.length === 0) return;
-    await Promise.all(released.map((finish) => this.finish(finish).catch(this.options.onError)));
+    await Promise.all(released.map((finish) => this.finish(finish).catch(this.reportError)));
     for (const finish of released) this.held.delete(finish.id);
   }
 
@@ -204,10 +228,10 @@ export class Worker {
     const released: Finish[] = [];
     for (const held of this.held.values()) {
       if (held.finishing) continue;
-      abortHeld(held, new Error('worker stopped'));
+      takeAway(held, new Error('worker stopped'));
       released.push({ id: held.id, attempt: held.attempt, outcome: 'retry', backoffMs: 0, error: 'worker stopped' });
     }
-    if (released.length > 0) await this.store.finish(this.queue, this.id, released).catch(this.options.onError);
+    if (released.length > 0) await this.store.finish(this.queue, this.id, released).catch(this.reportError);
   }
 
   private async run(): Promise<void> {
@@ -249,8 +273,11 @@ export class Worker {
       id: message.id,
       attempt: message.attempt,
       controller: null,
-      abortedBy: null,
+      abortReason: null,
+      takenAway: false,
       finishing: false,
+      startedAt: 0,
+      cause: 'handler',
     };
     this.held.set(message.id, held);
     this.waiting.push({ held, message });
@@ -260,7 +287,7 @@ export class Worker {
   private startWaiting(): void {
     while (this.state === 'running' && this.handlersRunning < this.options.concurrency && this.waiting.length > 0) {
       const { held, message } = this.waiting.shift() as Waiting;
-      if (held.abortedBy !== null) {
+      if (held.takenAway) {
         if (this.held.get(held.id) === held) this.held.delete(held.id);
         continue;
       }
@@ -270,6 +297,7 @@ export class Worker {
 
   private handle(held: Held, message: ClaimedMessage): void {
     this.handlersRunning += 1;
+    held.startedAt = performance.now();
     const job: Job = {
       queue: this.queue,
       id: message.id,
@@ -281,19 +309,15 @@ export class Worker {
         return signalOf(held);
       },
     };
-    const run = this.invoke(job)
+    const run = this.invoke(held, job)
       .finally(() => {
-        // The slot is free once the handler returns: a prefetched message starts while this result travels.
+        // The slot is free once the handler returns : a prefetched message starts while this
+        // result travels.
         this.handlersRunning -= 1;
         this.startWaiting();
       })
-      .then(async (finish) => {
-        // A lost lock or a forced stop: the message is someone else's now.
-        if (held.abortedBy !== null) return;
-        held.finishing = true;
-        await this.finish(finish);
-      })
-      .catch(this.options.onError)
+      .then((finish) => this.record(held, finish))
+      .catch(this.reportError)
       .finally(() => {
         if (this.held.get(held.id) === held) this.held.delete(held.id);
         this.handlers.delete(run);
@@ -302,13 +326,81 @@ export class Worker {
     this.handlers.add(run);
   }
 
-  private async invoke(job: Job): Promise<Finish> {
+  private async invoke(held: Held, job: Job): Promise<Finish> {
     try {
       const result: HandlerResult | void = await this.handler(job);
       return finishFromResult(job.id, job.attempt, result);
     } catch (thrown) {
+      held.cause = 'thrown';
       return finishFromThrow(job.id, job.attempt, thrown, this.options.maxAttempts, this.options.retryBackoffMs);
     }
+  }
+
+  /** Stores the attempt's finish, then tells listeners what the store kept. */
+  private async record(held: Held, finish: Finish): Promise<void> {
+    // A lost lock or a forced stop: the message is someone else's now.
+    if (held.takenAway) return;
+    held.finishing = true;
+    const durationMs = performance.now() - held.startedAt;
+    if ((await this.finish(finish)) === 'lost') this.lost(held);
+    else this.announce(held, finish, durationMs);
+  }
+
+  /** Outcome events, each built only when someone listens: most workers have no listeners. */
+  private announce(held: Held, finish: Finish, durationMs: number): void {
+    const { queue } = this;
+    const { id, attempt, cause: reason } = held;
+    const { error, backoffMs } = finish;
+    if (finish.outcome === 'success') {
+      if (this.listenerCount('completed') > 0) this.tell('completed', { queue, id, attempt, durationMs });
+    } else if (finish.outcome === 'retry') {
+      if (this.listenerCount('retrying') > 0) {
+        this.tell('retrying', { queue, id, attempt, durationMs, error, reason, backoffMs });
+      }
+    } else if (this.listenerCount('failed') > 0) {
+      this.tell('failed', { queue, id, attempt, durationMs, error, reason });
+    }
+  }
+
+  /** The store says the message's lock is gone: stop its handler and say so, once. */
+  private lost(held: Held): void {
+    if (held.takenAway) return;
+    takeAway(held, new Error('lock lost'));
+    if (this.listenerCount('stalled') > 0) {
+      this.tell('stalled', { queue: this.queue, id: held.id, attempt: held.attempt });
+    }
+  }
+
+  /** Emits an event; a listener that throws is a recovered error, not the worker's. */
+  private tell<K extends Exclude<keyof WorkerEvents, 'error'>>(name: K, ...args: WorkerEvents[K]): void {
+    try {
+      // emit's typing cannot follow a generic event name; `args` are WorkerEvents[K] by this method's signature.
+      (this as EventEmitter).emit(name, ...args);
+    } catch (error) {
+      this.reportError(error);
+    }
+  }
+
+  /** A recovered error goes to `onError` and `error` listeners, or to stderr when there are neither. */
+  private readonly reportError = (error: unknown): void => {
+    const { onError } = this.options;
+    const listened = this.listenerCount('error') > 0;
+    if (onError !== null) onError(error);
+    if (listened) {
+      try {
+        this.emit('error', error);
+      } catch (thrown) {
+        (onError ?? printError)(thrown);
+      }
+    }
+    if (onError === null && !listened) printError(error);
+  };
+
+  /** A listener's promise rejected (with `captureRejections`). */
+  override [EventEmitter.captureRejectionSymbol](error: Error, ...[event]: unknown[]): void {
+    // An `error` listener that rejects must not be fed its own error again.
+    if (event === 'error') (this.options.onError ?? printError)(error);
+    else this.reportError(error);
   }
 
   /** Queues a finish; the finishes of one tick go to the store together. */
@@ -351,12 +443,12 @@ export class Worker {
         const lost = await this.store.extend(this.queue, this.id, held, this.options.lockMs);
         for (const id of lost) {
           const held = this.held.get(id);
-          if (held !== undefined) abortHeld(held, new Error('lock lost'));
+          if (held !== undefined) this.lost(held);
         }
       }
       await this.register();
     } catch (error) {
-      this.options.onError(error);
+      this.reportError(error);
     }
   }
 
@@ -377,7 +469,7 @@ export class Worker {
         const config = await this.refreshConfig();
         await sleep(config.gcIntervalMs, this.halt.signal);
       } catch (error) {
-        this.options.onError(error);
+        this.reportError(error);
         await sleep(5000, this.halt.signal);
       }
     }
@@ -395,13 +487,13 @@ export class Worker {
     try {
       monitor({ queue: this.queue, queueSize, dryRuns, claimed: claimed.map((m) => m.id), inFlight: this.held.size });
     } catch (error) {
-      this.options.onError(error);
+      this.reportError(error);
     }
   }
 
   private async storeFailed(error: unknown, signal: AbortSignal): Promise<void> {
     this.storeFailures += 1;
-    this.options.onError(error);
+    this.reportError(error);
     await sleep(expBackoff(this.storeFailures, { factor: 100, max: MAX_ERROR_BACKOFF_MS }), signal);
   }
 
@@ -425,6 +517,10 @@ export class Worker {
       }
     });
   }
+}
+
+function printError(error: unknown): void {
+  console.error('kvmq worker:', error);
 }
 
 function aborted(signal: AbortSignal): Promise<void> {

@@ -11,6 +11,7 @@ import { badInput } from './bad-input.js';
 import { consumers } from './consumers.js';
 import { crash } from './crash.js';
 import { enqueue } from './enqueue.js';
+import { events } from './events.js';
 import { filters } from './filters.js';
 import { gc } from './gc.js';
 import { lifecycle } from './lifecycle.js';
@@ -40,6 +41,7 @@ export function conformance(fixture: StoreFixture): void {
     gc(fixture);
     consumers(fixture);
     worker(fixture);
+    events(fixture);
     badInput(fixture);
     crash(fixture);
   });

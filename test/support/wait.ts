@@ -80,3 +80,11 @@ export function gate(): Gate {
     open: () => open(),
   };
 }
+
+/** Resolves once `signal` is aborted: a handler that runs until the worker takes its message away. */
+export function untilAborted(signal: AbortSignal): Promise<void> {
+  return new Promise((resolve) => {
+    if (signal.aborted) resolve();
+    else signal.addEventListener('abort', () => resolve(), { once: true });
+  });
+}
