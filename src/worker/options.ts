@@ -46,6 +46,12 @@ export interface WorkerOptions {
   readonly maxAttempts?: number;
   /** Backoff before retrying a thrown error, by attempt. @defaultValue expBackoff(attempt) */
   readonly retryBackoffMs?: number | ((attempt: number) => number);
+  /**
+   * A handler running longer has its `job.signal` aborted and the attempt counts
+   * as a thrown error ("timed out after N ms"), retried under `maxAttempts`. Its
+   * slot is freed at once and whatever it returns later is discarded. @defaultValue none
+   */
+  readonly timeoutMs?: number;
   /** Start polling at once. @defaultValue true */
   readonly autoStart?: boolean;
   /**
@@ -66,6 +72,7 @@ export interface CheckedWorkerOptions {
   readonly respectFilters: boolean;
   readonly maxAttempts: number;
   readonly retryBackoffMs: (attempt: number) => number;
+  readonly timeoutMs: number | null;
   readonly autoStart: boolean;
   readonly onError: ((error: unknown) => void) | null;
 }
@@ -81,9 +88,13 @@ const KEYS = [
   'respectFilters',
   'maxAttempts',
   'retryBackoffMs',
+  'timeoutMs',
   'autoStart',
   'onError',
 ] as const;
+
+// setTimeout fires at once for anything longer.
+const MAX_TIMER_MS = 2 ** 31 - 1;
 
 export const WORKER_DEFAULTS = {
   concurrency: 1,
@@ -115,6 +126,7 @@ export function checkWorkerOptions(options: WorkerOptions): CheckedWorkerOptions
         : checkBoolean('respectFilters', o.respectFilters),
     maxAttempts: checkCount('maxAttempts', o.maxAttempts, 1, 1_000_000),
     retryBackoffMs: msFunction('retryBackoffMs', o.retryBackoffMs, (attempt) => expBackoff(attempt)),
+    timeoutMs: o.timeoutMs === undefined ? null : checkMs('timeoutMs', o.timeoutMs, 1, MAX_TIMER_MS),
     autoStart: checkBoolean('autoStart', o.autoStart),
     onError: optionalFunction('onError', o.onError),
   };

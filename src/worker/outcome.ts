@@ -44,8 +44,26 @@ export function finishFromThrow(
   retryBackoffMs: (attempt: number) => number,
 ): Finish {
   const error = thrown instanceof Error ? (thrown.stack ?? thrown.message) : String(thrown);
+  return finishFromFailure(id, attempt, error, maxAttempts, retryBackoffMs);
+}
+
+/** A failed attempt (thrown or timed out): retried after a backoff while attempts remain, else an `error`. */
+export function finishFromFailure(
+  id: string,
+  attempt: number,
+  error: string,
+  maxAttempts: number,
+  retryBackoffMs: (attempt: number) => number,
+): Finish {
   if (attempt < maxAttempts) return { id, attempt, outcome: 'retry', backoffMs: retryBackoffMs(attempt), error };
   return { id, attempt, outcome: 'error', backoffMs: 0, error };
+}
+
+/** What aborts `job.signal` when a handler runs past `timeoutMs`; its message is the attempt's error. */
+export function timeoutError(timeoutMs: number): Error {
+  const error = new Error(`timed out after ${timeoutMs} ms`);
+  error.name = 'TimeoutError';
+  return error;
 }
 
 function invalid(id: string, attempt: number, error: string): Finish {

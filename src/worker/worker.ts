@@ -1,7 +1,7 @@
 /**
  * A worker: claim → handler → finish, with lock renewal while handlers run,
  * messages claimed ahead (prefetch), batched finishes, queue-wide end-of-queue backoff, wake-ups from the store,
- * outcome events, the consumer registry, GC, and a graceful (then forceful) stop.
+ * handler timeouts, outcome events, the consumer registry, GC, and a graceful (then forceful) stop.
  */
 import { randomUUID } from 'node:crypto';
 import { EventEmitter } from 'node:events';
@@ -11,7 +11,7 @@ import { decodePayload } from '../model/payload.js';
 import { expBackoff } from '../model/backoff.js';
 import { checkQueueName } from '../model/validate.js';
 import { checkWorkerOptions, type CheckedWorkerOptions, type WorkerOptions } from './options.js';
-import { finishFromResult, finishFromThrow } from './outcome.js';
+import { finishFromFailure, finishFromResult, finishFromThrow, timeoutError } from './outcome.js';
 import type { FailureReason, WorkerEvents } from './events.js';
 import type { ClaimedMessage, Finish, FinishResult, Store } from '../store/contract.js';
 import { sleep } from '../model/time.js';
@@ -309,9 +309,9 @@ export class Worker extends EventEmitter<WorkerEvents> {
         return signalOf(held);
       },
     };
-    const run = this.invoke(held, job)
+    const run = this.attempt(held, job)
       .finally(() => {
-        // The slot is free once the handler returns : a prefetched message starts while this
+        // The slot is free once the handler returns (or times out): a prefetched message starts while this
         // result travels.
         this.handlersRunning -= 1;
         this.startWaiting();
@@ -326,14 +326,36 @@ export class Worker extends EventEmitter<WorkerEvents> {
     this.handlers.add(run);
   }
 
+  /** The handler's finish, or the timeout's if `timeoutMs` passes first (the handler's late result is dropped). */
+  private attempt(held: Held, job: Job): Promise<Finish> {
+    const { timeoutMs } = this.options;
+    if (timeoutMs === null) return this.invoke(held, job);
+    return new Promise((resolve) => {
+      const timer = setTimeout(() => resolve(this.timedOut(held, timeoutMs)), timeoutMs);
+      void this.invoke(held, job).then((finish) => {
+        clearTimeout(timer);
+        resolve(finish);
+      });
+    });
+  }
+
   private async invoke(held: Held, job: Job): Promise<Finish> {
     try {
       const result: HandlerResult | void = await this.handler(job);
       return finishFromResult(job.id, job.attempt, result);
     } catch (thrown) {
-      held.cause = 'thrown';
+      // A throw after the timeout (often the abort itself) changes nothing: the timeout was recorded.
+      if (held.cause !== 'timeout') held.cause = 'thrown';
       return finishFromThrow(job.id, job.attempt, thrown, this.options.maxAttempts, this.options.retryBackoffMs);
     }
+  }
+
+  private timedOut(held: Held, timeoutMs: number): Finish {
+    held.cause = 'timeout';
+    const reason = timeoutError(timeoutMs);
+    abortSignal(held, reason);
+    const { maxAttempts, retryBackoffMs } = this.options;
+    return finishFromFailure(held.id, held.attempt, reason.message, maxAttempts, retryBackoffMs);
   }
 
   /** Stores the attempt's finish, then tells listeners what the store kept. */

@@ -18,6 +18,7 @@ import { lifecycle } from './lifecycle.js';
 import { locks } from './locks.js';
 import { requeue } from './requeue.js';
 import { status } from './status.js';
+import { timeout } from './timeout.js';
 import { worker } from './worker.js';
 import type { StoreFixture } from '../support/fixture.js';
 
@@ -42,6 +43,7 @@ export function conformance(fixture: StoreFixture): void {
     consumers(fixture);
     worker(fixture);
     events(fixture);
+    timeout(fixture);
     badInput(fixture);
     crash(fixture);
   });
