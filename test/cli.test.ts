@@ -191,9 +191,9 @@ describe('kvmq CLI', { concurrency: 4 }, () => {
       'echo "$p $KVMQ_QUEUE $KVMQ_ID $KVMQ_ATTEMPT $KVMQ_METADATA"',
       'case "$p" in again) echo try later >&2; exit 75;; fail) echo it broke >&2; exit 1;; esac',
     ].join('\n');
-    // --max 3 leaves the fourth message alone, prefetch or not.
+    // --max 3 leaves the fourth message alone, prefetch or not; one failed for good, so exit 1.
     const run = await expectExit(
-      0,
+      1,
       ['work', 'jobs', '--max', '3', '--prefetch', '8', '--retry-backoff-ms', '60000', '--exec', command],
       { store },
     );
@@ -201,6 +201,14 @@ describe('kvmq CLI', { concurrency: 4 }, () => {
       run.stdout,
       'ok jobs ok 1 {"n":1}\nagain jobs again 1 {}\nfail jobs fail 1 {}\n',
       'stdout passes through, in order at concurrency 1',
+    );
+    assert.deepEqual(
+      run.stderr.split('\n').filter((line) => line.startsWith('kvmq work: ')),
+      [
+        'kvmq work: jobs again attempt 1 failed, retrying in 60000 ms: command exited with code 75: try later',
+        'kvmq work: jobs fail attempt 1 failed: command exited with code 1: it broke',
+        'kvmq work: 3 handled: 1 succeeded, 1 failed, 1 retried',
+      ],
     );
 
     const ok = await statusOf(store, 'jobs', 'ok');
@@ -221,6 +229,48 @@ describe('kvmq CLI', { concurrency: 4 }, () => {
     assert.match(String(fail.lastError), /exited with code 1\nit broke$/);
 
     assert.equal((await statusOf(store, 'jobs', 'left')).state, 'queued');
+  });
+
+  it('a command that is not found fails every message, says so per message and exits 1', async () => {
+    const store = newStore();
+    await expectExit(0, ['enqueue', 'typo', 'a', '--id', 'a'], { store });
+    await expectExit(0, ['enqueue', 'typo', 'b', '--id', 'b'], { store });
+    const run = await expectExit(1, ['work', 'typo', '--idle-exit-ms', '300', '--exec', 'kvmq-no-such-command'], {
+      store,
+    });
+    for (const id of ['a', 'b']) {
+      assert.match(
+        run.stderr,
+        new RegExp(
+          `^kvmq work: typo ${id} attempt 1 failed: command exited with code 127: .*kvmq-no-such-command.*$`,
+          'm',
+        ),
+      );
+    }
+    assert.match(run.stderr, /^kvmq work: 2 handled: 0 succeeded, 2 failed, 0 retried$/m);
+    assert.equal((await statusOf(store, 'typo', 'a')).outcome, 'error');
+  });
+
+  it('exits 0 with a summary when every message succeeded', async () => {
+    const store = newStore();
+    await expectExit(0, ['enqueue', 'good', 'a'], { store });
+    await expectExit(0, ['enqueue', 'good', 'b'], { store });
+    const run = await expectExit(0, ['work', 'good', '--max', '2', '--exec', 'cat >/dev/null'], { store });
+    assert.equal(run.stderr, 'kvmq work: 2 handled: 2 succeeded, 0 failed, 0 retried\n');
+  });
+
+  it('--timeout ends a command that runs too long and fails its message', async () => {
+    const store = newStore();
+    await expectExit(0, ['enqueue', 'slow', 'x', '--id', 't1'], { store });
+    const started = Date.now();
+    const run = await expectExit(1, ['work', 'slow', '--max', '1', '--timeout', '300', '--exec', 'sleep 20'], {
+      store,
+    });
+    assert.ok(Date.now() - started < 15_000, 'the command was not waited for');
+    assert.match(run.stderr, /^kvmq work: slow t1 attempt 1 failed: timed out after 300 ms$/m);
+    const status = await statusOf(store, 'slow', 't1');
+    assert.equal(status.outcome, 'error');
+    assert.equal(status.lastError, 'timed out after 300 ms');
   });
 
   it('exits by itself after --idle-exit-ms with nothing to do', async () => {
@@ -335,6 +385,7 @@ describe('kvmq CLI', { concurrency: 4 }, () => {
       [['enqueue'], /^kvmq: missing argument: <queue>/],
       [['enqueue', 'jobs', 'x', '--delay-ms', 'soon'], /^kvmq: --delay-ms must be a whole number, got 'soon'/],
       [['work', 'jobs'], /^kvmq: missing --exec/],
+      [['work', 'jobs', '--exec', 'cat', '--timeout', '0'], /^kvmq: --timeout must be a whole number/],
       [['frobnicate'], /^kvmq: unknown command 'frobnicate'\nTry 'kvmq --help'/],
       [[], /^Usage: kvmq <command>/],
     ];

@@ -12,10 +12,11 @@ import {
 import { payloadBytes } from '../../model/payload.js';
 import { expectPositionals, optionalWholeNumber, parseCommandLine, parseKeyValue } from '../args.js';
 import type { Command } from '../command.js';
-import { EXIT_OK, UsageError } from '../errors.js';
+import { EXIT_FAILURE, EXIT_OK, UsageError } from '../errors.js';
 import { runShell, type ShellResult } from '../exec.js';
 import { commandUsage } from '../help.js';
 import { note } from '../output.js';
+import { OutcomeTally, say } from '../outcome-tally.js';
 import { reportBackgroundError, withClient } from '../store.js';
 
 const OPTIONS = {
@@ -26,6 +27,7 @@ const OPTIONS = {
   'idle-exit-ms': { type: 'string' },
   'lock-ms': { type: 'string' },
   'retry-backoff-ms': { type: 'string' },
+  timeout: { type: 'string' },
   filter: { type: 'string', multiple: true },
 } as const;
 
@@ -40,6 +42,7 @@ interface WorkSettings {
   readonly idleExitMs: number | undefined;
   readonly lockMs: number | undefined;
   readonly retryBackoffMs: number | undefined;
+  readonly timeoutMs: number | undefined;
   readonly filters: WorkerFilters | undefined;
 }
 
@@ -51,8 +54,10 @@ export const work: Command = {
     'Runs `sh -c CMD` for each message, with the payload on its stdin and KVMQ_QUEUE, KVMQ_ID,\n' +
       'KVMQ_ATTEMPT and KVMQ_METADATA (JSON) in its environment. Exit 0 is success, 75 (EX_TEMPFAIL)\n' +
       "asks for a retry, anything else is an error, recorded with the end of the command's stderr.\n" +
-      'The first SIGINT/SIGTERM lets running commands finish (exit 0); a second one stops at once\n' +
-      '(exit 128 + the signal number), handing unfinished messages back to the queue.',
+      'Each failed or retried attempt gets a line on stderr, and a summary comes at exit. Exits 0 when\n' +
+      'every handled message succeeded, 1 when at least one failed for good. The first SIGINT/SIGTERM\n' +
+      'lets running commands finish; a second one stops at once (exit 128 + the signal number),\n' +
+      'handing unfinished messages back to the queue.',
     [
       ['--exec CMD', 'the command to run per message (required)'],
       ['--concurrency N', 'commands running at once (default 1)'],
@@ -61,6 +66,7 @@ export const work: Command = {
       ['--idle-exit-ms N', 'exit after N ms with nothing to do'],
       ['--lock-ms N', 'lock duration, renewed while the command runs (default 30000)'],
       ['--retry-backoff-ms N', 'wait before retrying after exit 75 (default: exponential, 1-2 s first)'],
+      ['--timeout MS', 'a command running longer is ended (SIGTERM, then SIGKILL) and its message failed'],
       ['--filter NAME=VALUE[:at_least]', "this worker's filter value; at_least also takes lower ones (repeatable)"],
     ],
   ),
@@ -77,6 +83,7 @@ export const work: Command = {
       idleExitMs: optionalWholeNumber('--idle-exit-ms', values['idle-exit-ms']),
       lockMs: optionalWholeNumber('--lock-ms', values['lock-ms'], 100),
       retryBackoffMs: optionalWholeNumber('--retry-backoff-ms', values['retry-backoff-ms']),
+      timeoutMs: optionalWholeNumber('--timeout', values.timeout, 1),
       filters: parseWorkerFilters(values.filter),
     };
     const queue = positionals[0] ?? '';
@@ -105,7 +112,9 @@ function parseWorkerFilters(pairs: readonly string[] | undefined): WorkerFilters
 /** One run of the worker, until --max, --idle-exit-ms or a signal stops it. */
 class WorkRun {
   private readonly worker: Worker;
-  private readonly tally = { success: 0, retry: 0, error: 0 };
+  private readonly tally: OutcomeTally;
+  /** `id#attempt` of the commands started and not yet told of: the outcomes this run counts. */
+  private readonly running = new Set<string>();
   private started = 0;
   private idleTimer: NodeJS.Timeout | null = null;
   private stopping: Promise<void> | null = null;
@@ -141,10 +150,12 @@ class WorkRun {
         max === undefined ? settings.prefetch : Math.min(settings.prefetch, Math.max(0, max - settings.concurrency)),
       // Left out when not given: the worker reads a present `undefined` as a value, not as "default".
       ...(settings.lockMs === undefined ? {} : { lockMs: settings.lockMs }),
+      ...(settings.timeoutMs === undefined ? {} : { timeoutMs: settings.timeoutMs }),
       filters: settings.filters,
       onError: reportBackgroundError,
       monitor: (info) => this.monitor(info),
     });
+    this.tally = new OutcomeTally(this.worker, (id, attempt) => this.running.delete(`${id}#${attempt}`));
   }
 
   /** Resolves with the exit code. */
@@ -165,9 +176,9 @@ class WorkRun {
       process.off('SIGTERM', this.onSignal);
       this.disarmIdle();
     }
-    const { success, retry, error } = this.tally;
-    note(`stopped after ${this.started} messages: ${success} succeeded, ${retry} to retry, ${error} failed`);
-    return this.forcedBy === null ? EXIT_OK : 128 + constants.signals[this.forcedBy];
+    say(this.tally.summary());
+    if (this.forcedBy !== null) return 128 + constants.signals[this.forcedBy];
+    return this.tally.failed > 0 ? EXIT_FAILURE : EXIT_OK;
   }
 
   private async handle(job: Job): Promise<HandlerResult> {
@@ -176,13 +187,10 @@ class WorkRun {
     this.started += 1;
     // The last one: a graceful stop lets it finish and gives back what was claimed ahead.
     if (this.started === this.settings.max) this.requestStop();
+    this.running.add(`${job.id}#${job.attempt}`);
     const result = await runShell(this.settings.exec, payloadBytes(job.payload), jobEnv(job), job.signal);
-    const outcome = outcomeOf(result, job.attempt, this.settings.retryBackoffMs);
-    this.tally[outcome.status] += 1;
-    if (outcome.status !== 'success' && !job.signal.aborted) {
-      note(`message ${job.id} (attempt ${job.attempt}): ${outcome.status}: ${describe(result)}`);
-    }
-    return outcome;
+    // The tally hears what the store kept from the worker: the timeout if it came first, nothing if the lock was lost.
+    return outcomeOf(result, job.attempt, this.settings.retryBackoffMs);
   }
 
   private monitor(info: MonitorInfo): void {
