@@ -326,17 +326,22 @@ export class Worker extends EventEmitter<WorkerEvents> {
     this.handlers.add(run);
   }
 
-  /** The handler's finish, or the timeout's if `timeoutMs` passes first (the handler's late result is dropped). */
   private attempt(held: Held, job: Job): Promise<Finish> {
     const { timeoutMs } = this.options;
-    if (timeoutMs === null) return this.invoke(held, job);
-    return new Promise((resolve) => {
-      const timer = setTimeout(() => resolve(this.timedOut(held, timeoutMs)), timeoutMs);
-      void this.invoke(held, job).then((finish) => {
-        clearTimeout(timer);
-        resolve(finish);
-      });
-    });
+    // No extra promise on the way when there is no timeout.
+    return timeoutMs === null ? this.invoke(held, job) : this.invokeWithin(held, job, timeoutMs);
+  }
+
+  /** The handler's finish, or the timeout's if `timeoutMs` passes first (the handler's late result is dropped). */
+  private async invokeWithin(held: Held, job: Job, timeoutMs: number): Promise<Finish> {
+    let timer: NodeJS.Timeout | undefined;
+    const timeout = new Promise<'timeout'>((resolve) => (timer = setTimeout(() => resolve('timeout'), timeoutMs)));
+    try {
+      const first = await Promise.race([this.invoke(held, job), timeout]);
+      return first === 'timeout' ? this.timedOut(held, timeoutMs) : first;
+    } finally {
+      clearTimeout(timer);
+    }
   }
 
   private async invoke(held: Held, job: Job): Promise<Finish> {
@@ -465,7 +470,8 @@ export class Worker extends EventEmitter<WorkerEvents> {
         const lost = await this.store.extend(this.queue, this.id, held, this.options.lockMs);
         for (const id of lost) {
           const held = this.held.get(id);
-          if (held !== undefined) this.lost(held);
+          // A finishing message may be gone because its finish was just stored: the finish's own result says.
+          if (held !== undefined && !held.finishing) this.lost(held);
         }
       }
       await this.register();
