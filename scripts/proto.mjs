@@ -3,7 +3,9 @@
  * Builds src/serve/proto/generated/etcd.js and its types (etcd.d.ts) from etcd's API definitions vendored
  * in proto/etcd/, with protobufjs's static code generator: encoders and decoders written out per message,
  * no reflection at run time. Field names stay as the .proto files spell them (snake_case), as etcd's
- * HTTP/JSON gateway spells them too.
+ * HTTP/JSON gateway spells them too. services.ts lists every service's methods (path, message types,
+ * streaming shape, the gateway's POST path), read from the same files with protobufjs's reflection here,
+ * so the server needs no .proto file at run time.
  *
  *   node scripts/proto.mjs           regenerate (npm run proto)
  *   node scripts/proto.mjs --check   exit 1 if the committed files are not what this makes
@@ -15,6 +17,7 @@ import { createRequire } from 'node:module';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import protobuf from 'protobufjs';
 
 const ROOT = join(dirname(fileURLToPath(import.meta.url)), '..');
 const PROTO_DIR = join(ROOT, 'proto/etcd');
@@ -53,12 +56,58 @@ export function generate() {
   }
 }
 
+const SERVICES_HEADER = `${HEADER}
+/** One method of etcd's API, as rpc.proto defines it. */
+export interface EtcdMethod {
+  /** The gRPC path, e.g. "/etcdserverpb.KV/Range". */
+  readonly path: string;
+  readonly service: string;
+  readonly name: string;
+  /** Fully qualified message names, e.g. "etcdserverpb.RangeRequest". */
+  readonly requestType: string;
+  readonly responseType: string;
+  readonly requestStream: boolean;
+  readonly responseStream: boolean;
+  /** The POST path of etcd's HTTP/JSON gateway (google.api.http), e.g. "/v3/kv/range"; null if none. */
+  readonly httpPost: string | null;
+}
+
+/** Every method of every etcdserverpb service, in the order rpc.proto defines them. */
+export const ETCD_METHODS: readonly EtcdMethod[] = [
+`;
+
+/** services.ts: the service and method table, as text. */
+export function generateServices() {
+  const root = protobuf.loadSync(join(PROTO_DIR, 'rpc.proto'));
+  root.resolveAll();
+  const pkg = root.lookup('etcdserverpb');
+  const lines = [];
+  for (const service of pkg.nestedArray.filter((n) => n instanceof protobuf.Service)) {
+    for (const method of service.methodsArray) {
+      const http = (method.parsedOptions ?? []).find((o) => '(google.api.http)' in o)?.['(google.api.http)'];
+      const entry = {
+        path: `/etcdserverpb.${service.name}/${method.name}`,
+        service: service.name,
+        name: method.name,
+        requestType: method.resolvedRequestType.fullName.slice(1),
+        responseType: method.resolvedResponseType.fullName.slice(1),
+        requestStream: method.requestStream === true,
+        responseStream: method.responseStream === true,
+        httpPost: http?.post ?? null,
+      };
+      const fields = Object.entries(entry).map(([key, value]) => `${key}: ${JSON.stringify(value)}`);
+      lines.push(`  { ${fields.join(', ')} },\n`);
+    }
+  }
+  return `${SERVICES_HEADER}${lines.join('')}];\n`;
+}
+
 const FILES = ['etcd.js', 'etcd.d.ts'];
 
 if (process.argv[2] === '--copy-to' && process.argv[3] !== undefined) {
   for (const name of FILES) cpSync(join(OUT_DIR, name), join(process.argv[3], name));
 } else if (process.argv[1] === fileURLToPath(import.meta.url)) {
-  const files = generate();
+  const files = { ...generate(), 'services.ts': generateServices() };
   const check = process.argv.includes('--check');
   let stale = false;
   for (const [name, text] of Object.entries(files)) {
