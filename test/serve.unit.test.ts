@@ -1,7 +1,8 @@
 /**
  * Pieces of `kvmq serve` checked on their own: HPACK decoding (RFC 7541's own
- * examples), key-range permissions, automatic compaction, the protobuf wire
- * codec's integers, and --listen parsing.
+ * examples), key-range permissions, automatic compaction, what kvmq adds to
+ * the generated protobuf codecs (64-bit integers, an explicitly empty
+ * range_end, decode errors), and --listen parsing.
  */
 import assert from 'node:assert/strict';
 import { describe, mock, test } from 'node:test';
@@ -9,7 +10,17 @@ import { PERM_READ, PERM_READWRITE, PERM_WRITE, RangePermissions } from '../src/
 import { AutoCompactor } from '../src/serve/mvcc/auto-compact.js';
 import { HpackDecoder } from '../src/serve/rpc/h2/hpack.js';
 import { huffmanDecode } from '../src/serve/rpc/h2/huffman.js';
-import { Reader, Writer } from '../src/serve/proto/wire.js';
+import Long from 'long';
+import protobuf from 'protobufjs/minimal.js';
+import { isDecodeError } from '../src/serve/proto/decode-error.js';
+import { etcdserverpb } from '../src/serve/proto/etcd.js';
+import {
+  decodeDeleteRangeRequest,
+  decodePutRequest,
+  decodeRangeRequest,
+  decodeTxnRequest,
+} from '../src/serve/proto/kv.js';
+import { PRESENT_EMPTY } from '../src/serve/proto/range-end.js';
 import { parseListen } from '../src/serve/server.js';
 
 const hex = (text: string): Buffer => Buffer.from(text.replace(/\s+/g, ''), 'hex');
@@ -111,14 +122,56 @@ describe('automatic compaction', () => {
   });
 });
 
-describe('protobuf integers', () => {
-  test('negative int64 takes ten bytes and reads back; lease IDs keep all 64 bits', () => {
-    const w = new Writer(10 + 9);
-    w.uint(-1);
-    w.big(0x7fffffffffffffffn);
-    const r = new Reader(w.finish());
-    assert.equal(r.int64(), -1);
-    assert.equal(r.int64Big(), 0x7fffffffffffffffn);
+describe('protobuf codecs', () => {
+  const EMPTY = Buffer.alloc(0);
+  /** Length-delimited fields, in the order given, including empty ones (the generated encoders omit those). */
+  const fields = (...list: [number, Uint8Array][]): Buffer => {
+    const w = protobuf.Writer.create();
+    for (const [field, value] of list) w.uint32((field << 3) | 2).bytes(value);
+    return w.finish() as Buffer;
+  };
+
+  test('negative int64 reads back; lease IDs keep all 64 bits', () => {
+    const put = (lease: Long): Buffer =>
+      Buffer.from(etcdserverpb.PutRequest.encode({ key: Buffer.from('k'), lease }).finish());
+    assert.equal(decodePutRequest(put(Long.fromString('7587870931240826627'))).lease, 7587870931240826627n);
+    assert.equal(decodePutRequest(put(Long.fromString('9223372036854775807'))).lease, 0x7fffffffffffffffn);
+    assert.equal(decodePutRequest(put(Long.fromInt(-1))).lease, -1n);
+    const range = Buffer.from(etcdserverpb.RangeRequest.encode({ key: Buffer.from('k'), revision: -1 }).finish());
+    assert.equal(range.length, 3 + 1 + 10);
+    assert.equal(decodeRangeRequest(range).revision, -1);
+  });
+
+  test('an explicitly empty range_end is told apart from an absent one, nested in a Txn too', () => {
+    const key: [number, Uint8Array] = [1, Buffer.from('a')];
+    assert.equal(decodeRangeRequest(fields(key, [2, EMPTY])).rangeEnd, PRESENT_EMPTY);
+    assert.notEqual(decodeRangeRequest(fields(key)).rangeEnd, PRESENT_EMPTY);
+    assert.equal(decodeRangeRequest(fields(key)).rangeEnd.length, 0);
+    assert.equal(decodeRangeRequest(fields(key, [2, Buffer.from('b')])).rangeEnd.toString(), 'b');
+    // The last occurrence of a field wins.
+    assert.equal(decodeRangeRequest(fields(key, [2, Buffer.from('b')], [2, EMPTY])).rangeEnd, PRESENT_EMPTY);
+    assert.equal(decodeRangeRequest(fields(key, [2, EMPTY], [2, Buffer.from('b')])).rangeEnd.toString(), 'b');
+    assert.equal(decodeDeleteRangeRequest(fields(key, [2, EMPTY])).rangeEnd, PRESENT_EMPTY);
+
+    const compare = fields([3, Buffer.from('c')], [64, EMPTY]);
+    const rangeOp = fields([1, fields(key, [2, EMPTY])]);
+    const deleteOp = fields([3, fields(key, [2, EMPTY])]);
+    const plainOp = fields([1, fields(key)]);
+    const txn = decodeTxnRequest(fields([1, compare], [2, rangeOp], [2, plainOp], [3, deleteOp]));
+    assert.equal(txn.compare[0]?.rangeEnd, PRESENT_EMPTY);
+    const [ranged, plain] = txn.success;
+    assert.ok(ranged?.kind === 'range' && ranged.range.rangeEnd === PRESENT_EMPTY);
+    assert.ok(plain?.kind === 'range' && plain.range.rangeEnd !== PRESENT_EMPTY);
+    const deleted = txn.failure[0];
+    assert.ok(deleted?.kind === 'delete' && deleted.deleteRange.rangeEnd === PRESENT_EMPTY);
+  });
+
+  test('unknown fields are skipped; malformed bytes fail with a decode error', () => {
+    const withUnknown = Buffer.concat([fields([1, Buffer.from('k')]), fields([99, Buffer.from('x')])]);
+    assert.equal(decodePutRequest(withUnknown).key.toString(), 'k');
+    for (const bytes of [[0xff, 0xff, 0xff], [0x0a, 0x10, 0x01], [0x0b]]) {
+      assert.throws(() => decodeRangeRequest(Buffer.from(bytes)), isDecodeError);
+    }
   });
 });
 

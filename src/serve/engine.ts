@@ -24,8 +24,8 @@ import { CompactionStatements } from './mvcc/compactor.js';
 import { hashKv } from './mvcc/hash.js';
 import { KvStore } from './mvcc/kvstore.js';
 import { prepareKv } from './mvcc/statements.js';
-import { HeaderCodec, type ServerIdentity } from './proto/header.js';
-import { PRESENT_EMPTY } from './proto/kv.js';
+import { ResponseHeaders, type ServerIdentity } from './proto/header.js';
+import { PRESENT_EMPTY } from './proto/range-end.js';
 import type {
   CompactionRequest,
   DeleteRangeRequest,
@@ -79,7 +79,7 @@ export class Engine {
   readonly hub: WatchHub;
   readonly commit: GroupCommit;
   readonly identity: ServerIdentity;
-  readonly header: HeaderCodec;
+  readonly header: ResponseHeaders;
   /** Write requests applied since the file was created (the Status raft index). */
   appliedIndex = 0;
   /**
@@ -122,7 +122,7 @@ export class Engine {
         clusterId: BigInt(backend.meta('cluster_id') ?? '1'),
         raftTerm: term,
       };
-      this.header = new HeaderCodec(this.identity);
+      this.header = new ResponseHeaders(this.identity);
       this.lessor = new Lessor(backend.db, this.identity.memberId, (ids) => this.expireLeases(ids), this.now);
       this.kv = new KvStore(prepareKv(backend.db), this.lessor);
       this.auth = new AuthStore(backend, this.now);

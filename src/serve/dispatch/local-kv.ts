@@ -28,7 +28,7 @@ import type {
   WatchHandler,
   WatchRequest,
 } from '../../etcd/kv.js';
-import { newRangeRequest } from '../proto/kv.js';
+import { newRangeRequest } from '../proto/types.js';
 import type { Compare, Event, KeyValue, RangeRequest, RequestOp, ResponseOp, TxnRequest } from '../proto/types.js';
 import {
   CMP_CREATE,

@@ -1,103 +1,58 @@
-/** The Lease service's messages. */
-import type { HeaderCodec } from './header.js';
+/** The Lease service's messages between the generated codecs and the engine. */
+import { decodeMessage } from './decode-error.js';
+import { etcdserverpb } from './etcd.js';
+import type { ResponseHeaders } from './header.js';
+import { fromBigInt, toBigInt, toNumber } from './int64.js';
 import type { LeaseGrantRequest, LeaseTimeToLiveRequest } from './types.js';
-import { lenFieldSize, Reader, varintSize, varintSizeBig, WIRE_LEN, WIRE_VARINT, Writer } from './wire.js';
 
 export function decodeLeaseGrantRequest(buf: Buffer): LeaseGrantRequest {
-  const r = new Reader(buf);
-  const req: LeaseGrantRequest = { ttl: 0, id: 0n };
-  while (!r.done) {
-    const tag = r.tag();
-    if (tag === ((1 << 3) | WIRE_VARINT)) req.ttl = r.int64();
-    else if (tag === ((2 << 3) | WIRE_VARINT)) req.id = r.int64Big();
-    else r.skip(tag & 7);
-  }
-  return req;
+  const m = decodeMessage(etcdserverpb.LeaseGrantRequest, buf);
+  return { ttl: toNumber(m.TTL), id: toBigInt(m.ID) };
 }
 
-/** LeaseRevokeRequest and LeaseKeepAliveRequest: the lease ID in field 1. */
-export function decodeLeaseId(buf: Buffer): bigint {
-  const r = new Reader(buf);
-  let id = 0n;
-  while (!r.done) {
-    const tag = r.tag();
-    if (tag === ((1 << 3) | WIRE_VARINT)) id = r.int64Big();
-    else r.skip(tag & 7);
-  }
-  return id;
+export function decodeLeaseRevokeRequest(buf: Buffer): bigint {
+  return toBigInt(decodeMessage(etcdserverpb.LeaseRevokeRequest, buf).ID);
+}
+
+export function decodeLeaseKeepAliveRequest(buf: Buffer): bigint {
+  return toBigInt(decodeMessage(etcdserverpb.LeaseKeepAliveRequest, buf).ID);
 }
 
 export function decodeTimeToLiveRequest(buf: Buffer): LeaseTimeToLiveRequest {
-  const r = new Reader(buf);
-  const req: LeaseTimeToLiveRequest = { id: 0n, keys: false };
-  while (!r.done) {
-    const tag = r.tag();
-    if (tag === ((1 << 3) | WIRE_VARINT)) req.id = r.int64Big();
-    else if (tag === ((2 << 3) | WIRE_VARINT)) req.keys = r.bool();
-    else r.skip(tag & 7);
-  }
-  return req;
+  const m = decodeMessage(etcdserverpb.LeaseTimeToLiveRequest, buf);
+  return { id: toBigInt(m.ID), keys: m.keys };
 }
 
-function idSize(id: bigint): number {
-  return id !== 0n ? 1 + varintSizeBig(id) : 0;
+export function encodeLeaseGrantResponse(h: ResponseHeaders, revision: number, id: bigint, ttl: number): Buffer {
+  const fields = { header: h.top(revision), ID: fromBigInt(id), TTL: ttl };
+  return etcdserverpb.LeaseGrantResponse.encode(fields).finish() as Buffer;
 }
 
-function numSize(n: number): number {
-  return n !== 0 ? 1 + varintSize(n) : 0;
+export function encodeLeaseRevokeResponse(h: ResponseHeaders, revision: number): Buffer {
+  return etcdserverpb.LeaseRevokeResponse.encode({ header: h.top(revision) }).finish() as Buffer;
 }
 
-/** LeaseGrantResponse, LeaseKeepAliveResponse and LeaseTimeToLiveResponse share fields 1-3. */
-export function encodeLeaseResponse(
-  h: HeaderCodec,
+export function encodeLeaseKeepAliveResponse(h: ResponseHeaders, revision: number, id: bigint, ttl: number): Buffer {
+  const fields = { header: h.top(revision), ID: fromBigInt(id), TTL: ttl };
+  return etcdserverpb.LeaseKeepAliveResponse.encode(fields).finish() as Buffer;
+}
+
+export function encodeTimeToLiveResponse(
+  h: ResponseHeaders,
   revision: number,
-  id: bigint,
-  ttl: number,
-  extra?: { grantedTtl: number; keys: Buffer[] | null },
+  lease: { id: bigint; ttl: number; grantedTtl: number; keys: Buffer[] | null },
 ): Buffer {
-  let size = h.fieldSize(revision, true) + idSize(id) + numSize(ttl);
-  if (extra !== undefined) {
-    size += numSize(extra.grantedTtl);
-    for (const key of extra.keys ?? []) size += lenFieldSize(key.length);
-  }
-  const w = new Writer(size);
-  h.write(w, revision, true);
-  if (id !== 0n) {
-    w.tag(2, WIRE_VARINT);
-    w.big(id);
-  }
-  if (ttl !== 0) {
-    w.tag(3, WIRE_VARINT);
-    w.uint(ttl);
-  }
-  if (extra !== undefined) {
-    if (extra.grantedTtl !== 0) {
-      w.tag(4, WIRE_VARINT);
-      w.uint(extra.grantedTtl);
-    }
-    for (const key of extra.keys ?? []) {
-      w.tag(5, WIRE_LEN);
-      w.bytes(key);
-    }
-  }
-  return w.finish();
+  const fields = {
+    header: h.top(revision),
+    ID: fromBigInt(lease.id),
+    TTL: lease.ttl,
+    grantedTTL: lease.grantedTtl,
+    keys: lease.keys,
+  };
+  return etcdserverpb.LeaseTimeToLiveResponse.encode(fields).finish() as Buffer;
 }
 
-export function encodeLeaseLeasesResponse(h: HeaderCodec, revision: number, ids: readonly bigint[]): Buffer {
-  let size = h.fieldSize(revision, true);
-  for (const id of ids) {
-    const inner = idSize(id);
-    size += 1 + varintSize(inner) + inner;
-  }
-  const w = new Writer(size);
-  h.write(w, revision, true);
-  for (const id of ids) {
-    w.tag(2, WIRE_LEN);
-    w.uint(idSize(id));
-    if (id !== 0n) {
-      w.tag(1, WIRE_VARINT);
-      w.big(id);
-    }
-  }
-  return w.finish();
+export function encodeLeaseLeasesResponse(h: ResponseHeaders, revision: number, ids: readonly bigint[]): Buffer {
+  const fields = { header: h.top(revision), leases: ids.map((id) => ({ ID: fromBigInt(id) })) };
+  return etcdserverpb.LeaseLeasesResponse.encode(fields).finish() as Buffer;
 }

@@ -48,6 +48,27 @@ export interface RangeRequest {
   maxCreateRevision: number;
 }
 
+const EMPTY = Buffer.alloc(0);
+
+/** A RangeRequest with etcd's defaults for everything but the interval. */
+export function newRangeRequest(key: Buffer = EMPTY, rangeEnd: Buffer = EMPTY): RangeRequest {
+  return {
+    key,
+    rangeEnd,
+    limit: 0,
+    revision: 0,
+    sortOrder: 0,
+    sortTarget: 0,
+    serializable: false,
+    keysOnly: false,
+    countOnly: false,
+    minModRevision: 0,
+    maxModRevision: 0,
+    minCreateRevision: 0,
+    maxCreateRevision: 0,
+  };
+}
+
 export interface PutRequest {
   key: Buffer;
   value: Buffer;

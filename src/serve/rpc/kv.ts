@@ -9,23 +9,33 @@ import type { AuthInfo } from '../auth/store.js';
 import type { Engine } from '../engine.js';
 import { Errors } from '../errors.js';
 import {
+  decodeCompactionRequest,
+  decodeDeleteRangeRequest,
+  decodePutRequest,
+  decodeRangeRequest,
+  decodeTxnRequest,
+  encodeCompactionResponse,
   encodeDeleteRangeResponse,
   encodePutResponse,
   encodeRangeResponse,
   encodeTxnResponse,
-  readCompactionRequest,
-  readDeleteRangeRequest,
-  readPutRequest,
-  readRangeRequest,
-  readTxnRequest,
 } from '../proto/kv.js';
-import { Reader, varintSize } from '../proto/wire.js';
 import type { CallContext, Method, RpcSettings } from './method.js';
 
 /**
  * etcd checks the size of the raft entry a write becomes: the request plus a
  * header with a request ID and the user's name and auth revision.
  */
+/** Bytes a varint of this non-negative number takes. */
+function varintSize(value: number): number {
+  let size = 1;
+  while (value >= 0x80) {
+    value = Math.floor(value / 128);
+    size++;
+  }
+  return size;
+}
+
 export function checkRequestSize(bytes: number, ai: AuthInfo, settings: RpcSettings): void {
   const header = 1 + 9 + (ai.username === '' ? 0 : 2 + ai.username.length) + (ai.revision === 0 ? 0 : 1 + 9);
   const size = 2 + varintSize(header) + header + 1 + varintSize(bytes) + bytes;
@@ -39,7 +49,7 @@ export function kvMethods(engine: Engine, settings: RpcSettings): Record<string,
     Range: {
       kind: 'unary',
       handle(buf, call) {
-        const req = readRangeRequest(new Reader(buf));
+        const req = decodeRangeRequest(buf);
         checkRangeKey(req.key);
         return encodeRangeResponse(h, engine.range(req, authInfo(call)));
       },
@@ -47,7 +57,7 @@ export function kvMethods(engine: Engine, settings: RpcSettings): Record<string,
     Put: {
       kind: 'unary',
       async handle(buf, call) {
-        const req = readPutRequest(new Reader(buf));
+        const req = decodePutRequest(buf);
         checkPutRequest(req);
         const ai = authInfo(call);
         checkRequestSize(buf.length, ai, settings);
@@ -57,7 +67,7 @@ export function kvMethods(engine: Engine, settings: RpcSettings): Record<string,
     DeleteRange: {
       kind: 'unary',
       async handle(buf, call) {
-        const req = readDeleteRangeRequest(new Reader(buf));
+        const req = decodeDeleteRangeRequest(buf);
         checkDeleteRequest(req);
         const ai = authInfo(call);
         checkRequestSize(buf.length, ai, settings);
@@ -67,7 +77,7 @@ export function kvMethods(engine: Engine, settings: RpcSettings): Record<string,
     Txn: {
       kind: 'unary',
       async handle(buf, call) {
-        const req = readTxnRequest(new Reader(buf));
+        const req = decodeTxnRequest(buf);
         checkTxnRequest(req);
         checkTxnIntervals(req);
         const ai = authInfo(call);
@@ -79,9 +89,9 @@ export function kvMethods(engine: Engine, settings: RpcSettings): Record<string,
     Compact: {
       kind: 'unary',
       async handle(buf, call) {
-        const req = readCompactionRequest(new Reader(buf));
+        const req = decodeCompactionRequest(buf);
         authInfo(call);
-        return h.headerOnly(await engine.compact(req));
+        return encodeCompactionResponse(h, await engine.compact(req));
       },
     },
   };

@@ -3,10 +3,14 @@ import type { Engine } from '../engine.js';
 import { EtcdError } from '../errors.js';
 import {
   decodeLeaseGrantRequest,
-  decodeLeaseId,
+  decodeLeaseKeepAliveRequest,
+  decodeLeaseRevokeRequest,
   decodeTimeToLiveRequest,
+  encodeLeaseGrantResponse,
+  encodeLeaseKeepAliveResponse,
   encodeLeaseLeasesResponse,
-  encodeLeaseResponse,
+  encodeLeaseRevokeResponse,
+  encodeTimeToLiveResponse,
 } from '../proto/lease.js';
 import { keyBytes } from '../bytes.js';
 import type { Method } from './method.js';
@@ -20,15 +24,15 @@ export function leaseMethods(engine: Engine): Record<string, Method> {
         const req = decodeLeaseGrantRequest(buf);
         engine.auth.authInfo(call.token);
         const lease = await engine.leaseGrant(req.ttl, req.id);
-        return encodeLeaseResponse(h, engine.durableRev, lease.id, lease.ttl);
+        return encodeLeaseGrantResponse(h, engine.durableRev, lease.id, lease.ttl);
       },
     },
     LeaseRevoke: {
       kind: 'unary',
       async handle(buf, call) {
-        const id = decodeLeaseId(buf);
+        const id = decodeLeaseRevokeRequest(buf);
         const ai = engine.auth.authInfo(call.token);
-        return h.headerOnly(await engine.leaseRevoke(id, ai));
+        return encodeLeaseRevokeResponse(h, await engine.leaseRevoke(id, ai));
       },
     },
     LeaseKeepAlive: {
@@ -41,13 +45,13 @@ export function leaseMethods(engine: Engine): Record<string, Method> {
         const open = (): boolean => !state.closed;
         return {
           message(buf) {
-            const id = decodeLeaseId(buf);
+            const id = decodeLeaseKeepAliveRequest(buf);
             chain = chain.then(async () => {
               if (state.closed) return;
               const revision = engine.currentRev;
               try {
                 const ttl = await engine.leaseRenew(id);
-                if (open()) sink.send(encodeLeaseResponse(h, revision, id, ttl));
+                if (open()) sink.send(encodeLeaseKeepAliveResponse(h, revision, id, ttl));
               } catch (error) {
                 if (open()) sink.end(error instanceof EtcdError ? error : undefined);
                 state.closed = true;
@@ -72,11 +76,13 @@ export function leaseMethods(engine: Engine): Record<string, Method> {
         const req = decodeTimeToLiveRequest(buf);
         const lease = engine.lessor.lookup(req.id);
         const revision = engine.currentRev;
-        if (lease === undefined) return encodeLeaseResponse(h, revision, req.id, -1, { grantedTtl: 0, keys: null });
+        if (lease === undefined) {
+          return encodeTimeToLiveResponse(h, revision, { id: req.id, ttl: -1, grantedTtl: 0, keys: null });
+        }
         // etcd truncates the seconds left toward zero.
         const ttl = Math.trunc(lease.remainingMs(engine.now()) / 1000);
         const keys = req.keys ? [...lease.keys].sort().map(keyBytes) : null;
-        return encodeLeaseResponse(h, revision, req.id, ttl, { grantedTtl: lease.ttl, keys });
+        return encodeTimeToLiveResponse(h, revision, { id: req.id, ttl, grantedTtl: lease.ttl, keys });
       },
     },
     LeaseLeases: {

@@ -9,7 +9,7 @@
 import type { AuthInfo, AuthStore } from '../auth/store.js';
 import { Code, EtcdError, WatchCancelReason } from '../errors.js';
 import type { KvStore } from '../mvcc/kvstore.js';
-import type { HeaderCodec } from '../proto/header.js';
+import type { ResponseHeaders } from '../proto/header.js';
 import type { Event, KeyValue, WatchCreateRequest, WatchRequest, WatchResponse } from '../proto/types.js';
 import { EVENT_PUT, FILTER_NODELETE, FILTER_NOPUT } from '../proto/types.js';
 import { encodeWatchResponse, watchResponseSize } from '../proto/watch.js';
@@ -37,7 +37,7 @@ export interface WatchStreamDeps {
   readonly hub: WatchHub;
   readonly kv: KvStore;
   readonly auth: AuthStore;
-  readonly header: HeaderCodec;
+  readonly header: ResponseHeaders;
   /** etcd's progress report interval (10 minutes by default); each stream adds up to 10% jitter. */
   readonly progressIntervalMs: number;
   /** Responses at least this large are split when the watcher asked for fragments. */
