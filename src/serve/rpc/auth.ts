@@ -7,128 +7,120 @@ import { checkPassword, hashPassword } from '../auth/password.js';
 import type { AuthInfo } from '../auth/store.js';
 import type { Engine } from '../engine.js';
 import { Code, EtcdError, Errors } from '../errors.js';
+import { asBuffer } from '../proto/buffer.js';
+import { type authpb, etcdserverpb as pb } from '../proto/etcd.js';
+import type { HeaderFields } from '../proto/header.js';
 import type { Method } from './method.js';
-import type { MethodInfo } from './protos.js';
-import { buf, headerObject, num, obj, str } from './objects.js';
+import { messageMethod, type RequestType } from './message-method.js';
 
-export function authMethods(engine: Engine, methods: Map<string, MethodInfo>): Record<string, Method> {
+type Changed = pb.AuthEnableResponse.$Properties;
+
+export function authMethods(engine: Engine): Record<string, Method> {
   const auth = engine.auth;
-  const unary = (
-    name: string,
-    handle: (req: Record<string, unknown>, ai: AuthInfo) => object | Promise<object>,
-  ): Method => {
-    const info = methods.get(`/etcdserverpb.Auth/${name}`);
-    if (info === undefined) throw new Error(`etcd proto definition lacks Auth/${name}`);
-    return {
-      kind: 'unary',
-      async handle(request, call) {
-        const ai = auth.authInfo(call.token);
-        return info.encode(await handle(info.decode(request), ai));
-      },
-    };
-  };
-  /** A change: root only (when enabled), checked again when applied. */
-  const change = (
-    name: string,
-    apply: (req: Record<string, unknown>) => void,
-    prepare?: (req: Record<string, unknown>) => Promise<void>,
+  const header = (): HeaderFields => engine.header.top(engine.currentRev);
+  /** A method that reads: any caller with a valid token (or none while auth is off), then `handle`. */
+  const read = <Q, R>(
+    request: RequestType<Q>,
+    response: { encode(message: R): ReturnType<typeof pb.AuthEnableResponse.encode> },
+    handle: (req: Q, ai: AuthInfo) => R | Promise<R>,
+  ): Method => messageMethod(request, response, (req, call) => handle(req, auth.authInfo(call.token)));
+  /** A change: root only (when enabled), checked again when applied; all answers are a header alone. */
+  const change = <Q extends object>(
+    request: RequestType<Q>,
+    apply: (req: Q) => void,
+    prepare?: (req: Q) => Promise<void>,
   ): Method =>
-    unary(name, async (req, ai) => {
+    read(request, pb.AuthEnableResponse, async (req, ai): Promise<Changed> => {
       auth.checkAdmin(ai);
       if (prepare !== undefined) await prepare(req);
       await engine.write(() => {
         auth.checkAdmin(ai);
         apply(req);
       });
-      return { header: headerObject(engine, engine.durableRev) };
+      return { header: engine.header.top(engine.durableRev) };
     });
 
   const hashes = new WeakMap<object, string>();
-  const hashInto = async (req: Record<string, unknown>): Promise<void> => {
-    if (obj(req.options).no_password === true) return;
-    hashes.set(req, await hashPassword(str(req.password)));
+  const hashInto = async (req: { password: string; options?: authpb.UserAddOptions.$Properties | null }) => {
+    if (req.options?.no_password === true) return;
+    hashes.set(req, await hashPassword(req.password));
   };
 
   return {
-    AuthEnable: change('AuthEnable', () => auth.enable()),
-    AuthDisable: change('AuthDisable', () => auth.disable()),
-    AuthStatus: unary('AuthStatus', () => ({
-      header: headerObject(engine),
+    AuthEnable: change(pb.AuthEnableRequest, () => auth.enable()),
+    AuthDisable: change(pb.AuthDisableRequest, () => auth.disable()),
+    AuthStatus: read(pb.AuthStatusRequest, pb.AuthStatusResponse, () => ({
+      header: header(),
       enabled: auth.enabled,
-      authRevision: String(auth.revision),
+      authRevision: auth.revision,
     })),
-    Authenticate: unary('Authenticate', async (req) => {
-      const name = str(req.name);
+    Authenticate: read(pb.AuthenticateRequest, pb.AuthenticateResponse, async (req) => {
+      const name = req.name;
       if (!auth.enabled) throw Errors.authNotEnabled();
       const user = auth.user(name);
       if (user === undefined) throw Errors.authFailed();
       if (user.noPassword) {
         throw new EtcdError(Code.UNKNOWN, 'auth: authentication failed, password was given for no password user');
       }
-      if (!(await checkPassword(str(req.password), user.password))) throw Errors.authFailed();
+      if (!(await checkPassword(req.password, user.password))) throw Errors.authFailed();
       // The user may have changed while the password was checked.
       return engine.readDurably(() => {
         if (!auth.isEnabled()) throw Errors.authNotEnabled();
         if (auth.user(name)?.password !== user.password) throw Errors.authFailed();
-        return { header: headerObject(engine), token: auth.assignToken(name) };
+        return { header: header(), token: auth.assignToken(name) };
       });
     }),
     UserAdd: change(
-      'UserAdd',
-      (req) => {
-        const noPassword = obj(req.options).no_password === true;
-        auth.userAdd(str(req.name), hashes.get(req) ?? '', noPassword);
-      },
+      pb.AuthUserAddRequest,
+      (req) => auth.userAdd(req.name, hashes.get(req) ?? '', req.options?.no_password === true),
       async (req) => {
-        if (str(req.name) === '') throw Errors.userEmpty();
+        if (req.name === '') throw Errors.userEmpty();
         await hashInto(req);
       },
     ),
-    UserGet: unary('UserGet', (req, ai) => {
-      const name = str(req.name);
-      if (!auth.isAdmin(ai) && name !== ai.username) auth.checkAdmin(ai);
-      const user = auth.user(name);
+    UserGet: read(pb.AuthUserGetRequest, pb.AuthUserGetResponse, (req, ai) => {
+      if (!auth.isAdmin(ai) && req.name !== ai.username) auth.checkAdmin(ai);
+      const user = auth.user(req.name);
       if (user === undefined) throw Errors.userNotFound();
-      return { header: headerObject(engine), roles: user.roles };
+      return { header: header(), roles: user.roles };
     }),
-    UserList: unary('UserList', (_req, ai) => {
+    UserList: read(pb.AuthUserListRequest, pb.AuthUserListResponse, (_req, ai) => {
       auth.checkAdmin(ai);
-      return { header: headerObject(engine), users: auth.userNames() };
+      return { header: header(), users: auth.userNames() };
     }),
-    UserDelete: change('UserDelete', (req) => auth.userDelete(str(req.name))),
+    UserDelete: change(pb.AuthUserDeleteRequest, (req) => auth.userDelete(req.name)),
     UserChangePassword: change(
-      'UserChangePassword',
-      (req) => auth.userChangePassword(str(req.name), hashes.get(req) ?? ''),
+      pb.AuthUserChangePasswordRequest,
+      (req) => auth.userChangePassword(req.name, hashes.get(req) ?? ''),
       hashInto,
     ),
-    UserGrantRole: change('UserGrantRole', (req) => auth.userGrantRole(str(req.user), str(req.role))),
-    UserRevokeRole: change('UserRevokeRole', (req) => auth.userRevokeRole(str(req.name), str(req.role))),
-    RoleAdd: change('RoleAdd', (req) => auth.roleAdd(str(req.name))),
-    RoleGet: unary('RoleGet', (req, ai) => {
-      const name = str(req.role);
-      if (!auth.isAdmin(ai) && !auth.hasRole(ai.username, name)) auth.checkAdmin(ai);
-      const role = auth.role(name);
+    UserGrantRole: change(pb.AuthUserGrantRoleRequest, (req) => auth.userGrantRole(req.user, req.role)),
+    UserRevokeRole: change(pb.AuthUserRevokeRoleRequest, (req) => auth.userRevokeRole(req.name, req.role)),
+    RoleAdd: change(pb.AuthRoleAddRequest, (req) => auth.roleAdd(req.name)),
+    RoleGet: read(pb.AuthRoleGetRequest, pb.AuthRoleGetResponse, (req, ai) => {
+      if (!auth.isAdmin(ai) && !auth.hasRole(ai.username, req.role)) auth.checkAdmin(ai);
+      const role = auth.role(req.role);
       if (role === undefined) throw Errors.roleNotFound();
       return {
-        header: headerObject(engine),
+        header: header(),
         perm: role.perms.map((p) => ({ permType: p.permType, key: p.key, range_end: p.rangeEnd })),
       };
     }),
-    RoleList: unary('RoleList', (_req, ai) => {
+    RoleList: read(pb.AuthRoleListRequest, pb.AuthRoleListResponse, (_req, ai) => {
       auth.checkAdmin(ai);
-      return { header: headerObject(engine), roles: auth.roleNames() };
+      return { header: header(), roles: auth.roleNames() };
     }),
-    RoleDelete: change('RoleDelete', (req) => auth.roleDelete(str(req.role))),
-    RoleGrantPermission: change('RoleGrantPermission', (req) => {
-      const perm = obj(req.perm);
-      auth.roleGrantPermission(str(req.name), {
-        permType: num(perm.permType),
-        key: buf(perm.key),
-        rangeEnd: buf(perm.range_end),
+    RoleDelete: change(pb.AuthRoleDeleteRequest, (req) => auth.roleDelete(req.role)),
+    RoleGrantPermission: change(pb.AuthRoleGrantPermissionRequest, (req) => {
+      const perm = req.perm ?? {};
+      auth.roleGrantPermission(req.name, {
+        permType: perm.permType ?? 0,
+        key: asBuffer(perm.key),
+        rangeEnd: asBuffer(perm.range_end),
       });
     }),
-    RoleRevokePermission: change('RoleRevokePermission', (req) =>
-      auth.roleRevokePermission(str(req.role), buf(req.key), buf(req.range_end)),
+    RoleRevokePermission: change(pb.AuthRoleRevokePermissionRequest, (req) =>
+      auth.roleRevokePermission(req.role, asBuffer(req.key), asBuffer(req.range_end)),
     ),
   };
 }

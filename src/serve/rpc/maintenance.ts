@@ -7,9 +7,10 @@ import type { AuthInfo } from '../auth/store.js';
 import { CORRUPT, NOSPACE, type Engine } from '../engine.js';
 import { Code, EtcdError } from '../errors.js';
 import { hashKv } from '../mvcc/hash.js';
-import type { MethodInfo } from './protos.js';
+import { etcdserverpb as pb } from '../proto/etcd.js';
+import { fromBigInt, toBigInt, toNumber } from '../proto/int64.js';
 import type { CallContext, Method, RpcSettings } from './method.js';
-import { big, headerObject, num } from './objects.js';
+import { messageMethod } from './message-method.js';
 
 /** etcd's snapshotSendBufferSize. */
 const SNAPSHOT_CHUNK = 32 * 1024;
@@ -24,26 +25,8 @@ const RAW_AUTH_ERRORS: Record<string, string> = {
 
 const ALARM_NAMES: Record<number, string> = { 0: 'NONE', [NOSPACE]: 'NOSPACE', [CORRUPT]: 'CORRUPT' };
 
-/** Unary methods answered with proto-loader objects. */
-function objectMethod(
-  info: MethodInfo | undefined,
-  handle: (req: Record<string, unknown>, call: CallContext) => object | Promise<object>,
-): Method {
-  if (info === undefined) throw new Error('etcd proto definition lacks a method kvmq serves');
-  return {
-    kind: 'unary',
-    async handle(buf, call) {
-      return info.encode(await handle(info.decode(buf), call));
-    },
-  };
-}
-
-export function maintenanceMethods(
-  engine: Engine,
-  settings: RpcSettings,
-  methods: Map<string, MethodInfo>,
-): Record<string, Method> {
-  const m = (name: string): MethodInfo | undefined => methods.get(`/etcdserverpb.Maintenance/${name}`);
+export function maintenanceMethods(engine: Engine, settings: RpcSettings): Record<string, Method> {
+  const header = (revision = engine.currentRev): pb.ResponseHeader.$Properties => engine.header.top(revision);
   // etcd's maintenance server passes auth errors on unconverted: code Unknown, the auth package's text.
   const admin = (call: CallContext): AuthInfo => {
     try {
@@ -58,56 +41,56 @@ export function maintenanceMethods(
       throw error;
     }
   };
-  const snapshotInfo = m('Snapshot');
-  if (snapshotInfo === undefined) throw new Error('etcd proto definition lacks Maintenance/Snapshot');
+  const snapshotChunk = (remaining: number, blob: Buffer): Buffer =>
+    pb.SnapshotResponse.encode({ remaining_bytes: remaining, blob }).finish() as Buffer;
   return {
-    Alarm: objectMethod(m('Alarm'), async (req, call) => {
+    Alarm: messageMethod(pb.AlarmRequest, pb.AlarmResponse, async (req, call) => {
       engine.auth.authInfo(call.token);
-      const alarms = await engine.alarm(num(req.action), big(req.memberID), num(req.alarm));
+      const alarms = await engine.alarm(req.action, toBigInt(req.memberID), req.alarm);
       // etcd's AlarmResponse carries no header.
-      return { alarms: alarms.map((a) => ({ memberID: a.memberId.toString(), alarm: a.alarm })) };
+      return { alarms: alarms.map((a) => ({ memberID: fromBigInt(a.memberId), alarm: a.alarm })) };
     }),
-    Status: objectMethod(m('Status'), () => {
+    Status: messageMethod(pb.StatusRequest, pb.StatusResponse, () => {
       const { size, inUse } = engine.backend.sizes();
       const member = engine.identity.memberId;
       return {
-        header: headerObject(engine),
+        header: header(),
         version: settings.version,
-        dbSize: String(size),
-        leader: member.toString(),
-        raftIndex: String(engine.appliedIndex),
-        raftTerm: String(engine.identity.raftTerm),
-        raftAppliedIndex: String(engine.appliedIndex),
+        dbSize: size,
+        leader: fromBigInt(member),
+        raftIndex: engine.appliedIndex,
+        raftTerm: engine.identity.raftTerm,
+        raftAppliedIndex: engine.appliedIndex,
         errors: engine
           .alarmList()
           .map((a) => `memberID:${a.memberId.toString()} alarm:${ALARM_NAMES[a.alarm] ?? String(a.alarm)} `),
-        dbSizeInUse: String(inUse),
+        dbSizeInUse: inUse,
         isLearner: false,
       };
     }),
-    Defragment: objectMethod(m('Defragment'), async (_req, call) => {
+    Defragment: messageMethod(pb.DefragmentRequest, pb.DefragmentResponse, async (_req, call) => {
       admin(call);
       await engine.defragment();
       // etcd's DefragmentResponse carries no header.
       return {};
     }),
-    Hash: objectMethod(m('Hash'), (_req, call) => {
+    Hash: messageMethod(pb.HashRequest, pb.HashResponse, (_req, call) => {
       admin(call);
       const hash = hashKv(engine.backend.db, engine.currentRev, -1);
-      return { header: headerObject(engine), hash };
+      return { header: header(), hash };
     }),
-    HashKV: objectMethod(m('HashKV'), (req, call) => {
+    HashKV: messageMethod(pb.HashKVRequest, pb.HashKVResponse, (req, call) => {
       admin(call);
-      const result = engine.hashKv(num(req.revision));
+      const result = engine.hashKv(toNumber(req.revision));
       return {
-        header: headerObject(engine, result.rev),
+        header: header(result.rev),
         hash: result.hash,
-        compact_revision: String(result.compactRev),
+        compact_revision: result.compactRev,
       };
     }),
-    MoveLeader: objectMethod(m('MoveLeader'), (req, call) => {
+    MoveLeader: messageMethod(pb.MoveLeaderRequest, pb.MoveLeaderResponse, (req, call) => {
       admin(call);
-      if (big(req.targetID) !== engine.identity.memberId) {
+      if (toBigInt(req.targetID) !== engine.identity.memberId) {
         throw new EtcdError(Code.FAILED_PRECONDITION, 'etcdserver: bad leader transferee');
       }
       return {};
@@ -134,12 +117,12 @@ export function maintenanceMethods(
                 sent += bytesRead;
                 const blob = chunk.subarray(0, bytesRead);
                 sha.update(blob);
-                sink.send(snapshotInfo.encode({ remaining_bytes: String(total - sent), blob }));
+                sink.send(snapshotChunk(total - sent, blob));
                 // Read on only as fast as the client takes it, so a large file is never all in memory.
                 while (sink.backlog() > SNAPSHOT_BACKLOG && !ended()) await sleep(5);
               }
               if (!sink.ended) {
-                sink.send(snapshotInfo.encode({ remaining_bytes: '0', blob: sha.digest() }));
+                sink.send(snapshotChunk(0, sha.digest()));
                 sink.end();
               }
             } finally {
@@ -157,22 +140,17 @@ export function maintenanceMethods(
   };
 }
 
-export function clusterMethods(
-  engine: Engine,
-  settings: RpcSettings,
-  methods: Map<string, MethodInfo>,
-): Record<string, Method> {
-  const m = (name: string): MethodInfo | undefined => methods.get(`/etcdserverpb.Cluster/${name}`);
+export function clusterMethods(engine: Engine, settings: RpcSettings): Record<string, Method> {
   const single = (): never => {
     throw new EtcdError(Code.UNIMPLEMENTED, 'kvmq serve runs as a single member and cannot change membership');
   };
   return {
-    MemberList: objectMethod(m('MemberList'), () => ({
+    MemberList: messageMethod(pb.MemberListRequest, pb.MemberListResponse, () => ({
       // etcd's cluster responses carry no revision.
-      header: headerObject(engine, 0),
+      header: engine.header.top(0),
       members: [
         {
-          ID: engine.identity.memberId.toString(),
+          ID: fromBigInt(engine.identity.memberId),
           name: settings.name,
           peerURLs: [],
           clientURLs: [...settings.clientUrls],
@@ -180,9 +158,9 @@ export function clusterMethods(
         },
       ],
     })),
-    MemberAdd: objectMethod(m('MemberAdd'), single),
-    MemberRemove: objectMethod(m('MemberRemove'), single),
-    MemberUpdate: objectMethod(m('MemberUpdate'), single),
-    MemberPromote: objectMethod(m('MemberPromote'), single),
+    MemberAdd: messageMethod(pb.MemberAddRequest, pb.MemberAddResponse, single),
+    MemberRemove: messageMethod(pb.MemberRemoveRequest, pb.MemberRemoveResponse, single),
+    MemberUpdate: messageMethod(pb.MemberUpdateRequest, pb.MemberUpdateResponse, single),
+    MemberPromote: messageMethod(pb.MemberPromoteRequest, pb.MemberPromoteResponse, single),
   };
 }

@@ -1,16 +1,16 @@
-/** Every method the server answers, by gRPC path, checked against etcd's service definitions. */
+/** Every method the server answers, by gRPC path, checked against etcd's service definitions (rpc.proto). */
 import type { Engine } from '../engine.js';
 import type { GroupCommit } from '../storage/group-commit.js';
 import { authMethods } from './auth.js';
 import { kvMethods } from './kv.js';
 import { leaseMethods } from './lease.js';
 import { clusterMethods, maintenanceMethods } from './maintenance.js';
+import { ETCD_METHODS, type EtcdMethod } from '../proto/generated/services.js';
 import type { Method, RpcSettings } from './method.js';
-import { etcdMethods, type MethodInfo } from './protos.js';
 import { watchMethods } from './watch.js';
 
 export interface ServedMethod {
-  readonly info: MethodInfo;
+  readonly info: EtcdMethod;
   readonly method: Method;
 }
 
@@ -48,7 +48,7 @@ function afterDurable(commit: GroupCommit, method: Method): Method {
 }
 
 export function methodTable(engine: Engine, settings: RpcSettings): Map<string, ServedMethod> {
-  const infos = etcdMethods();
+  const infos = new Map(ETCD_METHODS.map((info) => [info.path, info]));
   const table = new Map<string, ServedMethod>();
   const add = (service: string, methods: Record<string, Method>): void => {
     for (const [name, method] of Object.entries(methods)) {
@@ -66,8 +66,8 @@ export function methodTable(engine: Engine, settings: RpcSettings): Map<string, 
   add('KV', kvMethods(engine, settings));
   add('Watch', watchMethods(engine, settings));
   add('Lease', leaseMethods(engine));
-  add('Maintenance', maintenanceMethods(engine, settings, infos));
-  add('Cluster', clusterMethods(engine, settings, infos));
-  add('Auth', authMethods(engine, infos));
+  add('Maintenance', maintenanceMethods(engine, settings));
+  add('Cluster', clusterMethods(engine, settings));
+  add('Auth', authMethods(engine));
   return table;
 }
