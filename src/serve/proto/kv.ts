@@ -4,6 +4,7 @@
  */
 import { asBuffer } from './buffer.js';
 import { decodeMessage } from './decode-error.js';
+import { encodeMessage } from './encode.js';
 import { etcdserverpb, mvccpb } from './etcd.js';
 import type { HeaderFields, ResponseHeaders } from './header.js';
 import { fromBigInt, toBigInt, toNumber } from './int64.js';
@@ -140,7 +141,7 @@ export function kvFields(kv: KeyValue, withValue = true): mvccpb.KeyValue.$Prope
 
 /** Encodes a KeyValue alone, as etcd stores it (used by HashKV). */
 export function encodeKv(kv: KeyValue): Buffer {
-  return mvccpb.KeyValue.encode(kvFields(kv)).finish() as Buffer;
+  return encodeMessage(mvccpb.KeyValue, kvFields(kv));
 }
 
 export function eventFields(ev: Event): mvccpb.Event.$Properties {
@@ -184,21 +185,21 @@ function txnFields(
 }
 
 export function encodeRangeResponse(h: ResponseHeaders, resp: RangeResponse): Buffer {
-  return etcdserverpb.RangeResponse.encode(rangeFields(h.top(resp.revision), resp)).finish() as Buffer;
+  return encodeMessage(etcdserverpb.RangeResponse, rangeFields(h.top(resp.revision), resp));
 }
 
 export function encodePutResponse(h: ResponseHeaders, resp: PutResponse): Buffer {
-  return etcdserverpb.PutResponse.encode(putFields(h.top(resp.revision), resp)).finish() as Buffer;
+  return encodeMessage(etcdserverpb.PutResponse, putFields(h.top(resp.revision), resp));
 }
 
 export function encodeDeleteRangeResponse(h: ResponseHeaders, resp: DeleteRangeResponse): Buffer {
-  return etcdserverpb.DeleteRangeResponse.encode(deleteFields(h.top(resp.revision), resp)).finish() as Buffer;
+  return encodeMessage(etcdserverpb.DeleteRangeResponse, deleteFields(h.top(resp.revision), resp));
 }
 
 export function encodeTxnResponse(h: ResponseHeaders, resp: TxnResponse): Buffer {
-  return etcdserverpb.TxnResponse.encode(txnFields(h, h.top(resp.revision), resp)).finish() as Buffer;
+  return encodeMessage(etcdserverpb.TxnResponse, txnFields(h, h.top(resp.revision), resp));
 }
 
 export function encodeCompactionResponse(h: ResponseHeaders, revision: number): Buffer {
-  return etcdserverpb.CompactionResponse.encode({ header: h.top(revision) }).finish() as Buffer;
+  return encodeMessage(etcdserverpb.CompactionResponse, { header: h.top(revision) });
 }

@@ -1,5 +1,6 @@
 /** The Lease service's messages between the generated codecs and the engine. */
 import { decodeMessage } from './decode-error.js';
+import { encodeMessage } from './encode.js';
 import { etcdserverpb } from './etcd.js';
 import type { ResponseHeaders } from './header.js';
 import { fromBigInt, toBigInt, toNumber } from './int64.js';
@@ -25,16 +26,16 @@ export function decodeTimeToLiveRequest(buf: Buffer): LeaseTimeToLiveRequest {
 
 export function encodeLeaseGrantResponse(h: ResponseHeaders, revision: number, id: bigint, ttl: number): Buffer {
   const fields = { header: h.top(revision), ID: fromBigInt(id), TTL: ttl };
-  return etcdserverpb.LeaseGrantResponse.encode(fields).finish() as Buffer;
+  return encodeMessage(etcdserverpb.LeaseGrantResponse, fields);
 }
 
 export function encodeLeaseRevokeResponse(h: ResponseHeaders, revision: number): Buffer {
-  return etcdserverpb.LeaseRevokeResponse.encode({ header: h.top(revision) }).finish() as Buffer;
+  return encodeMessage(etcdserverpb.LeaseRevokeResponse, { header: h.top(revision) });
 }
 
 export function encodeLeaseKeepAliveResponse(h: ResponseHeaders, revision: number, id: bigint, ttl: number): Buffer {
   const fields = { header: h.top(revision), ID: fromBigInt(id), TTL: ttl };
-  return etcdserverpb.LeaseKeepAliveResponse.encode(fields).finish() as Buffer;
+  return encodeMessage(etcdserverpb.LeaseKeepAliveResponse, fields);
 }
 
 export function encodeTimeToLiveResponse(
@@ -49,10 +50,10 @@ export function encodeTimeToLiveResponse(
     grantedTTL: lease.grantedTtl,
     keys: lease.keys,
   };
-  return etcdserverpb.LeaseTimeToLiveResponse.encode(fields).finish() as Buffer;
+  return encodeMessage(etcdserverpb.LeaseTimeToLiveResponse, fields);
 }
 
 export function encodeLeaseLeasesResponse(h: ResponseHeaders, revision: number, ids: readonly bigint[]): Buffer {
   const fields = { header: h.top(revision), leases: ids.map((id) => ({ ID: fromBigInt(id) })) };
-  return etcdserverpb.LeaseLeasesResponse.encode(fields).finish() as Buffer;
+  return encodeMessage(etcdserverpb.LeaseLeasesResponse, fields);
 }

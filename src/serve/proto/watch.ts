@@ -1,7 +1,7 @@
 /** The Watch service's messages between the generated codecs and the engine. */
-import type protobuf from 'protobufjs/minimal.js';
 import { asBuffer } from './buffer.js';
 import { decodeMessage } from './decode-error.js';
+import { encodeMessage, varintSize } from './encode.js';
 import { etcdserverpb, mvccpb } from './etcd.js';
 import type { ResponseHeaders } from './header.js';
 import { toNumber } from './int64.js';
@@ -40,21 +40,22 @@ const EVENTS_TAG = (11 << 3) | 2;
 
 /**
  * Each event encoded once: the same event goes to every watcher of its key, and fan-out should not encode
- * it again each time. The bytes are appended as field 11, as the generated encoder would write them.
+ * it again each time. The bytes are appended as field 11, as the generated encoder would write them (the
+ * events are the response's last field).
  */
 const encodedEvents = new WeakMap<Event, Buffer>();
 
 function eventBytes(ev: Event): Buffer {
   let encoded = encodedEvents.get(ev);
   if (encoded === undefined) {
-    encoded = mvccpb.Event.encode(eventFields(ev)).finish() as Buffer;
+    encoded = encodeMessage(mvccpb.Event, eventFields(ev));
     encodedEvents.set(ev, encoded);
   }
   return encoded;
 }
 
-function writeResponse(h: ResponseHeaders, resp: WatchResponse): protobuf.Writer {
-  const writer = etcdserverpb.WatchResponse.encode({
+function responseFields(h: ResponseHeaders, resp: WatchResponse): etcdserverpb.WatchResponse.$Properties {
+  return {
     header: h.top(resp.revision),
     watch_id: resp.watchId,
     created: resp.created,
@@ -62,16 +63,23 @@ function writeResponse(h: ResponseHeaders, resp: WatchResponse): protobuf.Writer
     compact_revision: resp.compactRevision,
     cancel_reason: resp.cancelReason,
     fragment: resp.fragment,
-  });
-  for (const ev of resp.events) writer.uint32(EVENTS_TAG).bytes(eventBytes(ev));
-  return writer;
+  };
 }
 
 /** Size of the encoded response, used to split large ones into fragments. */
 export function watchResponseSize(h: ResponseHeaders, resp: WatchResponse): number {
-  return writeResponse(h, resp).pos;
+  let size = encodeMessage(etcdserverpb.WatchResponse, responseFields(h, resp)).length;
+  for (const ev of resp.events) {
+    const length = eventBytes(ev).length;
+    size += 1 + varintSize(length) + length;
+  }
+  return size;
 }
 
 export function encodeWatchResponse(h: ResponseHeaders, resp: WatchResponse): Buffer {
-  return writeResponse(h, resp).finish() as Buffer;
+  // Encoded before the response, which takes the shared Writer.
+  const events = resp.events.map(eventBytes);
+  return encodeMessage(etcdserverpb.WatchResponse, responseFields(h, resp), (writer) => {
+    for (const ev of events) writer.uint32(EVENTS_TAG).bytes(ev);
+  });
 }

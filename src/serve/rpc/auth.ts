@@ -9,6 +9,7 @@ import type { Engine } from '../engine.js';
 import { Code, EtcdError, Errors } from '../errors.js';
 import { asBuffer } from '../proto/buffer.js';
 import { type authpb, etcdserverpb as pb } from '../proto/etcd.js';
+import type { Encoder } from '../proto/encode.js';
 import type { HeaderFields } from '../proto/header.js';
 import type { Method } from './method.js';
 import { messageMethod, type RequestType } from './message-method.js';
@@ -21,7 +22,7 @@ export function authMethods(engine: Engine): Record<string, Method> {
   /** A method that reads: any caller with a valid token (or none while auth is off), then `handle`. */
   const read = <Q, R>(
     request: RequestType<Q>,
-    response: { encode(message: R): ReturnType<typeof pb.AuthEnableResponse.encode> },
+    response: Encoder<R>,
     handle: (req: Q, ai: AuthInfo) => R | Promise<R>,
   ): Method => messageMethod(request, response, (req, call) => handle(req, auth.authInfo(call.token)));
   /** A change: root only (when enabled), checked again when applied; all answers are a header alone. */

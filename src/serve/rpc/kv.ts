@@ -20,22 +20,13 @@ import {
   encodeRangeResponse,
   encodeTxnResponse,
 } from '../proto/kv.js';
+import { varintSize } from '../proto/encode.js';
 import type { CallContext, Method, RpcSettings } from './method.js';
 
 /**
  * etcd checks the size of the raft entry a write becomes: the request plus a
  * header with a request ID and the user's name and auth revision.
  */
-/** Bytes a varint of this non-negative number takes. */
-function varintSize(value: number): number {
-  let size = 1;
-  while (value >= 0x80) {
-    value = Math.floor(value / 128);
-    size++;
-  }
-  return size;
-}
-
 export function checkRequestSize(bytes: number, ai: AuthInfo, settings: RpcSettings): void {
   const header = 1 + 9 + (ai.username === '' ? 0 : 2 + ai.username.length) + (ai.revision === 0 ? 0 : 1 + 9);
   const size = 2 + varintSize(header) + header + 1 + varintSize(bytes) + bytes;

@@ -7,6 +7,7 @@ import type { AuthInfo } from '../auth/store.js';
 import { CORRUPT, NOSPACE, type Engine } from '../engine.js';
 import { Code, EtcdError } from '../errors.js';
 import { hashKv } from '../mvcc/hash.js';
+import { encodeMessage } from '../proto/encode.js';
 import { etcdserverpb as pb } from '../proto/etcd.js';
 import { fromBigInt, toBigInt, toNumber } from '../proto/int64.js';
 import type { CallContext, Method, RpcSettings } from './method.js';
@@ -42,7 +43,7 @@ export function maintenanceMethods(engine: Engine, settings: RpcSettings): Recor
     }
   };
   const snapshotChunk = (remaining: number, blob: Buffer): Buffer =>
-    pb.SnapshotResponse.encode({ remaining_bytes: remaining, blob }).finish() as Buffer;
+    encodeMessage(pb.SnapshotResponse, { remaining_bytes: remaining, blob });
   return {
     Alarm: messageMethod(pb.AlarmRequest, pb.AlarmResponse, async (req, call) => {
       engine.auth.authInfo(call.token);
