@@ -14,6 +14,7 @@ import Long from 'long';
 import protobuf from 'protobufjs/minimal.js';
 import { isDecodeError } from '../src/serve/proto/decode-error.js';
 import { etcdserverpb } from '../src/serve/proto/etcd.js';
+import { fromBigInt, toBigInt } from '../src/serve/proto/int64.js';
 import {
   decodeDeleteRangeRequest,
   decodePutRequest,
@@ -140,6 +141,13 @@ describe('protobuf codecs', () => {
     const range = Buffer.from(etcdserverpb.RangeRequest.encode({ key: Buffer.from('k'), revision: -1 }).finish());
     assert.equal(range.length, 3 + 1 + 10);
     assert.equal(decodeRangeRequest(range).revision, -1);
+    // uint64 fields (member IDs) stay unsigned past 2^63.
+    const target = Long.fromString('18446744073709551615', true);
+    const moved = etcdserverpb.MoveLeaderRequest.decode(
+      etcdserverpb.MoveLeaderRequest.encode({ targetID: target }).finish(),
+    );
+    assert.equal(toBigInt(moved.targetID), 0xffffffffffffffffn);
+    assert.equal(toBigInt(fromBigInt(0xffffffffffffffffn)), -1n);
   });
 
   test('an explicitly empty range_end is told apart from an absent one, nested in a Txn too', () => {

@@ -12,11 +12,12 @@ export function toNumber(value: Int64 | null | undefined): number {
   return typeof value === 'number' ? value : value.toNumber();
 }
 
-/** A signed 64-bit value as a bigint. */
+/** A 64-bit value as a bigint: signed for int64 fields (lease IDs), unsigned for uint64 (member IDs). */
 export function toBigInt(value: Int64 | null | undefined): bigint {
   if (value === null || value === undefined) return 0n;
   if (typeof value === 'number') return BigInt(value);
-  return BigInt.asIntN(64, (BigInt(value.high >>> 0) << 32n) | BigInt(value.low >>> 0));
+  const bits = (BigInt(value.high >>> 0) << 32n) | BigInt(value.low >>> 0);
+  return value.unsigned ? bits : BigInt.asIntN(64, bits);
 }
 
 /** A bigint as the encoders take a 64-bit value: a number when exact, else its two halves. */
