@@ -128,7 +128,7 @@ export function decodeCompactionRequest(buf: Buffer): CompactionRequest {
 
 // ---- KeyValue and Event ----
 
-export function kvFields(kv: KeyValue, withValue = true): mvccpb.KeyValue.$Properties {
+function kvFields(kv: KeyValue, withValue = true): mvccpb.KeyValue.$Properties {
   return {
     key: kv.key,
     create_revision: kv.createRevision,
