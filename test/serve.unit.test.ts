@@ -1,15 +1,12 @@
 /**
- * Pieces of `kvmq serve` checked on their own: HPACK decoding (RFC 7541's own
- * examples), key-range permissions, automatic compaction, what kvmq adds to
- * the generated protobuf codecs (64-bit integers, an explicitly empty
- * range_end, decode errors), and --listen parsing.
+ * Pieces of `kvmq serve` checked on their own: key-range permissions, automatic
+ * compaction, what kvmq adds to the generated protobuf codecs (64-bit integers,
+ * an explicitly empty range_end, decode errors), and --listen parsing.
  */
 import assert from 'node:assert/strict';
 import { describe, mock, test } from 'node:test';
 import { PERM_READ, PERM_READWRITE, PERM_WRITE, RangePermissions } from '../src/serve/auth/permissions.js';
 import { AutoCompactor } from '../src/serve/mvcc/auto-compact.js';
-import { HpackDecoder } from '../src/serve/rpc/h2/hpack.js';
-import { huffmanDecode } from '../src/serve/rpc/h2/huffman.js';
 import Long from 'long';
 import protobuf from 'protobufjs/minimal.js';
 import { isDecodeError } from '../src/serve/proto/decode-error.js';
@@ -23,44 +20,6 @@ import {
 } from '../src/serve/proto/kv.js';
 import { PRESENT_EMPTY } from '../src/serve/proto/range-end.js';
 import { parseListen } from '../src/serve/server.js';
-
-const hex = (text: string): Buffer => Buffer.from(text.replace(/\s+/g, ''), 'hex');
-
-describe('HPACK', () => {
-  test('decodes RFC 7541 C.4: requests with Huffman coding, sharing a dynamic table', () => {
-    const decoder = new HpackDecoder();
-    const read = (block: string): string[][] => {
-      const fields: string[][] = [];
-      decoder.decode(hex(block), (name, value) => fields.push([name, value]));
-      return fields;
-    };
-    assert.deepEqual(read('8286 8441 8cf1 e3c2 e5f2 3a6b a0ab 90f4 ff'), [
-      [':method', 'GET'],
-      [':scheme', 'http'],
-      [':path', '/'],
-      [':authority', 'www.example.com'],
-    ]);
-    assert.deepEqual(read('8286 84be 5886 a8eb 1064 9cbf'), [
-      [':method', 'GET'],
-      [':scheme', 'http'],
-      [':path', '/'],
-      [':authority', 'www.example.com'],
-      ['cache-control', 'no-cache'],
-    ]);
-    assert.deepEqual(read('8287 85bf 4088 25a8 49e9 5ba9 7d7f 8925 a849 e95b b8e8 b4bf'), [
-      [':method', 'GET'],
-      [':scheme', 'https'],
-      [':path', '/index.html'],
-      [':authority', 'www.example.com'],
-      ['custom-key', 'custom-value'],
-    ]);
-  });
-
-  test('refuses bad Huffman padding and unknown indexes', () => {
-    assert.throws(() => huffmanDecode(hex('f1e3c2e5f23a6ba0ab90f400')));
-    assert.throws(() => new HpackDecoder().decode(hex('be'), () => undefined));
-  });
-});
 
 describe('key-range permissions', () => {
   const key = (text: string): Buffer => Buffer.from(text);

@@ -12,8 +12,8 @@ import { QueueDispatch } from './dispatch/queues.js';
 import { AutoCompactor } from './mvcc/auto-compact.js';
 import { Engine } from './engine.js';
 import { LayoutError } from './storage/schema.js';
-import { listenGrpc, toEtcdError, type Transport } from './rpc/grpc-transport.js';
-import { listenH2 } from './rpc/h2/server.js';
+import type { FallbackHandler } from './rpc/http2/fallback.js';
+import { listenTransport, type Transport, type TransportTls } from './rpc/http2/listen.js';
 import type { RpcSettings } from './rpc/method.js';
 import { methodTable } from './rpc/table.js';
 import { GRPC_OVERHEAD_BYTES } from './rpc/watch.js';
@@ -37,10 +37,15 @@ export interface ServeOptions {
   /** Where the dispatcher's messages go. @defaultValue warnings and errors to stderr */
   readonly log?: DispatcherLog;
   /**
-   * The gRPC transport: kvmq's own HTTP/2 server ('h2', a fraction of the CPU per request) or
-   * @grpc/grpc-js ('grpc-js'). Both serve the same methods. @defaultValue 'h2'
+   * Serve TLS, as etcd's --cert-file, --key-file, --trusted-ca-file and --client-cert-auth: PEM contents.
+   * @defaultValue plaintext
    */
-  readonly transport?: 'h2' | 'grpc-js';
+  readonly tls?: TransportTls;
+  /**
+   * Requests on the port that are not gRPC: HTTP/2 with another content-type, and HTTP/1.1.
+   * @defaultValue a 404 (or 415 for a POST with a body type) with a short text
+   */
+  readonly fallback?: FallbackHandler;
   /**
    * History older than this is compacted away (etcd's periodic auto-compaction); 0 keeps all of it.
    * @defaultValue 1 hour
@@ -55,15 +60,14 @@ export const SERVE_DEFAULTS = {
   maxRequestBytes: 1.5 * 1024 * 1024,
   progressIntervalMs: 10 * 60 * 1000,
   dispatch: true,
-  transport: 'h2',
   autoCompactionRetentionMs: 60 * 60 * 1000,
   log: (level, message) => {
     if (level !== 'info') console.error(`kvmq serve ${level}: ${message}`);
   },
-} as const satisfies Required<ServeOptions>;
+} as const satisfies Omit<Required<ServeOptions>, 'tls' | 'fallback'>;
 
 export interface RunningServer {
-  /** http://HOST:PORT, the endpoint to give etcd clients. */
+  /** http://HOST:PORT (https:// with TLS), the endpoint to give etcd clients. */
   readonly url: string;
   readonly host: string;
   readonly port: number;
@@ -125,11 +129,14 @@ export async function startServer(options: ServeOptions = {}): Promise<RunningSe
     };
     try {
       const table = methodTable(engine, settings);
-      const limit = maxRequestBytes + GRPC_OVERHEAD_BYTES;
-      transport =
-        (options.transport ?? SERVE_DEFAULTS.transport) === 'h2'
-          ? await listenH2(table, host, port, limit, toEtcdError)
-          : await listenGrpc(table, host, port, limit);
+      transport = await listenTransport({
+        host,
+        port,
+        table,
+        receiveLimit: maxRequestBytes + GRPC_OVERHEAD_BYTES,
+        ...(options.tls === undefined ? {} : { tls: options.tls }),
+        ...(options.fallback === undefined ? {} : { fallback: options.fallback }),
+      });
     } catch (error) {
       const message = error instanceof Error ? error.message : String(error);
       const why = /EADDRINUSE/.test(message)
@@ -139,7 +146,7 @@ export async function startServer(options: ServeOptions = {}): Promise<RunningSe
           : message;
       throw new ServeError(`cannot listen on ${host}:${port}: ${why}`, error);
     }
-    const url = `http://${urlHost}:${transport.port}`;
+    const url = `${options.tls === undefined ? 'http' : 'https'}://${urlHost}:${transport.port}`;
     clientUrls = [url];
     const bound = transport;
     let dispatch: QueueDispatch | null = null;

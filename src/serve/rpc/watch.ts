@@ -1,7 +1,7 @@
 /** The Watch service: one WatchStream per call. */
 import type { Engine } from '../engine.js';
 import { decodeWatchRequest } from '../proto/watch.js';
-import { toEtcdError } from './grpc-transport.js';
+import { toEtcdError } from './status.js';
 import { WatchStream } from '../watch/stream.js';
 import type { Method, RpcSettings } from './method.js';
 
