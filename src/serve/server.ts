@@ -5,6 +5,7 @@
  *   // any etcd client at server.url
  *   await server.close();
  */
+import { readFileSync } from 'node:fs';
 import { hostname } from 'node:os';
 import type { DispatcherLog } from '../etcd/dispatcher/dispatcher.js';
 import { KvmqError, StoreLayoutError } from '../errors.js';
@@ -36,11 +37,14 @@ export interface ServeOptions {
   readonly dispatch?: boolean;
   /** Where the dispatcher's messages go. @defaultValue warnings and errors to stderr */
   readonly log?: DispatcherLog;
-  /**
-   * Serve TLS, as etcd's --cert-file, --key-file, --trusted-ca-file and --client-cert-auth: PEM contents.
-   * @defaultValue plaintext
-   */
-  readonly tls?: TransportTls;
+  /** etcd's --cert-file: the server's certificate (PEM); with `keyFile`, the server speaks TLS only. */
+  readonly certFile?: string;
+  /** etcd's --key-file: the server certificate's private key (PEM). */
+  readonly keyFile?: string;
+  /** etcd's --trusted-ca-file: the CA (PEM) that signs client certificates. */
+  readonly trustedCaFile?: string;
+  /** etcd's --client-cert-auth: refuse clients without a certificate signed by `trustedCaFile`. @defaultValue false */
+  readonly clientCertAuth?: boolean;
   /**
    * Requests on the port that are not gRPC: HTTP/2 with another content-type, and HTTP/1.1.
    * @defaultValue a 404 (or 415 for a POST with a body type) with a short text
@@ -64,7 +68,8 @@ export const SERVE_DEFAULTS = {
   log: (level, message) => {
     if (level !== 'info') console.error(`kvmq serve ${level}: ${message}`);
   },
-} as const satisfies Omit<Required<ServeOptions>, 'tls' | 'fallback'>;
+  clientCertAuth: false,
+} as const satisfies Omit<Required<ServeOptions>, 'certFile' | 'keyFile' | 'trustedCaFile' | 'fallback'>;
 
 export interface RunningServer {
   /** http://HOST:PORT (https:// with TLS), the endpoint to give etcd clients. */
@@ -96,9 +101,41 @@ export function parseListen(listen: string): { host: string; port: number } {
   return { host, port };
 }
 
+/** The TLS settings from etcd's flags, files read; null for plaintext. */
+export function readTls(options: ServeOptions): TransportTls | null {
+  const { certFile, keyFile, trustedCaFile } = options;
+  const clientCertAuth = options.clientCertAuth ?? SERVE_DEFAULTS.clientCertAuth;
+  if (certFile === undefined && keyFile === undefined) {
+    if (clientCertAuth || trustedCaFile !== undefined) {
+      throw new ServeError('--client-cert-auth and --trusted-ca-file need TLS: give --cert-file and --key-file too');
+    }
+    return null;
+  }
+  if (certFile === undefined || keyFile === undefined) {
+    throw new ServeError('TLS needs both --cert-file and --key-file');
+  }
+  if (clientCertAuth && trustedCaFile === undefined) {
+    throw new ServeError('--client-cert-auth needs --trusted-ca-file, the CA that signs client certificates');
+  }
+  const read = (flag: string, file: string): Buffer => {
+    try {
+      return readFileSync(file);
+    } catch (error) {
+      throw new ServeError(`cannot read ${flag} ${file}: ${error instanceof Error ? error.message : String(error)}`);
+    }
+  };
+  return {
+    cert: read('--cert-file', certFile),
+    key: read('--key-file', keyFile),
+    ...(trustedCaFile === undefined ? {} : { ca: read('--trusted-ca-file', trustedCaFile) }),
+    clientCertAuth,
+  };
+}
+
 export async function startServer(options: ServeOptions = {}): Promise<RunningServer> {
   const dataDir = options.dataDir ?? SERVE_DEFAULTS.dataDir;
   const { host, port } = parseListen(options.listen ?? SERVE_DEFAULTS.listen);
+  const tls = readTls(options);
   const maxRequestBytes = options.maxRequestBytes ?? SERVE_DEFAULTS.maxRequestBytes;
   let transport: Transport | null = null;
   let engine: Engine;
@@ -134,7 +171,7 @@ export async function startServer(options: ServeOptions = {}): Promise<RunningSe
         port,
         table,
         receiveLimit: maxRequestBytes + GRPC_OVERHEAD_BYTES,
-        ...(options.tls === undefined ? {} : { tls: options.tls }),
+        ...(tls === null ? {} : { tls }),
         ...(options.fallback === undefined ? {} : { fallback: options.fallback }),
       });
     } catch (error) {
@@ -146,7 +183,7 @@ export async function startServer(options: ServeOptions = {}): Promise<RunningSe
           : message;
       throw new ServeError(`cannot listen on ${host}:${port}: ${why}`, error);
     }
-    const url = `${options.tls === undefined ? 'http' : 'https'}://${urlHost}:${transport.port}`;
+    const url = `${tls === null ? 'http' : 'https'}://${urlHost}:${transport.port}`;
     clientUrls = [url];
     const bound = transport;
     let dispatch: QueueDispatch | null = null;

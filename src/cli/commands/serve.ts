@@ -10,6 +10,10 @@ const OPTIONS = {
   data: { type: 'string' },
   listen: { type: 'string' },
   'auto-compaction-retention': { type: 'string' },
+  'cert-file': { type: 'string' },
+  'key-file': { type: 'string' },
+  'trusted-ca-file': { type: 'string' },
+  'client-cert-auth': { type: 'boolean' },
 } as const;
 
 const UNIT_MS: Record<string, number> = { ms: 1, s: 1000, m: 60_000, h: 3_600_000 };
@@ -36,6 +40,10 @@ export const serve: Command = {
       ['--data DIR', 'directory of the database, created if missing (default ./kvmq-data)'],
       ['--listen HOST:PORT', 'address to serve on; port 0 picks a free one (default 127.0.0.1:2379)'],
       ['--auto-compaction-retention T', 'compact history older than T, e.g. 30m; 0 keeps it all (default 1h)'],
+      ['--cert-file FILE', "serve TLS with this certificate (PEM), as etcd's flag; needs --key-file"],
+      ['--key-file FILE', "the certificate's private key (PEM)"],
+      ['--trusted-ca-file FILE', 'the CA (PEM) that signs client certificates'],
+      ['--client-cert-auth', 'refuse clients without a certificate signed by --trusted-ca-file'],
     ],
   ),
 
@@ -53,12 +61,17 @@ export const serve: Command = {
       dataDir,
       listen: values.listen ?? SERVE_DEFAULTS.listen,
       ...(retention === undefined ? {} : { autoCompactionRetentionMs: parseRetention(retention) }),
+      ...(values['cert-file'] === undefined ? {} : { certFile: values['cert-file'] }),
+      ...(values['key-file'] === undefined ? {} : { keyFile: values['key-file'] }),
+      ...(values['trusted-ca-file'] === undefined ? {} : { trustedCaFile: values['trusted-ca-file'] }),
+      ...(values['client-cert-auth'] === true ? { clientCertAuth: true } : {}),
     });
-    const endpoint = server.url.slice('http://'.length);
+    const endpoint = server.url.slice(server.url.indexOf('://') + 3);
     if (values.json === true) printJson({ url: server.url, endpoint, data: dataDir });
     else {
       printLine(`kvmq serve: etcd v3 API on ${server.url} (data in ${dataDir})`);
-      printLine(`  try: etcdctl --endpoints=${endpoint} put /queue/jobs/producer/hello world`);
+      const target = server.url.startsWith('https:') ? `${server.url} --cacert=CA.pem` : endpoint;
+      printLine(`  try: etcdctl --endpoints=${target} put /queue/jobs/producer/hello world`);
     }
     await new Promise<void>((resolve) => {
       let stopping = false;
