@@ -57,6 +57,8 @@ export class GrpcCall implements Sink, MessageTarget {
   private responded = false;
   private finished = false;
   private running = false;
+  /** Request bytes this call has counted in its connection's total. */
+  private counted = 0;
 
   constructor(
     private readonly stream: CallStream,
@@ -88,9 +90,11 @@ export class GrpcCall implements Sink, MessageTarget {
       this.end(tooManyMessages());
       return;
     }
-    const before = this.reader.pending;
     const error = this.reader.push(chunk, this);
-    this.conn.bufferedRequestBytes += this.reader.pending - before;
+    // The call may have ended while the chunk was read (a handler error): then it holds nothing.
+    if (this.ended) return;
+    this.conn.bufferedRequestBytes += this.reader.pending - this.counted;
+    this.counted = this.reader.pending;
     if (error !== null) this.end(error);
     else if (this.conn.bufferedRequestBytes > MAX_BUFFERED_REQUEST_BYTES) {
       this.end(new EtcdError(Code.RESOURCE_EXHAUSTED, 'kvmq: too many request bytes pending on this connection'));
@@ -224,7 +228,8 @@ export class GrpcCall implements Sink, MessageTarget {
   }
 
   private discardInput(): void {
-    this.conn.bufferedRequestBytes -= this.reader.pending;
+    this.conn.bufferedRequestBytes -= this.counted;
+    this.counted = 0;
     this.reader.clear();
   }
 }
