@@ -380,6 +380,33 @@ describe('HTTP/2 attacks on kvmq serve', () => {
     });
   });
 
+  test('i) a client that asks for large answers and never reads is held back', { timeout: 60_000 }, async (t) => {
+    await underAttack(t, async ({ server }) => {
+      const client = new RawClient(server.endpoint);
+      await client.call('KV', 'Put', { key: b64('big'), value: Buffer.alloc(MB, 7).toString('base64') });
+      client.close();
+      const conn = await new RawConnection(server.endpoint).start();
+      conn.stopReading();
+      const range = grpcMessage(Buffer.concat([Buffer.from([0x0a, 3]), Buffer.from('big')]));
+      let streams = 0;
+      for (let id = 1; id < 1000; id += 2) {
+        conn.write(frame(Type.HEADERS, Flag.END_HEADERS, id, grpcHeaders('/etcdserverpb.KV/Range')));
+        conn.write(frame(Type.DATA, Flag.END_STREAM, id, range));
+        streams++;
+        if (id % 50 === 1) await sleep(50);
+      }
+      await sleep(1000);
+      conn.startReading();
+      await conn.until(() => conn.closed, 2000);
+      const refused = conn.resets().filter((r) => r.code === 0x7).length;
+      t.diagnostic(
+        `${streams} requests for 1 MiB each, unread: ${refused} refused (REFUSED_STREAM), GOAWAY ${JSON.stringify(conn.goaway())}, closed ${conn.closed}`,
+      );
+      conn.destroy();
+      assert.ok(refused > 0 || conn.goaway() !== null || conn.closed, 'every request was taken');
+    });
+  });
+
   test('h) an HPACK bomb is refused', { timeout: 60_000 }, async (t) => {
     await underAttack(t, async ({ server }) => {
       const conn = await new RawConnection(server.endpoint).start();
