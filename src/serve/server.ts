@@ -16,7 +16,7 @@ import { LayoutError } from './storage/schema.js';
 import type { FallbackHandler } from './rpc/http2/fallback.js';
 import { listenTransport, type Transport, type TransportTls } from './rpc/http2/listen.js';
 import type { RpcSettings } from './rpc/method.js';
-import { methodTable } from './rpc/table.js';
+import { methodTable, type ServedMethod } from './rpc/table.js';
 import { GRPC_OVERHEAD_BYTES } from './rpc/watch.js';
 
 /** The etcd version the server reports: the API level it implements. */
@@ -77,6 +77,8 @@ export interface RunningServer {
   readonly host: string;
   readonly port: number;
   readonly engine: Engine;
+  /** The methods the transport serves and their settings, for other front ends (the JSON gateway). */
+  readonly rpc: { readonly table: ReadonlyMap<string, ServedMethod>; readonly settings: RpcSettings };
   /** The queue dispatcher running inside, or null when turned off. */
   readonly dispatch: QueueDispatch | null;
   /** Stops listening, applies queued writes and closes the database. */
@@ -164,8 +166,8 @@ export async function startServer(options: ServeOptions = {}): Promise<RunningSe
       maxRequestBytes,
       progressIntervalMs: options.progressIntervalMs ?? SERVE_DEFAULTS.progressIntervalMs,
     };
+    const table = methodTable(engine, settings);
     try {
-      const table = methodTable(engine, settings);
       transport = await listenTransport({
         host,
         port,
@@ -215,6 +217,7 @@ export async function startServer(options: ServeOptions = {}): Promise<RunningSe
       host,
       port: bound.port,
       engine,
+      rpc: { table, settings },
       dispatch,
       close() {
         closing ??= (async () => {
