@@ -5,9 +5,13 @@
  * given explicitly, since each server picks its own.
  */
 import assert from 'node:assert/strict';
+import { once } from 'node:events';
+import { connect as connectHttp2, createServer as createHttp2Server } from 'node:http2';
+import type { AddressInfo } from 'node:net';
 import { connect } from 'node:net';
 import { after, before, describe, test } from 'node:test';
 import { startEtcd, type ServerHandle } from './fixtures/serve-support.js';
+import { createGateway } from '../src/serve/gateway/index.js';
 import { startGatewayServe, type GatewayServe } from './fixtures/gateway-support.js';
 import { b64, normalise, openStream, post, type Reply } from './fixtures/gateway-http.js';
 import { waitFor } from './support/wait.js';
@@ -327,6 +331,43 @@ describe('kvmq serve JSON gateway only', () => {
     const last = JSON.parse(stream.lines[2] ?? '') as { result: { canceled?: boolean } };
     assert.equal(last.result.canceled, true);
     stream.destroy();
+  });
+
+  test('over HTTP/2 (cleartext) too: a unary call, an error, and a watch', async () => {
+    const h2 = createHttp2Server(
+      createGateway(kvmq.server.rpc.table, { maxRequestBytes: kvmq.server.rpc.settings.maxRequestBytes }),
+    );
+    h2.listen(0, '127.0.0.1');
+    await once(h2, 'listening');
+    const session = connectHttp2(`http://127.0.0.1:${(h2.address() as AddressInfo).port}`);
+    const call = (path: string, body: string, end = true) => {
+      const stream = session.request({ ':method': 'POST', ':path': path });
+      let text = '';
+      stream.setEncoding('utf8').on('data', (chunk: string) => (text += chunk));
+      const headers = once(stream, 'response').then(([h]) => h as Record<string, string | number>);
+      stream.write(body);
+      if (end) stream.end();
+      return { stream, headers, text: () => text };
+    };
+    try {
+      const put = call('/v3/kv/put', JSON.stringify({ key: b64('h2/1'), value: b64('over h2') }));
+      assert.equal((await put.headers)[':status'], 200);
+      await once(put.stream, 'end');
+      assert.match(put.text(), /^\{"header":\{"cluster_id"/);
+      const bad = call('/v3/kv/range', '{"key":""}');
+      assert.equal((await bad.headers)[':status'], 400);
+      await once(bad.stream, 'end');
+      assert.match(bad.text(), /"code":3/);
+      const watch = call('/v3/watch', JSON.stringify({ create_request: { key: b64('h2/2') } }), false);
+      assert.equal((await watch.headers)['content-type'], 'application/json');
+      await post(kvmq.url, '/v3/kv/put', { key: b64('h2/2'), value: b64('event') });
+      await waitFor(() => watch.text().split('\n').length >= 3, { what: () => watch.text() });
+      assert.match(watch.text().split('\n')[1] ?? '', /"events":\[\{"kv":\{"key":"aDIvMg=="/);
+      watch.stream.close();
+    } finally {
+      session.close();
+      h2.close();
+    }
   });
 
   test('a put the size of --max-request-bytes is refused as etcd refuses it', async () => {
