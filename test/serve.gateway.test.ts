@@ -370,6 +370,18 @@ describe('kvmq serve JSON gateway only', () => {
     }
   });
 
+  test('a stream message past the limit ends the call with RESOURCE_EXHAUSTED', async () => {
+    const stream = openStream(kvmq.url, '/v3/watch');
+    stream.send({ create_request: { key: b64('big/') } });
+    await stream.waitLines(1);
+    stream.send(`{"create_request":{"key":"${'A'.repeat(4 * 1024 * 1024)}`);
+    const res = await stream.response;
+    await once(res, 'end');
+    const last = JSON.parse(stream.lines.at(-1) ?? '') as { error: { grpc_code: number; http_code: number } };
+    assert.deepEqual([last.error.grpc_code, last.error.http_code], [8, 429]);
+    stream.destroy();
+  });
+
   test('a put the size of --max-request-bytes is refused as etcd refuses it', async () => {
     const value = Buffer.alloc(kvmq.server.rpc.settings.maxRequestBytes, 'v').toString('base64');
     const reply = await post(kvmq.url, '/v3/kv/put', { key: b64('big'), value });

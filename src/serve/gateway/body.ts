@@ -37,6 +37,14 @@ export function readBody(req: RequestPort, limit: number): Promise<BodyResult> {
   });
 }
 
+/** A stream's message past the limit: the call ends, as gRPC ends a call whose message is too large. */
+export class StreamMessageTooLarge extends Error {
+  constructor(limit: number) {
+    super(`a stream message is larger than ${limit} bytes`);
+    this.name = 'StreamMessageTooLarge';
+  }
+}
+
 export interface StreamMessages {
   /** A whole JSON value arrived. */
   message(node: JsonNode): void;
@@ -65,7 +73,7 @@ export function readJsonStream(req: RequestPort, limit: number, to: StreamMessag
       } catch (error) {
         if (!(error instanceof JsonSyntaxError)) throw error;
         if (error.eof && !ended) {
-          if (Buffer.byteLength(pending) > limit) stop(new Error(`a stream message is larger than ${limit} bytes`));
+          if (Buffer.byteLength(pending) > limit) stop(new StreamMessageTooLarge(limit));
           return;
         }
         stop(error);
@@ -77,6 +85,10 @@ export function readJsonStream(req: RequestPort, limit: number, to: StreamMessag
           stopped = true;
           to.end();
         }
+        return;
+      }
+      if (read.end > limit) {
+        stop(new StreamMessageTooLarge(limit));
         return;
       }
       pending = pending.slice(read.end);

@@ -4,7 +4,7 @@
  */
 import { Code, EtcdError } from '../errors.js';
 import type { CallContext, Method, Sink } from '../rpc/method.js';
-import { readJsonStream } from './body.js';
+import { StreamMessageTooLarge, readJsonStream } from './body.js';
 import { asEtcdError, sendError, streamErrorChunk } from './errors.js';
 import { setJsonHeaders, type RequestPort, type ResponsePort } from './http.js';
 import { httpStatus } from './status.js';
@@ -122,7 +122,8 @@ export function serveBidi(
     },
     fail(error) {
       if (closed) return;
-      if (first) {
+      if (error instanceof StreamMessageTooLarge) fail(new EtcdError(Code.RESOURCE_EXHAUSTED, error.message));
+      else if (first) {
         close();
         sendError(res, new EtcdError(STREAM_DECODE_CODE, error.message), false);
       } else {
