@@ -258,6 +258,11 @@ describe('kvmq serve JSON gateway, compared with etcd 3.4', () => {
     await same('/v3/kv/range', { key: b64('/queue/q/producer/1') }, [as(0), as(1)]);
     await same('/v3/kv/put', { key: b64('/other'), value: b64('m') }, [as(0), as(1)]);
     await same('/v3/kv/range', { key: b64('/queue/') }, [{ Authorization: 'Bearer x' }]);
+    // gRPC metadata passed as Grpc-Metadata-* headers, which etcd's gateway forwards.
+    await same('/v3/kv/range', { key: b64('/queue/q/producer/1') }, [
+      { 'Grpc-Metadata-Token': tokens[0] ?? '' },
+      { 'Grpc-Metadata-Token': tokens[1] ?? '' },
+    ]);
     await same('/v3/auth/user/changepw', { name: 'app', password: 'new' }, [as(0), as(1)]);
     const roots = await Promise.all(
       [etcdUrl, kvmq.url].map(async (base) => {
