@@ -29,8 +29,8 @@ after(async () => {
   await Promise.allSettled([etcd.stop(), kvmq.stop()]);
 });
 
-function comparable(reply: Reply): { status: number; contentType: string | undefined; text: string } {
-  return { status: reply.status, contentType: reply.contentType, text: normalise(reply.text) };
+function comparable(reply: Reply): Reply {
+  return { ...reply, text: normalise(reply.text) };
 }
 
 /** The same request to etcd and to kvmq. */
