@@ -387,6 +387,19 @@ describe('kvmq serve JSON gateway only', () => {
     stream.destroy();
   });
 
+  test('a snapshot streams the database as base64 blobs, one result a line', async () => {
+    const reply = await post(kvmq.url, '/v3/maintenance/snapshot', {});
+    assert.equal(reply.status, 200);
+    const results = reply.text
+      .trim()
+      .split('\n')
+      .map((line) => (JSON.parse(line) as { result: { blob?: string; remaining_bytes?: string } }).result);
+    // The last message is the checksum, with nothing remaining.
+    assert.equal(results.at(-1)?.remaining_bytes, undefined);
+    const file = Buffer.concat(results.slice(0, -1).map((r) => Buffer.from(r.blob ?? '', 'base64')));
+    assert.equal(file.subarray(0, 16).toString('latin1'), 'SQLite format 3\0');
+  });
+
   test('a put the size of --max-request-bytes is refused as etcd refuses it', async () => {
     const value = Buffer.alloc(kvmq.server.rpc.settings.maxRequestBytes, 'v').toString('base64');
     const reply = await post(kvmq.url, '/v3/kv/put', { key: b64('big'), value });
