@@ -441,6 +441,18 @@ describe('kvmq serve JSON gateway only', () => {
     stream.destroy();
   });
 
+  test('a watch whose client goes away is closed with it', async () => {
+    const hub = kvmq.server.engine.hub;
+    // The streams of the tests before are gone too (this server runs no dispatcher, so nothing else watches).
+    await waitFor(() => hub.size === 0, { what: () => `no watchers (${hub.size})` });
+    const stream = openStream(kvmq.url, '/v3/watch');
+    stream.send({ create_request: { key: b64('gone/') } });
+    await stream.waitLines(1);
+    assert.equal(hub.size, 1);
+    stream.destroy();
+    await waitFor(() => hub.size === 0, { what: () => `the watcher removed (${hub.size})` });
+  });
+
   test('a keepalive stream client that goes away leaves the lease to expire as usual', async () => {
     await post(kvmq.url, '/v3/lease/grant', { TTL: 60, ID: 9090 });
     const stream = openStream(kvmq.url, '/v3/lease/keepalive');
