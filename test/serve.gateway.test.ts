@@ -141,6 +141,8 @@ describe('kvmq serve JSON gateway, compared with etcd 3.4', () => {
     await same('/v3/watch', '{bad');
     await same('/v3/lease/keepalive', '{"ID":"x"}');
     await same('/v3/lease/keepalive', { ID: 'x1' });
+    await same('/v3/lease/keepalive', '{"ID":4243} {"ID":"x1"} {"ID":4244}');
+    await same('/v3/lease/keepalive', '{"ID":4243} {"ID": {"ID":4244}');
   });
 
   test('leases: grant, keepalive, timetolive, leases, revoke, every path etcd gives them', async () => {

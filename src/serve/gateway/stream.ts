@@ -84,6 +84,13 @@ export function serveBidi(
   const handler = method.open(call, sink);
   let first = true;
   let closed = false;
+  // Set once the client's side is over (its body ended, or held a value etcd could not decode).
+  let halfClosed = false;
+  const halfClose = (): void => {
+    if (closed || halfClosed) return;
+    halfClosed = true;
+    handler.end();
+  };
   const close = (): void => {
     if (closed) return;
     closed = true;
@@ -96,7 +103,7 @@ export function serveBidi(
   };
   readJsonStream(req, limits.bodyBytes, {
     message(node) {
-      if (closed || sink.ended) return;
+      if (closed || halfClosed || sink.ended) return;
       let request: Buffer;
       try {
         request = encodeRequest(route, node, STREAM_DECODE_CODE, limits.messageBytes);
@@ -107,7 +114,7 @@ export function serveBidi(
           // The first message is read before the call's answer starts, so its error is the whole answer.
           close();
           sendError(res, refusal, false);
-        } else handler.end();
+        } else halfClose();
         return;
       }
       first = false;
@@ -117,9 +124,7 @@ export function serveBidi(
         fail(error);
       }
     },
-    end() {
-      if (!closed) handler.end();
-    },
+    end: halfClose,
     fail(error) {
       if (closed) return;
       if (error instanceof StreamMessageTooLarge) fail(new EtcdError(Code.RESOURCE_EXHAUSTED, error.message));
@@ -128,7 +133,7 @@ export function serveBidi(
         sendError(res, new EtcdError(STREAM_DECODE_CODE, error.message), false);
       } else {
         // etcd stops reading a stream at a value it cannot decode, as if the client had half-closed it.
-        handler.end();
+        halfClose();
       }
     },
   });
