@@ -6,12 +6,11 @@
  */
 import assert from 'node:assert/strict';
 import { once } from 'node:events';
-import { connect as connectHttp2, createServer as createHttp2Server } from 'node:http2';
-import type { AddressInfo } from 'node:net';
+import { connect as connectHttp2 } from 'node:http2';
 import { connect } from 'node:net';
 import { after, before, describe, test } from 'node:test';
 import { startEtcd, type ServerHandle } from './fixtures/serve-support.js';
-import { createGateway } from '../src/serve/gateway/index.js';
+import { SERVE_DEFAULTS } from '../src/serve/server.js';
 import { startGatewayServe, type GatewayServe } from './fixtures/gateway-support.js';
 import { b64, normalise, openStream, post, type Reply } from './fixtures/gateway-http.js';
 import { waitFor } from './support/wait.js';
@@ -287,7 +286,7 @@ describe('kvmq serve JSON gateway, compared with etcd 3.4', () => {
 
 describe('kvmq serve JSON gateway only', () => {
   test('a body past the limit is refused before it is all sent', async () => {
-    const limit = Math.ceil(((kvmq.server.rpc.settings.maxRequestBytes + 512 * 1024) * 4) / 3) + 64 * 1024;
+    const limit = Math.ceil(((SERVE_DEFAULTS.maxRequestBytes + 512 * 1024) * 4) / 3) + 64 * 1024;
     // A raw socket, so the answer is read while the body is still being sent.
     const url = new URL(kvmq.url);
     const reply = await new Promise<{ status: number; text: string; sent: number }>((resolve, reject) => {
@@ -340,13 +339,8 @@ describe('kvmq serve JSON gateway only', () => {
     stream.destroy();
   });
 
-  test('over HTTP/2 (cleartext) too: a unary call, an error, and a watch', async () => {
-    const h2 = createHttp2Server(
-      createGateway(kvmq.server.rpc.table, { maxRequestBytes: kvmq.server.rpc.settings.maxRequestBytes }),
-    );
-    h2.listen(0, '127.0.0.1');
-    await once(h2, 'listening');
-    const session = connectHttp2(`http://127.0.0.1:${(h2.address() as AddressInfo).port}`);
+  test('over HTTP/2 (cleartext) on the gRPC port too: a unary call, an error, and a watch', async () => {
+    const session = connectHttp2(kvmq.url);
     const call = (path: string, body: string, end = true) => {
       const stream = session.request({ ':method': 'POST', ':path': path });
       let text = '';
@@ -373,7 +367,6 @@ describe('kvmq serve JSON gateway only', () => {
       watch.stream.close();
     } finally {
       session.close();
-      h2.close();
     }
   });
 
@@ -403,7 +396,7 @@ describe('kvmq serve JSON gateway only', () => {
   });
 
   test('a put the size of --max-request-bytes is refused as etcd refuses it', async () => {
-    const value = Buffer.alloc(kvmq.server.rpc.settings.maxRequestBytes, 'v').toString('base64');
+    const value = Buffer.alloc(SERVE_DEFAULTS.maxRequestBytes, 'v').toString('base64');
     const reply = await post(kvmq.url, '/v3/kv/put', { key: b64('big'), value });
     assert.equal(reply.status, 400);
     assert.match(reply.text, /etcdserver: request is too large/);

@@ -13,10 +13,11 @@ import { QueueDispatch } from './dispatch/queues.js';
 import { AutoCompactor } from './mvcc/auto-compact.js';
 import { Engine } from './engine.js';
 import { LayoutError } from './storage/schema.js';
+import { createGateway } from './gateway/index.js';
 import type { FallbackHandler } from './rpc/http2/fallback.js';
 import { listenTransport, type Transport, type TransportTls } from './rpc/http2/listen.js';
 import type { RpcSettings } from './rpc/method.js';
-import { methodTable, type ServedMethod } from './rpc/table.js';
+import { methodTable } from './rpc/table.js';
 import { GRPC_OVERHEAD_BYTES } from './rpc/watch.js';
 
 /** The etcd version the server reports: the API level it implements. */
@@ -47,7 +48,7 @@ export interface ServeOptions {
   readonly clientCertAuth?: boolean;
   /**
    * Requests on the port that are not gRPC: HTTP/2 with another content-type, and HTTP/1.1.
-   * @defaultValue a 404 (or 415 for a POST with a body type) with a short text
+   * @defaultValue etcd's HTTP/JSON gateway (src/serve/gateway), as etcd serves it beside gRPC
    */
   readonly fallback?: FallbackHandler;
   /**
@@ -77,8 +78,6 @@ export interface RunningServer {
   readonly host: string;
   readonly port: number;
   readonly engine: Engine;
-  /** The methods the transport serves and their settings, for other front ends (the JSON gateway). */
-  readonly rpc: { readonly table: ReadonlyMap<string, ServedMethod>; readonly settings: RpcSettings };
   /** The queue dispatcher running inside, or null when turned off. */
   readonly dispatch: QueueDispatch | null;
   /** Stops listening, applies queued writes and closes the database. */
@@ -174,7 +173,7 @@ export async function startServer(options: ServeOptions = {}): Promise<RunningSe
         table,
         receiveLimit: maxRequestBytes + GRPC_OVERHEAD_BYTES,
         ...(tls === null ? {} : { tls }),
-        ...(options.fallback === undefined ? {} : { fallback: options.fallback }),
+        fallback: options.fallback ?? createGateway(table, { maxRequestBytes }),
       });
     } catch (error) {
       const message = error instanceof Error ? error.message : String(error);
@@ -217,7 +216,6 @@ export async function startServer(options: ServeOptions = {}): Promise<RunningSe
       host,
       port: bound.port,
       engine,
-      rpc: { table, settings },
       dispatch,
       close() {
         closing ??= (async () => {
