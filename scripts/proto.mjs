@@ -4,8 +4,9 @@
  * in proto/etcd/, with protobufjs's static code generator: encoders and decoders written out per message,
  * no reflection at run time. Field names stay as the .proto files spell them (snake_case), as etcd's
  * HTTP/JSON gateway spells them too. services.ts lists every service's methods (path, message types,
- * streaming shape, the gateway's POST path), read from the same files with protobufjs's reflection here,
- * so the server needs no .proto file at run time.
+ * streaming shape, the gateway's POST paths), read from the same files with protobufjs's reflection here,
+ * and descriptor.json holds their messages' definitions (field names, types, enums) as protobufjs's JSON,
+ * for the gateway's JSON reading and writing; so the server needs no .proto file at run time.
  *
  *   node scripts/proto.mjs           regenerate (npm run proto)
  *   node scripts/proto.mjs --check   exit 1 if the committed files are not what this makes
@@ -68,23 +69,35 @@ export interface EtcdMethod {
   readonly responseType: string;
   readonly requestStream: boolean;
   readonly responseStream: boolean;
-  /** The POST path of etcd's HTTP/JSON gateway (google.api.http), e.g. "/v3/kv/range"; null if none. */
-  readonly httpPost: string | null;
+  /** The POST paths of etcd's HTTP/JSON gateway (google.api.http), e.g. ["/v3/kv/range"]. */
+  readonly httpPosts: readonly string[];
 }
 
 /** Every method of every etcdserverpb service, in the order rpc.proto defines them. */
 export const ETCD_METHODS: readonly EtcdMethod[] = [
 `;
 
+/** etcd's definitions as protobufjs reflection, with the .proto files' field names. */
+function loadDefinitions() {
+  const root = new protobuf.Root().loadSync(join(PROTO_DIR, 'rpc.proto'), { keepCase: true });
+  root.resolveAll();
+  return root;
+}
+
+/** An HTTP rule's POST path and those of its additional bindings. */
+function posts(rule) {
+  const more = rule.additional_bindings;
+  const nested = more === undefined ? [] : Array.isArray(more) ? more : [more];
+  return [...(rule.post === undefined ? [] : [rule.post]), ...nested.flatMap(posts)];
+}
+
 /** services.ts: the service and method table, as text. */
 export function generateServices() {
-  const root = protobuf.loadSync(join(PROTO_DIR, 'rpc.proto'));
-  root.resolveAll();
-  const pkg = root.lookup('etcdserverpb');
+  const pkg = loadDefinitions().lookup('etcdserverpb');
   const lines = [];
   for (const service of pkg.nestedArray.filter((n) => n instanceof protobuf.Service)) {
     for (const method of service.methodsArray) {
-      const http = (method.parsedOptions ?? []).find((o) => '(google.api.http)' in o)?.['(google.api.http)'];
+      const rules = (method.parsedOptions ?? []).flatMap((o) => o['(google.api.http)'] ?? []);
       const entry = {
         path: `/etcdserverpb.${service.name}/${method.name}`,
         service: service.name,
@@ -93,7 +106,7 @@ export function generateServices() {
         responseType: method.resolvedResponseType.fullName.slice(1),
         requestStream: method.requestStream === true,
         responseStream: method.responseStream === true,
-        httpPost: http?.post ?? null,
+        httpPosts: rules.flatMap(posts),
       };
       const fields = Object.entries(entry).map(([key, value]) => `${key}: ${JSON.stringify(value)}`);
       lines.push(`  { ${fields.join(', ')} },\n`);
@@ -102,12 +115,18 @@ export function generateServices() {
   return `${SERVICES_HEADER}${lines.join('')}];\n`;
 }
 
-const FILES = ['etcd.js', 'etcd.d.ts'];
+/** descriptor.json: every message and enum, as protobufjs reads them back with Root.fromJSON. */
+export function generateDescriptor() {
+  return `${JSON.stringify(loadDefinitions().toJSON())}\n`;
+}
+
+/** What the build copies beside tsc's output: the files tsc does not emit. */
+const FILES = ['etcd.js', 'etcd.d.ts', 'descriptor.json'];
 
 if (process.argv[2] === '--copy-to' && process.argv[3] !== undefined) {
   for (const name of FILES) cpSync(join(OUT_DIR, name), join(process.argv[3], name));
 } else if (process.argv[1] === fileURLToPath(import.meta.url)) {
-  const files = { ...generate(), 'services.ts': generateServices() };
+  const files = { ...generate(), 'services.ts': generateServices(), 'descriptor.json': generateDescriptor() };
   const check = process.argv.includes('--check');
   let stale = false;
   for (const [name, text] of Object.entries(files)) {

@@ -45,11 +45,15 @@ void test('services.ts lists all six services with their streaming shapes and ga
     responseType: 'etcdserverpb.RangeResponse',
     requestStream: false,
     responseStream: false,
-    httpPost: '/v3/kv/range',
+    httpPosts: ['/v3/kv/range'],
   });
   const watch = byPath.get('/etcdserverpb.Watch/Watch');
   assert.ok(watch?.requestStream === true && watch.responseStream);
   const snapshot = byPath.get('/etcdserverpb.Maintenance/Snapshot');
   assert.ok(snapshot?.requestStream === false && snapshot.responseStream);
-  assert.equal(byPath.get('/etcdserverpb.Auth/UserAdd')?.httpPost, '/v3/auth/user/add');
+  assert.deepEqual(byPath.get('/etcdserverpb.Auth/UserAdd')?.httpPosts, ['/v3/auth/user/add']);
+  assert.deepEqual(byPath.get('/etcdserverpb.Lease/LeaseRevoke')?.httpPosts, [
+    '/v3/lease/revoke',
+    '/v3/kv/lease/revoke',
+  ]);
 });

@@ -5,7 +5,7 @@
  * error text, which etcd sends back.
  */
 import Long from 'long';
-import protobuf from 'protobufjs';
+import protobuf from 'protobufjs/light.js';
 import { etcdEnumName } from './enum-names.js';
 import { decodeGoBase64 } from './go-base64.js';
 import { JsonSyntaxError, parseJson, type JsonNode } from './go-json.js';

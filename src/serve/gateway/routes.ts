@@ -1,5 +1,6 @@
 /** The gateway's routes: each HTTP path etcd 3.4 serves, and the gRPC method behind it. */
-import type protobuf from 'protobufjs';
+import type protobuf from 'protobufjs/light.js';
+import { ETCD_METHODS } from '../proto/generated/services.js';
 import { etcdSchema } from './schema.js';
 
 export interface Route {
@@ -20,48 +21,24 @@ const PREFIXES = ['/v3/', '/v3beta/'];
 const NOT_IN_ETCD_34 = new Set(['/etcdserverpb.Auth/AuthStatus', '/etcdserverpb.Maintenance/Downgrade']);
 const SHADOWED = new Set(['/etcdserverpb.Maintenance/HashKV']);
 
-interface HttpRule {
-  readonly post?: string;
-  readonly additional_bindings?: HttpRule | readonly HttpRule[];
-}
-
-function posts(rule: HttpRule): string[] {
-  const more = rule.additional_bindings;
-  const nested = more === undefined ? [] : Array.isArray(more) ? more : [more as HttpRule];
-  return [...(rule.post === undefined ? [] : [rule.post]), ...nested.flatMap(posts)];
-}
-
 let cached: Map<string, Route> | null = null;
 
 /** Every route by HTTP path, prefixes included. */
 export function gatewayRoutes(): Map<string, Route> {
   if (cached !== null) return cached;
+  const schema = etcdSchema();
   const routes = new Map<string, Route>();
-  const visit = (namespace: protobuf.NamespaceBase): void => {
-    for (const nested of namespace.nestedArray) {
-      if ('methods' in nested && nested.fullName.startsWith('.etcdserverpb.')) {
-        const service = nested as protobuf.Service;
-        for (const method of service.methodsArray) {
-          const grpcPath = `/etcdserverpb.${service.name}/${method.name}`;
-          if (NOT_IN_ETCD_34.has(grpcPath) || SHADOWED.has(grpcPath)) continue;
-          const rules = (method.parsedOptions ?? []) as Record<string, HttpRule>[];
-          for (const rule of rules.flatMap((option) => option['(google.api.http)'] ?? [])) {
-            for (const post of posts(rule)) {
-              const route = {
-                grpcPath,
-                request: method.resolvedRequestType as protobuf.Type,
-                response: method.resolvedResponseType as protobuf.Type,
-              };
-              for (const prefix of PREFIXES) routes.set(prefix + post.slice('/v3/'.length), route);
-            }
-          }
-        }
-      } else if ('nestedArray' in nested) {
-        visit(nested as protobuf.NamespaceBase);
-      }
+  for (const method of ETCD_METHODS) {
+    if (NOT_IN_ETCD_34.has(method.path) || SHADOWED.has(method.path)) continue;
+    const route = {
+      grpcPath: method.path,
+      request: schema.lookupType(method.requestType),
+      response: schema.lookupType(method.responseType),
+    };
+    for (const post of method.httpPosts) {
+      for (const prefix of PREFIXES) routes.set(prefix + post.slice('/v3/'.length), route);
     }
-  };
-  visit(etcdSchema());
+  }
   cached = routes;
   return routes;
 }

@@ -1,18 +1,18 @@
 /**
- * etcd's message and service definitions as protobufjs reflection, read from the vendored .proto files:
- * the gateway needs each field's type to read JSON as strictly as etcd does, and the services' HTTP
- * bindings to know its routes.
+ * etcd's message definitions as protobufjs reflection, built from the descriptor scripts/proto.mjs
+ * generates from the vendored .proto files: the gateway needs each field's type to read JSON as strictly
+ * as etcd does and to print it as etcd does.
  */
-import { fileURLToPath } from 'node:url';
-import protobuf from 'protobufjs';
+import { readFileSync } from 'node:fs';
+import protobuf from 'protobufjs/light.js';
 
 let root: protobuf.Root | null = null;
 
 export function etcdSchema(): protobuf.Root {
   if (root !== null) return root;
-  // The same relative place from src/serve/gateway/ and dist/serve/gateway/: the package's proto/ folder.
-  const file = fileURLToPath(new URL('../../../proto/etcd/rpc.proto', import.meta.url));
-  const loaded = new protobuf.Root().loadSync(file, { keepCase: true });
+  // Beside the generated codecs, in src/ and (copied by the build) in dist/.
+  const descriptor = readFileSync(new URL('../proto/generated/descriptor.json', import.meta.url), 'utf8');
+  const loaded = protobuf.Root.fromJSON(JSON.parse(descriptor) as protobuf.INamespace);
   loaded.resolveAll();
   root = loaded;
   return loaded;

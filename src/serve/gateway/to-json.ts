@@ -4,7 +4,7 @@
  * base64, and strings escaped as Go escapes them.
  */
 import Long from 'long';
-import protobuf from 'protobufjs';
+import protobuf from 'protobufjs/light.js';
 import { etcdEnumName } from './enum-names.js';
 
 /** Go's encoding/json escapes these too, so a response can sit inside HTML. */
