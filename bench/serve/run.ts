@@ -8,16 +8,20 @@
  *    per put, read from /proc for the server process;
  * 2. the same from a lighter load generator: raw HTTP/2 gRPC calls (bench/serve/h2-load.ts) from two
  *    processes with 32 in flight each, so the client is less of the limit;
+ * 2b. ranges of one key from h2load (bench/serve/h2load.ts), a C load generator: ranges/s and CPU per range;
  * 3. watch fan-out: one key watched by 100 watch streams, and the time from a put to each watcher's event;
  * 4. queue throughput through kvmq serve with plain etcd clients only: producers put
  *    /queue/{q}/producer/{id}, consumers registered under /queue/{q}/consumer/{uuid} watch their prefix
  *    and delete each delivery (the ack); the dispatcher runs inside the server.
  *
+ * `--baseline REF` also runs kvmq serve as it was at git commit REF (checked out in a temporary worktree),
+ * in the same rounds, so a change to the server is measured side by side with what it replaced.
+ *
  * Writes the `serve` section of docs/benchmarks.md (unless --no-write).
  */
 import { spawn, spawnSync } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync, symlinkSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { cpus, loadavg, release, tmpdir, totalmem } from 'node:os';
 import { join } from 'node:path';
@@ -29,6 +33,7 @@ import type * as ProtoLoader from '@grpc/proto-loader';
 import { Etcd3 } from 'etcd3';
 import { inFlight, median, quantile } from '../common.js';
 import { writeSection } from '../doc.js';
+import { h2loadRanges, H2LOAD_PACKAGES } from './h2load.js';
 
 const ROOT = fileURLToPath(new URL('../../', import.meta.url));
 const require = createRequire(import.meta.url);
@@ -37,11 +42,15 @@ interface Sizes {
   readonly puts: number;
   readonly h2Puts: number;
   readonly watchPuts: number;
+  readonly ranges: number;
   readonly queueMessages: number;
   readonly rounds: number;
 }
-const FULL: Sizes = { puts: 20_000, h2Puts: 20_000, watchPuts: 400, queueMessages: 5000, rounds: 5 };
-const QUICK: Sizes = { puts: 2000, h2Puts: 2000, watchPuts: 30, queueMessages: 300, rounds: 1 };
+const FULL: Sizes = { puts: 20_000, h2Puts: 20_000, ranges: 100_000, watchPuts: 400, queueMessages: 5000, rounds: 5 };
+const QUICK: Sizes = { puts: 2000, h2Puts: 2000, ranges: 10_000, watchPuts: 30, queueMessages: 300, rounds: 1 };
+/** h2load's connections and streams in flight on each for the range rows. */
+const RANGE_CLIENTS = 4;
+const RANGE_STREAMS = 16;
 const IN_FLIGHT = 64;
 const WATCHERS = 100;
 const CONSUMERS = 4;
@@ -79,21 +88,22 @@ async function startEtcd(dir: string): Promise<Server> {
   return { name: 'etcd 3.4', endpoint: started.endpoints, pid: started.member.pid ?? 0, stop: () => started.stop() };
 }
 
-async function startKvmq(dir: string): Promise<Server> {
+/** kvmq serve from the source tree at `root` (this one, or a baseline's worktree). */
+async function startKvmq(dir: string, root: string, name: string): Promise<Server> {
   const child = spawn(
     process.execPath,
     [
       '--import',
       'tsx',
-      join(ROOT, 'src/cli/main.ts'),
+      join(root, 'src/cli/main.ts'),
       'serve',
       '--data',
-      join(dir, 'kvmq'),
+      join(dir, name.replace(/\W+/g, '-')),
       '--listen',
       '127.0.0.1:0',
       '--json',
     ],
-    { cwd: ROOT, stdio: ['ignore', 'pipe', 'inherit'] },
+    { cwd: root, stdio: ['ignore', 'pipe', 'inherit'] },
   );
   const line = await new Promise<string>((resolve, reject) => {
     createInterface({ input: child.stdout }).once('line', resolve);
@@ -101,7 +111,7 @@ async function startKvmq(dir: string): Promise<Server> {
   });
   const { endpoint } = JSON.parse(line) as { endpoint: string };
   return {
-    name: 'kvmq serve',
+    name,
     endpoint,
     pid: child.pid ?? 0,
     stop: () =>
@@ -110,6 +120,15 @@ async function startKvmq(dir: string): Promise<Server> {
         child.kill('SIGTERM');
       }),
   };
+}
+
+/** A worktree of this repository at `ref`, sharing this tree's node_modules; removed by the returned function. */
+function checkoutBaseline(ref: string, dir: string): { root: string; remove: () => void } {
+  const root = join(dir, 'baseline');
+  const added = spawnSync('git', ['worktree', 'add', '--detach', root, ref], { cwd: ROOT, encoding: 'utf8' });
+  if (added.status !== 0) throw new Error(`cannot check out --baseline ${ref}: ${added.stderr.trim()}`);
+  symlinkSync(join(ROOT, 'node_modules'), join(root, 'node_modules'));
+  return { root, remove: () => spawnSync('git', ['worktree', 'remove', '--force', root], { cwd: ROOT }) };
 }
 
 // ---- measurements ----
@@ -188,6 +207,24 @@ async function h2Puts(server: Server, n: number): Promise<PutFigures> {
     p50: Math.max(...results.map((r) => r.p50)),
     p99: Math.max(...results.map((r) => r.p99)),
   };
+}
+
+interface RangeFigures {
+  readonly perSec: number;
+  readonly cpuUsPerRange: number;
+}
+
+async function h2Ranges(server: Server, dir: string, n: number): Promise<RangeFigures> {
+  const key = 'bench/range';
+  const client = new Etcd3({ hosts: `http://${server.endpoint}` });
+  try {
+    await client.put(key).value('v'.repeat(32));
+  } finally {
+    client.close();
+  }
+  const cpu = cpuMs(server.pid);
+  const { perSec } = await h2loadRanges(server.endpoint, dir, key, n, RANGE_CLIENTS, RANGE_STREAMS);
+  return { perSec, cpuUsPerRange: ((cpuMs(server.pid) - cpu) * 1000) / n };
 }
 
 interface WatchFigures {
@@ -316,54 +353,56 @@ const f1 = (x: number): string => (Number.isFinite(x) ? x.toFixed(1) : '-');
 interface ServerFigures {
   readonly client: PutFigures[];
   readonly h2: PutFigures[];
+  readonly ranges: RangeFigures[];
   readonly watch: WatchFigures[];
 }
 
-interface Row {
-  readonly measure: string;
-  readonly etcd: string;
-  readonly kvmq: string;
-  readonly ratio: string;
-  readonly target: string;
-  readonly result: string;
+/** What kvmq serve should reach, as a multiple of etcd's figure: at least (higher) or at most (lower). */
+interface Target {
+  readonly want: 'higher' | 'lower';
+  readonly factor: number;
 }
 
-function compare(
-  measure: string,
-  etcd: number,
-  kvmq: number,
-  fmt: (x: number) => string,
-  target: 'lower' | 'higher' | '',
-): Row {
-  const ok =
-    target === '' ? '' : target === 'higher' ? (kvmq >= etcd ? 'PASS' : 'FAIL') : kvmq <= etcd ? 'PASS' : 'FAIL';
-  return {
-    measure,
-    etcd: fmt(etcd),
-    kvmq: fmt(kvmq),
-    ratio: (kvmq / etcd).toFixed(2),
-    target: target === '' ? '' : target === 'higher' ? '≥ etcd' : '≤ etcd',
-    result: ok,
-  };
+function meets(target: Target, etcd: number, kvmq: number): boolean {
+  return target.want === 'higher' ? kvmq >= etcd * target.factor : kvmq <= etcd * target.factor;
+}
+
+function describeTarget(target: Target): string {
+  const times = target.factor === 1 ? 'etcd' : `${target.factor} × etcd`;
+  return `${target.want === 'higher' ? '≥' : '≤'} ${times}`;
 }
 
 async function main(): Promise<void> {
-  const { values } = parseArgs({ options: { quick: { type: 'boolean' }, 'no-write': { type: 'boolean' } } });
+  const { values } = parseArgs({
+    options: { quick: { type: 'boolean' }, 'no-write': { type: 'boolean' }, baseline: { type: 'string' } },
+  });
   const sizes = values.quick === true ? QUICK : FULL;
   const dir = mkdtempSync(join(tmpdir(), 'kvmq-bench-serve-'));
   const load = loadavg()[0]?.toFixed(2) ?? '?';
-  const servers = await Promise.all([startEtcd(dir), startKvmq(dir)]);
+  const { ensurePackages } = (await import(new URL('../../scripts/servers.mjs', import.meta.url).href)) as {
+    ensurePackages: (kind: string, packages: string[], binary: string) => void;
+  };
+  ensurePackages('the range rows', H2LOAD_PACKAGES, 'h2load');
+  const baseline = values.baseline === undefined ? null : checkoutBaseline(values.baseline, dir);
+  const baselineName = `kvmq serve at ${values.baseline ?? ''}`;
+  const servers = await Promise.all([
+    startEtcd(dir),
+    startKvmq(dir, ROOT, 'kvmq serve'),
+    ...(baseline === null ? [] : [startKvmq(dir, baseline.root, baselineName)]),
+  ]);
+  const cleanUp = async (): Promise<void> => {
+    await Promise.allSettled(servers.map((s) => s.stop()));
+    baseline?.remove();
+    rmSync(dir, { recursive: true, force: true });
+  };
   // A failure inside a stream callback must not leave the servers running.
   process.once('uncaughtException', (error) => {
     console.error(error);
-    void Promise.allSettled(servers.map((s) => s.stop())).then(() => {
-      rmSync(dir, { recursive: true, force: true });
-      process.exit(1);
-    });
+    void cleanUp().then(() => process.exit(1));
   });
   const [etcd, kvmq] = servers;
   const figures = new Map<string, ServerFigures>();
-  for (const server of servers) figures.set(server.name, { client: [], h2: [], watch: [] });
+  for (const server of servers) figures.set(server.name, { client: [], h2: [], ranges: [], watch: [] });
   const queue: number[] = [];
   try {
     for (let round = 0; round < sizes.rounds; round++) {
@@ -373,52 +412,79 @@ async function main(): Promise<void> {
         process.stderr.write(`bench serve: round ${round + 1}/${sizes.rounds}, ${server.name}\n`);
         f.client.push(await clientPuts(server, sizes.puts));
         f.h2.push(await h2Puts(server, sizes.h2Puts));
+        f.ranges.push(await h2Ranges(server, dir, sizes.ranges));
         f.watch.push(await watchFanout(server, sizes.watchPuts));
       }
       queue.push(await queueThroughput(kvmq, sizes.queueMessages));
     }
   } finally {
-    await Promise.allSettled(servers.map((s) => s.stop()));
-    rmSync(dir, { recursive: true, force: true });
+    await cleanUp();
   }
   const of = (name: string, pick: (f: ServerFigures) => number[]): number => {
     const f = figures.get(name);
     return f === undefined ? NaN : median(pick(f));
   };
-  const measures: [string, (f: ServerFigures) => number[], (x: number) => string, 'lower' | 'higher' | ''][] = [
-    ['puts/s, etcd3 client, 64 in flight', (f) => f.client.map((x) => x.perSec), f0, 'higher'],
-    ['server CPU per put (µs), etcd3 client', (f) => f.client.map((x) => x.cpuUsPerPut), f1, 'lower'],
-    ['put latency p50 (ms), etcd3 client', (f) => f.client.map((x) => x.p50), f1, ''],
-    ['put latency p99 (ms), etcd3 client', (f) => f.client.map((x) => x.p99), f1, 'lower'],
-    ['puts/s, raw HTTP/2, 2 processes × 32 in flight', (f) => f.h2.map((x) => x.perSec), f0, 'higher'],
-    ['server CPU per put (µs), raw HTTP/2', (f) => f.h2.map((x) => x.cpuUsPerPut), f1, 'lower'],
-    ['put latency p99 (ms), raw HTTP/2', (f) => f.h2.map((x) => x.p99), f1, 'lower'],
-    [`watch fan-out to ${WATCHERS} watchers, p50 (ms)`, (f) => f.watch.map((x) => x.p50), f1, ''],
-    [`watch fan-out to ${WATCHERS} watchers, p99 (ms)`, (f) => f.watch.map((x) => x.p99), f1, 'lower'],
-    [`watch fan-out, all ${WATCHERS} notified, p99 (ms)`, (f) => f.watch.map((x) => x.allP99), f1, ''],
+  const higher = (factor: number): Target => ({ want: 'higher', factor });
+  const lower = (factor: number): Target => ({ want: 'lower', factor });
+  const measures: [string, (f: ServerFigures) => number[], (x: number) => string, Target | null][] = [
+    ['puts/s, etcd3 client, 64 in flight', (f) => f.client.map((x) => x.perSec), f0, higher(1)],
+    ['server CPU per put (µs), etcd3 client', (f) => f.client.map((x) => x.cpuUsPerPut), f1, lower(0.8)],
+    ['put latency p50 (ms), etcd3 client', (f) => f.client.map((x) => x.p50), f1, null],
+    ['put latency p99 (ms), etcd3 client', (f) => f.client.map((x) => x.p99), f1, lower(1)],
+    ['puts/s, raw HTTP/2, 2 processes × 32 in flight', (f) => f.h2.map((x) => x.perSec), f0, higher(1)],
+    ['server CPU per put (µs), raw HTTP/2', (f) => f.h2.map((x) => x.cpuUsPerPut), f1, lower(0.8)],
+    ['put latency p99 (ms), raw HTTP/2', (f) => f.h2.map((x) => x.p99), f1, lower(1)],
+    [
+      `ranges/s, h2load, ${RANGE_CLIENTS} connections × ${RANGE_STREAMS} in flight`,
+      (f) => f.ranges.map((x) => x.perSec),
+      f0,
+      higher(5),
+    ],
+    ['server CPU per range (µs), h2load', (f) => f.ranges.map((x) => x.cpuUsPerRange), f1, null],
+    [`watch fan-out to ${WATCHERS} watchers, p50 (ms)`, (f) => f.watch.map((x) => x.p50), f1, null],
+    [`watch fan-out to ${WATCHERS} watchers, p99 (ms)`, (f) => f.watch.map((x) => x.p99), f1, lower(1)],
+    [`watch fan-out, all ${WATCHERS} notified, p99 (ms)`, (f) => f.watch.map((x) => x.allP99), f1, null],
   ];
-  const rows: Row[] = measures.map(([measure, pick, fmt, target]) =>
-    compare(measure, of(etcd.name, pick), of(kvmq.name, pick), fmt, target),
-  );
-  const queueRate = median(queue);
+  const baselineColumn = baseline === null ? [] : [baselineName];
+  const rows = measures.map(([measure, pick, fmt, target]) => {
+    const e = of(etcd.name, pick);
+    const k = of(kvmq.name, pick);
+    const cells = [
+      measure,
+      fmt(e),
+      ...baselineColumn.map((name) => fmt(of(name, pick))),
+      fmt(k),
+      (k / e).toFixed(2),
+      target === null ? '' : describeTarget(target),
+      target === null ? '' : meets(target, e, k) ? 'PASS' : 'FAIL',
+    ];
+    return `| ${cells.join(' | ')} |`;
+  });
+  // The queue runs on this tree's server only.
+  const queueCells = ['-', ...baselineColumn.map(() => '-')];
   const table = [
-    '| measure | etcd 3.4 | kvmq serve | kvmq/etcd | target | |',
-    '|---|---:|---:|---:|---|---|',
-    ...rows.map((r) => `| ${r.measure} | ${r.etcd} | ${r.kvmq} | ${r.ratio} | ${r.target} | ${r.result} |`),
-    `| queue: messages/s through kvmq serve, plain etcd clients (${CONSUMERS} consumers of capacity ${CAPACITY}, 64 puts in flight) | - | ${f0(queueRate)} | | | |`,
+    `| measure | etcd 3.4 | ${[...baselineColumn, 'kvmq serve'].join(' | ')} | kvmq/etcd | target | |`,
+    `|---|---:|${[...baselineColumn, 'kvmq'].map(() => '---:').join('|')}|---:|---|---|`,
+    ...rows,
+    `| queue: messages/s through kvmq serve, plain etcd clients (${CONSUMERS} consumers of capacity ${CAPACITY}, 64 puts in flight) | ${queueCells.join(' | ')} | ${f0(median(queue))} | | | |`,
   ].join('\n');
   process.stdout.write(`${table}\n`);
   const machine = `${cpus().length} × ${cpus()[0]?.model.trim() ?? 'cpu'}, ${Math.round(totalmem() / 2 ** 30)} GiB, Linux ${release()}, Node ${process.version}`;
   const loadAtEnd = loadavg()[0]?.toFixed(2) ?? '?';
+  const command = `node --import tsx bench/serve/run.ts${values.quick === true ? ' --quick' : ''}${values.baseline === undefined ? '' : ` --baseline ${values.baseline}`}`;
   const body = [
     '## serve: kvmq serve and etcd 3.4 side by side',
     '',
-    `\`node --import tsx bench/serve/run.ts${values.quick === true ? ' --quick' : ''}\` (bench/serve/run.ts): ${machine};`,
-    `load average ${load} at the start, ${loadAtEnd} at the end; median of ${sizes.rounds} round(s), the two servers in`,
+    `\`${command}\` (bench/serve/run.ts): ${machine};`,
+    `load average ${load} at the start, ${loadAtEnd} at the end; median of ${sizes.rounds} round(s), the servers in`,
     'alternating order. Both durable: etcd fsyncs its WAL, kvmq serve fdatasyncs its WAL, before answering a',
     "write. CPU per put is the server process's user+system time from /proc (all its threads) over the timed",
     'puts, divided by the puts. On these 2 cores the etcd3 client itself is the limit of the first rows; the',
-    'raw HTTP/2 rows use a lighter client (two processes, one pre-encoded request per call).',
+    'raw HTTP/2 rows use a lighter client (two processes, one pre-encoded request per call), and the range rows',
+    "Debian's h2load, a C load generator, with one pre-encoded RangeRequest of a 32-byte value.",
+    ...(baseline === null
+      ? []
+      : ['', `The \`${baselineName}\` column is the server as it was at that commit, run in the same rounds.`]),
     '',
     table,
   ].join('\n');
