@@ -88,26 +88,15 @@ async function startEtcd(dir: string): Promise<Server> {
   return { name: 'etcd 3.4', endpoint: started.endpoints, pid: started.member.pid ?? 0, stop: () => started.stop() };
 }
 
-/** kvmq serve from the source tree at `root` (this one, or a baseline's worktree). */
-async function startKvmq(dir: string, root: string, name: string): Promise<Server> {
-  const child = spawn(
-    process.execPath,
-    [
-      '--import',
-      'tsx',
-      join(root, 'src/cli/main.ts'),
-      'serve',
-      '--data',
-      join(dir, name.replace(/\W+/g, '-')),
-      '--listen',
-      '127.0.0.1:0',
-      '--json',
-    ],
-    { cwd: root, stdio: ['ignore', 'pipe', 'inherit'] },
-  );
+/** A TypeScript program run with tsx that prints {"endpoint": "HOST:PORT"} once it listens. */
+async function startListener(name: string, root: string, args: string[]): Promise<Server> {
+  const child = spawn(process.execPath, ['--import', 'tsx', ...args], {
+    cwd: root,
+    stdio: ['ignore', 'pipe', 'inherit'],
+  });
   const line = await new Promise<string>((resolve, reject) => {
     createInterface({ input: child.stdout }).once('line', resolve);
-    child.once('exit', (code) => reject(new Error(`kvmq serve exited (${String(code)}) before it listened`)));
+    child.once('exit', (code) => reject(new Error(`${name} exited (${String(code)}) before it listened`)));
   });
   const { endpoint } = JSON.parse(line) as { endpoint: string };
   return {
@@ -120,6 +109,20 @@ async function startKvmq(dir: string, root: string, name: string): Promise<Serve
         child.kill('SIGTERM');
       }),
   };
+}
+
+/** kvmq serve from the source tree at `root` (this one, or a baseline's worktree). */
+function startKvmq(dir: string, root: string, name: string): Promise<Server> {
+  const data = join(dir, name.replace(/\W+/g, '-'));
+  return startListener(name, root, [
+    join(root, 'src/cli/main.ts'),
+    'serve',
+    '--data',
+    data,
+    '--listen',
+    '127.0.0.1:0',
+    '--json',
+  ]);
 }
 
 /** A worktree of this repository at `ref`, sharing this tree's node_modules; removed by the returned function. */
@@ -390,8 +393,10 @@ async function main(): Promise<void> {
     startKvmq(dir, ROOT, 'kvmq serve'),
     ...(baseline === null ? [] : [startKvmq(dir, baseline.root, baselineName)]),
   ]);
+  const ceiling = await startListener('node:http2 ceiling', ROOT, [join(ROOT, 'bench/serve/h2-ceiling.ts')]);
+  const ceilingRanges: number[] = [];
   const cleanUp = async (): Promise<void> => {
-    await Promise.allSettled(servers.map((s) => s.stop()));
+    await Promise.allSettled([...servers, ceiling].map((s) => s.stop()));
     baseline?.remove();
     rmSync(dir, { recursive: true, force: true });
   };
@@ -416,6 +421,15 @@ async function main(): Promise<void> {
         f.watch.push(await watchFanout(server, sizes.watchPuts));
       }
       queue.push(await queueThroughput(kvmq, sizes.queueMessages));
+      const ranges = await h2loadRanges(
+        ceiling.endpoint,
+        dir,
+        'bench/range',
+        sizes.ranges,
+        RANGE_CLIENTS,
+        RANGE_STREAMS,
+      );
+      ceilingRanges.push(ranges.perSec);
     }
   } finally {
     await cleanUp();
@@ -460,12 +474,14 @@ async function main(): Promise<void> {
     ];
     return `| ${cells.join(' | ')} |`;
   });
+  const ceilingRate = median(ceilingRanges);
   // The queue runs on this tree's server only.
   const queueCells = ['-', ...baselineColumn.map(() => '-')];
   const table = [
     `| measure | etcd 3.4 | ${[...baselineColumn, 'kvmq serve'].join(' | ')} | kvmq/etcd | target | |`,
     `|---|---:|${[...baselineColumn, 'kvmq'].map(() => '---:').join('|')}|---:|---|---|`,
     ...rows,
+    `| ranges/s, node:http2 answering every call at once with a fixed response (the transport's ceiling) | ${['-', ...queueCells.slice(1)].join(' | ')} | ${f0(ceilingRate)} | ${(ceilingRate / of(etcd.name, (f) => f.ranges.map((x) => x.perSec))).toFixed(2)} | | |`,
     `| queue: messages/s through kvmq serve, plain etcd clients (${CONSUMERS} consumers of capacity ${CAPACITY}, 64 puts in flight) | ${queueCells.join(' | ')} | ${f0(median(queue))} | | | |`,
   ].join('\n');
   process.stdout.write(`${table}\n`);
