@@ -11,7 +11,8 @@ import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { freePort, spawnServer, stopServer, waitUntilReady } from '../servers.mjs';
 
-export const packages = ['etcd-server', 'etcd-client'];
+// python3-etcd3gw: a plain JSON-gateway client, which the kvmq serve gateway test runs a queue with.
+export const packages = ['etcd-server', 'etcd-client', 'python3-etcd3gw'];
 export const binary = 'etcd';
 export const ETCDCTL = 'etcdctl';
 
