@@ -106,7 +106,14 @@ void describe('redis store', () => {
       (await claim(1)).messages.map((m) => m.id),
       ['finished'],
     );
-    const finish = { id: 'finished', attempt: 1, outcome: 'success' as const, backoffMs: 0, error: null };
+    const finish = {
+      id: 'finished',
+      attempt: 1,
+      outcome: 'success' as const,
+      backoffMs: 0,
+      error: null,
+      startedAt: null,
+    };
     assert.deepEqual(await client.store.finish(q, 'layout-consumer', [finish]), ['ok']);
     // Nothing left that this consumer accepts: a dry run sets the queue-wide backoff.
     assert.equal((await claim(1)).dryRuns, 1);

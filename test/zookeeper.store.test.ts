@@ -191,7 +191,14 @@ describe('zookeeper: claim on finish', () => {
     accepts: null,
     eoqBackoffMs: () => 1000,
   });
-  const success = (id: string) => ({ id, attempt: 1, outcome: 'success' as const, backoffMs: 0, error: null });
+  const success = (id: string) => ({
+    id,
+    attempt: 1,
+    outcome: 'success' as const,
+    backoffMs: 0,
+    error: null,
+    startedAt: null,
+  });
 
   /** Claims `id` for the consumer, then waits until the reads that claim sent ahead are in. */
   async function claimOne(client: Client, q: string, id: string, lockMs: number): Promise<void> {
@@ -304,7 +311,7 @@ describe('zookeeper: sessions', () => {
 
       // Its late outcome (and any direct finish for that attempt) changes nothing.
       release.open();
-      const late = { id: 'm', attempt: 1, outcome: 'error' as const, backoffMs: 0, error: 'late' };
+      const late = { id: 'm', attempt: 1, outcome: 'error' as const, backoffMs: 0, error: 'late', startedAt: null };
       assert.deepEqual(await first.store.finish(q, stale.id, [late]), ['lost']);
       const status = await first.status(q, 'm');
       assert.equal(status?.state, 'locked');
