@@ -88,7 +88,7 @@ export function readCursor(query: ListQuery, size: number): string[] | null {
   ) {
     throw new TypeError('cursor is not one a previous page of this listing returned (same states and outcome)');
   }
-  return (parts as string[]).slice(1);
+  return (parts).slice(1);
 }
 
 function listingKey(query: ListQuery): string {
