@@ -223,7 +223,7 @@ describe('kvmq CLI', { concurrency: 4 }, () => {
     assert.match(String(again.lastError), /exited with code 75\ntry later$/);
 
     const fail = await statusOf(store, 'jobs', 'fail');
-    assert.equal(fail.state, 'done-awaiting-gc');
+    assert.equal(fail.state, 'failed');
     assert.equal(fail.outcome, 'error');
     assert.equal(fail.attempt, 1);
     assert.match(String(fail.lastError), /exited with code 1\nit broke$/);

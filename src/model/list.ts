@@ -45,13 +45,16 @@ export function checkListOptions(value: unknown): ListQuery {
   if (cursor !== undefined && (typeof cursor !== 'string' || !/^[A-Za-z0-9_-]{1,4096}$/.test(cursor))) {
     throw new TypeError('cursor must be the cursor string of a previous page of the same listing');
   }
-  return {
+  const query: ListQuery = {
     states: MESSAGE_STATES.filter((state) => wanted.includes(state)),
     outcome: (outcome as Outcome | undefined) ?? null,
     limit: options.limit === undefined ? DEFAULT_LIST_LIMIT : checkCount('limit', options.limit, 1, MAX_LIST_LIMIT),
     cursor: cursor ?? null,
     payload: options.payload === undefined ? false : checkBoolean('payload', options.payload),
   };
+  // Every store refuses a foreign cursor the same way, before it reads anything.
+  cursorParts(query);
+  return query;
 }
 
 export function checkState(state: unknown): MessageState {
@@ -73,6 +76,12 @@ export function makeCursor(query: ListQuery, position: readonly string[]): strin
 
 /** The position a cursor carries; a TypeError when it is not this listing's (or has the wrong shape). */
 export function readCursor(query: ListQuery, size: number): string[] | null {
+  const parts = cursorParts(query);
+  if (parts !== null && parts.length !== size) throw foreignCursor();
+  return parts;
+}
+
+function cursorParts(query: ListQuery): string[] | null {
   if (query.cursor === null) return null;
   let parts: unknown;
   try {
@@ -80,15 +89,14 @@ export function readCursor(query: ListQuery, size: number): string[] | null {
   } catch {
     parts = null;
   }
-  if (
-    !Array.isArray(parts) ||
-    parts.length !== size + 1 ||
-    parts[0] !== listingKey(query) ||
-    !parts.every((part) => typeof part === 'string')
-  ) {
-    throw new TypeError('cursor is not one a previous page of this listing returned (same states and outcome)');
+  if (!Array.isArray(parts) || parts[0] !== listingKey(query) || !parts.every((part) => typeof part === 'string')) {
+    throw foreignCursor();
   }
-  return (parts).slice(1);
+  return parts.slice(1);
+}
+
+function foreignCursor(): TypeError {
+  return new TypeError('cursor is not one a previous page of this listing returned (same states and outcome)');
 }
 
 function listingKey(query: ListQuery): string {

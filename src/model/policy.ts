@@ -44,7 +44,7 @@ export function decodePolicy(stored: string | null | undefined): MessagePolicy |
   if (stored === null || stored === undefined || stored === '') return null;
   try {
     const value: unknown = JSON.parse(stored);
-    return typeof value === 'object' && value !== null ? (value) : null;
+    return typeof value === 'object' && value !== null ? value : null;
   } catch {
     return null;
   }

@@ -13,9 +13,35 @@ export function gc(fixture: StoreFixture): void {
   void describe('gc and configuration', () => {
     storeTest(fixture, 'configure() round-trips through config(), and a second client sees it', async (h) => {
       const q = h.queue('config');
-      assert.deepEqual(await h.client.config(q), { gcLifetimeMs: 300_000, gcIntervalMs: 30_000, filterEnums: {} });
+      const defaults = {
+        gcLifetimeMs: 300_000,
+        failedLifetimeMs: 7 * 24 * HOUR_MS,
+        gcIntervalMs: 30_000,
+        filterEnums: {},
+        paused: false,
+        maxDeliveries: 10,
+        deadLetterQueue: null,
+      };
+      assert.deepEqual(await h.client.config(q), defaults);
       const written = await h.client.configure(q, { gcLifetimeMs: 1234, gcIntervalMs: 567 });
-      assert.deepEqual(written, { gcLifetimeMs: 1234, gcIntervalMs: 567, filterEnums: {} });
+      assert.deepEqual(written, { ...defaults, gcLifetimeMs: 1234, gcIntervalMs: 567 });
+      const dlq = h.queue('config-dlq');
+      const every = await h.client.configure(q, {
+        failedLifetimeMs: 4321,
+        maxDeliveries: 3,
+        deadLetterQueue: dlq,
+        paused: true,
+      });
+      assert.deepEqual(every, {
+        ...written,
+        failedLifetimeMs: 4321,
+        maxDeliveries: 3,
+        deadLetterQueue: dlq,
+        paused: true,
+      });
+      assert.deepEqual(await h.client.config(q), every);
+      await h.client.configure(q, { failedLifetimeMs: 7 * 24 * HOUR_MS, maxDeliveries: 10, deadLetterQueue: null });
+      assert.deepEqual(await h.client.configure(q, { paused: false }), written);
       assert.deepEqual(await h.client.config(q), written);
       const other = await h.connect();
       assert.deepEqual(await other.config(q), written);
