@@ -31,8 +31,8 @@ export const status: Command = {
       if (id === undefined) {
         const result = await client.queueStatus(queue);
         if (json) {
-          const { counts, consumers, dryRuns, total } = result;
-          printJson({ counts, consumers, dryRuns, total });
+          const { counts, consumers, dryRuns, total, paused } = result;
+          printJson({ counts, consumers, dryRuns, total, paused });
         } else printLine(queueText(result));
         return EXIT_OK;
       }
@@ -70,7 +70,7 @@ function messageText(m: MessageStatus): string {
 
 function queueText(q: QueueStatus): string {
   const lines = [
-    `queue ${q.queue}: ${q.total} messages, ${q.dryRuns} dry runs`,
+    `queue ${q.queue}${q.paused ? ' (paused)' : ''}: ${q.total} messages, ${q.dryRuns} dry runs`,
     table(
       MESSAGE_STATES.map((state) => [state, String(q.counts[state])]),
       '  ',
