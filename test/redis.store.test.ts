@@ -166,6 +166,8 @@ void describe('redis store', () => {
       'schedule',
       'lock-expiry',
       'done-at',
+      'dedupe',
+      'requeue-locks',
       'conf',
     ];
     const keys = cli(base, 'KEYS', `carmine:mq:{${q}}:*`).map((k) => k.slice(`carmine:mq:{${q}}:`.length));
@@ -396,6 +398,31 @@ void describe('redis store', () => {
     assert.equal((await client.gc(q)).ran, true);
     assert.equal((await client.queueStatus(q)).total, 0);
     assert.deepEqual(await client.enqueue(q, payload, { id: 'after' }), { ok: true, id: 'after', action: 'added' });
+  });
+});
+
+void describe('redis store: failures, listings and counts', () => {
+  const claimArgs = { consumerId: 'c', max: 1, lockMs: 60_000, accepts: null, eoqBackoffMs: () => 1000 };
+  const claimOne = (client: Client, q: string, lockMs = 60_000) => client.store.claim(q, { ...claimArgs, lockMs });
+  const finish = (client: Client, q: string, id: string, outcome: 'success' | 'error', backoffMs = 0) =>
+    client.store.finish(q, 'c', [{ id, attempt: 1, outcome, backoffMs, error: 'e', startedAt: Date.now() }]);
+
+  void test('a foreign key met only on the failure path: StoreLayoutError, nothing written', async () => {
+    const prefix = uniquePrefix('rare');
+    const client = await open(`${base}?prefix=${prefix}`);
+    const q = 'rare';
+    await client.enqueue(q, 'x', { id: 'm' });
+    await claimOne(client, q);
+    cli(base, 'SET', `${prefix}:{${q}}:history`, 'not kvmq');
+    await assert.rejects(finish(client, q, 'm', 'error'), (error: unknown) => {
+      assert.ok(error instanceof StoreLayoutError, String(error));
+      assert.match(error.message, /history/);
+      return true;
+    });
+    assert.equal((await client.status(q, 'm'))?.state, 'locked');
+    cli(base, 'DEL', `${prefix}:{${q}}:history`);
+    assert.deepEqual(await finish(client, q, 'm', 'error'), ['ok']);
+    assert.equal((await client.status(q, 'm'))?.state, 'failed');
   });
 });
 

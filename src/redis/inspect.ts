@@ -13,8 +13,12 @@ import type { Scripts } from './scripts.js';
 
 export async function messageStatus(scripts: Scripts, queue: string, id: string): Promise<MessageStatus | null> {
   const reply = await scripts.run(SCRIPTS.status, queue, [id]);
-  if (reply === null) return null;
-  const [state, attempt, outcome, enqueuedAt, updatedAt, holder, until] = list(reply);
+  return reply === null ? null : statusFields(queue, id, list(reply));
+}
+
+/** A message's status from the seven fields of a Lua `status_of` reply. */
+export function statusFields(queue: string, id: string, fields: readonly unknown[]): MessageStatus {
+  const [state, attempt, outcome, enqueuedAt, updatedAt, holder, until] = fields;
   return {
     queue,
     id,
@@ -30,7 +34,7 @@ export async function messageStatus(scripts: Scripts, queue: string, id: string)
 
 export async function queueStatus(scripts: Scripts, queue: string, where: string): Promise<QueueStatus> {
   const reply = list(await scripts.run(SCRIPTS.queueStatus, queue, []));
-  const counts = Object.fromEntries(MESSAGE_STATES.map((state, i) => [state, num(reply[2 + i])])) as Record<
+  const counts = Object.fromEntries(MESSAGE_STATES.map((state, i) => [state, num(reply[3 + i])])) as Record<
     MessageState,
     number
   >;
@@ -38,8 +42,9 @@ export async function queueStatus(scripts: Scripts, queue: string, where: string
     queue,
     counts,
     total: Object.values(counts).reduce((a, b) => a + b, 0),
-    consumers: consumerInfos(num(reply[0]), reply.slice(2 + MESSAGE_STATES.length), where),
+    consumers: consumerInfos(num(reply[0]), reply.slice(3 + MESSAGE_STATES.length), where),
     dryRuns: num(reply[1]),
+    paused: num(reply[2]) === 1,
   };
 }
 

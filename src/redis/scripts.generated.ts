@@ -33,11 +33,21 @@ export const SCRIPTS = {
       'mid-circle',
       'eoq-backoff?',
       'ndry-runs',
+      'policies',
+      'failed',
+      'history',
+      'losses',
+      'outcomes',
+      'enqueued-at',
+      'requeue-content',
+      'requeue-locks',
+      'requeue-schedule',
+      'dedupe',
     ],
     readOnly: false,
-    sha: '7f72fdf447156d2e1fa176b6dd949e16c86f142a',
+    sha: 'ac403c44563b682da0d67325e5792f5c599921b2',
     source: `#!lua flags=allow-oom
-local K = { messages = KEYS[1], metadata = KEYS[2], filters = KEYS[3], classes = KEYS[4], nattempts = KEYS[5], locks = KEYS[6], holders = KEYS[7], backoffs = KEYS[8], done = KEYS[9], done_at = KEYS[10], requeue = KEYS[11], schedule = KEYS[12], lock_expiry = KEYS[13], updated_at = KEYS[14], mid_circle = KEYS[15], eoq_backoff = KEYS[16], ndry_runs = KEYS[17] }
+local K = { messages = KEYS[1], metadata = KEYS[2], filters = KEYS[3], classes = KEYS[4], nattempts = KEYS[5], locks = KEYS[6], holders = KEYS[7], backoffs = KEYS[8], done = KEYS[9], done_at = KEYS[10], requeue = KEYS[11], schedule = KEYS[12], lock_expiry = KEYS[13], updated_at = KEYS[14], mid_circle = KEYS[15], eoq_backoff = KEYS[16], ndry_runs = KEYS[17], policies = KEYS[18], failed = KEYS[19], history = KEYS[20], losses = KEYS[21], outcomes = KEYS[22], enqueued_at = KEYS[23], requeue_content = KEYS[24], requeue_locks = KEYS[25], requeue_schedule = KEYS[26], dedupe = KEYS[27] }
 -- common: helpers every script includes. K holds the queue's keys by name
 -- (see src/redis/keys.ts; in Lua '-' becomes '_' and '?' is dropped).
 --
@@ -50,7 +60,8 @@ local KEY_TYPES = {
   filters = 'hash', classes = 'set', holders = 'hash', outcomes = 'hash', enqueued_at = 'hash',
   updated_at = 'hash', requeue_content = 'hash', schedule = 'zset', lock_expiry = 'zset',
   done_at = 'zset', dedupe = 'zset', conf = 'hash', consumers = 'hash', gc_lock = 'string',
-  gc_at = 'string',
+  gc_at = 'string', policies = 'hash', history = 'hash', losses = 'hash',
+  requeue_locks = 'zset', requeue_schedule = 'zset', failed = 'zset',
 }
 
 -- Lua's unpack has a stack limit; variadic commands go in chunks of this many arguments.
@@ -78,17 +89,38 @@ local function ready_list(class)
   return K.mid_circle .. ':' .. class
 end
 
+-- A message's filter class ('' for none); the script must take the \`filters\` key.
+local function class_of(id)
+  return redis.call('HGET', K.filters, id) or ''
+end
+
 -- Checks every key the script was given, and the ready list of every filter
 -- class known or about to be added, before the script writes anything: a
 -- script that stopped half-way would leave messages half-written.
-local function check_layout(new_classes)
+-- Keys a script touches only on its rare paths (see check_rare).
+local RARE = {}
+local rare_checked = false
+
+-- \`rare\` (optional) names keys left to check_rare, so a hot path pays no TYPE call for them.
+local function check_layout(new_classes, rare)
+  for _, name in ipairs(rare or {}) do RARE[name] = true end
   for name, key in pairs(K) do
     local expected = KEY_TYPES[name]
-    if expected ~= nil then check_type(key, expected) end
+    if expected ~= nil and not RARE[name] then check_type(key, expected) end
   end
   if K.classes ~= nil and K.mid_circle ~= nil then
     for _, class in ipairs(redis.call('SMEMBERS', K.classes)) do check_type(ready_list(class), 'list') end
     for _, class in ipairs(new_classes or {}) do check_type(ready_list(class), 'list') end
+  end
+end
+
+-- Checks the keys check_layout left out, once, when a rare path (a failure, a lost lock) starts:
+-- the caller calls it before that path writes anything.
+local function check_rare()
+  if rare_checked then return end
+  rare_checked = true
+  for name in pairs(RARE) do
+    if K[name] ~= nil then check_type(K[name], KEY_TYPES[name]) end
   end
 end
 
@@ -161,38 +193,108 @@ local function flush_ready(r)
     call_chunked('RPUSH', ready_list(class), reversed)
   end
 end
+-- forget: removes every trace of a message from the queue's hashes, sets and
+-- sorted sets (not from a ready list: the caller knows whether it is in one).
+--
+-- KEYS: messages metadata filters policies history losses nattempts locks holders backoffs outcomes
+--       enqueued-at updated-at requeue-content done requeue schedule lock-expiry requeue-locks
+--       requeue-schedule done-at dedupe failed
+
+local FORGET_HASHES = { 'messages', 'metadata', 'filters', 'policies', 'history', 'losses', 'nattempts', 'locks',
+  'holders', 'backoffs', 'outcomes', 'enqueued_at', 'updated_at', 'requeue_content' }
+local FORGET_ZSETS = { 'schedule', 'lock_expiry', 'requeue_locks', 'requeue_schedule', 'done_at', 'dedupe', 'failed' }
+
+-- With \`w\`, the removals are queued there (many ids in one command per key); else made now.
+local function forget(id, w)
+  for _, name in ipairs(FORGET_HASHES) do
+    if w then later(w, 'hdel', K[name], id) else redis.call('HDEL', K[name], id) end
+  end
+  for _, name in ipairs(FORGET_ZSETS) do
+    if w then later(w, 'zrem', K[name], id) else redis.call('ZREM', K[name], id) end
+  end
+  for _, name in ipairs({ 'done', 'requeue' }) do
+    if w then later(w, 'srem', K[name], id) else redis.call('SREM', K[name], id) end
+  end
+end
+-- fail: a message's last run ended in a final error: it becomes failed. Also
+-- the history of attempts.
+--
+-- KEYS: messages metadata filters policies history outcomes updated-at locks holders lock-expiry
+--       backoffs schedule requeue requeue-locks requeue-content failed
+
+-- Attempt records kept per message (model/history.ts HISTORY_LIMIT).
+local HISTORY_LIMIT = 10
+
+-- Appends an attempt record (a table; absent fields are written as null) to the message's history.
+local function append_history(id, attempt, started, now, consumer, outcome, err)
+  check_rare()
+  local history = {}
+  local stored = redis.call('HGET', K.history, id)
+  if stored then
+    local ok, value = pcall(cjson.decode, stored)
+    if ok and type(value) == 'table' then history = value end
+  end
+  history[#history + 1] = {
+    attempt = tonumber(attempt) or 0,
+    startedAt = started or cjson.null,
+    endedAt = now,
+    consumer = consumer or cjson.null,
+    outcome = outcome,
+    error = err or cjson.null,
+  }
+  while #history > HISTORY_LIMIT do table.remove(history, 1) end
+  redis.call('HSET', K.history, id, cjson.encode(history))
+end
+
+-- Ends the message's run with \`outcome\` (the outcomes field: 'error', a newline, the error): failed.
+-- The caller has recorded the failing attempt in the history.
+local function fail(id, now, outcome)
+  check_rare()
+  for _, key in ipairs({ K.locks, K.holders, K.backoffs, K.requeue_content }) do redis.call('HDEL', key, id) end
+  for _, key in ipairs({ K.lock_expiry, K.schedule, K.requeue_locks }) do redis.call('ZREM', key, id) end
+  redis.call('SREM', K.requeue, id)
+  redis.call('HSET', K.outcomes, id, outcome)
+  redis.call('HSET', K.updated_at, id, now)
+  redis.call('ZADD', K.failed, now, id)
+end
 -- promote: moves messages whose wait is over back to their ready lists, at the
 -- front (they waited longest): pending messages whose backoff ended, requeues
 -- whose done backoff ended (a new run: out of done), and locked messages whose
 -- lock expired (their holder stalled or died; attempt and requeue mark stay).
 --
--- KEYS: schedule lock-expiry backoffs locks holders done done-at requeue filters
+-- KEYS: schedule lock-expiry backoffs locks holders done done-at requeue filters requeue-schedule
+--       requeue-locks losses nattempts
 
 -- Per call at most this many of each, so a script stays short; the caller looks again at once.
 local PROMOTE_LIMIT = 1000
 
-local function class_of(id)
-  return redis.call('HGET', K.filters, id) or ''
+-- Ends a scheduled wait now: a backoff (queued-with-backoff), or a requeue's (done-with-requeue:
+-- a new run, out of done). The message goes to the front of its ready list.
+local function end_wait(id, ready, w)
+  if redis.call('SISMEMBER', K.done, id) == 1 then
+    later(w, 'srem', K.done, id)
+    later(w, 'srem', K.requeue, id)
+    later(w, 'zrem', K.done_at, id)
+    later(w, 'zrem', K.requeue_schedule, id)
+    later(w, 'hdel', K.nattempts, id)
+    later(w, 'hdel', K.losses, id)
+  end
+  later(w, 'hdel', K.backoffs, id)
+  later(w, 'zrem', K.schedule, id)
+  push_ready(ready, class_of(id), id, true)
 end
 
 -- Returns true when more may be due than were moved.
 local function promote(now, ready, w)
   local due = redis.call('ZRANGEBYSCORE', K.schedule, '-inf', now, 'LIMIT', 0, PROMOTE_LIMIT)
-  for _, id in ipairs(due) do
-    if redis.call('SISMEMBER', K.done, id) == 1 then
-      later(w, 'srem', K.done, id)
-      later(w, 'srem', K.requeue, id)
-      later(w, 'zrem', K.done_at, id)
-    end
-    later(w, 'hdel', K.backoffs, id)
-    later(w, 'zrem', K.schedule, id)
-    push_ready(ready, class_of(id), id, true)
-  end
   local expired = redis.call('ZRANGEBYSCORE', K.lock_expiry, '-inf', now, 'LIMIT', 0, PROMOTE_LIMIT)
+  if #due > 0 or #expired > 0 then check_rare() end
+  for _, id in ipairs(due) do end_wait(id, ready, w) end
   for _, id in ipairs(expired) do
     later(w, 'hdel', K.locks, id)
     later(w, 'hdel', K.holders, id)
     later(w, 'zrem', K.lock_expiry, id)
+    later(w, 'zrem', K.requeue_locks, id)
     push_ready(ready, class_of(id), id, true)
   end
   return #due == PROMOTE_LIMIT or #expired == PROMOTE_LIMIT
@@ -205,16 +307,18 @@ end
 -- Runs when Redis is out of memory (allow-oom): draining the queue is how memory comes back.
 --
 -- KEYS: messages metadata filters classes nattempts locks holders backoffs done done-at requeue
---       schedule lock-expiry updated-at mid-circle eoq-backoff? ndry-runs
+--       schedule lock-expiry updated-at mid-circle eoq-backoff? ndry-runs policies failed
 -- ARGV: consumer id, max, lock ms, the number of filter classes the consumer knows of,
 --       five end-of-queue backoffs in ms (after dry run 1, 2, 3, 4, 5 and more),
 --       '*' to accept every class, else the accepted classes ('' for messages without filters)
 -- Reply: { 'classes', class... } when the queue's classes changed since the consumer looked
 --        (it claimed nothing), else { 'ok', queue size, dry runs, wake-at ms (-1: none),
---        then five per message: id, content, metadata JSON or nil, filter class, attempt }
--- Include: common promote
+--        then six per message: id, content, metadata JSON or nil, filter class, attempt, policy or nil }
+-- Include: common forget fail promote
 
-check_layout()
+-- The hot path of a claim touches none of these.
+check_layout(nil, { 'history', 'losses', 'outcomes', 'enqueued_at', 'requeue_content', 'requeue_schedule', 'dedupe',
+  'done_at', 'backoffs' })
 local consumer, max, lock_ms, known = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
 local accept_all = ARGV[10] == '*'
 
@@ -225,6 +329,10 @@ if not accept_all and redis.call('SCARD', K.classes) ~= known then
 end
 
 local now = now_ms()
+-- Messages waiting or held: not finished, not failed.
+local function queue_size()
+  return redis.call('HLEN', K.messages) - redis.call('SCARD', K.done) - redis.call('ZCARD', K.failed)
+end
 local w = pending_writes()
 local ready = pending_ready()
 local more = promote(now, ready, w)
@@ -260,6 +368,8 @@ if n > 0 then
   local contents = hmget(K.messages, ids)
   local metas = hmget(K.metadata, ids)
   local attempts = hmget(K.nattempts, ids)
+  local policies = hmget(K.policies, ids)
+  local marked = redis.call('SCARD', K.requeue) > 0
   local lock_until = now + lock_ms
   local counts, locks, holders, stamps, expiry, m, r = {}, {}, {}, {}, {}, 0, 4
   for i = 1, n do
@@ -274,7 +384,12 @@ if n > 0 then
       expiry[m + 1], expiry[m + 2] = lock_until, id
       m = m + 2
       reply[r + 1], reply[r + 2], reply[r + 3], reply[r + 4], reply[r + 5] = id, contents[i], metas[i], class_at[i], attempt
-      r = r + 5
+      reply[r + 6] = policies[i]
+      r = r + 6
+      -- A message that lost its lock keeps its requeue mark: locked-with-requeue again.
+      if marked and redis.call('SISMEMBER', K.requeue, id) == 1 then
+        redis.call('ZADD', K.requeue_locks, lock_until, id)
+      end
     end
   end
   if m > 0 then
@@ -312,7 +427,7 @@ else
   reply[3] = dry
   reply[4] = wake_at
 end
-reply[2] = redis.call('HLEN', K.messages) - redis.call('SCARD', K.done)
+reply[2] = queue_size()
 return reply
 `,
   },
@@ -340,11 +455,17 @@ return reply
       'lock-expiry',
       'done-at',
       'dedupe',
+      'policies',
+      'history',
+      'losses',
+      'requeue-locks',
+      'requeue-schedule',
+      'failed',
     ],
     readOnly: false,
-    sha: '021e70ac39feea2dd233d2b0dc7078b249463b76',
+    sha: '0f1ccdd68a7883a0777cdebf715844ea2ac597bc',
     source: `#!lua flags=allow-oom
-local K = { messages = KEYS[1], locks = KEYS[2], backoffs = KEYS[3], nattempts = KEYS[4], mid_circle = KEYS[5], done = KEYS[6], requeue = KEYS[7], eoq_backoff = KEYS[8], ndry_runs = KEYS[9], metadata = KEYS[10], filters = KEYS[11], classes = KEYS[12], holders = KEYS[13], outcomes = KEYS[14], enqueued_at = KEYS[15], updated_at = KEYS[16], requeue_content = KEYS[17], schedule = KEYS[18], lock_expiry = KEYS[19], done_at = KEYS[20], dedupe = KEYS[21] }
+local K = { messages = KEYS[1], locks = KEYS[2], backoffs = KEYS[3], nattempts = KEYS[4], mid_circle = KEYS[5], done = KEYS[6], requeue = KEYS[7], eoq_backoff = KEYS[8], ndry_runs = KEYS[9], metadata = KEYS[10], filters = KEYS[11], classes = KEYS[12], holders = KEYS[13], outcomes = KEYS[14], enqueued_at = KEYS[15], updated_at = KEYS[16], requeue_content = KEYS[17], schedule = KEYS[18], lock_expiry = KEYS[19], done_at = KEYS[20], dedupe = KEYS[21], policies = KEYS[22], history = KEYS[23], losses = KEYS[24], requeue_locks = KEYS[25], requeue_schedule = KEYS[26], failed = KEYS[27] }
 -- common: helpers every script includes. K holds the queue's keys by name
 -- (see src/redis/keys.ts; in Lua '-' becomes '_' and '?' is dropped).
 --
@@ -357,7 +478,8 @@ local KEY_TYPES = {
   filters = 'hash', classes = 'set', holders = 'hash', outcomes = 'hash', enqueued_at = 'hash',
   updated_at = 'hash', requeue_content = 'hash', schedule = 'zset', lock_expiry = 'zset',
   done_at = 'zset', dedupe = 'zset', conf = 'hash', consumers = 'hash', gc_lock = 'string',
-  gc_at = 'string',
+  gc_at = 'string', policies = 'hash', history = 'hash', losses = 'hash',
+  requeue_locks = 'zset', requeue_schedule = 'zset', failed = 'zset',
 }
 
 -- Lua's unpack has a stack limit; variadic commands go in chunks of this many arguments.
@@ -385,17 +507,38 @@ local function ready_list(class)
   return K.mid_circle .. ':' .. class
 end
 
+-- A message's filter class ('' for none); the script must take the \`filters\` key.
+local function class_of(id)
+  return redis.call('HGET', K.filters, id) or ''
+end
+
 -- Checks every key the script was given, and the ready list of every filter
 -- class known or about to be added, before the script writes anything: a
 -- script that stopped half-way would leave messages half-written.
-local function check_layout(new_classes)
+-- Keys a script touches only on its rare paths (see check_rare).
+local RARE = {}
+local rare_checked = false
+
+-- \`rare\` (optional) names keys left to check_rare, so a hot path pays no TYPE call for them.
+local function check_layout(new_classes, rare)
+  for _, name in ipairs(rare or {}) do RARE[name] = true end
   for name, key in pairs(K) do
     local expected = KEY_TYPES[name]
-    if expected ~= nil then check_type(key, expected) end
+    if expected ~= nil and not RARE[name] then check_type(key, expected) end
   end
   if K.classes ~= nil and K.mid_circle ~= nil then
     for _, class in ipairs(redis.call('SMEMBERS', K.classes)) do check_type(ready_list(class), 'list') end
     for _, class in ipairs(new_classes or {}) do check_type(ready_list(class), 'list') end
+  end
+end
+
+-- Checks the keys check_layout left out, once, when a rare path (a failure, a lost lock) starts:
+-- the caller calls it before that path writes anything.
+local function check_rare()
+  if rare_checked then return end
+  rare_checked = true
+  for name in pairs(RARE) do
+    if K[name] ~= nil then check_type(K[name], KEY_TYPES[name]) end
   end
 end
 
@@ -475,7 +618,7 @@ end
 --
 -- KEYS: messages locks backoffs nattempts mid-circle done requeue eoq-backoff? ndry-runs metadata
 --       filters classes holders outcomes enqueued-at updated-at requeue-content schedule lock-expiry
---       done-at dedupe
+--       done-at dedupe policies history losses requeue-locks requeue-schedule failed
 -- ARGV: none
 -- Reply: 1
 -- Include: common
@@ -490,11 +633,11 @@ return 1
   },
   configure: {
     name: 'configure',
-    keys: ['conf'],
+    keys: ['conf', 'messages', 'consumers'],
     readOnly: false,
-    sha: '0d9831460f3940edbaafe720ca9e13cd9f36e987',
+    sha: '49f67e33c161007221f03cb14eb017887cc3c22a',
     source: `#!lua
-local K = { conf = KEYS[1] }
+local K = { conf = KEYS[1], messages = KEYS[2], consumers = KEYS[3] }
 -- common: helpers every script includes. K holds the queue's keys by name
 -- (see src/redis/keys.ts; in Lua '-' becomes '_' and '?' is dropped).
 --
@@ -507,7 +650,8 @@ local KEY_TYPES = {
   filters = 'hash', classes = 'set', holders = 'hash', outcomes = 'hash', enqueued_at = 'hash',
   updated_at = 'hash', requeue_content = 'hash', schedule = 'zset', lock_expiry = 'zset',
   done_at = 'zset', dedupe = 'zset', conf = 'hash', consumers = 'hash', gc_lock = 'string',
-  gc_at = 'string',
+  gc_at = 'string', policies = 'hash', history = 'hash', losses = 'hash',
+  requeue_locks = 'zset', requeue_schedule = 'zset', failed = 'zset',
 }
 
 -- Lua's unpack has a stack limit; variadic commands go in chunks of this many arguments.
@@ -535,17 +679,38 @@ local function ready_list(class)
   return K.mid_circle .. ':' .. class
 end
 
+-- A message's filter class ('' for none); the script must take the \`filters\` key.
+local function class_of(id)
+  return redis.call('HGET', K.filters, id) or ''
+end
+
 -- Checks every key the script was given, and the ready list of every filter
 -- class known or about to be added, before the script writes anything: a
 -- script that stopped half-way would leave messages half-written.
-local function check_layout(new_classes)
+-- Keys a script touches only on its rare paths (see check_rare).
+local RARE = {}
+local rare_checked = false
+
+-- \`rare\` (optional) names keys left to check_rare, so a hot path pays no TYPE call for them.
+local function check_layout(new_classes, rare)
+  for _, name in ipairs(rare or {}) do RARE[name] = true end
   for name, key in pairs(K) do
     local expected = KEY_TYPES[name]
-    if expected ~= nil then check_type(key, expected) end
+    if expected ~= nil and not RARE[name] then check_type(key, expected) end
   end
   if K.classes ~= nil and K.mid_circle ~= nil then
     for _, class in ipairs(redis.call('SMEMBERS', K.classes)) do check_type(ready_list(class), 'list') end
     for _, class in ipairs(new_classes or {}) do check_type(ready_list(class), 'list') end
+  end
+end
+
+-- Checks the keys check_layout left out, once, when a rare path (a failure, a lost lock) starts:
+-- the caller calls it before that path writes anything.
+local function check_rare()
+  if rare_checked then return end
+  rare_checked = true
+  for name in pairs(RARE) do
+    if K[name] ~= nil then check_type(K[name], KEY_TYPES[name]) end
   end
 end
 
@@ -621,19 +786,29 @@ end
 -- configure: writes the queue's configuration if it is still what the caller
 -- read (compare and set), so two concurrent configure() calls never lose a change.
 --
--- KEYS: conf
--- ARGV: expected task_gc_lifetime, task_gc_interval, filter_enums ('' for absent),
---       then the new ones
--- Reply: 1 when written, 0 when the configuration changed meanwhile
+-- KEYS: conf messages consumers
+-- ARGV: the seven fields as read (task_gc_lifetime, task_gc_interval, filter_enums, failed_lifetime,
+--       paused, max_deliveries, dead_letter_queue; '' for absent), then the new ones
+-- Reply: 0 when the configuration changed meanwhile, else 1 when written (2: the queue did not exist:
+--        no configuration, messages or consumers)
 -- Include: common
 
 check_layout()
-local fields = { 'task_gc_lifetime', 'task_gc_interval', 'filter_enums' }
+local fields = { 'task_gc_lifetime', 'task_gc_interval', 'filter_enums', 'failed_lifetime', 'paused', 'max_deliveries',
+  'dead_letter_queue' }
+local n = #fields
 local current = redis.call('HMGET', K.conf, unpack(fields))
-for i = 1, 3 do
+for i = 1, n do
   if (current[i] or '') ~= ARGV[i] then return 0 end
 end
-redis.call('HSET', K.conf, fields[1], ARGV[4], fields[2], ARGV[5], fields[3], ARGV[6])
+local created = redis.call('EXISTS', K.conf, K.messages, K.consumers) == 0
+local pairs_ = {}
+for i = 1, n do
+  pairs_[#pairs_ + 1] = fields[i]
+  pairs_[#pairs_ + 1] = ARGV[n + i]
+end
+redis.call('HSET', K.conf, unpack(pairs_))
+if created then return 2 end
 return 1
 `,
   },
@@ -641,7 +816,7 @@ return 1
     name: 'consumers',
     keys: ['consumers', 'holders', 'locks'],
     readOnly: true,
-    sha: '5bada2b82b915378121cadd4c62c7db36b8cd330',
+    sha: '2d192ca4150b71e4d26c1d35a48e99d73154df8f',
     source: `#!lua flags=no-writes
 local K = { consumers = KEYS[1], holders = KEYS[2], locks = KEYS[3] }
 -- common: helpers every script includes. K holds the queue's keys by name
@@ -656,7 +831,8 @@ local KEY_TYPES = {
   filters = 'hash', classes = 'set', holders = 'hash', outcomes = 'hash', enqueued_at = 'hash',
   updated_at = 'hash', requeue_content = 'hash', schedule = 'zset', lock_expiry = 'zset',
   done_at = 'zset', dedupe = 'zset', conf = 'hash', consumers = 'hash', gc_lock = 'string',
-  gc_at = 'string',
+  gc_at = 'string', policies = 'hash', history = 'hash', losses = 'hash',
+  requeue_locks = 'zset', requeue_schedule = 'zset', failed = 'zset',
 }
 
 -- Lua's unpack has a stack limit; variadic commands go in chunks of this many arguments.
@@ -684,17 +860,38 @@ local function ready_list(class)
   return K.mid_circle .. ':' .. class
 end
 
+-- A message's filter class ('' for none); the script must take the \`filters\` key.
+local function class_of(id)
+  return redis.call('HGET', K.filters, id) or ''
+end
+
 -- Checks every key the script was given, and the ready list of every filter
 -- class known or about to be added, before the script writes anything: a
 -- script that stopped half-way would leave messages half-written.
-local function check_layout(new_classes)
+-- Keys a script touches only on its rare paths (see check_rare).
+local RARE = {}
+local rare_checked = false
+
+-- \`rare\` (optional) names keys left to check_rare, so a hot path pays no TYPE call for them.
+local function check_layout(new_classes, rare)
+  for _, name in ipairs(rare or {}) do RARE[name] = true end
   for name, key in pairs(K) do
     local expected = KEY_TYPES[name]
-    if expected ~= nil then check_type(key, expected) end
+    if expected ~= nil and not RARE[name] then check_type(key, expected) end
   end
   if K.classes ~= nil and K.mid_circle ~= nil then
     for _, class in ipairs(redis.call('SMEMBERS', K.classes)) do check_type(ready_list(class), 'list') end
     for _, class in ipairs(new_classes or {}) do check_type(ready_list(class), 'list') end
+  end
+end
+
+-- Checks the keys check_layout left out, once, when a rare path (a failure, a lost lock) starts:
+-- the caller calls it before that path writes anything.
+local function check_rare()
+  if rare_checked then return end
+  rare_checked = true
+  for name in pairs(RARE) do
+    if K[name] ~= nil then check_type(K[name], KEY_TYPES[name]) end
   end
 end
 
@@ -826,11 +1023,16 @@ return reply
       'dedupe',
       'mid-circle',
       'wake',
+      'policies',
+      'losses',
+      'requeue-locks',
+      'requeue-schedule',
+      'failed',
     ],
     readOnly: false,
-    sha: '8bd77092a1df8bfaeacb91bd58912beb446fc5f9',
+    sha: 'f38532b833d5c889057930f59c2da6be572f1a85',
     source: `#!lua
-local K = { messages = KEYS[1], metadata = KEYS[2], filters = KEYS[3], classes = KEYS[4], nattempts = KEYS[5], locks = KEYS[6], holders = KEYS[7], backoffs = KEYS[8], done = KEYS[9], requeue = KEYS[10], outcomes = KEYS[11], enqueued_at = KEYS[12], updated_at = KEYS[13], requeue_content = KEYS[14], schedule = KEYS[15], done_at = KEYS[16], dedupe = KEYS[17], mid_circle = KEYS[18], wake = KEYS[19] }
+local K = { messages = KEYS[1], metadata = KEYS[2], filters = KEYS[3], classes = KEYS[4], nattempts = KEYS[5], locks = KEYS[6], holders = KEYS[7], backoffs = KEYS[8], done = KEYS[9], requeue = KEYS[10], outcomes = KEYS[11], enqueued_at = KEYS[12], updated_at = KEYS[13], requeue_content = KEYS[14], schedule = KEYS[15], done_at = KEYS[16], dedupe = KEYS[17], mid_circle = KEYS[18], wake = KEYS[19], policies = KEYS[20], losses = KEYS[21], requeue_locks = KEYS[22], requeue_schedule = KEYS[23], failed = KEYS[24] }
 -- common: helpers every script includes. K holds the queue's keys by name
 -- (see src/redis/keys.ts; in Lua '-' becomes '_' and '?' is dropped).
 --
@@ -843,7 +1045,8 @@ local KEY_TYPES = {
   filters = 'hash', classes = 'set', holders = 'hash', outcomes = 'hash', enqueued_at = 'hash',
   updated_at = 'hash', requeue_content = 'hash', schedule = 'zset', lock_expiry = 'zset',
   done_at = 'zset', dedupe = 'zset', conf = 'hash', consumers = 'hash', gc_lock = 'string',
-  gc_at = 'string',
+  gc_at = 'string', policies = 'hash', history = 'hash', losses = 'hash',
+  requeue_locks = 'zset', requeue_schedule = 'zset', failed = 'zset',
 }
 
 -- Lua's unpack has a stack limit; variadic commands go in chunks of this many arguments.
@@ -871,17 +1074,38 @@ local function ready_list(class)
   return K.mid_circle .. ':' .. class
 end
 
+-- A message's filter class ('' for none); the script must take the \`filters\` key.
+local function class_of(id)
+  return redis.call('HGET', K.filters, id) or ''
+end
+
 -- Checks every key the script was given, and the ready list of every filter
 -- class known or about to be added, before the script writes anything: a
 -- script that stopped half-way would leave messages half-written.
-local function check_layout(new_classes)
+-- Keys a script touches only on its rare paths (see check_rare).
+local RARE = {}
+local rare_checked = false
+
+-- \`rare\` (optional) names keys left to check_rare, so a hot path pays no TYPE call for them.
+local function check_layout(new_classes, rare)
+  for _, name in ipairs(rare or {}) do RARE[name] = true end
   for name, key in pairs(K) do
     local expected = KEY_TYPES[name]
-    if expected ~= nil then check_type(key, expected) end
+    if expected ~= nil and not RARE[name] then check_type(key, expected) end
   end
   if K.classes ~= nil and K.mid_circle ~= nil then
     for _, class in ipairs(redis.call('SMEMBERS', K.classes)) do check_type(ready_list(class), 'list') end
     for _, class in ipairs(new_classes or {}) do check_type(ready_list(class), 'list') end
+  end
+end
+
+-- Checks the keys check_layout left out, once, when a rare path (a failure, a lost lock) starts:
+-- the caller calls it before that path writes anything.
+local function check_rare()
+  if rare_checked then return end
+  rare_checked = true
+  for name in pairs(RARE) do
+    if K[name] ~= nil then check_type(K[name], KEY_TYPES[name]) end
   end
 end
 
@@ -955,12 +1179,13 @@ local function flush_ready(r)
   end
 end
 -- state: a message's state, derived from Carmine's keys as Carmine derives it,
--- plus kvmq's done-with-requeue. Expired locks and backoffs count as over.
+-- plus kvmq's done-with-requeue and failed. Expired locks and backoffs count as over.
 --
--- KEYS: done requeue backoffs locks
+-- KEYS: done requeue backoffs locks failed
 
 -- The state of a message known to exist, at \`now\`.
 local function state_of(id, now)
+  if redis.call('ZSCORE', K.failed, id) then return 'failed', nil end
   local backoff = tonumber(redis.call('HGET', K.backoffs, id)) or 0
   if redis.call('SISMEMBER', K.done, id) == 1 then
     local requeued = redis.call('SISMEMBER', K.requeue, id) == 1
@@ -983,17 +1208,21 @@ end
 -- enqueue: adds messages, or answers for ids that exist. An existing id is
 -- refused with its state, except: done-awaiting-gc is revived with the new
 -- content; with allowRequeue, locked is marked to run again after it finishes,
--- and done-with-backoff to run again when its backoff ends.
+-- and done-with-backoff to run again when its backoff ends. A failed id is refused
+-- (retry or remove frees it).
 --
 -- KEYS: messages metadata filters classes nattempts locks holders backoffs done requeue outcomes
---       enqueued-at updated-at requeue-content schedule done-at dedupe mid-circle wake
--- ARGV: six per message: id, content (encoding tag + payload), metadata JSON ('' for none),
---       filter class ('' for none), initial backoff ms, flags (1: allowRequeue, 2: replacePayload)
+--       enqueued-at updated-at requeue-content schedule done-at dedupe mid-circle wake policies losses
+--       requeue-locks requeue-schedule
+-- ARGV: seven per message: id, content (encoding tag + payload), metadata JSON ('' for none),
+--       filter class ('' for none), initial backoff ms, flags (1: allowRequeue, 2: replacePayload),
+--       policy JSON ('' for none)
 -- Reply: one string per message: 'added', 'revived' or 'requeued', else the state that refused it
 -- Include: common state
 
+local PER = 7
 local classes = {}
-for i = 4, #ARGV, 6 do
+for i = 4, #ARGV, PER do
   if ARGV[i] ~= '' then classes[#classes + 1] = ARGV[i] end
 end
 check_layout(classes)
@@ -1005,8 +1234,9 @@ local replies = {}
 local changed = false
 
 -- Content, metadata and filters of a message that starts a new run, queued now or after \`backoff\` ms.
-local function place(id, meta, class, backoff, revived)
+local function place(id, meta, class, backoff, revived, policy)
   if meta ~= '' then later(w, 'hset', K.metadata, id, meta) elseif revived then later(w, 'hdel', K.metadata, id) end
+  if policy ~= '' then later(w, 'hset', K.policies, id, policy) elseif revived then later(w, 'hdel', K.policies, id) end
   if class ~= '' then
     later(w, 'hset', K.filters, id, class)
     later(w, 'sadd', K.classes, class)
@@ -1024,9 +1254,10 @@ local function place(id, meta, class, backoff, revived)
   changed = true
 end
 
--- What is left of a finished run, before its id starts a new one.
+-- What is left of a finished run, before its id starts a new one (its history stays).
 local function forget_run(id)
-  for _, key in ipairs({ K.nattempts, K.outcomes, K.backoffs, K.locks, K.holders, K.updated_at, K.requeue_content }) do
+  for _, key in ipairs({ K.nattempts, K.outcomes, K.backoffs, K.locks, K.holders, K.updated_at, K.requeue_content,
+    K.losses }) do
     redis.call('HDEL', key, id)
   end
   redis.call('SREM', K.done, id)
@@ -1034,32 +1265,35 @@ local function forget_run(id)
   redis.call('ZREM', K.dedupe, id)
 end
 
-for i = 1, #ARGV, 6 do
+for i = 1, #ARGV, PER do
   local id, content, meta, class = ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3]
-  local backoff, flags = tonumber(ARGV[i + 4]), tonumber(ARGV[i + 5])
+  local backoff, flags, policy = tonumber(ARGV[i + 4]), tonumber(ARGV[i + 5]), ARGV[i + 6]
   local allow_requeue, replace = flags % 2 == 1, flags >= 2
   if redis.call('HSETNX', K.messages, id, content) == 1 then
-    place(id, meta, class, backoff, false)
+    place(id, meta, class, backoff, false, policy)
     replies[#replies + 1] = 'added'
   else
     local state, ends = state_of(id, now)
     if state == 'done-awaiting-gc' then
       redis.call('HSET', K.messages, id, content)
       forget_run(id)
-      place(id, meta, class, backoff, true)
+      place(id, meta, class, backoff, true, policy)
       replies[#replies + 1] = 'revived'
     elseif allow_requeue and state == 'done-with-backoff' then
       -- done-with-requeue: queued when the backoff ends, as a new run.
       redis.call('SADD', K.requeue, id)
       redis.call('ZREM', K.dedupe, id)
       redis.call('ZADD', K.schedule, ends, id)
+      redis.call('ZADD', K.requeue_schedule, ends, id)
       redis.call('HDEL', K.nattempts, id)
+      redis.call('HDEL', K.losses, id)
       if replace then redis.call('HSET', K.messages, id, content) end
       later(w, 'hset', K.updated_at, id, now)
       replies[#replies + 1] = 'requeued'
       changed = true
     elseif allow_requeue and state == 'locked' then
       redis.call('SADD', K.requeue, id)
+      redis.call('ZADD', K.requeue_locks, ends, id)
       if replace then redis.call('HSET', K.requeue_content, id, content) end
       later(w, 'hset', K.updated_at, id, now)
       replies[#replies + 1] = 'requeued'
@@ -1077,11 +1311,11 @@ return replies
   },
   extend: {
     name: 'extend',
-    keys: ['locks', 'holders', 'nattempts', 'lock-expiry'],
+    keys: ['locks', 'holders', 'nattempts', 'lock-expiry', 'requeue', 'requeue-locks'],
     readOnly: false,
-    sha: '879327c63a9158fc153f0d422eaeaa3d693a59c4',
+    sha: 'a9e8285c63b924eaf2bef0cdf5575e710c062f46',
     source: `#!lua flags=allow-oom
-local K = { locks = KEYS[1], holders = KEYS[2], nattempts = KEYS[3], lock_expiry = KEYS[4] }
+local K = { locks = KEYS[1], holders = KEYS[2], nattempts = KEYS[3], lock_expiry = KEYS[4], requeue = KEYS[5], requeue_locks = KEYS[6] }
 -- common: helpers every script includes. K holds the queue's keys by name
 -- (see src/redis/keys.ts; in Lua '-' becomes '_' and '?' is dropped).
 --
@@ -1094,7 +1328,8 @@ local KEY_TYPES = {
   filters = 'hash', classes = 'set', holders = 'hash', outcomes = 'hash', enqueued_at = 'hash',
   updated_at = 'hash', requeue_content = 'hash', schedule = 'zset', lock_expiry = 'zset',
   done_at = 'zset', dedupe = 'zset', conf = 'hash', consumers = 'hash', gc_lock = 'string',
-  gc_at = 'string',
+  gc_at = 'string', policies = 'hash', history = 'hash', losses = 'hash',
+  requeue_locks = 'zset', requeue_schedule = 'zset', failed = 'zset',
 }
 
 -- Lua's unpack has a stack limit; variadic commands go in chunks of this many arguments.
@@ -1122,17 +1357,38 @@ local function ready_list(class)
   return K.mid_circle .. ':' .. class
 end
 
+-- A message's filter class ('' for none); the script must take the \`filters\` key.
+local function class_of(id)
+  return redis.call('HGET', K.filters, id) or ''
+end
+
 -- Checks every key the script was given, and the ready list of every filter
 -- class known or about to be added, before the script writes anything: a
 -- script that stopped half-way would leave messages half-written.
-local function check_layout(new_classes)
+-- Keys a script touches only on its rare paths (see check_rare).
+local RARE = {}
+local rare_checked = false
+
+-- \`rare\` (optional) names keys left to check_rare, so a hot path pays no TYPE call for them.
+local function check_layout(new_classes, rare)
+  for _, name in ipairs(rare or {}) do RARE[name] = true end
   for name, key in pairs(K) do
     local expected = KEY_TYPES[name]
-    if expected ~= nil then check_type(key, expected) end
+    if expected ~= nil and not RARE[name] then check_type(key, expected) end
   end
   if K.classes ~= nil and K.mid_circle ~= nil then
     for _, class in ipairs(redis.call('SMEMBERS', K.classes)) do check_type(ready_list(class), 'list') end
     for _, class in ipairs(new_classes or {}) do check_type(ready_list(class), 'list') end
+  end
+end
+
+-- Checks the keys check_layout left out, once, when a rare path (a failure, a lost lock) starts:
+-- the caller calls it before that path writes anything.
+local function check_rare()
+  if rare_checked then return end
+  rare_checked = true
+  for name in pairs(RARE) do
+    if K[name] ~= nil then check_type(K[name], KEY_TYPES[name]) end
   end
 end
 
@@ -1208,7 +1464,7 @@ end
 -- extend: renews the locks a consumer still holds, for the attempts it was handed.
 -- Runs when Redis is out of memory (allow-oom): a running handler keeps its message.
 --
--- KEYS: locks holders nattempts lock-expiry
+-- KEYS: locks holders nattempts lock-expiry requeue requeue-locks
 -- ARGV: consumer id, lock ms, then two per message: id, attempt
 -- Reply: the ids the consumer no longer holds
 -- Include: common
@@ -1218,11 +1474,13 @@ local consumer, lock_ms = ARGV[1], tonumber(ARGV[2])
 local lock_until = now_ms() + lock_ms
 local w = pending_writes()
 local lost = {}
+local marked = redis.call('SCARD', K.requeue) > 0
 for i = 3, #ARGV, 2 do
   local id, attempt = ARGV[i], ARGV[i + 1]
   if redis.call('HGET', K.holders, id) == consumer and redis.call('HGET', K.nattempts, id) == attempt then
     later(w, 'hset', K.locks, id, lock_until)
     later(w, 'zadd', K.lock_expiry, lock_until, id)
+    if marked and redis.call('SISMEMBER', K.requeue, id) == 1 then later(w, 'zadd', K.requeue_locks, lock_until, id) end
   else
     lost[#lost + 1] = id
   end
@@ -1251,11 +1509,19 @@ return lost
       'updated-at',
       'mid-circle',
       'wake',
+      'losses',
+      'metadata',
+      'policies',
+      'history',
+      'enqueued-at',
+      'requeue-locks',
+      'requeue-schedule',
+      'failed',
     ],
     readOnly: false,
-    sha: 'a3acdecf746603341940005b120f338ac8c84685',
+    sha: '61500ea23ace00299824d2ef9e38a3c7fa65ec71',
     source: `#!lua flags=allow-oom
-local K = { messages = KEYS[1], filters = KEYS[2], nattempts = KEYS[3], locks = KEYS[4], holders = KEYS[5], backoffs = KEYS[6], done = KEYS[7], done_at = KEYS[8], dedupe = KEYS[9], requeue = KEYS[10], requeue_content = KEYS[11], schedule = KEYS[12], lock_expiry = KEYS[13], outcomes = KEYS[14], updated_at = KEYS[15], mid_circle = KEYS[16], wake = KEYS[17] }
+local K = { messages = KEYS[1], filters = KEYS[2], nattempts = KEYS[3], locks = KEYS[4], holders = KEYS[5], backoffs = KEYS[6], done = KEYS[7], done_at = KEYS[8], dedupe = KEYS[9], requeue = KEYS[10], requeue_content = KEYS[11], schedule = KEYS[12], lock_expiry = KEYS[13], outcomes = KEYS[14], updated_at = KEYS[15], mid_circle = KEYS[16], wake = KEYS[17], losses = KEYS[18], metadata = KEYS[19], policies = KEYS[20], history = KEYS[21], enqueued_at = KEYS[22], requeue_locks = KEYS[23], requeue_schedule = KEYS[24], failed = KEYS[25] }
 -- common: helpers every script includes. K holds the queue's keys by name
 -- (see src/redis/keys.ts; in Lua '-' becomes '_' and '?' is dropped).
 --
@@ -1268,7 +1534,8 @@ local KEY_TYPES = {
   filters = 'hash', classes = 'set', holders = 'hash', outcomes = 'hash', enqueued_at = 'hash',
   updated_at = 'hash', requeue_content = 'hash', schedule = 'zset', lock_expiry = 'zset',
   done_at = 'zset', dedupe = 'zset', conf = 'hash', consumers = 'hash', gc_lock = 'string',
-  gc_at = 'string',
+  gc_at = 'string', policies = 'hash', history = 'hash', losses = 'hash',
+  requeue_locks = 'zset', requeue_schedule = 'zset', failed = 'zset',
 }
 
 -- Lua's unpack has a stack limit; variadic commands go in chunks of this many arguments.
@@ -1296,17 +1563,38 @@ local function ready_list(class)
   return K.mid_circle .. ':' .. class
 end
 
+-- A message's filter class ('' for none); the script must take the \`filters\` key.
+local function class_of(id)
+  return redis.call('HGET', K.filters, id) or ''
+end
+
 -- Checks every key the script was given, and the ready list of every filter
 -- class known or about to be added, before the script writes anything: a
 -- script that stopped half-way would leave messages half-written.
-local function check_layout(new_classes)
+-- Keys a script touches only on its rare paths (see check_rare).
+local RARE = {}
+local rare_checked = false
+
+-- \`rare\` (optional) names keys left to check_rare, so a hot path pays no TYPE call for them.
+local function check_layout(new_classes, rare)
+  for _, name in ipairs(rare or {}) do RARE[name] = true end
   for name, key in pairs(K) do
     local expected = KEY_TYPES[name]
-    if expected ~= nil then check_type(key, expected) end
+    if expected ~= nil and not RARE[name] then check_type(key, expected) end
   end
   if K.classes ~= nil and K.mid_circle ~= nil then
     for _, class in ipairs(redis.call('SMEMBERS', K.classes)) do check_type(ready_list(class), 'list') end
     for _, class in ipairs(new_classes or {}) do check_type(ready_list(class), 'list') end
+  end
+end
+
+-- Checks the keys check_layout left out, once, when a rare path (a failure, a lost lock) starts:
+-- the caller calls it before that path writes anything.
+local function check_rare()
+  if rare_checked then return end
+  rare_checked = true
+  for name in pairs(RARE) do
+    if K[name] ~= nil then check_type(K[name], KEY_TYPES[name]) end
   end
 end
 
@@ -1379,36 +1667,107 @@ local function flush_ready(r)
     call_chunked('RPUSH', ready_list(class), reversed)
   end
 end
+-- forget: removes every trace of a message from the queue's hashes, sets and
+-- sorted sets (not from a ready list: the caller knows whether it is in one).
+--
+-- KEYS: messages metadata filters policies history losses nattempts locks holders backoffs outcomes
+--       enqueued-at updated-at requeue-content done requeue schedule lock-expiry requeue-locks
+--       requeue-schedule done-at dedupe failed
+
+local FORGET_HASHES = { 'messages', 'metadata', 'filters', 'policies', 'history', 'losses', 'nattempts', 'locks',
+  'holders', 'backoffs', 'outcomes', 'enqueued_at', 'updated_at', 'requeue_content' }
+local FORGET_ZSETS = { 'schedule', 'lock_expiry', 'requeue_locks', 'requeue_schedule', 'done_at', 'dedupe', 'failed' }
+
+-- With \`w\`, the removals are queued there (many ids in one command per key); else made now.
+local function forget(id, w)
+  for _, name in ipairs(FORGET_HASHES) do
+    if w then later(w, 'hdel', K[name], id) else redis.call('HDEL', K[name], id) end
+  end
+  for _, name in ipairs(FORGET_ZSETS) do
+    if w then later(w, 'zrem', K[name], id) else redis.call('ZREM', K[name], id) end
+  end
+  for _, name in ipairs({ 'done', 'requeue' }) do
+    if w then later(w, 'srem', K[name], id) else redis.call('SREM', K[name], id) end
+  end
+end
+-- fail: a message's last run ended in a final error: it becomes failed. Also
+-- the history of attempts.
+--
+-- KEYS: messages metadata filters policies history outcomes updated-at locks holders lock-expiry
+--       backoffs schedule requeue requeue-locks requeue-content failed
+
+-- Attempt records kept per message (model/history.ts HISTORY_LIMIT).
+local HISTORY_LIMIT = 10
+
+-- Appends an attempt record (a table; absent fields are written as null) to the message's history.
+local function append_history(id, attempt, started, now, consumer, outcome, err)
+  check_rare()
+  local history = {}
+  local stored = redis.call('HGET', K.history, id)
+  if stored then
+    local ok, value = pcall(cjson.decode, stored)
+    if ok and type(value) == 'table' then history = value end
+  end
+  history[#history + 1] = {
+    attempt = tonumber(attempt) or 0,
+    startedAt = started or cjson.null,
+    endedAt = now,
+    consumer = consumer or cjson.null,
+    outcome = outcome,
+    error = err or cjson.null,
+  }
+  while #history > HISTORY_LIMIT do table.remove(history, 1) end
+  redis.call('HSET', K.history, id, cjson.encode(history))
+end
+
+-- Ends the message's run with \`outcome\` (the outcomes field: 'error', a newline, the error): failed.
+-- The caller has recorded the failing attempt in the history.
+local function fail(id, now, outcome)
+  check_rare()
+  for _, key in ipairs({ K.locks, K.holders, K.backoffs, K.requeue_content }) do redis.call('HDEL', key, id) end
+  for _, key in ipairs({ K.lock_expiry, K.schedule, K.requeue_locks }) do redis.call('ZREM', key, id) end
+  redis.call('SREM', K.requeue, id)
+  redis.call('HSET', K.outcomes, id, outcome)
+  redis.call('HSET', K.updated_at, id, now)
+  redis.call('ZADD', K.failed, now, id)
+end
 -- finish: records handler outcomes. Only the consumer holding a message, for
 -- the attempt it was handed, may finish it; anything else is 'lost' (the lock
 -- expired and another took it, or the queue was cleared). A message marked for
 -- requeue runs again as a new run (attempt 0, the replacement payload if one was
 -- given): at once, or as done-with-requeue until the outcome's backoff ends.
+-- Otherwise an error is final: the message fails. An error or retry of an attempt that ran is recorded in the history.
 -- Runs when Redis is out of memory (allow-oom): draining the queue is how memory comes back.
 --
 -- KEYS: messages filters nattempts locks holders backoffs done done-at dedupe requeue
---       requeue-content schedule lock-expiry outcomes updated-at mid-circle wake
--- ARGV: consumer id, then five per finish: id, attempt, outcome ('success', 'error' or 'retry'),
---       backoff ms, error ('-' for none, else '+' and the text)
+--       requeue-content schedule lock-expiry outcomes updated-at mid-circle wake losses
+-- ARGV: consumer id, then seven per finish: id, attempt, outcome ('success', 'error' or 'retry'),
+--       backoff ms, error ('-' for none, else '+' and the text), started at ms ('' when it never ran),
+--       the error as the history keeps it ('' when it is the error itself, else '+' and the text)
 -- Reply: one string per finish: 'ok' or 'lost'
--- Include: common
+-- Include: common forget fail
 
-check_layout()
+local PER = 7
+-- A batch of plain successes touches none of these.
+check_layout(nil, { 'history', 'losses', 'failed', 'requeue_locks', 'requeue_schedule', 'requeue_content',
+  'metadata', 'policies', 'enqueued_at', 'schedule', 'mid_circle', 'filters' })
 local consumer = ARGV[1]
-local count = (#ARGV - 1) / 5
+local count = (#ARGV - 1) / PER
 if count == 0 then return {} end
 local now = now_ms()
 local ids = {}
-for k = 1, count do ids[k] = ARGV[2 + (k - 1) * 5] end
+for k = 1, count do ids[k] = ARGV[2 + (k - 1) * PER] end
 local holders = hmget(K.holders, ids)
 local attempts = hmget(K.nattempts, ids)
 local marked = {}
 if redis.call('SCARD', K.requeue) > 0 then
-  for k, id in ipairs(ids) do marked[k] = redis.call('SISMEMBER', K.requeue, id) == 1 end
+  for k, id in ipairs(ids) do
+    marked[k] = redis.call('SISMEMBER', K.requeue, id) == 1
+    if marked[k] then check_rare() end
+  end
 end
-
-local function class_of(id)
-  return redis.call('HGET', K.filters, id) or ''
+for k = 1, count do
+  if ARGV[2 + (k - 1) * PER + 2] ~= 'success' then check_rare() end
 end
 
 -- A new run with the payload given at requeue time, if one was.
@@ -1423,31 +1782,40 @@ end
 -- The common writes go in one command each; the rarer outcomes through \`w\`.
 local w = pending_writes()
 local ready = pending_ready()
-local unlocked, outcomes, stamps, done, done_at = {}, {}, {}, {}, {}
+local unlocked, outcomes, stamps, done, done_at, dedupe = {}, {}, {}, {}, {}, {}
 local replies = {}
 local woke = false
 local seen = {}
 for k, id in ipairs(ids) do
-  local base = 2 + (k - 1) * 5
+  local base = 2 + (k - 1) * PER
   local attempt, outcome, backoff, err = ARGV[base + 1], ARGV[base + 2], tonumber(ARGV[base + 3]), ARGV[base + 4]
+  local started, tail = ARGV[base + 5], ARGV[base + 6]
   if holders[k] ~= consumer or attempts[k] ~= attempt or seen[id] then
     replies[k] = 'lost'
   else
     seen[id] = true
     replies[k] = 'ok'
     unlocked[#unlocked + 1] = id
-    local n = #stamps
-    stamps[n + 1], stamps[n + 2] = id, now
-    if err == '-' then
-      outcomes[n + 1], outcomes[n + 2] = id, outcome
+    local stored = outcome
+    if err ~= '-' then stored = outcome .. '\\n' .. string.sub(err, 2) end
+    if outcome ~= 'success' and started ~= '' then
+      local kept = nil
+      if tail ~= '' then kept = string.sub(tail, 2) elseif err ~= '-' then kept = string.sub(err, 2) end
+      append_history(id, attempt, tonumber(started), now, consumer, outcome, kept)
+    end
+    if outcome == 'error' and not marked[k] then
+      fail(id, now, stored)
     else
-      outcomes[n + 1], outcomes[n + 2] = id, outcome .. '\\n' .. string.sub(err, 2)
+      local n = #stamps
+      stamps[n + 1], stamps[n + 2] = id, now
+      outcomes[n + 1], outcomes[n + 2] = id, stored
     end
     if outcome == 'retry' then
       -- A retry runs again anyway: a requeue mark is used up by it.
       if marked[k] then
         take_replacement(id)
         later(w, 'srem', K.requeue, id)
+        later(w, 'zrem', K.requeue_locks, id)
       end
       if backoff > 0 then
         later(w, 'hset', K.backoffs, id, now + backoff)
@@ -1457,26 +1825,28 @@ for k, id in ipairs(ids) do
       end
       woke = true
     elseif marked[k] then
+      -- The requeue wins over any outcome: a new run.
       take_replacement(id)
       later(w, 'hdel', K.nattempts, id)
-      if backoff > 0 then
+      later(w, 'hdel', K.losses, id)
+      later(w, 'zrem', K.requeue_locks, id)
+      if backoff > 0 and outcome ~= 'error' then
         -- done-with-requeue: done, still marked, queued again when the backoff ends.
         done[#done + 1] = id
         done_at[#done_at + 1], done_at[#done_at + 2] = now, id
         later(w, 'hset', K.backoffs, id, now + backoff)
         later(w, 'zadd', K.schedule, now + backoff, id)
+        later(w, 'zadd', K.requeue_schedule, now + backoff, id)
       else
         later(w, 'srem', K.requeue, id)
         push_ready(ready, class_of(id), id, false)
       end
       woke = true
-    else
+    elseif outcome == 'success' then
       done[#done + 1] = id
       done_at[#done_at + 1], done_at[#done_at + 2] = now, id
-      if backoff > 0 then
-        later(w, 'hset', K.backoffs, id, now + backoff)
-        later(w, 'zadd', K.dedupe, now + backoff, id)
-      end
+      dedupe[#dedupe + 1], dedupe[#dedupe + 2] = now + backoff, id
+      if backoff > 0 then later(w, 'hset', K.backoffs, id, now + backoff) end
     end
   end
 end
@@ -1485,6 +1855,8 @@ if #unlocked > 0 then
   call_chunked('HDEL', K.locks, unlocked)
   call_chunked('HDEL', K.holders, unlocked)
   call_chunked('ZREM', K.lock_expiry, unlocked)
+end
+if #stamps > 0 then
   call_chunked('HSET', K.outcomes, outcomes)
   call_chunked('HSET', K.updated_at, stamps)
 end
@@ -1492,6 +1864,7 @@ if #done > 0 then
   call_chunked('SADD', K.done, done)
   call_chunked('ZADD', K.done_at, done_at)
 end
+if #dedupe > 0 then call_chunked('ZADD', K.dedupe, dedupe) end
 flush_writes(w)
 flush_ready(ready)
 if woke then redis.call('PUBLISH', K.wake, 'finish') end
@@ -1502,7 +1875,7 @@ return replies
     name: 'gc-finish',
     keys: ['consumers', 'gc-lock'],
     readOnly: false,
-    sha: '2766a699ab7286f75736a13bb145a608e0cf2a20',
+    sha: 'b5baa5bfd73e0b0b84b008e9e8e76185dd4d58e5',
     source: `#!lua flags=allow-oom
 local K = { consumers = KEYS[1], gc_lock = KEYS[2] }
 -- common: helpers every script includes. K holds the queue's keys by name
@@ -1517,7 +1890,8 @@ local KEY_TYPES = {
   filters = 'hash', classes = 'set', holders = 'hash', outcomes = 'hash', enqueued_at = 'hash',
   updated_at = 'hash', requeue_content = 'hash', schedule = 'zset', lock_expiry = 'zset',
   done_at = 'zset', dedupe = 'zset', conf = 'hash', consumers = 'hash', gc_lock = 'string',
-  gc_at = 'string',
+  gc_at = 'string', policies = 'hash', history = 'hash', losses = 'hash',
+  requeue_locks = 'zset', requeue_schedule = 'zset', failed = 'zset',
 }
 
 -- Lua's unpack has a stack limit; variadic commands go in chunks of this many arguments.
@@ -1545,17 +1919,38 @@ local function ready_list(class)
   return K.mid_circle .. ':' .. class
 end
 
+-- A message's filter class ('' for none); the script must take the \`filters\` key.
+local function class_of(id)
+  return redis.call('HGET', K.filters, id) or ''
+end
+
 -- Checks every key the script was given, and the ready list of every filter
 -- class known or about to be added, before the script writes anything: a
 -- script that stopped half-way would leave messages half-written.
-local function check_layout(new_classes)
+-- Keys a script touches only on its rare paths (see check_rare).
+local RARE = {}
+local rare_checked = false
+
+-- \`rare\` (optional) names keys left to check_rare, so a hot path pays no TYPE call for them.
+local function check_layout(new_classes, rare)
+  for _, name in ipairs(rare or {}) do RARE[name] = true end
   for name, key in pairs(K) do
     local expected = KEY_TYPES[name]
-    if expected ~= nil then check_type(key, expected) end
+    if expected ~= nil and not RARE[name] then check_type(key, expected) end
   end
   if K.classes ~= nil and K.mid_circle ~= nil then
     for _, class in ipairs(redis.call('SMEMBERS', K.classes)) do check_type(ready_list(class), 'list') end
     for _, class in ipairs(new_classes or {}) do check_type(ready_list(class), 'list') end
+  end
+end
+
+-- Checks the keys check_layout left out, once, when a rare path (a failure, a lost lock) starts:
+-- the caller calls it before that path writes anything.
+local function check_rare()
+  if rare_checked then return end
+  rare_checked = true
+  for name in pairs(RARE) do
+    if K[name] ~= nil then check_type(K[name], KEY_TYPES[name]) end
   end
 end
 
@@ -1655,7 +2050,7 @@ return #lapsed
     name: 'gc-start',
     keys: ['gc-lock', 'gc-at'],
     readOnly: false,
-    sha: '3502d55676255dfd945d5aeead3ee09cf889ccd8',
+    sha: '21eb9a4556c10187fcc8403c90ac95277bd0047a',
     source: `#!lua flags=allow-oom
 local K = { gc_lock = KEYS[1], gc_at = KEYS[2] }
 -- common: helpers every script includes. K holds the queue's keys by name
@@ -1670,7 +2065,8 @@ local KEY_TYPES = {
   filters = 'hash', classes = 'set', holders = 'hash', outcomes = 'hash', enqueued_at = 'hash',
   updated_at = 'hash', requeue_content = 'hash', schedule = 'zset', lock_expiry = 'zset',
   done_at = 'zset', dedupe = 'zset', conf = 'hash', consumers = 'hash', gc_lock = 'string',
-  gc_at = 'string',
+  gc_at = 'string', policies = 'hash', history = 'hash', losses = 'hash',
+  requeue_locks = 'zset', requeue_schedule = 'zset', failed = 'zset',
 }
 
 -- Lua's unpack has a stack limit; variadic commands go in chunks of this many arguments.
@@ -1698,17 +2094,38 @@ local function ready_list(class)
   return K.mid_circle .. ':' .. class
 end
 
+-- A message's filter class ('' for none); the script must take the \`filters\` key.
+local function class_of(id)
+  return redis.call('HGET', K.filters, id) or ''
+end
+
 -- Checks every key the script was given, and the ready list of every filter
 -- class known or about to be added, before the script writes anything: a
 -- script that stopped half-way would leave messages half-written.
-local function check_layout(new_classes)
+-- Keys a script touches only on its rare paths (see check_rare).
+local RARE = {}
+local rare_checked = false
+
+-- \`rare\` (optional) names keys left to check_rare, so a hot path pays no TYPE call for them.
+local function check_layout(new_classes, rare)
+  for _, name in ipairs(rare or {}) do RARE[name] = true end
   for name, key in pairs(K) do
     local expected = KEY_TYPES[name]
-    if expected ~= nil then check_type(key, expected) end
+    if expected ~= nil and not RARE[name] then check_type(key, expected) end
   end
   if K.classes ~= nil and K.mid_circle ~= nil then
     for _, class in ipairs(redis.call('SMEMBERS', K.classes)) do check_type(ready_list(class), 'list') end
     for _, class in ipairs(new_classes or {}) do check_type(ready_list(class), 'list') end
+  end
+end
+
+-- Checks the keys check_layout left out, once, when a rare path (a failure, a lost lock) starts:
+-- the caller calls it before that path writes anything.
+local function check_rare()
+  if rare_checked then return end
+  rare_checked = true
+  for name in pairs(RARE) do
+    if K[name] ~= nil then check_type(K[name], KEY_TYPES[name]) end
   end
 end
 
@@ -1803,9 +2220,14 @@ return 1
   gcSweep: {
     name: 'gc-sweep',
     keys: [
+      'done-at',
+      'failed',
       'messages',
       'metadata',
       'filters',
+      'policies',
+      'history',
+      'losses',
       'nattempts',
       'locks',
       'holders',
@@ -1816,13 +2238,16 @@ return 1
       'requeue-content',
       'done',
       'requeue',
-      'done-at',
+      'schedule',
+      'lock-expiry',
+      'requeue-locks',
+      'requeue-schedule',
       'dedupe',
     ],
     readOnly: false,
-    sha: '21251246a6ef926ef25c2d37233b6b55268a4639',
+    sha: 'ee8c6d5d1d2b1f7ab2967a55dc652341c9f19114',
     source: `#!lua flags=allow-oom
-local K = { messages = KEYS[1], metadata = KEYS[2], filters = KEYS[3], nattempts = KEYS[4], locks = KEYS[5], holders = KEYS[6], backoffs = KEYS[7], outcomes = KEYS[8], enqueued_at = KEYS[9], updated_at = KEYS[10], requeue_content = KEYS[11], done = KEYS[12], requeue = KEYS[13], done_at = KEYS[14], dedupe = KEYS[15] }
+local K = { done_at = KEYS[1], failed = KEYS[2], messages = KEYS[3], metadata = KEYS[4], filters = KEYS[5], policies = KEYS[6], history = KEYS[7], losses = KEYS[8], nattempts = KEYS[9], locks = KEYS[10], holders = KEYS[11], backoffs = KEYS[12], outcomes = KEYS[13], enqueued_at = KEYS[14], updated_at = KEYS[15], requeue_content = KEYS[16], done = KEYS[17], requeue = KEYS[18], schedule = KEYS[19], lock_expiry = KEYS[20], requeue_locks = KEYS[21], requeue_schedule = KEYS[22], dedupe = KEYS[23] }
 -- common: helpers every script includes. K holds the queue's keys by name
 -- (see src/redis/keys.ts; in Lua '-' becomes '_' and '?' is dropped).
 --
@@ -1835,7 +2260,8 @@ local KEY_TYPES = {
   filters = 'hash', classes = 'set', holders = 'hash', outcomes = 'hash', enqueued_at = 'hash',
   updated_at = 'hash', requeue_content = 'hash', schedule = 'zset', lock_expiry = 'zset',
   done_at = 'zset', dedupe = 'zset', conf = 'hash', consumers = 'hash', gc_lock = 'string',
-  gc_at = 'string',
+  gc_at = 'string', policies = 'hash', history = 'hash', losses = 'hash',
+  requeue_locks = 'zset', requeue_schedule = 'zset', failed = 'zset',
 }
 
 -- Lua's unpack has a stack limit; variadic commands go in chunks of this many arguments.
@@ -1863,17 +2289,38 @@ local function ready_list(class)
   return K.mid_circle .. ':' .. class
 end
 
+-- A message's filter class ('' for none); the script must take the \`filters\` key.
+local function class_of(id)
+  return redis.call('HGET', K.filters, id) or ''
+end
+
 -- Checks every key the script was given, and the ready list of every filter
 -- class known or about to be added, before the script writes anything: a
 -- script that stopped half-way would leave messages half-written.
-local function check_layout(new_classes)
+-- Keys a script touches only on its rare paths (see check_rare).
+local RARE = {}
+local rare_checked = false
+
+-- \`rare\` (optional) names keys left to check_rare, so a hot path pays no TYPE call for them.
+local function check_layout(new_classes, rare)
+  for _, name in ipairs(rare or {}) do RARE[name] = true end
   for name, key in pairs(K) do
     local expected = KEY_TYPES[name]
-    if expected ~= nil then check_type(key, expected) end
+    if expected ~= nil and not RARE[name] then check_type(key, expected) end
   end
   if K.classes ~= nil and K.mid_circle ~= nil then
     for _, class in ipairs(redis.call('SMEMBERS', K.classes)) do check_type(ready_list(class), 'list') end
     for _, class in ipairs(new_classes or {}) do check_type(ready_list(class), 'list') end
+  end
+end
+
+-- Checks the keys check_layout left out, once, when a rare path (a failure, a lost lock) starts:
+-- the caller calls it before that path writes anything.
+local function check_rare()
+  if rare_checked then return end
+  rare_checked = true
+  for name in pairs(RARE) do
+    if K[name] ~= nil then check_type(K[name], KEY_TYPES[name]) end
   end
 end
 
@@ -1946,34 +2393,53 @@ local function flush_ready(r)
     call_chunked('RPUSH', ready_list(class), reversed)
   end
 end
+-- forget: removes every trace of a message from the queue's hashes, sets and
+-- sorted sets (not from a ready list: the caller knows whether it is in one).
+--
+-- KEYS: messages metadata filters policies history losses nattempts locks holders backoffs outcomes
+--       enqueued-at updated-at requeue-content done requeue schedule lock-expiry requeue-locks
+--       requeue-schedule done-at dedupe failed
+
+local FORGET_HASHES = { 'messages', 'metadata', 'filters', 'policies', 'history', 'losses', 'nattempts', 'locks',
+  'holders', 'backoffs', 'outcomes', 'enqueued_at', 'updated_at', 'requeue_content' }
+local FORGET_ZSETS = { 'schedule', 'lock_expiry', 'requeue_locks', 'requeue_schedule', 'done_at', 'dedupe', 'failed' }
+
+-- With \`w\`, the removals are queued there (many ids in one command per key); else made now.
+local function forget(id, w)
+  for _, name in ipairs(FORGET_HASHES) do
+    if w then later(w, 'hdel', K[name], id) else redis.call('HDEL', K[name], id) end
+  end
+  for _, name in ipairs(FORGET_ZSETS) do
+    if w then later(w, 'zrem', K[name], id) else redis.call('ZREM', K[name], id) end
+  end
+  for _, name in ipairs({ 'done', 'requeue' }) do
+    if w then later(w, 'srem', K[name], id) else redis.call('SREM', K[name], id) end
+  end
+end
 -- gc-sweep: removes finished messages older than the GC lifetime whose backoff
--- has ended, looking at one page of the oldest. A finished message still
--- refusing duplicates, or waiting to be requeued, stays.
+-- has ended, looking at one page of the oldest; or, for failed messages, those
+-- failed longer ago than the lifetime. A finished message still refusing
+-- duplicates, or waiting to be requeued, stays.
 -- Runs when Redis is out of memory (allow-oom): GC frees memory.
 --
--- KEYS: messages metadata filters nattempts locks holders backoffs outcomes enqueued-at updated-at
---       requeue-content done requeue done-at dedupe
--- ARGV: lifetime ms, offset (the entries kept by earlier pages), page size
+-- KEYS: done-at failed
+-- ARGV: 'done' or 'failed', lifetime ms, offset (the entries kept by earlier pages), page size
 -- Reply: { removed, looked at }
--- Include: common
+-- Include: common forget
 
 check_layout()
-local lifetime, offset, page = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
+local which, lifetime, offset, page = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
 local now = now_ms()
-local old = redis.call('ZRANGEBYSCORE', K.done_at, '-inf', now - lifetime, 'LIMIT', offset, page)
+local index = K.done_at
+if which == 'failed' then index = K.failed end
+local old = redis.call('ZRANGEBYSCORE', index, '-inf', now - lifetime, 'LIMIT', offset, page)
 local w = pending_writes()
 local removed = 0
 for _, id in ipairs(old) do
   local backoff = tonumber(redis.call('HGET', K.backoffs, id)) or 0
-  if backoff <= now and redis.call('SISMEMBER', K.requeue, id) == 0 then
+  if which == 'failed' or (backoff <= now and redis.call('SISMEMBER', K.requeue, id) == 0) then
     removed = removed + 1
-    for _, key in ipairs({ K.messages, K.metadata, K.filters, K.nattempts, K.locks, K.holders, K.backoffs,
-      K.outcomes, K.enqueued_at, K.updated_at, K.requeue_content }) do
-      later(w, 'hdel', key, id)
-    end
-    later(w, 'srem', K.done, id)
-    later(w, 'zrem', K.done_at, id)
-    later(w, 'zrem', K.dedupe, id)
+    forget(id, w)
   end
 end
 flush_writes(w)
@@ -1985,20 +2451,22 @@ return { removed, #old }
     keys: [
       'messages',
       'done',
-      'requeue',
-      'backoffs',
-      'locks',
+      'failed',
       'schedule',
       'lock-expiry',
       'dedupe',
+      'requeue-locks',
+      'requeue-schedule',
       'ndry-runs',
+      'conf',
       'consumers',
       'holders',
+      'locks',
     ],
     readOnly: true,
-    sha: '4ec46edaf8d2fe4714e6325d44e23cd9c2ec0ac1',
+    sha: '71458916a8e7015205b5c0be9fc44aecdaebbc72',
     source: `#!lua flags=no-writes
-local K = { messages = KEYS[1], done = KEYS[2], requeue = KEYS[3], backoffs = KEYS[4], locks = KEYS[5], schedule = KEYS[6], lock_expiry = KEYS[7], dedupe = KEYS[8], ndry_runs = KEYS[9], consumers = KEYS[10], holders = KEYS[11] }
+local K = { messages = KEYS[1], done = KEYS[2], failed = KEYS[3], schedule = KEYS[4], lock_expiry = KEYS[5], dedupe = KEYS[6], requeue_locks = KEYS[7], requeue_schedule = KEYS[8], ndry_runs = KEYS[9], conf = KEYS[10], consumers = KEYS[11], holders = KEYS[12], locks = KEYS[13] }
 -- common: helpers every script includes. K holds the queue's keys by name
 -- (see src/redis/keys.ts; in Lua '-' becomes '_' and '?' is dropped).
 --
@@ -2011,7 +2479,8 @@ local KEY_TYPES = {
   filters = 'hash', classes = 'set', holders = 'hash', outcomes = 'hash', enqueued_at = 'hash',
   updated_at = 'hash', requeue_content = 'hash', schedule = 'zset', lock_expiry = 'zset',
   done_at = 'zset', dedupe = 'zset', conf = 'hash', consumers = 'hash', gc_lock = 'string',
-  gc_at = 'string',
+  gc_at = 'string', policies = 'hash', history = 'hash', losses = 'hash',
+  requeue_locks = 'zset', requeue_schedule = 'zset', failed = 'zset',
 }
 
 -- Lua's unpack has a stack limit; variadic commands go in chunks of this many arguments.
@@ -2039,17 +2508,38 @@ local function ready_list(class)
   return K.mid_circle .. ':' .. class
 end
 
+-- A message's filter class ('' for none); the script must take the \`filters\` key.
+local function class_of(id)
+  return redis.call('HGET', K.filters, id) or ''
+end
+
 -- Checks every key the script was given, and the ready list of every filter
 -- class known or about to be added, before the script writes anything: a
 -- script that stopped half-way would leave messages half-written.
-local function check_layout(new_classes)
+-- Keys a script touches only on its rare paths (see check_rare).
+local RARE = {}
+local rare_checked = false
+
+-- \`rare\` (optional) names keys left to check_rare, so a hot path pays no TYPE call for them.
+local function check_layout(new_classes, rare)
+  for _, name in ipairs(rare or {}) do RARE[name] = true end
   for name, key in pairs(K) do
     local expected = KEY_TYPES[name]
-    if expected ~= nil then check_type(key, expected) end
+    if expected ~= nil and not RARE[name] then check_type(key, expected) end
   end
   if K.classes ~= nil and K.mid_circle ~= nil then
     for _, class in ipairs(redis.call('SMEMBERS', K.classes)) do check_type(ready_list(class), 'list') end
     for _, class in ipairs(new_classes or {}) do check_type(ready_list(class), 'list') end
+  end
+end
+
+-- Checks the keys check_layout left out, once, when a rare path (a failure, a lost lock) starts:
+-- the caller calls it before that path writes anything.
+local function check_rare()
+  if rare_checked then return end
+  rare_checked = true
+  for name in pairs(RARE) do
+    if K[name] ~= nil then check_type(K[name], KEY_TYPES[name]) end
   end
 end
 
@@ -2121,32 +2611,6 @@ local function flush_ready(r)
     for i = #ids, 1, -1 do reversed[#reversed + 1] = ids[i] end
     call_chunked('RPUSH', ready_list(class), reversed)
   end
-end
--- state: a message's state, derived from Carmine's keys as Carmine derives it,
--- plus kvmq's done-with-requeue. Expired locks and backoffs count as over.
---
--- KEYS: done requeue backoffs locks
-
--- The state of a message known to exist, at \`now\`.
-local function state_of(id, now)
-  local backoff = tonumber(redis.call('HGET', K.backoffs, id)) or 0
-  if redis.call('SISMEMBER', K.done, id) == 1 then
-    local requeued = redis.call('SISMEMBER', K.requeue, id) == 1
-    if backoff > now then
-      if requeued then return 'done-with-requeue', backoff end
-      return 'done-with-backoff', backoff
-    end
-    -- A requeue whose backoff ended is queued, even before a claim moves it to its ready list.
-    if requeued then return 'queued', nil end
-    return 'done-awaiting-gc', nil
-  end
-  local lock = tonumber(redis.call('HGET', K.locks, id)) or 0
-  if lock > now then
-    if redis.call('SISMEMBER', K.requeue, id) == 1 then return 'locked-with-requeue', lock end
-    return 'locked', lock
-  end
-  if backoff > now then return 'queued-with-backoff', backoff end
-  return 'queued', nil
 end
 -- consumers: the registry as stored, for status replies.
 --
@@ -2170,36 +2634,31 @@ local function consumer_entries(now)
   end
   return reply, registrations
 end
--- queue-status: counts per state, dry runs and the consumer registry, in one
--- consistent read. Counts come from the sorted sets' sizes past \`now\` and the
--- requeue set, so they cost O(log n + requeued), not a walk over the messages.
+-- queue-status: counts per state, dry runs, whether paused and the consumer
+-- registry, in one consistent read. Counts come from the sizes of the sets and
+-- the sorted sets' counts past \`now\`: O(log n) each, never a walk over messages
+-- (the registry's holdings walk the locked messages).
 --
--- KEYS: messages done requeue backoffs locks schedule lock-expiry dedupe ndry-runs consumers holders
+-- KEYS: messages done failed schedule lock-expiry dedupe requeue-locks requeue-schedule ndry-runs conf
+--       consumers holders locks
 -- ARGV: none
--- Reply: { now, dry runs, queued, queued-with-backoff, locked, locked-with-requeue,
---          done-awaiting-gc, done-with-backoff, done-with-requeue, registrations (pairs),
+-- Reply: { now, dry runs, paused (1 or 0), queued, queued-with-backoff, locked, locked-with-requeue,
+--          done-awaiting-gc, done-with-backoff, done-with-requeue, failed, registrations (pairs),
 --          then consumer id, JSON pairs, then message id, holder pairs of live locks }
--- Include: common state consumers
+-- Include: common consumers
 
 check_layout()
 local now = now_ms()
 local after = '(' .. now
 local total = redis.call('HLEN', K.messages)
 local done = redis.call('SCARD', K.done)
+local failed = redis.call('ZCARD', K.failed)
 local locked = redis.call('ZCOUNT', K.lock_expiry, after, '+inf')
+local locked_requeue = redis.call('ZCOUNT', K.requeue_locks, after, '+inf')
 local waiting = redis.call('ZCOUNT', K.schedule, after, '+inf')
+local done_requeue = redis.call('ZCOUNT', K.requeue_schedule, after, '+inf')
+local due_requeue = redis.call('ZCARD', K.requeue_schedule) - done_requeue
 local done_backoff = redis.call('ZCOUNT', K.dedupe, after, '+inf')
-local locked_requeue, done_requeue, due_requeue = 0, 0, 0
-for _, id in ipairs(redis.call('SMEMBERS', K.requeue)) do
-  local state = state_of(id, now)
-  if state == 'locked-with-requeue' then
-    locked_requeue = locked_requeue + 1
-  elseif state == 'done-with-requeue' then
-    done_requeue = done_requeue + 1
-  elseif state == 'queued' and redis.call('SISMEMBER', K.done, id) == 1 then
-    due_requeue = due_requeue + 1
-  end
-end
 local counts = {
   0,
   waiting - done_requeue,
@@ -2208,13 +2667,16 @@ local counts = {
   done - done_backoff - done_requeue - due_requeue,
   done_backoff,
   done_requeue,
+  failed,
 }
 local others = 0
 for i = 2, #counts do others = others + counts[i] end
 counts[1] = total - others
 
 local entries, registrations = consumer_entries(now)
-local reply = { now, tonumber(redis.call('GET', K.ndry_runs)) or 0 }
+local paused = 0
+if redis.call('HGET', K.conf, 'paused') == '1' then paused = 1 end
+local reply = { now, tonumber(redis.call('GET', K.ndry_runs)) or 0, paused }
 for _, n in ipairs(counts) do reply[#reply + 1] = n end
 reply[#reply + 1] = registrations
 for _, v in ipairs(entries) do reply[#reply + 1] = v end
@@ -2225,7 +2687,7 @@ return reply
     name: 'register-consumer',
     keys: ['consumers'],
     readOnly: false,
-    sha: 'aab1a189628ab682797b573b4dcf8189a6855635',
+    sha: '09398aff1404b4b67efe9310b9e83077b343e5c1',
     source: `#!lua flags=allow-oom
 local K = { consumers = KEYS[1] }
 -- common: helpers every script includes. K holds the queue's keys by name
@@ -2240,7 +2702,8 @@ local KEY_TYPES = {
   filters = 'hash', classes = 'set', holders = 'hash', outcomes = 'hash', enqueued_at = 'hash',
   updated_at = 'hash', requeue_content = 'hash', schedule = 'zset', lock_expiry = 'zset',
   done_at = 'zset', dedupe = 'zset', conf = 'hash', consumers = 'hash', gc_lock = 'string',
-  gc_at = 'string',
+  gc_at = 'string', policies = 'hash', history = 'hash', losses = 'hash',
+  requeue_locks = 'zset', requeue_schedule = 'zset', failed = 'zset',
 }
 
 -- Lua's unpack has a stack limit; variadic commands go in chunks of this many arguments.
@@ -2268,17 +2731,38 @@ local function ready_list(class)
   return K.mid_circle .. ':' .. class
 end
 
+-- A message's filter class ('' for none); the script must take the \`filters\` key.
+local function class_of(id)
+  return redis.call('HGET', K.filters, id) or ''
+end
+
 -- Checks every key the script was given, and the ready list of every filter
 -- class known or about to be added, before the script writes anything: a
 -- script that stopped half-way would leave messages half-written.
-local function check_layout(new_classes)
+-- Keys a script touches only on its rare paths (see check_rare).
+local RARE = {}
+local rare_checked = false
+
+-- \`rare\` (optional) names keys left to check_rare, so a hot path pays no TYPE call for them.
+local function check_layout(new_classes, rare)
+  for _, name in ipairs(rare or {}) do RARE[name] = true end
   for name, key in pairs(K) do
     local expected = KEY_TYPES[name]
-    if expected ~= nil then check_type(key, expected) end
+    if expected ~= nil and not RARE[name] then check_type(key, expected) end
   end
   if K.classes ~= nil and K.mid_circle ~= nil then
     for _, class in ipairs(redis.call('SMEMBERS', K.classes)) do check_type(ready_list(class), 'list') end
     for _, class in ipairs(new_classes or {}) do check_type(ready_list(class), 'list') end
+  end
+end
+
+-- Checks the keys check_layout left out, once, when a rare path (a failure, a lost lock) starts:
+-- the caller calls it before that path writes anything.
+local function check_rare()
+  if rare_checked then return end
+  rare_checked = true
+  for name in pairs(RARE) do
+    if K[name] ~= nil then check_type(K[name], KEY_TYPES[name]) end
   end
 end
 
@@ -2377,20 +2861,21 @@ return 1
     name: 'status',
     keys: [
       'messages',
+      'done',
+      'requeue',
+      'backoffs',
+      'locks',
+      'failed',
       'nattempts',
       'holders',
       'outcomes',
       'enqueued-at',
       'updated-at',
-      'done',
-      'requeue',
-      'backoffs',
-      'locks',
     ],
     readOnly: true,
-    sha: '2c6d7d08751782d1a663047ee58f793799ed2e9c',
+    sha: '3a83f89b45e78ee84d23286f1de4f932893ef023',
     source: `#!lua flags=no-writes
-local K = { messages = KEYS[1], nattempts = KEYS[2], holders = KEYS[3], outcomes = KEYS[4], enqueued_at = KEYS[5], updated_at = KEYS[6], done = KEYS[7], requeue = KEYS[8], backoffs = KEYS[9], locks = KEYS[10] }
+local K = { messages = KEYS[1], done = KEYS[2], requeue = KEYS[3], backoffs = KEYS[4], locks = KEYS[5], failed = KEYS[6], nattempts = KEYS[7], holders = KEYS[8], outcomes = KEYS[9], enqueued_at = KEYS[10], updated_at = KEYS[11] }
 -- common: helpers every script includes. K holds the queue's keys by name
 -- (see src/redis/keys.ts; in Lua '-' becomes '_' and '?' is dropped).
 --
@@ -2403,7 +2888,8 @@ local KEY_TYPES = {
   filters = 'hash', classes = 'set', holders = 'hash', outcomes = 'hash', enqueued_at = 'hash',
   updated_at = 'hash', requeue_content = 'hash', schedule = 'zset', lock_expiry = 'zset',
   done_at = 'zset', dedupe = 'zset', conf = 'hash', consumers = 'hash', gc_lock = 'string',
-  gc_at = 'string',
+  gc_at = 'string', policies = 'hash', history = 'hash', losses = 'hash',
+  requeue_locks = 'zset', requeue_schedule = 'zset', failed = 'zset',
 }
 
 -- Lua's unpack has a stack limit; variadic commands go in chunks of this many arguments.
@@ -2431,17 +2917,38 @@ local function ready_list(class)
   return K.mid_circle .. ':' .. class
 end
 
+-- A message's filter class ('' for none); the script must take the \`filters\` key.
+local function class_of(id)
+  return redis.call('HGET', K.filters, id) or ''
+end
+
 -- Checks every key the script was given, and the ready list of every filter
 -- class known or about to be added, before the script writes anything: a
 -- script that stopped half-way would leave messages half-written.
-local function check_layout(new_classes)
+-- Keys a script touches only on its rare paths (see check_rare).
+local RARE = {}
+local rare_checked = false
+
+-- \`rare\` (optional) names keys left to check_rare, so a hot path pays no TYPE call for them.
+local function check_layout(new_classes, rare)
+  for _, name in ipairs(rare or {}) do RARE[name] = true end
   for name, key in pairs(K) do
     local expected = KEY_TYPES[name]
-    if expected ~= nil then check_type(key, expected) end
+    if expected ~= nil and not RARE[name] then check_type(key, expected) end
   end
   if K.classes ~= nil and K.mid_circle ~= nil then
     for _, class in ipairs(redis.call('SMEMBERS', K.classes)) do check_type(ready_list(class), 'list') end
     for _, class in ipairs(new_classes or {}) do check_type(ready_list(class), 'list') end
+  end
+end
+
+-- Checks the keys check_layout left out, once, when a rare path (a failure, a lost lock) starts:
+-- the caller calls it before that path writes anything.
+local function check_rare()
+  if rare_checked then return end
+  rare_checked = true
+  for name in pairs(RARE) do
+    if K[name] ~= nil then check_type(K[name], KEY_TYPES[name]) end
   end
 end
 
@@ -2515,12 +3022,13 @@ local function flush_ready(r)
   end
 end
 -- state: a message's state, derived from Carmine's keys as Carmine derives it,
--- plus kvmq's done-with-requeue. Expired locks and backoffs count as over.
+-- plus kvmq's done-with-requeue and failed. Expired locks and backoffs count as over.
 --
--- KEYS: done requeue backoffs locks
+-- KEYS: done requeue backoffs locks failed
 
 -- The state of a message known to exist, at \`now\`.
 local function state_of(id, now)
+  if redis.call('ZSCORE', K.failed, id) then return 'failed', nil end
   local backoff = tonumber(redis.call('HGET', K.backoffs, id)) or 0
   if redis.call('SISMEMBER', K.done, id) == 1 then
     local requeued = redis.call('SISMEMBER', K.requeue, id) == 1
@@ -2540,38 +3048,47 @@ local function state_of(id, now)
   if backoff > now then return 'queued-with-backoff', backoff end
   return 'queued', nil
 end
--- status: one message's state and what else status() reports.
+-- status: what status() reports of one message.
 --
 -- KEYS: messages nattempts holders outcomes enqueued-at updated-at
+
+-- nil when the message is gone, else { state, attempt, outcome (with a newline and the last error
+-- if any) or false, enqueued at, updated at, holder (while locked) or false, the end of the lock or
+-- backoff or -1 }
+local function status_of(id, now)
+  if redis.call('HEXISTS', K.messages, id) == 0 then return nil end
+  local state, ends = state_of(id, now)
+  local enqueued = tonumber(redis.call('HGET', K.enqueued_at, id)) or 0
+  local holder = false
+  if state == 'locked' or state == 'locked-with-requeue' then holder = redis.call('HGET', K.holders, id) end
+  return {
+    state,
+    tonumber(redis.call('HGET', K.nattempts, id)) or 0,
+    redis.call('HGET', K.outcomes, id),
+    enqueued,
+    tonumber(redis.call('HGET', K.updated_at, id)) or enqueued,
+    holder,
+    ends or -1,
+  }
+end
+-- status: one message's state and what else status() reports.
+--
+-- KEYS: messages
 -- ARGV: id
 -- Reply: nil when the message is gone, else { state, attempt, outcome (with a newline and the
 --        last error if any) or nil, enqueued at, updated at, holder (while locked) or nil,
 --        the end of the lock or backoff or -1 }
--- Include: common state
+-- Include: common state status
 
 check_layout()
-local id = ARGV[1]
-if redis.call('HEXISTS', K.messages, id) == 0 then return nil end
-local state, ends = state_of(id, now_ms())
-local enqueued = tonumber(redis.call('HGET', K.enqueued_at, id)) or 0
-local holder = false
-if state == 'locked' or state == 'locked-with-requeue' then holder = redis.call('HGET', K.holders, id) end
-return {
-  state,
-  tonumber(redis.call('HGET', K.nattempts, id)) or 0,
-  redis.call('HGET', K.outcomes, id),
-  enqueued,
-  tonumber(redis.call('HGET', K.updated_at, id)) or enqueued,
-  holder,
-  ends or -1,
-}
+return status_of(ARGV[1], now_ms())
 `,
   },
   unregisterConsumer: {
     name: 'unregister-consumer',
     keys: ['consumers'],
     readOnly: false,
-    sha: '83987b9619a6ecf647ed14d28593a60bc5d4e328',
+    sha: '63b1c5d0831fe17417c7ca5d39bd621b53a082d4',
     source: `#!lua flags=allow-oom
 local K = { consumers = KEYS[1] }
 -- common: helpers every script includes. K holds the queue's keys by name
@@ -2586,7 +3103,8 @@ local KEY_TYPES = {
   filters = 'hash', classes = 'set', holders = 'hash', outcomes = 'hash', enqueued_at = 'hash',
   updated_at = 'hash', requeue_content = 'hash', schedule = 'zset', lock_expiry = 'zset',
   done_at = 'zset', dedupe = 'zset', conf = 'hash', consumers = 'hash', gc_lock = 'string',
-  gc_at = 'string',
+  gc_at = 'string', policies = 'hash', history = 'hash', losses = 'hash',
+  requeue_locks = 'zset', requeue_schedule = 'zset', failed = 'zset',
 }
 
 -- Lua's unpack has a stack limit; variadic commands go in chunks of this many arguments.
@@ -2614,17 +3132,38 @@ local function ready_list(class)
   return K.mid_circle .. ':' .. class
 end
 
+-- A message's filter class ('' for none); the script must take the \`filters\` key.
+local function class_of(id)
+  return redis.call('HGET', K.filters, id) or ''
+end
+
 -- Checks every key the script was given, and the ready list of every filter
 -- class known or about to be added, before the script writes anything: a
 -- script that stopped half-way would leave messages half-written.
-local function check_layout(new_classes)
+-- Keys a script touches only on its rare paths (see check_rare).
+local RARE = {}
+local rare_checked = false
+
+-- \`rare\` (optional) names keys left to check_rare, so a hot path pays no TYPE call for them.
+local function check_layout(new_classes, rare)
+  for _, name in ipairs(rare or {}) do RARE[name] = true end
   for name, key in pairs(K) do
     local expected = KEY_TYPES[name]
-    if expected ~= nil then check_type(key, expected) end
+    if expected ~= nil and not RARE[name] then check_type(key, expected) end
   end
   if K.classes ~= nil and K.mid_circle ~= nil then
     for _, class in ipairs(redis.call('SMEMBERS', K.classes)) do check_type(ready_list(class), 'list') end
     for _, class in ipairs(new_classes or {}) do check_type(ready_list(class), 'list') end
+  end
+end
+
+-- Checks the keys check_layout left out, once, when a rare path (a failure, a lost lock) starts:
+-- the caller calls it before that path writes anything.
+local function check_rare()
+  if rare_checked then return end
+  rare_checked = true
+  for name in pairs(RARE) do
+    if K[name] ~= nil then check_type(K[name], KEY_TYPES[name]) end
   end
 end
 

@@ -19,6 +19,7 @@ import { Wakeups } from './wakeups.js';
 import type {
   ClaimRequest,
   ClaimResult,
+  Configured,
   ConsumerRegistration,
   Finish,
   FinishResult,
@@ -114,7 +115,7 @@ class RedisStore implements Store {
     return this.guard(() => readConfig(this.scripts, this.prefix, queue));
   }
 
-  configure(queue: string, patch: Partial<QueueConfig>): Promise<QueueConfig> {
+  configure(queue: string, patch: Partial<QueueConfig>): Promise<Configured> {
     return this.guard(() => writeConfig(this.scripts, this.prefix, queue, patch));
   }
 
