@@ -19,6 +19,7 @@ import {
   type Client,
   type ConnectOptions,
 } from '../src/index.js';
+import { MESSAGE_STATES, type MessageState } from '../src/model/types.js';
 import { start, type RedisServer, type RedisServerOptions } from '../scripts/servers/redis.mjs';
 import { deletePrefixes, redisTestUrl } from './fixtures/redis-server.js';
 import { waitFor } from './support/wait.js';
@@ -167,6 +168,7 @@ void describe('redis store', () => {
       'lock-expiry',
       'done-at',
       'dedupe',
+      'pushes',
       'requeue-locks',
       'conf',
     ];
@@ -406,6 +408,62 @@ void describe('redis store: failures, listings and counts', () => {
   const claimOne = (client: Client, q: string, lockMs = 60_000) => client.store.claim(q, { ...claimArgs, lockMs });
   const finish = (client: Client, q: string, id: string, outcome: 'success' | 'error', backoffMs = 0) =>
     client.store.finish(q, 'c', [{ id, attempt: 1, outcome, backoffMs, error: 'e', startedAt: Date.now() }]);
+
+  void test('every state: queueStatus counts what list lists and status says; a full listing pages through all', async () => {
+    const client = await open(`${base}?prefix=${uniquePrefix('states')}`);
+    const q = 'states';
+    const run = async (id: string, then: () => Promise<unknown>): Promise<void> => {
+      await client.enqueue(q, id, { id });
+      assert.equal((await claimOne(client, q)).messages[0]?.id, id);
+      await then();
+    };
+    await run('locked', () => Promise.resolve());
+    await run('locked-requeue', () => client.enqueue(q, 'again', { id: 'locked-requeue', allowRequeue: true }));
+    await run('done', () => finish(client, q, 'done', 'success'));
+    await run('done-backoff', () => finish(client, q, 'done-backoff', 'success', 60_000));
+    await run('done-requeue', async () => {
+      await finish(client, q, 'done-requeue', 'success', 60_000);
+      await client.enqueue(q, 'again', { id: 'done-requeue', allowRequeue: true });
+    });
+    await run('failed', () => finish(client, q, 'failed', 'error'));
+    await client.enqueueBatch(q, [
+      { payload: 1, id: 'queued-1' },
+      { payload: 2, id: 'queued-2' },
+      { payload: 3, id: 'later', initialBackoffMs: 60_000 },
+    ]);
+    const expected: Record<MessageState, string[]> = {
+      queued: ['queued-1', 'queued-2'],
+      'queued-with-backoff': ['later'],
+      locked: ['locked'],
+      'locked-with-requeue': ['locked-requeue'],
+      'done-awaiting-gc': ['done'],
+      'done-with-backoff': ['done-backoff'],
+      'done-with-requeue': ['done-requeue'],
+      failed: ['failed'],
+    };
+    const status = await client.queueStatus(q);
+    for (const state of MESSAGE_STATES) {
+      assert.equal(status.counts[state], expected[state].length, `count of ${state}`);
+      const page = await client.list(q, { state });
+      assert.deepEqual(page.messages.map((m) => m.id).sort(), expected[state], `list of ${state}`);
+      for (const m of page.messages) assert.deepEqual(m, await client.status(q, m.id));
+    }
+    const every: string[] = [];
+    let cursor: string | undefined;
+    do {
+      const page = await client.list(q, { limit: 1, ...(cursor === undefined ? {} : { cursor }) });
+      every.push(...page.messages.map((m) => m.id));
+      cursor = page.cursor ?? undefined;
+    } while (cursor !== undefined);
+    // States in MESSAGE_STATES order, each message once.
+    const order = every.map((id) => MESSAGE_STATES.findIndex((state) => expected[state].includes(id)));
+    assert.deepEqual(
+      order,
+      [...order].sort((a, b) => a - b),
+    );
+    assert.deepEqual([...every].sort(), Object.values(expected).flat().sort());
+    assert.equal(every.length, status.total);
+  });
 
   void test('a foreign key met only on the failure path: StoreLayoutError, nothing written', async () => {
     const prefix = uniquePrefix('rare');

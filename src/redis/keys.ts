@@ -30,6 +30,7 @@ export const KEY_TYPES = {
   policies: 'hash', // id → the message's own retry policy JSON (only when it has one)
   history: 'hash', // id → JSON array of attempt records (only once there is one)
   losses: 'hash', // id → lost locks in this run (only once one was lost)
+  pushes: 'hash', // filter class → ids ever pushed at the back of its ready list (list cursors)
   schedule: 'zset', // pending ids waiting for a backoff, by its end
   'lock-expiry': 'zset', // locked ids, by lock end
   'requeue-locks': 'zset', // locked ids marked for requeue, by lock end (counts and lists)

@@ -34,6 +34,7 @@ export const SCRIPTS = {
       'eoq-backoff?',
       'ndry-runs',
       'policies',
+      'pushes',
       'failed',
       'history',
       'losses',
@@ -45,9 +46,9 @@ export const SCRIPTS = {
       'dedupe',
     ],
     readOnly: false,
-    sha: 'ac403c44563b682da0d67325e5792f5c599921b2',
+    sha: 'fc916f2bccb91647467d4a2bccea0984bafec5ce',
     source: `#!lua flags=allow-oom
-local K = { messages = KEYS[1], metadata = KEYS[2], filters = KEYS[3], classes = KEYS[4], nattempts = KEYS[5], locks = KEYS[6], holders = KEYS[7], backoffs = KEYS[8], done = KEYS[9], done_at = KEYS[10], requeue = KEYS[11], schedule = KEYS[12], lock_expiry = KEYS[13], updated_at = KEYS[14], mid_circle = KEYS[15], eoq_backoff = KEYS[16], ndry_runs = KEYS[17], policies = KEYS[18], failed = KEYS[19], history = KEYS[20], losses = KEYS[21], outcomes = KEYS[22], enqueued_at = KEYS[23], requeue_content = KEYS[24], requeue_locks = KEYS[25], requeue_schedule = KEYS[26], dedupe = KEYS[27] }
+local K = { messages = KEYS[1], metadata = KEYS[2], filters = KEYS[3], classes = KEYS[4], nattempts = KEYS[5], locks = KEYS[6], holders = KEYS[7], backoffs = KEYS[8], done = KEYS[9], done_at = KEYS[10], requeue = KEYS[11], schedule = KEYS[12], lock_expiry = KEYS[13], updated_at = KEYS[14], mid_circle = KEYS[15], eoq_backoff = KEYS[16], ndry_runs = KEYS[17], policies = KEYS[18], pushes = KEYS[19], failed = KEYS[20], history = KEYS[21], losses = KEYS[22], outcomes = KEYS[23], enqueued_at = KEYS[24], requeue_content = KEYS[25], requeue_locks = KEYS[26], requeue_schedule = KEYS[27], dedupe = KEYS[28] }
 -- common: helpers every script includes. K holds the queue's keys by name
 -- (see src/redis/keys.ts; in Lua '-' becomes '_' and '?' is dropped).
 --
@@ -60,7 +61,7 @@ local KEY_TYPES = {
   filters = 'hash', classes = 'set', holders = 'hash', outcomes = 'hash', enqueued_at = 'hash',
   updated_at = 'hash', requeue_content = 'hash', schedule = 'zset', lock_expiry = 'zset',
   done_at = 'zset', dedupe = 'zset', conf = 'hash', consumers = 'hash', gc_lock = 'string',
-  gc_at = 'string', policies = 'hash', history = 'hash', losses = 'hash',
+  gc_at = 'string', policies = 'hash', history = 'hash', losses = 'hash', pushes = 'hash',
   requeue_locks = 'zset', requeue_schedule = 'zset', failed = 'zset',
 }
 
@@ -184,8 +185,13 @@ local function push_ready(r, class, id, front)
   r.count = r.count + 1
 end
 
+-- Back pushes are counted per list (\`pushes\`): a listing's cursor holds an index
+-- from the back, which only these pushes shift (claims pop the front; nothing is cut from the middle).
 local function flush_ready(r)
-  for class, ids in pairs(r.back) do call_chunked('LPUSH', ready_list(class), ids) end
+  for class, ids in pairs(r.back) do
+    call_chunked('LPUSH', ready_list(class), ids)
+    redis.call('HINCRBY', K.pushes, class, #ids)
+  end
   for class, ids in pairs(r.front) do
     -- The earliest is pushed last, so it is the next out.
     local reversed = {}
@@ -307,7 +313,7 @@ end
 -- Runs when Redis is out of memory (allow-oom): draining the queue is how memory comes back.
 --
 -- KEYS: messages metadata filters classes nattempts locks holders backoffs done done-at requeue
---       schedule lock-expiry updated-at mid-circle eoq-backoff? ndry-runs policies failed
+--       schedule lock-expiry updated-at mid-circle eoq-backoff? ndry-runs policies pushes failed
 -- ARGV: consumer id, max, lock ms, the number of filter classes the consumer knows of,
 --       five end-of-queue backoffs in ms (after dry run 1, 2, 3, 4, 5 and more),
 --       '*' to accept every class, else the accepted classes ('' for messages without filters)
@@ -458,14 +464,15 @@ return reply
       'policies',
       'history',
       'losses',
+      'pushes',
       'requeue-locks',
       'requeue-schedule',
       'failed',
     ],
     readOnly: false,
-    sha: '0f1ccdd68a7883a0777cdebf715844ea2ac597bc',
+    sha: '5f678ec8c46cfc41a400811e84887681f945df71',
     source: `#!lua flags=allow-oom
-local K = { messages = KEYS[1], locks = KEYS[2], backoffs = KEYS[3], nattempts = KEYS[4], mid_circle = KEYS[5], done = KEYS[6], requeue = KEYS[7], eoq_backoff = KEYS[8], ndry_runs = KEYS[9], metadata = KEYS[10], filters = KEYS[11], classes = KEYS[12], holders = KEYS[13], outcomes = KEYS[14], enqueued_at = KEYS[15], updated_at = KEYS[16], requeue_content = KEYS[17], schedule = KEYS[18], lock_expiry = KEYS[19], done_at = KEYS[20], dedupe = KEYS[21], policies = KEYS[22], history = KEYS[23], losses = KEYS[24], requeue_locks = KEYS[25], requeue_schedule = KEYS[26], failed = KEYS[27] }
+local K = { messages = KEYS[1], locks = KEYS[2], backoffs = KEYS[3], nattempts = KEYS[4], mid_circle = KEYS[5], done = KEYS[6], requeue = KEYS[7], eoq_backoff = KEYS[8], ndry_runs = KEYS[9], metadata = KEYS[10], filters = KEYS[11], classes = KEYS[12], holders = KEYS[13], outcomes = KEYS[14], enqueued_at = KEYS[15], updated_at = KEYS[16], requeue_content = KEYS[17], schedule = KEYS[18], lock_expiry = KEYS[19], done_at = KEYS[20], dedupe = KEYS[21], policies = KEYS[22], history = KEYS[23], losses = KEYS[24], pushes = KEYS[25], requeue_locks = KEYS[26], requeue_schedule = KEYS[27], failed = KEYS[28] }
 -- common: helpers every script includes. K holds the queue's keys by name
 -- (see src/redis/keys.ts; in Lua '-' becomes '_' and '?' is dropped).
 --
@@ -478,7 +485,7 @@ local KEY_TYPES = {
   filters = 'hash', classes = 'set', holders = 'hash', outcomes = 'hash', enqueued_at = 'hash',
   updated_at = 'hash', requeue_content = 'hash', schedule = 'zset', lock_expiry = 'zset',
   done_at = 'zset', dedupe = 'zset', conf = 'hash', consumers = 'hash', gc_lock = 'string',
-  gc_at = 'string', policies = 'hash', history = 'hash', losses = 'hash',
+  gc_at = 'string', policies = 'hash', history = 'hash', losses = 'hash', pushes = 'hash',
   requeue_locks = 'zset', requeue_schedule = 'zset', failed = 'zset',
 }
 
@@ -602,8 +609,13 @@ local function push_ready(r, class, id, front)
   r.count = r.count + 1
 end
 
+-- Back pushes are counted per list (\`pushes\`): a listing's cursor holds an index
+-- from the back, which only these pushes shift (claims pop the front; nothing is cut from the middle).
 local function flush_ready(r)
-  for class, ids in pairs(r.back) do call_chunked('LPUSH', ready_list(class), ids) end
+  for class, ids in pairs(r.back) do
+    call_chunked('LPUSH', ready_list(class), ids)
+    redis.call('HINCRBY', K.pushes, class, #ids)
+  end
   for class, ids in pairs(r.front) do
     -- The earliest is pushed last, so it is the next out.
     local reversed = {}
@@ -618,7 +630,7 @@ end
 --
 -- KEYS: messages locks backoffs nattempts mid-circle done requeue eoq-backoff? ndry-runs metadata
 --       filters classes holders outcomes enqueued-at updated-at requeue-content schedule lock-expiry
---       done-at dedupe policies history losses requeue-locks requeue-schedule failed
+--       done-at dedupe policies history losses pushes requeue-locks requeue-schedule failed
 -- ARGV: none
 -- Reply: 1
 -- Include: common
@@ -635,7 +647,7 @@ return 1
     name: 'configure',
     keys: ['conf', 'messages', 'consumers'],
     readOnly: false,
-    sha: '49f67e33c161007221f03cb14eb017887cc3c22a',
+    sha: '6379cfcb4e4ba5e2ea4dcdf58f9fb4d46470b9ac',
     source: `#!lua
 local K = { conf = KEYS[1], messages = KEYS[2], consumers = KEYS[3] }
 -- common: helpers every script includes. K holds the queue's keys by name
@@ -650,7 +662,7 @@ local KEY_TYPES = {
   filters = 'hash', classes = 'set', holders = 'hash', outcomes = 'hash', enqueued_at = 'hash',
   updated_at = 'hash', requeue_content = 'hash', schedule = 'zset', lock_expiry = 'zset',
   done_at = 'zset', dedupe = 'zset', conf = 'hash', consumers = 'hash', gc_lock = 'string',
-  gc_at = 'string', policies = 'hash', history = 'hash', losses = 'hash',
+  gc_at = 'string', policies = 'hash', history = 'hash', losses = 'hash', pushes = 'hash',
   requeue_locks = 'zset', requeue_schedule = 'zset', failed = 'zset',
 }
 
@@ -774,8 +786,13 @@ local function push_ready(r, class, id, front)
   r.count = r.count + 1
 end
 
+-- Back pushes are counted per list (\`pushes\`): a listing's cursor holds an index
+-- from the back, which only these pushes shift (claims pop the front; nothing is cut from the middle).
 local function flush_ready(r)
-  for class, ids in pairs(r.back) do call_chunked('LPUSH', ready_list(class), ids) end
+  for class, ids in pairs(r.back) do
+    call_chunked('LPUSH', ready_list(class), ids)
+    redis.call('HINCRBY', K.pushes, class, #ids)
+  end
   for class, ids in pairs(r.front) do
     -- The earliest is pushed last, so it is the next out.
     local reversed = {}
@@ -816,7 +833,7 @@ return 1
     name: 'consumers',
     keys: ['consumers', 'holders', 'locks'],
     readOnly: true,
-    sha: '2d192ca4150b71e4d26c1d35a48e99d73154df8f',
+    sha: 'd02899fe483f858f814883e3a419ba8e04ee23ca',
     source: `#!lua flags=no-writes
 local K = { consumers = KEYS[1], holders = KEYS[2], locks = KEYS[3] }
 -- common: helpers every script includes. K holds the queue's keys by name
@@ -831,7 +848,7 @@ local KEY_TYPES = {
   filters = 'hash', classes = 'set', holders = 'hash', outcomes = 'hash', enqueued_at = 'hash',
   updated_at = 'hash', requeue_content = 'hash', schedule = 'zset', lock_expiry = 'zset',
   done_at = 'zset', dedupe = 'zset', conf = 'hash', consumers = 'hash', gc_lock = 'string',
-  gc_at = 'string', policies = 'hash', history = 'hash', losses = 'hash',
+  gc_at = 'string', policies = 'hash', history = 'hash', losses = 'hash', pushes = 'hash',
   requeue_locks = 'zset', requeue_schedule = 'zset', failed = 'zset',
 }
 
@@ -955,8 +972,13 @@ local function push_ready(r, class, id, front)
   r.count = r.count + 1
 end
 
+-- Back pushes are counted per list (\`pushes\`): a listing's cursor holds an index
+-- from the back, which only these pushes shift (claims pop the front; nothing is cut from the middle).
 local function flush_ready(r)
-  for class, ids in pairs(r.back) do call_chunked('LPUSH', ready_list(class), ids) end
+  for class, ids in pairs(r.back) do
+    call_chunked('LPUSH', ready_list(class), ids)
+    redis.call('HINCRBY', K.pushes, class, #ids)
+  end
   for class, ids in pairs(r.front) do
     -- The earliest is pushed last, so it is the next out.
     local reversed = {}
@@ -1027,12 +1049,13 @@ return reply
       'losses',
       'requeue-locks',
       'requeue-schedule',
+      'pushes',
       'failed',
     ],
     readOnly: false,
-    sha: 'f38532b833d5c889057930f59c2da6be572f1a85',
+    sha: 'b81ccf4ce2bba02c7abfd99525159d7d582495cc',
     source: `#!lua
-local K = { messages = KEYS[1], metadata = KEYS[2], filters = KEYS[3], classes = KEYS[4], nattempts = KEYS[5], locks = KEYS[6], holders = KEYS[7], backoffs = KEYS[8], done = KEYS[9], requeue = KEYS[10], outcomes = KEYS[11], enqueued_at = KEYS[12], updated_at = KEYS[13], requeue_content = KEYS[14], schedule = KEYS[15], done_at = KEYS[16], dedupe = KEYS[17], mid_circle = KEYS[18], wake = KEYS[19], policies = KEYS[20], losses = KEYS[21], requeue_locks = KEYS[22], requeue_schedule = KEYS[23], failed = KEYS[24] }
+local K = { messages = KEYS[1], metadata = KEYS[2], filters = KEYS[3], classes = KEYS[4], nattempts = KEYS[5], locks = KEYS[6], holders = KEYS[7], backoffs = KEYS[8], done = KEYS[9], requeue = KEYS[10], outcomes = KEYS[11], enqueued_at = KEYS[12], updated_at = KEYS[13], requeue_content = KEYS[14], schedule = KEYS[15], done_at = KEYS[16], dedupe = KEYS[17], mid_circle = KEYS[18], wake = KEYS[19], policies = KEYS[20], losses = KEYS[21], requeue_locks = KEYS[22], requeue_schedule = KEYS[23], pushes = KEYS[24], failed = KEYS[25] }
 -- common: helpers every script includes. K holds the queue's keys by name
 -- (see src/redis/keys.ts; in Lua '-' becomes '_' and '?' is dropped).
 --
@@ -1045,7 +1068,7 @@ local KEY_TYPES = {
   filters = 'hash', classes = 'set', holders = 'hash', outcomes = 'hash', enqueued_at = 'hash',
   updated_at = 'hash', requeue_content = 'hash', schedule = 'zset', lock_expiry = 'zset',
   done_at = 'zset', dedupe = 'zset', conf = 'hash', consumers = 'hash', gc_lock = 'string',
-  gc_at = 'string', policies = 'hash', history = 'hash', losses = 'hash',
+  gc_at = 'string', policies = 'hash', history = 'hash', losses = 'hash', pushes = 'hash',
   requeue_locks = 'zset', requeue_schedule = 'zset', failed = 'zset',
 }
 
@@ -1169,8 +1192,13 @@ local function push_ready(r, class, id, front)
   r.count = r.count + 1
 end
 
+-- Back pushes are counted per list (\`pushes\`): a listing's cursor holds an index
+-- from the back, which only these pushes shift (claims pop the front; nothing is cut from the middle).
 local function flush_ready(r)
-  for class, ids in pairs(r.back) do call_chunked('LPUSH', ready_list(class), ids) end
+  for class, ids in pairs(r.back) do
+    call_chunked('LPUSH', ready_list(class), ids)
+    redis.call('HINCRBY', K.pushes, class, #ids)
+  end
   for class, ids in pairs(r.front) do
     -- The earliest is pushed last, so it is the next out.
     local reversed = {}
@@ -1213,7 +1241,7 @@ end
 --
 -- KEYS: messages metadata filters classes nattempts locks holders backoffs done requeue outcomes
 --       enqueued-at updated-at requeue-content schedule done-at dedupe mid-circle wake policies losses
---       requeue-locks requeue-schedule
+--       requeue-locks requeue-schedule pushes
 -- ARGV: seven per message: id, content (encoding tag + payload), metadata JSON ('' for none),
 --       filter class ('' for none), initial backoff ms, flags (1: allowRequeue, 2: replacePayload),
 --       policy JSON ('' for none)
@@ -1313,7 +1341,7 @@ return replies
     name: 'extend',
     keys: ['locks', 'holders', 'nattempts', 'lock-expiry', 'requeue', 'requeue-locks'],
     readOnly: false,
-    sha: 'a9e8285c63b924eaf2bef0cdf5575e710c062f46',
+    sha: '83424fbf8e15f9b4016c370eeb5d40054befb46d',
     source: `#!lua flags=allow-oom
 local K = { locks = KEYS[1], holders = KEYS[2], nattempts = KEYS[3], lock_expiry = KEYS[4], requeue = KEYS[5], requeue_locks = KEYS[6] }
 -- common: helpers every script includes. K holds the queue's keys by name
@@ -1328,7 +1356,7 @@ local KEY_TYPES = {
   filters = 'hash', classes = 'set', holders = 'hash', outcomes = 'hash', enqueued_at = 'hash',
   updated_at = 'hash', requeue_content = 'hash', schedule = 'zset', lock_expiry = 'zset',
   done_at = 'zset', dedupe = 'zset', conf = 'hash', consumers = 'hash', gc_lock = 'string',
-  gc_at = 'string', policies = 'hash', history = 'hash', losses = 'hash',
+  gc_at = 'string', policies = 'hash', history = 'hash', losses = 'hash', pushes = 'hash',
   requeue_locks = 'zset', requeue_schedule = 'zset', failed = 'zset',
 }
 
@@ -1452,8 +1480,13 @@ local function push_ready(r, class, id, front)
   r.count = r.count + 1
 end
 
+-- Back pushes are counted per list (\`pushes\`): a listing's cursor holds an index
+-- from the back, which only these pushes shift (claims pop the front; nothing is cut from the middle).
 local function flush_ready(r)
-  for class, ids in pairs(r.back) do call_chunked('LPUSH', ready_list(class), ids) end
+  for class, ids in pairs(r.back) do
+    call_chunked('LPUSH', ready_list(class), ids)
+    redis.call('HINCRBY', K.pushes, class, #ids)
+  end
   for class, ids in pairs(r.front) do
     -- The earliest is pushed last, so it is the next out.
     local reversed = {}
@@ -1509,6 +1542,7 @@ return lost
       'updated-at',
       'mid-circle',
       'wake',
+      'pushes',
       'losses',
       'metadata',
       'policies',
@@ -1519,9 +1553,9 @@ return lost
       'failed',
     ],
     readOnly: false,
-    sha: '61500ea23ace00299824d2ef9e38a3c7fa65ec71',
+    sha: '1380812686317d52999c4e195dd9d00ab67c0a08',
     source: `#!lua flags=allow-oom
-local K = { messages = KEYS[1], filters = KEYS[2], nattempts = KEYS[3], locks = KEYS[4], holders = KEYS[5], backoffs = KEYS[6], done = KEYS[7], done_at = KEYS[8], dedupe = KEYS[9], requeue = KEYS[10], requeue_content = KEYS[11], schedule = KEYS[12], lock_expiry = KEYS[13], outcomes = KEYS[14], updated_at = KEYS[15], mid_circle = KEYS[16], wake = KEYS[17], losses = KEYS[18], metadata = KEYS[19], policies = KEYS[20], history = KEYS[21], enqueued_at = KEYS[22], requeue_locks = KEYS[23], requeue_schedule = KEYS[24], failed = KEYS[25] }
+local K = { messages = KEYS[1], filters = KEYS[2], nattempts = KEYS[3], locks = KEYS[4], holders = KEYS[5], backoffs = KEYS[6], done = KEYS[7], done_at = KEYS[8], dedupe = KEYS[9], requeue = KEYS[10], requeue_content = KEYS[11], schedule = KEYS[12], lock_expiry = KEYS[13], outcomes = KEYS[14], updated_at = KEYS[15], mid_circle = KEYS[16], wake = KEYS[17], pushes = KEYS[18], losses = KEYS[19], metadata = KEYS[20], policies = KEYS[21], history = KEYS[22], enqueued_at = KEYS[23], requeue_locks = KEYS[24], requeue_schedule = KEYS[25], failed = KEYS[26] }
 -- common: helpers every script includes. K holds the queue's keys by name
 -- (see src/redis/keys.ts; in Lua '-' becomes '_' and '?' is dropped).
 --
@@ -1534,7 +1568,7 @@ local KEY_TYPES = {
   filters = 'hash', classes = 'set', holders = 'hash', outcomes = 'hash', enqueued_at = 'hash',
   updated_at = 'hash', requeue_content = 'hash', schedule = 'zset', lock_expiry = 'zset',
   done_at = 'zset', dedupe = 'zset', conf = 'hash', consumers = 'hash', gc_lock = 'string',
-  gc_at = 'string', policies = 'hash', history = 'hash', losses = 'hash',
+  gc_at = 'string', policies = 'hash', history = 'hash', losses = 'hash', pushes = 'hash',
   requeue_locks = 'zset', requeue_schedule = 'zset', failed = 'zset',
 }
 
@@ -1658,8 +1692,13 @@ local function push_ready(r, class, id, front)
   r.count = r.count + 1
 end
 
+-- Back pushes are counted per list (\`pushes\`): a listing's cursor holds an index
+-- from the back, which only these pushes shift (claims pop the front; nothing is cut from the middle).
 local function flush_ready(r)
-  for class, ids in pairs(r.back) do call_chunked('LPUSH', ready_list(class), ids) end
+  for class, ids in pairs(r.back) do
+    call_chunked('LPUSH', ready_list(class), ids)
+    redis.call('HINCRBY', K.pushes, class, #ids)
+  end
   for class, ids in pairs(r.front) do
     -- The earliest is pushed last, so it is the next out.
     local reversed = {}
@@ -1740,7 +1779,7 @@ end
 -- Runs when Redis is out of memory (allow-oom): draining the queue is how memory comes back.
 --
 -- KEYS: messages filters nattempts locks holders backoffs done done-at dedupe requeue
---       requeue-content schedule lock-expiry outcomes updated-at mid-circle wake losses
+--       requeue-content schedule lock-expiry outcomes updated-at mid-circle wake pushes losses
 -- ARGV: consumer id, then seven per finish: id, attempt, outcome ('success', 'error' or 'retry'),
 --       backoff ms, error ('-' for none, else '+' and the text), started at ms ('' when it never ran),
 --       the error as the history keeps it ('' when it is the error itself, else '+' and the text)
@@ -1750,7 +1789,7 @@ end
 local PER = 7
 -- A batch of plain successes touches none of these.
 check_layout(nil, { 'history', 'losses', 'failed', 'requeue_locks', 'requeue_schedule', 'requeue_content',
-  'metadata', 'policies', 'enqueued_at', 'schedule', 'mid_circle', 'filters' })
+  'metadata', 'policies', 'enqueued_at', 'schedule', 'mid_circle', 'filters', 'pushes' })
 local consumer = ARGV[1]
 local count = (#ARGV - 1) / PER
 if count == 0 then return {} end
@@ -1875,7 +1914,7 @@ return replies
     name: 'gc-finish',
     keys: ['consumers', 'gc-lock'],
     readOnly: false,
-    sha: 'b5baa5bfd73e0b0b84b008e9e8e76185dd4d58e5',
+    sha: 'a31d0c8985ec6d01181caad9f521c816eb72d3f4',
     source: `#!lua flags=allow-oom
 local K = { consumers = KEYS[1], gc_lock = KEYS[2] }
 -- common: helpers every script includes. K holds the queue's keys by name
@@ -1890,7 +1929,7 @@ local KEY_TYPES = {
   filters = 'hash', classes = 'set', holders = 'hash', outcomes = 'hash', enqueued_at = 'hash',
   updated_at = 'hash', requeue_content = 'hash', schedule = 'zset', lock_expiry = 'zset',
   done_at = 'zset', dedupe = 'zset', conf = 'hash', consumers = 'hash', gc_lock = 'string',
-  gc_at = 'string', policies = 'hash', history = 'hash', losses = 'hash',
+  gc_at = 'string', policies = 'hash', history = 'hash', losses = 'hash', pushes = 'hash',
   requeue_locks = 'zset', requeue_schedule = 'zset', failed = 'zset',
 }
 
@@ -2014,8 +2053,13 @@ local function push_ready(r, class, id, front)
   r.count = r.count + 1
 end
 
+-- Back pushes are counted per list (\`pushes\`): a listing's cursor holds an index
+-- from the back, which only these pushes shift (claims pop the front; nothing is cut from the middle).
 local function flush_ready(r)
-  for class, ids in pairs(r.back) do call_chunked('LPUSH', ready_list(class), ids) end
+  for class, ids in pairs(r.back) do
+    call_chunked('LPUSH', ready_list(class), ids)
+    redis.call('HINCRBY', K.pushes, class, #ids)
+  end
   for class, ids in pairs(r.front) do
     -- The earliest is pushed last, so it is the next out.
     local reversed = {}
@@ -2050,7 +2094,7 @@ return #lapsed
     name: 'gc-start',
     keys: ['gc-lock', 'gc-at'],
     readOnly: false,
-    sha: '21eb9a4556c10187fcc8403c90ac95277bd0047a',
+    sha: '9fa2554c092e60f311dd9ac30131013d5cb3a274',
     source: `#!lua flags=allow-oom
 local K = { gc_lock = KEYS[1], gc_at = KEYS[2] }
 -- common: helpers every script includes. K holds the queue's keys by name
@@ -2065,7 +2109,7 @@ local KEY_TYPES = {
   filters = 'hash', classes = 'set', holders = 'hash', outcomes = 'hash', enqueued_at = 'hash',
   updated_at = 'hash', requeue_content = 'hash', schedule = 'zset', lock_expiry = 'zset',
   done_at = 'zset', dedupe = 'zset', conf = 'hash', consumers = 'hash', gc_lock = 'string',
-  gc_at = 'string', policies = 'hash', history = 'hash', losses = 'hash',
+  gc_at = 'string', policies = 'hash', history = 'hash', losses = 'hash', pushes = 'hash',
   requeue_locks = 'zset', requeue_schedule = 'zset', failed = 'zset',
 }
 
@@ -2189,8 +2233,13 @@ local function push_ready(r, class, id, front)
   r.count = r.count + 1
 end
 
+-- Back pushes are counted per list (\`pushes\`): a listing's cursor holds an index
+-- from the back, which only these pushes shift (claims pop the front; nothing is cut from the middle).
 local function flush_ready(r)
-  for class, ids in pairs(r.back) do call_chunked('LPUSH', ready_list(class), ids) end
+  for class, ids in pairs(r.back) do
+    call_chunked('LPUSH', ready_list(class), ids)
+    redis.call('HINCRBY', K.pushes, class, #ids)
+  end
   for class, ids in pairs(r.front) do
     -- The earliest is pushed last, so it is the next out.
     local reversed = {}
@@ -2245,7 +2294,7 @@ return 1
       'dedupe',
     ],
     readOnly: false,
-    sha: 'ee8c6d5d1d2b1f7ab2967a55dc652341c9f19114',
+    sha: 'e98ed7407fbc0894f3a43353dbdd487ee1ea73ed',
     source: `#!lua flags=allow-oom
 local K = { done_at = KEYS[1], failed = KEYS[2], messages = KEYS[3], metadata = KEYS[4], filters = KEYS[5], policies = KEYS[6], history = KEYS[7], losses = KEYS[8], nattempts = KEYS[9], locks = KEYS[10], holders = KEYS[11], backoffs = KEYS[12], outcomes = KEYS[13], enqueued_at = KEYS[14], updated_at = KEYS[15], requeue_content = KEYS[16], done = KEYS[17], requeue = KEYS[18], schedule = KEYS[19], lock_expiry = KEYS[20], requeue_locks = KEYS[21], requeue_schedule = KEYS[22], dedupe = KEYS[23] }
 -- common: helpers every script includes. K holds the queue's keys by name
@@ -2260,7 +2309,7 @@ local KEY_TYPES = {
   filters = 'hash', classes = 'set', holders = 'hash', outcomes = 'hash', enqueued_at = 'hash',
   updated_at = 'hash', requeue_content = 'hash', schedule = 'zset', lock_expiry = 'zset',
   done_at = 'zset', dedupe = 'zset', conf = 'hash', consumers = 'hash', gc_lock = 'string',
-  gc_at = 'string', policies = 'hash', history = 'hash', losses = 'hash',
+  gc_at = 'string', policies = 'hash', history = 'hash', losses = 'hash', pushes = 'hash',
   requeue_locks = 'zset', requeue_schedule = 'zset', failed = 'zset',
 }
 
@@ -2384,8 +2433,13 @@ local function push_ready(r, class, id, front)
   r.count = r.count + 1
 end
 
+-- Back pushes are counted per list (\`pushes\`): a listing's cursor holds an index
+-- from the back, which only these pushes shift (claims pop the front; nothing is cut from the middle).
 local function flush_ready(r)
-  for class, ids in pairs(r.back) do call_chunked('LPUSH', ready_list(class), ids) end
+  for class, ids in pairs(r.back) do
+    call_chunked('LPUSH', ready_list(class), ids)
+    redis.call('HINCRBY', K.pushes, class, #ids)
+  end
   for class, ids in pairs(r.front) do
     -- The earliest is pushed last, so it is the next out.
     local reversed = {}
@@ -2446,27 +2500,29 @@ flush_writes(w)
 return { removed, #old }
 `,
   },
-  queueStatus: {
-    name: 'queue-status',
+  inspect: {
+    name: 'inspect',
     keys: [
       'messages',
+      'metadata',
+      'filters',
+      'policies',
+      'history',
       'done',
-      'failed',
-      'schedule',
-      'lock-expiry',
-      'dedupe',
-      'requeue-locks',
-      'requeue-schedule',
-      'ndry-runs',
-      'conf',
-      'consumers',
-      'holders',
+      'requeue',
+      'backoffs',
       'locks',
+      'failed',
+      'nattempts',
+      'holders',
+      'outcomes',
+      'enqueued-at',
+      'updated-at',
     ],
     readOnly: true,
-    sha: '71458916a8e7015205b5c0be9fc44aecdaebbc72',
+    sha: '44238119900e96bae2e310007a455ad47c8c8023',
     source: `#!lua flags=no-writes
-local K = { messages = KEYS[1], done = KEYS[2], failed = KEYS[3], schedule = KEYS[4], lock_expiry = KEYS[5], dedupe = KEYS[6], requeue_locks = KEYS[7], requeue_schedule = KEYS[8], ndry_runs = KEYS[9], conf = KEYS[10], consumers = KEYS[11], holders = KEYS[12], locks = KEYS[13] }
+local K = { messages = KEYS[1], metadata = KEYS[2], filters = KEYS[3], policies = KEYS[4], history = KEYS[5], done = KEYS[6], requeue = KEYS[7], backoffs = KEYS[8], locks = KEYS[9], failed = KEYS[10], nattempts = KEYS[11], holders = KEYS[12], outcomes = KEYS[13], enqueued_at = KEYS[14], updated_at = KEYS[15] }
 -- common: helpers every script includes. K holds the queue's keys by name
 -- (see src/redis/keys.ts; in Lua '-' becomes '_' and '?' is dropped).
 --
@@ -2479,7 +2535,7 @@ local KEY_TYPES = {
   filters = 'hash', classes = 'set', holders = 'hash', outcomes = 'hash', enqueued_at = 'hash',
   updated_at = 'hash', requeue_content = 'hash', schedule = 'zset', lock_expiry = 'zset',
   done_at = 'zset', dedupe = 'zset', conf = 'hash', consumers = 'hash', gc_lock = 'string',
-  gc_at = 'string', policies = 'hash', history = 'hash', losses = 'hash',
+  gc_at = 'string', policies = 'hash', history = 'hash', losses = 'hash', pushes = 'hash',
   requeue_locks = 'zset', requeue_schedule = 'zset', failed = 'zset',
 }
 
@@ -2603,8 +2659,754 @@ local function push_ready(r, class, id, front)
   r.count = r.count + 1
 end
 
+-- Back pushes are counted per list (\`pushes\`): a listing's cursor holds an index
+-- from the back, which only these pushes shift (claims pop the front; nothing is cut from the middle).
 local function flush_ready(r)
-  for class, ids in pairs(r.back) do call_chunked('LPUSH', ready_list(class), ids) end
+  for class, ids in pairs(r.back) do
+    call_chunked('LPUSH', ready_list(class), ids)
+    redis.call('HINCRBY', K.pushes, class, #ids)
+  end
+  for class, ids in pairs(r.front) do
+    -- The earliest is pushed last, so it is the next out.
+    local reversed = {}
+    for i = #ids, 1, -1 do reversed[#reversed + 1] = ids[i] end
+    call_chunked('RPUSH', ready_list(class), reversed)
+  end
+end
+-- state: a message's state, derived from Carmine's keys as Carmine derives it,
+-- plus kvmq's done-with-requeue and failed. Expired locks and backoffs count as over.
+--
+-- KEYS: done requeue backoffs locks failed
+
+-- The state of a message known to exist, at \`now\`.
+local function state_of(id, now)
+  if redis.call('ZSCORE', K.failed, id) then return 'failed', nil end
+  local backoff = tonumber(redis.call('HGET', K.backoffs, id)) or 0
+  if redis.call('SISMEMBER', K.done, id) == 1 then
+    local requeued = redis.call('SISMEMBER', K.requeue, id) == 1
+    if backoff > now then
+      if requeued then return 'done-with-requeue', backoff end
+      return 'done-with-backoff', backoff
+    end
+    -- A requeue whose backoff ended is queued, even before a claim moves it to its ready list.
+    if requeued then return 'queued', nil end
+    return 'done-awaiting-gc', nil
+  end
+  local lock = tonumber(redis.call('HGET', K.locks, id)) or 0
+  if lock > now then
+    if redis.call('SISMEMBER', K.requeue, id) == 1 then return 'locked-with-requeue', lock end
+    return 'locked', lock
+  end
+  if backoff > now then return 'queued-with-backoff', backoff end
+  return 'queued', nil
+end
+-- status: what status() reports of one message.
+--
+-- KEYS: messages nattempts holders outcomes enqueued-at updated-at
+
+-- nil when the message is gone, else { state, attempt, outcome (with a newline and the last error
+-- if any) or false, enqueued at, updated at, holder (while locked) or false, the end of the lock or
+-- backoff or -1 }
+local function status_of(id, now)
+  if redis.call('HEXISTS', K.messages, id) == 0 then return nil end
+  local state, ends = state_of(id, now)
+  local enqueued = tonumber(redis.call('HGET', K.enqueued_at, id)) or 0
+  local holder = false
+  if state == 'locked' or state == 'locked-with-requeue' then holder = redis.call('HGET', K.holders, id) end
+  return {
+    state,
+    tonumber(redis.call('HGET', K.nattempts, id)) or 0,
+    redis.call('HGET', K.outcomes, id),
+    enqueued,
+    tonumber(redis.call('HGET', K.updated_at, id)) or enqueued,
+    holder,
+    ends or -1,
+  }
+end
+-- inspect: everything kept about one message.
+--
+-- KEYS: messages metadata filters policies history
+-- ARGV: id
+-- Reply: nil when the message is gone, else the seven fields of \`status\`, then content, metadata JSON
+--        or nil, filter class or nil, policy JSON or nil, history JSON or nil
+-- Include: common state status
+
+check_layout()
+local id = ARGV[1]
+local reply = status_of(id, now_ms())
+if reply == nil then return nil end
+for _, key in ipairs({ K.messages, K.metadata, K.filters, K.policies, K.history }) do
+  reply[#reply + 1] = redis.call('HGET', key, id)
+end
+return reply
+`,
+  },
+  list: {
+    name: 'list',
+    keys: [
+      'messages',
+      'metadata',
+      'filters',
+      'classes',
+      'pushes',
+      'mid-circle',
+      'schedule',
+      'lock-expiry',
+      'requeue-locks',
+      'requeue-schedule',
+      'dedupe',
+      'failed',
+      'done',
+      'requeue',
+      'backoffs',
+      'locks',
+      'nattempts',
+      'holders',
+      'outcomes',
+      'enqueued-at',
+      'updated-at',
+      'policies',
+      'history',
+      'losses',
+      'requeue-content',
+      'done-at',
+    ],
+    readOnly: false,
+    sha: '4ace67f8b02a117a29129a1d480b7bab9370e1b8',
+    source: `#!lua flags=allow-oom
+local K = { messages = KEYS[1], metadata = KEYS[2], filters = KEYS[3], classes = KEYS[4], pushes = KEYS[5], mid_circle = KEYS[6], schedule = KEYS[7], lock_expiry = KEYS[8], requeue_locks = KEYS[9], requeue_schedule = KEYS[10], dedupe = KEYS[11], failed = KEYS[12], done = KEYS[13], requeue = KEYS[14], backoffs = KEYS[15], locks = KEYS[16], nattempts = KEYS[17], holders = KEYS[18], outcomes = KEYS[19], enqueued_at = KEYS[20], updated_at = KEYS[21], policies = KEYS[22], history = KEYS[23], losses = KEYS[24], requeue_content = KEYS[25], done_at = KEYS[26] }
+-- common: helpers every script includes. K holds the queue's keys by name
+-- (see src/redis/keys.ts; in Lua '-' becomes '_' and '?' is dropped).
+--
+-- KEYS: (none of its own)
+
+-- The types kvmq keeps in each key, to refuse foreign data before writing anything.
+local KEY_TYPES = {
+  messages = 'hash', locks = 'hash', backoffs = 'hash', nattempts = 'hash', mid_circle = 'list',
+  done = 'set', requeue = 'set', eoq_backoff = 'string', ndry_runs = 'string', metadata = 'hash',
+  filters = 'hash', classes = 'set', holders = 'hash', outcomes = 'hash', enqueued_at = 'hash',
+  updated_at = 'hash', requeue_content = 'hash', schedule = 'zset', lock_expiry = 'zset',
+  done_at = 'zset', dedupe = 'zset', conf = 'hash', consumers = 'hash', gc_lock = 'string',
+  gc_at = 'string', policies = 'hash', history = 'hash', losses = 'hash', pushes = 'hash',
+  requeue_locks = 'zset', requeue_schedule = 'zset', failed = 'zset',
+}
+
+-- Lua's unpack has a stack limit; variadic commands go in chunks of this many arguments.
+local CHUNK = 1000
+
+-- One clock for every decision: the Redis server's. Redis 7 replicates a
+-- script's effects, not the script, so reading TIME before writing is safe.
+local function now_ms()
+  local t = redis.call('TIME')
+  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+end
+
+local function layout_error(key, found, expected)
+  error({ err = 'KVMQ_LAYOUT key ' .. key .. ' holds a ' .. found .. ', not the ' .. expected .. ' kvmq keeps there' })
+end
+
+local function check_type(key, expected)
+  local found = redis.call('TYPE', key).ok
+  if found ~= 'none' and found ~= expected then layout_error(key, found, expected) end
+end
+
+-- The ready list of a filter class: \`mid-circle\` for messages without filters.
+local function ready_list(class)
+  if class == '' then return K.mid_circle end
+  return K.mid_circle .. ':' .. class
+end
+
+-- A message's filter class ('' for none); the script must take the \`filters\` key.
+local function class_of(id)
+  return redis.call('HGET', K.filters, id) or ''
+end
+
+-- Checks every key the script was given, and the ready list of every filter
+-- class known or about to be added, before the script writes anything: a
+-- script that stopped half-way would leave messages half-written.
+-- Keys a script touches only on its rare paths (see check_rare).
+local RARE = {}
+local rare_checked = false
+
+-- \`rare\` (optional) names keys left to check_rare, so a hot path pays no TYPE call for them.
+local function check_layout(new_classes, rare)
+  for _, name in ipairs(rare or {}) do RARE[name] = true end
+  for name, key in pairs(K) do
+    local expected = KEY_TYPES[name]
+    if expected ~= nil and not RARE[name] then check_type(key, expected) end
+  end
+  if K.classes ~= nil and K.mid_circle ~= nil then
+    for _, class in ipairs(redis.call('SMEMBERS', K.classes)) do check_type(ready_list(class), 'list') end
+    for _, class in ipairs(new_classes or {}) do check_type(ready_list(class), 'list') end
+  end
+end
+
+-- Checks the keys check_layout left out, once, when a rare path (a failure, a lost lock) starts:
+-- the caller calls it before that path writes anything.
+local function check_rare()
+  if rare_checked then return end
+  rare_checked = true
+  for name in pairs(RARE) do
+    if K[name] ~= nil then check_type(K[name], KEY_TYPES[name]) end
+  end
+end
+
+-- Runs \`cmd key ...args\` in chunks (args must come in whole pairs for HSET/ZADD: CHUNK is even).
+local function call_chunked(cmd, key, args)
+  for i = 1, #args, CHUNK do
+    redis.call(cmd, key, unpack(args, i, math.min(i + CHUNK - 1, #args)))
+  end
+end
+
+-- HMGET in chunks; the values line up with \`fields\`.
+local function hmget(key, fields)
+  if #fields <= CHUNK then return redis.call('HMGET', key, unpack(fields)) end
+  local values = {}
+  for i = 1, #fields, CHUNK do
+    local part = redis.call('HMGET', key, unpack(fields, i, math.min(i + CHUNK - 1, #fields)))
+    for j = 1, #part do values[i + j - 1] = part[j] end
+  end
+  return values
+end
+
+-- Writes gathered during a script and sent at its end, one command per key.
+local function pending_writes()
+  return { hset = {}, hdel = {}, zadd = {}, zrem = {}, sadd = {}, srem = {} }
+end
+
+-- Removals go first, so a field removed and set by one script ends up set.
+local function flush_writes(w)
+  for _, cmd in ipairs({ 'hdel', 'srem', 'zrem', 'hset', 'sadd', 'zadd' }) do
+    for key, args in pairs(w[cmd]) do
+      call_chunked(string.upper(cmd), key, args)
+    end
+  end
+end
+
+-- Queues \`cmd key a [b]\` in \`w\` (b for the pair commands hset and zadd).
+local function later(w, cmd, key, a, b)
+  local args = w[cmd][key]
+  if args == nil then
+    args = {}
+    w[cmd][key] = args
+  end
+  args[#args + 1] = a
+  if b ~= nil then args[#args + 1] = b end
+end
+
+-- Ready pushes of this script: \`back\` ones join the end of the line (LPUSH:
+-- the list's next is on the right), \`front\` ones are next (RPUSH).
+local function pending_ready()
+  return { back = {}, front = {}, count = 0 }
+end
+
+local function push_ready(r, class, id, front)
+  local side = front and r.front or r.back
+  local list = side[class]
+  if list == nil then
+    list = {}
+    side[class] = list
+  end
+  list[#list + 1] = id
+  r.count = r.count + 1
+end
+
+-- Back pushes are counted per list (\`pushes\`): a listing's cursor holds an index
+-- from the back, which only these pushes shift (claims pop the front; nothing is cut from the middle).
+local function flush_ready(r)
+  for class, ids in pairs(r.back) do
+    call_chunked('LPUSH', ready_list(class), ids)
+    redis.call('HINCRBY', K.pushes, class, #ids)
+  end
+  for class, ids in pairs(r.front) do
+    -- The earliest is pushed last, so it is the next out.
+    local reversed = {}
+    for i = #ids, 1, -1 do reversed[#reversed + 1] = ids[i] end
+    call_chunked('RPUSH', ready_list(class), reversed)
+  end
+end
+-- state: a message's state, derived from Carmine's keys as Carmine derives it,
+-- plus kvmq's done-with-requeue and failed. Expired locks and backoffs count as over.
+--
+-- KEYS: done requeue backoffs locks failed
+
+-- The state of a message known to exist, at \`now\`.
+local function state_of(id, now)
+  if redis.call('ZSCORE', K.failed, id) then return 'failed', nil end
+  local backoff = tonumber(redis.call('HGET', K.backoffs, id)) or 0
+  if redis.call('SISMEMBER', K.done, id) == 1 then
+    local requeued = redis.call('SISMEMBER', K.requeue, id) == 1
+    if backoff > now then
+      if requeued then return 'done-with-requeue', backoff end
+      return 'done-with-backoff', backoff
+    end
+    -- A requeue whose backoff ended is queued, even before a claim moves it to its ready list.
+    if requeued then return 'queued', nil end
+    return 'done-awaiting-gc', nil
+  end
+  local lock = tonumber(redis.call('HGET', K.locks, id)) or 0
+  if lock > now then
+    if redis.call('SISMEMBER', K.requeue, id) == 1 then return 'locked-with-requeue', lock end
+    return 'locked', lock
+  end
+  if backoff > now then return 'queued-with-backoff', backoff end
+  return 'queued', nil
+end
+-- status: what status() reports of one message.
+--
+-- KEYS: messages nattempts holders outcomes enqueued-at updated-at
+
+-- nil when the message is gone, else { state, attempt, outcome (with a newline and the last error
+-- if any) or false, enqueued at, updated at, holder (while locked) or false, the end of the lock or
+-- backoff or -1 }
+local function status_of(id, now)
+  if redis.call('HEXISTS', K.messages, id) == 0 then return nil end
+  local state, ends = state_of(id, now)
+  local enqueued = tonumber(redis.call('HGET', K.enqueued_at, id)) or 0
+  local holder = false
+  if state == 'locked' or state == 'locked-with-requeue' then holder = redis.call('HGET', K.holders, id) end
+  return {
+    state,
+    tonumber(redis.call('HGET', K.nattempts, id)) or 0,
+    redis.call('HGET', K.outcomes, id),
+    enqueued,
+    tonumber(redis.call('HGET', K.updated_at, id)) or enqueued,
+    holder,
+    ends or -1,
+  }
+end
+-- forget: removes every trace of a message from the queue's hashes, sets and
+-- sorted sets (not from a ready list: the caller knows whether it is in one).
+--
+-- KEYS: messages metadata filters policies history losses nattempts locks holders backoffs outcomes
+--       enqueued-at updated-at requeue-content done requeue schedule lock-expiry requeue-locks
+--       requeue-schedule done-at dedupe failed
+
+local FORGET_HASHES = { 'messages', 'metadata', 'filters', 'policies', 'history', 'losses', 'nattempts', 'locks',
+  'holders', 'backoffs', 'outcomes', 'enqueued_at', 'updated_at', 'requeue_content' }
+local FORGET_ZSETS = { 'schedule', 'lock_expiry', 'requeue_locks', 'requeue_schedule', 'done_at', 'dedupe', 'failed' }
+
+-- With \`w\`, the removals are queued there (many ids in one command per key); else made now.
+local function forget(id, w)
+  for _, name in ipairs(FORGET_HASHES) do
+    if w then later(w, 'hdel', K[name], id) else redis.call('HDEL', K[name], id) end
+  end
+  for _, name in ipairs(FORGET_ZSETS) do
+    if w then later(w, 'zrem', K[name], id) else redis.call('ZREM', K[name], id) end
+  end
+  for _, name in ipairs({ 'done', 'requeue' }) do
+    if w then later(w, 'srem', K[name], id) else redis.call('SREM', K[name], id) end
+  end
+end
+-- fail: a message's last run ended in a final error: it becomes failed. Also
+-- the history of attempts.
+--
+-- KEYS: messages metadata filters policies history outcomes updated-at locks holders lock-expiry
+--       backoffs schedule requeue requeue-locks requeue-content failed
+
+-- Attempt records kept per message (model/history.ts HISTORY_LIMIT).
+local HISTORY_LIMIT = 10
+
+-- Appends an attempt record (a table; absent fields are written as null) to the message's history.
+local function append_history(id, attempt, started, now, consumer, outcome, err)
+  check_rare()
+  local history = {}
+  local stored = redis.call('HGET', K.history, id)
+  if stored then
+    local ok, value = pcall(cjson.decode, stored)
+    if ok and type(value) == 'table' then history = value end
+  end
+  history[#history + 1] = {
+    attempt = tonumber(attempt) or 0,
+    startedAt = started or cjson.null,
+    endedAt = now,
+    consumer = consumer or cjson.null,
+    outcome = outcome,
+    error = err or cjson.null,
+  }
+  while #history > HISTORY_LIMIT do table.remove(history, 1) end
+  redis.call('HSET', K.history, id, cjson.encode(history))
+end
+
+-- Ends the message's run with \`outcome\` (the outcomes field: 'error', a newline, the error): failed.
+-- The caller has recorded the failing attempt in the history.
+local function fail(id, now, outcome)
+  check_rare()
+  for _, key in ipairs({ K.locks, K.holders, K.backoffs, K.requeue_content }) do redis.call('HDEL', key, id) end
+  for _, key in ipairs({ K.lock_expiry, K.schedule, K.requeue_locks }) do redis.call('ZREM', key, id) end
+  redis.call('SREM', K.requeue, id)
+  redis.call('HSET', K.outcomes, id, outcome)
+  redis.call('HSET', K.updated_at, id, now)
+  redis.call('ZADD', K.failed, now, id)
+end
+-- promote: moves messages whose wait is over back to their ready lists, at the
+-- front (they waited longest): pending messages whose backoff ended, requeues
+-- whose done backoff ended (a new run: out of done), and locked messages whose
+-- lock expired (their holder stalled or died; attempt and requeue mark stay).
+--
+-- KEYS: schedule lock-expiry backoffs locks holders done done-at requeue filters requeue-schedule
+--       requeue-locks losses nattempts
+
+-- Per call at most this many of each, so a script stays short; the caller looks again at once.
+local PROMOTE_LIMIT = 1000
+
+-- Ends a scheduled wait now: a backoff (queued-with-backoff), or a requeue's (done-with-requeue:
+-- a new run, out of done). The message goes to the front of its ready list.
+local function end_wait(id, ready, w)
+  if redis.call('SISMEMBER', K.done, id) == 1 then
+    later(w, 'srem', K.done, id)
+    later(w, 'srem', K.requeue, id)
+    later(w, 'zrem', K.done_at, id)
+    later(w, 'zrem', K.requeue_schedule, id)
+    later(w, 'hdel', K.nattempts, id)
+    later(w, 'hdel', K.losses, id)
+  end
+  later(w, 'hdel', K.backoffs, id)
+  later(w, 'zrem', K.schedule, id)
+  push_ready(ready, class_of(id), id, true)
+end
+
+-- Returns true when more may be due than were moved.
+local function promote(now, ready, w)
+  local due = redis.call('ZRANGEBYSCORE', K.schedule, '-inf', now, 'LIMIT', 0, PROMOTE_LIMIT)
+  local expired = redis.call('ZRANGEBYSCORE', K.lock_expiry, '-inf', now, 'LIMIT', 0, PROMOTE_LIMIT)
+  if #due > 0 or #expired > 0 then check_rare() end
+  for _, id in ipairs(due) do end_wait(id, ready, w) end
+  for _, id in ipairs(expired) do
+    later(w, 'hdel', K.locks, id)
+    later(w, 'hdel', K.holders, id)
+    later(w, 'zrem', K.lock_expiry, id)
+    later(w, 'zrem', K.requeue_locks, id)
+    push_ready(ready, class_of(id), id, true)
+  end
+  return #due == PROMOTE_LIMIT or #expired == PROMOTE_LIMIT
+end
+-- list: a page of messages in the wanted states, read from the indexes, never
+-- a walk of the queue. Within a state, oldest first by the index's time:
+--   queued               the ready lists ('' first, then the filter classes in byte order), next out first;
+--                        due backoffs and expired locks are first moved there, as a claim would
+--   queued-with-backoff  schedule after now (done-with-requeue entries, also there, are skipped)
+--   locked               lock-expiry after now (locked-with-requeue entries skipped)
+--   locked-with-requeue  requeue-locks after now
+--   done-awaiting-gc     dedupe up to now
+--   done-with-backoff    dedupe after now
+--   done-with-requeue    requeue-schedule after now
+--   failed               failed
+-- A position is the state and three strings: (score, id, '') in a sorted set; in a ready list
+-- (class, index from the back, the list's back pushes then), so pushes between pages shift it exactly.
+-- Runs when Redis is out of memory (allow-oom): it may move due messages, never adds any.
+--
+-- KEYS: messages metadata filters classes pushes mid-circle schedule lock-expiry requeue-locks
+--       requeue-schedule dedupe failed
+-- ARGV: states (comma-separated, in MESSAGE_STATES order), outcome ('' for any), limit, messages to look at
+--       at most, '1' to include content, then the position to go on from: state ('' to start), a, b, c
+-- Reply: { 'end' when the listing is over, else 'more', then the position of the last message looked at
+--        (state, a, b, c), then per message: id, the seven fields of \`status\`, and with content: content,
+--        metadata JSON or nil, filter class or nil }
+-- Include: common state status forget fail promote
+
+check_layout()
+local states = {}
+for state in string.gmatch(ARGV[1], '[^,]+') do states[#states + 1] = state end
+local outcome, limit, budget, with_content = ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[4]), ARGV[5] == '1'
+local from_state = ARGV[6]
+local now = now_ms()
+-- Entries read per command.
+local STEP = 100
+
+-- a after b, comparing bytes (as Redis orders members of equal score), whatever the locale.
+local function after(a, b)
+  for i = 1, math.min(#a, #b) do
+    local x, y = string.byte(a, i), string.byte(b, i)
+    if x ~= y then return x > y end
+  end
+  return #a > #b
+end
+
+local reply = { 'end', '', '', '', '' }
+local listed, looked = 0, 0
+local position = nil
+
+-- Looks at one index entry; returns false when the call has done enough.
+local function look(id, state, a, b, c)
+  looked = looked + 1
+  position = { state, a, b, c }
+  local status = status_of(id, now)
+  local last = status and status[3]
+  if status and status[1] == state and (outcome == '' or (last and (last == outcome or
+      string.sub(last, 1, #outcome + 1) == outcome .. '\\n'))) then
+    reply[#reply + 1] = id
+    for i = 1, 7 do reply[#reply + 1] = status[i] end
+    if with_content then
+      for _, key in ipairs({ K.messages, K.metadata, K.filters }) do reply[#reply + 1] = redis.call('HGET', key, id) end
+    end
+    listed = listed + 1
+  end
+  return listed < limit and looked < budget
+end
+
+-- The rank just after (score, id) in a sorted set, even when id has left it since.
+local function rank_after(key, score, id)
+  local current = redis.call('ZSCORE', key, id)
+  if current and tonumber(current) == tonumber(score) then return redis.call('ZRANK', key, id) + 1 end
+  -- Ranks lo..hi-1 hold \`score\`, members in byte order: the first one after id.
+  local lo = redis.call('ZCOUNT', key, '-inf', '(' .. score)
+  local hi = redis.call('ZCOUNT', key, '-inf', score)
+  while lo < hi do
+    local mid = math.floor((lo + hi) / 2)
+    if after(redis.call('ZRANGE', key, mid, mid)[1], id) then hi = mid else lo = mid + 1 end
+  end
+  return lo
+end
+
+-- state → sorted set, and its range: 'after' now, 'upto' now, or 'all'.
+local SORTED = {
+  ['queued-with-backoff'] = { K.schedule, 'after' },
+  locked = { K.lock_expiry, 'after' },
+  ['locked-with-requeue'] = { K.requeue_locks, 'after' },
+  ['done-awaiting-gc'] = { K.dedupe, 'upto' },
+  ['done-with-backoff'] = { K.dedupe, 'after' },
+  ['done-with-requeue'] = { K.requeue_schedule, 'after' },
+  failed = { K.failed, 'all' },
+}
+
+-- Returns true when the state's entries are all looked at.
+local function list_sorted(state, score, id)
+  local key, range = SORTED[state][1], SORTED[state][2]
+  local rank = 0
+  if range == 'after' then rank = redis.call('ZCOUNT', key, '-inf', now) end
+  if score then rank = math.max(rank, rank_after(key, score, id)) end
+  while true do
+    local entries = redis.call('ZRANGE', key, rank, rank + STEP - 1, 'WITHSCORES')
+    if #entries == 0 then return true end
+    for i = 1, #entries, 2 do
+      if range == 'upto' and tonumber(entries[i + 1]) > now then return true end
+      if not look(entries[i], state, entries[i + 1], entries[i], '') then return false end
+    end
+    rank = rank + #entries / 2
+  end
+end
+
+-- Returns true when every ready list is looked at.
+local function list_ready(from_class, from_index, from_pushes)
+  local classes = redis.call('SMEMBERS', K.classes)
+  table.sort(classes, function(a, b) return after(b, a) end)
+  table.insert(classes, 1, '')
+  for _, class in ipairs(classes) do
+    if from_class == nil or class == from_class or after(class, from_class) then
+      local list = ready_list(class)
+      local pushes = tonumber(redis.call('HGET', K.pushes, class)) or 0
+      local index = redis.call('LLEN', list) - 1
+      if class == from_class then
+        index = math.min(index, tonumber(from_index) + pushes - tonumber(from_pushes) - 1)
+      end
+      while index >= 0 do
+        local first = math.max(0, index - STEP + 1)
+        local ids = redis.call('LRANGE', list, first, index)
+        for i = #ids, 1, -1 do
+          if not look(ids[i], 'queued', class, tostring(first + i - 1), tostring(pushes)) then return false end
+        end
+        index = first - 1
+      end
+    end
+  end
+  return true
+end
+
+local resuming = from_state ~= ''
+for _, state in ipairs(states) do
+  if not resuming or state == from_state then
+    local a, b, c = nil, nil, nil
+    if resuming then a, b, c = ARGV[7], ARGV[8], ARGV[9] end
+    local over
+    if state == 'queued' then
+      -- Due backoffs and expired locks join the ready lists first, as at a claim.
+      for _ = 1, 10 do
+        local w, ready = pending_writes(), pending_ready()
+        local more = promote(now, ready, w)
+        flush_writes(w)
+        flush_ready(ready)
+        if not more then break end
+      end
+      over = list_ready(a, b, c)
+    else
+      over = list_sorted(state, a, b)
+    end
+    resuming = false
+    if not over then
+      reply[1] = 'more'
+      for i = 1, 4 do reply[i + 1] = position[i] end
+      return reply
+    end
+  end
+end
+return reply
+`,
+  },
+  queueStatus: {
+    name: 'queue-status',
+    keys: [
+      'messages',
+      'done',
+      'failed',
+      'schedule',
+      'lock-expiry',
+      'dedupe',
+      'requeue-locks',
+      'requeue-schedule',
+      'ndry-runs',
+      'conf',
+      'consumers',
+      'holders',
+      'locks',
+    ],
+    readOnly: true,
+    sha: 'dd0b2685132c7714e693051d2edb37d814254526',
+    source: `#!lua flags=no-writes
+local K = { messages = KEYS[1], done = KEYS[2], failed = KEYS[3], schedule = KEYS[4], lock_expiry = KEYS[5], dedupe = KEYS[6], requeue_locks = KEYS[7], requeue_schedule = KEYS[8], ndry_runs = KEYS[9], conf = KEYS[10], consumers = KEYS[11], holders = KEYS[12], locks = KEYS[13] }
+-- common: helpers every script includes. K holds the queue's keys by name
+-- (see src/redis/keys.ts; in Lua '-' becomes '_' and '?' is dropped).
+--
+-- KEYS: (none of its own)
+
+-- The types kvmq keeps in each key, to refuse foreign data before writing anything.
+local KEY_TYPES = {
+  messages = 'hash', locks = 'hash', backoffs = 'hash', nattempts = 'hash', mid_circle = 'list',
+  done = 'set', requeue = 'set', eoq_backoff = 'string', ndry_runs = 'string', metadata = 'hash',
+  filters = 'hash', classes = 'set', holders = 'hash', outcomes = 'hash', enqueued_at = 'hash',
+  updated_at = 'hash', requeue_content = 'hash', schedule = 'zset', lock_expiry = 'zset',
+  done_at = 'zset', dedupe = 'zset', conf = 'hash', consumers = 'hash', gc_lock = 'string',
+  gc_at = 'string', policies = 'hash', history = 'hash', losses = 'hash', pushes = 'hash',
+  requeue_locks = 'zset', requeue_schedule = 'zset', failed = 'zset',
+}
+
+-- Lua's unpack has a stack limit; variadic commands go in chunks of this many arguments.
+local CHUNK = 1000
+
+-- One clock for every decision: the Redis server's. Redis 7 replicates a
+-- script's effects, not the script, so reading TIME before writing is safe.
+local function now_ms()
+  local t = redis.call('TIME')
+  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+end
+
+local function layout_error(key, found, expected)
+  error({ err = 'KVMQ_LAYOUT key ' .. key .. ' holds a ' .. found .. ', not the ' .. expected .. ' kvmq keeps there' })
+end
+
+local function check_type(key, expected)
+  local found = redis.call('TYPE', key).ok
+  if found ~= 'none' and found ~= expected then layout_error(key, found, expected) end
+end
+
+-- The ready list of a filter class: \`mid-circle\` for messages without filters.
+local function ready_list(class)
+  if class == '' then return K.mid_circle end
+  return K.mid_circle .. ':' .. class
+end
+
+-- A message's filter class ('' for none); the script must take the \`filters\` key.
+local function class_of(id)
+  return redis.call('HGET', K.filters, id) or ''
+end
+
+-- Checks every key the script was given, and the ready list of every filter
+-- class known or about to be added, before the script writes anything: a
+-- script that stopped half-way would leave messages half-written.
+-- Keys a script touches only on its rare paths (see check_rare).
+local RARE = {}
+local rare_checked = false
+
+-- \`rare\` (optional) names keys left to check_rare, so a hot path pays no TYPE call for them.
+local function check_layout(new_classes, rare)
+  for _, name in ipairs(rare or {}) do RARE[name] = true end
+  for name, key in pairs(K) do
+    local expected = KEY_TYPES[name]
+    if expected ~= nil and not RARE[name] then check_type(key, expected) end
+  end
+  if K.classes ~= nil and K.mid_circle ~= nil then
+    for _, class in ipairs(redis.call('SMEMBERS', K.classes)) do check_type(ready_list(class), 'list') end
+    for _, class in ipairs(new_classes or {}) do check_type(ready_list(class), 'list') end
+  end
+end
+
+-- Checks the keys check_layout left out, once, when a rare path (a failure, a lost lock) starts:
+-- the caller calls it before that path writes anything.
+local function check_rare()
+  if rare_checked then return end
+  rare_checked = true
+  for name in pairs(RARE) do
+    if K[name] ~= nil then check_type(K[name], KEY_TYPES[name]) end
+  end
+end
+
+-- Runs \`cmd key ...args\` in chunks (args must come in whole pairs for HSET/ZADD: CHUNK is even).
+local function call_chunked(cmd, key, args)
+  for i = 1, #args, CHUNK do
+    redis.call(cmd, key, unpack(args, i, math.min(i + CHUNK - 1, #args)))
+  end
+end
+
+-- HMGET in chunks; the values line up with \`fields\`.
+local function hmget(key, fields)
+  if #fields <= CHUNK then return redis.call('HMGET', key, unpack(fields)) end
+  local values = {}
+  for i = 1, #fields, CHUNK do
+    local part = redis.call('HMGET', key, unpack(fields, i, math.min(i + CHUNK - 1, #fields)))
+    for j = 1, #part do values[i + j - 1] = part[j] end
+  end
+  return values
+end
+
+-- Writes gathered during a script and sent at its end, one command per key.
+local function pending_writes()
+  return { hset = {}, hdel = {}, zadd = {}, zrem = {}, sadd = {}, srem = {} }
+end
+
+-- Removals go first, so a field removed and set by one script ends up set.
+local function flush_writes(w)
+  for _, cmd in ipairs({ 'hdel', 'srem', 'zrem', 'hset', 'sadd', 'zadd' }) do
+    for key, args in pairs(w[cmd]) do
+      call_chunked(string.upper(cmd), key, args)
+    end
+  end
+end
+
+-- Queues \`cmd key a [b]\` in \`w\` (b for the pair commands hset and zadd).
+local function later(w, cmd, key, a, b)
+  local args = w[cmd][key]
+  if args == nil then
+    args = {}
+    w[cmd][key] = args
+  end
+  args[#args + 1] = a
+  if b ~= nil then args[#args + 1] = b end
+end
+
+-- Ready pushes of this script: \`back\` ones join the end of the line (LPUSH:
+-- the list's next is on the right), \`front\` ones are next (RPUSH).
+local function pending_ready()
+  return { back = {}, front = {}, count = 0 }
+end
+
+local function push_ready(r, class, id, front)
+  local side = front and r.front or r.back
+  local list = side[class]
+  if list == nil then
+    list = {}
+    side[class] = list
+  end
+  list[#list + 1] = id
+  r.count = r.count + 1
+end
+
+-- Back pushes are counted per list (\`pushes\`): a listing's cursor holds an index
+-- from the back, which only these pushes shift (claims pop the front; nothing is cut from the middle).
+local function flush_ready(r)
+  for class, ids in pairs(r.back) do
+    call_chunked('LPUSH', ready_list(class), ids)
+    redis.call('HINCRBY', K.pushes, class, #ids)
+  end
   for class, ids in pairs(r.front) do
     -- The earliest is pushed last, so it is the next out.
     local reversed = {}
@@ -2687,7 +3489,7 @@ return reply
     name: 'register-consumer',
     keys: ['consumers'],
     readOnly: false,
-    sha: '09398aff1404b4b67efe9310b9e83077b343e5c1',
+    sha: '22cb34d5b9b54a39fca0a6bd6fcedda9af53a287',
     source: `#!lua flags=allow-oom
 local K = { consumers = KEYS[1] }
 -- common: helpers every script includes. K holds the queue's keys by name
@@ -2702,7 +3504,7 @@ local KEY_TYPES = {
   filters = 'hash', classes = 'set', holders = 'hash', outcomes = 'hash', enqueued_at = 'hash',
   updated_at = 'hash', requeue_content = 'hash', schedule = 'zset', lock_expiry = 'zset',
   done_at = 'zset', dedupe = 'zset', conf = 'hash', consumers = 'hash', gc_lock = 'string',
-  gc_at = 'string', policies = 'hash', history = 'hash', losses = 'hash',
+  gc_at = 'string', policies = 'hash', history = 'hash', losses = 'hash', pushes = 'hash',
   requeue_locks = 'zset', requeue_schedule = 'zset', failed = 'zset',
 }
 
@@ -2826,8 +3628,13 @@ local function push_ready(r, class, id, front)
   r.count = r.count + 1
 end
 
+-- Back pushes are counted per list (\`pushes\`): a listing's cursor holds an index
+-- from the back, which only these pushes shift (claims pop the front; nothing is cut from the middle).
 local function flush_ready(r)
-  for class, ids in pairs(r.back) do call_chunked('LPUSH', ready_list(class), ids) end
+  for class, ids in pairs(r.back) do
+    call_chunked('LPUSH', ready_list(class), ids)
+    redis.call('HINCRBY', K.pushes, class, #ids)
+  end
   for class, ids in pairs(r.front) do
     -- The earliest is pushed last, so it is the next out.
     local reversed = {}
@@ -2873,7 +3680,7 @@ return 1
       'updated-at',
     ],
     readOnly: true,
-    sha: '3a83f89b45e78ee84d23286f1de4f932893ef023',
+    sha: 'b718d18b16e1e37ac9cd770bc111fa2486d5e0dc',
     source: `#!lua flags=no-writes
 local K = { messages = KEYS[1], done = KEYS[2], requeue = KEYS[3], backoffs = KEYS[4], locks = KEYS[5], failed = KEYS[6], nattempts = KEYS[7], holders = KEYS[8], outcomes = KEYS[9], enqueued_at = KEYS[10], updated_at = KEYS[11] }
 -- common: helpers every script includes. K holds the queue's keys by name
@@ -2888,7 +3695,7 @@ local KEY_TYPES = {
   filters = 'hash', classes = 'set', holders = 'hash', outcomes = 'hash', enqueued_at = 'hash',
   updated_at = 'hash', requeue_content = 'hash', schedule = 'zset', lock_expiry = 'zset',
   done_at = 'zset', dedupe = 'zset', conf = 'hash', consumers = 'hash', gc_lock = 'string',
-  gc_at = 'string', policies = 'hash', history = 'hash', losses = 'hash',
+  gc_at = 'string', policies = 'hash', history = 'hash', losses = 'hash', pushes = 'hash',
   requeue_locks = 'zset', requeue_schedule = 'zset', failed = 'zset',
 }
 
@@ -3012,8 +3819,13 @@ local function push_ready(r, class, id, front)
   r.count = r.count + 1
 end
 
+-- Back pushes are counted per list (\`pushes\`): a listing's cursor holds an index
+-- from the back, which only these pushes shift (claims pop the front; nothing is cut from the middle).
 local function flush_ready(r)
-  for class, ids in pairs(r.back) do call_chunked('LPUSH', ready_list(class), ids) end
+  for class, ids in pairs(r.back) do
+    call_chunked('LPUSH', ready_list(class), ids)
+    redis.call('HINCRBY', K.pushes, class, #ids)
+  end
   for class, ids in pairs(r.front) do
     -- The earliest is pushed last, so it is the next out.
     local reversed = {}
@@ -3088,7 +3900,7 @@ return status_of(ARGV[1], now_ms())
     name: 'unregister-consumer',
     keys: ['consumers'],
     readOnly: false,
-    sha: '63b1c5d0831fe17417c7ca5d39bd621b53a082d4',
+    sha: 'ae3e8c674cccf53e26a9b7146bfa28092daec73b',
     source: `#!lua flags=allow-oom
 local K = { consumers = KEYS[1] }
 -- common: helpers every script includes. K holds the queue's keys by name
@@ -3103,7 +3915,7 @@ local KEY_TYPES = {
   filters = 'hash', classes = 'set', holders = 'hash', outcomes = 'hash', enqueued_at = 'hash',
   updated_at = 'hash', requeue_content = 'hash', schedule = 'zset', lock_expiry = 'zset',
   done_at = 'zset', dedupe = 'zset', conf = 'hash', consumers = 'hash', gc_lock = 'string',
-  gc_at = 'string', policies = 'hash', history = 'hash', losses = 'hash',
+  gc_at = 'string', policies = 'hash', history = 'hash', losses = 'hash', pushes = 'hash',
   requeue_locks = 'zset', requeue_schedule = 'zset', failed = 'zset',
 }
 
@@ -3227,8 +4039,13 @@ local function push_ready(r, class, id, front)
   r.count = r.count + 1
 end
 
+-- Back pushes are counted per list (\`pushes\`): a listing's cursor holds an index
+-- from the back, which only these pushes shift (claims pop the front; nothing is cut from the middle).
 local function flush_ready(r)
-  for class, ids in pairs(r.back) do call_chunked('LPUSH', ready_list(class), ids) end
+  for class, ids in pairs(r.back) do
+    call_chunked('LPUSH', ready_list(class), ids)
+    redis.call('HINCRBY', K.pushes, class, #ids)
+  end
   for class, ids in pairs(r.front) do
     -- The earliest is pushed last, so it is the next out.
     local reversed = {}

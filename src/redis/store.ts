@@ -10,12 +10,14 @@ import { readConfig, writeConfig } from './config.js';
 import { enqueueMessages } from './enqueue.js';
 import { extendLocks, finishMessages } from './finish.js';
 import { collectGarbage } from './gc.js';
-import { consumers, messageStatus, queueStatus } from './inspect.js';
+import { consumers, inspectMessage, messageStatus, queueStatus } from './inspect.js';
+import { listMessages } from './list.js';
 import { queueKey } from './keys.js';
 import { Scripts } from './scripts.js';
 import { SCRIPTS } from './scripts.generated.js';
 import { parseRedisUrl, type RedisUrlOptions } from './url.js';
 import { Wakeups } from './wakeups.js';
+import type { ListQuery } from '../model/list.js';
 import type {
   ClaimRequest,
   ClaimResult,
@@ -26,6 +28,8 @@ import type {
   NewMessage,
   Store,
   StoreCapabilities,
+  StoredDetails,
+  StoredPage,
 } from '../store/contract.js';
 import type { ConsumerInfo, EnqueueResult, GcResult, MessageStatus, QueueConfig, QueueStatus } from '../model/types.js';
 
@@ -101,6 +105,14 @@ class RedisStore implements Store {
 
   queueStatus(queue: string): Promise<QueueStatus> {
     return this.guard(() => queueStatus(this.scripts, queue, this.where));
+  }
+
+  list(queue: string, query: ListQuery): Promise<StoredPage> {
+    return this.guard(() => listMessages(this.scripts, queue, query, this.where));
+  }
+
+  inspect(queue: string, id: string): Promise<StoredDetails | null> {
+    return this.guard(() => inspectMessage(this.scripts, queue, id, this.where));
   }
 
   clear(queues: readonly string[]): Promise<void> {

@@ -7,7 +7,7 @@
 -- Runs when Redis is out of memory (allow-oom): draining the queue is how memory comes back.
 --
 -- KEYS: messages metadata filters classes nattempts locks holders backoffs done done-at requeue
---       schedule lock-expiry updated-at mid-circle eoq-backoff? ndry-runs policies failed
+--       schedule lock-expiry updated-at mid-circle eoq-backoff? ndry-runs policies pushes failed
 -- ARGV: consumer id, max, lock ms, the number of filter classes the consumer knows of,
 --       five end-of-queue backoffs in ms (after dry run 1, 2, 3, 4, 5 and more),
 --       '*' to accept every class, else the accepted classes ('' for messages without filters)

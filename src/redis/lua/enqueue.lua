@@ -7,7 +7,7 @@
 --
 -- KEYS: messages metadata filters classes nattempts locks holders backoffs done requeue outcomes
 --       enqueued-at updated-at requeue-content schedule done-at dedupe mid-circle wake policies losses
---       requeue-locks requeue-schedule
+--       requeue-locks requeue-schedule pushes
 -- ARGV: seven per message: id, content (encoding tag + payload), metadata JSON ('' for none),
 --       filter class ('' for none), initial backoff ms, flags (1: allowRequeue, 2: replacePayload),
 --       policy JSON ('' for none)

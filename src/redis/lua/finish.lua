@@ -8,7 +8,7 @@
 -- Runs when Redis is out of memory (allow-oom): draining the queue is how memory comes back.
 --
 -- KEYS: messages filters nattempts locks holders backoffs done done-at dedupe requeue
---       requeue-content schedule lock-expiry outcomes updated-at mid-circle wake losses
+--       requeue-content schedule lock-expiry outcomes updated-at mid-circle wake pushes losses
 -- ARGV: consumer id, then seven per finish: id, attempt, outcome ('success', 'error' or 'retry'),
 --       backoff ms, error ('-' for none, else '+' and the text), started at ms ('' when it never ran),
 --       the error as the history keeps it ('' when it is the error itself, else '+' and the text)
@@ -18,7 +18,7 @@
 local PER = 7
 -- A batch of plain successes touches none of these.
 check_layout(nil, { 'history', 'losses', 'failed', 'requeue_locks', 'requeue_schedule', 'requeue_content',
-  'metadata', 'policies', 'enqueued_at', 'schedule', 'mid_circle', 'filters' })
+  'metadata', 'policies', 'enqueued_at', 'schedule', 'mid_circle', 'filters', 'pushes' })
 local consumer = ARGV[1]
 local count = (#ARGV - 1) / PER
 if count == 0 then return {} end

@@ -10,7 +10,7 @@ local KEY_TYPES = {
   filters = 'hash', classes = 'set', holders = 'hash', outcomes = 'hash', enqueued_at = 'hash',
   updated_at = 'hash', requeue_content = 'hash', schedule = 'zset', lock_expiry = 'zset',
   done_at = 'zset', dedupe = 'zset', conf = 'hash', consumers = 'hash', gc_lock = 'string',
-  gc_at = 'string', policies = 'hash', history = 'hash', losses = 'hash',
+  gc_at = 'string', policies = 'hash', history = 'hash', losses = 'hash', pushes = 'hash',
   requeue_locks = 'zset', requeue_schedule = 'zset', failed = 'zset',
 }
 
@@ -134,8 +134,13 @@ local function push_ready(r, class, id, front)
   r.count = r.count + 1
 end
 
+-- Back pushes are counted per list (`pushes`): a listing's cursor holds an index
+-- from the back, which only these pushes shift (claims pop the front; nothing is cut from the middle).
 local function flush_ready(r)
-  for class, ids in pairs(r.back) do call_chunked('LPUSH', ready_list(class), ids) end
+  for class, ids in pairs(r.back) do
+    call_chunked('LPUSH', ready_list(class), ids)
+    redis.call('HINCRBY', K.pushes, class, #ids)
+  end
   for class, ids in pairs(r.front) do
     -- The earliest is pushed last, so it is the next out.
     local reversed = {}
