@@ -409,6 +409,46 @@ void describe('redis store: failures, listings and counts', () => {
   const finish = (client: Client, q: string, id: string, outcome: 'success' | 'error', backoffMs = 0) =>
     client.store.finish(q, 'c', [{ id, attempt: 1, outcome, backoffMs, error: 'e', startedAt: Date.now() }]);
 
+  void test('list pages stay exact while enqueues, claims and removes change the ready list between pages', async () => {
+    const client = await open(`${base}?prefix=${uniquePrefix('churn')}`);
+    const q = 'churn';
+    const initial = Array.from({ length: 300 }, (_, i) => `m${String(i).padStart(3, '0')}`);
+    await client.enqueueBatch(
+      q,
+      initial.map((id) => ({ payload: id, id })),
+    );
+    const claimed = new Set<string>();
+    const removed = new Set<string>();
+    const seen: string[] = [];
+    let cursor: string | undefined;
+    for (let n = 0; ; n++) {
+      const page = await client.list(q, { state: 'queued', limit: 7, ...(cursor === undefined ? {} : { cursor }) });
+      seen.push(...page.messages.map((m) => m.id));
+      // Between pages: new messages at the back, claims at the front, a removal anywhere.
+      await client.enqueueBatch(q, [
+        { payload: 'new', id: `new-${n}-a` },
+        { payload: 'new', id: `new-${n}-b` },
+      ]);
+      for (const m of (await client.store.claim(q, { ...claimArgs, max: 2 })).messages) {
+        assert.ok(!removed.has(m.id), `${m.id} was handed out after its removal`);
+        claimed.add(m.id);
+      }
+      const victim = initial[(n * 37) % initial.length] ?? '';
+      if ((await client.remove(q, victim)).ok) removed.add(victim);
+      if (page.cursor === null) break;
+      cursor = page.cursor;
+    }
+    assert.equal(new Set(seen).size, seen.length, 'no message is listed twice');
+    for (const id of initial) {
+      if (!claimed.has(id) && !removed.has(id)) assert.ok(seen.includes(id), `${id} stayed queued but was not listed`);
+    }
+    assert.ok(removed.size > 10 && claimed.size > 10);
+    // Counts and listing agree at the end.
+    const queued = (await client.queueStatus(q)).counts.queued;
+    const all = await client.list(q, { state: 'queued', limit: 1000 });
+    assert.equal(all.messages.length, queued);
+  });
+
   void test('every state: queueStatus counts what list lists and status says; a full listing pages through all', async () => {
     const client = await open(`${base}?prefix=${uniquePrefix('states')}`);
     const q = 'states';

@@ -3243,6 +3243,357 @@ end
 return reply
 `,
   },
+  promoteNow: {
+    name: 'promote-now',
+    keys: [
+      'messages',
+      'wake',
+      'pushes',
+      'mid-circle',
+      'done',
+      'requeue',
+      'backoffs',
+      'locks',
+      'failed',
+      'metadata',
+      'filters',
+      'policies',
+      'history',
+      'losses',
+      'nattempts',
+      'holders',
+      'outcomes',
+      'enqueued-at',
+      'updated-at',
+      'requeue-content',
+      'schedule',
+      'lock-expiry',
+      'requeue-locks',
+      'requeue-schedule',
+      'done-at',
+      'dedupe',
+    ],
+    readOnly: false,
+    sha: 'e46cf1fe18e80f759e4cf4547ef1f7506f269700',
+    source: `#!lua
+local K = { messages = KEYS[1], wake = KEYS[2], pushes = KEYS[3], mid_circle = KEYS[4], done = KEYS[5], requeue = KEYS[6], backoffs = KEYS[7], locks = KEYS[8], failed = KEYS[9], metadata = KEYS[10], filters = KEYS[11], policies = KEYS[12], history = KEYS[13], losses = KEYS[14], nattempts = KEYS[15], holders = KEYS[16], outcomes = KEYS[17], enqueued_at = KEYS[18], updated_at = KEYS[19], requeue_content = KEYS[20], schedule = KEYS[21], lock_expiry = KEYS[22], requeue_locks = KEYS[23], requeue_schedule = KEYS[24], done_at = KEYS[25], dedupe = KEYS[26] }
+-- common: helpers every script includes. K holds the queue's keys by name
+-- (see src/redis/keys.ts; in Lua '-' becomes '_' and '?' is dropped).
+--
+-- KEYS: (none of its own)
+
+-- The types kvmq keeps in each key, to refuse foreign data before writing anything.
+local KEY_TYPES = {
+  messages = 'hash', locks = 'hash', backoffs = 'hash', nattempts = 'hash', mid_circle = 'list',
+  done = 'set', requeue = 'set', eoq_backoff = 'string', ndry_runs = 'string', metadata = 'hash',
+  filters = 'hash', classes = 'set', holders = 'hash', outcomes = 'hash', enqueued_at = 'hash',
+  updated_at = 'hash', requeue_content = 'hash', schedule = 'zset', lock_expiry = 'zset',
+  done_at = 'zset', dedupe = 'zset', conf = 'hash', consumers = 'hash', gc_lock = 'string',
+  gc_at = 'string', policies = 'hash', history = 'hash', losses = 'hash', pushes = 'hash',
+  requeue_locks = 'zset', requeue_schedule = 'zset', failed = 'zset',
+}
+
+-- Lua's unpack has a stack limit; variadic commands go in chunks of this many arguments.
+local CHUNK = 1000
+
+-- One clock for every decision: the Redis server's. Redis 7 replicates a
+-- script's effects, not the script, so reading TIME before writing is safe.
+local function now_ms()
+  local t = redis.call('TIME')
+  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+end
+
+local function layout_error(key, found, expected)
+  error({ err = 'KVMQ_LAYOUT key ' .. key .. ' holds a ' .. found .. ', not the ' .. expected .. ' kvmq keeps there' })
+end
+
+local function check_type(key, expected)
+  local found = redis.call('TYPE', key).ok
+  if found ~= 'none' and found ~= expected then layout_error(key, found, expected) end
+end
+
+-- The ready list of a filter class: \`mid-circle\` for messages without filters.
+local function ready_list(class)
+  if class == '' then return K.mid_circle end
+  return K.mid_circle .. ':' .. class
+end
+
+-- A message's filter class ('' for none); the script must take the \`filters\` key.
+local function class_of(id)
+  return redis.call('HGET', K.filters, id) or ''
+end
+
+-- Checks every key the script was given, and the ready list of every filter
+-- class known or about to be added, before the script writes anything: a
+-- script that stopped half-way would leave messages half-written.
+-- Keys a script touches only on its rare paths (see check_rare).
+local RARE = {}
+local rare_checked = false
+
+-- \`rare\` (optional) names keys left to check_rare, so a hot path pays no TYPE call for them.
+local function check_layout(new_classes, rare)
+  for _, name in ipairs(rare or {}) do RARE[name] = true end
+  for name, key in pairs(K) do
+    local expected = KEY_TYPES[name]
+    if expected ~= nil and not RARE[name] then check_type(key, expected) end
+  end
+  if K.classes ~= nil and K.mid_circle ~= nil then
+    for _, class in ipairs(redis.call('SMEMBERS', K.classes)) do check_type(ready_list(class), 'list') end
+    for _, class in ipairs(new_classes or {}) do check_type(ready_list(class), 'list') end
+  end
+end
+
+-- Checks the keys check_layout left out, once, when a rare path (a failure, a lost lock) starts:
+-- the caller calls it before that path writes anything.
+local function check_rare()
+  if rare_checked then return end
+  rare_checked = true
+  for name in pairs(RARE) do
+    if K[name] ~= nil then check_type(K[name], KEY_TYPES[name]) end
+  end
+end
+
+-- Runs \`cmd key ...args\` in chunks (args must come in whole pairs for HSET/ZADD: CHUNK is even).
+local function call_chunked(cmd, key, args)
+  for i = 1, #args, CHUNK do
+    redis.call(cmd, key, unpack(args, i, math.min(i + CHUNK - 1, #args)))
+  end
+end
+
+-- HMGET in chunks; the values line up with \`fields\`.
+local function hmget(key, fields)
+  if #fields <= CHUNK then return redis.call('HMGET', key, unpack(fields)) end
+  local values = {}
+  for i = 1, #fields, CHUNK do
+    local part = redis.call('HMGET', key, unpack(fields, i, math.min(i + CHUNK - 1, #fields)))
+    for j = 1, #part do values[i + j - 1] = part[j] end
+  end
+  return values
+end
+
+-- Writes gathered during a script and sent at its end, one command per key.
+local function pending_writes()
+  return { hset = {}, hdel = {}, zadd = {}, zrem = {}, sadd = {}, srem = {} }
+end
+
+-- Removals go first, so a field removed and set by one script ends up set.
+local function flush_writes(w)
+  for _, cmd in ipairs({ 'hdel', 'srem', 'zrem', 'hset', 'sadd', 'zadd' }) do
+    for key, args in pairs(w[cmd]) do
+      call_chunked(string.upper(cmd), key, args)
+    end
+  end
+end
+
+-- Queues \`cmd key a [b]\` in \`w\` (b for the pair commands hset and zadd).
+local function later(w, cmd, key, a, b)
+  local args = w[cmd][key]
+  if args == nil then
+    args = {}
+    w[cmd][key] = args
+  end
+  args[#args + 1] = a
+  if b ~= nil then args[#args + 1] = b end
+end
+
+-- Ready pushes of this script: \`back\` ones join the end of the line (LPUSH:
+-- the list's next is on the right), \`front\` ones are next (RPUSH).
+local function pending_ready()
+  return { back = {}, front = {}, count = 0 }
+end
+
+local function push_ready(r, class, id, front)
+  local side = front and r.front or r.back
+  local list = side[class]
+  if list == nil then
+    list = {}
+    side[class] = list
+  end
+  list[#list + 1] = id
+  r.count = r.count + 1
+end
+
+-- Back pushes are counted per list (\`pushes\`): a listing's cursor holds an index
+-- from the back, which only these pushes shift (claims pop the front; nothing is cut from the middle).
+local function flush_ready(r)
+  for class, ids in pairs(r.back) do
+    call_chunked('LPUSH', ready_list(class), ids)
+    redis.call('HINCRBY', K.pushes, class, #ids)
+  end
+  for class, ids in pairs(r.front) do
+    -- The earliest is pushed last, so it is the next out.
+    local reversed = {}
+    for i = #ids, 1, -1 do reversed[#reversed + 1] = ids[i] end
+    call_chunked('RPUSH', ready_list(class), reversed)
+  end
+end
+-- state: a message's state, derived from Carmine's keys as Carmine derives it,
+-- plus kvmq's done-with-requeue and failed. Expired locks and backoffs count as over.
+--
+-- KEYS: done requeue backoffs locks failed
+
+-- The state of a message known to exist, at \`now\`.
+local function state_of(id, now)
+  if redis.call('ZSCORE', K.failed, id) then return 'failed', nil end
+  local backoff = tonumber(redis.call('HGET', K.backoffs, id)) or 0
+  if redis.call('SISMEMBER', K.done, id) == 1 then
+    local requeued = redis.call('SISMEMBER', K.requeue, id) == 1
+    if backoff > now then
+      if requeued then return 'done-with-requeue', backoff end
+      return 'done-with-backoff', backoff
+    end
+    -- A requeue whose backoff ended is queued, even before a claim moves it to its ready list.
+    if requeued then return 'queued', nil end
+    return 'done-awaiting-gc', nil
+  end
+  local lock = tonumber(redis.call('HGET', K.locks, id)) or 0
+  if lock > now then
+    if redis.call('SISMEMBER', K.requeue, id) == 1 then return 'locked-with-requeue', lock end
+    return 'locked', lock
+  end
+  if backoff > now then return 'queued-with-backoff', backoff end
+  return 'queued', nil
+end
+-- forget: removes every trace of a message from the queue's hashes, sets and
+-- sorted sets (not from a ready list: the caller knows whether it is in one).
+--
+-- KEYS: messages metadata filters policies history losses nattempts locks holders backoffs outcomes
+--       enqueued-at updated-at requeue-content done requeue schedule lock-expiry requeue-locks
+--       requeue-schedule done-at dedupe failed
+
+local FORGET_HASHES = { 'messages', 'metadata', 'filters', 'policies', 'history', 'losses', 'nattempts', 'locks',
+  'holders', 'backoffs', 'outcomes', 'enqueued_at', 'updated_at', 'requeue_content' }
+local FORGET_ZSETS = { 'schedule', 'lock_expiry', 'requeue_locks', 'requeue_schedule', 'done_at', 'dedupe', 'failed' }
+
+-- With \`w\`, the removals are queued there (many ids in one command per key); else made now.
+local function forget(id, w)
+  for _, name in ipairs(FORGET_HASHES) do
+    if w then later(w, 'hdel', K[name], id) else redis.call('HDEL', K[name], id) end
+  end
+  for _, name in ipairs(FORGET_ZSETS) do
+    if w then later(w, 'zrem', K[name], id) else redis.call('ZREM', K[name], id) end
+  end
+  for _, name in ipairs({ 'done', 'requeue' }) do
+    if w then later(w, 'srem', K[name], id) else redis.call('SREM', K[name], id) end
+  end
+end
+-- fail: a message's last run ended in a final error: it becomes failed. Also
+-- the history of attempts.
+--
+-- KEYS: messages metadata filters policies history outcomes updated-at locks holders lock-expiry
+--       backoffs schedule requeue requeue-locks requeue-content failed
+
+-- Attempt records kept per message (model/history.ts HISTORY_LIMIT).
+local HISTORY_LIMIT = 10
+
+-- Appends an attempt record (a table; absent fields are written as null) to the message's history.
+local function append_history(id, attempt, started, now, consumer, outcome, err)
+  check_rare()
+  local history = {}
+  local stored = redis.call('HGET', K.history, id)
+  if stored then
+    local ok, value = pcall(cjson.decode, stored)
+    if ok and type(value) == 'table' then history = value end
+  end
+  history[#history + 1] = {
+    attempt = tonumber(attempt) or 0,
+    startedAt = started or cjson.null,
+    endedAt = now,
+    consumer = consumer or cjson.null,
+    outcome = outcome,
+    error = err or cjson.null,
+  }
+  while #history > HISTORY_LIMIT do table.remove(history, 1) end
+  redis.call('HSET', K.history, id, cjson.encode(history))
+end
+
+-- Ends the message's run with \`outcome\` (the outcomes field: 'error', a newline, the error): failed.
+-- The caller has recorded the failing attempt in the history.
+local function fail(id, now, outcome)
+  check_rare()
+  for _, key in ipairs({ K.locks, K.holders, K.backoffs, K.requeue_content }) do redis.call('HDEL', key, id) end
+  for _, key in ipairs({ K.lock_expiry, K.schedule, K.requeue_locks }) do redis.call('ZREM', key, id) end
+  redis.call('SREM', K.requeue, id)
+  redis.call('HSET', K.outcomes, id, outcome)
+  redis.call('HSET', K.updated_at, id, now)
+  redis.call('ZADD', K.failed, now, id)
+end
+-- promote: moves messages whose wait is over back to their ready lists, at the
+-- front (they waited longest): pending messages whose backoff ended, requeues
+-- whose done backoff ended (a new run: out of done), and locked messages whose
+-- lock expired (their holder stalled or died; attempt and requeue mark stay).
+--
+-- KEYS: schedule lock-expiry backoffs locks holders done done-at requeue filters requeue-schedule
+--       requeue-locks losses nattempts
+
+-- Per call at most this many of each, so a script stays short; the caller looks again at once.
+local PROMOTE_LIMIT = 1000
+
+-- Ends a scheduled wait now: a backoff (queued-with-backoff), or a requeue's (done-with-requeue:
+-- a new run, out of done). The message goes to the front of its ready list.
+local function end_wait(id, ready, w)
+  if redis.call('SISMEMBER', K.done, id) == 1 then
+    later(w, 'srem', K.done, id)
+    later(w, 'srem', K.requeue, id)
+    later(w, 'zrem', K.done_at, id)
+    later(w, 'zrem', K.requeue_schedule, id)
+    later(w, 'hdel', K.nattempts, id)
+    later(w, 'hdel', K.losses, id)
+  end
+  later(w, 'hdel', K.backoffs, id)
+  later(w, 'zrem', K.schedule, id)
+  push_ready(ready, class_of(id), id, true)
+end
+
+-- Returns true when more may be due than were moved.
+local function promote(now, ready, w)
+  local due = redis.call('ZRANGEBYSCORE', K.schedule, '-inf', now, 'LIMIT', 0, PROMOTE_LIMIT)
+  local expired = redis.call('ZRANGEBYSCORE', K.lock_expiry, '-inf', now, 'LIMIT', 0, PROMOTE_LIMIT)
+  if #due > 0 or #expired > 0 then check_rare() end
+  for _, id in ipairs(due) do end_wait(id, ready, w) end
+  for _, id in ipairs(expired) do
+    later(w, 'hdel', K.locks, id)
+    later(w, 'hdel', K.holders, id)
+    later(w, 'zrem', K.lock_expiry, id)
+    later(w, 'zrem', K.requeue_locks, id)
+    push_ready(ready, class_of(id), id, true)
+  end
+  return #due == PROMOTE_LIMIT or #expired == PROMOTE_LIMIT
+end
+-- promote-now: ends backoffs now: queued-with-backoff → queued, done-with-requeue
+-- → queued (the requeue runs now, attempt 0). Other states are refused with theirs.
+--
+-- KEYS: messages wake pushes mid-circle
+-- ARGV: ids
+-- Reply: one string per id: 'ok', else its state ('' when unknown)
+-- Include: common state forget fail promote
+
+check_layout()
+local now = now_ms()
+local w = pending_writes()
+local ready = pending_ready()
+local replies = {}
+for i, id in ipairs(ARGV) do
+  replies[i] = ''
+  if redis.call('HEXISTS', K.messages, id) == 1 then
+    local state = state_of(id, now)
+    if state == 'queued-with-backoff' or state == 'done-with-requeue' then
+      end_wait(id, ready, w)
+      -- Written now: the same id later in the call must see it queued.
+      flush_writes(w)
+      w = pending_writes()
+      redis.call('HSET', K.updated_at, id, now)
+      replies[i] = 'ok'
+    else
+      replies[i] = state
+    end
+  end
+end
+flush_ready(ready)
+if ready.count > 0 then redis.call('PUBLISH', K.wake, 'promote') end
+return replies
+`,
+  },
   queueStatus: {
     name: 'queue-status',
     keys: [
@@ -3662,6 +4013,516 @@ end
 local registration = { host = host, pid = pid, startedAt = started, lastSeenAt = now, expiresAt = now + ttl }
 redis.call('HSET', K.consumers, id, cjson.encode(registration))
 return 1
+`,
+  },
+  remove: {
+    name: 'remove',
+    keys: [
+      'mid-circle',
+      'done',
+      'requeue',
+      'backoffs',
+      'locks',
+      'failed',
+      'messages',
+      'metadata',
+      'filters',
+      'policies',
+      'history',
+      'losses',
+      'nattempts',
+      'holders',
+      'outcomes',
+      'enqueued-at',
+      'updated-at',
+      'requeue-content',
+      'schedule',
+      'lock-expiry',
+      'requeue-locks',
+      'requeue-schedule',
+      'done-at',
+      'dedupe',
+    ],
+    readOnly: false,
+    sha: 'f24c7f2af038470e02f04fe3d67a173065a286a3',
+    source: `#!lua flags=allow-oom
+local K = { mid_circle = KEYS[1], done = KEYS[2], requeue = KEYS[3], backoffs = KEYS[4], locks = KEYS[5], failed = KEYS[6], messages = KEYS[7], metadata = KEYS[8], filters = KEYS[9], policies = KEYS[10], history = KEYS[11], losses = KEYS[12], nattempts = KEYS[13], holders = KEYS[14], outcomes = KEYS[15], enqueued_at = KEYS[16], updated_at = KEYS[17], requeue_content = KEYS[18], schedule = KEYS[19], lock_expiry = KEYS[20], requeue_locks = KEYS[21], requeue_schedule = KEYS[22], done_at = KEYS[23], dedupe = KEYS[24] }
+-- common: helpers every script includes. K holds the queue's keys by name
+-- (see src/redis/keys.ts; in Lua '-' becomes '_' and '?' is dropped).
+--
+-- KEYS: (none of its own)
+
+-- The types kvmq keeps in each key, to refuse foreign data before writing anything.
+local KEY_TYPES = {
+  messages = 'hash', locks = 'hash', backoffs = 'hash', nattempts = 'hash', mid_circle = 'list',
+  done = 'set', requeue = 'set', eoq_backoff = 'string', ndry_runs = 'string', metadata = 'hash',
+  filters = 'hash', classes = 'set', holders = 'hash', outcomes = 'hash', enqueued_at = 'hash',
+  updated_at = 'hash', requeue_content = 'hash', schedule = 'zset', lock_expiry = 'zset',
+  done_at = 'zset', dedupe = 'zset', conf = 'hash', consumers = 'hash', gc_lock = 'string',
+  gc_at = 'string', policies = 'hash', history = 'hash', losses = 'hash', pushes = 'hash',
+  requeue_locks = 'zset', requeue_schedule = 'zset', failed = 'zset',
+}
+
+-- Lua's unpack has a stack limit; variadic commands go in chunks of this many arguments.
+local CHUNK = 1000
+
+-- One clock for every decision: the Redis server's. Redis 7 replicates a
+-- script's effects, not the script, so reading TIME before writing is safe.
+local function now_ms()
+  local t = redis.call('TIME')
+  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+end
+
+local function layout_error(key, found, expected)
+  error({ err = 'KVMQ_LAYOUT key ' .. key .. ' holds a ' .. found .. ', not the ' .. expected .. ' kvmq keeps there' })
+end
+
+local function check_type(key, expected)
+  local found = redis.call('TYPE', key).ok
+  if found ~= 'none' and found ~= expected then layout_error(key, found, expected) end
+end
+
+-- The ready list of a filter class: \`mid-circle\` for messages without filters.
+local function ready_list(class)
+  if class == '' then return K.mid_circle end
+  return K.mid_circle .. ':' .. class
+end
+
+-- A message's filter class ('' for none); the script must take the \`filters\` key.
+local function class_of(id)
+  return redis.call('HGET', K.filters, id) or ''
+end
+
+-- Checks every key the script was given, and the ready list of every filter
+-- class known or about to be added, before the script writes anything: a
+-- script that stopped half-way would leave messages half-written.
+-- Keys a script touches only on its rare paths (see check_rare).
+local RARE = {}
+local rare_checked = false
+
+-- \`rare\` (optional) names keys left to check_rare, so a hot path pays no TYPE call for them.
+local function check_layout(new_classes, rare)
+  for _, name in ipairs(rare or {}) do RARE[name] = true end
+  for name, key in pairs(K) do
+    local expected = KEY_TYPES[name]
+    if expected ~= nil and not RARE[name] then check_type(key, expected) end
+  end
+  if K.classes ~= nil and K.mid_circle ~= nil then
+    for _, class in ipairs(redis.call('SMEMBERS', K.classes)) do check_type(ready_list(class), 'list') end
+    for _, class in ipairs(new_classes or {}) do check_type(ready_list(class), 'list') end
+  end
+end
+
+-- Checks the keys check_layout left out, once, when a rare path (a failure, a lost lock) starts:
+-- the caller calls it before that path writes anything.
+local function check_rare()
+  if rare_checked then return end
+  rare_checked = true
+  for name in pairs(RARE) do
+    if K[name] ~= nil then check_type(K[name], KEY_TYPES[name]) end
+  end
+end
+
+-- Runs \`cmd key ...args\` in chunks (args must come in whole pairs for HSET/ZADD: CHUNK is even).
+local function call_chunked(cmd, key, args)
+  for i = 1, #args, CHUNK do
+    redis.call(cmd, key, unpack(args, i, math.min(i + CHUNK - 1, #args)))
+  end
+end
+
+-- HMGET in chunks; the values line up with \`fields\`.
+local function hmget(key, fields)
+  if #fields <= CHUNK then return redis.call('HMGET', key, unpack(fields)) end
+  local values = {}
+  for i = 1, #fields, CHUNK do
+    local part = redis.call('HMGET', key, unpack(fields, i, math.min(i + CHUNK - 1, #fields)))
+    for j = 1, #part do values[i + j - 1] = part[j] end
+  end
+  return values
+end
+
+-- Writes gathered during a script and sent at its end, one command per key.
+local function pending_writes()
+  return { hset = {}, hdel = {}, zadd = {}, zrem = {}, sadd = {}, srem = {} }
+end
+
+-- Removals go first, so a field removed and set by one script ends up set.
+local function flush_writes(w)
+  for _, cmd in ipairs({ 'hdel', 'srem', 'zrem', 'hset', 'sadd', 'zadd' }) do
+    for key, args in pairs(w[cmd]) do
+      call_chunked(string.upper(cmd), key, args)
+    end
+  end
+end
+
+-- Queues \`cmd key a [b]\` in \`w\` (b for the pair commands hset and zadd).
+local function later(w, cmd, key, a, b)
+  local args = w[cmd][key]
+  if args == nil then
+    args = {}
+    w[cmd][key] = args
+  end
+  args[#args + 1] = a
+  if b ~= nil then args[#args + 1] = b end
+end
+
+-- Ready pushes of this script: \`back\` ones join the end of the line (LPUSH:
+-- the list's next is on the right), \`front\` ones are next (RPUSH).
+local function pending_ready()
+  return { back = {}, front = {}, count = 0 }
+end
+
+local function push_ready(r, class, id, front)
+  local side = front and r.front or r.back
+  local list = side[class]
+  if list == nil then
+    list = {}
+    side[class] = list
+  end
+  list[#list + 1] = id
+  r.count = r.count + 1
+end
+
+-- Back pushes are counted per list (\`pushes\`): a listing's cursor holds an index
+-- from the back, which only these pushes shift (claims pop the front; nothing is cut from the middle).
+local function flush_ready(r)
+  for class, ids in pairs(r.back) do
+    call_chunked('LPUSH', ready_list(class), ids)
+    redis.call('HINCRBY', K.pushes, class, #ids)
+  end
+  for class, ids in pairs(r.front) do
+    -- The earliest is pushed last, so it is the next out.
+    local reversed = {}
+    for i = #ids, 1, -1 do reversed[#reversed + 1] = ids[i] end
+    call_chunked('RPUSH', ready_list(class), reversed)
+  end
+end
+-- state: a message's state, derived from Carmine's keys as Carmine derives it,
+-- plus kvmq's done-with-requeue and failed. Expired locks and backoffs count as over.
+--
+-- KEYS: done requeue backoffs locks failed
+
+-- The state of a message known to exist, at \`now\`.
+local function state_of(id, now)
+  if redis.call('ZSCORE', K.failed, id) then return 'failed', nil end
+  local backoff = tonumber(redis.call('HGET', K.backoffs, id)) or 0
+  if redis.call('SISMEMBER', K.done, id) == 1 then
+    local requeued = redis.call('SISMEMBER', K.requeue, id) == 1
+    if backoff > now then
+      if requeued then return 'done-with-requeue', backoff end
+      return 'done-with-backoff', backoff
+    end
+    -- A requeue whose backoff ended is queued, even before a claim moves it to its ready list.
+    if requeued then return 'queued', nil end
+    return 'done-awaiting-gc', nil
+  end
+  local lock = tonumber(redis.call('HGET', K.locks, id)) or 0
+  if lock > now then
+    if redis.call('SISMEMBER', K.requeue, id) == 1 then return 'locked-with-requeue', lock end
+    return 'locked', lock
+  end
+  if backoff > now then return 'queued-with-backoff', backoff end
+  return 'queued', nil
+end
+-- forget: removes every trace of a message from the queue's hashes, sets and
+-- sorted sets (not from a ready list: the caller knows whether it is in one).
+--
+-- KEYS: messages metadata filters policies history losses nattempts locks holders backoffs outcomes
+--       enqueued-at updated-at requeue-content done requeue schedule lock-expiry requeue-locks
+--       requeue-schedule done-at dedupe failed
+
+local FORGET_HASHES = { 'messages', 'metadata', 'filters', 'policies', 'history', 'losses', 'nattempts', 'locks',
+  'holders', 'backoffs', 'outcomes', 'enqueued_at', 'updated_at', 'requeue_content' }
+local FORGET_ZSETS = { 'schedule', 'lock_expiry', 'requeue_locks', 'requeue_schedule', 'done_at', 'dedupe', 'failed' }
+
+-- With \`w\`, the removals are queued there (many ids in one command per key); else made now.
+local function forget(id, w)
+  for _, name in ipairs(FORGET_HASHES) do
+    if w then later(w, 'hdel', K[name], id) else redis.call('HDEL', K[name], id) end
+  end
+  for _, name in ipairs(FORGET_ZSETS) do
+    if w then later(w, 'zrem', K[name], id) else redis.call('ZREM', K[name], id) end
+  end
+  for _, name in ipairs({ 'done', 'requeue' }) do
+    if w then later(w, 'srem', K[name], id) else redis.call('SREM', K[name], id) end
+  end
+end
+-- remove: deletes messages in any state but locked and locked-with-requeue
+-- (a running handler), from every key. A message waiting in a ready list is
+-- found there (LPOS: a walk of that list) and its entry blanked in place, so
+-- list cursors keep their positions; a claim drops blank entries.
+-- Runs when Redis is out of memory (allow-oom): it frees memory.
+--
+-- KEYS: mid-circle
+-- ARGV: ids
+-- Reply: one string per id: 'ok', else its state ('' when unknown)
+-- Include: common state forget
+
+check_layout()
+local now = now_ms()
+local replies = {}
+for i, id in ipairs(ARGV) do
+  replies[i] = ''
+  if redis.call('HEXISTS', K.messages, id) == 1 then
+    local state = state_of(id, now)
+    if state == 'locked' or state == 'locked-with-requeue' then
+      replies[i] = state
+    else
+      if state == 'queued' and not redis.call('ZSCORE', K.schedule, id) and not redis.call('ZSCORE', K.lock_expiry, id)
+        and redis.call('SISMEMBER', K.done, id) == 0 then
+        local list = ready_list(class_of(id))
+        local at = redis.call('LPOS', list, id)
+        if at then redis.call('LSET', list, at, '') end
+      end
+      forget(id)
+      replies[i] = 'ok'
+    end
+  end
+end
+return replies
+`,
+  },
+  retry: {
+    name: 'retry',
+    keys: [
+      'messages',
+      'filters',
+      'nattempts',
+      'losses',
+      'failed',
+      'updated-at',
+      'mid-circle',
+      'wake',
+      'pushes',
+      'done',
+      'requeue',
+      'backoffs',
+      'locks',
+    ],
+    readOnly: false,
+    sha: '12a7450d19027ef91ecbb157d2576b2b08fb5e61',
+    source: `#!lua
+local K = { messages = KEYS[1], filters = KEYS[2], nattempts = KEYS[3], losses = KEYS[4], failed = KEYS[5], updated_at = KEYS[6], mid_circle = KEYS[7], wake = KEYS[8], pushes = KEYS[9], done = KEYS[10], requeue = KEYS[11], backoffs = KEYS[12], locks = KEYS[13] }
+-- common: helpers every script includes. K holds the queue's keys by name
+-- (see src/redis/keys.ts; in Lua '-' becomes '_' and '?' is dropped).
+--
+-- KEYS: (none of its own)
+
+-- The types kvmq keeps in each key, to refuse foreign data before writing anything.
+local KEY_TYPES = {
+  messages = 'hash', locks = 'hash', backoffs = 'hash', nattempts = 'hash', mid_circle = 'list',
+  done = 'set', requeue = 'set', eoq_backoff = 'string', ndry_runs = 'string', metadata = 'hash',
+  filters = 'hash', classes = 'set', holders = 'hash', outcomes = 'hash', enqueued_at = 'hash',
+  updated_at = 'hash', requeue_content = 'hash', schedule = 'zset', lock_expiry = 'zset',
+  done_at = 'zset', dedupe = 'zset', conf = 'hash', consumers = 'hash', gc_lock = 'string',
+  gc_at = 'string', policies = 'hash', history = 'hash', losses = 'hash', pushes = 'hash',
+  requeue_locks = 'zset', requeue_schedule = 'zset', failed = 'zset',
+}
+
+-- Lua's unpack has a stack limit; variadic commands go in chunks of this many arguments.
+local CHUNK = 1000
+
+-- One clock for every decision: the Redis server's. Redis 7 replicates a
+-- script's effects, not the script, so reading TIME before writing is safe.
+local function now_ms()
+  local t = redis.call('TIME')
+  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+end
+
+local function layout_error(key, found, expected)
+  error({ err = 'KVMQ_LAYOUT key ' .. key .. ' holds a ' .. found .. ', not the ' .. expected .. ' kvmq keeps there' })
+end
+
+local function check_type(key, expected)
+  local found = redis.call('TYPE', key).ok
+  if found ~= 'none' and found ~= expected then layout_error(key, found, expected) end
+end
+
+-- The ready list of a filter class: \`mid-circle\` for messages without filters.
+local function ready_list(class)
+  if class == '' then return K.mid_circle end
+  return K.mid_circle .. ':' .. class
+end
+
+-- A message's filter class ('' for none); the script must take the \`filters\` key.
+local function class_of(id)
+  return redis.call('HGET', K.filters, id) or ''
+end
+
+-- Checks every key the script was given, and the ready list of every filter
+-- class known or about to be added, before the script writes anything: a
+-- script that stopped half-way would leave messages half-written.
+-- Keys a script touches only on its rare paths (see check_rare).
+local RARE = {}
+local rare_checked = false
+
+-- \`rare\` (optional) names keys left to check_rare, so a hot path pays no TYPE call for them.
+local function check_layout(new_classes, rare)
+  for _, name in ipairs(rare or {}) do RARE[name] = true end
+  for name, key in pairs(K) do
+    local expected = KEY_TYPES[name]
+    if expected ~= nil and not RARE[name] then check_type(key, expected) end
+  end
+  if K.classes ~= nil and K.mid_circle ~= nil then
+    for _, class in ipairs(redis.call('SMEMBERS', K.classes)) do check_type(ready_list(class), 'list') end
+    for _, class in ipairs(new_classes or {}) do check_type(ready_list(class), 'list') end
+  end
+end
+
+-- Checks the keys check_layout left out, once, when a rare path (a failure, a lost lock) starts:
+-- the caller calls it before that path writes anything.
+local function check_rare()
+  if rare_checked then return end
+  rare_checked = true
+  for name in pairs(RARE) do
+    if K[name] ~= nil then check_type(K[name], KEY_TYPES[name]) end
+  end
+end
+
+-- Runs \`cmd key ...args\` in chunks (args must come in whole pairs for HSET/ZADD: CHUNK is even).
+local function call_chunked(cmd, key, args)
+  for i = 1, #args, CHUNK do
+    redis.call(cmd, key, unpack(args, i, math.min(i + CHUNK - 1, #args)))
+  end
+end
+
+-- HMGET in chunks; the values line up with \`fields\`.
+local function hmget(key, fields)
+  if #fields <= CHUNK then return redis.call('HMGET', key, unpack(fields)) end
+  local values = {}
+  for i = 1, #fields, CHUNK do
+    local part = redis.call('HMGET', key, unpack(fields, i, math.min(i + CHUNK - 1, #fields)))
+    for j = 1, #part do values[i + j - 1] = part[j] end
+  end
+  return values
+end
+
+-- Writes gathered during a script and sent at its end, one command per key.
+local function pending_writes()
+  return { hset = {}, hdel = {}, zadd = {}, zrem = {}, sadd = {}, srem = {} }
+end
+
+-- Removals go first, so a field removed and set by one script ends up set.
+local function flush_writes(w)
+  for _, cmd in ipairs({ 'hdel', 'srem', 'zrem', 'hset', 'sadd', 'zadd' }) do
+    for key, args in pairs(w[cmd]) do
+      call_chunked(string.upper(cmd), key, args)
+    end
+  end
+end
+
+-- Queues \`cmd key a [b]\` in \`w\` (b for the pair commands hset and zadd).
+local function later(w, cmd, key, a, b)
+  local args = w[cmd][key]
+  if args == nil then
+    args = {}
+    w[cmd][key] = args
+  end
+  args[#args + 1] = a
+  if b ~= nil then args[#args + 1] = b end
+end
+
+-- Ready pushes of this script: \`back\` ones join the end of the line (LPUSH:
+-- the list's next is on the right), \`front\` ones are next (RPUSH).
+local function pending_ready()
+  return { back = {}, front = {}, count = 0 }
+end
+
+local function push_ready(r, class, id, front)
+  local side = front and r.front or r.back
+  local list = side[class]
+  if list == nil then
+    list = {}
+    side[class] = list
+  end
+  list[#list + 1] = id
+  r.count = r.count + 1
+end
+
+-- Back pushes are counted per list (\`pushes\`): a listing's cursor holds an index
+-- from the back, which only these pushes shift (claims pop the front; nothing is cut from the middle).
+local function flush_ready(r)
+  for class, ids in pairs(r.back) do
+    call_chunked('LPUSH', ready_list(class), ids)
+    redis.call('HINCRBY', K.pushes, class, #ids)
+  end
+  for class, ids in pairs(r.front) do
+    -- The earliest is pushed last, so it is the next out.
+    local reversed = {}
+    for i = #ids, 1, -1 do reversed[#reversed + 1] = ids[i] end
+    call_chunked('RPUSH', ready_list(class), reversed)
+  end
+end
+-- state: a message's state, derived from Carmine's keys as Carmine derives it,
+-- plus kvmq's done-with-requeue and failed. Expired locks and backoffs count as over.
+--
+-- KEYS: done requeue backoffs locks failed
+
+-- The state of a message known to exist, at \`now\`.
+local function state_of(id, now)
+  if redis.call('ZSCORE', K.failed, id) then return 'failed', nil end
+  local backoff = tonumber(redis.call('HGET', K.backoffs, id)) or 0
+  if redis.call('SISMEMBER', K.done, id) == 1 then
+    local requeued = redis.call('SISMEMBER', K.requeue, id) == 1
+    if backoff > now then
+      if requeued then return 'done-with-requeue', backoff end
+      return 'done-with-backoff', backoff
+    end
+    -- A requeue whose backoff ended is queued, even before a claim moves it to its ready list.
+    if requeued then return 'queued', nil end
+    return 'done-awaiting-gc', nil
+  end
+  local lock = tonumber(redis.call('HGET', K.locks, id)) or 0
+  if lock > now then
+    if redis.call('SISMEMBER', K.requeue, id) == 1 then return 'locked-with-requeue', lock end
+    return 'locked', lock
+  end
+  if backoff > now then return 'queued-with-backoff', backoff end
+  return 'queued', nil
+end
+-- retry: failed messages queued again now, at attempt 0 (the next delivery is
+-- attempt 1), their lost locks forgotten; history, outcome and last error kept
+-- until the next outcome. By ids (other states refused with theirs), or the
+-- \`max\` oldest failures.
+--
+-- KEYS: messages filters nattempts losses failed updated-at mid-circle wake pushes
+-- ARGV: 'ids' then the ids, or 'oldest' and max
+-- Reply: with ids, one string per id: 'ok', else its state ('' when unknown); with 'oldest', the count
+-- Include: common state
+
+check_layout()
+local now = now_ms()
+local ready = pending_ready()
+
+local function requeue(id)
+  redis.call('ZREM', K.failed, id)
+  redis.call('HDEL', K.nattempts, id)
+  redis.call('HDEL', K.losses, id)
+  redis.call('HSET', K.updated_at, id, now)
+  push_ready(ready, class_of(id), id, false)
+end
+
+local reply
+if ARGV[1] == 'oldest' then
+  local ids = redis.call('ZRANGE', K.failed, 0, tonumber(ARGV[2]) - 1)
+  for _, id in ipairs(ids) do requeue(id) end
+  reply = #ids
+else
+  reply = {}
+  for i = 2, #ARGV do
+    local id = ARGV[i]
+    local state = ''
+    if redis.call('HEXISTS', K.messages, id) == 1 then state = state_of(id, now) end
+    if state == 'failed' then
+      requeue(id)
+      state = 'ok'
+    end
+    reply[i - 1] = state
+  end
+end
+flush_ready(ready)
+if ready.count > 0 then redis.call('PUBLISH', K.wake, 'retry') end
+return reply
 `,
   },
   status: {

@@ -12,6 +12,7 @@ import { extendLocks, finishMessages } from './finish.js';
 import { collectGarbage } from './gc.js';
 import { consumers, inspectMessage, messageStatus, queueStatus } from './inspect.js';
 import { listMessages } from './list.js';
+import { promoteMessages, removeMessages, retryMessages, retryOldestFailed } from './actions.js';
 import { queueKey } from './keys.js';
 import { Scripts } from './scripts.js';
 import { SCRIPTS } from './scripts.generated.js';
@@ -31,7 +32,15 @@ import type {
   StoredDetails,
   StoredPage,
 } from '../store/contract.js';
-import type { ConsumerInfo, EnqueueResult, GcResult, MessageStatus, QueueConfig, QueueStatus } from '../model/types.js';
+import type {
+  ActionResult,
+  ConsumerInfo,
+  EnqueueResult,
+  GcResult,
+  MessageStatus,
+  QueueConfig,
+  QueueStatus,
+} from '../model/types.js';
 
 // Large values make every Redis client wait while they travel; bigger data belongs elsewhere.
 const MAX_PAYLOAD_BYTES = 1024 * 1024;
@@ -113,6 +122,22 @@ class RedisStore implements Store {
 
   inspect(queue: string, id: string): Promise<StoredDetails | null> {
     return this.guard(() => inspectMessage(this.scripts, queue, id, this.where));
+  }
+
+  retry(queue: string, ids: readonly string[]): Promise<ActionResult[]> {
+    return this.guard(() => retryMessages(this.scripts, queue, ids));
+  }
+
+  retryFailed(queue: string, max: number): Promise<number> {
+    return this.guard(() => retryOldestFailed(this.scripts, queue, max));
+  }
+
+  remove(queue: string, ids: readonly string[]): Promise<ActionResult[]> {
+    return this.guard(() => removeMessages(this.scripts, queue, ids));
+  }
+
+  promote(queue: string, ids: readonly string[]): Promise<ActionResult[]> {
+    return this.guard(() => promoteMessages(this.scripts, queue, ids));
   }
 
   clear(queues: readonly string[]): Promise<void> {
