@@ -35,6 +35,7 @@ export const SCRIPTS = {
       'ndry-runs',
       'policies',
       'pushes',
+      'conf',
       'failed',
       'history',
       'losses',
@@ -46,9 +47,9 @@ export const SCRIPTS = {
       'dedupe',
     ],
     readOnly: false,
-    sha: 'fc916f2bccb91647467d4a2bccea0984bafec5ce',
+    sha: '400924596c8c653c15303b30e1bbc3966449daf3',
     source: `#!lua flags=allow-oom
-local K = { messages = KEYS[1], metadata = KEYS[2], filters = KEYS[3], classes = KEYS[4], nattempts = KEYS[5], locks = KEYS[6], holders = KEYS[7], backoffs = KEYS[8], done = KEYS[9], done_at = KEYS[10], requeue = KEYS[11], schedule = KEYS[12], lock_expiry = KEYS[13], updated_at = KEYS[14], mid_circle = KEYS[15], eoq_backoff = KEYS[16], ndry_runs = KEYS[17], policies = KEYS[18], pushes = KEYS[19], failed = KEYS[20], history = KEYS[21], losses = KEYS[22], outcomes = KEYS[23], enqueued_at = KEYS[24], requeue_content = KEYS[25], requeue_locks = KEYS[26], requeue_schedule = KEYS[27], dedupe = KEYS[28] }
+local K = { messages = KEYS[1], metadata = KEYS[2], filters = KEYS[3], classes = KEYS[4], nattempts = KEYS[5], locks = KEYS[6], holders = KEYS[7], backoffs = KEYS[8], done = KEYS[9], done_at = KEYS[10], requeue = KEYS[11], schedule = KEYS[12], lock_expiry = KEYS[13], updated_at = KEYS[14], mid_circle = KEYS[15], eoq_backoff = KEYS[16], ndry_runs = KEYS[17], policies = KEYS[18], pushes = KEYS[19], conf = KEYS[20], failed = KEYS[21], history = KEYS[22], losses = KEYS[23], outcomes = KEYS[24], enqueued_at = KEYS[25], requeue_content = KEYS[26], requeue_locks = KEYS[27], requeue_schedule = KEYS[28], dedupe = KEYS[29] }
 -- common: helpers every script includes. K holds the queue's keys by name
 -- (see src/redis/keys.ts; in Lua '-' becomes '_' and '?' is dropped).
 --
@@ -310,10 +311,12 @@ end
 -- lists of the classes the consumer accepts. When nothing was taken, counts a
 -- dry run once per queue-wide end-of-queue backoff (Carmine's eoq-backoff? and
 -- ndry-runs) and says when looking again is worthwhile without a wake-up.
+-- A paused queue hands out nothing and counts no dry run (checked here, so no claim
+-- starts after pause() returned).
 -- Runs when Redis is out of memory (allow-oom): draining the queue is how memory comes back.
 --
 -- KEYS: messages metadata filters classes nattempts locks holders backoffs done done-at requeue
---       schedule lock-expiry updated-at mid-circle eoq-backoff? ndry-runs policies pushes failed
+--       schedule lock-expiry updated-at mid-circle eoq-backoff? ndry-runs policies pushes conf failed
 -- ARGV: consumer id, max, lock ms, the number of filter classes the consumer knows of,
 --       five end-of-queue backoffs in ms (after dry run 1, 2, 3, 4, 5 and more),
 --       '*' to accept every class, else the accepted classes ('' for messages without filters)
@@ -338,6 +341,10 @@ local now = now_ms()
 -- Messages waiting or held: not finished, not failed.
 local function queue_size()
   return redis.call('HLEN', K.messages) - redis.call('SCARD', K.done) - redis.call('ZCARD', K.failed)
+end
+if redis.call('HGET', K.conf, 'paused') == '1' then
+  -- Resume publishes a wake-up; a worker on a lost subscription looks again within a second.
+  return { 'ok', queue_size(), tonumber(redis.call('GET', K.ndry_runs)) or 0, now + 1000 }
 end
 local w = pending_writes()
 local ready = pending_ready()
@@ -645,11 +652,11 @@ return 1
   },
   configure: {
     name: 'configure',
-    keys: ['conf', 'messages', 'consumers'],
+    keys: ['conf', 'wake', 'messages', 'consumers'],
     readOnly: false,
-    sha: '6379cfcb4e4ba5e2ea4dcdf58f9fb4d46470b9ac',
+    sha: '3c7ecbed97e081c532c01e0878f1df772c1d733a',
     source: `#!lua
-local K = { conf = KEYS[1], messages = KEYS[2], consumers = KEYS[3] }
+local K = { conf = KEYS[1], wake = KEYS[2], messages = KEYS[3], consumers = KEYS[4] }
 -- common: helpers every script includes. K holds the queue's keys by name
 -- (see src/redis/keys.ts; in Lua '-' becomes '_' and '?' is dropped).
 --
@@ -802,8 +809,9 @@ local function flush_ready(r)
 end
 -- configure: writes the queue's configuration if it is still what the caller
 -- read (compare and set), so two concurrent configure() calls never lose a change.
+-- Unpausing wakes the queue's idle workers.
 --
--- KEYS: conf messages consumers
+-- KEYS: conf wake messages consumers
 -- ARGV: the seven fields as read (task_gc_lifetime, task_gc_interval, filter_enums, failed_lifetime,
 --       paused, max_deliveries, dead_letter_queue; '' for absent), then the new ones
 -- Reply: 0 when the configuration changed meanwhile, else 1 when written (2: the queue did not exist:
@@ -825,6 +833,7 @@ for i = 1, n do
   pairs_[#pairs_ + 1] = ARGV[n + i]
 end
 redis.call('HSET', K.conf, unpack(pairs_))
+if ARGV[5] == '1' and ARGV[n + 5] ~= '1' then redis.call('PUBLISH', K.wake, 'resume') end
 if created then return 2 end
 return 1
 `,

@@ -4,10 +4,12 @@
 -- lists of the classes the consumer accepts. When nothing was taken, counts a
 -- dry run once per queue-wide end-of-queue backoff (Carmine's eoq-backoff? and
 -- ndry-runs) and says when looking again is worthwhile without a wake-up.
+-- A paused queue hands out nothing and counts no dry run (checked here, so no claim
+-- starts after pause() returned).
 -- Runs when Redis is out of memory (allow-oom): draining the queue is how memory comes back.
 --
 -- KEYS: messages metadata filters classes nattempts locks holders backoffs done done-at requeue
---       schedule lock-expiry updated-at mid-circle eoq-backoff? ndry-runs policies pushes failed
+--       schedule lock-expiry updated-at mid-circle eoq-backoff? ndry-runs policies pushes conf failed
 -- ARGV: consumer id, max, lock ms, the number of filter classes the consumer knows of,
 --       five end-of-queue backoffs in ms (after dry run 1, 2, 3, 4, 5 and more),
 --       '*' to accept every class, else the accepted classes ('' for messages without filters)
@@ -32,6 +34,10 @@ local now = now_ms()
 -- Messages waiting or held: not finished, not failed.
 local function queue_size()
   return redis.call('HLEN', K.messages) - redis.call('SCARD', K.done) - redis.call('ZCARD', K.failed)
+end
+if redis.call('HGET', K.conf, 'paused') == '1' then
+  -- Resume publishes a wake-up; a worker on a lost subscription looks again within a second.
+  return { 'ok', queue_size(), tonumber(redis.call('GET', K.ndry_runs)) or 0, now + 1000 }
 end
 local w = pending_writes()
 local ready = pending_ready()

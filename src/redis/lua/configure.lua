@@ -1,8 +1,9 @@
 #!lua
 -- configure: writes the queue's configuration if it is still what the caller
 -- read (compare and set), so two concurrent configure() calls never lose a change.
+-- Unpausing wakes the queue's idle workers.
 --
--- KEYS: conf messages consumers
+-- KEYS: conf wake messages consumers
 -- ARGV: the seven fields as read (task_gc_lifetime, task_gc_interval, filter_enums, failed_lifetime,
 --       paused, max_deliveries, dead_letter_queue; '' for absent), then the new ones
 -- Reply: 0 when the configuration changed meanwhile, else 1 when written (2: the queue did not exist:
@@ -24,5 +25,6 @@ for i = 1, n do
   pairs_[#pairs_ + 1] = ARGV[n + i]
 end
 redis.call('HSET', K.conf, unpack(pairs_))
+if ARGV[5] == '1' and ARGV[n + 5] ~= '1' then redis.call('PUBLISH', K.wake, 'resume') end
 if created then return 2 end
 return 1
