@@ -19,6 +19,7 @@ import {
   type Client,
   type ConnectOptions,
 } from '../src/index.js';
+import { maxDeliveriesError } from '../src/model/history.js';
 import { MESSAGE_STATES, type MessageState } from '../src/model/types.js';
 import { start, type RedisServer, type RedisServerOptions } from '../scripts/servers/redis.mjs';
 import { deletePrefixes, redisTestUrl } from './fixtures/redis-server.js';
@@ -503,6 +504,23 @@ void describe('redis store: failures, listings and counts', () => {
     );
     assert.deepEqual([...every].sort(), Object.values(expected).flat().sort());
     assert.equal(every.length, status.total);
+  });
+
+  void test('a lost lock at maxDeliveries fails the message with the model error text', async () => {
+    const client = await open(`${base}?prefix=${uniquePrefix('poison')}`);
+    const q = 'poison';
+    await client.configure(q, { maxDeliveries: 1 });
+    await client.enqueue(q, 'x', { id: 'm' });
+    assert.equal((await claimOne(client, q, 50)).messages.length, 1);
+    await new Promise((resolve) => setTimeout(resolve, 120));
+    assert.equal((await claimOne(client, q)).messages.length, 0);
+    const failed = await client.status(q, 'm');
+    assert.equal(failed?.state, 'failed');
+    assert.equal(failed.lastError, maxDeliveriesError(1));
+    assert.deepEqual(
+      (await client.show(q, 'm'))?.history.map((r) => [r.attempt, r.outcome, r.consumer]),
+      [[1, 'lost', 'c']],
+    );
   });
 
   void test('a foreign key met only on the failure path: StoreLayoutError, nothing written', async () => {

@@ -47,7 +47,7 @@ export const SCRIPTS = {
       'dedupe',
     ],
     readOnly: false,
-    sha: '400924596c8c653c15303b30e1bbc3966449daf3',
+    sha: '86faf4b0afb89db9d903111262557044806adc92',
     source: `#!lua flags=allow-oom
 local K = { messages = KEYS[1], metadata = KEYS[2], filters = KEYS[3], classes = KEYS[4], nattempts = KEYS[5], locks = KEYS[6], holders = KEYS[7], backoffs = KEYS[8], done = KEYS[9], done_at = KEYS[10], requeue = KEYS[11], schedule = KEYS[12], lock_expiry = KEYS[13], updated_at = KEYS[14], mid_circle = KEYS[15], eoq_backoff = KEYS[16], ndry_runs = KEYS[17], policies = KEYS[18], pushes = KEYS[19], conf = KEYS[20], failed = KEYS[21], history = KEYS[22], losses = KEYS[23], outcomes = KEYS[24], enqueued_at = KEYS[25], requeue_content = KEYS[26], requeue_locks = KEYS[27], requeue_schedule = KEYS[28], dedupe = KEYS[29] }
 -- common: helpers every script includes. K holds the queue's keys by name
@@ -268,12 +268,22 @@ end
 -- front (they waited longest): pending messages whose backoff ended, requeues
 -- whose done backoff ended (a new run: out of done), and locked messages whose
 -- lock expired (their holder stalled or died; attempt and requeue mark stay).
+-- An expired lock is a lost delivery: counted in \`losses\` and recorded in the
+-- history; at the queue's maxDeliveries the message fails instead.
 --
 -- KEYS: schedule lock-expiry backoffs locks holders done done-at requeue filters requeue-schedule
---       requeue-locks losses nattempts
+--       requeue-locks losses nattempts conf
 
 -- Per call at most this many of each, so a script stays short; the caller looks again at once.
 local PROMOTE_LIMIT = 1000
+-- model/config.ts DEFAULT_QUEUE_CONFIG.maxDeliveries
+local DEFAULT_MAX_DELIVERIES = 10
+
+-- model/history.ts maxDeliveriesError
+local function max_deliveries_error(losses)
+  return 'lost its lock ' .. losses .. ' times (maxDeliveries ' .. losses ..
+    '): a handler that kills or stalls its worker?'
+end
 
 -- Ends a scheduled wait now: a backoff (queued-with-backoff), or a requeue's (done-with-requeue:
 -- a new run, out of done). The message goes to the front of its ready list.
@@ -297,12 +307,23 @@ local function promote(now, ready, w)
   local expired = redis.call('ZRANGEBYSCORE', K.lock_expiry, '-inf', now, 'LIMIT', 0, PROMOTE_LIMIT)
   if #due > 0 or #expired > 0 then check_rare() end
   for _, id in ipairs(due) do end_wait(id, ready, w) end
+  local max_deliveries = nil
   for _, id in ipairs(expired) do
-    later(w, 'hdel', K.locks, id)
-    later(w, 'hdel', K.holders, id)
-    later(w, 'zrem', K.lock_expiry, id)
-    later(w, 'zrem', K.requeue_locks, id)
-    push_ready(ready, class_of(id), id, true)
+    local holder = redis.call('HGET', K.holders, id)
+    append_history(id, redis.call('HGET', K.nattempts, id), nil, now, holder, 'lost', nil)
+    local losses = redis.call('HINCRBY', K.losses, id, 1)
+    if max_deliveries == nil then
+      max_deliveries = tonumber(redis.call('HGET', K.conf, 'max_deliveries')) or DEFAULT_MAX_DELIVERIES
+    end
+    if max_deliveries > 0 and losses >= max_deliveries then
+      fail(id, now, 'error\\n' .. max_deliveries_error(losses))
+    else
+      later(w, 'hdel', K.locks, id)
+      later(w, 'hdel', K.holders, id)
+      later(w, 'zrem', K.lock_expiry, id)
+      later(w, 'zrem', K.requeue_locks, id)
+      push_ready(ready, class_of(id), id, true)
+    end
   end
   return #due == PROMOTE_LIMIT or #expired == PROMOTE_LIMIT
 end
@@ -2779,11 +2800,12 @@ return reply
       'losses',
       'requeue-content',
       'done-at',
+      'conf',
     ],
     readOnly: false,
-    sha: '4ace67f8b02a117a29129a1d480b7bab9370e1b8',
+    sha: '049a68091a4975aed5d3bf7a8f426b8c8f09f505',
     source: `#!lua flags=allow-oom
-local K = { messages = KEYS[1], metadata = KEYS[2], filters = KEYS[3], classes = KEYS[4], pushes = KEYS[5], mid_circle = KEYS[6], schedule = KEYS[7], lock_expiry = KEYS[8], requeue_locks = KEYS[9], requeue_schedule = KEYS[10], dedupe = KEYS[11], failed = KEYS[12], done = KEYS[13], requeue = KEYS[14], backoffs = KEYS[15], locks = KEYS[16], nattempts = KEYS[17], holders = KEYS[18], outcomes = KEYS[19], enqueued_at = KEYS[20], updated_at = KEYS[21], policies = KEYS[22], history = KEYS[23], losses = KEYS[24], requeue_content = KEYS[25], done_at = KEYS[26] }
+local K = { messages = KEYS[1], metadata = KEYS[2], filters = KEYS[3], classes = KEYS[4], pushes = KEYS[5], mid_circle = KEYS[6], schedule = KEYS[7], lock_expiry = KEYS[8], requeue_locks = KEYS[9], requeue_schedule = KEYS[10], dedupe = KEYS[11], failed = KEYS[12], done = KEYS[13], requeue = KEYS[14], backoffs = KEYS[15], locks = KEYS[16], nattempts = KEYS[17], holders = KEYS[18], outcomes = KEYS[19], enqueued_at = KEYS[20], updated_at = KEYS[21], policies = KEYS[22], history = KEYS[23], losses = KEYS[24], requeue_content = KEYS[25], done_at = KEYS[26], conf = KEYS[27] }
 -- common: helpers every script includes. K holds the queue's keys by name
 -- (see src/redis/keys.ts; in Lua '-' becomes '_' and '?' is dropped).
 --
@@ -3052,12 +3074,22 @@ end
 -- front (they waited longest): pending messages whose backoff ended, requeues
 -- whose done backoff ended (a new run: out of done), and locked messages whose
 -- lock expired (their holder stalled or died; attempt and requeue mark stay).
+-- An expired lock is a lost delivery: counted in \`losses\` and recorded in the
+-- history; at the queue's maxDeliveries the message fails instead.
 --
 -- KEYS: schedule lock-expiry backoffs locks holders done done-at requeue filters requeue-schedule
---       requeue-locks losses nattempts
+--       requeue-locks losses nattempts conf
 
 -- Per call at most this many of each, so a script stays short; the caller looks again at once.
 local PROMOTE_LIMIT = 1000
+-- model/config.ts DEFAULT_QUEUE_CONFIG.maxDeliveries
+local DEFAULT_MAX_DELIVERIES = 10
+
+-- model/history.ts maxDeliveriesError
+local function max_deliveries_error(losses)
+  return 'lost its lock ' .. losses .. ' times (maxDeliveries ' .. losses ..
+    '): a handler that kills or stalls its worker?'
+end
 
 -- Ends a scheduled wait now: a backoff (queued-with-backoff), or a requeue's (done-with-requeue:
 -- a new run, out of done). The message goes to the front of its ready list.
@@ -3081,12 +3113,23 @@ local function promote(now, ready, w)
   local expired = redis.call('ZRANGEBYSCORE', K.lock_expiry, '-inf', now, 'LIMIT', 0, PROMOTE_LIMIT)
   if #due > 0 or #expired > 0 then check_rare() end
   for _, id in ipairs(due) do end_wait(id, ready, w) end
+  local max_deliveries = nil
   for _, id in ipairs(expired) do
-    later(w, 'hdel', K.locks, id)
-    later(w, 'hdel', K.holders, id)
-    later(w, 'zrem', K.lock_expiry, id)
-    later(w, 'zrem', K.requeue_locks, id)
-    push_ready(ready, class_of(id), id, true)
+    local holder = redis.call('HGET', K.holders, id)
+    append_history(id, redis.call('HGET', K.nattempts, id), nil, now, holder, 'lost', nil)
+    local losses = redis.call('HINCRBY', K.losses, id, 1)
+    if max_deliveries == nil then
+      max_deliveries = tonumber(redis.call('HGET', K.conf, 'max_deliveries')) or DEFAULT_MAX_DELIVERIES
+    end
+    if max_deliveries > 0 and losses >= max_deliveries then
+      fail(id, now, 'error\\n' .. max_deliveries_error(losses))
+    else
+      later(w, 'hdel', K.locks, id)
+      later(w, 'hdel', K.holders, id)
+      later(w, 'zrem', K.lock_expiry, id)
+      later(w, 'zrem', K.requeue_locks, id)
+      push_ready(ready, class_of(id), id, true)
+    end
   end
   return #due == PROMOTE_LIMIT or #expired == PROMOTE_LIMIT
 end
@@ -3281,11 +3324,12 @@ return reply
       'requeue-schedule',
       'done-at',
       'dedupe',
+      'conf',
     ],
     readOnly: false,
-    sha: 'e46cf1fe18e80f759e4cf4547ef1f7506f269700',
+    sha: '8bbf58c9d84f00e6482cf5b2e0863ae7bdad65a5',
     source: `#!lua
-local K = { messages = KEYS[1], wake = KEYS[2], pushes = KEYS[3], mid_circle = KEYS[4], done = KEYS[5], requeue = KEYS[6], backoffs = KEYS[7], locks = KEYS[8], failed = KEYS[9], metadata = KEYS[10], filters = KEYS[11], policies = KEYS[12], history = KEYS[13], losses = KEYS[14], nattempts = KEYS[15], holders = KEYS[16], outcomes = KEYS[17], enqueued_at = KEYS[18], updated_at = KEYS[19], requeue_content = KEYS[20], schedule = KEYS[21], lock_expiry = KEYS[22], requeue_locks = KEYS[23], requeue_schedule = KEYS[24], done_at = KEYS[25], dedupe = KEYS[26] }
+local K = { messages = KEYS[1], wake = KEYS[2], pushes = KEYS[3], mid_circle = KEYS[4], done = KEYS[5], requeue = KEYS[6], backoffs = KEYS[7], locks = KEYS[8], failed = KEYS[9], metadata = KEYS[10], filters = KEYS[11], policies = KEYS[12], history = KEYS[13], losses = KEYS[14], nattempts = KEYS[15], holders = KEYS[16], outcomes = KEYS[17], enqueued_at = KEYS[18], updated_at = KEYS[19], requeue_content = KEYS[20], schedule = KEYS[21], lock_expiry = KEYS[22], requeue_locks = KEYS[23], requeue_schedule = KEYS[24], done_at = KEYS[25], dedupe = KEYS[26], conf = KEYS[27] }
 -- common: helpers every script includes. K holds the queue's keys by name
 -- (see src/redis/keys.ts; in Lua '-' becomes '_' and '?' is dropped).
 --
@@ -3531,12 +3575,22 @@ end
 -- front (they waited longest): pending messages whose backoff ended, requeues
 -- whose done backoff ended (a new run: out of done), and locked messages whose
 -- lock expired (their holder stalled or died; attempt and requeue mark stay).
+-- An expired lock is a lost delivery: counted in \`losses\` and recorded in the
+-- history; at the queue's maxDeliveries the message fails instead.
 --
 -- KEYS: schedule lock-expiry backoffs locks holders done done-at requeue filters requeue-schedule
---       requeue-locks losses nattempts
+--       requeue-locks losses nattempts conf
 
 -- Per call at most this many of each, so a script stays short; the caller looks again at once.
 local PROMOTE_LIMIT = 1000
+-- model/config.ts DEFAULT_QUEUE_CONFIG.maxDeliveries
+local DEFAULT_MAX_DELIVERIES = 10
+
+-- model/history.ts maxDeliveriesError
+local function max_deliveries_error(losses)
+  return 'lost its lock ' .. losses .. ' times (maxDeliveries ' .. losses ..
+    '): a handler that kills or stalls its worker?'
+end
 
 -- Ends a scheduled wait now: a backoff (queued-with-backoff), or a requeue's (done-with-requeue:
 -- a new run, out of done). The message goes to the front of its ready list.
@@ -3560,12 +3614,23 @@ local function promote(now, ready, w)
   local expired = redis.call('ZRANGEBYSCORE', K.lock_expiry, '-inf', now, 'LIMIT', 0, PROMOTE_LIMIT)
   if #due > 0 or #expired > 0 then check_rare() end
   for _, id in ipairs(due) do end_wait(id, ready, w) end
+  local max_deliveries = nil
   for _, id in ipairs(expired) do
-    later(w, 'hdel', K.locks, id)
-    later(w, 'hdel', K.holders, id)
-    later(w, 'zrem', K.lock_expiry, id)
-    later(w, 'zrem', K.requeue_locks, id)
-    push_ready(ready, class_of(id), id, true)
+    local holder = redis.call('HGET', K.holders, id)
+    append_history(id, redis.call('HGET', K.nattempts, id), nil, now, holder, 'lost', nil)
+    local losses = redis.call('HINCRBY', K.losses, id, 1)
+    if max_deliveries == nil then
+      max_deliveries = tonumber(redis.call('HGET', K.conf, 'max_deliveries')) or DEFAULT_MAX_DELIVERIES
+    end
+    if max_deliveries > 0 and losses >= max_deliveries then
+      fail(id, now, 'error\\n' .. max_deliveries_error(losses))
+    else
+      later(w, 'hdel', K.locks, id)
+      later(w, 'hdel', K.holders, id)
+      later(w, 'zrem', K.lock_expiry, id)
+      later(w, 'zrem', K.requeue_locks, id)
+      push_ready(ready, class_of(id), id, true)
+    end
   end
   return #due == PROMOTE_LIMIT or #expired == PROMOTE_LIMIT
 end
