@@ -59,13 +59,24 @@ export async function readConfig(scripts: Scripts, prefix: string, queue: string
   return parse(await readRaw(scripts, prefix, queue), queueKey(prefix, queue, 'conf'));
 }
 
-/** Merges the patch into what is stored, written only if nobody changed it meanwhile (else read again). */
+/**
+ * Merges the patch into what is stored, written only if nobody changed it
+ * meanwhile (else read again). On a cluster a dead-letter queue is refused: a
+ * script cannot move a message between two queues' hash slots atomically.
+ */
 export async function writeConfig(
   scripts: Scripts,
   prefix: string,
   queue: string,
   patch: Partial<QueueConfig>,
+  cluster: boolean,
 ): Promise<Configured> {
+  if (cluster && patch.deadLetterQueue !== undefined && patch.deadLetterQueue !== null) {
+    throw new TypeError(
+      `deadLetterQueue is not available on a Redis Cluster: queues '${queue}' and '${patch.deadLetterQueue}' ` +
+        'live in different hash slots, so no script can move a message between them atomically',
+    );
+  }
   for (;;) {
     const raw = await readRaw(scripts, prefix, queue);
     const next = applyConfigPatch(parse(raw, queueKey(prefix, queue, 'conf')), patch);

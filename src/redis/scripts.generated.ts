@@ -47,7 +47,7 @@ export const SCRIPTS = {
       'dedupe',
     ],
     readOnly: false,
-    sha: '86faf4b0afb89db9d903111262557044806adc92',
+    sha: '69c05d2ab1aa298f700fc98bbc68818851ef833b',
     source: `#!lua flags=allow-oom
 local K = { messages = KEYS[1], metadata = KEYS[2], filters = KEYS[3], classes = KEYS[4], nattempts = KEYS[5], locks = KEYS[6], holders = KEYS[7], backoffs = KEYS[8], done = KEYS[9], done_at = KEYS[10], requeue = KEYS[11], schedule = KEYS[12], lock_expiry = KEYS[13], updated_at = KEYS[14], mid_circle = KEYS[15], eoq_backoff = KEYS[16], ndry_runs = KEYS[17], policies = KEYS[18], pushes = KEYS[19], conf = KEYS[20], failed = KEYS[21], history = KEYS[22], losses = KEYS[23], outcomes = KEYS[24], enqueued_at = KEYS[25], requeue_content = KEYS[26], requeue_locks = KEYS[27], requeue_schedule = KEYS[28], dedupe = KEYS[29] }
 -- common: helpers every script includes. K holds the queue's keys by name
@@ -223,11 +223,11 @@ local function forget(id, w)
     if w then later(w, 'srem', K[name], id) else redis.call('SREM', K[name], id) end
   end
 end
--- fail: a message's last run ended in a final error: it becomes failed. Also
--- the history of attempts.
+-- fail: a message's last run ended in a final error: it becomes failed, or
+-- moves to the queue's dead-letter queue. Also the history of attempts.
 --
 -- KEYS: messages metadata filters policies history outcomes updated-at locks holders lock-expiry
---       backoffs schedule requeue requeue-locks requeue-content failed
+--       backoffs schedule requeue requeue-locks requeue-content failed conf
 
 -- Attempt records kept per message (model/history.ts HISTORY_LIMIT).
 local HISTORY_LIMIT = 10
@@ -253,8 +253,43 @@ local function append_history(id, attempt, started, now, consumer, outcome, err)
   redis.call('HSET', K.history, id, cjson.encode(history))
 end
 
--- Ends the message's run with \`outcome\` (the outcomes field: 'error', a newline, the error): failed.
--- The caller has recorded the failing attempt in the history.
+-- The keys of the dead-letter queue \`name\`: same prefix, its own hash tag (so never on a cluster:
+-- configure refuses a dead-letter queue there).
+local function dead_letter_key(name, key)
+  local prefix = string.match(K.conf, '^([^{]*):{')
+  return prefix .. ':{' .. name .. '}:' .. key
+end
+
+-- Moves the message to the dead-letter queue \`dlq\`, queued there at attempt 0; false when the id is taken there.
+local function dead_letter(id, dlq, now)
+  local dk = function(key) return dead_letter_key(dlq, key) end
+  local class = redis.call('HGET', K.filters, id) or ''
+  local list = dk('mid-circle')
+  if class ~= '' then list = list .. ':' .. class end
+  local hashes = { 'messages', 'metadata', 'filters', 'policies', 'history', 'outcomes', 'enqueued-at', 'updated-at',
+    'pushes' }
+  for _, key in ipairs(hashes) do check_type(dk(key), 'hash') end
+  check_type(dk('classes'), 'set')
+  check_type(list, 'list')
+  if redis.call('HEXISTS', dk('messages'), id) == 1 then return false end
+  for _, pair in ipairs({ { 'messages', K.messages }, { 'metadata', K.metadata }, { 'policies', K.policies },
+    { 'history', K.history }, { 'outcomes', K.outcomes } }) do
+    local value = redis.call('HGET', pair[2], id)
+    if value then redis.call('HSET', dk(pair[1]), id, value) end
+  end
+  if class ~= '' then
+    redis.call('HSET', dk('filters'), id, class)
+    redis.call('SADD', dk('classes'), class)
+  end
+  redis.call('HSET', dk('enqueued-at'), id, now)
+  redis.call('LPUSH', list, id)
+  redis.call('HINCRBY', dk('pushes'), class, 1)
+  redis.call('PUBLISH', dk('wake'), 'dead-letter')
+  return true
+end
+
+-- Ends the message's run with \`outcome\` (the outcomes field: 'error', a newline, the error): failed,
+-- or dead-lettered. The caller has recorded the failing attempt in the history.
 local function fail(id, now, outcome)
   check_rare()
   for _, key in ipairs({ K.locks, K.holders, K.backoffs, K.requeue_content }) do redis.call('HDEL', key, id) end
@@ -262,6 +297,11 @@ local function fail(id, now, outcome)
   redis.call('SREM', K.requeue, id)
   redis.call('HSET', K.outcomes, id, outcome)
   redis.call('HSET', K.updated_at, id, now)
+  local dlq = redis.call('HGET', K.conf, 'dead_letter_queue')
+  if dlq and dlq ~= '' and dead_letter(id, dlq, now) then
+    forget(id)
+    return
+  end
   redis.call('ZADD', K.failed, now, id)
 end
 -- promote: moves messages whose wait is over back to their ready lists, at the
@@ -1581,11 +1621,12 @@ return lost
       'requeue-locks',
       'requeue-schedule',
       'failed',
+      'conf',
     ],
     readOnly: false,
-    sha: '1380812686317d52999c4e195dd9d00ab67c0a08',
+    sha: '23835eced2fe11efde6ab5d869f34139b3dddb56',
     source: `#!lua flags=allow-oom
-local K = { messages = KEYS[1], filters = KEYS[2], nattempts = KEYS[3], locks = KEYS[4], holders = KEYS[5], backoffs = KEYS[6], done = KEYS[7], done_at = KEYS[8], dedupe = KEYS[9], requeue = KEYS[10], requeue_content = KEYS[11], schedule = KEYS[12], lock_expiry = KEYS[13], outcomes = KEYS[14], updated_at = KEYS[15], mid_circle = KEYS[16], wake = KEYS[17], pushes = KEYS[18], losses = KEYS[19], metadata = KEYS[20], policies = KEYS[21], history = KEYS[22], enqueued_at = KEYS[23], requeue_locks = KEYS[24], requeue_schedule = KEYS[25], failed = KEYS[26] }
+local K = { messages = KEYS[1], filters = KEYS[2], nattempts = KEYS[3], locks = KEYS[4], holders = KEYS[5], backoffs = KEYS[6], done = KEYS[7], done_at = KEYS[8], dedupe = KEYS[9], requeue = KEYS[10], requeue_content = KEYS[11], schedule = KEYS[12], lock_expiry = KEYS[13], outcomes = KEYS[14], updated_at = KEYS[15], mid_circle = KEYS[16], wake = KEYS[17], pushes = KEYS[18], losses = KEYS[19], metadata = KEYS[20], policies = KEYS[21], history = KEYS[22], enqueued_at = KEYS[23], requeue_locks = KEYS[24], requeue_schedule = KEYS[25], failed = KEYS[26], conf = KEYS[27] }
 -- common: helpers every script includes. K holds the queue's keys by name
 -- (see src/redis/keys.ts; in Lua '-' becomes '_' and '?' is dropped).
 --
@@ -1759,11 +1800,11 @@ local function forget(id, w)
     if w then later(w, 'srem', K[name], id) else redis.call('SREM', K[name], id) end
   end
 end
--- fail: a message's last run ended in a final error: it becomes failed. Also
--- the history of attempts.
+-- fail: a message's last run ended in a final error: it becomes failed, or
+-- moves to the queue's dead-letter queue. Also the history of attempts.
 --
 -- KEYS: messages metadata filters policies history outcomes updated-at locks holders lock-expiry
---       backoffs schedule requeue requeue-locks requeue-content failed
+--       backoffs schedule requeue requeue-locks requeue-content failed conf
 
 -- Attempt records kept per message (model/history.ts HISTORY_LIMIT).
 local HISTORY_LIMIT = 10
@@ -1789,8 +1830,43 @@ local function append_history(id, attempt, started, now, consumer, outcome, err)
   redis.call('HSET', K.history, id, cjson.encode(history))
 end
 
--- Ends the message's run with \`outcome\` (the outcomes field: 'error', a newline, the error): failed.
--- The caller has recorded the failing attempt in the history.
+-- The keys of the dead-letter queue \`name\`: same prefix, its own hash tag (so never on a cluster:
+-- configure refuses a dead-letter queue there).
+local function dead_letter_key(name, key)
+  local prefix = string.match(K.conf, '^([^{]*):{')
+  return prefix .. ':{' .. name .. '}:' .. key
+end
+
+-- Moves the message to the dead-letter queue \`dlq\`, queued there at attempt 0; false when the id is taken there.
+local function dead_letter(id, dlq, now)
+  local dk = function(key) return dead_letter_key(dlq, key) end
+  local class = redis.call('HGET', K.filters, id) or ''
+  local list = dk('mid-circle')
+  if class ~= '' then list = list .. ':' .. class end
+  local hashes = { 'messages', 'metadata', 'filters', 'policies', 'history', 'outcomes', 'enqueued-at', 'updated-at',
+    'pushes' }
+  for _, key in ipairs(hashes) do check_type(dk(key), 'hash') end
+  check_type(dk('classes'), 'set')
+  check_type(list, 'list')
+  if redis.call('HEXISTS', dk('messages'), id) == 1 then return false end
+  for _, pair in ipairs({ { 'messages', K.messages }, { 'metadata', K.metadata }, { 'policies', K.policies },
+    { 'history', K.history }, { 'outcomes', K.outcomes } }) do
+    local value = redis.call('HGET', pair[2], id)
+    if value then redis.call('HSET', dk(pair[1]), id, value) end
+  end
+  if class ~= '' then
+    redis.call('HSET', dk('filters'), id, class)
+    redis.call('SADD', dk('classes'), class)
+  end
+  redis.call('HSET', dk('enqueued-at'), id, now)
+  redis.call('LPUSH', list, id)
+  redis.call('HINCRBY', dk('pushes'), class, 1)
+  redis.call('PUBLISH', dk('wake'), 'dead-letter')
+  return true
+end
+
+-- Ends the message's run with \`outcome\` (the outcomes field: 'error', a newline, the error): failed,
+-- or dead-lettered. The caller has recorded the failing attempt in the history.
 local function fail(id, now, outcome)
   check_rare()
   for _, key in ipairs({ K.locks, K.holders, K.backoffs, K.requeue_content }) do redis.call('HDEL', key, id) end
@@ -1798,6 +1874,11 @@ local function fail(id, now, outcome)
   redis.call('SREM', K.requeue, id)
   redis.call('HSET', K.outcomes, id, outcome)
   redis.call('HSET', K.updated_at, id, now)
+  local dlq = redis.call('HGET', K.conf, 'dead_letter_queue')
+  if dlq and dlq ~= '' and dead_letter(id, dlq, now) then
+    forget(id)
+    return
+  end
   redis.call('ZADD', K.failed, now, id)
 end
 -- finish: records handler outcomes. Only the consumer holding a message, for
@@ -1805,7 +1886,8 @@ end
 -- expired and another took it, or the queue was cleared). A message marked for
 -- requeue runs again as a new run (attempt 0, the replacement payload if one was
 -- given): at once, or as done-with-requeue until the outcome's backoff ends.
--- Otherwise an error is final: the message fails. An error or retry of an attempt that ran is recorded in the history.
+-- Otherwise an error is final: the message fails (or moves to the dead-letter
+-- queue). An error or retry of an attempt that ran is recorded in the history.
 -- Runs when Redis is out of memory (allow-oom): draining the queue is how memory comes back.
 --
 -- KEYS: messages filters nattempts locks holders backoffs done done-at dedupe requeue
@@ -1818,7 +1900,7 @@ end
 
 local PER = 7
 -- A batch of plain successes touches none of these.
-check_layout(nil, { 'history', 'losses', 'failed', 'requeue_locks', 'requeue_schedule', 'requeue_content',
+check_layout(nil, { 'history', 'losses', 'failed', 'conf', 'requeue_locks', 'requeue_schedule', 'requeue_content',
   'metadata', 'policies', 'enqueued_at', 'schedule', 'mid_circle', 'filters', 'pushes' })
 local consumer = ARGV[1]
 local count = (#ARGV - 1) / PER
@@ -2803,7 +2885,7 @@ return reply
       'conf',
     ],
     readOnly: false,
-    sha: '049a68091a4975aed5d3bf7a8f426b8c8f09f505',
+    sha: '8cca620a7aa22b6fa36b115c06f92c5e0f4891ed',
     source: `#!lua flags=allow-oom
 local K = { messages = KEYS[1], metadata = KEYS[2], filters = KEYS[3], classes = KEYS[4], pushes = KEYS[5], mid_circle = KEYS[6], schedule = KEYS[7], lock_expiry = KEYS[8], requeue_locks = KEYS[9], requeue_schedule = KEYS[10], dedupe = KEYS[11], failed = KEYS[12], done = KEYS[13], requeue = KEYS[14], backoffs = KEYS[15], locks = KEYS[16], nattempts = KEYS[17], holders = KEYS[18], outcomes = KEYS[19], enqueued_at = KEYS[20], updated_at = KEYS[21], policies = KEYS[22], history = KEYS[23], losses = KEYS[24], requeue_content = KEYS[25], done_at = KEYS[26], conf = KEYS[27] }
 -- common: helpers every script includes. K holds the queue's keys by name
@@ -3029,11 +3111,11 @@ local function forget(id, w)
     if w then later(w, 'srem', K[name], id) else redis.call('SREM', K[name], id) end
   end
 end
--- fail: a message's last run ended in a final error: it becomes failed. Also
--- the history of attempts.
+-- fail: a message's last run ended in a final error: it becomes failed, or
+-- moves to the queue's dead-letter queue. Also the history of attempts.
 --
 -- KEYS: messages metadata filters policies history outcomes updated-at locks holders lock-expiry
---       backoffs schedule requeue requeue-locks requeue-content failed
+--       backoffs schedule requeue requeue-locks requeue-content failed conf
 
 -- Attempt records kept per message (model/history.ts HISTORY_LIMIT).
 local HISTORY_LIMIT = 10
@@ -3059,8 +3141,43 @@ local function append_history(id, attempt, started, now, consumer, outcome, err)
   redis.call('HSET', K.history, id, cjson.encode(history))
 end
 
--- Ends the message's run with \`outcome\` (the outcomes field: 'error', a newline, the error): failed.
--- The caller has recorded the failing attempt in the history.
+-- The keys of the dead-letter queue \`name\`: same prefix, its own hash tag (so never on a cluster:
+-- configure refuses a dead-letter queue there).
+local function dead_letter_key(name, key)
+  local prefix = string.match(K.conf, '^([^{]*):{')
+  return prefix .. ':{' .. name .. '}:' .. key
+end
+
+-- Moves the message to the dead-letter queue \`dlq\`, queued there at attempt 0; false when the id is taken there.
+local function dead_letter(id, dlq, now)
+  local dk = function(key) return dead_letter_key(dlq, key) end
+  local class = redis.call('HGET', K.filters, id) or ''
+  local list = dk('mid-circle')
+  if class ~= '' then list = list .. ':' .. class end
+  local hashes = { 'messages', 'metadata', 'filters', 'policies', 'history', 'outcomes', 'enqueued-at', 'updated-at',
+    'pushes' }
+  for _, key in ipairs(hashes) do check_type(dk(key), 'hash') end
+  check_type(dk('classes'), 'set')
+  check_type(list, 'list')
+  if redis.call('HEXISTS', dk('messages'), id) == 1 then return false end
+  for _, pair in ipairs({ { 'messages', K.messages }, { 'metadata', K.metadata }, { 'policies', K.policies },
+    { 'history', K.history }, { 'outcomes', K.outcomes } }) do
+    local value = redis.call('HGET', pair[2], id)
+    if value then redis.call('HSET', dk(pair[1]), id, value) end
+  end
+  if class ~= '' then
+    redis.call('HSET', dk('filters'), id, class)
+    redis.call('SADD', dk('classes'), class)
+  end
+  redis.call('HSET', dk('enqueued-at'), id, now)
+  redis.call('LPUSH', list, id)
+  redis.call('HINCRBY', dk('pushes'), class, 1)
+  redis.call('PUBLISH', dk('wake'), 'dead-letter')
+  return true
+end
+
+-- Ends the message's run with \`outcome\` (the outcomes field: 'error', a newline, the error): failed,
+-- or dead-lettered. The caller has recorded the failing attempt in the history.
 local function fail(id, now, outcome)
   check_rare()
   for _, key in ipairs({ K.locks, K.holders, K.backoffs, K.requeue_content }) do redis.call('HDEL', key, id) end
@@ -3068,6 +3185,11 @@ local function fail(id, now, outcome)
   redis.call('SREM', K.requeue, id)
   redis.call('HSET', K.outcomes, id, outcome)
   redis.call('HSET', K.updated_at, id, now)
+  local dlq = redis.call('HGET', K.conf, 'dead_letter_queue')
+  if dlq and dlq ~= '' and dead_letter(id, dlq, now) then
+    forget(id)
+    return
+  end
   redis.call('ZADD', K.failed, now, id)
 end
 -- promote: moves messages whose wait is over back to their ready lists, at the
@@ -3327,7 +3449,7 @@ return reply
       'conf',
     ],
     readOnly: false,
-    sha: '8bbf58c9d84f00e6482cf5b2e0863ae7bdad65a5',
+    sha: '71f7a2c6b1cab8cfa91b98f6b816d23ee936b7fc',
     source: `#!lua
 local K = { messages = KEYS[1], wake = KEYS[2], pushes = KEYS[3], mid_circle = KEYS[4], done = KEYS[5], requeue = KEYS[6], backoffs = KEYS[7], locks = KEYS[8], failed = KEYS[9], metadata = KEYS[10], filters = KEYS[11], policies = KEYS[12], history = KEYS[13], losses = KEYS[14], nattempts = KEYS[15], holders = KEYS[16], outcomes = KEYS[17], enqueued_at = KEYS[18], updated_at = KEYS[19], requeue_content = KEYS[20], schedule = KEYS[21], lock_expiry = KEYS[22], requeue_locks = KEYS[23], requeue_schedule = KEYS[24], done_at = KEYS[25], dedupe = KEYS[26], conf = KEYS[27] }
 -- common: helpers every script includes. K holds the queue's keys by name
@@ -3530,11 +3652,11 @@ local function forget(id, w)
     if w then later(w, 'srem', K[name], id) else redis.call('SREM', K[name], id) end
   end
 end
--- fail: a message's last run ended in a final error: it becomes failed. Also
--- the history of attempts.
+-- fail: a message's last run ended in a final error: it becomes failed, or
+-- moves to the queue's dead-letter queue. Also the history of attempts.
 --
 -- KEYS: messages metadata filters policies history outcomes updated-at locks holders lock-expiry
---       backoffs schedule requeue requeue-locks requeue-content failed
+--       backoffs schedule requeue requeue-locks requeue-content failed conf
 
 -- Attempt records kept per message (model/history.ts HISTORY_LIMIT).
 local HISTORY_LIMIT = 10
@@ -3560,8 +3682,43 @@ local function append_history(id, attempt, started, now, consumer, outcome, err)
   redis.call('HSET', K.history, id, cjson.encode(history))
 end
 
--- Ends the message's run with \`outcome\` (the outcomes field: 'error', a newline, the error): failed.
--- The caller has recorded the failing attempt in the history.
+-- The keys of the dead-letter queue \`name\`: same prefix, its own hash tag (so never on a cluster:
+-- configure refuses a dead-letter queue there).
+local function dead_letter_key(name, key)
+  local prefix = string.match(K.conf, '^([^{]*):{')
+  return prefix .. ':{' .. name .. '}:' .. key
+end
+
+-- Moves the message to the dead-letter queue \`dlq\`, queued there at attempt 0; false when the id is taken there.
+local function dead_letter(id, dlq, now)
+  local dk = function(key) return dead_letter_key(dlq, key) end
+  local class = redis.call('HGET', K.filters, id) or ''
+  local list = dk('mid-circle')
+  if class ~= '' then list = list .. ':' .. class end
+  local hashes = { 'messages', 'metadata', 'filters', 'policies', 'history', 'outcomes', 'enqueued-at', 'updated-at',
+    'pushes' }
+  for _, key in ipairs(hashes) do check_type(dk(key), 'hash') end
+  check_type(dk('classes'), 'set')
+  check_type(list, 'list')
+  if redis.call('HEXISTS', dk('messages'), id) == 1 then return false end
+  for _, pair in ipairs({ { 'messages', K.messages }, { 'metadata', K.metadata }, { 'policies', K.policies },
+    { 'history', K.history }, { 'outcomes', K.outcomes } }) do
+    local value = redis.call('HGET', pair[2], id)
+    if value then redis.call('HSET', dk(pair[1]), id, value) end
+  end
+  if class ~= '' then
+    redis.call('HSET', dk('filters'), id, class)
+    redis.call('SADD', dk('classes'), class)
+  end
+  redis.call('HSET', dk('enqueued-at'), id, now)
+  redis.call('LPUSH', list, id)
+  redis.call('HINCRBY', dk('pushes'), class, 1)
+  redis.call('PUBLISH', dk('wake'), 'dead-letter')
+  return true
+end
+
+-- Ends the message's run with \`outcome\` (the outcomes field: 'error', a newline, the error): failed,
+-- or dead-lettered. The caller has recorded the failing attempt in the history.
 local function fail(id, now, outcome)
   check_rare()
   for _, key in ipairs({ K.locks, K.holders, K.backoffs, K.requeue_content }) do redis.call('HDEL', key, id) end
@@ -3569,6 +3726,11 @@ local function fail(id, now, outcome)
   redis.call('SREM', K.requeue, id)
   redis.call('HSET', K.outcomes, id, outcome)
   redis.call('HSET', K.updated_at, id, now)
+  local dlq = redis.call('HGET', K.conf, 'dead_letter_queue')
+  if dlq and dlq ~= '' and dead_letter(id, dlq, now) then
+    forget(id)
+    return
+  end
   redis.call('ZADD', K.failed, now, id)
 end
 -- promote: moves messages whose wait is over back to their ready lists, at the

@@ -153,7 +153,7 @@ class RedisStore implements Store {
   }
 
   configure(queue: string, patch: Partial<QueueConfig>): Promise<Configured> {
-    return this.guard(() => writeConfig(this.scripts, this.prefix, queue, patch));
+    return this.guard(() => writeConfig(this.scripts, this.prefix, queue, patch, this.redis.isCluster));
   }
 
   gc(queue: string, force: boolean): Promise<GcResult> {

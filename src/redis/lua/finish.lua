@@ -4,7 +4,8 @@
 -- expired and another took it, or the queue was cleared). A message marked for
 -- requeue runs again as a new run (attempt 0, the replacement payload if one was
 -- given): at once, or as done-with-requeue until the outcome's backoff ends.
--- Otherwise an error is final: the message fails. An error or retry of an attempt that ran is recorded in the history.
+-- Otherwise an error is final: the message fails (or moves to the dead-letter
+-- queue). An error or retry of an attempt that ran is recorded in the history.
 -- Runs when Redis is out of memory (allow-oom): draining the queue is how memory comes back.
 --
 -- KEYS: messages filters nattempts locks holders backoffs done done-at dedupe requeue
@@ -17,7 +18,7 @@
 
 local PER = 7
 -- A batch of plain successes touches none of these.
-check_layout(nil, { 'history', 'losses', 'failed', 'requeue_locks', 'requeue_schedule', 'requeue_content',
+check_layout(nil, { 'history', 'losses', 'failed', 'conf', 'requeue_locks', 'requeue_schedule', 'requeue_content',
   'metadata', 'policies', 'enqueued_at', 'schedule', 'mid_circle', 'filters', 'pushes' })
 local consumer = ARGV[1]
 local count = (#ARGV - 1) / PER
