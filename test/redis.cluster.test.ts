@@ -65,3 +65,19 @@ void test('redis cluster: the queues of one namespace live on different nodes, e
     await client.close();
   }
 });
+
+void test('redis cluster: a dead-letter queue is refused with an error that says why', async () => {
+  const client = await connect(`${clusterUrl()}&prefix=dlq-refused`, { maintenance: false });
+  try {
+    await assert.rejects(client.configure('orders', { deadLetterQueue: 'orders-dead' }), (error: unknown) => {
+      assert.ok(error instanceof TypeError, String(error));
+      assert.match(error.message, /deadLetterQueue is not available on a Redis Cluster/);
+      return true;
+    });
+    assert.equal((await client.config('orders')).deadLetterQueue, null);
+    // Every other field still configures.
+    assert.equal((await client.configure('orders', { maxDeliveries: 3, deadLetterQueue: null })).maxDeliveries, 3);
+  } finally {
+    await client.close();
+  }
+});
