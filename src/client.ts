@@ -239,6 +239,12 @@ export class Client {
     this.checkOpen();
     checkQueueName(queue);
     const checked = checkConfigPatch(patch, queue);
+    if (typeof checked.deadLetterQueue === 'string' && !this.store.capabilities.deadLetterQueue) {
+      throw new TypeError(
+        `deadLetterQueue is not available on this ${this.store.kind} store: it cannot move a message ` +
+          'between two queues atomically (a Redis Cluster keeps them in different hash slots)',
+      );
+    }
     const { config } = await this.store.configure(queue, checked);
     this.configCache.set(queue, { config, readAt: Date.now() });
     return config;

@@ -101,6 +101,7 @@ export class EtcdStore implements Store {
     maxPayloadBytes: MAX_PAYLOAD_BYTES,
     wakeups: true,
     instantRelease: true,
+    deadLetterQueue: true,
   };
   /** This process's id in the etcds protocol (the value of the election keys it holds). */
   readonly nodeId = `${hostname()}:${process.pid}:${randomUUID().slice(0, 8)}`;

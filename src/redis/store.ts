@@ -60,11 +60,7 @@ export async function openRedisStore(url: string): Promise<Store> {
 
 class RedisStore implements Store {
   readonly kind = 'redis';
-  readonly capabilities: StoreCapabilities = {
-    maxPayloadBytes: MAX_PAYLOAD_BYTES,
-    wakeups: true,
-    instantRelease: false,
-  };
+  readonly capabilities: StoreCapabilities;
   private readonly prefix: string;
   private readonly where: string;
   private readonly wakeups: Wakeups;
@@ -79,6 +75,13 @@ class RedisStore implements Store {
   ) {
     this.prefix = url.prefix;
     this.where = url.where;
+    this.capabilities = {
+      maxPayloadBytes: MAX_PAYLOAD_BYTES,
+      wakeups: true,
+      instantRelease: false,
+      // A queue's keys share one slot; two queues' keys need not, and a script touches one slot.
+      deadLetterQueue: !redis.isCluster,
+    };
     this.wakeups = new Wakeups(
       () => openSubscriber(url, 'kvmq-wakeups'),
       () => undefined,

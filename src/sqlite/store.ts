@@ -136,6 +136,7 @@ class SqliteStore implements Store {
     maxPayloadBytes: MAX_PAYLOAD_BYTES,
     wakeups: true,
     instantRelease: false,
+    deadLetterQueue: true,
   };
   private readonly sql: Statements;
   private readonly insertMessages: ChunkedStatement;

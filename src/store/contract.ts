@@ -30,6 +30,8 @@ export interface StoreCapabilities {
   readonly wakeups: boolean;
   /** A dead consumer's claims are freed at once (ephemeral node, lease), not at lock expiry. */
   readonly instantRelease: boolean;
+  /** A failed message can move to another queue atomically (`deadLetterQueue`); not across Redis Cluster slots. */
+  readonly deadLetterQueue: boolean;
 }
 
 /** A message as the API hands it to a store: validated and encoded. */

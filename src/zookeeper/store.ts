@@ -54,6 +54,7 @@ class ZookeeperStore implements Store {
     maxPayloadBytes: MAX_PAYLOAD_BYTES,
     wakeups: true,
     instantRelease: true,
+    deadLetterQueue: true,
   };
   private readonly ctx: StoreContext;
   private closed = false;

@@ -332,6 +332,11 @@ export function failures(fixture: StoreFixture): void {
     storeTest(fixture, 'a dead-letter queue receives failed messages with their history', async (h) => {
       const q = h.queue('dlq-source');
       const dlq = h.queue('dlq');
+      if (!h.client.store.capabilities.deadLetterQueue) {
+        await assert.rejects(h.client.configure(q, { deadLetterQueue: dlq }), /deadLetterQueue is not available/);
+        assert.equal((await h.client.config(q)).deadLetterQueue, null, 'nothing was written');
+        return;
+      }
       await h.client.configure(q, { deadLetterQueue: dlq });
       const worker = h.worker(q, () => ({ status: 'error', error: 'cannot' }));
       await h.client.enqueue(dlq, 'taken', { id: 'clash', initialBackoffMs: LONG_MS });
