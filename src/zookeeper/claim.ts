@@ -14,7 +14,7 @@
  */
 import { parseFilterClass } from '../model/filters.js';
 import { isZkError, ZkCode, type ZkOp } from './client.js';
-import { deriveState, encodeState, makeState, taskNodes, type Entry, type TaskState } from './layout.js';
+import { deriveState, encodeState, makeState, namesEntry, taskNodes, type Entry, type TaskState } from './layout.js';
 import { collectHandoffs } from './handoff.js';
 import { parseCounters, type QueueContext } from './queue.js';
 import type { BucketedList } from './buckets.js';
@@ -218,7 +218,7 @@ export function cachedCandidates(
 
 /** True when the task's state still names this entry (else the entry is left over). */
 export function entryMatches(state: TaskState, entry: Entry): boolean {
-  return state.entry !== null && entry.path.length === state.entry.length + 10 && entry.path.startsWith(state.entry);
+  return namesEntry(state.entry, entry);
 }
 
 /**
@@ -237,7 +237,12 @@ async function prepare(
   const { entry, sub } = candidate;
   const nodes = taskNodes(q.paths.task(entry.id));
   const read = await cache.read(ctx.zk, entry, q.paths.task(entry.id));
-  if (read === null || read.state.phase === 'done' || !entryMatches(read.state, entry)) {
+  if (
+    read === null ||
+    read.state.phase === 'done' ||
+    read.state.phase === 'failed' ||
+    !entryMatches(read.state, entry)
+  ) {
     // The task is gone, or moved on (finished, retried): this entry is left over.
     await dropStale(ctx, cache, sub, entry);
     return null;
@@ -353,6 +358,7 @@ export function recordClaim(
     metadata: JSON.parse(p.read.metadata.toString('utf8') || '{}') as Metadata,
     filters: parseFilterClass(p.read.state.filterClass),
     attempt: p.next.attempt,
+    policy: p.next.policy ?? null,
   };
 }
 

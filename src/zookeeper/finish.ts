@@ -10,6 +10,8 @@ import { claimFailed } from './claim.js';
 import { isZkError, ZkCode, type ZkOp } from './client.js';
 import { claimsForFinish, readAheadAfterFinish, recordHandoffs } from './handoff.js';
 import { decodeState, encodeState, entryPrefix, makeState, taskNodes } from './layout.js';
+import { failedState, failOps, withHistory } from './fail.js';
+import { appendHistory } from '../model/history.js';
 import type { Held, StoreContext } from './context.js';
 import type { QueueContext } from './queue.js';
 import type { Finish, FinishResult } from '../store/contract.js';
@@ -160,6 +162,18 @@ async function finishOps(ctx: StoreContext, q: QueueContext, held: Held, f: Fini
   const nodes = taskNodes(held.taskPath);
   const ops: ZkOp[] = [{ op: 'remove', path: nodes.claim, version: -1 }];
   const requeued = f.outcome !== 'retry' && s.requeue;
+  // A run handed back unrun (startedAt null) leaves no record; a success leaves none either.
+  const history =
+    f.startedAt !== null && f.outcome !== 'success'
+      ? appendHistory(s.history ?? [], {
+          attempt: s.attempt,
+          startedAt: f.startedAt,
+          endedAt: now,
+          consumer: held.consumer,
+          outcome: f.outcome,
+          error: f.error,
+        })
+      : s.history;
   if (f.outcome === 'retry' || requeued) {
     const readyAt = now + f.backoffMs;
     const sub = q.sub(s.filterClass);
@@ -180,6 +194,9 @@ async function finishOps(ctx: StoreContext, q: QueueContext, held: Held, f: Fini
         lastError: f.error,
         updatedAt: now,
         entry: prefix,
+        ...withHistory(history),
+        // A requeued run starts with no lost deliveries.
+        ...(requeued ? { losses: undefined } : {}),
       },
       now,
     );
@@ -194,6 +211,10 @@ async function finishOps(ctx: StoreContext, q: QueueContext, held: Held, f: Fini
     ops.push({ op: 'create', path: prefix, kind: 'sequential' });
     ops.push({ op: 'set', path: q.paths.classDir(s.filterClass), data: Buffer.alloc(0), version: -1 });
     return ops;
+  }
+  if (f.outcome === 'error') {
+    const failed = failedState(s, now, f.error, history);
+    return [...ops, ...(await failOps(q, held.id, failed, held.stateVersion, held.entryPath))];
   }
   const prefix = `${await q.done.tailBucket()}/${entryPrefix(now, held.id)}`;
   const done = makeState(
@@ -221,6 +242,7 @@ async function finishOps(ctx: StoreContext, q: QueueContext, held: Held, f: Fini
 function notePath(q: QueueContext, op: ZkOp | undefined, path: string | undefined): void {
   if (op?.op !== 'create' || op.kind !== 'sequential' || path === undefined) return;
   if (path.startsWith(`${q.paths.done}/`)) q.done.noteCreated(path);
+  else if (path.startsWith(`${q.paths.failed}/`)) q.failed.noteCreated(path);
   else if (path.startsWith(`${q.paths.queue}/`)) {
     const node = path.slice(q.paths.queue.length + 1).split('/')[0] ?? '';
     q.sub(node === 'none' ? '' : node).noteCreated(path);
@@ -230,6 +252,7 @@ function notePath(q: QueueContext, op: ZkOp | undefined, path: string | undefine
 async function makeBucket(q: QueueContext, path: string): Promise<void> {
   await q.ensure();
   if (path.startsWith(`${q.paths.done}/`)) return q.done.makeTail();
+  if (path.startsWith(`${q.paths.failed}/`)) return q.failed.makeTail();
   const node = path.slice(q.paths.queue.length + 1).split('/')[0] ?? '';
   return q.sub(node === 'none' ? '' : node).makeTail();
 }
