@@ -19,6 +19,7 @@ import {
   stateCounts,
   unregisterConsumer,
 } from './inspect.js';
+import { listMessages } from './list.js';
 import { checkRoot } from './root.js';
 import { parseZookeeperUrl } from './url.js';
 import { Wakeups } from './wakeups.js';
@@ -35,6 +36,7 @@ import type {
   StoredDetails,
   StoredPage,
 } from '../store/contract.js';
+import type { ListQuery } from '../model/list.js';
 import type {
   ActionResult,
   ConsumerInfo,
@@ -120,8 +122,8 @@ class ZookeeperStore implements Store {
     });
   }
 
-  list(): Promise<StoredPage> {
-    return Promise.reject(new Error('list is not implemented on ZooKeeper yet'));
+  list(queue: string, query: ListQuery): Promise<StoredPage> {
+    return this.guard(() => listMessages(this.ctx, this.ctx.queue(queue), query));
   }
 
   inspect(queue: string, id: string): Promise<StoredDetails | null> {
