@@ -20,6 +20,7 @@ import {
   unregisterConsumer,
 } from './inspect.js';
 import { listMessages } from './list.js';
+import { promoteMessages, removeMessages, retryFailedMessages, retryMessages } from './actions.js';
 import { checkRoot } from './root.js';
 import { parseZookeeperUrl } from './url.js';
 import { Wakeups } from './wakeups.js';
@@ -130,20 +131,20 @@ class ZookeeperStore implements Store {
     return this.guard(() => inspectMessage(this.ctx, this.ctx.queue(queue), id));
   }
 
-  retry(): Promise<ActionResult[]> {
-    return Promise.reject(new Error('retry is not implemented on ZooKeeper yet'));
+  retry(queue: string, ids: readonly string[]): Promise<ActionResult[]> {
+    return this.guard(() => retryMessages(this.ctx, this.ctx.queue(queue), ids));
   }
 
-  retryFailed(): Promise<number> {
-    return Promise.reject(new Error('retryFailed is not implemented on ZooKeeper yet'));
+  retryFailed(queue: string, max: number): Promise<number> {
+    return this.guard(() => retryFailedMessages(this.ctx, this.ctx.queue(queue), max));
   }
 
-  remove(): Promise<ActionResult[]> {
-    return Promise.reject(new Error('remove is not implemented on ZooKeeper yet'));
+  remove(queue: string, ids: readonly string[]): Promise<ActionResult[]> {
+    return this.guard(() => removeMessages(this.ctx, this.ctx.queue(queue), ids));
   }
 
-  promote(): Promise<ActionResult[]> {
-    return Promise.reject(new Error('promote is not implemented on ZooKeeper yet'));
+  promote(queue: string, ids: readonly string[]): Promise<ActionResult[]> {
+    return this.guard(() => promoteMessages(this.ctx, this.ctx.queue(queue), ids));
   }
 
   clear(queues: readonly string[]): Promise<void> {
