@@ -131,7 +131,7 @@ describe('kvmq CLI', { concurrency: 4 }, () => {
     assert.match(queueText.stdout, /2 messages/);
     assert.match(queueText.stdout, /^\s+queued\s+2$/m);
     const queue = await queueStatus(store, 'jobs');
-    assert.deepEqual(Object.keys(queue), ['counts', 'consumers', 'dryRuns', 'total']);
+    assert.deepEqual(Object.keys(queue), ['counts', 'consumers', 'dryRuns', 'total', 'paused']);
     assert.equal(queue.counts.queued, 2);
     assert.equal(queue.total, 2);
   });

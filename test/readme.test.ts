@@ -39,7 +39,7 @@ test('the README example runs as written: a failure is listed, shown and retried
   for (const attempt of [1, 2, 3]) {
     assert.match(out, new RegExp(`attempt ${attempt}: (retry|error), Error: cannot send to 'not an address'`));
   }
-  assert.match(out, /\{ ok: true, id: '[^']+', state: 'queued' \}/);
+  assert.match(out, /\{\s+ok: true,\s+id: '[^']+',\s+state: 'queued'\s+\}/);
   assert.match(out, /failed: 0/);
 
   // Run twice: welcome-ada is revived and sent again; the retried message runs and fails again.

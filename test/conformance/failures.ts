@@ -42,7 +42,8 @@ export function failures(fixture: StoreFixture): void {
         (job) => {
           if (job.id === 'ok') return undefined;
           if (job.attempt === 1) return { status: 'retry', backoffMs: 0, error: 'try again' };
-          throw new Error(`broken on attempt ${job.attempt}\n${'x'.repeat(2000)}\nlast line`);
+          if (job.attempt === 2) return { status: 'error', error: `broken\n${'x'.repeat(2000)}\nlast line` };
+          throw new Error('no third attempt');
         },
         { maxAttempts: 2, retryBackoffMs: 0 },
       );
@@ -57,7 +58,7 @@ export function failures(fixture: StoreFixture): void {
       await waitForStatus(h.client, q, 'ok', 'done-awaiting-gc');
       assert.equal(failed.outcome, 'error');
       assert.equal(failed.attempt, 2);
-      assert.match(failed.lastError ?? '', /^Error: broken on attempt 2/);
+      assert.match(failed.lastError ?? '', /^broken\nx{2000}\nlast line$/, 'lastError is kept whole');
       assert.equal(failed.consumer, null);
       assert.equal(failed.until, null);
 
@@ -87,7 +88,7 @@ export function failures(fixture: StoreFixture): void {
       assert.ok(first.endedAt >= first.startedAt - 1000, 'ends after it starts (clocks may differ a little)');
       const tail = second.error ?? '';
       assert.ok(tail.length <= 500, `the error is cut to 500 characters, not ${tail.length}`);
-      assert.match(tail, /^Error: broken on attempt 2\n/);
+      assert.match(tail, /^broken\n…x+\nlast line$/);
       assert.match(tail, /last line/);
       assert.equal(await h.client.show(q, 'never'), null);
       const ok = await h.client.show(q, 'ok');

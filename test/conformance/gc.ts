@@ -49,11 +49,7 @@ export function gc(fixture: StoreFixture): void {
       // Enums merge per name; an empty list removes one; other fields stay.
       await other.configure(q, { filterEnums: { size: ['s', 'l'], colour: ['red'] } });
       await other.configure(q, { filterEnums: { colour: [] } });
-      assert.deepEqual(await h.client.config(q), {
-        gcLifetimeMs: 1234,
-        gcIntervalMs: 567,
-        filterEnums: { size: ['s', 'l'] },
-      });
+      assert.deepEqual(await h.client.config(q), { ...written, filterEnums: { size: ['s', 'l'] } });
       // Configuration is per queue.
       assert.deepEqual((await h.client.config(h.queue('unconfigured'))).filterEnums, {});
     });
