@@ -15,7 +15,8 @@
 import { parseFilterClass } from '../model/filters.js';
 import { isZkError, ZkCode, type ZkOp } from './client.js';
 import { deriveState, encodeState, makeState, namesEntry, taskNodes, type Entry, type TaskState } from './layout.js';
-import { collectHandoffs } from './handoff.js';
+import { collectHandoffs, putBackAll } from './handoff.js';
+import type { ConfRead } from './conf.js';
 import { parseCounters, type QueueContext } from './queue.js';
 import type { BucketedList } from './buckets.js';
 import type { ClaimCache, TaskRead } from './claim-cache.js';
@@ -41,6 +42,8 @@ export interface PreparedClaim {
 }
 
 const MAX_READ_AHEAD = 192;
+/** A paused queue's claims say to look again this soon. */
+const PAUSED_WAKE_MS = 1000;
 
 /**
  * How many candidates past those being claimed get their reads sent ahead:
@@ -77,6 +80,14 @@ export async function claimMessages(ctx: StoreContext, q: QueueContext, request:
     epoch: ctx.zk.epoch,
   });
   const readAhead = readAheadCount(request.max);
+  const conf = await q.confView();
+  if (conf.config.paused) {
+    // Paused: nothing is taken (messages a finish claimed ahead go back), no dry run is counted,
+    // and a worker looks again within a second (a resume also wakes it).
+    await putBackAll(ctx, q, request.consumerId);
+    const queueSize = cache.queueSizes.get(q.name) ?? 0;
+    return { messages: [], queueSize, dryRuns: q.peekView()?.counters.dryRuns ?? 0, wakeAt: now + PAUSED_WAKE_MS };
+  }
   const handed = await collectHandoffs(ctx, q, request, now);
   if (handed.length >= request.max) {
     // Keep the reads flowing, so the next finish can claim again.
@@ -126,7 +137,7 @@ export async function claimMessages(ctx: StoreContext, q: QueueContext, request:
     next += batch.length;
     for (const c of batch) cache.trying.add(c.entry.path);
     try {
-      const prepared = await Promise.all(batch.map((c) => prepare(ctx, cache, q, c, request, now)));
+      const prepared = await Promise.all(batch.map((c) => prepare(ctx, cache, q, c, request, conf, now)));
       const claims = prepared.filter((p): p is PreparedClaim => typeof p === 'object' && p !== null);
       for (const p of prepared) if (typeof p === 'number') wakeAt = Math.min(wakeAt, p);
       // One write of the consumer's `current` (what it holds) rides on the last multi.
@@ -232,6 +243,7 @@ async function prepare(
   q: QueueContext,
   candidate: Candidate,
   request: ClaimRequest,
+  conf: ConfRead,
   now: number,
 ): Promise<PreparedClaim | number | null> {
   const { entry, sub } = candidate;
@@ -264,7 +276,7 @@ async function prepare(
     }
     claimVersion = claim?.version ?? null;
   }
-  return buildClaim(q, candidate, read, request.consumerId, request.lockMs, now, claimVersion);
+  return buildClaim(q, candidate, read, request.consumerId, request.lockMs, now, claimVersion, conf.version);
 }
 
 /** The claim multi of one task: remove a stale claim (if any), create ours, write `state` with the version read. */
@@ -276,6 +288,7 @@ export function buildClaim(
   lockMs: number,
   now: number,
   staleClaimVersion: number | null,
+  confVersion: number,
 ): PreparedClaim {
   const state = read.state;
   const nodes = taskNodes(q.paths.task(candidate.entry.id));
@@ -292,7 +305,8 @@ export function buildClaim(
     },
     now,
   );
-  const ops: ZkOp[] = [];
+  // No claim starts once a pause is written: the configuration must be as read when it said not paused.
+  const ops: ZkOp[] = [{ op: 'check', path: q.paths.conf, version: confVersion }];
   if (staleClaimVersion !== null) ops.push({ op: 'remove', path: nodes.claim, version: staleClaimVersion });
   const createOp = ops.push({ op: 'create', path: nodes.claim, data: Buffer.from(consumer), kind: 'ephemeral' }) - 1;
   const stateOp = ops.push({ op: 'set', path: nodes.state, data: encodeState(next), version: read.version }) - 1;
@@ -312,7 +326,7 @@ async function commit(
   } catch (error) {
     if (!isZkError(error)) throw error;
     // Someone else took it first (NODE_EXISTS, BAD_VERSION) or it went away: not ours.
-    claimFailed(ctx, p, error.code, error.opIndex);
+    claimFailed(ctx, q, p, error.code, error.opIndex);
     if (error.code === ZkCode.NoNode && p.ops[error.opIndex]?.path === current) {
       ctx.registered.delete(`${q.name}\u0000${p.consumer}`);
     }
@@ -322,8 +336,13 @@ async function commit(
 }
 
 /** A claim's multi failed: read the task afresh next time, and its claim too if one was in the way. */
-export function claimFailed(ctx: StoreContext, p: PreparedClaim, code: number, opIndex: number): void {
+export function claimFailed(ctx: StoreContext, q: QueueContext, p: PreparedClaim, code: number, opIndex: number): void {
   const path = p.candidate.entry.path;
+  if (p.ops[opIndex]?.op === 'check') {
+    // The configuration changed (a pause?): read it again; the task's read is still good.
+    q.staleConf();
+    return;
+  }
   ctx.claims.forgetRead(path);
   if (code === ZkCode.NodeExists && opIndex === p.createOp) ctx.claims.suspect.add(path);
 }

@@ -101,7 +101,7 @@ function values(config: QueueConfig): Record<Node, string> {
 
 /**
  * Applies a patch in one multi with version checks (retried if another writer
- * got in first). `created`: no configuration node existed before. A resume
+ * got in first). `created`: the queue did not exist before. A resume
  * touches every sub-queue node in the same multi, which wakes idle workers as an enqueue does.
  */
 export async function writeConfig(
@@ -109,6 +109,8 @@ export async function writeConfig(
   q: QueueContext,
   patch: Partial<QueueConfig>,
 ): Promise<{ config: QueueConfig; created: boolean }> {
+  // A queue that exists (made by an enqueue, a worker or a configure) has its configuration, defaults or not.
+  const existed = await q.exists();
   await q.ensure();
   for (;;) {
     const { config: old, version, versions } = await readConf(zk, q.paths.conf);
@@ -133,7 +135,7 @@ export async function writeConfig(
     }
     try {
       await zk.multi(ops);
-      return { config, created: versions.every((v) => v === null) };
+      return { config, created: !existed };
     } catch (error) {
       if (!isZkError(error, ZkCode.BadVersion) && !isZkError(error, ZkCode.NodeExists)) {
         // A sub-queue removed by hand meanwhile: read again.

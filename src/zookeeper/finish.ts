@@ -82,7 +82,7 @@ export async function finishMessages(
         // A claim riding along lost a race: finish alone, and leave claiming to the next claim.
         const k = offsets.findLastIndex((at) => at <= error.opIndex);
         const failed = claims[k];
-        if (failed !== undefined) claimFailed(ctx, failed, error.code, error.opIndex - (offsets[k] ?? 0));
+        if (failed !== undefined) claimFailed(ctx, q, failed, error.code, error.opIndex - (offsets[k] ?? 0));
         // Others take from the same place: give them a moment before riding claims on finishes again.
         ctx.claims.pauseClaimAhead(q.name, consumer, CLAIM_AHEAD_PAUSE_MS);
         claimAhead = false;

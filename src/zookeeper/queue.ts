@@ -86,6 +86,11 @@ export class QueueContext {
     return this.conf;
   }
 
+  /** Whether the configuration view is kept by a live watch. */
+  confTrusted(): boolean {
+    return this.conf !== null && this.watchingConf;
+  }
+
   /** A multi that checked `conf`'s version failed on it: read the configuration again. */
   staleConf(): void {
     this.watchingConf = false;
