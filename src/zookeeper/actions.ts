@@ -18,6 +18,7 @@ import {
   type Entry,
   type TaskState,
 } from './layout.js';
+import { notePath } from './finish.js';
 import type { StoreContext } from './context.js';
 import type { QueueContext } from './queue.js';
 import type { ActionResult, MessageState } from '../model/types.js';
@@ -92,7 +93,7 @@ async function each(
         result = { ok: false, id, state: task.current };
         break;
       }
-      if (await commit(ctx, q, planned.ops)) {
+      if ((await commitIndexed(ctx, q, planned.ops)) === null) {
         result = { ok: true, id, state: planned.state };
         wake ||= planned.state === 'queued';
       }
@@ -106,39 +107,42 @@ async function each(
 
 /**
  * Commits a multi that may write into index buckets: their tail buckets are
- * made in it when new, or first when found missing. False when the task
- * changed meanwhile (the caller reads it again).
+ * made in it when new, or first when found missing. Null once committed; else
+ * the failing operation (the task changed meanwhile: the caller reads it again).
  */
-async function commit(ctx: StoreContext, q: QueueContext, body: readonly ZkOp[]): Promise<boolean> {
-  for (let tries = 0; tries < TRIES; tries++) {
+export async function commitIndexed(
+  ctx: StoreContext,
+  q: QueueContext,
+  body: readonly ZkOp[],
+): Promise<{ code: number; op: ZkOp | undefined } | null> {
+  for (let tries = 0; ; tries++) {
     const bucketOps = q.bucketCreates(body);
     const ops = [...bucketOps, ...body];
     try {
       const results = await ctx.zk.multi(ops);
       q.noteBucketsMade(bucketOps.map((op) => op.path));
-      results.forEach((r, k) => {
-        const op = ops[k];
-        if (op?.op === 'create' && op.kind === 'sequential' && r.path !== undefined) {
-          q.listOf(r.path.slice(0, r.path.lastIndexOf('/')))?.noteCreated(r.path);
-        }
-      });
-      return true;
+      results.forEach((r, k) => notePath(ctx, ops[k], r.path));
+      return null;
     } catch (error) {
       if (!isZkError(error) || error.opIndex < 0) throw error;
       const failed = ops[error.opIndex];
-      if (failed?.op === 'create' && error.code === ZkCode.NodeExists && error.opIndex < bucketOps.length) {
+      if (
+        tries < TRIES &&
+        failed?.op === 'create' &&
+        error.code === ZkCode.NodeExists &&
+        error.opIndex < bucketOps.length
+      ) {
         q.noteBucketsMade([failed.path]);
         continue;
       }
-      if (failed?.op === 'create' && failed.kind === 'sequential' && error.code === ZkCode.NoNode) {
+      if (tries < TRIES && failed?.op === 'create' && failed.kind === 'sequential' && error.code === ZkCode.NoNode) {
         await q.ensure();
         await q.listOf(failed.path.slice(0, failed.path.lastIndexOf('/')))?.makeTail();
         continue;
       }
-      return false;
+      return { code: error.code, op: failed };
     }
   }
-  return false;
 }
 
 /** The ops that put a task back in its sub-queue, ready now, from the state `next` (its entry set here). */
@@ -250,7 +254,7 @@ export async function retryFailedMessages(ctx: StoreContext, q: QueueContext, ma
     for (const p of picked) {
       ops.push(...(await requeueOps(q, p.entry.id, retried(p.state, now), p.version, p.entry.path, now)));
     }
-    if (await commit(ctx, q, ops)) {
+    if ((await commitIndexed(ctx, q, ops)) === null) {
       ctx.wakeups.notify(q.name);
       return picked.length;
     }

@@ -16,13 +16,16 @@ import { parseFilterClass } from '../model/filters.js';
 import { isZkError, ZkCode, type ZkOp } from './client.js';
 import { deriveState, encodeState, makeState, namesEntry, taskNodes, type Entry, type TaskState } from './layout.js';
 import { collectHandoffs, putBackAll } from './handoff.js';
+import { commitIndexed } from './actions.js';
+import { failedState, failOps } from './fail.js';
+import { appendHistory, maxDeliveriesError } from '../model/history.js';
 import type { ConfRead } from './conf.js';
 import { parseCounters, type QueueContext } from './queue.js';
 import type { BucketedList } from './buckets.js';
 import type { ClaimCache, TaskRead } from './claim-cache.js';
 import type { StoreContext } from './context.js';
 import type { ClaimRequest, ClaimResult, ClaimedMessage } from '../store/contract.js';
-import type { Metadata } from '../model/types.js';
+import type { AttemptRecord, Metadata } from '../model/types.js';
 
 export interface Candidate {
   readonly entry: Entry;
@@ -276,7 +279,51 @@ async function prepare(
     }
     claimVersion = claim?.version ?? null;
   }
-  return buildClaim(q, candidate, read, request.consumerId, request.lockMs, now, claimVersion, conf.version);
+  if (state.phase !== 'locked') {
+    return buildClaim(q, candidate, read, request.consumerId, request.lockMs, now, claimVersion, conf.version);
+  }
+  // Its lock ended without a finish (the consumer died or stalled): a lost delivery.
+  const losses = (state.losses ?? 0) + 1;
+  const history = appendHistory(state.history ?? [], {
+    attempt: state.attempt,
+    startedAt: null,
+    endedAt: now,
+    consumer: state.consumer,
+    outcome: 'lost',
+    error: null,
+  });
+  const max = conf.config.maxDeliveries;
+  if (max === 0 || losses < max) {
+    const counted = { ...read, state: { ...state, losses, history } };
+    return buildClaim(q, candidate, counted, request.consumerId, request.lockMs, now, claimVersion, conf.version);
+  }
+  await failLost(ctx, q, candidate, read, { ...state, losses }, history, claimVersion, now);
+  return null;
+}
+
+/** A message that lost its lock `maxDeliveries` times is not delivered again: it fails. */
+async function failLost(
+  ctx: StoreContext,
+  q: QueueContext,
+  candidate: Candidate,
+  read: TaskRead,
+  state: TaskState,
+  history: readonly AttemptRecord[],
+  claimVersion: number | null,
+  now: number,
+): Promise<void> {
+  const { entry, sub } = candidate;
+  const failed = failedState(state, now, maxDeliveriesError(state.losses ?? 0), history);
+  const claimPath = taskNodes(q.paths.task(entry.id)).claim;
+  const removeClaim: ZkOp[] = claimVersion === null ? [] : [{ op: 'remove', path: claimPath, version: claimVersion }];
+  const ops = await failOps(q, entry.id, failed, read.version, entry.path);
+  if ((await commitIndexed(ctx, q, [...removeClaim, ...ops])) === null) {
+    ctx.claims.forgetEntry(entry.path);
+    sub.forget(entry);
+  } else {
+    // Taken or changed meanwhile: read it afresh next time.
+    ctx.claims.forgetRead(entry.path);
+  }
 }
 
 /** The claim multi of one task: remove a stale claim (if any), create ours, write `state` with the version read. */

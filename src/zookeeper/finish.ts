@@ -57,7 +57,7 @@ export async function finishMessages(
       if (claimAhead) readAheadAfterFinish(ctx, q, consumer, pending.length);
       const created = await committing;
       q.noteBucketsMade(newBuckets);
-      created.forEach((r, k) => notePath(q, ops[k], r.path));
+      created.forEach((r, k) => notePath(ctx, ops[k], r.path));
       for (const p of pending) {
         results[p.index] = 'ok';
         ctx.dropHeld(q.name, consumer, p.held.id);
@@ -239,14 +239,14 @@ async function finishOps(ctx: StoreContext, q: QueueContext, held: Held, f: Fini
   return ops;
 }
 
-function notePath(q: QueueContext, op: ZkOp | undefined, path: string | undefined): void {
+/** After a multi: a sequential create moves its list's tail on once the bucket is full (in any queue). */
+export function notePath(ctx: StoreContext, op: ZkOp | undefined, path: string | undefined): void {
   if (op?.op !== 'create' || op.kind !== 'sequential' || path === undefined) return;
-  if (path.startsWith(`${q.paths.done}/`)) q.done.noteCreated(path);
-  else if (path.startsWith(`${q.paths.failed}/`)) q.failed.noteCreated(path);
-  else if (path.startsWith(`${q.paths.queue}/`)) {
-    const node = path.slice(q.paths.queue.length + 1).split('/')[0] ?? '';
-    q.sub(node === 'none' ? '' : node).noteCreated(path);
-  }
+  const queue = path.split('/')[1] ?? '';
+  ctx
+    .queue(queue)
+    .listOf(path.slice(0, path.lastIndexOf('/')))
+    ?.noteCreated(path);
 }
 
 async function makeBucket(q: QueueContext, path: string): Promise<void> {
