@@ -17,7 +17,7 @@ import { isZkError, ZkCode, type ZkOp } from './client.js';
 import { deriveState, encodeState, makeState, namesEntry, taskNodes, type Entry, type TaskState } from './layout.js';
 import { collectHandoffs, putBackAll } from './handoff.js';
 import { commitIndexed } from './actions.js';
-import { failedState, failOps } from './fail.js';
+import { endInFailure, failedState, isDeadLetterClash } from './fail.js';
 import { appendHistory, maxDeliveriesError } from '../model/history.js';
 import type { ConfRead } from './conf.js';
 import { parseCounters, type QueueContext } from './queue.js';
@@ -301,7 +301,7 @@ async function prepare(
   return null;
 }
 
-/** A message that lost its lock `maxDeliveries` times is not delivered again: it fails. */
+/** A message that lost its lock `maxDeliveries` times is not delivered again: it fails (or is dead-lettered). */
 async function failLost(
   ctx: StoreContext,
   q: QueueContext,
@@ -316,13 +316,18 @@ async function failLost(
   const failed = failedState(state, now, maxDeliveriesError(state.losses ?? 0), history);
   const claimPath = taskNodes(q.paths.task(entry.id)).claim;
   const removeClaim: ZkOp[] = claimVersion === null ? [] : [{ op: 'remove', path: claimPath, version: claimVersion }];
-  const ops = await failOps(q, entry.id, failed, read.version, entry.path);
-  if ((await commitIndexed(ctx, q, [...removeClaim, ...ops])) === null) {
-    ctx.claims.forgetEntry(entry.path);
-    sub.forget(entry);
-  } else {
+  for (const deadLetter of [true, false]) {
+    const ended = await endInFailure(ctx, q, entry.id, failed, read.version, entry.path, deadLetter);
+    const failure = await commitIndexed(ctx, q, [...removeClaim, ...ended.ops]);
+    if (failure === null) {
+      ctx.claims.forgetEntry(entry.path);
+      sub.forget(entry);
+      if (ended.dlq !== null) ctx.wakeups.notify(ended.dlq);
+      return;
+    }
     // Taken or changed meanwhile: read it afresh next time.
     ctx.claims.forgetRead(entry.path);
+    if (!isDeadLetterClash(q, failure.code, failure.op)) return;
   }
 }
 

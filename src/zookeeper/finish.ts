@@ -10,7 +10,7 @@ import { claimFailed } from './claim.js';
 import { isZkError, ZkCode, type ZkOp } from './client.js';
 import { claimsForFinish, readAheadAfterFinish, recordHandoffs } from './handoff.js';
 import { decodeState, encodeState, entryPrefix, makeState, taskNodes } from './layout.js';
-import { failedState, failOps, withHistory } from './fail.js';
+import { endInFailure, failedState, isDeadLetterClash, withHistory } from './fail.js';
 import { appendHistory } from '../model/history.js';
 import type { Held, StoreContext } from './context.js';
 import type { QueueContext } from './queue.js';
@@ -32,9 +32,14 @@ export async function finishMessages(
     if (held !== null) pending.push({ index, held });
   }
   let claimAhead = true;
+  // Ids taken in the dead-letter queue: those fail in place.
+  const clashes = new Set<string>();
   // One multi for them all; a failure names the message at fault, which goes alone (or is lost).
   for (let tries = 0; pending.length > 0 && tries < 3 * finishes.length + 3; tries++) {
-    const built = await Promise.all(pending.map((p) => finishOps(ctx, q, p.held, finishes[p.index] as Finish)));
+    const dlqs = new Set<string>();
+    const built = await Promise.all(
+      pending.map((p) => finishOps(ctx, q, p.held, finishes[p.index] as Finish, !clashes.has(p.held.id), dlqs)),
+    );
     // The done list's (or a sub-queue's) next bucket, when the last one filled up, is made in the same multi.
     const bucketOps = q.bucketCreates(built.flat());
     const newBuckets = bucketOps.map((op) => op.path);
@@ -75,6 +80,7 @@ export async function finishMessages(
       if (pending.some((p) => finishes[p.index]?.outcome === 'retry' || p.held.state.requeue)) {
         ctx.wakeups.notify(q.name);
       }
+      for (const dlq of dlqs) ctx.wakeups.notify(dlq);
       return results;
     } catch (error) {
       if (!isZkError(error) || error.opIndex < 0) throw error;
@@ -89,6 +95,13 @@ export async function finishMessages(
         continue;
       }
       const failedOp = ops[error.opIndex];
+      if (isDeadLetterClash(q, error.code, failedOp)) {
+        const k = owner[error.opIndex];
+        const culprit = k === undefined ? undefined : pending[k];
+        if (culprit === undefined) throw error;
+        clashes.add(culprit.held.id);
+        continue;
+      }
       if (error.code === ZkCode.NodeExists && failedOp !== undefined && newBuckets.includes(failedOp.path)) {
         // Another writer made that bucket first.
         q.noteBucketsMade([failedOp.path]);
@@ -156,7 +169,15 @@ async function heldFor(
   }
 }
 
-async function finishOps(ctx: StoreContext, q: QueueContext, held: Held, f: Finish): Promise<ZkOp[]> {
+/** `deadLetter`: a failure may move to the dead-letter queue; `dlqs` gathers the queues moved to. */
+async function finishOps(
+  ctx: StoreContext,
+  q: QueueContext,
+  held: Held,
+  f: Finish,
+  deadLetter: boolean,
+  dlqs: Set<string>,
+): Promise<ZkOp[]> {
   const now = Date.now();
   const s = held.state;
   const nodes = taskNodes(held.taskPath);
@@ -214,7 +235,9 @@ async function finishOps(ctx: StoreContext, q: QueueContext, held: Held, f: Fini
   }
   if (f.outcome === 'error') {
     const failed = failedState(s, now, f.error, history);
-    return [...ops, ...(await failOps(q, held.id, failed, held.stateVersion, held.entryPath))];
+    const ended = await endInFailure(ctx, q, held.id, failed, held.stateVersion, held.entryPath, deadLetter);
+    if (ended.dlq !== null) dlqs.add(ended.dlq);
+    return [...ops, ...ended.ops];
   }
   const prefix = `${await q.done.tailBucket()}/${entryPrefix(now, held.id)}`;
   const done = makeState(
