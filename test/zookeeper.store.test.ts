@@ -127,8 +127,12 @@ describe('zookeeper: the zkmq layout, as a plain client reads it', () => {
       return found;
     };
     assert.deepEqual(node('').children.sort(), ['_kvmq', q]);
-    assert.deepEqual(node(`/${q}`).children.sort(), ['conf', 'consumers', 'done', 'lock', 'queue', 'tasks']);
+    assert.deepEqual(node(`/${q}`).children.sort(), ['conf', 'consumers', 'done', 'failed', 'lock', 'queue', 'tasks']);
     assert.equal(node(`/${q}/conf/task_gc_lifetime`).data, '120000');
+    assert.equal(node(`/${q}/conf/paused`).data, 'false');
+    assert.equal(node(`/${q}/conf/max_deliveries`).data, '10');
+    assert.equal(node(`/${q}/conf/failed_lifetime`).data, '604800000');
+    assert.equal(node(`/${q}/conf/dead_letter_queue`).data, '');
     assert.equal(node(`/${q}/conf/task_gc_interval`).data, '15000');
     assert.deepEqual(JSON.parse(node(`/${q}/conf/filters`).data), { size: ['s', 'm'] });
 
@@ -324,7 +328,8 @@ describe('zookeeper: sessions', () => {
       assert.equal(done.lastError, null);
       // The first client works on in a new session.
       await first.enqueue(q, 'y', { id: 'after' });
-      await waitForStatus(second, q, 'after', 'done-awaiting-gc', { timeoutMs: 10_000 });
+      // Its handler returns an error: the message fails.
+      await waitForStatus(second, q, 'after', 'failed', { timeoutMs: 10_000 });
       await stale.stop();
       await fresh.stop();
     } finally {

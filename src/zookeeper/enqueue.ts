@@ -18,6 +18,7 @@ import {
   decodeState,
   type TaskState,
 } from './layout.js';
+import { withHistory } from './fail.js';
 import type { StoreContext } from './context.js';
 import type { QueueContext } from './queue.js';
 import type { NewMessage } from '../store/contract.js';
@@ -136,6 +137,7 @@ async function newTaskOps(q: QueueContext, m: NewMessage, now: number): Promise<
       entry: prefix,
       done: null,
       hasMetadata: hasMetadata(m),
+      ...withPolicy(m),
     },
     now,
   );
@@ -393,6 +395,9 @@ async function reviveOps(
       // Its done entry stays until GC finds it no longer matches.
       done: null,
       hasMetadata: hasMetadata(m),
+      ...withPolicy(m),
+      // The history stays; lost deliveries start again from none.
+      ...withHistory(old.history),
     },
     now,
   );
@@ -413,6 +418,11 @@ async function reviveOps(
   ops.push({ op: 'create', path: prefix, kind: 'sequential' });
   ops.push({ op: 'set', path: q.paths.classDir(m.filterClass), data: Buffer.alloc(0), version: -1 });
   return ops;
+}
+
+/** The policy field of a new state: written only when the message has one. */
+function withPolicy(m: NewMessage): { policy?: string } {
+  return m.policy === null ? {} : { policy: m.policy };
 }
 
 function hasMetadata(m: NewMessage): boolean {

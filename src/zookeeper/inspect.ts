@@ -1,21 +1,31 @@
 /** status, queueStatus and the consumer registry (`consumers/<id>` with its ephemeral `current`). */
-import { MESSAGE_STATES, type ConsumerInfo, type MessageState, type MessageStatus } from '../model/types.js';
+import {
+  MESSAGE_STATES,
+  type ConsumerInfo,
+  type MessageState,
+  type MessageStatus,
+  type Metadata,
+} from '../model/types.js';
+import { parseFilterClass } from '../model/filters.js';
 import { isZkError, ZkCode } from './client.js';
-import { consumerOfNode, decodeState, deriveState, stateEndsAt, taskNodes } from './layout.js';
+import { consumerOfNode, decodeState, deriveState, stateEndsAt, taskNodes, type TaskState } from './layout.js';
 import { mapLimit } from './tree.js';
 import { putBackAll } from './handoff.js';
 import { registrationKey, type StoreContext } from './context.js';
 import type { QueueContext } from './queue.js';
-import type { ConsumerRegistration } from '../store/contract.js';
+import type { ConsumerRegistration, StoredContent, StoredDetails } from '../store/contract.js';
 
 export async function messageStatus(ctx: StoreContext, q: QueueContext, id: string): Promise<MessageStatus | null> {
   const nodes = taskNodes(q.paths.task(id));
   // One request (status calls of one tick share it): the state, and the claim if there is one.
   const [read, claim = null] = await ctx.zk.getMany([nodes.state, nodes.claim]);
   if (read === null || read === undefined) return null;
-  const s = decodeState(nodes.state, read.data);
-  const now = Date.now();
-  const state = deriveState(s, claim !== null, now);
+  return statusOf(q, id, decodeState(nodes.state, read.data), claim !== null, Date.now());
+}
+
+/** A task's status from its state node and whether its claim exists. */
+export function statusOf(q: QueueContext, id: string, s: TaskState, claimed: boolean, now: number): MessageStatus {
+  const state = deriveState(s, claimed, now);
   return {
     queue: q.name,
     id,
@@ -26,7 +36,31 @@ export async function messageStatus(ctx: StoreContext, q: QueueContext, id: stri
     enqueuedAt: s.enqueuedAt,
     updatedAt: s.updatedAt,
     consumer: state === 'locked' || state === 'locked-with-requeue' ? s.consumer : null,
-    until: stateEndsAt(s, claim !== null, now),
+    until: stateEndsAt(s, claimed, now),
+  };
+}
+
+/** A task's content from its `data` and `metadata` nodes. */
+export function contentOf(s: TaskState, data: Buffer, metadata: Buffer): StoredContent {
+  return {
+    payload: data,
+    encoding: s.encoding,
+    metadata: JSON.parse(metadata.toString('utf8') || '{}') as Metadata,
+    filters: parseFilterClass(s.filterClass),
+  };
+}
+
+/** Everything about one task, read in one request (state first, so the rest is at least as new). */
+export async function inspectMessage(ctx: StoreContext, q: QueueContext, id: string): Promise<StoredDetails | null> {
+  const nodes = taskNodes(q.paths.task(id));
+  const [read, claim, data, metadata] = await ctx.zk.getMany([nodes.state, nodes.claim, nodes.data, nodes.metadata]);
+  if (read == null || data == null || metadata == null) return null;
+  const s = decodeState(nodes.state, read.data);
+  return {
+    status: statusOf(q, id, s, claim != null, Date.now()),
+    content: contentOf(s, data.data, metadata.data),
+    policy: s.policy ?? null,
+    history: s.history ?? [],
   };
 }
 
