@@ -8,6 +8,7 @@ import { note, printJson, printLine, table } from '../output.js';
 import { errorLine } from '../outcome-tally.js';
 import { withClient } from '../store.js';
 import { jsonOf } from './list.js';
+import { lastErrorRow, statusRows } from './status.js';
 
 export const show: Command = {
   name: 'show',
@@ -39,20 +40,12 @@ export const show: Command = {
 
 function detailsText(m: MessageDetails): string {
   const rows: [string, string][] = [
-    ['queue', m.queue],
-    ['id', m.id],
-    ['state', m.state],
-    ['attempt', String(m.attempt)],
-    ['outcome', m.outcome ?? '-'],
-    ['enqueued', time(m.enqueuedAt)],
-    ['updated', time(m.updatedAt)],
-    ['consumer', m.consumer ?? '-'],
-    ['until', m.until === null ? '-' : time(m.until)],
+    ...statusRows(m),
     ['metadata', JSON.stringify(m.metadata)],
     ['filters', JSON.stringify(m.filters)],
     ['policy', JSON.stringify(m.policy)],
     ['payload', payloadText(m.payload)],
-    ['last error', m.lastError === null ? '-' : m.lastError.replaceAll('\n', '\n            ')],
+    lastErrorRow(m),
   ];
   const history = m.history.length === 0 ? ['history     -'] : ['history', ...m.history.map(recordLine)];
   return [table(rows), ...history].join('\n');

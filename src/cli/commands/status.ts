@@ -53,7 +53,12 @@ export const status: Command = {
 };
 
 function messageText(m: MessageStatus): string {
-  return table([
+  return table([...statusRows(m), lastErrorRow(m)]);
+}
+
+/** A message's status as label/value rows, shared with `kvmq show`. */
+export function statusRows(m: MessageStatus): [string, string][] {
+  return [
     ['queue', m.queue],
     ['id', m.id],
     ['state', m.state],
@@ -63,9 +68,12 @@ function messageText(m: MessageStatus): string {
     ['updated', time(m.updatedAt)],
     ['consumer', m.consumer ?? '-'],
     ['until', m.until === null ? '-' : time(m.until)],
-    // Last: it may span lines (a command's stderr).
-    ['last error', m.lastError === null ? '-' : m.lastError.replaceAll('\n', '\n            ')],
-  ]);
+  ];
+}
+
+/** Shown last: it may span lines (a command's stderr). */
+export function lastErrorRow(m: MessageStatus): [string, string] {
+  return ['last error', m.lastError === null ? '-' : m.lastError.replaceAll('\n', '\n            ')];
 }
 
 function queueText(q: QueueStatus): string {
