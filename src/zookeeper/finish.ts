@@ -230,6 +230,7 @@ async function finishOps(
     }
     ops.push({ op: 'remove', path: held.entryPath, version: -1 });
     ops.push({ op: 'create', path: prefix, kind: 'sequential' });
+    ops.push(...(await q.waitingOps(held.id, readyAt, now)));
     ops.push({ op: 'set', path: q.paths.classDir(s.filterClass), data: Buffer.alloc(0), version: -1 });
     return ops;
   }
@@ -259,6 +260,7 @@ async function finishOps(
   ops.push({ op: 'set', path: nodes.state, data: encodeState(done), version: held.stateVersion });
   ops.push({ op: 'remove', path: held.entryPath, version: -1 });
   ops.push({ op: 'create', path: prefix, kind: 'sequential' });
+  ops.push(...(await q.waitingOps(held.id, done.backoffUntil, now)));
   return ops;
 }
 
@@ -274,10 +276,7 @@ export function notePath(ctx: StoreContext, op: ZkOp | undefined, path: string |
 
 async function makeBucket(q: QueueContext, path: string): Promise<void> {
   await q.ensure();
-  if (path.startsWith(`${q.paths.done}/`)) return q.done.makeTail();
-  if (path.startsWith(`${q.paths.failed}/`)) return q.failed.makeTail();
-  const node = path.slice(q.paths.queue.length + 1).split('/')[0] ?? '';
-  return q.sub(node === 'none' ? '' : node).makeTail();
+  await q.listOf(path.slice(0, path.lastIndexOf('/')))?.makeTail();
 }
 
 /** Renews held locks; returns the ids this consumer no longer holds. */

@@ -45,6 +45,7 @@ export async function runGc(ctx: StoreContext, q: QueueContext, force: boolean):
       (await removeOldTasks(ctx, q, q.done, 'done', config.gcLifetimeMs)) +
       (await removeOldTasks(ctx, q, q.failed, 'failed', config.failedLifetimeMs));
     await freeStaleClaims(ctx, q, config.gcLifetimeMs);
+    await pruneWaiting(ctx, q);
     await removeLapsedConsumers(ctx, q);
     return { ran: true, removed };
   } finally {
@@ -177,6 +178,22 @@ async function freeStaleClaims(ctx: StoreContext, q: QueueContext, graceMs: numb
   }
 }
 
+/** `/waiting` entries whose backoff has ended say nothing any more: they go, and emptied buckets with them. */
+async function pruneWaiting(ctx: StoreContext, q: QueueContext): Promise<void> {
+  const buckets = await q.waiting.buckets();
+  for (const [i, bucket] of buckets.entries()) {
+    const entries = await q.waiting.list(bucket);
+    const now = Date.now();
+    const ended = entries.filter((e) => e.at <= now);
+    await removeAll(
+      ctx.zk,
+      ended.map((e) => e.path),
+    );
+    for (const e of ended) q.waiting.forget(e);
+    if (ended.length === entries.length && i < buckets.length - 1) await q.waiting.dropIfEmpty(bucket);
+  }
+}
+
 /** Consumers whose `current` is gone (their session ended) leave the registry. */
 async function removeLapsedConsumers(ctx: StoreContext, q: QueueContext): Promise<void> {
   const zk = ctx.zk;
@@ -202,6 +219,7 @@ export async function clearQueue(ctx: StoreContext, q: QueueContext): Promise<vo
     ...(await subtree(zk, q.paths.tasks, true)),
     ...(await subtree(zk, q.paths.done, true)),
     ...(await subtree(zk, q.paths.failed, true)),
+    ...(await subtree(zk, q.paths.waiting, true)),
   ];
   await removeAll(zk, paths);
   await zk.set(q.paths.queue, Buffer.from(JSON.stringify({ dryRuns: 0, eoqUntil: 0 })), -1);

@@ -10,6 +10,7 @@
  *     /tasks/<hash bucket>/<task>            filters/<name>, state, metadata, data, claim, next
  *     /done/<bucket>/<doneAt>-<task>-<seq>   finished tasks in finishing order, for GC
  *     /failed/<bucket>/<failedAt>-<task>-<seq> failed tasks in failing order, for GC and listings
+ *     /waiting/<bucket>/<until>-<task>-<seq>  a backoff's end (pending or done), for counts; GC prunes ended ones
  *     /consumers/<id>                        a consumer; /current (ephemeral) what it holds
  *     /conf/task_gc_lifetime, task_gc_interval, filters, failed_lifetime, paused, max_deliveries,
  *           dead_letter_queue; /conf's own data version moves with every configure (claims check it)
@@ -35,6 +36,7 @@ export class QueuePaths {
   readonly tasks: string;
   readonly done: string;
   readonly failed: string;
+  readonly waiting: string;
   readonly consumers: string;
   readonly conf: string;
   readonly lock: string;
@@ -46,6 +48,7 @@ export class QueuePaths {
     this.tasks = `${this.dir}/tasks`;
     this.done = `${this.dir}/done`;
     this.failed = `${this.dir}/failed`;
+    this.waiting = `${this.dir}/waiting`;
     this.consumers = `${this.dir}/consumers`;
     this.conf = `${this.dir}/conf`;
     this.lock = `${this.dir}/lock`;
@@ -63,6 +66,7 @@ export class QueuePaths {
       { path: this.tasks, data: '' },
       { path: this.done, data: '' },
       { path: this.failed, data: '' },
+      { path: this.waiting, data: '' },
       { path: this.consumers, data: '' },
       { path: this.conf, data: '' },
       { path: this.lock, data: JSON.stringify({ gcAt: 0 }) },

@@ -9,7 +9,7 @@ import { StoreLayoutError } from '../errors.js';
 import { BucketedList } from './buckets.js';
 import { isZkError, ZkCode, type ZkOp, type ZkSession } from './client.js';
 import { readConf, type ConfRead } from './conf.js';
-import { QUEUE_MARKER, QueuePaths, classNode, classOfNode } from './layout.js';
+import { QUEUE_MARKER, QueuePaths, classNode, classOfNode, entryPrefix } from './layout.js';
 
 /** The queue-wide end-of-queue counters, in the data of `/queue`. */
 export interface Counters {
@@ -35,6 +35,8 @@ export class QueueContext {
   readonly paths: QueuePaths;
   readonly done: BucketedList;
   readonly failed: BucketedList;
+  /** Backoffs (pending or done) by their end: what a count walks instead of the ready backlog. */
+  readonly waiting: BucketedList;
   private readonly classes = new Map<string, BucketedList>();
   private readonly taskBuckets = new Set<string>();
   /** Whether every task bucket that exists is in taskBuckets (listed once per session). */
@@ -55,6 +57,16 @@ export class QueueContext {
     this.paths = new QueuePaths(name);
     this.done = new BucketedList(zk, this.paths.done);
     this.failed = new BucketedList(zk, this.paths.failed);
+    this.waiting = new BucketedList(zk, this.paths.waiting);
+  }
+
+  /**
+   * The create of a `/waiting` entry for a backoff of task `id` that ends at
+   * `until`, when it ends later than `now`; none otherwise (most messages).
+   */
+  async waitingOps(id: string, until: number, now: number): Promise<ZkOp[]> {
+    if (until <= now) return [];
+    return [{ op: 'create', path: `${await this.waiting.tailBucket()}/${entryPrefix(until, id)}`, kind: 'sequential' }];
   }
 
   /**
@@ -165,6 +177,7 @@ export class QueueContext {
   listOf(bucketPath: string): BucketedList | null {
     if (bucketPath.startsWith(`${this.paths.done}/`)) return this.done;
     if (bucketPath.startsWith(`${this.paths.failed}/`)) return this.failed;
+    if (bucketPath.startsWith(`${this.paths.waiting}/`)) return this.waiting;
     if (!bucketPath.startsWith(`${this.paths.queue}/`)) return null;
     return this.sub(classOfNode(bucketPath.slice(this.paths.queue.length + 1).split('/')[0] ?? ''));
   }
@@ -238,6 +251,7 @@ export class QueueContext {
     for (const list of this.classes.values()) list.reset();
     this.done.reset();
     this.failed.reset();
+    this.waiting.reset();
     this.taskBuckets.clear();
     this.view = null;
     this.invalidate();

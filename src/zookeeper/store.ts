@@ -113,12 +113,12 @@ class ZookeeperStore implements Store {
   queueStatus(queue: string): Promise<QueueStatus> {
     return this.guard(async () => {
       const q = this.ctx.queue(queue);
-      const [counts, consumers, dryRuns, config] = await Promise.all([
-        stateCounts(this.ctx, q),
+      const [consumers, dryRuns, config] = await Promise.all([
         liveConsumers(this.ctx, q),
         this.dryRuns(queue),
         readConfig(this.zk, q),
       ]);
+      const counts = await stateCounts(this.ctx, q, consumers);
       const total = Object.values(counts).reduce((a, b) => a + b, 0);
       return { queue, counts, total, consumers, dryRuns, paused: config.paused };
     });
