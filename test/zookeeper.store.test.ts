@@ -347,6 +347,56 @@ describe('zookeeper: counts from the index sub-trees', () => {
   });
 });
 
+describe('zookeeper: indexes under concurrency', () => {
+  test('two clients racing over one queue leave counts and listings equal to every status', async () => {
+    const url = await freshStoreUrl(server);
+    const a = await open(url);
+    const b = await open(url);
+    const q = 'race';
+    const n = 120;
+    const handler = (job: { id: string }) => {
+      const i = Number(job.id.slice(1));
+      if (i % 3 === 0) return { status: 'error' as const, error: `bad ${i}` };
+      return { status: 'success' as const, backoffMs: i % 3 === 1 ? 60_000 : 0 };
+    };
+    a.worker(q, handler, { concurrency: 8, eoqBackoffMs: 20 });
+    b.worker(q, handler, { concurrency: 8, eoqBackoffMs: 20 });
+    const ids = Array.from({ length: n }, (_, i) => `m${i}`);
+    await Promise.all([
+      a.enqueueBatch(
+        q,
+        ids.filter((_, i) => i % 2 === 0).map((id) => ({ payload: id, id })),
+      ),
+      b.enqueueBatch(
+        q,
+        ids.filter((_, i) => i % 2 === 1).map((id) => ({ payload: id, id })),
+      ),
+    ]);
+    await waitFor(async () => (await Promise.all(ids.map((id) => a.status(q, id)))).every((s) => s?.outcome !== null), {
+      what: 'every message to be handled',
+      timeoutMs: 30_000,
+    });
+    const tally: Record<string, number> = {};
+    for (const id of ids) {
+      const state = (await a.status(q, id))?.state ?? 'gone';
+      tally[state] = (tally[state] ?? 0) + 1;
+    }
+    assert.deepEqual(tally, { failed: 40, 'done-with-backoff': 40, 'done-awaiting-gc': 40 });
+    const counts = (await b.queueStatus(q)).counts;
+    assert.deepEqual(Object.fromEntries(Object.entries(counts).filter(([, c]) => c > 0)), tally);
+    // Paged in sevens, each failed message comes once.
+    const listed: string[] = [];
+    let cursor: string | undefined;
+    do {
+      const page = await b.list(q, { state: 'failed', limit: 7, ...(cursor === undefined ? {} : { cursor }) });
+      listed.push(...page.messages.map((m) => m.id));
+      cursor = page.cursor ?? undefined;
+    } while (cursor !== undefined);
+    assert.deepEqual(listed.sort(), ids.filter((_, i) => i % 3 === 0).sort());
+    assert.equal(await b.retryFailed(q).then((r) => r.retried), 40);
+  });
+});
+
 describe('zookeeper: sessions', () => {
   test('a session that expires mid-handler: the message is handled again, the late ack is refused', async () => {
     const url = await freshStoreUrl(server);

@@ -1,19 +1,28 @@
 /**
  * Listings by state, from the index sub-trees the state changes keep in their
  * own multis: `/failed` (failed), `/done` (done-awaiting-gc, done-with-backoff),
- * and the sub-queues (queued, queued-with-backoff, locked, locked-with-requeue,
- * done-with-requeue). Each listed entry's task state is read (in shared
+ * `/waiting` (queued-with-backoff, done-with-requeue) and the sub-queues
+ * (queued, locked, locked-with-requeue). Each listed entry's task state is read (in shared
  * requests) and its status derived exactly as status() does; entries that no
  * longer match their task are skipped.
  *
  * Order within a state: for `/done` and `/failed`, their finishing order
  * (bucket by bucket, oldest first), so a page reads only the buckets it walks;
- * for the sub-queues, ready time across every sub-queue (all their bucket
- * listings are read, names only; entries whose ready time excludes the state
- * are not read).
+ * for backoffs (queued-with-backoff, done-with-requeue), their end, from
+ * `/waiting`; for locked and queued, ready time across every sub-queue (all
+ * their bucket listings are read, names only).
  */
 import { makeCursor, readCursor, type ListQuery } from '../model/list.js';
-import { classNode, classOfNode, decodeState, deriveState, namesEntry, taskNodes, type Entry } from './layout.js';
+import {
+  classNode,
+  classOfNode,
+  decodeState,
+  deriveState,
+  namesEntry,
+  taskNodes,
+  type Entry,
+  type TaskState,
+} from './layout.js';
 import { contentOf, statusOf } from './inspect.js';
 import { isZkError, ZkCode } from './client.js';
 import type { StoreContext } from './context.js';
@@ -77,21 +86,45 @@ async function listState(
     return null;
   }
   const now = Date.now();
-  // Ready time splits these states: a message in backoff waits; one that is locked (or reads as queued) was ready.
-  const waiting = state === 'queued-with-backoff' || state === 'done-with-requeue';
   const entries: Keyed[] = [];
+  if (state === 'queued-with-backoff' || state === 'done-with-requeue') {
+    // Backoffs that have not ended, from /waiting: the ready backlog is not walked.
+    for (const bucket of await q.waiting.buckets()) {
+      for (const entry of await q.waiting.list(bucket)) {
+        const key = `${at(entry)}/${bucket}/${seq(entry)}`;
+        if (entry.at > now && (after === null || key > after)) entries.push({ key, entry });
+      }
+    }
+    return take(
+      ctx,
+      q,
+      query,
+      state,
+      sorted(entries),
+      out,
+      (s, entry) => s.phase === 'pending' && s.readyAt === entry.at,
+    );
+  }
+  // Locked and queued entries were ready: only entries whose ready time has come are read.
   for (const node of await children(ctx, q.paths.queue)) {
     const sub = q.sub(classOfNode(node));
     for (const bucket of await sub.buckets()) {
       for (const entry of await sub.list(bucket)) {
-        if (entry.at > now !== waiting) continue;
         const key = `${at(entry)}/${classNode(classOfNode(node))}/${bucket}/${seq(entry)}`;
-        if (after === null || key > after) entries.push({ key, entry });
+        if (entry.at <= now && (after === null || key > after)) entries.push({ key, entry });
       }
     }
   }
-  entries.sort((a, b) => (a.key < b.key ? -1 : a.key > b.key ? 1 : 0));
-  return take(ctx, q, query, state, entries, out);
+  return take(ctx, q, query, state, sorted(entries), out);
+}
+
+function sorted(entries: Keyed[]): Keyed[] {
+  return entries.sort((a, b) => (a.key < b.key ? -1 : a.key > b.key ? 1 : 0));
+}
+
+/** The entry is the one the task's state names (not one left over). */
+function indexed(s: TaskState, entry: Entry): boolean {
+  return namesEntry(s.phase === 'done' || s.phase === 'failed' ? s.done : s.entry, entry);
 }
 
 /** Reads the tasks of `entries` in order, adding those in `state` until the page is full. */
@@ -102,6 +135,7 @@ async function take(
   state: MessageState,
   entries: readonly Keyed[],
   out: StoredListing[],
+  matches: (s: TaskState, entry: Entry) => boolean = indexed,
 ): Promise<string | null> {
   for (let k = 0; k < entries.length && out.length < query.limit; k += READ_CHUNK) {
     const chunk = entries.slice(k, k + READ_CHUNK);
@@ -116,7 +150,7 @@ async function take(
     const picked: { n: number; listing: StoredListing }[] = [];
     for (const [n, { entry }] of chunk.entries()) {
       const s = states[n];
-      if (s == null || !namesEntry(s.phase === 'done' || s.phase === 'failed' ? s.done : s.entry, entry)) continue;
+      if (s == null || !matches(s, entry)) continue;
       if (deriveState(s, claimed.has(n), now) !== state) continue;
       if (query.outcome !== null && s.outcome !== query.outcome) continue;
       picked.push({ n, listing: { status: statusOf(q, entry.id, s, claimed.has(n), now), content: null } });
