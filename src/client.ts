@@ -6,7 +6,9 @@ import { ClosedError } from './errors.js';
 import { DEFAULT_QUEUE_CONFIG, checkConfigPatch } from './model/config.js';
 import { checkMessageFilters, filterClass } from './model/filters.js';
 import { newMessageId } from './model/ids.js';
-import { encodePayload } from './model/payload.js';
+import { checkListOptions } from './model/list.js';
+import { decodePayload, encodePayload } from './model/payload.js';
+import { checkPolicy, decodePolicy, encodePolicy } from './model/policy.js';
 import {
   checkBoolean,
   checkKnownKeys,
@@ -18,14 +20,21 @@ import {
 import { openStore, resolveStoreUrl } from './store/url.js';
 import { TickBatcher } from './tick-batcher.js';
 import { Worker, type WorkerOptions } from './worker/worker.js';
-import type { NewMessage, Store } from './store/contract.js';
+import type { NewMessage, Store, StoredContent } from './store/contract.js';
 import type {
+  ActionResult,
   BatchItem,
   EnqueueOptions,
   EnqueueResult,
+  FilterValues,
   GcResult,
   Handler,
+  ListedMessage,
+  ListOptions,
+  ListPage,
+  MessageDetails,
   MessageStatus,
+  Metadata,
   Payload,
   QueueConfig,
   QueueStatus,
@@ -42,7 +51,26 @@ export interface ConnectOptions {
   readonly onError?: (error: unknown) => void;
 }
 
-const ENQUEUE_KEYS = ['id', 'filters', 'metadata', 'initialBackoffMs', 'allowRequeue', 'replacePayload'] as const;
+const ENQUEUE_KEYS = [
+  'id',
+  'filters',
+  'metadata',
+  'initialBackoffMs',
+  'allowRequeue',
+  'replacePayload',
+  'attempts',
+  'backoff',
+  'timeoutMs',
+] as const;
+// Failed messages redriven per atomic step of retryFailed.
+const REDRIVE_BATCH = 500;
+
+/** What pause() and resume() did. */
+export interface PauseResult {
+  readonly paused: boolean;
+  /** The queue had no configuration in the store: this call created it. */
+  readonly created: boolean;
+}
 const BATCH_KEYS = ['payload', ...ENQUEUE_KEYS] as const;
 // Filter enums change rarely; a short cache keeps enqueue from reading them every time.
 const CONFIG_CACHE_MS = 1000;
@@ -122,10 +150,77 @@ export class Client {
     return this.store.status(checkQueueName(queue), checkMessageId(id));
   }
 
-  /** Counts per state, live consumers and what each holds, dry runs. */
+  /** Counts per state, live consumers and what each holds, dry runs, whether paused. O(states), not O(messages). */
   async queueStatus(queue: string): Promise<QueueStatus> {
     this.checkOpen();
     return this.store.queueStatus(checkQueueName(queue));
+  }
+
+  /** A page of the queue's messages in the given states; pass `cursor` back for the next page. */
+  async list(queue: string, options: ListOptions = {}): Promise<ListPage> {
+    this.checkOpen();
+    checkQueueName(queue);
+    const query = checkListOptions(options);
+    const page = await this.store.list(queue, query);
+    const messages = page.messages.map(({ status, content }): ListedMessage =>
+      content === null ? status : { ...status, ...decodeContent(content) },
+    );
+    return { messages, cursor: page.cursor };
+  }
+
+  /** Everything kept about a message: status, payload, metadata, filters, policy and history; null once gone. */
+  async show(queue: string, id: string): Promise<MessageDetails | null> {
+    this.checkOpen();
+    const details = await this.store.inspect(checkQueueName(queue), checkMessageId(id));
+    if (details === null) return null;
+    return {
+      ...details.status,
+      ...decodeContent(details.content),
+      policy: decodePolicy(details.policy) ?? {},
+      history: details.history,
+    };
+  }
+
+  /** Queues a failed message again at attempt 1 (its history kept); refused with its state unless failed. */
+  async retry(queue: string, id: string): Promise<ActionResult> {
+    this.checkOpen();
+    return one(await this.store.retry(checkQueueName(queue), [checkMessageId(id)]));
+  }
+
+  /** Queues every failed message of the queue again (a redrive); resolves with how many. */
+  async retryFailed(queue: string): Promise<{ retried: number }> {
+    this.checkOpen();
+    checkQueueName(queue);
+    // Bounded by what failed before the call, so failures arriving meanwhile cannot keep it going forever.
+    const before = (await this.store.queueStatus(queue)).counts.failed;
+    let retried = 0;
+    while (retried < before) {
+      const moved = await this.store.retryFailed(queue, Math.min(REDRIVE_BATCH, before - retried));
+      if (moved === 0) break;
+      retried += moved;
+    }
+    return { retried };
+  }
+
+  /** Removes a message that is not running; refused with its state while locked. */
+  async remove(queue: string, id: string): Promise<ActionResult> {
+    this.checkOpen();
+    return one(await this.store.remove(checkQueueName(queue), [checkMessageId(id)]));
+  }
+
+  /** Ends a message's backoff now (queued-with-backoff or done-with-requeue → queued). */
+  async promote(queue: string, id: string): Promise<ActionResult> {
+    this.checkOpen();
+    return one(await this.store.promote(checkQueueName(queue), [checkMessageId(id)]));
+  }
+
+  /** Workers stop claiming from the queue within one wake-up; enqueues are still accepted. */
+  async pause(queue: string): Promise<PauseResult> {
+    return this.setPaused(queue, true);
+  }
+
+  async resume(queue: string): Promise<PauseResult> {
+    return this.setPaused(queue, false);
   }
 
   /** Removes every message of the queues. Their configuration stays. */
@@ -143,10 +238,24 @@ export class Client {
   async configure(queue: string, patch: Partial<QueueConfig>): Promise<QueueConfig> {
     this.checkOpen();
     checkQueueName(queue);
-    const checked = checkConfigPatch(patch);
-    const config = await this.store.configure(queue, checked);
+    const checked = checkConfigPatch(patch, queue);
+    if (typeof checked.deadLetterQueue === 'string' && !this.store.capabilities.deadLetterQueue) {
+      throw new TypeError(
+        `deadLetterQueue is not available on this ${this.store.kind} store: it cannot move a message ` +
+          'between two queues atomically (a Redis Cluster keeps them in different hash slots)',
+      );
+    }
+    const { config } = await this.store.configure(queue, checked);
     this.configCache.set(queue, { config, readAt: Date.now() });
     return config;
+  }
+
+  private async setPaused(queue: string, paused: boolean): Promise<PauseResult> {
+    this.checkOpen();
+    checkQueueName(queue);
+    const { config, created } = await this.store.configure(queue, { paused });
+    this.configCache.set(queue, { config, readAt: Date.now() });
+    return { paused: config.paused, created };
   }
 
   /** Runs GC on the queue now (unless another GC holds it). */
@@ -169,6 +278,7 @@ export class Client {
     const encoded = encodePayload(item.payload, this.store.capabilities.maxPayloadBytes);
     const filters =
       item.filters === undefined || config === null ? {} : checkMessageFilters(queue, item.filters, config);
+    const policy = encodePolicy(checkPolicy(item));
     return {
       id: item.id === undefined ? newMessageId() : checkMessageId(item.id),
       payload: encoded.bytes,
@@ -179,6 +289,7 @@ export class Client {
       initialBackoffMs: item.initialBackoffMs === undefined ? 0 : checkMs('initialBackoffMs', item.initialBackoffMs),
       allowRequeue: item.allowRequeue === undefined ? false : checkBoolean('allowRequeue', item.allowRequeue),
       replacePayload: item.replacePayload === undefined ? false : checkBoolean('replacePayload', item.replacePayload),
+      policy,
     };
   }
 
@@ -207,4 +318,18 @@ export class Client {
   private checkOpen(): void {
     if (this.closed) throw new ClosedError('client');
   }
+}
+
+function decodeContent(content: StoredContent): { payload: Payload; metadata: Metadata; filters: FilterValues } {
+  return {
+    payload: decodePayload(content.payload, content.encoding),
+    metadata: content.metadata,
+    filters: content.filters,
+  };
+}
+
+function one(results: readonly ActionResult[]): ActionResult {
+  const [result] = results;
+  if (result === undefined) throw new Error('store returned no result for an action');
+  return result;
 }

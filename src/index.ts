@@ -1,6 +1,6 @@
 /** kvmq's public API. Everything a user may import is named here. */
 export { connect, Client } from './client.js';
-export type { ConnectOptions } from './client.js';
+export type { ConnectOptions, PauseResult } from './client.js';
 export { Worker } from './worker/worker.js';
 export type {
   WorkerOptions,
@@ -15,7 +15,11 @@ export type {
 export { expBackoff } from './model/backoff.js';
 export type { ExpBackoffOptions } from './model/backoff.js';
 export { MESSAGE_STATES } from './model/types.js';
+export { HISTORY_LIMIT, errorTail } from './model/history.js';
 export type {
+  ActionResult,
+  AttemptRecord,
+  BackoffPolicy,
   BatchItem,
   ConsumerInfo,
   EnqueueAction,
@@ -26,6 +30,11 @@ export type {
   Handler,
   HandlerResult,
   Job,
+  ListedMessage,
+  ListOptions,
+  ListPage,
+  MessageDetails,
+  MessagePolicy,
   MessageState,
   MessageStatus,
   Metadata,

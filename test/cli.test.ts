@@ -131,7 +131,7 @@ describe('kvmq CLI', { concurrency: 4 }, () => {
     assert.match(queueText.stdout, /2 messages/);
     assert.match(queueText.stdout, /^\s+queued\s+2$/m);
     const queue = await queueStatus(store, 'jobs');
-    assert.deepEqual(Object.keys(queue), ['counts', 'consumers', 'dryRuns', 'total']);
+    assert.deepEqual(Object.keys(queue), ['counts', 'consumers', 'dryRuns', 'total', 'paused']);
     assert.equal(queue.counts.queued, 2);
     assert.equal(queue.total, 2);
   });
@@ -223,7 +223,7 @@ describe('kvmq CLI', { concurrency: 4 }, () => {
     assert.match(String(again.lastError), /exited with code 75\ntry later$/);
 
     const fail = await statusOf(store, 'jobs', 'fail');
-    assert.equal(fail.state, 'done-awaiting-gc');
+    assert.equal(fail.state, 'failed');
     assert.equal(fail.outcome, 'error');
     assert.equal(fail.attempt, 1);
     assert.match(String(fail.lastError), /exited with code 1\nit broke$/);
@@ -332,13 +332,40 @@ describe('kvmq CLI', { concurrency: 4 }, () => {
       ['config', 'cfg', 'task_gc_lifetime=60000', 'gc_interval_ms=5000', 'filter.size=small,medium,large'],
       { store },
     );
-    assert.equal(set.stdout, 'gc_lifetime_ms=60000\ngc_interval_ms=5000\nfilter.size=small,medium,large\n');
+    const settings =
+      'gc_lifetime_ms=60000\nfailed_lifetime_ms=604800000\ngc_interval_ms=5000\nmax_deliveries=10\n' +
+      'dead_letter_queue=\npaused=false\n';
+    assert.equal(set.stdout, `${settings}filter.size=small,medium,large\n`);
     const json = await expectExit(0, ['config', 'cfg', '--json'], { store });
     assert.deepEqual(JSON.parse(json.stdout), {
       gcLifetimeMs: 60000,
+      failedLifetimeMs: 604800000,
       gcIntervalMs: 5000,
       filterEnums: { size: ['small', 'medium', 'large'] },
+      paused: false,
+      maxDeliveries: 10,
+      deadLetterQueue: null,
     });
+    const failures = await expectExit(
+      0,
+      ['config', 'cfg', 'failed_lifetime_ms=1000', 'max_deliveries=3', 'dead_letter_queue=cfg-dead', '--json'],
+      { store },
+    );
+    assert.deepEqual(
+      (({ failedLifetimeMs, maxDeliveries, deadLetterQueue }) => ({
+        failedLifetimeMs,
+        maxDeliveries,
+        deadLetterQueue,
+      }))(JSON.parse(failures.stdout) as Record<string, unknown>),
+      { failedLifetimeMs: 1000, maxDeliveries: 3, deadLetterQueue: 'cfg-dead' },
+    );
+    await expectExit(0, ['config', 'cfg', 'failed_lifetime_ms=604800000', 'max_deliveries=10', 'dead_letter_queue='], {
+      store,
+    });
+    assert.match(
+      (await expectExit(2, ['config', 'cfg', 'paused=maybe'], { store })).stderr,
+      /paused must be true or false/,
+    );
 
     const refused = await expectExit(1, ['enqueue', 'cfg', 'x', '--filter', 'size=huge'], { store });
     assert.equal(refused.stdout, '');
@@ -356,9 +383,72 @@ describe('kvmq CLI', { concurrency: 4 }, () => {
     assert.equal(worker.stdout, 'x');
 
     const removed = await expectExit(0, ['config', 'cfg', 'filter.size='], { store });
-    assert.equal(removed.stdout, 'gc_lifetime_ms=60000\ngc_interval_ms=5000\n');
+    assert.equal(removed.stdout, settings);
     const unknown = await expectExit(2, ['config', 'cfg', 'colour=red'], { store });
     assert.match(unknown.stderr, /^kvmq: unknown setting 'colour'/);
+  });
+
+  it('lists failed messages, shows one, retries them; removes, promotes, pauses', async () => {
+    const store = newStore();
+    for (const id of ['a', 'b', 'c']) await expectExit(0, ['enqueue', 'jobs', `payload ${id}`, '--id', id], { store });
+    await expectExit(1, ['work', 'jobs', '--max', '3', '--exec', 'echo "no $KVMQ_ID" >&2; exit 4'], { store });
+
+    const listed = await expectExit(0, ['list', 'jobs', '--state', 'failed', '--limit', '2'], { store });
+    const lines = listed.stdout.trim().split('\n');
+    assert.equal(lines.length, 2);
+    assert.match(lines[0] ?? '', /^a {2}failed {2}attempt 1 {2}\S+Z {2}command exited with code 4: no a$/);
+    const more = /--cursor (\S+)$/m.exec(listed.stderr);
+    assert.ok(more !== null, listed.stderr);
+    const rest = await expectExit(0, ['list', 'jobs', '--state', 'failed', '--limit', '2', '--cursor', more[1] ?? ''], {
+      store,
+    });
+    assert.match(rest.stdout, /^c {2}failed/);
+    const json = await expectExit(0, ['list', 'jobs', '--state', 'failed', '--all', '--json', '--payload'], { store });
+    const messages = json.stdout
+      .trim()
+      .split('\n')
+      .map((line) => JSON.parse(line) as { id: string; payload: { base64: string } });
+    assert.deepEqual(
+      messages.map((m) => [m.id, Buffer.from(m.payload.base64, 'base64').toString()]),
+      [
+        ['a', 'payload a'],
+        ['b', 'payload b'],
+        ['c', 'payload c'],
+      ],
+    );
+    assert.match(
+      (await expectExit(2, ['list', 'jobs', '--state', 'broken'], { store })).stderr,
+      /^kvmq: state "broken" is not one of queued, .*failed\n/,
+    );
+
+    const shown = await expectExit(0, ['show', 'jobs', 'a'], { store });
+    assert.match(shown.stdout, /^state +failed$/m);
+    assert.match(shown.stdout, /^payload +9 bytes: "payload a"$/m);
+    assert.match(shown.stdout, /^ {2}attempt 1 error at \S+ started \S+ by \S+: command exited with code 4: no a$/m);
+    await expectExit(1, ['show', 'jobs', 'nope'], { store });
+
+    const retried = await expectExit(0, ['retry', 'jobs', 'a'], { store });
+    assert.equal(retried.stdout, 'a queued\n');
+    const refused = await expectExit(3, ['retry', 'jobs', 'a'], { store });
+    assert.equal(refused.stderr, 'kvmq: message a was refused: it is queued\n');
+    await expectExit(1, ['retry', 'jobs', 'ghost'], { store });
+    assert.equal((await expectExit(0, ['retry', 'jobs', '--all-failed'], { store })).stdout, 'retried 2\n');
+    await expectExit(0, ['work', 'jobs', '--max', '3', '--exec', 'cat >/dev/null'], { store });
+    assert.equal((await queueStatus(store, 'jobs')).counts['done-awaiting-gc'], 3);
+
+    await expectExit(0, ['enqueue', 'jobs', 'later', '--id', 'l', '--delay-ms', '600000'], { store });
+    assert.equal((await expectExit(0, ['promote', 'jobs', 'l'], { store })).stdout, 'l queued\n');
+    assert.equal((await expectExit(0, ['remove', 'jobs', 'l'], { store })).stdout, 'l removed\n');
+
+    const paused = await expectExit(0, ['pause', 'fresh', '--json'], { store });
+    assert.deepEqual(JSON.parse(paused.stdout), { paused: true, created: true });
+    assert.match(paused.stderr, /had no configuration; created it/);
+    assert.match((await expectExit(0, ['status', 'fresh'], { store })).stdout, /^queue fresh \(paused\): 0 messages/);
+    await expectExit(0, ['enqueue', 'fresh', 'x'], { store });
+    await expectExit(0, ['work', 'fresh', '--idle-exit-ms', '500', '--exec', 'cat'], { store });
+    assert.equal((await queueStatus(store, 'fresh')).counts.queued, 1, 'nothing was taken while paused');
+    assert.equal((await expectExit(0, ['resume', 'fresh'], { store })).stdout, '');
+    assert.equal((await expectExit(0, ['work', 'fresh', '--max', '1', '--exec', 'cat'], { store })).stdout, 'x');
   });
 
   it('removes finished messages with gc, and everything with clear', async () => {

@@ -111,7 +111,7 @@ void describe('etcd bad input', () => {
   );
 
   void test(
-    'an oversized plain value is left alone with a logged reason; the queue keeps working',
+    'an oversized plain value fails with its reason, readable where it is; the queue keeps working',
     { timeout: TIMEOUT_MS },
     async () => {
       const url = isolatedUrl();
@@ -132,6 +132,23 @@ void describe('etcd bad input', () => {
       });
       assert.equal(jobs.of('huge').length, 0);
       assert.equal((await ctl(endpoints, ['get', '--keys-only', key])).trim(), key, 'not accepted, not lost');
+      // Failed with the reason, counted and listed as such, its payload readable; remove deletes it.
+      const failed = await waitForStatus(kvmq, 'big', 'huge', 'failed');
+      assert.match(failed.lastError ?? '', /over kvmq's limit/);
+      const status = await kvmq.queueStatus('big');
+      assert.equal(status.counts.failed, 1);
+      assert.equal(status.counts.queued, 0, 'the put is not counted as waiting too');
+      const page = await kvmq.list('big', { state: 'failed' });
+      assert.deepEqual(
+        page.messages.map((m) => m.id),
+        ['huge'],
+      );
+      const shown = await kvmq.show('big', 'huge');
+      assert.equal((shown?.payload as Buffer).length, big.length);
+      assert.deepEqual(await kvmq.retry('big', 'huge'), { ok: false, id: 'huge', state: 'failed' });
+      assert.deepEqual(await kvmq.remove('big', 'huge'), { ok: true, id: 'huge', state: null });
+      assert.equal((await ctl(endpoints, ['get', '--keys-only', key])).trim(), '', 'removed with the message');
+      assert.equal((await kvmq.queueStatus('big')).counts.failed, 0);
     },
   );
 

@@ -214,8 +214,14 @@ void describe('etcd failover', () => {
       timeoutMs: 30_000,
       what: () => `five handled (${[...handled.keys()].join(',')})`,
     });
-    const status = await client.status(q, held);
-    assert.equal(status?.state, 'done-awaiting-gc');
+    // The handler records a message when it starts; its outcome reaches the store a moment later.
+    const status = await waitFor(
+      async () => {
+        const now = await client.status(q, held);
+        return now?.state === 'done-awaiting-gc' ? now : null;
+      },
+      { what: `${held} to be done` },
+    );
     assert.equal(status.attempt, 2, `${held} was handed out twice: once to the killed process`);
     assert.deepEqual(handled.get(held), [2]);
   });

@@ -39,7 +39,7 @@ conformance({
       `${clusterUrl()}&prefix=kvmq-test-${process.pid}-${++counter}-${randomBytes(3).toString('hex')}`,
     );
   },
-  capabilities: { maxPayloadBytes: 1024 * 1024, wakeups: true, instantRelease: false },
+  capabilities: { maxPayloadBytes: 1024 * 1024, wakeups: true, instantRelease: false, deadLetterQueue: false },
 });
 
 void test('redis cluster: the queues of one namespace live on different nodes, each whole on one', async () => {
@@ -61,6 +61,22 @@ void test('redis cluster: the queues of one namespace live on different nodes, e
     }
     assert.ok(holders.size >= 2, `12 queues all on ${holders.size} node`);
     for (const q of queues) assert.equal((await client.status(q, 'm'))?.state, 'queued');
+  } finally {
+    await client.close();
+  }
+});
+
+void test('redis cluster: a dead-letter queue is refused with an error that says why', async () => {
+  const client = await connect(`${clusterUrl()}&prefix=dlq-refused`, { maintenance: false });
+  try {
+    await assert.rejects(client.configure('orders', { deadLetterQueue: 'orders-dead' }), (error: unknown) => {
+      assert.ok(error instanceof TypeError, String(error));
+      assert.match(error.message, /deadLetterQueue is not available on this redis store: .*hash slots/);
+      return true;
+    });
+    assert.equal((await client.config('orders')).deadLetterQueue, null);
+    // Every other field still configures.
+    assert.equal((await client.configure('orders', { maxDeliveries: 3, deadLetterQueue: null })).maxDeliveries, 3);
   } finally {
     await client.close();
   }

@@ -17,5 +17,5 @@ conformance({
     prefixes.push(prefix);
     return Promise.resolve(`${base}?prefix=${prefix}`);
   },
-  capabilities: { maxPayloadBytes: 1024 * 1024, wakeups: true, instantRelease: false },
+  capabilities: { maxPayloadBytes: 1024 * 1024, wakeups: true, instantRelease: false, deadLetterQueue: true },
 });

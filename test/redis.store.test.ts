@@ -19,6 +19,8 @@ import {
   type Client,
   type ConnectOptions,
 } from '../src/index.js';
+import { maxDeliveriesError } from '../src/model/history.js';
+import { MESSAGE_STATES, type MessageState } from '../src/model/types.js';
 import { start, type RedisServer, type RedisServerOptions } from '../scripts/servers/redis.mjs';
 import { deletePrefixes, redisTestUrl } from './fixtures/redis-server.js';
 import { waitFor } from './support/wait.js';
@@ -106,7 +108,14 @@ void describe('redis store', () => {
       (await claim(1)).messages.map((m) => m.id),
       ['finished'],
     );
-    const finish = { id: 'finished', attempt: 1, outcome: 'success' as const, backoffMs: 0, error: null };
+    const finish = {
+      id: 'finished',
+      attempt: 1,
+      outcome: 'success' as const,
+      backoffMs: 0,
+      error: null,
+      startedAt: null,
+    };
     assert.deepEqual(await client.store.finish(q, 'layout-consumer', [finish]), ['ok']);
     // Nothing left that this consumer accepts: a dry run sets the queue-wide backoff.
     assert.equal((await claim(1)).dryRuns, 1);
@@ -159,6 +168,9 @@ void describe('redis store', () => {
       'schedule',
       'lock-expiry',
       'done-at',
+      'dedupe',
+      'pushes',
+      'requeue-locks',
       'conf',
     ];
     const keys = cli(base, 'KEYS', `carmine:mq:{${q}}:*`).map((k) => k.slice(`carmine:mq:{${q}}:`.length));
@@ -389,6 +401,144 @@ void describe('redis store', () => {
     assert.equal((await client.gc(q)).ran, true);
     assert.equal((await client.queueStatus(q)).total, 0);
     assert.deepEqual(await client.enqueue(q, payload, { id: 'after' }), { ok: true, id: 'after', action: 'added' });
+  });
+});
+
+void describe('redis store: failures, listings and counts', () => {
+  const claimArgs = { consumerId: 'c', max: 1, lockMs: 60_000, accepts: null, eoqBackoffMs: () => 1000 };
+  const claimOne = (client: Client, q: string, lockMs = 60_000) => client.store.claim(q, { ...claimArgs, lockMs });
+  const finish = (client: Client, q: string, id: string, outcome: 'success' | 'error', backoffMs = 0) =>
+    client.store.finish(q, 'c', [{ id, attempt: 1, outcome, backoffMs, error: 'e', startedAt: Date.now() }]);
+
+  void test('list pages stay exact while enqueues, claims and removes change the ready list between pages', async () => {
+    const client = await open(`${base}?prefix=${uniquePrefix('churn')}`);
+    const q = 'churn';
+    const initial = Array.from({ length: 300 }, (_, i) => `m${String(i).padStart(3, '0')}`);
+    await client.enqueueBatch(
+      q,
+      initial.map((id) => ({ payload: id, id })),
+    );
+    const claimed = new Set<string>();
+    const removed = new Set<string>();
+    const seen: string[] = [];
+    let cursor: string | undefined;
+    for (let n = 0; ; n++) {
+      const page = await client.list(q, { state: 'queued', limit: 7, ...(cursor === undefined ? {} : { cursor }) });
+      seen.push(...page.messages.map((m) => m.id));
+      // Between pages: new messages at the back, claims at the front, a removal anywhere.
+      await client.enqueueBatch(q, [
+        { payload: 'new', id: `new-${n}-a` },
+        { payload: 'new', id: `new-${n}-b` },
+      ]);
+      for (const m of (await client.store.claim(q, { ...claimArgs, max: 2 })).messages) {
+        assert.ok(!removed.has(m.id), `${m.id} was handed out after its removal`);
+        claimed.add(m.id);
+      }
+      const victim = initial[(n * 37) % initial.length] ?? '';
+      if ((await client.remove(q, victim)).ok) removed.add(victim);
+      if (page.cursor === null) break;
+      cursor = page.cursor;
+    }
+    assert.equal(new Set(seen).size, seen.length, 'no message is listed twice');
+    for (const id of initial) {
+      if (!claimed.has(id) && !removed.has(id)) assert.ok(seen.includes(id), `${id} stayed queued but was not listed`);
+    }
+    assert.ok(removed.size > 10 && claimed.size > 10);
+    // Counts and listing agree at the end.
+    const queued = (await client.queueStatus(q)).counts.queued;
+    const all = await client.list(q, { state: 'queued', limit: 1000 });
+    assert.equal(all.messages.length, queued);
+  });
+
+  void test('every state: queueStatus counts what list lists and status says; a full listing pages through all', async () => {
+    const client = await open(`${base}?prefix=${uniquePrefix('states')}`);
+    const q = 'states';
+    const run = async (id: string, then: () => Promise<unknown>): Promise<void> => {
+      await client.enqueue(q, id, { id });
+      assert.equal((await claimOne(client, q)).messages[0]?.id, id);
+      await then();
+    };
+    await run('locked', () => Promise.resolve());
+    await run('locked-requeue', () => client.enqueue(q, 'again', { id: 'locked-requeue', allowRequeue: true }));
+    await run('done', () => finish(client, q, 'done', 'success'));
+    await run('done-backoff', () => finish(client, q, 'done-backoff', 'success', 60_000));
+    await run('done-requeue', async () => {
+      await finish(client, q, 'done-requeue', 'success', 60_000);
+      await client.enqueue(q, 'again', { id: 'done-requeue', allowRequeue: true });
+    });
+    await run('failed', () => finish(client, q, 'failed', 'error'));
+    await client.enqueueBatch(q, [
+      { payload: 1, id: 'queued-1' },
+      { payload: 2, id: 'queued-2' },
+      { payload: 3, id: 'later', initialBackoffMs: 60_000 },
+    ]);
+    const expected: Record<MessageState, string[]> = {
+      queued: ['queued-1', 'queued-2'],
+      'queued-with-backoff': ['later'],
+      locked: ['locked'],
+      'locked-with-requeue': ['locked-requeue'],
+      'done-awaiting-gc': ['done'],
+      'done-with-backoff': ['done-backoff'],
+      'done-with-requeue': ['done-requeue'],
+      failed: ['failed'],
+    };
+    const status = await client.queueStatus(q);
+    for (const state of MESSAGE_STATES) {
+      assert.equal(status.counts[state], expected[state].length, `count of ${state}`);
+      const page = await client.list(q, { state });
+      assert.deepEqual(page.messages.map((m) => m.id).sort(), expected[state], `list of ${state}`);
+      for (const m of page.messages) assert.deepEqual(m, await client.status(q, m.id));
+    }
+    const every: string[] = [];
+    let cursor: string | undefined;
+    do {
+      const page = await client.list(q, { limit: 1, ...(cursor === undefined ? {} : { cursor }) });
+      every.push(...page.messages.map((m) => m.id));
+      cursor = page.cursor ?? undefined;
+    } while (cursor !== undefined);
+    // States in MESSAGE_STATES order, each message once.
+    const order = every.map((id) => MESSAGE_STATES.findIndex((state) => expected[state].includes(id)));
+    assert.deepEqual(
+      order,
+      [...order].sort((a, b) => a - b),
+    );
+    assert.deepEqual([...every].sort(), Object.values(expected).flat().sort());
+    assert.equal(every.length, status.total);
+  });
+
+  void test('a lost lock at maxDeliveries fails the message with the model error text', async () => {
+    const client = await open(`${base}?prefix=${uniquePrefix('poison')}`);
+    const q = 'poison';
+    await client.configure(q, { maxDeliveries: 1 });
+    await client.enqueue(q, 'x', { id: 'm' });
+    assert.equal((await claimOne(client, q, 50)).messages.length, 1);
+    await new Promise((resolve) => setTimeout(resolve, 120));
+    assert.equal((await claimOne(client, q)).messages.length, 0);
+    const failed = await client.status(q, 'm');
+    assert.equal(failed?.state, 'failed');
+    assert.equal(failed.lastError, maxDeliveriesError(1));
+    assert.deepEqual(
+      (await client.show(q, 'm'))?.history.map((r) => [r.attempt, r.outcome, r.consumer]),
+      [[1, 'lost', 'c']],
+    );
+  });
+
+  void test('a foreign key met only on the failure path: StoreLayoutError, nothing written', async () => {
+    const prefix = uniquePrefix('rare');
+    const client = await open(`${base}?prefix=${prefix}`);
+    const q = 'rare';
+    await client.enqueue(q, 'x', { id: 'm' });
+    await claimOne(client, q);
+    cli(base, 'SET', `${prefix}:{${q}}:history`, 'not kvmq');
+    await assert.rejects(finish(client, q, 'm', 'error'), (error: unknown) => {
+      assert.ok(error instanceof StoreLayoutError, String(error));
+      assert.match(error.message, /history/);
+      return true;
+    });
+    assert.equal((await client.status(q, 'm'))?.state, 'locked');
+    cli(base, 'DEL', `${prefix}:{${q}}:history`);
+    assert.deepEqual(await finish(client, q, 'm', 'error'), ['ok']);
+    assert.equal((await client.status(q, 'm'))?.state, 'failed');
   });
 });
 

@@ -55,6 +55,49 @@ function exited(proc: ChildProcessWithoutNullStreams): Promise<void> {
   });
 }
 
+/** The queue's counters equal a count of its rows by phase. */
+function assertCountersMatchRows(url: string, queue: string): void {
+  const db = new Database(url.slice('sqlite:'.length), { readonly: true });
+  try {
+    const counters = db.prepare('SELECT size, done, failed FROM kvmq_queues WHERE queue = ?').get(queue);
+    const rows = db
+      .prepare(
+        `SELECT count(*) FILTER (WHERE phase IN (0, 1)) AS size, count(*) FILTER (WHERE phase = 2) AS done,
+           count(*) FILTER (WHERE phase = 3) AS failed
+         FROM kvmq_messages WHERE queue = ?`,
+      )
+      .get(queue);
+    assert.deepEqual(counters, rows);
+  } finally {
+    db.close();
+  }
+}
+
+// The layout kvmq wrote before schema 2, to check the migration.
+const SCHEMA_1 = `
+CREATE TABLE kvmq_messages (
+  seq INTEGER PRIMARY KEY, queue TEXT NOT NULL, id TEXT NOT NULL, payload BLOB NOT NULL, encoding INTEGER NOT NULL,
+  metadata TEXT NOT NULL, filters TEXT NOT NULL, phase INTEGER NOT NULL, ready_at INTEGER NOT NULL,
+  lock_until INTEGER NOT NULL DEFAULT 0, consumer TEXT, backoff_until INTEGER NOT NULL DEFAULT 0,
+  requeue INTEGER NOT NULL DEFAULT 0, next_payload BLOB, next_encoding INTEGER, attempt INTEGER NOT NULL DEFAULT 0,
+  outcome TEXT, last_error TEXT, enqueued_at INTEGER NOT NULL, updated_at INTEGER NOT NULL
+) STRICT;
+CREATE UNIQUE INDEX kvmq_messages_by_id ON kvmq_messages (queue, id);
+CREATE INDEX kvmq_messages_ready ON kvmq_messages (queue, filters, ready_at, seq) WHERE phase = 0;
+CREATE INDEX kvmq_messages_locked ON kvmq_messages (queue, lock_until) WHERE phase = 1;
+CREATE INDEX kvmq_messages_done ON kvmq_messages (queue, updated_at) WHERE phase = 2;
+CREATE TABLE kvmq_queues (
+  queue TEXT PRIMARY KEY, size INTEGER NOT NULL DEFAULT 0, dry_runs INTEGER NOT NULL DEFAULT 0,
+  eoq_until INTEGER NOT NULL DEFAULT 0, gc_at INTEGER NOT NULL DEFAULT 0, gc_lock_until INTEGER NOT NULL DEFAULT 0,
+  config TEXT
+) STRICT, WITHOUT ROWID;
+CREATE TABLE kvmq_classes (queue TEXT NOT NULL, filters TEXT NOT NULL, PRIMARY KEY (queue, filters)) STRICT, WITHOUT ROWID;
+CREATE TABLE kvmq_consumers (
+  queue TEXT NOT NULL, id TEXT NOT NULL, host TEXT NOT NULL, pid INTEGER NOT NULL, started_at INTEGER NOT NULL,
+  seen_at INTEGER NOT NULL, expires_at INTEGER NOT NULL, PRIMARY KEY (queue, id)
+) STRICT, WITHOUT ROWID;
+`;
+
 describe('sqlite store', () => {
   test('every enqueue that returned survives kill -9 of the producer', async () => {
     const url = freshUrl();
@@ -201,6 +244,137 @@ describe('sqlite store', () => {
     } finally {
       db.close();
     }
+  });
+
+  test('counters match the rows after three processes fail, retry and one is killed holding locks', async () => {
+    const url = freshUrl();
+    const total = 900;
+    const client = await connect(url, { maintenance: false });
+    const batch = Array.from({ length: total }, (_, i) => ({
+      id: `m${i}`,
+      payload: i % 3 === 0 ? { fail: true } : i % 3 === 1 ? { retry: true } : { plain: i },
+    }));
+    const doomed = child('work', url, 'mixed', '50', '500');
+    const survivor = child('work', url, 'mixed', '50', '500');
+    for (const w of [doomed, survivor]) assert.equal(await nextLine(w.lines), 'ready');
+    await client.enqueueBatch('mixed', batch);
+    // Killed while it holds messages: their locks expire and the survivor takes them over.
+    for (let i = 0; i < 100; i++) await nextLine(doomed.lines);
+    doomed.proc.kill('SIGKILL');
+    await exited(doomed.proc);
+    void (async () => {
+      for (;;) if ((await survivor.lines.next()).done === true) return;
+    })();
+
+    await waitFor(
+      async () => {
+        const { counts } = await client.queueStatus('mixed');
+        return counts['done-awaiting-gc'] + counts.failed === total;
+      },
+      { timeoutMs: 30_000 },
+    );
+    survivor.proc.kill('SIGTERM');
+    await exited(survivor.proc);
+    const status = await client.queueStatus('mixed');
+    assert.equal(status.counts.failed, total / 3);
+    assert.equal(status.counts['done-awaiting-gc'], (2 * total) / 3);
+    assert.equal(status.total, total);
+    assertCountersMatchRows(url, 'mixed');
+    const failed = await client.list('mixed', { state: 'failed', limit: 1000 });
+    assert.equal(failed.messages.length, total / 3);
+    assert.equal(failed.cursor, null);
+
+    assert.deepEqual(await client.retryFailed('mixed'), { retried: total / 3 });
+    assert.equal((await client.queueStatus('mixed')).counts.queued, total / 3);
+    assertCountersMatchRows(url, 'mixed');
+    await client.remove('mixed', 'm0');
+    await client.remove('mixed', 'm2');
+    assertCountersMatchRows(url, 'mixed');
+    assert.equal((await client.queueStatus('mixed')).total, total - 2);
+    await client.clear('mixed');
+    assertCountersMatchRows(url, 'mixed');
+    await client.close();
+  });
+
+  test('a schema 1 file is migrated: counters computed from its rows, old configuration read with defaults', async () => {
+    const url = freshUrl();
+    const path = url.slice('sqlite:'.length);
+    const far = Date.now() + 3_600_000;
+    const db = new Database(path);
+    db.exec(SCHEMA_1);
+    const insert = db.prepare(
+      `INSERT INTO kvmq_messages (queue, id, payload, encoding, metadata, filters, phase, ready_at, lock_until, consumer,
+         backoff_until, attempt, outcome, enqueued_at, updated_at)
+       VALUES ('old', ?, ?, 0, '{}', '', ?, 0, ?, ?, ?, ?, ?, 1, 1)`,
+    );
+    const payload = Buffer.from('"x"');
+    for (const id of ['q1', 'q2', 'q3']) insert.run(id, payload, 0, 0, null, 0, 0, null);
+    insert.run('l1', payload, 1, far, 'gone', 0, 1, null);
+    for (const id of ['d1', 'd2']) insert.run(id, payload, 2, 0, null, 0, 1, 'success');
+    insert.run('b1', payload, 2, 0, null, far, 1, 'success');
+    db.prepare("INSERT INTO kvmq_queues (queue, size, config) VALUES ('old', 4, ?)").run(
+      JSON.stringify({ gcLifetimeMs: 1234, gcIntervalMs: 30_000, filterEnums: {} }),
+    );
+    db.exec("INSERT INTO kvmq_classes VALUES ('old', ''); PRAGMA user_version = 1");
+    db.close();
+
+    const client = await connect(url, { maintenance: false });
+    try {
+      const status = await client.queueStatus('old');
+      assert.deepEqual(
+        { ...status.counts, total: status.total },
+        {
+          queued: 3,
+          'queued-with-backoff': 0,
+          locked: 1,
+          'locked-with-requeue': 0,
+          'done-awaiting-gc': 2,
+          'done-with-backoff': 1,
+          'done-with-requeue': 0,
+          failed: 0,
+          total: 7,
+        },
+      );
+      const config = await client.config('old');
+      assert.equal(config.gcLifetimeMs, 1234);
+      assert.equal(config.maxDeliveries, 10);
+      assert.equal(config.paused, false);
+      const listed = await client.list('old', { states: ['done-awaiting-gc', 'done-with-backoff'] });
+      assert.deepEqual(
+        listed.messages.map((m) => [m.id, m.state]),
+        [
+          ['d1', 'done-awaiting-gc'],
+          ['d2', 'done-awaiting-gc'],
+          ['b1', 'done-with-backoff'],
+        ],
+      );
+      await client.enqueue('old', 'new', { id: 'n1', attempts: 3 });
+      const claimed = await client.store.claim('old', {
+        consumerId: 'c',
+        max: 10,
+        lockMs: 10_000,
+        accepts: null,
+        eoqBackoffMs: () => 1000,
+      });
+      assert.deepEqual(
+        claimed.messages.map((m) => [m.id, m.policy]),
+        [
+          ['q1', null],
+          ['q2', null],
+          ['q3', null],
+          ['n1', '{"attempts":3}'],
+        ],
+      );
+    } finally {
+      await client.close();
+    }
+    const after = new Database(path, { readonly: true });
+    try {
+      assert.equal(after.pragma('user_version', { simple: true }), 2);
+    } finally {
+      after.close();
+    }
+    assertCountersMatchRows(url, 'old');
   });
 
   test('bad URLs and foreign files are refused with errors that say what to do', async () => {

@@ -44,10 +44,13 @@ export function etcdctl(endpoints, args, { input, timeoutMs = 15_000, env = {} }
       clearTimeout(timer);
       resolve({ code: -1, stdout, stderr: stderr + String(error) });
     });
-    child.once('exit', (code) => {
+    // 'close', not 'exit': the process may exit before its last output has been read.
+    child.once('close', (code) => {
       clearTimeout(timer);
       resolve({ code, stdout, stderr });
     });
+    // A command that exits without reading stdin closes the pipe under our write: that is no error.
+    child.stdin.on('error', () => undefined);
     child.stdin.end(input ?? '');
   });
 }

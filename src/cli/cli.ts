@@ -1,18 +1,36 @@
 /** The CLI's dispatcher: picks the command, prints help or version, turns errors into exit codes. */
 import { wantsHelp } from './args.js';
 import type { Command } from './command.js';
+import { pause, promote, remove, resume, retry } from './commands/actions.js';
 import { clear } from './commands/clear.js';
 import { config } from './commands/config.js';
 import { enqueue } from './commands/enqueue.js';
 import { gc } from './commands/gc.js';
+import { list } from './commands/list.js';
 import { serve } from './commands/serve.js';
+import { show } from './commands/show.js';
 import { status } from './commands/status.js';
 import { work } from './commands/work.js';
 import { EXIT_OK, EXIT_USAGE, reportError, UsageError } from './errors.js';
 import { mainUsage } from './help.js';
 import { version } from './version.js';
 
-const COMMANDS: readonly Command[] = [enqueue, work, status, config, gc, clear, serve];
+const COMMANDS: readonly Command[] = [
+  enqueue,
+  work,
+  status,
+  list,
+  show,
+  retry,
+  remove,
+  promote,
+  pause,
+  resume,
+  config,
+  gc,
+  clear,
+  serve,
+];
 
 /** Runs one command line; resolves with the exit code. */
 export async function runCli(argv: readonly string[]): Promise<number> {

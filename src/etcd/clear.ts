@@ -26,7 +26,9 @@ export async function clearQueue(kv: Kv, keys: QueueKeys): Promise<void> {
     ...registrations.map((r) => range(`${r}/0`, `${r}/:`)),
     range(keys.records, prefixEnd(keys.records)),
     range(keys.payloads, prefixEnd(keys.payloads)),
-    range(keys.doneIndex, prefixEnd(keys.doneIndex)),
+    ...[keys.doneIndex, keys.failedIndex, keys.backoffIndex, keys.refuseIndex, keys.stuckIndex].map((index) =>
+      range(index, prefixEnd(index)),
+    ),
     { type: 'delete', key: keys.eoq },
   ];
   for (let i = 0; i < ops.length; i += 120) await kv.txn({ compare: [], success: ops.slice(i, i + 120) });

@@ -45,6 +45,8 @@ let started = 0;
 export class LocalConsumer {
   readonly key: string;
   readonly deliveries = new Map<string, Delivery>();
+  /** Messages failing now whose id the dead-letter queue holds already: they stay failed here. */
+  readonly noDeadLetter = new Set<string>();
   /** Deliveries it finished, by the revision of the finish, until their delete events come. */
   private readonly gone = new Map<string, number>();
   private registration: KvmqRegistration;

@@ -14,7 +14,7 @@ import { randomBytes } from 'node:crypto';
 import { StoreLayoutError } from '../errors.js';
 import { newIdx, type QueueKeys } from './keys.js';
 import { decodeRecord, encodeRecord, stateOf, type MessageRecord } from './record.js';
-import { freshRecord } from './transitions.js';
+import { freshRecord, indexOps } from './transitions.js';
 import { pack, runBatch, type Change } from './txn-batch.js';
 import type { Kv, Op } from './kv.js';
 import type { NewMessage } from '../store/contract.js';
@@ -115,6 +115,7 @@ function adding(keys: QueueKeys, message: NewMessage): Adding {
       readyAt: now + message.initialBackoffMs,
       source: 'kvmq',
       nonce,
+      policy: message.policy,
     },
     now,
   );
@@ -125,6 +126,7 @@ function adding(keys: QueueKeys, message: NewMessage): Adding {
     ops: [
       { type: 'put', key: keys.ordered(idx, message.id), value: asBuffer(message.payload) },
       { type: 'put', key: keys.record(message.id), value: encodeRecord(record) },
+      ...indexOps(keys, message.id, null, record),
     ],
     reads: [{ type: 'range', key: keys.record(message.id) }],
   };
@@ -188,6 +190,8 @@ async function planExisting(
         readyAt: now + m.initialBackoffMs,
         source: 'kvmq',
         nonce: randomBytes(6).toString('base64url'),
+        policy: m.policy,
+        history: r.history,
       },
       now,
     );
@@ -197,6 +201,7 @@ async function planExisting(
         { type: 'put', key: keys.ordered(idx, m.id), value: payload },
         { type: 'put', key: keys.record(m.id), value: encodeRecord(record) },
         { type: 'delete', key: keys.payload(m.id) },
+        ...indexOps(keys, m.id, r, record),
       ],
     };
   }
@@ -215,6 +220,7 @@ async function planExisting(
       readyAt: r.backoffUntil,
       requeue: true,
       attempt: 0,
+      losses: 0,
       encoding: m.replacePayload ? m.encoding : r.encoding,
       updatedAt: now,
     };
@@ -224,6 +230,7 @@ async function planExisting(
         { type: 'put', key: keys.ordered(idx, m.id), value },
         { type: 'put', key: keys.record(m.id), value: encodeRecord(record) },
         { type: 'delete', key: keys.payload(m.id) },
+        ...indexOps(keys, m.id, r, record),
       ],
     };
   }

@@ -7,11 +7,11 @@
  * expired, consumer gone) or cleared, the message is `lost`.
  */
 import { encodeRecord, type MessageRecord } from './record.js';
-import { extended, finished, undelivered } from './transitions.js';
+import { deadLetterCompare, deadLetterOps, extended, finished, finishOps, undelivered } from './transitions.js';
 import { decodeRecord } from './record.js';
 import { getMany, pack, runBatch, type Change } from './txn-batch.js';
 import type { Delivery, LocalConsumer } from './consumer.js';
-import type { Kv, Op } from './kv.js';
+import type { Compare, Kv, Op, RangeOp } from './kv.js';
 import type { QueueKeys } from './keys.js';
 import type { Finish, FinishResult } from '../store/contract.js';
 
@@ -21,6 +21,14 @@ interface Write extends Change {
   readonly delivery: Delivery;
   /** The record written, for the delivery kept (extend) or null when the delivery goes. */
   readonly next: MessageRecord | null;
+  /** Moves the message to this dead-letter queue (its record there must not exist). */
+  readonly deadLetter: QueueKeys | null;
+}
+
+interface Built {
+  ops: Op[];
+  next: MessageRecord | null;
+  deadLetter?: QueueKeys | null;
 }
 
 /**
@@ -32,7 +40,7 @@ async function guarded(
   keys: QueueKeys,
   consumer: LocalConsumer,
   deliveries: readonly Delivery[],
-  build: (d: Delivery, payloads: ReadonlyMap<string, Buffer>) => { ops: Op[]; next: MessageRecord | null },
+  build: (d: Delivery, payloads: ReadonlyMap<string, Buffer>) => Built,
   needsPayload: (d: Delivery) => boolean,
 ): Promise<Set<Delivery>> {
   const lost = new Set<Delivery>();
@@ -49,14 +57,16 @@ async function guarded(
       wanting.forEach((d, i) => payloads.set(d.id, kvs[i]?.value ?? Buffer.alloc(0)));
     }
     const writes: Write[] = todo.map((delivery) => {
-      const { ops, next } = build(delivery, payloads);
-      return {
-        delivery,
-        next,
-        compares: [{ key: keys.record(delivery.id), target: 'mod', result: '=', operand: delivery.rev }],
-        ops,
-        reads: [{ type: 'range', key: keys.record(delivery.id) }],
-      };
+      const { ops, next, deadLetter = null } = build(delivery, payloads);
+      const compares: Compare[] = [
+        { key: keys.record(delivery.id), target: 'mod', result: '=', operand: delivery.rev },
+      ];
+      const reads: RangeOp[] = [{ type: 'range', key: keys.record(delivery.id) }];
+      if (deadLetter !== null) {
+        compares.push(deadLetterCompare(deadLetter, delivery.id));
+        reads.push({ type: 'range', key: deadLetter.record(delivery.id) });
+      }
+      return { delivery, next, deadLetter, compares, ops, reads };
     });
     const again: Delivery[] = [];
     await Promise.all(
@@ -76,6 +86,8 @@ async function guarded(
             }
             return;
           }
+          // The id exists in the dead-letter queue: the message stays failed here instead.
+          if (write.deadLetter !== null && result.reads[1]?.kvs[0] !== undefined) consumer.noDeadLetter.add(d.id);
           const kvRecord = result.reads[0]?.kvs[0];
           const record = kvRecord === undefined ? null : decodeRecord(kvRecord.value);
           if (
@@ -106,6 +118,7 @@ export async function finishDeliveries(
   keys: QueueKeys,
   consumer: LocalConsumer,
   finishes: readonly Finish[],
+  deadLetter: QueueKeys | null,
 ): Promise<FinishResult[]> {
   const held = new Map<string, { delivery: Delivery; finish: Finish }>();
   for (const f of finishes) {
@@ -114,25 +127,19 @@ export async function finishDeliveries(
       held.set(f.id, { delivery, finish: f });
     }
   }
-  const build = (d: Delivery, payloads: ReadonlyMap<string, Buffer>): { ops: Op[]; next: null } => {
+  const build = (d: Delivery, payloads: ReadonlyMap<string, Buffer>): Built => {
     const f = held.get(d.id)?.finish;
     if (f === undefined) throw new Error('kvmq: a finish lost track of its message');
     const now = Date.now();
     const result = finished(d.record, f, now);
-    const ops: Op[] = [
-      { type: 'delete', key: d.key },
-      { type: 'put', key: keys.record(d.id), value: encodeRecord(result.record) },
-    ];
-    if (result.leavesQueue) {
-      ops.push({ type: 'delete', key: keys.ordered(d.idx, d.id) });
-      ops.push({ type: 'put', key: keys.done(now, d.id), value: Buffer.alloc(0) });
+    const ordered = keys.ordered(d.idx, d.id);
+    if (result.record.phase === 'failed' && deadLetter !== null && !consumer.noDeadLetter.has(d.id)) {
+      const ops = deadLetterOps(keys, deadLetter, d.id, d.record, result.record, ordered, d.payload, now);
+      return { ops: [{ type: 'delete', key: d.key }, ...ops], next: null, deadLetter };
     }
-    if (result.keepsPayload) ops.push({ type: 'put', key: keys.payload(d.id), value: d.payload });
-    if (result.usesNextPayload) {
-      ops.push({ type: 'put', key: keys.ordered(d.idx, d.id), value: payloads.get(d.id) ?? d.payload });
-      ops.push({ type: 'delete', key: keys.payload(d.id) });
-    }
-    return { ops, next: null };
+    const next = result.usesNextPayload ? (payloads.get(d.id) ?? d.payload) : null;
+    const ops = finishOps(keys, d.id, d.record, result, ordered, d.payload, next);
+    return { ops: [{ type: 'delete', key: d.key }, ...ops], next: null };
   };
   const lost = await guarded(
     kv,
@@ -143,6 +150,7 @@ export async function finishDeliveries(
     (d) => d.record.nextEncoding !== null,
   );
   const lostIds = new Set([...lost].map((d) => d.id));
+  for (const d of held.values()) consumer.noDeadLetter.delete(d.delivery.id);
   return finishes.map((f) => (held.get(f.id)?.finish === f && !lostIds.has(f.id) ? 'ok' : 'lost'));
 }
 

@@ -6,14 +6,17 @@
  * removes each finished message whose record still says so. Lapsed consumers
  * need no GC: their registrations live on leases.
  */
+import { parseTimeKey, timeKey } from './keys.js';
 import { decodeRecord } from './record.js';
+import { indexOps } from './transitions.js';
 import { getMany } from './txn-batch.js';
 import type { Kv, Op } from './kv.js';
 import type { QueueKeys } from './keys.js';
 import type { GcResult, QueueConfig } from '../model/types.js';
 
 const GC_LOCK_MS = 60_000;
-const GC_PAGE = 40;
+// Messages removed per Txn: up to five deletes each, within etcd's 128 ops.
+const GC_PAGE = 24;
 
 interface GcLock {
   readonly at: number;
@@ -44,21 +47,8 @@ export async function runGc(kv: Kv, keys: QueueKeys, config: QueueConfig, force:
   if (!took.succeeded) return { ran: false, removed: 0 };
   let removed = 0;
   try {
-    const cutoff = keys.doneBefore(Date.now() - config.gcLifetimeMs + 1);
-    let from = keys.doneIndex;
-    for (;;) {
-      const page = await kv.range({ key: from, end: cutoff, limit: GC_PAGE });
-      if (page.kvs.length === 0) break;
-      removed += await collect(
-        kv,
-        keys,
-        config,
-        page.kvs.map((kv) => kv.key),
-      );
-      const last = page.kvs.at(-1);
-      if (!page.more || last === undefined) break;
-      from = `${last.key}\0`;
-    }
+    removed += await sweep(kv, keys, keys.doneIndex, config.gcLifetimeMs);
+    removed += await sweep(kv, keys, keys.failedIndex, config.failedLifetimeMs);
   } finally {
     await kv.txn({
       compare: [],
@@ -68,14 +58,43 @@ export async function runGc(kv: Kv, keys: QueueKeys, config: QueueConfig, force:
   return { ran: true, removed };
 }
 
+/** Removes the messages of an index (done or failed, by finish time) finished longer than `lifetimeMs` ago. */
+async function sweep(kv: Kv, keys: QueueKeys, index: string, lifetimeMs: number): Promise<number> {
+  const cutoff = timeKey(index, Date.now() - lifetimeMs + 1);
+  let removed = 0;
+  let from = index;
+  for (;;) {
+    const page = await kv.range({ key: from, end: cutoff, limit: GC_PAGE, keysOnly: true });
+    if (page.kvs.length === 0) break;
+    removed += await collect(
+      kv,
+      keys,
+      index,
+      lifetimeMs,
+      page.kvs.map((kv) => kv.key),
+    );
+    const last = page.kvs.at(-1);
+    if (!page.more || last === undefined) break;
+    from = `${last.key}\0`;
+  }
+  return removed;
+}
+
 function lockValue(lock: GcLock): Buffer {
   return Buffer.from(JSON.stringify(lock), 'utf8');
 }
 
-/** Removes the messages of these index entries that are done, old enough and past their backoff. */
-async function collect(kv: Kv, keys: QueueKeys, config: QueueConfig, entries: readonly string[]): Promise<number> {
-  const ids = entries.map((key) => key.slice(key.lastIndexOf('/') + 1));
-  const at = entries.map((key) => Number(key.slice(keys.doneIndex.length, keys.doneIndex.length + 13)));
+/** Removes the messages of these index entries that are finished, old enough and past their backoff. */
+async function collect(
+  kv: Kv,
+  keys: QueueKeys,
+  index: string,
+  lifetimeMs: number,
+  entries: readonly string[],
+): Promise<number> {
+  const phase = index === keys.failedIndex ? 'failed' : 'done';
+  const ids = entries.map((key) => parseTimeKey(index, key).id);
+  const at = entries.map((key) => parseTimeKey(index, key).time);
   const records = await getMany(
     kv,
     ids.map((id) => keys.record(id)),
@@ -88,19 +107,21 @@ async function collect(kv: Kv, keys: QueueKeys, config: QueueConfig, entries: re
     const id = ids[i] ?? '';
     const recordKv = records[i] ?? null;
     const record = recordKv === null ? null : decodeRecord(recordKv.value);
-    const stale = record === null || record.phase !== 'done' || record.updatedAt !== at[i];
+    const stale = record === null || record.phase !== phase || record.updatedAt !== at[i];
     if (stale || recordKv === null) {
       // The message ran again (or is gone): only the index entry goes.
       ops.push({ type: 'delete', key: entry });
       return;
     }
-    if (record.updatedAt > now - config.gcLifetimeMs || record.backoffUntil > now) return;
+    if (record.updatedAt > now - lifetimeMs || (phase === 'done' && record.backoffUntil > now)) return;
     compares.push({ key: keys.record(id), rev: recordKv.modRevision });
     ops.push(
       { type: 'delete', key: entry },
       { type: 'delete', key: keys.record(id) },
       { type: 'delete', key: keys.payload(id) },
+      ...indexOps(keys, id, record, null).filter((op) => op.key !== entry),
     );
+    if (record.payloadKey !== null) ops.push({ type: 'delete', key: record.payloadKey });
     removed += 1;
   });
   if (ops.length === 0) return 0;

@@ -6,11 +6,13 @@
  */
 import { StoreLayoutError } from '../errors.js';
 import { MESSAGE_STATES, type ConsumerInfo, type MessageState, type MessageStatus } from '../model/types.js';
-import { prefixEnd, type Kv, type Op } from './kv.js';
-import { decodeRecord, stateEndsAt, stateOf } from './record.js';
+import { prefixEnd, type KeyValue, type Kv, type Op } from './kv.js';
+import { decodeRecord, stateEndsAt, stateOf, type MessageRecord } from './record.js';
+import { consumerIdOf } from './transitions.js';
 import { parseRegistration } from './registration.js';
 import { producerPrefixes } from './dispatcher/snapshot.js';
-import type { QueueKeys } from './keys.js';
+import { timeKey, type QueueKeys } from './keys.js';
+import { getMany } from './txn-batch.js';
 
 const PAGE = 1000;
 
@@ -25,24 +27,7 @@ export async function messageStatus(kv: Kv, keys: QueueKeys, id: string): Promis
   const [recordRes, ...producers] = res.responses;
   const recordKv = recordRes?.type === 'range' ? recordRes.kvs[0] : undefined;
   const now = Date.now();
-  if (recordKv !== undefined) {
-    const r = decodeRecord(recordKv.value);
-    if (r === null) throw new StoreLayoutError(`${recordKv.key} holds data kvmq did not write; remove it`);
-    const state = stateOf(r, now);
-    const consumer = state === 'locked' || state === 'locked-with-requeue' ? consumerId(r.consumer) : null;
-    return {
-      queue: keys.queue,
-      id,
-      state,
-      attempt: r.attempt,
-      outcome: r.outcome,
-      lastError: r.error,
-      enqueuedAt: r.enqueuedAt,
-      updatedAt: r.updatedAt,
-      consumer,
-      until: stateEndsAt(r, now),
-    };
-  }
+  if (recordKv !== undefined) return statusOf(keys, id, readRecord(recordKv), now);
   const waiting = producers.some((p) => p.type === 'range' && p.kvs.length > 0);
   if (!waiting) return null;
   return {
@@ -59,35 +44,97 @@ export async function messageStatus(kv: Kv, keys: QueueKeys, id: string): Promis
   };
 }
 
-/** The consumer's id from its registration key (the last segment). */
-function consumerId(key: string | null): string | null {
-  if (key === null) return null;
-  return key.slice(key.lastIndexOf('/') + 1);
+/** A record kvmq wrote, or a StoreLayoutError. */
+export function readRecord(kv: KeyValue): MessageRecord {
+  const r = decodeRecord(kv.value);
+  if (r === null) throw new StoreLayoutError(`${kv.key} holds data kvmq did not write; remove it`);
+  return r;
 }
 
+/** A message's status from its record, as of `now`. */
+export function statusOf(keys: QueueKeys, id: string, r: MessageRecord, now: number): MessageStatus {
+  const state = stateOf(r, now);
+  const consumer = state === 'locked' || state === 'locked-with-requeue' ? consumerIdOf(r.consumer) : null;
+  return {
+    queue: keys.queue,
+    id,
+    state,
+    attempt: r.attempt,
+    outcome: r.outcome,
+    lastError: r.error,
+    enqueuedAt: r.enqueuedAt,
+    updatedAt: r.updatedAt,
+    consumer,
+    until: stateEndsAt(r, now),
+  };
+}
+
+/**
+ * Counts per state at one revision, from the indexes, never the records of the backlog or of finished
+ * messages: count-only ranges of the ordered queue (pending and locked), the done, refuse (done with a
+ * backoff) and failed indexes and the unmoved producer keys; the entries of the backoff index still in
+ * their backoff (their value says which are requeues); and the records of the deliveries (locks: at most
+ * what the consumers hold), to split locked, locked-with-requeue and expired locks (queued). etcd answers a
+ * count-only range by walking the range in its in-memory index (no values read): the cost grows with the
+ * keys in those ranges, not with their size, and one Txn carries them all.
+ */
 export async function stateCounts(kv: Kv, keys: QueueKeys): Promise<Record<MessageState, number>> {
   const counts = Object.fromEntries(MESSAGE_STATES.map((s) => [s, 0])) as Record<MessageState, number>;
   const now = Date.now();
-  const end = prefixEnd(keys.records);
-  let from = keys.records;
-  let revision: number | undefined;
-  for (;;) {
-    const res = await kv.range({ key: from, end, limit: PAGE, ...(revision === undefined ? {} : { revision }) });
-    revision ??= res.revision;
-    for (const item of res.kvs) {
-      const r = decodeRecord(item.value);
-      if (r !== null) counts[stateOf(r, now)] += 1;
-    }
-    const last = res.kvs.at(-1);
-    if (!res.more || last === undefined) break;
-    from = `${last.key}\0`;
-  }
-  // Plain producers' keys the dispatcher has not moved yet.
-  const waiting = await kv.txn({
+  const count = (key: string, end: string): Op => ({ type: 'range', key, end, countOnly: true });
+  const later = (index: string): string => timeKey(index, now + 1);
+  const consumerPrefixes = [keys.prefix, keys.shortPrefix].flatMap((base) => [`${base}consumer/`, `${base}c/`]);
+  const producers = producerPrefixes(keys);
+  const res = await kv.txn({
     compare: [],
-    success: producerPrefixes(keys).map((p): Op => ({ type: 'range', key: p, end: prefixEnd(p), countOnly: true })),
+    success: [
+      count(keys.orderedStart, keys.orderedEnd),
+      count(keys.doneIndex, prefixEnd(keys.doneIndex)),
+      count(later(keys.refuseIndex), prefixEnd(keys.refuseIndex)),
+      count(keys.failedIndex, prefixEnd(keys.failedIndex)),
+      count(keys.stuckIndex, prefixEnd(keys.stuckIndex)),
+      { type: 'range', key: later(keys.backoffIndex), end: prefixEnd(keys.backoffIndex) },
+      ...producers.map((p) => count(p, prefixEnd(p))),
+      ...consumerPrefixes.map((p): Op => ({ type: 'range', key: p, end: prefixEnd(p), keysOnly: true })),
+    ],
   });
-  for (const r of waiting.responses) if (r.type === 'range') counts.queued += r.count;
+  const ranges = res.responses.map((r) => (r.type === 'range' ? r : { kvs: [], count: 0 }));
+  const n = (i: number): number => ranges[i]?.count ?? 0;
+  const [ordered, done, refusing, failed, stuck] = [n(0), n(1), n(2), n(3), n(4)];
+  let backoffs = 0;
+  for (const entry of ranges[5]?.kvs ?? []) {
+    if (entry.value.toString('latin1') === 'r') counts['done-with-requeue'] += 1;
+    else counts['queued-with-backoff'] += 1;
+    backoffs += 1;
+  }
+  let waiting = 0;
+  for (let i = 0; i < producers.length; i++) waiting += n(6 + i);
+  const delivered: string[] = [];
+  for (const r of ranges.slice(6 + producers.length)) {
+    for (const item of r.kvs) {
+      const parsed = keys.parse(item.key);
+      if (parsed.kind === 'delivery') delivered.push(parsed.id);
+    }
+  }
+  const records = await getMany(
+    kv,
+    delivered.map((id) => keys.record(id)),
+    res.revision,
+  );
+  let locked = 0;
+  for (const item of records) {
+    const r = item === null ? null : decodeRecord(item.value);
+    if (r?.phase !== 'locked') continue;
+    const state = stateOf(r, now);
+    if (state === 'locked' || state === 'locked-with-requeue') {
+      counts[state] += 1;
+      locked += 1;
+    }
+  }
+  counts.queued = Math.max(0, ordered - locked - backoffs) + Math.max(0, waiting - stuck);
+  counts['done-with-backoff'] = refusing;
+  counts['done-awaiting-gc'] = Math.max(0, done - refusing);
+  counts.failed = failed;
   return counts;
 }
 

@@ -57,6 +57,14 @@ export class QueueKeys {
   readonly records: string;
   readonly payloads: string;
   readonly doneIndex: string;
+  /** Failed messages by failure time: `/kvmq/failed/{failedAt:13}/{id}`. */
+  readonly failedIndex: string;
+  /** Pending messages in a backoff, by its end: `/kvmq/backoff/{readyAt:13}/{id}` (value `r`: a requeue). */
+  readonly backoffIndex: string;
+  /** Finished messages refusing duplicates, by the end of that: `/kvmq/refuse/{backoffUntil:13}/{id}`. */
+  readonly refuseIndex: string;
+  /** Failed messages whose payload stayed at a plain producer's key: `/kvmq/stuck/{id}`. */
+  readonly stuckIndex: string;
   readonly config: string;
   readonly eoq: string;
   readonly gcLock: string;
@@ -78,6 +86,10 @@ export class QueueKeys {
     this.records = `${long}/kvmq/msg/`;
     this.payloads = `${long}/kvmq/payload/`;
     this.doneIndex = `${long}/kvmq/done/`;
+    this.failedIndex = `${long}/kvmq/failed/`;
+    this.backoffIndex = `${long}/kvmq/backoff/`;
+    this.refuseIndex = `${long}/kvmq/refuse/`;
+    this.stuckIndex = `${long}/kvmq/stuck/`;
     this.config = `${long}/kvmq/config`;
     this.eoq = `${long}/kvmq/eoq`;
     this.gcLock = `${long}/kvmq/gc`;
@@ -120,7 +132,23 @@ export class QueueKeys {
   }
 
   doneBefore(time: number): string {
-    return `${this.doneIndex}${String(Math.max(0, Math.floor(time))).padStart(13, '0')}`;
+    return timeKey(this.doneIndex, time);
+  }
+
+  failed(failedAt: number, id: string): string {
+    return `${timeKey(this.failedIndex, failedAt)}/${id}`;
+  }
+
+  backoff(readyAt: number, id: string): string {
+    return `${timeKey(this.backoffIndex, readyAt)}/${id}`;
+  }
+
+  refuse(until: number, id: string): string {
+    return `${timeKey(this.refuseIndex, until)}/${id}`;
+  }
+
+  stuck(id: string): string {
+    return this.stuckIndex + id;
   }
 
   /** Classifies a key of this queue (either form). */
@@ -179,6 +207,16 @@ export class QueueKeys {
     }
     return { kind: 'foreign', why: 'not a key of the queue protocol' };
   }
+}
+
+/** `{index}{time:13}`: the start of a time-ordered index's entries at `time`. */
+export function timeKey(index: string, time: number): string {
+  return `${index}${String(Math.max(0, Math.min(9_999_999_999_999, Math.floor(time)))).padStart(13, '0')}`;
+}
+
+/** The id and time of a time-ordered index entry `{index}{time:13}/{id}`. */
+export function parseTimeKey(index: string, key: string): { time: number; id: string } {
+  return { time: Number(key.slice(index.length, index.length + 13)), id: key.slice(index.length + 14) };
 }
 
 let lastMs = 0;

@@ -5,8 +5,8 @@
  * compare of its mod revision.
  */
 import { StoreLayoutError } from '../errors.js';
-import { applyConfigPatch, DEFAULT_QUEUE_CONFIG } from '../model/config.js';
-import type { Kv } from './kv.js';
+import { applyConfigPatch, DEFAULT_QUEUE_CONFIG, withConfigDefaults } from '../model/config.js';
+import { prefixEnd, type Kv } from './kv.js';
 import type { QueueKeys } from './keys.js';
 import type { QueueConfig } from '../model/types.js';
 
@@ -15,7 +15,7 @@ const MAX_TRIES = 20;
 export function decodeConfig(keys: QueueKeys, value: Buffer | undefined): QueueConfig {
   if (value === undefined) return DEFAULT_QUEUE_CONFIG;
   try {
-    return applyConfigPatch(DEFAULT_QUEUE_CONFIG, JSON.parse(value.toString('utf8')) as Partial<QueueConfig>);
+    return withConfigDefaults(JSON.parse(value.toString('utf8')) as Partial<QueueConfig>);
   } catch {
     throw new StoreLayoutError(`${keys.config} is not a kvmq configuration; delete it or fix its JSON`);
   }
@@ -26,7 +26,12 @@ export async function readConfig(kv: Kv, keys: QueueKeys): Promise<QueueConfig> 
   return decodeConfig(keys, res.kvs[0]?.value);
 }
 
-export async function writeConfig(kv: Kv, keys: QueueKeys, patch: Partial<QueueConfig>): Promise<QueueConfig> {
+/** Merges the patch into the stored configuration; `created` when there was none, `revision` of the write. */
+export async function writeConfig(
+  kv: Kv,
+  keys: QueueKeys,
+  patch: Partial<QueueConfig>,
+): Promise<{ config: QueueConfig; created: boolean; revision: number }> {
   for (let tries = 0; tries < MAX_TRIES; tries++) {
     const res = await kv.range({ key: keys.config });
     const current = res.kvs[0];
@@ -39,9 +44,31 @@ export async function writeConfig(kv: Kv, keys: QueueKeys, patch: Partial<QueueC
       ],
       success: [{ type: 'put', key: keys.config, value: Buffer.from(JSON.stringify(config), 'utf8') }],
     });
-    if (written.succeeded) return config;
+    if (written.succeeded) {
+      const created = current === undefined && !(await queueExists(kv, keys, res.revision));
+      return { config, created, revision: written.revision };
+    }
   }
   throw new Error(`kvmq: configuring ${keys.queue} kept conflicting with other writers; try again`);
+}
+
+/**
+ * Whether the queue had any key (messages, consumers, producer keys) at `revision`: a queue that has
+ * been used exists even before anyone configured it. Read only when the configuration is first written.
+ */
+async function queueExists(kv: Kv, keys: QueueKeys, revision: number): Promise<boolean> {
+  const res = await kv.txn({
+    compare: [],
+    success: [keys.prefix, keys.shortPrefix].map((p) => ({
+      type: 'range' as const,
+      key: p,
+      end: prefixEnd(p),
+      limit: 1,
+      keysOnly: true,
+      revision,
+    })),
+  });
+  return res.responses.some((r) => r.type === 'range' && r.kvs.length > 0);
 }
 
 export interface Eoq {

@@ -5,9 +5,10 @@
  * same Txn, and every Txn that changes a message compares it.
  */
 import type { PayloadEncoding } from '../model/payload.js';
-import type { MessageState, Metadata, Outcome } from '../model/types.js';
+import type { AttemptRecord, MessageState, Metadata, Outcome } from '../model/types.js';
 
-export type Phase = 'pending' | 'locked' | 'done';
+/** `failed`: finished with a final error; its payload is kept at `/kvmq/payload/{id}` (or `payloadKey`). */
+export type Phase = 'pending' | 'locked' | 'done' | 'failed';
 
 export interface MessageRecord {
   readonly phase: Phase;
@@ -38,6 +39,17 @@ export interface MessageRecord {
   readonly source: 'kvmq' | 'plain';
   /** A random token of the enqueue that created this run, to recognise one's own write after a retry. */
   readonly nonce: string;
+  /** The message's own retry policy, encoded (model/policy.ts), or null. */
+  readonly policy: string | null;
+  /** Attempts that did not end in a plain success, newest last (model/history.ts). */
+  readonly history: readonly AttemptRecord[];
+  /** Deliveries lost (lock ran out, holder gone) since the last retry, revive or requeued run. */
+  readonly losses: number;
+  /**
+   * Failed: where the payload is when it is not `/kvmq/payload/{id}` (a plain producer's put kvmq could
+   * not take stays at its producer key, readable there).
+   */
+  readonly payloadKey: string | null;
 }
 
 /** The record, or null when it is not one kvmq wrote. */
@@ -51,7 +63,7 @@ export function decodeRecord(value: Buffer): MessageRecord | null {
   if (typeof raw !== 'object' || raw === null) return null;
   const r = raw as Record<string, unknown>;
   const phase = r.phase;
-  if (phase !== 'pending' && phase !== 'locked' && phase !== 'done') return null;
+  if (phase !== 'pending' && phase !== 'locked' && phase !== 'done' && phase !== 'failed') return null;
   const num = (v: unknown, fallback = 0): number => (typeof v === 'number' && Number.isFinite(v) ? v : fallback);
   const str = (v: unknown): string | null => (typeof v === 'string' ? v : null);
   const outcome = r.outcome === 'success' || r.outcome === 'error' || r.outcome === 'retry' ? r.outcome : null;
@@ -78,6 +90,10 @@ export function decodeRecord(value: Buffer): MessageRecord | null {
     filterClass: str(r.filterClass) ?? '',
     source: r.source === 'plain' ? 'plain' : 'kvmq',
     nonce: str(r.nonce) ?? '',
+    policy: str(r.policy),
+    history: Array.isArray(r.history) ? (r.history as AttemptRecord[]) : [],
+    losses: num(r.losses),
+    payloadKey: str(r.payloadKey),
   };
 }
 
@@ -104,6 +120,10 @@ export function encodeRecord(r: MessageRecord): Buffer {
   if (r.filterClass !== '') out.filterClass = r.filterClass;
   if (r.source !== 'kvmq') out.source = r.source;
   if (r.nonce !== '') out.nonce = r.nonce;
+  if (r.policy !== null) out.policy = r.policy;
+  if (r.history.length > 0) out.history = r.history;
+  if (r.losses !== 0) out.losses = r.losses;
+  if (r.payloadKey !== null) out.payloadKey = r.payloadKey;
   return Buffer.from(JSON.stringify(out), 'utf8');
 }
 
@@ -119,11 +139,14 @@ export function stateOf(r: MessageRecord, now: number): MessageState {
       return r.requeue ? 'locked-with-requeue' : 'locked';
     case 'done':
       return r.backoffUntil > now ? 'done-with-backoff' : 'done-awaiting-gc';
+    case 'failed':
+      return 'failed';
   }
 }
 
 /** When the current state ends by itself, or null. */
 export function stateEndsAt(r: MessageRecord, now: number): number | null {
+  if (r.phase === 'failed') return null;
   const at = r.phase === 'pending' ? r.readyAt : r.phase === 'locked' ? (r.lockUntil ?? 0) : r.backoffUntil;
   return at > now ? at : null;
 }

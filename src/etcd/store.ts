@@ -28,18 +28,32 @@ import {
 import { parseEtcdUrl } from './url.js';
 import type { DispatcherLog } from './dispatcher/dispatcher.js';
 import type { Kv, Watch } from './kv.js';
+import { inspectMessage, listMessages } from './listing.js';
+import { promoteMessages, removeMessages, retryMessages, retryOldestFailed } from './actions.js';
+import type { ListQuery } from '../model/list.js';
 import type {
   ClaimRequest,
   ClaimResult,
   ClaimedMessage,
+  Configured,
   ConsumerRegistration,
   Finish,
   FinishResult,
   NewMessage,
   Store,
   StoreCapabilities,
+  StoredDetails,
+  StoredPage,
 } from '../store/contract.js';
-import type { ConsumerInfo, EnqueueResult, GcResult, MessageStatus, QueueConfig, QueueStatus } from '../model/types.js';
+import type {
+  ActionResult,
+  ConsumerInfo,
+  EnqueueResult,
+  GcResult,
+  MessageStatus,
+  QueueConfig,
+  QueueStatus,
+} from '../model/types.js';
 import { parseFilterClass } from '../model/filters.js';
 
 // How long a claim waits for the dispatcher to answer a request for more messages.
@@ -73,8 +87,13 @@ const defaultLog: DispatcherLog = (level, message) => {
 interface QueueWatch {
   eoq: Eoq;
   config: QueueConfig | null;
+  /** The mod revision of the configuration held (a watch event older than it is not applied). */
+  configRev: number;
   watch: Watch;
 }
+
+// A claim on a paused queue asks the worker to look again within this long.
+const PAUSED_RETRY_MS = 1000;
 
 export class EtcdStore implements Store {
   readonly kind = 'etcd';
@@ -82,6 +101,7 @@ export class EtcdStore implements Store {
     maxPayloadBytes: MAX_PAYLOAD_BYTES,
     wakeups: true,
     instantRelease: true,
+    deadLetterQueue: true,
   };
   /** This process's id in the etcds protocol (the value of the election keys it holds). */
   readonly nodeId = `${hostname()}:${process.pid}:${randomUUID().slice(0, 8)}`;
@@ -130,6 +150,17 @@ export class EtcdStore implements Store {
     const consumer = this.consumer(queue, request.consumerId, { lockMs: request.lockMs });
     const keys = this.keys(queue);
     const state = await this.queueWatch(queue);
+    if (state.config?.paused === true) {
+      // Paused: nothing is taken, and no dry run counted. Deliveries made before the pause go back unrun.
+      const unclaimed = consumer.unclaimed();
+      if (unclaimed.length > 0) await releaseDeliveries(this.kv, keys, consumer, unclaimed);
+      return {
+        messages: [],
+        queueSize: consumer.knownQueueSize(),
+        dryRuns: state.eoq.dryRuns,
+        wakeAt: Date.now() + PAUSED_RETRY_MS,
+      };
+    }
     const accepts =
       request.accepts === null
         ? null
@@ -147,6 +178,7 @@ export class EtcdStore implements Store {
         metadata: d.record.metadata,
         filters: parseFilterClass(d.record.filterClass),
         attempt: d.record.attempt,
+        policy: d.record.policy,
       }));
       return { messages, queueSize: Math.max(...taken.map((d) => d.queueSize)), dryRuns: 0, wakeAt: null };
     }
@@ -182,7 +214,9 @@ export class EtcdStore implements Store {
     this.checkOpen();
     const entry = this.locals.get(consumerKey(queue, consumerId));
     if (entry === undefined) return finishes.map(() => 'lost');
-    return finishDeliveries(this.kv, this.keys(queue), entry.consumer, finishes);
+    // The configuration as the queue's watch holds it: no read per finish.
+    const dlq = (await this.queueWatch(queue)).config?.deadLetterQueue ?? null;
+    return finishDeliveries(this.kv, this.keys(queue), entry.consumer, finishes, dlq === null ? null : this.keys(dlq));
   }
 
   status(queue: string, id: string): Promise<MessageStatus | null> {
@@ -193,10 +227,11 @@ export class EtcdStore implements Store {
   async queueStatus(queue: string): Promise<QueueStatus> {
     this.checkOpen();
     const keys = this.keys(queue);
-    const [counts, consumers, eoq] = await Promise.all([
+    const [counts, consumers, eoq, config] = await Promise.all([
       stateCounts(this.kv, keys),
       liveConsumers(this.kv, keys),
       this.kv.range({ key: keys.eoq }),
+      readConfig(this.kv, keys),
     ]);
     return {
       queue,
@@ -204,7 +239,38 @@ export class EtcdStore implements Store {
       total: Object.values(counts).reduce((a, b) => a + b, 0),
       consumers,
       dryRuns: decodeEoq(eoq.kvs[0]?.value, 0).dryRuns,
+      paused: config.paused,
     };
+  }
+
+  list(queue: string, query: ListQuery): Promise<StoredPage> {
+    this.checkOpen();
+    return listMessages(this.kv, this.keys(queue), query);
+  }
+
+  inspect(queue: string, id: string): Promise<StoredDetails | null> {
+    this.checkOpen();
+    return inspectMessage(this.kv, this.keys(queue), id);
+  }
+
+  retry(queue: string, ids: readonly string[]): Promise<ActionResult[]> {
+    this.checkOpen();
+    return retryMessages(this.kv, this.keys(queue), ids);
+  }
+
+  retryFailed(queue: string, max: number): Promise<number> {
+    this.checkOpen();
+    return retryOldestFailed(this.kv, this.keys(queue), max);
+  }
+
+  remove(queue: string, ids: readonly string[]): Promise<ActionResult[]> {
+    this.checkOpen();
+    return removeMessages(this.kv, this.keys(queue), ids);
+  }
+
+  promote(queue: string, ids: readonly string[]): Promise<ActionResult[]> {
+    this.checkOpen();
+    return promoteMessages(this.kv, this.keys(queue), ids);
   }
 
   async clear(queues: readonly string[]): Promise<void> {
@@ -231,9 +297,19 @@ export class EtcdStore implements Store {
     return read;
   }
 
-  async configure(queue: string, patch: Partial<QueueConfig>): Promise<QueueConfig> {
+  async configure(queue: string, patch: Partial<QueueConfig>): Promise<Configured> {
     this.checkOpen();
-    return writeConfig(this.kv, this.keys(queue), patch);
+    const { config, created, revision } = await writeConfig(this.kv, this.keys(queue), patch);
+    // This process's claims see the change at once (a pause stops them), before the watch brings it.
+    const watched = this.queueWatches.get(queue);
+    if (watched !== undefined) {
+      const state = await watched.catch(() => null);
+      if (state !== null && state.configRev < revision) {
+        state.config = config;
+        state.configRev = revision;
+      }
+    }
+    return { config, created };
   }
 
   async gc(queue: string, force: boolean): Promise<GcResult> {
@@ -364,6 +440,7 @@ export class EtcdStore implements Store {
         const s: QueueWatch = {
           eoq: decodeEoq(eoqKv?.value, eoqKv?.modRevision ?? 0),
           config: decodeConfig(keys, configKv?.value),
+          configRev: configKv?.modRevision ?? 0,
           watch: { cancel: () => Promise.resolve() },
         };
         const handler = {
@@ -374,7 +451,8 @@ export class EtcdStore implements Store {
                   e.type === 'delete'
                     ? { dryRuns: 0, until: 0, rev: e.kv.modRevision }
                     : decodeEoq(e.kv.value, e.kv.modRevision);
-              } else if (e.kv.key === keys.config) {
+              } else if (e.kv.key === keys.config && e.kv.modRevision > s.configRev) {
+                s.configRev = e.kv.modRevision;
                 try {
                   s.config = decodeConfig(keys, e.type === 'delete' ? undefined : e.kv.value);
                 } catch {

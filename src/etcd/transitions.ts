@@ -4,10 +4,16 @@
  * (enqueue, finish, extend). Pure functions: the caller writes the result in
  * one Txn guarded by the record's mod revision.
  */
+import { randomBytes } from 'node:crypto';
+import { appendHistory, maxDeliveriesError } from '../model/history.js';
+import { newIdx } from './keys.js';
+import { encodeRecord } from './record.js';
 import type { Finish } from '../store/contract.js';
 import type { PayloadEncoding } from '../model/payload.js';
 import type { MessageRecord } from './record.js';
-import type { Metadata } from '../model/types.js';
+import type { Compare, Op } from './kv.js';
+import type { QueueKeys } from './keys.js';
+import type { AttemptRecord, Metadata } from '../model/types.js';
 
 export interface NewRecord {
   readonly idx: string;
@@ -17,6 +23,9 @@ export interface NewRecord {
   readonly readyAt: number;
   readonly source: 'kvmq' | 'plain';
   readonly nonce: string;
+  readonly policy: string | null;
+  /** Kept from an earlier run of the id (a revive), else empty. */
+  readonly history?: readonly AttemptRecord[];
 }
 
 export function freshRecord(m: NewRecord, now: number): MessageRecord {
@@ -39,7 +48,97 @@ export function freshRecord(m: NewRecord, now: number): MessageRecord {
     filterClass: m.filterClass,
     source: m.source,
     nonce: m.nonce,
+    policy: m.policy,
+    history: m.history ?? [],
+    losses: 0,
+    payloadKey: null,
   };
+}
+
+/** The consumer's id from its registration key (the last segment). */
+export function consumerIdOf(key: string | null): string | null {
+  return key === null ? null : key.slice(key.lastIndexOf('/') + 1);
+}
+
+/**
+ * The index entries a version of a record has, besides its record and ordered key: a pending message in
+ * a backoff (`readyAt` after its last write), a finished one (done or failed, by finish time), one refusing
+ * duplicates, a failed one whose payload stayed at a producer key. Hot paths (enqueue, delivery, success)
+ * write at most the done entry they always wrote.
+ */
+export function indexEntries(keys: QueueKeys, id: string, r: MessageRecord | null): { key: string; value: Buffer }[] {
+  if (r === null) return [];
+  const empty = Buffer.alloc(0);
+  switch (r.phase) {
+    case 'pending':
+      return r.readyAt > r.updatedAt
+        ? [{ key: keys.backoff(r.readyAt, id), value: r.requeue ? Buffer.from('r') : empty }]
+        : [];
+    case 'locked':
+      return [];
+    case 'done': {
+      const entries = [{ key: keys.done(r.updatedAt, id), value: empty }];
+      if (r.backoffUntil > r.updatedAt) entries.push({ key: keys.refuse(r.backoffUntil, id), value: empty });
+      return entries;
+    }
+    case 'failed': {
+      const entries = [{ key: keys.failed(r.updatedAt, id), value: empty }];
+      if (r.payloadKey !== null) entries.push({ key: keys.stuck(id), value: empty });
+      return entries;
+    }
+  }
+}
+
+/** The index ops of a record changing from `before` to `after` (null: absent): stale entries go, new ones come. */
+export function indexOps(keys: QueueKeys, id: string, before: MessageRecord | null, after: MessageRecord | null): Op[] {
+  const old = indexEntries(keys, id, before);
+  const next = indexEntries(keys, id, after);
+  const ops: Op[] = [];
+  for (const o of old) {
+    if (!next.some((n) => n.key === o.key)) ops.push({ type: 'delete', key: o.key });
+  }
+  for (const n of next) {
+    const was = old.find((o) => o.key === n.key);
+    if (was === undefined || !was.value.equals(n.value)) ops.push({ type: 'put', key: n.key, value: n.value });
+  }
+  return ops;
+}
+
+/** A message that will not run again: failed, with its error, its payload kept for a retry. */
+export function failedRecord(r: MessageRecord, error: string | null, now: number): MessageRecord {
+  return {
+    ...r,
+    phase: 'failed',
+    idx: null,
+    consumer: null,
+    lockUntil: null,
+    requeue: false,
+    nextEncoding: null,
+    // A requeue's payload, kept at /kvmq/payload/{id}, is the one a retry runs.
+    encoding: r.nextEncoding ?? r.encoding,
+    outcome: 'error',
+    error,
+    updatedAt: now,
+  };
+}
+
+/**
+ * The holder lost the message (gone, or its lock ran out and the store takes it back): one loss more,
+ * with a `lost` record in its history; at `maxDeliveries` (0: never) it fails instead of running again.
+ */
+export function lostDelivery(r: MessageRecord, maxDeliveries: number, now: number): MessageRecord {
+  const losses = r.losses + 1;
+  const history = appendHistory(r.history, {
+    attempt: r.attempt,
+    startedAt: null,
+    endedAt: now,
+    consumer: consumerIdOf(r.consumer),
+    outcome: 'lost',
+    error: null,
+  });
+  const counted = { ...r, losses, history };
+  if (maxDeliveries > 0 && losses >= maxDeliveries) return failedRecord(counted, maxDeliveriesError(losses), now);
+  return counted;
 }
 
 /**
@@ -82,11 +181,30 @@ export interface FinishedRecord {
 /**
  * The record after a handler's outcome (the same rules as the SQLite store):
  * retry goes back to the queue after its backoff; a message marked for
- * requeue goes back with attempt 0; anything else is done, refusing
- * duplicates for `backoffMs`.
+ * requeue goes back with attempt 0; an error fails it; a success is done,
+ * refusing duplicates for `backoffMs`. An error or retry of a run that
+ * started adds a record to its history.
  */
 export function finished(r: MessageRecord, f: Omit<Finish, 'id' | 'attempt'>, now: number): FinishedRecord {
-  const common = { consumer: null, lockUntil: null, outcome: f.outcome, error: f.error, updatedAt: now } as const;
+  const history =
+    f.outcome !== 'success' && f.startedAt !== null
+      ? appendHistory(r.history, {
+          attempt: r.attempt,
+          startedAt: f.startedAt,
+          endedAt: now,
+          consumer: consumerIdOf(r.consumer),
+          outcome: f.outcome,
+          error: f.error,
+        })
+      : r.history;
+  const common = {
+    consumer: null,
+    lockUntil: null,
+    outcome: f.outcome,
+    error: f.error,
+    updatedAt: now,
+    history,
+  } as const;
   const next = r.nextEncoding !== null;
   const encoding = r.nextEncoding ?? r.encoding;
   if (f.outcome === 'retry') {
@@ -110,10 +228,15 @@ export function finished(r: MessageRecord, f: Omit<Finish, 'id' | 'attempt'>, no
       // With a backoff the requeued run waits in done-with-requeue.
       requeue: f.backoffMs > 0,
       attempt: 0,
+      losses: 0,
       nextEncoding: null,
       encoding,
     };
     return { record, leavesQueue: false, usesNextPayload: next, keepsPayload: false };
+  }
+  if (f.outcome === 'error') {
+    const record = failedRecord({ ...r, history }, f.error, now);
+    return { record, leavesQueue: true, usesNextPayload: false, keepsPayload: true };
   }
   const record: MessageRecord = {
     ...r,
@@ -124,4 +247,73 @@ export function finished(r: MessageRecord, f: Omit<Finish, 'id' | 'attempt'>, no
     requeue: false,
   };
   return { record, leavesQueue: true, usesNextPayload: false, keepsPayload: f.backoffMs > 0 };
+}
+
+/**
+ * The ops of a finish (a handler's outcome, or a plain consumer's ack) besides the delivery's delete: the
+ * record, the ordered key leaving (done, failed) or taking the kept next payload (a requeue), the payload
+ * kept for a requeue during a done backoff or for a retry of a failed message, and the index entries.
+ */
+export function finishOps(
+  keys: QueueKeys,
+  id: string,
+  before: MessageRecord,
+  result: FinishedRecord,
+  orderedKey: string,
+  ran: Buffer,
+  nextPayload: Buffer | null,
+): Op[] {
+  const ops: Op[] = [{ type: 'put', key: keys.record(id), value: encodeRecord(result.record) }];
+  if (result.leavesQueue) ops.push({ type: 'delete', key: orderedKey });
+  if (result.keepsPayload) ops.push({ type: 'put', key: keys.payload(id), value: ran });
+  if (result.usesNextPayload && nextPayload !== null) {
+    ops.push({ type: 'put', key: orderedKey, value: nextPayload });
+    ops.push({ type: 'delete', key: keys.payload(id) });
+  }
+  ops.push(...indexOps(keys, id, before, result.record));
+  return ops;
+}
+
+/**
+ * A message failing in one queue moved, in the same Txn, to its dead-letter queue: there it is queued now
+ * at attempt 0 with its content, policy, outcome, error and history; here it is gone. The Txn must also
+ * compare `Version(dead-letter record) = 0` (deadLetterCompare): an id already there keeps it failed here.
+ */
+export function deadLetterOps(
+  keys: QueueKeys,
+  dlq: QueueKeys,
+  id: string,
+  before: MessageRecord,
+  failed: MessageRecord,
+  orderedKey: string | null,
+  payload: Buffer,
+  now: number,
+): Op[] {
+  const idx = newIdx();
+  const moved: MessageRecord = {
+    ...failed,
+    phase: 'pending',
+    idx,
+    attempt: 0,
+    readyAt: now,
+    updatedAt: now,
+    losses: 0,
+    backoffUntil: 0,
+    payloadKey: null,
+    nonce: randomBytes(6).toString('base64url'),
+  };
+  const ops: Op[] = [
+    { type: 'delete', key: keys.record(id) },
+    { type: 'delete', key: keys.payload(id) },
+    ...indexOps(keys, id, before, null),
+    { type: 'put', key: dlq.ordered(idx, id), value: payload },
+    { type: 'put', key: dlq.record(id), value: encodeRecord(moved) },
+  ];
+  if (orderedKey !== null) ops.push({ type: 'delete', key: orderedKey });
+  if (before.payloadKey !== null) ops.push({ type: 'delete', key: before.payloadKey });
+  return ops;
+}
+
+export function deadLetterCompare(dlq: QueueKeys, id: string): Compare {
+  return { key: dlq.record(id), target: 'version', result: '=', operand: 0 };
 }

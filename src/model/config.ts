@@ -1,22 +1,54 @@
-import { checkFilterToken, checkKnownKeys, checkMs, checkPlainObject } from './validate.js';
-import { MINUTE, SECOND } from './time.js';
+import {
+  checkBoolean,
+  checkCount,
+  checkFilterToken,
+  checkKnownKeys,
+  checkMs,
+  checkPlainObject,
+  checkQueueName,
+} from './validate.js';
+import { DAY, MINUTE, SECOND } from './time.js';
 import type { QueueConfig } from './types.js';
 
 export const DEFAULT_QUEUE_CONFIG = {
   gcLifetimeMs: 5 * MINUTE,
+  failedLifetimeMs: 7 * DAY,
   gcIntervalMs: 30 * SECOND,
   filterEnums: {},
+  paused: false,
+  maxDeliveries: 10,
+  deadLetterQueue: null,
 } as const satisfies QueueConfig;
 
-const CONFIG_KEYS = ['gcLifetimeMs', 'gcIntervalMs', 'filterEnums'] as const;
+const CONFIG_KEYS = [
+  'gcLifetimeMs',
+  'failedLifetimeMs',
+  'gcIntervalMs',
+  'filterEnums',
+  'paused',
+  'maxDeliveries',
+  'deadLetterQueue',
+] as const;
 
-/** Validates a partial configuration as given to `configure`. */
-export function checkConfigPatch(value: unknown): Partial<QueueConfig> {
+/** Validates a partial configuration as given to `configure`; `queue` is the queue it is for. */
+export function checkConfigPatch(value: unknown, queue: string): Partial<QueueConfig> {
   const patch = checkPlainObject('configuration', value);
   checkKnownKeys('configure', patch, CONFIG_KEYS);
   const checked: { -readonly [K in keyof QueueConfig]?: QueueConfig[K] } = {};
   if (patch.gcLifetimeMs !== undefined) checked.gcLifetimeMs = checkMs('gcLifetimeMs', patch.gcLifetimeMs);
+  if (patch.failedLifetimeMs !== undefined) {
+    checked.failedLifetimeMs = checkMs('failedLifetimeMs', patch.failedLifetimeMs);
+  }
   if (patch.gcIntervalMs !== undefined) checked.gcIntervalMs = checkMs('gcIntervalMs', patch.gcIntervalMs, 1);
+  if (patch.paused !== undefined) checked.paused = checkBoolean('paused', patch.paused);
+  if (patch.maxDeliveries !== undefined) {
+    checked.maxDeliveries = checkCount('maxDeliveries', patch.maxDeliveries, 0, 1_000_000);
+  }
+  if (patch.deadLetterQueue !== undefined) {
+    const dlq = patch.deadLetterQueue === null ? null : checkQueueName(patch.deadLetterQueue);
+    if (dlq === queue) throw new TypeError(`deadLetterQueue must be another queue than '${queue}' itself`);
+    checked.deadLetterQueue = dlq;
+  }
   if (patch.filterEnums !== undefined) {
     const enums: [string, readonly string[]][] = [];
     for (const [name, values] of Object.entries(checkPlainObject('filterEnums', patch.filterEnums))) {
@@ -37,7 +69,19 @@ export function applyConfigPatch(config: QueueConfig, patch: Partial<QueueConfig
   const filterEnums = Object.fromEntries(Object.entries(merged).filter(([, values]) => values.length > 0));
   return {
     gcLifetimeMs: patch.gcLifetimeMs ?? config.gcLifetimeMs,
+    failedLifetimeMs: patch.failedLifetimeMs ?? config.failedLifetimeMs,
     gcIntervalMs: patch.gcIntervalMs ?? config.gcIntervalMs,
     filterEnums,
+    paused: patch.paused ?? config.paused,
+    maxDeliveries: patch.maxDeliveries ?? config.maxDeliveries,
+    deadLetterQueue: patch.deadLetterQueue === undefined ? config.deadLetterQueue : patch.deadLetterQueue,
   };
+}
+
+/**
+ * A stored configuration read back: fields an older kvmq did not write take
+ * their defaults, so configurations written before a field existed stay valid.
+ */
+export function withConfigDefaults(stored: Partial<QueueConfig>): QueueConfig {
+  return applyConfigPatch(DEFAULT_QUEUE_CONFIG, stored);
 }

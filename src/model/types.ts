@@ -12,7 +12,13 @@ export type MessageState =
   | 'locked-with-requeue'
   | 'done-awaiting-gc'
   | 'done-with-backoff'
-  | 'done-with-requeue';
+  | 'done-with-requeue'
+  /**
+   * Finished with a final error (returned, thrown with no attempts left, timed
+   * out, lost its lock `maxDeliveries` times, or not takeable). Kept apart from
+   * successes for the queue's `failedLifetimeMs`; refuses its id until retried or removed.
+   */
+  | 'failed';
 
 export const MESSAGE_STATES: readonly MessageState[] = [
   'queued',
@@ -22,6 +28,7 @@ export const MESSAGE_STATES: readonly MessageState[] = [
   'done-awaiting-gc',
   'done-with-backoff',
   'done-with-requeue',
+  'failed',
 ];
 
 /** What a handler decided. `retry` queues the message again (after `backoffMs`). */
@@ -51,6 +58,25 @@ export interface EnqueueOptions {
   readonly allowRequeue?: boolean;
   /** With `allowRequeue`: the requeued run carries this payload, not the old one. @defaultValue false */
   readonly replacePayload?: boolean;
+  /** This message's attempts: a thrown error is retried until this attempt. Overrides the worker's `maxAttempts`. */
+  readonly attempts?: number;
+  /** This message's backoff before such a retry. Overrides the worker's `retryBackoffMs`. */
+  readonly backoff?: BackoffPolicy;
+  /** This message's handler time limit. Overrides the worker's `timeoutMs`. */
+  readonly timeoutMs?: number;
+}
+
+/**
+ * A retry backoff carried by a message: a fixed number of milliseconds, or
+ * `{ type: 'exponential', delayMs }`, which waits delayMs × 2^(attempt - 1).
+ */
+export type BackoffPolicy = number | { readonly type: 'fixed' | 'exponential'; readonly delayMs: number };
+
+/** A message's own retry policy, as stored with it; absent fields fall back to the worker's options. */
+export interface MessagePolicy {
+  readonly attempts?: number;
+  readonly backoff?: BackoffPolicy;
+  readonly timeoutMs?: number;
 }
 
 export interface BatchItem extends EnqueueOptions {
@@ -106,6 +132,66 @@ export interface MessageStatus {
   readonly until: number | null;
 }
 
+/** One attempt that did not end in a plain success, or a delivery whose lock was lost. */
+export interface AttemptRecord {
+  readonly attempt: number;
+  /** When the handler started (the worker's clock), or null when unknown (a lost lock). */
+  readonly startedAt: number | null;
+  /** When the store recorded the end of the attempt. */
+  readonly endedAt: number;
+  readonly consumer: string | null;
+  /** `lost`: the consumer's lock ended (it died, stalled or was too slow) before any outcome. */
+  readonly outcome: Outcome | 'lost';
+  /** The error, cut to its first line and its end (see `errorTail`). */
+  readonly error: string | null;
+}
+
+/** A listed message: its status, and its content when the listing asked for it. */
+export interface ListedMessage extends MessageStatus {
+  readonly payload?: Payload;
+  readonly metadata?: Metadata;
+  readonly filters?: FilterValues;
+}
+
+/** Everything kvmq keeps about a message. */
+export interface MessageDetails extends MessageStatus {
+  readonly payload: Payload;
+  readonly metadata: Metadata;
+  readonly filters: FilterValues;
+  readonly policy: MessagePolicy;
+  /** The newest attempts last; at most `HISTORY_LIMIT`. */
+  readonly history: readonly AttemptRecord[];
+}
+
+export interface ListOptions {
+  /** One state to list. */
+  readonly state?: MessageState;
+  /** Several states to list (not with `state`). @defaultValue every state */
+  readonly states?: readonly MessageState[];
+  /** Only messages whose last outcome is this. */
+  readonly outcome?: Outcome;
+  /** Messages per page, 1 to 1000. @defaultValue 100 */
+  readonly limit?: number;
+  /** The `cursor` of the previous page of the same listing. */
+  readonly cursor?: string;
+  /** Include payload, metadata and filters. @defaultValue false */
+  readonly payload?: boolean;
+}
+
+export interface ListPage {
+  readonly messages: readonly ListedMessage[];
+  /** Pass it back for the next page; null on the last page. */
+  readonly cursor: string | null;
+}
+
+/**
+ * What an action (retry, remove, promote) did: `state` is the message's state
+ * after it (null once removed), or, when refused, its current state (null when unknown).
+ */
+export type ActionResult =
+  | { readonly ok: true; readonly id: string; readonly state: MessageState | null }
+  | { readonly ok: false; readonly id: string; readonly state: MessageState | null };
+
 export interface ConsumerInfo {
   readonly id: string;
   readonly host: string;
@@ -124,21 +210,31 @@ export interface QueueStatus {
   readonly consumers: readonly ConsumerInfo[];
   /** Times workers found nothing to do since the last message was handled. */
   readonly dryRuns: number;
+  /** Workers claim nothing while the queue is paused. */
+  readonly paused: boolean;
 }
 
 /** A queue's configuration, stored in the store itself. */
 export interface QueueConfig {
-  /** Finished messages older than this are removed by GC. */
+  /** Finished messages (successes) older than this are removed by GC. */
   readonly gcLifetimeMs: number;
+  /** Failed messages older than this are removed by GC. */
+  readonly failedLifetimeMs: number;
   /** GC runs at most this often per queue. */
   readonly gcIntervalMs: number;
   /** Ordered enums per filter name, lowest first. */
   readonly filterEnums: Readonly<Record<string, readonly string[]>>;
+  /** Workers claim nothing while true; enqueues are still accepted. */
+  readonly paused: boolean;
+  /** A message whose lock is lost this many times fails; 0 never fails it for that. */
+  readonly maxDeliveries: number;
+  /** Failed messages move to this queue (queued there, history kept) instead of staying failed here. */
+  readonly deadLetterQueue: string | null;
 }
 
 export interface GcResult {
   /** False when another GC held the queue's lock (or, unforced, the interval had not passed). */
   readonly ran: boolean;
-  /** Finished messages removed. */
+  /** Finished and failed messages removed. */
   readonly removed: number;
 }

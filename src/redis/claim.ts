@@ -1,9 +1,7 @@
-import { parseFilterClass } from '../model/filters.js';
-import { decodeContent, list, num, text } from './codec.js';
+import { list, num, storedContent, text } from './codec.js';
 import { SCRIPTS } from './scripts.generated.js';
 import type { Scripts } from './scripts.js';
 import type { ClaimedMessage, ClaimRequest, ClaimResult } from '../store/contract.js';
-import type { Metadata } from '../model/types.js';
 
 // Carmine's client precomputes the backoffs after dry runs 1..5 and sends them with each poll.
 const EOQ_STEPS = [1, 2, 3, 4, 5];
@@ -38,8 +36,8 @@ export async function claimMessages(
       continue;
     }
     const messages: ClaimedMessage[] = [];
-    for (let i = 4; i + 5 <= reply.length; i += 5) {
-      messages.push(claimed(reply.slice(i, i + 5), where));
+    for (let i = 4; i + 6 <= reply.length; i += 6) {
+      messages.push(claimed(reply.slice(i, i + 6), where));
     }
     const wakeAt = num(reply[3]);
     return {
@@ -51,15 +49,11 @@ export async function claimMessages(
   }
 }
 
-function claimed([id, content, metadata, filterClass, attempt]: unknown[], where: string): ClaimedMessage {
-  const { payload, encoding } = decodeContent(content as Buffer, where);
-  const meta = text(metadata);
+function claimed([id, content, metadata, filterClass, attempt, policy]: unknown[], where: string): ClaimedMessage {
   return {
     id: text(id) ?? '',
-    payload,
-    encoding,
-    metadata: meta === null ? {} : (JSON.parse(meta) as Metadata),
-    filters: parseFilterClass(text(filterClass) ?? ''),
+    ...storedContent(content, metadata, filterClass, where),
     attempt: num(attempt),
+    policy: text(policy),
   };
 }

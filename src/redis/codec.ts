@@ -5,7 +5,9 @@
  */
 import { StoreLayoutError } from '../errors.js';
 import type { PayloadEncoding } from '../model/payload.js';
-import type { Outcome } from '../model/types.js';
+import { parseFilterClass } from '../model/filters.js';
+import type { StoredContent } from '../store/contract.js';
+import type { Metadata, Outcome } from '../model/types.js';
 
 const JSON_TAG = 0x4a; // 'J'
 const BYTES_TAG = 0x42; // 'B'
@@ -59,4 +61,14 @@ export function num(value: unknown): number {
 export function list(value: unknown): unknown[] {
   if (!Array.isArray(value)) throw new Error(`unexpected reply from a kvmq script: ${String(value)}`);
   return value;
+}
+
+/** A message's content from its `messages`, `metadata` and `filters` fields as a script replies them. */
+export function storedContent(content: unknown, metadata: unknown, filterClass: unknown, where: string): StoredContent {
+  const meta = text(metadata);
+  return {
+    ...decodeContent(content as Buffer, where),
+    metadata: meta === null ? {} : (JSON.parse(meta) as Metadata),
+    filters: parseFilterClass(text(filterClass) ?? ''),
+  };
 }

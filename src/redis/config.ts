@@ -1,54 +1,82 @@
 /**
  * A queue's configuration, in its `conf` hash (zkmq keeps it in the store
- * too): task_gc_lifetime and task_gc_interval in ms, filter_enums as JSON.
+ * too): task_gc_lifetime, task_gc_interval and failed_lifetime in ms,
+ * filter_enums as JSON, paused ('1' or '0'), max_deliveries, dead_letter_queue
+ * ('' for none). Fields an older kvmq did not write read as their defaults.
  */
 import { StoreLayoutError } from '../errors.js';
-import { applyConfigPatch, DEFAULT_QUEUE_CONFIG } from '../model/config.js';
+import { applyConfigPatch, withConfigDefaults } from '../model/config.js';
 import { queueKey } from './keys.js';
 import { SCRIPTS } from './scripts.generated.js';
 import type { Scripts } from './scripts.js';
+import type { Configured } from '../store/contract.js';
 import type { QueueConfig } from '../model/types.js';
 
-const FIELDS = ['task_gc_lifetime', 'task_gc_interval', 'filter_enums'] as const;
+const FIELDS = [
+  'task_gc_lifetime',
+  'task_gc_interval',
+  'filter_enums',
+  'failed_lifetime',
+  'paused',
+  'max_deliveries',
+  'dead_letter_queue',
+] as const;
 
-type RawConfig = readonly [string, string, string];
+type RawConfig = readonly string[];
 
 async function readRaw(scripts: Scripts, prefix: string, queue: string): Promise<RawConfig> {
-  const [lifetime, interval, enums] = await scripts.call((redis) =>
-    redis.hmget(queueKey(prefix, queue, 'conf'), ...FIELDS),
-  );
-  return [lifetime ?? '', interval ?? '', enums ?? ''];
+  const values = await scripts.call((redis) => redis.hmget(queueKey(prefix, queue, 'conf'), ...FIELDS));
+  return values.map((value) => value ?? '');
 }
 
 function parse(raw: RawConfig, key: string): QueueConfig {
-  const [lifetime, interval, enums] = raw;
+  const [lifetime, interval, enums, failedLifetime, paused, maxDeliveries, deadLetterQueue] = raw;
   const patch: { -readonly [K in keyof QueueConfig]?: QueueConfig[K] } = {};
   const bad = (field: string): never => {
     throw new StoreLayoutError(`${key} field ${field} is not kvmq's; fix or delete it (kvmq config rewrites it)`);
   };
-  if (lifetime !== '') patch.gcLifetimeMs = Number.isSafeInteger(Number(lifetime)) ? Number(lifetime) : bad(FIELDS[0]);
-  if (interval !== '') patch.gcIntervalMs = Number.isSafeInteger(Number(interval)) ? Number(interval) : bad(FIELDS[1]);
-  if (enums !== '') {
+  const integer = (value: string | undefined, field: string): number | undefined => {
+    if (value === undefined || value === '') return undefined;
+    return Number.isSafeInteger(Number(value)) ? Number(value) : bad(field);
+  };
+  patch.gcLifetimeMs = integer(lifetime, 'task_gc_lifetime');
+  patch.gcIntervalMs = integer(interval, 'task_gc_interval');
+  patch.failedLifetimeMs = integer(failedLifetime, 'failed_lifetime');
+  patch.maxDeliveries = integer(maxDeliveries, 'max_deliveries');
+  if (enums !== undefined && enums !== '') {
     try {
       patch.filterEnums = JSON.parse(enums) as QueueConfig['filterEnums'];
     } catch {
-      bad(FIELDS[2]);
+      bad('filter_enums');
     }
   }
-  return applyConfigPatch(DEFAULT_QUEUE_CONFIG, patch);
+  if (paused !== undefined && paused !== '') patch.paused = paused === '1';
+  if (deadLetterQueue !== undefined && deadLetterQueue !== '') patch.deadLetterQueue = deadLetterQueue;
+  return withConfigDefaults(patch);
 }
 
 export async function readConfig(scripts: Scripts, prefix: string, queue: string): Promise<QueueConfig> {
   return parse(await readRaw(scripts, prefix, queue), queueKey(prefix, queue, 'conf'));
 }
 
-/** Merges the patch into what is stored, written only if nobody changed it meanwhile (else read again). */
+/**
+ * Merges the patch into what is stored, written only if nobody changed it
+ * meanwhile (else read again). On a cluster a dead-letter queue is refused: a
+ * script cannot move a message between two queues' hash slots atomically.
+ */
 export async function writeConfig(
   scripts: Scripts,
   prefix: string,
   queue: string,
   patch: Partial<QueueConfig>,
-): Promise<QueueConfig> {
+  cluster: boolean,
+): Promise<Configured> {
+  if (cluster && patch.deadLetterQueue !== undefined && patch.deadLetterQueue !== null) {
+    throw new TypeError(
+      `deadLetterQueue is not available on a Redis Cluster: queues '${queue}' and '${patch.deadLetterQueue}' ` +
+        'live in different hash slots, so no script can move a message between them atomically',
+    );
+  }
   for (;;) {
     const raw = await readRaw(scripts, prefix, queue);
     const next = applyConfigPatch(parse(raw, queueKey(prefix, queue, 'conf')), patch);
@@ -57,7 +85,11 @@ export async function writeConfig(
       next.gcLifetimeMs,
       next.gcIntervalMs,
       JSON.stringify(next.filterEnums),
+      next.failedLifetimeMs,
+      next.paused ? '1' : '0',
+      next.maxDeliveries,
+      next.deadLetterQueue ?? '',
     ]);
-    if (written === 1) return next;
+    if (written !== 0) return { config: next, created: written === 2 };
   }
 }

@@ -35,10 +35,10 @@ export async function enqueueMessages(
   for (const m of messages) {
     const content = encodeContent(m.payload, m.encoding);
     const metadata = Object.keys(m.metadata).length === 0 ? '' : JSON.stringify(m.metadata);
-    const size = m.payload.byteLength + 1 + metadata.length + m.id.length;
+    const size = m.payload.byteLength + 1 + metadata.length + m.id.length + (m.policy?.length ?? 0);
     if (ids.length > 0 && (bytes + size > MAX_CALL_BYTES || ids.length >= MAX_CALL_MESSAGES)) await send();
     const flags = (m.allowRequeue ? 1 : 0) + (m.replacePayload ? 2 : 0);
-    args.push(m.id, content, metadata, m.filterClass, m.initialBackoffMs, flags);
+    args.push(m.id, content, metadata, m.filterClass, m.initialBackoffMs, flags, m.policy ?? '');
     ids.push(m.id);
     bytes += size;
   }

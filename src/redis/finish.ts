@@ -1,3 +1,4 @@
+import { errorTail } from '../model/history.js';
 import { list, text } from './codec.js';
 import { SCRIPTS } from './scripts.generated.js';
 import type { ScriptArg, Scripts } from './scripts.js';
@@ -13,7 +14,17 @@ export async function finishMessages(
   if (finishes.length === 0) return [];
   const args: ScriptArg[] = [consumerId];
   for (const f of finishes) {
-    args.push(f.id, f.attempt, f.outcome, f.backoffMs, f.error === null ? '-' : `+${f.error}`);
+    // The history keeps the error cut (errorTail); sent only when it differs from the error.
+    const tail = errorTail(f.error);
+    args.push(
+      f.id,
+      f.attempt,
+      f.outcome,
+      f.backoffMs,
+      f.error === null ? '-' : `+${f.error}`,
+      f.startedAt ?? '',
+      tail === f.error ? '' : `+${tail}`,
+    );
   }
   const replies = list(await scripts.run(SCRIPTS.finish, queue, args));
   return finishes.map((_, i) => (text(replies[i]) === 'ok' ? 'ok' : 'lost'));

@@ -10,7 +10,7 @@ const GC_LOCK_MS = 60_000;
 const GC_PAGE = 1000;
 
 /**
- * GC of finished messages past the lifetime, then of lapsed consumers, under
+ * GC of finished messages past the lifetime (failed ones past theirs), then of lapsed consumers, under
  * the queue's GC lock (one GC at a time; unless forced, at most once per interval).
  */
 export async function collectGarbage(
@@ -24,13 +24,19 @@ export async function collectGarbage(
   if (took !== 1) return { ran: false, removed: 0 };
   let removed = 0;
   try {
-    // Entries kept (still refusing duplicates) stay first in line: skip past them.
-    let offset = 0;
-    for (;;) {
-      const [gone, looked] = list(await scripts.run(SCRIPTS.gcSweep, queue, [config.gcLifetimeMs, offset, GC_PAGE]));
-      removed += num(gone);
-      offset += num(looked) - num(gone);
-      if (num(looked) < GC_PAGE) break;
+    for (const [which, lifetime] of [
+      ['done', config.gcLifetimeMs],
+      ['failed', config.failedLifetimeMs],
+    ] as const) {
+      // Entries kept (still refusing duplicates) stay first in line: skip past them.
+      let offset = 0;
+      for (;;) {
+        const reply = list(await scripts.run(SCRIPTS.gcSweep, queue, [which, lifetime, offset, GC_PAGE]));
+        const [gone, looked] = reply.map(num);
+        removed += gone ?? 0;
+        offset += (looked ?? 0) - (gone ?? 0);
+        if ((looked ?? 0) < GC_PAGE) break;
+      }
     }
   } finally {
     await scripts.run(SCRIPTS.gcFinish, queue, [token]);

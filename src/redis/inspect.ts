@@ -1,4 +1,4 @@
-/** status(), queueStatus() and consumers(), each one read-only script call. */
+/** status(), inspect(), queueStatus() and consumers(), each one read-only script call. */
 import { StoreLayoutError } from '../errors.js';
 import {
   MESSAGE_STATES,
@@ -7,14 +7,42 @@ import {
   type MessageStatus,
   type QueueStatus,
 } from '../model/types.js';
-import { decodeOutcome, list, num, text } from './codec.js';
+import { parseHistory } from '../model/history.js';
+import { decodeOutcome, list, num, storedContent, text } from './codec.js';
 import { SCRIPTS } from './scripts.generated.js';
 import type { Scripts } from './scripts.js';
+import type { StoredDetails } from '../store/contract.js';
 
 export async function messageStatus(scripts: Scripts, queue: string, id: string): Promise<MessageStatus | null> {
   const reply = await scripts.run(SCRIPTS.status, queue, [id]);
+  return reply === null ? null : statusFields(queue, id, list(reply));
+}
+
+/** Status, content, policy and history of one message, in one read-only script call. */
+export async function inspectMessage(
+  scripts: Scripts,
+  queue: string,
+  id: string,
+  where: string,
+): Promise<StoredDetails | null> {
+  const reply = await scripts.run(SCRIPTS.inspect, queue, [id]);
   if (reply === null) return null;
-  const [state, attempt, outcome, enqueuedAt, updatedAt, holder, until] = list(reply);
+  const fields = list(reply);
+  const [content, metadata, filterClass, policy, history] = fields.slice(STATUS_FIELDS);
+  return {
+    status: statusFields(queue, id, fields),
+    content: storedContent(content, metadata, filterClass, where),
+    policy: text(policy),
+    history: parseHistory(text(history)),
+  };
+}
+
+/** The fields of the Lua `status_of` reply. */
+export const STATUS_FIELDS = 7;
+
+/** A message's status from the seven fields of a Lua `status_of` reply. */
+export function statusFields(queue: string, id: string, fields: readonly unknown[]): MessageStatus {
+  const [state, attempt, outcome, enqueuedAt, updatedAt, holder, until] = fields;
   return {
     queue,
     id,
@@ -30,7 +58,7 @@ export async function messageStatus(scripts: Scripts, queue: string, id: string)
 
 export async function queueStatus(scripts: Scripts, queue: string, where: string): Promise<QueueStatus> {
   const reply = list(await scripts.run(SCRIPTS.queueStatus, queue, []));
-  const counts = Object.fromEntries(MESSAGE_STATES.map((state, i) => [state, num(reply[2 + i])])) as Record<
+  const counts = Object.fromEntries(MESSAGE_STATES.map((state, i) => [state, num(reply[3 + i])])) as Record<
     MessageState,
     number
   >;
@@ -38,8 +66,9 @@ export async function queueStatus(scripts: Scripts, queue: string, where: string
     queue,
     counts,
     total: Object.values(counts).reduce((a, b) => a + b, 0),
-    consumers: consumerInfos(num(reply[0]), reply.slice(2 + MESSAGE_STATES.length), where),
+    consumers: consumerInfos(num(reply[0]), reply.slice(3 + MESSAGE_STATES.length), where),
     dryRuns: num(reply[1]),
+    paused: num(reply[2]) === 1,
   };
 }
 

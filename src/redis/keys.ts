@@ -27,11 +27,19 @@ export const KEY_TYPES = {
   'enqueued-at': 'hash', // id → ms
   'updated-at': 'hash', // id → ms (absent: same as enqueued-at)
   'requeue-content': 'hash', // id → the payload a requeued run carries (replacePayload)
+  policies: 'hash', // id → the message's own retry policy JSON (only when it has one)
+  history: 'hash', // id → JSON array of attempt records (only once there is one)
+  losses: 'hash', // id → lost locks in this run (only once one was lost)
+  pushes: 'hash', // filter class → ids ever pushed at the back of its ready list (list cursors)
   schedule: 'zset', // pending ids waiting for a backoff, by its end
   'lock-expiry': 'zset', // locked ids, by lock end
+  'requeue-locks': 'zset', // locked ids marked for requeue, by lock end (counts and lists)
+  'requeue-schedule': 'zset', // done ids marked for requeue, by the end of their backoff
   'done-at': 'zset', // finished ids, by finish time (GC)
-  dedupe: 'zset', // finished ids refusing duplicates, by backoff end
-  conf: 'hash', // configuration: task_gc_lifetime, task_gc_interval (ms), filter_enums (JSON)
+  dedupe: 'zset', // finished ids (not marked for requeue), by the end of their backoff (finish time if none)
+  failed: 'zset', // failed ids, by failure time
+  conf: 'hash', // configuration: task_gc_lifetime, task_gc_interval, failed_lifetime (ms), filter_enums (JSON),
+  // paused ('1'), max_deliveries, dead_letter_queue
   consumers: 'hash', // consumer id → JSON registration
   'gc-lock': 'string', // one GC at a time, with a TTL
   'gc-at': 'string', // when the last GC started (ms)

@@ -33,11 +33,23 @@ export const SCRIPTS = {
       'mid-circle',
       'eoq-backoff?',
       'ndry-runs',
+      'policies',
+      'pushes',
+      'conf',
+      'failed',
+      'history',
+      'losses',
+      'outcomes',
+      'enqueued-at',
+      'requeue-content',
+      'requeue-locks',
+      'requeue-schedule',
+      'dedupe',
     ],
     readOnly: false,
-    sha: '7f72fdf447156d2e1fa176b6dd949e16c86f142a',
+    sha: '69c05d2ab1aa298f700fc98bbc68818851ef833b',
     source: `#!lua flags=allow-oom
-local K = { messages = KEYS[1], metadata = KEYS[2], filters = KEYS[3], classes = KEYS[4], nattempts = KEYS[5], locks = KEYS[6], holders = KEYS[7], backoffs = KEYS[8], done = KEYS[9], done_at = KEYS[10], requeue = KEYS[11], schedule = KEYS[12], lock_expiry = KEYS[13], updated_at = KEYS[14], mid_circle = KEYS[15], eoq_backoff = KEYS[16], ndry_runs = KEYS[17] }
+local K = { messages = KEYS[1], metadata = KEYS[2], filters = KEYS[3], classes = KEYS[4], nattempts = KEYS[5], locks = KEYS[6], holders = KEYS[7], backoffs = KEYS[8], done = KEYS[9], done_at = KEYS[10], requeue = KEYS[11], schedule = KEYS[12], lock_expiry = KEYS[13], updated_at = KEYS[14], mid_circle = KEYS[15], eoq_backoff = KEYS[16], ndry_runs = KEYS[17], policies = KEYS[18], pushes = KEYS[19], conf = KEYS[20], failed = KEYS[21], history = KEYS[22], losses = KEYS[23], outcomes = KEYS[24], enqueued_at = KEYS[25], requeue_content = KEYS[26], requeue_locks = KEYS[27], requeue_schedule = KEYS[28], dedupe = KEYS[29] }
 -- common: helpers every script includes. K holds the queue's keys by name
 -- (see src/redis/keys.ts; in Lua '-' becomes '_' and '?' is dropped).
 --
@@ -50,7 +62,8 @@ local KEY_TYPES = {
   filters = 'hash', classes = 'set', holders = 'hash', outcomes = 'hash', enqueued_at = 'hash',
   updated_at = 'hash', requeue_content = 'hash', schedule = 'zset', lock_expiry = 'zset',
   done_at = 'zset', dedupe = 'zset', conf = 'hash', consumers = 'hash', gc_lock = 'string',
-  gc_at = 'string',
+  gc_at = 'string', policies = 'hash', history = 'hash', losses = 'hash', pushes = 'hash',
+  requeue_locks = 'zset', requeue_schedule = 'zset', failed = 'zset',
 }
 
 -- Lua's unpack has a stack limit; variadic commands go in chunks of this many arguments.
@@ -78,17 +91,38 @@ local function ready_list(class)
   return K.mid_circle .. ':' .. class
 end
 
+-- A message's filter class ('' for none); the script must take the \`filters\` key.
+local function class_of(id)
+  return redis.call('HGET', K.filters, id) or ''
+end
+
 -- Checks every key the script was given, and the ready list of every filter
 -- class known or about to be added, before the script writes anything: a
 -- script that stopped half-way would leave messages half-written.
-local function check_layout(new_classes)
+-- Keys a script touches only on its rare paths (see check_rare).
+local RARE = {}
+local rare_checked = false
+
+-- \`rare\` (optional) names keys left to check_rare, so a hot path pays no TYPE call for them.
+local function check_layout(new_classes, rare)
+  for _, name in ipairs(rare or {}) do RARE[name] = true end
   for name, key in pairs(K) do
     local expected = KEY_TYPES[name]
-    if expected ~= nil then check_type(key, expected) end
+    if expected ~= nil and not RARE[name] then check_type(key, expected) end
   end
   if K.classes ~= nil and K.mid_circle ~= nil then
     for _, class in ipairs(redis.call('SMEMBERS', K.classes)) do check_type(ready_list(class), 'list') end
     for _, class in ipairs(new_classes or {}) do check_type(ready_list(class), 'list') end
+  end
+end
+
+-- Checks the keys check_layout left out, once, when a rare path (a failure, a lost lock) starts:
+-- the caller calls it before that path writes anything.
+local function check_rare()
+  if rare_checked then return end
+  rare_checked = true
+  for name in pairs(RARE) do
+    if K[name] ~= nil then check_type(K[name], KEY_TYPES[name]) end
   end
 end
 
@@ -152,8 +186,13 @@ local function push_ready(r, class, id, front)
   r.count = r.count + 1
 end
 
+-- Back pushes are counted per list (\`pushes\`): a listing's cursor holds an index
+-- from the back, which only these pushes shift (claims pop the front; nothing is cut from the middle).
 local function flush_ready(r)
-  for class, ids in pairs(r.back) do call_chunked('LPUSH', ready_list(class), ids) end
+  for class, ids in pairs(r.back) do
+    call_chunked('LPUSH', ready_list(class), ids)
+    redis.call('HINCRBY', K.pushes, class, #ids)
+  end
   for class, ids in pairs(r.front) do
     -- The earliest is pushed last, so it is the next out.
     local reversed = {}
@@ -161,39 +200,170 @@ local function flush_ready(r)
     call_chunked('RPUSH', ready_list(class), reversed)
   end
 end
+-- forget: removes every trace of a message from the queue's hashes, sets and
+-- sorted sets (not from a ready list: the caller knows whether it is in one).
+--
+-- KEYS: messages metadata filters policies history losses nattempts locks holders backoffs outcomes
+--       enqueued-at updated-at requeue-content done requeue schedule lock-expiry requeue-locks
+--       requeue-schedule done-at dedupe failed
+
+local FORGET_HASHES = { 'messages', 'metadata', 'filters', 'policies', 'history', 'losses', 'nattempts', 'locks',
+  'holders', 'backoffs', 'outcomes', 'enqueued_at', 'updated_at', 'requeue_content' }
+local FORGET_ZSETS = { 'schedule', 'lock_expiry', 'requeue_locks', 'requeue_schedule', 'done_at', 'dedupe', 'failed' }
+
+-- With \`w\`, the removals are queued there (many ids in one command per key); else made now.
+local function forget(id, w)
+  for _, name in ipairs(FORGET_HASHES) do
+    if w then later(w, 'hdel', K[name], id) else redis.call('HDEL', K[name], id) end
+  end
+  for _, name in ipairs(FORGET_ZSETS) do
+    if w then later(w, 'zrem', K[name], id) else redis.call('ZREM', K[name], id) end
+  end
+  for _, name in ipairs({ 'done', 'requeue' }) do
+    if w then later(w, 'srem', K[name], id) else redis.call('SREM', K[name], id) end
+  end
+end
+-- fail: a message's last run ended in a final error: it becomes failed, or
+-- moves to the queue's dead-letter queue. Also the history of attempts.
+--
+-- KEYS: messages metadata filters policies history outcomes updated-at locks holders lock-expiry
+--       backoffs schedule requeue requeue-locks requeue-content failed conf
+
+-- Attempt records kept per message (model/history.ts HISTORY_LIMIT).
+local HISTORY_LIMIT = 10
+
+-- Appends an attempt record (a table; absent fields are written as null) to the message's history.
+local function append_history(id, attempt, started, now, consumer, outcome, err)
+  check_rare()
+  local history = {}
+  local stored = redis.call('HGET', K.history, id)
+  if stored then
+    local ok, value = pcall(cjson.decode, stored)
+    if ok and type(value) == 'table' then history = value end
+  end
+  history[#history + 1] = {
+    attempt = tonumber(attempt) or 0,
+    startedAt = started or cjson.null,
+    endedAt = now,
+    consumer = consumer or cjson.null,
+    outcome = outcome,
+    error = err or cjson.null,
+  }
+  while #history > HISTORY_LIMIT do table.remove(history, 1) end
+  redis.call('HSET', K.history, id, cjson.encode(history))
+end
+
+-- The keys of the dead-letter queue \`name\`: same prefix, its own hash tag (so never on a cluster:
+-- configure refuses a dead-letter queue there).
+local function dead_letter_key(name, key)
+  local prefix = string.match(K.conf, '^([^{]*):{')
+  return prefix .. ':{' .. name .. '}:' .. key
+end
+
+-- Moves the message to the dead-letter queue \`dlq\`, queued there at attempt 0; false when the id is taken there.
+local function dead_letter(id, dlq, now)
+  local dk = function(key) return dead_letter_key(dlq, key) end
+  local class = redis.call('HGET', K.filters, id) or ''
+  local list = dk('mid-circle')
+  if class ~= '' then list = list .. ':' .. class end
+  local hashes = { 'messages', 'metadata', 'filters', 'policies', 'history', 'outcomes', 'enqueued-at', 'updated-at',
+    'pushes' }
+  for _, key in ipairs(hashes) do check_type(dk(key), 'hash') end
+  check_type(dk('classes'), 'set')
+  check_type(list, 'list')
+  if redis.call('HEXISTS', dk('messages'), id) == 1 then return false end
+  for _, pair in ipairs({ { 'messages', K.messages }, { 'metadata', K.metadata }, { 'policies', K.policies },
+    { 'history', K.history }, { 'outcomes', K.outcomes } }) do
+    local value = redis.call('HGET', pair[2], id)
+    if value then redis.call('HSET', dk(pair[1]), id, value) end
+  end
+  if class ~= '' then
+    redis.call('HSET', dk('filters'), id, class)
+    redis.call('SADD', dk('classes'), class)
+  end
+  redis.call('HSET', dk('enqueued-at'), id, now)
+  redis.call('LPUSH', list, id)
+  redis.call('HINCRBY', dk('pushes'), class, 1)
+  redis.call('PUBLISH', dk('wake'), 'dead-letter')
+  return true
+end
+
+-- Ends the message's run with \`outcome\` (the outcomes field: 'error', a newline, the error): failed,
+-- or dead-lettered. The caller has recorded the failing attempt in the history.
+local function fail(id, now, outcome)
+  check_rare()
+  for _, key in ipairs({ K.locks, K.holders, K.backoffs, K.requeue_content }) do redis.call('HDEL', key, id) end
+  for _, key in ipairs({ K.lock_expiry, K.schedule, K.requeue_locks }) do redis.call('ZREM', key, id) end
+  redis.call('SREM', K.requeue, id)
+  redis.call('HSET', K.outcomes, id, outcome)
+  redis.call('HSET', K.updated_at, id, now)
+  local dlq = redis.call('HGET', K.conf, 'dead_letter_queue')
+  if dlq and dlq ~= '' and dead_letter(id, dlq, now) then
+    forget(id)
+    return
+  end
+  redis.call('ZADD', K.failed, now, id)
+end
 -- promote: moves messages whose wait is over back to their ready lists, at the
 -- front (they waited longest): pending messages whose backoff ended, requeues
 -- whose done backoff ended (a new run: out of done), and locked messages whose
 -- lock expired (their holder stalled or died; attempt and requeue mark stay).
+-- An expired lock is a lost delivery: counted in \`losses\` and recorded in the
+-- history; at the queue's maxDeliveries the message fails instead.
 --
--- KEYS: schedule lock-expiry backoffs locks holders done done-at requeue filters
+-- KEYS: schedule lock-expiry backoffs locks holders done done-at requeue filters requeue-schedule
+--       requeue-locks losses nattempts conf
 
 -- Per call at most this many of each, so a script stays short; the caller looks again at once.
 local PROMOTE_LIMIT = 1000
+-- model/config.ts DEFAULT_QUEUE_CONFIG.maxDeliveries
+local DEFAULT_MAX_DELIVERIES = 10
 
-local function class_of(id)
-  return redis.call('HGET', K.filters, id) or ''
+-- model/history.ts maxDeliveriesError
+local function max_deliveries_error(losses)
+  return 'lost its lock ' .. losses .. ' times (maxDeliveries ' .. losses ..
+    '): a handler that kills or stalls its worker?'
+end
+
+-- Ends a scheduled wait now: a backoff (queued-with-backoff), or a requeue's (done-with-requeue:
+-- a new run, out of done). The message goes to the front of its ready list.
+local function end_wait(id, ready, w)
+  if redis.call('SISMEMBER', K.done, id) == 1 then
+    later(w, 'srem', K.done, id)
+    later(w, 'srem', K.requeue, id)
+    later(w, 'zrem', K.done_at, id)
+    later(w, 'zrem', K.requeue_schedule, id)
+    later(w, 'hdel', K.nattempts, id)
+    later(w, 'hdel', K.losses, id)
+  end
+  later(w, 'hdel', K.backoffs, id)
+  later(w, 'zrem', K.schedule, id)
+  push_ready(ready, class_of(id), id, true)
 end
 
 -- Returns true when more may be due than were moved.
 local function promote(now, ready, w)
   local due = redis.call('ZRANGEBYSCORE', K.schedule, '-inf', now, 'LIMIT', 0, PROMOTE_LIMIT)
-  for _, id in ipairs(due) do
-    if redis.call('SISMEMBER', K.done, id) == 1 then
-      later(w, 'srem', K.done, id)
-      later(w, 'srem', K.requeue, id)
-      later(w, 'zrem', K.done_at, id)
-    end
-    later(w, 'hdel', K.backoffs, id)
-    later(w, 'zrem', K.schedule, id)
-    push_ready(ready, class_of(id), id, true)
-  end
   local expired = redis.call('ZRANGEBYSCORE', K.lock_expiry, '-inf', now, 'LIMIT', 0, PROMOTE_LIMIT)
+  if #due > 0 or #expired > 0 then check_rare() end
+  for _, id in ipairs(due) do end_wait(id, ready, w) end
+  local max_deliveries = nil
   for _, id in ipairs(expired) do
-    later(w, 'hdel', K.locks, id)
-    later(w, 'hdel', K.holders, id)
-    later(w, 'zrem', K.lock_expiry, id)
-    push_ready(ready, class_of(id), id, true)
+    local holder = redis.call('HGET', K.holders, id)
+    append_history(id, redis.call('HGET', K.nattempts, id), nil, now, holder, 'lost', nil)
+    local losses = redis.call('HINCRBY', K.losses, id, 1)
+    if max_deliveries == nil then
+      max_deliveries = tonumber(redis.call('HGET', K.conf, 'max_deliveries')) or DEFAULT_MAX_DELIVERIES
+    end
+    if max_deliveries > 0 and losses >= max_deliveries then
+      fail(id, now, 'error\\n' .. max_deliveries_error(losses))
+    else
+      later(w, 'hdel', K.locks, id)
+      later(w, 'hdel', K.holders, id)
+      later(w, 'zrem', K.lock_expiry, id)
+      later(w, 'zrem', K.requeue_locks, id)
+      push_ready(ready, class_of(id), id, true)
+    end
   end
   return #due == PROMOTE_LIMIT or #expired == PROMOTE_LIMIT
 end
@@ -202,19 +372,23 @@ end
 -- lists of the classes the consumer accepts. When nothing was taken, counts a
 -- dry run once per queue-wide end-of-queue backoff (Carmine's eoq-backoff? and
 -- ndry-runs) and says when looking again is worthwhile without a wake-up.
+-- A paused queue hands out nothing and counts no dry run (checked here, so no claim
+-- starts after pause() returned).
 -- Runs when Redis is out of memory (allow-oom): draining the queue is how memory comes back.
 --
 -- KEYS: messages metadata filters classes nattempts locks holders backoffs done done-at requeue
---       schedule lock-expiry updated-at mid-circle eoq-backoff? ndry-runs
+--       schedule lock-expiry updated-at mid-circle eoq-backoff? ndry-runs policies pushes conf failed
 -- ARGV: consumer id, max, lock ms, the number of filter classes the consumer knows of,
 --       five end-of-queue backoffs in ms (after dry run 1, 2, 3, 4, 5 and more),
 --       '*' to accept every class, else the accepted classes ('' for messages without filters)
 -- Reply: { 'classes', class... } when the queue's classes changed since the consumer looked
 --        (it claimed nothing), else { 'ok', queue size, dry runs, wake-at ms (-1: none),
---        then five per message: id, content, metadata JSON or nil, filter class, attempt }
--- Include: common promote
+--        then six per message: id, content, metadata JSON or nil, filter class, attempt, policy or nil }
+-- Include: common forget fail promote
 
-check_layout()
+-- The hot path of a claim touches none of these.
+check_layout(nil, { 'history', 'losses', 'outcomes', 'enqueued_at', 'requeue_content', 'requeue_schedule', 'dedupe',
+  'done_at', 'backoffs' })
 local consumer, max, lock_ms, known = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
 local accept_all = ARGV[10] == '*'
 
@@ -225,6 +399,14 @@ if not accept_all and redis.call('SCARD', K.classes) ~= known then
 end
 
 local now = now_ms()
+-- Messages waiting or held: not finished, not failed.
+local function queue_size()
+  return redis.call('HLEN', K.messages) - redis.call('SCARD', K.done) - redis.call('ZCARD', K.failed)
+end
+if redis.call('HGET', K.conf, 'paused') == '1' then
+  -- Resume publishes a wake-up; a worker on a lost subscription looks again within a second.
+  return { 'ok', queue_size(), tonumber(redis.call('GET', K.ndry_runs)) or 0, now + 1000 }
+end
 local w = pending_writes()
 local ready = pending_ready()
 local more = promote(now, ready, w)
@@ -260,6 +442,8 @@ if n > 0 then
   local contents = hmget(K.messages, ids)
   local metas = hmget(K.metadata, ids)
   local attempts = hmget(K.nattempts, ids)
+  local policies = hmget(K.policies, ids)
+  local marked = redis.call('SCARD', K.requeue) > 0
   local lock_until = now + lock_ms
   local counts, locks, holders, stamps, expiry, m, r = {}, {}, {}, {}, {}, 0, 4
   for i = 1, n do
@@ -274,7 +458,12 @@ if n > 0 then
       expiry[m + 1], expiry[m + 2] = lock_until, id
       m = m + 2
       reply[r + 1], reply[r + 2], reply[r + 3], reply[r + 4], reply[r + 5] = id, contents[i], metas[i], class_at[i], attempt
-      r = r + 5
+      reply[r + 6] = policies[i]
+      r = r + 6
+      -- A message that lost its lock keeps its requeue mark: locked-with-requeue again.
+      if marked and redis.call('SISMEMBER', K.requeue, id) == 1 then
+        redis.call('ZADD', K.requeue_locks, lock_until, id)
+      end
     end
   end
   if m > 0 then
@@ -312,7 +501,7 @@ else
   reply[3] = dry
   reply[4] = wake_at
 end
-reply[2] = redis.call('HLEN', K.messages) - redis.call('SCARD', K.done)
+reply[2] = queue_size()
 return reply
 `,
   },
@@ -340,11 +529,18 @@ return reply
       'lock-expiry',
       'done-at',
       'dedupe',
+      'policies',
+      'history',
+      'losses',
+      'pushes',
+      'requeue-locks',
+      'requeue-schedule',
+      'failed',
     ],
     readOnly: false,
-    sha: '021e70ac39feea2dd233d2b0dc7078b249463b76',
+    sha: '5f678ec8c46cfc41a400811e84887681f945df71',
     source: `#!lua flags=allow-oom
-local K = { messages = KEYS[1], locks = KEYS[2], backoffs = KEYS[3], nattempts = KEYS[4], mid_circle = KEYS[5], done = KEYS[6], requeue = KEYS[7], eoq_backoff = KEYS[8], ndry_runs = KEYS[9], metadata = KEYS[10], filters = KEYS[11], classes = KEYS[12], holders = KEYS[13], outcomes = KEYS[14], enqueued_at = KEYS[15], updated_at = KEYS[16], requeue_content = KEYS[17], schedule = KEYS[18], lock_expiry = KEYS[19], done_at = KEYS[20], dedupe = KEYS[21] }
+local K = { messages = KEYS[1], locks = KEYS[2], backoffs = KEYS[3], nattempts = KEYS[4], mid_circle = KEYS[5], done = KEYS[6], requeue = KEYS[7], eoq_backoff = KEYS[8], ndry_runs = KEYS[9], metadata = KEYS[10], filters = KEYS[11], classes = KEYS[12], holders = KEYS[13], outcomes = KEYS[14], enqueued_at = KEYS[15], updated_at = KEYS[16], requeue_content = KEYS[17], schedule = KEYS[18], lock_expiry = KEYS[19], done_at = KEYS[20], dedupe = KEYS[21], policies = KEYS[22], history = KEYS[23], losses = KEYS[24], pushes = KEYS[25], requeue_locks = KEYS[26], requeue_schedule = KEYS[27], failed = KEYS[28] }
 -- common: helpers every script includes. K holds the queue's keys by name
 -- (see src/redis/keys.ts; in Lua '-' becomes '_' and '?' is dropped).
 --
@@ -357,7 +553,8 @@ local KEY_TYPES = {
   filters = 'hash', classes = 'set', holders = 'hash', outcomes = 'hash', enqueued_at = 'hash',
   updated_at = 'hash', requeue_content = 'hash', schedule = 'zset', lock_expiry = 'zset',
   done_at = 'zset', dedupe = 'zset', conf = 'hash', consumers = 'hash', gc_lock = 'string',
-  gc_at = 'string',
+  gc_at = 'string', policies = 'hash', history = 'hash', losses = 'hash', pushes = 'hash',
+  requeue_locks = 'zset', requeue_schedule = 'zset', failed = 'zset',
 }
 
 -- Lua's unpack has a stack limit; variadic commands go in chunks of this many arguments.
@@ -385,17 +582,38 @@ local function ready_list(class)
   return K.mid_circle .. ':' .. class
 end
 
+-- A message's filter class ('' for none); the script must take the \`filters\` key.
+local function class_of(id)
+  return redis.call('HGET', K.filters, id) or ''
+end
+
 -- Checks every key the script was given, and the ready list of every filter
 -- class known or about to be added, before the script writes anything: a
 -- script that stopped half-way would leave messages half-written.
-local function check_layout(new_classes)
+-- Keys a script touches only on its rare paths (see check_rare).
+local RARE = {}
+local rare_checked = false
+
+-- \`rare\` (optional) names keys left to check_rare, so a hot path pays no TYPE call for them.
+local function check_layout(new_classes, rare)
+  for _, name in ipairs(rare or {}) do RARE[name] = true end
   for name, key in pairs(K) do
     local expected = KEY_TYPES[name]
-    if expected ~= nil then check_type(key, expected) end
+    if expected ~= nil and not RARE[name] then check_type(key, expected) end
   end
   if K.classes ~= nil and K.mid_circle ~= nil then
     for _, class in ipairs(redis.call('SMEMBERS', K.classes)) do check_type(ready_list(class), 'list') end
     for _, class in ipairs(new_classes or {}) do check_type(ready_list(class), 'list') end
+  end
+end
+
+-- Checks the keys check_layout left out, once, when a rare path (a failure, a lost lock) starts:
+-- the caller calls it before that path writes anything.
+local function check_rare()
+  if rare_checked then return end
+  rare_checked = true
+  for name in pairs(RARE) do
+    if K[name] ~= nil then check_type(K[name], KEY_TYPES[name]) end
   end
 end
 
@@ -459,8 +677,13 @@ local function push_ready(r, class, id, front)
   r.count = r.count + 1
 end
 
+-- Back pushes are counted per list (\`pushes\`): a listing's cursor holds an index
+-- from the back, which only these pushes shift (claims pop the front; nothing is cut from the middle).
 local function flush_ready(r)
-  for class, ids in pairs(r.back) do call_chunked('LPUSH', ready_list(class), ids) end
+  for class, ids in pairs(r.back) do
+    call_chunked('LPUSH', ready_list(class), ids)
+    redis.call('HINCRBY', K.pushes, class, #ids)
+  end
   for class, ids in pairs(r.front) do
     -- The earliest is pushed last, so it is the next out.
     local reversed = {}
@@ -475,7 +698,7 @@ end
 --
 -- KEYS: messages locks backoffs nattempts mid-circle done requeue eoq-backoff? ndry-runs metadata
 --       filters classes holders outcomes enqueued-at updated-at requeue-content schedule lock-expiry
---       done-at dedupe
+--       done-at dedupe policies history losses pushes requeue-locks requeue-schedule failed
 -- ARGV: none
 -- Reply: 1
 -- Include: common
@@ -490,11 +713,11 @@ return 1
   },
   configure: {
     name: 'configure',
-    keys: ['conf'],
+    keys: ['conf', 'wake', 'messages', 'consumers'],
     readOnly: false,
-    sha: '0d9831460f3940edbaafe720ca9e13cd9f36e987',
+    sha: '3c7ecbed97e081c532c01e0878f1df772c1d733a',
     source: `#!lua
-local K = { conf = KEYS[1] }
+local K = { conf = KEYS[1], wake = KEYS[2], messages = KEYS[3], consumers = KEYS[4] }
 -- common: helpers every script includes. K holds the queue's keys by name
 -- (see src/redis/keys.ts; in Lua '-' becomes '_' and '?' is dropped).
 --
@@ -507,7 +730,8 @@ local KEY_TYPES = {
   filters = 'hash', classes = 'set', holders = 'hash', outcomes = 'hash', enqueued_at = 'hash',
   updated_at = 'hash', requeue_content = 'hash', schedule = 'zset', lock_expiry = 'zset',
   done_at = 'zset', dedupe = 'zset', conf = 'hash', consumers = 'hash', gc_lock = 'string',
-  gc_at = 'string',
+  gc_at = 'string', policies = 'hash', history = 'hash', losses = 'hash', pushes = 'hash',
+  requeue_locks = 'zset', requeue_schedule = 'zset', failed = 'zset',
 }
 
 -- Lua's unpack has a stack limit; variadic commands go in chunks of this many arguments.
@@ -535,17 +759,38 @@ local function ready_list(class)
   return K.mid_circle .. ':' .. class
 end
 
+-- A message's filter class ('' for none); the script must take the \`filters\` key.
+local function class_of(id)
+  return redis.call('HGET', K.filters, id) or ''
+end
+
 -- Checks every key the script was given, and the ready list of every filter
 -- class known or about to be added, before the script writes anything: a
 -- script that stopped half-way would leave messages half-written.
-local function check_layout(new_classes)
+-- Keys a script touches only on its rare paths (see check_rare).
+local RARE = {}
+local rare_checked = false
+
+-- \`rare\` (optional) names keys left to check_rare, so a hot path pays no TYPE call for them.
+local function check_layout(new_classes, rare)
+  for _, name in ipairs(rare or {}) do RARE[name] = true end
   for name, key in pairs(K) do
     local expected = KEY_TYPES[name]
-    if expected ~= nil then check_type(key, expected) end
+    if expected ~= nil and not RARE[name] then check_type(key, expected) end
   end
   if K.classes ~= nil and K.mid_circle ~= nil then
     for _, class in ipairs(redis.call('SMEMBERS', K.classes)) do check_type(ready_list(class), 'list') end
     for _, class in ipairs(new_classes or {}) do check_type(ready_list(class), 'list') end
+  end
+end
+
+-- Checks the keys check_layout left out, once, when a rare path (a failure, a lost lock) starts:
+-- the caller calls it before that path writes anything.
+local function check_rare()
+  if rare_checked then return end
+  rare_checked = true
+  for name in pairs(RARE) do
+    if K[name] ~= nil then check_type(K[name], KEY_TYPES[name]) end
   end
 end
 
@@ -609,8 +854,13 @@ local function push_ready(r, class, id, front)
   r.count = r.count + 1
 end
 
+-- Back pushes are counted per list (\`pushes\`): a listing's cursor holds an index
+-- from the back, which only these pushes shift (claims pop the front; nothing is cut from the middle).
 local function flush_ready(r)
-  for class, ids in pairs(r.back) do call_chunked('LPUSH', ready_list(class), ids) end
+  for class, ids in pairs(r.back) do
+    call_chunked('LPUSH', ready_list(class), ids)
+    redis.call('HINCRBY', K.pushes, class, #ids)
+  end
   for class, ids in pairs(r.front) do
     -- The earliest is pushed last, so it is the next out.
     local reversed = {}
@@ -620,20 +870,32 @@ local function flush_ready(r)
 end
 -- configure: writes the queue's configuration if it is still what the caller
 -- read (compare and set), so two concurrent configure() calls never lose a change.
+-- Unpausing wakes the queue's idle workers.
 --
--- KEYS: conf
--- ARGV: expected task_gc_lifetime, task_gc_interval, filter_enums ('' for absent),
---       then the new ones
--- Reply: 1 when written, 0 when the configuration changed meanwhile
+-- KEYS: conf wake messages consumers
+-- ARGV: the seven fields as read (task_gc_lifetime, task_gc_interval, filter_enums, failed_lifetime,
+--       paused, max_deliveries, dead_letter_queue; '' for absent), then the new ones
+-- Reply: 0 when the configuration changed meanwhile, else 1 when written (2: the queue did not exist:
+--        no configuration, messages or consumers)
 -- Include: common
 
 check_layout()
-local fields = { 'task_gc_lifetime', 'task_gc_interval', 'filter_enums' }
+local fields = { 'task_gc_lifetime', 'task_gc_interval', 'filter_enums', 'failed_lifetime', 'paused', 'max_deliveries',
+  'dead_letter_queue' }
+local n = #fields
 local current = redis.call('HMGET', K.conf, unpack(fields))
-for i = 1, 3 do
+for i = 1, n do
   if (current[i] or '') ~= ARGV[i] then return 0 end
 end
-redis.call('HSET', K.conf, fields[1], ARGV[4], fields[2], ARGV[5], fields[3], ARGV[6])
+local created = redis.call('EXISTS', K.conf, K.messages, K.consumers) == 0
+local pairs_ = {}
+for i = 1, n do
+  pairs_[#pairs_ + 1] = fields[i]
+  pairs_[#pairs_ + 1] = ARGV[n + i]
+end
+redis.call('HSET', K.conf, unpack(pairs_))
+if ARGV[5] == '1' and ARGV[n + 5] ~= '1' then redis.call('PUBLISH', K.wake, 'resume') end
+if created then return 2 end
 return 1
 `,
   },
@@ -641,7 +903,7 @@ return 1
     name: 'consumers',
     keys: ['consumers', 'holders', 'locks'],
     readOnly: true,
-    sha: '5bada2b82b915378121cadd4c62c7db36b8cd330',
+    sha: 'd02899fe483f858f814883e3a419ba8e04ee23ca',
     source: `#!lua flags=no-writes
 local K = { consumers = KEYS[1], holders = KEYS[2], locks = KEYS[3] }
 -- common: helpers every script includes. K holds the queue's keys by name
@@ -656,7 +918,8 @@ local KEY_TYPES = {
   filters = 'hash', classes = 'set', holders = 'hash', outcomes = 'hash', enqueued_at = 'hash',
   updated_at = 'hash', requeue_content = 'hash', schedule = 'zset', lock_expiry = 'zset',
   done_at = 'zset', dedupe = 'zset', conf = 'hash', consumers = 'hash', gc_lock = 'string',
-  gc_at = 'string',
+  gc_at = 'string', policies = 'hash', history = 'hash', losses = 'hash', pushes = 'hash',
+  requeue_locks = 'zset', requeue_schedule = 'zset', failed = 'zset',
 }
 
 -- Lua's unpack has a stack limit; variadic commands go in chunks of this many arguments.
@@ -684,17 +947,38 @@ local function ready_list(class)
   return K.mid_circle .. ':' .. class
 end
 
+-- A message's filter class ('' for none); the script must take the \`filters\` key.
+local function class_of(id)
+  return redis.call('HGET', K.filters, id) or ''
+end
+
 -- Checks every key the script was given, and the ready list of every filter
 -- class known or about to be added, before the script writes anything: a
 -- script that stopped half-way would leave messages half-written.
-local function check_layout(new_classes)
+-- Keys a script touches only on its rare paths (see check_rare).
+local RARE = {}
+local rare_checked = false
+
+-- \`rare\` (optional) names keys left to check_rare, so a hot path pays no TYPE call for them.
+local function check_layout(new_classes, rare)
+  for _, name in ipairs(rare or {}) do RARE[name] = true end
   for name, key in pairs(K) do
     local expected = KEY_TYPES[name]
-    if expected ~= nil then check_type(key, expected) end
+    if expected ~= nil and not RARE[name] then check_type(key, expected) end
   end
   if K.classes ~= nil and K.mid_circle ~= nil then
     for _, class in ipairs(redis.call('SMEMBERS', K.classes)) do check_type(ready_list(class), 'list') end
     for _, class in ipairs(new_classes or {}) do check_type(ready_list(class), 'list') end
+  end
+end
+
+-- Checks the keys check_layout left out, once, when a rare path (a failure, a lost lock) starts:
+-- the caller calls it before that path writes anything.
+local function check_rare()
+  if rare_checked then return end
+  rare_checked = true
+  for name in pairs(RARE) do
+    if K[name] ~= nil then check_type(K[name], KEY_TYPES[name]) end
   end
 end
 
@@ -758,8 +1042,13 @@ local function push_ready(r, class, id, front)
   r.count = r.count + 1
 end
 
+-- Back pushes are counted per list (\`pushes\`): a listing's cursor holds an index
+-- from the back, which only these pushes shift (claims pop the front; nothing is cut from the middle).
 local function flush_ready(r)
-  for class, ids in pairs(r.back) do call_chunked('LPUSH', ready_list(class), ids) end
+  for class, ids in pairs(r.back) do
+    call_chunked('LPUSH', ready_list(class), ids)
+    redis.call('HINCRBY', K.pushes, class, #ids)
+  end
   for class, ids in pairs(r.front) do
     -- The earliest is pushed last, so it is the next out.
     local reversed = {}
@@ -826,11 +1115,17 @@ return reply
       'dedupe',
       'mid-circle',
       'wake',
+      'policies',
+      'losses',
+      'requeue-locks',
+      'requeue-schedule',
+      'pushes',
+      'failed',
     ],
     readOnly: false,
-    sha: '8bd77092a1df8bfaeacb91bd58912beb446fc5f9',
+    sha: 'b81ccf4ce2bba02c7abfd99525159d7d582495cc',
     source: `#!lua
-local K = { messages = KEYS[1], metadata = KEYS[2], filters = KEYS[3], classes = KEYS[4], nattempts = KEYS[5], locks = KEYS[6], holders = KEYS[7], backoffs = KEYS[8], done = KEYS[9], requeue = KEYS[10], outcomes = KEYS[11], enqueued_at = KEYS[12], updated_at = KEYS[13], requeue_content = KEYS[14], schedule = KEYS[15], done_at = KEYS[16], dedupe = KEYS[17], mid_circle = KEYS[18], wake = KEYS[19] }
+local K = { messages = KEYS[1], metadata = KEYS[2], filters = KEYS[3], classes = KEYS[4], nattempts = KEYS[5], locks = KEYS[6], holders = KEYS[7], backoffs = KEYS[8], done = KEYS[9], requeue = KEYS[10], outcomes = KEYS[11], enqueued_at = KEYS[12], updated_at = KEYS[13], requeue_content = KEYS[14], schedule = KEYS[15], done_at = KEYS[16], dedupe = KEYS[17], mid_circle = KEYS[18], wake = KEYS[19], policies = KEYS[20], losses = KEYS[21], requeue_locks = KEYS[22], requeue_schedule = KEYS[23], pushes = KEYS[24], failed = KEYS[25] }
 -- common: helpers every script includes. K holds the queue's keys by name
 -- (see src/redis/keys.ts; in Lua '-' becomes '_' and '?' is dropped).
 --
@@ -843,7 +1138,8 @@ local KEY_TYPES = {
   filters = 'hash', classes = 'set', holders = 'hash', outcomes = 'hash', enqueued_at = 'hash',
   updated_at = 'hash', requeue_content = 'hash', schedule = 'zset', lock_expiry = 'zset',
   done_at = 'zset', dedupe = 'zset', conf = 'hash', consumers = 'hash', gc_lock = 'string',
-  gc_at = 'string',
+  gc_at = 'string', policies = 'hash', history = 'hash', losses = 'hash', pushes = 'hash',
+  requeue_locks = 'zset', requeue_schedule = 'zset', failed = 'zset',
 }
 
 -- Lua's unpack has a stack limit; variadic commands go in chunks of this many arguments.
@@ -871,17 +1167,38 @@ local function ready_list(class)
   return K.mid_circle .. ':' .. class
 end
 
+-- A message's filter class ('' for none); the script must take the \`filters\` key.
+local function class_of(id)
+  return redis.call('HGET', K.filters, id) or ''
+end
+
 -- Checks every key the script was given, and the ready list of every filter
 -- class known or about to be added, before the script writes anything: a
 -- script that stopped half-way would leave messages half-written.
-local function check_layout(new_classes)
+-- Keys a script touches only on its rare paths (see check_rare).
+local RARE = {}
+local rare_checked = false
+
+-- \`rare\` (optional) names keys left to check_rare, so a hot path pays no TYPE call for them.
+local function check_layout(new_classes, rare)
+  for _, name in ipairs(rare or {}) do RARE[name] = true end
   for name, key in pairs(K) do
     local expected = KEY_TYPES[name]
-    if expected ~= nil then check_type(key, expected) end
+    if expected ~= nil and not RARE[name] then check_type(key, expected) end
   end
   if K.classes ~= nil and K.mid_circle ~= nil then
     for _, class in ipairs(redis.call('SMEMBERS', K.classes)) do check_type(ready_list(class), 'list') end
     for _, class in ipairs(new_classes or {}) do check_type(ready_list(class), 'list') end
+  end
+end
+
+-- Checks the keys check_layout left out, once, when a rare path (a failure, a lost lock) starts:
+-- the caller calls it before that path writes anything.
+local function check_rare()
+  if rare_checked then return end
+  rare_checked = true
+  for name in pairs(RARE) do
+    if K[name] ~= nil then check_type(K[name], KEY_TYPES[name]) end
   end
 end
 
@@ -945,8 +1262,13 @@ local function push_ready(r, class, id, front)
   r.count = r.count + 1
 end
 
+-- Back pushes are counted per list (\`pushes\`): a listing's cursor holds an index
+-- from the back, which only these pushes shift (claims pop the front; nothing is cut from the middle).
 local function flush_ready(r)
-  for class, ids in pairs(r.back) do call_chunked('LPUSH', ready_list(class), ids) end
+  for class, ids in pairs(r.back) do
+    call_chunked('LPUSH', ready_list(class), ids)
+    redis.call('HINCRBY', K.pushes, class, #ids)
+  end
   for class, ids in pairs(r.front) do
     -- The earliest is pushed last, so it is the next out.
     local reversed = {}
@@ -955,12 +1277,13 @@ local function flush_ready(r)
   end
 end
 -- state: a message's state, derived from Carmine's keys as Carmine derives it,
--- plus kvmq's done-with-requeue. Expired locks and backoffs count as over.
+-- plus kvmq's done-with-requeue and failed. Expired locks and backoffs count as over.
 --
--- KEYS: done requeue backoffs locks
+-- KEYS: done requeue backoffs locks failed
 
 -- The state of a message known to exist, at \`now\`.
 local function state_of(id, now)
+  if redis.call('ZSCORE', K.failed, id) then return 'failed', nil end
   local backoff = tonumber(redis.call('HGET', K.backoffs, id)) or 0
   if redis.call('SISMEMBER', K.done, id) == 1 then
     local requeued = redis.call('SISMEMBER', K.requeue, id) == 1
@@ -983,17 +1306,21 @@ end
 -- enqueue: adds messages, or answers for ids that exist. An existing id is
 -- refused with its state, except: done-awaiting-gc is revived with the new
 -- content; with allowRequeue, locked is marked to run again after it finishes,
--- and done-with-backoff to run again when its backoff ends.
+-- and done-with-backoff to run again when its backoff ends. A failed id is refused
+-- (retry or remove frees it).
 --
 -- KEYS: messages metadata filters classes nattempts locks holders backoffs done requeue outcomes
---       enqueued-at updated-at requeue-content schedule done-at dedupe mid-circle wake
--- ARGV: six per message: id, content (encoding tag + payload), metadata JSON ('' for none),
---       filter class ('' for none), initial backoff ms, flags (1: allowRequeue, 2: replacePayload)
+--       enqueued-at updated-at requeue-content schedule done-at dedupe mid-circle wake policies losses
+--       requeue-locks requeue-schedule pushes
+-- ARGV: seven per message: id, content (encoding tag + payload), metadata JSON ('' for none),
+--       filter class ('' for none), initial backoff ms, flags (1: allowRequeue, 2: replacePayload),
+--       policy JSON ('' for none)
 -- Reply: one string per message: 'added', 'revived' or 'requeued', else the state that refused it
 -- Include: common state
 
+local PER = 7
 local classes = {}
-for i = 4, #ARGV, 6 do
+for i = 4, #ARGV, PER do
   if ARGV[i] ~= '' then classes[#classes + 1] = ARGV[i] end
 end
 check_layout(classes)
@@ -1005,8 +1332,9 @@ local replies = {}
 local changed = false
 
 -- Content, metadata and filters of a message that starts a new run, queued now or after \`backoff\` ms.
-local function place(id, meta, class, backoff, revived)
+local function place(id, meta, class, backoff, revived, policy)
   if meta ~= '' then later(w, 'hset', K.metadata, id, meta) elseif revived then later(w, 'hdel', K.metadata, id) end
+  if policy ~= '' then later(w, 'hset', K.policies, id, policy) elseif revived then later(w, 'hdel', K.policies, id) end
   if class ~= '' then
     later(w, 'hset', K.filters, id, class)
     later(w, 'sadd', K.classes, class)
@@ -1024,9 +1352,10 @@ local function place(id, meta, class, backoff, revived)
   changed = true
 end
 
--- What is left of a finished run, before its id starts a new one.
+-- What is left of a finished run, before its id starts a new one (its history stays).
 local function forget_run(id)
-  for _, key in ipairs({ K.nattempts, K.outcomes, K.backoffs, K.locks, K.holders, K.updated_at, K.requeue_content }) do
+  for _, key in ipairs({ K.nattempts, K.outcomes, K.backoffs, K.locks, K.holders, K.updated_at, K.requeue_content,
+    K.losses }) do
     redis.call('HDEL', key, id)
   end
   redis.call('SREM', K.done, id)
@@ -1034,32 +1363,35 @@ local function forget_run(id)
   redis.call('ZREM', K.dedupe, id)
 end
 
-for i = 1, #ARGV, 6 do
+for i = 1, #ARGV, PER do
   local id, content, meta, class = ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3]
-  local backoff, flags = tonumber(ARGV[i + 4]), tonumber(ARGV[i + 5])
+  local backoff, flags, policy = tonumber(ARGV[i + 4]), tonumber(ARGV[i + 5]), ARGV[i + 6]
   local allow_requeue, replace = flags % 2 == 1, flags >= 2
   if redis.call('HSETNX', K.messages, id, content) == 1 then
-    place(id, meta, class, backoff, false)
+    place(id, meta, class, backoff, false, policy)
     replies[#replies + 1] = 'added'
   else
     local state, ends = state_of(id, now)
     if state == 'done-awaiting-gc' then
       redis.call('HSET', K.messages, id, content)
       forget_run(id)
-      place(id, meta, class, backoff, true)
+      place(id, meta, class, backoff, true, policy)
       replies[#replies + 1] = 'revived'
     elseif allow_requeue and state == 'done-with-backoff' then
       -- done-with-requeue: queued when the backoff ends, as a new run.
       redis.call('SADD', K.requeue, id)
       redis.call('ZREM', K.dedupe, id)
       redis.call('ZADD', K.schedule, ends, id)
+      redis.call('ZADD', K.requeue_schedule, ends, id)
       redis.call('HDEL', K.nattempts, id)
+      redis.call('HDEL', K.losses, id)
       if replace then redis.call('HSET', K.messages, id, content) end
       later(w, 'hset', K.updated_at, id, now)
       replies[#replies + 1] = 'requeued'
       changed = true
     elseif allow_requeue and state == 'locked' then
       redis.call('SADD', K.requeue, id)
+      redis.call('ZADD', K.requeue_locks, ends, id)
       if replace then redis.call('HSET', K.requeue_content, id, content) end
       later(w, 'hset', K.updated_at, id, now)
       replies[#replies + 1] = 'requeued'
@@ -1077,11 +1409,11 @@ return replies
   },
   extend: {
     name: 'extend',
-    keys: ['locks', 'holders', 'nattempts', 'lock-expiry'],
+    keys: ['locks', 'holders', 'nattempts', 'lock-expiry', 'requeue', 'requeue-locks'],
     readOnly: false,
-    sha: '879327c63a9158fc153f0d422eaeaa3d693a59c4',
+    sha: '83424fbf8e15f9b4016c370eeb5d40054befb46d',
     source: `#!lua flags=allow-oom
-local K = { locks = KEYS[1], holders = KEYS[2], nattempts = KEYS[3], lock_expiry = KEYS[4] }
+local K = { locks = KEYS[1], holders = KEYS[2], nattempts = KEYS[3], lock_expiry = KEYS[4], requeue = KEYS[5], requeue_locks = KEYS[6] }
 -- common: helpers every script includes. K holds the queue's keys by name
 -- (see src/redis/keys.ts; in Lua '-' becomes '_' and '?' is dropped).
 --
@@ -1094,7 +1426,8 @@ local KEY_TYPES = {
   filters = 'hash', classes = 'set', holders = 'hash', outcomes = 'hash', enqueued_at = 'hash',
   updated_at = 'hash', requeue_content = 'hash', schedule = 'zset', lock_expiry = 'zset',
   done_at = 'zset', dedupe = 'zset', conf = 'hash', consumers = 'hash', gc_lock = 'string',
-  gc_at = 'string',
+  gc_at = 'string', policies = 'hash', history = 'hash', losses = 'hash', pushes = 'hash',
+  requeue_locks = 'zset', requeue_schedule = 'zset', failed = 'zset',
 }
 
 -- Lua's unpack has a stack limit; variadic commands go in chunks of this many arguments.
@@ -1122,17 +1455,38 @@ local function ready_list(class)
   return K.mid_circle .. ':' .. class
 end
 
+-- A message's filter class ('' for none); the script must take the \`filters\` key.
+local function class_of(id)
+  return redis.call('HGET', K.filters, id) or ''
+end
+
 -- Checks every key the script was given, and the ready list of every filter
 -- class known or about to be added, before the script writes anything: a
 -- script that stopped half-way would leave messages half-written.
-local function check_layout(new_classes)
+-- Keys a script touches only on its rare paths (see check_rare).
+local RARE = {}
+local rare_checked = false
+
+-- \`rare\` (optional) names keys left to check_rare, so a hot path pays no TYPE call for them.
+local function check_layout(new_classes, rare)
+  for _, name in ipairs(rare or {}) do RARE[name] = true end
   for name, key in pairs(K) do
     local expected = KEY_TYPES[name]
-    if expected ~= nil then check_type(key, expected) end
+    if expected ~= nil and not RARE[name] then check_type(key, expected) end
   end
   if K.classes ~= nil and K.mid_circle ~= nil then
     for _, class in ipairs(redis.call('SMEMBERS', K.classes)) do check_type(ready_list(class), 'list') end
     for _, class in ipairs(new_classes or {}) do check_type(ready_list(class), 'list') end
+  end
+end
+
+-- Checks the keys check_layout left out, once, when a rare path (a failure, a lost lock) starts:
+-- the caller calls it before that path writes anything.
+local function check_rare()
+  if rare_checked then return end
+  rare_checked = true
+  for name in pairs(RARE) do
+    if K[name] ~= nil then check_type(K[name], KEY_TYPES[name]) end
   end
 end
 
@@ -1196,8 +1550,13 @@ local function push_ready(r, class, id, front)
   r.count = r.count + 1
 end
 
+-- Back pushes are counted per list (\`pushes\`): a listing's cursor holds an index
+-- from the back, which only these pushes shift (claims pop the front; nothing is cut from the middle).
 local function flush_ready(r)
-  for class, ids in pairs(r.back) do call_chunked('LPUSH', ready_list(class), ids) end
+  for class, ids in pairs(r.back) do
+    call_chunked('LPUSH', ready_list(class), ids)
+    redis.call('HINCRBY', K.pushes, class, #ids)
+  end
   for class, ids in pairs(r.front) do
     -- The earliest is pushed last, so it is the next out.
     local reversed = {}
@@ -1208,7 +1567,7 @@ end
 -- extend: renews the locks a consumer still holds, for the attempts it was handed.
 -- Runs when Redis is out of memory (allow-oom): a running handler keeps its message.
 --
--- KEYS: locks holders nattempts lock-expiry
+-- KEYS: locks holders nattempts lock-expiry requeue requeue-locks
 -- ARGV: consumer id, lock ms, then two per message: id, attempt
 -- Reply: the ids the consumer no longer holds
 -- Include: common
@@ -1218,11 +1577,13 @@ local consumer, lock_ms = ARGV[1], tonumber(ARGV[2])
 local lock_until = now_ms() + lock_ms
 local w = pending_writes()
 local lost = {}
+local marked = redis.call('SCARD', K.requeue) > 0
 for i = 3, #ARGV, 2 do
   local id, attempt = ARGV[i], ARGV[i + 1]
   if redis.call('HGET', K.holders, id) == consumer and redis.call('HGET', K.nattempts, id) == attempt then
     later(w, 'hset', K.locks, id, lock_until)
     later(w, 'zadd', K.lock_expiry, lock_until, id)
+    if marked and redis.call('SISMEMBER', K.requeue, id) == 1 then later(w, 'zadd', K.requeue_locks, lock_until, id) end
   else
     lost[#lost + 1] = id
   end
@@ -1251,11 +1612,21 @@ return lost
       'updated-at',
       'mid-circle',
       'wake',
+      'pushes',
+      'losses',
+      'metadata',
+      'policies',
+      'history',
+      'enqueued-at',
+      'requeue-locks',
+      'requeue-schedule',
+      'failed',
+      'conf',
     ],
     readOnly: false,
-    sha: 'a3acdecf746603341940005b120f338ac8c84685',
+    sha: '23835eced2fe11efde6ab5d869f34139b3dddb56',
     source: `#!lua flags=allow-oom
-local K = { messages = KEYS[1], filters = KEYS[2], nattempts = KEYS[3], locks = KEYS[4], holders = KEYS[5], backoffs = KEYS[6], done = KEYS[7], done_at = KEYS[8], dedupe = KEYS[9], requeue = KEYS[10], requeue_content = KEYS[11], schedule = KEYS[12], lock_expiry = KEYS[13], outcomes = KEYS[14], updated_at = KEYS[15], mid_circle = KEYS[16], wake = KEYS[17] }
+local K = { messages = KEYS[1], filters = KEYS[2], nattempts = KEYS[3], locks = KEYS[4], holders = KEYS[5], backoffs = KEYS[6], done = KEYS[7], done_at = KEYS[8], dedupe = KEYS[9], requeue = KEYS[10], requeue_content = KEYS[11], schedule = KEYS[12], lock_expiry = KEYS[13], outcomes = KEYS[14], updated_at = KEYS[15], mid_circle = KEYS[16], wake = KEYS[17], pushes = KEYS[18], losses = KEYS[19], metadata = KEYS[20], policies = KEYS[21], history = KEYS[22], enqueued_at = KEYS[23], requeue_locks = KEYS[24], requeue_schedule = KEYS[25], failed = KEYS[26], conf = KEYS[27] }
 -- common: helpers every script includes. K holds the queue's keys by name
 -- (see src/redis/keys.ts; in Lua '-' becomes '_' and '?' is dropped).
 --
@@ -1268,7 +1639,8 @@ local KEY_TYPES = {
   filters = 'hash', classes = 'set', holders = 'hash', outcomes = 'hash', enqueued_at = 'hash',
   updated_at = 'hash', requeue_content = 'hash', schedule = 'zset', lock_expiry = 'zset',
   done_at = 'zset', dedupe = 'zset', conf = 'hash', consumers = 'hash', gc_lock = 'string',
-  gc_at = 'string',
+  gc_at = 'string', policies = 'hash', history = 'hash', losses = 'hash', pushes = 'hash',
+  requeue_locks = 'zset', requeue_schedule = 'zset', failed = 'zset',
 }
 
 -- Lua's unpack has a stack limit; variadic commands go in chunks of this many arguments.
@@ -1296,17 +1668,38 @@ local function ready_list(class)
   return K.mid_circle .. ':' .. class
 end
 
+-- A message's filter class ('' for none); the script must take the \`filters\` key.
+local function class_of(id)
+  return redis.call('HGET', K.filters, id) or ''
+end
+
 -- Checks every key the script was given, and the ready list of every filter
 -- class known or about to be added, before the script writes anything: a
 -- script that stopped half-way would leave messages half-written.
-local function check_layout(new_classes)
+-- Keys a script touches only on its rare paths (see check_rare).
+local RARE = {}
+local rare_checked = false
+
+-- \`rare\` (optional) names keys left to check_rare, so a hot path pays no TYPE call for them.
+local function check_layout(new_classes, rare)
+  for _, name in ipairs(rare or {}) do RARE[name] = true end
   for name, key in pairs(K) do
     local expected = KEY_TYPES[name]
-    if expected ~= nil then check_type(key, expected) end
+    if expected ~= nil and not RARE[name] then check_type(key, expected) end
   end
   if K.classes ~= nil and K.mid_circle ~= nil then
     for _, class in ipairs(redis.call('SMEMBERS', K.classes)) do check_type(ready_list(class), 'list') end
     for _, class in ipairs(new_classes or {}) do check_type(ready_list(class), 'list') end
+  end
+end
+
+-- Checks the keys check_layout left out, once, when a rare path (a failure, a lost lock) starts:
+-- the caller calls it before that path writes anything.
+local function check_rare()
+  if rare_checked then return end
+  rare_checked = true
+  for name in pairs(RARE) do
+    if K[name] ~= nil then check_type(K[name], KEY_TYPES[name]) end
   end
 end
 
@@ -1370,8 +1763,13 @@ local function push_ready(r, class, id, front)
   r.count = r.count + 1
 end
 
+-- Back pushes are counted per list (\`pushes\`): a listing's cursor holds an index
+-- from the back, which only these pushes shift (claims pop the front; nothing is cut from the middle).
 local function flush_ready(r)
-  for class, ids in pairs(r.back) do call_chunked('LPUSH', ready_list(class), ids) end
+  for class, ids in pairs(r.back) do
+    call_chunked('LPUSH', ready_list(class), ids)
+    redis.call('HINCRBY', K.pushes, class, #ids)
+  end
   for class, ids in pairs(r.front) do
     -- The earliest is pushed last, so it is the next out.
     local reversed = {}
@@ -1379,36 +1777,148 @@ local function flush_ready(r)
     call_chunked('RPUSH', ready_list(class), reversed)
   end
 end
+-- forget: removes every trace of a message from the queue's hashes, sets and
+-- sorted sets (not from a ready list: the caller knows whether it is in one).
+--
+-- KEYS: messages metadata filters policies history losses nattempts locks holders backoffs outcomes
+--       enqueued-at updated-at requeue-content done requeue schedule lock-expiry requeue-locks
+--       requeue-schedule done-at dedupe failed
+
+local FORGET_HASHES = { 'messages', 'metadata', 'filters', 'policies', 'history', 'losses', 'nattempts', 'locks',
+  'holders', 'backoffs', 'outcomes', 'enqueued_at', 'updated_at', 'requeue_content' }
+local FORGET_ZSETS = { 'schedule', 'lock_expiry', 'requeue_locks', 'requeue_schedule', 'done_at', 'dedupe', 'failed' }
+
+-- With \`w\`, the removals are queued there (many ids in one command per key); else made now.
+local function forget(id, w)
+  for _, name in ipairs(FORGET_HASHES) do
+    if w then later(w, 'hdel', K[name], id) else redis.call('HDEL', K[name], id) end
+  end
+  for _, name in ipairs(FORGET_ZSETS) do
+    if w then later(w, 'zrem', K[name], id) else redis.call('ZREM', K[name], id) end
+  end
+  for _, name in ipairs({ 'done', 'requeue' }) do
+    if w then later(w, 'srem', K[name], id) else redis.call('SREM', K[name], id) end
+  end
+end
+-- fail: a message's last run ended in a final error: it becomes failed, or
+-- moves to the queue's dead-letter queue. Also the history of attempts.
+--
+-- KEYS: messages metadata filters policies history outcomes updated-at locks holders lock-expiry
+--       backoffs schedule requeue requeue-locks requeue-content failed conf
+
+-- Attempt records kept per message (model/history.ts HISTORY_LIMIT).
+local HISTORY_LIMIT = 10
+
+-- Appends an attempt record (a table; absent fields are written as null) to the message's history.
+local function append_history(id, attempt, started, now, consumer, outcome, err)
+  check_rare()
+  local history = {}
+  local stored = redis.call('HGET', K.history, id)
+  if stored then
+    local ok, value = pcall(cjson.decode, stored)
+    if ok and type(value) == 'table' then history = value end
+  end
+  history[#history + 1] = {
+    attempt = tonumber(attempt) or 0,
+    startedAt = started or cjson.null,
+    endedAt = now,
+    consumer = consumer or cjson.null,
+    outcome = outcome,
+    error = err or cjson.null,
+  }
+  while #history > HISTORY_LIMIT do table.remove(history, 1) end
+  redis.call('HSET', K.history, id, cjson.encode(history))
+end
+
+-- The keys of the dead-letter queue \`name\`: same prefix, its own hash tag (so never on a cluster:
+-- configure refuses a dead-letter queue there).
+local function dead_letter_key(name, key)
+  local prefix = string.match(K.conf, '^([^{]*):{')
+  return prefix .. ':{' .. name .. '}:' .. key
+end
+
+-- Moves the message to the dead-letter queue \`dlq\`, queued there at attempt 0; false when the id is taken there.
+local function dead_letter(id, dlq, now)
+  local dk = function(key) return dead_letter_key(dlq, key) end
+  local class = redis.call('HGET', K.filters, id) or ''
+  local list = dk('mid-circle')
+  if class ~= '' then list = list .. ':' .. class end
+  local hashes = { 'messages', 'metadata', 'filters', 'policies', 'history', 'outcomes', 'enqueued-at', 'updated-at',
+    'pushes' }
+  for _, key in ipairs(hashes) do check_type(dk(key), 'hash') end
+  check_type(dk('classes'), 'set')
+  check_type(list, 'list')
+  if redis.call('HEXISTS', dk('messages'), id) == 1 then return false end
+  for _, pair in ipairs({ { 'messages', K.messages }, { 'metadata', K.metadata }, { 'policies', K.policies },
+    { 'history', K.history }, { 'outcomes', K.outcomes } }) do
+    local value = redis.call('HGET', pair[2], id)
+    if value then redis.call('HSET', dk(pair[1]), id, value) end
+  end
+  if class ~= '' then
+    redis.call('HSET', dk('filters'), id, class)
+    redis.call('SADD', dk('classes'), class)
+  end
+  redis.call('HSET', dk('enqueued-at'), id, now)
+  redis.call('LPUSH', list, id)
+  redis.call('HINCRBY', dk('pushes'), class, 1)
+  redis.call('PUBLISH', dk('wake'), 'dead-letter')
+  return true
+end
+
+-- Ends the message's run with \`outcome\` (the outcomes field: 'error', a newline, the error): failed,
+-- or dead-lettered. The caller has recorded the failing attempt in the history.
+local function fail(id, now, outcome)
+  check_rare()
+  for _, key in ipairs({ K.locks, K.holders, K.backoffs, K.requeue_content }) do redis.call('HDEL', key, id) end
+  for _, key in ipairs({ K.lock_expiry, K.schedule, K.requeue_locks }) do redis.call('ZREM', key, id) end
+  redis.call('SREM', K.requeue, id)
+  redis.call('HSET', K.outcomes, id, outcome)
+  redis.call('HSET', K.updated_at, id, now)
+  local dlq = redis.call('HGET', K.conf, 'dead_letter_queue')
+  if dlq and dlq ~= '' and dead_letter(id, dlq, now) then
+    forget(id)
+    return
+  end
+  redis.call('ZADD', K.failed, now, id)
+end
 -- finish: records handler outcomes. Only the consumer holding a message, for
 -- the attempt it was handed, may finish it; anything else is 'lost' (the lock
 -- expired and another took it, or the queue was cleared). A message marked for
 -- requeue runs again as a new run (attempt 0, the replacement payload if one was
 -- given): at once, or as done-with-requeue until the outcome's backoff ends.
+-- Otherwise an error is final: the message fails (or moves to the dead-letter
+-- queue). An error or retry of an attempt that ran is recorded in the history.
 -- Runs when Redis is out of memory (allow-oom): draining the queue is how memory comes back.
 --
 -- KEYS: messages filters nattempts locks holders backoffs done done-at dedupe requeue
---       requeue-content schedule lock-expiry outcomes updated-at mid-circle wake
--- ARGV: consumer id, then five per finish: id, attempt, outcome ('success', 'error' or 'retry'),
---       backoff ms, error ('-' for none, else '+' and the text)
+--       requeue-content schedule lock-expiry outcomes updated-at mid-circle wake pushes losses
+-- ARGV: consumer id, then seven per finish: id, attempt, outcome ('success', 'error' or 'retry'),
+--       backoff ms, error ('-' for none, else '+' and the text), started at ms ('' when it never ran),
+--       the error as the history keeps it ('' when it is the error itself, else '+' and the text)
 -- Reply: one string per finish: 'ok' or 'lost'
--- Include: common
+-- Include: common forget fail
 
-check_layout()
+local PER = 7
+-- A batch of plain successes touches none of these.
+check_layout(nil, { 'history', 'losses', 'failed', 'conf', 'requeue_locks', 'requeue_schedule', 'requeue_content',
+  'metadata', 'policies', 'enqueued_at', 'schedule', 'mid_circle', 'filters', 'pushes' })
 local consumer = ARGV[1]
-local count = (#ARGV - 1) / 5
+local count = (#ARGV - 1) / PER
 if count == 0 then return {} end
 local now = now_ms()
 local ids = {}
-for k = 1, count do ids[k] = ARGV[2 + (k - 1) * 5] end
+for k = 1, count do ids[k] = ARGV[2 + (k - 1) * PER] end
 local holders = hmget(K.holders, ids)
 local attempts = hmget(K.nattempts, ids)
 local marked = {}
 if redis.call('SCARD', K.requeue) > 0 then
-  for k, id in ipairs(ids) do marked[k] = redis.call('SISMEMBER', K.requeue, id) == 1 end
+  for k, id in ipairs(ids) do
+    marked[k] = redis.call('SISMEMBER', K.requeue, id) == 1
+    if marked[k] then check_rare() end
+  end
 end
-
-local function class_of(id)
-  return redis.call('HGET', K.filters, id) or ''
+for k = 1, count do
+  if ARGV[2 + (k - 1) * PER + 2] ~= 'success' then check_rare() end
 end
 
 -- A new run with the payload given at requeue time, if one was.
@@ -1423,31 +1933,40 @@ end
 -- The common writes go in one command each; the rarer outcomes through \`w\`.
 local w = pending_writes()
 local ready = pending_ready()
-local unlocked, outcomes, stamps, done, done_at = {}, {}, {}, {}, {}
+local unlocked, outcomes, stamps, done, done_at, dedupe = {}, {}, {}, {}, {}, {}
 local replies = {}
 local woke = false
 local seen = {}
 for k, id in ipairs(ids) do
-  local base = 2 + (k - 1) * 5
+  local base = 2 + (k - 1) * PER
   local attempt, outcome, backoff, err = ARGV[base + 1], ARGV[base + 2], tonumber(ARGV[base + 3]), ARGV[base + 4]
+  local started, tail = ARGV[base + 5], ARGV[base + 6]
   if holders[k] ~= consumer or attempts[k] ~= attempt or seen[id] then
     replies[k] = 'lost'
   else
     seen[id] = true
     replies[k] = 'ok'
     unlocked[#unlocked + 1] = id
-    local n = #stamps
-    stamps[n + 1], stamps[n + 2] = id, now
-    if err == '-' then
-      outcomes[n + 1], outcomes[n + 2] = id, outcome
+    local stored = outcome
+    if err ~= '-' then stored = outcome .. '\\n' .. string.sub(err, 2) end
+    if outcome ~= 'success' and started ~= '' then
+      local kept = nil
+      if tail ~= '' then kept = string.sub(tail, 2) elseif err ~= '-' then kept = string.sub(err, 2) end
+      append_history(id, attempt, tonumber(started), now, consumer, outcome, kept)
+    end
+    if outcome == 'error' and not marked[k] then
+      fail(id, now, stored)
     else
-      outcomes[n + 1], outcomes[n + 2] = id, outcome .. '\\n' .. string.sub(err, 2)
+      local n = #stamps
+      stamps[n + 1], stamps[n + 2] = id, now
+      outcomes[n + 1], outcomes[n + 2] = id, stored
     end
     if outcome == 'retry' then
       -- A retry runs again anyway: a requeue mark is used up by it.
       if marked[k] then
         take_replacement(id)
         later(w, 'srem', K.requeue, id)
+        later(w, 'zrem', K.requeue_locks, id)
       end
       if backoff > 0 then
         later(w, 'hset', K.backoffs, id, now + backoff)
@@ -1457,26 +1976,28 @@ for k, id in ipairs(ids) do
       end
       woke = true
     elseif marked[k] then
+      -- The requeue wins over any outcome: a new run.
       take_replacement(id)
       later(w, 'hdel', K.nattempts, id)
-      if backoff > 0 then
+      later(w, 'hdel', K.losses, id)
+      later(w, 'zrem', K.requeue_locks, id)
+      if backoff > 0 and outcome ~= 'error' then
         -- done-with-requeue: done, still marked, queued again when the backoff ends.
         done[#done + 1] = id
         done_at[#done_at + 1], done_at[#done_at + 2] = now, id
         later(w, 'hset', K.backoffs, id, now + backoff)
         later(w, 'zadd', K.schedule, now + backoff, id)
+        later(w, 'zadd', K.requeue_schedule, now + backoff, id)
       else
         later(w, 'srem', K.requeue, id)
         push_ready(ready, class_of(id), id, false)
       end
       woke = true
-    else
+    elseif outcome == 'success' then
       done[#done + 1] = id
       done_at[#done_at + 1], done_at[#done_at + 2] = now, id
-      if backoff > 0 then
-        later(w, 'hset', K.backoffs, id, now + backoff)
-        later(w, 'zadd', K.dedupe, now + backoff, id)
-      end
+      dedupe[#dedupe + 1], dedupe[#dedupe + 2] = now + backoff, id
+      if backoff > 0 then later(w, 'hset', K.backoffs, id, now + backoff) end
     end
   end
 end
@@ -1485,6 +2006,8 @@ if #unlocked > 0 then
   call_chunked('HDEL', K.locks, unlocked)
   call_chunked('HDEL', K.holders, unlocked)
   call_chunked('ZREM', K.lock_expiry, unlocked)
+end
+if #stamps > 0 then
   call_chunked('HSET', K.outcomes, outcomes)
   call_chunked('HSET', K.updated_at, stamps)
 end
@@ -1492,6 +2015,7 @@ if #done > 0 then
   call_chunked('SADD', K.done, done)
   call_chunked('ZADD', K.done_at, done_at)
 end
+if #dedupe > 0 then call_chunked('ZADD', K.dedupe, dedupe) end
 flush_writes(w)
 flush_ready(ready)
 if woke then redis.call('PUBLISH', K.wake, 'finish') end
@@ -1502,7 +2026,7 @@ return replies
     name: 'gc-finish',
     keys: ['consumers', 'gc-lock'],
     readOnly: false,
-    sha: '2766a699ab7286f75736a13bb145a608e0cf2a20',
+    sha: 'a31d0c8985ec6d01181caad9f521c816eb72d3f4',
     source: `#!lua flags=allow-oom
 local K = { consumers = KEYS[1], gc_lock = KEYS[2] }
 -- common: helpers every script includes. K holds the queue's keys by name
@@ -1517,7 +2041,8 @@ local KEY_TYPES = {
   filters = 'hash', classes = 'set', holders = 'hash', outcomes = 'hash', enqueued_at = 'hash',
   updated_at = 'hash', requeue_content = 'hash', schedule = 'zset', lock_expiry = 'zset',
   done_at = 'zset', dedupe = 'zset', conf = 'hash', consumers = 'hash', gc_lock = 'string',
-  gc_at = 'string',
+  gc_at = 'string', policies = 'hash', history = 'hash', losses = 'hash', pushes = 'hash',
+  requeue_locks = 'zset', requeue_schedule = 'zset', failed = 'zset',
 }
 
 -- Lua's unpack has a stack limit; variadic commands go in chunks of this many arguments.
@@ -1545,17 +2070,38 @@ local function ready_list(class)
   return K.mid_circle .. ':' .. class
 end
 
+-- A message's filter class ('' for none); the script must take the \`filters\` key.
+local function class_of(id)
+  return redis.call('HGET', K.filters, id) or ''
+end
+
 -- Checks every key the script was given, and the ready list of every filter
 -- class known or about to be added, before the script writes anything: a
 -- script that stopped half-way would leave messages half-written.
-local function check_layout(new_classes)
+-- Keys a script touches only on its rare paths (see check_rare).
+local RARE = {}
+local rare_checked = false
+
+-- \`rare\` (optional) names keys left to check_rare, so a hot path pays no TYPE call for them.
+local function check_layout(new_classes, rare)
+  for _, name in ipairs(rare or {}) do RARE[name] = true end
   for name, key in pairs(K) do
     local expected = KEY_TYPES[name]
-    if expected ~= nil then check_type(key, expected) end
+    if expected ~= nil and not RARE[name] then check_type(key, expected) end
   end
   if K.classes ~= nil and K.mid_circle ~= nil then
     for _, class in ipairs(redis.call('SMEMBERS', K.classes)) do check_type(ready_list(class), 'list') end
     for _, class in ipairs(new_classes or {}) do check_type(ready_list(class), 'list') end
+  end
+end
+
+-- Checks the keys check_layout left out, once, when a rare path (a failure, a lost lock) starts:
+-- the caller calls it before that path writes anything.
+local function check_rare()
+  if rare_checked then return end
+  rare_checked = true
+  for name in pairs(RARE) do
+    if K[name] ~= nil then check_type(K[name], KEY_TYPES[name]) end
   end
 end
 
@@ -1619,8 +2165,13 @@ local function push_ready(r, class, id, front)
   r.count = r.count + 1
 end
 
+-- Back pushes are counted per list (\`pushes\`): a listing's cursor holds an index
+-- from the back, which only these pushes shift (claims pop the front; nothing is cut from the middle).
 local function flush_ready(r)
-  for class, ids in pairs(r.back) do call_chunked('LPUSH', ready_list(class), ids) end
+  for class, ids in pairs(r.back) do
+    call_chunked('LPUSH', ready_list(class), ids)
+    redis.call('HINCRBY', K.pushes, class, #ids)
+  end
   for class, ids in pairs(r.front) do
     -- The earliest is pushed last, so it is the next out.
     local reversed = {}
@@ -1655,7 +2206,7 @@ return #lapsed
     name: 'gc-start',
     keys: ['gc-lock', 'gc-at'],
     readOnly: false,
-    sha: '3502d55676255dfd945d5aeead3ee09cf889ccd8',
+    sha: '9fa2554c092e60f311dd9ac30131013d5cb3a274',
     source: `#!lua flags=allow-oom
 local K = { gc_lock = KEYS[1], gc_at = KEYS[2] }
 -- common: helpers every script includes. K holds the queue's keys by name
@@ -1670,7 +2221,8 @@ local KEY_TYPES = {
   filters = 'hash', classes = 'set', holders = 'hash', outcomes = 'hash', enqueued_at = 'hash',
   updated_at = 'hash', requeue_content = 'hash', schedule = 'zset', lock_expiry = 'zset',
   done_at = 'zset', dedupe = 'zset', conf = 'hash', consumers = 'hash', gc_lock = 'string',
-  gc_at = 'string',
+  gc_at = 'string', policies = 'hash', history = 'hash', losses = 'hash', pushes = 'hash',
+  requeue_locks = 'zset', requeue_schedule = 'zset', failed = 'zset',
 }
 
 -- Lua's unpack has a stack limit; variadic commands go in chunks of this many arguments.
@@ -1698,17 +2250,38 @@ local function ready_list(class)
   return K.mid_circle .. ':' .. class
 end
 
+-- A message's filter class ('' for none); the script must take the \`filters\` key.
+local function class_of(id)
+  return redis.call('HGET', K.filters, id) or ''
+end
+
 -- Checks every key the script was given, and the ready list of every filter
 -- class known or about to be added, before the script writes anything: a
 -- script that stopped half-way would leave messages half-written.
-local function check_layout(new_classes)
+-- Keys a script touches only on its rare paths (see check_rare).
+local RARE = {}
+local rare_checked = false
+
+-- \`rare\` (optional) names keys left to check_rare, so a hot path pays no TYPE call for them.
+local function check_layout(new_classes, rare)
+  for _, name in ipairs(rare or {}) do RARE[name] = true end
   for name, key in pairs(K) do
     local expected = KEY_TYPES[name]
-    if expected ~= nil then check_type(key, expected) end
+    if expected ~= nil and not RARE[name] then check_type(key, expected) end
   end
   if K.classes ~= nil and K.mid_circle ~= nil then
     for _, class in ipairs(redis.call('SMEMBERS', K.classes)) do check_type(ready_list(class), 'list') end
     for _, class in ipairs(new_classes or {}) do check_type(ready_list(class), 'list') end
+  end
+end
+
+-- Checks the keys check_layout left out, once, when a rare path (a failure, a lost lock) starts:
+-- the caller calls it before that path writes anything.
+local function check_rare()
+  if rare_checked then return end
+  rare_checked = true
+  for name in pairs(RARE) do
+    if K[name] ~= nil then check_type(K[name], KEY_TYPES[name]) end
   end
 end
 
@@ -1772,8 +2345,13 @@ local function push_ready(r, class, id, front)
   r.count = r.count + 1
 end
 
+-- Back pushes are counted per list (\`pushes\`): a listing's cursor holds an index
+-- from the back, which only these pushes shift (claims pop the front; nothing is cut from the middle).
 local function flush_ready(r)
-  for class, ids in pairs(r.back) do call_chunked('LPUSH', ready_list(class), ids) end
+  for class, ids in pairs(r.back) do
+    call_chunked('LPUSH', ready_list(class), ids)
+    redis.call('HINCRBY', K.pushes, class, #ids)
+  end
   for class, ids in pairs(r.front) do
     -- The earliest is pushed last, so it is the next out.
     local reversed = {}
@@ -1803,9 +2381,14 @@ return 1
   gcSweep: {
     name: 'gc-sweep',
     keys: [
+      'done-at',
+      'failed',
       'messages',
       'metadata',
       'filters',
+      'policies',
+      'history',
+      'losses',
       'nattempts',
       'locks',
       'holders',
@@ -1816,13 +2399,16 @@ return 1
       'requeue-content',
       'done',
       'requeue',
-      'done-at',
+      'schedule',
+      'lock-expiry',
+      'requeue-locks',
+      'requeue-schedule',
       'dedupe',
     ],
     readOnly: false,
-    sha: '21251246a6ef926ef25c2d37233b6b55268a4639',
+    sha: 'e98ed7407fbc0894f3a43353dbdd487ee1ea73ed',
     source: `#!lua flags=allow-oom
-local K = { messages = KEYS[1], metadata = KEYS[2], filters = KEYS[3], nattempts = KEYS[4], locks = KEYS[5], holders = KEYS[6], backoffs = KEYS[7], outcomes = KEYS[8], enqueued_at = KEYS[9], updated_at = KEYS[10], requeue_content = KEYS[11], done = KEYS[12], requeue = KEYS[13], done_at = KEYS[14], dedupe = KEYS[15] }
+local K = { done_at = KEYS[1], failed = KEYS[2], messages = KEYS[3], metadata = KEYS[4], filters = KEYS[5], policies = KEYS[6], history = KEYS[7], losses = KEYS[8], nattempts = KEYS[9], locks = KEYS[10], holders = KEYS[11], backoffs = KEYS[12], outcomes = KEYS[13], enqueued_at = KEYS[14], updated_at = KEYS[15], requeue_content = KEYS[16], done = KEYS[17], requeue = KEYS[18], schedule = KEYS[19], lock_expiry = KEYS[20], requeue_locks = KEYS[21], requeue_schedule = KEYS[22], dedupe = KEYS[23] }
 -- common: helpers every script includes. K holds the queue's keys by name
 -- (see src/redis/keys.ts; in Lua '-' becomes '_' and '?' is dropped).
 --
@@ -1835,7 +2421,8 @@ local KEY_TYPES = {
   filters = 'hash', classes = 'set', holders = 'hash', outcomes = 'hash', enqueued_at = 'hash',
   updated_at = 'hash', requeue_content = 'hash', schedule = 'zset', lock_expiry = 'zset',
   done_at = 'zset', dedupe = 'zset', conf = 'hash', consumers = 'hash', gc_lock = 'string',
-  gc_at = 'string',
+  gc_at = 'string', policies = 'hash', history = 'hash', losses = 'hash', pushes = 'hash',
+  requeue_locks = 'zset', requeue_schedule = 'zset', failed = 'zset',
 }
 
 -- Lua's unpack has a stack limit; variadic commands go in chunks of this many arguments.
@@ -1863,17 +2450,38 @@ local function ready_list(class)
   return K.mid_circle .. ':' .. class
 end
 
+-- A message's filter class ('' for none); the script must take the \`filters\` key.
+local function class_of(id)
+  return redis.call('HGET', K.filters, id) or ''
+end
+
 -- Checks every key the script was given, and the ready list of every filter
 -- class known or about to be added, before the script writes anything: a
 -- script that stopped half-way would leave messages half-written.
-local function check_layout(new_classes)
+-- Keys a script touches only on its rare paths (see check_rare).
+local RARE = {}
+local rare_checked = false
+
+-- \`rare\` (optional) names keys left to check_rare, so a hot path pays no TYPE call for them.
+local function check_layout(new_classes, rare)
+  for _, name in ipairs(rare or {}) do RARE[name] = true end
   for name, key in pairs(K) do
     local expected = KEY_TYPES[name]
-    if expected ~= nil then check_type(key, expected) end
+    if expected ~= nil and not RARE[name] then check_type(key, expected) end
   end
   if K.classes ~= nil and K.mid_circle ~= nil then
     for _, class in ipairs(redis.call('SMEMBERS', K.classes)) do check_type(ready_list(class), 'list') end
     for _, class in ipairs(new_classes or {}) do check_type(ready_list(class), 'list') end
+  end
+end
+
+-- Checks the keys check_layout left out, once, when a rare path (a failure, a lost lock) starts:
+-- the caller calls it before that path writes anything.
+local function check_rare()
+  if rare_checked then return end
+  rare_checked = true
+  for name in pairs(RARE) do
+    if K[name] ~= nil then check_type(K[name], KEY_TYPES[name]) end
   end
 end
 
@@ -1937,8 +2545,13 @@ local function push_ready(r, class, id, front)
   r.count = r.count + 1
 end
 
+-- Back pushes are counted per list (\`pushes\`): a listing's cursor holds an index
+-- from the back, which only these pushes shift (claims pop the front; nothing is cut from the middle).
 local function flush_ready(r)
-  for class, ids in pairs(r.back) do call_chunked('LPUSH', ready_list(class), ids) end
+  for class, ids in pairs(r.back) do
+    call_chunked('LPUSH', ready_list(class), ids)
+    redis.call('HINCRBY', K.pushes, class, #ids)
+  end
   for class, ids in pairs(r.front) do
     -- The earliest is pushed last, so it is the next out.
     local reversed = {}
@@ -1946,59 +2559,82 @@ local function flush_ready(r)
     call_chunked('RPUSH', ready_list(class), reversed)
   end
 end
+-- forget: removes every trace of a message from the queue's hashes, sets and
+-- sorted sets (not from a ready list: the caller knows whether it is in one).
+--
+-- KEYS: messages metadata filters policies history losses nattempts locks holders backoffs outcomes
+--       enqueued-at updated-at requeue-content done requeue schedule lock-expiry requeue-locks
+--       requeue-schedule done-at dedupe failed
+
+local FORGET_HASHES = { 'messages', 'metadata', 'filters', 'policies', 'history', 'losses', 'nattempts', 'locks',
+  'holders', 'backoffs', 'outcomes', 'enqueued_at', 'updated_at', 'requeue_content' }
+local FORGET_ZSETS = { 'schedule', 'lock_expiry', 'requeue_locks', 'requeue_schedule', 'done_at', 'dedupe', 'failed' }
+
+-- With \`w\`, the removals are queued there (many ids in one command per key); else made now.
+local function forget(id, w)
+  for _, name in ipairs(FORGET_HASHES) do
+    if w then later(w, 'hdel', K[name], id) else redis.call('HDEL', K[name], id) end
+  end
+  for _, name in ipairs(FORGET_ZSETS) do
+    if w then later(w, 'zrem', K[name], id) else redis.call('ZREM', K[name], id) end
+  end
+  for _, name in ipairs({ 'done', 'requeue' }) do
+    if w then later(w, 'srem', K[name], id) else redis.call('SREM', K[name], id) end
+  end
+end
 -- gc-sweep: removes finished messages older than the GC lifetime whose backoff
--- has ended, looking at one page of the oldest. A finished message still
--- refusing duplicates, or waiting to be requeued, stays.
+-- has ended, looking at one page of the oldest; or, for failed messages, those
+-- failed longer ago than the lifetime. A finished message still refusing
+-- duplicates, or waiting to be requeued, stays.
 -- Runs when Redis is out of memory (allow-oom): GC frees memory.
 --
--- KEYS: messages metadata filters nattempts locks holders backoffs outcomes enqueued-at updated-at
---       requeue-content done requeue done-at dedupe
--- ARGV: lifetime ms, offset (the entries kept by earlier pages), page size
+-- KEYS: done-at failed
+-- ARGV: 'done' or 'failed', lifetime ms, offset (the entries kept by earlier pages), page size
 -- Reply: { removed, looked at }
--- Include: common
+-- Include: common forget
 
 check_layout()
-local lifetime, offset, page = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
+local which, lifetime, offset, page = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
 local now = now_ms()
-local old = redis.call('ZRANGEBYSCORE', K.done_at, '-inf', now - lifetime, 'LIMIT', offset, page)
+local index = K.done_at
+if which == 'failed' then index = K.failed end
+local old = redis.call('ZRANGEBYSCORE', index, '-inf', now - lifetime, 'LIMIT', offset, page)
 local w = pending_writes()
 local removed = 0
 for _, id in ipairs(old) do
   local backoff = tonumber(redis.call('HGET', K.backoffs, id)) or 0
-  if backoff <= now and redis.call('SISMEMBER', K.requeue, id) == 0 then
+  if which == 'failed' or (backoff <= now and redis.call('SISMEMBER', K.requeue, id) == 0) then
     removed = removed + 1
-    for _, key in ipairs({ K.messages, K.metadata, K.filters, K.nattempts, K.locks, K.holders, K.backoffs,
-      K.outcomes, K.enqueued_at, K.updated_at, K.requeue_content }) do
-      later(w, 'hdel', key, id)
-    end
-    later(w, 'srem', K.done, id)
-    later(w, 'zrem', K.done_at, id)
-    later(w, 'zrem', K.dedupe, id)
+    forget(id, w)
   end
 end
 flush_writes(w)
 return { removed, #old }
 `,
   },
-  queueStatus: {
-    name: 'queue-status',
+  inspect: {
+    name: 'inspect',
     keys: [
       'messages',
+      'metadata',
+      'filters',
+      'policies',
+      'history',
       'done',
       'requeue',
       'backoffs',
       'locks',
-      'schedule',
-      'lock-expiry',
-      'dedupe',
-      'ndry-runs',
-      'consumers',
+      'failed',
+      'nattempts',
       'holders',
+      'outcomes',
+      'enqueued-at',
+      'updated-at',
     ],
     readOnly: true,
-    sha: '4ec46edaf8d2fe4714e6325d44e23cd9c2ec0ac1',
+    sha: '44238119900e96bae2e310007a455ad47c8c8023',
     source: `#!lua flags=no-writes
-local K = { messages = KEYS[1], done = KEYS[2], requeue = KEYS[3], backoffs = KEYS[4], locks = KEYS[5], schedule = KEYS[6], lock_expiry = KEYS[7], dedupe = KEYS[8], ndry_runs = KEYS[9], consumers = KEYS[10], holders = KEYS[11] }
+local K = { messages = KEYS[1], metadata = KEYS[2], filters = KEYS[3], policies = KEYS[4], history = KEYS[5], done = KEYS[6], requeue = KEYS[7], backoffs = KEYS[8], locks = KEYS[9], failed = KEYS[10], nattempts = KEYS[11], holders = KEYS[12], outcomes = KEYS[13], enqueued_at = KEYS[14], updated_at = KEYS[15] }
 -- common: helpers every script includes. K holds the queue's keys by name
 -- (see src/redis/keys.ts; in Lua '-' becomes '_' and '?' is dropped).
 --
@@ -2011,7 +2647,8 @@ local KEY_TYPES = {
   filters = 'hash', classes = 'set', holders = 'hash', outcomes = 'hash', enqueued_at = 'hash',
   updated_at = 'hash', requeue_content = 'hash', schedule = 'zset', lock_expiry = 'zset',
   done_at = 'zset', dedupe = 'zset', conf = 'hash', consumers = 'hash', gc_lock = 'string',
-  gc_at = 'string',
+  gc_at = 'string', policies = 'hash', history = 'hash', losses = 'hash', pushes = 'hash',
+  requeue_locks = 'zset', requeue_schedule = 'zset', failed = 'zset',
 }
 
 -- Lua's unpack has a stack limit; variadic commands go in chunks of this many arguments.
@@ -2039,17 +2676,38 @@ local function ready_list(class)
   return K.mid_circle .. ':' .. class
 end
 
+-- A message's filter class ('' for none); the script must take the \`filters\` key.
+local function class_of(id)
+  return redis.call('HGET', K.filters, id) or ''
+end
+
 -- Checks every key the script was given, and the ready list of every filter
 -- class known or about to be added, before the script writes anything: a
 -- script that stopped half-way would leave messages half-written.
-local function check_layout(new_classes)
+-- Keys a script touches only on its rare paths (see check_rare).
+local RARE = {}
+local rare_checked = false
+
+-- \`rare\` (optional) names keys left to check_rare, so a hot path pays no TYPE call for them.
+local function check_layout(new_classes, rare)
+  for _, name in ipairs(rare or {}) do RARE[name] = true end
   for name, key in pairs(K) do
     local expected = KEY_TYPES[name]
-    if expected ~= nil then check_type(key, expected) end
+    if expected ~= nil and not RARE[name] then check_type(key, expected) end
   end
   if K.classes ~= nil and K.mid_circle ~= nil then
     for _, class in ipairs(redis.call('SMEMBERS', K.classes)) do check_type(ready_list(class), 'list') end
     for _, class in ipairs(new_classes or {}) do check_type(ready_list(class), 'list') end
+  end
+end
+
+-- Checks the keys check_layout left out, once, when a rare path (a failure, a lost lock) starts:
+-- the caller calls it before that path writes anything.
+local function check_rare()
+  if rare_checked then return end
+  rare_checked = true
+  for name in pairs(RARE) do
+    if K[name] ~= nil then check_type(K[name], KEY_TYPES[name]) end
   end
 end
 
@@ -2113,8 +2771,13 @@ local function push_ready(r, class, id, front)
   r.count = r.count + 1
 end
 
+-- Back pushes are counted per list (\`pushes\`): a listing's cursor holds an index
+-- from the back, which only these pushes shift (claims pop the front; nothing is cut from the middle).
 local function flush_ready(r)
-  for class, ids in pairs(r.back) do call_chunked('LPUSH', ready_list(class), ids) end
+  for class, ids in pairs(r.back) do
+    call_chunked('LPUSH', ready_list(class), ids)
+    redis.call('HINCRBY', K.pushes, class, #ids)
+  end
   for class, ids in pairs(r.front) do
     -- The earliest is pushed last, so it is the next out.
     local reversed = {}
@@ -2123,12 +2786,13 @@ local function flush_ready(r)
   end
 end
 -- state: a message's state, derived from Carmine's keys as Carmine derives it,
--- plus kvmq's done-with-requeue. Expired locks and backoffs count as over.
+-- plus kvmq's done-with-requeue and failed. Expired locks and backoffs count as over.
 --
--- KEYS: done requeue backoffs locks
+-- KEYS: done requeue backoffs locks failed
 
 -- The state of a message known to exist, at \`now\`.
 local function state_of(id, now)
+  if redis.call('ZSCORE', K.failed, id) then return 'failed', nil end
   local backoff = tonumber(redis.call('HGET', K.backoffs, id)) or 0
   if redis.call('SISMEMBER', K.done, id) == 1 then
     local requeued = redis.call('SISMEMBER', K.requeue, id) == 1
@@ -2147,6 +2811,1195 @@ local function state_of(id, now)
   end
   if backoff > now then return 'queued-with-backoff', backoff end
   return 'queued', nil
+end
+-- status: what status() reports of one message.
+--
+-- KEYS: messages nattempts holders outcomes enqueued-at updated-at
+
+-- nil when the message is gone, else { state, attempt, outcome (with a newline and the last error
+-- if any) or false, enqueued at, updated at, holder (while locked) or false, the end of the lock or
+-- backoff or -1 }
+local function status_of(id, now)
+  if redis.call('HEXISTS', K.messages, id) == 0 then return nil end
+  local state, ends = state_of(id, now)
+  local enqueued = tonumber(redis.call('HGET', K.enqueued_at, id)) or 0
+  local holder = false
+  if state == 'locked' or state == 'locked-with-requeue' then holder = redis.call('HGET', K.holders, id) end
+  return {
+    state,
+    tonumber(redis.call('HGET', K.nattempts, id)) or 0,
+    redis.call('HGET', K.outcomes, id),
+    enqueued,
+    tonumber(redis.call('HGET', K.updated_at, id)) or enqueued,
+    holder,
+    ends or -1,
+  }
+end
+-- inspect: everything kept about one message.
+--
+-- KEYS: messages metadata filters policies history
+-- ARGV: id
+-- Reply: nil when the message is gone, else the seven fields of \`status\`, then content, metadata JSON
+--        or nil, filter class or nil, policy JSON or nil, history JSON or nil
+-- Include: common state status
+
+check_layout()
+local id = ARGV[1]
+local reply = status_of(id, now_ms())
+if reply == nil then return nil end
+for _, key in ipairs({ K.messages, K.metadata, K.filters, K.policies, K.history }) do
+  reply[#reply + 1] = redis.call('HGET', key, id)
+end
+return reply
+`,
+  },
+  list: {
+    name: 'list',
+    keys: [
+      'messages',
+      'metadata',
+      'filters',
+      'classes',
+      'pushes',
+      'mid-circle',
+      'schedule',
+      'lock-expiry',
+      'requeue-locks',
+      'requeue-schedule',
+      'dedupe',
+      'failed',
+      'done',
+      'requeue',
+      'backoffs',
+      'locks',
+      'nattempts',
+      'holders',
+      'outcomes',
+      'enqueued-at',
+      'updated-at',
+      'policies',
+      'history',
+      'losses',
+      'requeue-content',
+      'done-at',
+      'conf',
+    ],
+    readOnly: false,
+    sha: '8cca620a7aa22b6fa36b115c06f92c5e0f4891ed',
+    source: `#!lua flags=allow-oom
+local K = { messages = KEYS[1], metadata = KEYS[2], filters = KEYS[3], classes = KEYS[4], pushes = KEYS[5], mid_circle = KEYS[6], schedule = KEYS[7], lock_expiry = KEYS[8], requeue_locks = KEYS[9], requeue_schedule = KEYS[10], dedupe = KEYS[11], failed = KEYS[12], done = KEYS[13], requeue = KEYS[14], backoffs = KEYS[15], locks = KEYS[16], nattempts = KEYS[17], holders = KEYS[18], outcomes = KEYS[19], enqueued_at = KEYS[20], updated_at = KEYS[21], policies = KEYS[22], history = KEYS[23], losses = KEYS[24], requeue_content = KEYS[25], done_at = KEYS[26], conf = KEYS[27] }
+-- common: helpers every script includes. K holds the queue's keys by name
+-- (see src/redis/keys.ts; in Lua '-' becomes '_' and '?' is dropped).
+--
+-- KEYS: (none of its own)
+
+-- The types kvmq keeps in each key, to refuse foreign data before writing anything.
+local KEY_TYPES = {
+  messages = 'hash', locks = 'hash', backoffs = 'hash', nattempts = 'hash', mid_circle = 'list',
+  done = 'set', requeue = 'set', eoq_backoff = 'string', ndry_runs = 'string', metadata = 'hash',
+  filters = 'hash', classes = 'set', holders = 'hash', outcomes = 'hash', enqueued_at = 'hash',
+  updated_at = 'hash', requeue_content = 'hash', schedule = 'zset', lock_expiry = 'zset',
+  done_at = 'zset', dedupe = 'zset', conf = 'hash', consumers = 'hash', gc_lock = 'string',
+  gc_at = 'string', policies = 'hash', history = 'hash', losses = 'hash', pushes = 'hash',
+  requeue_locks = 'zset', requeue_schedule = 'zset', failed = 'zset',
+}
+
+-- Lua's unpack has a stack limit; variadic commands go in chunks of this many arguments.
+local CHUNK = 1000
+
+-- One clock for every decision: the Redis server's. Redis 7 replicates a
+-- script's effects, not the script, so reading TIME before writing is safe.
+local function now_ms()
+  local t = redis.call('TIME')
+  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+end
+
+local function layout_error(key, found, expected)
+  error({ err = 'KVMQ_LAYOUT key ' .. key .. ' holds a ' .. found .. ', not the ' .. expected .. ' kvmq keeps there' })
+end
+
+local function check_type(key, expected)
+  local found = redis.call('TYPE', key).ok
+  if found ~= 'none' and found ~= expected then layout_error(key, found, expected) end
+end
+
+-- The ready list of a filter class: \`mid-circle\` for messages without filters.
+local function ready_list(class)
+  if class == '' then return K.mid_circle end
+  return K.mid_circle .. ':' .. class
+end
+
+-- A message's filter class ('' for none); the script must take the \`filters\` key.
+local function class_of(id)
+  return redis.call('HGET', K.filters, id) or ''
+end
+
+-- Checks every key the script was given, and the ready list of every filter
+-- class known or about to be added, before the script writes anything: a
+-- script that stopped half-way would leave messages half-written.
+-- Keys a script touches only on its rare paths (see check_rare).
+local RARE = {}
+local rare_checked = false
+
+-- \`rare\` (optional) names keys left to check_rare, so a hot path pays no TYPE call for them.
+local function check_layout(new_classes, rare)
+  for _, name in ipairs(rare or {}) do RARE[name] = true end
+  for name, key in pairs(K) do
+    local expected = KEY_TYPES[name]
+    if expected ~= nil and not RARE[name] then check_type(key, expected) end
+  end
+  if K.classes ~= nil and K.mid_circle ~= nil then
+    for _, class in ipairs(redis.call('SMEMBERS', K.classes)) do check_type(ready_list(class), 'list') end
+    for _, class in ipairs(new_classes or {}) do check_type(ready_list(class), 'list') end
+  end
+end
+
+-- Checks the keys check_layout left out, once, when a rare path (a failure, a lost lock) starts:
+-- the caller calls it before that path writes anything.
+local function check_rare()
+  if rare_checked then return end
+  rare_checked = true
+  for name in pairs(RARE) do
+    if K[name] ~= nil then check_type(K[name], KEY_TYPES[name]) end
+  end
+end
+
+-- Runs \`cmd key ...args\` in chunks (args must come in whole pairs for HSET/ZADD: CHUNK is even).
+local function call_chunked(cmd, key, args)
+  for i = 1, #args, CHUNK do
+    redis.call(cmd, key, unpack(args, i, math.min(i + CHUNK - 1, #args)))
+  end
+end
+
+-- HMGET in chunks; the values line up with \`fields\`.
+local function hmget(key, fields)
+  if #fields <= CHUNK then return redis.call('HMGET', key, unpack(fields)) end
+  local values = {}
+  for i = 1, #fields, CHUNK do
+    local part = redis.call('HMGET', key, unpack(fields, i, math.min(i + CHUNK - 1, #fields)))
+    for j = 1, #part do values[i + j - 1] = part[j] end
+  end
+  return values
+end
+
+-- Writes gathered during a script and sent at its end, one command per key.
+local function pending_writes()
+  return { hset = {}, hdel = {}, zadd = {}, zrem = {}, sadd = {}, srem = {} }
+end
+
+-- Removals go first, so a field removed and set by one script ends up set.
+local function flush_writes(w)
+  for _, cmd in ipairs({ 'hdel', 'srem', 'zrem', 'hset', 'sadd', 'zadd' }) do
+    for key, args in pairs(w[cmd]) do
+      call_chunked(string.upper(cmd), key, args)
+    end
+  end
+end
+
+-- Queues \`cmd key a [b]\` in \`w\` (b for the pair commands hset and zadd).
+local function later(w, cmd, key, a, b)
+  local args = w[cmd][key]
+  if args == nil then
+    args = {}
+    w[cmd][key] = args
+  end
+  args[#args + 1] = a
+  if b ~= nil then args[#args + 1] = b end
+end
+
+-- Ready pushes of this script: \`back\` ones join the end of the line (LPUSH:
+-- the list's next is on the right), \`front\` ones are next (RPUSH).
+local function pending_ready()
+  return { back = {}, front = {}, count = 0 }
+end
+
+local function push_ready(r, class, id, front)
+  local side = front and r.front or r.back
+  local list = side[class]
+  if list == nil then
+    list = {}
+    side[class] = list
+  end
+  list[#list + 1] = id
+  r.count = r.count + 1
+end
+
+-- Back pushes are counted per list (\`pushes\`): a listing's cursor holds an index
+-- from the back, which only these pushes shift (claims pop the front; nothing is cut from the middle).
+local function flush_ready(r)
+  for class, ids in pairs(r.back) do
+    call_chunked('LPUSH', ready_list(class), ids)
+    redis.call('HINCRBY', K.pushes, class, #ids)
+  end
+  for class, ids in pairs(r.front) do
+    -- The earliest is pushed last, so it is the next out.
+    local reversed = {}
+    for i = #ids, 1, -1 do reversed[#reversed + 1] = ids[i] end
+    call_chunked('RPUSH', ready_list(class), reversed)
+  end
+end
+-- state: a message's state, derived from Carmine's keys as Carmine derives it,
+-- plus kvmq's done-with-requeue and failed. Expired locks and backoffs count as over.
+--
+-- KEYS: done requeue backoffs locks failed
+
+-- The state of a message known to exist, at \`now\`.
+local function state_of(id, now)
+  if redis.call('ZSCORE', K.failed, id) then return 'failed', nil end
+  local backoff = tonumber(redis.call('HGET', K.backoffs, id)) or 0
+  if redis.call('SISMEMBER', K.done, id) == 1 then
+    local requeued = redis.call('SISMEMBER', K.requeue, id) == 1
+    if backoff > now then
+      if requeued then return 'done-with-requeue', backoff end
+      return 'done-with-backoff', backoff
+    end
+    -- A requeue whose backoff ended is queued, even before a claim moves it to its ready list.
+    if requeued then return 'queued', nil end
+    return 'done-awaiting-gc', nil
+  end
+  local lock = tonumber(redis.call('HGET', K.locks, id)) or 0
+  if lock > now then
+    if redis.call('SISMEMBER', K.requeue, id) == 1 then return 'locked-with-requeue', lock end
+    return 'locked', lock
+  end
+  if backoff > now then return 'queued-with-backoff', backoff end
+  return 'queued', nil
+end
+-- status: what status() reports of one message.
+--
+-- KEYS: messages nattempts holders outcomes enqueued-at updated-at
+
+-- nil when the message is gone, else { state, attempt, outcome (with a newline and the last error
+-- if any) or false, enqueued at, updated at, holder (while locked) or false, the end of the lock or
+-- backoff or -1 }
+local function status_of(id, now)
+  if redis.call('HEXISTS', K.messages, id) == 0 then return nil end
+  local state, ends = state_of(id, now)
+  local enqueued = tonumber(redis.call('HGET', K.enqueued_at, id)) or 0
+  local holder = false
+  if state == 'locked' or state == 'locked-with-requeue' then holder = redis.call('HGET', K.holders, id) end
+  return {
+    state,
+    tonumber(redis.call('HGET', K.nattempts, id)) or 0,
+    redis.call('HGET', K.outcomes, id),
+    enqueued,
+    tonumber(redis.call('HGET', K.updated_at, id)) or enqueued,
+    holder,
+    ends or -1,
+  }
+end
+-- forget: removes every trace of a message from the queue's hashes, sets and
+-- sorted sets (not from a ready list: the caller knows whether it is in one).
+--
+-- KEYS: messages metadata filters policies history losses nattempts locks holders backoffs outcomes
+--       enqueued-at updated-at requeue-content done requeue schedule lock-expiry requeue-locks
+--       requeue-schedule done-at dedupe failed
+
+local FORGET_HASHES = { 'messages', 'metadata', 'filters', 'policies', 'history', 'losses', 'nattempts', 'locks',
+  'holders', 'backoffs', 'outcomes', 'enqueued_at', 'updated_at', 'requeue_content' }
+local FORGET_ZSETS = { 'schedule', 'lock_expiry', 'requeue_locks', 'requeue_schedule', 'done_at', 'dedupe', 'failed' }
+
+-- With \`w\`, the removals are queued there (many ids in one command per key); else made now.
+local function forget(id, w)
+  for _, name in ipairs(FORGET_HASHES) do
+    if w then later(w, 'hdel', K[name], id) else redis.call('HDEL', K[name], id) end
+  end
+  for _, name in ipairs(FORGET_ZSETS) do
+    if w then later(w, 'zrem', K[name], id) else redis.call('ZREM', K[name], id) end
+  end
+  for _, name in ipairs({ 'done', 'requeue' }) do
+    if w then later(w, 'srem', K[name], id) else redis.call('SREM', K[name], id) end
+  end
+end
+-- fail: a message's last run ended in a final error: it becomes failed, or
+-- moves to the queue's dead-letter queue. Also the history of attempts.
+--
+-- KEYS: messages metadata filters policies history outcomes updated-at locks holders lock-expiry
+--       backoffs schedule requeue requeue-locks requeue-content failed conf
+
+-- Attempt records kept per message (model/history.ts HISTORY_LIMIT).
+local HISTORY_LIMIT = 10
+
+-- Appends an attempt record (a table; absent fields are written as null) to the message's history.
+local function append_history(id, attempt, started, now, consumer, outcome, err)
+  check_rare()
+  local history = {}
+  local stored = redis.call('HGET', K.history, id)
+  if stored then
+    local ok, value = pcall(cjson.decode, stored)
+    if ok and type(value) == 'table' then history = value end
+  end
+  history[#history + 1] = {
+    attempt = tonumber(attempt) or 0,
+    startedAt = started or cjson.null,
+    endedAt = now,
+    consumer = consumer or cjson.null,
+    outcome = outcome,
+    error = err or cjson.null,
+  }
+  while #history > HISTORY_LIMIT do table.remove(history, 1) end
+  redis.call('HSET', K.history, id, cjson.encode(history))
+end
+
+-- The keys of the dead-letter queue \`name\`: same prefix, its own hash tag (so never on a cluster:
+-- configure refuses a dead-letter queue there).
+local function dead_letter_key(name, key)
+  local prefix = string.match(K.conf, '^([^{]*):{')
+  return prefix .. ':{' .. name .. '}:' .. key
+end
+
+-- Moves the message to the dead-letter queue \`dlq\`, queued there at attempt 0; false when the id is taken there.
+local function dead_letter(id, dlq, now)
+  local dk = function(key) return dead_letter_key(dlq, key) end
+  local class = redis.call('HGET', K.filters, id) or ''
+  local list = dk('mid-circle')
+  if class ~= '' then list = list .. ':' .. class end
+  local hashes = { 'messages', 'metadata', 'filters', 'policies', 'history', 'outcomes', 'enqueued-at', 'updated-at',
+    'pushes' }
+  for _, key in ipairs(hashes) do check_type(dk(key), 'hash') end
+  check_type(dk('classes'), 'set')
+  check_type(list, 'list')
+  if redis.call('HEXISTS', dk('messages'), id) == 1 then return false end
+  for _, pair in ipairs({ { 'messages', K.messages }, { 'metadata', K.metadata }, { 'policies', K.policies },
+    { 'history', K.history }, { 'outcomes', K.outcomes } }) do
+    local value = redis.call('HGET', pair[2], id)
+    if value then redis.call('HSET', dk(pair[1]), id, value) end
+  end
+  if class ~= '' then
+    redis.call('HSET', dk('filters'), id, class)
+    redis.call('SADD', dk('classes'), class)
+  end
+  redis.call('HSET', dk('enqueued-at'), id, now)
+  redis.call('LPUSH', list, id)
+  redis.call('HINCRBY', dk('pushes'), class, 1)
+  redis.call('PUBLISH', dk('wake'), 'dead-letter')
+  return true
+end
+
+-- Ends the message's run with \`outcome\` (the outcomes field: 'error', a newline, the error): failed,
+-- or dead-lettered. The caller has recorded the failing attempt in the history.
+local function fail(id, now, outcome)
+  check_rare()
+  for _, key in ipairs({ K.locks, K.holders, K.backoffs, K.requeue_content }) do redis.call('HDEL', key, id) end
+  for _, key in ipairs({ K.lock_expiry, K.schedule, K.requeue_locks }) do redis.call('ZREM', key, id) end
+  redis.call('SREM', K.requeue, id)
+  redis.call('HSET', K.outcomes, id, outcome)
+  redis.call('HSET', K.updated_at, id, now)
+  local dlq = redis.call('HGET', K.conf, 'dead_letter_queue')
+  if dlq and dlq ~= '' and dead_letter(id, dlq, now) then
+    forget(id)
+    return
+  end
+  redis.call('ZADD', K.failed, now, id)
+end
+-- promote: moves messages whose wait is over back to their ready lists, at the
+-- front (they waited longest): pending messages whose backoff ended, requeues
+-- whose done backoff ended (a new run: out of done), and locked messages whose
+-- lock expired (their holder stalled or died; attempt and requeue mark stay).
+-- An expired lock is a lost delivery: counted in \`losses\` and recorded in the
+-- history; at the queue's maxDeliveries the message fails instead.
+--
+-- KEYS: schedule lock-expiry backoffs locks holders done done-at requeue filters requeue-schedule
+--       requeue-locks losses nattempts conf
+
+-- Per call at most this many of each, so a script stays short; the caller looks again at once.
+local PROMOTE_LIMIT = 1000
+-- model/config.ts DEFAULT_QUEUE_CONFIG.maxDeliveries
+local DEFAULT_MAX_DELIVERIES = 10
+
+-- model/history.ts maxDeliveriesError
+local function max_deliveries_error(losses)
+  return 'lost its lock ' .. losses .. ' times (maxDeliveries ' .. losses ..
+    '): a handler that kills or stalls its worker?'
+end
+
+-- Ends a scheduled wait now: a backoff (queued-with-backoff), or a requeue's (done-with-requeue:
+-- a new run, out of done). The message goes to the front of its ready list.
+local function end_wait(id, ready, w)
+  if redis.call('SISMEMBER', K.done, id) == 1 then
+    later(w, 'srem', K.done, id)
+    later(w, 'srem', K.requeue, id)
+    later(w, 'zrem', K.done_at, id)
+    later(w, 'zrem', K.requeue_schedule, id)
+    later(w, 'hdel', K.nattempts, id)
+    later(w, 'hdel', K.losses, id)
+  end
+  later(w, 'hdel', K.backoffs, id)
+  later(w, 'zrem', K.schedule, id)
+  push_ready(ready, class_of(id), id, true)
+end
+
+-- Returns true when more may be due than were moved.
+local function promote(now, ready, w)
+  local due = redis.call('ZRANGEBYSCORE', K.schedule, '-inf', now, 'LIMIT', 0, PROMOTE_LIMIT)
+  local expired = redis.call('ZRANGEBYSCORE', K.lock_expiry, '-inf', now, 'LIMIT', 0, PROMOTE_LIMIT)
+  if #due > 0 or #expired > 0 then check_rare() end
+  for _, id in ipairs(due) do end_wait(id, ready, w) end
+  local max_deliveries = nil
+  for _, id in ipairs(expired) do
+    local holder = redis.call('HGET', K.holders, id)
+    append_history(id, redis.call('HGET', K.nattempts, id), nil, now, holder, 'lost', nil)
+    local losses = redis.call('HINCRBY', K.losses, id, 1)
+    if max_deliveries == nil then
+      max_deliveries = tonumber(redis.call('HGET', K.conf, 'max_deliveries')) or DEFAULT_MAX_DELIVERIES
+    end
+    if max_deliveries > 0 and losses >= max_deliveries then
+      fail(id, now, 'error\\n' .. max_deliveries_error(losses))
+    else
+      later(w, 'hdel', K.locks, id)
+      later(w, 'hdel', K.holders, id)
+      later(w, 'zrem', K.lock_expiry, id)
+      later(w, 'zrem', K.requeue_locks, id)
+      push_ready(ready, class_of(id), id, true)
+    end
+  end
+  return #due == PROMOTE_LIMIT or #expired == PROMOTE_LIMIT
+end
+-- list: a page of messages in the wanted states, read from the indexes, never
+-- a walk of the queue. Within a state, oldest first by the index's time:
+--   queued               the ready lists ('' first, then the filter classes in byte order), next out first;
+--                        due backoffs and expired locks are first moved there, as a claim would
+--   queued-with-backoff  schedule after now (done-with-requeue entries, also there, are skipped)
+--   locked               lock-expiry after now (locked-with-requeue entries skipped)
+--   locked-with-requeue  requeue-locks after now
+--   done-awaiting-gc     dedupe up to now
+--   done-with-backoff    dedupe after now
+--   done-with-requeue    requeue-schedule after now
+--   failed               failed
+-- A position is the state and three strings: (score, id, '') in a sorted set; in a ready list
+-- (class, index from the back, the list's back pushes then), so pushes between pages shift it exactly.
+-- Runs when Redis is out of memory (allow-oom): it may move due messages, never adds any.
+--
+-- KEYS: messages metadata filters classes pushes mid-circle schedule lock-expiry requeue-locks
+--       requeue-schedule dedupe failed
+-- ARGV: states (comma-separated, in MESSAGE_STATES order), outcome ('' for any), limit, messages to look at
+--       at most, '1' to include content, then the position to go on from: state ('' to start), a, b, c
+-- Reply: { 'end' when the listing is over, else 'more', then the position of the last message looked at
+--        (state, a, b, c), then per message: id, the seven fields of \`status\`, and with content: content,
+--        metadata JSON or nil, filter class or nil }
+-- Include: common state status forget fail promote
+
+check_layout()
+local states = {}
+for state in string.gmatch(ARGV[1], '[^,]+') do states[#states + 1] = state end
+local outcome, limit, budget, with_content = ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[4]), ARGV[5] == '1'
+local from_state = ARGV[6]
+local now = now_ms()
+-- Entries read per command.
+local STEP = 100
+
+-- a after b, comparing bytes (as Redis orders members of equal score), whatever the locale.
+local function after(a, b)
+  for i = 1, math.min(#a, #b) do
+    local x, y = string.byte(a, i), string.byte(b, i)
+    if x ~= y then return x > y end
+  end
+  return #a > #b
+end
+
+local reply = { 'end', '', '', '', '' }
+local listed, looked = 0, 0
+local position = nil
+
+-- Looks at one index entry; returns false when the call has done enough.
+local function look(id, state, a, b, c)
+  looked = looked + 1
+  position = { state, a, b, c }
+  local status = status_of(id, now)
+  local last = status and status[3]
+  if status and status[1] == state and (outcome == '' or (last and (last == outcome or
+      string.sub(last, 1, #outcome + 1) == outcome .. '\\n'))) then
+    reply[#reply + 1] = id
+    for i = 1, 7 do reply[#reply + 1] = status[i] end
+    if with_content then
+      for _, key in ipairs({ K.messages, K.metadata, K.filters }) do reply[#reply + 1] = redis.call('HGET', key, id) end
+    end
+    listed = listed + 1
+  end
+  return listed < limit and looked < budget
+end
+
+-- The rank just after (score, id) in a sorted set, even when id has left it since.
+local function rank_after(key, score, id)
+  local current = redis.call('ZSCORE', key, id)
+  if current and tonumber(current) == tonumber(score) then return redis.call('ZRANK', key, id) + 1 end
+  -- Ranks lo..hi-1 hold \`score\`, members in byte order: the first one after id.
+  local lo = redis.call('ZCOUNT', key, '-inf', '(' .. score)
+  local hi = redis.call('ZCOUNT', key, '-inf', score)
+  while lo < hi do
+    local mid = math.floor((lo + hi) / 2)
+    if after(redis.call('ZRANGE', key, mid, mid)[1], id) then hi = mid else lo = mid + 1 end
+  end
+  return lo
+end
+
+-- state → sorted set, and its range: 'after' now, 'upto' now, or 'all'.
+local SORTED = {
+  ['queued-with-backoff'] = { K.schedule, 'after' },
+  locked = { K.lock_expiry, 'after' },
+  ['locked-with-requeue'] = { K.requeue_locks, 'after' },
+  ['done-awaiting-gc'] = { K.dedupe, 'upto' },
+  ['done-with-backoff'] = { K.dedupe, 'after' },
+  ['done-with-requeue'] = { K.requeue_schedule, 'after' },
+  failed = { K.failed, 'all' },
+}
+
+-- Returns true when the state's entries are all looked at.
+local function list_sorted(state, score, id)
+  local key, range = SORTED[state][1], SORTED[state][2]
+  local rank = 0
+  if range == 'after' then rank = redis.call('ZCOUNT', key, '-inf', now) end
+  if score then rank = math.max(rank, rank_after(key, score, id)) end
+  while true do
+    local entries = redis.call('ZRANGE', key, rank, rank + STEP - 1, 'WITHSCORES')
+    if #entries == 0 then return true end
+    for i = 1, #entries, 2 do
+      if range == 'upto' and tonumber(entries[i + 1]) > now then return true end
+      if not look(entries[i], state, entries[i + 1], entries[i], '') then return false end
+    end
+    rank = rank + #entries / 2
+  end
+end
+
+-- Returns true when every ready list is looked at.
+local function list_ready(from_class, from_index, from_pushes)
+  local classes = redis.call('SMEMBERS', K.classes)
+  table.sort(classes, function(a, b) return after(b, a) end)
+  table.insert(classes, 1, '')
+  for _, class in ipairs(classes) do
+    if from_class == nil or class == from_class or after(class, from_class) then
+      local list = ready_list(class)
+      local pushes = tonumber(redis.call('HGET', K.pushes, class)) or 0
+      local index = redis.call('LLEN', list) - 1
+      if class == from_class then
+        index = math.min(index, tonumber(from_index) + pushes - tonumber(from_pushes) - 1)
+      end
+      while index >= 0 do
+        local first = math.max(0, index - STEP + 1)
+        local ids = redis.call('LRANGE', list, first, index)
+        for i = #ids, 1, -1 do
+          if not look(ids[i], 'queued', class, tostring(first + i - 1), tostring(pushes)) then return false end
+        end
+        index = first - 1
+      end
+    end
+  end
+  return true
+end
+
+local resuming = from_state ~= ''
+for _, state in ipairs(states) do
+  if not resuming or state == from_state then
+    local a, b, c = nil, nil, nil
+    if resuming then a, b, c = ARGV[7], ARGV[8], ARGV[9] end
+    local over
+    if state == 'queued' then
+      -- Due backoffs and expired locks join the ready lists first, as at a claim.
+      for _ = 1, 10 do
+        local w, ready = pending_writes(), pending_ready()
+        local more = promote(now, ready, w)
+        flush_writes(w)
+        flush_ready(ready)
+        if not more then break end
+      end
+      over = list_ready(a, b, c)
+    else
+      over = list_sorted(state, a, b)
+    end
+    resuming = false
+    if not over then
+      reply[1] = 'more'
+      for i = 1, 4 do reply[i + 1] = position[i] end
+      return reply
+    end
+  end
+end
+return reply
+`,
+  },
+  promoteNow: {
+    name: 'promote-now',
+    keys: [
+      'messages',
+      'wake',
+      'pushes',
+      'mid-circle',
+      'done',
+      'requeue',
+      'backoffs',
+      'locks',
+      'failed',
+      'metadata',
+      'filters',
+      'policies',
+      'history',
+      'losses',
+      'nattempts',
+      'holders',
+      'outcomes',
+      'enqueued-at',
+      'updated-at',
+      'requeue-content',
+      'schedule',
+      'lock-expiry',
+      'requeue-locks',
+      'requeue-schedule',
+      'done-at',
+      'dedupe',
+      'conf',
+    ],
+    readOnly: false,
+    sha: '71f7a2c6b1cab8cfa91b98f6b816d23ee936b7fc',
+    source: `#!lua
+local K = { messages = KEYS[1], wake = KEYS[2], pushes = KEYS[3], mid_circle = KEYS[4], done = KEYS[5], requeue = KEYS[6], backoffs = KEYS[7], locks = KEYS[8], failed = KEYS[9], metadata = KEYS[10], filters = KEYS[11], policies = KEYS[12], history = KEYS[13], losses = KEYS[14], nattempts = KEYS[15], holders = KEYS[16], outcomes = KEYS[17], enqueued_at = KEYS[18], updated_at = KEYS[19], requeue_content = KEYS[20], schedule = KEYS[21], lock_expiry = KEYS[22], requeue_locks = KEYS[23], requeue_schedule = KEYS[24], done_at = KEYS[25], dedupe = KEYS[26], conf = KEYS[27] }
+-- common: helpers every script includes. K holds the queue's keys by name
+-- (see src/redis/keys.ts; in Lua '-' becomes '_' and '?' is dropped).
+--
+-- KEYS: (none of its own)
+
+-- The types kvmq keeps in each key, to refuse foreign data before writing anything.
+local KEY_TYPES = {
+  messages = 'hash', locks = 'hash', backoffs = 'hash', nattempts = 'hash', mid_circle = 'list',
+  done = 'set', requeue = 'set', eoq_backoff = 'string', ndry_runs = 'string', metadata = 'hash',
+  filters = 'hash', classes = 'set', holders = 'hash', outcomes = 'hash', enqueued_at = 'hash',
+  updated_at = 'hash', requeue_content = 'hash', schedule = 'zset', lock_expiry = 'zset',
+  done_at = 'zset', dedupe = 'zset', conf = 'hash', consumers = 'hash', gc_lock = 'string',
+  gc_at = 'string', policies = 'hash', history = 'hash', losses = 'hash', pushes = 'hash',
+  requeue_locks = 'zset', requeue_schedule = 'zset', failed = 'zset',
+}
+
+-- Lua's unpack has a stack limit; variadic commands go in chunks of this many arguments.
+local CHUNK = 1000
+
+-- One clock for every decision: the Redis server's. Redis 7 replicates a
+-- script's effects, not the script, so reading TIME before writing is safe.
+local function now_ms()
+  local t = redis.call('TIME')
+  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+end
+
+local function layout_error(key, found, expected)
+  error({ err = 'KVMQ_LAYOUT key ' .. key .. ' holds a ' .. found .. ', not the ' .. expected .. ' kvmq keeps there' })
+end
+
+local function check_type(key, expected)
+  local found = redis.call('TYPE', key).ok
+  if found ~= 'none' and found ~= expected then layout_error(key, found, expected) end
+end
+
+-- The ready list of a filter class: \`mid-circle\` for messages without filters.
+local function ready_list(class)
+  if class == '' then return K.mid_circle end
+  return K.mid_circle .. ':' .. class
+end
+
+-- A message's filter class ('' for none); the script must take the \`filters\` key.
+local function class_of(id)
+  return redis.call('HGET', K.filters, id) or ''
+end
+
+-- Checks every key the script was given, and the ready list of every filter
+-- class known or about to be added, before the script writes anything: a
+-- script that stopped half-way would leave messages half-written.
+-- Keys a script touches only on its rare paths (see check_rare).
+local RARE = {}
+local rare_checked = false
+
+-- \`rare\` (optional) names keys left to check_rare, so a hot path pays no TYPE call for them.
+local function check_layout(new_classes, rare)
+  for _, name in ipairs(rare or {}) do RARE[name] = true end
+  for name, key in pairs(K) do
+    local expected = KEY_TYPES[name]
+    if expected ~= nil and not RARE[name] then check_type(key, expected) end
+  end
+  if K.classes ~= nil and K.mid_circle ~= nil then
+    for _, class in ipairs(redis.call('SMEMBERS', K.classes)) do check_type(ready_list(class), 'list') end
+    for _, class in ipairs(new_classes or {}) do check_type(ready_list(class), 'list') end
+  end
+end
+
+-- Checks the keys check_layout left out, once, when a rare path (a failure, a lost lock) starts:
+-- the caller calls it before that path writes anything.
+local function check_rare()
+  if rare_checked then return end
+  rare_checked = true
+  for name in pairs(RARE) do
+    if K[name] ~= nil then check_type(K[name], KEY_TYPES[name]) end
+  end
+end
+
+-- Runs \`cmd key ...args\` in chunks (args must come in whole pairs for HSET/ZADD: CHUNK is even).
+local function call_chunked(cmd, key, args)
+  for i = 1, #args, CHUNK do
+    redis.call(cmd, key, unpack(args, i, math.min(i + CHUNK - 1, #args)))
+  end
+end
+
+-- HMGET in chunks; the values line up with \`fields\`.
+local function hmget(key, fields)
+  if #fields <= CHUNK then return redis.call('HMGET', key, unpack(fields)) end
+  local values = {}
+  for i = 1, #fields, CHUNK do
+    local part = redis.call('HMGET', key, unpack(fields, i, math.min(i + CHUNK - 1, #fields)))
+    for j = 1, #part do values[i + j - 1] = part[j] end
+  end
+  return values
+end
+
+-- Writes gathered during a script and sent at its end, one command per key.
+local function pending_writes()
+  return { hset = {}, hdel = {}, zadd = {}, zrem = {}, sadd = {}, srem = {} }
+end
+
+-- Removals go first, so a field removed and set by one script ends up set.
+local function flush_writes(w)
+  for _, cmd in ipairs({ 'hdel', 'srem', 'zrem', 'hset', 'sadd', 'zadd' }) do
+    for key, args in pairs(w[cmd]) do
+      call_chunked(string.upper(cmd), key, args)
+    end
+  end
+end
+
+-- Queues \`cmd key a [b]\` in \`w\` (b for the pair commands hset and zadd).
+local function later(w, cmd, key, a, b)
+  local args = w[cmd][key]
+  if args == nil then
+    args = {}
+    w[cmd][key] = args
+  end
+  args[#args + 1] = a
+  if b ~= nil then args[#args + 1] = b end
+end
+
+-- Ready pushes of this script: \`back\` ones join the end of the line (LPUSH:
+-- the list's next is on the right), \`front\` ones are next (RPUSH).
+local function pending_ready()
+  return { back = {}, front = {}, count = 0 }
+end
+
+local function push_ready(r, class, id, front)
+  local side = front and r.front or r.back
+  local list = side[class]
+  if list == nil then
+    list = {}
+    side[class] = list
+  end
+  list[#list + 1] = id
+  r.count = r.count + 1
+end
+
+-- Back pushes are counted per list (\`pushes\`): a listing's cursor holds an index
+-- from the back, which only these pushes shift (claims pop the front; nothing is cut from the middle).
+local function flush_ready(r)
+  for class, ids in pairs(r.back) do
+    call_chunked('LPUSH', ready_list(class), ids)
+    redis.call('HINCRBY', K.pushes, class, #ids)
+  end
+  for class, ids in pairs(r.front) do
+    -- The earliest is pushed last, so it is the next out.
+    local reversed = {}
+    for i = #ids, 1, -1 do reversed[#reversed + 1] = ids[i] end
+    call_chunked('RPUSH', ready_list(class), reversed)
+  end
+end
+-- state: a message's state, derived from Carmine's keys as Carmine derives it,
+-- plus kvmq's done-with-requeue and failed. Expired locks and backoffs count as over.
+--
+-- KEYS: done requeue backoffs locks failed
+
+-- The state of a message known to exist, at \`now\`.
+local function state_of(id, now)
+  if redis.call('ZSCORE', K.failed, id) then return 'failed', nil end
+  local backoff = tonumber(redis.call('HGET', K.backoffs, id)) or 0
+  if redis.call('SISMEMBER', K.done, id) == 1 then
+    local requeued = redis.call('SISMEMBER', K.requeue, id) == 1
+    if backoff > now then
+      if requeued then return 'done-with-requeue', backoff end
+      return 'done-with-backoff', backoff
+    end
+    -- A requeue whose backoff ended is queued, even before a claim moves it to its ready list.
+    if requeued then return 'queued', nil end
+    return 'done-awaiting-gc', nil
+  end
+  local lock = tonumber(redis.call('HGET', K.locks, id)) or 0
+  if lock > now then
+    if redis.call('SISMEMBER', K.requeue, id) == 1 then return 'locked-with-requeue', lock end
+    return 'locked', lock
+  end
+  if backoff > now then return 'queued-with-backoff', backoff end
+  return 'queued', nil
+end
+-- forget: removes every trace of a message from the queue's hashes, sets and
+-- sorted sets (not from a ready list: the caller knows whether it is in one).
+--
+-- KEYS: messages metadata filters policies history losses nattempts locks holders backoffs outcomes
+--       enqueued-at updated-at requeue-content done requeue schedule lock-expiry requeue-locks
+--       requeue-schedule done-at dedupe failed
+
+local FORGET_HASHES = { 'messages', 'metadata', 'filters', 'policies', 'history', 'losses', 'nattempts', 'locks',
+  'holders', 'backoffs', 'outcomes', 'enqueued_at', 'updated_at', 'requeue_content' }
+local FORGET_ZSETS = { 'schedule', 'lock_expiry', 'requeue_locks', 'requeue_schedule', 'done_at', 'dedupe', 'failed' }
+
+-- With \`w\`, the removals are queued there (many ids in one command per key); else made now.
+local function forget(id, w)
+  for _, name in ipairs(FORGET_HASHES) do
+    if w then later(w, 'hdel', K[name], id) else redis.call('HDEL', K[name], id) end
+  end
+  for _, name in ipairs(FORGET_ZSETS) do
+    if w then later(w, 'zrem', K[name], id) else redis.call('ZREM', K[name], id) end
+  end
+  for _, name in ipairs({ 'done', 'requeue' }) do
+    if w then later(w, 'srem', K[name], id) else redis.call('SREM', K[name], id) end
+  end
+end
+-- fail: a message's last run ended in a final error: it becomes failed, or
+-- moves to the queue's dead-letter queue. Also the history of attempts.
+--
+-- KEYS: messages metadata filters policies history outcomes updated-at locks holders lock-expiry
+--       backoffs schedule requeue requeue-locks requeue-content failed conf
+
+-- Attempt records kept per message (model/history.ts HISTORY_LIMIT).
+local HISTORY_LIMIT = 10
+
+-- Appends an attempt record (a table; absent fields are written as null) to the message's history.
+local function append_history(id, attempt, started, now, consumer, outcome, err)
+  check_rare()
+  local history = {}
+  local stored = redis.call('HGET', K.history, id)
+  if stored then
+    local ok, value = pcall(cjson.decode, stored)
+    if ok and type(value) == 'table' then history = value end
+  end
+  history[#history + 1] = {
+    attempt = tonumber(attempt) or 0,
+    startedAt = started or cjson.null,
+    endedAt = now,
+    consumer = consumer or cjson.null,
+    outcome = outcome,
+    error = err or cjson.null,
+  }
+  while #history > HISTORY_LIMIT do table.remove(history, 1) end
+  redis.call('HSET', K.history, id, cjson.encode(history))
+end
+
+-- The keys of the dead-letter queue \`name\`: same prefix, its own hash tag (so never on a cluster:
+-- configure refuses a dead-letter queue there).
+local function dead_letter_key(name, key)
+  local prefix = string.match(K.conf, '^([^{]*):{')
+  return prefix .. ':{' .. name .. '}:' .. key
+end
+
+-- Moves the message to the dead-letter queue \`dlq\`, queued there at attempt 0; false when the id is taken there.
+local function dead_letter(id, dlq, now)
+  local dk = function(key) return dead_letter_key(dlq, key) end
+  local class = redis.call('HGET', K.filters, id) or ''
+  local list = dk('mid-circle')
+  if class ~= '' then list = list .. ':' .. class end
+  local hashes = { 'messages', 'metadata', 'filters', 'policies', 'history', 'outcomes', 'enqueued-at', 'updated-at',
+    'pushes' }
+  for _, key in ipairs(hashes) do check_type(dk(key), 'hash') end
+  check_type(dk('classes'), 'set')
+  check_type(list, 'list')
+  if redis.call('HEXISTS', dk('messages'), id) == 1 then return false end
+  for _, pair in ipairs({ { 'messages', K.messages }, { 'metadata', K.metadata }, { 'policies', K.policies },
+    { 'history', K.history }, { 'outcomes', K.outcomes } }) do
+    local value = redis.call('HGET', pair[2], id)
+    if value then redis.call('HSET', dk(pair[1]), id, value) end
+  end
+  if class ~= '' then
+    redis.call('HSET', dk('filters'), id, class)
+    redis.call('SADD', dk('classes'), class)
+  end
+  redis.call('HSET', dk('enqueued-at'), id, now)
+  redis.call('LPUSH', list, id)
+  redis.call('HINCRBY', dk('pushes'), class, 1)
+  redis.call('PUBLISH', dk('wake'), 'dead-letter')
+  return true
+end
+
+-- Ends the message's run with \`outcome\` (the outcomes field: 'error', a newline, the error): failed,
+-- or dead-lettered. The caller has recorded the failing attempt in the history.
+local function fail(id, now, outcome)
+  check_rare()
+  for _, key in ipairs({ K.locks, K.holders, K.backoffs, K.requeue_content }) do redis.call('HDEL', key, id) end
+  for _, key in ipairs({ K.lock_expiry, K.schedule, K.requeue_locks }) do redis.call('ZREM', key, id) end
+  redis.call('SREM', K.requeue, id)
+  redis.call('HSET', K.outcomes, id, outcome)
+  redis.call('HSET', K.updated_at, id, now)
+  local dlq = redis.call('HGET', K.conf, 'dead_letter_queue')
+  if dlq and dlq ~= '' and dead_letter(id, dlq, now) then
+    forget(id)
+    return
+  end
+  redis.call('ZADD', K.failed, now, id)
+end
+-- promote: moves messages whose wait is over back to their ready lists, at the
+-- front (they waited longest): pending messages whose backoff ended, requeues
+-- whose done backoff ended (a new run: out of done), and locked messages whose
+-- lock expired (their holder stalled or died; attempt and requeue mark stay).
+-- An expired lock is a lost delivery: counted in \`losses\` and recorded in the
+-- history; at the queue's maxDeliveries the message fails instead.
+--
+-- KEYS: schedule lock-expiry backoffs locks holders done done-at requeue filters requeue-schedule
+--       requeue-locks losses nattempts conf
+
+-- Per call at most this many of each, so a script stays short; the caller looks again at once.
+local PROMOTE_LIMIT = 1000
+-- model/config.ts DEFAULT_QUEUE_CONFIG.maxDeliveries
+local DEFAULT_MAX_DELIVERIES = 10
+
+-- model/history.ts maxDeliveriesError
+local function max_deliveries_error(losses)
+  return 'lost its lock ' .. losses .. ' times (maxDeliveries ' .. losses ..
+    '): a handler that kills or stalls its worker?'
+end
+
+-- Ends a scheduled wait now: a backoff (queued-with-backoff), or a requeue's (done-with-requeue:
+-- a new run, out of done). The message goes to the front of its ready list.
+local function end_wait(id, ready, w)
+  if redis.call('SISMEMBER', K.done, id) == 1 then
+    later(w, 'srem', K.done, id)
+    later(w, 'srem', K.requeue, id)
+    later(w, 'zrem', K.done_at, id)
+    later(w, 'zrem', K.requeue_schedule, id)
+    later(w, 'hdel', K.nattempts, id)
+    later(w, 'hdel', K.losses, id)
+  end
+  later(w, 'hdel', K.backoffs, id)
+  later(w, 'zrem', K.schedule, id)
+  push_ready(ready, class_of(id), id, true)
+end
+
+-- Returns true when more may be due than were moved.
+local function promote(now, ready, w)
+  local due = redis.call('ZRANGEBYSCORE', K.schedule, '-inf', now, 'LIMIT', 0, PROMOTE_LIMIT)
+  local expired = redis.call('ZRANGEBYSCORE', K.lock_expiry, '-inf', now, 'LIMIT', 0, PROMOTE_LIMIT)
+  if #due > 0 or #expired > 0 then check_rare() end
+  for _, id in ipairs(due) do end_wait(id, ready, w) end
+  local max_deliveries = nil
+  for _, id in ipairs(expired) do
+    local holder = redis.call('HGET', K.holders, id)
+    append_history(id, redis.call('HGET', K.nattempts, id), nil, now, holder, 'lost', nil)
+    local losses = redis.call('HINCRBY', K.losses, id, 1)
+    if max_deliveries == nil then
+      max_deliveries = tonumber(redis.call('HGET', K.conf, 'max_deliveries')) or DEFAULT_MAX_DELIVERIES
+    end
+    if max_deliveries > 0 and losses >= max_deliveries then
+      fail(id, now, 'error\\n' .. max_deliveries_error(losses))
+    else
+      later(w, 'hdel', K.locks, id)
+      later(w, 'hdel', K.holders, id)
+      later(w, 'zrem', K.lock_expiry, id)
+      later(w, 'zrem', K.requeue_locks, id)
+      push_ready(ready, class_of(id), id, true)
+    end
+  end
+  return #due == PROMOTE_LIMIT or #expired == PROMOTE_LIMIT
+end
+-- promote-now: ends backoffs now: queued-with-backoff → queued, done-with-requeue
+-- → queued (the requeue runs now, attempt 0). Other states are refused with theirs.
+--
+-- KEYS: messages wake pushes mid-circle
+-- ARGV: ids
+-- Reply: one string per id: 'ok', else its state ('' when unknown)
+-- Include: common state forget fail promote
+
+check_layout()
+local now = now_ms()
+local w = pending_writes()
+local ready = pending_ready()
+local replies = {}
+for i, id in ipairs(ARGV) do
+  replies[i] = ''
+  if redis.call('HEXISTS', K.messages, id) == 1 then
+    local state = state_of(id, now)
+    if state == 'queued-with-backoff' or state == 'done-with-requeue' then
+      end_wait(id, ready, w)
+      -- Written now: the same id later in the call must see it queued.
+      flush_writes(w)
+      w = pending_writes()
+      redis.call('HSET', K.updated_at, id, now)
+      replies[i] = 'ok'
+    else
+      replies[i] = state
+    end
+  end
+end
+flush_ready(ready)
+if ready.count > 0 then redis.call('PUBLISH', K.wake, 'promote') end
+return replies
+`,
+  },
+  queueStatus: {
+    name: 'queue-status',
+    keys: [
+      'messages',
+      'done',
+      'failed',
+      'schedule',
+      'lock-expiry',
+      'dedupe',
+      'requeue-locks',
+      'requeue-schedule',
+      'ndry-runs',
+      'conf',
+      'consumers',
+      'holders',
+      'locks',
+    ],
+    readOnly: true,
+    sha: 'dd0b2685132c7714e693051d2edb37d814254526',
+    source: `#!lua flags=no-writes
+local K = { messages = KEYS[1], done = KEYS[2], failed = KEYS[3], schedule = KEYS[4], lock_expiry = KEYS[5], dedupe = KEYS[6], requeue_locks = KEYS[7], requeue_schedule = KEYS[8], ndry_runs = KEYS[9], conf = KEYS[10], consumers = KEYS[11], holders = KEYS[12], locks = KEYS[13] }
+-- common: helpers every script includes. K holds the queue's keys by name
+-- (see src/redis/keys.ts; in Lua '-' becomes '_' and '?' is dropped).
+--
+-- KEYS: (none of its own)
+
+-- The types kvmq keeps in each key, to refuse foreign data before writing anything.
+local KEY_TYPES = {
+  messages = 'hash', locks = 'hash', backoffs = 'hash', nattempts = 'hash', mid_circle = 'list',
+  done = 'set', requeue = 'set', eoq_backoff = 'string', ndry_runs = 'string', metadata = 'hash',
+  filters = 'hash', classes = 'set', holders = 'hash', outcomes = 'hash', enqueued_at = 'hash',
+  updated_at = 'hash', requeue_content = 'hash', schedule = 'zset', lock_expiry = 'zset',
+  done_at = 'zset', dedupe = 'zset', conf = 'hash', consumers = 'hash', gc_lock = 'string',
+  gc_at = 'string', policies = 'hash', history = 'hash', losses = 'hash', pushes = 'hash',
+  requeue_locks = 'zset', requeue_schedule = 'zset', failed = 'zset',
+}
+
+-- Lua's unpack has a stack limit; variadic commands go in chunks of this many arguments.
+local CHUNK = 1000
+
+-- One clock for every decision: the Redis server's. Redis 7 replicates a
+-- script's effects, not the script, so reading TIME before writing is safe.
+local function now_ms()
+  local t = redis.call('TIME')
+  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+end
+
+local function layout_error(key, found, expected)
+  error({ err = 'KVMQ_LAYOUT key ' .. key .. ' holds a ' .. found .. ', not the ' .. expected .. ' kvmq keeps there' })
+end
+
+local function check_type(key, expected)
+  local found = redis.call('TYPE', key).ok
+  if found ~= 'none' and found ~= expected then layout_error(key, found, expected) end
+end
+
+-- The ready list of a filter class: \`mid-circle\` for messages without filters.
+local function ready_list(class)
+  if class == '' then return K.mid_circle end
+  return K.mid_circle .. ':' .. class
+end
+
+-- A message's filter class ('' for none); the script must take the \`filters\` key.
+local function class_of(id)
+  return redis.call('HGET', K.filters, id) or ''
+end
+
+-- Checks every key the script was given, and the ready list of every filter
+-- class known or about to be added, before the script writes anything: a
+-- script that stopped half-way would leave messages half-written.
+-- Keys a script touches only on its rare paths (see check_rare).
+local RARE = {}
+local rare_checked = false
+
+-- \`rare\` (optional) names keys left to check_rare, so a hot path pays no TYPE call for them.
+local function check_layout(new_classes, rare)
+  for _, name in ipairs(rare or {}) do RARE[name] = true end
+  for name, key in pairs(K) do
+    local expected = KEY_TYPES[name]
+    if expected ~= nil and not RARE[name] then check_type(key, expected) end
+  end
+  if K.classes ~= nil and K.mid_circle ~= nil then
+    for _, class in ipairs(redis.call('SMEMBERS', K.classes)) do check_type(ready_list(class), 'list') end
+    for _, class in ipairs(new_classes or {}) do check_type(ready_list(class), 'list') end
+  end
+end
+
+-- Checks the keys check_layout left out, once, when a rare path (a failure, a lost lock) starts:
+-- the caller calls it before that path writes anything.
+local function check_rare()
+  if rare_checked then return end
+  rare_checked = true
+  for name in pairs(RARE) do
+    if K[name] ~= nil then check_type(K[name], KEY_TYPES[name]) end
+  end
+end
+
+-- Runs \`cmd key ...args\` in chunks (args must come in whole pairs for HSET/ZADD: CHUNK is even).
+local function call_chunked(cmd, key, args)
+  for i = 1, #args, CHUNK do
+    redis.call(cmd, key, unpack(args, i, math.min(i + CHUNK - 1, #args)))
+  end
+end
+
+-- HMGET in chunks; the values line up with \`fields\`.
+local function hmget(key, fields)
+  if #fields <= CHUNK then return redis.call('HMGET', key, unpack(fields)) end
+  local values = {}
+  for i = 1, #fields, CHUNK do
+    local part = redis.call('HMGET', key, unpack(fields, i, math.min(i + CHUNK - 1, #fields)))
+    for j = 1, #part do values[i + j - 1] = part[j] end
+  end
+  return values
+end
+
+-- Writes gathered during a script and sent at its end, one command per key.
+local function pending_writes()
+  return { hset = {}, hdel = {}, zadd = {}, zrem = {}, sadd = {}, srem = {} }
+end
+
+-- Removals go first, so a field removed and set by one script ends up set.
+local function flush_writes(w)
+  for _, cmd in ipairs({ 'hdel', 'srem', 'zrem', 'hset', 'sadd', 'zadd' }) do
+    for key, args in pairs(w[cmd]) do
+      call_chunked(string.upper(cmd), key, args)
+    end
+  end
+end
+
+-- Queues \`cmd key a [b]\` in \`w\` (b for the pair commands hset and zadd).
+local function later(w, cmd, key, a, b)
+  local args = w[cmd][key]
+  if args == nil then
+    args = {}
+    w[cmd][key] = args
+  end
+  args[#args + 1] = a
+  if b ~= nil then args[#args + 1] = b end
+end
+
+-- Ready pushes of this script: \`back\` ones join the end of the line (LPUSH:
+-- the list's next is on the right), \`front\` ones are next (RPUSH).
+local function pending_ready()
+  return { back = {}, front = {}, count = 0 }
+end
+
+local function push_ready(r, class, id, front)
+  local side = front and r.front or r.back
+  local list = side[class]
+  if list == nil then
+    list = {}
+    side[class] = list
+  end
+  list[#list + 1] = id
+  r.count = r.count + 1
+end
+
+-- Back pushes are counted per list (\`pushes\`): a listing's cursor holds an index
+-- from the back, which only these pushes shift (claims pop the front; nothing is cut from the middle).
+local function flush_ready(r)
+  for class, ids in pairs(r.back) do
+    call_chunked('LPUSH', ready_list(class), ids)
+    redis.call('HINCRBY', K.pushes, class, #ids)
+  end
+  for class, ids in pairs(r.front) do
+    -- The earliest is pushed last, so it is the next out.
+    local reversed = {}
+    for i = #ids, 1, -1 do reversed[#reversed + 1] = ids[i] end
+    call_chunked('RPUSH', ready_list(class), reversed)
+  end
 end
 -- consumers: the registry as stored, for status replies.
 --
@@ -2170,36 +4023,31 @@ local function consumer_entries(now)
   end
   return reply, registrations
 end
--- queue-status: counts per state, dry runs and the consumer registry, in one
--- consistent read. Counts come from the sorted sets' sizes past \`now\` and the
--- requeue set, so they cost O(log n + requeued), not a walk over the messages.
+-- queue-status: counts per state, dry runs, whether paused and the consumer
+-- registry, in one consistent read. Counts come from the sizes of the sets and
+-- the sorted sets' counts past \`now\`: O(log n) each, never a walk over messages
+-- (the registry's holdings walk the locked messages).
 --
--- KEYS: messages done requeue backoffs locks schedule lock-expiry dedupe ndry-runs consumers holders
+-- KEYS: messages done failed schedule lock-expiry dedupe requeue-locks requeue-schedule ndry-runs conf
+--       consumers holders locks
 -- ARGV: none
--- Reply: { now, dry runs, queued, queued-with-backoff, locked, locked-with-requeue,
---          done-awaiting-gc, done-with-backoff, done-with-requeue, registrations (pairs),
+-- Reply: { now, dry runs, paused (1 or 0), queued, queued-with-backoff, locked, locked-with-requeue,
+--          done-awaiting-gc, done-with-backoff, done-with-requeue, failed, registrations (pairs),
 --          then consumer id, JSON pairs, then message id, holder pairs of live locks }
--- Include: common state consumers
+-- Include: common consumers
 
 check_layout()
 local now = now_ms()
 local after = '(' .. now
 local total = redis.call('HLEN', K.messages)
 local done = redis.call('SCARD', K.done)
+local failed = redis.call('ZCARD', K.failed)
 local locked = redis.call('ZCOUNT', K.lock_expiry, after, '+inf')
+local locked_requeue = redis.call('ZCOUNT', K.requeue_locks, after, '+inf')
 local waiting = redis.call('ZCOUNT', K.schedule, after, '+inf')
+local done_requeue = redis.call('ZCOUNT', K.requeue_schedule, after, '+inf')
+local due_requeue = redis.call('ZCARD', K.requeue_schedule) - done_requeue
 local done_backoff = redis.call('ZCOUNT', K.dedupe, after, '+inf')
-local locked_requeue, done_requeue, due_requeue = 0, 0, 0
-for _, id in ipairs(redis.call('SMEMBERS', K.requeue)) do
-  local state = state_of(id, now)
-  if state == 'locked-with-requeue' then
-    locked_requeue = locked_requeue + 1
-  elseif state == 'done-with-requeue' then
-    done_requeue = done_requeue + 1
-  elseif state == 'queued' and redis.call('SISMEMBER', K.done, id) == 1 then
-    due_requeue = due_requeue + 1
-  end
-end
 local counts = {
   0,
   waiting - done_requeue,
@@ -2208,13 +4056,16 @@ local counts = {
   done - done_backoff - done_requeue - due_requeue,
   done_backoff,
   done_requeue,
+  failed,
 }
 local others = 0
 for i = 2, #counts do others = others + counts[i] end
 counts[1] = total - others
 
 local entries, registrations = consumer_entries(now)
-local reply = { now, tonumber(redis.call('GET', K.ndry_runs)) or 0 }
+local paused = 0
+if redis.call('HGET', K.conf, 'paused') == '1' then paused = 1 end
+local reply = { now, tonumber(redis.call('GET', K.ndry_runs)) or 0, paused }
 for _, n in ipairs(counts) do reply[#reply + 1] = n end
 reply[#reply + 1] = registrations
 for _, v in ipairs(entries) do reply[#reply + 1] = v end
@@ -2225,7 +4076,7 @@ return reply
     name: 'register-consumer',
     keys: ['consumers'],
     readOnly: false,
-    sha: 'aab1a189628ab682797b573b4dcf8189a6855635',
+    sha: '22cb34d5b9b54a39fca0a6bd6fcedda9af53a287',
     source: `#!lua flags=allow-oom
 local K = { consumers = KEYS[1] }
 -- common: helpers every script includes. K holds the queue's keys by name
@@ -2240,7 +4091,8 @@ local KEY_TYPES = {
   filters = 'hash', classes = 'set', holders = 'hash', outcomes = 'hash', enqueued_at = 'hash',
   updated_at = 'hash', requeue_content = 'hash', schedule = 'zset', lock_expiry = 'zset',
   done_at = 'zset', dedupe = 'zset', conf = 'hash', consumers = 'hash', gc_lock = 'string',
-  gc_at = 'string',
+  gc_at = 'string', policies = 'hash', history = 'hash', losses = 'hash', pushes = 'hash',
+  requeue_locks = 'zset', requeue_schedule = 'zset', failed = 'zset',
 }
 
 -- Lua's unpack has a stack limit; variadic commands go in chunks of this many arguments.
@@ -2268,17 +4120,38 @@ local function ready_list(class)
   return K.mid_circle .. ':' .. class
 end
 
+-- A message's filter class ('' for none); the script must take the \`filters\` key.
+local function class_of(id)
+  return redis.call('HGET', K.filters, id) or ''
+end
+
 -- Checks every key the script was given, and the ready list of every filter
 -- class known or about to be added, before the script writes anything: a
 -- script that stopped half-way would leave messages half-written.
-local function check_layout(new_classes)
+-- Keys a script touches only on its rare paths (see check_rare).
+local RARE = {}
+local rare_checked = false
+
+-- \`rare\` (optional) names keys left to check_rare, so a hot path pays no TYPE call for them.
+local function check_layout(new_classes, rare)
+  for _, name in ipairs(rare or {}) do RARE[name] = true end
   for name, key in pairs(K) do
     local expected = KEY_TYPES[name]
-    if expected ~= nil then check_type(key, expected) end
+    if expected ~= nil and not RARE[name] then check_type(key, expected) end
   end
   if K.classes ~= nil and K.mid_circle ~= nil then
     for _, class in ipairs(redis.call('SMEMBERS', K.classes)) do check_type(ready_list(class), 'list') end
     for _, class in ipairs(new_classes or {}) do check_type(ready_list(class), 'list') end
+  end
+end
+
+-- Checks the keys check_layout left out, once, when a rare path (a failure, a lost lock) starts:
+-- the caller calls it before that path writes anything.
+local function check_rare()
+  if rare_checked then return end
+  rare_checked = true
+  for name in pairs(RARE) do
+    if K[name] ~= nil then check_type(K[name], KEY_TYPES[name]) end
   end
 end
 
@@ -2342,8 +4215,13 @@ local function push_ready(r, class, id, front)
   r.count = r.count + 1
 end
 
+-- Back pushes are counted per list (\`pushes\`): a listing's cursor holds an index
+-- from the back, which only these pushes shift (claims pop the front; nothing is cut from the middle).
 local function flush_ready(r)
-  for class, ids in pairs(r.back) do call_chunked('LPUSH', ready_list(class), ids) end
+  for class, ids in pairs(r.back) do
+    call_chunked('LPUSH', ready_list(class), ids)
+    redis.call('HINCRBY', K.pushes, class, #ids)
+  end
   for class, ids in pairs(r.front) do
     -- The earliest is pushed last, so it is the next out.
     local reversed = {}
@@ -2373,24 +4251,38 @@ redis.call('HSET', K.consumers, id, cjson.encode(registration))
 return 1
 `,
   },
-  status: {
-    name: 'status',
+  remove: {
+    name: 'remove',
     keys: [
+      'mid-circle',
+      'done',
+      'requeue',
+      'backoffs',
+      'locks',
+      'failed',
       'messages',
+      'metadata',
+      'filters',
+      'policies',
+      'history',
+      'losses',
       'nattempts',
       'holders',
       'outcomes',
       'enqueued-at',
       'updated-at',
-      'done',
-      'requeue',
-      'backoffs',
-      'locks',
+      'requeue-content',
+      'schedule',
+      'lock-expiry',
+      'requeue-locks',
+      'requeue-schedule',
+      'done-at',
+      'dedupe',
     ],
-    readOnly: true,
-    sha: '2c6d7d08751782d1a663047ee58f793799ed2e9c',
-    source: `#!lua flags=no-writes
-local K = { messages = KEYS[1], nattempts = KEYS[2], holders = KEYS[3], outcomes = KEYS[4], enqueued_at = KEYS[5], updated_at = KEYS[6], done = KEYS[7], requeue = KEYS[8], backoffs = KEYS[9], locks = KEYS[10] }
+    readOnly: false,
+    sha: 'f24c7f2af038470e02f04fe3d67a173065a286a3',
+    source: `#!lua flags=allow-oom
+local K = { mid_circle = KEYS[1], done = KEYS[2], requeue = KEYS[3], backoffs = KEYS[4], locks = KEYS[5], failed = KEYS[6], messages = KEYS[7], metadata = KEYS[8], filters = KEYS[9], policies = KEYS[10], history = KEYS[11], losses = KEYS[12], nattempts = KEYS[13], holders = KEYS[14], outcomes = KEYS[15], enqueued_at = KEYS[16], updated_at = KEYS[17], requeue_content = KEYS[18], schedule = KEYS[19], lock_expiry = KEYS[20], requeue_locks = KEYS[21], requeue_schedule = KEYS[22], done_at = KEYS[23], dedupe = KEYS[24] }
 -- common: helpers every script includes. K holds the queue's keys by name
 -- (see src/redis/keys.ts; in Lua '-' becomes '_' and '?' is dropped).
 --
@@ -2403,7 +4295,8 @@ local KEY_TYPES = {
   filters = 'hash', classes = 'set', holders = 'hash', outcomes = 'hash', enqueued_at = 'hash',
   updated_at = 'hash', requeue_content = 'hash', schedule = 'zset', lock_expiry = 'zset',
   done_at = 'zset', dedupe = 'zset', conf = 'hash', consumers = 'hash', gc_lock = 'string',
-  gc_at = 'string',
+  gc_at = 'string', policies = 'hash', history = 'hash', losses = 'hash', pushes = 'hash',
+  requeue_locks = 'zset', requeue_schedule = 'zset', failed = 'zset',
 }
 
 -- Lua's unpack has a stack limit; variadic commands go in chunks of this many arguments.
@@ -2431,17 +4324,38 @@ local function ready_list(class)
   return K.mid_circle .. ':' .. class
 end
 
+-- A message's filter class ('' for none); the script must take the \`filters\` key.
+local function class_of(id)
+  return redis.call('HGET', K.filters, id) or ''
+end
+
 -- Checks every key the script was given, and the ready list of every filter
 -- class known or about to be added, before the script writes anything: a
 -- script that stopped half-way would leave messages half-written.
-local function check_layout(new_classes)
+-- Keys a script touches only on its rare paths (see check_rare).
+local RARE = {}
+local rare_checked = false
+
+-- \`rare\` (optional) names keys left to check_rare, so a hot path pays no TYPE call for them.
+local function check_layout(new_classes, rare)
+  for _, name in ipairs(rare or {}) do RARE[name] = true end
   for name, key in pairs(K) do
     local expected = KEY_TYPES[name]
-    if expected ~= nil then check_type(key, expected) end
+    if expected ~= nil and not RARE[name] then check_type(key, expected) end
   end
   if K.classes ~= nil and K.mid_circle ~= nil then
     for _, class in ipairs(redis.call('SMEMBERS', K.classes)) do check_type(ready_list(class), 'list') end
     for _, class in ipairs(new_classes or {}) do check_type(ready_list(class), 'list') end
+  end
+end
+
+-- Checks the keys check_layout left out, once, when a rare path (a failure, a lost lock) starts:
+-- the caller calls it before that path writes anything.
+local function check_rare()
+  if rare_checked then return end
+  rare_checked = true
+  for name in pairs(RARE) do
+    if K[name] ~= nil then check_type(K[name], KEY_TYPES[name]) end
   end
 end
 
@@ -2505,8 +4419,13 @@ local function push_ready(r, class, id, front)
   r.count = r.count + 1
 end
 
+-- Back pushes are counted per list (\`pushes\`): a listing's cursor holds an index
+-- from the back, which only these pushes shift (claims pop the front; nothing is cut from the middle).
 local function flush_ready(r)
-  for class, ids in pairs(r.back) do call_chunked('LPUSH', ready_list(class), ids) end
+  for class, ids in pairs(r.back) do
+    call_chunked('LPUSH', ready_list(class), ids)
+    redis.call('HINCRBY', K.pushes, class, #ids)
+  end
   for class, ids in pairs(r.front) do
     -- The earliest is pushed last, so it is the next out.
     local reversed = {}
@@ -2515,12 +4434,13 @@ local function flush_ready(r)
   end
 end
 -- state: a message's state, derived from Carmine's keys as Carmine derives it,
--- plus kvmq's done-with-requeue. Expired locks and backoffs count as over.
+-- plus kvmq's done-with-requeue and failed. Expired locks and backoffs count as over.
 --
--- KEYS: done requeue backoffs locks
+-- KEYS: done requeue backoffs locks failed
 
 -- The state of a message known to exist, at \`now\`.
 local function state_of(id, now)
+  if redis.call('ZSCORE', K.failed, id) then return 'failed', nil end
   local backoff = tonumber(redis.call('HGET', K.backoffs, id)) or 0
   if redis.call('SISMEMBER', K.done, id) == 1 then
     local requeued = redis.call('SISMEMBER', K.requeue, id) == 1
@@ -2540,40 +4460,85 @@ local function state_of(id, now)
   if backoff > now then return 'queued-with-backoff', backoff end
   return 'queued', nil
 end
--- status: one message's state and what else status() reports.
+-- forget: removes every trace of a message from the queue's hashes, sets and
+-- sorted sets (not from a ready list: the caller knows whether it is in one).
 --
--- KEYS: messages nattempts holders outcomes enqueued-at updated-at
--- ARGV: id
--- Reply: nil when the message is gone, else { state, attempt, outcome (with a newline and the
---        last error if any) or nil, enqueued at, updated at, holder (while locked) or nil,
---        the end of the lock or backoff or -1 }
--- Include: common state
+-- KEYS: messages metadata filters policies history losses nattempts locks holders backoffs outcomes
+--       enqueued-at updated-at requeue-content done requeue schedule lock-expiry requeue-locks
+--       requeue-schedule done-at dedupe failed
+
+local FORGET_HASHES = { 'messages', 'metadata', 'filters', 'policies', 'history', 'losses', 'nattempts', 'locks',
+  'holders', 'backoffs', 'outcomes', 'enqueued_at', 'updated_at', 'requeue_content' }
+local FORGET_ZSETS = { 'schedule', 'lock_expiry', 'requeue_locks', 'requeue_schedule', 'done_at', 'dedupe', 'failed' }
+
+-- With \`w\`, the removals are queued there (many ids in one command per key); else made now.
+local function forget(id, w)
+  for _, name in ipairs(FORGET_HASHES) do
+    if w then later(w, 'hdel', K[name], id) else redis.call('HDEL', K[name], id) end
+  end
+  for _, name in ipairs(FORGET_ZSETS) do
+    if w then later(w, 'zrem', K[name], id) else redis.call('ZREM', K[name], id) end
+  end
+  for _, name in ipairs({ 'done', 'requeue' }) do
+    if w then later(w, 'srem', K[name], id) else redis.call('SREM', K[name], id) end
+  end
+end
+-- remove: deletes messages in any state but locked and locked-with-requeue
+-- (a running handler), from every key. A message waiting in a ready list is
+-- found there (LPOS: a walk of that list) and its entry blanked in place, so
+-- list cursors keep their positions; a claim drops blank entries.
+-- Runs when Redis is out of memory (allow-oom): it frees memory.
+--
+-- KEYS: mid-circle
+-- ARGV: ids
+-- Reply: one string per id: 'ok', else its state ('' when unknown)
+-- Include: common state forget
 
 check_layout()
-local id = ARGV[1]
-if redis.call('HEXISTS', K.messages, id) == 0 then return nil end
-local state, ends = state_of(id, now_ms())
-local enqueued = tonumber(redis.call('HGET', K.enqueued_at, id)) or 0
-local holder = false
-if state == 'locked' or state == 'locked-with-requeue' then holder = redis.call('HGET', K.holders, id) end
-return {
-  state,
-  tonumber(redis.call('HGET', K.nattempts, id)) or 0,
-  redis.call('HGET', K.outcomes, id),
-  enqueued,
-  tonumber(redis.call('HGET', K.updated_at, id)) or enqueued,
-  holder,
-  ends or -1,
-}
+local now = now_ms()
+local replies = {}
+for i, id in ipairs(ARGV) do
+  replies[i] = ''
+  if redis.call('HEXISTS', K.messages, id) == 1 then
+    local state = state_of(id, now)
+    if state == 'locked' or state == 'locked-with-requeue' then
+      replies[i] = state
+    else
+      if state == 'queued' and not redis.call('ZSCORE', K.schedule, id) and not redis.call('ZSCORE', K.lock_expiry, id)
+        and redis.call('SISMEMBER', K.done, id) == 0 then
+        local list = ready_list(class_of(id))
+        local at = redis.call('LPOS', list, id)
+        if at then redis.call('LSET', list, at, '') end
+      end
+      forget(id)
+      replies[i] = 'ok'
+    end
+  end
+end
+return replies
 `,
   },
-  unregisterConsumer: {
-    name: 'unregister-consumer',
-    keys: ['consumers'],
+  retry: {
+    name: 'retry',
+    keys: [
+      'messages',
+      'filters',
+      'nattempts',
+      'losses',
+      'failed',
+      'updated-at',
+      'mid-circle',
+      'wake',
+      'pushes',
+      'done',
+      'requeue',
+      'backoffs',
+      'locks',
+    ],
     readOnly: false,
-    sha: '83987b9619a6ecf647ed14d28593a60bc5d4e328',
-    source: `#!lua flags=allow-oom
-local K = { consumers = KEYS[1] }
+    sha: '12a7450d19027ef91ecbb157d2576b2b08fb5e61',
+    source: `#!lua
+local K = { messages = KEYS[1], filters = KEYS[2], nattempts = KEYS[3], losses = KEYS[4], failed = KEYS[5], updated_at = KEYS[6], mid_circle = KEYS[7], wake = KEYS[8], pushes = KEYS[9], done = KEYS[10], requeue = KEYS[11], backoffs = KEYS[12], locks = KEYS[13] }
 -- common: helpers every script includes. K holds the queue's keys by name
 -- (see src/redis/keys.ts; in Lua '-' becomes '_' and '?' is dropped).
 --
@@ -2586,7 +4551,8 @@ local KEY_TYPES = {
   filters = 'hash', classes = 'set', holders = 'hash', outcomes = 'hash', enqueued_at = 'hash',
   updated_at = 'hash', requeue_content = 'hash', schedule = 'zset', lock_expiry = 'zset',
   done_at = 'zset', dedupe = 'zset', conf = 'hash', consumers = 'hash', gc_lock = 'string',
-  gc_at = 'string',
+  gc_at = 'string', policies = 'hash', history = 'hash', losses = 'hash', pushes = 'hash',
+  requeue_locks = 'zset', requeue_schedule = 'zset', failed = 'zset',
 }
 
 -- Lua's unpack has a stack limit; variadic commands go in chunks of this many arguments.
@@ -2614,17 +4580,38 @@ local function ready_list(class)
   return K.mid_circle .. ':' .. class
 end
 
+-- A message's filter class ('' for none); the script must take the \`filters\` key.
+local function class_of(id)
+  return redis.call('HGET', K.filters, id) or ''
+end
+
 -- Checks every key the script was given, and the ready list of every filter
 -- class known or about to be added, before the script writes anything: a
 -- script that stopped half-way would leave messages half-written.
-local function check_layout(new_classes)
+-- Keys a script touches only on its rare paths (see check_rare).
+local RARE = {}
+local rare_checked = false
+
+-- \`rare\` (optional) names keys left to check_rare, so a hot path pays no TYPE call for them.
+local function check_layout(new_classes, rare)
+  for _, name in ipairs(rare or {}) do RARE[name] = true end
   for name, key in pairs(K) do
     local expected = KEY_TYPES[name]
-    if expected ~= nil then check_type(key, expected) end
+    if expected ~= nil and not RARE[name] then check_type(key, expected) end
   end
   if K.classes ~= nil and K.mid_circle ~= nil then
     for _, class in ipairs(redis.call('SMEMBERS', K.classes)) do check_type(ready_list(class), 'list') end
     for _, class in ipairs(new_classes or {}) do check_type(ready_list(class), 'list') end
+  end
+end
+
+-- Checks the keys check_layout left out, once, when a rare path (a failure, a lost lock) starts:
+-- the caller calls it before that path writes anything.
+local function check_rare()
+  if rare_checked then return end
+  rare_checked = true
+  for name in pairs(RARE) do
+    if K[name] ~= nil then check_type(K[name], KEY_TYPES[name]) end
   end
 end
 
@@ -2688,8 +4675,474 @@ local function push_ready(r, class, id, front)
   r.count = r.count + 1
 end
 
+-- Back pushes are counted per list (\`pushes\`): a listing's cursor holds an index
+-- from the back, which only these pushes shift (claims pop the front; nothing is cut from the middle).
 local function flush_ready(r)
-  for class, ids in pairs(r.back) do call_chunked('LPUSH', ready_list(class), ids) end
+  for class, ids in pairs(r.back) do
+    call_chunked('LPUSH', ready_list(class), ids)
+    redis.call('HINCRBY', K.pushes, class, #ids)
+  end
+  for class, ids in pairs(r.front) do
+    -- The earliest is pushed last, so it is the next out.
+    local reversed = {}
+    for i = #ids, 1, -1 do reversed[#reversed + 1] = ids[i] end
+    call_chunked('RPUSH', ready_list(class), reversed)
+  end
+end
+-- state: a message's state, derived from Carmine's keys as Carmine derives it,
+-- plus kvmq's done-with-requeue and failed. Expired locks and backoffs count as over.
+--
+-- KEYS: done requeue backoffs locks failed
+
+-- The state of a message known to exist, at \`now\`.
+local function state_of(id, now)
+  if redis.call('ZSCORE', K.failed, id) then return 'failed', nil end
+  local backoff = tonumber(redis.call('HGET', K.backoffs, id)) or 0
+  if redis.call('SISMEMBER', K.done, id) == 1 then
+    local requeued = redis.call('SISMEMBER', K.requeue, id) == 1
+    if backoff > now then
+      if requeued then return 'done-with-requeue', backoff end
+      return 'done-with-backoff', backoff
+    end
+    -- A requeue whose backoff ended is queued, even before a claim moves it to its ready list.
+    if requeued then return 'queued', nil end
+    return 'done-awaiting-gc', nil
+  end
+  local lock = tonumber(redis.call('HGET', K.locks, id)) or 0
+  if lock > now then
+    if redis.call('SISMEMBER', K.requeue, id) == 1 then return 'locked-with-requeue', lock end
+    return 'locked', lock
+  end
+  if backoff > now then return 'queued-with-backoff', backoff end
+  return 'queued', nil
+end
+-- retry: failed messages queued again now, at attempt 0 (the next delivery is
+-- attempt 1), their lost locks forgotten; history, outcome and last error kept
+-- until the next outcome. By ids (other states refused with theirs), or the
+-- \`max\` oldest failures.
+--
+-- KEYS: messages filters nattempts losses failed updated-at mid-circle wake pushes
+-- ARGV: 'ids' then the ids, or 'oldest' and max
+-- Reply: with ids, one string per id: 'ok', else its state ('' when unknown); with 'oldest', the count
+-- Include: common state
+
+check_layout()
+local now = now_ms()
+local ready = pending_ready()
+
+local function requeue(id)
+  redis.call('ZREM', K.failed, id)
+  redis.call('HDEL', K.nattempts, id)
+  redis.call('HDEL', K.losses, id)
+  redis.call('HSET', K.updated_at, id, now)
+  push_ready(ready, class_of(id), id, false)
+end
+
+local reply
+if ARGV[1] == 'oldest' then
+  local ids = redis.call('ZRANGE', K.failed, 0, tonumber(ARGV[2]) - 1)
+  for _, id in ipairs(ids) do requeue(id) end
+  reply = #ids
+else
+  reply = {}
+  for i = 2, #ARGV do
+    local id = ARGV[i]
+    local state = ''
+    if redis.call('HEXISTS', K.messages, id) == 1 then state = state_of(id, now) end
+    if state == 'failed' then
+      requeue(id)
+      state = 'ok'
+    end
+    reply[i - 1] = state
+  end
+end
+flush_ready(ready)
+if ready.count > 0 then redis.call('PUBLISH', K.wake, 'retry') end
+return reply
+`,
+  },
+  status: {
+    name: 'status',
+    keys: [
+      'messages',
+      'done',
+      'requeue',
+      'backoffs',
+      'locks',
+      'failed',
+      'nattempts',
+      'holders',
+      'outcomes',
+      'enqueued-at',
+      'updated-at',
+    ],
+    readOnly: true,
+    sha: 'b718d18b16e1e37ac9cd770bc111fa2486d5e0dc',
+    source: `#!lua flags=no-writes
+local K = { messages = KEYS[1], done = KEYS[2], requeue = KEYS[3], backoffs = KEYS[4], locks = KEYS[5], failed = KEYS[6], nattempts = KEYS[7], holders = KEYS[8], outcomes = KEYS[9], enqueued_at = KEYS[10], updated_at = KEYS[11] }
+-- common: helpers every script includes. K holds the queue's keys by name
+-- (see src/redis/keys.ts; in Lua '-' becomes '_' and '?' is dropped).
+--
+-- KEYS: (none of its own)
+
+-- The types kvmq keeps in each key, to refuse foreign data before writing anything.
+local KEY_TYPES = {
+  messages = 'hash', locks = 'hash', backoffs = 'hash', nattempts = 'hash', mid_circle = 'list',
+  done = 'set', requeue = 'set', eoq_backoff = 'string', ndry_runs = 'string', metadata = 'hash',
+  filters = 'hash', classes = 'set', holders = 'hash', outcomes = 'hash', enqueued_at = 'hash',
+  updated_at = 'hash', requeue_content = 'hash', schedule = 'zset', lock_expiry = 'zset',
+  done_at = 'zset', dedupe = 'zset', conf = 'hash', consumers = 'hash', gc_lock = 'string',
+  gc_at = 'string', policies = 'hash', history = 'hash', losses = 'hash', pushes = 'hash',
+  requeue_locks = 'zset', requeue_schedule = 'zset', failed = 'zset',
+}
+
+-- Lua's unpack has a stack limit; variadic commands go in chunks of this many arguments.
+local CHUNK = 1000
+
+-- One clock for every decision: the Redis server's. Redis 7 replicates a
+-- script's effects, not the script, so reading TIME before writing is safe.
+local function now_ms()
+  local t = redis.call('TIME')
+  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+end
+
+local function layout_error(key, found, expected)
+  error({ err = 'KVMQ_LAYOUT key ' .. key .. ' holds a ' .. found .. ', not the ' .. expected .. ' kvmq keeps there' })
+end
+
+local function check_type(key, expected)
+  local found = redis.call('TYPE', key).ok
+  if found ~= 'none' and found ~= expected then layout_error(key, found, expected) end
+end
+
+-- The ready list of a filter class: \`mid-circle\` for messages without filters.
+local function ready_list(class)
+  if class == '' then return K.mid_circle end
+  return K.mid_circle .. ':' .. class
+end
+
+-- A message's filter class ('' for none); the script must take the \`filters\` key.
+local function class_of(id)
+  return redis.call('HGET', K.filters, id) or ''
+end
+
+-- Checks every key the script was given, and the ready list of every filter
+-- class known or about to be added, before the script writes anything: a
+-- script that stopped half-way would leave messages half-written.
+-- Keys a script touches only on its rare paths (see check_rare).
+local RARE = {}
+local rare_checked = false
+
+-- \`rare\` (optional) names keys left to check_rare, so a hot path pays no TYPE call for them.
+local function check_layout(new_classes, rare)
+  for _, name in ipairs(rare or {}) do RARE[name] = true end
+  for name, key in pairs(K) do
+    local expected = KEY_TYPES[name]
+    if expected ~= nil and not RARE[name] then check_type(key, expected) end
+  end
+  if K.classes ~= nil and K.mid_circle ~= nil then
+    for _, class in ipairs(redis.call('SMEMBERS', K.classes)) do check_type(ready_list(class), 'list') end
+    for _, class in ipairs(new_classes or {}) do check_type(ready_list(class), 'list') end
+  end
+end
+
+-- Checks the keys check_layout left out, once, when a rare path (a failure, a lost lock) starts:
+-- the caller calls it before that path writes anything.
+local function check_rare()
+  if rare_checked then return end
+  rare_checked = true
+  for name in pairs(RARE) do
+    if K[name] ~= nil then check_type(K[name], KEY_TYPES[name]) end
+  end
+end
+
+-- Runs \`cmd key ...args\` in chunks (args must come in whole pairs for HSET/ZADD: CHUNK is even).
+local function call_chunked(cmd, key, args)
+  for i = 1, #args, CHUNK do
+    redis.call(cmd, key, unpack(args, i, math.min(i + CHUNK - 1, #args)))
+  end
+end
+
+-- HMGET in chunks; the values line up with \`fields\`.
+local function hmget(key, fields)
+  if #fields <= CHUNK then return redis.call('HMGET', key, unpack(fields)) end
+  local values = {}
+  for i = 1, #fields, CHUNK do
+    local part = redis.call('HMGET', key, unpack(fields, i, math.min(i + CHUNK - 1, #fields)))
+    for j = 1, #part do values[i + j - 1] = part[j] end
+  end
+  return values
+end
+
+-- Writes gathered during a script and sent at its end, one command per key.
+local function pending_writes()
+  return { hset = {}, hdel = {}, zadd = {}, zrem = {}, sadd = {}, srem = {} }
+end
+
+-- Removals go first, so a field removed and set by one script ends up set.
+local function flush_writes(w)
+  for _, cmd in ipairs({ 'hdel', 'srem', 'zrem', 'hset', 'sadd', 'zadd' }) do
+    for key, args in pairs(w[cmd]) do
+      call_chunked(string.upper(cmd), key, args)
+    end
+  end
+end
+
+-- Queues \`cmd key a [b]\` in \`w\` (b for the pair commands hset and zadd).
+local function later(w, cmd, key, a, b)
+  local args = w[cmd][key]
+  if args == nil then
+    args = {}
+    w[cmd][key] = args
+  end
+  args[#args + 1] = a
+  if b ~= nil then args[#args + 1] = b end
+end
+
+-- Ready pushes of this script: \`back\` ones join the end of the line (LPUSH:
+-- the list's next is on the right), \`front\` ones are next (RPUSH).
+local function pending_ready()
+  return { back = {}, front = {}, count = 0 }
+end
+
+local function push_ready(r, class, id, front)
+  local side = front and r.front or r.back
+  local list = side[class]
+  if list == nil then
+    list = {}
+    side[class] = list
+  end
+  list[#list + 1] = id
+  r.count = r.count + 1
+end
+
+-- Back pushes are counted per list (\`pushes\`): a listing's cursor holds an index
+-- from the back, which only these pushes shift (claims pop the front; nothing is cut from the middle).
+local function flush_ready(r)
+  for class, ids in pairs(r.back) do
+    call_chunked('LPUSH', ready_list(class), ids)
+    redis.call('HINCRBY', K.pushes, class, #ids)
+  end
+  for class, ids in pairs(r.front) do
+    -- The earliest is pushed last, so it is the next out.
+    local reversed = {}
+    for i = #ids, 1, -1 do reversed[#reversed + 1] = ids[i] end
+    call_chunked('RPUSH', ready_list(class), reversed)
+  end
+end
+-- state: a message's state, derived from Carmine's keys as Carmine derives it,
+-- plus kvmq's done-with-requeue and failed. Expired locks and backoffs count as over.
+--
+-- KEYS: done requeue backoffs locks failed
+
+-- The state of a message known to exist, at \`now\`.
+local function state_of(id, now)
+  if redis.call('ZSCORE', K.failed, id) then return 'failed', nil end
+  local backoff = tonumber(redis.call('HGET', K.backoffs, id)) or 0
+  if redis.call('SISMEMBER', K.done, id) == 1 then
+    local requeued = redis.call('SISMEMBER', K.requeue, id) == 1
+    if backoff > now then
+      if requeued then return 'done-with-requeue', backoff end
+      return 'done-with-backoff', backoff
+    end
+    -- A requeue whose backoff ended is queued, even before a claim moves it to its ready list.
+    if requeued then return 'queued', nil end
+    return 'done-awaiting-gc', nil
+  end
+  local lock = tonumber(redis.call('HGET', K.locks, id)) or 0
+  if lock > now then
+    if redis.call('SISMEMBER', K.requeue, id) == 1 then return 'locked-with-requeue', lock end
+    return 'locked', lock
+  end
+  if backoff > now then return 'queued-with-backoff', backoff end
+  return 'queued', nil
+end
+-- status: what status() reports of one message.
+--
+-- KEYS: messages nattempts holders outcomes enqueued-at updated-at
+
+-- nil when the message is gone, else { state, attempt, outcome (with a newline and the last error
+-- if any) or false, enqueued at, updated at, holder (while locked) or false, the end of the lock or
+-- backoff or -1 }
+local function status_of(id, now)
+  if redis.call('HEXISTS', K.messages, id) == 0 then return nil end
+  local state, ends = state_of(id, now)
+  local enqueued = tonumber(redis.call('HGET', K.enqueued_at, id)) or 0
+  local holder = false
+  if state == 'locked' or state == 'locked-with-requeue' then holder = redis.call('HGET', K.holders, id) end
+  return {
+    state,
+    tonumber(redis.call('HGET', K.nattempts, id)) or 0,
+    redis.call('HGET', K.outcomes, id),
+    enqueued,
+    tonumber(redis.call('HGET', K.updated_at, id)) or enqueued,
+    holder,
+    ends or -1,
+  }
+end
+-- status: one message's state and what else status() reports.
+--
+-- KEYS: messages
+-- ARGV: id
+-- Reply: nil when the message is gone, else { state, attempt, outcome (with a newline and the
+--        last error if any) or nil, enqueued at, updated at, holder (while locked) or nil,
+--        the end of the lock or backoff or -1 }
+-- Include: common state status
+
+check_layout()
+return status_of(ARGV[1], now_ms())
+`,
+  },
+  unregisterConsumer: {
+    name: 'unregister-consumer',
+    keys: ['consumers'],
+    readOnly: false,
+    sha: 'ae3e8c674cccf53e26a9b7146bfa28092daec73b',
+    source: `#!lua flags=allow-oom
+local K = { consumers = KEYS[1] }
+-- common: helpers every script includes. K holds the queue's keys by name
+-- (see src/redis/keys.ts; in Lua '-' becomes '_' and '?' is dropped).
+--
+-- KEYS: (none of its own)
+
+-- The types kvmq keeps in each key, to refuse foreign data before writing anything.
+local KEY_TYPES = {
+  messages = 'hash', locks = 'hash', backoffs = 'hash', nattempts = 'hash', mid_circle = 'list',
+  done = 'set', requeue = 'set', eoq_backoff = 'string', ndry_runs = 'string', metadata = 'hash',
+  filters = 'hash', classes = 'set', holders = 'hash', outcomes = 'hash', enqueued_at = 'hash',
+  updated_at = 'hash', requeue_content = 'hash', schedule = 'zset', lock_expiry = 'zset',
+  done_at = 'zset', dedupe = 'zset', conf = 'hash', consumers = 'hash', gc_lock = 'string',
+  gc_at = 'string', policies = 'hash', history = 'hash', losses = 'hash', pushes = 'hash',
+  requeue_locks = 'zset', requeue_schedule = 'zset', failed = 'zset',
+}
+
+-- Lua's unpack has a stack limit; variadic commands go in chunks of this many arguments.
+local CHUNK = 1000
+
+-- One clock for every decision: the Redis server's. Redis 7 replicates a
+-- script's effects, not the script, so reading TIME before writing is safe.
+local function now_ms()
+  local t = redis.call('TIME')
+  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+end
+
+local function layout_error(key, found, expected)
+  error({ err = 'KVMQ_LAYOUT key ' .. key .. ' holds a ' .. found .. ', not the ' .. expected .. ' kvmq keeps there' })
+end
+
+local function check_type(key, expected)
+  local found = redis.call('TYPE', key).ok
+  if found ~= 'none' and found ~= expected then layout_error(key, found, expected) end
+end
+
+-- The ready list of a filter class: \`mid-circle\` for messages without filters.
+local function ready_list(class)
+  if class == '' then return K.mid_circle end
+  return K.mid_circle .. ':' .. class
+end
+
+-- A message's filter class ('' for none); the script must take the \`filters\` key.
+local function class_of(id)
+  return redis.call('HGET', K.filters, id) or ''
+end
+
+-- Checks every key the script was given, and the ready list of every filter
+-- class known or about to be added, before the script writes anything: a
+-- script that stopped half-way would leave messages half-written.
+-- Keys a script touches only on its rare paths (see check_rare).
+local RARE = {}
+local rare_checked = false
+
+-- \`rare\` (optional) names keys left to check_rare, so a hot path pays no TYPE call for them.
+local function check_layout(new_classes, rare)
+  for _, name in ipairs(rare or {}) do RARE[name] = true end
+  for name, key in pairs(K) do
+    local expected = KEY_TYPES[name]
+    if expected ~= nil and not RARE[name] then check_type(key, expected) end
+  end
+  if K.classes ~= nil and K.mid_circle ~= nil then
+    for _, class in ipairs(redis.call('SMEMBERS', K.classes)) do check_type(ready_list(class), 'list') end
+    for _, class in ipairs(new_classes or {}) do check_type(ready_list(class), 'list') end
+  end
+end
+
+-- Checks the keys check_layout left out, once, when a rare path (a failure, a lost lock) starts:
+-- the caller calls it before that path writes anything.
+local function check_rare()
+  if rare_checked then return end
+  rare_checked = true
+  for name in pairs(RARE) do
+    if K[name] ~= nil then check_type(K[name], KEY_TYPES[name]) end
+  end
+end
+
+-- Runs \`cmd key ...args\` in chunks (args must come in whole pairs for HSET/ZADD: CHUNK is even).
+local function call_chunked(cmd, key, args)
+  for i = 1, #args, CHUNK do
+    redis.call(cmd, key, unpack(args, i, math.min(i + CHUNK - 1, #args)))
+  end
+end
+
+-- HMGET in chunks; the values line up with \`fields\`.
+local function hmget(key, fields)
+  if #fields <= CHUNK then return redis.call('HMGET', key, unpack(fields)) end
+  local values = {}
+  for i = 1, #fields, CHUNK do
+    local part = redis.call('HMGET', key, unpack(fields, i, math.min(i + CHUNK - 1, #fields)))
+    for j = 1, #part do values[i + j - 1] = part[j] end
+  end
+  return values
+end
+
+-- Writes gathered during a script and sent at its end, one command per key.
+local function pending_writes()
+  return { hset = {}, hdel = {}, zadd = {}, zrem = {}, sadd = {}, srem = {} }
+end
+
+-- Removals go first, so a field removed and set by one script ends up set.
+local function flush_writes(w)
+  for _, cmd in ipairs({ 'hdel', 'srem', 'zrem', 'hset', 'sadd', 'zadd' }) do
+    for key, args in pairs(w[cmd]) do
+      call_chunked(string.upper(cmd), key, args)
+    end
+  end
+end
+
+-- Queues \`cmd key a [b]\` in \`w\` (b for the pair commands hset and zadd).
+local function later(w, cmd, key, a, b)
+  local args = w[cmd][key]
+  if args == nil then
+    args = {}
+    w[cmd][key] = args
+  end
+  args[#args + 1] = a
+  if b ~= nil then args[#args + 1] = b end
+end
+
+-- Ready pushes of this script: \`back\` ones join the end of the line (LPUSH:
+-- the list's next is on the right), \`front\` ones are next (RPUSH).
+local function pending_ready()
+  return { back = {}, front = {}, count = 0 }
+end
+
+local function push_ready(r, class, id, front)
+  local side = front and r.front or r.back
+  local list = side[class]
+  if list == nil then
+    list = {}
+    side[class] = list
+  end
+  list[#list + 1] = id
+  r.count = r.count + 1
+end
+
+-- Back pushes are counted per list (\`pushes\`): a listing's cursor holds an index
+-- from the back, which only these pushes shift (claims pop the front; nothing is cut from the middle).
+local function flush_ready(r)
+  for class, ids in pairs(r.back) do
+    call_chunked('LPUSH', ready_list(class), ids)
+    redis.call('HINCRBY', K.pushes, class, #ids)
+  end
   for class, ids in pairs(r.front) do
     -- The earliest is pushed last, so it is the next out.
     local reversed = {}

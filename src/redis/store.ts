@@ -10,23 +10,37 @@ import { readConfig, writeConfig } from './config.js';
 import { enqueueMessages } from './enqueue.js';
 import { extendLocks, finishMessages } from './finish.js';
 import { collectGarbage } from './gc.js';
-import { consumers, messageStatus, queueStatus } from './inspect.js';
+import { consumers, inspectMessage, messageStatus, queueStatus } from './inspect.js';
+import { listMessages } from './list.js';
+import { promoteMessages, removeMessages, retryMessages, retryOldestFailed } from './actions.js';
 import { queueKey } from './keys.js';
 import { Scripts } from './scripts.js';
 import { SCRIPTS } from './scripts.generated.js';
 import { parseRedisUrl, type RedisUrlOptions } from './url.js';
 import { Wakeups } from './wakeups.js';
+import type { ListQuery } from '../model/list.js';
 import type {
   ClaimRequest,
   ClaimResult,
+  Configured,
   ConsumerRegistration,
   Finish,
   FinishResult,
   NewMessage,
   Store,
   StoreCapabilities,
+  StoredDetails,
+  StoredPage,
 } from '../store/contract.js';
-import type { ConsumerInfo, EnqueueResult, GcResult, MessageStatus, QueueConfig, QueueStatus } from '../model/types.js';
+import type {
+  ActionResult,
+  ConsumerInfo,
+  EnqueueResult,
+  GcResult,
+  MessageStatus,
+  QueueConfig,
+  QueueStatus,
+} from '../model/types.js';
 
 // Large values make every Redis client wait while they travel; bigger data belongs elsewhere.
 const MAX_PAYLOAD_BYTES = 1024 * 1024;
@@ -46,11 +60,7 @@ export async function openRedisStore(url: string): Promise<Store> {
 
 class RedisStore implements Store {
   readonly kind = 'redis';
-  readonly capabilities: StoreCapabilities = {
-    maxPayloadBytes: MAX_PAYLOAD_BYTES,
-    wakeups: true,
-    instantRelease: false,
-  };
+  readonly capabilities: StoreCapabilities;
   private readonly prefix: string;
   private readonly where: string;
   private readonly wakeups: Wakeups;
@@ -65,6 +75,13 @@ class RedisStore implements Store {
   ) {
     this.prefix = url.prefix;
     this.where = url.where;
+    this.capabilities = {
+      maxPayloadBytes: MAX_PAYLOAD_BYTES,
+      wakeups: true,
+      instantRelease: false,
+      // A queue's keys share one slot; two queues' keys need not, and a script touches one slot.
+      deadLetterQueue: !redis.isCluster,
+    };
     this.wakeups = new Wakeups(
       () => openSubscriber(url, 'kvmq-wakeups'),
       () => undefined,
@@ -102,6 +119,30 @@ class RedisStore implements Store {
     return this.guard(() => queueStatus(this.scripts, queue, this.where));
   }
 
+  list(queue: string, query: ListQuery): Promise<StoredPage> {
+    return this.guard(() => listMessages(this.scripts, queue, query, this.where));
+  }
+
+  inspect(queue: string, id: string): Promise<StoredDetails | null> {
+    return this.guard(() => inspectMessage(this.scripts, queue, id, this.where));
+  }
+
+  retry(queue: string, ids: readonly string[]): Promise<ActionResult[]> {
+    return this.guard(() => retryMessages(this.scripts, queue, ids));
+  }
+
+  retryFailed(queue: string, max: number): Promise<number> {
+    return this.guard(() => retryOldestFailed(this.scripts, queue, max));
+  }
+
+  remove(queue: string, ids: readonly string[]): Promise<ActionResult[]> {
+    return this.guard(() => removeMessages(this.scripts, queue, ids));
+  }
+
+  promote(queue: string, ids: readonly string[]): Promise<ActionResult[]> {
+    return this.guard(() => promoteMessages(this.scripts, queue, ids));
+  }
+
   clear(queues: readonly string[]): Promise<void> {
     return this.guard(async () => {
       // One script per queue: each queue's keys live in their own hash slot.
@@ -114,8 +155,8 @@ class RedisStore implements Store {
     return this.guard(() => readConfig(this.scripts, this.prefix, queue));
   }
 
-  configure(queue: string, patch: Partial<QueueConfig>): Promise<QueueConfig> {
-    return this.guard(() => writeConfig(this.scripts, this.prefix, queue, patch));
+  configure(queue: string, patch: Partial<QueueConfig>): Promise<Configured> {
+    return this.guard(() => writeConfig(this.scripts, this.prefix, queue, patch, this.redis.isCluster));
   }
 
   gc(queue: string, force: boolean): Promise<GcResult> {

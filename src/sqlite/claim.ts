@@ -1,21 +1,54 @@
 import { parseFilterClass } from '../model/filters.js';
-import type { Statements, MessageRow, QueueRow } from './statements.js';
+import { maxDeliveriesError } from '../model/history.js';
+import { failMessage, historyWith, type WriteContext } from './failures.js';
+import type { MessageRow, QueueRow, Statements } from './statements.js';
 import type { ClaimRequest, ClaimResult, ClaimedMessage } from '../store/contract.js';
 import type { Metadata } from '../model/types.js';
+
+// A paused queue's workers look again this soon, wake-up or not.
+const PAUSED_RECHECK_MS = 1000;
+
+interface ExpiredRow extends MessageRow {
+  readonly consumer: string | null;
+  readonly losses: number;
+  readonly history: string | null;
+}
 
 /**
  * Takes up to `max` messages in one transaction (the caller's): messages
  * whose lock expired first (they waited longest), then ready ones, oldest
- * first, reading only the filter classes the consumer accepts.
+ * first, reading only the filter classes the consumer accepts. Nothing while
+ * the queue is paused. Taking an expired lock counts a lost delivery; at the
+ * queue's `maxDeliveries` the message fails instead of being delivered again.
  */
-export function claimMessages(sql: Statements, queue: string, request: ClaimRequest, now: number): ClaimResult {
+export function claimMessages(tx: WriteContext, queueRow: QueueRow, request: ClaimRequest): ClaimResult {
+  const { sql, queue, now } = tx;
+  if (tx.config().paused) {
+    return { messages: [], queueSize: queueRow.size, dryRuns: queueRow.dry_runs, wakeAt: now + PAUSED_RECHECK_MS };
+  }
   const classes = (sql.classes.all(queue) as string[]).filter((c) => request.accepts === null || request.accepts(c));
   const accepted = new Set(classes);
 
   const lock = { lockUntil: now + request.lockMs, consumer: request.consumerId, now, queue };
   const rows: MessageRow[] = [];
-  for (const expired of sql.expiredLocks.all(queue, now, request.max) as MessageRow[]) {
-    if (accepted.has(expired.filters)) rows.push(sql.relock.get({ ...lock, seq: expired.seq }) as MessageRow);
+  let failed = 0;
+  for (const expired of sql.expiredLocks.all(queue, now, request.max) as ExpiredRow[]) {
+    const losses = expired.losses + 1;
+    const maxDeliveries = tx.config().maxDeliveries;
+    const history = historyWith(expired.history, {
+      attempt: expired.attempt,
+      startedAt: null,
+      endedAt: now,
+      consumer: expired.consumer,
+      outcome: 'lost',
+      error: null,
+    });
+    if (maxDeliveries > 0 && losses >= maxDeliveries) {
+      failMessage(tx, expired, maxDeliveriesError(losses), history);
+      failed += 1;
+    } else if (accepted.has(expired.filters)) {
+      rows.push(sql.relock.get({ ...lock, seq: expired.seq, losses, history }) as MessageRow);
+    }
   }
   if (rows.length < request.max) {
     const ready: MessageRow[] = [];
@@ -37,14 +70,15 @@ export function claimMessages(sql: Statements, queue: string, request: ClaimRequ
     metadata: JSON.parse(row.metadata) as Metadata,
     filters: parseFilterClass(row.filters),
     attempt: row.attempt,
+    policy: row.policy,
   }));
 
-  const queueRow = sql.queueRow.get(queue) as QueueRow;
+  const queueSize = queueRow.size - failed;
   if (messages.length > 0) {
     sql.resetDryRuns.run(queue);
-    return { messages, queueSize: queueRow.size, dryRuns: 0, wakeAt: null };
+    return { messages, queueSize, dryRuns: 0, wakeAt: null };
   }
-  return { messages, queueSize: queueRow.size, ...dryRun(sql, queue, request, queueRow, classes, now) };
+  return { messages, queueSize, ...dryRun(sql, queue, request, queueRow, classes, now) };
 }
 
 /**

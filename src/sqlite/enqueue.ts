@@ -31,11 +31,12 @@ export function enqueueMessages(
     }
   }
   // New ids go in with multi-row inserts; the ids that already existed come back missing.
-  const rows = messages.map((m) => [queue, m.id, ...content(m, now), now]);
+  const rows = messages.map((m) => [queue, m.id, ...content(m, now), now, m.policy]);
   const inserted = new Set(insertMessages([], rows) as string[]);
 
   const results: EnqueueResult[] = [];
   let sizeDelta = 0;
+  let doneDelta = 0;
   let readyNow = false;
   for (const m of messages) {
     if (inserted.delete(m.id)) {
@@ -49,22 +50,25 @@ export function enqueueMessages(
     const [payload, encoding, metadata, filters, readyAt] = content(m, now);
     const replacement = m.replacePayload ? { payload, encoding } : { payload: null, encoding: null };
     if (state === 'done-awaiting-gc') {
-      sql.revive.run({ seq: row.seq, payload, encoding, metadata, filters, readyAt, now });
+      sql.revive.run({ seq: row.seq, payload, encoding, metadata, filters, readyAt, now, policy: m.policy });
       results.push({ ok: true, id: m.id, action: 'revived' });
       sizeDelta += 1;
+      doneDelta -= 1;
       readyNow ||= m.initialBackoffMs === 0;
     } else if (m.allowRequeue && state === 'done-with-backoff') {
       sql.requeueDone.run({ seq: row.seq, ...replacement, now });
       results.push({ ok: true, id: m.id, action: 'requeued' });
       sizeDelta += 1;
+      doneDelta -= 1;
     } else if (m.allowRequeue && state === 'locked') {
       sql.requeueLocked.run({ seq: row.seq, ...replacement, now });
       results.push({ ok: true, id: m.id, action: 'requeued' });
     } else {
+      // A failed id stays refused, whatever allowRequeue says, until retried or removed.
       results.push({ ok: false, id: m.id, state });
     }
   }
-  if (sizeDelta !== 0) sql.addSize.run(sizeDelta, queue);
+  if (sizeDelta !== 0) sql.addCounts.run({ queue, size: sizeDelta, done: doneDelta, failed: 0 });
   return { results, readyNow };
 }
 

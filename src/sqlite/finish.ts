@@ -1,19 +1,17 @@
+import { failMessage, historyWith, type WriteContext } from './failures.js';
 import { Phase } from './schema.js';
 import type { ChunkedStatement } from './chunked.js';
-import type { Statements } from './statements.js';
 import type { Finish, FinishResult } from '../store/contract.js';
 
 interface HeldRow {
   readonly seq: number;
+  readonly id: string;
   readonly phase: number;
   readonly consumer: string | null;
   readonly attempt: number;
   readonly requeue: number;
-}
-
-export interface FinishOutcome {
-  readonly results: FinishResult[];
-  readonly readyNow: boolean;
+  readonly filters: string;
+  readonly history: string | null;
 }
 
 /**
@@ -21,16 +19,17 @@ export interface FinishOutcome {
  * consumer that holds the message, for the attempt it was handed, may finish
  * it: a late finish after the lock expired and another consumer took it is
  * `lost`. A message marked for requeue goes back to the queue with attempt 0
- * (after its backoff, if the outcome set one) and the replacement payload.
+ * (after its backoff, if the outcome set one) and the replacement payload,
+ * whatever the outcome. Otherwise an error fails the message at once (its
+ * backoff ignored). An error or retry of a handler that ran adds a history record.
  */
 export function finishMessages(
-  sql: Statements,
+  tx: WriteContext,
   finishSuccesses: ChunkedStatement,
-  queue: string,
   consumerId: string,
   finishes: readonly Finish[],
-  now: number,
-): FinishOutcome {
+): FinishResult[] {
+  const { sql, queue, now } = tx;
   // Plain successes, the common case, go in multi-row updates; the rest one by one.
   const plain = finishes.filter((f) => f.outcome === 'success' && f.backoffMs === 0 && f.error === null);
   const rows = plain.map((f) => [f.id, f.attempt]);
@@ -38,7 +37,6 @@ export function finishMessages(
   let doneCount = done.size;
 
   const results: FinishResult[] = [];
-  let readyNow = false;
   for (const f of finishes) {
     if (done.delete(f.id)) {
       results.push('ok');
@@ -49,21 +47,35 @@ export function finishMessages(
       results.push('lost');
       continue;
     }
-    const common = { seq: row.seq, outcome: f.outcome, error: f.error, now };
+    // A give-back (startedAt null) never ran: no record.
+    const history =
+      f.outcome === 'success' || f.startedAt === null
+        ? null
+        : historyWith(row.history, {
+            attempt: row.attempt,
+            startedAt: f.startedAt,
+            endedAt: now,
+            consumer: consumerId,
+            outcome: f.outcome,
+            error: f.error,
+          });
+    const common = { seq: row.seq, outcome: f.outcome, error: f.error, history, now };
     if (f.outcome === 'retry') {
       sql.toPending.run({ ...common, readyAt: now + f.backoffMs, requeue: 0, resetAttempt: 0 });
-      readyNow ||= f.backoffMs === 0;
+      if (f.backoffMs === 0) tx.wake(queue);
     } else if (row.requeue === 1) {
       // With a backoff the requeued run waits in `done-with-requeue`.
       const waits = f.backoffMs > 0 ? 1 : 0;
       sql.toPending.run({ ...common, readyAt: now + f.backoffMs, requeue: waits, resetAttempt: 1 });
-      readyNow ||= waits === 0;
+      if (waits === 0) tx.wake(queue);
+    } else if (f.outcome === 'error') {
+      failMessage(tx, row, f.error, history);
     } else {
-      sql.toDone.run({ ...common, backoffUntil: now + f.backoffMs });
+      sql.toDone.run({ ...common, backoffUntil: f.backoffMs > 0 ? now + f.backoffMs : 0 });
       doneCount += 1;
     }
     results.push('ok');
   }
-  if (doneCount > 0) sql.addSize.run(-doneCount, queue);
-  return { results, readyNow };
+  if (doneCount > 0) sql.addCounts.run({ queue, size: -doneCount, done: doneCount, failed: 0 });
+  return results;
 }

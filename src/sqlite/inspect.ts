@@ -1,14 +1,20 @@
+import { parseFilterClass } from '../model/filters.js';
+import { parseHistory } from '../model/history.js';
 import {
   MESSAGE_STATES,
   type ConsumerInfo,
   type MessageState,
   type MessageStatus,
+  type Metadata,
   type Outcome,
 } from '../model/types.js';
 import { stateEndsAt, stateOf, type StateRow } from './state.js';
-import type { Statements } from './statements.js';
+import type { QueueRow, Statements } from './statements.js';
+import type { StoredContent, StoredDetails } from '../store/contract.js';
 
-interface StatusRow extends StateRow {
+/** The columns of statements.ts STATUS_FIELDS. */
+export interface StatusRow extends StateRow {
+  readonly seq: number;
   readonly id: string;
   readonly attempt: number;
   readonly outcome: Outcome | null;
@@ -18,9 +24,15 @@ interface StatusRow extends StateRow {
   readonly updated_at: number;
 }
 
-export function messageStatus(sql: Statements, queue: string, id: string, now: number): MessageStatus | null {
-  const row = sql.status.get(queue, id) as StatusRow | undefined;
-  if (row === undefined) return null;
+/** The columns of statements.ts CONTENT_FIELDS. */
+export interface ContentRow {
+  readonly payload: Buffer;
+  readonly encoding: number;
+  readonly metadata: string;
+  readonly filters: string;
+}
+
+export function statusOf(queue: string, row: StatusRow, now: number): MessageStatus {
   const state = stateOf(row, now);
   return {
     queue,
@@ -36,32 +48,63 @@ export function messageStatus(sql: Statements, queue: string, id: string, now: n
   };
 }
 
-interface CountRow {
-  readonly phase: number;
-  readonly requeue: number;
-  readonly later: number;
-  readonly held: number;
-  readonly blocking: number;
-  readonly n: number;
+export function contentOf(row: ContentRow): StoredContent {
+  return {
+    payload: row.payload,
+    encoding: row.encoding === 0 ? 'json' : 'bytes',
+    metadata: JSON.parse(row.metadata) as Metadata,
+    filters: parseFilterClass(row.filters),
+  };
 }
 
-/** Counts per state; one pass over the queue's rows, grouped by what decides the state. */
-export function stateCounts(sql: Statements, queue: string, now: number): Record<MessageState, number> {
+export function messageStatus(sql: Statements, queue: string, id: string, now: number): MessageStatus | null {
+  const row = sql.status.get(queue, id) as StatusRow | undefined;
+  return row === undefined ? null : statusOf(queue, row, now);
+}
+
+export function messageDetails(sql: Statements, queue: string, id: string, now: number): StoredDetails | null {
+  const row = sql.details.get(queue, id) as
+    (StatusRow & ContentRow & { policy: string | null; history: string | null }) | undefined;
+  if (row === undefined) return null;
+  return {
+    status: statusOf(queue, row, now),
+    content: contentOf(row),
+    policy: row.policy,
+    history: parseHistory(row.history),
+  };
+}
+
+/**
+ * Counts per state from the queue's counters (pending + locked, done, failed).
+ * A state split by time is counted by walking only the rows of the
+ * time-limited side: every lock, pending backoffs (per filter class) and
+ * duplicate backoffs; never the ready backlog nor the finished rows.
+ */
+export function stateCounts(
+  sql: Statements,
+  queue: string,
+  row: QueueRow | undefined,
+  now: number,
+): Record<MessageState, number> {
   const counts = Object.fromEntries(MESSAGE_STATES.map((s) => [s, 0])) as Record<MessageState, number>;
-  for (const row of sql.counts.all({ queue, now }) as CountRow[]) {
-    // The grouped flags stand in for the times: `x > now` is 1 exactly when stateOf's comparison holds.
-    const state = stateOf(
-      {
-        phase: row.phase,
-        requeue: row.requeue,
-        ready_at: row.later === 1 ? now + 1 : now,
-        lock_until: row.held === 1 ? now + 1 : now,
-        backoff_until: row.blocking === 1 ? now + 1 : now,
-      },
-      now,
-    );
-    counts[state] += row.n;
+  if (row === undefined) return counts;
+  let pending = row.size;
+  for (const r of sql.lockCounts.all({ queue, now }) as { held: number; requeue: number; n: number }[]) {
+    pending -= r.n;
+    // An expired lock reads as queued.
+    counts[r.held === 0 ? 'queued' : r.requeue === 1 ? 'locked-with-requeue' : 'locked'] += r.n;
   }
+  for (const filters of sql.classes.all(queue) as string[]) {
+    for (const r of sql.backoffCounts.all({ queue, filters, now }) as { requeue: number; n: number }[]) {
+      pending -= r.n;
+      counts[r.requeue === 1 ? 'done-with-requeue' : 'queued-with-backoff'] += r.n;
+    }
+  }
+  counts.queued += pending;
+  const withBackoff = sql.doneBackoffCount.get({ queue, now }) as number;
+  counts['done-with-backoff'] = withBackoff;
+  counts['done-awaiting-gc'] = row.done - withBackoff;
+  counts.failed = row.failed;
   return counts;
 }
 

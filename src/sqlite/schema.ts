@@ -2,14 +2,23 @@
  * The SQLite layout. One row per message; its `phase` and times give its
  * state (see state.ts). Partial indexes keep each hot query on a small index:
  * pending messages by (queue, filter class, ready time), locks by expiry,
- * finished messages by age for GC.
+ * finished and failed messages by age for GC and listing, duplicate backoffs
+ * by their end. Per-queue counters (pending + locked, done, failed) change in
+ * the same transaction as the rows, so counts never read the backlog.
  */
 import type BetterSqlite3 from 'better-sqlite3';
 import { StoreLayoutError } from '../errors.js';
 
-export const SCHEMA_VERSION = 1;
+export const SCHEMA_VERSION = 2;
 
-export const Phase = { Pending: 0, Locked: 1, Done: 2 } as const;
+export const Phase = { Pending: 0, Locked: 1, Done: 2, Failed: 3 } as const;
+
+// Indexes schema 2 added: failed messages by finish time, done messages by the end of their backoff
+// (plain successes, backoff_until 0, stay out of it).
+const INDEXES_2 = `
+CREATE INDEX IF NOT EXISTS kvmq_messages_failed ON kvmq_messages (queue, updated_at) WHERE phase = 3;
+CREATE INDEX IF NOT EXISTS kvmq_messages_backoff ON kvmq_messages (queue, backoff_until) WHERE phase = 2 AND backoff_until > 0;
+`;
 
 const DDL = `
 CREATE TABLE IF NOT EXISTS kvmq_messages (
@@ -20,11 +29,11 @@ CREATE TABLE IF NOT EXISTS kvmq_messages (
   encoding      INTEGER NOT NULL,               -- 0 JSON, 1 bytes
   metadata      TEXT    NOT NULL,               -- JSON object
   filters       TEXT    NOT NULL,               -- the filter class, '' for none
-  phase         INTEGER NOT NULL,               -- 0 pending, 1 locked, 2 done
+  phase         INTEGER NOT NULL,               -- 0 pending, 1 locked, 2 done, 3 failed
   ready_at      INTEGER NOT NULL,               -- pending: claimable from then
   lock_until    INTEGER NOT NULL DEFAULT 0,     -- locked: held until then
   consumer      TEXT,                           -- locked: the holder
-  backoff_until INTEGER NOT NULL DEFAULT 0,     -- done: refuses duplicates until then
+  backoff_until INTEGER NOT NULL DEFAULT 0,     -- done: refuses duplicates until then (0: no backoff)
   requeue       INTEGER NOT NULL DEFAULT 0,     -- locked: queue again when done; pending: a requeue waiting for its backoff
   next_payload  BLOB,                           -- the payload the requeued run carries, if replaced
   next_encoding INTEGER,
@@ -32,17 +41,22 @@ CREATE TABLE IF NOT EXISTS kvmq_messages (
   outcome       TEXT,
   last_error    TEXT,
   enqueued_at   INTEGER NOT NULL,
-  updated_at    INTEGER NOT NULL
+  updated_at    INTEGER NOT NULL,               -- done/failed: the finish time
+  policy        TEXT,                           -- the message's retry policy (model/policy.ts), NULL for none
+  history       TEXT,                           -- JSON AttemptRecord[], NULL while empty
+  losses        INTEGER NOT NULL DEFAULT 0      -- locks that ended without a finish
 ) STRICT;
 CREATE UNIQUE INDEX IF NOT EXISTS kvmq_messages_by_id ON kvmq_messages (queue, id);
 CREATE INDEX IF NOT EXISTS kvmq_messages_ready ON kvmq_messages (queue, filters, ready_at, seq) WHERE phase = 0;
 CREATE INDEX IF NOT EXISTS kvmq_messages_locked ON kvmq_messages (queue, lock_until) WHERE phase = 1;
 CREATE INDEX IF NOT EXISTS kvmq_messages_done ON kvmq_messages (queue, updated_at) WHERE phase = 2;
-
+${INDEXES_2}
 -- Per-queue counters and the configuration (zkmq's conf/), kept in the store.
 CREATE TABLE IF NOT EXISTS kvmq_queues (
   queue         TEXT    PRIMARY KEY,
   size          INTEGER NOT NULL DEFAULT 0,     -- pending + locked
+  done          INTEGER NOT NULL DEFAULT 0,     -- phase 2
+  failed        INTEGER NOT NULL DEFAULT 0,     -- phase 3
   dry_runs      INTEGER NOT NULL DEFAULT 0,
   eoq_until     INTEGER NOT NULL DEFAULT 0,     -- queue-wide end-of-queue backoff
   gc_at         INTEGER NOT NULL DEFAULT 0,
@@ -69,14 +83,35 @@ CREATE TABLE IF NOT EXISTS kvmq_consumers (
 ) STRICT, WITHOUT ROWID;
 `;
 
+// Schema 1 → 2: policy, history and losses per message, done and failed counters per queue
+// (computed once from the rows), and the indexes above.
+const MIGRATE_1_TO_2 = `
+ALTER TABLE kvmq_messages ADD COLUMN policy TEXT;
+ALTER TABLE kvmq_messages ADD COLUMN history TEXT;
+ALTER TABLE kvmq_messages ADD COLUMN losses INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE kvmq_queues ADD COLUMN done INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE kvmq_queues ADD COLUMN failed INTEGER NOT NULL DEFAULT 0;
+${INDEXES_2}
+INSERT INTO kvmq_queues (queue) SELECT DISTINCT queue FROM kvmq_messages WHERE true ON CONFLICT DO NOTHING;
+UPDATE kvmq_queues SET
+  size = (SELECT count(*) FROM kvmq_messages m WHERE m.queue = kvmq_queues.queue AND m.phase IN (0, 1)),
+  done = (SELECT count(*) FROM kvmq_messages m WHERE m.queue = kvmq_queues.queue AND m.phase = 2);
+`;
+
 export function migrate(db: BetterSqlite3.Database, path: string): void {
-  const version = db.pragma('user_version', { simple: true }) as number;
-  if (version > SCHEMA_VERSION) {
-    throw new StoreLayoutError(`${path} was written by a newer kvmq (schema ${version}); upgrade kvmq to use it`);
-  }
-  if (version === SCHEMA_VERSION) return;
+  const check = (): number => {
+    const version = db.pragma('user_version', { simple: true }) as number;
+    if (version > SCHEMA_VERSION) {
+      throw new StoreLayoutError(`${path} was written by a newer kvmq (schema ${version}); upgrade kvmq to use it`);
+    }
+    return version;
+  };
+  if (check() === SCHEMA_VERSION) return;
   db.transaction(() => {
-    db.exec(DDL);
+    // Read again under the write lock: another process may have migrated the file meanwhile.
+    const version = check();
+    if (version === SCHEMA_VERSION) return;
+    db.exec(version === 1 ? MIGRATE_1_TO_2 : DDL);
     db.pragma(`user_version = ${SCHEMA_VERSION}`);
   }).immediate();
 }

@@ -19,13 +19,16 @@ export function stateOf(row: StateRow, now: number): MessageState {
       // An expired lock frees the message for the next claim.
       if (row.lock_until <= now) return 'queued';
       return row.requeue === 1 ? 'locked-with-requeue' : 'locked';
-    default:
+    case Phase.Done:
       return row.backoff_until > now ? 'done-with-backoff' : 'done-awaiting-gc';
+    default:
+      return 'failed';
   }
 }
 
 /** When the current state ends by itself, or null. */
 export function stateEndsAt(row: StateRow, now: number): number | null {
+  if (row.phase === Phase.Failed) return null;
   const at =
     row.phase === Phase.Pending ? row.ready_at : row.phase === Phase.Locked ? row.lock_until : row.backoff_until;
   return at > now ? at : null;

@@ -3,28 +3,37 @@ import type BetterSqlite3 from 'better-sqlite3';
 
 export type Statement = BetterSqlite3.Statement;
 
-const MESSAGE_FIELDS = 'seq, id, payload, encoding, metadata, filters, attempt, ready_at, lock_until, requeue';
+const MESSAGE_FIELDS = 'seq, id, payload, encoding, metadata, filters, attempt, ready_at, lock_until, requeue, policy';
+
+/** The columns a message's status is made of, and those of its content. */
+export const STATUS_FIELDS =
+  'seq, id, phase, ready_at, lock_until, backoff_until, requeue, attempt, outcome, last_error, consumer, enqueued_at, updated_at';
+export const CONTENT_FIELDS = 'payload, encoding, metadata, filters';
 
 const SQL = {
   ensureQueue: 'INSERT INTO kvmq_queues (queue) VALUES (?) ON CONFLICT DO NOTHING',
-  queueRow: 'SELECT size, dry_runs, eoq_until, gc_at, gc_lock_until, config FROM kvmq_queues WHERE queue = ?',
-  addSize: 'UPDATE kvmq_queues SET size = size + ? WHERE queue = ?',
+  queueRow:
+    'SELECT size, done, failed, dry_runs, eoq_until, gc_at, gc_lock_until, config FROM kvmq_queues WHERE queue = ?',
+  // The per-queue counters, changed in the transaction that changes the rows.
+  addCounts:
+    'UPDATE kvmq_queues SET size = size + @size, done = done + @done, failed = failed + @failed WHERE queue = @queue',
   setDryRuns: 'UPDATE kvmq_queues SET dry_runs = ?, eoq_until = ? WHERE queue = ?',
   resetDryRuns: 'UPDATE kvmq_queues SET dry_runs = 0, eoq_until = 0 WHERE queue = ? AND dry_runs <> 0',
   setConfig: 'UPDATE kvmq_queues SET config = ? WHERE queue = ?',
-  clearQueue: 'UPDATE kvmq_queues SET size = 0, dry_runs = 0, eoq_until = 0 WHERE queue = ?',
+  clearQueue: 'UPDATE kvmq_queues SET size = 0, done = 0, failed = 0, dry_runs = 0, eoq_until = 0 WHERE queue = ?',
 
   addClass: 'INSERT INTO kvmq_classes (queue, filters) VALUES (?, ?) ON CONFLICT DO NOTHING',
   classes: 'SELECT filters FROM kvmq_classes WHERE queue = ?',
   clearClasses: 'DELETE FROM kvmq_classes WHERE queue = ?',
 
   existing: `SELECT seq, phase, ready_at, lock_until, backoff_until, requeue FROM kvmq_messages WHERE queue = ? AND id = ?`,
+  // A revive keeps the history and takes the new message's content and policy.
   revive: `UPDATE kvmq_messages SET payload = @payload, encoding = @encoding, metadata = @metadata, filters = @filters,
          phase = 0, ready_at = @readyAt, lock_until = 0, consumer = NULL, backoff_until = 0, requeue = 0,
          next_payload = NULL, next_encoding = NULL, attempt = 0, outcome = NULL, last_error = NULL,
-         enqueued_at = @now, updated_at = @now
+         enqueued_at = @now, updated_at = @now, policy = @policy, losses = 0
        WHERE seq = @seq`,
-  requeueDone: `UPDATE kvmq_messages SET phase = 0, ready_at = backoff_until, requeue = 1, attempt = 0,
+  requeueDone: `UPDATE kvmq_messages SET phase = 0, ready_at = backoff_until, requeue = 1, attempt = 0, losses = 0,
          payload = coalesce(@payload, payload), encoding = coalesce(@encoding, encoding), updated_at = @now
        WHERE seq = @seq`,
   requeueLocked: `UPDATE kvmq_messages SET requeue = 1, next_payload = @payload, next_encoding = @encoding, updated_at = @now
@@ -39,12 +48,13 @@ const SQL = {
        RETURNING ${MESSAGE_FIELDS}`,
   nextReady: `SELECT ready_at FROM kvmq_messages WHERE queue = ? AND filters = ? AND phase = 0 AND ready_at > ?
        ORDER BY ready_at LIMIT 1`,
-  expiredLocks: `SELECT ${MESSAGE_FIELDS} FROM kvmq_messages
+  expiredLocks: `SELECT ${MESSAGE_FIELDS}, consumer, losses, history FROM kvmq_messages
        WHERE queue = ? AND phase = 1 AND lock_until <= ? ORDER BY lock_until LIMIT ?`,
   nextLockExpiry:
     'SELECT lock_until FROM kvmq_messages WHERE queue = ? AND phase = 1 AND lock_until > ? ORDER BY lock_until LIMIT 1',
-  // Takes over a message whose lock expired; it keeps its requeue mark.
-  relock: `UPDATE kvmq_messages SET lock_until = @lockUntil, consumer = @consumer, attempt = attempt + 1, updated_at = @now
+  // Takes over a message whose lock expired (a lost delivery); it keeps its requeue mark.
+  relock: `UPDATE kvmq_messages SET lock_until = @lockUntil, consumer = @consumer, attempt = attempt + 1, updated_at = @now,
+         losses = @losses, history = @history
        WHERE seq = @seq
        RETURNING ${MESSAGE_FIELDS}`,
   // Puts back a message lockReady took beyond what the claim wanted.
@@ -52,23 +62,48 @@ const SQL = {
   extend: `UPDATE kvmq_messages SET lock_until = @lockUntil
        WHERE queue = @queue AND id = @id AND phase = 1 AND consumer = @consumer AND attempt = @attempt`,
 
-  held: `SELECT seq, phase, consumer, attempt, requeue, next_payload, next_encoding FROM kvmq_messages
+  held: `SELECT seq, id, phase, consumer, attempt, requeue, filters, history FROM kvmq_messages
        WHERE queue = ? AND id = ?`,
   toDone: `UPDATE kvmq_messages SET phase = 2, lock_until = 0, consumer = NULL, backoff_until = @backoffUntil,
          outcome = @outcome, last_error = @error, updated_at = @now
        WHERE seq = @seq`,
   toPending: `UPDATE kvmq_messages SET phase = 0, ready_at = @readyAt, lock_until = 0, consumer = NULL, requeue = @requeue,
-         attempt = CASE WHEN @resetAttempt THEN 0 ELSE attempt END,
+         attempt = CASE WHEN @resetAttempt THEN 0 ELSE attempt END, losses = CASE WHEN @resetAttempt THEN 0 ELSE losses END,
+         history = coalesce(@history, history),
          payload = coalesce(next_payload, payload), encoding = coalesce(next_encoding, encoding),
          next_payload = NULL, next_encoding = NULL, outcome = @outcome, last_error = @error, updated_at = @now
        WHERE seq = @seq`,
 
-  status: `SELECT id, phase, ready_at, lock_until, backoff_until, requeue, attempt, outcome, last_error, consumer,
-         enqueued_at, updated_at
-       FROM kvmq_messages WHERE queue = ? AND id = ?`,
-  counts: `SELECT phase, requeue, ready_at > @now AS later, lock_until > @now AS held, backoff_until > @now AS blocking,
-         count(*) AS n
-       FROM kvmq_messages WHERE queue = @queue GROUP BY 1, 2, 3, 4, 5`,
+  // A message that fails: kept apart from successes, its backoff ignored.
+  toFailed: `UPDATE kvmq_messages SET phase = 3, lock_until = 0, consumer = NULL, backoff_until = 0, requeue = 0,
+         next_payload = NULL, next_encoding = NULL, outcome = 'error', last_error = @error,
+         history = coalesce(@history, history), updated_at = @now
+       WHERE seq = @seq`,
+  // A message that fails moves to the dead-letter queue instead: queued there now, at attempt 0.
+  deadLetter: `UPDATE kvmq_messages SET queue = @dlq, phase = 0, ready_at = @now, lock_until = 0, consumer = NULL,
+         backoff_until = 0, requeue = 0, next_payload = NULL, next_encoding = NULL, attempt = 0, losses = 0,
+         outcome = 'error', last_error = @error, history = coalesce(@history, history), updated_at = @now
+       WHERE seq = @seq`,
+
+  // Actions. A retried message is queued now at attempt 0; its outcome, error and history stay.
+  retry: `UPDATE kvmq_messages SET phase = 0, ready_at = @now, attempt = 0, losses = 0, requeue = 0, backoff_until = 0,
+         updated_at = @now
+       WHERE seq = @seq`,
+  retryFailed: `UPDATE kvmq_messages SET phase = 0, ready_at = @now, attempt = 0, losses = 0, requeue = 0,
+         backoff_until = 0, updated_at = @now
+       WHERE seq IN (SELECT seq FROM kvmq_messages WHERE queue = @queue AND phase = 3 ORDER BY updated_at, seq LIMIT @limit)`,
+  promote: 'UPDATE kvmq_messages SET ready_at = @now, requeue = 0, updated_at = @now WHERE seq = @seq',
+  remove: 'DELETE FROM kvmq_messages WHERE seq = ?',
+
+  status: `SELECT ${STATUS_FIELDS} FROM kvmq_messages WHERE queue = ? AND id = ?`,
+  details: `SELECT ${STATUS_FIELDS}, ${CONTENT_FIELDS}, policy, history FROM kvmq_messages WHERE queue = ? AND id = ?`,
+  // Counts split by time walk only rows in time-limited states: every lock, pending backoffs, duplicate backoffs.
+  lockCounts: `SELECT lock_until > @now AS held, requeue, count(*) AS n FROM kvmq_messages
+       WHERE queue = @queue AND phase = 1 GROUP BY 1, 2`,
+  backoffCounts: `SELECT requeue, count(*) AS n FROM kvmq_messages
+       WHERE queue = @queue AND phase = 0 AND filters = @filters AND ready_at > @now GROUP BY 1`,
+  doneBackoffCount: `SELECT count(*) FROM kvmq_messages
+       WHERE queue = @queue AND phase = 2 AND backoff_until > 0 AND backoff_until > @now`,
   holding: `SELECT id FROM kvmq_messages WHERE queue = ? AND phase = 1 AND lock_until > ? AND consumer = ?`,
   clearMessages: 'DELETE FROM kvmq_messages WHERE queue = ?',
 
@@ -78,6 +113,8 @@ const SQL = {
   gcBatch: `DELETE FROM kvmq_messages WHERE seq IN (
          SELECT seq FROM kvmq_messages
          WHERE queue = @queue AND phase = 2 AND updated_at <= @before AND backoff_until <= @now LIMIT @limit)`,
+  gcFailedBatch: `DELETE FROM kvmq_messages WHERE seq IN (
+         SELECT seq FROM kvmq_messages WHERE queue = @queue AND phase = 3 AND updated_at <= @before LIMIT @limit)`,
 
   upsertConsumer: `INSERT INTO kvmq_consumers (queue, id, host, pid, started_at, seen_at, expires_at)
        VALUES (@queue, @id, @host, @pid, @now, @now, @expiresAt)
@@ -89,7 +126,7 @@ const SQL = {
 } as const;
 
 // Statements that return the first column's value instead of a row object.
-const PLUCKED: ReadonlySet<string> = new Set(['classes', 'nextReady', 'nextLockExpiry', 'holding']);
+const PLUCKED: ReadonlySet<string> = new Set(['classes', 'nextReady', 'nextLockExpiry', 'holding', 'doneBackoffCount']);
 
 export type Statements = { readonly [K in keyof typeof SQL]: Statement };
 
@@ -113,10 +150,13 @@ export interface MessageRow {
   readonly ready_at: number;
   readonly lock_until: number;
   readonly requeue: number;
+  readonly policy: string | null;
 }
 
 export interface QueueRow {
   readonly size: number;
+  readonly done: number;
+  readonly failed: number;
   readonly dry_runs: number;
   readonly eoq_until: number;
   readonly gc_at: number;

@@ -12,28 +12,43 @@ import { dirname, resolve } from 'node:path';
 import { createRequire } from 'node:module';
 import type BetterSqlite3 from 'better-sqlite3';
 import { StoreLayoutError, StoreUnavailableError, StoreUrlError } from '../errors.js';
-import { applyConfigPatch, DEFAULT_QUEUE_CONFIG } from '../model/config.js';
+import { applyConfigPatch, DEFAULT_QUEUE_CONFIG, withConfigDefaults } from '../model/config.js';
 import { sleep } from '../model/time.js';
 import { parseUrlOptions } from '../store/url.js';
+import { promoteMessages, removeMessages, retryFailed, retryMessages } from './actions.js';
 import { claimMessages } from './claim.js';
 import { enqueueMessages } from './enqueue.js';
 import { finishMessages } from './finish.js';
 import { finishSuccesses, insertMessages, type ChunkedStatement } from './chunked.js';
-import { liveConsumers, messageStatus, stateCounts } from './inspect.js';
+import { liveConsumers, messageDetails, messageStatus, stateCounts } from './inspect.js';
+import { Lister } from './list.js';
+import type { WriteContext } from './failures.js';
 import { migrate } from './schema.js';
-import { prepareStatements, type QueueRow, type Statements } from './statements.js';
+import { prepareStatements, type QueueRow, type Statement, type Statements } from './statements.js';
 import { Wakeups } from './wakeups.js';
 import type {
   ClaimRequest,
   ClaimResult,
+  Configured,
   ConsumerRegistration,
   Finish,
   FinishResult,
   NewMessage,
   Store,
   StoreCapabilities,
+  StoredDetails,
+  StoredPage,
 } from '../store/contract.js';
-import type { ConsumerInfo, EnqueueResult, GcResult, MessageStatus, QueueConfig, QueueStatus } from '../model/types.js';
+import type { ListQuery } from '../model/list.js';
+import type {
+  ActionResult,
+  ConsumerInfo,
+  EnqueueResult,
+  GcResult,
+  MessageStatus,
+  QueueConfig,
+  QueueStatus,
+} from '../model/types.js';
 
 const MAX_PAYLOAD_BYTES = 1024 * 1024;
 // Rows GC deletes per transaction, so a large GC never holds the write lock for long.
@@ -121,6 +136,7 @@ class SqliteStore implements Store {
     maxPayloadBytes: MAX_PAYLOAD_BYTES,
     wakeups: true,
     instantRelease: false,
+    deadLetterQueue: true,
   };
   private readonly sql: Statements;
   private readonly insertMessages: ChunkedStatement;
@@ -128,6 +144,9 @@ class SqliteStore implements Store {
   private readonly wakeups: Wakeups;
   private readonly ensured = new Set<string>();
   private readonly knownClasses = new Map<string, Set<string>>();
+  // Each queue's configuration as last parsed, with the JSON it came from.
+  private readonly configs = new Map<string, { json: string | null; config: QueueConfig }>();
+  private readonly lister: Lister;
   private closed = false;
 
   constructor(
@@ -137,6 +156,7 @@ class SqliteStore implements Store {
     this.sql = prepareStatements(db);
     this.insertMessages = insertMessages(db);
     this.finishSuccesses = finishSuccesses(db);
+    this.lister = new Lister(db);
     let dataVersion = -1;
     this.wakeups = new Wakeups(path, () => {
       if (this.closed) return false;
@@ -148,7 +168,7 @@ class SqliteStore implements Store {
   }
 
   enqueue(queue: string, messages: readonly NewMessage[]): Promise<EnqueueResult[]> {
-    return this.write(queue, (now) => {
+    return this.write(queue, ({ now }) => {
       let classes = this.knownClasses.get(queue);
       if (classes === undefined) {
         classes = new Set();
@@ -161,7 +181,11 @@ class SqliteStore implements Store {
   }
 
   claim(queue: string, request: ClaimRequest): Promise<ClaimResult> {
-    return this.write(queue, (now) => claimMessages(this.sql, queue, request, now));
+    return this.write(queue, (tx) => {
+      // The paused flag and maxDeliveries are read in the claim's own transaction.
+      const row = this.sql.queueRow.get(queue) as QueueRow;
+      return claimMessages({ ...tx, config: () => this.configOf(queue, row) }, row, request);
+    });
   }
 
   extend(
@@ -170,7 +194,7 @@ class SqliteStore implements Store {
     held: readonly { id: string; attempt: number }[],
     lockMs: number,
   ): Promise<string[]> {
-    return this.write(queue, (now) =>
+    return this.write(queue, ({ now }) =>
       held
         .filter(({ id, attempt }) => {
           const params = { queue, id, attempt, consumer: consumerId, lockUntil: now + lockMs };
@@ -181,11 +205,7 @@ class SqliteStore implements Store {
   }
 
   finish(queue: string, consumerId: string, finishes: readonly Finish[]): Promise<FinishResult[]> {
-    return this.write(queue, (now) => {
-      const { results, readyNow } = finishMessages(this.sql, this.finishSuccesses, queue, consumerId, finishes, now);
-      if (readyNow) this.afterCommit(queue);
-      return results;
-    });
+    return this.write(queue, (tx) => finishMessages(tx, this.finishSuccesses, consumerId, finishes));
   }
 
   status(queue: string, id: string): Promise<MessageStatus | null> {
@@ -193,18 +213,43 @@ class SqliteStore implements Store {
   }
 
   queueStatus(queue: string): Promise<QueueStatus> {
-    return this.read(() => {
+    return this.snapshot(() => {
       const now = Date.now();
-      const counts = stateCounts(this.sql, queue, now);
       const row = this.sql.queueRow.get(queue) as QueueRow | undefined;
+      const counts = stateCounts(this.sql, queue, row, now);
       return {
         queue,
         counts,
         total: Object.values(counts).reduce((a, b) => a + b, 0),
         consumers: liveConsumers(this.sql, queue, now),
         dryRuns: row?.dry_runs ?? 0,
+        paused: this.configOf(queue, row).paused,
       };
     });
+  }
+
+  list(queue: string, query: ListQuery): Promise<StoredPage> {
+    return this.snapshot(() => this.lister.page(queue, query, this.sql.classes.all(queue) as string[], Date.now()));
+  }
+
+  inspect(queue: string, id: string): Promise<StoredDetails | null> {
+    return this.read(() => messageDetails(this.sql, queue, id, Date.now()));
+  }
+
+  retry(queue: string, ids: readonly string[]): Promise<ActionResult[]> {
+    return this.write(queue, (tx) => retryMessages(tx, ids));
+  }
+
+  retryFailed(queue: string, max: number): Promise<number> {
+    return this.write(queue, (tx) => retryFailed(tx, max));
+  }
+
+  remove(queue: string, ids: readonly string[]): Promise<ActionResult[]> {
+    return this.write(queue, (tx) => removeMessages(tx, ids));
+  }
+
+  promote(queue: string, ids: readonly string[]): Promise<ActionResult[]> {
+    return this.write(queue, (tx) => promoteMessages(tx, ids));
   }
 
   async clear(queues: readonly string[]): Promise<void> {
@@ -222,33 +267,31 @@ class SqliteStore implements Store {
     return this.read(() => this.readConfig(queue));
   }
 
-  configure(queue: string, patch: Partial<QueueConfig>): Promise<QueueConfig> {
-    return this.write(queue, () => {
-      const config = applyConfigPatch(this.readConfig(queue), patch);
+  configure(queue: string, patch: Partial<QueueConfig>): Promise<Configured> {
+    return this.transaction(() => {
+      // A queue exists once anything wrote to it (a message, a worker, a configuration).
+      const row = this.sql.queueRow.get(queue) as QueueRow | undefined;
+      if (row === undefined) this.sql.ensureQueue.run(queue);
+      const before = this.configOf(queue, row);
+      const config = applyConfigPatch(before, patch);
       this.sql.setConfig.run(JSON.stringify(config), queue);
-      return config;
+      // A resume wakes idle workers as an enqueue does.
+      if (before.paused && !config.paused) this.afterCommit(queue);
+      return { config, created: row === undefined };
     });
   }
 
   async gc(queue: string, force: boolean): Promise<GcResult> {
     const config = await this.config(queue);
-    const took = await this.write(queue, (now) => {
+    const took = await this.write(queue, ({ now }) => {
       const params = { queue, now, force: force ? 1 : 0, interval: config.gcIntervalMs, lockUntil: now + GC_LOCK_MS };
       return this.sql.takeGcLock.run(params).changes === 1;
     });
     if (!took) return { ran: false, removed: 0 };
     let removed = 0;
     try {
-      for (;;) {
-        const deleted = await this.transaction(() => {
-          const now = Date.now();
-          const params = { queue, now, before: now - config.gcLifetimeMs, limit: GC_CHUNK };
-          return this.sql.gcBatch.run(params).changes;
-        });
-        removed += deleted;
-        if (deleted < GC_CHUNK) break;
-        await sleep(0); // let the process breathe between chunks
-      }
+      removed += await this.gcChunks(queue, this.sql.gcBatch, config.gcLifetimeMs, 'done');
+      removed += await this.gcChunks(queue, this.sql.gcFailedBatch, config.failedLifetimeMs, 'failed');
       await this.transaction(() => this.sql.lapsedConsumers.run(queue, Date.now()));
     } finally {
       await this.transaction(() => this.sql.releaseGcLock.run(queue));
@@ -257,7 +300,7 @@ class SqliteStore implements Store {
   }
 
   async registerConsumer(queue: string, consumer: ConsumerRegistration): Promise<void> {
-    await this.write(queue, (now) => {
+    await this.write(queue, ({ now }) => {
       this.sql.upsertConsumer.run({
         queue,
         id: consumer.id,
@@ -290,21 +333,66 @@ class SqliteStore implements Store {
     return Promise.resolve();
   }
 
+  /** Deletes finished (`done`) or `failed` rows older than `lifetimeMs`, in chunks; returns how many. */
+  private async gcChunks(
+    queue: string,
+    batch: Statement,
+    lifetimeMs: number,
+    counter: 'done' | 'failed',
+  ): Promise<number> {
+    let removed = 0;
+    for (;;) {
+      const deleted = await this.transaction(() => {
+        const now = Date.now();
+        const changes = batch.run({ queue, now, before: now - lifetimeMs, limit: GC_CHUNK }).changes;
+        if (changes > 0) {
+          const counts = { queue, size: 0, done: 0, failed: 0 };
+          counts[counter] = -changes;
+          this.sql.addCounts.run(counts);
+        }
+        return changes;
+      });
+      removed += deleted;
+      if (deleted < GC_CHUNK) return removed;
+      await sleep(0); // let the process breathe between chunks
+    }
+  }
+
   private readConfig(queue: string): QueueConfig {
-    const row = this.sql.queueRow.get(queue) as QueueRow | undefined;
-    if (row?.config == null) return DEFAULT_QUEUE_CONFIG;
-    return applyConfigPatch(DEFAULT_QUEUE_CONFIG, JSON.parse(row.config) as Partial<QueueConfig>);
+    return this.configOf(queue, this.sql.queueRow.get(queue) as QueueRow | undefined);
+  }
+
+  /** The configuration stored in the queue's row, parsed once per change; configurations from before a field existed read with its default. */
+  private configOf(queue: string, row: QueueRow | undefined): QueueConfig {
+    const json = row?.config ?? null;
+    const cached = this.configs.get(queue);
+    if (cached?.json === json) return cached.config;
+    const config = json === null ? DEFAULT_QUEUE_CONFIG : withConfigDefaults(JSON.parse(json) as Partial<QueueConfig>);
+    this.configs.set(queue, { json, config });
+    return config;
   }
 
   /** A write transaction on a queue whose row exists; `now` is read inside it. */
-  private write<T>(queue: string, fn: (now: number) => T): Promise<T> {
+  private write<T>(queue: string, fn: (tx: WriteContext) => T): Promise<T> {
     return this.transaction(() => {
       if (!this.ensured.has(queue)) {
         this.sql.ensureQueue.run(queue);
         this.ensured.add(queue);
       }
-      return fn(Date.now());
+      let config: QueueConfig | undefined;
+      return fn({
+        sql: this.sql,
+        queue,
+        now: Date.now(),
+        config: () => (config ??= this.readConfig(queue)),
+        wake: (woken) => this.afterCommit(woken),
+      });
     });
+  }
+
+  /** Reads in one transaction, so every statement sees the same snapshot. */
+  private snapshot<T>(fn: () => T): Promise<T> {
+    return this.guard(() => this.db.transaction(fn).deferred());
   }
 
   /** Runs `fn` in an IMMEDIATE transaction; store failures become typed errors. */

@@ -6,8 +6,11 @@
  * Store-specific helpers are deliberately not part of it. Every method
  * resolves only after the store has applied the change.
  */
+import type { ListQuery } from '../model/list.js';
 import type { PayloadEncoding } from '../model/payload.js';
 import type {
+  ActionResult,
+  AttemptRecord,
   ConsumerInfo,
   EnqueueResult,
   FilterValues,
@@ -27,6 +30,8 @@ export interface StoreCapabilities {
   readonly wakeups: boolean;
   /** A dead consumer's claims are freed at once (ephemeral node, lease), not at lock expiry. */
   readonly instantRelease: boolean;
+  /** A failed message can move to another queue atomically (`deadLetterQueue`); not across Redis Cluster slots. */
+  readonly deadLetterQueue: boolean;
 }
 
 /** A message as the API hands it to a store: validated and encoded. */
@@ -41,6 +46,8 @@ export interface NewMessage {
   readonly initialBackoffMs: number;
   readonly allowRequeue: boolean;
   readonly replacePayload: boolean;
+  /** The message's own retry policy, encoded (model/policy.ts); null for none, and stores then write nothing. */
+  readonly policy: string | null;
 }
 
 export interface ClaimRequest {
@@ -61,6 +68,8 @@ export interface ClaimedMessage {
   readonly metadata: Metadata;
   readonly filters: FilterValues;
   readonly attempt: number;
+  /** The policy stored with the message, as enqueued (null for none). */
+  readonly policy: string | null;
 }
 
 export interface ClaimResult {
@@ -84,6 +93,44 @@ export interface Finish {
   readonly outcome: Outcome;
   readonly backoffMs: number;
   readonly error: string | null;
+  /**
+   * When the handler started, on the worker's clock: the history record's `startedAt`.
+   * Null for a message handed back unrun (a stop's give-back): stores record no history for it.
+   */
+  readonly startedAt: number | null;
+}
+
+/** A message's content as stored. */
+export interface StoredContent {
+  readonly payload: Uint8Array;
+  readonly encoding: PayloadEncoding;
+  readonly metadata: Metadata;
+  readonly filters: FilterValues;
+}
+
+export interface StoredListing {
+  readonly status: MessageStatus;
+  /** Present when the listing asked for payloads. */
+  readonly content: StoredContent | null;
+}
+
+export interface StoredPage {
+  readonly messages: readonly StoredListing[];
+  /** The position after this page (made with model/list.ts makeCursor), or null when there is no more. */
+  readonly cursor: string | null;
+}
+
+export interface StoredDetails {
+  readonly status: MessageStatus;
+  readonly content: StoredContent;
+  readonly policy: string | null;
+  readonly history: readonly AttemptRecord[];
+}
+
+export interface Configured {
+  readonly config: QueueConfig;
+  /** The queue had no stored configuration before this call. */
+  readonly created: boolean;
 }
 
 /** `lost`: the consumer no longer holds the message (lock expired and taken, or cleared). */
@@ -113,14 +160,29 @@ export interface Store {
   finish(queue: string, consumerId: string, finishes: readonly Finish[]): Promise<FinishResult[]>;
 
   status(queue: string, id: string): Promise<MessageStatus | null>;
+  /** Counts per state from counters kept with each state change: the cost is O(states), not O(messages). */
   queueStatus(queue: string): Promise<QueueStatus>;
+  /** A page of messages in the query's states, from an index: the cost follows the page, not the queue. */
+  list(queue: string, query: ListQuery): Promise<StoredPage>;
+  /** Everything kept about one message, or null once it is gone. */
+  inspect(queue: string, id: string): Promise<StoredDetails | null>;
+
+  /** `failed` → `queued` at attempt 0 (the next delivery is attempt 1), history kept; each id atomically. */
+  retry(queue: string, ids: readonly string[]): Promise<ActionResult[]>;
+  /** Redrives up to `max` failed messages (oldest failure first) in one atomic step; returns how many. */
+  retryFailed(queue: string, max: number): Promise<number>;
+  /** Removes messages in any state but `locked` and `locked-with-requeue`. */
+  remove(queue: string, ids: readonly string[]): Promise<ActionResult[]>;
+  /** Ends a backoff now: `queued-with-backoff` or `done-with-requeue` → `queued`. */
+  promote(queue: string, ids: readonly string[]): Promise<ActionResult[]>;
   /** Removes every message and the dry-run count of each queue; configuration stays. */
   clear(queues: readonly string[]): Promise<void>;
 
   config(queue: string): Promise<QueueConfig>;
-  configure(queue: string, patch: Partial<QueueConfig>): Promise<QueueConfig>;
+  /** Merges the patch into the stored configuration (creating it); `paused` stops claims within one wake-up. */
+  configure(queue: string, patch: Partial<QueueConfig>): Promise<Configured>;
   /**
-   * Removes finished messages past the queue's GC lifetime, and lapsed consumers.
+   * Removes finished messages past the queue's GC lifetime (`failedLifetimeMs` for failed ones), and lapsed consumers.
    * One GC at a time per queue; unless `force`, only when the stored interval has passed.
    */
   gc(queue: string, force: boolean): Promise<GcResult>;

@@ -1,4 +1,7 @@
 import type { Finish } from '../store/contract.js';
+
+/** A finish before the worker stamps it with the handler's start time. */
+export type AttemptFinish = Omit<Finish, 'startedAt'>;
 import type { HandlerResult, Outcome } from '../model/types.js';
 
 const OUTCOMES: ReadonlySet<string> = new Set<Outcome>(['success', 'error', 'retry']);
@@ -8,7 +11,7 @@ function isOutcome(status: string): status is Outcome {
 }
 
 /** Turns what a handler returned into a finish; anything malformed is an `error` that says why. */
-export function finishFromResult(id: string, attempt: number, result: HandlerResult | void): Finish {
+export function finishFromResult(id: string, attempt: number, result: HandlerResult | void): AttemptFinish {
   if (result === undefined) return { id, attempt, outcome: 'success', backoffMs: 0, error: null };
   // Handlers are user code: check what came back, whatever the types said.
   const { status, backoffMs = 0, error = null } = result as Partial<Record<keyof HandlerResult, unknown>>;
@@ -42,7 +45,7 @@ export function finishFromThrow(
   thrown: unknown,
   maxAttempts: number,
   retryBackoffMs: (attempt: number) => number,
-): Finish {
+): AttemptFinish {
   const error = thrown instanceof Error ? (thrown.stack ?? thrown.message) : String(thrown);
   return finishFromFailure(id, attempt, error, maxAttempts, retryBackoffMs);
 }
@@ -54,7 +57,7 @@ export function finishFromFailure(
   error: string,
   maxAttempts: number,
   retryBackoffMs: (attempt: number) => number,
-): Finish {
+): AttemptFinish {
   if (attempt < maxAttempts) return { id, attempt, outcome: 'retry', backoffMs: retryBackoffMs(attempt), error };
   return { id, attempt, outcome: 'error', backoffMs: 0, error };
 }
@@ -66,6 +69,6 @@ export function timeoutError(timeoutMs: number): Error {
   return error;
 }
 
-function invalid(id: string, attempt: number, error: string): Finish {
+function invalid(id: string, attempt: number, error: string): AttemptFinish {
   return { id, attempt, outcome: 'error', backoffMs: 0, error };
 }

@@ -11,11 +11,12 @@ import { decodePayload } from '../model/payload.js';
 import { expBackoff } from '../model/backoff.js';
 import { checkQueueName } from '../model/validate.js';
 import { checkWorkerOptions, type CheckedWorkerOptions, type WorkerOptions } from './options.js';
-import { finishFromFailure, finishFromResult, finishFromThrow, timeoutError } from './outcome.js';
+import { decodePolicy, policyBackoffMs } from '../model/policy.js';
+import { finishFromFailure, finishFromResult, finishFromThrow, timeoutError, type AttemptFinish } from './outcome.js';
 import type { FailureReason, WorkerEvents } from './events.js';
 import type { ClaimedMessage, Finish, FinishResult, Store } from '../store/contract.js';
 import { sleep } from '../model/time.js';
-import type { Handler, HandlerResult, Job, QueueConfig } from '../model/types.js';
+import type { Handler, HandlerResult, Job, MessagePolicy, QueueConfig } from '../model/types.js';
 
 export type { WorkerOptions, MonitorInfo } from './options.js';
 export type {
@@ -42,6 +43,10 @@ interface Held {
   finishing: boolean;
   /** performance.now() when the handler started. */
   startedAt: number;
+  /** Date.now() when the handler started: the history record's start. */
+  startedAtWall: number;
+  /** The message's own retry policy, over the worker's options. */
+  readonly policy: MessagePolicy | null;
   /** Why the attempt failed, should it fail: the handler's own result unless it threw or timed out. */
   cause: FailureReason;
 }
@@ -215,7 +220,14 @@ export class Worker extends EventEmitter<WorkerEvents> {
         continue;
       }
       held.finishing = true;
-      released.push({ id: held.id, attempt: held.attempt, outcome: 'retry', backoffMs: 0, error: null });
+      released.push({
+        id: held.id,
+        attempt: held.attempt,
+        outcome: 'retry',
+        backoffMs: 0,
+        error: null,
+        startedAt: null,
+      });
     }
     if (released.length === 0) return;
     await Promise.all(released.map((finish) => this.finish(finish).catch(this.reportError)));
@@ -229,7 +241,14 @@ export class Worker extends EventEmitter<WorkerEvents> {
     for (const held of this.held.values()) {
       if (held.finishing) continue;
       takeAway(held, new Error('worker stopped'));
-      released.push({ id: held.id, attempt: held.attempt, outcome: 'retry', backoffMs: 0, error: 'worker stopped' });
+      released.push({
+        id: held.id,
+        attempt: held.attempt,
+        outcome: 'retry',
+        backoffMs: 0,
+        error: 'worker stopped',
+        startedAt: null,
+      });
     }
     if (released.length > 0) await this.store.finish(this.queue, this.id, released).catch(this.reportError);
   }
@@ -277,6 +296,8 @@ export class Worker extends EventEmitter<WorkerEvents> {
       takenAway: false,
       finishing: false,
       startedAt: 0,
+      startedAtWall: 0,
+      policy: decodePolicy(message.policy),
       cause: 'handler',
     };
     this.held.set(message.id, held);
@@ -298,6 +319,7 @@ export class Worker extends EventEmitter<WorkerEvents> {
   private handle(held: Held, message: ClaimedMessage): void {
     this.handlersRunning += 1;
     held.startedAt = performance.now();
+    held.startedAtWall = Date.now();
     const job: Job = {
       queue: this.queue,
       id: message.id,
@@ -326,14 +348,14 @@ export class Worker extends EventEmitter<WorkerEvents> {
     this.handlers.add(run);
   }
 
-  private attempt(held: Held, job: Job): Promise<Finish> {
-    const { timeoutMs } = this.options;
+  private attempt(held: Held, job: Job): Promise<AttemptFinish> {
+    const timeoutMs = held.policy?.timeoutMs ?? this.options.timeoutMs;
     // No extra promise on the way when there is no timeout.
     return timeoutMs === null ? this.invoke(held, job) : this.invokeWithin(held, job, timeoutMs);
   }
 
   /** The handler's finish, or the timeout's if `timeoutMs` passes first (the handler's late result is dropped). */
-  private async invokeWithin(held: Held, job: Job, timeoutMs: number): Promise<Finish> {
+  private async invokeWithin(held: Held, job: Job, timeoutMs: number): Promise<AttemptFinish> {
     let timer: NodeJS.Timeout | undefined;
     const timeout = new Promise<'timeout'>((resolve) => (timer = setTimeout(() => resolve('timeout'), timeoutMs)));
     try {
@@ -344,31 +366,40 @@ export class Worker extends EventEmitter<WorkerEvents> {
     }
   }
 
-  private async invoke(held: Held, job: Job): Promise<Finish> {
+  private async invoke(held: Held, job: Job): Promise<AttemptFinish> {
     try {
       const result: HandlerResult | void = await this.handler(job);
       return finishFromResult(job.id, job.attempt, result);
     } catch (thrown) {
       // A throw after the timeout (often the abort itself) changes nothing: the timeout was recorded.
       if (held.cause !== 'timeout') held.cause = 'thrown';
-      return finishFromThrow(job.id, job.attempt, thrown, this.options.maxAttempts, this.options.retryBackoffMs);
+      return finishFromThrow(job.id, job.attempt, thrown, this.maxAttempts(held), this.retryBackoff(held));
     }
   }
 
-  private timedOut(held: Held, timeoutMs: number): Finish {
+  private timedOut(held: Held, timeoutMs: number): AttemptFinish {
     held.cause = 'timeout';
     const reason = timeoutError(timeoutMs);
     abortSignal(held, reason);
-    const { maxAttempts, retryBackoffMs } = this.options;
-    return finishFromFailure(held.id, held.attempt, reason.message, maxAttempts, retryBackoffMs);
+    return finishFromFailure(held.id, held.attempt, reason.message, this.maxAttempts(held), this.retryBackoff(held));
+  }
+
+  private maxAttempts(held: Held): number {
+    return held.policy?.attempts ?? this.options.maxAttempts;
+  }
+
+  private retryBackoff(held: Held): (attempt: number) => number {
+    const backoff = held.policy?.backoff;
+    return backoff === undefined ? this.options.retryBackoffMs : (attempt) => policyBackoffMs(backoff, attempt);
   }
 
   /** Stores the attempt's finish, then tells listeners what the store kept. */
-  private async record(held: Held, finish: Finish): Promise<void> {
+  private async record(held: Held, attemptFinish: AttemptFinish): Promise<void> {
     // A lost lock or a forced stop: the message is someone else's now.
     if (held.takenAway) return;
     held.finishing = true;
     const durationMs = performance.now() - held.startedAt;
+    const finish: Finish = { ...attemptFinish, startedAt: held.startedAtWall };
     if ((await this.finish(finish)) === 'lost') this.lost(held);
     else this.announce(held, finish, durationMs);
   }

@@ -14,14 +14,18 @@
  */
 import { parseFilterClass } from '../model/filters.js';
 import { isZkError, ZkCode, type ZkOp } from './client.js';
-import { deriveState, encodeState, makeState, taskNodes, type Entry, type TaskState } from './layout.js';
-import { collectHandoffs } from './handoff.js';
+import { deriveState, encodeState, makeState, namesEntry, taskNodes, type Entry, type TaskState } from './layout.js';
+import { collectHandoffs, putBackAll } from './handoff.js';
+import { commitIndexed } from './actions.js';
+import { endInFailure, failedState, isDeadLetterClash } from './fail.js';
+import { appendHistory, maxDeliveriesError } from '../model/history.js';
+import type { ConfRead } from './conf.js';
 import { parseCounters, type QueueContext } from './queue.js';
 import type { BucketedList } from './buckets.js';
 import type { ClaimCache, TaskRead } from './claim-cache.js';
 import type { StoreContext } from './context.js';
 import type { ClaimRequest, ClaimResult, ClaimedMessage } from '../store/contract.js';
-import type { Metadata } from '../model/types.js';
+import type { AttemptRecord, Metadata } from '../model/types.js';
 
 export interface Candidate {
   readonly entry: Entry;
@@ -41,6 +45,8 @@ export interface PreparedClaim {
 }
 
 const MAX_READ_AHEAD = 192;
+/** A paused queue's claims say to look again this soon. */
+const PAUSED_WAKE_MS = 1000;
 
 /**
  * How many candidates past those being claimed get their reads sent ahead:
@@ -77,6 +83,14 @@ export async function claimMessages(ctx: StoreContext, q: QueueContext, request:
     epoch: ctx.zk.epoch,
   });
   const readAhead = readAheadCount(request.max);
+  const conf = await q.confView();
+  if (conf.config.paused) {
+    // Paused: nothing is taken (messages a finish claimed ahead go back), no dry run is counted,
+    // and a worker looks again within a second (a resume also wakes it).
+    await putBackAll(ctx, q, request.consumerId);
+    const queueSize = cache.queueSizes.get(q.name) ?? 0;
+    return { messages: [], queueSize, dryRuns: q.peekView()?.counters.dryRuns ?? 0, wakeAt: now + PAUSED_WAKE_MS };
+  }
   const handed = await collectHandoffs(ctx, q, request, now);
   if (handed.length >= request.max) {
     // Keep the reads flowing, so the next finish can claim again.
@@ -126,7 +140,7 @@ export async function claimMessages(ctx: StoreContext, q: QueueContext, request:
     next += batch.length;
     for (const c of batch) cache.trying.add(c.entry.path);
     try {
-      const prepared = await Promise.all(batch.map((c) => prepare(ctx, cache, q, c, request, now)));
+      const prepared = await Promise.all(batch.map((c) => prepare(ctx, cache, q, c, request, conf, now)));
       const claims = prepared.filter((p): p is PreparedClaim => typeof p === 'object' && p !== null);
       for (const p of prepared) if (typeof p === 'number') wakeAt = Math.min(wakeAt, p);
       // One write of the consumer's `current` (what it holds) rides on the last multi.
@@ -218,7 +232,7 @@ export function cachedCandidates(
 
 /** True when the task's state still names this entry (else the entry is left over). */
 export function entryMatches(state: TaskState, entry: Entry): boolean {
-  return state.entry !== null && entry.path.length === state.entry.length + 10 && entry.path.startsWith(state.entry);
+  return namesEntry(state.entry, entry);
 }
 
 /**
@@ -232,12 +246,18 @@ async function prepare(
   q: QueueContext,
   candidate: Candidate,
   request: ClaimRequest,
+  conf: ConfRead,
   now: number,
 ): Promise<PreparedClaim | number | null> {
   const { entry, sub } = candidate;
   const nodes = taskNodes(q.paths.task(entry.id));
   const read = await cache.read(ctx.zk, entry, q.paths.task(entry.id));
-  if (read === null || read.state.phase === 'done' || !entryMatches(read.state, entry)) {
+  if (
+    read === null ||
+    read.state.phase === 'done' ||
+    read.state.phase === 'failed' ||
+    !entryMatches(read.state, entry)
+  ) {
     // The task is gone, or moved on (finished, retried): this entry is left over.
     await dropStale(ctx, cache, sub, entry);
     return null;
@@ -259,7 +279,56 @@ async function prepare(
     }
     claimVersion = claim?.version ?? null;
   }
-  return buildClaim(q, candidate, read, request.consumerId, request.lockMs, now, claimVersion);
+  if (state.phase !== 'locked') {
+    return buildClaim(q, candidate, read, request.consumerId, request.lockMs, now, claimVersion, conf.version);
+  }
+  // Its lock ended without a finish (the consumer died or stalled): a lost delivery.
+  const losses = (state.losses ?? 0) + 1;
+  const history = appendHistory(state.history ?? [], {
+    attempt: state.attempt,
+    startedAt: null,
+    endedAt: now,
+    consumer: state.consumer,
+    outcome: 'lost',
+    error: null,
+  });
+  const max = conf.config.maxDeliveries;
+  if (max === 0 || losses < max) {
+    const counted = { ...read, state: { ...state, losses, history } };
+    return buildClaim(q, candidate, counted, request.consumerId, request.lockMs, now, claimVersion, conf.version);
+  }
+  await failLost(ctx, q, candidate, read, { ...state, losses }, history, claimVersion, now);
+  return null;
+}
+
+/** A message that lost its lock `maxDeliveries` times is not delivered again: it fails (or is dead-lettered). */
+async function failLost(
+  ctx: StoreContext,
+  q: QueueContext,
+  candidate: Candidate,
+  read: TaskRead,
+  state: TaskState,
+  history: readonly AttemptRecord[],
+  claimVersion: number | null,
+  now: number,
+): Promise<void> {
+  const { entry, sub } = candidate;
+  const failed = failedState(state, now, maxDeliveriesError(state.losses ?? 0), history);
+  const claimPath = taskNodes(q.paths.task(entry.id)).claim;
+  const removeClaim: ZkOp[] = claimVersion === null ? [] : [{ op: 'remove', path: claimPath, version: claimVersion }];
+  for (const deadLetter of [true, false]) {
+    const ended = await endInFailure(ctx, q, entry.id, failed, read.version, entry.path, deadLetter);
+    const failure = await commitIndexed(ctx, q, [...removeClaim, ...ended.ops]);
+    if (failure === null) {
+      ctx.claims.forgetEntry(entry.path);
+      sub.forget(entry);
+      if (ended.dlq !== null) ctx.wakeups.notify(ended.dlq);
+      return;
+    }
+    // Taken or changed meanwhile: read it afresh next time.
+    ctx.claims.forgetRead(entry.path);
+    if (!isDeadLetterClash(q, failure.code, failure.op)) return;
+  }
 }
 
 /** The claim multi of one task: remove a stale claim (if any), create ours, write `state` with the version read. */
@@ -271,6 +340,7 @@ export function buildClaim(
   lockMs: number,
   now: number,
   staleClaimVersion: number | null,
+  confVersion: number,
 ): PreparedClaim {
   const state = read.state;
   const nodes = taskNodes(q.paths.task(candidate.entry.id));
@@ -287,7 +357,8 @@ export function buildClaim(
     },
     now,
   );
-  const ops: ZkOp[] = [];
+  // No claim starts once a pause is written: the configuration must be as read when it said not paused.
+  const ops: ZkOp[] = [{ op: 'check', path: q.paths.conf, version: confVersion }];
   if (staleClaimVersion !== null) ops.push({ op: 'remove', path: nodes.claim, version: staleClaimVersion });
   const createOp = ops.push({ op: 'create', path: nodes.claim, data: Buffer.from(consumer), kind: 'ephemeral' }) - 1;
   const stateOp = ops.push({ op: 'set', path: nodes.state, data: encodeState(next), version: read.version }) - 1;
@@ -307,7 +378,7 @@ async function commit(
   } catch (error) {
     if (!isZkError(error)) throw error;
     // Someone else took it first (NODE_EXISTS, BAD_VERSION) or it went away: not ours.
-    claimFailed(ctx, p, error.code, error.opIndex);
+    claimFailed(ctx, q, p, error.code, error.opIndex);
     if (error.code === ZkCode.NoNode && p.ops[error.opIndex]?.path === current) {
       ctx.registered.delete(`${q.name}\u0000${p.consumer}`);
     }
@@ -317,8 +388,13 @@ async function commit(
 }
 
 /** A claim's multi failed: read the task afresh next time, and its claim too if one was in the way. */
-export function claimFailed(ctx: StoreContext, p: PreparedClaim, code: number, opIndex: number): void {
+export function claimFailed(ctx: StoreContext, q: QueueContext, p: PreparedClaim, code: number, opIndex: number): void {
   const path = p.candidate.entry.path;
+  if (p.ops[opIndex]?.op === 'check') {
+    // The configuration changed (a pause?): read it again; the task's read is still good.
+    q.staleConf();
+    return;
+  }
   ctx.claims.forgetRead(path);
   if (code === ZkCode.NodeExists && opIndex === p.createOp) ctx.claims.suspect.add(path);
 }
@@ -353,6 +429,7 @@ export function recordClaim(
     metadata: JSON.parse(p.read.metadata.toString('utf8') || '{}') as Metadata,
     filters: parseFilterClass(p.read.state.filterClass),
     attempt: p.next.attempt,
+    policy: p.next.policy ?? null,
   };
 }
 

@@ -1,7 +1,14 @@
 /**
- * The queue's configuration in `conf/`, as zkmq keeps it: `task_gc_lifetime`
- * and `task_gc_interval` as decimal milliseconds (readable and settable with
- * any ZooKeeper client), and `filters` as JSON: filter name → ordered values.
+ * The queue's configuration in `conf/`, as zkmq keeps it: one node per field,
+ * readable and settable with any ZooKeeper client: `task_gc_lifetime`,
+ * `task_gc_interval`, `failed_lifetime` and `max_deliveries` as decimal
+ * numbers, `paused` as `true` / `false`, `dead_letter_queue` as a queue name
+ * (empty for none), and `filters` as JSON: filter name → ordered values.
+ * A missing node reads as its default (queues written before it existed).
+ *
+ * Every configure also sets the data of `conf` itself, in the same multi: its
+ * version is what claims check (so no claim starts after a pause resolved),
+ * and a data watch on it keeps each process's copy fresh without a read per claim.
  */
 import { StoreLayoutError } from '../errors.js';
 import { applyConfigPatch, DEFAULT_QUEUE_CONFIG } from '../model/config.js';
@@ -9,78 +16,131 @@ import { isZkError, ZkCode, type ZkOp, type ZkSession } from './client.js';
 import type { QueueContext } from './queue.js';
 import type { QueueConfig } from '../model/types.js';
 
-const NODES = ['task_gc_lifetime', 'task_gc_interval', 'filters'] as const;
+const NODES = [
+  'task_gc_lifetime',
+  'task_gc_interval',
+  'filters',
+  'failed_lifetime',
+  'paused',
+  'max_deliveries',
+  'dead_letter_queue',
+] as const;
+type Node = (typeof NODES)[number];
 
-interface Read {
+/** A configuration as read, with the version of `conf` it was read at. */
+export interface ConfRead {
   readonly config: QueueConfig;
+  /** The data version of `conf` (read before its children, on the same session). */
+  readonly version: number;
   /** Version per node, or null when the node does not exist. */
-  readonly versions: (number | null)[];
+  readonly versions: readonly (number | null)[];
 }
 
-async function read(zk: ZkSession, q: QueueContext): Promise<Read> {
-  const reads = await Promise.all(
-    NODES.map(async (node) => {
-      try {
-        return await zk.get(`${q.paths.conf}/${node}`);
-      } catch (error) {
-        if (isZkError(error, ZkCode.NoNode)) return null;
-        throw error;
-      }
-    }),
-  );
-  const [lifetime, interval, filters] = reads;
-  const number = (node: string, value: { data: Buffer } | null | undefined, fallback: number): number => {
-    if (value == null) return fallback;
-    const text = value.data.toString('utf8').trim();
-    const n = Number(text);
-    if (text === '' || !Number.isInteger(n) || n < 0) {
-      throw new StoreLayoutError(
-        `${q.paths.conf}/${node} holds ${JSON.stringify(text)}, not whole milliseconds; set it with kvmq config`,
-      );
-    }
+/** Reads `conf` (setting `watch` on its data when given) and then its nodes. */
+export async function readConf(zk: ZkSession, confPath: string, watch?: () => void): Promise<ConfRead> {
+  const [conf, reads] = await Promise.all([
+    zk.get(confPath, watch),
+    zk.getMany(NODES.map((node) => `${confPath}/${node}`)),
+  ]);
+  const text = (node: Node): string | null => {
+    const read = reads[NODES.indexOf(node)];
+    return read === null || read === undefined ? null : read.data.toString('utf8').trim();
+  };
+  const bad = (node: Node, value: string, what: string): never => {
+    throw new StoreLayoutError(
+      `${confPath}/${node} holds ${JSON.stringify(value)}, not ${what}; set it with kvmq config`,
+    );
+  };
+  const number = (node: Node): number | undefined => {
+    const value = text(node);
+    if (value === null) return undefined;
+    const n = Number(value);
+    if (value === '' || !Number.isSafeInteger(n) || n < 0) return bad(node, value, 'a whole number');
     return n;
   };
-  let enums: QueueConfig['filterEnums'] = {};
-  if (filters != null) {
+  const paused = text('paused');
+  if (paused !== null && paused !== 'true' && paused !== 'false') bad('paused', paused, 'true or false');
+  let enums: QueueConfig['filterEnums'] | undefined;
+  const filters = text('filters');
+  if (filters !== null) {
     try {
-      enums = JSON.parse(filters.data.toString('utf8') || '{}') as QueueConfig['filterEnums'];
+      enums = JSON.parse(filters || '{}') as QueueConfig['filterEnums'];
     } catch {
-      throw new StoreLayoutError(`${q.paths.conf}/filters does not hold JSON; set it with kvmq config`);
+      throw new StoreLayoutError(`${confPath}/filters does not hold JSON; set it with kvmq config`);
     }
   }
+  const dlq = text('dead_letter_queue');
   const config = applyConfigPatch(DEFAULT_QUEUE_CONFIG, {
-    gcLifetimeMs: number('task_gc_lifetime', lifetime, DEFAULT_QUEUE_CONFIG.gcLifetimeMs),
-    gcIntervalMs: number('task_gc_interval', interval, DEFAULT_QUEUE_CONFIG.gcIntervalMs),
-    filterEnums: enums,
+    gcLifetimeMs: number('task_gc_lifetime'),
+    gcIntervalMs: number('task_gc_interval'),
+    failedLifetimeMs: number('failed_lifetime'),
+    maxDeliveries: number('max_deliveries'),
+    ...(paused === null ? {} : { paused: paused === 'true' }),
+    ...(enums === undefined ? {} : { filterEnums: enums }),
+    ...(dlq === null ? {} : { deadLetterQueue: dlq === '' ? null : dlq }),
   });
-  return { config, versions: reads.map((r) => (r === null ? null : r.stat.version)) };
+  return { config, version: conf.stat.version, versions: reads.map((r) => (r == null ? null : r.version)) };
 }
 
 export async function readConfig(zk: ZkSession, q: QueueContext): Promise<QueueConfig> {
   if (!(await q.exists())) return DEFAULT_QUEUE_CONFIG;
-  return (await read(zk, q)).config;
+  return (await readConf(zk, q.paths.conf)).config;
 }
 
-/** Applies a patch in one multi with version checks; retried if another writer got in first. */
-export async function writeConfig(zk: ZkSession, q: QueueContext, patch: Partial<QueueConfig>): Promise<QueueConfig> {
+function values(config: QueueConfig): Record<Node, string> {
+  return {
+    task_gc_lifetime: String(config.gcLifetimeMs),
+    task_gc_interval: String(config.gcIntervalMs),
+    filters: JSON.stringify(config.filterEnums),
+    failed_lifetime: String(config.failedLifetimeMs),
+    paused: String(config.paused),
+    max_deliveries: String(config.maxDeliveries),
+    dead_letter_queue: config.deadLetterQueue ?? '',
+  };
+}
+
+/**
+ * Applies a patch in one multi with version checks (retried if another writer
+ * got in first). `created`: the queue did not exist before. A resume
+ * touches every sub-queue node in the same multi, which wakes idle workers as an enqueue does.
+ */
+export async function writeConfig(
+  zk: ZkSession,
+  q: QueueContext,
+  patch: Partial<QueueConfig>,
+): Promise<{ config: QueueConfig; created: boolean }> {
+  // A queue that exists (made by an enqueue, a worker or a configure) has its configuration, defaults or not.
+  const existed = await q.exists();
   await q.ensure();
   for (;;) {
-    const { config: old, versions } = await read(zk, q);
+    const { config: old, version, versions } = await readConf(zk, q.paths.conf);
     const config = applyConfigPatch(old, patch);
-    const values = [String(config.gcLifetimeMs), String(config.gcIntervalMs), JSON.stringify(config.filterEnums)];
-    const ops: ZkOp[] = NODES.map((node, i): ZkOp => {
+    const data = values(config);
+    const ops: ZkOp[] = [{ op: 'set', path: q.paths.conf, data: Buffer.alloc(0), version }];
+    NODES.forEach((node, i) => {
       const path = `${q.paths.conf}/${node}`;
-      const data = Buffer.from(values[i] ?? '');
-      const version = versions[i];
-      return version === null || version === undefined
-        ? { op: 'create', path, data }
-        : { op: 'set', path, data, version };
+      const nodeVersion = versions[i];
+      ops.push(
+        nodeVersion === null || nodeVersion === undefined
+          ? { op: 'create', path, data: Buffer.from(data[node]) }
+          : { op: 'set', path, data: Buffer.from(data[node]), version: nodeVersion },
+      );
     });
+    const resumed = old.paused && !config.paused;
+    if (resumed) {
+      const { children } = await zk.children(q.paths.queue);
+      for (const node of children) {
+        ops.push({ op: 'set', path: `${q.paths.queue}/${node}`, data: Buffer.alloc(0), version: -1 });
+      }
+    }
     try {
       await zk.multi(ops);
-      return config;
+      return { config, created: !existed };
     } catch (error) {
-      if (!isZkError(error, ZkCode.BadVersion) && !isZkError(error, ZkCode.NodeExists)) throw error;
+      if (!isZkError(error, ZkCode.BadVersion) && !isZkError(error, ZkCode.NodeExists)) {
+        // A sub-queue removed by hand meanwhile: read again.
+        if (!(resumed && isZkError(error, ZkCode.NoNode))) throw error;
+      }
     }
   }
 }

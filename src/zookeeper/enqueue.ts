@@ -18,6 +18,8 @@ import {
   decodeState,
   type TaskState,
 } from './layout.js';
+import { withHistory } from './fail.js';
+import { resolveEntry } from './actions.js';
 import type { StoreContext } from './context.js';
 import type { QueueContext } from './queue.js';
 import type { NewMessage } from '../store/contract.js';
@@ -136,6 +138,7 @@ async function newTaskOps(q: QueueContext, m: NewMessage, now: number): Promise<
       entry: prefix,
       done: null,
       hasMetadata: hasMetadata(m),
+      ...withPolicy(m),
     },
     now,
   );
@@ -151,6 +154,7 @@ async function newTaskOps(q: QueueContext, m: NewMessage, now: number): Promise<
     { op: 'create', path: nodes.metadata, data: Buffer.from(JSON.stringify(m.metadata)) },
     { op: 'create', path: nodes.data, data: asBuffer(m.payload) },
     { op: 'create', path: prefix, kind: 'sequential' },
+    ...(await q.waitingOps(m.id, readyAt, now)),
   ];
   return ops;
 }
@@ -302,6 +306,9 @@ async function existing(ctx: StoreContext, q: QueueContext, m: NewMessage): Prom
     let action: 'revived' | 'requeued';
     if (current === 'done-awaiting-gc') {
       ops = await reviveOps(q, m, state, version, now);
+      // Its done entry goes: the done list counts done messages only.
+      const doneEntry = await resolveEntry(ctx.zk, state.done);
+      if (doneEntry !== null) ops.push({ op: 'remove', path: doneEntry, version: -1 });
       action = 'revived';
     } else if (m.allowRequeue && current === 'done-with-backoff') {
       // Queued again when its backoff ends, with attempt 0 (and the new payload, if asked).
@@ -322,6 +329,10 @@ async function existing(ctx: StoreContext, q: QueueContext, m: NewMessage): Prom
       );
       ops = [{ op: 'set', path: nodes.state, data: encodeState(next), version }];
       if (m.replacePayload) ops.push({ op: 'set', path: nodes.data, data: asBuffer(m.payload), version: -1 });
+      // Its done entry goes: the done list counts done messages only.
+      const doneEntry = await resolveEntry(ctx.zk, state.done);
+      if (doneEntry !== null) ops.push({ op: 'remove', path: doneEntry, version: -1 });
+      // Its /waiting entry, made when its backoff began, ends at the same time: it serves the requeue too.
       ops.push({ op: 'create', path: prefix, kind: 'sequential' });
       ops.push({ op: 'set', path: q.paths.classDir(state.filterClass), data: Buffer.alloc(0), version: -1 });
       action = 'requeued';
@@ -390,9 +401,11 @@ async function reviveOps(
       encoding: m.encoding,
       filterClass: m.filterClass,
       entry: prefix,
-      // Its done entry stays until GC finds it no longer matches.
       done: null,
       hasMetadata: hasMetadata(m),
+      ...withPolicy(m),
+      // The history stays; lost deliveries start again from none.
+      ...withHistory(old.history),
     },
     now,
   );
@@ -411,8 +424,14 @@ async function reviveOps(
     }
   }
   ops.push({ op: 'create', path: prefix, kind: 'sequential' });
+  ops.push(...(await q.waitingOps(m.id, readyAt, now)));
   ops.push({ op: 'set', path: q.paths.classDir(m.filterClass), data: Buffer.alloc(0), version: -1 });
   return ops;
+}
+
+/** The policy field of a new state: written only when the message has one. */
+function withPolicy(m: NewMessage): { policy?: string } {
+  return m.policy === null ? {} : { policy: m.policy };
 }
 
 function hasMetadata(m: NewMessage): boolean {

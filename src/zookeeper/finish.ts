@@ -10,6 +10,8 @@ import { claimFailed } from './claim.js';
 import { isZkError, ZkCode, type ZkOp } from './client.js';
 import { claimsForFinish, readAheadAfterFinish, recordHandoffs } from './handoff.js';
 import { decodeState, encodeState, entryPrefix, makeState, taskNodes } from './layout.js';
+import { endInFailure, failedState, isDeadLetterClash, withHistory } from './fail.js';
+import { appendHistory } from '../model/history.js';
 import type { Held, StoreContext } from './context.js';
 import type { QueueContext } from './queue.js';
 import type { Finish, FinishResult } from '../store/contract.js';
@@ -30,9 +32,14 @@ export async function finishMessages(
     if (held !== null) pending.push({ index, held });
   }
   let claimAhead = true;
+  // Ids taken in the dead-letter queue: those fail in place.
+  const clashes = new Set<string>();
   // One multi for them all; a failure names the message at fault, which goes alone (or is lost).
   for (let tries = 0; pending.length > 0 && tries < 3 * finishes.length + 3; tries++) {
-    const built = await Promise.all(pending.map((p) => finishOps(ctx, q, p.held, finishes[p.index] as Finish)));
+    const dlqs = new Set<string>();
+    const built = await Promise.all(
+      pending.map((p) => finishOps(ctx, q, p.held, finishes[p.index] as Finish, !clashes.has(p.held.id), dlqs)),
+    );
     // The done list's (or a sub-queue's) next bucket, when the last one filled up, is made in the same multi.
     const bucketOps = q.bucketCreates(built.flat());
     const newBuckets = bucketOps.map((op) => op.path);
@@ -55,7 +62,7 @@ export async function finishMessages(
       if (claimAhead) readAheadAfterFinish(ctx, q, consumer, pending.length);
       const created = await committing;
       q.noteBucketsMade(newBuckets);
-      created.forEach((r, k) => notePath(q, ops[k], r.path));
+      created.forEach((r, k) => notePath(ctx, ops[k], r.path));
       for (const p of pending) {
         results[p.index] = 'ok';
         ctx.dropHeld(q.name, consumer, p.held.id);
@@ -73,6 +80,7 @@ export async function finishMessages(
       if (pending.some((p) => finishes[p.index]?.outcome === 'retry' || p.held.state.requeue)) {
         ctx.wakeups.notify(q.name);
       }
+      for (const dlq of dlqs) ctx.wakeups.notify(dlq);
       return results;
     } catch (error) {
       if (!isZkError(error) || error.opIndex < 0) throw error;
@@ -80,13 +88,20 @@ export async function finishMessages(
         // A claim riding along lost a race: finish alone, and leave claiming to the next claim.
         const k = offsets.findLastIndex((at) => at <= error.opIndex);
         const failed = claims[k];
-        if (failed !== undefined) claimFailed(ctx, failed, error.code, error.opIndex - (offsets[k] ?? 0));
+        if (failed !== undefined) claimFailed(ctx, q, failed, error.code, error.opIndex - (offsets[k] ?? 0));
         // Others take from the same place: give them a moment before riding claims on finishes again.
         ctx.claims.pauseClaimAhead(q.name, consumer, CLAIM_AHEAD_PAUSE_MS);
         claimAhead = false;
         continue;
       }
       const failedOp = ops[error.opIndex];
+      if (isDeadLetterClash(q, error.code, failedOp)) {
+        const k = owner[error.opIndex];
+        const culprit = k === undefined ? undefined : pending[k];
+        if (culprit === undefined) throw error;
+        clashes.add(culprit.held.id);
+        continue;
+      }
       if (error.code === ZkCode.NodeExists && failedOp !== undefined && newBuckets.includes(failedOp.path)) {
         // Another writer made that bucket first.
         q.noteBucketsMade([failedOp.path]);
@@ -154,12 +169,32 @@ async function heldFor(
   }
 }
 
-async function finishOps(ctx: StoreContext, q: QueueContext, held: Held, f: Finish): Promise<ZkOp[]> {
+/** `deadLetter`: a failure may move to the dead-letter queue; `dlqs` gathers the queues moved to. */
+async function finishOps(
+  ctx: StoreContext,
+  q: QueueContext,
+  held: Held,
+  f: Finish,
+  deadLetter: boolean,
+  dlqs: Set<string>,
+): Promise<ZkOp[]> {
   const now = Date.now();
   const s = held.state;
   const nodes = taskNodes(held.taskPath);
   const ops: ZkOp[] = [{ op: 'remove', path: nodes.claim, version: -1 }];
   const requeued = f.outcome !== 'retry' && s.requeue;
+  // A run handed back unrun (startedAt null) leaves no record; a success leaves none either.
+  const history =
+    f.startedAt !== null && f.outcome !== 'success'
+      ? appendHistory(s.history ?? [], {
+          attempt: s.attempt,
+          startedAt: f.startedAt,
+          endedAt: now,
+          consumer: held.consumer,
+          outcome: f.outcome,
+          error: f.error,
+        })
+      : s.history;
   if (f.outcome === 'retry' || requeued) {
     const readyAt = now + f.backoffMs;
     const sub = q.sub(s.filterClass);
@@ -180,6 +215,9 @@ async function finishOps(ctx: StoreContext, q: QueueContext, held: Held, f: Fini
         lastError: f.error,
         updatedAt: now,
         entry: prefix,
+        ...withHistory(history),
+        // A requeued run starts with no lost deliveries.
+        ...(requeued ? { losses: undefined } : {}),
       },
       now,
     );
@@ -192,8 +230,15 @@ async function finishOps(ctx: StoreContext, q: QueueContext, held: Held, f: Fini
     }
     ops.push({ op: 'remove', path: held.entryPath, version: -1 });
     ops.push({ op: 'create', path: prefix, kind: 'sequential' });
+    ops.push(...(await q.waitingOps(held.id, readyAt, now)));
     ops.push({ op: 'set', path: q.paths.classDir(s.filterClass), data: Buffer.alloc(0), version: -1 });
     return ops;
+  }
+  if (f.outcome === 'error') {
+    const failed = failedState(s, now, f.error, history);
+    const ended = await endInFailure(ctx, q, held.id, failed, held.stateVersion, held.entryPath, deadLetter);
+    if (ended.dlq !== null) dlqs.add(ended.dlq);
+    return [...ops, ...ended.ops];
   }
   const prefix = `${await q.done.tailBucket()}/${entryPrefix(now, held.id)}`;
   const done = makeState(
@@ -215,23 +260,23 @@ async function finishOps(ctx: StoreContext, q: QueueContext, held: Held, f: Fini
   ops.push({ op: 'set', path: nodes.state, data: encodeState(done), version: held.stateVersion });
   ops.push({ op: 'remove', path: held.entryPath, version: -1 });
   ops.push({ op: 'create', path: prefix, kind: 'sequential' });
+  ops.push(...(await q.waitingOps(held.id, done.backoffUntil, now)));
   return ops;
 }
 
-function notePath(q: QueueContext, op: ZkOp | undefined, path: string | undefined): void {
+/** After a multi: a sequential create moves its list's tail on once the bucket is full (in any queue). */
+export function notePath(ctx: StoreContext, op: ZkOp | undefined, path: string | undefined): void {
   if (op?.op !== 'create' || op.kind !== 'sequential' || path === undefined) return;
-  if (path.startsWith(`${q.paths.done}/`)) q.done.noteCreated(path);
-  else if (path.startsWith(`${q.paths.queue}/`)) {
-    const node = path.slice(q.paths.queue.length + 1).split('/')[0] ?? '';
-    q.sub(node === 'none' ? '' : node).noteCreated(path);
-  }
+  const queue = path.split('/')[1] ?? '';
+  ctx
+    .queue(queue)
+    .listOf(path.slice(0, path.lastIndexOf('/')))
+    ?.noteCreated(path);
 }
 
 async function makeBucket(q: QueueContext, path: string): Promise<void> {
   await q.ensure();
-  if (path.startsWith(`${q.paths.done}/`)) return q.done.makeTail();
-  const node = path.slice(q.paths.queue.length + 1).split('/')[0] ?? '';
-  return q.sub(node === 'none' ? '' : node).makeTail();
+  await q.listOf(path.slice(0, path.lastIndexOf('/')))?.makeTail();
 }
 
 /** Renews held locks; returns the ids this consumer no longer holds. */

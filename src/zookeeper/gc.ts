@@ -12,6 +12,7 @@ import { decodeState, taskNodes, type Entry, type TaskState } from './layout.js'
 import { parseFilterClass } from '../model/filters.js';
 import { mapLimit, removeAll, removeQuietly, subtree } from './tree.js';
 import { readConfig } from './conf.js';
+import type { BucketedList } from './buckets.js';
 import type { StoreContext } from './context.js';
 import type { QueueContext } from './queue.js';
 import type { GcResult } from '../model/types.js';
@@ -40,8 +41,11 @@ export async function runGc(ctx: StoreContext, q: QueueContext, force: boolean):
     throw error;
   }
   try {
-    const removed = await removeOldTasks(ctx, q, config.gcLifetimeMs);
+    const removed =
+      (await removeOldTasks(ctx, q, q.done, 'done', config.gcLifetimeMs)) +
+      (await removeOldTasks(ctx, q, q.failed, 'failed', config.failedLifetimeMs));
     await freeStaleClaims(ctx, q, config.gcLifetimeMs);
+    await pruneWaiting(ctx, q);
     await removeLapsedConsumers(ctx, q);
     return { ran: true, removed };
   } finally {
@@ -57,13 +61,20 @@ function parseGcAt(data: Buffer): number {
   }
 }
 
-async function removeOldTasks(ctx: StoreContext, q: QueueContext, lifetimeMs: number): Promise<number> {
+/** Removes tasks of `list` (the done or failed list) finished more than `lifetimeMs` ago, oldest first. */
+async function removeOldTasks(
+  ctx: StoreContext,
+  q: QueueContext,
+  list: BucketedList,
+  phase: 'done' | 'failed',
+  lifetimeMs: number,
+): Promise<number> {
   const zk = ctx.zk;
   let removed = 0;
-  const buckets = await q.done.buckets();
+  const buckets = await list.buckets();
   for (const [i, bucket] of buckets.entries()) {
     const now = Date.now();
-    const entries = await q.done.list(bucket);
+    const entries = await list.list(bucket);
     const old = entries.filter((e) => e.at <= now - lifetimeMs);
     // Asked together: they travel in a few requests.
     const states = await zk.getMany(old.map((entry) => taskNodes(q.paths.task(entry.id)).state));
@@ -78,7 +89,7 @@ async function removeOldTasks(ctx: StoreContext, q: QueueContext, lifetimeMs: nu
     for (const read of reads) {
       const { entry, state } = read;
       const current =
-        state !== null && state.phase === 'done' && state.done !== null && entry.path.startsWith(state.done);
+        state !== null && state.phase === phase && state.done !== null && entry.path.startsWith(state.done);
       if (!current) stale.push(entry.path);
       else if (state.backoffUntil <= now) doomed.push({ entry, state, version: read.version });
     }
@@ -87,7 +98,7 @@ async function removeOldTasks(ctx: StoreContext, q: QueueContext, lifetimeMs: nu
       removed += await removeTasks(ctx, q, doomed.slice(k, k + TASKS_PER_MULTI));
     }
     if (old.length < entries.length) break; // younger entries follow
-    if (i < buckets.length - 1) await q.done.dropIfEmpty(bucket);
+    if (i < buckets.length - 1) await list.dropIfEmpty(bucket);
   }
   return removed;
 }
@@ -167,6 +178,22 @@ async function freeStaleClaims(ctx: StoreContext, q: QueueContext, graceMs: numb
   }
 }
 
+/** `/waiting` entries whose backoff has ended say nothing any more: they go, and emptied buckets with them. */
+async function pruneWaiting(ctx: StoreContext, q: QueueContext): Promise<void> {
+  const buckets = await q.waiting.buckets();
+  for (const [i, bucket] of buckets.entries()) {
+    const entries = await q.waiting.list(bucket);
+    const now = Date.now();
+    const ended = entries.filter((e) => e.at <= now);
+    await removeAll(
+      ctx.zk,
+      ended.map((e) => e.path),
+    );
+    for (const e of ended) q.waiting.forget(e);
+    if (ended.length === entries.length && i < buckets.length - 1) await q.waiting.dropIfEmpty(bucket);
+  }
+}
+
 /** Consumers whose `current` is gone (their session ended) leave the registry. */
 async function removeLapsedConsumers(ctx: StoreContext, q: QueueContext): Promise<void> {
   const zk = ctx.zk;
@@ -191,6 +218,8 @@ export async function clearQueue(ctx: StoreContext, q: QueueContext): Promise<vo
     ...(await subtree(zk, q.paths.queue, true)),
     ...(await subtree(zk, q.paths.tasks, true)),
     ...(await subtree(zk, q.paths.done, true)),
+    ...(await subtree(zk, q.paths.failed, true)),
+    ...(await subtree(zk, q.paths.waiting, true)),
   ];
   await removeAll(zk, paths);
   await zk.set(q.paths.queue, Buffer.from(JSON.stringify({ dryRuns: 0, eoqUntil: 0 })), -1);

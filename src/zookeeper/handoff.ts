@@ -46,7 +46,9 @@ export function claimsForFinish(
   const terms = termsToClaimAhead(ctx, q, consumer);
   if (terms === undefined) return [];
   const room = finishing - cache.handoffsOf(q.name, consumer).length;
-  if (room <= 0) return [];
+  // Only on a configuration read through a live watch, and not while paused; the claim checks its version.
+  const conf = q.peekConf();
+  if (room <= 0 || conf === null || conf.config.paused || !q.confTrusted()) return [];
   const claims: PreparedClaim[] = [];
   for (const candidate of cachedCandidates(ctx, q, terms.accepts, room, now)) {
     const path = candidate.entry.path;
@@ -55,7 +57,7 @@ export function claimsForFinish(
     if (read === undefined || read === null || cache.suspect.has(path)) break;
     const state = read.state;
     if (state.phase !== 'pending' || state.readyAt > now || !entryMatches(state, candidate.entry)) break;
-    claims.push(buildClaim(q, candidate, read, consumer, terms.lockMs, now, null));
+    claims.push(buildClaim(q, candidate, read, consumer, terms.lockMs, now, null, conf.version));
     cache.trying.add(path);
   }
   return claims;

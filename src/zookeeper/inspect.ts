@@ -1,21 +1,31 @@
 /** status, queueStatus and the consumer registry (`consumers/<id>` with its ephemeral `current`). */
-import { MESSAGE_STATES, type ConsumerInfo, type MessageState, type MessageStatus } from '../model/types.js';
+import {
+  MESSAGE_STATES,
+  type ConsumerInfo,
+  type MessageState,
+  type MessageStatus,
+  type Metadata,
+} from '../model/types.js';
+import { parseFilterClass } from '../model/filters.js';
 import { isZkError, ZkCode } from './client.js';
-import { consumerOfNode, decodeState, deriveState, stateEndsAt, taskNodes } from './layout.js';
+import { consumerOfNode, decodeState, deriveState, stateEndsAt, taskNodes, type TaskState } from './layout.js';
 import { mapLimit } from './tree.js';
 import { putBackAll } from './handoff.js';
 import { registrationKey, type StoreContext } from './context.js';
 import type { QueueContext } from './queue.js';
-import type { ConsumerRegistration } from '../store/contract.js';
+import type { ConsumerRegistration, StoredContent, StoredDetails } from '../store/contract.js';
 
 export async function messageStatus(ctx: StoreContext, q: QueueContext, id: string): Promise<MessageStatus | null> {
   const nodes = taskNodes(q.paths.task(id));
   // One request (status calls of one tick share it): the state, and the claim if there is one.
   const [read, claim = null] = await ctx.zk.getMany([nodes.state, nodes.claim]);
   if (read === null || read === undefined) return null;
-  const s = decodeState(nodes.state, read.data);
-  const now = Date.now();
-  const state = deriveState(s, claim !== null, now);
+  return statusOf(q, id, decodeState(nodes.state, read.data), claim !== null, Date.now());
+}
+
+/** A task's status from its state node and whether its claim exists. */
+export function statusOf(q: QueueContext, id: string, s: TaskState, claimed: boolean, now: number): MessageStatus {
+  const state = deriveState(s, claimed, now);
   return {
     queue: q.name,
     id,
@@ -26,35 +36,125 @@ export async function messageStatus(ctx: StoreContext, q: QueueContext, id: stri
     enqueuedAt: s.enqueuedAt,
     updatedAt: s.updatedAt,
     consumer: state === 'locked' || state === 'locked-with-requeue' ? s.consumer : null,
-    until: stateEndsAt(s, claim !== null, now),
+    until: stateEndsAt(s, claimed, now),
   };
 }
 
-/** Counts per state: reads every task's state (this is a scan: its cost grows with the queue). */
-export async function stateCounts(ctx: StoreContext, q: QueueContext): Promise<Record<MessageState, number>> {
+/** A task's content from its `data` and `metadata` nodes. */
+export function contentOf(s: TaskState, data: Buffer, metadata: Buffer): StoredContent {
+  return {
+    payload: data,
+    encoding: s.encoding,
+    metadata: JSON.parse(metadata.toString('utf8') || '{}') as Metadata,
+    filters: parseFilterClass(s.filterClass),
+  };
+}
+
+/** Everything about one task, read in one request (state first, so the rest is at least as new). */
+export async function inspectMessage(ctx: StoreContext, q: QueueContext, id: string): Promise<StoredDetails | null> {
+  const nodes = taskNodes(q.paths.task(id));
+  const [read, claim, data, metadata] = await ctx.zk.getMany([nodes.state, nodes.claim, nodes.data, nodes.metadata]);
+  if (read == null || data == null || metadata == null) return null;
+  const s = decodeState(nodes.state, read.data);
+  return {
+    status: statusOf(q, id, s, claim != null, Date.now()),
+    content: contentOf(s, data.data, metadata.data),
+    policy: s.policy ?? null,
+    history: s.history ?? [],
+  };
+}
+
+/**
+ * Counts per state from the index sub-trees, never reading the ready backlog
+ * or the done and failed sets: entries per list are the child counts of
+ * their buckets (one `exists` per bucket of at most 2,000 entries); only
+ * messages in time-limited states are read: those the live consumers hold
+ * (locked, from their `current` nodes) and the backoffs in `/waiting`.
+ * Queued is what remains of the sub-queues.
+ */
+export async function stateCounts(
+  ctx: StoreContext,
+  q: QueueContext,
+  consumers: readonly ConsumerInfo[],
+): Promise<Record<MessageState, number>> {
   const counts = Object.fromEntries(MESSAGE_STATES.map((s) => [s, 0])) as Record<MessageState, number>;
-  let buckets: string[];
+  if (!(await q.exists())) return counts;
+  const classes = await childrenOf(ctx, q.paths.queue);
+  const [pending, done, failed, held, waiting] = await Promise.all([
+    Promise.all(classes.map((node) => entriesIn(ctx, `${q.paths.queue}/${node}`))),
+    entriesIn(ctx, q.paths.done),
+    entriesIn(ctx, q.paths.failed),
+    heldStates(ctx, q, consumers),
+    waitingStates(ctx, q),
+  ]);
+  for (const state of [...held, ...waiting]) counts[state] += 1;
+  const inSubQueues = pending.reduce((a, b) => a + b, 0);
+  const timed =
+    counts.locked + counts['locked-with-requeue'] + counts['queued-with-backoff'] + counts['done-with-requeue'];
+  // The reads are not one snapshot: a count never goes below 0.
+  counts.queued = Math.max(0, inSubQueues - timed);
+  counts['done-awaiting-gc'] = Math.max(0, done - counts['done-with-backoff']);
+  counts.failed = failed;
+  return counts;
+}
+
+/** Entries of a bucketed list: the child counts of its buckets. */
+async function entriesIn(ctx: StoreContext, dir: string): Promise<number> {
+  const buckets = await childrenOf(ctx, dir);
+  const stats = await mapLimit(buckets, 64, (bucket) => ctx.zk.exists(`${dir}/${bucket}`));
+  return stats.reduce((n, stat) => n + (stat?.numChildren ?? 0), 0);
+}
+
+/** The states of the messages live consumers hold (locked, unless their lock ended). */
+async function heldStates(
+  ctx: StoreContext,
+  q: QueueContext,
+  consumers: readonly ConsumerInfo[],
+): Promise<MessageState[]> {
+  const ids = [...new Set(consumers.flatMap((c) => c.holding))];
+  const reads = await ctx.zk.getMany(
+    ids.flatMap((id) => [taskNodes(q.paths.task(id)).state, `${q.paths.task(id)}/claim`]),
+  );
+  const now = Date.now();
+  return ids.flatMap((id, k) => {
+    const read = reads[2 * k];
+    if (read == null) return [];
+    const s = decodeState(q.paths.task(id), read.data);
+    const state = deriveState(s, reads[2 * k + 1] != null, now);
+    return state === 'locked' || state === 'locked-with-requeue' ? [state] : [];
+  });
+}
+
+/** The states of the messages whose backoff in `/waiting` has not ended, each message once. */
+async function waitingStates(ctx: StoreContext, q: QueueContext): Promise<MessageState[]> {
+  const now = Date.now();
+  const until = new Map<string, number>();
+  for (const bucket of await q.waiting.buckets()) {
+    for (const entry of await q.waiting.list(bucket)) if (entry.at > now) until.set(entry.id, entry.at);
+  }
+  const ids = [...until.keys()];
+  const reads = await ctx.zk.getMany(ids.map((id) => taskNodes(q.paths.task(id)).state));
+  return ids.flatMap((id, k) => {
+    const read = reads[k];
+    if (read == null) return [];
+    const s = decodeState(q.paths.task(id), read.data);
+    // Only the backoff the entry was made for: a message that moved on since is counted where it is now.
+    const ends = s.phase === 'pending' ? s.readyAt : s.phase === 'done' ? s.backoffUntil : 0;
+    const state = deriveState(s, false, now);
+    return ends > now &&
+      (state === 'queued-with-backoff' || state === 'done-with-requeue' || state === 'done-with-backoff')
+      ? [state]
+      : [];
+  });
+}
+
+async function childrenOf(ctx: StoreContext, path: string): Promise<string[]> {
   try {
-    buckets = (await ctx.zk.children(q.paths.tasks)).children;
+    return (await ctx.zk.children(path)).children;
   } catch (error) {
-    if (isZkError(error, ZkCode.NoNode)) return counts;
+    if (isZkError(error, ZkCode.NoNode)) return [];
     throw error;
   }
-  const ids = (
-    await mapLimit(buckets, 16, async (bucket) => {
-      try {
-        return (await ctx.zk.children(`${q.paths.tasks}/${bucket}`)).children;
-      } catch (error) {
-        if (isZkError(error, ZkCode.NoNode)) return [];
-        throw error;
-      }
-    })
-  ).flat();
-  await mapLimit(ids, 128, async (id) => {
-    const status = await messageStatus(ctx, q, id);
-    if (status !== null) counts[status.state] += 1;
-  });
-  return counts;
 }
 
 interface ConsumerNode {

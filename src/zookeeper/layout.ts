@@ -9,12 +9,15 @@
  *           /<readyAt>-<task>-<seq>          an entry, kept while its task is locked
  *     /tasks/<hash bucket>/<task>            filters/<name>, state, metadata, data, claim, next
  *     /done/<bucket>/<doneAt>-<task>-<seq>   finished tasks in finishing order, for GC
+ *     /failed/<bucket>/<failedAt>-<task>-<seq> failed tasks in failing order, for GC and listings
+ *     /waiting/<bucket>/<until>-<task>-<seq>  a backoff's end (pending or done), for counts; GC prunes ended ones
  *     /consumers/<id>                        a consumer; /current (ephemeral) what it holds
- *     /conf/task_gc_lifetime, task_gc_interval, filters
+ *     /conf/task_gc_lifetime, task_gc_interval, filters, failed_lifetime, paused, max_deliveries,
+ *           dead_letter_queue; /conf's own data version moves with every configure (claims check it)
  *     /lock                                  data: last GC time; /lock/gc (ephemeral) while a GC runs
  */
 import { StoreLayoutError } from '../errors.js';
-import type { MessageState, Outcome } from '../model/types.js';
+import type { AttemptRecord, MessageState, Outcome } from '../model/types.js';
 import type { PayloadEncoding } from '../model/payload.js';
 
 export const ROOT_MARKER_NAME = '_kvmq';
@@ -32,6 +35,8 @@ export class QueuePaths {
   readonly queue: string;
   readonly tasks: string;
   readonly done: string;
+  readonly failed: string;
+  readonly waiting: string;
   readonly consumers: string;
   readonly conf: string;
   readonly lock: string;
@@ -42,6 +47,8 @@ export class QueuePaths {
     this.queue = `${this.dir}/queue`;
     this.tasks = `${this.dir}/tasks`;
     this.done = `${this.dir}/done`;
+    this.failed = `${this.dir}/failed`;
+    this.waiting = `${this.dir}/waiting`;
     this.consumers = `${this.dir}/consumers`;
     this.conf = `${this.dir}/conf`;
     this.lock = `${this.dir}/lock`;
@@ -58,6 +65,8 @@ export class QueuePaths {
       { path: `${this.queue}/${NO_FILTERS}/${bucketName(0)}`, data: '' },
       { path: this.tasks, data: '' },
       { path: this.done, data: '' },
+      { path: this.failed, data: '' },
+      { path: this.waiting, data: '' },
       { path: this.consumers, data: '' },
       { path: this.conf, data: '' },
       { path: this.lock, data: JSON.stringify({ gcAt: 0 }) },
@@ -161,11 +170,16 @@ export function parseEntry(bucketPath: string, bucket: string, name: string): En
   return { path: `${bucketPath}/${name}`, bucket, name, at, id, seq };
 }
 
+/** True when `entry` is the one created from `prefix` (ZooKeeper appended its 10-digit sequence). */
+export function namesEntry(prefix: string | null, entry: Pick<Entry, 'path'>): boolean {
+  return prefix !== null && entry.path.length === prefix.length + 10 && entry.path.startsWith(prefix);
+}
+
 export function compareEntries(a: Entry, b: Entry): number {
   return a.at - b.at || a.bucket.localeCompare(b.bucket) || a.seq - b.seq;
 }
 
-export type Phase = 'pending' | 'locked' | 'done';
+export type Phase = 'pending' | 'locked' | 'done' | 'failed';
 
 /**
  * The `state` node: the state enum as of the last write (what a plain client
@@ -191,8 +205,14 @@ export interface TaskState {
   readonly filterClass: string;
   /** The queue entry (pending and locked), or null. */
   readonly entry: string | null;
-  /** The done entry (done), or null. */
+  /** The done entry (done) or failed entry (failed), or null. */
   readonly done: string | null;
+  /** The message's own policy, encoded; absent for none. */
+  readonly policy?: string;
+  /** Deliveries whose lock was lost since the last retry, revive or requeued run; absent for none. */
+  readonly losses?: number;
+  /** Attempts that did not end in a plain success, newest last; absent for none. */
+  readonly history?: readonly AttemptRecord[];
   /**
    * False when `metadata` holds `{}`, so a claim need not read it. Missing in
    * states older kvmq wrote: then it is read.
@@ -221,11 +241,14 @@ export function deriveState(s: StateFields, claimed: boolean, now: number): Mess
       return s.requeue ? 'locked-with-requeue' : 'locked';
     case 'done':
       return s.backoffUntil > now ? 'done-with-backoff' : 'done-awaiting-gc';
+    case 'failed':
+      return 'failed';
   }
 }
 
 /** When the current state ends by itself, or null. */
 export function stateEndsAt(s: TaskState, claimed: boolean, now: number): number | null {
+  if (s.phase === 'failed') return null;
   const at = s.phase === 'pending' ? s.readyAt : s.phase === 'locked' ? (claimed ? s.lockUntil : 0) : s.backoffUntil;
   return at > now ? at : null;
 }

@@ -8,7 +8,8 @@
 import { StoreLayoutError } from '../errors.js';
 import { BucketedList } from './buckets.js';
 import { isZkError, ZkCode, type ZkOp, type ZkSession } from './client.js';
-import { QUEUE_MARKER, QueuePaths, classNode, classOfNode } from './layout.js';
+import { readConf, type ConfRead } from './conf.js';
+import { QUEUE_MARKER, QueuePaths, classNode, classOfNode, entryPrefix } from './layout.js';
 
 /** The queue-wide end-of-queue counters, in the data of `/queue`. */
 export interface Counters {
@@ -33,6 +34,9 @@ export interface QueueView {
 export class QueueContext {
   readonly paths: QueuePaths;
   readonly done: BucketedList;
+  readonly failed: BucketedList;
+  /** Backoffs (pending or done) by their end: what a count walks instead of the ready backlog. */
+  readonly waiting: BucketedList;
   private readonly classes = new Map<string, BucketedList>();
   private readonly taskBuckets = new Set<string>();
   /** Whether every task bucket that exists is in taskBuckets (listed once per session). */
@@ -41,6 +45,8 @@ export class QueueContext {
   private view: QueueView | null = null;
   private watchingData = false;
   private watchingChildren = false;
+  private conf: ConfRead | null = null;
+  private watchingConf = false;
 
   constructor(
     private readonly zk: ZkSession,
@@ -50,6 +56,56 @@ export class QueueContext {
   ) {
     this.paths = new QueuePaths(name);
     this.done = new BucketedList(zk, this.paths.done);
+    this.failed = new BucketedList(zk, this.paths.failed);
+    this.waiting = new BucketedList(zk, this.paths.waiting);
+  }
+
+  /**
+   * The create of a `/waiting` entry for a backoff of task `id` that ends at
+   * `until`, when it ends later than `now`; none otherwise (most messages).
+   */
+  async waitingOps(id: string, until: number, now: number): Promise<ZkOp[]> {
+    if (until <= now) return [];
+    return [{ op: 'create', path: `${await this.waiting.tailBucket()}/${entryPrefix(until, id)}`, kind: 'sequential' }];
+  }
+
+  /**
+   * The configuration as claims and finishes need it (paused, maxDeliveries,
+   * deadLetterQueue), with the version of `conf` to check in their multis;
+   * read again only after the data watch on `conf` fired (every configure
+   * sets it), so a claim adds no round trip for it.
+   */
+  async confView(): Promise<ConfRead> {
+    if (this.conf !== null && this.watchingConf) return this.conf;
+    const arm = !this.watchingConf;
+    this.watchingConf = true;
+    const fired = (): void => {
+      this.watchingConf = false;
+      // A resume: idle workers look again.
+      this.onChange();
+    };
+    try {
+      this.conf = await readConf(this.zk, this.paths.conf, arm ? fired : undefined);
+    } catch (error) {
+      if (arm) this.watchingConf = false;
+      throw error;
+    }
+    return this.conf;
+  }
+
+  /** The configuration view as last read, or null. Reads nothing. */
+  peekConf(): ConfRead | null {
+    return this.conf;
+  }
+
+  /** Whether the configuration view is kept by a live watch. */
+  confTrusted(): boolean {
+    return this.conf !== null && this.watchingConf;
+  }
+
+  /** A multi that checked `conf`'s version failed on it: read the configuration again. */
+  staleConf(): void {
+    this.watchingConf = false;
   }
 
   /**
@@ -112,6 +168,7 @@ export class QueueContext {
   invalidate(): void {
     this.watchingData = false;
     this.watchingChildren = false;
+    this.watchingConf = false;
     this.taskBucketsListed = false;
     for (const list of this.classes.values()) list.invalidate();
   }
@@ -119,6 +176,8 @@ export class QueueContext {
   /** The bucketed list (a sub-queue, or the done list) that a bucket path belongs to. */
   listOf(bucketPath: string): BucketedList | null {
     if (bucketPath.startsWith(`${this.paths.done}/`)) return this.done;
+    if (bucketPath.startsWith(`${this.paths.failed}/`)) return this.failed;
+    if (bucketPath.startsWith(`${this.paths.waiting}/`)) return this.waiting;
     if (!bucketPath.startsWith(`${this.paths.queue}/`)) return null;
     return this.sub(classOfNode(bucketPath.slice(this.paths.queue.length + 1).split('/')[0] ?? ''));
   }
@@ -191,6 +250,8 @@ export class QueueContext {
   reset(): void {
     for (const list of this.classes.values()) list.reset();
     this.done.reset();
+    this.failed.reset();
+    this.waiting.reset();
     this.taskBuckets.clear();
     this.view = null;
     this.invalidate();

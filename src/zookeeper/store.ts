@@ -11,21 +11,42 @@ import { StoreContext } from './context.js';
 import { enqueueMessages, MULTI_BYTES } from './enqueue.js';
 import { extendLocks, finishMessages } from './finish.js';
 import { clearQueue, runGc } from './gc.js';
-import { liveConsumers, messageStatus, registerConsumer, stateCounts, unregisterConsumer } from './inspect.js';
+import {
+  inspectMessage,
+  liveConsumers,
+  messageStatus,
+  registerConsumer,
+  stateCounts,
+  unregisterConsumer,
+} from './inspect.js';
+import { listMessages } from './list.js';
+import { promoteMessages, removeMessages, retryFailedMessages, retryMessages } from './actions.js';
 import { checkRoot } from './root.js';
 import { parseZookeeperUrl } from './url.js';
 import { Wakeups } from './wakeups.js';
 import type {
   ClaimRequest,
   ClaimResult,
+  Configured,
   ConsumerRegistration,
   Finish,
   FinishResult,
   NewMessage,
   Store,
   StoreCapabilities,
+  StoredDetails,
+  StoredPage,
 } from '../store/contract.js';
-import type { ConsumerInfo, EnqueueResult, GcResult, MessageStatus, QueueConfig, QueueStatus } from '../model/types.js';
+import type { ListQuery } from '../model/list.js';
+import type {
+  ActionResult,
+  ConsumerInfo,
+  EnqueueResult,
+  GcResult,
+  MessageStatus,
+  QueueConfig,
+  QueueStatus,
+} from '../model/types.js';
 
 /** The largest payload: a multi must stay below jute.maxbuffer (1 MiB) with the task's other nodes. */
 export const MAX_PAYLOAD_BYTES = MULTI_BYTES - 64 * 1024;
@@ -54,6 +75,7 @@ class ZookeeperStore implements Store {
     maxPayloadBytes: MAX_PAYLOAD_BYTES,
     wakeups: true,
     instantRelease: true,
+    deadLetterQueue: true,
   };
   private readonly ctx: StoreContext;
   private closed = false;
@@ -91,13 +113,39 @@ class ZookeeperStore implements Store {
   queueStatus(queue: string): Promise<QueueStatus> {
     return this.guard(async () => {
       const q = this.ctx.queue(queue);
-      const [counts, consumers, dryRuns] = await Promise.all([
-        stateCounts(this.ctx, q),
+      const [consumers, dryRuns, config] = await Promise.all([
         liveConsumers(this.ctx, q),
         this.dryRuns(queue),
+        readConfig(this.zk, q),
       ]);
-      return { queue, counts, total: Object.values(counts).reduce((a, b) => a + b, 0), consumers, dryRuns };
+      const counts = await stateCounts(this.ctx, q, consumers);
+      const total = Object.values(counts).reduce((a, b) => a + b, 0);
+      return { queue, counts, total, consumers, dryRuns, paused: config.paused };
     });
+  }
+
+  list(queue: string, query: ListQuery): Promise<StoredPage> {
+    return this.guard(() => listMessages(this.ctx, this.ctx.queue(queue), query));
+  }
+
+  inspect(queue: string, id: string): Promise<StoredDetails | null> {
+    return this.guard(() => inspectMessage(this.ctx, this.ctx.queue(queue), id));
+  }
+
+  retry(queue: string, ids: readonly string[]): Promise<ActionResult[]> {
+    return this.guard(() => retryMessages(this.ctx, this.ctx.queue(queue), ids));
+  }
+
+  retryFailed(queue: string, max: number): Promise<number> {
+    return this.guard(() => retryFailedMessages(this.ctx, this.ctx.queue(queue), max));
+  }
+
+  remove(queue: string, ids: readonly string[]): Promise<ActionResult[]> {
+    return this.guard(() => removeMessages(this.ctx, this.ctx.queue(queue), ids));
+  }
+
+  promote(queue: string, ids: readonly string[]): Promise<ActionResult[]> {
+    return this.guard(() => promoteMessages(this.ctx, this.ctx.queue(queue), ids));
   }
 
   clear(queues: readonly string[]): Promise<void> {
@@ -110,8 +158,14 @@ class ZookeeperStore implements Store {
     return this.guard(() => readConfig(this.zk, this.ctx.queue(queue)));
   }
 
-  configure(queue: string, patch: Partial<QueueConfig>): Promise<QueueConfig> {
-    return this.guard(() => writeConfig(this.zk, this.ctx.queue(queue), patch));
+  configure(queue: string, patch: Partial<QueueConfig>): Promise<Configured> {
+    return this.guard(async () => {
+      const q = this.ctx.queue(queue);
+      const configured = await writeConfig(this.zk, q, patch);
+      // A resume: idle workers of this process look again at once.
+      if (!configured.config.paused) this.ctx.wakeups.notify(queue);
+      return configured;
+    });
   }
 
   gc(queue: string, force: boolean): Promise<GcResult> {

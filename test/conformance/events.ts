@@ -81,7 +81,7 @@ export function events(fixture: StoreFixture): void {
             `after retrying ${event.id}#${event.attempt} the store shows ${JSON.stringify(stored)}`,
           );
         } else {
-          assert.equal(stored.state, 'done-awaiting-gc', `${name} ${event.id}`);
+          assert.equal(stored.state, name === 'completed' ? 'done-awaiting-gc' : 'failed', `${name} ${event.id}`);
           assert.equal(stored.attempt, event.attempt);
           assert.equal(stored.outcome, name === 'completed' ? 'success' : 'error');
         }

@@ -13,9 +13,36 @@ export function gc(fixture: StoreFixture): void {
   void describe('gc and configuration', () => {
     storeTest(fixture, 'configure() round-trips through config(), and a second client sees it', async (h) => {
       const q = h.queue('config');
-      assert.deepEqual(await h.client.config(q), { gcLifetimeMs: 300_000, gcIntervalMs: 30_000, filterEnums: {} });
+      const defaults = {
+        gcLifetimeMs: 300_000,
+        failedLifetimeMs: 7 * 24 * HOUR_MS,
+        gcIntervalMs: 30_000,
+        filterEnums: {},
+        paused: false,
+        maxDeliveries: 10,
+        deadLetterQueue: null,
+      };
+      assert.deepEqual(await h.client.config(q), defaults);
       const written = await h.client.configure(q, { gcLifetimeMs: 1234, gcIntervalMs: 567 });
-      assert.deepEqual(written, { gcLifetimeMs: 1234, gcIntervalMs: 567, filterEnums: {} });
+      assert.deepEqual(written, { ...defaults, gcLifetimeMs: 1234, gcIntervalMs: 567 });
+      // A store that cannot move messages between queues atomically refuses a dead-letter queue.
+      const dlq = h.client.store.capabilities.deadLetterQueue ? h.queue('config-dlq') : null;
+      const every = await h.client.configure(q, {
+        failedLifetimeMs: 4321,
+        maxDeliveries: 3,
+        deadLetterQueue: dlq,
+        paused: true,
+      });
+      assert.deepEqual(every, {
+        ...written,
+        failedLifetimeMs: 4321,
+        maxDeliveries: 3,
+        deadLetterQueue: dlq,
+        paused: true,
+      });
+      assert.deepEqual(await h.client.config(q), every);
+      await h.client.configure(q, { failedLifetimeMs: 7 * 24 * HOUR_MS, maxDeliveries: 10, deadLetterQueue: null });
+      assert.deepEqual(await h.client.configure(q, { paused: false }), written);
       assert.deepEqual(await h.client.config(q), written);
       const other = await h.connect();
       assert.deepEqual(await other.config(q), written);
@@ -23,11 +50,7 @@ export function gc(fixture: StoreFixture): void {
       // Enums merge per name; an empty list removes one; other fields stay.
       await other.configure(q, { filterEnums: { size: ['s', 'l'], colour: ['red'] } });
       await other.configure(q, { filterEnums: { colour: [] } });
-      assert.deepEqual(await h.client.config(q), {
-        gcLifetimeMs: 1234,
-        gcIntervalMs: 567,
-        filterEnums: { size: ['s', 'l'] },
-      });
+      assert.deepEqual(await h.client.config(q), { ...written, filterEnums: { size: ['s', 'l'] } });
       // Configuration is per queue.
       assert.deepEqual((await h.client.config(h.queue('unconfigured'))).filterEnums, {});
     });

@@ -50,7 +50,7 @@ export function lifecycle(fixture: StoreFixture): void {
       assert.equal(log.seen.length, 1);
     });
 
-    storeTest(fixture, 'an error outcome finishes the message with its error recorded', async (h) => {
+    storeTest(fixture, 'an error outcome fails the message with its error recorded', async (h) => {
       const q = h.queue('error');
       const log = new JobLog();
       h.worker(q, (job) => {
@@ -58,7 +58,7 @@ export function lifecycle(fixture: StoreFixture): void {
         return { status: 'error', error: 'bad input' };
       });
       await h.client.enqueue(q, 'x', { id: 'm' });
-      const done = await waitForStatus(h.client, q, 'm', 'done-awaiting-gc');
+      const done = await waitForStatus(h.client, q, 'm', 'failed');
       assert.equal(done.outcome, 'error');
       assert.equal(done.lastError, 'bad input');
       assert.equal(done.attempt, 1);
@@ -73,7 +73,7 @@ export function lifecycle(fixture: StoreFixture): void {
         throw new Error('kaboom');
       });
       await h.client.enqueue(q, 'x', { id: 'm' });
-      const done = await waitForStatus(h.client, q, 'm', 'done-awaiting-gc');
+      const done = await waitForStatus(h.client, q, 'm', 'failed');
       assert.equal(done.outcome, 'error');
       assert.match(done.lastError ?? '', /kaboom/);
       assert.equal(done.attempt, 1);
@@ -102,7 +102,7 @@ export function lifecycle(fixture: StoreFixture): void {
         },
       );
       await h.client.enqueue(q, 'x', { id: 'm' });
-      const done = await waitForStatus(h.client, q, 'm', 'done-awaiting-gc');
+      const done = await waitForStatus(h.client, q, 'm', 'failed');
       assert.equal(done.outcome, 'error');
       assert.equal(done.attempt, 3);
       assert.match(done.lastError ?? '', /fail on attempt 3/);
@@ -250,14 +250,20 @@ export function lifecycle(fixture: StoreFixture): void {
       },
     );
 
-    storeTest(fixture, 'error with backoffMs is done-with-backoff too', async (h) => {
+    storeTest(fixture, 'error with backoffMs is failed at once: failed refuses its id anyway', async (h) => {
       const q = h.queue('error-backoff');
       h.worker(q, () => ({ status: 'error', error: 'nope', backoffMs: 60_000 }));
       await h.client.enqueue(q, 'x', { id: 'm' });
-      const done = await waitForStatus(h.client, q, 'm', 'done-with-backoff');
+      const done = await waitForStatus(h.client, q, 'm', 'failed');
       assert.equal(done.outcome, 'error');
       assert.equal(done.lastError, 'nope');
-      assert.deepEqual(await h.client.enqueue(q, 'y', { id: 'm' }), { ok: false, id: 'm', state: 'done-with-backoff' });
+      assert.equal(done.until, null);
+      assert.deepEqual(await h.client.enqueue(q, 'y', { id: 'm' }), { ok: false, id: 'm', state: 'failed' });
+      assert.deepEqual(await h.client.enqueue(q, 'y', { id: 'm', allowRequeue: true }), {
+        ok: false,
+        id: 'm',
+        state: 'failed',
+      });
     });
 
     storeTest(

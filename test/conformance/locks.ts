@@ -47,7 +47,7 @@ export function locks(fixture: StoreFixture): void {
 
       // The stalled consumer comes back: it can neither renew nor finish what it lost.
       assert.deepEqual(await h.client.store.extend(q, STALLED, [{ id: 'm', attempt: 1 }], 300), ['m']);
-      const late = { id: 'm', attempt: 1, outcome: 'error' as const, backoffMs: 0, error: 'late' };
+      const late = { id: 'm', attempt: 1, outcome: 'error' as const, backoffMs: 0, error: 'late', startedAt: null };
       assert.deepEqual(await h.client.store.finish(q, STALLED, [late]), ['lost']);
       const held = await h.client.status(q, 'm');
       assert.equal(held?.state, 'locked');

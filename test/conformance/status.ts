@@ -11,7 +11,7 @@ const LONG_MS = 60_000;
 
 export function status(fixture: StoreFixture): void {
   void describe('status and clear', () => {
-    storeTest(fixture, 'status() reports each of the seven states, and null for an unknown id', async (h) => {
+    storeTest(fixture, 'status() reports each of the eight states, and null for an unknown id', async (h) => {
       const q = h.queue('states');
       const release = gate();
       const log = new JobLog();
@@ -22,12 +22,13 @@ export function status(fixture: StoreFixture): void {
           log.record(job);
           if (job.id.startsWith('hold')) await release.opened;
           if (job.id === 'done-backoff' || job.id === 'done-requeue') return { status: 'success', backoffMs: LONG_MS };
+          if (job.id === 'failed') return { status: 'error', error: 'no good' };
           return { status: 'success' };
         },
         { concurrency: 2, lockMs: 10_000 },
       );
-      for (const id of ['done', 'done-backoff', 'done-requeue']) await h.client.enqueue(q, id, { id });
-      for (const id of ['done', 'done-backoff', 'done-requeue'])
+      for (const id of ['done', 'done-backoff', 'done-requeue', 'failed']) await h.client.enqueue(q, id, { id });
+      for (const id of ['done', 'done-backoff', 'done-requeue', 'failed'])
         await waitFor(async () => (await h.client.status(q, id))?.outcome);
       await h.client.enqueue(q, 'hold', { id: 'hold' });
       await h.client.enqueue(q, 'hold-requeue', { id: 'hold-requeue' });
@@ -46,6 +47,7 @@ export function status(fixture: StoreFixture): void {
         done: 'done-awaiting-gc',
         'done-backoff': 'done-with-backoff',
         'done-requeue': 'done-with-requeue',
+        failed: 'failed',
         never: null,
       };
       const actual: Record<string, MessageState | null> = {};
@@ -56,7 +58,8 @@ export function status(fixture: StoreFixture): void {
       const queueStatus = await h.client.queueStatus(q);
       assert.equal(queueStatus.queue, q);
       assert.deepEqual(queueStatus.counts, Object.fromEntries(MESSAGE_STATES.map((state) => [state, 1])));
-      assert.equal(queueStatus.total, 7);
+      assert.equal(queueStatus.total, 8);
+      assert.equal(queueStatus.paused, false);
       release.open();
     });
 

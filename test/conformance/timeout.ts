@@ -30,7 +30,7 @@ export function timeout(fixture: StoreFixture): void {
       worker.on('completed', ({ id }) => assert.fail(`${id} completed`));
       await h.client.enqueue(q, 'x', { id: 'm' });
 
-      const done = await waitForStatus(h.client, q, 'm', 'done-awaiting-gc');
+      const done = await waitForStatus(h.client, q, 'm', 'failed');
       assert.equal(done.attempt, 2);
       assert.equal(done.outcome, 'error');
       assert.equal(done.lastError, `timed out after ${TIMEOUT_MS} ms`);
@@ -82,7 +82,7 @@ export function timeout(fixture: StoreFixture): void {
         // The one slot went to `next` while `slow` still runs.
         await log.handled('next');
         assert.equal(release.isOpen, false);
-        const slow = await waitForStatus(h.client, q, 'slow', 'done-awaiting-gc');
+        const slow = await waitForStatus(h.client, q, 'slow', 'failed');
         assert.equal(slow.outcome, 'error');
         assert.equal(slow.lastError, `timed out after ${TIMEOUT_MS} ms`);
         await waitFor(() => completed.includes('next'), { what: 'next to complete' });

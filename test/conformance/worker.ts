@@ -160,7 +160,7 @@ export function worker(fixture: StoreFixture): void {
         release.open();
         await stopping;
         const a = await h.client.status(q, 'a');
-        assert.equal(a?.state, 'done-awaiting-gc');
+        assert.equal(a?.state, 'failed');
         assert.equal(a.lastError, 'finished during stop');
         assert.equal(await stateOf(h.client, q, 'b'), 'queued');
         assert.deepEqual(log.ids(), ['a']);

@@ -1,4 +1,4 @@
-/** `kvmq config`: shows or changes a queue's stored configuration (GC timing, filter enums). */
+/** `kvmq config`: shows or changes a queue's stored configuration (GC, failures, pause, filter enums). */
 import type { QueueConfig } from '../../index.js';
 import { expectPositionals, parseCommandLine, parseKeyValue, parseWholeNumber } from '../args.js';
 import type { Command } from '../command.js';
@@ -7,12 +7,15 @@ import { commandUsage } from '../help.js';
 import { printJson, printLine } from '../output.js';
 import { withClient } from '../store.js';
 
+type NumberKey = 'gcLifetimeMs' | 'failedLifetimeMs' | 'gcIntervalMs' | 'maxDeliveries';
 // The zkmq seed's names (its conf/ nodes) are accepted too.
-const NUMBER_KEYS: Readonly<Record<string, 'gcLifetimeMs' | 'gcIntervalMs'>> = {
+const NUMBER_KEYS: Readonly<Record<string, NumberKey>> = {
   gc_lifetime_ms: 'gcLifetimeMs',
   task_gc_lifetime: 'gcLifetimeMs',
+  failed_lifetime_ms: 'failedLifetimeMs',
   gc_interval_ms: 'gcIntervalMs',
   task_gc_interval: 'gcIntervalMs',
+  max_deliveries: 'maxDeliveries',
 };
 const FILTER_PREFIX = 'filter.';
 
@@ -23,7 +26,11 @@ export const config: Command = {
     'config <queue> [key=value...]',
     "Without key=value, prints the queue's configuration. Keys:\n" +
       '  gc_lifetime_ms=N        finished messages older than N ms are removed by GC (alias task_gc_lifetime)\n' +
+      '  failed_lifetime_ms=N    failed messages older than N ms are removed by GC (default 7 days)\n' +
       '  gc_interval_ms=N        GC runs at most every N ms (alias task_gc_interval)\n' +
+      '  max_deliveries=N        a message that loses its lock N times fails (0: never; default 10)\n' +
+      '  dead_letter_queue=Q     failed messages move to queue Q; empty for none\n' +
+      '  paused=true|false       workers claim nothing while true (see kvmq pause)\n' +
       '  filter.NAME=v1,v2,...   the values of filter NAME, lowest first; empty removes the filter',
     [],
   ),
@@ -43,7 +50,8 @@ export const config: Command = {
 };
 
 function parsePatch(assignments: readonly string[]): Partial<QueueConfig> {
-  const numbers: { gcLifetimeMs?: number; gcIntervalMs?: number } = {};
+  const numbers: { -readonly [K in NumberKey]?: number } = {};
+  const others: { paused?: boolean; deadLetterQueue?: string | null } = {};
   const filterEnums = new Map<string, string[]>();
   for (const assignment of assignments) {
     const [key, value] = parseKeyValue('a setting', assignment);
@@ -51,23 +59,34 @@ function parsePatch(assignments: readonly string[]): Partial<QueueConfig> {
     if (numberKey !== undefined) {
       // GC cannot run every 0 ms; a lifetime of 0 (GC finished messages at once) is fine.
       numbers[numberKey] = parseWholeNumber(key, value, numberKey === 'gcIntervalMs' ? 1 : 0);
+    } else if (key === 'paused') {
+      if (value !== 'true' && value !== 'false') throw new UsageError(`paused must be true or false, got '${value}'`);
+      others.paused = value === 'true';
+    } else if (key === 'dead_letter_queue') {
+      others.deadLetterQueue = value === '' ? null : value;
     } else if (key.startsWith(FILTER_PREFIX) && key.length > FILTER_PREFIX.length) {
       filterEnums.set(key.slice(FILTER_PREFIX.length), value === '' ? [] : value.split(','));
     } else {
       throw new UsageError(
-        `unknown setting '${key}'; known: gc_lifetime_ms, gc_interval_ms, filter.NAME ` +
+        `unknown setting '${key}'; known: gc_lifetime_ms, failed_lifetime_ms, gc_interval_ms, max_deliveries, ` +
+          'dead_letter_queue, paused, filter.NAME ' +
           '(and the zkmq names task_gc_lifetime, task_gc_interval)',
       );
     }
   }
-  return filterEnums.size === 0 ? numbers : { ...numbers, filterEnums: Object.fromEntries(filterEnums) };
+  const patch = { ...numbers, ...others };
+  return filterEnums.size === 0 ? patch : { ...patch, filterEnums: Object.fromEntries(filterEnums) };
 }
 
 /** `key=value` lines, the form `kvmq config` takes: `kvmq config b $(kvmq config a)` copies a's configuration. */
 function configText(c: QueueConfig): string {
   return [
     `gc_lifetime_ms=${c.gcLifetimeMs}`,
+    `failed_lifetime_ms=${c.failedLifetimeMs}`,
     `gc_interval_ms=${c.gcIntervalMs}`,
+    `max_deliveries=${c.maxDeliveries}`,
+    `dead_letter_queue=${c.deadLetterQueue ?? ''}`,
+    `paused=${String(c.paused)}`,
     ...Object.entries(c.filterEnums).map(([name, list]) => `filter.${name}=${list.join(',')}`),
   ].join('\n');
 }

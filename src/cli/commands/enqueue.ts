@@ -22,6 +22,9 @@ const OPTIONS = {
   'delay-ms': { type: 'string' },
   metadata: { type: 'string' },
   'allow-requeue': { type: 'boolean' },
+  attempts: { type: 'string' },
+  'backoff-ms': { type: 'string' },
+  timeout: { type: 'string' },
   file: { type: 'string' },
 } as const;
 
@@ -41,6 +44,9 @@ export const enqueue: Command = {
       ['--delay-ms N', 'keep the message back N ms before a worker may take it'],
       ['--metadata JSON', 'a JSON object carried with the message'],
       ['--allow-requeue', 'if the id is locked or done-with-backoff, queue it again when done'],
+      ['--attempts N', "this message's attempts (over kvmq work's --max-attempts)"],
+      ['--backoff-ms N', 'wait N ms before each retry of this message'],
+      ['--timeout MS', "this message's handler time limit (over the worker's --timeout)"],
       ['--file F', "one message per line of F ('-' = stdin), empty lines skipped; prints a summary"],
     ],
   ),
@@ -54,6 +60,9 @@ export const enqueue: Command = {
       metadata: values.metadata === undefined ? undefined : parseJsonObject('--metadata', values.metadata),
       initialBackoffMs: optionalWholeNumber('--delay-ms', values['delay-ms']),
       allowRequeue: values['allow-requeue'],
+      attempts: optionalWholeNumber('--attempts', values.attempts, 1),
+      backoff: optionalWholeNumber('--backoff-ms', values['backoff-ms']),
+      timeoutMs: optionalWholeNumber('--timeout', values.timeout, 1),
     };
     const json = values.json === true;
     const file = values.file;

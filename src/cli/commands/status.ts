@@ -31,8 +31,8 @@ export const status: Command = {
       if (id === undefined) {
         const result = await client.queueStatus(queue);
         if (json) {
-          const { counts, consumers, dryRuns, total } = result;
-          printJson({ counts, consumers, dryRuns, total });
+          const { counts, consumers, dryRuns, total, paused } = result;
+          printJson({ counts, consumers, dryRuns, total, paused });
         } else printLine(queueText(result));
         return EXIT_OK;
       }
@@ -53,7 +53,12 @@ export const status: Command = {
 };
 
 function messageText(m: MessageStatus): string {
-  return table([
+  return table([...statusRows(m), lastErrorRow(m)]);
+}
+
+/** A message's status as label/value rows, shared with `kvmq show`. */
+export function statusRows(m: MessageStatus): [string, string][] {
+  return [
     ['queue', m.queue],
     ['id', m.id],
     ['state', m.state],
@@ -63,14 +68,17 @@ function messageText(m: MessageStatus): string {
     ['updated', time(m.updatedAt)],
     ['consumer', m.consumer ?? '-'],
     ['until', m.until === null ? '-' : time(m.until)],
-    // Last: it may span lines (a command's stderr).
-    ['last error', m.lastError === null ? '-' : m.lastError.replaceAll('\n', '\n            ')],
-  ]);
+  ];
+}
+
+/** Shown last: it may span lines (a command's stderr). */
+export function lastErrorRow(m: MessageStatus): [string, string] {
+  return ['last error', m.lastError === null ? '-' : m.lastError.replaceAll('\n', '\n            ')];
 }
 
 function queueText(q: QueueStatus): string {
   const lines = [
-    `queue ${q.queue}: ${q.total} messages, ${q.dryRuns} dry runs`,
+    `queue ${q.queue}${q.paused ? ' (paused)' : ''}: ${q.total} messages, ${q.dryRuns} dry runs`,
     table(
       MESSAGE_STATES.map((state) => [state, String(q.counts[state])]),
       '  ',

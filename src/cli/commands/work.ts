@@ -27,6 +27,7 @@ const OPTIONS = {
   'idle-exit-ms': { type: 'string' },
   'lock-ms': { type: 'string' },
   'retry-backoff-ms': { type: 'string' },
+  'max-attempts': { type: 'string' },
   timeout: { type: 'string' },
   filter: { type: 'string', multiple: true },
 } as const;
@@ -42,6 +43,7 @@ interface WorkSettings {
   readonly idleExitMs: number | undefined;
   readonly lockMs: number | undefined;
   readonly retryBackoffMs: number | undefined;
+  readonly maxAttempts: number | undefined;
   readonly timeoutMs: number | undefined;
   readonly filters: WorkerFilters | undefined;
 }
@@ -53,7 +55,8 @@ export const work: Command = {
     'work <queue> --exec CMD [options]',
     'Runs `sh -c CMD` for each message, with the payload on its stdin and KVMQ_QUEUE, KVMQ_ID,\n' +
       'KVMQ_ATTEMPT and KVMQ_METADATA (JSON) in its environment. Exit 0 is success, 75 (EX_TEMPFAIL)\n' +
-      "asks for a retry, anything else is an error, recorded with the end of the command's stderr.\n" +
+      'asks for a retry, anything else is an error (retried until --max-attempts), recorded with the end of\n' +
+      "the command's stderr. " +
       'Each failed or retried attempt gets a line on stderr, and a summary comes at exit. Exits 0 when\n' +
       'every handled message succeeded, 1 when at least one failed for good. The first SIGINT/SIGTERM\n' +
       'lets running commands finish; a second one stops at once (exit 128 + the signal number),\n' +
@@ -65,7 +68,8 @@ export const work: Command = {
       ['--max N', 'exit after handling N messages'],
       ['--idle-exit-ms N', 'exit after N ms with nothing to do'],
       ['--lock-ms N', 'lock duration, renewed while the command runs (default 30000)'],
-      ['--retry-backoff-ms N', 'wait before retrying after exit 75 (default: exponential, 1-2 s first)'],
+      ['--retry-backoff-ms N', 'wait before a retry (default: exponential, 1-2 s first)'],
+      ['--max-attempts N', 'retry a failing command until attempt N (default 1; a message may set its own)'],
       ['--timeout MS', 'a command running longer is ended (SIGTERM, then SIGKILL) and its message failed'],
       ['--filter NAME=VALUE[:at_least]', "this worker's filter value; at_least also takes lower ones (repeatable)"],
     ],
@@ -83,6 +87,7 @@ export const work: Command = {
       idleExitMs: optionalWholeNumber('--idle-exit-ms', values['idle-exit-ms']),
       lockMs: optionalWholeNumber('--lock-ms', values['lock-ms'], 100),
       retryBackoffMs: optionalWholeNumber('--retry-backoff-ms', values['retry-backoff-ms']),
+      maxAttempts: optionalWholeNumber('--max-attempts', values['max-attempts'], 1),
       timeoutMs: optionalWholeNumber('--timeout', values.timeout, 1),
       filters: parseWorkerFilters(values.filter),
     };
@@ -151,6 +156,8 @@ class WorkRun {
       // Left out when not given: the worker reads a present `undefined` as a value, not as "default".
       ...(settings.lockMs === undefined ? {} : { lockMs: settings.lockMs }),
       ...(settings.timeoutMs === undefined ? {} : { timeoutMs: settings.timeoutMs }),
+      ...(settings.maxAttempts === undefined ? {} : { maxAttempts: settings.maxAttempts }),
+      ...(settings.retryBackoffMs === undefined ? {} : { retryBackoffMs: settings.retryBackoffMs }),
       filters: settings.filters,
       onError: reportBackgroundError,
       monitor: (info) => this.monitor(info),
@@ -233,7 +240,17 @@ function outcomeOf(result: ShellResult, attempt: number, retryBackoffMs: number 
   const tail = result.stderrTail.trimEnd();
   const error = tail === '' ? describe(result) : `${describe(result)}\n${tail}`;
   if (result.code === EX_TEMPFAIL) return { status: 'retry', backoffMs: retryBackoffMs ?? expBackoff(attempt), error };
-  return { status: 'error', error };
+  // Thrown, so the attempts policy (--max-attempts, or the message's own) decides between a retry and failed.
+  throw new CommandFailed(error);
+}
+
+/** A failed command, recorded as its text alone: the stack would only point into kvmq. */
+class CommandFailed extends Error {
+  constructor(message: string) {
+    super(message);
+    this.name = 'CommandFailed';
+    this.stack = message;
+  }
 }
 
 function describe(result: ShellResult): string {

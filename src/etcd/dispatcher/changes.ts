@@ -6,9 +6,20 @@
  */
 import { encodeEnvelope } from '../envelope.js';
 import { encodeRecord, type MessageRecord } from '../record.js';
-import { delivered, finished, freshRecord, undelivered } from '../transitions.js';
+import {
+  deadLetterCompare,
+  deadLetterOps,
+  delivered,
+  failedRecord,
+  finished,
+  finishOps,
+  freshRecord,
+  indexOps,
+  lostDelivery,
+  undelivered,
+} from '../transitions.js';
 import type { Compare, Op, RangeOp } from '../kv.js';
-import type { QueueKeys } from '../keys.js';
+import { MAX_PAYLOAD_BYTES, type QueueKeys } from '../keys.js';
 import type { Consumer, Msg, ProducerPut } from './model.js';
 
 export interface Ops {
@@ -40,22 +51,82 @@ function lockUntil(c: Consumer, now: number): number | null {
   return c.reg.lockMs === null ? null : now + c.reg.lockMs;
 }
 
-/** A pending message, or one taken from another consumer (lock over, consumer gone), handed to `c`. */
-export function deliver(keys: QueueKeys, msg: Msg, c: Consumer, payload: Buffer, size: number, now: number): Ops {
-  const record = delivered(msg.record, c.key, lockUntil(c, now), now);
+/** The record of a plain producer's put: bytes, no metadata, filters or policy (a revive keeps the history). */
+function plainRecord(idx: string, now: number, history: MessageRecord['history'] = []): MessageRecord {
+  const fields = {
+    encoding: 'bytes',
+    metadata: {},
+    filterClass: '',
+    source: 'plain',
+    nonce: '',
+    policy: null,
+  } as const;
+  return freshRecord({ ...fields, idx, readyAt: now, history }, now);
+}
+
+/**
+ * A pending message, or one taken from another consumer (lock over, consumer gone: `lost`, the
+ * record with that loss counted), handed to `c`.
+ */
+export function deliver(
+  keys: QueueKeys,
+  msg: Msg,
+  c: Consumer,
+  payload: Buffer,
+  size: number,
+  now: number,
+  lost: MessageRecord | null = null,
+): Ops {
+  const record = delivered(lost ?? msg.record, c.key, lockUntil(c, now), now);
   const ops: Op[] = [];
   if (msg.deliveryKey !== null) ops.push({ type: 'delete', key: msg.deliveryKey });
   ops.push(deliveryOps(keys, record, msg.id, c, payload, size));
   ops.push({ type: 'put', key: keys.record(msg.id), value: encodeRecord(record) });
+  ops.push(...indexOps(keys, msg.id, msg.record, record));
   return { compares: [recordIs(keys, msg)], ops, reads: [readRecord(keys, msg.id)], record };
 }
 
-/** A delivery whose consumer is gone, with nobody to take it: back to the queue. */
-export function undeliver(keys: QueueKeys, msg: Msg, now: number): Ops {
-  const record = undelivered(msg.record, now, false);
+/** A delivery whose consumer is gone, or whose lock ran out long ago, with nobody to take it: back to the queue. */
+export function undeliver(keys: QueueKeys, msg: Msg, now: number, lost: MessageRecord): Ops {
+  const record = undelivered(lost, now, false);
   const ops: Op[] = [{ type: 'put', key: keys.record(msg.id), value: encodeRecord(record) }];
   if (msg.deliveryKey !== null) ops.unshift({ type: 'delete', key: msg.deliveryKey });
   return { compares: [recordIs(keys, msg)], ops, reads: [readRecord(keys, msg.id)], record };
+}
+
+/** The holder's loss of a message, counted: the record after it (failed at `maxDeliveries`). */
+export function lose(msg: Msg, maxDeliveries: number, now: number): MessageRecord {
+  return lostDelivery(msg.record, maxDeliveries, now);
+}
+
+/**
+ * A message lost `maxDeliveries` times: failed, its payload kept for a retry (a requeue's next payload is
+ * kept already), or moved to the dead-letter queue in the same Txn.
+ */
+export function fail(
+  keys: QueueKeys,
+  msg: Msg,
+  failed: MessageRecord,
+  payload: Buffer,
+  deadLetter: QueueKeys | null,
+  now: number,
+): Ops {
+  const ops: Op[] = [];
+  if (msg.deliveryKey !== null) ops.push({ type: 'delete', key: msg.deliveryKey });
+  if (deadLetter !== null && msg.record.nextEncoding === null) {
+    ops.push(...deadLetterOps(keys, deadLetter, msg.id, msg.record, failed, msg.orderedKey, payload, now));
+    return {
+      compares: [recordIs(keys, msg), deadLetterCompare(deadLetter, msg.id)],
+      ops,
+      reads: [readRecord(keys, msg.id), { type: 'range', key: deadLetter.record(msg.id) }],
+      record: null,
+    };
+  }
+  ops.push({ type: 'put', key: keys.record(msg.id), value: encodeRecord(failed) });
+  ops.push({ type: 'delete', key: msg.orderedKey });
+  if (msg.record.nextEncoding === null) ops.push({ type: 'put', key: keys.payload(msg.id), value: payload });
+  ops.push(...indexOps(keys, msg.id, msg.record, failed));
+  return { compares: [recordIs(keys, msg)], ops, reads: [readRecord(keys, msg.id)], record: null };
 }
 
 /**
@@ -63,15 +134,8 @@ export function undeliver(keys: QueueKeys, msg: Msg, now: number): Ops {
  * success), or, if a producer asked for a requeue meanwhile, queued again.
  */
 export function ack(keys: QueueKeys, msg: Msg, now: number): Ops {
-  const result = finished(msg.record, { outcome: 'success', backoffMs: 0, error: null }, now);
-  const ops: Op[] = [{ type: 'put', key: keys.record(msg.id), value: encodeRecord(result.record) }];
-  if (result.leavesQueue) {
-    ops.push({ type: 'delete', key: msg.orderedKey });
-    ops.push({ type: 'put', key: keys.done(now, msg.id), value: Buffer.alloc(0) });
-  } else if (result.usesNextPayload && msg.nextPayload !== null) {
-    ops.push({ type: 'put', key: msg.orderedKey, value: msg.nextPayload });
-    ops.push({ type: 'delete', key: keys.payload(msg.id) });
-  }
+  const result = finished(msg.record, { outcome: 'success', backoffMs: 0, error: null, startedAt: null }, now);
+  const ops = finishOps(keys, msg.id, msg.record, result, msg.orderedKey, Buffer.alloc(0), msg.nextPayload);
   return {
     compares: [recordIs(keys, msg)],
     ops,
@@ -103,10 +167,7 @@ export function move(
   size: number,
   now: number,
 ): Ops {
-  const fresh = freshRecord(
-    { idx, encoding: 'bytes', metadata: {}, filterClass: '', readyAt: now, source: 'plain', nonce: '' },
-    now,
-  );
+  const fresh = plainRecord(idx, now);
   const record = c === null ? fresh : delivered(fresh, c.key, lockUntil(c, now), now);
   const ops: Op[] = [
     { type: 'delete', key: put.key },
@@ -129,11 +190,15 @@ export function move(
 }
 
 /** A plain put whose id names a finished message past its backoff: the message runs again with the new payload. */
-export function revive(keys: QueueKeys, put: ProducerPut, recordRev: number, idx: string, now: number): Ops {
-  const record = freshRecord(
-    { idx, encoding: 'bytes', metadata: {}, filterClass: '', readyAt: now, source: 'plain', nonce: '' },
-    now,
-  );
+export function revive(
+  keys: QueueKeys,
+  put: ProducerPut,
+  old: MessageRecord,
+  recordRev: number,
+  idx: string,
+  now: number,
+): Ops {
+  const record = plainRecord(idx, now, old.history);
   return {
     compares: [
       { key: put.key, target: 'mod', result: '=', operand: put.modRevision },
@@ -144,12 +209,41 @@ export function revive(keys: QueueKeys, put: ProducerPut, recordRev: number, idx
       { type: 'put', key: keys.ordered(idx, put.id), value: put.value },
       { type: 'put', key: keys.record(put.id), value: encodeRecord(record) },
       { type: 'delete', key: keys.payload(put.id) },
+      ...indexOps(keys, put.id, old, record),
     ],
     reads: [
       { type: 'range', key: put.key },
       { type: 'range', key: keys.record(put.id) },
     ],
     record,
+  };
+}
+
+/**
+ * A plain put kvmq cannot take (over its payload limit): the message fails with the reason, visible in
+ * status, list and counts, and its payload stays readable where it is (the record points at it) until it
+ * is removed or collected with the message.
+ */
+export function refuseTooLarge(keys: QueueKeys, put: ProducerPut, now: number): Ops {
+  const fresh = plainRecord('', now);
+  const error =
+    `payload of ${put.value.length} bytes is over kvmq's limit of ${MAX_PAYLOAD_BYTES} bytes; ` +
+    `it stays at ${put.key}`;
+  const record: MessageRecord = { ...failedRecord(fresh, error, now), payloadKey: put.key };
+  return {
+    compares: [
+      { key: put.key, target: 'mod', result: '=', operand: put.modRevision },
+      { key: keys.record(put.id), target: 'version', result: '=', operand: 0 },
+    ],
+    ops: [
+      { type: 'put', key: keys.record(put.id), value: encodeRecord(record) },
+      ...indexOps(keys, put.id, null, record),
+    ],
+    reads: [
+      { type: 'range', key: put.key },
+      { type: 'range', key: keys.record(put.id) },
+    ],
+    record: null,
   };
 }
 

@@ -336,7 +336,8 @@ export class Dispatcher {
         }
         if (this.mirror.msgs.get(msg.id) !== msg) return;
         if (ops.writesRecord === false) this.mirror.place(msg, Date.now());
-        else if (ops.record === null || ops.record.phase === 'done') this.mirror.forget(msg);
+        else if (ops.record === null || ops.record.phase === 'done' || ops.record.phase === 'failed')
+          this.mirror.forget(msg);
         else this.mirror.reconcile(msg, ops.record, revision, null);
         if (consumer !== null) msg.notTo = null;
         afterwards();

@@ -10,7 +10,7 @@ import { FilterError } from '../../errors.js';
 import { applyConfigPatch, DEFAULT_QUEUE_CONFIG } from '../../model/config.js';
 import { classMatcher } from '../../model/filters.js';
 import { decodeEnvelope } from '../envelope.js';
-import { MAX_PAYLOAD_BYTES, type QueueKeys } from '../keys.js';
+import type { QueueKeys } from '../keys.js';
 import { decodeRecord, type MessageRecord } from '../record.js';
 import { acceptedByPairs, parseRegistration, type Registration } from '../registration.js';
 import { TimeHeap } from './heap.js';
@@ -119,13 +119,6 @@ export class QueueMirror {
       this.warnOnce(kv.key, `ignoring ${kv.key}: ${parsed.kind === 'foreign' ? parsed.why : 'not a producer key'}`);
       return;
     }
-    if (kv.value.length > MAX_PAYLOAD_BYTES) {
-      this.warnOnce(
-        kv.key,
-        `left ${kv.key} alone: its ${kv.value.length} bytes are over kvmq's limit of ${MAX_PAYLOAD_BYTES}`,
-      );
-      return;
-    }
     const existing = this.producers.get(kv.key);
     if (existing?.busy === true) return;
     this.producers.set(kv.key, {
@@ -226,6 +219,7 @@ export class QueueMirror {
       ackedKey: null,
       nextPayload: null,
       entry: null,
+      noDeadLetter: false,
     };
     this.msgs.set(id, msg);
     this.setPayload(msg, payload);

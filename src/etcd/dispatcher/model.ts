@@ -31,6 +31,8 @@ export interface Msg {
   nextPayload: Buffer | null;
   /** Its current entry in the ready index, if it is ready. */
   entry: ReadyEntry | null;
+  /** Failing now, its id is in the dead-letter queue already: it stays failed here. */
+  noDeadLetter: boolean;
 }
 
 export interface ReadyEntry {

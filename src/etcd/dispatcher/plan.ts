@@ -7,8 +7,8 @@
  * consumers waiting to hear that nothing more is coming. Each change is
  * built by changes.ts and wrapped by the dispatcher (busy marks, slots).
  */
-import { newIdx } from '../keys.js';
-import { stateOf } from '../record.js';
+import { MAX_PAYLOAD_BYTES, newIdx, QueueKeys } from '../keys.js';
+import { stateOf, type MessageRecord } from '../record.js';
 import { MAX_TXN_BYTES } from '../txn-batch.js';
 import * as changes from './changes.js';
 import { freeSlots, type Consumer, type Msg, type ProducerPut } from './model.js';
@@ -34,15 +34,40 @@ export interface PlannerDeps {
 }
 
 export class Planner {
+  private deadLetterKeys: QueueKeys | null = null;
+
   constructor(
     private readonly mirror: QueueMirror,
     private readonly deps: PlannerDeps,
   ) {}
 
+  /** The keys of the dead-letter queue the configuration names, or null. */
+  private deadLetter(): QueueKeys | null {
+    const name = this.mirror.config.deadLetterQueue;
+    if (name === null) return null;
+    if (this.deadLetterKeys?.queue !== name) this.deadLetterKeys = new QueueKeys(this.mirror.keys.root, name);
+    return this.deadLetterKeys;
+  }
+
+  /** A message lost `maxDeliveries` times: failed, or moved to the dead-letter queue (unless its id is there). */
+  private fail(msg: Msg, failed: MessageRecord, payload: Buffer, now: number): Planned {
+    const dlq = msg.noDeadLetter ? null : this.deadLetter();
+    const change = this.deps.change(msg, null, changes.fail(this.mirror.keys, msg, failed, payload, dlq, now));
+    if (dlq === null) return change;
+    return {
+      ...change,
+      onFail: (reads) => {
+        if (reads[1]?.kvs[0] !== undefined) msg.noDeadLetter = true;
+        change.onFail(reads);
+      },
+    };
+  }
+
   /** The changes to make now, and the consumers with room that nothing in memory fits (starving). */
   plan(now: number): { planned: Planned[]; starving: Consumer[] } {
     const planned: Planned[] = [];
     const size = this.mirror.queueSize();
+    const paused = this.mirror.config.paused;
     this.planAcks(planned, now);
     for (const [msg, { value, deletedAt }] of this.mirror.restores) {
       if (msg.busy) continue;
@@ -53,9 +78,12 @@ export class Planner {
       this.mirror.restores.delete(msg);
       planned.push(this.deps.change(msg, null, changes.restore(this.mirror.keys, msg, value)));
     }
-    this.planTakeovers(planned, size, now);
-    const starving = this.planReady(planned, size, now);
-    this.planProducers(planned, size, now);
+    this.planTakeovers(planned, size, now, paused);
+    // Paused: nothing is delivered; consumers waiting to hear are told there is nothing for them.
+    const starving = paused
+      ? [...this.mirror.consumers.values()].filter((c) => c.accepts !== null && freeSlots(c) > 0)
+      : this.planReady(planned, size, now);
+    this.planProducers(planned, size, now, paused);
     return { planned, starving };
   }
 
@@ -72,21 +100,35 @@ export class Planner {
     }
   }
 
-  /** Deliveries of consumers that are gone, and locks that ran out, go to consumers with room. */
-  private planTakeovers(planned: Planned[], size: number, now: number): void {
+  /**
+   * Deliveries of consumers that are gone, and locks that ran out, go to consumers with room (none while
+   * paused). Each such take-back counts a lost delivery in the same Txn; at `maxDeliveries` the message
+   * fails instead.
+   */
+  private planTakeovers(planned: Planned[], size: number, now: number, paused: boolean): void {
+    const max = this.mirror.config.maxDeliveries;
     for (const msg of this.mirror.orphans) {
       if (msg.busy) continue;
       if (msg.payload === null) {
         this.deps.fetchPayloads([msg]);
         continue;
       }
-      const consumer = this.pick(msg, null);
+      const lost = changes.lose(msg, max, now);
+      if (lost.phase === 'failed') {
+        planned.push(this.fail(msg, lost, msg.payload, now));
+        continue;
+      }
+      const consumer = paused ? null : this.pick(msg, null);
       if (consumer !== null) {
         planned.push(
-          this.deps.change(msg, consumer, changes.deliver(this.mirror.keys, msg, consumer, msg.payload, size, now)),
+          this.deps.change(
+            msg,
+            consumer,
+            changes.deliver(this.mirror.keys, msg, consumer, msg.payload, size, now, lost),
+          ),
         );
       } else {
-        planned.push(this.deps.change(msg, null, changes.undeliver(this.mirror.keys, msg, now)));
+        planned.push(this.deps.change(msg, null, changes.undeliver(this.mirror.keys, msg, now, lost)));
       }
     }
     for (const msg of this.mirror.expired) {
@@ -98,18 +140,23 @@ export class Planner {
       // The holder let the lock run out: someone else takes it; it stays with the holder until then, unless
       // the holder stays silent so long that it has surely lost it: then it goes back to the queue, for anyone.
       const holder = msg.consumerKey;
-      const consumer = this.pick(msg, holder);
+      const consumer = paused ? null : this.pick(msg, holder);
+      const stale = now >= (msg.record.lockUntil ?? now) + STALE_LOCK_GRACE_MS;
+      if (consumer === null && !stale) continue;
+      const lost = changes.lose(msg, max, now);
+      if (lost.phase === 'failed') {
+        planned.push(this.fail(msg, lost, msg.payload, now));
+        continue;
+      }
       if (consumer === null) {
-        if (now >= (msg.record.lockUntil ?? now) + STALE_LOCK_GRACE_MS) {
-          msg.notTo = holder;
-          planned.push(this.deps.change(msg, null, changes.undeliver(this.mirror.keys, msg, now)));
-        }
+        msg.notTo = holder;
+        planned.push(this.deps.change(msg, null, changes.undeliver(this.mirror.keys, msg, now, lost)));
         continue;
       }
       const change = this.deps.change(
         msg,
         consumer,
-        changes.deliver(this.mirror.keys, msg, consumer, msg.payload, size, now),
+        changes.deliver(this.mirror.keys, msg, consumer, msg.payload, size, now, lost),
       );
       planned.push({
         ...change,
@@ -155,16 +202,25 @@ export class Planner {
   }
 
   /** Plain producers' puts move into the ordered queue; straight to a consumer when one has room and nothing older waits. */
-  private planProducers(planned: Planned[], size: number, now: number): void {
+  private planProducers(planned: Planned[], size: number, now: number, paused: boolean): void {
     for (const put of this.mirror.producers.values()) {
       if (put.busy) continue;
       const duplicate = this.mirror.duplicates.get(put.key);
       if (duplicate !== undefined) {
         this.mirror.duplicates.delete(put.key);
+        if (duplicate.record.payloadKey === put.key) {
+          // The payload of a message that failed as too large: it stays where it is.
+          this.mirror.producers.delete(put.key);
+          continue;
+        }
         const state = stateOf(duplicate.record, now);
         if (state === 'done-awaiting-gc') {
           planned.push(
-            this.deps.producerChange(put, null, changes.revive(this.mirror.keys, put, duplicate.rev, newIdx(), now)),
+            this.deps.producerChange(
+              put,
+              null,
+              changes.revive(this.mirror.keys, put, duplicate.record, duplicate.rev, newIdx(), now),
+            ),
           );
         } else {
           this.deps.log('warn', `refused ${put.key}: message ${put.id} exists (${state}); ids are unique per queue`);
@@ -181,9 +237,17 @@ export class Planner {
         planned.push(this.deps.producerChange(put, null, changes.refuse(put)));
         continue;
       }
+      if (put.value.length > MAX_PAYLOAD_BYTES) {
+        this.deps.log('warn', `${put.key} failed: its ${put.value.length} bytes are over kvmq's limit`);
+        planned.push(this.deps.producerChange(put, null, changes.refuseTooLarge(this.mirror.keys, put, now)));
+        continue;
+      }
       // A large payload moves first and is delivered in a Txn of its own: two copies may not fit one request.
       const consumer =
-        this.mirror.cursor === null && this.mirror.ready.size === 0 && put.value.length <= MAX_TXN_BYTES / 2 - 65_536
+        !paused &&
+        this.mirror.cursor === null &&
+        this.mirror.ready.size === 0 &&
+        put.value.length <= MAX_TXN_BYTES / 2 - 65_536
           ? this.choose([...this.mirror.consumers.values()].filter((c) => c.accepts?.('') === true && freeSlots(c) > 0))
           : null;
       planned.push(

@@ -4,19 +4,23 @@
 -- lists of the classes the consumer accepts. When nothing was taken, counts a
 -- dry run once per queue-wide end-of-queue backoff (Carmine's eoq-backoff? and
 -- ndry-runs) and says when looking again is worthwhile without a wake-up.
+-- A paused queue hands out nothing and counts no dry run (checked here, so no claim
+-- starts after pause() returned).
 -- Runs when Redis is out of memory (allow-oom): draining the queue is how memory comes back.
 --
 -- KEYS: messages metadata filters classes nattempts locks holders backoffs done done-at requeue
---       schedule lock-expiry updated-at mid-circle eoq-backoff? ndry-runs
+--       schedule lock-expiry updated-at mid-circle eoq-backoff? ndry-runs policies pushes conf failed
 -- ARGV: consumer id, max, lock ms, the number of filter classes the consumer knows of,
 --       five end-of-queue backoffs in ms (after dry run 1, 2, 3, 4, 5 and more),
 --       '*' to accept every class, else the accepted classes ('' for messages without filters)
 -- Reply: { 'classes', class... } when the queue's classes changed since the consumer looked
 --        (it claimed nothing), else { 'ok', queue size, dry runs, wake-at ms (-1: none),
---        then five per message: id, content, metadata JSON or nil, filter class, attempt }
--- Include: common promote
+--        then six per message: id, content, metadata JSON or nil, filter class, attempt, policy or nil }
+-- Include: common forget fail promote
 
-check_layout()
+-- The hot path of a claim touches none of these.
+check_layout(nil, { 'history', 'losses', 'outcomes', 'enqueued_at', 'requeue_content', 'requeue_schedule', 'dedupe',
+  'done_at', 'backoffs' })
 local consumer, max, lock_ms, known = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
 local accept_all = ARGV[10] == '*'
 
@@ -27,6 +31,14 @@ if not accept_all and redis.call('SCARD', K.classes) ~= known then
 end
 
 local now = now_ms()
+-- Messages waiting or held: not finished, not failed.
+local function queue_size()
+  return redis.call('HLEN', K.messages) - redis.call('SCARD', K.done) - redis.call('ZCARD', K.failed)
+end
+if redis.call('HGET', K.conf, 'paused') == '1' then
+  -- Resume publishes a wake-up; a worker on a lost subscription looks again within a second.
+  return { 'ok', queue_size(), tonumber(redis.call('GET', K.ndry_runs)) or 0, now + 1000 }
+end
 local w = pending_writes()
 local ready = pending_ready()
 local more = promote(now, ready, w)
@@ -62,6 +74,8 @@ if n > 0 then
   local contents = hmget(K.messages, ids)
   local metas = hmget(K.metadata, ids)
   local attempts = hmget(K.nattempts, ids)
+  local policies = hmget(K.policies, ids)
+  local marked = redis.call('SCARD', K.requeue) > 0
   local lock_until = now + lock_ms
   local counts, locks, holders, stamps, expiry, m, r = {}, {}, {}, {}, {}, 0, 4
   for i = 1, n do
@@ -76,7 +90,12 @@ if n > 0 then
       expiry[m + 1], expiry[m + 2] = lock_until, id
       m = m + 2
       reply[r + 1], reply[r + 2], reply[r + 3], reply[r + 4], reply[r + 5] = id, contents[i], metas[i], class_at[i], attempt
-      r = r + 5
+      reply[r + 6] = policies[i]
+      r = r + 6
+      -- A message that lost its lock keeps its requeue mark: locked-with-requeue again.
+      if marked and redis.call('SISMEMBER', K.requeue, id) == 1 then
+        redis.call('ZADD', K.requeue_locks, lock_until, id)
+      end
     end
   end
   if m > 0 then
@@ -114,5 +133,5 @@ else
   reply[3] = dry
   reply[4] = wake_at
 end
-reply[2] = redis.call('HLEN', K.messages) - redis.call('SCARD', K.done)
+reply[2] = queue_size()
 return reply

@@ -6,7 +6,7 @@
 --
 -- KEYS: messages locks backoffs nattempts mid-circle done requeue eoq-backoff? ndry-runs metadata
 --       filters classes holders outcomes enqueued-at updated-at requeue-content schedule lock-expiry
---       done-at dedupe
+--       done-at dedupe policies history losses pushes requeue-locks requeue-schedule failed
 -- ARGV: none
 -- Reply: 1
 -- Include: common

@@ -1,18 +1,30 @@
 #!lua
 -- configure: writes the queue's configuration if it is still what the caller
 -- read (compare and set), so two concurrent configure() calls never lose a change.
+-- Unpausing wakes the queue's idle workers.
 --
--- KEYS: conf
--- ARGV: expected task_gc_lifetime, task_gc_interval, filter_enums ('' for absent),
---       then the new ones
--- Reply: 1 when written, 0 when the configuration changed meanwhile
+-- KEYS: conf wake messages consumers
+-- ARGV: the seven fields as read (task_gc_lifetime, task_gc_interval, filter_enums, failed_lifetime,
+--       paused, max_deliveries, dead_letter_queue; '' for absent), then the new ones
+-- Reply: 0 when the configuration changed meanwhile, else 1 when written (2: the queue did not exist:
+--        no configuration, messages or consumers)
 -- Include: common
 
 check_layout()
-local fields = { 'task_gc_lifetime', 'task_gc_interval', 'filter_enums' }
+local fields = { 'task_gc_lifetime', 'task_gc_interval', 'filter_enums', 'failed_lifetime', 'paused', 'max_deliveries',
+  'dead_letter_queue' }
+local n = #fields
 local current = redis.call('HMGET', K.conf, unpack(fields))
-for i = 1, 3 do
+for i = 1, n do
   if (current[i] or '') ~= ARGV[i] then return 0 end
 end
-redis.call('HSET', K.conf, fields[1], ARGV[4], fields[2], ARGV[5], fields[3], ARGV[6])
+local created = redis.call('EXISTS', K.conf, K.messages, K.consumers) == 0
+local pairs_ = {}
+for i = 1, n do
+  pairs_[#pairs_ + 1] = fields[i]
+  pairs_[#pairs_ + 1] = ARGV[n + i]
+end
+redis.call('HSET', K.conf, unpack(pairs_))
+if ARGV[5] == '1' and ARGV[n + 5] ~= '1' then redis.call('PUBLISH', K.wake, 'resume') end
+if created then return 2 end
 return 1

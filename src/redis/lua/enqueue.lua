@@ -2,17 +2,21 @@
 -- enqueue: adds messages, or answers for ids that exist. An existing id is
 -- refused with its state, except: done-awaiting-gc is revived with the new
 -- content; with allowRequeue, locked is marked to run again after it finishes,
--- and done-with-backoff to run again when its backoff ends.
+-- and done-with-backoff to run again when its backoff ends. A failed id is refused
+-- (retry or remove frees it).
 --
 -- KEYS: messages metadata filters classes nattempts locks holders backoffs done requeue outcomes
---       enqueued-at updated-at requeue-content schedule done-at dedupe mid-circle wake
--- ARGV: six per message: id, content (encoding tag + payload), metadata JSON ('' for none),
---       filter class ('' for none), initial backoff ms, flags (1: allowRequeue, 2: replacePayload)
+--       enqueued-at updated-at requeue-content schedule done-at dedupe mid-circle wake policies losses
+--       requeue-locks requeue-schedule pushes
+-- ARGV: seven per message: id, content (encoding tag + payload), metadata JSON ('' for none),
+--       filter class ('' for none), initial backoff ms, flags (1: allowRequeue, 2: replacePayload),
+--       policy JSON ('' for none)
 -- Reply: one string per message: 'added', 'revived' or 'requeued', else the state that refused it
 -- Include: common state
 
+local PER = 7
 local classes = {}
-for i = 4, #ARGV, 6 do
+for i = 4, #ARGV, PER do
   if ARGV[i] ~= '' then classes[#classes + 1] = ARGV[i] end
 end
 check_layout(classes)
@@ -24,8 +28,9 @@ local replies = {}
 local changed = false
 
 -- Content, metadata and filters of a message that starts a new run, queued now or after `backoff` ms.
-local function place(id, meta, class, backoff, revived)
+local function place(id, meta, class, backoff, revived, policy)
   if meta ~= '' then later(w, 'hset', K.metadata, id, meta) elseif revived then later(w, 'hdel', K.metadata, id) end
+  if policy ~= '' then later(w, 'hset', K.policies, id, policy) elseif revived then later(w, 'hdel', K.policies, id) end
   if class ~= '' then
     later(w, 'hset', K.filters, id, class)
     later(w, 'sadd', K.classes, class)
@@ -43,9 +48,10 @@ local function place(id, meta, class, backoff, revived)
   changed = true
 end
 
--- What is left of a finished run, before its id starts a new one.
+-- What is left of a finished run, before its id starts a new one (its history stays).
 local function forget_run(id)
-  for _, key in ipairs({ K.nattempts, K.outcomes, K.backoffs, K.locks, K.holders, K.updated_at, K.requeue_content }) do
+  for _, key in ipairs({ K.nattempts, K.outcomes, K.backoffs, K.locks, K.holders, K.updated_at, K.requeue_content,
+    K.losses }) do
     redis.call('HDEL', key, id)
   end
   redis.call('SREM', K.done, id)
@@ -53,32 +59,35 @@ local function forget_run(id)
   redis.call('ZREM', K.dedupe, id)
 end
 
-for i = 1, #ARGV, 6 do
+for i = 1, #ARGV, PER do
   local id, content, meta, class = ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3]
-  local backoff, flags = tonumber(ARGV[i + 4]), tonumber(ARGV[i + 5])
+  local backoff, flags, policy = tonumber(ARGV[i + 4]), tonumber(ARGV[i + 5]), ARGV[i + 6]
   local allow_requeue, replace = flags % 2 == 1, flags >= 2
   if redis.call('HSETNX', K.messages, id, content) == 1 then
-    place(id, meta, class, backoff, false)
+    place(id, meta, class, backoff, false, policy)
     replies[#replies + 1] = 'added'
   else
     local state, ends = state_of(id, now)
     if state == 'done-awaiting-gc' then
       redis.call('HSET', K.messages, id, content)
       forget_run(id)
-      place(id, meta, class, backoff, true)
+      place(id, meta, class, backoff, true, policy)
       replies[#replies + 1] = 'revived'
     elseif allow_requeue and state == 'done-with-backoff' then
       -- done-with-requeue: queued when the backoff ends, as a new run.
       redis.call('SADD', K.requeue, id)
       redis.call('ZREM', K.dedupe, id)
       redis.call('ZADD', K.schedule, ends, id)
+      redis.call('ZADD', K.requeue_schedule, ends, id)
       redis.call('HDEL', K.nattempts, id)
+      redis.call('HDEL', K.losses, id)
       if replace then redis.call('HSET', K.messages, id, content) end
       later(w, 'hset', K.updated_at, id, now)
       replies[#replies + 1] = 'requeued'
       changed = true
     elseif allow_requeue and state == 'locked' then
       redis.call('SADD', K.requeue, id)
+      redis.call('ZADD', K.requeue_locks, ends, id)
       if replace then redis.call('HSET', K.requeue_content, id, content) end
       later(w, 'hset', K.updated_at, id, now)
       replies[#replies + 1] = 'requeued'

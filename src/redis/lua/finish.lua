@@ -4,31 +4,39 @@
 -- expired and another took it, or the queue was cleared). A message marked for
 -- requeue runs again as a new run (attempt 0, the replacement payload if one was
 -- given): at once, or as done-with-requeue until the outcome's backoff ends.
+-- Otherwise an error is final: the message fails (or moves to the dead-letter
+-- queue). An error or retry of an attempt that ran is recorded in the history.
 -- Runs when Redis is out of memory (allow-oom): draining the queue is how memory comes back.
 --
 -- KEYS: messages filters nattempts locks holders backoffs done done-at dedupe requeue
---       requeue-content schedule lock-expiry outcomes updated-at mid-circle wake
--- ARGV: consumer id, then five per finish: id, attempt, outcome ('success', 'error' or 'retry'),
---       backoff ms, error ('-' for none, else '+' and the text)
+--       requeue-content schedule lock-expiry outcomes updated-at mid-circle wake pushes losses
+-- ARGV: consumer id, then seven per finish: id, attempt, outcome ('success', 'error' or 'retry'),
+--       backoff ms, error ('-' for none, else '+' and the text), started at ms ('' when it never ran),
+--       the error as the history keeps it ('' when it is the error itself, else '+' and the text)
 -- Reply: one string per finish: 'ok' or 'lost'
--- Include: common
+-- Include: common forget fail
 
-check_layout()
+local PER = 7
+-- A batch of plain successes touches none of these.
+check_layout(nil, { 'history', 'losses', 'failed', 'conf', 'requeue_locks', 'requeue_schedule', 'requeue_content',
+  'metadata', 'policies', 'enqueued_at', 'schedule', 'mid_circle', 'filters', 'pushes' })
 local consumer = ARGV[1]
-local count = (#ARGV - 1) / 5
+local count = (#ARGV - 1) / PER
 if count == 0 then return {} end
 local now = now_ms()
 local ids = {}
-for k = 1, count do ids[k] = ARGV[2 + (k - 1) * 5] end
+for k = 1, count do ids[k] = ARGV[2 + (k - 1) * PER] end
 local holders = hmget(K.holders, ids)
 local attempts = hmget(K.nattempts, ids)
 local marked = {}
 if redis.call('SCARD', K.requeue) > 0 then
-  for k, id in ipairs(ids) do marked[k] = redis.call('SISMEMBER', K.requeue, id) == 1 end
+  for k, id in ipairs(ids) do
+    marked[k] = redis.call('SISMEMBER', K.requeue, id) == 1
+    if marked[k] then check_rare() end
+  end
 end
-
-local function class_of(id)
-  return redis.call('HGET', K.filters, id) or ''
+for k = 1, count do
+  if ARGV[2 + (k - 1) * PER + 2] ~= 'success' then check_rare() end
 end
 
 -- A new run with the payload given at requeue time, if one was.
@@ -43,31 +51,40 @@ end
 -- The common writes go in one command each; the rarer outcomes through `w`.
 local w = pending_writes()
 local ready = pending_ready()
-local unlocked, outcomes, stamps, done, done_at = {}, {}, {}, {}, {}
+local unlocked, outcomes, stamps, done, done_at, dedupe = {}, {}, {}, {}, {}, {}
 local replies = {}
 local woke = false
 local seen = {}
 for k, id in ipairs(ids) do
-  local base = 2 + (k - 1) * 5
+  local base = 2 + (k - 1) * PER
   local attempt, outcome, backoff, err = ARGV[base + 1], ARGV[base + 2], tonumber(ARGV[base + 3]), ARGV[base + 4]
+  local started, tail = ARGV[base + 5], ARGV[base + 6]
   if holders[k] ~= consumer or attempts[k] ~= attempt or seen[id] then
     replies[k] = 'lost'
   else
     seen[id] = true
     replies[k] = 'ok'
     unlocked[#unlocked + 1] = id
-    local n = #stamps
-    stamps[n + 1], stamps[n + 2] = id, now
-    if err == '-' then
-      outcomes[n + 1], outcomes[n + 2] = id, outcome
+    local stored = outcome
+    if err ~= '-' then stored = outcome .. '\n' .. string.sub(err, 2) end
+    if outcome ~= 'success' and started ~= '' then
+      local kept = nil
+      if tail ~= '' then kept = string.sub(tail, 2) elseif err ~= '-' then kept = string.sub(err, 2) end
+      append_history(id, attempt, tonumber(started), now, consumer, outcome, kept)
+    end
+    if outcome == 'error' and not marked[k] then
+      fail(id, now, stored)
     else
-      outcomes[n + 1], outcomes[n + 2] = id, outcome .. '\n' .. string.sub(err, 2)
+      local n = #stamps
+      stamps[n + 1], stamps[n + 2] = id, now
+      outcomes[n + 1], outcomes[n + 2] = id, stored
     end
     if outcome == 'retry' then
       -- A retry runs again anyway: a requeue mark is used up by it.
       if marked[k] then
         take_replacement(id)
         later(w, 'srem', K.requeue, id)
+        later(w, 'zrem', K.requeue_locks, id)
       end
       if backoff > 0 then
         later(w, 'hset', K.backoffs, id, now + backoff)
@@ -77,26 +94,28 @@ for k, id in ipairs(ids) do
       end
       woke = true
     elseif marked[k] then
+      -- The requeue wins over any outcome: a new run.
       take_replacement(id)
       later(w, 'hdel', K.nattempts, id)
-      if backoff > 0 then
+      later(w, 'hdel', K.losses, id)
+      later(w, 'zrem', K.requeue_locks, id)
+      if backoff > 0 and outcome ~= 'error' then
         -- done-with-requeue: done, still marked, queued again when the backoff ends.
         done[#done + 1] = id
         done_at[#done_at + 1], done_at[#done_at + 2] = now, id
         later(w, 'hset', K.backoffs, id, now + backoff)
         later(w, 'zadd', K.schedule, now + backoff, id)
+        later(w, 'zadd', K.requeue_schedule, now + backoff, id)
       else
         later(w, 'srem', K.requeue, id)
         push_ready(ready, class_of(id), id, false)
       end
       woke = true
-    else
+    elseif outcome == 'success' then
       done[#done + 1] = id
       done_at[#done_at + 1], done_at[#done_at + 2] = now, id
-      if backoff > 0 then
-        later(w, 'hset', K.backoffs, id, now + backoff)
-        later(w, 'zadd', K.dedupe, now + backoff, id)
-      end
+      dedupe[#dedupe + 1], dedupe[#dedupe + 2] = now + backoff, id
+      if backoff > 0 then later(w, 'hset', K.backoffs, id, now + backoff) end
     end
   end
 end
@@ -105,6 +124,8 @@ if #unlocked > 0 then
   call_chunked('HDEL', K.locks, unlocked)
   call_chunked('HDEL', K.holders, unlocked)
   call_chunked('ZREM', K.lock_expiry, unlocked)
+end
+if #stamps > 0 then
   call_chunked('HSET', K.outcomes, outcomes)
   call_chunked('HSET', K.updated_at, stamps)
 end
@@ -112,6 +133,7 @@ if #done > 0 then
   call_chunked('SADD', K.done, done)
   call_chunked('ZADD', K.done_at, done_at)
 end
+if #dedupe > 0 then call_chunked('ZADD', K.dedupe, dedupe) end
 flush_writes(w)
 flush_ready(ready)
 if woke then redis.call('PUBLISH', K.wake, 'finish') end

@@ -10,7 +10,8 @@ local KEY_TYPES = {
   filters = 'hash', classes = 'set', holders = 'hash', outcomes = 'hash', enqueued_at = 'hash',
   updated_at = 'hash', requeue_content = 'hash', schedule = 'zset', lock_expiry = 'zset',
   done_at = 'zset', dedupe = 'zset', conf = 'hash', consumers = 'hash', gc_lock = 'string',
-  gc_at = 'string',
+  gc_at = 'string', policies = 'hash', history = 'hash', losses = 'hash', pushes = 'hash',
+  requeue_locks = 'zset', requeue_schedule = 'zset', failed = 'zset',
 }
 
 -- Lua's unpack has a stack limit; variadic commands go in chunks of this many arguments.
@@ -38,17 +39,38 @@ local function ready_list(class)
   return K.mid_circle .. ':' .. class
 end
 
+-- A message's filter class ('' for none); the script must take the `filters` key.
+local function class_of(id)
+  return redis.call('HGET', K.filters, id) or ''
+end
+
 -- Checks every key the script was given, and the ready list of every filter
 -- class known or about to be added, before the script writes anything: a
 -- script that stopped half-way would leave messages half-written.
-local function check_layout(new_classes)
+-- Keys a script touches only on its rare paths (see check_rare).
+local RARE = {}
+local rare_checked = false
+
+-- `rare` (optional) names keys left to check_rare, so a hot path pays no TYPE call for them.
+local function check_layout(new_classes, rare)
+  for _, name in ipairs(rare or {}) do RARE[name] = true end
   for name, key in pairs(K) do
     local expected = KEY_TYPES[name]
-    if expected ~= nil then check_type(key, expected) end
+    if expected ~= nil and not RARE[name] then check_type(key, expected) end
   end
   if K.classes ~= nil and K.mid_circle ~= nil then
     for _, class in ipairs(redis.call('SMEMBERS', K.classes)) do check_type(ready_list(class), 'list') end
     for _, class in ipairs(new_classes or {}) do check_type(ready_list(class), 'list') end
+  end
+end
+
+-- Checks the keys check_layout left out, once, when a rare path (a failure, a lost lock) starts:
+-- the caller calls it before that path writes anything.
+local function check_rare()
+  if rare_checked then return end
+  rare_checked = true
+  for name in pairs(RARE) do
+    if K[name] ~= nil then check_type(K[name], KEY_TYPES[name]) end
   end
 end
 
@@ -112,8 +134,13 @@ local function push_ready(r, class, id, front)
   r.count = r.count + 1
 end
 
+-- Back pushes are counted per list (`pushes`): a listing's cursor holds an index
+-- from the back, which only these pushes shift (claims pop the front; nothing is cut from the middle).
 local function flush_ready(r)
-  for class, ids in pairs(r.back) do call_chunked('LPUSH', ready_list(class), ids) end
+  for class, ids in pairs(r.back) do
+    call_chunked('LPUSH', ready_list(class), ids)
+    redis.call('HINCRBY', K.pushes, class, #ids)
+  end
   for class, ids in pairs(r.front) do
     -- The earliest is pushed last, so it is the next out.
     local reversed = {}

@@ -2,35 +2,62 @@
 -- front (they waited longest): pending messages whose backoff ended, requeues
 -- whose done backoff ended (a new run: out of done), and locked messages whose
 -- lock expired (their holder stalled or died; attempt and requeue mark stay).
+-- An expired lock is a lost delivery: counted in `losses` and recorded in the
+-- history; at the queue's maxDeliveries the message fails instead.
 --
--- KEYS: schedule lock-expiry backoffs locks holders done done-at requeue filters
+-- KEYS: schedule lock-expiry backoffs locks holders done done-at requeue filters requeue-schedule
+--       requeue-locks losses nattempts conf
 
 -- Per call at most this many of each, so a script stays short; the caller looks again at once.
 local PROMOTE_LIMIT = 1000
+-- model/config.ts DEFAULT_QUEUE_CONFIG.maxDeliveries
+local DEFAULT_MAX_DELIVERIES = 10
 
-local function class_of(id)
-  return redis.call('HGET', K.filters, id) or ''
+-- model/history.ts maxDeliveriesError
+local function max_deliveries_error(losses)
+  return 'lost its lock ' .. losses .. ' times (maxDeliveries ' .. losses ..
+    '): a handler that kills or stalls its worker?'
+end
+
+-- Ends a scheduled wait now: a backoff (queued-with-backoff), or a requeue's (done-with-requeue:
+-- a new run, out of done). The message goes to the front of its ready list.
+local function end_wait(id, ready, w)
+  if redis.call('SISMEMBER', K.done, id) == 1 then
+    later(w, 'srem', K.done, id)
+    later(w, 'srem', K.requeue, id)
+    later(w, 'zrem', K.done_at, id)
+    later(w, 'zrem', K.requeue_schedule, id)
+    later(w, 'hdel', K.nattempts, id)
+    later(w, 'hdel', K.losses, id)
+  end
+  later(w, 'hdel', K.backoffs, id)
+  later(w, 'zrem', K.schedule, id)
+  push_ready(ready, class_of(id), id, true)
 end
 
 -- Returns true when more may be due than were moved.
 local function promote(now, ready, w)
   local due = redis.call('ZRANGEBYSCORE', K.schedule, '-inf', now, 'LIMIT', 0, PROMOTE_LIMIT)
-  for _, id in ipairs(due) do
-    if redis.call('SISMEMBER', K.done, id) == 1 then
-      later(w, 'srem', K.done, id)
-      later(w, 'srem', K.requeue, id)
-      later(w, 'zrem', K.done_at, id)
-    end
-    later(w, 'hdel', K.backoffs, id)
-    later(w, 'zrem', K.schedule, id)
-    push_ready(ready, class_of(id), id, true)
-  end
   local expired = redis.call('ZRANGEBYSCORE', K.lock_expiry, '-inf', now, 'LIMIT', 0, PROMOTE_LIMIT)
+  if #due > 0 or #expired > 0 then check_rare() end
+  for _, id in ipairs(due) do end_wait(id, ready, w) end
+  local max_deliveries = nil
   for _, id in ipairs(expired) do
-    later(w, 'hdel', K.locks, id)
-    later(w, 'hdel', K.holders, id)
-    later(w, 'zrem', K.lock_expiry, id)
-    push_ready(ready, class_of(id), id, true)
+    local holder = redis.call('HGET', K.holders, id)
+    append_history(id, redis.call('HGET', K.nattempts, id), nil, now, holder, 'lost', nil)
+    local losses = redis.call('HINCRBY', K.losses, id, 1)
+    if max_deliveries == nil then
+      max_deliveries = tonumber(redis.call('HGET', K.conf, 'max_deliveries')) or DEFAULT_MAX_DELIVERIES
+    end
+    if max_deliveries > 0 and losses >= max_deliveries then
+      fail(id, now, 'error\n' .. max_deliveries_error(losses))
+    else
+      later(w, 'hdel', K.locks, id)
+      later(w, 'hdel', K.holders, id)
+      later(w, 'zrem', K.lock_expiry, id)
+      later(w, 'zrem', K.requeue_locks, id)
+      push_ready(ready, class_of(id), id, true)
+    end
   end
   return #due == PROMOTE_LIMIT or #expired == PROMOTE_LIMIT
 end

@@ -1,10 +1,11 @@
 -- state: a message's state, derived from Carmine's keys as Carmine derives it,
--- plus kvmq's done-with-requeue. Expired locks and backoffs count as over.
+-- plus kvmq's done-with-requeue and failed. Expired locks and backoffs count as over.
 --
--- KEYS: done requeue backoffs locks
+-- KEYS: done requeue backoffs locks failed
 
 -- The state of a message known to exist, at `now`.
 local function state_of(id, now)
+  if redis.call('ZSCORE', K.failed, id) then return 'failed', nil end
   local backoff = tonumber(redis.call('HGET', K.backoffs, id)) or 0
   if redis.call('SISMEMBER', K.done, id) == 1 then
     local requeued = redis.call('SISMEMBER', K.requeue, id) == 1

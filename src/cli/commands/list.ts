@@ -1,0 +1,87 @@
+/** `kvmq list`: a queue's messages by state, a page at a time (or all pages with --all). */
+import type { ListedMessage, ListOptions, MessageState, Outcome } from '../../index.js';
+import { expectPositionals, optionalWholeNumber, parseCommandLine } from '../args.js';
+import type { Command } from '../command.js';
+import { EXIT_OK, UsageError } from '../errors.js';
+import { checkState } from '../../model/list.js';
+import { commandUsage } from '../help.js';
+import { note, printJson, printLine } from '../output.js';
+import { errorLine } from '../outcome-tally.js';
+import { withClient } from '../store.js';
+
+const OPTIONS = {
+  state: { type: 'string', multiple: true },
+  outcome: { type: 'string' },
+  limit: { type: 'string' },
+  cursor: { type: 'string' },
+  all: { type: 'boolean' },
+  payload: { type: 'boolean' },
+} as const;
+
+export const list: Command = {
+  name: 'list',
+  summary: "list a queue's messages by state",
+  usage: commandUsage(
+    'list <queue> [--state S]... [--outcome O] [--limit N] [--cursor C | --all] [--payload]',
+    'Lists messages, oldest first within each state: one line each with id, state, attempt, last\n' +
+      "update and last error. When more remain, the next page's --cursor is said on stderr.\n" +
+      'States: queued, queued-with-backoff, locked, locked-with-requeue, done-awaiting-gc,\n' +
+      'done-with-backoff, done-with-requeue, failed. --json prints one JSON object per message.',
+    [
+      ['--state S', 'only this state (repeatable; default: every state)'],
+      ['--outcome O', 'only messages whose last outcome is O (success, error, retry)'],
+      ['--limit N', 'messages per page, 1 to 1000 (default 100)'],
+      ['--cursor C', 'the page after the one that printed this cursor'],
+      ['--all', 'every page, to the end'],
+      ['--payload', 'include payload, metadata and filters (with --json)'],
+    ],
+  ),
+
+  async run(argv) {
+    const { values, positionals } = parseCommandLine(argv, OPTIONS);
+    expectPositionals(positionals, 1, 1, '<queue>');
+    const queue = positionals[0] ?? '';
+    const json = values.json === true;
+    const states = values.state?.map(stateArgument);
+    const limit = optionalWholeNumber('--limit', values.limit);
+    const base: ListOptions = {
+      ...(states === undefined ? {} : { states }),
+      ...(values.outcome === undefined ? {} : { outcome: values.outcome as Outcome }),
+      ...(limit === undefined ? {} : { limit }),
+      ...(values.payload === true ? { payload: true } : {}),
+    };
+    return withClient(values.store, async (client) => {
+      let cursor = values.cursor ?? null;
+      do {
+        const page = await client.list(queue, cursor === null ? base : { ...base, cursor });
+        for (const message of page.messages) {
+          if (json) printJson(jsonOf(message));
+          else printLine(lineOf(message));
+        }
+        cursor = page.cursor;
+      } while (values.all === true && cursor !== null);
+      if (cursor !== null) note(`more: kvmq list ${queue} ... --cursor ${cursor}`);
+      return EXIT_OK;
+    });
+  },
+};
+
+/** A state name is checked here, so a typo is a usage error (exit 2) like any other. */
+function stateArgument(text: string): MessageState {
+  try {
+    return checkState(text);
+  } catch (error) {
+    throw new UsageError((error as Error).message);
+  }
+}
+
+function lineOf(m: ListedMessage): string {
+  const error = m.lastError === null ? '' : `  ${errorLine(m.lastError, 120)}`;
+  return `${m.id}  ${m.state}  attempt ${m.attempt}  ${new Date(m.updatedAt).toISOString()}${error}`;
+}
+
+/** Bytes as base64: JSON.stringify would spell a Buffer out byte by byte. */
+export function jsonOf<T extends { payload?: unknown }>(m: T): T {
+  if (!(m.payload instanceof Uint8Array)) return m;
+  return { ...m, payload: { base64: Buffer.from(m.payload).toString('base64') } };
+}

@@ -1,0 +1,72 @@
+/** `kvmq show`: everything kept about one message (payload, metadata, filters, policy, history). */
+import type { AttemptRecord, MessageDetails } from '../../index.js';
+import { expectPositionals, parseCommandLine } from '../args.js';
+import type { Command } from '../command.js';
+import { EXIT_FAILURE, EXIT_OK } from '../errors.js';
+import { commandUsage } from '../help.js';
+import { note, printJson, printLine, table } from '../output.js';
+import { errorLine } from '../outcome-tally.js';
+import { withClient } from '../store.js';
+import { jsonOf } from './list.js';
+import { lastErrorRow, statusRows } from './status.js';
+
+export const show: Command = {
+  name: 'show',
+  summary: 'show one message: payload, metadata, filters, history',
+  usage: commandUsage(
+    'show <queue> <id>',
+    'Shows a message with its payload, metadata, filters, retry policy and the history of its\n' +
+      'attempts that did not simply succeed. Exit 1 when it is not found.',
+    [],
+  ),
+
+  async run(argv) {
+    const { values, positionals } = parseCommandLine(argv, {});
+    expectPositionals(positionals, 2, 2, '<queue> <id>');
+    const [queue = '', id = ''] = positionals;
+    return withClient(values.store, async (client) => {
+      const details = await client.show(queue, id);
+      if (details === null) {
+        if (values.json === true) printJson({ state: null });
+        else note(`message ${id} not found in queue '${queue}'`);
+        return EXIT_FAILURE;
+      }
+      if (values.json === true) printJson(jsonOf(details));
+      else printLine(detailsText(details));
+      return EXIT_OK;
+    });
+  },
+};
+
+function detailsText(m: MessageDetails): string {
+  const rows: [string, string][] = [
+    ...statusRows(m),
+    ['metadata', JSON.stringify(m.metadata)],
+    ['filters', JSON.stringify(m.filters)],
+    ['policy', JSON.stringify(m.policy)],
+    ['payload', payloadText(m.payload)],
+    lastErrorRow(m),
+  ];
+  const history = m.history.length === 0 ? ['history     -'] : ['history', ...m.history.map(recordLine)];
+  return [table(rows), ...history].join('\n');
+}
+
+function recordLine(r: AttemptRecord): string {
+  const started = r.startedAt === null ? '' : ` started ${time(r.startedAt)}`;
+  const error = r.error === null ? '' : `: ${errorLine(r.error, 160)}`;
+  return `  attempt ${r.attempt} ${r.outcome} at ${time(r.endedAt)}${started} by ${r.consumer ?? '-'}${error}`;
+}
+
+/** JSON as JSON; bytes as text when they are printable UTF-8 (what `kvmq enqueue` stores), else base64. */
+function payloadText(payload: unknown): string {
+  if (!(payload instanceof Uint8Array)) return JSON.stringify(payload);
+  const bytes = Buffer.from(payload);
+  const text = bytes.toString('utf8');
+  // eslint-disable-next-line no-control-regex -- control characters are what makes bytes unprintable
+  const printable = Buffer.from(text, 'utf8').equals(bytes) && !/[\u0000-\u0008\u000e-\u001f\u007f]/.test(text);
+  return `${bytes.length} bytes: ${printable ? JSON.stringify(text) : `base64 ${bytes.toString('base64')}`}`;
+}
+
+function time(ms: number): string {
+  return new Date(ms).toISOString();
+}

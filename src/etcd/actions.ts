@@ -1,0 +1,180 @@
+/**
+ * Actions on messages by id: retry (failed → queued at attempt 0), remove
+ * (any state but a running one) and promote (a backoff ends now). Each id is
+ * one Txn guarded by its record's mod revision, read again and replanned when
+ * another writer got there first. The dispatcher sees the record change (and a
+ * new ordered key) in its watch and delivers, as for an enqueue. retryFailed
+ * redrives the oldest failures in one Txn.
+ */
+import { MAX_PAYLOAD_BYTES, newIdx, parseTimeKey, type QueueKeys } from './keys.js';
+import { prefixEnd, type KeyValue, type Kv, type Op } from './kv.js';
+import { encodeRecord, stateOf, type MessageRecord } from './record.js';
+import { readRecord } from './inspect.js';
+import { payloadKeyOf } from './listing.js';
+import { indexOps } from './transitions.js';
+import { getMany, pack, runBatch, type Change } from './txn-batch.js';
+import type { ActionResult, MessageState } from '../model/types.js';
+
+const MAX_TRIES = 10;
+// Failed messages redriven per Txn: four ops each within etcd's 128.
+const REDRIVE_PER_TXN = 30;
+
+type Plan = { readonly ops: Op[]; readonly state: MessageState | null } | { readonly refused: MessageState };
+
+interface Current {
+  readonly record: MessageRecord;
+  readonly rev: number;
+  /** The payload, when the action asked for it. */
+  readonly payload: KeyValue | null;
+}
+
+/** Runs an action on each id: plan from the current record, write guarded by its mod revision, again on conflict. */
+async function act(
+  kv: Kv,
+  keys: QueueKeys,
+  ids: readonly string[],
+  plan: (id: string, current: Current, now: number) => Plan,
+  needsPayload: (r: MessageRecord) => boolean = () => false,
+): Promise<ActionResult[]> {
+  return Promise.all(
+    ids.map(async (id): Promise<ActionResult> => {
+      for (let tries = 0; tries < MAX_TRIES; tries++) {
+        const res = await kv.range({ key: keys.record(id) });
+        const item = res.kvs[0];
+        if (item === undefined) return { ok: false, id, state: null };
+        const record = readRecord(item);
+        const where = needsPayload(record) ? payloadKeyOf(keys, id, record) : null;
+        const payload = where === null ? null : ((await kv.range({ key: where })).kvs[0] ?? null);
+        const now = Date.now();
+        const p = plan(id, { record, rev: item.modRevision, payload }, now);
+        if ('refused' in p) return { ok: false, id, state: p.refused };
+        const written = await kv.txn({
+          compare: [{ key: keys.record(id), target: 'mod', result: '=', operand: item.modRevision }],
+          success: p.ops,
+        });
+        if (written.succeeded) return { ok: true, id, state: p.state };
+      }
+      throw new Error(`kvmq: an action on ${id} in ${keys.queue} kept conflicting with other writers; try again`);
+    }),
+  );
+}
+
+/** A failed message queued again now at attempt 0, its payload back in the ordered queue; null if it cannot be. */
+function retried(keys: QueueKeys, id: string, current: Current, now: number): Op[] | null {
+  const { record: r, payload } = current;
+  // A plain put too large for kvmq stays failed (at its producer key) until removed.
+  if (payload === null || payload.value.length > MAX_PAYLOAD_BYTES) return null;
+  const idx = newIdx();
+  const next: MessageRecord = {
+    ...r,
+    phase: 'pending',
+    idx,
+    attempt: 0,
+    losses: 0,
+    readyAt: now,
+    updatedAt: now,
+    lockUntil: null,
+    consumer: null,
+    backoffUntil: 0,
+    requeue: false,
+    nextEncoding: null,
+    payloadKey: null,
+  };
+  return [
+    { type: 'put', key: keys.ordered(idx, id), value: payload.value },
+    { type: 'put', key: keys.record(id), value: encodeRecord(next) },
+    { type: 'delete', key: payload.key },
+    ...indexOps(keys, id, r, next),
+  ];
+}
+
+export function retryMessages(kv: Kv, keys: QueueKeys, ids: readonly string[]): Promise<ActionResult[]> {
+  return act(
+    kv,
+    keys,
+    ids,
+    (id, current, now) => {
+      const state = stateOf(current.record, now);
+      if (state !== 'failed') return { refused: state };
+      const ops = retried(keys, id, current, now);
+      return ops === null ? { refused: state } : { ops, state: 'queued' };
+    },
+    (r) => r.phase === 'failed',
+  );
+}
+
+export function removeMessages(kv: Kv, keys: QueueKeys, ids: readonly string[]): Promise<ActionResult[]> {
+  return act(kv, keys, ids, (id, { record: r }, now) => {
+    const state = stateOf(r, now);
+    if (state === 'locked' || state === 'locked-with-requeue') return { refused: state };
+    const ops: Op[] = [
+      { type: 'delete', key: keys.record(id) },
+      { type: 'delete', key: keys.payload(id) },
+      ...indexOps(keys, id, r, null),
+    ];
+    if (r.idx !== null) ops.push({ type: 'delete', key: keys.ordered(r.idx, id) });
+    // An expired lock reads as queued: its delivery goes too.
+    if (r.phase === 'locked' && r.consumer !== null && r.idx !== null) {
+      ops.push({ type: 'delete', key: keys.delivery(r.consumer, r.idx, id) });
+    }
+    if (r.payloadKey !== null) ops.push({ type: 'delete', key: r.payloadKey });
+    return { ops, state: null };
+  });
+}
+
+export function promoteMessages(kv: Kv, keys: QueueKeys, ids: readonly string[]): Promise<ActionResult[]> {
+  return act(kv, keys, ids, (id, { record: r }, now) => {
+    const state = stateOf(r, now);
+    if (state !== 'queued-with-backoff' && state !== 'done-with-requeue') return { refused: state };
+    // A requeue waiting for its backoff (at attempt 0) runs now; a backoff ends now.
+    const next: MessageRecord = { ...r, readyAt: now, updatedAt: now, requeue: false };
+    return {
+      ops: [{ type: 'put', key: keys.record(id), value: encodeRecord(next) }, ...indexOps(keys, id, r, next)],
+      state: 'queued',
+    };
+  });
+}
+
+/** Redrives up to `max` of the oldest failures in one Txn (at most what fits one); returns how many. */
+export async function retryOldestFailed(kv: Kv, keys: QueueKeys, max: number): Promise<number> {
+  for (let tries = 0; tries < MAX_TRIES; tries++) {
+    const page = await kv.range({
+      key: keys.failedIndex,
+      end: prefixEnd(keys.failedIndex),
+      limit: Math.min(max, REDRIVE_PER_TXN),
+      keysOnly: true,
+    });
+    if (page.kvs.length === 0) return 0;
+    const ids = page.kvs.map((item) => parseTimeKey(keys.failedIndex, item.key).id);
+    const records = await getMany(
+      kv,
+      ids.map((id) => keys.record(id)),
+    );
+    const found = ids.flatMap((id, i) => {
+      const item = records[i];
+      if (item === null || item === undefined) return [];
+      const record = readRecord(item);
+      return record.phase === 'failed' ? [{ id, record, rev: item.modRevision }] : [];
+    });
+    const payloads = await getMany(
+      kv,
+      found.map((f) => payloadKeyOf(keys, f.id, f.record) ?? ''),
+    );
+    const now = Date.now();
+    const changes: Change[] = [];
+    found.forEach((f, i) => {
+      const ops = retried(keys, f.id, { record: f.record, rev: f.rev, payload: payloads[i] ?? null }, now);
+      if (ops === null) return;
+      changes.push({
+        compares: [{ key: keys.record(f.id), target: 'mod', result: '=', operand: f.rev }],
+        ops,
+        reads: [],
+      });
+    });
+    const [batch] = pack(changes);
+    if (batch === undefined) return 0;
+    const { results } = await runBatch(kv, batch);
+    if (results[0]?.ok === true) return batch.length;
+  }
+  return 0;
+}

@@ -1,0 +1,38 @@
+/** retry, retryFailed, remove and promote: one script call each, each id changed atomically. */
+import { list, num, text } from './codec.js';
+import { SCRIPTS } from './scripts.generated.js';
+import type { LuaScript } from './scripts.generated.js';
+import type { ScriptArg, Scripts } from './scripts.js';
+import type { ActionResult, MessageState } from '../model/types.js';
+
+/** Runs an action script on ids; its reply per id is 'ok' or the state that refused it ('' unknown). */
+export async function act(
+  scripts: Scripts,
+  script: LuaScript,
+  queue: string,
+  ids: readonly string[],
+  after: MessageState | null,
+  lead: readonly ScriptArg[] = [],
+): Promise<ActionResult[]> {
+  if (ids.length === 0) return [];
+  const replies = list(await scripts.run(script, queue, [...lead, ...ids]));
+  return ids.map((id, i): ActionResult => {
+    const reply = text(replies[i]) ?? '';
+    if (reply === 'ok') return { ok: true, id, state: after };
+    return { ok: false, id, state: reply === '' ? null : (reply as MessageState) };
+  });
+}
+
+export const retryMessages = (scripts: Scripts, queue: string, ids: readonly string[]): Promise<ActionResult[]> =>
+  act(scripts, SCRIPTS.retry, queue, ids, 'queued', ['ids']);
+
+export async function retryOldestFailed(scripts: Scripts, queue: string, max: number): Promise<number> {
+  if (max <= 0) return 0;
+  return num(await scripts.run(SCRIPTS.retry, queue, ['oldest', max]));
+}
+
+export const removeMessages = (scripts: Scripts, queue: string, ids: readonly string[]): Promise<ActionResult[]> =>
+  act(scripts, SCRIPTS.remove, queue, ids, null);
+
+export const promoteMessages = (scripts: Scripts, queue: string, ids: readonly string[]): Promise<ActionResult[]> =>
+  act(scripts, SCRIPTS.promoteNow, queue, ids, 'queued');

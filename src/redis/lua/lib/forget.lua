@@ -1,0 +1,23 @@
+-- forget: removes every trace of a message from the queue's hashes, sets and
+-- sorted sets (not from a ready list: the caller knows whether it is in one).
+--
+-- KEYS: messages metadata filters policies history losses nattempts locks holders backoffs outcomes
+--       enqueued-at updated-at requeue-content done requeue schedule lock-expiry requeue-locks
+--       requeue-schedule done-at dedupe failed
+
+local FORGET_HASHES = { 'messages', 'metadata', 'filters', 'policies', 'history', 'losses', 'nattempts', 'locks',
+  'holders', 'backoffs', 'outcomes', 'enqueued_at', 'updated_at', 'requeue_content' }
+local FORGET_ZSETS = { 'schedule', 'lock_expiry', 'requeue_locks', 'requeue_schedule', 'done_at', 'dedupe', 'failed' }
+
+-- With `w`, the removals are queued there (many ids in one command per key); else made now.
+local function forget(id, w)
+  for _, name in ipairs(FORGET_HASHES) do
+    if w then later(w, 'hdel', K[name], id) else redis.call('HDEL', K[name], id) end
+  end
+  for _, name in ipairs(FORGET_ZSETS) do
+    if w then later(w, 'zrem', K[name], id) else redis.call('ZREM', K[name], id) end
+  end
+  for _, name in ipairs({ 'done', 'requeue' }) do
+    if w then later(w, 'srem', K[name], id) else redis.call('SREM', K[name], id) end
+  end
+end

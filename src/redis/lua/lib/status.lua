@@ -1,0 +1,23 @@
+-- status: what status() reports of one message.
+--
+-- KEYS: messages nattempts holders outcomes enqueued-at updated-at
+
+-- nil when the message is gone, else { state, attempt, outcome (with a newline and the last error
+-- if any) or false, enqueued at, updated at, holder (while locked) or false, the end of the lock or
+-- backoff or -1 }
+local function status_of(id, now)
+  if redis.call('HEXISTS', K.messages, id) == 0 then return nil end
+  local state, ends = state_of(id, now)
+  local enqueued = tonumber(redis.call('HGET', K.enqueued_at, id)) or 0
+  local holder = false
+  if state == 'locked' or state == 'locked-with-requeue' then holder = redis.call('HGET', K.holders, id) end
+  return {
+    state,
+    tonumber(redis.call('HGET', K.nattempts, id)) or 0,
+    redis.call('HGET', K.outcomes, id),
+    enqueued,
+    tonumber(redis.call('HGET', K.updated_at, id)) or enqueued,
+    holder,
+    ends or -1,
+  }
+end

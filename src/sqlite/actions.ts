@@ -1,0 +1,69 @@
+/** retry, remove and promote: each id in the caller's transaction, refused with its state when it does not apply. */
+import { Phase } from './schema.js';
+import { stateOf, type StateRow } from './state.js';
+import type { WriteContext } from './failures.js';
+import type { ActionResult, MessageState } from '../model/types.js';
+
+type Action = (tx: WriteContext, row: { seq: number } & StateRow, state: MessageState) => MessageState | null;
+
+/** Applies `action` to each id that exists; it returns the state after, or undefined to refuse. */
+function each(
+  tx: WriteContext,
+  ids: readonly string[],
+  action: (...args: Parameters<Action>) => MessageState | null | undefined,
+): ActionResult[] {
+  return ids.map((id) => {
+    const row = tx.sql.existing.get(tx.queue, id) as ({ seq: number } & StateRow) | undefined;
+    if (row === undefined) return { ok: false, id, state: null };
+    const state = stateOf(row, tx.now);
+    const after = action(tx, row, state);
+    return after === undefined ? { ok: false, id, state } : { ok: true, id, state: after };
+  });
+}
+
+/** `failed` → `queued` now, at attempt 0. */
+export function retryMessages(tx: WriteContext, ids: readonly string[]): ActionResult[] {
+  const results = each(tx, ids, ({ sql, now }, row, state) => {
+    if (state !== 'failed') return undefined;
+    sql.retry.run({ seq: row.seq, now });
+    return 'queued';
+  });
+  const retried = results.filter((r) => r.ok).length;
+  if (retried > 0) redriven(tx, retried);
+  return results;
+}
+
+/** Up to `max` failed messages, oldest failure first, → `queued`. */
+export function retryFailed(tx: WriteContext, max: number): number {
+  const retried = tx.sql.retryFailed.run({ queue: tx.queue, now: tx.now, limit: max }).changes;
+  if (retried > 0) redriven(tx, retried);
+  return retried;
+}
+
+function redriven(tx: WriteContext, count: number): void {
+  tx.sql.addCounts.run({ queue: tx.queue, size: count, done: 0, failed: -count });
+  tx.wake(tx.queue);
+}
+
+/** Deletes messages in any state but a running handler's. */
+export function removeMessages(tx: WriteContext, ids: readonly string[]): ActionResult[] {
+  return each(tx, ids, ({ sql, queue }, row, state) => {
+    if (state === 'locked' || state === 'locked-with-requeue') return undefined;
+    sql.remove.run(row.seq);
+    const done = row.phase === Phase.Done ? 1 : 0;
+    const failed = row.phase === Phase.Failed ? 1 : 0;
+    sql.addCounts.run({ queue, size: done + failed - 1, done: -done, failed: -failed });
+    return null;
+  });
+}
+
+/** Ends a backoff now: `queued-with-backoff`, or `done-with-requeue` (the requeued run), → `queued`. */
+export function promoteMessages(tx: WriteContext, ids: readonly string[]): ActionResult[] {
+  const results = each(tx, ids, ({ sql, now }, row, state) => {
+    if (state !== 'queued-with-backoff' && state !== 'done-with-requeue') return undefined;
+    sql.promote.run({ seq: row.seq, now });
+    return 'queued';
+  });
+  if (results.some((r) => r.ok)) tx.wake(tx.queue);
+  return results;
+}

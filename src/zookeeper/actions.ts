@@ -1,0 +1,264 @@
+/**
+ * Actions on single messages (retry, remove, promote) and the redrive of
+ * failed ones: each id one multi, checked against the `state` version read,
+ * retried when the message changed in between. Index entries are sequential
+ * nodes whose state keeps only their prefix: an action finds the entry's full
+ * name in its bucket (one listing of at most 2,000 names).
+ */
+import { parseFilterClass } from '../model/filters.js';
+import { isZkError, ZkCode, type ZkOp, type ZkSession } from './client.js';
+import {
+  decodeState,
+  deriveState,
+  encodeState,
+  entryPrefix,
+  makeState,
+  namesEntry,
+  taskNodes,
+  type Entry,
+  type TaskState,
+} from './layout.js';
+import { notePath } from './finish.js';
+import type { StoreContext } from './context.js';
+import type { QueueContext } from './queue.js';
+import type { ActionResult, MessageState } from '../model/types.js';
+
+const TRIES = 10;
+/** A redrive's multi stays below the packet limit (1 MiB) and ZooKeeper's taste for huge multis. */
+const REDRIVE_BYTES = 800_000;
+const REDRIVE_OPS = 1500;
+
+interface TaskRead {
+  readonly state: TaskState;
+  readonly version: number;
+  /** The claim's version, when a claim node exists (a stale one, unless the message is locked). */
+  readonly claim: number | null;
+  readonly current: MessageState;
+}
+
+async function readTask(ctx: StoreContext, q: QueueContext, id: string): Promise<TaskRead | null> {
+  const nodes = taskNodes(q.paths.task(id));
+  try {
+    const [read, claim] = await Promise.all([ctx.zk.get(nodes.state), ctx.zk.exists(nodes.claim)]);
+    const state = decodeState(nodes.state, read.data);
+    return {
+      state,
+      version: read.stat.version,
+      claim: claim?.version ?? null,
+      current: deriveState(state, claim !== null, Date.now()),
+    };
+  } catch (error) {
+    if (isZkError(error, ZkCode.NoNode)) return null;
+    throw error;
+  }
+}
+
+/** The full path of the entry made from `prefix`, or null when it is gone. */
+export async function resolveEntry(zk: ZkSession, prefix: string | null): Promise<string | null> {
+  if (prefix === null) return null;
+  const bucket = prefix.slice(0, prefix.lastIndexOf('/'));
+  try {
+    const { children } = await zk.children(bucket);
+    const name = children.find((child) => namesEntry(prefix, { path: `${bucket}/${child}` }));
+    return name === undefined ? null : `${bucket}/${name}`;
+  } catch (error) {
+    if (isZkError(error, ZkCode.NoNode)) return null;
+    throw error;
+  }
+}
+
+/**
+ * Runs one action per id: `plan` returns the multi for the task as read (or
+ * a refusal); a multi that fails on a changed task is planned again.
+ */
+async function each(
+  ctx: StoreContext,
+  q: QueueContext,
+  ids: readonly string[],
+  plan: (id: string, task: TaskRead, now: number) => Promise<{ ops: ZkOp[]; state: MessageState | null } | null>,
+): Promise<ActionResult[]> {
+  if (!(await q.exists())) return ids.map((id) => ({ ok: false, id, state: null }));
+  const results: ActionResult[] = [];
+  let wake = false;
+  for (const id of ids) {
+    let result: ActionResult | null = null;
+    for (let tries = 0; result === null && tries < TRIES; tries++) {
+      const task = await readTask(ctx, q, id);
+      if (task === null) {
+        result = { ok: false, id, state: null };
+        break;
+      }
+      const planned = await plan(id, task, Date.now());
+      if (planned === null) {
+        result = { ok: false, id, state: task.current };
+        break;
+      }
+      if ((await commitIndexed(ctx, q, planned.ops)) === null) {
+        result = { ok: true, id, state: planned.state };
+        wake ||= planned.state === 'queued';
+      }
+    }
+    if (result === null) throw new Error(`${id}: its state kept changing; try again`);
+    results.push(result);
+  }
+  if (wake) ctx.wakeups.notify(q.name);
+  return results;
+}
+
+/**
+ * Commits a multi that may write into index buckets: their tail buckets are
+ * made in it when new, or first when found missing. Null once committed; else
+ * the failing operation (the task changed meanwhile: the caller reads it again).
+ */
+export async function commitIndexed(
+  ctx: StoreContext,
+  q: QueueContext,
+  body: readonly ZkOp[],
+): Promise<{ code: number; op: ZkOp | undefined } | null> {
+  for (let tries = 0; ; tries++) {
+    const bucketOps = q.bucketCreates(body);
+    const ops = [...bucketOps, ...body];
+    try {
+      const results = await ctx.zk.multi(ops);
+      q.noteBucketsMade(bucketOps.map((op) => op.path));
+      results.forEach((r, k) => notePath(ctx, ops[k], r.path));
+      return null;
+    } catch (error) {
+      if (!isZkError(error) || error.opIndex < 0) throw error;
+      const failed = ops[error.opIndex];
+      if (
+        tries < TRIES &&
+        failed?.op === 'create' &&
+        error.code === ZkCode.NodeExists &&
+        error.opIndex < bucketOps.length
+      ) {
+        q.noteBucketsMade([failed.path]);
+        continue;
+      }
+      if (tries < TRIES && failed?.op === 'create' && failed.kind === 'sequential' && error.code === ZkCode.NoNode) {
+        await q.ensure();
+        await q.listOf(failed.path.slice(0, failed.path.lastIndexOf('/')))?.makeTail();
+        continue;
+      }
+      return { code: error.code, op: failed };
+    }
+  }
+}
+
+/** The ops that put a task back in its sub-queue, ready now, from the state `next` (its entry set here). */
+async function requeueOps(
+  q: QueueContext,
+  id: string,
+  next: Omit<TaskState, 'entry' | 'state'>,
+  version: number,
+  oldEntry: string | null,
+  now: number,
+): Promise<ZkOp[]> {
+  const prefix = `${await q.sub(next.filterClass).tailBucket()}/${entryPrefix(now, id)}`;
+  const state = makeState({ ...next, entry: prefix }, now);
+  const ops: ZkOp[] = [{ op: 'set', path: taskNodes(q.paths.task(id)).state, data: encodeState(state), version }];
+  if (oldEntry !== null) ops.push({ op: 'remove', path: oldEntry, version: -1 });
+  ops.push({ op: 'create', path: prefix, kind: 'sequential' });
+  // Touching the sub-queue wakes idle workers, as an enqueue does.
+  ops.push({ op: 'set', path: q.paths.classDir(next.filterClass), data: Buffer.alloc(0), version: -1 });
+  return ops;
+}
+
+/** A failed task as it is queued again: attempt 0, no lost deliveries, history and last outcome kept. */
+function retried(s: TaskState, now: number): Omit<TaskState, 'entry' | 'state'> {
+  return {
+    ...s,
+    phase: 'pending',
+    readyAt: now,
+    lockUntil: 0,
+    consumer: null,
+    backoffUntil: 0,
+    requeue: false,
+    attempt: 0,
+    losses: undefined,
+    updatedAt: now,
+    done: null,
+  };
+}
+
+export function retryMessages(ctx: StoreContext, q: QueueContext, ids: readonly string[]): Promise<ActionResult[]> {
+  return each(ctx, q, ids, async (id, task, now) => {
+    if (task.current !== 'failed') return null;
+    const entry = await resolveEntry(ctx.zk, task.state.done);
+    return { ops: await requeueOps(q, id, retried(task.state, now), task.version, entry, now), state: 'queued' };
+  });
+}
+
+export function promoteMessages(ctx: StoreContext, q: QueueContext, ids: readonly string[]): Promise<ActionResult[]> {
+  return each(ctx, q, ids, async (id, task, now) => {
+    if (task.current !== 'queued-with-backoff' && task.current !== 'done-with-requeue') return null;
+    const entry = await resolveEntry(ctx.zk, task.state.entry);
+    // A requeue waiting for its backoff runs now, from attempt 0 (set when it was requeued).
+    const next = { ...task.state, readyAt: now, requeue: false, updatedAt: now };
+    return { ops: await requeueOps(q, id, next, task.version, entry, now), state: 'queued' };
+  });
+}
+
+export function removeMessages(ctx: StoreContext, q: QueueContext, ids: readonly string[]): Promise<ActionResult[]> {
+  return each(ctx, q, ids, async (id, task) => {
+    if (task.current === 'locked' || task.current === 'locked-with-requeue') return null;
+    const s = task.state;
+    const entry = await resolveEntry(ctx.zk, s.phase === 'done' || s.phase === 'failed' ? s.done : s.entry);
+    const taskPath = q.paths.task(id);
+    const nodes = taskNodes(taskPath);
+    const ops: ZkOp[] = [];
+    // A lock that ended but whose claim node lingers (a stalled consumer): it goes too.
+    if (task.claim !== null) ops.push({ op: 'remove', path: nodes.claim, version: task.claim });
+    for (const name of Object.keys(parseFilterClass(s.filterClass))) {
+      ops.push({ op: 'remove', path: `${nodes.filters}/${name}`, version: -1 });
+    }
+    ops.push(
+      { op: 'remove', path: nodes.filters, version: -1 },
+      { op: 'remove', path: nodes.state, version: task.version },
+      { op: 'remove', path: nodes.metadata, version: -1 },
+      { op: 'remove', path: nodes.data, version: -1 },
+    );
+    if (s.nextEncoding !== null) ops.push({ op: 'remove', path: nodes.next, version: -1 });
+    ops.push({ op: 'remove', path: taskPath, version: -1 });
+    if (entry !== null) ops.push({ op: 'remove', path: entry, version: -1 });
+    return { ops, state: null };
+  });
+}
+
+/** Queues again up to `max` failed messages, oldest failure first, in one multi; returns how many. */
+export async function retryFailedMessages(ctx: StoreContext, q: QueueContext, max: number): Promise<number> {
+  if (max <= 0 || !(await q.exists())) return 0;
+  for (let tries = 0; tries < TRIES; tries++) {
+    const picked: { entry: Entry; state: TaskState; version: number }[] = [];
+    let bytes = 0;
+    let count = 0;
+    for (const bucket of await q.failed.buckets()) {
+      const entries = await q.failed.list(bucket);
+      const reads = await ctx.zk.getMany(entries.map((e) => taskNodes(q.paths.task(e.id)).state));
+      for (const [k, entry] of entries.entries()) {
+        const read = reads[k];
+        if (read == null) continue;
+        const state = decodeState(entry.path, read.data);
+        if (state.phase !== 'failed' || !namesEntry(state.done, entry)) continue;
+        bytes += read.data.length + 2 * entry.path.length + 256;
+        count += 4;
+        if (picked.length > 0 && (bytes > REDRIVE_BYTES || count > REDRIVE_OPS)) break;
+        picked.push({ entry, state, version: read.version });
+        if (picked.length >= max) break;
+      }
+      if (picked.length >= max || bytes > REDRIVE_BYTES || count > REDRIVE_OPS) break;
+    }
+    if (picked.length === 0) return 0;
+    const now = Date.now();
+    const ops: ZkOp[] = [];
+    for (const p of picked) {
+      ops.push(...(await requeueOps(q, p.entry.id, retried(p.state, now), p.version, p.entry.path, now)));
+    }
+    if ((await commitIndexed(ctx, q, ops)) === null) {
+      ctx.wakeups.notify(q.name);
+      return picked.length;
+    }
+    // One of them changed meanwhile (removed, retried): pick again.
+  }
+  return 0;
+}

@@ -1,0 +1,49 @@
+/**
+ * The README's first example runs as written, on the embedded store: the
+ * block is taken from README.md itself, with `kvmq` pointed at this checkout.
+ */
+import assert from 'node:assert/strict';
+import { spawnSync } from 'node:child_process';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { after, test } from 'node:test';
+import { fileURLToPath, pathToFileURL } from 'node:url';
+
+const ROOT = fileURLToPath(new URL('..', import.meta.url));
+const dir = mkdtempSync(join(tmpdir(), 'kvmq-readme-'));
+after(() => rmSync(dir, { recursive: true, force: true }));
+
+function firstExample(): string {
+  const readme = readFileSync(join(ROOT, 'README.md'), 'utf8');
+  const start = readme.indexOf('```ts\n', readme.indexOf('This runs as written'));
+  assert.ok(start >= 0, 'the README has its runnable example');
+  const body = readme.slice(start + '```ts\n'.length, readme.indexOf('```\n', start + 1));
+  const index = pathToFileURL(join(ROOT, 'src/index.ts')).href;
+  return body.replace("from 'kvmq'", `from '${index}'`);
+}
+
+test('the README example runs as written: a failure is listed, shown and retried', () => {
+  const file = join(dir, 'example.mts');
+  writeFileSync(file, firstExample());
+  const env = { ...process.env, KVMQ_STORE: `sqlite:${join(dir, 'kvmq.db')}` };
+  const run = (): ReturnType<typeof spawnSync> =>
+    spawnSync(process.execPath, ['--import', 'tsx', file], { cwd: ROOT, env, encoding: 'utf8', timeout: 60_000 });
+
+  const first = run();
+  assert.equal(first.status, 0, String(first.stderr));
+  const out = String(first.stdout);
+  assert.match(out, /^welcome-ada sent in \d+ ms$/m);
+  assert.match(String(first.stderr), /failed for good at attempt 3 \(thrown\): Error: cannot send to 'not an address'/);
+  assert.match(out, /state: 'done-awaiting-gc'/);
+  for (const attempt of [1, 2, 3]) {
+    assert.match(out, new RegExp(`attempt ${attempt}: (retry|error), Error: cannot send to 'not an address'`));
+  }
+  assert.match(out, /\{\s+ok: true,\s+id: '[^']+',\s+state: 'queued'\s+\}/);
+  assert.match(out, /failed: 0/);
+
+  // Run twice: welcome-ada is revived and sent again; the retried message runs and fails again.
+  const second = run();
+  assert.equal(second.status, 0, String(second.stderr));
+  assert.match(String(second.stdout), /^welcome-ada sent in \d+ ms$/m);
+});
