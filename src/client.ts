@@ -20,7 +20,7 @@ import {
 import { openStore, resolveStoreUrl } from './store/url.js';
 import { TickBatcher } from './tick-batcher.js';
 import { Worker, type WorkerOptions } from './worker/worker.js';
-import type { NewMessage, Store, StoredContent } from './store/contract.js';
+import type { Configured, NewMessage, Store, StoredContent } from './store/contract.js';
 import type {
   ActionResult,
   BatchItem,
@@ -62,18 +62,18 @@ const ENQUEUE_KEYS = [
   'backoff',
   'timeoutMs',
 ] as const;
+const BATCH_KEYS = ['payload', ...ENQUEUE_KEYS] as const;
 // Failed messages redriven per atomic step of retryFailed.
 const REDRIVE_BATCH = 500;
+// Filter enums change rarely; a short cache keeps enqueue from reading them every time.
+const CONFIG_CACHE_MS = 1000;
 
 /** What pause() and resume() did. */
 export interface PauseResult {
   readonly paused: boolean;
-  /** The queue had no configuration in the store: this call created it. */
+  /** The queue had nothing stored before: this call created its configuration. */
   readonly created: boolean;
 }
-const BATCH_KEYS = ['payload', ...ENQUEUE_KEYS] as const;
-// Filter enums change rarely; a short cache keeps enqueue from reading them every time.
-const CONFIG_CACHE_MS = 1000;
 
 /**
  * Opens a client on the store the URL names (default: $KVMQ_STORE, else
@@ -245,17 +245,21 @@ export class Client {
           'between two queues atomically (a Redis Cluster keeps them in different hash slots)',
       );
     }
-    const { config } = await this.store.configure(queue, checked);
-    this.configCache.set(queue, { config, readAt: Date.now() });
-    return config;
+    return (await this.storeConfig(queue, checked)).config;
   }
 
   private async setPaused(queue: string, paused: boolean): Promise<PauseResult> {
     this.checkOpen();
     checkQueueName(queue);
-    const { config, created } = await this.store.configure(queue, { paused });
-    this.configCache.set(queue, { config, readAt: Date.now() });
+    const { config, created } = await this.storeConfig(queue, { paused });
     return { paused: config.paused, created };
+  }
+
+  /** Writes a checked patch and keeps what the store answered as this client's cached configuration. */
+  private async storeConfig(queue: string, patch: Partial<QueueConfig>): Promise<Configured> {
+    const configured = await this.store.configure(queue, patch);
+    this.configCache.set(queue, { config: configured.config, readAt: Date.now() });
+    return configured;
   }
 
   /** Runs GC on the queue now (unless another GC holds it). */
