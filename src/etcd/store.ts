@@ -37,6 +37,7 @@ import type {
   ClaimedMessage,
   Configured,
   ConsumerRegistration,
+  EventPage,
   Finish,
   FinishResult,
   NewMessage,
@@ -359,6 +360,23 @@ export class EtcdStore implements Store {
   async consumers(queue: string): Promise<ConsumerInfo[]> {
     this.checkOpen();
     return liveConsumers(this.kv, this.keys(queue));
+  }
+
+  // BASE STUB (branch f-base only, never on main): replaced by this store's queue events and turns.
+  readEvents(): Promise<EventPage> {
+    return Promise.reject(new Error('queue events are not built for this store yet'));
+  }
+
+  eventsHead(): Promise<string> {
+    return Promise.reject(new Error('queue events are not built for this store yet'));
+  }
+
+  subscribeEvents(): () => void {
+    return () => undefined;
+  }
+
+  takeTurn(): Promise<boolean> {
+    return Promise.reject(new Error('turns are not built for this store yet'));
   }
 
   subscribe(queue: string, listener: () => void): () => void {

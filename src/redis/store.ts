@@ -24,6 +24,7 @@ import type {
   ClaimResult,
   Configured,
   ConsumerRegistration,
+  EventPage,
   Finish,
   FinishResult,
   NewMessage,
@@ -182,6 +183,23 @@ class RedisStore implements Store {
 
   consumers(queue: string): Promise<ConsumerInfo[]> {
     return this.guard(() => consumers(this.scripts, queue, this.where));
+  }
+
+  // BASE STUB (branch f-base only, never on main): replaced by this store's queue events and turns.
+  readEvents(): Promise<EventPage> {
+    return Promise.reject(new Error('queue events are not built for this store yet'));
+  }
+
+  eventsHead(): Promise<string> {
+    return Promise.reject(new Error('queue events are not built for this store yet'));
+  }
+
+  subscribeEvents(): () => void {
+    return () => undefined;
+  }
+
+  takeTurn(): Promise<boolean> {
+    return Promise.reject(new Error('turns are not built for this store yet'));
   }
 
   subscribe(queue: string, listener: () => void): () => void {
