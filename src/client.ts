@@ -11,6 +11,7 @@ import { decodePayload, encodePayload } from './model/payload.js';
 import { checkPolicy, decodePolicy, encodePolicy } from './model/policy.js';
 import {
   checkBoolean,
+  checkCount,
   checkKnownKeys,
   checkMessageId,
   checkMs,
@@ -20,7 +21,7 @@ import {
 import { openStore, resolveStoreUrl } from './store/url.js';
 import { TickBatcher } from './tick-batcher.js';
 import { Worker, type WorkerOptions } from './worker/worker.js';
-import type { Configured, NewMessage, Store, StoredContent } from './store/contract.js';
+import type { Configured, EventPage, NewMessage, Store, StoredContent } from './store/contract.js';
 import type {
   ActionResult,
   BatchItem,
@@ -142,6 +143,25 @@ export class Client {
       });
     }
     return worker;
+  }
+
+  /** Every queue that has a configuration or messages, sorted by name. */
+  async queues(): Promise<string[]> {
+    this.checkOpen();
+    return this.store.queues();
+  }
+
+  /**
+   * One page of the queue's events (see QueueConfig `events`), oldest first: after `after` (default: from the
+   * oldest kept), at most `limit` (default 1000). `missed` says events after `after` were trimmed unread.
+   */
+  async readEvents(queue: string, options: { after?: string; limit?: number } = {}): Promise<EventPage> {
+    this.checkOpen();
+    checkQueueName(queue);
+    checkKnownKeys('readEvents', checkPlainObject('options', options), ['after', 'limit']);
+    const after = options.after === undefined ? null : checkCursorText('after', options.after);
+    const limit = options.limit === undefined ? 1000 : checkCount('limit', options.limit, 1, 10_000);
+    return this.store.readEvents(queue, after, limit);
   }
 
   /** The message's state, or null once it is gone (GC'd, cleared, never existed). */
@@ -330,6 +350,13 @@ function decodeContent(content: StoredContent): { payload: Payload; metadata: Me
     metadata: content.metadata,
     filters: content.filters,
   };
+}
+
+function checkCursorText(name: string, value: unknown): string {
+  if (typeof value !== 'string' || value.length === 0 || value.length > 200) {
+    throw new TypeError(`${name} must be an event cursor as a page or event returned it, got ${String(value)}`);
+  }
+  return value;
 }
 
 function one(results: readonly ActionResult[]): ActionResult {

@@ -15,6 +15,9 @@ export type {
 export { expBackoff } from './model/backoff.js';
 export type { ExpBackoffOptions } from './model/backoff.js';
 export { MESSAGE_STATES } from './model/types.js';
+export { QUEUE_EVENT_TYPES } from './model/events.js';
+export type { QueueEvent, QueueEventType, StoredEvent } from './model/events.js';
+export type { EventPage } from './store/contract.js';
 export { HISTORY_LIMIT, errorTail } from './model/history.js';
 export type {
   ActionResult,

@@ -172,6 +172,8 @@ export interface Store {
   ): Promise<string[]>;
   finish(queue: string, consumerId: string, finishes: readonly Finish[]): Promise<FinishResult[]>;
 
+  /** Every queue that has a configuration or messages, sorted by name. */
+  queues(): Promise<string[]>;
   status(queue: string, id: string): Promise<MessageStatus | null>;
   /** Counts per state from counters kept with each state change: the cost is O(states), not O(messages). */
   queueStatus(queue: string): Promise<QueueStatus>;

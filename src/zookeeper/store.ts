@@ -186,6 +186,10 @@ class ZookeeperStore implements Store {
   }
 
   // BASE STUB (branch f-base only, never on main): replaced by this store's queue events and turns.
+  queues(): Promise<string[]> {
+    return Promise.reject(new Error('listing queues is not built for this store yet'));
+  }
+
   readEvents(): Promise<EventPage> {
     return Promise.reject(new Error('queue events are not built for this store yet'));
   }
