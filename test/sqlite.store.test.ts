@@ -235,7 +235,15 @@ describe('sqlite store', () => {
     try {
       assert.equal(db.pragma('journal_mode', { simple: true }), 'wal');
       const tables = db.prepare("SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name").pluck().all();
-      assert.deepEqual(tables, ['kvmq_classes', 'kvmq_consumers', 'kvmq_messages', 'kvmq_queues']);
+      assert.deepEqual(tables, [
+        'kvmq_classes',
+        'kvmq_consumers',
+        'kvmq_events',
+        'kvmq_messages',
+        'kvmq_queues',
+        'kvmq_turns',
+        'sqlite_sequence',
+      ]);
       const row = db
         .prepare('SELECT id, filters, metadata, phase, attempt FROM kvmq_messages WHERE queue = ?')
         .get('layout');
@@ -376,7 +384,7 @@ describe('sqlite store', () => {
     }
     const after = new Database(path, { readonly: true });
     try {
-      assert.equal(after.pragma('user_version', { simple: true }), 2);
+      assert.equal(after.pragma('user_version', { simple: true }), 3);
     } finally {
       after.close();
     }
