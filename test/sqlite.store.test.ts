@@ -242,7 +242,6 @@ describe('sqlite store', () => {
         'kvmq_messages',
         'kvmq_queues',
         'kvmq_turns',
-        'sqlite_sequence',
       ]);
       const row = db
         .prepare('SELECT id, filters, metadata, phase, attempt FROM kvmq_messages WHERE queue = ?')

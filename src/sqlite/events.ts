@@ -1,9 +1,10 @@
 /**
  * Queue events on SQLite. A transaction's events for a queue are buffered while it runs and written at its
  * end as one kvmq_events row holding them as a JSON list, so they commit or roll back with the transition and
- * cost one insert per transaction. An event's position, and its cursor, is `seq.index`: the row and its place
- * in the row's list. Trimming deletes whole rows, or moves the oldest kept row's `first` past trimmed events;
- * each queue keeps the position of the last event trimmed, so a reader behind it is told it missed events.
+ * cost one insert per transaction. An event's position, and its cursor, is `seq.index`: the row (numbered per
+ * queue) and its place in the row's list. Trimming deletes whole rows, or moves a row's `first` past trimmed
+ * events; the queue's newest row is only ever emptied that way, so the next row's seq follows it. Each queue
+ * keeps the position of the last event trimmed, so a reader behind it is told it missed events.
  */
 import type BetterSqlite3 from 'better-sqlite3';
 import { QUEUE_EVENT_TYPES, type QueueEventType, type StoredEvent } from '../model/events.js';
@@ -15,7 +16,6 @@ const TYPE_CODES = new Map<QueueEventType, number>(QUEUE_EVENT_TYPES.map((type, 
 const CURSOR = /^(0|[1-9][0-9]{0,15})\.(0|[1-9][0-9]{0,9})$/;
 // Trim after this many of a queue's events written by this store, or a tenth of eventsMaxCount if smaller.
 const TRIM_EVERY = 1000;
-const NO_ROW = Number.MAX_SAFE_INTEGER;
 
 /** An event as a row's list keeps it: type code, id, attempt, and the error when there is one. */
 type ListedEvent = readonly [number, string, number] | readonly [number, string, number, string];
@@ -47,7 +47,8 @@ interface EventRow {
 }
 
 const SQL = {
-  insert: 'INSERT INTO kvmq_events (queue, at, count, events) VALUES (?, ?, ?, ?)',
+  insert: `INSERT INTO kvmq_events (queue, seq, at, count, events)
+       VALUES (@queue, coalesce((SELECT max(seq) FROM kvmq_events WHERE queue = @queue), 0) + 1, @at, @count, @events)`,
   read: 'SELECT seq, at, first, count, events FROM kvmq_events WHERE queue = ? AND seq >= ? ORDER BY seq',
   newest: 'SELECT seq, count FROM kvmq_events WHERE queue = ? ORDER BY seq DESC LIMIT 1',
   newestFirst: 'SELECT seq, first, count FROM kvmq_events WHERE queue = ? ORDER BY seq DESC',
@@ -56,10 +57,9 @@ const SQL = {
   keepByAge: 'SELECT seq FROM kvmq_events WHERE queue = ? AND at > ? ORDER BY seq LIMIT 1',
   lastBefore: 'SELECT seq, count FROM kvmq_events WHERE queue = ? AND seq < ? ORDER BY seq DESC LIMIT 1',
   trimRows: 'DELETE FROM kvmq_events WHERE queue = ? AND seq < ?',
-  trimInRow: 'UPDATE kvmq_events SET first = ? WHERE seq = ?',
+  trimInRow: 'UPDATE kvmq_events SET first = ? WHERE queue = ? AND seq = ?',
   markTrimmed: `UPDATE kvmq_queues SET events_trimmed = @seq, events_trimmed_index = @index
        WHERE queue = @queue AND (events_trimmed < @seq OR (events_trimmed = @seq AND events_trimmed_index < @index))`,
-  clear: 'DELETE FROM kvmq_events WHERE queue = ?',
 } as const;
 
 const PLUCKED: ReadonlySet<string> = new Set(['keepByAge']);
@@ -86,7 +86,7 @@ export class EventLog {
       else list.push(event);
     }
     for (const [queue, list] of byQueue) {
-      this.sql.insert.run(queue, now, list.length, JSON.stringify(list));
+      this.sql.insert.run({ queue, at: now, count: list.length, events: JSON.stringify(list) });
       const written = (this.sinceTrim.get(queue) ?? 0) + list.length;
       const config = configOf(queue);
       if (written < Math.min(TRIM_EVERY, Math.ceil(config.eventsMaxCount / 10))) this.sinceTrim.set(queue, written);
@@ -97,14 +97,18 @@ export class EventLog {
   /** Trims the queue's events past its count and age bounds, and marks the last one trimmed. */
   trim(queue: string, config: QueueConfig, now: number): void {
     this.sinceTrim.set(queue, 0);
-    // With no row newer than the age bound, every row goes.
-    let keepFrom = (this.sql.keepByAge.get(queue, now - config.eventsMaxAgeMs) as number | undefined) ?? NO_ROW;
+    const byAge = this.sql.keepByAge.get(queue, now - config.eventsMaxAgeMs) as number | undefined;
+    if (byAge === undefined) {
+      this.empty(queue);
+      return;
+    }
+    let keepFrom = byAge;
     let mark: Position | null = null;
     const cut = this.countCut(queue, config.eventsMaxCount);
     if (cut !== null && cut.seq >= keepFrom) {
       keepFrom = cut.seq;
       if (cut.first > cut.keptFrom) {
-        this.sql.trimInRow.run(cut.first, cut.seq);
+        this.sql.trimInRow.run(cut.first, queue, cut.seq);
         mark = [cut.seq, cut.first - 1];
       }
     }
@@ -116,13 +120,14 @@ export class EventLog {
     if (mark !== null) this.markTrimmed(queue, mark);
   }
 
-  /** Deletes every event of the queue; a reader behind is told it missed them. */
-  clear(queue: string): void {
+  /** Trims every event of the queue (clear, or all past their age); a reader behind is told it missed them. */
+  empty(queue: string): void {
+    this.sinceTrim.set(queue, 0);
     const newest = this.sql.newest.get(queue) as { seq: number; count: number } | undefined;
     if (newest === undefined) return;
-    this.sql.clear.run(queue);
+    this.sql.trimRows.run(queue, newest.seq);
+    this.sql.trimInRow.run(newest.count, queue, newest.seq);
     this.markTrimmed(queue, [newest.seq, newest.count - 1]);
-    this.sinceTrim.set(queue, 0);
   }
 
   /** Call in one read transaction, so the trimmed mark and the rows agree. Reads rows until the page is full. */

@@ -22,19 +22,20 @@ CREATE INDEX IF NOT EXISTS kvmq_messages_failed ON kvmq_messages (queue, updated
 CREATE INDEX IF NOT EXISTS kvmq_messages_backoff ON kvmq_messages (queue, backoff_until) WHERE phase = 2 AND backoff_until > 0;
 `;
 
-// Tables schema 3 added: queue events and turns. A transaction's events for a queue are one row (a JSON list),
-// so recording them costs one insert per transaction, not per event. AUTOINCREMENT keeps rows' seq growing
-// even after a trim deleted the newest rows, so a cursor never reads a later event as an earlier one.
+// Tables schema 3 added: queue events and turns. A transaction's events for a queue are one row (a JSON list)
+// of one b-tree keyed by (queue, seq), so recording them dirties one page per transaction. A queue's newest
+// row is never deleted (a trim empties it instead), so its seq never goes back and no cursor reads a later
+// event as an earlier one.
 const TABLES_3 = `
 CREATE TABLE IF NOT EXISTS kvmq_events (
-  seq     INTEGER PRIMARY KEY AUTOINCREMENT,    -- a cursor is seq.index, index within the row's list
   queue   TEXT    NOT NULL,
+  seq     INTEGER NOT NULL,                     -- per queue; a cursor is seq.index, index within the row's list
   at      INTEGER NOT NULL,                     -- when the transaction wrote them
   first   INTEGER NOT NULL DEFAULT 0,           -- events before this index were trimmed
   count   INTEGER NOT NULL,                     -- events in the list
-  events  TEXT    NOT NULL                      -- JSON [[type (index in QUEUE_EVENT_TYPES), id, attempt, error?], ...]
-) STRICT;
-CREATE INDEX IF NOT EXISTS kvmq_events_by_queue ON kvmq_events (queue, seq);
+  events  TEXT    NOT NULL,                     -- JSON [[type (index in QUEUE_EVENT_TYPES), id, attempt, error?], ...]
+  PRIMARY KEY (queue, seq)
+) STRICT, WITHOUT ROWID;
 
 -- One row per (queue, name): the turn is free again from taken_at + the caller's everyMs.
 CREATE TABLE IF NOT EXISTS kvmq_turns (

@@ -262,7 +262,7 @@ class SqliteStore implements Store {
         this.sql.clearMessages.run(queue);
         this.sql.clearClasses.run(queue);
         this.sql.clearQueue.run(queue);
-        this.events.clear(queue);
+        this.events.empty(queue);
         this.knownClasses.delete(queue);
       }
     });
