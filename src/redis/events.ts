@@ -1,0 +1,81 @@
+/**
+ * Queue events on Redis: the scripts write them into the queue's `events` stream (src/redis/lua/lib/events.lua);
+ * here they are read back a page at a time, and trimmed exactly at GC. A cursor is an event's number, in
+ * decimal: events are numbered densely by `events-seq`, so a gap before a page is a trim the reader missed.
+ */
+import { StoreLayoutError } from '../errors.js';
+import { QUEUE_EVENT_TYPES, type QueueEventType, type StoredEvent } from '../model/events.js';
+import { list, num, text } from './codec.js';
+import { queueKey } from './keys.js';
+import { SCRIPTS } from './scripts.generated.js';
+import type { Scripts } from './scripts.js';
+import type { EventPage } from '../store/contract.js';
+import type { QueueConfig } from '../model/types.js';
+
+const TYPES: ReadonlySet<string> = new Set(QUEUE_EVENT_TYPES);
+const CURSOR = /^(0|[1-9][0-9]{0,15})$/;
+
+/** The event number a cursor names; a TypeError for anything this store did not make. */
+function eventNumber(cursor: string): number {
+  const number = CURSOR.test(cursor) ? Number(cursor) : NaN;
+  if (!Number.isSafeInteger(number)) {
+    throw new TypeError(
+      `events cursor ${JSON.stringify(cursor)} is not one the Redis store made: its cursors are event numbers ` +
+        '(decimal digits) from readEvents or eventsHead',
+    );
+  }
+  return number;
+}
+
+export async function readEvents(
+  scripts: Scripts,
+  queue: string,
+  after: string | null,
+  limit: number,
+  where: string,
+): Promise<EventPage> {
+  const from = after === null ? '' : eventNumber(after);
+  const reply = list(await scripts.run(SCRIPTS.readEvents, queue, [from, limit]));
+  const events: StoredEvent[] = [];
+  for (let i = 2; i + 4 <= reply.length; i += 4) {
+    events.push(storedEvent(reply.slice(i, i + 4), `${where} ${queue}`));
+  }
+  return {
+    events,
+    missed: num(reply[0]) === 1,
+    cursor: events.at(-1)?.cursor ?? after ?? String(num(reply[1])),
+  };
+}
+
+/** One event as read-events replies it: number, at, type, then '<attempt> <id>' and ' <error>' if any. */
+function storedEvent([number, at, type, value]: unknown[], where: string): StoredEvent {
+  const kind = text(type) ?? '';
+  const fields = text(value) ?? '';
+  const idStart = fields.indexOf(' ') + 1;
+  const idEnd = fields.indexOf(' ', idStart);
+  if (!TYPES.has(kind) || idStart === 0) {
+    throw new StoreLayoutError(`${where}: an entry of the events stream was not written by kvmq`);
+  }
+  const event = {
+    type: kind as QueueEventType,
+    id: fields.slice(idStart, idEnd < 0 ? undefined : idEnd),
+    at: num(at),
+    attempt: Number(fields.slice(0, idStart - 1)),
+    cursor: String(num(number)),
+  };
+  return idEnd < 0 ? event : { ...event, error: fields.slice(idEnd + 1) };
+}
+
+/** The newest event's number ('0' before the first). */
+export async function eventsHead(scripts: Scripts, prefix: string, queue: string): Promise<string> {
+  const head = await scripts.call((redis) => redis.get(queueKey(prefix, queue, 'events-seq')));
+  if (head !== null && !CURSOR.test(head)) {
+    throw new StoreLayoutError(`${queueKey(prefix, queue, 'events-seq')} is not kvmq's event count`);
+  }
+  return head ?? '0';
+}
+
+/** GC's trim: exactly the queue's bounds, by count and by age. */
+export async function trimEvents(scripts: Scripts, queue: string, config: QueueConfig): Promise<void> {
+  await scripts.run(SCRIPTS.eventsTrim, queue, [config.eventsMaxCount, config.eventsMaxAgeMs]);
+}
