@@ -794,7 +794,8 @@ void describe('redis store: queue events, turns and the queue registry', () => {
     await client.clear(q);
     assert.equal(one(base, 'EXISTS', key('events')), '0');
     assert.equal(await client.store.eventsHead(q), head);
-    assert.deepEqual(await client.store.readEvents(q, '1', 10), { events: [], missed: true, cursor: '1' });
+    // Told once: the page's cursor is past the gap.
+    assert.deepEqual(await client.store.readEvents(q, '1', 10), { events: [], missed: true, cursor: head });
     assert.deepEqual(await client.store.readEvents(q, head, 10), { events: [], missed: false, cursor: head });
     await client.enqueue(q, 'd', { id: 'd' });
     const next = await client.store.readEvents(q, head, 10);

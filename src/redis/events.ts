@@ -2,6 +2,7 @@
  * Queue events on Redis: the scripts write them into the queue's `events` stream (src/redis/lua/lib/events.lua);
  * here they are read back a page at a time, and trimmed exactly at GC. A cursor is an event's number, in
  * decimal: events are numbered densely by `events-seq`, so a gap before a page is a trim the reader missed.
+ * A page that was told of a gap and read nothing ends at the head, so reading on is not told again.
  */
 import { StoreLayoutError } from '../errors.js';
 import { QUEUE_EVENT_TYPES, type QueueEventType, type StoredEvent } from '../model/events.js';
@@ -40,11 +41,10 @@ export async function readEvents(
   for (let i = 2; i + 4 <= reply.length; i += 4) {
     events.push(storedEvent(reply.slice(i, i + 4), `${where} ${queue}`));
   }
-  return {
-    events,
-    missed: num(reply[0]) === 1,
-    cursor: events.at(-1)?.cursor ?? after ?? String(num(reply[1])),
-  };
+  const missed = num(reply[0]) === 1;
+  // With none read: `after` stays the place to read on from, unless what followed it was trimmed (then the head).
+  const cursor = events.at(-1)?.cursor ?? (after !== null && !missed ? after : String(num(reply[1])));
+  return { events, missed, cursor };
 }
 
 /** One event as read-events replies it: number, at, type, then '<attempt> <id>' and ' <error>' if any. */
