@@ -637,7 +637,7 @@ void describe('redis store: queue events, turns and the queue registry', () => {
       ['b1', 'b2', 'b3'].map((id) => ({ payload: id, id })),
     );
     await claim(client, q, 2);
-    await finish(client, q, [{ id: 'one', outcome: 'error', error: 'two words\nand a line' }]);
+    await finish(client, q, [{ id: 'one', outcome: 'error', error: 'two words\nand a \\n line' }]);
     assert.equal(one(base, 'TYPE', key('events')), 'stream');
     assert.equal(one(base, 'TYPE', key('events-seq')), 'string');
     assert.equal(one(base, 'GET', key('events-seq')), '7');
@@ -645,15 +645,16 @@ void describe('redis store: queue events, turns and the queue registry', () => {
     assert.equal(one(base, 'HGET', key('conf'), 'events_max_count'), '500');
     assert.equal(one(base, 'HGET', key('conf'), 'events_max_age'), String(24 * 3600 * 1000));
     const entries = cli(base, 'XRANGE', key('events'), '-', '+');
-    // --raw prints each entry as its id then its fields and values, one per line.
+    // --raw prints each entry as its id then its fields and values, one per line (the events field's lines too).
     const ids = entries.filter((line) => /^\d+-0$/.test(line));
     assert.deepEqual(ids, ['1-0', '4-0', '6-0', '7-0']);
     const claimEntry = entries.slice(entries.indexOf('6-0') + 1, entries.indexOf('7-0'));
     assert.equal(claimEntry[0], 'at');
-    assert.deepEqual(claimEntry.slice(2), ['started', '1 one', 'started', '1 b1']);
+    assert.deepEqual(claimEntry.slice(2), ['n', '2', 'events', 'started 1 one', 'started 1 b1']);
     const failEntry = entries.slice(entries.indexOf('7-0') + 1);
-    assert.deepEqual(failEntry.slice(2), ['failed', '1 one two words', 'and a line']);
-    assert.deepEqual((await client.store.readEvents(q, '6', 10)).events[0]?.error, 'two words\nand a line');
+    // An error stays on its event's line: newlines and backslashes are escaped.
+    assert.deepEqual(failEntry.slice(2), ['n', '1', 'events', 'failed 1 one two words\\nand a \\\\n line']);
+    assert.deepEqual((await client.store.readEvents(q, '6', 10)).events[0]?.error, 'two words\nand a \\n line');
     // A large batch spreads over entries of at most 100 events.
     await client.enqueueBatch(
       q,

@@ -38,8 +38,8 @@ export async function readEvents(
   const from = after === null ? '' : eventNumber(after);
   const reply = list(await scripts.run(SCRIPTS.readEvents, queue, [from, limit]));
   const events: StoredEvent[] = [];
-  for (let i = 2; i + 4 <= reply.length; i += 4) {
-    events.push(storedEvent(reply.slice(i, i + 4), `${where} ${queue}`));
+  for (let i = 2; i + 3 <= reply.length; i += 3) {
+    events.push(storedEvent(reply.slice(i, i + 3), `${where} ${queue}`));
   }
   const missed = num(reply[0]) === 1;
   // With none read: `after` stays the place to read on from, unless what followed it was trimmed (then the head).
@@ -47,23 +47,27 @@ export async function readEvents(
   return { events, missed, cursor };
 }
 
-/** One event as read-events replies it: number, at, type, then '<attempt> <id>' and ' <error>' if any. */
-function storedEvent([number, at, type, value]: unknown[], where: string): StoredEvent {
-  const kind = text(type) ?? '';
-  const fields = text(value) ?? '';
-  const idStart = fields.indexOf(' ') + 1;
-  const idEnd = fields.indexOf(' ', idStart);
-  if (!TYPES.has(kind) || idStart === 0) {
+const LINE = /^([a-z]+) (0|[1-9][0-9]*) ([^ ]+)(?: (.*))?$/s;
+const UNESCAPES: Record<string, string> = { '\\\\': '\\', '\\n': '\n' };
+
+/** One event as read-events replies it: number, at, then '<type> <attempt> <id>' and ' <error>' if any. */
+function storedEvent([number, at, line]: unknown[], where: string): StoredEvent {
+  const match = LINE.exec(text(line) ?? '');
+  const [, type = '', attempt, id = '', error] = match ?? [];
+  if (match === null || !TYPES.has(type)) {
     throw new StoreLayoutError(`${where}: an entry of the events stream was not written by kvmq`);
   }
   const event = {
-    type: kind as QueueEventType,
-    id: fields.slice(idStart, idEnd < 0 ? undefined : idEnd),
+    type: type as QueueEventType,
+    id,
     at: num(at),
-    attempt: Number(fields.slice(0, idStart - 1)),
+    attempt: Number(attempt),
     cursor: String(num(number)),
   };
-  return idEnd < 0 ? event : { ...event, error: fields.slice(idEnd + 1) };
+  // The script escaped backslashes and newlines, so an event stays on its line.
+  return error === undefined
+    ? event
+    : { ...event, error: error.replace(/\\[\\n]/g, (pair) => UNESCAPES[pair] ?? pair) };
 }
 
 /** The newest event's number ('0' before the first). */

@@ -50,7 +50,7 @@ export const SCRIPTS = {
       'dedupe',
     ],
     readOnly: false,
-    sha: 'b07bfca0d717b55c054a261a862d4fbbd5e3f2c0',
+    sha: '4e60e7b014e211ed410584b36bfbf2d37a7ba8dc',
     source: `#!lua flags=allow-oom
 local K = { messages = KEYS[1], metadata = KEYS[2], filters = KEYS[3], classes = KEYS[4], nattempts = KEYS[5], locks = KEYS[6], holders = KEYS[7], backoffs = KEYS[8], done = KEYS[9], done_at = KEYS[10], requeue = KEYS[11], schedule = KEYS[12], lock_expiry = KEYS[13], updated_at = KEYS[14], mid_circle = KEYS[15], eoq_backoff = KEYS[16], ndry_runs = KEYS[17], policies = KEYS[18], pushes = KEYS[19], conf = KEYS[20], failed = KEYS[21], events = KEYS[22], events_seq = KEYS[23], events_wake = KEYS[24], history = KEYS[25], losses = KEYS[26], outcomes = KEYS[27], enqueued_at = KEYS[28], requeue_content = KEYS[29], requeue_locks = KEYS[30], requeue_schedule = KEYS[31], dedupe = KEYS[32] }
 -- common: helpers every script includes. K holds the queue's keys by name
@@ -207,8 +207,10 @@ end
 -- configuration has events on (\`events\` '1' in conf, read by that script). A script gathers its events
 -- and appends them at its end to the \`events\` stream, up to ENTRY_EVENTS per entry. \`events-seq\` counts
 -- every event ever written, so events have dense numbers; an entry's id is \`<n>-0\`, n the number of its
--- last event, and its fields are \`at\` (the server's ms) then one pair per event: the type and
--- '<attempt> <id>', then ' ' and the error for failed and retrying ones that have one.
+-- last event, and its fields are \`at\` (the server's ms), \`n\` (how many events it holds) and \`events\`: one
+-- line per event, '<type> <attempt> <id>', then ' ' and the error (newlines and backslashes escaped) for
+-- failed and retrying events that have one. One string per entry, not a field pair per event: XADD then
+-- takes five arguments, whatever the batch, and an entry is a single listpack value.
 -- Dense numbers let a reader see trimmed events as a gap, and make trimming by count a MINID.
 --
 -- KEYS: conf events events-seq events-wake
@@ -223,13 +225,20 @@ RARE.events = true
 RARE.events_seq = true
 
 -- on: nil until events_begin, then whether this queue writes events.
-local EV = { on = nil, max = DEFAULT_EVENTS_MAX_COUNT, pairs = {} }
+local EV = { on = nil, max = DEFAULT_EVENTS_MAX_COUNT, lines = {} }
 
--- Reads the queue's events flag and bound. Call it before the script writes anything.
-local function events_begin()
-  -- A conf of another type fails here, before any write (scripts on a hot path leave it out of check_layout).
-  local conf = redis.pcall('HMGET', K.conf, 'events', 'events_max_count')
-  if conf.err then layout_error(K.conf, redis.call('TYPE', K.conf).ok, 'hash') end
+-- The conf fields events_begin takes, for a script that reads them with others of its own.
+local EVENTS_CONF = { 'events', 'events_max_count' }
+
+-- Reads the queue's events flag and bound (or takes them as read: \`read\`, the values of EVENTS_CONF).
+-- Call it before the script writes anything.
+local function events_begin(read)
+  local conf = read
+  if conf == nil then
+    -- A conf of another type fails here, before any write (scripts on a hot path leave it out of check_layout).
+    conf = redis.pcall('HMGET', K.conf, unpack(EVENTS_CONF))
+    if conf.err then layout_error(K.conf, redis.call('TYPE', K.conf).ok, 'hash') end
+  end
   EV.on = conf[1] == '1'
   if EV.on then
     EV.max = tonumber(conf[2]) or DEFAULT_EVENTS_MAX_COUNT
@@ -238,36 +247,53 @@ local function events_begin()
   end
 end
 
--- Notes an event of this script's transition; written by events_flush.
+-- An error's text on one line (src/redis/events.ts unescapes it).
+local ESCAPES = { ['\\\\'] = '\\\\\\\\', ['\\n'] = '\\\\n' }
+
+-- Attempts as text, made once: Lua formats a number with sprintf, which would cost more than the rest
+-- of an event.
+local ATTEMPT_TEXT = {}
+local function attempt_text(attempt)
+  if type(attempt) == 'string' then return attempt end
+  local n = attempt or 0
+  local text = ATTEMPT_TEXT[n]
+  if text == nil then
+    text = string.format('%d', n)
+    ATTEMPT_TEXT[n] = text
+  end
+  return text
+end
+
+-- Notes an event of this script's transition (the attempt a number, or its text); written by events_flush.
+-- Hot loops test EV.on first; the hottest (enqueue) appends its line to EV.lines itself.
 local function event(kind, id, attempt, err)
   if EV.on == nil then error('kvmq: event() before events_begin()') end
   if not EV.on then return end
-  local value = (tonumber(attempt) or 0) .. ' ' .. id
-  if err then value = value .. ' ' .. err end
-  EV.pairs[#EV.pairs + 1] = kind
-  EV.pairs[#EV.pairs + 1] = value
+  local line = kind .. ' ' .. attempt_text(attempt) .. ' ' .. id
+  if err then line = line .. ' ' .. string.gsub(err, '[\\\\\\n]', ESCAPES) end
+  EV.lines[#EV.lines + 1] = line
 end
 
--- Appends events (type, value pairs) to a queue's stream, numbering them from its \`seq\` key, and trims
--- inline to about \`max\` events: MINID ~ drops whole stream nodes only, never an event within the bound.
-local function append_events(stream, seq, wake, max, now, list)
-  local count = #list / 2
+-- Appends event lines to a queue's stream, numbering them from its \`seq\` key, and trims inline to about
+-- \`max\` events: MINID ~ drops whole stream nodes only, never an event within the bound.
+local function append_events(stream, seq, wake, max, now, lines)
+  local count = #lines
   if count == 0 then return end
   local last = redis.call('INCRBY', seq, count)
   local first = last - count + 1
   local keep = string.format('%d', math.max(1, last - max + 1))
-  for i = 1, #list, ENTRY_EVENTS * 2 do
-    local j = math.min(i + ENTRY_EVENTS * 2 - 1, #list)
-    local id = string.format('%d-0', first + j / 2 - 1)
-    redis.call('XADD', stream, 'MINID', '~', keep, id, 'at', now, unpack(list, i, j))
+  for i = 1, count, ENTRY_EVENTS do
+    local j = math.min(i + ENTRY_EVENTS - 1, count)
+    redis.call('XADD', stream, 'MINID', '~', keep, string.format('%d-0', first + j - 1), 'at', now, 'n', j - i + 1,
+      'events', table.concat(lines, '\\n', i, j))
   end
   redis.call('PUBLISH', wake, '')
 end
 
 -- Writes the events noted by this script.
 local function events_flush(now)
-  if EV.on and #EV.pairs > 0 then append_events(K.events, K.events_seq, K.events_wake, EV.max, now, EV.pairs) end
-  EV.pairs = {}
+  if EV.on and #EV.lines > 0 then append_events(K.events, K.events_seq, K.events_wake, EV.max, now, EV.lines) end
+  EV.lines = {}
 end
 -- forget: removes every trace of a message from the queue's hashes, sets and
 -- sorted sets (not from a ready list: the caller knows whether it is in one).
@@ -364,7 +390,7 @@ local function dead_letter(id, dlq, now)
   redis.call('PUBLISH', dk('wake'), 'dead-letter')
   if events[1] == '1' then
     append_events(dk('events'), dk('events-seq'), dk('events-wake'), tonumber(events[2]) or DEFAULT_EVENTS_MAX_COUNT,
-      now, { 'enqueued', '0 ' .. id })
+      now, { 'enqueued 0 ' .. id })
   end
   return true
 end
@@ -487,11 +513,12 @@ local now = now_ms()
 local function queue_size()
   return redis.call('HLEN', K.messages) - redis.call('SCARD', K.done) - redis.call('ZCARD', K.failed)
 end
-if redis.call('HGET', K.conf, 'paused') == '1' then
+local conf = redis.call('HMGET', K.conf, 'paused', unpack(EVENTS_CONF))
+if conf[1] == '1' then
   -- Resume publishes a wake-up; a worker on a lost subscription looks again within a second.
   return { 'ok', queue_size(), tonumber(redis.call('GET', K.ndry_runs)) or 0, now + 1000 }
 end
-events_begin()
+events_begin({ conf[2], conf[3] })
 local w = pending_writes()
 local ready = pending_ready()
 local more = promote(now, ready, w)
@@ -545,7 +572,7 @@ if n > 0 then
       reply[r + 1], reply[r + 2], reply[r + 3], reply[r + 4], reply[r + 5] = id, contents[i], metas[i], class_at[i], attempt
       reply[r + 6] = policies[i]
       r = r + 6
-      event('started', id, attempt)
+      if EV.on then event('started', id, attempt) end
       -- A message that lost its lock keeps its requeue mark: locked-with-requeue again.
       if marked and redis.call('SISMEMBER', K.requeue, id) == 1 then
         redis.call('ZADD', K.requeue_locks, lock_until, id)
@@ -1217,7 +1244,7 @@ return reply
       'failed',
     ],
     readOnly: false,
-    sha: 'b7c8c62cd1c399893e975d72dfd53fabc094e294',
+    sha: 'efa2ffc9db6278f3e6794a62cd8f702cae659343',
     source: `#!lua
 local K = { messages = KEYS[1], metadata = KEYS[2], filters = KEYS[3], classes = KEYS[4], nattempts = KEYS[5], locks = KEYS[6], holders = KEYS[7], backoffs = KEYS[8], done = KEYS[9], requeue = KEYS[10], outcomes = KEYS[11], enqueued_at = KEYS[12], updated_at = KEYS[13], requeue_content = KEYS[14], schedule = KEYS[15], done_at = KEYS[16], dedupe = KEYS[17], mid_circle = KEYS[18], wake = KEYS[19], policies = KEYS[20], losses = KEYS[21], requeue_locks = KEYS[22], requeue_schedule = KEYS[23], pushes = KEYS[24], conf = KEYS[25], events = KEYS[26], events_seq = KEYS[27], events_wake = KEYS[28], failed = KEYS[29] }
 -- common: helpers every script includes. K holds the queue's keys by name
@@ -1374,8 +1401,10 @@ end
 -- configuration has events on (\`events\` '1' in conf, read by that script). A script gathers its events
 -- and appends them at its end to the \`events\` stream, up to ENTRY_EVENTS per entry. \`events-seq\` counts
 -- every event ever written, so events have dense numbers; an entry's id is \`<n>-0\`, n the number of its
--- last event, and its fields are \`at\` (the server's ms) then one pair per event: the type and
--- '<attempt> <id>', then ' ' and the error for failed and retrying ones that have one.
+-- last event, and its fields are \`at\` (the server's ms), \`n\` (how many events it holds) and \`events\`: one
+-- line per event, '<type> <attempt> <id>', then ' ' and the error (newlines and backslashes escaped) for
+-- failed and retrying events that have one. One string per entry, not a field pair per event: XADD then
+-- takes five arguments, whatever the batch, and an entry is a single listpack value.
 -- Dense numbers let a reader see trimmed events as a gap, and make trimming by count a MINID.
 --
 -- KEYS: conf events events-seq events-wake
@@ -1390,13 +1419,20 @@ RARE.events = true
 RARE.events_seq = true
 
 -- on: nil until events_begin, then whether this queue writes events.
-local EV = { on = nil, max = DEFAULT_EVENTS_MAX_COUNT, pairs = {} }
+local EV = { on = nil, max = DEFAULT_EVENTS_MAX_COUNT, lines = {} }
 
--- Reads the queue's events flag and bound. Call it before the script writes anything.
-local function events_begin()
-  -- A conf of another type fails here, before any write (scripts on a hot path leave it out of check_layout).
-  local conf = redis.pcall('HMGET', K.conf, 'events', 'events_max_count')
-  if conf.err then layout_error(K.conf, redis.call('TYPE', K.conf).ok, 'hash') end
+-- The conf fields events_begin takes, for a script that reads them with others of its own.
+local EVENTS_CONF = { 'events', 'events_max_count' }
+
+-- Reads the queue's events flag and bound (or takes them as read: \`read\`, the values of EVENTS_CONF).
+-- Call it before the script writes anything.
+local function events_begin(read)
+  local conf = read
+  if conf == nil then
+    -- A conf of another type fails here, before any write (scripts on a hot path leave it out of check_layout).
+    conf = redis.pcall('HMGET', K.conf, unpack(EVENTS_CONF))
+    if conf.err then layout_error(K.conf, redis.call('TYPE', K.conf).ok, 'hash') end
+  end
   EV.on = conf[1] == '1'
   if EV.on then
     EV.max = tonumber(conf[2]) or DEFAULT_EVENTS_MAX_COUNT
@@ -1405,36 +1441,53 @@ local function events_begin()
   end
 end
 
--- Notes an event of this script's transition; written by events_flush.
+-- An error's text on one line (src/redis/events.ts unescapes it).
+local ESCAPES = { ['\\\\'] = '\\\\\\\\', ['\\n'] = '\\\\n' }
+
+-- Attempts as text, made once: Lua formats a number with sprintf, which would cost more than the rest
+-- of an event.
+local ATTEMPT_TEXT = {}
+local function attempt_text(attempt)
+  if type(attempt) == 'string' then return attempt end
+  local n = attempt or 0
+  local text = ATTEMPT_TEXT[n]
+  if text == nil then
+    text = string.format('%d', n)
+    ATTEMPT_TEXT[n] = text
+  end
+  return text
+end
+
+-- Notes an event of this script's transition (the attempt a number, or its text); written by events_flush.
+-- Hot loops test EV.on first; the hottest (enqueue) appends its line to EV.lines itself.
 local function event(kind, id, attempt, err)
   if EV.on == nil then error('kvmq: event() before events_begin()') end
   if not EV.on then return end
-  local value = (tonumber(attempt) or 0) .. ' ' .. id
-  if err then value = value .. ' ' .. err end
-  EV.pairs[#EV.pairs + 1] = kind
-  EV.pairs[#EV.pairs + 1] = value
+  local line = kind .. ' ' .. attempt_text(attempt) .. ' ' .. id
+  if err then line = line .. ' ' .. string.gsub(err, '[\\\\\\n]', ESCAPES) end
+  EV.lines[#EV.lines + 1] = line
 end
 
--- Appends events (type, value pairs) to a queue's stream, numbering them from its \`seq\` key, and trims
--- inline to about \`max\` events: MINID ~ drops whole stream nodes only, never an event within the bound.
-local function append_events(stream, seq, wake, max, now, list)
-  local count = #list / 2
+-- Appends event lines to a queue's stream, numbering them from its \`seq\` key, and trims inline to about
+-- \`max\` events: MINID ~ drops whole stream nodes only, never an event within the bound.
+local function append_events(stream, seq, wake, max, now, lines)
+  local count = #lines
   if count == 0 then return end
   local last = redis.call('INCRBY', seq, count)
   local first = last - count + 1
   local keep = string.format('%d', math.max(1, last - max + 1))
-  for i = 1, #list, ENTRY_EVENTS * 2 do
-    local j = math.min(i + ENTRY_EVENTS * 2 - 1, #list)
-    local id = string.format('%d-0', first + j / 2 - 1)
-    redis.call('XADD', stream, 'MINID', '~', keep, id, 'at', now, unpack(list, i, j))
+  for i = 1, count, ENTRY_EVENTS do
+    local j = math.min(i + ENTRY_EVENTS - 1, count)
+    redis.call('XADD', stream, 'MINID', '~', keep, string.format('%d-0', first + j - 1), 'at', now, 'n', j - i + 1,
+      'events', table.concat(lines, '\\n', i, j))
   end
   redis.call('PUBLISH', wake, '')
 end
 
 -- Writes the events noted by this script.
 local function events_flush(now)
-  if EV.on and #EV.pairs > 0 then append_events(K.events, K.events_seq, K.events_wake, EV.max, now, EV.pairs) end
-  EV.pairs = {}
+  if EV.on and #EV.lines > 0 then append_events(K.events, K.events_seq, K.events_wake, EV.max, now, EV.lines) end
+  EV.lines = {}
 end
 -- state: a message's state, derived from Carmine's keys as Carmine derives it,
 -- plus kvmq's done-with-requeue and failed. Expired locks and backoffs count as over.
@@ -1530,7 +1583,8 @@ for i = 1, #ARGV, PER do
   local allow_requeue, replace = flags % 2 == 1, flags >= 2
   if redis.call('HSETNX', K.messages, id, content) == 1 then
     place(id, meta, class, backoff, false, policy)
-    event('enqueued', id, 0)
+    -- event('enqueued', id, 0), without the call: the hottest path there is.
+    if EV.on then EV.lines[#EV.lines + 1] = 'enqueued 0 ' .. id end
     replies[#replies + 1] = 'added'
   else
     local state, ends = state_of(id, now)
@@ -1985,7 +2039,7 @@ return lost
       'failed',
     ],
     readOnly: false,
-    sha: 'e7d62ee9fe5d11cf2533d74431957704d001ed92',
+    sha: 'c3992df5165bd60ef74acb248505f0b5c42bdd54',
     source: `#!lua flags=allow-oom
 local K = { messages = KEYS[1], filters = KEYS[2], nattempts = KEYS[3], locks = KEYS[4], holders = KEYS[5], backoffs = KEYS[6], done = KEYS[7], done_at = KEYS[8], dedupe = KEYS[9], requeue = KEYS[10], requeue_content = KEYS[11], schedule = KEYS[12], lock_expiry = KEYS[13], outcomes = KEYS[14], updated_at = KEYS[15], mid_circle = KEYS[16], wake = KEYS[17], pushes = KEYS[18], losses = KEYS[19], conf = KEYS[20], events = KEYS[21], events_seq = KEYS[22], events_wake = KEYS[23], metadata = KEYS[24], policies = KEYS[25], history = KEYS[26], enqueued_at = KEYS[27], requeue_locks = KEYS[28], requeue_schedule = KEYS[29], failed = KEYS[30] }
 -- common: helpers every script includes. K holds the queue's keys by name
@@ -2142,8 +2196,10 @@ end
 -- configuration has events on (\`events\` '1' in conf, read by that script). A script gathers its events
 -- and appends them at its end to the \`events\` stream, up to ENTRY_EVENTS per entry. \`events-seq\` counts
 -- every event ever written, so events have dense numbers; an entry's id is \`<n>-0\`, n the number of its
--- last event, and its fields are \`at\` (the server's ms) then one pair per event: the type and
--- '<attempt> <id>', then ' ' and the error for failed and retrying ones that have one.
+-- last event, and its fields are \`at\` (the server's ms), \`n\` (how many events it holds) and \`events\`: one
+-- line per event, '<type> <attempt> <id>', then ' ' and the error (newlines and backslashes escaped) for
+-- failed and retrying events that have one. One string per entry, not a field pair per event: XADD then
+-- takes five arguments, whatever the batch, and an entry is a single listpack value.
 -- Dense numbers let a reader see trimmed events as a gap, and make trimming by count a MINID.
 --
 -- KEYS: conf events events-seq events-wake
@@ -2158,13 +2214,20 @@ RARE.events = true
 RARE.events_seq = true
 
 -- on: nil until events_begin, then whether this queue writes events.
-local EV = { on = nil, max = DEFAULT_EVENTS_MAX_COUNT, pairs = {} }
+local EV = { on = nil, max = DEFAULT_EVENTS_MAX_COUNT, lines = {} }
 
--- Reads the queue's events flag and bound. Call it before the script writes anything.
-local function events_begin()
-  -- A conf of another type fails here, before any write (scripts on a hot path leave it out of check_layout).
-  local conf = redis.pcall('HMGET', K.conf, 'events', 'events_max_count')
-  if conf.err then layout_error(K.conf, redis.call('TYPE', K.conf).ok, 'hash') end
+-- The conf fields events_begin takes, for a script that reads them with others of its own.
+local EVENTS_CONF = { 'events', 'events_max_count' }
+
+-- Reads the queue's events flag and bound (or takes them as read: \`read\`, the values of EVENTS_CONF).
+-- Call it before the script writes anything.
+local function events_begin(read)
+  local conf = read
+  if conf == nil then
+    -- A conf of another type fails here, before any write (scripts on a hot path leave it out of check_layout).
+    conf = redis.pcall('HMGET', K.conf, unpack(EVENTS_CONF))
+    if conf.err then layout_error(K.conf, redis.call('TYPE', K.conf).ok, 'hash') end
+  end
   EV.on = conf[1] == '1'
   if EV.on then
     EV.max = tonumber(conf[2]) or DEFAULT_EVENTS_MAX_COUNT
@@ -2173,36 +2236,53 @@ local function events_begin()
   end
 end
 
--- Notes an event of this script's transition; written by events_flush.
+-- An error's text on one line (src/redis/events.ts unescapes it).
+local ESCAPES = { ['\\\\'] = '\\\\\\\\', ['\\n'] = '\\\\n' }
+
+-- Attempts as text, made once: Lua formats a number with sprintf, which would cost more than the rest
+-- of an event.
+local ATTEMPT_TEXT = {}
+local function attempt_text(attempt)
+  if type(attempt) == 'string' then return attempt end
+  local n = attempt or 0
+  local text = ATTEMPT_TEXT[n]
+  if text == nil then
+    text = string.format('%d', n)
+    ATTEMPT_TEXT[n] = text
+  end
+  return text
+end
+
+-- Notes an event of this script's transition (the attempt a number, or its text); written by events_flush.
+-- Hot loops test EV.on first; the hottest (enqueue) appends its line to EV.lines itself.
 local function event(kind, id, attempt, err)
   if EV.on == nil then error('kvmq: event() before events_begin()') end
   if not EV.on then return end
-  local value = (tonumber(attempt) or 0) .. ' ' .. id
-  if err then value = value .. ' ' .. err end
-  EV.pairs[#EV.pairs + 1] = kind
-  EV.pairs[#EV.pairs + 1] = value
+  local line = kind .. ' ' .. attempt_text(attempt) .. ' ' .. id
+  if err then line = line .. ' ' .. string.gsub(err, '[\\\\\\n]', ESCAPES) end
+  EV.lines[#EV.lines + 1] = line
 end
 
--- Appends events (type, value pairs) to a queue's stream, numbering them from its \`seq\` key, and trims
--- inline to about \`max\` events: MINID ~ drops whole stream nodes only, never an event within the bound.
-local function append_events(stream, seq, wake, max, now, list)
-  local count = #list / 2
+-- Appends event lines to a queue's stream, numbering them from its \`seq\` key, and trims inline to about
+-- \`max\` events: MINID ~ drops whole stream nodes only, never an event within the bound.
+local function append_events(stream, seq, wake, max, now, lines)
+  local count = #lines
   if count == 0 then return end
   local last = redis.call('INCRBY', seq, count)
   local first = last - count + 1
   local keep = string.format('%d', math.max(1, last - max + 1))
-  for i = 1, #list, ENTRY_EVENTS * 2 do
-    local j = math.min(i + ENTRY_EVENTS * 2 - 1, #list)
-    local id = string.format('%d-0', first + j / 2 - 1)
-    redis.call('XADD', stream, 'MINID', '~', keep, id, 'at', now, unpack(list, i, j))
+  for i = 1, count, ENTRY_EVENTS do
+    local j = math.min(i + ENTRY_EVENTS - 1, count)
+    redis.call('XADD', stream, 'MINID', '~', keep, string.format('%d-0', first + j - 1), 'at', now, 'n', j - i + 1,
+      'events', table.concat(lines, '\\n', i, j))
   end
   redis.call('PUBLISH', wake, '')
 end
 
 -- Writes the events noted by this script.
 local function events_flush(now)
-  if EV.on and #EV.pairs > 0 then append_events(K.events, K.events_seq, K.events_wake, EV.max, now, EV.pairs) end
-  EV.pairs = {}
+  if EV.on and #EV.lines > 0 then append_events(K.events, K.events_seq, K.events_wake, EV.max, now, EV.lines) end
+  EV.lines = {}
 end
 -- forget: removes every trace of a message from the queue's hashes, sets and
 -- sorted sets (not from a ready list: the caller knows whether it is in one).
@@ -2299,7 +2379,7 @@ local function dead_letter(id, dlq, now)
   redis.call('PUBLISH', dk('wake'), 'dead-letter')
   if events[1] == '1' then
     append_events(dk('events'), dk('events-seq'), dk('events-wake'), tonumber(events[2]) or DEFAULT_EVENTS_MAX_COUNT,
-      now, { 'enqueued', '0 ' .. id })
+      now, { 'enqueued 0 ' .. id })
   end
   return true
 end
@@ -2396,12 +2476,14 @@ for k, id in ipairs(ids) do
       if tail ~= '' then kept = string.sub(tail, 2) elseif err ~= '-' then kept = string.sub(err, 2) end
       if started ~= '' then append_history(id, attempt, tonumber(started), now, consumer, outcome, kept) end
     end
-    if outcome == 'success' then
-      event('completed', id, attempt)
-    elseif outcome == 'error' then
-      event('failed', id, attempt, kept)
-    elseif started ~= '' then
-      event('retrying', id, attempt, kept)
+    if EV.on then
+      if outcome == 'success' then
+        event('completed', id, attempt)
+      elseif outcome == 'error' then
+        event('failed', id, attempt, kept)
+      elseif started ~= '' then
+        event('retrying', id, attempt, kept)
+      end
     end
     if outcome == 'error' and not marked[k] then
       fail(id, now, stored)
@@ -3338,7 +3420,7 @@ return reply
       'done-at',
     ],
     readOnly: false,
-    sha: 'dd928418eae31e31beb704056f9fb82bb1514031',
+    sha: 'd2b4c77b42bf8ceeadb50c4167c0641cecd3a46e',
     source: `#!lua flags=allow-oom
 local K = { messages = KEYS[1], metadata = KEYS[2], filters = KEYS[3], classes = KEYS[4], pushes = KEYS[5], mid_circle = KEYS[6], schedule = KEYS[7], lock_expiry = KEYS[8], requeue_locks = KEYS[9], requeue_schedule = KEYS[10], dedupe = KEYS[11], failed = KEYS[12], conf = KEYS[13], events = KEYS[14], events_seq = KEYS[15], events_wake = KEYS[16], done = KEYS[17], requeue = KEYS[18], backoffs = KEYS[19], locks = KEYS[20], nattempts = KEYS[21], holders = KEYS[22], outcomes = KEYS[23], enqueued_at = KEYS[24], updated_at = KEYS[25], policies = KEYS[26], history = KEYS[27], losses = KEYS[28], requeue_content = KEYS[29], done_at = KEYS[30] }
 -- common: helpers every script includes. K holds the queue's keys by name
@@ -3495,8 +3577,10 @@ end
 -- configuration has events on (\`events\` '1' in conf, read by that script). A script gathers its events
 -- and appends them at its end to the \`events\` stream, up to ENTRY_EVENTS per entry. \`events-seq\` counts
 -- every event ever written, so events have dense numbers; an entry's id is \`<n>-0\`, n the number of its
--- last event, and its fields are \`at\` (the server's ms) then one pair per event: the type and
--- '<attempt> <id>', then ' ' and the error for failed and retrying ones that have one.
+-- last event, and its fields are \`at\` (the server's ms), \`n\` (how many events it holds) and \`events\`: one
+-- line per event, '<type> <attempt> <id>', then ' ' and the error (newlines and backslashes escaped) for
+-- failed and retrying events that have one. One string per entry, not a field pair per event: XADD then
+-- takes five arguments, whatever the batch, and an entry is a single listpack value.
 -- Dense numbers let a reader see trimmed events as a gap, and make trimming by count a MINID.
 --
 -- KEYS: conf events events-seq events-wake
@@ -3511,13 +3595,20 @@ RARE.events = true
 RARE.events_seq = true
 
 -- on: nil until events_begin, then whether this queue writes events.
-local EV = { on = nil, max = DEFAULT_EVENTS_MAX_COUNT, pairs = {} }
+local EV = { on = nil, max = DEFAULT_EVENTS_MAX_COUNT, lines = {} }
 
--- Reads the queue's events flag and bound. Call it before the script writes anything.
-local function events_begin()
-  -- A conf of another type fails here, before any write (scripts on a hot path leave it out of check_layout).
-  local conf = redis.pcall('HMGET', K.conf, 'events', 'events_max_count')
-  if conf.err then layout_error(K.conf, redis.call('TYPE', K.conf).ok, 'hash') end
+-- The conf fields events_begin takes, for a script that reads them with others of its own.
+local EVENTS_CONF = { 'events', 'events_max_count' }
+
+-- Reads the queue's events flag and bound (or takes them as read: \`read\`, the values of EVENTS_CONF).
+-- Call it before the script writes anything.
+local function events_begin(read)
+  local conf = read
+  if conf == nil then
+    -- A conf of another type fails here, before any write (scripts on a hot path leave it out of check_layout).
+    conf = redis.pcall('HMGET', K.conf, unpack(EVENTS_CONF))
+    if conf.err then layout_error(K.conf, redis.call('TYPE', K.conf).ok, 'hash') end
+  end
   EV.on = conf[1] == '1'
   if EV.on then
     EV.max = tonumber(conf[2]) or DEFAULT_EVENTS_MAX_COUNT
@@ -3526,36 +3617,53 @@ local function events_begin()
   end
 end
 
--- Notes an event of this script's transition; written by events_flush.
+-- An error's text on one line (src/redis/events.ts unescapes it).
+local ESCAPES = { ['\\\\'] = '\\\\\\\\', ['\\n'] = '\\\\n' }
+
+-- Attempts as text, made once: Lua formats a number with sprintf, which would cost more than the rest
+-- of an event.
+local ATTEMPT_TEXT = {}
+local function attempt_text(attempt)
+  if type(attempt) == 'string' then return attempt end
+  local n = attempt or 0
+  local text = ATTEMPT_TEXT[n]
+  if text == nil then
+    text = string.format('%d', n)
+    ATTEMPT_TEXT[n] = text
+  end
+  return text
+end
+
+-- Notes an event of this script's transition (the attempt a number, or its text); written by events_flush.
+-- Hot loops test EV.on first; the hottest (enqueue) appends its line to EV.lines itself.
 local function event(kind, id, attempt, err)
   if EV.on == nil then error('kvmq: event() before events_begin()') end
   if not EV.on then return end
-  local value = (tonumber(attempt) or 0) .. ' ' .. id
-  if err then value = value .. ' ' .. err end
-  EV.pairs[#EV.pairs + 1] = kind
-  EV.pairs[#EV.pairs + 1] = value
+  local line = kind .. ' ' .. attempt_text(attempt) .. ' ' .. id
+  if err then line = line .. ' ' .. string.gsub(err, '[\\\\\\n]', ESCAPES) end
+  EV.lines[#EV.lines + 1] = line
 end
 
--- Appends events (type, value pairs) to a queue's stream, numbering them from its \`seq\` key, and trims
--- inline to about \`max\` events: MINID ~ drops whole stream nodes only, never an event within the bound.
-local function append_events(stream, seq, wake, max, now, list)
-  local count = #list / 2
+-- Appends event lines to a queue's stream, numbering them from its \`seq\` key, and trims inline to about
+-- \`max\` events: MINID ~ drops whole stream nodes only, never an event within the bound.
+local function append_events(stream, seq, wake, max, now, lines)
+  local count = #lines
   if count == 0 then return end
   local last = redis.call('INCRBY', seq, count)
   local first = last - count + 1
   local keep = string.format('%d', math.max(1, last - max + 1))
-  for i = 1, #list, ENTRY_EVENTS * 2 do
-    local j = math.min(i + ENTRY_EVENTS * 2 - 1, #list)
-    local id = string.format('%d-0', first + j / 2 - 1)
-    redis.call('XADD', stream, 'MINID', '~', keep, id, 'at', now, unpack(list, i, j))
+  for i = 1, count, ENTRY_EVENTS do
+    local j = math.min(i + ENTRY_EVENTS - 1, count)
+    redis.call('XADD', stream, 'MINID', '~', keep, string.format('%d-0', first + j - 1), 'at', now, 'n', j - i + 1,
+      'events', table.concat(lines, '\\n', i, j))
   end
   redis.call('PUBLISH', wake, '')
 end
 
 -- Writes the events noted by this script.
 local function events_flush(now)
-  if EV.on and #EV.pairs > 0 then append_events(K.events, K.events_seq, K.events_wake, EV.max, now, EV.pairs) end
-  EV.pairs = {}
+  if EV.on and #EV.lines > 0 then append_events(K.events, K.events_seq, K.events_wake, EV.max, now, EV.lines) end
+  EV.lines = {}
 end
 -- state: a message's state, derived from Carmine's keys as Carmine derives it,
 -- plus kvmq's done-with-requeue and failed. Expired locks and backoffs count as over.
@@ -3702,7 +3810,7 @@ local function dead_letter(id, dlq, now)
   redis.call('PUBLISH', dk('wake'), 'dead-letter')
   if events[1] == '1' then
     append_events(dk('events'), dk('events-seq'), dk('events-wake'), tonumber(events[2]) or DEFAULT_EVENTS_MAX_COUNT,
-      now, { 'enqueued', '0 ' .. id })
+      now, { 'enqueued 0 ' .. id })
   end
   return true
 end
@@ -3988,7 +4096,7 @@ return reply
       'dedupe',
     ],
     readOnly: false,
-    sha: '9178af515212054bd1698b3575f07eaa649cd432',
+    sha: '7f10df9dc90971e4b34edd3a1b6514112c68592f',
     source: `#!lua
 local K = { messages = KEYS[1], wake = KEYS[2], pushes = KEYS[3], mid_circle = KEYS[4], conf = KEYS[5], events = KEYS[6], events_seq = KEYS[7], events_wake = KEYS[8], done = KEYS[9], requeue = KEYS[10], backoffs = KEYS[11], locks = KEYS[12], failed = KEYS[13], metadata = KEYS[14], filters = KEYS[15], policies = KEYS[16], history = KEYS[17], losses = KEYS[18], nattempts = KEYS[19], holders = KEYS[20], outcomes = KEYS[21], enqueued_at = KEYS[22], updated_at = KEYS[23], requeue_content = KEYS[24], schedule = KEYS[25], lock_expiry = KEYS[26], requeue_locks = KEYS[27], requeue_schedule = KEYS[28], done_at = KEYS[29], dedupe = KEYS[30] }
 -- common: helpers every script includes. K holds the queue's keys by name
@@ -4145,8 +4253,10 @@ end
 -- configuration has events on (\`events\` '1' in conf, read by that script). A script gathers its events
 -- and appends them at its end to the \`events\` stream, up to ENTRY_EVENTS per entry. \`events-seq\` counts
 -- every event ever written, so events have dense numbers; an entry's id is \`<n>-0\`, n the number of its
--- last event, and its fields are \`at\` (the server's ms) then one pair per event: the type and
--- '<attempt> <id>', then ' ' and the error for failed and retrying ones that have one.
+-- last event, and its fields are \`at\` (the server's ms), \`n\` (how many events it holds) and \`events\`: one
+-- line per event, '<type> <attempt> <id>', then ' ' and the error (newlines and backslashes escaped) for
+-- failed and retrying events that have one. One string per entry, not a field pair per event: XADD then
+-- takes five arguments, whatever the batch, and an entry is a single listpack value.
 -- Dense numbers let a reader see trimmed events as a gap, and make trimming by count a MINID.
 --
 -- KEYS: conf events events-seq events-wake
@@ -4161,13 +4271,20 @@ RARE.events = true
 RARE.events_seq = true
 
 -- on: nil until events_begin, then whether this queue writes events.
-local EV = { on = nil, max = DEFAULT_EVENTS_MAX_COUNT, pairs = {} }
+local EV = { on = nil, max = DEFAULT_EVENTS_MAX_COUNT, lines = {} }
 
--- Reads the queue's events flag and bound. Call it before the script writes anything.
-local function events_begin()
-  -- A conf of another type fails here, before any write (scripts on a hot path leave it out of check_layout).
-  local conf = redis.pcall('HMGET', K.conf, 'events', 'events_max_count')
-  if conf.err then layout_error(K.conf, redis.call('TYPE', K.conf).ok, 'hash') end
+-- The conf fields events_begin takes, for a script that reads them with others of its own.
+local EVENTS_CONF = { 'events', 'events_max_count' }
+
+-- Reads the queue's events flag and bound (or takes them as read: \`read\`, the values of EVENTS_CONF).
+-- Call it before the script writes anything.
+local function events_begin(read)
+  local conf = read
+  if conf == nil then
+    -- A conf of another type fails here, before any write (scripts on a hot path leave it out of check_layout).
+    conf = redis.pcall('HMGET', K.conf, unpack(EVENTS_CONF))
+    if conf.err then layout_error(K.conf, redis.call('TYPE', K.conf).ok, 'hash') end
+  end
   EV.on = conf[1] == '1'
   if EV.on then
     EV.max = tonumber(conf[2]) or DEFAULT_EVENTS_MAX_COUNT
@@ -4176,36 +4293,53 @@ local function events_begin()
   end
 end
 
--- Notes an event of this script's transition; written by events_flush.
+-- An error's text on one line (src/redis/events.ts unescapes it).
+local ESCAPES = { ['\\\\'] = '\\\\\\\\', ['\\n'] = '\\\\n' }
+
+-- Attempts as text, made once: Lua formats a number with sprintf, which would cost more than the rest
+-- of an event.
+local ATTEMPT_TEXT = {}
+local function attempt_text(attempt)
+  if type(attempt) == 'string' then return attempt end
+  local n = attempt or 0
+  local text = ATTEMPT_TEXT[n]
+  if text == nil then
+    text = string.format('%d', n)
+    ATTEMPT_TEXT[n] = text
+  end
+  return text
+end
+
+-- Notes an event of this script's transition (the attempt a number, or its text); written by events_flush.
+-- Hot loops test EV.on first; the hottest (enqueue) appends its line to EV.lines itself.
 local function event(kind, id, attempt, err)
   if EV.on == nil then error('kvmq: event() before events_begin()') end
   if not EV.on then return end
-  local value = (tonumber(attempt) or 0) .. ' ' .. id
-  if err then value = value .. ' ' .. err end
-  EV.pairs[#EV.pairs + 1] = kind
-  EV.pairs[#EV.pairs + 1] = value
+  local line = kind .. ' ' .. attempt_text(attempt) .. ' ' .. id
+  if err then line = line .. ' ' .. string.gsub(err, '[\\\\\\n]', ESCAPES) end
+  EV.lines[#EV.lines + 1] = line
 end
 
--- Appends events (type, value pairs) to a queue's stream, numbering them from its \`seq\` key, and trims
--- inline to about \`max\` events: MINID ~ drops whole stream nodes only, never an event within the bound.
-local function append_events(stream, seq, wake, max, now, list)
-  local count = #list / 2
+-- Appends event lines to a queue's stream, numbering them from its \`seq\` key, and trims inline to about
+-- \`max\` events: MINID ~ drops whole stream nodes only, never an event within the bound.
+local function append_events(stream, seq, wake, max, now, lines)
+  local count = #lines
   if count == 0 then return end
   local last = redis.call('INCRBY', seq, count)
   local first = last - count + 1
   local keep = string.format('%d', math.max(1, last - max + 1))
-  for i = 1, #list, ENTRY_EVENTS * 2 do
-    local j = math.min(i + ENTRY_EVENTS * 2 - 1, #list)
-    local id = string.format('%d-0', first + j / 2 - 1)
-    redis.call('XADD', stream, 'MINID', '~', keep, id, 'at', now, unpack(list, i, j))
+  for i = 1, count, ENTRY_EVENTS do
+    local j = math.min(i + ENTRY_EVENTS - 1, count)
+    redis.call('XADD', stream, 'MINID', '~', keep, string.format('%d-0', first + j - 1), 'at', now, 'n', j - i + 1,
+      'events', table.concat(lines, '\\n', i, j))
   end
   redis.call('PUBLISH', wake, '')
 end
 
 -- Writes the events noted by this script.
 local function events_flush(now)
-  if EV.on and #EV.pairs > 0 then append_events(K.events, K.events_seq, K.events_wake, EV.max, now, EV.pairs) end
-  EV.pairs = {}
+  if EV.on and #EV.lines > 0 then append_events(K.events, K.events_seq, K.events_wake, EV.max, now, EV.lines) end
+  EV.lines = {}
 end
 -- state: a message's state, derived from Carmine's keys as Carmine derives it,
 -- plus kvmq's done-with-requeue and failed. Expired locks and backoffs count as over.
@@ -4329,7 +4463,7 @@ local function dead_letter(id, dlq, now)
   redis.call('PUBLISH', dk('wake'), 'dead-letter')
   if events[1] == '1' then
     append_events(dk('events'), dk('events-seq'), dk('events-wake'), tonumber(events[2]) or DEFAULT_EVENTS_MAX_COUNT,
-      now, { 'enqueued', '0 ' .. id })
+      now, { 'enqueued 0 ' .. id })
   end
   return true
 end
@@ -4696,7 +4830,7 @@ return reply
     name: 'read-events',
     keys: ['events', 'events-seq'],
     readOnly: true,
-    sha: '6084d34ed51e4f4b1a226508a2f3e5a262e37df5',
+    sha: '61e548afb72bab53103a5633563d3a1e2ce37db1',
     source: `#!lua flags=no-writes
 local K = { events = KEYS[1], events_seq = KEYS[2] }
 -- common: helpers every script includes. K holds the queue's keys by name
@@ -4856,8 +4990,8 @@ end
 --
 -- KEYS: events events-seq
 -- ARGV: after (an event number; '' for from the oldest kept), limit
--- Reply: { missed (1 or 0), head (the newest event's number, 0 for none), then four per event: number,
---        at, type, '<attempt> <id>' (then ' ' and the error) }
+-- Reply: { missed (1 or 0), head (the newest event's number, 0 for none), then three per event: number,
+--        at, its line ('<type> <attempt> <id>', then ' ' and the escaped error) }
 -- Include: common
 
 check_layout()
@@ -4873,18 +5007,18 @@ while n < limit do
   local asked = math.min(100, limit - n)
   local entries = redis.call('XRANGE', K.events, start, '+', 'COUNT', asked)
   for _, entry in ipairs(entries) do
+    -- Fields: at, n, events (one line per event).
     local fields = entry[2]
-    local number = tonumber(string.match(entry[1], '^(%d+)')) - (#fields - 2) / 2
+    local number = tonumber(string.match(entry[1], '^(%d+)')) - tonumber(fields[4])
     if first and after ~= nil and number + 1 > after + 1 then reply[1] = 1 end
     first = false
-    for i = 3, #fields, 2 do
+    for line in string.gmatch(fields[6], '[^\\n]+') do
       number = number + 1
       if (after == nil or number > after) and n < limit then
         n = n + 1
         reply[#reply + 1] = number
         reply[#reply + 1] = fields[2]
-        reply[#reply + 1] = fields[i]
-        reply[#reply + 1] = fields[i + 1]
+        reply[#reply + 1] = line
       end
     end
   end
@@ -5107,7 +5241,7 @@ return 1
       'dedupe',
     ],
     readOnly: false,
-    sha: '594abd1157ff53171a87dfe62d39ba33f01dd881',
+    sha: '9662a74179cc8bea173586fe322397aa131e872c',
     source: `#!lua flags=allow-oom
 local K = { mid_circle = KEYS[1], conf = KEYS[2], events = KEYS[3], events_seq = KEYS[4], events_wake = KEYS[5], done = KEYS[6], requeue = KEYS[7], backoffs = KEYS[8], locks = KEYS[9], failed = KEYS[10], messages = KEYS[11], metadata = KEYS[12], filters = KEYS[13], policies = KEYS[14], history = KEYS[15], losses = KEYS[16], nattempts = KEYS[17], holders = KEYS[18], outcomes = KEYS[19], enqueued_at = KEYS[20], updated_at = KEYS[21], requeue_content = KEYS[22], schedule = KEYS[23], lock_expiry = KEYS[24], requeue_locks = KEYS[25], requeue_schedule = KEYS[26], done_at = KEYS[27], dedupe = KEYS[28] }
 -- common: helpers every script includes. K holds the queue's keys by name
@@ -5264,8 +5398,10 @@ end
 -- configuration has events on (\`events\` '1' in conf, read by that script). A script gathers its events
 -- and appends them at its end to the \`events\` stream, up to ENTRY_EVENTS per entry. \`events-seq\` counts
 -- every event ever written, so events have dense numbers; an entry's id is \`<n>-0\`, n the number of its
--- last event, and its fields are \`at\` (the server's ms) then one pair per event: the type and
--- '<attempt> <id>', then ' ' and the error for failed and retrying ones that have one.
+-- last event, and its fields are \`at\` (the server's ms), \`n\` (how many events it holds) and \`events\`: one
+-- line per event, '<type> <attempt> <id>', then ' ' and the error (newlines and backslashes escaped) for
+-- failed and retrying events that have one. One string per entry, not a field pair per event: XADD then
+-- takes five arguments, whatever the batch, and an entry is a single listpack value.
 -- Dense numbers let a reader see trimmed events as a gap, and make trimming by count a MINID.
 --
 -- KEYS: conf events events-seq events-wake
@@ -5280,13 +5416,20 @@ RARE.events = true
 RARE.events_seq = true
 
 -- on: nil until events_begin, then whether this queue writes events.
-local EV = { on = nil, max = DEFAULT_EVENTS_MAX_COUNT, pairs = {} }
+local EV = { on = nil, max = DEFAULT_EVENTS_MAX_COUNT, lines = {} }
 
--- Reads the queue's events flag and bound. Call it before the script writes anything.
-local function events_begin()
-  -- A conf of another type fails here, before any write (scripts on a hot path leave it out of check_layout).
-  local conf = redis.pcall('HMGET', K.conf, 'events', 'events_max_count')
-  if conf.err then layout_error(K.conf, redis.call('TYPE', K.conf).ok, 'hash') end
+-- The conf fields events_begin takes, for a script that reads them with others of its own.
+local EVENTS_CONF = { 'events', 'events_max_count' }
+
+-- Reads the queue's events flag and bound (or takes them as read: \`read\`, the values of EVENTS_CONF).
+-- Call it before the script writes anything.
+local function events_begin(read)
+  local conf = read
+  if conf == nil then
+    -- A conf of another type fails here, before any write (scripts on a hot path leave it out of check_layout).
+    conf = redis.pcall('HMGET', K.conf, unpack(EVENTS_CONF))
+    if conf.err then layout_error(K.conf, redis.call('TYPE', K.conf).ok, 'hash') end
+  end
   EV.on = conf[1] == '1'
   if EV.on then
     EV.max = tonumber(conf[2]) or DEFAULT_EVENTS_MAX_COUNT
@@ -5295,36 +5438,53 @@ local function events_begin()
   end
 end
 
--- Notes an event of this script's transition; written by events_flush.
+-- An error's text on one line (src/redis/events.ts unescapes it).
+local ESCAPES = { ['\\\\'] = '\\\\\\\\', ['\\n'] = '\\\\n' }
+
+-- Attempts as text, made once: Lua formats a number with sprintf, which would cost more than the rest
+-- of an event.
+local ATTEMPT_TEXT = {}
+local function attempt_text(attempt)
+  if type(attempt) == 'string' then return attempt end
+  local n = attempt or 0
+  local text = ATTEMPT_TEXT[n]
+  if text == nil then
+    text = string.format('%d', n)
+    ATTEMPT_TEXT[n] = text
+  end
+  return text
+end
+
+-- Notes an event of this script's transition (the attempt a number, or its text); written by events_flush.
+-- Hot loops test EV.on first; the hottest (enqueue) appends its line to EV.lines itself.
 local function event(kind, id, attempt, err)
   if EV.on == nil then error('kvmq: event() before events_begin()') end
   if not EV.on then return end
-  local value = (tonumber(attempt) or 0) .. ' ' .. id
-  if err then value = value .. ' ' .. err end
-  EV.pairs[#EV.pairs + 1] = kind
-  EV.pairs[#EV.pairs + 1] = value
+  local line = kind .. ' ' .. attempt_text(attempt) .. ' ' .. id
+  if err then line = line .. ' ' .. string.gsub(err, '[\\\\\\n]', ESCAPES) end
+  EV.lines[#EV.lines + 1] = line
 end
 
--- Appends events (type, value pairs) to a queue's stream, numbering them from its \`seq\` key, and trims
--- inline to about \`max\` events: MINID ~ drops whole stream nodes only, never an event within the bound.
-local function append_events(stream, seq, wake, max, now, list)
-  local count = #list / 2
+-- Appends event lines to a queue's stream, numbering them from its \`seq\` key, and trims inline to about
+-- \`max\` events: MINID ~ drops whole stream nodes only, never an event within the bound.
+local function append_events(stream, seq, wake, max, now, lines)
+  local count = #lines
   if count == 0 then return end
   local last = redis.call('INCRBY', seq, count)
   local first = last - count + 1
   local keep = string.format('%d', math.max(1, last - max + 1))
-  for i = 1, #list, ENTRY_EVENTS * 2 do
-    local j = math.min(i + ENTRY_EVENTS * 2 - 1, #list)
-    local id = string.format('%d-0', first + j / 2 - 1)
-    redis.call('XADD', stream, 'MINID', '~', keep, id, 'at', now, unpack(list, i, j))
+  for i = 1, count, ENTRY_EVENTS do
+    local j = math.min(i + ENTRY_EVENTS - 1, count)
+    redis.call('XADD', stream, 'MINID', '~', keep, string.format('%d-0', first + j - 1), 'at', now, 'n', j - i + 1,
+      'events', table.concat(lines, '\\n', i, j))
   end
   redis.call('PUBLISH', wake, '')
 end
 
 -- Writes the events noted by this script.
 local function events_flush(now)
-  if EV.on and #EV.pairs > 0 then append_events(K.events, K.events_seq, K.events_wake, EV.max, now, EV.pairs) end
-  EV.pairs = {}
+  if EV.on and #EV.lines > 0 then append_events(K.events, K.events_seq, K.events_wake, EV.max, now, EV.lines) end
+  EV.lines = {}
 end
 -- state: a message's state, derived from Carmine's keys as Carmine derives it,
 -- plus kvmq's done-with-requeue and failed. Expired locks and backoffs count as over.
@@ -5437,7 +5597,7 @@ return replies
       'locks',
     ],
     readOnly: false,
-    sha: '7a5e547c3de06c59ace7ebd38105a6cdff9a6dc1',
+    sha: 'c12f63990a5c7a17eef07c15caf803b3686f91c2',
     source: `#!lua
 local K = { messages = KEYS[1], filters = KEYS[2], nattempts = KEYS[3], losses = KEYS[4], failed = KEYS[5], updated_at = KEYS[6], mid_circle = KEYS[7], wake = KEYS[8], pushes = KEYS[9], conf = KEYS[10], events = KEYS[11], events_seq = KEYS[12], events_wake = KEYS[13], done = KEYS[14], requeue = KEYS[15], backoffs = KEYS[16], locks = KEYS[17] }
 -- common: helpers every script includes. K holds the queue's keys by name
@@ -5594,8 +5754,10 @@ end
 -- configuration has events on (\`events\` '1' in conf, read by that script). A script gathers its events
 -- and appends them at its end to the \`events\` stream, up to ENTRY_EVENTS per entry. \`events-seq\` counts
 -- every event ever written, so events have dense numbers; an entry's id is \`<n>-0\`, n the number of its
--- last event, and its fields are \`at\` (the server's ms) then one pair per event: the type and
--- '<attempt> <id>', then ' ' and the error for failed and retrying ones that have one.
+-- last event, and its fields are \`at\` (the server's ms), \`n\` (how many events it holds) and \`events\`: one
+-- line per event, '<type> <attempt> <id>', then ' ' and the error (newlines and backslashes escaped) for
+-- failed and retrying events that have one. One string per entry, not a field pair per event: XADD then
+-- takes five arguments, whatever the batch, and an entry is a single listpack value.
 -- Dense numbers let a reader see trimmed events as a gap, and make trimming by count a MINID.
 --
 -- KEYS: conf events events-seq events-wake
@@ -5610,13 +5772,20 @@ RARE.events = true
 RARE.events_seq = true
 
 -- on: nil until events_begin, then whether this queue writes events.
-local EV = { on = nil, max = DEFAULT_EVENTS_MAX_COUNT, pairs = {} }
+local EV = { on = nil, max = DEFAULT_EVENTS_MAX_COUNT, lines = {} }
 
--- Reads the queue's events flag and bound. Call it before the script writes anything.
-local function events_begin()
-  -- A conf of another type fails here, before any write (scripts on a hot path leave it out of check_layout).
-  local conf = redis.pcall('HMGET', K.conf, 'events', 'events_max_count')
-  if conf.err then layout_error(K.conf, redis.call('TYPE', K.conf).ok, 'hash') end
+-- The conf fields events_begin takes, for a script that reads them with others of its own.
+local EVENTS_CONF = { 'events', 'events_max_count' }
+
+-- Reads the queue's events flag and bound (or takes them as read: \`read\`, the values of EVENTS_CONF).
+-- Call it before the script writes anything.
+local function events_begin(read)
+  local conf = read
+  if conf == nil then
+    -- A conf of another type fails here, before any write (scripts on a hot path leave it out of check_layout).
+    conf = redis.pcall('HMGET', K.conf, unpack(EVENTS_CONF))
+    if conf.err then layout_error(K.conf, redis.call('TYPE', K.conf).ok, 'hash') end
+  end
   EV.on = conf[1] == '1'
   if EV.on then
     EV.max = tonumber(conf[2]) or DEFAULT_EVENTS_MAX_COUNT
@@ -5625,36 +5794,53 @@ local function events_begin()
   end
 end
 
--- Notes an event of this script's transition; written by events_flush.
+-- An error's text on one line (src/redis/events.ts unescapes it).
+local ESCAPES = { ['\\\\'] = '\\\\\\\\', ['\\n'] = '\\\\n' }
+
+-- Attempts as text, made once: Lua formats a number with sprintf, which would cost more than the rest
+-- of an event.
+local ATTEMPT_TEXT = {}
+local function attempt_text(attempt)
+  if type(attempt) == 'string' then return attempt end
+  local n = attempt or 0
+  local text = ATTEMPT_TEXT[n]
+  if text == nil then
+    text = string.format('%d', n)
+    ATTEMPT_TEXT[n] = text
+  end
+  return text
+end
+
+-- Notes an event of this script's transition (the attempt a number, or its text); written by events_flush.
+-- Hot loops test EV.on first; the hottest (enqueue) appends its line to EV.lines itself.
 local function event(kind, id, attempt, err)
   if EV.on == nil then error('kvmq: event() before events_begin()') end
   if not EV.on then return end
-  local value = (tonumber(attempt) or 0) .. ' ' .. id
-  if err then value = value .. ' ' .. err end
-  EV.pairs[#EV.pairs + 1] = kind
-  EV.pairs[#EV.pairs + 1] = value
+  local line = kind .. ' ' .. attempt_text(attempt) .. ' ' .. id
+  if err then line = line .. ' ' .. string.gsub(err, '[\\\\\\n]', ESCAPES) end
+  EV.lines[#EV.lines + 1] = line
 end
 
--- Appends events (type, value pairs) to a queue's stream, numbering them from its \`seq\` key, and trims
--- inline to about \`max\` events: MINID ~ drops whole stream nodes only, never an event within the bound.
-local function append_events(stream, seq, wake, max, now, list)
-  local count = #list / 2
+-- Appends event lines to a queue's stream, numbering them from its \`seq\` key, and trims inline to about
+-- \`max\` events: MINID ~ drops whole stream nodes only, never an event within the bound.
+local function append_events(stream, seq, wake, max, now, lines)
+  local count = #lines
   if count == 0 then return end
   local last = redis.call('INCRBY', seq, count)
   local first = last - count + 1
   local keep = string.format('%d', math.max(1, last - max + 1))
-  for i = 1, #list, ENTRY_EVENTS * 2 do
-    local j = math.min(i + ENTRY_EVENTS * 2 - 1, #list)
-    local id = string.format('%d-0', first + j / 2 - 1)
-    redis.call('XADD', stream, 'MINID', '~', keep, id, 'at', now, unpack(list, i, j))
+  for i = 1, count, ENTRY_EVENTS do
+    local j = math.min(i + ENTRY_EVENTS - 1, count)
+    redis.call('XADD', stream, 'MINID', '~', keep, string.format('%d-0', first + j - 1), 'at', now, 'n', j - i + 1,
+      'events', table.concat(lines, '\\n', i, j))
   end
   redis.call('PUBLISH', wake, '')
 end
 
 -- Writes the events noted by this script.
 local function events_flush(now)
-  if EV.on and #EV.pairs > 0 then append_events(K.events, K.events_seq, K.events_wake, EV.max, now, EV.pairs) end
-  EV.pairs = {}
+  if EV.on and #EV.lines > 0 then append_events(K.events, K.events_seq, K.events_wake, EV.max, now, EV.lines) end
+  EV.lines = {}
 end
 -- state: a message's state, derived from Carmine's keys as Carmine derives it,
 -- plus kvmq's done-with-requeue and failed. Expired locks and backoffs count as over.

@@ -35,11 +35,12 @@ local now = now_ms()
 local function queue_size()
   return redis.call('HLEN', K.messages) - redis.call('SCARD', K.done) - redis.call('ZCARD', K.failed)
 end
-if redis.call('HGET', K.conf, 'paused') == '1' then
+local conf = redis.call('HMGET', K.conf, 'paused', unpack(EVENTS_CONF))
+if conf[1] == '1' then
   -- Resume publishes a wake-up; a worker on a lost subscription looks again within a second.
   return { 'ok', queue_size(), tonumber(redis.call('GET', K.ndry_runs)) or 0, now + 1000 }
 end
-events_begin()
+events_begin({ conf[2], conf[3] })
 local w = pending_writes()
 local ready = pending_ready()
 local more = promote(now, ready, w)
@@ -93,7 +94,7 @@ if n > 0 then
       reply[r + 1], reply[r + 2], reply[r + 3], reply[r + 4], reply[r + 5] = id, contents[i], metas[i], class_at[i], attempt
       reply[r + 6] = policies[i]
       r = r + 6
-      event('started', id, attempt)
+      if EV.on then event('started', id, attempt) end
       -- A message that lost its lock keeps its requeue mark: locked-with-requeue again.
       if marked and redis.call('SISMEMBER', K.requeue, id) == 1 then
         redis.call('ZADD', K.requeue_locks, lock_until, id)

@@ -75,12 +75,14 @@ for k, id in ipairs(ids) do
       if tail ~= '' then kept = string.sub(tail, 2) elseif err ~= '-' then kept = string.sub(err, 2) end
       if started ~= '' then append_history(id, attempt, tonumber(started), now, consumer, outcome, kept) end
     end
-    if outcome == 'success' then
-      event('completed', id, attempt)
-    elseif outcome == 'error' then
-      event('failed', id, attempt, kept)
-    elseif started ~= '' then
-      event('retrying', id, attempt, kept)
+    if EV.on then
+      if outcome == 'success' then
+        event('completed', id, attempt)
+      elseif outcome == 'error' then
+        event('failed', id, attempt, kept)
+      elseif started ~= '' then
+        event('retrying', id, attempt, kept)
+      end
     end
     if outcome == 'error' and not marked[k] then
       fail(id, now, stored)

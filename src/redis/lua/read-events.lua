@@ -6,8 +6,8 @@
 --
 -- KEYS: events events-seq
 -- ARGV: after (an event number; '' for from the oldest kept), limit
--- Reply: { missed (1 or 0), head (the newest event's number, 0 for none), then four per event: number,
---        at, type, '<attempt> <id>' (then ' ' and the error) }
+-- Reply: { missed (1 or 0), head (the newest event's number, 0 for none), then three per event: number,
+--        at, its line ('<type> <attempt> <id>', then ' ' and the escaped error) }
 -- Include: common
 
 check_layout()
@@ -23,18 +23,18 @@ while n < limit do
   local asked = math.min(100, limit - n)
   local entries = redis.call('XRANGE', K.events, start, '+', 'COUNT', asked)
   for _, entry in ipairs(entries) do
+    -- Fields: at, n, events (one line per event).
     local fields = entry[2]
-    local number = tonumber(string.match(entry[1], '^(%d+)')) - (#fields - 2) / 2
+    local number = tonumber(string.match(entry[1], '^(%d+)')) - tonumber(fields[4])
     if first and after ~= nil and number + 1 > after + 1 then reply[1] = 1 end
     first = false
-    for i = 3, #fields, 2 do
+    for line in string.gmatch(fields[6], '[^\n]+') do
       number = number + 1
       if (after == nil or number > after) and n < limit then
         n = n + 1
         reply[#reply + 1] = number
         reply[#reply + 1] = fields[2]
-        reply[#reply + 1] = fields[i]
-        reply[#reply + 1] = fields[i + 1]
+        reply[#reply + 1] = line
       end
     end
   end

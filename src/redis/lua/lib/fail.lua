@@ -70,7 +70,7 @@ local function dead_letter(id, dlq, now)
   redis.call('PUBLISH', dk('wake'), 'dead-letter')
   if events[1] == '1' then
     append_events(dk('events'), dk('events-seq'), dk('events-wake'), tonumber(events[2]) or DEFAULT_EVENTS_MAX_COUNT,
-      now, { 'enqueued', '0 ' .. id })
+      now, { 'enqueued 0 ' .. id })
   end
   return true
 end
