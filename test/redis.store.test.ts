@@ -695,10 +695,13 @@ void describe('redis store: queue events, turns and the queue registry', () => {
       return true;
     });
     assert.equal((await client.status(q, 'x'))?.attempt, 0);
-    // With events off, the foreign keys are not touched and the queue works.
+    // With events off, the foreign keys are not touched and the queue works, its failure path too.
     await client.configure(q, { events: false });
+    cli(base, 'SET', key('events'), 'not kvmq');
     assert.equal((await claim(client, q)).messages.length, 1);
-    cli(base, 'DEL', key('events-seq'));
+    assert.deepEqual(await finish(client, q, [{ id: 'x', outcome: 'error', error: 'e' }]), ['ok']);
+    assert.equal((await client.status(q, 'x'))?.state, 'failed');
+    cli(base, 'DEL', key('events-seq'), key('events'));
   });
 
   void test('a lock lost at maxDeliveries writes failed; a dead-letter move writes enqueued there', async () => {

@@ -50,7 +50,7 @@ export const SCRIPTS = {
       'dedupe',
     ],
     readOnly: false,
-    sha: '4e60e7b014e211ed410584b36bfbf2d37a7ba8dc',
+    sha: '3d234214744dd6c841863c7e11527dd3e41632e4',
     source: `#!lua flags=allow-oom
 local K = { messages = KEYS[1], metadata = KEYS[2], filters = KEYS[3], classes = KEYS[4], nattempts = KEYS[5], locks = KEYS[6], holders = KEYS[7], backoffs = KEYS[8], done = KEYS[9], done_at = KEYS[10], requeue = KEYS[11], schedule = KEYS[12], lock_expiry = KEYS[13], updated_at = KEYS[14], mid_circle = KEYS[15], eoq_backoff = KEYS[16], ndry_runs = KEYS[17], policies = KEYS[18], pushes = KEYS[19], conf = KEYS[20], failed = KEYS[21], events = KEYS[22], events_seq = KEYS[23], events_wake = KEYS[24], history = KEYS[25], losses = KEYS[26], outcomes = KEYS[27], enqueued_at = KEYS[28], requeue_content = KEYS[29], requeue_locks = KEYS[30], requeue_schedule = KEYS[31], dedupe = KEYS[32] }
 -- common: helpers every script includes. K holds the queue's keys by name
@@ -105,13 +105,15 @@ end
 -- Keys a script touches only on its rare paths (see check_rare).
 local RARE = {}
 local rare_checked = false
+-- Keys a helper checks itself, only when it is about to use them (lib/events.lua: with events on).
+local CHECKED_BY_HELPER = {}
 
 -- \`rare\` (optional) names keys left to check_rare, so a hot path pays no TYPE call for them.
 local function check_layout(new_classes, rare)
   for _, name in ipairs(rare or {}) do RARE[name] = true end
   for name, key in pairs(K) do
     local expected = KEY_TYPES[name]
-    if expected ~= nil and not RARE[name] then check_type(key, expected) end
+    if expected ~= nil and not RARE[name] and not CHECKED_BY_HELPER[name] then check_type(key, expected) end
   end
   if K.classes ~= nil and K.mid_circle ~= nil then
     for _, class in ipairs(redis.call('SMEMBERS', K.classes)) do check_type(ready_list(class), 'list') end
@@ -125,7 +127,7 @@ local function check_rare()
   if rare_checked then return end
   rare_checked = true
   for name in pairs(RARE) do
-    if K[name] ~= nil then check_type(K[name], KEY_TYPES[name]) end
+    if K[name] ~= nil and not CHECKED_BY_HELPER[name] then check_type(K[name], KEY_TYPES[name]) end
   end
 end
 
@@ -220,9 +222,10 @@ local ENTRY_EVENTS = 100
 -- model/events.ts EVENTS_MAX_COUNT
 local DEFAULT_EVENTS_MAX_COUNT = 10000
 
--- events_begin checks these when events are on; a script with events off pays nothing for them.
-RARE.events = true
-RARE.events_seq = true
+-- events_begin checks these when events are on; with events off a script neither pays for them nor
+-- minds what they hold.
+CHECKED_BY_HELPER.events = true
+CHECKED_BY_HELPER.events_seq = true
 
 -- on: nil until events_begin, then whether this queue writes events.
 local EV = { on = nil, max = DEFAULT_EVENTS_MAX_COUNT, lines = {} }
@@ -653,7 +656,7 @@ return reply
       'events',
     ],
     readOnly: false,
-    sha: '8681e77f76a406cae5ef5d07cb951c930f88aa9f',
+    sha: '89e831f420304dc73e60bba6d21076976a708624',
     source: `#!lua flags=allow-oom
 local K = { messages = KEYS[1], locks = KEYS[2], backoffs = KEYS[3], nattempts = KEYS[4], mid_circle = KEYS[5], done = KEYS[6], requeue = KEYS[7], eoq_backoff = KEYS[8], ndry_runs = KEYS[9], metadata = KEYS[10], filters = KEYS[11], classes = KEYS[12], holders = KEYS[13], outcomes = KEYS[14], enqueued_at = KEYS[15], updated_at = KEYS[16], requeue_content = KEYS[17], schedule = KEYS[18], lock_expiry = KEYS[19], done_at = KEYS[20], dedupe = KEYS[21], policies = KEYS[22], history = KEYS[23], losses = KEYS[24], pushes = KEYS[25], requeue_locks = KEYS[26], requeue_schedule = KEYS[27], failed = KEYS[28], events = KEYS[29] }
 -- common: helpers every script includes. K holds the queue's keys by name
@@ -708,13 +711,15 @@ end
 -- Keys a script touches only on its rare paths (see check_rare).
 local RARE = {}
 local rare_checked = false
+-- Keys a helper checks itself, only when it is about to use them (lib/events.lua: with events on).
+local CHECKED_BY_HELPER = {}
 
 -- \`rare\` (optional) names keys left to check_rare, so a hot path pays no TYPE call for them.
 local function check_layout(new_classes, rare)
   for _, name in ipairs(rare or {}) do RARE[name] = true end
   for name, key in pairs(K) do
     local expected = KEY_TYPES[name]
-    if expected ~= nil and not RARE[name] then check_type(key, expected) end
+    if expected ~= nil and not RARE[name] and not CHECKED_BY_HELPER[name] then check_type(key, expected) end
   end
   if K.classes ~= nil and K.mid_circle ~= nil then
     for _, class in ipairs(redis.call('SMEMBERS', K.classes)) do check_type(ready_list(class), 'list') end
@@ -728,7 +733,7 @@ local function check_rare()
   if rare_checked then return end
   rare_checked = true
   for name in pairs(RARE) do
-    if K[name] ~= nil then check_type(K[name], KEY_TYPES[name]) end
+    if K[name] ~= nil and not CHECKED_BY_HELPER[name] then check_type(K[name], KEY_TYPES[name]) end
   end
 end
 
@@ -831,7 +836,7 @@ return 1
     name: 'configure',
     keys: ['conf', 'wake', 'messages', 'consumers'],
     readOnly: false,
-    sha: '317e56610dc424144bf1120ebb6f574720d92d93',
+    sha: '16fed06ad64c44a2c06bbfa3b3cefa507003650b',
     source: `#!lua
 local K = { conf = KEYS[1], wake = KEYS[2], messages = KEYS[3], consumers = KEYS[4] }
 -- common: helpers every script includes. K holds the queue's keys by name
@@ -886,13 +891,15 @@ end
 -- Keys a script touches only on its rare paths (see check_rare).
 local RARE = {}
 local rare_checked = false
+-- Keys a helper checks itself, only when it is about to use them (lib/events.lua: with events on).
+local CHECKED_BY_HELPER = {}
 
 -- \`rare\` (optional) names keys left to check_rare, so a hot path pays no TYPE call for them.
 local function check_layout(new_classes, rare)
   for _, name in ipairs(rare or {}) do RARE[name] = true end
   for name, key in pairs(K) do
     local expected = KEY_TYPES[name]
-    if expected ~= nil and not RARE[name] then check_type(key, expected) end
+    if expected ~= nil and not RARE[name] and not CHECKED_BY_HELPER[name] then check_type(key, expected) end
   end
   if K.classes ~= nil and K.mid_circle ~= nil then
     for _, class in ipairs(redis.call('SMEMBERS', K.classes)) do check_type(ready_list(class), 'list') end
@@ -906,7 +913,7 @@ local function check_rare()
   if rare_checked then return end
   rare_checked = true
   for name in pairs(RARE) do
-    if K[name] ~= nil then check_type(K[name], KEY_TYPES[name]) end
+    if K[name] ~= nil and not CHECKED_BY_HELPER[name] then check_type(K[name], KEY_TYPES[name]) end
   end
 end
 
@@ -1020,7 +1027,7 @@ return 1
     name: 'consumers',
     keys: ['consumers', 'holders', 'locks'],
     readOnly: true,
-    sha: 'd80d83e710a61918db042e0cf6d305b8a9045e77',
+    sha: '5aa9624f6829788d12001740575b697064c08dc3',
     source: `#!lua flags=no-writes
 local K = { consumers = KEYS[1], holders = KEYS[2], locks = KEYS[3] }
 -- common: helpers every script includes. K holds the queue's keys by name
@@ -1075,13 +1082,15 @@ end
 -- Keys a script touches only on its rare paths (see check_rare).
 local RARE = {}
 local rare_checked = false
+-- Keys a helper checks itself, only when it is about to use them (lib/events.lua: with events on).
+local CHECKED_BY_HELPER = {}
 
 -- \`rare\` (optional) names keys left to check_rare, so a hot path pays no TYPE call for them.
 local function check_layout(new_classes, rare)
   for _, name in ipairs(rare or {}) do RARE[name] = true end
   for name, key in pairs(K) do
     local expected = KEY_TYPES[name]
-    if expected ~= nil and not RARE[name] then check_type(key, expected) end
+    if expected ~= nil and not RARE[name] and not CHECKED_BY_HELPER[name] then check_type(key, expected) end
   end
   if K.classes ~= nil and K.mid_circle ~= nil then
     for _, class in ipairs(redis.call('SMEMBERS', K.classes)) do check_type(ready_list(class), 'list') end
@@ -1095,7 +1104,7 @@ local function check_rare()
   if rare_checked then return end
   rare_checked = true
   for name in pairs(RARE) do
-    if K[name] ~= nil then check_type(K[name], KEY_TYPES[name]) end
+    if K[name] ~= nil and not CHECKED_BY_HELPER[name] then check_type(K[name], KEY_TYPES[name]) end
   end
 end
 
@@ -1244,7 +1253,7 @@ return reply
       'failed',
     ],
     readOnly: false,
-    sha: 'efa2ffc9db6278f3e6794a62cd8f702cae659343',
+    sha: '4f4eff41609af9dc840cd932c54906997948e633',
     source: `#!lua
 local K = { messages = KEYS[1], metadata = KEYS[2], filters = KEYS[3], classes = KEYS[4], nattempts = KEYS[5], locks = KEYS[6], holders = KEYS[7], backoffs = KEYS[8], done = KEYS[9], requeue = KEYS[10], outcomes = KEYS[11], enqueued_at = KEYS[12], updated_at = KEYS[13], requeue_content = KEYS[14], schedule = KEYS[15], done_at = KEYS[16], dedupe = KEYS[17], mid_circle = KEYS[18], wake = KEYS[19], policies = KEYS[20], losses = KEYS[21], requeue_locks = KEYS[22], requeue_schedule = KEYS[23], pushes = KEYS[24], conf = KEYS[25], events = KEYS[26], events_seq = KEYS[27], events_wake = KEYS[28], failed = KEYS[29] }
 -- common: helpers every script includes. K holds the queue's keys by name
@@ -1299,13 +1308,15 @@ end
 -- Keys a script touches only on its rare paths (see check_rare).
 local RARE = {}
 local rare_checked = false
+-- Keys a helper checks itself, only when it is about to use them (lib/events.lua: with events on).
+local CHECKED_BY_HELPER = {}
 
 -- \`rare\` (optional) names keys left to check_rare, so a hot path pays no TYPE call for them.
 local function check_layout(new_classes, rare)
   for _, name in ipairs(rare or {}) do RARE[name] = true end
   for name, key in pairs(K) do
     local expected = KEY_TYPES[name]
-    if expected ~= nil and not RARE[name] then check_type(key, expected) end
+    if expected ~= nil and not RARE[name] and not CHECKED_BY_HELPER[name] then check_type(key, expected) end
   end
   if K.classes ~= nil and K.mid_circle ~= nil then
     for _, class in ipairs(redis.call('SMEMBERS', K.classes)) do check_type(ready_list(class), 'list') end
@@ -1319,7 +1330,7 @@ local function check_rare()
   if rare_checked then return end
   rare_checked = true
   for name in pairs(RARE) do
-    if K[name] ~= nil then check_type(K[name], KEY_TYPES[name]) end
+    if K[name] ~= nil and not CHECKED_BY_HELPER[name] then check_type(K[name], KEY_TYPES[name]) end
   end
 end
 
@@ -1414,9 +1425,10 @@ local ENTRY_EVENTS = 100
 -- model/events.ts EVENTS_MAX_COUNT
 local DEFAULT_EVENTS_MAX_COUNT = 10000
 
--- events_begin checks these when events are on; a script with events off pays nothing for them.
-RARE.events = true
-RARE.events_seq = true
+-- events_begin checks these when events are on; with events off a script neither pays for them nor
+-- minds what they hold.
+CHECKED_BY_HELPER.events = true
+CHECKED_BY_HELPER.events_seq = true
 
 -- on: nil until events_begin, then whether this queue writes events.
 local EV = { on = nil, max = DEFAULT_EVENTS_MAX_COUNT, lines = {} }
@@ -1632,7 +1644,7 @@ return replies
     name: 'events-trim',
     keys: ['events', 'events-seq'],
     readOnly: false,
-    sha: 'e7694b632686b7ab95929603850c64cf5657f6b0',
+    sha: 'f34bba096cfae726f581fd0b9cd0eaea2c3a1792',
     source: `#!lua flags=allow-oom
 local K = { events = KEYS[1], events_seq = KEYS[2] }
 -- common: helpers every script includes. K holds the queue's keys by name
@@ -1687,13 +1699,15 @@ end
 -- Keys a script touches only on its rare paths (see check_rare).
 local RARE = {}
 local rare_checked = false
+-- Keys a helper checks itself, only when it is about to use them (lib/events.lua: with events on).
+local CHECKED_BY_HELPER = {}
 
 -- \`rare\` (optional) names keys left to check_rare, so a hot path pays no TYPE call for them.
 local function check_layout(new_classes, rare)
   for _, name in ipairs(rare or {}) do RARE[name] = true end
   for name, key in pairs(K) do
     local expected = KEY_TYPES[name]
-    if expected ~= nil and not RARE[name] then check_type(key, expected) end
+    if expected ~= nil and not RARE[name] and not CHECKED_BY_HELPER[name] then check_type(key, expected) end
   end
   if K.classes ~= nil and K.mid_circle ~= nil then
     for _, class in ipairs(redis.call('SMEMBERS', K.classes)) do check_type(ready_list(class), 'list') end
@@ -1707,7 +1721,7 @@ local function check_rare()
   if rare_checked then return end
   rare_checked = true
   for name in pairs(RARE) do
-    if K[name] ~= nil then check_type(K[name], KEY_TYPES[name]) end
+    if K[name] ~= nil and not CHECKED_BY_HELPER[name] then check_type(K[name], KEY_TYPES[name]) end
   end
 end
 
@@ -1823,7 +1837,7 @@ return redis.call('XTRIM', K.events, 'MINID', string.format('%d', lo))
     name: 'extend',
     keys: ['locks', 'holders', 'nattempts', 'lock-expiry', 'requeue', 'requeue-locks'],
     readOnly: false,
-    sha: 'b2436472f97ad7ada894ded64df27ef59bbdec81',
+    sha: '456cceeccddeabbef6b4c157a2a9de6ba1f1943b',
     source: `#!lua flags=allow-oom
 local K = { locks = KEYS[1], holders = KEYS[2], nattempts = KEYS[3], lock_expiry = KEYS[4], requeue = KEYS[5], requeue_locks = KEYS[6] }
 -- common: helpers every script includes. K holds the queue's keys by name
@@ -1878,13 +1892,15 @@ end
 -- Keys a script touches only on its rare paths (see check_rare).
 local RARE = {}
 local rare_checked = false
+-- Keys a helper checks itself, only when it is about to use them (lib/events.lua: with events on).
+local CHECKED_BY_HELPER = {}
 
 -- \`rare\` (optional) names keys left to check_rare, so a hot path pays no TYPE call for them.
 local function check_layout(new_classes, rare)
   for _, name in ipairs(rare or {}) do RARE[name] = true end
   for name, key in pairs(K) do
     local expected = KEY_TYPES[name]
-    if expected ~= nil and not RARE[name] then check_type(key, expected) end
+    if expected ~= nil and not RARE[name] and not CHECKED_BY_HELPER[name] then check_type(key, expected) end
   end
   if K.classes ~= nil and K.mid_circle ~= nil then
     for _, class in ipairs(redis.call('SMEMBERS', K.classes)) do check_type(ready_list(class), 'list') end
@@ -1898,7 +1914,7 @@ local function check_rare()
   if rare_checked then return end
   rare_checked = true
   for name in pairs(RARE) do
-    if K[name] ~= nil then check_type(K[name], KEY_TYPES[name]) end
+    if K[name] ~= nil and not CHECKED_BY_HELPER[name] then check_type(K[name], KEY_TYPES[name]) end
   end
 end
 
@@ -2039,7 +2055,7 @@ return lost
       'failed',
     ],
     readOnly: false,
-    sha: 'c3992df5165bd60ef74acb248505f0b5c42bdd54',
+    sha: '891894f25811d00c7c121928b2d79a2845f107ba',
     source: `#!lua flags=allow-oom
 local K = { messages = KEYS[1], filters = KEYS[2], nattempts = KEYS[3], locks = KEYS[4], holders = KEYS[5], backoffs = KEYS[6], done = KEYS[7], done_at = KEYS[8], dedupe = KEYS[9], requeue = KEYS[10], requeue_content = KEYS[11], schedule = KEYS[12], lock_expiry = KEYS[13], outcomes = KEYS[14], updated_at = KEYS[15], mid_circle = KEYS[16], wake = KEYS[17], pushes = KEYS[18], losses = KEYS[19], conf = KEYS[20], events = KEYS[21], events_seq = KEYS[22], events_wake = KEYS[23], metadata = KEYS[24], policies = KEYS[25], history = KEYS[26], enqueued_at = KEYS[27], requeue_locks = KEYS[28], requeue_schedule = KEYS[29], failed = KEYS[30] }
 -- common: helpers every script includes. K holds the queue's keys by name
@@ -2094,13 +2110,15 @@ end
 -- Keys a script touches only on its rare paths (see check_rare).
 local RARE = {}
 local rare_checked = false
+-- Keys a helper checks itself, only when it is about to use them (lib/events.lua: with events on).
+local CHECKED_BY_HELPER = {}
 
 -- \`rare\` (optional) names keys left to check_rare, so a hot path pays no TYPE call for them.
 local function check_layout(new_classes, rare)
   for _, name in ipairs(rare or {}) do RARE[name] = true end
   for name, key in pairs(K) do
     local expected = KEY_TYPES[name]
-    if expected ~= nil and not RARE[name] then check_type(key, expected) end
+    if expected ~= nil and not RARE[name] and not CHECKED_BY_HELPER[name] then check_type(key, expected) end
   end
   if K.classes ~= nil and K.mid_circle ~= nil then
     for _, class in ipairs(redis.call('SMEMBERS', K.classes)) do check_type(ready_list(class), 'list') end
@@ -2114,7 +2132,7 @@ local function check_rare()
   if rare_checked then return end
   rare_checked = true
   for name in pairs(RARE) do
-    if K[name] ~= nil then check_type(K[name], KEY_TYPES[name]) end
+    if K[name] ~= nil and not CHECKED_BY_HELPER[name] then check_type(K[name], KEY_TYPES[name]) end
   end
 end
 
@@ -2209,9 +2227,10 @@ local ENTRY_EVENTS = 100
 -- model/events.ts EVENTS_MAX_COUNT
 local DEFAULT_EVENTS_MAX_COUNT = 10000
 
--- events_begin checks these when events are on; a script with events off pays nothing for them.
-RARE.events = true
-RARE.events_seq = true
+-- events_begin checks these when events are on; with events off a script neither pays for them nor
+-- minds what they hold.
+CHECKED_BY_HELPER.events = true
+CHECKED_BY_HELPER.events_seq = true
 
 -- on: nil until events_begin, then whether this queue writes events.
 local EV = { on = nil, max = DEFAULT_EVENTS_MAX_COUNT, lines = {} }
@@ -2558,7 +2577,7 @@ return replies
     name: 'gc-finish',
     keys: ['consumers', 'gc-lock'],
     readOnly: false,
-    sha: '5612224b4f2f0ff7b8ff29f33a350eeb9299dad9',
+    sha: '4f9cf84b28ae81c6d45efadf20bcdde50b2811bc',
     source: `#!lua flags=allow-oom
 local K = { consumers = KEYS[1], gc_lock = KEYS[2] }
 -- common: helpers every script includes. K holds the queue's keys by name
@@ -2613,13 +2632,15 @@ end
 -- Keys a script touches only on its rare paths (see check_rare).
 local RARE = {}
 local rare_checked = false
+-- Keys a helper checks itself, only when it is about to use them (lib/events.lua: with events on).
+local CHECKED_BY_HELPER = {}
 
 -- \`rare\` (optional) names keys left to check_rare, so a hot path pays no TYPE call for them.
 local function check_layout(new_classes, rare)
   for _, name in ipairs(rare or {}) do RARE[name] = true end
   for name, key in pairs(K) do
     local expected = KEY_TYPES[name]
-    if expected ~= nil and not RARE[name] then check_type(key, expected) end
+    if expected ~= nil and not RARE[name] and not CHECKED_BY_HELPER[name] then check_type(key, expected) end
   end
   if K.classes ~= nil and K.mid_circle ~= nil then
     for _, class in ipairs(redis.call('SMEMBERS', K.classes)) do check_type(ready_list(class), 'list') end
@@ -2633,7 +2654,7 @@ local function check_rare()
   if rare_checked then return end
   rare_checked = true
   for name in pairs(RARE) do
-    if K[name] ~= nil then check_type(K[name], KEY_TYPES[name]) end
+    if K[name] ~= nil and not CHECKED_BY_HELPER[name] then check_type(K[name], KEY_TYPES[name]) end
   end
 end
 
@@ -2738,7 +2759,7 @@ return #lapsed
     name: 'gc-start',
     keys: ['gc-lock', 'gc-at'],
     readOnly: false,
-    sha: 'b83cd0e916d7555bf3a479d059a2c5d29763bb1b',
+    sha: '39bd03957b57c7343c108f95db38c1fa0878ad42',
     source: `#!lua flags=allow-oom
 local K = { gc_lock = KEYS[1], gc_at = KEYS[2] }
 -- common: helpers every script includes. K holds the queue's keys by name
@@ -2793,13 +2814,15 @@ end
 -- Keys a script touches only on its rare paths (see check_rare).
 local RARE = {}
 local rare_checked = false
+-- Keys a helper checks itself, only when it is about to use them (lib/events.lua: with events on).
+local CHECKED_BY_HELPER = {}
 
 -- \`rare\` (optional) names keys left to check_rare, so a hot path pays no TYPE call for them.
 local function check_layout(new_classes, rare)
   for _, name in ipairs(rare or {}) do RARE[name] = true end
   for name, key in pairs(K) do
     local expected = KEY_TYPES[name]
-    if expected ~= nil and not RARE[name] then check_type(key, expected) end
+    if expected ~= nil and not RARE[name] and not CHECKED_BY_HELPER[name] then check_type(key, expected) end
   end
   if K.classes ~= nil and K.mid_circle ~= nil then
     for _, class in ipairs(redis.call('SMEMBERS', K.classes)) do check_type(ready_list(class), 'list') end
@@ -2813,7 +2836,7 @@ local function check_rare()
   if rare_checked then return end
   rare_checked = true
   for name in pairs(RARE) do
-    if K[name] ~= nil then check_type(K[name], KEY_TYPES[name]) end
+    if K[name] ~= nil and not CHECKED_BY_HELPER[name] then check_type(K[name], KEY_TYPES[name]) end
   end
 end
 
@@ -2938,7 +2961,7 @@ return 1
       'dedupe',
     ],
     readOnly: false,
-    sha: 'a8c2abe524ad7ed29b30f0acfd3bd7dcc2a8b49c',
+    sha: '7790c287e9bb64ded661c9945331fca179a92afa',
     source: `#!lua flags=allow-oom
 local K = { done_at = KEYS[1], failed = KEYS[2], messages = KEYS[3], metadata = KEYS[4], filters = KEYS[5], policies = KEYS[6], history = KEYS[7], losses = KEYS[8], nattempts = KEYS[9], locks = KEYS[10], holders = KEYS[11], backoffs = KEYS[12], outcomes = KEYS[13], enqueued_at = KEYS[14], updated_at = KEYS[15], requeue_content = KEYS[16], done = KEYS[17], requeue = KEYS[18], schedule = KEYS[19], lock_expiry = KEYS[20], requeue_locks = KEYS[21], requeue_schedule = KEYS[22], dedupe = KEYS[23] }
 -- common: helpers every script includes. K holds the queue's keys by name
@@ -2993,13 +3016,15 @@ end
 -- Keys a script touches only on its rare paths (see check_rare).
 local RARE = {}
 local rare_checked = false
+-- Keys a helper checks itself, only when it is about to use them (lib/events.lua: with events on).
+local CHECKED_BY_HELPER = {}
 
 -- \`rare\` (optional) names keys left to check_rare, so a hot path pays no TYPE call for them.
 local function check_layout(new_classes, rare)
   for _, name in ipairs(rare or {}) do RARE[name] = true end
   for name, key in pairs(K) do
     local expected = KEY_TYPES[name]
-    if expected ~= nil and not RARE[name] then check_type(key, expected) end
+    if expected ~= nil and not RARE[name] and not CHECKED_BY_HELPER[name] then check_type(key, expected) end
   end
   if K.classes ~= nil and K.mid_circle ~= nil then
     for _, class in ipairs(redis.call('SMEMBERS', K.classes)) do check_type(ready_list(class), 'list') end
@@ -3013,7 +3038,7 @@ local function check_rare()
   if rare_checked then return end
   rare_checked = true
   for name in pairs(RARE) do
-    if K[name] ~= nil then check_type(K[name], KEY_TYPES[name]) end
+    if K[name] ~= nil and not CHECKED_BY_HELPER[name] then check_type(K[name], KEY_TYPES[name]) end
   end
 end
 
@@ -3164,7 +3189,7 @@ return { removed, #old }
       'updated-at',
     ],
     readOnly: true,
-    sha: '013bdde777033734f04eda73161b21b63bec2a67',
+    sha: '58c64d7237d5cd2b130235b3542d31d49a56ced5',
     source: `#!lua flags=no-writes
 local K = { messages = KEYS[1], metadata = KEYS[2], filters = KEYS[3], policies = KEYS[4], history = KEYS[5], done = KEYS[6], requeue = KEYS[7], backoffs = KEYS[8], locks = KEYS[9], failed = KEYS[10], nattempts = KEYS[11], holders = KEYS[12], outcomes = KEYS[13], enqueued_at = KEYS[14], updated_at = KEYS[15] }
 -- common: helpers every script includes. K holds the queue's keys by name
@@ -3219,13 +3244,15 @@ end
 -- Keys a script touches only on its rare paths (see check_rare).
 local RARE = {}
 local rare_checked = false
+-- Keys a helper checks itself, only when it is about to use them (lib/events.lua: with events on).
+local CHECKED_BY_HELPER = {}
 
 -- \`rare\` (optional) names keys left to check_rare, so a hot path pays no TYPE call for them.
 local function check_layout(new_classes, rare)
   for _, name in ipairs(rare or {}) do RARE[name] = true end
   for name, key in pairs(K) do
     local expected = KEY_TYPES[name]
-    if expected ~= nil and not RARE[name] then check_type(key, expected) end
+    if expected ~= nil and not RARE[name] and not CHECKED_BY_HELPER[name] then check_type(key, expected) end
   end
   if K.classes ~= nil and K.mid_circle ~= nil then
     for _, class in ipairs(redis.call('SMEMBERS', K.classes)) do check_type(ready_list(class), 'list') end
@@ -3239,7 +3266,7 @@ local function check_rare()
   if rare_checked then return end
   rare_checked = true
   for name in pairs(RARE) do
-    if K[name] ~= nil then check_type(K[name], KEY_TYPES[name]) end
+    if K[name] ~= nil and not CHECKED_BY_HELPER[name] then check_type(K[name], KEY_TYPES[name]) end
   end
 end
 
@@ -3420,7 +3447,7 @@ return reply
       'done-at',
     ],
     readOnly: false,
-    sha: 'd2b4c77b42bf8ceeadb50c4167c0641cecd3a46e',
+    sha: '9700ae910929a44367b8469794fdaa2c9b528647',
     source: `#!lua flags=allow-oom
 local K = { messages = KEYS[1], metadata = KEYS[2], filters = KEYS[3], classes = KEYS[4], pushes = KEYS[5], mid_circle = KEYS[6], schedule = KEYS[7], lock_expiry = KEYS[8], requeue_locks = KEYS[9], requeue_schedule = KEYS[10], dedupe = KEYS[11], failed = KEYS[12], conf = KEYS[13], events = KEYS[14], events_seq = KEYS[15], events_wake = KEYS[16], done = KEYS[17], requeue = KEYS[18], backoffs = KEYS[19], locks = KEYS[20], nattempts = KEYS[21], holders = KEYS[22], outcomes = KEYS[23], enqueued_at = KEYS[24], updated_at = KEYS[25], policies = KEYS[26], history = KEYS[27], losses = KEYS[28], requeue_content = KEYS[29], done_at = KEYS[30] }
 -- common: helpers every script includes. K holds the queue's keys by name
@@ -3475,13 +3502,15 @@ end
 -- Keys a script touches only on its rare paths (see check_rare).
 local RARE = {}
 local rare_checked = false
+-- Keys a helper checks itself, only when it is about to use them (lib/events.lua: with events on).
+local CHECKED_BY_HELPER = {}
 
 -- \`rare\` (optional) names keys left to check_rare, so a hot path pays no TYPE call for them.
 local function check_layout(new_classes, rare)
   for _, name in ipairs(rare or {}) do RARE[name] = true end
   for name, key in pairs(K) do
     local expected = KEY_TYPES[name]
-    if expected ~= nil and not RARE[name] then check_type(key, expected) end
+    if expected ~= nil and not RARE[name] and not CHECKED_BY_HELPER[name] then check_type(key, expected) end
   end
   if K.classes ~= nil and K.mid_circle ~= nil then
     for _, class in ipairs(redis.call('SMEMBERS', K.classes)) do check_type(ready_list(class), 'list') end
@@ -3495,7 +3524,7 @@ local function check_rare()
   if rare_checked then return end
   rare_checked = true
   for name in pairs(RARE) do
-    if K[name] ~= nil then check_type(K[name], KEY_TYPES[name]) end
+    if K[name] ~= nil and not CHECKED_BY_HELPER[name] then check_type(K[name], KEY_TYPES[name]) end
   end
 end
 
@@ -3590,9 +3619,10 @@ local ENTRY_EVENTS = 100
 -- model/events.ts EVENTS_MAX_COUNT
 local DEFAULT_EVENTS_MAX_COUNT = 10000
 
--- events_begin checks these when events are on; a script with events off pays nothing for them.
-RARE.events = true
-RARE.events_seq = true
+-- events_begin checks these when events are on; with events off a script neither pays for them nor
+-- minds what they hold.
+CHECKED_BY_HELPER.events = true
+CHECKED_BY_HELPER.events_seq = true
 
 -- on: nil until events_begin, then whether this queue writes events.
 local EV = { on = nil, max = DEFAULT_EVENTS_MAX_COUNT, lines = {} }
@@ -4096,7 +4126,7 @@ return reply
       'dedupe',
     ],
     readOnly: false,
-    sha: '7f10df9dc90971e4b34edd3a1b6514112c68592f',
+    sha: '3dcb6dada1d4ab111ae458c876e1eb648596cd21',
     source: `#!lua
 local K = { messages = KEYS[1], wake = KEYS[2], pushes = KEYS[3], mid_circle = KEYS[4], conf = KEYS[5], events = KEYS[6], events_seq = KEYS[7], events_wake = KEYS[8], done = KEYS[9], requeue = KEYS[10], backoffs = KEYS[11], locks = KEYS[12], failed = KEYS[13], metadata = KEYS[14], filters = KEYS[15], policies = KEYS[16], history = KEYS[17], losses = KEYS[18], nattempts = KEYS[19], holders = KEYS[20], outcomes = KEYS[21], enqueued_at = KEYS[22], updated_at = KEYS[23], requeue_content = KEYS[24], schedule = KEYS[25], lock_expiry = KEYS[26], requeue_locks = KEYS[27], requeue_schedule = KEYS[28], done_at = KEYS[29], dedupe = KEYS[30] }
 -- common: helpers every script includes. K holds the queue's keys by name
@@ -4151,13 +4181,15 @@ end
 -- Keys a script touches only on its rare paths (see check_rare).
 local RARE = {}
 local rare_checked = false
+-- Keys a helper checks itself, only when it is about to use them (lib/events.lua: with events on).
+local CHECKED_BY_HELPER = {}
 
 -- \`rare\` (optional) names keys left to check_rare, so a hot path pays no TYPE call for them.
 local function check_layout(new_classes, rare)
   for _, name in ipairs(rare or {}) do RARE[name] = true end
   for name, key in pairs(K) do
     local expected = KEY_TYPES[name]
-    if expected ~= nil and not RARE[name] then check_type(key, expected) end
+    if expected ~= nil and not RARE[name] and not CHECKED_BY_HELPER[name] then check_type(key, expected) end
   end
   if K.classes ~= nil and K.mid_circle ~= nil then
     for _, class in ipairs(redis.call('SMEMBERS', K.classes)) do check_type(ready_list(class), 'list') end
@@ -4171,7 +4203,7 @@ local function check_rare()
   if rare_checked then return end
   rare_checked = true
   for name in pairs(RARE) do
-    if K[name] ~= nil then check_type(K[name], KEY_TYPES[name]) end
+    if K[name] ~= nil and not CHECKED_BY_HELPER[name] then check_type(K[name], KEY_TYPES[name]) end
   end
 end
 
@@ -4266,9 +4298,10 @@ local ENTRY_EVENTS = 100
 -- model/events.ts EVENTS_MAX_COUNT
 local DEFAULT_EVENTS_MAX_COUNT = 10000
 
--- events_begin checks these when events are on; a script with events off pays nothing for them.
-RARE.events = true
-RARE.events_seq = true
+-- events_begin checks these when events are on; with events off a script neither pays for them nor
+-- minds what they hold.
+CHECKED_BY_HELPER.events = true
+CHECKED_BY_HELPER.events_seq = true
 
 -- on: nil until events_begin, then whether this queue writes events.
 local EV = { on = nil, max = DEFAULT_EVENTS_MAX_COUNT, lines = {} }
@@ -4602,7 +4635,7 @@ return replies
       'locks',
     ],
     readOnly: true,
-    sha: '4f9a579f79cc9458a4f5473391bc17e70c4f2f46',
+    sha: 'af9f493a2531bb3bef98e8c4d531ce8b77262091',
     source: `#!lua flags=no-writes
 local K = { messages = KEYS[1], done = KEYS[2], failed = KEYS[3], schedule = KEYS[4], lock_expiry = KEYS[5], dedupe = KEYS[6], requeue_locks = KEYS[7], requeue_schedule = KEYS[8], ndry_runs = KEYS[9], conf = KEYS[10], consumers = KEYS[11], holders = KEYS[12], locks = KEYS[13] }
 -- common: helpers every script includes. K holds the queue's keys by name
@@ -4657,13 +4690,15 @@ end
 -- Keys a script touches only on its rare paths (see check_rare).
 local RARE = {}
 local rare_checked = false
+-- Keys a helper checks itself, only when it is about to use them (lib/events.lua: with events on).
+local CHECKED_BY_HELPER = {}
 
 -- \`rare\` (optional) names keys left to check_rare, so a hot path pays no TYPE call for them.
 local function check_layout(new_classes, rare)
   for _, name in ipairs(rare or {}) do RARE[name] = true end
   for name, key in pairs(K) do
     local expected = KEY_TYPES[name]
-    if expected ~= nil and not RARE[name] then check_type(key, expected) end
+    if expected ~= nil and not RARE[name] and not CHECKED_BY_HELPER[name] then check_type(key, expected) end
   end
   if K.classes ~= nil and K.mid_circle ~= nil then
     for _, class in ipairs(redis.call('SMEMBERS', K.classes)) do check_type(ready_list(class), 'list') end
@@ -4677,7 +4712,7 @@ local function check_rare()
   if rare_checked then return end
   rare_checked = true
   for name in pairs(RARE) do
-    if K[name] ~= nil then check_type(K[name], KEY_TYPES[name]) end
+    if K[name] ~= nil and not CHECKED_BY_HELPER[name] then check_type(K[name], KEY_TYPES[name]) end
   end
 end
 
@@ -4830,7 +4865,7 @@ return reply
     name: 'read-events',
     keys: ['events', 'events-seq'],
     readOnly: true,
-    sha: '61e548afb72bab53103a5633563d3a1e2ce37db1',
+    sha: '8cdb892ba7de05a39440a1de7913534cd5a6de63',
     source: `#!lua flags=no-writes
 local K = { events = KEYS[1], events_seq = KEYS[2] }
 -- common: helpers every script includes. K holds the queue's keys by name
@@ -4885,13 +4920,15 @@ end
 -- Keys a script touches only on its rare paths (see check_rare).
 local RARE = {}
 local rare_checked = false
+-- Keys a helper checks itself, only when it is about to use them (lib/events.lua: with events on).
+local CHECKED_BY_HELPER = {}
 
 -- \`rare\` (optional) names keys left to check_rare, so a hot path pays no TYPE call for them.
 local function check_layout(new_classes, rare)
   for _, name in ipairs(rare or {}) do RARE[name] = true end
   for name, key in pairs(K) do
     local expected = KEY_TYPES[name]
-    if expected ~= nil and not RARE[name] then check_type(key, expected) end
+    if expected ~= nil and not RARE[name] and not CHECKED_BY_HELPER[name] then check_type(key, expected) end
   end
   if K.classes ~= nil and K.mid_circle ~= nil then
     for _, class in ipairs(redis.call('SMEMBERS', K.classes)) do check_type(ready_list(class), 'list') end
@@ -4905,7 +4942,7 @@ local function check_rare()
   if rare_checked then return end
   rare_checked = true
   for name in pairs(RARE) do
-    if K[name] ~= nil then check_type(K[name], KEY_TYPES[name]) end
+    if K[name] ~= nil and not CHECKED_BY_HELPER[name] then check_type(K[name], KEY_TYPES[name]) end
   end
 end
 
@@ -5033,7 +5070,7 @@ return reply
     name: 'register-consumer',
     keys: ['consumers'],
     readOnly: false,
-    sha: 'cf78d7886e71cdc0d663a667558b502cee446952',
+    sha: '813ae3f984d6874adccff6a6505ba83904dca29e',
     source: `#!lua flags=allow-oom
 local K = { consumers = KEYS[1] }
 -- common: helpers every script includes. K holds the queue's keys by name
@@ -5088,13 +5125,15 @@ end
 -- Keys a script touches only on its rare paths (see check_rare).
 local RARE = {}
 local rare_checked = false
+-- Keys a helper checks itself, only when it is about to use them (lib/events.lua: with events on).
+local CHECKED_BY_HELPER = {}
 
 -- \`rare\` (optional) names keys left to check_rare, so a hot path pays no TYPE call for them.
 local function check_layout(new_classes, rare)
   for _, name in ipairs(rare or {}) do RARE[name] = true end
   for name, key in pairs(K) do
     local expected = KEY_TYPES[name]
-    if expected ~= nil and not RARE[name] then check_type(key, expected) end
+    if expected ~= nil and not RARE[name] and not CHECKED_BY_HELPER[name] then check_type(key, expected) end
   end
   if K.classes ~= nil and K.mid_circle ~= nil then
     for _, class in ipairs(redis.call('SMEMBERS', K.classes)) do check_type(ready_list(class), 'list') end
@@ -5108,7 +5147,7 @@ local function check_rare()
   if rare_checked then return end
   rare_checked = true
   for name in pairs(RARE) do
-    if K[name] ~= nil then check_type(K[name], KEY_TYPES[name]) end
+    if K[name] ~= nil and not CHECKED_BY_HELPER[name] then check_type(K[name], KEY_TYPES[name]) end
   end
 end
 
@@ -5241,7 +5280,7 @@ return 1
       'dedupe',
     ],
     readOnly: false,
-    sha: '9662a74179cc8bea173586fe322397aa131e872c',
+    sha: 'c73f7da64cd3e5e0baae8d152e7e610ad7f6650b',
     source: `#!lua flags=allow-oom
 local K = { mid_circle = KEYS[1], conf = KEYS[2], events = KEYS[3], events_seq = KEYS[4], events_wake = KEYS[5], done = KEYS[6], requeue = KEYS[7], backoffs = KEYS[8], locks = KEYS[9], failed = KEYS[10], messages = KEYS[11], metadata = KEYS[12], filters = KEYS[13], policies = KEYS[14], history = KEYS[15], losses = KEYS[16], nattempts = KEYS[17], holders = KEYS[18], outcomes = KEYS[19], enqueued_at = KEYS[20], updated_at = KEYS[21], requeue_content = KEYS[22], schedule = KEYS[23], lock_expiry = KEYS[24], requeue_locks = KEYS[25], requeue_schedule = KEYS[26], done_at = KEYS[27], dedupe = KEYS[28] }
 -- common: helpers every script includes. K holds the queue's keys by name
@@ -5296,13 +5335,15 @@ end
 -- Keys a script touches only on its rare paths (see check_rare).
 local RARE = {}
 local rare_checked = false
+-- Keys a helper checks itself, only when it is about to use them (lib/events.lua: with events on).
+local CHECKED_BY_HELPER = {}
 
 -- \`rare\` (optional) names keys left to check_rare, so a hot path pays no TYPE call for them.
 local function check_layout(new_classes, rare)
   for _, name in ipairs(rare or {}) do RARE[name] = true end
   for name, key in pairs(K) do
     local expected = KEY_TYPES[name]
-    if expected ~= nil and not RARE[name] then check_type(key, expected) end
+    if expected ~= nil and not RARE[name] and not CHECKED_BY_HELPER[name] then check_type(key, expected) end
   end
   if K.classes ~= nil and K.mid_circle ~= nil then
     for _, class in ipairs(redis.call('SMEMBERS', K.classes)) do check_type(ready_list(class), 'list') end
@@ -5316,7 +5357,7 @@ local function check_rare()
   if rare_checked then return end
   rare_checked = true
   for name in pairs(RARE) do
-    if K[name] ~= nil then check_type(K[name], KEY_TYPES[name]) end
+    if K[name] ~= nil and not CHECKED_BY_HELPER[name] then check_type(K[name], KEY_TYPES[name]) end
   end
 end
 
@@ -5411,9 +5452,10 @@ local ENTRY_EVENTS = 100
 -- model/events.ts EVENTS_MAX_COUNT
 local DEFAULT_EVENTS_MAX_COUNT = 10000
 
--- events_begin checks these when events are on; a script with events off pays nothing for them.
-RARE.events = true
-RARE.events_seq = true
+-- events_begin checks these when events are on; with events off a script neither pays for them nor
+-- minds what they hold.
+CHECKED_BY_HELPER.events = true
+CHECKED_BY_HELPER.events_seq = true
 
 -- on: nil until events_begin, then whether this queue writes events.
 local EV = { on = nil, max = DEFAULT_EVENTS_MAX_COUNT, lines = {} }
@@ -5597,7 +5639,7 @@ return replies
       'locks',
     ],
     readOnly: false,
-    sha: 'c12f63990a5c7a17eef07c15caf803b3686f91c2',
+    sha: '15df947b5201744f3f9eb3b131158666cae3e492',
     source: `#!lua
 local K = { messages = KEYS[1], filters = KEYS[2], nattempts = KEYS[3], losses = KEYS[4], failed = KEYS[5], updated_at = KEYS[6], mid_circle = KEYS[7], wake = KEYS[8], pushes = KEYS[9], conf = KEYS[10], events = KEYS[11], events_seq = KEYS[12], events_wake = KEYS[13], done = KEYS[14], requeue = KEYS[15], backoffs = KEYS[16], locks = KEYS[17] }
 -- common: helpers every script includes. K holds the queue's keys by name
@@ -5652,13 +5694,15 @@ end
 -- Keys a script touches only on its rare paths (see check_rare).
 local RARE = {}
 local rare_checked = false
+-- Keys a helper checks itself, only when it is about to use them (lib/events.lua: with events on).
+local CHECKED_BY_HELPER = {}
 
 -- \`rare\` (optional) names keys left to check_rare, so a hot path pays no TYPE call for them.
 local function check_layout(new_classes, rare)
   for _, name in ipairs(rare or {}) do RARE[name] = true end
   for name, key in pairs(K) do
     local expected = KEY_TYPES[name]
-    if expected ~= nil and not RARE[name] then check_type(key, expected) end
+    if expected ~= nil and not RARE[name] and not CHECKED_BY_HELPER[name] then check_type(key, expected) end
   end
   if K.classes ~= nil and K.mid_circle ~= nil then
     for _, class in ipairs(redis.call('SMEMBERS', K.classes)) do check_type(ready_list(class), 'list') end
@@ -5672,7 +5716,7 @@ local function check_rare()
   if rare_checked then return end
   rare_checked = true
   for name in pairs(RARE) do
-    if K[name] ~= nil then check_type(K[name], KEY_TYPES[name]) end
+    if K[name] ~= nil and not CHECKED_BY_HELPER[name] then check_type(K[name], KEY_TYPES[name]) end
   end
 end
 
@@ -5767,9 +5811,10 @@ local ENTRY_EVENTS = 100
 -- model/events.ts EVENTS_MAX_COUNT
 local DEFAULT_EVENTS_MAX_COUNT = 10000
 
--- events_begin checks these when events are on; a script with events off pays nothing for them.
-RARE.events = true
-RARE.events_seq = true
+-- events_begin checks these when events are on; with events off a script neither pays for them nor
+-- minds what they hold.
+CHECKED_BY_HELPER.events = true
+CHECKED_BY_HELPER.events_seq = true
 
 -- on: nil until events_begin, then whether this queue writes events.
 local EV = { on = nil, max = DEFAULT_EVENTS_MAX_COUNT, lines = {} }
@@ -5933,7 +5978,7 @@ return reply
       'updated-at',
     ],
     readOnly: true,
-    sha: 'f70b9fe9d66be6bf9ef6ee83387c6004213fcb3d',
+    sha: '33ccb970a548fad490b23e40451a839bf162a717',
     source: `#!lua flags=no-writes
 local K = { messages = KEYS[1], done = KEYS[2], requeue = KEYS[3], backoffs = KEYS[4], locks = KEYS[5], failed = KEYS[6], nattempts = KEYS[7], holders = KEYS[8], outcomes = KEYS[9], enqueued_at = KEYS[10], updated_at = KEYS[11] }
 -- common: helpers every script includes. K holds the queue's keys by name
@@ -5988,13 +6033,15 @@ end
 -- Keys a script touches only on its rare paths (see check_rare).
 local RARE = {}
 local rare_checked = false
+-- Keys a helper checks itself, only when it is about to use them (lib/events.lua: with events on).
+local CHECKED_BY_HELPER = {}
 
 -- \`rare\` (optional) names keys left to check_rare, so a hot path pays no TYPE call for them.
 local function check_layout(new_classes, rare)
   for _, name in ipairs(rare or {}) do RARE[name] = true end
   for name, key in pairs(K) do
     local expected = KEY_TYPES[name]
-    if expected ~= nil and not RARE[name] then check_type(key, expected) end
+    if expected ~= nil and not RARE[name] and not CHECKED_BY_HELPER[name] then check_type(key, expected) end
   end
   if K.classes ~= nil and K.mid_circle ~= nil then
     for _, class in ipairs(redis.call('SMEMBERS', K.classes)) do check_type(ready_list(class), 'list') end
@@ -6008,7 +6055,7 @@ local function check_rare()
   if rare_checked then return end
   rare_checked = true
   for name in pairs(RARE) do
-    if K[name] ~= nil then check_type(K[name], KEY_TYPES[name]) end
+    if K[name] ~= nil and not CHECKED_BY_HELPER[name] then check_type(K[name], KEY_TYPES[name]) end
   end
 end
 
@@ -6153,7 +6200,7 @@ return status_of(ARGV[1], now_ms())
     name: 'unregister-consumer',
     keys: ['consumers'],
     readOnly: false,
-    sha: 'ef0b856516eb83f5b82639077990ff200acc7f64',
+    sha: '140ab15b3fe6b00c690d7681299c6cc77d752009',
     source: `#!lua flags=allow-oom
 local K = { consumers = KEYS[1] }
 -- common: helpers every script includes. K holds the queue's keys by name
@@ -6208,13 +6255,15 @@ end
 -- Keys a script touches only on its rare paths (see check_rare).
 local RARE = {}
 local rare_checked = false
+-- Keys a helper checks itself, only when it is about to use them (lib/events.lua: with events on).
+local CHECKED_BY_HELPER = {}
 
 -- \`rare\` (optional) names keys left to check_rare, so a hot path pays no TYPE call for them.
 local function check_layout(new_classes, rare)
   for _, name in ipairs(rare or {}) do RARE[name] = true end
   for name, key in pairs(K) do
     local expected = KEY_TYPES[name]
-    if expected ~= nil and not RARE[name] then check_type(key, expected) end
+    if expected ~= nil and not RARE[name] and not CHECKED_BY_HELPER[name] then check_type(key, expected) end
   end
   if K.classes ~= nil and K.mid_circle ~= nil then
     for _, class in ipairs(redis.call('SMEMBERS', K.classes)) do check_type(ready_list(class), 'list') end
@@ -6228,7 +6277,7 @@ local function check_rare()
   if rare_checked then return end
   rare_checked = true
   for name in pairs(RARE) do
-    if K[name] ~= nil then check_type(K[name], KEY_TYPES[name]) end
+    if K[name] ~= nil and not CHECKED_BY_HELPER[name] then check_type(K[name], KEY_TYPES[name]) end
   end
 end
 

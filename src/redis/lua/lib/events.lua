@@ -15,9 +15,10 @@ local ENTRY_EVENTS = 100
 -- model/events.ts EVENTS_MAX_COUNT
 local DEFAULT_EVENTS_MAX_COUNT = 10000
 
--- events_begin checks these when events are on; a script with events off pays nothing for them.
-RARE.events = true
-RARE.events_seq = true
+-- events_begin checks these when events are on; with events off a script neither pays for them nor
+-- minds what they hold.
+CHECKED_BY_HELPER.events = true
+CHECKED_BY_HELPER.events_seq = true
 
 -- on: nil until events_begin, then whether this queue writes events.
 local EV = { on = nil, max = DEFAULT_EVENTS_MAX_COUNT, lines = {} }
