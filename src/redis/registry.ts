@@ -31,13 +31,20 @@ export class QueueRegistry {
   /** Queues that have a configuration or messages now, sorted by name: O(queues ever added). */
   async list(): Promise<string[]> {
     const names = await this.scripts.call((redis) => redis.smembers(registryKey(this.prefix)));
-    const present = await Promise.all(
-      names.map((queue) =>
-        this.scripts.call((redis) =>
-          redis.exists(queueKey(this.prefix, queue, 'conf'), queueKey(this.prefix, queue, 'messages')),
-        ),
-      ),
-    );
+    const keys = (queue: string): [string, string] => [
+      queueKey(this.prefix, queue, 'conf'),
+      queueKey(this.prefix, queue, 'messages'),
+    ];
+    const present = await this.scripts.call(async (redis) => {
+      // One round trip on a single Redis; a cluster's pipeline must stay in one slot, so there one call per queue.
+      if (redis.isCluster) return Promise.all(names.map((queue) => redis.exists(...keys(queue))));
+      const pipeline = redis.pipeline();
+      for (const queue of names) pipeline.exists(...keys(queue));
+      return ((await pipeline.exec()) ?? []).map(([error, count]) => {
+        if (error !== null) throw error;
+        return Number(count);
+      });
+    });
     return names.filter((_, i) => (present[i] ?? 0) > 0).sort();
   }
 }
