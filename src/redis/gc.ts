@@ -12,8 +12,8 @@ const GC_PAGE = 1000;
 
 /**
  * GC of finished messages past the lifetime (failed ones past theirs), the exact trim of the queue's events,
- * then of lapsed consumers, under
- * the queue's GC lock (one GC at a time; unless forced, at most once per interval).
+ * then of lapsed consumers, under the queue's GC lock (one GC at a time; unless forced, at most once per
+ * interval).
  */
 export async function collectGarbage(
   scripts: Scripts,
