@@ -1,8 +1,9 @@
 /** `kvmq events`, `kvmq wait` and the events keys of `kvmq config`, run as subprocesses on SQLite files. */
 import assert from 'node:assert/strict';
+import { spawn } from 'node:child_process';
 import { describe, it } from 'node:test';
 import { connect } from '../src/index.js';
-import { expectExit, newStore, start, waitFor } from './support/cli.js';
+import { expectExit, newStore, ROOT, start, waitFor } from './support/cli.js';
 
 describe('kvmq events, wait and the events settings', { concurrency: 3 }, () => {
   it('config sets and shows events, events_max_count and events_max_age_ms', async () => {
@@ -99,6 +100,42 @@ describe('kvmq events, wait and the events settings', { concurrency: 3 }, () => 
           .map((line) => (JSON.parse(line) as { id: string }).id),
         ['d', 'e', 'f'],
       );
+    } finally {
+      await client.close();
+    }
+  });
+
+  it('events piped into head ends quietly, exit 0, at its next event', async () => {
+    const store = newStore();
+    const client = await connect(store, { maintenance: false });
+    try {
+      await client.configure('piped', { events: true });
+      await client.enqueue('piped', 'x', { id: 'first' });
+      const pipeline = spawn(
+        'bash',
+        ['-o', 'pipefail', '-c', 'node --import tsx src/cli/main.ts events piped --from start | head -1'],
+        {
+          cwd: ROOT,
+          env: { ...process.env, KVMQ_STORE: store },
+        },
+      );
+      let stdout = '';
+      let stderr = '';
+      pipeline.stdout.setEncoding('utf8').on('data', (text: string) => (stdout += text));
+      pipeline.stderr.setEncoding('utf8').on('data', (text: string) => (stderr += text));
+      const exit = new Promise<number | null>((resolve) => pipeline.on('close', (code) => resolve(code)));
+      let done = false;
+      void exit.then(() => (done = true));
+      await waitFor(() => stdout.includes('first'), 'the first line');
+      // The reader learns that head is gone when it writes the next event.
+      for (let n = 0; !done; n++) {
+        await client.enqueue('piped', 'x', { id: `more-${n}` });
+        await new Promise((resolve) => setTimeout(resolve, 50));
+        if (n > 400) pipeline.kill('SIGKILL');
+      }
+      assert.equal(await exit, 0, stderr);
+      assert.equal(stderr, '');
+      assert.equal(stdout.trim().split('\n').length, 1);
     } finally {
       await client.close();
     }
