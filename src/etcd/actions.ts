@@ -13,6 +13,7 @@ import { readRecord } from './inspect.js';
 import { payloadKeyOf } from './listing.js';
 import { indexOps } from './transitions.js';
 import { getMany, pack, runBatch, type Change } from './txn-batch.js';
+import { eventOps } from './queue-events.js';
 import type { ActionResult, MessageState } from '../model/types.js';
 
 const MAX_TRIES = 10;
@@ -59,8 +60,11 @@ async function act(
   );
 }
 
-/** A failed message queued again now at attempt 0, its payload back in the ordered queue; null if it cannot be. */
-function retried(keys: QueueKeys, id: string, current: Current, now: number): Op[] | null {
+/**
+ * A failed message queued again now at attempt 0, its payload back in the ordered queue (with its `enqueued`
+ * event when `events`); null if it cannot be.
+ */
+function retried(keys: QueueKeys, id: string, current: Current, now: number, events: boolean): Op[] | null {
   const { record: r, payload } = current;
   // A plain put too large for kvmq stays failed (at its producer key) until removed.
   if (payload === null || payload.value.length > MAX_PAYLOAD_BYTES) return null;
@@ -85,10 +89,16 @@ function retried(keys: QueueKeys, id: string, current: Current, now: number): Op
     { type: 'put', key: keys.record(id), value: encodeRecord(next) },
     { type: 'delete', key: payload.key },
     ...indexOps(keys, id, r, next),
+    ...eventOps(keys, events, now, { type: 'enqueued', id, attempt: 0 }),
   ];
 }
 
-export function retryMessages(kv: Kv, keys: QueueKeys, ids: readonly string[]): Promise<ActionResult[]> {
+export function retryMessages(
+  kv: Kv,
+  keys: QueueKeys,
+  ids: readonly string[],
+  events: boolean,
+): Promise<ActionResult[]> {
   return act(
     kv,
     keys,
@@ -96,14 +106,19 @@ export function retryMessages(kv: Kv, keys: QueueKeys, ids: readonly string[]): 
     (id, current, now) => {
       const state = stateOf(current.record, now);
       if (state !== 'failed') return { refused: state };
-      const ops = retried(keys, id, current, now);
+      const ops = retried(keys, id, current, now, events);
       return ops === null ? { refused: state } : { ops, state: 'queued' };
     },
     (r) => r.phase === 'failed',
   );
 }
 
-export function removeMessages(kv: Kv, keys: QueueKeys, ids: readonly string[]): Promise<ActionResult[]> {
+export function removeMessages(
+  kv: Kv,
+  keys: QueueKeys,
+  ids: readonly string[],
+  events: boolean,
+): Promise<ActionResult[]> {
   return act(kv, keys, ids, (id, { record: r }, now) => {
     const state = stateOf(r, now);
     if (state === 'locked' || state === 'locked-with-requeue') return { refused: state };
@@ -118,6 +133,7 @@ export function removeMessages(kv: Kv, keys: QueueKeys, ids: readonly string[]):
       ops.push({ type: 'delete', key: keys.delivery(r.consumer, r.idx, id) });
     }
     if (r.payloadKey !== null) ops.push({ type: 'delete', key: r.payloadKey });
+    ops.push(...eventOps(keys, events, now, { type: 'removed', id, attempt: r.attempt }));
     return { ops, state: null };
   });
 }
@@ -136,7 +152,7 @@ export function promoteMessages(kv: Kv, keys: QueueKeys, ids: readonly string[])
 }
 
 /** Redrives up to `max` of the oldest failures in one Txn (at most what fits one); returns how many. */
-export async function retryOldestFailed(kv: Kv, keys: QueueKeys, max: number): Promise<number> {
+export async function retryOldestFailed(kv: Kv, keys: QueueKeys, max: number, events: boolean): Promise<number> {
   for (let tries = 0; tries < MAX_TRIES; tries++) {
     const page = await kv.range({
       key: keys.failedIndex,
@@ -163,7 +179,7 @@ export async function retryOldestFailed(kv: Kv, keys: QueueKeys, max: number): P
     const now = Date.now();
     const changes: Change[] = [];
     found.forEach((f, i) => {
-      const ops = retried(keys, f.id, { record: f.record, rev: f.rev, payload: payloads[i] ?? null }, now);
+      const ops = retried(keys, f.id, { record: f.record, rev: f.rev, payload: payloads[i] ?? null }, now, events);
       if (ops === null) return;
       changes.push({
         compares: [{ key: keys.record(f.id), target: 'mod', result: '=', operand: f.rev }],

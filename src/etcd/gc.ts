@@ -10,6 +10,7 @@ import { parseTimeKey, timeKey } from './keys.js';
 import { decodeRecord } from './record.js';
 import { indexOps } from './transitions.js';
 import { getMany } from './txn-batch.js';
+import { trimEvents } from './queue-events.js';
 import type { Kv, Op } from './kv.js';
 import type { QueueKeys } from './keys.js';
 import type { GcResult, QueueConfig } from '../model/types.js';
@@ -49,6 +50,8 @@ export async function runGc(kv: Kv, keys: QueueKeys, config: QueueConfig, force:
   try {
     removed += await sweep(kv, keys, keys.doneIndex, config.gcLifetimeMs);
     removed += await sweep(kv, keys, keys.failedIndex, config.failedLifetimeMs);
+    // Events are trimmed even with events off: those left from before still age out.
+    await trimEvents(kv, keys, config, now);
   } finally {
     await kv.txn({
       compare: [],

@@ -38,6 +38,10 @@ export interface RangeOp {
   readonly countOnly?: boolean;
   /** Read as of this revision (a consistent snapshot); absent for the latest. */
   readonly revision?: number;
+  /** Only keys last written at or after this revision (etcd's min_mod_revision). */
+  readonly minModRevision?: number;
+  /** Sorted by mod revision (etcd's sort_target MOD), oldest or newest first; absent: by key. */
+  readonly byModRevision?: 'ascend' | 'descend';
 }
 
 export interface PutOp {

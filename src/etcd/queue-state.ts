@@ -8,6 +8,7 @@ import { StoreLayoutError } from '../errors.js';
 import { applyConfigPatch, DEFAULT_QUEUE_CONFIG, withConfigDefaults } from '../model/config.js';
 import { prefixEnd, type Kv } from './kv.js';
 import type { QueueKeys } from './keys.js';
+import { registerOp } from './queue-registry.js';
 import type { QueueConfig } from '../model/types.js';
 
 const MAX_TRIES = 20;
@@ -42,7 +43,10 @@ export async function writeConfig(
           ? { key: keys.config, target: 'version', result: '=', operand: 0 }
           : { key: keys.config, target: 'mod', result: '=', operand: current.modRevision },
       ],
-      success: [{ type: 'put', key: keys.config, value: Buffer.from(JSON.stringify(config), 'utf8') }],
+      success: [
+        { type: 'put', key: keys.config, value: Buffer.from(JSON.stringify(config), 'utf8') },
+        registerOp(keys),
+      ],
     });
     if (written.succeeded) {
       const created = current === undefined && !(await queueExists(kv, keys, res.revision));

@@ -30,6 +30,8 @@ export interface Ops {
   readonly record: MessageRecord | null;
   /** False when the Txn leaves the record as it was (its mod revision does not move). */
   readonly writesRecord?: boolean;
+  /** The error a message fails with in this change, for its `failed` event. */
+  readonly failedError?: string | null;
 }
 
 const recordIs = (keys: QueueKeys, msg: Msg): Compare => ({
@@ -244,6 +246,7 @@ export function refuseTooLarge(keys: QueueKeys, put: ProducerPut, now: number): 
       { type: 'range', key: keys.record(put.id) },
     ],
     record: null,
+    failedError: error,
   };
 }
 
