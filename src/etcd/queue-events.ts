@@ -100,11 +100,10 @@ export async function readEvents(kv: Kv, keys: QueueKeys, after: string | null, 
   const events = kvs.flatMap((item) => decodeEvent(keys, item) ?? []);
   const last = kvs.at(-1);
   const trimmedRev = trimmedRevision(trimmed?.type === 'range' ? trimmed.kvs[0] : undefined);
-  return {
-    events,
-    missed: from !== null && trimmedRev > from,
-    cursor: last !== undefined ? String(last.modRevision) : (after ?? String(res.revision)),
-  };
+  const missed = from !== null && trimmedRev > from;
+  // A reader told it missed events, with none left after them, reads on from past the trimmed ones.
+  const none = missed ? String(trimmedRev) : (after ?? String(res.revision));
+  return { events, missed, cursor: last !== undefined ? String(last.modRevision) : none };
 }
 
 /** The newest event's revision, or the store's revision when there is none (reading after it waits for new ones). */

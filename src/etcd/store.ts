@@ -224,6 +224,12 @@ export class EtcdStore implements Store {
     this.checkOpen();
     const entry = this.locals.get(consumerKey(queue, consumerId));
     if (entry === undefined) return finishes.map(() => 'lost');
+    const givenBack = finishes.filter((f) => f.startedAt === null).length;
+    if (givenBack > 0) {
+      // Handed back unrun: the room it frees is not for the dispatcher to fill at once (the next claim asks).
+      const { capacity, lockMs, accepts } = entry.consumer.info;
+      await entry.consumer.demand({ capacity: Math.max(0, capacity - givenBack), lockMs, accepts });
+    }
     // The configuration as the queue's watch holds it: no read per finish.
     const config = (await this.queueWatch(queue)).config;
     const dlq = config?.deadLetterQueue ?? null;
