@@ -2,10 +2,12 @@
  * Queue events on etcd: one key per event under `/queue/{q}/kvmq/ev/`, put in
  * the same Txn as the transition it records (by kvmq's producers, consumers,
  * actions and the dispatcher). The key is `{at:13}/{writer}{seq}`: unique, and
- * in time order, which trimming by age and count walks. An event's cursor is
- * its key's mod revision, the store's own commit order: a reader that has
- * passed revision r has seen every event committed up to r, whatever time a
- * slow writer put in its key, so nothing is skipped or repeated.
+ * in time order, which trimming by age and count walks. Events are read in
+ * commit order: by mod revision, then by key among the events of one Txn. A
+ * cursor is `{revision}` after the last event of a revision, else
+ * `{revision}.{key}`: a reader that has passed revision r has seen every event
+ * committed up to r, whatever time a slow writer put in its key, so nothing
+ * is skipped or repeated.
  */
 import { randomBytes } from 'node:crypto';
 import { errorTail } from '../model/history.js';
@@ -23,7 +25,9 @@ let sequence = 0;
 const TRIM_PAGE = 120;
 const MAX_TRIES = 20;
 const RESUBSCRIBE_MS = 1000;
-const CURSOR = /^(0|[1-9]\d{0,15})$/;
+const CURSOR = /^(0|[1-9]\d{0,15})(?:\.(\d{13}\/[A-Za-z0-9_-]{1,40}))?$/;
+// One Txn writes at most this many events (etcd's --max-txn-ops), which bounds the events of one revision.
+const EVENTS_PER_TXN = 128;
 const TYPES: ReadonlySet<string> = new Set(QUEUE_EVENT_TYPES);
 
 export interface EventNote {
@@ -37,14 +41,15 @@ export interface EventNote {
 export function eventOps(keys: QueueKeys, on: boolean, at: number, ...notes: EventNote[]): Op[] {
   if (!on) return [];
   return notes.map((note) => {
-    const key = `${timeKey(keys.events, at)}/${WRITER}${(sequence++).toString(36)}`;
+    // Padded, so that the events of one Txn sort in the order they were noted.
+    const key = `${timeKey(keys.events, at)}/${WRITER}${(sequence++).toString(36).padStart(8, '0')}`;
     const error = note.error === undefined ? null : errorTail(note.error);
     const body = { t: note.type, id: note.id, a: note.attempt, ...(error === null ? {} : { e: error }) };
     return { type: 'put', key, value: Buffer.from(JSON.stringify(body), 'utf8') };
   });
 }
 
-function decodeEvent(keys: QueueKeys, item: KeyValue): StoredEvent | null {
+function decodeEvent(keys: QueueKeys, item: KeyValue, cursor: string): StoredEvent | null {
   try {
     const raw = JSON.parse(item.value.toString('utf8')) as { t?: unknown; id?: unknown; a?: unknown; e?: unknown };
     if (typeof raw.t !== 'string' || !TYPES.has(raw.t) || typeof raw.id !== 'string' || typeof raw.a !== 'number')
@@ -55,18 +60,31 @@ function decodeEvent(keys: QueueKeys, item: KeyValue): StoredEvent | null {
       at: Number(item.key.slice(keys.events.length, keys.events.length + 13)),
       attempt: raw.a,
       ...(typeof raw.e === 'string' ? { error: raw.e } : {}),
-      cursor: String(item.modRevision),
+      cursor,
     };
   } catch {
     return null;
   }
 }
 
-function parseCursor(cursor: string): number {
-  if (!CURSOR.test(cursor)) {
-    throw new TypeError(`events cursor '${cursor}' is not one the etcd store makes (a revision: decimal digits)`);
+interface Cursor {
+  readonly revision: number;
+  /** The last event read within `revision` (its key after the events prefix); null: all of it was read. */
+  readonly key: string | null;
+}
+
+function parseCursor(cursor: string): Cursor {
+  const match = CURSOR.exec(cursor);
+  if (match === null) {
+    throw new TypeError(
+      `events cursor '${cursor}' is not one the etcd store makes ('{revision}' or '{revision}.{event key}')`,
+    );
   }
-  return Number(cursor);
+  return { revision: Number(match[1]), key: match[2] ?? null };
+}
+
+function byCommitOrder(a: KeyValue, b: KeyValue): number {
+  return a.modRevision - b.modRevision || (a.key < b.key ? -1 : a.key > b.key ? 1 : 0);
 }
 
 function trimmedRevision(item: KeyValue | undefined): number {
@@ -75,12 +93,14 @@ function trimmedRevision(item: KeyValue | undefined): number {
 }
 
 /**
- * Events committed after revision `after`, oldest first, with the highest trimmed revision read at the same
- * revision (one Txn). etcd filters by revision on the server: the reply is one page, though etcd 3.4 reads
- * the kept events' range to filter it.
+ * Events after the cursor, oldest first, with the highest trimmed revision read at the same revision (one
+ * Txn). etcd filters by revision on the server, so the reply is about one page (etcd 3.4 reads the kept
+ * events' range to filter it). It asks for two Txns' worth more than the page: events beyond the last whole
+ * revision in the reply are left for the next page, so a Txn's events are never split by a cut etcd made.
  */
 export async function readEvents(kv: Kv, keys: QueueKeys, after: string | null, limit: number): Promise<EventPage> {
   const from = after === null ? null : parseCursor(after);
+  const asked = limit + 2 * EVENTS_PER_TXN;
   const res = await kv.txn({
     compare: [],
     success: [
@@ -88,25 +108,43 @@ export async function readEvents(kv: Kv, keys: QueueKeys, after: string | null, 
         type: 'range',
         key: keys.events,
         end: prefixEnd(keys.events),
-        limit,
+        limit: asked,
         byModRevision: 'ascend',
-        ...(from === null ? {} : { minModRevision: from + 1 }),
+        ...(from === null ? {} : { minModRevision: from.key === null ? from.revision + 1 : from.revision }),
       },
       { type: 'range', key: keys.eventsTrimmed },
     ],
   });
   const [page, trimmed] = res.responses;
-  const kvs = page?.type === 'range' ? page.kvs : [];
-  const events = kvs.flatMap((item) => decodeEvent(keys, item) ?? []);
-  const last = kvs.at(-1);
+  let kvs = page?.type === 'range' ? [...page.kvs].sort(byCommitOrder) : [];
+  const cut = page?.type === 'range' && (page.more || page.kvs.length >= asked);
+  if (cut) {
+    const partial = kvs.at(-1)?.modRevision;
+    kvs = kvs.filter((item) => item.modRevision !== partial);
+  }
+  if (from?.key != null) {
+    const passed = keys.events + from.key;
+    kvs = kvs.filter((item) => item.modRevision > from.revision || item.key > passed);
+  }
+  const taken = kvs.slice(0, limit);
+  const cursors = taken.map((item, i) =>
+    kvs[i + 1]?.modRevision === item.modRevision
+      ? `${item.modRevision}.${item.key.slice(keys.events.length)}`
+      : String(item.modRevision),
+  );
+  const events = taken.flatMap((item, i) => decodeEvent(keys, item, cursors[i] ?? '') ?? []);
   const trimmedRev = trimmedRevision(trimmed?.type === 'range' ? trimmed.kvs[0] : undefined);
-  const missed = from !== null && trimmedRev > from;
+  // Within the cursor's revision the trimmed events may all be before it: then this is told once too often.
+  const missed = from !== null && (trimmedRev > from.revision || (from.key !== null && trimmedRev === from.revision));
   // A reader told it missed events, with none left after them, reads on from past the trimmed ones.
   const none = missed ? String(trimmedRev) : (after ?? String(res.revision));
-  return { events, missed, cursor: last !== undefined ? String(last.modRevision) : none };
+  return { events, missed, cursor: cursors.at(-1) ?? none };
 }
 
-/** The newest event's revision, or the store's revision when there is none (reading after it waits for new ones). */
+/**
+ * The cursor after the newest event (all of its revision), or the store's revision when there is none:
+ * reading after it returns only what is written later.
+ */
 export async function eventsHead(kv: Kv, keys: QueueKeys): Promise<string> {
   const res = await kv.range({
     key: keys.events,

@@ -7,7 +7,7 @@
 import { StoreLayoutError } from '../errors.js';
 import { applyConfigPatch, DEFAULT_QUEUE_CONFIG, withConfigDefaults } from '../model/config.js';
 import { prefixEnd, type Kv } from './kv.js';
-import type { QueueKeys } from './keys.js';
+import { QueueKeys } from './keys.js';
 import { registerOp } from './queue-registry.js';
 import type { QueueConfig } from '../model/types.js';
 
@@ -46,6 +46,8 @@ export async function writeConfig(
       success: [
         { type: 'put', key: keys.config, value: Buffer.from(JSON.stringify(config), 'utf8') },
         registerOp(keys),
+        // A dead-letter queue is listed once named: messages may move there in Txns that could not register it.
+        ...(config.deadLetterQueue === null ? [] : [registerOp(new QueueKeys(keys.root, config.deadLetterQueue))]),
       ],
     });
     if (written.succeeded) {

@@ -8,7 +8,6 @@ import { randomBytes } from 'node:crypto';
 import { appendHistory, maxDeliveriesError } from '../model/history.js';
 import { newIdx } from './keys.js';
 import { encodeRecord } from './record.js';
-import { registerOp } from './queue-registry.js';
 import type { Finish } from '../store/contract.js';
 import type { PayloadEncoding } from '../model/payload.js';
 import type { MessageRecord } from './record.js';
@@ -309,8 +308,6 @@ export function deadLetterOps(
     ...indexOps(keys, id, before, null),
     { type: 'put', key: dlq.ordered(idx, id), value: payload },
     { type: 'put', key: dlq.record(id), value: encodeRecord(moved) },
-    // The dead-letter queue may get its first message here.
-    registerOp(dlq),
   ];
   if (orderedKey !== null) ops.push({ type: 'delete', key: orderedKey });
   if (before.payloadKey !== null) ops.push({ type: 'delete', key: before.payloadKey });

@@ -37,8 +37,8 @@ export interface PlannerDeps {
 
 export class Planner {
   private deadLetterKeys: QueueKeys | null = null;
-  /** The queue is in the registry of queues (written with the first plain put this dispatcher moves). */
-  private registered = false;
+  /** The queue's registry entry: written with the first plain put this dispatcher moves (once per Txn at most). */
+  private registry: 'unwritten' | 'writing' | 'written' = 'unwritten';
 
   constructor(
     private readonly mirror: QueueMirror,
@@ -66,14 +66,23 @@ export class Planner {
 
   /** A change that stores a plain put, with the queue's registry entry until one such change succeeded. */
   private producerChange(put: ProducerPut, consumer: Consumer | null, ops: changes.Ops): Planned {
-    if (this.registered) return this.deps.producerChange(put, consumer, ops);
+    if (this.registry !== 'unwritten') return this.deps.producerChange(put, consumer, ops);
+    this.registry = 'writing';
     ops.ops.push(registerOp(this.mirror.keys));
     const change = this.deps.producerChange(put, consumer, ops);
     return {
       ...change,
       onOk: (revision) => {
-        this.registered = true;
+        this.registry = 'written';
         change.onOk(revision);
+      },
+      onFail: (reads) => {
+        this.registry = 'unwritten';
+        change.onFail(reads);
+      },
+      onError: () => {
+        this.registry = 'unwritten';
+        change.onError();
       },
     };
   }
