@@ -9,7 +9,7 @@ import { after, describe, test } from 'node:test';
 import { connect, type Client } from '../src/index.js';
 import { openEtcdStore, type EtcdStore } from '../src/etcd/store.js';
 import { prefixEnd, type WatchEvent } from '../src/etcd/kv.js';
-import { eventOps } from '../src/etcd/queue-events.js';
+import { eventOps } from '../src/etcd/event-ops.js';
 import { queueRegistry } from '../src/etcd/keys.js';
 import { waitFor } from './support/wait.js';
 import { isolatedUrl } from './fixtures/etcd-support.js';
@@ -143,9 +143,15 @@ void describe('etcd queue events', () => {
           const parsed = keys.parse(e.kv.key);
           if (parsed.kind === 'delivery' && e.type === 'put') deliveredIds.add(parsed.id);
         }
-        for (const e of events) {
-          if (!e.kv.key.startsWith(keys.events) || e.type !== 'put') continue;
-          const event = JSON.parse(e.kv.value.toString('utf8')) as { t: keyof typeof counted; id: string; a: number };
+        const written = events.filter((e) => e.kv.key.startsWith(keys.events) && e.type === 'put');
+        assert.ok(
+          written.length <= 1,
+          `revision ${revision}: one event key per Txn, not ${written.length}: ${written.map((e) => e.kv.value.toString()).join(' ')}`,
+        );
+        const notes = written.flatMap(
+          (e) => JSON.parse(e.kv.value.toString('utf8')) as { t: keyof typeof counted; id: string; a: number }[],
+        );
+        for (const event of notes) {
           counted[event.t] += 1;
           const touched = (kind: string, type: 'put' | 'delete'): boolean =>
             events.some((other) => {
@@ -190,7 +196,7 @@ void describe('etcd queue events', () => {
         if (page.events.length === 0) break;
         cursor = page.cursor;
       }
-      const revisions = read.map((e) => Number(e.cursor));
+      const revisions = read.map((e) => Number(e.cursor.split('.')[0]));
       assert.deepEqual(
         revisions,
         [...revisions].sort((a, b) => a - b),
@@ -229,46 +235,90 @@ void describe('etcd queue events', () => {
     );
   });
 
-  void test('trimming deletes only past the bounds and keeps the highest revision it deleted', async () => {
+  void test('trimming deletes whole keys only past the bounds and keeps the highest revision it deleted', async () => {
     const url = isolatedUrl();
     const s = await store(url);
     const q = 'trim';
     const keys = s.keys(q);
     await s.configure(q, { events: true, eventsMaxCount: 150 });
     const c = await client(url);
-    // More than a trimming page (120) past the bound.
+    // Eight Txns of 50 enqueues: eight event keys of 50 events each.
     for (let i = 0; i < 400; i += 50) {
       await c.enqueueBatch(
         q,
         Array.from({ length: 50 }, (_, j) => ({ id: `m${i + j}`, payload: 1 })),
       );
     }
+    const names = async (): Promise<string[]> =>
+      (await s.kv.range({ key: keys.events, end: prefixEnd(keys.events), keysOnly: true })).kvs.map((k) => k.key);
     const before = await s.kv.range({ key: keys.events, end: prefixEnd(keys.events), keysOnly: true });
-    assert.equal(before.kvs.length, 400);
-    await s.gc(q, true);
-    const afterTrim = await s.kv.range({ key: keys.events, end: prefixEnd(keys.events), keysOnly: true });
-    assert.deepEqual(
-      afterTrim.kvs.map((k) => k.key),
-      before.kvs.slice(250).map((k) => k.key),
-      'the newest 150 stay',
+    assert.equal(before.kvs.length, 8);
+    assert.ok(
+      before.kvs.every((k) => k.key.endsWith('.50')),
+      'each key says it holds 50 events',
     );
-    const trimmed = await s.kv.range({ key: keys.eventsTrimmed });
-    const highest = Math.max(...before.kvs.slice(0, 250).map((k) => k.modRevision));
-    assert.equal(trimmed.kvs[0]?.value.toString('utf8'), String(highest));
+    await s.gc(q, true);
+    assert.deepEqual(
+      await names(),
+      before.kvs.slice(5).map((k) => k.key),
+      'the newest 150 events stay',
+    );
+    const trimmedAt = async (): Promise<string | undefined> =>
+      (await s.kv.range({ key: keys.eventsTrimmed })).kvs[0]?.value.toString('utf8');
+    const highest = Math.max(...before.kvs.slice(0, 5).map((k) => k.modRevision));
+    assert.equal(await trimmedAt(), String(highest));
+    assert.equal((await c.readEvents(q, { limit: 1000 })).events.length, 150);
+
+    // A bound inside a key keeps the key: no event newer than the bounds goes.
+    await s.configure(q, { eventsMaxCount: 120 });
+    await s.gc(q, true);
+    assert.equal((await names()).length, 3);
 
     // Age: everything older than 1 ms goes at the next GC; the trimmed revision only grows.
     await s.configure(q, { eventsMaxAgeMs: 1 });
     await new Promise((resolve) => setTimeout(resolve, 5));
     await s.gc(q, true);
-    assert.equal((await s.kv.range({ key: keys.events, end: prefixEnd(keys.events), countOnly: true })).count, 0);
-    const all = Math.max(...afterTrim.kvs.map((k) => k.modRevision));
-    assert.equal((await s.kv.range({ key: keys.eventsTrimmed })).kvs[0]?.value.toString('utf8'), String(all));
+    assert.deepEqual(await names(), []);
+    const all = Math.max(...before.kvs.map((k) => k.modRevision));
+    assert.equal(await trimmedAt(), String(all));
 
-    // clear removes the events (none here) and keeps the trimmed revision.
+    // clear removes the events and keeps the trimmed revision.
     await c.enqueue(q, 'x', { id: 'after' });
     await s.clear([q]);
-    assert.equal((await s.kv.range({ key: keys.events, end: prefixEnd(keys.events), countOnly: true })).count, 0);
-    assert.equal((await s.kv.range({ key: keys.eventsTrimmed })).kvs[0]?.value.toString('utf8'), String(all));
+    assert.deepEqual(await names(), []);
+    assert.equal(await trimmedAt(), String(all));
+  });
+
+  void test("a page may end inside a Txn's events and the next one goes on from there", async () => {
+    const url = isolatedUrl();
+    const s = await store(url);
+    const q = 'split';
+    await s.configure(q, { events: true });
+    const c = await client(url);
+    const ids = Array.from({ length: 30 }, (_, i) => `m${String(i).padStart(2, '0')}`);
+    await c.enqueueBatch(
+      q,
+      ids.slice(0, 20).map((id) => ({ id, payload: 1 })),
+    );
+    await c.enqueueBatch(
+      q,
+      ids.slice(20).map((id) => ({ id, payload: 1 })),
+    );
+    const seen: string[] = [];
+    const cursors: string[] = [];
+    let after: string | undefined;
+    for (;;) {
+      const page = await c.readEvents(q, after === undefined ? { limit: 7 } : { after, limit: 7 });
+      assert.equal(page.missed, false);
+      seen.push(...page.events.map((e) => e.id));
+      cursors.push(...page.events.map((e) => e.cursor));
+      if (page.events.length === 0) break;
+      after = page.cursor;
+    }
+    assert.deepEqual(seen, ids);
+    assert.equal(new Set(cursors).size, cursors.length, 'every event has its own cursor');
+    assert.equal(cursors.at(-1), await s.eventsHead(q), 'the last event of the newest Txn is the head');
+    await assert.rejects(c.readEvents(q, { after: '12.0' }), /cursor/);
   });
 
   void test('the registry lists configured queues, enqueued ones, dead-letter queues and plain-put ones', async () => {

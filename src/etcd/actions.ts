@@ -13,7 +13,7 @@ import { readRecord } from './inspect.js';
 import { payloadKeyOf } from './listing.js';
 import { indexOps } from './transitions.js';
 import { getMany, pack, runBatch, type Change } from './txn-batch.js';
-import { eventOps } from './queue-events.js';
+import { changeEvents, eventOps } from './event-ops.js';
 import type { ActionResult, MessageState } from '../model/types.js';
 
 const MAX_TRIES = 10;
@@ -60,11 +60,8 @@ async function act(
   );
 }
 
-/**
- * A failed message queued again now at attempt 0, its payload back in the ordered queue (with its `enqueued`
- * event when `events`); null if it cannot be.
- */
-function retried(keys: QueueKeys, id: string, current: Current, now: number, events: boolean): Op[] | null {
+/** A failed message queued again now at attempt 0, its payload back in the ordered queue; null if it cannot be. */
+function retried(keys: QueueKeys, id: string, current: Current, now: number): Op[] | null {
   const { record: r, payload } = current;
   // A plain put too large for kvmq stays failed (at its producer key) until removed.
   if (payload === null || payload.value.length > MAX_PAYLOAD_BYTES) return null;
@@ -89,7 +86,6 @@ function retried(keys: QueueKeys, id: string, current: Current, now: number, eve
     { type: 'put', key: keys.record(id), value: encodeRecord(next) },
     { type: 'delete', key: payload.key },
     ...indexOps(keys, id, r, next),
-    ...eventOps(keys, events, now, { type: 'enqueued', id, attempt: 0 }),
   ];
 }
 
@@ -106,8 +102,9 @@ export function retryMessages(
     (id, current, now) => {
       const state = stateOf(current.record, now);
       if (state !== 'failed') return { refused: state };
-      const ops = retried(keys, id, current, now, events);
-      return ops === null ? { refused: state } : { ops, state: 'queued' };
+      const ops = retried(keys, id, current, now);
+      if (ops === null) return { refused: state };
+      return { ops: [...ops, ...eventOps(keys, events, now, { type: 'enqueued', id, attempt: 0 })], state: 'queued' };
     },
     (r) => r.phase === 'failed',
   );
@@ -179,12 +176,13 @@ export async function retryOldestFailed(kv: Kv, keys: QueueKeys, max: number, ev
     const now = Date.now();
     const changes: Change[] = [];
     found.forEach((f, i) => {
-      const ops = retried(keys, f.id, { record: f.record, rev: f.rev, payload: payloads[i] ?? null }, now, events);
+      const ops = retried(keys, f.id, { record: f.record, rev: f.rev, payload: payloads[i] ?? null }, now);
       if (ops === null) return;
       changes.push({
         compares: [{ key: keys.record(f.id), target: 'mod', result: '=', operand: f.rev }],
         ops,
         reads: [],
+        events: changeEvents(keys, events, { type: 'enqueued', id: f.id, attempt: 0 }),
       });
     });
     const [batch] = pack(changes);

@@ -15,7 +15,7 @@ import { StoreLayoutError } from '../errors.js';
 import { newIdx, type QueueKeys } from './keys.js';
 import { decodeRecord, encodeRecord, stateOf, type MessageRecord } from './record.js';
 import { freshRecord, indexOps } from './transitions.js';
-import { eventOps } from './queue-events.js';
+import { changeEvents, eventOps } from './event-ops.js';
 import { pack, runBatch, type Change } from './txn-batch.js';
 import type { Kv, Op } from './kv.js';
 import type { NewMessage } from '../store/contract.js';
@@ -136,9 +136,9 @@ function adding(keys: QueueKeys, message: NewMessage, events: boolean): Adding {
       { type: 'put', key: keys.ordered(idx, message.id), value: asBuffer(message.payload) },
       { type: 'put', key: keys.record(message.id), value: encodeRecord(record) },
       ...indexOps(keys, message.id, null, record),
-      ...eventOps(keys, events, now, { type: 'enqueued', id: message.id, attempt: 0 }),
     ],
     reads: [{ type: 'range', key: keys.record(message.id) }],
+    events: changeEvents(keys, events, { type: 'enqueued', id: message.id, attempt: 0 }),
   };
 }
 

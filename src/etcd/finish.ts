@@ -10,7 +10,7 @@ import { encodeRecord, type MessageRecord } from './record.js';
 import { deadLetterCompare, deadLetterOps, extended, finished, finishOps, undelivered } from './transitions.js';
 import { decodeRecord } from './record.js';
 import { getMany, pack, runBatch, type Change } from './txn-batch.js';
-import { eventOps, type EventNote } from './queue-events.js';
+import { changeEvents, type ChangeEvents, type EventNote } from './event-ops.js';
 import type { Delivery, LocalConsumer } from './consumer.js';
 import type { Compare, Kv, Op, RangeOp } from './kv.js';
 import type { QueueKeys } from './keys.js';
@@ -30,6 +30,7 @@ interface Built {
   ops: Op[];
   next: MessageRecord | null;
   deadLetter?: QueueKeys | null;
+  events?: ChangeEvents | undefined;
 }
 
 /**
@@ -58,7 +59,7 @@ async function guarded(
       wanting.forEach((d, i) => payloads.set(d.id, kvs[i]?.value ?? Buffer.alloc(0)));
     }
     const writes: Write[] = todo.map((delivery) => {
-      const { ops, next, deadLetter = null } = build(delivery, payloads);
+      const { ops, next, deadLetter = null, events } = build(delivery, payloads);
       const compares: Compare[] = [
         { key: keys.record(delivery.id), target: 'mod', result: '=', operand: delivery.rev },
       ];
@@ -67,7 +68,7 @@ async function guarded(
         compares.push(deadLetterCompare(deadLetter, delivery.id));
         reads.push({ type: 'range', key: deadLetter.record(delivery.id) });
       }
-      return { delivery, next, deadLetter, compares, ops, reads };
+      return { delivery, next, deadLetter, compares, ops, reads, events };
     });
     const again: Delivery[] = [];
     await Promise.all(
@@ -136,14 +137,14 @@ export async function finishDeliveries(
     const result = finished(d.record, f, now);
     const ordered = keys.ordered(d.idx, d.id);
     const event = finishEvent(d.id, d.record.attempt, f);
-    const noted = event === null ? [] : eventOps(keys, events, now, event);
+    const noted = event === null ? undefined : changeEvents(keys, events, event);
     if (result.record.phase === 'failed' && deadLetter !== null && !consumer.noDeadLetter.has(d.id)) {
       const ops = deadLetterOps(keys, deadLetter, d.id, d.record, result.record, ordered, d.payload, now);
-      return { ops: [{ type: 'delete', key: d.key }, ...ops, ...noted], next: null, deadLetter };
+      return { ops: [{ type: 'delete', key: d.key }, ...ops], next: null, deadLetter, events: noted };
     }
     const next = result.usesNextPayload ? (payloads.get(d.id) ?? d.payload) : null;
     const ops = finishOps(keys, d.id, d.record, result, ordered, d.payload, next);
-    return { ops: [{ type: 'delete', key: d.key }, ...ops, ...noted], next: null };
+    return { ops: [{ type: 'delete', key: d.key }, ...ops], next: null, events: noted };
   };
   const lost = await guarded(
     kv,

@@ -1,86 +1,74 @@
 /**
- * Queue events on etcd: one key per event under `/queue/{q}/kvmq/ev/`, put in
- * the same Txn as the transition it records (by kvmq's producers, consumers,
- * actions and the dispatcher). The key is `{at:13}/{writer}{seq}`: unique, and
- * in time order, which trimming by age and count walks. Events are read in
- * commit order: by mod revision, then by key among the events of one Txn. A
- * cursor is `{revision}` after the last event of a revision, else
- * `{revision}.{key}`: a reader that has passed revision r has seen every event
- * committed up to r, whatever time a slow writer put in its key, so nothing
- * is skipped or repeated.
+ * Queue events on etcd: the events of one Txn are one key under
+ * `/queue/{q}/kvmq/ev/`, put in that Txn with the transitions they record (by
+ * kvmq's producers, consumers, actions and the dispatcher; batches of changes
+ * gather theirs into one key, txn-batch.ts). The key is
+ * `{at:13}/{writer}{seq}.{n}`: unique, in time order (which trimming walks),
+ * with the number of events it holds; the value is a JSON array of
+ * `{"t":type,"id","a":attempt,"e":error}`. Events are read in commit order: by
+ * mod revision, then by key and position among a revision's events. A cursor
+ * is `{revision}` after the last event of a revision, else `{revision}.{read}`
+ * (how many of that revision's events were read): a reader that has passed
+ * revision r has seen every event committed up to r, whatever time a slow
+ * writer put in its key, so nothing is skipped or repeated.
  */
-import { randomBytes } from 'node:crypto';
-import { errorTail } from '../model/history.js';
 import { QUEUE_EVENT_TYPES, type QueueEventType, type StoredEvent } from '../model/events.js';
-import { timeKey, type QueueKeys } from './keys.js';
+import type { QueueKeys } from './keys.js';
 import { prefixEnd, type KeyValue, type Kv, type Op, type Watch } from './kv.js';
+import { getMany } from './txn-batch.js';
+import { eventKeyInfo as keyInfo } from './event-ops.js';
 import type { EventPage } from '../store/contract.js';
 import type { QueueConfig } from '../model/types.js';
 
-/** This process's part of event keys, so that writers never collide. */
-const WRITER = randomBytes(6).toString('base64url');
-let sequence = 0;
-
-// Events deleted per trimming Txn: with the put of the trimmed revision, within etcd's 128 ops.
+// Event keys deleted per trimming Txn: with the put of the trimmed revision, within etcd's 128 ops.
 const TRIM_PAGE = 120;
+// Keys read per range when counting or trimming.
+const SCAN_PAGE = 1000;
 const MAX_TRIES = 20;
 const RESUBSCRIBE_MS = 1000;
-const CURSOR = /^(0|[1-9]\d{0,15})(?:\.(\d{13}\/[A-Za-z0-9_-]{1,40}))?$/;
-// One Txn writes at most this many events (etcd's --max-txn-ops), which bounds the events of one revision.
-const EVENTS_PER_TXN = 128;
+const CURSOR = /^(0|[1-9]\d{0,15})(?:\.([1-9]\d{0,5}))?$/;
+// One Txn has at most this many ops (etcd's --max-txn-ops), so at most this many event keys share a revision.
+const KEYS_PER_TXN = 128;
 const TYPES: ReadonlySet<string> = new Set(QUEUE_EVENT_TYPES);
 
-export interface EventNote {
-  readonly type: QueueEventType;
-  readonly id: string;
-  readonly attempt: number;
-  readonly error?: string | null;
-}
-
-/** The puts of these events at `at`, or none while the queue's configuration has events off. */
-export function eventOps(keys: QueueKeys, on: boolean, at: number, ...notes: EventNote[]): Op[] {
-  if (!on) return [];
-  return notes.map((note) => {
-    // Padded, so that the events of one Txn sort in the order they were noted.
-    const key = `${timeKey(keys.events, at)}/${WRITER}${(sequence++).toString(36).padStart(8, '0')}`;
-    const error = note.error === undefined ? null : errorTail(note.error);
-    const body = { t: note.type, id: note.id, a: note.attempt, ...(error === null ? {} : { e: error }) };
-    return { type: 'put', key, value: Buffer.from(JSON.stringify(body), 'utf8') };
-  });
-}
-
-function decodeEvent(keys: QueueKeys, item: KeyValue, cursor: string): StoredEvent | null {
+/** The `count` events of a key (null where its value holds no valid one). */
+function decodeEvents(keys: QueueKeys, item: KeyValue, count: number): (Omit<StoredEvent, 'cursor'> | null)[] {
+  const { at } = keyInfo(keys, item.key);
+  let raw: unknown;
   try {
-    const raw = JSON.parse(item.value.toString('utf8')) as { t?: unknown; id?: unknown; a?: unknown; e?: unknown };
-    if (typeof raw.t !== 'string' || !TYPES.has(raw.t) || typeof raw.id !== 'string' || typeof raw.a !== 'number')
-      return null;
-    return {
-      type: raw.t as QueueEventType,
-      id: raw.id,
-      at: Number(item.key.slice(keys.events.length, keys.events.length + 13)),
-      attempt: raw.a,
-      ...(typeof raw.e === 'string' ? { error: raw.e } : {}),
-      cursor,
-    };
+    raw = JSON.parse(item.value.toString('utf8'));
   } catch {
-    return null;
+    raw = null;
   }
+  const list = Array.isArray(raw) ? (raw as unknown[]) : [];
+  return Array.from({ length: count }, (_, i) => {
+    const e = list[i] as { t?: unknown; id?: unknown; a?: unknown; e?: unknown } | null | undefined;
+    if (typeof e !== 'object' || e === null) return null;
+    if (typeof e.t !== 'string' || !TYPES.has(e.t) || typeof e.id !== 'string' || typeof e.a !== 'number') return null;
+    return {
+      type: e.t as QueueEventType,
+      id: e.id,
+      at,
+      attempt: e.a,
+      ...(typeof e.e === 'string' ? { error: e.e } : {}),
+    };
+  });
 }
 
 interface Cursor {
   readonly revision: number;
-  /** The last event read within `revision` (its key after the events prefix); null: all of it was read. */
-  readonly key: string | null;
+  /** Events of `revision` already read; null: all of them. */
+  readonly read: number | null;
 }
 
 function parseCursor(cursor: string): Cursor {
   const match = CURSOR.exec(cursor);
   if (match === null) {
     throw new TypeError(
-      `events cursor '${cursor}' is not one the etcd store makes ('{revision}' or '{revision}.{event key}')`,
+      `events cursor '${cursor}' is not one the etcd store makes ('{revision}' or '{revision}.{events read}')`,
     );
   }
-  return { revision: Number(match[1]), key: match[2] ?? null };
+  return { revision: Number(match[1]), read: match[2] === undefined ? null : Number(match[2]) };
 }
 
 function byCommitOrder(a: KeyValue, b: KeyValue): number {
@@ -93,14 +81,16 @@ function trimmedRevision(item: KeyValue | undefined): number {
 }
 
 /**
- * Events after the cursor, oldest first, with the highest trimmed revision read at the same revision (one
- * Txn). etcd filters by revision on the server, so the reply is about one page (etcd 3.4 reads the kept
- * events' range to filter it). It asks for two Txns' worth more than the page: events beyond the last whole
- * revision in the reply are left for the next page, so a Txn's events are never split by a cut etcd made.
+ * Events after the cursor, oldest first. One Txn reads the names of the event keys after the cursor's
+ * revision (keys only, sorted by mod revision; etcd filters on the server, though etcd 3.4 walks the kept
+ * events' range to do it) with the highest trimmed revision; their names say how many events each holds, so a
+ * second read (at the same revision) fetches only the keys the page needs: O(page). It asks for 128 names
+ * more than the page, the most one Txn can write: names beyond the last whole revision etcd returned are left
+ * for the next page, so a revision's events are never split by a cut etcd made.
  */
 export async function readEvents(kv: Kv, keys: QueueKeys, after: string | null, limit: number): Promise<EventPage> {
   const from = after === null ? null : parseCursor(after);
-  const asked = limit + 2 * EVENTS_PER_TXN;
+  const asked = limit + KEYS_PER_TXN;
   const res = await kv.txn({
     compare: [],
     success: [
@@ -109,36 +99,61 @@ export async function readEvents(kv: Kv, keys: QueueKeys, after: string | null, 
         key: keys.events,
         end: prefixEnd(keys.events),
         limit: asked,
+        keysOnly: true,
         byModRevision: 'ascend',
-        ...(from === null ? {} : { minModRevision: from.key === null ? from.revision + 1 : from.revision }),
+        ...(from === null ? {} : { minModRevision: from.read === null ? from.revision + 1 : from.revision }),
       },
       { type: 'range', key: keys.eventsTrimmed },
     ],
   });
   const [page, trimmed] = res.responses;
-  let kvs = page?.type === 'range' ? [...page.kvs].sort(byCommitOrder) : [];
-  const cut = page?.type === 'range' && (page.more || page.kvs.length >= asked);
-  if (cut) {
-    const partial = kvs.at(-1)?.modRevision;
-    kvs = kvs.filter((item) => item.modRevision !== partial);
+  let names = page?.type === 'range' ? [...page.kvs].sort(byCommitOrder) : [];
+  if (page?.type === 'range' && (page.more || page.kvs.length >= asked)) {
+    const partial = names.at(-1)?.modRevision;
+    names = names.filter((item) => item.modRevision !== partial);
   }
-  if (from?.key != null) {
-    const passed = keys.events + from.key;
-    kvs = kvs.filter((item) => item.modRevision > from.revision || item.key > passed);
+  // The positions of the page's events: key, index in it, and the cursor after it.
+  const slots: { item: KeyValue; index: number; cursor: string }[] = [];
+  const needed: KeyValue[] = [];
+  for (let i = 0, seen = 0; i < names.length && slots.length < limit; i++) {
+    const item = names[i];
+    if (item === undefined) break;
+    const sameAsBefore = names[i - 1]?.modRevision === item.modRevision;
+    if (!sameAsBefore) seen = 0;
+    const { count } = keyInfo(keys, item.key);
+    const lastKeyOfRevision = names[i + 1]?.modRevision !== item.modRevision;
+    let used = false;
+    for (let index = 0; index < count && slots.length < limit; index++, seen++) {
+      if (from !== null && from.read !== null && item.modRevision === from.revision && seen < from.read) continue;
+      const last = lastKeyOfRevision && index === count - 1;
+      slots.push({ item, index, cursor: last ? String(item.modRevision) : `${item.modRevision}.${seen + 1}` });
+      used = true;
+    }
+    if (used) needed.push(item);
   }
-  const taken = kvs.slice(0, limit);
-  const cursors = taken.map((item, i) =>
-    kvs[i + 1]?.modRevision === item.modRevision
-      ? `${item.modRevision}.${item.key.slice(keys.events.length)}`
-      : String(item.modRevision),
+  const values = await getMany(
+    kv,
+    needed.map((item) => item.key),
+    res.revision,
   );
-  const events = taken.flatMap((item, i) => decodeEvent(keys, item, cursors[i] ?? '') ?? []);
+  const decoded = new Map<string, (Omit<StoredEvent, 'cursor'> | null)[]>();
+  needed.forEach((item, i) => {
+    const value = values[i];
+    decoded.set(
+      item.key,
+      value === null || value === undefined ? [] : decodeEvents(keys, value, keyInfo(keys, item.key).count),
+    );
+  });
+  const events = slots.flatMap(({ item, index, cursor }): StoredEvent[] => {
+    const event = decoded.get(item.key)?.[index] ?? null;
+    return event === null ? [] : [{ ...event, cursor }];
+  });
   const trimmedRev = trimmedRevision(trimmed?.type === 'range' ? trimmed.kvs[0] : undefined);
   // Within the cursor's revision the trimmed events may all be before it: then this is told once too often.
-  const missed = from !== null && (trimmedRev > from.revision || (from.key !== null && trimmedRev === from.revision));
+  const missed = from !== null && (trimmedRev > from.revision || (from.read !== null && trimmedRev === from.revision));
   // A reader told it missed events, with none left after them, reads on from past the trimmed ones.
   const none = missed ? String(trimmedRev) : (after ?? String(res.revision));
-  return { events, missed, cursor: cursors.at(-1) ?? none };
+  return { events, missed, cursor: slots.at(-1)?.cursor ?? none };
 }
 
 /**
@@ -156,30 +171,42 @@ export async function eventsHead(kv: Kv, keys: QueueKeys): Promise<string> {
   return String(res.kvs[0]?.modRevision ?? res.revision);
 }
 
+/** Every event key's name, oldest first by time (keys only, a page at a time). */
+async function eventKeys(kv: Kv, keys: QueueKeys): Promise<KeyValue[]> {
+  const end = prefixEnd(keys.events);
+  const all: KeyValue[] = [];
+  let from = keys.events;
+  for (;;) {
+    const page = await kv.range({ key: from, end, limit: SCAN_PAGE, keysOnly: true });
+    all.push(...page.kvs);
+    const last = page.kvs.at(-1);
+    if (!page.more || last === undefined) return all;
+    from = `${last.key}\0`;
+  }
+}
+
 /**
- * Deletes the oldest events past `eventsMaxCount` and those older than `eventsMaxAgeMs` (by the time in
- * their keys), a page per Txn that also raises the trimmed revision to the highest it deleted. Returns how many.
+ * Deletes the oldest event keys whose events are all past `eventsMaxCount` (the newest are kept), and those
+ * older than `eventsMaxAgeMs` (by the time in their names), a page per Txn that also raises the trimmed
+ * revision to the highest it deleted. Reads every event key's name (O(keys kept), at GC only). Returns how
+ * many events went.
  */
 export async function trimEvents(kv: Kv, keys: QueueKeys, config: QueueConfig, now: number): Promise<number> {
-  const end = prefixEnd(keys.events);
-  const { count } = await kv.range({ key: keys.events, end, countOnly: true });
-  if (count === 0) return 0;
-  let excess = count - config.eventsMaxCount;
-  const cutoff = timeKey(keys.events, now - config.eventsMaxAgeMs);
+  const names = await eventKeys(kv, keys);
+  if (names.length === 0) return 0;
+  let excess = names.reduce((sum, item) => sum + keyInfo(keys, item.key).count, 0) - config.eventsMaxCount;
+  const cutoff = now - config.eventsMaxAgeMs;
+  const doomed: KeyValue[] = [];
   let trimmed = 0;
-  for (;;) {
-    const page = await kv.range({ key: keys.events, end, limit: TRIM_PAGE, keysOnly: true });
-    const doomed: KeyValue[] = [];
-    for (const item of page.kvs) {
-      if (doomed.length < excess || item.key < cutoff) doomed.push(item);
-      else break;
-    }
-    if (doomed.length === 0) return trimmed;
-    await deleteTrimmed(kv, keys, doomed);
-    excess -= doomed.length;
-    trimmed += doomed.length;
-    if (doomed.length < page.kvs.length || !page.more) return trimmed;
+  for (const item of names) {
+    const { count, at } = keyInfo(keys, item.key);
+    if (count > excess && at >= cutoff) break;
+    doomed.push(item);
+    excess -= count;
+    trimmed += count;
   }
+  for (let i = 0; i < doomed.length; i += TRIM_PAGE) await deleteTrimmed(kv, keys, doomed.slice(i, i + TRIM_PAGE));
+  return trimmed;
 }
 
 async function deleteTrimmed(kv: Kv, keys: QueueKeys, doomed: readonly KeyValue[]): Promise<void> {

@@ -10,7 +10,7 @@
 import { MAX_PAYLOAD_BYTES, newIdx, QueueKeys } from '../keys.js';
 import { stateOf, type MessageRecord } from '../record.js';
 import { MAX_TXN_BYTES } from '../txn-batch.js';
-import { eventOps, type EventNote } from '../queue-events.js';
+import { changeEvents, type EventNote } from '../event-ops.js';
 import { registerOp } from '../queue-registry.js';
 import * as changes from './changes.js';
 import { freeSlots, type Consumer, type Msg, type ProducerPut } from './model.js';
@@ -54,14 +54,13 @@ export class Planner {
   }
 
   /** A change with the events it writes in its Txn, while the queue's configuration has events on. */
-  private noted(ops: changes.Ops, now: number, ...notes: EventNote[]): changes.Ops {
-    ops.ops.push(...eventOps(this.mirror.keys, this.mirror.config.events, now, ...notes));
-    return ops;
+  private noted(ops: changes.Ops, ...notes: EventNote[]): changes.Ops {
+    return { ...ops, events: changeEvents(this.mirror.keys, this.mirror.config.events, ...notes) };
   }
 
   /** A delivery, with its `started` event. */
-  private delivery(ops: changes.Ops, id: string, now: number): changes.Ops {
-    return this.noted(ops, now, { type: 'started', id, attempt: ops.record?.attempt ?? 0 });
+  private delivery(ops: changes.Ops, id: string): changes.Ops {
+    return this.noted(ops, { type: 'started', id, attempt: ops.record?.attempt ?? 0 });
   }
 
   /** A change that stores a plain put, with the queue's registry entry until one such change succeeded. */
@@ -93,7 +92,7 @@ export class Planner {
     const change = this.deps.change(
       msg,
       null,
-      this.noted(changes.fail(this.mirror.keys, msg, failed, payload, dlq, now), now, {
+      this.noted(changes.fail(this.mirror.keys, msg, failed, payload, dlq, now), {
         type: 'failed',
         id: msg.id,
         attempt: failed.attempt,
@@ -144,7 +143,7 @@ export class Planner {
         continue;
       }
       const attempt = msg.record.attempt;
-      const ops = this.noted(changes.ack(this.mirror.keys, msg, now), now, { type: 'completed', id: msg.id, attempt });
+      const ops = this.noted(changes.ack(this.mirror.keys, msg, now), { type: 'completed', id: msg.id, attempt });
       planned.push(this.deps.change(msg, null, ops));
     }
   }
@@ -173,7 +172,7 @@ export class Planner {
           this.deps.change(
             msg,
             consumer,
-            this.delivery(changes.deliver(this.mirror.keys, msg, consumer, msg.payload, size, now, lost), msg.id, now),
+            this.delivery(changes.deliver(this.mirror.keys, msg, consumer, msg.payload, size, now, lost), msg.id),
           ),
         );
       } else {
@@ -205,7 +204,7 @@ export class Planner {
       const change = this.deps.change(
         msg,
         consumer,
-        this.delivery(changes.deliver(this.mirror.keys, msg, consumer, msg.payload, size, now, lost), msg.id, now),
+        this.delivery(changes.deliver(this.mirror.keys, msg, consumer, msg.payload, size, now, lost), msg.id),
       );
       planned.push({
         ...change,
@@ -243,7 +242,7 @@ export class Planner {
         continue;
       }
       const ops = changes.deliver(this.mirror.keys, best, consumer, best.payload, size, now);
-      planned.push(this.deps.change(best, consumer, this.delivery(ops, best.id, now)));
+      planned.push(this.deps.change(best, consumer, this.delivery(ops, best.id)));
       free = free.filter((c) => freeSlots(c) > 0);
     }
     return free;
@@ -264,9 +263,7 @@ export class Planner {
         const state = stateOf(duplicate.record, now);
         if (state === 'done-awaiting-gc') {
           const ops = changes.revive(this.mirror.keys, put, duplicate.record, duplicate.rev, newIdx(), now);
-          planned.push(
-            this.producerChange(put, null, this.noted(ops, now, { type: 'enqueued', id: put.id, attempt: 0 })),
-          );
+          planned.push(this.producerChange(put, null, this.noted(ops, { type: 'enqueued', id: put.id, attempt: 0 })));
         } else {
           this.deps.log('warn', `refused ${put.key}: message ${put.id} exists (${state}); ids are unique per queue`);
           planned.push(this.deps.producerChange(put, null, changes.refuse(put)));
@@ -287,7 +284,7 @@ export class Planner {
         const ops = changes.refuseTooLarge(this.mirror.keys, put, now);
         const error = ops.failedError;
         planned.push(
-          this.producerChange(put, null, this.noted(ops, now, { type: 'failed', id: put.id, attempt: 0, error })),
+          this.producerChange(put, null, this.noted(ops, { type: 'failed', id: put.id, attempt: 0, error })),
         );
         continue;
       }
@@ -302,7 +299,7 @@ export class Planner {
       const ops = changes.move(this.mirror.keys, put, newIdx(), consumer, size, now);
       const notes: EventNote[] = [{ type: 'enqueued', id: put.id, attempt: 0 }];
       if (consumer !== null) notes.push({ type: 'started', id: put.id, attempt: ops.record?.attempt ?? 1 });
-      planned.push(this.producerChange(put, consumer, this.noted(ops, now, ...notes)));
+      planned.push(this.producerChange(put, consumer, this.noted(ops, ...notes)));
     }
   }
 
