@@ -14,6 +14,7 @@ import { cpus, loadavg, release, totalmem } from 'node:os';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import { connect } from '../../src/index.js';
+import { EtcdStore } from '../../src/etcd/store.js';
 import { inFlight, median, table, whole } from '../common.js';
 import { writeSection } from '../doc.js';
 
@@ -26,6 +27,9 @@ const OFF_TARGET = 1.05;
 interface One {
   readonly enqueuePerSec: number;
   readonly drainPerSec: number;
+  /** etcd revisions (Txns) per message: the enqueues', and the deliveries' and finishes' (and polls'). */
+  readonly enqueueTxns: number;
+  readonly drainTxns: number;
 }
 
 /** One measure in this process: `n` enqueues, then a worker drains them; both as messages per second. */
@@ -35,9 +39,14 @@ async function measureOne(url: string, events: boolean, n: number): Promise<One>
   try {
     await client.configure(queue, { events });
     await client.enqueue(queue, 'warm-up');
+    if (!(client.store instanceof EtcdStore)) throw new Error(`${url} is not an etcd store`);
+    const { kv } = client.store;
+    const revision = async (): Promise<number> => (await kv.range({ key: '/', limit: 1, keysOnly: true })).revision;
+    const r0 = await revision();
     const begin = performance.now();
     await inFlight(n, IN_FLIGHT, (i) => client.enqueue(queue, { i }));
     const enqueueMs = performance.now() - begin;
+    const r1 = await revision();
     let handled = 0;
     let first = 0;
     let last = 0;
@@ -55,9 +64,15 @@ async function measureOne(url: string, events: boolean, n: number): Promise<One>
       { concurrency: CONCURRENCY },
     );
     await all;
+    const r2 = await revision();
     await worker.stop();
     await client.clear(queue);
-    return { enqueuePerSec: (n * 1000) / enqueueMs, drainPerSec: (n * 1000) / (last - first) };
+    return {
+      enqueuePerSec: (n * 1000) / enqueueMs,
+      drainPerSec: (n * 1000) / (last - first),
+      enqueueTxns: (r1 - r0) / n,
+      drainTxns: (r2 - r1) / n,
+    };
   } finally {
     await client.close();
   }
@@ -150,6 +165,13 @@ async function main(): Promise<void> {
     }
     return row;
   });
+  const txns = (['enqueue', 'claim+finish'] as const).map((what) => {
+    const pick = (o: One): number => (what === 'enqueue' ? o.enqueueTxns : o.drainTxns);
+    const row = [`${what}, etcd Txns per msg`, med(off, pick).toFixed(3), med(on, pick).toFixed(3), ''];
+    if (base !== undefined) row.push(med(base, pick).toFixed(3), '');
+    return row;
+  });
+  rows.push(...txns);
   const header = ['measure', 'events off', 'events on', 'cost of events on'];
   if (base !== undefined) header.push('before events', 'cost of events off');
   const machine =
@@ -171,8 +193,11 @@ async function main(): Promise<void> {
 - Setup: etcd 3.4 (Debian), fsync on; ${rounds} rounds, median; each round ${whole.format(n)} enqueues (${IN_FLIGHT}
   in flight, one message per call) then a worker of concurrency ${CONCURRENCY} claiming and finishing them,
   for each column in a process of its own, the columns alternating (order swapped every round).
-- Events on write one more key per transition in the Txn that makes it (\`enqueued\` with the enqueue,
-  \`started\` with the dispatcher's delivery, \`completed\` with the finish).${
+- Events on write one more key per Txn (the events of all the Txn's changes: \`enqueued\` with the enqueues,
+  \`started\` with the dispatcher's deliveries, \`completed\` with the finishes). A batch that filled etcd's
+  128 ops per Txn exactly (64 enqueues, or 64 deliveries, of two ops each) takes a second Txn for the key:
+  the Txns per message rows show how often that happens here, where 64 calls in flight and a worker of
+  concurrency 64 make exactly such batches.${
     base === undefined ? '' : '\n- "before events": the same run on the commit before events were built (events off).'
   }
 
