@@ -172,6 +172,15 @@ async function main(): Promise<void> {
     return row;
   });
   rows.push(...txns);
+  const spread = columns
+    .map((c) => {
+      const range = (pick: (o: One) => number): string => {
+        const rates = c.runs.map(pick);
+        return `${whole.format(Math.min(...rates))}–${whole.format(Math.max(...rates))}`;
+      };
+      return `${c.label}: enqueue ${range((o) => o.enqueuePerSec)}, claim+finish ${range((o) => o.drainPerSec)}`;
+    })
+    .join('; ');
   const header = ['measure', 'events off', 'events on', 'cost of events on'];
   if (base !== undefined) header.push('before events', 'cost of events off');
   const machine =
@@ -200,6 +209,7 @@ async function main(): Promise<void> {
   concurrency 64 make exactly such batches.${
     base === undefined ? '' : '\n- "before events": the same run on the commit before events were built (events off).'
   }
+- Slowest–fastest round, msgs/s (the spread says how far the machine's load moved the figures): ${spread}.
 
 ${table(header, rows, true)}
 `,

@@ -11,7 +11,7 @@ import { decodeRecord } from './record.js';
 import { indexOps } from './transitions.js';
 import { getMany } from './txn-batch.js';
 import { trimEvents } from './queue-events.js';
-import type { Kv, Op } from './kv.js';
+import { unchangedSince, type Kv, type Op } from './kv.js';
 import type { QueueKeys } from './keys.js';
 import type { GcResult, QueueConfig } from '../model/types.js';
 
@@ -38,11 +38,7 @@ export async function runGc(kv: Kv, keys: QueueKeys, config: QueueConfig, force:
   const now = Date.now();
   if (lock.lockUntil > now || (!force && lock.at + config.gcIntervalMs > now)) return { ran: false, removed: 0 };
   const took = await kv.txn({
-    compare: [
-      item === undefined
-        ? { key: keys.gcLock, target: 'version', result: '=', operand: 0 }
-        : { key: keys.gcLock, target: 'mod', result: '=', operand: item.modRevision },
-    ],
+    compare: [unchangedSince(keys.gcLock, item)],
     success: [{ type: 'put', key: keys.gcLock, value: lockValue({ at: now, lockUntil: now + GC_LOCK_MS }) }],
   });
   if (!took.succeeded) return { ran: false, removed: 0 };

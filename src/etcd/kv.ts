@@ -126,6 +126,13 @@ export interface Kv {
   readonly session: Session;
 }
 
+/** The key is as it was read: still absent (`item` undefined), or not written since (same mod revision). */
+export function unchangedSince(key: string, item: KeyValue | undefined): Compare {
+  return item === undefined
+    ? { key, target: 'version', result: '=', operand: 0 }
+    : { key, target: 'mod', result: '=', operand: item.modRevision };
+}
+
 /** The smallest key greater than every key starting with `prefix`. */
 export function prefixEnd(prefix: string): string {
   const bytes = Buffer.from(prefix, 'latin1');

@@ -14,7 +14,7 @@
  */
 import { QUEUE_EVENT_TYPES, type QueueEventType, type StoredEvent } from '../model/events.js';
 import type { QueueKeys } from './keys.js';
-import { prefixEnd, type KeyValue, type Kv, type Op, type Watch } from './kv.js';
+import { prefixEnd, unchangedSince, type KeyValue, type Kv, type Op, type Watch } from './kv.js';
 import { getMany } from './txn-batch.js';
 import { eventKeyInfo as keyInfo } from './event-ops.js';
 import type { EventPage } from '../store/contract.js';
@@ -214,11 +214,7 @@ async function deleteTrimmed(kv: Kv, keys: QueueKeys, doomed: readonly KeyValue[
   for (let tries = 0; tries < MAX_TRIES; tries++) {
     const current = (await kv.range({ key: keys.eventsTrimmed })).kvs[0];
     const res = await kv.txn({
-      compare: [
-        current === undefined
-          ? { key: keys.eventsTrimmed, target: 'version', result: '=', operand: 0 }
-          : { key: keys.eventsTrimmed, target: 'mod', result: '=', operand: current.modRevision },
-      ],
+      compare: [unchangedSince(keys.eventsTrimmed, current)],
       success: [
         ...doomed.map((d): Op => ({ type: 'delete', key: d.key })),
         {

@@ -6,7 +6,7 @@
  */
 import { StoreLayoutError } from '../errors.js';
 import { applyConfigPatch, DEFAULT_QUEUE_CONFIG, withConfigDefaults } from '../model/config.js';
-import { prefixEnd, type Kv } from './kv.js';
+import { prefixEnd, unchangedSince, type Kv } from './kv.js';
 import { QueueKeys } from './keys.js';
 import { registerOp } from './queue-registry.js';
 import type { QueueConfig } from '../model/types.js';
@@ -38,11 +38,7 @@ export async function writeConfig(
     const current = res.kvs[0];
     const config = applyConfigPatch(decodeConfig(keys, current?.value), patch);
     const written = await kv.txn({
-      compare: [
-        current === undefined
-          ? { key: keys.config, target: 'version', result: '=', operand: 0 }
-          : { key: keys.config, target: 'mod', result: '=', operand: current.modRevision },
-      ],
+      compare: [unchangedSince(keys.config, current)],
       success: [
         { type: 'put', key: keys.config, value: Buffer.from(JSON.stringify(config), 'utf8') },
         registerOp(keys),

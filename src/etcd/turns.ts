@@ -3,7 +3,7 @@
  * A caller reads it and, when `everyMs` has passed, writes its own time in a Txn comparing the key's mod
  * revision (or its absence) with what it read: of callers racing for one turn, one Txn wins.
  */
-import type { Kv } from './kv.js';
+import { unchangedSince, type Kv } from './kv.js';
 import type { QueueKeys } from './keys.js';
 
 export async function takeTurn(kv: Kv, keys: QueueKeys, name: string, everyMs: number): Promise<boolean> {
@@ -15,11 +15,7 @@ export async function takeTurn(kv: Kv, keys: QueueKeys, name: string, everyMs: n
     if (Number.isFinite(at) && now < at + everyMs) return false;
   }
   const res = await kv.txn({
-    compare: [
-      item === undefined
-        ? { key, target: 'version', result: '=', operand: 0 }
-        : { key, target: 'mod', result: '=', operand: item.modRevision },
-    ],
+    compare: [unchangedSince(key, item)],
     success: [{ type: 'put', key, value: Buffer.from(String(now), 'utf8') }],
   });
   return res.succeeded;
