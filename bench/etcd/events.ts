@@ -1,11 +1,12 @@
 /**
- * `node --import tsx bench/etcd/events.ts [--store etcd://HOST:PORT] [--rounds R] [--n N] [--base DIR] [--no-write]`
+ * `node --import tsx bench/etcd/events.ts [--store etcd://HOST:PORT] [--rounds R] [--n N] [--width W] [--base DIR]
+ *   [--no-write]`
  *
- * What queue events cost on etcd: enqueue (64 calls in flight) and claim+finish (a worker of concurrency 64
- * draining the queue) with `events: false` and `events: true`, side by side in one run. Each measure runs in
- * a process of its own, the modes alternating (their order swapped every round), on one etcd; the median
- * round counts. `--base DIR` adds a third column: events off on another checkout of kvmq (e.g. the commit
- * before events, `git archive` of it with this file copied in), measured in the same alternation.
+ * What queue events cost on etcd: enqueue (W calls in flight, 64 unless given) and claim+finish (a worker of
+ * concurrency W draining the queue) with `events: false` and `events: true`, side by side in one run. Each
+ * measure runs in a process of its own, the modes alternating (their order swapped every round), on one
+ * etcd; the median round counts. `--base DIR` adds a third column: events off on another checkout of kvmq
+ * (e.g. the commit before events, `git archive` of it with this file copied in), in the same alternation.
  *
  * Writes the `etcd-events` section of docs/benchmarks.md.
  */
@@ -18,8 +19,8 @@ import { EtcdStore } from '../../src/etcd/store.js';
 import { inFlight, median, table, whole } from '../common.js';
 import { writeSection } from '../doc.js';
 
-const IN_FLIGHT = 64;
-const CONCURRENCY = 64;
+// Enqueue calls in flight, and the worker's concurrency, unless given.
+const WIDTH = 64;
 // Targets of the issue: events on cost at most 15 % more; events off within 5 % of before.
 const ON_TARGET = 1.15;
 const OFF_TARGET = 1.05;
@@ -33,7 +34,7 @@ interface One {
 }
 
 /** One measure in this process: `n` enqueues, then a worker drains them; both as messages per second. */
-async function measureOne(url: string, events: boolean, n: number): Promise<One> {
+async function measureOne(url: string, events: boolean, n: number, width: number): Promise<One> {
   const client = await connect(url, { maintenance: false });
   const queue = `events-${events ? 'on' : 'off'}-${Date.now().toString(36)}`;
   try {
@@ -44,7 +45,7 @@ async function measureOne(url: string, events: boolean, n: number): Promise<One>
     const revision = async (): Promise<number> => (await kv.range({ key: '/', limit: 1, keysOnly: true })).revision;
     const r0 = await revision();
     const begin = performance.now();
-    await inFlight(n, IN_FLIGHT, (i) => client.enqueue(queue, { i }));
+    await inFlight(n, width, (i) => client.enqueue(queue, { i }));
     const enqueueMs = performance.now() - begin;
     const r1 = await revision();
     let handled = 0;
@@ -61,7 +62,7 @@ async function measureOne(url: string, events: boolean, n: number): Promise<One>
         last = now;
         if (handled === n + 1) done();
       },
-      { concurrency: CONCURRENCY },
+      { concurrency: width },
     );
     await all;
     const r2 = await revision();
@@ -85,11 +86,23 @@ interface Column {
   readonly runs: One[];
 }
 
-function runChild(column: Column, url: string, n: number): Promise<One> {
+function runChild(column: Column, url: string, n: number, width: number): Promise<One> {
   return new Promise((resolve, reject) => {
     const child = spawn(
       process.execPath,
-      ['--import', 'tsx', column.script, '--one', column.events ? 'on' : 'off', '--store', url, '--n', String(n)],
+      [
+        '--import',
+        'tsx',
+        column.script,
+        '--one',
+        column.events ? 'on' : 'off',
+        '--store',
+        url,
+        '--n',
+        String(n),
+        '--width',
+        String(width),
+      ],
       { cwd: fileURLToPath(new URL('../../', `file://${column.script}`)), stdio: ['ignore', 'pipe', 'inherit'] },
     );
     let out = '';
@@ -109,6 +122,7 @@ async function main(): Promise<void> {
       store: { type: 'string' },
       rounds: { type: 'string', default: '5' },
       n: { type: 'string', default: '3000' },
+      width: { type: 'string', default: String(WIDTH) },
       base: { type: 'string' },
       one: { type: 'string' },
       'no-write': { type: 'boolean', default: false },
@@ -117,8 +131,9 @@ async function main(): Promise<void> {
   const url = values.store ?? process.env.KVMQ_TEST_ETCD_URL;
   if (url === undefined || url === '') throw new Error('give --store etcd://HOST:PORT (or run under servers.mjs)');
   const n = Number(values.n);
+  const width = Number(values.width);
   if (values.one !== undefined) {
-    console.log(JSON.stringify(await measureOne(url, values.one === 'on', n)));
+    console.log(JSON.stringify(await measureOne(url, values.one === 'on', n, width)));
     return;
   }
   const self = fileURLToPath(import.meta.url);
@@ -133,7 +148,7 @@ async function main(): Promise<void> {
   for (let round = 0; round < rounds; round++) {
     const order = round % 2 === 0 ? columns : [...columns].reverse();
     for (const column of order) {
-      const one = await runChild(column, url, n);
+      const one = await runChild(column, url, n, width);
       column.runs.push(one);
       console.log(
         `round ${round + 1} ${column.label}: enqueue ${whole.format(one.enqueuePerSec)}/s, ` +
@@ -199,8 +214,8 @@ async function main(): Promise<void> {
 - Date: ${when} UTC
 - Command: \`${command}\`
 - Machine: ${machine}.
-- Setup: etcd 3.4 (Debian), fsync on; ${rounds} rounds, median; each round ${whole.format(n)} enqueues (${IN_FLIGHT}
-  in flight, one message per call) then a worker of concurrency ${CONCURRENCY} claiming and finishing them,
+- Setup: etcd 3.4 (Debian), fsync on; ${rounds} rounds, median; each round ${whole.format(n)} enqueues (${width}
+  in flight, one message per call) then a worker of concurrency ${width} claiming and finishing them,
   for each column in a process of its own, the columns alternating (order swapped every round).
 - Events on write one more key per Txn (the events of all the Txn's changes: \`enqueued\` with the enqueues,
   \`started\` with the dispatcher's deliveries, \`completed\` with the finishes). A batch that filled etcd's
