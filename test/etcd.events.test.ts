@@ -321,6 +321,38 @@ void describe('etcd queue events', () => {
     await assert.rejects(c.readEvents(q, { after: '12.0' }), /cursor/);
   });
 
+  void test('subscribeEvents: listeners share a watch, hear new events, and nothing after unsubscribe or close', async () => {
+    const url = isolatedUrl();
+    const s = await openEtcdStore(url, () => undefined);
+    const q = 'heard';
+    await s.configure(q, { events: true });
+    const c = await client(url);
+    let a = 0;
+    let b = 0;
+    const stopA = s.subscribeEvents(q, () => (a += 1));
+    const stopB = s.subscribeEvents(q, () => (b += 1));
+    // Called once the watch is in place; then an event reaches both.
+    await waitFor(() => a > 0 && b > 0, { what: 'the first call, once watching' });
+    const [a0, b0] = [a, b];
+    await c.enqueue(q, 'x', { id: 'one' });
+    await waitFor(() => a > a0 && b > b0, { what: 'both listeners to hear the event' });
+    stopA();
+    const [a1, b1] = [a, b];
+    await c.enqueue(q, 'x', { id: 'two' });
+    await waitFor(() => b > b1, { what: 'the remaining listener to hear the event' });
+    assert.equal(a, a1, 'an unsubscribed listener hears nothing more');
+    stopB();
+    const late = s.subscribeEvents(q, () => assert.fail('called after close'));
+    await s.close();
+    await c.enqueue(q, 'x', { id: 'three' });
+    // Give a stray call every chance to arrive: the event is read back through another store.
+    const other = await store(url);
+    await waitFor(async () => (await other.readEvents(q, null, 100)).events.some((e) => e.id === 'three'), {
+      what: 'the last event written',
+    });
+    late();
+  });
+
   void test('the registry lists configured queues, enqueued ones, dead-letter queues and plain-put ones', async () => {
     const url = isolatedUrl();
     const s = await store(url);
