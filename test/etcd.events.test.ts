@@ -5,30 +5,22 @@
  * highest revision it deleted; the registry lists queues; plain producers' messages get events too.
  */
 import assert from 'node:assert/strict';
-import { after, describe, test } from 'node:test';
-import { connect, type Client } from '../src/index.js';
+import { describe, test } from 'node:test';
+import type { Client } from '../src/index.js';
 import { openEtcdStore, type EtcdStore } from '../src/etcd/store.js';
 import { prefixEnd, type WatchEvent } from '../src/etcd/kv.js';
 import { eventOps } from '../src/etcd/event-ops.js';
 import { queueRegistry } from '../src/etcd/keys.js';
 import { waitFor } from './support/wait.js';
-import { isolatedUrl } from './fixtures/etcd-support.js';
+import { closedAfterAll, isolatedUrl } from './fixtures/etcd-support.js';
 
 const TIMEOUT_MS = 90_000;
-const cleanups: (() => Promise<void> | void)[] = [];
-after(async () => {
-  for (const fn of cleanups.reverse()) await fn();
-});
-
-async function client(url: string): Promise<Client> {
-  const c = await connect(url, { maintenance: false });
-  cleanups.push(() => c.close());
-  return c;
-}
+const opened = closedAfterAll();
+const client = (url: string): Promise<Client> => opened.client(url);
 
 async function store(url: string): Promise<EtcdStore> {
   const s = await openEtcdStore(url, () => undefined);
-  cleanups.push(() => s.close());
+  opened.add(() => s.close());
   return s;
 }
 
@@ -55,7 +47,7 @@ function recordChanges(
       broken: (error) => assert.fail(`the test's watch broke: ${error.message}`),
     },
   );
-  cleanups.push(() => watch.cancel());
+  opened.add(() => watch.cancel());
   return { byRevision, last: () => last };
 }
 
@@ -364,7 +356,7 @@ void describe('etcd queue events', () => {
     const plain = s.keys('plain');
     await s.kv.txn({ compare: [], success: [{ type: 'put', key: plain.producer('p'), value: Buffer.from('x') }] });
     const release = s.dispatch('plain');
-    cleanups.push(release);
+    opened.add(release);
     await waitFor(async () => (await s.queues()).length === 4, { what: 'four queues listed' });
     assert.deepEqual(await s.queues(), ['conf', 'dead', 'plain', 'sent']);
     const registry = await s.kv.range({ key: queueRegistry(s.root), end: prefixEnd(queueRegistry(s.root)) });
