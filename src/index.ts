@@ -13,6 +13,7 @@ export type {
   StalledEvent,
 } from './worker/worker.js';
 export { expBackoff } from './model/backoff.js';
+export { TRACE_METADATA_KEY } from './tracing/carrier.js';
 export type { ExpBackoffOptions } from './model/backoff.js';
 export { MESSAGE_STATES } from './model/types.js';
 export { QUEUE_EVENT_TYPES } from './model/events.js';

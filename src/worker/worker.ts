@@ -16,6 +16,7 @@ import { finishFromFailure, finishFromResult, finishFromThrow, timeoutError, typ
 import type { FailureReason, WorkerEvents } from './events.js';
 import type { ClaimedMessage, Finish, FinishResult, Store } from '../store/contract.js';
 import { sleep } from '../model/time.js';
+import { UNTRACED, traceProcess, type ProcessTrace } from '../tracing/process.js';
 import type { Handler, HandlerResult, Job, MessagePolicy, QueueConfig } from '../model/types.js';
 
 export type { WorkerOptions, MonitorInfo } from './options.js';
@@ -49,6 +50,8 @@ interface Held {
   readonly policy: MessagePolicy | null;
   /** Why the attempt failed, should it fail: the handler's own result unless it threw or timed out. */
   cause: FailureReason;
+  /** The handling's span, once the handler starts. */
+  trace: ProcessTrace;
 }
 
 interface Waiting {
@@ -299,6 +302,7 @@ export class Worker extends EventEmitter<WorkerEvents> {
       startedAtWall: 0,
       policy: decodePolicy(message.policy),
       cause: 'handler',
+      trace: UNTRACED,
     };
     this.held.set(message.id, held);
     this.waiting.push({ held, message });
@@ -320,6 +324,7 @@ export class Worker extends EventEmitter<WorkerEvents> {
     this.handlersRunning += 1;
     held.startedAt = performance.now();
     held.startedAtWall = Date.now();
+    held.trace = traceProcess(this.queue, this.id, message);
     const job: Job = {
       queue: this.queue,
       id: message.id,
@@ -338,9 +343,10 @@ export class Worker extends EventEmitter<WorkerEvents> {
         this.handlersRunning -= 1;
         this.startWaiting();
       })
-      .then((finish) => this.record(held, finish))
+      .then((finish) => this.record(held, held.trace.outcome(finish, held.cause)))
       .catch(this.reportError)
       .finally(() => {
+        held.trace.end(held);
         if (this.held.get(held.id) === held) this.held.delete(held.id);
         this.handlers.delete(run);
         this.kick();
@@ -368,7 +374,7 @@ export class Worker extends EventEmitter<WorkerEvents> {
 
   private async invoke(held: Held, job: Job): Promise<AttemptFinish> {
     try {
-      const result: HandlerResult | void = await this.handler(job);
+      const result: HandlerResult | void = await held.trace.run(this.handler, job);
       return finishFromResult(job.id, job.attempt, result);
     } catch (thrown) {
       // A throw after the timeout (often the abort itself) changes nothing: the timeout was recorded.
