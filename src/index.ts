@@ -2,9 +2,12 @@
 export { connect, Client } from './client.js';
 export type { ConnectOptions, PauseResult } from './client.js';
 export { Worker } from './worker/worker.js';
+export { queueSizeMonitor } from './worker/size-monitor.js';
 export type {
   WorkerOptions,
   MonitorInfo,
+  Monitor,
+  Logger,
   WorkerEvents,
   CompletedEvent,
   FailedEvent,

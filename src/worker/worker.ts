@@ -9,7 +9,7 @@ import { hostname } from 'node:os';
 import { classMatcher } from '../model/filters.js';
 import { decodePayload } from '../model/payload.js';
 import { expBackoff } from '../model/backoff.js';
-import { checkQueueName } from '../model/validate.js';
+import { checkMs, checkQueueName, checkTurnName } from '../model/validate.js';
 import { checkWorkerOptions, type CheckedWorkerOptions, type WorkerOptions } from './options.js';
 import { decodePolicy, policyBackoffMs } from '../model/policy.js';
 import { finishFromFailure, finishFromResult, finishFromThrow, timeoutError, type AttemptFinish } from './outcome.js';
@@ -19,7 +19,7 @@ import { sleep } from '../model/time.js';
 import { UNTRACED, traceProcess, type ProcessTrace } from '../tracing/process.js';
 import type { Handler, HandlerResult, Job, MessagePolicy, QueueConfig } from '../model/types.js';
 
-export type { WorkerOptions, MonitorInfo } from './options.js';
+export type { WorkerOptions, MonitorInfo, Monitor, Logger } from './options.js';
 export type {
   CompletedEvent,
   FailedEvent,
@@ -119,6 +119,8 @@ export class Worker extends EventEmitter<WorkerEvents> {
   private maintenance: Promise<void> | null = null;
   private stopping: Promise<void> | null = null;
   private storeFailures = 0;
+  /** What monitors started and have not finished (store calls through takeTurn); stop() waits for them. */
+  private readonly monitoring = new Set<PromiseLike<unknown>>();
 
   /** @internal use `client.worker()` */
   constructor(
@@ -206,6 +208,7 @@ export class Worker extends EventEmitter<WorkerEvents> {
     if (this.renewTimer !== null) clearInterval(this.renewTimer);
     await this.renewing;
     await this.maintenance;
+    await Promise.allSettled(this.monitoring);
     this.unsubscribe?.();
     await this.store.unregisterConsumer(this.queue, this.id).catch(this.reportError);
     this.state = 'stopped';
@@ -547,14 +550,36 @@ export class Worker extends EventEmitter<WorkerEvents> {
   }
 
   private report(queueSize: number, dryRuns: number, claimed: readonly ClaimedMessage[]): void {
-    const monitor = this.options.monitor;
+    const { monitor, logger } = this.options;
     if (monitor === null) return;
     try {
-      monitor({ queue: this.queue, queueSize, dryRuns, claimed: claimed.map((m) => m.id), inFlight: this.held.size });
+      const { queue, takeTurn } = this;
+      const inFlight = this.held.size;
+      const result = monitor({
+        queue,
+        queueSize,
+        dryRuns,
+        claimed: claimed.map((m) => m.id),
+        inFlight,
+        logger,
+        takeTurn,
+      });
+      if (isPromiseLike(result)) this.awaitMonitor(result);
     } catch (error) {
       this.reportError(error);
     }
   }
+
+  private awaitMonitor(running: PromiseLike<unknown>): void {
+    this.monitoring.add(running);
+    void Promise.resolve(running)
+      .catch(this.reportError)
+      .finally(() => this.monitoring.delete(running));
+  }
+
+  /** MonitorInfo.takeTurn: a turn on this worker's queue. */
+  private readonly takeTurn = (name: string, everyMs: number): Promise<boolean> =>
+    this.store.takeTurn(this.queue, checkTurnName(name), checkMs('everyMs', everyMs, 1));
 
   private async storeFailed(error: unknown, signal: AbortSignal): Promise<void> {
     this.storeFailures += 1;
@@ -586,6 +611,10 @@ export class Worker extends EventEmitter<WorkerEvents> {
 
 function printError(error: unknown): void {
   console.error('kvmq worker:', error);
+}
+
+function isPromiseLike(value: unknown): value is PromiseLike<unknown> {
+  return typeof (value as PromiseLike<unknown> | null)?.then === 'function';
 }
 
 function aborted(signal: AbortSignal): Promise<void> {
