@@ -208,7 +208,7 @@ export class Worker extends EventEmitter<WorkerEvents> {
     if (this.renewTimer !== null) clearInterval(this.renewTimer);
     await this.renewing;
     await this.maintenance;
-    await Promise.allSettled(this.monitoring);
+    await Promise.race([Promise.allSettled(this.monitoring), aborted(this.force.signal)]);
     this.unsubscribe?.();
     await this.store.unregisterConsumer(this.queue, this.id).catch(this.reportError);
     this.state = 'stopped';
