@@ -3,7 +3,7 @@ import assert from 'node:assert/strict';
 import { describe } from 'node:test';
 import { queueSizeMonitor, type Client, type MonitorInfo, type WorkerOptions } from '../../src/index.js';
 import { storeTest, type Harness } from '../support/harness.js';
-import { waitFor } from '../support/wait.js';
+import { gate, quietPeriod, waitFor } from '../support/wait.js';
 import type { StoreFixture } from '../support/fixture.js';
 
 // Messages kept back this long stay waiting (and counted) while idle workers poll past them.
@@ -110,6 +110,29 @@ export function monitor(fixture: StoreFixture): void {
       await waitFor(() => watch.callsOf('a') >= 5 && watch.callsOf('b') >= 5, { what: '5 polls from each worker' });
       assert.deepEqual(watch.asked, []);
       assert.deepEqual(watch.warnings, []);
+    });
+
+    storeTest(fixture, "a monitor's promise: stop() waits for it, and its rejection reaches onError", async (h) => {
+      const q = h.queue('async-monitor');
+      const release = gate();
+      let calls = 0;
+      const worker = h.worker(q, () => undefined, {
+        monitor: () => {
+          calls += 1;
+          if (calls > 1) return undefined;
+          return release.opened.then(() => {
+            throw new Error('monitor failed late');
+          });
+        },
+      });
+      await waitFor(() => calls >= 1, { what: 'a poll' });
+      let stopped = false;
+      const stopping = worker.stop().then(() => (stopped = true));
+      await quietPeriod();
+      assert.equal(stopped, false, 'stop() resolved while a monitor was still running');
+      release.open();
+      await stopping;
+      assert.deepEqual(h.errors.splice(0).map(String), ['Error: monitor failed late']);
     });
 
     storeTest(fixture, 'bad arguments are a TypeError that names them', async (h) => {
