@@ -230,6 +230,29 @@ function tracing(fixture: StoreFixture): void {
       assert.equal(timedOut.attributes['messaging.kvmq.message.outcome'], 'error');
     });
 
+    storeTest(fixture, 'a handling whose message is taken away ends as lost, with status ERROR', async (h) => {
+      const q = h.queue('lost');
+      const consumer = await consumerClient(h);
+      let started = false;
+      h.worker(
+        q,
+        async (job) => {
+          started = true;
+          await untilAborted(job.signal);
+        },
+        { lockMs: 300 },
+        consumer,
+      );
+      await h.client.enqueue(q, 'x', { id: 'taken' });
+      await waitFor(() => started, { what: 'the handler to start' });
+      // Clearing the queue takes the running message away: the next renewal finds it gone.
+      await h.client.clear(q);
+      const process = await oneSpan(`process ${q}`);
+      assert.equal(process.attributes['messaging.kvmq.message.outcome'], 'lost');
+      assert.equal(process.status.code, SpanStatusCode.ERROR);
+      assert.equal(process.status.message, 'lock lost');
+    });
+
     storeTest(
       fixture,
       'a trace context the app put under the reserved key is kept, and the send span links to it',
