@@ -24,6 +24,7 @@ import {
 } from './model/validate.js';
 import { openStore, resolveStoreUrl } from './store/url.js';
 import { TickBatcher } from './tick-batcher.js';
+import { traceSend } from './tracing/send.js';
 import { Worker, type WorkerOptions } from './worker/worker.js';
 import type { StoredEvent } from './model/events.js';
 import type { Configured, EventPage, NewMessage, Store, StoredContent } from './store/contract.js';
@@ -117,7 +118,7 @@ export class Client {
   /** Adds one message. Resolves once the store holds it. */
   async enqueue(queue: string, payload: Payload, options: EnqueueOptions = {}): Promise<EnqueueResult> {
     checkKnownKeys('enqueue', checkPlainObject('options', options), ENQUEUE_KEYS);
-    const [result] = await this.enqueueBatch(queue, [{ ...options, payload }]);
+    const [result] = await this.send(queue, [{ ...options, payload }], false);
     if (result === undefined) throw new Error('store returned no result for an enqueue');
     return result;
   }
@@ -127,6 +128,11 @@ export class Client {
    * Enqueues made in the same tick travel to the store together.
    */
   async enqueueBatch(queue: string, items: readonly BatchItem[]): Promise<EnqueueResult[]> {
+    return this.send(queue, items, true);
+  }
+
+  /** `batch`: the call came through the batch API (its span counts the messages rather than naming one). */
+  private async send(queue: string, items: readonly BatchItem[], batch: boolean): Promise<EnqueueResult[]> {
     this.checkOpen();
     checkQueueName(queue);
     const list: unknown = items;
@@ -134,7 +140,7 @@ export class Client {
     const needsConfig = items.some((item) => item.filters !== undefined);
     const config = needsConfig ? await this.cachedConfig(queue) : null;
     const messages = items.map((item) => this.prepare(queue, item, config));
-    const results = await this.enqueues.add(queue, messages);
+    const results = await traceSend(queue, messages, batch, (carrying) => this.enqueues.add(queue, carrying));
     this.maybeGcInBackground(queue);
     return results;
   }

@@ -2,9 +2,12 @@
 export { connect, Client } from './client.js';
 export type { ConnectOptions, PauseResult } from './client.js';
 export { Worker } from './worker/worker.js';
+export { queueSizeMonitor } from './worker/size-monitor.js';
 export type {
   WorkerOptions,
   MonitorInfo,
+  Monitor,
+  Logger,
   WorkerEvents,
   CompletedEvent,
   FailedEvent,
@@ -13,6 +16,7 @@ export type {
   StalledEvent,
 } from './worker/worker.js';
 export { expBackoff } from './model/backoff.js';
+export { TRACE_METADATA_KEY } from './tracing/carrier.js';
 export type { ExpBackoffOptions } from './model/backoff.js';
 export { MESSAGE_STATES } from './model/types.js';
 export { QUEUE_EVENT_TYPES } from './model/events.js';

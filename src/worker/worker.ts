@@ -9,16 +9,17 @@ import { hostname } from 'node:os';
 import { classMatcher } from '../model/filters.js';
 import { decodePayload } from '../model/payload.js';
 import { expBackoff } from '../model/backoff.js';
-import { checkQueueName } from '../model/validate.js';
+import { checkMs, checkQueueName, checkTurnName } from '../model/validate.js';
 import { checkWorkerOptions, type CheckedWorkerOptions, type WorkerOptions } from './options.js';
 import { decodePolicy, policyBackoffMs } from '../model/policy.js';
 import { finishFromFailure, finishFromResult, finishFromThrow, timeoutError, type AttemptFinish } from './outcome.js';
 import type { FailureReason, WorkerEvents } from './events.js';
 import type { ClaimedMessage, Finish, FinishResult, Store } from '../store/contract.js';
 import { sleep } from '../model/time.js';
+import { UNTRACED, traceProcess, type ProcessTrace } from '../tracing/process.js';
 import type { Handler, HandlerResult, Job, MessagePolicy, QueueConfig } from '../model/types.js';
 
-export type { WorkerOptions, MonitorInfo } from './options.js';
+export type { WorkerOptions, MonitorInfo, Monitor, Logger } from './options.js';
 export type {
   CompletedEvent,
   FailedEvent,
@@ -49,6 +50,8 @@ interface Held {
   readonly policy: MessagePolicy | null;
   /** Why the attempt failed, should it fail: the handler's own result unless it threw or timed out. */
   cause: FailureReason;
+  /** The handling's span, once the handler starts. */
+  trace: ProcessTrace;
 }
 
 interface Waiting {
@@ -116,6 +119,8 @@ export class Worker extends EventEmitter<WorkerEvents> {
   private maintenance: Promise<void> | null = null;
   private stopping: Promise<void> | null = null;
   private storeFailures = 0;
+  /** What monitors started and have not finished (store calls through takeTurn); stop() waits for them. */
+  private readonly monitoring = new Set<PromiseLike<unknown>>();
 
   /** @internal use `client.worker()` */
   constructor(
@@ -203,6 +208,7 @@ export class Worker extends EventEmitter<WorkerEvents> {
     if (this.renewTimer !== null) clearInterval(this.renewTimer);
     await this.renewing;
     await this.maintenance;
+    await Promise.race([Promise.allSettled(this.monitoring), aborted(this.force.signal)]);
     this.unsubscribe?.();
     await this.store.unregisterConsumer(this.queue, this.id).catch(this.reportError);
     this.state = 'stopped';
@@ -299,6 +305,7 @@ export class Worker extends EventEmitter<WorkerEvents> {
       startedAtWall: 0,
       policy: decodePolicy(message.policy),
       cause: 'handler',
+      trace: UNTRACED,
     };
     this.held.set(message.id, held);
     this.waiting.push({ held, message });
@@ -320,6 +327,7 @@ export class Worker extends EventEmitter<WorkerEvents> {
     this.handlersRunning += 1;
     held.startedAt = performance.now();
     held.startedAtWall = Date.now();
+    held.trace = traceProcess(this.queue, this.id, message);
     const job: Job = {
       queue: this.queue,
       id: message.id,
@@ -338,9 +346,10 @@ export class Worker extends EventEmitter<WorkerEvents> {
         this.handlersRunning -= 1;
         this.startWaiting();
       })
-      .then((finish) => this.record(held, finish))
+      .then((finish) => this.record(held, held.trace.outcome(finish, held.cause)))
       .catch(this.reportError)
       .finally(() => {
+        held.trace.end(held);
         if (this.held.get(held.id) === held) this.held.delete(held.id);
         this.handlers.delete(run);
         this.kick();
@@ -368,7 +377,7 @@ export class Worker extends EventEmitter<WorkerEvents> {
 
   private async invoke(held: Held, job: Job): Promise<AttemptFinish> {
     try {
-      const result: HandlerResult | void = await this.handler(job);
+      const result: HandlerResult | void = await held.trace.run(this.handler, job);
       return finishFromResult(job.id, job.attempt, result);
     } catch (thrown) {
       // A throw after the timeout (often the abort itself) changes nothing: the timeout was recorded.
@@ -541,14 +550,36 @@ export class Worker extends EventEmitter<WorkerEvents> {
   }
 
   private report(queueSize: number, dryRuns: number, claimed: readonly ClaimedMessage[]): void {
-    const monitor = this.options.monitor;
+    const { monitor, logger } = this.options;
     if (monitor === null) return;
     try {
-      monitor({ queue: this.queue, queueSize, dryRuns, claimed: claimed.map((m) => m.id), inFlight: this.held.size });
+      const { queue, takeTurn } = this;
+      const inFlight = this.held.size;
+      const result = monitor({
+        queue,
+        queueSize,
+        dryRuns,
+        claimed: claimed.map((m) => m.id),
+        inFlight,
+        logger,
+        takeTurn,
+      });
+      if (isPromiseLike(result)) this.awaitMonitor(result);
     } catch (error) {
       this.reportError(error);
     }
   }
+
+  private awaitMonitor(running: PromiseLike<unknown>): void {
+    this.monitoring.add(running);
+    void Promise.resolve(running)
+      .catch(this.reportError)
+      .finally(() => this.monitoring.delete(running));
+  }
+
+  /** MonitorInfo.takeTurn: a turn on this worker's queue. */
+  private readonly takeTurn = (name: string, everyMs: number): Promise<boolean> =>
+    this.store.takeTurn(this.queue, checkTurnName(name), checkMs('everyMs', everyMs, 1));
 
   private async storeFailed(error: unknown, signal: AbortSignal): Promise<void> {
     this.storeFailures += 1;
@@ -580,6 +611,10 @@ export class Worker extends EventEmitter<WorkerEvents> {
 
 function printError(error: unknown): void {
   console.error('kvmq worker:', error);
+}
+
+function isPromiseLike(value: unknown): value is PromiseLike<unknown> {
+  return typeof (value as PromiseLike<unknown> | null)?.then === 'function';
 }
 
 function aborted(signal: AbortSignal): Promise<void> {
