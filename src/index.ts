@@ -57,3 +57,5 @@ export {
   StoreLayoutError,
   ClosedError,
 } from './errors.js';
+export { createDashboard } from './dashboard/dashboard.js';
+export type { Dashboard, DashboardOptions } from './dashboard/dashboard.js';

@@ -1,10 +1,10 @@
 /** `kvmq serve`: the light etcd v3 API server, with kvmq's queue dispatcher inside. */
-import { constants } from 'node:os';
 import { parseCommandLine, expectPositionals } from '../args.js';
 import type { Command } from '../command.js';
 import { EXIT_OK, UsageError } from '../errors.js';
 import { commandUsage } from '../help.js';
-import { note, printJson, printLine } from '../output.js';
+import { printJson, printLine } from '../output.js';
+import { untilStopped } from '../until-stopped.js';
 
 const OPTIONS = {
   data: { type: 'string' },
@@ -73,20 +73,7 @@ export const serve: Command = {
       const target = server.url.startsWith('https:') ? `${server.url} --cacert=CA.pem` : endpoint;
       printLine(`  try: etcdctl --endpoints=${target} put /queue/jobs/producer/hello world`);
     }
-    await new Promise<void>((resolve) => {
-      let stopping = false;
-      const onSignal = (signal: NodeJS.Signals): void => {
-        if (stopping) {
-          note(`${signal}: stopping now`);
-          process.exit(128 + constants.signals[signal]);
-        }
-        stopping = true;
-        note(`${signal}: stopping (send it again to stop at once)`);
-        void server.close().then(resolve, resolve);
-      };
-      process.on('SIGINT', onSignal);
-      process.on('SIGTERM', onSignal);
-    });
+    await untilStopped(() => server.close());
     return EXIT_OK;
   },
 };
