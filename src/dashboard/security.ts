@@ -94,7 +94,8 @@ export class Csrf {
 
 /** A POST from another origin is refused even with a token; browsers say where it came from. */
 export function sameOrigin(req: IncomingMessage): boolean {
-  if (req.headers['sec-fetch-site'] === 'cross-site') return false;
+  const site = req.headers['sec-fetch-site'];
+  if (site !== undefined && site !== 'same-origin' && site !== 'none') return false;
   const origin = req.headers.origin;
   if (origin === undefined) return true;
   try {
@@ -110,14 +111,17 @@ export function appendHeader(res: ServerResponse, name: string, value: string): 
   else res.setHeader(name, [...(Array.isArray(current) ? current : [String(current)]), value]);
 }
 
-/** No inline script or style, no framing, no sniffing, no referrer (a token may be in the URL). */
+/**
+ * No inline script or style, no framing, no sniffing; no referrer to other sites (same-origin keeps the
+ * Origin header on the dashboard's own form posts, which `no-referrer` would turn into 'null').
+ */
 export const SECURITY_HEADERS: Readonly<Record<string, string>> = {
   'Content-Security-Policy':
     "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; " +
     "form-action 'self'; frame-ancestors 'none'; base-uri 'none'",
   'X-Frame-Options': 'DENY',
   'X-Content-Type-Options': 'nosniff',
-  'Referrer-Policy': 'no-referrer',
+  'Referrer-Policy': 'same-origin',
   'Cross-Origin-Opener-Policy': 'same-origin',
   'Cross-Origin-Resource-Policy': 'same-origin',
 };

@@ -99,10 +99,11 @@ function listenOn(server: Server, host: string, port: number, listen: string): P
   });
 }
 
+/** Ends the live streams and every connection: a browser's keep-alive or reconnecting stream must not hold it. */
 function closeServer(server: Server, dashboard: Dashboard): Promise<void> {
   dashboard.close();
   return new Promise((resolve) => {
     server.close(() => resolve());
-    server.closeIdleConnections();
+    server.closeAllConnections();
   });
 }
