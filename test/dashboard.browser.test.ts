@@ -5,15 +5,14 @@
  */
 import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
-import { mkdtemp, rm } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe } from 'node:test';
 import type { Browser } from 'puppeteer-core';
 import { MESSAGE_STATES } from '../src/index.js';
 import { inPage, launchBrowser, openPage, serveDashboard, shownCounts, submit, visit } from './fixtures/browser.js';
-import { FAILURE, seedEveryState } from './fixtures/dashboard-seed.js';
+import { FAILURE, seedEveryState, seedScreenshotQueues } from './fixtures/dashboard-seed.js';
 import { deletePrefixes } from './fixtures/redis-server.js';
+import { tempSqlite } from './fixtures/sqlite-temp.js';
 import type { StoreFixture } from './support/fixture.js';
 import { storeTest } from './support/harness.js';
 import { quietPeriod, waitFor } from './support/wait.js';
@@ -190,17 +189,7 @@ function browserSuite(fixture: StoreFixture): void {
   });
 }
 
-const dirs: string[] = [];
-after(() => Promise.all(dirs.map((dir) => rm(dir, { recursive: true, force: true }))));
-
-browserSuite({
-  name: 'sqlite',
-  async url() {
-    const dir = await mkdtemp(join(tmpdir(), 'kvmq-dashboard-'));
-    dirs.push(dir);
-    return `sqlite:${join(dir, 'kvmq.db')}`;
-  },
-});
+browserSuite(tempSqlite('dashboard'));
 
 const redis = process.env.KVMQ_TEST_REDIS_URL;
 if (redis !== undefined && redis !== '') {
@@ -213,5 +202,32 @@ if (redis !== undefined && redis !== '') {
       prefixes.push(prefix);
       return Promise.resolve(`${redis}?prefix=${prefix}`);
     },
+  });
+}
+
+/** docs/dashboard-*.png, written when KVMQ_SCREENSHOTS=1 (npm run dashboard-screenshots). */
+if (process.env.KVMQ_SCREENSHOTS === '1') {
+  void describe('dashboard screenshots', () => {
+    storeTest(
+      tempSqlite('dashboard-shots'),
+      'docs/dashboard-queues.png, -queue.png, -message.png',
+      async (h) => {
+        const url = await serveDashboard(h);
+        const page = await openPage(h, browser);
+        await seedScreenshotQueues(h);
+        const docs = join(import.meta.dirname, '..', 'docs');
+        const shots: [string, string][] = [
+          ['', 'dashboard-queues.png'],
+          ['queues/orders', 'dashboard-queue.png'],
+          ['queues/orders/messages/order-1042', 'dashboard-message.png'],
+        ];
+        for (const [path, file] of shots) {
+          await visit(page, url + path);
+          await page.waitForNetworkIdle({ idleTime: 300, timeout: 10_000 }).catch(() => undefined);
+          await page.screenshot({ path: join(docs, file), type: 'png' });
+        }
+      },
+      { timeoutMs: 300_000 },
+    );
   });
 }

@@ -181,7 +181,12 @@ async function getQueue(
       return;
     case 'chart.json':
       await knownQueue(client, queue);
-      sendJson(res, await app.charts.lastHour(queue, now));
+      try {
+        sendJson(res, await app.charts.lastHour(queue, now));
+      } catch (error) {
+        // The script shows why there is no chart; the rest of the page is unaffected.
+        sendJson(res, { error: error instanceof Error ? error.message : String(error) }, 503);
+      }
       return;
     case 'clear':
       if (ctx.readOnly) throw new HttpError(403, 'This dashboard is read-only.');

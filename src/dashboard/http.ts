@@ -20,8 +20,8 @@ export function sendHtml(res: ServerResponse, status: number, page: Html): void 
   send(res, status, 'text/html; charset=utf-8', page.text, 'no-store');
 }
 
-export function sendJson(res: ServerResponse, value: unknown): void {
-  send(res, 200, 'application/json; charset=utf-8', JSON.stringify(value), 'no-store');
+export function sendJson(res: ServerResponse, value: unknown, status = 200): void {
+  send(res, status, 'application/json; charset=utf-8', JSON.stringify(value), 'no-store');
 }
 
 export function send(res: ServerResponse, status: number, type: string, body: string, cache: string): void {

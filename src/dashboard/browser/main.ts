@@ -135,8 +135,8 @@ async function loadChart(container: HTMLElement): Promise<void> {
   if (url === undefined) return;
   try {
     const response = await fetch(url, { credentials: 'same-origin' });
-    if (!response.ok) throw new Error(`HTTP ${response.status}`);
-    const data = (await response.json()) as ChartData;
+    const data = (await response.json()) as ChartData | { readonly error: string };
+    if ('error' in data) throw new Error(data.error);
     if (!data.events) container.textContent = 'Queue events are off for this queue.';
     else drawChart(container, data);
   } catch (error) {
