@@ -34,11 +34,11 @@ export class ChartSource {
     const failed = new Array<number>(CHART_MINUTES).fill(0);
     let after: string | undefined;
     let read = 0;
-    let partial = false;
+    let startsLate = false;
     while (read < config.eventsMaxCount) {
       const limit = Math.min(PAGE_LIMIT, config.eventsMaxCount - read);
       const page = await this.client.readEvents(queue, after === undefined ? { limit } : { after, limit });
-      if (after === undefined && page.events[0] !== undefined && page.events[0].at > first) partial = true;
+      if (after === undefined && page.events[0] !== undefined && page.events[0].at > first) startsLate = true;
       for (const event of page.events) {
         const minute = Math.floor((event.at - first) / MINUTE_MS);
         if (minute < 0 || minute >= CHART_MINUTES) continue;
@@ -58,7 +58,8 @@ export class ChartSource {
         const bad = failed[i] ?? 0;
         return done + bad === 0 ? null : bad / (done + bad);
       }),
-      partial: partial && read > 0,
+      // The oldest kept event is inside the hour, and the retention (count or age) may have dropped older ones.
+      partial: startsLate && (read >= config.eventsMaxCount || config.eventsMaxAgeMs < CHART_MINUTES * MINUTE_MS),
     };
   }
 }

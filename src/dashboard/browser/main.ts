@@ -72,7 +72,7 @@ function drawChart(container: HTMLElement, data: Extract<ChartData, { events: tr
   const options: uPlot.Options = {
     width: Math.max(240, container.clientWidth),
     height: 170,
-    legend: { show: true, live: true },
+    legend: { show: true, live: false },
     cursor: { points: { show: false } },
     scales: { x: { time: true }, rate: { range: [0, 100] } },
     axes: [
@@ -111,6 +111,7 @@ function drawChart(container: HTMLElement, data: Extract<ChartData, { events: tr
         stroke: COLORS.rate,
         width: 1.5,
         spanGaps: false,
+        points: { show: true, size: 5, fill: COLORS.rate },
         value: (_u, v: number | null) => (v === null ? '–' : `${v.toFixed(1)}%`),
       },
     ],
