@@ -6,10 +6,11 @@
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { request } from 'node:http';
+import { createServer as createHttpServer, request } from 'node:http';
 import { connect as connectTcp } from 'node:net';
 import { test } from 'node:test';
 import { fileURLToPath } from 'node:url';
+import { createDashboard } from '../src/index.js';
 import { serveDashboard } from './fixtures/browser.js';
 import { tempSqlite } from './fixtures/sqlite-temp.js';
 import { storeTest } from './support/harness.js';
@@ -241,4 +242,45 @@ storeTest(sqlite, 'live updates are capped; a closed stream frees its place and 
   });
   second.close();
   fourth.close();
+});
+
+storeTest(sqlite, 'mounted under a base path in an app’s own server, beside its other routes', async (h) => {
+  const queue = h.queue('jobs');
+  await h.client.enqueue(queue, 1, { id: 'one' });
+  const dashboard = createDashboard(h.client, { basePath: '/ops/kvmq' });
+  const app = createHttpServer((req, res) => {
+    if (req.url?.startsWith('/ops/kvmq')) dashboard(req, res);
+    else res.end('the app');
+  });
+  await new Promise<void>((resolve) => app.listen(0, '127.0.0.1', resolve));
+  h.cleanup(() => {
+    dashboard.close();
+    return new Promise<void>((resolve) => app.close(() => resolve()));
+  });
+  const address = app.address();
+  const url = `http://127.0.0.1:${typeof address === 'object' && address !== null ? address.port : 0}`;
+  assert.equal((await call(url, '/')).body, 'the app');
+  const bare = await call(url, '/ops/kvmq?state=failed');
+  assert.equal(bare.status, 303);
+  assert.equal(bare.headers.location, '/ops/kvmq/?state=failed');
+  const page = await call(url, `/ops/kvmq/queues/${queue}`);
+  assert.equal(page.status, 200);
+  assert.match(page.body, new RegExp(`href="/ops/kvmq/queues/${queue}/messages/one"`));
+  assert.match(page.body, /src="\/ops\/kvmq\/assets\/app\.[0-9a-f]{12}\.js"/);
+  assert.match(String(page.headers['set-cookie']), /Path=\/ops\/kvmq;/);
+  const { cookie, csrf } = await session(url, `/ops/kvmq/queues/${queue}`);
+  const f = form({ _csrf: csrf });
+  const paused = await call(url, `/ops/kvmq/queues/${queue}/pause`, {
+    method: 'POST',
+    headers: { ...f.headers, cookie },
+    body: f.body,
+  });
+  assert.equal(paused.status, 303);
+  assert.equal(paused.headers.location, `/ops/kvmq/queues/${queue}?done=paused`);
+  assert.equal((await h.client.queueStatus(queue)).paused, true);
+  const script = /src="(\/ops\/kvmq\/assets\/[^"]+)"/.exec(page.body)?.[1] ?? '';
+  const asset = await call(url, script);
+  assert.equal(asset.status, 200);
+  assert.match(String(asset.headers['content-type']), /text\/javascript/);
+  assert.match(String(asset.headers['cache-control']), /immutable/);
 });
