@@ -10,6 +10,7 @@ import { createServer as createHttpServer, request } from 'node:http';
 import { connect as connectTcp } from 'node:net';
 import { test } from 'node:test';
 import { fileURLToPath } from 'node:url';
+import { DASHBOARD_SERVER_LIMITS } from '../src/dashboard/server.js';
 import { createDashboard } from '../src/index.js';
 import { serveDashboard } from './fixtures/browser.js';
 import { tempSqlite } from './fixtures/sqlite-temp.js';
@@ -284,3 +285,28 @@ storeTest(sqlite, 'mounted under a base path in an app’s own server, beside it
   assert.match(String(asset.headers['content-type']), /text\/javascript/);
   assert.match(String(asset.headers['cache-control']), /immutable/);
 });
+
+storeTest(
+  sqlite,
+  'a client that sends its headers too slowly is cut off while others are answered',
+  async (h) => {
+    const url = await serveDashboard(h);
+    const { port } = new URL(url);
+    const slow = connectTcp(Number(port), '127.0.0.1');
+    let closed = false;
+    slow.on('close', () => (closed = true));
+    slow.on('error', () => undefined);
+    slow.on('data', () => undefined);
+    await new Promise<void>((resolve) => slow.once('connect', resolve));
+    slow.write(`GET / HTTP/1.1\r\nHost: 127.0.0.1:${port}\r\n`);
+    // A header line now and then, never the blank line that ends them.
+    const drip = setInterval(() => slow.write('X-Drip: 1\r\n'), 1000);
+    h.cleanup(() => {
+      clearInterval(drip);
+      slow.destroy();
+    });
+    assert.equal((await call(url, '/')).status, 200, 'others are answered meanwhile');
+    await waitFor(() => closed, { timeoutMs: DASHBOARD_SERVER_LIMITS.headersTimeoutMs * 3, what: 'the cut' });
+  },
+  { timeoutMs: 60_000 },
+);

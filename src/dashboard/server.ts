@@ -15,6 +15,8 @@ export const DASHBOARD_SERVER_LIMITS = {
   headersTimeoutMs: 10_000,
   requestTimeoutMs: 30_000,
   keepAliveTimeoutMs: 5_000,
+  /** How often the header and request deadlines are checked (Node's default is 30 s). */
+  checkIntervalMs: 1_000,
   maxConnections: 256,
 } as const;
 
@@ -69,6 +71,7 @@ export async function startDashboardServer(
       headersTimeout: DASHBOARD_SERVER_LIMITS.headersTimeoutMs,
       requestTimeout: DASHBOARD_SERVER_LIMITS.requestTimeoutMs,
       keepAliveTimeout: DASHBOARD_SERVER_LIMITS.keepAliveTimeoutMs,
+      connectionsCheckingInterval: DASHBOARD_SERVER_LIMITS.checkIntervalMs,
     },
     dashboard,
   );
