@@ -85,7 +85,7 @@ function drawChart(container: HTMLElement, data: Extract<ChartData, { events: tr
         side: 1,
         stroke: COLORS.rate,
         grid: { show: false },
-        size: 44,
+        size: 52,
         values: (_u, ticks) => ticks.map((t) => `${t}%`),
       },
     ],

@@ -1,7 +1,7 @@
 /** The front page: every queue with its counts, state, charts and consumers. */
 import type { QueueStatus } from '../../model/types.js';
 import { html, type Html } from '../html.js';
-import { queuePath } from '../paths.js';
+import { messagePath, queuePath } from '../paths.js';
 import type { PageContext } from './context.js';
 import { count } from './format.js';
 import { layout } from './layout.js';
@@ -55,6 +55,32 @@ function queueCard(ctx: PageContext, status: QueueStatus, eventsOn: boolean): Ht
         ${holding} running</span
       >
     </div>
-    ${stateCounts(ctx, status)} ${chartArea(ctx, status.queue, eventsOn)}
+    ${stateCounts(ctx, status)} ${chartArea(ctx, status.queue, eventsOn)} ${consumerLines(ctx, status)}
   </section>`;
+}
+
+/** Consumers shown on a card; the queue page lists them all. */
+const CARD_CONSUMERS = 4;
+const CARD_HELD = 6;
+
+/** Who works on the queue and what each holds, one line per consumer. */
+function consumerLines(ctx: PageContext, status: QueueStatus): Html {
+  if (status.consumers.length === 0) return html``;
+  const lines = status.consumers.slice(0, CARD_CONSUMERS).map((c) => {
+    const held = c.holding.slice(0, CARD_HELD);
+    const rest = c.holding.length - held.length;
+    return html`<li>
+      <span class="mono">${c.host}:${c.pid}</span>
+      ${
+        held.length === 0
+          ? html`<span class="muted">idle</span>`
+          : held.map((id) => html`<a class="mono chip" href="${messagePath(ctx.base, status.queue, id)}">${id}</a>`)
+      }
+      ${rest > 0 ? html`<span class="muted">+${rest} more</span>` : ''}
+    </li>`;
+  });
+  const more = status.consumers.length - CARD_CONSUMERS;
+  return html`<ul class="consumers">
+    ${lines}${more > 0 ? html`<li class="muted">+${more} more consumers</li>` : ''}
+  </ul>`;
 }
