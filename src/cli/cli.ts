@@ -6,11 +6,13 @@ import { clear } from './commands/clear.js';
 import { config } from './commands/config.js';
 import { dashboard } from './commands/dashboard.js';
 import { enqueue } from './commands/enqueue.js';
+import { events } from './commands/events.js';
 import { gc } from './commands/gc.js';
 import { list } from './commands/list.js';
 import { serve } from './commands/serve.js';
 import { show } from './commands/show.js';
 import { status } from './commands/status.js';
+import { wait } from './commands/wait.js';
 import { work } from './commands/work.js';
 import { EXIT_OK, EXIT_USAGE, reportError, UsageError } from './errors.js';
 import { mainUsage } from './help.js';
@@ -22,6 +24,8 @@ const COMMANDS: readonly Command[] = [
   status,
   list,
   show,
+  events,
+  wait,
   retry,
   remove,
   promote,
