@@ -6,8 +6,12 @@
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
+import { mkdtemp, readFile, rm } from 'node:fs/promises';
 import { createServer as createHttpServer, request } from 'node:http';
+import { createServer as createHttpsServer, request as httpsRequest } from 'node:https';
 import { connect as connectTcp } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { test } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import { DASHBOARD_SERVER_LIMITS } from '../src/dashboard/server.js';
@@ -310,3 +314,43 @@ storeTest(
   },
   { timeoutMs: 60_000 },
 );
+
+storeTest(sqlite, 'mounted on https, its cookies are marked Secure', async (h) => {
+  const dir = await mkdtemp(join(tmpdir(), 'kvmq-dashboard-tls-'));
+  h.cleanup(() => rm(dir, { recursive: true, force: true }));
+  // A self-signed certificate for the test.
+  execFileSync(
+    'openssl',
+    ['req', '-x509', '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:P-256', '-nodes', '-keyout', 'key.pem'].concat([
+      '-out',
+      'cert.pem',
+      '-days',
+      '1',
+      '-subj',
+      '/CN=localhost',
+    ]),
+    { cwd: dir, stdio: 'ignore' },
+  );
+  const dashboard = createDashboard(h.client);
+  const server = createHttpsServer(
+    { key: await readFile(join(dir, 'key.pem')), cert: await readFile(join(dir, 'cert.pem')) },
+    dashboard,
+  );
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  h.cleanup(() => {
+    dashboard.close();
+    return new Promise<void>((resolve) => server.close(() => resolve()));
+  });
+  const address = server.address();
+  const port = typeof address === 'object' && address !== null ? address.port : 0;
+  const cookies = await new Promise<string[]>((resolve, reject) => {
+    const req = httpsRequest({ host: '127.0.0.1', port, path: '/', rejectUnauthorized: false, agent: false }, (res) => {
+      res.resume();
+      resolve([res.headers['set-cookie'] ?? []].flat());
+    });
+    req.on('error', reject);
+    req.end();
+  });
+  assert.ok(cookies.length > 0);
+  for (const cookie of cookies) assert.match(cookie, /; HttpOnly; SameSite=Strict; Secure$/);
+});

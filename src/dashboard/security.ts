@@ -55,14 +55,16 @@ export function authenticate(req: IncomingMessage, url: URL, settings: Dashboard
   const query = url.searchParams.get('token');
   if (query !== null) {
     if (!sameSecret(query, token)) return 'refused';
-    return { setCookie: cookie(TOKEN_COOKIE, token, settings.basePath) };
+    return { setCookie: cookie(req, TOKEN_COOKIE, token, settings.basePath) };
   }
   const cookieToken = readCookies(req).get(TOKEN_COOKIE);
   return cookieToken !== undefined && sameSecret(cookieToken, token) ? 'ok' : 'refused';
 }
 
-function cookie(name: string, value: string, basePath: string): string {
-  return `${name}=${value}; Path=${basePath === '' ? '/' : basePath}; HttpOnly; SameSite=Strict`;
+/** HttpOnly and SameSite=Strict always; Secure when the request came over TLS (a mounting app's https). */
+function cookie(req: IncomingMessage, name: string, value: string, basePath: string): string {
+  const secure = 'encrypted' in req.socket && req.socket.encrypted === true ? '; Secure' : '';
+  return `${name}=${value}; Path=${basePath === '' ? '/' : basePath}; HttpOnly; SameSite=Strict${secure}`;
 }
 
 /** CSRF tokens: an HMAC of the browser's session cookie under a key that lives as long as the dashboard. */
@@ -76,7 +78,7 @@ export class Csrf {
     const existing = readCookies(req).get(SESSION_COOKIE);
     if (existing !== undefined && /^[A-Za-z0-9_-]{43}$/.test(existing)) return existing;
     const made = randomBytes(32).toString('base64url');
-    appendHeader(res, 'Set-Cookie', cookie(SESSION_COOKIE, made, this.basePath));
+    appendHeader(res, 'Set-Cookie', cookie(req, SESSION_COOKIE, made, this.basePath));
     return made;
   }
 
