@@ -1,15 +1,17 @@
 /**
- * `node --import tsx bench/events.ts [--store URL] [--rounds N] [--quick]`
+ * `node --import tsx bench/events.ts [--store URL] [--rounds N] [--quick] [--baseline DIR]`
  *
  * What queue events cost: enqueue and the full lifecycle on queues with events off and on, side by side
  * in the same process, the two alternating run by run (each on a fresh queue), medians of the rounds.
- * The issue's target: with events on, at most 1.15 × the time without.
+ * `--baseline DIR` (another checkout of kvmq, e.g. from `git archive`) also runs events off on that
+ * checkout's client, in the same rounds, to show events off costs what it did before.
+ * The issue's targets: with events on, at most 1.15 × the time without; with them off, within 5 %.
  */
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
-import { connect } from '../src/index.js';
+import { connect, type Client } from '../src/index.js';
 import { median, table, whole, type BenchContext, type BenchSizes } from './common.js';
 import { batched, single } from './enqueue.js';
 import { runLifecycle } from './lifecycle.js';
@@ -21,7 +23,12 @@ interface Case {
 }
 
 const { values } = parseArgs({
-  options: { store: { type: 'string' }, rounds: { type: 'string' }, quick: { type: 'boolean' } },
+  options: {
+    store: { type: 'string' },
+    rounds: { type: 'string' },
+    quick: { type: 'boolean' },
+    baseline: { type: 'string' },
+  },
 });
 const quick = values.quick === true;
 const rounds = Number(values.rounds ?? (quick ? 1 : 5));
@@ -36,6 +43,14 @@ const cases: Case[] = [
 const tempDir = values.store === undefined ? mkdtempSync(join(tmpdir(), 'kvmq-bench-events-')) : null;
 const url = values.store ?? `sqlite:${join(tempDir ?? '', 'bench.db')}`;
 const client = await connect(url);
+// The baseline's client speaks the same public API; only connect is needed from it. On the default SQLite
+// store it gets a file of its own (an older kvmq refuses a newer schema).
+type Connect = (url: string) => Promise<Client>;
+const baselineUrl = tempDir === null ? url : `sqlite:${join(tempDir, 'baseline.db')}`;
+const baselineClient =
+  values.baseline === undefined
+    ? null
+    : await ((await import(join(values.baseline, 'src/index.ts'))) as { connect: Connect }).connect(baselineUrl);
 const runId = Date.now().toString(36);
 // Only batchSize is read by the runs measured here.
 const sizes = { batchSize: 1000 } as BenchSizes;
@@ -43,39 +58,46 @@ const ctx: BenchContext = { client, sizes, queue: (label) => `bench-events-${run
 const queues: string[] = [];
 let made = 0;
 
-/** Times one run on a fresh queue configured with events off or on. */
-async function once(c: Case, events: boolean): Promise<number> {
-  const queue = ctx.queue(`${(made += 1)}-${events ? 'on' : 'off'}`);
+type Variant = 'off' | 'on' | 'baseline';
+
+/** Times one run on a fresh queue: events off or on, or off on the baseline's client. */
+async function once(c: Case, variant: Variant): Promise<number> {
+  const queue = ctx.queue(`${(made += 1)}-${variant}`);
   queues.push(queue);
-  await client.configure(queue, { events });
-  return c.run(ctx, queue, c.n);
+  const on = variant === 'baseline' && baselineClient !== null ? baselineClient : client;
+  if (variant !== 'baseline') await on.configure(queue, { events: variant === 'on' });
+  return c.run({ ...ctx, client: on }, queue, c.n);
 }
 
 try {
   const rows: string[][] = [];
+  const variants: Variant[] = baselineClient === null ? ['off', 'on'] : ['off', 'on', 'baseline'];
   for (const c of cases) {
-    await once(c, false); // warm-up
-    await once(c, true);
-    const off: number[] = [];
-    const on: number[] = [];
+    for (const variant of variants) await once(c, variant); // warm-up
+    const times = new Map<Variant, number[]>(variants.map((v) => [v, []]));
     for (let round = 0; round < rounds; round++) {
-      // Alternating which goes first spreads the machine's drift over both.
-      const order = round % 2 === 0 ? [false, true] : [true, false];
-      for (const events of order) (events ? on : off).push(await once(c, events));
+      // Rotating which goes first spreads the machine's drift over all.
+      for (let k = 0; k < variants.length; k++) {
+        const variant = variants[(round + k) % variants.length] ?? 'off';
+        times.get(variant)?.push(await once(c, variant));
+      }
     }
-    const [offMs, onMs] = [median(off), median(on)];
-    const perSec = (ms: number): string => whole.format((c.n * 1000) / ms);
-    rows.push([c.label, whole.format(c.n), perSec(offMs), perSec(onMs), `${(onMs / offMs).toFixed(3)} ×`]);
-    process.stderr.write(
-      `bench: ${c.label}: off ${off.map(Math.round).join(', ')} ms; on ${on.map(Math.round).join(', ')} ms\n`,
-    );
+    const ms = (v: Variant): number => median(times.get(v) ?? []);
+    const perSec = (v: Variant): string => whole.format((c.n * 1000) / ms(v));
+    const row = [c.label, whole.format(c.n), perSec('off'), perSec('on'), `${(ms('on') / ms('off')).toFixed(3)} ×`];
+    if (baselineClient !== null) row.push(perSec('baseline'), `${(ms('off') / ms('baseline')).toFixed(3)} ×`);
+    rows.push(row);
+    const spread = variants.map((v) => `${v} ${(times.get(v) ?? []).map(Math.round).join(', ')} ms`);
+    process.stderr.write(`bench: ${c.label}: ${spread.join('; ')}\n`);
   }
+  const header = ['measurement', 'messages', 'events off /s', 'events on /s', 'time on/off'];
+  if (baselineClient !== null) header.push('baseline off /s', 'time off/baseline');
   process.stdout.write(
-    `${table(['measurement', 'messages', 'events off /s', 'events on /s', 'time on/off'], rows, false)}\n` +
-      `store ${client.store.kind}, median of ${rounds} alternating rounds\n`,
+    `${table(header, rows, false)}\nstore ${client.store.kind}, median of ${rounds} rotating rounds\n`,
   );
 } finally {
   await client.clear(...queues);
+  await baselineClient?.close();
   await client.close();
   if (tempDir !== null) rmSync(tempDir, { recursive: true, force: true });
 }
