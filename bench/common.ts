@@ -60,6 +60,15 @@ export async function timed(task: () => Promise<unknown>): Promise<number> {
   return performance.now() - start;
 }
 
+/** Median and slowest of `runs` timed calls, after one untimed warm-up. */
+export async function sampleMs(runs: number, call: () => Promise<void>): Promise<[median: number, max: number]> {
+  await call();
+  const times: number[] = [];
+  for (let i = 0; i < runs; i++) times.push(await timed(call));
+  times.sort((a, b) => a - b);
+  return [quantile(times, 0.5), times[times.length - 1] ?? 0];
+}
+
 /** Runs task(0..n-1) with at most `width` calls in flight. */
 export async function inFlight(n: number, width: number, task: (i: number) => Promise<unknown>): Promise<void> {
   let next = 0;

@@ -66,3 +66,5 @@ export {
   TimeoutError,
   MessageGoneError,
 } from './errors.js';
+export { createDashboard } from './dashboard/dashboard.js';
+export type { Dashboard, DashboardOptions } from './dashboard/dashboard.js';

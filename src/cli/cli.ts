@@ -4,6 +4,7 @@ import type { Command } from './command.js';
 import { pause, promote, remove, resume, retry } from './commands/actions.js';
 import { clear } from './commands/clear.js';
 import { config } from './commands/config.js';
+import { dashboard } from './commands/dashboard.js';
 import { enqueue } from './commands/enqueue.js';
 import { events } from './commands/events.js';
 import { gc } from './commands/gc.js';
@@ -34,6 +35,7 @@ const COMMANDS: readonly Command[] = [
   gc,
   clear,
   serve,
+  dashboard,
 ];
 
 /** Runs one command line; resolves with the exit code. */

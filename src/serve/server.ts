@@ -6,6 +6,7 @@
  *   await server.close();
  */
 import { readFileSync } from 'node:fs';
+import type { IncomingMessage, ServerResponse } from 'node:http';
 import { hostname } from 'node:os';
 import type { DispatcherLog } from '../etcd/dispatcher/dispatcher.js';
 import { KvmqError, StoreLayoutError } from '../errors.js';
@@ -52,10 +53,21 @@ export interface ServeOptions {
    */
   readonly fallback?: FallbackHandler;
   /**
+   * HTTP/1.1 paths served by another handler before the fallback: `kvmq serve` mounts its dashboard at
+   * /dashboard/ this way. A request goes to the first mount whose `prefix` (e.g. '/dashboard') it equals or
+   * continues with '/'.
+   */
+  readonly httpMounts?: readonly HttpMount[];
+  /**
    * History older than this is compacted away (etcd's periodic auto-compaction); 0 keeps all of it.
    * @defaultValue 1 hour
    */
   readonly autoCompactionRetentionMs?: number;
+}
+
+export interface HttpMount {
+  readonly prefix: string;
+  readonly handler: (req: IncomingMessage, res: ServerResponse) => void;
 }
 
 export const SERVE_DEFAULTS = {
@@ -70,7 +82,7 @@ export const SERVE_DEFAULTS = {
     if (level !== 'info') console.error(`kvmq serve ${level}: ${message}`);
   },
   clientCertAuth: false,
-} as const satisfies Omit<Required<ServeOptions>, 'certFile' | 'keyFile' | 'trustedCaFile' | 'fallback'>;
+} as const satisfies Omit<Required<ServeOptions>, 'certFile' | 'keyFile' | 'trustedCaFile' | 'fallback' | 'httpMounts'>;
 
 export interface RunningServer {
   /** http://HOST:PORT (https:// with TLS), the endpoint to give etcd clients. */
@@ -133,6 +145,22 @@ export function readTls(options: ServeOptions): TransportTls | null {
   };
 }
 
+/** Sends HTTP/1.1 requests under a mount's prefix to it, the rest (and all HTTP/2) to the fallback. */
+function withMounts(mounts: readonly HttpMount[], fallback: FallbackHandler): FallbackHandler {
+  if (mounts.length === 0) return fallback;
+  return (req, res) => {
+    if (req.httpVersionMajor === 1) {
+      const path = (req.url ?? '/').split('?', 1)[0] ?? '/';
+      const mount = mounts.find((m) => path === m.prefix || path.startsWith(`${m.prefix}/`));
+      if (mount !== undefined) {
+        mount.handler(req as IncomingMessage, res as ServerResponse);
+        return;
+      }
+    }
+    fallback(req, res);
+  };
+}
+
 export async function startServer(options: ServeOptions = {}): Promise<RunningServer> {
   const dataDir = options.dataDir ?? SERVE_DEFAULTS.dataDir;
   const { host, port } = parseListen(options.listen ?? SERVE_DEFAULTS.listen);
@@ -173,7 +201,7 @@ export async function startServer(options: ServeOptions = {}): Promise<RunningSe
         table,
         receiveLimit: maxRequestBytes + GRPC_OVERHEAD_BYTES,
         ...(tls === null ? {} : { tls }),
-        fallback: options.fallback ?? createGateway(table, { maxRequestBytes }),
+        fallback: withMounts(options.httpMounts ?? [], options.fallback ?? createGateway(table, { maxRequestBytes })),
       });
     } catch (error) {
       const message = error instanceof Error ? error.message : String(error);
