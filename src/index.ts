@@ -18,6 +18,7 @@ export { MESSAGE_STATES } from './model/types.js';
 export { QUEUE_EVENT_TYPES } from './model/events.js';
 export type { QueueEvent, QueueEventType, StoredEvent } from './model/events.js';
 export type { EventPage } from './store/contract.js';
+export type { MetricsOptions, MetricsRegistry } from './metrics/registry.js';
 export { HISTORY_LIMIT, errorTail } from './model/history.js';
 export type {
   ActionResult,
