@@ -42,6 +42,10 @@ export class QueueMetrics {
       help: 'Scrapes that could not read a queue (its gauges are left out of that scrape)',
       labelNames: ['queue'],
       registers,
+      // Read after this scrape's reads, so that it counts their failures.
+      collect: async () => {
+        await this.readAll();
+      },
     });
     const gauge = (
       name: string,
