@@ -5,6 +5,7 @@
  * share one collection, so a flood costs the store one read per scrape at most.
  */
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
+import type { Socket } from 'node:net';
 import { KvmqError } from '../errors.js';
 
 /** What the server exposes: a prom-client Registry, or anything with the same two members. */
@@ -44,7 +45,7 @@ export const METRICS_HTTP_LIMITS = {
   /** A whole request, headers and answer. */
   requestTimeoutMs: 10_000,
   /** A socket with no traffic for this long is closed (a reader that stopped reading, too). */
-  idleTimeoutMs: 10_000,
+  idleTimeoutMs: 5_000,
   /** Open connections at once; more are refused at accept. */
   maxConnections: 64,
   /** How often Node checks the two timeouts above. */
@@ -52,6 +53,8 @@ export const METRICS_HTTP_LIMITS = {
 } as const;
 
 const PATH = '/metrics';
+/** How long a connection whose request body is refused stays open after the answer. */
+const BODY_LINGER_MS = 200;
 
 /** Splits the --metrics value; a port alone binds loopback. */
 export function parseMetricsAddress(text: string, flag = '--metrics'): { host: string; port: number } {
@@ -85,9 +88,8 @@ export async function startMetricsServer(
     (request, response) => void answer(request, response, exposition.contentType, scrape),
   );
   server.maxConnections = limits.maxConnections;
-  server.timeout = limits.idleTimeoutMs;
-  // A socket error (a reset, a parse error) concerns that client alone.
-  server.on('clientError', (_error, socket) => socket.destroy());
+  // No traffic either way for this long (a reader that stopped reading included): the socket is dropped.
+  server.on('connection', (socket: Socket) => socket.setTimeout(limits.idleTimeoutMs, () => socket.destroy()));
   await new Promise<void>((resolve, reject) => {
     server.once('error', (error) => reject(listenError(error, host, port, flag)));
     server.listen(port, host, () => resolve());
@@ -113,10 +115,14 @@ async function answer(
   contentType: string,
   scrape: () => Promise<string>,
 ): Promise<void> {
-  // Bodies are never read: a request that announces one gets its answer, then the connection is closed.
+  // Bodies are never read: a request that announces one gets its answer, then the connection is closed (after a
+  // moment, so that the answer is not lost to the reset that closing on unread data sends).
   if (request.headers['content-length'] !== undefined || request.headers['transfer-encoding'] !== undefined) {
     response.shouldKeepAlive = false;
-    response.on('finish', () => request.socket.destroy());
+    response.on('finish', () => {
+      request.socket.end();
+      setTimeout(() => request.socket.destroy(), BODY_LINGER_MS).unref();
+    });
   }
   const path = (request.url ?? '').split('?', 1)[0];
   if (path !== PATH) return plain(response, 404, `not found: the metrics are at ${PATH}\n`);
