@@ -4,6 +4,7 @@ import { parseCommandLine, expectPositionals } from '../args.js';
 import type { Command } from '../command.js';
 import { EXIT_OK, UsageError } from '../errors.js';
 import { commandUsage } from '../help.js';
+import { checkMetricsAddress, METRICS_OPTION_HELP, serveMetrics } from '../metrics.js';
 import { note, printJson, printLine } from '../output.js';
 
 const OPTIONS = {
@@ -14,6 +15,7 @@ const OPTIONS = {
   'key-file': { type: 'string' },
   'trusted-ca-file': { type: 'string' },
   'client-cert-auth': { type: 'boolean' },
+  metrics: { type: 'string' },
 } as const;
 
 const UNIT_MS: Record<string, number> = { ms: 1, s: 1000, m: 60_000, h: 3_600_000 };
@@ -44,6 +46,7 @@ export const serve: Command = {
       ['--key-file FILE', "the certificate's private key (PEM)"],
       ['--trusted-ca-file FILE', 'the CA (PEM) that signs client certificates'],
       ['--client-cert-auth', 'refuse clients without a certificate signed by --trusted-ca-file'],
+      METRICS_OPTION_HELP,
     ],
   ),
 
@@ -53,8 +56,13 @@ export const serve: Command = {
     if (values.store !== undefined) {
       throw new UsageError('kvmq serve is itself the store: give --data DIR (and --listen HOST:PORT), not --store');
     }
+    const metricsAddress = checkMetricsAddress(values.metrics);
     // Loaded on use, like every store: other commands never pay for the server's modules.
     const { startServer, SERVE_DEFAULTS } = await import('../../serve/index.js');
+    const metrics =
+      metricsAddress === undefined
+        ? null
+        : await (await import('../../metrics/serve-metrics.js')).ServeMetrics.create();
     const dataDir = values.data ?? SERVE_DEFAULTS.dataDir;
     const retention = values['auto-compaction-retention'];
     const server = await startServer({
@@ -65,7 +73,18 @@ export const serve: Command = {
       ...(values['key-file'] === undefined ? {} : { keyFile: values['key-file'] }),
       ...(values['trusted-ca-file'] === undefined ? {} : { trustedCaFile: values['trusted-ca-file'] }),
       ...(values['client-cert-auth'] === true ? { clientCertAuth: true } : {}),
+      ...(metrics === null ? {} : { instruments: metrics }),
     });
+    let metricsServer: { close(): Promise<void> } | null = null;
+    if (metrics !== null && metricsAddress !== undefined) {
+      metrics.bind(server);
+      try {
+        metricsServer = await serveMetrics(metrics.registry, metricsAddress);
+      } catch (error) {
+        await server.close();
+        throw error;
+      }
+    }
     const endpoint = server.url.slice(server.url.indexOf('://') + 3);
     if (values.json === true) printJson({ url: server.url, endpoint, data: dataDir });
     else {
@@ -82,7 +101,7 @@ export const serve: Command = {
         }
         stopping = true;
         note(`${signal}: stopping (send it again to stop at once)`);
-        void server.close().then(resolve, resolve);
+        void Promise.all([server.close(), metricsServer?.close()]).then(() => resolve(), resolve);
       };
       process.on('SIGINT', onSignal);
       process.on('SIGTERM', onSignal);
