@@ -40,7 +40,7 @@ async function started(process: Promise<MetricsProcess>): Promise<MetricsProcess
   return running;
 }
 
-test('Prometheus scrapes kvmq work --metrics and reads back the handled count', { timeout: 120_000 }, async () => {
+test('Prometheus scrapes kvmq work and kvmq serve and reads back their counters', { timeout: 120_000 }, async () => {
   const store = `sqlite:${join(dir, 'work.db')}`;
   const client = await connect(store, { maintenance: false });
   const handled = 25;
@@ -58,8 +58,17 @@ test('Prometheus scrapes kvmq work --metrics and reads back the handled count', 
       KVMQ_STORE: store,
     }),
   );
+  const serve = await started(
+    startWithMetrics(['serve', '--data', join(dir, 'serve'), '--listen', '127.0.0.1:0', '--metrics', '127.0.0.1:0']),
+  );
+  const etcdUrl = /etcd v3 API on (http:\/\/\S+)/.exec(serve.stdout())?.[1] ?? '';
+  const puts = 7;
+  for (let i = 0; i < puts; i++) {
+    const body = JSON.stringify({ key: Buffer.from(`k${i}`).toString('base64'), value: 'dg==' });
+    assert.equal((await fetch(`${etcdUrl}/v3/kv/put`, { method: 'POST', body })).status, 200);
+  }
   const promDir = join(dir, 'prometheus');
-  const prometheus = await start(promDir, [`127.0.0.1:${work.port}`]);
+  const prometheus = await start(promDir, [`127.0.0.1:${work.port}`, `127.0.0.1:${serve.port}`]);
   stops.push(() => prometheus.stop());
 
   const success = 'kvmq_messages_handled_total{queue="jobs",outcome="success"}';
@@ -75,5 +84,13 @@ test('Prometheus scrapes kvmq work --metrics and reads back the handled count', 
     }),
     1,
   );
-  assert.equal(await query(prometheus, 'up{job="kvmq"}'), 1);
+  const servePuts = 'kvmq_serve_requests_total{method="KV/Put",code="OK"}';
+  assert.equal(
+    await waitFor(async () => ((await query(prometheus, servePuts)) === puts ? puts : null), {
+      timeoutMs: 30_000,
+      what: `Prometheus to report ${servePuts} = ${puts}`,
+    }),
+    puts,
+  );
+  assert.equal(await query(prometheus, 'sum(up{job="kvmq"})'), 2);
 });
