@@ -1,0 +1,99 @@
+/**
+ * `node --import tsx bench/metrics.ts --store URL [--backlog N] [--runs N] [--lifecycle N] [--skip-lifecycle]`
+ *
+ * What metrics cost. (1) A scrape: a queue holds a backlog of N queued messages (1,000,000); times
+ * `registry.metrics()` of `client.metrics({ queues: [queue] })` (median and slowest of `runs` scrapes after
+ * one untimed), against issue 12's target of 50 ms. (2) The worker's hot path: the lifecycle measurement
+ * (bench/lifecycle.ts: enqueue N while one worker takes them) on a client without metrics and on one with
+ * `client.metrics()` attached, side by side (in the order A B B A), at concurrency 1 and 64. Prints markdown rows.
+ */
+import { parseArgs } from 'node:util';
+import { connect, type Client } from '../src/index.js';
+import { fill, quantile, timed, whole, type BenchContext, type BenchSizes } from './common.js';
+import { measureLifecycle } from './lifecycle.js';
+
+const { values } = parseArgs({
+  options: {
+    store: { type: 'string' },
+    backlog: { type: 'string', default: '1000000' },
+    runs: { type: 'string', default: '20' },
+    lifecycle: { type: 'string', default: '10000' },
+    'skip-lifecycle': { type: 'boolean', default: false },
+  },
+});
+const backlog = Number(values.backlog);
+const runs = Number(values.runs);
+const lifecycleN = Number(values.lifecycle);
+const tag = Date.now().toString(36);
+
+const plain = await connect(values.store, { maintenance: false });
+const measured = await connect(values.store, { maintenance: false });
+const kind = plain.store.kind;
+try {
+  const queue = `bench-metrics-${tag}`;
+  process.stderr.write(`${kind}: a backlog of ${whole.format(backlog)} queued messages...\n`);
+  const buildMs = await timed(() => fill(plain, queue, backlog, 1000));
+  process.stderr.write(`${kind}: built in ${(buildMs / 1000).toFixed(1)} s; scraping\n`);
+  const registry = await measured.metrics({ queues: [queue] });
+  const expected = `kvmq_queue_messages{queue="${queue}",state="queued"} ${backlog}\n`;
+  const scrape = await sample(async () => {
+    const text = await registry.metrics();
+    if (!text.includes(expected)) throw new Error(`the scrape did not count ${backlog} queued:\n${text}`);
+  });
+  const [median, slowest] = scrape;
+  console.log(
+    `| ${kind} | scrape with ${whole.format(backlog)} queued | ${median.toFixed(2)} ms | ${slowest.toFixed(2)} ms | ` +
+      `≤ 50 ms: ${median <= 50 ? 'ok' : 'missed'} |`,
+  );
+  await plain.clear(queue);
+
+  if (!values['skip-lifecycle']) {
+    for (const concurrency of [1, 64]) {
+      // A, B, B, A: a machine that speeds up or slows down during the run favours neither side.
+      const a1 = await lifecycle(plain, concurrency, 'plain');
+      const b1 = await lifecycle(measured, concurrency, 'measured');
+      const b2 = await lifecycle(measured, concurrency, 'measured');
+      const a2 = await lifecycle(plain, concurrency, 'plain');
+      const without = (a1 + a2) / 2;
+      const withMetrics = (b1 + b2) / 2;
+      const change = ((withMetrics - without) / without) * 100;
+      console.log(
+        `| ${kind} | lifecycle c${concurrency}, ${whole.format(lifecycleN)} messages | ${whole.format(without)} /s | ` +
+          `${whole.format(withMetrics)} /s | ${change >= 0 ? '+' : ''}${change.toFixed(1)} % |`,
+      );
+    }
+  }
+} finally {
+  await Promise.all([plain.close(), measured.close()]);
+}
+
+/** Messages per second of the lifecycle run (median of 3, after a warm-up) on this client. */
+async function lifecycle(client: Client, concurrency: number, label: string): Promise<number> {
+  const sizes: BenchSizes = {
+    enqueueSingle: 0,
+    enqueueBatched: 0,
+    batchSize: 1000,
+    lifecycle1: lifecycleN,
+    lifecycle64: lifecycleN,
+    latencyMessages: 0,
+    latencyPerSec: 0,
+    backlogSmall: 0,
+    backlogLarge: 0,
+    backlogProbe: 0,
+    warmFraction: 0.1,
+    runs: 3,
+  };
+  let n = 0;
+  const ctx: BenchContext = { client, sizes, queue: (name) => `bench-metrics-${tag}-${label}-${name}-${++n}` };
+  process.stderr.write(`${kind}: lifecycle c${concurrency} ${label}\n`);
+  return (await measureLifecycle(ctx, concurrency, lifecycleN)).perSec;
+}
+
+/** Median and slowest of `runs` timed calls, after one untimed warm-up. */
+async function sample(call: () => Promise<void>): Promise<[number, number]> {
+  await call();
+  const times: number[] = [];
+  for (let i = 0; i < runs; i++) times.push(await timed(call));
+  times.sort((a, b) => a - b);
+  return [quantile(times, 0.5), times[times.length - 1] ?? 0];
+}
