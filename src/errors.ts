@@ -64,3 +64,10 @@ export class ClosedError extends KvmqError {
     super('CLOSED', `${what} is closed`);
   }
 }
+
+/** The metrics address cannot be served on (taken, not local, malformed). */
+export class MetricsListenError extends KvmqError {
+  constructor(message: string, cause?: unknown) {
+    super('METRICS_LISTEN', message, { cause });
+  }
+}

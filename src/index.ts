@@ -57,4 +57,5 @@ export {
   StoreUnavailableError,
   StoreLayoutError,
   ClosedError,
+  MetricsListenError,
 } from './errors.js';

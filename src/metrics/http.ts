@@ -6,7 +6,7 @@
  */
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
 import type { Socket } from 'node:net';
-import { KvmqError } from '../errors.js';
+import { MetricsListenError } from '../errors.js';
 
 /** What the server exposes: a prom-client Registry, or anything with the same two members. */
 export interface Exposition {
@@ -27,13 +27,6 @@ export interface MetricsServer {
   readonly host: string;
   readonly port: number;
   close(): Promise<void>;
-}
-
-/** The metrics address cannot be used (taken, not local, malformed). */
-export class MetricsListenError extends KvmqError {
-  constructor(message: string, cause?: unknown) {
-    super('METRICS_LISTEN', message, { cause });
-  }
 }
 
 /** Limits of the exposition server; Prometheus needs a fraction of each. */
