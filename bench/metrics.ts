@@ -11,6 +11,7 @@ import { parseArgs } from 'node:util';
 import { connect, type Client } from '../src/index.js';
 import { fill, quantile, timed, whole, type BenchContext, type BenchSizes } from './common.js';
 import { measureLifecycle } from './lifecycle.js';
+import { createWorkerMetrics } from '../src/metrics/registry.js';
 
 const { values } = parseArgs({
   options: {
@@ -25,6 +26,8 @@ const backlog = Number(values.backlog);
 const runs = Number(values.runs);
 const lifecycleN = Number(values.lifecycle);
 const tag = Date.now().toString(36);
+/** Lifecycle queues made so far: each run gets a queue of its own. */
+let queues = 0;
 
 const plain = await connect(values.store, { maintenance: false });
 const measured = await connect(values.store, { maintenance: false });
@@ -47,6 +50,8 @@ try {
   );
   await plain.clear(queue);
 
+  console.log(`| ${kind} | the instruments' own cost per message | ${(await instrumentsNs()).toFixed(0)} ns | | |`);
+
   if (!values['skip-lifecycle']) {
     for (const concurrency of [1, 64]) {
       // A, B, B, A: a machine that speeds up or slows down during the run favours neither side.
@@ -54,12 +59,18 @@ try {
       const b1 = await lifecycle(measured, concurrency, 'measured');
       const b2 = await lifecycle(measured, concurrency, 'measured');
       const a2 = await lifecycle(plain, concurrency, 'plain');
-      const without = (a1 + a2) / 2;
-      const withMetrics = (b1 + b2) / 2;
-      const change = ((withMetrics - without) / without) * 100;
+      const mean = (x: Lifecycle, y: Lifecycle): Lifecycle => ({
+        perSec: (x.perSec + y.perSec) / 2,
+        cpuUsPerMessage: (x.cpuUsPerMessage + y.cpuUsPerMessage) / 2,
+      });
+      const without = mean(a1, a2);
+      const withMetrics = mean(b1, b2);
+      const cell = (x: Lifecycle): string => `${whole.format(x.perSec)} /s, ${x.cpuUsPerMessage.toFixed(1)} µs CPU`;
+      const change = (x: number, y: number): string => `${y >= x ? '+' : ''}${(((y - x) / x) * 100).toFixed(1)} %`;
       console.log(
-        `| ${kind} | lifecycle c${concurrency}, ${whole.format(lifecycleN)} messages | ${whole.format(without)} /s | ` +
-          `${whole.format(withMetrics)} /s | ${change >= 0 ? '+' : ''}${change.toFixed(1)} % |`,
+        `| ${kind} | lifecycle c${concurrency}, ${whole.format(lifecycleN)} messages | ${cell(without)} | ` +
+          `${cell(withMetrics)} | ${change(without.perSec, withMetrics.perSec)}, ` +
+          `CPU ${change(without.cpuUsPerMessage, withMetrics.cpuUsPerMessage)} |`,
       );
     }
   }
@@ -67,8 +78,14 @@ try {
   await Promise.all([plain.close(), measured.close()]);
 }
 
-/** Messages per second of the lifecycle run (median of 3, after a warm-up) on this client. */
-async function lifecycle(client: Client, concurrency: number, label: string): Promise<number> {
+interface Lifecycle {
+  readonly perSec: number;
+  /** This process's CPU time (user + system) per message, warm-up included. */
+  readonly cpuUsPerMessage: number;
+}
+
+/** The lifecycle run (median of 3, after a warm-up of a tenth) on this client. */
+async function lifecycle(client: Client, concurrency: number, label: string): Promise<Lifecycle> {
   const sizes: BenchSizes = {
     enqueueSingle: 0,
     enqueueBatched: 0,
@@ -83,10 +100,13 @@ async function lifecycle(client: Client, concurrency: number, label: string): Pr
     warmFraction: 0.1,
     runs: 3,
   };
-  let n = 0;
-  const ctx: BenchContext = { client, sizes, queue: (name) => `bench-metrics-${tag}-${label}-${name}-${++n}` };
+  const ctx: BenchContext = { client, sizes, queue: (name) => `bench-metrics-${tag}-${label}-${name}-${++queues}` };
   process.stderr.write(`${kind}: lifecycle c${concurrency} ${label}\n`);
-  return (await measureLifecycle(ctx, concurrency, lifecycleN)).perSec;
+  const cpu = process.cpuUsage();
+  const { perSec } = await measureLifecycle(ctx, concurrency, lifecycleN);
+  const used = process.cpuUsage(cpu);
+  const messages = lifecycleN * (sizes.runs + sizes.warmFraction);
+  return { perSec, cpuUsPerMessage: (used.user + used.system) / messages };
 }
 
 /** Median and slowest of `runs` timed calls, after one untimed warm-up. */
@@ -96,4 +116,29 @@ async function sample(call: () => Promise<void>): Promise<[number, number]> {
   for (let i = 0; i < runs; i++) times.push(await timed(call));
   times.sort((a, b) => a - b);
   return [quantile(times, 0.5), times[times.length - 1] ?? 0];
+}
+
+/**
+ * What the worker's instruments cost per message when attached, alone: a claim of one, a handler end, a
+ * finish and an outcome, as the worker calls them (median of 5 rounds of 200,000).
+ */
+async function instrumentsNs(): Promise<number> {
+  const metrics = await createWorkerMetrics(() => []);
+  const queue = 'bench-instruments';
+  metrics.startQueue(queue);
+  const n = 200_000;
+  const rounds: number[] = [];
+  for (let round = 0; round < 6; round++) {
+    const start = performance.now();
+    for (let i = 0; i < n; i++) {
+      metrics.claimed(queue, 0.0004, 1);
+      metrics.handlerEnded(queue, 0.002);
+      metrics.finished(queue, 0.0006);
+      metrics.handled(queue, 'success');
+    }
+    // The first round warms the JIT.
+    if (round > 0) rounds.push(((performance.now() - start) * 1e6) / n);
+  }
+  rounds.sort((a, b) => a - b);
+  return quantile(rounds, 0.5);
 }

@@ -12,6 +12,9 @@ export type InFlightSource = () => Iterable<{ readonly queue: string; readonly i
 
 const HANDLED_OUTCOMES: readonly HandledOutcome[] = ['success', 'retry', 'error', 'lost'];
 
+/** A queue's per-message counts, kept as plain numbers on the hot path and handed to prom-client at scrape time. */
+type QueueTally = Record<HandledOutcome | 'claimed', number>;
+
 export class WorkerMetrics implements WorkerInstruments {
   private readonly handledTotal: Counter<'queue' | 'outcome'>;
   private readonly handlerSeconds: Histogram<'queue'>;
@@ -22,15 +25,24 @@ export class WorkerMetrics implements WorkerInstruments {
   private readonly locksLostTotal: Counter<'queue'>;
   private readonly storeErrorsTotal: Counter<'queue' | 'operation'>;
   private readonly inFlight: Gauge<'queue'>;
+  /** Per queue: a prom-client call costs a label check and hash; a number in a record does not. */
+  private readonly tallies = new Map<string, QueueTally>();
 
   constructor(prom: PromClient, workers: InFlightSource) {
     // registers: [] keeps them out of prom-client's global registry: each client's metrics are its own.
     const registers: [] = [];
+    const tallies = this.tallies;
     this.handledTotal = new prom.Counter({
       name: 'kvmq_messages_handled_total',
       help: 'Messages handled by this process, by the outcome the store kept (lost: the lock was gone first)',
       labelNames: ['queue', 'outcome'],
       registers,
+      collect() {
+        this.reset();
+        for (const [queue, tally] of tallies) {
+          for (const outcome of HANDLED_OUTCOMES) this.inc({ queue, outcome }, tally[outcome]);
+        }
+      },
     });
     this.handlerSeconds = new prom.Histogram({
       name: 'kvmq_handler_duration_seconds',
@@ -51,6 +63,10 @@ export class WorkerMetrics implements WorkerInstruments {
       help: 'Messages claimed by this process (each delivery counts)',
       labelNames: ['queue'],
       registers,
+      collect() {
+        this.reset();
+        for (const [queue, tally] of tallies) this.inc({ queue }, tally.claimed);
+      },
     });
     this.finishSeconds = new prom.Histogram({
       name: 'kvmq_finish_duration_seconds',
@@ -108,15 +124,14 @@ export class WorkerMetrics implements WorkerInstruments {
 
   /** Starts the queue's series at zero, so a rate over them is defined before the first message. */
   startQueue(queue: string): void {
-    for (const outcome of HANDLED_OUTCOMES) this.handledTotal.inc({ queue, outcome }, 0);
-    this.claimedTotal.inc({ queue }, 0);
+    this.tally(queue);
     this.renewalsTotal.inc({ queue }, 0);
     this.locksLostTotal.inc({ queue }, 0);
   }
 
   claimed(queue: string, seconds: number, count: number): void {
     this.claimSeconds.observe({ queue }, seconds);
-    if (count > 0) this.claimedTotal.inc({ queue }, count);
+    this.tally(queue).claimed += count;
   }
 
   handlerEnded(queue: string, seconds: number): void {
@@ -128,7 +143,7 @@ export class WorkerMetrics implements WorkerInstruments {
   }
 
   handled(queue: string, outcome: HandledOutcome): void {
-    this.handledTotal.inc({ queue, outcome });
+    this.tally(queue)[outcome] += 1;
   }
 
   renewed(queue: string, count: number): void {
@@ -141,5 +156,14 @@ export class WorkerMetrics implements WorkerInstruments {
 
   storeError(queue: string, operation: WorkerStoreOperation): void {
     this.storeErrorsTotal.inc({ queue, operation });
+  }
+
+  private tally(queue: string): QueueTally {
+    let tally = this.tallies.get(queue);
+    if (tally === undefined) {
+      tally = { success: 0, retry: 0, error: 0, lost: 0, claimed: 0 };
+      this.tallies.set(queue, tally);
+    }
+    return tally;
   }
 }
