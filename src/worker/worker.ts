@@ -267,7 +267,9 @@ export class Worker extends EventEmitter<WorkerEvents> {
       this.woken = false;
       let claimed: readonly ClaimedMessage[];
       let wakeAt: number | null;
-      const claimStart = this.instruments === null ? 0 : performance.now();
+      // Read once: metrics attached during the claim start with the next one, not with a clock never read.
+      const instruments = this.instruments;
+      const claimStart = instruments === null ? 0 : performance.now();
       try {
         const result = await this.store.claim(this.queue, {
           consumerId: this.id,
@@ -278,7 +280,7 @@ export class Worker extends EventEmitter<WorkerEvents> {
         });
         this.storeFailures = 0;
         ({ messages: claimed, wakeAt } = result);
-        this.instruments?.claimed(this.queue, (performance.now() - claimStart) / 1000, claimed.length);
+        instruments?.claimed(this.queue, (performance.now() - claimStart) / 1000, claimed.length);
         for (const message of claimed) this.accept(message);
         // Started before the monitor hears of them: a monitor that stops the worker stops what comes after.
         this.startWaiting();
@@ -487,7 +489,8 @@ export class Worker extends EventEmitter<WorkerEvents> {
     while (this.finishes.length > 0) {
       const batch = this.finishes;
       this.finishes = [];
-      const finishStart = this.instruments === null ? 0 : performance.now();
+      const instruments = this.instruments;
+      const finishStart = instruments === null ? 0 : performance.now();
       try {
         const results = await this.store.finish(
           this.queue,
@@ -495,7 +498,7 @@ export class Worker extends EventEmitter<WorkerEvents> {
           batch.map((p) => p.finish),
         );
         this.storeFailures = 0;
-        this.instruments?.finished(this.queue, (performance.now() - finishStart) / 1000);
+        instruments?.finished(this.queue, (performance.now() - finishStart) / 1000);
         batch.forEach((p, i) => p.resolve(results[i] ?? 'lost'));
       } catch (error) {
         // Keep the results (their locks are renewed meanwhile) until the store takes them.

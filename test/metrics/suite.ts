@@ -190,6 +190,10 @@ export function metricsSuite(fixture: StoreFixture): void {
         [],
         "a's worker is not in b's registry",
       );
+      // Workers measured from mid-claim on time no claim from a clock never read.
+      const claims = a.value('kvmq_claim_duration_seconds_count', { queue: qa }) ?? 0;
+      const claimSeconds = a.value('kvmq_claim_duration_seconds_sum', { queue: qa }) ?? Infinity;
+      assert.ok(claims > 0 && claimSeconds / claims < 5, `${claims} claims took ${claimSeconds} s`);
       // A second registry of the same client shares its worker counters.
       const again = await scrape(await h.client.metrics({ queues: [qa] }));
       assert.equal(again.value('kvmq_messages_handled_total', { queue: qa, outcome: 'success' }), 2);
