@@ -9,7 +9,7 @@
  */
 import { parseArgs } from 'node:util';
 import { connect, type Client } from '../src/index.js';
-import { fill, quantile, timed, whole, type BenchContext, type BenchSizes } from './common.js';
+import { fill, lifecycleSizes, medianAndSlowest, quantile, timed, whole, type BenchContext } from './common.js';
 import { measureLifecycle } from './lifecycle.js';
 import { createWorkerMetrics } from '../src/metrics/registry.js';
 
@@ -39,7 +39,7 @@ try {
   process.stderr.write(`${kind}: built in ${(buildMs / 1000).toFixed(1)} s; scraping\n`);
   const registry = await measured.metrics({ queues: [queue] });
   const expected = `kvmq_queue_messages{queue="${queue}",state="queued"} ${backlog}\n`;
-  const scrape = await sample(async () => {
+  const scrape = await medianAndSlowest(runs, async () => {
     const text = await registry.metrics();
     if (!text.includes(expected)) throw new Error(`the scrape did not count ${backlog} queued:\n${text}`);
   });
@@ -86,20 +86,7 @@ interface Lifecycle {
 
 /** The lifecycle run (median of 3, after a warm-up of a tenth) on this client. */
 async function lifecycle(client: Client, concurrency: number, label: string): Promise<Lifecycle> {
-  const sizes: BenchSizes = {
-    enqueueSingle: 0,
-    enqueueBatched: 0,
-    batchSize: 1000,
-    lifecycle1: lifecycleN,
-    lifecycle64: lifecycleN,
-    latencyMessages: 0,
-    latencyPerSec: 0,
-    backlogSmall: 0,
-    backlogLarge: 0,
-    backlogProbe: 0,
-    warmFraction: 0.1,
-    runs: 3,
-  };
+  const sizes = lifecycleSizes(lifecycleN, 3);
   const ctx: BenchContext = { client, sizes, queue: (name) => `bench-metrics-${tag}-${label}-${name}-${++queues}` };
   process.stderr.write(`${kind}: lifecycle c${concurrency} ${label}\n`);
   const cpu = process.cpuUsage();
@@ -107,15 +94,6 @@ async function lifecycle(client: Client, concurrency: number, label: string): Pr
   const used = process.cpuUsage(cpu);
   const messages = lifecycleN * (sizes.runs + sizes.warmFraction);
   return { perSec, cpuUsPerMessage: (used.user + used.system) / messages };
-}
-
-/** Median and slowest of `runs` timed calls, after one untimed warm-up. */
-async function sample(call: () => Promise<void>): Promise<[number, number]> {
-  await call();
-  const times: number[] = [];
-  for (let i = 0; i < runs; i++) times.push(await timed(call));
-  times.sort((a, b) => a - b);
-  return [quantile(times, 0.5), times[times.length - 1] ?? 0];
 }
 
 /**
