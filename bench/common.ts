@@ -165,3 +165,21 @@ export function short(n: number): string {
   if (n >= 1000 && n % 100 === 0) return `${n / 1000}k`;
   return String(n);
 }
+
+/** Sizes for a run of the lifecycle measurement alone: n messages per run, `runs` runs, a tenth to warm up. */
+export function lifecycleSizes(n: number, runs: number): BenchSizes {
+  return {
+    enqueueSingle: 0,
+    enqueueBatched: 0,
+    batchSize: 1000,
+    lifecycle1: n,
+    lifecycle64: n,
+    latencyMessages: 0,
+    latencyPerSec: 0,
+    backlogSmall: 0,
+    backlogLarge: 0,
+    backlogProbe: 0,
+    warmFraction: 0.1,
+    runs,
+  };
+}

@@ -28,6 +28,8 @@ import { traceSend } from './tracing/send.js';
 import { Worker, type WorkerOptions } from './worker/worker.js';
 import type { StoredEvent } from './model/events.js';
 import type { Configured, EventPage, NewMessage, Store, StoredContent } from './store/contract.js';
+import type { MetricsOptions, MetricsRegistry } from './metrics/registry.js';
+import type { WorkerMetrics } from './metrics/worker-metrics.js';
 import type {
   ActionResult,
   BatchItem,
@@ -104,6 +106,9 @@ export class Client {
   // Live event readers and waits, ended when the client closes.
   private readonly followers = new Set<AbortController>();
   private readonly enqueues: TickBatcher<NewMessage, EnqueueResult>;
+  /** The workers' metrics, made on the first `metrics()` call; null until then, so workers measure nothing. */
+  private instruments: WorkerMetrics | null = null;
+  private workerMetrics: Promise<WorkerMetrics> | null = null;
   private closed = false;
 
   /** @internal use `connect()` */
@@ -150,12 +155,33 @@ export class Client {
     this.checkOpen();
     const worker = new Worker(this.store, queue, handler, options, () => this.workers.delete(worker));
     this.workers.add(worker);
+    if (this.instruments !== null) attachMetrics(worker, this.instruments);
     if (worker.autoStart) {
       worker.start().catch((error: unknown) => {
         this.onError(error);
       });
     }
     return worker;
+  }
+
+  /**
+   * A Prometheus registry (prom-client, loaded on this first call) of this client's workers (messages handled
+   * by outcome, handler, claim and finish durations, renewals, locks lost, store errors, in flight) and of the
+   * queues' state, read from the store at each scrape. Serve it with `await registry.metrics()` and
+   * `registry.contentType`. Each call returns a new registry; the worker metrics are the client's own, shared by
+   * its registries and never in prom-client's global one. See docs/metrics.md.
+   */
+  async metrics(options: MetricsOptions = {}): Promise<MetricsRegistry> {
+    this.checkOpen();
+    checkKnownKeys('metrics', checkPlainObject('options', options), ['queues']);
+    const selection = options.queues === undefined ? null : checkQueueList(options.queues);
+    const { createMetricsRegistry, createWorkerMetrics } = await import('./metrics/registry.js');
+    this.workerMetrics ??= createWorkerMetrics(() => this.workers).then((metrics) => {
+      this.instruments = metrics;
+      for (const worker of this.workers) attachMetrics(worker, metrics);
+      return metrics;
+    });
+    return createMetricsRegistry(this.store, await this.workerMetrics, selection);
   }
 
   /** Every queue that has a configuration or messages, sorted by name. */
@@ -415,6 +441,16 @@ function decodeContent(content: StoredContent): { payload: Payload; metadata: Me
     metadata: content.metadata,
     filters: content.filters,
   };
+}
+
+function attachMetrics(worker: Worker, metrics: WorkerMetrics): void {
+  metrics.startQueue(worker.queue);
+  worker.instruments = metrics;
+}
+
+function checkQueueList(value: unknown): string[] {
+  if (!Array.isArray(value)) throw new TypeError('metrics queues must be an array of queue names');
+  return [...new Set(value.map(checkQueueName))];
 }
 
 function one(results: readonly ActionResult[]): ActionResult {

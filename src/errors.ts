@@ -109,3 +109,10 @@ export class MessageGoneError extends KvmqError {
     this.id = id;
   }
 }
+
+/** The metrics address cannot be served on (taken, not local, malformed). */
+export class MetricsListenError extends KvmqError {
+  constructor(message: string, cause?: unknown) {
+    super('METRICS_LISTEN', message, { cause });
+  }
+}

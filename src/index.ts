@@ -24,6 +24,7 @@ export type { QueueEvent, QueueEventType, StoredEvent } from './model/events.js'
 export type { EventPage } from './store/contract.js';
 export type { EventsOptions, EventsStart, WaitForOptions } from './events/options.js';
 export type { WaitResult } from './events/wait-for.js';
+export type { MetricsOptions, MetricsRegistry } from './metrics/registry.js';
 export { HISTORY_LIMIT, errorTail } from './model/history.js';
 export type {
   ActionResult,
@@ -65,6 +66,7 @@ export {
   EventsMissedError,
   TimeoutError,
   MessageGoneError,
+  MetricsListenError,
 } from './errors.js';
 export { createDashboard } from './dashboard/dashboard.js';
 export type { Dashboard, DashboardOptions } from './dashboard/dashboard.js';

@@ -2,3 +2,4 @@
 export { startServer, parseListen, SERVE_DEFAULTS, ETCD_API_VERSION } from './server.js';
 export { ServeError } from './server.js';
 export type { ServeOptions, RunningServer, HttpMount } from './server.js';
+export type { ServeInstruments } from './rpc/instrumented.js';

@@ -18,6 +18,7 @@ import { createGateway } from './gateway/index.js';
 import type { FallbackHandler } from './rpc/http2/fallback.js';
 import { listenTransport, type Transport, type TransportTls } from './rpc/http2/listen.js';
 import type { RpcSettings } from './rpc/method.js';
+import { instrumentTable, type ServeInstruments } from './rpc/instrumented.js';
 import { methodTable } from './rpc/table.js';
 import { GRPC_OVERHEAD_BYTES } from './rpc/watch.js';
 
@@ -63,6 +64,8 @@ export interface ServeOptions {
    * @defaultValue 1 hour
    */
   readonly autoCompactionRetentionMs?: number;
+  /** Told of every call's end and every WAL sync (kvmq serve --metrics). @defaultValue none */
+  readonly instruments?: ServeInstruments;
 }
 
 export interface HttpMount {
@@ -82,7 +85,10 @@ export const SERVE_DEFAULTS = {
     if (level !== 'info') console.error(`kvmq serve ${level}: ${message}`);
   },
   clientCertAuth: false,
-} as const satisfies Omit<Required<ServeOptions>, 'certFile' | 'keyFile' | 'trustedCaFile' | 'fallback' | 'httpMounts'>;
+} as const satisfies Omit<
+  Required<ServeOptions>,
+  'certFile' | 'keyFile' | 'trustedCaFile' | 'fallback' | 'httpMounts' | 'instruments'
+>;
 
 export interface RunningServer {
   /** http://HOST:PORT (https:// with TLS), the endpoint to give etcd clients. */
@@ -193,7 +199,10 @@ export async function startServer(options: ServeOptions = {}): Promise<RunningSe
       maxRequestBytes,
       progressIntervalMs: options.progressIntervalMs ?? SERVE_DEFAULTS.progressIntervalMs,
     };
-    const table = methodTable(engine, settings);
+    const { instruments } = options;
+    const plainTable = methodTable(engine, settings);
+    const table = instruments === undefined ? plainTable : instrumentTable(plainTable, instruments);
+    if (instruments !== undefined) engine.commit.onSync = (seconds) => instruments.synced(seconds);
     try {
       transport = await listenTransport({
         host,

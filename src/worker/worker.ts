@@ -14,6 +14,7 @@ import { checkWorkerOptions, type CheckedWorkerOptions, type WorkerOptions } fro
 import { decodePolicy, policyBackoffMs } from '../model/policy.js';
 import { finishFromFailure, finishFromResult, finishFromThrow, timeoutError, type AttemptFinish } from './outcome.js';
 import type { FailureReason, WorkerEvents } from './events.js';
+import type { WorkerInstruments } from './instruments.js';
 import type { ClaimedMessage, Finish, FinishResult, Store } from '../store/contract.js';
 import { sleep } from '../model/time.js';
 import { UNTRACED, traceProcess, type ProcessTrace } from '../tracing/process.js';
@@ -121,6 +122,8 @@ export class Worker extends EventEmitter<WorkerEvents> {
   private storeFailures = 0;
   /** What monitors started and have not finished (store calls through takeTurn); stop() waits for them. */
   private readonly monitoring = new Set<PromiseLike<unknown>>();
+  /** @internal set by the client when its metrics are asked for; null costs the hot path nothing. */
+  instruments: WorkerInstruments | null = null;
 
   /** @internal use `client.worker()` */
   constructor(
@@ -270,6 +273,9 @@ export class Worker extends EventEmitter<WorkerEvents> {
       this.woken = false;
       let claimed: readonly ClaimedMessage[];
       let wakeAt: number | null;
+      // Read once: metrics attached during the claim start with the next one, not with a clock never read.
+      const instruments = this.instruments;
+      const claimStart = instruments === null ? 0 : performance.now();
       try {
         const result = await this.store.claim(this.queue, {
           consumerId: this.id,
@@ -280,11 +286,13 @@ export class Worker extends EventEmitter<WorkerEvents> {
         });
         this.storeFailures = 0;
         ({ messages: claimed, wakeAt } = result);
+        instruments?.claimed(this.queue, (performance.now() - claimStart) / 1000, claimed.length);
         for (const message of claimed) this.accept(message);
         // Started before the monitor hears of them: a monitor that stops the worker stops what comes after.
         this.startWaiting();
         this.report(result.queueSize, result.dryRuns, claimed);
       } catch (error) {
+        this.instruments?.storeError(this.queue, 'claim');
         await this.storeFailed(error, this.halt.signal);
         continue;
       }
@@ -404,13 +412,17 @@ export class Worker extends EventEmitter<WorkerEvents> {
 
   /** Stores the attempt's finish, then tells listeners what the store kept. */
   private async record(held: Held, attemptFinish: AttemptFinish): Promise<void> {
+    const durationMs = performance.now() - held.startedAt;
+    this.instruments?.handlerEnded(this.queue, durationMs / 1000);
     // A lost lock or a forced stop: the message is someone else's now.
     if (held.takenAway) return;
     held.finishing = true;
-    const durationMs = performance.now() - held.startedAt;
     const finish: Finish = { ...attemptFinish, startedAt: held.startedAtWall };
     if ((await this.finish(finish)) === 'lost') this.lost(held);
-    else this.announce(held, finish, durationMs);
+    else {
+      this.instruments?.handled(this.queue, finish.outcome);
+      this.announce(held, finish, durationMs);
+    }
   }
 
   /** Outcome events, each built only when someone listens: most workers have no listeners. */
@@ -433,6 +445,7 @@ export class Worker extends EventEmitter<WorkerEvents> {
   private lost(held: Held): void {
     if (held.takenAway) return;
     takeAway(held, new Error('lock lost'));
+    this.instruments?.handled(this.queue, 'lost');
     if (this.listenerCount('stalled') > 0) {
       this.tell('stalled', { queue: this.queue, id: held.id, attempt: held.attempt });
     }
@@ -485,6 +498,8 @@ export class Worker extends EventEmitter<WorkerEvents> {
     while (this.finishes.length > 0) {
       const batch = this.finishes;
       this.finishes = [];
+      const instruments = this.instruments;
+      const finishStart = instruments === null ? 0 : performance.now();
       try {
         const results = await this.store.finish(
           this.queue,
@@ -492,10 +507,12 @@ export class Worker extends EventEmitter<WorkerEvents> {
           batch.map((p) => p.finish),
         );
         this.storeFailures = 0;
+        instruments?.finished(this.queue, (performance.now() - finishStart) / 1000);
         batch.forEach((p, i) => p.resolve(results[i] ?? 'lost'));
       } catch (error) {
         // Keep the results (their locks are renewed meanwhile) until the store takes them.
         this.finishes = batch.concat(this.finishes);
+        this.instruments?.storeError(this.queue, 'finish');
         if (this.force.signal.aborted) break;
         await this.storeFailed(error, this.force.signal);
       }
@@ -508,14 +525,19 @@ export class Worker extends EventEmitter<WorkerEvents> {
       const held = [...this.held.values()];
       if (held.length > 0) {
         const lost = await this.store.extend(this.queue, this.id, held, this.options.lockMs);
+        this.instruments?.renewed(this.queue, held.length - lost.length);
         for (const id of lost) {
           const held = this.held.get(id);
           // A finishing message may be gone because its finish was just stored: the finish's own result says.
-          if (held !== undefined && !held.finishing) this.lost(held);
+          if (held !== undefined && !held.finishing) {
+            this.instruments?.lockLost(this.queue);
+            this.lost(held);
+          }
         }
       }
       await this.register();
     } catch (error) {
+      this.instruments?.storeError(this.queue, 'renew');
       this.reportError(error);
     }
   }
@@ -537,6 +559,7 @@ export class Worker extends EventEmitter<WorkerEvents> {
         const config = await this.refreshConfig();
         await sleep(config.gcIntervalMs, this.halt.signal);
       } catch (error) {
+        this.instruments?.storeError(this.queue, 'maintenance');
         this.reportError(error);
         await sleep(5000, this.halt.signal);
       }

@@ -3,6 +3,7 @@ import { parseCommandLine, expectPositionals } from '../args.js';
 import type { Command } from '../command.js';
 import { EXIT_OK, UsageError } from '../errors.js';
 import { commandUsage } from '../help.js';
+import { checkMetricsAddress, METRICS_OPTION_HELP, serveMetrics } from '../metrics.js';
 import { note, printJson, printLine } from '../output.js';
 import type { ServeDashboard } from '../serve-dashboard.js';
 import { untilStopped } from '../until-stopped.js';
@@ -17,6 +18,7 @@ const OPTIONS = {
   'client-cert-auth': { type: 'boolean' },
   'dashboard-token': { type: 'string' },
   'no-dashboard': { type: 'boolean' },
+  metrics: { type: 'string' },
 } as const;
 
 const UNIT_MS: Record<string, number> = { ms: 1, s: 1000, m: 60_000, h: 3_600_000 };
@@ -49,6 +51,7 @@ export const serve: Command = {
       ['--client-cert-auth', 'refuse clients without a certificate signed by --trusted-ca-file'],
       ['--dashboard-token T', 'serve the dashboard (at /dashboard/) on a non-loopback --listen, needing T'],
       ['--no-dashboard', 'do not serve the web dashboard at /dashboard/ on the same port'],
+      METRICS_OPTION_HELP,
     ],
   ),
 
@@ -58,8 +61,13 @@ export const serve: Command = {
     if (values.store !== undefined) {
       throw new UsageError('kvmq serve is itself the store: give --data DIR (and --listen HOST:PORT), not --store');
     }
+    const metricsAddress = checkMetricsAddress(values.metrics);
     // Loaded on use, like every store: other commands never pay for the server's modules.
     const { startServer, SERVE_DEFAULTS } = await import('../../serve/index.js');
+    const metrics =
+      metricsAddress === undefined
+        ? null
+        : await (await import('../../metrics/serve-metrics.js')).ServeMetrics.create();
     const dataDir = values.data ?? SERVE_DEFAULTS.dataDir;
     const retention = values['auto-compaction-retention'];
     const listen = values.listen ?? SERVE_DEFAULTS.listen;
@@ -73,7 +81,18 @@ export const serve: Command = {
       ...(values['trusted-ca-file'] === undefined ? {} : { trustedCaFile: values['trusted-ca-file'] }),
       ...(values['client-cert-auth'] === true ? { clientCertAuth: true } : {}),
       ...(dashboard === null ? {} : { httpMounts: [dashboard.mount] }),
+      ...(metrics === null ? {} : { instruments: metrics }),
     });
+    let metricsServer: { close(): Promise<void> } | null = null;
+    if (metrics !== null && metricsAddress !== undefined) {
+      metrics.bind(server);
+      try {
+        metricsServer = await serveMetrics(metrics.registry, metricsAddress);
+      } catch (error) {
+        await server.close();
+        throw error;
+      }
+    }
     const dashboardUrl = await startDashboard(dashboard, server, values['dashboard-token']);
     const endpoint = server.url.slice(server.url.indexOf('://') + 3);
     if (values.json === true) printJson({ url: server.url, endpoint, data: dataDir, dashboard: dashboardUrl });
@@ -85,6 +104,7 @@ export const serve: Command = {
     }
     await untilStopped(async () => {
       await dashboard?.close();
+      await metricsServer?.close();
       await server.close();
     });
     return EXIT_OK;
