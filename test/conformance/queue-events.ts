@@ -530,8 +530,10 @@ export function queueEvents(fixture: StoreFixture): void {
         const closing = await h.connect();
         const pending = closing.waitFor(q, 'later', { timeoutMs: LONG_MS });
         await quietPeriod(200);
+        // Attached before the close, whose round trips would otherwise leave the rejection unhandled a moment.
+        const rejected = assert.rejects(pending, { code: 'CLOSED' });
         await closing.close();
-        await assert.rejects(pending, { code: 'CLOSED' });
+        await rejected;
       });
     }
 
