@@ -46,8 +46,9 @@ export const METRICS_HTTP_LIMITS = {
 } as const;
 
 const PATH = '/metrics';
-/** How long a connection whose request body is refused stays open after the answer. */
-const BODY_LINGER_MS = 200;
+/** How long a connection whose request body is refused stays open after the answer: long enough for a client on a
+ * loaded machine to read it before the reset that closing on unread data sends. */
+const BODY_LINGER_MS = 2000;
 
 /** Splits the --metrics value; a port alone binds loopback. */
 export function parseMetricsAddress(text: string, flag = '--metrics'): { host: string; port: number } {
