@@ -61,7 +61,11 @@ test('Prometheus scrapes kvmq work and kvmq serve and reads back their counters'
   const serve = await started(
     startWithMetrics(['serve', '--data', join(dir, 'serve'), '--listen', '127.0.0.1:0', '--metrics', '127.0.0.1:0']),
   );
-  const etcdUrl = /etcd v3 API on (http:\/\/\S+)/.exec(serve.stdout())?.[1] ?? '';
+  // The endpoint line comes on stdout once the server (and its dashboard) is up, which may be after the metrics line.
+  const etcdUrl = await waitFor(() => /etcd v3 API on (http:\/\/\S+)/.exec(serve.stdout())?.[1], {
+    timeoutMs: 30_000,
+    what: () => `the etcd endpoint; stdout:\n${serve.stdout()}`,
+  });
   const puts = 7;
   for (let i = 0; i < puts; i++) {
     const body = JSON.stringify({ key: Buffer.from(`k${i}`).toString('base64'), value: 'dg==' });

@@ -118,8 +118,11 @@ describe('kvmq serve --metrics', () => {
       '127.0.0.1:0',
     ]);
     try {
-      const endpoint = /etcd v3 API on (http:\/\/\S+)/.exec(serve.stdout())?.[1];
-      assert.ok(endpoint !== undefined, serve.stdout());
+      // The endpoint line comes on stdout once the server (and its dashboard) is up, which may be after the metrics line.
+      const endpoint = await waitFor(() => /etcd v3 API on (http:\/\/\S+)/.exec(serve.stdout())?.[1], {
+        timeoutMs: 30_000,
+        what: () => `the etcd endpoint; stdout:\n${serve.stdout()}`,
+      });
       const put = await fetch(`${endpoint}/v3/kv/put`, {
         method: 'POST',
         body: JSON.stringify({ key: b64('a'), value: b64('b') }),
