@@ -280,7 +280,7 @@ async function prepare(
     claimVersion = claim?.version ?? null;
   }
   if (state.phase !== 'locked') {
-    return buildClaim(q, candidate, read, request.consumerId, request.lockMs, now, claimVersion, conf.version);
+    return buildClaim(q, candidate, read, request.consumerId, request.lockMs, now, claimVersion, conf);
   }
   // Its lock ended without a finish (the consumer died or stalled): a lost delivery.
   const losses = (state.losses ?? 0) + 1;
@@ -295,7 +295,7 @@ async function prepare(
   const max = conf.config.maxDeliveries;
   if (max === 0 || losses < max) {
     const counted = { ...read, state: { ...state, losses, history } };
-    return buildClaim(q, candidate, counted, request.consumerId, request.lockMs, now, claimVersion, conf.version);
+    return buildClaim(q, candidate, counted, request.consumerId, request.lockMs, now, claimVersion, conf);
   }
   await failLost(ctx, q, candidate, read, { ...state, losses }, history, claimVersion, now);
   return null;
@@ -340,7 +340,7 @@ export function buildClaim(
   lockMs: number,
   now: number,
   staleClaimVersion: number | null,
-  confVersion: number,
+  conf: ConfRead,
 ): PreparedClaim {
   const state = read.state;
   const nodes = taskNodes(q.paths.task(candidate.entry.id));
@@ -358,10 +358,11 @@ export function buildClaim(
     now,
   );
   // No claim starts once a pause is written: the configuration must be as read when it said not paused.
-  const ops: ZkOp[] = [{ op: 'check', path: q.paths.conf, version: confVersion }];
+  const ops: ZkOp[] = [{ op: 'check', path: q.paths.conf, version: conf.version }];
   if (staleClaimVersion !== null) ops.push({ op: 'remove', path: nodes.claim, version: staleClaimVersion });
   const createOp = ops.push({ op: 'create', path: nodes.claim, data: Buffer.from(consumer), kind: 'ephemeral' }) - 1;
   const stateOp = ops.push({ op: 'set', path: nodes.state, data: encodeState(next), version: read.version }) - 1;
+  ops.push(...q.events.ops(conf.config, [{ type: 'started', id: candidate.entry.id, attempt: next.attempt, at: now }]));
   return { candidate, ops, stateOp, createOp, read, next, consumer };
 }
 

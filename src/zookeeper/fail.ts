@@ -81,11 +81,16 @@ export async function endInFailure(
   entryPath: string | null,
   deadLetter: boolean,
 ): Promise<{ ops: ZkOp[]; dlq: string | null }> {
-  const target = deadLetter ? (await q.confView()).config.deadLetterQueue : null;
+  const config = await q.eventsConfig();
+  // Written in this queue whether the message fails here or moves on (the dead-letter queue records nothing).
+  const event = q.events.ops(config, [
+    { type: 'failed', id, attempt: failed.attempt, at: failed.updatedAt, error: failed.lastError },
+  ]);
+  const target = deadLetter ? config.deadLetterQueue : null;
   const moved =
     target === null ? null : await deadLetterOps(ctx, q, ctx.queue(target), id, failed, stateVersion, entryPath);
-  if (moved !== null) return { ops: moved, dlq: target };
-  return { ops: await failOps(q, id, failed, stateVersion, entryPath), dlq: null };
+  if (moved !== null) return { ops: [...moved, ...event], dlq: target };
+  return { ops: [...(await failOps(q, id, failed, stateVersion, entryPath)), ...event], dlq: null };
 }
 
 /**

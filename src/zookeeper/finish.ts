@@ -14,7 +14,13 @@ import { endInFailure, failedState, isDeadLetterClash, withHistory } from './fai
 import { appendHistory } from '../model/history.js';
 import type { Held, StoreContext } from './context.js';
 import type { QueueContext } from './queue.js';
+import type { EventRecord } from './events.js';
 import type { Finish, FinishResult } from '../store/contract.js';
+import type { QueueEventType } from '../model/events.js';
+import type { Outcome } from '../model/types.js';
+
+/** The event a finish writes, by its outcome (a failure's is written where it ends: fail.ts). */
+const EVENT_OF_OUTCOME: Record<Outcome, QueueEventType> = { success: 'completed', retry: 'retrying', error: 'failed' };
 
 // After a claim riding on a finish lost a race, finishes claim nothing for this long.
 const CLAIM_AHEAD_PAUSE_MS = 250;
@@ -178,11 +184,25 @@ async function finishOps(
   deadLetter: boolean,
   dlqs: Set<string>,
 ): Promise<ZkOp[]> {
+  const config = await q.eventsConfig();
   const now = Date.now();
   const s = held.state;
   const nodes = taskNodes(held.taskPath);
   const ops: ZkOp[] = [{ op: 'remove', path: nodes.claim, version: -1 }];
   const requeued = f.outcome !== 'retry' && s.requeue;
+  // A run handed back unrun (startedAt null) is no outcome: no event.
+  const event: EventRecord[] =
+    f.startedAt === null
+      ? []
+      : [
+          {
+            type: EVENT_OF_OUTCOME[f.outcome],
+            id: held.id,
+            attempt: s.attempt,
+            at: now,
+            error: f.outcome === 'success' ? null : f.error,
+          },
+        ];
   // A run handed back unrun (startedAt null) leaves no record; a success leaves none either.
   const history =
     f.startedAt !== null && f.outcome !== 'success'
@@ -232,6 +252,7 @@ async function finishOps(
     ops.push({ op: 'create', path: prefix, kind: 'sequential' });
     ops.push(...(await q.waitingOps(held.id, readyAt, now)));
     ops.push({ op: 'set', path: q.paths.classDir(s.filterClass), data: Buffer.alloc(0), version: -1 });
+    ops.push(...q.events.ops(config, event));
     return ops;
   }
   if (f.outcome === 'error') {
@@ -261,6 +282,7 @@ async function finishOps(
   ops.push({ op: 'remove', path: held.entryPath, version: -1 });
   ops.push({ op: 'create', path: prefix, kind: 'sequential' });
   ops.push(...(await q.waitingOps(held.id, done.backoffUntil, now)));
+  ops.push(...q.events.ops(config, event));
   return ops;
 }
 
