@@ -8,13 +8,19 @@
  * - claim + finish: a worker at concurrency 64 handles those n (no-op handler), until all are done.
  * Variants: events off and events on, and with --before DIR (a copy of an older kvmq's src/, made with
  * `git archive <rev> src | tar -x -C DIR`, with node_modules linked) that kvmq with events off.
- * Prints the median time of each variant and the median of the per-round ratios to events off.
+ * Prints, per variant, the median rate and the median of the per-round ratios to events off: of the time, and
+ * of the CPU spent per message by this process plus the ZooKeeper server (found by its port with `ss`, read
+ * from /proc), which a loaded machine disturbs far less than the time.
+ * Then the cost of a read with `--kept` events kept (default 10,000, the default eventsMaxCount): a page of
+ * 100 from the oldest, a page of 100 at the newest (a live reader's), and eventsHead.
  */
+import { execFileSync } from 'node:child_process';
+import { readFileSync } from 'node:fs';
 import { parseArgs } from 'node:util';
 import { join } from 'node:path';
 import { ZkSession } from '../../src/zookeeper/client.js';
 import { connect } from '../../src/index.js';
-import { inFlight, median, signal, table, timed, whole } from '../common.js';
+import { fill, inFlight, median, signal, table, timed, whole } from '../common.js';
 
 type Connect = typeof connect;
 
@@ -30,12 +36,25 @@ const { values } = parseArgs({
     n: { type: 'string', default: '4000' },
     rounds: { type: 'string', default: '5' },
     before: { type: 'string' },
+    kept: { type: 'string', default: '10000' },
   },
 });
 const server = (values.store ?? process.env.KVMQ_TEST_ZOOKEEPER_URL ?? '').replace(/\/+$/, '');
 if (!server.startsWith('zookeeper://')) throw new Error('give --store zookeeper://HOST:PORT');
 const hosts = server.slice('zookeeper://'.length).replace(/\/.*$/, '');
 const n = Number(values.n);
+const port = hosts.split(',')[0]?.split(':')[1] ?? '2181';
+const serverPid = /pid=(\d+)/.exec(execFileSync('ss', ['-ltnpH', `sport = :${port}`], { encoding: 'utf8' }))?.[1];
+if (serverPid === undefined) throw new Error(`no process of this user listens on port ${port} (ss -ltnp)`);
+
+/** CPU ms of this process and of the ZooKeeper server so far. */
+function cpuMs(): number {
+  const own = process.cpuUsage();
+  // /proc/<pid>/stat: utime and stime, fields 14 and 15, in clock ticks (100 a second).
+  const fields = readFileSync(`/proc/${serverPid}/stat`, 'utf8').split(') ')[1]?.split(' ') ?? [];
+  const ticks = Number(fields[11]) + Number(fields[12]);
+  return (own.user + own.system) / 1000 + ticks * 10;
+}
 const rounds = Number(values.rounds);
 
 const variants: Variant[] = [
@@ -65,12 +84,21 @@ async function freshUrl(): Promise<string> {
   return `zookeeper://${hosts}/${name}`;
 }
 
-async function measure(variant: Variant, count: number): Promise<{ enqueue: number; lifecycle: number }> {
+interface Figure {
+  readonly enqueue: number;
+  readonly lifecycle: number;
+  readonly enqueueCpu: number;
+  readonly lifecycleCpu: number;
+}
+
+async function measure(variant: Variant, count: number): Promise<Figure> {
   const client = await variant.connect(await freshUrl(), { maintenance: false });
   try {
     const queue = 'bench';
     await client.configure(queue, { events: variant.events });
+    const cpu0 = cpuMs();
     const enqueue = await timed(() => inFlight(count, 64, (i) => client.enqueue(queue, { i })));
+    const cpu1 = cpuMs();
     let handled = 0;
     const all = signal();
     const start = performance.now();
@@ -84,49 +112,99 @@ async function measure(variant: Variant, count: number): Promise<{ enqueue: numb
     );
     await all.promise;
     await worker.stop();
-    return { enqueue, lifecycle: performance.now() - start };
+    const lifecycle = performance.now() - start;
+    return { enqueue, lifecycle, enqueueCpu: cpu1 - cpu0, lifecycleCpu: cpuMs() - cpu1 };
   } finally {
     await client.close();
   }
 }
 
+const KEYS = ['enqueue', 'lifecycle', 'enqueueCpu', 'lifecycleCpu'] as const;
+const samples = (): Record<(typeof KEYS)[number], number[]> => ({
+  enqueue: [],
+  lifecycle: [],
+  enqueueCpu: [],
+  lifecycleCpu: [],
+});
+
 // Warm-up: each variant once, not counted.
 for (const variant of variants) await measure(variant, Math.ceil(n / 4));
-const times = new Map(variants.map((v) => [v.name, { enqueue: [] as number[], lifecycle: [] as number[] }]));
-const ratios = new Map(variants.map((v) => [v.name, { enqueue: [] as number[], lifecycle: [] as number[] }]));
+const times = new Map(variants.map((v) => [v.name, samples()]));
+const ratios = new Map(variants.map((v) => [v.name, samples()]));
 for (let round = 0; round < rounds; round++) {
   const order = variants.map((_, k) => variants[(k + round) % variants.length] as Variant);
-  const figures = new Map<string, { enqueue: number; lifecycle: number }>();
+  const figures = new Map<string, Figure>();
   for (const variant of order) figures.set(variant.name, await measure(variant, n));
   const base = figures.get('events off');
   for (const [name, figure] of figures) {
-    times.get(name)?.enqueue.push(figure.enqueue);
-    times.get(name)?.lifecycle.push(figure.lifecycle);
-    if (base === undefined) continue;
-    ratios.get(name)?.enqueue.push(figure.enqueue / base.enqueue);
-    ratios.get(name)?.lifecycle.push(figure.lifecycle / base.lifecycle);
+    for (const key of KEYS) {
+      times.get(name)?.[key].push(figure[key]);
+      if (base !== undefined) ratios.get(name)?.[key].push(figure[key] / base[key]);
+    }
   }
   process.stderr.write(`round ${round + 1}/${rounds} done\n`);
 }
 
 const rows = variants.map((v) => {
-  const t = times.get(v.name) ?? { enqueue: [], lifecycle: [] };
-  const r = ratios.get(v.name) ?? { enqueue: [], lifecycle: [] };
+  const t = times.get(v.name) ?? samples();
+  const r = ratios.get(v.name) ?? samples();
+  const ratio = (key: (typeof KEYS)[number]): string => `×${median(r[key]).toFixed(3)}`;
+  const perMessage = (key: 'enqueueCpu' | 'lifecycleCpu'): string => `${((median(t[key]) * 1000) / n).toFixed(0)} µs`;
   return [
     v.name,
-    `${whole.format((n * 1000) / median(t.enqueue))} /s`,
-    `×${median(r.enqueue).toFixed(3)}`,
-    `${whole.format((n * 1000) / median(t.lifecycle))} /s`,
-    `×${median(r.lifecycle).toFixed(3)}`,
+    `${whole.format((n * 1000) / median(t.enqueue))} /s (${ratio('enqueue')})`,
+    `${perMessage('enqueueCpu')} (${ratio('enqueueCpu')})`,
+    `${whole.format((n * 1000) / median(t.lifecycle))} /s (${ratio('lifecycle')})`,
+    `${perMessage('lifecycleCpu')} (${ratio('lifecycleCpu')})`,
   ];
 });
 process.stdout.write(
-  `${n} messages, ${rounds} rounds (median); ratio: time over events off in the same round (median of rounds)\n`,
+  `${n} messages, ${rounds} rounds; medians, and in brackets the median of each round's ratio to events off\n`,
 );
 process.stdout.write(
   table(
-    ['variant', 'enqueue (64 in flight)', 'enqueue time ratio', 'claim + finish (c=64)', 'claim + finish time ratio'],
+    [
+      'variant',
+      'enqueue (64 in flight)',
+      'enqueue CPU / message',
+      'claim + finish (c=64)',
+      'claim + finish CPU / message',
+    ],
     rows,
     true,
   ),
 );
+
+/** Median ms of `reads` calls of `read`. */
+async function readCost(reads: number, read: () => Promise<unknown>): Promise<number> {
+  const samples: number[] = [];
+  for (let i = 0; i < reads; i++) samples.push(await timed(read));
+  return median(samples);
+}
+
+const kept = Number(values.kept);
+const reader = await connect(await freshUrl(), { maintenance: false });
+try {
+  const queue = 'reads';
+  await reader.configure(queue, { events: true, eventsMaxCount: kept });
+  await fill(reader, queue, kept, 1000);
+  const head = await reader.store.eventsHead(queue);
+  const tail = (await reader.readEvents(queue, { limit: 10_000 })).events.at(-101)?.cursor ?? head;
+  const oldest = await readCost(50, () => reader.readEvents(queue, { limit: 100 }));
+  const newest = await readCost(50, () => reader.readEvents(queue, { after: tail, limit: 100 }));
+  const atHead = await readCost(50, () => reader.store.eventsHead(queue));
+  process.stdout.write(`\nreads with ${whole.format(kept)} events kept (median of 50)\n`);
+  process.stdout.write(
+    table(
+      ['read', 'time'],
+      [
+        ['readEvents: 100 from the oldest', `${oldest.toFixed(2)} ms`],
+        ['readEvents: the newest 100', `${newest.toFixed(2)} ms`],
+        ['eventsHead', `${atHead.toFixed(2)} ms`],
+      ],
+      true,
+    ),
+  );
+} finally {
+  await reader.close();
+}

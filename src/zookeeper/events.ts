@@ -67,6 +67,10 @@ function seqOf(name: string): number | null {
   return Number.isSafeInteger(seq) ? seq : null;
 }
 
+function ascending(seqs: number[]): number[] {
+  return seqs.sort((a, b) => a - b);
+}
+
 function parseMark(data: Buffer): number {
   try {
     const trimmedTo = (JSON.parse(data.toString('utf8')) as { trimmedTo?: unknown }).trimmedTo;
@@ -143,7 +147,8 @@ export class EventLog {
     for (let tries = 0; ; tries++) {
       const listing = await this.list();
       if (listing === null) return { events: [], missed: false, cursor: after ?? cursorOf(0) };
-      const seqs = listing.seqs.filter((seq) => seq >= from).slice(0, limit);
+      // Filtered before sorting: a live reader's page sorts a few numbers, not every event kept.
+      const seqs = ascending(listing.seqs.filter((seq) => seq >= from)).slice(0, limit);
       const reads = await this.zk.getMany(seqs.map((seq) => this.nodePath(seq)));
       // Trimmed after the listing: read again, so that `missed` says so.
       if (reads.some((r) => r == null) && tries < TRIES) continue;
@@ -185,7 +190,7 @@ export class EventLog {
     for (let tries = 0; tries < TRIES; tries++) {
       const listing = await this.list();
       if (listing === null) return 0;
-      const { seqs } = listing;
+      const seqs = ascending(listing.seqs);
       const doomed = seqs.slice(0, Math.max(0, seqs.length - keep));
       for (let i = doomed.length; i < seqs.length; i += AGE_READS) {
         const batch = seqs.slice(i, i + AGE_READS);
@@ -227,7 +232,7 @@ export class EventLog {
   }
 
   /**
-   * The event numbers in order, the mark and the stat of `events`, as of one
+   * The event numbers (in no order: ZooKeeper lists children unsorted), the mark and the stat of `events`, as of one
    * moment: the mark is read again when a trim came between; null when there
    * is no `events` node (a queue from before events, or none at all).
    */
@@ -237,7 +242,7 @@ export class EventLog {
         const [mark, listing] = await Promise.all([this.zk.get(this.path), this.zk.children(this.path)]);
         if (mark.stat.version !== listing.stat.version && tries < TRIES) continue;
         const seqs = listing.children.map(seqOf).filter((seq): seq is number => seq !== null);
-        return { seqs: seqs.sort((a, b) => a - b), trimmedTo: parseMark(mark.data), stat: listing.stat };
+        return { seqs, trimmedTo: parseMark(mark.data), stat: listing.stat };
       } catch (error) {
         if (isZkError(error, ZkCode.NoNode)) return null;
         throw error;
