@@ -3,6 +3,10 @@
  * boundary, then speaks only the store contract.
  */
 import { ClosedError } from './errors.js';
+import { followEvents } from './events/follow.js';
+import { checkCursorText, checkEventsOptions, checkWaitForOptions } from './events/options.js';
+import type { EventsOptions, WaitForOptions } from './events/options.js';
+import { waitForOutcome, type WaitResult } from './events/wait-for.js';
 import { DEFAULT_QUEUE_CONFIG, checkConfigPatch } from './model/config.js';
 import { checkMessageFilters, filterClass } from './model/filters.js';
 import { newMessageId } from './model/ids.js';
@@ -21,6 +25,7 @@ import {
 import { openStore, resolveStoreUrl } from './store/url.js';
 import { TickBatcher } from './tick-batcher.js';
 import { Worker, type WorkerOptions } from './worker/worker.js';
+import type { StoredEvent } from './model/events.js';
 import type { Configured, EventPage, NewMessage, Store, StoredContent } from './store/contract.js';
 import type {
   ActionResult,
@@ -95,6 +100,8 @@ export class Client {
   private readonly lastGc = new Map<string, number>();
   private readonly workers = new Set<Worker>();
   private readonly background = new Set<Promise<unknown>>();
+  // Live event readers and waits, ended when the client closes.
+  private readonly followers = new Set<AbortController>();
   private readonly enqueues: TickBatcher<NewMessage, EnqueueResult>;
   private closed = false;
 
@@ -162,6 +169,57 @@ export class Client {
     const after = options.after === undefined ? null : checkCursorText('after', options.after);
     const limit = options.limit === undefined ? 1000 : checkCount('limit', options.limit, 1, 10_000);
     return this.store.readEvents(queue, after, limit);
+  }
+
+  /**
+   * The queue's events, live, as an async iterable: from `after` ('now' by default: events written after this
+   * call; 'start': the oldest kept; or a cursor from an event, a page or eventsHead). It waits on the store's
+   * notification between pages. A reader that fell behind the retention gets an EventsMissedError carrying the
+   * oldest kept events and the cursor to read on from. Breaking out of the loop, aborting `signal` or closing
+   * the client ends it.
+   */
+  events(queue: string, options: EventsOptions = {}): AsyncIterable<StoredEvent> {
+    this.checkOpen();
+    checkQueueName(queue);
+    const { after, signal } = checkEventsOptions(options);
+    const stop = new AbortController();
+    this.followers.add(stop);
+    const start =
+      after === 'start'
+        ? Promise.resolve(null)
+        : after === 'now'
+          ? this.store.eventsHead(queue)
+          : Promise.resolve(after);
+    // The head is read now, so 'now' means this call; a failure is reported when the loop starts.
+    start.catch(() => undefined);
+    const both = signal === undefined ? stop.signal : AbortSignal.any([stop.signal, signal]);
+    return followEvents(this.store, queue, start, both, () => this.followers.delete(stop));
+  }
+
+  /**
+   * Resolves with how the message ended (completed or failed for good) once it has; works with events off by
+   * watching the message, and wakes on its events when they are on. Rejects with a TimeoutError (code
+   * `TIMEOUT`) after `timeoutMs` (default 30 s), a MessageGoneError (code `MESSAGE_GONE`) when the message is
+   * not in the queue (never enqueued, removed, GC'd), and a ClosedError when the client closes meanwhile.
+   */
+  async waitFor(queue: string, id: string, options: WaitForOptions = {}): Promise<WaitResult> {
+    this.checkOpen();
+    checkQueueName(queue);
+    checkMessageId(id);
+    const { timeoutMs, signal } = checkWaitForOptions(options);
+    const stop = new AbortController();
+    this.followers.add(stop);
+    try {
+      return await waitForOutcome(
+        this.store,
+        queue,
+        id,
+        timeoutMs,
+        signal === undefined ? stop.signal : AbortSignal.any([stop.signal, signal]),
+      );
+    } finally {
+      this.followers.delete(stop);
+    }
   }
 
   /** The message's state, or null once it is gone (GC'd, cleared, never existed). */
@@ -292,6 +350,7 @@ export class Client {
   async close(): Promise<void> {
     if (this.closed) return;
     this.closed = true;
+    for (const follower of this.followers) follower.abort(new ClosedError('client'));
     await Promise.all([...this.workers].map((worker) => worker.stop()));
     await Promise.allSettled([...this.background]);
     await this.store.close();
@@ -350,13 +409,6 @@ function decodeContent(content: StoredContent): { payload: Payload; metadata: Me
     metadata: content.metadata,
     filters: content.filters,
   };
-}
-
-function checkCursorText(name: string, value: unknown): string {
-  if (typeof value !== 'string' || value.length === 0 || value.length > 200) {
-    throw new TypeError(`${name} must be an event cursor as a page or event returned it, got ${String(value)}`);
-  }
-  return value;
 }
 
 function one(results: readonly ActionResult[]): ActionResult {

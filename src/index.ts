@@ -18,6 +18,8 @@ export { MESSAGE_STATES } from './model/types.js';
 export { QUEUE_EVENT_TYPES } from './model/events.js';
 export type { QueueEvent, QueueEventType, StoredEvent } from './model/events.js';
 export type { EventPage } from './store/contract.js';
+export type { EventsOptions, EventsStart, WaitForOptions } from './events/options.js';
+export type { WaitResult } from './events/wait-for.js';
 export { HISTORY_LIMIT, errorTail } from './model/history.js';
 export type {
   ActionResult,
@@ -56,4 +58,7 @@ export {
   StoreUnavailableError,
   StoreLayoutError,
   ClosedError,
+  EventsMissedError,
+  TimeoutError,
+  MessageGoneError,
 } from './errors.js';

@@ -235,7 +235,15 @@ describe('sqlite store', () => {
     try {
       assert.equal(db.pragma('journal_mode', { simple: true }), 'wal');
       const tables = db.prepare("SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name").pluck().all();
-      assert.deepEqual(tables, ['kvmq_classes', 'kvmq_consumers', 'kvmq_messages', 'kvmq_queues']);
+      assert.deepEqual(tables, [
+        'kvmq_classes',
+        'kvmq_consumers',
+        'kvmq_events',
+        'kvmq_messages',
+        'kvmq_queues',
+        'kvmq_turns',
+        'sqlite_sequence',
+      ]);
       const row = db
         .prepare('SELECT id, filters, metadata, phase, attempt FROM kvmq_messages WHERE queue = ?')
         .get('layout');
@@ -376,11 +384,112 @@ describe('sqlite store', () => {
     }
     const after = new Database(path, { readonly: true });
     try {
-      assert.equal(after.pragma('user_version', { simple: true }), 2);
+      assert.equal(after.pragma('user_version', { simple: true }), 3);
     } finally {
       after.close();
     }
     assertCountersMatchRows(url, 'old');
+  });
+
+  test('a schema 2 file is migrated to 3: events and turns work, its configuration reads events off', async () => {
+    const url = freshUrl();
+    const path = url.slice('sqlite:'.length);
+    const before = await connect(url, { maintenance: false });
+    await before.configure('old', { gcLifetimeMs: 4321 });
+    await before.enqueue('old', 'kept', { id: 'm1' });
+    await before.close();
+    // Back to schema 2's layout: what schema 3 added goes.
+    const db = new Database(path);
+    db.exec(`DROP TABLE kvmq_events; DROP TABLE kvmq_turns; ALTER TABLE kvmq_queues DROP COLUMN events_trimmed;
+      UPDATE kvmq_queues SET config = json_remove(config, '$.events', '$.eventsMaxCount', '$.eventsMaxAgeMs');
+      PRAGMA user_version = 2`);
+    db.close();
+
+    const client = await connect(url, { maintenance: false });
+    try {
+      const config = await client.config('old');
+      assert.deepEqual([config.gcLifetimeMs, config.events, config.eventsMaxCount], [4321, false, 10_000]);
+      assert.equal((await client.status('old', 'm1'))?.state, 'queued');
+      assert.deepEqual(await client.queues(), ['old']);
+      await client.configure('old', { events: true });
+      await client.enqueue('old', 'new', { id: 'm2' });
+      const page = await client.readEvents('old');
+      assert.deepEqual(
+        page.events.map((e) => [e.type, e.id]),
+        [['enqueued', 'm2']],
+      );
+      assert.equal(await client.store.takeTurn('old', 'warn', 60_000), true);
+    } finally {
+      await client.close();
+    }
+    const after = new Database(path, { readonly: true });
+    try {
+      assert.equal(after.pragma('user_version', { simple: true }), 3);
+    } finally {
+      after.close();
+    }
+  });
+
+  test('events: one row per event, trimmed as they are written, not only at GC', async () => {
+    const url = freshUrl();
+    const client = await connect(url, { maintenance: false });
+    try {
+      await client.configure('trim', { events: true, eventsMaxCount: 20 });
+      for (let i = 0; i < 10; i++) {
+        await client.enqueueBatch(
+          'trim',
+          Array.from({ length: 10 }, (_, j) => ({ payload: j, id: `m${i}-${j}` })),
+        );
+      }
+      const db = new Database(url.slice('sqlite:'.length), { readonly: true });
+      try {
+        const count = db.prepare('SELECT count(*) FROM kvmq_events WHERE queue = ?').pluck().get('trim') as number;
+        // Trimmed every tenth of the bound: at most one batch past it.
+        assert.ok(count >= 20 && count <= 30, `${count} events kept for a bound of 20`);
+        const trimmed = db.prepare('SELECT events_trimmed FROM kvmq_queues WHERE queue = ?').pluck().get('trim');
+        const oldest = db.prepare('SELECT min(seq) FROM kvmq_events WHERE queue = ?').pluck().get('trim');
+        assert.equal(trimmed, (oldest as number) - 1, 'the highest trimmed seq is kept for missed');
+      } finally {
+        db.close();
+      }
+      const page = await client.readEvents('trim', { limit: 1000 });
+      assert.equal(page.events.at(-1)?.id, 'm9-9', 'the newest are kept');
+
+      // clear takes the events too; a reader behind it is told.
+      const head = await client.store.eventsHead('trim');
+      await client.clear('trim');
+      assert.deepEqual((await client.readEvents('trim')).events, []);
+      const late = await client.readEvents('trim', { after: page.events[0]?.cursor ?? '0' });
+      assert.equal(late.missed, true);
+      const upToDate = await client.readEvents('trim', { after: head });
+      assert.equal(upToDate.missed, false, 'a reader that had read everything missed nothing');
+    } finally {
+      await client.close();
+    }
+  });
+
+  test("a reader in this process sees events written by another process's worker", async () => {
+    const url = freshUrl();
+    const client = await connect(url, { maintenance: false });
+    await client.configure('seen', { events: true });
+    const w = child('work', url, 'seen', '60000');
+    try {
+      assert.equal(await nextLine(w.lines), 'ready');
+      const seen: string[] = [];
+      const reading = (async () => {
+        for await (const event of client.events('seen', { after: 'start' })) {
+          seen.push(`${event.type} ${event.id}`);
+          if (event.type === 'completed') return;
+        }
+      })();
+      await client.enqueue('seen', 'x', { id: 'm' });
+      await reading;
+      assert.deepEqual(seen, ['enqueued m', 'started m', 'completed m']);
+    } finally {
+      w.proc.kill('SIGTERM');
+      await exited(w.proc);
+      await client.close();
+    }
   });
 
   test('bad URLs and foreign files are refused with errors that say what to do', async () => {

@@ -25,7 +25,8 @@ import { Lister } from './list.js';
 import type { WriteContext } from './failures.js';
 import { migrate } from './schema.js';
 import { prepareStatements, type QueueRow, type Statement, type Statements } from './statements.js';
-import { Wakeups } from './wakeups.js';
+import { eventsChannel, Wakeups } from './wakeups.js';
+import { EventLog, pendingEvent, type PendingEvent } from './events.js';
 import type {
   ClaimRequest,
   ClaimResult,
@@ -148,6 +149,7 @@ class SqliteStore implements Store {
   // Each queue's configuration as last parsed, with the JSON it came from.
   private readonly configs = new Map<string, { json: string | null; config: QueueConfig }>();
   private readonly lister: Lister;
+  private readonly events: EventLog;
   private closed = false;
 
   constructor(
@@ -158,6 +160,7 @@ class SqliteStore implements Store {
     this.insertMessages = insertMessages(db);
     this.finishSuccesses = finishSuccesses(db);
     this.lister = new Lister(db);
+    this.events = new EventLog(db);
     let dataVersion = -1;
     this.wakeups = new Wakeups(path, () => {
       if (this.closed) return false;
@@ -169,14 +172,14 @@ class SqliteStore implements Store {
   }
 
   enqueue(queue: string, messages: readonly NewMessage[]): Promise<EnqueueResult[]> {
-    return this.write(queue, ({ now }) => {
+    return this.write(queue, (tx) => {
       let classes = this.knownClasses.get(queue);
       if (classes === undefined) {
         classes = new Set();
         this.knownClasses.set(queue, classes);
       }
-      const { results, readyNow } = enqueueMessages(this.sql, this.insertMessages, classes, queue, messages, now);
-      if (readyNow) this.afterCommit(queue);
+      const { results, readyNow } = enqueueMessages(tx, this.insertMessages, classes, messages);
+      if (readyNow) tx.wake(queue);
       return results;
     });
   }
@@ -259,6 +262,7 @@ class SqliteStore implements Store {
         this.sql.clearMessages.run(queue);
         this.sql.clearClasses.run(queue);
         this.sql.clearQueue.run(queue);
+        this.events.clear(queue);
         this.knownClasses.delete(queue);
       }
     });
@@ -291,6 +295,7 @@ class SqliteStore implements Store {
     if (!took) return { ran: false, removed: 0 };
     let removed = 0;
     try {
+      await this.transaction(() => this.events.trim(queue, config, Date.now()));
       removed += await this.gcChunks(queue, this.sql.gcBatch, config.gcLifetimeMs, 'done');
       removed += await this.gcChunks(queue, this.sql.gcFailedBatch, config.failedLifetimeMs, 'failed');
       await this.transaction(() => this.sql.lapsedConsumers.run(queue, Date.now()));
@@ -321,25 +326,25 @@ class SqliteStore implements Store {
     return this.read(() => liveConsumers(this.sql, queue, Date.now()));
   }
 
-  // BASE STUB (branch f-base only, never on main): replaced by this store's queue events and turns.
   queues(): Promise<string[]> {
-    return Promise.reject(new Error('listing queues is not built for this store yet'));
+    return this.read(() => this.sql.queues.all() as string[]);
   }
 
-  readEvents(): Promise<EventPage> {
-    return Promise.reject(new Error('queue events are not built for this store yet'));
+  readEvents(queue: string, after: string | null, limit: number): Promise<EventPage> {
+    return this.snapshot(() => this.events.page(queue, after, limit));
   }
 
-  eventsHead(): Promise<string> {
-    return Promise.reject(new Error('queue events are not built for this store yet'));
+  eventsHead(queue: string): Promise<string> {
+    return this.snapshot(() => this.events.head(queue));
   }
 
-  subscribeEvents(): () => void {
-    return () => undefined;
+  subscribeEvents(queue: string, listener: () => void): () => void {
+    return this.wakeups.subscribe(eventsChannel(queue), listener);
   }
 
-  takeTurn(): Promise<boolean> {
-    return Promise.reject(new Error('turns are not built for this store yet'));
+  /** On this machine's clock (every process sharing the file shares it). */
+  takeTurn(queue: string, name: string, everyMs: number): Promise<boolean> {
+    return this.transaction(() => this.sql.takeTurn.run({ queue, name, everyMs, now: Date.now() }).changes === 1);
   }
 
   subscribe(queue: string, listener: () => void): () => void {
@@ -394,7 +399,10 @@ class SqliteStore implements Store {
     return config;
   }
 
-  /** A write transaction on a queue whose row exists; `now` is read inside it. */
+  /**
+   * A write transaction on a queue whose row exists; `now` is read inside it. The events it records are
+   * inserted at its end, and every wake-up it asks for goes out once, after the commit.
+   */
   private write<T>(queue: string, fn: (tx: WriteContext) => T): Promise<T> {
     return this.transaction(() => {
       if (!this.ensured.has(queue)) {
@@ -402,13 +410,27 @@ class SqliteStore implements Store {
         this.ensured.add(queue);
       }
       let config: QueueConfig | undefined;
-      return fn({
+      const configOf = (q: string): QueueConfig =>
+        q === queue ? (config ??= this.readConfig(queue)) : this.readConfig(q);
+      const now = Date.now();
+      const wakes = new Set<string>();
+      const events: PendingEvent[] = [];
+      const result = fn({
         sql: this.sql,
         queue,
-        now: Date.now(),
-        config: () => (config ??= this.readConfig(queue)),
-        wake: (woken) => this.afterCommit(woken),
+        now,
+        config: () => configOf(queue),
+        wake: (woken) => wakes.add(woken),
+        event: (type, id, attempt, error = null, of = queue) => {
+          if (configOf(of).events) events.push(pendingEvent(of, type, id, now, attempt, error));
+        },
       });
+      if (events.length > 0) {
+        this.events.write(events, now, configOf);
+        for (const [of] of events) wakes.add(eventsChannel(of));
+      }
+      if (wakes.size > 0) this.afterCommit(...wakes);
+      return result;
     });
   }
 
@@ -436,8 +458,8 @@ class SqliteStore implements Store {
   }
 
   /** Wakes subscribers once the transaction has committed. */
-  private afterCommit(queue: string): void {
-    queueMicrotask(() => this.wakeups.notify(queue));
+  private afterCommit(...channels: string[]): void {
+    queueMicrotask(() => this.wakeups.notify(...channels));
   }
 }
 

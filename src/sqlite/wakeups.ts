@@ -47,30 +47,33 @@ export class Wakeups {
     this.wakeFd = openSync(this.wakeFile, constants.O_CREAT | constants.O_WRONLY);
   }
 
-  /** Tells subscribers of `queue`, here and in other processes, that messages may be ready. Call after the commit. */
-  notify(queue: string): void {
-    this.hub.emit(queue);
+  /**
+   * Tells subscribers of each channel (a queue's name: messages may be ready; or eventsChannel(queue)), here and
+   * in other processes, that something changed. Call after the commit; one byte tells the other processes.
+   */
+  notify(...channels: readonly string[]): void {
+    for (const channel of channels) this.hub.emit(channel);
     if (this.wakeFd !== null) writeSync(this.wakeFd, BYTE, 0, 1, 0);
   }
 
-  subscribe(queue: string, listener: () => void): () => void {
-    let set = this.listeners.get(queue);
+  subscribe(channel: string, listener: () => void): () => void {
+    let set = this.listeners.get(channel);
     if (set === undefined) {
       set = new Set();
-      this.listeners.set(queue, set);
+      this.listeners.set(channel, set);
     }
     set.add(listener);
-    this.hub.on(queue, listener);
+    this.hub.on(channel, listener);
     this.watchWakeFile();
     return () => {
       set.delete(listener);
-      this.hub.off(queue, listener);
+      this.hub.off(channel, listener);
       if ([...this.listeners.values()].every((s) => s.size === 0)) this.unwatch();
     };
   }
 
   close(): void {
-    for (const [queue, set] of this.listeners) for (const listener of set) this.hub.off(queue, listener);
+    for (const [channel, set] of this.listeners) for (const listener of set) this.hub.off(channel, listener);
     this.listeners.clear();
     this.unwatch();
     if (this.wakeFd !== null) closeSync(this.wakeFd);
@@ -100,4 +103,9 @@ export class Wakeups {
       for (const set of this.listeners.values()) for (const listener of set) listener();
     });
   }
+}
+
+/** The channel that tells a queue's event readers new events may exist (queue names cannot hold a ':'). */
+export function eventsChannel(queue: string): string {
+  return `events:${queue}`;
 }

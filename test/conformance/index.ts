@@ -18,6 +18,7 @@ import { gc } from './gc.js';
 import { lifecycle } from './lifecycle.js';
 import { list } from './list.js';
 import { locks } from './locks.js';
+import { queueEvents } from './queue-events.js';
 import { requeue } from './requeue.js';
 import { status } from './status.js';
 import { timeout } from './timeout.js';
@@ -45,6 +46,7 @@ export function conformance(fixture: StoreFixture): void {
     consumers(fixture);
     worker(fixture);
     events(fixture);
+    queueEvents(fixture);
     timeout(fixture);
     failures(fixture);
     list(fixture);
