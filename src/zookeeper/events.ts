@@ -4,13 +4,14 @@
  * true. Data: a JSON array `[type, id, attempt, at]`, plus the error's text for
  * `failed` and `retrying` when there is one.
  *
- * ZooKeeper numbers a parent's sequential children from its cversion, which
- * grows in commit order and also counts deletions: numbers are ordered but not
- * contiguous. A cursor is the position after an event, its number + 1, ten
- * digits; `eventsHead` is the cversion itself (every later event is numbered
- * from there). Trimming deletes the oldest events and, in the same multi,
- * raises `trimmedTo` in the data of `events` (every position below it may have
- * been trimmed), which is how a reader is told it `missed` some.
+ * ZooKeeper numbers a parent's sequential children from a counter of the
+ * parent that grows in commit order and is never reused (it may skip ahead:
+ * the parent's cversion also counts deletions, and a server that reloads the
+ * tree numbers from it). A cursor is the position after an event, its number
+ * + 1, ten digits; `eventsHead` is the position after the newest event, or the
+ * mark when none is left. Trimming deletes the oldest events and, in the same
+ * multi, raises `trimmedTo` in the data of `events` (every position below it
+ * may have been trimmed), which is how a reader is told it `missed` some.
  *
  * A read lists the children of `events` once (every name, not a page): the
  * cost follows the events kept, at most MAX_KEPT (see docs/zookeeper.md).
@@ -18,7 +19,7 @@
 import { StoreLayoutError } from '../errors.js';
 import { errorTail } from '../model/history.js';
 import { QUEUE_EVENT_TYPES, type QueueEventType, type StoredEvent } from '../model/events.js';
-import { isZkError, ZkCode, type ZkOp, type ZkSession, type ZkStat } from './client.js';
+import { isZkError, ZkCode, type ZkOp, type ZkSession } from './client.js';
 import type { EventPage } from '../store/contract.js';
 import type { QueueConfig } from '../model/types.js';
 
@@ -65,6 +66,11 @@ function seqOf(name: string): number | null {
   if (name.length !== PREFIX.length + 10 || !name.startsWith(PREFIX)) return null;
   const seq = Number(name.slice(PREFIX.length));
   return Number.isSafeInteger(seq) ? seq : null;
+}
+
+/** After the newest event listed; after the last trimmed one when none is left (numbers only grow). */
+function headOf(listing: { seqs: readonly number[]; trimmedTo: number }): number {
+  return listing.seqs.reduce((head, seq) => Math.max(head, seq + 1), listing.trimmedTo);
 }
 
 function ascending(seqs: number[]): number[] {
@@ -158,18 +164,17 @@ export class EventLog {
         if (read != null) events.push(decodeEvent(this.nodePath(seq), read.data, cursorOf(seq + 1)));
       });
       const last = events[events.length - 1];
-      return {
-        events,
-        missed: after !== null && listing.trimmedTo > from,
-        cursor: last?.cursor ?? after ?? cursorOf(listing.stat.cversion),
-      };
+      const missed = after !== null && listing.trimmedTo > from;
+      // With nothing to return: a reader told it missed some goes on from the mark, not to be told again.
+      const empty = after === null ? cursorOf(headOf(listing)) : missed ? cursorOf(listing.trimmedTo) : after;
+      return { events, missed, cursor: last?.cursor ?? empty };
     }
   }
 
-  /** The position every later event is numbered from: the cversion of `events`. */
+  /** The position after the newest event (or after the last trimmed one): every later event is numbered past it. */
   async head(): Promise<string> {
-    const stat = await this.zk.exists(this.path);
-    return cursorOf(stat?.cversion ?? 0);
+    const listing = await this.list();
+    return cursorOf(listing === null ? 0 : headOf(listing));
   }
 
   /**
@@ -203,7 +208,7 @@ export class EventLog {
         if (young >= 0) break;
       }
       if (doomed.length === 0) return 0;
-      if (await this.removeWithMark(doomed, listing.trimmedTo, listing.stat.version)) return doomed.length;
+      if (await this.removeWithMark(doomed, listing.trimmedTo, listing.version)) return doomed.length;
       // Another trim (or a clear) got in first: look again.
     }
     return 0;
@@ -232,17 +237,18 @@ export class EventLog {
   }
 
   /**
-   * The event numbers (in no order: ZooKeeper lists children unsorted), the mark and the stat of `events`, as of one
-   * moment: the mark is read again when a trim came between; null when there
-   * is no `events` node (a queue from before events, or none at all).
+   * The event numbers (in no order: ZooKeeper lists children unsorted), the
+   * mark and the data version of `events`, as of one moment: read again when a
+   * trim came between; null when there is no `events` node (a queue from
+   * before events, or none at all).
    */
-  private async list(): Promise<{ seqs: number[]; trimmedTo: number; stat: ZkStat } | null> {
+  private async list(): Promise<{ seqs: number[]; trimmedTo: number; version: number } | null> {
     for (let tries = 0; ; tries++) {
       try {
         const [mark, listing] = await Promise.all([this.zk.get(this.path), this.zk.children(this.path)]);
         if (mark.stat.version !== listing.stat.version && tries < TRIES) continue;
         const seqs = listing.children.map(seqOf).filter((seq): seq is number => seq !== null);
-        return { seqs, trimmedTo: parseMark(mark.data), stat: listing.stat };
+        return { seqs, trimmedTo: parseMark(mark.data), version: listing.stat.version };
       } catch (error) {
         if (isZkError(error, ZkCode.NoNode)) return null;
         throw error;
