@@ -134,7 +134,7 @@ export class EventLog {
     if (this.written >= TRIM_EVERY && this.trimming === null) {
       this.written = 0;
       // Best effort: GC trims anyway, and a failure here (a closed store) changes nothing.
-      this.trimming = this.trim(config)
+      this.trimming = this.trimCount(config)
         .catch(() => undefined)
         .finally(() => (this.trimming = null));
     }
@@ -186,6 +186,16 @@ export class EventLog {
     return this.trimTo(Math.min(config.eventsMaxCount, MAX_KEPT), Date.now() - config.eventsMaxAgeMs);
   }
 
+  /**
+   * A writer's trim, by count only (age is GC's): one `exists` tells whether
+   * the queue holds more than it keeps, and only then are events listed.
+   */
+  private async trimCount(config: QueueConfig): Promise<number> {
+    const keep = Math.min(config.eventsMaxCount, MAX_KEPT);
+    const stat = await this.zk.exists(this.path);
+    return stat === null || stat.numChildren <= keep ? 0 : this.trimTo(keep, -Infinity);
+  }
+
   /** Removes every event (a clear), raising the mark so that a reader is told. */
   clear(): Promise<number> {
     return this.trimTo(0, -Infinity);
@@ -197,7 +207,8 @@ export class EventLog {
       if (listing === null) return 0;
       const seqs = ascending(listing.seqs);
       const doomed = seqs.slice(0, Math.max(0, seqs.length - keep));
-      for (let i = doomed.length; i < seqs.length; i += AGE_READS) {
+      // Past the count, by age: read from the oldest kept (none to read when trimming by count only).
+      for (let i = doomed.length; expiredBefore > -Infinity && i < seqs.length; i += AGE_READS) {
         const batch = seqs.slice(i, i + AGE_READS);
         const reads = await this.zk.getMany(batch.map((seq) => this.nodePath(seq)));
         const young = batch.findIndex((seq, k) => {
