@@ -10,7 +10,8 @@
  * `git archive <rev> src | tar -x -C DIR`, with node_modules linked) that kvmq with events off.
  * Prints, per variant, the median rate and the median of the per-round ratios to events off: of the time, and
  * of the CPU spent per message by this process plus the ZooKeeper server (found by its port with `ss`, read
- * from /proc), which a loaded machine disturbs far less than the time.
+ * from /proc), which a loaded machine disturbs less than the time; and the write operations sent per message,
+ * which it does not disturb at all.
  * Then the cost of a read with `--kept` events kept (default 10,000, the default eventsMaxCount): a page of
  * 100 from the oldest, a page of 100 at the newest (a live reader's), and eventsHead.
  */
@@ -89,6 +90,14 @@ interface Figure {
   readonly lifecycle: number;
   readonly enqueueCpu: number;
   readonly lifecycleCpu: number;
+  /** Write operations sent (multis count each operation), which noise does not move. */
+  readonly enqueueOps: number;
+  readonly lifecycleOps: number;
+}
+
+/** Write operations this client's session sent so far. */
+function writeOps(client: { store: unknown }): number {
+  return (client.store as { zk: { sent: { writes: number } } }).zk.sent.writes;
 }
 
 async function measure(variant: Variant, count: number): Promise<Figure> {
@@ -96,9 +105,9 @@ async function measure(variant: Variant, count: number): Promise<Figure> {
   try {
     const queue = 'bench';
     await client.configure(queue, { events: variant.events });
-    const cpu0 = cpuMs();
+    const [cpu0, ops0] = [cpuMs(), writeOps(client)];
     const enqueue = await timed(() => inFlight(count, 64, (i) => client.enqueue(queue, { i })));
-    const cpu1 = cpuMs();
+    const [cpu1, ops1] = [cpuMs(), writeOps(client)];
     let handled = 0;
     const all = signal();
     const start = performance.now();
@@ -113,18 +122,27 @@ async function measure(variant: Variant, count: number): Promise<Figure> {
     await all.promise;
     await worker.stop();
     const lifecycle = performance.now() - start;
-    return { enqueue, lifecycle, enqueueCpu: cpu1 - cpu0, lifecycleCpu: cpuMs() - cpu1 };
+    return {
+      enqueue,
+      lifecycle,
+      enqueueCpu: cpu1 - cpu0,
+      lifecycleCpu: cpuMs() - cpu1,
+      enqueueOps: ops1 - ops0,
+      lifecycleOps: writeOps(client) - ops1,
+    };
   } finally {
     await client.close();
   }
 }
 
-const KEYS = ['enqueue', 'lifecycle', 'enqueueCpu', 'lifecycleCpu'] as const;
+const KEYS = ['enqueue', 'lifecycle', 'enqueueCpu', 'lifecycleCpu', 'enqueueOps', 'lifecycleOps'] as const;
 const samples = (): Record<(typeof KEYS)[number], number[]> => ({
   enqueue: [],
   lifecycle: [],
   enqueueCpu: [],
   lifecycleCpu: [],
+  enqueueOps: [],
+  lifecycleOps: [],
 });
 
 // Warm-up: each variant once, not counted.
@@ -154,8 +172,10 @@ const rows = variants.map((v) => {
     v.name,
     `${whole.format((n * 1000) / median(t.enqueue))} /s (${ratio('enqueue')})`,
     `${perMessage('enqueueCpu')} (${ratio('enqueueCpu')})`,
+    (median(t.enqueueOps) / n).toFixed(2),
     `${whole.format((n * 1000) / median(t.lifecycle))} /s (${ratio('lifecycle')})`,
     `${perMessage('lifecycleCpu')} (${ratio('lifecycleCpu')})`,
+    (median(t.lifecycleOps) / n).toFixed(2),
   ];
 });
 process.stdout.write(
@@ -167,8 +187,10 @@ process.stdout.write(
       'variant',
       'enqueue (64 in flight)',
       'enqueue CPU / message',
+      'enqueue write ops / message',
       'claim + finish (c=64)',
       'claim + finish CPU / message',
+      'claim + finish write ops / message',
     ],
     rows,
     true,
