@@ -2,9 +2,11 @@
  * Subscriptions to queue events: one child watch on `<queue>/events` per
  * process and queue, however many listeners, set again each time it fires
  * (each re-arm lists the node's children: at most MAX_KEPT names, see
- * events.ts). A watch that could not be set is tried again shortly, with a
- * spurious call meanwhile; a new session (the old one's watches are gone)
- * calls every listener. After close nothing is called.
+ * events.ts), and listeners are called once it is set again, so a write
+ * between the firing and the new watch is not missed. A watch that could not
+ * be set is tried again shortly, with a spurious call meanwhile; a new session
+ * (the old one's watches are gone) calls every listener. After close nothing
+ * is called.
  */
 import { isZkError, ZkCode, type ZkSession } from './client.js';
 import { QueueListeners } from './listeners.js';
@@ -48,7 +50,11 @@ export class EventWatches {
     if (!this.closed) this.listeners.notify(queue);
   }
 
-  /** Sets the watch unless one is set; a queue not made yet is watched for its `events` node to appear. */
+  /**
+   * Sets the watch unless one is set, then calls the listeners: what was
+   * written before the watch was set is theirs to read, what comes after
+   * fires it. A queue not made yet is watched for its `events` node to appear.
+   */
   private arm(queue: string): void {
     if (this.closed || this.armed.has(queue) || !this.listeners.has(queue)) return;
     this.armed.add(queue);
@@ -59,7 +65,6 @@ export class EventWatches {
       if (fired) return;
       fired = true;
       this.armed.delete(queue);
-      this.notify(queue);
       this.arm(queue);
     };
     this.zk
@@ -68,16 +73,19 @@ export class EventWatches {
         if (!isZkError(error, ZkCode.NoNode)) throw error;
         if ((await this.zk.exists(path, fire)) !== null) fire();
       })
-      .catch(() => {
-        // Not set: listeners look now (something may have been written), and the watch is tried again.
-        this.armed.delete(queue);
-        this.notify(queue);
-        const timer = setTimeout(() => {
-          this.retries.delete(timer);
-          this.arm(queue);
-        }, RETRY_MS);
-        timer.unref();
-        this.retries.add(timer);
-      });
+      .then(
+        () => this.notify(queue),
+        () => {
+          // Not set: listeners look now (something may have been written), and the watch is tried again.
+          this.armed.delete(queue);
+          this.notify(queue);
+          const timer = setTimeout(() => {
+            this.retries.delete(timer);
+            this.arm(queue);
+          }, RETRY_MS);
+          timer.unref();
+          this.retries.add(timer);
+        },
+      );
   }
 }
