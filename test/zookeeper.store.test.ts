@@ -691,17 +691,21 @@ describe('zookeeper: queue events as sequential nodes', () => {
     assert.equal(page.cursor, page.events.at(-1)?.cursor);
     assert.ok(page.events.every((e, i) => i === 0 || e.cursor > (page.events[i - 1]?.cursor ?? '')));
 
-    // As any client sees them: e<ten digits>, a JSON array each; the cursor is the position after the node.
+    // As any client sees them: e<count>_<ten digits>, a JSON array of events each, one node per multi.
     const p = await plain();
-    const names = (await p.children(`${dir}/${q}/events`)).sort();
-    assert.equal(names.length, page.events.length);
-    for (const [k, name] of names.entries()) {
-      assert.match(name, /^e\d{10}$/);
-      const event = page.events[k];
-      assert.equal(Number(event?.cursor), Number(name.slice(1)) + 1);
-      const data = JSON.parse(await getText(p, `${dir}/${q}/events/${name}`)) as unknown[];
-      assert.deepEqual(data.slice(0, 4), [event?.type, event?.id, event?.attempt, event?.at]);
+    const names = (await p.children(`${dir}/${q}/events`)).sort((a, b) => a.slice(-10).localeCompare(b.slice(-10)));
+    const stored: unknown[][] = [];
+    for (const name of names) {
+      const [, count] = /^e(\d+)_\d{10}$/.exec(name) ?? [];
+      const data = JSON.parse(await getText(p, `${dir}/${q}/events/${name}`)) as unknown[][];
+      assert.equal(data.length, Number(count), name);
+      stored.push(...data);
     }
+    assert.deepEqual(
+      stored.map((fields) => fields.slice(0, 4)),
+      page.events.map((e) => [e.type, e.id, e.attempt, e.at]),
+    );
+    assert.ok(page.events.every((e) => /^\d{10}\.\d{5}$/.test(e.cursor)));
 
     // Off again: transitions write nothing more.
     await client.configure(q, { events: false });
@@ -716,8 +720,8 @@ describe('zookeeper: queue events as sequential nodes', () => {
     const q = 'ev-pages';
     // A queue that does not exist: nothing, from a head that later events come after.
     const empty = await client.readEvents(q);
-    assert.deepEqual(empty, { events: [], missed: false, cursor: '0000000000' });
-    assert.equal(await client.store.eventsHead(q), '0000000000');
+    assert.deepEqual(empty, { events: [], missed: false, cursor: '0000000000.00000' });
+    assert.equal(await client.store.eventsHead(q), '0000000000.00000');
     await client.configure(q, { events: true });
     const ids = Array.from({ length: 25 }, (_, i) => `m${String(i).padStart(2, '0')}`);
     await client.enqueueBatch(
@@ -744,7 +748,7 @@ describe('zookeeper: queue events as sequential nodes', () => {
       (await client.readEvents(q, { after: head })).events.map((e) => e.id),
       ['late'],
     );
-    for (const bad of ['abc', '12', '00000000001', '-000000001']) {
+    for (const bad of ['abc', '12', '0000000001', '0000000001.0001', '-000000001.00000']) {
       await assert.rejects(client.store.readEvents(q, bad, 10), (error: unknown) => {
         assert.ok(error instanceof TypeError, String(error));
         assert.match(error.message, /not one the ZooKeeper store makes/);
@@ -760,10 +764,8 @@ describe('zookeeper: queue events as sequential nodes', () => {
     const p = await plain();
     const q = 'ev-trim';
     await client.configure(q, { events: true, eventsMaxCount: 5 });
-    await client.enqueueBatch(
-      q,
-      Array.from({ length: 12 }, (_, i) => ({ payload: i, id: `t${i}` })),
-    );
+    // One at a time: a multi's events share a node, and trims remove whole nodes.
+    for (let i = 0; i < 12; i++) await client.enqueue(q, i, { id: `t${i}` });
     const first = await client.readEvents(q, { limit: 1 });
     assert.equal(first.events[0]?.id, 't0');
     assert.equal((await client.store.gc(q, true)).ran, true);
@@ -777,11 +779,12 @@ describe('zookeeper: queue events as sequential nodes', () => {
     const behind = await client.readEvents(q, { after: first.cursor });
     assert.equal(behind.missed, true);
     assert.equal(behind.events[0]?.id, 't7', 'the page starts at the oldest kept');
-    // After the last trimmed one: nothing missed.
-    const t6 = String(Number(kept.events[0]?.cursor) - 1).padStart(10, '0');
-    assert.equal((await client.readEvents(q, { after: t6 })).missed, false);
+    // After the last trimmed one (the position of t7's node): nothing missed.
+    const t7node = Number(kept.events[0]?.cursor.slice(0, 10)) - 1;
+    const afterT6 = `${String(t7node).padStart(10, '0')}.00000`;
+    assert.equal((await client.readEvents(q, { after: afterT6 })).missed, false);
     const mark = JSON.parse(await getText(p, `${dir}/${q}/events`)) as { trimmedTo: number };
-    assert.equal(mark.trimmedTo, Number(t6));
+    assert.equal(mark.trimmedTo, t7node);
 
     // By age: everything older than the age goes at the next GC, whatever the count.
     await client.configure(q, { eventsMaxAgeMs: 1, eventsMaxCount: 1000 });
@@ -847,7 +850,7 @@ describe('zookeeper: queue events as sequential nodes', () => {
   test('a subscriber in another process is called for new events; nothing after unsubscribe or close', async () => {
     const url = await freshStoreUrl(server);
     const writer = await open(url);
-    const reader = await connect(url, { maintenance: false });
+    const reader = await open(url);
     const q = 'ev-watch';
     let calls = 0;
     const unsubscribe = reader.store.subscribeEvents(q, () => (calls += 1));

@@ -84,7 +84,9 @@ export async function enqueueMessages(
 
 function messageBytes(q: QueueContext, m: NewMessage): number {
   const metadata = JSON.stringify(m.metadata).length;
-  return m.payload.byteLength + metadata + STATE_BYTES + 10 * (q.paths.task(m.id).length + OP_OVERHEAD);
+  // Its share of the multi's event node, when events are on: its id and about 48 bytes.
+  const event = m.id.length + 48;
+  return m.payload.byteLength + metadata + STATE_BYTES + event + 10 * (q.paths.task(m.id).length + OP_OVERHEAD);
 }
 
 /** Splits message indexes into runs that each fit one multi. */

@@ -1,20 +1,25 @@
 /**
- * A queue's events: persistent sequential nodes `<queue>/events/e<seq>`, each
- * created in the multi of the transition it describes, while `conf/events` is
- * true. Data: a JSON array `[type, id, attempt, at]`, plus the error's text for
- * `failed` and `retrying` when there is one.
+ * A queue's events: persistent sequential nodes `<queue>/events/e<n>_<seq>`,
+ * one per multi that writes events (an enqueue of a batch, a finish that also
+ * claims: one node however many messages), created in that multi while
+ * `conf/events` is true. `<n>` is how many events the node holds, so that a
+ * listing counts events without reading them; its data is a JSON array of
+ * `[type, id, attempt, at]`, plus the error's text for `failed` and `retrying`
+ * when there is one.
  *
  * ZooKeeper numbers a parent's sequential children from a counter of the
  * parent that grows in commit order and is never reused (it may skip ahead:
  * the parent's cversion also counts deletions, and a server that reloads the
- * tree numbers from it). A cursor is the position after an event, its number
- * + 1, ten digits; `eventsHead` is the position after the newest event, or the
- * mark when none is left. Trimming deletes the oldest events and, in the same
- * multi, raises `trimmedTo` in the data of `events` (every position below it
- * may have been trimmed), which is how a reader is told it `missed` some.
+ * tree numbers from it). A position is a node's number and how many of its
+ * events come before it, `SSSSSSSSSS.KKKKK`; an event's cursor is the position
+ * after it. `eventsHead` is the position after the newest node, or the mark
+ * when none is left. Trimming deletes the oldest nodes and, in the same multi,
+ * raises `trimmedTo` in the data of `events` (every node numbered below it may
+ * have been trimmed), which is how a reader is told it `missed` some.
  *
- * A read lists the children of `events` once (every name, not a page): the
- * cost follows the events kept, at most MAX_KEPT (see docs/zookeeper.md).
+ * A read lists the children of `events` once (every name, not a page) and
+ * reads only the nodes of the page: the cost follows the nodes kept, at most
+ * MAX_KEPT events (see docs/zookeeper.md).
  */
 import { StoreLayoutError } from '../errors.js';
 import { errorTail } from '../model/history.js';
@@ -23,13 +28,12 @@ import { isZkError, ZkCode, type ZkOp, type ZkSession } from './client.js';
 import type { EventPage } from '../store/contract.js';
 import type { QueueConfig } from '../model/types.js';
 
-/** The name of every event node before ZooKeeper's ten-digit sequence number. */
-const PREFIX = 'e';
 /**
  * Events kept at most, whatever `eventsMaxCount` says: a listing of `events`
- * (15 bytes a name) must stay far below jute.maxbuffer (1 MiB), trims between.
+ * (about 17 bytes a name, a node for each event at worst) must stay far below
+ * jute.maxbuffer (1 MiB), trims between.
  */
-export const MAX_KEPT = 40_000;
+export const MAX_KEPT = 30_000;
 /** A process that wrote this many events since its last trim trims at its next write (sooner than GC). */
 const TRIM_EVERY = 1000;
 /** Event nodes read per request when a trim looks for the end of the expired ones. */
@@ -47,34 +51,57 @@ export interface EventRecord {
   readonly error?: string | null;
 }
 
-export function cursorOf(position: number): string {
-  return position.toString().padStart(10, '0');
+/** A position: the node numbered `seq`, after `index` of its events. */
+interface Position {
+  readonly seq: number;
+  readonly index: number;
 }
 
-function positionOf(cursor: string): number {
-  if (!/^\d{10}$/.test(cursor)) {
+export function cursorOf(p: Position): string {
+  return `${p.seq.toString().padStart(10, '0')}.${p.index.toString().padStart(5, '0')}`;
+}
+
+function positionOf(cursor: string): Position {
+  const match = /^(\d{10})\.(\d{5})$/.exec(cursor);
+  if (match === null) {
     throw new TypeError(
-      `event cursor '${cursor.slice(0, 40)}' is not one the ZooKeeper store makes (ten digits, ` +
-        'as readEvents and eventsHead return them)',
+      `event cursor '${cursor.slice(0, 40)}' is not one the ZooKeeper store makes (ten digits, a dot, five ` +
+        'digits, as readEvents and eventsHead return them)',
     );
   }
-  return Number(cursor);
+  return { seq: Number(match[1]), index: Number(match[2]) };
 }
 
-/** The sequence number of an event node's name, or null for a name that is not one. */
-function seqOf(name: string): number | null {
-  if (name.length !== PREFIX.length + 10 || !name.startsWith(PREFIX)) return null;
-  const seq = Number(name.slice(PREFIX.length));
-  return Number.isSafeInteger(seq) ? seq : null;
+/** An event node as its name says: its number and how many events it holds. */
+interface EventNode {
+  readonly seq: number;
+  readonly count: number;
 }
 
-/** After the newest event listed; after the last trimmed one when none is left (numbers only grow). */
-function headOf(listing: { seqs: readonly number[]; trimmedTo: number }): number {
-  return listing.seqs.reduce((head, seq) => Math.max(head, seq + 1), listing.trimmedTo);
+function nodeOf(name: string): EventNode | null {
+  const match = /^e(\d+)_(\d{10})$/.exec(name);
+  return match === null ? null : { seq: Number(match[2]), count: Number(match[1]) };
 }
 
-function ascending(seqs: number[]): number[] {
-  return seqs.sort((a, b) => a - b);
+function nodeName(node: EventNode): string {
+  return `e${node.count}_${node.seq.toString().padStart(10, '0')}`;
+}
+
+/** After the newest node listed; after the last trimmed one when none is left (numbers only grow). */
+function headOf(listing: Listing): Position {
+  return { seq: listing.nodes.reduce((head, node) => Math.max(head, node.seq + 1), listing.trimmedTo), index: 0 };
+}
+
+function ascending(nodes: EventNode[]): EventNode[] {
+  return nodes.sort((a, b) => a.seq - b.seq);
+}
+
+interface Listing {
+  /** In no order: ZooKeeper lists children unsorted. */
+  readonly nodes: EventNode[];
+  readonly trimmedTo: number;
+  /** The data version of `events`, which every trim moves. */
+  readonly version: number;
 }
 
 function parseMark(data: Buffer): number {
@@ -86,30 +113,44 @@ function parseMark(data: Buffer): number {
   }
 }
 
-function encodeEvent(e: EventRecord): Buffer {
+function encodeEvent(e: EventRecord): (string | number)[] {
   const fields: (string | number)[] = [e.type, e.id, e.attempt, e.at];
   // The text the history keeps: cut to its first line and its end.
   const error = errorTail(e.error ?? null);
   if (error !== null) fields.push(error);
-  return Buffer.from(JSON.stringify(fields));
+  return fields;
 }
 
-function decodeEvent(path: string, data: Buffer, cursor: string): StoredEvent {
+/** The events of a node, each without its cursor yet. */
+function decodeNode(path: string, data: Buffer): Omit<StoredEvent, 'cursor'>[] {
+  let list: unknown;
   try {
-    const [type, id, attempt, at, error] = JSON.parse(data.toString('utf8')) as unknown[];
+    list = JSON.parse(data.toString('utf8'));
+  } catch {
+    list = null;
+  }
+  if (!Array.isArray(list)) throw notAnEvent(path);
+  return list.map((fields) => decodeEvent(path, fields));
+}
+
+function notAnEvent(path: string): StoreLayoutError {
+  return new StoreLayoutError(`${path} does not hold kvmq queue events; is something else writing under this dir?`);
+}
+
+function decodeEvent(path: string, fields: unknown): Omit<StoredEvent, 'cursor'> {
+  if (Array.isArray(fields)) {
+    const [type, id, attempt, at, error] = fields as unknown[];
     if (
       QUEUE_EVENT_TYPES.includes(type as QueueEventType) &&
       typeof id === 'string' &&
       typeof attempt === 'number' &&
       typeof at === 'number'
     ) {
-      const event = { type: type as QueueEventType, id, attempt, at, cursor };
+      const event = { type: type as QueueEventType, id, attempt, at };
       return typeof error === 'string' ? { ...event, error } : event;
     }
-  } catch {
-    // reported below
   }
-  throw new StoreLayoutError(`${path} does not hold a kvmq queue event; is something else writing under this dir?`);
+  throw notAnEvent(path);
 }
 
 /** The event log of one queue. */
@@ -124,9 +165,9 @@ export class EventLog {
   ) {}
 
   /**
-   * The creates of `events` for a multi, none while the configuration says
-   * events are off. Once this process wrote TRIM_EVERY events, its next write
-   * starts a trim in the background.
+   * The create of the node holding a multi's events, none while the
+   * configuration says events are off. Once this process wrote TRIM_EVERY
+   * events, its next write starts a trim in the background.
    */
   ops(config: QueueConfig, events: readonly EventRecord[]): ZkOp[] {
     if (!config.events || events.length === 0) return [];
@@ -134,39 +175,54 @@ export class EventLog {
     if (this.written >= TRIM_EVERY && this.trimming === null) {
       this.written = 0;
       // Best effort: GC trims anyway, and a failure here (a closed store) changes nothing.
-      this.trimming = this.trimCount(config)
+      this.trimming = this.trim(config, false)
         .catch(() => undefined)
         .finally(() => (this.trimming = null));
     }
     this.written += events.length;
-    return events.map((e) => ({
-      op: 'create',
-      path: `${this.path}/${PREFIX}`,
-      data: encodeEvent(e),
-      kind: 'sequential',
-    }));
+    return [
+      {
+        op: 'create',
+        path: `${this.path}/e${events.length}_`,
+        data: Buffer.from(JSON.stringify(events.map(encodeEvent))),
+        kind: 'sequential',
+      },
+    ];
   }
 
-  /** Events at or after `after`'s position, oldest first, at most `limit`. */
+  /** Events after `after`'s position, oldest first, at most `limit`. */
   async read(after: string | null, limit: number): Promise<EventPage> {
-    const from = after === null ? 0 : positionOf(after);
+    const from = after === null ? { seq: 0, index: 0 } : positionOf(after);
     for (let tries = 0; ; tries++) {
       const listing = await this.list();
-      if (listing === null) return { events: [], missed: false, cursor: after ?? cursorOf(0) };
-      // Filtered before sorting: a live reader's page sorts a few numbers, not every event kept.
-      const seqs = ascending(listing.seqs.filter((seq) => seq >= from)).slice(0, limit);
-      const reads = await this.zk.getMany(seqs.map((seq) => this.nodePath(seq)));
+      if (listing === null) return { events: [], missed: false, cursor: after ?? cursorOf({ seq: 0, index: 0 }) };
+      // Only the nodes the page needs are read; filtered before sorting, so a live reader sorts a few.
+      const wanted: EventNode[] = [];
+      let room = limit;
+      for (const node of ascending(listing.nodes.filter((n) => n.seq >= from.seq))) {
+        if (room <= 0) break;
+        wanted.push(node);
+        room -= node.seq === from.seq ? Math.max(0, node.count - from.index) : node.count;
+      }
+      const reads = await this.zk.getMany(wanted.map((node) => this.nodePath(node)));
       // Trimmed after the listing: read again, so that `missed` says so.
       if (reads.some((r) => r == null) && tries < TRIES) continue;
       const events: StoredEvent[] = [];
-      seqs.forEach((seq, k) => {
+      wanted.forEach((node, k) => {
         const read = reads[k];
-        if (read != null) events.push(decodeEvent(this.nodePath(seq), read.data, cursorOf(seq + 1)));
+        if (read == null) return;
+        const list = decodeNode(this.nodePath(node), read.data);
+        list.forEach((event, index) => {
+          if (events.length >= limit || (node.seq === from.seq && index < from.index)) return;
+          const next = index + 1 < list.length ? { seq: node.seq, index: index + 1 } : { seq: node.seq + 1, index: 0 };
+          events.push({ ...event, cursor: cursorOf(next) });
+        });
       });
       const last = events[events.length - 1];
-      const missed = after !== null && listing.trimmedTo > from;
+      const missed = after !== null && listing.trimmedTo > from.seq;
       // With nothing to return: a reader told it missed some goes on from the mark, not to be told again.
-      const empty = after === null ? cursorOf(headOf(listing)) : missed ? cursorOf(listing.trimmedTo) : after;
+      const empty =
+        after === null ? cursorOf(headOf(listing)) : missed ? cursorOf({ seq: listing.trimmedTo, index: 0 }) : after;
       return { events, missed, cursor: last?.cursor ?? empty };
     }
   }
@@ -174,26 +230,20 @@ export class EventLog {
   /** The position after the newest event (or after the last trimmed one): every later event is numbered past it. */
   async head(): Promise<string> {
     const listing = await this.list();
-    return cursorOf(listing === null ? 0 : headOf(listing));
+    return cursorOf(listing === null ? { seq: 0, index: 0 } : headOf(listing));
   }
 
   /**
-   * Trims to `eventsMaxCount` (at most MAX_KEPT) newest events, and removes
-   * older ones whose `at` is past `eventsMaxAgeMs`, oldest first, stopping at
-   * the first that is not. Returns how many went.
+   * Trims to the newest `eventsMaxCount` (at most MAX_KEPT) events, whole
+   * nodes from the oldest, keeping a node while dropping it would leave fewer;
+   * with `byAge` (GC) also older nodes whose newest event is past
+   * `eventsMaxAgeMs`, stopping at the first that is not. A writer's trim is by
+   * count only: its listing counts events from the names, reading none.
+   * Returns how many events went.
    */
-  trim(config: QueueConfig): Promise<number> {
-    return this.trimTo(Math.min(config.eventsMaxCount, MAX_KEPT), Date.now() - config.eventsMaxAgeMs);
-  }
-
-  /**
-   * A writer's trim, by count only (age is GC's): one `exists` tells whether
-   * the queue holds more than it keeps, and only then are events listed.
-   */
-  private async trimCount(config: QueueConfig): Promise<number> {
-    const keep = Math.min(config.eventsMaxCount, MAX_KEPT);
-    const stat = await this.zk.exists(this.path);
-    return stat === null || stat.numChildren <= keep ? 0 : this.trimTo(keep, -Infinity);
+  trim(config: QueueConfig, byAge = true): Promise<number> {
+    const expiredBefore = byAge ? Date.now() - config.eventsMaxAgeMs : -Infinity;
+    return this.trimTo(Math.min(config.eventsMaxCount, MAX_KEPT), expiredBefore);
   }
 
   /** Removes every event (a clear), raising the mark so that a reader is told. */
@@ -205,36 +255,44 @@ export class EventLog {
     for (let tries = 0; tries < TRIES; tries++) {
       const listing = await this.list();
       if (listing === null) return 0;
-      const seqs = ascending(listing.seqs);
-      const doomed = seqs.slice(0, Math.max(0, seqs.length - keep));
+      const nodes = ascending(listing.nodes);
+      let total = nodes.reduce((sum, node) => sum + node.count, 0);
+      const doomed: EventNode[] = [];
+      for (const node of nodes) {
+        if (total - node.count < keep) break;
+        doomed.push(node);
+        total -= node.count;
+      }
       // Past the count, by age: read from the oldest kept (none to read when trimming by count only).
-      for (let i = doomed.length; expiredBefore > -Infinity && i < seqs.length; i += AGE_READS) {
-        const batch = seqs.slice(i, i + AGE_READS);
-        const reads = await this.zk.getMany(batch.map((seq) => this.nodePath(seq)));
-        const young = batch.findIndex((seq, k) => {
+      for (let i = doomed.length; expiredBefore > -Infinity && i < nodes.length; i += AGE_READS) {
+        const batch = nodes.slice(i, i + AGE_READS);
+        const reads = await this.zk.getMany(batch.map((node) => this.nodePath(node)));
+        const young = batch.findIndex((node, k) => {
           const read = reads[k];
-          return read != null && decodeEvent(this.nodePath(seq), read.data, '').at >= expiredBefore;
+          return read != null && decodeNode(this.nodePath(node), read.data).some((e) => e.at >= expiredBefore);
         });
         doomed.push(...(young < 0 ? batch : batch.slice(0, young)));
         if (young >= 0) break;
       }
       if (doomed.length === 0) return 0;
-      if (await this.removeWithMark(doomed, listing.trimmedTo, listing.version)) return doomed.length;
+      if (await this.removeWithMark(doomed, listing.trimmedTo, listing.version)) {
+        return doomed.reduce((sum, node) => sum + node.count, 0);
+      }
       // Another trim (or a clear) got in first: look again.
     }
     return 0;
   }
 
-  /** Removes `seqs` (ascending) in multis that each raise the mark, version-checked; false on a conflict. */
-  private async removeWithMark(seqs: readonly number[], mark: number, version: number): Promise<boolean> {
+  /** Removes `nodes` (ascending) in multis that each raise the mark, version-checked; false on a conflict. */
+  private async removeWithMark(nodes: readonly EventNode[], mark: number, version: number): Promise<boolean> {
     let trimmedTo = mark;
     let at = version;
-    for (let i = 0; i < seqs.length; i += REMOVES_PER_MULTI) {
-      const chunk = seqs.slice(i, i + REMOVES_PER_MULTI);
-      trimmedTo = Math.max(trimmedTo, (chunk[chunk.length - 1] ?? 0) + 1);
+    for (let i = 0; i < nodes.length; i += REMOVES_PER_MULTI) {
+      const chunk = nodes.slice(i, i + REMOVES_PER_MULTI);
+      trimmedTo = Math.max(trimmedTo, (chunk[chunk.length - 1]?.seq ?? 0) + 1);
       const ops: ZkOp[] = [
         { op: 'set', path: this.path, data: Buffer.from(JSON.stringify({ trimmedTo })), version: at },
-        ...chunk.map((seq): ZkOp => ({ op: 'remove', path: this.nodePath(seq), version: -1 })),
+        ...chunk.map((node): ZkOp => ({ op: 'remove', path: this.nodePath(node), version: -1 })),
       ];
       try {
         const [set] = await this.zk.multi(ops);
@@ -248,18 +306,17 @@ export class EventLog {
   }
 
   /**
-   * The event numbers (in no order: ZooKeeper lists children unsorted), the
-   * mark and the data version of `events`, as of one moment: read again when a
-   * trim came between; null when there is no `events` node (a queue from
-   * before events, or none at all).
+   * The event nodes, the mark and the data version of `events`, as of one
+   * moment: read again when a trim came between; null when there is no
+   * `events` node (a queue from before events, or none at all).
    */
-  private async list(): Promise<{ seqs: number[]; trimmedTo: number; version: number } | null> {
+  private async list(): Promise<Listing | null> {
     for (let tries = 0; ; tries++) {
       try {
         const [mark, listing] = await Promise.all([this.zk.get(this.path), this.zk.children(this.path)]);
         if (mark.stat.version !== listing.stat.version && tries < TRIES) continue;
-        const seqs = listing.children.map(seqOf).filter((seq): seq is number => seq !== null);
-        return { seqs, trimmedTo: parseMark(mark.data), version: listing.stat.version };
+        const nodes = listing.children.map(nodeOf).filter((node): node is EventNode => node !== null);
+        return { nodes, trimmedTo: parseMark(mark.data), version: listing.stat.version };
       } catch (error) {
         if (isZkError(error, ZkCode.NoNode)) return null;
         throw error;
@@ -267,7 +324,7 @@ export class EventLog {
     }
   }
 
-  private nodePath(seq: number): string {
-    return `${this.path}/${PREFIX}${cursorOf(seq)}`;
+  private nodePath(node: EventNode): string {
+    return `${this.path}/${nodeName(node)}`;
   }
 }

@@ -43,9 +43,11 @@ export async function finishMessages(
   // One multi for them all; a failure names the message at fault, which goes alone (or is lost).
   for (let tries = 0; pending.length > 0 && tries < 3 * finishes.length + 3; tries++) {
     const dlqs = new Set<string>();
-    const built = await Promise.all(
+    const config = await q.eventsConfig();
+    const finished = await Promise.all(
       pending.map((p) => finishOps(ctx, q, p.held, finishes[p.index] as Finish, !clashes.has(p.held.id), dlqs)),
     );
+    const built = finished.map((f) => f.ops);
     // The done list's (or a sub-queue's) next bucket, when the last one filled up, is made in the same multi.
     const bucketOps = q.bucketCreates(built.flat());
     const newBuckets = bucketOps.map((op) => op.path);
@@ -62,6 +64,8 @@ export async function finishMessages(
       const extra = claims.map((c) => c.candidate.entry.id);
       ops.push({ op: 'set', path: current, data: ctx.currentData(q.name, consumer, extra, without), version: -1 });
     }
+    // Every event of this multi in one node: the finishes' and the claims' riding on them.
+    ops.push(...q.events.ops(config, [...finished.flatMap((f) => f.events), ...claims.map((c) => c.event)]));
     const epoch = ctx.zk.epoch;
     try {
       const committing = ctx.zk.multi(ops);
@@ -183,8 +187,7 @@ async function finishOps(
   f: Finish,
   deadLetter: boolean,
   dlqs: Set<string>,
-): Promise<ZkOp[]> {
-  const config = await q.eventsConfig();
+): Promise<{ ops: ZkOp[]; events: EventRecord[] }> {
   const now = Date.now();
   const s = held.state;
   const nodes = taskNodes(held.taskPath);
@@ -252,14 +255,13 @@ async function finishOps(
     ops.push({ op: 'create', path: prefix, kind: 'sequential' });
     ops.push(...(await q.waitingOps(held.id, readyAt, now)));
     ops.push({ op: 'set', path: q.paths.classDir(s.filterClass), data: Buffer.alloc(0), version: -1 });
-    ops.push(...q.events.ops(config, event));
-    return ops;
+    return { ops, events: event };
   }
   if (f.outcome === 'error') {
     const failed = failedState(s, now, f.error, history);
     const ended = await endInFailure(ctx, q, held.id, failed, held.stateVersion, held.entryPath, deadLetter);
     if (ended.dlq !== null) dlqs.add(ended.dlq);
-    return [...ops, ...ended.ops];
+    return { ops: [...ops, ...ended.ops], events: f.startedAt === null ? [] : [ended.event] };
   }
   const prefix = `${await q.done.tailBucket()}/${entryPrefix(now, held.id)}`;
   const done = makeState(
@@ -282,8 +284,7 @@ async function finishOps(
   ops.push({ op: 'remove', path: held.entryPath, version: -1 });
   ops.push({ op: 'create', path: prefix, kind: 'sequential' });
   ops.push(...(await q.waitingOps(held.id, done.backoffUntil, now)));
-  ops.push(...q.events.ops(config, event));
-  return ops;
+  return { ops, events: event };
 }
 
 /** After a multi: a sequential create moves its list's tail on once the bucket is full (in any queue). */

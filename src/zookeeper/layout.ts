@@ -15,7 +15,7 @@
  *     /conf/task_gc_lifetime, task_gc_interval, filters, failed_lifetime, paused, max_deliveries,
  *           dead_letter_queue; /conf's own data version moves with every configure (claims check it)
  *     /lock                                  data: last GC time; /lock/gc (ephemeral) while a GC runs
- *     /events/e<seq>                         queue events (while conf/events is true), see events.ts;
+ *     /events/e<n>_<seq>                     a multi's n queue events (while conf/events is true), see events.ts;
  *                                            data: {"trimmedTo": n}, below which events may have been trimmed
  *     /turns/<name>                          data: when the turn was last taken (ms), see turns.ts
  */
