@@ -242,7 +242,6 @@ describe('sqlite store', () => {
         'kvmq_messages',
         'kvmq_queues',
         'kvmq_turns',
-        'sqlite_sequence',
       ]);
       const row = db
         .prepare('SELECT id, filters, metadata, phase, attempt FROM kvmq_messages WHERE queue = ?')
@@ -401,6 +400,7 @@ describe('sqlite store', () => {
     // Back to schema 2's layout: what schema 3 added goes.
     const db = new Database(path);
     db.exec(`DROP TABLE kvmq_events; DROP TABLE kvmq_turns; ALTER TABLE kvmq_queues DROP COLUMN events_trimmed;
+      ALTER TABLE kvmq_queues DROP COLUMN events_trimmed_index;
       UPDATE kvmq_queues SET config = json_remove(config, '$.events', '$.eventsMaxCount', '$.eventsMaxAgeMs');
       PRAGMA user_version = 2`);
     db.close();
@@ -430,37 +430,57 @@ describe('sqlite store', () => {
     }
   });
 
-  test('events: one row per event, trimmed as they are written, not only at GC', async () => {
+  test('events: one row per transaction, trimmed as written and within a row, readers told of the gap', async () => {
     const url = freshUrl();
     const client = await connect(url, { maintenance: false });
+    const ids = Array.from({ length: 10 }, (_, i) => Array.from({ length: 10 }, (_, j) => `m${i}-${j}`)).flat();
     try {
-      await client.configure('trim', { events: true, eventsMaxCount: 20 });
-      for (let i = 0; i < 10; i++) {
+      await client.configure('trim', { events: true, eventsMaxCount: 25 });
+      const behind = await client.store.eventsHead('trim');
+      for (let i = 0; i < 100; i += 10) {
         await client.enqueueBatch(
           'trim',
-          Array.from({ length: 10 }, (_, j) => ({ payload: j, id: `m${i}-${j}` })),
+          ids.slice(i, i + 10).map((id) => ({ payload: 1, id })),
         );
       }
       const db = new Database(url.slice('sqlite:'.length), { readonly: true });
+      const kept = (): number =>
+        db.prepare('SELECT sum(count - first) FROM kvmq_events WHERE queue = ?').pluck().get('trim') as number;
       try {
-        const count = db.prepare('SELECT count(*) FROM kvmq_events WHERE queue = ?').pluck().get('trim') as number;
-        // Trimmed every tenth of the bound: at most one batch past it.
-        assert.ok(count >= 20 && count <= 30, `${count} events kept for a bound of 20`);
-        const trimmed = db.prepare('SELECT events_trimmed FROM kvmq_queues WHERE queue = ?').pluck().get('trim');
-        const oldest = db.prepare('SELECT min(seq) FROM kvmq_events WHERE queue = ?').pluck().get('trim');
-        assert.equal(trimmed, (oldest as number) - 1, 'the highest trimmed seq is kept for missed');
+        assert.equal(
+          db.prepare('SELECT max(count) FROM kvmq_events WHERE queue = ?').pluck().get('trim'),
+          10,
+          'a batch is one row',
+        );
+        // Trimmed every tenth of the bound as written, not only at GC: at most one batch past it.
+        assert.ok(kept() >= 25 && kept() <= 35, `${kept()} events kept for a bound of 25`);
+        await client.gc('trim');
+        assert.equal(kept(), 25, 'GC trims to the bound exactly, within a row');
       } finally {
         db.close();
       }
       const page = await client.readEvents('trim', { limit: 1000 });
-      assert.equal(page.events.at(-1)?.id, 'm9-9', 'the newest are kept');
+      assert.deepEqual(
+        page.events.map((e) => e.id),
+        ids.slice(75),
+      );
+      assert.equal((await client.readEvents('trim', { after: behind })).missed, true);
+      // A cursor in the kept part of the oldest row: nothing missed; in its trimmed part: missed.
+      const oldestKept = page.events[0]?.cursor ?? '';
+      const [seq = '', index = ''] = oldestKept.split('.');
+      assert.equal(index, '5', 'the oldest kept row was cut in its middle');
+      const inside = await client.readEvents('trim', { after: oldestKept });
+      assert.deepEqual([inside.missed, inside.events[0]?.id], [false, 'm7-6']);
+      const cut = await client.readEvents('trim', { after: `${seq}.3` });
+      assert.deepEqual([cut.missed, cut.events[0]?.id], [true, 'm7-5']);
+      const atMark = await client.readEvents('trim', { after: `${seq}.4` });
+      assert.deepEqual([atMark.missed, atMark.events[0]?.id], [false, 'm7-5']);
 
       // clear takes the events too; a reader behind it is told.
       const head = await client.store.eventsHead('trim');
       await client.clear('trim');
       assert.deepEqual((await client.readEvents('trim')).events, []);
-      const late = await client.readEvents('trim', { after: page.events[0]?.cursor ?? '0' });
-      assert.equal(late.missed, true);
+      assert.equal((await client.readEvents('trim', { after: oldestKept })).missed, true);
       const upToDate = await client.readEvents('trim', { after: head });
       assert.equal(upToDate.missed, false, 'a reader that had read everything missed nothing');
     } finally {

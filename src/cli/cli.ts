@@ -5,11 +5,13 @@ import { pause, promote, remove, resume, retry } from './commands/actions.js';
 import { clear } from './commands/clear.js';
 import { config } from './commands/config.js';
 import { enqueue } from './commands/enqueue.js';
+import { events } from './commands/events.js';
 import { gc } from './commands/gc.js';
 import { list } from './commands/list.js';
 import { serve } from './commands/serve.js';
 import { show } from './commands/show.js';
 import { status } from './commands/status.js';
+import { wait } from './commands/wait.js';
 import { work } from './commands/work.js';
 import { EXIT_OK, EXIT_USAGE, reportError, UsageError } from './errors.js';
 import { mainUsage } from './help.js';
@@ -21,6 +23,8 @@ const COMMANDS: readonly Command[] = [
   status,
   list,
   show,
+  events,
+  wait,
   retry,
   remove,
   promote,

@@ -22,19 +22,20 @@ CREATE INDEX IF NOT EXISTS kvmq_messages_failed ON kvmq_messages (queue, updated
 CREATE INDEX IF NOT EXISTS kvmq_messages_backoff ON kvmq_messages (queue, backoff_until) WHERE phase = 2 AND backoff_until > 0;
 `;
 
-// Tables schema 3 added: queue events and turns. AUTOINCREMENT keeps event positions growing even after a trim
-// deleted the newest rows, so a cursor never reads a later event as an earlier one.
+// Tables schema 3 added: queue events and turns. A transaction's events for a queue are one row (a JSON list)
+// of one b-tree keyed by (queue, seq), so recording them dirties one page per transaction. A queue's newest
+// row is never deleted (a trim empties it instead), so its seq never goes back and no cursor reads a later
+// event as an earlier one.
 const TABLES_3 = `
 CREATE TABLE IF NOT EXISTS kvmq_events (
-  seq     INTEGER PRIMARY KEY AUTOINCREMENT,    -- the position a cursor names, across all queues
   queue   TEXT    NOT NULL,
-  type    INTEGER NOT NULL,                     -- index in QUEUE_EVENT_TYPES
-  id      TEXT    NOT NULL,
-  at      INTEGER NOT NULL,
-  attempt INTEGER NOT NULL,
-  error   TEXT
-) STRICT;
-CREATE INDEX IF NOT EXISTS kvmq_events_by_queue ON kvmq_events (queue, seq);
+  seq     INTEGER NOT NULL,                     -- per queue; a cursor is seq.index, index within the row's list
+  at      INTEGER NOT NULL,                     -- when the transaction wrote them
+  first   INTEGER NOT NULL DEFAULT 0,           -- events before this index were trimmed
+  count   INTEGER NOT NULL,                     -- events in the list
+  events  TEXT    NOT NULL,                     -- JSON [[type (index in QUEUE_EVENT_TYPES), id, attempt, error?], ...]
+  PRIMARY KEY (queue, seq)
+) STRICT, WITHOUT ROWID;
 
 -- One row per (queue, name): the turn is free again from taken_at + the caller's everyMs.
 CREATE TABLE IF NOT EXISTS kvmq_turns (
@@ -87,7 +88,8 @@ CREATE TABLE IF NOT EXISTS kvmq_queues (
   gc_at         INTEGER NOT NULL DEFAULT 0,
   gc_lock_until INTEGER NOT NULL DEFAULT 0,     -- one GC at a time per queue
   config        TEXT,                           -- JSON QueueConfig, NULL for defaults
-  events_trimmed INTEGER NOT NULL DEFAULT 0     -- highest event seq trimmed from this queue, to tell readers they missed
+  events_trimmed INTEGER NOT NULL DEFAULT 0,    -- the last event trimmed from this queue (seq.index), so readers
+  events_trimmed_index INTEGER NOT NULL DEFAULT 0 -- behind it are told they missed events
 ) STRICT, WITHOUT ROWID;
 ${TABLES_3}
 -- Filter classes seen per queue, so a claim asks only for classes a worker accepts.
@@ -127,6 +129,7 @@ UPDATE kvmq_queues SET
 // Schema 2 → 3: the events and turns tables, and each queue's highest trimmed event.
 const MIGRATE_2_TO_3 = `
 ALTER TABLE kvmq_queues ADD COLUMN events_trimmed INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE kvmq_queues ADD COLUMN events_trimmed_index INTEGER NOT NULL DEFAULT 0;
 ${TABLES_3}
 `;
 

@@ -262,7 +262,7 @@ class SqliteStore implements Store {
         this.sql.clearMessages.run(queue);
         this.sql.clearClasses.run(queue);
         this.sql.clearQueue.run(queue);
-        this.events.clear(queue);
+        this.events.empty(queue);
         this.knownClasses.delete(queue);
       }
     });
@@ -422,14 +422,15 @@ class SqliteStore implements Store {
         config: () => configOf(queue),
         wake: (woken) => wakes.add(woken),
         event: (type, id, attempt, error = null, of = queue) => {
-          if (configOf(of).events) events.push(pendingEvent(of, type, id, now, attempt, error));
+          if (configOf(of).events) events.push(pendingEvent(of, type, id, attempt, error));
         },
       });
+      if (wakes.size > 0) this.afterCommit(...wakes);
       if (events.length > 0) {
         this.events.write(events, now, configOf);
-        for (const [of] of events) wakes.add(eventsChannel(of));
+        const channels = new Set(events.map(([of]) => eventsChannel(of)));
+        queueMicrotask(() => this.wakeups.notifySoon(...channels));
       }
-      if (wakes.size > 0) this.afterCommit(...wakes);
       return result;
     });
   }
