@@ -36,8 +36,12 @@ import type { QueueConfig } from '../model/types.js';
 export const MAX_KEPT = 30_000;
 /** A process that wrote this many events since its last trim trims at its next write (sooner than GC). */
 const TRIM_EVERY = 1000;
-/** Event nodes read per request when a trim looks for the end of the expired ones. */
-const AGE_READS = 64;
+/**
+ * Events read per request: nodes are read in groups of at most this many
+ * events (a bigger node alone), so that a reply stays far below jute.maxbuffer
+ * even with long ids and errors (under 1 KB an event).
+ */
+const EVENTS_PER_READ = 500;
 /** Removes per trim multi, with the mark. */
 const REMOVES_PER_MULTI = 1000;
 const TRIES = 5;
@@ -90,6 +94,21 @@ function nodeName(node: EventNode): string {
 /** After the newest node listed; after the last trimmed one when none is left (numbers only grow). */
 function headOf(listing: Listing): Position {
   return { seq: listing.nodes.reduce((head, node) => Math.max(head, node.seq + 1), listing.trimmedTo), index: 0 };
+}
+
+/** `nodes` cut into runs of at most EVENTS_PER_READ events (a bigger node alone). */
+function groups(nodes: readonly EventNode[]): EventNode[][] {
+  const out: EventNode[][] = [];
+  let events = Infinity;
+  for (const node of nodes) {
+    if (events + node.count > EVENTS_PER_READ) {
+      out.push([]);
+      events = 0;
+    }
+    out[out.length - 1]?.push(node);
+    events += node.count;
+  }
+  return out;
 }
 
 function ascending(nodes: EventNode[]): EventNode[] {
@@ -204,14 +223,14 @@ export class EventLog {
         wanted.push(node);
         room -= node.seq === from.seq ? Math.max(0, node.count - from.index) : node.count;
       }
-      const reads = await this.zk.getMany(wanted.map((node) => this.nodePath(node)));
+      const reads = await this.readNodes(wanted);
       // Trimmed after the listing: read again, so that `missed` says so.
       if (reads.some((r) => r == null) && tries < TRIES) continue;
       const events: StoredEvent[] = [];
       wanted.forEach((node, k) => {
         const read = reads[k];
         if (read == null) return;
-        const list = decodeNode(this.nodePath(node), read.data);
+        const list = decodeNode(this.nodePath(node), read);
         list.forEach((event, index) => {
           if (events.length >= limit || (node.seq === from.seq && index < from.index)) return;
           const next = index + 1 < list.length ? { seq: node.seq, index: index + 1 } : { seq: node.seq + 1, index: 0 };
@@ -264,12 +283,11 @@ export class EventLog {
         total -= node.count;
       }
       // Past the count, by age: read from the oldest kept (none to read when trimming by count only).
-      for (let i = doomed.length; expiredBefore > -Infinity && i < nodes.length; i += AGE_READS) {
-        const batch = nodes.slice(i, i + AGE_READS);
-        const reads = await this.zk.getMany(batch.map((node) => this.nodePath(node)));
+      for (const batch of expiredBefore > -Infinity ? groups(nodes.slice(doomed.length)) : []) {
+        const reads = await this.readNodes(batch);
         const young = batch.findIndex((node, k) => {
           const read = reads[k];
-          return read != null && decodeNode(this.nodePath(node), read.data).some((e) => e.at >= expiredBefore);
+          return read != null && decodeNode(this.nodePath(node), read).some((e) => e.at >= expiredBefore);
         });
         doomed.push(...(young < 0 ? batch : batch.slice(0, young)));
         if (young >= 0) break;
@@ -322,6 +340,17 @@ export class EventLog {
         throw error;
       }
     }
+  }
+
+  /** The data of `nodes`, in order (null for one gone), a group of EVENTS_PER_READ events per request. */
+  private async readNodes(nodes: readonly EventNode[]): Promise<(Buffer | null)[]> {
+    const out: (Buffer | null)[] = [];
+    // One group at a time: reads asked in the same tick would travel as one request.
+    for (const group of groups(nodes)) {
+      const reads = await this.zk.getMany(group.map((node) => this.nodePath(node)));
+      out.push(...reads.map((read) => read?.data ?? null));
+    }
+    return out;
   }
 
   private nodePath(node: EventNode): string {
