@@ -804,6 +804,34 @@ describe('zookeeper: queue events as sequential nodes', () => {
     assert.ok((fresh.events[0]?.cursor ?? '') > kept.cursor);
   });
 
+  test('a batch shares a node per multi; many big nodes read in order; age trims them whole', async () => {
+    const url = await freshStoreUrl(server);
+    const dir = new URL(url.replace(/^zookeeper:/, 'http:')).pathname;
+    const client = await open(url);
+    const q = 'ev-big';
+    await client.configure(q, { events: true });
+    const ids = Array.from({ length: 3000 }, (_, i) => `b${String(i).padStart(4, '0')}`);
+    await client.enqueueBatch(
+      q,
+      ids.map((id) => ({ payload: id, id })),
+    );
+    const p = await plain();
+    const names = await p.children(`${dir}/${q}/events`);
+    assert.ok(names.length < 100, `a node per multi, not per event (${names.length} nodes)`);
+    const page = await client.readEvents(q, { limit: 10_000 });
+    assert.deepEqual(
+      page.events.map((e) => e.id),
+      ids,
+    );
+    await client.configure(q, { eventsMaxAgeMs: 1 });
+    const newest = page.events.at(-1)?.at ?? 0;
+    await waitFor(() => Date.now() > newest + 1);
+    await client.store.gc(q, true);
+    const after = await client.readEvents(q, { after: page.events[0]?.cursor ?? '' });
+    assert.deepEqual(after.events, []);
+    assert.equal(after.missed, true);
+  });
+
   test('writers trim on their own every thousand events, without waiting for GC', async () => {
     const client = await open(await freshStoreUrl(server));
     const q = 'ev-trim-soon';
