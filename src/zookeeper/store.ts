@@ -21,7 +21,9 @@ import {
 } from './inspect.js';
 import { listMessages } from './list.js';
 import { promoteMessages, removeMessages, retryFailedMessages, retryMessages } from './actions.js';
-import { checkRoot } from './root.js';
+import { checkRoot, listQueues } from './root.js';
+import { EventWatches } from './event-watches.js';
+import { takeTurn } from './turns.js';
 import { parseZookeeperUrl } from './url.js';
 import { Wakeups } from './wakeups.js';
 import type {
@@ -81,8 +83,11 @@ class ZookeeperStore implements Store {
   private readonly ctx: StoreContext;
   private closed = false;
 
+  private readonly events: EventWatches;
+
   constructor(private readonly zk: ZkSession) {
     this.ctx = new StoreContext(zk, new Wakeups(zk));
+    this.events = new EventWatches(zk, (queue) => this.ctx.queue(queue).paths.events);
   }
 
   enqueue(queue: string, messages: readonly NewMessage[]): Promise<EnqueueResult[]> {
@@ -185,25 +190,24 @@ class ZookeeperStore implements Store {
     return this.guard(() => liveConsumers(this.ctx, this.ctx.queue(queue)));
   }
 
-  // BASE STUB (branch f-base only, never on main): replaced by this store's queue events and turns.
   queues(): Promise<string[]> {
-    return Promise.reject(new Error('listing queues is not built for this store yet'));
+    return this.guard(() => listQueues(this.zk));
   }
 
-  readEvents(): Promise<EventPage> {
-    return Promise.reject(new Error('queue events are not built for this store yet'));
+  readEvents(queue: string, after: string | null, limit: number): Promise<EventPage> {
+    return this.guard(() => this.ctx.queue(queue).events.read(after, limit));
   }
 
-  eventsHead(): Promise<string> {
-    return Promise.reject(new Error('queue events are not built for this store yet'));
+  eventsHead(queue: string): Promise<string> {
+    return this.guard(() => this.ctx.queue(queue).events.head());
   }
 
-  subscribeEvents(): () => void {
-    return () => undefined;
+  subscribeEvents(queue: string, listener: () => void): () => void {
+    return this.events.subscribe(queue, listener);
   }
 
-  takeTurn(): Promise<boolean> {
-    return Promise.reject(new Error('turns are not built for this store yet'));
+  takeTurn(queue: string, name: string, everyMs: number): Promise<boolean> {
+    return this.guard(() => takeTurn(this.zk, this.ctx.queue(queue), name, everyMs));
   }
 
   subscribe(queue: string, listener: () => void): () => void {
@@ -213,6 +217,7 @@ class ZookeeperStore implements Store {
   close(): Promise<void> {
     if (!this.closed) {
       this.closed = true;
+      this.events.close();
       this.zk.close();
     }
     return Promise.resolve();
