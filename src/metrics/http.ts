@@ -79,7 +79,10 @@ export async function startMetricsServer(
       keepAliveTimeout: limits.idleTimeoutMs,
       connectionsCheckingInterval: limits.checkIntervalMs,
     },
-    (request, response) => void answer(request, response, exposition.contentType, scrape),
+    (request, response) => {
+      if (announcesBody(request)) refuseBody(request);
+      else void answer(request, response, exposition.contentType, scrape);
+    },
   );
   server.maxConnections = limits.maxConnections;
   // No traffic either way for this long (a reader that stopped reading included): the socket is dropped.
@@ -103,26 +106,49 @@ export async function startMetricsServer(
   };
 }
 
+/** A request the path and method refuse, with its status and text; null for a scrape. */
+function refusal(request: IncomingMessage): { status: 400 | 404 | 405; text: string } | null {
+  const path = (request.url ?? '').split('?', 1)[0];
+  if (path !== PATH) return { status: 404, text: `not found: the metrics are at ${PATH}\n` };
+  if (request.method !== 'GET' && request.method !== 'HEAD') {
+    return { status: 405, text: `method not allowed: ${PATH} answers GET and HEAD\n` };
+  }
+  return null;
+}
+
+function announcesBody(request: IncomingMessage): boolean {
+  return request.headers['content-length'] !== undefined || request.headers['transfer-encoding'] !== undefined;
+}
+
+/**
+ * Bodies are never read. A request that announces one gets its answer written on the socket directly, which then
+ * stops reading and half-closes; it is destroyed after BODY_LINGER_MS. Node's own response would destroy the
+ * socket as soon as the answer is written, and the reset that closing on unread data sends can make the client's
+ * kernel drop the answer before the client reads it.
+ */
+function refuseBody(request: IncomingMessage): void {
+  const { socket } = request;
+  const { status, text } = refusal(request) ?? { status: 400, text: `a request to ${PATH} carries no body\n` };
+  const reason = { 400: 'Bad Request', 404: 'Not Found', 405: 'Method Not Allowed' }[status];
+  socket.pause();
+  socket.end(
+    `HTTP/1.1 ${status} ${reason}\r\ncontent-type: text/plain; charset=utf-8\r\n` +
+      `content-length: ${Buffer.byteLength(text)}\r\n${status === 405 ? 'allow: GET, HEAD\r\n' : ''}` +
+      `connection: close\r\n\r\n${text}`,
+  );
+  setTimeout(() => socket.destroy(), BODY_LINGER_MS).unref();
+}
+
 async function answer(
   request: IncomingMessage,
   response: ServerResponse,
   contentType: string,
   scrape: () => Promise<string>,
 ): Promise<void> {
-  // Bodies are never read: a request that announces one gets its answer, then the connection is closed (after a
-  // moment, so that the answer is not lost to the reset that closing on unread data sends).
-  if (request.headers['content-length'] !== undefined || request.headers['transfer-encoding'] !== undefined) {
-    response.shouldKeepAlive = false;
-    response.on('finish', () => {
-      request.socket.end();
-      setTimeout(() => request.socket.destroy(), BODY_LINGER_MS).unref();
-    });
-  }
-  const path = (request.url ?? '').split('?', 1)[0];
-  if (path !== PATH) return plain(response, 404, `not found: the metrics are at ${PATH}\n`);
-  if (request.method !== 'GET' && request.method !== 'HEAD') {
-    response.setHeader('allow', 'GET, HEAD');
-    return plain(response, 405, `method not allowed: ${PATH} answers GET and HEAD\n`);
+  const refused = refusal(request);
+  if (refused !== null) {
+    if (refused.status === 405) response.setHeader('allow', 'GET, HEAD');
+    return plain(response, refused.status, refused.text);
   }
   let text: string;
   try {
