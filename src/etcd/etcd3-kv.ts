@@ -5,7 +5,7 @@
  * background. Loaded only when an etcd URL is opened.
  */
 import type * as Etcd3 from 'etcd3';
-import { KvmqError, StoreUnavailableError } from '../errors.js';
+import { KvmqError, StoreAuthError, StoreLimitError, StoreUnavailableError } from '../errors.js';
 import type {
   Compare,
   KeyValue,
@@ -177,18 +177,16 @@ export function translateEtcdError(error: unknown, lib: Lib | null, endpoints: s
   if (error instanceof KvmqError) return error;
   const message = error instanceof Error ? error.message : String(error);
   if (lib !== null && error instanceof lib.EtcdAuthenticationFailedError) {
-    return new KvmqError(
-      'STORE_AUTH',
+    return new StoreAuthError(
       `etcd at ${endpoints} refused the user name or password in the store URL; check etcd://user:password@host:port`,
-      { cause: error },
+      error,
     );
   }
   if (lib !== null && error instanceof lib.EtcdPermissionDeniedError) {
-    return new KvmqError(
-      'STORE_AUTH',
+    return new StoreAuthError(
       `etcd at ${endpoints} denied access: the URL's user needs read-write access to the queue's keys ` +
         `(etcdctl role grant-permission ROLE readwrite --prefix /queue/)`,
-      { cause: error },
+      error,
     );
   }
   if (/database space exceeded/.test(message)) {
@@ -199,7 +197,7 @@ export function translateEtcdError(error: unknown, lib: Lib | null, endpoints: s
     );
   }
   if (/too many operations in txn request|request is too large|duplicate key given in txn request/.test(message)) {
-    return new KvmqError('STORE_LIMIT', `etcd refused a kvmq transaction: ${message}`, { cause: error });
+    return new StoreLimitError(`etcd refused a kvmq transaction: ${message}`, error);
   }
   return new StoreUnavailableError(`etcd at ${endpoints}: ${message}`, error);
 }
