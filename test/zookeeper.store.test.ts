@@ -595,6 +595,19 @@ describe('zookeeper: requests kvmq encodes itself', () => {
     assert.equal(b, null);
   });
 
+  test('multis and reads travel as kvmq’s own requests, not the client’s (its private fields still fit)', async () => {
+    // direct.ts patches node-zookeeper-client's internals (the version is pinned); were they to change,
+    // requests would quietly go the client's slower way and every other test would still pass.
+    const zk = sessionOf(await open(await freshStoreUrl(server)));
+    const before = zk.sent.direct;
+    await zk.multi([{ op: 'create', path: '/d', data: Buffer.from('x') }]);
+    assert.equal(zk.sent.direct - before, 1, 'the multi went through direct.ts');
+    const [d, missing] = await zk.getMany(['/d', '/none']);
+    assert.equal(zk.sent.direct - before, 2, 'the reads went through direct.ts in one request');
+    assert.equal(d?.data.toString(), 'x');
+    assert.equal(missing, null);
+  });
+
   test('reads asked in one tick come back in order, with versions, null where a node is missing', async () => {
     const zk = sessionOf(await open(await freshStoreUrl(server)));
     const big = Buffer.alloc(100_000, 7); // a reply larger than one socket read

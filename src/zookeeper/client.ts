@@ -89,9 +89,10 @@ export class ZkSession {
   epoch = 0;
   /**
    * Sent so far, for benchmarks and tests: reads (each path counts), the requests that carried them,
-   * and write operations (each one of a multi counts).
+   * and write operations (each one of a multi counts); `direct`: the requests kvmq encoded itself
+   * (direct.ts), which fall back silently to the client's own should its internals change.
    */
-  readonly sent = { reads: 0, readRequests: 0, writes: 0 };
+  readonly sent = { reads: 0, readRequests: 0, writes: 0, direct: 0 };
   private live: Promise<Live>;
   private current: Live | null = null;
   private readonly sessionListeners = new Set<(epoch: number) => void>();
@@ -207,6 +208,7 @@ export class ZkSession {
       this.coalesceWrites();
       this.sent.reads += paths.length;
       this.sent.readRequests += 1;
+      this.sent.direct += 1;
       const results = await reader.read(paths);
       let at = 0;
       for (const r of batch) {
@@ -329,6 +331,7 @@ export class ZkSession {
   private async directMulti(direct: DirectRequests, ops: readonly ZkOp[]): Promise<ZkOpResult[]> {
     if (this.closed) throw new StoreUnavailableError('the ZooKeeper store is closed');
     this.coalesceWrites();
+    this.sent.direct += 1;
     let results;
     try {
       results = await direct.multi(ops.map(toDirectOp), this.encodedAcl());

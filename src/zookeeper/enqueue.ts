@@ -110,7 +110,7 @@ function chunks(q: QueueContext, messages: readonly NewMessage[], indexes: reado
   return out;
 }
 
-/** Ops that create one task and its entry, and the index of the first op. */
+/** Ops that create one task and its entry. */
 async function newTaskOps(q: QueueContext, m: NewMessage, now: number): Promise<ZkOp[]> {
   const taskPath = q.paths.task(m.id);
   const nodes = taskNodes(taskPath);
