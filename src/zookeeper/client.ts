@@ -35,6 +35,8 @@ export interface ZkStat {
   readonly dataLength: number;
   /** The owning session's id in hex; '0000000000000000' for persistent nodes. */
   readonly ephemeralOwner: string;
+  /** The zxid of the node's last data change, in hex: a node removed and made again never repeats one. */
+  readonly mzxid: string;
 }
 
 export type CreateKind = 'persistent' | 'sequential' | 'ephemeral';
@@ -69,6 +71,7 @@ interface RawStat {
   numChildren: number;
   dataLength: number;
   ephemeralOwner: Buffer;
+  mzxid: Buffer;
 }
 
 type Callback<T> = (error: Error | Zk.Exception | null, value: T) => void;
@@ -529,12 +532,14 @@ function transientMessage(code: number, hosts: string): string {
 }
 
 function toStat(raw: RawStat | undefined): ZkStat {
-  if (raw === undefined) return { version: -1, cversion: -1, numChildren: 0, dataLength: 0, ephemeralOwner: '' };
+  if (raw === undefined)
+    return { version: -1, cversion: -1, numChildren: 0, dataLength: 0, ephemeralOwner: '', mzxid: '' };
   return {
     version: raw.version,
     cversion: raw.cversion,
     numChildren: raw.numChildren,
     dataLength: raw.dataLength,
     ephemeralOwner: raw.ephemeralOwner.toString('hex'),
+    mzxid: raw.mzxid.toString('hex'),
   };
 }
