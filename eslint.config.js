@@ -2,7 +2,17 @@ import js from '@eslint/js';
 import tseslint from 'typescript-eslint';
 
 export default tseslint.config(
-  { ignores: ['src/serve/proto/generated/', 'dist/', 'node_modules/', 'coverage/', '.scratch/', 'kvmq-data/'] },
+  {
+    ignores: [
+      'src/serve/proto/generated/',
+      'src/dashboard/assets.generated.ts',
+      'dist/',
+      'node_modules/',
+      'coverage/',
+      '.scratch/',
+      'kvmq-data/',
+    ],
+  },
   js.configs.recommended,
   ...tseslint.configs.strictTypeChecked,
   {

@@ -60,6 +60,15 @@ export async function timed(task: () => Promise<unknown>): Promise<number> {
   return performance.now() - start;
 }
 
+/** Median and slowest of `runs` timed calls, after one untimed warm-up. */
+export async function sampleMs(runs: number, call: () => Promise<void>): Promise<[median: number, max: number]> {
+  await call();
+  const times: number[] = [];
+  for (let i = 0; i < runs; i++) times.push(await timed(call));
+  times.sort((a, b) => a - b);
+  return [quantile(times, 0.5), times[times.length - 1] ?? 0];
+}
+
 /** Runs task(0..n-1) with at most `width` calls in flight. */
 export async function inFlight(n: number, width: number, task: (i: number) => Promise<unknown>): Promise<void> {
   let next = 0;
@@ -155,4 +164,22 @@ export function short(n: number): string {
   if (n >= 1_000_000 && n % 100_000 === 0) return `${n / 1_000_000}M`;
   if (n >= 1000 && n % 100 === 0) return `${n / 1000}k`;
   return String(n);
+}
+
+/** Sizes for a run of the lifecycle measurement alone: n messages per run, `runs` runs, a tenth to warm up. */
+export function lifecycleSizes(n: number, runs: number): BenchSizes {
+  return {
+    enqueueSingle: 0,
+    enqueueBatched: 0,
+    batchSize: 1000,
+    lifecycle1: n,
+    lifecycle64: n,
+    latencyMessages: 0,
+    latencyPerSec: 0,
+    backlogSmall: 0,
+    backlogLarge: 0,
+    backlogProbe: 0,
+    warmFraction: 0.1,
+    runs,
+  };
 }

@@ -20,10 +20,10 @@ export async function measureEnqueue(ctx: BenchContext): Promise<EnqueueFigures>
   return { single: singleRate, batched: batchedRate };
 }
 
-function single({ client }: BenchContext, queue: string, n: number): Promise<number> {
+export function single({ client }: BenchContext, queue: string, n: number): Promise<number> {
   return timed(() => inFlight(n, SINGLE_IN_FLIGHT, (i) => client.enqueue(queue, { i })));
 }
 
-function batched({ client, sizes }: BenchContext, queue: string, n: number): Promise<number> {
+export function batched({ client, sizes }: BenchContext, queue: string, n: number): Promise<number> {
   return timed(() => fill(client, queue, n, sizes.batchSize));
 }

@@ -10,7 +10,7 @@
  */
 import { parseArgs } from 'node:util';
 import { connect } from '../src/index.js';
-import { fill, quantile, timed } from './common.js';
+import { fill, sampleMs, timed } from './common.js';
 
 const { values } = parseArgs({
   options: {
@@ -43,11 +43,11 @@ try {
   const buildMs = await timed(() => fill(client, queue, backlog, 1000));
   process.stderr.write(`${kind}: built in ${(buildMs / 1000).toFixed(1)} s; timing\n`);
 
-  const list = await sample(async () => {
+  const list = await sampleMs(runs, async () => {
     const page = await client.list(queue, { state: 'failed', limit: 100 });
     if (page.messages.length !== Math.min(100, failedCount)) throw new Error(`listed ${page.messages.length}`);
   });
-  const status = await sample(async () => {
+  const status = await sampleMs(runs, async () => {
     const { counts } = await client.queueStatus(queue);
     if (counts.failed !== failedCount || counts.queued !== backlog) throw new Error(JSON.stringify(counts));
   });
@@ -58,13 +58,4 @@ try {
   await client.clear(queue);
 } finally {
   await client.close();
-}
-
-/** Median and slowest of `runs` timed calls, after one untimed warm-up. */
-async function sample(call: () => Promise<void>): Promise<[number, number]> {
-  await call();
-  const times: number[] = [];
-  for (let i = 0; i < runs; i++) times.push(await timed(call));
-  times.sort((a, b) => a - b);
-  return [quantile(times, 0.5), times[times.length - 1] ?? 0];
 }

@@ -11,12 +11,18 @@ export interface LifecycleFigure extends Rate {
 
 export async function measureLifecycle(ctx: BenchContext, concurrency: number, n: number): Promise<LifecycleFigure> {
   const label = `lifecycle-c${concurrency}`;
-  await run(ctx, ctx.queue(`${label}-warm`), concurrency, warmSize(n, ctx.sizes));
-  const figure = await repeat(ctx.sizes.runs, n, (i) => run(ctx, ctx.queue(`${label}-${i}`), concurrency, n));
+  await runLifecycle(ctx, ctx.queue(`${label}-warm`), concurrency, warmSize(n, ctx.sizes));
+  const figure = await repeat(ctx.sizes.runs, n, (i) => runLifecycle(ctx, ctx.queue(`${label}-${i}`), concurrency, n));
   return { ...figure, concurrency };
 }
 
-async function run({ client, sizes }: BenchContext, queue: string, concurrency: number, n: number): Promise<number> {
+/** One timed run on `queue`: ms until all n are done in the store. */
+export async function runLifecycle(
+  { client, sizes }: BenchContext,
+  queue: string,
+  concurrency: number,
+  n: number,
+): Promise<number> {
   let handled = 0;
   const allHandled = signal();
   const start = performance.now();

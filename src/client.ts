@@ -3,6 +3,10 @@
  * boundary, then speaks only the store contract.
  */
 import { ClosedError } from './errors.js';
+import { followEvents } from './events/follow.js';
+import { checkCursorText, checkEventsOptions, checkWaitForOptions } from './events/options.js';
+import type { EventsOptions, WaitForOptions } from './events/options.js';
+import { waitForOutcome, type WaitResult } from './events/wait-for.js';
 import { DEFAULT_QUEUE_CONFIG, checkConfigPatch } from './model/config.js';
 import { checkMessageFilters, filterClass } from './model/filters.js';
 import { newMessageId } from './model/ids.js';
@@ -11,6 +15,7 @@ import { decodePayload, encodePayload } from './model/payload.js';
 import { checkPolicy, decodePolicy, encodePolicy } from './model/policy.js';
 import {
   checkBoolean,
+  checkCount,
   checkKnownKeys,
   checkMessageId,
   checkMs,
@@ -19,8 +24,12 @@ import {
 } from './model/validate.js';
 import { openStore, resolveStoreUrl } from './store/url.js';
 import { TickBatcher } from './tick-batcher.js';
+import { traceSend } from './tracing/send.js';
 import { Worker, type WorkerOptions } from './worker/worker.js';
-import type { Configured, NewMessage, Store, StoredContent } from './store/contract.js';
+import type { StoredEvent } from './model/events.js';
+import type { Configured, EventPage, NewMessage, Store, StoredContent } from './store/contract.js';
+import type { MetricsOptions, MetricsRegistry } from './metrics/registry.js';
+import type { WorkerMetrics } from './metrics/worker-metrics.js';
 import type {
   ActionResult,
   BatchItem,
@@ -94,7 +103,12 @@ export class Client {
   private readonly lastGc = new Map<string, number>();
   private readonly workers = new Set<Worker>();
   private readonly background = new Set<Promise<unknown>>();
+  // Live event readers and waits, ended when the client closes.
+  private readonly followers = new Set<AbortController>();
   private readonly enqueues: TickBatcher<NewMessage, EnqueueResult>;
+  /** The workers' metrics, made on the first `metrics()` call; null until then, so workers measure nothing. */
+  private instruments: WorkerMetrics | null = null;
+  private workerMetrics: Promise<WorkerMetrics> | null = null;
   private closed = false;
 
   /** @internal use `connect()` */
@@ -109,7 +123,7 @@ export class Client {
   /** Adds one message. Resolves once the store holds it. */
   async enqueue(queue: string, payload: Payload, options: EnqueueOptions = {}): Promise<EnqueueResult> {
     checkKnownKeys('enqueue', checkPlainObject('options', options), ENQUEUE_KEYS);
-    const [result] = await this.enqueueBatch(queue, [{ ...options, payload }]);
+    const [result] = await this.send(queue, [{ ...options, payload }], false);
     if (result === undefined) throw new Error('store returned no result for an enqueue');
     return result;
   }
@@ -119,6 +133,11 @@ export class Client {
    * Enqueues made in the same tick travel to the store together.
    */
   async enqueueBatch(queue: string, items: readonly BatchItem[]): Promise<EnqueueResult[]> {
+    return this.send(queue, items, true);
+  }
+
+  /** `batch`: the call came through the batch API (its span counts the messages rather than naming one). */
+  private async send(queue: string, items: readonly BatchItem[], batch: boolean): Promise<EnqueueResult[]> {
     this.checkOpen();
     checkQueueName(queue);
     const list: unknown = items;
@@ -126,7 +145,7 @@ export class Client {
     const needsConfig = items.some((item) => item.filters !== undefined);
     const config = needsConfig ? await this.cachedConfig(queue) : null;
     const messages = items.map((item) => this.prepare(queue, item, config));
-    const results = await this.enqueues.add(queue, messages);
+    const results = await traceSend(queue, messages, batch, (carrying) => this.enqueues.add(queue, carrying));
     this.maybeGcInBackground(queue);
     return results;
   }
@@ -136,12 +155,103 @@ export class Client {
     this.checkOpen();
     const worker = new Worker(this.store, queue, handler, options, () => this.workers.delete(worker));
     this.workers.add(worker);
+    if (this.instruments !== null) attachMetrics(worker, this.instruments);
     if (worker.autoStart) {
       worker.start().catch((error: unknown) => {
         this.onError(error);
       });
     }
     return worker;
+  }
+
+  /**
+   * A Prometheus registry (prom-client, loaded on this first call) of this client's workers (messages handled
+   * by outcome, handler, claim and finish durations, renewals, locks lost, store errors, in flight) and of the
+   * queues' state, read from the store at each scrape. Serve it with `await registry.metrics()` and
+   * `registry.contentType`. Each call returns a new registry; the worker metrics are the client's own, shared by
+   * its registries and never in prom-client's global one. See docs/metrics.md.
+   */
+  async metrics(options: MetricsOptions = {}): Promise<MetricsRegistry> {
+    this.checkOpen();
+    checkKnownKeys('metrics', checkPlainObject('options', options), ['queues']);
+    const selection = options.queues === undefined ? null : checkQueueList(options.queues);
+    const { createMetricsRegistry, createWorkerMetrics } = await import('./metrics/registry.js');
+    this.workerMetrics ??= createWorkerMetrics(() => this.workers).then((metrics) => {
+      this.instruments = metrics;
+      for (const worker of this.workers) attachMetrics(worker, metrics);
+      return metrics;
+    });
+    return createMetricsRegistry(this.store, await this.workerMetrics, selection);
+  }
+
+  /** Every queue that has a configuration or messages, sorted by name. */
+  async queues(): Promise<string[]> {
+    this.checkOpen();
+    return this.store.queues();
+  }
+
+  /**
+   * One page of the queue's events (see QueueConfig `events`), oldest first: after `after` (default: from the
+   * oldest kept), at most `limit` (default 1000). `missed` says events after `after` were trimmed unread.
+   */
+  async readEvents(queue: string, options: { after?: string; limit?: number } = {}): Promise<EventPage> {
+    this.checkOpen();
+    checkQueueName(queue);
+    checkKnownKeys('readEvents', checkPlainObject('options', options), ['after', 'limit']);
+    const after = options.after === undefined ? null : checkCursorText('after', options.after);
+    const limit = options.limit === undefined ? 1000 : checkCount('limit', options.limit, 1, 10_000);
+    return this.store.readEvents(queue, after, limit);
+  }
+
+  /**
+   * The queue's events, live, as an async iterable: from `after` ('now' by default: events written after this
+   * call; 'start': the oldest kept; or a cursor from an event, a page or eventsHead). It waits on the store's
+   * notification between pages. A reader that fell behind the retention gets an EventsMissedError carrying the
+   * oldest kept events and the cursor to read on from. Breaking out of the loop, aborting `signal` or closing
+   * the client ends it.
+   */
+  events(queue: string, options: EventsOptions = {}): AsyncIterable<StoredEvent> {
+    this.checkOpen();
+    checkQueueName(queue);
+    const { after, signal } = checkEventsOptions(options);
+    const stop = new AbortController();
+    this.followers.add(stop);
+    const start =
+      after === 'start'
+        ? Promise.resolve(null)
+        : after === 'now'
+          ? this.store.eventsHead(queue)
+          : Promise.resolve(after);
+    // The head is read now, so 'now' means this call; a failure is reported when the loop starts.
+    start.catch(() => undefined);
+    const both = signal === undefined ? stop.signal : AbortSignal.any([stop.signal, signal]);
+    return followEvents(this.store, queue, start, both, () => this.followers.delete(stop));
+  }
+
+  /**
+   * Resolves with how the message ended (completed or failed for good) once it has; works with events off by
+   * watching the message, and wakes on its events when they are on. Rejects with a TimeoutError (code
+   * `TIMEOUT`) after `timeoutMs` (default 30 s), a MessageGoneError (code `MESSAGE_GONE`) when the message is
+   * not in the queue (never enqueued, removed, GC'd), and a ClosedError when the client closes meanwhile.
+   */
+  async waitFor(queue: string, id: string, options: WaitForOptions = {}): Promise<WaitResult> {
+    this.checkOpen();
+    checkQueueName(queue);
+    checkMessageId(id);
+    const { timeoutMs, signal } = checkWaitForOptions(options);
+    const stop = new AbortController();
+    this.followers.add(stop);
+    try {
+      return await waitForOutcome(
+        this.store,
+        queue,
+        id,
+        timeoutMs,
+        signal === undefined ? stop.signal : AbortSignal.any([stop.signal, signal]),
+      );
+    } finally {
+      this.followers.delete(stop);
+    }
   }
 
   /** The message's state, or null once it is gone (GC'd, cleared, never existed). */
@@ -272,6 +382,7 @@ export class Client {
   async close(): Promise<void> {
     if (this.closed) return;
     this.closed = true;
+    for (const follower of this.followers) follower.abort(new ClosedError('client'));
     await Promise.all([...this.workers].map((worker) => worker.stop()));
     await Promise.allSettled([...this.background]);
     await this.store.close();
@@ -330,6 +441,16 @@ function decodeContent(content: StoredContent): { payload: Payload; metadata: Me
     metadata: content.metadata,
     filters: content.filters,
   };
+}
+
+function attachMetrics(worker: Worker, metrics: WorkerMetrics): void {
+  metrics.startQueue(worker.queue);
+  worker.instruments = metrics;
+}
+
+function checkQueueList(value: unknown): string[] {
+  if (!Array.isArray(value)) throw new TypeError('metrics queues must be an array of queue names');
+  return [...new Set(value.map(checkQueueName))];
 }
 
 function one(results: readonly ActionResult[]): ActionResult {

@@ -1,3 +1,5 @@
+import type { StoredEvent } from './model/events.js';
+
 /**
  * Every error kvmq raises on purpose is a KvmqError with a stable `code`.
  * `transient` says whether trying the same call again later may succeed.
@@ -62,5 +64,55 @@ export class StoreLayoutError extends KvmqError {
 export class ClosedError extends KvmqError {
   constructor(what: string) {
     super('CLOSED', `${what} is closed`);
+  }
+}
+
+/**
+ * A reader of queue events fell behind their retention: events it had not read were trimmed. `events` are the
+ * oldest ones still kept (the page that found the gap) and `cursor` reads on after them.
+ */
+export class EventsMissedError extends KvmqError {
+  readonly queue: string;
+  readonly events: readonly StoredEvent[];
+  readonly cursor: string;
+
+  constructor(queue: string, events: readonly StoredEvent[], cursor: string) {
+    super(
+      'EVENTS_MISSED',
+      `events of queue '${queue}' were trimmed before they were read (eventsMaxCount or eventsMaxAgeMs); ` +
+        'handle error.events, then read on with { after: error.cursor }',
+    );
+    this.queue = queue;
+    this.events = events;
+    this.cursor = cursor;
+  }
+}
+
+/** A wait did not end within its timeout. */
+export class TimeoutError extends KvmqError {
+  constructor(message: string) {
+    super('TIMEOUT', message, { transient: true });
+  }
+}
+
+/** The message is not in the queue: never enqueued, removed, or already garbage-collected. */
+export class MessageGoneError extends KvmqError {
+  readonly queue: string;
+  readonly id: string;
+
+  constructor(queue: string, id: string) {
+    super(
+      'MESSAGE_GONE',
+      `message '${id}' is not in queue '${queue}': never enqueued, removed, or already garbage-collected`,
+    );
+    this.queue = queue;
+    this.id = id;
+  }
+}
+
+/** The metrics address cannot be served on (taken, not local, malformed). */
+export class MetricsListenError extends KvmqError {
+  constructor(message: string, cause?: unknown) {
+    super('METRICS_LISTEN', message, { cause });
   }
 }

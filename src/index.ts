@@ -2,9 +2,12 @@
 export { connect, Client } from './client.js';
 export type { ConnectOptions, PauseResult } from './client.js';
 export { Worker } from './worker/worker.js';
+export { queueSizeMonitor } from './worker/size-monitor.js';
 export type {
   WorkerOptions,
   MonitorInfo,
+  Monitor,
+  Logger,
   WorkerEvents,
   CompletedEvent,
   FailedEvent,
@@ -13,8 +16,15 @@ export type {
   StalledEvent,
 } from './worker/worker.js';
 export { expBackoff } from './model/backoff.js';
+export { TRACE_METADATA_KEY } from './tracing/carrier.js';
 export type { ExpBackoffOptions } from './model/backoff.js';
 export { MESSAGE_STATES } from './model/types.js';
+export { QUEUE_EVENT_TYPES } from './model/events.js';
+export type { QueueEvent, QueueEventType, StoredEvent } from './model/events.js';
+export type { EventPage } from './store/contract.js';
+export type { EventsOptions, EventsStart, WaitForOptions } from './events/options.js';
+export type { WaitResult } from './events/wait-for.js';
+export type { MetricsOptions, MetricsRegistry } from './metrics/registry.js';
 export { HISTORY_LIMIT, errorTail } from './model/history.js';
 export type {
   ActionResult,
@@ -53,4 +63,10 @@ export {
   StoreUnavailableError,
   StoreLayoutError,
   ClosedError,
+  EventsMissedError,
+  TimeoutError,
+  MessageGoneError,
+  MetricsListenError,
 } from './errors.js';
+export { createDashboard } from './dashboard/dashboard.js';
+export type { Dashboard, DashboardOptions } from './dashboard/dashboard.js';

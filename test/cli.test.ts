@@ -3,85 +3,10 @@
  * stderr and exit codes, as a user or a script sees them.
  */
 import assert from 'node:assert/strict';
-import { spawn, type ChildProcess } from 'node:child_process';
-import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
+import { readFile, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import { fileURLToPath } from 'node:url';
-import { after, before, describe, it } from 'node:test';
-
-const ROOT = fileURLToPath(new URL('..', import.meta.url));
-// Generous: two cores, each spawn pays for tsx.
-const RUN_TIMEOUT_MS = 30_000;
-
-interface RunResult {
-  readonly code: number | null;
-  readonly signal: NodeJS.Signals | null;
-  readonly stdout: string;
-  readonly stderr: string;
-}
-
-interface RunOptions {
-  /** $KVMQ_STORE for the child; every test passes its own file. */
-  readonly store: string;
-  readonly input?: string | Buffer;
-  readonly env?: Readonly<Record<string, string>>;
-}
-
-const children = new Set<ChildProcess>();
-let dir = '';
-let stores = 0;
-
-before(async () => {
-  dir = await mkdtemp(join(tmpdir(), 'kvmq-cli-'));
-});
-
-after(async () => {
-  for (const child of children) child.kill('SIGKILL');
-  await rm(dir, { recursive: true, force: true });
-});
-
-/** A fresh SQLite store URL in the temp dir. */
-function newStore(): string {
-  stores += 1;
-  return `sqlite:${join(dir, `store-${stores}.db`)}`;
-}
-
-/** Starts a script under tsx; `result` settles when it exits (it is killed after RUN_TIMEOUT_MS). */
-function start(script: string, args: readonly string[], options: RunOptions) {
-  const child = spawn(process.execPath, ['--import', 'tsx', script, ...args], {
-    cwd: ROOT,
-    env: { ...process.env, ...options.env, KVMQ_STORE: options.store },
-    stdio: 'pipe',
-  });
-  children.add(child);
-  let stdout = '';
-  let stderr = '';
-  child.stdout.setEncoding('utf8').on('data', (text: string) => (stdout += text));
-  child.stderr.setEncoding('utf8').on('data', (text: string) => (stderr += text));
-  child.stdin.end(options.input);
-  const timer = setTimeout(() => child.kill('SIGKILL'), RUN_TIMEOUT_MS);
-  const result = new Promise<RunResult>((resolve, reject) => {
-    child.on('error', reject);
-    child.on('close', (code, signal) => {
-      clearTimeout(timer);
-      children.delete(child);
-      resolve({ code, signal, stdout, stderr });
-    });
-  });
-  return { child, result, stdout: () => stdout, stderr: () => stderr };
-}
-
-function kvmq(args: readonly string[], options: RunOptions): Promise<RunResult> {
-  return start('src/cli/main.ts', args, options).result;
-}
-
-/** Runs and expects the exit code, showing stderr when it differs. */
-async function expectExit(code: number, args: readonly string[], options: RunOptions): Promise<RunResult> {
-  const result = await kvmq(args, options);
-  assert.equal(result.code, code, `kvmq ${args.join(' ')} exited ${String(result.code)}; stderr:\n${result.stderr}`);
-  return result;
-}
+import { describe, it } from 'node:test';
+import { cliDir, expectExit, newStore, ROOT, start, waitFor } from './support/cli.js';
 
 async function statusOf(store: string, queue: string, id: string): Promise<Record<string, unknown>> {
   const { stdout } = await expectExit(0, ['status', queue, '--id', id, '--json'], { store });
@@ -91,14 +16,6 @@ async function statusOf(store: string, queue: string, id: string): Promise<Recor
 async function queueStatus(store: string, queue: string): Promise<{ counts: Record<string, number>; total: number }> {
   const { stdout } = await expectExit(0, ['status', queue, '--json'], { store });
   return JSON.parse(stdout) as { counts: Record<string, number>; total: number };
-}
-
-async function waitFor(condition: () => boolean, what: string, timeoutMs = 15_000): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (!condition()) {
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((resolve) => setTimeout(resolve, 20));
-  }
 }
 
 // Independent tests (each on its own store file) overlap their spawns.
@@ -157,7 +74,7 @@ describe('kvmq CLI', { concurrency: 4 }, () => {
 
   it('enqueues one message per non-empty line of --file, and of stdin with --file -', async () => {
     const store = newStore();
-    const file = join(dir, 'lines.txt');
+    const file = join(cliDir(), 'lines.txt');
     const lines = Array.from({ length: 2500 }, (_, i) => `line ${i}`);
     await writeFile(file, `${lines.join('\n')}\n\n\r\nlast`);
     const fromFile = await expectExit(0, ['enqueue', 'lines', '--file', file], { store });
@@ -167,7 +84,7 @@ describe('kvmq CLI', { concurrency: 4 }, () => {
     assert.deepEqual(JSON.parse(fromStdin.stdout), { accepted: 2, refused: 0, refusals: [] });
     assert.equal((await queueStatus(store, 'lines')).total, 2503);
 
-    const missing = await expectExit(1, ['enqueue', 'lines', '--file', join(dir, 'no-such-file')], { store });
+    const missing = await expectExit(1, ['enqueue', 'lines', '--file', join(cliDir(), 'no-such-file')], { store });
     assert.match(missing.stderr, /^kvmq: ENOENT/);
   });
 
@@ -175,7 +92,7 @@ describe('kvmq CLI', { concurrency: 4 }, () => {
     const store = newStore();
     const bytes = Buffer.from([0, 1, 0xff, 0xfe, 10, 13, 10, 0x41]);
     await expectExit(0, ['enqueue', 'bytes', '--id', 'b1'], { store, input: bytes });
-    const out = join(dir, 'payload.bin');
+    const out = join(cliDir(), 'payload.bin');
     await expectExit(0, ['work', 'bytes', '--max', '1', '--exec', 'cat > "$OUT"'], { store, env: { OUT: out } });
     assert.deepEqual(await readFile(out), bytes);
   });
@@ -334,7 +251,7 @@ describe('kvmq CLI', { concurrency: 4 }, () => {
     );
     const settings =
       'gc_lifetime_ms=60000\nfailed_lifetime_ms=604800000\ngc_interval_ms=5000\nmax_deliveries=10\n' +
-      'dead_letter_queue=\npaused=false\n';
+      'dead_letter_queue=\npaused=false\nevents=false\nevents_max_count=10000\nevents_max_age_ms=86400000\n';
     assert.equal(set.stdout, `${settings}filter.size=small,medium,large\n`);
     const json = await expectExit(0, ['config', 'cfg', '--json'], { store });
     assert.deepEqual(JSON.parse(json.stdout), {
@@ -345,6 +262,9 @@ describe('kvmq CLI', { concurrency: 4 }, () => {
       paused: false,
       maxDeliveries: 10,
       deadLetterQueue: null,
+      events: false,
+      eventsMaxCount: 10_000,
+      eventsMaxAgeMs: 86_400_000,
     });
     const failures = await expectExit(
       0,

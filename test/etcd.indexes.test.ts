@@ -5,26 +5,18 @@
  * entries: counts and listings come from them.
  */
 import assert from 'node:assert/strict';
-import { after, describe, test } from 'node:test';
-import { connect, type Client } from '../src/index.js';
+import { describe, test } from 'node:test';
+import type { Client } from '../src/index.js';
 import { openEtcdStore, type EtcdStore } from '../src/etcd/store.js';
 import { prefixEnd } from '../src/etcd/kv.js';
 import { decodeRecord } from '../src/etcd/record.js';
 import { indexEntries } from '../src/etcd/transitions.js';
 import { waitFor } from './support/wait.js';
-import { isolatedUrl } from './fixtures/etcd-support.js';
+import { closedAfterAll, isolatedUrl } from './fixtures/etcd-support.js';
 
 const TIMEOUT_MS = 90_000;
-const cleanups: (() => Promise<void> | void)[] = [];
-after(async () => {
-  for (const fn of cleanups.reverse()) await fn();
-});
-
-async function client(url: string): Promise<Client> {
-  const c = await connect(url, { maintenance: false });
-  cleanups.push(() => c.close());
-  return c;
-}
+const opened = closedAfterAll();
+const client = (url: string): Promise<Client> => opened.client(url);
 
 /** Every index entry of the queue against what its records say it should have. */
 async function checkIndexes(store: EtcdStore, queue: string): Promise<void> {
@@ -52,7 +44,7 @@ void describe('etcd index keys', () => {
     async () => {
       const url = isolatedUrl();
       const store = await openEtcdStore(url, () => undefined);
-      cleanups.push(() => store.close());
+      opened.add(() => store.close());
       const q = 'mix';
       const producer = await client(url);
       const actor = await client(url);

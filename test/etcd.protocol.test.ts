@@ -9,6 +9,7 @@ import { spawnChild, type Child } from './support/child.js';
 import { JobLog, waitForStatus } from './support/jobs.js';
 import { waitFor } from './support/wait.js';
 import { endpointsOf, etcdctl, EtcdctlConsumer, isolatedUrl } from './fixtures/etcd-support.js';
+import { queueRegistry } from '../src/etcd/keys.js';
 
 const TIMEOUT_MS = 60_000;
 const IDX = /^\d{19}$/;
@@ -94,11 +95,17 @@ void describe('etcd protocol with etcdctl', () => {
         assert.equal(status.outcome, 'success');
         assert.equal(status.attempt, 1);
       }
-      // Nothing left in the ordered queue, the producer keys or the deliveries: only records (and the GC index).
+      // Nothing left in the ordered queue, the producer keys or the deliveries: only records (and the GC index,
+      // and the queue's entry in the registry of queues).
       const left = (await etcdctl(endpoints, ['get', '--prefix', '--keys-only', `${prefix}/`])).stdout
         .split('\n')
         .filter(
-          (k) => k !== '' && !k.includes('/kvmq/') && !/\/(consumer|c)\/[^/]+$/.test(k) && k !== `${prefix}/queue/jobs`,
+          (k) =>
+            k !== '' &&
+            !k.includes('/kvmq/') &&
+            !k.startsWith(queueRegistry(prefix)) &&
+            !/\/(consumer|c)\/[^/]+$/.test(k) &&
+            k !== `${prefix}/queue/jobs`,
         );
       assert.deepEqual(left, []);
     },

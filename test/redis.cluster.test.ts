@@ -13,6 +13,7 @@ import { after, before, test } from 'node:test';
 import { connect } from '../src/index.js';
 import { startCluster, type RedisCluster } from '../scripts/servers/redis.mjs';
 import { conformance } from './conformance/index.js';
+import { waitFor } from './support/wait.js';
 
 const dir = mkdtempSync(join(tmpdir(), 'kvmq-redis-cluster-'));
 let cluster: RedisCluster | null = null;
@@ -77,6 +78,38 @@ void test('redis cluster: a dead-letter queue is refused with an error that says
     assert.equal((await client.config('orders')).deadLetterQueue, null);
     // Every other field still configures.
     assert.equal((await client.configure('orders', { maxDeliveries: 3, deadLetterQueue: null })).maxDeliveries, 3);
+  } finally {
+    await client.close();
+  }
+});
+
+void test('redis cluster: queues(), events and turns of queues on every node', async () => {
+  const client = await connect(`${clusterUrl()}&prefix=events-spread`, { maintenance: false });
+  try {
+    const queues = Array.from({ length: 12 }, (_, i) => `ev-${String(i).padStart(2, '0')}`);
+    for (const q of queues) {
+      await client.configure(q, { events: true });
+      await client.enqueue(q, { q }, { id: 'm' });
+    }
+    // The registry is one set outside every queue's slot; each queue's events live in its own slot.
+    assert.deepEqual(await client.queues(), queues);
+    for (const q of queues) {
+      const page = await client.readEvents(q);
+      assert.deepEqual(
+        page.events.map((e) => [e.type, e.id, e.cursor]),
+        [['enqueued', 'm', '1']],
+      );
+      assert.equal(await client.store.takeTurn(q, 'gc-warning', 60_000), true);
+      assert.equal(await client.store.takeTurn(q, 'gc-warning', 60_000), false);
+    }
+    let calls = 0;
+    const stop = client.store.subscribeEvents(queues[0] ?? '', () => (calls += 1));
+    await waitFor(() => calls > 0, { what: 'the call at subscription' });
+    calls = 0;
+    await client.enqueue(queues[0] ?? '', 'again');
+    await waitFor(() => calls > 0, { what: 'a call after an event on a cluster' });
+    stop();
+    await client.clear(...queues);
   } finally {
     await client.close();
   }

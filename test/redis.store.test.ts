@@ -20,7 +20,8 @@ import {
   type ConnectOptions,
 } from '../src/index.js';
 import { maxDeliveriesError } from '../src/model/history.js';
-import { MESSAGE_STATES, type MessageState } from '../src/model/types.js';
+import type { Finish } from '../src/store/contract.js';
+import { MESSAGE_STATES, type MessageState, type QueueConfig } from '../src/model/types.js';
 import { start, type RedisServer, type RedisServerOptions } from '../scripts/servers/redis.mjs';
 import { deletePrefixes, redisTestUrl } from './fixtures/redis-server.js';
 import { waitFor } from './support/wait.js';
@@ -183,6 +184,7 @@ void describe('redis store', () => {
     await client.clear(q);
     assert.deepEqual(cli(base, 'KEYS', `carmine:mq:{${q}}:*`), ['carmine:mq:{' + q + '}:conf']);
     cli(base, 'UNLINK', key('conf'));
+    cli(base, 'SREM', 'carmine:mq:queues', q);
   });
 
   void test('enqueues of one tick are one script call; a worker claims and finishes many per call', async () => {
@@ -539,6 +541,354 @@ void describe('redis store: failures, listings and counts', () => {
     cli(base, 'DEL', `${prefix}:{${q}}:history`);
     assert.deepEqual(await finish(client, q, 'm', 'error'), ['ok']);
     assert.equal((await client.status(q, 'm'))?.state, 'failed');
+  });
+});
+
+void describe('redis store: queue events, turns and the queue registry', () => {
+  const consumer = 'c';
+  const claim = (client: Client, q: string, max = 64, lockMs = 60_000) =>
+    client.store.claim(q, { consumerId: consumer, max, lockMs, accepts: null, eoqBackoffMs: () => 60_000 });
+  const finish = (client: Client, q: string, finishes: readonly Partial<Finish>[]) =>
+    client.store.finish(
+      q,
+      consumer,
+      finishes.map((f) => ({
+        id: '',
+        attempt: 1,
+        outcome: 'success' as const,
+        backoffMs: 0,
+        error: null,
+        startedAt: Date.now(),
+        ...f,
+      })),
+    );
+  /** Every kept event, oldest first, as [type, id, attempt, error]. */
+  const events = async (client: Client, q: string): Promise<(string | number | undefined)[][]> =>
+    (await client.store.readEvents(q, null, 10_000)).events.map((e) => [e.type, e.id, e.attempt, e.error]);
+  /** A queue of its own with events on (and options), on the shared server. */
+  async function eventsQueue(label: string, config: Partial<QueueConfig> = {}) {
+    const prefix = uniquePrefix(label);
+    const client = await open(`${base}?prefix=${prefix}`);
+    const q = label;
+    await client.configure(q, { events: true, ...config });
+    return { client, q, prefix, key: (name: string) => `${prefix}:{${q}}:${name}` };
+  }
+
+  void test('each transition writes its event in the script that makes it; with events off, none', async () => {
+    const { client, q } = await eventsQueue('transitions');
+    const before = redisNow(base);
+    await client.enqueue(q, 'a', { id: 'a' });
+    await client.enqueueBatch(
+      q,
+      ['b', 'c', 'd', 'e'].map((id) => ({ payload: id, id })),
+    );
+    assert.equal((await claim(client, q)).messages.length, 5);
+    await finish(client, q, [
+      { id: 'a' },
+      { id: 'b', outcome: 'retry', error: 'again', backoffMs: 60_000 },
+      { id: 'c', outcome: 'error', error: 'boom' },
+      // A give-back: handed back unrun, no event.
+      { id: 'd', outcome: 'retry', startedAt: null },
+    ]);
+    assert.equal((await client.enqueue(q, 'e2', { id: 'e', allowRequeue: true })).ok, true);
+    assert.equal((await client.retry(q, 'c')).ok, true);
+    assert.equal((await client.remove(q, 'd')).ok, true);
+    assert.deepEqual(await client.enqueue(q, 'a2', { id: 'a' }), { ok: true, id: 'a', action: 'revived' });
+    assert.equal((await client.enqueue(q, 'refused', { id: 'e' })).ok, false);
+    const after = redisNow(base);
+
+    assert.deepEqual(await events(client, q), [
+      ['enqueued', 'a', 0, undefined],
+      ['enqueued', 'b', 0, undefined],
+      ['enqueued', 'c', 0, undefined],
+      ['enqueued', 'd', 0, undefined],
+      ['enqueued', 'e', 0, undefined],
+      ...['a', 'b', 'c', 'd', 'e'].map((id) => ['started', id, 1, undefined]),
+      ['completed', 'a', 1, undefined],
+      ['retrying', 'b', 1, 'again'],
+      ['failed', 'c', 1, 'boom'],
+      ['enqueued', 'e', 1, undefined],
+      ['enqueued', 'c', 0, undefined],
+      ['removed', 'd', 1, undefined],
+      ['enqueued', 'a', 1, undefined],
+    ]);
+    const page = await client.store.readEvents(q, null, 100);
+    assert.deepEqual(
+      page.events.map((e) => e.cursor),
+      page.events.map((_, i) => String(i + 1)),
+    );
+    for (const e of page.events) assert.ok(e.at >= before && e.at <= after, `at ${e.at} in [${before}, ${after}]`);
+    assert.equal(await client.store.eventsHead(q), '17');
+
+    // The same transitions on a queue without events write no event and no event key.
+    const off = 'quiet';
+    await client.enqueue(off, 'x', { id: 'x' });
+    await claim(client, off);
+    await finish(client, off, [{ id: 'x', outcome: 'error', error: 'e' }]);
+    assert.deepEqual((await client.store.readEvents(off, null, 10)).events, []);
+    assert.equal(await client.store.eventsHead(off), '0');
+  });
+
+  void test('layout: one stream entry per script call, its id the number of its last event', async () => {
+    const { client, q, key } = await eventsQueue('stream', { eventsMaxCount: 500 });
+    await client.enqueue(q, 'one', { id: 'one' });
+    await client.enqueueBatch(
+      q,
+      ['b1', 'b2', 'b3'].map((id) => ({ payload: id, id })),
+    );
+    await claim(client, q, 2);
+    await finish(client, q, [{ id: 'one', outcome: 'error', error: 'two words\nand a \\n line' }]);
+    assert.equal(one(base, 'TYPE', key('events')), 'stream');
+    assert.equal(one(base, 'TYPE', key('events-seq')), 'string');
+    assert.equal(one(base, 'GET', key('events-seq')), '7');
+    assert.equal(one(base, 'HGET', key('conf'), 'events'), '1');
+    assert.equal(one(base, 'HGET', key('conf'), 'events_max_count'), '500');
+    assert.equal(one(base, 'HGET', key('conf'), 'events_max_age'), String(24 * 3600 * 1000));
+    const entries = cli(base, 'XRANGE', key('events'), '-', '+');
+    // --raw prints each entry as its id then its fields and values, one per line (the events field's lines too).
+    const ids = entries.filter((line) => /^\d+-0$/.test(line));
+    assert.deepEqual(ids, ['1-0', '4-0', '6-0', '7-0']);
+    const claimEntry = entries.slice(entries.indexOf('6-0') + 1, entries.indexOf('7-0'));
+    assert.equal(claimEntry[0], 'at');
+    assert.deepEqual(claimEntry.slice(2), ['n', '2', 'events', 'started 1 one', 'started 1 b1']);
+    const failEntry = entries.slice(entries.indexOf('7-0') + 1);
+    // An error stays on its event's line: newlines and backslashes are escaped.
+    assert.deepEqual(failEntry.slice(2), ['n', '1', 'events', 'failed 1 one two words\\nand a \\\\n line']);
+    assert.deepEqual((await client.store.readEvents(q, '6', 10)).events[0]?.error, 'two words\nand a \\n line');
+    // A large batch spreads over entries of at most 100 events.
+    await client.enqueueBatch(
+      q,
+      Array.from({ length: 250 }, (_, i) => ({ payload: i, id: `many-${i}` })),
+    );
+    assert.deepEqual(
+      cli(base, 'XRANGE', key('events'), '8', '+').filter((line) => /^\d+-0$/.test(line)),
+      ['107-0', '207-0', '257-0'],
+    );
+    const page = await client.store.readEvents(q, '100', 10);
+    assert.deepEqual(
+      page.events.map((e) => [e.cursor, e.id]),
+      Array.from({ length: 10 }, (_, i) => [String(101 + i), `many-${93 + i}`]),
+    );
+    assert.equal(page.cursor, '110');
+  });
+
+  void test('a foreign events key: StoreLayoutError naming it, the transition not written either', async () => {
+    const { client, q, key } = await eventsQueue('foreign-events');
+    await client.enqueue(q, 'x', { id: 'x' });
+    cli(base, 'DEL', key('events'));
+    cli(base, 'SET', key('events'), 'not kvmq');
+    await assert.rejects(client.enqueue(q, 'y', { id: 'y' }), (error: unknown) => {
+      assert.ok(error instanceof StoreLayoutError, String(error));
+      assert.match(error.message, /:events /);
+      return true;
+    });
+    assert.equal(await client.status(q, 'y'), null);
+    await assert.rejects(claim(client, q), StoreLayoutError);
+    assert.equal((await client.status(q, 'x'))?.state, 'queued');
+    assert.equal(one(base, 'GET', key('events-seq')), '1');
+    cli(base, 'DEL', key('events-seq'));
+    cli(base, 'HSET', key('events-seq'), 'f', 'v');
+    cli(base, 'DEL', key('events'));
+    await assert.rejects(claim(client, q), (error: unknown) => {
+      assert.ok(error instanceof StoreLayoutError, String(error));
+      assert.match(error.message, /events-seq/);
+      return true;
+    });
+    assert.equal((await client.status(q, 'x'))?.attempt, 0);
+    // With events off, the foreign keys are not touched and the queue works, its failure path too.
+    await client.configure(q, { events: false });
+    cli(base, 'SET', key('events'), 'not kvmq');
+    assert.equal((await claim(client, q)).messages.length, 1);
+    assert.deepEqual(await finish(client, q, [{ id: 'x', outcome: 'error', error: 'e' }]), ['ok']);
+    assert.equal((await client.status(q, 'x'))?.state, 'failed');
+    cli(base, 'DEL', key('events-seq'), key('events'));
+  });
+
+  void test('a lock lost at maxDeliveries writes failed; a dead-letter move writes enqueued there', async () => {
+    const { client, q } = await eventsQueue('poison', { maxDeliveries: 1, deadLetterQueue: 'poison-dead' });
+    await client.configure('poison-dead', { events: true });
+    await client.enqueue(q, 'x', { id: 'lost' });
+    await client.enqueue(q, 'y', { id: 'error' });
+    assert.equal((await claim(client, q, 1, 50)).messages.length, 1);
+    const lockEnd = redisNow(base) + 50;
+    await waitFor(() => redisNow(base) > lockEnd, { what: 'the lock to lapse on the Redis clock' });
+    const claimed = await claim(client, q, 1);
+    assert.deepEqual(
+      claimed.messages.map((m) => m.id),
+      ['error'],
+    );
+    await finish(client, q, [{ id: 'error', outcome: 'error', error: 'bad' }]);
+    assert.deepEqual(await events(client, q), [
+      ['enqueued', 'lost', 0, undefined],
+      ['enqueued', 'error', 0, undefined],
+      ['started', 'lost', 1, undefined],
+      ['failed', 'lost', 1, maxDeliveriesError(1)],
+      ['started', 'error', 1, undefined],
+      ['failed', 'error', 1, 'bad'],
+    ]);
+    assert.deepEqual(await events(client, 'poison-dead'), [
+      ['enqueued', 'lost', 0, undefined],
+      ['enqueued', 'error', 0, undefined],
+    ]);
+  });
+
+  void test('trimming: inline by count within one stream node, exactly at GC; a reader behind is told', async () => {
+    const { client, q } = await eventsQueue('trim', { eventsMaxCount: 50 });
+    for (let i = 0; i < 300; i++) await client.enqueue(q, i, { id: `m${i}` });
+    const kept = (await client.store.readEvents(q, null, 10_000)).events;
+    // MINID ~ drops whole stream nodes (at most 100 entries) only, and never one within the bound.
+    assert.ok(kept.length >= 50 && kept.length <= 150, `${kept.length} kept before GC`);
+    assert.equal(kept.at(-1)?.cursor, '300');
+    assert.ok((await client.gc(q)).ran);
+    const page = await client.store.readEvents(q, null, 10_000);
+    assert.deepEqual(
+      page.events.map((e) => e.id),
+      Array.from({ length: 50 }, (_, i) => `m${250 + i}`),
+    );
+    assert.equal(page.missed, false);
+    const behind = await client.store.readEvents(q, '10', 5);
+    assert.equal(behind.missed, true);
+    assert.deepEqual(
+      behind.events.map((e) => e.cursor),
+      ['251', '252', '253', '254', '255'],
+    );
+    const exact = await client.store.readEvents(q, '250', 5);
+    assert.equal(exact.missed, false);
+    assert.equal(exact.events[0]?.cursor, '251');
+    // Entries go whole: with batches, GC keeps the entry that holds the oldest event within the bound.
+    for (let i = 0; i < 10; i++) {
+      await client.enqueueBatch(
+        q,
+        Array.from({ length: 30 }, (_, j) => ({ payload: j, id: `b${i}-${j}` })),
+      );
+    }
+    assert.ok((await client.gc(q)).ran);
+    const batched = (await client.store.readEvents(q, null, 10_000)).events;
+    assert.ok(batched.length >= 50 && batched.length < 80, `${batched.length} kept after GC`);
+    assert.equal(batched.at(-1)?.cursor, '600');
+  });
+
+  void test('trimming by age at GC: older events go, younger stay', async () => {
+    const { client, q } = await eventsQueue('age');
+    await client.enqueueBatch(
+      q,
+      ['old1', 'old2'].map((id) => ({ payload: id, id })),
+    );
+    const oldAt = (await client.store.readEvents(q, null, 10)).events[0]?.at ?? 0;
+    await waitFor(() => redisNow(base) > oldAt + 3000, { what: '3 s on the Redis clock', timeoutMs: 10_000 });
+    await client.enqueue(q, 'young', { id: 'young' });
+    // The bound falls about 1.5 s after the old events: GC has that long to run.
+    await client.configure(q, { eventsMaxAgeMs: redisNow(base) - oldAt - 1500 });
+    assert.ok((await client.gc(q)).ran);
+    const page = await client.store.readEvents(q, null, 10);
+    assert.deepEqual(
+      page.events.map((e) => e.id),
+      ['young'],
+    );
+    assert.equal((await client.store.readEvents(q, '0', 10)).missed, true);
+  });
+
+  void test('clear removes the events and keeps the numbering: a reader behind is told, one at the head is not', async () => {
+    const { client, q, key } = await eventsQueue('clear');
+    await client.enqueueBatch(
+      q,
+      ['a', 'b', 'c'].map((id) => ({ payload: id, id })),
+    );
+    const head = await client.store.eventsHead(q);
+    await client.clear(q);
+    assert.equal(one(base, 'EXISTS', key('events')), '0');
+    assert.equal(await client.store.eventsHead(q), head);
+    // Told once: the page's cursor is past the gap.
+    assert.deepEqual(await client.store.readEvents(q, '1', 10), { events: [], missed: true, cursor: head });
+    assert.deepEqual(await client.store.readEvents(q, head, 10), { events: [], missed: false, cursor: head });
+    await client.enqueue(q, 'd', { id: 'd' });
+    const next = await client.store.readEvents(q, head, 10);
+    assert.deepEqual(
+      next.events.map((e) => [e.cursor, e.id]),
+      [['4', 'd']],
+    );
+    assert.equal(next.missed, false);
+    assert.equal((await client.store.readEvents(q, '2', 10)).missed, true);
+    assert.equal((await client.store.readEvents(q, null, 10)).missed, false);
+  });
+
+  void test('a cursor the store did not make is a TypeError that says so', async () => {
+    const { client, q } = await eventsQueue('cursors');
+    for (const bad of ['', 'abc', '-1', '1-0', '01', '1.5', '99999999999999999']) {
+      await assert.rejects(client.store.readEvents(q, bad, 10), (error: unknown) => {
+        assert.ok(error instanceof TypeError, `${bad}: ${String(error)}`);
+        assert.match(error.message, /not one the Redis store made/);
+        return true;
+      });
+    }
+    assert.deepEqual(await client.store.readEvents(q, null, 10), { events: [], missed: false, cursor: '0' });
+  });
+
+  void test('subscribeEvents: called after events are written, on the wake-up connection; nothing after close', async () => {
+    const server = await dedicated();
+    const url = `${server.url}?prefix=subscribe`;
+    const client = await open(url);
+    const writer = await open(url);
+    for (const q of ['s1', 's2']) await writer.configure(q, { events: true });
+    let calls = 0;
+    const stops = ['s1', 's2'].map((q) => client.store.subscribeEvents(q, () => (calls += 1)));
+    const wake = client.store.subscribe('s1', () => undefined);
+    // Called once when the subscription is confirmed (nothing is missed while it was not).
+    await waitFor(() => calls >= 2, { what: 'the calls at subscription' });
+    calls = 0;
+    await writer.enqueue('s2', 'x');
+    await waitFor(() => calls >= 1, { what: 'a call after an event' });
+    const subscribers = cli(server.url, 'CLIENT', 'LIST').filter((line) => line.includes('name=kvmq-wakeups'));
+    assert.equal(subscribers.length, 1, subscribers.join('\n'));
+    stops.forEach((stop) => stop());
+    wake();
+    client.store.subscribeEvents('s1', () => (calls += 100));
+    await client.close();
+    calls = 0;
+    await writer.enqueue('s1', 'y');
+    await writer.enqueue('s1', 'z');
+    assert.equal(calls, 0);
+    await waitFor(
+      () => cli(server.url, 'CLIENT', 'LIST').filter((line) => line.includes('name=kvmq-wakeups')).length === 0,
+      { what: 'the subscriber connection to close' },
+    );
+  });
+
+  void test('takeTurn: one caller per everyMs across clients, SET NX PX in the queue hash tag', async () => {
+    const prefix = uniquePrefix('turns');
+    const [a, b] = [await open(`${base}?prefix=${prefix}`), await open(`${base}?prefix=${prefix}`)];
+    const q = 'turns';
+    const takers = await Promise.all(
+      Array.from({ length: 10 }, (_, i) => (i % 2 === 0 ? a : b).store.takeTurn(q, 'warn.disk', 60_000)),
+    );
+    assert.equal(takers.filter(Boolean).length, 1);
+    const key = `${prefix}:{${q}}:turn:warn.disk`;
+    const ttl = Number(one(base, 'PTTL', key));
+    assert.ok(ttl > 0 && ttl <= 60_000, `PTTL ${ttl}`);
+    // Another name, another queue: turns of their own.
+    assert.equal(await a.store.takeTurn(q, 'other', 60_000), true);
+    assert.equal(await a.store.takeTurn('elsewhere', 'warn.disk', 60_000), true);
+    assert.equal(await b.store.takeTurn(q, 'short', 50), true);
+    assert.equal(await a.store.takeTurn(q, 'short', 50), false);
+    await waitFor(() => a.store.takeTurn(q, 'short', 50), { what: 'the next turn after 50 ms' });
+    await assert.rejects(a.store.takeTurn(q, 'zero', 0), TypeError);
+  });
+
+  void test('queues(): those with a configuration or messages, sorted, from the registry set', async () => {
+    const prefix = uniquePrefix('registry');
+    const client = await open(`${base}?prefix=${prefix}`);
+    await client.enqueue('c', 'x', { id: 'x' });
+    await client.enqueue('a', 'x');
+    await client.configure('b', { paused: true });
+    await client.store.registerConsumer('consumers-only', { id: 'w', host: 'h', pid: 1, ttlMs: 60_000 });
+    await client.enqueue('gone', 'x', { id: 'x' });
+    await client.remove('gone', 'x');
+    assert.deepEqual(await client.queues(), ['a', 'b', 'c']);
+    assert.deepEqual(cli(base, 'SMEMBERS', `${prefix}:queues`).sort(), ['a', 'b', 'c', 'gone']);
+    // Another process sees the same, and a queue it writes first joins.
+    const other = await open(`${base}?prefix=${prefix}`);
+    await other.enqueue('aa', 'x');
+    assert.deepEqual(await client.queues(), ['a', 'aa', 'b', 'c']);
   });
 });
 

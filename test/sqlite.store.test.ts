@@ -235,7 +235,14 @@ describe('sqlite store', () => {
     try {
       assert.equal(db.pragma('journal_mode', { simple: true }), 'wal');
       const tables = db.prepare("SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name").pluck().all();
-      assert.deepEqual(tables, ['kvmq_classes', 'kvmq_consumers', 'kvmq_messages', 'kvmq_queues']);
+      assert.deepEqual(tables, [
+        'kvmq_classes',
+        'kvmq_consumers',
+        'kvmq_events',
+        'kvmq_messages',
+        'kvmq_queues',
+        'kvmq_turns',
+      ]);
       const row = db
         .prepare('SELECT id, filters, metadata, phase, attempt FROM kvmq_messages WHERE queue = ?')
         .get('layout');
@@ -376,11 +383,133 @@ describe('sqlite store', () => {
     }
     const after = new Database(path, { readonly: true });
     try {
-      assert.equal(after.pragma('user_version', { simple: true }), 2);
+      assert.equal(after.pragma('user_version', { simple: true }), 3);
     } finally {
       after.close();
     }
     assertCountersMatchRows(url, 'old');
+  });
+
+  test('a schema 2 file is migrated to 3: events and turns work, its configuration reads events off', async () => {
+    const url = freshUrl();
+    const path = url.slice('sqlite:'.length);
+    const before = await connect(url, { maintenance: false });
+    await before.configure('old', { gcLifetimeMs: 4321 });
+    await before.enqueue('old', 'kept', { id: 'm1' });
+    await before.close();
+    // Back to schema 2's layout: what schema 3 added goes.
+    const db = new Database(path);
+    db.exec(`DROP TABLE kvmq_events; DROP TABLE kvmq_turns; ALTER TABLE kvmq_queues DROP COLUMN events_trimmed;
+      ALTER TABLE kvmq_queues DROP COLUMN events_trimmed_index;
+      UPDATE kvmq_queues SET config = json_remove(config, '$.events', '$.eventsMaxCount', '$.eventsMaxAgeMs');
+      PRAGMA user_version = 2`);
+    db.close();
+
+    const client = await connect(url, { maintenance: false });
+    try {
+      const config = await client.config('old');
+      assert.deepEqual([config.gcLifetimeMs, config.events, config.eventsMaxCount], [4321, false, 10_000]);
+      assert.equal((await client.status('old', 'm1'))?.state, 'queued');
+      assert.deepEqual(await client.queues(), ['old']);
+      await client.configure('old', { events: true });
+      await client.enqueue('old', 'new', { id: 'm2' });
+      const page = await client.readEvents('old');
+      assert.deepEqual(
+        page.events.map((e) => [e.type, e.id]),
+        [['enqueued', 'm2']],
+      );
+      assert.equal(await client.store.takeTurn('old', 'warn', 60_000), true);
+    } finally {
+      await client.close();
+    }
+    const after = new Database(path, { readonly: true });
+    try {
+      assert.equal(after.pragma('user_version', { simple: true }), 3);
+    } finally {
+      after.close();
+    }
+  });
+
+  test('events: one row per transaction, trimmed as written and within a row, readers told of the gap', async () => {
+    const url = freshUrl();
+    const client = await connect(url, { maintenance: false });
+    const ids = Array.from({ length: 10 }, (_, i) => Array.from({ length: 10 }, (_, j) => `m${i}-${j}`)).flat();
+    try {
+      await client.configure('trim', { events: true, eventsMaxCount: 25 });
+      const behind = await client.store.eventsHead('trim');
+      for (let i = 0; i < 100; i += 10) {
+        await client.enqueueBatch(
+          'trim',
+          ids.slice(i, i + 10).map((id) => ({ payload: 1, id })),
+        );
+      }
+      const db = new Database(url.slice('sqlite:'.length), { readonly: true });
+      const kept = (): number =>
+        db.prepare('SELECT sum(count - first) FROM kvmq_events WHERE queue = ?').pluck().get('trim') as number;
+      try {
+        assert.equal(
+          db.prepare('SELECT max(count) FROM kvmq_events WHERE queue = ?').pluck().get('trim'),
+          10,
+          'a batch is one row',
+        );
+        // Trimmed every tenth of the bound as written, not only at GC: at most one batch past it.
+        assert.ok(kept() >= 25 && kept() <= 35, `${kept()} events kept for a bound of 25`);
+        await client.gc('trim');
+        assert.equal(kept(), 25, 'GC trims to the bound exactly, within a row');
+      } finally {
+        db.close();
+      }
+      const page = await client.readEvents('trim', { limit: 1000 });
+      assert.deepEqual(
+        page.events.map((e) => e.id),
+        ids.slice(75),
+      );
+      assert.equal((await client.readEvents('trim', { after: behind })).missed, true);
+      // A cursor in the kept part of the oldest row: nothing missed; in its trimmed part: missed.
+      const oldestKept = page.events[0]?.cursor ?? '';
+      const [seq = '', index = ''] = oldestKept.split('.');
+      assert.equal(index, '5', 'the oldest kept row was cut in its middle');
+      const inside = await client.readEvents('trim', { after: oldestKept });
+      assert.deepEqual([inside.missed, inside.events[0]?.id], [false, 'm7-6']);
+      const cut = await client.readEvents('trim', { after: `${seq}.3` });
+      assert.deepEqual([cut.missed, cut.events[0]?.id], [true, 'm7-5']);
+      const atMark = await client.readEvents('trim', { after: `${seq}.4` });
+      assert.deepEqual([atMark.missed, atMark.events[0]?.id], [false, 'm7-5']);
+
+      // clear takes the events too; a reader behind it is told.
+      const head = await client.store.eventsHead('trim');
+      await client.clear('trim');
+      assert.deepEqual((await client.readEvents('trim')).events, []);
+      assert.equal((await client.readEvents('trim', { after: oldestKept })).missed, true);
+      const upToDate = await client.readEvents('trim', { after: head });
+      assert.equal(upToDate.missed, false, 'a reader that had read everything missed nothing');
+    } finally {
+      await client.close();
+    }
+  });
+
+  test("a reader in this process sees events written by another process's worker", async () => {
+    const url = freshUrl();
+    const client = await connect(url, { maintenance: false });
+    await client.configure('seen', { events: true });
+    const w = child('work', url, 'seen', '60000');
+    try {
+      assert.equal(await nextLine(w.lines), 'ready');
+      const seen: string[] = [];
+      const reading = (async () => {
+        for await (const event of client.events('seen', { after: 'start' })) {
+          seen.push(`${event.type} ${event.id}`);
+          if (event.type === 'completed') return;
+        }
+      })();
+      await client.enqueue('seen', 'x', { id: 'm' });
+      await reading;
+      assert.deepEqual(seen, ['enqueued m', 'started m', 'completed m']);
+    } finally {
+      w.proc.kill('SIGTERM');
+      await exited(w.proc);
+      await client.close();
+    }
   });
 
   test('bad URLs and foreign files are refused with errors that say what to do', async () => {

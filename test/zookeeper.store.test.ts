@@ -10,7 +10,7 @@ import { promisify } from 'node:util';
 import { createRequire } from 'node:module';
 import type * as Zk from 'node-zookeeper-client';
 import { connect, KvmqError, StoreLayoutError, StoreUrlError, type Client } from '../src/index.js';
-import { gate, waitFor } from './support/wait.js';
+import { gate, quietPeriod, waitFor } from './support/wait.js';
 import { JobLog, waitForStatus } from './support/jobs.js';
 import { freshStoreUrl, hostsOf, PlainClient, serverUrl, uniqueDir } from './fixtures/zookeeper-env.js';
 import { isZkError, ZkCode, ZkSession } from '../src/zookeeper/client.js';
@@ -37,6 +37,10 @@ async function plain(auth?: string): Promise<PlainClient> {
   const p = await PlainClient.connect(hosts, auth);
   plains.push(p);
   return p;
+}
+
+async function getText(p: PlainClient, path: string): Promise<string> {
+  return (await p.get(path)).toString('utf8');
 }
 
 interface TreeNode {
@@ -131,10 +135,12 @@ describe('zookeeper: the zkmq layout, as a plain client reads it', () => {
       'conf',
       'consumers',
       'done',
+      'events',
       'failed',
       'lock',
       'queue',
       'tasks',
+      'turns',
       'waiting',
     ]);
     assert.equal(node(`/${q}/conf/task_gc_lifetime`).data, '120000');
@@ -144,6 +150,11 @@ describe('zookeeper: the zkmq layout, as a plain client reads it', () => {
     assert.equal(node(`/${q}/conf/dead_letter_queue`).data, '');
     assert.equal(node(`/${q}/conf/task_gc_interval`).data, '15000');
     assert.deepEqual(JSON.parse(node(`/${q}/conf/filters`).data), { size: ['s', 'm'] });
+    assert.equal(node(`/${q}/conf/events`).data, 'false');
+    assert.equal(node(`/${q}/conf/events_max_count`).data, '10000');
+    assert.equal(node(`/${q}/conf/events_max_age`).data, '86400000');
+    // Events off: the log stays empty.
+    assert.deepEqual(node(`/${q}/events`).children, []);
 
     // Pending entries: one sub-queue per filter class, in numbered buckets.
     const classes = node(`/${q}/queue`).children.sort();
@@ -629,5 +640,298 @@ describe('zookeeper: requests kvmq encodes itself', () => {
     } finally {
       stranger.close();
     }
+  });
+});
+
+describe('zookeeper: queue events as sequential nodes', () => {
+  const consumer = 'events-consumer';
+  const claim = (client: Client, q: string, max = 10) =>
+    client.store.claim(q, { consumerId: consumer, max, lockMs: 60_000, accepts: null, eoqBackoffMs: () => 1000 });
+  const finish = (client: Client, q: string, id: string, attempt: number, outcome: 'success' | 'error' | 'retry') =>
+    client.store.finish(q, consumer, [
+      { id, attempt, outcome, backoffMs: 0, error: outcome === 'success' ? null : `boom ${id}`, startedAt: Date.now() },
+    ]);
+  const summary = (events: readonly { type: string; id: string; attempt: number; error?: string }[]) =>
+    events.map((e) => `${e.type} ${e.id} ${e.attempt}${e.error === undefined ? '' : ` ${e.error}`}`);
+
+  test('each transition writes its node in its own multi, readable by a plain client; none while off', async () => {
+    const url = await freshStoreUrl(server);
+    const dir = new URL(url.replace(/^zookeeper:/, 'http:')).pathname;
+    const client = await open(url);
+    const q = 'ev-layout';
+    await client.enqueue(q, 'before', { id: 'before' });
+    await client.configure(q, { events: true });
+    await client.enqueue(q, 'a', { id: 'a' });
+    await client.enqueue(q, 'b', { id: 'b' });
+    await client.enqueue(q, 'c', { id: 'c' });
+    await client.enqueue(q, 'a', { id: 'a' }); // refused: its id exists, no event
+    assert.deepEqual((await claim(client, q, 4)).messages.map((m) => m.id).sort(), ['a', 'b', 'before', 'c']);
+    assert.deepEqual(await finish(client, q, 'a', 1, 'success'), ['ok']);
+    assert.deepEqual(await finish(client, q, 'b', 1, 'retry'), ['ok']);
+    assert.deepEqual(await finish(client, q, 'c', 1, 'error'), ['ok']);
+    // A late finish (wrong attempt) is refused, and writes nothing.
+    assert.deepEqual(await finish(client, q, 'before', 7, 'success'), ['lost']);
+    assert.deepEqual(await client.remove(q, 'b'), { ok: true, id: 'b', state: null });
+    assert.deepEqual(await client.retry(q, 'c'), { ok: true, id: 'c', state: 'queued' });
+
+    const page = await client.readEvents(q);
+    const started = summary(page.events.filter((e) => e.type === 'started')).sort();
+    assert.deepEqual(started, ['started a 1', 'started b 1', 'started before 1', 'started c 1']);
+    assert.deepEqual(summary(page.events.filter((e) => e.type !== 'started')), [
+      'enqueued a 0',
+      'enqueued b 0',
+      'enqueued c 0',
+      'completed a 1',
+      'retrying b 1 boom b',
+      'failed c 1 boom c',
+      'removed b 1',
+      'enqueued c 0',
+    ]);
+    assert.equal(page.missed, false);
+    assert.equal(page.cursor, page.events.at(-1)?.cursor);
+    assert.ok(page.events.every((e, i) => i === 0 || e.cursor > (page.events[i - 1]?.cursor ?? '')));
+
+    // As any client sees them: e<count>_<ten digits>, a JSON array of events each, one node per multi.
+    const p = await plain();
+    const names = (await p.children(`${dir}/${q}/events`)).sort((a, b) => a.slice(-10).localeCompare(b.slice(-10)));
+    const stored: unknown[][] = [];
+    for (const name of names) {
+      const [, count] = /^e(\d+)_\d{10}$/.exec(name) ?? [];
+      const data = JSON.parse(await getText(p, `${dir}/${q}/events/${name}`)) as unknown[][];
+      assert.equal(data.length, Number(count), name);
+      stored.push(...data);
+    }
+    assert.deepEqual(
+      stored.map((fields) => fields.slice(0, 4)),
+      page.events.map((e) => [e.type, e.id, e.attempt, e.at]),
+    );
+    assert.ok(page.events.every((e) => /^\d{10}\.\d{5}$/.test(e.cursor)));
+
+    // Off again: transitions write nothing more.
+    await client.configure(q, { events: false });
+    await client.enqueue(q, 'd', { id: 'd' });
+    const after = await client.readEvents(q, { after: page.cursor });
+    assert.deepEqual(after.events, []);
+    assert.equal(after.cursor, page.cursor);
+  });
+
+  test('pages follow the cursor exactly; a malformed cursor is a TypeError; head reads nothing yet', async () => {
+    const client = await open(await freshStoreUrl(server));
+    const q = 'ev-pages';
+    // A queue that does not exist: nothing, from a head that later events come after.
+    const empty = await client.readEvents(q);
+    assert.deepEqual(empty, { events: [], missed: false, cursor: '0000000000.00000' });
+    assert.equal(await client.store.eventsHead(q), '0000000000.00000');
+    await client.configure(q, { events: true });
+    const ids = Array.from({ length: 25 }, (_, i) => `m${String(i).padStart(2, '0')}`);
+    await client.enqueueBatch(
+      q,
+      ids.map((id) => ({ payload: id, id })),
+    );
+    const head = await client.store.eventsHead(q);
+    const seen: string[] = [];
+    let cursor: string | undefined;
+    for (;;) {
+      const page = await client.readEvents(q, { ...(cursor === undefined ? {} : { after: cursor }), limit: 7 });
+      assert.ok(page.events.length <= 7);
+      seen.push(...page.events.map((e) => e.id));
+      if (page.events.length === 0) {
+        assert.equal(page.cursor, cursor);
+        break;
+      }
+      cursor = page.cursor;
+    }
+    assert.deepEqual(seen, ids);
+    assert.equal((await client.readEvents(q, { after: head })).events.length, 0);
+    await client.enqueue(q, 'late', { id: 'late' });
+    assert.deepEqual(
+      (await client.readEvents(q, { after: head })).events.map((e) => e.id),
+      ['late'],
+    );
+    for (const bad of ['abc', '12', '0000000001', '0000000001.0001', '-000000001.00000']) {
+      await assert.rejects(client.store.readEvents(q, bad, 10), (error: unknown) => {
+        assert.ok(error instanceof TypeError, String(error));
+        assert.match(error.message, /not one the ZooKeeper store makes/);
+        return true;
+      });
+    }
+  });
+
+  test('GC trims by count and by age, records the mark; a reader behind it is told it missed events', async () => {
+    const url = await freshStoreUrl(server);
+    const dir = new URL(url.replace(/^zookeeper:/, 'http:')).pathname;
+    const client = await open(url);
+    const p = await plain();
+    const q = 'ev-trim';
+    await client.configure(q, { events: true, eventsMaxCount: 5 });
+    // One at a time: a multi's events share a node, and trims remove whole nodes.
+    for (let i = 0; i < 12; i++) await client.enqueue(q, i, { id: `t${i}` });
+    const first = await client.readEvents(q, { limit: 1 });
+    assert.equal(first.events[0]?.id, 't0');
+    assert.equal((await client.store.gc(q, true)).ran, true);
+
+    const kept = await client.readEvents(q);
+    assert.deepEqual(
+      kept.events.map((e) => e.id),
+      ['t7', 't8', 't9', 't10', 't11'],
+    );
+    assert.equal(kept.missed, false, 'a read from the oldest kept misses nothing');
+    const behind = await client.readEvents(q, { after: first.cursor });
+    assert.equal(behind.missed, true);
+    assert.equal(behind.events[0]?.id, 't7', 'the page starts at the oldest kept');
+    // After the last trimmed one (the position of t7's node): nothing missed.
+    const t7node = Number(kept.events[0]?.cursor.slice(0, 10)) - 1;
+    const afterT6 = `${String(t7node).padStart(10, '0')}.00000`;
+    assert.equal((await client.readEvents(q, { after: afterT6 })).missed, false);
+    const mark = JSON.parse(await getText(p, `${dir}/${q}/events`)) as { trimmedTo: number };
+    assert.equal(mark.trimmedTo, t7node);
+
+    // By age: everything older than the age goes at the next GC, whatever the count.
+    await client.configure(q, { eventsMaxAgeMs: 1, eventsMaxCount: 1000 });
+    const newest = kept.events.at(-1)?.at ?? 0;
+    await waitFor(() => Date.now() > newest + 1);
+    await client.store.gc(q, true);
+    const aged = await client.readEvents(q, { after: kept.events[0]?.cursor ?? '' });
+    assert.deepEqual(aged.events, []);
+    assert.equal(aged.missed, true);
+    // Numbers go on from where they were (the parent's cversion counts deletions too): no cursor is reused.
+    await client.enqueue(q, 'fresh', { id: 'fresh' });
+    const fresh = await client.readEvents(q, { after: kept.cursor });
+    assert.deepEqual(
+      fresh.events.map((e) => e.id),
+      ['fresh'],
+    );
+    assert.ok((fresh.events[0]?.cursor ?? '') > kept.cursor);
+  });
+
+  test('a batch shares a node per multi; many big nodes read in order; age trims them whole', async () => {
+    const url = await freshStoreUrl(server);
+    const dir = new URL(url.replace(/^zookeeper:/, 'http:')).pathname;
+    const client = await open(url);
+    const q = 'ev-big';
+    await client.configure(q, { events: true });
+    const ids = Array.from({ length: 3000 }, (_, i) => `b${String(i).padStart(4, '0')}`);
+    await client.enqueueBatch(
+      q,
+      ids.map((id) => ({ payload: id, id })),
+    );
+    const p = await plain();
+    const names = await p.children(`${dir}/${q}/events`);
+    assert.ok(names.length < 100, `a node per multi, not per event (${names.length} nodes)`);
+    const page = await client.readEvents(q, { limit: 10_000 });
+    assert.deepEqual(
+      page.events.map((e) => e.id),
+      ids,
+    );
+    await client.configure(q, { eventsMaxAgeMs: 1 });
+    const newest = page.events.at(-1)?.at ?? 0;
+    await waitFor(() => Date.now() > newest + 1);
+    await client.store.gc(q, true);
+    const after = await client.readEvents(q, { after: page.events[0]?.cursor ?? '' });
+    assert.deepEqual(after.events, []);
+    assert.equal(after.missed, true);
+  });
+
+  test('writers trim on their own every thousand events, without waiting for GC', async () => {
+    const client = await open(await freshStoreUrl(server));
+    const q = 'ev-trim-soon';
+    await client.configure(q, { events: true, eventsMaxCount: 100 });
+    // In multis of a few hundred: the write after the thousandth event starts a trim.
+    await client.enqueueBatch(
+      q,
+      Array.from({ length: 1100 }, (_, i) => ({ payload: i, id: `s${i}` })),
+    );
+    await client.enqueue(q, 'last', { id: 'last' });
+    const page = await waitFor(
+      async () => {
+        const read = await client.readEvents(q, { limit: 10_000 });
+        return read.events[0]?.id !== 's0' && read;
+      },
+      { what: 'the oldest events trimmed' },
+    );
+    // Never more than the bound plus what writers add between trims; the newest always kept.
+    assert.ok(page.events.length >= 100 && page.events.length <= 100 + 1000, String(page.events.length));
+    assert.equal(page.events.at(-1)?.id, 'last');
+    assert.equal(page.events.at(-2)?.id, 's1099');
+  });
+
+  test('clear removes the events; a reader after it is told it missed some', async () => {
+    const client = await open(await freshStoreUrl(server));
+    const q = 'ev-clear';
+    await client.configure(q, { events: true });
+    await client.enqueueBatch(q, [
+      { payload: 1, id: 'x' },
+      { payload: 2, id: 'y' },
+    ]);
+    const first = await client.readEvents(q, { limit: 1 });
+    await client.clear(q);
+    const after = await client.readEvents(q, { after: first.cursor });
+    assert.deepEqual(after.events, []);
+    assert.equal(after.missed, true);
+    await client.enqueue(q, 'z', { id: 'z' });
+    assert.deepEqual(
+      (await client.readEvents(q, { after: after.cursor })).events.map((e) => e.id),
+      ['z'],
+    );
+  });
+
+  test('a subscriber in another process is called for new events; nothing after unsubscribe or close', async () => {
+    const url = await freshStoreUrl(server);
+    const writer = await open(url);
+    const reader = await open(url);
+    const q = 'ev-watch';
+    let calls = 0;
+    const unsubscribe = reader.store.subscribeEvents(q, () => (calls += 1));
+    // The queue does not exist yet: its making is seen, and then its events.
+    await writer.configure(q, { events: true });
+    await waitFor(() => calls > 0, { what: 'a call once the queue exists' });
+    for (let i = 0; i < 3; i++) {
+      const before = calls;
+      await writer.enqueue(q, i, { id: `w${i}` });
+      await waitFor(() => calls > before, { what: `a call for event ${i}` });
+    }
+    unsubscribe();
+    const other = reader.store.subscribeEvents(q, () => (calls += 1));
+    const before = calls;
+    await writer.enqueue(q, 'w3', { id: 'w3' });
+    await waitFor(() => calls > before);
+    other();
+    reader.store.subscribeEvents(q, () => (calls += 1));
+    await reader.close();
+    const closedAt = calls;
+    await writer.enqueue(q, 'w4', { id: 'w4' });
+    await quietPeriod();
+    assert.equal(calls, closedAt, 'nothing is called after close');
+  });
+});
+
+describe('zookeeper: turns and the queue list', () => {
+  test('of many racing clients exactly one takes a turn; it comes again once everyMs passed', async () => {
+    const url = await freshStoreUrl(server);
+    const [a, b, c] = await Promise.all([open(url), open(url), open(url)]);
+    const q = 'turns';
+    const takes = await Promise.all(
+      Array.from({ length: 12 }, (_, i) =>
+        (i % 3 === 0 ? a : i % 3 === 1 ? b : c).store.takeTurn(q, 'monitor.size', 60_000),
+      ),
+    );
+    assert.equal(takes.filter(Boolean).length, 1);
+    assert.equal(await a.store.takeTurn(q, 'monitor.size', 60_000), false);
+    // Another name, or a short interval: its own turn.
+    assert.equal(await b.store.takeTurn(q, '..', 60_000), true);
+    assert.equal(await b.store.takeTurn(q, 'quick', 20), true);
+    await waitFor(() => c.store.takeTurn(q, 'quick', 20), { what: 'the turn again' });
+  });
+
+  test('queues() lists the queue dirs by name, not the marker or foreign nodes', async () => {
+    const url = await freshStoreUrl(server);
+    const dir = new URL(url.replace(/^zookeeper:/, 'http:')).pathname;
+    const client = await open(url);
+    assert.deepEqual(await client.queues(), []);
+    await client.enqueue('b-queue', 1);
+    await client.configure('a-queue', { paused: true });
+    const p = await plain();
+    await p.create(`${dir}/not-a-queue`, 'hello');
+    assert.deepEqual(await client.queues(), ['a-queue', 'b-queue']);
   });
 });

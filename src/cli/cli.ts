@@ -4,12 +4,15 @@ import type { Command } from './command.js';
 import { pause, promote, remove, resume, retry } from './commands/actions.js';
 import { clear } from './commands/clear.js';
 import { config } from './commands/config.js';
+import { dashboard } from './commands/dashboard.js';
 import { enqueue } from './commands/enqueue.js';
+import { events } from './commands/events.js';
 import { gc } from './commands/gc.js';
 import { list } from './commands/list.js';
 import { serve } from './commands/serve.js';
 import { show } from './commands/show.js';
 import { status } from './commands/status.js';
+import { wait } from './commands/wait.js';
 import { work } from './commands/work.js';
 import { EXIT_OK, EXIT_USAGE, reportError, UsageError } from './errors.js';
 import { mainUsage } from './help.js';
@@ -21,6 +24,8 @@ const COMMANDS: readonly Command[] = [
   status,
   list,
   show,
+  events,
+  wait,
   retry,
   remove,
   promote,
@@ -30,6 +35,7 @@ const COMMANDS: readonly Command[] = [
   gc,
   clear,
   serve,
+  dashboard,
 ];
 
 /** Runs one command line; resolves with the exit code. */

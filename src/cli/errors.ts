@@ -45,7 +45,7 @@ export function reportError(error: unknown, command: string | null): number {
 function isValidationError(error: unknown): error is TypeError {
   if (!(error instanceof TypeError)) return false;
   const frame = error.stack?.split('\n').find((line) => line.trimStart().startsWith('at '));
-  return frame !== undefined && /[\\/](model[\\/]\w+|client|worker[\\/]options)\.[jt]s:/.test(frame);
+  return frame !== undefined && /[\\/](model[\\/]\w+|client|worker[\\/]options|events[\\/]options)\.[jt]s:/.test(frame);
 }
 
 /** An fs or spawn failure (ENOENT, EACCES, ...): its message names the file and the problem. */

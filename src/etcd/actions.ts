@@ -13,6 +13,7 @@ import { readRecord } from './inspect.js';
 import { payloadKeyOf } from './listing.js';
 import { indexOps } from './transitions.js';
 import { getMany, pack, runBatch, type Change } from './txn-batch.js';
+import { changeEvents, eventOps } from './event-ops.js';
 import type { ActionResult, MessageState } from '../model/types.js';
 
 const MAX_TRIES = 10;
@@ -88,7 +89,12 @@ function retried(keys: QueueKeys, id: string, current: Current, now: number): Op
   ];
 }
 
-export function retryMessages(kv: Kv, keys: QueueKeys, ids: readonly string[]): Promise<ActionResult[]> {
+export function retryMessages(
+  kv: Kv,
+  keys: QueueKeys,
+  ids: readonly string[],
+  events: boolean,
+): Promise<ActionResult[]> {
   return act(
     kv,
     keys,
@@ -97,13 +103,19 @@ export function retryMessages(kv: Kv, keys: QueueKeys, ids: readonly string[]): 
       const state = stateOf(current.record, now);
       if (state !== 'failed') return { refused: state };
       const ops = retried(keys, id, current, now);
-      return ops === null ? { refused: state } : { ops, state: 'queued' };
+      if (ops === null) return { refused: state };
+      return { ops: [...ops, ...eventOps(keys, events, now, { type: 'enqueued', id, attempt: 0 })], state: 'queued' };
     },
     (r) => r.phase === 'failed',
   );
 }
 
-export function removeMessages(kv: Kv, keys: QueueKeys, ids: readonly string[]): Promise<ActionResult[]> {
+export function removeMessages(
+  kv: Kv,
+  keys: QueueKeys,
+  ids: readonly string[],
+  events: boolean,
+): Promise<ActionResult[]> {
   return act(kv, keys, ids, (id, { record: r }, now) => {
     const state = stateOf(r, now);
     if (state === 'locked' || state === 'locked-with-requeue') return { refused: state };
@@ -118,6 +130,7 @@ export function removeMessages(kv: Kv, keys: QueueKeys, ids: readonly string[]):
       ops.push({ type: 'delete', key: keys.delivery(r.consumer, r.idx, id) });
     }
     if (r.payloadKey !== null) ops.push({ type: 'delete', key: r.payloadKey });
+    ops.push(...eventOps(keys, events, now, { type: 'removed', id, attempt: r.attempt }));
     return { ops, state: null };
   });
 }
@@ -136,7 +149,7 @@ export function promoteMessages(kv: Kv, keys: QueueKeys, ids: readonly string[])
 }
 
 /** Redrives up to `max` of the oldest failures in one Txn (at most what fits one); returns how many. */
-export async function retryOldestFailed(kv: Kv, keys: QueueKeys, max: number): Promise<number> {
+export async function retryOldestFailed(kv: Kv, keys: QueueKeys, max: number, events: boolean): Promise<number> {
   for (let tries = 0; tries < MAX_TRIES; tries++) {
     const page = await kv.range({
       key: keys.failedIndex,
@@ -169,6 +182,7 @@ export async function retryOldestFailed(kv: Kv, keys: QueueKeys, max: number): P
         compares: [{ key: keys.record(f.id), target: 'mod', result: '=', operand: f.rev }],
         ops,
         reads: [],
+        events: changeEvents(keys, events, { type: 'enqueued', id: f.id, attempt: 0 }),
       });
     });
     const [batch] = pack(changes);

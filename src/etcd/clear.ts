@@ -26,8 +26,9 @@ export async function clearQueue(kv: Kv, keys: QueueKeys): Promise<void> {
     ...registrations.map((r) => range(`${r}/0`, `${r}/:`)),
     range(keys.records, prefixEnd(keys.records)),
     range(keys.payloads, prefixEnd(keys.payloads)),
-    ...[keys.doneIndex, keys.failedIndex, keys.backoffIndex, keys.refuseIndex, keys.stuckIndex].map((index) =>
-      range(index, prefixEnd(index)),
+    // The queue's events go too; the trimmed revision stays, and readers simply see the events written after.
+    ...[keys.doneIndex, keys.failedIndex, keys.backoffIndex, keys.refuseIndex, keys.stuckIndex, keys.events].map(
+      (index) => range(index, prefixEnd(index)),
     ),
     { type: 'delete', key: keys.eoq },
   ];

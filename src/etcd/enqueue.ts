@@ -15,6 +15,7 @@ import { StoreLayoutError } from '../errors.js';
 import { newIdx, type QueueKeys } from './keys.js';
 import { decodeRecord, encodeRecord, stateOf, type MessageRecord } from './record.js';
 import { freshRecord, indexOps } from './transitions.js';
+import { changeEvents, eventOps } from './event-ops.js';
 import { pack, runBatch, type Change } from './txn-batch.js';
 import type { Kv, Op } from './kv.js';
 import type { NewMessage } from '../store/contract.js';
@@ -28,10 +29,12 @@ interface Adding extends Change {
   readonly nonce: string;
 }
 
+/** `events`: the queue's configuration has events on (an `enqueued` event goes with each message stored). */
 export async function enqueueMessages(
   kv: Kv,
   keys: QueueKeys,
   messages: readonly NewMessage[],
+  events: boolean,
 ): Promise<EnqueueResult[]> {
   // The same id twice in one batch: the later one sees what the earlier one did, as if sent after it.
   const results: (EnqueueResult | undefined)[] = new Array<EnqueueResult | undefined>(messages.length);
@@ -51,6 +54,7 @@ export async function enqueueMessages(
       kv,
       keys,
       layer.map((l) => l.message),
+      events,
     );
     layer.forEach((l, j) => (results[l.i] = layerResults[j]));
     rest = later;
@@ -61,10 +65,15 @@ export async function enqueueMessages(
   });
 }
 
-async function enqueueUnique(kv: Kv, keys: QueueKeys, messages: readonly NewMessage[]): Promise<EnqueueResult[]> {
+async function enqueueUnique(
+  kv: Kv,
+  keys: QueueKeys,
+  messages: readonly NewMessage[],
+  events: boolean,
+): Promise<EnqueueResult[]> {
   const results = new Map<string, EnqueueResult>();
   const existing = new Map<string, { message: NewMessage; record: MessageRecord; rev: number }>();
-  let pending = messages.map((message) => adding(keys, message));
+  let pending = messages.map((message) => adding(keys, message, events));
   for (let tries = 0; pending.length > 0; tries++) {
     if (tries >= MAX_TRIES) throw new Error(`kvmq: enqueue to ${keys.queue} kept conflicting; try again`);
     const retry: Adding[] = [];
@@ -80,7 +89,7 @@ async function enqueueUnique(kv: Kv, keys: QueueKeys, messages: readonly NewMess
           }
           const kvRecord = result.reads[0]?.kvs[0];
           const record = kvRecord === undefined ? null : decodeRecord(kvRecord.value);
-          if (kvRecord === undefined) retry.push(adding(keys, change.message));
+          if (kvRecord === undefined) retry.push(adding(keys, change.message, events));
           else if (record?.nonce === change.nonce) {
             // Our own write, applied by a call the client library sent again.
             results.set(change.message.id, { ok: true, id: change.message.id, action: 'added' });
@@ -93,7 +102,7 @@ async function enqueueUnique(kv: Kv, keys: QueueKeys, messages: readonly NewMess
     pending = retry;
   }
   for (const { message, record, rev } of existing.values()) {
-    results.set(message.id, await enqueueExisting(kv, keys, message, record, rev));
+    results.set(message.id, await enqueueExisting(kv, keys, message, record, rev, events));
   }
   return messages.map((m) => {
     const result = results.get(m.id);
@@ -102,7 +111,7 @@ async function enqueueUnique(kv: Kv, keys: QueueKeys, messages: readonly NewMess
   });
 }
 
-function adding(keys: QueueKeys, message: NewMessage): Adding {
+function adding(keys: QueueKeys, message: NewMessage, events: boolean): Adding {
   const now = Date.now();
   const nonce = randomBytes(6).toString('base64url');
   const idx = newIdx();
@@ -129,6 +138,7 @@ function adding(keys: QueueKeys, message: NewMessage): Adding {
       ...indexOps(keys, message.id, null, record),
     ],
     reads: [{ type: 'range', key: keys.record(message.id) }],
+    events: changeEvents(keys, events, { type: 'enqueued', id: message.id, attempt: 0 }),
   };
 }
 
@@ -139,13 +149,14 @@ async function enqueueExisting(
   message: NewMessage,
   first: MessageRecord,
   firstRev: number,
+  events: boolean,
 ): Promise<EnqueueResult> {
   let record: MessageRecord | null = first;
   let rev = firstRev;
   for (let tries = 0; tries < MAX_TRIES; tries++) {
     if (record === null) {
       // Gone meanwhile (GC, clear): the id is new again.
-      const [result] = await enqueueUnique(kv, keys, [message]);
+      const [result] = await enqueueUnique(kv, keys, [message], events);
       if (result === undefined) throw new Error('kvmq: an enqueue got no result');
       return result;
     }
@@ -155,7 +166,10 @@ async function enqueueExisting(
     if (plan === null) return { ok: false, id: message.id, state };
     const res = await kv.txn({
       compare: [{ key: keys.record(message.id), target: 'mod', result: '=', operand: rev }],
-      success: plan.ops,
+      success: [
+        ...plan.ops,
+        ...eventOps(keys, events, now, { type: 'enqueued', id: message.id, attempt: plan.attempt }),
+      ],
       failure: [{ type: 'range', key: keys.record(message.id) }],
     });
     if (res.succeeded) return { ok: true, id: message.id, action: plan.action };
@@ -177,7 +191,7 @@ async function planExisting(
   r: MessageRecord,
   state: ReturnType<typeof stateOf>,
   now: number,
-): Promise<{ ops: Op[]; action: 'revived' | 'requeued' } | null> {
+): Promise<{ ops: Op[]; action: 'revived' | 'requeued'; attempt: number } | null> {
   const payload = asBuffer(m.payload);
   if (state === 'done-awaiting-gc') {
     const idx = newIdx();
@@ -197,6 +211,7 @@ async function planExisting(
     );
     return {
       action: 'revived',
+      attempt: 0,
       ops: [
         { type: 'put', key: keys.ordered(idx, m.id), value: payload },
         { type: 'put', key: keys.record(m.id), value: encodeRecord(record) },
@@ -226,6 +241,7 @@ async function planExisting(
     };
     return {
       action: 'requeued',
+      attempt: 0,
       ops: [
         { type: 'put', key: keys.ordered(idx, m.id), value },
         { type: 'put', key: keys.record(m.id), value: encodeRecord(record) },
@@ -243,7 +259,8 @@ async function planExisting(
     };
     const ops: Op[] = [{ type: 'put', key: keys.record(m.id), value: encodeRecord(record) }];
     if (m.replacePayload) ops.push({ type: 'put', key: keys.payload(m.id), value: payload });
-    return { action: 'requeued', ops };
+    // The running attempt goes on; the requeued run starts later from attempt 0.
+    return { action: 'requeued', attempt: r.attempt, ops };
   }
   return null;
 }

@@ -86,6 +86,13 @@ function rangeRequest(op: Omit<RangeOp, 'type'>): Etcd3.IRangeRequest {
     ...(op.keysOnly === true ? { keys_only: true } : {}),
     ...(op.countOnly === true ? { count_only: true } : {}),
     ...(op.revision === undefined ? {} : { revision: op.revision }),
+    ...(op.minModRevision === undefined ? {} : { min_mod_revision: op.minModRevision }),
+    ...(op.byModRevision === undefined
+      ? {}
+      : {
+          sort_target: 'Mod' as const,
+          sort_order: op.byModRevision === 'ascend' ? ('Ascend' as const) : ('Descend' as const),
+        }),
   };
 }
 

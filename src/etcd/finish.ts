@@ -10,6 +10,7 @@ import { encodeRecord, type MessageRecord } from './record.js';
 import { deadLetterCompare, deadLetterOps, extended, finished, finishOps, undelivered } from './transitions.js';
 import { decodeRecord } from './record.js';
 import { getMany, pack, runBatch, type Change } from './txn-batch.js';
+import { changeEvents, type ChangeEvents, type EventNote } from './event-ops.js';
 import type { Delivery, LocalConsumer } from './consumer.js';
 import type { Compare, Kv, Op, RangeOp } from './kv.js';
 import type { QueueKeys } from './keys.js';
@@ -29,6 +30,7 @@ interface Built {
   ops: Op[];
   next: MessageRecord | null;
   deadLetter?: QueueKeys | null;
+  events?: ChangeEvents | undefined;
 }
 
 /**
@@ -57,7 +59,7 @@ async function guarded(
       wanting.forEach((d, i) => payloads.set(d.id, kvs[i]?.value ?? Buffer.alloc(0)));
     }
     const writes: Write[] = todo.map((delivery) => {
-      const { ops, next, deadLetter = null } = build(delivery, payloads);
+      const { ops, next, deadLetter = null, events } = build(delivery, payloads);
       const compares: Compare[] = [
         { key: keys.record(delivery.id), target: 'mod', result: '=', operand: delivery.rev },
       ];
@@ -66,7 +68,7 @@ async function guarded(
         compares.push(deadLetterCompare(deadLetter, delivery.id));
         reads.push({ type: 'range', key: deadLetter.record(delivery.id) });
       }
-      return { delivery, next, deadLetter, compares, ops, reads };
+      return { delivery, next, deadLetter, compares, ops, reads, events };
     });
     const again: Delivery[] = [];
     await Promise.all(
@@ -119,6 +121,7 @@ export async function finishDeliveries(
   consumer: LocalConsumer,
   finishes: readonly Finish[],
   deadLetter: QueueKeys | null,
+  events: boolean,
 ): Promise<FinishResult[]> {
   const held = new Map<string, { delivery: Delivery; finish: Finish }>();
   for (const f of finishes) {
@@ -133,13 +136,15 @@ export async function finishDeliveries(
     const now = Date.now();
     const result = finished(d.record, f, now);
     const ordered = keys.ordered(d.idx, d.id);
+    const event = finishEvent(d.id, d.record.attempt, f);
+    const noted = event === null ? undefined : changeEvents(keys, events, event);
     if (result.record.phase === 'failed' && deadLetter !== null && !consumer.noDeadLetter.has(d.id)) {
       const ops = deadLetterOps(keys, deadLetter, d.id, d.record, result.record, ordered, d.payload, now);
-      return { ops: [{ type: 'delete', key: d.key }, ...ops], next: null, deadLetter };
+      return { ops: [{ type: 'delete', key: d.key }, ...ops], next: null, deadLetter, events: noted };
     }
     const next = result.usesNextPayload ? (payloads.get(d.id) ?? d.payload) : null;
     const ops = finishOps(keys, d.id, d.record, result, ordered, d.payload, next);
-    return { ops: [{ type: 'delete', key: d.key }, ...ops], next: null };
+    return { ops: [{ type: 'delete', key: d.key }, ...ops], next: null, events: noted };
   };
   const lost = await guarded(
     kv,
@@ -152,6 +157,18 @@ export async function finishDeliveries(
   const lostIds = new Set([...lost].map((d) => d.id));
   for (const d of held.values()) consumer.noDeadLetter.delete(d.delivery.id);
   return finishes.map((f) => (held.get(f.id)?.finish === f && !lostIds.has(f.id) ? 'ok' : 'lost'));
+}
+
+/** The event a finish writes: by its outcome; none for a message given back unrun. */
+function finishEvent(id: string, attempt: number, f: Finish): EventNote | null {
+  switch (f.outcome) {
+    case 'success':
+      return { type: 'completed', id, attempt };
+    case 'error':
+      return { type: 'failed', id, attempt, error: f.error };
+    case 'retry':
+      return f.startedAt === null ? null : { type: 'retrying', id, attempt, error: f.error };
+  }
 }
 
 /** Extends the locks of held messages; returns the ids no longer held. */

@@ -10,7 +10,8 @@ import { parseTimeKey, timeKey } from './keys.js';
 import { decodeRecord } from './record.js';
 import { indexOps } from './transitions.js';
 import { getMany } from './txn-batch.js';
-import type { Kv, Op } from './kv.js';
+import { trimEvents } from './queue-events.js';
+import { unchangedSince, type Kv, type Op } from './kv.js';
 import type { QueueKeys } from './keys.js';
 import type { GcResult, QueueConfig } from '../model/types.js';
 
@@ -37,11 +38,7 @@ export async function runGc(kv: Kv, keys: QueueKeys, config: QueueConfig, force:
   const now = Date.now();
   if (lock.lockUntil > now || (!force && lock.at + config.gcIntervalMs > now)) return { ran: false, removed: 0 };
   const took = await kv.txn({
-    compare: [
-      item === undefined
-        ? { key: keys.gcLock, target: 'version', result: '=', operand: 0 }
-        : { key: keys.gcLock, target: 'mod', result: '=', operand: item.modRevision },
-    ],
+    compare: [unchangedSince(keys.gcLock, item)],
     success: [{ type: 'put', key: keys.gcLock, value: lockValue({ at: now, lockUntil: now + GC_LOCK_MS }) }],
   });
   if (!took.succeeded) return { ran: false, removed: 0 };
@@ -49,6 +46,8 @@ export async function runGc(kv: Kv, keys: QueueKeys, config: QueueConfig, force:
   try {
     removed += await sweep(kv, keys, keys.doneIndex, config.gcLifetimeMs);
     removed += await sweep(kv, keys, keys.failedIndex, config.failedLifetimeMs);
+    // Events are trimmed even with events off: those left from before still age out.
+    await trimEvents(kv, keys, config, now);
   } finally {
     await kv.txn({
       compare: [],

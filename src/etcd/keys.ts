@@ -65,6 +65,14 @@ export class QueueKeys {
   readonly refuseIndex: string;
   /** Failed messages whose payload stayed at a plain producer's key: `/kvmq/stuck/{id}`. */
   readonly stuckIndex: string;
+  /** Queue events, one key each: `/kvmq/ev/{at:13}/{writer}{seq}` (queue-events.ts); read by mod revision. */
+  readonly events: string;
+  /** The highest mod revision of an event trimmed so far (decimal), for `missed`. */
+  readonly eventsTrimmed: string;
+  /** Turns taken (takeTurn): `/kvmq/turn/{name}`, value: when, on the taker's clock. */
+  readonly turns: string;
+  /** This queue's entry in the root's queue registry (see queueRegistry). */
+  readonly registry: string;
   readonly config: string;
   readonly eoq: string;
   readonly gcLock: string;
@@ -90,6 +98,10 @@ export class QueueKeys {
     this.backoffIndex = `${long}/kvmq/backoff/`;
     this.refuseIndex = `${long}/kvmq/refuse/`;
     this.stuckIndex = `${long}/kvmq/stuck/`;
+    this.events = `${long}/kvmq/ev/`;
+    this.eventsTrimmed = `${long}/kvmq/evtrim`;
+    this.turns = `${long}/kvmq/turn/`;
+    this.registry = queueRegistry(root) + queue;
     this.config = `${long}/kvmq/config`;
     this.eoq = `${long}/kvmq/eoq`;
     this.gcLock = `${long}/kvmq/gc`;
@@ -145,6 +157,10 @@ export class QueueKeys {
 
   refuse(until: number, id: string): string {
     return `${timeKey(this.refuseIndex, until)}/${id}`;
+  }
+
+  turn(name: string): string {
+    return this.turns + name;
   }
 
   stuck(id: string): string {
@@ -207,6 +223,15 @@ export class QueueKeys {
     }
     return { kind: 'foreign', why: 'not a key of the queue protocol' };
   }
+}
+
+/**
+ * The registry of queues, `/queue/.kvmq/queues/{q}` (empty values): written when a queue is configured,
+ * gets its first message from this process, or a dispatcher takes it over, so `queues()` reads one short
+ * range. `.kvmq` is no queue name (names start with a letter or digit), so no queue's keys are mistaken for it.
+ */
+export function queueRegistry(root: string): string {
+  return `${root}/queue/.kvmq/queues/`;
 }
 
 /** `{index}{time:13}`: the start of a time-ordered index's entries at `time`. */

@@ -38,6 +38,10 @@ export interface RangeOp {
   readonly countOnly?: boolean;
   /** Read as of this revision (a consistent snapshot); absent for the latest. */
   readonly revision?: number;
+  /** Only keys last written at or after this revision (etcd's min_mod_revision). */
+  readonly minModRevision?: number;
+  /** Sorted by mod revision (etcd's sort_target MOD), oldest or newest first; absent: by key. */
+  readonly byModRevision?: 'ascend' | 'descend';
 }
 
 export interface PutOp {
@@ -120,6 +124,13 @@ export interface Kv {
   txn(request: TxnRequest): Promise<TxnResult>;
   watch(request: WatchRequest, handler: WatchHandler): Watch;
   readonly session: Session;
+}
+
+/** The key is as it was read: still absent (`item` undefined), or not written since (same mod revision). */
+export function unchangedSince(key: string, item: KeyValue | undefined): Compare {
+  return item === undefined
+    ? { key, target: 'version', result: '=', operand: 0 }
+    : { key, target: 'mod', result: '=', operand: item.modRevision };
 }
 
 /** The smallest key greater than every key starting with `prefix`. */

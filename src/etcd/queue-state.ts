@@ -6,8 +6,9 @@
  */
 import { StoreLayoutError } from '../errors.js';
 import { applyConfigPatch, DEFAULT_QUEUE_CONFIG, withConfigDefaults } from '../model/config.js';
-import { prefixEnd, type Kv } from './kv.js';
-import type { QueueKeys } from './keys.js';
+import { prefixEnd, unchangedSince, type Kv } from './kv.js';
+import { QueueKeys } from './keys.js';
+import { registerOp } from './queue-registry.js';
 import type { QueueConfig } from '../model/types.js';
 
 const MAX_TRIES = 20;
@@ -37,12 +38,13 @@ export async function writeConfig(
     const current = res.kvs[0];
     const config = applyConfigPatch(decodeConfig(keys, current?.value), patch);
     const written = await kv.txn({
-      compare: [
-        current === undefined
-          ? { key: keys.config, target: 'version', result: '=', operand: 0 }
-          : { key: keys.config, target: 'mod', result: '=', operand: current.modRevision },
+      compare: [unchangedSince(keys.config, current)],
+      success: [
+        { type: 'put', key: keys.config, value: Buffer.from(JSON.stringify(config), 'utf8') },
+        registerOp(keys),
+        // A dead-letter queue is listed once named: messages may move there in Txns that could not register it.
+        ...(config.deadLetterQueue === null ? [] : [registerOp(new QueueKeys(keys.root, config.deadLetterQueue))]),
       ],
-      success: [{ type: 'put', key: keys.config, value: Buffer.from(JSON.stringify(config), 'utf8') }],
     });
     if (written.succeeded) {
       const created = current === undefined && !(await queueExists(kv, keys, res.revision));

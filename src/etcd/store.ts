@@ -30,6 +30,9 @@ import type { DispatcherLog } from './dispatcher/dispatcher.js';
 import type { Kv, Watch } from './kv.js';
 import { inspectMessage, listMessages } from './listing.js';
 import { promoteMessages, removeMessages, retryMessages, retryOldestFailed } from './actions.js';
+import { EventSubscriptions, eventsHead, readEvents } from './queue-events.js';
+import { listQueues, registerOp } from './queue-registry.js';
+import { takeTurn } from './turns.js';
 import type { ListQuery } from '../model/list.js';
 import type {
   ClaimRequest,
@@ -37,6 +40,7 @@ import type {
   ClaimedMessage,
   Configured,
   ConsumerRegistration,
+  EventPage,
   Finish,
   FinishResult,
   NewMessage,
@@ -113,6 +117,9 @@ export class EtcdStore implements Store {
   private readonly queueWatches = new Map<string, Promise<QueueWatch>>();
   private readonly keyCache = new Map<string, QueueKeys>();
   private readonly configReads = new Map<string, Promise<void>>();
+  /** Queues this process has put in the queue registry (at its first enqueue to each). */
+  private readonly registered = new Map<string, Promise<void>>();
+  private readonly eventSubscriptions: EventSubscriptions;
   private readonly stopLeaseWatch: () => void;
   private closed = false;
 
@@ -125,6 +132,7 @@ export class EtcdStore implements Store {
     this.host = new DispatcherHost(kv, root, this.nodeId, log, (consumerKey, delivery) => {
       this.byKey.get(consumerKey)?.told(delivery);
     });
+    this.eventSubscriptions = new EventSubscriptions(kv, (queue) => this.keys(queue));
     this.stopLeaseWatch = kv.session.onLost(() => {
       for (const { consumer } of this.locals.values()) consumer.leaseLost();
     });
@@ -139,10 +147,12 @@ export class EtcdStore implements Store {
     return keys;
   }
 
-  enqueue(queue: string, messages: readonly NewMessage[]): Promise<EnqueueResult[]> {
+  async enqueue(queue: string, messages: readonly NewMessage[]): Promise<EnqueueResult[]> {
     this.checkOpen();
-    if (messages.length === 0) return Promise.resolve([]);
-    return enqueueMessages(this.kv, this.keys(queue), messages);
+    if (messages.length === 0) return [];
+    // The configuration as the queue's watch holds it: events on or off, with no read per enqueue.
+    const [state] = await Promise.all([this.queueWatch(queue), this.register(queue)]);
+    return enqueueMessages(this.kv, this.keys(queue), messages, state.config?.events === true);
   }
 
   async claim(queue: string, request: ClaimRequest): Promise<ClaimResult> {
@@ -214,9 +224,23 @@ export class EtcdStore implements Store {
     this.checkOpen();
     const entry = this.locals.get(consumerKey(queue, consumerId));
     if (entry === undefined) return finishes.map(() => 'lost');
+    const givenBack = finishes.filter((f) => f.startedAt === null).length;
+    if (givenBack > 0) {
+      // Handed back unrun: the room it frees is not for the dispatcher to fill at once (the next claim asks).
+      const { capacity, lockMs, accepts } = entry.consumer.info;
+      await entry.consumer.demand({ capacity: Math.max(0, capacity - givenBack), lockMs, accepts });
+    }
     // The configuration as the queue's watch holds it: no read per finish.
-    const dlq = (await this.queueWatch(queue)).config?.deadLetterQueue ?? null;
-    return finishDeliveries(this.kv, this.keys(queue), entry.consumer, finishes, dlq === null ? null : this.keys(dlq));
+    const config = (await this.queueWatch(queue)).config;
+    const dlq = config?.deadLetterQueue ?? null;
+    return finishDeliveries(
+      this.kv,
+      this.keys(queue),
+      entry.consumer,
+      finishes,
+      dlq === null ? null : this.keys(dlq),
+      config?.events === true,
+    );
   }
 
   status(queue: string, id: string): Promise<MessageStatus | null> {
@@ -253,19 +277,19 @@ export class EtcdStore implements Store {
     return inspectMessage(this.kv, this.keys(queue), id);
   }
 
-  retry(queue: string, ids: readonly string[]): Promise<ActionResult[]> {
+  async retry(queue: string, ids: readonly string[]): Promise<ActionResult[]> {
     this.checkOpen();
-    return retryMessages(this.kv, this.keys(queue), ids);
+    return retryMessages(this.kv, this.keys(queue), ids, await this.eventsOn(queue));
   }
 
-  retryFailed(queue: string, max: number): Promise<number> {
+  async retryFailed(queue: string, max: number): Promise<number> {
     this.checkOpen();
-    return retryOldestFailed(this.kv, this.keys(queue), max);
+    return retryOldestFailed(this.kv, this.keys(queue), max, await this.eventsOn(queue));
   }
 
-  remove(queue: string, ids: readonly string[]): Promise<ActionResult[]> {
+  async remove(queue: string, ids: readonly string[]): Promise<ActionResult[]> {
     this.checkOpen();
-    return removeMessages(this.kv, this.keys(queue), ids);
+    return removeMessages(this.kv, this.keys(queue), ids, await this.eventsOn(queue));
   }
 
   promote(queue: string, ids: readonly string[]): Promise<ActionResult[]> {
@@ -361,6 +385,32 @@ export class EtcdStore implements Store {
     return liveConsumers(this.kv, this.keys(queue));
   }
 
+  /** From the registry of queues (queue-registry.ts): one range, O(queues). */
+  queues(): Promise<string[]> {
+    this.checkOpen();
+    return listQueues(this.kv, this.root);
+  }
+
+  readEvents(queue: string, after: string | null, limit: number): Promise<EventPage> {
+    this.checkOpen();
+    return readEvents(this.kv, this.keys(queue), after, limit);
+  }
+
+  eventsHead(queue: string): Promise<string> {
+    this.checkOpen();
+    return eventsHead(this.kv, this.keys(queue));
+  }
+
+  subscribeEvents(queue: string, listener: () => void): () => void {
+    this.checkOpen();
+    return this.eventSubscriptions.subscribe(queue, listener);
+  }
+
+  takeTurn(queue: string, name: string, everyMs: number): Promise<boolean> {
+    this.checkOpen();
+    return takeTurn(this.kv, this.keys(queue), name, everyMs);
+  }
+
   subscribe(queue: string, listener: () => void): () => void {
     let set = this.listeners.get(queue);
     if (set === undefined) {
@@ -385,6 +435,7 @@ export class EtcdStore implements Store {
     if (this.closed) return;
     this.closed = true;
     this.stopLeaseWatch();
+    this.eventSubscriptions.close();
     await this.host.close();
     for (const { consumer, release } of this.locals.values()) {
       release();
@@ -413,6 +464,23 @@ export class EtcdStore implements Store {
       this.byKey.set(consumer.key, consumer);
     }
     return entry.consumer;
+  }
+
+  /** Whether the queue's configuration, as its watch holds it, has events on. */
+  private async eventsOn(queue: string): Promise<boolean> {
+    return (await this.queueWatch(queue)).config?.events === true;
+  }
+
+  /** Puts the queue in the registry once per process (the first enqueue to it). */
+  private register(queue: string): Promise<void> {
+    let done = this.registered.get(queue);
+    if (done === undefined) {
+      const written = this.kv.txn({ compare: [], success: [registerOp(this.keys(queue))] }).then(() => undefined);
+      written.catch(() => this.registered.delete(queue));
+      this.registered.set(queue, written);
+      done = written;
+    }
+    return done;
   }
 
   private notify(queue: string): void {

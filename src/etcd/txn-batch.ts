@@ -6,6 +6,7 @@
  * fails, what changed under it. A Txn is all or nothing, so a failed one is
  * sent again without the changes that no longer hold.
  */
+import { eventOps, type ChangeEvents, type EventNote } from './event-ops.js';
 import type { Compare, KeyValue, Kv, Op, RangeOp, RangeResult } from './kv.js';
 
 export const MAX_TXN_OPS = 128;
@@ -16,14 +17,20 @@ export interface Change {
   readonly ops: readonly Op[];
   /** Read when the Txn fails, to learn what no longer holds. */
   readonly reads: readonly RangeOp[];
+  /** Queue events it writes: the batch puts those of all its changes as one key per queue. */
+  readonly events?: ChangeEvents | undefined;
 }
 
 export type ChangeResult =
   | { readonly ok: true; readonly revision: number }
   | { readonly ok: false; readonly revision: number; readonly reads: readonly RangeResult[] };
 
+// A batch's event key, and each event in it, as sized for packing.
+const EVENT_KEY_BYTES = 200;
+const EVENT_BYTES = 80;
+
 function size(change: Change): number {
-  let bytes = 64;
+  let bytes = 64 + (change.events?.notes.length ?? 0) * EVENT_BYTES;
   for (const c of change.compares) bytes += c.key.length + 24;
   for (const op of change.ops) bytes += op.key.length + 24 + (op.type === 'put' ? op.value.length : 0);
   for (const r of change.reads) bytes += r.key.length + 24;
@@ -41,11 +48,16 @@ export function pack<T extends Change>(
   let ops = fixed.ops.length;
   let reads = fixed.reads.length;
   let bytes = size(fixed);
+  let eventKey = false;
   for (const change of changes) {
-    const b = size(change);
+    // The first change with events brings the batch's event key.
+    const own = size(change);
+    const addsEventKey = change.events !== undefined && !eventKey;
+    const b = own + (addsEventKey ? EVENT_KEY_BYTES : 0);
+    const opsOf = change.ops.length + (addsEventKey ? 1 : 0);
     const fits =
       compares + change.compares.length <= MAX_TXN_OPS &&
-      ops + change.ops.length <= MAX_TXN_OPS &&
+      ops + opsOf <= MAX_TXN_OPS &&
       reads + change.reads.length <= MAX_TXN_OPS &&
       bytes + b <= MAX_TXN_BYTES;
     if (!fits && batch.length > 0) {
@@ -55,12 +67,19 @@ export function pack<T extends Change>(
       ops = fixed.ops.length;
       reads = fixed.reads.length;
       bytes = size(fixed);
+      eventKey = false;
+    }
+    const opensEventKey = change.events !== undefined && !eventKey;
+    if (opensEventKey) {
+      eventKey = true;
+      ops += 1;
+      bytes += EVENT_KEY_BYTES;
     }
     batch.push(change);
     compares += change.compares.length;
     ops += change.ops.length;
     reads += change.reads.length;
-    bytes += b;
+    bytes += own;
   }
   if (batch.length > 0) batches.push(batch);
   return batches;
@@ -76,7 +95,7 @@ export async function runBatch(
   fixed: Change = { compares: [], ops: [], reads: [] },
 ): Promise<{ results: ChangeResult[]; fixedReads: readonly RangeResult[] }> {
   const compare = [...fixed.compares, ...batch.flatMap((c) => c.compares)];
-  const success = [...fixed.ops, ...batch.flatMap((c) => c.ops)];
+  const success = [...fixed.ops, ...batch.flatMap((c) => c.ops), ...batchEvents(batch)];
   const failure = [...fixed.reads, ...batch.flatMap((c) => c.reads)];
   const res = await kv.txn({ compare, success, failure });
   if (res.succeeded) {
@@ -90,6 +109,20 @@ export async function runBatch(
     return { ok: false, revision: res.revision, reads: mine };
   });
   return { results, fixedReads: reads.slice(0, fixed.reads.length) };
+}
+
+/** The puts of a batch's events: one key per queue (a batch is of one queue but for dead-letter moves). */
+function batchEvents(batch: readonly Change[]): Op[] {
+  const byQueue = new Map<string, { keys: ChangeEvents['keys']; notes: EventNote[] }>();
+  for (const change of batch) {
+    if (change.events === undefined) continue;
+    const entry = byQueue.get(change.events.keys.events);
+    if (entry === undefined)
+      byQueue.set(change.events.keys.events, { keys: change.events.keys, notes: [...change.events.notes] });
+    else entry.notes.push(...change.events.notes);
+  }
+  const now = Date.now();
+  return [...byQueue.values()].flatMap(({ keys, notes }) => eventOps(keys, true, now, ...notes));
 }
 
 /** Reads many single keys in as few Txns as allowed; results align with `keys` (null: absent). */

@@ -8,6 +8,7 @@ import {
   checkQueueName,
 } from './validate.js';
 import { DAY, MINUTE, SECOND } from './time.js';
+import { EVENTS_MAX_COUNT } from './events.js';
 import type { QueueConfig } from './types.js';
 
 export const DEFAULT_QUEUE_CONFIG = {
@@ -18,6 +19,9 @@ export const DEFAULT_QUEUE_CONFIG = {
   paused: false,
   maxDeliveries: 10,
   deadLetterQueue: null,
+  events: false,
+  eventsMaxCount: EVENTS_MAX_COUNT,
+  eventsMaxAgeMs: DAY,
 } as const satisfies QueueConfig;
 
 const CONFIG_KEYS = [
@@ -28,6 +32,9 @@ const CONFIG_KEYS = [
   'paused',
   'maxDeliveries',
   'deadLetterQueue',
+  'events',
+  'eventsMaxCount',
+  'eventsMaxAgeMs',
 ] as const;
 
 /** Validates a partial configuration as given to `configure`; `queue` is the queue it is for. */
@@ -48,6 +55,13 @@ export function checkConfigPatch(value: unknown, queue: string): Partial<QueueCo
     const dlq = patch.deadLetterQueue === null ? null : checkQueueName(patch.deadLetterQueue);
     if (dlq === queue) throw new TypeError(`deadLetterQueue must be another queue than '${queue}' itself`);
     checked.deadLetterQueue = dlq;
+  }
+  if (patch.events !== undefined) checked.events = checkBoolean('events', patch.events);
+  if (patch.eventsMaxCount !== undefined) {
+    checked.eventsMaxCount = checkCount('eventsMaxCount', patch.eventsMaxCount, 1, 10_000_000);
+  }
+  if (patch.eventsMaxAgeMs !== undefined) {
+    checked.eventsMaxAgeMs = checkMs('eventsMaxAgeMs', patch.eventsMaxAgeMs, 1);
   }
   if (patch.filterEnums !== undefined) {
     const enums: [string, readonly string[]][] = [];
@@ -75,6 +89,9 @@ export function applyConfigPatch(config: QueueConfig, patch: Partial<QueueConfig
     paused: patch.paused ?? config.paused,
     maxDeliveries: patch.maxDeliveries ?? config.maxDeliveries,
     deadLetterQueue: patch.deadLetterQueue === undefined ? config.deadLetterQueue : patch.deadLetterQueue,
+    events: patch.events ?? config.events,
+    eventsMaxCount: patch.eventsMaxCount ?? config.eventsMaxCount,
+    eventsMaxAgeMs: patch.eventsMaxAgeMs ?? config.eventsMaxAgeMs,
   };
 }
 

@@ -230,6 +230,12 @@ export interface QueueConfig {
   readonly maxDeliveries: number;
   /** Failed messages move to this queue (queued there, history kept) instead of staying failed here. */
   readonly deadLetterQueue: string | null;
+  /** The store writes a queue event (model/events.ts) with each transition, read by `client.events()`. */
+  readonly events: boolean;
+  /** Events kept at most, newest kept; older ones are trimmed (a reader behind them is told). */
+  readonly eventsMaxCount: number;
+  /** Events older than this are trimmed. */
+  readonly eventsMaxAgeMs: number;
 }
 
 export interface GcResult {

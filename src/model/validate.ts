@@ -37,6 +37,14 @@ export function checkFilterToken(kind: 'name' | 'value', token: unknown): string
 }
 
 /** A whole number of milliseconds within [min, max]. */
+/** A turn's name (Store.takeTurn): it becomes part of a key or node name in every store. */
+export function checkTurnName(name: unknown): string {
+  if (typeof name !== 'string' || !FILTER_TOKEN.test(name)) {
+    throw new TypeError(`turn name ${JSON.stringify(name)} is invalid: use 1-64 letters, digits, '_', '.' or '-'`);
+  }
+  return name;
+}
+
 export function checkMs(name: string, value: unknown, min = 0, max = Number.MAX_SAFE_INTEGER): number {
   if (typeof value !== 'number' || !Number.isInteger(value) || value < min || value > max) {
     throw new TypeError(`${name} must be a whole number of milliseconds from ${min} to ${max}, got ${String(value)}`);

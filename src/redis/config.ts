@@ -2,7 +2,8 @@
  * A queue's configuration, in its `conf` hash (zkmq keeps it in the store
  * too): task_gc_lifetime, task_gc_interval and failed_lifetime in ms,
  * filter_enums as JSON, paused ('1' or '0'), max_deliveries, dead_letter_queue
- * ('' for none). Fields an older kvmq did not write read as their defaults.
+ * ('' for none), events ('1' or '0'), events_max_count, events_max_age (ms). Fields an older kvmq did not
+ * write read as their defaults.
  */
 import { StoreLayoutError } from '../errors.js';
 import { applyConfigPatch, withConfigDefaults } from '../model/config.js';
@@ -20,6 +21,9 @@ const FIELDS = [
   'paused',
   'max_deliveries',
   'dead_letter_queue',
+  'events',
+  'events_max_count',
+  'events_max_age',
 ] as const;
 
 type RawConfig = readonly string[];
@@ -30,7 +34,8 @@ async function readRaw(scripts: Scripts, prefix: string, queue: string): Promise
 }
 
 function parse(raw: RawConfig, key: string): QueueConfig {
-  const [lifetime, interval, enums, failedLifetime, paused, maxDeliveries, deadLetterQueue] = raw;
+  const [lifetime, interval, enums, failedLifetime, paused, maxDeliveries, deadLetterQueue, events, maxCount, maxAge] =
+    raw;
   const patch: { -readonly [K in keyof QueueConfig]?: QueueConfig[K] } = {};
   const bad = (field: string): never => {
     throw new StoreLayoutError(`${key} field ${field} is not kvmq's; fix or delete it (kvmq config rewrites it)`);
@@ -43,6 +48,8 @@ function parse(raw: RawConfig, key: string): QueueConfig {
   patch.gcIntervalMs = integer(interval, 'task_gc_interval');
   patch.failedLifetimeMs = integer(failedLifetime, 'failed_lifetime');
   patch.maxDeliveries = integer(maxDeliveries, 'max_deliveries');
+  patch.eventsMaxCount = integer(maxCount, 'events_max_count');
+  patch.eventsMaxAgeMs = integer(maxAge, 'events_max_age');
   if (enums !== undefined && enums !== '') {
     try {
       patch.filterEnums = JSON.parse(enums) as QueueConfig['filterEnums'];
@@ -51,6 +58,7 @@ function parse(raw: RawConfig, key: string): QueueConfig {
     }
   }
   if (paused !== undefined && paused !== '') patch.paused = paused === '1';
+  if (events !== undefined && events !== '') patch.events = events === '1';
   if (deadLetterQueue !== undefined && deadLetterQueue !== '') patch.deadLetterQueue = deadLetterQueue;
   return withConfigDefaults(patch);
 }
@@ -89,6 +97,9 @@ export async function writeConfig(
       next.paused ? '1' : '0',
       next.maxDeliveries,
       next.deadLetterQueue ?? '',
+      next.events ? '1' : '0',
+      next.eventsMaxCount,
+      next.eventsMaxAgeMs,
     ]);
     if (written !== 0) return { config: next, created: written === 2 };
   }

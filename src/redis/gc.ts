@@ -1,5 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import { list, num } from './codec.js';
+import { trimEvents } from './events.js';
 import { SCRIPTS } from './scripts.generated.js';
 import type { Scripts } from './scripts.js';
 import type { GcResult, QueueConfig } from '../model/types.js';
@@ -10,8 +11,9 @@ const GC_LOCK_MS = 60_000;
 const GC_PAGE = 1000;
 
 /**
- * GC of finished messages past the lifetime (failed ones past theirs), then of lapsed consumers, under
- * the queue's GC lock (one GC at a time; unless forced, at most once per interval).
+ * GC of finished messages past the lifetime (failed ones past theirs), the exact trim of the queue's events,
+ * then of lapsed consumers, under the queue's GC lock (one GC at a time; unless forced, at most once per
+ * interval).
  */
 export async function collectGarbage(
   scripts: Scripts,
@@ -38,6 +40,7 @@ export async function collectGarbage(
         if ((looked ?? 0) < GC_PAGE) break;
       }
     }
+    await trimEvents(scripts, queue, config);
   } finally {
     await scripts.run(SCRIPTS.gcFinish, queue, [token]);
   }

@@ -39,11 +39,14 @@ export const KEY_TYPES = {
   dedupe: 'zset', // finished ids (not marked for requeue), by the end of their backoff (finish time if none)
   failed: 'zset', // failed ids, by failure time
   conf: 'hash', // configuration: task_gc_lifetime, task_gc_interval, failed_lifetime (ms), filter_enums (JSON),
-  // paused ('1'), max_deliveries, dead_letter_queue
+  // paused ('1'), max_deliveries, dead_letter_queue, events ('1'), events_max_count, events_max_age
   consumers: 'hash', // consumer id → JSON registration
   'gc-lock': 'string', // one GC at a time, with a TTL
   'gc-at': 'string', // when the last GC started (ms)
   wake: 'channel', // pub/sub channel: messages may be ready
+  events: 'stream', // queue events: one entry per script call, its id the number of its last event
+  'events-seq': 'string', // events ever written: the number of the newest (never reset, so cursors stay ordered)
+  'events-wake': 'channel', // pub/sub channel: events were written
 } as const;
 
 export type KeyName = keyof typeof KEY_TYPES;
@@ -63,6 +66,16 @@ export function queueKey(prefix: string, queue: string, name: KeyName): string {
 export function readyListKey(prefix: string, queue: string, filterClass: string): string {
   const list = queueKey(prefix, queue, 'mid-circle');
   return filterClass === '' ? list : `${list}:${filterClass}`;
+}
+
+/** The key of a turn (`takeTurn`): a flag whose TTL is the turn's length. */
+export function turnKey(prefix: string, queue: string, name: string): string {
+  return `${queueBase(prefix, queue)}turn:${name}`;
+}
+
+/** Every queue that has had a configuration or messages (kept per process at first use; no hash tag). */
+export function registryKey(prefix: string): string {
+  return `${prefix}:queues`;
 }
 
 /** Keys a prefix may hold; `{` and `}` would move the hash tag off the queue name. */

@@ -37,6 +37,9 @@ export const SCRIPTS = {
       'pushes',
       'conf',
       'failed',
+      'events',
+      'events-seq',
+      'events-wake',
       'history',
       'losses',
       'outcomes',
@@ -47,9 +50,9 @@ export const SCRIPTS = {
       'dedupe',
     ],
     readOnly: false,
-    sha: '69c05d2ab1aa298f700fc98bbc68818851ef833b',
+    sha: '3d234214744dd6c841863c7e11527dd3e41632e4',
     source: `#!lua flags=allow-oom
-local K = { messages = KEYS[1], metadata = KEYS[2], filters = KEYS[3], classes = KEYS[4], nattempts = KEYS[5], locks = KEYS[6], holders = KEYS[7], backoffs = KEYS[8], done = KEYS[9], done_at = KEYS[10], requeue = KEYS[11], schedule = KEYS[12], lock_expiry = KEYS[13], updated_at = KEYS[14], mid_circle = KEYS[15], eoq_backoff = KEYS[16], ndry_runs = KEYS[17], policies = KEYS[18], pushes = KEYS[19], conf = KEYS[20], failed = KEYS[21], history = KEYS[22], losses = KEYS[23], outcomes = KEYS[24], enqueued_at = KEYS[25], requeue_content = KEYS[26], requeue_locks = KEYS[27], requeue_schedule = KEYS[28], dedupe = KEYS[29] }
+local K = { messages = KEYS[1], metadata = KEYS[2], filters = KEYS[3], classes = KEYS[4], nattempts = KEYS[5], locks = KEYS[6], holders = KEYS[7], backoffs = KEYS[8], done = KEYS[9], done_at = KEYS[10], requeue = KEYS[11], schedule = KEYS[12], lock_expiry = KEYS[13], updated_at = KEYS[14], mid_circle = KEYS[15], eoq_backoff = KEYS[16], ndry_runs = KEYS[17], policies = KEYS[18], pushes = KEYS[19], conf = KEYS[20], failed = KEYS[21], events = KEYS[22], events_seq = KEYS[23], events_wake = KEYS[24], history = KEYS[25], losses = KEYS[26], outcomes = KEYS[27], enqueued_at = KEYS[28], requeue_content = KEYS[29], requeue_locks = KEYS[30], requeue_schedule = KEYS[31], dedupe = KEYS[32] }
 -- common: helpers every script includes. K holds the queue's keys by name
 -- (see src/redis/keys.ts; in Lua '-' becomes '_' and '?' is dropped).
 --
@@ -63,7 +66,7 @@ local KEY_TYPES = {
   updated_at = 'hash', requeue_content = 'hash', schedule = 'zset', lock_expiry = 'zset',
   done_at = 'zset', dedupe = 'zset', conf = 'hash', consumers = 'hash', gc_lock = 'string',
   gc_at = 'string', policies = 'hash', history = 'hash', losses = 'hash', pushes = 'hash',
-  requeue_locks = 'zset', requeue_schedule = 'zset', failed = 'zset',
+  requeue_locks = 'zset', requeue_schedule = 'zset', failed = 'zset', events = 'stream', events_seq = 'string',
 }
 
 -- Lua's unpack has a stack limit; variadic commands go in chunks of this many arguments.
@@ -102,13 +105,15 @@ end
 -- Keys a script touches only on its rare paths (see check_rare).
 local RARE = {}
 local rare_checked = false
+-- Keys a helper checks itself, only when it is about to use them (lib/events.lua: with events on).
+local CHECKED_BY_HELPER = {}
 
 -- \`rare\` (optional) names keys left to check_rare, so a hot path pays no TYPE call for them.
 local function check_layout(new_classes, rare)
   for _, name in ipairs(rare or {}) do RARE[name] = true end
   for name, key in pairs(K) do
     local expected = KEY_TYPES[name]
-    if expected ~= nil and not RARE[name] then check_type(key, expected) end
+    if expected ~= nil and not RARE[name] and not CHECKED_BY_HELPER[name] then check_type(key, expected) end
   end
   if K.classes ~= nil and K.mid_circle ~= nil then
     for _, class in ipairs(redis.call('SMEMBERS', K.classes)) do check_type(ready_list(class), 'list') end
@@ -122,7 +127,7 @@ local function check_rare()
   if rare_checked then return end
   rare_checked = true
   for name in pairs(RARE) do
-    if K[name] ~= nil then check_type(K[name], KEY_TYPES[name]) end
+    if K[name] ~= nil and not CHECKED_BY_HELPER[name] then check_type(K[name], KEY_TYPES[name]) end
   end
 end
 
@@ -200,6 +205,99 @@ local function flush_ready(r)
     call_chunked('RPUSH', ready_list(class), reversed)
   end
 end
+-- events: queue events, written by the very script whose transition they describe, while the queue's
+-- configuration has events on (\`events\` '1' in conf, read by that script). A script gathers its events
+-- and appends them at its end to the \`events\` stream, up to ENTRY_EVENTS per entry. \`events-seq\` counts
+-- every event ever written, so events have dense numbers; an entry's id is \`<n>-0\`, n the number of its
+-- last event, and its fields are \`at\` (the server's ms), \`n\` (how many events it holds) and \`events\`: one
+-- line per event, '<type> <attempt> <id>', then ' ' and the error (newlines and backslashes escaped) for
+-- failed and retrying events that have one. One string per entry, not a field pair per event: XADD then
+-- takes five arguments, whatever the batch, and an entry is a single listpack value.
+-- Dense numbers let a reader see trimmed events as a gap, and make trimming by count a MINID.
+--
+-- KEYS: conf events events-seq events-wake
+
+-- Events per stream entry: an entry stays within one listpack node (4 KB), so reads and GC stay cheap.
+local ENTRY_EVENTS = 100
+-- model/events.ts EVENTS_MAX_COUNT
+local DEFAULT_EVENTS_MAX_COUNT = 10000
+
+-- events_begin checks these when events are on; with events off a script neither pays for them nor
+-- minds what they hold.
+CHECKED_BY_HELPER.events = true
+CHECKED_BY_HELPER.events_seq = true
+
+-- on: nil until events_begin, then whether this queue writes events.
+local EV = { on = nil, max = DEFAULT_EVENTS_MAX_COUNT, lines = {} }
+
+-- The conf fields events_begin takes, for a script that reads them with others of its own.
+local EVENTS_CONF = { 'events', 'events_max_count' }
+
+-- Reads the queue's events flag and bound (or takes them as read: \`read\`, the values of EVENTS_CONF).
+-- Call it before the script writes anything.
+local function events_begin(read)
+  local conf = read
+  if conf == nil then
+    -- A conf of another type fails here, before any write (scripts on a hot path leave it out of check_layout).
+    conf = redis.pcall('HMGET', K.conf, unpack(EVENTS_CONF))
+    if conf.err then layout_error(K.conf, redis.call('TYPE', K.conf).ok, 'hash') end
+  end
+  EV.on = conf[1] == '1'
+  if EV.on then
+    EV.max = tonumber(conf[2]) or DEFAULT_EVENTS_MAX_COUNT
+    check_type(K.events, 'stream')
+    check_type(K.events_seq, 'string')
+  end
+end
+
+-- An error's text on one line (src/redis/events.ts unescapes it).
+local ESCAPES = { ['\\\\'] = '\\\\\\\\', ['\\n'] = '\\\\n' }
+
+-- Attempts as text, made once: Lua formats a number with sprintf, which would cost more than the rest
+-- of an event.
+local ATTEMPT_TEXT = {}
+local function attempt_text(attempt)
+  if type(attempt) == 'string' then return attempt end
+  local n = attempt or 0
+  local text = ATTEMPT_TEXT[n]
+  if text == nil then
+    text = string.format('%d', n)
+    ATTEMPT_TEXT[n] = text
+  end
+  return text
+end
+
+-- Notes an event of this script's transition (the attempt a number, or its text); written by events_flush.
+-- Hot loops test EV.on first; the hottest (enqueue) appends its line to EV.lines itself.
+local function event(kind, id, attempt, err)
+  if EV.on == nil then error('kvmq: event() before events_begin()') end
+  if not EV.on then return end
+  local line = kind .. ' ' .. attempt_text(attempt) .. ' ' .. id
+  if err then line = line .. ' ' .. string.gsub(err, '[\\\\\\n]', ESCAPES) end
+  EV.lines[#EV.lines + 1] = line
+end
+
+-- Appends event lines to a queue's stream, numbering them from its \`seq\` key, and trims inline to about
+-- \`max\` events: MINID ~ drops whole stream nodes only, never an event within the bound.
+local function append_events(stream, seq, wake, max, now, lines)
+  local count = #lines
+  if count == 0 then return end
+  local last = redis.call('INCRBY', seq, count)
+  local first = last - count + 1
+  local keep = string.format('%d', math.max(1, last - max + 1))
+  for i = 1, count, ENTRY_EVENTS do
+    local j = math.min(i + ENTRY_EVENTS - 1, count)
+    redis.call('XADD', stream, 'MINID', '~', keep, string.format('%d-0', first + j - 1), 'at', now, 'n', j - i + 1,
+      'events', table.concat(lines, '\\n', i, j))
+  end
+  redis.call('PUBLISH', wake, '')
+end
+
+-- Writes the events noted by this script.
+local function events_flush(now)
+  if EV.on and #EV.lines > 0 then append_events(K.events, K.events_seq, K.events_wake, EV.max, now, EV.lines) end
+  EV.lines = {}
+end
 -- forget: removes every trace of a message from the queue's hashes, sets and
 -- sorted sets (not from a ready list: the caller knows whether it is in one).
 --
@@ -224,7 +322,8 @@ local function forget(id, w)
   end
 end
 -- fail: a message's last run ended in a final error: it becomes failed, or
--- moves to the queue's dead-letter queue. Also the history of attempts.
+-- moves to the queue's dead-letter queue (which writes its own \`enqueued\` event when it has events on;
+-- the caller writes the \`failed\` one). Also the history of attempts. Scripts include events before it.
 --
 -- KEYS: messages metadata filters policies history outcomes updated-at locks holders lock-expiry
 --       backoffs schedule requeue requeue-locks requeue-content failed conf
@@ -271,6 +370,13 @@ local function dead_letter(id, dlq, now)
   for _, key in ipairs(hashes) do check_type(dk(key), 'hash') end
   check_type(dk('classes'), 'set')
   check_type(list, 'list')
+  check_type(dk('conf'), 'hash')
+  -- The dead-letter queue's own events: an \`enqueued\` there when its configuration has them on.
+  local events = redis.call('HMGET', dk('conf'), 'events', 'events_max_count')
+  if events[1] == '1' then
+    check_type(dk('events'), 'stream')
+    check_type(dk('events-seq'), 'string')
+  end
   if redis.call('HEXISTS', dk('messages'), id) == 1 then return false end
   for _, pair in ipairs({ { 'messages', K.messages }, { 'metadata', K.metadata }, { 'policies', K.policies },
     { 'history', K.history }, { 'outcomes', K.outcomes } }) do
@@ -285,6 +391,10 @@ local function dead_letter(id, dlq, now)
   redis.call('LPUSH', list, id)
   redis.call('HINCRBY', dk('pushes'), class, 1)
   redis.call('PUBLISH', dk('wake'), 'dead-letter')
+  if events[1] == '1' then
+    append_events(dk('events'), dk('events-seq'), dk('events-wake'), tonumber(events[2]) or DEFAULT_EVENTS_MAX_COUNT,
+      now, { 'enqueued 0 ' .. id })
+  end
   return true
 end
 
@@ -309,7 +419,8 @@ end
 -- whose done backoff ended (a new run: out of done), and locked messages whose
 -- lock expired (their holder stalled or died; attempt and requeue mark stay).
 -- An expired lock is a lost delivery: counted in \`losses\` and recorded in the
--- history; at the queue's maxDeliveries the message fails instead.
+-- history; at the queue's maxDeliveries the message fails instead (a \`failed\` event; the caller
+-- has called events_begin).
 --
 -- KEYS: schedule lock-expiry backoffs locks holders done done-at requeue filters requeue-schedule
 --       requeue-locks losses nattempts conf
@@ -356,7 +467,9 @@ local function promote(now, ready, w)
       max_deliveries = tonumber(redis.call('HGET', K.conf, 'max_deliveries')) or DEFAULT_MAX_DELIVERIES
     end
     if max_deliveries > 0 and losses >= max_deliveries then
-      fail(id, now, 'error\\n' .. max_deliveries_error(losses))
+      local err = max_deliveries_error(losses)
+      event('failed', id, redis.call('HGET', K.nattempts, id), err)
+      fail(id, now, 'error\\n' .. err)
     else
       later(w, 'hdel', K.locks, id)
       later(w, 'hdel', K.holders, id)
@@ -373,7 +486,7 @@ end
 -- dry run once per queue-wide end-of-queue backoff (Carmine's eoq-backoff? and
 -- ndry-runs) and says when looking again is worthwhile without a wake-up.
 -- A paused queue hands out nothing and counts no dry run (checked here, so no claim
--- starts after pause() returned).
+-- starts after pause() returned). Each message handed out writes a \`started\` event (events on).
 -- Runs when Redis is out of memory (allow-oom): draining the queue is how memory comes back.
 --
 -- KEYS: messages metadata filters classes nattempts locks holders backoffs done done-at requeue
@@ -384,7 +497,7 @@ end
 -- Reply: { 'classes', class... } when the queue's classes changed since the consumer looked
 --        (it claimed nothing), else { 'ok', queue size, dry runs, wake-at ms (-1: none),
 --        then six per message: id, content, metadata JSON or nil, filter class, attempt, policy or nil }
--- Include: common forget fail promote
+-- Include: common events forget fail promote
 
 -- The hot path of a claim touches none of these.
 check_layout(nil, { 'history', 'losses', 'outcomes', 'enqueued_at', 'requeue_content', 'requeue_schedule', 'dedupe',
@@ -403,10 +516,12 @@ local now = now_ms()
 local function queue_size()
   return redis.call('HLEN', K.messages) - redis.call('SCARD', K.done) - redis.call('ZCARD', K.failed)
 end
-if redis.call('HGET', K.conf, 'paused') == '1' then
+local conf = redis.call('HMGET', K.conf, 'paused', unpack(EVENTS_CONF))
+if conf[1] == '1' then
   -- Resume publishes a wake-up; a worker on a lost subscription looks again within a second.
   return { 'ok', queue_size(), tonumber(redis.call('GET', K.ndry_runs)) or 0, now + 1000 }
 end
+events_begin({ conf[2], conf[3] })
 local w = pending_writes()
 local ready = pending_ready()
 local more = promote(now, ready, w)
@@ -460,6 +575,7 @@ if n > 0 then
       reply[r + 1], reply[r + 2], reply[r + 3], reply[r + 4], reply[r + 5] = id, contents[i], metas[i], class_at[i], attempt
       reply[r + 6] = policies[i]
       r = r + 6
+      if EV.on then event('started', id, attempt) end
       -- A message that lost its lock keeps its requeue mark: locked-with-requeue again.
       if marked and redis.call('SISMEMBER', K.requeue, id) == 1 then
         redis.call('ZADD', K.requeue_locks, lock_until, id)
@@ -502,6 +618,7 @@ else
   reply[4] = wake_at
 end
 reply[2] = queue_size()
+events_flush(now)
 return reply
 `,
   },
@@ -536,11 +653,12 @@ return reply
       'requeue-locks',
       'requeue-schedule',
       'failed',
+      'events',
     ],
     readOnly: false,
-    sha: '5f678ec8c46cfc41a400811e84887681f945df71',
+    sha: '89e831f420304dc73e60bba6d21076976a708624',
     source: `#!lua flags=allow-oom
-local K = { messages = KEYS[1], locks = KEYS[2], backoffs = KEYS[3], nattempts = KEYS[4], mid_circle = KEYS[5], done = KEYS[6], requeue = KEYS[7], eoq_backoff = KEYS[8], ndry_runs = KEYS[9], metadata = KEYS[10], filters = KEYS[11], classes = KEYS[12], holders = KEYS[13], outcomes = KEYS[14], enqueued_at = KEYS[15], updated_at = KEYS[16], requeue_content = KEYS[17], schedule = KEYS[18], lock_expiry = KEYS[19], done_at = KEYS[20], dedupe = KEYS[21], policies = KEYS[22], history = KEYS[23], losses = KEYS[24], pushes = KEYS[25], requeue_locks = KEYS[26], requeue_schedule = KEYS[27], failed = KEYS[28] }
+local K = { messages = KEYS[1], locks = KEYS[2], backoffs = KEYS[3], nattempts = KEYS[4], mid_circle = KEYS[5], done = KEYS[6], requeue = KEYS[7], eoq_backoff = KEYS[8], ndry_runs = KEYS[9], metadata = KEYS[10], filters = KEYS[11], classes = KEYS[12], holders = KEYS[13], outcomes = KEYS[14], enqueued_at = KEYS[15], updated_at = KEYS[16], requeue_content = KEYS[17], schedule = KEYS[18], lock_expiry = KEYS[19], done_at = KEYS[20], dedupe = KEYS[21], policies = KEYS[22], history = KEYS[23], losses = KEYS[24], pushes = KEYS[25], requeue_locks = KEYS[26], requeue_schedule = KEYS[27], failed = KEYS[28], events = KEYS[29] }
 -- common: helpers every script includes. K holds the queue's keys by name
 -- (see src/redis/keys.ts; in Lua '-' becomes '_' and '?' is dropped).
 --
@@ -554,7 +672,7 @@ local KEY_TYPES = {
   updated_at = 'hash', requeue_content = 'hash', schedule = 'zset', lock_expiry = 'zset',
   done_at = 'zset', dedupe = 'zset', conf = 'hash', consumers = 'hash', gc_lock = 'string',
   gc_at = 'string', policies = 'hash', history = 'hash', losses = 'hash', pushes = 'hash',
-  requeue_locks = 'zset', requeue_schedule = 'zset', failed = 'zset',
+  requeue_locks = 'zset', requeue_schedule = 'zset', failed = 'zset', events = 'stream', events_seq = 'string',
 }
 
 -- Lua's unpack has a stack limit; variadic commands go in chunks of this many arguments.
@@ -593,13 +711,15 @@ end
 -- Keys a script touches only on its rare paths (see check_rare).
 local RARE = {}
 local rare_checked = false
+-- Keys a helper checks itself, only when it is about to use them (lib/events.lua: with events on).
+local CHECKED_BY_HELPER = {}
 
 -- \`rare\` (optional) names keys left to check_rare, so a hot path pays no TYPE call for them.
 local function check_layout(new_classes, rare)
   for _, name in ipairs(rare or {}) do RARE[name] = true end
   for name, key in pairs(K) do
     local expected = KEY_TYPES[name]
-    if expected ~= nil and not RARE[name] then check_type(key, expected) end
+    if expected ~= nil and not RARE[name] and not CHECKED_BY_HELPER[name] then check_type(key, expected) end
   end
   if K.classes ~= nil and K.mid_circle ~= nil then
     for _, class in ipairs(redis.call('SMEMBERS', K.classes)) do check_type(ready_list(class), 'list') end
@@ -613,7 +733,7 @@ local function check_rare()
   if rare_checked then return end
   rare_checked = true
   for name in pairs(RARE) do
-    if K[name] ~= nil then check_type(K[name], KEY_TYPES[name]) end
+    if K[name] ~= nil and not CHECKED_BY_HELPER[name] then check_type(K[name], KEY_TYPES[name]) end
   end
 end
 
@@ -691,14 +811,15 @@ local function flush_ready(r)
     call_chunked('RPUSH', ready_list(class), reversed)
   end
 end
--- clear: removes every message of the queue, its ready lists and its dry-run
--- count. The configuration and the consumer registry stay. UNLINK frees large
+-- clear: removes every message of the queue, its ready lists, its dry-run
+-- count and its events. The configuration, the consumer registry and the events'
+-- numbering (\`events-seq\`) stay, so a reader behind is told it missed events. UNLINK frees large
 -- keys in the background, so a big queue does not stall Redis.
 -- Runs when Redis is out of memory (allow-oom): it frees memory.
 --
 -- KEYS: messages locks backoffs nattempts mid-circle done requeue eoq-backoff? ndry-runs metadata
 --       filters classes holders outcomes enqueued-at updated-at requeue-content schedule lock-expiry
---       done-at dedupe policies history losses pushes requeue-locks requeue-schedule failed
+--       done-at dedupe policies history losses pushes requeue-locks requeue-schedule failed events
 -- ARGV: none
 -- Reply: 1
 -- Include: common
@@ -715,7 +836,7 @@ return 1
     name: 'configure',
     keys: ['conf', 'wake', 'messages', 'consumers'],
     readOnly: false,
-    sha: '3c7ecbed97e081c532c01e0878f1df772c1d733a',
+    sha: '16fed06ad64c44a2c06bbfa3b3cefa507003650b',
     source: `#!lua
 local K = { conf = KEYS[1], wake = KEYS[2], messages = KEYS[3], consumers = KEYS[4] }
 -- common: helpers every script includes. K holds the queue's keys by name
@@ -731,7 +852,7 @@ local KEY_TYPES = {
   updated_at = 'hash', requeue_content = 'hash', schedule = 'zset', lock_expiry = 'zset',
   done_at = 'zset', dedupe = 'zset', conf = 'hash', consumers = 'hash', gc_lock = 'string',
   gc_at = 'string', policies = 'hash', history = 'hash', losses = 'hash', pushes = 'hash',
-  requeue_locks = 'zset', requeue_schedule = 'zset', failed = 'zset',
+  requeue_locks = 'zset', requeue_schedule = 'zset', failed = 'zset', events = 'stream', events_seq = 'string',
 }
 
 -- Lua's unpack has a stack limit; variadic commands go in chunks of this many arguments.
@@ -770,13 +891,15 @@ end
 -- Keys a script touches only on its rare paths (see check_rare).
 local RARE = {}
 local rare_checked = false
+-- Keys a helper checks itself, only when it is about to use them (lib/events.lua: with events on).
+local CHECKED_BY_HELPER = {}
 
 -- \`rare\` (optional) names keys left to check_rare, so a hot path pays no TYPE call for them.
 local function check_layout(new_classes, rare)
   for _, name in ipairs(rare or {}) do RARE[name] = true end
   for name, key in pairs(K) do
     local expected = KEY_TYPES[name]
-    if expected ~= nil and not RARE[name] then check_type(key, expected) end
+    if expected ~= nil and not RARE[name] and not CHECKED_BY_HELPER[name] then check_type(key, expected) end
   end
   if K.classes ~= nil and K.mid_circle ~= nil then
     for _, class in ipairs(redis.call('SMEMBERS', K.classes)) do check_type(ready_list(class), 'list') end
@@ -790,7 +913,7 @@ local function check_rare()
   if rare_checked then return end
   rare_checked = true
   for name in pairs(RARE) do
-    if K[name] ~= nil then check_type(K[name], KEY_TYPES[name]) end
+    if K[name] ~= nil and not CHECKED_BY_HELPER[name] then check_type(K[name], KEY_TYPES[name]) end
   end
 end
 
@@ -873,15 +996,16 @@ end
 -- Unpausing wakes the queue's idle workers.
 --
 -- KEYS: conf wake messages consumers
--- ARGV: the seven fields as read (task_gc_lifetime, task_gc_interval, filter_enums, failed_lifetime,
---       paused, max_deliveries, dead_letter_queue; '' for absent), then the new ones
+-- ARGV: the ten fields as read (task_gc_lifetime, task_gc_interval, filter_enums, failed_lifetime,
+--       paused, max_deliveries, dead_letter_queue, events, events_max_count, events_max_age; '' for absent),
+--       then the new ones
 -- Reply: 0 when the configuration changed meanwhile, else 1 when written (2: the queue did not exist:
 --        no configuration, messages or consumers)
 -- Include: common
 
 check_layout()
 local fields = { 'task_gc_lifetime', 'task_gc_interval', 'filter_enums', 'failed_lifetime', 'paused', 'max_deliveries',
-  'dead_letter_queue' }
+  'dead_letter_queue', 'events', 'events_max_count', 'events_max_age' }
 local n = #fields
 local current = redis.call('HMGET', K.conf, unpack(fields))
 for i = 1, n do
@@ -903,7 +1027,7 @@ return 1
     name: 'consumers',
     keys: ['consumers', 'holders', 'locks'],
     readOnly: true,
-    sha: 'd02899fe483f858f814883e3a419ba8e04ee23ca',
+    sha: '5aa9624f6829788d12001740575b697064c08dc3',
     source: `#!lua flags=no-writes
 local K = { consumers = KEYS[1], holders = KEYS[2], locks = KEYS[3] }
 -- common: helpers every script includes. K holds the queue's keys by name
@@ -919,7 +1043,7 @@ local KEY_TYPES = {
   updated_at = 'hash', requeue_content = 'hash', schedule = 'zset', lock_expiry = 'zset',
   done_at = 'zset', dedupe = 'zset', conf = 'hash', consumers = 'hash', gc_lock = 'string',
   gc_at = 'string', policies = 'hash', history = 'hash', losses = 'hash', pushes = 'hash',
-  requeue_locks = 'zset', requeue_schedule = 'zset', failed = 'zset',
+  requeue_locks = 'zset', requeue_schedule = 'zset', failed = 'zset', events = 'stream', events_seq = 'string',
 }
 
 -- Lua's unpack has a stack limit; variadic commands go in chunks of this many arguments.
@@ -958,13 +1082,15 @@ end
 -- Keys a script touches only on its rare paths (see check_rare).
 local RARE = {}
 local rare_checked = false
+-- Keys a helper checks itself, only when it is about to use them (lib/events.lua: with events on).
+local CHECKED_BY_HELPER = {}
 
 -- \`rare\` (optional) names keys left to check_rare, so a hot path pays no TYPE call for them.
 local function check_layout(new_classes, rare)
   for _, name in ipairs(rare or {}) do RARE[name] = true end
   for name, key in pairs(K) do
     local expected = KEY_TYPES[name]
-    if expected ~= nil and not RARE[name] then check_type(key, expected) end
+    if expected ~= nil and not RARE[name] and not CHECKED_BY_HELPER[name] then check_type(key, expected) end
   end
   if K.classes ~= nil and K.mid_circle ~= nil then
     for _, class in ipairs(redis.call('SMEMBERS', K.classes)) do check_type(ready_list(class), 'list') end
@@ -978,7 +1104,7 @@ local function check_rare()
   if rare_checked then return end
   rare_checked = true
   for name in pairs(RARE) do
-    if K[name] ~= nil then check_type(K[name], KEY_TYPES[name]) end
+    if K[name] ~= nil and not CHECKED_BY_HELPER[name] then check_type(K[name], KEY_TYPES[name]) end
   end
 end
 
@@ -1120,12 +1246,16 @@ return reply
       'requeue-locks',
       'requeue-schedule',
       'pushes',
+      'conf',
+      'events',
+      'events-seq',
+      'events-wake',
       'failed',
     ],
     readOnly: false,
-    sha: 'b81ccf4ce2bba02c7abfd99525159d7d582495cc',
+    sha: '4f4eff41609af9dc840cd932c54906997948e633',
     source: `#!lua
-local K = { messages = KEYS[1], metadata = KEYS[2], filters = KEYS[3], classes = KEYS[4], nattempts = KEYS[5], locks = KEYS[6], holders = KEYS[7], backoffs = KEYS[8], done = KEYS[9], requeue = KEYS[10], outcomes = KEYS[11], enqueued_at = KEYS[12], updated_at = KEYS[13], requeue_content = KEYS[14], schedule = KEYS[15], done_at = KEYS[16], dedupe = KEYS[17], mid_circle = KEYS[18], wake = KEYS[19], policies = KEYS[20], losses = KEYS[21], requeue_locks = KEYS[22], requeue_schedule = KEYS[23], pushes = KEYS[24], failed = KEYS[25] }
+local K = { messages = KEYS[1], metadata = KEYS[2], filters = KEYS[3], classes = KEYS[4], nattempts = KEYS[5], locks = KEYS[6], holders = KEYS[7], backoffs = KEYS[8], done = KEYS[9], requeue = KEYS[10], outcomes = KEYS[11], enqueued_at = KEYS[12], updated_at = KEYS[13], requeue_content = KEYS[14], schedule = KEYS[15], done_at = KEYS[16], dedupe = KEYS[17], mid_circle = KEYS[18], wake = KEYS[19], policies = KEYS[20], losses = KEYS[21], requeue_locks = KEYS[22], requeue_schedule = KEYS[23], pushes = KEYS[24], conf = KEYS[25], events = KEYS[26], events_seq = KEYS[27], events_wake = KEYS[28], failed = KEYS[29] }
 -- common: helpers every script includes. K holds the queue's keys by name
 -- (see src/redis/keys.ts; in Lua '-' becomes '_' and '?' is dropped).
 --
@@ -1139,7 +1269,7 @@ local KEY_TYPES = {
   updated_at = 'hash', requeue_content = 'hash', schedule = 'zset', lock_expiry = 'zset',
   done_at = 'zset', dedupe = 'zset', conf = 'hash', consumers = 'hash', gc_lock = 'string',
   gc_at = 'string', policies = 'hash', history = 'hash', losses = 'hash', pushes = 'hash',
-  requeue_locks = 'zset', requeue_schedule = 'zset', failed = 'zset',
+  requeue_locks = 'zset', requeue_schedule = 'zset', failed = 'zset', events = 'stream', events_seq = 'string',
 }
 
 -- Lua's unpack has a stack limit; variadic commands go in chunks of this many arguments.
@@ -1178,13 +1308,15 @@ end
 -- Keys a script touches only on its rare paths (see check_rare).
 local RARE = {}
 local rare_checked = false
+-- Keys a helper checks itself, only when it is about to use them (lib/events.lua: with events on).
+local CHECKED_BY_HELPER = {}
 
 -- \`rare\` (optional) names keys left to check_rare, so a hot path pays no TYPE call for them.
 local function check_layout(new_classes, rare)
   for _, name in ipairs(rare or {}) do RARE[name] = true end
   for name, key in pairs(K) do
     local expected = KEY_TYPES[name]
-    if expected ~= nil and not RARE[name] then check_type(key, expected) end
+    if expected ~= nil and not RARE[name] and not CHECKED_BY_HELPER[name] then check_type(key, expected) end
   end
   if K.classes ~= nil and K.mid_circle ~= nil then
     for _, class in ipairs(redis.call('SMEMBERS', K.classes)) do check_type(ready_list(class), 'list') end
@@ -1198,7 +1330,7 @@ local function check_rare()
   if rare_checked then return end
   rare_checked = true
   for name in pairs(RARE) do
-    if K[name] ~= nil then check_type(K[name], KEY_TYPES[name]) end
+    if K[name] ~= nil and not CHECKED_BY_HELPER[name] then check_type(K[name], KEY_TYPES[name]) end
   end
 end
 
@@ -1276,6 +1408,99 @@ local function flush_ready(r)
     call_chunked('RPUSH', ready_list(class), reversed)
   end
 end
+-- events: queue events, written by the very script whose transition they describe, while the queue's
+-- configuration has events on (\`events\` '1' in conf, read by that script). A script gathers its events
+-- and appends them at its end to the \`events\` stream, up to ENTRY_EVENTS per entry. \`events-seq\` counts
+-- every event ever written, so events have dense numbers; an entry's id is \`<n>-0\`, n the number of its
+-- last event, and its fields are \`at\` (the server's ms), \`n\` (how many events it holds) and \`events\`: one
+-- line per event, '<type> <attempt> <id>', then ' ' and the error (newlines and backslashes escaped) for
+-- failed and retrying events that have one. One string per entry, not a field pair per event: XADD then
+-- takes five arguments, whatever the batch, and an entry is a single listpack value.
+-- Dense numbers let a reader see trimmed events as a gap, and make trimming by count a MINID.
+--
+-- KEYS: conf events events-seq events-wake
+
+-- Events per stream entry: an entry stays within one listpack node (4 KB), so reads and GC stay cheap.
+local ENTRY_EVENTS = 100
+-- model/events.ts EVENTS_MAX_COUNT
+local DEFAULT_EVENTS_MAX_COUNT = 10000
+
+-- events_begin checks these when events are on; with events off a script neither pays for them nor
+-- minds what they hold.
+CHECKED_BY_HELPER.events = true
+CHECKED_BY_HELPER.events_seq = true
+
+-- on: nil until events_begin, then whether this queue writes events.
+local EV = { on = nil, max = DEFAULT_EVENTS_MAX_COUNT, lines = {} }
+
+-- The conf fields events_begin takes, for a script that reads them with others of its own.
+local EVENTS_CONF = { 'events', 'events_max_count' }
+
+-- Reads the queue's events flag and bound (or takes them as read: \`read\`, the values of EVENTS_CONF).
+-- Call it before the script writes anything.
+local function events_begin(read)
+  local conf = read
+  if conf == nil then
+    -- A conf of another type fails here, before any write (scripts on a hot path leave it out of check_layout).
+    conf = redis.pcall('HMGET', K.conf, unpack(EVENTS_CONF))
+    if conf.err then layout_error(K.conf, redis.call('TYPE', K.conf).ok, 'hash') end
+  end
+  EV.on = conf[1] == '1'
+  if EV.on then
+    EV.max = tonumber(conf[2]) or DEFAULT_EVENTS_MAX_COUNT
+    check_type(K.events, 'stream')
+    check_type(K.events_seq, 'string')
+  end
+end
+
+-- An error's text on one line (src/redis/events.ts unescapes it).
+local ESCAPES = { ['\\\\'] = '\\\\\\\\', ['\\n'] = '\\\\n' }
+
+-- Attempts as text, made once: Lua formats a number with sprintf, which would cost more than the rest
+-- of an event.
+local ATTEMPT_TEXT = {}
+local function attempt_text(attempt)
+  if type(attempt) == 'string' then return attempt end
+  local n = attempt or 0
+  local text = ATTEMPT_TEXT[n]
+  if text == nil then
+    text = string.format('%d', n)
+    ATTEMPT_TEXT[n] = text
+  end
+  return text
+end
+
+-- Notes an event of this script's transition (the attempt a number, or its text); written by events_flush.
+-- Hot loops test EV.on first; the hottest (enqueue) appends its line to EV.lines itself.
+local function event(kind, id, attempt, err)
+  if EV.on == nil then error('kvmq: event() before events_begin()') end
+  if not EV.on then return end
+  local line = kind .. ' ' .. attempt_text(attempt) .. ' ' .. id
+  if err then line = line .. ' ' .. string.gsub(err, '[\\\\\\n]', ESCAPES) end
+  EV.lines[#EV.lines + 1] = line
+end
+
+-- Appends event lines to a queue's stream, numbering them from its \`seq\` key, and trims inline to about
+-- \`max\` events: MINID ~ drops whole stream nodes only, never an event within the bound.
+local function append_events(stream, seq, wake, max, now, lines)
+  local count = #lines
+  if count == 0 then return end
+  local last = redis.call('INCRBY', seq, count)
+  local first = last - count + 1
+  local keep = string.format('%d', math.max(1, last - max + 1))
+  for i = 1, count, ENTRY_EVENTS do
+    local j = math.min(i + ENTRY_EVENTS - 1, count)
+    redis.call('XADD', stream, 'MINID', '~', keep, string.format('%d-0', first + j - 1), 'at', now, 'n', j - i + 1,
+      'events', table.concat(lines, '\\n', i, j))
+  end
+  redis.call('PUBLISH', wake, '')
+end
+
+-- Writes the events noted by this script.
+local function events_flush(now)
+  if EV.on and #EV.lines > 0 then append_events(K.events, K.events_seq, K.events_wake, EV.max, now, EV.lines) end
+  EV.lines = {}
+end
 -- state: a message's state, derived from Carmine's keys as Carmine derives it,
 -- plus kvmq's done-with-requeue and failed. Expired locks and backoffs count as over.
 --
@@ -1307,7 +1532,7 @@ end
 -- refused with its state, except: done-awaiting-gc is revived with the new
 -- content; with allowRequeue, locked is marked to run again after it finishes,
 -- and done-with-backoff to run again when its backoff ends. A failed id is refused
--- (retry or remove frees it).
+-- (retry or remove frees it). Each enqueue that is not refused writes an \`enqueued\` event (events on).
 --
 -- KEYS: messages metadata filters classes nattempts locks holders backoffs done requeue outcomes
 --       enqueued-at updated-at requeue-content schedule done-at dedupe mid-circle wake policies losses
@@ -1316,14 +1541,15 @@ end
 --       filter class ('' for none), initial backoff ms, flags (1: allowRequeue, 2: replacePayload),
 --       policy JSON ('' for none)
 -- Reply: one string per message: 'added', 'revived' or 'requeued', else the state that refused it
--- Include: common state
+-- Include: common events state
 
 local PER = 7
 local classes = {}
 for i = 4, #ARGV, PER do
   if ARGV[i] ~= '' then classes[#classes + 1] = ARGV[i] end
 end
-check_layout(classes)
+check_layout(classes, { 'conf' })
+events_begin()
 
 local now = now_ms()
 local w = pending_writes()
@@ -1369,9 +1595,15 @@ for i = 1, #ARGV, PER do
   local allow_requeue, replace = flags % 2 == 1, flags >= 2
   if redis.call('HSETNX', K.messages, id, content) == 1 then
     place(id, meta, class, backoff, false, policy)
+    -- event('enqueued', id, 0), without the call: the hottest path there is.
+    if EV.on then EV.lines[#EV.lines + 1] = 'enqueued 0 ' .. id end
     replies[#replies + 1] = 'added'
   else
     local state, ends = state_of(id, now)
+    -- An enqueue that revives or marks a message records the attempt it is at.
+    if EV.on and (state == 'done-awaiting-gc' or (allow_requeue and (state == 'done-with-backoff' or state == 'locked'))) then
+      event('enqueued', id, redis.call('HGET', K.nattempts, id))
+    end
     if state == 'done-awaiting-gc' then
       redis.call('HSET', K.messages, id, content)
       forget_run(id)
@@ -1403,17 +1635,18 @@ end
 
 flush_writes(w)
 flush_ready(ready)
+events_flush(now)
 if changed then redis.call('PUBLISH', K.wake, 'enqueue') end
 return replies
 `,
   },
-  extend: {
-    name: 'extend',
-    keys: ['locks', 'holders', 'nattempts', 'lock-expiry', 'requeue', 'requeue-locks'],
+  eventsTrim: {
+    name: 'events-trim',
+    keys: ['events', 'events-seq'],
     readOnly: false,
-    sha: '83424fbf8e15f9b4016c370eeb5d40054befb46d',
+    sha: 'f34bba096cfae726f581fd0b9cd0eaea2c3a1792',
     source: `#!lua flags=allow-oom
-local K = { locks = KEYS[1], holders = KEYS[2], nattempts = KEYS[3], lock_expiry = KEYS[4], requeue = KEYS[5], requeue_locks = KEYS[6] }
+local K = { events = KEYS[1], events_seq = KEYS[2] }
 -- common: helpers every script includes. K holds the queue's keys by name
 -- (see src/redis/keys.ts; in Lua '-' becomes '_' and '?' is dropped).
 --
@@ -1427,7 +1660,7 @@ local KEY_TYPES = {
   updated_at = 'hash', requeue_content = 'hash', schedule = 'zset', lock_expiry = 'zset',
   done_at = 'zset', dedupe = 'zset', conf = 'hash', consumers = 'hash', gc_lock = 'string',
   gc_at = 'string', policies = 'hash', history = 'hash', losses = 'hash', pushes = 'hash',
-  requeue_locks = 'zset', requeue_schedule = 'zset', failed = 'zset',
+  requeue_locks = 'zset', requeue_schedule = 'zset', failed = 'zset', events = 'stream', events_seq = 'string',
 }
 
 -- Lua's unpack has a stack limit; variadic commands go in chunks of this many arguments.
@@ -1466,13 +1699,15 @@ end
 -- Keys a script touches only on its rare paths (see check_rare).
 local RARE = {}
 local rare_checked = false
+-- Keys a helper checks itself, only when it is about to use them (lib/events.lua: with events on).
+local CHECKED_BY_HELPER = {}
 
 -- \`rare\` (optional) names keys left to check_rare, so a hot path pays no TYPE call for them.
 local function check_layout(new_classes, rare)
   for _, name in ipairs(rare or {}) do RARE[name] = true end
   for name, key in pairs(K) do
     local expected = KEY_TYPES[name]
-    if expected ~= nil and not RARE[name] then check_type(key, expected) end
+    if expected ~= nil and not RARE[name] and not CHECKED_BY_HELPER[name] then check_type(key, expected) end
   end
   if K.classes ~= nil and K.mid_circle ~= nil then
     for _, class in ipairs(redis.call('SMEMBERS', K.classes)) do check_type(ready_list(class), 'list') end
@@ -1486,7 +1721,200 @@ local function check_rare()
   if rare_checked then return end
   rare_checked = true
   for name in pairs(RARE) do
-    if K[name] ~= nil then check_type(K[name], KEY_TYPES[name]) end
+    if K[name] ~= nil and not CHECKED_BY_HELPER[name] then check_type(K[name], KEY_TYPES[name]) end
+  end
+end
+
+-- Runs \`cmd key ...args\` in chunks (args must come in whole pairs for HSET/ZADD: CHUNK is even).
+local function call_chunked(cmd, key, args)
+  for i = 1, #args, CHUNK do
+    redis.call(cmd, key, unpack(args, i, math.min(i + CHUNK - 1, #args)))
+  end
+end
+
+-- HMGET in chunks; the values line up with \`fields\`.
+local function hmget(key, fields)
+  if #fields <= CHUNK then return redis.call('HMGET', key, unpack(fields)) end
+  local values = {}
+  for i = 1, #fields, CHUNK do
+    local part = redis.call('HMGET', key, unpack(fields, i, math.min(i + CHUNK - 1, #fields)))
+    for j = 1, #part do values[i + j - 1] = part[j] end
+  end
+  return values
+end
+
+-- Writes gathered during a script and sent at its end, one command per key.
+local function pending_writes()
+  return { hset = {}, hdel = {}, zadd = {}, zrem = {}, sadd = {}, srem = {} }
+end
+
+-- Removals go first, so a field removed and set by one script ends up set.
+local function flush_writes(w)
+  for _, cmd in ipairs({ 'hdel', 'srem', 'zrem', 'hset', 'sadd', 'zadd' }) do
+    for key, args in pairs(w[cmd]) do
+      call_chunked(string.upper(cmd), key, args)
+    end
+  end
+end
+
+-- Queues \`cmd key a [b]\` in \`w\` (b for the pair commands hset and zadd).
+local function later(w, cmd, key, a, b)
+  local args = w[cmd][key]
+  if args == nil then
+    args = {}
+    w[cmd][key] = args
+  end
+  args[#args + 1] = a
+  if b ~= nil then args[#args + 1] = b end
+end
+
+-- Ready pushes of this script: \`back\` ones join the end of the line (LPUSH:
+-- the list's next is on the right), \`front\` ones are next (RPUSH).
+local function pending_ready()
+  return { back = {}, front = {}, count = 0 }
+end
+
+local function push_ready(r, class, id, front)
+  local side = front and r.front or r.back
+  local list = side[class]
+  if list == nil then
+    list = {}
+    side[class] = list
+  end
+  list[#list + 1] = id
+  r.count = r.count + 1
+end
+
+-- Back pushes are counted per list (\`pushes\`): a listing's cursor holds an index
+-- from the back, which only these pushes shift (claims pop the front; nothing is cut from the middle).
+local function flush_ready(r)
+  for class, ids in pairs(r.back) do
+    call_chunked('LPUSH', ready_list(class), ids)
+    redis.call('HINCRBY', K.pushes, class, #ids)
+  end
+  for class, ids in pairs(r.front) do
+    -- The earliest is pushed last, so it is the next out.
+    local reversed = {}
+    for i = #ids, 1, -1 do reversed[#reversed + 1] = ids[i] end
+    call_chunked('RPUSH', ready_list(class), reversed)
+  end
+end
+-- events-trim: GC's exact trim of the queue's events: the newest \`max count\` events stay, and none
+-- written longer ago than \`max age\` ms. Entries go whole: an entry holding both an event within the
+-- count and older ones stays. Event numbers grow with time, so the first entry young enough is
+-- found by a binary search over numbers (XRANGE from a number: the first entry at or after it).
+-- Runs when Redis is out of memory (allow-oom): it frees memory.
+--
+-- KEYS: events events-seq
+-- ARGV: max count, max age ms
+-- Reply: the entries removed
+-- Include: common
+
+check_layout()
+if redis.call('EXISTS', K.events) == 0 then return 0 end
+local max, age = tonumber(ARGV[1]), tonumber(ARGV[2])
+local cutoff = now_ms() - age
+local head = tonumber(redis.call('GET', K.events_seq)) or 0
+
+-- The first entry whose id is at least x: its number and when it was written, or nil.
+local function entry_from(x)
+  local found = redis.call('XRANGE', K.events, string.format('%d', x), '+', 'COUNT', 1)
+  if #found == 0 then return nil end
+  return tonumber(string.match(found[1][1], '^(%d+)')), tonumber(found[1][2][2])
+end
+
+-- The smallest number from which everything is within both bounds.
+local lo, hi = math.max(1, head - max + 1), head + 1
+while lo < hi do
+  local mid = math.floor((lo + hi) / 2)
+  local number, at = entry_from(mid)
+  if number == nil or at >= cutoff then hi = mid else lo = number + 1 end
+end
+return redis.call('XTRIM', K.events, 'MINID', string.format('%d', lo))
+`,
+  },
+  extend: {
+    name: 'extend',
+    keys: ['locks', 'holders', 'nattempts', 'lock-expiry', 'requeue', 'requeue-locks'],
+    readOnly: false,
+    sha: '456cceeccddeabbef6b4c157a2a9de6ba1f1943b',
+    source: `#!lua flags=allow-oom
+local K = { locks = KEYS[1], holders = KEYS[2], nattempts = KEYS[3], lock_expiry = KEYS[4], requeue = KEYS[5], requeue_locks = KEYS[6] }
+-- common: helpers every script includes. K holds the queue's keys by name
+-- (see src/redis/keys.ts; in Lua '-' becomes '_' and '?' is dropped).
+--
+-- KEYS: (none of its own)
+
+-- The types kvmq keeps in each key, to refuse foreign data before writing anything.
+local KEY_TYPES = {
+  messages = 'hash', locks = 'hash', backoffs = 'hash', nattempts = 'hash', mid_circle = 'list',
+  done = 'set', requeue = 'set', eoq_backoff = 'string', ndry_runs = 'string', metadata = 'hash',
+  filters = 'hash', classes = 'set', holders = 'hash', outcomes = 'hash', enqueued_at = 'hash',
+  updated_at = 'hash', requeue_content = 'hash', schedule = 'zset', lock_expiry = 'zset',
+  done_at = 'zset', dedupe = 'zset', conf = 'hash', consumers = 'hash', gc_lock = 'string',
+  gc_at = 'string', policies = 'hash', history = 'hash', losses = 'hash', pushes = 'hash',
+  requeue_locks = 'zset', requeue_schedule = 'zset', failed = 'zset', events = 'stream', events_seq = 'string',
+}
+
+-- Lua's unpack has a stack limit; variadic commands go in chunks of this many arguments.
+local CHUNK = 1000
+
+-- One clock for every decision: the Redis server's. Redis 7 replicates a
+-- script's effects, not the script, so reading TIME before writing is safe.
+local function now_ms()
+  local t = redis.call('TIME')
+  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+end
+
+local function layout_error(key, found, expected)
+  error({ err = 'KVMQ_LAYOUT key ' .. key .. ' holds a ' .. found .. ', not the ' .. expected .. ' kvmq keeps there' })
+end
+
+local function check_type(key, expected)
+  local found = redis.call('TYPE', key).ok
+  if found ~= 'none' and found ~= expected then layout_error(key, found, expected) end
+end
+
+-- The ready list of a filter class: \`mid-circle\` for messages without filters.
+local function ready_list(class)
+  if class == '' then return K.mid_circle end
+  return K.mid_circle .. ':' .. class
+end
+
+-- A message's filter class ('' for none); the script must take the \`filters\` key.
+local function class_of(id)
+  return redis.call('HGET', K.filters, id) or ''
+end
+
+-- Checks every key the script was given, and the ready list of every filter
+-- class known or about to be added, before the script writes anything: a
+-- script that stopped half-way would leave messages half-written.
+-- Keys a script touches only on its rare paths (see check_rare).
+local RARE = {}
+local rare_checked = false
+-- Keys a helper checks itself, only when it is about to use them (lib/events.lua: with events on).
+local CHECKED_BY_HELPER = {}
+
+-- \`rare\` (optional) names keys left to check_rare, so a hot path pays no TYPE call for them.
+local function check_layout(new_classes, rare)
+  for _, name in ipairs(rare or {}) do RARE[name] = true end
+  for name, key in pairs(K) do
+    local expected = KEY_TYPES[name]
+    if expected ~= nil and not RARE[name] and not CHECKED_BY_HELPER[name] then check_type(key, expected) end
+  end
+  if K.classes ~= nil and K.mid_circle ~= nil then
+    for _, class in ipairs(redis.call('SMEMBERS', K.classes)) do check_type(ready_list(class), 'list') end
+    for _, class in ipairs(new_classes or {}) do check_type(ready_list(class), 'list') end
+  end
+end
+
+-- Checks the keys check_layout left out, once, when a rare path (a failure, a lost lock) starts:
+-- the caller calls it before that path writes anything.
+local function check_rare()
+  if rare_checked then return end
+  rare_checked = true
+  for name in pairs(RARE) do
+    if K[name] ~= nil and not CHECKED_BY_HELPER[name] then check_type(K[name], KEY_TYPES[name]) end
   end
 end
 
@@ -1614,6 +2042,10 @@ return lost
       'wake',
       'pushes',
       'losses',
+      'conf',
+      'events',
+      'events-seq',
+      'events-wake',
       'metadata',
       'policies',
       'history',
@@ -1621,12 +2053,11 @@ return lost
       'requeue-locks',
       'requeue-schedule',
       'failed',
-      'conf',
     ],
     readOnly: false,
-    sha: '23835eced2fe11efde6ab5d869f34139b3dddb56',
+    sha: '891894f25811d00c7c121928b2d79a2845f107ba',
     source: `#!lua flags=allow-oom
-local K = { messages = KEYS[1], filters = KEYS[2], nattempts = KEYS[3], locks = KEYS[4], holders = KEYS[5], backoffs = KEYS[6], done = KEYS[7], done_at = KEYS[8], dedupe = KEYS[9], requeue = KEYS[10], requeue_content = KEYS[11], schedule = KEYS[12], lock_expiry = KEYS[13], outcomes = KEYS[14], updated_at = KEYS[15], mid_circle = KEYS[16], wake = KEYS[17], pushes = KEYS[18], losses = KEYS[19], metadata = KEYS[20], policies = KEYS[21], history = KEYS[22], enqueued_at = KEYS[23], requeue_locks = KEYS[24], requeue_schedule = KEYS[25], failed = KEYS[26], conf = KEYS[27] }
+local K = { messages = KEYS[1], filters = KEYS[2], nattempts = KEYS[3], locks = KEYS[4], holders = KEYS[5], backoffs = KEYS[6], done = KEYS[7], done_at = KEYS[8], dedupe = KEYS[9], requeue = KEYS[10], requeue_content = KEYS[11], schedule = KEYS[12], lock_expiry = KEYS[13], outcomes = KEYS[14], updated_at = KEYS[15], mid_circle = KEYS[16], wake = KEYS[17], pushes = KEYS[18], losses = KEYS[19], conf = KEYS[20], events = KEYS[21], events_seq = KEYS[22], events_wake = KEYS[23], metadata = KEYS[24], policies = KEYS[25], history = KEYS[26], enqueued_at = KEYS[27], requeue_locks = KEYS[28], requeue_schedule = KEYS[29], failed = KEYS[30] }
 -- common: helpers every script includes. K holds the queue's keys by name
 -- (see src/redis/keys.ts; in Lua '-' becomes '_' and '?' is dropped).
 --
@@ -1640,7 +2071,7 @@ local KEY_TYPES = {
   updated_at = 'hash', requeue_content = 'hash', schedule = 'zset', lock_expiry = 'zset',
   done_at = 'zset', dedupe = 'zset', conf = 'hash', consumers = 'hash', gc_lock = 'string',
   gc_at = 'string', policies = 'hash', history = 'hash', losses = 'hash', pushes = 'hash',
-  requeue_locks = 'zset', requeue_schedule = 'zset', failed = 'zset',
+  requeue_locks = 'zset', requeue_schedule = 'zset', failed = 'zset', events = 'stream', events_seq = 'string',
 }
 
 -- Lua's unpack has a stack limit; variadic commands go in chunks of this many arguments.
@@ -1679,13 +2110,15 @@ end
 -- Keys a script touches only on its rare paths (see check_rare).
 local RARE = {}
 local rare_checked = false
+-- Keys a helper checks itself, only when it is about to use them (lib/events.lua: with events on).
+local CHECKED_BY_HELPER = {}
 
 -- \`rare\` (optional) names keys left to check_rare, so a hot path pays no TYPE call for them.
 local function check_layout(new_classes, rare)
   for _, name in ipairs(rare or {}) do RARE[name] = true end
   for name, key in pairs(K) do
     local expected = KEY_TYPES[name]
-    if expected ~= nil and not RARE[name] then check_type(key, expected) end
+    if expected ~= nil and not RARE[name] and not CHECKED_BY_HELPER[name] then check_type(key, expected) end
   end
   if K.classes ~= nil and K.mid_circle ~= nil then
     for _, class in ipairs(redis.call('SMEMBERS', K.classes)) do check_type(ready_list(class), 'list') end
@@ -1699,7 +2132,7 @@ local function check_rare()
   if rare_checked then return end
   rare_checked = true
   for name in pairs(RARE) do
-    if K[name] ~= nil then check_type(K[name], KEY_TYPES[name]) end
+    if K[name] ~= nil and not CHECKED_BY_HELPER[name] then check_type(K[name], KEY_TYPES[name]) end
   end
 end
 
@@ -1777,6 +2210,99 @@ local function flush_ready(r)
     call_chunked('RPUSH', ready_list(class), reversed)
   end
 end
+-- events: queue events, written by the very script whose transition they describe, while the queue's
+-- configuration has events on (\`events\` '1' in conf, read by that script). A script gathers its events
+-- and appends them at its end to the \`events\` stream, up to ENTRY_EVENTS per entry. \`events-seq\` counts
+-- every event ever written, so events have dense numbers; an entry's id is \`<n>-0\`, n the number of its
+-- last event, and its fields are \`at\` (the server's ms), \`n\` (how many events it holds) and \`events\`: one
+-- line per event, '<type> <attempt> <id>', then ' ' and the error (newlines and backslashes escaped) for
+-- failed and retrying events that have one. One string per entry, not a field pair per event: XADD then
+-- takes five arguments, whatever the batch, and an entry is a single listpack value.
+-- Dense numbers let a reader see trimmed events as a gap, and make trimming by count a MINID.
+--
+-- KEYS: conf events events-seq events-wake
+
+-- Events per stream entry: an entry stays within one listpack node (4 KB), so reads and GC stay cheap.
+local ENTRY_EVENTS = 100
+-- model/events.ts EVENTS_MAX_COUNT
+local DEFAULT_EVENTS_MAX_COUNT = 10000
+
+-- events_begin checks these when events are on; with events off a script neither pays for them nor
+-- minds what they hold.
+CHECKED_BY_HELPER.events = true
+CHECKED_BY_HELPER.events_seq = true
+
+-- on: nil until events_begin, then whether this queue writes events.
+local EV = { on = nil, max = DEFAULT_EVENTS_MAX_COUNT, lines = {} }
+
+-- The conf fields events_begin takes, for a script that reads them with others of its own.
+local EVENTS_CONF = { 'events', 'events_max_count' }
+
+-- Reads the queue's events flag and bound (or takes them as read: \`read\`, the values of EVENTS_CONF).
+-- Call it before the script writes anything.
+local function events_begin(read)
+  local conf = read
+  if conf == nil then
+    -- A conf of another type fails here, before any write (scripts on a hot path leave it out of check_layout).
+    conf = redis.pcall('HMGET', K.conf, unpack(EVENTS_CONF))
+    if conf.err then layout_error(K.conf, redis.call('TYPE', K.conf).ok, 'hash') end
+  end
+  EV.on = conf[1] == '1'
+  if EV.on then
+    EV.max = tonumber(conf[2]) or DEFAULT_EVENTS_MAX_COUNT
+    check_type(K.events, 'stream')
+    check_type(K.events_seq, 'string')
+  end
+end
+
+-- An error's text on one line (src/redis/events.ts unescapes it).
+local ESCAPES = { ['\\\\'] = '\\\\\\\\', ['\\n'] = '\\\\n' }
+
+-- Attempts as text, made once: Lua formats a number with sprintf, which would cost more than the rest
+-- of an event.
+local ATTEMPT_TEXT = {}
+local function attempt_text(attempt)
+  if type(attempt) == 'string' then return attempt end
+  local n = attempt or 0
+  local text = ATTEMPT_TEXT[n]
+  if text == nil then
+    text = string.format('%d', n)
+    ATTEMPT_TEXT[n] = text
+  end
+  return text
+end
+
+-- Notes an event of this script's transition (the attempt a number, or its text); written by events_flush.
+-- Hot loops test EV.on first; the hottest (enqueue) appends its line to EV.lines itself.
+local function event(kind, id, attempt, err)
+  if EV.on == nil then error('kvmq: event() before events_begin()') end
+  if not EV.on then return end
+  local line = kind .. ' ' .. attempt_text(attempt) .. ' ' .. id
+  if err then line = line .. ' ' .. string.gsub(err, '[\\\\\\n]', ESCAPES) end
+  EV.lines[#EV.lines + 1] = line
+end
+
+-- Appends event lines to a queue's stream, numbering them from its \`seq\` key, and trims inline to about
+-- \`max\` events: MINID ~ drops whole stream nodes only, never an event within the bound.
+local function append_events(stream, seq, wake, max, now, lines)
+  local count = #lines
+  if count == 0 then return end
+  local last = redis.call('INCRBY', seq, count)
+  local first = last - count + 1
+  local keep = string.format('%d', math.max(1, last - max + 1))
+  for i = 1, count, ENTRY_EVENTS do
+    local j = math.min(i + ENTRY_EVENTS - 1, count)
+    redis.call('XADD', stream, 'MINID', '~', keep, string.format('%d-0', first + j - 1), 'at', now, 'n', j - i + 1,
+      'events', table.concat(lines, '\\n', i, j))
+  end
+  redis.call('PUBLISH', wake, '')
+end
+
+-- Writes the events noted by this script.
+local function events_flush(now)
+  if EV.on and #EV.lines > 0 then append_events(K.events, K.events_seq, K.events_wake, EV.max, now, EV.lines) end
+  EV.lines = {}
+end
 -- forget: removes every trace of a message from the queue's hashes, sets and
 -- sorted sets (not from a ready list: the caller knows whether it is in one).
 --
@@ -1801,7 +2327,8 @@ local function forget(id, w)
   end
 end
 -- fail: a message's last run ended in a final error: it becomes failed, or
--- moves to the queue's dead-letter queue. Also the history of attempts.
+-- moves to the queue's dead-letter queue (which writes its own \`enqueued\` event when it has events on;
+-- the caller writes the \`failed\` one). Also the history of attempts. Scripts include events before it.
 --
 -- KEYS: messages metadata filters policies history outcomes updated-at locks holders lock-expiry
 --       backoffs schedule requeue requeue-locks requeue-content failed conf
@@ -1848,6 +2375,13 @@ local function dead_letter(id, dlq, now)
   for _, key in ipairs(hashes) do check_type(dk(key), 'hash') end
   check_type(dk('classes'), 'set')
   check_type(list, 'list')
+  check_type(dk('conf'), 'hash')
+  -- The dead-letter queue's own events: an \`enqueued\` there when its configuration has them on.
+  local events = redis.call('HMGET', dk('conf'), 'events', 'events_max_count')
+  if events[1] == '1' then
+    check_type(dk('events'), 'stream')
+    check_type(dk('events-seq'), 'string')
+  end
   if redis.call('HEXISTS', dk('messages'), id) == 1 then return false end
   for _, pair in ipairs({ { 'messages', K.messages }, { 'metadata', K.metadata }, { 'policies', K.policies },
     { 'history', K.history }, { 'outcomes', K.outcomes } }) do
@@ -1862,6 +2396,10 @@ local function dead_letter(id, dlq, now)
   redis.call('LPUSH', list, id)
   redis.call('HINCRBY', dk('pushes'), class, 1)
   redis.call('PUBLISH', dk('wake'), 'dead-letter')
+  if events[1] == '1' then
+    append_events(dk('events'), dk('events-seq'), dk('events-wake'), tonumber(events[2]) or DEFAULT_EVENTS_MAX_COUNT,
+      now, { 'enqueued 0 ' .. id })
+  end
   return true
 end
 
@@ -1888,6 +2426,8 @@ end
 -- given): at once, or as done-with-requeue until the outcome's backoff ends.
 -- Otherwise an error is final: the message fails (or moves to the dead-letter
 -- queue). An error or retry of an attempt that ran is recorded in the history.
+-- Each stored outcome writes its event (events on): completed, failed, or retrying unless the
+-- message never ran (a give-back).
 -- Runs when Redis is out of memory (allow-oom): draining the queue is how memory comes back.
 --
 -- KEYS: messages filters nattempts locks holders backoffs done done-at dedupe requeue
@@ -1896,7 +2436,7 @@ end
 --       backoff ms, error ('-' for none, else '+' and the text), started at ms ('' when it never ran),
 --       the error as the history keeps it ('' when it is the error itself, else '+' and the text)
 -- Reply: one string per finish: 'ok' or 'lost'
--- Include: common forget fail
+-- Include: common events forget fail
 
 local PER = 7
 -- A batch of plain successes touches none of these.
@@ -1920,6 +2460,7 @@ end
 for k = 1, count do
   if ARGV[2 + (k - 1) * PER + 2] ~= 'success' then check_rare() end
 end
+events_begin()
 
 -- A new run with the payload given at requeue time, if one was.
 local function take_replacement(id)
@@ -1949,10 +2490,19 @@ for k, id in ipairs(ids) do
     unlocked[#unlocked + 1] = id
     local stored = outcome
     if err ~= '-' then stored = outcome .. '\\n' .. string.sub(err, 2) end
-    if outcome ~= 'success' and started ~= '' then
-      local kept = nil
+    local kept = nil
+    if outcome ~= 'success' then
       if tail ~= '' then kept = string.sub(tail, 2) elseif err ~= '-' then kept = string.sub(err, 2) end
-      append_history(id, attempt, tonumber(started), now, consumer, outcome, kept)
+      if started ~= '' then append_history(id, attempt, tonumber(started), now, consumer, outcome, kept) end
+    end
+    if EV.on then
+      if outcome == 'success' then
+        event('completed', id, attempt)
+      elseif outcome == 'error' then
+        event('failed', id, attempt, kept)
+      elseif started ~= '' then
+        event('retrying', id, attempt, kept)
+      end
     end
     if outcome == 'error' and not marked[k] then
       fail(id, now, stored)
@@ -2018,6 +2568,7 @@ end
 if #dedupe > 0 then call_chunked('ZADD', K.dedupe, dedupe) end
 flush_writes(w)
 flush_ready(ready)
+events_flush(now)
 if woke then redis.call('PUBLISH', K.wake, 'finish') end
 return replies
 `,
@@ -2026,7 +2577,7 @@ return replies
     name: 'gc-finish',
     keys: ['consumers', 'gc-lock'],
     readOnly: false,
-    sha: 'a31d0c8985ec6d01181caad9f521c816eb72d3f4',
+    sha: '4f9cf84b28ae81c6d45efadf20bcdde50b2811bc',
     source: `#!lua flags=allow-oom
 local K = { consumers = KEYS[1], gc_lock = KEYS[2] }
 -- common: helpers every script includes. K holds the queue's keys by name
@@ -2042,7 +2593,7 @@ local KEY_TYPES = {
   updated_at = 'hash', requeue_content = 'hash', schedule = 'zset', lock_expiry = 'zset',
   done_at = 'zset', dedupe = 'zset', conf = 'hash', consumers = 'hash', gc_lock = 'string',
   gc_at = 'string', policies = 'hash', history = 'hash', losses = 'hash', pushes = 'hash',
-  requeue_locks = 'zset', requeue_schedule = 'zset', failed = 'zset',
+  requeue_locks = 'zset', requeue_schedule = 'zset', failed = 'zset', events = 'stream', events_seq = 'string',
 }
 
 -- Lua's unpack has a stack limit; variadic commands go in chunks of this many arguments.
@@ -2081,13 +2632,15 @@ end
 -- Keys a script touches only on its rare paths (see check_rare).
 local RARE = {}
 local rare_checked = false
+-- Keys a helper checks itself, only when it is about to use them (lib/events.lua: with events on).
+local CHECKED_BY_HELPER = {}
 
 -- \`rare\` (optional) names keys left to check_rare, so a hot path pays no TYPE call for them.
 local function check_layout(new_classes, rare)
   for _, name in ipairs(rare or {}) do RARE[name] = true end
   for name, key in pairs(K) do
     local expected = KEY_TYPES[name]
-    if expected ~= nil and not RARE[name] then check_type(key, expected) end
+    if expected ~= nil and not RARE[name] and not CHECKED_BY_HELPER[name] then check_type(key, expected) end
   end
   if K.classes ~= nil and K.mid_circle ~= nil then
     for _, class in ipairs(redis.call('SMEMBERS', K.classes)) do check_type(ready_list(class), 'list') end
@@ -2101,7 +2654,7 @@ local function check_rare()
   if rare_checked then return end
   rare_checked = true
   for name in pairs(RARE) do
-    if K[name] ~= nil then check_type(K[name], KEY_TYPES[name]) end
+    if K[name] ~= nil and not CHECKED_BY_HELPER[name] then check_type(K[name], KEY_TYPES[name]) end
   end
 end
 
@@ -2206,7 +2759,7 @@ return #lapsed
     name: 'gc-start',
     keys: ['gc-lock', 'gc-at'],
     readOnly: false,
-    sha: '9fa2554c092e60f311dd9ac30131013d5cb3a274',
+    sha: '39bd03957b57c7343c108f95db38c1fa0878ad42',
     source: `#!lua flags=allow-oom
 local K = { gc_lock = KEYS[1], gc_at = KEYS[2] }
 -- common: helpers every script includes. K holds the queue's keys by name
@@ -2222,7 +2775,7 @@ local KEY_TYPES = {
   updated_at = 'hash', requeue_content = 'hash', schedule = 'zset', lock_expiry = 'zset',
   done_at = 'zset', dedupe = 'zset', conf = 'hash', consumers = 'hash', gc_lock = 'string',
   gc_at = 'string', policies = 'hash', history = 'hash', losses = 'hash', pushes = 'hash',
-  requeue_locks = 'zset', requeue_schedule = 'zset', failed = 'zset',
+  requeue_locks = 'zset', requeue_schedule = 'zset', failed = 'zset', events = 'stream', events_seq = 'string',
 }
 
 -- Lua's unpack has a stack limit; variadic commands go in chunks of this many arguments.
@@ -2261,13 +2814,15 @@ end
 -- Keys a script touches only on its rare paths (see check_rare).
 local RARE = {}
 local rare_checked = false
+-- Keys a helper checks itself, only when it is about to use them (lib/events.lua: with events on).
+local CHECKED_BY_HELPER = {}
 
 -- \`rare\` (optional) names keys left to check_rare, so a hot path pays no TYPE call for them.
 local function check_layout(new_classes, rare)
   for _, name in ipairs(rare or {}) do RARE[name] = true end
   for name, key in pairs(K) do
     local expected = KEY_TYPES[name]
-    if expected ~= nil and not RARE[name] then check_type(key, expected) end
+    if expected ~= nil and not RARE[name] and not CHECKED_BY_HELPER[name] then check_type(key, expected) end
   end
   if K.classes ~= nil and K.mid_circle ~= nil then
     for _, class in ipairs(redis.call('SMEMBERS', K.classes)) do check_type(ready_list(class), 'list') end
@@ -2281,7 +2836,7 @@ local function check_rare()
   if rare_checked then return end
   rare_checked = true
   for name in pairs(RARE) do
-    if K[name] ~= nil then check_type(K[name], KEY_TYPES[name]) end
+    if K[name] ~= nil and not CHECKED_BY_HELPER[name] then check_type(K[name], KEY_TYPES[name]) end
   end
 end
 
@@ -2406,7 +2961,7 @@ return 1
       'dedupe',
     ],
     readOnly: false,
-    sha: 'e98ed7407fbc0894f3a43353dbdd487ee1ea73ed',
+    sha: '7790c287e9bb64ded661c9945331fca179a92afa',
     source: `#!lua flags=allow-oom
 local K = { done_at = KEYS[1], failed = KEYS[2], messages = KEYS[3], metadata = KEYS[4], filters = KEYS[5], policies = KEYS[6], history = KEYS[7], losses = KEYS[8], nattempts = KEYS[9], locks = KEYS[10], holders = KEYS[11], backoffs = KEYS[12], outcomes = KEYS[13], enqueued_at = KEYS[14], updated_at = KEYS[15], requeue_content = KEYS[16], done = KEYS[17], requeue = KEYS[18], schedule = KEYS[19], lock_expiry = KEYS[20], requeue_locks = KEYS[21], requeue_schedule = KEYS[22], dedupe = KEYS[23] }
 -- common: helpers every script includes. K holds the queue's keys by name
@@ -2422,7 +2977,7 @@ local KEY_TYPES = {
   updated_at = 'hash', requeue_content = 'hash', schedule = 'zset', lock_expiry = 'zset',
   done_at = 'zset', dedupe = 'zset', conf = 'hash', consumers = 'hash', gc_lock = 'string',
   gc_at = 'string', policies = 'hash', history = 'hash', losses = 'hash', pushes = 'hash',
-  requeue_locks = 'zset', requeue_schedule = 'zset', failed = 'zset',
+  requeue_locks = 'zset', requeue_schedule = 'zset', failed = 'zset', events = 'stream', events_seq = 'string',
 }
 
 -- Lua's unpack has a stack limit; variadic commands go in chunks of this many arguments.
@@ -2461,13 +3016,15 @@ end
 -- Keys a script touches only on its rare paths (see check_rare).
 local RARE = {}
 local rare_checked = false
+-- Keys a helper checks itself, only when it is about to use them (lib/events.lua: with events on).
+local CHECKED_BY_HELPER = {}
 
 -- \`rare\` (optional) names keys left to check_rare, so a hot path pays no TYPE call for them.
 local function check_layout(new_classes, rare)
   for _, name in ipairs(rare or {}) do RARE[name] = true end
   for name, key in pairs(K) do
     local expected = KEY_TYPES[name]
-    if expected ~= nil and not RARE[name] then check_type(key, expected) end
+    if expected ~= nil and not RARE[name] and not CHECKED_BY_HELPER[name] then check_type(key, expected) end
   end
   if K.classes ~= nil and K.mid_circle ~= nil then
     for _, class in ipairs(redis.call('SMEMBERS', K.classes)) do check_type(ready_list(class), 'list') end
@@ -2481,7 +3038,7 @@ local function check_rare()
   if rare_checked then return end
   rare_checked = true
   for name in pairs(RARE) do
-    if K[name] ~= nil then check_type(K[name], KEY_TYPES[name]) end
+    if K[name] ~= nil and not CHECKED_BY_HELPER[name] then check_type(K[name], KEY_TYPES[name]) end
   end
 end
 
@@ -2632,7 +3189,7 @@ return { removed, #old }
       'updated-at',
     ],
     readOnly: true,
-    sha: '44238119900e96bae2e310007a455ad47c8c8023',
+    sha: '58c64d7237d5cd2b130235b3542d31d49a56ced5',
     source: `#!lua flags=no-writes
 local K = { messages = KEYS[1], metadata = KEYS[2], filters = KEYS[3], policies = KEYS[4], history = KEYS[5], done = KEYS[6], requeue = KEYS[7], backoffs = KEYS[8], locks = KEYS[9], failed = KEYS[10], nattempts = KEYS[11], holders = KEYS[12], outcomes = KEYS[13], enqueued_at = KEYS[14], updated_at = KEYS[15] }
 -- common: helpers every script includes. K holds the queue's keys by name
@@ -2648,7 +3205,7 @@ local KEY_TYPES = {
   updated_at = 'hash', requeue_content = 'hash', schedule = 'zset', lock_expiry = 'zset',
   done_at = 'zset', dedupe = 'zset', conf = 'hash', consumers = 'hash', gc_lock = 'string',
   gc_at = 'string', policies = 'hash', history = 'hash', losses = 'hash', pushes = 'hash',
-  requeue_locks = 'zset', requeue_schedule = 'zset', failed = 'zset',
+  requeue_locks = 'zset', requeue_schedule = 'zset', failed = 'zset', events = 'stream', events_seq = 'string',
 }
 
 -- Lua's unpack has a stack limit; variadic commands go in chunks of this many arguments.
@@ -2687,13 +3244,15 @@ end
 -- Keys a script touches only on its rare paths (see check_rare).
 local RARE = {}
 local rare_checked = false
+-- Keys a helper checks itself, only when it is about to use them (lib/events.lua: with events on).
+local CHECKED_BY_HELPER = {}
 
 -- \`rare\` (optional) names keys left to check_rare, so a hot path pays no TYPE call for them.
 local function check_layout(new_classes, rare)
   for _, name in ipairs(rare or {}) do RARE[name] = true end
   for name, key in pairs(K) do
     local expected = KEY_TYPES[name]
-    if expected ~= nil and not RARE[name] then check_type(key, expected) end
+    if expected ~= nil and not RARE[name] and not CHECKED_BY_HELPER[name] then check_type(key, expected) end
   end
   if K.classes ~= nil and K.mid_circle ~= nil then
     for _, class in ipairs(redis.call('SMEMBERS', K.classes)) do check_type(ready_list(class), 'list') end
@@ -2707,7 +3266,7 @@ local function check_rare()
   if rare_checked then return end
   rare_checked = true
   for name in pairs(RARE) do
-    if K[name] ~= nil then check_type(K[name], KEY_TYPES[name]) end
+    if K[name] ~= nil and not CHECKED_BY_HELPER[name] then check_type(K[name], KEY_TYPES[name]) end
   end
 end
 
@@ -2868,6 +3427,10 @@ return reply
       'requeue-schedule',
       'dedupe',
       'failed',
+      'conf',
+      'events',
+      'events-seq',
+      'events-wake',
       'done',
       'requeue',
       'backoffs',
@@ -2882,12 +3445,11 @@ return reply
       'losses',
       'requeue-content',
       'done-at',
-      'conf',
     ],
     readOnly: false,
-    sha: '8cca620a7aa22b6fa36b115c06f92c5e0f4891ed',
+    sha: '9700ae910929a44367b8469794fdaa2c9b528647',
     source: `#!lua flags=allow-oom
-local K = { messages = KEYS[1], metadata = KEYS[2], filters = KEYS[3], classes = KEYS[4], pushes = KEYS[5], mid_circle = KEYS[6], schedule = KEYS[7], lock_expiry = KEYS[8], requeue_locks = KEYS[9], requeue_schedule = KEYS[10], dedupe = KEYS[11], failed = KEYS[12], done = KEYS[13], requeue = KEYS[14], backoffs = KEYS[15], locks = KEYS[16], nattempts = KEYS[17], holders = KEYS[18], outcomes = KEYS[19], enqueued_at = KEYS[20], updated_at = KEYS[21], policies = KEYS[22], history = KEYS[23], losses = KEYS[24], requeue_content = KEYS[25], done_at = KEYS[26], conf = KEYS[27] }
+local K = { messages = KEYS[1], metadata = KEYS[2], filters = KEYS[3], classes = KEYS[4], pushes = KEYS[5], mid_circle = KEYS[6], schedule = KEYS[7], lock_expiry = KEYS[8], requeue_locks = KEYS[9], requeue_schedule = KEYS[10], dedupe = KEYS[11], failed = KEYS[12], conf = KEYS[13], events = KEYS[14], events_seq = KEYS[15], events_wake = KEYS[16], done = KEYS[17], requeue = KEYS[18], backoffs = KEYS[19], locks = KEYS[20], nattempts = KEYS[21], holders = KEYS[22], outcomes = KEYS[23], enqueued_at = KEYS[24], updated_at = KEYS[25], policies = KEYS[26], history = KEYS[27], losses = KEYS[28], requeue_content = KEYS[29], done_at = KEYS[30] }
 -- common: helpers every script includes. K holds the queue's keys by name
 -- (see src/redis/keys.ts; in Lua '-' becomes '_' and '?' is dropped).
 --
@@ -2901,7 +3463,7 @@ local KEY_TYPES = {
   updated_at = 'hash', requeue_content = 'hash', schedule = 'zset', lock_expiry = 'zset',
   done_at = 'zset', dedupe = 'zset', conf = 'hash', consumers = 'hash', gc_lock = 'string',
   gc_at = 'string', policies = 'hash', history = 'hash', losses = 'hash', pushes = 'hash',
-  requeue_locks = 'zset', requeue_schedule = 'zset', failed = 'zset',
+  requeue_locks = 'zset', requeue_schedule = 'zset', failed = 'zset', events = 'stream', events_seq = 'string',
 }
 
 -- Lua's unpack has a stack limit; variadic commands go in chunks of this many arguments.
@@ -2940,13 +3502,15 @@ end
 -- Keys a script touches only on its rare paths (see check_rare).
 local RARE = {}
 local rare_checked = false
+-- Keys a helper checks itself, only when it is about to use them (lib/events.lua: with events on).
+local CHECKED_BY_HELPER = {}
 
 -- \`rare\` (optional) names keys left to check_rare, so a hot path pays no TYPE call for them.
 local function check_layout(new_classes, rare)
   for _, name in ipairs(rare or {}) do RARE[name] = true end
   for name, key in pairs(K) do
     local expected = KEY_TYPES[name]
-    if expected ~= nil and not RARE[name] then check_type(key, expected) end
+    if expected ~= nil and not RARE[name] and not CHECKED_BY_HELPER[name] then check_type(key, expected) end
   end
   if K.classes ~= nil and K.mid_circle ~= nil then
     for _, class in ipairs(redis.call('SMEMBERS', K.classes)) do check_type(ready_list(class), 'list') end
@@ -2960,7 +3524,7 @@ local function check_rare()
   if rare_checked then return end
   rare_checked = true
   for name in pairs(RARE) do
-    if K[name] ~= nil then check_type(K[name], KEY_TYPES[name]) end
+    if K[name] ~= nil and not CHECKED_BY_HELPER[name] then check_type(K[name], KEY_TYPES[name]) end
   end
 end
 
@@ -3038,6 +3602,99 @@ local function flush_ready(r)
     call_chunked('RPUSH', ready_list(class), reversed)
   end
 end
+-- events: queue events, written by the very script whose transition they describe, while the queue's
+-- configuration has events on (\`events\` '1' in conf, read by that script). A script gathers its events
+-- and appends them at its end to the \`events\` stream, up to ENTRY_EVENTS per entry. \`events-seq\` counts
+-- every event ever written, so events have dense numbers; an entry's id is \`<n>-0\`, n the number of its
+-- last event, and its fields are \`at\` (the server's ms), \`n\` (how many events it holds) and \`events\`: one
+-- line per event, '<type> <attempt> <id>', then ' ' and the error (newlines and backslashes escaped) for
+-- failed and retrying events that have one. One string per entry, not a field pair per event: XADD then
+-- takes five arguments, whatever the batch, and an entry is a single listpack value.
+-- Dense numbers let a reader see trimmed events as a gap, and make trimming by count a MINID.
+--
+-- KEYS: conf events events-seq events-wake
+
+-- Events per stream entry: an entry stays within one listpack node (4 KB), so reads and GC stay cheap.
+local ENTRY_EVENTS = 100
+-- model/events.ts EVENTS_MAX_COUNT
+local DEFAULT_EVENTS_MAX_COUNT = 10000
+
+-- events_begin checks these when events are on; with events off a script neither pays for them nor
+-- minds what they hold.
+CHECKED_BY_HELPER.events = true
+CHECKED_BY_HELPER.events_seq = true
+
+-- on: nil until events_begin, then whether this queue writes events.
+local EV = { on = nil, max = DEFAULT_EVENTS_MAX_COUNT, lines = {} }
+
+-- The conf fields events_begin takes, for a script that reads them with others of its own.
+local EVENTS_CONF = { 'events', 'events_max_count' }
+
+-- Reads the queue's events flag and bound (or takes them as read: \`read\`, the values of EVENTS_CONF).
+-- Call it before the script writes anything.
+local function events_begin(read)
+  local conf = read
+  if conf == nil then
+    -- A conf of another type fails here, before any write (scripts on a hot path leave it out of check_layout).
+    conf = redis.pcall('HMGET', K.conf, unpack(EVENTS_CONF))
+    if conf.err then layout_error(K.conf, redis.call('TYPE', K.conf).ok, 'hash') end
+  end
+  EV.on = conf[1] == '1'
+  if EV.on then
+    EV.max = tonumber(conf[2]) or DEFAULT_EVENTS_MAX_COUNT
+    check_type(K.events, 'stream')
+    check_type(K.events_seq, 'string')
+  end
+end
+
+-- An error's text on one line (src/redis/events.ts unescapes it).
+local ESCAPES = { ['\\\\'] = '\\\\\\\\', ['\\n'] = '\\\\n' }
+
+-- Attempts as text, made once: Lua formats a number with sprintf, which would cost more than the rest
+-- of an event.
+local ATTEMPT_TEXT = {}
+local function attempt_text(attempt)
+  if type(attempt) == 'string' then return attempt end
+  local n = attempt or 0
+  local text = ATTEMPT_TEXT[n]
+  if text == nil then
+    text = string.format('%d', n)
+    ATTEMPT_TEXT[n] = text
+  end
+  return text
+end
+
+-- Notes an event of this script's transition (the attempt a number, or its text); written by events_flush.
+-- Hot loops test EV.on first; the hottest (enqueue) appends its line to EV.lines itself.
+local function event(kind, id, attempt, err)
+  if EV.on == nil then error('kvmq: event() before events_begin()') end
+  if not EV.on then return end
+  local line = kind .. ' ' .. attempt_text(attempt) .. ' ' .. id
+  if err then line = line .. ' ' .. string.gsub(err, '[\\\\\\n]', ESCAPES) end
+  EV.lines[#EV.lines + 1] = line
+end
+
+-- Appends event lines to a queue's stream, numbering them from its \`seq\` key, and trims inline to about
+-- \`max\` events: MINID ~ drops whole stream nodes only, never an event within the bound.
+local function append_events(stream, seq, wake, max, now, lines)
+  local count = #lines
+  if count == 0 then return end
+  local last = redis.call('INCRBY', seq, count)
+  local first = last - count + 1
+  local keep = string.format('%d', math.max(1, last - max + 1))
+  for i = 1, count, ENTRY_EVENTS do
+    local j = math.min(i + ENTRY_EVENTS - 1, count)
+    redis.call('XADD', stream, 'MINID', '~', keep, string.format('%d-0', first + j - 1), 'at', now, 'n', j - i + 1,
+      'events', table.concat(lines, '\\n', i, j))
+  end
+  redis.call('PUBLISH', wake, '')
+end
+
+-- Writes the events noted by this script.
+local function events_flush(now)
+  if EV.on and #EV.lines > 0 then append_events(K.events, K.events_seq, K.events_wake, EV.max, now, EV.lines) end
+  EV.lines = {}
+end
 -- state: a message's state, derived from Carmine's keys as Carmine derives it,
 -- plus kvmq's done-with-requeue and failed. Expired locks and backoffs count as over.
 --
@@ -3112,7 +3769,8 @@ local function forget(id, w)
   end
 end
 -- fail: a message's last run ended in a final error: it becomes failed, or
--- moves to the queue's dead-letter queue. Also the history of attempts.
+-- moves to the queue's dead-letter queue (which writes its own \`enqueued\` event when it has events on;
+-- the caller writes the \`failed\` one). Also the history of attempts. Scripts include events before it.
 --
 -- KEYS: messages metadata filters policies history outcomes updated-at locks holders lock-expiry
 --       backoffs schedule requeue requeue-locks requeue-content failed conf
@@ -3159,6 +3817,13 @@ local function dead_letter(id, dlq, now)
   for _, key in ipairs(hashes) do check_type(dk(key), 'hash') end
   check_type(dk('classes'), 'set')
   check_type(list, 'list')
+  check_type(dk('conf'), 'hash')
+  -- The dead-letter queue's own events: an \`enqueued\` there when its configuration has them on.
+  local events = redis.call('HMGET', dk('conf'), 'events', 'events_max_count')
+  if events[1] == '1' then
+    check_type(dk('events'), 'stream')
+    check_type(dk('events-seq'), 'string')
+  end
   if redis.call('HEXISTS', dk('messages'), id) == 1 then return false end
   for _, pair in ipairs({ { 'messages', K.messages }, { 'metadata', K.metadata }, { 'policies', K.policies },
     { 'history', K.history }, { 'outcomes', K.outcomes } }) do
@@ -3173,6 +3838,10 @@ local function dead_letter(id, dlq, now)
   redis.call('LPUSH', list, id)
   redis.call('HINCRBY', dk('pushes'), class, 1)
   redis.call('PUBLISH', dk('wake'), 'dead-letter')
+  if events[1] == '1' then
+    append_events(dk('events'), dk('events-seq'), dk('events-wake'), tonumber(events[2]) or DEFAULT_EVENTS_MAX_COUNT,
+      now, { 'enqueued 0 ' .. id })
+  end
   return true
 end
 
@@ -3197,7 +3866,8 @@ end
 -- whose done backoff ended (a new run: out of done), and locked messages whose
 -- lock expired (their holder stalled or died; attempt and requeue mark stay).
 -- An expired lock is a lost delivery: counted in \`losses\` and recorded in the
--- history; at the queue's maxDeliveries the message fails instead.
+-- history; at the queue's maxDeliveries the message fails instead (a \`failed\` event; the caller
+-- has called events_begin).
 --
 -- KEYS: schedule lock-expiry backoffs locks holders done done-at requeue filters requeue-schedule
 --       requeue-locks losses nattempts conf
@@ -3244,7 +3914,9 @@ local function promote(now, ready, w)
       max_deliveries = tonumber(redis.call('HGET', K.conf, 'max_deliveries')) or DEFAULT_MAX_DELIVERIES
     end
     if max_deliveries > 0 and losses >= max_deliveries then
-      fail(id, now, 'error\\n' .. max_deliveries_error(losses))
+      local err = max_deliveries_error(losses)
+      event('failed', id, redis.call('HGET', K.nattempts, id), err)
+      fail(id, now, 'error\\n' .. err)
     else
       later(w, 'hdel', K.locks, id)
       later(w, 'hdel', K.holders, id)
@@ -3277,9 +3949,10 @@ end
 -- Reply: { 'end' when the listing is over, else 'more', then the position of the last message looked at
 --        (state, a, b, c), then per message: id, the seven fields of \`status\`, and with content: content,
 --        metadata JSON or nil, filter class or nil }
--- Include: common state status forget fail promote
+-- Include: common events state status forget fail promote
 
 check_layout()
+events_begin()
 local states = {}
 for state in string.gmatch(ARGV[1], '[^,]+') do states[#states + 1] = state end
 local outcome, limit, budget, with_content = ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[4]), ARGV[5] == '1'
@@ -3400,6 +4073,7 @@ for _, state in ipairs(states) do
         local more = promote(now, ready, w)
         flush_writes(w)
         flush_ready(ready)
+        events_flush(now)
         if not more then break end
       end
       over = list_ready(a, b, c)
@@ -3424,6 +4098,10 @@ return reply
       'wake',
       'pushes',
       'mid-circle',
+      'conf',
+      'events',
+      'events-seq',
+      'events-wake',
       'done',
       'requeue',
       'backoffs',
@@ -3446,12 +4124,11 @@ return reply
       'requeue-schedule',
       'done-at',
       'dedupe',
-      'conf',
     ],
     readOnly: false,
-    sha: '71f7a2c6b1cab8cfa91b98f6b816d23ee936b7fc',
+    sha: '3dcb6dada1d4ab111ae458c876e1eb648596cd21',
     source: `#!lua
-local K = { messages = KEYS[1], wake = KEYS[2], pushes = KEYS[3], mid_circle = KEYS[4], done = KEYS[5], requeue = KEYS[6], backoffs = KEYS[7], locks = KEYS[8], failed = KEYS[9], metadata = KEYS[10], filters = KEYS[11], policies = KEYS[12], history = KEYS[13], losses = KEYS[14], nattempts = KEYS[15], holders = KEYS[16], outcomes = KEYS[17], enqueued_at = KEYS[18], updated_at = KEYS[19], requeue_content = KEYS[20], schedule = KEYS[21], lock_expiry = KEYS[22], requeue_locks = KEYS[23], requeue_schedule = KEYS[24], done_at = KEYS[25], dedupe = KEYS[26], conf = KEYS[27] }
+local K = { messages = KEYS[1], wake = KEYS[2], pushes = KEYS[3], mid_circle = KEYS[4], conf = KEYS[5], events = KEYS[6], events_seq = KEYS[7], events_wake = KEYS[8], done = KEYS[9], requeue = KEYS[10], backoffs = KEYS[11], locks = KEYS[12], failed = KEYS[13], metadata = KEYS[14], filters = KEYS[15], policies = KEYS[16], history = KEYS[17], losses = KEYS[18], nattempts = KEYS[19], holders = KEYS[20], outcomes = KEYS[21], enqueued_at = KEYS[22], updated_at = KEYS[23], requeue_content = KEYS[24], schedule = KEYS[25], lock_expiry = KEYS[26], requeue_locks = KEYS[27], requeue_schedule = KEYS[28], done_at = KEYS[29], dedupe = KEYS[30] }
 -- common: helpers every script includes. K holds the queue's keys by name
 -- (see src/redis/keys.ts; in Lua '-' becomes '_' and '?' is dropped).
 --
@@ -3465,7 +4142,7 @@ local KEY_TYPES = {
   updated_at = 'hash', requeue_content = 'hash', schedule = 'zset', lock_expiry = 'zset',
   done_at = 'zset', dedupe = 'zset', conf = 'hash', consumers = 'hash', gc_lock = 'string',
   gc_at = 'string', policies = 'hash', history = 'hash', losses = 'hash', pushes = 'hash',
-  requeue_locks = 'zset', requeue_schedule = 'zset', failed = 'zset',
+  requeue_locks = 'zset', requeue_schedule = 'zset', failed = 'zset', events = 'stream', events_seq = 'string',
 }
 
 -- Lua's unpack has a stack limit; variadic commands go in chunks of this many arguments.
@@ -3504,13 +4181,15 @@ end
 -- Keys a script touches only on its rare paths (see check_rare).
 local RARE = {}
 local rare_checked = false
+-- Keys a helper checks itself, only when it is about to use them (lib/events.lua: with events on).
+local CHECKED_BY_HELPER = {}
 
 -- \`rare\` (optional) names keys left to check_rare, so a hot path pays no TYPE call for them.
 local function check_layout(new_classes, rare)
   for _, name in ipairs(rare or {}) do RARE[name] = true end
   for name, key in pairs(K) do
     local expected = KEY_TYPES[name]
-    if expected ~= nil and not RARE[name] then check_type(key, expected) end
+    if expected ~= nil and not RARE[name] and not CHECKED_BY_HELPER[name] then check_type(key, expected) end
   end
   if K.classes ~= nil and K.mid_circle ~= nil then
     for _, class in ipairs(redis.call('SMEMBERS', K.classes)) do check_type(ready_list(class), 'list') end
@@ -3524,7 +4203,7 @@ local function check_rare()
   if rare_checked then return end
   rare_checked = true
   for name in pairs(RARE) do
-    if K[name] ~= nil then check_type(K[name], KEY_TYPES[name]) end
+    if K[name] ~= nil and not CHECKED_BY_HELPER[name] then check_type(K[name], KEY_TYPES[name]) end
   end
 end
 
@@ -3602,6 +4281,99 @@ local function flush_ready(r)
     call_chunked('RPUSH', ready_list(class), reversed)
   end
 end
+-- events: queue events, written by the very script whose transition they describe, while the queue's
+-- configuration has events on (\`events\` '1' in conf, read by that script). A script gathers its events
+-- and appends them at its end to the \`events\` stream, up to ENTRY_EVENTS per entry. \`events-seq\` counts
+-- every event ever written, so events have dense numbers; an entry's id is \`<n>-0\`, n the number of its
+-- last event, and its fields are \`at\` (the server's ms), \`n\` (how many events it holds) and \`events\`: one
+-- line per event, '<type> <attempt> <id>', then ' ' and the error (newlines and backslashes escaped) for
+-- failed and retrying events that have one. One string per entry, not a field pair per event: XADD then
+-- takes five arguments, whatever the batch, and an entry is a single listpack value.
+-- Dense numbers let a reader see trimmed events as a gap, and make trimming by count a MINID.
+--
+-- KEYS: conf events events-seq events-wake
+
+-- Events per stream entry: an entry stays within one listpack node (4 KB), so reads and GC stay cheap.
+local ENTRY_EVENTS = 100
+-- model/events.ts EVENTS_MAX_COUNT
+local DEFAULT_EVENTS_MAX_COUNT = 10000
+
+-- events_begin checks these when events are on; with events off a script neither pays for them nor
+-- minds what they hold.
+CHECKED_BY_HELPER.events = true
+CHECKED_BY_HELPER.events_seq = true
+
+-- on: nil until events_begin, then whether this queue writes events.
+local EV = { on = nil, max = DEFAULT_EVENTS_MAX_COUNT, lines = {} }
+
+-- The conf fields events_begin takes, for a script that reads them with others of its own.
+local EVENTS_CONF = { 'events', 'events_max_count' }
+
+-- Reads the queue's events flag and bound (or takes them as read: \`read\`, the values of EVENTS_CONF).
+-- Call it before the script writes anything.
+local function events_begin(read)
+  local conf = read
+  if conf == nil then
+    -- A conf of another type fails here, before any write (scripts on a hot path leave it out of check_layout).
+    conf = redis.pcall('HMGET', K.conf, unpack(EVENTS_CONF))
+    if conf.err then layout_error(K.conf, redis.call('TYPE', K.conf).ok, 'hash') end
+  end
+  EV.on = conf[1] == '1'
+  if EV.on then
+    EV.max = tonumber(conf[2]) or DEFAULT_EVENTS_MAX_COUNT
+    check_type(K.events, 'stream')
+    check_type(K.events_seq, 'string')
+  end
+end
+
+-- An error's text on one line (src/redis/events.ts unescapes it).
+local ESCAPES = { ['\\\\'] = '\\\\\\\\', ['\\n'] = '\\\\n' }
+
+-- Attempts as text, made once: Lua formats a number with sprintf, which would cost more than the rest
+-- of an event.
+local ATTEMPT_TEXT = {}
+local function attempt_text(attempt)
+  if type(attempt) == 'string' then return attempt end
+  local n = attempt or 0
+  local text = ATTEMPT_TEXT[n]
+  if text == nil then
+    text = string.format('%d', n)
+    ATTEMPT_TEXT[n] = text
+  end
+  return text
+end
+
+-- Notes an event of this script's transition (the attempt a number, or its text); written by events_flush.
+-- Hot loops test EV.on first; the hottest (enqueue) appends its line to EV.lines itself.
+local function event(kind, id, attempt, err)
+  if EV.on == nil then error('kvmq: event() before events_begin()') end
+  if not EV.on then return end
+  local line = kind .. ' ' .. attempt_text(attempt) .. ' ' .. id
+  if err then line = line .. ' ' .. string.gsub(err, '[\\\\\\n]', ESCAPES) end
+  EV.lines[#EV.lines + 1] = line
+end
+
+-- Appends event lines to a queue's stream, numbering them from its \`seq\` key, and trims inline to about
+-- \`max\` events: MINID ~ drops whole stream nodes only, never an event within the bound.
+local function append_events(stream, seq, wake, max, now, lines)
+  local count = #lines
+  if count == 0 then return end
+  local last = redis.call('INCRBY', seq, count)
+  local first = last - count + 1
+  local keep = string.format('%d', math.max(1, last - max + 1))
+  for i = 1, count, ENTRY_EVENTS do
+    local j = math.min(i + ENTRY_EVENTS - 1, count)
+    redis.call('XADD', stream, 'MINID', '~', keep, string.format('%d-0', first + j - 1), 'at', now, 'n', j - i + 1,
+      'events', table.concat(lines, '\\n', i, j))
+  end
+  redis.call('PUBLISH', wake, '')
+end
+
+-- Writes the events noted by this script.
+local function events_flush(now)
+  if EV.on and #EV.lines > 0 then append_events(K.events, K.events_seq, K.events_wake, EV.max, now, EV.lines) end
+  EV.lines = {}
+end
 -- state: a message's state, derived from Carmine's keys as Carmine derives it,
 -- plus kvmq's done-with-requeue and failed. Expired locks and backoffs count as over.
 --
@@ -3653,7 +4425,8 @@ local function forget(id, w)
   end
 end
 -- fail: a message's last run ended in a final error: it becomes failed, or
--- moves to the queue's dead-letter queue. Also the history of attempts.
+-- moves to the queue's dead-letter queue (which writes its own \`enqueued\` event when it has events on;
+-- the caller writes the \`failed\` one). Also the history of attempts. Scripts include events before it.
 --
 -- KEYS: messages metadata filters policies history outcomes updated-at locks holders lock-expiry
 --       backoffs schedule requeue requeue-locks requeue-content failed conf
@@ -3700,6 +4473,13 @@ local function dead_letter(id, dlq, now)
   for _, key in ipairs(hashes) do check_type(dk(key), 'hash') end
   check_type(dk('classes'), 'set')
   check_type(list, 'list')
+  check_type(dk('conf'), 'hash')
+  -- The dead-letter queue's own events: an \`enqueued\` there when its configuration has them on.
+  local events = redis.call('HMGET', dk('conf'), 'events', 'events_max_count')
+  if events[1] == '1' then
+    check_type(dk('events'), 'stream')
+    check_type(dk('events-seq'), 'string')
+  end
   if redis.call('HEXISTS', dk('messages'), id) == 1 then return false end
   for _, pair in ipairs({ { 'messages', K.messages }, { 'metadata', K.metadata }, { 'policies', K.policies },
     { 'history', K.history }, { 'outcomes', K.outcomes } }) do
@@ -3714,6 +4494,10 @@ local function dead_letter(id, dlq, now)
   redis.call('LPUSH', list, id)
   redis.call('HINCRBY', dk('pushes'), class, 1)
   redis.call('PUBLISH', dk('wake'), 'dead-letter')
+  if events[1] == '1' then
+    append_events(dk('events'), dk('events-seq'), dk('events-wake'), tonumber(events[2]) or DEFAULT_EVENTS_MAX_COUNT,
+      now, { 'enqueued 0 ' .. id })
+  end
   return true
 end
 
@@ -3738,7 +4522,8 @@ end
 -- whose done backoff ended (a new run: out of done), and locked messages whose
 -- lock expired (their holder stalled or died; attempt and requeue mark stay).
 -- An expired lock is a lost delivery: counted in \`losses\` and recorded in the
--- history; at the queue's maxDeliveries the message fails instead.
+-- history; at the queue's maxDeliveries the message fails instead (a \`failed\` event; the caller
+-- has called events_begin).
 --
 -- KEYS: schedule lock-expiry backoffs locks holders done done-at requeue filters requeue-schedule
 --       requeue-locks losses nattempts conf
@@ -3785,7 +4570,9 @@ local function promote(now, ready, w)
       max_deliveries = tonumber(redis.call('HGET', K.conf, 'max_deliveries')) or DEFAULT_MAX_DELIVERIES
     end
     if max_deliveries > 0 and losses >= max_deliveries then
-      fail(id, now, 'error\\n' .. max_deliveries_error(losses))
+      local err = max_deliveries_error(losses)
+      event('failed', id, redis.call('HGET', K.nattempts, id), err)
+      fail(id, now, 'error\\n' .. err)
     else
       later(w, 'hdel', K.locks, id)
       later(w, 'hdel', K.holders, id)
@@ -3802,7 +4589,7 @@ end
 -- KEYS: messages wake pushes mid-circle
 -- ARGV: ids
 -- Reply: one string per id: 'ok', else its state ('' when unknown)
--- Include: common state forget fail promote
+-- Include: common events state forget fail promote
 
 check_layout()
 local now = now_ms()
@@ -3848,7 +4635,7 @@ return replies
       'locks',
     ],
     readOnly: true,
-    sha: 'dd0b2685132c7714e693051d2edb37d814254526',
+    sha: 'af9f493a2531bb3bef98e8c4d531ce8b77262091',
     source: `#!lua flags=no-writes
 local K = { messages = KEYS[1], done = KEYS[2], failed = KEYS[3], schedule = KEYS[4], lock_expiry = KEYS[5], dedupe = KEYS[6], requeue_locks = KEYS[7], requeue_schedule = KEYS[8], ndry_runs = KEYS[9], conf = KEYS[10], consumers = KEYS[11], holders = KEYS[12], locks = KEYS[13] }
 -- common: helpers every script includes. K holds the queue's keys by name
@@ -3864,7 +4651,7 @@ local KEY_TYPES = {
   updated_at = 'hash', requeue_content = 'hash', schedule = 'zset', lock_expiry = 'zset',
   done_at = 'zset', dedupe = 'zset', conf = 'hash', consumers = 'hash', gc_lock = 'string',
   gc_at = 'string', policies = 'hash', history = 'hash', losses = 'hash', pushes = 'hash',
-  requeue_locks = 'zset', requeue_schedule = 'zset', failed = 'zset',
+  requeue_locks = 'zset', requeue_schedule = 'zset', failed = 'zset', events = 'stream', events_seq = 'string',
 }
 
 -- Lua's unpack has a stack limit; variadic commands go in chunks of this many arguments.
@@ -3903,13 +4690,15 @@ end
 -- Keys a script touches only on its rare paths (see check_rare).
 local RARE = {}
 local rare_checked = false
+-- Keys a helper checks itself, only when it is about to use them (lib/events.lua: with events on).
+local CHECKED_BY_HELPER = {}
 
 -- \`rare\` (optional) names keys left to check_rare, so a hot path pays no TYPE call for them.
 local function check_layout(new_classes, rare)
   for _, name in ipairs(rare or {}) do RARE[name] = true end
   for name, key in pairs(K) do
     local expected = KEY_TYPES[name]
-    if expected ~= nil and not RARE[name] then check_type(key, expected) end
+    if expected ~= nil and not RARE[name] and not CHECKED_BY_HELPER[name] then check_type(key, expected) end
   end
   if K.classes ~= nil and K.mid_circle ~= nil then
     for _, class in ipairs(redis.call('SMEMBERS', K.classes)) do check_type(ready_list(class), 'list') end
@@ -3923,7 +4712,7 @@ local function check_rare()
   if rare_checked then return end
   rare_checked = true
   for name in pairs(RARE) do
-    if K[name] ~= nil then check_type(K[name], KEY_TYPES[name]) end
+    if K[name] ~= nil and not CHECKED_BY_HELPER[name] then check_type(K[name], KEY_TYPES[name]) end
   end
 end
 
@@ -4072,13 +4861,13 @@ for _, v in ipairs(entries) do reply[#reply + 1] = v end
 return reply
 `,
   },
-  registerConsumer: {
-    name: 'register-consumer',
-    keys: ['consumers'],
-    readOnly: false,
-    sha: '22cb34d5b9b54a39fca0a6bd6fcedda9af53a287',
-    source: `#!lua flags=allow-oom
-local K = { consumers = KEYS[1] }
+  readEvents: {
+    name: 'read-events',
+    keys: ['events', 'events-seq'],
+    readOnly: true,
+    sha: '8cdb892ba7de05a39440a1de7913534cd5a6de63',
+    source: `#!lua flags=no-writes
+local K = { events = KEYS[1], events_seq = KEYS[2] }
 -- common: helpers every script includes. K holds the queue's keys by name
 -- (see src/redis/keys.ts; in Lua '-' becomes '_' and '?' is dropped).
 --
@@ -4092,7 +4881,7 @@ local KEY_TYPES = {
   updated_at = 'hash', requeue_content = 'hash', schedule = 'zset', lock_expiry = 'zset',
   done_at = 'zset', dedupe = 'zset', conf = 'hash', consumers = 'hash', gc_lock = 'string',
   gc_at = 'string', policies = 'hash', history = 'hash', losses = 'hash', pushes = 'hash',
-  requeue_locks = 'zset', requeue_schedule = 'zset', failed = 'zset',
+  requeue_locks = 'zset', requeue_schedule = 'zset', failed = 'zset', events = 'stream', events_seq = 'string',
 }
 
 -- Lua's unpack has a stack limit; variadic commands go in chunks of this many arguments.
@@ -4131,13 +4920,15 @@ end
 -- Keys a script touches only on its rare paths (see check_rare).
 local RARE = {}
 local rare_checked = false
+-- Keys a helper checks itself, only when it is about to use them (lib/events.lua: with events on).
+local CHECKED_BY_HELPER = {}
 
 -- \`rare\` (optional) names keys left to check_rare, so a hot path pays no TYPE call for them.
 local function check_layout(new_classes, rare)
   for _, name in ipairs(rare or {}) do RARE[name] = true end
   for name, key in pairs(K) do
     local expected = KEY_TYPES[name]
-    if expected ~= nil and not RARE[name] then check_type(key, expected) end
+    if expected ~= nil and not RARE[name] and not CHECKED_BY_HELPER[name] then check_type(key, expected) end
   end
   if K.classes ~= nil and K.mid_circle ~= nil then
     for _, class in ipairs(redis.call('SMEMBERS', K.classes)) do check_type(ready_list(class), 'list') end
@@ -4151,7 +4942,212 @@ local function check_rare()
   if rare_checked then return end
   rare_checked = true
   for name in pairs(RARE) do
-    if K[name] ~= nil then check_type(K[name], KEY_TYPES[name]) end
+    if K[name] ~= nil and not CHECKED_BY_HELPER[name] then check_type(K[name], KEY_TYPES[name]) end
+  end
+end
+
+-- Runs \`cmd key ...args\` in chunks (args must come in whole pairs for HSET/ZADD: CHUNK is even).
+local function call_chunked(cmd, key, args)
+  for i = 1, #args, CHUNK do
+    redis.call(cmd, key, unpack(args, i, math.min(i + CHUNK - 1, #args)))
+  end
+end
+
+-- HMGET in chunks; the values line up with \`fields\`.
+local function hmget(key, fields)
+  if #fields <= CHUNK then return redis.call('HMGET', key, unpack(fields)) end
+  local values = {}
+  for i = 1, #fields, CHUNK do
+    local part = redis.call('HMGET', key, unpack(fields, i, math.min(i + CHUNK - 1, #fields)))
+    for j = 1, #part do values[i + j - 1] = part[j] end
+  end
+  return values
+end
+
+-- Writes gathered during a script and sent at its end, one command per key.
+local function pending_writes()
+  return { hset = {}, hdel = {}, zadd = {}, zrem = {}, sadd = {}, srem = {} }
+end
+
+-- Removals go first, so a field removed and set by one script ends up set.
+local function flush_writes(w)
+  for _, cmd in ipairs({ 'hdel', 'srem', 'zrem', 'hset', 'sadd', 'zadd' }) do
+    for key, args in pairs(w[cmd]) do
+      call_chunked(string.upper(cmd), key, args)
+    end
+  end
+end
+
+-- Queues \`cmd key a [b]\` in \`w\` (b for the pair commands hset and zadd).
+local function later(w, cmd, key, a, b)
+  local args = w[cmd][key]
+  if args == nil then
+    args = {}
+    w[cmd][key] = args
+  end
+  args[#args + 1] = a
+  if b ~= nil then args[#args + 1] = b end
+end
+
+-- Ready pushes of this script: \`back\` ones join the end of the line (LPUSH:
+-- the list's next is on the right), \`front\` ones are next (RPUSH).
+local function pending_ready()
+  return { back = {}, front = {}, count = 0 }
+end
+
+local function push_ready(r, class, id, front)
+  local side = front and r.front or r.back
+  local list = side[class]
+  if list == nil then
+    list = {}
+    side[class] = list
+  end
+  list[#list + 1] = id
+  r.count = r.count + 1
+end
+
+-- Back pushes are counted per list (\`pushes\`): a listing's cursor holds an index
+-- from the back, which only these pushes shift (claims pop the front; nothing is cut from the middle).
+local function flush_ready(r)
+  for class, ids in pairs(r.back) do
+    call_chunked('LPUSH', ready_list(class), ids)
+    redis.call('HINCRBY', K.pushes, class, #ids)
+  end
+  for class, ids in pairs(r.front) do
+    -- The earliest is pushed last, so it is the next out.
+    local reversed = {}
+    for i = #ids, 1, -1 do reversed[#reversed + 1] = ids[i] end
+    call_chunked('RPUSH', ready_list(class), reversed)
+  end
+end
+-- read-events: a page of the queue's events (see lib/events.lua) after an event number, oldest first.
+-- XRANGE from that number finds the entry holding the next event at once, so a page costs O(page).
+-- The numbers are dense: a page that starts past the next number, or no events when the newest
+-- number is past it, means events after it were trimmed unread (missed).
+--
+-- KEYS: events events-seq
+-- ARGV: after (an event number; '' for from the oldest kept), limit
+-- Reply: { missed (1 or 0), head (the newest event's number, 0 for none), then three per event: number,
+--        at, its line ('<type> <attempt> <id>', then ' ' and the escaped error) }
+-- Include: common
+
+check_layout()
+local after, limit = tonumber(ARGV[1]), tonumber(ARGV[2])
+local head = tonumber(redis.call('GET', K.events_seq)) or 0
+local reply = { 0, head }
+local start = '-'
+if after ~= nil then start = string.format('%d', after + 1) end
+local n = 0
+local first = true
+while n < limit do
+  -- Every entry holds at least one event: never more entries than events still wanted.
+  local asked = math.min(100, limit - n)
+  local entries = redis.call('XRANGE', K.events, start, '+', 'COUNT', asked)
+  for _, entry in ipairs(entries) do
+    -- Fields: at, n, events (one line per event).
+    local fields = entry[2]
+    local number = tonumber(string.match(entry[1], '^(%d+)')) - tonumber(fields[4])
+    if first and after ~= nil and number + 1 > after + 1 then reply[1] = 1 end
+    first = false
+    for line in string.gmatch(fields[6], '[^\\n]+') do
+      number = number + 1
+      if (after == nil or number > after) and n < limit then
+        n = n + 1
+        reply[#reply + 1] = number
+        reply[#reply + 1] = fields[2]
+        reply[#reply + 1] = line
+      end
+    end
+  end
+  if #entries < asked then break end
+  start = '(' .. entries[#entries][1]
+end
+if first and after ~= nil and head > after then reply[1] = 1 end
+return reply
+`,
+  },
+  registerConsumer: {
+    name: 'register-consumer',
+    keys: ['consumers'],
+    readOnly: false,
+    sha: '813ae3f984d6874adccff6a6505ba83904dca29e',
+    source: `#!lua flags=allow-oom
+local K = { consumers = KEYS[1] }
+-- common: helpers every script includes. K holds the queue's keys by name
+-- (see src/redis/keys.ts; in Lua '-' becomes '_' and '?' is dropped).
+--
+-- KEYS: (none of its own)
+
+-- The types kvmq keeps in each key, to refuse foreign data before writing anything.
+local KEY_TYPES = {
+  messages = 'hash', locks = 'hash', backoffs = 'hash', nattempts = 'hash', mid_circle = 'list',
+  done = 'set', requeue = 'set', eoq_backoff = 'string', ndry_runs = 'string', metadata = 'hash',
+  filters = 'hash', classes = 'set', holders = 'hash', outcomes = 'hash', enqueued_at = 'hash',
+  updated_at = 'hash', requeue_content = 'hash', schedule = 'zset', lock_expiry = 'zset',
+  done_at = 'zset', dedupe = 'zset', conf = 'hash', consumers = 'hash', gc_lock = 'string',
+  gc_at = 'string', policies = 'hash', history = 'hash', losses = 'hash', pushes = 'hash',
+  requeue_locks = 'zset', requeue_schedule = 'zset', failed = 'zset', events = 'stream', events_seq = 'string',
+}
+
+-- Lua's unpack has a stack limit; variadic commands go in chunks of this many arguments.
+local CHUNK = 1000
+
+-- One clock for every decision: the Redis server's. Redis 7 replicates a
+-- script's effects, not the script, so reading TIME before writing is safe.
+local function now_ms()
+  local t = redis.call('TIME')
+  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+end
+
+local function layout_error(key, found, expected)
+  error({ err = 'KVMQ_LAYOUT key ' .. key .. ' holds a ' .. found .. ', not the ' .. expected .. ' kvmq keeps there' })
+end
+
+local function check_type(key, expected)
+  local found = redis.call('TYPE', key).ok
+  if found ~= 'none' and found ~= expected then layout_error(key, found, expected) end
+end
+
+-- The ready list of a filter class: \`mid-circle\` for messages without filters.
+local function ready_list(class)
+  if class == '' then return K.mid_circle end
+  return K.mid_circle .. ':' .. class
+end
+
+-- A message's filter class ('' for none); the script must take the \`filters\` key.
+local function class_of(id)
+  return redis.call('HGET', K.filters, id) or ''
+end
+
+-- Checks every key the script was given, and the ready list of every filter
+-- class known or about to be added, before the script writes anything: a
+-- script that stopped half-way would leave messages half-written.
+-- Keys a script touches only on its rare paths (see check_rare).
+local RARE = {}
+local rare_checked = false
+-- Keys a helper checks itself, only when it is about to use them (lib/events.lua: with events on).
+local CHECKED_BY_HELPER = {}
+
+-- \`rare\` (optional) names keys left to check_rare, so a hot path pays no TYPE call for them.
+local function check_layout(new_classes, rare)
+  for _, name in ipairs(rare or {}) do RARE[name] = true end
+  for name, key in pairs(K) do
+    local expected = KEY_TYPES[name]
+    if expected ~= nil and not RARE[name] and not CHECKED_BY_HELPER[name] then check_type(key, expected) end
+  end
+  if K.classes ~= nil and K.mid_circle ~= nil then
+    for _, class in ipairs(redis.call('SMEMBERS', K.classes)) do check_type(ready_list(class), 'list') end
+    for _, class in ipairs(new_classes or {}) do check_type(ready_list(class), 'list') end
+  end
+end
+
+-- Checks the keys check_layout left out, once, when a rare path (a failure, a lost lock) starts:
+-- the caller calls it before that path writes anything.
+local function check_rare()
+  if rare_checked then return end
+  rare_checked = true
+  for name in pairs(RARE) do
+    if K[name] ~= nil and not CHECKED_BY_HELPER[name] then check_type(K[name], KEY_TYPES[name]) end
   end
 end
 
@@ -4255,6 +5251,10 @@ return 1
     name: 'remove',
     keys: [
       'mid-circle',
+      'conf',
+      'events',
+      'events-seq',
+      'events-wake',
       'done',
       'requeue',
       'backoffs',
@@ -4280,9 +5280,9 @@ return 1
       'dedupe',
     ],
     readOnly: false,
-    sha: 'f24c7f2af038470e02f04fe3d67a173065a286a3',
+    sha: 'c73f7da64cd3e5e0baae8d152e7e610ad7f6650b',
     source: `#!lua flags=allow-oom
-local K = { mid_circle = KEYS[1], done = KEYS[2], requeue = KEYS[3], backoffs = KEYS[4], locks = KEYS[5], failed = KEYS[6], messages = KEYS[7], metadata = KEYS[8], filters = KEYS[9], policies = KEYS[10], history = KEYS[11], losses = KEYS[12], nattempts = KEYS[13], holders = KEYS[14], outcomes = KEYS[15], enqueued_at = KEYS[16], updated_at = KEYS[17], requeue_content = KEYS[18], schedule = KEYS[19], lock_expiry = KEYS[20], requeue_locks = KEYS[21], requeue_schedule = KEYS[22], done_at = KEYS[23], dedupe = KEYS[24] }
+local K = { mid_circle = KEYS[1], conf = KEYS[2], events = KEYS[3], events_seq = KEYS[4], events_wake = KEYS[5], done = KEYS[6], requeue = KEYS[7], backoffs = KEYS[8], locks = KEYS[9], failed = KEYS[10], messages = KEYS[11], metadata = KEYS[12], filters = KEYS[13], policies = KEYS[14], history = KEYS[15], losses = KEYS[16], nattempts = KEYS[17], holders = KEYS[18], outcomes = KEYS[19], enqueued_at = KEYS[20], updated_at = KEYS[21], requeue_content = KEYS[22], schedule = KEYS[23], lock_expiry = KEYS[24], requeue_locks = KEYS[25], requeue_schedule = KEYS[26], done_at = KEYS[27], dedupe = KEYS[28] }
 -- common: helpers every script includes. K holds the queue's keys by name
 -- (see src/redis/keys.ts; in Lua '-' becomes '_' and '?' is dropped).
 --
@@ -4296,7 +5296,7 @@ local KEY_TYPES = {
   updated_at = 'hash', requeue_content = 'hash', schedule = 'zset', lock_expiry = 'zset',
   done_at = 'zset', dedupe = 'zset', conf = 'hash', consumers = 'hash', gc_lock = 'string',
   gc_at = 'string', policies = 'hash', history = 'hash', losses = 'hash', pushes = 'hash',
-  requeue_locks = 'zset', requeue_schedule = 'zset', failed = 'zset',
+  requeue_locks = 'zset', requeue_schedule = 'zset', failed = 'zset', events = 'stream', events_seq = 'string',
 }
 
 -- Lua's unpack has a stack limit; variadic commands go in chunks of this many arguments.
@@ -4335,13 +5335,15 @@ end
 -- Keys a script touches only on its rare paths (see check_rare).
 local RARE = {}
 local rare_checked = false
+-- Keys a helper checks itself, only when it is about to use them (lib/events.lua: with events on).
+local CHECKED_BY_HELPER = {}
 
 -- \`rare\` (optional) names keys left to check_rare, so a hot path pays no TYPE call for them.
 local function check_layout(new_classes, rare)
   for _, name in ipairs(rare or {}) do RARE[name] = true end
   for name, key in pairs(K) do
     local expected = KEY_TYPES[name]
-    if expected ~= nil and not RARE[name] then check_type(key, expected) end
+    if expected ~= nil and not RARE[name] and not CHECKED_BY_HELPER[name] then check_type(key, expected) end
   end
   if K.classes ~= nil and K.mid_circle ~= nil then
     for _, class in ipairs(redis.call('SMEMBERS', K.classes)) do check_type(ready_list(class), 'list') end
@@ -4355,7 +5357,7 @@ local function check_rare()
   if rare_checked then return end
   rare_checked = true
   for name in pairs(RARE) do
-    if K[name] ~= nil then check_type(K[name], KEY_TYPES[name]) end
+    if K[name] ~= nil and not CHECKED_BY_HELPER[name] then check_type(K[name], KEY_TYPES[name]) end
   end
 end
 
@@ -4432,6 +5434,99 @@ local function flush_ready(r)
     for i = #ids, 1, -1 do reversed[#reversed + 1] = ids[i] end
     call_chunked('RPUSH', ready_list(class), reversed)
   end
+end
+-- events: queue events, written by the very script whose transition they describe, while the queue's
+-- configuration has events on (\`events\` '1' in conf, read by that script). A script gathers its events
+-- and appends them at its end to the \`events\` stream, up to ENTRY_EVENTS per entry. \`events-seq\` counts
+-- every event ever written, so events have dense numbers; an entry's id is \`<n>-0\`, n the number of its
+-- last event, and its fields are \`at\` (the server's ms), \`n\` (how many events it holds) and \`events\`: one
+-- line per event, '<type> <attempt> <id>', then ' ' and the error (newlines and backslashes escaped) for
+-- failed and retrying events that have one. One string per entry, not a field pair per event: XADD then
+-- takes five arguments, whatever the batch, and an entry is a single listpack value.
+-- Dense numbers let a reader see trimmed events as a gap, and make trimming by count a MINID.
+--
+-- KEYS: conf events events-seq events-wake
+
+-- Events per stream entry: an entry stays within one listpack node (4 KB), so reads and GC stay cheap.
+local ENTRY_EVENTS = 100
+-- model/events.ts EVENTS_MAX_COUNT
+local DEFAULT_EVENTS_MAX_COUNT = 10000
+
+-- events_begin checks these when events are on; with events off a script neither pays for them nor
+-- minds what they hold.
+CHECKED_BY_HELPER.events = true
+CHECKED_BY_HELPER.events_seq = true
+
+-- on: nil until events_begin, then whether this queue writes events.
+local EV = { on = nil, max = DEFAULT_EVENTS_MAX_COUNT, lines = {} }
+
+-- The conf fields events_begin takes, for a script that reads them with others of its own.
+local EVENTS_CONF = { 'events', 'events_max_count' }
+
+-- Reads the queue's events flag and bound (or takes them as read: \`read\`, the values of EVENTS_CONF).
+-- Call it before the script writes anything.
+local function events_begin(read)
+  local conf = read
+  if conf == nil then
+    -- A conf of another type fails here, before any write (scripts on a hot path leave it out of check_layout).
+    conf = redis.pcall('HMGET', K.conf, unpack(EVENTS_CONF))
+    if conf.err then layout_error(K.conf, redis.call('TYPE', K.conf).ok, 'hash') end
+  end
+  EV.on = conf[1] == '1'
+  if EV.on then
+    EV.max = tonumber(conf[2]) or DEFAULT_EVENTS_MAX_COUNT
+    check_type(K.events, 'stream')
+    check_type(K.events_seq, 'string')
+  end
+end
+
+-- An error's text on one line (src/redis/events.ts unescapes it).
+local ESCAPES = { ['\\\\'] = '\\\\\\\\', ['\\n'] = '\\\\n' }
+
+-- Attempts as text, made once: Lua formats a number with sprintf, which would cost more than the rest
+-- of an event.
+local ATTEMPT_TEXT = {}
+local function attempt_text(attempt)
+  if type(attempt) == 'string' then return attempt end
+  local n = attempt or 0
+  local text = ATTEMPT_TEXT[n]
+  if text == nil then
+    text = string.format('%d', n)
+    ATTEMPT_TEXT[n] = text
+  end
+  return text
+end
+
+-- Notes an event of this script's transition (the attempt a number, or its text); written by events_flush.
+-- Hot loops test EV.on first; the hottest (enqueue) appends its line to EV.lines itself.
+local function event(kind, id, attempt, err)
+  if EV.on == nil then error('kvmq: event() before events_begin()') end
+  if not EV.on then return end
+  local line = kind .. ' ' .. attempt_text(attempt) .. ' ' .. id
+  if err then line = line .. ' ' .. string.gsub(err, '[\\\\\\n]', ESCAPES) end
+  EV.lines[#EV.lines + 1] = line
+end
+
+-- Appends event lines to a queue's stream, numbering them from its \`seq\` key, and trims inline to about
+-- \`max\` events: MINID ~ drops whole stream nodes only, never an event within the bound.
+local function append_events(stream, seq, wake, max, now, lines)
+  local count = #lines
+  if count == 0 then return end
+  local last = redis.call('INCRBY', seq, count)
+  local first = last - count + 1
+  local keep = string.format('%d', math.max(1, last - max + 1))
+  for i = 1, count, ENTRY_EVENTS do
+    local j = math.min(i + ENTRY_EVENTS - 1, count)
+    redis.call('XADD', stream, 'MINID', '~', keep, string.format('%d-0', first + j - 1), 'at', now, 'n', j - i + 1,
+      'events', table.concat(lines, '\\n', i, j))
+  end
+  redis.call('PUBLISH', wake, '')
+end
+
+-- Writes the events noted by this script.
+local function events_flush(now)
+  if EV.on and #EV.lines > 0 then append_events(K.events, K.events_seq, K.events_wake, EV.max, now, EV.lines) end
+  EV.lines = {}
 end
 -- state: a message's state, derived from Carmine's keys as Carmine derives it,
 -- plus kvmq's done-with-requeue and failed. Expired locks and backoffs count as over.
@@ -4487,14 +5582,16 @@ end
 -- (a running handler), from every key. A message waiting in a ready list is
 -- found there (LPOS: a walk of that list) and its entry blanked in place, so
 -- list cursors keep their positions; a claim drops blank entries.
+-- Each removal writes a \`removed\` event at the message's attempt (events on).
 -- Runs when Redis is out of memory (allow-oom): it frees memory.
 --
 -- KEYS: mid-circle
 -- ARGV: ids
 -- Reply: one string per id: 'ok', else its state ('' when unknown)
--- Include: common state forget
+-- Include: common events state forget
 
 check_layout()
+events_begin()
 local now = now_ms()
 local replies = {}
 for i, id in ipairs(ARGV) do
@@ -4510,11 +5607,13 @@ for i, id in ipairs(ARGV) do
         local at = redis.call('LPOS', list, id)
         if at then redis.call('LSET', list, at, '') end
       end
+      if EV.on then event('removed', id, redis.call('HGET', K.nattempts, id)) end
       forget(id)
       replies[i] = 'ok'
     end
   end
 end
+events_flush(now)
 return replies
 `,
   },
@@ -4530,15 +5629,19 @@ return replies
       'mid-circle',
       'wake',
       'pushes',
+      'conf',
+      'events',
+      'events-seq',
+      'events-wake',
       'done',
       'requeue',
       'backoffs',
       'locks',
     ],
     readOnly: false,
-    sha: '12a7450d19027ef91ecbb157d2576b2b08fb5e61',
+    sha: '15df947b5201744f3f9eb3b131158666cae3e492',
     source: `#!lua
-local K = { messages = KEYS[1], filters = KEYS[2], nattempts = KEYS[3], losses = KEYS[4], failed = KEYS[5], updated_at = KEYS[6], mid_circle = KEYS[7], wake = KEYS[8], pushes = KEYS[9], done = KEYS[10], requeue = KEYS[11], backoffs = KEYS[12], locks = KEYS[13] }
+local K = { messages = KEYS[1], filters = KEYS[2], nattempts = KEYS[3], losses = KEYS[4], failed = KEYS[5], updated_at = KEYS[6], mid_circle = KEYS[7], wake = KEYS[8], pushes = KEYS[9], conf = KEYS[10], events = KEYS[11], events_seq = KEYS[12], events_wake = KEYS[13], done = KEYS[14], requeue = KEYS[15], backoffs = KEYS[16], locks = KEYS[17] }
 -- common: helpers every script includes. K holds the queue's keys by name
 -- (see src/redis/keys.ts; in Lua '-' becomes '_' and '?' is dropped).
 --
@@ -4552,7 +5655,7 @@ local KEY_TYPES = {
   updated_at = 'hash', requeue_content = 'hash', schedule = 'zset', lock_expiry = 'zset',
   done_at = 'zset', dedupe = 'zset', conf = 'hash', consumers = 'hash', gc_lock = 'string',
   gc_at = 'string', policies = 'hash', history = 'hash', losses = 'hash', pushes = 'hash',
-  requeue_locks = 'zset', requeue_schedule = 'zset', failed = 'zset',
+  requeue_locks = 'zset', requeue_schedule = 'zset', failed = 'zset', events = 'stream', events_seq = 'string',
 }
 
 -- Lua's unpack has a stack limit; variadic commands go in chunks of this many arguments.
@@ -4591,13 +5694,15 @@ end
 -- Keys a script touches only on its rare paths (see check_rare).
 local RARE = {}
 local rare_checked = false
+-- Keys a helper checks itself, only when it is about to use them (lib/events.lua: with events on).
+local CHECKED_BY_HELPER = {}
 
 -- \`rare\` (optional) names keys left to check_rare, so a hot path pays no TYPE call for them.
 local function check_layout(new_classes, rare)
   for _, name in ipairs(rare or {}) do RARE[name] = true end
   for name, key in pairs(K) do
     local expected = KEY_TYPES[name]
-    if expected ~= nil and not RARE[name] then check_type(key, expected) end
+    if expected ~= nil and not RARE[name] and not CHECKED_BY_HELPER[name] then check_type(key, expected) end
   end
   if K.classes ~= nil and K.mid_circle ~= nil then
     for _, class in ipairs(redis.call('SMEMBERS', K.classes)) do check_type(ready_list(class), 'list') end
@@ -4611,7 +5716,7 @@ local function check_rare()
   if rare_checked then return end
   rare_checked = true
   for name in pairs(RARE) do
-    if K[name] ~= nil then check_type(K[name], KEY_TYPES[name]) end
+    if K[name] ~= nil and not CHECKED_BY_HELPER[name] then check_type(K[name], KEY_TYPES[name]) end
   end
 end
 
@@ -4689,6 +5794,99 @@ local function flush_ready(r)
     call_chunked('RPUSH', ready_list(class), reversed)
   end
 end
+-- events: queue events, written by the very script whose transition they describe, while the queue's
+-- configuration has events on (\`events\` '1' in conf, read by that script). A script gathers its events
+-- and appends them at its end to the \`events\` stream, up to ENTRY_EVENTS per entry. \`events-seq\` counts
+-- every event ever written, so events have dense numbers; an entry's id is \`<n>-0\`, n the number of its
+-- last event, and its fields are \`at\` (the server's ms), \`n\` (how many events it holds) and \`events\`: one
+-- line per event, '<type> <attempt> <id>', then ' ' and the error (newlines and backslashes escaped) for
+-- failed and retrying events that have one. One string per entry, not a field pair per event: XADD then
+-- takes five arguments, whatever the batch, and an entry is a single listpack value.
+-- Dense numbers let a reader see trimmed events as a gap, and make trimming by count a MINID.
+--
+-- KEYS: conf events events-seq events-wake
+
+-- Events per stream entry: an entry stays within one listpack node (4 KB), so reads and GC stay cheap.
+local ENTRY_EVENTS = 100
+-- model/events.ts EVENTS_MAX_COUNT
+local DEFAULT_EVENTS_MAX_COUNT = 10000
+
+-- events_begin checks these when events are on; with events off a script neither pays for them nor
+-- minds what they hold.
+CHECKED_BY_HELPER.events = true
+CHECKED_BY_HELPER.events_seq = true
+
+-- on: nil until events_begin, then whether this queue writes events.
+local EV = { on = nil, max = DEFAULT_EVENTS_MAX_COUNT, lines = {} }
+
+-- The conf fields events_begin takes, for a script that reads them with others of its own.
+local EVENTS_CONF = { 'events', 'events_max_count' }
+
+-- Reads the queue's events flag and bound (or takes them as read: \`read\`, the values of EVENTS_CONF).
+-- Call it before the script writes anything.
+local function events_begin(read)
+  local conf = read
+  if conf == nil then
+    -- A conf of another type fails here, before any write (scripts on a hot path leave it out of check_layout).
+    conf = redis.pcall('HMGET', K.conf, unpack(EVENTS_CONF))
+    if conf.err then layout_error(K.conf, redis.call('TYPE', K.conf).ok, 'hash') end
+  end
+  EV.on = conf[1] == '1'
+  if EV.on then
+    EV.max = tonumber(conf[2]) or DEFAULT_EVENTS_MAX_COUNT
+    check_type(K.events, 'stream')
+    check_type(K.events_seq, 'string')
+  end
+end
+
+-- An error's text on one line (src/redis/events.ts unescapes it).
+local ESCAPES = { ['\\\\'] = '\\\\\\\\', ['\\n'] = '\\\\n' }
+
+-- Attempts as text, made once: Lua formats a number with sprintf, which would cost more than the rest
+-- of an event.
+local ATTEMPT_TEXT = {}
+local function attempt_text(attempt)
+  if type(attempt) == 'string' then return attempt end
+  local n = attempt or 0
+  local text = ATTEMPT_TEXT[n]
+  if text == nil then
+    text = string.format('%d', n)
+    ATTEMPT_TEXT[n] = text
+  end
+  return text
+end
+
+-- Notes an event of this script's transition (the attempt a number, or its text); written by events_flush.
+-- Hot loops test EV.on first; the hottest (enqueue) appends its line to EV.lines itself.
+local function event(kind, id, attempt, err)
+  if EV.on == nil then error('kvmq: event() before events_begin()') end
+  if not EV.on then return end
+  local line = kind .. ' ' .. attempt_text(attempt) .. ' ' .. id
+  if err then line = line .. ' ' .. string.gsub(err, '[\\\\\\n]', ESCAPES) end
+  EV.lines[#EV.lines + 1] = line
+end
+
+-- Appends event lines to a queue's stream, numbering them from its \`seq\` key, and trims inline to about
+-- \`max\` events: MINID ~ drops whole stream nodes only, never an event within the bound.
+local function append_events(stream, seq, wake, max, now, lines)
+  local count = #lines
+  if count == 0 then return end
+  local last = redis.call('INCRBY', seq, count)
+  local first = last - count + 1
+  local keep = string.format('%d', math.max(1, last - max + 1))
+  for i = 1, count, ENTRY_EVENTS do
+    local j = math.min(i + ENTRY_EVENTS - 1, count)
+    redis.call('XADD', stream, 'MINID', '~', keep, string.format('%d-0', first + j - 1), 'at', now, 'n', j - i + 1,
+      'events', table.concat(lines, '\\n', i, j))
+  end
+  redis.call('PUBLISH', wake, '')
+end
+
+-- Writes the events noted by this script.
+local function events_flush(now)
+  if EV.on and #EV.lines > 0 then append_events(K.events, K.events_seq, K.events_wake, EV.max, now, EV.lines) end
+  EV.lines = {}
+end
 -- state: a message's state, derived from Carmine's keys as Carmine derives it,
 -- plus kvmq's done-with-requeue and failed. Expired locks and backoffs count as over.
 --
@@ -4719,14 +5917,15 @@ end
 -- retry: failed messages queued again now, at attempt 0 (the next delivery is
 -- attempt 1), their lost locks forgotten; history, outcome and last error kept
 -- until the next outcome. By ids (other states refused with theirs), or the
--- \`max\` oldest failures.
+-- \`max\` oldest failures. Each writes an \`enqueued\` event at attempt 0 (events on).
 --
 -- KEYS: messages filters nattempts losses failed updated-at mid-circle wake pushes
 -- ARGV: 'ids' then the ids, or 'oldest' and max
 -- Reply: with ids, one string per id: 'ok', else its state ('' when unknown); with 'oldest', the count
--- Include: common state
+-- Include: common events state
 
 check_layout()
+events_begin()
 local now = now_ms()
 local ready = pending_ready()
 
@@ -4736,6 +5935,7 @@ local function requeue(id)
   redis.call('HDEL', K.losses, id)
   redis.call('HSET', K.updated_at, id, now)
   push_ready(ready, class_of(id), id, false)
+  event('enqueued', id, 0)
 end
 
 local reply
@@ -4757,6 +5957,7 @@ else
   end
 end
 flush_ready(ready)
+events_flush(now)
 if ready.count > 0 then redis.call('PUBLISH', K.wake, 'retry') end
 return reply
 `,
@@ -4777,7 +5978,7 @@ return reply
       'updated-at',
     ],
     readOnly: true,
-    sha: 'b718d18b16e1e37ac9cd770bc111fa2486d5e0dc',
+    sha: '33ccb970a548fad490b23e40451a839bf162a717',
     source: `#!lua flags=no-writes
 local K = { messages = KEYS[1], done = KEYS[2], requeue = KEYS[3], backoffs = KEYS[4], locks = KEYS[5], failed = KEYS[6], nattempts = KEYS[7], holders = KEYS[8], outcomes = KEYS[9], enqueued_at = KEYS[10], updated_at = KEYS[11] }
 -- common: helpers every script includes. K holds the queue's keys by name
@@ -4793,7 +5994,7 @@ local KEY_TYPES = {
   updated_at = 'hash', requeue_content = 'hash', schedule = 'zset', lock_expiry = 'zset',
   done_at = 'zset', dedupe = 'zset', conf = 'hash', consumers = 'hash', gc_lock = 'string',
   gc_at = 'string', policies = 'hash', history = 'hash', losses = 'hash', pushes = 'hash',
-  requeue_locks = 'zset', requeue_schedule = 'zset', failed = 'zset',
+  requeue_locks = 'zset', requeue_schedule = 'zset', failed = 'zset', events = 'stream', events_seq = 'string',
 }
 
 -- Lua's unpack has a stack limit; variadic commands go in chunks of this many arguments.
@@ -4832,13 +6033,15 @@ end
 -- Keys a script touches only on its rare paths (see check_rare).
 local RARE = {}
 local rare_checked = false
+-- Keys a helper checks itself, only when it is about to use them (lib/events.lua: with events on).
+local CHECKED_BY_HELPER = {}
 
 -- \`rare\` (optional) names keys left to check_rare, so a hot path pays no TYPE call for them.
 local function check_layout(new_classes, rare)
   for _, name in ipairs(rare or {}) do RARE[name] = true end
   for name, key in pairs(K) do
     local expected = KEY_TYPES[name]
-    if expected ~= nil and not RARE[name] then check_type(key, expected) end
+    if expected ~= nil and not RARE[name] and not CHECKED_BY_HELPER[name] then check_type(key, expected) end
   end
   if K.classes ~= nil and K.mid_circle ~= nil then
     for _, class in ipairs(redis.call('SMEMBERS', K.classes)) do check_type(ready_list(class), 'list') end
@@ -4852,7 +6055,7 @@ local function check_rare()
   if rare_checked then return end
   rare_checked = true
   for name in pairs(RARE) do
-    if K[name] ~= nil then check_type(K[name], KEY_TYPES[name]) end
+    if K[name] ~= nil and not CHECKED_BY_HELPER[name] then check_type(K[name], KEY_TYPES[name]) end
   end
 end
 
@@ -4997,7 +6200,7 @@ return status_of(ARGV[1], now_ms())
     name: 'unregister-consumer',
     keys: ['consumers'],
     readOnly: false,
-    sha: 'ae3e8c674cccf53e26a9b7146bfa28092daec73b',
+    sha: '140ab15b3fe6b00c690d7681299c6cc77d752009',
     source: `#!lua flags=allow-oom
 local K = { consumers = KEYS[1] }
 -- common: helpers every script includes. K holds the queue's keys by name
@@ -5013,7 +6216,7 @@ local KEY_TYPES = {
   updated_at = 'hash', requeue_content = 'hash', schedule = 'zset', lock_expiry = 'zset',
   done_at = 'zset', dedupe = 'zset', conf = 'hash', consumers = 'hash', gc_lock = 'string',
   gc_at = 'string', policies = 'hash', history = 'hash', losses = 'hash', pushes = 'hash',
-  requeue_locks = 'zset', requeue_schedule = 'zset', failed = 'zset',
+  requeue_locks = 'zset', requeue_schedule = 'zset', failed = 'zset', events = 'stream', events_seq = 'string',
 }
 
 -- Lua's unpack has a stack limit; variadic commands go in chunks of this many arguments.
@@ -5052,13 +6255,15 @@ end
 -- Keys a script touches only on its rare paths (see check_rare).
 local RARE = {}
 local rare_checked = false
+-- Keys a helper checks itself, only when it is about to use them (lib/events.lua: with events on).
+local CHECKED_BY_HELPER = {}
 
 -- \`rare\` (optional) names keys left to check_rare, so a hot path pays no TYPE call for them.
 local function check_layout(new_classes, rare)
   for _, name in ipairs(rare or {}) do RARE[name] = true end
   for name, key in pairs(K) do
     local expected = KEY_TYPES[name]
-    if expected ~= nil and not RARE[name] then check_type(key, expected) end
+    if expected ~= nil and not RARE[name] and not CHECKED_BY_HELPER[name] then check_type(key, expected) end
   end
   if K.classes ~= nil and K.mid_circle ~= nil then
     for _, class in ipairs(redis.call('SMEMBERS', K.classes)) do check_type(ready_list(class), 'list') end
@@ -5072,7 +6277,7 @@ local function check_rare()
   if rare_checked then return end
   rare_checked = true
   for name in pairs(RARE) do
-    if K[name] ~= nil then check_type(K[name], KEY_TYPES[name]) end
+    if K[name] ~= nil and not CHECKED_BY_HELPER[name] then check_type(K[name], KEY_TYPES[name]) end
   end
 end
 

@@ -8,12 +8,14 @@ import { StoreUnavailableError } from '../errors.js';
 import { openConnection, openSubscriber, type RedisConnection } from './connection.js';
 import { readConfig, writeConfig } from './config.js';
 import { enqueueMessages } from './enqueue.js';
+import { eventsHead, readEvents } from './events.js';
 import { extendLocks, finishMessages } from './finish.js';
 import { collectGarbage } from './gc.js';
 import { consumers, inspectMessage, messageStatus, queueStatus } from './inspect.js';
 import { listMessages } from './list.js';
 import { promoteMessages, removeMessages, retryMessages, retryOldestFailed } from './actions.js';
-import { queueKey } from './keys.js';
+import { queueKey, turnKey } from './keys.js';
+import { QueueRegistry } from './registry.js';
 import { Scripts } from './scripts.js';
 import { SCRIPTS } from './scripts.generated.js';
 import { parseRedisUrl, type RedisUrlOptions } from './url.js';
@@ -24,6 +26,7 @@ import type {
   ClaimResult,
   Configured,
   ConsumerRegistration,
+  EventPage,
   Finish,
   FinishResult,
   NewMessage,
@@ -64,6 +67,7 @@ class RedisStore implements Store {
   private readonly prefix: string;
   private readonly where: string;
   private readonly wakeups: Wakeups;
+  private readonly registry: QueueRegistry;
   /** Filter classes seen per queue, for consumers that filter. */
   private readonly classes = new Map<string, string[]>();
   private closed = false;
@@ -82,6 +86,7 @@ class RedisStore implements Store {
       // A queue's keys share one slot; two queues' keys need not, and a script touches one slot.
       deadLetterQueue: !redis.isCluster,
     };
+    this.registry = new QueueRegistry(scripts, url.prefix);
     this.wakeups = new Wakeups(
       () => openSubscriber(url, 'kvmq-wakeups'),
       () => undefined,
@@ -91,7 +96,10 @@ class RedisStore implements Store {
   }
 
   enqueue(queue: string, messages: readonly NewMessage[]): Promise<EnqueueResult[]> {
-    return this.guard(() => enqueueMessages(this.scripts, queue, messages));
+    return this.guard(async () => {
+      await this.registry.add(queue);
+      return enqueueMessages(this.scripts, queue, messages);
+    });
   }
 
   claim(queue: string, request: ClaimRequest): Promise<ClaimResult> {
@@ -156,7 +164,14 @@ class RedisStore implements Store {
   }
 
   configure(queue: string, patch: Partial<QueueConfig>): Promise<Configured> {
-    return this.guard(() => writeConfig(this.scripts, this.prefix, queue, patch, this.redis.isCluster));
+    return this.guard(async () => {
+      await this.registry.add(queue);
+      // A dead-letter queue gets messages from this queue's scripts, which cannot add it to the registry.
+      if (patch.deadLetterQueue !== undefined && patch.deadLetterQueue !== null && !this.redis.isCluster) {
+        await this.registry.add(patch.deadLetterQueue);
+      }
+      return writeConfig(this.scripts, this.prefix, queue, patch, this.redis.isCluster);
+    });
   }
 
   gc(queue: string, force: boolean): Promise<GcResult> {
@@ -182,6 +197,34 @@ class RedisStore implements Store {
 
   consumers(queue: string): Promise<ConsumerInfo[]> {
     return this.guard(() => consumers(this.scripts, queue, this.where));
+  }
+
+  queues(): Promise<string[]> {
+    return this.guard(() => this.registry.list());
+  }
+
+  readEvents(queue: string, after: string | null, limit: number): Promise<EventPage> {
+    return this.guard(() => readEvents(this.scripts, queue, after, limit, this.where));
+  }
+
+  eventsHead(queue: string): Promise<string> {
+    return this.guard(() => eventsHead(this.scripts, this.prefix, queue));
+  }
+
+  /** The scripts that write events publish on the queue's `events-wake` channel (same subscriber as wake-ups). */
+  subscribeEvents(queue: string, listener: () => void): () => void {
+    return this.wakeups.subscribe(queueKey(this.prefix, queue, 'events-wake'), listener);
+  }
+
+  /** SET NX PX: the turn is a flag whose TTL (the Redis server's clock) is `everyMs`. */
+  takeTurn(queue: string, name: string, everyMs: number): Promise<boolean> {
+    return this.guard(async () => {
+      if (!Number.isSafeInteger(everyMs) || everyMs < 1) {
+        throw new TypeError(`everyMs must be a whole number of milliseconds, at least 1 (got ${String(everyMs)})`);
+      }
+      const key = turnKey(this.prefix, queue, name);
+      return (await this.scripts.call((redis) => redis.set(key, '1', 'PX', everyMs, 'NX'))) === 'OK';
+    });
   }
 
   subscribe(queue: string, listener: () => void): () => void {

@@ -6,6 +6,7 @@
  *   await server.close();
  */
 import { readFileSync } from 'node:fs';
+import type { IncomingMessage, ServerResponse } from 'node:http';
 import { hostname } from 'node:os';
 import type { DispatcherLog } from '../etcd/dispatcher/dispatcher.js';
 import { KvmqError, StoreLayoutError } from '../errors.js';
@@ -17,6 +18,7 @@ import { createGateway } from './gateway/index.js';
 import type { FallbackHandler } from './rpc/http2/fallback.js';
 import { listenTransport, type Transport, type TransportTls } from './rpc/http2/listen.js';
 import type { RpcSettings } from './rpc/method.js';
+import { instrumentTable, type ServeInstruments } from './rpc/instrumented.js';
 import { methodTable } from './rpc/table.js';
 import { GRPC_OVERHEAD_BYTES } from './rpc/watch.js';
 
@@ -52,10 +54,23 @@ export interface ServeOptions {
    */
   readonly fallback?: FallbackHandler;
   /**
+   * HTTP/1.1 paths served by another handler before the fallback: `kvmq serve` mounts its dashboard at
+   * /dashboard/ this way. A request goes to the first mount whose `prefix` (e.g. '/dashboard') it equals or
+   * continues with '/'.
+   */
+  readonly httpMounts?: readonly HttpMount[];
+  /**
    * History older than this is compacted away (etcd's periodic auto-compaction); 0 keeps all of it.
    * @defaultValue 1 hour
    */
   readonly autoCompactionRetentionMs?: number;
+  /** Told of every call's end and every WAL sync (kvmq serve --metrics). @defaultValue none */
+  readonly instruments?: ServeInstruments;
+}
+
+export interface HttpMount {
+  readonly prefix: string;
+  readonly handler: (req: IncomingMessage, res: ServerResponse) => void;
 }
 
 export const SERVE_DEFAULTS = {
@@ -70,7 +85,10 @@ export const SERVE_DEFAULTS = {
     if (level !== 'info') console.error(`kvmq serve ${level}: ${message}`);
   },
   clientCertAuth: false,
-} as const satisfies Omit<Required<ServeOptions>, 'certFile' | 'keyFile' | 'trustedCaFile' | 'fallback'>;
+} as const satisfies Omit<
+  Required<ServeOptions>,
+  'certFile' | 'keyFile' | 'trustedCaFile' | 'fallback' | 'httpMounts' | 'instruments'
+>;
 
 export interface RunningServer {
   /** http://HOST:PORT (https:// with TLS), the endpoint to give etcd clients. */
@@ -133,6 +151,22 @@ export function readTls(options: ServeOptions): TransportTls | null {
   };
 }
 
+/** Sends HTTP/1.1 requests under a mount's prefix to it, the rest (and all HTTP/2) to the fallback. */
+function withMounts(mounts: readonly HttpMount[], fallback: FallbackHandler): FallbackHandler {
+  if (mounts.length === 0) return fallback;
+  return (req, res) => {
+    if (req.httpVersionMajor === 1) {
+      const path = (req.url ?? '/').split('?', 1)[0] ?? '/';
+      const mount = mounts.find((m) => path === m.prefix || path.startsWith(`${m.prefix}/`));
+      if (mount !== undefined) {
+        mount.handler(req as IncomingMessage, res as ServerResponse);
+        return;
+      }
+    }
+    fallback(req, res);
+  };
+}
+
 export async function startServer(options: ServeOptions = {}): Promise<RunningServer> {
   const dataDir = options.dataDir ?? SERVE_DEFAULTS.dataDir;
   const { host, port } = parseListen(options.listen ?? SERVE_DEFAULTS.listen);
@@ -165,7 +199,10 @@ export async function startServer(options: ServeOptions = {}): Promise<RunningSe
       maxRequestBytes,
       progressIntervalMs: options.progressIntervalMs ?? SERVE_DEFAULTS.progressIntervalMs,
     };
-    const table = methodTable(engine, settings);
+    const { instruments } = options;
+    const plainTable = methodTable(engine, settings);
+    const table = instruments === undefined ? plainTable : instrumentTable(plainTable, instruments);
+    if (instruments !== undefined) engine.commit.onSync = (seconds) => instruments.synced(seconds);
     try {
       transport = await listenTransport({
         host,
@@ -173,7 +210,7 @@ export async function startServer(options: ServeOptions = {}): Promise<RunningSe
         table,
         receiveLimit: maxRequestBytes + GRPC_OVERHEAD_BYTES,
         ...(tls === null ? {} : { tls }),
-        fallback: options.fallback ?? createGateway(table, { maxRequestBytes }),
+        fallback: withMounts(options.httpMounts ?? [], options.fallback ?? createGateway(table, { maxRequestBytes })),
       });
     } catch (error) {
       const message = error instanceof Error ? error.message : String(error);

@@ -4,7 +4,12 @@ import { stateOf, type StateRow } from './state.js';
 import type { WriteContext } from './failures.js';
 import type { ActionResult, MessageState } from '../model/types.js';
 
-type Action = (tx: WriteContext, row: { seq: number } & StateRow, state: MessageState) => MessageState | null;
+type Action = (
+  tx: WriteContext,
+  row: { seq: number; attempt: number } & StateRow,
+  state: MessageState,
+  id: string,
+) => MessageState | null;
 
 /** Applies `action` to each id that exists; it returns the state after, or undefined to refuse. */
 function each(
@@ -13,19 +18,20 @@ function each(
   action: (...args: Parameters<Action>) => MessageState | null | undefined,
 ): ActionResult[] {
   return ids.map((id) => {
-    const row = tx.sql.existing.get(tx.queue, id) as ({ seq: number } & StateRow) | undefined;
+    const row = tx.sql.existing.get(tx.queue, id) as Parameters<Action>[1] | undefined;
     if (row === undefined) return { ok: false, id, state: null };
     const state = stateOf(row, tx.now);
-    const after = action(tx, row, state);
+    const after = action(tx, row, state, id);
     return after === undefined ? { ok: false, id, state } : { ok: true, id, state: after };
   });
 }
 
 /** `failed` → `queued` now, at attempt 0. */
 export function retryMessages(tx: WriteContext, ids: readonly string[]): ActionResult[] {
-  const results = each(tx, ids, ({ sql, now }, row, state) => {
+  const results = each(tx, ids, ({ sql, now }, row, state, id) => {
     if (state !== 'failed') return undefined;
     sql.retry.run({ seq: row.seq, now });
+    tx.event('enqueued', id, 0);
     return 'queued';
   });
   const retried = results.filter((r) => r.ok).length;
@@ -35,9 +41,10 @@ export function retryMessages(tx: WriteContext, ids: readonly string[]): ActionR
 
 /** Up to `max` failed messages, oldest failure first, → `queued`. */
 export function retryFailed(tx: WriteContext, max: number): number {
-  const retried = tx.sql.retryFailed.run({ queue: tx.queue, now: tx.now, limit: max }).changes;
-  if (retried > 0) redriven(tx, retried);
-  return retried;
+  const ids = tx.sql.retryFailed.all({ queue: tx.queue, now: tx.now, limit: max }) as string[];
+  for (const id of ids) tx.event('enqueued', id, 0);
+  if (ids.length > 0) redriven(tx, ids.length);
+  return ids.length;
 }
 
 function redriven(tx: WriteContext, count: number): void {
@@ -47,9 +54,10 @@ function redriven(tx: WriteContext, count: number): void {
 
 /** Deletes messages in any state but a running handler's. */
 export function removeMessages(tx: WriteContext, ids: readonly string[]): ActionResult[] {
-  return each(tx, ids, ({ sql, queue }, row, state) => {
+  return each(tx, ids, ({ sql, queue }, row, state, id) => {
     if (state === 'locked' || state === 'locked-with-requeue') return undefined;
     sql.remove.run(row.seq);
+    tx.event('removed', id, row.attempt);
     const done = row.phase === Phase.Done ? 1 : 0;
     const failed = row.phase === Phase.Failed ? 1 : 0;
     sql.addCounts.run({ queue, size: done + failed - 1, done: -done, failed: -failed });

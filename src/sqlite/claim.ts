@@ -63,6 +63,7 @@ export function claimMessages(tx: WriteContext, queueRow: QueueRow, request: Cla
     rows.push(...ready);
   }
 
+  for (const row of rows) tx.event('started', row.id, row.attempt);
   const messages: ClaimedMessage[] = rows.map((row) => ({
     id: row.id,
     payload: row.payload,

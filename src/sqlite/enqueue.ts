@@ -1,6 +1,6 @@
 import { stateOf, type StateRow } from './state.js';
 import type { ChunkedStatement } from './chunked.js';
-import type { Statements } from './statements.js';
+import type { WriteContext } from './failures.js';
 import type { NewMessage } from '../store/contract.js';
 import type { EnqueueResult } from '../model/types.js';
 
@@ -17,13 +17,12 @@ export interface EnqueueOutcome {
  * `done-with-backoff` to run again when its backoff ends.
  */
 export function enqueueMessages(
-  sql: Statements,
+  tx: WriteContext,
   insertMessages: ChunkedStatement,
   knownClasses: Set<string>,
-  queue: string,
   messages: readonly NewMessage[],
-  now: number,
 ): EnqueueOutcome {
+  const { sql, queue, now } = tx;
   for (const m of messages) {
     if (!knownClasses.has(m.filterClass)) {
       sql.addClass.run(queue, m.filterClass);
@@ -41,28 +40,32 @@ export function enqueueMessages(
   for (const m of messages) {
     if (inserted.delete(m.id)) {
       results.push({ ok: true, id: m.id, action: 'added' });
+      tx.event('enqueued', m.id, 0);
       sizeDelta += 1;
       readyNow ||= m.initialBackoffMs === 0;
       continue;
     }
-    const row = sql.existing.get(queue, m.id) as { seq: number } & StateRow;
+    const row = sql.existing.get(queue, m.id) as { seq: number; attempt: number } & StateRow;
     const state = stateOf(row, now);
     const [payload, encoding, metadata, filters, readyAt] = content(m, now);
     const replacement = m.replacePayload ? { payload, encoding } : { payload: null, encoding: null };
     if (state === 'done-awaiting-gc') {
       sql.revive.run({ seq: row.seq, payload, encoding, metadata, filters, readyAt, now, policy: m.policy });
       results.push({ ok: true, id: m.id, action: 'revived' });
+      tx.event('enqueued', m.id, 0);
       sizeDelta += 1;
       doneDelta -= 1;
       readyNow ||= m.initialBackoffMs === 0;
     } else if (m.allowRequeue && state === 'done-with-backoff') {
       sql.requeueDone.run({ seq: row.seq, ...replacement, now });
       results.push({ ok: true, id: m.id, action: 'requeued' });
+      tx.event('enqueued', m.id, 0);
       sizeDelta += 1;
       doneDelta -= 1;
     } else if (m.allowRequeue && state === 'locked') {
       sql.requeueLocked.run({ seq: row.seq, ...replacement, now });
       results.push({ ok: true, id: m.id, action: 'requeued' });
+      tx.event('enqueued', m.id, row.attempt);
     } else {
       // A failed id stays refused, whatever allowRequeue says, until retried or removed.
       results.push({ ok: false, id: m.id, state });

@@ -22,6 +22,7 @@ interface HeldRow {
  * (after its backoff, if the outcome set one) and the replacement payload,
  * whatever the outcome. Otherwise an error fails the message at once (its
  * backoff ignored). An error or retry of a handler that ran adds a history record.
+ * Each stored outcome is a queue event (completed, retrying, failed), but for a give-back.
  */
 export function finishMessages(
   tx: WriteContext,
@@ -35,6 +36,7 @@ export function finishMessages(
   const rows = plain.map((f) => [f.id, f.attempt]);
   const done = new Set(finishSuccesses([now, queue, consumerId], rows) as string[]);
   let doneCount = done.size;
+  for (const f of plain) if (done.has(f.id)) tx.event('completed', f.id, f.attempt);
 
   const results: FinishResult[] = [];
   for (const f of finishes) {
@@ -60,6 +62,10 @@ export function finishMessages(
             error: f.error,
           });
     const common = { seq: row.seq, outcome: f.outcome, error: f.error, history, now };
+    // A failure without requeue writes its event where the message goes (failMessage).
+    if (f.outcome === 'success') tx.event('completed', f.id, f.attempt);
+    else if (f.outcome === 'retry' && f.startedAt !== null) tx.event('retrying', f.id, f.attempt, f.error);
+    else if (f.outcome === 'error' && row.requeue === 1) tx.event('failed', f.id, f.attempt, f.error);
     if (f.outcome === 'retry') {
       sql.toPending.run({ ...common, readyAt: now + f.backoffMs, requeue: 0, resetAttempt: 0 });
       if (f.backoffMs === 0) tx.wake(queue);

@@ -5,11 +5,13 @@
  * finished and failed messages by age for GC and listing, duplicate backoffs
  * by their end. Per-queue counters (pending + locked, done, failed) change in
  * the same transaction as the rows, so counts never read the backlog.
+ * Queue events are rows of their own table, written in the transaction of
+ * the transition they describe, read by (queue, seq).
  */
 import type BetterSqlite3 from 'better-sqlite3';
 import { StoreLayoutError } from '../errors.js';
 
-export const SCHEMA_VERSION = 2;
+export const SCHEMA_VERSION = 3;
 
 export const Phase = { Pending: 0, Locked: 1, Done: 2, Failed: 3 } as const;
 
@@ -18,6 +20,30 @@ export const Phase = { Pending: 0, Locked: 1, Done: 2, Failed: 3 } as const;
 const INDEXES_2 = `
 CREATE INDEX IF NOT EXISTS kvmq_messages_failed ON kvmq_messages (queue, updated_at) WHERE phase = 3;
 CREATE INDEX IF NOT EXISTS kvmq_messages_backoff ON kvmq_messages (queue, backoff_until) WHERE phase = 2 AND backoff_until > 0;
+`;
+
+// Tables schema 3 added: queue events and turns. A transaction's events for a queue are one row (a JSON list)
+// of one b-tree keyed by (queue, seq), so recording them dirties one page per transaction. A queue's newest
+// row is never deleted (a trim empties it instead), so its seq never goes back and no cursor reads a later
+// event as an earlier one.
+const TABLES_3 = `
+CREATE TABLE IF NOT EXISTS kvmq_events (
+  queue   TEXT    NOT NULL,
+  seq     INTEGER NOT NULL,                     -- per queue; a cursor is seq.index, index within the row's list
+  at      INTEGER NOT NULL,                     -- when the transaction wrote them
+  first   INTEGER NOT NULL DEFAULT 0,           -- events before this index were trimmed
+  count   INTEGER NOT NULL,                     -- events in the list
+  events  TEXT    NOT NULL,                     -- JSON [[type (index in QUEUE_EVENT_TYPES), id, attempt, error?], ...]
+  PRIMARY KEY (queue, seq)
+) STRICT, WITHOUT ROWID;
+
+-- One row per (queue, name): the turn is free again from taken_at + the caller's everyMs.
+CREATE TABLE IF NOT EXISTS kvmq_turns (
+  queue    TEXT    NOT NULL,
+  name     TEXT    NOT NULL,
+  taken_at INTEGER NOT NULL,
+  PRIMARY KEY (queue, name)
+) STRICT, WITHOUT ROWID;
 `;
 
 const DDL = `
@@ -61,9 +87,11 @@ CREATE TABLE IF NOT EXISTS kvmq_queues (
   eoq_until     INTEGER NOT NULL DEFAULT 0,     -- queue-wide end-of-queue backoff
   gc_at         INTEGER NOT NULL DEFAULT 0,
   gc_lock_until INTEGER NOT NULL DEFAULT 0,     -- one GC at a time per queue
-  config        TEXT                            -- JSON QueueConfig, NULL for defaults
+  config        TEXT,                           -- JSON QueueConfig, NULL for defaults
+  events_trimmed INTEGER NOT NULL DEFAULT 0,    -- the last event trimmed from this queue (seq.index), so readers
+  events_trimmed_index INTEGER NOT NULL DEFAULT 0 -- behind it are told they missed events
 ) STRICT, WITHOUT ROWID;
-
+${TABLES_3}
 -- Filter classes seen per queue, so a claim asks only for classes a worker accepts.
 CREATE TABLE IF NOT EXISTS kvmq_classes (
   queue   TEXT NOT NULL,
@@ -98,6 +126,20 @@ UPDATE kvmq_queues SET
   done = (SELECT count(*) FROM kvmq_messages m WHERE m.queue = kvmq_queues.queue AND m.phase = 2);
 `;
 
+// Schema 2 → 3: the events and turns tables, and each queue's highest trimmed event.
+const MIGRATE_2_TO_3 = `
+ALTER TABLE kvmq_queues ADD COLUMN events_trimmed INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE kvmq_queues ADD COLUMN events_trimmed_index INTEGER NOT NULL DEFAULT 0;
+${TABLES_3}
+`;
+
+// What brings each older schema up to date, in one transaction.
+const MIGRATIONS: Readonly<Record<number, string>> = {
+  0: DDL,
+  1: MIGRATE_1_TO_2 + MIGRATE_2_TO_3,
+  2: MIGRATE_2_TO_3,
+};
+
 export function migrate(db: BetterSqlite3.Database, path: string): void {
   const check = (): number => {
     const version = db.pragma('user_version', { simple: true }) as number;
@@ -111,7 +153,9 @@ export function migrate(db: BetterSqlite3.Database, path: string): void {
     // Read again under the write lock: another process may have migrated the file meanwhile.
     const version = check();
     if (version === SCHEMA_VERSION) return;
-    db.exec(version === 1 ? MIGRATE_1_TO_2 : DDL);
+    const steps = MIGRATIONS[version];
+    if (steps === undefined) throw new StoreLayoutError(`${path} has an unknown kvmq schema ${version}`);
+    db.exec(steps);
     db.pragma(`user_version = ${SCHEMA_VERSION}`);
   }).immediate();
 }

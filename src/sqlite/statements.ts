@@ -26,7 +26,8 @@ const SQL = {
   classes: 'SELECT filters FROM kvmq_classes WHERE queue = ?',
   clearClasses: 'DELETE FROM kvmq_classes WHERE queue = ?',
 
-  existing: `SELECT seq, phase, ready_at, lock_until, backoff_until, requeue FROM kvmq_messages WHERE queue = ? AND id = ?`,
+  existing: `SELECT seq, phase, ready_at, lock_until, backoff_until, requeue, attempt FROM kvmq_messages
+       WHERE queue = ? AND id = ?`,
   // A revive keeps the history and takes the new message's content and policy.
   revive: `UPDATE kvmq_messages SET payload = @payload, encoding = @encoding, metadata = @metadata, filters = @filters,
          phase = 0, ready_at = @readyAt, lock_until = 0, consumer = NULL, backoff_until = 0, requeue = 0,
@@ -91,7 +92,8 @@ const SQL = {
        WHERE seq = @seq`,
   retryFailed: `UPDATE kvmq_messages SET phase = 0, ready_at = @now, attempt = 0, losses = 0, requeue = 0,
          backoff_until = 0, updated_at = @now
-       WHERE seq IN (SELECT seq FROM kvmq_messages WHERE queue = @queue AND phase = 3 ORDER BY updated_at, seq LIMIT @limit)`,
+       WHERE seq IN (SELECT seq FROM kvmq_messages WHERE queue = @queue AND phase = 3 ORDER BY updated_at, seq LIMIT @limit)
+       RETURNING id`,
   promote: 'UPDATE kvmq_messages SET ready_at = @now, requeue = 0, updated_at = @now WHERE seq = @seq',
   remove: 'DELETE FROM kvmq_messages WHERE seq = ?',
 
@@ -123,10 +125,25 @@ const SQL = {
   liveConsumers:
     'SELECT id, host, pid, started_at, seen_at FROM kvmq_consumers WHERE queue = ? AND expires_at > ? ORDER BY started_at',
   lapsedConsumers: 'DELETE FROM kvmq_consumers WHERE queue = ? AND expires_at <= ?',
+
+  // Queues with a configuration or messages (a row alone is made by any write, e.g. a worker's registration).
+  queues: `SELECT queue FROM kvmq_queues WHERE config IS NOT NULL OR size > 0 OR done > 0 OR failed > 0 ORDER BY queue`,
+  // The turn is taken when it was never taken, or its window ended; no change means another has it.
+  takeTurn: `INSERT INTO kvmq_turns (queue, name, taken_at) VALUES (@queue, @name, @now)
+       ON CONFLICT (queue, name) DO UPDATE SET taken_at = excluded.taken_at
+       WHERE kvmq_turns.taken_at + @everyMs <= excluded.taken_at OR kvmq_turns.taken_at > excluded.taken_at`,
 } as const;
 
 // Statements that return the first column's value instead of a row object.
-const PLUCKED: ReadonlySet<string> = new Set(['classes', 'nextReady', 'nextLockExpiry', 'holding', 'doneBackoffCount']);
+const PLUCKED: ReadonlySet<string> = new Set([
+  'queues',
+  'retryFailed',
+  'classes',
+  'nextReady',
+  'nextLockExpiry',
+  'holding',
+  'doneBackoffCount',
+]);
 
 export type Statements = { readonly [K in keyof typeof SQL]: Statement };
 

@@ -25,12 +25,14 @@ import { Lister } from './list.js';
 import type { WriteContext } from './failures.js';
 import { migrate } from './schema.js';
 import { prepareStatements, type QueueRow, type Statement, type Statements } from './statements.js';
-import { Wakeups } from './wakeups.js';
+import { eventsChannel, Wakeups } from './wakeups.js';
+import { EventLog, pendingEvent, type PendingEvent } from './events.js';
 import type {
   ClaimRequest,
   ClaimResult,
   Configured,
   ConsumerRegistration,
+  EventPage,
   Finish,
   FinishResult,
   NewMessage,
@@ -147,6 +149,7 @@ class SqliteStore implements Store {
   // Each queue's configuration as last parsed, with the JSON it came from.
   private readonly configs = new Map<string, { json: string | null; config: QueueConfig }>();
   private readonly lister: Lister;
+  private readonly events: EventLog;
   private closed = false;
 
   constructor(
@@ -157,6 +160,7 @@ class SqliteStore implements Store {
     this.insertMessages = insertMessages(db);
     this.finishSuccesses = finishSuccesses(db);
     this.lister = new Lister(db);
+    this.events = new EventLog(db);
     let dataVersion = -1;
     this.wakeups = new Wakeups(path, () => {
       if (this.closed) return false;
@@ -168,14 +172,14 @@ class SqliteStore implements Store {
   }
 
   enqueue(queue: string, messages: readonly NewMessage[]): Promise<EnqueueResult[]> {
-    return this.write(queue, ({ now }) => {
+    return this.write(queue, (tx) => {
       let classes = this.knownClasses.get(queue);
       if (classes === undefined) {
         classes = new Set();
         this.knownClasses.set(queue, classes);
       }
-      const { results, readyNow } = enqueueMessages(this.sql, this.insertMessages, classes, queue, messages, now);
-      if (readyNow) this.afterCommit(queue);
+      const { results, readyNow } = enqueueMessages(tx, this.insertMessages, classes, messages);
+      if (readyNow) tx.wake(queue);
       return results;
     });
   }
@@ -258,6 +262,7 @@ class SqliteStore implements Store {
         this.sql.clearMessages.run(queue);
         this.sql.clearClasses.run(queue);
         this.sql.clearQueue.run(queue);
+        this.events.empty(queue);
         this.knownClasses.delete(queue);
       }
     });
@@ -290,6 +295,7 @@ class SqliteStore implements Store {
     if (!took) return { ran: false, removed: 0 };
     let removed = 0;
     try {
+      await this.transaction(() => this.events.trim(queue, config, Date.now()));
       removed += await this.gcChunks(queue, this.sql.gcBatch, config.gcLifetimeMs, 'done');
       removed += await this.gcChunks(queue, this.sql.gcFailedBatch, config.failedLifetimeMs, 'failed');
       await this.transaction(() => this.sql.lapsedConsumers.run(queue, Date.now()));
@@ -318,6 +324,27 @@ class SqliteStore implements Store {
 
   consumers(queue: string): Promise<ConsumerInfo[]> {
     return this.read(() => liveConsumers(this.sql, queue, Date.now()));
+  }
+
+  queues(): Promise<string[]> {
+    return this.read(() => this.sql.queues.all() as string[]);
+  }
+
+  readEvents(queue: string, after: string | null, limit: number): Promise<EventPage> {
+    return this.snapshot(() => this.events.page(queue, after, limit));
+  }
+
+  eventsHead(queue: string): Promise<string> {
+    return this.snapshot(() => this.events.head(queue));
+  }
+
+  subscribeEvents(queue: string, listener: () => void): () => void {
+    return this.wakeups.subscribe(eventsChannel(queue), listener);
+  }
+
+  /** On this machine's clock (every process sharing the file shares it). */
+  takeTurn(queue: string, name: string, everyMs: number): Promise<boolean> {
+    return this.transaction(() => this.sql.takeTurn.run({ queue, name, everyMs, now: Date.now() }).changes === 1);
   }
 
   subscribe(queue: string, listener: () => void): () => void {
@@ -372,7 +399,10 @@ class SqliteStore implements Store {
     return config;
   }
 
-  /** A write transaction on a queue whose row exists; `now` is read inside it. */
+  /**
+   * A write transaction on a queue whose row exists; `now` is read inside it. The events it records are
+   * inserted at its end, and every wake-up it asks for goes out once, after the commit.
+   */
   private write<T>(queue: string, fn: (tx: WriteContext) => T): Promise<T> {
     return this.transaction(() => {
       if (!this.ensured.has(queue)) {
@@ -380,13 +410,28 @@ class SqliteStore implements Store {
         this.ensured.add(queue);
       }
       let config: QueueConfig | undefined;
-      return fn({
+      const configOf = (q: string): QueueConfig =>
+        q === queue ? (config ??= this.readConfig(queue)) : this.readConfig(q);
+      const now = Date.now();
+      const wakes = new Set<string>();
+      const events: PendingEvent[] = [];
+      const result = fn({
         sql: this.sql,
         queue,
-        now: Date.now(),
-        config: () => (config ??= this.readConfig(queue)),
-        wake: (woken) => this.afterCommit(woken),
+        now,
+        config: () => configOf(queue),
+        wake: (woken) => wakes.add(woken),
+        event: (type, id, attempt, error = null, of = queue) => {
+          if (configOf(of).events) events.push(pendingEvent(of, type, id, attempt, error));
+        },
       });
+      if (wakes.size > 0) this.afterCommit(...wakes);
+      if (events.length > 0) {
+        this.events.write(events, now, configOf);
+        const channels = new Set(events.map(([of]) => eventsChannel(of)));
+        queueMicrotask(() => this.wakeups.notifySoon(...channels));
+      }
+      return result;
     });
   }
 
@@ -414,8 +459,8 @@ class SqliteStore implements Store {
   }
 
   /** Wakes subscribers once the transaction has committed. */
-  private afterCommit(queue: string): void {
-    queueMicrotask(() => this.wakeups.notify(queue));
+  private afterCommit(...channels: string[]): void {
+    queueMicrotask(() => this.wakeups.notify(...channels));
   }
 }
 

@@ -17,6 +17,9 @@ import { closeSync, constants, openSync, watch, writeSync, type FSWatcher } from
 // Every store instance on the same file in this process shares one hub.
 const hubs = new Map<string, { emitter: EventEmitter; users: number }>();
 const BYTE = Buffer.from([1]);
+// Other processes hear of new events at most this late: a byte per transaction would cost every claim and
+// finish a write and a wake-up of each watcher, while an event reader can wait a few ms.
+const EVENTS_TELL_MS = 15;
 
 export class Wakeups {
   private readonly hub: EventEmitter;
@@ -25,6 +28,7 @@ export class Wakeups {
   private wakeFd: number | null;
   private watcher: FSWatcher | null = null;
   private pending = false;
+  private eventsTimer: NodeJS.Timeout | null = null;
 
   /**
    * @param changedElsewhere true when another connection committed since the
@@ -47,32 +51,47 @@ export class Wakeups {
     this.wakeFd = openSync(this.wakeFile, constants.O_CREAT | constants.O_WRONLY);
   }
 
-  /** Tells subscribers of `queue`, here and in other processes, that messages may be ready. Call after the commit. */
-  notify(queue: string): void {
-    this.hub.emit(queue);
+  /**
+   * Tells subscribers of each channel (a queue's name: messages may be ready; or eventsChannel(queue)), here and
+   * in other processes, that something changed. Call after the commit; one byte tells the other processes.
+   */
+  notify(...channels: readonly string[]): void {
+    for (const channel of channels) this.hub.emit(channel);
     if (this.wakeFd !== null) writeSync(this.wakeFd, BYTE, 0, 1, 0);
   }
 
-  subscribe(queue: string, listener: () => void): () => void {
-    let set = this.listeners.get(queue);
+  /** Like notify for event channels: this process's readers at once, other processes' within EVENTS_TELL_MS. */
+  notifySoon(...channels: readonly string[]): void {
+    for (const channel of channels) this.hub.emit(channel);
+    if (this.eventsTimer !== null || this.wakeFd === null) return;
+    this.eventsTimer = setTimeout(() => {
+      this.eventsTimer = null;
+      if (this.wakeFd !== null) writeSync(this.wakeFd, BYTE, 0, 1, 0);
+    }, EVENTS_TELL_MS);
+    this.eventsTimer.unref();
+  }
+
+  subscribe(channel: string, listener: () => void): () => void {
+    let set = this.listeners.get(channel);
     if (set === undefined) {
       set = new Set();
-      this.listeners.set(queue, set);
+      this.listeners.set(channel, set);
     }
     set.add(listener);
-    this.hub.on(queue, listener);
+    this.hub.on(channel, listener);
     this.watchWakeFile();
     return () => {
       set.delete(listener);
-      this.hub.off(queue, listener);
+      this.hub.off(channel, listener);
       if ([...this.listeners.values()].every((s) => s.size === 0)) this.unwatch();
     };
   }
 
   close(): void {
-    for (const [queue, set] of this.listeners) for (const listener of set) this.hub.off(queue, listener);
+    for (const [channel, set] of this.listeners) for (const listener of set) this.hub.off(channel, listener);
     this.listeners.clear();
     this.unwatch();
+    if (this.eventsTimer !== null) clearTimeout(this.eventsTimer);
     if (this.wakeFd !== null) closeSync(this.wakeFd);
     this.wakeFd = null;
     const hub = hubs.get(this.file);
@@ -100,4 +119,9 @@ export class Wakeups {
       for (const set of this.listeners.values()) for (const listener of set) listener();
     });
   }
+}
+
+/** The channel that tells a queue's event readers new events may exist (queue names cannot hold a ':'). */
+export function eventsChannel(queue: string): string {
+  return `events:${queue}`;
 }

@@ -6,6 +6,7 @@
  * Store-specific helpers are deliberately not part of it. Every method
  * resolves only after the store has applied the change.
  */
+import type { StoredEvent } from '../model/events.js';
 import type { ListQuery } from '../model/list.js';
 import type { PayloadEncoding } from '../model/payload.js';
 import type {
@@ -144,6 +145,18 @@ export interface ConsumerRegistration {
   readonly ttlMs: number;
 }
 
+/** A page of a queue's events, oldest first. */
+export interface EventPage {
+  readonly events: readonly StoredEvent[];
+  /**
+   * Events after the cursor asked for were trimmed (past `eventsMaxCount` or `eventsMaxAgeMs`) before this read:
+   * the page starts later than asked, and the reader must be told.
+   */
+  readonly missed: boolean;
+  /** Where the next read starts: the last event's cursor, or the cursor asked for when there were none. */
+  readonly cursor: string;
+}
+
 export interface Store {
   readonly kind: string;
   readonly capabilities: StoreCapabilities;
@@ -159,6 +172,8 @@ export interface Store {
   ): Promise<string[]>;
   finish(queue: string, consumerId: string, finishes: readonly Finish[]): Promise<FinishResult[]>;
 
+  /** Every queue that has a configuration or messages, sorted by name. */
+  queues(): Promise<string[]>;
   status(queue: string, id: string): Promise<MessageStatus | null>;
   /** Counts per state from counters kept with each state change: the cost is O(states), not O(messages). */
   queueStatus(queue: string): Promise<QueueStatus>;
@@ -190,6 +205,27 @@ export interface Store {
   registerConsumer(queue: string, consumer: ConsumerRegistration): Promise<void>;
   unregisterConsumer(queue: string, consumerId: string): Promise<void>;
   consumers(queue: string): Promise<ConsumerInfo[]>;
+
+  /**
+   * The queue's events after `after` (null: from the oldest kept), oldest first, at most `limit`.
+   * Events exist only while the queue's configuration has `events: true`; each is written in the same
+   * atomic write as its transition, and trimmed by count and age (see QueueConfig).
+   */
+  readEvents(queue: string, after: string | null, limit: number): Promise<EventPage>;
+  /** The cursor of the newest event now: reading after it returns only events written later. */
+  eventsHead(queue: string): Promise<string>;
+  /**
+   * Calls `listener` when new events may have been written to the queue (the store's own notification
+   * where it has one, else a poll). Spurious calls are allowed; missed ones are not. Returns the unsubscribe.
+   */
+  subscribeEvents(queue: string, listener: () => void): () => void;
+
+  /**
+   * Takes the turn named `name` on the queue: true for at most one caller, across every process sharing
+   * the store, per `everyMs` (checked and written in one atomic step); false when another took it within
+   * `everyMs`. A rate limit kept in the store (e.g. one warning per six hours across all workers).
+   */
+  takeTurn(queue: string, name: string, everyMs: number): Promise<boolean>;
 
   /**
    * Calls `listener` when messages may have become available on the queue.

@@ -3,6 +3,11 @@ import { checkWorkerFilters, type WorkerFilter, type WorkerFilters } from '../mo
 import { SECOND } from '../model/time.js';
 import { checkBoolean, checkCount, checkKnownKeys, checkMs, checkPlainObject } from '../model/validate.js';
 
+/** Where a worker's warnings go. */
+export interface Logger {
+  warn(message: string): void;
+}
+
 export interface MonitorInfo {
   readonly queue: string;
   /** Messages waiting or held, queue-wide. */
@@ -13,7 +18,23 @@ export interface MonitorInfo {
   readonly claimed: readonly string[];
   /** Messages this worker holds now. */
   readonly inFlight: number;
+  /** The worker's logger (option `logger`). */
+  readonly logger: Logger;
+  /**
+   * Takes the turn `name` on this queue: resolves true for at most one caller per `everyMs` across every
+   * worker and process on the store (a rate limit kept in the store), false when another took it. One
+   * store round trip: call it only when there is something to say, not on every poll.
+   * `name`: 1-64 letters, digits, '_', '.' or '-'.
+   */
+  takeTurn(name: string, everyMs: number): Promise<boolean>;
 }
+
+/**
+ * Called on every poll; what it returns is ignored, except a promise (a monitor that calls the store through
+ * `takeTurn`): the worker does not wait for it on the poll, sends its rejection to `onError`, and waits for it
+ * when it stops.
+ */
+export type Monitor = (info: MonitorInfo) => unknown;
 
 export interface WorkerOptions {
   /** Handlers running at once (Carmine's nthreads). @defaultValue 1 */
@@ -36,8 +57,8 @@ export interface WorkerOptions {
    * bounds how long an idle worker goes without looking. @defaultValue expBackoff
    */
   readonly eoqBackoffMs?: number | ((dryRuns: number) => number);
-  /** Called on every poll. */
-  readonly monitor?: (info: MonitorInfo) => void;
+  /** Called on every poll with the queue's size and dry runs, e.g. `queueSizeMonitor()`. */
+  readonly monitor?: Monitor;
   /** This worker's filter values, optionally with a method each. */
   readonly filters?: WorkerFilters;
   /** Take only messages the filters accept. @defaultValue true when `filters` is given, else false */
@@ -59,6 +80,8 @@ export interface WorkerOptions {
    * listener that threw), as `error` listeners do. @defaultValue stderr, unless an `error` listener is attached
    */
   readonly onError?: (error: unknown) => void;
+  /** Receives the worker's warnings (a monitor's, such as `queueSizeMonitor`). @defaultValue console.warn */
+  readonly logger?: Logger;
 }
 
 export interface CheckedWorkerOptions {
@@ -67,7 +90,7 @@ export interface CheckedWorkerOptions {
   readonly lockMs: number;
   readonly throttleMs: number;
   readonly eoqBackoffMs: (dryRuns: number) => number;
-  readonly monitor: ((info: MonitorInfo) => void) | null;
+  readonly monitor: Monitor | null;
   readonly filters: Readonly<Record<string, Required<WorkerFilter>>>;
   readonly respectFilters: boolean;
   readonly maxAttempts: number;
@@ -75,6 +98,7 @@ export interface CheckedWorkerOptions {
   readonly timeoutMs: number | null;
   readonly autoStart: boolean;
   readonly onError: ((error: unknown) => void) | null;
+  readonly logger: Logger;
 }
 
 const KEYS = [
@@ -91,6 +115,7 @@ const KEYS = [
   'timeoutMs',
   'autoStart',
   'onError',
+  'logger',
 ] as const;
 
 // setTimeout fires at once for anything longer.
@@ -129,7 +154,17 @@ export function checkWorkerOptions(options: WorkerOptions): CheckedWorkerOptions
     timeoutMs: o.timeoutMs === undefined ? null : checkMs('timeoutMs', o.timeoutMs, 1, MAX_TIMER_MS),
     autoStart: checkBoolean('autoStart', o.autoStart),
     onError: optionalFunction('onError', o.onError),
+    logger: o.logger === undefined ? CONSOLE_LOGGER : checkLogger(o.logger),
   };
+}
+
+const CONSOLE_LOGGER: Logger = { warn: (message) => console.warn(message) };
+
+function checkLogger(value: unknown): Logger {
+  if (typeof value !== 'object' || value === null || typeof (value as Partial<Logger>).warn !== 'function') {
+    throw new TypeError('logger must be an object with a warn(message) method, such as console or a pino logger');
+  }
+  return value as Logger;
 }
 
 function msFunction(name: string, value: unknown, fallback: (n: number) => number): (n: number) => number {

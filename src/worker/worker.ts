@@ -9,16 +9,18 @@ import { hostname } from 'node:os';
 import { classMatcher } from '../model/filters.js';
 import { decodePayload } from '../model/payload.js';
 import { expBackoff } from '../model/backoff.js';
-import { checkQueueName } from '../model/validate.js';
+import { checkMs, checkQueueName, checkTurnName } from '../model/validate.js';
 import { checkWorkerOptions, type CheckedWorkerOptions, type WorkerOptions } from './options.js';
 import { decodePolicy, policyBackoffMs } from '../model/policy.js';
 import { finishFromFailure, finishFromResult, finishFromThrow, timeoutError, type AttemptFinish } from './outcome.js';
 import type { FailureReason, WorkerEvents } from './events.js';
+import type { WorkerInstruments } from './instruments.js';
 import type { ClaimedMessage, Finish, FinishResult, Store } from '../store/contract.js';
 import { sleep } from '../model/time.js';
+import { UNTRACED, traceProcess, type ProcessTrace } from '../tracing/process.js';
 import type { Handler, HandlerResult, Job, MessagePolicy, QueueConfig } from '../model/types.js';
 
-export type { WorkerOptions, MonitorInfo } from './options.js';
+export type { WorkerOptions, MonitorInfo, Monitor, Logger } from './options.js';
 export type {
   CompletedEvent,
   FailedEvent,
@@ -49,6 +51,8 @@ interface Held {
   readonly policy: MessagePolicy | null;
   /** Why the attempt failed, should it fail: the handler's own result unless it threw or timed out. */
   cause: FailureReason;
+  /** The handling's span, once the handler starts. */
+  trace: ProcessTrace;
 }
 
 interface Waiting {
@@ -116,6 +120,10 @@ export class Worker extends EventEmitter<WorkerEvents> {
   private maintenance: Promise<void> | null = null;
   private stopping: Promise<void> | null = null;
   private storeFailures = 0;
+  /** What monitors started and have not finished (store calls through takeTurn); stop() waits for them. */
+  private readonly monitoring = new Set<PromiseLike<unknown>>();
+  /** @internal set by the client when its metrics are asked for; null costs the hot path nothing. */
+  instruments: WorkerInstruments | null = null;
 
   /** @internal use `client.worker()` */
   constructor(
@@ -203,6 +211,7 @@ export class Worker extends EventEmitter<WorkerEvents> {
     if (this.renewTimer !== null) clearInterval(this.renewTimer);
     await this.renewing;
     await this.maintenance;
+    await Promise.race([Promise.allSettled(this.monitoring), aborted(this.force.signal)]);
     this.unsubscribe?.();
     await this.store.unregisterConsumer(this.queue, this.id).catch(this.reportError);
     this.state = 'stopped';
@@ -264,6 +273,9 @@ export class Worker extends EventEmitter<WorkerEvents> {
       this.woken = false;
       let claimed: readonly ClaimedMessage[];
       let wakeAt: number | null;
+      // Read once: metrics attached during the claim start with the next one, not with a clock never read.
+      const instruments = this.instruments;
+      const claimStart = instruments === null ? 0 : performance.now();
       try {
         const result = await this.store.claim(this.queue, {
           consumerId: this.id,
@@ -274,11 +286,13 @@ export class Worker extends EventEmitter<WorkerEvents> {
         });
         this.storeFailures = 0;
         ({ messages: claimed, wakeAt } = result);
+        instruments?.claimed(this.queue, (performance.now() - claimStart) / 1000, claimed.length);
         for (const message of claimed) this.accept(message);
         // Started before the monitor hears of them: a monitor that stops the worker stops what comes after.
         this.startWaiting();
         this.report(result.queueSize, result.dryRuns, claimed);
       } catch (error) {
+        this.instruments?.storeError(this.queue, 'claim');
         await this.storeFailed(error, this.halt.signal);
         continue;
       }
@@ -299,6 +313,7 @@ export class Worker extends EventEmitter<WorkerEvents> {
       startedAtWall: 0,
       policy: decodePolicy(message.policy),
       cause: 'handler',
+      trace: UNTRACED,
     };
     this.held.set(message.id, held);
     this.waiting.push({ held, message });
@@ -320,6 +335,7 @@ export class Worker extends EventEmitter<WorkerEvents> {
     this.handlersRunning += 1;
     held.startedAt = performance.now();
     held.startedAtWall = Date.now();
+    held.trace = traceProcess(this.queue, this.id, message);
     const job: Job = {
       queue: this.queue,
       id: message.id,
@@ -338,9 +354,10 @@ export class Worker extends EventEmitter<WorkerEvents> {
         this.handlersRunning -= 1;
         this.startWaiting();
       })
-      .then((finish) => this.record(held, finish))
+      .then((finish) => this.record(held, held.trace.outcome(finish, held.cause)))
       .catch(this.reportError)
       .finally(() => {
+        held.trace.end(held);
         if (this.held.get(held.id) === held) this.held.delete(held.id);
         this.handlers.delete(run);
         this.kick();
@@ -368,7 +385,7 @@ export class Worker extends EventEmitter<WorkerEvents> {
 
   private async invoke(held: Held, job: Job): Promise<AttemptFinish> {
     try {
-      const result: HandlerResult | void = await this.handler(job);
+      const result: HandlerResult | void = await held.trace.run(this.handler, job);
       return finishFromResult(job.id, job.attempt, result);
     } catch (thrown) {
       // A throw after the timeout (often the abort itself) changes nothing: the timeout was recorded.
@@ -395,13 +412,17 @@ export class Worker extends EventEmitter<WorkerEvents> {
 
   /** Stores the attempt's finish, then tells listeners what the store kept. */
   private async record(held: Held, attemptFinish: AttemptFinish): Promise<void> {
+    const durationMs = performance.now() - held.startedAt;
+    this.instruments?.handlerEnded(this.queue, durationMs / 1000);
     // A lost lock or a forced stop: the message is someone else's now.
     if (held.takenAway) return;
     held.finishing = true;
-    const durationMs = performance.now() - held.startedAt;
     const finish: Finish = { ...attemptFinish, startedAt: held.startedAtWall };
     if ((await this.finish(finish)) === 'lost') this.lost(held);
-    else this.announce(held, finish, durationMs);
+    else {
+      this.instruments?.handled(this.queue, finish.outcome);
+      this.announce(held, finish, durationMs);
+    }
   }
 
   /** Outcome events, each built only when someone listens: most workers have no listeners. */
@@ -424,6 +445,7 @@ export class Worker extends EventEmitter<WorkerEvents> {
   private lost(held: Held): void {
     if (held.takenAway) return;
     takeAway(held, new Error('lock lost'));
+    this.instruments?.handled(this.queue, 'lost');
     if (this.listenerCount('stalled') > 0) {
       this.tell('stalled', { queue: this.queue, id: held.id, attempt: held.attempt });
     }
@@ -476,6 +498,8 @@ export class Worker extends EventEmitter<WorkerEvents> {
     while (this.finishes.length > 0) {
       const batch = this.finishes;
       this.finishes = [];
+      const instruments = this.instruments;
+      const finishStart = instruments === null ? 0 : performance.now();
       try {
         const results = await this.store.finish(
           this.queue,
@@ -483,10 +507,12 @@ export class Worker extends EventEmitter<WorkerEvents> {
           batch.map((p) => p.finish),
         );
         this.storeFailures = 0;
+        instruments?.finished(this.queue, (performance.now() - finishStart) / 1000);
         batch.forEach((p, i) => p.resolve(results[i] ?? 'lost'));
       } catch (error) {
         // Keep the results (their locks are renewed meanwhile) until the store takes them.
         this.finishes = batch.concat(this.finishes);
+        this.instruments?.storeError(this.queue, 'finish');
         if (this.force.signal.aborted) break;
         await this.storeFailed(error, this.force.signal);
       }
@@ -499,14 +525,19 @@ export class Worker extends EventEmitter<WorkerEvents> {
       const held = [...this.held.values()];
       if (held.length > 0) {
         const lost = await this.store.extend(this.queue, this.id, held, this.options.lockMs);
+        this.instruments?.renewed(this.queue, held.length - lost.length);
         for (const id of lost) {
           const held = this.held.get(id);
           // A finishing message may be gone because its finish was just stored: the finish's own result says.
-          if (held !== undefined && !held.finishing) this.lost(held);
+          if (held !== undefined && !held.finishing) {
+            this.instruments?.lockLost(this.queue);
+            this.lost(held);
+          }
         }
       }
       await this.register();
     } catch (error) {
+      this.instruments?.storeError(this.queue, 'renew');
       this.reportError(error);
     }
   }
@@ -528,6 +559,7 @@ export class Worker extends EventEmitter<WorkerEvents> {
         const config = await this.refreshConfig();
         await sleep(config.gcIntervalMs, this.halt.signal);
       } catch (error) {
+        this.instruments?.storeError(this.queue, 'maintenance');
         this.reportError(error);
         await sleep(5000, this.halt.signal);
       }
@@ -541,14 +573,36 @@ export class Worker extends EventEmitter<WorkerEvents> {
   }
 
   private report(queueSize: number, dryRuns: number, claimed: readonly ClaimedMessage[]): void {
-    const monitor = this.options.monitor;
+    const { monitor, logger } = this.options;
     if (monitor === null) return;
     try {
-      monitor({ queue: this.queue, queueSize, dryRuns, claimed: claimed.map((m) => m.id), inFlight: this.held.size });
+      const { queue, takeTurn } = this;
+      const inFlight = this.held.size;
+      const result = monitor({
+        queue,
+        queueSize,
+        dryRuns,
+        claimed: claimed.map((m) => m.id),
+        inFlight,
+        logger,
+        takeTurn,
+      });
+      if (isPromiseLike(result)) this.awaitMonitor(result);
     } catch (error) {
       this.reportError(error);
     }
   }
+
+  private awaitMonitor(running: PromiseLike<unknown>): void {
+    this.monitoring.add(running);
+    void Promise.resolve(running)
+      .catch(this.reportError)
+      .finally(() => this.monitoring.delete(running));
+  }
+
+  /** MonitorInfo.takeTurn: a turn on this worker's queue. */
+  private readonly takeTurn = (name: string, everyMs: number): Promise<boolean> =>
+    this.store.takeTurn(this.queue, checkTurnName(name), checkMs('everyMs', everyMs, 1));
 
   private async storeFailed(error: unknown, signal: AbortSignal): Promise<void> {
     this.storeFailures += 1;
@@ -580,6 +634,10 @@ export class Worker extends EventEmitter<WorkerEvents> {
 
 function printError(error: unknown): void {
   console.error('kvmq worker:', error);
+}
+
+function isPromiseLike(value: unknown): value is PromiseLike<unknown> {
+  return typeof (value as PromiseLike<unknown> | null)?.then === 'function';
 }
 
 function aborted(signal: AbortSignal): Promise<void> {

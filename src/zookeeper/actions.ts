@@ -19,6 +19,7 @@ import {
   type TaskState,
 } from './layout.js';
 import { notePath } from './finish.js';
+import type { EventRecord } from './events.js';
 import type { StoreContext } from './context.js';
 import type { QueueContext } from './queue.js';
 import type { ActionResult, MessageState } from '../model/types.js';
@@ -181,11 +182,18 @@ function retried(s: TaskState, now: number): Omit<TaskState, 'entry' | 'state'> 
   };
 }
 
+/** The event of a failed message queued again: attempt 0, the next delivery is attempt 1. */
+function requeued(id: string, now: number): EventRecord {
+  return { type: 'enqueued', id, attempt: 0, at: now };
+}
+
 export function retryMessages(ctx: StoreContext, q: QueueContext, ids: readonly string[]): Promise<ActionResult[]> {
   return each(ctx, q, ids, async (id, task, now) => {
     if (task.current !== 'failed') return null;
     const entry = await resolveEntry(ctx.zk, task.state.done);
-    return { ops: await requeueOps(q, id, retried(task.state, now), task.version, entry, now), state: 'queued' };
+    const ops = await requeueOps(q, id, retried(task.state, now), task.version, entry, now);
+    ops.push(...q.events.ops(await q.eventsConfig(), [requeued(id, now)]));
+    return { ops, state: 'queued' };
   });
 }
 
@@ -221,6 +229,7 @@ export function removeMessages(ctx: StoreContext, q: QueueContext, ids: readonly
     if (s.nextEncoding !== null) ops.push({ op: 'remove', path: nodes.next, version: -1 });
     ops.push({ op: 'remove', path: taskPath, version: -1 });
     if (entry !== null) ops.push({ op: 'remove', path: entry, version: -1 });
+    ops.push(...q.events.ops(await q.eventsConfig(), [{ type: 'removed', id, attempt: s.attempt, at: Date.now() }]));
     return { ops, state: null };
   });
 }
@@ -254,6 +263,12 @@ export async function retryFailedMessages(ctx: StoreContext, q: QueueContext, ma
     for (const p of picked) {
       ops.push(...(await requeueOps(q, p.entry.id, retried(p.state, now), p.version, p.entry.path, now)));
     }
+    ops.push(
+      ...q.events.ops(
+        await q.eventsConfig(),
+        picked.map((p) => requeued(p.entry.id, now)),
+      ),
+    );
     if ((await commitIndexed(ctx, q, ops)) === null) {
       ctx.wakeups.notify(q.name);
       return picked.length;

@@ -20,6 +20,7 @@ import { commitIndexed } from './actions.js';
 import { endInFailure, failedState, isDeadLetterClash } from './fail.js';
 import { appendHistory, maxDeliveriesError } from '../model/history.js';
 import type { ConfRead } from './conf.js';
+import type { EventRecord } from './events.js';
 import { parseCounters, type QueueContext } from './queue.js';
 import type { BucketedList } from './buckets.js';
 import type { ClaimCache, TaskRead } from './claim-cache.js';
@@ -42,6 +43,8 @@ export interface PreparedClaim {
   readonly read: TaskRead;
   readonly next: TaskState;
   readonly consumer: string;
+  /** Its `started` event, for the multi that commits it (with the others of that multi). */
+  readonly event: EventRecord;
 }
 
 const MAX_READ_AHEAD = 192;
@@ -158,7 +161,7 @@ export async function claimMessages(ctx: StoreContext, q: QueueContext, request:
           version: -1,
         });
       }
-      const committing = Promise.all(claims.map((p) => commit(ctx, q, p, current)));
+      const committing = Promise.all(claims.map((p) => commit(ctx, q, p, current, conf)));
       // While this batch is taken, the reads of the next ones are on their way.
       cache.readAhead(
         ctx.zk,
@@ -280,7 +283,7 @@ async function prepare(
     claimVersion = claim?.version ?? null;
   }
   if (state.phase !== 'locked') {
-    return buildClaim(q, candidate, read, request.consumerId, request.lockMs, now, claimVersion, conf.version);
+    return buildClaim(q, candidate, read, request.consumerId, request.lockMs, now, claimVersion, conf);
   }
   // Its lock ended without a finish (the consumer died or stalled): a lost delivery.
   const losses = (state.losses ?? 0) + 1;
@@ -295,7 +298,7 @@ async function prepare(
   const max = conf.config.maxDeliveries;
   if (max === 0 || losses < max) {
     const counted = { ...read, state: { ...state, losses, history } };
-    return buildClaim(q, candidate, counted, request.consumerId, request.lockMs, now, claimVersion, conf.version);
+    return buildClaim(q, candidate, counted, request.consumerId, request.lockMs, now, claimVersion, conf);
   }
   await failLost(ctx, q, candidate, read, { ...state, losses }, history, claimVersion, now);
   return null;
@@ -318,7 +321,8 @@ async function failLost(
   const removeClaim: ZkOp[] = claimVersion === null ? [] : [{ op: 'remove', path: claimPath, version: claimVersion }];
   for (const deadLetter of [true, false]) {
     const ended = await endInFailure(ctx, q, entry.id, failed, read.version, entry.path, deadLetter);
-    const failure = await commitIndexed(ctx, q, [...removeClaim, ...ended.ops]);
+    const event = q.events.ops(await q.eventsConfig(), [ended.event]);
+    const failure = await commitIndexed(ctx, q, [...removeClaim, ...ended.ops, ...event]);
     if (failure === null) {
       ctx.claims.forgetEntry(entry.path);
       sub.forget(entry);
@@ -340,7 +344,7 @@ export function buildClaim(
   lockMs: number,
   now: number,
   staleClaimVersion: number | null,
-  confVersion: number,
+  conf: ConfRead,
 ): PreparedClaim {
   const state = read.state;
   const nodes = taskNodes(q.paths.task(candidate.entry.id));
@@ -358,11 +362,12 @@ export function buildClaim(
     now,
   );
   // No claim starts once a pause is written: the configuration must be as read when it said not paused.
-  const ops: ZkOp[] = [{ op: 'check', path: q.paths.conf, version: confVersion }];
+  const ops: ZkOp[] = [{ op: 'check', path: q.paths.conf, version: conf.version }];
   if (staleClaimVersion !== null) ops.push({ op: 'remove', path: nodes.claim, version: staleClaimVersion });
   const createOp = ops.push({ op: 'create', path: nodes.claim, data: Buffer.from(consumer), kind: 'ephemeral' }) - 1;
   const stateOp = ops.push({ op: 'set', path: nodes.state, data: encodeState(next), version: read.version }) - 1;
-  return { candidate, ops, stateOp, createOp, read, next, consumer };
+  const event: EventRecord = { type: 'started', id: candidate.entry.id, attempt: next.attempt, at: now };
+  return { candidate, ops, stateOp, createOp, read, next, consumer, event };
 }
 
 async function commit(
@@ -370,11 +375,12 @@ async function commit(
   q: QueueContext,
   p: PreparedClaim,
   current: string | null,
+  conf: ConfRead,
 ): Promise<ClaimedMessage | null> {
   const epoch = ctx.zk.epoch;
   let results;
   try {
-    results = await ctx.zk.multi(p.ops);
+    results = await ctx.zk.multi([...p.ops, ...q.events.ops(conf.config, [p.event])]);
   } catch (error) {
     if (!isZkError(error)) throw error;
     // Someone else took it first (NODE_EXISTS, BAD_VERSION) or it went away: not ours.

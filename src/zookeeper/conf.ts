@@ -3,7 +3,8 @@
  * readable and settable with any ZooKeeper client: `task_gc_lifetime`,
  * `task_gc_interval`, `failed_lifetime` and `max_deliveries` as decimal
  * numbers, `paused` as `true` / `false`, `dead_letter_queue` as a queue name
- * (empty for none), and `filters` as JSON: filter name → ordered values.
+ * (empty for none), `filters` as JSON: filter name → ordered values, `events` as
+ * `true` / `false`, `events_max_count` and `events_max_age` (ms) as decimal numbers.
  * A missing node reads as its default (queues written before it existed).
  *
  * Every configure also sets the data of `conf` itself, in the same multi: its
@@ -24,6 +25,9 @@ const NODES = [
   'paused',
   'max_deliveries',
   'dead_letter_queue',
+  'events',
+  'events_max_count',
+  'events_max_age',
 ] as const;
 type Node = (typeof NODES)[number];
 
@@ -58,8 +62,13 @@ export async function readConf(zk: ZkSession, confPath: string, watch?: () => vo
     if (value === '' || !Number.isSafeInteger(n) || n < 0) return bad(node, value, 'a whole number');
     return n;
   };
-  const paused = text('paused');
-  if (paused !== null && paused !== 'true' && paused !== 'false') bad('paused', paused, 'true or false');
+  const flag = (node: 'paused' | 'events'): boolean | undefined => {
+    const value = text(node);
+    if (value === null) return undefined;
+    return value === 'true' ? true : value === 'false' ? false : bad(node, value, 'true or false');
+  };
+  const paused = flag('paused');
+  const events = flag('events');
   let enums: QueueConfig['filterEnums'] | undefined;
   const filters = text('filters');
   if (filters !== null) {
@@ -75,7 +84,10 @@ export async function readConf(zk: ZkSession, confPath: string, watch?: () => vo
     gcIntervalMs: number('task_gc_interval'),
     failedLifetimeMs: number('failed_lifetime'),
     maxDeliveries: number('max_deliveries'),
-    ...(paused === null ? {} : { paused: paused === 'true' }),
+    eventsMaxCount: number('events_max_count'),
+    eventsMaxAgeMs: number('events_max_age'),
+    ...(paused === undefined ? {} : { paused }),
+    ...(events === undefined ? {} : { events }),
     ...(enums === undefined ? {} : { filterEnums: enums }),
     ...(dlq === null ? {} : { deadLetterQueue: dlq === '' ? null : dlq }),
   });
@@ -96,6 +108,9 @@ function values(config: QueueConfig): Record<Node, string> {
     paused: String(config.paused),
     max_deliveries: String(config.maxDeliveries),
     dead_letter_queue: config.deadLetterQueue ?? '',
+    events: String(config.events),
+    events_max_count: String(config.eventsMaxCount),
+    events_max_age: String(config.eventsMaxAgeMs),
   };
 }
 

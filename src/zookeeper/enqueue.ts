@@ -84,7 +84,9 @@ export async function enqueueMessages(
 
 function messageBytes(q: QueueContext, m: NewMessage): number {
   const metadata = JSON.stringify(m.metadata).length;
-  return m.payload.byteLength + metadata + STATE_BYTES + 10 * (q.paths.task(m.id).length + OP_OVERHEAD);
+  // Its share of the multi's event node, when events are on: its id and about 48 bytes.
+  const event = m.id.length + 48;
+  return m.payload.byteLength + metadata + STATE_BYTES + event + 10 * (q.paths.task(m.id).length + OP_OVERHEAD);
 }
 
 /** Splits message indexes into runs that each fit one multi. */
@@ -190,6 +192,12 @@ async function createChunk(
     owner.push(...taskOps.map(() => i));
     classes.add(m.filterClass);
   }
+  const events = q.events.ops(
+    await q.eventsConfig(),
+    chunk.map((i) => ({ type: 'enqueued', id: messages[i]?.id ?? '', attempt: 0, at: now })),
+  );
+  ops.push(...events);
+  owner.push(...events.map(() => -1));
   // Touching each sub-queue node is what wakes idle workers' watches.
   for (const filterClass of classes) {
     ops.push({ op: 'set', path: q.paths.classDir(filterClass), data: Buffer.alloc(0), version: -1 });
@@ -304,6 +312,8 @@ async function existing(ctx: StoreContext, q: QueueContext, m: NewMessage): Prom
     const current = deriveState(state, claimed, now);
     let ops: ZkOp[];
     let action: 'revived' | 'requeued';
+    // The attempt the stored message is at afterwards: 0, but for a running one marked to run again.
+    let attempt = 0;
     if (current === 'done-awaiting-gc') {
       ops = await reviveOps(q, m, state, version, now);
       // Its done entry goes: the done list counts done messages only.
@@ -342,6 +352,7 @@ async function existing(ctx: StoreContext, q: QueueContext, m: NewMessage): Prom
         now,
       );
       ops = [{ op: 'set', path: nodes.state, data: encodeState(next), version }];
+      attempt = state.attempt;
       if (m.replacePayload) {
         const hasNext = state.nextEncoding !== null;
         ops.push(
@@ -354,6 +365,7 @@ async function existing(ctx: StoreContext, q: QueueContext, m: NewMessage): Prom
     } else {
       return { ok: false, id: m.id, state: current };
     }
+    ops.push(...q.events.ops(await q.eventsConfig(), [{ type: 'enqueued', id: m.id, attempt, at: now }]));
     try {
       await ctx.zk.multi(ops);
       return { ok: true, id: m.id, action };

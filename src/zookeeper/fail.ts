@@ -8,6 +8,7 @@ import { parseFilterClass } from '../model/filters.js';
 import { encodeState, entryPrefix, makeState, taskNodes, type TaskState } from './layout.js';
 import { ZkCode, type ZkOp } from './client.js';
 import type { StoreContext } from './context.js';
+import type { EventRecord } from './events.js';
 import type { QueueContext } from './queue.js';
 import type { AttemptRecord } from '../model/types.js';
 
@@ -80,12 +81,22 @@ export async function endInFailure(
   stateVersion: number,
   entryPath: string | null,
   deadLetter: boolean,
-): Promise<{ ops: ZkOp[]; dlq: string | null }> {
-  const target = deadLetter ? (await q.confView()).config.deadLetterQueue : null;
+): Promise<{ ops: ZkOp[]; dlq: string | null; event: EventRecord }> {
+  const config = await q.confView().then((c) => c.config);
+  // Recorded in this queue whether the message fails here or moves on (the dead-letter queue records nothing);
+  // the caller writes it with the other events of its multi.
+  const event: EventRecord = {
+    type: 'failed',
+    id,
+    attempt: failed.attempt,
+    at: failed.updatedAt,
+    error: failed.lastError,
+  };
+  const target = deadLetter ? config.deadLetterQueue : null;
   const moved =
     target === null ? null : await deadLetterOps(ctx, q, ctx.queue(target), id, failed, stateVersion, entryPath);
-  if (moved !== null) return { ops: moved, dlq: target };
-  return { ops: await failOps(q, id, failed, stateVersion, entryPath), dlq: null };
+  if (moved !== null) return { ops: moved, dlq: target, event };
+  return { ops: await failOps(q, id, failed, stateVersion, entryPath), dlq: null, event };
 }
 
 /**

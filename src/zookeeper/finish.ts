@@ -14,7 +14,13 @@ import { endInFailure, failedState, isDeadLetterClash, withHistory } from './fai
 import { appendHistory } from '../model/history.js';
 import type { Held, StoreContext } from './context.js';
 import type { QueueContext } from './queue.js';
+import type { EventRecord } from './events.js';
 import type { Finish, FinishResult } from '../store/contract.js';
+import type { QueueEventType } from '../model/events.js';
+import type { Outcome } from '../model/types.js';
+
+/** The event a finish writes, by its outcome (a failure's is written where it ends: fail.ts). */
+const EVENT_OF_OUTCOME: Record<Outcome, QueueEventType> = { success: 'completed', retry: 'retrying', error: 'failed' };
 
 // After a claim riding on a finish lost a race, finishes claim nothing for this long.
 const CLAIM_AHEAD_PAUSE_MS = 250;
@@ -37,9 +43,11 @@ export async function finishMessages(
   // One multi for them all; a failure names the message at fault, which goes alone (or is lost).
   for (let tries = 0; pending.length > 0 && tries < 3 * finishes.length + 3; tries++) {
     const dlqs = new Set<string>();
-    const built = await Promise.all(
+    const config = await q.eventsConfig();
+    const finished = await Promise.all(
       pending.map((p) => finishOps(ctx, q, p.held, finishes[p.index] as Finish, !clashes.has(p.held.id), dlqs)),
     );
+    const built = finished.map((f) => f.ops);
     // The done list's (or a sub-queue's) next bucket, when the last one filled up, is made in the same multi.
     const bucketOps = q.bucketCreates(built.flat());
     const newBuckets = bucketOps.map((op) => op.path);
@@ -56,6 +64,8 @@ export async function finishMessages(
       const extra = claims.map((c) => c.candidate.entry.id);
       ops.push({ op: 'set', path: current, data: ctx.currentData(q.name, consumer, extra, without), version: -1 });
     }
+    // Every event of this multi in one node: the finishes' and the claims' riding on them.
+    ops.push(...q.events.ops(config, [...finished.flatMap((f) => f.events), ...claims.map((c) => c.event)]));
     const epoch = ctx.zk.epoch;
     try {
       const committing = ctx.zk.multi(ops);
@@ -177,12 +187,25 @@ async function finishOps(
   f: Finish,
   deadLetter: boolean,
   dlqs: Set<string>,
-): Promise<ZkOp[]> {
+): Promise<{ ops: ZkOp[]; events: EventRecord[] }> {
   const now = Date.now();
   const s = held.state;
   const nodes = taskNodes(held.taskPath);
   const ops: ZkOp[] = [{ op: 'remove', path: nodes.claim, version: -1 }];
   const requeued = f.outcome !== 'retry' && s.requeue;
+  // A run handed back unrun (startedAt null) is no outcome: no event.
+  const event: EventRecord[] =
+    f.startedAt === null
+      ? []
+      : [
+          {
+            type: EVENT_OF_OUTCOME[f.outcome],
+            id: held.id,
+            attempt: s.attempt,
+            at: now,
+            error: f.outcome === 'success' ? null : f.error,
+          },
+        ];
   // A run handed back unrun (startedAt null) leaves no record; a success leaves none either.
   const history =
     f.startedAt !== null && f.outcome !== 'success'
@@ -232,13 +255,13 @@ async function finishOps(
     ops.push({ op: 'create', path: prefix, kind: 'sequential' });
     ops.push(...(await q.waitingOps(held.id, readyAt, now)));
     ops.push({ op: 'set', path: q.paths.classDir(s.filterClass), data: Buffer.alloc(0), version: -1 });
-    return ops;
+    return { ops, events: event };
   }
   if (f.outcome === 'error') {
     const failed = failedState(s, now, f.error, history);
     const ended = await endInFailure(ctx, q, held.id, failed, held.stateVersion, held.entryPath, deadLetter);
     if (ended.dlq !== null) dlqs.add(ended.dlq);
-    return [...ops, ...ended.ops];
+    return { ops: [...ops, ...ended.ops], events: f.startedAt === null ? [] : [ended.event] };
   }
   const prefix = `${await q.done.tailBucket()}/${entryPrefix(now, held.id)}`;
   const done = makeState(
@@ -261,7 +284,7 @@ async function finishOps(
   ops.push({ op: 'remove', path: held.entryPath, version: -1 });
   ops.push({ op: 'create', path: prefix, kind: 'sequential' });
   ops.push(...(await q.waitingOps(held.id, done.backoffUntil, now)));
-  return ops;
+  return { ops, events: event };
 }
 
 /** After a multi: a sequential create moves its list's tail on once the bucket is full (in any queue). */

@@ -5,7 +5,8 @@
  * creates the ephemeral `lock/gc` (one GC at a time; a crashed GC's lock goes
  * with its session). Then it removes done tasks older than the lifetime, walking
  * the done list from its oldest bucket; frees claims whose lock expired long
- * ago (stale claims of stalled consumers); and removes lapsed consumers.
+ * ago (stale claims of stalled consumers); removes lapsed consumers; and trims
+ * the queue's events to its `eventsMaxCount` and `eventsMaxAgeMs` (events.ts).
  */
 import { isZkError, ZkCode, type ZkOp } from './client.js';
 import { decodeState, taskNodes, type Entry, type TaskState } from './layout.js';
@@ -47,6 +48,7 @@ export async function runGc(ctx: StoreContext, q: QueueContext, force: boolean):
     await freeStaleClaims(ctx, q, config.gcLifetimeMs);
     await pruneWaiting(ctx, q);
     await removeLapsedConsumers(ctx, q);
+    await q.events.trim(config);
     return { ran: true, removed };
   } finally {
     await removeQuietly(zk, q.paths.gcLock);
@@ -210,7 +212,7 @@ async function removeLapsedConsumers(ctx: StoreContext, q: QueueContext): Promis
   });
 }
 
-/** Removes every message of a queue; its configuration and consumers stay. */
+/** Removes every message of a queue, and its events; its configuration and consumers stay. */
 export async function clearQueue(ctx: StoreContext, q: QueueContext): Promise<void> {
   if (!(await q.exists())) return;
   const zk = ctx.zk;
@@ -222,6 +224,8 @@ export async function clearQueue(ctx: StoreContext, q: QueueContext): Promise<vo
     ...(await subtree(zk, q.paths.waiting, true)),
   ];
   await removeAll(zk, paths);
+  // Its events go too; the mark they leave tells a reader behind them that it missed some.
+  await q.events.clear();
   await zk.set(q.paths.queue, Buffer.from(JSON.stringify({ dryRuns: 0, eoqUntil: 0 })), -1);
   q.reset();
   ctx.claims.clearQueue(q.name);

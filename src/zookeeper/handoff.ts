@@ -57,7 +57,7 @@ export function claimsForFinish(
     if (read === undefined || read === null || cache.suspect.has(path)) break;
     const state = read.state;
     if (state.phase !== 'pending' || state.readyAt > now || !entryMatches(state, candidate.entry)) break;
-    claims.push(buildClaim(q, candidate, read, consumer, terms.lockMs, now, null, conf.version));
+    claims.push(buildClaim(q, candidate, read, consumer, terms.lockMs, now, null, conf));
     cache.trying.add(path);
   }
   return claims;

@@ -15,6 +15,9 @@
  *     /conf/task_gc_lifetime, task_gc_interval, filters, failed_lifetime, paused, max_deliveries,
  *           dead_letter_queue; /conf's own data version moves with every configure (claims check it)
  *     /lock                                  data: last GC time; /lock/gc (ephemeral) while a GC runs
+ *     /events/e<n>_<seq>                     a multi's n queue events (while conf/events is true), see events.ts;
+ *                                            data: {"trimmedTo": n}, below which events may have been trimmed
+ *     /turns/<name>                          data: when the turn was last taken (ms), see turns.ts
  */
 import { StoreLayoutError } from '../errors.js';
 import type { AttemptRecord, MessageState, Outcome } from '../model/types.js';
@@ -41,6 +44,8 @@ export class QueuePaths {
   readonly conf: string;
   readonly lock: string;
   readonly gcLock: string;
+  readonly events: string;
+  readonly turns: string;
 
   constructor(readonly name: string) {
     this.dir = `/${name}`;
@@ -53,6 +58,8 @@ export class QueuePaths {
     this.conf = `${this.dir}/conf`;
     this.lock = `${this.dir}/lock`;
     this.gcLock = `${this.lock}/gc`;
+    this.events = `${this.dir}/events`;
+    this.turns = `${this.dir}/turns`;
   }
 
   /** The nodes a new queue starts with, parents first. */
@@ -70,6 +77,8 @@ export class QueuePaths {
       { path: this.consumers, data: '' },
       { path: this.conf, data: '' },
       { path: this.lock, data: JSON.stringify({ gcAt: 0 }) },
+      { path: this.events, data: JSON.stringify({ trimmedTo: 0 }) },
+      { path: this.turns, data: '' },
     ];
   }
 

@@ -9,7 +9,9 @@ import { StoreLayoutError } from '../errors.js';
 import { BucketedList } from './buckets.js';
 import { isZkError, ZkCode, type ZkOp, type ZkSession } from './client.js';
 import { readConf, type ConfRead } from './conf.js';
+import { EventLog } from './events.js';
 import { QUEUE_MARKER, QueuePaths, classNode, classOfNode, entryPrefix } from './layout.js';
+import type { QueueConfig } from '../model/types.js';
 
 /** The queue-wide end-of-queue counters, in the data of `/queue`. */
 export interface Counters {
@@ -37,6 +39,7 @@ export class QueueContext {
   readonly failed: BucketedList;
   /** Backoffs (pending or done) by their end: what a count walks instead of the ready backlog. */
   readonly waiting: BucketedList;
+  readonly events: EventLog;
   private readonly classes = new Map<string, BucketedList>();
   private readonly taskBuckets = new Set<string>();
   /** Whether every task bucket that exists is in taskBuckets (listed once per session). */
@@ -58,6 +61,7 @@ export class QueueContext {
     this.done = new BucketedList(zk, this.paths.done);
     this.failed = new BucketedList(zk, this.paths.failed);
     this.waiting = new BucketedList(zk, this.paths.waiting);
+    this.events = new EventLog(zk, this.paths.events);
   }
 
   /**
@@ -91,6 +95,17 @@ export class QueueContext {
       throw error;
     }
     return this.conf;
+  }
+
+  /**
+   * The configuration as the writers of events need it (read as confView
+   * does); with events on, the queue's nodes are made first where an older
+   * kvmq made the queue without `events`.
+   */
+  async eventsConfig(): Promise<QueueConfig> {
+    const { config } = await this.confView();
+    if (config.events) await this.ensure();
+    return config;
   }
 
   /** The configuration view as last read, or null. Reads nothing. */

@@ -1,11 +1,12 @@
 /**
  * Opening a store checks the chroot before writing anything: it must exist,
  * this user must be allowed to read it, and it must be kvmq's (the `_kvmq`
- * marker) or empty, in which case kvmq marks it as its own.
+ * marker) or empty, in which case kvmq marks it as its own. Its queues are
+ * the children that carry the queue marker.
  */
 import { KvmqError, StoreLayoutError, StoreUrlError } from '../errors.js';
 import { isZkError, ZkCode, type ZkSession } from './client.js';
-import { ROOT_MARKER, ROOT_MARKER_NAME } from './layout.js';
+import { QUEUE_MARKER, ROOT_MARKER, ROOT_MARKER_NAME } from './layout.js';
 import type { ZookeeperUrl } from './url.js';
 
 /** The digest user may not read or write the dir: a wrong password, or a dir of another user. */
@@ -67,4 +68,11 @@ function refused(error: unknown, where: string, url: ZookeeperUrl): unknown {
     );
   }
   return error;
+}
+
+/** The queues under the chroot, by name: its children that carry kvmq's queue marker (one read each, together). */
+export async function listQueues(zk: ZkSession): Promise<string[]> {
+  const names = (await zk.children('/')).children.filter((name) => name !== ROOT_MARKER_NAME);
+  const reads = await zk.getMany(names.map((name) => `/${name}`));
+  return names.filter((_, k) => reads[k]?.data.toString('utf8') === QUEUE_MARKER).sort();
 }

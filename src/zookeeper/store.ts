@@ -21,7 +21,9 @@ import {
 } from './inspect.js';
 import { listMessages } from './list.js';
 import { promoteMessages, removeMessages, retryFailedMessages, retryMessages } from './actions.js';
-import { checkRoot } from './root.js';
+import { checkRoot, listQueues } from './root.js';
+import { EventWatches } from './event-watches.js';
+import { takeTurn } from './turns.js';
 import { parseZookeeperUrl } from './url.js';
 import { Wakeups } from './wakeups.js';
 import type {
@@ -29,6 +31,7 @@ import type {
   ClaimResult,
   Configured,
   ConsumerRegistration,
+  EventPage,
   Finish,
   FinishResult,
   NewMessage,
@@ -80,8 +83,11 @@ class ZookeeperStore implements Store {
   private readonly ctx: StoreContext;
   private closed = false;
 
+  private readonly events: EventWatches;
+
   constructor(private readonly zk: ZkSession) {
     this.ctx = new StoreContext(zk, new Wakeups(zk));
+    this.events = new EventWatches(zk, (queue) => this.ctx.queue(queue).paths.events);
   }
 
   enqueue(queue: string, messages: readonly NewMessage[]): Promise<EnqueueResult[]> {
@@ -184,6 +190,26 @@ class ZookeeperStore implements Store {
     return this.guard(() => liveConsumers(this.ctx, this.ctx.queue(queue)));
   }
 
+  queues(): Promise<string[]> {
+    return this.guard(() => listQueues(this.zk));
+  }
+
+  readEvents(queue: string, after: string | null, limit: number): Promise<EventPage> {
+    return this.guard(() => this.ctx.queue(queue).events.read(after, limit));
+  }
+
+  eventsHead(queue: string): Promise<string> {
+    return this.guard(() => this.ctx.queue(queue).events.head());
+  }
+
+  subscribeEvents(queue: string, listener: () => void): () => void {
+    return this.events.subscribe(queue, listener);
+  }
+
+  takeTurn(queue: string, name: string, everyMs: number): Promise<boolean> {
+    return this.guard(() => takeTurn(this.zk, this.ctx.queue(queue), name, everyMs));
+  }
+
   subscribe(queue: string, listener: () => void): () => void {
     return this.ctx.wakeups.subscribe(queue, listener);
   }
@@ -191,6 +217,7 @@ class ZookeeperStore implements Store {
   close(): Promise<void> {
     if (!this.closed) {
       this.closed = true;
+      this.events.close();
       this.zk.close();
     }
     return Promise.resolve();

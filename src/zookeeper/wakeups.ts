@@ -9,9 +9,10 @@
  * consumers' claims tell when a dead session frees a message.
  */
 import type { ZkSession } from './client.js';
+import { QueueListeners } from './listeners.js';
 
 export class Wakeups {
-  private readonly listeners = new Map<string, Set<() => void>>();
+  private readonly listeners = new QueueListeners();
   /** Paths with a watch set now, per queue. */
   private readonly armed = new Map<string, Set<string>>();
 
@@ -19,30 +20,21 @@ export class Wakeups {
     // A new session has none of the old watches: everyone looks again.
     zk.onNewSession(() => {
       this.armed.clear();
-      for (const queue of this.listeners.keys()) this.notify(queue);
+      for (const queue of this.listeners.queues()) this.notify(queue);
     });
   }
 
   subscribe(queue: string, listener: () => void): () => void {
-    let set = this.listeners.get(queue);
-    if (set === undefined) {
-      set = new Set();
-      this.listeners.set(queue, set);
-    }
-    set.add(listener);
-    return () => {
-      set.delete(listener);
-      if (set.size === 0) this.listeners.delete(queue);
-    };
+    return this.listeners.add(queue, listener);
   }
 
   /** Tells this process's subscribers of `queue` that messages may be ready. */
   notify(queue: string): void {
-    for (const listener of this.listeners.get(queue) ?? []) listener();
+    this.listeners.notify(queue);
   }
 
   hasListeners(queue: string): boolean {
-    return (this.listeners.get(queue)?.size ?? 0) > 0;
+    return this.listeners.has(queue);
   }
 
   /** Exists watch on another consumer's claim: its deletion frees the message. */

@@ -22,9 +22,10 @@ export function consumers(fixture: StoreFixture): void {
         log.record(job);
         await release.opened;
       });
-      const idle = h.worker(q, () => undefined);
       await h.client.enqueue(q, 'x', { id: 'm' });
       await log.handled('m');
+      // Started once `busy` holds m: started before, it could be the one handed m, which `log` never sees.
+      const idle = h.worker(q, () => undefined);
 
       const holder = await waitFor(async () => {
         const c = await consumer(h.client, q, busy.id);

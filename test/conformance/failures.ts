@@ -5,33 +5,13 @@
  */
 import assert from 'node:assert/strict';
 import { describe } from 'node:test';
-import { storeTest, type Harness } from '../support/harness.js';
+import { claimAndVanish } from '../support/claims.js';
+import { storeTest } from '../support/harness.js';
 import { JobLog, stateOf, waitForStatus } from '../support/jobs.js';
 import { gate, quietPeriod, untilAborted, waitFor } from '../support/wait.js';
 import type { StoreFixture } from '../support/fixture.js';
 
 const LONG_MS = 60_000;
-const LOCK_MS = 300;
-
-/** Plays a consumer that claims one message and never comes back, so its lock is lost. */
-async function claimAndVanish(h: Harness, queue: string, consumerId: string): Promise<number> {
-  const claim = await waitFor(
-    async () => {
-      const result = await h.client.store.claim(queue, {
-        consumerId,
-        max: 1,
-        lockMs: LOCK_MS,
-        accepts: null,
-        eoqBackoffMs: () => 50,
-      });
-      return result.messages.length > 0 ? result : null;
-    },
-    { what: `${consumerId} to claim a message` },
-  );
-  const [message] = claim.messages;
-  assert.ok(message !== undefined);
-  return message.attempt;
-}
 
 export function failures(fixture: StoreFixture): void {
   void describe('failures kept and acted on', () => {

@@ -21,6 +21,9 @@ export function gc(fixture: StoreFixture): void {
         paused: false,
         maxDeliveries: 10,
         deadLetterQueue: null,
+        events: false,
+        eventsMaxCount: 10_000,
+        eventsMaxAgeMs: 24 * HOUR_MS,
       };
       assert.deepEqual(await h.client.config(q), defaults);
       const written = await h.client.configure(q, { gcLifetimeMs: 1234, gcIntervalMs: 567 });
@@ -32,6 +35,9 @@ export function gc(fixture: StoreFixture): void {
         maxDeliveries: 3,
         deadLetterQueue: dlq,
         paused: true,
+        events: true,
+        eventsMaxCount: 50,
+        eventsMaxAgeMs: 60_000,
       });
       assert.deepEqual(every, {
         ...written,
@@ -39,9 +45,19 @@ export function gc(fixture: StoreFixture): void {
         maxDeliveries: 3,
         deadLetterQueue: dlq,
         paused: true,
+        events: true,
+        eventsMaxCount: 50,
+        eventsMaxAgeMs: 60_000,
       });
       assert.deepEqual(await h.client.config(q), every);
-      await h.client.configure(q, { failedLifetimeMs: 7 * 24 * HOUR_MS, maxDeliveries: 10, deadLetterQueue: null });
+      await h.client.configure(q, {
+        failedLifetimeMs: 7 * 24 * HOUR_MS,
+        maxDeliveries: 10,
+        deadLetterQueue: null,
+        events: false,
+        eventsMaxCount: 10_000,
+        eventsMaxAgeMs: 24 * HOUR_MS,
+      });
       assert.deepEqual(await h.client.configure(q, { paused: false }), written);
       assert.deepEqual(await h.client.config(q), written);
       const other = await h.connect();

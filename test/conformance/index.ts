@@ -18,6 +18,8 @@ import { gc } from './gc.js';
 import { lifecycle } from './lifecycle.js';
 import { list } from './list.js';
 import { locks } from './locks.js';
+import { monitor } from './monitor.js';
+import { queueEvents } from './queue-events.js';
 import { requeue } from './requeue.js';
 import { status } from './status.js';
 import { timeout } from './timeout.js';
@@ -45,6 +47,8 @@ export function conformance(fixture: StoreFixture): void {
     consumers(fixture);
     worker(fixture);
     events(fixture);
+    queueEvents(fixture);
+    monitor(fixture);
     timeout(fixture);
     failures(fixture);
     list(fixture);

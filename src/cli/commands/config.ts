@@ -7,7 +7,8 @@ import { commandUsage } from '../help.js';
 import { printJson, printLine } from '../output.js';
 import { withClient } from '../store.js';
 
-type NumberKey = 'gcLifetimeMs' | 'failedLifetimeMs' | 'gcIntervalMs' | 'maxDeliveries';
+type NumberKey =
+  'gcLifetimeMs' | 'failedLifetimeMs' | 'gcIntervalMs' | 'maxDeliveries' | 'eventsMaxCount' | 'eventsMaxAgeMs';
 // The zkmq seed's names (its conf/ nodes) are accepted too.
 const NUMBER_KEYS: Readonly<Record<string, NumberKey>> = {
   gc_lifetime_ms: 'gcLifetimeMs',
@@ -16,7 +17,11 @@ const NUMBER_KEYS: Readonly<Record<string, NumberKey>> = {
   gc_interval_ms: 'gcIntervalMs',
   task_gc_interval: 'gcIntervalMs',
   max_deliveries: 'maxDeliveries',
+  events_max_count: 'eventsMaxCount',
+  events_max_age_ms: 'eventsMaxAgeMs',
 };
+// Zero means nothing for these: GC cannot run every 0 ms, and a queue keeps at least one event for 1 ms.
+const AT_LEAST_ONE: ReadonlySet<NumberKey> = new Set(['gcIntervalMs', 'eventsMaxCount', 'eventsMaxAgeMs']);
 const FILTER_PREFIX = 'filter.';
 
 export const config: Command = {
@@ -31,6 +36,9 @@ export const config: Command = {
       '  max_deliveries=N        a message that loses its lock N times fails (0: never; default 10)\n' +
       '  dead_letter_queue=Q     failed messages move to queue Q; empty for none\n' +
       '  paused=true|false       workers claim nothing while true (see kvmq pause)\n' +
+      '  events=true|false       record queue events (see kvmq events; default false)\n' +
+      '  events_max_count=N      keep at most the N newest events (default 10000)\n' +
+      '  events_max_age_ms=N     events older than N ms are trimmed (default 1 day)\n' +
       '  filter.NAME=v1,v2,...   the values of filter NAME, lowest first; empty removes the filter',
     [],
   ),
@@ -51,17 +59,17 @@ export const config: Command = {
 
 function parsePatch(assignments: readonly string[]): Partial<QueueConfig> {
   const numbers: { -readonly [K in NumberKey]?: number } = {};
-  const others: { paused?: boolean; deadLetterQueue?: string | null } = {};
+  const others: { paused?: boolean; events?: boolean; deadLetterQueue?: string | null } = {};
   const filterEnums = new Map<string, string[]>();
   for (const assignment of assignments) {
     const [key, value] = parseKeyValue('a setting', assignment);
     const numberKey = Object.hasOwn(NUMBER_KEYS, key) ? NUMBER_KEYS[key] : undefined;
     if (numberKey !== undefined) {
-      // GC cannot run every 0 ms; a lifetime of 0 (GC finished messages at once) is fine.
-      numbers[numberKey] = parseWholeNumber(key, value, numberKey === 'gcIntervalMs' ? 1 : 0);
-    } else if (key === 'paused') {
-      if (value !== 'true' && value !== 'false') throw new UsageError(`paused must be true or false, got '${value}'`);
-      others.paused = value === 'true';
+      // A lifetime of 0 (GC finished messages at once) is fine.
+      numbers[numberKey] = parseWholeNumber(key, value, AT_LEAST_ONE.has(numberKey) ? 1 : 0);
+    } else if (key === 'paused' || key === 'events') {
+      if (value !== 'true' && value !== 'false') throw new UsageError(`${key} must be true or false, got '${value}'`);
+      others[key] = value === 'true';
     } else if (key === 'dead_letter_queue') {
       others.deadLetterQueue = value === '' ? null : value;
     } else if (key.startsWith(FILTER_PREFIX) && key.length > FILTER_PREFIX.length) {
@@ -69,7 +77,7 @@ function parsePatch(assignments: readonly string[]): Partial<QueueConfig> {
     } else {
       throw new UsageError(
         `unknown setting '${key}'; known: gc_lifetime_ms, failed_lifetime_ms, gc_interval_ms, max_deliveries, ` +
-          'dead_letter_queue, paused, filter.NAME ' +
+          'dead_letter_queue, paused, events, events_max_count, events_max_age_ms, filter.NAME ' +
           '(and the zkmq names task_gc_lifetime, task_gc_interval)',
       );
     }
@@ -87,6 +95,9 @@ function configText(c: QueueConfig): string {
     `max_deliveries=${c.maxDeliveries}`,
     `dead_letter_queue=${c.deadLetterQueue ?? ''}`,
     `paused=${String(c.paused)}`,
+    `events=${String(c.events)}`,
+    `events_max_count=${c.eventsMaxCount}`,
+    `events_max_age_ms=${c.eventsMaxAgeMs}`,
     ...Object.entries(c.filterEnums).map(([name, list]) => `filter.${name}=${list.join(',')}`),
   ].join('\n');
 }

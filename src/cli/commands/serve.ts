@@ -1,10 +1,12 @@
 /** `kvmq serve`: the light etcd v3 API server, with kvmq's queue dispatcher inside. */
-import { constants } from 'node:os';
 import { parseCommandLine, expectPositionals } from '../args.js';
 import type { Command } from '../command.js';
 import { EXIT_OK, UsageError } from '../errors.js';
 import { commandUsage } from '../help.js';
+import { checkMetricsAddress, METRICS_OPTION_HELP, serveMetrics } from '../metrics.js';
 import { note, printJson, printLine } from '../output.js';
+import type { ServeDashboard } from '../serve-dashboard.js';
+import { untilStopped } from '../until-stopped.js';
 
 const OPTIONS = {
   data: { type: 'string' },
@@ -14,6 +16,9 @@ const OPTIONS = {
   'key-file': { type: 'string' },
   'trusted-ca-file': { type: 'string' },
   'client-cert-auth': { type: 'boolean' },
+  'dashboard-token': { type: 'string' },
+  'no-dashboard': { type: 'boolean' },
+  metrics: { type: 'string' },
 } as const;
 
 const UNIT_MS: Record<string, number> = { ms: 1, s: 1000, m: 60_000, h: 3_600_000 };
@@ -44,6 +49,9 @@ export const serve: Command = {
       ['--key-file FILE', "the certificate's private key (PEM)"],
       ['--trusted-ca-file FILE', 'the CA (PEM) that signs client certificates'],
       ['--client-cert-auth', 'refuse clients without a certificate signed by --trusted-ca-file'],
+      ['--dashboard-token T', 'serve the dashboard (at /dashboard/) on a non-loopback --listen, needing T'],
+      ['--no-dashboard', 'do not serve the web dashboard at /dashboard/ on the same port'],
+      METRICS_OPTION_HELP,
     ],
   ),
 
@@ -53,40 +61,95 @@ export const serve: Command = {
     if (values.store !== undefined) {
       throw new UsageError('kvmq serve is itself the store: give --data DIR (and --listen HOST:PORT), not --store');
     }
+    const metricsAddress = checkMetricsAddress(values.metrics);
     // Loaded on use, like every store: other commands never pay for the server's modules.
     const { startServer, SERVE_DEFAULTS } = await import('../../serve/index.js');
+    const metrics =
+      metricsAddress === undefined
+        ? null
+        : await (await import('../../metrics/serve-metrics.js')).ServeMetrics.create();
     const dataDir = values.data ?? SERVE_DEFAULTS.dataDir;
     const retention = values['auto-compaction-retention'];
+    const listen = values.listen ?? SERVE_DEFAULTS.listen;
+    const dashboard = await dashboardWanted(values, listen);
     const server = await startServer({
       dataDir,
-      listen: values.listen ?? SERVE_DEFAULTS.listen,
+      listen,
       ...(retention === undefined ? {} : { autoCompactionRetentionMs: parseRetention(retention) }),
       ...(values['cert-file'] === undefined ? {} : { certFile: values['cert-file'] }),
       ...(values['key-file'] === undefined ? {} : { keyFile: values['key-file'] }),
       ...(values['trusted-ca-file'] === undefined ? {} : { trustedCaFile: values['trusted-ca-file'] }),
       ...(values['client-cert-auth'] === true ? { clientCertAuth: true } : {}),
+      ...(dashboard === null ? {} : { httpMounts: [dashboard.mount] }),
+      ...(metrics === null ? {} : { instruments: metrics }),
     });
+    let metricsServer: { close(): Promise<void> } | null = null;
+    if (metrics !== null && metricsAddress !== undefined) {
+      metrics.bind(server);
+      try {
+        metricsServer = await serveMetrics(metrics.registry, metricsAddress);
+      } catch (error) {
+        await server.close();
+        throw error;
+      }
+    }
+    const dashboardUrl = await startDashboard(dashboard, server, values['dashboard-token']);
     const endpoint = server.url.slice(server.url.indexOf('://') + 3);
-    if (values.json === true) printJson({ url: server.url, endpoint, data: dataDir });
+    if (values.json === true) printJson({ url: server.url, endpoint, data: dataDir, dashboard: dashboardUrl });
     else {
       printLine(`kvmq serve: etcd v3 API on ${server.url} (data in ${dataDir})`);
       const target = server.url.startsWith('https:') ? `${server.url} --cacert=CA.pem` : endpoint;
       printLine(`  try: etcdctl --endpoints=${target} put /queue/jobs/producer/hello world`);
+      if (dashboardUrl !== null) printLine(`  dashboard: ${dashboardUrl}`);
     }
-    await new Promise<void>((resolve) => {
-      let stopping = false;
-      const onSignal = (signal: NodeJS.Signals): void => {
-        if (stopping) {
-          note(`${signal}: stopping now`);
-          process.exit(128 + constants.signals[signal]);
-        }
-        stopping = true;
-        note(`${signal}: stopping (send it again to stop at once)`);
-        void server.close().then(resolve, resolve);
-      };
-      process.on('SIGINT', onSignal);
-      process.on('SIGTERM', onSignal);
+    await untilStopped(async () => {
+      await dashboard?.close();
+      await metricsServer?.close();
+      await server.close();
     });
     return EXIT_OK;
   },
 };
+
+/**
+ * The dashboard is on unless --no-dashboard; under TLS it is off (its client would need the CA), and on an
+ * address other machines reach it needs --dashboard-token.
+ */
+async function dashboardWanted(
+  values: { 'no-dashboard'?: boolean; 'dashboard-token'?: string; 'cert-file'?: string },
+  listen: string,
+): Promise<ServeDashboard | null> {
+  if (values['no-dashboard'] === true) return null;
+  const token = values['dashboard-token'];
+  if (token !== undefined && !/^[\x21-\x7e]{16,256}$/.test(token)) {
+    throw new UsageError('--dashboard-token must be 16 to 256 printable characters without spaces');
+  }
+  if (values['cert-file'] !== undefined) {
+    note('dashboard off: it is not served under TLS yet; run kvmq dashboard --store etcd://... beside it');
+    return null;
+  }
+  const [{ isLoopback }, { parseListen }] = await Promise.all([
+    import('../../dashboard/server.js'),
+    import('../../serve/index.js'),
+  ]);
+  if (!isLoopback(parseListen(listen).host) && token === undefined) {
+    note(`dashboard off: --listen ${listen} is reachable from other machines; give --dashboard-token T to serve it`);
+    return null;
+  }
+  const { ServeDashboard } = await import('../serve-dashboard.js');
+  return new ServeDashboard();
+}
+
+async function startDashboard(
+  dashboard: ServeDashboard | null,
+  server: { host: string; port: number },
+  token: string | undefined,
+): Promise<string | null> {
+  if (dashboard === null) return null;
+  try {
+    return await dashboard.start(server.host, server.port, token);
+  } catch (error) {
+    note(`dashboard off: ${error instanceof Error ? error.message : String(error)}`);
+    return null;
+  }
+}

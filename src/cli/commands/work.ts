@@ -15,6 +15,7 @@ import type { Command } from '../command.js';
 import { EXIT_FAILURE, EXIT_OK, UsageError } from '../errors.js';
 import { runShell, type ShellResult } from '../exec.js';
 import { commandUsage } from '../help.js';
+import { checkMetricsAddress, METRICS_OPTION_HELP, serveMetrics } from '../metrics.js';
 import { note } from '../output.js';
 import { OutcomeTally, say } from '../outcome-tally.js';
 import { reportBackgroundError, withClient } from '../store.js';
@@ -30,6 +31,7 @@ const OPTIONS = {
   'max-attempts': { type: 'string' },
   timeout: { type: 'string' },
   filter: { type: 'string', multiple: true },
+  metrics: { type: 'string' },
 } as const;
 
 /** sysexits.h's EX_TEMPFAIL: "try again later". */
@@ -46,6 +48,7 @@ interface WorkSettings {
   readonly maxAttempts: number | undefined;
   readonly timeoutMs: number | undefined;
   readonly filters: WorkerFilters | undefined;
+  readonly metrics: string | undefined;
 }
 
 export const work: Command = {
@@ -72,6 +75,7 @@ export const work: Command = {
       ['--max-attempts N', 'retry a failing command until attempt N (default 1; a message may set its own)'],
       ['--timeout MS', 'a command running longer is ended (SIGTERM, then SIGKILL) and its message failed'],
       ['--filter NAME=VALUE[:at_least]', "this worker's filter value; at_least also takes lower ones (repeatable)"],
+      METRICS_OPTION_HELP,
     ],
   ),
 
@@ -90,9 +94,22 @@ export const work: Command = {
       maxAttempts: optionalWholeNumber('--max-attempts', values['max-attempts'], 1),
       timeoutMs: optionalWholeNumber('--timeout', values.timeout, 1),
       filters: parseWorkerFilters(values.filter),
+      metrics: checkMetricsAddress(values.metrics),
     };
     const queue = positionals[0] ?? '';
-    return withClient(values.store, (client) => new WorkRun(client, queue, settings).run());
+    return withClient(values.store, async (client) => {
+      const run = new WorkRun(client, queue, settings);
+      // Served before the worker starts: a taken port stops the command before any message is claimed.
+      const metrics =
+        settings.metrics === undefined
+          ? null
+          : await serveMetrics(await client.metrics({ queues: [queue] }), settings.metrics);
+      try {
+        return await run.run();
+      } finally {
+        await metrics?.close();
+      }
+    });
   },
 };
 

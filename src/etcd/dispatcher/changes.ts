@@ -19,6 +19,7 @@ import {
   undelivered,
 } from '../transitions.js';
 import type { Compare, Op, RangeOp } from '../kv.js';
+import type { ChangeEvents } from '../event-ops.js';
 import { MAX_PAYLOAD_BYTES, type QueueKeys } from '../keys.js';
 import type { Consumer, Msg, ProducerPut } from './model.js';
 
@@ -30,6 +31,10 @@ export interface Ops {
   readonly record: MessageRecord | null;
   /** False when the Txn leaves the record as it was (its mod revision does not move). */
   readonly writesRecord?: boolean;
+  /** The error a message fails with in this change, for its `failed` event. */
+  readonly failedError?: string | null;
+  /** The queue events it writes (put by the batch it goes in). */
+  readonly events?: ChangeEvents | undefined;
 }
 
 const recordIs = (keys: QueueKeys, msg: Msg): Compare => ({
@@ -244,6 +249,7 @@ export function refuseTooLarge(keys: QueueKeys, put: ProducerPut, now: number): 
       { type: 'range', key: keys.record(put.id) },
     ],
     record: null,
+    failedError: error,
   };
 }
 

@@ -326,6 +326,7 @@ export class Dispatcher {
       compares: ops.compares,
       ops: ops.ops,
       reads: ops.reads,
+      events: ops.events,
       onOk: (revision) => {
         settle();
         if (consumer !== null) {
@@ -400,6 +401,7 @@ export class Dispatcher {
       compares: ops.compares,
       ops: ops.ops,
       reads: ops.reads,
+      events: ops.events,
       onOk: (revision) => {
         settle();
         if (this.mirror.producers.get(put.key) === put) this.mirror.producers.delete(put.key);

@@ -10,6 +10,8 @@
 import { MAX_PAYLOAD_BYTES, newIdx, QueueKeys } from '../keys.js';
 import { stateOf, type MessageRecord } from '../record.js';
 import { MAX_TXN_BYTES } from '../txn-batch.js';
+import { changeEvents, type EventNote } from '../event-ops.js';
+import { registerOp } from '../queue-registry.js';
 import * as changes from './changes.js';
 import { freeSlots, type Consumer, type Msg, type ProducerPut } from './model.js';
 import type { Kv } from '../kv.js';
@@ -35,6 +37,8 @@ export interface PlannerDeps {
 
 export class Planner {
   private deadLetterKeys: QueueKeys | null = null;
+  /** The queue's registry entry: written with the first plain put this dispatcher moves (once per Txn at most). */
+  private registry: 'unwritten' | 'writing' | 'written' = 'unwritten';
 
   constructor(
     private readonly mirror: QueueMirror,
@@ -49,10 +53,52 @@ export class Planner {
     return this.deadLetterKeys;
   }
 
+  /** A change with the events it writes in its Txn, while the queue's configuration has events on. */
+  private noted(ops: changes.Ops, ...notes: EventNote[]): changes.Ops {
+    return { ...ops, events: changeEvents(this.mirror.keys, this.mirror.config.events, ...notes) };
+  }
+
+  /** A delivery, with its `started` event. */
+  private delivery(ops: changes.Ops, id: string): changes.Ops {
+    return this.noted(ops, { type: 'started', id, attempt: ops.record?.attempt ?? 0 });
+  }
+
+  /** A change that stores a plain put, with the queue's registry entry until one such change succeeded. */
+  private producerChange(put: ProducerPut, consumer: Consumer | null, ops: changes.Ops): Planned {
+    if (this.registry !== 'unwritten') return this.deps.producerChange(put, consumer, ops);
+    this.registry = 'writing';
+    ops.ops.push(registerOp(this.mirror.keys));
+    const change = this.deps.producerChange(put, consumer, ops);
+    return {
+      ...change,
+      onOk: (revision) => {
+        this.registry = 'written';
+        change.onOk(revision);
+      },
+      onFail: (reads) => {
+        this.registry = 'unwritten';
+        change.onFail(reads);
+      },
+      onError: () => {
+        this.registry = 'unwritten';
+        change.onError();
+      },
+    };
+  }
+
   /** A message lost `maxDeliveries` times: failed, or moved to the dead-letter queue (unless its id is there). */
   private fail(msg: Msg, failed: MessageRecord, payload: Buffer, now: number): Planned {
     const dlq = msg.noDeadLetter ? null : this.deadLetter();
-    const change = this.deps.change(msg, null, changes.fail(this.mirror.keys, msg, failed, payload, dlq, now));
+    const change = this.deps.change(
+      msg,
+      null,
+      this.noted(changes.fail(this.mirror.keys, msg, failed, payload, dlq, now), {
+        type: 'failed',
+        id: msg.id,
+        attempt: failed.attempt,
+        error: failed.error,
+      }),
+    );
     if (dlq === null) return change;
     return {
       ...change,
@@ -96,7 +142,9 @@ export class Planner {
         this.deps.fetchNextPayload(msg);
         continue;
       }
-      planned.push(this.deps.change(msg, null, changes.ack(this.mirror.keys, msg, now)));
+      const attempt = msg.record.attempt;
+      const ops = this.noted(changes.ack(this.mirror.keys, msg, now), { type: 'completed', id: msg.id, attempt });
+      planned.push(this.deps.change(msg, null, ops));
     }
   }
 
@@ -124,7 +172,7 @@ export class Planner {
           this.deps.change(
             msg,
             consumer,
-            changes.deliver(this.mirror.keys, msg, consumer, msg.payload, size, now, lost),
+            this.delivery(changes.deliver(this.mirror.keys, msg, consumer, msg.payload, size, now, lost), msg.id),
           ),
         );
       } else {
@@ -156,7 +204,7 @@ export class Planner {
       const change = this.deps.change(
         msg,
         consumer,
-        changes.deliver(this.mirror.keys, msg, consumer, msg.payload, size, now, lost),
+        this.delivery(changes.deliver(this.mirror.keys, msg, consumer, msg.payload, size, now, lost), msg.id),
       );
       planned.push({
         ...change,
@@ -193,9 +241,8 @@ export class Planner {
         this.deps.fetchPayloads([best]);
         continue;
       }
-      planned.push(
-        this.deps.change(best, consumer, changes.deliver(this.mirror.keys, best, consumer, best.payload, size, now)),
-      );
+      const ops = changes.deliver(this.mirror.keys, best, consumer, best.payload, size, now);
+      planned.push(this.deps.change(best, consumer, this.delivery(ops, best.id)));
       free = free.filter((c) => freeSlots(c) > 0);
     }
     return free;
@@ -215,13 +262,8 @@ export class Planner {
         }
         const state = stateOf(duplicate.record, now);
         if (state === 'done-awaiting-gc') {
-          planned.push(
-            this.deps.producerChange(
-              put,
-              null,
-              changes.revive(this.mirror.keys, put, duplicate.record, duplicate.rev, newIdx(), now),
-            ),
-          );
+          const ops = changes.revive(this.mirror.keys, put, duplicate.record, duplicate.rev, newIdx(), now);
+          planned.push(this.producerChange(put, null, this.noted(ops, { type: 'enqueued', id: put.id, attempt: 0 })));
         } else {
           this.deps.log('warn', `refused ${put.key}: message ${put.id} exists (${state}); ids are unique per queue`);
           planned.push(this.deps.producerChange(put, null, changes.refuse(put)));
@@ -239,7 +281,11 @@ export class Planner {
       }
       if (put.value.length > MAX_PAYLOAD_BYTES) {
         this.deps.log('warn', `${put.key} failed: its ${put.value.length} bytes are over kvmq's limit`);
-        planned.push(this.deps.producerChange(put, null, changes.refuseTooLarge(this.mirror.keys, put, now)));
+        const ops = changes.refuseTooLarge(this.mirror.keys, put, now);
+        const error = ops.failedError;
+        planned.push(
+          this.producerChange(put, null, this.noted(ops, { type: 'failed', id: put.id, attempt: 0, error })),
+        );
         continue;
       }
       // A large payload moves first and is delivered in a Txn of its own: two copies may not fit one request.
@@ -250,9 +296,10 @@ export class Planner {
         put.value.length <= MAX_TXN_BYTES / 2 - 65_536
           ? this.choose([...this.mirror.consumers.values()].filter((c) => c.accepts?.('') === true && freeSlots(c) > 0))
           : null;
-      planned.push(
-        this.deps.producerChange(put, consumer, changes.move(this.mirror.keys, put, newIdx(), consumer, size, now)),
-      );
+      const ops = changes.move(this.mirror.keys, put, newIdx(), consumer, size, now);
+      const notes: EventNote[] = [{ type: 'enqueued', id: put.id, attempt: 0 }];
+      if (consumer !== null) notes.push({ type: 'started', id: put.id, attempt: ops.record?.attempt ?? 1 });
+      planned.push(this.producerChange(put, consumer, this.noted(ops, ...notes)));
     }
   }
 

@@ -5,7 +5,7 @@
 -- dry run once per queue-wide end-of-queue backoff (Carmine's eoq-backoff? and
 -- ndry-runs) and says when looking again is worthwhile without a wake-up.
 -- A paused queue hands out nothing and counts no dry run (checked here, so no claim
--- starts after pause() returned).
+-- starts after pause() returned). Each message handed out writes a `started` event (events on).
 -- Runs when Redis is out of memory (allow-oom): draining the queue is how memory comes back.
 --
 -- KEYS: messages metadata filters classes nattempts locks holders backoffs done done-at requeue
@@ -16,7 +16,7 @@
 -- Reply: { 'classes', class... } when the queue's classes changed since the consumer looked
 --        (it claimed nothing), else { 'ok', queue size, dry runs, wake-at ms (-1: none),
 --        then six per message: id, content, metadata JSON or nil, filter class, attempt, policy or nil }
--- Include: common forget fail promote
+-- Include: common events forget fail promote
 
 -- The hot path of a claim touches none of these.
 check_layout(nil, { 'history', 'losses', 'outcomes', 'enqueued_at', 'requeue_content', 'requeue_schedule', 'dedupe',
@@ -35,10 +35,12 @@ local now = now_ms()
 local function queue_size()
   return redis.call('HLEN', K.messages) - redis.call('SCARD', K.done) - redis.call('ZCARD', K.failed)
 end
-if redis.call('HGET', K.conf, 'paused') == '1' then
+local conf = redis.call('HMGET', K.conf, 'paused', unpack(EVENTS_CONF))
+if conf[1] == '1' then
   -- Resume publishes a wake-up; a worker on a lost subscription looks again within a second.
   return { 'ok', queue_size(), tonumber(redis.call('GET', K.ndry_runs)) or 0, now + 1000 }
 end
+events_begin({ conf[2], conf[3] })
 local w = pending_writes()
 local ready = pending_ready()
 local more = promote(now, ready, w)
@@ -92,6 +94,7 @@ if n > 0 then
       reply[r + 1], reply[r + 2], reply[r + 3], reply[r + 4], reply[r + 5] = id, contents[i], metas[i], class_at[i], attempt
       reply[r + 6] = policies[i]
       r = r + 6
+      if EV.on then event('started', id, attempt) end
       -- A message that lost its lock keeps its requeue mark: locked-with-requeue again.
       if marked and redis.call('SISMEMBER', K.requeue, id) == 1 then
         redis.call('ZADD', K.requeue_locks, lock_until, id)
@@ -134,4 +137,5 @@ else
   reply[4] = wake_at
 end
 reply[2] = queue_size()
+events_flush(now)
 return reply

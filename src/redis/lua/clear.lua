@@ -1,12 +1,13 @@
 #!lua flags=allow-oom
--- clear: removes every message of the queue, its ready lists and its dry-run
--- count. The configuration and the consumer registry stay. UNLINK frees large
+-- clear: removes every message of the queue, its ready lists, its dry-run
+-- count and its events. The configuration, the consumer registry and the events'
+-- numbering (`events-seq`) stay, so a reader behind is told it missed events. UNLINK frees large
 -- keys in the background, so a big queue does not stall Redis.
 -- Runs when Redis is out of memory (allow-oom): it frees memory.
 --
 -- KEYS: messages locks backoffs nattempts mid-circle done requeue eoq-backoff? ndry-runs metadata
 --       filters classes holders outcomes enqueued-at updated-at requeue-content schedule lock-expiry
---       done-at dedupe policies history losses pushes requeue-locks requeue-schedule failed
+--       done-at dedupe policies history losses pushes requeue-locks requeue-schedule failed events
 -- ARGV: none
 -- Reply: 1
 -- Include: common

@@ -4,15 +4,16 @@
 -- Unpausing wakes the queue's idle workers.
 --
 -- KEYS: conf wake messages consumers
--- ARGV: the seven fields as read (task_gc_lifetime, task_gc_interval, filter_enums, failed_lifetime,
---       paused, max_deliveries, dead_letter_queue; '' for absent), then the new ones
+-- ARGV: the ten fields as read (task_gc_lifetime, task_gc_interval, filter_enums, failed_lifetime,
+--       paused, max_deliveries, dead_letter_queue, events, events_max_count, events_max_age; '' for absent),
+--       then the new ones
 -- Reply: 0 when the configuration changed meanwhile, else 1 when written (2: the queue did not exist:
 --        no configuration, messages or consumers)
 -- Include: common
 
 check_layout()
 local fields = { 'task_gc_lifetime', 'task_gc_interval', 'filter_enums', 'failed_lifetime', 'paused', 'max_deliveries',
-  'dead_letter_queue' }
+  'dead_letter_queue', 'events', 'events_max_count', 'events_max_age' }
 local n = #fields
 local current = redis.call('HMGET', K.conf, unpack(fields))
 for i = 1, n do

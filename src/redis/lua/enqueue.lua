@@ -3,7 +3,7 @@
 -- refused with its state, except: done-awaiting-gc is revived with the new
 -- content; with allowRequeue, locked is marked to run again after it finishes,
 -- and done-with-backoff to run again when its backoff ends. A failed id is refused
--- (retry or remove frees it).
+-- (retry or remove frees it). Each enqueue that is not refused writes an `enqueued` event (events on).
 --
 -- KEYS: messages metadata filters classes nattempts locks holders backoffs done requeue outcomes
 --       enqueued-at updated-at requeue-content schedule done-at dedupe mid-circle wake policies losses
@@ -12,14 +12,15 @@
 --       filter class ('' for none), initial backoff ms, flags (1: allowRequeue, 2: replacePayload),
 --       policy JSON ('' for none)
 -- Reply: one string per message: 'added', 'revived' or 'requeued', else the state that refused it
--- Include: common state
+-- Include: common events state
 
 local PER = 7
 local classes = {}
 for i = 4, #ARGV, PER do
   if ARGV[i] ~= '' then classes[#classes + 1] = ARGV[i] end
 end
-check_layout(classes)
+check_layout(classes, { 'conf' })
+events_begin()
 
 local now = now_ms()
 local w = pending_writes()
@@ -65,9 +66,15 @@ for i = 1, #ARGV, PER do
   local allow_requeue, replace = flags % 2 == 1, flags >= 2
   if redis.call('HSETNX', K.messages, id, content) == 1 then
     place(id, meta, class, backoff, false, policy)
+    -- event('enqueued', id, 0), without the call: the hottest path there is.
+    if EV.on then EV.lines[#EV.lines + 1] = 'enqueued 0 ' .. id end
     replies[#replies + 1] = 'added'
   else
     local state, ends = state_of(id, now)
+    -- An enqueue that revives or marks a message records the attempt it is at.
+    if EV.on and (state == 'done-awaiting-gc' or (allow_requeue and (state == 'done-with-backoff' or state == 'locked'))) then
+      event('enqueued', id, redis.call('HGET', K.nattempts, id))
+    end
     if state == 'done-awaiting-gc' then
       redis.call('HSET', K.messages, id, content)
       forget_run(id)
@@ -99,5 +106,6 @@ end
 
 flush_writes(w)
 flush_ready(ready)
+events_flush(now)
 if changed then redis.call('PUBLISH', K.wake, 'enqueue') end
 return replies

@@ -6,6 +6,8 @@
 -- given): at once, or as done-with-requeue until the outcome's backoff ends.
 -- Otherwise an error is final: the message fails (or moves to the dead-letter
 -- queue). An error or retry of an attempt that ran is recorded in the history.
+-- Each stored outcome writes its event (events on): completed, failed, or retrying unless the
+-- message never ran (a give-back).
 -- Runs when Redis is out of memory (allow-oom): draining the queue is how memory comes back.
 --
 -- KEYS: messages filters nattempts locks holders backoffs done done-at dedupe requeue
@@ -14,7 +16,7 @@
 --       backoff ms, error ('-' for none, else '+' and the text), started at ms ('' when it never ran),
 --       the error as the history keeps it ('' when it is the error itself, else '+' and the text)
 -- Reply: one string per finish: 'ok' or 'lost'
--- Include: common forget fail
+-- Include: common events forget fail
 
 local PER = 7
 -- A batch of plain successes touches none of these.
@@ -38,6 +40,7 @@ end
 for k = 1, count do
   if ARGV[2 + (k - 1) * PER + 2] ~= 'success' then check_rare() end
 end
+events_begin()
 
 -- A new run with the payload given at requeue time, if one was.
 local function take_replacement(id)
@@ -67,10 +70,19 @@ for k, id in ipairs(ids) do
     unlocked[#unlocked + 1] = id
     local stored = outcome
     if err ~= '-' then stored = outcome .. '\n' .. string.sub(err, 2) end
-    if outcome ~= 'success' and started ~= '' then
-      local kept = nil
+    local kept = nil
+    if outcome ~= 'success' then
       if tail ~= '' then kept = string.sub(tail, 2) elseif err ~= '-' then kept = string.sub(err, 2) end
-      append_history(id, attempt, tonumber(started), now, consumer, outcome, kept)
+      if started ~= '' then append_history(id, attempt, tonumber(started), now, consumer, outcome, kept) end
+    end
+    if EV.on then
+      if outcome == 'success' then
+        event('completed', id, attempt)
+      elseif outcome == 'error' then
+        event('failed', id, attempt, kept)
+      elseif started ~= '' then
+        event('retrying', id, attempt, kept)
+      end
     end
     if outcome == 'error' and not marked[k] then
       fail(id, now, stored)
@@ -136,5 +148,6 @@ end
 if #dedupe > 0 then call_chunked('ZADD', K.dedupe, dedupe) end
 flush_writes(w)
 flush_ready(ready)
+events_flush(now)
 if woke then redis.call('PUBLISH', K.wake, 'finish') end
 return replies

@@ -21,9 +21,10 @@
 -- Reply: { 'end' when the listing is over, else 'more', then the position of the last message looked at
 --        (state, a, b, c), then per message: id, the seven fields of `status`, and with content: content,
 --        metadata JSON or nil, filter class or nil }
--- Include: common state status forget fail promote
+-- Include: common events state status forget fail promote
 
 check_layout()
+events_begin()
 local states = {}
 for state in string.gmatch(ARGV[1], '[^,]+') do states[#states + 1] = state end
 local outcome, limit, budget, with_content = ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[4]), ARGV[5] == '1'
@@ -144,6 +145,7 @@ for _, state in ipairs(states) do
         local more = promote(now, ready, w)
         flush_writes(w)
         flush_ready(ready)
+        events_flush(now)
         if not more then break end
       end
       over = list_ready(a, b, c)

@@ -3,14 +3,16 @@
 -- (a running handler), from every key. A message waiting in a ready list is
 -- found there (LPOS: a walk of that list) and its entry blanked in place, so
 -- list cursors keep their positions; a claim drops blank entries.
+-- Each removal writes a `removed` event at the message's attempt (events on).
 -- Runs when Redis is out of memory (allow-oom): it frees memory.
 --
 -- KEYS: mid-circle
 -- ARGV: ids
 -- Reply: one string per id: 'ok', else its state ('' when unknown)
--- Include: common state forget
+-- Include: common events state forget
 
 check_layout()
+events_begin()
 local now = now_ms()
 local replies = {}
 for i, id in ipairs(ARGV) do
@@ -26,9 +28,11 @@ for i, id in ipairs(ARGV) do
         local at = redis.call('LPOS', list, id)
         if at then redis.call('LSET', list, at, '') end
       end
+      if EV.on then event('removed', id, redis.call('HGET', K.nattempts, id)) end
       forget(id)
       replies[i] = 'ok'
     end
   end
 end
+events_flush(now)
 return replies

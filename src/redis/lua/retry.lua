@@ -2,14 +2,15 @@
 -- retry: failed messages queued again now, at attempt 0 (the next delivery is
 -- attempt 1), their lost locks forgotten; history, outcome and last error kept
 -- until the next outcome. By ids (other states refused with theirs), or the
--- `max` oldest failures.
+-- `max` oldest failures. Each writes an `enqueued` event at attempt 0 (events on).
 --
 -- KEYS: messages filters nattempts losses failed updated-at mid-circle wake pushes
 -- ARGV: 'ids' then the ids, or 'oldest' and max
 -- Reply: with ids, one string per id: 'ok', else its state ('' when unknown); with 'oldest', the count
--- Include: common state
+-- Include: common events state
 
 check_layout()
+events_begin()
 local now = now_ms()
 local ready = pending_ready()
 
@@ -19,6 +20,7 @@ local function requeue(id)
   redis.call('HDEL', K.losses, id)
   redis.call('HSET', K.updated_at, id, now)
   push_ready(ready, class_of(id), id, false)
+  event('enqueued', id, 0)
 end
 
 local reply
@@ -40,5 +42,6 @@ else
   end
 end
 flush_ready(ready)
+events_flush(now)
 if ready.count > 0 then redis.call('PUBLISH', K.wake, 'retry') end
 return reply

@@ -42,6 +42,9 @@ import {
   CMP_VERSION,
   EVENT_DELETE,
   EVENT_PUT,
+  SORT_ASCEND,
+  SORT_BY_MOD,
+  SORT_DESCEND,
   UNION_CREATE,
   UNION_LEASE,
   UNION_MOD,
@@ -94,6 +97,11 @@ function rangeRequest(op: Omit<RangeOp, 'type'>): RangeRequest {
   req.keysOnly = op.keysOnly === true;
   req.countOnly = op.countOnly === true;
   req.revision = op.revision ?? 0;
+  req.minModRevision = op.minModRevision ?? 0;
+  if (op.byModRevision !== undefined) {
+    req.sortTarget = SORT_BY_MOD;
+    req.sortOrder = op.byModRevision === 'ascend' ? SORT_ASCEND : SORT_DESCEND;
+  }
   return req;
 }
 

@@ -93,6 +93,8 @@ export class GroupCommit {
   batches = 0;
   /** Syncs done so far. */
   syncs = 0;
+  /** Told each sync's duration in seconds (kvmq serve --metrics); null measures nothing. */
+  onSync: ((seconds: number) => void) | null = null;
 
   constructor(
     private readonly backend: Backend,
@@ -193,8 +195,10 @@ export class GroupCommit {
     if (this.syncing || this.broken !== null || this.durableSeq >= this.committedSeq) return;
     this.syncing = true;
     const target = this.committedSeq;
+    const started = this.onSync === null ? 0 : performance.now();
     this.backend.syncWal((error) => {
       this.syncing = false;
+      this.onSync?.((performance.now() - started) / 1000);
       if (error !== null) {
         this.breakDown(error);
         return;

@@ -11,7 +11,7 @@ local KEY_TYPES = {
   updated_at = 'hash', requeue_content = 'hash', schedule = 'zset', lock_expiry = 'zset',
   done_at = 'zset', dedupe = 'zset', conf = 'hash', consumers = 'hash', gc_lock = 'string',
   gc_at = 'string', policies = 'hash', history = 'hash', losses = 'hash', pushes = 'hash',
-  requeue_locks = 'zset', requeue_schedule = 'zset', failed = 'zset',
+  requeue_locks = 'zset', requeue_schedule = 'zset', failed = 'zset', events = 'stream', events_seq = 'string',
 }
 
 -- Lua's unpack has a stack limit; variadic commands go in chunks of this many arguments.
@@ -50,13 +50,15 @@ end
 -- Keys a script touches only on its rare paths (see check_rare).
 local RARE = {}
 local rare_checked = false
+-- Keys a helper checks itself, only when it is about to use them (lib/events.lua: with events on).
+local CHECKED_BY_HELPER = {}
 
 -- `rare` (optional) names keys left to check_rare, so a hot path pays no TYPE call for them.
 local function check_layout(new_classes, rare)
   for _, name in ipairs(rare or {}) do RARE[name] = true end
   for name, key in pairs(K) do
     local expected = KEY_TYPES[name]
-    if expected ~= nil and not RARE[name] then check_type(key, expected) end
+    if expected ~= nil and not RARE[name] and not CHECKED_BY_HELPER[name] then check_type(key, expected) end
   end
   if K.classes ~= nil and K.mid_circle ~= nil then
     for _, class in ipairs(redis.call('SMEMBERS', K.classes)) do check_type(ready_list(class), 'list') end
@@ -70,7 +72,7 @@ local function check_rare()
   if rare_checked then return end
   rare_checked = true
   for name in pairs(RARE) do
-    if K[name] ~= nil then check_type(K[name], KEY_TYPES[name]) end
+    if K[name] ~= nil and not CHECKED_BY_HELPER[name] then check_type(K[name], KEY_TYPES[name]) end
   end
 end
 

@@ -1,5 +1,6 @@
 -- fail: a message's last run ended in a final error: it becomes failed, or
--- moves to the queue's dead-letter queue. Also the history of attempts.
+-- moves to the queue's dead-letter queue (which writes its own `enqueued` event when it has events on;
+-- the caller writes the `failed` one). Also the history of attempts. Scripts include events before it.
 --
 -- KEYS: messages metadata filters policies history outcomes updated-at locks holders lock-expiry
 --       backoffs schedule requeue requeue-locks requeue-content failed conf
@@ -46,6 +47,13 @@ local function dead_letter(id, dlq, now)
   for _, key in ipairs(hashes) do check_type(dk(key), 'hash') end
   check_type(dk('classes'), 'set')
   check_type(list, 'list')
+  check_type(dk('conf'), 'hash')
+  -- The dead-letter queue's own events: an `enqueued` there when its configuration has them on.
+  local events = redis.call('HMGET', dk('conf'), 'events', 'events_max_count')
+  if events[1] == '1' then
+    check_type(dk('events'), 'stream')
+    check_type(dk('events-seq'), 'string')
+  end
   if redis.call('HEXISTS', dk('messages'), id) == 1 then return false end
   for _, pair in ipairs({ { 'messages', K.messages }, { 'metadata', K.metadata }, { 'policies', K.policies },
     { 'history', K.history }, { 'outcomes', K.outcomes } }) do
@@ -60,6 +68,10 @@ local function dead_letter(id, dlq, now)
   redis.call('LPUSH', list, id)
   redis.call('HINCRBY', dk('pushes'), class, 1)
   redis.call('PUBLISH', dk('wake'), 'dead-letter')
+  if events[1] == '1' then
+    append_events(dk('events'), dk('events-seq'), dk('events-wake'), tonumber(events[2]) or DEFAULT_EVENTS_MAX_COUNT,
+      now, { 'enqueued 0 ' .. id })
+  end
   return true
 end
 

@@ -3,7 +3,8 @@
 -- whose done backoff ended (a new run: out of done), and locked messages whose
 -- lock expired (their holder stalled or died; attempt and requeue mark stay).
 -- An expired lock is a lost delivery: counted in `losses` and recorded in the
--- history; at the queue's maxDeliveries the message fails instead.
+-- history; at the queue's maxDeliveries the message fails instead (a `failed` event; the caller
+-- has called events_begin).
 --
 -- KEYS: schedule lock-expiry backoffs locks holders done done-at requeue filters requeue-schedule
 --       requeue-locks losses nattempts conf
@@ -50,7 +51,9 @@ local function promote(now, ready, w)
       max_deliveries = tonumber(redis.call('HGET', K.conf, 'max_deliveries')) or DEFAULT_MAX_DELIVERIES
     end
     if max_deliveries > 0 and losses >= max_deliveries then
-      fail(id, now, 'error\n' .. max_deliveries_error(losses))
+      local err = max_deliveries_error(losses)
+      event('failed', id, redis.call('HGET', K.nattempts, id), err)
+      fail(id, now, 'error\n' .. err)
     else
       later(w, 'hdel', K.locks, id)
       later(w, 'hdel', K.holders, id)

@@ -1,0 +1,103 @@
+/**
+ * `node --import tsx bench/events.ts [--store URL] [--rounds N] [--quick] [--baseline DIR]`
+ *
+ * What queue events cost: enqueue and the full lifecycle on queues with events off and on, side by side
+ * in the same process, the two alternating run by run (each on a fresh queue), medians of the rounds.
+ * `--baseline DIR` (another checkout of kvmq, e.g. from `git archive`) also runs events off on that
+ * checkout's client, in the same rounds, to show events off costs what it did before.
+ * The issue's targets: with events on, at most 1.15 × the time without; with them off, within 5 %.
+ */
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { parseArgs } from 'node:util';
+import { connect, type Client } from '../src/index.js';
+import { median, table, whole, type BenchContext, type BenchSizes } from './common.js';
+import { batched, single } from './enqueue.js';
+import { runLifecycle } from './lifecycle.js';
+
+interface Case {
+  readonly label: string;
+  readonly n: number;
+  readonly run: (ctx: BenchContext, queue: string, n: number) => Promise<number>;
+}
+
+const { values } = parseArgs({
+  options: {
+    store: { type: 'string' },
+    rounds: { type: 'string' },
+    quick: { type: 'boolean' },
+    baseline: { type: 'string' },
+  },
+});
+const quick = values.quick === true;
+const rounds = Number(values.rounds ?? (quick ? 1 : 5));
+const scale = quick ? 0.1 : 1;
+const cases: Case[] = [
+  { label: 'enqueue, single (64 in flight)', n: 5000 * scale, run: single },
+  { label: 'enqueue, batches of 1000', n: 50_000 * scale, run: batched },
+  { label: 'lifecycle, concurrency 1', n: 3000 * scale, run: (ctx, q, n) => runLifecycle(ctx, q, 1, n) },
+  { label: 'lifecycle, concurrency 64', n: 30_000 * scale, run: (ctx, q, n) => runLifecycle(ctx, q, 64, n) },
+];
+
+const tempDir = values.store === undefined ? mkdtempSync(join(tmpdir(), 'kvmq-bench-events-')) : null;
+const url = values.store ?? `sqlite:${join(tempDir ?? '', 'bench.db')}`;
+const client = await connect(url);
+// The baseline's client speaks the same public API; only connect is needed from it. On the default SQLite
+// store it gets a file of its own (an older kvmq refuses a newer schema).
+type Connect = (url: string) => Promise<Client>;
+const baselineUrl = tempDir === null ? url : `sqlite:${join(tempDir, 'baseline.db')}`;
+const baselineClient =
+  values.baseline === undefined
+    ? null
+    : await ((await import(join(values.baseline, 'src/index.ts'))) as { connect: Connect }).connect(baselineUrl);
+const runId = Date.now().toString(36);
+// Only batchSize is read by the runs measured here.
+const sizes = { batchSize: 1000 } as BenchSizes;
+const ctx: BenchContext = { client, sizes, queue: (label) => `bench-events-${runId}-${label}` };
+const queues: string[] = [];
+let made = 0;
+
+type Variant = 'off' | 'on' | 'baseline';
+
+/** Times one run on a fresh queue: events off or on, or off on the baseline's client. */
+async function once(c: Case, variant: Variant): Promise<number> {
+  const queue = ctx.queue(`${(made += 1)}-${variant}`);
+  queues.push(queue);
+  const on = variant === 'baseline' && baselineClient !== null ? baselineClient : client;
+  if (variant !== 'baseline') await on.configure(queue, { events: variant === 'on' });
+  return c.run({ ...ctx, client: on }, queue, c.n);
+}
+
+try {
+  const rows: string[][] = [];
+  const variants: Variant[] = baselineClient === null ? ['off', 'on'] : ['off', 'on', 'baseline'];
+  for (const c of cases) {
+    for (const variant of variants) await once(c, variant); // warm-up
+    const times = new Map<Variant, number[]>(variants.map((v) => [v, []]));
+    for (let round = 0; round < rounds; round++) {
+      // Rotating which goes first spreads the machine's drift over all.
+      for (let k = 0; k < variants.length; k++) {
+        const variant = variants[(round + k) % variants.length] ?? 'off';
+        times.get(variant)?.push(await once(c, variant));
+      }
+    }
+    const ms = (v: Variant): number => median(times.get(v) ?? []);
+    const perSec = (v: Variant): string => whole.format((c.n * 1000) / ms(v));
+    const row = [c.label, whole.format(c.n), perSec('off'), perSec('on'), `${(ms('on') / ms('off')).toFixed(3)} ×`];
+    if (baselineClient !== null) row.push(perSec('baseline'), `${(ms('off') / ms('baseline')).toFixed(3)} ×`);
+    rows.push(row);
+    const spread = variants.map((v) => `${v} ${(times.get(v) ?? []).map(Math.round).join(', ')} ms`);
+    process.stderr.write(`bench: ${c.label}: ${spread.join('; ')}\n`);
+  }
+  const header = ['measurement', 'messages', 'events off /s', 'events on /s', 'time on/off'];
+  if (baselineClient !== null) header.push('baseline off /s', 'time off/baseline');
+  process.stdout.write(
+    `${table(header, rows, false)}\nstore ${client.store.kind}, median of ${rounds} rotating rounds\n`,
+  );
+} finally {
+  await client.clear(...queues);
+  await baselineClient?.close();
+  await client.close();
+  if (tempDir !== null) rmSync(tempDir, { recursive: true, force: true });
+}

@@ -1,0 +1,54 @@
+/** How values read on a page: times, counts, state names. */
+import type { MessageState } from '../../model/types.js';
+import { html, type Html } from '../html.js';
+
+/** '2026-11-25 12:34:56' in UTC: one zone for every reader of a shared screen. */
+export function utc(ms: number): string {
+  return new Date(ms).toISOString().replace('T', ' ').slice(0, 19);
+}
+
+/** '12s ago', '5 min ago', 'in 3 h'. */
+export function relative(ms: number, now: number): string {
+  const delta = Math.round((ms - now) / 1000);
+  const size = Math.abs(delta);
+  const text =
+    size < 60
+      ? `${size}s`
+      : size < 3600
+        ? `${Math.round(size / 60)} min`
+        : size < 172_800
+          ? `${Math.round(size / 3600)} h`
+          : `${Math.round(size / 86_400)} d`;
+  return delta <= 0 ? `${text} ago` : `in ${text}`;
+}
+
+/** A time with its exact value on hover and in markup. */
+export function when(ms: number | null, now: number): Html {
+  if (ms === null) return html`<span class="muted">–</span>`;
+  return html`<time datetime="${new Date(ms).toISOString()}" title="${utc(ms)} UTC">${relative(ms, now)}</time>`;
+}
+
+export function count(n: number): string {
+  return n.toLocaleString('en-US');
+}
+
+/** Short labels for the eight states, in the order a message usually moves. */
+export const STATE_LABELS: Readonly<Record<MessageState, string>> = {
+  queued: 'Queued',
+  'queued-with-backoff': 'Delayed',
+  locked: 'Running',
+  'locked-with-requeue': 'Running, requeue',
+  'done-awaiting-gc': 'Done',
+  'done-with-backoff': 'Done, held',
+  'done-with-requeue': 'Done, requeue',
+  failed: 'Failed',
+};
+
+export function stateBadge(state: MessageState): Html {
+  return html`<span class="badge state-${state}" title="${state}">${STATE_LABELS[state]}</span>`;
+}
+
+/** A store URL without its password or user, safe to show. */
+export function storeLabel(url: string): string {
+  return url.replace(/^([a-z+]+:\/\/)[^@/]*@/i, '$1');
+}

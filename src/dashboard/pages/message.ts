@@ -1,0 +1,132 @@
+/** One message: everything kvmq keeps about it, and the actions its state allows. */
+import type { AttemptRecord, MessageDetails } from '../../model/types.js';
+import { html, type Html } from '../html.js';
+import { messagePath, queuePath } from '../paths.js';
+import type { PageContext } from './context.js';
+import { grid, numeric } from './grid.js';
+import { stateBadge, utc, when } from './format.js';
+import { actionForm, layout, type PageFrame } from './layout.js';
+
+/** Bytes shown of a binary payload; the rest is counted, not shown. */
+const HEX_BYTES_SHOWN = 4096;
+
+export function messagePage(ctx: PageContext, m: MessageDetails, notice: PageFrame['notice'], now: number): Html {
+  const path = messagePath(ctx.base, m.queue, m.id);
+  const canPromote = m.state === 'queued-with-backoff' || m.state === 'done-with-requeue';
+  const locked = m.state === 'locked' || m.state === 'locked-with-requeue';
+  const actions = html`<div class="actions">
+    ${m.state === 'failed' ? actionForm(ctx, `${path}/retry`, 'Retry') : ''}
+    ${canPromote ? actionForm(ctx, `${path}/promote`, 'Run now') : ''}
+    ${locked ? '' : actionForm(ctx, `${path}/remove`, 'Remove', { danger: true })}
+  </div>`;
+  const rows: [string, Html | string][] = [
+    ['State', stateBadge(m.state)],
+    ['Attempt', String(m.attempt)],
+    ['Outcome', m.outcome ?? '–'],
+    ['Enqueued', html`${utc(m.enqueuedAt)} UTC (${when(m.enqueuedAt, now)})`],
+    ['Updated', html`${utc(m.updatedAt)} UTC (${when(m.updatedAt, now)})`],
+    ['Consumer', m.consumer ?? '–'],
+    ['Until', m.until === null ? '–' : html`${utc(m.until)} UTC (${when(m.until, now)})`],
+    ['Policy', Object.keys(m.policy).length === 0 ? '–' : JSON.stringify(m.policy)],
+  ];
+  const body = html`<div class="page-head">
+      <h1 class="mono">${m.id}</h1>
+      ${stateBadge(m.state)}${actions}
+    </div>
+    ${
+      m.lastError === null
+        ? ''
+        : html`<section class="panel error">
+            <h2>Last error</h2>
+            <pre class="code">${m.lastError}</pre>
+          </section>`
+    }
+    <div class="two">
+      <section class="panel">
+        <h2>Status</h2>
+        <table class="fields">
+          ${rows.map(
+            ([k, v]) =>
+              html`<tr>
+                <th>${k}</th>
+                <td>${v}</td>
+              </tr>`,
+          )}
+        </table>
+      </section>
+      <section class="panel">
+        <h2>Filters</h2>
+        ${keyValues(m.filters)}
+        <h2>Metadata</h2>
+        <pre class="code">${JSON.stringify(m.metadata, null, 2)}</pre>
+      </section>
+    </div>
+    <section class="panel">
+      <h2>Payload ${payloadKind(m.payload)}</h2>
+      <pre class="code payload">${payloadText(m.payload)}</pre>
+    </section>
+    <section class="panel">
+      <h2>History</h2>
+      ${historyTable(m.history, now)}
+    </section>`;
+  return layout(ctx, {
+    title: `${m.id} in ${m.queue}`,
+    crumbs: [
+      { label: 'Queues', href: `${ctx.base}/` },
+      { label: m.queue, href: queuePath(ctx.base, m.queue) },
+      { label: m.id },
+    ],
+    body,
+    notice,
+  });
+}
+
+function payloadKind(payload: unknown): Html {
+  if (payload instanceof Uint8Array) return html`<span class="muted">(${payload.byteLength} bytes, binary)</span>`;
+  return html`<span class="muted">(JSON)</span>`;
+}
+
+/** JSON pretty-printed, or a hex dump of bytes: offset, 16 bytes, their printable ASCII. */
+export function payloadText(payload: unknown): string {
+  if (!(payload instanceof Uint8Array)) return JSON.stringify(payload, null, 2);
+  const lines: string[] = [];
+  const shown = payload.subarray(0, HEX_BYTES_SHOWN);
+  for (let offset = 0; offset < shown.length; offset += 16) {
+    const row = shown.subarray(offset, offset + 16);
+    const hex = [...row].map((b) => b.toString(16).padStart(2, '0')).join(' ');
+    const ascii = [...row].map((b) => (b >= 0x20 && b < 0x7f ? String.fromCharCode(b) : '.')).join('');
+    lines.push(`${offset.toString(16).padStart(8, '0')}  ${hex.padEnd(47)}  ${ascii}`);
+  }
+  if (payload.byteLength > shown.length) lines.push(`… ${payload.byteLength - shown.length} more bytes`);
+  return lines.join('\n');
+}
+
+function keyValues(values: Readonly<Record<string, string>>): Html {
+  const entries = Object.entries(values);
+  if (entries.length === 0) return html`<p class="muted">None.</p>`;
+  return html`<table class="fields">
+    ${entries.map(
+      ([k, v]) =>
+        html`<tr>
+          <th class="mono">${k}</th>
+          <td class="mono">${v}</td>
+        </tr>`,
+    )}
+  </table>`;
+}
+
+function historyTable(history: readonly AttemptRecord[], now: number): Html {
+  if (history.length === 0) return html`<p class="muted empty">No failed, retried or lost attempts.</p>`;
+  const rows = history.map(
+    (a) =>
+      html`<tr>
+        <td class="num">${a.attempt}</td>
+        <td><span class="badge outcome-${a.outcome}">${a.outcome}</span></td>
+        <td>${when(a.startedAt, now)}</td>
+        <td>${when(a.endedAt, now)}</td>
+        <td class="mono">${a.consumer ?? '–'}</td>
+        <td><pre class="code small">${a.error ?? '–'}</pre></td>
+      </tr>`,
+  );
+  return grid([numeric('Attempt'), 'Outcome', 'Started', 'Ended', 'Consumer', 'Error'], rows);
+}

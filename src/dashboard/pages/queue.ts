@@ -1,0 +1,115 @@
+/** One queue: its state, actions, charts, consumers, and a page of its messages in one state. */
+import type { ListedMessage, MessageState, QueueStatus } from '../../model/types.js';
+import { html, type Html } from '../html.js';
+import { messagePath, queuePath } from '../paths.js';
+import type { PageContext } from './context.js';
+import { grid, numeric } from './grid.js';
+import { count, STATE_LABELS, stateBadge, when } from './format.js';
+import { actionForm, layout, type PageFrame } from './layout.js';
+import { chartArea, consumersTable, pausedBadge, stateCounts } from './parts.js';
+
+export interface QueueView {
+  readonly status: QueueStatus;
+  readonly eventsOn: boolean;
+  /** The listed state; null lists every state. */
+  readonly state: MessageState | null;
+  readonly messages: readonly ListedMessage[];
+  /** The next page's URL, or null on the last page. */
+  readonly next: string | null;
+  /** This is not the first page. */
+  readonly paged: boolean;
+  /** The id searched for and not found. */
+  readonly missing: string | null;
+  readonly notice: PageFrame['notice'];
+}
+
+export function queuePage(ctx: PageContext, view: QueueView, now: number): Html {
+  const { status } = view;
+  const path = queuePath(ctx.base, status.queue);
+  const actions = html`<div class="actions">
+    ${actionForm(ctx, `${path}/${status.paused ? 'resume' : 'pause'}`, status.paused ? 'Resume' : 'Pause')}
+    ${status.counts.failed > 0 ? actionForm(ctx, `${path}/retry-failed`, `Retry all failed (${count(status.counts.failed)})`) : ''}
+    ${ctx.readOnly ? '' : html`<a class="btn danger" href="${path}/clear">Clear…</a>`}
+  </div>`;
+  const body = html`<div class="page-head">
+      <h1>${status.queue}</h1>
+      ${pausedBadge(status)}
+      <span class="muted"><span data-total="${status.queue}">${count(status.total)}</span> messages</span>${actions}
+    </div>
+    ${stateCounts(ctx, status, view.state)}
+    <div class="two">
+      <section class="panel">
+        <h2>Last hour</h2>
+        ${chartArea(ctx, status.queue, view.eventsOn)}
+      </section>
+      <section class="panel">
+        <h2>Consumers <span class="muted" data-consumers="${status.queue}">${status.consumers.length}</span></h2>
+        ${consumersTable(ctx, status.queue, status.consumers, now)}
+      </section>
+    </div>
+    <section class="panel">
+      <div class="panel-head">
+        <h2>${view.state === null ? 'All messages' : `${STATE_LABELS[view.state]} messages`}</h2>
+        <form method="get" action="${path}" class="search">
+          <input
+            type="search"
+            name="id"
+            placeholder="Find a message by id"
+            aria-label="Message id"
+            maxlength="256"
+            required
+          /><button type="submit" class="btn">Find</button>
+        </form>
+      </div>
+      ${stateTabs(path, view.state)}
+      ${view.missing === null ? '' : html`<p class="notice warn">No message with id <span class="mono">${view.missing}</span> in this queue.</p>`}
+      ${messagesTable(ctx, status.queue, view.messages, now)}
+      <div class="pager">
+        ${view.paged ? html`<a class="btn" href="${path}${view.state === null ? '' : `?state=${view.state}`}">« First page</a>` : ''}
+        ${view.next === null ? '' : html`<a class="btn" rel="next" href="${view.next}">Next page »</a>`}
+      </div>
+    </section>`;
+  return layout(ctx, {
+    title: status.queue,
+    crumbs: [{ label: 'Queues', href: `${ctx.base}/` }, { label: status.queue }],
+    body,
+    notice: view.notice,
+    live: `${path}/live`,
+  });
+}
+
+function stateTabs(path: string, selected: MessageState | null): Html {
+  const tab = (label: string, href: string, on: boolean): Html =>
+    html`<a class="tab${on ? ' selected' : ''}" href="${href}">${label}</a>`;
+  return html`<nav class="tabs">
+    ${tab('All', path, selected === null)}${(Object.keys(STATE_LABELS) as MessageState[]).map((s) => tab(STATE_LABELS[s], `${path}?state=${s}`, selected === s))}
+  </nav>`;
+}
+
+function messagesTable(ctx: PageContext, queue: string, messages: readonly ListedMessage[], now: number): Html {
+  if (messages.length === 0) return html`<p class="muted empty">No messages here.</p>`;
+  const rows = messages.map(
+    (m) =>
+      html`<tr>
+        <td><a class="mono" href="${messagePath(ctx.base, queue, m.id)}">${m.id}</a></td>
+        <td>${stateBadge(m.state)}</td>
+        <td class="num">${m.attempt}</td>
+        <td>${m.outcome ?? html`<span class="muted">–</span>`}</td>
+        <td class="error-cell">
+          ${m.lastError === null ? html`<span class="muted">–</span>` : firstLine(m.lastError)}
+        </td>
+        <td>${when(m.enqueuedAt, now)}</td>
+        <td>${when(m.updatedAt, now)}</td>
+      </tr>`,
+  );
+  return grid(
+    ['Id', 'State', numeric('Attempt'), 'Outcome', 'Last error', 'Enqueued', 'Updated'],
+    rows,
+    'grid messages',
+  );
+}
+
+function firstLine(text: string): string {
+  const line = text.split('\n', 1)[0] ?? '';
+  return line.length > 120 ? `${line.slice(0, 119)}…` : line;
+}

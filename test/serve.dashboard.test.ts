@@ -1,0 +1,79 @@
+/**
+ * `kvmq serve` also serves the dashboard over its own queues, at /dashboard/ on its port, and prints its
+ * address beside the etcd endpoint; --no-dashboard turns it off, and a non-loopback --listen needs a token.
+ */
+import assert from 'node:assert/strict';
+import { spawn } from 'node:child_process';
+import { mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { createInterface } from 'node:readline';
+import { after, test } from 'node:test';
+import { fileURLToPath } from 'node:url';
+import { connect } from '../src/index.js';
+import { waitFor } from './support/wait.js';
+
+const ROOT = fileURLToPath(new URL('../', import.meta.url));
+const MAIN = join(ROOT, 'src/cli/main.ts');
+const dirs: string[] = [];
+after(() => Promise.all(dirs.map((dir) => rm(dir, { recursive: true, force: true }))));
+
+/** `kvmq serve` on a fresh data dir; its stdout and stderr lines as they come. */
+async function serve(args: readonly string[]) {
+  const dir = await mkdtemp(join(tmpdir(), 'kvmq-serve-dashboard-'));
+  dirs.push(dir);
+  const child = spawn(process.execPath, ['--import', 'tsx', MAIN, 'serve', '--data', dir, ...args], {
+    cwd: ROOT,
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  const out: string[] = [];
+  const err: string[] = [];
+  createInterface({ input: child.stdout }).on('line', (line) => out.push(line));
+  createInterface({ input: child.stderr }).on('line', (line) => err.push(line));
+  const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
+  after(() => child.kill('SIGKILL'));
+  await waitFor(() => out.some((line) => line.includes('try: etcdctl')), { timeoutMs: 30_000, what: 'the banner' });
+  const endpoint = /etcd v3 API on http:\/\/(\S+) /.exec(out[0] ?? '')?.[1] ?? '';
+  return { out, err, endpoint, stop: () => (child.kill('SIGTERM'), exited) };
+}
+
+void test('kvmq serve prints its dashboard URL and serves it over its own queues', { timeout: 60_000 }, async () => {
+  const server = await serve(['--listen', '127.0.0.1:0']);
+  const line = await waitFor(() => server.out.find((l) => l.startsWith('  dashboard: ')), { what: 'the URL' });
+  const url = line.slice('  dashboard: '.length);
+  assert.equal(url, `http://${server.endpoint}/dashboard/`);
+  const client = await connect(`etcd://${server.endpoint}`, { maintenance: false });
+  try {
+    await client.enqueueBatch('jobs', [{ payload: 1 }, { payload: 2 }, { payload: 3 }]);
+  } finally {
+    await client.close();
+  }
+  const page = await fetch(`${url}queues/jobs?state=queued`);
+  assert.equal(page.status, 200);
+  const html = await page.text();
+  assert.match(html, /data-count="jobs" data-state="queued">3</);
+  assert.equal((await fetch(`${url}queues/none`)).status, 404);
+  // The etcd gateway still answers beside it.
+  const range = await fetch(`http://${server.endpoint}/v3/kv/range`, { method: 'POST', body: '{"key":"AA=="}' });
+  assert.equal(range.status, 200);
+  assert.equal(await server.stop(), 0);
+});
+
+void test(
+  '--no-dashboard leaves /dashboard/ to the gateway; a non-loopback --listen needs a token',
+  { timeout: 60_000 },
+  async () => {
+    const off = await serve(['--listen', '127.0.0.1:0', '--no-dashboard']);
+    assert.ok(!off.out.some((l) => l.includes('dashboard:')));
+    assert.equal((await fetch(`http://${off.endpoint}/dashboard/`)).status, 404);
+    assert.equal(await off.stop(), 0);
+
+    const open = await serve(['--listen', '0.0.0.0:0']);
+    assert.ok(!open.out.some((l) => l.includes('dashboard:')));
+    assert.ok(
+      open.err.some((l) => /dashboard off: --listen 0\.0\.0\.0:0 is reachable .* --dashboard-token/.test(l)),
+      open.err.join('\n'),
+    );
+    assert.equal(await open.stop(), 0);
+  },
+);

@@ -1,0 +1,99 @@
+/**
+ * Running the `kvmq` CLI as a subprocess on temporary SQLite files: stdout, stderr and exit codes, as a user
+ * or a script sees them. Children still running when the file's tests end are killed.
+ */
+import assert from 'node:assert/strict';
+import { spawn, type ChildProcess } from 'node:child_process';
+import { mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { after, before } from 'node:test';
+
+/** The repository's root, where the CLI's scripts run. */
+export const ROOT = fileURLToPath(new URL('../..', import.meta.url));
+// Generous: two cores, each spawn pays for tsx.
+const RUN_TIMEOUT_MS = 30_000;
+
+export interface RunResult {
+  readonly code: number | null;
+  readonly signal: NodeJS.Signals | null;
+  readonly stdout: string;
+  readonly stderr: string;
+}
+
+export interface RunOptions {
+  /** $KVMQ_STORE for the child; every test passes its own file. */
+  readonly store: string;
+  readonly input?: string | Buffer;
+  readonly env?: Readonly<Record<string, string>>;
+}
+
+const children = new Set<ChildProcess>();
+let dir = '';
+let stores = 0;
+
+before(async () => {
+  dir = await mkdtemp(join(tmpdir(), 'kvmq-cli-'));
+});
+
+after(async () => {
+  for (const child of children) child.kill('SIGKILL');
+  await rm(dir, { recursive: true, force: true });
+});
+
+/** A fresh SQLite store URL in the temp dir. */
+export function newStore(): string {
+  stores += 1;
+  return `sqlite:${join(dir, `store-${stores}.db`)}`;
+}
+
+/** Starts a script under tsx; `result` settles when it exits (it is killed after RUN_TIMEOUT_MS). */
+export function start(script: string, args: readonly string[], options: RunOptions) {
+  const child = spawn(process.execPath, ['--import', 'tsx', script, ...args], {
+    cwd: ROOT,
+    env: { ...process.env, ...options.env, KVMQ_STORE: options.store },
+    stdio: 'pipe',
+  });
+  children.add(child);
+  let stdout = '';
+  let stderr = '';
+  child.stdout.setEncoding('utf8').on('data', (text: string) => (stdout += text));
+  child.stderr.setEncoding('utf8').on('data', (text: string) => (stderr += text));
+  child.stdin.end(options.input);
+  const timer = setTimeout(() => child.kill('SIGKILL'), RUN_TIMEOUT_MS);
+  const result = new Promise<RunResult>((resolve, reject) => {
+    child.on('error', reject);
+    child.on('close', (code, signal) => {
+      clearTimeout(timer);
+      children.delete(child);
+      resolve({ code, signal, stdout, stderr });
+    });
+  });
+  return { child, result, stdout: () => stdout, stderr: () => stderr };
+}
+
+export function kvmq(args: readonly string[], options: RunOptions): Promise<RunResult> {
+  return start('src/cli/main.ts', args, options).result;
+}
+
+/** Runs and expects the exit code, showing stderr when it differs. */
+export async function expectExit(code: number, args: readonly string[], options: RunOptions): Promise<RunResult> {
+  const result = await kvmq(args, options);
+  assert.equal(result.code, code, `kvmq ${args.join(' ')} exited ${String(result.code)}; stderr:\n${result.stderr}`);
+  return result;
+}
+
+/** The temp dir this test file's stores live in. */
+export function cliDir(): string {
+  return dir;
+}
+
+/** Polls a condition on a child's output until it holds. */
+export async function waitFor(condition: () => boolean, what: string, timeoutMs = 15_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (!condition()) {
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((resolve) => setTimeout(resolve, 20));
+  }
+}

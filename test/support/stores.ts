@@ -1,0 +1,43 @@
+/**
+ * Fixtures for test files that run a few tests on more than one store (outside the conformance suite):
+ * SQLite in a fresh temp dir, Redis under a fresh key prefix on the server `npm test` starts.
+ */
+import { randomBytes } from 'node:crypto';
+import { mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { after } from 'node:test';
+import { deletePrefixes, redisTestUrl } from '../fixtures/redis-server.js';
+import type { StoreFixture } from './fixture.js';
+
+/** A fresh SQLite file per url(); the dirs go when the file's tests end. */
+export function sqliteFixture(): StoreFixture {
+  const dirs: string[] = [];
+  after(async () => {
+    await Promise.all(dirs.map((dir) => rm(dir, { recursive: true, force: true })));
+  });
+  return {
+    name: 'sqlite',
+    async url() {
+      const dir = await mkdtemp(join(tmpdir(), 'kvmq-test-'));
+      dirs.push(dir);
+      return `sqlite:${join(dir, 'kvmq.db')}`;
+    },
+  };
+}
+
+/** A fresh key prefix per url() on the test Redis; its keys go when the file's tests end. */
+export function redisFixture(): StoreFixture {
+  const base = redisTestUrl();
+  const prefixes: string[] = [];
+  let counter = 0;
+  after(() => deletePrefixes(base, prefixes));
+  return {
+    name: 'redis',
+    url() {
+      const prefix = `kvmq-test-${process.pid}-${++counter}-${randomBytes(3).toString('hex')}`;
+      prefixes.push(prefix);
+      return Promise.resolve(`${base}?prefix=${prefix}`);
+    },
+  };
+}
