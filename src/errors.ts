@@ -1,14 +1,36 @@
 import type { StoredEvent } from './model/events.js';
 
+/** Every code kvmq raises; docs/api.md's Errors table says when each one happens. */
+export const KVMQ_ERROR_CODES = [
+  'STORE_URL',
+  'STORE_AUTH',
+  'STORE_LIMIT',
+  'STORE_UNAVAILABLE',
+  'STORE_LAYOUT',
+  'ZOOKEEPER',
+  'PAYLOAD_TOO_LARGE',
+  'MESSAGE_TOO_LARGE',
+  'FILTER',
+  'CLOSED',
+  'EVENTS_MISSED',
+  'TIMEOUT',
+  'MESSAGE_GONE',
+  'METRICS_LISTEN',
+  'SERVE',
+  'DASHBOARD',
+] as const;
+
+export type KvmqErrorCode = (typeof KVMQ_ERROR_CODES)[number];
+
 /**
  * Every error kvmq raises on purpose is a KvmqError with a stable `code`.
  * `transient` says whether trying the same call again later may succeed.
  */
 export class KvmqError extends Error {
-  readonly code: string;
+  readonly code: KvmqErrorCode;
   readonly transient: boolean;
 
-  constructor(code: string, message: string, options?: { cause?: unknown; transient?: boolean }) {
+  constructor(code: KvmqErrorCode, message: string, options?: { cause?: unknown; transient?: boolean }) {
     super(message, options?.cause === undefined ? undefined : { cause: options.cause });
     this.name = new.target.name;
     this.code = code;
@@ -20,6 +42,45 @@ export class KvmqError extends Error {
 export class StoreUrlError extends KvmqError {
   constructor(message: string) {
     super('STORE_URL', message);
+  }
+}
+
+/** The store refused the URL's credentials, or they may not read and write kvmq's data. */
+export class StoreAuthError extends KvmqError {
+  constructor(message: string, cause?: unknown) {
+    super('STORE_AUTH', message, { cause });
+  }
+}
+
+/** The store refused a request as over one of its own limits (etcd: operations or bytes per transaction). */
+export class StoreLimitError extends KvmqError {
+  constructor(message: string, cause?: unknown) {
+    super('STORE_LIMIT', message, { cause });
+  }
+}
+
+/** A ZooKeeper reply no operation expected. `transient` follows the reply's kind (connection loss is). */
+export class ZookeeperReplyError extends KvmqError {
+  constructor(message: string, cause: unknown, transient: boolean) {
+    super('ZOOKEEPER', message, { cause, transient });
+  }
+}
+
+/** A message with its metadata is over the store's packet limit (ZooKeeper). Nothing was written. */
+export class MessageTooLargeError extends KvmqError {
+  readonly id: string;
+  readonly bytes: number;
+  readonly limit: number;
+
+  constructor(id: string, bytes: number, limit: number) {
+    super(
+      'MESSAGE_TOO_LARGE',
+      `message ${id} with its metadata is ${bytes} bytes, over the store's packet limit ` +
+        `(${limit} bytes here); make the payload or metadata smaller`,
+    );
+    this.id = id;
+    this.bytes = bytes;
+    this.limit = limit;
   }
 }
 

@@ -56,8 +56,14 @@ export type {
 export type { FilterMethod, WorkerFilter, WorkerFilters } from './model/filters.js';
 export { DEFAULT_STORE_URL } from './store/url.js';
 export {
+  KVMQ_ERROR_CODES,
+  type KvmqErrorCode,
   KvmqError,
   StoreUrlError,
+  StoreAuthError,
+  StoreLimitError,
+  ZookeeperReplyError,
+  MessageTooLargeError,
   PayloadTooLargeError,
   FilterError,
   StoreUnavailableError,

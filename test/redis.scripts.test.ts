@@ -13,7 +13,7 @@ import { SCRIPTS, type LuaScript } from '../src/redis/scripts.generated.js';
 
 const ROOT = fileURLToPath(new URL('..', import.meta.url));
 
-void test('src/redis/scripts.generated.ts is what scripts/redis-scripts.mjs makes of the .lua files', () => {
+void test('src/redis/scripts.generated.ts is what npm run redis-scripts makes of the .lua files', () => {
   const run = spawnSync(process.execPath, ['scripts/redis-scripts.mjs', '--check'], { cwd: ROOT, encoding: 'utf8' });
   assert.equal(run.status, 0, `${run.stderr}${run.stdout}`);
 });

@@ -947,5 +947,6 @@ async function produceAcrossRestart(server: RedisServer, restart: () => Promise<
   assert.ok(status.total >= accepted.size, `the store counts ${status.total} of ${accepted.size} accepted`);
   // Errors are expected while Redis is down; they must all be the transient kind.
   for (const error of recovered) assert.ok(error instanceof StoreUnavailableError, String(error));
-  assert.ok(failed >= 0);
+  // The restart happened under load: some request was cut off by it (else this proves nothing).
+  assert.ok(failed + recovered.length > 0, 'no enqueue or worker request failed while Redis was down');
 }

@@ -63,40 +63,53 @@ describe('errors match etcd and the server keeps serving', () => {
     await Promise.allSettled([etcd.stop(), kvmq.stop()]);
   });
 
-  async function same(service: string, method: string, request: Record<string, unknown>): Promise<void> {
+  /** Sends the request to both; etcd must answer as `expected` says, and kvmq exactly as etcd (code and message). */
+  async function same(
+    expected: 'refused' | 'accepted',
+    service: string,
+    method: string,
+    request: Record<string, unknown>,
+  ): Promise<void> {
     const [x, y] = await Promise.all([a.call(service, method, request), b.call(service, method, request)]);
-    assert.deepEqual(errorOf(y), errorOf(x), `${method} ${JSON.stringify(request).slice(0, 200)}`);
+    const what = `${method} ${JSON.stringify(request).slice(0, 200)}`;
+    assert.equal(errorOf(x) === null ? 'accepted' : 'refused', expected, `etcd: ${what}`);
+    assert.deepEqual(errorOf(y), errorOf(x), what);
   }
 
-  test('invalid requests', async () => {
-    await same('KV', 'Range', { key: '' });
-    await same('KV', 'Put', { key: '', value: b64('v') });
-    await same('KV', 'Put', { key: b64('k'), value: b64('v'), ignore_value: true });
-    await same('KV', 'Put', { key: b64('k'), lease: '5', ignore_lease: true });
-    await same('KV', 'Put', { key: b64('missing'), ignore_value: true });
-    await same('KV', 'Put', { key: b64('k'), value: b64('v'), lease: '5' });
-    await same('KV', 'DeleteRange', { key: '' });
+  const refused = (service: string, method: string, request: Record<string, unknown>): Promise<void> =>
+    same('refused', service, method, request);
+  const accepted = (service: string, method: string, request: Record<string, unknown>): Promise<void> =>
+    same('accepted', service, method, request);
+
+  test('empty keys, conflicting flags, oversized Txns, future revisions and lease errors: etcd’s error', async () => {
+    await refused('KV', 'Range', { key: '' });
+    await refused('KV', 'Put', { key: '', value: b64('v') });
+    await refused('KV', 'Put', { key: b64('k'), value: b64('v'), ignore_value: true });
+    await refused('KV', 'Put', { key: b64('k'), lease: '5', ignore_lease: true });
+    await refused('KV', 'Put', { key: b64('missing'), ignore_value: true });
+    await refused('KV', 'Put', { key: b64('k'), value: b64('v'), lease: '5' });
+    await refused('KV', 'DeleteRange', { key: '' });
     const many = Array.from({ length: 129 }, (_, i) => ({ request_put: { key: b64(`k${i}`), value: '' } }));
-    await same('KV', 'Txn', { compare: [], success: many, failure: [] });
-    await same('KV', 'Txn', { compare: [{ key: '' }], success: [], failure: [] });
-    await same('KV', 'Txn', { compare: [], success: [{}], failure: [] });
-    await same('KV', 'Txn', {
+    await refused('KV', 'Txn', { compare: [], success: many, failure: [] });
+    await refused('KV', 'Txn', { compare: [{ key: '' }], success: [], failure: [] });
+    await refused('KV', 'Txn', { compare: [], success: [{}], failure: [] });
+    await refused('KV', 'Txn', {
       compare: [],
       success: [{ request_put: { key: b64('d') } }, { request_delete_range: { key: b64('d') } }],
       failure: [],
     });
-    await same('KV', 'Compact', { revision: '100000' });
-    await same('Lease', 'LeaseGrant', { ID: '11', TTL: '9000000001' });
-    await same('Lease', 'LeaseGrant', { ID: '11', TTL: '60' });
-    await same('Lease', 'LeaseGrant', { ID: '11', TTL: '60' });
-    await same('Lease', 'LeaseRevoke', { ID: '12' });
-    await same('Maintenance', 'HashKV', { revision: '100000' });
+    await refused('KV', 'Compact', { revision: '100000' });
+    await refused('Lease', 'LeaseGrant', { ID: '11', TTL: '9000000001' });
+    await accepted('Lease', 'LeaseGrant', { ID: '11', TTL: '60' });
+    await refused('Lease', 'LeaseGrant', { ID: '11', TTL: '60' });
+    await refused('Lease', 'LeaseRevoke', { ID: '12' });
+    await refused('Maintenance', 'HashKV', { revision: '100000' });
   });
 
-  test('oversized requests', async () => {
-    await same('KV', 'Put', { key: b64('big'), value: Buffer.alloc(1600 * 1024, 1).toString('base64') });
-    await same('KV', 'Put', { key: b64('huge'), value: Buffer.alloc(2600 * 1024, 1).toString('base64') });
-    await same('KV', 'Put', { key: b64('fits'), value: Buffer.alloc(1400 * 1024, 1).toString('base64') });
+  test('a request over etcd’s 1.5 MiB limit is refused with its error; one under it is accepted', async () => {
+    await refused('KV', 'Put', { key: b64('big'), value: Buffer.alloc(1600 * 1024, 1).toString('base64') });
+    await refused('KV', 'Put', { key: b64('huge'), value: Buffer.alloc(2600 * 1024, 1).toString('base64') });
+    await accepted('KV', 'Put', { key: b64('fits'), value: Buffer.alloc(1400 * 1024, 1).toString('base64') });
   });
 
   test('malformed bytes and unknown methods', async () => {
@@ -105,17 +118,19 @@ describe('errors match etcd and the server keeps serving', () => {
         rawCall(etcd.endpoint, '/etcdserverpb.KV/Range', body),
         rawCall(kvmq.endpoint, '/etcdserverpb.KV/Range', body),
       ]);
-      assert.equal(y?.code, x?.code, `code for ${body.toString('hex')}`);
-      assert.match(y?.details ?? '', /^grpc: error unmarshalling request: /);
+      assert.ok(x !== null, `etcd refuses ${body.toString('hex')}`);
+      assert.equal(y?.code, x.code, `code for ${body.toString('hex')}`);
+      assert.match(y.details, /^grpc: error unmarshalling request: /);
     }
     const [x, y] = await Promise.all([
       rawCall(etcd.endpoint, '/etcdserverpb.KV/Nope', Buffer.alloc(0)),
       rawCall(kvmq.endpoint, '/etcdserverpb.KV/Nope', Buffer.alloc(0)),
     ]);
-    assert.equal(y?.code, x?.code);
+    assert.equal(x?.code, grpc.status.UNIMPLEMENTED, 'etcd: an unknown method');
+    assert.equal(y?.code, x.code);
   });
 
-  test('requests without a valid token while auth is on', async () => {
+  test('with auth on: no token, a bad token or a role without the permission gets etcd’s error', async () => {
     for (const c of [a, b]) {
       await c.call('Auth', 'UserAdd', { name: 'root', password: 'pw' });
       await c.call('Auth', 'UserGrantRole', { user: 'root', role: 'root' });
@@ -129,33 +144,33 @@ describe('errors match etcd and the server keeps serving', () => {
       const enabled = await c.call('Auth', 'AuthEnable', {});
       assert.ok('ok' in enabled, JSON.stringify(enabled));
     }
-    await same('KV', 'Range', { key: b64('k') });
-    await same('KV', 'Put', { key: b64('k'), value: b64('v') });
-    await same('Auth', 'Authenticate', { name: 'root', password: 'wrong' });
-    await same('Auth', 'Authenticate', { name: 'nobody', password: 'x' });
+    await refused('KV', 'Range', { key: b64('k') });
+    await refused('KV', 'Put', { key: b64('k'), value: b64('v') });
+    await refused('Auth', 'Authenticate', { name: 'root', password: 'wrong' });
+    await refused('Auth', 'Authenticate', { name: 'nobody', password: 'x' });
     for (const c of [a, b]) c.token = 'notAToken.1';
-    await same('KV', 'Range', { key: b64('k') });
-    await same('Lease', 'LeaseGrant', { ID: '77', TTL: '60' });
-    await same('Auth', 'Authenticate', { name: 'user', password: 'upw' });
+    await refused('KV', 'Range', { key: b64('k') });
+    await refused('Lease', 'LeaseGrant', { ID: '77', TTL: '60' });
+    await refused('Auth', 'Authenticate', { name: 'user', password: 'upw' });
     for (const c of [a, b]) {
       c.token = undefined;
       const auth = await c.call('Auth', 'Authenticate', { name: 'user', password: 'upw' });
       assert.ok('ok' in auth);
       c.token = String(auth.ok.token);
     }
-    await same('KV', 'Put', { key: b64('own/x'), value: b64('v') });
-    await same('KV', 'Put', { key: b64('other'), value: b64('v') });
-    await same('KV', 'Range', { key: b64('own/'), range_end: b64('own0') });
-    await same('KV', 'Range', { key: b64('own/'), range_end: Buffer.from([0]).toString('base64') });
-    await same('KV', 'DeleteRange', { key: b64('own/x') });
-    await same('Auth', 'UserList', {});
-    await same('Auth', 'UserGet', { name: 'user' });
-    await same('Auth', 'UserGet', { name: 'root' });
-    await same('Auth', 'RoleGet', { role: 'limited' });
-    await same('Maintenance', 'HashKV', {});
-    await same('Maintenance', 'Defragment', {});
-    await same('Maintenance', 'Alarm', { action: 0 });
-    await same('Auth', 'AuthDisable', {});
+    await accepted('KV', 'Put', { key: b64('own/x'), value: b64('v') });
+    await refused('KV', 'Put', { key: b64('other'), value: b64('v') });
+    await accepted('KV', 'Range', { key: b64('own/'), range_end: b64('own0') });
+    await refused('KV', 'Range', { key: b64('own/'), range_end: Buffer.from([0]).toString('base64') });
+    await accepted('KV', 'DeleteRange', { key: b64('own/x') });
+    await refused('Auth', 'UserList', {});
+    await accepted('Auth', 'UserGet', { name: 'user' });
+    await refused('Auth', 'UserGet', { name: 'root' });
+    await accepted('Auth', 'RoleGet', { role: 'limited' });
+    await refused('Maintenance', 'HashKV', {});
+    await refused('Maintenance', 'Defragment', {});
+    await accepted('Maintenance', 'Alarm', { action: 0 });
+    await refused('Auth', 'AuthDisable', {});
     const snapshots = await Promise.all([a, b].map((c) => c.serverStream('Maintenance', 'Snapshot', {})));
     assert.deepEqual(snapshots[1]?.error, snapshots[0]?.error);
     const watches = [a, b].map((c) => c.stream('Watch', 'Watch'));

@@ -150,7 +150,7 @@ describe('the etcd3 client on kvmq serve', () => {
     assert.deepEqual(await ns.getAll().keys(), ['k']);
   });
 
-  test('errors come back as the client expects', async () => {
+  test('a future revision and an unknown lease fail with the errors the client knows', async () => {
     await assert.rejects(client.get('x').revision(1_000_000).exec(), /future revision/);
     await assert.rejects(
       client.put('bad-lease').value('v').lease('123456').exec(),

@@ -358,6 +358,41 @@ describe('zookeeper: counts from the index sub-trees', () => {
   });
 });
 
+describe('zookeeper: a queued listing reads buckets as far as its page needs', () => {
+  async function queuedIds(client: Client, q: string): Promise<string[]> {
+    const ids: string[] = [];
+    let cursor: string | undefined;
+    do {
+      const page = await client.list(q, { state: 'queued', limit: 1, ...(cursor === undefined ? {} : { cursor }) });
+      ids.push(...page.messages.map((m) => m.id));
+      cursor = page.cursor ?? undefined;
+    } while (cursor !== undefined);
+    return ids;
+  }
+
+  test('ready messages behind a full bucket held back are listed in order, again from remembered bounds', async () => {
+    const client = await open(await freshStoreUrl(server));
+    const q = 'front';
+    const held = Array.from({ length: 2000 }, (_, i) => ({ payload: i, id: `held-${i}`, initialBackoffMs: 3_600_000 }));
+    await client.enqueueBatch(q, held);
+    for (const id of ['r1', 'r2', 'r3']) await client.enqueue(q, id, { id });
+    assert.deepEqual(await queuedIds(client, q), ['r1', 'r2', 'r3']);
+    // The second walk starts from each bucket's remembered lowest ready time.
+    assert.deepEqual(await queuedIds(client, q), ['r1', 'r2', 'r3']);
+    await client.enqueue(q, 'r4', { id: 'r4' });
+    assert.deepEqual(await queuedIds(client, q), ['r1', 'r2', 'r3', 'r4']);
+  });
+
+  test('a bucket remembered as not ready yet is read again once a message is added', async () => {
+    const client = await open(await freshStoreUrl(server));
+    const q = 'later';
+    await client.enqueue(q, 'held', { id: 'held', initialBackoffMs: 3_600_000 });
+    assert.deepEqual(await queuedIds(client, q), []);
+    await client.enqueue(q, 'now', { id: 'now' });
+    assert.deepEqual(await queuedIds(client, q), ['now']);
+  });
+});
+
 describe('zookeeper: indexes under concurrency', () => {
   test('two clients racing over one queue leave counts and listings equal to every status', async () => {
     const url = await freshStoreUrl(server);
@@ -593,6 +628,19 @@ describe('zookeeper: requests kvmq encodes itself', () => {
     const [a, b] = await zk.getMany(['/a', '/b']);
     assert.equal(a?.data.toString(), '2');
     assert.equal(b, null);
+  });
+
+  test('multis and reads travel as kvmq’s own requests, not the client’s (its private fields still fit)', async () => {
+    // direct.ts patches node-zookeeper-client's internals (the version is pinned); were they to change,
+    // requests would quietly go the client's slower way and every other test would still pass.
+    const zk = sessionOf(await open(await freshStoreUrl(server)));
+    const before = zk.sent.direct;
+    await zk.multi([{ op: 'create', path: '/d', data: Buffer.from('x') }]);
+    assert.equal(zk.sent.direct - before, 1, 'the multi went through direct.ts');
+    const [d, missing] = await zk.getMany(['/d', '/none']);
+    assert.equal(zk.sent.direct - before, 2, 'the reads went through direct.ts in one request');
+    assert.equal(d?.data.toString(), 'x');
+    assert.equal(missing, null);
   });
 
   test('reads asked in one tick come back in order, with versions, null where a node is missing', async () => {

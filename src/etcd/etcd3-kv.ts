@@ -5,7 +5,7 @@
  * background. Loaded only when an etcd URL is opened.
  */
 import type * as Etcd3 from 'etcd3';
-import { KvmqError, StoreUnavailableError } from '../errors.js';
+import { StoreUnavailableError } from '../errors.js';
 import type {
   Compare,
   KeyValue,
@@ -23,6 +23,7 @@ import type {
   WatchRequest,
 } from './kv.js';
 import type { EtcdOptions } from './url.js';
+import { translateEtcdError } from './translate-error.js';
 
 type Lib = typeof Etcd3;
 
@@ -170,38 +171,6 @@ function retrying(lib: Lib): Policy {
     },
   };
   return policy as unknown as Policy;
-}
-
-/** Turns a client or server error into a KvmqError that says what to do. */
-export function translateEtcdError(error: unknown, lib: Lib | null, endpoints: string): Error {
-  if (error instanceof KvmqError) return error;
-  const message = error instanceof Error ? error.message : String(error);
-  if (lib !== null && error instanceof lib.EtcdAuthenticationFailedError) {
-    return new KvmqError(
-      'STORE_AUTH',
-      `etcd at ${endpoints} refused the user name or password in the store URL; check etcd://user:password@host:port`,
-      { cause: error },
-    );
-  }
-  if (lib !== null && error instanceof lib.EtcdPermissionDeniedError) {
-    return new KvmqError(
-      'STORE_AUTH',
-      `etcd at ${endpoints} denied access: the URL's user needs read-write access to the queue's keys ` +
-        `(etcdctl role grant-permission ROLE readwrite --prefix /queue/)`,
-      { cause: error },
-    );
-  }
-  if (/database space exceeded/.test(message)) {
-    return new StoreUnavailableError(
-      `etcd at ${endpoints} is out of space (NOSPACE alarm): compact its history and defragment ` +
-        `(etcdctl compact REV; etcdctl defrag; etcdctl alarm disarm), or run it with --auto-compaction-retention`,
-      error,
-    );
-  }
-  if (/too many operations in txn request|request is too large|duplicate key given in txn request/.test(message)) {
-    return new KvmqError('STORE_LIMIT', `etcd refused a kvmq transaction: ${message}`, { cause: error });
-  }
-  return new StoreUnavailableError(`etcd at ${endpoints}: ${message}`, error);
 }
 
 class EtcdSession implements Session {

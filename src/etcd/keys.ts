@@ -1,5 +1,5 @@
 /**
- * The etcds key protocol (DESIGN.md) and kvmq's extra keys, for one queue.
+ * The etcds key protocol (docs/etcd.md, its key table) and kvmq's extra keys, for one queue.
  * Long form `/queue/{q}/...` and short form `/q/{q}/...` are the same queue;
  * within either, `producer|p`, `input|i` and `consumer|c` are both accepted.
  * kvmq writes the long form. Everything kvmq adds lives under

@@ -26,7 +26,7 @@ import {
   type Eoq,
 } from './queue-state.js';
 import { parseEtcdUrl } from './url.js';
-import type { DispatcherLog } from './dispatcher/dispatcher.js';
+import type { DispatcherLog } from './dispatcher/types.js';
 import type { Kv, Watch } from './kv.js';
 import { inspectMessage, listMessages } from './listing.js';
 import { promoteMessages, removeMessages, retryMessages, retryOldestFailed } from './actions.js';

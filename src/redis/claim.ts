@@ -36,9 +36,7 @@ export async function claimMessages(
       continue;
     }
     const messages: ClaimedMessage[] = [];
-    for (let i = 4; i + 6 <= reply.length; i += 6) {
-      messages.push(claimed(reply.slice(i, i + 6), where));
-    }
+    for (let i = 4; i + 6 <= reply.length; i += 6) messages.push(claimed(reply, i, where));
     const wakeAt = num(reply[3]);
     return {
       messages,
@@ -49,11 +47,17 @@ export async function claimMessages(
   }
 }
 
-function claimed([id, content, metadata, filterClass, attempt, policy]: unknown[], where: string): ClaimedMessage {
+/** The message whose six fields (id, content, metadata, filter class, attempt, policy) start at `at`. */
+function claimed(reply: readonly unknown[], at: number, where: string): ClaimedMessage {
+  // Read in place and built as one object: a claim reply carries up to concurrency + prefetch messages.
+  const { payload, encoding, metadata, filters } = storedContent(reply[at + 1], reply[at + 2], reply[at + 3], where);
   return {
-    id: text(id) ?? '',
-    ...storedContent(content, metadata, filterClass, where),
-    attempt: num(attempt),
-    policy: text(policy),
+    id: text(reply[at]) ?? '',
+    payload,
+    encoding,
+    metadata,
+    filters,
+    attempt: num(reply[at + 4]),
+    policy: text(reply[at + 5]),
   };
 }

@@ -66,8 +66,10 @@ export function list(value: unknown): unknown[] {
 /** A message's content from its `messages`, `metadata` and `filters` fields as a script replies them. */
 export function storedContent(content: unknown, metadata: unknown, filterClass: unknown, where: string): StoredContent {
   const meta = text(metadata);
+  const { payload, encoding } = decodeContent(content as Buffer, where);
   return {
-    ...decodeContent(content as Buffer, where),
+    payload,
+    encoding,
     metadata: meta === null ? {} : (JSON.parse(meta) as Metadata),
     filters: parseFilterClass(text(filterClass) ?? ''),
   };

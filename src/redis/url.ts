@@ -6,7 +6,7 @@
  */
 import { readFileSync } from 'node:fs';
 import { StoreUrlError } from '../errors.js';
-import { parseUrlOptions } from '../store/url.js';
+import { parseUrlOptions } from '../store/url-options.js';
 import { PREFIX_PATTERN } from './keys.js';
 
 export const DEFAULT_PREFIX = 'kvmq';

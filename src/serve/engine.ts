@@ -51,6 +51,8 @@ export interface EngineOptions {
   readonly now?: () => number;
   /** Called when a storage failure left the in-memory state unusable; the server should stop. */
   readonly onFatal?: (error: unknown) => void;
+  /** Where storage failures are told: a library writes nothing to the console itself. @defaultValue silence */
+  readonly log?: (level: 'warn' | 'error', message: string) => void;
 }
 
 export interface Alarm {
@@ -95,9 +97,11 @@ export class Engine {
   private compactionDone = -1;
   private alarms: Alarm[] = [];
   private closed = false;
+  private readonly log: (level: 'warn' | 'error', message: string) => void;
 
   constructor(options: EngineOptions) {
     this.now = options.now ?? Date.now;
+    this.log = options.log ?? (() => undefined);
     const backend = Backend.open(options.dataDir);
     this.backend = backend;
     try {
@@ -142,7 +146,7 @@ export class Engine {
         },
         failed: (error) => this.recover(error, onFatal),
         fatal: (error) => {
-          console.error(`kvmq serve: cannot sync the database to disk: ${String(error)}`);
+          this.log('error', `cannot sync the database to disk: ${String(error)}`);
           onFatal(error);
         },
       });
@@ -187,7 +191,7 @@ export class Engine {
   }
 
   private recover(error: unknown, onFatal: (error: unknown) => void): void {
-    console.error(`kvmq serve: a write batch failed and was rolled back: ${String(error)}`);
+    this.log('error', `a write batch failed and was rolled back: ${String(error)}`);
     try {
       this.load(false);
     } catch (reloadError) {
@@ -342,7 +346,7 @@ export class Engine {
       }
     });
     const tracked = run.catch((error: unknown) => {
-      if (!this.closed) console.error(`kvmq serve: compaction at ${rev} failed: ${String(error)}`);
+      if (!this.closed) this.log('error', `compaction at ${rev} failed: ${String(error)}`);
     });
     this.compactionRunning = tracked;
     void tracked.then(() => {

@@ -8,7 +8,7 @@
 import { readFileSync } from 'node:fs';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { hostname } from 'node:os';
-import type { DispatcherLog } from '../etcd/dispatcher/dispatcher.js';
+import type { DispatcherLog } from '../etcd/dispatcher/types.js';
 import { KvmqError, StoreLayoutError } from '../errors.js';
 import { QueueDispatch } from './dispatch/queues.js';
 import { AutoCompactor } from './mvcc/auto-compact.js';
@@ -38,8 +38,16 @@ export interface ServeOptions {
   readonly progressIntervalMs?: number;
   /** Run the etcds queue dispatcher inside the server. @defaultValue true */
   readonly dispatch?: boolean;
-  /** Where the dispatcher's messages go. @defaultValue warnings and errors to stderr */
+  /**
+   * Where the server's and its dispatcher's messages go (storage failures, compaction, deliveries). The
+   * server writes nothing to the console itself; `kvmq serve` passes a log to stderr. @defaultValue silence
+   */
   readonly log?: DispatcherLog;
+  /**
+   * Called when a storage failure left the server unable to go on (its state and the file may disagree).
+   * `kvmq serve` exits with status 1. @defaultValue the failure goes to `log` and the server closes
+   */
+  readonly onFatal?: (error: unknown) => void;
   /** etcd's --cert-file: the server's certificate (PEM); with `keyFile`, the server speaks TLS only. */
   readonly certFile?: string;
   /** etcd's --key-file: the server certificate's private key (PEM). */
@@ -81,13 +89,11 @@ export const SERVE_DEFAULTS = {
   progressIntervalMs: 10 * 60 * 1000,
   dispatch: true,
   autoCompactionRetentionMs: 60 * 60 * 1000,
-  log: (level, message) => {
-    if (level !== 'info') console.error(`kvmq serve ${level}: ${message}`);
-  },
+  log: () => undefined,
   clientCertAuth: false,
 } as const satisfies Omit<
   Required<ServeOptions>,
-  'certFile' | 'keyFile' | 'trustedCaFile' | 'fallback' | 'httpMounts' | 'instruments'
+  'certFile' | 'keyFile' | 'trustedCaFile' | 'fallback' | 'httpMounts' | 'instruments' | 'onFatal'
 >;
 
 export interface RunningServer {
@@ -172,16 +178,19 @@ export async function startServer(options: ServeOptions = {}): Promise<RunningSe
   const { host, port } = parseListen(options.listen ?? SERVE_DEFAULTS.listen);
   const tls = readTls(options);
   const maxRequestBytes = options.maxRequestBytes ?? SERVE_DEFAULTS.maxRequestBytes;
+  const log = options.log ?? SERVE_DEFAULTS.log;
   let transport: Transport | null = null;
   let engine: Engine;
-  try {
-    engine = new Engine({
-      dataDir,
-      onFatal: (error) => {
-        console.error(`kvmq serve: cannot continue after a storage failure: ${String(error)}`);
-        process.exit(1);
-      },
+  // Set once the server is up: by default a fatal storage failure closes it.
+  let closeServer: (() => Promise<void>) | null = null;
+  const onFatal =
+    options.onFatal ??
+    ((error: unknown) => {
+      log('error', `cannot continue after a storage failure, closing: ${String(error)}`);
+      void closeServer?.().catch(() => undefined);
     });
+  try {
+    engine = new Engine({ dataDir, onFatal, log });
   } catch (error) {
     if (error instanceof LayoutError) throw new StoreLayoutError(error.message);
     const message = error instanceof Error ? error.message : String(error);
@@ -226,11 +235,10 @@ export async function startServer(options: ServeOptions = {}): Promise<RunningSe
     const bound = transport;
     let dispatch: QueueDispatch | null = null;
     if (options.dispatch ?? SERVE_DEFAULTS.dispatch) {
-      dispatch = new QueueDispatch(engine, `kvmq-serve@${hostname()}:${bound.port}`, options.log ?? SERVE_DEFAULTS.log);
+      dispatch = new QueueDispatch(engine, `kvmq-serve@${hostname()}:${bound.port}`, log);
       await dispatch.start();
     }
     const retention = options.autoCompactionRetentionMs ?? SERVE_DEFAULTS.autoCompactionRetentionMs;
-    const log = options.log ?? SERVE_DEFAULTS.log;
     const compactor =
       retention > 0
         ? new AutoCompactor(
@@ -248,22 +256,17 @@ export async function startServer(options: ServeOptions = {}): Promise<RunningSe
           )
         : null;
     let closing: Promise<void> | null = null;
-    return {
-      url,
-      host,
-      port: bound.port,
-      engine,
-      dispatch,
-      close() {
-        closing ??= (async () => {
-          compactor?.stop();
-          await dispatch?.close();
-          await bound.close();
-          await engine.close();
-        })();
-        return closing;
-      },
+    const close = (): Promise<void> => {
+      closing ??= (async () => {
+        compactor?.stop();
+        await dispatch?.close();
+        await bound.close();
+        await engine.close();
+      })();
+      return closing;
     };
+    closeServer = close;
+    return { url, host, port: bound.port, engine, dispatch, close };
   } catch (error) {
     await transport?.close();
     await engine.close();

@@ -14,7 +14,7 @@ import type BetterSqlite3 from 'better-sqlite3';
 import { StoreLayoutError, StoreUnavailableError, StoreUrlError } from '../errors.js';
 import { applyConfigPatch, DEFAULT_QUEUE_CONFIG, withConfigDefaults } from '../model/config.js';
 import { sleep } from '../model/time.js';
-import { parseUrlOptions } from '../store/url.js';
+import { parseUrlOptions } from '../store/url-options.js';
 import { promoteMessages, removeMessages, retryFailed, retryMessages } from './actions.js';
 import { claimMessages } from './claim.js';
 import { enqueueMessages } from './enqueue.js';

@@ -53,17 +53,3 @@ export async function openStore(url: string): Promise<Store> {
   }
   return kind.open(url);
 }
-
-/** Parses `?a=b&c=d`, refusing keys not in `known` so a typo is not ignored. */
-export function parseUrlOptions(url: string, query: string, known: readonly string[]): Map<string, string> {
-  const options = new Map<string, string>();
-  for (const [key, value] of new URLSearchParams(query)) {
-    if (!known.includes(key)) {
-      throw new StoreUrlError(
-        `store URL ${JSON.stringify(url)} has unknown option '${key}'; known: ${known.join(', ') || 'none'}`,
-      );
-    }
-    options.set(key, value);
-  }
-  return options;
-}

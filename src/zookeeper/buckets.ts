@@ -128,13 +128,16 @@ export class BucketedList {
     return (await this.bucketsAndVersion()).buckets;
   }
 
-  /** The buckets, and the data version of the list's own node (-1 when it does not exist). */
-  async bucketsAndVersion(): Promise<{ buckets: string[]; version: number }> {
+  /**
+   * The buckets, and the data version and last data change's zxid of the list's own node (-1 and '' when it does
+   * not exist).
+   */
+  async bucketsAndVersion(): Promise<{ buckets: string[]; version: number; mzxid: string }> {
     try {
       const { children, stat } = await this.zk.children(this.dir);
-      return { buckets: children.filter((b) => /^\d{10}$/.test(b)).sort(), version: stat.version };
+      return { buckets: children.filter((b) => /^\d{10}$/.test(b)).sort(), version: stat.version, mzxid: stat.mzxid };
     } catch (error) {
-      if (isZkError(error, ZkCode.NoNode)) return { buckets: [], version: -1 };
+      if (isZkError(error, ZkCode.NoNode)) return { buckets: [], version: -1, mzxid: '' };
       throw error;
     }
   }

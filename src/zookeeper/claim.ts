@@ -12,69 +12,34 @@
  * out together; and messages the consumer's last finish already claimed for
  * it (handoff.ts) are handed over with no round trip at all.
  */
-import { parseFilterClass } from '../model/filters.js';
 import { isZkError, ZkCode, type ZkOp } from './client.js';
-import { deriveState, encodeState, makeState, namesEntry, taskNodes, type Entry, type TaskState } from './layout.js';
+import { deriveState, taskNodes, type Entry, type TaskState } from './layout.js';
 import { collectHandoffs, putBackAll } from './handoff.js';
+import {
+  buildClaim,
+  byEntry,
+  claimFailed,
+  entryMatches,
+  readAheadCount,
+  readAheadOf,
+  recordClaim,
+  skipUntil,
+  type Candidate,
+  type PreparedClaim,
+} from './claim-build.js';
 import { commitIndexed } from './actions.js';
 import { endInFailure, failedState, isDeadLetterClash } from './fail.js';
 import { appendHistory, maxDeliveriesError } from '../model/history.js';
 import type { ConfRead } from './conf.js';
-import type { EventRecord } from './events.js';
 import { parseCounters, type QueueContext } from './queue.js';
 import type { BucketedList } from './buckets.js';
 import type { ClaimCache, TaskRead } from './claim-cache.js';
 import type { StoreContext } from './context.js';
 import type { ClaimRequest, ClaimResult, ClaimedMessage } from '../store/contract.js';
-import type { AttemptRecord, Metadata } from '../model/types.js';
+import type { AttemptRecord } from '../model/types.js';
 
-export interface Candidate {
-  readonly entry: Entry;
-  readonly sub: BucketedList;
-}
-
-/** A claim ready to send: its operations, and what to remember once they succeed. */
-export interface PreparedClaim {
-  readonly candidate: Candidate;
-  readonly ops: ZkOp[];
-  /** Index in `ops` of the `state` write and of the `claim` create. */
-  readonly stateOp: number;
-  readonly createOp: number;
-  readonly read: TaskRead;
-  readonly next: TaskState;
-  readonly consumer: string;
-  /** Its `started` event, for the multi that commits it (with the others of that multi). */
-  readonly event: EventRecord;
-}
-
-const MAX_READ_AHEAD = 192;
 /** A paused queue's claims say to look again this soon. */
 const PAUSED_WAKE_MS = 1000;
-
-/**
- * How many candidates past those being claimed get their reads sent ahead:
- * three claims' worth. Reads are sent after the multis of the claim or finish
- * under way (ZooKeeper answers a session's requests in order: sent before,
- * they would delay the multi), so they come in while the worker runs its
- * handlers; the next claims use reads sent one or two rounds earlier.
- */
-export function readAheadCount(max: number): number {
-  return Math.min(3 * max, MAX_READ_AHEAD);
-}
-
-/** Sends the reads of the next `n` candidates this process knows of (see readAheadCount). */
-export function readAheadOf(
-  ctx: StoreContext,
-  q: QueueContext,
-  accepts: ((filterClass: string) => boolean) | null,
-  n: number,
-): void {
-  const next = cachedCandidates(ctx, q, accepts, n, Date.now());
-  ctx.claims.readAhead(
-    ctx.zk,
-    next.map((c) => ({ entry: c.entry, taskPath: q.paths.task(c.entry.id) })),
-  );
-}
 
 export async function claimMessages(ctx: StoreContext, q: QueueContext, request: ClaimRequest): Promise<ClaimResult> {
   const cache = ctx.claims;
@@ -180,64 +145,6 @@ export async function claimMessages(ctx: StoreContext, q: QueueContext, request:
   return { messages, queueSize, ...(await dryRun(ctx, q, request, wakeAt)) };
 }
 
-/** Null when the entry may be claimed now; else when to look again (a backoff or a known lock ends). */
-function skipUntil(cache: ClaimCache, entry: Entry, now: number): number | null {
-  if (entry.at > now) return entry.at;
-  const until = cache.lockedUntil.get(entry.path);
-  if (until !== undefined && until > now) return until;
-  return cache.trying.has(entry.path) ? Infinity : null;
-}
-
-function byEntry(a: Candidate, b: Candidate): number {
-  return (
-    a.entry.at - b.entry.at ||
-    (a.entry.bucket < b.entry.bucket ? -1 : a.entry.bucket > b.entry.bucket ? 1 : 0) ||
-    a.entry.seq - b.entry.seq
-  );
-}
-
-/**
- * The next `n` entries a consumer with `accepts` may claim, from what this
- * process already knows (trusted views and listings); reads nothing. A
- * sub-queue whose view is out of date contributes nothing.
- */
-export function cachedCandidates(
-  ctx: StoreContext,
-  q: QueueContext,
-  accepts: ((filterClass: string) => boolean) | null,
-  n: number,
-  now: number,
-): Candidate[] {
-  const view = q.peekView();
-  if (view === null) return [];
-  const out: Candidate[] = [];
-  for (const filterClass of view.classes) {
-    if (accepts !== null && !accepts(filterClass)) continue;
-    const sub = q.sub(filterClass);
-    const buckets = sub.peekBuckets();
-    if (buckets === null) continue;
-    let found = 0;
-    for (const bucket of buckets) {
-      const entries = sub.peek(bucket);
-      if (entries === undefined) break;
-      for (const entry of entries) {
-        if (found >= n) break;
-        if (skipUntil(ctx.claims, entry, now) === null) {
-          out.push({ entry, sub });
-          found += 1;
-        }
-      }
-      if (found >= n) break;
-    }
-  }
-  return out.sort(byEntry).slice(0, n);
-}
-
-/** True when the task's state still names this entry (else the entry is left over). */
-export function entryMatches(state: TaskState, entry: Entry): boolean {
-  return namesEntry(state.entry, entry);
-}
-
 /**
  * Looks at one candidate's task and builds its claim multi. A number when it
  * becomes free later (a backoff or another consumer's lock ends then); null
@@ -335,41 +242,6 @@ async function failLost(
   }
 }
 
-/** The claim multi of one task: remove a stale claim (if any), create ours, write `state` with the version read. */
-export function buildClaim(
-  q: QueueContext,
-  candidate: Candidate,
-  read: TaskRead,
-  consumer: string,
-  lockMs: number,
-  now: number,
-  staleClaimVersion: number | null,
-  conf: ConfRead,
-): PreparedClaim {
-  const state = read.state;
-  const nodes = taskNodes(q.paths.task(candidate.entry.id));
-  const next = makeState(
-    {
-      ...state,
-      phase: 'locked',
-      lockUntil: now + lockMs,
-      consumer,
-      attempt: state.attempt + 1,
-      // A message whose lock expired keeps its requeue mark; a pending one starts clean.
-      requeue: state.phase === 'locked' ? state.requeue : false,
-      updatedAt: now,
-    },
-    now,
-  );
-  // No claim starts once a pause is written: the configuration must be as read when it said not paused.
-  const ops: ZkOp[] = [{ op: 'check', path: q.paths.conf, version: conf.version }];
-  if (staleClaimVersion !== null) ops.push({ op: 'remove', path: nodes.claim, version: staleClaimVersion });
-  const createOp = ops.push({ op: 'create', path: nodes.claim, data: Buffer.from(consumer), kind: 'ephemeral' }) - 1;
-  const stateOp = ops.push({ op: 'set', path: nodes.state, data: encodeState(next), version: read.version }) - 1;
-  const event: EventRecord = { type: 'started', id: candidate.entry.id, attempt: next.attempt, at: now };
-  return { candidate, ops, stateOp, createOp, read, next, consumer, event };
-}
-
 async function commit(
   ctx: StoreContext,
   q: QueueContext,
@@ -391,52 +263,6 @@ async function commit(
     return null;
   }
   return recordClaim(ctx, q, p, results[p.stateOp]?.version, epoch);
-}
-
-/** A claim's multi failed: read the task afresh next time, and its claim too if one was in the way. */
-export function claimFailed(ctx: StoreContext, q: QueueContext, p: PreparedClaim, code: number, opIndex: number): void {
-  const path = p.candidate.entry.path;
-  if (p.ops[opIndex]?.op === 'check') {
-    // The configuration changed (a pause?): read it again; the task's read is still good.
-    q.staleConf();
-    return;
-  }
-  ctx.claims.forgetRead(path);
-  if (code === ZkCode.NodeExists && opIndex === p.createOp) ctx.claims.suspect.add(path);
-}
-
-/** A claim succeeded: remember it as held (for finish and extend) and build the message. */
-export function recordClaim(
-  ctx: StoreContext,
-  q: QueueContext,
-  p: PreparedClaim,
-  stateVersion: number | undefined,
-  epoch: number,
-): ClaimedMessage {
-  const { entry } = p.candidate;
-  ctx.claims.forgetRead(entry.path);
-  ctx.claims.suspect.delete(entry.path);
-  ctx.claims.noteLocked(entry.path, p.next.lockUntil);
-  ctx.setHeld({
-    queue: q.name,
-    consumer: p.consumer,
-    id: entry.id,
-    attempt: p.next.attempt,
-    epoch,
-    taskPath: q.paths.task(entry.id),
-    entryPath: entry.path,
-    stateVersion: stateVersion ?? p.read.version + 1,
-    state: p.next,
-  });
-  return {
-    id: entry.id,
-    payload: p.read.data,
-    encoding: p.read.state.encoding,
-    metadata: JSON.parse(p.read.metadata.toString('utf8') || '{}') as Metadata,
-    filters: parseFilterClass(p.read.state.filterClass),
-    attempt: p.next.attempt,
-    policy: p.next.policy ?? null,
-  };
 }
 
 /** After a claim: the queue-wide dry-run counters go back to 0 (when the view says they are not). */

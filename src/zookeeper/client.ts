@@ -35,6 +35,8 @@ export interface ZkStat {
   readonly dataLength: number;
   /** The owning session's id in hex; '0000000000000000' for persistent nodes. */
   readonly ephemeralOwner: string;
+  /** The zxid of the node's last data change, in hex: a node removed and made again never repeats one. */
+  readonly mzxid: string;
 }
 
 export type CreateKind = 'persistent' | 'sequential' | 'ephemeral';
@@ -69,6 +71,7 @@ interface RawStat {
   numChildren: number;
   dataLength: number;
   ephemeralOwner: Buffer;
+  mzxid: Buffer;
 }
 
 type Callback<T> = (error: Error | Zk.Exception | null, value: T) => void;
@@ -89,9 +92,10 @@ export class ZkSession {
   epoch = 0;
   /**
    * Sent so far, for benchmarks and tests: reads (each path counts), the requests that carried them,
-   * and write operations (each one of a multi counts).
+   * and write operations (each one of a multi counts); `direct`: the requests kvmq encoded itself
+   * (direct.ts), which fall back silently to the client's own should its internals change.
    */
-  readonly sent = { reads: 0, readRequests: 0, writes: 0 };
+  readonly sent = { reads: 0, readRequests: 0, writes: 0, direct: 0 };
   private live: Promise<Live>;
   private current: Live | null = null;
   private readonly sessionListeners = new Set<(epoch: number) => void>();
@@ -207,6 +211,7 @@ export class ZkSession {
       this.coalesceWrites();
       this.sent.reads += paths.length;
       this.sent.readRequests += 1;
+      this.sent.direct += 1;
       const results = await reader.read(paths);
       let at = 0;
       for (const r of batch) {
@@ -329,6 +334,7 @@ export class ZkSession {
   private async directMulti(direct: DirectRequests, ops: readonly ZkOp[]): Promise<ZkOpResult[]> {
     if (this.closed) throw new StoreUnavailableError('the ZooKeeper store is closed');
     this.coalesceWrites();
+    this.sent.direct += 1;
     let results;
     try {
       results = await direct.multi(ops.map(toDirectOp), this.encodedAcl());
@@ -526,12 +532,14 @@ function transientMessage(code: number, hosts: string): string {
 }
 
 function toStat(raw: RawStat | undefined): ZkStat {
-  if (raw === undefined) return { version: -1, cversion: -1, numChildren: 0, dataLength: 0, ephemeralOwner: '' };
+  if (raw === undefined)
+    return { version: -1, cversion: -1, numChildren: 0, dataLength: 0, ephemeralOwner: '', mzxid: '' };
   return {
     version: raw.version,
     cversion: raw.cversion,
     numChildren: raw.numChildren,
     dataLength: raw.dataLength,
     ephemeralOwner: raw.ephemeralOwner.toString('hex'),
+    mzxid: raw.mzxid.toString('hex'),
   };
 }

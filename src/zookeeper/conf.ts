@@ -14,7 +14,7 @@
 import { StoreLayoutError } from '../errors.js';
 import { applyConfigPatch, DEFAULT_QUEUE_CONFIG } from '../model/config.js';
 import { isZkError, ZkCode, type ZkOp, type ZkSession } from './client.js';
-import type { QueueContext } from './queue.js';
+import type { QueuePaths } from './layout.js';
 import type { QueueConfig } from '../model/types.js';
 
 const NODES = [
@@ -30,6 +30,16 @@ const NODES = [
   'events_max_age',
 ] as const;
 type Node = (typeof NODES)[number];
+
+/**
+ * What configuring needs of a queue. QueueContext has it; naming it here
+ * keeps this module below queue.ts, which reads the configuration with it.
+ */
+export interface ConfiguredQueue {
+  readonly paths: QueuePaths;
+  exists(): Promise<boolean>;
+  ensure(): Promise<void>;
+}
 
 /** A configuration as read, with the version of `conf` it was read at. */
 export interface ConfRead {
@@ -94,7 +104,7 @@ export async function readConf(zk: ZkSession, confPath: string, watch?: () => vo
   return { config, version: conf.stat.version, versions: reads.map((r) => (r == null ? null : r.version)) };
 }
 
-export async function readConfig(zk: ZkSession, q: QueueContext): Promise<QueueConfig> {
+export async function readConfig(zk: ZkSession, q: ConfiguredQueue): Promise<QueueConfig> {
   if (!(await q.exists())) return DEFAULT_QUEUE_CONFIG;
   return (await readConf(zk, q.paths.conf)).config;
 }
@@ -121,7 +131,7 @@ function values(config: QueueConfig): Record<Node, string> {
  */
 export async function writeConfig(
   zk: ZkSession,
-  q: QueueContext,
+  q: ConfiguredQueue,
   patch: Partial<QueueConfig>,
 ): Promise<{ config: QueueConfig; created: boolean }> {
   // A queue that exists (made by an enqueue, a worker or a configure) has its configuration, defaults or not.

@@ -5,7 +5,7 @@
  * with its state, or revived / requeued (see existing()), each in one multi
  * with a version check on the task's state.
  */
-import { KvmqError } from '../errors.js';
+import { MessageTooLargeError } from '../errors.js';
 import { parseFilterClass } from '../model/filters.js';
 import { isZkError, ZkCode, type ZkOp } from './client.js';
 import {
@@ -40,11 +40,7 @@ export async function enqueueMessages(
 ): Promise<EnqueueResult[]> {
   for (const m of messages) {
     if (messageBytes(q, m) > MULTI_BYTES) {
-      throw new KvmqError(
-        'MESSAGE_TOO_LARGE',
-        `message ${m.id} with its metadata is ${messageBytes(q, m)} bytes, over ZooKeeper's packet limit ` +
-          `(${MULTI_BYTES} bytes here); make the payload or metadata smaller`,
-      );
+      throw new MessageTooLargeError(m.id, messageBytes(q, m), MULTI_BYTES);
     }
   }
   await q.ensure();
@@ -114,7 +110,7 @@ function chunks(q: QueueContext, messages: readonly NewMessage[], indexes: reado
   return out;
 }
 
-/** Ops that create one task and its entry, and the index of the first op. */
+/** Ops that create one task and its entry. */
 async function newTaskOps(q: QueueContext, m: NewMessage, now: number): Promise<ZkOp[]> {
   const taskPath = q.paths.task(m.id);
   const nodes = taskNodes(taskPath);

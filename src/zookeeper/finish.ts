@@ -6,7 +6,7 @@
  * Either way the late outcome is refused ('lost') and changes nothing.
  * A batch of finishes is one multi; a conflict sends each through alone.
  */
-import { claimFailed } from './claim.js';
+import { claimFailed } from './claim-build.js';
 import { isZkError, ZkCode, type ZkOp } from './client.js';
 import { claimsForFinish, readAheadAfterFinish, recordHandoffs } from './handoff.js';
 import { decodeState, encodeState, entryPrefix, makeState, taskNodes } from './layout.js';

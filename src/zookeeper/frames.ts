@@ -4,7 +4,7 @@
  * replies costs megabytes of copying and garbage. Handed exactly one whole
  * reply frame per call, it never copies. This splits the socket's chunks into
  * frames (a 4-byte big-endian length, then the body) before the client sees
- * them, and lets kvmq take the replies to its own requests (multi-read.ts).
+ * them, and lets kvmq take the replies to its own requests (direct.ts).
  * Its internals are checked first; if they differ, nothing changes.
  */
 import type * as Zk from 'node-zookeeper-client';

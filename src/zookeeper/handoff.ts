@@ -25,7 +25,7 @@ import {
   readAheadOf,
   recordClaim,
   type PreparedClaim,
-} from './claim.js';
+} from './claim-build.js';
 import type { ConsumerTerms, Handoff } from './claim-cache.js';
 import type { StoreContext } from './context.js';
 import type { QueueContext } from './queue.js';

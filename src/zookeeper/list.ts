@@ -9,21 +9,13 @@
  * Order within a state: for `/done` and `/failed`, their finishing order
  * (bucket by bucket, oldest first), so a page reads only the buckets it walks;
  * for backoffs (queued-with-backoff, done-with-requeue), their end, from
- * `/waiting`; for locked and queued, ready time across every sub-queue (all
- * their bucket listings are read, names only).
+ * `/waiting`; for locked and queued, ready time across every sub-queue (bucket
+ * listings read lowest ready time first, as far as the page needs: ready-entries.ts).
  */
 import { makeCursor, readCursor, type ListQuery } from '../model/list.js';
-import {
-  classNode,
-  classOfNode,
-  decodeState,
-  deriveState,
-  namesEntry,
-  taskNodes,
-  type Entry,
-  type TaskState,
-} from './layout.js';
+import { classOfNode, decodeState, deriveState, namesEntry, taskNodes, type Entry, type TaskState } from './layout.js';
 import { contentOf, statusOf } from './inspect.js';
+import { sorted, walkReady, type Keyed } from './ready-entries.js';
 import { isZkError, ZkCode } from './client.js';
 import type { StoreContext } from './context.js';
 import type { QueueContext } from './queue.js';
@@ -32,11 +24,6 @@ import type { MessageState } from '../model/types.js';
 
 /** Entries whose tasks are read per round. */
 const READ_CHUNK = 128;
-
-interface Keyed {
-  readonly key: string;
-  readonly entry: Entry;
-}
 
 export async function listMessages(ctx: StoreContext, q: QueueContext, query: ListQuery): Promise<StoredPage> {
   const position = readCursor(query, 2);
@@ -105,21 +92,12 @@ async function listState(
       (s, entry) => s.phase === 'pending' && s.readyAt === entry.at,
     );
   }
-  // Locked and queued entries were ready: only entries whose ready time has come are read.
-  for (const node of await children(ctx, q.paths.queue)) {
-    const sub = q.sub(classOfNode(node));
-    for (const bucket of await sub.buckets()) {
-      for (const entry of await sub.list(bucket)) {
-        const key = `${at(entry)}/${classNode(classOfNode(node))}/${bucket}/${seq(entry)}`;
-        if (entry.at <= now && (after === null || key > after)) entries.push({ key, entry });
-      }
-    }
-  }
-  return take(ctx, q, query, state, sorted(entries), out);
-}
-
-function sorted(entries: Keyed[]): Keyed[] {
-  return entries.sort((a, b) => (a.key < b.key ? -1 : a.key > b.key ? 1 : 0));
+  // Locked and queued entries were ready: only entries whose ready time has come are read, as far as the page needs.
+  const subs = (await children(ctx, q.paths.queue)).map((node) => {
+    const filterClass = classOfNode(node);
+    return { list: q.sub(filterClass), filterClass };
+  });
+  return walkReady(subs, now, after, (run) => take(ctx, q, query, state, run, out));
 }
 
 /** The entry is the one the task's state names (not one left over). */

@@ -4,17 +4,10 @@
  * marker) or empty, in which case kvmq marks it as its own. Its queues are
  * the children that carry the queue marker.
  */
-import { KvmqError, StoreLayoutError, StoreUrlError } from '../errors.js';
+import { StoreAuthError, StoreLayoutError, StoreUrlError } from '../errors.js';
 import { isZkError, ZkCode, type ZkSession } from './client.js';
 import { QUEUE_MARKER, ROOT_MARKER, ROOT_MARKER_NAME } from './layout.js';
 import type { ZookeeperUrl } from './url.js';
-
-/** The digest user may not read or write the dir: a wrong password, or a dir of another user. */
-export class ZookeeperAuthError extends KvmqError {
-  constructor(message: string) {
-    super('STORE_AUTH', message);
-  }
-}
 
 export async function checkRoot(zk: ZkSession, url: ZookeeperUrl): Promise<void> {
   const where = `${url.chroot} on ${url.hosts}`;
@@ -60,7 +53,8 @@ export async function checkRoot(zk: ZkSession, url: ZookeeperUrl): Promise<void>
 
 function refused(error: unknown, where: string, url: ZookeeperUrl): unknown {
   if (isZkError(error, ZkCode.NoAuth) || isZkError(error, ZkCode.AuthFailed)) {
-    return new ZookeeperAuthError(
+    // The digest user may not read or write the dir: a wrong password, or a dir of another user.
+    return new StoreAuthError(
       `ZooKeeper refused access to ${where}: ` +
         (url.auth === null
           ? 'it is protected by an ACL; put user:password in the URL (zookeeper://user:password@host:2181/dir)'

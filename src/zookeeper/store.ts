@@ -3,7 +3,7 @@
  * real ensemble, every state change one multi. Claims are ephemeral nodes, so
  * a dead consumer's messages are free as soon as ZooKeeper ends its session.
  */
-import { KvmqError, StoreUnavailableError } from '../errors.js';
+import { KvmqError, StoreAuthError, StoreUnavailableError, ZookeeperReplyError } from '../errors.js';
 import { ZkError, ZkSession } from './client.js';
 import { claimMessages } from './claim.js';
 import { readConfig, writeConfig } from './conf.js';
@@ -247,14 +247,10 @@ class ZookeeperStore implements Store {
 /** A ZooKeeper reply no operation expected: say what it was and where. */
 function translate(error: ZkError): KvmqError {
   if (error.code === -102) {
-    return new KvmqError(
-      'STORE_AUTH',
+    return new StoreAuthError(
       `ZooKeeper refused access to ${error.path} (NO_AUTH): check the user:password in the store URL`,
-      { cause: error },
+      error,
     );
   }
-  return new KvmqError('ZOOKEEPER', `unexpected ZooKeeper reply: ${error.message}`, {
-    cause: error,
-    transient: error.transient,
-  });
+  return new ZookeeperReplyError(`unexpected ZooKeeper reply: ${error.message}`, error, error.transient);
 }

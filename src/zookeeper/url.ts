@@ -7,7 +7,7 @@
  * user (ZooKeeper's CREATOR_ALL ACL).
  */
 import { StoreUrlError } from '../errors.js';
-import { parseUrlOptions } from '../store/url.js';
+import { parseUrlOptions } from '../store/url-options.js';
 import { SECOND } from '../model/time.js';
 
 export const ZOOKEEPER_URL_FORM =

@@ -21,6 +21,17 @@ const OPTIONS = {
   metrics: { type: 'string' },
 } as const;
 
+/** The server's warnings and errors, on stderr; its info messages would drown them. */
+function logToStderr(level: 'info' | 'warn' | 'error', message: string): void {
+  if (level !== 'info') process.stderr.write(`kvmq serve ${level}: ${message}\n`);
+}
+
+/** The file and the server's state may disagree after a storage failure: stop at once, before serving more. */
+function exitOnStorageFailure(error: unknown): void {
+  process.stderr.write(`kvmq serve: cannot continue after a storage failure: ${String(error)}\n`);
+  process.exit(1);
+}
+
 const UNIT_MS: Record<string, number> = { ms: 1, s: 1000, m: 60_000, h: 3_600_000 };
 
 /** '1h', '30m', '90s' or '0' (off). */
@@ -75,6 +86,8 @@ export const serve: Command = {
     const server = await startServer({
       dataDir,
       listen,
+      log: logToStderr,
+      onFatal: exitOnStorageFailure,
       ...(retention === undefined ? {} : { autoCompactionRetentionMs: parseRetention(retention) }),
       ...(values['cert-file'] === undefined ? {} : { certFile: values['cert-file'] }),
       ...(values['key-file'] === undefined ? {} : { keyFile: values['key-file'] }),

@@ -5,7 +5,8 @@
  * and tries again. The key's create revision is the dispatcher's term: every
  * Txn it makes compares it.
  */
-import { Dispatcher, type DispatcherDeps } from './dispatcher.js';
+import { Dispatcher } from './dispatcher.js';
+import type { DispatcherDeps } from './types.js';
 
 // Looks at the election key this often even without a watch event, in case one was missed.
 const RECHECK_MS = 10_000;

@@ -11,15 +11,7 @@
  * It speaks only the KV port (../kv.ts), so `kvmq serve` runs it unchanged.
  */
 import { decodeRecord } from '../record.js';
-import {
-  prefixEnd,
-  type Compare,
-  type KeyValue,
-  type Kv,
-  type RangeResult,
-  type Watch,
-  type WatchEvent,
-} from '../kv.js';
+import { prefixEnd, type Compare, type KeyValue, type Kv, type Watch, type WatchEvent } from '../kv.js';
 import { pack, runBatch, type Change } from '../txn-batch.js';
 import { EventIntake } from './events.js';
 import { Loader, PAYLOAD_BUDGET_BYTES } from './load.js';
@@ -29,30 +21,7 @@ import { readSnapshot } from './snapshot.js';
 import type * as changes from './changes.js';
 import type { QueueKeys } from '../keys.js';
 import type { Consumer, Msg, ProducerPut } from './model.js';
-
-export type DispatcherLog = (level: 'info' | 'warn' | 'error', message: string) => void;
-
-/**
- * Told of a delivery as soon as its Txn succeeded: a consumer in the same
- * process takes it without waiting for its watch (which still delivers it;
- * the consumer sees the same revision twice).
- */
-export type DeliveryListener = (consumerKey: string, delivery: WatchEvent) => void;
-
-export interface DispatcherDeps {
-  readonly kv: Kv;
-  readonly keys: QueueKeys;
-  readonly log: DispatcherLog;
-  readonly onDelivery?: DeliveryListener | undefined;
-}
-
-/** A change in a Txn: what to do once etcd answered. */
-export interface Planned extends Change {
-  onOk(revision: number): void;
-  onFail(reads: readonly RangeResult[]): void;
-  /** The Txn did not answer (error): undo what planning reserved. */
-  onError(): void;
-}
+import type { DeliveryListener, DispatcherDeps, DispatcherLog, Planned } from './types.js';
 
 // Txns in flight at once: etcd batches concurrent proposals, so a few in flight raise throughput.
 const MAX_IN_FLIGHT = 8;

@@ -8,7 +8,7 @@
  */
 import { decodeRecord } from '../record.js';
 import type { WatchEvent } from '../kv.js';
-import type { DispatcherLog } from './dispatcher.js';
+import type { DispatcherLog } from './types.js';
 import type { QueueMirror } from './mirror.js';
 
 /** Events held back while the dispatcher reads more of its queue, in the order they came. */

@@ -6,7 +6,7 @@
 import { QueueKeys } from '../keys.js';
 import { Candidate } from './candidate.js';
 import type { Kv } from '../kv.js';
-import type { DeliveryListener, DispatcherLog } from './dispatcher.js';
+import type { DeliveryListener, DispatcherLog } from './types.js';
 
 export class DispatcherHost {
   private readonly candidates = new Map<string, { candidate: Candidate; holds: number }>();

@@ -13,7 +13,7 @@ import { getMany } from '../txn-batch.js';
 import { MEMORY_KEEP, WINDOW_LIMIT, type QueueMirror } from './mirror.js';
 import { readPage } from './snapshot.js';
 import type { Kv } from '../kv.js';
-import type { DispatcherLog } from './dispatcher.js';
+import type { DispatcherLog } from './types.js';
 import type { Msg } from './model.js';
 
 const FIRST_SPAN_MS = 1000;

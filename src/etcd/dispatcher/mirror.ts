@@ -16,7 +16,7 @@ import { acceptedByPairs, parseRegistration, type Registration } from '../regist
 import { TimeHeap } from './heap.js';
 import { ReadyIndex, type Consumer, type Msg, type ProducerPut } from './model.js';
 import type { KeyValue } from '../kv.js';
-import type { DispatcherLog } from './dispatcher.js';
+import type { DispatcherLog } from './types.js';
 import type { Snapshot } from './snapshot.js';
 import type { QueueConfig } from '../../model/types.js';
 

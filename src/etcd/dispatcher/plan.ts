@@ -15,7 +15,7 @@ import { registerOp } from '../queue-registry.js';
 import * as changes from './changes.js';
 import { freeSlots, type Consumer, type Msg, type ProducerPut } from './model.js';
 import type { Kv } from '../kv.js';
-import type { DispatcherLog, Planned } from './dispatcher.js';
+import type { DispatcherLog, Planned } from './types.js';
 import type { QueueMirror } from './mirror.js';
 
 // An expired lock whose holder has not renewed it for this long more is given back to the queue.

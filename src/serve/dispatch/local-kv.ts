@@ -11,7 +11,7 @@
 import { SYSTEM_AUTH } from '../auth/store.js';
 import type { Engine } from '../engine.js';
 import { keyString } from '../bytes.js';
-import { translateEtcdError } from '../../etcd/etcd3-kv.js';
+import { translateEtcdError } from '../../etcd/translate-error.js';
 import type {
   Compare as PortCompare,
   KeyValue as PortKeyValue,

@@ -7,7 +7,7 @@
  */
 import { checkQueueName } from '../../model/validate.js';
 import { DispatcherHost } from '../../etcd/dispatcher/host.js';
-import type { DispatcherLog } from '../../etcd/dispatcher/dispatcher.js';
+import type { DispatcherLog } from '../../etcd/dispatcher/types.js';
 import { prefixEnd, type Watch } from '../../etcd/kv.js';
 import type { Engine } from '../engine.js';
 import { LocalKv } from './local-kv.js';
