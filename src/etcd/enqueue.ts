@@ -15,8 +15,9 @@ import { StoreLayoutError } from '../errors.js';
 import { newIdx, type QueueKeys } from './keys.js';
 import { decodeRecord, encodeRecord, stateOf, type MessageRecord } from './record.js';
 import { freshRecord, indexOps } from './transitions.js';
-import { changeEvents, eventOps } from './event-ops.js';
+import { changeEvents } from './event-ops.js';
 import { pack, runBatch, type Change } from './txn-batch.js';
+import { countChange, type CountDelta } from './counts.js';
 import type { Kv, Op } from './kv.js';
 import type { NewMessage } from '../store/contract.js';
 import type { EnqueueResult } from '../model/types.js';
@@ -139,6 +140,7 @@ function adding(keys: QueueKeys, message: NewMessage, events: boolean): Adding {
     ],
     reads: [{ type: 'range', key: keys.record(message.id) }],
     events: changeEvents(keys, events, { type: 'enqueued', id: message.id, attempt: 0 }),
+    counts: countChange(keys, null, record),
   };
 }
 
@@ -164,17 +166,18 @@ async function enqueueExisting(
     const state = stateOf(record, now);
     const plan = await planExisting(kv, keys, message, record, state, now);
     if (plan === null) return { ok: false, id: message.id, state };
-    const res = await kv.txn({
-      compare: [{ key: keys.record(message.id), target: 'mod', result: '=', operand: rev }],
-      success: [
-        ...plan.ops,
-        ...eventOps(keys, events, now, { type: 'enqueued', id: message.id, attempt: plan.attempt }),
-      ],
-      failure: [{ type: 'range', key: keys.record(message.id) }],
-    });
-    if (res.succeeded) return { ok: true, id: message.id, action: plan.action };
-    const read = res.responses[0];
-    const kvRecord = read?.type === 'range' ? read.kvs[0] : undefined;
+    const { results } = await runBatch(kv, [
+      {
+        compares: [{ key: keys.record(message.id), target: 'mod', result: '=', operand: rev }],
+        ops: plan.ops,
+        reads: [{ type: 'range', key: keys.record(message.id) }],
+        events: changeEvents(keys, events, { type: 'enqueued', id: message.id, attempt: plan.attempt }),
+        counts: plan.counts,
+      },
+    ]);
+    const res = results[0];
+    if (res?.ok === true) return { ok: true, id: message.id, action: plan.action };
+    const kvRecord = res?.reads[0]?.kvs[0];
     record = kvRecord === undefined ? null : decodeRecord(kvRecord.value);
     rev = kvRecord?.modRevision ?? 0;
     if (kvRecord !== undefined && record === null) {
@@ -191,7 +194,7 @@ async function planExisting(
   r: MessageRecord,
   state: ReturnType<typeof stateOf>,
   now: number,
-): Promise<{ ops: Op[]; action: 'revived' | 'requeued'; attempt: number } | null> {
+): Promise<{ ops: Op[]; action: 'revived' | 'requeued'; attempt: number; counts: CountDelta[] } | null> {
   const payload = asBuffer(m.payload);
   if (state === 'done-awaiting-gc') {
     const idx = newIdx();
@@ -212,6 +215,7 @@ async function planExisting(
     return {
       action: 'revived',
       attempt: 0,
+      counts: countChange(keys, r, record),
       ops: [
         { type: 'put', key: keys.ordered(idx, m.id), value: payload },
         { type: 'put', key: keys.record(m.id), value: encodeRecord(record) },
@@ -242,6 +246,7 @@ async function planExisting(
     return {
       action: 'requeued',
       attempt: 0,
+      counts: countChange(keys, r, record),
       ops: [
         { type: 'put', key: keys.ordered(idx, m.id), value },
         { type: 'put', key: keys.record(m.id), value: encodeRecord(record) },
@@ -260,7 +265,7 @@ async function planExisting(
     const ops: Op[] = [{ type: 'put', key: keys.record(m.id), value: encodeRecord(record) }];
     if (m.replacePayload) ops.push({ type: 'put', key: keys.payload(m.id), value: payload });
     // The running attempt goes on; the requeued run starts later from attempt 0.
-    return { action: 'requeued', attempt: r.attempt, ops };
+    return { action: 'requeued', attempt: r.attempt, ops, counts: [] };
   }
   return null;
 }

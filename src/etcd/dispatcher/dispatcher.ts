@@ -296,6 +296,7 @@ export class Dispatcher {
       ops: ops.ops,
       reads: ops.reads,
       events: ops.events,
+      counts: ops.counts,
       onOk: (revision) => {
         settle();
         if (consumer !== null) {
@@ -371,6 +372,7 @@ export class Dispatcher {
       ops: ops.ops,
       reads: ops.reads,
       events: ops.events,
+      counts: ops.counts,
       onOk: (revision) => {
         settle();
         if (this.mirror.producers.get(put.key) === put) this.mirror.producers.delete(put.key);

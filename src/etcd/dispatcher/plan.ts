@@ -144,7 +144,16 @@ export class Planner {
       }
       const attempt = msg.record.attempt;
       const ops = this.noted(changes.ack(this.mirror.keys, msg, now), { type: 'completed', id: msg.id, attempt });
-      planned.push(this.deps.change(msg, null, ops));
+      const change = this.deps.change(msg, null, ops);
+      const rev = msg.rev;
+      planned.push({
+        ...change,
+        onFail: (reads) => {
+          change.onFail(reads);
+          // Failed with the record as it was (a count slot changed): the ack is still to be made.
+          if (reads[0]?.kvs[0]?.modRevision === rev && this.mirror.msgs.get(msg.id) === msg) this.mirror.acks.add(msg);
+        },
+      });
     }
   }
 
