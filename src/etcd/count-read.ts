@@ -10,6 +10,7 @@ import {
   countSlotsPrefix,
   decodeCounts,
   encodeCounts,
+  isZero,
   ZERO,
   type Counts,
 } from './counts.js';
@@ -42,8 +43,11 @@ export async function recount(kv: Kv, keys: QueueKeys, revision: number): Promis
   const ranges = res.responses.map((r) => (r.type === 'range' ? r : { kvs: [], count: 0 }));
   const n = (i: number): number => ranges[i]?.count ?? 0;
   const counted: Counts = { live: n(0), done: n(1), failed: n(2), stuck: n(3) };
+  const slotKvs = ranges[4]?.kvs ?? [];
+  // Nothing to count (an unknown queue): a read leaves no key behind; the next one counts again, at no cost.
+  if (slotKvs.length === 0 && isZero(counted)) return counted;
   let written = ZERO;
-  for (const slot of ranges[4]?.kvs ?? []) written = addCounts(written, decodeCounts(slot.value).counts);
+  for (const slot of slotKvs) written = addCounts(written, decodeCounts(slot.value).counts);
   // Another reader may have made the base meanwhile: it holds the same, so either one stands.
   await kv.txn({
     compare: [{ key: countBaseKey(keys), target: 'version', result: '=', operand: 0 }],
