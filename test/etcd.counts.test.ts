@@ -178,8 +178,8 @@ void describe('etcd counts', () => {
           await a.gc(q);
         }
         await drained(a, q);
-        await stalled.kill('SIGKILL');
       } finally {
+        await stalled.kill('SIGKILL');
         rmSync(dir, { recursive: true, force: true });
       }
       const failed = await b.list(q, { state: 'failed', limit: 5 });
@@ -261,8 +261,11 @@ void describe('etcd counts', () => {
     const sampler = sampling(s, [q]);
     for (const round of [0, 1]) {
       const child = spawnChild('counts-process.ts', [url, q, `k${round}`]);
-      await child.line(/^progress 6$/, 60_000);
-      await child.kill('SIGKILL');
+      try {
+        await child.line(/^progress 6$/, 60_000);
+      } finally {
+        await child.kill('SIGKILL');
+      }
     }
     await drained(a, q);
     await sampler.stop();
