@@ -10,6 +10,14 @@ import { waitForOutcome, type WaitResult } from './events/wait-for.js';
 import { DEFAULT_QUEUE_CONFIG, checkConfigPatch } from './model/config.js';
 import { checkMessageFilters, filterClass } from './model/filters.js';
 import { newMessageId } from './model/ids.js';
+import {
+  DEFAULT_PRIORITY,
+  checkDebounce,
+  checkGroup,
+  checkPriority,
+  checkRunAt,
+  type Debounce,
+} from './model/scheduling.js';
 import { checkListOptions } from './model/list.js';
 import { decodePayload, encodePayload } from './model/payload.js';
 import { checkPolicy, decodePolicy, encodePolicy } from './model/policy.js';
@@ -70,6 +78,10 @@ const ENQUEUE_KEYS = [
   'attempts',
   'backoff',
   'timeoutMs',
+  'priority',
+  'runAt',
+  'group',
+  'debounce',
 ] as const;
 const BATCH_KEYS = ['payload', ...ENQUEUE_KEYS] as const;
 // Failed messages redriven per atomic step of retryFailed.
@@ -287,6 +299,8 @@ export class Client {
       ...details.status,
       ...decodeContent(details.content),
       policy: decodePolicy(details.policy) ?? {},
+      priority: details.priority,
+      group: details.group,
       history: details.history,
     };
   }
@@ -394,6 +408,7 @@ export class Client {
     const filters =
       item.filters === undefined || config === null ? {} : checkMessageFilters(queue, item.filters, config);
     const policy = encodePolicy(checkPolicy(item));
+    const debounce = item.debounce === undefined ? null : checkDebounce(item.debounce);
     return {
       id: item.id === undefined ? newMessageId() : checkMessageId(item.id),
       payload: encoded.bytes,
@@ -401,10 +416,13 @@ export class Client {
       metadata: item.metadata === undefined ? {} : checkPlainObject('metadata', item.metadata),
       filters,
       filterClass: filterClass(filters),
-      initialBackoffMs: item.initialBackoffMs === undefined ? 0 : checkMs('initialBackoffMs', item.initialBackoffMs),
+      initialBackoffMs: initialBackoff(item, debounce),
       allowRequeue: item.allowRequeue === undefined ? false : checkBoolean('allowRequeue', item.allowRequeue),
       replacePayload: item.replacePayload === undefined ? false : checkBoolean('replacePayload', item.replacePayload),
       policy,
+      priority: item.priority === undefined ? DEFAULT_PRIORITY : checkPriority(item.priority),
+      group: item.group === undefined ? null : checkGroup(item.group),
+      debounceId: debounce === null ? null : debounce.id,
     };
   }
 
@@ -433,6 +451,20 @@ export class Client {
   private checkOpen(): void {
     if (this.closed) throw new ClosedError('client');
   }
+}
+
+/** The delay before a new message is ready: `initialBackoffMs`, `runAt` or `debounce.ms`, at most one of them. */
+function initialBackoff(item: BatchItem, debounce: Debounce | null): number {
+  const given = [
+    item.initialBackoffMs === undefined ? null : 'initialBackoffMs',
+    item.runAt === undefined ? null : 'runAt',
+    debounce === null ? null : 'debounce',
+  ].filter((name) => name !== null);
+  if (given.length > 1)
+    throw new TypeError(`give at most one of initialBackoffMs, runAt and debounce, not ${given.join(' and ')}`);
+  if (item.runAt !== undefined) return Math.max(0, checkRunAt(item.runAt) - Date.now());
+  if (debounce !== null) return debounce.ms;
+  return item.initialBackoffMs === undefined ? 0 : checkMs('initialBackoffMs', item.initialBackoffMs);
 }
 
 function decodeContent(content: StoredContent): { payload: Payload; metadata: Metadata; filters: FilterValues } {

@@ -48,6 +48,7 @@ import type {
   StoreCapabilities,
   StoredDetails,
   StoredPage,
+  StoredSchedule,
 } from '../store/contract.js';
 import type {
   ActionResult,
@@ -404,6 +405,23 @@ export class EtcdStore implements Store {
   subscribeEvents(queue: string, listener: () => void): () => void {
     this.checkOpen();
     return this.eventSubscriptions.subscribe(queue, listener);
+  }
+
+  // TODO(issue 13): schedules kept in the store.
+  putSchedule(): Promise<boolean> {
+    return Promise.reject(new Error('putSchedule: not built yet (issue 13)'));
+  }
+
+  schedules(): Promise<StoredSchedule[]> {
+    return Promise.reject(new Error('schedules: not built yet (issue 13)'));
+  }
+
+  removeSchedule(): Promise<boolean> {
+    return Promise.reject(new Error('removeSchedule: not built yet (issue 13)'));
+  }
+
+  fireSchedule(): Promise<EnqueueResult[] | null> {
+    return Promise.reject(new Error('fireSchedule: not built yet (issue 13)'));
   }
 
   takeTurn(queue: string, name: string, everyMs: number): Promise<boolean> {

@@ -34,6 +34,8 @@ export async function inspectMessage(
     content: storedContent(content, metadata, filterClass, where),
     policy: text(policy),
     history: parseHistory(text(history)),
+    priority: 0, // TODO(issue 13): the stored priority
+    group: null, // TODO(issue 13): the stored group
   };
 }
 

@@ -34,6 +34,7 @@ import type {
   StoreCapabilities,
   StoredDetails,
   StoredPage,
+  StoredSchedule,
 } from '../store/contract.js';
 import type {
   ActionResult,
@@ -217,6 +218,23 @@ class RedisStore implements Store {
   }
 
   /** SET NX PX: the turn is a flag whose TTL (the Redis server's clock) is `everyMs`. */
+  // TODO(issue 13): schedules kept in the store.
+  putSchedule(): Promise<boolean> {
+    return Promise.reject(new Error('putSchedule: not built yet (issue 13)'));
+  }
+
+  schedules(): Promise<StoredSchedule[]> {
+    return Promise.reject(new Error('schedules: not built yet (issue 13)'));
+  }
+
+  removeSchedule(): Promise<boolean> {
+    return Promise.reject(new Error('removeSchedule: not built yet (issue 13)'));
+  }
+
+  fireSchedule(): Promise<EnqueueResult[] | null> {
+    return Promise.reject(new Error('fireSchedule: not built yet (issue 13)'));
+  }
+
   takeTurn(queue: string, name: string, everyMs: number): Promise<boolean> {
     return this.guard(async () => {
       if (!Number.isSafeInteger(everyMs) || everyMs < 1) {

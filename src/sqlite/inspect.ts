@@ -71,6 +71,8 @@ export function messageDetails(sql: Statements, queue: string, id: string, now: 
     content: contentOf(row),
     policy: row.policy,
     history: parseHistory(row.history),
+    priority: 0, // TODO(issue 13): the stored priority
+    group: null, // TODO(issue 13): the stored group
   };
 }
 

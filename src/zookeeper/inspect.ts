@@ -61,6 +61,8 @@ export async function inspectMessage(ctx: StoreContext, q: QueueContext, id: str
     content: contentOf(s, data.data, metadata.data),
     policy: s.policy ?? null,
     history: s.history ?? [],
+    priority: 0, // TODO(issue 13): the stored priority
+    group: null, // TODO(issue 13): the stored group
   };
 }
 
