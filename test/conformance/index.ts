@@ -21,6 +21,7 @@ import { locks } from './locks.js';
 import { monitor } from './monitor.js';
 import { queueEvents } from './queue-events.js';
 import { requeue } from './requeue.js';
+import { schedules } from './schedules.js';
 import { status } from './status.js';
 import { timeout } from './timeout.js';
 import { worker } from './worker.js';
@@ -54,5 +55,6 @@ export function conformance(fixture: StoreFixture): void {
     list(fixture);
     badInput(fixture);
     crash(fixture);
+    schedules(fixture);
   });
 }
