@@ -242,6 +242,7 @@ describe('sqlite store', () => {
         'kvmq_events',
         'kvmq_messages',
         'kvmq_queues',
+        'kvmq_schedules',
         'kvmq_turns',
       ]);
       const row = db
@@ -404,7 +405,8 @@ describe('sqlite store', () => {
       ALTER TABLE kvmq_messages DROP COLUMN priority; ALTER TABLE kvmq_messages DROP COLUMN group_name;
       ALTER TABLE kvmq_messages DROP COLUMN debounce_id; ALTER TABLE kvmq_queues DROP COLUMN rate_tat;
       CREATE INDEX kvmq_messages_ready ON kvmq_messages (queue, filters, ready_at, seq) WHERE phase = 0;
-      DROP TABLE kvmq_events; DROP TABLE kvmq_turns; ALTER TABLE kvmq_queues DROP COLUMN events_trimmed;
+      DROP TABLE kvmq_schedules; DROP TABLE kvmq_events; DROP TABLE kvmq_turns;
+      ALTER TABLE kvmq_queues DROP COLUMN events_trimmed;
       ALTER TABLE kvmq_queues DROP COLUMN events_trimmed_index;
       UPDATE kvmq_queues SET config = json_remove(config, '$.events', '$.eventsMaxCount', '$.eventsMaxAgeMs');
       PRAGMA user_version = 2`);
