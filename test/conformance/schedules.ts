@@ -9,7 +9,7 @@ import { slotMessageId, slotMessages } from '../../src/schedule/messages.js';
 import { decodeBody } from '../../src/schedule/body.js';
 import { storeTest, type Harness } from '../support/harness.js';
 import { JobLog } from '../support/jobs.js';
-import { quietPeriod } from '../support/wait.js';
+import { quietPeriod, waitFor } from '../support/wait.js';
 import type { Client, StoredEvent } from '../../src/index.js';
 import type { StoredSchedule } from '../../src/store/contract.js';
 import type { StoreFixture } from '../support/fixture.js';
@@ -47,13 +47,17 @@ export function schedules(fixture: StoreFixture): void {
       'schedule: a 1-second everyMs schedule fires into the queue and a worker handles it',
       async (h) => {
         const q = h.queue('every');
+        // The worker runs first: a schedule made on its client is read at once, not at the next rescan.
+        const log = new JobLog();
+        h.worker(q, (job) => log.record(job));
+        await waitFor(async () => (await h.client.queueStatus(q)).consumers.length === 1, { what: 'the worker' });
+        // Past its first read of the (empty) schedules; on a slow machine the check is only weaker.
+        await quietPeriod(300);
         const before = Date.now();
         const { created, schedule } = await h.client.schedule(q, 'tick', { everyMs: 1000 }, { n: 1 });
         assert.equal(created, true);
         assert.equal(schedule.nextAt % 1000, 0, 'slots are multiples of everyMs since the epoch');
         assert.ok(schedule.nextAt > before && schedule.nextAt <= Date.now() + 1000, 'the first slot is the next one');
-        const log = new JobLog();
-        h.worker(q, (job) => log.record(job));
         await log.count(2, { timeoutMs: 10_000 });
         const [first, second] = log.seen;
         assert.ok(first && second);
