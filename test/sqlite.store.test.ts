@@ -241,6 +241,7 @@ describe('sqlite store', () => {
         'kvmq_events',
         'kvmq_messages',
         'kvmq_queues',
+        'kvmq_schedules',
         'kvmq_turns',
       ]);
       const row = db
@@ -383,11 +384,44 @@ describe('sqlite store', () => {
     }
     const after = new Database(path, { readonly: true });
     try {
-      assert.equal(after.pragma('user_version', { simple: true }), 3);
+      assert.equal(after.pragma('user_version', { simple: true }), 4);
     } finally {
       after.close();
     }
     assertCountersMatchRows(url, 'old');
+  });
+
+  test('a schema 3 file is migrated to 4: schedules work, messages and configuration stay', async () => {
+    const url = freshUrl();
+    const path = url.slice('sqlite:'.length);
+    const before = await connect(url, { maintenance: false });
+    await before.configure('old', { gcLifetimeMs: 4321 });
+    await before.enqueue('old', 'kept', { id: 'm1' });
+    await before.close();
+    // Back to schema 3's layout: what schema 4 added goes.
+    const db = new Database(path);
+    db.exec('DROP TABLE kvmq_schedules; PRAGMA user_version = 3');
+    db.close();
+
+    const client = await connect(url, { maintenance: false });
+    try {
+      assert.equal((await client.config('old')).gcLifetimeMs, 4321);
+      assert.equal((await client.status('old', 'm1'))?.state, 'queued');
+      const { created } = await client.schedule('old', 'hourly', { cron: '0 * * * *' }, 'x');
+      assert.equal(created, true);
+      assert.deepEqual(
+        (await client.schedules('old')).map((s) => s.name),
+        ['hourly'],
+      );
+    } finally {
+      await client.close();
+    }
+    const after = new Database(path, { readonly: true });
+    try {
+      assert.equal(after.pragma('user_version', { simple: true }), 4);
+    } finally {
+      after.close();
+    }
   });
 
   test('a schema 2 file is migrated to 3: events and turns work, its configuration reads events off', async () => {
@@ -399,7 +433,8 @@ describe('sqlite store', () => {
     await before.close();
     // Back to schema 2's layout: what schema 3 added goes.
     const db = new Database(path);
-    db.exec(`DROP TABLE kvmq_events; DROP TABLE kvmq_turns; ALTER TABLE kvmq_queues DROP COLUMN events_trimmed;
+    db.exec(`DROP TABLE kvmq_schedules; DROP TABLE kvmq_events; DROP TABLE kvmq_turns;
+      ALTER TABLE kvmq_queues DROP COLUMN events_trimmed;
       ALTER TABLE kvmq_queues DROP COLUMN events_trimmed_index;
       UPDATE kvmq_queues SET config = json_remove(config, '$.events', '$.eventsMaxCount', '$.eventsMaxAgeMs');
       PRAGMA user_version = 2`);
@@ -424,7 +459,7 @@ describe('sqlite store', () => {
     }
     const after = new Database(path, { readonly: true });
     try {
-      assert.equal(after.pragma('user_version', { simple: true }), 3);
+      assert.equal(after.pragma('user_version', { simple: true }), 4);
     } finally {
       after.close();
     }
