@@ -19,9 +19,10 @@ import { promoteMessages, removeMessages, retryFailed, retryMessages } from './a
 import { claimMessages } from './claim.js';
 import { enqueueMessages } from './enqueue.js';
 import { finishMessages } from './finish.js';
-import { finishSuccesses, insertMessages, type ChunkedStatement } from './chunked.js';
+import { finishSuccesses, insertMessages, type ChunkedStatement, type MessageInserts } from './chunked.js';
 import { liveConsumers, messageDetails, messageStatus, stateCounts } from './inspect.js';
 import { Lister } from './list.js';
+import { pendingRanges } from './pending.js';
 import type { WriteContext } from './failures.js';
 import { ScheduleTable } from './schedules.js';
 import { migrate } from './schema.js';
@@ -143,7 +144,7 @@ class SqliteStore implements Store {
     deadLetterQueue: true,
   };
   private readonly sql: Statements;
-  private readonly insertMessages: ChunkedStatement;
+  private readonly insertMessages: MessageInserts;
   private readonly finishSuccesses: ChunkedStatement;
   private readonly wakeups: Wakeups;
   private readonly ensured = new Set<string>();
@@ -241,7 +242,7 @@ class SqliteStore implements Store {
   }
 
   list(queue: string, query: ListQuery): Promise<StoredPage> {
-    return this.snapshot(() => this.lister.page(queue, query, this.sql.classes.all(queue) as string[], Date.now()));
+    return this.snapshot(() => this.lister.page(queue, query, pendingRanges(this.sql, queue), Date.now()));
   }
 
   inspect(queue: string, id: string): Promise<StoredDetails | null> {

@@ -226,6 +226,9 @@ export function schedules(fixture: StoreFixture): void {
       await h.client.schedule(q, 'job', { everyMs: 1000 }, 'fast', {
         metadata: { by: 'every' },
         filters: { size: 's' },
+        priority: 7,
+        group: 'g1',
+        timeoutMs: 5000,
       });
       const log = new JobLog();
       h.worker(q, (job) => log.record(job));
@@ -236,6 +239,10 @@ export function schedules(fixture: StoreFixture): void {
       assert.deepEqual(seen.job.metadata, { by: 'every' });
       assert.deepEqual(seen.job.filters, { size: 's' });
       assert.equal(await h.client.unschedule(q, 'job'), true);
+      // Enqueued as enqueue would: the store keeps its priority, group and policy.
+      const details = await h.client.show(q, seen.id);
+      assert.ok(details);
+      assert.deepEqual([details.priority, details.group, details.policy], [7, 'g1', { timeoutMs: 5000 }]);
     });
 
     storeTest(fixture, 'schedule: clear removes messages but keeps schedules', async (h) => {
