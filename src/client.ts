@@ -418,6 +418,7 @@ export class Client {
       Date.now,
     );
     const created = await this.store.putSchedule(queue, stored);
+    for (const worker of this.workers) if (worker.queue === queue) worker.schedulesChanged();
     return { created, schedule: describeSchedule(stored) };
   }
 

@@ -28,6 +28,8 @@ export class Scheduler {
   /** Bodies that could not be read, reported once each. */
   private readonly unreadable = new Set<string>();
   private failures = 0;
+  /** Ends the current sleep: a schedule of the queue changed in this process. */
+  private nudge = new AbortController();
 
   constructor(
     private readonly store: Store,
@@ -48,8 +50,14 @@ export class Scheduler {
         this.onError(error);
         waitMs = expBackoff(this.failures, { factor: 100, max: MAX_ERROR_BACKOFF_MS });
       }
-      await sleep(waitMs, signal);
+      await sleep(waitMs, AbortSignal.any([signal, this.nudge.signal]));
+      if (this.nudge.signal.aborted) this.nudge = new AbortController();
     }
+  }
+
+  /** Reads the schedules again now rather than at the next rescan. */
+  wake(): void {
+    this.nudge.abort();
   }
 
   /** One read and the firings it calls for; returns how long to sleep before the next. */

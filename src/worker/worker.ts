@@ -121,6 +121,7 @@ export class Worker extends EventEmitter<WorkerEvents> {
   /** The GC and configuration loop; stop() waits for it so no store call outlives the worker. */
   private maintenance: Promise<void> | null = null;
   /** The loop firing the queue's schedules (option `schedules`); stop() waits for it. */
+  private scheduler: Scheduler | null = null;
   private scheduling: Promise<void> | null = null;
   private stopping: Promise<void> | null = null;
   private storeFailures = 0;
@@ -154,6 +155,11 @@ export class Worker extends EventEmitter<WorkerEvents> {
     return this.held.size;
   }
 
+  /** @internal the client changed one of the queue's schedules: read them now, not at the next rescan. */
+  schedulesChanged(): void {
+    this.scheduler?.wake();
+  }
+
   /** Registers the consumer and starts polling. Rejects if the worker's filters do not fit the queue. */
   start(): Promise<void> {
     if (this.state !== 'idle') {
@@ -183,7 +189,8 @@ export class Worker extends EventEmitter<WorkerEvents> {
     this.loop = this.run();
     this.maintenance = this.maintain();
     if (this.options.schedules) {
-      this.scheduling = new Scheduler(this.store, this.queue, this.reportError).run(this.halt.signal);
+      this.scheduler = new Scheduler(this.store, this.queue, this.reportError);
+      this.scheduling = this.scheduler.run(this.halt.signal);
     }
   }
 

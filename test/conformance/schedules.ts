@@ -9,7 +9,7 @@ import { slotMessageId, slotMessages } from '../../src/schedule/messages.js';
 import { decodeBody } from '../../src/schedule/body.js';
 import { storeTest, type Harness } from '../support/harness.js';
 import { JobLog } from '../support/jobs.js';
-import { quietPeriod } from '../support/wait.js';
+import { quietPeriod, waitFor } from '../support/wait.js';
 import type { Client, StoredEvent } from '../../src/index.js';
 import type { StoredSchedule } from '../../src/store/contract.js';
 import type { StoreFixture } from '../support/fixture.js';
@@ -47,13 +47,17 @@ export function schedules(fixture: StoreFixture): void {
       'schedule: a 1-second everyMs schedule fires into the queue and a worker handles it',
       async (h) => {
         const q = h.queue('every');
+        // The worker runs first: a schedule made on its client is read at once, not at the next rescan.
+        const log = new JobLog();
+        h.worker(q, (job) => log.record(job));
+        await waitFor(async () => (await h.client.queueStatus(q)).consumers.length === 1, { what: 'the worker' });
+        // Past its first read of the (empty) schedules; on a slow machine the check is only weaker.
+        await quietPeriod(300);
         const before = Date.now();
         const { created, schedule } = await h.client.schedule(q, 'tick', { everyMs: 1000 }, { n: 1 });
         assert.equal(created, true);
         assert.equal(schedule.nextAt % 1000, 0, 'slots are multiples of everyMs since the epoch');
         assert.ok(schedule.nextAt > before && schedule.nextAt <= Date.now() + 1000, 'the first slot is the next one');
-        const log = new JobLog();
-        h.worker(q, (job) => log.record(job));
         await log.count(2, { timeoutMs: 10_000 });
         const [first, second] = log.seen;
         assert.ok(first && second);
@@ -222,6 +226,9 @@ export function schedules(fixture: StoreFixture): void {
       await h.client.schedule(q, 'job', { everyMs: 1000 }, 'fast', {
         metadata: { by: 'every' },
         filters: { size: 's' },
+        priority: 7,
+        group: 'g1',
+        timeoutMs: 5000,
       });
       const log = new JobLog();
       h.worker(q, (job) => log.record(job));
@@ -232,6 +239,10 @@ export function schedules(fixture: StoreFixture): void {
       assert.deepEqual(seen.job.metadata, { by: 'every' });
       assert.deepEqual(seen.job.filters, { size: 's' });
       assert.equal(await h.client.unschedule(q, 'job'), true);
+      // Enqueued as enqueue would: the store keeps its priority, group and policy.
+      const details = await h.client.show(q, seen.id);
+      assert.ok(details);
+      assert.deepEqual([details.priority, details.group, details.policy], [7, 'g1', { timeoutMs: 5000 }]);
     });
 
     storeTest(fixture, 'schedule: clear removes messages but keeps schedules', async (h) => {
@@ -278,6 +289,11 @@ export function schedules(fixture: StoreFixture): void {
             return true;
           });
         }
+        // The body is kept where a payload is: a payload that fits a message may not fit with its schedule's
+        // options and bytes as base64.
+        const limit = h.client.store.capabilities.maxPayloadBytes;
+        const big = new Uint8Array(Math.ceil(limit * 0.8));
+        await assert.rejects(h.client.schedule(q, 'big', { everyMs: 1000 }, big), { name: 'PayloadTooLargeError' });
         assert.deepEqual(await h.client.schedules(q), []);
         assert.equal((await h.client.queues()).includes(q), false, 'nothing written');
       },
