@@ -37,9 +37,12 @@ export const SCRIPTS = {
       'pushes',
       'conf',
       'failed',
+      'lanes',
       'events',
       'events-seq',
       'events-wake',
+      'priorities',
+      'groups',
       'history',
       'losses',
       'outcomes',
@@ -50,9 +53,9 @@ export const SCRIPTS = {
       'dedupe',
     ],
     readOnly: false,
-    sha: '3d234214744dd6c841863c7e11527dd3e41632e4',
+    sha: 'a06de9a462a3588b0ee75c711ca72cad67b38f0a',
     source: `#!lua flags=allow-oom
-local K = { messages = KEYS[1], metadata = KEYS[2], filters = KEYS[3], classes = KEYS[4], nattempts = KEYS[5], locks = KEYS[6], holders = KEYS[7], backoffs = KEYS[8], done = KEYS[9], done_at = KEYS[10], requeue = KEYS[11], schedule = KEYS[12], lock_expiry = KEYS[13], updated_at = KEYS[14], mid_circle = KEYS[15], eoq_backoff = KEYS[16], ndry_runs = KEYS[17], policies = KEYS[18], pushes = KEYS[19], conf = KEYS[20], failed = KEYS[21], events = KEYS[22], events_seq = KEYS[23], events_wake = KEYS[24], history = KEYS[25], losses = KEYS[26], outcomes = KEYS[27], enqueued_at = KEYS[28], requeue_content = KEYS[29], requeue_locks = KEYS[30], requeue_schedule = KEYS[31], dedupe = KEYS[32] }
+local K = { messages = KEYS[1], metadata = KEYS[2], filters = KEYS[3], classes = KEYS[4], nattempts = KEYS[5], locks = KEYS[6], holders = KEYS[7], backoffs = KEYS[8], done = KEYS[9], done_at = KEYS[10], requeue = KEYS[11], schedule = KEYS[12], lock_expiry = KEYS[13], updated_at = KEYS[14], mid_circle = KEYS[15], eoq_backoff = KEYS[16], ndry_runs = KEYS[17], policies = KEYS[18], pushes = KEYS[19], conf = KEYS[20], failed = KEYS[21], lanes = KEYS[22], events = KEYS[23], events_seq = KEYS[24], events_wake = KEYS[25], priorities = KEYS[26], groups = KEYS[27], history = KEYS[28], losses = KEYS[29], outcomes = KEYS[30], enqueued_at = KEYS[31], requeue_content = KEYS[32], requeue_locks = KEYS[33], requeue_schedule = KEYS[34], dedupe = KEYS[35] }
 -- common: helpers every script includes. K holds the queue's keys by name
 -- (see src/redis/keys.ts; in Lua '-' becomes '_' and '?' is dropped).
 --
@@ -67,6 +70,8 @@ local KEY_TYPES = {
   done_at = 'zset', dedupe = 'zset', conf = 'hash', consumers = 'hash', gc_lock = 'string',
   gc_at = 'string', policies = 'hash', history = 'hash', losses = 'hash', pushes = 'hash',
   requeue_locks = 'zset', requeue_schedule = 'zset', failed = 'zset', events = 'stream', events_seq = 'string',
+  priorities = 'hash', lanes = 'zset', groups = 'hash', group_held = 'hash', parked = 'set', debounce = 'hash',
+  debounce_of = 'hash', rate_tat = 'string', schedules = 'hash',
 }
 
 -- Lua's unpack has a stack limit; variadic commands go in chunks of this many arguments.
@@ -88,10 +93,28 @@ local function check_type(key, expected)
   if found ~= 'none' and found ~= expected then layout_error(key, found, expected) end
 end
 
--- The ready list of a filter class: \`mid-circle\` for messages without filters.
-local function ready_list(class)
-  if class == '' then return K.mid_circle end
-  return K.mid_circle .. ':' .. class
+-- The ready list of a lane: a filter class (\`mid-circle\` for messages without filters), followed by '@'
+-- and a 4-digit priority when above 0 (\`mid-circle:a=x@0003\`, \`mid-circle@0003\`); '#<group>' is the list
+-- of a full group's parked messages (\`mid-circle#<group>\`).
+local function ready_list(lane)
+  if lane == '' then return K.mid_circle end
+  local c = string.byte(lane, 1)
+  if c == 64 or c == 35 then return K.mid_circle .. lane end
+  return K.mid_circle .. ':' .. lane
+end
+
+-- The lane of a class and a priority (a number, a string or nil: 0).
+local function lane_for(class, priority)
+  local p = tonumber(priority) or 0
+  if p == 0 then return class end
+  return class .. '@' .. string.format('%04d', p)
+end
+
+-- A lane's filter class and priority.
+local function lane_parts(lane)
+  local at = string.find(lane, '@', 1, true)
+  if at == nil then return lane, 0 end
+  return string.sub(lane, 1, at - 1), tonumber(string.sub(lane, at + 1))
 end
 
 -- A message's filter class ('' for none); the script must take the \`filters\` key.
@@ -193,10 +216,17 @@ end
 
 -- Back pushes are counted per list (\`pushes\`): a listing's cursor holds an index
 -- from the back, which only these pushes shift (claims pop the front; nothing is cut from the middle).
+-- A lane of a priority above 0 joins \`lanes\`, which claims read in priority order.
 local function flush_ready(r)
   for class, ids in pairs(r.back) do
     call_chunked('LPUSH', ready_list(class), ids)
     redis.call('HINCRBY', K.pushes, class, #ids)
+  end
+  for class, ids in pairs(r.front) do
+    if string.find(class, '@', 1, true) then redis.call('ZADD', K.lanes, select(2, lane_parts(class)), class) end
+  end
+  for class in pairs(r.back) do
+    if string.find(class, '@', 1, true) then redis.call('ZADD', K.lanes, select(2, lane_parts(class)), class) end
   end
   for class, ids in pairs(r.front) do
     -- The earliest is pushed last, so it is the next out.
@@ -298,15 +328,41 @@ local function events_flush(now)
   if EV.on and #EV.lines > 0 then append_events(K.events, K.events_seq, K.events_wake, EV.max, now, EV.lines) end
   EV.lines = {}
 end
+-- lanes: where a message waits when ready. A lane is a filter class, with its priority when above 0
+-- (see ready_list in common); a grouped message claimed while its group was full waits in its group's
+-- parked list instead (lib/groups.lua).
+--
+-- KEYS: filters priorities lanes groups
+
+-- The lane a message joins when it becomes ready.
+local function lane_of(id)
+  return lane_for(class_of(id), redis.call('HGET', K.priorities, id))
+end
+
+-- Blanks a queued message's entry where it waits (its ready list, else its group's parked list), in
+-- place, so list cursors keep their positions; a claim drops blank entries. False when not found.
+local function unready(id)
+  local list = ready_list(lane_of(id))
+  local at = redis.call('LPOS', list, id)
+  if not at then
+    local group = redis.call('HGET', K.groups, id)
+    if not group then return false end
+    list = ready_list('#' .. group)
+    at = redis.call('LPOS', list, id)
+    if not at then return false end
+  end
+  redis.call('LSET', list, at, '')
+  return true
+end
 -- forget: removes every trace of a message from the queue's hashes, sets and
 -- sorted sets (not from a ready list: the caller knows whether it is in one).
 --
 -- KEYS: messages metadata filters policies history losses nattempts locks holders backoffs outcomes
 --       enqueued-at updated-at requeue-content done requeue schedule lock-expiry requeue-locks
---       requeue-schedule done-at dedupe failed
+--       requeue-schedule done-at dedupe failed priorities groups
 
 local FORGET_HASHES = { 'messages', 'metadata', 'filters', 'policies', 'history', 'losses', 'nattempts', 'locks',
-  'holders', 'backoffs', 'outcomes', 'enqueued_at', 'updated_at', 'requeue_content' }
+  'holders', 'backoffs', 'outcomes', 'enqueued_at', 'updated_at', 'requeue_content', 'priorities', 'groups' }
 local FORGET_ZSETS = { 'schedule', 'lock_expiry', 'requeue_locks', 'requeue_schedule', 'done_at', 'dedupe', 'failed' }
 
 -- With \`w\`, the removals are queued there (many ids in one command per key); else made now.
@@ -326,7 +382,7 @@ end
 -- the caller writes the \`failed\` one). Also the history of attempts. Scripts include events before it.
 --
 -- KEYS: messages metadata filters policies history outcomes updated-at locks holders lock-expiry
---       backoffs schedule requeue requeue-locks requeue-content failed conf
+--       backoffs schedule requeue requeue-locks requeue-content failed conf priorities groups
 
 -- Attempt records kept per message (model/history.ts HISTORY_LIMIT).
 local HISTORY_LIMIT = 10
@@ -363,12 +419,18 @@ end
 local function dead_letter(id, dlq, now)
   local dk = function(key) return dead_letter_key(dlq, key) end
   local class = redis.call('HGET', K.filters, id) or ''
+  local priority = redis.call('HGET', K.priorities, id)
+  -- The message keeps its priority and group there (see ready_list in common).
+  local lane = lane_for(class, priority)
   local list = dk('mid-circle')
-  if class ~= '' then list = list .. ':' .. class end
+  if lane ~= '' then
+    if string.byte(lane, 1) == 64 then list = list .. lane else list = list .. ':' .. lane end
+  end
   local hashes = { 'messages', 'metadata', 'filters', 'policies', 'history', 'outcomes', 'enqueued-at', 'updated-at',
-    'pushes' }
+    'pushes', 'priorities', 'groups' }
   for _, key in ipairs(hashes) do check_type(dk(key), 'hash') end
   check_type(dk('classes'), 'set')
+  check_type(dk('lanes'), 'zset')
   check_type(list, 'list')
   check_type(dk('conf'), 'hash')
   -- The dead-letter queue's own events: an \`enqueued\` there when its configuration has them on.
@@ -379,7 +441,7 @@ local function dead_letter(id, dlq, now)
   end
   if redis.call('HEXISTS', dk('messages'), id) == 1 then return false end
   for _, pair in ipairs({ { 'messages', K.messages }, { 'metadata', K.metadata }, { 'policies', K.policies },
-    { 'history', K.history }, { 'outcomes', K.outcomes } }) do
+    { 'history', K.history }, { 'outcomes', K.outcomes }, { 'priorities', K.priorities }, { 'groups', K.groups } }) do
     local value = redis.call('HGET', pair[2], id)
     if value then redis.call('HSET', dk(pair[1]), id, value) end
   end
@@ -389,7 +451,10 @@ local function dead_letter(id, dlq, now)
   end
   redis.call('HSET', dk('enqueued-at'), id, now)
   redis.call('LPUSH', list, id)
-  redis.call('HINCRBY', dk('pushes'), class, 1)
+  redis.call('HINCRBY', dk('pushes'), lane, 1)
+  if lane ~= class then
+    redis.call('ZADD', dk('lanes'), tonumber(priority), lane)
+  end
   redis.call('PUBLISH', dk('wake'), 'dead-letter')
   if events[1] == '1' then
     append_events(dk('events'), dk('events-seq'), dk('events-wake'), tonumber(events[2]) or DEFAULT_EVENTS_MAX_COUNT,
@@ -449,7 +514,7 @@ local function end_wait(id, ready, w)
   end
   later(w, 'hdel', K.backoffs, id)
   later(w, 'zrem', K.schedule, id)
-  push_ready(ready, class_of(id), id, true)
+  push_ready(ready, lane_of(id), id, true)
 end
 
 -- Returns true when more may be due than were moved.
@@ -475,7 +540,7 @@ local function promote(now, ready, w)
       later(w, 'hdel', K.holders, id)
       later(w, 'zrem', K.lock_expiry, id)
       later(w, 'zrem', K.requeue_locks, id)
-      push_ready(ready, class_of(id), id, true)
+      push_ready(ready, lane_of(id), id, true)
     end
   end
   return #due == PROMOTE_LIMIT or #expired == PROMOTE_LIMIT
@@ -490,18 +555,18 @@ end
 -- Runs when Redis is out of memory (allow-oom): draining the queue is how memory comes back.
 --
 -- KEYS: messages metadata filters classes nattempts locks holders backoffs done done-at requeue
---       schedule lock-expiry updated-at mid-circle eoq-backoff? ndry-runs policies pushes conf failed
+--       schedule lock-expiry updated-at mid-circle eoq-backoff? ndry-runs policies pushes conf failed lanes
 -- ARGV: consumer id, max, lock ms, the number of filter classes the consumer knows of,
 --       five end-of-queue backoffs in ms (after dry run 1, 2, 3, 4, 5 and more),
 --       '*' to accept every class, else the accepted classes ('' for messages without filters)
 -- Reply: { 'classes', class... } when the queue's classes changed since the consumer looked
 --        (it claimed nothing), else { 'ok', queue size, dry runs, wake-at ms (-1: none),
 --        then six per message: id, content, metadata JSON or nil, filter class, attempt, policy or nil }
--- Include: common events forget fail promote
+-- Include: common events lanes forget fail promote
 
 -- The hot path of a claim touches none of these.
 check_layout(nil, { 'history', 'losses', 'outcomes', 'enqueued_at', 'requeue_content', 'requeue_schedule', 'dedupe',
-  'done_at', 'backoffs' })
+  'done_at', 'backoffs', 'priorities', 'lanes', 'groups' })
 local consumer, max, lock_ms, known = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
 local accept_all = ARGV[10] == '*'
 
@@ -517,6 +582,9 @@ local function queue_size()
   return redis.call('HLEN', K.messages) - redis.call('SCARD', K.done) - redis.call('ZCARD', K.failed)
 end
 local conf = redis.call('HMGET', K.conf, 'paused', unpack(EVENTS_CONF))
+-- Read before any write: a lanes key of another type fails here (check_rare), not half-way.
+local has_lanes = redis.call('EXISTS', K.lanes) == 1
+if has_lanes then check_rare() end
 if conf[1] == '1' then
   -- Resume publishes a wake-up; a worker on a lost subscription looks again within a second.
   return { 'ok', queue_size(), tonumber(redis.call('GET', K.ndry_runs)) or 0, now + 1000 }
@@ -529,27 +597,60 @@ flush_writes(w)
 flush_ready(ready)
 
 local lists = {}
+local accepted = {}
 if accept_all then
   lists[1] = ''
   for _, class in ipairs(redis.call('SMEMBERS', K.classes)) do lists[#lists + 1] = class end
 else
-  for i = 10, #ARGV do lists[#lists + 1] = ARGV[i] end
+  for i = 10, #ARGV do
+    lists[#lists + 1] = ARGV[i]
+    accepted[ARGV[i]] = true
+  end
 end
 
--- Classes in turn from a rotating start, so no class waits behind another for good.
 local ids, class_at, n = {}, {}, 0
+-- Pops up to \`want\` from a lane; returns how many it popped.
+local function take(lane, class, want)
+  local popped = redis.call('RPOP', ready_list(lane), want)
+  if not popped then return 0 end
+  for _, id in ipairs(popped) do
+    n = n + 1
+    ids[n] = id
+    class_at[n] = class
+  end
+  return #popped
+end
+-- Takes from a lane until the claim is full (true) or the lane is empty (false).
+local function drain(lane, class)
+  while n < max do
+    local want = max - n
+    if take(lane, class, want) < want then return false end
+  end
+  return true
+end
+
+-- Priority 0 first: the classes in turn from a rotating start, so no class waits behind another for good.
 local start = now % math.max(1, #lists)
 for k = 0, #lists - 1 do
   if n >= max then break end
   local class = lists[(start + k) % #lists + 1]
-  local popped = redis.call('RPOP', ready_list(class), max - n)
-  if popped then
-    for _, id in ipairs(popped) do
-      n = n + 1
-      ids[n] = id
-      class_at[n] = class
+  drain(class, class)
+end
+-- Then the lanes of lower priorities, in priority order; \`lanes\` names only lanes that held messages,
+-- so no message of a lower priority is read to find one of a higher. Emptied lanes leave it.
+if n < max and has_lanes then
+  local emptied, from = {}, 0
+  while n < max do
+    local page = redis.call('ZRANGE', K.lanes, from, from + 99)
+    for _, lane in ipairs(page) do
+      if n >= max then break end
+      local class = lane_parts(lane)
+      if (accept_all or accepted[class]) and not drain(lane, class) then emptied[#emptied + 1] = lane end
     end
+    if #page < 100 then break end
+    from = from + 100
   end
+  if #emptied > 0 then redis.call('ZREM', K.lanes, unpack(emptied)) end
 end
 
 local reply = { 'ok', 0, 0, -1 }
@@ -654,11 +755,19 @@ return reply
       'requeue-schedule',
       'failed',
       'events',
+      'priorities',
+      'lanes',
+      'groups',
+      'group-held',
+      'parked',
+      'debounce',
+      'debounce-of',
+      'rate-tat',
     ],
     readOnly: false,
-    sha: '89e831f420304dc73e60bba6d21076976a708624',
+    sha: '76037bc086b0c63f55860350b6ab1087baa5a790',
     source: `#!lua flags=allow-oom
-local K = { messages = KEYS[1], locks = KEYS[2], backoffs = KEYS[3], nattempts = KEYS[4], mid_circle = KEYS[5], done = KEYS[6], requeue = KEYS[7], eoq_backoff = KEYS[8], ndry_runs = KEYS[9], metadata = KEYS[10], filters = KEYS[11], classes = KEYS[12], holders = KEYS[13], outcomes = KEYS[14], enqueued_at = KEYS[15], updated_at = KEYS[16], requeue_content = KEYS[17], schedule = KEYS[18], lock_expiry = KEYS[19], done_at = KEYS[20], dedupe = KEYS[21], policies = KEYS[22], history = KEYS[23], losses = KEYS[24], pushes = KEYS[25], requeue_locks = KEYS[26], requeue_schedule = KEYS[27], failed = KEYS[28], events = KEYS[29] }
+local K = { messages = KEYS[1], locks = KEYS[2], backoffs = KEYS[3], nattempts = KEYS[4], mid_circle = KEYS[5], done = KEYS[6], requeue = KEYS[7], eoq_backoff = KEYS[8], ndry_runs = KEYS[9], metadata = KEYS[10], filters = KEYS[11], classes = KEYS[12], holders = KEYS[13], outcomes = KEYS[14], enqueued_at = KEYS[15], updated_at = KEYS[16], requeue_content = KEYS[17], schedule = KEYS[18], lock_expiry = KEYS[19], done_at = KEYS[20], dedupe = KEYS[21], policies = KEYS[22], history = KEYS[23], losses = KEYS[24], pushes = KEYS[25], requeue_locks = KEYS[26], requeue_schedule = KEYS[27], failed = KEYS[28], events = KEYS[29], priorities = KEYS[30], lanes = KEYS[31], groups = KEYS[32], group_held = KEYS[33], parked = KEYS[34], debounce = KEYS[35], debounce_of = KEYS[36], rate_tat = KEYS[37] }
 -- common: helpers every script includes. K holds the queue's keys by name
 -- (see src/redis/keys.ts; in Lua '-' becomes '_' and '?' is dropped).
 --
@@ -673,6 +782,8 @@ local KEY_TYPES = {
   done_at = 'zset', dedupe = 'zset', conf = 'hash', consumers = 'hash', gc_lock = 'string',
   gc_at = 'string', policies = 'hash', history = 'hash', losses = 'hash', pushes = 'hash',
   requeue_locks = 'zset', requeue_schedule = 'zset', failed = 'zset', events = 'stream', events_seq = 'string',
+  priorities = 'hash', lanes = 'zset', groups = 'hash', group_held = 'hash', parked = 'set', debounce = 'hash',
+  debounce_of = 'hash', rate_tat = 'string', schedules = 'hash',
 }
 
 -- Lua's unpack has a stack limit; variadic commands go in chunks of this many arguments.
@@ -694,10 +805,28 @@ local function check_type(key, expected)
   if found ~= 'none' and found ~= expected then layout_error(key, found, expected) end
 end
 
--- The ready list of a filter class: \`mid-circle\` for messages without filters.
-local function ready_list(class)
-  if class == '' then return K.mid_circle end
-  return K.mid_circle .. ':' .. class
+-- The ready list of a lane: a filter class (\`mid-circle\` for messages without filters), followed by '@'
+-- and a 4-digit priority when above 0 (\`mid-circle:a=x@0003\`, \`mid-circle@0003\`); '#<group>' is the list
+-- of a full group's parked messages (\`mid-circle#<group>\`).
+local function ready_list(lane)
+  if lane == '' then return K.mid_circle end
+  local c = string.byte(lane, 1)
+  if c == 64 or c == 35 then return K.mid_circle .. lane end
+  return K.mid_circle .. ':' .. lane
+end
+
+-- The lane of a class and a priority (a number, a string or nil: 0).
+local function lane_for(class, priority)
+  local p = tonumber(priority) or 0
+  if p == 0 then return class end
+  return class .. '@' .. string.format('%04d', p)
+end
+
+-- A lane's filter class and priority.
+local function lane_parts(lane)
+  local at = string.find(lane, '@', 1, true)
+  if at == nil then return lane, 0 end
+  return string.sub(lane, 1, at - 1), tonumber(string.sub(lane, at + 1))
 end
 
 -- A message's filter class ('' for none); the script must take the \`filters\` key.
@@ -799,10 +928,17 @@ end
 
 -- Back pushes are counted per list (\`pushes\`): a listing's cursor holds an index
 -- from the back, which only these pushes shift (claims pop the front; nothing is cut from the middle).
+-- A lane of a priority above 0 joins \`lanes\`, which claims read in priority order.
 local function flush_ready(r)
   for class, ids in pairs(r.back) do
     call_chunked('LPUSH', ready_list(class), ids)
     redis.call('HINCRBY', K.pushes, class, #ids)
+  end
+  for class, ids in pairs(r.front) do
+    if string.find(class, '@', 1, true) then redis.call('ZADD', K.lanes, select(2, lane_parts(class)), class) end
+  end
+  for class in pairs(r.back) do
+    if string.find(class, '@', 1, true) then redis.call('ZADD', K.lanes, select(2, lane_parts(class)), class) end
   end
   for class, ids in pairs(r.front) do
     -- The earliest is pushed last, so it is the next out.
@@ -811,15 +947,16 @@ local function flush_ready(r)
     call_chunked('RPUSH', ready_list(class), reversed)
   end
 end
--- clear: removes every message of the queue, its ready lists, its dry-run
--- count and its events. The configuration, the consumer registry and the events'
--- numbering (\`events-seq\`) stay, so a reader behind is told it missed events. UNLINK frees large
--- keys in the background, so a big queue does not stall Redis.
+-- clear: removes every message of the queue, its ready lists (every priority's, every group's parked
+-- list), its dry-run count, its rate limit's state, its debounce index and its events. The configuration,
+-- the schedules, the consumer registry and the events' numbering (\`events-seq\`) stay, so a reader behind
+-- is told it missed events. UNLINK frees large keys in the background, so a big queue does not stall Redis.
 -- Runs when Redis is out of memory (allow-oom): it frees memory.
 --
 -- KEYS: messages locks backoffs nattempts mid-circle done requeue eoq-backoff? ndry-runs metadata
 --       filters classes holders outcomes enqueued-at updated-at requeue-content schedule lock-expiry
 --       done-at dedupe policies history losses pushes requeue-locks requeue-schedule failed events
+--       priorities lanes groups group-held parked debounce debounce-of rate-tat
 -- ARGV: none
 -- Reply: 1
 -- Include: common
@@ -827,6 +964,8 @@ end
 check_layout()
 local keys = {}
 for _, class in ipairs(redis.call('SMEMBERS', K.classes)) do keys[#keys + 1] = ready_list(class) end
+for _, lane in ipairs(redis.call('ZRANGE', K.lanes, 0, -1)) do keys[#keys + 1] = ready_list(lane) end
+for _, group in ipairs(redis.call('SMEMBERS', K.parked)) do keys[#keys + 1] = ready_list('#' .. group) end
 for _, key in pairs(K) do keys[#keys + 1] = key end
 for i = 1, #keys, CHUNK do redis.call('UNLINK', unpack(keys, i, math.min(i + CHUNK - 1, #keys))) end
 return 1
@@ -836,7 +975,7 @@ return 1
     name: 'configure',
     keys: ['conf', 'wake', 'messages', 'consumers'],
     readOnly: false,
-    sha: '16fed06ad64c44a2c06bbfa3b3cefa507003650b',
+    sha: 'bcba08698f570a432f293b7035f7921e16e64f12',
     source: `#!lua
 local K = { conf = KEYS[1], wake = KEYS[2], messages = KEYS[3], consumers = KEYS[4] }
 -- common: helpers every script includes. K holds the queue's keys by name
@@ -853,6 +992,8 @@ local KEY_TYPES = {
   done_at = 'zset', dedupe = 'zset', conf = 'hash', consumers = 'hash', gc_lock = 'string',
   gc_at = 'string', policies = 'hash', history = 'hash', losses = 'hash', pushes = 'hash',
   requeue_locks = 'zset', requeue_schedule = 'zset', failed = 'zset', events = 'stream', events_seq = 'string',
+  priorities = 'hash', lanes = 'zset', groups = 'hash', group_held = 'hash', parked = 'set', debounce = 'hash',
+  debounce_of = 'hash', rate_tat = 'string', schedules = 'hash',
 }
 
 -- Lua's unpack has a stack limit; variadic commands go in chunks of this many arguments.
@@ -874,10 +1015,28 @@ local function check_type(key, expected)
   if found ~= 'none' and found ~= expected then layout_error(key, found, expected) end
 end
 
--- The ready list of a filter class: \`mid-circle\` for messages without filters.
-local function ready_list(class)
-  if class == '' then return K.mid_circle end
-  return K.mid_circle .. ':' .. class
+-- The ready list of a lane: a filter class (\`mid-circle\` for messages without filters), followed by '@'
+-- and a 4-digit priority when above 0 (\`mid-circle:a=x@0003\`, \`mid-circle@0003\`); '#<group>' is the list
+-- of a full group's parked messages (\`mid-circle#<group>\`).
+local function ready_list(lane)
+  if lane == '' then return K.mid_circle end
+  local c = string.byte(lane, 1)
+  if c == 64 or c == 35 then return K.mid_circle .. lane end
+  return K.mid_circle .. ':' .. lane
+end
+
+-- The lane of a class and a priority (a number, a string or nil: 0).
+local function lane_for(class, priority)
+  local p = tonumber(priority) or 0
+  if p == 0 then return class end
+  return class .. '@' .. string.format('%04d', p)
+end
+
+-- A lane's filter class and priority.
+local function lane_parts(lane)
+  local at = string.find(lane, '@', 1, true)
+  if at == nil then return lane, 0 end
+  return string.sub(lane, 1, at - 1), tonumber(string.sub(lane, at + 1))
 end
 
 -- A message's filter class ('' for none); the script must take the \`filters\` key.
@@ -979,10 +1138,17 @@ end
 
 -- Back pushes are counted per list (\`pushes\`): a listing's cursor holds an index
 -- from the back, which only these pushes shift (claims pop the front; nothing is cut from the middle).
+-- A lane of a priority above 0 joins \`lanes\`, which claims read in priority order.
 local function flush_ready(r)
   for class, ids in pairs(r.back) do
     call_chunked('LPUSH', ready_list(class), ids)
     redis.call('HINCRBY', K.pushes, class, #ids)
+  end
+  for class, ids in pairs(r.front) do
+    if string.find(class, '@', 1, true) then redis.call('ZADD', K.lanes, select(2, lane_parts(class)), class) end
+  end
+  for class in pairs(r.back) do
+    if string.find(class, '@', 1, true) then redis.call('ZADD', K.lanes, select(2, lane_parts(class)), class) end
   end
   for class, ids in pairs(r.front) do
     -- The earliest is pushed last, so it is the next out.
@@ -1027,7 +1193,7 @@ return 1
     name: 'consumers',
     keys: ['consumers', 'holders', 'locks'],
     readOnly: true,
-    sha: '5aa9624f6829788d12001740575b697064c08dc3',
+    sha: '016f777b1bce81c47dbeabb32818199b95168aba',
     source: `#!lua flags=no-writes
 local K = { consumers = KEYS[1], holders = KEYS[2], locks = KEYS[3] }
 -- common: helpers every script includes. K holds the queue's keys by name
@@ -1044,6 +1210,8 @@ local KEY_TYPES = {
   done_at = 'zset', dedupe = 'zset', conf = 'hash', consumers = 'hash', gc_lock = 'string',
   gc_at = 'string', policies = 'hash', history = 'hash', losses = 'hash', pushes = 'hash',
   requeue_locks = 'zset', requeue_schedule = 'zset', failed = 'zset', events = 'stream', events_seq = 'string',
+  priorities = 'hash', lanes = 'zset', groups = 'hash', group_held = 'hash', parked = 'set', debounce = 'hash',
+  debounce_of = 'hash', rate_tat = 'string', schedules = 'hash',
 }
 
 -- Lua's unpack has a stack limit; variadic commands go in chunks of this many arguments.
@@ -1065,10 +1233,28 @@ local function check_type(key, expected)
   if found ~= 'none' and found ~= expected then layout_error(key, found, expected) end
 end
 
--- The ready list of a filter class: \`mid-circle\` for messages without filters.
-local function ready_list(class)
-  if class == '' then return K.mid_circle end
-  return K.mid_circle .. ':' .. class
+-- The ready list of a lane: a filter class (\`mid-circle\` for messages without filters), followed by '@'
+-- and a 4-digit priority when above 0 (\`mid-circle:a=x@0003\`, \`mid-circle@0003\`); '#<group>' is the list
+-- of a full group's parked messages (\`mid-circle#<group>\`).
+local function ready_list(lane)
+  if lane == '' then return K.mid_circle end
+  local c = string.byte(lane, 1)
+  if c == 64 or c == 35 then return K.mid_circle .. lane end
+  return K.mid_circle .. ':' .. lane
+end
+
+-- The lane of a class and a priority (a number, a string or nil: 0).
+local function lane_for(class, priority)
+  local p = tonumber(priority) or 0
+  if p == 0 then return class end
+  return class .. '@' .. string.format('%04d', p)
+end
+
+-- A lane's filter class and priority.
+local function lane_parts(lane)
+  local at = string.find(lane, '@', 1, true)
+  if at == nil then return lane, 0 end
+  return string.sub(lane, 1, at - 1), tonumber(string.sub(lane, at + 1))
 end
 
 -- A message's filter class ('' for none); the script must take the \`filters\` key.
@@ -1170,10 +1356,17 @@ end
 
 -- Back pushes are counted per list (\`pushes\`): a listing's cursor holds an index
 -- from the back, which only these pushes shift (claims pop the front; nothing is cut from the middle).
+-- A lane of a priority above 0 joins \`lanes\`, which claims read in priority order.
 local function flush_ready(r)
   for class, ids in pairs(r.back) do
     call_chunked('LPUSH', ready_list(class), ids)
     redis.call('HINCRBY', K.pushes, class, #ids)
+  end
+  for class, ids in pairs(r.front) do
+    if string.find(class, '@', 1, true) then redis.call('ZADD', K.lanes, select(2, lane_parts(class)), class) end
+  end
+  for class in pairs(r.back) do
+    if string.find(class, '@', 1, true) then redis.call('ZADD', K.lanes, select(2, lane_parts(class)), class) end
   end
   for class, ids in pairs(r.front) do
     -- The earliest is pushed last, so it is the next out.
@@ -1222,16 +1415,24 @@ return reply
   enqueue: {
     name: 'enqueue',
     keys: [
-      'messages',
-      'metadata',
-      'filters',
-      'classes',
-      'nattempts',
-      'locks',
-      'holders',
-      'backoffs',
+      'conf',
+      'events',
+      'events-seq',
+      'events-wake',
       'done',
       'requeue',
+      'backoffs',
+      'locks',
+      'failed',
+      'filters',
+      'priorities',
+      'lanes',
+      'groups',
+      'messages',
+      'metadata',
+      'classes',
+      'nattempts',
+      'holders',
       'outcomes',
       'enqueued-at',
       'updated-at',
@@ -1246,16 +1447,11 @@ return reply
       'requeue-locks',
       'requeue-schedule',
       'pushes',
-      'conf',
-      'events',
-      'events-seq',
-      'events-wake',
-      'failed',
     ],
     readOnly: false,
-    sha: '4f4eff41609af9dc840cd932c54906997948e633',
+    sha: 'a83ee86ac667fe65c5e8b1e2b6a9e4bb3692f77e',
     source: `#!lua
-local K = { messages = KEYS[1], metadata = KEYS[2], filters = KEYS[3], classes = KEYS[4], nattempts = KEYS[5], locks = KEYS[6], holders = KEYS[7], backoffs = KEYS[8], done = KEYS[9], requeue = KEYS[10], outcomes = KEYS[11], enqueued_at = KEYS[12], updated_at = KEYS[13], requeue_content = KEYS[14], schedule = KEYS[15], done_at = KEYS[16], dedupe = KEYS[17], mid_circle = KEYS[18], wake = KEYS[19], policies = KEYS[20], losses = KEYS[21], requeue_locks = KEYS[22], requeue_schedule = KEYS[23], pushes = KEYS[24], conf = KEYS[25], events = KEYS[26], events_seq = KEYS[27], events_wake = KEYS[28], failed = KEYS[29] }
+local K = { conf = KEYS[1], events = KEYS[2], events_seq = KEYS[3], events_wake = KEYS[4], done = KEYS[5], requeue = KEYS[6], backoffs = KEYS[7], locks = KEYS[8], failed = KEYS[9], filters = KEYS[10], priorities = KEYS[11], lanes = KEYS[12], groups = KEYS[13], messages = KEYS[14], metadata = KEYS[15], classes = KEYS[16], nattempts = KEYS[17], holders = KEYS[18], outcomes = KEYS[19], enqueued_at = KEYS[20], updated_at = KEYS[21], requeue_content = KEYS[22], schedule = KEYS[23], done_at = KEYS[24], dedupe = KEYS[25], mid_circle = KEYS[26], wake = KEYS[27], policies = KEYS[28], losses = KEYS[29], requeue_locks = KEYS[30], requeue_schedule = KEYS[31], pushes = KEYS[32] }
 -- common: helpers every script includes. K holds the queue's keys by name
 -- (see src/redis/keys.ts; in Lua '-' becomes '_' and '?' is dropped).
 --
@@ -1270,6 +1466,8 @@ local KEY_TYPES = {
   done_at = 'zset', dedupe = 'zset', conf = 'hash', consumers = 'hash', gc_lock = 'string',
   gc_at = 'string', policies = 'hash', history = 'hash', losses = 'hash', pushes = 'hash',
   requeue_locks = 'zset', requeue_schedule = 'zset', failed = 'zset', events = 'stream', events_seq = 'string',
+  priorities = 'hash', lanes = 'zset', groups = 'hash', group_held = 'hash', parked = 'set', debounce = 'hash',
+  debounce_of = 'hash', rate_tat = 'string', schedules = 'hash',
 }
 
 -- Lua's unpack has a stack limit; variadic commands go in chunks of this many arguments.
@@ -1291,10 +1489,28 @@ local function check_type(key, expected)
   if found ~= 'none' and found ~= expected then layout_error(key, found, expected) end
 end
 
--- The ready list of a filter class: \`mid-circle\` for messages without filters.
-local function ready_list(class)
-  if class == '' then return K.mid_circle end
-  return K.mid_circle .. ':' .. class
+-- The ready list of a lane: a filter class (\`mid-circle\` for messages without filters), followed by '@'
+-- and a 4-digit priority when above 0 (\`mid-circle:a=x@0003\`, \`mid-circle@0003\`); '#<group>' is the list
+-- of a full group's parked messages (\`mid-circle#<group>\`).
+local function ready_list(lane)
+  if lane == '' then return K.mid_circle end
+  local c = string.byte(lane, 1)
+  if c == 64 or c == 35 then return K.mid_circle .. lane end
+  return K.mid_circle .. ':' .. lane
+end
+
+-- The lane of a class and a priority (a number, a string or nil: 0).
+local function lane_for(class, priority)
+  local p = tonumber(priority) or 0
+  if p == 0 then return class end
+  return class .. '@' .. string.format('%04d', p)
+end
+
+-- A lane's filter class and priority.
+local function lane_parts(lane)
+  local at = string.find(lane, '@', 1, true)
+  if at == nil then return lane, 0 end
+  return string.sub(lane, 1, at - 1), tonumber(string.sub(lane, at + 1))
 end
 
 -- A message's filter class ('' for none); the script must take the \`filters\` key.
@@ -1396,10 +1612,17 @@ end
 
 -- Back pushes are counted per list (\`pushes\`): a listing's cursor holds an index
 -- from the back, which only these pushes shift (claims pop the front; nothing is cut from the middle).
+-- A lane of a priority above 0 joins \`lanes\`, which claims read in priority order.
 local function flush_ready(r)
   for class, ids in pairs(r.back) do
     call_chunked('LPUSH', ready_list(class), ids)
     redis.call('HINCRBY', K.pushes, class, #ids)
+  end
+  for class, ids in pairs(r.front) do
+    if string.find(class, '@', 1, true) then redis.call('ZADD', K.lanes, select(2, lane_parts(class)), class) end
+  end
+  for class in pairs(r.back) do
+    if string.find(class, '@', 1, true) then redis.call('ZADD', K.lanes, select(2, lane_parts(class)), class) end
   end
   for class, ids in pairs(r.front) do
     -- The earliest is pushed last, so it is the next out.
@@ -1528,114 +1751,170 @@ local function state_of(id, now)
   if backoff > now then return 'queued-with-backoff', backoff end
   return 'queued', nil
 end
+-- lanes: where a message waits when ready. A lane is a filter class, with its priority when above 0
+-- (see ready_list in common); a grouped message claimed while its group was full waits in its group's
+-- parked list instead (lib/groups.lua).
+--
+-- KEYS: filters priorities lanes groups
+
+-- The lane a message joins when it becomes ready.
+local function lane_of(id)
+  return lane_for(class_of(id), redis.call('HGET', K.priorities, id))
+end
+
+-- Blanks a queued message's entry where it waits (its ready list, else its group's parked list), in
+-- place, so list cursors keep their positions; a claim drops blank entries. False when not found.
+local function unready(id)
+  local list = ready_list(lane_of(id))
+  local at = redis.call('LPOS', list, id)
+  if not at then
+    local group = redis.call('HGET', K.groups, id)
+    if not group then return false end
+    list = ready_list('#' .. group)
+    at = redis.call('LPOS', list, id)
+    if not at then return false end
+  end
+  redis.call('LSET', list, at, '')
+  return true
+end
 -- enqueue: adds messages, or answers for ids that exist. An existing id is
 -- refused with its state, except: done-awaiting-gc is revived with the new
 -- content; with allowRequeue, locked is marked to run again after it finishes,
 -- and done-with-backoff to run again when its backoff ends. A failed id is refused
 -- (retry or remove frees it). Each enqueue that is not refused writes an \`enqueued\` event (events on).
+-- Shared by the enqueue script and fire-schedule, so a schedule's messages are enqueued exactly alike.
+-- Scripts include common, events, state and lanes before it.
 --
 -- KEYS: messages metadata filters classes nattempts locks holders backoffs done requeue outcomes
 --       enqueued-at updated-at requeue-content schedule done-at dedupe mid-circle wake policies losses
---       requeue-locks requeue-schedule pushes
--- ARGV: seven per message: id, content (encoding tag + payload), metadata JSON ('' for none),
---       filter class ('' for none), initial backoff ms, flags (1: allowRequeue, 2: replacePayload),
---       policy JSON ('' for none)
--- Reply: one string per message: 'added', 'revived' or 'requeued', else the state that refused it
--- Include: common events state
+--       requeue-locks requeue-schedule pushes priorities lanes groups
 
-local PER = 7
-local classes = {}
-for i = 4, #ARGV, PER do
-  if ARGV[i] ~= '' then classes[#classes + 1] = ARGV[i] end
-end
-check_layout(classes, { 'conf' })
-events_begin()
+-- ARGV per message, from \`first\`: id, content (encoding tag + payload), metadata JSON ('' for none),
+-- filter class ('' for none), initial backoff ms, flags (1: allowRequeue, 2: replacePayload),
+-- policy JSON ('' for none), priority ('' for 0), group ('' for none), debounce id ('' for none).
+local ENQUEUE_PER = 10
 
-local now = now_ms()
-local w = pending_writes()
-local ready = pending_ready()
-local replies = {}
-local changed = false
-
--- Content, metadata and filters of a message that starts a new run, queued now or after \`backoff\` ms.
-local function place(id, meta, class, backoff, revived, policy)
-  if meta ~= '' then later(w, 'hset', K.metadata, id, meta) elseif revived then later(w, 'hdel', K.metadata, id) end
-  if policy ~= '' then later(w, 'hset', K.policies, id, policy) elseif revived then later(w, 'hdel', K.policies, id) end
-  if class ~= '' then
-    later(w, 'hset', K.filters, id, class)
-    later(w, 'sadd', K.classes, class)
-  elseif revived then
-    later(w, 'hdel', K.filters, id)
+-- Checks the layout for the messages from ARGV[first] (before anything is written).
+local function enqueue_check(first, also)
+  local lanes = {}
+  local rare = false
+  for i = first, #ARGV, ENQUEUE_PER do
+    local class, priority = ARGV[i + 3], ARGV[i + 7]
+    if class ~= '' or priority ~= '' then lanes[#lanes + 1] = lane_for(class, priority) end
+    if priority ~= '' or ARGV[i + 8] ~= '' or ARGV[i + 9] ~= '' then rare = true end
   end
-  later(w, 'hset', K.enqueued_at, id, now)
-  if backoff > 0 then
-    -- Written now: a duplicate later in this batch must see the backoff.
-    redis.call('HSET', K.backoffs, id, now + backoff)
-    later(w, 'zadd', K.schedule, now + backoff, id)
-  else
-    push_ready(ready, class, id, false)
-  end
-  changed = true
+  local skip = { 'conf', 'priorities', 'lanes', 'groups' }
+  for _, name in ipairs(also or {}) do skip[#skip + 1] = name end
+  check_layout(lanes, skip)
+  if rare then check_rare() end
 end
 
--- What is left of a finished run, before its id starts a new one (its history stays).
-local function forget_run(id)
-  for _, key in ipairs({ K.nattempts, K.outcomes, K.backoffs, K.locks, K.holders, K.updated_at, K.requeue_content,
-    K.losses }) do
-    redis.call('HDEL', key, id)
-  end
-  redis.call('SREM', K.done, id)
-  redis.call('ZREM', K.done_at, id)
-  redis.call('ZREM', K.dedupe, id)
-end
+-- Enqueues the messages from ARGV[first] (enqueue_check has run); returns one reply per message and
+-- whether any message became ready or scheduled (the caller publishes the wake-up after its events).
+local function enqueue(first)
+  events_begin()
+  local now = now_ms()
+  local w = pending_writes()
+  local ready = pending_ready()
+  local replies = {}
+  local changed = false
 
-for i = 1, #ARGV, PER do
-  local id, content, meta, class = ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3]
-  local backoff, flags, policy = tonumber(ARGV[i + 4]), tonumber(ARGV[i + 5]), ARGV[i + 6]
-  local allow_requeue, replace = flags % 2 == 1, flags >= 2
-  if redis.call('HSETNX', K.messages, id, content) == 1 then
-    place(id, meta, class, backoff, false, policy)
-    -- event('enqueued', id, 0), without the call: the hottest path there is.
-    if EV.on then EV.lines[#EV.lines + 1] = 'enqueued 0 ' .. id end
-    replies[#replies + 1] = 'added'
-  else
-    local state, ends = state_of(id, now)
-    -- An enqueue that revives or marks a message records the attempt it is at.
-    if EV.on and (state == 'done-awaiting-gc' or (allow_requeue and (state == 'done-with-backoff' or state == 'locked'))) then
-      event('enqueued', id, redis.call('HGET', K.nattempts, id))
+  -- Content, metadata, filters, priority and group of a message that starts a new run, queued now or
+  -- after \`backoff\` ms.
+  local function place(id, meta, class, backoff, revived, policy, priority, group)
+    if meta ~= '' then later(w, 'hset', K.metadata, id, meta) elseif revived then later(w, 'hdel', K.metadata, id) end
+    if policy ~= '' then later(w, 'hset', K.policies, id, policy) elseif revived then later(w, 'hdel', K.policies, id) end
+    if class ~= '' then
+      later(w, 'hset', K.filters, id, class)
+      later(w, 'sadd', K.classes, class)
+    elseif revived then
+      later(w, 'hdel', K.filters, id)
     end
-    if state == 'done-awaiting-gc' then
-      redis.call('HSET', K.messages, id, content)
-      forget_run(id)
-      place(id, meta, class, backoff, true, policy)
-      replies[#replies + 1] = 'revived'
-    elseif allow_requeue and state == 'done-with-backoff' then
-      -- done-with-requeue: queued when the backoff ends, as a new run.
-      redis.call('SADD', K.requeue, id)
-      redis.call('ZREM', K.dedupe, id)
-      redis.call('ZADD', K.schedule, ends, id)
-      redis.call('ZADD', K.requeue_schedule, ends, id)
-      redis.call('HDEL', K.nattempts, id)
-      redis.call('HDEL', K.losses, id)
-      if replace then redis.call('HSET', K.messages, id, content) end
-      later(w, 'hset', K.updated_at, id, now)
-      replies[#replies + 1] = 'requeued'
-      changed = true
-    elseif allow_requeue and state == 'locked' then
-      redis.call('SADD', K.requeue, id)
-      redis.call('ZADD', K.requeue_locks, ends, id)
-      if replace then redis.call('HSET', K.requeue_content, id, content) end
-      later(w, 'hset', K.updated_at, id, now)
-      replies[#replies + 1] = 'requeued'
+    if priority ~= '' then later(w, 'hset', K.priorities, id, priority) elseif revived then later(w, 'hdel', K.priorities, id) end
+    if group ~= '' then later(w, 'hset', K.groups, id, group) elseif revived then later(w, 'hdel', K.groups, id) end
+    later(w, 'hset', K.enqueued_at, id, now)
+    if backoff > 0 then
+      -- Written now: a duplicate later in this batch must see the backoff.
+      redis.call('HSET', K.backoffs, id, now + backoff)
+      later(w, 'zadd', K.schedule, now + backoff, id)
     else
-      replies[#replies + 1] = state
+      push_ready(ready, lane_for(class, priority), id, false)
+    end
+    changed = true
+  end
+
+  -- What is left of a finished run, before its id starts a new one (its history stays).
+  local function forget_run(id)
+    for _, key in ipairs({ K.nattempts, K.outcomes, K.backoffs, K.locks, K.holders, K.updated_at, K.requeue_content,
+      K.losses }) do
+      redis.call('HDEL', key, id)
+    end
+    redis.call('SREM', K.done, id)
+    redis.call('ZREM', K.done_at, id)
+    redis.call('ZREM', K.dedupe, id)
+  end
+
+  for i = first, #ARGV, ENQUEUE_PER do
+    local id, content, meta, class = ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3]
+    local backoff, flags, policy = tonumber(ARGV[i + 4]), tonumber(ARGV[i + 5]), ARGV[i + 6]
+    local priority, group = ARGV[i + 7], ARGV[i + 8]
+    local allow_requeue, replace = flags % 2 == 1, flags >= 2
+    if redis.call('HSETNX', K.messages, id, content) == 1 then
+      place(id, meta, class, backoff, false, policy, priority, group)
+      -- event('enqueued', id, 0), without the call: the hottest path there is.
+      if EV.on then EV.lines[#EV.lines + 1] = 'enqueued 0 ' .. id end
+      replies[#replies + 1] = 'added'
+    else
+      local state, ends = state_of(id, now)
+      -- An enqueue that revives or marks a message records the attempt it is at.
+      if EV.on and (state == 'done-awaiting-gc' or (allow_requeue and (state == 'done-with-backoff' or state == 'locked'))) then
+        event('enqueued', id, redis.call('HGET', K.nattempts, id))
+      end
+      if state == 'done-awaiting-gc' then
+        redis.call('HSET', K.messages, id, content)
+        forget_run(id)
+        place(id, meta, class, backoff, true, policy, priority, group)
+        replies[#replies + 1] = 'revived'
+      elseif allow_requeue and state == 'done-with-backoff' then
+        -- done-with-requeue: queued when the backoff ends, as a new run.
+        redis.call('SADD', K.requeue, id)
+        redis.call('ZREM', K.dedupe, id)
+        redis.call('ZADD', K.schedule, ends, id)
+        redis.call('ZADD', K.requeue_schedule, ends, id)
+        redis.call('HDEL', K.nattempts, id)
+        redis.call('HDEL', K.losses, id)
+        if replace then redis.call('HSET', K.messages, id, content) end
+        later(w, 'hset', K.updated_at, id, now)
+        replies[#replies + 1] = 'requeued'
+        changed = true
+      elseif allow_requeue and state == 'locked' then
+        redis.call('SADD', K.requeue, id)
+        redis.call('ZADD', K.requeue_locks, ends, id)
+        if replace then redis.call('HSET', K.requeue_content, id, content) end
+        later(w, 'hset', K.updated_at, id, now)
+        replies[#replies + 1] = 'requeued'
+      else
+        replies[#replies + 1] = state
+      end
     end
   end
-end
 
-flush_writes(w)
-flush_ready(ready)
-events_flush(now)
+  flush_writes(w)
+  flush_ready(ready)
+  events_flush(now)
+  return replies, changed
+end
+-- enqueue: adds a batch of messages (lib/enqueue.lua), or answers for ids that exist.
+--
+-- KEYS: conf
+-- ARGV: ten per message: id, content (encoding tag + payload), metadata JSON ('' for none),
+--       filter class ('' for none), initial backoff ms, flags (1: allowRequeue, 2: replacePayload),
+--       policy JSON ('' for none), priority ('' for 0), group ('' for none), debounce id ('' for none)
+-- Reply: one string per message: 'added', 'revived', 'requeued' or 'debounced', else the state that refused it
+-- Include: common events state lanes enqueue
+
+enqueue_check(1)
+local replies, changed = enqueue(1)
 if changed then redis.call('PUBLISH', K.wake, 'enqueue') end
 return replies
 `,
@@ -1644,7 +1923,7 @@ return replies
     name: 'events-trim',
     keys: ['events', 'events-seq'],
     readOnly: false,
-    sha: 'f34bba096cfae726f581fd0b9cd0eaea2c3a1792',
+    sha: '3608d642e701b66d2cb75056199d1c673949f6a6',
     source: `#!lua flags=allow-oom
 local K = { events = KEYS[1], events_seq = KEYS[2] }
 -- common: helpers every script includes. K holds the queue's keys by name
@@ -1661,6 +1940,8 @@ local KEY_TYPES = {
   done_at = 'zset', dedupe = 'zset', conf = 'hash', consumers = 'hash', gc_lock = 'string',
   gc_at = 'string', policies = 'hash', history = 'hash', losses = 'hash', pushes = 'hash',
   requeue_locks = 'zset', requeue_schedule = 'zset', failed = 'zset', events = 'stream', events_seq = 'string',
+  priorities = 'hash', lanes = 'zset', groups = 'hash', group_held = 'hash', parked = 'set', debounce = 'hash',
+  debounce_of = 'hash', rate_tat = 'string', schedules = 'hash',
 }
 
 -- Lua's unpack has a stack limit; variadic commands go in chunks of this many arguments.
@@ -1682,10 +1963,28 @@ local function check_type(key, expected)
   if found ~= 'none' and found ~= expected then layout_error(key, found, expected) end
 end
 
--- The ready list of a filter class: \`mid-circle\` for messages without filters.
-local function ready_list(class)
-  if class == '' then return K.mid_circle end
-  return K.mid_circle .. ':' .. class
+-- The ready list of a lane: a filter class (\`mid-circle\` for messages without filters), followed by '@'
+-- and a 4-digit priority when above 0 (\`mid-circle:a=x@0003\`, \`mid-circle@0003\`); '#<group>' is the list
+-- of a full group's parked messages (\`mid-circle#<group>\`).
+local function ready_list(lane)
+  if lane == '' then return K.mid_circle end
+  local c = string.byte(lane, 1)
+  if c == 64 or c == 35 then return K.mid_circle .. lane end
+  return K.mid_circle .. ':' .. lane
+end
+
+-- The lane of a class and a priority (a number, a string or nil: 0).
+local function lane_for(class, priority)
+  local p = tonumber(priority) or 0
+  if p == 0 then return class end
+  return class .. '@' .. string.format('%04d', p)
+end
+
+-- A lane's filter class and priority.
+local function lane_parts(lane)
+  local at = string.find(lane, '@', 1, true)
+  if at == nil then return lane, 0 end
+  return string.sub(lane, 1, at - 1), tonumber(string.sub(lane, at + 1))
 end
 
 -- A message's filter class ('' for none); the script must take the \`filters\` key.
@@ -1787,10 +2086,17 @@ end
 
 -- Back pushes are counted per list (\`pushes\`): a listing's cursor holds an index
 -- from the back, which only these pushes shift (claims pop the front; nothing is cut from the middle).
+-- A lane of a priority above 0 joins \`lanes\`, which claims read in priority order.
 local function flush_ready(r)
   for class, ids in pairs(r.back) do
     call_chunked('LPUSH', ready_list(class), ids)
     redis.call('HINCRBY', K.pushes, class, #ids)
+  end
+  for class, ids in pairs(r.front) do
+    if string.find(class, '@', 1, true) then redis.call('ZADD', K.lanes, select(2, lane_parts(class)), class) end
+  end
+  for class in pairs(r.back) do
+    if string.find(class, '@', 1, true) then redis.call('ZADD', K.lanes, select(2, lane_parts(class)), class) end
   end
   for class, ids in pairs(r.front) do
     -- The earliest is pushed last, so it is the next out.
@@ -1837,7 +2143,7 @@ return redis.call('XTRIM', K.events, 'MINID', string.format('%d', lo))
     name: 'extend',
     keys: ['locks', 'holders', 'nattempts', 'lock-expiry', 'requeue', 'requeue-locks'],
     readOnly: false,
-    sha: '456cceeccddeabbef6b4c157a2a9de6ba1f1943b',
+    sha: 'b10e74fa883424d25216756b534dbac0f4b090b0',
     source: `#!lua flags=allow-oom
 local K = { locks = KEYS[1], holders = KEYS[2], nattempts = KEYS[3], lock_expiry = KEYS[4], requeue = KEYS[5], requeue_locks = KEYS[6] }
 -- common: helpers every script includes. K holds the queue's keys by name
@@ -1854,6 +2160,8 @@ local KEY_TYPES = {
   done_at = 'zset', dedupe = 'zset', conf = 'hash', consumers = 'hash', gc_lock = 'string',
   gc_at = 'string', policies = 'hash', history = 'hash', losses = 'hash', pushes = 'hash',
   requeue_locks = 'zset', requeue_schedule = 'zset', failed = 'zset', events = 'stream', events_seq = 'string',
+  priorities = 'hash', lanes = 'zset', groups = 'hash', group_held = 'hash', parked = 'set', debounce = 'hash',
+  debounce_of = 'hash', rate_tat = 'string', schedules = 'hash',
 }
 
 -- Lua's unpack has a stack limit; variadic commands go in chunks of this many arguments.
@@ -1875,10 +2183,28 @@ local function check_type(key, expected)
   if found ~= 'none' and found ~= expected then layout_error(key, found, expected) end
 end
 
--- The ready list of a filter class: \`mid-circle\` for messages without filters.
-local function ready_list(class)
-  if class == '' then return K.mid_circle end
-  return K.mid_circle .. ':' .. class
+-- The ready list of a lane: a filter class (\`mid-circle\` for messages without filters), followed by '@'
+-- and a 4-digit priority when above 0 (\`mid-circle:a=x@0003\`, \`mid-circle@0003\`); '#<group>' is the list
+-- of a full group's parked messages (\`mid-circle#<group>\`).
+local function ready_list(lane)
+  if lane == '' then return K.mid_circle end
+  local c = string.byte(lane, 1)
+  if c == 64 or c == 35 then return K.mid_circle .. lane end
+  return K.mid_circle .. ':' .. lane
+end
+
+-- The lane of a class and a priority (a number, a string or nil: 0).
+local function lane_for(class, priority)
+  local p = tonumber(priority) or 0
+  if p == 0 then return class end
+  return class .. '@' .. string.format('%04d', p)
+end
+
+-- A lane's filter class and priority.
+local function lane_parts(lane)
+  local at = string.find(lane, '@', 1, true)
+  if at == nil then return lane, 0 end
+  return string.sub(lane, 1, at - 1), tonumber(string.sub(lane, at + 1))
 end
 
 -- A message's filter class ('' for none); the script must take the \`filters\` key.
@@ -1980,10 +2306,17 @@ end
 
 -- Back pushes are counted per list (\`pushes\`): a listing's cursor holds an index
 -- from the back, which only these pushes shift (claims pop the front; nothing is cut from the middle).
+-- A lane of a priority above 0 joins \`lanes\`, which claims read in priority order.
 local function flush_ready(r)
   for class, ids in pairs(r.back) do
     call_chunked('LPUSH', ready_list(class), ids)
     redis.call('HINCRBY', K.pushes, class, #ids)
+  end
+  for class, ids in pairs(r.front) do
+    if string.find(class, '@', 1, true) then redis.call('ZADD', K.lanes, select(2, lane_parts(class)), class) end
+  end
+  for class in pairs(r.back) do
+    if string.find(class, '@', 1, true) then redis.call('ZADD', K.lanes, select(2, lane_parts(class)), class) end
   end
   for class, ids in pairs(r.front) do
     -- The earliest is pushed last, so it is the next out.
@@ -2046,6 +2379,9 @@ return lost
       'events',
       'events-seq',
       'events-wake',
+      'priorities',
+      'lanes',
+      'groups',
       'metadata',
       'policies',
       'history',
@@ -2055,9 +2391,9 @@ return lost
       'failed',
     ],
     readOnly: false,
-    sha: '891894f25811d00c7c121928b2d79a2845f107ba',
+    sha: '8a509523f2cb4bd8e343fed34fc5a38b673b2ca9',
     source: `#!lua flags=allow-oom
-local K = { messages = KEYS[1], filters = KEYS[2], nattempts = KEYS[3], locks = KEYS[4], holders = KEYS[5], backoffs = KEYS[6], done = KEYS[7], done_at = KEYS[8], dedupe = KEYS[9], requeue = KEYS[10], requeue_content = KEYS[11], schedule = KEYS[12], lock_expiry = KEYS[13], outcomes = KEYS[14], updated_at = KEYS[15], mid_circle = KEYS[16], wake = KEYS[17], pushes = KEYS[18], losses = KEYS[19], conf = KEYS[20], events = KEYS[21], events_seq = KEYS[22], events_wake = KEYS[23], metadata = KEYS[24], policies = KEYS[25], history = KEYS[26], enqueued_at = KEYS[27], requeue_locks = KEYS[28], requeue_schedule = KEYS[29], failed = KEYS[30] }
+local K = { messages = KEYS[1], filters = KEYS[2], nattempts = KEYS[3], locks = KEYS[4], holders = KEYS[5], backoffs = KEYS[6], done = KEYS[7], done_at = KEYS[8], dedupe = KEYS[9], requeue = KEYS[10], requeue_content = KEYS[11], schedule = KEYS[12], lock_expiry = KEYS[13], outcomes = KEYS[14], updated_at = KEYS[15], mid_circle = KEYS[16], wake = KEYS[17], pushes = KEYS[18], losses = KEYS[19], conf = KEYS[20], events = KEYS[21], events_seq = KEYS[22], events_wake = KEYS[23], priorities = KEYS[24], lanes = KEYS[25], groups = KEYS[26], metadata = KEYS[27], policies = KEYS[28], history = KEYS[29], enqueued_at = KEYS[30], requeue_locks = KEYS[31], requeue_schedule = KEYS[32], failed = KEYS[33] }
 -- common: helpers every script includes. K holds the queue's keys by name
 -- (see src/redis/keys.ts; in Lua '-' becomes '_' and '?' is dropped).
 --
@@ -2072,6 +2408,8 @@ local KEY_TYPES = {
   done_at = 'zset', dedupe = 'zset', conf = 'hash', consumers = 'hash', gc_lock = 'string',
   gc_at = 'string', policies = 'hash', history = 'hash', losses = 'hash', pushes = 'hash',
   requeue_locks = 'zset', requeue_schedule = 'zset', failed = 'zset', events = 'stream', events_seq = 'string',
+  priorities = 'hash', lanes = 'zset', groups = 'hash', group_held = 'hash', parked = 'set', debounce = 'hash',
+  debounce_of = 'hash', rate_tat = 'string', schedules = 'hash',
 }
 
 -- Lua's unpack has a stack limit; variadic commands go in chunks of this many arguments.
@@ -2093,10 +2431,28 @@ local function check_type(key, expected)
   if found ~= 'none' and found ~= expected then layout_error(key, found, expected) end
 end
 
--- The ready list of a filter class: \`mid-circle\` for messages without filters.
-local function ready_list(class)
-  if class == '' then return K.mid_circle end
-  return K.mid_circle .. ':' .. class
+-- The ready list of a lane: a filter class (\`mid-circle\` for messages without filters), followed by '@'
+-- and a 4-digit priority when above 0 (\`mid-circle:a=x@0003\`, \`mid-circle@0003\`); '#<group>' is the list
+-- of a full group's parked messages (\`mid-circle#<group>\`).
+local function ready_list(lane)
+  if lane == '' then return K.mid_circle end
+  local c = string.byte(lane, 1)
+  if c == 64 or c == 35 then return K.mid_circle .. lane end
+  return K.mid_circle .. ':' .. lane
+end
+
+-- The lane of a class and a priority (a number, a string or nil: 0).
+local function lane_for(class, priority)
+  local p = tonumber(priority) or 0
+  if p == 0 then return class end
+  return class .. '@' .. string.format('%04d', p)
+end
+
+-- A lane's filter class and priority.
+local function lane_parts(lane)
+  local at = string.find(lane, '@', 1, true)
+  if at == nil then return lane, 0 end
+  return string.sub(lane, 1, at - 1), tonumber(string.sub(lane, at + 1))
 end
 
 -- A message's filter class ('' for none); the script must take the \`filters\` key.
@@ -2198,10 +2554,17 @@ end
 
 -- Back pushes are counted per list (\`pushes\`): a listing's cursor holds an index
 -- from the back, which only these pushes shift (claims pop the front; nothing is cut from the middle).
+-- A lane of a priority above 0 joins \`lanes\`, which claims read in priority order.
 local function flush_ready(r)
   for class, ids in pairs(r.back) do
     call_chunked('LPUSH', ready_list(class), ids)
     redis.call('HINCRBY', K.pushes, class, #ids)
+  end
+  for class, ids in pairs(r.front) do
+    if string.find(class, '@', 1, true) then redis.call('ZADD', K.lanes, select(2, lane_parts(class)), class) end
+  end
+  for class in pairs(r.back) do
+    if string.find(class, '@', 1, true) then redis.call('ZADD', K.lanes, select(2, lane_parts(class)), class) end
   end
   for class, ids in pairs(r.front) do
     -- The earliest is pushed last, so it is the next out.
@@ -2303,15 +2666,41 @@ local function events_flush(now)
   if EV.on and #EV.lines > 0 then append_events(K.events, K.events_seq, K.events_wake, EV.max, now, EV.lines) end
   EV.lines = {}
 end
+-- lanes: where a message waits when ready. A lane is a filter class, with its priority when above 0
+-- (see ready_list in common); a grouped message claimed while its group was full waits in its group's
+-- parked list instead (lib/groups.lua).
+--
+-- KEYS: filters priorities lanes groups
+
+-- The lane a message joins when it becomes ready.
+local function lane_of(id)
+  return lane_for(class_of(id), redis.call('HGET', K.priorities, id))
+end
+
+-- Blanks a queued message's entry where it waits (its ready list, else its group's parked list), in
+-- place, so list cursors keep their positions; a claim drops blank entries. False when not found.
+local function unready(id)
+  local list = ready_list(lane_of(id))
+  local at = redis.call('LPOS', list, id)
+  if not at then
+    local group = redis.call('HGET', K.groups, id)
+    if not group then return false end
+    list = ready_list('#' .. group)
+    at = redis.call('LPOS', list, id)
+    if not at then return false end
+  end
+  redis.call('LSET', list, at, '')
+  return true
+end
 -- forget: removes every trace of a message from the queue's hashes, sets and
 -- sorted sets (not from a ready list: the caller knows whether it is in one).
 --
 -- KEYS: messages metadata filters policies history losses nattempts locks holders backoffs outcomes
 --       enqueued-at updated-at requeue-content done requeue schedule lock-expiry requeue-locks
---       requeue-schedule done-at dedupe failed
+--       requeue-schedule done-at dedupe failed priorities groups
 
 local FORGET_HASHES = { 'messages', 'metadata', 'filters', 'policies', 'history', 'losses', 'nattempts', 'locks',
-  'holders', 'backoffs', 'outcomes', 'enqueued_at', 'updated_at', 'requeue_content' }
+  'holders', 'backoffs', 'outcomes', 'enqueued_at', 'updated_at', 'requeue_content', 'priorities', 'groups' }
 local FORGET_ZSETS = { 'schedule', 'lock_expiry', 'requeue_locks', 'requeue_schedule', 'done_at', 'dedupe', 'failed' }
 
 -- With \`w\`, the removals are queued there (many ids in one command per key); else made now.
@@ -2331,7 +2720,7 @@ end
 -- the caller writes the \`failed\` one). Also the history of attempts. Scripts include events before it.
 --
 -- KEYS: messages metadata filters policies history outcomes updated-at locks holders lock-expiry
---       backoffs schedule requeue requeue-locks requeue-content failed conf
+--       backoffs schedule requeue requeue-locks requeue-content failed conf priorities groups
 
 -- Attempt records kept per message (model/history.ts HISTORY_LIMIT).
 local HISTORY_LIMIT = 10
@@ -2368,12 +2757,18 @@ end
 local function dead_letter(id, dlq, now)
   local dk = function(key) return dead_letter_key(dlq, key) end
   local class = redis.call('HGET', K.filters, id) or ''
+  local priority = redis.call('HGET', K.priorities, id)
+  -- The message keeps its priority and group there (see ready_list in common).
+  local lane = lane_for(class, priority)
   local list = dk('mid-circle')
-  if class ~= '' then list = list .. ':' .. class end
+  if lane ~= '' then
+    if string.byte(lane, 1) == 64 then list = list .. lane else list = list .. ':' .. lane end
+  end
   local hashes = { 'messages', 'metadata', 'filters', 'policies', 'history', 'outcomes', 'enqueued-at', 'updated-at',
-    'pushes' }
+    'pushes', 'priorities', 'groups' }
   for _, key in ipairs(hashes) do check_type(dk(key), 'hash') end
   check_type(dk('classes'), 'set')
+  check_type(dk('lanes'), 'zset')
   check_type(list, 'list')
   check_type(dk('conf'), 'hash')
   -- The dead-letter queue's own events: an \`enqueued\` there when its configuration has them on.
@@ -2384,7 +2779,7 @@ local function dead_letter(id, dlq, now)
   end
   if redis.call('HEXISTS', dk('messages'), id) == 1 then return false end
   for _, pair in ipairs({ { 'messages', K.messages }, { 'metadata', K.metadata }, { 'policies', K.policies },
-    { 'history', K.history }, { 'outcomes', K.outcomes } }) do
+    { 'history', K.history }, { 'outcomes', K.outcomes }, { 'priorities', K.priorities }, { 'groups', K.groups } }) do
     local value = redis.call('HGET', pair[2], id)
     if value then redis.call('HSET', dk(pair[1]), id, value) end
   end
@@ -2394,7 +2789,10 @@ local function dead_letter(id, dlq, now)
   end
   redis.call('HSET', dk('enqueued-at'), id, now)
   redis.call('LPUSH', list, id)
-  redis.call('HINCRBY', dk('pushes'), class, 1)
+  redis.call('HINCRBY', dk('pushes'), lane, 1)
+  if lane ~= class then
+    redis.call('ZADD', dk('lanes'), tonumber(priority), lane)
+  end
   redis.call('PUBLISH', dk('wake'), 'dead-letter')
   if events[1] == '1' then
     append_events(dk('events'), dk('events-seq'), dk('events-wake'), tonumber(events[2]) or DEFAULT_EVENTS_MAX_COUNT,
@@ -2436,12 +2834,12 @@ end
 --       backoff ms, error ('-' for none, else '+' and the text), started at ms ('' when it never ran),
 --       the error as the history keeps it ('' when it is the error itself, else '+' and the text)
 -- Reply: one string per finish: 'ok' or 'lost'
--- Include: common events forget fail
+-- Include: common events lanes forget fail
 
 local PER = 7
 -- A batch of plain successes touches none of these.
 check_layout(nil, { 'history', 'losses', 'failed', 'conf', 'requeue_locks', 'requeue_schedule', 'requeue_content',
-  'metadata', 'policies', 'enqueued_at', 'schedule', 'mid_circle', 'filters', 'pushes' })
+  'metadata', 'policies', 'enqueued_at', 'schedule', 'mid_circle', 'filters', 'pushes', 'priorities', 'lanes', 'groups' })
 local consumer = ARGV[1]
 local count = (#ARGV - 1) / PER
 if count == 0 then return {} end
@@ -2522,7 +2920,7 @@ for k, id in ipairs(ids) do
         later(w, 'hset', K.backoffs, id, now + backoff)
         later(w, 'zadd', K.schedule, now + backoff, id)
       else
-        push_ready(ready, class_of(id), id, false)
+        push_ready(ready, lane_of(id), id, false)
       end
       woke = true
     elseif marked[k] then
@@ -2540,7 +2938,7 @@ for k, id in ipairs(ids) do
         later(w, 'zadd', K.requeue_schedule, now + backoff, id)
       else
         later(w, 'srem', K.requeue, id)
-        push_ready(ready, class_of(id), id, false)
+        push_ready(ready, lane_of(id), id, false)
       end
       woke = true
     elseif outcome == 'success' then
@@ -2577,7 +2975,7 @@ return replies
     name: 'gc-finish',
     keys: ['consumers', 'gc-lock'],
     readOnly: false,
-    sha: '4f9cf84b28ae81c6d45efadf20bcdde50b2811bc',
+    sha: '7379ccba745c482e788968db00ec497818e38b17',
     source: `#!lua flags=allow-oom
 local K = { consumers = KEYS[1], gc_lock = KEYS[2] }
 -- common: helpers every script includes. K holds the queue's keys by name
@@ -2594,6 +2992,8 @@ local KEY_TYPES = {
   done_at = 'zset', dedupe = 'zset', conf = 'hash', consumers = 'hash', gc_lock = 'string',
   gc_at = 'string', policies = 'hash', history = 'hash', losses = 'hash', pushes = 'hash',
   requeue_locks = 'zset', requeue_schedule = 'zset', failed = 'zset', events = 'stream', events_seq = 'string',
+  priorities = 'hash', lanes = 'zset', groups = 'hash', group_held = 'hash', parked = 'set', debounce = 'hash',
+  debounce_of = 'hash', rate_tat = 'string', schedules = 'hash',
 }
 
 -- Lua's unpack has a stack limit; variadic commands go in chunks of this many arguments.
@@ -2615,10 +3015,28 @@ local function check_type(key, expected)
   if found ~= 'none' and found ~= expected then layout_error(key, found, expected) end
 end
 
--- The ready list of a filter class: \`mid-circle\` for messages without filters.
-local function ready_list(class)
-  if class == '' then return K.mid_circle end
-  return K.mid_circle .. ':' .. class
+-- The ready list of a lane: a filter class (\`mid-circle\` for messages without filters), followed by '@'
+-- and a 4-digit priority when above 0 (\`mid-circle:a=x@0003\`, \`mid-circle@0003\`); '#<group>' is the list
+-- of a full group's parked messages (\`mid-circle#<group>\`).
+local function ready_list(lane)
+  if lane == '' then return K.mid_circle end
+  local c = string.byte(lane, 1)
+  if c == 64 or c == 35 then return K.mid_circle .. lane end
+  return K.mid_circle .. ':' .. lane
+end
+
+-- The lane of a class and a priority (a number, a string or nil: 0).
+local function lane_for(class, priority)
+  local p = tonumber(priority) or 0
+  if p == 0 then return class end
+  return class .. '@' .. string.format('%04d', p)
+end
+
+-- A lane's filter class and priority.
+local function lane_parts(lane)
+  local at = string.find(lane, '@', 1, true)
+  if at == nil then return lane, 0 end
+  return string.sub(lane, 1, at - 1), tonumber(string.sub(lane, at + 1))
 end
 
 -- A message's filter class ('' for none); the script must take the \`filters\` key.
@@ -2720,10 +3138,17 @@ end
 
 -- Back pushes are counted per list (\`pushes\`): a listing's cursor holds an index
 -- from the back, which only these pushes shift (claims pop the front; nothing is cut from the middle).
+-- A lane of a priority above 0 joins \`lanes\`, which claims read in priority order.
 local function flush_ready(r)
   for class, ids in pairs(r.back) do
     call_chunked('LPUSH', ready_list(class), ids)
     redis.call('HINCRBY', K.pushes, class, #ids)
+  end
+  for class, ids in pairs(r.front) do
+    if string.find(class, '@', 1, true) then redis.call('ZADD', K.lanes, select(2, lane_parts(class)), class) end
+  end
+  for class in pairs(r.back) do
+    if string.find(class, '@', 1, true) then redis.call('ZADD', K.lanes, select(2, lane_parts(class)), class) end
   end
   for class, ids in pairs(r.front) do
     -- The earliest is pushed last, so it is the next out.
@@ -2759,7 +3184,7 @@ return #lapsed
     name: 'gc-start',
     keys: ['gc-lock', 'gc-at'],
     readOnly: false,
-    sha: '39bd03957b57c7343c108f95db38c1fa0878ad42',
+    sha: '2a48267f46c4c2caf69687a0c94ecf82e17d5232',
     source: `#!lua flags=allow-oom
 local K = { gc_lock = KEYS[1], gc_at = KEYS[2] }
 -- common: helpers every script includes. K holds the queue's keys by name
@@ -2776,6 +3201,8 @@ local KEY_TYPES = {
   done_at = 'zset', dedupe = 'zset', conf = 'hash', consumers = 'hash', gc_lock = 'string',
   gc_at = 'string', policies = 'hash', history = 'hash', losses = 'hash', pushes = 'hash',
   requeue_locks = 'zset', requeue_schedule = 'zset', failed = 'zset', events = 'stream', events_seq = 'string',
+  priorities = 'hash', lanes = 'zset', groups = 'hash', group_held = 'hash', parked = 'set', debounce = 'hash',
+  debounce_of = 'hash', rate_tat = 'string', schedules = 'hash',
 }
 
 -- Lua's unpack has a stack limit; variadic commands go in chunks of this many arguments.
@@ -2797,10 +3224,28 @@ local function check_type(key, expected)
   if found ~= 'none' and found ~= expected then layout_error(key, found, expected) end
 end
 
--- The ready list of a filter class: \`mid-circle\` for messages without filters.
-local function ready_list(class)
-  if class == '' then return K.mid_circle end
-  return K.mid_circle .. ':' .. class
+-- The ready list of a lane: a filter class (\`mid-circle\` for messages without filters), followed by '@'
+-- and a 4-digit priority when above 0 (\`mid-circle:a=x@0003\`, \`mid-circle@0003\`); '#<group>' is the list
+-- of a full group's parked messages (\`mid-circle#<group>\`).
+local function ready_list(lane)
+  if lane == '' then return K.mid_circle end
+  local c = string.byte(lane, 1)
+  if c == 64 or c == 35 then return K.mid_circle .. lane end
+  return K.mid_circle .. ':' .. lane
+end
+
+-- The lane of a class and a priority (a number, a string or nil: 0).
+local function lane_for(class, priority)
+  local p = tonumber(priority) or 0
+  if p == 0 then return class end
+  return class .. '@' .. string.format('%04d', p)
+end
+
+-- A lane's filter class and priority.
+local function lane_parts(lane)
+  local at = string.find(lane, '@', 1, true)
+  if at == nil then return lane, 0 end
+  return string.sub(lane, 1, at - 1), tonumber(string.sub(lane, at + 1))
 end
 
 -- A message's filter class ('' for none); the script must take the \`filters\` key.
@@ -2902,10 +3347,17 @@ end
 
 -- Back pushes are counted per list (\`pushes\`): a listing's cursor holds an index
 -- from the back, which only these pushes shift (claims pop the front; nothing is cut from the middle).
+-- A lane of a priority above 0 joins \`lanes\`, which claims read in priority order.
 local function flush_ready(r)
   for class, ids in pairs(r.back) do
     call_chunked('LPUSH', ready_list(class), ids)
     redis.call('HINCRBY', K.pushes, class, #ids)
+  end
+  for class, ids in pairs(r.front) do
+    if string.find(class, '@', 1, true) then redis.call('ZADD', K.lanes, select(2, lane_parts(class)), class) end
+  end
+  for class in pairs(r.back) do
+    if string.find(class, '@', 1, true) then redis.call('ZADD', K.lanes, select(2, lane_parts(class)), class) end
   end
   for class, ids in pairs(r.front) do
     -- The earliest is pushed last, so it is the next out.
@@ -2959,11 +3411,13 @@ return 1
       'requeue-locks',
       'requeue-schedule',
       'dedupe',
+      'priorities',
+      'groups',
     ],
     readOnly: false,
-    sha: '7790c287e9bb64ded661c9945331fca179a92afa',
+    sha: '2c823203b13612517fbef055f6f7b8e0e6d1c4a8',
     source: `#!lua flags=allow-oom
-local K = { done_at = KEYS[1], failed = KEYS[2], messages = KEYS[3], metadata = KEYS[4], filters = KEYS[5], policies = KEYS[6], history = KEYS[7], losses = KEYS[8], nattempts = KEYS[9], locks = KEYS[10], holders = KEYS[11], backoffs = KEYS[12], outcomes = KEYS[13], enqueued_at = KEYS[14], updated_at = KEYS[15], requeue_content = KEYS[16], done = KEYS[17], requeue = KEYS[18], schedule = KEYS[19], lock_expiry = KEYS[20], requeue_locks = KEYS[21], requeue_schedule = KEYS[22], dedupe = KEYS[23] }
+local K = { done_at = KEYS[1], failed = KEYS[2], messages = KEYS[3], metadata = KEYS[4], filters = KEYS[5], policies = KEYS[6], history = KEYS[7], losses = KEYS[8], nattempts = KEYS[9], locks = KEYS[10], holders = KEYS[11], backoffs = KEYS[12], outcomes = KEYS[13], enqueued_at = KEYS[14], updated_at = KEYS[15], requeue_content = KEYS[16], done = KEYS[17], requeue = KEYS[18], schedule = KEYS[19], lock_expiry = KEYS[20], requeue_locks = KEYS[21], requeue_schedule = KEYS[22], dedupe = KEYS[23], priorities = KEYS[24], groups = KEYS[25] }
 -- common: helpers every script includes. K holds the queue's keys by name
 -- (see src/redis/keys.ts; in Lua '-' becomes '_' and '?' is dropped).
 --
@@ -2978,6 +3432,8 @@ local KEY_TYPES = {
   done_at = 'zset', dedupe = 'zset', conf = 'hash', consumers = 'hash', gc_lock = 'string',
   gc_at = 'string', policies = 'hash', history = 'hash', losses = 'hash', pushes = 'hash',
   requeue_locks = 'zset', requeue_schedule = 'zset', failed = 'zset', events = 'stream', events_seq = 'string',
+  priorities = 'hash', lanes = 'zset', groups = 'hash', group_held = 'hash', parked = 'set', debounce = 'hash',
+  debounce_of = 'hash', rate_tat = 'string', schedules = 'hash',
 }
 
 -- Lua's unpack has a stack limit; variadic commands go in chunks of this many arguments.
@@ -2999,10 +3455,28 @@ local function check_type(key, expected)
   if found ~= 'none' and found ~= expected then layout_error(key, found, expected) end
 end
 
--- The ready list of a filter class: \`mid-circle\` for messages without filters.
-local function ready_list(class)
-  if class == '' then return K.mid_circle end
-  return K.mid_circle .. ':' .. class
+-- The ready list of a lane: a filter class (\`mid-circle\` for messages without filters), followed by '@'
+-- and a 4-digit priority when above 0 (\`mid-circle:a=x@0003\`, \`mid-circle@0003\`); '#<group>' is the list
+-- of a full group's parked messages (\`mid-circle#<group>\`).
+local function ready_list(lane)
+  if lane == '' then return K.mid_circle end
+  local c = string.byte(lane, 1)
+  if c == 64 or c == 35 then return K.mid_circle .. lane end
+  return K.mid_circle .. ':' .. lane
+end
+
+-- The lane of a class and a priority (a number, a string or nil: 0).
+local function lane_for(class, priority)
+  local p = tonumber(priority) or 0
+  if p == 0 then return class end
+  return class .. '@' .. string.format('%04d', p)
+end
+
+-- A lane's filter class and priority.
+local function lane_parts(lane)
+  local at = string.find(lane, '@', 1, true)
+  if at == nil then return lane, 0 end
+  return string.sub(lane, 1, at - 1), tonumber(string.sub(lane, at + 1))
 end
 
 -- A message's filter class ('' for none); the script must take the \`filters\` key.
@@ -3104,10 +3578,17 @@ end
 
 -- Back pushes are counted per list (\`pushes\`): a listing's cursor holds an index
 -- from the back, which only these pushes shift (claims pop the front; nothing is cut from the middle).
+-- A lane of a priority above 0 joins \`lanes\`, which claims read in priority order.
 local function flush_ready(r)
   for class, ids in pairs(r.back) do
     call_chunked('LPUSH', ready_list(class), ids)
     redis.call('HINCRBY', K.pushes, class, #ids)
+  end
+  for class, ids in pairs(r.front) do
+    if string.find(class, '@', 1, true) then redis.call('ZADD', K.lanes, select(2, lane_parts(class)), class) end
+  end
+  for class in pairs(r.back) do
+    if string.find(class, '@', 1, true) then redis.call('ZADD', K.lanes, select(2, lane_parts(class)), class) end
   end
   for class, ids in pairs(r.front) do
     -- The earliest is pushed last, so it is the next out.
@@ -3121,10 +3602,10 @@ end
 --
 -- KEYS: messages metadata filters policies history losses nattempts locks holders backoffs outcomes
 --       enqueued-at updated-at requeue-content done requeue schedule lock-expiry requeue-locks
---       requeue-schedule done-at dedupe failed
+--       requeue-schedule done-at dedupe failed priorities groups
 
 local FORGET_HASHES = { 'messages', 'metadata', 'filters', 'policies', 'history', 'losses', 'nattempts', 'locks',
-  'holders', 'backoffs', 'outcomes', 'enqueued_at', 'updated_at', 'requeue_content' }
+  'holders', 'backoffs', 'outcomes', 'enqueued_at', 'updated_at', 'requeue_content', 'priorities', 'groups' }
 local FORGET_ZSETS = { 'schedule', 'lock_expiry', 'requeue_locks', 'requeue_schedule', 'done_at', 'dedupe', 'failed' }
 
 -- With \`w\`, the removals are queued there (many ids in one command per key); else made now.
@@ -3177,6 +3658,8 @@ return { removed, #old }
       'filters',
       'policies',
       'history',
+      'priorities',
+      'groups',
       'done',
       'requeue',
       'backoffs',
@@ -3189,9 +3672,9 @@ return { removed, #old }
       'updated-at',
     ],
     readOnly: true,
-    sha: '58c64d7237d5cd2b130235b3542d31d49a56ced5',
+    sha: '081f44bd59f19588cfcb8fcb62a8a8802a9ec150',
     source: `#!lua flags=no-writes
-local K = { messages = KEYS[1], metadata = KEYS[2], filters = KEYS[3], policies = KEYS[4], history = KEYS[5], done = KEYS[6], requeue = KEYS[7], backoffs = KEYS[8], locks = KEYS[9], failed = KEYS[10], nattempts = KEYS[11], holders = KEYS[12], outcomes = KEYS[13], enqueued_at = KEYS[14], updated_at = KEYS[15] }
+local K = { messages = KEYS[1], metadata = KEYS[2], filters = KEYS[3], policies = KEYS[4], history = KEYS[5], priorities = KEYS[6], groups = KEYS[7], done = KEYS[8], requeue = KEYS[9], backoffs = KEYS[10], locks = KEYS[11], failed = KEYS[12], nattempts = KEYS[13], holders = KEYS[14], outcomes = KEYS[15], enqueued_at = KEYS[16], updated_at = KEYS[17] }
 -- common: helpers every script includes. K holds the queue's keys by name
 -- (see src/redis/keys.ts; in Lua '-' becomes '_' and '?' is dropped).
 --
@@ -3206,6 +3689,8 @@ local KEY_TYPES = {
   done_at = 'zset', dedupe = 'zset', conf = 'hash', consumers = 'hash', gc_lock = 'string',
   gc_at = 'string', policies = 'hash', history = 'hash', losses = 'hash', pushes = 'hash',
   requeue_locks = 'zset', requeue_schedule = 'zset', failed = 'zset', events = 'stream', events_seq = 'string',
+  priorities = 'hash', lanes = 'zset', groups = 'hash', group_held = 'hash', parked = 'set', debounce = 'hash',
+  debounce_of = 'hash', rate_tat = 'string', schedules = 'hash',
 }
 
 -- Lua's unpack has a stack limit; variadic commands go in chunks of this many arguments.
@@ -3227,10 +3712,28 @@ local function check_type(key, expected)
   if found ~= 'none' and found ~= expected then layout_error(key, found, expected) end
 end
 
--- The ready list of a filter class: \`mid-circle\` for messages without filters.
-local function ready_list(class)
-  if class == '' then return K.mid_circle end
-  return K.mid_circle .. ':' .. class
+-- The ready list of a lane: a filter class (\`mid-circle\` for messages without filters), followed by '@'
+-- and a 4-digit priority when above 0 (\`mid-circle:a=x@0003\`, \`mid-circle@0003\`); '#<group>' is the list
+-- of a full group's parked messages (\`mid-circle#<group>\`).
+local function ready_list(lane)
+  if lane == '' then return K.mid_circle end
+  local c = string.byte(lane, 1)
+  if c == 64 or c == 35 then return K.mid_circle .. lane end
+  return K.mid_circle .. ':' .. lane
+end
+
+-- The lane of a class and a priority (a number, a string or nil: 0).
+local function lane_for(class, priority)
+  local p = tonumber(priority) or 0
+  if p == 0 then return class end
+  return class .. '@' .. string.format('%04d', p)
+end
+
+-- A lane's filter class and priority.
+local function lane_parts(lane)
+  local at = string.find(lane, '@', 1, true)
+  if at == nil then return lane, 0 end
+  return string.sub(lane, 1, at - 1), tonumber(string.sub(lane, at + 1))
 end
 
 -- A message's filter class ('' for none); the script must take the \`filters\` key.
@@ -3332,10 +3835,17 @@ end
 
 -- Back pushes are counted per list (\`pushes\`): a listing's cursor holds an index
 -- from the back, which only these pushes shift (claims pop the front; nothing is cut from the middle).
+-- A lane of a priority above 0 joins \`lanes\`, which claims read in priority order.
 local function flush_ready(r)
   for class, ids in pairs(r.back) do
     call_chunked('LPUSH', ready_list(class), ids)
     redis.call('HINCRBY', K.pushes, class, #ids)
+  end
+  for class, ids in pairs(r.front) do
+    if string.find(class, '@', 1, true) then redis.call('ZADD', K.lanes, select(2, lane_parts(class)), class) end
+  end
+  for class in pairs(r.back) do
+    if string.find(class, '@', 1, true) then redis.call('ZADD', K.lanes, select(2, lane_parts(class)), class) end
   end
   for class, ids in pairs(r.front) do
     -- The earliest is pushed last, so it is the next out.
@@ -3396,17 +3906,17 @@ local function status_of(id, now)
 end
 -- inspect: everything kept about one message.
 --
--- KEYS: messages metadata filters policies history
+-- KEYS: messages metadata filters policies history priorities groups
 -- ARGV: id
 -- Reply: nil when the message is gone, else the seven fields of \`status\`, then content, metadata JSON
---        or nil, filter class or nil, policy JSON or nil, history JSON or nil
+--        or nil, filter class or nil, policy JSON or nil, history JSON or nil, priority or nil, group or nil
 -- Include: common state status
 
 check_layout()
 local id = ARGV[1]
 local reply = status_of(id, now_ms())
 if reply == nil then return nil end
-for _, key in ipairs({ K.messages, K.metadata, K.filters, K.policies, K.history }) do
+for _, key in ipairs({ K.messages, K.metadata, K.filters, K.policies, K.history, K.priorities, K.groups }) do
   reply[#reply + 1] = redis.call('HGET', key, id)
 end
 return reply
@@ -3427,6 +3937,8 @@ return reply
       'requeue-schedule',
       'dedupe',
       'failed',
+      'lanes',
+      'parked',
       'conf',
       'events',
       'events-seq',
@@ -3440,6 +3952,8 @@ return reply
       'outcomes',
       'enqueued-at',
       'updated-at',
+      'priorities',
+      'groups',
       'policies',
       'history',
       'losses',
@@ -3447,9 +3961,9 @@ return reply
       'done-at',
     ],
     readOnly: false,
-    sha: '9700ae910929a44367b8469794fdaa2c9b528647',
+    sha: 'e0650f5ad49ce6d43cbb3f89db6aceb6dc467c87',
     source: `#!lua flags=allow-oom
-local K = { messages = KEYS[1], metadata = KEYS[2], filters = KEYS[3], classes = KEYS[4], pushes = KEYS[5], mid_circle = KEYS[6], schedule = KEYS[7], lock_expiry = KEYS[8], requeue_locks = KEYS[9], requeue_schedule = KEYS[10], dedupe = KEYS[11], failed = KEYS[12], conf = KEYS[13], events = KEYS[14], events_seq = KEYS[15], events_wake = KEYS[16], done = KEYS[17], requeue = KEYS[18], backoffs = KEYS[19], locks = KEYS[20], nattempts = KEYS[21], holders = KEYS[22], outcomes = KEYS[23], enqueued_at = KEYS[24], updated_at = KEYS[25], policies = KEYS[26], history = KEYS[27], losses = KEYS[28], requeue_content = KEYS[29], done_at = KEYS[30] }
+local K = { messages = KEYS[1], metadata = KEYS[2], filters = KEYS[3], classes = KEYS[4], pushes = KEYS[5], mid_circle = KEYS[6], schedule = KEYS[7], lock_expiry = KEYS[8], requeue_locks = KEYS[9], requeue_schedule = KEYS[10], dedupe = KEYS[11], failed = KEYS[12], lanes = KEYS[13], parked = KEYS[14], conf = KEYS[15], events = KEYS[16], events_seq = KEYS[17], events_wake = KEYS[18], done = KEYS[19], requeue = KEYS[20], backoffs = KEYS[21], locks = KEYS[22], nattempts = KEYS[23], holders = KEYS[24], outcomes = KEYS[25], enqueued_at = KEYS[26], updated_at = KEYS[27], priorities = KEYS[28], groups = KEYS[29], policies = KEYS[30], history = KEYS[31], losses = KEYS[32], requeue_content = KEYS[33], done_at = KEYS[34] }
 -- common: helpers every script includes. K holds the queue's keys by name
 -- (see src/redis/keys.ts; in Lua '-' becomes '_' and '?' is dropped).
 --
@@ -3464,6 +3978,8 @@ local KEY_TYPES = {
   done_at = 'zset', dedupe = 'zset', conf = 'hash', consumers = 'hash', gc_lock = 'string',
   gc_at = 'string', policies = 'hash', history = 'hash', losses = 'hash', pushes = 'hash',
   requeue_locks = 'zset', requeue_schedule = 'zset', failed = 'zset', events = 'stream', events_seq = 'string',
+  priorities = 'hash', lanes = 'zset', groups = 'hash', group_held = 'hash', parked = 'set', debounce = 'hash',
+  debounce_of = 'hash', rate_tat = 'string', schedules = 'hash',
 }
 
 -- Lua's unpack has a stack limit; variadic commands go in chunks of this many arguments.
@@ -3485,10 +4001,28 @@ local function check_type(key, expected)
   if found ~= 'none' and found ~= expected then layout_error(key, found, expected) end
 end
 
--- The ready list of a filter class: \`mid-circle\` for messages without filters.
-local function ready_list(class)
-  if class == '' then return K.mid_circle end
-  return K.mid_circle .. ':' .. class
+-- The ready list of a lane: a filter class (\`mid-circle\` for messages without filters), followed by '@'
+-- and a 4-digit priority when above 0 (\`mid-circle:a=x@0003\`, \`mid-circle@0003\`); '#<group>' is the list
+-- of a full group's parked messages (\`mid-circle#<group>\`).
+local function ready_list(lane)
+  if lane == '' then return K.mid_circle end
+  local c = string.byte(lane, 1)
+  if c == 64 or c == 35 then return K.mid_circle .. lane end
+  return K.mid_circle .. ':' .. lane
+end
+
+-- The lane of a class and a priority (a number, a string or nil: 0).
+local function lane_for(class, priority)
+  local p = tonumber(priority) or 0
+  if p == 0 then return class end
+  return class .. '@' .. string.format('%04d', p)
+end
+
+-- A lane's filter class and priority.
+local function lane_parts(lane)
+  local at = string.find(lane, '@', 1, true)
+  if at == nil then return lane, 0 end
+  return string.sub(lane, 1, at - 1), tonumber(string.sub(lane, at + 1))
 end
 
 -- A message's filter class ('' for none); the script must take the \`filters\` key.
@@ -3590,10 +4124,17 @@ end
 
 -- Back pushes are counted per list (\`pushes\`): a listing's cursor holds an index
 -- from the back, which only these pushes shift (claims pop the front; nothing is cut from the middle).
+-- A lane of a priority above 0 joins \`lanes\`, which claims read in priority order.
 local function flush_ready(r)
   for class, ids in pairs(r.back) do
     call_chunked('LPUSH', ready_list(class), ids)
     redis.call('HINCRBY', K.pushes, class, #ids)
+  end
+  for class, ids in pairs(r.front) do
+    if string.find(class, '@', 1, true) then redis.call('ZADD', K.lanes, select(2, lane_parts(class)), class) end
+  end
+  for class in pairs(r.back) do
+    if string.find(class, '@', 1, true) then redis.call('ZADD', K.lanes, select(2, lane_parts(class)), class) end
   end
   for class, ids in pairs(r.front) do
     -- The earliest is pushed last, so it is the next out.
@@ -3745,15 +4286,41 @@ local function status_of(id, now)
     ends or -1,
   }
 end
+-- lanes: where a message waits when ready. A lane is a filter class, with its priority when above 0
+-- (see ready_list in common); a grouped message claimed while its group was full waits in its group's
+-- parked list instead (lib/groups.lua).
+--
+-- KEYS: filters priorities lanes groups
+
+-- The lane a message joins when it becomes ready.
+local function lane_of(id)
+  return lane_for(class_of(id), redis.call('HGET', K.priorities, id))
+end
+
+-- Blanks a queued message's entry where it waits (its ready list, else its group's parked list), in
+-- place, so list cursors keep their positions; a claim drops blank entries. False when not found.
+local function unready(id)
+  local list = ready_list(lane_of(id))
+  local at = redis.call('LPOS', list, id)
+  if not at then
+    local group = redis.call('HGET', K.groups, id)
+    if not group then return false end
+    list = ready_list('#' .. group)
+    at = redis.call('LPOS', list, id)
+    if not at then return false end
+  end
+  redis.call('LSET', list, at, '')
+  return true
+end
 -- forget: removes every trace of a message from the queue's hashes, sets and
 -- sorted sets (not from a ready list: the caller knows whether it is in one).
 --
 -- KEYS: messages metadata filters policies history losses nattempts locks holders backoffs outcomes
 --       enqueued-at updated-at requeue-content done requeue schedule lock-expiry requeue-locks
---       requeue-schedule done-at dedupe failed
+--       requeue-schedule done-at dedupe failed priorities groups
 
 local FORGET_HASHES = { 'messages', 'metadata', 'filters', 'policies', 'history', 'losses', 'nattempts', 'locks',
-  'holders', 'backoffs', 'outcomes', 'enqueued_at', 'updated_at', 'requeue_content' }
+  'holders', 'backoffs', 'outcomes', 'enqueued_at', 'updated_at', 'requeue_content', 'priorities', 'groups' }
 local FORGET_ZSETS = { 'schedule', 'lock_expiry', 'requeue_locks', 'requeue_schedule', 'done_at', 'dedupe', 'failed' }
 
 -- With \`w\`, the removals are queued there (many ids in one command per key); else made now.
@@ -3773,7 +4340,7 @@ end
 -- the caller writes the \`failed\` one). Also the history of attempts. Scripts include events before it.
 --
 -- KEYS: messages metadata filters policies history outcomes updated-at locks holders lock-expiry
---       backoffs schedule requeue requeue-locks requeue-content failed conf
+--       backoffs schedule requeue requeue-locks requeue-content failed conf priorities groups
 
 -- Attempt records kept per message (model/history.ts HISTORY_LIMIT).
 local HISTORY_LIMIT = 10
@@ -3810,12 +4377,18 @@ end
 local function dead_letter(id, dlq, now)
   local dk = function(key) return dead_letter_key(dlq, key) end
   local class = redis.call('HGET', K.filters, id) or ''
+  local priority = redis.call('HGET', K.priorities, id)
+  -- The message keeps its priority and group there (see ready_list in common).
+  local lane = lane_for(class, priority)
   local list = dk('mid-circle')
-  if class ~= '' then list = list .. ':' .. class end
+  if lane ~= '' then
+    if string.byte(lane, 1) == 64 then list = list .. lane else list = list .. ':' .. lane end
+  end
   local hashes = { 'messages', 'metadata', 'filters', 'policies', 'history', 'outcomes', 'enqueued-at', 'updated-at',
-    'pushes' }
+    'pushes', 'priorities', 'groups' }
   for _, key in ipairs(hashes) do check_type(dk(key), 'hash') end
   check_type(dk('classes'), 'set')
+  check_type(dk('lanes'), 'zset')
   check_type(list, 'list')
   check_type(dk('conf'), 'hash')
   -- The dead-letter queue's own events: an \`enqueued\` there when its configuration has them on.
@@ -3826,7 +4399,7 @@ local function dead_letter(id, dlq, now)
   end
   if redis.call('HEXISTS', dk('messages'), id) == 1 then return false end
   for _, pair in ipairs({ { 'messages', K.messages }, { 'metadata', K.metadata }, { 'policies', K.policies },
-    { 'history', K.history }, { 'outcomes', K.outcomes } }) do
+    { 'history', K.history }, { 'outcomes', K.outcomes }, { 'priorities', K.priorities }, { 'groups', K.groups } }) do
     local value = redis.call('HGET', pair[2], id)
     if value then redis.call('HSET', dk(pair[1]), id, value) end
   end
@@ -3836,7 +4409,10 @@ local function dead_letter(id, dlq, now)
   end
   redis.call('HSET', dk('enqueued-at'), id, now)
   redis.call('LPUSH', list, id)
-  redis.call('HINCRBY', dk('pushes'), class, 1)
+  redis.call('HINCRBY', dk('pushes'), lane, 1)
+  if lane ~= class then
+    redis.call('ZADD', dk('lanes'), tonumber(priority), lane)
+  end
   redis.call('PUBLISH', dk('wake'), 'dead-letter')
   if events[1] == '1' then
     append_events(dk('events'), dk('events-seq'), dk('events-wake'), tonumber(events[2]) or DEFAULT_EVENTS_MAX_COUNT,
@@ -3896,7 +4472,7 @@ local function end_wait(id, ready, w)
   end
   later(w, 'hdel', K.backoffs, id)
   later(w, 'zrem', K.schedule, id)
-  push_ready(ready, class_of(id), id, true)
+  push_ready(ready, lane_of(id), id, true)
 end
 
 -- Returns true when more may be due than were moved.
@@ -3922,14 +4498,15 @@ local function promote(now, ready, w)
       later(w, 'hdel', K.holders, id)
       later(w, 'zrem', K.lock_expiry, id)
       later(w, 'zrem', K.requeue_locks, id)
-      push_ready(ready, class_of(id), id, true)
+      push_ready(ready, lane_of(id), id, true)
     end
   end
   return #due == PROMOTE_LIMIT or #expired == PROMOTE_LIMIT
 end
 -- list: a page of messages in the wanted states, read from the indexes, never
 -- a walk of the queue. Within a state, oldest first by the index's time:
---   queued               the ready lists ('' first, then the filter classes in byte order), next out first;
+--   queued               the ready lists in claim order (by priority, then '' and the filter classes in byte
+--                        order), then the groups' parked lists, next out first;
 --                        due backoffs and expired locks are first moved there, as a claim would
 --   queued-with-backoff  schedule after now (done-with-requeue entries, also there, are skipped)
 --   locked               lock-expiry after now (locked-with-requeue entries skipped)
@@ -3943,13 +4520,13 @@ end
 -- Runs when Redis is out of memory (allow-oom): it may move due messages, never adds any.
 --
 -- KEYS: messages metadata filters classes pushes mid-circle schedule lock-expiry requeue-locks
---       requeue-schedule dedupe failed
+--       requeue-schedule dedupe failed lanes parked
 -- ARGV: states (comma-separated, in MESSAGE_STATES order), outcome ('' for any), limit, messages to look at
 --       at most, '1' to include content, then the position to go on from: state ('' to start), a, b, c
 -- Reply: { 'end' when the listing is over, else 'more', then the position of the last message looked at
 --        (state, a, b, c), then per message: id, the seven fields of \`status\`, and with content: content,
 --        metadata JSON or nil, filter class or nil }
--- Include: common events state status forget fail promote
+-- Include: common events state status lanes forget fail promote
 
 check_layout()
 events_begin()
@@ -4034,13 +4611,29 @@ local function list_sorted(state, score, id)
   end
 end
 
--- Returns true when every ready list is looked at.
+-- A lane's place in the listing: claim order (priority, then class in byte order), parked lists last.
+local function lane_key(lane)
+  if string.byte(lane, 1) == 35 then return 1, 0, string.sub(lane, 2) end
+  local class, priority = lane_parts(lane)
+  return 0, priority, class
+end
+local function lane_before(a, b)
+  local ka, pa, na = lane_key(a)
+  local kb, pb, nb = lane_key(b)
+  if ka ~= kb then return ka < kb end
+  if pa ~= pb then return pa < pb end
+  return after(nb, na)
+end
+
+-- Returns true when every ready list (and every group's parked list) is looked at.
 local function list_ready(from_class, from_index, from_pushes)
-  local classes = redis.call('SMEMBERS', K.classes)
-  table.sort(classes, function(a, b) return after(b, a) end)
-  table.insert(classes, 1, '')
-  for _, class in ipairs(classes) do
-    if from_class == nil or class == from_class or after(class, from_class) then
+  local lanes = redis.call('SMEMBERS', K.classes)
+  lanes[#lanes + 1] = ''
+  for _, lane in ipairs(redis.call('ZRANGE', K.lanes, 0, -1)) do lanes[#lanes + 1] = lane end
+  for _, group in ipairs(redis.call('SMEMBERS', K.parked)) do lanes[#lanes + 1] = '#' .. group end
+  table.sort(lanes, lane_before)
+  for _, class in ipairs(lanes) do
+    if from_class == nil or class == from_class or lane_before(from_class, class) then
       local list = ready_list(class)
       local pushes = tonumber(redis.call('HGET', K.pushes, class)) or 0
       local index = redis.call('LLEN', list) - 1
@@ -4107,8 +4700,11 @@ return reply
       'backoffs',
       'locks',
       'failed',
-      'metadata',
       'filters',
+      'priorities',
+      'lanes',
+      'groups',
+      'metadata',
       'policies',
       'history',
       'losses',
@@ -4126,9 +4722,9 @@ return reply
       'dedupe',
     ],
     readOnly: false,
-    sha: '3dcb6dada1d4ab111ae458c876e1eb648596cd21',
+    sha: '212ef87f22b83a7cb460eb94c9d53ce649667e90',
     source: `#!lua
-local K = { messages = KEYS[1], wake = KEYS[2], pushes = KEYS[3], mid_circle = KEYS[4], conf = KEYS[5], events = KEYS[6], events_seq = KEYS[7], events_wake = KEYS[8], done = KEYS[9], requeue = KEYS[10], backoffs = KEYS[11], locks = KEYS[12], failed = KEYS[13], metadata = KEYS[14], filters = KEYS[15], policies = KEYS[16], history = KEYS[17], losses = KEYS[18], nattempts = KEYS[19], holders = KEYS[20], outcomes = KEYS[21], enqueued_at = KEYS[22], updated_at = KEYS[23], requeue_content = KEYS[24], schedule = KEYS[25], lock_expiry = KEYS[26], requeue_locks = KEYS[27], requeue_schedule = KEYS[28], done_at = KEYS[29], dedupe = KEYS[30] }
+local K = { messages = KEYS[1], wake = KEYS[2], pushes = KEYS[3], mid_circle = KEYS[4], conf = KEYS[5], events = KEYS[6], events_seq = KEYS[7], events_wake = KEYS[8], done = KEYS[9], requeue = KEYS[10], backoffs = KEYS[11], locks = KEYS[12], failed = KEYS[13], filters = KEYS[14], priorities = KEYS[15], lanes = KEYS[16], groups = KEYS[17], metadata = KEYS[18], policies = KEYS[19], history = KEYS[20], losses = KEYS[21], nattempts = KEYS[22], holders = KEYS[23], outcomes = KEYS[24], enqueued_at = KEYS[25], updated_at = KEYS[26], requeue_content = KEYS[27], schedule = KEYS[28], lock_expiry = KEYS[29], requeue_locks = KEYS[30], requeue_schedule = KEYS[31], done_at = KEYS[32], dedupe = KEYS[33] }
 -- common: helpers every script includes. K holds the queue's keys by name
 -- (see src/redis/keys.ts; in Lua '-' becomes '_' and '?' is dropped).
 --
@@ -4143,6 +4739,8 @@ local KEY_TYPES = {
   done_at = 'zset', dedupe = 'zset', conf = 'hash', consumers = 'hash', gc_lock = 'string',
   gc_at = 'string', policies = 'hash', history = 'hash', losses = 'hash', pushes = 'hash',
   requeue_locks = 'zset', requeue_schedule = 'zset', failed = 'zset', events = 'stream', events_seq = 'string',
+  priorities = 'hash', lanes = 'zset', groups = 'hash', group_held = 'hash', parked = 'set', debounce = 'hash',
+  debounce_of = 'hash', rate_tat = 'string', schedules = 'hash',
 }
 
 -- Lua's unpack has a stack limit; variadic commands go in chunks of this many arguments.
@@ -4164,10 +4762,28 @@ local function check_type(key, expected)
   if found ~= 'none' and found ~= expected then layout_error(key, found, expected) end
 end
 
--- The ready list of a filter class: \`mid-circle\` for messages without filters.
-local function ready_list(class)
-  if class == '' then return K.mid_circle end
-  return K.mid_circle .. ':' .. class
+-- The ready list of a lane: a filter class (\`mid-circle\` for messages without filters), followed by '@'
+-- and a 4-digit priority when above 0 (\`mid-circle:a=x@0003\`, \`mid-circle@0003\`); '#<group>' is the list
+-- of a full group's parked messages (\`mid-circle#<group>\`).
+local function ready_list(lane)
+  if lane == '' then return K.mid_circle end
+  local c = string.byte(lane, 1)
+  if c == 64 or c == 35 then return K.mid_circle .. lane end
+  return K.mid_circle .. ':' .. lane
+end
+
+-- The lane of a class and a priority (a number, a string or nil: 0).
+local function lane_for(class, priority)
+  local p = tonumber(priority) or 0
+  if p == 0 then return class end
+  return class .. '@' .. string.format('%04d', p)
+end
+
+-- A lane's filter class and priority.
+local function lane_parts(lane)
+  local at = string.find(lane, '@', 1, true)
+  if at == nil then return lane, 0 end
+  return string.sub(lane, 1, at - 1), tonumber(string.sub(lane, at + 1))
 end
 
 -- A message's filter class ('' for none); the script must take the \`filters\` key.
@@ -4269,10 +4885,17 @@ end
 
 -- Back pushes are counted per list (\`pushes\`): a listing's cursor holds an index
 -- from the back, which only these pushes shift (claims pop the front; nothing is cut from the middle).
+-- A lane of a priority above 0 joins \`lanes\`, which claims read in priority order.
 local function flush_ready(r)
   for class, ids in pairs(r.back) do
     call_chunked('LPUSH', ready_list(class), ids)
     redis.call('HINCRBY', K.pushes, class, #ids)
+  end
+  for class, ids in pairs(r.front) do
+    if string.find(class, '@', 1, true) then redis.call('ZADD', K.lanes, select(2, lane_parts(class)), class) end
+  end
+  for class in pairs(r.back) do
+    if string.find(class, '@', 1, true) then redis.call('ZADD', K.lanes, select(2, lane_parts(class)), class) end
   end
   for class, ids in pairs(r.front) do
     -- The earliest is pushed last, so it is the next out.
@@ -4401,15 +5024,41 @@ local function state_of(id, now)
   if backoff > now then return 'queued-with-backoff', backoff end
   return 'queued', nil
 end
+-- lanes: where a message waits when ready. A lane is a filter class, with its priority when above 0
+-- (see ready_list in common); a grouped message claimed while its group was full waits in its group's
+-- parked list instead (lib/groups.lua).
+--
+-- KEYS: filters priorities lanes groups
+
+-- The lane a message joins when it becomes ready.
+local function lane_of(id)
+  return lane_for(class_of(id), redis.call('HGET', K.priorities, id))
+end
+
+-- Blanks a queued message's entry where it waits (its ready list, else its group's parked list), in
+-- place, so list cursors keep their positions; a claim drops blank entries. False when not found.
+local function unready(id)
+  local list = ready_list(lane_of(id))
+  local at = redis.call('LPOS', list, id)
+  if not at then
+    local group = redis.call('HGET', K.groups, id)
+    if not group then return false end
+    list = ready_list('#' .. group)
+    at = redis.call('LPOS', list, id)
+    if not at then return false end
+  end
+  redis.call('LSET', list, at, '')
+  return true
+end
 -- forget: removes every trace of a message from the queue's hashes, sets and
 -- sorted sets (not from a ready list: the caller knows whether it is in one).
 --
 -- KEYS: messages metadata filters policies history losses nattempts locks holders backoffs outcomes
 --       enqueued-at updated-at requeue-content done requeue schedule lock-expiry requeue-locks
---       requeue-schedule done-at dedupe failed
+--       requeue-schedule done-at dedupe failed priorities groups
 
 local FORGET_HASHES = { 'messages', 'metadata', 'filters', 'policies', 'history', 'losses', 'nattempts', 'locks',
-  'holders', 'backoffs', 'outcomes', 'enqueued_at', 'updated_at', 'requeue_content' }
+  'holders', 'backoffs', 'outcomes', 'enqueued_at', 'updated_at', 'requeue_content', 'priorities', 'groups' }
 local FORGET_ZSETS = { 'schedule', 'lock_expiry', 'requeue_locks', 'requeue_schedule', 'done_at', 'dedupe', 'failed' }
 
 -- With \`w\`, the removals are queued there (many ids in one command per key); else made now.
@@ -4429,7 +5078,7 @@ end
 -- the caller writes the \`failed\` one). Also the history of attempts. Scripts include events before it.
 --
 -- KEYS: messages metadata filters policies history outcomes updated-at locks holders lock-expiry
---       backoffs schedule requeue requeue-locks requeue-content failed conf
+--       backoffs schedule requeue requeue-locks requeue-content failed conf priorities groups
 
 -- Attempt records kept per message (model/history.ts HISTORY_LIMIT).
 local HISTORY_LIMIT = 10
@@ -4466,12 +5115,18 @@ end
 local function dead_letter(id, dlq, now)
   local dk = function(key) return dead_letter_key(dlq, key) end
   local class = redis.call('HGET', K.filters, id) or ''
+  local priority = redis.call('HGET', K.priorities, id)
+  -- The message keeps its priority and group there (see ready_list in common).
+  local lane = lane_for(class, priority)
   local list = dk('mid-circle')
-  if class ~= '' then list = list .. ':' .. class end
+  if lane ~= '' then
+    if string.byte(lane, 1) == 64 then list = list .. lane else list = list .. ':' .. lane end
+  end
   local hashes = { 'messages', 'metadata', 'filters', 'policies', 'history', 'outcomes', 'enqueued-at', 'updated-at',
-    'pushes' }
+    'pushes', 'priorities', 'groups' }
   for _, key in ipairs(hashes) do check_type(dk(key), 'hash') end
   check_type(dk('classes'), 'set')
+  check_type(dk('lanes'), 'zset')
   check_type(list, 'list')
   check_type(dk('conf'), 'hash')
   -- The dead-letter queue's own events: an \`enqueued\` there when its configuration has them on.
@@ -4482,7 +5137,7 @@ local function dead_letter(id, dlq, now)
   end
   if redis.call('HEXISTS', dk('messages'), id) == 1 then return false end
   for _, pair in ipairs({ { 'messages', K.messages }, { 'metadata', K.metadata }, { 'policies', K.policies },
-    { 'history', K.history }, { 'outcomes', K.outcomes } }) do
+    { 'history', K.history }, { 'outcomes', K.outcomes }, { 'priorities', K.priorities }, { 'groups', K.groups } }) do
     local value = redis.call('HGET', pair[2], id)
     if value then redis.call('HSET', dk(pair[1]), id, value) end
   end
@@ -4492,7 +5147,10 @@ local function dead_letter(id, dlq, now)
   end
   redis.call('HSET', dk('enqueued-at'), id, now)
   redis.call('LPUSH', list, id)
-  redis.call('HINCRBY', dk('pushes'), class, 1)
+  redis.call('HINCRBY', dk('pushes'), lane, 1)
+  if lane ~= class then
+    redis.call('ZADD', dk('lanes'), tonumber(priority), lane)
+  end
   redis.call('PUBLISH', dk('wake'), 'dead-letter')
   if events[1] == '1' then
     append_events(dk('events'), dk('events-seq'), dk('events-wake'), tonumber(events[2]) or DEFAULT_EVENTS_MAX_COUNT,
@@ -4552,7 +5210,7 @@ local function end_wait(id, ready, w)
   end
   later(w, 'hdel', K.backoffs, id)
   later(w, 'zrem', K.schedule, id)
-  push_ready(ready, class_of(id), id, true)
+  push_ready(ready, lane_of(id), id, true)
 end
 
 -- Returns true when more may be due than were moved.
@@ -4578,7 +5236,7 @@ local function promote(now, ready, w)
       later(w, 'hdel', K.holders, id)
       later(w, 'zrem', K.lock_expiry, id)
       later(w, 'zrem', K.requeue_locks, id)
-      push_ready(ready, class_of(id), id, true)
+      push_ready(ready, lane_of(id), id, true)
     end
   end
   return #due == PROMOTE_LIMIT or #expired == PROMOTE_LIMIT
@@ -4589,7 +5247,7 @@ end
 -- KEYS: messages wake pushes mid-circle
 -- ARGV: ids
 -- Reply: one string per id: 'ok', else its state ('' when unknown)
--- Include: common events state forget fail promote
+-- Include: common events state lanes forget fail promote
 
 check_layout()
 local now = now_ms()
@@ -4635,7 +5293,7 @@ return replies
       'locks',
     ],
     readOnly: true,
-    sha: 'af9f493a2531bb3bef98e8c4d531ce8b77262091',
+    sha: '88ff78e13f43075307835d6e354b5b00ba2f74c6',
     source: `#!lua flags=no-writes
 local K = { messages = KEYS[1], done = KEYS[2], failed = KEYS[3], schedule = KEYS[4], lock_expiry = KEYS[5], dedupe = KEYS[6], requeue_locks = KEYS[7], requeue_schedule = KEYS[8], ndry_runs = KEYS[9], conf = KEYS[10], consumers = KEYS[11], holders = KEYS[12], locks = KEYS[13] }
 -- common: helpers every script includes. K holds the queue's keys by name
@@ -4652,6 +5310,8 @@ local KEY_TYPES = {
   done_at = 'zset', dedupe = 'zset', conf = 'hash', consumers = 'hash', gc_lock = 'string',
   gc_at = 'string', policies = 'hash', history = 'hash', losses = 'hash', pushes = 'hash',
   requeue_locks = 'zset', requeue_schedule = 'zset', failed = 'zset', events = 'stream', events_seq = 'string',
+  priorities = 'hash', lanes = 'zset', groups = 'hash', group_held = 'hash', parked = 'set', debounce = 'hash',
+  debounce_of = 'hash', rate_tat = 'string', schedules = 'hash',
 }
 
 -- Lua's unpack has a stack limit; variadic commands go in chunks of this many arguments.
@@ -4673,10 +5333,28 @@ local function check_type(key, expected)
   if found ~= 'none' and found ~= expected then layout_error(key, found, expected) end
 end
 
--- The ready list of a filter class: \`mid-circle\` for messages without filters.
-local function ready_list(class)
-  if class == '' then return K.mid_circle end
-  return K.mid_circle .. ':' .. class
+-- The ready list of a lane: a filter class (\`mid-circle\` for messages without filters), followed by '@'
+-- and a 4-digit priority when above 0 (\`mid-circle:a=x@0003\`, \`mid-circle@0003\`); '#<group>' is the list
+-- of a full group's parked messages (\`mid-circle#<group>\`).
+local function ready_list(lane)
+  if lane == '' then return K.mid_circle end
+  local c = string.byte(lane, 1)
+  if c == 64 or c == 35 then return K.mid_circle .. lane end
+  return K.mid_circle .. ':' .. lane
+end
+
+-- The lane of a class and a priority (a number, a string or nil: 0).
+local function lane_for(class, priority)
+  local p = tonumber(priority) or 0
+  if p == 0 then return class end
+  return class .. '@' .. string.format('%04d', p)
+end
+
+-- A lane's filter class and priority.
+local function lane_parts(lane)
+  local at = string.find(lane, '@', 1, true)
+  if at == nil then return lane, 0 end
+  return string.sub(lane, 1, at - 1), tonumber(string.sub(lane, at + 1))
 end
 
 -- A message's filter class ('' for none); the script must take the \`filters\` key.
@@ -4778,10 +5456,17 @@ end
 
 -- Back pushes are counted per list (\`pushes\`): a listing's cursor holds an index
 -- from the back, which only these pushes shift (claims pop the front; nothing is cut from the middle).
+-- A lane of a priority above 0 joins \`lanes\`, which claims read in priority order.
 local function flush_ready(r)
   for class, ids in pairs(r.back) do
     call_chunked('LPUSH', ready_list(class), ids)
     redis.call('HINCRBY', K.pushes, class, #ids)
+  end
+  for class, ids in pairs(r.front) do
+    if string.find(class, '@', 1, true) then redis.call('ZADD', K.lanes, select(2, lane_parts(class)), class) end
+  end
+  for class in pairs(r.back) do
+    if string.find(class, '@', 1, true) then redis.call('ZADD', K.lanes, select(2, lane_parts(class)), class) end
   end
   for class, ids in pairs(r.front) do
     -- The earliest is pushed last, so it is the next out.
@@ -4865,7 +5550,7 @@ return reply
     name: 'read-events',
     keys: ['events', 'events-seq'],
     readOnly: true,
-    sha: '8cdb892ba7de05a39440a1de7913534cd5a6de63',
+    sha: 'ac211ca1020abaabf6986be452ab9af5c11c36c1',
     source: `#!lua flags=no-writes
 local K = { events = KEYS[1], events_seq = KEYS[2] }
 -- common: helpers every script includes. K holds the queue's keys by name
@@ -4882,6 +5567,8 @@ local KEY_TYPES = {
   done_at = 'zset', dedupe = 'zset', conf = 'hash', consumers = 'hash', gc_lock = 'string',
   gc_at = 'string', policies = 'hash', history = 'hash', losses = 'hash', pushes = 'hash',
   requeue_locks = 'zset', requeue_schedule = 'zset', failed = 'zset', events = 'stream', events_seq = 'string',
+  priorities = 'hash', lanes = 'zset', groups = 'hash', group_held = 'hash', parked = 'set', debounce = 'hash',
+  debounce_of = 'hash', rate_tat = 'string', schedules = 'hash',
 }
 
 -- Lua's unpack has a stack limit; variadic commands go in chunks of this many arguments.
@@ -4903,10 +5590,28 @@ local function check_type(key, expected)
   if found ~= 'none' and found ~= expected then layout_error(key, found, expected) end
 end
 
--- The ready list of a filter class: \`mid-circle\` for messages without filters.
-local function ready_list(class)
-  if class == '' then return K.mid_circle end
-  return K.mid_circle .. ':' .. class
+-- The ready list of a lane: a filter class (\`mid-circle\` for messages without filters), followed by '@'
+-- and a 4-digit priority when above 0 (\`mid-circle:a=x@0003\`, \`mid-circle@0003\`); '#<group>' is the list
+-- of a full group's parked messages (\`mid-circle#<group>\`).
+local function ready_list(lane)
+  if lane == '' then return K.mid_circle end
+  local c = string.byte(lane, 1)
+  if c == 64 or c == 35 then return K.mid_circle .. lane end
+  return K.mid_circle .. ':' .. lane
+end
+
+-- The lane of a class and a priority (a number, a string or nil: 0).
+local function lane_for(class, priority)
+  local p = tonumber(priority) or 0
+  if p == 0 then return class end
+  return class .. '@' .. string.format('%04d', p)
+end
+
+-- A lane's filter class and priority.
+local function lane_parts(lane)
+  local at = string.find(lane, '@', 1, true)
+  if at == nil then return lane, 0 end
+  return string.sub(lane, 1, at - 1), tonumber(string.sub(lane, at + 1))
 end
 
 -- A message's filter class ('' for none); the script must take the \`filters\` key.
@@ -5008,10 +5713,17 @@ end
 
 -- Back pushes are counted per list (\`pushes\`): a listing's cursor holds an index
 -- from the back, which only these pushes shift (claims pop the front; nothing is cut from the middle).
+-- A lane of a priority above 0 joins \`lanes\`, which claims read in priority order.
 local function flush_ready(r)
   for class, ids in pairs(r.back) do
     call_chunked('LPUSH', ready_list(class), ids)
     redis.call('HINCRBY', K.pushes, class, #ids)
+  end
+  for class, ids in pairs(r.front) do
+    if string.find(class, '@', 1, true) then redis.call('ZADD', K.lanes, select(2, lane_parts(class)), class) end
+  end
+  for class in pairs(r.back) do
+    if string.find(class, '@', 1, true) then redis.call('ZADD', K.lanes, select(2, lane_parts(class)), class) end
   end
   for class, ids in pairs(r.front) do
     -- The earliest is pushed last, so it is the next out.
@@ -5070,7 +5782,7 @@ return reply
     name: 'register-consumer',
     keys: ['consumers'],
     readOnly: false,
-    sha: '813ae3f984d6874adccff6a6505ba83904dca29e',
+    sha: 'a7cb83005e672c40c5efef4b5bc5c64a93f12b97',
     source: `#!lua flags=allow-oom
 local K = { consumers = KEYS[1] }
 -- common: helpers every script includes. K holds the queue's keys by name
@@ -5087,6 +5799,8 @@ local KEY_TYPES = {
   done_at = 'zset', dedupe = 'zset', conf = 'hash', consumers = 'hash', gc_lock = 'string',
   gc_at = 'string', policies = 'hash', history = 'hash', losses = 'hash', pushes = 'hash',
   requeue_locks = 'zset', requeue_schedule = 'zset', failed = 'zset', events = 'stream', events_seq = 'string',
+  priorities = 'hash', lanes = 'zset', groups = 'hash', group_held = 'hash', parked = 'set', debounce = 'hash',
+  debounce_of = 'hash', rate_tat = 'string', schedules = 'hash',
 }
 
 -- Lua's unpack has a stack limit; variadic commands go in chunks of this many arguments.
@@ -5108,10 +5822,28 @@ local function check_type(key, expected)
   if found ~= 'none' and found ~= expected then layout_error(key, found, expected) end
 end
 
--- The ready list of a filter class: \`mid-circle\` for messages without filters.
-local function ready_list(class)
-  if class == '' then return K.mid_circle end
-  return K.mid_circle .. ':' .. class
+-- The ready list of a lane: a filter class (\`mid-circle\` for messages without filters), followed by '@'
+-- and a 4-digit priority when above 0 (\`mid-circle:a=x@0003\`, \`mid-circle@0003\`); '#<group>' is the list
+-- of a full group's parked messages (\`mid-circle#<group>\`).
+local function ready_list(lane)
+  if lane == '' then return K.mid_circle end
+  local c = string.byte(lane, 1)
+  if c == 64 or c == 35 then return K.mid_circle .. lane end
+  return K.mid_circle .. ':' .. lane
+end
+
+-- The lane of a class and a priority (a number, a string or nil: 0).
+local function lane_for(class, priority)
+  local p = tonumber(priority) or 0
+  if p == 0 then return class end
+  return class .. '@' .. string.format('%04d', p)
+end
+
+-- A lane's filter class and priority.
+local function lane_parts(lane)
+  local at = string.find(lane, '@', 1, true)
+  if at == nil then return lane, 0 end
+  return string.sub(lane, 1, at - 1), tonumber(string.sub(lane, at + 1))
 end
 
 -- A message's filter class ('' for none); the script must take the \`filters\` key.
@@ -5213,10 +5945,17 @@ end
 
 -- Back pushes are counted per list (\`pushes\`): a listing's cursor holds an index
 -- from the back, which only these pushes shift (claims pop the front; nothing is cut from the middle).
+-- A lane of a priority above 0 joins \`lanes\`, which claims read in priority order.
 local function flush_ready(r)
   for class, ids in pairs(r.back) do
     call_chunked('LPUSH', ready_list(class), ids)
     redis.call('HINCRBY', K.pushes, class, #ids)
+  end
+  for class, ids in pairs(r.front) do
+    if string.find(class, '@', 1, true) then redis.call('ZADD', K.lanes, select(2, lane_parts(class)), class) end
+  end
+  for class in pairs(r.back) do
+    if string.find(class, '@', 1, true) then redis.call('ZADD', K.lanes, select(2, lane_parts(class)), class) end
   end
   for class, ids in pairs(r.front) do
     -- The earliest is pushed last, so it is the next out.
@@ -5260,9 +5999,12 @@ return 1
       'backoffs',
       'locks',
       'failed',
+      'filters',
+      'priorities',
+      'lanes',
+      'groups',
       'messages',
       'metadata',
-      'filters',
       'policies',
       'history',
       'losses',
@@ -5280,9 +6022,9 @@ return 1
       'dedupe',
     ],
     readOnly: false,
-    sha: 'c73f7da64cd3e5e0baae8d152e7e610ad7f6650b',
+    sha: 'e0093f0e3c5f17b8836e4650496f15f3dda8ed67',
     source: `#!lua flags=allow-oom
-local K = { mid_circle = KEYS[1], conf = KEYS[2], events = KEYS[3], events_seq = KEYS[4], events_wake = KEYS[5], done = KEYS[6], requeue = KEYS[7], backoffs = KEYS[8], locks = KEYS[9], failed = KEYS[10], messages = KEYS[11], metadata = KEYS[12], filters = KEYS[13], policies = KEYS[14], history = KEYS[15], losses = KEYS[16], nattempts = KEYS[17], holders = KEYS[18], outcomes = KEYS[19], enqueued_at = KEYS[20], updated_at = KEYS[21], requeue_content = KEYS[22], schedule = KEYS[23], lock_expiry = KEYS[24], requeue_locks = KEYS[25], requeue_schedule = KEYS[26], done_at = KEYS[27], dedupe = KEYS[28] }
+local K = { mid_circle = KEYS[1], conf = KEYS[2], events = KEYS[3], events_seq = KEYS[4], events_wake = KEYS[5], done = KEYS[6], requeue = KEYS[7], backoffs = KEYS[8], locks = KEYS[9], failed = KEYS[10], filters = KEYS[11], priorities = KEYS[12], lanes = KEYS[13], groups = KEYS[14], messages = KEYS[15], metadata = KEYS[16], policies = KEYS[17], history = KEYS[18], losses = KEYS[19], nattempts = KEYS[20], holders = KEYS[21], outcomes = KEYS[22], enqueued_at = KEYS[23], updated_at = KEYS[24], requeue_content = KEYS[25], schedule = KEYS[26], lock_expiry = KEYS[27], requeue_locks = KEYS[28], requeue_schedule = KEYS[29], done_at = KEYS[30], dedupe = KEYS[31] }
 -- common: helpers every script includes. K holds the queue's keys by name
 -- (see src/redis/keys.ts; in Lua '-' becomes '_' and '?' is dropped).
 --
@@ -5297,6 +6039,8 @@ local KEY_TYPES = {
   done_at = 'zset', dedupe = 'zset', conf = 'hash', consumers = 'hash', gc_lock = 'string',
   gc_at = 'string', policies = 'hash', history = 'hash', losses = 'hash', pushes = 'hash',
   requeue_locks = 'zset', requeue_schedule = 'zset', failed = 'zset', events = 'stream', events_seq = 'string',
+  priorities = 'hash', lanes = 'zset', groups = 'hash', group_held = 'hash', parked = 'set', debounce = 'hash',
+  debounce_of = 'hash', rate_tat = 'string', schedules = 'hash',
 }
 
 -- Lua's unpack has a stack limit; variadic commands go in chunks of this many arguments.
@@ -5318,10 +6062,28 @@ local function check_type(key, expected)
   if found ~= 'none' and found ~= expected then layout_error(key, found, expected) end
 end
 
--- The ready list of a filter class: \`mid-circle\` for messages without filters.
-local function ready_list(class)
-  if class == '' then return K.mid_circle end
-  return K.mid_circle .. ':' .. class
+-- The ready list of a lane: a filter class (\`mid-circle\` for messages without filters), followed by '@'
+-- and a 4-digit priority when above 0 (\`mid-circle:a=x@0003\`, \`mid-circle@0003\`); '#<group>' is the list
+-- of a full group's parked messages (\`mid-circle#<group>\`).
+local function ready_list(lane)
+  if lane == '' then return K.mid_circle end
+  local c = string.byte(lane, 1)
+  if c == 64 or c == 35 then return K.mid_circle .. lane end
+  return K.mid_circle .. ':' .. lane
+end
+
+-- The lane of a class and a priority (a number, a string or nil: 0).
+local function lane_for(class, priority)
+  local p = tonumber(priority) or 0
+  if p == 0 then return class end
+  return class .. '@' .. string.format('%04d', p)
+end
+
+-- A lane's filter class and priority.
+local function lane_parts(lane)
+  local at = string.find(lane, '@', 1, true)
+  if at == nil then return lane, 0 end
+  return string.sub(lane, 1, at - 1), tonumber(string.sub(lane, at + 1))
 end
 
 -- A message's filter class ('' for none); the script must take the \`filters\` key.
@@ -5423,10 +6185,17 @@ end
 
 -- Back pushes are counted per list (\`pushes\`): a listing's cursor holds an index
 -- from the back, which only these pushes shift (claims pop the front; nothing is cut from the middle).
+-- A lane of a priority above 0 joins \`lanes\`, which claims read in priority order.
 local function flush_ready(r)
   for class, ids in pairs(r.back) do
     call_chunked('LPUSH', ready_list(class), ids)
     redis.call('HINCRBY', K.pushes, class, #ids)
+  end
+  for class, ids in pairs(r.front) do
+    if string.find(class, '@', 1, true) then redis.call('ZADD', K.lanes, select(2, lane_parts(class)), class) end
+  end
+  for class in pairs(r.back) do
+    if string.find(class, '@', 1, true) then redis.call('ZADD', K.lanes, select(2, lane_parts(class)), class) end
   end
   for class, ids in pairs(r.front) do
     -- The earliest is pushed last, so it is the next out.
@@ -5555,15 +6324,41 @@ local function state_of(id, now)
   if backoff > now then return 'queued-with-backoff', backoff end
   return 'queued', nil
 end
+-- lanes: where a message waits when ready. A lane is a filter class, with its priority when above 0
+-- (see ready_list in common); a grouped message claimed while its group was full waits in its group's
+-- parked list instead (lib/groups.lua).
+--
+-- KEYS: filters priorities lanes groups
+
+-- The lane a message joins when it becomes ready.
+local function lane_of(id)
+  return lane_for(class_of(id), redis.call('HGET', K.priorities, id))
+end
+
+-- Blanks a queued message's entry where it waits (its ready list, else its group's parked list), in
+-- place, so list cursors keep their positions; a claim drops blank entries. False when not found.
+local function unready(id)
+  local list = ready_list(lane_of(id))
+  local at = redis.call('LPOS', list, id)
+  if not at then
+    local group = redis.call('HGET', K.groups, id)
+    if not group then return false end
+    list = ready_list('#' .. group)
+    at = redis.call('LPOS', list, id)
+    if not at then return false end
+  end
+  redis.call('LSET', list, at, '')
+  return true
+end
 -- forget: removes every trace of a message from the queue's hashes, sets and
 -- sorted sets (not from a ready list: the caller knows whether it is in one).
 --
 -- KEYS: messages metadata filters policies history losses nattempts locks holders backoffs outcomes
 --       enqueued-at updated-at requeue-content done requeue schedule lock-expiry requeue-locks
---       requeue-schedule done-at dedupe failed
+--       requeue-schedule done-at dedupe failed priorities groups
 
 local FORGET_HASHES = { 'messages', 'metadata', 'filters', 'policies', 'history', 'losses', 'nattempts', 'locks',
-  'holders', 'backoffs', 'outcomes', 'enqueued_at', 'updated_at', 'requeue_content' }
+  'holders', 'backoffs', 'outcomes', 'enqueued_at', 'updated_at', 'requeue_content', 'priorities', 'groups' }
 local FORGET_ZSETS = { 'schedule', 'lock_expiry', 'requeue_locks', 'requeue_schedule', 'done_at', 'dedupe', 'failed' }
 
 -- With \`w\`, the removals are queued there (many ids in one command per key); else made now.
@@ -5581,14 +6376,14 @@ end
 -- remove: deletes messages in any state but locked and locked-with-requeue
 -- (a running handler), from every key. A message waiting in a ready list is
 -- found there (LPOS: a walk of that list) and its entry blanked in place, so
--- list cursors keep their positions; a claim drops blank entries.
+-- list cursors keep their positions; a claim drops blank entries (so does a parked list's).
 -- Each removal writes a \`removed\` event at the message's attempt (events on).
 -- Runs when Redis is out of memory (allow-oom): it frees memory.
 --
 -- KEYS: mid-circle
 -- ARGV: ids
 -- Reply: one string per id: 'ok', else its state ('' when unknown)
--- Include: common events state forget
+-- Include: common events state lanes forget
 
 check_layout()
 events_begin()
@@ -5603,9 +6398,7 @@ for i, id in ipairs(ARGV) do
     else
       if state == 'queued' and not redis.call('ZSCORE', K.schedule, id) and not redis.call('ZSCORE', K.lock_expiry, id)
         and redis.call('SISMEMBER', K.done, id) == 0 then
-        local list = ready_list(class_of(id))
-        local at = redis.call('LPOS', list, id)
-        if at then redis.call('LSET', list, at, '') end
+        unready(id)
       end
       if EV.on then event('removed', id, redis.call('HGET', K.nattempts, id)) end
       forget(id)
@@ -5637,11 +6430,14 @@ return replies
       'requeue',
       'backoffs',
       'locks',
+      'priorities',
+      'lanes',
+      'groups',
     ],
     readOnly: false,
-    sha: '15df947b5201744f3f9eb3b131158666cae3e492',
+    sha: 'd64306975ae1605a01d8815ecf452b77f929180e',
     source: `#!lua
-local K = { messages = KEYS[1], filters = KEYS[2], nattempts = KEYS[3], losses = KEYS[4], failed = KEYS[5], updated_at = KEYS[6], mid_circle = KEYS[7], wake = KEYS[8], pushes = KEYS[9], conf = KEYS[10], events = KEYS[11], events_seq = KEYS[12], events_wake = KEYS[13], done = KEYS[14], requeue = KEYS[15], backoffs = KEYS[16], locks = KEYS[17] }
+local K = { messages = KEYS[1], filters = KEYS[2], nattempts = KEYS[3], losses = KEYS[4], failed = KEYS[5], updated_at = KEYS[6], mid_circle = KEYS[7], wake = KEYS[8], pushes = KEYS[9], conf = KEYS[10], events = KEYS[11], events_seq = KEYS[12], events_wake = KEYS[13], done = KEYS[14], requeue = KEYS[15], backoffs = KEYS[16], locks = KEYS[17], priorities = KEYS[18], lanes = KEYS[19], groups = KEYS[20] }
 -- common: helpers every script includes. K holds the queue's keys by name
 -- (see src/redis/keys.ts; in Lua '-' becomes '_' and '?' is dropped).
 --
@@ -5656,6 +6452,8 @@ local KEY_TYPES = {
   done_at = 'zset', dedupe = 'zset', conf = 'hash', consumers = 'hash', gc_lock = 'string',
   gc_at = 'string', policies = 'hash', history = 'hash', losses = 'hash', pushes = 'hash',
   requeue_locks = 'zset', requeue_schedule = 'zset', failed = 'zset', events = 'stream', events_seq = 'string',
+  priorities = 'hash', lanes = 'zset', groups = 'hash', group_held = 'hash', parked = 'set', debounce = 'hash',
+  debounce_of = 'hash', rate_tat = 'string', schedules = 'hash',
 }
 
 -- Lua's unpack has a stack limit; variadic commands go in chunks of this many arguments.
@@ -5677,10 +6475,28 @@ local function check_type(key, expected)
   if found ~= 'none' and found ~= expected then layout_error(key, found, expected) end
 end
 
--- The ready list of a filter class: \`mid-circle\` for messages without filters.
-local function ready_list(class)
-  if class == '' then return K.mid_circle end
-  return K.mid_circle .. ':' .. class
+-- The ready list of a lane: a filter class (\`mid-circle\` for messages without filters), followed by '@'
+-- and a 4-digit priority when above 0 (\`mid-circle:a=x@0003\`, \`mid-circle@0003\`); '#<group>' is the list
+-- of a full group's parked messages (\`mid-circle#<group>\`).
+local function ready_list(lane)
+  if lane == '' then return K.mid_circle end
+  local c = string.byte(lane, 1)
+  if c == 64 or c == 35 then return K.mid_circle .. lane end
+  return K.mid_circle .. ':' .. lane
+end
+
+-- The lane of a class and a priority (a number, a string or nil: 0).
+local function lane_for(class, priority)
+  local p = tonumber(priority) or 0
+  if p == 0 then return class end
+  return class .. '@' .. string.format('%04d', p)
+end
+
+-- A lane's filter class and priority.
+local function lane_parts(lane)
+  local at = string.find(lane, '@', 1, true)
+  if at == nil then return lane, 0 end
+  return string.sub(lane, 1, at - 1), tonumber(string.sub(lane, at + 1))
 end
 
 -- A message's filter class ('' for none); the script must take the \`filters\` key.
@@ -5782,10 +6598,17 @@ end
 
 -- Back pushes are counted per list (\`pushes\`): a listing's cursor holds an index
 -- from the back, which only these pushes shift (claims pop the front; nothing is cut from the middle).
+-- A lane of a priority above 0 joins \`lanes\`, which claims read in priority order.
 local function flush_ready(r)
   for class, ids in pairs(r.back) do
     call_chunked('LPUSH', ready_list(class), ids)
     redis.call('HINCRBY', K.pushes, class, #ids)
+  end
+  for class, ids in pairs(r.front) do
+    if string.find(class, '@', 1, true) then redis.call('ZADD', K.lanes, select(2, lane_parts(class)), class) end
+  end
+  for class in pairs(r.back) do
+    if string.find(class, '@', 1, true) then redis.call('ZADD', K.lanes, select(2, lane_parts(class)), class) end
   end
   for class, ids in pairs(r.front) do
     -- The earliest is pushed last, so it is the next out.
@@ -5914,6 +6737,32 @@ local function state_of(id, now)
   if backoff > now then return 'queued-with-backoff', backoff end
   return 'queued', nil
 end
+-- lanes: where a message waits when ready. A lane is a filter class, with its priority when above 0
+-- (see ready_list in common); a grouped message claimed while its group was full waits in its group's
+-- parked list instead (lib/groups.lua).
+--
+-- KEYS: filters priorities lanes groups
+
+-- The lane a message joins when it becomes ready.
+local function lane_of(id)
+  return lane_for(class_of(id), redis.call('HGET', K.priorities, id))
+end
+
+-- Blanks a queued message's entry where it waits (its ready list, else its group's parked list), in
+-- place, so list cursors keep their positions; a claim drops blank entries. False when not found.
+local function unready(id)
+  local list = ready_list(lane_of(id))
+  local at = redis.call('LPOS', list, id)
+  if not at then
+    local group = redis.call('HGET', K.groups, id)
+    if not group then return false end
+    list = ready_list('#' .. group)
+    at = redis.call('LPOS', list, id)
+    if not at then return false end
+  end
+  redis.call('LSET', list, at, '')
+  return true
+end
 -- retry: failed messages queued again now, at attempt 0 (the next delivery is
 -- attempt 1), their lost locks forgotten; history, outcome and last error kept
 -- until the next outcome. By ids (other states refused with theirs), or the
@@ -5922,7 +6771,7 @@ end
 -- KEYS: messages filters nattempts losses failed updated-at mid-circle wake pushes
 -- ARGV: 'ids' then the ids, or 'oldest' and max
 -- Reply: with ids, one string per id: 'ok', else its state ('' when unknown); with 'oldest', the count
--- Include: common events state
+-- Include: common events state lanes
 
 check_layout()
 events_begin()
@@ -5934,7 +6783,7 @@ local function requeue(id)
   redis.call('HDEL', K.nattempts, id)
   redis.call('HDEL', K.losses, id)
   redis.call('HSET', K.updated_at, id, now)
-  push_ready(ready, class_of(id), id, false)
+  push_ready(ready, lane_of(id), id, false)
   event('enqueued', id, 0)
 end
 
@@ -5978,7 +6827,7 @@ return reply
       'updated-at',
     ],
     readOnly: true,
-    sha: '33ccb970a548fad490b23e40451a839bf162a717',
+    sha: 'd6bdf89615a17ac47390cfd028bfa0ee9cd0e7f5',
     source: `#!lua flags=no-writes
 local K = { messages = KEYS[1], done = KEYS[2], requeue = KEYS[3], backoffs = KEYS[4], locks = KEYS[5], failed = KEYS[6], nattempts = KEYS[7], holders = KEYS[8], outcomes = KEYS[9], enqueued_at = KEYS[10], updated_at = KEYS[11] }
 -- common: helpers every script includes. K holds the queue's keys by name
@@ -5995,6 +6844,8 @@ local KEY_TYPES = {
   done_at = 'zset', dedupe = 'zset', conf = 'hash', consumers = 'hash', gc_lock = 'string',
   gc_at = 'string', policies = 'hash', history = 'hash', losses = 'hash', pushes = 'hash',
   requeue_locks = 'zset', requeue_schedule = 'zset', failed = 'zset', events = 'stream', events_seq = 'string',
+  priorities = 'hash', lanes = 'zset', groups = 'hash', group_held = 'hash', parked = 'set', debounce = 'hash',
+  debounce_of = 'hash', rate_tat = 'string', schedules = 'hash',
 }
 
 -- Lua's unpack has a stack limit; variadic commands go in chunks of this many arguments.
@@ -6016,10 +6867,28 @@ local function check_type(key, expected)
   if found ~= 'none' and found ~= expected then layout_error(key, found, expected) end
 end
 
--- The ready list of a filter class: \`mid-circle\` for messages without filters.
-local function ready_list(class)
-  if class == '' then return K.mid_circle end
-  return K.mid_circle .. ':' .. class
+-- The ready list of a lane: a filter class (\`mid-circle\` for messages without filters), followed by '@'
+-- and a 4-digit priority when above 0 (\`mid-circle:a=x@0003\`, \`mid-circle@0003\`); '#<group>' is the list
+-- of a full group's parked messages (\`mid-circle#<group>\`).
+local function ready_list(lane)
+  if lane == '' then return K.mid_circle end
+  local c = string.byte(lane, 1)
+  if c == 64 or c == 35 then return K.mid_circle .. lane end
+  return K.mid_circle .. ':' .. lane
+end
+
+-- The lane of a class and a priority (a number, a string or nil: 0).
+local function lane_for(class, priority)
+  local p = tonumber(priority) or 0
+  if p == 0 then return class end
+  return class .. '@' .. string.format('%04d', p)
+end
+
+-- A lane's filter class and priority.
+local function lane_parts(lane)
+  local at = string.find(lane, '@', 1, true)
+  if at == nil then return lane, 0 end
+  return string.sub(lane, 1, at - 1), tonumber(string.sub(lane, at + 1))
 end
 
 -- A message's filter class ('' for none); the script must take the \`filters\` key.
@@ -6121,10 +6990,17 @@ end
 
 -- Back pushes are counted per list (\`pushes\`): a listing's cursor holds an index
 -- from the back, which only these pushes shift (claims pop the front; nothing is cut from the middle).
+-- A lane of a priority above 0 joins \`lanes\`, which claims read in priority order.
 local function flush_ready(r)
   for class, ids in pairs(r.back) do
     call_chunked('LPUSH', ready_list(class), ids)
     redis.call('HINCRBY', K.pushes, class, #ids)
+  end
+  for class, ids in pairs(r.front) do
+    if string.find(class, '@', 1, true) then redis.call('ZADD', K.lanes, select(2, lane_parts(class)), class) end
+  end
+  for class in pairs(r.back) do
+    if string.find(class, '@', 1, true) then redis.call('ZADD', K.lanes, select(2, lane_parts(class)), class) end
   end
   for class, ids in pairs(r.front) do
     -- The earliest is pushed last, so it is the next out.
@@ -6200,7 +7076,7 @@ return status_of(ARGV[1], now_ms())
     name: 'unregister-consumer',
     keys: ['consumers'],
     readOnly: false,
-    sha: '140ab15b3fe6b00c690d7681299c6cc77d752009',
+    sha: '3f701b7cdf8921cdd0abbe5a41f7e7ad2e9830b2',
     source: `#!lua flags=allow-oom
 local K = { consumers = KEYS[1] }
 -- common: helpers every script includes. K holds the queue's keys by name
@@ -6217,6 +7093,8 @@ local KEY_TYPES = {
   done_at = 'zset', dedupe = 'zset', conf = 'hash', consumers = 'hash', gc_lock = 'string',
   gc_at = 'string', policies = 'hash', history = 'hash', losses = 'hash', pushes = 'hash',
   requeue_locks = 'zset', requeue_schedule = 'zset', failed = 'zset', events = 'stream', events_seq = 'string',
+  priorities = 'hash', lanes = 'zset', groups = 'hash', group_held = 'hash', parked = 'set', debounce = 'hash',
+  debounce_of = 'hash', rate_tat = 'string', schedules = 'hash',
 }
 
 -- Lua's unpack has a stack limit; variadic commands go in chunks of this many arguments.
@@ -6238,10 +7116,28 @@ local function check_type(key, expected)
   if found ~= 'none' and found ~= expected then layout_error(key, found, expected) end
 end
 
--- The ready list of a filter class: \`mid-circle\` for messages without filters.
-local function ready_list(class)
-  if class == '' then return K.mid_circle end
-  return K.mid_circle .. ':' .. class
+-- The ready list of a lane: a filter class (\`mid-circle\` for messages without filters), followed by '@'
+-- and a 4-digit priority when above 0 (\`mid-circle:a=x@0003\`, \`mid-circle@0003\`); '#<group>' is the list
+-- of a full group's parked messages (\`mid-circle#<group>\`).
+local function ready_list(lane)
+  if lane == '' then return K.mid_circle end
+  local c = string.byte(lane, 1)
+  if c == 64 or c == 35 then return K.mid_circle .. lane end
+  return K.mid_circle .. ':' .. lane
+end
+
+-- The lane of a class and a priority (a number, a string or nil: 0).
+local function lane_for(class, priority)
+  local p = tonumber(priority) or 0
+  if p == 0 then return class end
+  return class .. '@' .. string.format('%04d', p)
+end
+
+-- A lane's filter class and priority.
+local function lane_parts(lane)
+  local at = string.find(lane, '@', 1, true)
+  if at == nil then return lane, 0 end
+  return string.sub(lane, 1, at - 1), tonumber(string.sub(lane, at + 1))
 end
 
 -- A message's filter class ('' for none); the script must take the \`filters\` key.
@@ -6343,10 +7239,17 @@ end
 
 -- Back pushes are counted per list (\`pushes\`): a listing's cursor holds an index
 -- from the back, which only these pushes shift (claims pop the front; nothing is cut from the middle).
+-- A lane of a priority above 0 joins \`lanes\`, which claims read in priority order.
 local function flush_ready(r)
   for class, ids in pairs(r.back) do
     call_chunked('LPUSH', ready_list(class), ids)
     redis.call('HINCRBY', K.pushes, class, #ids)
+  end
+  for class, ids in pairs(r.front) do
+    if string.find(class, '@', 1, true) then redis.call('ZADD', K.lanes, select(2, lane_parts(class)), class) end
+  end
+  for class in pairs(r.back) do
+    if string.find(class, '@', 1, true) then redis.call('ZADD', K.lanes, select(2, lane_parts(class)), class) end
   end
   for class, ids in pairs(r.front) do
     -- The earliest is pushed last, so it is the next out.

@@ -9,18 +9,18 @@
 -- Runs when Redis is out of memory (allow-oom): draining the queue is how memory comes back.
 --
 -- KEYS: messages metadata filters classes nattempts locks holders backoffs done done-at requeue
---       schedule lock-expiry updated-at mid-circle eoq-backoff? ndry-runs policies pushes conf failed
+--       schedule lock-expiry updated-at mid-circle eoq-backoff? ndry-runs policies pushes conf failed lanes
 -- ARGV: consumer id, max, lock ms, the number of filter classes the consumer knows of,
 --       five end-of-queue backoffs in ms (after dry run 1, 2, 3, 4, 5 and more),
 --       '*' to accept every class, else the accepted classes ('' for messages without filters)
 -- Reply: { 'classes', class... } when the queue's classes changed since the consumer looked
 --        (it claimed nothing), else { 'ok', queue size, dry runs, wake-at ms (-1: none),
 --        then six per message: id, content, metadata JSON or nil, filter class, attempt, policy or nil }
--- Include: common events forget fail promote
+-- Include: common events lanes forget fail promote
 
 -- The hot path of a claim touches none of these.
 check_layout(nil, { 'history', 'losses', 'outcomes', 'enqueued_at', 'requeue_content', 'requeue_schedule', 'dedupe',
-  'done_at', 'backoffs' })
+  'done_at', 'backoffs', 'priorities', 'lanes', 'groups' })
 local consumer, max, lock_ms, known = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
 local accept_all = ARGV[10] == '*'
 
@@ -36,6 +36,9 @@ local function queue_size()
   return redis.call('HLEN', K.messages) - redis.call('SCARD', K.done) - redis.call('ZCARD', K.failed)
 end
 local conf = redis.call('HMGET', K.conf, 'paused', unpack(EVENTS_CONF))
+-- Read before any write: a lanes key of another type fails here (check_rare), not half-way.
+local has_lanes = redis.call('EXISTS', K.lanes) == 1
+if has_lanes then check_rare() end
 if conf[1] == '1' then
   -- Resume publishes a wake-up; a worker on a lost subscription looks again within a second.
   return { 'ok', queue_size(), tonumber(redis.call('GET', K.ndry_runs)) or 0, now + 1000 }
@@ -48,27 +51,60 @@ flush_writes(w)
 flush_ready(ready)
 
 local lists = {}
+local accepted = {}
 if accept_all then
   lists[1] = ''
   for _, class in ipairs(redis.call('SMEMBERS', K.classes)) do lists[#lists + 1] = class end
 else
-  for i = 10, #ARGV do lists[#lists + 1] = ARGV[i] end
+  for i = 10, #ARGV do
+    lists[#lists + 1] = ARGV[i]
+    accepted[ARGV[i]] = true
+  end
 end
 
--- Classes in turn from a rotating start, so no class waits behind another for good.
 local ids, class_at, n = {}, {}, 0
+-- Pops up to `want` from a lane; returns how many it popped.
+local function take(lane, class, want)
+  local popped = redis.call('RPOP', ready_list(lane), want)
+  if not popped then return 0 end
+  for _, id in ipairs(popped) do
+    n = n + 1
+    ids[n] = id
+    class_at[n] = class
+  end
+  return #popped
+end
+-- Takes from a lane until the claim is full (true) or the lane is empty (false).
+local function drain(lane, class)
+  while n < max do
+    local want = max - n
+    if take(lane, class, want) < want then return false end
+  end
+  return true
+end
+
+-- Priority 0 first: the classes in turn from a rotating start, so no class waits behind another for good.
 local start = now % math.max(1, #lists)
 for k = 0, #lists - 1 do
   if n >= max then break end
   local class = lists[(start + k) % #lists + 1]
-  local popped = redis.call('RPOP', ready_list(class), max - n)
-  if popped then
-    for _, id in ipairs(popped) do
-      n = n + 1
-      ids[n] = id
-      class_at[n] = class
+  drain(class, class)
+end
+-- Then the lanes of lower priorities, in priority order; `lanes` names only lanes that held messages,
+-- so no message of a lower priority is read to find one of a higher. Emptied lanes leave it.
+if n < max and has_lanes then
+  local emptied, from = {}, 0
+  while n < max do
+    local page = redis.call('ZRANGE', K.lanes, from, from + 99)
+    for _, lane in ipairs(page) do
+      if n >= max then break end
+      local class = lane_parts(lane)
+      if (accept_all or accepted[class]) and not drain(lane, class) then emptied[#emptied + 1] = lane end
     end
+    if #page < 100 then break end
+    from = from + 100
   end
+  if #emptied > 0 then redis.call('ZREM', K.lanes, unpack(emptied)) end
 end
 
 local reply = { 'ok', 0, 0, -1 }

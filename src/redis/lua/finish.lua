@@ -16,12 +16,12 @@
 --       backoff ms, error ('-' for none, else '+' and the text), started at ms ('' when it never ran),
 --       the error as the history keeps it ('' when it is the error itself, else '+' and the text)
 -- Reply: one string per finish: 'ok' or 'lost'
--- Include: common events forget fail
+-- Include: common events lanes forget fail
 
 local PER = 7
 -- A batch of plain successes touches none of these.
 check_layout(nil, { 'history', 'losses', 'failed', 'conf', 'requeue_locks', 'requeue_schedule', 'requeue_content',
-  'metadata', 'policies', 'enqueued_at', 'schedule', 'mid_circle', 'filters', 'pushes' })
+  'metadata', 'policies', 'enqueued_at', 'schedule', 'mid_circle', 'filters', 'pushes', 'priorities', 'lanes', 'groups' })
 local consumer = ARGV[1]
 local count = (#ARGV - 1) / PER
 if count == 0 then return {} end
@@ -102,7 +102,7 @@ for k, id in ipairs(ids) do
         later(w, 'hset', K.backoffs, id, now + backoff)
         later(w, 'zadd', K.schedule, now + backoff, id)
       else
-        push_ready(ready, class_of(id), id, false)
+        push_ready(ready, lane_of(id), id, false)
       end
       woke = true
     elseif marked[k] then
@@ -120,7 +120,7 @@ for k, id in ipairs(ids) do
         later(w, 'zadd', K.requeue_schedule, now + backoff, id)
       else
         later(w, 'srem', K.requeue, id)
-        push_ready(ready, class_of(id), id, false)
+        push_ready(ready, lane_of(id), id, false)
       end
       woke = true
     elseif outcome == 'success' then

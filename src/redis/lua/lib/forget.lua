@@ -3,10 +3,10 @@
 --
 -- KEYS: messages metadata filters policies history losses nattempts locks holders backoffs outcomes
 --       enqueued-at updated-at requeue-content done requeue schedule lock-expiry requeue-locks
---       requeue-schedule done-at dedupe failed
+--       requeue-schedule done-at dedupe failed priorities groups
 
 local FORGET_HASHES = { 'messages', 'metadata', 'filters', 'policies', 'history', 'losses', 'nattempts', 'locks',
-  'holders', 'backoffs', 'outcomes', 'enqueued_at', 'updated_at', 'requeue_content' }
+  'holders', 'backoffs', 'outcomes', 'enqueued_at', 'updated_at', 'requeue_content', 'priorities', 'groups' }
 local FORGET_ZSETS = { 'schedule', 'lock_expiry', 'requeue_locks', 'requeue_schedule', 'done_at', 'dedupe', 'failed' }
 
 -- With `w`, the removals are queued there (many ids in one command per key); else made now.

@@ -33,7 +33,7 @@ local function end_wait(id, ready, w)
   end
   later(w, 'hdel', K.backoffs, id)
   later(w, 'zrem', K.schedule, id)
-  push_ready(ready, class_of(id), id, true)
+  push_ready(ready, lane_of(id), id, true)
 end
 
 -- Returns true when more may be due than were moved.
@@ -59,7 +59,7 @@ local function promote(now, ready, w)
       later(w, 'hdel', K.holders, id)
       later(w, 'zrem', K.lock_expiry, id)
       later(w, 'zrem', K.requeue_locks, id)
-      push_ready(ready, class_of(id), id, true)
+      push_ready(ready, lane_of(id), id, true)
     end
   end
   return #due == PROMOTE_LIMIT or #expired == PROMOTE_LIMIT

