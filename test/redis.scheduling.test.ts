@@ -155,3 +155,93 @@ for (const server of Object.keys(SERVERS) as (keyof typeof SERVERS)[]) {
     });
   });
 }
+
+for (const server of Object.keys(SERVERS) as (keyof typeof SERVERS)[]) {
+  void describe(`redis ${server}: debounce`, () => {
+    void test('a burst becomes one message: the waiting one takes the last payload and ready time', async () => {
+      const c = await open(server);
+      await c.configure('q', { events: true });
+      const first = await c.enqueue('q', { n: 1 }, { id: 'a', debounce: { id: 'user-7', ms: 200 }, priority: 3 });
+      assert.deepEqual(first, { ok: true, id: 'a', action: 'added' });
+      const second = await c.enqueue(
+        'q',
+        { n: 2 },
+        { id: 'b', debounce: { id: 'user-7', ms: 300 }, metadata: { k: 1 } },
+      );
+      assert.deepEqual(second, { ok: true, id: 'a', action: 'debounced' });
+      assert.equal(await c.status('q', 'b'), null);
+      const status = await c.status('q', 'a');
+      assert.equal(status?.state, 'queued-with-backoff');
+      assert.ok((status.until ?? 0) - Date.now() > 200, 'the ready time moved to now + 300 ms');
+      const details = await c.show('q', 'a');
+      assert.deepEqual(details?.payload, { n: 2 });
+      assert.deepEqual(details.metadata, { k: 1 });
+      assert.equal(details.priority, 3);
+      assert.deepEqual(await claimIds(c, 'q', 5), []);
+      await new Promise((r) => setTimeout(r, 350));
+      assert.deepEqual(await claimIds(c, 'q', 5), ['a']);
+      // Held now: the next one with that debounce id is a new message.
+      assert.deepEqual(await c.enqueue('q', 3, { id: 'c', debounce: { id: 'user-7', ms: 0 } }), {
+        ok: true,
+        id: 'c',
+        action: 'added',
+      });
+      assert.deepEqual(await c.enqueue('q', 4, { id: 'd', debounce: { id: 'user-7', ms: 0 } }), {
+        ok: true,
+        id: 'c',
+        action: 'debounced',
+      });
+      assert.deepEqual(await claimIds(c, 'q', 5), ['c']);
+      assert.deepEqual((await c.show('q', 'c'))?.payload, 4);
+      const events = (await c.readEvents('q')).events.map((e) => `${e.type} ${e.id}`);
+      assert.deepEqual(events, ['enqueued a', 'enqueued a', 'started a', 'enqueued c', 'enqueued c', 'started c']);
+    });
+
+    void test('one batch: same-tick enqueues with one debounce id give one message', async () => {
+      const c = await open(server);
+      const results = await c.enqueueBatch('q', [
+        { payload: 1, id: 'x1', debounce: { id: 'k', ms: 0 } },
+        { payload: 2, id: 'x2', debounce: { id: 'k', ms: 0 } },
+        { payload: 3, id: 'x3', debounce: { id: 'k', ms: 0 } },
+      ]);
+      assert.deepEqual(
+        results.map((r) => r.id),
+        ['x1', 'x1', 'x1'],
+      );
+      assert.deepEqual(await claimIds(c, 'q', 5), ['x1']);
+      assert.deepEqual((await c.show('q', 'x1'))?.payload, 3);
+    });
+
+    void test('remove, GC and clear take the debounce index entry with the message', async () => {
+      const c = await open(server);
+      await c.enqueue('q', 1, { id: 'r1', debounce: { id: 'k', ms: 10_000 } });
+      await c.remove('q', 'r1');
+      assert.deepEqual(await c.enqueue('q', 2, { id: 'r2', debounce: { id: 'k', ms: 10_000 } }), {
+        ok: true,
+        id: 'r2',
+        action: 'added',
+      });
+      await c.clear('q');
+      assert.deepEqual(await c.enqueue('q', 3, { id: 'r3', debounce: { id: 'k', ms: 0 } }), {
+        ok: true,
+        id: 'r3',
+        action: 'added',
+      });
+      const [m] = (await claim(c, 'q', 1)).messages;
+      assert.equal(m?.id, 'r3');
+      await c.store.finish('q', 'c1', [
+        { id: 'r3', attempt: 1, outcome: 'success', backoffMs: 0, error: null, startedAt: Date.now() },
+      ]);
+      await c.configure('q', { gcLifetimeMs: 0 });
+      await c.store.gc('q', true);
+      assert.equal(await c.status('q', 'r3'), null);
+      const raw = await c.store.queueStatus('q');
+      assert.equal(raw.total, 0);
+      assert.deepEqual(await c.enqueue('q', 4, { id: 'r4', debounce: { id: 'k', ms: 0 } }), {
+        ok: true,
+        id: 'r4',
+        action: 'added',
+      });
+    });
+  });
+}

@@ -63,6 +63,8 @@ export function messageArgs(m: NewMessage, content: string | Buffer, metadata: s
 }
 
 export function result(id: string, reply: string): EnqueueResult {
+  // 'debounced <id of the waiting message>'
+  if (reply.startsWith('debounced ')) return { ok: true, id: reply.slice(10), action: 'debounced' };
   if (ACTIONS.has(reply)) return { ok: true, id, action: reply as EnqueueAction };
   return { ok: false, id, state: reply as MessageState };
 }

@@ -51,11 +51,13 @@ export const SCRIPTS = {
       'requeue-locks',
       'requeue-schedule',
       'dedupe',
+      'debounce',
+      'debounce-of',
     ],
     readOnly: false,
-    sha: 'a06de9a462a3588b0ee75c711ca72cad67b38f0a',
+    sha: '95b8191e925476793978a58aea51a7ec08e200ef',
     source: `#!lua flags=allow-oom
-local K = { messages = KEYS[1], metadata = KEYS[2], filters = KEYS[3], classes = KEYS[4], nattempts = KEYS[5], locks = KEYS[6], holders = KEYS[7], backoffs = KEYS[8], done = KEYS[9], done_at = KEYS[10], requeue = KEYS[11], schedule = KEYS[12], lock_expiry = KEYS[13], updated_at = KEYS[14], mid_circle = KEYS[15], eoq_backoff = KEYS[16], ndry_runs = KEYS[17], policies = KEYS[18], pushes = KEYS[19], conf = KEYS[20], failed = KEYS[21], lanes = KEYS[22], events = KEYS[23], events_seq = KEYS[24], events_wake = KEYS[25], priorities = KEYS[26], groups = KEYS[27], history = KEYS[28], losses = KEYS[29], outcomes = KEYS[30], enqueued_at = KEYS[31], requeue_content = KEYS[32], requeue_locks = KEYS[33], requeue_schedule = KEYS[34], dedupe = KEYS[35] }
+local K = { messages = KEYS[1], metadata = KEYS[2], filters = KEYS[3], classes = KEYS[4], nattempts = KEYS[5], locks = KEYS[6], holders = KEYS[7], backoffs = KEYS[8], done = KEYS[9], done_at = KEYS[10], requeue = KEYS[11], schedule = KEYS[12], lock_expiry = KEYS[13], updated_at = KEYS[14], mid_circle = KEYS[15], eoq_backoff = KEYS[16], ndry_runs = KEYS[17], policies = KEYS[18], pushes = KEYS[19], conf = KEYS[20], failed = KEYS[21], lanes = KEYS[22], events = KEYS[23], events_seq = KEYS[24], events_wake = KEYS[25], priorities = KEYS[26], groups = KEYS[27], history = KEYS[28], losses = KEYS[29], outcomes = KEYS[30], enqueued_at = KEYS[31], requeue_content = KEYS[32], requeue_locks = KEYS[33], requeue_schedule = KEYS[34], dedupe = KEYS[35], debounce = KEYS[36], debounce_of = KEYS[37] }
 -- common: helpers every script includes. K holds the queue's keys by name
 -- (see src/redis/keys.ts; in Lua '-' becomes '_' and '?' is dropped).
 --
@@ -359,11 +361,14 @@ end
 --
 -- KEYS: messages metadata filters policies history losses nattempts locks holders backoffs outcomes
 --       enqueued-at updated-at requeue-content done requeue schedule lock-expiry requeue-locks
---       requeue-schedule done-at dedupe failed priorities groups
+--       requeue-schedule done-at dedupe failed priorities groups debounce debounce-of
 
 local FORGET_HASHES = { 'messages', 'metadata', 'filters', 'policies', 'history', 'losses', 'nattempts', 'locks',
   'holders', 'backoffs', 'outcomes', 'enqueued_at', 'updated_at', 'requeue_content', 'priorities', 'groups' }
 local FORGET_ZSETS = { 'schedule', 'lock_expiry', 'requeue_locks', 'requeue_schedule', 'done_at', 'dedupe', 'failed' }
+
+-- Whether the queue has a debounce index at all (read once per script), so plain queues pay nothing.
+local has_debounce = nil
 
 -- With \`w\`, the removals are queued there (many ids in one command per key); else made now.
 local function forget(id, w)
@@ -375,6 +380,12 @@ local function forget(id, w)
   end
   for _, name in ipairs({ 'done', 'requeue' }) do
     if w then later(w, 'srem', K[name], id) else redis.call('SREM', K[name], id) end
+  end
+  if has_debounce == nil then has_debounce = redis.call('EXISTS', K.debounce_of) == 1 end
+  local did = has_debounce and redis.call('HGET', K.debounce_of, id)
+  if did then
+    redis.call('HDEL', K.debounce_of, id)
+    if redis.call('HGET', K.debounce, did) == id then redis.call('HDEL', K.debounce, did) end
   end
 end
 -- fail: a message's last run ended in a final error: it becomes failed, or
@@ -566,7 +577,7 @@ end
 
 -- The hot path of a claim touches none of these.
 check_layout(nil, { 'history', 'losses', 'outcomes', 'enqueued_at', 'requeue_content', 'requeue_schedule', 'dedupe',
-  'done_at', 'backoffs', 'priorities', 'lanes', 'groups' })
+  'done_at', 'backoffs', 'priorities', 'lanes', 'groups', 'debounce', 'debounce_of' })
 local consumer, max, lock_ms, known = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
 local accept_all = ARGV[10] == '*'
 
@@ -595,6 +606,8 @@ local ready = pending_ready()
 local more = promote(now, ready, w)
 flush_writes(w)
 flush_ready(ready)
+-- Promoted messages of lower priorities may have opened lanes.
+if ready.count > 0 and not has_lanes then has_lanes = redis.call('EXISTS', K.lanes) == 1 end
 
 local lists = {}
 local accepted = {}
@@ -1447,11 +1460,13 @@ return reply
       'requeue-locks',
       'requeue-schedule',
       'pushes',
+      'debounce',
+      'debounce-of',
     ],
     readOnly: false,
-    sha: 'a83ee86ac667fe65c5e8b1e2b6a9e4bb3692f77e',
+    sha: '0c6a8f618bfcd3b5d994668f82d24be6a1290a73',
     source: `#!lua
-local K = { conf = KEYS[1], events = KEYS[2], events_seq = KEYS[3], events_wake = KEYS[4], done = KEYS[5], requeue = KEYS[6], backoffs = KEYS[7], locks = KEYS[8], failed = KEYS[9], filters = KEYS[10], priorities = KEYS[11], lanes = KEYS[12], groups = KEYS[13], messages = KEYS[14], metadata = KEYS[15], classes = KEYS[16], nattempts = KEYS[17], holders = KEYS[18], outcomes = KEYS[19], enqueued_at = KEYS[20], updated_at = KEYS[21], requeue_content = KEYS[22], schedule = KEYS[23], done_at = KEYS[24], dedupe = KEYS[25], mid_circle = KEYS[26], wake = KEYS[27], policies = KEYS[28], losses = KEYS[29], requeue_locks = KEYS[30], requeue_schedule = KEYS[31], pushes = KEYS[32] }
+local K = { conf = KEYS[1], events = KEYS[2], events_seq = KEYS[3], events_wake = KEYS[4], done = KEYS[5], requeue = KEYS[6], backoffs = KEYS[7], locks = KEYS[8], failed = KEYS[9], filters = KEYS[10], priorities = KEYS[11], lanes = KEYS[12], groups = KEYS[13], messages = KEYS[14], metadata = KEYS[15], classes = KEYS[16], nattempts = KEYS[17], holders = KEYS[18], outcomes = KEYS[19], enqueued_at = KEYS[20], updated_at = KEYS[21], requeue_content = KEYS[22], schedule = KEYS[23], done_at = KEYS[24], dedupe = KEYS[25], mid_circle = KEYS[26], wake = KEYS[27], policies = KEYS[28], losses = KEYS[29], requeue_locks = KEYS[30], requeue_schedule = KEYS[31], pushes = KEYS[32], debounce = KEYS[33], debounce_of = KEYS[34] }
 -- common: helpers every script includes. K holds the queue's keys by name
 -- (see src/redis/keys.ts; in Lua '-' becomes '_' and '?' is dropped).
 --
@@ -1787,7 +1802,7 @@ end
 --
 -- KEYS: messages metadata filters classes nattempts locks holders backoffs done requeue outcomes
 --       enqueued-at updated-at requeue-content schedule done-at dedupe mid-circle wake policies losses
---       requeue-locks requeue-schedule pushes priorities lanes groups
+--       requeue-locks requeue-schedule pushes priorities lanes groups debounce debounce-of
 
 -- ARGV per message, from \`first\`: id, content (encoding tag + payload), metadata JSON ('' for none),
 -- filter class ('' for none), initial backoff ms, flags (1: allowRequeue, 2: replacePayload),
@@ -1803,7 +1818,7 @@ local function enqueue_check(first, also)
     if class ~= '' or priority ~= '' then lanes[#lanes + 1] = lane_for(class, priority) end
     if priority ~= '' or ARGV[i + 8] ~= '' or ARGV[i + 9] ~= '' then rare = true end
   end
-  local skip = { 'conf', 'priorities', 'lanes', 'groups' }
+  local skip = { 'conf', 'priorities', 'lanes', 'groups', 'debounce', 'debounce_of' }
   for _, name in ipairs(also or {}) do skip[#skip + 1] = name end
   check_layout(lanes, skip)
   if rare then check_rare() end
@@ -1843,6 +1858,49 @@ local function enqueue(first)
     changed = true
   end
 
+  -- A debounce: the message \`wid\` took debounce id \`did\` last; when it is still waiting (queued or
+  -- queued-with-backoff, not held and not a requeue's new run), it takes this content and metadata and
+  -- becomes ready \`backoff\` ms from now, keeping its id, filters, priority, group and policy. Returns
+  -- whether it did (else the new message is added as usual and takes the debounce id).
+  local function debounce(wid, content, meta, backoff)
+    if redis.call('HEXISTS', K.messages, wid) == 0 or redis.call('SISMEMBER', K.done, wid) == 1
+      or redis.call('HEXISTS', K.locks, wid) == 1 or redis.call('ZSCORE', K.failed, wid) then
+      return false
+    end
+    if redis.call('ZSCORE', K.schedule, wid) then
+      redis.call('ZREM', K.schedule, wid)
+      redis.call('HDEL', K.backoffs, wid)
+    elseif not unready(wid) then
+      return false
+    end
+    redis.call('HSET', K.messages, wid, content)
+    if meta ~= '' then redis.call('HSET', K.metadata, wid, meta) else redis.call('HDEL', K.metadata, wid) end
+    redis.call('HSET', K.updated_at, wid, now)
+    if backoff > 0 then
+      redis.call('HSET', K.backoffs, wid, now + backoff)
+      redis.call('ZADD', K.schedule, now + backoff, wid)
+    else
+      push_ready(ready, lane_of(wid), wid, false)
+    end
+    event('enqueued', wid, redis.call('HGET', K.nattempts, wid) or 0)
+    changed = true
+    return true
+  end
+
+  -- The debounce index: \`did\` → id, and back, so the entry leaves with the message.
+  local function index_debounce(id, did)
+    if did ~= '' then
+      redis.call('HSET', K.debounce, did, id)
+      redis.call('HSET', K.debounce_of, id, did)
+      return
+    end
+    local old = redis.call('HGET', K.debounce_of, id)
+    if old then
+      redis.call('HDEL', K.debounce_of, id)
+      if redis.call('HGET', K.debounce, old) == id then redis.call('HDEL', K.debounce, old) end
+    end
+  end
+
   -- What is left of a finished run, before its id starts a new one (its history stays).
   local function forget_run(id)
     for _, key in ipairs({ K.nattempts, K.outcomes, K.backoffs, K.locks, K.holders, K.updated_at, K.requeue_content,
@@ -1857,10 +1915,21 @@ local function enqueue(first)
   for i = first, #ARGV, ENQUEUE_PER do
     local id, content, meta, class = ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3]
     local backoff, flags, policy = tonumber(ARGV[i + 4]), tonumber(ARGV[i + 5]), ARGV[i + 6]
-    local priority, group = ARGV[i + 7], ARGV[i + 8]
+    local priority, group, did = ARGV[i + 7], ARGV[i + 8], ARGV[i + 9]
     local allow_requeue, replace = flags % 2 == 1, flags >= 2
-    if redis.call('HSETNX', K.messages, id, content) == 1 then
+    local waiting = nil
+    if did ~= '' then
+      -- Earlier messages of the batch are written first: one of them may be the waiting one.
+      flush_writes(w)
+      flush_ready(ready)
+      w, ready = pending_writes(), pending_ready()
+      waiting = redis.call('HGET', K.debounce, did)
+    end
+    if waiting and debounce(waiting, content, meta, backoff) then
+      replies[#replies + 1] = 'debounced ' .. waiting
+    elseif redis.call('HSETNX', K.messages, id, content) == 1 then
       place(id, meta, class, backoff, false, policy, priority, group)
+      if did ~= '' then index_debounce(id, did) end
       -- event('enqueued', id, 0), without the call: the hottest path there is.
       if EV.on then EV.lines[#EV.lines + 1] = 'enqueued 0 ' .. id end
       replies[#replies + 1] = 'added'
@@ -1874,6 +1943,7 @@ local function enqueue(first)
         redis.call('HSET', K.messages, id, content)
         forget_run(id)
         place(id, meta, class, backoff, true, policy, priority, group)
+        index_debounce(id, did)
         replies[#replies + 1] = 'revived'
       elseif allow_requeue and state == 'done-with-backoff' then
         -- done-with-requeue: queued when the backoff ends, as a new run.
@@ -2389,11 +2459,13 @@ return lost
       'requeue-locks',
       'requeue-schedule',
       'failed',
+      'debounce',
+      'debounce-of',
     ],
     readOnly: false,
-    sha: '8a509523f2cb4bd8e343fed34fc5a38b673b2ca9',
+    sha: '57bf08fe7133d018b81e8e735abbb57e7d58e60c',
     source: `#!lua flags=allow-oom
-local K = { messages = KEYS[1], filters = KEYS[2], nattempts = KEYS[3], locks = KEYS[4], holders = KEYS[5], backoffs = KEYS[6], done = KEYS[7], done_at = KEYS[8], dedupe = KEYS[9], requeue = KEYS[10], requeue_content = KEYS[11], schedule = KEYS[12], lock_expiry = KEYS[13], outcomes = KEYS[14], updated_at = KEYS[15], mid_circle = KEYS[16], wake = KEYS[17], pushes = KEYS[18], losses = KEYS[19], conf = KEYS[20], events = KEYS[21], events_seq = KEYS[22], events_wake = KEYS[23], priorities = KEYS[24], lanes = KEYS[25], groups = KEYS[26], metadata = KEYS[27], policies = KEYS[28], history = KEYS[29], enqueued_at = KEYS[30], requeue_locks = KEYS[31], requeue_schedule = KEYS[32], failed = KEYS[33] }
+local K = { messages = KEYS[1], filters = KEYS[2], nattempts = KEYS[3], locks = KEYS[4], holders = KEYS[5], backoffs = KEYS[6], done = KEYS[7], done_at = KEYS[8], dedupe = KEYS[9], requeue = KEYS[10], requeue_content = KEYS[11], schedule = KEYS[12], lock_expiry = KEYS[13], outcomes = KEYS[14], updated_at = KEYS[15], mid_circle = KEYS[16], wake = KEYS[17], pushes = KEYS[18], losses = KEYS[19], conf = KEYS[20], events = KEYS[21], events_seq = KEYS[22], events_wake = KEYS[23], priorities = KEYS[24], lanes = KEYS[25], groups = KEYS[26], metadata = KEYS[27], policies = KEYS[28], history = KEYS[29], enqueued_at = KEYS[30], requeue_locks = KEYS[31], requeue_schedule = KEYS[32], failed = KEYS[33], debounce = KEYS[34], debounce_of = KEYS[35] }
 -- common: helpers every script includes. K holds the queue's keys by name
 -- (see src/redis/keys.ts; in Lua '-' becomes '_' and '?' is dropped).
 --
@@ -2697,11 +2769,14 @@ end
 --
 -- KEYS: messages metadata filters policies history losses nattempts locks holders backoffs outcomes
 --       enqueued-at updated-at requeue-content done requeue schedule lock-expiry requeue-locks
---       requeue-schedule done-at dedupe failed priorities groups
+--       requeue-schedule done-at dedupe failed priorities groups debounce debounce-of
 
 local FORGET_HASHES = { 'messages', 'metadata', 'filters', 'policies', 'history', 'losses', 'nattempts', 'locks',
   'holders', 'backoffs', 'outcomes', 'enqueued_at', 'updated_at', 'requeue_content', 'priorities', 'groups' }
 local FORGET_ZSETS = { 'schedule', 'lock_expiry', 'requeue_locks', 'requeue_schedule', 'done_at', 'dedupe', 'failed' }
+
+-- Whether the queue has a debounce index at all (read once per script), so plain queues pay nothing.
+local has_debounce = nil
 
 -- With \`w\`, the removals are queued there (many ids in one command per key); else made now.
 local function forget(id, w)
@@ -2713,6 +2788,12 @@ local function forget(id, w)
   end
   for _, name in ipairs({ 'done', 'requeue' }) do
     if w then later(w, 'srem', K[name], id) else redis.call('SREM', K[name], id) end
+  end
+  if has_debounce == nil then has_debounce = redis.call('EXISTS', K.debounce_of) == 1 end
+  local did = has_debounce and redis.call('HGET', K.debounce_of, id)
+  if did then
+    redis.call('HDEL', K.debounce_of, id)
+    if redis.call('HGET', K.debounce, did) == id then redis.call('HDEL', K.debounce, did) end
   end
 end
 -- fail: a message's last run ended in a final error: it becomes failed, or
@@ -2839,7 +2920,8 @@ end
 local PER = 7
 -- A batch of plain successes touches none of these.
 check_layout(nil, { 'history', 'losses', 'failed', 'conf', 'requeue_locks', 'requeue_schedule', 'requeue_content',
-  'metadata', 'policies', 'enqueued_at', 'schedule', 'mid_circle', 'filters', 'pushes', 'priorities', 'lanes', 'groups' })
+  'metadata', 'policies', 'enqueued_at', 'schedule', 'mid_circle', 'filters', 'pushes', 'priorities', 'lanes', 'groups',
+  'debounce', 'debounce_of' })
 local consumer = ARGV[1]
 local count = (#ARGV - 1) / PER
 if count == 0 then return {} end
@@ -3413,11 +3495,13 @@ return 1
       'dedupe',
       'priorities',
       'groups',
+      'debounce',
+      'debounce-of',
     ],
     readOnly: false,
-    sha: '2c823203b13612517fbef055f6f7b8e0e6d1c4a8',
+    sha: 'd996ff89bc114b49174654faece165cb207f5d46',
     source: `#!lua flags=allow-oom
-local K = { done_at = KEYS[1], failed = KEYS[2], messages = KEYS[3], metadata = KEYS[4], filters = KEYS[5], policies = KEYS[6], history = KEYS[7], losses = KEYS[8], nattempts = KEYS[9], locks = KEYS[10], holders = KEYS[11], backoffs = KEYS[12], outcomes = KEYS[13], enqueued_at = KEYS[14], updated_at = KEYS[15], requeue_content = KEYS[16], done = KEYS[17], requeue = KEYS[18], schedule = KEYS[19], lock_expiry = KEYS[20], requeue_locks = KEYS[21], requeue_schedule = KEYS[22], dedupe = KEYS[23], priorities = KEYS[24], groups = KEYS[25] }
+local K = { done_at = KEYS[1], failed = KEYS[2], messages = KEYS[3], metadata = KEYS[4], filters = KEYS[5], policies = KEYS[6], history = KEYS[7], losses = KEYS[8], nattempts = KEYS[9], locks = KEYS[10], holders = KEYS[11], backoffs = KEYS[12], outcomes = KEYS[13], enqueued_at = KEYS[14], updated_at = KEYS[15], requeue_content = KEYS[16], done = KEYS[17], requeue = KEYS[18], schedule = KEYS[19], lock_expiry = KEYS[20], requeue_locks = KEYS[21], requeue_schedule = KEYS[22], dedupe = KEYS[23], priorities = KEYS[24], groups = KEYS[25], debounce = KEYS[26], debounce_of = KEYS[27] }
 -- common: helpers every script includes. K holds the queue's keys by name
 -- (see src/redis/keys.ts; in Lua '-' becomes '_' and '?' is dropped).
 --
@@ -3602,11 +3686,14 @@ end
 --
 -- KEYS: messages metadata filters policies history losses nattempts locks holders backoffs outcomes
 --       enqueued-at updated-at requeue-content done requeue schedule lock-expiry requeue-locks
---       requeue-schedule done-at dedupe failed priorities groups
+--       requeue-schedule done-at dedupe failed priorities groups debounce debounce-of
 
 local FORGET_HASHES = { 'messages', 'metadata', 'filters', 'policies', 'history', 'losses', 'nattempts', 'locks',
   'holders', 'backoffs', 'outcomes', 'enqueued_at', 'updated_at', 'requeue_content', 'priorities', 'groups' }
 local FORGET_ZSETS = { 'schedule', 'lock_expiry', 'requeue_locks', 'requeue_schedule', 'done_at', 'dedupe', 'failed' }
+
+-- Whether the queue has a debounce index at all (read once per script), so plain queues pay nothing.
+local has_debounce = nil
 
 -- With \`w\`, the removals are queued there (many ids in one command per key); else made now.
 local function forget(id, w)
@@ -3618,6 +3705,12 @@ local function forget(id, w)
   end
   for _, name in ipairs({ 'done', 'requeue' }) do
     if w then later(w, 'srem', K[name], id) else redis.call('SREM', K[name], id) end
+  end
+  if has_debounce == nil then has_debounce = redis.call('EXISTS', K.debounce_of) == 1 end
+  local did = has_debounce and redis.call('HGET', K.debounce_of, id)
+  if did then
+    redis.call('HDEL', K.debounce_of, id)
+    if redis.call('HGET', K.debounce, did) == id then redis.call('HDEL', K.debounce, did) end
   end
 end
 -- gc-sweep: removes finished messages older than the GC lifetime whose backoff
@@ -3959,11 +4052,13 @@ return reply
       'losses',
       'requeue-content',
       'done-at',
+      'debounce',
+      'debounce-of',
     ],
     readOnly: false,
-    sha: 'e0650f5ad49ce6d43cbb3f89db6aceb6dc467c87',
+    sha: '873f1757252c65951ed5a27938de20c21149e762',
     source: `#!lua flags=allow-oom
-local K = { messages = KEYS[1], metadata = KEYS[2], filters = KEYS[3], classes = KEYS[4], pushes = KEYS[5], mid_circle = KEYS[6], schedule = KEYS[7], lock_expiry = KEYS[8], requeue_locks = KEYS[9], requeue_schedule = KEYS[10], dedupe = KEYS[11], failed = KEYS[12], lanes = KEYS[13], parked = KEYS[14], conf = KEYS[15], events = KEYS[16], events_seq = KEYS[17], events_wake = KEYS[18], done = KEYS[19], requeue = KEYS[20], backoffs = KEYS[21], locks = KEYS[22], nattempts = KEYS[23], holders = KEYS[24], outcomes = KEYS[25], enqueued_at = KEYS[26], updated_at = KEYS[27], priorities = KEYS[28], groups = KEYS[29], policies = KEYS[30], history = KEYS[31], losses = KEYS[32], requeue_content = KEYS[33], done_at = KEYS[34] }
+local K = { messages = KEYS[1], metadata = KEYS[2], filters = KEYS[3], classes = KEYS[4], pushes = KEYS[5], mid_circle = KEYS[6], schedule = KEYS[7], lock_expiry = KEYS[8], requeue_locks = KEYS[9], requeue_schedule = KEYS[10], dedupe = KEYS[11], failed = KEYS[12], lanes = KEYS[13], parked = KEYS[14], conf = KEYS[15], events = KEYS[16], events_seq = KEYS[17], events_wake = KEYS[18], done = KEYS[19], requeue = KEYS[20], backoffs = KEYS[21], locks = KEYS[22], nattempts = KEYS[23], holders = KEYS[24], outcomes = KEYS[25], enqueued_at = KEYS[26], updated_at = KEYS[27], priorities = KEYS[28], groups = KEYS[29], policies = KEYS[30], history = KEYS[31], losses = KEYS[32], requeue_content = KEYS[33], done_at = KEYS[34], debounce = KEYS[35], debounce_of = KEYS[36] }
 -- common: helpers every script includes. K holds the queue's keys by name
 -- (see src/redis/keys.ts; in Lua '-' becomes '_' and '?' is dropped).
 --
@@ -4317,11 +4412,14 @@ end
 --
 -- KEYS: messages metadata filters policies history losses nattempts locks holders backoffs outcomes
 --       enqueued-at updated-at requeue-content done requeue schedule lock-expiry requeue-locks
---       requeue-schedule done-at dedupe failed priorities groups
+--       requeue-schedule done-at dedupe failed priorities groups debounce debounce-of
 
 local FORGET_HASHES = { 'messages', 'metadata', 'filters', 'policies', 'history', 'losses', 'nattempts', 'locks',
   'holders', 'backoffs', 'outcomes', 'enqueued_at', 'updated_at', 'requeue_content', 'priorities', 'groups' }
 local FORGET_ZSETS = { 'schedule', 'lock_expiry', 'requeue_locks', 'requeue_schedule', 'done_at', 'dedupe', 'failed' }
+
+-- Whether the queue has a debounce index at all (read once per script), so plain queues pay nothing.
+local has_debounce = nil
 
 -- With \`w\`, the removals are queued there (many ids in one command per key); else made now.
 local function forget(id, w)
@@ -4333,6 +4431,12 @@ local function forget(id, w)
   end
   for _, name in ipairs({ 'done', 'requeue' }) do
     if w then later(w, 'srem', K[name], id) else redis.call('SREM', K[name], id) end
+  end
+  if has_debounce == nil then has_debounce = redis.call('EXISTS', K.debounce_of) == 1 end
+  local did = has_debounce and redis.call('HGET', K.debounce_of, id)
+  if did then
+    redis.call('HDEL', K.debounce_of, id)
+    if redis.call('HGET', K.debounce, did) == id then redis.call('HDEL', K.debounce, did) end
   end
 end
 -- fail: a message's last run ended in a final error: it becomes failed, or
@@ -4720,11 +4824,13 @@ return reply
       'requeue-schedule',
       'done-at',
       'dedupe',
+      'debounce',
+      'debounce-of',
     ],
     readOnly: false,
-    sha: '212ef87f22b83a7cb460eb94c9d53ce649667e90',
+    sha: 'e5034f790e55d290fbab40638af325be121f7b36',
     source: `#!lua
-local K = { messages = KEYS[1], wake = KEYS[2], pushes = KEYS[3], mid_circle = KEYS[4], conf = KEYS[5], events = KEYS[6], events_seq = KEYS[7], events_wake = KEYS[8], done = KEYS[9], requeue = KEYS[10], backoffs = KEYS[11], locks = KEYS[12], failed = KEYS[13], filters = KEYS[14], priorities = KEYS[15], lanes = KEYS[16], groups = KEYS[17], metadata = KEYS[18], policies = KEYS[19], history = KEYS[20], losses = KEYS[21], nattempts = KEYS[22], holders = KEYS[23], outcomes = KEYS[24], enqueued_at = KEYS[25], updated_at = KEYS[26], requeue_content = KEYS[27], schedule = KEYS[28], lock_expiry = KEYS[29], requeue_locks = KEYS[30], requeue_schedule = KEYS[31], done_at = KEYS[32], dedupe = KEYS[33] }
+local K = { messages = KEYS[1], wake = KEYS[2], pushes = KEYS[3], mid_circle = KEYS[4], conf = KEYS[5], events = KEYS[6], events_seq = KEYS[7], events_wake = KEYS[8], done = KEYS[9], requeue = KEYS[10], backoffs = KEYS[11], locks = KEYS[12], failed = KEYS[13], filters = KEYS[14], priorities = KEYS[15], lanes = KEYS[16], groups = KEYS[17], metadata = KEYS[18], policies = KEYS[19], history = KEYS[20], losses = KEYS[21], nattempts = KEYS[22], holders = KEYS[23], outcomes = KEYS[24], enqueued_at = KEYS[25], updated_at = KEYS[26], requeue_content = KEYS[27], schedule = KEYS[28], lock_expiry = KEYS[29], requeue_locks = KEYS[30], requeue_schedule = KEYS[31], done_at = KEYS[32], dedupe = KEYS[33], debounce = KEYS[34], debounce_of = KEYS[35] }
 -- common: helpers every script includes. K holds the queue's keys by name
 -- (see src/redis/keys.ts; in Lua '-' becomes '_' and '?' is dropped).
 --
@@ -5055,11 +5161,14 @@ end
 --
 -- KEYS: messages metadata filters policies history losses nattempts locks holders backoffs outcomes
 --       enqueued-at updated-at requeue-content done requeue schedule lock-expiry requeue-locks
---       requeue-schedule done-at dedupe failed priorities groups
+--       requeue-schedule done-at dedupe failed priorities groups debounce debounce-of
 
 local FORGET_HASHES = { 'messages', 'metadata', 'filters', 'policies', 'history', 'losses', 'nattempts', 'locks',
   'holders', 'backoffs', 'outcomes', 'enqueued_at', 'updated_at', 'requeue_content', 'priorities', 'groups' }
 local FORGET_ZSETS = { 'schedule', 'lock_expiry', 'requeue_locks', 'requeue_schedule', 'done_at', 'dedupe', 'failed' }
+
+-- Whether the queue has a debounce index at all (read once per script), so plain queues pay nothing.
+local has_debounce = nil
 
 -- With \`w\`, the removals are queued there (many ids in one command per key); else made now.
 local function forget(id, w)
@@ -5071,6 +5180,12 @@ local function forget(id, w)
   end
   for _, name in ipairs({ 'done', 'requeue' }) do
     if w then later(w, 'srem', K[name], id) else redis.call('SREM', K[name], id) end
+  end
+  if has_debounce == nil then has_debounce = redis.call('EXISTS', K.debounce_of) == 1 end
+  local did = has_debounce and redis.call('HGET', K.debounce_of, id)
+  if did then
+    redis.call('HDEL', K.debounce_of, id)
+    if redis.call('HGET', K.debounce, did) == id then redis.call('HDEL', K.debounce, did) end
   end
 end
 -- fail: a message's last run ended in a final error: it becomes failed, or
@@ -6020,11 +6135,13 @@ return 1
       'requeue-schedule',
       'done-at',
       'dedupe',
+      'debounce',
+      'debounce-of',
     ],
     readOnly: false,
-    sha: 'e0093f0e3c5f17b8836e4650496f15f3dda8ed67',
+    sha: '8452355fc34c3925160943c0993f965e328a4a8d',
     source: `#!lua flags=allow-oom
-local K = { mid_circle = KEYS[1], conf = KEYS[2], events = KEYS[3], events_seq = KEYS[4], events_wake = KEYS[5], done = KEYS[6], requeue = KEYS[7], backoffs = KEYS[8], locks = KEYS[9], failed = KEYS[10], filters = KEYS[11], priorities = KEYS[12], lanes = KEYS[13], groups = KEYS[14], messages = KEYS[15], metadata = KEYS[16], policies = KEYS[17], history = KEYS[18], losses = KEYS[19], nattempts = KEYS[20], holders = KEYS[21], outcomes = KEYS[22], enqueued_at = KEYS[23], updated_at = KEYS[24], requeue_content = KEYS[25], schedule = KEYS[26], lock_expiry = KEYS[27], requeue_locks = KEYS[28], requeue_schedule = KEYS[29], done_at = KEYS[30], dedupe = KEYS[31] }
+local K = { mid_circle = KEYS[1], conf = KEYS[2], events = KEYS[3], events_seq = KEYS[4], events_wake = KEYS[5], done = KEYS[6], requeue = KEYS[7], backoffs = KEYS[8], locks = KEYS[9], failed = KEYS[10], filters = KEYS[11], priorities = KEYS[12], lanes = KEYS[13], groups = KEYS[14], messages = KEYS[15], metadata = KEYS[16], policies = KEYS[17], history = KEYS[18], losses = KEYS[19], nattempts = KEYS[20], holders = KEYS[21], outcomes = KEYS[22], enqueued_at = KEYS[23], updated_at = KEYS[24], requeue_content = KEYS[25], schedule = KEYS[26], lock_expiry = KEYS[27], requeue_locks = KEYS[28], requeue_schedule = KEYS[29], done_at = KEYS[30], dedupe = KEYS[31], debounce = KEYS[32], debounce_of = KEYS[33] }
 -- common: helpers every script includes. K holds the queue's keys by name
 -- (see src/redis/keys.ts; in Lua '-' becomes '_' and '?' is dropped).
 --
@@ -6355,11 +6472,14 @@ end
 --
 -- KEYS: messages metadata filters policies history losses nattempts locks holders backoffs outcomes
 --       enqueued-at updated-at requeue-content done requeue schedule lock-expiry requeue-locks
---       requeue-schedule done-at dedupe failed priorities groups
+--       requeue-schedule done-at dedupe failed priorities groups debounce debounce-of
 
 local FORGET_HASHES = { 'messages', 'metadata', 'filters', 'policies', 'history', 'losses', 'nattempts', 'locks',
   'holders', 'backoffs', 'outcomes', 'enqueued_at', 'updated_at', 'requeue_content', 'priorities', 'groups' }
 local FORGET_ZSETS = { 'schedule', 'lock_expiry', 'requeue_locks', 'requeue_schedule', 'done_at', 'dedupe', 'failed' }
+
+-- Whether the queue has a debounce index at all (read once per script), so plain queues pay nothing.
+local has_debounce = nil
 
 -- With \`w\`, the removals are queued there (many ids in one command per key); else made now.
 local function forget(id, w)
@@ -6371,6 +6491,12 @@ local function forget(id, w)
   end
   for _, name in ipairs({ 'done', 'requeue' }) do
     if w then later(w, 'srem', K[name], id) else redis.call('SREM', K[name], id) end
+  end
+  if has_debounce == nil then has_debounce = redis.call('EXISTS', K.debounce_of) == 1 end
+  local did = has_debounce and redis.call('HGET', K.debounce_of, id)
+  if did then
+    redis.call('HDEL', K.debounce_of, id)
+    if redis.call('HGET', K.debounce, did) == id then redis.call('HDEL', K.debounce, did) end
   end
 end
 -- remove: deletes messages in any state but locked and locked-with-requeue

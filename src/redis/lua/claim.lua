@@ -20,7 +20,7 @@
 
 -- The hot path of a claim touches none of these.
 check_layout(nil, { 'history', 'losses', 'outcomes', 'enqueued_at', 'requeue_content', 'requeue_schedule', 'dedupe',
-  'done_at', 'backoffs', 'priorities', 'lanes', 'groups' })
+  'done_at', 'backoffs', 'priorities', 'lanes', 'groups', 'debounce', 'debounce_of' })
 local consumer, max, lock_ms, known = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
 local accept_all = ARGV[10] == '*'
 
@@ -49,6 +49,8 @@ local ready = pending_ready()
 local more = promote(now, ready, w)
 flush_writes(w)
 flush_ready(ready)
+-- Promoted messages of lower priorities may have opened lanes.
+if ready.count > 0 and not has_lanes then has_lanes = redis.call('EXISTS', K.lanes) == 1 end
 
 local lists = {}
 local accepted = {}

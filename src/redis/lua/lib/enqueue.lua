@@ -8,7 +8,7 @@
 --
 -- KEYS: messages metadata filters classes nattempts locks holders backoffs done requeue outcomes
 --       enqueued-at updated-at requeue-content schedule done-at dedupe mid-circle wake policies losses
---       requeue-locks requeue-schedule pushes priorities lanes groups
+--       requeue-locks requeue-schedule pushes priorities lanes groups debounce debounce-of
 
 -- ARGV per message, from `first`: id, content (encoding tag + payload), metadata JSON ('' for none),
 -- filter class ('' for none), initial backoff ms, flags (1: allowRequeue, 2: replacePayload),
@@ -24,7 +24,7 @@ local function enqueue_check(first, also)
     if class ~= '' or priority ~= '' then lanes[#lanes + 1] = lane_for(class, priority) end
     if priority ~= '' or ARGV[i + 8] ~= '' or ARGV[i + 9] ~= '' then rare = true end
   end
-  local skip = { 'conf', 'priorities', 'lanes', 'groups' }
+  local skip = { 'conf', 'priorities', 'lanes', 'groups', 'debounce', 'debounce_of' }
   for _, name in ipairs(also or {}) do skip[#skip + 1] = name end
   check_layout(lanes, skip)
   if rare then check_rare() end
@@ -64,6 +64,49 @@ local function enqueue(first)
     changed = true
   end
 
+  -- A debounce: the message `wid` took debounce id `did` last; when it is still waiting (queued or
+  -- queued-with-backoff, not held and not a requeue's new run), it takes this content and metadata and
+  -- becomes ready `backoff` ms from now, keeping its id, filters, priority, group and policy. Returns
+  -- whether it did (else the new message is added as usual and takes the debounce id).
+  local function debounce(wid, content, meta, backoff)
+    if redis.call('HEXISTS', K.messages, wid) == 0 or redis.call('SISMEMBER', K.done, wid) == 1
+      or redis.call('HEXISTS', K.locks, wid) == 1 or redis.call('ZSCORE', K.failed, wid) then
+      return false
+    end
+    if redis.call('ZSCORE', K.schedule, wid) then
+      redis.call('ZREM', K.schedule, wid)
+      redis.call('HDEL', K.backoffs, wid)
+    elseif not unready(wid) then
+      return false
+    end
+    redis.call('HSET', K.messages, wid, content)
+    if meta ~= '' then redis.call('HSET', K.metadata, wid, meta) else redis.call('HDEL', K.metadata, wid) end
+    redis.call('HSET', K.updated_at, wid, now)
+    if backoff > 0 then
+      redis.call('HSET', K.backoffs, wid, now + backoff)
+      redis.call('ZADD', K.schedule, now + backoff, wid)
+    else
+      push_ready(ready, lane_of(wid), wid, false)
+    end
+    event('enqueued', wid, redis.call('HGET', K.nattempts, wid) or 0)
+    changed = true
+    return true
+  end
+
+  -- The debounce index: `did` → id, and back, so the entry leaves with the message.
+  local function index_debounce(id, did)
+    if did ~= '' then
+      redis.call('HSET', K.debounce, did, id)
+      redis.call('HSET', K.debounce_of, id, did)
+      return
+    end
+    local old = redis.call('HGET', K.debounce_of, id)
+    if old then
+      redis.call('HDEL', K.debounce_of, id)
+      if redis.call('HGET', K.debounce, old) == id then redis.call('HDEL', K.debounce, old) end
+    end
+  end
+
   -- What is left of a finished run, before its id starts a new one (its history stays).
   local function forget_run(id)
     for _, key in ipairs({ K.nattempts, K.outcomes, K.backoffs, K.locks, K.holders, K.updated_at, K.requeue_content,
@@ -78,10 +121,21 @@ local function enqueue(first)
   for i = first, #ARGV, ENQUEUE_PER do
     local id, content, meta, class = ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3]
     local backoff, flags, policy = tonumber(ARGV[i + 4]), tonumber(ARGV[i + 5]), ARGV[i + 6]
-    local priority, group = ARGV[i + 7], ARGV[i + 8]
+    local priority, group, did = ARGV[i + 7], ARGV[i + 8], ARGV[i + 9]
     local allow_requeue, replace = flags % 2 == 1, flags >= 2
-    if redis.call('HSETNX', K.messages, id, content) == 1 then
+    local waiting = nil
+    if did ~= '' then
+      -- Earlier messages of the batch are written first: one of them may be the waiting one.
+      flush_writes(w)
+      flush_ready(ready)
+      w, ready = pending_writes(), pending_ready()
+      waiting = redis.call('HGET', K.debounce, did)
+    end
+    if waiting and debounce(waiting, content, meta, backoff) then
+      replies[#replies + 1] = 'debounced ' .. waiting
+    elseif redis.call('HSETNX', K.messages, id, content) == 1 then
       place(id, meta, class, backoff, false, policy, priority, group)
+      if did ~= '' then index_debounce(id, did) end
       -- event('enqueued', id, 0), without the call: the hottest path there is.
       if EV.on then EV.lines[#EV.lines + 1] = 'enqueued 0 ' .. id end
       replies[#replies + 1] = 'added'
@@ -95,6 +149,7 @@ local function enqueue(first)
         redis.call('HSET', K.messages, id, content)
         forget_run(id)
         place(id, meta, class, backoff, true, policy, priority, group)
+        index_debounce(id, did)
         replies[#replies + 1] = 'revived'
       elseif allow_requeue and state == 'done-with-backoff' then
         -- done-with-requeue: queued when the backoff ends, as a new run.
