@@ -245,3 +245,90 @@ for (const server of Object.keys(SERVERS) as (keyof typeof SERVERS)[]) {
     });
   });
 }
+
+function finishOk(c: Client, queue: string, id: string, attempt = 1): Promise<unknown> {
+  return c.store.finish(queue, 'c1', [
+    { id, attempt, outcome: 'success', backoffMs: 0, error: null, startedAt: Date.now() },
+  ]);
+}
+
+for (const server of Object.keys(SERVERS) as (keyof typeof SERVERS)[]) {
+  void describe(`redis ${server}: group concurrency`, () => {
+    void test('a full group is skipped while other groups and ungrouped messages flow; a finish wakes', async () => {
+      const c = await open(server);
+      await c.configure('q', { groupConcurrency: 1 });
+      for (const [id, group] of [
+        ['a1', 'a'],
+        ['a2', 'a'],
+        ['a3', 'a'],
+        ['b1', 'b'],
+        ['p', undefined],
+      ] as const) {
+        await c.enqueue('q', id, { id, ...(group === undefined ? {} : { group }) });
+      }
+      assert.deepEqual(await claimIds(c, 'q', 10), ['a1', 'b1', 'p']);
+      assert.deepEqual(await claimIds(c, 'q', 10), []);
+      assert.equal((await c.status('q', 'a2'))?.state, 'queued');
+      assert.deepEqual(
+        (await c.list('q', { state: 'queued' })).messages.map((m) => m.id),
+        ['a2', 'a3'],
+      );
+      let woken = 0;
+      const stop = c.store.subscribe('q', () => (woken += 1));
+      await new Promise((r) => setTimeout(r, 100));
+      woken = 0;
+      await finishOk(c, 'q', 'a1');
+      const deadline = Date.now() + 2000;
+      while (woken === 0 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 10));
+      stop();
+      assert.ok(woken > 0, 'a finish that frees a full group wakes idle workers');
+      assert.deepEqual(await claimIds(c, 'q', 10), ['a2']);
+      assert.deepEqual((await c.remove('q', 'a3')).ok, true);
+      await finishOk(c, 'q', 'a2');
+      assert.deepEqual(await claimIds(c, 'q', 10), []);
+    });
+
+    void test('an expired lock frees its group; raising or lifting the limit takes effect at the next claim', async () => {
+      const c = await open(server);
+      await c.configure('q', { groupConcurrency: 1 });
+      for (const id of ['g1', 'g2', 'g3', 'g4']) await c.enqueue('q', id, { id, group: 'g', priority: 2 });
+      assert.deepEqual(await claimIds(c, 'q', 10, { lockMs: 100 }), ['g1']);
+      assert.deepEqual(await claimIds(c, 'q', 10), []);
+      await new Promise((r) => setTimeout(r, 150));
+      // g1's lock expired: it goes back to the front, and the group holds one again.
+      const again = await claim(c, 'q', 10);
+      assert.deepEqual(
+        again.messages.map((m) => [m.id, m.attempt]),
+        [['g1', 2]],
+      );
+      await c.configure('q', { groupConcurrency: 3 });
+      assert.deepEqual(await claimIds(c, 'q', 10), ['g2', 'g3']);
+      await c.configure('q', { groupConcurrency: null });
+      assert.deepEqual(await claimIds(c, 'q', 10), ['g4']);
+      assert.equal((await c.config('q')).groupConcurrency, null);
+    });
+  });
+}
+
+for (const server of Object.keys(SERVERS) as (keyof typeof SERVERS)[]) {
+  void describe(`redis ${server}: rate limit`, () => {
+    void test('claims take at most what the limit grants, and say when the next slot is', async () => {
+      const c = await open(server);
+      await c.configure('q', { rateLimit: { max: 3, perMs: 600 } });
+      assert.deepEqual((await c.config('q')).rateLimit, { max: 3, perMs: 600 });
+      for (let i = 0; i < 10; i++) await c.enqueue('q', i, { id: `m${i}` });
+      assert.deepEqual(await claimIds(c, 'q', 10), ['m0', 'm1', 'm2']);
+      const limited = await claim(c, 'q', 10);
+      assert.deepEqual(limited.messages, []);
+      assert.equal(limited.dryRuns, 0, 'a rate-limited claim is no dry run');
+      const wait = (limited.wakeAt ?? 0) - Date.now();
+      assert.ok(wait > 50 && wait <= 250, `the next slot is one interval (200 ms) away, got ${wait} ms`);
+      await new Promise((r) => setTimeout(r, Math.max(0, (limited.wakeAt ?? 0) - Date.now()) + 30));
+      assert.deepEqual(await claimIds(c, 'q', 10), ['m3']);
+      // A second consumer shares the limit.
+      assert.deepEqual(await claimIds(c, 'q', 10, { consumerId: 'c2' }), []);
+      await c.configure('q', { rateLimit: null });
+      assert.equal((await claimIds(c, 'q', 10)).length, 6);
+    });
+  });
+}

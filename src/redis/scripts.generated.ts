@@ -38,11 +38,14 @@ export const SCRIPTS = {
       'conf',
       'failed',
       'lanes',
+      'rate-tat',
       'events',
       'events-seq',
       'events-wake',
       'priorities',
       'groups',
+      'group-held',
+      'parked',
       'history',
       'losses',
       'outcomes',
@@ -55,9 +58,9 @@ export const SCRIPTS = {
       'debounce-of',
     ],
     readOnly: false,
-    sha: '95b8191e925476793978a58aea51a7ec08e200ef',
+    sha: '6f2cd0e16e16aef8f1d10107954149bf87814545',
     source: `#!lua flags=allow-oom
-local K = { messages = KEYS[1], metadata = KEYS[2], filters = KEYS[3], classes = KEYS[4], nattempts = KEYS[5], locks = KEYS[6], holders = KEYS[7], backoffs = KEYS[8], done = KEYS[9], done_at = KEYS[10], requeue = KEYS[11], schedule = KEYS[12], lock_expiry = KEYS[13], updated_at = KEYS[14], mid_circle = KEYS[15], eoq_backoff = KEYS[16], ndry_runs = KEYS[17], policies = KEYS[18], pushes = KEYS[19], conf = KEYS[20], failed = KEYS[21], lanes = KEYS[22], events = KEYS[23], events_seq = KEYS[24], events_wake = KEYS[25], priorities = KEYS[26], groups = KEYS[27], history = KEYS[28], losses = KEYS[29], outcomes = KEYS[30], enqueued_at = KEYS[31], requeue_content = KEYS[32], requeue_locks = KEYS[33], requeue_schedule = KEYS[34], dedupe = KEYS[35], debounce = KEYS[36], debounce_of = KEYS[37] }
+local K = { messages = KEYS[1], metadata = KEYS[2], filters = KEYS[3], classes = KEYS[4], nattempts = KEYS[5], locks = KEYS[6], holders = KEYS[7], backoffs = KEYS[8], done = KEYS[9], done_at = KEYS[10], requeue = KEYS[11], schedule = KEYS[12], lock_expiry = KEYS[13], updated_at = KEYS[14], mid_circle = KEYS[15], eoq_backoff = KEYS[16], ndry_runs = KEYS[17], policies = KEYS[18], pushes = KEYS[19], conf = KEYS[20], failed = KEYS[21], lanes = KEYS[22], rate_tat = KEYS[23], events = KEYS[24], events_seq = KEYS[25], events_wake = KEYS[26], priorities = KEYS[27], groups = KEYS[28], group_held = KEYS[29], parked = KEYS[30], history = KEYS[31], losses = KEYS[32], outcomes = KEYS[33], enqueued_at = KEYS[34], requeue_content = KEYS[35], requeue_locks = KEYS[36], requeue_schedule = KEYS[37], dedupe = KEYS[38], debounce = KEYS[39], debounce_of = KEYS[40] }
 -- common: helpers every script includes. K holds the queue's keys by name
 -- (see src/redis/keys.ts; in Lua '-' becomes '_' and '?' is dropped).
 --
@@ -356,6 +359,92 @@ local function unready(id)
   redis.call('LSET', list, at, '')
   return true
 end
+-- groups: at most the queue's group_concurrency messages of one group held (locked) at once. group-held
+-- counts each group's held messages (claim adds, every way out of a lock subtracts). A claim that pops a
+-- message whose group is full parks it in the group's list (\`mid-circle#<group>\`, a lane of its own,
+-- see common) instead of handing it out; when a held message of that group lets go, as many parked
+-- messages as the group has room for go back to the front of their lanes, and the caller publishes a
+-- wake-up. So a full group's messages are read once per release, not by every claim. Scripts include
+-- common and lanes before it.
+--
+-- KEYS: groups group-held parked conf messages
+
+-- The queue's limit, or nil for none.
+local function group_limit()
+  return tonumber(redis.call('HGET', K.conf, 'group_concurrency'))
+end
+
+-- Moves up to \`free\` (nil: all) of the group's parked messages back to the front of their lanes.
+-- Returns how many it moved.
+local function unpark(group, free, ready)
+  local list = ready_list('#' .. group)
+  local moved = 0
+  while free == nil or moved < free do
+    local ids = redis.call('RPOP', list, free and (free - moved) or 100)
+    if not ids then break end
+    for _, id in ipairs(ids) do
+      -- Blank entries (removed or debounced messages) and messages gone meanwhile are dropped.
+      if id ~= '' and redis.call('HGET', K.groups, id) == group then
+        push_ready(ready, lane_of(id), id, true)
+        moved = moved + 1
+      end
+    end
+  end
+  if redis.call('EXISTS', list) == 0 then redis.call('SREM', K.parked, group) end
+  return moved
+end
+
+-- Parks a message popped while its group was full, at the back of the group's line.
+local function park(group, id)
+  local lane = '#' .. group
+  redis.call('LPUSH', ready_list(lane), id)
+  redis.call('HINCRBY', K.pushes, lane, 1)
+  redis.call('SADD', K.parked, group)
+end
+
+-- The held messages \`ids\` let go of their locks (finished, lock expired): their groups' counts go down,
+-- and parked messages of those groups get the room, unless \`keep\` (the messages go back to the front
+-- of their lanes and take the room themselves: an expired lock). Returns how many went back to their lanes.
+local function release_groups(ids, ready, keep)
+  if redis.call('EXISTS', K.group_held) == 0 then return 0 end
+  check_rare()
+  local groups = hmget(K.groups, ids)
+  local limit, moved = false, 0
+  for i = 1, #ids do
+    local group = groups[i]
+    if group then
+      local held = redis.call('HINCRBY', K.group_held, group, -1)
+      if held <= 0 then
+        redis.call('HDEL', K.group_held, group)
+        held = 0
+      end
+      if not keep and redis.call('SISMEMBER', K.parked, group) == 1 then
+        if limit == false then limit = group_limit() end
+        if limit == nil then
+          moved = moved + unpark(group, nil, ready)
+        elseif held < limit then
+          moved = moved + unpark(group, limit - held, ready)
+        end
+      end
+    end
+  end
+  return moved
+end
+
+-- After the limit changed: every parked group gets the room the new limit gives it.
+local function unpark_all(ready)
+  local limit = group_limit()
+  local moved = 0
+  for _, group in ipairs(redis.call('SMEMBERS', K.parked)) do
+    local held = tonumber(redis.call('HGET', K.group_held, group)) or 0
+    if limit == nil then
+      moved = moved + unpark(group, nil, ready)
+    elseif held < limit then
+      moved = moved + unpark(group, limit - held, ready)
+    end
+  end
+  return moved
+end
 -- forget: removes every trace of a message from the queue's hashes, sets and
 -- sorted sets (not from a ready list: the caller knows whether it is in one).
 --
@@ -535,6 +624,7 @@ local function promote(now, ready, w)
   if #due > 0 or #expired > 0 then check_rare() end
   for _, id in ipairs(due) do end_wait(id, ready, w) end
   local max_deliveries = nil
+  local back = {}
   for _, id in ipairs(expired) do
     local holder = redis.call('HGET', K.holders, id)
     append_history(id, redis.call('HGET', K.nattempts, id), nil, now, holder, 'lost', nil)
@@ -545,8 +635,11 @@ local function promote(now, ready, w)
     if max_deliveries > 0 and losses >= max_deliveries then
       local err = max_deliveries_error(losses)
       event('failed', id, redis.call('HGET', K.nattempts, id), err)
+      -- Before fail: a dead-letter move forgets the message's group.
+      release_groups({ id }, ready, false)
       fail(id, now, 'error\\n' .. err)
     else
+      back[#back + 1] = id
       later(w, 'hdel', K.locks, id)
       later(w, 'hdel', K.holders, id)
       later(w, 'zrem', K.lock_expiry, id)
@@ -554,6 +647,9 @@ local function promote(now, ready, w)
       push_ready(ready, lane_of(id), id, true)
     end
   end
+  -- Their groups' counts go down; those back at the front of their lanes take the room themselves (so
+  -- parked ones keep their order behind them). Failed ones made room above.
+  if #back > 0 then release_groups(back, ready, true) end
   return #due == PROMOTE_LIMIT or #expired == PROMOTE_LIMIT
 end
 -- claim: locks up to \`max\` ready messages for a consumer. First moves messages
@@ -563,21 +659,26 @@ end
 -- ndry-runs) and says when looking again is worthwhile without a wake-up.
 -- A paused queue hands out nothing and counts no dry run (checked here, so no claim
 -- starts after pause() returned). Each message handed out writes a \`started\` event (events on).
+-- Order: the priority-0 lanes of the accepted classes in turn, then the lanes of lower priorities in
+-- priority order (\`lanes\`). A message whose group already holds group_concurrency is parked instead
+-- (lib/groups.lua). With a rate limit (rate_limit in conf), at most what it grants (\`rate-tat\`).
 -- Runs when Redis is out of memory (allow-oom): draining the queue is how memory comes back.
 --
 -- KEYS: messages metadata filters classes nattempts locks holders backoffs done done-at requeue
 --       schedule lock-expiry updated-at mid-circle eoq-backoff? ndry-runs policies pushes conf failed lanes
+--       rate-tat
 -- ARGV: consumer id, max, lock ms, the number of filter classes the consumer knows of,
 --       five end-of-queue backoffs in ms (after dry run 1, 2, 3, 4, 5 and more),
 --       '*' to accept every class, else the accepted classes ('' for messages without filters)
 -- Reply: { 'classes', class... } when the queue's classes changed since the consumer looked
 --        (it claimed nothing), else { 'ok', queue size, dry runs, wake-at ms (-1: none),
 --        then six per message: id, content, metadata JSON or nil, filter class, attempt, policy or nil }
--- Include: common events lanes forget fail promote
+-- Include: common events lanes groups forget fail promote
 
 -- The hot path of a claim touches none of these.
 check_layout(nil, { 'history', 'losses', 'outcomes', 'enqueued_at', 'requeue_content', 'requeue_schedule', 'dedupe',
-  'done_at', 'backoffs', 'priorities', 'lanes', 'groups', 'debounce', 'debounce_of' })
+  'done_at', 'backoffs', 'priorities', 'lanes', 'groups', 'debounce', 'debounce_of', 'group_held', 'parked',
+  'rate_tat' })
 local consumer, max, lock_ms, known = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
 local accept_all = ARGV[10] == '*'
 
@@ -592,13 +693,31 @@ local now = now_ms()
 local function queue_size()
   return redis.call('HLEN', K.messages) - redis.call('SCARD', K.done) - redis.call('ZCARD', K.failed)
 end
-local conf = redis.call('HMGET', K.conf, 'paused', unpack(EVENTS_CONF))
--- Read before any write: a lanes key of another type fails here (check_rare), not half-way.
+local conf = redis.call('HMGET', K.conf, 'paused', 'events', 'events_max_count', 'group_concurrency', 'rate_limit')
+-- Read before any write: a key of another type fails here (check_rare), not half-way.
 local has_lanes = redis.call('EXISTS', K.lanes) == 1
-if has_lanes then check_rare() end
+local grouped = redis.call('EXISTS', K.groups) == 1
+if has_lanes or grouped then check_rare() end
+local group_max = tonumber(conf[4])
 if conf[1] == '1' then
   -- Resume publishes a wake-up; a worker on a lost subscription looks again within a second.
   return { 'ok', queue_size(), tonumber(redis.call('GET', K.ndry_runs)) or 0, now + 1000 }
+end
+-- The rate limit (GCRA, as model/rate-limit.ts rateGrant and rateCharge): at most \`granted\` now, and
+-- with none granted, no promotion and no dry run: the worker sleeps until the next slot.
+local rate_start, rate_interval = nil, nil
+if conf[5] and conf[5] ~= '' then
+  check_rare()
+  local limit_max, per_ms = string.match(conf[5], '^(%d+)/(%d+)$')
+  limit_max, per_ms = tonumber(limit_max), tonumber(per_ms)
+  rate_interval = per_ms / limit_max
+  rate_start = math.max(tonumber(redis.call('GET', K.rate_tat)) or 0, now)
+  local available = math.floor((now + per_ms - rate_start) / rate_interval + 1e-9)
+  if available <= 0 then
+    local dry = tonumber(redis.call('GET', K.ndry_runs)) or 0
+    return { 'ok', queue_size(), dry, math.ceil(rate_start - per_ms + rate_interval) }
+  end
+  max = math.min(max, available)
 end
 events_begin({ conf[2], conf[3] })
 local w = pending_writes()
@@ -622,14 +741,31 @@ else
 end
 
 local ids, class_at, n = {}, {}, 0
--- Pops up to \`want\` from a lane; returns how many it popped.
+-- Held messages per group (read once per group), counting those this claim takes.
+local held, taken_groups = {}, {}
+-- Pops up to \`want\` from a lane; returns how many it popped. A message of a full group is parked.
 local function take(lane, class, want)
   local popped = redis.call('RPOP', ready_list(lane), want)
   if not popped then return 0 end
-  for _, id in ipairs(popped) do
-    n = n + 1
-    ids[n] = id
-    class_at[n] = class
+  local groups = grouped and hmget(K.groups, popped)
+  for i, id in ipairs(popped) do
+    local group = groups and groups[i]
+    if group then
+      local h = held[group] or tonumber(redis.call('HGET', K.group_held, group)) or 0
+      if group_max and h >= group_max then
+        park(group, id)
+      else
+        held[group] = h + 1
+        taken_groups[group] = (taken_groups[group] or 0) + 1
+        n = n + 1
+        ids[n] = id
+        class_at[n] = class
+      end
+    else
+      n = n + 1
+      ids[n] = id
+      class_at[n] = class
+    end
   end
   return #popped
 end
@@ -695,6 +831,10 @@ if n > 0 then
         redis.call('ZADD', K.requeue_locks, lock_until, id)
       end
     end
+  end
+  for group, count in pairs(taken_groups) do redis.call('HINCRBY', K.group_held, group, count) end
+  if rate_start and m > 0 then
+    redis.call('SET', K.rate_tat, string.format('%.3f', rate_start + (m / 2) * rate_interval))
   end
   if m > 0 then
     call_chunked('HSET', K.nattempts, counts)
@@ -986,11 +1126,24 @@ return 1
   },
   configure: {
     name: 'configure',
-    keys: ['conf', 'wake', 'messages', 'consumers'],
+    keys: [
+      'conf',
+      'wake',
+      'messages',
+      'consumers',
+      'pushes',
+      'mid-circle',
+      'filters',
+      'priorities',
+      'lanes',
+      'groups',
+      'group-held',
+      'parked',
+    ],
     readOnly: false,
-    sha: 'bcba08698f570a432f293b7035f7921e16e64f12',
+    sha: '3ec74a194b9798299e8a698210a31b3613e285a5',
     source: `#!lua
-local K = { conf = KEYS[1], wake = KEYS[2], messages = KEYS[3], consumers = KEYS[4] }
+local K = { conf = KEYS[1], wake = KEYS[2], messages = KEYS[3], consumers = KEYS[4], pushes = KEYS[5], mid_circle = KEYS[6], filters = KEYS[7], priorities = KEYS[8], lanes = KEYS[9], groups = KEYS[10], group_held = KEYS[11], parked = KEYS[12] }
 -- common: helpers every script includes. K holds the queue's keys by name
 -- (see src/redis/keys.ts; in Lua '-' becomes '_' and '?' is dropped).
 --
@@ -1170,21 +1323,134 @@ local function flush_ready(r)
     call_chunked('RPUSH', ready_list(class), reversed)
   end
 end
+-- lanes: where a message waits when ready. A lane is a filter class, with its priority when above 0
+-- (see ready_list in common); a grouped message claimed while its group was full waits in its group's
+-- parked list instead (lib/groups.lua).
+--
+-- KEYS: filters priorities lanes groups
+
+-- The lane a message joins when it becomes ready.
+local function lane_of(id)
+  return lane_for(class_of(id), redis.call('HGET', K.priorities, id))
+end
+
+-- Blanks a queued message's entry where it waits (its ready list, else its group's parked list), in
+-- place, so list cursors keep their positions; a claim drops blank entries. False when not found.
+local function unready(id)
+  local list = ready_list(lane_of(id))
+  local at = redis.call('LPOS', list, id)
+  if not at then
+    local group = redis.call('HGET', K.groups, id)
+    if not group then return false end
+    list = ready_list('#' .. group)
+    at = redis.call('LPOS', list, id)
+    if not at then return false end
+  end
+  redis.call('LSET', list, at, '')
+  return true
+end
+-- groups: at most the queue's group_concurrency messages of one group held (locked) at once. group-held
+-- counts each group's held messages (claim adds, every way out of a lock subtracts). A claim that pops a
+-- message whose group is full parks it in the group's list (\`mid-circle#<group>\`, a lane of its own,
+-- see common) instead of handing it out; when a held message of that group lets go, as many parked
+-- messages as the group has room for go back to the front of their lanes, and the caller publishes a
+-- wake-up. So a full group's messages are read once per release, not by every claim. Scripts include
+-- common and lanes before it.
+--
+-- KEYS: groups group-held parked conf messages
+
+-- The queue's limit, or nil for none.
+local function group_limit()
+  return tonumber(redis.call('HGET', K.conf, 'group_concurrency'))
+end
+
+-- Moves up to \`free\` (nil: all) of the group's parked messages back to the front of their lanes.
+-- Returns how many it moved.
+local function unpark(group, free, ready)
+  local list = ready_list('#' .. group)
+  local moved = 0
+  while free == nil or moved < free do
+    local ids = redis.call('RPOP', list, free and (free - moved) or 100)
+    if not ids then break end
+    for _, id in ipairs(ids) do
+      -- Blank entries (removed or debounced messages) and messages gone meanwhile are dropped.
+      if id ~= '' and redis.call('HGET', K.groups, id) == group then
+        push_ready(ready, lane_of(id), id, true)
+        moved = moved + 1
+      end
+    end
+  end
+  if redis.call('EXISTS', list) == 0 then redis.call('SREM', K.parked, group) end
+  return moved
+end
+
+-- Parks a message popped while its group was full, at the back of the group's line.
+local function park(group, id)
+  local lane = '#' .. group
+  redis.call('LPUSH', ready_list(lane), id)
+  redis.call('HINCRBY', K.pushes, lane, 1)
+  redis.call('SADD', K.parked, group)
+end
+
+-- The held messages \`ids\` let go of their locks (finished, lock expired): their groups' counts go down,
+-- and parked messages of those groups get the room, unless \`keep\` (the messages go back to the front
+-- of their lanes and take the room themselves: an expired lock). Returns how many went back to their lanes.
+local function release_groups(ids, ready, keep)
+  if redis.call('EXISTS', K.group_held) == 0 then return 0 end
+  check_rare()
+  local groups = hmget(K.groups, ids)
+  local limit, moved = false, 0
+  for i = 1, #ids do
+    local group = groups[i]
+    if group then
+      local held = redis.call('HINCRBY', K.group_held, group, -1)
+      if held <= 0 then
+        redis.call('HDEL', K.group_held, group)
+        held = 0
+      end
+      if not keep and redis.call('SISMEMBER', K.parked, group) == 1 then
+        if limit == false then limit = group_limit() end
+        if limit == nil then
+          moved = moved + unpark(group, nil, ready)
+        elseif held < limit then
+          moved = moved + unpark(group, limit - held, ready)
+        end
+      end
+    end
+  end
+  return moved
+end
+
+-- After the limit changed: every parked group gets the room the new limit gives it.
+local function unpark_all(ready)
+  local limit = group_limit()
+  local moved = 0
+  for _, group in ipairs(redis.call('SMEMBERS', K.parked)) do
+    local held = tonumber(redis.call('HGET', K.group_held, group)) or 0
+    if limit == nil then
+      moved = moved + unpark(group, nil, ready)
+    elseif held < limit then
+      moved = moved + unpark(group, limit - held, ready)
+    end
+  end
+  return moved
+end
 -- configure: writes the queue's configuration if it is still what the caller
 -- read (compare and set), so two concurrent configure() calls never lose a change.
--- Unpausing wakes the queue's idle workers.
+-- Unpausing wakes the queue's idle workers; a changed group_concurrency gives parked messages the
+-- room the new limit makes (lib/groups.lua) and wakes the workers too.
 --
--- KEYS: conf wake messages consumers
--- ARGV: the ten fields as read (task_gc_lifetime, task_gc_interval, filter_enums, failed_lifetime,
---       paused, max_deliveries, dead_letter_queue, events, events_max_count, events_max_age; '' for absent),
---       then the new ones
+-- KEYS: conf wake messages consumers pushes mid-circle
+-- ARGV: the twelve fields as read (task_gc_lifetime, task_gc_interval, filter_enums, failed_lifetime,
+--       paused, max_deliveries, dead_letter_queue, events, events_max_count, events_max_age,
+--       rate_limit ('<max>/<perMs>'), group_concurrency; '' for absent or none), then the new ones
 -- Reply: 0 when the configuration changed meanwhile, else 1 when written (2: the queue did not exist:
 --        no configuration, messages or consumers)
--- Include: common
+-- Include: common lanes groups
 
 check_layout()
 local fields = { 'task_gc_lifetime', 'task_gc_interval', 'filter_enums', 'failed_lifetime', 'paused', 'max_deliveries',
-  'dead_letter_queue', 'events', 'events_max_count', 'events_max_age' }
+  'dead_letter_queue', 'events', 'events_max_count', 'events_max_age', 'rate_limit', 'group_concurrency' }
 local n = #fields
 local current = redis.call('HMGET', K.conf, unpack(fields))
 for i = 1, n do
@@ -1198,6 +1464,13 @@ for i = 1, n do
 end
 redis.call('HSET', K.conf, unpack(pairs_))
 if ARGV[5] == '1' and ARGV[n + 5] ~= '1' then redis.call('PUBLISH', K.wake, 'resume') end
+if ARGV[12] ~= ARGV[n + 12] then
+  local ready = pending_ready()
+  if unpark_all(ready) > 0 then
+    flush_ready(ready)
+    redis.call('PUBLISH', K.wake, 'group-concurrency')
+  end
+end
 if created then return 2 end
 return 1
 `,
@@ -2452,6 +2725,8 @@ return lost
       'priorities',
       'lanes',
       'groups',
+      'group-held',
+      'parked',
       'metadata',
       'policies',
       'history',
@@ -2463,9 +2738,9 @@ return lost
       'debounce-of',
     ],
     readOnly: false,
-    sha: '57bf08fe7133d018b81e8e735abbb57e7d58e60c',
+    sha: '86ed32a6d7f15737db8d976d953bedb615e7f2be',
     source: `#!lua flags=allow-oom
-local K = { messages = KEYS[1], filters = KEYS[2], nattempts = KEYS[3], locks = KEYS[4], holders = KEYS[5], backoffs = KEYS[6], done = KEYS[7], done_at = KEYS[8], dedupe = KEYS[9], requeue = KEYS[10], requeue_content = KEYS[11], schedule = KEYS[12], lock_expiry = KEYS[13], outcomes = KEYS[14], updated_at = KEYS[15], mid_circle = KEYS[16], wake = KEYS[17], pushes = KEYS[18], losses = KEYS[19], conf = KEYS[20], events = KEYS[21], events_seq = KEYS[22], events_wake = KEYS[23], priorities = KEYS[24], lanes = KEYS[25], groups = KEYS[26], metadata = KEYS[27], policies = KEYS[28], history = KEYS[29], enqueued_at = KEYS[30], requeue_locks = KEYS[31], requeue_schedule = KEYS[32], failed = KEYS[33], debounce = KEYS[34], debounce_of = KEYS[35] }
+local K = { messages = KEYS[1], filters = KEYS[2], nattempts = KEYS[3], locks = KEYS[4], holders = KEYS[5], backoffs = KEYS[6], done = KEYS[7], done_at = KEYS[8], dedupe = KEYS[9], requeue = KEYS[10], requeue_content = KEYS[11], schedule = KEYS[12], lock_expiry = KEYS[13], outcomes = KEYS[14], updated_at = KEYS[15], mid_circle = KEYS[16], wake = KEYS[17], pushes = KEYS[18], losses = KEYS[19], conf = KEYS[20], events = KEYS[21], events_seq = KEYS[22], events_wake = KEYS[23], priorities = KEYS[24], lanes = KEYS[25], groups = KEYS[26], group_held = KEYS[27], parked = KEYS[28], metadata = KEYS[29], policies = KEYS[30], history = KEYS[31], enqueued_at = KEYS[32], requeue_locks = KEYS[33], requeue_schedule = KEYS[34], failed = KEYS[35], debounce = KEYS[36], debounce_of = KEYS[37] }
 -- common: helpers every script includes. K holds the queue's keys by name
 -- (see src/redis/keys.ts; in Lua '-' becomes '_' and '?' is dropped).
 --
@@ -2764,6 +3039,92 @@ local function unready(id)
   redis.call('LSET', list, at, '')
   return true
 end
+-- groups: at most the queue's group_concurrency messages of one group held (locked) at once. group-held
+-- counts each group's held messages (claim adds, every way out of a lock subtracts). A claim that pops a
+-- message whose group is full parks it in the group's list (\`mid-circle#<group>\`, a lane of its own,
+-- see common) instead of handing it out; when a held message of that group lets go, as many parked
+-- messages as the group has room for go back to the front of their lanes, and the caller publishes a
+-- wake-up. So a full group's messages are read once per release, not by every claim. Scripts include
+-- common and lanes before it.
+--
+-- KEYS: groups group-held parked conf messages
+
+-- The queue's limit, or nil for none.
+local function group_limit()
+  return tonumber(redis.call('HGET', K.conf, 'group_concurrency'))
+end
+
+-- Moves up to \`free\` (nil: all) of the group's parked messages back to the front of their lanes.
+-- Returns how many it moved.
+local function unpark(group, free, ready)
+  local list = ready_list('#' .. group)
+  local moved = 0
+  while free == nil or moved < free do
+    local ids = redis.call('RPOP', list, free and (free - moved) or 100)
+    if not ids then break end
+    for _, id in ipairs(ids) do
+      -- Blank entries (removed or debounced messages) and messages gone meanwhile are dropped.
+      if id ~= '' and redis.call('HGET', K.groups, id) == group then
+        push_ready(ready, lane_of(id), id, true)
+        moved = moved + 1
+      end
+    end
+  end
+  if redis.call('EXISTS', list) == 0 then redis.call('SREM', K.parked, group) end
+  return moved
+end
+
+-- Parks a message popped while its group was full, at the back of the group's line.
+local function park(group, id)
+  local lane = '#' .. group
+  redis.call('LPUSH', ready_list(lane), id)
+  redis.call('HINCRBY', K.pushes, lane, 1)
+  redis.call('SADD', K.parked, group)
+end
+
+-- The held messages \`ids\` let go of their locks (finished, lock expired): their groups' counts go down,
+-- and parked messages of those groups get the room, unless \`keep\` (the messages go back to the front
+-- of their lanes and take the room themselves: an expired lock). Returns how many went back to their lanes.
+local function release_groups(ids, ready, keep)
+  if redis.call('EXISTS', K.group_held) == 0 then return 0 end
+  check_rare()
+  local groups = hmget(K.groups, ids)
+  local limit, moved = false, 0
+  for i = 1, #ids do
+    local group = groups[i]
+    if group then
+      local held = redis.call('HINCRBY', K.group_held, group, -1)
+      if held <= 0 then
+        redis.call('HDEL', K.group_held, group)
+        held = 0
+      end
+      if not keep and redis.call('SISMEMBER', K.parked, group) == 1 then
+        if limit == false then limit = group_limit() end
+        if limit == nil then
+          moved = moved + unpark(group, nil, ready)
+        elseif held < limit then
+          moved = moved + unpark(group, limit - held, ready)
+        end
+      end
+    end
+  end
+  return moved
+end
+
+-- After the limit changed: every parked group gets the room the new limit gives it.
+local function unpark_all(ready)
+  local limit = group_limit()
+  local moved = 0
+  for _, group in ipairs(redis.call('SMEMBERS', K.parked)) do
+    local held = tonumber(redis.call('HGET', K.group_held, group)) or 0
+    if limit == nil then
+      moved = moved + unpark(group, nil, ready)
+    elseif held < limit then
+      moved = moved + unpark(group, limit - held, ready)
+    end
+  end
+  return moved
+end
 -- forget: removes every trace of a message from the queue's hashes, sets and
 -- sorted sets (not from a ready list: the caller knows whether it is in one).
 --
@@ -2915,13 +3276,13 @@ end
 --       backoff ms, error ('-' for none, else '+' and the text), started at ms ('' when it never ran),
 --       the error as the history keeps it ('' when it is the error itself, else '+' and the text)
 -- Reply: one string per finish: 'ok' or 'lost'
--- Include: common events lanes forget fail
+-- Include: common events lanes groups forget fail
 
 local PER = 7
 -- A batch of plain successes touches none of these.
 check_layout(nil, { 'history', 'losses', 'failed', 'conf', 'requeue_locks', 'requeue_schedule', 'requeue_content',
   'metadata', 'policies', 'enqueued_at', 'schedule', 'mid_circle', 'filters', 'pushes', 'priorities', 'lanes', 'groups',
-  'debounce', 'debounce_of' })
+  'debounce', 'debounce_of', 'group_held', 'parked' })
 local consumer = ARGV[1]
 local count = (#ARGV - 1) / PER
 if count == 0 then return {} end
@@ -2958,6 +3319,17 @@ local unlocked, outcomes, stamps, done, done_at, dedupe = {}, {}, {}, {}, {}, {}
 local replies = {}
 local woke = false
 local seen = {}
+-- A grouped message letting go makes room in its group: parked messages of it go back to their lanes.
+-- Done first: a dead-letter move (fail) forgets the message's group.
+local letting_go = {}
+for k, id in ipairs(ids) do
+  if holders[k] == consumer and attempts[k] == ARGV[2 + (k - 1) * PER + 1] and not seen[id] then
+    seen[id] = true
+    letting_go[#letting_go + 1] = id
+  end
+end
+seen = {}
+if #letting_go > 0 and release_groups(letting_go, ready) > 0 then woke = true end
 for k, id in ipairs(ids) do
   local base = 2 + (k - 1) * PER
   local attempt, outcome, backoff, err = ARGV[base + 1], ARGV[base + 2], tonumber(ARGV[base + 3]), ARGV[base + 4]
@@ -4047,6 +4419,7 @@ return reply
       'updated-at',
       'priorities',
       'groups',
+      'group-held',
       'policies',
       'history',
       'losses',
@@ -4056,9 +4429,9 @@ return reply
       'debounce-of',
     ],
     readOnly: false,
-    sha: '873f1757252c65951ed5a27938de20c21149e762',
+    sha: '8cdb517ce6bcc09642e7eb1d1b6f197d1fa7f5ba',
     source: `#!lua flags=allow-oom
-local K = { messages = KEYS[1], metadata = KEYS[2], filters = KEYS[3], classes = KEYS[4], pushes = KEYS[5], mid_circle = KEYS[6], schedule = KEYS[7], lock_expiry = KEYS[8], requeue_locks = KEYS[9], requeue_schedule = KEYS[10], dedupe = KEYS[11], failed = KEYS[12], lanes = KEYS[13], parked = KEYS[14], conf = KEYS[15], events = KEYS[16], events_seq = KEYS[17], events_wake = KEYS[18], done = KEYS[19], requeue = KEYS[20], backoffs = KEYS[21], locks = KEYS[22], nattempts = KEYS[23], holders = KEYS[24], outcomes = KEYS[25], enqueued_at = KEYS[26], updated_at = KEYS[27], priorities = KEYS[28], groups = KEYS[29], policies = KEYS[30], history = KEYS[31], losses = KEYS[32], requeue_content = KEYS[33], done_at = KEYS[34], debounce = KEYS[35], debounce_of = KEYS[36] }
+local K = { messages = KEYS[1], metadata = KEYS[2], filters = KEYS[3], classes = KEYS[4], pushes = KEYS[5], mid_circle = KEYS[6], schedule = KEYS[7], lock_expiry = KEYS[8], requeue_locks = KEYS[9], requeue_schedule = KEYS[10], dedupe = KEYS[11], failed = KEYS[12], lanes = KEYS[13], parked = KEYS[14], conf = KEYS[15], events = KEYS[16], events_seq = KEYS[17], events_wake = KEYS[18], done = KEYS[19], requeue = KEYS[20], backoffs = KEYS[21], locks = KEYS[22], nattempts = KEYS[23], holders = KEYS[24], outcomes = KEYS[25], enqueued_at = KEYS[26], updated_at = KEYS[27], priorities = KEYS[28], groups = KEYS[29], group_held = KEYS[30], policies = KEYS[31], history = KEYS[32], losses = KEYS[33], requeue_content = KEYS[34], done_at = KEYS[35], debounce = KEYS[36], debounce_of = KEYS[37] }
 -- common: helpers every script includes. K holds the queue's keys by name
 -- (see src/redis/keys.ts; in Lua '-' becomes '_' and '?' is dropped).
 --
@@ -4407,6 +4780,92 @@ local function unready(id)
   redis.call('LSET', list, at, '')
   return true
 end
+-- groups: at most the queue's group_concurrency messages of one group held (locked) at once. group-held
+-- counts each group's held messages (claim adds, every way out of a lock subtracts). A claim that pops a
+-- message whose group is full parks it in the group's list (\`mid-circle#<group>\`, a lane of its own,
+-- see common) instead of handing it out; when a held message of that group lets go, as many parked
+-- messages as the group has room for go back to the front of their lanes, and the caller publishes a
+-- wake-up. So a full group's messages are read once per release, not by every claim. Scripts include
+-- common and lanes before it.
+--
+-- KEYS: groups group-held parked conf messages
+
+-- The queue's limit, or nil for none.
+local function group_limit()
+  return tonumber(redis.call('HGET', K.conf, 'group_concurrency'))
+end
+
+-- Moves up to \`free\` (nil: all) of the group's parked messages back to the front of their lanes.
+-- Returns how many it moved.
+local function unpark(group, free, ready)
+  local list = ready_list('#' .. group)
+  local moved = 0
+  while free == nil or moved < free do
+    local ids = redis.call('RPOP', list, free and (free - moved) or 100)
+    if not ids then break end
+    for _, id in ipairs(ids) do
+      -- Blank entries (removed or debounced messages) and messages gone meanwhile are dropped.
+      if id ~= '' and redis.call('HGET', K.groups, id) == group then
+        push_ready(ready, lane_of(id), id, true)
+        moved = moved + 1
+      end
+    end
+  end
+  if redis.call('EXISTS', list) == 0 then redis.call('SREM', K.parked, group) end
+  return moved
+end
+
+-- Parks a message popped while its group was full, at the back of the group's line.
+local function park(group, id)
+  local lane = '#' .. group
+  redis.call('LPUSH', ready_list(lane), id)
+  redis.call('HINCRBY', K.pushes, lane, 1)
+  redis.call('SADD', K.parked, group)
+end
+
+-- The held messages \`ids\` let go of their locks (finished, lock expired): their groups' counts go down,
+-- and parked messages of those groups get the room, unless \`keep\` (the messages go back to the front
+-- of their lanes and take the room themselves: an expired lock). Returns how many went back to their lanes.
+local function release_groups(ids, ready, keep)
+  if redis.call('EXISTS', K.group_held) == 0 then return 0 end
+  check_rare()
+  local groups = hmget(K.groups, ids)
+  local limit, moved = false, 0
+  for i = 1, #ids do
+    local group = groups[i]
+    if group then
+      local held = redis.call('HINCRBY', K.group_held, group, -1)
+      if held <= 0 then
+        redis.call('HDEL', K.group_held, group)
+        held = 0
+      end
+      if not keep and redis.call('SISMEMBER', K.parked, group) == 1 then
+        if limit == false then limit = group_limit() end
+        if limit == nil then
+          moved = moved + unpark(group, nil, ready)
+        elseif held < limit then
+          moved = moved + unpark(group, limit - held, ready)
+        end
+      end
+    end
+  end
+  return moved
+end
+
+-- After the limit changed: every parked group gets the room the new limit gives it.
+local function unpark_all(ready)
+  local limit = group_limit()
+  local moved = 0
+  for _, group in ipairs(redis.call('SMEMBERS', K.parked)) do
+    local held = tonumber(redis.call('HGET', K.group_held, group)) or 0
+    if limit == nil then
+      moved = moved + unpark(group, nil, ready)
+    elseif held < limit then
+      moved = moved + unpark(group, limit - held, ready)
+    end
+  end
+  return moved
+end
 -- forget: removes every trace of a message from the queue's hashes, sets and
 -- sorted sets (not from a ready list: the caller knows whether it is in one).
 --
@@ -4586,6 +5045,7 @@ local function promote(now, ready, w)
   if #due > 0 or #expired > 0 then check_rare() end
   for _, id in ipairs(due) do end_wait(id, ready, w) end
   local max_deliveries = nil
+  local back = {}
   for _, id in ipairs(expired) do
     local holder = redis.call('HGET', K.holders, id)
     append_history(id, redis.call('HGET', K.nattempts, id), nil, now, holder, 'lost', nil)
@@ -4596,8 +5056,11 @@ local function promote(now, ready, w)
     if max_deliveries > 0 and losses >= max_deliveries then
       local err = max_deliveries_error(losses)
       event('failed', id, redis.call('HGET', K.nattempts, id), err)
+      -- Before fail: a dead-letter move forgets the message's group.
+      release_groups({ id }, ready, false)
       fail(id, now, 'error\\n' .. err)
     else
+      back[#back + 1] = id
       later(w, 'hdel', K.locks, id)
       later(w, 'hdel', K.holders, id)
       later(w, 'zrem', K.lock_expiry, id)
@@ -4605,6 +5068,9 @@ local function promote(now, ready, w)
       push_ready(ready, lane_of(id), id, true)
     end
   end
+  -- Their groups' counts go down; those back at the front of their lanes take the room themselves (so
+  -- parked ones keep their order behind them). Failed ones made room above.
+  if #back > 0 then release_groups(back, ready, true) end
   return #due == PROMOTE_LIMIT or #expired == PROMOTE_LIMIT
 end
 -- list: a page of messages in the wanted states, read from the indexes, never
@@ -4630,7 +5096,7 @@ end
 -- Reply: { 'end' when the listing is over, else 'more', then the position of the last message looked at
 --        (state, a, b, c), then per message: id, the seven fields of \`status\`, and with content: content,
 --        metadata JSON or nil, filter class or nil }
--- Include: common events state status lanes forget fail promote
+-- Include: common events state status lanes groups forget fail promote
 
 check_layout()
 events_begin()
@@ -4808,6 +5274,8 @@ return reply
       'priorities',
       'lanes',
       'groups',
+      'group-held',
+      'parked',
       'metadata',
       'policies',
       'history',
@@ -4828,9 +5296,9 @@ return reply
       'debounce-of',
     ],
     readOnly: false,
-    sha: 'e5034f790e55d290fbab40638af325be121f7b36',
+    sha: '4ba618f24c96a4d9c344d6cca7c7e1d46ae16bef',
     source: `#!lua
-local K = { messages = KEYS[1], wake = KEYS[2], pushes = KEYS[3], mid_circle = KEYS[4], conf = KEYS[5], events = KEYS[6], events_seq = KEYS[7], events_wake = KEYS[8], done = KEYS[9], requeue = KEYS[10], backoffs = KEYS[11], locks = KEYS[12], failed = KEYS[13], filters = KEYS[14], priorities = KEYS[15], lanes = KEYS[16], groups = KEYS[17], metadata = KEYS[18], policies = KEYS[19], history = KEYS[20], losses = KEYS[21], nattempts = KEYS[22], holders = KEYS[23], outcomes = KEYS[24], enqueued_at = KEYS[25], updated_at = KEYS[26], requeue_content = KEYS[27], schedule = KEYS[28], lock_expiry = KEYS[29], requeue_locks = KEYS[30], requeue_schedule = KEYS[31], done_at = KEYS[32], dedupe = KEYS[33], debounce = KEYS[34], debounce_of = KEYS[35] }
+local K = { messages = KEYS[1], wake = KEYS[2], pushes = KEYS[3], mid_circle = KEYS[4], conf = KEYS[5], events = KEYS[6], events_seq = KEYS[7], events_wake = KEYS[8], done = KEYS[9], requeue = KEYS[10], backoffs = KEYS[11], locks = KEYS[12], failed = KEYS[13], filters = KEYS[14], priorities = KEYS[15], lanes = KEYS[16], groups = KEYS[17], group_held = KEYS[18], parked = KEYS[19], metadata = KEYS[20], policies = KEYS[21], history = KEYS[22], losses = KEYS[23], nattempts = KEYS[24], holders = KEYS[25], outcomes = KEYS[26], enqueued_at = KEYS[27], updated_at = KEYS[28], requeue_content = KEYS[29], schedule = KEYS[30], lock_expiry = KEYS[31], requeue_locks = KEYS[32], requeue_schedule = KEYS[33], done_at = KEYS[34], dedupe = KEYS[35], debounce = KEYS[36], debounce_of = KEYS[37] }
 -- common: helpers every script includes. K holds the queue's keys by name
 -- (see src/redis/keys.ts; in Lua '-' becomes '_' and '?' is dropped).
 --
@@ -5156,6 +5624,92 @@ local function unready(id)
   redis.call('LSET', list, at, '')
   return true
 end
+-- groups: at most the queue's group_concurrency messages of one group held (locked) at once. group-held
+-- counts each group's held messages (claim adds, every way out of a lock subtracts). A claim that pops a
+-- message whose group is full parks it in the group's list (\`mid-circle#<group>\`, a lane of its own,
+-- see common) instead of handing it out; when a held message of that group lets go, as many parked
+-- messages as the group has room for go back to the front of their lanes, and the caller publishes a
+-- wake-up. So a full group's messages are read once per release, not by every claim. Scripts include
+-- common and lanes before it.
+--
+-- KEYS: groups group-held parked conf messages
+
+-- The queue's limit, or nil for none.
+local function group_limit()
+  return tonumber(redis.call('HGET', K.conf, 'group_concurrency'))
+end
+
+-- Moves up to \`free\` (nil: all) of the group's parked messages back to the front of their lanes.
+-- Returns how many it moved.
+local function unpark(group, free, ready)
+  local list = ready_list('#' .. group)
+  local moved = 0
+  while free == nil or moved < free do
+    local ids = redis.call('RPOP', list, free and (free - moved) or 100)
+    if not ids then break end
+    for _, id in ipairs(ids) do
+      -- Blank entries (removed or debounced messages) and messages gone meanwhile are dropped.
+      if id ~= '' and redis.call('HGET', K.groups, id) == group then
+        push_ready(ready, lane_of(id), id, true)
+        moved = moved + 1
+      end
+    end
+  end
+  if redis.call('EXISTS', list) == 0 then redis.call('SREM', K.parked, group) end
+  return moved
+end
+
+-- Parks a message popped while its group was full, at the back of the group's line.
+local function park(group, id)
+  local lane = '#' .. group
+  redis.call('LPUSH', ready_list(lane), id)
+  redis.call('HINCRBY', K.pushes, lane, 1)
+  redis.call('SADD', K.parked, group)
+end
+
+-- The held messages \`ids\` let go of their locks (finished, lock expired): their groups' counts go down,
+-- and parked messages of those groups get the room, unless \`keep\` (the messages go back to the front
+-- of their lanes and take the room themselves: an expired lock). Returns how many went back to their lanes.
+local function release_groups(ids, ready, keep)
+  if redis.call('EXISTS', K.group_held) == 0 then return 0 end
+  check_rare()
+  local groups = hmget(K.groups, ids)
+  local limit, moved = false, 0
+  for i = 1, #ids do
+    local group = groups[i]
+    if group then
+      local held = redis.call('HINCRBY', K.group_held, group, -1)
+      if held <= 0 then
+        redis.call('HDEL', K.group_held, group)
+        held = 0
+      end
+      if not keep and redis.call('SISMEMBER', K.parked, group) == 1 then
+        if limit == false then limit = group_limit() end
+        if limit == nil then
+          moved = moved + unpark(group, nil, ready)
+        elseif held < limit then
+          moved = moved + unpark(group, limit - held, ready)
+        end
+      end
+    end
+  end
+  return moved
+end
+
+-- After the limit changed: every parked group gets the room the new limit gives it.
+local function unpark_all(ready)
+  local limit = group_limit()
+  local moved = 0
+  for _, group in ipairs(redis.call('SMEMBERS', K.parked)) do
+    local held = tonumber(redis.call('HGET', K.group_held, group)) or 0
+    if limit == nil then
+      moved = moved + unpark(group, nil, ready)
+    elseif held < limit then
+      moved = moved + unpark(group, limit - held, ready)
+    end
+  end
+  return moved
+end
 -- forget: removes every trace of a message from the queue's hashes, sets and
 -- sorted sets (not from a ready list: the caller knows whether it is in one).
 --
@@ -5335,6 +5889,7 @@ local function promote(now, ready, w)
   if #due > 0 or #expired > 0 then check_rare() end
   for _, id in ipairs(due) do end_wait(id, ready, w) end
   local max_deliveries = nil
+  local back = {}
   for _, id in ipairs(expired) do
     local holder = redis.call('HGET', K.holders, id)
     append_history(id, redis.call('HGET', K.nattempts, id), nil, now, holder, 'lost', nil)
@@ -5345,8 +5900,11 @@ local function promote(now, ready, w)
     if max_deliveries > 0 and losses >= max_deliveries then
       local err = max_deliveries_error(losses)
       event('failed', id, redis.call('HGET', K.nattempts, id), err)
+      -- Before fail: a dead-letter move forgets the message's group.
+      release_groups({ id }, ready, false)
       fail(id, now, 'error\\n' .. err)
     else
+      back[#back + 1] = id
       later(w, 'hdel', K.locks, id)
       later(w, 'hdel', K.holders, id)
       later(w, 'zrem', K.lock_expiry, id)
@@ -5354,6 +5912,9 @@ local function promote(now, ready, w)
       push_ready(ready, lane_of(id), id, true)
     end
   end
+  -- Their groups' counts go down; those back at the front of their lanes take the room themselves (so
+  -- parked ones keep their order behind them). Failed ones made room above.
+  if #back > 0 then release_groups(back, ready, true) end
   return #due == PROMOTE_LIMIT or #expired == PROMOTE_LIMIT
 end
 -- promote-now: ends backoffs now: queued-with-backoff → queued, done-with-requeue
@@ -5362,7 +5923,7 @@ end
 -- KEYS: messages wake pushes mid-circle
 -- ARGV: ids
 -- Reply: one string per id: 'ok', else its state ('' when unknown)
--- Include: common events state lanes forget fail promote
+-- Include: common events state lanes groups forget fail promote
 
 check_layout()
 local now = now_ms()

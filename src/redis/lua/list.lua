@@ -22,7 +22,7 @@
 -- Reply: { 'end' when the listing is over, else 'more', then the position of the last message looked at
 --        (state, a, b, c), then per message: id, the seven fields of `status`, and with content: content,
 --        metadata JSON or nil, filter class or nil }
--- Include: common events state status lanes forget fail promote
+-- Include: common events state status lanes groups forget fail promote
 
 check_layout()
 events_begin()
