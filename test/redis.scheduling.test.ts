@@ -11,7 +11,7 @@ import { after, before, describe, test } from 'node:test';
 import { connect, type Client } from '../src/index.js';
 import { startCluster, type RedisCluster } from '../scripts/servers/redis.mjs';
 import { deletePrefixes, redisTestUrl } from './fixtures/redis-server.js';
-import type { ClaimRequest, ClaimResult } from '../src/store/contract.js';
+import type { ClaimRequest, ClaimResult, NewMessage } from '../src/store/contract.js';
 
 const base = redisTestUrl();
 const dir = mkdtempSync(join(tmpdir(), 'kvmq-redis-scheduling-'));
@@ -329,6 +329,89 @@ for (const server of Object.keys(SERVERS) as (keyof typeof SERVERS)[]) {
       assert.deepEqual(await claimIds(c, 'q', 10, { consumerId: 'c2' }), []);
       await c.configure('q', { rateLimit: null });
       assert.equal((await claimIds(c, 'q', 10)).length, 6);
+    });
+  });
+}
+
+function newMessage(id: string, more: Partial<NewMessage> = {}): NewMessage {
+  return {
+    id,
+    payload: Buffer.from(JSON.stringify(id)),
+    encoding: 'json',
+    metadata: {},
+    filters: {},
+    filterClass: '',
+    initialBackoffMs: 0,
+    allowRequeue: false,
+    replacePayload: false,
+    policy: null,
+    priority: 0,
+    group: null,
+    debounceId: null,
+    ...more,
+  };
+}
+
+for (const server of Object.keys(SERVERS) as (keyof typeof SERVERS)[]) {
+  void describe(`redis ${server}: schedules`, () => {
+    void test('put, list sorted by name, replace, remove; clear keeps them', async () => {
+      const c = await open(server);
+      assert.equal(await c.store.putSchedule('q', { name: 'nightly', body: '{"a":1}', nextAt: 2000 }), true);
+      assert.equal(await c.store.putSchedule('q', { name: 'every-5s', body: '{"b": "x y"}', nextAt: 1000 }), true);
+      assert.equal(await c.store.putSchedule('q', { name: 'nightly', body: '{"a":2}', nextAt: 3000 }), false);
+      assert.deepEqual(await c.store.schedules('q'), [
+        { name: 'every-5s', body: '{"b": "x y"}', nextAt: 1000 },
+        { name: 'nightly', body: '{"a":2}', nextAt: 3000 },
+      ]);
+      await c.clear('q');
+      assert.equal((await c.store.schedules('q')).length, 2);
+      assert.equal(await c.store.removeSchedule('q', 'nightly'), true);
+      assert.equal(await c.store.removeSchedule('q', 'nightly'), false);
+      assert.deepEqual(
+        (await c.store.schedules('q')).map((s) => s.name),
+        ['every-5s'],
+      );
+      assert.deepEqual(await c.store.schedules('other'), []);
+    });
+
+    void test('fireSchedule: compare-and-set and enqueue in one step; one winner among concurrent firings', async () => {
+      const c = await open(server);
+      await c.configure('q', { events: true });
+      const s = { name: 'tick', body: '{"every":1000}', nextAt: 1000 };
+      await c.store.putSchedule('q', s);
+      const firings = await Promise.all(
+        Array.from({ length: 5 }, () => c.store.fireSchedule('q', s, 2000, [newMessage('tick:1000', { priority: 2 })])),
+      );
+      const won = firings.filter((f) => f !== null);
+      assert.equal(won.length, 1);
+      assert.deepEqual(won[0], [{ ok: true, id: 'tick:1000', action: 'added' }]);
+      assert.deepEqual(await c.store.schedules('q'), [{ ...s, nextAt: 2000 }]);
+      assert.equal((await c.show('q', 'tick:1000'))?.priority, 2);
+      // Stale: nothing written.
+      assert.equal(await c.store.fireSchedule('q', s, 3000, [newMessage('tick:2000')]), null);
+      assert.equal(await c.status('q', 'tick:2000'), null);
+      // A changed body is a different schedule too.
+      assert.equal(await c.store.fireSchedule('q', { ...s, nextAt: 2000, body: '{}' }, 3000, []), null);
+      // The enqueue path: a duplicate id is refused in its result, a debounce id debounces.
+      const next = { ...s, nextAt: 2000 };
+      assert.deepEqual(
+        await c.store.fireSchedule('q', next, 3000, [
+          newMessage('tick:1000'),
+          newMessage('d1', { debounceId: 'deb', initialBackoffMs: 60_000 }),
+          newMessage('d2', { debounceId: 'deb', initialBackoffMs: 60_000 }),
+        ]),
+        [
+          { ok: false, id: 'tick:1000', state: 'queued' },
+          { ok: true, id: 'd1', action: 'added' },
+          { ok: true, id: 'd1', action: 'debounced' },
+        ],
+      );
+      assert.equal(await c.store.fireSchedule('q', { ...s, nextAt: 9 }, 10, []), null);
+      await c.store.removeSchedule('q', 'tick');
+      assert.equal(await c.store.fireSchedule('q', { ...s, nextAt: 3000 }, 4000, [newMessage('x')]), null);
+      assert.equal(await c.status('q', 'x'), null);
+      const events = (await c.readEvents('q')).events.map((e) => `${e.type} ${e.id}`);
+      assert.deepEqual(events, ['enqueued tick:1000', 'enqueued d1', 'enqueued d1']);
     });
   });
 }

@@ -3425,6 +3425,579 @@ if woke then redis.call('PUBLISH', K.wake, 'finish') end
 return replies
 `,
   },
+  fireSchedule: {
+    name: 'fire-schedule',
+    keys: [
+      'schedules',
+      'conf',
+      'events',
+      'events-seq',
+      'events-wake',
+      'done',
+      'requeue',
+      'backoffs',
+      'locks',
+      'failed',
+      'filters',
+      'priorities',
+      'lanes',
+      'groups',
+      'messages',
+      'metadata',
+      'classes',
+      'nattempts',
+      'holders',
+      'outcomes',
+      'enqueued-at',
+      'updated-at',
+      'requeue-content',
+      'schedule',
+      'done-at',
+      'dedupe',
+      'mid-circle',
+      'wake',
+      'policies',
+      'losses',
+      'requeue-locks',
+      'requeue-schedule',
+      'pushes',
+      'debounce',
+      'debounce-of',
+    ],
+    readOnly: false,
+    sha: '93d6e4463dc52331f096999f9b1d615a4e43fc20',
+    source: `#!lua
+local K = { schedules = KEYS[1], conf = KEYS[2], events = KEYS[3], events_seq = KEYS[4], events_wake = KEYS[5], done = KEYS[6], requeue = KEYS[7], backoffs = KEYS[8], locks = KEYS[9], failed = KEYS[10], filters = KEYS[11], priorities = KEYS[12], lanes = KEYS[13], groups = KEYS[14], messages = KEYS[15], metadata = KEYS[16], classes = KEYS[17], nattempts = KEYS[18], holders = KEYS[19], outcomes = KEYS[20], enqueued_at = KEYS[21], updated_at = KEYS[22], requeue_content = KEYS[23], schedule = KEYS[24], done_at = KEYS[25], dedupe = KEYS[26], mid_circle = KEYS[27], wake = KEYS[28], policies = KEYS[29], losses = KEYS[30], requeue_locks = KEYS[31], requeue_schedule = KEYS[32], pushes = KEYS[33], debounce = KEYS[34], debounce_of = KEYS[35] }
+-- common: helpers every script includes. K holds the queue's keys by name
+-- (see src/redis/keys.ts; in Lua '-' becomes '_' and '?' is dropped).
+--
+-- KEYS: (none of its own)
+
+-- The types kvmq keeps in each key, to refuse foreign data before writing anything.
+local KEY_TYPES = {
+  messages = 'hash', locks = 'hash', backoffs = 'hash', nattempts = 'hash', mid_circle = 'list',
+  done = 'set', requeue = 'set', eoq_backoff = 'string', ndry_runs = 'string', metadata = 'hash',
+  filters = 'hash', classes = 'set', holders = 'hash', outcomes = 'hash', enqueued_at = 'hash',
+  updated_at = 'hash', requeue_content = 'hash', schedule = 'zset', lock_expiry = 'zset',
+  done_at = 'zset', dedupe = 'zset', conf = 'hash', consumers = 'hash', gc_lock = 'string',
+  gc_at = 'string', policies = 'hash', history = 'hash', losses = 'hash', pushes = 'hash',
+  requeue_locks = 'zset', requeue_schedule = 'zset', failed = 'zset', events = 'stream', events_seq = 'string',
+  priorities = 'hash', lanes = 'zset', groups = 'hash', group_held = 'hash', parked = 'set', debounce = 'hash',
+  debounce_of = 'hash', rate_tat = 'string', schedules = 'hash',
+}
+
+-- Lua's unpack has a stack limit; variadic commands go in chunks of this many arguments.
+local CHUNK = 1000
+
+-- One clock for every decision: the Redis server's. Redis 7 replicates a
+-- script's effects, not the script, so reading TIME before writing is safe.
+local function now_ms()
+  local t = redis.call('TIME')
+  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+end
+
+local function layout_error(key, found, expected)
+  error({ err = 'KVMQ_LAYOUT key ' .. key .. ' holds a ' .. found .. ', not the ' .. expected .. ' kvmq keeps there' })
+end
+
+local function check_type(key, expected)
+  local found = redis.call('TYPE', key).ok
+  if found ~= 'none' and found ~= expected then layout_error(key, found, expected) end
+end
+
+-- The ready list of a lane: a filter class (\`mid-circle\` for messages without filters), followed by '@'
+-- and a 4-digit priority when above 0 (\`mid-circle:a=x@0003\`, \`mid-circle@0003\`); '#<group>' is the list
+-- of a full group's parked messages (\`mid-circle#<group>\`).
+local function ready_list(lane)
+  if lane == '' then return K.mid_circle end
+  local c = string.byte(lane, 1)
+  if c == 64 or c == 35 then return K.mid_circle .. lane end
+  return K.mid_circle .. ':' .. lane
+end
+
+-- The lane of a class and a priority (a number, a string or nil: 0).
+local function lane_for(class, priority)
+  local p = tonumber(priority) or 0
+  if p == 0 then return class end
+  return class .. '@' .. string.format('%04d', p)
+end
+
+-- A lane's filter class and priority.
+local function lane_parts(lane)
+  local at = string.find(lane, '@', 1, true)
+  if at == nil then return lane, 0 end
+  return string.sub(lane, 1, at - 1), tonumber(string.sub(lane, at + 1))
+end
+
+-- A message's filter class ('' for none); the script must take the \`filters\` key.
+local function class_of(id)
+  return redis.call('HGET', K.filters, id) or ''
+end
+
+-- Checks every key the script was given, and the ready list of every filter
+-- class known or about to be added, before the script writes anything: a
+-- script that stopped half-way would leave messages half-written.
+-- Keys a script touches only on its rare paths (see check_rare).
+local RARE = {}
+local rare_checked = false
+-- Keys a helper checks itself, only when it is about to use them (lib/events.lua: with events on).
+local CHECKED_BY_HELPER = {}
+
+-- \`rare\` (optional) names keys left to check_rare, so a hot path pays no TYPE call for them.
+local function check_layout(new_classes, rare)
+  for _, name in ipairs(rare or {}) do RARE[name] = true end
+  for name, key in pairs(K) do
+    local expected = KEY_TYPES[name]
+    if expected ~= nil and not RARE[name] and not CHECKED_BY_HELPER[name] then check_type(key, expected) end
+  end
+  if K.classes ~= nil and K.mid_circle ~= nil then
+    for _, class in ipairs(redis.call('SMEMBERS', K.classes)) do check_type(ready_list(class), 'list') end
+    for _, class in ipairs(new_classes or {}) do check_type(ready_list(class), 'list') end
+  end
+end
+
+-- Checks the keys check_layout left out, once, when a rare path (a failure, a lost lock) starts:
+-- the caller calls it before that path writes anything.
+local function check_rare()
+  if rare_checked then return end
+  rare_checked = true
+  for name in pairs(RARE) do
+    if K[name] ~= nil and not CHECKED_BY_HELPER[name] then check_type(K[name], KEY_TYPES[name]) end
+  end
+end
+
+-- Runs \`cmd key ...args\` in chunks (args must come in whole pairs for HSET/ZADD: CHUNK is even).
+local function call_chunked(cmd, key, args)
+  for i = 1, #args, CHUNK do
+    redis.call(cmd, key, unpack(args, i, math.min(i + CHUNK - 1, #args)))
+  end
+end
+
+-- HMGET in chunks; the values line up with \`fields\`.
+local function hmget(key, fields)
+  if #fields <= CHUNK then return redis.call('HMGET', key, unpack(fields)) end
+  local values = {}
+  for i = 1, #fields, CHUNK do
+    local part = redis.call('HMGET', key, unpack(fields, i, math.min(i + CHUNK - 1, #fields)))
+    for j = 1, #part do values[i + j - 1] = part[j] end
+  end
+  return values
+end
+
+-- Writes gathered during a script and sent at its end, one command per key.
+local function pending_writes()
+  return { hset = {}, hdel = {}, zadd = {}, zrem = {}, sadd = {}, srem = {} }
+end
+
+-- Removals go first, so a field removed and set by one script ends up set.
+local function flush_writes(w)
+  for _, cmd in ipairs({ 'hdel', 'srem', 'zrem', 'hset', 'sadd', 'zadd' }) do
+    for key, args in pairs(w[cmd]) do
+      call_chunked(string.upper(cmd), key, args)
+    end
+  end
+end
+
+-- Queues \`cmd key a [b]\` in \`w\` (b for the pair commands hset and zadd).
+local function later(w, cmd, key, a, b)
+  local args = w[cmd][key]
+  if args == nil then
+    args = {}
+    w[cmd][key] = args
+  end
+  args[#args + 1] = a
+  if b ~= nil then args[#args + 1] = b end
+end
+
+-- Ready pushes of this script: \`back\` ones join the end of the line (LPUSH:
+-- the list's next is on the right), \`front\` ones are next (RPUSH).
+local function pending_ready()
+  return { back = {}, front = {}, count = 0 }
+end
+
+local function push_ready(r, class, id, front)
+  local side = front and r.front or r.back
+  local list = side[class]
+  if list == nil then
+    list = {}
+    side[class] = list
+  end
+  list[#list + 1] = id
+  r.count = r.count + 1
+end
+
+-- Back pushes are counted per list (\`pushes\`): a listing's cursor holds an index
+-- from the back, which only these pushes shift (claims pop the front; nothing is cut from the middle).
+-- A lane of a priority above 0 joins \`lanes\`, which claims read in priority order.
+local function flush_ready(r)
+  for class, ids in pairs(r.back) do
+    call_chunked('LPUSH', ready_list(class), ids)
+    redis.call('HINCRBY', K.pushes, class, #ids)
+  end
+  for class, ids in pairs(r.front) do
+    if string.find(class, '@', 1, true) then redis.call('ZADD', K.lanes, select(2, lane_parts(class)), class) end
+  end
+  for class in pairs(r.back) do
+    if string.find(class, '@', 1, true) then redis.call('ZADD', K.lanes, select(2, lane_parts(class)), class) end
+  end
+  for class, ids in pairs(r.front) do
+    -- The earliest is pushed last, so it is the next out.
+    local reversed = {}
+    for i = #ids, 1, -1 do reversed[#reversed + 1] = ids[i] end
+    call_chunked('RPUSH', ready_list(class), reversed)
+  end
+end
+-- events: queue events, written by the very script whose transition they describe, while the queue's
+-- configuration has events on (\`events\` '1' in conf, read by that script). A script gathers its events
+-- and appends them at its end to the \`events\` stream, up to ENTRY_EVENTS per entry. \`events-seq\` counts
+-- every event ever written, so events have dense numbers; an entry's id is \`<n>-0\`, n the number of its
+-- last event, and its fields are \`at\` (the server's ms), \`n\` (how many events it holds) and \`events\`: one
+-- line per event, '<type> <attempt> <id>', then ' ' and the error (newlines and backslashes escaped) for
+-- failed and retrying events that have one. One string per entry, not a field pair per event: XADD then
+-- takes five arguments, whatever the batch, and an entry is a single listpack value.
+-- Dense numbers let a reader see trimmed events as a gap, and make trimming by count a MINID.
+--
+-- KEYS: conf events events-seq events-wake
+
+-- Events per stream entry: an entry stays within one listpack node (4 KB), so reads and GC stay cheap.
+local ENTRY_EVENTS = 100
+-- model/events.ts EVENTS_MAX_COUNT
+local DEFAULT_EVENTS_MAX_COUNT = 10000
+
+-- events_begin checks these when events are on; with events off a script neither pays for them nor
+-- minds what they hold.
+CHECKED_BY_HELPER.events = true
+CHECKED_BY_HELPER.events_seq = true
+
+-- on: nil until events_begin, then whether this queue writes events.
+local EV = { on = nil, max = DEFAULT_EVENTS_MAX_COUNT, lines = {} }
+
+-- The conf fields events_begin takes, for a script that reads them with others of its own.
+local EVENTS_CONF = { 'events', 'events_max_count' }
+
+-- Reads the queue's events flag and bound (or takes them as read: \`read\`, the values of EVENTS_CONF).
+-- Call it before the script writes anything.
+local function events_begin(read)
+  local conf = read
+  if conf == nil then
+    -- A conf of another type fails here, before any write (scripts on a hot path leave it out of check_layout).
+    conf = redis.pcall('HMGET', K.conf, unpack(EVENTS_CONF))
+    if conf.err then layout_error(K.conf, redis.call('TYPE', K.conf).ok, 'hash') end
+  end
+  EV.on = conf[1] == '1'
+  if EV.on then
+    EV.max = tonumber(conf[2]) or DEFAULT_EVENTS_MAX_COUNT
+    check_type(K.events, 'stream')
+    check_type(K.events_seq, 'string')
+  end
+end
+
+-- An error's text on one line (src/redis/events.ts unescapes it).
+local ESCAPES = { ['\\\\'] = '\\\\\\\\', ['\\n'] = '\\\\n' }
+
+-- Attempts as text, made once: Lua formats a number with sprintf, which would cost more than the rest
+-- of an event.
+local ATTEMPT_TEXT = {}
+local function attempt_text(attempt)
+  if type(attempt) == 'string' then return attempt end
+  local n = attempt or 0
+  local text = ATTEMPT_TEXT[n]
+  if text == nil then
+    text = string.format('%d', n)
+    ATTEMPT_TEXT[n] = text
+  end
+  return text
+end
+
+-- Notes an event of this script's transition (the attempt a number, or its text); written by events_flush.
+-- Hot loops test EV.on first; the hottest (enqueue) appends its line to EV.lines itself.
+local function event(kind, id, attempt, err)
+  if EV.on == nil then error('kvmq: event() before events_begin()') end
+  if not EV.on then return end
+  local line = kind .. ' ' .. attempt_text(attempt) .. ' ' .. id
+  if err then line = line .. ' ' .. string.gsub(err, '[\\\\\\n]', ESCAPES) end
+  EV.lines[#EV.lines + 1] = line
+end
+
+-- Appends event lines to a queue's stream, numbering them from its \`seq\` key, and trims inline to about
+-- \`max\` events: MINID ~ drops whole stream nodes only, never an event within the bound.
+local function append_events(stream, seq, wake, max, now, lines)
+  local count = #lines
+  if count == 0 then return end
+  local last = redis.call('INCRBY', seq, count)
+  local first = last - count + 1
+  local keep = string.format('%d', math.max(1, last - max + 1))
+  for i = 1, count, ENTRY_EVENTS do
+    local j = math.min(i + ENTRY_EVENTS - 1, count)
+    redis.call('XADD', stream, 'MINID', '~', keep, string.format('%d-0', first + j - 1), 'at', now, 'n', j - i + 1,
+      'events', table.concat(lines, '\\n', i, j))
+  end
+  redis.call('PUBLISH', wake, '')
+end
+
+-- Writes the events noted by this script.
+local function events_flush(now)
+  if EV.on and #EV.lines > 0 then append_events(K.events, K.events_seq, K.events_wake, EV.max, now, EV.lines) end
+  EV.lines = {}
+end
+-- state: a message's state, derived from Carmine's keys as Carmine derives it,
+-- plus kvmq's done-with-requeue and failed. Expired locks and backoffs count as over.
+--
+-- KEYS: done requeue backoffs locks failed
+
+-- The state of a message known to exist, at \`now\`.
+local function state_of(id, now)
+  if redis.call('ZSCORE', K.failed, id) then return 'failed', nil end
+  local backoff = tonumber(redis.call('HGET', K.backoffs, id)) or 0
+  if redis.call('SISMEMBER', K.done, id) == 1 then
+    local requeued = redis.call('SISMEMBER', K.requeue, id) == 1
+    if backoff > now then
+      if requeued then return 'done-with-requeue', backoff end
+      return 'done-with-backoff', backoff
+    end
+    -- A requeue whose backoff ended is queued, even before a claim moves it to its ready list.
+    if requeued then return 'queued', nil end
+    return 'done-awaiting-gc', nil
+  end
+  local lock = tonumber(redis.call('HGET', K.locks, id)) or 0
+  if lock > now then
+    if redis.call('SISMEMBER', K.requeue, id) == 1 then return 'locked-with-requeue', lock end
+    return 'locked', lock
+  end
+  if backoff > now then return 'queued-with-backoff', backoff end
+  return 'queued', nil
+end
+-- lanes: where a message waits when ready. A lane is a filter class, with its priority when above 0
+-- (see ready_list in common); a grouped message claimed while its group was full waits in its group's
+-- parked list instead (lib/groups.lua).
+--
+-- KEYS: filters priorities lanes groups
+
+-- The lane a message joins when it becomes ready.
+local function lane_of(id)
+  return lane_for(class_of(id), redis.call('HGET', K.priorities, id))
+end
+
+-- Blanks a queued message's entry where it waits (its ready list, else its group's parked list), in
+-- place, so list cursors keep their positions; a claim drops blank entries. False when not found.
+local function unready(id)
+  local list = ready_list(lane_of(id))
+  local at = redis.call('LPOS', list, id)
+  if not at then
+    local group = redis.call('HGET', K.groups, id)
+    if not group then return false end
+    list = ready_list('#' .. group)
+    at = redis.call('LPOS', list, id)
+    if not at then return false end
+  end
+  redis.call('LSET', list, at, '')
+  return true
+end
+-- enqueue: adds messages, or answers for ids that exist. An existing id is
+-- refused with its state, except: done-awaiting-gc is revived with the new
+-- content; with allowRequeue, locked is marked to run again after it finishes,
+-- and done-with-backoff to run again when its backoff ends. A failed id is refused
+-- (retry or remove frees it). Each enqueue that is not refused writes an \`enqueued\` event (events on).
+-- Shared by the enqueue script and fire-schedule, so a schedule's messages are enqueued exactly alike.
+-- Scripts include common, events, state and lanes before it.
+--
+-- KEYS: messages metadata filters classes nattempts locks holders backoffs done requeue outcomes
+--       enqueued-at updated-at requeue-content schedule done-at dedupe mid-circle wake policies losses
+--       requeue-locks requeue-schedule pushes priorities lanes groups debounce debounce-of
+
+-- ARGV per message, from \`first\`: id, content (encoding tag + payload), metadata JSON ('' for none),
+-- filter class ('' for none), initial backoff ms, flags (1: allowRequeue, 2: replacePayload),
+-- policy JSON ('' for none), priority ('' for 0), group ('' for none), debounce id ('' for none).
+local ENQUEUE_PER = 10
+
+-- Checks the layout for the messages from ARGV[first] (before anything is written).
+local function enqueue_check(first, also)
+  local lanes = {}
+  local rare = false
+  for i = first, #ARGV, ENQUEUE_PER do
+    local class, priority = ARGV[i + 3], ARGV[i + 7]
+    if class ~= '' or priority ~= '' then lanes[#lanes + 1] = lane_for(class, priority) end
+    if priority ~= '' or ARGV[i + 8] ~= '' or ARGV[i + 9] ~= '' then rare = true end
+  end
+  local skip = { 'conf', 'priorities', 'lanes', 'groups', 'debounce', 'debounce_of' }
+  for _, name in ipairs(also or {}) do skip[#skip + 1] = name end
+  check_layout(lanes, skip)
+  if rare then check_rare() end
+end
+
+-- Enqueues the messages from ARGV[first] (enqueue_check has run); returns one reply per message and
+-- whether any message became ready or scheduled (the caller publishes the wake-up after its events).
+local function enqueue(first)
+  events_begin()
+  local now = now_ms()
+  local w = pending_writes()
+  local ready = pending_ready()
+  local replies = {}
+  local changed = false
+
+  -- Content, metadata, filters, priority and group of a message that starts a new run, queued now or
+  -- after \`backoff\` ms.
+  local function place(id, meta, class, backoff, revived, policy, priority, group)
+    if meta ~= '' then later(w, 'hset', K.metadata, id, meta) elseif revived then later(w, 'hdel', K.metadata, id) end
+    if policy ~= '' then later(w, 'hset', K.policies, id, policy) elseif revived then later(w, 'hdel', K.policies, id) end
+    if class ~= '' then
+      later(w, 'hset', K.filters, id, class)
+      later(w, 'sadd', K.classes, class)
+    elseif revived then
+      later(w, 'hdel', K.filters, id)
+    end
+    if priority ~= '' then later(w, 'hset', K.priorities, id, priority) elseif revived then later(w, 'hdel', K.priorities, id) end
+    if group ~= '' then later(w, 'hset', K.groups, id, group) elseif revived then later(w, 'hdel', K.groups, id) end
+    later(w, 'hset', K.enqueued_at, id, now)
+    if backoff > 0 then
+      -- Written now: a duplicate later in this batch must see the backoff.
+      redis.call('HSET', K.backoffs, id, now + backoff)
+      later(w, 'zadd', K.schedule, now + backoff, id)
+    else
+      push_ready(ready, lane_for(class, priority), id, false)
+    end
+    changed = true
+  end
+
+  -- A debounce: the message \`wid\` took debounce id \`did\` last; when it is still waiting (queued or
+  -- queued-with-backoff, not held and not a requeue's new run), it takes this content and metadata and
+  -- becomes ready \`backoff\` ms from now, keeping its id, filters, priority, group and policy. Returns
+  -- whether it did (else the new message is added as usual and takes the debounce id).
+  local function debounce(wid, content, meta, backoff)
+    if redis.call('HEXISTS', K.messages, wid) == 0 or redis.call('SISMEMBER', K.done, wid) == 1
+      or redis.call('HEXISTS', K.locks, wid) == 1 or redis.call('ZSCORE', K.failed, wid) then
+      return false
+    end
+    if redis.call('ZSCORE', K.schedule, wid) then
+      redis.call('ZREM', K.schedule, wid)
+      redis.call('HDEL', K.backoffs, wid)
+    elseif not unready(wid) then
+      return false
+    end
+    redis.call('HSET', K.messages, wid, content)
+    if meta ~= '' then redis.call('HSET', K.metadata, wid, meta) else redis.call('HDEL', K.metadata, wid) end
+    redis.call('HSET', K.updated_at, wid, now)
+    if backoff > 0 then
+      redis.call('HSET', K.backoffs, wid, now + backoff)
+      redis.call('ZADD', K.schedule, now + backoff, wid)
+    else
+      push_ready(ready, lane_of(wid), wid, false)
+    end
+    event('enqueued', wid, redis.call('HGET', K.nattempts, wid) or 0)
+    changed = true
+    return true
+  end
+
+  -- The debounce index: \`did\` → id, and back, so the entry leaves with the message.
+  local function index_debounce(id, did)
+    if did ~= '' then
+      redis.call('HSET', K.debounce, did, id)
+      redis.call('HSET', K.debounce_of, id, did)
+      return
+    end
+    local old = redis.call('HGET', K.debounce_of, id)
+    if old then
+      redis.call('HDEL', K.debounce_of, id)
+      if redis.call('HGET', K.debounce, old) == id then redis.call('HDEL', K.debounce, old) end
+    end
+  end
+
+  -- What is left of a finished run, before its id starts a new one (its history stays).
+  local function forget_run(id)
+    for _, key in ipairs({ K.nattempts, K.outcomes, K.backoffs, K.locks, K.holders, K.updated_at, K.requeue_content,
+      K.losses }) do
+      redis.call('HDEL', key, id)
+    end
+    redis.call('SREM', K.done, id)
+    redis.call('ZREM', K.done_at, id)
+    redis.call('ZREM', K.dedupe, id)
+  end
+
+  for i = first, #ARGV, ENQUEUE_PER do
+    local id, content, meta, class = ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3]
+    local backoff, flags, policy = tonumber(ARGV[i + 4]), tonumber(ARGV[i + 5]), ARGV[i + 6]
+    local priority, group, did = ARGV[i + 7], ARGV[i + 8], ARGV[i + 9]
+    local allow_requeue, replace = flags % 2 == 1, flags >= 2
+    local waiting = nil
+    if did ~= '' then
+      -- Earlier messages of the batch are written first: one of them may be the waiting one.
+      flush_writes(w)
+      flush_ready(ready)
+      w, ready = pending_writes(), pending_ready()
+      waiting = redis.call('HGET', K.debounce, did)
+    end
+    if waiting and debounce(waiting, content, meta, backoff) then
+      replies[#replies + 1] = 'debounced ' .. waiting
+    elseif redis.call('HSETNX', K.messages, id, content) == 1 then
+      place(id, meta, class, backoff, false, policy, priority, group)
+      if did ~= '' then index_debounce(id, did) end
+      -- event('enqueued', id, 0), without the call: the hottest path there is.
+      if EV.on then EV.lines[#EV.lines + 1] = 'enqueued 0 ' .. id end
+      replies[#replies + 1] = 'added'
+    else
+      local state, ends = state_of(id, now)
+      -- An enqueue that revives or marks a message records the attempt it is at.
+      if EV.on and (state == 'done-awaiting-gc' or (allow_requeue and (state == 'done-with-backoff' or state == 'locked'))) then
+        event('enqueued', id, redis.call('HGET', K.nattempts, id))
+      end
+      if state == 'done-awaiting-gc' then
+        redis.call('HSET', K.messages, id, content)
+        forget_run(id)
+        place(id, meta, class, backoff, true, policy, priority, group)
+        index_debounce(id, did)
+        replies[#replies + 1] = 'revived'
+      elseif allow_requeue and state == 'done-with-backoff' then
+        -- done-with-requeue: queued when the backoff ends, as a new run.
+        redis.call('SADD', K.requeue, id)
+        redis.call('ZREM', K.dedupe, id)
+        redis.call('ZADD', K.schedule, ends, id)
+        redis.call('ZADD', K.requeue_schedule, ends, id)
+        redis.call('HDEL', K.nattempts, id)
+        redis.call('HDEL', K.losses, id)
+        if replace then redis.call('HSET', K.messages, id, content) end
+        later(w, 'hset', K.updated_at, id, now)
+        replies[#replies + 1] = 'requeued'
+        changed = true
+      elseif allow_requeue and state == 'locked' then
+        redis.call('SADD', K.requeue, id)
+        redis.call('ZADD', K.requeue_locks, ends, id)
+        if replace then redis.call('HSET', K.requeue_content, id, content) end
+        later(w, 'hset', K.updated_at, id, now)
+        replies[#replies + 1] = 'requeued'
+      else
+        replies[#replies + 1] = state
+      end
+    end
+  end
+
+  flush_writes(w)
+  flush_ready(ready)
+  events_flush(now)
+  return replies, changed
+end
+-- fire-schedule: a schedule's compare-and-set and the enqueue of its due slots, in one step. When the
+-- stored schedule still holds exactly what the caller read (next slot and body), its next slot becomes
+-- the new one and the messages are enqueued as the enqueue script does (lib/enqueue.lua: events,
+-- debounce, priority, group...); otherwise nothing is written. This is what enqueues every slot once,
+-- however many processes fire the schedule.
+--
+-- KEYS: schedules
+-- ARGV: name, the stored value read ('<next slot ms> <body>'), the new next slot (ms), then ten per
+--       message as the enqueue script takes them
+-- Reply: nil when the schedule changed, was removed or was fired by another; else one string per
+--        message as the enqueue script replies
+-- Include: common events state lanes enqueue
+
+enqueue_check(4)
+local current = redis.call('HGET', K.schedules, ARGV[1])
+if current ~= ARGV[2] then return false end
+local space = string.find(current, ' ', 1, true)
+redis.call('HSET', K.schedules, ARGV[1], ARGV[3] .. string.sub(current, space))
+local replies, changed = enqueue(4)
+if changed then redis.call('PUBLISH', K.wake, 'schedule') end
+return replies
+`,
+  },
   gcFinish: {
     name: 'gc-finish',
     keys: ['consumers', 'gc-lock'],
