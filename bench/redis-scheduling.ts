@@ -79,16 +79,25 @@ for (const v of order) {
 }
 
 type Phase = 'enqueue' | 'claim' | 'finish';
-type Measure = 'script' | 'cpu';
+type Measure = 'script' | 'cpu' | 'commands';
 const PHASES = ['enqueue', 'claim', 'finish'] as const;
-const MEASURES = ['script', 'cpu'] as const;
+const MEASURES = ['script', 'cpu', 'commands'] as const;
 
 async function serverMicros(): Promise<Record<Measure, number>> {
   const [stats, cpu] = await Promise.all([redis.info('commandstats'), redis.info('cpu')]);
   let script = 0;
   for (const [, usec] of stats.matchAll(/^cmdstat_eval(?:sha)?:calls=\d+,usec=(\d+)/gm)) script += Number(usec);
+  // Commands run inside scripts (Redis counts them too): a count, free of the machine's noise.
+  let commands = 0;
+  for (const [, name, calls] of stats.matchAll(/^cmdstat_([a-z|]+):calls=(\d+)/gm)) {
+    if (!['eval', 'evalsha', 'info'].includes(name ?? '')) commands += Number(calls);
+  }
   const seconds = (name: string): number => Number(new RegExp(`^${name}:([\\d.]+)`, 'm').exec(cpu)?.[1] ?? NaN);
-  return { script, cpu: 1e6 * (seconds('used_cpu_user_main_thread') + seconds('used_cpu_sys_main_thread')) };
+  return {
+    script,
+    cpu: 1e6 * (seconds('used_cpu_user_main_thread') + seconds('used_cpu_sys_main_thread')),
+    commands,
+  };
 }
 
 function newMessage(id: string): NewMessage {
@@ -152,7 +161,11 @@ async function round(n: number): Promise<Lane[]> {
     variant,
     queue: `q-${variant}-${n}`,
     held: [],
-    micros: { script: { enqueue: 0, claim: 0, finish: 0 }, cpu: { enqueue: 0, claim: 0, finish: 0 } },
+    micros: {
+      script: { enqueue: 0, claim: 0, finish: 0 },
+      cpu: { enqueue: 0, claim: 0, finish: 0 },
+      commands: { enqueue: 0, claim: 0, finish: 0 },
+    },
   }));
   for (const phase of PHASES) {
     for (let c = 0; c * CHUNK < messages; c++) {
@@ -182,7 +195,8 @@ try {
     process.stderr.write(`round ${n + 1}/${rounds}\n`);
   }
   for (const measure of MEASURES) {
-    console.log(`${measure === 'script' ? 'script time' : 'main-thread CPU'}, µs per message (median of ${rounds}):`);
+    const title = { script: 'script time, µs', cpu: 'main-thread CPU, µs', commands: 'Redis commands' }[measure];
+    console.log(`${title} per message (median of ${rounds}):`);
     console.log(`phase     ${order.map((v) => v.padStart(8)).join(' ')}   after/before`);
     for (const phase of PHASES) {
       const m = order.map((v) => median((figures.get(v) ?? []).map((f) => f[measure][phase])));

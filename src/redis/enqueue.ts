@@ -45,7 +45,7 @@ export async function enqueueMessages(
   return results;
 }
 
-/** The ten script arguments of a message (lib/enqueue.lua). */
+/** The eight script arguments of a message (lib/enqueue.lua); a plain message's scheduling is one ''. */
 export function messageArgs(m: NewMessage, content: string | Buffer, metadata: string): ScriptArg[] {
   const flags = (m.allowRequeue ? 1 : 0) + (m.replacePayload ? 2 : 0);
   return [
@@ -56,9 +56,9 @@ export function messageArgs(m: NewMessage, content: string | Buffer, metadata: s
     m.initialBackoffMs,
     flags,
     m.policy ?? '',
-    m.priority === 0 ? '' : m.priority,
-    m.group ?? '',
-    m.debounceId ?? '',
+    m.priority === 0 && m.group === null && m.debounceId === null
+      ? ''
+      : `${m.priority === 0 ? '' : m.priority}\n${m.group ?? ''}\n${m.debounceId ?? ''}`,
   ];
 }
 

@@ -58,7 +58,7 @@ export const SCRIPTS = {
       'debounce-of',
     ],
     readOnly: false,
-    sha: '6f2cd0e16e16aef8f1d10107954149bf87814545',
+    sha: '63d9de1efc345469ae64cbf89ad8f0f0c67ca09a',
     source: `#!lua flags=allow-oom
 local K = { messages = KEYS[1], metadata = KEYS[2], filters = KEYS[3], classes = KEYS[4], nattempts = KEYS[5], locks = KEYS[6], holders = KEYS[7], backoffs = KEYS[8], done = KEYS[9], done_at = KEYS[10], requeue = KEYS[11], schedule = KEYS[12], lock_expiry = KEYS[13], updated_at = KEYS[14], mid_circle = KEYS[15], eoq_backoff = KEYS[16], ndry_runs = KEYS[17], policies = KEYS[18], pushes = KEYS[19], conf = KEYS[20], failed = KEYS[21], lanes = KEYS[22], rate_tat = KEYS[23], events = KEYS[24], events_seq = KEYS[25], events_wake = KEYS[26], priorities = KEYS[27], groups = KEYS[28], group_held = KEYS[29], parked = KEYS[30], history = KEYS[31], losses = KEYS[32], outcomes = KEYS[33], enqueued_at = KEYS[34], requeue_content = KEYS[35], requeue_locks = KEYS[36], requeue_schedule = KEYS[37], dedupe = KEYS[38], debounce = KEYS[39], debounce_of = KEYS[40] }
 -- common: helpers every script includes. K holds the queue's keys by name
@@ -695,9 +695,12 @@ local function queue_size()
 end
 local conf = redis.call('HMGET', K.conf, 'paused', 'events', 'events_max_count', 'group_concurrency', 'rate_limit')
 -- Read before any write: a key of another type fails here (check_rare), not half-way.
-local has_lanes = redis.call('EXISTS', K.lanes) == 1
-local grouped = redis.call('EXISTS', K.groups) == 1
-if has_lanes or grouped then check_rare() end
+local has_lanes, grouped = false, false
+if redis.call('EXISTS', K.lanes, K.groups) > 0 then
+  check_rare()
+  has_lanes = redis.call('EXISTS', K.lanes) == 1
+  grouped = redis.call('EXISTS', K.groups) == 1
+end
 local group_max = tonumber(conf[4])
 if conf[1] == '1' then
   -- Resume publishes a wake-up; a worker on a lost subscription looks again within a second.
@@ -747,9 +750,17 @@ local held, taken_groups = {}, {}
 local function take(lane, class, want)
   local popped = redis.call('RPOP', ready_list(lane), want)
   if not popped then return 0 end
-  local groups = grouped and hmget(K.groups, popped)
+  if not grouped then
+    for _, id in ipairs(popped) do
+      n = n + 1
+      ids[n] = id
+      class_at[n] = class
+    end
+    return #popped
+  end
+  local groups = hmget(K.groups, popped)
   for i, id in ipairs(popped) do
-    local group = groups and groups[i]
+    local group = groups[i]
     if group then
       local h = held[group] or tonumber(redis.call('HGET', K.group_held, group)) or 0
       if group_max and h >= group_max then
@@ -1737,7 +1748,7 @@ return reply
       'debounce-of',
     ],
     readOnly: false,
-    sha: '0c6a8f618bfcd3b5d994668f82d24be6a1290a73',
+    sha: 'b8032ba11dc10c4f3394389903d4ccf7ede2dae2',
     source: `#!lua
 local K = { conf = KEYS[1], events = KEYS[2], events_seq = KEYS[3], events_wake = KEYS[4], done = KEYS[5], requeue = KEYS[6], backoffs = KEYS[7], locks = KEYS[8], failed = KEYS[9], filters = KEYS[10], priorities = KEYS[11], lanes = KEYS[12], groups = KEYS[13], messages = KEYS[14], metadata = KEYS[15], classes = KEYS[16], nattempts = KEYS[17], holders = KEYS[18], outcomes = KEYS[19], enqueued_at = KEYS[20], updated_at = KEYS[21], requeue_content = KEYS[22], schedule = KEYS[23], done_at = KEYS[24], dedupe = KEYS[25], mid_circle = KEYS[26], wake = KEYS[27], policies = KEYS[28], losses = KEYS[29], requeue_locks = KEYS[30], requeue_schedule = KEYS[31], pushes = KEYS[32], debounce = KEYS[33], debounce_of = KEYS[34] }
 -- common: helpers every script includes. K holds the queue's keys by name
@@ -2079,17 +2090,29 @@ end
 
 -- ARGV per message, from \`first\`: id, content (encoding tag + payload), metadata JSON ('' for none),
 -- filter class ('' for none), initial backoff ms, flags (1: allowRequeue, 2: replacePayload),
--- policy JSON ('' for none), priority ('' for 0), group ('' for none), debounce id ('' for none).
-local ENQUEUE_PER = 10
+-- policy JSON ('' for none), scheduling: '' for none, else '<priority>\\n<group>\\n<debounce id>' (each
+-- '' for none; a plain message pays one empty argument for all three).
+local ENQUEUE_PER = 8
+
+-- A message's priority ('' for 0), group and debounce id ('' for none) from its scheduling argument.
+local function scheduling(ext)
+  if ext == '' then return '', '', '' end
+  local priority, group, did = string.match(ext, '^([^\\n]*)\\n([^\\n]*)\\n(.*)$')
+  return priority, group, did
+end
 
 -- Checks the layout for the messages from ARGV[first] (before anything is written).
 local function enqueue_check(first, also)
   local lanes = {}
   local rare = false
   for i = first, #ARGV, ENQUEUE_PER do
-    local class, priority = ARGV[i + 3], ARGV[i + 7]
-    if class ~= '' or priority ~= '' then lanes[#lanes + 1] = lane_for(class, priority) end
-    if priority ~= '' or ARGV[i + 8] ~= '' or ARGV[i + 9] ~= '' then rare = true end
+    local class, ext = ARGV[i + 3], ARGV[i + 7]
+    if ext ~= '' then
+      rare = true
+      lanes[#lanes + 1] = lane_for(class, (scheduling(ext)))
+    elseif class ~= '' then
+      lanes[#lanes + 1] = class
+    end
   end
   local skip = { 'conf', 'priorities', 'lanes', 'groups', 'debounce', 'debounce_of' }
   for _, name in ipairs(also or {}) do skip[#skip + 1] = name end
@@ -2118,7 +2141,13 @@ local function enqueue(first)
     elseif revived then
       later(w, 'hdel', K.filters, id)
     end
-    if priority ~= '' then later(w, 'hset', K.priorities, id, priority) elseif revived then later(w, 'hdel', K.priorities, id) end
+    local lane = class
+    if priority ~= '' then
+      later(w, 'hset', K.priorities, id, priority)
+      lane = lane_for(class, priority)
+    elseif revived then
+      later(w, 'hdel', K.priorities, id)
+    end
     if group ~= '' then later(w, 'hset', K.groups, id, group) elseif revived then later(w, 'hdel', K.groups, id) end
     later(w, 'hset', K.enqueued_at, id, now)
     if backoff > 0 then
@@ -2126,7 +2155,7 @@ local function enqueue(first)
       redis.call('HSET', K.backoffs, id, now + backoff)
       later(w, 'zadd', K.schedule, now + backoff, id)
     else
-      push_ready(ready, lane_for(class, priority), id, false)
+      push_ready(ready, lane, id, false)
     end
     changed = true
   end
@@ -2188,7 +2217,7 @@ local function enqueue(first)
   for i = first, #ARGV, ENQUEUE_PER do
     local id, content, meta, class = ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3]
     local backoff, flags, policy = tonumber(ARGV[i + 4]), tonumber(ARGV[i + 5]), ARGV[i + 6]
-    local priority, group, did = ARGV[i + 7], ARGV[i + 8], ARGV[i + 9]
+    local priority, group, did = scheduling(ARGV[i + 7])
     local allow_requeue, replace = flags % 2 == 1, flags >= 2
     local waiting = nil
     if did ~= '' then
@@ -2250,9 +2279,10 @@ end
 -- enqueue: adds a batch of messages (lib/enqueue.lua), or answers for ids that exist.
 --
 -- KEYS: conf
--- ARGV: ten per message: id, content (encoding tag + payload), metadata JSON ('' for none),
+-- ARGV: eight per message: id, content (encoding tag + payload), metadata JSON ('' for none),
 --       filter class ('' for none), initial backoff ms, flags (1: allowRequeue, 2: replacePayload),
---       policy JSON ('' for none), priority ('' for 0), group ('' for none), debounce id ('' for none)
+--       policy JSON ('' for none), scheduling ('' for none, else priority, group and debounce id,
+--       each '' for none, joined by newlines)
 -- Reply: one string per message: 'added', 'revived', 'requeued' or 'debounced', else the state that refused it
 -- Include: common events state lanes enqueue
 
@@ -3465,7 +3495,7 @@ return replies
       'debounce-of',
     ],
     readOnly: false,
-    sha: '93d6e4463dc52331f096999f9b1d615a4e43fc20',
+    sha: '0f940f9943bf3944cfddfa8fed0b6c55c0647fb7',
     source: `#!lua
 local K = { schedules = KEYS[1], conf = KEYS[2], events = KEYS[3], events_seq = KEYS[4], events_wake = KEYS[5], done = KEYS[6], requeue = KEYS[7], backoffs = KEYS[8], locks = KEYS[9], failed = KEYS[10], filters = KEYS[11], priorities = KEYS[12], lanes = KEYS[13], groups = KEYS[14], messages = KEYS[15], metadata = KEYS[16], classes = KEYS[17], nattempts = KEYS[18], holders = KEYS[19], outcomes = KEYS[20], enqueued_at = KEYS[21], updated_at = KEYS[22], requeue_content = KEYS[23], schedule = KEYS[24], done_at = KEYS[25], dedupe = KEYS[26], mid_circle = KEYS[27], wake = KEYS[28], policies = KEYS[29], losses = KEYS[30], requeue_locks = KEYS[31], requeue_schedule = KEYS[32], pushes = KEYS[33], debounce = KEYS[34], debounce_of = KEYS[35] }
 -- common: helpers every script includes. K holds the queue's keys by name
@@ -3807,17 +3837,29 @@ end
 
 -- ARGV per message, from \`first\`: id, content (encoding tag + payload), metadata JSON ('' for none),
 -- filter class ('' for none), initial backoff ms, flags (1: allowRequeue, 2: replacePayload),
--- policy JSON ('' for none), priority ('' for 0), group ('' for none), debounce id ('' for none).
-local ENQUEUE_PER = 10
+-- policy JSON ('' for none), scheduling: '' for none, else '<priority>\\n<group>\\n<debounce id>' (each
+-- '' for none; a plain message pays one empty argument for all three).
+local ENQUEUE_PER = 8
+
+-- A message's priority ('' for 0), group and debounce id ('' for none) from its scheduling argument.
+local function scheduling(ext)
+  if ext == '' then return '', '', '' end
+  local priority, group, did = string.match(ext, '^([^\\n]*)\\n([^\\n]*)\\n(.*)$')
+  return priority, group, did
+end
 
 -- Checks the layout for the messages from ARGV[first] (before anything is written).
 local function enqueue_check(first, also)
   local lanes = {}
   local rare = false
   for i = first, #ARGV, ENQUEUE_PER do
-    local class, priority = ARGV[i + 3], ARGV[i + 7]
-    if class ~= '' or priority ~= '' then lanes[#lanes + 1] = lane_for(class, priority) end
-    if priority ~= '' or ARGV[i + 8] ~= '' or ARGV[i + 9] ~= '' then rare = true end
+    local class, ext = ARGV[i + 3], ARGV[i + 7]
+    if ext ~= '' then
+      rare = true
+      lanes[#lanes + 1] = lane_for(class, (scheduling(ext)))
+    elseif class ~= '' then
+      lanes[#lanes + 1] = class
+    end
   end
   local skip = { 'conf', 'priorities', 'lanes', 'groups', 'debounce', 'debounce_of' }
   for _, name in ipairs(also or {}) do skip[#skip + 1] = name end
@@ -3846,7 +3888,13 @@ local function enqueue(first)
     elseif revived then
       later(w, 'hdel', K.filters, id)
     end
-    if priority ~= '' then later(w, 'hset', K.priorities, id, priority) elseif revived then later(w, 'hdel', K.priorities, id) end
+    local lane = class
+    if priority ~= '' then
+      later(w, 'hset', K.priorities, id, priority)
+      lane = lane_for(class, priority)
+    elseif revived then
+      later(w, 'hdel', K.priorities, id)
+    end
     if group ~= '' then later(w, 'hset', K.groups, id, group) elseif revived then later(w, 'hdel', K.groups, id) end
     later(w, 'hset', K.enqueued_at, id, now)
     if backoff > 0 then
@@ -3854,7 +3902,7 @@ local function enqueue(first)
       redis.call('HSET', K.backoffs, id, now + backoff)
       later(w, 'zadd', K.schedule, now + backoff, id)
     else
-      push_ready(ready, lane_for(class, priority), id, false)
+      push_ready(ready, lane, id, false)
     end
     changed = true
   end
@@ -3916,7 +3964,7 @@ local function enqueue(first)
   for i = first, #ARGV, ENQUEUE_PER do
     local id, content, meta, class = ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3]
     local backoff, flags, policy = tonumber(ARGV[i + 4]), tonumber(ARGV[i + 5]), ARGV[i + 6]
-    local priority, group, did = ARGV[i + 7], ARGV[i + 8], ARGV[i + 9]
+    local priority, group, did = scheduling(ARGV[i + 7])
     local allow_requeue, replace = flags % 2 == 1, flags >= 2
     local waiting = nil
     if did ~= '' then
@@ -3982,7 +4030,7 @@ end
 -- however many processes fire the schedule.
 --
 -- KEYS: schedules
--- ARGV: name, the stored value read ('<next slot ms> <body>'), the new next slot (ms), then ten per
+-- ARGV: name, the stored value read ('<next slot ms> <body>'), the new next slot (ms), then eight per
 --       message as the enqueue script takes them
 -- Reply: nil when the schedule changed, was removed or was fired by another; else one string per
 --        message as the enqueue script replies

@@ -42,9 +42,12 @@ local function queue_size()
 end
 local conf = redis.call('HMGET', K.conf, 'paused', 'events', 'events_max_count', 'group_concurrency', 'rate_limit')
 -- Read before any write: a key of another type fails here (check_rare), not half-way.
-local has_lanes = redis.call('EXISTS', K.lanes) == 1
-local grouped = redis.call('EXISTS', K.groups) == 1
-if has_lanes or grouped then check_rare() end
+local has_lanes, grouped = false, false
+if redis.call('EXISTS', K.lanes, K.groups) > 0 then
+  check_rare()
+  has_lanes = redis.call('EXISTS', K.lanes) == 1
+  grouped = redis.call('EXISTS', K.groups) == 1
+end
 local group_max = tonumber(conf[4])
 if conf[1] == '1' then
   -- Resume publishes a wake-up; a worker on a lost subscription looks again within a second.
@@ -94,9 +97,17 @@ local held, taken_groups = {}, {}
 local function take(lane, class, want)
   local popped = redis.call('RPOP', ready_list(lane), want)
   if not popped then return 0 end
-  local groups = grouped and hmget(K.groups, popped)
+  if not grouped then
+    for _, id in ipairs(popped) do
+      n = n + 1
+      ids[n] = id
+      class_at[n] = class
+    end
+    return #popped
+  end
+  local groups = hmget(K.groups, popped)
   for i, id in ipairs(popped) do
-    local group = groups and groups[i]
+    local group = groups[i]
     if group then
       local h = held[group] or tonumber(redis.call('HGET', K.group_held, group)) or 0
       if group_max and h >= group_max then

@@ -6,7 +6,7 @@
 -- however many processes fire the schedule.
 --
 -- KEYS: schedules
--- ARGV: name, the stored value read ('<next slot ms> <body>'), the new next slot (ms), then ten per
+-- ARGV: name, the stored value read ('<next slot ms> <body>'), the new next slot (ms), then eight per
 --       message as the enqueue script takes them
 -- Reply: nil when the schedule changed, was removed or was fired by another; else one string per
 --        message as the enqueue script replies

@@ -12,17 +12,29 @@
 
 -- ARGV per message, from `first`: id, content (encoding tag + payload), metadata JSON ('' for none),
 -- filter class ('' for none), initial backoff ms, flags (1: allowRequeue, 2: replacePayload),
--- policy JSON ('' for none), priority ('' for 0), group ('' for none), debounce id ('' for none).
-local ENQUEUE_PER = 10
+-- policy JSON ('' for none), scheduling: '' for none, else '<priority>\n<group>\n<debounce id>' (each
+-- '' for none; a plain message pays one empty argument for all three).
+local ENQUEUE_PER = 8
+
+-- A message's priority ('' for 0), group and debounce id ('' for none) from its scheduling argument.
+local function scheduling(ext)
+  if ext == '' then return '', '', '' end
+  local priority, group, did = string.match(ext, '^([^\n]*)\n([^\n]*)\n(.*)$')
+  return priority, group, did
+end
 
 -- Checks the layout for the messages from ARGV[first] (before anything is written).
 local function enqueue_check(first, also)
   local lanes = {}
   local rare = false
   for i = first, #ARGV, ENQUEUE_PER do
-    local class, priority = ARGV[i + 3], ARGV[i + 7]
-    if class ~= '' or priority ~= '' then lanes[#lanes + 1] = lane_for(class, priority) end
-    if priority ~= '' or ARGV[i + 8] ~= '' or ARGV[i + 9] ~= '' then rare = true end
+    local class, ext = ARGV[i + 3], ARGV[i + 7]
+    if ext ~= '' then
+      rare = true
+      lanes[#lanes + 1] = lane_for(class, (scheduling(ext)))
+    elseif class ~= '' then
+      lanes[#lanes + 1] = class
+    end
   end
   local skip = { 'conf', 'priorities', 'lanes', 'groups', 'debounce', 'debounce_of' }
   for _, name in ipairs(also or {}) do skip[#skip + 1] = name end
@@ -51,7 +63,13 @@ local function enqueue(first)
     elseif revived then
       later(w, 'hdel', K.filters, id)
     end
-    if priority ~= '' then later(w, 'hset', K.priorities, id, priority) elseif revived then later(w, 'hdel', K.priorities, id) end
+    local lane = class
+    if priority ~= '' then
+      later(w, 'hset', K.priorities, id, priority)
+      lane = lane_for(class, priority)
+    elseif revived then
+      later(w, 'hdel', K.priorities, id)
+    end
     if group ~= '' then later(w, 'hset', K.groups, id, group) elseif revived then later(w, 'hdel', K.groups, id) end
     later(w, 'hset', K.enqueued_at, id, now)
     if backoff > 0 then
@@ -59,7 +77,7 @@ local function enqueue(first)
       redis.call('HSET', K.backoffs, id, now + backoff)
       later(w, 'zadd', K.schedule, now + backoff, id)
     else
-      push_ready(ready, lane_for(class, priority), id, false)
+      push_ready(ready, lane, id, false)
     end
     changed = true
   end
@@ -121,7 +139,7 @@ local function enqueue(first)
   for i = first, #ARGV, ENQUEUE_PER do
     local id, content, meta, class = ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3]
     local backoff, flags, policy = tonumber(ARGV[i + 4]), tonumber(ARGV[i + 5]), ARGV[i + 6]
-    local priority, group, did = ARGV[i + 7], ARGV[i + 8], ARGV[i + 9]
+    local priority, group, did = scheduling(ARGV[i + 7])
     local allow_requeue, replace = flags % 2 == 1, flags >= 2
     local waiting = nil
     if did ~= '' then
