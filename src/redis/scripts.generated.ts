@@ -58,7 +58,7 @@ export const SCRIPTS = {
       'debounce-of',
     ],
     readOnly: false,
-    sha: '63d9de1efc345469ae64cbf89ad8f0f0c67ca09a',
+    sha: 'bb96cef845430942945f4d24fd28596c61713a0d',
     source: `#!lua flags=allow-oom
 local K = { messages = KEYS[1], metadata = KEYS[2], filters = KEYS[3], classes = KEYS[4], nattempts = KEYS[5], locks = KEYS[6], holders = KEYS[7], backoffs = KEYS[8], done = KEYS[9], done_at = KEYS[10], requeue = KEYS[11], schedule = KEYS[12], lock_expiry = KEYS[13], updated_at = KEYS[14], mid_circle = KEYS[15], eoq_backoff = KEYS[16], ndry_runs = KEYS[17], policies = KEYS[18], pushes = KEYS[19], conf = KEYS[20], failed = KEYS[21], lanes = KEYS[22], rate_tat = KEYS[23], events = KEYS[24], events_seq = KEYS[25], events_wake = KEYS[26], priorities = KEYS[27], groups = KEYS[28], group_held = KEYS[29], parked = KEYS[30], history = KEYS[31], losses = KEYS[32], outcomes = KEYS[33], enqueued_at = KEYS[34], requeue_content = KEYS[35], requeue_locks = KEYS[36], requeue_schedule = KEYS[37], dedupe = KEYS[38], debounce = KEYS[39], debounce_of = KEYS[40] }
 -- common: helpers every script includes. K holds the queue's keys by name
@@ -367,7 +367,7 @@ end
 -- wake-up. So a full group's messages are read once per release, not by every claim. Scripts include
 -- common and lanes before it.
 --
--- KEYS: groups group-held parked conf messages
+-- KEYS: groups group-held parked conf messages pushes
 
 -- The queue's limit, or nil for none.
 local function group_limit()
@@ -390,7 +390,11 @@ local function unpark(group, free, ready)
       end
     end
   end
-  if redis.call('EXISTS', list) == 0 then redis.call('SREM', K.parked, group) end
+  if redis.call('EXISTS', list) == 0 then
+    -- Groups come and go (tenants): nothing of an emptied parked list stays behind.
+    redis.call('SREM', K.parked, group)
+    redis.call('HDEL', K.pushes, '#' .. group)
+  end
   return moved
 end
 
@@ -1152,7 +1156,7 @@ return 1
       'parked',
     ],
     readOnly: false,
-    sha: '3ec74a194b9798299e8a698210a31b3613e285a5',
+    sha: '3cb50fab97511f75e9f79ae4b5cd43b56a9734e6',
     source: `#!lua
 local K = { conf = KEYS[1], wake = KEYS[2], messages = KEYS[3], consumers = KEYS[4], pushes = KEYS[5], mid_circle = KEYS[6], filters = KEYS[7], priorities = KEYS[8], lanes = KEYS[9], groups = KEYS[10], group_held = KEYS[11], parked = KEYS[12] }
 -- common: helpers every script includes. K holds the queue's keys by name
@@ -1368,7 +1372,7 @@ end
 -- wake-up. So a full group's messages are read once per release, not by every claim. Scripts include
 -- common and lanes before it.
 --
--- KEYS: groups group-held parked conf messages
+-- KEYS: groups group-held parked conf messages pushes
 
 -- The queue's limit, or nil for none.
 local function group_limit()
@@ -1391,7 +1395,11 @@ local function unpark(group, free, ready)
       end
     end
   end
-  if redis.call('EXISTS', list) == 0 then redis.call('SREM', K.parked, group) end
+  if redis.call('EXISTS', list) == 0 then
+    -- Groups come and go (tenants): nothing of an emptied parked list stays behind.
+    redis.call('SREM', K.parked, group)
+    redis.call('HDEL', K.pushes, '#' .. group)
+  end
   return moved
 end
 
@@ -2768,7 +2776,7 @@ return lost
       'debounce-of',
     ],
     readOnly: false,
-    sha: '86ed32a6d7f15737db8d976d953bedb615e7f2be',
+    sha: '32182822d359e0ff532117b2c678cb77035f0599',
     source: `#!lua flags=allow-oom
 local K = { messages = KEYS[1], filters = KEYS[2], nattempts = KEYS[3], locks = KEYS[4], holders = KEYS[5], backoffs = KEYS[6], done = KEYS[7], done_at = KEYS[8], dedupe = KEYS[9], requeue = KEYS[10], requeue_content = KEYS[11], schedule = KEYS[12], lock_expiry = KEYS[13], outcomes = KEYS[14], updated_at = KEYS[15], mid_circle = KEYS[16], wake = KEYS[17], pushes = KEYS[18], losses = KEYS[19], conf = KEYS[20], events = KEYS[21], events_seq = KEYS[22], events_wake = KEYS[23], priorities = KEYS[24], lanes = KEYS[25], groups = KEYS[26], group_held = KEYS[27], parked = KEYS[28], metadata = KEYS[29], policies = KEYS[30], history = KEYS[31], enqueued_at = KEYS[32], requeue_locks = KEYS[33], requeue_schedule = KEYS[34], failed = KEYS[35], debounce = KEYS[36], debounce_of = KEYS[37] }
 -- common: helpers every script includes. K holds the queue's keys by name
@@ -3077,7 +3085,7 @@ end
 -- wake-up. So a full group's messages are read once per release, not by every claim. Scripts include
 -- common and lanes before it.
 --
--- KEYS: groups group-held parked conf messages
+-- KEYS: groups group-held parked conf messages pushes
 
 -- The queue's limit, or nil for none.
 local function group_limit()
@@ -3100,7 +3108,11 @@ local function unpark(group, free, ready)
       end
     end
   end
-  if redis.call('EXISTS', list) == 0 then redis.call('SREM', K.parked, group) end
+  if redis.call('EXISTS', list) == 0 then
+    -- Groups come and go (tenants): nothing of an emptied parked list stays behind.
+    redis.call('SREM', K.parked, group)
+    redis.call('HDEL', K.pushes, '#' .. group)
+  end
   return moved
 end
 
@@ -5050,7 +5062,7 @@ return reply
       'debounce-of',
     ],
     readOnly: false,
-    sha: '8cdb517ce6bcc09642e7eb1d1b6f197d1fa7f5ba',
+    sha: '9828aed45faef6aa0145cd15d898eb2b45befdb9',
     source: `#!lua flags=allow-oom
 local K = { messages = KEYS[1], metadata = KEYS[2], filters = KEYS[3], classes = KEYS[4], pushes = KEYS[5], mid_circle = KEYS[6], schedule = KEYS[7], lock_expiry = KEYS[8], requeue_locks = KEYS[9], requeue_schedule = KEYS[10], dedupe = KEYS[11], failed = KEYS[12], lanes = KEYS[13], parked = KEYS[14], conf = KEYS[15], events = KEYS[16], events_seq = KEYS[17], events_wake = KEYS[18], done = KEYS[19], requeue = KEYS[20], backoffs = KEYS[21], locks = KEYS[22], nattempts = KEYS[23], holders = KEYS[24], outcomes = KEYS[25], enqueued_at = KEYS[26], updated_at = KEYS[27], priorities = KEYS[28], groups = KEYS[29], group_held = KEYS[30], policies = KEYS[31], history = KEYS[32], losses = KEYS[33], requeue_content = KEYS[34], done_at = KEYS[35], debounce = KEYS[36], debounce_of = KEYS[37] }
 -- common: helpers every script includes. K holds the queue's keys by name
@@ -5409,7 +5421,7 @@ end
 -- wake-up. So a full group's messages are read once per release, not by every claim. Scripts include
 -- common and lanes before it.
 --
--- KEYS: groups group-held parked conf messages
+-- KEYS: groups group-held parked conf messages pushes
 
 -- The queue's limit, or nil for none.
 local function group_limit()
@@ -5432,7 +5444,11 @@ local function unpark(group, free, ready)
       end
     end
   end
-  if redis.call('EXISTS', list) == 0 then redis.call('SREM', K.parked, group) end
+  if redis.call('EXISTS', list) == 0 then
+    -- Groups come and go (tenants): nothing of an emptied parked list stays behind.
+    redis.call('SREM', K.parked, group)
+    redis.call('HDEL', K.pushes, '#' .. group)
+  end
   return moved
 end
 
@@ -5917,7 +5933,7 @@ return reply
       'debounce-of',
     ],
     readOnly: false,
-    sha: '4ba618f24c96a4d9c344d6cca7c7e1d46ae16bef',
+    sha: '6c2e116dc28c6288e58861b1470f20953d3e2c35',
     source: `#!lua
 local K = { messages = KEYS[1], wake = KEYS[2], pushes = KEYS[3], mid_circle = KEYS[4], conf = KEYS[5], events = KEYS[6], events_seq = KEYS[7], events_wake = KEYS[8], done = KEYS[9], requeue = KEYS[10], backoffs = KEYS[11], locks = KEYS[12], failed = KEYS[13], filters = KEYS[14], priorities = KEYS[15], lanes = KEYS[16], groups = KEYS[17], group_held = KEYS[18], parked = KEYS[19], metadata = KEYS[20], policies = KEYS[21], history = KEYS[22], losses = KEYS[23], nattempts = KEYS[24], holders = KEYS[25], outcomes = KEYS[26], enqueued_at = KEYS[27], updated_at = KEYS[28], requeue_content = KEYS[29], schedule = KEYS[30], lock_expiry = KEYS[31], requeue_locks = KEYS[32], requeue_schedule = KEYS[33], done_at = KEYS[34], dedupe = KEYS[35], debounce = KEYS[36], debounce_of = KEYS[37] }
 -- common: helpers every script includes. K holds the queue's keys by name
@@ -6253,7 +6269,7 @@ end
 -- wake-up. So a full group's messages are read once per release, not by every claim. Scripts include
 -- common and lanes before it.
 --
--- KEYS: groups group-held parked conf messages
+-- KEYS: groups group-held parked conf messages pushes
 
 -- The queue's limit, or nil for none.
 local function group_limit()
@@ -6276,7 +6292,11 @@ local function unpark(group, free, ready)
       end
     end
   end
-  if redis.call('EXISTS', list) == 0 then redis.call('SREM', K.parked, group) end
+  if redis.call('EXISTS', list) == 0 then
+    -- Groups come and go (tenants): nothing of an emptied parked list stays behind.
+    redis.call('SREM', K.parked, group)
+    redis.call('HDEL', K.pushes, '#' .. group)
+  end
   return moved
 end
 

@@ -6,7 +6,7 @@
 -- wake-up. So a full group's messages are read once per release, not by every claim. Scripts include
 -- common and lanes before it.
 --
--- KEYS: groups group-held parked conf messages
+-- KEYS: groups group-held parked conf messages pushes
 
 -- The queue's limit, or nil for none.
 local function group_limit()
@@ -29,7 +29,11 @@ local function unpark(group, free, ready)
       end
     end
   end
-  if redis.call('EXISTS', list) == 0 then redis.call('SREM', K.parked, group) end
+  if redis.call('EXISTS', list) == 0 then
+    -- Groups come and go (tenants): nothing of an emptied parked list stays behind.
+    redis.call('SREM', K.parked, group)
+    redis.call('HDEL', K.pushes, '#' .. group)
+  end
   return moved
 end
 
