@@ -1756,7 +1756,7 @@ return reply
       'debounce-of',
     ],
     readOnly: false,
-    sha: 'b8032ba11dc10c4f3394389903d4ccf7ede2dae2',
+    sha: '34c0df1579a28ce7491eaa466dd1844a12cf6331',
     source: `#!lua
 local K = { conf = KEYS[1], events = KEYS[2], events_seq = KEYS[3], events_wake = KEYS[4], done = KEYS[5], requeue = KEYS[6], backoffs = KEYS[7], locks = KEYS[8], failed = KEYS[9], filters = KEYS[10], priorities = KEYS[11], lanes = KEYS[12], groups = KEYS[13], messages = KEYS[14], metadata = KEYS[15], classes = KEYS[16], nattempts = KEYS[17], holders = KEYS[18], outcomes = KEYS[19], enqueued_at = KEYS[20], updated_at = KEYS[21], requeue_content = KEYS[22], schedule = KEYS[23], done_at = KEYS[24], dedupe = KEYS[25], mid_circle = KEYS[26], wake = KEYS[27], policies = KEYS[28], losses = KEYS[29], requeue_locks = KEYS[30], requeue_schedule = KEYS[31], pushes = KEYS[32], debounce = KEYS[33], debounce_of = KEYS[34] }
 -- common: helpers every script includes. K holds the queue's keys by name
@@ -2110,7 +2110,7 @@ local function scheduling(ext)
 end
 
 -- Checks the layout for the messages from ARGV[first] (before anything is written).
-local function enqueue_check(first, also)
+local function enqueue_check(first)
   local lanes = {}
   local rare = false
   for i = first, #ARGV, ENQUEUE_PER do
@@ -2122,9 +2122,8 @@ local function enqueue_check(first, also)
       lanes[#lanes + 1] = class
     end
   end
-  local skip = { 'conf', 'priorities', 'lanes', 'groups', 'debounce', 'debounce_of' }
-  for _, name in ipairs(also or {}) do skip[#skip + 1] = name end
-  check_layout(lanes, skip)
+  -- Plain messages touch none of these.
+  check_layout(lanes, { 'conf', 'priorities', 'lanes', 'groups', 'debounce', 'debounce_of' })
   if rare then check_rare() end
 end
 
@@ -3507,7 +3506,7 @@ return replies
       'debounce-of',
     ],
     readOnly: false,
-    sha: '0f940f9943bf3944cfddfa8fed0b6c55c0647fb7',
+    sha: '069c2eacce96452480754ff7c75c84dec47a3bf3',
     source: `#!lua
 local K = { schedules = KEYS[1], conf = KEYS[2], events = KEYS[3], events_seq = KEYS[4], events_wake = KEYS[5], done = KEYS[6], requeue = KEYS[7], backoffs = KEYS[8], locks = KEYS[9], failed = KEYS[10], filters = KEYS[11], priorities = KEYS[12], lanes = KEYS[13], groups = KEYS[14], messages = KEYS[15], metadata = KEYS[16], classes = KEYS[17], nattempts = KEYS[18], holders = KEYS[19], outcomes = KEYS[20], enqueued_at = KEYS[21], updated_at = KEYS[22], requeue_content = KEYS[23], schedule = KEYS[24], done_at = KEYS[25], dedupe = KEYS[26], mid_circle = KEYS[27], wake = KEYS[28], policies = KEYS[29], losses = KEYS[30], requeue_locks = KEYS[31], requeue_schedule = KEYS[32], pushes = KEYS[33], debounce = KEYS[34], debounce_of = KEYS[35] }
 -- common: helpers every script includes. K holds the queue's keys by name
@@ -3861,7 +3860,7 @@ local function scheduling(ext)
 end
 
 -- Checks the layout for the messages from ARGV[first] (before anything is written).
-local function enqueue_check(first, also)
+local function enqueue_check(first)
   local lanes = {}
   local rare = false
   for i = first, #ARGV, ENQUEUE_PER do
@@ -3873,9 +3872,8 @@ local function enqueue_check(first, also)
       lanes[#lanes + 1] = class
     end
   end
-  local skip = { 'conf', 'priorities', 'lanes', 'groups', 'debounce', 'debounce_of' }
-  for _, name in ipairs(also or {}) do skip[#skip + 1] = name end
-  check_layout(lanes, skip)
+  -- Plain messages touch none of these.
+  check_layout(lanes, { 'conf', 'priorities', 'lanes', 'groups', 'debounce', 'debounce_of' })
   if rare then check_rare() end
 end
 

@@ -24,7 +24,7 @@ local function scheduling(ext)
 end
 
 -- Checks the layout for the messages from ARGV[first] (before anything is written).
-local function enqueue_check(first, also)
+local function enqueue_check(first)
   local lanes = {}
   local rare = false
   for i = first, #ARGV, ENQUEUE_PER do
@@ -36,9 +36,8 @@ local function enqueue_check(first, also)
       lanes[#lanes + 1] = class
     end
   end
-  local skip = { 'conf', 'priorities', 'lanes', 'groups', 'debounce', 'debounce_of' }
-  for _, name in ipairs(also or {}) do skip[#skip + 1] = name end
-  check_layout(lanes, skip)
+  -- Plain messages touch none of these.
+  check_layout(lanes, { 'conf', 'priorities', 'lanes', 'groups', 'debounce', 'debounce_of' })
   if rare then check_rare() end
 end
 
