@@ -16,6 +16,7 @@ import { listMessages } from './list.js';
 import { promoteMessages, removeMessages, retryMessages, retryOldestFailed } from './actions.js';
 import { queueKey, turnKey } from './keys.js';
 import { QueueRegistry } from './registry.js';
+import { fireSchedule, listSchedules, putSchedule, removeSchedule } from './schedules.js';
 import { Scripts } from './scripts.js';
 import { SCRIPTS } from './scripts.generated.js';
 import { parseRedisUrl, type RedisUrlOptions } from './url.js';
@@ -217,24 +218,34 @@ class RedisStore implements Store {
     return this.wakeups.subscribe(queueKey(this.prefix, queue, 'events-wake'), listener);
   }
 
+  putSchedule(queue: string, schedule: StoredSchedule): Promise<boolean> {
+    return this.guard(async () => {
+      await this.registry.add(queue);
+      return putSchedule(this.scripts, this.prefix, queue, schedule);
+    });
+  }
+
+  schedules(queue: string): Promise<StoredSchedule[]> {
+    return this.guard(() => listSchedules(this.scripts, this.prefix, queue));
+  }
+
+  removeSchedule(queue: string, name: string): Promise<boolean> {
+    return this.guard(() => removeSchedule(this.scripts, this.prefix, queue, name));
+  }
+
+  fireSchedule(
+    queue: string,
+    expected: StoredSchedule,
+    nextAt: number,
+    messages: readonly NewMessage[],
+  ): Promise<EnqueueResult[] | null> {
+    return this.guard(async () => {
+      await this.registry.add(queue);
+      return fireSchedule(this.scripts, queue, expected, nextAt, messages);
+    });
+  }
+
   /** SET NX PX: the turn is a flag whose TTL (the Redis server's clock) is `everyMs`. */
-  // TODO(issue 13): schedules kept in the store.
-  putSchedule(): Promise<boolean> {
-    return Promise.reject(new Error('putSchedule: not built yet (issue 13)'));
-  }
-
-  schedules(): Promise<StoredSchedule[]> {
-    return Promise.reject(new Error('schedules: not built yet (issue 13)'));
-  }
-
-  removeSchedule(): Promise<boolean> {
-    return Promise.reject(new Error('removeSchedule: not built yet (issue 13)'));
-  }
-
-  fireSchedule(): Promise<EnqueueResult[] | null> {
-    return Promise.reject(new Error('fireSchedule: not built yet (issue 13)'));
-  }
-
   takeTurn(queue: string, name: string, everyMs: number): Promise<boolean> {
     return this.guard(async () => {
       if (!Number.isSafeInteger(everyMs) || everyMs < 1) {
