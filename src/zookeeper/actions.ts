@@ -17,6 +17,7 @@ import {
   taskNodes,
   type Entry,
   type TaskState,
+  priorityOf,
 } from './layout.js';
 import { notePath } from './finish.js';
 import type { EventRecord } from './events.js';
@@ -155,13 +156,18 @@ async function requeueOps(
   oldEntry: string | null,
   now: number,
 ): Promise<ZkOp[]> {
-  const prefix = `${await q.sub(next.filterClass).tailBucket()}/${entryPrefix(now, id)}`;
+  const prefix = `${await q.sub(next.filterClass, priorityOf(next)).tailBucket()}/${entryPrefix(now, id)}`;
   const state = makeState({ ...next, entry: prefix }, now);
   const ops: ZkOp[] = [{ op: 'set', path: taskNodes(q.paths.task(id)).state, data: encodeState(state), version }];
   if (oldEntry !== null) ops.push({ op: 'remove', path: oldEntry, version: -1 });
   ops.push({ op: 'create', path: prefix, kind: 'sequential' });
   // Touching the sub-queue wakes idle workers, as an enqueue does.
-  ops.push({ op: 'set', path: q.paths.classDir(next.filterClass), data: Buffer.alloc(0), version: -1 });
+  ops.push({
+    op: 'set',
+    path: q.paths.classDir(next.filterClass, priorityOf(next)),
+    data: Buffer.alloc(0),
+    version: -1,
+  });
   return ops;
 }
 

@@ -19,6 +19,7 @@ import {
   buildClaim,
   byEntry,
   claimFailed,
+  priorityLevels,
   entryMatches,
   readAheadCount,
   readAheadOf,
@@ -69,35 +70,41 @@ export async function claimMessages(ctx: StoreContext, q: QueueContext, request:
   const max = request.max - handed.length;
 
   const view = await q.queueView();
-  const accepted = new Set(view.classes.filter((c) => request.accepts === null || request.accepts(c)));
   const onChange = (): void => ctx.wakeups.notify(q.name);
   let wakeAt = Infinity;
   const candidates: Candidate[] = [];
   const want = max + readAhead;
-  const sizes = await Promise.all(
-    view.classes.map(async (filterClass) => {
-      const sub = q.sub(filterClass);
-      // A sub-queue this consumer never takes from is only counted (and not watched).
-      if (!accepted.has(filterClass)) return sub.totalSize();
-      const buckets = await sub.watchedBuckets(onChange);
-      let found = 0;
-      for (const bucket of buckets) {
-        const entries = await sub.cached(bucket);
-        if (entries.length === 0 && bucket !== buckets[buckets.length - 1]) await sub.dropIfEmpty(bucket);
-        for (const entry of entries) {
-          if (found >= want) break;
-          const until = skipUntil(cache, entry, now);
-          if (until === null) {
-            candidates.push({ entry, sub });
-            found += 1;
-          } else wakeAt = Math.min(wakeAt, until);
+  let queueSize = 0;
+  // Priority levels in order (the view is sorted by priority): a level is read only while the ones before it
+  // held fewer than `want` claimable entries, so a claim never reads lower priorities to find higher ones.
+  for (const level of priorityLevels(view.subs)) {
+    const sizes = await Promise.all(
+      level.map(async (key) => {
+        const sub = q.sub(key.filterClass, key.priority);
+        // A sub-queue this consumer never takes from, or a level not needed, is only counted (and not watched).
+        if (candidates.length >= want || (request.accepts !== null && !request.accepts(key.filterClass))) {
+          return sub.totalSize();
         }
-        if (found >= want) break;
-      }
-      return sub.size(buckets);
-    }),
-  );
-  const queueSize = sizes.reduce((a, b) => a + b, 0);
+        const buckets = await sub.watchedBuckets(onChange);
+        let found = 0;
+        for (const bucket of buckets) {
+          const entries = await sub.cached(bucket);
+          if (entries.length === 0 && bucket !== buckets[buckets.length - 1]) await sub.dropIfEmpty(bucket);
+          for (const entry of entries) {
+            if (found >= want) break;
+            const until = skipUntil(cache, entry, now);
+            if (until === null) {
+              candidates.push({ entry, sub, priority: key.priority });
+              found += 1;
+            } else wakeAt = Math.min(wakeAt, until);
+          }
+          if (found >= want) break;
+        }
+        return sub.size(buckets);
+      }),
+    );
+    queueSize += sizes.reduce((a, b) => a + b, 0);
+  }
   cache.queueSizes.set(q.name, queueSize);
 
   candidates.sort(byEntry);

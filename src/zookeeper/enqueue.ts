@@ -7,9 +7,9 @@
  */
 import { MessageTooLargeError } from '../errors.js';
 import { parseFilterClass } from '../model/filters.js';
+import { DEFAULT_PRIORITY } from '../model/scheduling.js';
 import { isZkError, ZkCode, type ZkOp } from './client.js';
 import {
-  classOfNode,
   deriveState,
   encodeState,
   entryPrefix,
@@ -17,6 +17,8 @@ import {
   taskNodes,
   decodeState,
   type TaskState,
+  parseSubNode,
+  priorityOf,
 } from './layout.js';
 import { withHistory } from './fail.js';
 import { resolveEntry } from './actions.js';
@@ -115,7 +117,7 @@ async function newTaskOps(q: QueueContext, m: NewMessage, now: number): Promise<
   const taskPath = q.paths.task(m.id);
   const nodes = taskNodes(taskPath);
   const readyAt = now + m.initialBackoffMs;
-  const sub = q.sub(m.filterClass);
+  const sub = q.sub(m.filterClass, m.priority);
   const prefix = `${await sub.tailBucket()}/${entryPrefix(readyAt, m.id)}`;
   const state = makeState(
     {
@@ -179,6 +181,7 @@ async function createChunk(
   const now = Date.now();
   const ops: ZkOp[] = buckets.map((path) => ({ op: 'create', path }));
   const owner: number[] = buckets.map(() => -1);
+  // The sub-queue nodes to touch, by path.
   const classes = new Set<string>();
   for (const i of chunk) {
     const m = messages[i];
@@ -186,7 +189,7 @@ async function createChunk(
     const taskOps = await newTaskOps(q, m, now);
     ops.push(...taskOps);
     owner.push(...taskOps.map(() => i));
-    classes.add(m.filterClass);
+    classes.add(q.paths.classDir(m.filterClass, m.priority));
   }
   const events = q.events.ops(
     await q.eventsConfig(),
@@ -195,8 +198,8 @@ async function createChunk(
   ops.push(...events);
   owner.push(...events.map(() => -1));
   // Touching each sub-queue node is what wakes idle workers' watches.
-  for (const filterClass of classes) {
-    ops.push({ op: 'set', path: q.paths.classDir(filterClass), data: Buffer.alloc(0), version: -1 });
+  for (const path of classes) {
+    ops.push({ op: 'set', path, data: Buffer.alloc(0), version: -1 });
     owner.push(-1);
   }
   // A sub-queue's next bucket, when the last one filled up, is made in the same multi.
@@ -215,7 +218,7 @@ async function createChunk(
       const op = ops[k];
       if (op?.op === 'create' && op.kind === 'sequential' && r.path !== undefined) {
         const m = messages[owner[k] ?? -1];
-        if (m !== undefined) q.sub(m.filterClass).noteCreated(r.path);
+        if (m !== undefined) q.sub(m.filterClass, m.priority).noteCreated(r.path);
       }
     });
     for (const bucket of buckets) q.noteTaskBucket(bucket);
@@ -268,7 +271,8 @@ async function makeParents(q: QueueContext, path: string): Promise<void> {
       .slice(0, q.paths.queue.split('/').length + 1)
       .join('/');
     await q.ensure();
-    await q.sub(classOfNode(classDir.slice(q.paths.queue.length + 1))).makeTail();
+    const key = parseSubNode(classDir.slice(q.paths.queue.length + 1));
+    await q.sub(key.filterClass, key.priority).makeTail();
     return;
   }
   // The queue's skeleton itself is missing (cleared or deleted by hand): make it again.
@@ -318,7 +322,7 @@ async function existing(ctx: StoreContext, q: QueueContext, m: NewMessage): Prom
       action = 'revived';
     } else if (m.allowRequeue && current === 'done-with-backoff') {
       // Queued again when its backoff ends, with attempt 0 (and the new payload, if asked).
-      const prefix = `${await q.sub(state.filterClass).tailBucket()}/${entryPrefix(state.backoffUntil, m.id)}`;
+      const prefix = `${await q.sub(state.filterClass, priorityOf(state)).tailBucket()}/${entryPrefix(state.backoffUntil, m.id)}`;
       const next = makeState(
         {
           ...state,
@@ -340,7 +344,12 @@ async function existing(ctx: StoreContext, q: QueueContext, m: NewMessage): Prom
       if (doneEntry !== null) ops.push({ op: 'remove', path: doneEntry, version: -1 });
       // Its /waiting entry, made when its backoff began, ends at the same time: it serves the requeue too.
       ops.push({ op: 'create', path: prefix, kind: 'sequential' });
-      ops.push({ op: 'set', path: q.paths.classDir(state.filterClass), data: Buffer.alloc(0), version: -1 });
+      ops.push({
+        op: 'set',
+        path: q.paths.classDir(state.filterClass, priorityOf(state)),
+        data: Buffer.alloc(0),
+        version: -1,
+      });
       action = 'requeued';
     } else if (m.allowRequeue && current === 'locked') {
       const next = makeState(
@@ -391,7 +400,7 @@ async function reviveOps(
 ): Promise<ZkOp[]> {
   const nodes = taskNodes(q.paths.task(m.id));
   const readyAt = now + m.initialBackoffMs;
-  const prefix = `${await q.sub(m.filterClass).tailBucket()}/${entryPrefix(readyAt, m.id)}`;
+  const prefix = `${await q.sub(m.filterClass, m.priority).tailBucket()}/${entryPrefix(readyAt, m.id)}`;
   const state = makeState(
     {
       phase: 'pending',
@@ -433,13 +442,17 @@ async function reviveOps(
   }
   ops.push({ op: 'create', path: prefix, kind: 'sequential' });
   ops.push(...(await q.waitingOps(m.id, readyAt, now)));
-  ops.push({ op: 'set', path: q.paths.classDir(m.filterClass), data: Buffer.alloc(0), version: -1 });
+  ops.push({ op: 'set', path: q.paths.classDir(m.filterClass, m.priority), data: Buffer.alloc(0), version: -1 });
   return ops;
 }
 
-/** The policy field of a new state: written only when the message has one. */
-function withPolicy(m: NewMessage): { policy?: string } {
-  return m.policy === null ? {} : { policy: m.policy };
+/** The policy, priority and group fields of a new state: each written only when the message has one. */
+function withPolicy(m: NewMessage): { policy?: string; priority?: number; group?: string } {
+  return {
+    ...(m.policy === null ? {} : { policy: m.policy }),
+    ...(m.priority === DEFAULT_PRIORITY ? {} : { priority: m.priority }),
+    ...(m.group === null ? {} : { group: m.group }),
+  };
 }
 
 function hasMetadata(m: NewMessage): boolean {

@@ -9,7 +9,7 @@
 import { claimFailed } from './claim-build.js';
 import { isZkError, ZkCode, type ZkOp } from './client.js';
 import { claimsForFinish, readAheadAfterFinish, recordHandoffs } from './handoff.js';
-import { decodeState, encodeState, entryPrefix, makeState, taskNodes } from './layout.js';
+import { decodeState, encodeState, entryPrefix, makeState, priorityOf, taskNodes } from './layout.js';
 import { endInFailure, failedState, isDeadLetterClash, withHistory } from './fail.js';
 import { appendHistory } from '../model/history.js';
 import type { Held, StoreContext } from './context.js';
@@ -78,7 +78,7 @@ export async function finishMessages(
         ctx.dropHeld(q.name, consumer, p.held.id);
         // The entry is gone: no claim of this process need look at it again.
         ctx.claims.forgetEntry(p.held.entryPath);
-        q.sub(p.held.state.filterClass).forgetPath(p.held.entryPath);
+        q.sub(p.held.state.filterClass, priorityOf(p.held.state)).forgetPath(p.held.entryPath);
       }
       recordHandoffs(
         ctx,
@@ -220,7 +220,7 @@ async function finishOps(
       : s.history;
   if (f.outcome === 'retry' || requeued) {
     const readyAt = now + f.backoffMs;
-    const sub = q.sub(s.filterClass);
+    const sub = q.sub(s.filterClass, priorityOf(s));
     const prefix = `${await sub.tailBucket()}/${entryPrefix(readyAt, held.id)}`;
     const next = makeState(
       {
@@ -254,7 +254,7 @@ async function finishOps(
     ops.push({ op: 'remove', path: held.entryPath, version: -1 });
     ops.push({ op: 'create', path: prefix, kind: 'sequential' });
     ops.push(...(await q.waitingOps(held.id, readyAt, now)));
-    ops.push({ op: 'set', path: q.paths.classDir(s.filterClass), data: Buffer.alloc(0), version: -1 });
+    ops.push({ op: 'set', path: q.paths.classDir(s.filterClass, priorityOf(s)), data: Buffer.alloc(0), version: -1 });
     return { ops, events: event };
   }
   if (f.outcome === 'error') {

@@ -9,7 +9,7 @@
  * the queue's events to its `eventsMaxCount` and `eventsMaxAgeMs` (events.ts).
  */
 import { isZkError, ZkCode, type ZkOp } from './client.js';
-import { decodeState, taskNodes, type Entry, type TaskState } from './layout.js';
+import { decodeState, parseSubNode, taskNodes, type Entry, type TaskState } from './layout.js';
 import { parseFilterClass } from '../model/filters.js';
 import { mapLimit, removeAll, removeQuietly, subtree } from './tree.js';
 import { readConfig } from './conf.js';
@@ -155,7 +155,8 @@ async function freeStaleClaims(ctx: StoreContext, q: QueueContext, graceMs: numb
   const zk = ctx.zk;
   const { children } = await zk.children(q.paths.queue);
   for (const node of children) {
-    const sub = q.sub(node === 'none' ? '' : node);
+    const key = parseSubNode(node);
+    const sub = q.sub(key.filterClass, key.priority);
     const [first] = await sub.buckets();
     if (first === undefined) continue;
     const oldEnough = Date.now() - graceMs;

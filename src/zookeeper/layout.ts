@@ -4,7 +4,8 @@
  *   /_kvmq                                   marker: this chroot is kvmq's
  *   /<queue>                                 marker: a kvmq queue (zkmq's /dir)
  *     /queue                                 pending entries; data: queue-wide dry runs
- *       /<filter class>                      a sub-queue per filter class ('none': no filters)
+ *       /<filter class>                      a sub-queue per filter class ('none': no filters), priority 0
+ *       /<filter class>~<pppp>               the same for priority pppp (1..1000), see subNode
  *         /<bucket>                          at most BUCKET_SIZE entries each
  *           /<readyAt>-<task>-<seq>          an entry, kept while its task is locked
  *     /tasks/<hash bucket>/<task>            filters/<name>, state, metadata, data, claim, next
@@ -22,6 +23,7 @@
 import { StoreLayoutError } from '../errors.js';
 import type { AttemptRecord, MessageState, Outcome } from '../model/types.js';
 import type { PayloadEncoding } from '../model/payload.js';
+import { DEFAULT_PRIORITY, priorityKey } from '../model/scheduling.js';
 
 export const ROOT_MARKER_NAME = '_kvmq';
 export const ROOT_MARKER = JSON.stringify({ kvmq: 'zookeeper', layout: 1 });
@@ -82,8 +84,9 @@ export class QueuePaths {
     ];
   }
 
-  classDir(filterClass: string): string {
-    return `${this.queue}/${classNode(filterClass)}`;
+  /** The sub-queue of a filter class and priority (see subNode). */
+  classDir(filterClass: string, priority: number): string {
+    return `${this.queue}/${subNode(filterClass, priority)}`;
   }
 
   taskBucket(id: string): string {
@@ -138,6 +141,31 @@ export function classNode(filterClass: string): string {
 
 export function classOfNode(node: string): string {
   return node === NO_FILTERS ? '' : node;
+}
+
+/** Separates a sub-queue's filter class from its priority: never in a class ('=', '&' and filter tokens). */
+const PRIORITY_MARK = '~';
+
+/**
+ * A sub-queue's node name: the class node for priority 0 (the default, so plain messages keep the layout and
+ * cost they always had), `<class node>~<4-digit priority>` for others: 'none~0005', 'a=x~0100'.
+ */
+export function subNode(filterClass: string, priority: number): string {
+  const node = classNode(filterClass);
+  return priority === DEFAULT_PRIORITY ? node : `${node}${PRIORITY_MARK}${priorityKey(priority)}`;
+}
+
+/** A sub-queue as named by its node. */
+export interface SubKey {
+  readonly node: string;
+  readonly filterClass: string;
+  readonly priority: number;
+}
+
+export function parseSubNode(node: string): SubKey {
+  const mark = node.lastIndexOf(PRIORITY_MARK);
+  if (mark < 0) return { node, filterClass: classOfNode(node), priority: DEFAULT_PRIORITY };
+  return { node, filterClass: classOfNode(node.slice(0, mark)), priority: Number(node.slice(mark + 1)) };
 }
 
 function taskBucketOf(id: string): string {
@@ -218,6 +246,10 @@ export interface TaskState {
   readonly done: string | null;
   /** The message's own policy, encoded; absent for none. */
   readonly policy?: string;
+  /** Its priority (the sub-queue it is in); absent for 0. */
+  readonly priority?: number;
+  /** Its group; absent for none. */
+  readonly group?: string;
   /** Deliveries whose lock was lost since the last retry, revive or requeued run; absent for none. */
   readonly losses?: number;
   /** Attempts that did not end in a plain success, newest last; absent for none. */
@@ -274,4 +306,9 @@ export function decodeState(path: string, data: Buffer): TaskState {
     // reported below
   }
   throw new StoreLayoutError(`${path} does not hold a kvmq task state; is something else writing under this dir?`);
+}
+
+/** A task's priority: the sub-queue its entry is in. */
+export function priorityOf(s: Pick<TaskState, 'priority'>): number {
+  return s.priority ?? DEFAULT_PRIORITY;
 }
