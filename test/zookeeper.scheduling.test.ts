@@ -88,3 +88,83 @@ describe('zookeeper scheduling: priority', () => {
     assert.equal((await client.show('r', 'high'))?.priority, 1);
   });
 });
+
+describe('zookeeper scheduling: debounce', () => {
+  test('a burst becomes one message with the last payload, ready after the last enqueue', async () => {
+    const { client } = await open();
+    const first = await client.enqueue('d', 'one', { id: 'm1', debounce: { id: 'key', ms: 300 } });
+    const second = await client.enqueue('d', 'two', { id: 'm2', debounce: { id: 'key', ms: 300 } });
+    const [third] = await client.enqueueBatch('d', [
+      { payload: 'three', id: 'm3', metadata: { n: 3 }, debounce: { id: 'key', ms: 300 } },
+    ]);
+    assert.deepEqual(first, { ok: true, id: 'm1', action: 'added' });
+    assert.deepEqual(second, { ok: true, id: 'm1', action: 'debounced' });
+    assert.deepEqual(third, { ok: true, id: 'm1', action: 'debounced' });
+    assert.equal(await client.status('d', 'm2'), null);
+    const status = await client.status('d', 'm1');
+    assert.equal(status?.state, 'queued-with-backoff');
+    assert.deepEqual(await claimIds(client, 'd', 10), []);
+    let claimed: string[] = [];
+    for (let i = 0; i < 50 && claimed.length === 0; i++) {
+      await new Promise((r) => setTimeout(r, 20));
+      claimed = await claimIds(client, 'd', 10);
+    }
+    assert.deepEqual(claimed, ['m1']);
+    const details = await client.show('d', 'm1');
+    assert.equal(details?.payload, 'three');
+    assert.deepEqual(details.metadata, { n: 3 });
+  });
+
+  test('once the waiting message runs, the same debounce id adds a new one', async () => {
+    const { client } = await open();
+    await client.enqueue('d2', 'a', { id: 'a', debounce: { id: 'k', ms: 0 } });
+    assert.deepEqual(await claimIds(client, 'd2', 1), ['a']);
+    const next = await client.enqueue('d2', 'b', { id: 'b', debounce: { id: 'k', ms: 0 } });
+    assert.deepEqual(next, { ok: true, id: 'b', action: 'added' });
+    const again = await client.enqueue('d2', 'c', { id: 'c', debounce: { id: 'k', ms: 0 } });
+    assert.deepEqual(again, { ok: true, id: 'b', action: 'debounced' });
+  });
+
+  test('racing enqueues of one debounce id leave exactly one waiting message', async () => {
+    const { client, url } = await open();
+    const other = await connect(url, { maintenance: false });
+    clients.push(other);
+    const results = await Promise.all(
+      Array.from({ length: 12 }, (_, i) =>
+        (i % 2 === 0 ? client : other).enqueue('race', i, { id: `r${i}`, debounce: { id: 'k', ms: 60_000 } }),
+      ),
+    );
+    const added = results.filter((r) => r.ok && r.action === 'added');
+    assert.equal(added.length, 1);
+    assert.ok(results.every((r) => r.ok && r.id === added[0]?.id));
+    assert.equal((await client.queueStatus('race')).total, 1);
+  });
+
+  test('the index node goes with its message (remove) and with clear', async () => {
+    const { client, url, plain: p } = await open();
+    const dir = new URL(url).pathname;
+    await client.enqueue('ix', 'a', { id: 'a', debounce: { id: 'k1', ms: 60_000 } });
+    await client.enqueue('ix', 'b', { id: 'b', debounce: { id: 'k2', ms: 60_000 } });
+    assert.deepEqual((await p.children(`${dir}/ix/debounce`)).sort(), ['k1', 'k2']);
+    assert.equal((await client.remove('ix', 'a')).ok, true);
+    assert.deepEqual(await p.children(`${dir}/ix/debounce`), ['k2']);
+    await client.clear('ix');
+    assert.deepEqual(await p.children(`${dir}/ix/debounce`), []);
+  });
+
+  test('GC removes the index node with the finished message it names', async () => {
+    const { client, url, plain: p } = await open();
+    const dir = new URL(url).pathname;
+    await client.configure('g', { gcLifetimeMs: 0 });
+    await client.enqueue('g', 'a', { id: 'a', debounce: { id: 'k', ms: 0 } });
+    const [m] = (await client.store.claim('g', request('c1', 1))).messages;
+    assert.equal(m?.id, 'a');
+    await client.store.finish('g', 'c1', [
+      { id: 'a', attempt: 1, outcome: 'success', backoffMs: 0, error: null, startedAt: Date.now() },
+    ]);
+    assert.deepEqual(await p.children(`${dir}/g/debounce`), ['k']);
+    await client.gc('g');
+    assert.equal(await client.status('g', 'a'), null);
+    assert.deepEqual(await p.children(`${dir}/g/debounce`), []);
+  });
+});

@@ -134,6 +134,7 @@ describe('zookeeper: the zkmq layout, as a plain client reads it', () => {
     assert.deepEqual(node(`/${q}`).children.sort(), [
       'conf',
       'consumers',
+      'debounce',
       'done',
       'events',
       'failed',

@@ -4,6 +4,7 @@
  * which GC walks after `failedLifetimeMs` and listings read), all in the
  * caller's multi; or, with a dead-letter queue configured, moved there in that multi.
  */
+import { indexRemovals } from './debounce-index.js';
 import { parseFilterClass } from '../model/filters.js';
 import { encodeState, entryPrefix, makeState, priorityOf, taskNodes, type TaskState } from './layout.js';
 import { ZkCode, type ZkOp } from './client.js';
@@ -154,6 +155,7 @@ async function deadLetterOps(
     ...(failed.nextEncoding === null ? [] : [{ op: 'remove', path: source.next, version: -1 } as const]),
     { op: 'remove', path: q.paths.task(id), version: -1 },
     ...(entryPath === null ? [] : [{ op: 'remove', path: entryPath, version: -1 } as const]),
+    ...(await indexRemovals(ctx.zk, q, [{ id, state: failed }])),
   ];
 }
 

@@ -13,6 +13,7 @@ import { decodeState, parseSubNode, taskNodes, type Entry, type TaskState } from
 import { parseFilterClass } from '../model/filters.js';
 import { mapLimit, removeAll, removeQuietly, subtree } from './tree.js';
 import { readConfig } from './conf.js';
+import { indexRemovals } from './debounce-index.js';
 import type { BucketedList } from './buckets.js';
 import type { StoreContext } from './context.js';
 import type { QueueContext } from './queue.js';
@@ -129,6 +130,14 @@ async function removeTasks(
       { op: 'remove', path: entry.path, version: -1 },
     ];
   });
+  // Debounce index nodes that still name these tasks go with them.
+  ops.push(
+    ...(await indexRemovals(
+      ctx.zk,
+      q,
+      tasks.map((t) => ({ id: t.entry.id, state: t.state })),
+    )),
+  );
   try {
     await ctx.zk.multi(ops);
     return tasks.length;
@@ -223,6 +232,7 @@ export async function clearQueue(ctx: StoreContext, q: QueueContext): Promise<vo
     ...(await subtree(zk, q.paths.done, true)),
     ...(await subtree(zk, q.paths.failed, true)),
     ...(await subtree(zk, q.paths.waiting, true)),
+    ...(await subtree(zk, q.paths.debounce, true)),
   ];
   await removeAll(zk, paths);
   // Its events go too; the mark they leave tells a reader behind them that it missed some.

@@ -19,6 +19,7 @@
  *     /events/e<n>_<seq>                     a multi's n queue events (while conf/events is true), see events.ts;
  *                                            data: {"trimmedTo": n}, below which events may have been trimmed
  *     /turns/<name>                          data: when the turn was last taken (ms), see turns.ts
+ *     /debounce/<debounce id>                data: the id of the message that debounce id last added, see debounce.ts
  */
 import { StoreLayoutError } from '../errors.js';
 import type { AttemptRecord, MessageState, Outcome } from '../model/types.js';
@@ -48,6 +49,7 @@ export class QueuePaths {
   readonly gcLock: string;
   readonly events: string;
   readonly turns: string;
+  readonly debounce: string;
 
   constructor(readonly name: string) {
     this.dir = `/${name}`;
@@ -62,6 +64,7 @@ export class QueuePaths {
     this.gcLock = `${this.lock}/gc`;
     this.events = `${this.dir}/events`;
     this.turns = `${this.dir}/turns`;
+    this.debounce = `${this.dir}/debounce`;
   }
 
   /** The nodes a new queue starts with, parents first. */
@@ -81,6 +84,7 @@ export class QueuePaths {
       { path: this.lock, data: JSON.stringify({ gcAt: 0 }) },
       { path: this.events, data: JSON.stringify({ trimmedTo: 0 }) },
       { path: this.turns, data: '' },
+      { path: this.debounce, data: '' },
     ];
   }
 
@@ -250,6 +254,8 @@ export interface TaskState {
   readonly priority?: number;
   /** Its group; absent for none. */
   readonly group?: string;
+  /** The debounce id it was added with; absent for none. */
+  readonly debounce?: string;
   /** Deliveries whose lock was lost since the last retry, revive or requeued run; absent for none. */
   readonly losses?: number;
   /** Attempts that did not end in a plain success, newest last; absent for none. */
