@@ -168,3 +168,73 @@ describe('zookeeper scheduling: debounce', () => {
     assert.deepEqual(await p.children(`${dir}/g/debounce`), []);
   });
 });
+
+describe('zookeeper scheduling: group concurrency', () => {
+  const success = (id: string, attempt = 1) => ({
+    id,
+    attempt,
+    outcome: 'success' as const,
+    backoffMs: 0,
+    error: null,
+    startedAt: Date.now(),
+  });
+
+  test('a full group is skipped while other groups and ungrouped messages flow', async () => {
+    const { client } = await open();
+    await client.configure('g', { groupConcurrency: 2 });
+    for (let i = 0; i < 4; i++) await client.enqueue('g', i, { id: `a${i}`, group: 'A' });
+    for (let i = 0; i < 2; i++) await client.enqueue('g', i, { id: `b${i}`, group: 'B' });
+    await client.enqueue('g', 'x', { id: 'plain' });
+    const first = await claimIds(client, 'g', 10);
+    assert.deepEqual(first.sort(), ['a0', 'a1', 'b0', 'b1', 'plain']);
+    assert.deepEqual(await claimIds(client, 'g', 10), []);
+    assert.equal((await client.show('g', 'a0'))?.group, 'A');
+    await client.store.finish('g', 'c1', [success('a0')]);
+    assert.deepEqual(await claimIds(client, 'g', 10), ['a2']);
+    await client.configure('g', { groupConcurrency: 3 });
+    assert.deepEqual(await claimIds(client, 'g', 10), ['a3']);
+  });
+
+  test('claims racing across clients never hold more than groupConcurrency of a group', async () => {
+    const { client, url } = await open();
+    const other = await connect(url, { maintenance: false });
+    clients.push(other);
+    await client.configure('race', { groupConcurrency: 3 });
+    await client.enqueueBatch(
+      'race',
+      Array.from({ length: 20 }, (_, i) => ({ payload: i, id: `m${i}`, group: 'G' })),
+    );
+    const claims = await Promise.all(
+      Array.from({ length: 8 }, (_, i) => (i % 2 === 0 ? client : other).store.claim('race', request(`c${i}`, 2))),
+    );
+    const held = claims.flatMap((c) => c.messages.map((m) => m.id));
+    assert.equal(held.length, 3);
+  });
+
+  test('a finish in a full group wakes idle subscribers of another client', async () => {
+    const { client, url } = await open();
+    const other = await connect(url, { maintenance: false });
+    clients.push(other);
+    await client.configure('w', { groupConcurrency: 1 });
+    await client.enqueue('w', 1, { id: 'w1', group: 'G' });
+    await client.enqueue('w', 2, { id: 'w2', group: 'G' });
+    assert.deepEqual(await claimIds(client, 'w', 1), ['w1']);
+    // The other client finds the group full, so it watches the group.
+    assert.deepEqual((await other.store.claim('w', request('c2', 1))).messages, []);
+    let woken = 0;
+    const stop = other.store.subscribe('w', () => {
+      woken += 1;
+    });
+    try {
+      await client.store.finish('w', 'c1', [success('w1')]);
+      for (let i = 0; i < 100 && woken === 0; i++) await new Promise((r) => setTimeout(r, 20));
+      assert.ok(woken > 0, 'the idle client was woken');
+      assert.deepEqual(
+        (await other.store.claim('w', request('c2', 1))).messages.map((m) => m.id),
+        ['w2'],
+      );
+    } finally {
+      stop();
+    }
+  });
+});

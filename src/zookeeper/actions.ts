@@ -6,6 +6,7 @@
  * name in its bucket (one listing of at most 2,000 names).
  */
 import { indexRemovals } from './debounce-index.js';
+import { releaseOps } from './group-paths.js';
 import { parseFilterClass } from '../model/filters.js';
 import { isZkError, ZkCode, type ZkOp, type ZkSession } from './client.js';
 import {
@@ -223,7 +224,8 @@ export function removeMessages(ctx: StoreContext, q: QueueContext, ids: readonly
     const nodes = taskNodes(taskPath);
     const ops: ZkOp[] = [];
     // A lock that ended but whose claim node lingers (a stalled consumer): it goes too.
-    if (task.claim !== null) ops.push({ op: 'remove', path: nodes.claim, version: task.claim });
+    if (task.claim !== null)
+      ops.push({ op: 'remove', path: nodes.claim, version: task.claim }, ...releaseOps(q, id, s));
     for (const name of Object.keys(parseFilterClass(s.filterClass))) {
       ops.push({ op: 'remove', path: `${nodes.filters}/${name}`, version: -1 });
     }

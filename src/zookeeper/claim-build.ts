@@ -7,6 +7,7 @@
 import { parseFilterClass } from '../model/filters.js';
 import { ZkCode, type ZkOp } from './client.js';
 import { encodeState, makeState, namesEntry, taskNodes, type Entry, type SubKey, type TaskState } from './layout.js';
+import { releaseOps } from './group-paths.js';
 import type { ConfRead } from './conf.js';
 import type { EventRecord } from './events.js';
 import type { QueueContext } from './queue.js';
@@ -69,6 +70,8 @@ export function skipUntil(cache: ClaimCache, entry: Entry, now: number): number 
   if (entry.at > now) return entry.at;
   const until = cache.lockedUntil.get(entry.path);
   if (until !== undefined && until > now) return until;
+  // Its group is full: a removal in the group (its watch) says when to look again.
+  if (cache.blocked.has(entry.path)) return Infinity;
   return cache.trying.has(entry.path) ? Infinity : null;
 }
 
@@ -171,12 +174,18 @@ export function buildClaim(
       // A message whose lock expired keeps its requeue mark; a pending one starts clean.
       requeue: state.phase === 'locked' ? state.requeue : false,
       updatedAt: now,
+      // Set by groups.ts when this claim makes a held node in the message's group.
+      grouped: undefined,
     },
     now,
   );
   // No claim starts once a pause is written: the configuration must be as read when it said not paused.
   const ops: ZkOp[] = [{ op: 'check', path: q.paths.conf, version: conf.version }];
-  if (staleClaimVersion !== null) ops.push({ op: 'remove', path: nodes.claim, version: staleClaimVersion });
+  if (staleClaimVersion !== null) {
+    ops.push({ op: 'remove', path: nodes.claim, version: staleClaimVersion });
+    // The held node in its group went in the same multi as the claim, and goes with it.
+    ops.push(...releaseOps(q, candidate.entry.id, state));
+  }
   const createOp = ops.push({ op: 'create', path: nodes.claim, data: Buffer.from(consumer), kind: 'ephemeral' }) - 1;
   const stateOp = ops.push({ op: 'set', path: nodes.state, data: encodeState(next), version: read.version }) - 1;
   const event: EventRecord = { type: 'started', id: candidate.entry.id, attempt: next.attempt, at: now };

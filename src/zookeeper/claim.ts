@@ -29,6 +29,8 @@ import {
   type PreparedClaim,
 } from './claim-build.js';
 import { commitIndexed } from './actions.js';
+import { planGroups } from './groups.js';
+import { releaseOps } from './group-paths.js';
 import { endInFailure, failedState, isDeadLetterClash } from './fail.js';
 import { appendHistory, maxDeliveriesError } from '../model/history.js';
 import type { ConfRead } from './conf.js';
@@ -41,6 +43,8 @@ import type { AttemptRecord } from '../model/types.js';
 
 /** A paused queue's claims say to look again this soon. */
 const PAUSED_WAKE_MS = 1000;
+/** Rounds of one claim that look past entries of full groups. */
+const MAX_GROUP_ROUNDS = 8;
 
 export async function claimMessages(ctx: StoreContext, q: QueueContext, request: ClaimRequest): Promise<ClaimResult> {
   const cache = ctx.claims;
@@ -69,14 +73,87 @@ export async function claimMessages(ctx: StoreContext, q: QueueContext, request:
   }
   const max = request.max - handed.length;
 
+  if (cache.blockedAt.get(q.name) !== conf.version) {
+    // groupConcurrency may have changed: entries skipped for a full group are looked at again.
+    cache.unblockAll();
+    cache.blockedAt.set(q.name, conf.version);
+  }
+  const messages: ClaimedMessage[] = [...handed];
+  let wakeAt = Infinity;
+  let queueSize = 0;
+  // A round that skipped entries of a full group looks again past them (they are skipped from then on).
+  for (let round = 0; ; round++) {
+    const scan = await scanCandidates(ctx, q, request, max - (messages.length - handed.length) + readAhead, now);
+    wakeAt = Math.min(wakeAt, scan.wakeAt);
+    queueSize = scan.queueSize;
+    const { candidates } = scan;
+    let blocked = 0;
+    let next = 0;
+    while (messages.length < request.max && next < candidates.length) {
+      const batch = candidates.slice(next, next + request.max - messages.length);
+      next += batch.length;
+      for (const c of batch) cache.trying.add(c.entry.path);
+      try {
+        const prepared = await Promise.all(batch.map((c) => prepare(ctx, cache, q, c, request, conf, now)));
+        const ready = prepared.filter((p): p is PreparedClaim => typeof p === 'object' && p !== null);
+        for (const p of prepared) if (typeof p === 'number') wakeAt = Math.min(wakeAt, p);
+        const claims = await planGroups(ctx, q, ready, conf.config.groupConcurrency);
+        blocked += ready.length - claims.length;
+        // One write of the consumer's `current` (what it holds) rides on the last multi.
+        const current = ctx.currentPath(q.name, request.consumerId);
+        const last = claims[claims.length - 1];
+        if (current !== null && last !== undefined) {
+          last.ops.push({
+            op: 'set',
+            path: current,
+            data: ctx.currentData(
+              q.name,
+              request.consumerId,
+              claims.map((c) => c.candidate.entry.id),
+            ),
+            version: -1,
+          });
+        }
+        const committing = Promise.all(claims.map((p) => commit(ctx, q, p, current, conf)));
+        // While this batch is taken, the reads of the next ones are on their way.
+        cache.readAhead(
+          ctx.zk,
+          candidates.slice(next, next + readAhead).map((c) => ({ entry: c.entry, taskPath: q.paths.task(c.entry.id) })),
+        );
+        for (const message of await committing) if (message !== null) messages.push(message);
+      } finally {
+        for (const c of batch) cache.trying.delete(c.entry.path);
+      }
+    }
+    if (messages.length >= request.max || blocked === 0 || round >= MAX_GROUP_ROUNDS) break;
+  }
+  cache.queueSizes.set(q.name, queueSize);
+
+  if (messages.length > 0) {
+    await resetCounters(ctx, q);
+    return { messages, queueSize, dryRuns: 0, wakeAt: null };
+  }
+  return { messages, queueSize, ...(await dryRun(ctx, q, request, wakeAt)) };
+}
+
+/**
+ * The entries to try, in claim order: priority levels in order (the view is sorted by priority), a level read
+ * only while the ones before it held fewer than `want` claimable entries, so a claim never reads lower
+ * priorities to find higher ones. Also the queue's size and when a skipped entry becomes claimable.
+ */
+async function scanCandidates(
+  ctx: StoreContext,
+  q: QueueContext,
+  request: ClaimRequest,
+  want: number,
+  now: number,
+): Promise<{ candidates: Candidate[]; queueSize: number; wakeAt: number }> {
+  const cache = ctx.claims;
   const view = await q.queueView();
   const onChange = (): void => ctx.wakeups.notify(q.name);
   let wakeAt = Infinity;
   const candidates: Candidate[] = [];
-  const want = max + readAhead;
   let queueSize = 0;
-  // Priority levels in order (the view is sorted by priority): a level is read only while the ones before it
-  // held fewer than `want` claimable entries, so a claim never reads lower priorities to find higher ones.
   for (const level of priorityLevels(view.subs)) {
     const sizes = await Promise.all(
       level.map(async (key) => {
@@ -105,51 +182,7 @@ export async function claimMessages(ctx: StoreContext, q: QueueContext, request:
     );
     queueSize += sizes.reduce((a, b) => a + b, 0);
   }
-  cache.queueSizes.set(q.name, queueSize);
-
-  candidates.sort(byEntry);
-  const messages: ClaimedMessage[] = [...handed];
-  let next = 0;
-  while (messages.length < request.max && next < candidates.length) {
-    const batch = candidates.slice(next, next + request.max - messages.length);
-    next += batch.length;
-    for (const c of batch) cache.trying.add(c.entry.path);
-    try {
-      const prepared = await Promise.all(batch.map((c) => prepare(ctx, cache, q, c, request, conf, now)));
-      const claims = prepared.filter((p): p is PreparedClaim => typeof p === 'object' && p !== null);
-      for (const p of prepared) if (typeof p === 'number') wakeAt = Math.min(wakeAt, p);
-      // One write of the consumer's `current` (what it holds) rides on the last multi.
-      const current = ctx.currentPath(q.name, request.consumerId);
-      const last = claims[claims.length - 1];
-      if (current !== null && last !== undefined) {
-        last.ops.push({
-          op: 'set',
-          path: current,
-          data: ctx.currentData(
-            q.name,
-            request.consumerId,
-            claims.map((c) => c.candidate.entry.id),
-          ),
-          version: -1,
-        });
-      }
-      const committing = Promise.all(claims.map((p) => commit(ctx, q, p, current, conf)));
-      // While this batch is taken, the reads of the next ones are on their way.
-      cache.readAhead(
-        ctx.zk,
-        candidates.slice(next, next + readAhead).map((c) => ({ entry: c.entry, taskPath: q.paths.task(c.entry.id) })),
-      );
-      for (const message of await committing) if (message !== null) messages.push(message);
-    } finally {
-      for (const c of batch) cache.trying.delete(c.entry.path);
-    }
-  }
-
-  if (messages.length > 0) {
-    await resetCounters(ctx, q);
-    return { messages, queueSize, dryRuns: 0, wakeAt: null };
-  }
-  return { messages, queueSize, ...(await dryRun(ctx, q, request, wakeAt)) };
+  return { candidates: candidates.sort(byEntry), queueSize, wakeAt };
 }
 
 /**
@@ -232,7 +265,10 @@ async function failLost(
   const { entry, sub } = candidate;
   const failed = failedState(state, now, maxDeliveriesError(state.losses ?? 0), history);
   const claimPath = taskNodes(q.paths.task(entry.id)).claim;
-  const removeClaim: ZkOp[] = claimVersion === null ? [] : [{ op: 'remove', path: claimPath, version: claimVersion }];
+  const removeClaim: ZkOp[] =
+    claimVersion === null
+      ? []
+      : [{ op: 'remove', path: claimPath, version: claimVersion }, ...releaseOps(q, entry.id, read.state)];
   for (const deadLetter of [true, false]) {
     const ended = await endInFailure(ctx, q, entry.id, failed, read.version, entry.path, deadLetter);
     const event = q.events.ops(await q.eventsConfig(), [ended.event]);

@@ -6,6 +6,7 @@
  * Either way the late outcome is refused ('lost') and changes nothing.
  * A batch of finishes is one multi; a conflict sends each through alone.
  */
+import { releaseOps } from './group-paths.js';
 import { claimFailed } from './claim-build.js';
 import { isZkError, ZkCode, type ZkOp } from './client.js';
 import { claimsForFinish, readAheadAfterFinish, recordHandoffs } from './handoff.js';
@@ -191,7 +192,7 @@ async function finishOps(
   const now = Date.now();
   const s = held.state;
   const nodes = taskNodes(held.taskPath);
-  const ops: ZkOp[] = [{ op: 'remove', path: nodes.claim, version: -1 }];
+  const ops: ZkOp[] = [{ op: 'remove', path: nodes.claim, version: -1 }, ...releaseOps(q, held.id, s)];
   const requeued = f.outcome !== 'retry' && s.requeue;
   // A run handed back unrun (startedAt null) is no outcome: no event.
   const event: EventRecord[] =

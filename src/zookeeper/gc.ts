@@ -14,6 +14,7 @@ import { parseFilterClass } from '../model/filters.js';
 import { mapLimit, removeAll, removeQuietly, subtree } from './tree.js';
 import { readConfig } from './conf.js';
 import { indexRemovals } from './debounce-index.js';
+import { releaseOps } from './group-paths.js';
 import type { BucketedList } from './buckets.js';
 import type { StoreContext } from './context.js';
 import type { QueueContext } from './queue.js';
@@ -182,6 +183,7 @@ async function freeStaleClaims(ctx: StoreContext, q: QueueContext, graceMs: numb
         await zk.multi([
           { op: 'check', path: nodes.state, version: stat.version },
           { op: 'remove', path: nodes.claim, version: claim.version },
+          ...releaseOps(q, entry.id, state),
         ]);
       } catch (error) {
         if (!isZkError(error)) throw error;

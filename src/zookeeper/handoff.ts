@@ -57,6 +57,8 @@ export function claimsForFinish(
     if (read === undefined || read === null || cache.suspect.has(path)) break;
     const state = read.state;
     if (state.phase !== 'pending' || state.readyAt > now || !entryMatches(state, candidate.entry)) break;
+    // A grouped message needs its group's count checked (claim.ts): not claimed blind.
+    if (state.group !== undefined && conf.config.groupConcurrency !== null) break;
     claims.push(buildClaim(q, candidate, read, consumer, terms.lockMs, now, null, conf));
     cache.trying.add(path);
   }

@@ -20,6 +20,9 @@
  *                                            data: {"trimmedTo": n}, below which events may have been trimmed
  *     /turns/<name>                          data: when the turn was last taken (ms), see turns.ts
  *     /debounce/<debounce id>                data: the id of the message that debounce id last added, see debounce.ts
+ *     /groups/<group>/<task>                 EPHEMERAL: a held message of the group (groupConcurrency), see groups.ts
+ *     /rate                                  data: the rate limit's GCRA tat (ms), see rate.ts
+ *     /schedules/<name>                      data: {"body","nextAt"}, see schedules.ts
  */
 import { StoreLayoutError } from '../errors.js';
 import type { AttemptRecord, MessageState, Outcome } from '../model/types.js';
@@ -50,6 +53,9 @@ export class QueuePaths {
   readonly events: string;
   readonly turns: string;
   readonly debounce: string;
+  readonly groups: string;
+  readonly rate: string;
+  readonly schedules: string;
 
   constructor(readonly name: string) {
     this.dir = `/${name}`;
@@ -65,6 +71,9 @@ export class QueuePaths {
     this.events = `${this.dir}/events`;
     this.turns = `${this.dir}/turns`;
     this.debounce = `${this.dir}/debounce`;
+    this.groups = `${this.dir}/groups`;
+    this.rate = `${this.dir}/rate`;
+    this.schedules = `${this.dir}/schedules`;
   }
 
   /** The nodes a new queue starts with, parents first. */
@@ -85,6 +94,9 @@ export class QueuePaths {
       { path: this.events, data: JSON.stringify({ trimmedTo: 0 }) },
       { path: this.turns, data: '' },
       { path: this.debounce, data: '' },
+      { path: this.groups, data: '' },
+      { path: this.rate, data: '0' },
+      { path: this.schedules, data: '' },
     ];
   }
 
@@ -256,6 +268,8 @@ export interface TaskState {
   readonly group?: string;
   /** The debounce id it was added with; absent for none. */
   readonly debounce?: string;
+  /** Locked with a held node in `/groups/<group>` (made by its claim, removed with its claim); else absent. */
+  readonly grouped?: boolean;
   /** Deliveries whose lock was lost since the last retry, revive or requeued run; absent for none. */
   readonly losses?: number;
   /** Attempts that did not end in a plain success, newest last; absent for none. */
