@@ -238,3 +238,52 @@ describe('zookeeper scheduling: group concurrency', () => {
     }
   });
 });
+
+describe('zookeeper scheduling: rate limit', () => {
+  test('a claim takes at most what the limit grants, then says when the next slot comes', async () => {
+    const { client } = await open();
+    await client.configure('r', { rateLimit: { max: 3, perMs: 900 } });
+    await client.enqueueBatch(
+      'r',
+      Array.from({ length: 10 }, (_, i) => ({ payload: i, id: `m${i}` })),
+    );
+    const first = await client.store.claim('r', request('c1', 10));
+    assert.equal(first.messages.length, 3);
+    const before = Date.now();
+    const held = await client.store.claim('r', request('c1', 10));
+    assert.equal(held.messages.length, 0);
+    assert.equal(held.dryRuns, 0, 'a rate-limited claim is no dry run');
+    assert.ok(held.wakeAt !== null && held.wakeAt > before && held.wakeAt <= before + 300 + 50, `${held.wakeAt}`);
+    await new Promise((r) => setTimeout(r, Math.max(0, (held.wakeAt ?? 0) - Date.now()) + 5));
+    assert.equal((await client.store.claim('r', request('c1', 10))).messages.length, 1);
+  });
+
+  test('the limit holds across clients racing for the same slots', async () => {
+    const { client, url } = await open();
+    const other = await connect(url, { maintenance: false });
+    clients.push(other);
+    await client.configure('race', { rateLimit: { max: 5, perMs: 60_000 } });
+    await client.enqueueBatch(
+      'race',
+      Array.from({ length: 30 }, (_, i) => ({ payload: i, id: `m${i}` })),
+    );
+    let total = 0;
+    for (let round = 0; round < 5; round++) {
+      const claims = await Promise.all(
+        Array.from({ length: 6 }, (_, i) => (i % 2 === 0 ? client : other).store.claim('race', request(`c${i}`, 2))),
+      );
+      total += claims.reduce((n, c) => n + c.messages.length, 0);
+    }
+    assert.equal(total, 5);
+  });
+
+  test('clear starts the limit afresh', async () => {
+    const { client } = await open();
+    await client.configure('c', { rateLimit: { max: 2, perMs: 60_000 } });
+    await client.enqueueBatch('c', [{ payload: 1 }, { payload: 2 }, { payload: 3 }]);
+    assert.equal((await client.store.claim('c', request('c1', 10))).messages.length, 2);
+    await client.clear('c');
+    await client.enqueueBatch('c', [{ payload: 1 }, { payload: 2 }, { payload: 3 }]);
+    assert.equal((await client.store.claim('c', request('c1', 10))).messages.length, 2);
+  });
+});

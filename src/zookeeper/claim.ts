@@ -30,6 +30,8 @@ import {
 } from './claim-build.js';
 import { commitIndexed } from './actions.js';
 import { planGroups } from './groups.js';
+import { chargeOp, readRate } from './rate.js';
+import { rateGrant } from '../model/rate-limit.js';
 import { releaseOps } from './group-paths.js';
 import { endInFailure, failedState, isDeadLetterClash } from './fail.js';
 import { appendHistory, maxDeliveriesError } from '../model/history.js';
@@ -81,6 +83,9 @@ export async function claimMessages(ctx: StoreContext, q: QueueContext, request:
   const messages: ClaimedMessage[] = [...handed];
   let wakeAt = Infinity;
   let queueSize = 0;
+  const limit = conf.config.rateLimit;
+  // When the rate limit allows nothing now: the next slot.
+  let rateWake: number | null = null;
   // A round that skipped entries of a full group looks again past them (they are skipped from then on).
   for (let round = 0; ; round++) {
     const scan = await scanCandidates(ctx, q, request, max - (messages.length - handed.length) + readAhead, now);
@@ -90,7 +95,20 @@ export async function claimMessages(ctx: StoreContext, q: QueueContext, request:
     let blocked = 0;
     let next = 0;
     while (messages.length < request.max && next < candidates.length) {
-      const batch = candidates.slice(next, next + request.max - messages.length);
+      let size = request.max - messages.length;
+      let charge: ((k: number) => ZkOp) | null = null;
+      if (limit !== null) {
+        // The rate limit's tat, read afresh for each batch: its claims spend it in order.
+        const rate = await readRate(ctx.zk, q.paths);
+        const grant = rateGrant(limit, rate.tat, Date.now(), size);
+        if (grant.granted === 0) {
+          rateWake = grant.wakeAt;
+          break;
+        }
+        size = grant.granted;
+        charge = (k) => chargeOp(q.paths, limit, grant, rate, k);
+      }
+      const batch = candidates.slice(next, next + size);
       next += batch.length;
       for (const c of batch) cache.trying.add(c.entry.path);
       try {
@@ -99,6 +117,8 @@ export async function claimMessages(ctx: StoreContext, q: QueueContext, request:
         for (const p of prepared) if (typeof p === 'number') wakeAt = Math.min(wakeAt, p);
         const claims = await planGroups(ctx, q, ready, conf.config.groupConcurrency);
         blocked += ready.length - claims.length;
+        const charged = charge;
+        if (charged !== null) claims.forEach((p, k) => p.ops.push(charged(k)));
         // One write of the consumer's `current` (what it holds) rides on the last multi.
         const current = ctx.currentPath(q.name, request.consumerId);
         const last = claims[claims.length - 1];
@@ -125,9 +145,13 @@ export async function claimMessages(ctx: StoreContext, q: QueueContext, request:
         for (const c of batch) cache.trying.delete(c.entry.path);
       }
     }
-    if (messages.length >= request.max || blocked === 0 || round >= MAX_GROUP_ROUNDS) break;
+    if (rateWake !== null || messages.length >= request.max || blocked === 0 || round >= MAX_GROUP_ROUNDS) break;
   }
   cache.queueSizes.set(q.name, queueSize);
+  if (messages.length === 0 && rateWake !== null) {
+    // Held back by the rate limit, not an empty queue: no dry run; look again at the next slot.
+    return { messages, queueSize, dryRuns: q.peekView()?.counters.dryRuns ?? 0, wakeAt: rateWake };
+  }
 
   if (messages.length > 0) {
     await resetCounters(ctx, q);

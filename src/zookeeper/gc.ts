@@ -15,6 +15,7 @@ import { mapLimit, removeAll, removeQuietly, subtree } from './tree.js';
 import { readConfig } from './conf.js';
 import { indexRemovals } from './debounce-index.js';
 import { releaseOps } from './group-paths.js';
+import { resetRateOp } from './rate.js';
 import type { BucketedList } from './buckets.js';
 import type { StoreContext } from './context.js';
 import type { QueueContext } from './queue.js';
@@ -240,6 +241,13 @@ export async function clearQueue(ctx: StoreContext, q: QueueContext): Promise<vo
   // Its events go too; the mark they leave tells a reader behind them that it missed some.
   await q.events.clear();
   await zk.set(q.paths.queue, Buffer.from(JSON.stringify({ dryRuns: 0, eoqUntil: 0 })), -1);
+  // The rate limit starts afresh.
+  try {
+    await zk.multi([resetRateOp(q.paths)]);
+  } catch (error) {
+    // No /rate (removed by hand): nothing to reset.
+    if (!isZkError(error, ZkCode.NoNode)) throw error;
+  }
   q.reset();
   ctx.claims.clearQueue(q.name);
 }

@@ -49,6 +49,8 @@ export function claimsForFinish(
   // Only on a configuration read through a live watch, and not while paused; the claim checks its version.
   const conf = q.peekConf();
   if (room <= 0 || conf === null || conf.config.paused || !q.confTrusted()) return [];
+  // Under a rate limit every claim spends the queue's tat (claim.ts): none is made blind.
+  if (conf.config.rateLimit !== null) return [];
   const claims: PreparedClaim[] = [];
   for (const candidate of cachedCandidates(ctx, q, terms.accepts, room, now)) {
     const path = candidate.entry.path;
