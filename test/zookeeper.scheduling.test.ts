@@ -6,7 +6,7 @@ import assert from 'node:assert/strict';
 import { after, describe, test } from 'node:test';
 import { connect, type Client } from '../src/index.js';
 import { freshStoreUrl, hostsOf, PlainClient, serverUrl } from './fixtures/zookeeper-env.js';
-import type { ClaimRequest } from '../src/store/contract.js';
+import type { ClaimRequest, NewMessage } from '../src/store/contract.js';
 
 const server = serverUrl();
 const clients: Client[] = [];
@@ -285,5 +285,94 @@ describe('zookeeper scheduling: rate limit', () => {
     await client.clear('c');
     await client.enqueueBatch('c', [{ payload: 1 }, { payload: 2 }, { payload: 3 }]);
     assert.equal((await client.store.claim('c', request('c1', 10))).messages.length, 2);
+  });
+});
+
+describe('zookeeper scheduling: schedules', () => {
+  const message = (id: string, extra: Partial<NewMessage> = {}): NewMessage => ({
+    id,
+    payload: Buffer.from(JSON.stringify(id)),
+    encoding: 'json',
+    metadata: {},
+    filters: {},
+    filterClass: '',
+    initialBackoffMs: 0,
+    allowRequeue: false,
+    replacePayload: false,
+    policy: null,
+    priority: 0,
+    group: null,
+    debounceId: null,
+    ...extra,
+  });
+
+  test('put, list sorted by name, replace, remove; clear keeps them', async () => {
+    const { client } = await open();
+    const store = client.store;
+    assert.deepEqual(await store.schedules('s'), []);
+    assert.equal(await store.putSchedule('s', { name: 'b', body: '{"every":1}', nextAt: 10 }), true);
+    assert.equal(await store.putSchedule('s', { name: 'a', body: '{"every":2}', nextAt: 20 }), true);
+    assert.equal(await store.putSchedule('s', { name: 'b', body: '{"every":3}', nextAt: 30 }), false);
+    assert.deepEqual(await store.schedules('s'), [
+      { name: 'a', body: '{"every":2}', nextAt: 20 },
+      { name: 'b', body: '{"every":3}', nextAt: 30 },
+    ]);
+    await client.clear('s');
+    assert.equal((await store.schedules('s')).length, 2);
+    assert.equal(await store.removeSchedule('s', 'a'), true);
+    assert.equal(await store.removeSchedule('s', 'a'), false);
+    assert.deepEqual(
+      (await store.schedules('s')).map((s) => s.name),
+      ['b'],
+    );
+  });
+
+  test('fireSchedule: one of racing firings enqueues the slot; a stale one writes nothing', async () => {
+    const { client, url } = await open();
+    const other = await connect(url, { maintenance: false });
+    clients.push(other);
+    const schedule = { name: 'tick', body: '{"everyMs":1000}', nextAt: 1000 };
+    await client.store.putSchedule('f', schedule);
+    const fired = await Promise.all(
+      Array.from({ length: 6 }, (_, i) =>
+        (i % 2 === 0 ? client : other).store.fireSchedule('f', schedule, 2000, [message(`tick-1000-${i}`)]),
+      ),
+    );
+    const won = fired.filter((r) => r !== null);
+    assert.equal(won.length, 1);
+    assert.equal(won[0]?.[0]?.ok, true);
+    assert.equal((await client.queueStatus('f')).total, 1);
+    assert.deepEqual(await client.store.schedules('f'), [{ ...schedule, nextAt: 2000 }]);
+    // Expecting the old slot again: nothing written.
+    assert.equal(await client.store.fireSchedule('f', schedule, 3000, [message('late')]), null);
+    assert.equal(await client.status('f', 'late'), null);
+    // A changed body fails the compare too; a removed schedule as well.
+    const moved = { ...schedule, nextAt: 2000 };
+    assert.equal(await client.store.fireSchedule('f', { ...moved, body: '{}' }, 3000, [message('x')]), null);
+    await client.store.removeSchedule('f', 'tick');
+    assert.equal(await client.store.fireSchedule('f', moved, 3000, [message('y')]), null);
+    assert.equal((await client.queueStatus('f')).total, 1);
+  });
+
+  test('fireSchedule enqueues as enqueue does: existing ids refused, priority and debounce kept', async () => {
+    const { client } = await open();
+    const schedule = { name: 'n', body: 'b', nextAt: 1 };
+    await client.store.putSchedule('e', schedule);
+    await client.enqueue('e', 'x', { id: 'slot-1', initialBackoffMs: 60_000 });
+    const results = await client.store.fireSchedule('e', schedule, 2, [
+      message('slot-1'),
+      message('slot-2', { priority: 3 }),
+      message('slot-3', { debounceId: 'k', initialBackoffMs: 60_000 }),
+    ]);
+    assert.deepEqual(results, [
+      { ok: false, id: 'slot-1', state: 'queued-with-backoff' },
+      { ok: true, id: 'slot-2', action: 'added' },
+      { ok: true, id: 'slot-3', action: 'added' },
+    ]);
+    assert.equal((await client.show('e', 'slot-2'))?.priority, 3);
+    // Every id exists: the compare-and-set still decides, alone.
+    const again = await client.store.fireSchedule('e', { ...schedule, nextAt: 2 }, 3, [message('slot-2')]);
+    assert.deepEqual(again, [{ ok: false, id: 'slot-2', state: 'queued' }]);
+    assert.equal((await client.store.schedules('e'))[0]?.nextAt, 3);
   });
 });
