@@ -13,6 +13,7 @@ import { setTimeout as delay } from 'node:timers/promises';
 import { after, describe, test } from 'node:test';
 import Database from 'better-sqlite3';
 import { connect, StoreLayoutError, StoreUnavailableError, StoreUrlError } from '../src/index.js';
+import { SCHEMA_VERSION } from '../src/sqlite/schema.js';
 import { waitFor } from './support/wait.js';
 
 const dir = mkdtempSync(join(tmpdir(), 'kvmq-sqlite-'));
@@ -383,23 +384,27 @@ describe('sqlite store', () => {
     }
     const after = new Database(path, { readonly: true });
     try {
-      assert.equal(after.pragma('user_version', { simple: true }), 3);
+      assert.equal(after.pragma('user_version', { simple: true }), SCHEMA_VERSION);
     } finally {
       after.close();
     }
     assertCountersMatchRows(url, 'old');
   });
 
-  test('a schema 2 file is migrated to 3: events and turns work, its configuration reads events off', async () => {
+  test('a schema 2 file is migrated: events, turns and priorities work, its configuration reads events off', async () => {
     const url = freshUrl();
     const path = url.slice('sqlite:'.length);
     const before = await connect(url, { maintenance: false });
     await before.configure('old', { gcLifetimeMs: 4321 });
     await before.enqueue('old', 'kept', { id: 'm1' });
     await before.close();
-    // Back to schema 2's layout: what schema 3 added goes.
+    // Back to schema 2's layout: what schemas 3 and 4 added goes.
     const db = new Database(path);
-    db.exec(`DROP TABLE kvmq_events; DROP TABLE kvmq_turns; ALTER TABLE kvmq_queues DROP COLUMN events_trimmed;
+    db.exec(`DROP INDEX kvmq_messages_pending; DROP INDEX kvmq_messages_group_held; DROP INDEX kvmq_messages_debounce;
+      ALTER TABLE kvmq_messages DROP COLUMN priority; ALTER TABLE kvmq_messages DROP COLUMN group_name;
+      ALTER TABLE kvmq_messages DROP COLUMN debounce_id; ALTER TABLE kvmq_queues DROP COLUMN rate_tat;
+      CREATE INDEX kvmq_messages_ready ON kvmq_messages (queue, filters, ready_at, seq) WHERE phase = 0;
+      DROP TABLE kvmq_events; DROP TABLE kvmq_turns; ALTER TABLE kvmq_queues DROP COLUMN events_trimmed;
       ALTER TABLE kvmq_queues DROP COLUMN events_trimmed_index;
       UPDATE kvmq_queues SET config = json_remove(config, '$.events', '$.eventsMaxCount', '$.eventsMaxAgeMs');
       PRAGMA user_version = 2`);
@@ -419,12 +424,27 @@ describe('sqlite store', () => {
         [['enqueued', 'm2']],
       );
       assert.equal(await client.store.takeTurn('old', 'warn', 60_000), true);
+      // The old message reads as priority 0, and an urgent new one overtakes a later one.
+      await client.enqueue('old', 'late', { id: 'm3', priority: 5 });
+      await client.enqueue('old', 'urgent', { id: 'm4', priority: 1 });
+      assert.equal((await client.show('old', 'm1'))?.priority, 0);
+      const claimed = await client.store.claim('old', {
+        consumerId: 'c',
+        max: 10,
+        lockMs: 10_000,
+        accepts: null,
+        eoqBackoffMs: () => 1000,
+      });
+      assert.deepEqual(
+        claimed.messages.map((m) => m.id),
+        ['m1', 'm2', 'm4', 'm3'],
+      );
     } finally {
       await client.close();
     }
     const after = new Database(path, { readonly: true });
     try {
-      assert.equal(after.pragma('user_version', { simple: true }), 3);
+      assert.equal(after.pragma('user_version', { simple: true }), SCHEMA_VERSION);
     } finally {
       after.close();
     }

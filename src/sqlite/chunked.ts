@@ -36,15 +36,16 @@ function placeholders(count: number, row: string): string {
 }
 
 /**
- * Rows of (queue, id, payload, encoding, metadata, filters, ready_at, enqueued_at, updated_at, policy);
- * returns the ids inserted.
+ * Rows of (queue, id, payload, encoding, metadata, filters, ready_at, enqueued_at, updated_at, policy, priority,
+ * group_name, debounce_id); returns the ids inserted.
  */
 export function insertMessages(db: BetterSqlite3.Database): ChunkedStatement {
   return chunked(
     db,
     (n) =>
-      'INSERT INTO kvmq_messages (queue, id, payload, encoding, metadata, filters, phase, ready_at, enqueued_at, updated_at, policy) ' +
-      `VALUES ${placeholders(n, '(?, ?, ?, ?, ?, ?, 0, ?, ?, ?, ?)')} ON CONFLICT (queue, id) DO NOTHING RETURNING id`,
+      'INSERT INTO kvmq_messages (queue, id, payload, encoding, metadata, filters, phase, ready_at, enqueued_at, ' +
+      'updated_at, policy, priority, group_name, debounce_id) ' +
+      `VALUES ${placeholders(n, '(?, ?, ?, ?, ?, ?, 0, ?, ?, ?, ?, ?, ?, ?)')} ON CONFLICT (queue, id) DO NOTHING RETURNING id`,
   );
 }
 

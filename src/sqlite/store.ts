@@ -22,6 +22,7 @@ import { finishMessages } from './finish.js';
 import { finishSuccesses, insertMessages, type ChunkedStatement } from './chunked.js';
 import { liveConsumers, messageDetails, messageStatus, stateCounts } from './inspect.js';
 import { Lister } from './list.js';
+import { pendingRanges } from './pending.js';
 import type { WriteContext } from './failures.js';
 import { migrate } from './schema.js';
 import { prepareStatements, type QueueRow, type Statement, type Statements } from './statements.js';
@@ -234,7 +235,7 @@ class SqliteStore implements Store {
   }
 
   list(queue: string, query: ListQuery): Promise<StoredPage> {
-    return this.snapshot(() => this.lister.page(queue, query, this.sql.classes.all(queue) as string[], Date.now()));
+    return this.snapshot(() => this.lister.page(queue, query, pendingRanges(this.sql, queue), Date.now()));
   }
 
   inspect(queue: string, id: string): Promise<StoredDetails | null> {
