@@ -8,7 +8,8 @@
  * Queue events are rows of their own table, written in the transaction of
  * the transition they describe, read by (queue, seq). Schema 4 orders pending
  * messages by priority within their class, and adds groups, debounce ids and
- * each queue's rate limit state.
+ * each queue's rate limit state. Schedules are rows of (queue, name), their
+ * next slot compared and set when they fire.
  */
 import type BetterSqlite3 from 'better-sqlite3';
 import { StoreLayoutError } from '../errors.js';
@@ -57,6 +58,18 @@ CREATE INDEX IF NOT EXISTS kvmq_messages_group_held ON kvmq_messages (queue, gro
   WHERE phase = 1 AND group_name IS NOT NULL;
 CREATE INDEX IF NOT EXISTS kvmq_messages_debounce ON kvmq_messages (queue, debounce_id, seq)
   WHERE phase = 0 AND debounce_id IS NOT NULL;
+`;
+
+// The table schema 4 added: each queue's schedules (src/schedule/), the body opaque JSON, next_at the next slot
+// not yet enqueued, which fireSchedule compares and sets in the transaction that enqueues the due slots.
+const TABLES_4 = `
+CREATE TABLE IF NOT EXISTS kvmq_schedules (
+  queue   TEXT    NOT NULL,
+  name    TEXT    NOT NULL,
+  body    TEXT    NOT NULL,
+  next_at INTEGER NOT NULL,
+  PRIMARY KEY (queue, name)
+) STRICT, WITHOUT ROWID;
 `;
 
 const DDL = `
@@ -109,6 +122,7 @@ CREATE TABLE IF NOT EXISTS kvmq_queues (
   rate_tat      REAL    NOT NULL DEFAULT 0      -- the rate limit's theoretical arrival time (model/rate-limit.ts)
 ) STRICT, WITHOUT ROWID;
 ${TABLES_3}
+${TABLES_4}
 -- Filter classes seen per queue, so a claim asks only for classes a worker accepts.
 CREATE TABLE IF NOT EXISTS kvmq_classes (
   queue   TEXT NOT NULL,
@@ -151,7 +165,7 @@ ${TABLES_3}
 `;
 
 // Schema 3 → 4: priority, group and debounce id per message (existing ones: priority 0, none), the rate limit
-// state per queue; the pending index gains the priority.
+// state per queue; the pending index gains the priority; the schedules table.
 const MIGRATE_3_TO_4 = `
 ALTER TABLE kvmq_messages ADD COLUMN priority INTEGER NOT NULL DEFAULT 0;
 ALTER TABLE kvmq_messages ADD COLUMN group_name TEXT;
@@ -159,6 +173,7 @@ ALTER TABLE kvmq_messages ADD COLUMN debounce_id TEXT;
 ALTER TABLE kvmq_queues ADD COLUMN rate_tat REAL NOT NULL DEFAULT 0;
 DROP INDEX IF EXISTS kvmq_messages_ready;
 ${INDEXES_4}
+${TABLES_4}
 `;
 
 // What brings each older schema up to date, in one transaction.
