@@ -55,7 +55,10 @@ export async function finishMessages(
     const ops: ZkOp[] = [...bucketOps, ...built.flat()];
     const owner = [...bucketOps.map(() => undefined), ...built.flatMap((list, k) => list.map(() => k))];
     // The slots these finishes free are filled in the same multi (see handoff.ts).
-    const claims = claimAhead ? claimsForFinish(ctx, q, consumer, pending.length, Date.now()) : [];
+    // Messages this finish queues again come before any lower priority the claims ahead could take.
+    const requeued = pending.filter((p) => finishes[p.index]?.outcome === 'retry' || p.held.state.requeue);
+    const upTo = Math.min(Infinity, ...requeued.map((p) => priorityOf(p.held.state)));
+    const claims = claimAhead ? claimsForFinish(ctx, q, consumer, pending.length, Date.now(), upTo) : [];
     const claimsFrom = ops.length;
     const offsets = claims.map((c) => ops.push(...c.ops) - c.ops.length);
     const claimsTo = ops.length;

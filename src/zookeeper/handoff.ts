@@ -41,6 +41,8 @@ export function claimsForFinish(
   consumer: string,
   finishing: number,
   now: number,
+  /** The highest priority number the claims may take (messages the finish queues again come first). */
+  upTo = Infinity,
 ): PreparedClaim[] {
   const cache = ctx.claims;
   const terms = termsToClaimAhead(ctx, q, consumer);
@@ -53,6 +55,7 @@ export function claimsForFinish(
   if (conf.config.rateLimit !== null) return [];
   const claims: PreparedClaim[] = [];
   for (const candidate of cachedCandidates(ctx, q, terms.accepts, room, now)) {
+    if (candidate.priority > upTo) break;
     const path = candidate.entry.path;
     const read = cache.settled(path);
     // Oldest first: stop at the first candidate that cannot be claimed blind, rather than skip it.
