@@ -23,6 +23,7 @@ import { listMessages } from './list.js';
 import { promoteMessages, removeMessages, retryFailedMessages, retryMessages } from './actions.js';
 import { checkRoot, listQueues } from './root.js';
 import { EventWatches } from './event-watches.js';
+import { fireSchedule, listSchedules, putSchedule, removeSchedule } from './schedules.js';
 import { takeTurn } from './turns.js';
 import { parseZookeeperUrl } from './url.js';
 import { Wakeups } from './wakeups.js';
@@ -207,21 +208,25 @@ class ZookeeperStore implements Store {
     return this.events.subscribe(queue, listener);
   }
 
-  // TODO(issue 13): schedules kept in the store.
-  putSchedule(): Promise<boolean> {
-    return Promise.reject(new Error('putSchedule: not built yet (issue 13)'));
+  putSchedule(queue: string, schedule: StoredSchedule): Promise<boolean> {
+    return this.guard(() => putSchedule(this.zk, this.ctx.queue(queue), schedule));
   }
 
-  schedules(): Promise<StoredSchedule[]> {
-    return Promise.reject(new Error('schedules: not built yet (issue 13)'));
+  schedules(queue: string): Promise<StoredSchedule[]> {
+    return this.guard(() => listSchedules(this.zk, this.ctx.queue(queue)));
   }
 
-  removeSchedule(): Promise<boolean> {
-    return Promise.reject(new Error('removeSchedule: not built yet (issue 13)'));
+  removeSchedule(queue: string, name: string): Promise<boolean> {
+    return this.guard(() => removeSchedule(this.zk, this.ctx.queue(queue), name));
   }
 
-  fireSchedule(): Promise<EnqueueResult[] | null> {
-    return Promise.reject(new Error('fireSchedule: not built yet (issue 13)'));
+  fireSchedule(
+    queue: string,
+    expected: StoredSchedule,
+    nextAt: number,
+    messages: readonly NewMessage[],
+  ): Promise<EnqueueResult[] | null> {
+    return this.guard(() => fireSchedule(this.ctx, this.ctx.queue(queue), expected, nextAt, messages));
   }
 
   takeTurn(queue: string, name: string, everyMs: number): Promise<boolean> {
