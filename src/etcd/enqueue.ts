@@ -114,7 +114,7 @@ async function enqueueUnique(
 function adding(keys: QueueKeys, message: NewMessage, events: boolean): Adding {
   const now = Date.now();
   const nonce = randomBytes(6).toString('base64url');
-  const idx = newIdx();
+  const idx = newIdx(message.priority);
   const record = freshRecord(
     {
       idx,
@@ -125,6 +125,8 @@ function adding(keys: QueueKeys, message: NewMessage, events: boolean): Adding {
       source: 'kvmq',
       nonce,
       policy: message.policy,
+      priority: message.priority,
+      group: message.group,
     },
     now,
   );
@@ -194,7 +196,7 @@ async function planExisting(
 ): Promise<{ ops: Op[]; action: 'revived' | 'requeued'; attempt: number } | null> {
   const payload = asBuffer(m.payload);
   if (state === 'done-awaiting-gc') {
-    const idx = newIdx();
+    const idx = newIdx(m.priority);
     const record = freshRecord(
       {
         idx,
@@ -206,6 +208,8 @@ async function planExisting(
         nonce: randomBytes(6).toString('base64url'),
         policy: m.policy,
         history: r.history,
+        priority: m.priority,
+        group: m.group,
       },
       now,
     );
@@ -227,7 +231,7 @@ async function planExisting(
       const kept = await kv.range({ key: keys.payload(m.id) });
       value = kept.kvs[0]?.value ?? Buffer.alloc(0);
     }
-    const idx = newIdx();
+    const idx = newIdx(r.priority);
     const record: MessageRecord = {
       ...r,
       phase: 'pending',

@@ -26,6 +26,9 @@ export interface NewRecord {
   readonly policy: string | null;
   /** Kept from an earlier run of the id (a revive), else empty. */
   readonly history?: readonly AttemptRecord[];
+  readonly priority?: number;
+  readonly group?: string | null;
+  readonly debounceId?: string | null;
 }
 
 export function freshRecord(m: NewRecord, now: number): MessageRecord {
@@ -52,6 +55,9 @@ export function freshRecord(m: NewRecord, now: number): MessageRecord {
     history: m.history ?? [],
     losses: 0,
     payloadKey: null,
+    priority: m.priority ?? 0,
+    group: m.group ?? null,
+    debounceId: m.debounceId ?? null,
   };
 }
 
@@ -289,7 +295,7 @@ export function deadLetterOps(
   payload: Buffer,
   now: number,
 ): Op[] {
-  const idx = newIdx();
+  const idx = newIdx(failed.priority);
   const moved: MessageRecord = {
     ...failed,
     phase: 'pending',
