@@ -92,4 +92,71 @@ void describe('etcd scheduling', () => {
     },
     { timeoutMs: 90_000 },
   );
+
+  storeTest(fixture, 'debounce: a burst becomes one run with the last payload, after it goes quiet', async (h) => {
+    const q = h.queue('debounce');
+    const first = await h.client.enqueue(q, 1, { id: 'd1', debounce: { id: 'user-7', ms: 300 } });
+    assert.deepEqual(first, { ok: true, id: 'd1', action: 'added' });
+    const results = [];
+    for (let n = 2; n <= 4; n++) results.push(await h.client.enqueue(q, n, { debounce: { id: 'user-7', ms: 300 } }));
+    assert.deepEqual(
+      results.map((r) => (r.ok ? [r.id, r.action] : null)),
+      [
+        ['d1', 'debounced'],
+        ['d1', 'debounced'],
+        ['d1', 'debounced'],
+      ],
+    );
+    assert.equal((await h.client.status(q, 'd1'))?.state, 'queued-with-backoff');
+    const started = Date.now();
+    const log = new JobLog();
+    h.worker(q, (job) => log.record(job));
+    const seen = await log.handled('d1');
+    assert.equal(seen.payload, 4);
+    assert.ok(seen.at - started >= 200, 'ran after the quiet time of the last enqueue');
+    // Once running (or done) it is no longer waiting: the next enqueue adds a new message.
+    const after = await h.client.enqueue(q, 5, { id: 'd2', debounce: { id: 'user-7', ms: 0 } });
+    assert.deepEqual(after, { ok: true, id: 'd2', action: 'added' });
+    await log.handled('d2');
+    assert.equal(log.seen.length, 2);
+  });
+
+  storeTest(fixture, 'debounce: the index entry goes with its message (remove, clear), nothing leaks', async (h) => {
+    const q = h.queue('debounce-index');
+    const store = await openEtcdStore(h.url, () => undefined);
+    h.cleanup(() => store.close());
+    const keys = store.keys(q);
+    const entries = async (): Promise<string[]> =>
+      (await store.kv.range({ key: keys.debounceIndex, end: prefixEnd(keys.debounceIndex) })).kvs.map(
+        (kv) => `${kv.key.slice(keys.debounceIndex.length)}=${kv.value.toString()}`,
+      );
+    await h.client.enqueue(q, 'a', { id: 'a', debounce: { id: 'k1', ms: 60_000 } });
+    await h.client.enqueue(q, 'b', { id: 'b', debounce: { id: 'k2', ms: 60_000 } });
+    await h.client.enqueue(q, 'c', { debounce: { id: 'k1', ms: 60_000 } });
+    assert.deepEqual(await entries(), ['k1=a', 'k2=b']);
+    await h.client.remove(q, 'a');
+    assert.deepEqual(await entries(), ['k2=b']);
+    // The id of a removed message is free, and the debounce id adds again.
+    assert.deepEqual(await h.client.enqueue(q, 'x', { id: 'a2', debounce: { id: 'k1', ms: 60_000 } }), {
+      ok: true,
+      id: 'a2',
+      action: 'added',
+    });
+    await h.client.clear(q);
+    assert.deepEqual(await entries(), []);
+  });
+
+  storeTest(fixture, 'debounce: concurrent enqueues of one debounce id leave one waiting message', async (h) => {
+    const q = h.queue('debounce-race');
+    const others = await Promise.all([h.connect(), h.connect(), h.connect()]);
+    const results = await Promise.all(
+      [h.client, ...others].flatMap((c, n) =>
+        [0, 1, 2].map((k) => c.enqueue(q, `${n}-${k}`, { debounce: { id: 'race', ms: 60_000 } })),
+      ),
+    );
+    const ids = new Set(results.map((r) => r.id));
+    assert.equal(ids.size, 1, `one message: ${[...ids].join(', ')}`);
+    assert.equal(results.filter((r) => r.ok && r.action === 'added').length, 1);
+    assert.equal((await h.client.list(q)).messages.length, 1);
+  });
 });

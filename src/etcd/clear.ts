@@ -27,9 +27,15 @@ export async function clearQueue(kv: Kv, keys: QueueKeys): Promise<void> {
     range(keys.records, prefixEnd(keys.records)),
     range(keys.payloads, prefixEnd(keys.payloads)),
     // The queue's events go too; the trimmed revision stays, and readers simply see the events written after.
-    ...[keys.doneIndex, keys.failedIndex, keys.backoffIndex, keys.refuseIndex, keys.stuckIndex, keys.events].map(
-      (index) => range(index, prefixEnd(index)),
-    ),
+    ...[
+      keys.doneIndex,
+      keys.failedIndex,
+      keys.backoffIndex,
+      keys.refuseIndex,
+      keys.stuckIndex,
+      keys.debounceIndex,
+      keys.events,
+    ].map((index) => range(index, prefixEnd(index))),
     { type: 'delete', key: keys.eoq },
   ];
   for (let i = 0; i < ops.length; i += 120) await kv.txn({ compare: [], success: ops.slice(i, i + 120) });

@@ -17,7 +17,8 @@ import { decodeRecord, encodeRecord, stateOf, type MessageRecord } from './recor
 import { freshRecord, indexOps } from './transitions.js';
 import { changeEvents, eventOps } from './event-ops.js';
 import { pack, runBatch, type Change } from './txn-batch.js';
-import type { Kv, Op } from './kv.js';
+import { debounceChange, debounceCompare, debounceTarget } from './debounce.js';
+import type { Compare, Kv, Op } from './kv.js';
 import type { NewMessage } from '../store/contract.js';
 import type { EnqueueResult } from '../model/types.js';
 
@@ -50,13 +51,18 @@ export async function enqueueMessages(
         layer.push(item);
       }
     }
+    const plain = layer.filter((l) => l.message.debounceId === null);
     const layerResults = await enqueueUnique(
       kv,
       keys,
-      layer.map((l) => l.message),
+      plain.map((l) => l.message),
       events,
     );
-    layer.forEach((l, j) => (results[l.i] = layerResults[j]));
+    plain.forEach((l, j) => (results[l.i] = layerResults[j]));
+    // Debounced ones one by one, in order: each may replace what the one before it added.
+    for (const l of layer) {
+      if (l.message.debounceId !== null) results[l.i] = await enqueueDebounced(kv, keys, l.message, events);
+    }
     rest = later;
   }
   return results.map((r) => {
@@ -111,7 +117,37 @@ async function enqueueUnique(
   });
 }
 
-function adding(keys: QueueKeys, message: NewMessage, events: boolean): Adding {
+/** A message with a debounce id: replaces the waiting message of that id, or is added as its waiting one. */
+async function enqueueDebounced(kv: Kv, keys: QueueKeys, message: NewMessage, events: boolean): Promise<EnqueueResult> {
+  const debounceId = message.debounceId ?? '';
+  for (let tries = 0; tries < MAX_TRIES; tries++) {
+    const target = await debounceTarget(kv, keys, debounceId);
+    const change =
+      target.waiting === null
+        ? adding(keys, message, events, [debounceCompare(keys, debounceId, target.entryRev)])
+        : debounceChange(keys, message, target.waiting, events, Date.now());
+    const [result] = (await runBatch(kv, [change])).results;
+    if (result?.ok === true) {
+      return target.waiting === null
+        ? { ok: true, id: message.id, action: 'added' }
+        : { ok: true, id: target.waiting.id, action: 'debounced' };
+    }
+    if (target.waiting === null) {
+      // The id exists (revive, requeue or refuse it as any enqueue would), or the entry changed: look again.
+      const kvRecord = result?.reads[0]?.kvs[0];
+      const record = kvRecord === undefined ? null : decodeRecord(kvRecord.value);
+      if (kvRecord !== undefined && record === null) {
+        throw new StoreLayoutError(`${kvRecord.key} holds data kvmq did not write; remove it or use another id`);
+      }
+      if (kvRecord !== undefined && record !== null) {
+        return enqueueExisting(kv, keys, message, record, kvRecord.modRevision, events);
+      }
+    }
+  }
+  throw new Error(`kvmq: enqueue of ${message.id} to ${keys.queue} kept conflicting; try again`);
+}
+
+function adding(keys: QueueKeys, message: NewMessage, events: boolean, extra: readonly Compare[] = []): Adding {
   const now = Date.now();
   const nonce = randomBytes(6).toString('base64url');
   const idx = newIdx(message.priority);
@@ -127,13 +163,14 @@ function adding(keys: QueueKeys, message: NewMessage, events: boolean): Adding {
       policy: message.policy,
       priority: message.priority,
       group: message.group,
+      debounceId: message.debounceId,
     },
     now,
   );
   return {
     message,
     nonce,
-    compares: [{ key: keys.record(message.id), target: 'version', result: '=', operand: 0 }],
+    compares: [{ key: keys.record(message.id), target: 'version', result: '=', operand: 0 }, ...extra],
     ops: [
       { type: 'put', key: keys.ordered(idx, message.id), value: asBuffer(message.payload) },
       { type: 'put', key: keys.record(message.id), value: encodeRecord(record) },
@@ -210,6 +247,7 @@ async function planExisting(
         history: r.history,
         priority: m.priority,
         group: m.group,
+        debounceId: m.debounceId,
       },
       now,
     );

@@ -70,6 +70,8 @@ export class QueueKeys {
   readonly events: string;
   /** The highest mod revision of an event trimmed so far (decimal), for `missed`. */
   readonly eventsTrimmed: string;
+  /** The waiting message of each debounce id: `/kvmq/debounce/{debounceId}`, value: its message id. */
+  readonly debounceIndex: string;
   /** Turns taken (takeTurn): `/kvmq/turn/{name}`, value: when, on the taker's clock. */
   readonly turns: string;
   /** This queue's entry in the root's queue registry (see queueRegistry). */
@@ -102,6 +104,7 @@ export class QueueKeys {
     this.events = `${long}/kvmq/ev/`;
     this.eventsTrimmed = `${long}/kvmq/evtrim`;
     this.turns = `${long}/kvmq/turn/`;
+    this.debounceIndex = `${long}/kvmq/debounce/`;
     this.registry = queueRegistry(root) + queue;
     this.config = `${long}/kvmq/config`;
     this.eoq = `${long}/kvmq/eoq`;
@@ -158,6 +161,10 @@ export class QueueKeys {
 
   refuse(until: number, id: string): string {
     return `${timeKey(this.refuseIndex, until)}/${id}`;
+  }
+
+  debounce(debounceId: string): string {
+    return this.debounceIndex + debounceId;
   }
 
   turn(name: string): string {

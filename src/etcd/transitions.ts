@@ -69,17 +69,24 @@ export function consumerIdOf(key: string | null): string | null {
 /**
  * The index entries a version of a record has, besides its record and ordered key: a pending message in
  * a backoff (`readyAt` after its last write), a finished one (done or failed, by finish time), one refusing
- * duplicates, a failed one whose payload stayed at a producer key. Hot paths (enqueue, delivery, success)
+ * duplicates, a failed one whose payload stayed at a producer key, the waiting message of a debounce id. Hot paths (enqueue, delivery, success)
  * write at most the done entry they always wrote.
  */
 export function indexEntries(keys: QueueKeys, id: string, r: MessageRecord | null): { key: string; value: Buffer }[] {
   if (r === null) return [];
   const empty = Buffer.alloc(0);
   switch (r.phase) {
-    case 'pending':
-      return r.readyAt > r.updatedAt
-        ? [{ key: keys.backoff(r.readyAt, id), value: r.requeue ? Buffer.from('r') : empty }]
-        : [];
+    case 'pending': {
+      const entries =
+        r.readyAt > r.updatedAt
+          ? [{ key: keys.backoff(r.readyAt, id), value: r.requeue ? Buffer.from('r') : empty }]
+          : [];
+      // The message a debounce replaces: never delivered yet (a retry or a requeue is a run of its own).
+      if (r.debounceId !== null && r.attempt === 0 && !r.requeue) {
+        entries.push({ key: keys.debounce(r.debounceId), value: Buffer.from(id) });
+      }
+      return entries;
+    }
     case 'locked':
       return [];
     case 'done': {
