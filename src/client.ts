@@ -16,6 +16,7 @@ import {
   checkGroup,
   checkPriority,
   checkRunAt,
+  checkScheduleName,
   type Debounce,
 } from './model/scheduling.js';
 import { checkListOptions } from './model/list.js';
@@ -30,6 +31,8 @@ import {
   checkPlainObject,
   checkQueueName,
 } from './model/validate.js';
+import { defineSchedule, describeSchedule, type ScheduleInfo, type ScheduleOptions } from './schedule/define.js';
+import type { ScheduleTiming } from './schedule/timing.js';
 import { openStore, resolveStoreUrl } from './store/url.js';
 import { TickBatcher } from './tick-batcher.js';
 import { traceSend } from './tracing/send.js';
@@ -384,6 +387,50 @@ export class Client {
     const configured = await this.store.configure(queue, patch);
     this.configCache.set(queue, { config: configured.config, readAt: Date.now() });
     return configured;
+  }
+
+  /**
+   * Creates or replaces the queue's schedule `name`: from the first slot after now, each slot of `timing`
+   * (`{ cron, tz? }` or `{ everyMs }`) enqueues `payload` with `options`, once across every process, as a
+   * message whose id is `<name>@<slot in ISO 8601>`. Workers of the queue fire schedules (worker option
+   * `schedules`); slots missed while none ran are caught up with at most `catchUp` messages (default 1).
+   * Bad input is a TypeError and nothing is written.
+   */
+  async schedule(
+    queue: string,
+    name: string,
+    timing: ScheduleTiming,
+    payload: Payload,
+    options: ScheduleOptions = {},
+  ): Promise<{ created: boolean; schedule: ScheduleInfo }> {
+    this.checkOpen();
+    checkQueueName(queue);
+    const stored = await defineSchedule(
+      {
+        queue,
+        name,
+        timing,
+        payload,
+        options,
+        config: () => this.cachedConfig(queue),
+        maxPayloadBytes: this.store.capabilities.maxPayloadBytes,
+      },
+      Date.now,
+    );
+    const created = await this.store.putSchedule(queue, stored);
+    return { created, schedule: describeSchedule(stored) };
+  }
+
+  /** The queue's schedules, sorted by name. */
+  async schedules(queue: string): Promise<ScheduleInfo[]> {
+    this.checkOpen();
+    return (await this.store.schedules(checkQueueName(queue))).map(describeSchedule);
+  }
+
+  /** Removes the queue's schedule `name`; false when there was none. Messages it already enqueued stay. */
+  async unschedule(queue: string, name: string): Promise<boolean> {
+    this.checkOpen();
+    return this.store.removeSchedule(checkQueueName(queue), checkScheduleName(name));
   }
 
   /** Runs GC on the queue now (unless another GC holds it). */

@@ -6,12 +6,13 @@
  * by their end. Per-queue counters (pending + locked, done, failed) change in
  * the same transaction as the rows, so counts never read the backlog.
  * Queue events are rows of their own table, written in the transaction of
- * the transition they describe, read by (queue, seq).
+ * the transition they describe, read by (queue, seq). Schedules are rows of
+ * (queue, name), their next slot compared and set when they fire.
  */
 import type BetterSqlite3 from 'better-sqlite3';
 import { StoreLayoutError } from '../errors.js';
 
-export const SCHEMA_VERSION = 3;
+export const SCHEMA_VERSION = 4;
 
 export const Phase = { Pending: 0, Locked: 1, Done: 2, Failed: 3 } as const;
 
@@ -42,6 +43,18 @@ CREATE TABLE IF NOT EXISTS kvmq_turns (
   queue    TEXT    NOT NULL,
   name     TEXT    NOT NULL,
   taken_at INTEGER NOT NULL,
+  PRIMARY KEY (queue, name)
+) STRICT, WITHOUT ROWID;
+`;
+
+// The table schema 4 added: each queue's schedules (src/schedule/), the body opaque JSON, next_at the next slot
+// not yet enqueued, which fireSchedule compares and sets in the transaction that enqueues the due slots.
+const TABLES_4 = `
+CREATE TABLE IF NOT EXISTS kvmq_schedules (
+  queue   TEXT    NOT NULL,
+  name    TEXT    NOT NULL,
+  body    TEXT    NOT NULL,
+  next_at INTEGER NOT NULL,
   PRIMARY KEY (queue, name)
 ) STRICT, WITHOUT ROWID;
 `;
@@ -92,6 +105,7 @@ CREATE TABLE IF NOT EXISTS kvmq_queues (
   events_trimmed_index INTEGER NOT NULL DEFAULT 0 -- behind it are told they missed events
 ) STRICT, WITHOUT ROWID;
 ${TABLES_3}
+${TABLES_4}
 -- Filter classes seen per queue, so a claim asks only for classes a worker accepts.
 CREATE TABLE IF NOT EXISTS kvmq_classes (
   queue   TEXT NOT NULL,
@@ -133,11 +147,15 @@ ALTER TABLE kvmq_queues ADD COLUMN events_trimmed_index INTEGER NOT NULL DEFAULT
 ${TABLES_3}
 `;
 
+// Schema 3 → 4: the schedules table.
+const MIGRATE_3_TO_4 = TABLES_4;
+
 // What brings each older schema up to date, in one transaction.
 const MIGRATIONS: Readonly<Record<number, string>> = {
   0: DDL,
-  1: MIGRATE_1_TO_2 + MIGRATE_2_TO_3,
-  2: MIGRATE_2_TO_3,
+  1: MIGRATE_1_TO_2 + MIGRATE_2_TO_3 + MIGRATE_3_TO_4,
+  2: MIGRATE_2_TO_3 + MIGRATE_3_TO_4,
+  3: MIGRATE_3_TO_4,
 };
 
 export function migrate(db: BetterSqlite3.Database, path: string): void {

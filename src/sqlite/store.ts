@@ -23,6 +23,7 @@ import { finishSuccesses, insertMessages, type ChunkedStatement } from './chunke
 import { liveConsumers, messageDetails, messageStatus, stateCounts } from './inspect.js';
 import { Lister } from './list.js';
 import type { WriteContext } from './failures.js';
+import { ScheduleTable } from './schedules.js';
 import { migrate } from './schema.js';
 import { prepareStatements, type QueueRow, type Statement, type Statements } from './statements.js';
 import { eventsChannel, Wakeups } from './wakeups.js';
@@ -151,6 +152,7 @@ class SqliteStore implements Store {
   private readonly configs = new Map<string, { json: string | null; config: QueueConfig }>();
   private readonly lister: Lister;
   private readonly events: EventLog;
+  private readonly scheduleTable: ScheduleTable;
   private closed = false;
 
   constructor(
@@ -162,6 +164,7 @@ class SqliteStore implements Store {
     this.finishSuccesses = finishSuccesses(db);
     this.lister = new Lister(db);
     this.events = new EventLog(db);
+    this.scheduleTable = new ScheduleTable(db);
     let dataVersion = -1;
     this.wakeups = new Wakeups(path, () => {
       if (this.closed) return false;
@@ -173,16 +176,20 @@ class SqliteStore implements Store {
   }
 
   enqueue(queue: string, messages: readonly NewMessage[]): Promise<EnqueueResult[]> {
-    return this.write(queue, (tx) => {
-      let classes = this.knownClasses.get(queue);
-      if (classes === undefined) {
-        classes = new Set();
-        this.knownClasses.set(queue, classes);
-      }
-      const { results, readyNow } = enqueueMessages(tx, this.insertMessages, classes, messages);
-      if (readyNow) tx.wake(queue);
-      return results;
-    });
+    return this.write(queue, (tx) => this.addMessages(tx, messages));
+  }
+
+  /** Enqueue's work inside a write transaction: what `enqueue` and `fireSchedule` both do. */
+  private addMessages(tx: WriteContext, messages: readonly NewMessage[]): EnqueueResult[] {
+    const { queue } = tx;
+    let classes = this.knownClasses.get(queue);
+    if (classes === undefined) {
+      classes = new Set();
+      this.knownClasses.set(queue, classes);
+    }
+    const { results, readyNow } = enqueueMessages(tx, this.insertMessages, classes, messages);
+    if (readyNow) tx.wake(queue);
+    return results;
   }
 
   claim(queue: string, request: ClaimRequest): Promise<ClaimResult> {
@@ -343,24 +350,31 @@ class SqliteStore implements Store {
     return this.wakeups.subscribe(eventsChannel(queue), listener);
   }
 
+  putSchedule(queue: string, schedule: StoredSchedule): Promise<boolean> {
+    return this.write(queue, () => this.scheduleTable.put(queue, schedule));
+  }
+
+  schedules(queue: string): Promise<StoredSchedule[]> {
+    return this.read(() => this.scheduleTable.list(queue));
+  }
+
+  removeSchedule(queue: string, name: string): Promise<boolean> {
+    return this.transaction(() => this.scheduleTable.remove(queue, name));
+  }
+
+  /** The compare-and-set and the enqueue in one IMMEDIATE transaction: both happen or neither. */
+  fireSchedule(
+    queue: string,
+    expected: StoredSchedule,
+    nextAt: number,
+    messages: readonly NewMessage[],
+  ): Promise<EnqueueResult[] | null> {
+    return this.write(queue, (tx) =>
+      this.scheduleTable.advance(queue, expected, nextAt) ? this.addMessages(tx, messages) : null,
+    );
+  }
+
   /** On this machine's clock (every process sharing the file shares it). */
-  // TODO(issue 13): schedules kept in the store.
-  putSchedule(): Promise<boolean> {
-    return Promise.reject(new Error('putSchedule: not built yet (issue 13)'));
-  }
-
-  schedules(): Promise<StoredSchedule[]> {
-    return Promise.reject(new Error('schedules: not built yet (issue 13)'));
-  }
-
-  removeSchedule(): Promise<boolean> {
-    return Promise.reject(new Error('removeSchedule: not built yet (issue 13)'));
-  }
-
-  fireSchedule(): Promise<EnqueueResult[] | null> {
-    return Promise.reject(new Error('fireSchedule: not built yet (issue 13)'));
-  }
-
   takeTurn(queue: string, name: string, everyMs: number): Promise<boolean> {
     return this.transaction(() => this.sql.takeTurn.run({ queue, name, everyMs, now: Date.now() }).changes === 1);
   }

@@ -26,6 +26,7 @@ import { queueEvents } from './queue-events.js';
 import { rateLimit } from './rate-limit.js';
 import { requeue } from './requeue.js';
 import { runAt } from './run-at.js';
+import { schedules } from './schedules.js';
 import { status } from './status.js';
 import { timeout } from './timeout.js';
 import { worker } from './worker.js';
@@ -64,5 +65,6 @@ export function conformance(fixture: StoreFixture): void {
     groups(fixture);
     debounce(fixture);
     rateLimit(fixture);
+    schedules(fixture);
   });
 }
