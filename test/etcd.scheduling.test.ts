@@ -159,4 +159,36 @@ void describe('etcd scheduling', () => {
     assert.equal(results.filter((r) => r.ok && r.action === 'added').length, 1);
     assert.equal((await h.client.list(q)).messages.length, 1);
   });
+
+  storeTest(fixture, 'schedules: a firing larger than one Txn enqueues every message and sets nextAt', async (h) => {
+    const q = h.queue('fire-many');
+    const store = await openEtcdStore(h.url, () => undefined);
+    h.cleanup(() => store.close());
+    const schedule = { name: 'nightly', body: '{"x":1}', nextAt: 1000 };
+    assert.equal(await store.putSchedule(q, schedule), true);
+    assert.equal(await store.putSchedule(q, schedule), false);
+    const messages = Array.from({ length: 150 }, (_, i) => ({
+      id: `slot-${i}`,
+      payload: Buffer.from(String(i)),
+      encoding: 'json' as const,
+      metadata: {},
+      filters: {},
+      filterClass: '',
+      initialBackoffMs: 0,
+      allowRequeue: false,
+      replacePayload: false,
+      policy: null,
+      priority: i % 2,
+      group: null,
+      debounceId: null,
+    }));
+    const results = await store.fireSchedule(q, schedule, 2000, messages);
+    assert.equal(results?.filter((r) => r.ok && r.action === 'added').length, 150);
+    assert.deepEqual(await store.schedules(q), [{ ...schedule, nextAt: 2000 }]);
+    // The old expectation no longer holds: nothing is written.
+    assert.equal(await store.fireSchedule(q, schedule, 3000, messages.slice(0, 1)), null);
+    assert.equal((await h.client.list(q, { limit: 1000 })).messages.length, 150);
+    assert.equal(await store.removeSchedule(q, 'nightly'), true);
+    assert.equal(await store.removeSchedule(q, 'nightly'), false);
+  });
 });

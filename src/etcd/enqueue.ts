@@ -117,6 +117,56 @@ async function enqueueUnique(
   });
 }
 
+/**
+ * One message's enqueue as a change to commit with others in one Txn (a schedule's firing), after the reads
+ * that decide it: added, debounced, revived, requeued, or refused (a compare on its record, no write), each
+ * as `enqueue` would. When the Txn fails, plan again.
+ */
+export async function planEnqueue(
+  kv: Kv,
+  keys: QueueKeys,
+  message: NewMessage,
+  events: boolean,
+): Promise<{ change: Change; result: EnqueueResult }> {
+  const now = Date.now();
+  if (message.debounceId !== null) {
+    const target = await debounceTarget(kv, keys, message.debounceId);
+    if (target.waiting !== null) {
+      return {
+        change: debounceChange(keys, message, target.waiting, events, now),
+        result: { ok: true, id: target.waiting.id, action: 'debounced' },
+      };
+    }
+    const item = (await kv.range({ key: keys.record(message.id) })).kvs[0];
+    if (item === undefined) {
+      return {
+        change: adding(keys, message, events, [debounceCompare(keys, message.debounceId, target.entryRev)]),
+        result: { ok: true, id: message.id, action: 'added' },
+      };
+    }
+  }
+  const item = (await kv.range({ key: keys.record(message.id) })).kvs[0];
+  if (item === undefined)
+    return { change: adding(keys, message, events), result: { ok: true, id: message.id, action: 'added' } };
+  const record = decodeRecord(item.value);
+  if (record === null) {
+    throw new StoreLayoutError(`${item.key} holds data kvmq did not write; remove it or use another id`);
+  }
+  const state = stateOf(record, now);
+  const plan = await planExisting(kv, keys, message, record, state, now);
+  const compares = [{ key: keys.record(message.id), target: 'mod', result: '=', operand: item.modRevision } as const];
+  if (plan === null) return { change: { compares, ops: [], reads: [] }, result: { ok: false, id: message.id, state } };
+  return {
+    change: {
+      compares,
+      ops: plan.ops,
+      reads: [],
+      events: changeEvents(keys, events, { type: 'enqueued', id: message.id, attempt: plan.attempt }),
+    },
+    result: { ok: true, id: message.id, action: plan.action },
+  };
+}
+
 /** A message with a debounce id: replaces the waiting message of that id, or is added as its waiting one. */
 async function enqueueDebounced(kv: Kv, keys: QueueKeys, message: NewMessage, events: boolean): Promise<EnqueueResult> {
   const debounceId = message.debounceId ?? '';

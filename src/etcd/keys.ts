@@ -72,6 +72,8 @@ export class QueueKeys {
   readonly eventsTrimmed: string;
   /** The waiting message of each debounce id: `/kvmq/debounce/{debounceId}`, value: its message id. */
   readonly debounceIndex: string;
+  /** Schedules: `/kvmq/sched/{name}`, value `{"body", "nextAt"}` (schedules.ts). */
+  readonly schedules: string;
   /** Turns taken (takeTurn): `/kvmq/turn/{name}`, value: when, on the taker's clock. */
   readonly turns: string;
   /** This queue's entry in the root's queue registry (see queueRegistry). */
@@ -105,6 +107,7 @@ export class QueueKeys {
     this.eventsTrimmed = `${long}/kvmq/evtrim`;
     this.turns = `${long}/kvmq/turn/`;
     this.debounceIndex = `${long}/kvmq/debounce/`;
+    this.schedules = `${long}/kvmq/sched/`;
     this.registry = queueRegistry(root) + queue;
     this.config = `${long}/kvmq/config`;
     this.eoq = `${long}/kvmq/eoq`;
@@ -165,6 +168,10 @@ export class QueueKeys {
 
   debounce(debounceId: string): string {
     return this.debounceIndex + debounceId;
+  }
+
+  schedule(name: string): string {
+    return this.schedules + name;
   }
 
   turn(name: string): string {

@@ -33,6 +33,7 @@ import { promoteMessages, removeMessages, retryMessages, retryOldestFailed } fro
 import { EventSubscriptions, eventsHead, readEvents } from './queue-events.js';
 import { listQueues, registerOp } from './queue-registry.js';
 import { takeTurn } from './turns.js';
+import { fireSchedule, listSchedules, putSchedule, removeSchedule } from './schedules.js';
 import type { ListQuery } from '../model/list.js';
 import type {
   ClaimRequest,
@@ -407,21 +408,31 @@ export class EtcdStore implements Store {
     return this.eventSubscriptions.subscribe(queue, listener);
   }
 
-  // TODO(issue 13): schedules kept in the store.
-  putSchedule(): Promise<boolean> {
-    return Promise.reject(new Error('putSchedule: not built yet (issue 13)'));
+  putSchedule(queue: string, schedule: StoredSchedule): Promise<boolean> {
+    this.checkOpen();
+    return putSchedule(this.kv, this.keys(queue), schedule);
   }
 
-  schedules(): Promise<StoredSchedule[]> {
-    return Promise.reject(new Error('schedules: not built yet (issue 13)'));
+  schedules(queue: string): Promise<StoredSchedule[]> {
+    this.checkOpen();
+    return listSchedules(this.kv, this.keys(queue));
   }
 
-  removeSchedule(): Promise<boolean> {
-    return Promise.reject(new Error('removeSchedule: not built yet (issue 13)'));
+  removeSchedule(queue: string, name: string): Promise<boolean> {
+    this.checkOpen();
+    return removeSchedule(this.kv, this.keys(queue), name);
   }
 
-  fireSchedule(): Promise<EnqueueResult[] | null> {
-    return Promise.reject(new Error('fireSchedule: not built yet (issue 13)'));
+  async fireSchedule(
+    queue: string,
+    expected: StoredSchedule,
+    nextAt: number,
+    messages: readonly NewMessage[],
+  ): Promise<EnqueueResult[] | null> {
+    this.checkOpen();
+    // As enqueue: the configuration as the queue's watch holds it, and the queue in the registry.
+    const [state] = await Promise.all([this.queueWatch(queue), this.register(queue)]);
+    return fireSchedule(this.kv, this.keys(queue), expected, nextAt, messages, state.config?.events === true);
   }
 
   takeTurn(queue: string, name: string, everyMs: number): Promise<boolean> {
