@@ -178,10 +178,11 @@ export class LocalConsumer {
   }
 
   /** Sets what the consumer takes; a change is written with a new `ask`, which the dispatcher answers. */
-  async demand(d: Demand): Promise<void> {
+  /** `ask`: ask even when the demand is unchanged, so the answer comes after what the dispatcher has seen since. */
+  async demand(d: Demand, ask = false): Promise<void> {
     await this.ensureRegistered();
     const r = this.registration;
-    if (r.capacity === d.capacity && r.lockMs === d.lockMs && sameList(r.accepts, d.accepts)) return;
+    if (!ask && r.capacity === d.capacity && r.lockMs === d.lockMs && sameList(r.accepts, d.accepts)) return;
     this.registration = { ...r, capacity: d.capacity, lockMs: d.lockMs, accepts: d.accepts };
     await this.put(true);
   }

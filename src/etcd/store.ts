@@ -177,7 +177,10 @@ export class EtcdStore implements Store {
       request.accepts === null
         ? null
         : acceptedPairs(state.config ?? (await readConfig(this.kv, keys)), request.accepts);
-    await consumer.demand({ capacity: consumer.claimedCount() + request.max, lockMs: request.lockMs, accepts });
+    // With group limits a slot freed by another consumer's finish, or a new limit, is the dispatcher's to
+    // hand out: ask, so the answer comes after it has seen them (a plain claim takes what its inbox holds).
+    const ask = state.config?.groupConcurrency != null && consumer.unclaimed().length < request.max;
+    await consumer.demand({ capacity: consumer.claimedCount() + request.max, lockMs: request.lockMs, accepts }, ask);
     const answered = await consumer.waitForAnswer(ANSWER_WAIT_MS, () => consumer.unclaimed().length >= request.max);
     const taken = consumer.unclaimed().slice(0, request.max);
     if (taken.length > 0) {

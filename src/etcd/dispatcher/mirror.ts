@@ -14,6 +14,7 @@ import type { QueueKeys } from '../keys.js';
 import { decodeRecord, type MessageRecord } from '../record.js';
 import { acceptedByPairs, parseRegistration, type Registration } from '../registration.js';
 import { TimeHeap } from './heap.js';
+import { GroupGate } from './groups.js';
 import { ReadyIndex, type Consumer, type Msg, type ProducerPut } from './model.js';
 import type { KeyValue } from '../kv.js';
 import type { DispatcherLog } from './types.js';
@@ -29,6 +30,7 @@ export class QueueMirror {
   readonly msgs = new Map<string, Msg>();
   readonly ready = new ReadyIndex();
   readonly locks = new TimeHeap<Msg>();
+  readonly groups = new GroupGate();
   readonly consumers = new Map<string, Consumer>();
   readonly producers = new Map<string, ProducerPut>();
   /** Plain producer puts whose id exists: refuse or revive, with the record read. */
@@ -201,6 +203,7 @@ export class QueueMirror {
         this.warnOnce(this.keys.config, `ignoring ${this.keys.config}: not a kvmq configuration`);
       }
     }
+    if (config.groupConcurrency !== this.config.groupConcurrency) this.groups.limitChanged();
     this.config = config;
     for (const consumer of this.consumers.values()) consumer.accepts = this.matcher(consumer.key, consumer.reg);
   }
@@ -254,6 +257,7 @@ export class QueueMirror {
     }
     if (r.phase !== 'locked' || r.consumer === null || r.idx === null) return;
     this.lockedCount += 1;
+    this.groups.hold(msg, r.group);
     msg.consumerKey = r.consumer;
     msg.deliveryKey = this.keys.delivery(r.consumer, r.idx, msg.id);
     const consumer = this.consumers.get(r.consumer);
@@ -267,6 +271,7 @@ export class QueueMirror {
 
   unplace(msg: Msg): void {
     this.ready.unfile(msg);
+    this.groups.unhold(msg);
     if (msg.consumerKey !== null) {
       this.lockedCount -= 1;
       const holder = this.consumers.get(msg.consumerKey);
@@ -290,6 +295,13 @@ export class QueueMirror {
     if (msg.payload !== null) this.payloadBytes -= msg.payload.length;
     msg.payload = payload;
     if (payload !== null) this.payloadBytes += payload.length;
+  }
+
+  /** Files again the parked messages of groups that have room now. */
+  unparkGroups(now: number): void {
+    const valid = (msg: Msg): boolean =>
+      this.msgs.get(msg.id) === msg && !msg.busy && msg.record.phase === 'pending' && msg.entry === null;
+    for (const msg of this.groups.unpark(this.config.groupConcurrency, valid)) this.ready.file(msg, now);
   }
 
   beyondCursor(orderedKey: string): boolean {

@@ -219,12 +219,19 @@ export class Planner {
   /** Oldest ready message first, each to the consumer with the most room among those that take its class. */
   private planReady(planned: Planned[], size: number, now: number): Consumer[] {
     let free = [...this.mirror.consumers.values()].filter((c) => c.accepts !== null && freeSlots(c) > 0);
+    const limit = this.mirror.config.groupConcurrency;
+    this.mirror.unparkGroups(now);
     while (free.length > 0) {
       let best: Msg | null = null;
       let takers: Consumer[] = [];
+      let parked = false;
       for (const head of this.mirror.ready.heads()) {
         const msg = head.msg;
         if (best !== null && msg.orderedKey >= best.orderedKey) continue;
+        if (this.parkIfFull(msg, limit)) {
+          parked = true;
+          continue;
+        }
         const taking = free.filter((c) => c.accepts?.(head.filterClass) === true);
         // The consumer that let its lock on it run out is the last choice, not no choice.
         const others = taking.filter((c) => c.key !== msg.notTo);
@@ -233,8 +240,13 @@ export class Planner {
         best = msg;
         takers = willing;
       }
-      if (best === null) break;
-      const consumer = this.choose(takers);
+      if (best === null) {
+        // Heads whose group is full were set aside: the next ones may be takeable.
+        if (parked) continue;
+        break;
+      }
+      // A group's message (often a slot just freed) goes to the consumer that waited longest for one.
+      const consumer = best.record.group === null ? this.choose(takers) : longestWaiting(takers);
       if (consumer === null) break;
       this.mirror.ready.unfile(best);
       if (best.payload === null) {
@@ -242,10 +254,41 @@ export class Planner {
         continue;
       }
       const ops = changes.deliver(this.mirror.keys, best, consumer, best.payload, size, now);
-      planned.push(this.deps.change(best, consumer, this.delivery(ops, best.id)));
+      planned.push(this.grouped(best, this.deps.change(best, consumer, this.delivery(ops, best.id))));
       free = free.filter((c) => freeSlots(c) > 0);
     }
     return free;
+  }
+
+  /** A ready message whose group holds `groupConcurrency` already is parked until the group has room. */
+  private parkIfFull(msg: Msg, limit: number | null): boolean {
+    const group = msg.record.group;
+    if (group === null || !this.mirror.groups.full(group, limit)) return false;
+    this.mirror.ready.unfile(msg);
+    this.mirror.groups.park(msg, group);
+    return true;
+  }
+
+  /** A delivery counts against its group from planning until its Txn answered (then the record counts). */
+  private grouped(msg: Msg, change: Planned): Planned {
+    const group = msg.record.group;
+    if (group === null) return change;
+    const release = this.mirror.groups.reserve(group);
+    return {
+      ...change,
+      onOk: (revision) => {
+        release();
+        change.onOk(revision);
+      },
+      onFail: (reads) => {
+        release();
+        change.onFail(reads);
+      },
+      onError: () => {
+        release();
+        change.onError();
+      },
+    };
   }
 
   /** Plain producers' puts move into the ordered queue; straight to a consumer when one has room and nothing older waits. */
@@ -353,6 +396,12 @@ export class Planner {
     }
     return best;
   }
+}
+
+function longestWaiting(candidates: readonly Consumer[]): Consumer | null {
+  let best: Consumer | null = null;
+  for (const c of candidates) if (best === null || c.lastGiven < best.lastGiven) best = c;
+  return best;
 }
 
 function startedBefore(a: Consumer, b: Consumer): boolean {
