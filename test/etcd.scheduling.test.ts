@@ -191,4 +191,33 @@ void describe('etcd scheduling', () => {
     assert.equal(await store.removeSchedule(q, 'nightly'), true);
     assert.equal(await store.removeSchedule(q, 'nightly'), false);
   });
+
+  storeTest(fixture, 'rate limit: the tat is kept in etcd, so a new dispatcher goes on from it', async (h) => {
+    const q = h.queue('rate-failover');
+    await h.client.configure(q, { rateLimit: { max: 2, perMs: 60_000 } });
+    await h.client.enqueueBatch(
+      q,
+      Array.from({ length: 5 }, (_, n) => ({ payload: n, id: `r-${n}` })),
+    );
+    const first = await h.connect();
+    const log = new JobLog();
+    const worker = h.worker(q, (job) => log.record(job), { concurrency: 4 }, first);
+    await log.count(2);
+    const store = await openEtcdStore(h.url, () => undefined);
+    h.cleanup(() => store.close());
+    const stored = await store.kv.range({ key: store.keys(q).rate });
+    const tat = Number(stored.kvs[0]?.value.toString());
+    assert.ok(tat > Date.now(), `the stored tat ${tat} is ahead: the window's two slots are spent`);
+    // The first process goes (its dispatcher with it); another takes over and still grants nothing more.
+    await worker.stop();
+    await first.close();
+    const second = await h.connect();
+    h.worker(q, (job) => log.record(job), { concurrency: 4 }, second);
+    await new Promise((resolve) => setTimeout(resolve, 1500));
+    assert.equal(log.seen.length, 2, log.ids().join(','));
+    assert.equal((await h.client.queueStatus(q)).counts.queued, 3);
+    // clear resets it.
+    await h.client.clear(q);
+    assert.equal((await store.kv.range({ key: store.keys(q).rate })).kvs.length, 0);
+  });
 });

@@ -37,6 +37,8 @@ export async function clearQueue(kv: Kv, keys: QueueKeys): Promise<void> {
       keys.events,
     ].map((index) => range(index, prefixEnd(index))),
     { type: 'delete', key: keys.eoq },
+    // The rate limit starts afresh (the dispatcher reads the delete through its watch).
+    { type: 'delete', key: keys.rate },
   ];
   for (let i = 0; i < ops.length; i += 120) await kv.txn({ compare: [], success: ops.slice(i, i + 120) });
 }

@@ -53,6 +53,8 @@ export class LocalConsumer {
   private registeredLease: string | null = null;
   private registering: Promise<void> | null = null;
   private answered = 0;
+  /** The last answer said the queue's rate limit holds messages back until then (null: it did not). */
+  rateWakeAt: number | null = null;
   /** The revision of the last delivery or answer seen. */
   private heard = 0;
   /** Its inbox is known up to this revision (its watch's events, or a read of the whole inbox). */
@@ -263,8 +265,13 @@ export class LocalConsumer {
     if (parsed.kind === 'answer') {
       if (event.type === 'put') {
         try {
-          const answer = JSON.parse(event.kv.value.toString('utf8')) as { ask?: unknown; queueSize?: unknown };
+          const answer = JSON.parse(event.kv.value.toString('utf8')) as {
+            ask?: unknown;
+            queueSize?: unknown;
+            wakeAt?: unknown;
+          };
           if (typeof answer.ask === 'number') this.answered = Math.max(this.answered, answer.ask);
+          this.rateWakeAt = typeof answer.wakeAt === 'number' ? answer.wakeAt : null;
           if (typeof answer.queueSize === 'number') this.sized(answer.queueSize);
           this.heard = Math.max(this.heard, event.kv.modRevision);
         } catch {

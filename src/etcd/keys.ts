@@ -79,6 +79,8 @@ export class QueueKeys {
   /** This queue's entry in the root's queue registry (see queueRegistry). */
   readonly registry: string;
   readonly config: string;
+  /** The rate limit's state: the GCRA `tat` (model/rate-limit.ts), written by the dispatcher with its deliveries. */
+  readonly rate: string;
   readonly eoq: string;
   readonly gcLock: string;
 
@@ -111,6 +113,7 @@ export class QueueKeys {
     this.registry = queueRegistry(root) + queue;
     this.config = `${long}/kvmq/config`;
     this.eoq = `${long}/kvmq/eoq`;
+    this.rate = `${long}/kvmq/rate`;
     this.gcLock = `${long}/kvmq/gc`;
   }
 

@@ -177,9 +177,10 @@ export class EtcdStore implements Store {
       request.accepts === null
         ? null
         : acceptedPairs(state.config ?? (await readConfig(this.kv, keys)), request.accepts);
-    // With group limits a slot freed by another consumer's finish, or a new limit, is the dispatcher's to
+    // With group or rate limits a slot freed by another consumer's finish, or a new limit, is the dispatcher's to
     // hand out: ask, so the answer comes after it has seen them (a plain claim takes what its inbox holds).
-    const ask = state.config?.groupConcurrency != null && consumer.unclaimed().length < request.max;
+    const limited = state.config?.groupConcurrency != null || state.config?.rateLimit != null;
+    const ask = limited && consumer.unclaimed().length < request.max;
     await consumer.demand({ capacity: consumer.claimedCount() + request.max, lockMs: request.lockMs, accepts }, ask);
     const answered = await consumer.waitForAnswer(ANSWER_WAIT_MS, () => consumer.unclaimed().length >= request.max);
     const taken = consumer.unclaimed().slice(0, request.max);
@@ -201,6 +202,11 @@ export class EtcdStore implements Store {
       // No dispatcher answered yet (one is being elected): look again soon, without counting a dry run.
       const size = await queueSize(this.kv, keys);
       return { messages: [], queueSize: size, dryRuns: state.eoq.dryRuns, wakeAt: Date.now() + UNANSWERED_RETRY_MS };
+    }
+    const rateWakeAt = consumer.rateWakeAt;
+    if (rateWakeAt !== null && rateWakeAt > Date.now()) {
+      // Held back by the queue's rate limit: sleep until the next slot (its delivery wakes the worker too).
+      return { messages: [], queueSize: consumer.knownQueueSize(), dryRuns: state.eoq.dryRuns, wakeAt: rateWakeAt };
     }
     if (consumer.claimedCount() > 0) {
       // Busy, with nothing more for now: its handlers finishing, or a delivery, wake it. Not a dry run.

@@ -16,7 +16,7 @@ import { acceptedByPairs, parseRegistration, type Registration } from '../regist
 import { TimeHeap } from './heap.js';
 import { GroupGate } from './groups.js';
 import { ReadyIndex, type Consumer, type Msg, type ProducerPut } from './model.js';
-import type { KeyValue } from '../kv.js';
+import type { KeyValue, WatchEvent } from '../kv.js';
 import type { DispatcherLog } from './types.js';
 import type { Snapshot } from './snapshot.js';
 import type { QueueConfig } from '../../model/types.js';
@@ -47,6 +47,12 @@ export class QueueMirror {
   readonly producerCursors = new Map<string, string>();
   private readonly warned = new Set<string>();
   config: QueueConfig = DEFAULT_QUEUE_CONFIG;
+  /** The rate limit's stored `tat` and its mod revision (0: absent), compared by the Txn that charges it. */
+  rate = { tat: 0, rev: 0 };
+  /** A Txn charging the rate limit is in flight: the next charge waits for its answer. */
+  rateInFlight = false;
+  /** The rate limit holds ready messages back until then; null when it does not. */
+  rateWakeAt: number | null = null;
   lockedCount = 0;
   payloadBytes = 0;
   orderedCount = 0;
@@ -82,6 +88,7 @@ export class QueueMirror {
 
   adoptSnapshot(s: Snapshot): void {
     if (s.config !== null) this.onConfig(s.config.value);
+    if (s.rate !== null) this.rate = { tat: Number(s.rate.value.toString('utf8')) || 0, rev: s.rate.modRevision };
     for (const kv of s.consumerKvs) {
       const parsed = this.keys.parse(kv.key);
       if (parsed.kind === 'registration') this.onRegistration(kv);
@@ -295,6 +302,13 @@ export class QueueMirror {
     if (msg.payload !== null) this.payloadBytes -= msg.payload.length;
     msg.payload = payload;
     if (payload !== null) this.payloadBytes += payload.length;
+  }
+
+  /** The rate key changed (the dispatcher's own charge, or a clear's delete). */
+  onRate(event: WatchEvent): void {
+    if (event.kv.modRevision < this.rate.rev) return;
+    const tat = event.type === 'put' ? Number(event.kv.value.toString('utf8')) || 0 : 0;
+    this.rate = { tat, rev: event.type === 'put' ? event.kv.modRevision : 0 };
   }
 
   /** Files again the parked messages of groups that have room now. */

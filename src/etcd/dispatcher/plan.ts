@@ -12,6 +12,9 @@ import { stateOf, type MessageRecord } from '../record.js';
 import { MAX_TXN_BYTES } from '../txn-batch.js';
 import { changeEvents, type EventNote } from '../event-ops.js';
 import { registerOp } from '../queue-registry.js';
+import { rateCharge, rateGrant, type RateGrant } from '../../model/rate-limit.js';
+import { chargeRate, RATE_TXN_BYTES, RATE_TXN_MESSAGES } from './rate.js';
+import type { RateLimit } from '../../model/types.js';
 import * as changes from './changes.js';
 import { freeSlots, type Consumer, type Msg, type ProducerPut } from './model.js';
 import type { Kv } from '../kv.js';
@@ -221,7 +224,13 @@ export class Planner {
     let free = [...this.mirror.consumers.values()].filter((c) => c.accepts !== null && freeSlots(c) > 0);
     const limit = this.mirror.config.groupConcurrency;
     this.mirror.unparkGroups(now);
+    const rate = this.rateGrant(free, now);
+    if (rate === 'wait') return [];
+    if (rate !== null && rate.grant.granted === 0) return free;
+    const rated: Planned[] = [];
+    let ratedBytes = 0;
     while (free.length > 0) {
+      if (rate !== null && rated.length >= rate.grant.granted) break;
       let best: Msg | null = null;
       let takers: Consumer[] = [];
       let parked = false;
@@ -253,11 +262,36 @@ export class Planner {
         this.deps.fetchPayloads([best]);
         continue;
       }
+      if (rate !== null && rated.length > 0 && ratedBytes + best.payload.length > RATE_TXN_BYTES) break;
       const ops = changes.deliver(this.mirror.keys, best, consumer, best.payload, size, now);
-      planned.push(this.grouped(best, this.deps.change(best, consumer, this.delivery(ops, best.id))));
+      const change = this.grouped(best, this.deps.change(best, consumer, this.delivery(ops, best.id)));
+      if (rate === null) planned.push(change);
+      else {
+        rated.push(change);
+        ratedBytes += best.payload.length;
+      }
       free = free.filter((c) => freeSlots(c) > 0);
     }
+    if (rate !== null && rated.length > 0) {
+      planned.push(chargeRate(this.mirror, rated, rateCharge(rate.limit, rate.grant, rated.length)));
+    }
     return free;
+  }
+
+  /**
+   * With a rate limit: how many ready messages may go now (at most one Txn's worth), or 'wait' while the
+   * previous charge is in flight; null without a limit. Granting none sets when the next slot comes.
+   */
+  private rateGrant(free: readonly Consumer[], now: number): { limit: RateLimit; grant: RateGrant } | 'wait' | null {
+    const m = this.mirror;
+    const limit = m.config.rateLimit;
+    m.rateWakeAt = null;
+    if (limit === null || m.ready.size === 0) return null;
+    if (m.rateInFlight) return 'wait';
+    const room = free.reduce((n, c) => n + freeSlots(c), 0);
+    const grant = rateGrant(limit, m.rate.tat, now, Math.min(room, RATE_TXN_MESSAGES));
+    if (grant.granted === 0) m.rateWakeAt = grant.wakeAt;
+    return { limit, grant };
   }
 
   /** A ready message whose group holds `groupConcurrency` already is parked until the group has room. */
@@ -334,6 +368,7 @@ export class Planner {
       // A large payload moves first and is delivered in a Txn of its own: two copies may not fit one request.
       const consumer =
         !paused &&
+        this.mirror.config.rateLimit === null &&
         this.mirror.cursor === null &&
         this.mirror.ready.size === 0 &&
         put.value.length <= MAX_TXN_BYTES / 2 - 65_536
@@ -361,7 +396,7 @@ export class Planner {
       const previous = consumer.answered;
       consumer.answered = ask;
       consumer.owed = false;
-      const ops = changes.answer(this.mirror.keys, consumer, size);
+      const ops = changes.answer(this.mirror.keys, consumer, size, this.mirror.rateWakeAt);
       // On its own: the consumer's lease may have ended, which fails the whole Txn.
       this.deps.kv.txn({ compare: [], success: ops.ops }).catch((error: unknown) => {
         if (consumer.answered === ask && this.mirror.consumers.get(consumer.key) === consumer)
