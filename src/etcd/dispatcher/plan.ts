@@ -273,7 +273,11 @@ export class Planner {
       free = free.filter((c) => freeSlots(c) > 0);
     }
     if (rate !== null && rated.length > 0) {
-      planned.push(chargeRate(this.mirror, rated, rateCharge(rate.limit, rate.grant, rated.length)));
+      const tat = rateCharge(rate.limit, rate.grant, rated.length);
+      planned.push(chargeRate(this.mirror, rated, tat));
+      // Consumers left with room wait for the next slot, not for an end-of-queue backoff.
+      if (free.length > 0 && this.mirror.ready.size > 0)
+        this.mirror.rateWakeAt = rateGrant(rate.limit, tat, now, 1).wakeAt;
     }
     return free;
   }
@@ -285,9 +289,10 @@ export class Planner {
   private rateGrant(free: readonly Consumer[], now: number): { limit: RateLimit; grant: RateGrant } | 'wait' | null {
     const m = this.mirror;
     const limit = m.config.rateLimit;
+    // While a charge is in flight the slot it announced still holds.
+    if (limit !== null && m.rateInFlight) return 'wait';
     m.rateWakeAt = null;
     if (limit === null || m.ready.size === 0) return null;
-    if (m.rateInFlight) return 'wait';
     const room = free.reduce((n, c) => n + freeSlots(c), 0);
     const grant = rateGrant(limit, m.rate.tat, now, Math.min(room, RATE_TXN_MESSAGES));
     if (grant.granted === 0) m.rateWakeAt = grant.wakeAt;
