@@ -5,7 +5,40 @@
  * so the heads of the ready queues stay takeable and other groups keep flowing; it is filed again once its
  * group has room (a held message finished or lost its lock) or the limit changed.
  */
-import type { Msg } from './model.js';
+import type { Consumer, Msg } from './model.js';
+
+/**
+ * Which consumers a group's message goes to: one claiming now (an ask not answered yet), or one whose last
+ * claim got nothing (an idle worker, which the delivery wakes). Not one that got messages and has room left
+ * but is not asking: a freed slot or a raised limit is for whoever claims next.
+ */
+export class Appetite {
+  private readonly state = new WeakMap<Consumer, { ask: number; given: number; hungry: boolean }>();
+
+  given(c: Consumer): void {
+    const s = this.of(c);
+    s.given += 1;
+    s.hungry = false;
+  }
+
+  answered(c: Consumer): void {
+    const s = this.of(c);
+    s.hungry = s.given === 0;
+  }
+
+  wants(c: Consumer): boolean {
+    return c.reg.ask > c.answered || this.of(c).hungry;
+  }
+
+  private of(c: Consumer): { ask: number; given: number; hungry: boolean } {
+    let s = this.state.get(c);
+    if (s?.ask !== c.reg.ask) {
+      s = { ask: c.reg.ask, given: 0, hungry: false };
+      this.state.set(c, s);
+    }
+    return s;
+  }
+}
 
 export class GroupGate {
   private readonly heldBy = new Map<Msg, string>();
@@ -53,7 +86,7 @@ export class GroupGate {
     set.add(msg);
   }
 
-  /** The limit changed: every parked message is looked at again. */
+  /** The limit changed, or a consumer asks: every parked message is looked at again. */
   limitChanged(): void {
     this.freed = null;
   }
@@ -67,7 +100,9 @@ export class GroupGate {
       const set = this.parked.get(group);
       if (set === undefined) continue;
       let room = limit === null ? Infinity : limit - (this.counts.get(group) ?? 0);
-      for (const msg of set) {
+      // Oldest first (ordered-key order): parking again may have moved a message to the end of the set.
+      const waiting = [...set].sort((a, b) => (a.orderedKey < b.orderedKey ? -1 : a.orderedKey > b.orderedKey ? 1 : 0));
+      for (const msg of waiting) {
         if (room <= 0) break;
         set.delete(msg);
         if (!valid(msg)) continue;

@@ -166,6 +166,8 @@ export class QueueMirror {
         }
       }
     }
+    // A new request may take messages parked for want of a consumer asking (groups.ts Appetite).
+    if (reg.ask !== consumer.reg.ask || consumer.held.size === 0) this.groups.limitChanged();
     consumer.reg = reg;
     consumer.lease = kv.lease;
     if (reg.ask < consumer.answered) consumer.answered = reg.ask;

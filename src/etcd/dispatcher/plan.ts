@@ -14,6 +14,7 @@ import { changeEvents, type EventNote } from '../event-ops.js';
 import { registerOp } from '../queue-registry.js';
 import { rateCharge, rateGrant, type RateGrant } from '../../model/rate-limit.js';
 import { chargeRate, RATE_TXN_BYTES, RATE_TXN_MESSAGES } from './rate.js';
+import { Appetite } from './groups.js';
 import type { RateLimit } from '../../model/types.js';
 import * as changes from './changes.js';
 import { freeSlots, type Consumer, type Msg, type ProducerPut } from './model.js';
@@ -40,6 +41,7 @@ export interface PlannerDeps {
 
 export class Planner {
   private deadLetterKeys: QueueKeys | null = null;
+  private readonly appetite = new Appetite();
   /** The queue's registry entry: written with the first plain put this dispatcher moves (once per Txn at most). */
   private registry: 'unwritten' | 'writing' | 'written' = 'unwritten';
 
@@ -244,7 +246,17 @@ export class Planner {
         const taking = free.filter((c) => c.accepts?.(head.filterClass) === true);
         // The consumer that let its lock on it run out is the last choice, not no choice.
         const others = taking.filter((c) => c.key !== msg.notTo);
-        const willing = others.length > 0 ? others : taking;
+        let willing = others.length > 0 ? others : taking;
+        if (msg.record.group !== null && willing.length > 0) {
+          willing = willing.filter((c) => this.appetite.wants(c));
+          if (willing.length === 0) {
+            // Nobody asking takes it now: set aside until one asks, so what follows it can go.
+            this.mirror.ready.unfile(msg);
+            this.mirror.groups.park(msg, msg.record.group);
+            parked = true;
+            continue;
+          }
+        }
         if (willing.length === 0) continue;
         best = msg;
         takers = willing;
@@ -263,6 +275,7 @@ export class Planner {
         continue;
       }
       if (rate !== null && rated.length > 0 && ratedBytes + best.payload.length > RATE_TXN_BYTES) break;
+      this.appetite.given(consumer);
       const ops = changes.deliver(this.mirror.keys, best, consumer, best.payload, size, now);
       const change = this.grouped(best, this.deps.change(best, consumer, this.delivery(ops, best.id)));
       if (rate === null) planned.push(change);
@@ -400,6 +413,7 @@ export class Planner {
       const ask = consumer.reg.ask;
       const previous = consumer.answered;
       consumer.answered = ask;
+      this.appetite.answered(consumer);
       consumer.owed = false;
       const ops = changes.answer(this.mirror.keys, consumer, size, this.mirror.rateWakeAt);
       // On its own: the consumer's lease may have ended, which fails the whole Txn.
