@@ -186,7 +186,7 @@ export async function inspectMessage(kv: Kv, keys: QueueKeys, id: string): Promi
     content: content(r, payload),
     policy: r.policy,
     history: r.history,
-    priority: 0, // TODO(issue 13): the stored priority
-    group: null, // TODO(issue 13): the stored group
+    priority: r.priority,
+    group: r.group,
   };
 }
