@@ -11,6 +11,7 @@ import { prefixEnd } from '../src/etcd/kv.js';
 import { idxPriority } from '../src/etcd/keys.js';
 import { storeTest } from './support/harness.js';
 import { JobLog } from './support/jobs.js';
+import { gate } from './support/wait.js';
 import { etcdTestUrl } from './fixtures/etcd-support.js';
 import type { StoreFixture } from './support/fixture.js';
 
@@ -219,5 +220,42 @@ void describe('etcd scheduling', () => {
     // clear resets it.
     await h.client.clear(q);
     assert.equal((await store.kv.range({ key: store.keys(q).rate })).kvs.length, 0);
+  });
+
+  storeTest(fixture, 'groups: a new dispatcher counts what is held from etcd after a failover', async (h) => {
+    const q = h.queue('group-failover');
+    await h.client.configure(q, { groupConcurrency: 1 });
+    // A process that only dispatches, so it can go while the holder keeps its message.
+    const first = await openEtcdStore(h.url, () => undefined);
+    const resign = first.dispatch(q);
+    await h.client.enqueueBatch(q, [
+      { payload: 1, id: 'g-1', group: 'g' },
+      { payload: 2, id: 'g-2', group: 'g' },
+    ]);
+    const release = gate();
+    const log = new JobLog();
+    const holder = await h.connect();
+    h.worker(
+      q,
+      async (job) => {
+        log.record(job);
+        if (job.id === 'g-1') await release.opened;
+      },
+      { concurrency: 1 },
+      holder,
+    );
+    await log.handled('g-1');
+    const other = await h.connect();
+    h.worker(q, (job) => log.record(job), { concurrency: 4 }, other);
+    // The dispatcher goes; one of the workers' processes takes over and reads who holds what.
+    resign();
+    await first.close();
+    await h.client.enqueue(q, 3, { id: 'u-1' });
+    await log.handled('u-1');
+    await new Promise((resolve) => setTimeout(resolve, 1000));
+    assert.equal((await h.client.status(q, 'g-2'))?.state, 'queued', 'g is full while g-1 is held');
+    release.open();
+    await log.handled('g-2');
+    assert.deepEqual(log.ids(), ['g-1', 'u-1', 'g-2']);
   });
 });
