@@ -197,7 +197,8 @@ describe('kvmq CLI', { concurrency: 4 }, () => {
     const started = Date.now();
     const run = await expectExit(
       0,
-      ['work', 'idle', '--concurrency', '2', '--idle-exit-ms', '300', '--exec', 'cat; echo'],
+      // Each command writes its line in one write, so two at once cannot interleave within a line.
+      ['work', 'idle', '--concurrency', '2', '--idle-exit-ms', '300', '--exec', 'echo "$(cat)"'],
       {
         store,
       },
