@@ -1,7 +1,7 @@
 import { content } from './content.js';
 import { debounceInto } from './debounce.js';
 import { stateOf, type StateRow } from './state.js';
-import type { ChunkedStatement } from './chunked.js';
+import type { MessageInserts } from './chunked.js';
 import type { WriteContext } from './failures.js';
 import type { NewMessage } from '../store/contract.js';
 import type { EnqueueResult } from '../model/types.js';
@@ -21,7 +21,7 @@ export interface EnqueueOutcome {
  */
 export function enqueueMessages(
   tx: WriteContext,
-  insertMessages: ChunkedStatement,
+  inserts: MessageInserts,
   knownClasses: Set<string>,
   messages: readonly NewMessage[],
 ): EnqueueOutcome {
@@ -32,14 +32,14 @@ export function enqueueMessages(
       knownClasses.add(m.filterClass);
     }
   }
-  if (messages.every((m) => m.debounceId === null)) return addMessages(tx, insertMessages, messages);
+  if (messages.every((m) => m.debounceId === null)) return addMessages(tx, inserts, messages);
   // Debounced messages one by one, in order: each may replace one an earlier message of the batch added.
   const results: EnqueueResult[] = [];
   let readyNow = false;
   let plain: NewMessage[] = [];
   const flush = (): void => {
     if (plain.length === 0) return;
-    const added = addMessages(tx, insertMessages, plain);
+    const added = addMessages(tx, inserts, plain);
     results.push(...added.results);
     readyNow ||= added.readyNow;
     plain = [];
@@ -63,15 +63,15 @@ export function enqueueMessages(
 }
 
 /** Adds messages with multi-row inserts, or revives or requeues those whose id exists. */
-function addMessages(
-  tx: WriteContext,
-  insertMessages: ChunkedStatement,
-  messages: readonly NewMessage[],
-): EnqueueOutcome {
+function addMessages(tx: WriteContext, inserts: MessageInserts, messages: readonly NewMessage[]): EnqueueOutcome {
   const { sql, queue, now } = tx;
   // New ids go in with multi-row inserts; the ids that already existed come back missing.
-  const rows = messages.map((m) => [queue, m.id, ...content(m, now), now, m.policy, m.priority, m.group, m.debounceId]);
-  const inserted = new Set(insertMessages([], rows) as string[]);
+  const plain = messages.every((m) => m.priority === 0 && m.group === null && m.debounceId === null);
+  const rows = messages.map((m) => {
+    const row = [queue, m.id, ...content(m, now), now, m.policy];
+    return plain ? row : [...row, m.priority, m.group, m.debounceId];
+  });
+  const inserted = new Set((plain ? inserts.plain : inserts.scheduled)([], rows) as string[]);
 
   const results: EnqueueResult[] = [];
   let sizeDelta = 0;

@@ -19,7 +19,7 @@ import { promoteMessages, removeMessages, retryFailed, retryMessages } from './a
 import { claimMessages } from './claim.js';
 import { enqueueMessages } from './enqueue.js';
 import { finishMessages } from './finish.js';
-import { finishSuccesses, insertMessages, type ChunkedStatement } from './chunked.js';
+import { finishSuccesses, insertMessages, type ChunkedStatement, type MessageInserts } from './chunked.js';
 import { liveConsumers, messageDetails, messageStatus, stateCounts } from './inspect.js';
 import { Lister } from './list.js';
 import { pendingRanges } from './pending.js';
@@ -144,7 +144,7 @@ class SqliteStore implements Store {
     deadLetterQueue: true,
   };
   private readonly sql: Statements;
-  private readonly insertMessages: ChunkedStatement;
+  private readonly insertMessages: MessageInserts;
   private readonly finishSuccesses: ChunkedStatement;
   private readonly wakeups: Wakeups;
   private readonly ensured = new Set<string>();
