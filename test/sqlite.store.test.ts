@@ -242,6 +242,7 @@ describe('sqlite store', () => {
         'kvmq_events',
         'kvmq_messages',
         'kvmq_queues',
+        'kvmq_schedules',
         'kvmq_turns',
       ]);
       const row = db
@@ -391,6 +392,39 @@ describe('sqlite store', () => {
     assertCountersMatchRows(url, 'old');
   });
 
+  test('a schema 4 file is migrated to 5: schedules work, messages and configuration stay', async () => {
+    const url = freshUrl();
+    const path = url.slice('sqlite:'.length);
+    const before = await connect(url, { maintenance: false });
+    await before.configure('old', { gcLifetimeMs: 4321 });
+    await before.enqueue('old', 'kept', { id: 'm1', priority: 3 });
+    await before.close();
+    // Back to schema 4's layout: what schema 5 added goes.
+    const db = new Database(path);
+    db.exec('DROP TABLE kvmq_schedules; PRAGMA user_version = 4');
+    db.close();
+
+    const client = await connect(url, { maintenance: false });
+    try {
+      assert.equal((await client.config('old')).gcLifetimeMs, 4321);
+      assert.equal((await client.show('old', 'm1'))?.priority, 3);
+      const { created } = await client.schedule('old', 'hourly', { cron: '0 * * * *' }, 'x');
+      assert.equal(created, true);
+      assert.deepEqual(
+        (await client.schedules('old')).map((s) => s.name),
+        ['hourly'],
+      );
+    } finally {
+      await client.close();
+    }
+    const after = new Database(path, { readonly: true });
+    try {
+      assert.equal(after.pragma('user_version', { simple: true }), SCHEMA_VERSION);
+    } finally {
+      after.close();
+    }
+  });
+
   test('a schema 2 file is migrated: events, turns and priorities work, its configuration reads events off', async () => {
     const url = freshUrl();
     const path = url.slice('sqlite:'.length);
@@ -398,9 +432,10 @@ describe('sqlite store', () => {
     await before.configure('old', { gcLifetimeMs: 4321 });
     await before.enqueue('old', 'kept', { id: 'm1' });
     await before.close();
-    // Back to schema 2's layout: what schemas 3 and 4 added goes.
+    // Back to schema 2's layout: what schemas 3, 4 and 5 added goes.
     const db = new Database(path);
-    db.exec(`DROP INDEX kvmq_messages_pending; DROP INDEX kvmq_messages_group_held; DROP INDEX kvmq_messages_debounce;
+    db.exec(`DROP TABLE kvmq_schedules;
+      DROP INDEX kvmq_messages_pending; DROP INDEX kvmq_messages_group_held; DROP INDEX kvmq_messages_debounce;
       ALTER TABLE kvmq_messages DROP COLUMN priority; ALTER TABLE kvmq_messages DROP COLUMN group_name;
       ALTER TABLE kvmq_messages DROP COLUMN debounce_id; ALTER TABLE kvmq_queues DROP COLUMN rate_tat;
       CREATE INDEX kvmq_messages_ready ON kvmq_messages (queue, filters, ready_at, seq) WHERE phase = 0;

@@ -8,13 +8,13 @@
  * Queue events are rows of their own table, written in the transaction of
  * the transition they describe, read by (queue, seq). Schema 4 orders pending
  * messages by priority within their class, and adds groups, debounce ids and
- * each queue's rate limit state. Schedules are rows of (queue, name), their
- * next slot compared and set when they fire.
+ * each queue's rate limit state. Schedules (schema 5) are rows of (queue,
+ * name), their next slot compared and set when they fire.
  */
 import type BetterSqlite3 from 'better-sqlite3';
 import { StoreLayoutError } from '../errors.js';
 
-export const SCHEMA_VERSION = 4;
+export const SCHEMA_VERSION = 5;
 
 export const Phase = { Pending: 0, Locked: 1, Done: 2, Failed: 3 } as const;
 
@@ -60,9 +60,9 @@ CREATE INDEX IF NOT EXISTS kvmq_messages_debounce ON kvmq_messages (queue, debou
   WHERE phase = 0 AND debounce_id IS NOT NULL;
 `;
 
-// The table schema 4 added: each queue's schedules (src/schedule/), the body opaque JSON, next_at the next slot
+// The table schema 5 added: each queue's schedules (src/schedule/), the body opaque JSON, next_at the next slot
 // not yet enqueued, which fireSchedule compares and sets in the transaction that enqueues the due slots.
-const TABLES_4 = `
+const TABLES_5 = `
 CREATE TABLE IF NOT EXISTS kvmq_schedules (
   queue   TEXT    NOT NULL,
   name    TEXT    NOT NULL,
@@ -122,7 +122,7 @@ CREATE TABLE IF NOT EXISTS kvmq_queues (
   rate_tat      REAL    NOT NULL DEFAULT 0      -- the rate limit's theoretical arrival time (model/rate-limit.ts)
 ) STRICT, WITHOUT ROWID;
 ${TABLES_3}
-${TABLES_4}
+${TABLES_5}
 -- Filter classes seen per queue, so a claim asks only for classes a worker accepts.
 CREATE TABLE IF NOT EXISTS kvmq_classes (
   queue   TEXT NOT NULL,
@@ -165,7 +165,7 @@ ${TABLES_3}
 `;
 
 // Schema 3 → 4: priority, group and debounce id per message (existing ones: priority 0, none), the rate limit
-// state per queue; the pending index gains the priority; the schedules table.
+// state per queue; the pending index gains the priority.
 const MIGRATE_3_TO_4 = `
 ALTER TABLE kvmq_messages ADD COLUMN priority INTEGER NOT NULL DEFAULT 0;
 ALTER TABLE kvmq_messages ADD COLUMN group_name TEXT;
@@ -173,15 +173,18 @@ ALTER TABLE kvmq_messages ADD COLUMN debounce_id TEXT;
 ALTER TABLE kvmq_queues ADD COLUMN rate_tat REAL NOT NULL DEFAULT 0;
 DROP INDEX IF EXISTS kvmq_messages_ready;
 ${INDEXES_4}
-${TABLES_4}
 `;
+
+// Schema 4 → 5: the schedules table.
+const MIGRATE_4_TO_5 = TABLES_5;
 
 // What brings each older schema up to date, in one transaction.
 const MIGRATIONS: Readonly<Record<number, string>> = {
   0: DDL,
-  1: MIGRATE_1_TO_2 + MIGRATE_2_TO_3 + MIGRATE_3_TO_4,
-  2: MIGRATE_2_TO_3 + MIGRATE_3_TO_4,
-  3: MIGRATE_3_TO_4,
+  1: MIGRATE_1_TO_2 + MIGRATE_2_TO_3 + MIGRATE_3_TO_4 + MIGRATE_4_TO_5,
+  2: MIGRATE_2_TO_3 + MIGRATE_3_TO_4 + MIGRATE_4_TO_5,
+  3: MIGRATE_3_TO_4 + MIGRATE_4_TO_5,
+  4: MIGRATE_4_TO_5,
 };
 
 export function migrate(db: BetterSqlite3.Database, path: string): void {

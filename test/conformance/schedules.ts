@@ -226,6 +226,9 @@ export function schedules(fixture: StoreFixture): void {
       await h.client.schedule(q, 'job', { everyMs: 1000 }, 'fast', {
         metadata: { by: 'every' },
         filters: { size: 's' },
+        priority: 7,
+        group: 'g1',
+        timeoutMs: 5000,
       });
       const log = new JobLog();
       h.worker(q, (job) => log.record(job));
@@ -236,6 +239,10 @@ export function schedules(fixture: StoreFixture): void {
       assert.deepEqual(seen.job.metadata, { by: 'every' });
       assert.deepEqual(seen.job.filters, { size: 's' });
       assert.equal(await h.client.unschedule(q, 'job'), true);
+      // Enqueued as enqueue would: the store keeps its priority, group and policy.
+      const details = await h.client.show(q, seen.id);
+      assert.ok(details);
+      assert.deepEqual([details.priority, details.group, details.policy], [7, 'g1', { timeoutMs: 5000 }]);
     });
 
     storeTest(fixture, 'schedule: clear removes messages but keeps schedules', async (h) => {
@@ -282,6 +289,11 @@ export function schedules(fixture: StoreFixture): void {
             return true;
           });
         }
+        // The body is kept where a payload is: a payload that fits a message may not fit with its schedule's
+        // options and bytes as base64.
+        const limit = h.client.store.capabilities.maxPayloadBytes;
+        const big = new Uint8Array(Math.ceil(limit * 0.8));
+        await assert.rejects(h.client.schedule(q, 'big', { everyMs: 1000 }, big), { name: 'PayloadTooLargeError' });
         assert.deepEqual(await h.client.schedules(q), []);
         assert.equal((await h.client.queues()).includes(q), false, 'nothing written');
       },
