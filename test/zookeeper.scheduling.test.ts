@@ -7,6 +7,7 @@ import { after, describe, test } from 'node:test';
 import { connect, type Client } from '../src/index.js';
 import { freshStoreUrl, hostsOf, PlainClient, serverUrl } from './fixtures/zookeeper-env.js';
 import type { ClaimRequest, NewMessage } from '../src/store/contract.js';
+import type { StoreContext } from '../src/zookeeper/context.js';
 
 const server = serverUrl();
 const clients: Client[] = [];
@@ -72,6 +73,19 @@ describe('zookeeper scheduling: priority', () => {
     const details = await client.show('l', 'urgent');
     assert.equal(details?.priority, 7);
     assert.equal((await client.show('l', 'plain'))?.priority, 0);
+  });
+
+  test('a claim filled by the highest level never lists the entries of lower ones', async () => {
+    const { client } = await open();
+    await client.enqueueBatch('deep', [
+      ...Array.from({ length: 5 }, (_, i) => ({ payload: i, id: `high${i}`, priority: 1 })),
+      ...Array.from({ length: 50 }, (_, i) => ({ payload: i, id: `low${i}`, priority: 9 })),
+    ]);
+    assert.deepEqual(await claimIds(client, 'deep', 1), ['high0']);
+    const ctx = (client.store as unknown as { ctx: StoreContext }).ctx;
+    const q = ctx.queue('deep');
+    assert.notEqual(q.sub('', 1).peekBuckets(), null, 'the highest level was read');
+    assert.equal(q.sub('', 9).peekBuckets(), null, 'the lower level was only counted');
   });
 
   test('a retried or requeued message keeps its priority', async () => {
@@ -193,6 +207,20 @@ describe('zookeeper scheduling: group concurrency', () => {
     assert.deepEqual(await claimIds(client, 'g', 10), ['a2']);
     await client.configure('g', { groupConcurrency: 3 });
     assert.deepEqual(await claimIds(client, 'g', 10), ['a3']);
+  });
+
+  test("a dead consumer's held messages leave its group at once (ephemeral nodes)", async () => {
+    const { client, url } = await open();
+    const doomed = await connect(url, { maintenance: false });
+    await client.configure('eph', { groupConcurrency: 1 });
+    await client.enqueue('eph', 1, { id: 'e1', group: 'G' });
+    await client.enqueue('eph', 2, { id: 'e2', group: 'G' });
+    const [held] = (await doomed.store.claim('eph', request('dying', 1))).messages;
+    assert.equal(held?.id, 'e1');
+    assert.deepEqual(await claimIds(client, 'eph', 2), []);
+    // Its session ends with the client: its claim and its place in the group go, and the group has room for one.
+    await doomed.close();
+    assert.deepEqual(await claimIds(client, 'eph', 2), ['e1']);
   });
 
   test('claims racing across clients never hold more than groupConcurrency of a group', async () => {

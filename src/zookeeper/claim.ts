@@ -41,7 +41,7 @@ import type { BucketedList } from './buckets.js';
 import type { ClaimCache, TaskRead } from './claim-cache.js';
 import type { StoreContext } from './context.js';
 import type { ClaimRequest, ClaimResult, ClaimedMessage } from '../store/contract.js';
-import type { AttemptRecord } from '../model/types.js';
+import type { AttemptRecord, RateLimit } from '../model/types.js';
 
 /** A paused queue's claims say to look again this soon. */
 const PAUSED_WAKE_MS = 1000;
@@ -95,55 +95,18 @@ export async function claimMessages(ctx: StoreContext, q: QueueContext, request:
     let blocked = 0;
     let next = 0;
     while (messages.length < request.max && next < candidates.length) {
-      let size = request.max - messages.length;
-      let charge: ((k: number) => ZkOp) | null = null;
-      if (limit !== null) {
-        // The rate limit's tat, read afresh for each batch: its claims spend it in order.
-        const rate = await readRate(ctx.zk, q.paths);
-        const grant = rateGrant(limit, rate.tat, Date.now(), size);
-        if (grant.granted === 0) {
-          rateWake = grant.wakeAt;
-          break;
-        }
-        size = grant.granted;
-        charge = (k) => chargeOp(q.paths, limit, grant, rate, k);
+      const rate = await rateBatch(ctx, q, limit, request.max - messages.length);
+      if (rate.wakeAt !== null) {
+        rateWake = rate.wakeAt;
+        break;
       }
-      const batch = candidates.slice(next, next + size);
+      const batch = candidates.slice(next, next + rate.size);
       next += batch.length;
-      for (const c of batch) cache.trying.add(c.entry.path);
-      try {
-        const prepared = await Promise.all(batch.map((c) => prepare(ctx, cache, q, c, request, conf, now)));
-        const ready = prepared.filter((p): p is PreparedClaim => typeof p === 'object' && p !== null);
-        for (const p of prepared) if (typeof p === 'number') wakeAt = Math.min(wakeAt, p);
-        const claims = await planGroups(ctx, q, ready, conf.config.groupConcurrency);
-        blocked += ready.length - claims.length;
-        const charged = charge;
-        if (charged !== null) claims.forEach((p, k) => p.ops.push(charged(k)));
-        // One write of the consumer's `current` (what it holds) rides on the last multi.
-        const current = ctx.currentPath(q.name, request.consumerId);
-        const last = claims[claims.length - 1];
-        if (current !== null && last !== undefined) {
-          last.ops.push({
-            op: 'set',
-            path: current,
-            data: ctx.currentData(
-              q.name,
-              request.consumerId,
-              claims.map((c) => c.candidate.entry.id),
-            ),
-            version: -1,
-          });
-        }
-        const committing = Promise.all(claims.map((p) => commit(ctx, q, p, current, conf)));
-        // While this batch is taken, the reads of the next ones are on their way.
-        cache.readAhead(
-          ctx.zk,
-          candidates.slice(next, next + readAhead).map((c) => ({ entry: c.entry, taskPath: q.paths.task(c.entry.id) })),
-        );
-        for (const message of await committing) if (message !== null) messages.push(message);
-      } finally {
-        for (const c of batch) cache.trying.delete(c.entry.path);
-      }
+      const upcoming = candidates.slice(next, next + readAhead);
+      const done = await claimBatch(ctx, q, request, conf, batch, upcoming, rate.charge, now);
+      messages.push(...done.messages);
+      blocked += done.blocked;
+      wakeAt = Math.min(wakeAt, done.wakeAt);
     }
     if (rateWake !== null || messages.length >= request.max || blocked === 0 || round >= MAX_GROUP_ROUNDS) break;
   }
@@ -158,6 +121,72 @@ export async function claimMessages(ctx: StoreContext, q: QueueContext, request:
     return { messages, queueSize, dryRuns: 0, wakeAt: null };
   }
   return { messages, queueSize, ...(await dryRun(ctx, q, request, wakeAt)) };
+}
+
+/** What the rate limit lets a batch of up to `size` claims take: how many, the op charging the k-th, or when. */
+async function rateBatch(
+  ctx: StoreContext,
+  q: QueueContext,
+  limit: RateLimit | null,
+  size: number,
+): Promise<{ size: number; charge: ((k: number) => ZkOp) | null; wakeAt: number | null }> {
+  if (limit === null) return { size, charge: null, wakeAt: null };
+  // The rate limit's tat, read afresh for each batch: its claims spend it in order.
+  const rate = await readRate(ctx.zk, q.paths);
+  const grant = rateGrant(limit, rate.tat, Date.now(), size);
+  if (grant.granted === 0) return { size: 0, charge: null, wakeAt: grant.wakeAt };
+  return { size: grant.granted, charge: (k) => chargeOp(q.paths, limit, grant, rate, k), wakeAt: null };
+}
+
+/**
+ * Claims a batch: reads (or takes the reads sent ahead of) each candidate, drops those of full groups, and sends
+ * one multi per message, together; meanwhile the reads of the `upcoming` candidates go out.
+ */
+async function claimBatch(
+  ctx: StoreContext,
+  q: QueueContext,
+  request: ClaimRequest,
+  conf: ConfRead,
+  batch: readonly Candidate[],
+  upcoming: readonly Candidate[],
+  charge: ((k: number) => ZkOp) | null,
+  now: number,
+): Promise<{ messages: ClaimedMessage[]; blocked: number; wakeAt: number }> {
+  const cache = ctx.claims;
+  let wakeAt = Infinity;
+  for (const c of batch) cache.trying.add(c.entry.path);
+  try {
+    const prepared = await Promise.all(batch.map((c) => prepare(ctx, cache, q, c, request, conf, now)));
+    const ready = prepared.filter((p): p is PreparedClaim => typeof p === 'object' && p !== null);
+    for (const p of prepared) if (typeof p === 'number') wakeAt = Math.min(wakeAt, p);
+    const claims = await planGroups(ctx, q, ready, conf.config.groupConcurrency);
+    if (charge !== null) claims.forEach((p, k) => p.ops.push(charge(k)));
+    // One write of the consumer's `current` (what it holds) rides on the last multi.
+    const current = ctx.currentPath(q.name, request.consumerId);
+    const last = claims[claims.length - 1];
+    if (current !== null && last !== undefined) {
+      last.ops.push({
+        op: 'set',
+        path: current,
+        data: ctx.currentData(
+          q.name,
+          request.consumerId,
+          claims.map((c) => c.candidate.entry.id),
+        ),
+        version: -1,
+      });
+    }
+    const committing = Promise.all(claims.map((p) => commit(ctx, q, p, current, conf)));
+    // While this batch is taken, the reads of the next ones are on their way.
+    cache.readAhead(
+      ctx.zk,
+      upcoming.map((c) => ({ entry: c.entry, taskPath: q.paths.task(c.entry.id) })),
+    );
+    const messages = (await committing).filter((m): m is ClaimedMessage => m !== null);
+    return { messages, blocked: ready.length - claims.length, wakeAt };
+  } finally {
+    for (const c of batch) cache.trying.delete(c.entry.path);
+  }
 }
 
 /**
