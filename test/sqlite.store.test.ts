@@ -543,6 +543,48 @@ describe('sqlite store', () => {
     }
   });
 
+  test("events: each row's seq numbers its first event, so the count bound cuts rows of any size exactly", async () => {
+    const url = freshUrl();
+    const client = await connect(url, { maintenance: false });
+    try {
+      await client.configure('pos', { events: true, eventsMaxCount: 7 });
+      for (const id of ['a', 'b', 'c']) await client.enqueue('pos', 1, { id });
+      await client.enqueueBatch(
+        'pos',
+        ['d', 'e', 'f', 'g', 'h'].map((id) => ({ payload: 1, id })),
+      );
+      await client.enqueue('pos', 1, { id: 'i' });
+      const db = new Database(url.slice('sqlite:'.length), { readonly: true });
+      try {
+        const rows = db.prepare('SELECT seq, first, count FROM kvmq_events WHERE queue = ? ORDER BY seq').all('pos');
+        // a and b went with their rows; c's row stays as the oldest kept.
+        assert.deepEqual(rows, [
+          { seq: 3, first: 0, count: 1 },
+          { seq: 4, first: 0, count: 5 },
+          { seq: 9, first: 0, count: 1 },
+        ]);
+      } finally {
+        db.close();
+      }
+      const page = await client.readEvents('pos', { after: '2.0' });
+      assert.deepEqual(
+        [page.missed, page.events.map((e) => `${e.id} ${e.cursor}`)],
+        [false, ['c 3.0', 'd 4.0', 'e 4.1', 'f 4.2', 'g 4.3', 'h 4.4', 'i 9.0']],
+      );
+      assert.equal((await client.readEvents('pos', { after: '1.0' })).missed, true, 'b was trimmed');
+      // Two more single enqueues: c's row goes, then the batch's row is cut in its middle; seven kept, no more.
+      for (const id of ['j', 'k']) await client.enqueue('pos', 1, { id });
+      const after = await client.readEvents('pos');
+      assert.deepEqual(
+        after.events.map((e) => `${e.id} ${e.cursor}`),
+        ['e 4.1', 'f 4.2', 'g 4.3', 'h 4.4', 'i 9.0', 'j 10.0', 'k 11.0'],
+      );
+      assert.equal((await client.readEvents('pos', { after: '4.0' })).missed, false, 'd was the last trimmed');
+    } finally {
+      await client.close();
+    }
+  });
+
   test("a reader in this process sees events written by another process's worker", async () => {
     const url = freshUrl();
     const client = await connect(url, { maintenance: false });

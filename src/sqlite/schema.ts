@@ -32,7 +32,7 @@ CREATE INDEX IF NOT EXISTS kvmq_messages_backoff ON kvmq_messages (queue, backof
 const TABLES_3 = `
 CREATE TABLE IF NOT EXISTS kvmq_events (
   queue   TEXT    NOT NULL,
-  seq     INTEGER NOT NULL,                     -- per queue; a cursor is seq.index, index within the row's list
+  seq     INTEGER NOT NULL,                     -- its first event's number in the queue; a cursor is seq.index
   at      INTEGER NOT NULL,                     -- when the transaction wrote them
   first   INTEGER NOT NULL DEFAULT 0,           -- events before this index were trimmed
   count   INTEGER NOT NULL,                     -- events in the list

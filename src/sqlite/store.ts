@@ -460,8 +460,7 @@ class SqliteStore implements Store {
       });
       if (wakes.size > 0) this.afterCommit(...wakes);
       if (events.length > 0) {
-        this.events.write(events, now, configOf);
-        const channels = new Set(events.map(([of]) => eventsChannel(of)));
+        const channels = [...this.events.write(events, now, configOf)].map(eventsChannel);
         queueMicrotask(() => this.wakeups.notifySoon(...channels));
       }
       return result;
