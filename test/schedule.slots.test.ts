@@ -186,6 +186,15 @@ void describe('body and messages', () => {
     assert.deepEqual({ ...decoded, payload: [...decoded.payload] }, { ...body, payload: [0, 255, 10] });
   });
 
+  void test('a JSON payload is kept as the value, not as escaped text, and reads back byte for byte', () => {
+    const value = { text: 'a "quoted" \u00e9 \ud83d\ude00', list: [1, 2.5, null] };
+    const payload = Buffer.from(JSON.stringify(value), 'utf8');
+    const text = encodeBody({ ...body, payload, encoding: 'json' });
+    assert.deepEqual((JSON.parse(text) as { payload: unknown }).payload, value);
+    assert.ok(text.length < payload.length + 400, 'the body is the payload plus a little');
+    assert.deepEqual(Buffer.from(decodeBody('n', text).payload), payload);
+  });
+
   void test('a body of another layout version is refused, not guessed at', () => {
     const newer = JSON.stringify({ ...JSON.parse(encodeBody(body)), v: 2 });
     assert.throws(() => decodeBody('n', newer), /another kvmq version/);

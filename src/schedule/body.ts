@@ -27,7 +27,7 @@ export interface ScheduleBody {
   readonly policy: string | null;
 }
 
-/** The stored JSON. A JSON payload is kept as its text, bytes as base64. */
+/** The stored JSON. A JSON payload is kept as the value itself (no escaping to grow it), bytes as base64. */
 interface BodyJson {
   v: number;
   cron?: string;
@@ -35,7 +35,7 @@ interface BodyJson {
   everyMs?: number;
   catchUp: number;
   encoding: PayloadEncoding;
-  payload: string;
+  payload: unknown;
   metadata: Metadata;
   filters: FilterValues;
   priority: number;
@@ -50,7 +50,7 @@ export function encodeBody(body: ScheduleBody): string {
     ...body.timing,
     catchUp: body.catchUp,
     encoding: body.encoding,
-    payload: bytes.toString(body.encoding === 'json' ? 'utf8' : 'base64'),
+    payload: body.encoding === 'json' ? (JSON.parse(bytes.toString('utf8')) as unknown) : bytes.toString('base64'),
     metadata: body.metadata,
     filters: body.filters,
     priority: body.priority,
@@ -80,7 +80,11 @@ export function decodeBody(name: string, text: string): ScheduleBody {
   return {
     timing,
     catchUp: json.catchUp,
-    payload: Buffer.from(json.payload, json.encoding === 'json' ? 'utf8' : 'base64'),
+    // JSON.stringify gives back the very text the payload was encoded as (model/payload.ts).
+    payload:
+      json.encoding === 'json'
+        ? Buffer.from(JSON.stringify(json.payload), 'utf8')
+        : Buffer.from(String(json.payload), 'base64'),
     encoding: json.encoding,
     metadata: json.metadata,
     filters: json.filters,

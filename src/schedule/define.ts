@@ -2,6 +2,7 @@
  * What `client.schedule()` and `client.schedules()` do on this side of the store: check and encode a schedule
  * into the record a store keeps, and read such a record back for people.
  */
+import { PayloadTooLargeError } from '../errors.js';
 import { checkMessageFilters } from '../model/filters.js';
 import { decodePayload, encodePayload } from '../model/payload.js';
 import { checkPolicy, decodePolicy, encodePolicy } from '../model/policy.js';
@@ -71,7 +72,10 @@ export interface ScheduleInput {
   readonly maxPayloadBytes: number;
 }
 
-/** Checks everything and returns the record to store, its first slot the first after `now`. */
+/**
+ * Checks everything and returns the record to store, its first slot the first after `now`. The body (payload,
+ * bytes as base64, and options) must fit the store's payload limit, or it is a PayloadTooLargeError.
+ */
 export async function defineSchedule(input: ScheduleInput, now: () => number): Promise<StoredSchedule> {
   const { queue, options } = input;
   const name = checkScheduleName(input.name);
@@ -91,6 +95,9 @@ export async function defineSchedule(input: ScheduleInput, now: () => number): P
     group: options.group === undefined ? null : checkGroup(options.group),
     policy: encodePolicy(checkPolicy(options)),
   });
+  // The store keeps the body where it keeps a payload: it must fit the same limit.
+  const bodyBytes = Buffer.byteLength(body, 'utf8');
+  if (bodyBytes > input.maxPayloadBytes) throw new PayloadTooLargeError(bodyBytes, input.maxPayloadBytes);
   return { name, body, nextAt: (await slotClock(timing)).after(now()) };
 }
 

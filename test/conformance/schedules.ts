@@ -289,6 +289,11 @@ export function schedules(fixture: StoreFixture): void {
             return true;
           });
         }
+        // The body is kept where a payload is: a payload that fits a message may not fit with its schedule's
+        // options and bytes as base64.
+        const limit = h.client.store.capabilities.maxPayloadBytes;
+        const big = new Uint8Array(Math.ceil(limit * 0.8));
+        await assert.rejects(h.client.schedule(q, 'big', { everyMs: 1000 }, big), { name: 'PayloadTooLargeError' });
         assert.deepEqual(await h.client.schedules(q), []);
         assert.equal((await h.client.queues()).includes(q), false, 'nothing written');
       },
