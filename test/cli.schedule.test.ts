@@ -113,6 +113,24 @@ describe('kvmq schedule', { concurrency: 4 }, () => {
     assert.deepEqual(await listed(store, 'jobs'), []);
   });
 
+  it('kvmq work fires the schedules of its queue, and not with --no-schedules', async () => {
+    const store = newStore();
+    await expectExit(0, ['schedule', 'add', 'jobs', 'tick', '--every', '1s', 'beat'], { store });
+    const off = await expectExit(0, ['work', 'jobs', '--exec', 'cat', '--no-schedules', '--idle-exit-ms', '2500'], {
+      store,
+    });
+    assert.equal(off.stdout, '', 'nothing was enqueued, so nothing ran');
+    const on = await expectExit(0, ['work', 'jobs', '--exec', 'cat', '--max', '2'], { store });
+    // The first firing catches up with the slots missed meanwhile as one (catch-up 1), then one per second.
+    assert.equal(on.stdout, 'beatbeat');
+    const { stdout } = await expectExit(0, ['list', 'jobs', '--json'], { store });
+    const ids = stdout
+      .split('\n')
+      .filter((line) => line !== '')
+      .map((line) => (JSON.parse(line) as { id: string }).id);
+    assert.ok(ids.length >= 2 && ids.every((id) => /^tick@\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.000Z$/.test(id)), stdout);
+  });
+
   it('has help that names the three subcommands and the timing options', async () => {
     const { stdout } = await expectExit(0, ['schedule', '--help'], { store: newStore() });
     assert.match(stdout, /kvmq schedule add <queue> <name> \(--cron EXPR \[--tz ZONE\] \| --every DURATION\)/);
