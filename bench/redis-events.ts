@@ -110,6 +110,9 @@ function newMessage(id: string): NewMessage {
     allowRequeue: false,
     replacePayload: false,
     policy: null,
+    priority: 0,
+    group: null,
+    debounceId: null,
   };
 }
 

@@ -31,6 +31,9 @@ const message: NewMessage = {
   allowRequeue: false,
   replacePayload: false,
   policy: null,
+  priority: 0,
+  group: null,
+  debounceId: null,
 };
 const messages = [message];
 const claimed: ClaimedMessage = { ...message, attempt: 1 };

@@ -71,7 +71,7 @@ function retried(keys: QueueKeys, id: string, current: Current, now: number): Op
   const { record: r, payload } = current;
   // A plain put too large for kvmq stays failed (at its producer key) until removed.
   if (payload === null || payload.value.length > MAX_PAYLOAD_BYTES) return null;
-  const idx = newIdx();
+  const idx = newIdx(r.priority);
   const next: MessageRecord = {
     ...r,
     phase: 'pending',

@@ -28,13 +28,21 @@ export async function clearQueue(kv: Kv, keys: QueueKeys): Promise<void> {
     range(keys.records, prefixEnd(keys.records)),
     range(keys.payloads, prefixEnd(keys.payloads)),
     // The queue's events go too; the trimmed revision stays, and readers simply see the events written after.
-    ...[keys.doneIndex, keys.failedIndex, keys.backoffIndex, keys.refuseIndex, keys.stuckIndex, keys.events].map(
-      (index) => range(index, prefixEnd(index)),
-    ),
+    ...[
+      keys.doneIndex,
+      keys.failedIndex,
+      keys.backoffIndex,
+      keys.refuseIndex,
+      keys.stuckIndex,
+      keys.debounceIndex,
+      keys.events,
+    ].map((index) => range(index, prefixEnd(index))),
     { type: 'delete', key: keys.eoq },
     // The counts start again from zero; writers whose slot went fail their compare and read it again.
     ...resetCountOps(keys),
     ...registrations.map((r) => range(`${r}/0`, `${r}/:`)),
+    // The rate limit starts afresh (the dispatcher reads the delete through its watch).
+    { type: 'delete', key: keys.rate },
   ];
   for (let i = 0; i < ops.length; i += 120) await kv.txn({ compare: [], success: ops.slice(i, i + 120) });
 }

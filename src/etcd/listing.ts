@@ -184,5 +184,7 @@ export async function inspectMessage(kv: Kv, keys: QueueKeys, id: string): Promi
     content: content(r, payload),
     policy: r.policy,
     history: r.history,
+    priority: r.priority,
+    group: r.group,
   };
 }

@@ -278,8 +278,10 @@ export function refuse(put: ProducerPut): Ops {
 }
 
 /** Tells a kvmq consumer its request `ask` has been served (on the consumer's own lease). */
-export function answer(keys: QueueKeys, c: Consumer, size: number): Ops {
-  const value = Buffer.from(JSON.stringify({ ask: c.reg.ask, queueSize: size }), 'utf8');
+/** `wakeAt`: the queue's rate limit holds ready messages back until then. */
+export function answer(keys: QueueKeys, c: Consumer, size: number, wakeAt: number | null = null): Ops {
+  const body = wakeAt === null ? { ask: c.reg.ask, queueSize: size } : { ask: c.reg.ask, queueSize: size, wakeAt };
+  const value = Buffer.from(JSON.stringify(body), 'utf8');
   return {
     compares: [],
     ops: [{ type: 'put', key: keys.answer(c.key), value, lease: c.lease }],

@@ -183,7 +183,7 @@ export class Dispatcher {
         this.loader.dropTail();
       }
     }
-    let next = Math.min(m.ready.nextLater(), m.locks.peekTime());
+    let next = Math.min(m.ready.nextLater(), m.locks.peekTime(), m.rateWakeAt ?? Infinity);
     for (const msg of m.expired) next = Math.min(next, (msg.record.lockUntil ?? Infinity) + STALE_LOCK_GRACE_MS);
     if (next < Infinity) this.arm(next);
   }
