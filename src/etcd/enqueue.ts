@@ -163,6 +163,7 @@ export async function planEnqueue(
       ops: plan.ops,
       reads: [],
       events: changeEvents(keys, events, { type: 'enqueued', id: message.id, attempt: plan.attempt }),
+      counts: plan.counts,
     },
     result: { ok: true, id: message.id, action: plan.action },
   };
