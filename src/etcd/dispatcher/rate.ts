@@ -22,6 +22,8 @@ export function chargeRate(m: QueueMirror, parts: readonly Planned[], tat: numbe
     ops: [...parts.flatMap((p) => p.ops), { type: 'put', key: m.keys.rate, value: Buffer.from(String(tat), 'utf8') }],
     reads: [...parts.flatMap((p) => p.reads), { type: 'range', key: m.keys.rate }],
     events: notes.length > 0 ? { keys: m.keys, notes } : undefined,
+    // Deliveries keep messages live (no change), but whatever a part counts goes with it.
+    counts: parts.flatMap((p) => p.counts ?? []),
     onOk: (revision) => {
       m.rateInFlight = false;
       m.rate = { tat, rev: revision };
