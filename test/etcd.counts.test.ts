@@ -3,7 +3,7 @@
  * the Txn of the transitions it counts. Each check reads every record and the counts in one Txn, so at one
  * revision, and requires them equal, while writers run and after: two clients with lock expiries, retries,
  * removes, promotes and GC, a slot fold, clear, dead-letter moves, a client killed mid-run, a queue written
- * before counts existed, and queues dispatched inside kvmq serve.
+ * before counts existed, queues dispatched inside kvmq serve, a schedule's chunked firing and debounce bursts.
  */
 import assert from 'node:assert/strict';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
@@ -16,7 +16,8 @@ import { prefixEnd } from '../src/etcd/kv.js';
 import { decodeRecord, stateOf } from '../src/etcd/record.js';
 import { countBaseKey, countReads, countSlotsPrefix, sumCounts, type Counts } from '../src/etcd/counts.js';
 import { foldCounts } from '../src/etcd/count-read.js';
-import { MESSAGE_STATES, type MessageState } from '../src/model/types.js';
+import { MESSAGE_STATES, type EnqueueResult, type MessageState } from '../src/model/types.js';
+import type { NewMessage } from '../src/store/contract.js';
 import { spawnChild } from './support/child.js';
 import { waitFor } from './support/wait.js';
 import { closedAfterAll, isolatedUrl } from './fixtures/etcd-support.js';
@@ -121,6 +122,35 @@ async function drained(c: Client, queue: string, timeoutMs = 60_000): Promise<vo
     { timeoutMs, what: `queue ${queue} drained` },
   );
 }
+
+/** A message as the client makes it (schedule firings take them ready-made). */
+function newMessage(id: string, extra: Partial<NewMessage> = {}): NewMessage {
+  return {
+    id,
+    payload: Buffer.from(JSON.stringify(id)),
+    encoding: 'json',
+    metadata: {},
+    filters: {},
+    filterClass: '',
+    initialBackoffMs: 0,
+    allowRequeue: false,
+    replacePayload: false,
+    policy: null,
+    priority: 0,
+    group: null,
+    debounceId: null,
+    ...extra,
+  };
+}
+
+const actions = (results: readonly EnqueueResult[]): Record<string, number> => {
+  const by: Record<string, number> = {};
+  for (const r of results) {
+    const key = r.ok ? r.action : 'refused';
+    by[key] = (by[key] ?? 0) + 1;
+  }
+  return by;
+};
 
 void describe('etcd counts', () => {
   void test(
@@ -316,6 +346,70 @@ void describe('etcd counts', () => {
     await drained(a, q);
     await assertCounted(s, q, 'counted on after the recount');
   });
+
+  void test(
+    'a chunked schedule firing over existing ids and debounce bursts keep exact counts',
+    { timeout: TIMEOUT_MS },
+    async () => {
+      const url = isolatedUrl();
+      const s = await store(url);
+      const q = 'scheduled';
+      const a = await client(url);
+      const b = await client(url);
+      await a.queueStatus(q);
+      // Done ones (revived by the firing) and ones waiting in a backoff (refused by it).
+      a.worker(q, () => undefined, { concurrency: 4, eoqBackoffMs: 20 });
+      await a.enqueueBatch(
+        q,
+        Array.from({ length: 10 }, (_, i) => ({ payload: i, id: `slot-${i}` })),
+      );
+      await drained(a, q);
+      await b.enqueueBatch(
+        q,
+        Array.from({ length: 10 }, (_, i) => ({ payload: i, id: `slot-${10 + i}`, initialBackoffMs: 60_000 })),
+      );
+      // A debounce id whose waiting message a firing's message replaces.
+      const held = await a.enqueue(q, 'first', { id: 'held-0', debounce: { id: 'held', ms: 60_000 } });
+      assert.deepEqual(held, { ok: true, id: 'held-0', action: 'added' });
+      const sampler = sampling(s, [q]);
+
+      // More messages than one Txn takes: the firing goes in chunks, each with its count slot.
+      const schedule = { name: 'every', body: '{}', nextAt: 1000 };
+      assert.equal(await s.putSchedule(q, schedule), true);
+      const slots = Array.from({ length: 150 }, (_, i) => newMessage(`slot-${i}`, { priority: i % 3 }));
+      const fired = await s.fireSchedule(q, schedule, 2000, [
+        ...slots,
+        newMessage('held-1', { debounceId: 'held', initialBackoffMs: 60_000 }),
+      ]);
+      assert.ok(fired !== null, 'the firing happened');
+      assert.deepEqual(actions(fired), { revived: 10, refused: 10, added: 130, debounced: 1 });
+      await assertCounted(s, q, 'after the firing');
+      // Fired again from the old expectation: nothing is written.
+      assert.equal(await s.fireSchedule(q, schedule, 3000, slots), null);
+
+      // Bursts on a few debounce ids from two clients at once: replacements change no count.
+      const bursts = await Promise.all(
+        Array.from({ length: 60 }, (_, n) =>
+          (n % 2 === 0 ? a : b).enqueue(q, n, { debounce: { id: `user-${n % 4}`, ms: 150 } }),
+        ),
+      );
+      assert.ok(
+        bursts.some((r) => r.ok && r.action === 'debounced'),
+        'some enqueues replaced a waiting message',
+      );
+      await assertCounted(s, q, 'after the bursts');
+      // The messages left waiting for a minute go; the rest run.
+      const waiting = await a.list(q, { state: 'queued-with-backoff', limit: 100 });
+      for (const m of waiting.messages)
+        if (m.id.startsWith('slot-') || m.id.startsWith('held-')) await a.remove(q, m.id);
+      await drained(a, q);
+      const checks = await sampler.stop();
+      assert.ok(checks > 1, `checked while running (${checks})`);
+      const snap = await assertCounted(s, q, 'after the run');
+      assert.ok(snap.truth.done >= 140, `the fired and debounced messages ran (${snap.truth.done} done)`);
+      assert.deepEqual((await a.queueStatus(q)).counts, snap.states);
+    },
+  );
 
   void test('queues dispatched inside kvmq serve are counted the same', { timeout: TIMEOUT_MS }, async () => {
     const server = await startServe();
