@@ -15,6 +15,7 @@ import { Scripts } from '../src/redis/scripts.js';
 import { SCRIPTS } from '../src/redis/scripts.generated.js';
 import { parseRedisUrl } from '../src/redis/url.js';
 import type { NewMessage } from '../src/store/contract.js';
+import { plainMessage } from '../src/store/new-message.js';
 
 const { values } = parseArgs({
   options: {
@@ -36,21 +37,7 @@ const scripts = new Scripts(redis, prefix, url.where);
 await scripts.loadAll();
 
 function message(i: number): NewMessage {
-  return {
-    id: `m${i}`,
-    payload: Buffer.from(`{"i":${i}}`),
-    encoding: 'json',
-    metadata: {},
-    filters: {},
-    filterClass: '',
-    initialBackoffMs: 0,
-    allowRequeue: false,
-    replacePayload: false,
-    policy: null,
-    priority: (i % 10) * 100,
-    group: null,
-    debounceId: null,
-  };
+  return plainMessage(`m${i}`, Buffer.from(`{"i":${i}}`), { priority: (i % 10) * 100 });
 }
 
 async function scriptMicros(): Promise<number> {

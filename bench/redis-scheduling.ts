@@ -19,6 +19,7 @@ import * as afterEnqueue from '../src/redis/enqueue.js';
 import * as afterFinish from '../src/redis/finish.js';
 import * as afterScripts from '../src/redis/scripts.js';
 import * as afterGenerated from '../src/redis/scripts.generated.js';
+import { plainMessage } from '../src/store/new-message.js';
 
 const { values } = parseArgs({
   options: {
@@ -101,21 +102,7 @@ async function serverMicros(): Promise<Record<Measure, number>> {
 }
 
 function newMessage(id: string): NewMessage {
-  return {
-    id,
-    payload: Buffer.from(JSON.stringify({ id })),
-    encoding: 'json',
-    metadata: {},
-    filters: {},
-    filterClass: '',
-    initialBackoffMs: 0,
-    allowRequeue: false,
-    replacePayload: false,
-    policy: null,
-    priority: 0,
-    group: null,
-    debounceId: null,
-  };
+  return plainMessage(id, Buffer.from(JSON.stringify({ id })));
 }
 
 interface Lane {

@@ -18,6 +18,7 @@ import { countBaseKey, countReads, countSlotsPrefix, sumCounts, type Counts } fr
 import { foldCounts } from '../src/etcd/count-read.js';
 import { MESSAGE_STATES, type EnqueueResult, type MessageState } from '../src/model/types.js';
 import type { NewMessage } from '../src/store/contract.js';
+import { plainMessage } from '../src/store/new-message.js';
 import { spawnChild } from './support/child.js';
 import { waitFor } from './support/wait.js';
 import { closedAfterAll, isolatedUrl } from './fixtures/etcd-support.js';
@@ -125,22 +126,7 @@ async function drained(c: Client, queue: string, timeoutMs = 60_000): Promise<vo
 
 /** A message as the client makes it (schedule firings take them ready-made). */
 function newMessage(id: string, extra: Partial<NewMessage> = {}): NewMessage {
-  return {
-    id,
-    payload: Buffer.from(JSON.stringify(id)),
-    encoding: 'json',
-    metadata: {},
-    filters: {},
-    filterClass: '',
-    initialBackoffMs: 0,
-    allowRequeue: false,
-    replacePayload: false,
-    policy: null,
-    priority: 0,
-    group: null,
-    debounceId: null,
-    ...extra,
-  };
+  return plainMessage(id, Buffer.from(JSON.stringify(id)), extra);
 }
 
 const actions = (results: readonly EnqueueResult[]): Record<string, number> => {

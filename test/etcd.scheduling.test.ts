@@ -14,6 +14,7 @@ import { JobLog } from './support/jobs.js';
 import { gate } from './support/wait.js';
 import { etcdTestUrl } from './fixtures/etcd-support.js';
 import type { StoreFixture } from './support/fixture.js';
+import { plainMessage } from '../src/store/new-message.js';
 
 const base = etcdTestUrl();
 const fixture: StoreFixture = {
@@ -168,21 +169,9 @@ void describe('etcd scheduling', () => {
     const schedule = { name: 'nightly', body: '{"x":1}', nextAt: 1000 };
     assert.equal(await store.putSchedule(q, schedule), true);
     assert.equal(await store.putSchedule(q, schedule), false);
-    const messages = Array.from({ length: 150 }, (_, i) => ({
-      id: `slot-${i}`,
-      payload: Buffer.from(String(i)),
-      encoding: 'json' as const,
-      metadata: {},
-      filters: {},
-      filterClass: '',
-      initialBackoffMs: 0,
-      allowRequeue: false,
-      replacePayload: false,
-      policy: null,
-      priority: i % 2,
-      group: null,
-      debounceId: null,
-    }));
+    const messages = Array.from({ length: 150 }, (_, i) =>
+      plainMessage(`slot-${i}`, Buffer.from(String(i)), { priority: i % 2 }),
+    );
     const results = await store.fireSchedule(q, schedule, 2000, messages);
     assert.equal(results?.filter((r) => r.ok && r.action === 'added').length, 150);
     assert.deepEqual(await store.schedules(q), [{ ...schedule, nextAt: 2000 }]);

@@ -12,6 +12,7 @@ import { connect, type Client } from '../src/index.js';
 import { startCluster, type RedisCluster } from '../scripts/servers/redis.mjs';
 import { deletePrefixes, redisTestUrl } from './fixtures/redis-server.js';
 import type { ClaimRequest, ClaimResult, NewMessage } from '../src/store/contract.js';
+import { plainMessage } from '../src/store/new-message.js';
 
 const base = redisTestUrl();
 const dir = mkdtempSync(join(tmpdir(), 'kvmq-redis-scheduling-'));
@@ -334,22 +335,7 @@ for (const server of Object.keys(SERVERS) as (keyof typeof SERVERS)[]) {
 }
 
 function newMessage(id: string, more: Partial<NewMessage> = {}): NewMessage {
-  return {
-    id,
-    payload: Buffer.from(JSON.stringify(id)),
-    encoding: 'json',
-    metadata: {},
-    filters: {},
-    filterClass: '',
-    initialBackoffMs: 0,
-    allowRequeue: false,
-    replacePayload: false,
-    policy: null,
-    priority: 0,
-    group: null,
-    debounceId: null,
-    ...more,
-  };
+  return plainMessage(id, Buffer.from(JSON.stringify(id)), more);
 }
 
 for (const server of Object.keys(SERVERS) as (keyof typeof SERVERS)[]) {

@@ -7,6 +7,7 @@ import { after, describe, test } from 'node:test';
 import { connect, type Client } from '../src/index.js';
 import { freshStoreUrl, hostsOf, PlainClient, serverUrl } from './fixtures/zookeeper-env.js';
 import type { ClaimRequest, NewMessage } from '../src/store/contract.js';
+import { plainMessage } from '../src/store/new-message.js';
 import type { StoreContext } from '../src/zookeeper/context.js';
 
 const server = serverUrl();
@@ -317,22 +318,8 @@ describe('zookeeper scheduling: rate limit', () => {
 });
 
 describe('zookeeper scheduling: schedules', () => {
-  const message = (id: string, extra: Partial<NewMessage> = {}): NewMessage => ({
-    id,
-    payload: Buffer.from(JSON.stringify(id)),
-    encoding: 'json',
-    metadata: {},
-    filters: {},
-    filterClass: '',
-    initialBackoffMs: 0,
-    allowRequeue: false,
-    replacePayload: false,
-    policy: null,
-    priority: 0,
-    group: null,
-    debounceId: null,
-    ...extra,
-  });
+  const message = (id: string, extra: Partial<NewMessage> = {}): NewMessage =>
+    plainMessage(id, Buffer.from(JSON.stringify(id)), extra);
 
   test('put, list sorted by name, replace, remove; clear keeps them', async () => {
     const { client } = await open();

@@ -1,5 +1,6 @@
 /** The message a schedule's slot enqueues, with an id made from the slot so a retried firing cannot duplicate it. */
 import { filterClass } from '../model/filters.js';
+import { plainMessage } from '../store/new-message.js';
 import type { NewMessage } from '../store/contract.js';
 import type { ScheduleBody } from './body.js';
 
@@ -11,19 +12,15 @@ export function slotMessageId(name: string, slot: number): string {
 export function slotMessages(name: string, body: ScheduleBody, slots: readonly number[]): NewMessage[] {
   const filters = body.filters;
   const klass = filterClass(filters);
-  return slots.map((slot) => ({
-    id: slotMessageId(name, slot),
-    payload: body.payload,
-    encoding: body.encoding,
-    metadata: body.metadata,
-    filters,
-    filterClass: klass,
-    initialBackoffMs: 0,
-    allowRequeue: false,
-    replacePayload: false,
-    policy: body.policy,
-    priority: body.priority,
-    group: body.group,
-    debounceId: null,
-  }));
+  return slots.map((slot) =>
+    plainMessage(slotMessageId(name, slot), body.payload, {
+      encoding: body.encoding,
+      metadata: body.metadata,
+      filters,
+      filterClass: klass,
+      policy: body.policy,
+      priority: body.priority,
+      group: body.group,
+    }),
+  );
 }
