@@ -25,6 +25,7 @@ import { Scripts, type ScriptArg } from '../src/redis/scripts.js';
 import { parseRedisUrl } from '../src/redis/url.js';
 import { SCRIPTS, type LuaScript } from '../src/redis/scripts.generated.js';
 import type { NewMessage } from '../src/store/contract.js';
+import { plainMessage } from '../src/store/new-message.js';
 
 const { values } = parseArgs({
   options: {
@@ -99,18 +100,7 @@ async function serverMicros(): Promise<Record<Measure, number>> {
 }
 
 function newMessage(id: string): NewMessage {
-  return {
-    id,
-    payload: Buffer.from(JSON.stringify({ id })),
-    encoding: 'json',
-    metadata: {},
-    filters: {},
-    filterClass: '',
-    initialBackoffMs: 0,
-    allowRequeue: false,
-    replacePayload: false,
-    policy: null,
-  };
+  return plainMessage(id, Buffer.from(JSON.stringify({ id })));
 }
 
 /** A variant's queue in a round, and the messages it holds. */

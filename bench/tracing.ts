@@ -14,24 +14,14 @@ import { traceSend } from '../src/tracing/send.js';
 import type { ClaimedMessage, NewMessage } from '../src/store/contract.js';
 import type { AttemptFinish } from '../src/worker/outcome.js';
 import type { Job } from '../src/model/types.js';
+import { plainMessage } from '../src/store/new-message.js';
 
 const { values } = parseArgs({ options: { rounds: { type: 'string' }, n: { type: 'string' } } });
 const ROUNDS = Number(values.rounds ?? 9);
 const N = Number(values.n ?? 100_000);
 
 const queue = 'bench-tracing';
-const message: NewMessage = {
-  id: 'm-1',
-  payload: new Uint8Array(8),
-  encoding: 'json',
-  metadata: { user: 'x' },
-  filters: {},
-  filterClass: '',
-  initialBackoffMs: 0,
-  allowRequeue: false,
-  replacePayload: false,
-  policy: null,
-};
+const message: NewMessage = plainMessage('m-1', new Uint8Array(8), { metadata: { user: 'x' } });
 const messages = [message];
 const claimed: ClaimedMessage = { ...message, attempt: 1 };
 const job = { queue, id: message.id, payload: null, metadata: message.metadata, filters: {}, attempt: 1 } as Job;

@@ -10,6 +10,15 @@ import { waitForOutcome, type WaitResult } from './events/wait-for.js';
 import { DEFAULT_QUEUE_CONFIG, checkConfigPatch } from './model/config.js';
 import { checkMessageFilters, filterClass } from './model/filters.js';
 import { newMessageId } from './model/ids.js';
+import {
+  DEFAULT_PRIORITY,
+  checkDebounce,
+  checkGroup,
+  checkPriority,
+  checkRunAt,
+  checkScheduleName,
+  type Debounce,
+} from './model/scheduling.js';
 import { checkListOptions } from './model/list.js';
 import { decodePayload, encodePayload } from './model/payload.js';
 import { checkPolicy, decodePolicy, encodePolicy } from './model/policy.js';
@@ -22,6 +31,8 @@ import {
   checkPlainObject,
   checkQueueName,
 } from './model/validate.js';
+import { defineSchedule, describeSchedule, type ScheduleInfo, type ScheduleOptions } from './schedule/define.js';
+import type { ScheduleTiming } from './schedule/timing.js';
 import { openStore, resolveStoreUrl } from './store/url.js';
 import { TickBatcher } from './tick-batcher.js';
 import { traceSend } from './tracing/send.js';
@@ -70,6 +81,10 @@ const ENQUEUE_KEYS = [
   'attempts',
   'backoff',
   'timeoutMs',
+  'priority',
+  'runAt',
+  'group',
+  'debounce',
 ] as const;
 const BATCH_KEYS = ['payload', ...ENQUEUE_KEYS] as const;
 // Failed messages redriven per atomic step of retryFailed.
@@ -287,6 +302,8 @@ export class Client {
       ...details.status,
       ...decodeContent(details.content),
       policy: decodePolicy(details.policy) ?? {},
+      priority: details.priority,
+      group: details.group,
       history: details.history,
     };
   }
@@ -372,6 +389,51 @@ export class Client {
     return configured;
   }
 
+  /**
+   * Creates or replaces the queue's schedule `name`: from the first slot after now, each slot of `timing`
+   * (`{ cron, tz? }` or `{ everyMs }`) enqueues `payload` with `options`, once across every process, as a
+   * message whose id is `<name>@<slot in ISO 8601>`. Workers of the queue fire schedules (worker option
+   * `schedules`); slots missed while none ran are caught up with at most `catchUp` messages (default 1).
+   * Bad input is a TypeError and nothing is written.
+   */
+  async schedule(
+    queue: string,
+    name: string,
+    timing: ScheduleTiming,
+    payload: Payload,
+    options: ScheduleOptions = {},
+  ): Promise<{ created: boolean; schedule: ScheduleInfo }> {
+    this.checkOpen();
+    checkQueueName(queue);
+    const stored = await defineSchedule(
+      {
+        queue,
+        name,
+        timing,
+        payload,
+        options,
+        config: () => this.cachedConfig(queue),
+        maxPayloadBytes: this.store.capabilities.maxPayloadBytes,
+      },
+      Date.now,
+    );
+    const created = await this.store.putSchedule(queue, stored);
+    for (const worker of this.workers) if (worker.queue === queue) worker.schedulesChanged();
+    return { created, schedule: describeSchedule(stored) };
+  }
+
+  /** The queue's schedules, sorted by name. */
+  async schedules(queue: string): Promise<ScheduleInfo[]> {
+    this.checkOpen();
+    return (await this.store.schedules(checkQueueName(queue))).map(describeSchedule);
+  }
+
+  /** Removes the queue's schedule `name`; false when there was none. Messages it already enqueued stay. */
+  async unschedule(queue: string, name: string): Promise<boolean> {
+    this.checkOpen();
+    return this.store.removeSchedule(checkQueueName(queue), checkScheduleName(name));
+  }
+
   /** Runs GC on the queue now (unless another GC holds it). */
   async gc(queue: string): Promise<GcResult> {
     this.checkOpen();
@@ -394,6 +456,7 @@ export class Client {
     const filters =
       item.filters === undefined || config === null ? {} : checkMessageFilters(queue, item.filters, config);
     const policy = encodePolicy(checkPolicy(item));
+    const debounce = item.debounce === undefined ? null : checkDebounce(item.debounce);
     return {
       id: item.id === undefined ? newMessageId() : checkMessageId(item.id),
       payload: encoded.bytes,
@@ -401,10 +464,13 @@ export class Client {
       metadata: item.metadata === undefined ? {} : checkPlainObject('metadata', item.metadata),
       filters,
       filterClass: filterClass(filters),
-      initialBackoffMs: item.initialBackoffMs === undefined ? 0 : checkMs('initialBackoffMs', item.initialBackoffMs),
+      initialBackoffMs: initialBackoff(item, debounce),
       allowRequeue: item.allowRequeue === undefined ? false : checkBoolean('allowRequeue', item.allowRequeue),
       replacePayload: item.replacePayload === undefined ? false : checkBoolean('replacePayload', item.replacePayload),
       policy,
+      priority: item.priority === undefined ? DEFAULT_PRIORITY : checkPriority(item.priority),
+      group: item.group === undefined ? null : checkGroup(item.group),
+      debounceId: debounce === null ? null : debounce.id,
     };
   }
 
@@ -433,6 +499,20 @@ export class Client {
   private checkOpen(): void {
     if (this.closed) throw new ClosedError('client');
   }
+}
+
+/** The delay before a new message is ready: `initialBackoffMs`, `runAt` or `debounce.ms`, at most one of them. */
+function initialBackoff(item: BatchItem, debounce: Debounce | null): number {
+  const given = [
+    item.initialBackoffMs === undefined ? null : 'initialBackoffMs',
+    item.runAt === undefined ? null : 'runAt',
+    debounce === null ? null : 'debounce',
+  ].filter((name) => name !== null);
+  if (given.length > 1)
+    throw new TypeError(`give at most one of initialBackoffMs, runAt and debounce, not ${given.join(' and ')}`);
+  if (item.runAt !== undefined) return Math.max(0, checkRunAt(item.runAt) - Date.now());
+  if (debounce !== null) return debounce.ms;
+  return item.initialBackoffMs === undefined ? 0 : checkMs('initialBackoffMs', item.initialBackoffMs);
 }
 
 function decodeContent(content: StoredContent): { payload: Payload; metadata: Metadata; filters: FilterValues } {

@@ -16,6 +16,8 @@ export type {
   StalledEvent,
 } from './worker/worker.js';
 export { expBackoff } from './model/backoff.js';
+export type { ScheduleInfo, ScheduleOptions } from './schedule/define.js';
+export type { ScheduleTiming, CronTiming, EveryTiming } from './schedule/timing.js';
 export { TRACE_METADATA_KEY } from './tracing/carrier.js';
 export type { ExpBackoffOptions } from './model/backoff.js';
 export { MESSAGE_STATES } from './model/types.js';

@@ -197,7 +197,8 @@ describe('kvmq CLI', { concurrency: 4 }, () => {
     const started = Date.now();
     const run = await expectExit(
       0,
-      ['work', 'idle', '--concurrency', '2', '--idle-exit-ms', '300', '--exec', 'cat; echo'],
+      // Each command writes its line in one write, so two at once cannot interleave within a line.
+      ['work', 'idle', '--concurrency', '2', '--idle-exit-ms', '300', '--exec', 'echo "$(cat)"'],
       {
         store,
       },
@@ -251,7 +252,8 @@ describe('kvmq CLI', { concurrency: 4 }, () => {
     );
     const settings =
       'gc_lifetime_ms=60000\nfailed_lifetime_ms=604800000\ngc_interval_ms=5000\nmax_deliveries=10\n' +
-      'dead_letter_queue=\npaused=false\nevents=false\nevents_max_count=10000\nevents_max_age_ms=86400000\n';
+      'dead_letter_queue=\npaused=false\nevents=false\nevents_max_count=10000\nevents_max_age_ms=86400000\n' +
+      'rate_limit=none\ngroup_concurrency=none\n';
     assert.equal(set.stdout, `${settings}filter.size=small,medium,large\n`);
     const json = await expectExit(0, ['config', 'cfg', '--json'], { store });
     assert.deepEqual(JSON.parse(json.stdout), {
@@ -265,6 +267,8 @@ describe('kvmq CLI', { concurrency: 4 }, () => {
       events: false,
       eventsMaxCount: 10_000,
       eventsMaxAgeMs: 86_400_000,
+      rateLimit: null,
+      groupConcurrency: null,
     });
     const failures = await expectExit(
       0,

@@ -148,12 +148,13 @@ void describe('etcd protocol with etcdctl', () => {
     async () => {
       const { url, endpoints, prefix } = namespace();
       const kvmq = await client(url);
-      // kvmq's producer writes straight into the ordered queue, beside the message's record.
+      // kvmq's producer writes straight into the ordered queue, beside the message's record and its count slot.
       await kvmq.enqueue('layout', { n: 1 }, { id: 'k1' });
       const keys = (await etcdctl(endpoints, ['get', '--prefix', '--keys-only', `${prefix}/queue/layout/`])).stdout
         .split('\n')
         .filter((line) => line !== '');
-      assert.equal(keys.length, 2, keys.join(', '));
+      assert.equal(keys.length, 3, keys.join(', '));
+      assert.ok(keys.some((k) => k.startsWith(`${prefix}/queue/layout/kvmq/counts/`)));
       const ordered = keys.find((k) => k.endsWith('/k1') && !k.includes('/kvmq/'));
       assert.ok(ordered !== undefined);
       assert.match(ordered.slice(`${prefix}/queue/layout/`.length), /^\d{19}\/k1$/);

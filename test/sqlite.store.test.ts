@@ -13,6 +13,7 @@ import { setTimeout as delay } from 'node:timers/promises';
 import { after, describe, test } from 'node:test';
 import Database from 'better-sqlite3';
 import { connect, StoreLayoutError, StoreUnavailableError, StoreUrlError } from '../src/index.js';
+import { SCHEMA_VERSION } from '../src/sqlite/schema.js';
 import { waitFor } from './support/wait.js';
 
 const dir = mkdtempSync(join(tmpdir(), 'kvmq-sqlite-'));
@@ -241,6 +242,7 @@ describe('sqlite store', () => {
         'kvmq_events',
         'kvmq_messages',
         'kvmq_queues',
+        'kvmq_schedules',
         'kvmq_turns',
       ]);
       const row = db
@@ -383,23 +385,61 @@ describe('sqlite store', () => {
     }
     const after = new Database(path, { readonly: true });
     try {
-      assert.equal(after.pragma('user_version', { simple: true }), 3);
+      assert.equal(after.pragma('user_version', { simple: true }), SCHEMA_VERSION);
     } finally {
       after.close();
     }
     assertCountersMatchRows(url, 'old');
   });
 
-  test('a schema 2 file is migrated to 3: events and turns work, its configuration reads events off', async () => {
+  test('a schema 4 file is migrated to 5: schedules work, messages and configuration stay', async () => {
+    const url = freshUrl();
+    const path = url.slice('sqlite:'.length);
+    const before = await connect(url, { maintenance: false });
+    await before.configure('old', { gcLifetimeMs: 4321 });
+    await before.enqueue('old', 'kept', { id: 'm1', priority: 3 });
+    await before.close();
+    // Back to schema 4's layout: what schema 5 added goes.
+    const db = new Database(path);
+    db.exec('DROP TABLE kvmq_schedules; PRAGMA user_version = 4');
+    db.close();
+
+    const client = await connect(url, { maintenance: false });
+    try {
+      assert.equal((await client.config('old')).gcLifetimeMs, 4321);
+      assert.equal((await client.show('old', 'm1'))?.priority, 3);
+      const { created } = await client.schedule('old', 'hourly', { cron: '0 * * * *' }, 'x');
+      assert.equal(created, true);
+      assert.deepEqual(
+        (await client.schedules('old')).map((s) => s.name),
+        ['hourly'],
+      );
+    } finally {
+      await client.close();
+    }
+    const after = new Database(path, { readonly: true });
+    try {
+      assert.equal(after.pragma('user_version', { simple: true }), SCHEMA_VERSION);
+    } finally {
+      after.close();
+    }
+  });
+
+  test('a schema 2 file is migrated: events, turns and priorities work, its configuration reads events off', async () => {
     const url = freshUrl();
     const path = url.slice('sqlite:'.length);
     const before = await connect(url, { maintenance: false });
     await before.configure('old', { gcLifetimeMs: 4321 });
     await before.enqueue('old', 'kept', { id: 'm1' });
     await before.close();
-    // Back to schema 2's layout: what schema 3 added goes.
+    // Back to schema 2's layout: what schemas 3, 4 and 5 added goes.
     const db = new Database(path);
-    db.exec(`DROP TABLE kvmq_events; DROP TABLE kvmq_turns; ALTER TABLE kvmq_queues DROP COLUMN events_trimmed;
+    db.exec(`DROP TABLE kvmq_schedules;
+      DROP INDEX kvmq_messages_pending; DROP INDEX kvmq_messages_group_held; DROP INDEX kvmq_messages_debounce;
+      ALTER TABLE kvmq_messages DROP COLUMN priority; ALTER TABLE kvmq_messages DROP COLUMN group_name;
+      ALTER TABLE kvmq_messages DROP COLUMN debounce_id; ALTER TABLE kvmq_queues DROP COLUMN rate_tat;
+      CREATE INDEX kvmq_messages_ready ON kvmq_messages (queue, filters, ready_at, seq) WHERE phase = 0;
+      DROP TABLE kvmq_events; DROP TABLE kvmq_turns; ALTER TABLE kvmq_queues DROP COLUMN events_trimmed;
       ALTER TABLE kvmq_queues DROP COLUMN events_trimmed_index;
       UPDATE kvmq_queues SET config = json_remove(config, '$.events', '$.eventsMaxCount', '$.eventsMaxAgeMs');
       PRAGMA user_version = 2`);
@@ -419,12 +459,27 @@ describe('sqlite store', () => {
         [['enqueued', 'm2']],
       );
       assert.equal(await client.store.takeTurn('old', 'warn', 60_000), true);
+      // The old message reads as priority 0, and an urgent new one overtakes a later one.
+      await client.enqueue('old', 'late', { id: 'm3', priority: 5 });
+      await client.enqueue('old', 'urgent', { id: 'm4', priority: 1 });
+      assert.equal((await client.show('old', 'm1'))?.priority, 0);
+      const claimed = await client.store.claim('old', {
+        consumerId: 'c',
+        max: 10,
+        lockMs: 10_000,
+        accepts: null,
+        eoqBackoffMs: () => 1000,
+      });
+      assert.deepEqual(
+        claimed.messages.map((m) => m.id),
+        ['m1', 'm2', 'm4', 'm3'],
+      );
     } finally {
       await client.close();
     }
     const after = new Database(path, { readonly: true });
     try {
-      assert.equal(after.pragma('user_version', { simple: true }), 3);
+      assert.equal(after.pragma('user_version', { simple: true }), SCHEMA_VERSION);
     } finally {
       after.close();
     }
@@ -483,6 +538,48 @@ describe('sqlite store', () => {
       assert.equal((await client.readEvents('trim', { after: oldestKept })).missed, true);
       const upToDate = await client.readEvents('trim', { after: head });
       assert.equal(upToDate.missed, false, 'a reader that had read everything missed nothing');
+    } finally {
+      await client.close();
+    }
+  });
+
+  test("events: each row's seq numbers its first event, so the count bound cuts rows of any size exactly", async () => {
+    const url = freshUrl();
+    const client = await connect(url, { maintenance: false });
+    try {
+      await client.configure('pos', { events: true, eventsMaxCount: 7 });
+      for (const id of ['a', 'b', 'c']) await client.enqueue('pos', 1, { id });
+      await client.enqueueBatch(
+        'pos',
+        ['d', 'e', 'f', 'g', 'h'].map((id) => ({ payload: 1, id })),
+      );
+      await client.enqueue('pos', 1, { id: 'i' });
+      const db = new Database(url.slice('sqlite:'.length), { readonly: true });
+      try {
+        const rows = db.prepare('SELECT seq, first, count FROM kvmq_events WHERE queue = ? ORDER BY seq').all('pos');
+        // a and b went with their rows; c's row stays as the oldest kept.
+        assert.deepEqual(rows, [
+          { seq: 3, first: 0, count: 1 },
+          { seq: 4, first: 0, count: 5 },
+          { seq: 9, first: 0, count: 1 },
+        ]);
+      } finally {
+        db.close();
+      }
+      const page = await client.readEvents('pos', { after: '2.0' });
+      assert.deepEqual(
+        [page.missed, page.events.map((e) => `${e.id} ${e.cursor}`)],
+        [false, ['c 3.0', 'd 4.0', 'e 4.1', 'f 4.2', 'g 4.3', 'h 4.4', 'i 9.0']],
+      );
+      assert.equal((await client.readEvents('pos', { after: '1.0' })).missed, true, 'b was trimmed');
+      // Two more single enqueues: c's row goes, then the batch's row is cut in its middle; seven kept, no more.
+      for (const id of ['j', 'k']) await client.enqueue('pos', 1, { id });
+      const after = await client.readEvents('pos');
+      assert.deepEqual(
+        after.events.map((e) => `${e.id} ${e.cursor}`),
+        ['e 4.1', 'f 4.2', 'g 4.3', 'h 4.4', 'i 9.0', 'j 10.0', 'k 11.0'],
+      );
+      assert.equal((await client.readEvents('pos', { after: '4.0' })).missed, false, 'd was the last trimmed');
     } finally {
       await client.close();
     }

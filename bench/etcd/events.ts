@@ -1,6 +1,6 @@
 /**
  * `node --import tsx bench/etcd/events.ts [--store etcd://HOST:PORT] [--rounds R] [--n N] [--width W] [--base DIR]
- *   [--no-write]`
+ *   [--base-label TEXT] [--no-write]`
  *
  * What queue events cost on etcd: enqueue (W calls in flight, 64 unless given) and claim+finish (a worker of
  * concurrency W draining the queue) with `events: false` and `events: true`, side by side in one run. Each
@@ -124,6 +124,7 @@ async function main(): Promise<void> {
       n: { type: 'string', default: '3000' },
       width: { type: 'string', default: String(WIDTH) },
       base: { type: 'string' },
+      'base-label': { type: 'string', default: 'before events' },
       one: { type: 'string' },
       'no-write': { type: 'boolean', default: false },
     },
@@ -142,7 +143,12 @@ async function main(): Promise<void> {
     { label: 'events on', script: self, events: true, runs: [] },
   ];
   if (values.base !== undefined) {
-    columns.push({ label: 'before events', script: `${values.base}/bench/etcd/events.ts`, events: false, runs: [] });
+    columns.push({
+      label: values['base-label'],
+      script: `${values.base}/bench/etcd/events.ts`,
+      events: false,
+      runs: [],
+    });
   }
   const rounds = Number(values.rounds);
   for (let round = 0; round < rounds; round++) {
@@ -197,7 +203,7 @@ async function main(): Promise<void> {
     })
     .join('; ');
   const header = ['measure', 'events off', 'events on', 'cost of events on'];
-  if (base !== undefined) header.push('before events', 'cost of events off');
+  if (base !== undefined) header.push(values['base-label'], 'cost of events off');
   const machine =
     `${cpus().length} × ${cpus()[0]?.model ?? 'cpu'}, ${whole.format(totalmem() / 1024 ** 3)} GiB, ` +
     `Linux ${release()}, load ${loadavg()[0]?.toFixed(1) ?? '?'} at the end`;
@@ -218,11 +224,14 @@ async function main(): Promise<void> {
   in flight, one message per call) then a worker of concurrency ${width} claiming and finishing them,
   for each column in a process of its own, the columns alternating (order swapped every round).
 - Events on write one more key per Txn (the events of all the Txn's changes: \`enqueued\` with the enqueues,
-  \`started\` with the dispatcher's deliveries, \`completed\` with the finishes). A batch that filled etcd's
-  128 ops per Txn exactly (64 enqueues, or 64 deliveries, of two ops each) takes a second Txn for the key:
-  the Txns per message rows show how often that happens here, where 64 calls in flight and a worker of
-  concurrency 64 make exactly such batches.${
-    base === undefined ? '' : '\n- "before events": the same run on the commit before events were built (events off).'
+  \`started\` with the dispatcher's deliveries, \`completed\` with the finishes). Every Txn that changes the
+  queue's counts (enqueues, finishes) also puts its writer's count slot (docs/etcd.md, _Counts_), events on or
+  off. A batch that fills etcd's 128 ops per Txn by itself (64 enqueues of two ops each; 32 finishes of four)
+  has no room for those keys and takes one more Txn: the Txns per message rows show how often that happens
+  here, where 64 calls in flight and a worker of concurrency 64 make exactly such batches.${
+    base === undefined
+      ? ''
+      : `\n- "${values['base-label']}": the same run on the \`--base\` checkout (events off), in the same alternation.`
   }
 - Slowest–fastest round, msgs/s (the spread says how far the machine's load moved the figures): ${spread}.
 

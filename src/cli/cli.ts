@@ -9,6 +9,7 @@ import { enqueue } from './commands/enqueue.js';
 import { events } from './commands/events.js';
 import { gc } from './commands/gc.js';
 import { list } from './commands/list.js';
+import { schedule } from './commands/schedule.js';
 import { serve } from './commands/serve.js';
 import { show } from './commands/show.js';
 import { status } from './commands/status.js';
@@ -32,6 +33,7 @@ const COMMANDS: readonly Command[] = [
   pause,
   resume,
   config,
+  schedule,
   gc,
   clear,
   serve,

@@ -40,12 +40,15 @@ export function reportError(error: unknown, command: string | null): number {
 /**
  * kvmq's API rejects a bad argument with a TypeError thrown by its own checks.
  * Told apart from a TypeError of a bug by where it was thrown: kvmq's model,
- * client or worker options.
+ * client, schedules or worker options.
  */
 function isValidationError(error: unknown): error is TypeError {
   if (!(error instanceof TypeError)) return false;
   const frame = error.stack?.split('\n').find((line) => line.trimStart().startsWith('at '));
-  return frame !== undefined && /[\\/](model[\\/]\w+|client|worker[\\/]options|events[\\/]options)\.[jt]s:/.test(frame);
+  return (
+    frame !== undefined &&
+    /[\\/](model[\\/]\w+|schedule[\\/]\w+|client|worker[\\/]options|events[\\/]options)\.[jt]s:/.test(frame)
+  );
 }
 
 /** An fs or spawn failure (ENOENT, EACCES, ...): its message names the file and the problem. */

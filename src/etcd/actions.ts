@@ -14,13 +14,16 @@ import { payloadKeyOf } from './listing.js';
 import { indexOps } from './transitions.js';
 import { getMany, pack, runBatch, type Change } from './txn-batch.js';
 import { changeEvents, eventOps } from './event-ops.js';
+import { countChange, type CountDelta } from './counts.js';
 import type { ActionResult, MessageState } from '../model/types.js';
 
 const MAX_TRIES = 10;
 // Failed messages redriven per Txn: four ops each within etcd's 128.
 const REDRIVE_PER_TXN = 30;
 
-type Plan = { readonly ops: Op[]; readonly state: MessageState | null } | { readonly refused: MessageState };
+type Plan =
+  | { readonly ops: Op[]; readonly state: MessageState | null; readonly counts?: CountDelta[] }
+  | { readonly refused: MessageState };
 
 interface Current {
   readonly record: MessageRecord;
@@ -49,23 +52,26 @@ async function act(
         const now = Date.now();
         const p = plan(id, { record, rev: item.modRevision, payload }, now);
         if ('refused' in p) return { ok: false, id, state: p.refused };
-        const written = await kv.txn({
-          compare: [{ key: keys.record(id), target: 'mod', result: '=', operand: item.modRevision }],
-          success: p.ops,
-        });
-        if (written.succeeded) return { ok: true, id, state: p.state };
+        const compares = [
+          { key: keys.record(id), target: 'mod' as const, result: '=' as const, operand: item.modRevision },
+        ];
+        const { results } = await runBatch(kv, [{ compares, ops: p.ops, reads: [], counts: p.counts }]);
+        if (results[0]?.ok === true) return { ok: true, id, state: p.state };
       }
       throw new Error(`kvmq: an action on ${id} in ${keys.queue} kept conflicting with other writers; try again`);
     }),
   );
 }
 
+/** What a retry makes of a failed message: pending (retried below). */
+const RETRIED = { phase: 'pending', payloadKey: null } as const;
+
 /** A failed message queued again now at attempt 0, its payload back in the ordered queue; null if it cannot be. */
 function retried(keys: QueueKeys, id: string, current: Current, now: number): Op[] | null {
   const { record: r, payload } = current;
   // A plain put too large for kvmq stays failed (at its producer key) until removed.
   if (payload === null || payload.value.length > MAX_PAYLOAD_BYTES) return null;
-  const idx = newIdx();
+  const idx = newIdx(r.priority);
   const next: MessageRecord = {
     ...r,
     phase: 'pending',
@@ -104,7 +110,11 @@ export function retryMessages(
       if (state !== 'failed') return { refused: state };
       const ops = retried(keys, id, current, now);
       if (ops === null) return { refused: state };
-      return { ops: [...ops, ...eventOps(keys, events, now, { type: 'enqueued', id, attempt: 0 })], state: 'queued' };
+      return {
+        ops: [...ops, ...eventOps(keys, events, now, { type: 'enqueued', id, attempt: 0 })],
+        state: 'queued',
+        counts: countChange(keys, current.record, RETRIED),
+      };
     },
     (r) => r.phase === 'failed',
   );
@@ -131,7 +141,7 @@ export function removeMessages(
     }
     if (r.payloadKey !== null) ops.push({ type: 'delete', key: r.payloadKey });
     ops.push(...eventOps(keys, events, now, { type: 'removed', id, attempt: r.attempt }));
-    return { ops, state: null };
+    return { ops, state: null, counts: countChange(keys, r, null) };
   });
 }
 
@@ -183,6 +193,7 @@ export async function retryOldestFailed(kv: Kv, keys: QueueKeys, max: number, ev
         ops,
         reads: [],
         events: changeEvents(keys, events, { type: 'enqueued', id: f.id, attempt: 0 }),
+        counts: countChange(keys, f.record, RETRIED),
       });
     });
     const [batch] = pack(changes);

@@ -7,6 +7,7 @@
  */
 import { prefixEnd, type Kv, type Op } from './kv.js';
 import { producerPrefixes } from './dispatcher/snapshot.js';
+import { resetCountOps } from './counts.js';
 import type { QueueKeys } from './keys.js';
 
 export async function clearQueue(kv: Kv, keys: QueueKeys): Promise<void> {
@@ -20,17 +21,28 @@ export async function clearQueue(kv: Kv, keys: QueueKeys): Promise<void> {
     }
   }
   const range = (key: string, end: string): Op => ({ type: 'delete', key, end });
+  // The deliveries last: what the counts count (records, ordered keys) goes with their reset, in the first Txn.
   const ops: Op[] = [
     ...producerPrefixes(keys).map((p) => range(p, prefixEnd(p))),
     range(keys.orderedStart, keys.orderedEnd),
-    ...registrations.map((r) => range(`${r}/0`, `${r}/:`)),
     range(keys.records, prefixEnd(keys.records)),
     range(keys.payloads, prefixEnd(keys.payloads)),
     // The queue's events go too; the trimmed revision stays, and readers simply see the events written after.
-    ...[keys.doneIndex, keys.failedIndex, keys.backoffIndex, keys.refuseIndex, keys.stuckIndex, keys.events].map(
-      (index) => range(index, prefixEnd(index)),
-    ),
+    ...[
+      keys.doneIndex,
+      keys.failedIndex,
+      keys.backoffIndex,
+      keys.refuseIndex,
+      keys.stuckIndex,
+      keys.debounceIndex,
+      keys.events,
+    ].map((index) => range(index, prefixEnd(index))),
     { type: 'delete', key: keys.eoq },
+    // The counts start again from zero; writers whose slot went fail their compare and read it again.
+    ...resetCountOps(keys),
+    ...registrations.map((r) => range(`${r}/0`, `${r}/:`)),
+    // The rate limit starts afresh (the dispatcher reads the delete through its watch).
+    { type: 'delete', key: keys.rate },
   ];
   for (let i = 0; i < ops.length; i += 120) await kv.txn({ compare: [], success: ops.slice(i, i + 120) });
 }

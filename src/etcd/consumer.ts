@@ -53,6 +53,8 @@ export class LocalConsumer {
   private registeredLease: string | null = null;
   private registering: Promise<void> | null = null;
   private answered = 0;
+  /** The last answer said the queue's rate limit holds messages back until then (null: it did not). */
+  rateWakeAt: number | null = null;
   /** The revision of the last delivery or answer seen. */
   private heard = 0;
   /** Its inbox is known up to this revision (its watch's events, or a read of the whole inbox). */
@@ -178,10 +180,11 @@ export class LocalConsumer {
   }
 
   /** Sets what the consumer takes; a change is written with a new `ask`, which the dispatcher answers. */
-  async demand(d: Demand): Promise<void> {
+  /** `ask`: ask even when the demand is unchanged, so the answer comes after what the dispatcher has seen since. */
+  async demand(d: Demand, ask = false): Promise<void> {
     await this.ensureRegistered();
     const r = this.registration;
-    if (r.capacity === d.capacity && r.lockMs === d.lockMs && sameList(r.accepts, d.accepts)) return;
+    if (!ask && r.capacity === d.capacity && r.lockMs === d.lockMs && sameList(r.accepts, d.accepts)) return;
     this.registration = { ...r, capacity: d.capacity, lockMs: d.lockMs, accepts: d.accepts };
     await this.put(true);
   }
@@ -262,8 +265,13 @@ export class LocalConsumer {
     if (parsed.kind === 'answer') {
       if (event.type === 'put') {
         try {
-          const answer = JSON.parse(event.kv.value.toString('utf8')) as { ask?: unknown; queueSize?: unknown };
+          const answer = JSON.parse(event.kv.value.toString('utf8')) as {
+            ask?: unknown;
+            queueSize?: unknown;
+            wakeAt?: unknown;
+          };
           if (typeof answer.ask === 'number') this.answered = Math.max(this.answered, answer.ask);
+          this.rateWakeAt = typeof answer.wakeAt === 'number' ? answer.wakeAt : null;
           if (typeof answer.queueSize === 'number') this.sized(answer.queueSize);
           this.heard = Math.max(this.heard, event.kv.modRevision);
         } catch {

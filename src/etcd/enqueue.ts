@@ -15,9 +15,11 @@ import { StoreLayoutError } from '../errors.js';
 import { newIdx, type QueueKeys } from './keys.js';
 import { decodeRecord, encodeRecord, stateOf, type MessageRecord } from './record.js';
 import { freshRecord, indexOps } from './transitions.js';
-import { changeEvents, eventOps } from './event-ops.js';
+import { changeEvents } from './event-ops.js';
 import { pack, runBatch, type Change } from './txn-batch.js';
-import type { Kv, Op } from './kv.js';
+import { countChange, type CountDelta } from './counts.js';
+import { debounceChange, debounceCompare, debounceTarget } from './debounce.js';
+import type { Compare, Kv, Op } from './kv.js';
 import type { NewMessage } from '../store/contract.js';
 import type { EnqueueResult } from '../model/types.js';
 
@@ -50,13 +52,18 @@ export async function enqueueMessages(
         layer.push(item);
       }
     }
+    const plain = layer.filter((l) => l.message.debounceId === null);
     const layerResults = await enqueueUnique(
       kv,
       keys,
-      layer.map((l) => l.message),
+      plain.map((l) => l.message),
       events,
     );
-    layer.forEach((l, j) => (results[l.i] = layerResults[j]));
+    plain.forEach((l, j) => (results[l.i] = layerResults[j]));
+    // Debounced ones one by one, in order: each may replace what the one before it added.
+    for (const l of layer) {
+      if (l.message.debounceId !== null) results[l.i] = await enqueueDebounced(kv, keys, l.message, events);
+    }
     rest = later;
   }
   return results.map((r) => {
@@ -111,10 +118,91 @@ async function enqueueUnique(
   });
 }
 
-function adding(keys: QueueKeys, message: NewMessage, events: boolean): Adding {
+/**
+ * One message's enqueue as a change to commit with others in one Txn (a schedule's firing), after the reads
+ * that decide it: added, debounced, revived, requeued, or refused (a compare on its record, no write), each
+ * as `enqueue` would. When the Txn fails, plan again.
+ */
+export async function planEnqueue(
+  kv: Kv,
+  keys: QueueKeys,
+  message: NewMessage,
+  events: boolean,
+): Promise<{ change: Change; result: EnqueueResult }> {
+  const now = Date.now();
+  if (message.debounceId !== null) {
+    const target = await debounceTarget(kv, keys, message.debounceId);
+    if (target.waiting !== null) {
+      return {
+        change: debounceChange(keys, message, target.waiting, events, now),
+        result: { ok: true, id: target.waiting.id, action: 'debounced' },
+      };
+    }
+    const item = (await kv.range({ key: keys.record(message.id) })).kvs[0];
+    if (item === undefined) {
+      return {
+        change: adding(keys, message, events, [debounceCompare(keys, message.debounceId, target.entryRev)]),
+        result: { ok: true, id: message.id, action: 'added' },
+      };
+    }
+  }
+  const item = (await kv.range({ key: keys.record(message.id) })).kvs[0];
+  if (item === undefined)
+    return { change: adding(keys, message, events), result: { ok: true, id: message.id, action: 'added' } };
+  const record = decodeRecord(item.value);
+  if (record === null) {
+    throw new StoreLayoutError(`${item.key} holds data kvmq did not write; remove it or use another id`);
+  }
+  const state = stateOf(record, now);
+  const plan = await planExisting(kv, keys, message, record, state, now);
+  const compares = [{ key: keys.record(message.id), target: 'mod', result: '=', operand: item.modRevision } as const];
+  if (plan === null) return { change: { compares, ops: [], reads: [] }, result: { ok: false, id: message.id, state } };
+  return {
+    change: {
+      compares,
+      ops: plan.ops,
+      reads: [],
+      events: changeEvents(keys, events, { type: 'enqueued', id: message.id, attempt: plan.attempt }),
+      counts: plan.counts,
+    },
+    result: { ok: true, id: message.id, action: plan.action },
+  };
+}
+
+/** A message with a debounce id: replaces the waiting message of that id, or is added as its waiting one. */
+async function enqueueDebounced(kv: Kv, keys: QueueKeys, message: NewMessage, events: boolean): Promise<EnqueueResult> {
+  const debounceId = message.debounceId ?? '';
+  for (let tries = 0; tries < MAX_TRIES; tries++) {
+    const target = await debounceTarget(kv, keys, debounceId);
+    const change =
+      target.waiting === null
+        ? adding(keys, message, events, [debounceCompare(keys, debounceId, target.entryRev)])
+        : debounceChange(keys, message, target.waiting, events, Date.now());
+    const [result] = (await runBatch(kv, [change])).results;
+    if (result?.ok === true) {
+      return target.waiting === null
+        ? { ok: true, id: message.id, action: 'added' }
+        : { ok: true, id: target.waiting.id, action: 'debounced' };
+    }
+    if (target.waiting === null) {
+      // The id exists (revive, requeue or refuse it as any enqueue would), or the entry changed: look again.
+      const kvRecord = result?.reads[0]?.kvs[0];
+      const record = kvRecord === undefined ? null : decodeRecord(kvRecord.value);
+      if (kvRecord !== undefined && record === null) {
+        throw new StoreLayoutError(`${kvRecord.key} holds data kvmq did not write; remove it or use another id`);
+      }
+      if (kvRecord !== undefined && record !== null) {
+        return enqueueExisting(kv, keys, message, record, kvRecord.modRevision, events);
+      }
+    }
+  }
+  throw new Error(`kvmq: enqueue of ${message.id} to ${keys.queue} kept conflicting; try again`);
+}
+
+function adding(keys: QueueKeys, message: NewMessage, events: boolean, extra: readonly Compare[] = []): Adding {
   const now = Date.now();
   const nonce = randomBytes(6).toString('base64url');
-  const idx = newIdx();
+  const idx = newIdx(message.priority);
   const record = freshRecord(
     {
       idx,
@@ -125,13 +213,16 @@ function adding(keys: QueueKeys, message: NewMessage, events: boolean): Adding {
       source: 'kvmq',
       nonce,
       policy: message.policy,
+      priority: message.priority,
+      group: message.group,
+      debounceId: message.debounceId,
     },
     now,
   );
   return {
     message,
     nonce,
-    compares: [{ key: keys.record(message.id), target: 'version', result: '=', operand: 0 }],
+    compares: [{ key: keys.record(message.id), target: 'version', result: '=', operand: 0 }, ...extra],
     ops: [
       { type: 'put', key: keys.ordered(idx, message.id), value: asBuffer(message.payload) },
       { type: 'put', key: keys.record(message.id), value: encodeRecord(record) },
@@ -139,6 +230,7 @@ function adding(keys: QueueKeys, message: NewMessage, events: boolean): Adding {
     ],
     reads: [{ type: 'range', key: keys.record(message.id) }],
     events: changeEvents(keys, events, { type: 'enqueued', id: message.id, attempt: 0 }),
+    counts: countChange(keys, null, record),
   };
 }
 
@@ -164,17 +256,18 @@ async function enqueueExisting(
     const state = stateOf(record, now);
     const plan = await planExisting(kv, keys, message, record, state, now);
     if (plan === null) return { ok: false, id: message.id, state };
-    const res = await kv.txn({
-      compare: [{ key: keys.record(message.id), target: 'mod', result: '=', operand: rev }],
-      success: [
-        ...plan.ops,
-        ...eventOps(keys, events, now, { type: 'enqueued', id: message.id, attempt: plan.attempt }),
-      ],
-      failure: [{ type: 'range', key: keys.record(message.id) }],
-    });
-    if (res.succeeded) return { ok: true, id: message.id, action: plan.action };
-    const read = res.responses[0];
-    const kvRecord = read?.type === 'range' ? read.kvs[0] : undefined;
+    const { results } = await runBatch(kv, [
+      {
+        compares: [{ key: keys.record(message.id), target: 'mod', result: '=', operand: rev }],
+        ops: plan.ops,
+        reads: [{ type: 'range', key: keys.record(message.id) }],
+        events: changeEvents(keys, events, { type: 'enqueued', id: message.id, attempt: plan.attempt }),
+        counts: plan.counts,
+      },
+    ]);
+    const res = results[0];
+    if (res?.ok === true) return { ok: true, id: message.id, action: plan.action };
+    const kvRecord = res?.reads[0]?.kvs[0];
     record = kvRecord === undefined ? null : decodeRecord(kvRecord.value);
     rev = kvRecord?.modRevision ?? 0;
     if (kvRecord !== undefined && record === null) {
@@ -191,10 +284,10 @@ async function planExisting(
   r: MessageRecord,
   state: ReturnType<typeof stateOf>,
   now: number,
-): Promise<{ ops: Op[]; action: 'revived' | 'requeued'; attempt: number } | null> {
+): Promise<{ ops: Op[]; action: 'revived' | 'requeued'; attempt: number; counts: CountDelta[] } | null> {
   const payload = asBuffer(m.payload);
   if (state === 'done-awaiting-gc') {
-    const idx = newIdx();
+    const idx = newIdx(m.priority);
     const record = freshRecord(
       {
         idx,
@@ -206,12 +299,16 @@ async function planExisting(
         nonce: randomBytes(6).toString('base64url'),
         policy: m.policy,
         history: r.history,
+        priority: m.priority,
+        group: m.group,
+        debounceId: m.debounceId,
       },
       now,
     );
     return {
       action: 'revived',
       attempt: 0,
+      counts: countChange(keys, r, record),
       ops: [
         { type: 'put', key: keys.ordered(idx, m.id), value: payload },
         { type: 'put', key: keys.record(m.id), value: encodeRecord(record) },
@@ -227,7 +324,7 @@ async function planExisting(
       const kept = await kv.range({ key: keys.payload(m.id) });
       value = kept.kvs[0]?.value ?? Buffer.alloc(0);
     }
-    const idx = newIdx();
+    const idx = newIdx(r.priority);
     const record: MessageRecord = {
       ...r,
       phase: 'pending',
@@ -242,6 +339,7 @@ async function planExisting(
     return {
       action: 'requeued',
       attempt: 0,
+      counts: countChange(keys, r, record),
       ops: [
         { type: 'put', key: keys.ordered(idx, m.id), value },
         { type: 'put', key: keys.record(m.id), value: encodeRecord(record) },
@@ -260,7 +358,7 @@ async function planExisting(
     const ops: Op[] = [{ type: 'put', key: keys.record(m.id), value: encodeRecord(record) }];
     if (m.replacePayload) ops.push({ type: 'put', key: keys.payload(m.id), value: payload });
     // The running attempt goes on; the requeued run starts later from attempt 0.
-    return { action: 'requeued', attempt: r.attempt, ops };
+    return { action: 'requeued', attempt: r.attempt, ops, counts: [] };
   }
   return null;
 }

@@ -11,6 +11,7 @@ import { deadLetterCompare, deadLetterOps, extended, finished, finishOps, undeli
 import { decodeRecord } from './record.js';
 import { getMany, pack, runBatch, type Change } from './txn-batch.js';
 import { changeEvents, type ChangeEvents, type EventNote } from './event-ops.js';
+import { countChange, DEAD_LETTERED, type CountDelta } from './counts.js';
 import type { Delivery, LocalConsumer } from './consumer.js';
 import type { Compare, Kv, Op, RangeOp } from './kv.js';
 import type { QueueKeys } from './keys.js';
@@ -31,6 +32,7 @@ interface Built {
   next: MessageRecord | null;
   deadLetter?: QueueKeys | null;
   events?: ChangeEvents | undefined;
+  counts?: CountDelta[];
 }
 
 /**
@@ -59,7 +61,7 @@ async function guarded(
       wanting.forEach((d, i) => payloads.set(d.id, kvs[i]?.value ?? Buffer.alloc(0)));
     }
     const writes: Write[] = todo.map((delivery) => {
-      const { ops, next, deadLetter = null, events } = build(delivery, payloads);
+      const { ops, next, deadLetter = null, events, counts } = build(delivery, payloads);
       const compares: Compare[] = [
         { key: keys.record(delivery.id), target: 'mod', result: '=', operand: delivery.rev },
       ];
@@ -68,7 +70,7 @@ async function guarded(
         compares.push(deadLetterCompare(deadLetter, delivery.id));
         reads.push({ type: 'range', key: deadLetter.record(delivery.id) });
       }
-      return { delivery, next, deadLetter, compares, ops, reads, events };
+      return { delivery, next, deadLetter, compares, ops, reads, events, counts };
     });
     const again: Delivery[] = [];
     await Promise.all(
@@ -140,11 +142,13 @@ export async function finishDeliveries(
     const noted = event === null ? undefined : changeEvents(keys, events, event);
     if (result.record.phase === 'failed' && deadLetter !== null && !consumer.noDeadLetter.has(d.id)) {
       const ops = deadLetterOps(keys, deadLetter, d.id, d.record, result.record, ordered, d.payload, now);
-      return { ops: [{ type: 'delete', key: d.key }, ...ops], next: null, deadLetter, events: noted };
+      const counts = [...countChange(keys, d.record, null), ...countChange(deadLetter, null, DEAD_LETTERED)];
+      return { ops: [{ type: 'delete', key: d.key }, ...ops], next: null, deadLetter, events: noted, counts };
     }
     const next = result.usesNextPayload ? (payloads.get(d.id) ?? d.payload) : null;
     const ops = finishOps(keys, d.id, d.record, result, ordered, d.payload, next);
-    return { ops: [{ type: 'delete', key: d.key }, ...ops], next: null, events: noted };
+    const counts = countChange(keys, d.record, result.record);
+    return { ops: [{ type: 'delete', key: d.key }, ...ops], next: null, events: noted, counts };
   };
   const lost = await guarded(
     kv,

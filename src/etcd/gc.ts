@@ -9,8 +9,10 @@
 import { parseTimeKey, timeKey } from './keys.js';
 import { decodeRecord } from './record.js';
 import { indexOps } from './transitions.js';
-import { getMany } from './txn-batch.js';
+import { getMany, runBatch } from './txn-batch.js';
 import { trimEvents } from './queue-events.js';
+import { countChange, type CountDelta } from './counts.js';
+import { foldCounts } from './count-read.js';
 import { unchangedSince, type Kv, type Op } from './kv.js';
 import type { QueueKeys } from './keys.js';
 import type { GcResult, QueueConfig } from '../model/types.js';
@@ -48,6 +50,7 @@ export async function runGc(kv: Kv, keys: QueueKeys, config: QueueConfig, force:
     removed += await sweep(kv, keys, keys.failedIndex, config.failedLifetimeMs);
     // Events are trimmed even with events off: those left from before still age out.
     await trimEvents(kv, keys, config, now);
+    await foldCounts(kv, keys, now);
   } finally {
     await kv.txn({
       compare: [],
@@ -101,6 +104,7 @@ async function collect(
   const now = Date.now();
   const ops: Op[] = [];
   const compares: { key: string; rev: number }[] = [];
+  const counts: CountDelta[] = [];
   let removed = 0;
   entries.forEach((entry, i) => {
     const id = ids[i] ?? '';
@@ -121,13 +125,18 @@ async function collect(
       ...indexOps(keys, id, record, null).filter((op) => op.key !== entry),
     );
     if (record.payloadKey !== null) ops.push({ type: 'delete', key: record.payloadKey });
+    counts.push(...countChange(keys, record, null));
     removed += 1;
   });
   if (ops.length === 0) return 0;
-  const res = await kv.txn({
-    compare: compares.map((c) => ({ key: c.key, target: 'mod', result: '=', operand: c.rev })),
-    success: ops,
-  });
+  const { results } = await runBatch(kv, [
+    {
+      compares: compares.map((c) => ({ key: c.key, target: 'mod', result: '=', operand: c.rev })),
+      ops,
+      reads: [],
+      counts,
+    },
+  ]);
   // A message that changed meanwhile stays; the next GC looks again.
-  return res.succeeded ? removed : 0;
+  return results[0]?.ok === true ? removed : 0;
 }

@@ -13,6 +13,8 @@ import { parseRegistration } from './registration.js';
 import { producerPrefixes } from './dispatcher/snapshot.js';
 import { timeKey, type QueueKeys } from './keys.js';
 import { getMany } from './txn-batch.js';
+import { countReads, sumCounts } from './counts.js';
+import { recount } from './count-read.js';
 
 const PAGE = 1000;
 
@@ -70,13 +72,13 @@ export function statusOf(keys: QueueKeys, id: string, r: MessageRecord, now: num
 }
 
 /**
- * Counts per state at one revision, from the indexes, never the records of the backlog or of finished
- * messages: count-only ranges of the ordered queue (pending and locked), the done, refuse (done with a
- * backoff) and failed indexes and the unmoved producer keys; the entries of the backoff index still in
- * their backoff (their value says which are requeues); and the records of the deliveries (locks: at most
- * what the consumers hold), to split locked, locked-with-requeue and expired locks (queued). etcd answers a
- * count-only range by walking the range in its in-memory index (no values read): the cost grows with the
- * keys in those ranges, not with their size, and one Txn carries them all.
+ * Counts per state at one revision, never walking the backlog or the finished messages: how many are live
+ * (pending or locked), done, failed and stuck from the counts kept with every change (counts.ts: a base and
+ * the writers' slots); of those, the done ones still refusing duplicates (a count-only range of the refuse
+ * index from now on), the entries of the backoff index still in their backoff (their value says which are
+ * requeues), the unmoved producer keys (counted), and the records of the deliveries (locks: at most what the
+ * consumers hold), to split locked, locked-with-requeue and expired locks (queued). One Txn carries them all;
+ * a queue never counted is recounted once (count-read.ts).
  */
 export async function stateCounts(kv: Kv, keys: QueueKeys): Promise<Record<MessageState, number>> {
   const counts = Object.fromEntries(MESSAGE_STATES.map((s) => [s, 0])) as Record<MessageState, number>;
@@ -88,11 +90,8 @@ export async function stateCounts(kv: Kv, keys: QueueKeys): Promise<Record<Messa
   const res = await kv.txn({
     compare: [],
     success: [
-      count(keys.orderedStart, keys.orderedEnd),
-      count(keys.doneIndex, prefixEnd(keys.doneIndex)),
+      ...countReads(keys),
       count(later(keys.refuseIndex), prefixEnd(keys.refuseIndex)),
-      count(keys.failedIndex, prefixEnd(keys.failedIndex)),
-      count(keys.stuckIndex, prefixEnd(keys.stuckIndex)),
       { type: 'range', key: later(keys.backoffIndex), end: prefixEnd(keys.backoffIndex) },
       ...producers.map((p) => count(p, prefixEnd(p))),
       ...consumerPrefixes.map((p): Op => ({ type: 'range', key: p, end: prefixEnd(p), keysOnly: true })),
@@ -100,17 +99,18 @@ export async function stateCounts(kv: Kv, keys: QueueKeys): Promise<Record<Messa
   });
   const ranges = res.responses.map((r) => (r.type === 'range' ? r : { kvs: [], count: 0 }));
   const n = (i: number): number => ranges[i]?.count ?? 0;
-  const [ordered, done, refusing, failed, stuck] = [n(0), n(1), n(2), n(3), n(4)];
+  const totals = sumCounts(ranges[0]?.kvs ?? [], ranges[1]?.kvs ?? []) ?? (await recount(kv, keys, res.revision));
+  const refusing = n(2);
   let backoffs = 0;
-  for (const entry of ranges[5]?.kvs ?? []) {
+  for (const entry of ranges[3]?.kvs ?? []) {
     if (entry.value.toString('latin1') === 'r') counts['done-with-requeue'] += 1;
     else counts['queued-with-backoff'] += 1;
     backoffs += 1;
   }
   let waiting = 0;
-  for (let i = 0; i < producers.length; i++) waiting += n(6 + i);
+  for (let i = 0; i < producers.length; i++) waiting += n(4 + i);
   const delivered: string[] = [];
-  for (const r of ranges.slice(6 + producers.length)) {
+  for (const r of ranges.slice(4 + producers.length)) {
     for (const item of r.kvs) {
       const parsed = keys.parse(item.key);
       if (parsed.kind === 'delivery') delivered.push(parsed.id);
@@ -131,21 +131,27 @@ export async function stateCounts(kv: Kv, keys: QueueKeys): Promise<Record<Messa
       locked += 1;
     }
   }
-  counts.queued = Math.max(0, ordered - locked - backoffs) + Math.max(0, waiting - stuck);
+  counts.queued = Math.max(0, totals.live - locked - backoffs) + Math.max(0, waiting - totals.stuck);
   counts['done-with-backoff'] = refusing;
-  counts['done-awaiting-gc'] = Math.max(0, done - refusing);
-  counts.failed = failed;
+  counts['done-awaiting-gc'] = Math.max(0, totals.done - refusing);
+  counts.failed = totals.failed;
   return counts;
 }
 
-/** Messages waiting or held: the ordered queue plus unmoved producer keys (counted, not read). */
+/** Messages waiting or held: the live ones (from the counts) plus unmoved producer keys (counted, not read). */
 export async function queueSize(kv: Kv, keys: QueueKeys): Promise<number> {
-  const ranges: Op[] = [
-    { type: 'range', key: keys.orderedStart, end: keys.orderedEnd, countOnly: true },
-    ...producerPrefixes(keys).map((p): Op => ({ type: 'range', key: p, end: prefixEnd(p), countOnly: true })),
-  ];
-  const res = await kv.txn({ compare: [], success: ranges });
-  return res.responses.reduce((n, r) => n + (r.type === 'range' ? r.count : 0), 0);
+  const producers = producerPrefixes(keys);
+  const res = await kv.txn({
+    compare: [],
+    success: [
+      ...countReads(keys),
+      ...producers.map((p): Op => ({ type: 'range', key: p, end: prefixEnd(p), countOnly: true })),
+    ],
+  });
+  const ranges = res.responses.map((r) => (r.type === 'range' ? r : { kvs: [], count: 0 }));
+  const totals = sumCounts(ranges[0]?.kvs ?? [], ranges[1]?.kvs ?? []) ?? (await recount(kv, keys, res.revision));
+  const waiting = ranges.slice(2).reduce((sum, r) => sum + r.count, 0);
+  return totals.live + Math.max(0, waiting - totals.stuck);
 }
 
 export async function liveConsumers(kv: Kv, keys: QueueKeys): Promise<ConsumerInfo[]> {

@@ -5,6 +5,7 @@
  * kvmq writes the long form. Everything kvmq adds lives under
  * `/queue/{q}/kvmq/`, a segment no protocol key uses.
  */
+import { PRIORITY_DIGITS, priorityKey } from '../model/scheduling.js';
 
 /** What a key under a queue's prefixes is. */
 export type ParsedKey =
@@ -69,11 +70,17 @@ export class QueueKeys {
   readonly events: string;
   /** The highest mod revision of an event trimmed so far (decimal), for `missed`. */
   readonly eventsTrimmed: string;
+  /** The waiting message of each debounce id: `/kvmq/debounce/{debounceId}`, value: its message id. */
+  readonly debounceIndex: string;
+  /** Schedules: `/kvmq/sched/{name}`, value `{"body", "nextAt"}` (schedules.ts). */
+  readonly schedules: string;
   /** Turns taken (takeTurn): `/kvmq/turn/{name}`, value: when, on the taker's clock. */
   readonly turns: string;
   /** This queue's entry in the root's queue registry (see queueRegistry). */
   readonly registry: string;
   readonly config: string;
+  /** The rate limit's state: the GCRA `tat` (model/rate-limit.ts), written by the dispatcher with its deliveries. */
+  readonly rate: string;
   readonly eoq: string;
   readonly gcLock: string;
 
@@ -101,9 +108,12 @@ export class QueueKeys {
     this.events = `${long}/kvmq/ev/`;
     this.eventsTrimmed = `${long}/kvmq/evtrim`;
     this.turns = `${long}/kvmq/turn/`;
+    this.debounceIndex = `${long}/kvmq/debounce/`;
+    this.schedules = `${long}/kvmq/sched/`;
     this.registry = queueRegistry(root) + queue;
     this.config = `${long}/kvmq/config`;
     this.eoq = `${long}/kvmq/eoq`;
+    this.rate = `${long}/kvmq/rate`;
     this.gcLock = `${long}/kvmq/gc`;
   }
 
@@ -157,6 +167,14 @@ export class QueueKeys {
 
   refuse(until: number, id: string): string {
     return `${timeKey(this.refuseIndex, until)}/${id}`;
+  }
+
+  debounce(debounceId: string): string {
+    return this.debounceIndex + debounceId;
+  }
+
+  schedule(name: string): string {
+    return this.schedules + name;
   }
 
   turn(name: string): string {
@@ -251,8 +269,11 @@ let sequence = 0;
  * A position in the ordered queue: 13 digits of milliseconds and 6 of a
  * per-process sequence, so keys sort in the order one process made them and
  * roughly in time across processes. Keys stay unique by their message id.
+ * A message with a priority above 0 gets `9{priority:4}` in front (24 digits):
+ * the ordered queue then sorts by priority, then by time, and a priority-0
+ * idx (every timestamp before the year 2255 starts below 9) is as before.
  */
-export function newIdx(): string {
+export function newIdx(priority = 0): string {
   const now = Date.now();
   if (now > lastMs) {
     lastMs = now;
@@ -261,15 +282,35 @@ export function newIdx(): string {
     lastMs += 1;
     sequence = 0;
   }
-  return `${String(lastMs).padStart(13, '0')}${String(sequence).padStart(6, '0')}`;
+  const idx = `${String(lastMs).padStart(13, '0')}${String(sequence).padStart(6, '0')}`;
+  return priority === 0 ? idx : priorityBand(priority) + idx;
 }
 
-/** The idx at the start of millisecond `ms`, for ranges of the ordered queue by time. */
-export function idxAt(ms: number): string {
-  return `${String(Math.max(0, Math.floor(ms))).padStart(13, '0')}000000`;
+/** The mark in front of the idx of a message with a priority above 0. */
+export const PRIORITY_MARK = '9';
+const PRIORITY_IDX_DIGITS = IDX_DIGITS + 1 + PRIORITY_DIGITS;
+
+/** The idx prefix shared by the messages of one priority above 0: `9{priority:4}`. */
+export function priorityBand(priority: number): string {
+  return PRIORITY_MARK + priorityKey(priority);
 }
 
-/** The millisecond an idx was made in (for kvmq's own idx format). */
+/** The priority an idx was made with (0 for a 19-digit or foreign idx). */
+export function idxPriority(idx: string): number {
+  return idx.length === PRIORITY_IDX_DIGITS && idx.startsWith(PRIORITY_MARK)
+    ? Number(idx.slice(1, 1 + PRIORITY_DIGITS))
+    : 0;
+}
+
+/** The idx at the start of millisecond `ms` within a priority's band, for ranges of the ordered queue by time. */
+export function idxAt(ms: number, priority = 0): string {
+  const idx = `${String(Math.max(0, Math.floor(ms))).padStart(13, '0')}000000`;
+  return priority === 0 ? idx : priorityBand(priority) + idx;
+}
+
+/** The millisecond an idx was made in (for kvmq's own idx format, with or without a priority). */
 export function idxMs(idx: string): number {
-  return idx.length === IDX_DIGITS ? Number(idx.slice(0, 13)) : 0;
+  if (idx.length === IDX_DIGITS) return Number(idx.slice(0, 13));
+  if (idxPriority(idx) > 0) return Number(idx.slice(1 + PRIORITY_DIGITS, 1 + PRIORITY_DIGITS + 13));
+  return 0;
 }

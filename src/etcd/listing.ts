@@ -3,7 +3,7 @@
  * state, so a page costs the entries it walks, not the queue:
  *
  * - queued: the ordered queue (pending and locked messages, by idx), keeping
- *   those whose record reads queued (an expired lock does too);
+ *   those whose record reads queued (an expired lock does too), in windows of idx time (ordered-walk.ts);
  * - queued-with-backoff, done-with-requeue: the backoff index from now on (by the backoff's end);
  * - locked, locked-with-requeue: the consumers' deliveries (at most what they hold), by lock end;
  * - done-awaiting-gc, done-with-backoff: the done index (by finish time);
@@ -17,6 +17,7 @@ import { prefixEnd, type KeyValue, type Kv } from './kv.js';
 import { decodeRecord, stateOf, type MessageRecord } from './record.js';
 import { readRecord, statusOf } from './inspect.js';
 import { getMany } from './txn-batch.js';
+import { walkOrdered } from './ordered-walk.js';
 import { parseFilterClass } from '../model/filters.js';
 import { makeCursor, readCursor, type ListQuery } from '../model/list.js';
 import type { StoredContent, StoredDetails, StoredListing, StoredPage } from '../store/contract.js';
@@ -58,27 +59,24 @@ async function* entries(
     yield await lockEntries(kv, keys, after);
     return;
   }
-  let start: string;
-  let end: string;
-  let idOf: (key: string) => string | null;
   if (state === 'queued') {
-    start = keys.orderedStart;
-    end = keys.orderedEnd;
-    idOf = (key) => {
-      const parsed = keys.parse(key);
-      return parsed.kind === 'ordered' ? parsed.id : null;
-    };
-  } else {
-    const index =
-      state === 'failed'
-        ? keys.failedIndex
-        : state === 'queued-with-backoff' || state === 'done-with-requeue'
-          ? keys.backoffIndex
-          : keys.doneIndex;
-    start = index === keys.backoffIndex ? timeKey(index, Date.now() + 1) : index;
-    end = prefixEnd(index);
-    idOf = (key) => parseTimeKey(index, key).id;
+    for await (const chunk of walkOrdered(kv, keys, after)) {
+      yield chunk.flatMap((item) => {
+        const parsed = keys.parse(item.key);
+        return parsed.kind === 'ordered' ? [{ key: item.key, id: parsed.id }] : [];
+      });
+    }
+    return;
   }
+  const index =
+    state === 'failed'
+      ? keys.failedIndex
+      : state === 'queued-with-backoff' || state === 'done-with-requeue'
+        ? keys.backoffIndex
+        : keys.doneIndex;
+  const start = index === keys.backoffIndex ? timeKey(index, Date.now() + 1) : index;
+  const end = prefixEnd(index);
+  const idOf = (key: string): string | null => parseTimeKey(index, key).id;
   let from = after === null || after < start ? start : `${after}\0`;
   for (;;) {
     const res = await kv.range({ key: from, end, limit: CHUNK, keysOnly: true });
@@ -186,5 +184,7 @@ export async function inspectMessage(kv: Kv, keys: QueueKeys, id: string): Promi
     content: content(r, payload),
     policy: r.policy,
     history: r.history,
+    priority: r.priority,
+    group: r.group,
   };
 }

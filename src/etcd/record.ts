@@ -50,6 +50,12 @@ export interface MessageRecord {
    * not take stays at its producer key, readable there).
    */
   readonly payloadKey: string | null;
+  /** 0 (runs first) to PRIORITY_MAX; also in the idx of its ordered key (keys.ts newIdx). */
+  readonly priority: number;
+  /** Its group (groupConcurrency), or null. */
+  readonly group: string | null;
+  /** The debounce id it is the waiting message of, or null. */
+  readonly debounceId: string | null;
 }
 
 /** The record, or null when it is not one kvmq wrote. */
@@ -94,6 +100,9 @@ export function decodeRecord(value: Buffer): MessageRecord | null {
     history: Array.isArray(r.history) ? (r.history as AttemptRecord[]) : [],
     losses: num(r.losses),
     payloadKey: str(r.payloadKey),
+    priority: num(r.priority),
+    group: str(r.group),
+    debounceId: str(r.debounceId),
   };
 }
 
@@ -124,6 +133,9 @@ export function encodeRecord(r: MessageRecord): Buffer {
   if (r.history.length > 0) out.history = r.history;
   if (r.losses !== 0) out.losses = r.losses;
   if (r.payloadKey !== null) out.payloadKey = r.payloadKey;
+  if (r.priority !== 0) out.priority = r.priority;
+  if (r.group !== null) out.group = r.group;
+  if (r.debounceId !== null) out.debounceId = r.debounceId;
   return Buffer.from(JSON.stringify(out), 'utf8');
 }
 

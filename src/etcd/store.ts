@@ -33,6 +33,7 @@ import { promoteMessages, removeMessages, retryMessages, retryOldestFailed } fro
 import { EventSubscriptions, eventsHead, readEvents } from './queue-events.js';
 import { listQueues, registerOp } from './queue-registry.js';
 import { takeTurn } from './turns.js';
+import { fireSchedule, listSchedules, putSchedule, removeSchedule } from './schedules.js';
 import type { ListQuery } from '../model/list.js';
 import type {
   ClaimRequest,
@@ -48,6 +49,7 @@ import type {
   StoreCapabilities,
   StoredDetails,
   StoredPage,
+  StoredSchedule,
 } from '../store/contract.js';
 import type {
   ActionResult,
@@ -175,7 +177,11 @@ export class EtcdStore implements Store {
       request.accepts === null
         ? null
         : acceptedPairs(state.config ?? (await readConfig(this.kv, keys)), request.accepts);
-    await consumer.demand({ capacity: consumer.claimedCount() + request.max, lockMs: request.lockMs, accepts });
+    // With group or rate limits a slot freed by another consumer's finish, or a new limit, is the dispatcher's to
+    // hand out: ask, so the answer comes after it has seen them (a plain claim takes what its inbox holds).
+    const limited = state.config?.groupConcurrency != null || state.config?.rateLimit != null;
+    const ask = limited && consumer.unclaimed().length < request.max;
+    await consumer.demand({ capacity: consumer.claimedCount() + request.max, lockMs: request.lockMs, accepts }, ask);
     const answered = await consumer.waitForAnswer(ANSWER_WAIT_MS, () => consumer.unclaimed().length >= request.max);
     const taken = consumer.unclaimed().slice(0, request.max);
     if (taken.length > 0) {
@@ -196,6 +202,11 @@ export class EtcdStore implements Store {
       // No dispatcher answered yet (one is being elected): look again soon, without counting a dry run.
       const size = await queueSize(this.kv, keys);
       return { messages: [], queueSize: size, dryRuns: state.eoq.dryRuns, wakeAt: Date.now() + UNANSWERED_RETRY_MS };
+    }
+    const rateWakeAt = consumer.rateWakeAt;
+    if (rateWakeAt !== null && rateWakeAt > Date.now()) {
+      // Held back by the queue's rate limit: sleep until the next slot (its delivery wakes the worker too).
+      return { messages: [], queueSize: consumer.knownQueueSize(), dryRuns: state.eoq.dryRuns, wakeAt: rateWakeAt };
     }
     if (consumer.claimedCount() > 0) {
       // Busy, with nothing more for now: its handlers finishing, or a delivery, wake it. Not a dry run.
@@ -404,6 +415,33 @@ export class EtcdStore implements Store {
   subscribeEvents(queue: string, listener: () => void): () => void {
     this.checkOpen();
     return this.eventSubscriptions.subscribe(queue, listener);
+  }
+
+  putSchedule(queue: string, schedule: StoredSchedule): Promise<boolean> {
+    this.checkOpen();
+    return putSchedule(this.kv, this.keys(queue), schedule);
+  }
+
+  schedules(queue: string): Promise<StoredSchedule[]> {
+    this.checkOpen();
+    return listSchedules(this.kv, this.keys(queue));
+  }
+
+  removeSchedule(queue: string, name: string): Promise<boolean> {
+    this.checkOpen();
+    return removeSchedule(this.kv, this.keys(queue), name);
+  }
+
+  async fireSchedule(
+    queue: string,
+    expected: StoredSchedule,
+    nextAt: number,
+    messages: readonly NewMessage[],
+  ): Promise<EnqueueResult[] | null> {
+    this.checkOpen();
+    // As enqueue: the configuration as the queue's watch holds it, and the queue in the registry.
+    const [state] = await Promise.all([this.queueWatch(queue), this.register(queue)]);
+    return fireSchedule(this.kv, this.keys(queue), expected, nextAt, messages, state.config?.events === true);
   }
 
   takeTurn(queue: string, name: string, everyMs: number): Promise<boolean> {

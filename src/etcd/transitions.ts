@@ -26,6 +26,9 @@ export interface NewRecord {
   readonly policy: string | null;
   /** Kept from an earlier run of the id (a revive), else empty. */
   readonly history?: readonly AttemptRecord[];
+  readonly priority?: number;
+  readonly group?: string | null;
+  readonly debounceId?: string | null;
 }
 
 export function freshRecord(m: NewRecord, now: number): MessageRecord {
@@ -52,6 +55,9 @@ export function freshRecord(m: NewRecord, now: number): MessageRecord {
     history: m.history ?? [],
     losses: 0,
     payloadKey: null,
+    priority: m.priority ?? 0,
+    group: m.group ?? null,
+    debounceId: m.debounceId ?? null,
   };
 }
 
@@ -63,17 +69,24 @@ export function consumerIdOf(key: string | null): string | null {
 /**
  * The index entries a version of a record has, besides its record and ordered key: a pending message in
  * a backoff (`readyAt` after its last write), a finished one (done or failed, by finish time), one refusing
- * duplicates, a failed one whose payload stayed at a producer key. Hot paths (enqueue, delivery, success)
+ * duplicates, a failed one whose payload stayed at a producer key, the waiting message of a debounce id. Hot paths (enqueue, delivery, success)
  * write at most the done entry they always wrote.
  */
 export function indexEntries(keys: QueueKeys, id: string, r: MessageRecord | null): { key: string; value: Buffer }[] {
   if (r === null) return [];
   const empty = Buffer.alloc(0);
   switch (r.phase) {
-    case 'pending':
-      return r.readyAt > r.updatedAt
-        ? [{ key: keys.backoff(r.readyAt, id), value: r.requeue ? Buffer.from('r') : empty }]
-        : [];
+    case 'pending': {
+      const entries =
+        r.readyAt > r.updatedAt
+          ? [{ key: keys.backoff(r.readyAt, id), value: r.requeue ? Buffer.from('r') : empty }]
+          : [];
+      // The message a debounce replaces: never delivered yet (a retry or a requeue is a run of its own).
+      if (r.debounceId !== null && r.attempt === 0 && !r.requeue) {
+        entries.push({ key: keys.debounce(r.debounceId), value: Buffer.from(id) });
+      }
+      return entries;
+    }
     case 'locked':
       return [];
     case 'done': {
@@ -289,7 +302,7 @@ export function deadLetterOps(
   payload: Buffer,
   now: number,
 ): Op[] {
-  const idx = newIdx();
+  const idx = newIdx(failed.priority);
   const moved: MessageRecord = {
     ...failed,
     phase: 'pending',

@@ -7,7 +7,9 @@
  * sent again without the changes that no longer hold.
  */
 import { eventOps, type ChangeEvents, type EventNote } from './event-ops.js';
-import type { Compare, KeyValue, Kv, Op, RangeOp, RangeResult } from './kv.js';
+import { countTxn } from './counter-slots.js';
+import type { CountDelta } from './counts.js';
+import type { Compare, KeyValue, Kv, Op, RangeOp, RangeResult, TxnResult } from './kv.js';
 
 export const MAX_TXN_OPS = 128;
 export const MAX_TXN_BYTES = 1_400_000;
@@ -19,6 +21,8 @@ export interface Change {
   readonly reads: readonly RangeOp[];
   /** Queue events it writes: the batch puts those of all its changes as one key per queue. */
   readonly events?: ChangeEvents | undefined;
+  /** What it changes in queues' counts: the batch puts one slot per queue with the sum (counter-slots.ts). */
+  readonly counts?: readonly CountDelta[] | undefined;
 }
 
 export type ChangeResult =
@@ -28,6 +32,8 @@ export type ChangeResult =
 // A batch's event key, and each event in it, as sized for packing.
 const EVENT_KEY_BYTES = 200;
 const EVENT_BYTES = 80;
+// A count slot's compare, put and read.
+const SLOT_BYTES = 240;
 
 function size(change: Change): number {
   let bytes = 64 + (change.events?.notes.length ?? 0) * EVENT_BYTES;
@@ -49,16 +55,18 @@ export function pack<T extends Change>(
   let reads = fixed.reads.length;
   let bytes = size(fixed);
   let eventKey = false;
+  let counted = new Set<string>();
   for (const change of changes) {
-    // The first change with events brings the batch's event key.
+    // The first change with events brings the batch's event key; the first to count in a queue, its slot.
     const own = size(change);
     const addsEventKey = change.events !== undefined && !eventKey;
-    const b = own + (addsEventKey ? EVENT_KEY_BYTES : 0);
-    const opsOf = change.ops.length + (addsEventKey ? 1 : 0);
+    const slots = newSlots(change, counted);
+    const b = own + (addsEventKey ? EVENT_KEY_BYTES : 0) + slots.length * SLOT_BYTES;
+    const opsOf = change.ops.length + (addsEventKey ? 1 : 0) + slots.length;
     const fits =
-      compares + change.compares.length <= MAX_TXN_OPS &&
+      compares + change.compares.length + slots.length <= MAX_TXN_OPS &&
       ops + opsOf <= MAX_TXN_OPS &&
-      reads + change.reads.length <= MAX_TXN_OPS &&
+      reads + change.reads.length + slots.length <= MAX_TXN_OPS &&
       bytes + b <= MAX_TXN_BYTES;
     if (!fits && batch.length > 0) {
       batches.push(batch);
@@ -68,12 +76,20 @@ export function pack<T extends Change>(
       reads = fixed.reads.length;
       bytes = size(fixed);
       eventKey = false;
+      counted = new Set<string>();
     }
     const opensEventKey = change.events !== undefined && !eventKey;
     if (opensEventKey) {
       eventKey = true;
       ops += 1;
       bytes += EVENT_KEY_BYTES;
+    }
+    for (const prefix of newSlots(change, counted)) {
+      counted.add(prefix);
+      compares += 1;
+      ops += 1;
+      reads += 1;
+      bytes += SLOT_BYTES;
     }
     batch.push(change);
     compares += change.compares.length;
@@ -85,6 +101,13 @@ export function pack<T extends Change>(
   return batches;
 }
 
+/** The queues whose counts the change touches that the batch has no slot for yet. */
+function newSlots(change: Change, counted: ReadonlySet<string>): string[] {
+  const prefixes = new Set<string>();
+  for (const c of change.counts ?? []) if (!counted.has(c.keys.prefix)) prefixes.add(c.keys.prefix);
+  return [...prefixes];
+}
+
 /**
  * Runs one batch as one Txn. On success every change succeeded; on failure
  * none did, and each gets its own reads back (after the fixed ones).
@@ -94,14 +117,26 @@ export async function runBatch(
   batch: readonly Change[],
   fixed: Change = { compares: [], ops: [], reads: [] },
 ): Promise<{ results: ChangeResult[]; fixedReads: readonly RangeResult[] }> {
-  const compare = [...fixed.compares, ...batch.flatMap((c) => c.compares)];
-  const success = [...fixed.ops, ...batch.flatMap((c) => c.ops), ...batchEvents(batch)];
-  const failure = [...fixed.reads, ...batch.flatMap((c) => c.reads)];
-  const res = await kv.txn({ compare, success, failure });
+  const counted = countTxn(
+    kv,
+    batch.flatMap((c) => c.counts ?? []),
+  );
+  const compare = [...fixed.compares, ...batch.flatMap((c) => c.compares), ...counted.compares];
+  const success = [...fixed.ops, ...batch.flatMap((c) => c.ops), ...batchEvents(batch), ...counted.ops];
+  const failure = [...fixed.reads, ...batch.flatMap((c) => c.reads), ...counted.reads];
+  let res: TxnResult;
+  try {
+    res = await kv.txn({ compare, success, failure });
+  } catch (error) {
+    counted.settle(null);
+    throw error;
+  }
   if (res.succeeded) {
+    counted.settle({ succeeded: true, revision: res.revision });
     return { results: batch.map(() => ({ ok: true, revision: res.revision })), fixedReads: [] };
   }
   const reads = res.responses.filter((r): r is RangeResult => r.type === 'range');
+  counted.settle({ succeeded: false, reads: reads.slice(reads.length - counted.reads.length) });
   let at = fixed.reads.length;
   const results: ChangeResult[] = batch.map((change) => {
     const mine = reads.slice(at, at + change.reads.length);

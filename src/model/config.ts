@@ -9,6 +9,7 @@ import {
 } from './validate.js';
 import { DAY, MINUTE, SECOND } from './time.js';
 import { EVENTS_MAX_COUNT } from './events.js';
+import { checkGroupConcurrency, checkRateLimit } from './scheduling.js';
 import type { QueueConfig } from './types.js';
 
 export const DEFAULT_QUEUE_CONFIG = {
@@ -22,6 +23,8 @@ export const DEFAULT_QUEUE_CONFIG = {
   events: false,
   eventsMaxCount: EVENTS_MAX_COUNT,
   eventsMaxAgeMs: DAY,
+  rateLimit: null,
+  groupConcurrency: null,
 } as const satisfies QueueConfig;
 
 const CONFIG_KEYS = [
@@ -35,6 +38,8 @@ const CONFIG_KEYS = [
   'events',
   'eventsMaxCount',
   'eventsMaxAgeMs',
+  'rateLimit',
+  'groupConcurrency',
 ] as const;
 
 /** Validates a partial configuration as given to `configure`; `queue` is the queue it is for. */
@@ -63,6 +68,8 @@ export function checkConfigPatch(value: unknown, queue: string): Partial<QueueCo
   if (patch.eventsMaxAgeMs !== undefined) {
     checked.eventsMaxAgeMs = checkMs('eventsMaxAgeMs', patch.eventsMaxAgeMs, 1);
   }
+  if (patch.rateLimit !== undefined) checked.rateLimit = checkRateLimit(patch.rateLimit);
+  if (patch.groupConcurrency !== undefined) checked.groupConcurrency = checkGroupConcurrency(patch.groupConcurrency);
   if (patch.filterEnums !== undefined) {
     const enums: [string, readonly string[]][] = [];
     for (const [name, values] of Object.entries(checkPlainObject('filterEnums', patch.filterEnums))) {
@@ -92,6 +99,8 @@ export function applyConfigPatch(config: QueueConfig, patch: Partial<QueueConfig
     events: patch.events ?? config.events,
     eventsMaxCount: patch.eventsMaxCount ?? config.eventsMaxCount,
     eventsMaxAgeMs: patch.eventsMaxAgeMs ?? config.eventsMaxAgeMs,
+    rateLimit: patch.rateLimit === undefined ? config.rateLimit : patch.rateLimit,
+    groupConcurrency: patch.groupConcurrency === undefined ? config.groupConcurrency : patch.groupConcurrency,
   };
 }
 

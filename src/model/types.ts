@@ -64,6 +64,21 @@ export interface EnqueueOptions {
   readonly backoff?: BackoffPolicy;
   /** This message's handler time limit. Overrides the worker's `timeoutMs`. */
   readonly timeoutMs?: number;
+  /**
+   * Lower numbers run first: 0 (the default, and the highest) to 1000. Strictly by priority across the
+   * queue's messages a worker accepts, first in first out within one priority.
+   */
+  readonly priority?: number;
+  /** Run no earlier than this time (a Date or ms since the epoch). Not with `initialBackoffMs` or `debounce`. */
+  readonly runAt?: Date | number;
+  /** The message's group: at most the queue's `groupConcurrency` messages of one group are held at once. */
+  readonly group?: string;
+  /**
+   * A message with the same debounce `id` still waiting (`queued` or `queued-with-backoff`) is replaced
+   * (payload, metadata, ready time) instead of a new one being added; the message runs `ms` after the
+   * last such enqueue. Not with `initialBackoffMs` or `runAt`.
+   */
+  readonly debounce?: { readonly id: string; readonly ms: number };
 }
 
 /**
@@ -83,8 +98,11 @@ export interface BatchItem extends EnqueueOptions {
   readonly payload: Payload;
 }
 
-/** How an accepted enqueue changed the queue. */
-export type EnqueueAction = 'added' | 'revived' | 'requeued';
+/**
+ * How an accepted enqueue changed the queue. `debounced`: a waiting message with the same debounce id
+ * took this payload and ready time; the result's `id` is that message's.
+ */
+export type EnqueueAction = 'added' | 'revived' | 'requeued' | 'debounced';
 
 export type EnqueueResult =
   | { readonly ok: true; readonly id: string; readonly action: EnqueueAction }
@@ -159,6 +177,10 @@ export interface MessageDetails extends MessageStatus {
   readonly metadata: Metadata;
   readonly filters: FilterValues;
   readonly policy: MessagePolicy;
+  /** 0 (runs first) to 1000. */
+  readonly priority: number;
+  /** The message's group, or null. */
+  readonly group: string | null;
   /** The newest attempts last; at most `HISTORY_LIMIT`. */
   readonly history: readonly AttemptRecord[];
 }
@@ -236,6 +258,16 @@ export interface QueueConfig {
   readonly eventsMaxCount: number;
   /** Events older than this are trimmed. */
   readonly eventsMaxAgeMs: number;
+  /** At most `max` messages claimed per `perMs` across every worker of the queue, kept in the store; null: no limit. */
+  readonly rateLimit: RateLimit | null;
+  /** At most this many messages of one `group` held at once across every worker; null: no limit. */
+  readonly groupConcurrency: number | null;
+}
+
+/** A queue's rate limit: `max` messages per `perMs` milliseconds. */
+export interface RateLimit {
+  readonly max: number;
+  readonly perMs: number;
 }
 
 export interface GcResult {

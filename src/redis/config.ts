@@ -2,8 +2,8 @@
  * A queue's configuration, in its `conf` hash (zkmq keeps it in the store
  * too): task_gc_lifetime, task_gc_interval and failed_lifetime in ms,
  * filter_enums as JSON, paused ('1' or '0'), max_deliveries, dead_letter_queue
- * ('' for none), events ('1' or '0'), events_max_count, events_max_age (ms). Fields an older kvmq did not
- * write read as their defaults.
+ * ('' for none), events ('1' or '0'), events_max_count, events_max_age (ms), rate_limit ('<max>/<perMs>',
+ * '' for none), group_concurrency ('' for none). Fields an older kvmq did not write read as their defaults.
  */
 import { StoreLayoutError } from '../errors.js';
 import { applyConfigPatch, withConfigDefaults } from '../model/config.js';
@@ -24,6 +24,8 @@ const FIELDS = [
   'events',
   'events_max_count',
   'events_max_age',
+  'rate_limit',
+  'group_concurrency',
 ] as const;
 
 type RawConfig = readonly string[];
@@ -34,8 +36,20 @@ async function readRaw(scripts: Scripts, prefix: string, queue: string): Promise
 }
 
 function parse(raw: RawConfig, key: string): QueueConfig {
-  const [lifetime, interval, enums, failedLifetime, paused, maxDeliveries, deadLetterQueue, events, maxCount, maxAge] =
-    raw;
+  const [
+    lifetime,
+    interval,
+    enums,
+    failedLifetime,
+    paused,
+    maxDeliveries,
+    deadLetterQueue,
+    events,
+    maxCount,
+    maxAge,
+    rateLimit,
+    groupConcurrency,
+  ] = raw;
   const patch: { -readonly [K in keyof QueueConfig]?: QueueConfig[K] } = {};
   const bad = (field: string): never => {
     throw new StoreLayoutError(`${key} field ${field} is not kvmq's; fix or delete it (kvmq config rewrites it)`);
@@ -60,6 +74,12 @@ function parse(raw: RawConfig, key: string): QueueConfig {
   if (paused !== undefined && paused !== '') patch.paused = paused === '1';
   if (events !== undefined && events !== '') patch.events = events === '1';
   if (deadLetterQueue !== undefined && deadLetterQueue !== '') patch.deadLetterQueue = deadLetterQueue;
+  patch.groupConcurrency = integer(groupConcurrency, 'group_concurrency');
+  if (rateLimit !== undefined && rateLimit !== '') {
+    const [max, perMs] = rateLimit.split('/').map((part) => integer(part, 'rate_limit'));
+    if (max === undefined || perMs === undefined) bad('rate_limit');
+    else patch.rateLimit = { max, perMs };
+  }
   return withConfigDefaults(patch);
 }
 
@@ -100,6 +120,8 @@ export async function writeConfig(
       next.events ? '1' : '0',
       next.eventsMaxCount,
       next.eventsMaxAgeMs,
+      next.rateLimit === null ? '' : `${next.rateLimit.max}/${next.rateLimit.perMs}`,
+      next.groupConcurrency ?? '',
     ]);
     if (written !== 0) return { config: next, created: written === 2 };
   }

@@ -9,7 +9,7 @@ import type { EnqueueAction, EnqueueResult, MessageState } from '../model/types.
 const MAX_CALL_BYTES = 16 * 1024 * 1024;
 const MAX_CALL_MESSAGES = 5000;
 
-const ACTIONS: ReadonlySet<string> = new Set<EnqueueAction>(['added', 'revived', 'requeued']);
+const ACTIONS: ReadonlySet<string> = new Set<EnqueueAction>(['added', 'revived', 'requeued', 'debounced']);
 
 /**
  * Adds messages, one script call for the whole batch (a batch larger than a
@@ -37,8 +37,7 @@ export async function enqueueMessages(
     const metadata = Object.keys(m.metadata).length === 0 ? '' : JSON.stringify(m.metadata);
     const size = m.payload.byteLength + 1 + metadata.length + m.id.length + (m.policy?.length ?? 0);
     if (ids.length > 0 && (bytes + size > MAX_CALL_BYTES || ids.length >= MAX_CALL_MESSAGES)) await send();
-    const flags = (m.allowRequeue ? 1 : 0) + (m.replacePayload ? 2 : 0);
-    args.push(m.id, content, metadata, m.filterClass, m.initialBackoffMs, flags, m.policy ?? '');
+    args.push(...messageArgs(m, content, metadata));
     ids.push(m.id);
     bytes += size;
   }
@@ -46,7 +45,26 @@ export async function enqueueMessages(
   return results;
 }
 
-function result(id: string, reply: string): EnqueueResult {
+/** The eight script arguments of a message (lib/enqueue.lua); a plain message's scheduling is one ''. */
+export function messageArgs(m: NewMessage, content: string | Buffer, metadata: string): ScriptArg[] {
+  const flags = (m.allowRequeue ? 1 : 0) + (m.replacePayload ? 2 : 0);
+  return [
+    m.id,
+    content,
+    metadata,
+    m.filterClass,
+    m.initialBackoffMs,
+    flags,
+    m.policy ?? '',
+    m.priority === 0 && m.group === null && m.debounceId === null
+      ? ''
+      : `${m.priority === 0 ? '' : m.priority}\n${m.group ?? ''}\n${m.debounceId ?? ''}`,
+  ];
+}
+
+export function result(id: string, reply: string): EnqueueResult {
+  // 'debounced <id of the waiting message>'
+  if (reply.startsWith('debounced ')) return { ok: true, id: reply.slice(10), action: 'debounced' };
   if (ACTIONS.has(reply)) return { ok: true, id, action: reply as EnqueueAction };
   return { ok: false, id, state: reply as MessageState };
 }

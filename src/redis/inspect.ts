@@ -8,6 +8,7 @@ import {
   type QueueStatus,
 } from '../model/types.js';
 import { parseHistory } from '../model/history.js';
+import { DEFAULT_PRIORITY } from '../model/scheduling.js';
 import { decodeOutcome, list, num, storedContent, text } from './codec.js';
 import { SCRIPTS } from './scripts.generated.js';
 import type { Scripts } from './scripts.js';
@@ -28,12 +29,14 @@ export async function inspectMessage(
   const reply = await scripts.run(SCRIPTS.inspect, queue, [id]);
   if (reply === null) return null;
   const fields = list(reply);
-  const [content, metadata, filterClass, policy, history] = fields.slice(STATUS_FIELDS);
+  const [content, metadata, filterClass, policy, history, priority, group] = fields.slice(STATUS_FIELDS);
   return {
     status: statusFields(queue, id, fields),
     content: storedContent(content, metadata, filterClass, where),
     policy: text(policy),
     history: parseHistory(text(history)),
+    priority: priority === null ? DEFAULT_PRIORITY : num(priority),
+    group: text(group),
   };
 }
 

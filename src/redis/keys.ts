@@ -47,6 +47,16 @@ export const KEY_TYPES = {
   events: 'stream', // queue events: one entry per script call, its id the number of its last event
   'events-seq': 'string', // events ever written: the number of the newest (never reset, so cursors stay ordered)
   'events-wake': 'channel', // pub/sub channel: events were written
+  // Scheduling (issue 13).
+  priorities: 'hash', // id → priority (only when above 0)
+  lanes: 'zset', // ready lists of priorities above 0 (`<class>@<pppp>`), by priority
+  groups: 'hash', // id → group (only for messages that have one)
+  'group-held': 'hash', // group → its messages held (locked) now (no field at 0)
+  parked: 'set', // groups whose parked list `mid-circle#<group>` holds messages claimed while the group was full
+  debounce: 'hash', // debounce id → the id of the message that took it last (lazy: checked for still waiting)
+  'debounce-of': 'hash', // id → its debounce id, so the index entry goes with the message
+  'rate-tat': 'string', // the rate limit's theoretical arrival time (GCRA, model/rate-limit.ts)
+  schedules: 'hash', // schedule name → its next slot (ms), a space, then its body
 } as const;
 
 export type KeyName = keyof typeof KEY_TYPES;
@@ -62,10 +72,14 @@ export function queueKey(prefix: string, queue: string, name: KeyName): string {
   return queueBase(prefix, queue) + name;
 }
 
-/** The ready list of a filter class ('' is the unfiltered one, `mid-circle`). */
-export function readyListKey(prefix: string, queue: string, filterClass: string): string {
+/**
+ * The ready list of a lane: a filter class ('' is the unfiltered one, `mid-circle`), with `@` and a 4-digit
+ * priority when above 0 (`mid-circle:a=x@0003`); `#<group>` is the list of a full group's parked messages.
+ */
+export function readyListKey(prefix: string, queue: string, lane: string): string {
   const list = queueKey(prefix, queue, 'mid-circle');
-  return filterClass === '' ? list : `${list}:${filterClass}`;
+  if (lane === '' || lane.startsWith('@') || lane.startsWith('#')) return list + lane;
+  return `${list}:${lane}`;
 }
 
 /** The key of a turn (`takeTurn`): a flag whose TTL is the turn's length. */

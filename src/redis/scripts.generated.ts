@@ -37,9 +37,15 @@ export const SCRIPTS = {
       'pushes',
       'conf',
       'failed',
+      'lanes',
+      'rate-tat',
       'events',
       'events-seq',
       'events-wake',
+      'priorities',
+      'groups',
+      'group-held',
+      'parked',
       'history',
       'losses',
       'outcomes',
@@ -48,11 +54,13 @@ export const SCRIPTS = {
       'requeue-locks',
       'requeue-schedule',
       'dedupe',
+      'debounce',
+      'debounce-of',
     ],
     readOnly: false,
-    sha: '3d234214744dd6c841863c7e11527dd3e41632e4',
+    sha: 'bb96cef845430942945f4d24fd28596c61713a0d',
     source: `#!lua flags=allow-oom
-local K = { messages = KEYS[1], metadata = KEYS[2], filters = KEYS[3], classes = KEYS[4], nattempts = KEYS[5], locks = KEYS[6], holders = KEYS[7], backoffs = KEYS[8], done = KEYS[9], done_at = KEYS[10], requeue = KEYS[11], schedule = KEYS[12], lock_expiry = KEYS[13], updated_at = KEYS[14], mid_circle = KEYS[15], eoq_backoff = KEYS[16], ndry_runs = KEYS[17], policies = KEYS[18], pushes = KEYS[19], conf = KEYS[20], failed = KEYS[21], events = KEYS[22], events_seq = KEYS[23], events_wake = KEYS[24], history = KEYS[25], losses = KEYS[26], outcomes = KEYS[27], enqueued_at = KEYS[28], requeue_content = KEYS[29], requeue_locks = KEYS[30], requeue_schedule = KEYS[31], dedupe = KEYS[32] }
+local K = { messages = KEYS[1], metadata = KEYS[2], filters = KEYS[3], classes = KEYS[4], nattempts = KEYS[5], locks = KEYS[6], holders = KEYS[7], backoffs = KEYS[8], done = KEYS[9], done_at = KEYS[10], requeue = KEYS[11], schedule = KEYS[12], lock_expiry = KEYS[13], updated_at = KEYS[14], mid_circle = KEYS[15], eoq_backoff = KEYS[16], ndry_runs = KEYS[17], policies = KEYS[18], pushes = KEYS[19], conf = KEYS[20], failed = KEYS[21], lanes = KEYS[22], rate_tat = KEYS[23], events = KEYS[24], events_seq = KEYS[25], events_wake = KEYS[26], priorities = KEYS[27], groups = KEYS[28], group_held = KEYS[29], parked = KEYS[30], history = KEYS[31], losses = KEYS[32], outcomes = KEYS[33], enqueued_at = KEYS[34], requeue_content = KEYS[35], requeue_locks = KEYS[36], requeue_schedule = KEYS[37], dedupe = KEYS[38], debounce = KEYS[39], debounce_of = KEYS[40] }
 -- common: helpers every script includes. K holds the queue's keys by name
 -- (see src/redis/keys.ts; in Lua '-' becomes '_' and '?' is dropped).
 --
@@ -67,6 +75,8 @@ local KEY_TYPES = {
   done_at = 'zset', dedupe = 'zset', conf = 'hash', consumers = 'hash', gc_lock = 'string',
   gc_at = 'string', policies = 'hash', history = 'hash', losses = 'hash', pushes = 'hash',
   requeue_locks = 'zset', requeue_schedule = 'zset', failed = 'zset', events = 'stream', events_seq = 'string',
+  priorities = 'hash', lanes = 'zset', groups = 'hash', group_held = 'hash', parked = 'set', debounce = 'hash',
+  debounce_of = 'hash', rate_tat = 'string', schedules = 'hash',
 }
 
 -- Lua's unpack has a stack limit; variadic commands go in chunks of this many arguments.
@@ -88,10 +98,28 @@ local function check_type(key, expected)
   if found ~= 'none' and found ~= expected then layout_error(key, found, expected) end
 end
 
--- The ready list of a filter class: \`mid-circle\` for messages without filters.
-local function ready_list(class)
-  if class == '' then return K.mid_circle end
-  return K.mid_circle .. ':' .. class
+-- The ready list of a lane: a filter class (\`mid-circle\` for messages without filters), followed by '@'
+-- and a 4-digit priority when above 0 (\`mid-circle:a=x@0003\`, \`mid-circle@0003\`); '#<group>' is the list
+-- of a full group's parked messages (\`mid-circle#<group>\`).
+local function ready_list(lane)
+  if lane == '' then return K.mid_circle end
+  local c = string.byte(lane, 1)
+  if c == 64 or c == 35 then return K.mid_circle .. lane end
+  return K.mid_circle .. ':' .. lane
+end
+
+-- The lane of a class and a priority (a number, a string or nil: 0).
+local function lane_for(class, priority)
+  local p = tonumber(priority) or 0
+  if p == 0 then return class end
+  return class .. '@' .. string.format('%04d', p)
+end
+
+-- A lane's filter class and priority.
+local function lane_parts(lane)
+  local at = string.find(lane, '@', 1, true)
+  if at == nil then return lane, 0 end
+  return string.sub(lane, 1, at - 1), tonumber(string.sub(lane, at + 1))
 end
 
 -- A message's filter class ('' for none); the script must take the \`filters\` key.
@@ -193,10 +221,17 @@ end
 
 -- Back pushes are counted per list (\`pushes\`): a listing's cursor holds an index
 -- from the back, which only these pushes shift (claims pop the front; nothing is cut from the middle).
+-- A lane of a priority above 0 joins \`lanes\`, which claims read in priority order.
 local function flush_ready(r)
   for class, ids in pairs(r.back) do
     call_chunked('LPUSH', ready_list(class), ids)
     redis.call('HINCRBY', K.pushes, class, #ids)
+  end
+  for class, ids in pairs(r.front) do
+    if string.find(class, '@', 1, true) then redis.call('ZADD', K.lanes, select(2, lane_parts(class)), class) end
+  end
+  for class in pairs(r.back) do
+    if string.find(class, '@', 1, true) then redis.call('ZADD', K.lanes, select(2, lane_parts(class)), class) end
   end
   for class, ids in pairs(r.front) do
     -- The earliest is pushed last, so it is the next out.
@@ -298,16 +333,135 @@ local function events_flush(now)
   if EV.on and #EV.lines > 0 then append_events(K.events, K.events_seq, K.events_wake, EV.max, now, EV.lines) end
   EV.lines = {}
 end
+-- lanes: where a message waits when ready. A lane is a filter class, with its priority when above 0
+-- (see ready_list in common); a grouped message claimed while its group was full waits in its group's
+-- parked list instead (lib/groups.lua).
+--
+-- KEYS: filters priorities lanes groups
+
+-- The lane a message joins when it becomes ready.
+local function lane_of(id)
+  return lane_for(class_of(id), redis.call('HGET', K.priorities, id))
+end
+
+-- Blanks a queued message's entry where it waits (its ready list, else its group's parked list), in
+-- place, so list cursors keep their positions; a claim drops blank entries. False when not found.
+local function unready(id)
+  local list = ready_list(lane_of(id))
+  local at = redis.call('LPOS', list, id)
+  if not at then
+    local group = redis.call('HGET', K.groups, id)
+    if not group then return false end
+    list = ready_list('#' .. group)
+    at = redis.call('LPOS', list, id)
+    if not at then return false end
+  end
+  redis.call('LSET', list, at, '')
+  return true
+end
+-- groups: at most the queue's group_concurrency messages of one group held (locked) at once. group-held
+-- counts each group's held messages (claim adds, every way out of a lock subtracts). A claim that pops a
+-- message whose group is full parks it in the group's list (\`mid-circle#<group>\`, a lane of its own,
+-- see common) instead of handing it out; when a held message of that group lets go, as many parked
+-- messages as the group has room for go back to the front of their lanes, and the caller publishes a
+-- wake-up. So a full group's messages are read once per release, not by every claim. Scripts include
+-- common and lanes before it.
+--
+-- KEYS: groups group-held parked conf messages pushes
+
+-- The queue's limit, or nil for none.
+local function group_limit()
+  return tonumber(redis.call('HGET', K.conf, 'group_concurrency'))
+end
+
+-- Moves up to \`free\` (nil: all) of the group's parked messages back to the front of their lanes.
+-- Returns how many it moved.
+local function unpark(group, free, ready)
+  local list = ready_list('#' .. group)
+  local moved = 0
+  while free == nil or moved < free do
+    local ids = redis.call('RPOP', list, free and (free - moved) or 100)
+    if not ids then break end
+    for _, id in ipairs(ids) do
+      -- Blank entries (removed or debounced messages) and messages gone meanwhile are dropped.
+      if id ~= '' and redis.call('HGET', K.groups, id) == group then
+        push_ready(ready, lane_of(id), id, true)
+        moved = moved + 1
+      end
+    end
+  end
+  if redis.call('EXISTS', list) == 0 then
+    -- Groups come and go (tenants): nothing of an emptied parked list stays behind.
+    redis.call('SREM', K.parked, group)
+    redis.call('HDEL', K.pushes, '#' .. group)
+  end
+  return moved
+end
+
+-- Parks a message popped while its group was full, at the back of the group's line.
+local function park(group, id)
+  local lane = '#' .. group
+  redis.call('LPUSH', ready_list(lane), id)
+  redis.call('HINCRBY', K.pushes, lane, 1)
+  redis.call('SADD', K.parked, group)
+end
+
+-- The held messages \`ids\` let go of their locks (finished, lock expired): their groups' counts go down,
+-- and parked messages of those groups get the room, unless \`keep\` (the messages go back to the front
+-- of their lanes and take the room themselves: an expired lock). Returns how many went back to their lanes.
+local function release_groups(ids, ready, keep)
+  if redis.call('EXISTS', K.group_held) == 0 then return 0 end
+  check_rare()
+  local groups = hmget(K.groups, ids)
+  local limit, moved = false, 0
+  for i = 1, #ids do
+    local group = groups[i]
+    if group then
+      local held = redis.call('HINCRBY', K.group_held, group, -1)
+      if held <= 0 then
+        redis.call('HDEL', K.group_held, group)
+        held = 0
+      end
+      if not keep and redis.call('SISMEMBER', K.parked, group) == 1 then
+        if limit == false then limit = group_limit() end
+        if limit == nil then
+          moved = moved + unpark(group, nil, ready)
+        elseif held < limit then
+          moved = moved + unpark(group, limit - held, ready)
+        end
+      end
+    end
+  end
+  return moved
+end
+
+-- After the limit changed: every parked group gets the room the new limit gives it.
+local function unpark_all(ready)
+  local limit = group_limit()
+  local moved = 0
+  for _, group in ipairs(redis.call('SMEMBERS', K.parked)) do
+    local held = tonumber(redis.call('HGET', K.group_held, group)) or 0
+    if limit == nil then
+      moved = moved + unpark(group, nil, ready)
+    elseif held < limit then
+      moved = moved + unpark(group, limit - held, ready)
+    end
+  end
+  return moved
+end
 -- forget: removes every trace of a message from the queue's hashes, sets and
 -- sorted sets (not from a ready list: the caller knows whether it is in one).
 --
 -- KEYS: messages metadata filters policies history losses nattempts locks holders backoffs outcomes
 --       enqueued-at updated-at requeue-content done requeue schedule lock-expiry requeue-locks
---       requeue-schedule done-at dedupe failed
+--       requeue-schedule done-at dedupe failed priorities groups debounce debounce-of
 
 local FORGET_HASHES = { 'messages', 'metadata', 'filters', 'policies', 'history', 'losses', 'nattempts', 'locks',
-  'holders', 'backoffs', 'outcomes', 'enqueued_at', 'updated_at', 'requeue_content' }
+  'holders', 'backoffs', 'outcomes', 'enqueued_at', 'updated_at', 'requeue_content', 'priorities', 'groups' }
 local FORGET_ZSETS = { 'schedule', 'lock_expiry', 'requeue_locks', 'requeue_schedule', 'done_at', 'dedupe', 'failed' }
+
+-- Whether the queue has a debounce index at all (read once per script), so plain queues pay nothing.
+local has_debounce = nil
 
 -- With \`w\`, the removals are queued there (many ids in one command per key); else made now.
 local function forget(id, w)
@@ -320,13 +474,19 @@ local function forget(id, w)
   for _, name in ipairs({ 'done', 'requeue' }) do
     if w then later(w, 'srem', K[name], id) else redis.call('SREM', K[name], id) end
   end
+  if has_debounce == nil then has_debounce = redis.call('EXISTS', K.debounce_of) == 1 end
+  local did = has_debounce and redis.call('HGET', K.debounce_of, id)
+  if did then
+    redis.call('HDEL', K.debounce_of, id)
+    if redis.call('HGET', K.debounce, did) == id then redis.call('HDEL', K.debounce, did) end
+  end
 end
 -- fail: a message's last run ended in a final error: it becomes failed, or
 -- moves to the queue's dead-letter queue (which writes its own \`enqueued\` event when it has events on;
 -- the caller writes the \`failed\` one). Also the history of attempts. Scripts include events before it.
 --
 -- KEYS: messages metadata filters policies history outcomes updated-at locks holders lock-expiry
---       backoffs schedule requeue requeue-locks requeue-content failed conf
+--       backoffs schedule requeue requeue-locks requeue-content failed conf priorities groups
 
 -- Attempt records kept per message (model/history.ts HISTORY_LIMIT).
 local HISTORY_LIMIT = 10
@@ -363,12 +523,18 @@ end
 local function dead_letter(id, dlq, now)
   local dk = function(key) return dead_letter_key(dlq, key) end
   local class = redis.call('HGET', K.filters, id) or ''
+  local priority = redis.call('HGET', K.priorities, id)
+  -- The message keeps its priority and group there (see ready_list in common).
+  local lane = lane_for(class, priority)
   local list = dk('mid-circle')
-  if class ~= '' then list = list .. ':' .. class end
+  if lane ~= '' then
+    if string.byte(lane, 1) == 64 then list = list .. lane else list = list .. ':' .. lane end
+  end
   local hashes = { 'messages', 'metadata', 'filters', 'policies', 'history', 'outcomes', 'enqueued-at', 'updated-at',
-    'pushes' }
+    'pushes', 'priorities', 'groups' }
   for _, key in ipairs(hashes) do check_type(dk(key), 'hash') end
   check_type(dk('classes'), 'set')
+  check_type(dk('lanes'), 'zset')
   check_type(list, 'list')
   check_type(dk('conf'), 'hash')
   -- The dead-letter queue's own events: an \`enqueued\` there when its configuration has them on.
@@ -379,7 +545,7 @@ local function dead_letter(id, dlq, now)
   end
   if redis.call('HEXISTS', dk('messages'), id) == 1 then return false end
   for _, pair in ipairs({ { 'messages', K.messages }, { 'metadata', K.metadata }, { 'policies', K.policies },
-    { 'history', K.history }, { 'outcomes', K.outcomes } }) do
+    { 'history', K.history }, { 'outcomes', K.outcomes }, { 'priorities', K.priorities }, { 'groups', K.groups } }) do
     local value = redis.call('HGET', pair[2], id)
     if value then redis.call('HSET', dk(pair[1]), id, value) end
   end
@@ -389,7 +555,10 @@ local function dead_letter(id, dlq, now)
   end
   redis.call('HSET', dk('enqueued-at'), id, now)
   redis.call('LPUSH', list, id)
-  redis.call('HINCRBY', dk('pushes'), class, 1)
+  redis.call('HINCRBY', dk('pushes'), lane, 1)
+  if lane ~= class then
+    redis.call('ZADD', dk('lanes'), tonumber(priority), lane)
+  end
   redis.call('PUBLISH', dk('wake'), 'dead-letter')
   if events[1] == '1' then
     append_events(dk('events'), dk('events-seq'), dk('events-wake'), tonumber(events[2]) or DEFAULT_EVENTS_MAX_COUNT,
@@ -449,7 +618,7 @@ local function end_wait(id, ready, w)
   end
   later(w, 'hdel', K.backoffs, id)
   later(w, 'zrem', K.schedule, id)
-  push_ready(ready, class_of(id), id, true)
+  push_ready(ready, lane_of(id), id, true)
 end
 
 -- Returns true when more may be due than were moved.
@@ -459,6 +628,7 @@ local function promote(now, ready, w)
   if #due > 0 or #expired > 0 then check_rare() end
   for _, id in ipairs(due) do end_wait(id, ready, w) end
   local max_deliveries = nil
+  local back = {}
   for _, id in ipairs(expired) do
     local holder = redis.call('HGET', K.holders, id)
     append_history(id, redis.call('HGET', K.nattempts, id), nil, now, holder, 'lost', nil)
@@ -469,15 +639,21 @@ local function promote(now, ready, w)
     if max_deliveries > 0 and losses >= max_deliveries then
       local err = max_deliveries_error(losses)
       event('failed', id, redis.call('HGET', K.nattempts, id), err)
+      -- Before fail: a dead-letter move forgets the message's group.
+      release_groups({ id }, ready, false)
       fail(id, now, 'error\\n' .. err)
     else
+      back[#back + 1] = id
       later(w, 'hdel', K.locks, id)
       later(w, 'hdel', K.holders, id)
       later(w, 'zrem', K.lock_expiry, id)
       later(w, 'zrem', K.requeue_locks, id)
-      push_ready(ready, class_of(id), id, true)
+      push_ready(ready, lane_of(id), id, true)
     end
   end
+  -- Their groups' counts go down; those back at the front of their lanes take the room themselves (so
+  -- parked ones keep their order behind them). Failed ones made room above.
+  if #back > 0 then release_groups(back, ready, true) end
   return #due == PROMOTE_LIMIT or #expired == PROMOTE_LIMIT
 end
 -- claim: locks up to \`max\` ready messages for a consumer. First moves messages
@@ -487,21 +663,26 @@ end
 -- ndry-runs) and says when looking again is worthwhile without a wake-up.
 -- A paused queue hands out nothing and counts no dry run (checked here, so no claim
 -- starts after pause() returned). Each message handed out writes a \`started\` event (events on).
+-- Order: the priority-0 lanes of the accepted classes in turn, then the lanes of lower priorities in
+-- priority order (\`lanes\`). A message whose group already holds group_concurrency is parked instead
+-- (lib/groups.lua). With a rate limit (rate_limit in conf), at most what it grants (\`rate-tat\`).
 -- Runs when Redis is out of memory (allow-oom): draining the queue is how memory comes back.
 --
 -- KEYS: messages metadata filters classes nattempts locks holders backoffs done done-at requeue
---       schedule lock-expiry updated-at mid-circle eoq-backoff? ndry-runs policies pushes conf failed
+--       schedule lock-expiry updated-at mid-circle eoq-backoff? ndry-runs policies pushes conf failed lanes
+--       rate-tat
 -- ARGV: consumer id, max, lock ms, the number of filter classes the consumer knows of,
 --       five end-of-queue backoffs in ms (after dry run 1, 2, 3, 4, 5 and more),
 --       '*' to accept every class, else the accepted classes ('' for messages without filters)
 -- Reply: { 'classes', class... } when the queue's classes changed since the consumer looked
 --        (it claimed nothing), else { 'ok', queue size, dry runs, wake-at ms (-1: none),
 --        then six per message: id, content, metadata JSON or nil, filter class, attempt, policy or nil }
--- Include: common events forget fail promote
+-- Include: common events lanes groups forget fail promote
 
 -- The hot path of a claim touches none of these.
 check_layout(nil, { 'history', 'losses', 'outcomes', 'enqueued_at', 'requeue_content', 'requeue_schedule', 'dedupe',
-  'done_at', 'backoffs' })
+  'done_at', 'backoffs', 'priorities', 'lanes', 'groups', 'debounce', 'debounce_of', 'group_held', 'parked',
+  'rate_tat' })
 local consumer, max, lock_ms, known = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
 local accept_all = ARGV[10] == '*'
 
@@ -516,10 +697,34 @@ local now = now_ms()
 local function queue_size()
   return redis.call('HLEN', K.messages) - redis.call('SCARD', K.done) - redis.call('ZCARD', K.failed)
 end
-local conf = redis.call('HMGET', K.conf, 'paused', unpack(EVENTS_CONF))
+local conf = redis.call('HMGET', K.conf, 'paused', 'events', 'events_max_count', 'group_concurrency', 'rate_limit')
+-- Read before any write: a key of another type fails here (check_rare), not half-way.
+local has_lanes, grouped = false, false
+if redis.call('EXISTS', K.lanes, K.groups) > 0 then
+  check_rare()
+  has_lanes = redis.call('EXISTS', K.lanes) == 1
+  grouped = redis.call('EXISTS', K.groups) == 1
+end
+local group_max = tonumber(conf[4])
 if conf[1] == '1' then
   -- Resume publishes a wake-up; a worker on a lost subscription looks again within a second.
   return { 'ok', queue_size(), tonumber(redis.call('GET', K.ndry_runs)) or 0, now + 1000 }
+end
+-- The rate limit (GCRA, as model/rate-limit.ts rateGrant and rateCharge): at most \`granted\` now, and
+-- with none granted, no promotion and no dry run: the worker sleeps until the next slot.
+local rate_start, rate_interval = nil, nil
+if conf[5] and conf[5] ~= '' then
+  check_rare()
+  local limit_max, per_ms = string.match(conf[5], '^(%d+)/(%d+)$')
+  limit_max, per_ms = tonumber(limit_max), tonumber(per_ms)
+  rate_interval = per_ms / limit_max
+  rate_start = math.max(tonumber(redis.call('GET', K.rate_tat)) or 0, now)
+  local available = math.floor((now + per_ms - rate_start) / rate_interval + 1e-9)
+  if available <= 0 then
+    local dry = tonumber(redis.call('GET', K.ndry_runs)) or 0
+    return { 'ok', queue_size(), dry, math.ceil(rate_start - per_ms + rate_interval) }
+  end
+  max = math.min(max, available)
 end
 events_begin({ conf[2], conf[3] })
 local w = pending_writes()
@@ -527,29 +732,89 @@ local ready = pending_ready()
 local more = promote(now, ready, w)
 flush_writes(w)
 flush_ready(ready)
+-- Promoted messages of lower priorities may have opened lanes.
+if ready.count > 0 and not has_lanes then has_lanes = redis.call('EXISTS', K.lanes) == 1 end
 
 local lists = {}
+local accepted = {}
 if accept_all then
   lists[1] = ''
   for _, class in ipairs(redis.call('SMEMBERS', K.classes)) do lists[#lists + 1] = class end
 else
-  for i = 10, #ARGV do lists[#lists + 1] = ARGV[i] end
+  for i = 10, #ARGV do
+    lists[#lists + 1] = ARGV[i]
+    accepted[ARGV[i]] = true
+  end
 end
 
--- Classes in turn from a rotating start, so no class waits behind another for good.
 local ids, class_at, n = {}, {}, 0
-local start = now % math.max(1, #lists)
-for k = 0, #lists - 1 do
-  if n >= max then break end
-  local class = lists[(start + k) % #lists + 1]
-  local popped = redis.call('RPOP', ready_list(class), max - n)
-  if popped then
+-- Held messages per group (read once per group), counting those this claim takes.
+local held, taken_groups = {}, {}
+-- Pops up to \`want\` from a lane; returns how many it popped. A message of a full group is parked.
+local function take(lane, class, want)
+  local popped = redis.call('RPOP', ready_list(lane), want)
+  if not popped then return 0 end
+  if not grouped then
     for _, id in ipairs(popped) do
       n = n + 1
       ids[n] = id
       class_at[n] = class
     end
+    return #popped
   end
+  local groups = hmget(K.groups, popped)
+  for i, id in ipairs(popped) do
+    local group = groups[i]
+    if group then
+      local h = held[group] or tonumber(redis.call('HGET', K.group_held, group)) or 0
+      if group_max and h >= group_max then
+        park(group, id)
+      else
+        held[group] = h + 1
+        taken_groups[group] = (taken_groups[group] or 0) + 1
+        n = n + 1
+        ids[n] = id
+        class_at[n] = class
+      end
+    else
+      n = n + 1
+      ids[n] = id
+      class_at[n] = class
+    end
+  end
+  return #popped
+end
+-- Takes from a lane until the claim is full (true) or the lane is empty (false).
+local function drain(lane, class)
+  while n < max do
+    local want = max - n
+    if take(lane, class, want) < want then return false end
+  end
+  return true
+end
+
+-- Priority 0 first: the classes in turn from a rotating start, so no class waits behind another for good.
+local start = now % math.max(1, #lists)
+for k = 0, #lists - 1 do
+  if n >= max then break end
+  local class = lists[(start + k) % #lists + 1]
+  drain(class, class)
+end
+-- Then the lanes of lower priorities, in priority order; \`lanes\` names only lanes that held messages,
+-- so no message of a lower priority is read to find one of a higher. Emptied lanes leave it.
+if n < max and has_lanes then
+  local emptied, from = {}, 0
+  while n < max do
+    local page = redis.call('ZRANGE', K.lanes, from, from + 99)
+    for _, lane in ipairs(page) do
+      if n >= max then break end
+      local class = lane_parts(lane)
+      if (accept_all or accepted[class]) and not drain(lane, class) then emptied[#emptied + 1] = lane end
+    end
+    if #page < 100 then break end
+    from = from + 100
+  end
+  if #emptied > 0 then redis.call('ZREM', K.lanes, unpack(emptied)) end
 end
 
 local reply = { 'ok', 0, 0, -1 }
@@ -581,6 +846,10 @@ if n > 0 then
         redis.call('ZADD', K.requeue_locks, lock_until, id)
       end
     end
+  end
+  for group, count in pairs(taken_groups) do redis.call('HINCRBY', K.group_held, group, count) end
+  if rate_start and m > 0 then
+    redis.call('SET', K.rate_tat, string.format('%.3f', rate_start + (m / 2) * rate_interval))
   end
   if m > 0 then
     call_chunked('HSET', K.nattempts, counts)
@@ -654,11 +923,19 @@ return reply
       'requeue-schedule',
       'failed',
       'events',
+      'priorities',
+      'lanes',
+      'groups',
+      'group-held',
+      'parked',
+      'debounce',
+      'debounce-of',
+      'rate-tat',
     ],
     readOnly: false,
-    sha: '89e831f420304dc73e60bba6d21076976a708624',
+    sha: '76037bc086b0c63f55860350b6ab1087baa5a790',
     source: `#!lua flags=allow-oom
-local K = { messages = KEYS[1], locks = KEYS[2], backoffs = KEYS[3], nattempts = KEYS[4], mid_circle = KEYS[5], done = KEYS[6], requeue = KEYS[7], eoq_backoff = KEYS[8], ndry_runs = KEYS[9], metadata = KEYS[10], filters = KEYS[11], classes = KEYS[12], holders = KEYS[13], outcomes = KEYS[14], enqueued_at = KEYS[15], updated_at = KEYS[16], requeue_content = KEYS[17], schedule = KEYS[18], lock_expiry = KEYS[19], done_at = KEYS[20], dedupe = KEYS[21], policies = KEYS[22], history = KEYS[23], losses = KEYS[24], pushes = KEYS[25], requeue_locks = KEYS[26], requeue_schedule = KEYS[27], failed = KEYS[28], events = KEYS[29] }
+local K = { messages = KEYS[1], locks = KEYS[2], backoffs = KEYS[3], nattempts = KEYS[4], mid_circle = KEYS[5], done = KEYS[6], requeue = KEYS[7], eoq_backoff = KEYS[8], ndry_runs = KEYS[9], metadata = KEYS[10], filters = KEYS[11], classes = KEYS[12], holders = KEYS[13], outcomes = KEYS[14], enqueued_at = KEYS[15], updated_at = KEYS[16], requeue_content = KEYS[17], schedule = KEYS[18], lock_expiry = KEYS[19], done_at = KEYS[20], dedupe = KEYS[21], policies = KEYS[22], history = KEYS[23], losses = KEYS[24], pushes = KEYS[25], requeue_locks = KEYS[26], requeue_schedule = KEYS[27], failed = KEYS[28], events = KEYS[29], priorities = KEYS[30], lanes = KEYS[31], groups = KEYS[32], group_held = KEYS[33], parked = KEYS[34], debounce = KEYS[35], debounce_of = KEYS[36], rate_tat = KEYS[37] }
 -- common: helpers every script includes. K holds the queue's keys by name
 -- (see src/redis/keys.ts; in Lua '-' becomes '_' and '?' is dropped).
 --
@@ -673,6 +950,8 @@ local KEY_TYPES = {
   done_at = 'zset', dedupe = 'zset', conf = 'hash', consumers = 'hash', gc_lock = 'string',
   gc_at = 'string', policies = 'hash', history = 'hash', losses = 'hash', pushes = 'hash',
   requeue_locks = 'zset', requeue_schedule = 'zset', failed = 'zset', events = 'stream', events_seq = 'string',
+  priorities = 'hash', lanes = 'zset', groups = 'hash', group_held = 'hash', parked = 'set', debounce = 'hash',
+  debounce_of = 'hash', rate_tat = 'string', schedules = 'hash',
 }
 
 -- Lua's unpack has a stack limit; variadic commands go in chunks of this many arguments.
@@ -694,10 +973,28 @@ local function check_type(key, expected)
   if found ~= 'none' and found ~= expected then layout_error(key, found, expected) end
 end
 
--- The ready list of a filter class: \`mid-circle\` for messages without filters.
-local function ready_list(class)
-  if class == '' then return K.mid_circle end
-  return K.mid_circle .. ':' .. class
+-- The ready list of a lane: a filter class (\`mid-circle\` for messages without filters), followed by '@'
+-- and a 4-digit priority when above 0 (\`mid-circle:a=x@0003\`, \`mid-circle@0003\`); '#<group>' is the list
+-- of a full group's parked messages (\`mid-circle#<group>\`).
+local function ready_list(lane)
+  if lane == '' then return K.mid_circle end
+  local c = string.byte(lane, 1)
+  if c == 64 or c == 35 then return K.mid_circle .. lane end
+  return K.mid_circle .. ':' .. lane
+end
+
+-- The lane of a class and a priority (a number, a string or nil: 0).
+local function lane_for(class, priority)
+  local p = tonumber(priority) or 0
+  if p == 0 then return class end
+  return class .. '@' .. string.format('%04d', p)
+end
+
+-- A lane's filter class and priority.
+local function lane_parts(lane)
+  local at = string.find(lane, '@', 1, true)
+  if at == nil then return lane, 0 end
+  return string.sub(lane, 1, at - 1), tonumber(string.sub(lane, at + 1))
 end
 
 -- A message's filter class ('' for none); the script must take the \`filters\` key.
@@ -799,10 +1096,17 @@ end
 
 -- Back pushes are counted per list (\`pushes\`): a listing's cursor holds an index
 -- from the back, which only these pushes shift (claims pop the front; nothing is cut from the middle).
+-- A lane of a priority above 0 joins \`lanes\`, which claims read in priority order.
 local function flush_ready(r)
   for class, ids in pairs(r.back) do
     call_chunked('LPUSH', ready_list(class), ids)
     redis.call('HINCRBY', K.pushes, class, #ids)
+  end
+  for class, ids in pairs(r.front) do
+    if string.find(class, '@', 1, true) then redis.call('ZADD', K.lanes, select(2, lane_parts(class)), class) end
+  end
+  for class in pairs(r.back) do
+    if string.find(class, '@', 1, true) then redis.call('ZADD', K.lanes, select(2, lane_parts(class)), class) end
   end
   for class, ids in pairs(r.front) do
     -- The earliest is pushed last, so it is the next out.
@@ -811,15 +1115,16 @@ local function flush_ready(r)
     call_chunked('RPUSH', ready_list(class), reversed)
   end
 end
--- clear: removes every message of the queue, its ready lists, its dry-run
--- count and its events. The configuration, the consumer registry and the events'
--- numbering (\`events-seq\`) stay, so a reader behind is told it missed events. UNLINK frees large
--- keys in the background, so a big queue does not stall Redis.
+-- clear: removes every message of the queue, its ready lists (every priority's, every group's parked
+-- list), its dry-run count, its rate limit's state, its debounce index and its events. The configuration,
+-- the schedules, the consumer registry and the events' numbering (\`events-seq\`) stay, so a reader behind
+-- is told it missed events. UNLINK frees large keys in the background, so a big queue does not stall Redis.
 -- Runs when Redis is out of memory (allow-oom): it frees memory.
 --
 -- KEYS: messages locks backoffs nattempts mid-circle done requeue eoq-backoff? ndry-runs metadata
 --       filters classes holders outcomes enqueued-at updated-at requeue-content schedule lock-expiry
 --       done-at dedupe policies history losses pushes requeue-locks requeue-schedule failed events
+--       priorities lanes groups group-held parked debounce debounce-of rate-tat
 -- ARGV: none
 -- Reply: 1
 -- Include: common
@@ -827,6 +1132,8 @@ end
 check_layout()
 local keys = {}
 for _, class in ipairs(redis.call('SMEMBERS', K.classes)) do keys[#keys + 1] = ready_list(class) end
+for _, lane in ipairs(redis.call('ZRANGE', K.lanes, 0, -1)) do keys[#keys + 1] = ready_list(lane) end
+for _, group in ipairs(redis.call('SMEMBERS', K.parked)) do keys[#keys + 1] = ready_list('#' .. group) end
 for _, key in pairs(K) do keys[#keys + 1] = key end
 for i = 1, #keys, CHUNK do redis.call('UNLINK', unpack(keys, i, math.min(i + CHUNK - 1, #keys))) end
 return 1
@@ -834,11 +1141,24 @@ return 1
   },
   configure: {
     name: 'configure',
-    keys: ['conf', 'wake', 'messages', 'consumers'],
+    keys: [
+      'conf',
+      'wake',
+      'messages',
+      'consumers',
+      'pushes',
+      'mid-circle',
+      'filters',
+      'priorities',
+      'lanes',
+      'groups',
+      'group-held',
+      'parked',
+    ],
     readOnly: false,
-    sha: '16fed06ad64c44a2c06bbfa3b3cefa507003650b',
+    sha: '3cb50fab97511f75e9f79ae4b5cd43b56a9734e6',
     source: `#!lua
-local K = { conf = KEYS[1], wake = KEYS[2], messages = KEYS[3], consumers = KEYS[4] }
+local K = { conf = KEYS[1], wake = KEYS[2], messages = KEYS[3], consumers = KEYS[4], pushes = KEYS[5], mid_circle = KEYS[6], filters = KEYS[7], priorities = KEYS[8], lanes = KEYS[9], groups = KEYS[10], group_held = KEYS[11], parked = KEYS[12] }
 -- common: helpers every script includes. K holds the queue's keys by name
 -- (see src/redis/keys.ts; in Lua '-' becomes '_' and '?' is dropped).
 --
@@ -853,6 +1173,8 @@ local KEY_TYPES = {
   done_at = 'zset', dedupe = 'zset', conf = 'hash', consumers = 'hash', gc_lock = 'string',
   gc_at = 'string', policies = 'hash', history = 'hash', losses = 'hash', pushes = 'hash',
   requeue_locks = 'zset', requeue_schedule = 'zset', failed = 'zset', events = 'stream', events_seq = 'string',
+  priorities = 'hash', lanes = 'zset', groups = 'hash', group_held = 'hash', parked = 'set', debounce = 'hash',
+  debounce_of = 'hash', rate_tat = 'string', schedules = 'hash',
 }
 
 -- Lua's unpack has a stack limit; variadic commands go in chunks of this many arguments.
@@ -874,10 +1196,28 @@ local function check_type(key, expected)
   if found ~= 'none' and found ~= expected then layout_error(key, found, expected) end
 end
 
--- The ready list of a filter class: \`mid-circle\` for messages without filters.
-local function ready_list(class)
-  if class == '' then return K.mid_circle end
-  return K.mid_circle .. ':' .. class
+-- The ready list of a lane: a filter class (\`mid-circle\` for messages without filters), followed by '@'
+-- and a 4-digit priority when above 0 (\`mid-circle:a=x@0003\`, \`mid-circle@0003\`); '#<group>' is the list
+-- of a full group's parked messages (\`mid-circle#<group>\`).
+local function ready_list(lane)
+  if lane == '' then return K.mid_circle end
+  local c = string.byte(lane, 1)
+  if c == 64 or c == 35 then return K.mid_circle .. lane end
+  return K.mid_circle .. ':' .. lane
+end
+
+-- The lane of a class and a priority (a number, a string or nil: 0).
+local function lane_for(class, priority)
+  local p = tonumber(priority) or 0
+  if p == 0 then return class end
+  return class .. '@' .. string.format('%04d', p)
+end
+
+-- A lane's filter class and priority.
+local function lane_parts(lane)
+  local at = string.find(lane, '@', 1, true)
+  if at == nil then return lane, 0 end
+  return string.sub(lane, 1, at - 1), tonumber(string.sub(lane, at + 1))
 end
 
 -- A message's filter class ('' for none); the script must take the \`filters\` key.
@@ -979,10 +1319,17 @@ end
 
 -- Back pushes are counted per list (\`pushes\`): a listing's cursor holds an index
 -- from the back, which only these pushes shift (claims pop the front; nothing is cut from the middle).
+-- A lane of a priority above 0 joins \`lanes\`, which claims read in priority order.
 local function flush_ready(r)
   for class, ids in pairs(r.back) do
     call_chunked('LPUSH', ready_list(class), ids)
     redis.call('HINCRBY', K.pushes, class, #ids)
+  end
+  for class, ids in pairs(r.front) do
+    if string.find(class, '@', 1, true) then redis.call('ZADD', K.lanes, select(2, lane_parts(class)), class) end
+  end
+  for class in pairs(r.back) do
+    if string.find(class, '@', 1, true) then redis.call('ZADD', K.lanes, select(2, lane_parts(class)), class) end
   end
   for class, ids in pairs(r.front) do
     -- The earliest is pushed last, so it is the next out.
@@ -991,21 +1338,138 @@ local function flush_ready(r)
     call_chunked('RPUSH', ready_list(class), reversed)
   end
 end
+-- lanes: where a message waits when ready. A lane is a filter class, with its priority when above 0
+-- (see ready_list in common); a grouped message claimed while its group was full waits in its group's
+-- parked list instead (lib/groups.lua).
+--
+-- KEYS: filters priorities lanes groups
+
+-- The lane a message joins when it becomes ready.
+local function lane_of(id)
+  return lane_for(class_of(id), redis.call('HGET', K.priorities, id))
+end
+
+-- Blanks a queued message's entry where it waits (its ready list, else its group's parked list), in
+-- place, so list cursors keep their positions; a claim drops blank entries. False when not found.
+local function unready(id)
+  local list = ready_list(lane_of(id))
+  local at = redis.call('LPOS', list, id)
+  if not at then
+    local group = redis.call('HGET', K.groups, id)
+    if not group then return false end
+    list = ready_list('#' .. group)
+    at = redis.call('LPOS', list, id)
+    if not at then return false end
+  end
+  redis.call('LSET', list, at, '')
+  return true
+end
+-- groups: at most the queue's group_concurrency messages of one group held (locked) at once. group-held
+-- counts each group's held messages (claim adds, every way out of a lock subtracts). A claim that pops a
+-- message whose group is full parks it in the group's list (\`mid-circle#<group>\`, a lane of its own,
+-- see common) instead of handing it out; when a held message of that group lets go, as many parked
+-- messages as the group has room for go back to the front of their lanes, and the caller publishes a
+-- wake-up. So a full group's messages are read once per release, not by every claim. Scripts include
+-- common and lanes before it.
+--
+-- KEYS: groups group-held parked conf messages pushes
+
+-- The queue's limit, or nil for none.
+local function group_limit()
+  return tonumber(redis.call('HGET', K.conf, 'group_concurrency'))
+end
+
+-- Moves up to \`free\` (nil: all) of the group's parked messages back to the front of their lanes.
+-- Returns how many it moved.
+local function unpark(group, free, ready)
+  local list = ready_list('#' .. group)
+  local moved = 0
+  while free == nil or moved < free do
+    local ids = redis.call('RPOP', list, free and (free - moved) or 100)
+    if not ids then break end
+    for _, id in ipairs(ids) do
+      -- Blank entries (removed or debounced messages) and messages gone meanwhile are dropped.
+      if id ~= '' and redis.call('HGET', K.groups, id) == group then
+        push_ready(ready, lane_of(id), id, true)
+        moved = moved + 1
+      end
+    end
+  end
+  if redis.call('EXISTS', list) == 0 then
+    -- Groups come and go (tenants): nothing of an emptied parked list stays behind.
+    redis.call('SREM', K.parked, group)
+    redis.call('HDEL', K.pushes, '#' .. group)
+  end
+  return moved
+end
+
+-- Parks a message popped while its group was full, at the back of the group's line.
+local function park(group, id)
+  local lane = '#' .. group
+  redis.call('LPUSH', ready_list(lane), id)
+  redis.call('HINCRBY', K.pushes, lane, 1)
+  redis.call('SADD', K.parked, group)
+end
+
+-- The held messages \`ids\` let go of their locks (finished, lock expired): their groups' counts go down,
+-- and parked messages of those groups get the room, unless \`keep\` (the messages go back to the front
+-- of their lanes and take the room themselves: an expired lock). Returns how many went back to their lanes.
+local function release_groups(ids, ready, keep)
+  if redis.call('EXISTS', K.group_held) == 0 then return 0 end
+  check_rare()
+  local groups = hmget(K.groups, ids)
+  local limit, moved = false, 0
+  for i = 1, #ids do
+    local group = groups[i]
+    if group then
+      local held = redis.call('HINCRBY', K.group_held, group, -1)
+      if held <= 0 then
+        redis.call('HDEL', K.group_held, group)
+        held = 0
+      end
+      if not keep and redis.call('SISMEMBER', K.parked, group) == 1 then
+        if limit == false then limit = group_limit() end
+        if limit == nil then
+          moved = moved + unpark(group, nil, ready)
+        elseif held < limit then
+          moved = moved + unpark(group, limit - held, ready)
+        end
+      end
+    end
+  end
+  return moved
+end
+
+-- After the limit changed: every parked group gets the room the new limit gives it.
+local function unpark_all(ready)
+  local limit = group_limit()
+  local moved = 0
+  for _, group in ipairs(redis.call('SMEMBERS', K.parked)) do
+    local held = tonumber(redis.call('HGET', K.group_held, group)) or 0
+    if limit == nil then
+      moved = moved + unpark(group, nil, ready)
+    elseif held < limit then
+      moved = moved + unpark(group, limit - held, ready)
+    end
+  end
+  return moved
+end
 -- configure: writes the queue's configuration if it is still what the caller
 -- read (compare and set), so two concurrent configure() calls never lose a change.
--- Unpausing wakes the queue's idle workers.
+-- Unpausing wakes the queue's idle workers; a changed group_concurrency gives parked messages the
+-- room the new limit makes (lib/groups.lua) and wakes the workers too.
 --
--- KEYS: conf wake messages consumers
--- ARGV: the ten fields as read (task_gc_lifetime, task_gc_interval, filter_enums, failed_lifetime,
---       paused, max_deliveries, dead_letter_queue, events, events_max_count, events_max_age; '' for absent),
---       then the new ones
+-- KEYS: conf wake messages consumers pushes mid-circle
+-- ARGV: the twelve fields as read (task_gc_lifetime, task_gc_interval, filter_enums, failed_lifetime,
+--       paused, max_deliveries, dead_letter_queue, events, events_max_count, events_max_age,
+--       rate_limit ('<max>/<perMs>'), group_concurrency; '' for absent or none), then the new ones
 -- Reply: 0 when the configuration changed meanwhile, else 1 when written (2: the queue did not exist:
 --        no configuration, messages or consumers)
--- Include: common
+-- Include: common lanes groups
 
 check_layout()
 local fields = { 'task_gc_lifetime', 'task_gc_interval', 'filter_enums', 'failed_lifetime', 'paused', 'max_deliveries',
-  'dead_letter_queue', 'events', 'events_max_count', 'events_max_age' }
+  'dead_letter_queue', 'events', 'events_max_count', 'events_max_age', 'rate_limit', 'group_concurrency' }
 local n = #fields
 local current = redis.call('HMGET', K.conf, unpack(fields))
 for i = 1, n do
@@ -1019,6 +1483,13 @@ for i = 1, n do
 end
 redis.call('HSET', K.conf, unpack(pairs_))
 if ARGV[5] == '1' and ARGV[n + 5] ~= '1' then redis.call('PUBLISH', K.wake, 'resume') end
+if ARGV[12] ~= ARGV[n + 12] then
+  local ready = pending_ready()
+  if unpark_all(ready) > 0 then
+    flush_ready(ready)
+    redis.call('PUBLISH', K.wake, 'group-concurrency')
+  end
+end
 if created then return 2 end
 return 1
 `,
@@ -1027,7 +1498,7 @@ return 1
     name: 'consumers',
     keys: ['consumers', 'holders', 'locks'],
     readOnly: true,
-    sha: '5aa9624f6829788d12001740575b697064c08dc3',
+    sha: '016f777b1bce81c47dbeabb32818199b95168aba',
     source: `#!lua flags=no-writes
 local K = { consumers = KEYS[1], holders = KEYS[2], locks = KEYS[3] }
 -- common: helpers every script includes. K holds the queue's keys by name
@@ -1044,6 +1515,8 @@ local KEY_TYPES = {
   done_at = 'zset', dedupe = 'zset', conf = 'hash', consumers = 'hash', gc_lock = 'string',
   gc_at = 'string', policies = 'hash', history = 'hash', losses = 'hash', pushes = 'hash',
   requeue_locks = 'zset', requeue_schedule = 'zset', failed = 'zset', events = 'stream', events_seq = 'string',
+  priorities = 'hash', lanes = 'zset', groups = 'hash', group_held = 'hash', parked = 'set', debounce = 'hash',
+  debounce_of = 'hash', rate_tat = 'string', schedules = 'hash',
 }
 
 -- Lua's unpack has a stack limit; variadic commands go in chunks of this many arguments.
@@ -1065,10 +1538,28 @@ local function check_type(key, expected)
   if found ~= 'none' and found ~= expected then layout_error(key, found, expected) end
 end
 
--- The ready list of a filter class: \`mid-circle\` for messages without filters.
-local function ready_list(class)
-  if class == '' then return K.mid_circle end
-  return K.mid_circle .. ':' .. class
+-- The ready list of a lane: a filter class (\`mid-circle\` for messages without filters), followed by '@'
+-- and a 4-digit priority when above 0 (\`mid-circle:a=x@0003\`, \`mid-circle@0003\`); '#<group>' is the list
+-- of a full group's parked messages (\`mid-circle#<group>\`).
+local function ready_list(lane)
+  if lane == '' then return K.mid_circle end
+  local c = string.byte(lane, 1)
+  if c == 64 or c == 35 then return K.mid_circle .. lane end
+  return K.mid_circle .. ':' .. lane
+end
+
+-- The lane of a class and a priority (a number, a string or nil: 0).
+local function lane_for(class, priority)
+  local p = tonumber(priority) or 0
+  if p == 0 then return class end
+  return class .. '@' .. string.format('%04d', p)
+end
+
+-- A lane's filter class and priority.
+local function lane_parts(lane)
+  local at = string.find(lane, '@', 1, true)
+  if at == nil then return lane, 0 end
+  return string.sub(lane, 1, at - 1), tonumber(string.sub(lane, at + 1))
 end
 
 -- A message's filter class ('' for none); the script must take the \`filters\` key.
@@ -1170,10 +1661,17 @@ end
 
 -- Back pushes are counted per list (\`pushes\`): a listing's cursor holds an index
 -- from the back, which only these pushes shift (claims pop the front; nothing is cut from the middle).
+-- A lane of a priority above 0 joins \`lanes\`, which claims read in priority order.
 local function flush_ready(r)
   for class, ids in pairs(r.back) do
     call_chunked('LPUSH', ready_list(class), ids)
     redis.call('HINCRBY', K.pushes, class, #ids)
+  end
+  for class, ids in pairs(r.front) do
+    if string.find(class, '@', 1, true) then redis.call('ZADD', K.lanes, select(2, lane_parts(class)), class) end
+  end
+  for class in pairs(r.back) do
+    if string.find(class, '@', 1, true) then redis.call('ZADD', K.lanes, select(2, lane_parts(class)), class) end
   end
   for class, ids in pairs(r.front) do
     -- The earliest is pushed last, so it is the next out.
@@ -1222,16 +1720,24 @@ return reply
   enqueue: {
     name: 'enqueue',
     keys: [
-      'messages',
-      'metadata',
-      'filters',
-      'classes',
-      'nattempts',
-      'locks',
-      'holders',
-      'backoffs',
+      'conf',
+      'events',
+      'events-seq',
+      'events-wake',
       'done',
       'requeue',
+      'backoffs',
+      'locks',
+      'failed',
+      'filters',
+      'priorities',
+      'lanes',
+      'groups',
+      'messages',
+      'metadata',
+      'classes',
+      'nattempts',
+      'holders',
       'outcomes',
       'enqueued-at',
       'updated-at',
@@ -1246,16 +1752,13 @@ return reply
       'requeue-locks',
       'requeue-schedule',
       'pushes',
-      'conf',
-      'events',
-      'events-seq',
-      'events-wake',
-      'failed',
+      'debounce',
+      'debounce-of',
     ],
     readOnly: false,
-    sha: '4f4eff41609af9dc840cd932c54906997948e633',
+    sha: '34c0df1579a28ce7491eaa466dd1844a12cf6331',
     source: `#!lua
-local K = { messages = KEYS[1], metadata = KEYS[2], filters = KEYS[3], classes = KEYS[4], nattempts = KEYS[5], locks = KEYS[6], holders = KEYS[7], backoffs = KEYS[8], done = KEYS[9], requeue = KEYS[10], outcomes = KEYS[11], enqueued_at = KEYS[12], updated_at = KEYS[13], requeue_content = KEYS[14], schedule = KEYS[15], done_at = KEYS[16], dedupe = KEYS[17], mid_circle = KEYS[18], wake = KEYS[19], policies = KEYS[20], losses = KEYS[21], requeue_locks = KEYS[22], requeue_schedule = KEYS[23], pushes = KEYS[24], conf = KEYS[25], events = KEYS[26], events_seq = KEYS[27], events_wake = KEYS[28], failed = KEYS[29] }
+local K = { conf = KEYS[1], events = KEYS[2], events_seq = KEYS[3], events_wake = KEYS[4], done = KEYS[5], requeue = KEYS[6], backoffs = KEYS[7], locks = KEYS[8], failed = KEYS[9], filters = KEYS[10], priorities = KEYS[11], lanes = KEYS[12], groups = KEYS[13], messages = KEYS[14], metadata = KEYS[15], classes = KEYS[16], nattempts = KEYS[17], holders = KEYS[18], outcomes = KEYS[19], enqueued_at = KEYS[20], updated_at = KEYS[21], requeue_content = KEYS[22], schedule = KEYS[23], done_at = KEYS[24], dedupe = KEYS[25], mid_circle = KEYS[26], wake = KEYS[27], policies = KEYS[28], losses = KEYS[29], requeue_locks = KEYS[30], requeue_schedule = KEYS[31], pushes = KEYS[32], debounce = KEYS[33], debounce_of = KEYS[34] }
 -- common: helpers every script includes. K holds the queue's keys by name
 -- (see src/redis/keys.ts; in Lua '-' becomes '_' and '?' is dropped).
 --
@@ -1270,6 +1773,8 @@ local KEY_TYPES = {
   done_at = 'zset', dedupe = 'zset', conf = 'hash', consumers = 'hash', gc_lock = 'string',
   gc_at = 'string', policies = 'hash', history = 'hash', losses = 'hash', pushes = 'hash',
   requeue_locks = 'zset', requeue_schedule = 'zset', failed = 'zset', events = 'stream', events_seq = 'string',
+  priorities = 'hash', lanes = 'zset', groups = 'hash', group_held = 'hash', parked = 'set', debounce = 'hash',
+  debounce_of = 'hash', rate_tat = 'string', schedules = 'hash',
 }
 
 -- Lua's unpack has a stack limit; variadic commands go in chunks of this many arguments.
@@ -1291,10 +1796,28 @@ local function check_type(key, expected)
   if found ~= 'none' and found ~= expected then layout_error(key, found, expected) end
 end
 
--- The ready list of a filter class: \`mid-circle\` for messages without filters.
-local function ready_list(class)
-  if class == '' then return K.mid_circle end
-  return K.mid_circle .. ':' .. class
+-- The ready list of a lane: a filter class (\`mid-circle\` for messages without filters), followed by '@'
+-- and a 4-digit priority when above 0 (\`mid-circle:a=x@0003\`, \`mid-circle@0003\`); '#<group>' is the list
+-- of a full group's parked messages (\`mid-circle#<group>\`).
+local function ready_list(lane)
+  if lane == '' then return K.mid_circle end
+  local c = string.byte(lane, 1)
+  if c == 64 or c == 35 then return K.mid_circle .. lane end
+  return K.mid_circle .. ':' .. lane
+end
+
+-- The lane of a class and a priority (a number, a string or nil: 0).
+local function lane_for(class, priority)
+  local p = tonumber(priority) or 0
+  if p == 0 then return class end
+  return class .. '@' .. string.format('%04d', p)
+end
+
+-- A lane's filter class and priority.
+local function lane_parts(lane)
+  local at = string.find(lane, '@', 1, true)
+  if at == nil then return lane, 0 end
+  return string.sub(lane, 1, at - 1), tonumber(string.sub(lane, at + 1))
 end
 
 -- A message's filter class ('' for none); the script must take the \`filters\` key.
@@ -1396,10 +1919,17 @@ end
 
 -- Back pushes are counted per list (\`pushes\`): a listing's cursor holds an index
 -- from the back, which only these pushes shift (claims pop the front; nothing is cut from the middle).
+-- A lane of a priority above 0 joins \`lanes\`, which claims read in priority order.
 local function flush_ready(r)
   for class, ids in pairs(r.back) do
     call_chunked('LPUSH', ready_list(class), ids)
     redis.call('HINCRBY', K.pushes, class, #ids)
+  end
+  for class, ids in pairs(r.front) do
+    if string.find(class, '@', 1, true) then redis.call('ZADD', K.lanes, select(2, lane_parts(class)), class) end
+  end
+  for class in pairs(r.back) do
+    if string.find(class, '@', 1, true) then redis.call('ZADD', K.lanes, select(2, lane_parts(class)), class) end
   end
   for class, ids in pairs(r.front) do
     -- The earliest is pushed last, so it is the next out.
@@ -1528,114 +2058,243 @@ local function state_of(id, now)
   if backoff > now then return 'queued-with-backoff', backoff end
   return 'queued', nil
 end
+-- lanes: where a message waits when ready. A lane is a filter class, with its priority when above 0
+-- (see ready_list in common); a grouped message claimed while its group was full waits in its group's
+-- parked list instead (lib/groups.lua).
+--
+-- KEYS: filters priorities lanes groups
+
+-- The lane a message joins when it becomes ready.
+local function lane_of(id)
+  return lane_for(class_of(id), redis.call('HGET', K.priorities, id))
+end
+
+-- Blanks a queued message's entry where it waits (its ready list, else its group's parked list), in
+-- place, so list cursors keep their positions; a claim drops blank entries. False when not found.
+local function unready(id)
+  local list = ready_list(lane_of(id))
+  local at = redis.call('LPOS', list, id)
+  if not at then
+    local group = redis.call('HGET', K.groups, id)
+    if not group then return false end
+    list = ready_list('#' .. group)
+    at = redis.call('LPOS', list, id)
+    if not at then return false end
+  end
+  redis.call('LSET', list, at, '')
+  return true
+end
 -- enqueue: adds messages, or answers for ids that exist. An existing id is
 -- refused with its state, except: done-awaiting-gc is revived with the new
 -- content; with allowRequeue, locked is marked to run again after it finishes,
 -- and done-with-backoff to run again when its backoff ends. A failed id is refused
 -- (retry or remove frees it). Each enqueue that is not refused writes an \`enqueued\` event (events on).
+-- Shared by the enqueue script and fire-schedule, so a schedule's messages are enqueued exactly alike.
+-- Scripts include common, events, state and lanes before it.
 --
 -- KEYS: messages metadata filters classes nattempts locks holders backoffs done requeue outcomes
 --       enqueued-at updated-at requeue-content schedule done-at dedupe mid-circle wake policies losses
---       requeue-locks requeue-schedule pushes
--- ARGV: seven per message: id, content (encoding tag + payload), metadata JSON ('' for none),
---       filter class ('' for none), initial backoff ms, flags (1: allowRequeue, 2: replacePayload),
---       policy JSON ('' for none)
--- Reply: one string per message: 'added', 'revived' or 'requeued', else the state that refused it
--- Include: common events state
+--       requeue-locks requeue-schedule pushes priorities lanes groups debounce debounce-of
 
-local PER = 7
-local classes = {}
-for i = 4, #ARGV, PER do
-  if ARGV[i] ~= '' then classes[#classes + 1] = ARGV[i] end
-end
-check_layout(classes, { 'conf' })
-events_begin()
+-- ARGV per message, from \`first\`: id, content (encoding tag + payload), metadata JSON ('' for none),
+-- filter class ('' for none), initial backoff ms, flags (1: allowRequeue, 2: replacePayload),
+-- policy JSON ('' for none), scheduling: '' for none, else '<priority>\\n<group>\\n<debounce id>' (each
+-- '' for none; a plain message pays one empty argument for all three).
+local ENQUEUE_PER = 8
 
-local now = now_ms()
-local w = pending_writes()
-local ready = pending_ready()
-local replies = {}
-local changed = false
-
--- Content, metadata and filters of a message that starts a new run, queued now or after \`backoff\` ms.
-local function place(id, meta, class, backoff, revived, policy)
-  if meta ~= '' then later(w, 'hset', K.metadata, id, meta) elseif revived then later(w, 'hdel', K.metadata, id) end
-  if policy ~= '' then later(w, 'hset', K.policies, id, policy) elseif revived then later(w, 'hdel', K.policies, id) end
-  if class ~= '' then
-    later(w, 'hset', K.filters, id, class)
-    later(w, 'sadd', K.classes, class)
-  elseif revived then
-    later(w, 'hdel', K.filters, id)
-  end
-  later(w, 'hset', K.enqueued_at, id, now)
-  if backoff > 0 then
-    -- Written now: a duplicate later in this batch must see the backoff.
-    redis.call('HSET', K.backoffs, id, now + backoff)
-    later(w, 'zadd', K.schedule, now + backoff, id)
-  else
-    push_ready(ready, class, id, false)
-  end
-  changed = true
+-- A message's priority ('' for 0), group and debounce id ('' for none) from its scheduling argument.
+local function scheduling(ext)
+  if ext == '' then return '', '', '' end
+  local priority, group, did = string.match(ext, '^([^\\n]*)\\n([^\\n]*)\\n(.*)$')
+  return priority, group, did
 end
 
--- What is left of a finished run, before its id starts a new one (its history stays).
-local function forget_run(id)
-  for _, key in ipairs({ K.nattempts, K.outcomes, K.backoffs, K.locks, K.holders, K.updated_at, K.requeue_content,
-    K.losses }) do
-    redis.call('HDEL', key, id)
-  end
-  redis.call('SREM', K.done, id)
-  redis.call('ZREM', K.done_at, id)
-  redis.call('ZREM', K.dedupe, id)
-end
-
-for i = 1, #ARGV, PER do
-  local id, content, meta, class = ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3]
-  local backoff, flags, policy = tonumber(ARGV[i + 4]), tonumber(ARGV[i + 5]), ARGV[i + 6]
-  local allow_requeue, replace = flags % 2 == 1, flags >= 2
-  if redis.call('HSETNX', K.messages, id, content) == 1 then
-    place(id, meta, class, backoff, false, policy)
-    -- event('enqueued', id, 0), without the call: the hottest path there is.
-    if EV.on then EV.lines[#EV.lines + 1] = 'enqueued 0 ' .. id end
-    replies[#replies + 1] = 'added'
-  else
-    local state, ends = state_of(id, now)
-    -- An enqueue that revives or marks a message records the attempt it is at.
-    if EV.on and (state == 'done-awaiting-gc' or (allow_requeue and (state == 'done-with-backoff' or state == 'locked'))) then
-      event('enqueued', id, redis.call('HGET', K.nattempts, id))
+-- Checks the layout for the messages from ARGV[first] (before anything is written).
+local function enqueue_check(first)
+  local lanes = {}
+  local rare = false
+  for i = first, #ARGV, ENQUEUE_PER do
+    local class, ext = ARGV[i + 3], ARGV[i + 7]
+    if ext ~= '' then
+      rare = true
+      lanes[#lanes + 1] = lane_for(class, (scheduling(ext)))
+    elseif class ~= '' then
+      lanes[#lanes + 1] = class
     end
-    if state == 'done-awaiting-gc' then
-      redis.call('HSET', K.messages, id, content)
-      forget_run(id)
-      place(id, meta, class, backoff, true, policy)
-      replies[#replies + 1] = 'revived'
-    elseif allow_requeue and state == 'done-with-backoff' then
-      -- done-with-requeue: queued when the backoff ends, as a new run.
-      redis.call('SADD', K.requeue, id)
-      redis.call('ZREM', K.dedupe, id)
-      redis.call('ZADD', K.schedule, ends, id)
-      redis.call('ZADD', K.requeue_schedule, ends, id)
-      redis.call('HDEL', K.nattempts, id)
-      redis.call('HDEL', K.losses, id)
-      if replace then redis.call('HSET', K.messages, id, content) end
-      later(w, 'hset', K.updated_at, id, now)
-      replies[#replies + 1] = 'requeued'
-      changed = true
-    elseif allow_requeue and state == 'locked' then
-      redis.call('SADD', K.requeue, id)
-      redis.call('ZADD', K.requeue_locks, ends, id)
-      if replace then redis.call('HSET', K.requeue_content, id, content) end
-      later(w, 'hset', K.updated_at, id, now)
-      replies[#replies + 1] = 'requeued'
+  end
+  -- Plain messages touch none of these.
+  check_layout(lanes, { 'conf', 'priorities', 'lanes', 'groups', 'debounce', 'debounce_of' })
+  if rare then check_rare() end
+end
+
+-- Enqueues the messages from ARGV[first] (enqueue_check has run); returns one reply per message and
+-- whether any message became ready or scheduled (the caller publishes the wake-up after its events).
+local function enqueue(first)
+  events_begin()
+  local now = now_ms()
+  local w = pending_writes()
+  local ready = pending_ready()
+  local replies = {}
+  local changed = false
+
+  -- Content, metadata, filters, priority and group of a message that starts a new run, queued now or
+  -- after \`backoff\` ms.
+  local function place(id, meta, class, backoff, revived, policy, priority, group)
+    if meta ~= '' then later(w, 'hset', K.metadata, id, meta) elseif revived then later(w, 'hdel', K.metadata, id) end
+    if policy ~= '' then later(w, 'hset', K.policies, id, policy) elseif revived then later(w, 'hdel', K.policies, id) end
+    if class ~= '' then
+      later(w, 'hset', K.filters, id, class)
+      later(w, 'sadd', K.classes, class)
+    elseif revived then
+      later(w, 'hdel', K.filters, id)
+    end
+    local lane = class
+    if priority ~= '' then
+      later(w, 'hset', K.priorities, id, priority)
+      lane = lane_for(class, priority)
+    elseif revived then
+      later(w, 'hdel', K.priorities, id)
+    end
+    if group ~= '' then later(w, 'hset', K.groups, id, group) elseif revived then later(w, 'hdel', K.groups, id) end
+    later(w, 'hset', K.enqueued_at, id, now)
+    if backoff > 0 then
+      -- Written now: a duplicate later in this batch must see the backoff.
+      redis.call('HSET', K.backoffs, id, now + backoff)
+      later(w, 'zadd', K.schedule, now + backoff, id)
     else
-      replies[#replies + 1] = state
+      push_ready(ready, lane, id, false)
+    end
+    changed = true
+  end
+
+  -- A debounce: the message \`wid\` took debounce id \`did\` last; when it is still waiting (queued or
+  -- queued-with-backoff, not held and not a requeue's new run), it takes this content and metadata and
+  -- becomes ready \`backoff\` ms from now, keeping its id, filters, priority, group and policy. Returns
+  -- whether it did (else the new message is added as usual and takes the debounce id).
+  local function debounce(wid, content, meta, backoff)
+    if redis.call('HEXISTS', K.messages, wid) == 0 or redis.call('SISMEMBER', K.done, wid) == 1
+      or redis.call('HEXISTS', K.locks, wid) == 1 or redis.call('ZSCORE', K.failed, wid) then
+      return false
+    end
+    if redis.call('ZSCORE', K.schedule, wid) then
+      redis.call('ZREM', K.schedule, wid)
+      redis.call('HDEL', K.backoffs, wid)
+    elseif not unready(wid) then
+      return false
+    end
+    redis.call('HSET', K.messages, wid, content)
+    if meta ~= '' then redis.call('HSET', K.metadata, wid, meta) else redis.call('HDEL', K.metadata, wid) end
+    redis.call('HSET', K.updated_at, wid, now)
+    if backoff > 0 then
+      redis.call('HSET', K.backoffs, wid, now + backoff)
+      redis.call('ZADD', K.schedule, now + backoff, wid)
+    else
+      push_ready(ready, lane_of(wid), wid, false)
+    end
+    event('enqueued', wid, redis.call('HGET', K.nattempts, wid) or 0)
+    changed = true
+    return true
+  end
+
+  -- The debounce index: \`did\` → id, and back, so the entry leaves with the message.
+  local function index_debounce(id, did)
+    if did ~= '' then
+      redis.call('HSET', K.debounce, did, id)
+      redis.call('HSET', K.debounce_of, id, did)
+      return
+    end
+    local old = redis.call('HGET', K.debounce_of, id)
+    if old then
+      redis.call('HDEL', K.debounce_of, id)
+      if redis.call('HGET', K.debounce, old) == id then redis.call('HDEL', K.debounce, old) end
     end
   end
-end
 
-flush_writes(w)
-flush_ready(ready)
-events_flush(now)
+  -- What is left of a finished run, before its id starts a new one (its history stays).
+  local function forget_run(id)
+    for _, key in ipairs({ K.nattempts, K.outcomes, K.backoffs, K.locks, K.holders, K.updated_at, K.requeue_content,
+      K.losses }) do
+      redis.call('HDEL', key, id)
+    end
+    redis.call('SREM', K.done, id)
+    redis.call('ZREM', K.done_at, id)
+    redis.call('ZREM', K.dedupe, id)
+  end
+
+  for i = first, #ARGV, ENQUEUE_PER do
+    local id, content, meta, class = ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3]
+    local backoff, flags, policy = tonumber(ARGV[i + 4]), tonumber(ARGV[i + 5]), ARGV[i + 6]
+    local priority, group, did = scheduling(ARGV[i + 7])
+    local allow_requeue, replace = flags % 2 == 1, flags >= 2
+    local waiting = nil
+    if did ~= '' then
+      -- Earlier messages of the batch are written first: one of them may be the waiting one.
+      flush_writes(w)
+      flush_ready(ready)
+      w, ready = pending_writes(), pending_ready()
+      waiting = redis.call('HGET', K.debounce, did)
+    end
+    if waiting and debounce(waiting, content, meta, backoff) then
+      replies[#replies + 1] = 'debounced ' .. waiting
+    elseif redis.call('HSETNX', K.messages, id, content) == 1 then
+      place(id, meta, class, backoff, false, policy, priority, group)
+      if did ~= '' then index_debounce(id, did) end
+      -- event('enqueued', id, 0), without the call: the hottest path there is.
+      if EV.on then EV.lines[#EV.lines + 1] = 'enqueued 0 ' .. id end
+      replies[#replies + 1] = 'added'
+    else
+      local state, ends = state_of(id, now)
+      -- An enqueue that revives or marks a message records the attempt it is at.
+      if EV.on and (state == 'done-awaiting-gc' or (allow_requeue and (state == 'done-with-backoff' or state == 'locked'))) then
+        event('enqueued', id, redis.call('HGET', K.nattempts, id))
+      end
+      if state == 'done-awaiting-gc' then
+        redis.call('HSET', K.messages, id, content)
+        forget_run(id)
+        place(id, meta, class, backoff, true, policy, priority, group)
+        index_debounce(id, did)
+        replies[#replies + 1] = 'revived'
+      elseif allow_requeue and state == 'done-with-backoff' then
+        -- done-with-requeue: queued when the backoff ends, as a new run.
+        redis.call('SADD', K.requeue, id)
+        redis.call('ZREM', K.dedupe, id)
+        redis.call('ZADD', K.schedule, ends, id)
+        redis.call('ZADD', K.requeue_schedule, ends, id)
+        redis.call('HDEL', K.nattempts, id)
+        redis.call('HDEL', K.losses, id)
+        if replace then redis.call('HSET', K.messages, id, content) end
+        later(w, 'hset', K.updated_at, id, now)
+        replies[#replies + 1] = 'requeued'
+        changed = true
+      elseif allow_requeue and state == 'locked' then
+        redis.call('SADD', K.requeue, id)
+        redis.call('ZADD', K.requeue_locks, ends, id)
+        if replace then redis.call('HSET', K.requeue_content, id, content) end
+        later(w, 'hset', K.updated_at, id, now)
+        replies[#replies + 1] = 'requeued'
+      else
+        replies[#replies + 1] = state
+      end
+    end
+  end
+
+  flush_writes(w)
+  flush_ready(ready)
+  events_flush(now)
+  return replies, changed
+end
+-- enqueue: adds a batch of messages (lib/enqueue.lua), or answers for ids that exist.
+--
+-- KEYS: conf
+-- ARGV: eight per message: id, content (encoding tag + payload), metadata JSON ('' for none),
+--       filter class ('' for none), initial backoff ms, flags (1: allowRequeue, 2: replacePayload),
+--       policy JSON ('' for none), scheduling ('' for none, else priority, group and debounce id,
+--       each '' for none, joined by newlines)
+-- Reply: one string per message: 'added', 'revived', 'requeued' or 'debounced', else the state that refused it
+-- Include: common events state lanes enqueue
+
+enqueue_check(1)
+local replies, changed = enqueue(1)
 if changed then redis.call('PUBLISH', K.wake, 'enqueue') end
 return replies
 `,
@@ -1644,7 +2303,7 @@ return replies
     name: 'events-trim',
     keys: ['events', 'events-seq'],
     readOnly: false,
-    sha: 'f34bba096cfae726f581fd0b9cd0eaea2c3a1792',
+    sha: '3608d642e701b66d2cb75056199d1c673949f6a6',
     source: `#!lua flags=allow-oom
 local K = { events = KEYS[1], events_seq = KEYS[2] }
 -- common: helpers every script includes. K holds the queue's keys by name
@@ -1661,6 +2320,8 @@ local KEY_TYPES = {
   done_at = 'zset', dedupe = 'zset', conf = 'hash', consumers = 'hash', gc_lock = 'string',
   gc_at = 'string', policies = 'hash', history = 'hash', losses = 'hash', pushes = 'hash',
   requeue_locks = 'zset', requeue_schedule = 'zset', failed = 'zset', events = 'stream', events_seq = 'string',
+  priorities = 'hash', lanes = 'zset', groups = 'hash', group_held = 'hash', parked = 'set', debounce = 'hash',
+  debounce_of = 'hash', rate_tat = 'string', schedules = 'hash',
 }
 
 -- Lua's unpack has a stack limit; variadic commands go in chunks of this many arguments.
@@ -1682,10 +2343,28 @@ local function check_type(key, expected)
   if found ~= 'none' and found ~= expected then layout_error(key, found, expected) end
 end
 
--- The ready list of a filter class: \`mid-circle\` for messages without filters.
-local function ready_list(class)
-  if class == '' then return K.mid_circle end
-  return K.mid_circle .. ':' .. class
+-- The ready list of a lane: a filter class (\`mid-circle\` for messages without filters), followed by '@'
+-- and a 4-digit priority when above 0 (\`mid-circle:a=x@0003\`, \`mid-circle@0003\`); '#<group>' is the list
+-- of a full group's parked messages (\`mid-circle#<group>\`).
+local function ready_list(lane)
+  if lane == '' then return K.mid_circle end
+  local c = string.byte(lane, 1)
+  if c == 64 or c == 35 then return K.mid_circle .. lane end
+  return K.mid_circle .. ':' .. lane
+end
+
+-- The lane of a class and a priority (a number, a string or nil: 0).
+local function lane_for(class, priority)
+  local p = tonumber(priority) or 0
+  if p == 0 then return class end
+  return class .. '@' .. string.format('%04d', p)
+end
+
+-- A lane's filter class and priority.
+local function lane_parts(lane)
+  local at = string.find(lane, '@', 1, true)
+  if at == nil then return lane, 0 end
+  return string.sub(lane, 1, at - 1), tonumber(string.sub(lane, at + 1))
 end
 
 -- A message's filter class ('' for none); the script must take the \`filters\` key.
@@ -1787,10 +2466,17 @@ end
 
 -- Back pushes are counted per list (\`pushes\`): a listing's cursor holds an index
 -- from the back, which only these pushes shift (claims pop the front; nothing is cut from the middle).
+-- A lane of a priority above 0 joins \`lanes\`, which claims read in priority order.
 local function flush_ready(r)
   for class, ids in pairs(r.back) do
     call_chunked('LPUSH', ready_list(class), ids)
     redis.call('HINCRBY', K.pushes, class, #ids)
+  end
+  for class, ids in pairs(r.front) do
+    if string.find(class, '@', 1, true) then redis.call('ZADD', K.lanes, select(2, lane_parts(class)), class) end
+  end
+  for class in pairs(r.back) do
+    if string.find(class, '@', 1, true) then redis.call('ZADD', K.lanes, select(2, lane_parts(class)), class) end
   end
   for class, ids in pairs(r.front) do
     -- The earliest is pushed last, so it is the next out.
@@ -1837,7 +2523,7 @@ return redis.call('XTRIM', K.events, 'MINID', string.format('%d', lo))
     name: 'extend',
     keys: ['locks', 'holders', 'nattempts', 'lock-expiry', 'requeue', 'requeue-locks'],
     readOnly: false,
-    sha: '456cceeccddeabbef6b4c157a2a9de6ba1f1943b',
+    sha: 'b10e74fa883424d25216756b534dbac0f4b090b0',
     source: `#!lua flags=allow-oom
 local K = { locks = KEYS[1], holders = KEYS[2], nattempts = KEYS[3], lock_expiry = KEYS[4], requeue = KEYS[5], requeue_locks = KEYS[6] }
 -- common: helpers every script includes. K holds the queue's keys by name
@@ -1854,6 +2540,8 @@ local KEY_TYPES = {
   done_at = 'zset', dedupe = 'zset', conf = 'hash', consumers = 'hash', gc_lock = 'string',
   gc_at = 'string', policies = 'hash', history = 'hash', losses = 'hash', pushes = 'hash',
   requeue_locks = 'zset', requeue_schedule = 'zset', failed = 'zset', events = 'stream', events_seq = 'string',
+  priorities = 'hash', lanes = 'zset', groups = 'hash', group_held = 'hash', parked = 'set', debounce = 'hash',
+  debounce_of = 'hash', rate_tat = 'string', schedules = 'hash',
 }
 
 -- Lua's unpack has a stack limit; variadic commands go in chunks of this many arguments.
@@ -1875,10 +2563,28 @@ local function check_type(key, expected)
   if found ~= 'none' and found ~= expected then layout_error(key, found, expected) end
 end
 
--- The ready list of a filter class: \`mid-circle\` for messages without filters.
-local function ready_list(class)
-  if class == '' then return K.mid_circle end
-  return K.mid_circle .. ':' .. class
+-- The ready list of a lane: a filter class (\`mid-circle\` for messages without filters), followed by '@'
+-- and a 4-digit priority when above 0 (\`mid-circle:a=x@0003\`, \`mid-circle@0003\`); '#<group>' is the list
+-- of a full group's parked messages (\`mid-circle#<group>\`).
+local function ready_list(lane)
+  if lane == '' then return K.mid_circle end
+  local c = string.byte(lane, 1)
+  if c == 64 or c == 35 then return K.mid_circle .. lane end
+  return K.mid_circle .. ':' .. lane
+end
+
+-- The lane of a class and a priority (a number, a string or nil: 0).
+local function lane_for(class, priority)
+  local p = tonumber(priority) or 0
+  if p == 0 then return class end
+  return class .. '@' .. string.format('%04d', p)
+end
+
+-- A lane's filter class and priority.
+local function lane_parts(lane)
+  local at = string.find(lane, '@', 1, true)
+  if at == nil then return lane, 0 end
+  return string.sub(lane, 1, at - 1), tonumber(string.sub(lane, at + 1))
 end
 
 -- A message's filter class ('' for none); the script must take the \`filters\` key.
@@ -1980,10 +2686,17 @@ end
 
 -- Back pushes are counted per list (\`pushes\`): a listing's cursor holds an index
 -- from the back, which only these pushes shift (claims pop the front; nothing is cut from the middle).
+-- A lane of a priority above 0 joins \`lanes\`, which claims read in priority order.
 local function flush_ready(r)
   for class, ids in pairs(r.back) do
     call_chunked('LPUSH', ready_list(class), ids)
     redis.call('HINCRBY', K.pushes, class, #ids)
+  end
+  for class, ids in pairs(r.front) do
+    if string.find(class, '@', 1, true) then redis.call('ZADD', K.lanes, select(2, lane_parts(class)), class) end
+  end
+  for class in pairs(r.back) do
+    if string.find(class, '@', 1, true) then redis.call('ZADD', K.lanes, select(2, lane_parts(class)), class) end
   end
   for class, ids in pairs(r.front) do
     -- The earliest is pushed last, so it is the next out.
@@ -2046,6 +2759,11 @@ return lost
       'events',
       'events-seq',
       'events-wake',
+      'priorities',
+      'lanes',
+      'groups',
+      'group-held',
+      'parked',
       'metadata',
       'policies',
       'history',
@@ -2053,11 +2771,13 @@ return lost
       'requeue-locks',
       'requeue-schedule',
       'failed',
+      'debounce',
+      'debounce-of',
     ],
     readOnly: false,
-    sha: '891894f25811d00c7c121928b2d79a2845f107ba',
+    sha: '32182822d359e0ff532117b2c678cb77035f0599',
     source: `#!lua flags=allow-oom
-local K = { messages = KEYS[1], filters = KEYS[2], nattempts = KEYS[3], locks = KEYS[4], holders = KEYS[5], backoffs = KEYS[6], done = KEYS[7], done_at = KEYS[8], dedupe = KEYS[9], requeue = KEYS[10], requeue_content = KEYS[11], schedule = KEYS[12], lock_expiry = KEYS[13], outcomes = KEYS[14], updated_at = KEYS[15], mid_circle = KEYS[16], wake = KEYS[17], pushes = KEYS[18], losses = KEYS[19], conf = KEYS[20], events = KEYS[21], events_seq = KEYS[22], events_wake = KEYS[23], metadata = KEYS[24], policies = KEYS[25], history = KEYS[26], enqueued_at = KEYS[27], requeue_locks = KEYS[28], requeue_schedule = KEYS[29], failed = KEYS[30] }
+local K = { messages = KEYS[1], filters = KEYS[2], nattempts = KEYS[3], locks = KEYS[4], holders = KEYS[5], backoffs = KEYS[6], done = KEYS[7], done_at = KEYS[8], dedupe = KEYS[9], requeue = KEYS[10], requeue_content = KEYS[11], schedule = KEYS[12], lock_expiry = KEYS[13], outcomes = KEYS[14], updated_at = KEYS[15], mid_circle = KEYS[16], wake = KEYS[17], pushes = KEYS[18], losses = KEYS[19], conf = KEYS[20], events = KEYS[21], events_seq = KEYS[22], events_wake = KEYS[23], priorities = KEYS[24], lanes = KEYS[25], groups = KEYS[26], group_held = KEYS[27], parked = KEYS[28], metadata = KEYS[29], policies = KEYS[30], history = KEYS[31], enqueued_at = KEYS[32], requeue_locks = KEYS[33], requeue_schedule = KEYS[34], failed = KEYS[35], debounce = KEYS[36], debounce_of = KEYS[37] }
 -- common: helpers every script includes. K holds the queue's keys by name
 -- (see src/redis/keys.ts; in Lua '-' becomes '_' and '?' is dropped).
 --
@@ -2072,6 +2792,8 @@ local KEY_TYPES = {
   done_at = 'zset', dedupe = 'zset', conf = 'hash', consumers = 'hash', gc_lock = 'string',
   gc_at = 'string', policies = 'hash', history = 'hash', losses = 'hash', pushes = 'hash',
   requeue_locks = 'zset', requeue_schedule = 'zset', failed = 'zset', events = 'stream', events_seq = 'string',
+  priorities = 'hash', lanes = 'zset', groups = 'hash', group_held = 'hash', parked = 'set', debounce = 'hash',
+  debounce_of = 'hash', rate_tat = 'string', schedules = 'hash',
 }
 
 -- Lua's unpack has a stack limit; variadic commands go in chunks of this many arguments.
@@ -2093,10 +2815,28 @@ local function check_type(key, expected)
   if found ~= 'none' and found ~= expected then layout_error(key, found, expected) end
 end
 
--- The ready list of a filter class: \`mid-circle\` for messages without filters.
-local function ready_list(class)
-  if class == '' then return K.mid_circle end
-  return K.mid_circle .. ':' .. class
+-- The ready list of a lane: a filter class (\`mid-circle\` for messages without filters), followed by '@'
+-- and a 4-digit priority when above 0 (\`mid-circle:a=x@0003\`, \`mid-circle@0003\`); '#<group>' is the list
+-- of a full group's parked messages (\`mid-circle#<group>\`).
+local function ready_list(lane)
+  if lane == '' then return K.mid_circle end
+  local c = string.byte(lane, 1)
+  if c == 64 or c == 35 then return K.mid_circle .. lane end
+  return K.mid_circle .. ':' .. lane
+end
+
+-- The lane of a class and a priority (a number, a string or nil: 0).
+local function lane_for(class, priority)
+  local p = tonumber(priority) or 0
+  if p == 0 then return class end
+  return class .. '@' .. string.format('%04d', p)
+end
+
+-- A lane's filter class and priority.
+local function lane_parts(lane)
+  local at = string.find(lane, '@', 1, true)
+  if at == nil then return lane, 0 end
+  return string.sub(lane, 1, at - 1), tonumber(string.sub(lane, at + 1))
 end
 
 -- A message's filter class ('' for none); the script must take the \`filters\` key.
@@ -2198,10 +2938,17 @@ end
 
 -- Back pushes are counted per list (\`pushes\`): a listing's cursor holds an index
 -- from the back, which only these pushes shift (claims pop the front; nothing is cut from the middle).
+-- A lane of a priority above 0 joins \`lanes\`, which claims read in priority order.
 local function flush_ready(r)
   for class, ids in pairs(r.back) do
     call_chunked('LPUSH', ready_list(class), ids)
     redis.call('HINCRBY', K.pushes, class, #ids)
+  end
+  for class, ids in pairs(r.front) do
+    if string.find(class, '@', 1, true) then redis.call('ZADD', K.lanes, select(2, lane_parts(class)), class) end
+  end
+  for class in pairs(r.back) do
+    if string.find(class, '@', 1, true) then redis.call('ZADD', K.lanes, select(2, lane_parts(class)), class) end
   end
   for class, ids in pairs(r.front) do
     -- The earliest is pushed last, so it is the next out.
@@ -2303,16 +3050,135 @@ local function events_flush(now)
   if EV.on and #EV.lines > 0 then append_events(K.events, K.events_seq, K.events_wake, EV.max, now, EV.lines) end
   EV.lines = {}
 end
+-- lanes: where a message waits when ready. A lane is a filter class, with its priority when above 0
+-- (see ready_list in common); a grouped message claimed while its group was full waits in its group's
+-- parked list instead (lib/groups.lua).
+--
+-- KEYS: filters priorities lanes groups
+
+-- The lane a message joins when it becomes ready.
+local function lane_of(id)
+  return lane_for(class_of(id), redis.call('HGET', K.priorities, id))
+end
+
+-- Blanks a queued message's entry where it waits (its ready list, else its group's parked list), in
+-- place, so list cursors keep their positions; a claim drops blank entries. False when not found.
+local function unready(id)
+  local list = ready_list(lane_of(id))
+  local at = redis.call('LPOS', list, id)
+  if not at then
+    local group = redis.call('HGET', K.groups, id)
+    if not group then return false end
+    list = ready_list('#' .. group)
+    at = redis.call('LPOS', list, id)
+    if not at then return false end
+  end
+  redis.call('LSET', list, at, '')
+  return true
+end
+-- groups: at most the queue's group_concurrency messages of one group held (locked) at once. group-held
+-- counts each group's held messages (claim adds, every way out of a lock subtracts). A claim that pops a
+-- message whose group is full parks it in the group's list (\`mid-circle#<group>\`, a lane of its own,
+-- see common) instead of handing it out; when a held message of that group lets go, as many parked
+-- messages as the group has room for go back to the front of their lanes, and the caller publishes a
+-- wake-up. So a full group's messages are read once per release, not by every claim. Scripts include
+-- common and lanes before it.
+--
+-- KEYS: groups group-held parked conf messages pushes
+
+-- The queue's limit, or nil for none.
+local function group_limit()
+  return tonumber(redis.call('HGET', K.conf, 'group_concurrency'))
+end
+
+-- Moves up to \`free\` (nil: all) of the group's parked messages back to the front of their lanes.
+-- Returns how many it moved.
+local function unpark(group, free, ready)
+  local list = ready_list('#' .. group)
+  local moved = 0
+  while free == nil or moved < free do
+    local ids = redis.call('RPOP', list, free and (free - moved) or 100)
+    if not ids then break end
+    for _, id in ipairs(ids) do
+      -- Blank entries (removed or debounced messages) and messages gone meanwhile are dropped.
+      if id ~= '' and redis.call('HGET', K.groups, id) == group then
+        push_ready(ready, lane_of(id), id, true)
+        moved = moved + 1
+      end
+    end
+  end
+  if redis.call('EXISTS', list) == 0 then
+    -- Groups come and go (tenants): nothing of an emptied parked list stays behind.
+    redis.call('SREM', K.parked, group)
+    redis.call('HDEL', K.pushes, '#' .. group)
+  end
+  return moved
+end
+
+-- Parks a message popped while its group was full, at the back of the group's line.
+local function park(group, id)
+  local lane = '#' .. group
+  redis.call('LPUSH', ready_list(lane), id)
+  redis.call('HINCRBY', K.pushes, lane, 1)
+  redis.call('SADD', K.parked, group)
+end
+
+-- The held messages \`ids\` let go of their locks (finished, lock expired): their groups' counts go down,
+-- and parked messages of those groups get the room, unless \`keep\` (the messages go back to the front
+-- of their lanes and take the room themselves: an expired lock). Returns how many went back to their lanes.
+local function release_groups(ids, ready, keep)
+  if redis.call('EXISTS', K.group_held) == 0 then return 0 end
+  check_rare()
+  local groups = hmget(K.groups, ids)
+  local limit, moved = false, 0
+  for i = 1, #ids do
+    local group = groups[i]
+    if group then
+      local held = redis.call('HINCRBY', K.group_held, group, -1)
+      if held <= 0 then
+        redis.call('HDEL', K.group_held, group)
+        held = 0
+      end
+      if not keep and redis.call('SISMEMBER', K.parked, group) == 1 then
+        if limit == false then limit = group_limit() end
+        if limit == nil then
+          moved = moved + unpark(group, nil, ready)
+        elseif held < limit then
+          moved = moved + unpark(group, limit - held, ready)
+        end
+      end
+    end
+  end
+  return moved
+end
+
+-- After the limit changed: every parked group gets the room the new limit gives it.
+local function unpark_all(ready)
+  local limit = group_limit()
+  local moved = 0
+  for _, group in ipairs(redis.call('SMEMBERS', K.parked)) do
+    local held = tonumber(redis.call('HGET', K.group_held, group)) or 0
+    if limit == nil then
+      moved = moved + unpark(group, nil, ready)
+    elseif held < limit then
+      moved = moved + unpark(group, limit - held, ready)
+    end
+  end
+  return moved
+end
 -- forget: removes every trace of a message from the queue's hashes, sets and
 -- sorted sets (not from a ready list: the caller knows whether it is in one).
 --
 -- KEYS: messages metadata filters policies history losses nattempts locks holders backoffs outcomes
 --       enqueued-at updated-at requeue-content done requeue schedule lock-expiry requeue-locks
---       requeue-schedule done-at dedupe failed
+--       requeue-schedule done-at dedupe failed priorities groups debounce debounce-of
 
 local FORGET_HASHES = { 'messages', 'metadata', 'filters', 'policies', 'history', 'losses', 'nattempts', 'locks',
-  'holders', 'backoffs', 'outcomes', 'enqueued_at', 'updated_at', 'requeue_content' }
+  'holders', 'backoffs', 'outcomes', 'enqueued_at', 'updated_at', 'requeue_content', 'priorities', 'groups' }
 local FORGET_ZSETS = { 'schedule', 'lock_expiry', 'requeue_locks', 'requeue_schedule', 'done_at', 'dedupe', 'failed' }
+
+-- Whether the queue has a debounce index at all (read once per script), so plain queues pay nothing.
+local has_debounce = nil
 
 -- With \`w\`, the removals are queued there (many ids in one command per key); else made now.
 local function forget(id, w)
@@ -2325,13 +3191,19 @@ local function forget(id, w)
   for _, name in ipairs({ 'done', 'requeue' }) do
     if w then later(w, 'srem', K[name], id) else redis.call('SREM', K[name], id) end
   end
+  if has_debounce == nil then has_debounce = redis.call('EXISTS', K.debounce_of) == 1 end
+  local did = has_debounce and redis.call('HGET', K.debounce_of, id)
+  if did then
+    redis.call('HDEL', K.debounce_of, id)
+    if redis.call('HGET', K.debounce, did) == id then redis.call('HDEL', K.debounce, did) end
+  end
 end
 -- fail: a message's last run ended in a final error: it becomes failed, or
 -- moves to the queue's dead-letter queue (which writes its own \`enqueued\` event when it has events on;
 -- the caller writes the \`failed\` one). Also the history of attempts. Scripts include events before it.
 --
 -- KEYS: messages metadata filters policies history outcomes updated-at locks holders lock-expiry
---       backoffs schedule requeue requeue-locks requeue-content failed conf
+--       backoffs schedule requeue requeue-locks requeue-content failed conf priorities groups
 
 -- Attempt records kept per message (model/history.ts HISTORY_LIMIT).
 local HISTORY_LIMIT = 10
@@ -2368,12 +3240,18 @@ end
 local function dead_letter(id, dlq, now)
   local dk = function(key) return dead_letter_key(dlq, key) end
   local class = redis.call('HGET', K.filters, id) or ''
+  local priority = redis.call('HGET', K.priorities, id)
+  -- The message keeps its priority and group there (see ready_list in common).
+  local lane = lane_for(class, priority)
   local list = dk('mid-circle')
-  if class ~= '' then list = list .. ':' .. class end
+  if lane ~= '' then
+    if string.byte(lane, 1) == 64 then list = list .. lane else list = list .. ':' .. lane end
+  end
   local hashes = { 'messages', 'metadata', 'filters', 'policies', 'history', 'outcomes', 'enqueued-at', 'updated-at',
-    'pushes' }
+    'pushes', 'priorities', 'groups' }
   for _, key in ipairs(hashes) do check_type(dk(key), 'hash') end
   check_type(dk('classes'), 'set')
+  check_type(dk('lanes'), 'zset')
   check_type(list, 'list')
   check_type(dk('conf'), 'hash')
   -- The dead-letter queue's own events: an \`enqueued\` there when its configuration has them on.
@@ -2384,7 +3262,7 @@ local function dead_letter(id, dlq, now)
   end
   if redis.call('HEXISTS', dk('messages'), id) == 1 then return false end
   for _, pair in ipairs({ { 'messages', K.messages }, { 'metadata', K.metadata }, { 'policies', K.policies },
-    { 'history', K.history }, { 'outcomes', K.outcomes } }) do
+    { 'history', K.history }, { 'outcomes', K.outcomes }, { 'priorities', K.priorities }, { 'groups', K.groups } }) do
     local value = redis.call('HGET', pair[2], id)
     if value then redis.call('HSET', dk(pair[1]), id, value) end
   end
@@ -2394,7 +3272,10 @@ local function dead_letter(id, dlq, now)
   end
   redis.call('HSET', dk('enqueued-at'), id, now)
   redis.call('LPUSH', list, id)
-  redis.call('HINCRBY', dk('pushes'), class, 1)
+  redis.call('HINCRBY', dk('pushes'), lane, 1)
+  if lane ~= class then
+    redis.call('ZADD', dk('lanes'), tonumber(priority), lane)
+  end
   redis.call('PUBLISH', dk('wake'), 'dead-letter')
   if events[1] == '1' then
     append_events(dk('events'), dk('events-seq'), dk('events-wake'), tonumber(events[2]) or DEFAULT_EVENTS_MAX_COUNT,
@@ -2436,12 +3317,13 @@ end
 --       backoff ms, error ('-' for none, else '+' and the text), started at ms ('' when it never ran),
 --       the error as the history keeps it ('' when it is the error itself, else '+' and the text)
 -- Reply: one string per finish: 'ok' or 'lost'
--- Include: common events forget fail
+-- Include: common events lanes groups forget fail
 
 local PER = 7
 -- A batch of plain successes touches none of these.
 check_layout(nil, { 'history', 'losses', 'failed', 'conf', 'requeue_locks', 'requeue_schedule', 'requeue_content',
-  'metadata', 'policies', 'enqueued_at', 'schedule', 'mid_circle', 'filters', 'pushes' })
+  'metadata', 'policies', 'enqueued_at', 'schedule', 'mid_circle', 'filters', 'pushes', 'priorities', 'lanes', 'groups',
+  'debounce', 'debounce_of', 'group_held', 'parked' })
 local consumer = ARGV[1]
 local count = (#ARGV - 1) / PER
 if count == 0 then return {} end
@@ -2478,6 +3360,17 @@ local unlocked, outcomes, stamps, done, done_at, dedupe = {}, {}, {}, {}, {}, {}
 local replies = {}
 local woke = false
 local seen = {}
+-- A grouped message letting go makes room in its group: parked messages of it go back to their lanes.
+-- Done first: a dead-letter move (fail) forgets the message's group.
+local letting_go = {}
+for k, id in ipairs(ids) do
+  if holders[k] == consumer and attempts[k] == ARGV[2 + (k - 1) * PER + 1] and not seen[id] then
+    seen[id] = true
+    letting_go[#letting_go + 1] = id
+  end
+end
+seen = {}
+if #letting_go > 0 and release_groups(letting_go, ready) > 0 then woke = true end
 for k, id in ipairs(ids) do
   local base = 2 + (k - 1) * PER
   local attempt, outcome, backoff, err = ARGV[base + 1], ARGV[base + 2], tonumber(ARGV[base + 3]), ARGV[base + 4]
@@ -2522,7 +3415,7 @@ for k, id in ipairs(ids) do
         later(w, 'hset', K.backoffs, id, now + backoff)
         later(w, 'zadd', K.schedule, now + backoff, id)
       else
-        push_ready(ready, class_of(id), id, false)
+        push_ready(ready, lane_of(id), id, false)
       end
       woke = true
     elseif marked[k] then
@@ -2540,7 +3433,7 @@ for k, id in ipairs(ids) do
         later(w, 'zadd', K.requeue_schedule, now + backoff, id)
       else
         later(w, 'srem', K.requeue, id)
-        push_ready(ready, class_of(id), id, false)
+        push_ready(ready, lane_of(id), id, false)
       end
       woke = true
     elseif outcome == 'success' then
@@ -2573,13 +3466,49 @@ if woke then redis.call('PUBLISH', K.wake, 'finish') end
 return replies
 `,
   },
-  gcFinish: {
-    name: 'gc-finish',
-    keys: ['consumers', 'gc-lock'],
+  fireSchedule: {
+    name: 'fire-schedule',
+    keys: [
+      'schedules',
+      'conf',
+      'events',
+      'events-seq',
+      'events-wake',
+      'done',
+      'requeue',
+      'backoffs',
+      'locks',
+      'failed',
+      'filters',
+      'priorities',
+      'lanes',
+      'groups',
+      'messages',
+      'metadata',
+      'classes',
+      'nattempts',
+      'holders',
+      'outcomes',
+      'enqueued-at',
+      'updated-at',
+      'requeue-content',
+      'schedule',
+      'done-at',
+      'dedupe',
+      'mid-circle',
+      'wake',
+      'policies',
+      'losses',
+      'requeue-locks',
+      'requeue-schedule',
+      'pushes',
+      'debounce',
+      'debounce-of',
+    ],
     readOnly: false,
-    sha: '4f9cf84b28ae81c6d45efadf20bcdde50b2811bc',
-    source: `#!lua flags=allow-oom
-local K = { consumers = KEYS[1], gc_lock = KEYS[2] }
+    sha: '069c2eacce96452480754ff7c75c84dec47a3bf3',
+    source: `#!lua
+local K = { schedules = KEYS[1], conf = KEYS[2], events = KEYS[3], events_seq = KEYS[4], events_wake = KEYS[5], done = KEYS[6], requeue = KEYS[7], backoffs = KEYS[8], locks = KEYS[9], failed = KEYS[10], filters = KEYS[11], priorities = KEYS[12], lanes = KEYS[13], groups = KEYS[14], messages = KEYS[15], metadata = KEYS[16], classes = KEYS[17], nattempts = KEYS[18], holders = KEYS[19], outcomes = KEYS[20], enqueued_at = KEYS[21], updated_at = KEYS[22], requeue_content = KEYS[23], schedule = KEYS[24], done_at = KEYS[25], dedupe = KEYS[26], mid_circle = KEYS[27], wake = KEYS[28], policies = KEYS[29], losses = KEYS[30], requeue_locks = KEYS[31], requeue_schedule = KEYS[32], pushes = KEYS[33], debounce = KEYS[34], debounce_of = KEYS[35] }
 -- common: helpers every script includes. K holds the queue's keys by name
 -- (see src/redis/keys.ts; in Lua '-' becomes '_' and '?' is dropped).
 --
@@ -2594,6 +3523,8 @@ local KEY_TYPES = {
   done_at = 'zset', dedupe = 'zset', conf = 'hash', consumers = 'hash', gc_lock = 'string',
   gc_at = 'string', policies = 'hash', history = 'hash', losses = 'hash', pushes = 'hash',
   requeue_locks = 'zset', requeue_schedule = 'zset', failed = 'zset', events = 'stream', events_seq = 'string',
+  priorities = 'hash', lanes = 'zset', groups = 'hash', group_held = 'hash', parked = 'set', debounce = 'hash',
+  debounce_of = 'hash', rate_tat = 'string', schedules = 'hash',
 }
 
 -- Lua's unpack has a stack limit; variadic commands go in chunks of this many arguments.
@@ -2615,10 +3546,28 @@ local function check_type(key, expected)
   if found ~= 'none' and found ~= expected then layout_error(key, found, expected) end
 end
 
--- The ready list of a filter class: \`mid-circle\` for messages without filters.
-local function ready_list(class)
-  if class == '' then return K.mid_circle end
-  return K.mid_circle .. ':' .. class
+-- The ready list of a lane: a filter class (\`mid-circle\` for messages without filters), followed by '@'
+-- and a 4-digit priority when above 0 (\`mid-circle:a=x@0003\`, \`mid-circle@0003\`); '#<group>' is the list
+-- of a full group's parked messages (\`mid-circle#<group>\`).
+local function ready_list(lane)
+  if lane == '' then return K.mid_circle end
+  local c = string.byte(lane, 1)
+  if c == 64 or c == 35 then return K.mid_circle .. lane end
+  return K.mid_circle .. ':' .. lane
+end
+
+-- The lane of a class and a priority (a number, a string or nil: 0).
+local function lane_for(class, priority)
+  local p = tonumber(priority) or 0
+  if p == 0 then return class end
+  return class .. '@' .. string.format('%04d', p)
+end
+
+-- A lane's filter class and priority.
+local function lane_parts(lane)
+  local at = string.find(lane, '@', 1, true)
+  if at == nil then return lane, 0 end
+  return string.sub(lane, 1, at - 1), tonumber(string.sub(lane, at + 1))
 end
 
 -- A message's filter class ('' for none); the script must take the \`filters\` key.
@@ -2720,10 +3669,571 @@ end
 
 -- Back pushes are counted per list (\`pushes\`): a listing's cursor holds an index
 -- from the back, which only these pushes shift (claims pop the front; nothing is cut from the middle).
+-- A lane of a priority above 0 joins \`lanes\`, which claims read in priority order.
 local function flush_ready(r)
   for class, ids in pairs(r.back) do
     call_chunked('LPUSH', ready_list(class), ids)
     redis.call('HINCRBY', K.pushes, class, #ids)
+  end
+  for class, ids in pairs(r.front) do
+    if string.find(class, '@', 1, true) then redis.call('ZADD', K.lanes, select(2, lane_parts(class)), class) end
+  end
+  for class in pairs(r.back) do
+    if string.find(class, '@', 1, true) then redis.call('ZADD', K.lanes, select(2, lane_parts(class)), class) end
+  end
+  for class, ids in pairs(r.front) do
+    -- The earliest is pushed last, so it is the next out.
+    local reversed = {}
+    for i = #ids, 1, -1 do reversed[#reversed + 1] = ids[i] end
+    call_chunked('RPUSH', ready_list(class), reversed)
+  end
+end
+-- events: queue events, written by the very script whose transition they describe, while the queue's
+-- configuration has events on (\`events\` '1' in conf, read by that script). A script gathers its events
+-- and appends them at its end to the \`events\` stream, up to ENTRY_EVENTS per entry. \`events-seq\` counts
+-- every event ever written, so events have dense numbers; an entry's id is \`<n>-0\`, n the number of its
+-- last event, and its fields are \`at\` (the server's ms), \`n\` (how many events it holds) and \`events\`: one
+-- line per event, '<type> <attempt> <id>', then ' ' and the error (newlines and backslashes escaped) for
+-- failed and retrying events that have one. One string per entry, not a field pair per event: XADD then
+-- takes five arguments, whatever the batch, and an entry is a single listpack value.
+-- Dense numbers let a reader see trimmed events as a gap, and make trimming by count a MINID.
+--
+-- KEYS: conf events events-seq events-wake
+
+-- Events per stream entry: an entry stays within one listpack node (4 KB), so reads and GC stay cheap.
+local ENTRY_EVENTS = 100
+-- model/events.ts EVENTS_MAX_COUNT
+local DEFAULT_EVENTS_MAX_COUNT = 10000
+
+-- events_begin checks these when events are on; with events off a script neither pays for them nor
+-- minds what they hold.
+CHECKED_BY_HELPER.events = true
+CHECKED_BY_HELPER.events_seq = true
+
+-- on: nil until events_begin, then whether this queue writes events.
+local EV = { on = nil, max = DEFAULT_EVENTS_MAX_COUNT, lines = {} }
+
+-- The conf fields events_begin takes, for a script that reads them with others of its own.
+local EVENTS_CONF = { 'events', 'events_max_count' }
+
+-- Reads the queue's events flag and bound (or takes them as read: \`read\`, the values of EVENTS_CONF).
+-- Call it before the script writes anything.
+local function events_begin(read)
+  local conf = read
+  if conf == nil then
+    -- A conf of another type fails here, before any write (scripts on a hot path leave it out of check_layout).
+    conf = redis.pcall('HMGET', K.conf, unpack(EVENTS_CONF))
+    if conf.err then layout_error(K.conf, redis.call('TYPE', K.conf).ok, 'hash') end
+  end
+  EV.on = conf[1] == '1'
+  if EV.on then
+    EV.max = tonumber(conf[2]) or DEFAULT_EVENTS_MAX_COUNT
+    check_type(K.events, 'stream')
+    check_type(K.events_seq, 'string')
+  end
+end
+
+-- An error's text on one line (src/redis/events.ts unescapes it).
+local ESCAPES = { ['\\\\'] = '\\\\\\\\', ['\\n'] = '\\\\n' }
+
+-- Attempts as text, made once: Lua formats a number with sprintf, which would cost more than the rest
+-- of an event.
+local ATTEMPT_TEXT = {}
+local function attempt_text(attempt)
+  if type(attempt) == 'string' then return attempt end
+  local n = attempt or 0
+  local text = ATTEMPT_TEXT[n]
+  if text == nil then
+    text = string.format('%d', n)
+    ATTEMPT_TEXT[n] = text
+  end
+  return text
+end
+
+-- Notes an event of this script's transition (the attempt a number, or its text); written by events_flush.
+-- Hot loops test EV.on first; the hottest (enqueue) appends its line to EV.lines itself.
+local function event(kind, id, attempt, err)
+  if EV.on == nil then error('kvmq: event() before events_begin()') end
+  if not EV.on then return end
+  local line = kind .. ' ' .. attempt_text(attempt) .. ' ' .. id
+  if err then line = line .. ' ' .. string.gsub(err, '[\\\\\\n]', ESCAPES) end
+  EV.lines[#EV.lines + 1] = line
+end
+
+-- Appends event lines to a queue's stream, numbering them from its \`seq\` key, and trims inline to about
+-- \`max\` events: MINID ~ drops whole stream nodes only, never an event within the bound.
+local function append_events(stream, seq, wake, max, now, lines)
+  local count = #lines
+  if count == 0 then return end
+  local last = redis.call('INCRBY', seq, count)
+  local first = last - count + 1
+  local keep = string.format('%d', math.max(1, last - max + 1))
+  for i = 1, count, ENTRY_EVENTS do
+    local j = math.min(i + ENTRY_EVENTS - 1, count)
+    redis.call('XADD', stream, 'MINID', '~', keep, string.format('%d-0', first + j - 1), 'at', now, 'n', j - i + 1,
+      'events', table.concat(lines, '\\n', i, j))
+  end
+  redis.call('PUBLISH', wake, '')
+end
+
+-- Writes the events noted by this script.
+local function events_flush(now)
+  if EV.on and #EV.lines > 0 then append_events(K.events, K.events_seq, K.events_wake, EV.max, now, EV.lines) end
+  EV.lines = {}
+end
+-- state: a message's state, derived from Carmine's keys as Carmine derives it,
+-- plus kvmq's done-with-requeue and failed. Expired locks and backoffs count as over.
+--
+-- KEYS: done requeue backoffs locks failed
+
+-- The state of a message known to exist, at \`now\`.
+local function state_of(id, now)
+  if redis.call('ZSCORE', K.failed, id) then return 'failed', nil end
+  local backoff = tonumber(redis.call('HGET', K.backoffs, id)) or 0
+  if redis.call('SISMEMBER', K.done, id) == 1 then
+    local requeued = redis.call('SISMEMBER', K.requeue, id) == 1
+    if backoff > now then
+      if requeued then return 'done-with-requeue', backoff end
+      return 'done-with-backoff', backoff
+    end
+    -- A requeue whose backoff ended is queued, even before a claim moves it to its ready list.
+    if requeued then return 'queued', nil end
+    return 'done-awaiting-gc', nil
+  end
+  local lock = tonumber(redis.call('HGET', K.locks, id)) or 0
+  if lock > now then
+    if redis.call('SISMEMBER', K.requeue, id) == 1 then return 'locked-with-requeue', lock end
+    return 'locked', lock
+  end
+  if backoff > now then return 'queued-with-backoff', backoff end
+  return 'queued', nil
+end
+-- lanes: where a message waits when ready. A lane is a filter class, with its priority when above 0
+-- (see ready_list in common); a grouped message claimed while its group was full waits in its group's
+-- parked list instead (lib/groups.lua).
+--
+-- KEYS: filters priorities lanes groups
+
+-- The lane a message joins when it becomes ready.
+local function lane_of(id)
+  return lane_for(class_of(id), redis.call('HGET', K.priorities, id))
+end
+
+-- Blanks a queued message's entry where it waits (its ready list, else its group's parked list), in
+-- place, so list cursors keep their positions; a claim drops blank entries. False when not found.
+local function unready(id)
+  local list = ready_list(lane_of(id))
+  local at = redis.call('LPOS', list, id)
+  if not at then
+    local group = redis.call('HGET', K.groups, id)
+    if not group then return false end
+    list = ready_list('#' .. group)
+    at = redis.call('LPOS', list, id)
+    if not at then return false end
+  end
+  redis.call('LSET', list, at, '')
+  return true
+end
+-- enqueue: adds messages, or answers for ids that exist. An existing id is
+-- refused with its state, except: done-awaiting-gc is revived with the new
+-- content; with allowRequeue, locked is marked to run again after it finishes,
+-- and done-with-backoff to run again when its backoff ends. A failed id is refused
+-- (retry or remove frees it). Each enqueue that is not refused writes an \`enqueued\` event (events on).
+-- Shared by the enqueue script and fire-schedule, so a schedule's messages are enqueued exactly alike.
+-- Scripts include common, events, state and lanes before it.
+--
+-- KEYS: messages metadata filters classes nattempts locks holders backoffs done requeue outcomes
+--       enqueued-at updated-at requeue-content schedule done-at dedupe mid-circle wake policies losses
+--       requeue-locks requeue-schedule pushes priorities lanes groups debounce debounce-of
+
+-- ARGV per message, from \`first\`: id, content (encoding tag + payload), metadata JSON ('' for none),
+-- filter class ('' for none), initial backoff ms, flags (1: allowRequeue, 2: replacePayload),
+-- policy JSON ('' for none), scheduling: '' for none, else '<priority>\\n<group>\\n<debounce id>' (each
+-- '' for none; a plain message pays one empty argument for all three).
+local ENQUEUE_PER = 8
+
+-- A message's priority ('' for 0), group and debounce id ('' for none) from its scheduling argument.
+local function scheduling(ext)
+  if ext == '' then return '', '', '' end
+  local priority, group, did = string.match(ext, '^([^\\n]*)\\n([^\\n]*)\\n(.*)$')
+  return priority, group, did
+end
+
+-- Checks the layout for the messages from ARGV[first] (before anything is written).
+local function enqueue_check(first)
+  local lanes = {}
+  local rare = false
+  for i = first, #ARGV, ENQUEUE_PER do
+    local class, ext = ARGV[i + 3], ARGV[i + 7]
+    if ext ~= '' then
+      rare = true
+      lanes[#lanes + 1] = lane_for(class, (scheduling(ext)))
+    elseif class ~= '' then
+      lanes[#lanes + 1] = class
+    end
+  end
+  -- Plain messages touch none of these.
+  check_layout(lanes, { 'conf', 'priorities', 'lanes', 'groups', 'debounce', 'debounce_of' })
+  if rare then check_rare() end
+end
+
+-- Enqueues the messages from ARGV[first] (enqueue_check has run); returns one reply per message and
+-- whether any message became ready or scheduled (the caller publishes the wake-up after its events).
+local function enqueue(first)
+  events_begin()
+  local now = now_ms()
+  local w = pending_writes()
+  local ready = pending_ready()
+  local replies = {}
+  local changed = false
+
+  -- Content, metadata, filters, priority and group of a message that starts a new run, queued now or
+  -- after \`backoff\` ms.
+  local function place(id, meta, class, backoff, revived, policy, priority, group)
+    if meta ~= '' then later(w, 'hset', K.metadata, id, meta) elseif revived then later(w, 'hdel', K.metadata, id) end
+    if policy ~= '' then later(w, 'hset', K.policies, id, policy) elseif revived then later(w, 'hdel', K.policies, id) end
+    if class ~= '' then
+      later(w, 'hset', K.filters, id, class)
+      later(w, 'sadd', K.classes, class)
+    elseif revived then
+      later(w, 'hdel', K.filters, id)
+    end
+    local lane = class
+    if priority ~= '' then
+      later(w, 'hset', K.priorities, id, priority)
+      lane = lane_for(class, priority)
+    elseif revived then
+      later(w, 'hdel', K.priorities, id)
+    end
+    if group ~= '' then later(w, 'hset', K.groups, id, group) elseif revived then later(w, 'hdel', K.groups, id) end
+    later(w, 'hset', K.enqueued_at, id, now)
+    if backoff > 0 then
+      -- Written now: a duplicate later in this batch must see the backoff.
+      redis.call('HSET', K.backoffs, id, now + backoff)
+      later(w, 'zadd', K.schedule, now + backoff, id)
+    else
+      push_ready(ready, lane, id, false)
+    end
+    changed = true
+  end
+
+  -- A debounce: the message \`wid\` took debounce id \`did\` last; when it is still waiting (queued or
+  -- queued-with-backoff, not held and not a requeue's new run), it takes this content and metadata and
+  -- becomes ready \`backoff\` ms from now, keeping its id, filters, priority, group and policy. Returns
+  -- whether it did (else the new message is added as usual and takes the debounce id).
+  local function debounce(wid, content, meta, backoff)
+    if redis.call('HEXISTS', K.messages, wid) == 0 or redis.call('SISMEMBER', K.done, wid) == 1
+      or redis.call('HEXISTS', K.locks, wid) == 1 or redis.call('ZSCORE', K.failed, wid) then
+      return false
+    end
+    if redis.call('ZSCORE', K.schedule, wid) then
+      redis.call('ZREM', K.schedule, wid)
+      redis.call('HDEL', K.backoffs, wid)
+    elseif not unready(wid) then
+      return false
+    end
+    redis.call('HSET', K.messages, wid, content)
+    if meta ~= '' then redis.call('HSET', K.metadata, wid, meta) else redis.call('HDEL', K.metadata, wid) end
+    redis.call('HSET', K.updated_at, wid, now)
+    if backoff > 0 then
+      redis.call('HSET', K.backoffs, wid, now + backoff)
+      redis.call('ZADD', K.schedule, now + backoff, wid)
+    else
+      push_ready(ready, lane_of(wid), wid, false)
+    end
+    event('enqueued', wid, redis.call('HGET', K.nattempts, wid) or 0)
+    changed = true
+    return true
+  end
+
+  -- The debounce index: \`did\` → id, and back, so the entry leaves with the message.
+  local function index_debounce(id, did)
+    if did ~= '' then
+      redis.call('HSET', K.debounce, did, id)
+      redis.call('HSET', K.debounce_of, id, did)
+      return
+    end
+    local old = redis.call('HGET', K.debounce_of, id)
+    if old then
+      redis.call('HDEL', K.debounce_of, id)
+      if redis.call('HGET', K.debounce, old) == id then redis.call('HDEL', K.debounce, old) end
+    end
+  end
+
+  -- What is left of a finished run, before its id starts a new one (its history stays).
+  local function forget_run(id)
+    for _, key in ipairs({ K.nattempts, K.outcomes, K.backoffs, K.locks, K.holders, K.updated_at, K.requeue_content,
+      K.losses }) do
+      redis.call('HDEL', key, id)
+    end
+    redis.call('SREM', K.done, id)
+    redis.call('ZREM', K.done_at, id)
+    redis.call('ZREM', K.dedupe, id)
+  end
+
+  for i = first, #ARGV, ENQUEUE_PER do
+    local id, content, meta, class = ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3]
+    local backoff, flags, policy = tonumber(ARGV[i + 4]), tonumber(ARGV[i + 5]), ARGV[i + 6]
+    local priority, group, did = scheduling(ARGV[i + 7])
+    local allow_requeue, replace = flags % 2 == 1, flags >= 2
+    local waiting = nil
+    if did ~= '' then
+      -- Earlier messages of the batch are written first: one of them may be the waiting one.
+      flush_writes(w)
+      flush_ready(ready)
+      w, ready = pending_writes(), pending_ready()
+      waiting = redis.call('HGET', K.debounce, did)
+    end
+    if waiting and debounce(waiting, content, meta, backoff) then
+      replies[#replies + 1] = 'debounced ' .. waiting
+    elseif redis.call('HSETNX', K.messages, id, content) == 1 then
+      place(id, meta, class, backoff, false, policy, priority, group)
+      if did ~= '' then index_debounce(id, did) end
+      -- event('enqueued', id, 0), without the call: the hottest path there is.
+      if EV.on then EV.lines[#EV.lines + 1] = 'enqueued 0 ' .. id end
+      replies[#replies + 1] = 'added'
+    else
+      local state, ends = state_of(id, now)
+      -- An enqueue that revives or marks a message records the attempt it is at.
+      if EV.on and (state == 'done-awaiting-gc' or (allow_requeue and (state == 'done-with-backoff' or state == 'locked'))) then
+        event('enqueued', id, redis.call('HGET', K.nattempts, id))
+      end
+      if state == 'done-awaiting-gc' then
+        redis.call('HSET', K.messages, id, content)
+        forget_run(id)
+        place(id, meta, class, backoff, true, policy, priority, group)
+        index_debounce(id, did)
+        replies[#replies + 1] = 'revived'
+      elseif allow_requeue and state == 'done-with-backoff' then
+        -- done-with-requeue: queued when the backoff ends, as a new run.
+        redis.call('SADD', K.requeue, id)
+        redis.call('ZREM', K.dedupe, id)
+        redis.call('ZADD', K.schedule, ends, id)
+        redis.call('ZADD', K.requeue_schedule, ends, id)
+        redis.call('HDEL', K.nattempts, id)
+        redis.call('HDEL', K.losses, id)
+        if replace then redis.call('HSET', K.messages, id, content) end
+        later(w, 'hset', K.updated_at, id, now)
+        replies[#replies + 1] = 'requeued'
+        changed = true
+      elseif allow_requeue and state == 'locked' then
+        redis.call('SADD', K.requeue, id)
+        redis.call('ZADD', K.requeue_locks, ends, id)
+        if replace then redis.call('HSET', K.requeue_content, id, content) end
+        later(w, 'hset', K.updated_at, id, now)
+        replies[#replies + 1] = 'requeued'
+      else
+        replies[#replies + 1] = state
+      end
+    end
+  end
+
+  flush_writes(w)
+  flush_ready(ready)
+  events_flush(now)
+  return replies, changed
+end
+-- fire-schedule: a schedule's compare-and-set and the enqueue of its due slots, in one step. When the
+-- stored schedule still holds exactly what the caller read (next slot and body), its next slot becomes
+-- the new one and the messages are enqueued as the enqueue script does (lib/enqueue.lua: events,
+-- debounce, priority, group...); otherwise nothing is written. This is what enqueues every slot once,
+-- however many processes fire the schedule.
+--
+-- KEYS: schedules
+-- ARGV: name, the stored value read ('<next slot ms> <body>'), the new next slot (ms), then eight per
+--       message as the enqueue script takes them
+-- Reply: nil when the schedule changed, was removed or was fired by another; else one string per
+--        message as the enqueue script replies
+-- Include: common events state lanes enqueue
+
+enqueue_check(4)
+local current = redis.call('HGET', K.schedules, ARGV[1])
+if current ~= ARGV[2] then return false end
+local space = string.find(current, ' ', 1, true)
+redis.call('HSET', K.schedules, ARGV[1], ARGV[3] .. string.sub(current, space))
+local replies, changed = enqueue(4)
+if changed then redis.call('PUBLISH', K.wake, 'schedule') end
+return replies
+`,
+  },
+  gcFinish: {
+    name: 'gc-finish',
+    keys: ['consumers', 'gc-lock'],
+    readOnly: false,
+    sha: '7379ccba745c482e788968db00ec497818e38b17',
+    source: `#!lua flags=allow-oom
+local K = { consumers = KEYS[1], gc_lock = KEYS[2] }
+-- common: helpers every script includes. K holds the queue's keys by name
+-- (see src/redis/keys.ts; in Lua '-' becomes '_' and '?' is dropped).
+--
+-- KEYS: (none of its own)
+
+-- The types kvmq keeps in each key, to refuse foreign data before writing anything.
+local KEY_TYPES = {
+  messages = 'hash', locks = 'hash', backoffs = 'hash', nattempts = 'hash', mid_circle = 'list',
+  done = 'set', requeue = 'set', eoq_backoff = 'string', ndry_runs = 'string', metadata = 'hash',
+  filters = 'hash', classes = 'set', holders = 'hash', outcomes = 'hash', enqueued_at = 'hash',
+  updated_at = 'hash', requeue_content = 'hash', schedule = 'zset', lock_expiry = 'zset',
+  done_at = 'zset', dedupe = 'zset', conf = 'hash', consumers = 'hash', gc_lock = 'string',
+  gc_at = 'string', policies = 'hash', history = 'hash', losses = 'hash', pushes = 'hash',
+  requeue_locks = 'zset', requeue_schedule = 'zset', failed = 'zset', events = 'stream', events_seq = 'string',
+  priorities = 'hash', lanes = 'zset', groups = 'hash', group_held = 'hash', parked = 'set', debounce = 'hash',
+  debounce_of = 'hash', rate_tat = 'string', schedules = 'hash',
+}
+
+-- Lua's unpack has a stack limit; variadic commands go in chunks of this many arguments.
+local CHUNK = 1000
+
+-- One clock for every decision: the Redis server's. Redis 7 replicates a
+-- script's effects, not the script, so reading TIME before writing is safe.
+local function now_ms()
+  local t = redis.call('TIME')
+  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+end
+
+local function layout_error(key, found, expected)
+  error({ err = 'KVMQ_LAYOUT key ' .. key .. ' holds a ' .. found .. ', not the ' .. expected .. ' kvmq keeps there' })
+end
+
+local function check_type(key, expected)
+  local found = redis.call('TYPE', key).ok
+  if found ~= 'none' and found ~= expected then layout_error(key, found, expected) end
+end
+
+-- The ready list of a lane: a filter class (\`mid-circle\` for messages without filters), followed by '@'
+-- and a 4-digit priority when above 0 (\`mid-circle:a=x@0003\`, \`mid-circle@0003\`); '#<group>' is the list
+-- of a full group's parked messages (\`mid-circle#<group>\`).
+local function ready_list(lane)
+  if lane == '' then return K.mid_circle end
+  local c = string.byte(lane, 1)
+  if c == 64 or c == 35 then return K.mid_circle .. lane end
+  return K.mid_circle .. ':' .. lane
+end
+
+-- The lane of a class and a priority (a number, a string or nil: 0).
+local function lane_for(class, priority)
+  local p = tonumber(priority) or 0
+  if p == 0 then return class end
+  return class .. '@' .. string.format('%04d', p)
+end
+
+-- A lane's filter class and priority.
+local function lane_parts(lane)
+  local at = string.find(lane, '@', 1, true)
+  if at == nil then return lane, 0 end
+  return string.sub(lane, 1, at - 1), tonumber(string.sub(lane, at + 1))
+end
+
+-- A message's filter class ('' for none); the script must take the \`filters\` key.
+local function class_of(id)
+  return redis.call('HGET', K.filters, id) or ''
+end
+
+-- Checks every key the script was given, and the ready list of every filter
+-- class known or about to be added, before the script writes anything: a
+-- script that stopped half-way would leave messages half-written.
+-- Keys a script touches only on its rare paths (see check_rare).
+local RARE = {}
+local rare_checked = false
+-- Keys a helper checks itself, only when it is about to use them (lib/events.lua: with events on).
+local CHECKED_BY_HELPER = {}
+
+-- \`rare\` (optional) names keys left to check_rare, so a hot path pays no TYPE call for them.
+local function check_layout(new_classes, rare)
+  for _, name in ipairs(rare or {}) do RARE[name] = true end
+  for name, key in pairs(K) do
+    local expected = KEY_TYPES[name]
+    if expected ~= nil and not RARE[name] and not CHECKED_BY_HELPER[name] then check_type(key, expected) end
+  end
+  if K.classes ~= nil and K.mid_circle ~= nil then
+    for _, class in ipairs(redis.call('SMEMBERS', K.classes)) do check_type(ready_list(class), 'list') end
+    for _, class in ipairs(new_classes or {}) do check_type(ready_list(class), 'list') end
+  end
+end
+
+-- Checks the keys check_layout left out, once, when a rare path (a failure, a lost lock) starts:
+-- the caller calls it before that path writes anything.
+local function check_rare()
+  if rare_checked then return end
+  rare_checked = true
+  for name in pairs(RARE) do
+    if K[name] ~= nil and not CHECKED_BY_HELPER[name] then check_type(K[name], KEY_TYPES[name]) end
+  end
+end
+
+-- Runs \`cmd key ...args\` in chunks (args must come in whole pairs for HSET/ZADD: CHUNK is even).
+local function call_chunked(cmd, key, args)
+  for i = 1, #args, CHUNK do
+    redis.call(cmd, key, unpack(args, i, math.min(i + CHUNK - 1, #args)))
+  end
+end
+
+-- HMGET in chunks; the values line up with \`fields\`.
+local function hmget(key, fields)
+  if #fields <= CHUNK then return redis.call('HMGET', key, unpack(fields)) end
+  local values = {}
+  for i = 1, #fields, CHUNK do
+    local part = redis.call('HMGET', key, unpack(fields, i, math.min(i + CHUNK - 1, #fields)))
+    for j = 1, #part do values[i + j - 1] = part[j] end
+  end
+  return values
+end
+
+-- Writes gathered during a script and sent at its end, one command per key.
+local function pending_writes()
+  return { hset = {}, hdel = {}, zadd = {}, zrem = {}, sadd = {}, srem = {} }
+end
+
+-- Removals go first, so a field removed and set by one script ends up set.
+local function flush_writes(w)
+  for _, cmd in ipairs({ 'hdel', 'srem', 'zrem', 'hset', 'sadd', 'zadd' }) do
+    for key, args in pairs(w[cmd]) do
+      call_chunked(string.upper(cmd), key, args)
+    end
+  end
+end
+
+-- Queues \`cmd key a [b]\` in \`w\` (b for the pair commands hset and zadd).
+local function later(w, cmd, key, a, b)
+  local args = w[cmd][key]
+  if args == nil then
+    args = {}
+    w[cmd][key] = args
+  end
+  args[#args + 1] = a
+  if b ~= nil then args[#args + 1] = b end
+end
+
+-- Ready pushes of this script: \`back\` ones join the end of the line (LPUSH:
+-- the list's next is on the right), \`front\` ones are next (RPUSH).
+local function pending_ready()
+  return { back = {}, front = {}, count = 0 }
+end
+
+local function push_ready(r, class, id, front)
+  local side = front and r.front or r.back
+  local list = side[class]
+  if list == nil then
+    list = {}
+    side[class] = list
+  end
+  list[#list + 1] = id
+  r.count = r.count + 1
+end
+
+-- Back pushes are counted per list (\`pushes\`): a listing's cursor holds an index
+-- from the back, which only these pushes shift (claims pop the front; nothing is cut from the middle).
+-- A lane of a priority above 0 joins \`lanes\`, which claims read in priority order.
+local function flush_ready(r)
+  for class, ids in pairs(r.back) do
+    call_chunked('LPUSH', ready_list(class), ids)
+    redis.call('HINCRBY', K.pushes, class, #ids)
+  end
+  for class, ids in pairs(r.front) do
+    if string.find(class, '@', 1, true) then redis.call('ZADD', K.lanes, select(2, lane_parts(class)), class) end
+  end
+  for class in pairs(r.back) do
+    if string.find(class, '@', 1, true) then redis.call('ZADD', K.lanes, select(2, lane_parts(class)), class) end
   end
   for class, ids in pairs(r.front) do
     -- The earliest is pushed last, so it is the next out.
@@ -2759,7 +4269,7 @@ return #lapsed
     name: 'gc-start',
     keys: ['gc-lock', 'gc-at'],
     readOnly: false,
-    sha: '39bd03957b57c7343c108f95db38c1fa0878ad42',
+    sha: '2a48267f46c4c2caf69687a0c94ecf82e17d5232',
     source: `#!lua flags=allow-oom
 local K = { gc_lock = KEYS[1], gc_at = KEYS[2] }
 -- common: helpers every script includes. K holds the queue's keys by name
@@ -2776,6 +4286,8 @@ local KEY_TYPES = {
   done_at = 'zset', dedupe = 'zset', conf = 'hash', consumers = 'hash', gc_lock = 'string',
   gc_at = 'string', policies = 'hash', history = 'hash', losses = 'hash', pushes = 'hash',
   requeue_locks = 'zset', requeue_schedule = 'zset', failed = 'zset', events = 'stream', events_seq = 'string',
+  priorities = 'hash', lanes = 'zset', groups = 'hash', group_held = 'hash', parked = 'set', debounce = 'hash',
+  debounce_of = 'hash', rate_tat = 'string', schedules = 'hash',
 }
 
 -- Lua's unpack has a stack limit; variadic commands go in chunks of this many arguments.
@@ -2797,10 +4309,28 @@ local function check_type(key, expected)
   if found ~= 'none' and found ~= expected then layout_error(key, found, expected) end
 end
 
--- The ready list of a filter class: \`mid-circle\` for messages without filters.
-local function ready_list(class)
-  if class == '' then return K.mid_circle end
-  return K.mid_circle .. ':' .. class
+-- The ready list of a lane: a filter class (\`mid-circle\` for messages without filters), followed by '@'
+-- and a 4-digit priority when above 0 (\`mid-circle:a=x@0003\`, \`mid-circle@0003\`); '#<group>' is the list
+-- of a full group's parked messages (\`mid-circle#<group>\`).
+local function ready_list(lane)
+  if lane == '' then return K.mid_circle end
+  local c = string.byte(lane, 1)
+  if c == 64 or c == 35 then return K.mid_circle .. lane end
+  return K.mid_circle .. ':' .. lane
+end
+
+-- The lane of a class and a priority (a number, a string or nil: 0).
+local function lane_for(class, priority)
+  local p = tonumber(priority) or 0
+  if p == 0 then return class end
+  return class .. '@' .. string.format('%04d', p)
+end
+
+-- A lane's filter class and priority.
+local function lane_parts(lane)
+  local at = string.find(lane, '@', 1, true)
+  if at == nil then return lane, 0 end
+  return string.sub(lane, 1, at - 1), tonumber(string.sub(lane, at + 1))
 end
 
 -- A message's filter class ('' for none); the script must take the \`filters\` key.
@@ -2902,10 +4432,17 @@ end
 
 -- Back pushes are counted per list (\`pushes\`): a listing's cursor holds an index
 -- from the back, which only these pushes shift (claims pop the front; nothing is cut from the middle).
+-- A lane of a priority above 0 joins \`lanes\`, which claims read in priority order.
 local function flush_ready(r)
   for class, ids in pairs(r.back) do
     call_chunked('LPUSH', ready_list(class), ids)
     redis.call('HINCRBY', K.pushes, class, #ids)
+  end
+  for class, ids in pairs(r.front) do
+    if string.find(class, '@', 1, true) then redis.call('ZADD', K.lanes, select(2, lane_parts(class)), class) end
+  end
+  for class in pairs(r.back) do
+    if string.find(class, '@', 1, true) then redis.call('ZADD', K.lanes, select(2, lane_parts(class)), class) end
   end
   for class, ids in pairs(r.front) do
     -- The earliest is pushed last, so it is the next out.
@@ -2959,11 +4496,15 @@ return 1
       'requeue-locks',
       'requeue-schedule',
       'dedupe',
+      'priorities',
+      'groups',
+      'debounce',
+      'debounce-of',
     ],
     readOnly: false,
-    sha: '7790c287e9bb64ded661c9945331fca179a92afa',
+    sha: 'd996ff89bc114b49174654faece165cb207f5d46',
     source: `#!lua flags=allow-oom
-local K = { done_at = KEYS[1], failed = KEYS[2], messages = KEYS[3], metadata = KEYS[4], filters = KEYS[5], policies = KEYS[6], history = KEYS[7], losses = KEYS[8], nattempts = KEYS[9], locks = KEYS[10], holders = KEYS[11], backoffs = KEYS[12], outcomes = KEYS[13], enqueued_at = KEYS[14], updated_at = KEYS[15], requeue_content = KEYS[16], done = KEYS[17], requeue = KEYS[18], schedule = KEYS[19], lock_expiry = KEYS[20], requeue_locks = KEYS[21], requeue_schedule = KEYS[22], dedupe = KEYS[23] }
+local K = { done_at = KEYS[1], failed = KEYS[2], messages = KEYS[3], metadata = KEYS[4], filters = KEYS[5], policies = KEYS[6], history = KEYS[7], losses = KEYS[8], nattempts = KEYS[9], locks = KEYS[10], holders = KEYS[11], backoffs = KEYS[12], outcomes = KEYS[13], enqueued_at = KEYS[14], updated_at = KEYS[15], requeue_content = KEYS[16], done = KEYS[17], requeue = KEYS[18], schedule = KEYS[19], lock_expiry = KEYS[20], requeue_locks = KEYS[21], requeue_schedule = KEYS[22], dedupe = KEYS[23], priorities = KEYS[24], groups = KEYS[25], debounce = KEYS[26], debounce_of = KEYS[27] }
 -- common: helpers every script includes. K holds the queue's keys by name
 -- (see src/redis/keys.ts; in Lua '-' becomes '_' and '?' is dropped).
 --
@@ -2978,6 +4519,8 @@ local KEY_TYPES = {
   done_at = 'zset', dedupe = 'zset', conf = 'hash', consumers = 'hash', gc_lock = 'string',
   gc_at = 'string', policies = 'hash', history = 'hash', losses = 'hash', pushes = 'hash',
   requeue_locks = 'zset', requeue_schedule = 'zset', failed = 'zset', events = 'stream', events_seq = 'string',
+  priorities = 'hash', lanes = 'zset', groups = 'hash', group_held = 'hash', parked = 'set', debounce = 'hash',
+  debounce_of = 'hash', rate_tat = 'string', schedules = 'hash',
 }
 
 -- Lua's unpack has a stack limit; variadic commands go in chunks of this many arguments.
@@ -2999,10 +4542,28 @@ local function check_type(key, expected)
   if found ~= 'none' and found ~= expected then layout_error(key, found, expected) end
 end
 
--- The ready list of a filter class: \`mid-circle\` for messages without filters.
-local function ready_list(class)
-  if class == '' then return K.mid_circle end
-  return K.mid_circle .. ':' .. class
+-- The ready list of a lane: a filter class (\`mid-circle\` for messages without filters), followed by '@'
+-- and a 4-digit priority when above 0 (\`mid-circle:a=x@0003\`, \`mid-circle@0003\`); '#<group>' is the list
+-- of a full group's parked messages (\`mid-circle#<group>\`).
+local function ready_list(lane)
+  if lane == '' then return K.mid_circle end
+  local c = string.byte(lane, 1)
+  if c == 64 or c == 35 then return K.mid_circle .. lane end
+  return K.mid_circle .. ':' .. lane
+end
+
+-- The lane of a class and a priority (a number, a string or nil: 0).
+local function lane_for(class, priority)
+  local p = tonumber(priority) or 0
+  if p == 0 then return class end
+  return class .. '@' .. string.format('%04d', p)
+end
+
+-- A lane's filter class and priority.
+local function lane_parts(lane)
+  local at = string.find(lane, '@', 1, true)
+  if at == nil then return lane, 0 end
+  return string.sub(lane, 1, at - 1), tonumber(string.sub(lane, at + 1))
 end
 
 -- A message's filter class ('' for none); the script must take the \`filters\` key.
@@ -3104,10 +4665,17 @@ end
 
 -- Back pushes are counted per list (\`pushes\`): a listing's cursor holds an index
 -- from the back, which only these pushes shift (claims pop the front; nothing is cut from the middle).
+-- A lane of a priority above 0 joins \`lanes\`, which claims read in priority order.
 local function flush_ready(r)
   for class, ids in pairs(r.back) do
     call_chunked('LPUSH', ready_list(class), ids)
     redis.call('HINCRBY', K.pushes, class, #ids)
+  end
+  for class, ids in pairs(r.front) do
+    if string.find(class, '@', 1, true) then redis.call('ZADD', K.lanes, select(2, lane_parts(class)), class) end
+  end
+  for class in pairs(r.back) do
+    if string.find(class, '@', 1, true) then redis.call('ZADD', K.lanes, select(2, lane_parts(class)), class) end
   end
   for class, ids in pairs(r.front) do
     -- The earliest is pushed last, so it is the next out.
@@ -3121,11 +4689,14 @@ end
 --
 -- KEYS: messages metadata filters policies history losses nattempts locks holders backoffs outcomes
 --       enqueued-at updated-at requeue-content done requeue schedule lock-expiry requeue-locks
---       requeue-schedule done-at dedupe failed
+--       requeue-schedule done-at dedupe failed priorities groups debounce debounce-of
 
 local FORGET_HASHES = { 'messages', 'metadata', 'filters', 'policies', 'history', 'losses', 'nattempts', 'locks',
-  'holders', 'backoffs', 'outcomes', 'enqueued_at', 'updated_at', 'requeue_content' }
+  'holders', 'backoffs', 'outcomes', 'enqueued_at', 'updated_at', 'requeue_content', 'priorities', 'groups' }
 local FORGET_ZSETS = { 'schedule', 'lock_expiry', 'requeue_locks', 'requeue_schedule', 'done_at', 'dedupe', 'failed' }
+
+-- Whether the queue has a debounce index at all (read once per script), so plain queues pay nothing.
+local has_debounce = nil
 
 -- With \`w\`, the removals are queued there (many ids in one command per key); else made now.
 local function forget(id, w)
@@ -3137,6 +4708,12 @@ local function forget(id, w)
   end
   for _, name in ipairs({ 'done', 'requeue' }) do
     if w then later(w, 'srem', K[name], id) else redis.call('SREM', K[name], id) end
+  end
+  if has_debounce == nil then has_debounce = redis.call('EXISTS', K.debounce_of) == 1 end
+  local did = has_debounce and redis.call('HGET', K.debounce_of, id)
+  if did then
+    redis.call('HDEL', K.debounce_of, id)
+    if redis.call('HGET', K.debounce, did) == id then redis.call('HDEL', K.debounce, did) end
   end
 end
 -- gc-sweep: removes finished messages older than the GC lifetime whose backoff
@@ -3177,6 +4754,8 @@ return { removed, #old }
       'filters',
       'policies',
       'history',
+      'priorities',
+      'groups',
       'done',
       'requeue',
       'backoffs',
@@ -3189,9 +4768,9 @@ return { removed, #old }
       'updated-at',
     ],
     readOnly: true,
-    sha: '58c64d7237d5cd2b130235b3542d31d49a56ced5',
+    sha: '081f44bd59f19588cfcb8fcb62a8a8802a9ec150',
     source: `#!lua flags=no-writes
-local K = { messages = KEYS[1], metadata = KEYS[2], filters = KEYS[3], policies = KEYS[4], history = KEYS[5], done = KEYS[6], requeue = KEYS[7], backoffs = KEYS[8], locks = KEYS[9], failed = KEYS[10], nattempts = KEYS[11], holders = KEYS[12], outcomes = KEYS[13], enqueued_at = KEYS[14], updated_at = KEYS[15] }
+local K = { messages = KEYS[1], metadata = KEYS[2], filters = KEYS[3], policies = KEYS[4], history = KEYS[5], priorities = KEYS[6], groups = KEYS[7], done = KEYS[8], requeue = KEYS[9], backoffs = KEYS[10], locks = KEYS[11], failed = KEYS[12], nattempts = KEYS[13], holders = KEYS[14], outcomes = KEYS[15], enqueued_at = KEYS[16], updated_at = KEYS[17] }
 -- common: helpers every script includes. K holds the queue's keys by name
 -- (see src/redis/keys.ts; in Lua '-' becomes '_' and '?' is dropped).
 --
@@ -3206,6 +4785,8 @@ local KEY_TYPES = {
   done_at = 'zset', dedupe = 'zset', conf = 'hash', consumers = 'hash', gc_lock = 'string',
   gc_at = 'string', policies = 'hash', history = 'hash', losses = 'hash', pushes = 'hash',
   requeue_locks = 'zset', requeue_schedule = 'zset', failed = 'zset', events = 'stream', events_seq = 'string',
+  priorities = 'hash', lanes = 'zset', groups = 'hash', group_held = 'hash', parked = 'set', debounce = 'hash',
+  debounce_of = 'hash', rate_tat = 'string', schedules = 'hash',
 }
 
 -- Lua's unpack has a stack limit; variadic commands go in chunks of this many arguments.
@@ -3227,10 +4808,28 @@ local function check_type(key, expected)
   if found ~= 'none' and found ~= expected then layout_error(key, found, expected) end
 end
 
--- The ready list of a filter class: \`mid-circle\` for messages without filters.
-local function ready_list(class)
-  if class == '' then return K.mid_circle end
-  return K.mid_circle .. ':' .. class
+-- The ready list of a lane: a filter class (\`mid-circle\` for messages without filters), followed by '@'
+-- and a 4-digit priority when above 0 (\`mid-circle:a=x@0003\`, \`mid-circle@0003\`); '#<group>' is the list
+-- of a full group's parked messages (\`mid-circle#<group>\`).
+local function ready_list(lane)
+  if lane == '' then return K.mid_circle end
+  local c = string.byte(lane, 1)
+  if c == 64 or c == 35 then return K.mid_circle .. lane end
+  return K.mid_circle .. ':' .. lane
+end
+
+-- The lane of a class and a priority (a number, a string or nil: 0).
+local function lane_for(class, priority)
+  local p = tonumber(priority) or 0
+  if p == 0 then return class end
+  return class .. '@' .. string.format('%04d', p)
+end
+
+-- A lane's filter class and priority.
+local function lane_parts(lane)
+  local at = string.find(lane, '@', 1, true)
+  if at == nil then return lane, 0 end
+  return string.sub(lane, 1, at - 1), tonumber(string.sub(lane, at + 1))
 end
 
 -- A message's filter class ('' for none); the script must take the \`filters\` key.
@@ -3332,10 +4931,17 @@ end
 
 -- Back pushes are counted per list (\`pushes\`): a listing's cursor holds an index
 -- from the back, which only these pushes shift (claims pop the front; nothing is cut from the middle).
+-- A lane of a priority above 0 joins \`lanes\`, which claims read in priority order.
 local function flush_ready(r)
   for class, ids in pairs(r.back) do
     call_chunked('LPUSH', ready_list(class), ids)
     redis.call('HINCRBY', K.pushes, class, #ids)
+  end
+  for class, ids in pairs(r.front) do
+    if string.find(class, '@', 1, true) then redis.call('ZADD', K.lanes, select(2, lane_parts(class)), class) end
+  end
+  for class in pairs(r.back) do
+    if string.find(class, '@', 1, true) then redis.call('ZADD', K.lanes, select(2, lane_parts(class)), class) end
   end
   for class, ids in pairs(r.front) do
     -- The earliest is pushed last, so it is the next out.
@@ -3396,17 +5002,17 @@ local function status_of(id, now)
 end
 -- inspect: everything kept about one message.
 --
--- KEYS: messages metadata filters policies history
+-- KEYS: messages metadata filters policies history priorities groups
 -- ARGV: id
 -- Reply: nil when the message is gone, else the seven fields of \`status\`, then content, metadata JSON
---        or nil, filter class or nil, policy JSON or nil, history JSON or nil
+--        or nil, filter class or nil, policy JSON or nil, history JSON or nil, priority or nil, group or nil
 -- Include: common state status
 
 check_layout()
 local id = ARGV[1]
 local reply = status_of(id, now_ms())
 if reply == nil then return nil end
-for _, key in ipairs({ K.messages, K.metadata, K.filters, K.policies, K.history }) do
+for _, key in ipairs({ K.messages, K.metadata, K.filters, K.policies, K.history, K.priorities, K.groups }) do
   reply[#reply + 1] = redis.call('HGET', key, id)
 end
 return reply
@@ -3427,6 +5033,8 @@ return reply
       'requeue-schedule',
       'dedupe',
       'failed',
+      'lanes',
+      'parked',
       'conf',
       'events',
       'events-seq',
@@ -3440,16 +5048,21 @@ return reply
       'outcomes',
       'enqueued-at',
       'updated-at',
+      'priorities',
+      'groups',
+      'group-held',
       'policies',
       'history',
       'losses',
       'requeue-content',
       'done-at',
+      'debounce',
+      'debounce-of',
     ],
     readOnly: false,
-    sha: '9700ae910929a44367b8469794fdaa2c9b528647',
+    sha: '9828aed45faef6aa0145cd15d898eb2b45befdb9',
     source: `#!lua flags=allow-oom
-local K = { messages = KEYS[1], metadata = KEYS[2], filters = KEYS[3], classes = KEYS[4], pushes = KEYS[5], mid_circle = KEYS[6], schedule = KEYS[7], lock_expiry = KEYS[8], requeue_locks = KEYS[9], requeue_schedule = KEYS[10], dedupe = KEYS[11], failed = KEYS[12], conf = KEYS[13], events = KEYS[14], events_seq = KEYS[15], events_wake = KEYS[16], done = KEYS[17], requeue = KEYS[18], backoffs = KEYS[19], locks = KEYS[20], nattempts = KEYS[21], holders = KEYS[22], outcomes = KEYS[23], enqueued_at = KEYS[24], updated_at = KEYS[25], policies = KEYS[26], history = KEYS[27], losses = KEYS[28], requeue_content = KEYS[29], done_at = KEYS[30] }
+local K = { messages = KEYS[1], metadata = KEYS[2], filters = KEYS[3], classes = KEYS[4], pushes = KEYS[5], mid_circle = KEYS[6], schedule = KEYS[7], lock_expiry = KEYS[8], requeue_locks = KEYS[9], requeue_schedule = KEYS[10], dedupe = KEYS[11], failed = KEYS[12], lanes = KEYS[13], parked = KEYS[14], conf = KEYS[15], events = KEYS[16], events_seq = KEYS[17], events_wake = KEYS[18], done = KEYS[19], requeue = KEYS[20], backoffs = KEYS[21], locks = KEYS[22], nattempts = KEYS[23], holders = KEYS[24], outcomes = KEYS[25], enqueued_at = KEYS[26], updated_at = KEYS[27], priorities = KEYS[28], groups = KEYS[29], group_held = KEYS[30], policies = KEYS[31], history = KEYS[32], losses = KEYS[33], requeue_content = KEYS[34], done_at = KEYS[35], debounce = KEYS[36], debounce_of = KEYS[37] }
 -- common: helpers every script includes. K holds the queue's keys by name
 -- (see src/redis/keys.ts; in Lua '-' becomes '_' and '?' is dropped).
 --
@@ -3464,6 +5077,8 @@ local KEY_TYPES = {
   done_at = 'zset', dedupe = 'zset', conf = 'hash', consumers = 'hash', gc_lock = 'string',
   gc_at = 'string', policies = 'hash', history = 'hash', losses = 'hash', pushes = 'hash',
   requeue_locks = 'zset', requeue_schedule = 'zset', failed = 'zset', events = 'stream', events_seq = 'string',
+  priorities = 'hash', lanes = 'zset', groups = 'hash', group_held = 'hash', parked = 'set', debounce = 'hash',
+  debounce_of = 'hash', rate_tat = 'string', schedules = 'hash',
 }
 
 -- Lua's unpack has a stack limit; variadic commands go in chunks of this many arguments.
@@ -3485,10 +5100,28 @@ local function check_type(key, expected)
   if found ~= 'none' and found ~= expected then layout_error(key, found, expected) end
 end
 
--- The ready list of a filter class: \`mid-circle\` for messages without filters.
-local function ready_list(class)
-  if class == '' then return K.mid_circle end
-  return K.mid_circle .. ':' .. class
+-- The ready list of a lane: a filter class (\`mid-circle\` for messages without filters), followed by '@'
+-- and a 4-digit priority when above 0 (\`mid-circle:a=x@0003\`, \`mid-circle@0003\`); '#<group>' is the list
+-- of a full group's parked messages (\`mid-circle#<group>\`).
+local function ready_list(lane)
+  if lane == '' then return K.mid_circle end
+  local c = string.byte(lane, 1)
+  if c == 64 or c == 35 then return K.mid_circle .. lane end
+  return K.mid_circle .. ':' .. lane
+end
+
+-- The lane of a class and a priority (a number, a string or nil: 0).
+local function lane_for(class, priority)
+  local p = tonumber(priority) or 0
+  if p == 0 then return class end
+  return class .. '@' .. string.format('%04d', p)
+end
+
+-- A lane's filter class and priority.
+local function lane_parts(lane)
+  local at = string.find(lane, '@', 1, true)
+  if at == nil then return lane, 0 end
+  return string.sub(lane, 1, at - 1), tonumber(string.sub(lane, at + 1))
 end
 
 -- A message's filter class ('' for none); the script must take the \`filters\` key.
@@ -3590,10 +5223,17 @@ end
 
 -- Back pushes are counted per list (\`pushes\`): a listing's cursor holds an index
 -- from the back, which only these pushes shift (claims pop the front; nothing is cut from the middle).
+-- A lane of a priority above 0 joins \`lanes\`, which claims read in priority order.
 local function flush_ready(r)
   for class, ids in pairs(r.back) do
     call_chunked('LPUSH', ready_list(class), ids)
     redis.call('HINCRBY', K.pushes, class, #ids)
+  end
+  for class, ids in pairs(r.front) do
+    if string.find(class, '@', 1, true) then redis.call('ZADD', K.lanes, select(2, lane_parts(class)), class) end
+  end
+  for class in pairs(r.back) do
+    if string.find(class, '@', 1, true) then redis.call('ZADD', K.lanes, select(2, lane_parts(class)), class) end
   end
   for class, ids in pairs(r.front) do
     -- The earliest is pushed last, so it is the next out.
@@ -3745,16 +5385,135 @@ local function status_of(id, now)
     ends or -1,
   }
 end
+-- lanes: where a message waits when ready. A lane is a filter class, with its priority when above 0
+-- (see ready_list in common); a grouped message claimed while its group was full waits in its group's
+-- parked list instead (lib/groups.lua).
+--
+-- KEYS: filters priorities lanes groups
+
+-- The lane a message joins when it becomes ready.
+local function lane_of(id)
+  return lane_for(class_of(id), redis.call('HGET', K.priorities, id))
+end
+
+-- Blanks a queued message's entry where it waits (its ready list, else its group's parked list), in
+-- place, so list cursors keep their positions; a claim drops blank entries. False when not found.
+local function unready(id)
+  local list = ready_list(lane_of(id))
+  local at = redis.call('LPOS', list, id)
+  if not at then
+    local group = redis.call('HGET', K.groups, id)
+    if not group then return false end
+    list = ready_list('#' .. group)
+    at = redis.call('LPOS', list, id)
+    if not at then return false end
+  end
+  redis.call('LSET', list, at, '')
+  return true
+end
+-- groups: at most the queue's group_concurrency messages of one group held (locked) at once. group-held
+-- counts each group's held messages (claim adds, every way out of a lock subtracts). A claim that pops a
+-- message whose group is full parks it in the group's list (\`mid-circle#<group>\`, a lane of its own,
+-- see common) instead of handing it out; when a held message of that group lets go, as many parked
+-- messages as the group has room for go back to the front of their lanes, and the caller publishes a
+-- wake-up. So a full group's messages are read once per release, not by every claim. Scripts include
+-- common and lanes before it.
+--
+-- KEYS: groups group-held parked conf messages pushes
+
+-- The queue's limit, or nil for none.
+local function group_limit()
+  return tonumber(redis.call('HGET', K.conf, 'group_concurrency'))
+end
+
+-- Moves up to \`free\` (nil: all) of the group's parked messages back to the front of their lanes.
+-- Returns how many it moved.
+local function unpark(group, free, ready)
+  local list = ready_list('#' .. group)
+  local moved = 0
+  while free == nil or moved < free do
+    local ids = redis.call('RPOP', list, free and (free - moved) or 100)
+    if not ids then break end
+    for _, id in ipairs(ids) do
+      -- Blank entries (removed or debounced messages) and messages gone meanwhile are dropped.
+      if id ~= '' and redis.call('HGET', K.groups, id) == group then
+        push_ready(ready, lane_of(id), id, true)
+        moved = moved + 1
+      end
+    end
+  end
+  if redis.call('EXISTS', list) == 0 then
+    -- Groups come and go (tenants): nothing of an emptied parked list stays behind.
+    redis.call('SREM', K.parked, group)
+    redis.call('HDEL', K.pushes, '#' .. group)
+  end
+  return moved
+end
+
+-- Parks a message popped while its group was full, at the back of the group's line.
+local function park(group, id)
+  local lane = '#' .. group
+  redis.call('LPUSH', ready_list(lane), id)
+  redis.call('HINCRBY', K.pushes, lane, 1)
+  redis.call('SADD', K.parked, group)
+end
+
+-- The held messages \`ids\` let go of their locks (finished, lock expired): their groups' counts go down,
+-- and parked messages of those groups get the room, unless \`keep\` (the messages go back to the front
+-- of their lanes and take the room themselves: an expired lock). Returns how many went back to their lanes.
+local function release_groups(ids, ready, keep)
+  if redis.call('EXISTS', K.group_held) == 0 then return 0 end
+  check_rare()
+  local groups = hmget(K.groups, ids)
+  local limit, moved = false, 0
+  for i = 1, #ids do
+    local group = groups[i]
+    if group then
+      local held = redis.call('HINCRBY', K.group_held, group, -1)
+      if held <= 0 then
+        redis.call('HDEL', K.group_held, group)
+        held = 0
+      end
+      if not keep and redis.call('SISMEMBER', K.parked, group) == 1 then
+        if limit == false then limit = group_limit() end
+        if limit == nil then
+          moved = moved + unpark(group, nil, ready)
+        elseif held < limit then
+          moved = moved + unpark(group, limit - held, ready)
+        end
+      end
+    end
+  end
+  return moved
+end
+
+-- After the limit changed: every parked group gets the room the new limit gives it.
+local function unpark_all(ready)
+  local limit = group_limit()
+  local moved = 0
+  for _, group in ipairs(redis.call('SMEMBERS', K.parked)) do
+    local held = tonumber(redis.call('HGET', K.group_held, group)) or 0
+    if limit == nil then
+      moved = moved + unpark(group, nil, ready)
+    elseif held < limit then
+      moved = moved + unpark(group, limit - held, ready)
+    end
+  end
+  return moved
+end
 -- forget: removes every trace of a message from the queue's hashes, sets and
 -- sorted sets (not from a ready list: the caller knows whether it is in one).
 --
 -- KEYS: messages metadata filters policies history losses nattempts locks holders backoffs outcomes
 --       enqueued-at updated-at requeue-content done requeue schedule lock-expiry requeue-locks
---       requeue-schedule done-at dedupe failed
+--       requeue-schedule done-at dedupe failed priorities groups debounce debounce-of
 
 local FORGET_HASHES = { 'messages', 'metadata', 'filters', 'policies', 'history', 'losses', 'nattempts', 'locks',
-  'holders', 'backoffs', 'outcomes', 'enqueued_at', 'updated_at', 'requeue_content' }
+  'holders', 'backoffs', 'outcomes', 'enqueued_at', 'updated_at', 'requeue_content', 'priorities', 'groups' }
 local FORGET_ZSETS = { 'schedule', 'lock_expiry', 'requeue_locks', 'requeue_schedule', 'done_at', 'dedupe', 'failed' }
+
+-- Whether the queue has a debounce index at all (read once per script), so plain queues pay nothing.
+local has_debounce = nil
 
 -- With \`w\`, the removals are queued there (many ids in one command per key); else made now.
 local function forget(id, w)
@@ -3767,13 +5526,19 @@ local function forget(id, w)
   for _, name in ipairs({ 'done', 'requeue' }) do
     if w then later(w, 'srem', K[name], id) else redis.call('SREM', K[name], id) end
   end
+  if has_debounce == nil then has_debounce = redis.call('EXISTS', K.debounce_of) == 1 end
+  local did = has_debounce and redis.call('HGET', K.debounce_of, id)
+  if did then
+    redis.call('HDEL', K.debounce_of, id)
+    if redis.call('HGET', K.debounce, did) == id then redis.call('HDEL', K.debounce, did) end
+  end
 end
 -- fail: a message's last run ended in a final error: it becomes failed, or
 -- moves to the queue's dead-letter queue (which writes its own \`enqueued\` event when it has events on;
 -- the caller writes the \`failed\` one). Also the history of attempts. Scripts include events before it.
 --
 -- KEYS: messages metadata filters policies history outcomes updated-at locks holders lock-expiry
---       backoffs schedule requeue requeue-locks requeue-content failed conf
+--       backoffs schedule requeue requeue-locks requeue-content failed conf priorities groups
 
 -- Attempt records kept per message (model/history.ts HISTORY_LIMIT).
 local HISTORY_LIMIT = 10
@@ -3810,12 +5575,18 @@ end
 local function dead_letter(id, dlq, now)
   local dk = function(key) return dead_letter_key(dlq, key) end
   local class = redis.call('HGET', K.filters, id) or ''
+  local priority = redis.call('HGET', K.priorities, id)
+  -- The message keeps its priority and group there (see ready_list in common).
+  local lane = lane_for(class, priority)
   local list = dk('mid-circle')
-  if class ~= '' then list = list .. ':' .. class end
+  if lane ~= '' then
+    if string.byte(lane, 1) == 64 then list = list .. lane else list = list .. ':' .. lane end
+  end
   local hashes = { 'messages', 'metadata', 'filters', 'policies', 'history', 'outcomes', 'enqueued-at', 'updated-at',
-    'pushes' }
+    'pushes', 'priorities', 'groups' }
   for _, key in ipairs(hashes) do check_type(dk(key), 'hash') end
   check_type(dk('classes'), 'set')
+  check_type(dk('lanes'), 'zset')
   check_type(list, 'list')
   check_type(dk('conf'), 'hash')
   -- The dead-letter queue's own events: an \`enqueued\` there when its configuration has them on.
@@ -3826,7 +5597,7 @@ local function dead_letter(id, dlq, now)
   end
   if redis.call('HEXISTS', dk('messages'), id) == 1 then return false end
   for _, pair in ipairs({ { 'messages', K.messages }, { 'metadata', K.metadata }, { 'policies', K.policies },
-    { 'history', K.history }, { 'outcomes', K.outcomes } }) do
+    { 'history', K.history }, { 'outcomes', K.outcomes }, { 'priorities', K.priorities }, { 'groups', K.groups } }) do
     local value = redis.call('HGET', pair[2], id)
     if value then redis.call('HSET', dk(pair[1]), id, value) end
   end
@@ -3836,7 +5607,10 @@ local function dead_letter(id, dlq, now)
   end
   redis.call('HSET', dk('enqueued-at'), id, now)
   redis.call('LPUSH', list, id)
-  redis.call('HINCRBY', dk('pushes'), class, 1)
+  redis.call('HINCRBY', dk('pushes'), lane, 1)
+  if lane ~= class then
+    redis.call('ZADD', dk('lanes'), tonumber(priority), lane)
+  end
   redis.call('PUBLISH', dk('wake'), 'dead-letter')
   if events[1] == '1' then
     append_events(dk('events'), dk('events-seq'), dk('events-wake'), tonumber(events[2]) or DEFAULT_EVENTS_MAX_COUNT,
@@ -3896,7 +5670,7 @@ local function end_wait(id, ready, w)
   end
   later(w, 'hdel', K.backoffs, id)
   later(w, 'zrem', K.schedule, id)
-  push_ready(ready, class_of(id), id, true)
+  push_ready(ready, lane_of(id), id, true)
 end
 
 -- Returns true when more may be due than were moved.
@@ -3906,6 +5680,7 @@ local function promote(now, ready, w)
   if #due > 0 or #expired > 0 then check_rare() end
   for _, id in ipairs(due) do end_wait(id, ready, w) end
   local max_deliveries = nil
+  local back = {}
   for _, id in ipairs(expired) do
     local holder = redis.call('HGET', K.holders, id)
     append_history(id, redis.call('HGET', K.nattempts, id), nil, now, holder, 'lost', nil)
@@ -3916,20 +5691,27 @@ local function promote(now, ready, w)
     if max_deliveries > 0 and losses >= max_deliveries then
       local err = max_deliveries_error(losses)
       event('failed', id, redis.call('HGET', K.nattempts, id), err)
+      -- Before fail: a dead-letter move forgets the message's group.
+      release_groups({ id }, ready, false)
       fail(id, now, 'error\\n' .. err)
     else
+      back[#back + 1] = id
       later(w, 'hdel', K.locks, id)
       later(w, 'hdel', K.holders, id)
       later(w, 'zrem', K.lock_expiry, id)
       later(w, 'zrem', K.requeue_locks, id)
-      push_ready(ready, class_of(id), id, true)
+      push_ready(ready, lane_of(id), id, true)
     end
   end
+  -- Their groups' counts go down; those back at the front of their lanes take the room themselves (so
+  -- parked ones keep their order behind them). Failed ones made room above.
+  if #back > 0 then release_groups(back, ready, true) end
   return #due == PROMOTE_LIMIT or #expired == PROMOTE_LIMIT
 end
 -- list: a page of messages in the wanted states, read from the indexes, never
 -- a walk of the queue. Within a state, oldest first by the index's time:
---   queued               the ready lists ('' first, then the filter classes in byte order), next out first;
+--   queued               the ready lists in claim order (by priority, then '' and the filter classes in byte
+--                        order), then the groups' parked lists, next out first;
 --                        due backoffs and expired locks are first moved there, as a claim would
 --   queued-with-backoff  schedule after now (done-with-requeue entries, also there, are skipped)
 --   locked               lock-expiry after now (locked-with-requeue entries skipped)
@@ -3943,13 +5725,13 @@ end
 -- Runs when Redis is out of memory (allow-oom): it may move due messages, never adds any.
 --
 -- KEYS: messages metadata filters classes pushes mid-circle schedule lock-expiry requeue-locks
---       requeue-schedule dedupe failed
+--       requeue-schedule dedupe failed lanes parked
 -- ARGV: states (comma-separated, in MESSAGE_STATES order), outcome ('' for any), limit, messages to look at
 --       at most, '1' to include content, then the position to go on from: state ('' to start), a, b, c
 -- Reply: { 'end' when the listing is over, else 'more', then the position of the last message looked at
 --        (state, a, b, c), then per message: id, the seven fields of \`status\`, and with content: content,
 --        metadata JSON or nil, filter class or nil }
--- Include: common events state status forget fail promote
+-- Include: common events state status lanes groups forget fail promote
 
 check_layout()
 events_begin()
@@ -4034,13 +5816,29 @@ local function list_sorted(state, score, id)
   end
 end
 
--- Returns true when every ready list is looked at.
+-- A lane's place in the listing: claim order (priority, then class in byte order), parked lists last.
+local function lane_key(lane)
+  if string.byte(lane, 1) == 35 then return 1, 0, string.sub(lane, 2) end
+  local class, priority = lane_parts(lane)
+  return 0, priority, class
+end
+local function lane_before(a, b)
+  local ka, pa, na = lane_key(a)
+  local kb, pb, nb = lane_key(b)
+  if ka ~= kb then return ka < kb end
+  if pa ~= pb then return pa < pb end
+  return after(nb, na)
+end
+
+-- Returns true when every ready list (and every group's parked list) is looked at.
 local function list_ready(from_class, from_index, from_pushes)
-  local classes = redis.call('SMEMBERS', K.classes)
-  table.sort(classes, function(a, b) return after(b, a) end)
-  table.insert(classes, 1, '')
-  for _, class in ipairs(classes) do
-    if from_class == nil or class == from_class or after(class, from_class) then
+  local lanes = redis.call('SMEMBERS', K.classes)
+  lanes[#lanes + 1] = ''
+  for _, lane in ipairs(redis.call('ZRANGE', K.lanes, 0, -1)) do lanes[#lanes + 1] = lane end
+  for _, group in ipairs(redis.call('SMEMBERS', K.parked)) do lanes[#lanes + 1] = '#' .. group end
+  table.sort(lanes, lane_before)
+  for _, class in ipairs(lanes) do
+    if from_class == nil or class == from_class or lane_before(from_class, class) then
       local list = ready_list(class)
       local pushes = tonumber(redis.call('HGET', K.pushes, class)) or 0
       local index = redis.call('LLEN', list) - 1
@@ -4107,8 +5905,13 @@ return reply
       'backoffs',
       'locks',
       'failed',
-      'metadata',
       'filters',
+      'priorities',
+      'lanes',
+      'groups',
+      'group-held',
+      'parked',
+      'metadata',
       'policies',
       'history',
       'losses',
@@ -4124,11 +5927,13 @@ return reply
       'requeue-schedule',
       'done-at',
       'dedupe',
+      'debounce',
+      'debounce-of',
     ],
     readOnly: false,
-    sha: '3dcb6dada1d4ab111ae458c876e1eb648596cd21',
+    sha: '6c2e116dc28c6288e58861b1470f20953d3e2c35',
     source: `#!lua
-local K = { messages = KEYS[1], wake = KEYS[2], pushes = KEYS[3], mid_circle = KEYS[4], conf = KEYS[5], events = KEYS[6], events_seq = KEYS[7], events_wake = KEYS[8], done = KEYS[9], requeue = KEYS[10], backoffs = KEYS[11], locks = KEYS[12], failed = KEYS[13], metadata = KEYS[14], filters = KEYS[15], policies = KEYS[16], history = KEYS[17], losses = KEYS[18], nattempts = KEYS[19], holders = KEYS[20], outcomes = KEYS[21], enqueued_at = KEYS[22], updated_at = KEYS[23], requeue_content = KEYS[24], schedule = KEYS[25], lock_expiry = KEYS[26], requeue_locks = KEYS[27], requeue_schedule = KEYS[28], done_at = KEYS[29], dedupe = KEYS[30] }
+local K = { messages = KEYS[1], wake = KEYS[2], pushes = KEYS[3], mid_circle = KEYS[4], conf = KEYS[5], events = KEYS[6], events_seq = KEYS[7], events_wake = KEYS[8], done = KEYS[9], requeue = KEYS[10], backoffs = KEYS[11], locks = KEYS[12], failed = KEYS[13], filters = KEYS[14], priorities = KEYS[15], lanes = KEYS[16], groups = KEYS[17], group_held = KEYS[18], parked = KEYS[19], metadata = KEYS[20], policies = KEYS[21], history = KEYS[22], losses = KEYS[23], nattempts = KEYS[24], holders = KEYS[25], outcomes = KEYS[26], enqueued_at = KEYS[27], updated_at = KEYS[28], requeue_content = KEYS[29], schedule = KEYS[30], lock_expiry = KEYS[31], requeue_locks = KEYS[32], requeue_schedule = KEYS[33], done_at = KEYS[34], dedupe = KEYS[35], debounce = KEYS[36], debounce_of = KEYS[37] }
 -- common: helpers every script includes. K holds the queue's keys by name
 -- (see src/redis/keys.ts; in Lua '-' becomes '_' and '?' is dropped).
 --
@@ -4143,6 +5948,8 @@ local KEY_TYPES = {
   done_at = 'zset', dedupe = 'zset', conf = 'hash', consumers = 'hash', gc_lock = 'string',
   gc_at = 'string', policies = 'hash', history = 'hash', losses = 'hash', pushes = 'hash',
   requeue_locks = 'zset', requeue_schedule = 'zset', failed = 'zset', events = 'stream', events_seq = 'string',
+  priorities = 'hash', lanes = 'zset', groups = 'hash', group_held = 'hash', parked = 'set', debounce = 'hash',
+  debounce_of = 'hash', rate_tat = 'string', schedules = 'hash',
 }
 
 -- Lua's unpack has a stack limit; variadic commands go in chunks of this many arguments.
@@ -4164,10 +5971,28 @@ local function check_type(key, expected)
   if found ~= 'none' and found ~= expected then layout_error(key, found, expected) end
 end
 
--- The ready list of a filter class: \`mid-circle\` for messages without filters.
-local function ready_list(class)
-  if class == '' then return K.mid_circle end
-  return K.mid_circle .. ':' .. class
+-- The ready list of a lane: a filter class (\`mid-circle\` for messages without filters), followed by '@'
+-- and a 4-digit priority when above 0 (\`mid-circle:a=x@0003\`, \`mid-circle@0003\`); '#<group>' is the list
+-- of a full group's parked messages (\`mid-circle#<group>\`).
+local function ready_list(lane)
+  if lane == '' then return K.mid_circle end
+  local c = string.byte(lane, 1)
+  if c == 64 or c == 35 then return K.mid_circle .. lane end
+  return K.mid_circle .. ':' .. lane
+end
+
+-- The lane of a class and a priority (a number, a string or nil: 0).
+local function lane_for(class, priority)
+  local p = tonumber(priority) or 0
+  if p == 0 then return class end
+  return class .. '@' .. string.format('%04d', p)
+end
+
+-- A lane's filter class and priority.
+local function lane_parts(lane)
+  local at = string.find(lane, '@', 1, true)
+  if at == nil then return lane, 0 end
+  return string.sub(lane, 1, at - 1), tonumber(string.sub(lane, at + 1))
 end
 
 -- A message's filter class ('' for none); the script must take the \`filters\` key.
@@ -4269,10 +6094,17 @@ end
 
 -- Back pushes are counted per list (\`pushes\`): a listing's cursor holds an index
 -- from the back, which only these pushes shift (claims pop the front; nothing is cut from the middle).
+-- A lane of a priority above 0 joins \`lanes\`, which claims read in priority order.
 local function flush_ready(r)
   for class, ids in pairs(r.back) do
     call_chunked('LPUSH', ready_list(class), ids)
     redis.call('HINCRBY', K.pushes, class, #ids)
+  end
+  for class, ids in pairs(r.front) do
+    if string.find(class, '@', 1, true) then redis.call('ZADD', K.lanes, select(2, lane_parts(class)), class) end
+  end
+  for class in pairs(r.back) do
+    if string.find(class, '@', 1, true) then redis.call('ZADD', K.lanes, select(2, lane_parts(class)), class) end
   end
   for class, ids in pairs(r.front) do
     -- The earliest is pushed last, so it is the next out.
@@ -4401,16 +6233,135 @@ local function state_of(id, now)
   if backoff > now then return 'queued-with-backoff', backoff end
   return 'queued', nil
 end
+-- lanes: where a message waits when ready. A lane is a filter class, with its priority when above 0
+-- (see ready_list in common); a grouped message claimed while its group was full waits in its group's
+-- parked list instead (lib/groups.lua).
+--
+-- KEYS: filters priorities lanes groups
+
+-- The lane a message joins when it becomes ready.
+local function lane_of(id)
+  return lane_for(class_of(id), redis.call('HGET', K.priorities, id))
+end
+
+-- Blanks a queued message's entry where it waits (its ready list, else its group's parked list), in
+-- place, so list cursors keep their positions; a claim drops blank entries. False when not found.
+local function unready(id)
+  local list = ready_list(lane_of(id))
+  local at = redis.call('LPOS', list, id)
+  if not at then
+    local group = redis.call('HGET', K.groups, id)
+    if not group then return false end
+    list = ready_list('#' .. group)
+    at = redis.call('LPOS', list, id)
+    if not at then return false end
+  end
+  redis.call('LSET', list, at, '')
+  return true
+end
+-- groups: at most the queue's group_concurrency messages of one group held (locked) at once. group-held
+-- counts each group's held messages (claim adds, every way out of a lock subtracts). A claim that pops a
+-- message whose group is full parks it in the group's list (\`mid-circle#<group>\`, a lane of its own,
+-- see common) instead of handing it out; when a held message of that group lets go, as many parked
+-- messages as the group has room for go back to the front of their lanes, and the caller publishes a
+-- wake-up. So a full group's messages are read once per release, not by every claim. Scripts include
+-- common and lanes before it.
+--
+-- KEYS: groups group-held parked conf messages pushes
+
+-- The queue's limit, or nil for none.
+local function group_limit()
+  return tonumber(redis.call('HGET', K.conf, 'group_concurrency'))
+end
+
+-- Moves up to \`free\` (nil: all) of the group's parked messages back to the front of their lanes.
+-- Returns how many it moved.
+local function unpark(group, free, ready)
+  local list = ready_list('#' .. group)
+  local moved = 0
+  while free == nil or moved < free do
+    local ids = redis.call('RPOP', list, free and (free - moved) or 100)
+    if not ids then break end
+    for _, id in ipairs(ids) do
+      -- Blank entries (removed or debounced messages) and messages gone meanwhile are dropped.
+      if id ~= '' and redis.call('HGET', K.groups, id) == group then
+        push_ready(ready, lane_of(id), id, true)
+        moved = moved + 1
+      end
+    end
+  end
+  if redis.call('EXISTS', list) == 0 then
+    -- Groups come and go (tenants): nothing of an emptied parked list stays behind.
+    redis.call('SREM', K.parked, group)
+    redis.call('HDEL', K.pushes, '#' .. group)
+  end
+  return moved
+end
+
+-- Parks a message popped while its group was full, at the back of the group's line.
+local function park(group, id)
+  local lane = '#' .. group
+  redis.call('LPUSH', ready_list(lane), id)
+  redis.call('HINCRBY', K.pushes, lane, 1)
+  redis.call('SADD', K.parked, group)
+end
+
+-- The held messages \`ids\` let go of their locks (finished, lock expired): their groups' counts go down,
+-- and parked messages of those groups get the room, unless \`keep\` (the messages go back to the front
+-- of their lanes and take the room themselves: an expired lock). Returns how many went back to their lanes.
+local function release_groups(ids, ready, keep)
+  if redis.call('EXISTS', K.group_held) == 0 then return 0 end
+  check_rare()
+  local groups = hmget(K.groups, ids)
+  local limit, moved = false, 0
+  for i = 1, #ids do
+    local group = groups[i]
+    if group then
+      local held = redis.call('HINCRBY', K.group_held, group, -1)
+      if held <= 0 then
+        redis.call('HDEL', K.group_held, group)
+        held = 0
+      end
+      if not keep and redis.call('SISMEMBER', K.parked, group) == 1 then
+        if limit == false then limit = group_limit() end
+        if limit == nil then
+          moved = moved + unpark(group, nil, ready)
+        elseif held < limit then
+          moved = moved + unpark(group, limit - held, ready)
+        end
+      end
+    end
+  end
+  return moved
+end
+
+-- After the limit changed: every parked group gets the room the new limit gives it.
+local function unpark_all(ready)
+  local limit = group_limit()
+  local moved = 0
+  for _, group in ipairs(redis.call('SMEMBERS', K.parked)) do
+    local held = tonumber(redis.call('HGET', K.group_held, group)) or 0
+    if limit == nil then
+      moved = moved + unpark(group, nil, ready)
+    elseif held < limit then
+      moved = moved + unpark(group, limit - held, ready)
+    end
+  end
+  return moved
+end
 -- forget: removes every trace of a message from the queue's hashes, sets and
 -- sorted sets (not from a ready list: the caller knows whether it is in one).
 --
 -- KEYS: messages metadata filters policies history losses nattempts locks holders backoffs outcomes
 --       enqueued-at updated-at requeue-content done requeue schedule lock-expiry requeue-locks
---       requeue-schedule done-at dedupe failed
+--       requeue-schedule done-at dedupe failed priorities groups debounce debounce-of
 
 local FORGET_HASHES = { 'messages', 'metadata', 'filters', 'policies', 'history', 'losses', 'nattempts', 'locks',
-  'holders', 'backoffs', 'outcomes', 'enqueued_at', 'updated_at', 'requeue_content' }
+  'holders', 'backoffs', 'outcomes', 'enqueued_at', 'updated_at', 'requeue_content', 'priorities', 'groups' }
 local FORGET_ZSETS = { 'schedule', 'lock_expiry', 'requeue_locks', 'requeue_schedule', 'done_at', 'dedupe', 'failed' }
+
+-- Whether the queue has a debounce index at all (read once per script), so plain queues pay nothing.
+local has_debounce = nil
 
 -- With \`w\`, the removals are queued there (many ids in one command per key); else made now.
 local function forget(id, w)
@@ -4423,13 +6374,19 @@ local function forget(id, w)
   for _, name in ipairs({ 'done', 'requeue' }) do
     if w then later(w, 'srem', K[name], id) else redis.call('SREM', K[name], id) end
   end
+  if has_debounce == nil then has_debounce = redis.call('EXISTS', K.debounce_of) == 1 end
+  local did = has_debounce and redis.call('HGET', K.debounce_of, id)
+  if did then
+    redis.call('HDEL', K.debounce_of, id)
+    if redis.call('HGET', K.debounce, did) == id then redis.call('HDEL', K.debounce, did) end
+  end
 end
 -- fail: a message's last run ended in a final error: it becomes failed, or
 -- moves to the queue's dead-letter queue (which writes its own \`enqueued\` event when it has events on;
 -- the caller writes the \`failed\` one). Also the history of attempts. Scripts include events before it.
 --
 -- KEYS: messages metadata filters policies history outcomes updated-at locks holders lock-expiry
---       backoffs schedule requeue requeue-locks requeue-content failed conf
+--       backoffs schedule requeue requeue-locks requeue-content failed conf priorities groups
 
 -- Attempt records kept per message (model/history.ts HISTORY_LIMIT).
 local HISTORY_LIMIT = 10
@@ -4466,12 +6423,18 @@ end
 local function dead_letter(id, dlq, now)
   local dk = function(key) return dead_letter_key(dlq, key) end
   local class = redis.call('HGET', K.filters, id) or ''
+  local priority = redis.call('HGET', K.priorities, id)
+  -- The message keeps its priority and group there (see ready_list in common).
+  local lane = lane_for(class, priority)
   local list = dk('mid-circle')
-  if class ~= '' then list = list .. ':' .. class end
+  if lane ~= '' then
+    if string.byte(lane, 1) == 64 then list = list .. lane else list = list .. ':' .. lane end
+  end
   local hashes = { 'messages', 'metadata', 'filters', 'policies', 'history', 'outcomes', 'enqueued-at', 'updated-at',
-    'pushes' }
+    'pushes', 'priorities', 'groups' }
   for _, key in ipairs(hashes) do check_type(dk(key), 'hash') end
   check_type(dk('classes'), 'set')
+  check_type(dk('lanes'), 'zset')
   check_type(list, 'list')
   check_type(dk('conf'), 'hash')
   -- The dead-letter queue's own events: an \`enqueued\` there when its configuration has them on.
@@ -4482,7 +6445,7 @@ local function dead_letter(id, dlq, now)
   end
   if redis.call('HEXISTS', dk('messages'), id) == 1 then return false end
   for _, pair in ipairs({ { 'messages', K.messages }, { 'metadata', K.metadata }, { 'policies', K.policies },
-    { 'history', K.history }, { 'outcomes', K.outcomes } }) do
+    { 'history', K.history }, { 'outcomes', K.outcomes }, { 'priorities', K.priorities }, { 'groups', K.groups } }) do
     local value = redis.call('HGET', pair[2], id)
     if value then redis.call('HSET', dk(pair[1]), id, value) end
   end
@@ -4492,7 +6455,10 @@ local function dead_letter(id, dlq, now)
   end
   redis.call('HSET', dk('enqueued-at'), id, now)
   redis.call('LPUSH', list, id)
-  redis.call('HINCRBY', dk('pushes'), class, 1)
+  redis.call('HINCRBY', dk('pushes'), lane, 1)
+  if lane ~= class then
+    redis.call('ZADD', dk('lanes'), tonumber(priority), lane)
+  end
   redis.call('PUBLISH', dk('wake'), 'dead-letter')
   if events[1] == '1' then
     append_events(dk('events'), dk('events-seq'), dk('events-wake'), tonumber(events[2]) or DEFAULT_EVENTS_MAX_COUNT,
@@ -4552,7 +6518,7 @@ local function end_wait(id, ready, w)
   end
   later(w, 'hdel', K.backoffs, id)
   later(w, 'zrem', K.schedule, id)
-  push_ready(ready, class_of(id), id, true)
+  push_ready(ready, lane_of(id), id, true)
 end
 
 -- Returns true when more may be due than were moved.
@@ -4562,6 +6528,7 @@ local function promote(now, ready, w)
   if #due > 0 or #expired > 0 then check_rare() end
   for _, id in ipairs(due) do end_wait(id, ready, w) end
   local max_deliveries = nil
+  local back = {}
   for _, id in ipairs(expired) do
     local holder = redis.call('HGET', K.holders, id)
     append_history(id, redis.call('HGET', K.nattempts, id), nil, now, holder, 'lost', nil)
@@ -4572,15 +6539,21 @@ local function promote(now, ready, w)
     if max_deliveries > 0 and losses >= max_deliveries then
       local err = max_deliveries_error(losses)
       event('failed', id, redis.call('HGET', K.nattempts, id), err)
+      -- Before fail: a dead-letter move forgets the message's group.
+      release_groups({ id }, ready, false)
       fail(id, now, 'error\\n' .. err)
     else
+      back[#back + 1] = id
       later(w, 'hdel', K.locks, id)
       later(w, 'hdel', K.holders, id)
       later(w, 'zrem', K.lock_expiry, id)
       later(w, 'zrem', K.requeue_locks, id)
-      push_ready(ready, class_of(id), id, true)
+      push_ready(ready, lane_of(id), id, true)
     end
   end
+  -- Their groups' counts go down; those back at the front of their lanes take the room themselves (so
+  -- parked ones keep their order behind them). Failed ones made room above.
+  if #back > 0 then release_groups(back, ready, true) end
   return #due == PROMOTE_LIMIT or #expired == PROMOTE_LIMIT
 end
 -- promote-now: ends backoffs now: queued-with-backoff → queued, done-with-requeue
@@ -4589,7 +6562,7 @@ end
 -- KEYS: messages wake pushes mid-circle
 -- ARGV: ids
 -- Reply: one string per id: 'ok', else its state ('' when unknown)
--- Include: common events state forget fail promote
+-- Include: common events state lanes groups forget fail promote
 
 check_layout()
 local now = now_ms()
@@ -4635,7 +6608,7 @@ return replies
       'locks',
     ],
     readOnly: true,
-    sha: 'af9f493a2531bb3bef98e8c4d531ce8b77262091',
+    sha: '88ff78e13f43075307835d6e354b5b00ba2f74c6',
     source: `#!lua flags=no-writes
 local K = { messages = KEYS[1], done = KEYS[2], failed = KEYS[3], schedule = KEYS[4], lock_expiry = KEYS[5], dedupe = KEYS[6], requeue_locks = KEYS[7], requeue_schedule = KEYS[8], ndry_runs = KEYS[9], conf = KEYS[10], consumers = KEYS[11], holders = KEYS[12], locks = KEYS[13] }
 -- common: helpers every script includes. K holds the queue's keys by name
@@ -4652,6 +6625,8 @@ local KEY_TYPES = {
   done_at = 'zset', dedupe = 'zset', conf = 'hash', consumers = 'hash', gc_lock = 'string',
   gc_at = 'string', policies = 'hash', history = 'hash', losses = 'hash', pushes = 'hash',
   requeue_locks = 'zset', requeue_schedule = 'zset', failed = 'zset', events = 'stream', events_seq = 'string',
+  priorities = 'hash', lanes = 'zset', groups = 'hash', group_held = 'hash', parked = 'set', debounce = 'hash',
+  debounce_of = 'hash', rate_tat = 'string', schedules = 'hash',
 }
 
 -- Lua's unpack has a stack limit; variadic commands go in chunks of this many arguments.
@@ -4673,10 +6648,28 @@ local function check_type(key, expected)
   if found ~= 'none' and found ~= expected then layout_error(key, found, expected) end
 end
 
--- The ready list of a filter class: \`mid-circle\` for messages without filters.
-local function ready_list(class)
-  if class == '' then return K.mid_circle end
-  return K.mid_circle .. ':' .. class
+-- The ready list of a lane: a filter class (\`mid-circle\` for messages without filters), followed by '@'
+-- and a 4-digit priority when above 0 (\`mid-circle:a=x@0003\`, \`mid-circle@0003\`); '#<group>' is the list
+-- of a full group's parked messages (\`mid-circle#<group>\`).
+local function ready_list(lane)
+  if lane == '' then return K.mid_circle end
+  local c = string.byte(lane, 1)
+  if c == 64 or c == 35 then return K.mid_circle .. lane end
+  return K.mid_circle .. ':' .. lane
+end
+
+-- The lane of a class and a priority (a number, a string or nil: 0).
+local function lane_for(class, priority)
+  local p = tonumber(priority) or 0
+  if p == 0 then return class end
+  return class .. '@' .. string.format('%04d', p)
+end
+
+-- A lane's filter class and priority.
+local function lane_parts(lane)
+  local at = string.find(lane, '@', 1, true)
+  if at == nil then return lane, 0 end
+  return string.sub(lane, 1, at - 1), tonumber(string.sub(lane, at + 1))
 end
 
 -- A message's filter class ('' for none); the script must take the \`filters\` key.
@@ -4778,10 +6771,17 @@ end
 
 -- Back pushes are counted per list (\`pushes\`): a listing's cursor holds an index
 -- from the back, which only these pushes shift (claims pop the front; nothing is cut from the middle).
+-- A lane of a priority above 0 joins \`lanes\`, which claims read in priority order.
 local function flush_ready(r)
   for class, ids in pairs(r.back) do
     call_chunked('LPUSH', ready_list(class), ids)
     redis.call('HINCRBY', K.pushes, class, #ids)
+  end
+  for class, ids in pairs(r.front) do
+    if string.find(class, '@', 1, true) then redis.call('ZADD', K.lanes, select(2, lane_parts(class)), class) end
+  end
+  for class in pairs(r.back) do
+    if string.find(class, '@', 1, true) then redis.call('ZADD', K.lanes, select(2, lane_parts(class)), class) end
   end
   for class, ids in pairs(r.front) do
     -- The earliest is pushed last, so it is the next out.
@@ -4865,7 +6865,7 @@ return reply
     name: 'read-events',
     keys: ['events', 'events-seq'],
     readOnly: true,
-    sha: '8cdb892ba7de05a39440a1de7913534cd5a6de63',
+    sha: 'ac211ca1020abaabf6986be452ab9af5c11c36c1',
     source: `#!lua flags=no-writes
 local K = { events = KEYS[1], events_seq = KEYS[2] }
 -- common: helpers every script includes. K holds the queue's keys by name
@@ -4882,6 +6882,8 @@ local KEY_TYPES = {
   done_at = 'zset', dedupe = 'zset', conf = 'hash', consumers = 'hash', gc_lock = 'string',
   gc_at = 'string', policies = 'hash', history = 'hash', losses = 'hash', pushes = 'hash',
   requeue_locks = 'zset', requeue_schedule = 'zset', failed = 'zset', events = 'stream', events_seq = 'string',
+  priorities = 'hash', lanes = 'zset', groups = 'hash', group_held = 'hash', parked = 'set', debounce = 'hash',
+  debounce_of = 'hash', rate_tat = 'string', schedules = 'hash',
 }
 
 -- Lua's unpack has a stack limit; variadic commands go in chunks of this many arguments.
@@ -4903,10 +6905,28 @@ local function check_type(key, expected)
   if found ~= 'none' and found ~= expected then layout_error(key, found, expected) end
 end
 
--- The ready list of a filter class: \`mid-circle\` for messages without filters.
-local function ready_list(class)
-  if class == '' then return K.mid_circle end
-  return K.mid_circle .. ':' .. class
+-- The ready list of a lane: a filter class (\`mid-circle\` for messages without filters), followed by '@'
+-- and a 4-digit priority when above 0 (\`mid-circle:a=x@0003\`, \`mid-circle@0003\`); '#<group>' is the list
+-- of a full group's parked messages (\`mid-circle#<group>\`).
+local function ready_list(lane)
+  if lane == '' then return K.mid_circle end
+  local c = string.byte(lane, 1)
+  if c == 64 or c == 35 then return K.mid_circle .. lane end
+  return K.mid_circle .. ':' .. lane
+end
+
+-- The lane of a class and a priority (a number, a string or nil: 0).
+local function lane_for(class, priority)
+  local p = tonumber(priority) or 0
+  if p == 0 then return class end
+  return class .. '@' .. string.format('%04d', p)
+end
+
+-- A lane's filter class and priority.
+local function lane_parts(lane)
+  local at = string.find(lane, '@', 1, true)
+  if at == nil then return lane, 0 end
+  return string.sub(lane, 1, at - 1), tonumber(string.sub(lane, at + 1))
 end
 
 -- A message's filter class ('' for none); the script must take the \`filters\` key.
@@ -5008,10 +7028,17 @@ end
 
 -- Back pushes are counted per list (\`pushes\`): a listing's cursor holds an index
 -- from the back, which only these pushes shift (claims pop the front; nothing is cut from the middle).
+-- A lane of a priority above 0 joins \`lanes\`, which claims read in priority order.
 local function flush_ready(r)
   for class, ids in pairs(r.back) do
     call_chunked('LPUSH', ready_list(class), ids)
     redis.call('HINCRBY', K.pushes, class, #ids)
+  end
+  for class, ids in pairs(r.front) do
+    if string.find(class, '@', 1, true) then redis.call('ZADD', K.lanes, select(2, lane_parts(class)), class) end
+  end
+  for class in pairs(r.back) do
+    if string.find(class, '@', 1, true) then redis.call('ZADD', K.lanes, select(2, lane_parts(class)), class) end
   end
   for class, ids in pairs(r.front) do
     -- The earliest is pushed last, so it is the next out.
@@ -5070,7 +7097,7 @@ return reply
     name: 'register-consumer',
     keys: ['consumers'],
     readOnly: false,
-    sha: '813ae3f984d6874adccff6a6505ba83904dca29e',
+    sha: 'a7cb83005e672c40c5efef4b5bc5c64a93f12b97',
     source: `#!lua flags=allow-oom
 local K = { consumers = KEYS[1] }
 -- common: helpers every script includes. K holds the queue's keys by name
@@ -5087,6 +7114,8 @@ local KEY_TYPES = {
   done_at = 'zset', dedupe = 'zset', conf = 'hash', consumers = 'hash', gc_lock = 'string',
   gc_at = 'string', policies = 'hash', history = 'hash', losses = 'hash', pushes = 'hash',
   requeue_locks = 'zset', requeue_schedule = 'zset', failed = 'zset', events = 'stream', events_seq = 'string',
+  priorities = 'hash', lanes = 'zset', groups = 'hash', group_held = 'hash', parked = 'set', debounce = 'hash',
+  debounce_of = 'hash', rate_tat = 'string', schedules = 'hash',
 }
 
 -- Lua's unpack has a stack limit; variadic commands go in chunks of this many arguments.
@@ -5108,10 +7137,28 @@ local function check_type(key, expected)
   if found ~= 'none' and found ~= expected then layout_error(key, found, expected) end
 end
 
--- The ready list of a filter class: \`mid-circle\` for messages without filters.
-local function ready_list(class)
-  if class == '' then return K.mid_circle end
-  return K.mid_circle .. ':' .. class
+-- The ready list of a lane: a filter class (\`mid-circle\` for messages without filters), followed by '@'
+-- and a 4-digit priority when above 0 (\`mid-circle:a=x@0003\`, \`mid-circle@0003\`); '#<group>' is the list
+-- of a full group's parked messages (\`mid-circle#<group>\`).
+local function ready_list(lane)
+  if lane == '' then return K.mid_circle end
+  local c = string.byte(lane, 1)
+  if c == 64 or c == 35 then return K.mid_circle .. lane end
+  return K.mid_circle .. ':' .. lane
+end
+
+-- The lane of a class and a priority (a number, a string or nil: 0).
+local function lane_for(class, priority)
+  local p = tonumber(priority) or 0
+  if p == 0 then return class end
+  return class .. '@' .. string.format('%04d', p)
+end
+
+-- A lane's filter class and priority.
+local function lane_parts(lane)
+  local at = string.find(lane, '@', 1, true)
+  if at == nil then return lane, 0 end
+  return string.sub(lane, 1, at - 1), tonumber(string.sub(lane, at + 1))
 end
 
 -- A message's filter class ('' for none); the script must take the \`filters\` key.
@@ -5213,10 +7260,17 @@ end
 
 -- Back pushes are counted per list (\`pushes\`): a listing's cursor holds an index
 -- from the back, which only these pushes shift (claims pop the front; nothing is cut from the middle).
+-- A lane of a priority above 0 joins \`lanes\`, which claims read in priority order.
 local function flush_ready(r)
   for class, ids in pairs(r.back) do
     call_chunked('LPUSH', ready_list(class), ids)
     redis.call('HINCRBY', K.pushes, class, #ids)
+  end
+  for class, ids in pairs(r.front) do
+    if string.find(class, '@', 1, true) then redis.call('ZADD', K.lanes, select(2, lane_parts(class)), class) end
+  end
+  for class in pairs(r.back) do
+    if string.find(class, '@', 1, true) then redis.call('ZADD', K.lanes, select(2, lane_parts(class)), class) end
   end
   for class, ids in pairs(r.front) do
     -- The earliest is pushed last, so it is the next out.
@@ -5260,9 +7314,12 @@ return 1
       'backoffs',
       'locks',
       'failed',
+      'filters',
+      'priorities',
+      'lanes',
+      'groups',
       'messages',
       'metadata',
-      'filters',
       'policies',
       'history',
       'losses',
@@ -5278,11 +7335,13 @@ return 1
       'requeue-schedule',
       'done-at',
       'dedupe',
+      'debounce',
+      'debounce-of',
     ],
     readOnly: false,
-    sha: 'c73f7da64cd3e5e0baae8d152e7e610ad7f6650b',
+    sha: '8452355fc34c3925160943c0993f965e328a4a8d',
     source: `#!lua flags=allow-oom
-local K = { mid_circle = KEYS[1], conf = KEYS[2], events = KEYS[3], events_seq = KEYS[4], events_wake = KEYS[5], done = KEYS[6], requeue = KEYS[7], backoffs = KEYS[8], locks = KEYS[9], failed = KEYS[10], messages = KEYS[11], metadata = KEYS[12], filters = KEYS[13], policies = KEYS[14], history = KEYS[15], losses = KEYS[16], nattempts = KEYS[17], holders = KEYS[18], outcomes = KEYS[19], enqueued_at = KEYS[20], updated_at = KEYS[21], requeue_content = KEYS[22], schedule = KEYS[23], lock_expiry = KEYS[24], requeue_locks = KEYS[25], requeue_schedule = KEYS[26], done_at = KEYS[27], dedupe = KEYS[28] }
+local K = { mid_circle = KEYS[1], conf = KEYS[2], events = KEYS[3], events_seq = KEYS[4], events_wake = KEYS[5], done = KEYS[6], requeue = KEYS[7], backoffs = KEYS[8], locks = KEYS[9], failed = KEYS[10], filters = KEYS[11], priorities = KEYS[12], lanes = KEYS[13], groups = KEYS[14], messages = KEYS[15], metadata = KEYS[16], policies = KEYS[17], history = KEYS[18], losses = KEYS[19], nattempts = KEYS[20], holders = KEYS[21], outcomes = KEYS[22], enqueued_at = KEYS[23], updated_at = KEYS[24], requeue_content = KEYS[25], schedule = KEYS[26], lock_expiry = KEYS[27], requeue_locks = KEYS[28], requeue_schedule = KEYS[29], done_at = KEYS[30], dedupe = KEYS[31], debounce = KEYS[32], debounce_of = KEYS[33] }
 -- common: helpers every script includes. K holds the queue's keys by name
 -- (see src/redis/keys.ts; in Lua '-' becomes '_' and '?' is dropped).
 --
@@ -5297,6 +7356,8 @@ local KEY_TYPES = {
   done_at = 'zset', dedupe = 'zset', conf = 'hash', consumers = 'hash', gc_lock = 'string',
   gc_at = 'string', policies = 'hash', history = 'hash', losses = 'hash', pushes = 'hash',
   requeue_locks = 'zset', requeue_schedule = 'zset', failed = 'zset', events = 'stream', events_seq = 'string',
+  priorities = 'hash', lanes = 'zset', groups = 'hash', group_held = 'hash', parked = 'set', debounce = 'hash',
+  debounce_of = 'hash', rate_tat = 'string', schedules = 'hash',
 }
 
 -- Lua's unpack has a stack limit; variadic commands go in chunks of this many arguments.
@@ -5318,10 +7379,28 @@ local function check_type(key, expected)
   if found ~= 'none' and found ~= expected then layout_error(key, found, expected) end
 end
 
--- The ready list of a filter class: \`mid-circle\` for messages without filters.
-local function ready_list(class)
-  if class == '' then return K.mid_circle end
-  return K.mid_circle .. ':' .. class
+-- The ready list of a lane: a filter class (\`mid-circle\` for messages without filters), followed by '@'
+-- and a 4-digit priority when above 0 (\`mid-circle:a=x@0003\`, \`mid-circle@0003\`); '#<group>' is the list
+-- of a full group's parked messages (\`mid-circle#<group>\`).
+local function ready_list(lane)
+  if lane == '' then return K.mid_circle end
+  local c = string.byte(lane, 1)
+  if c == 64 or c == 35 then return K.mid_circle .. lane end
+  return K.mid_circle .. ':' .. lane
+end
+
+-- The lane of a class and a priority (a number, a string or nil: 0).
+local function lane_for(class, priority)
+  local p = tonumber(priority) or 0
+  if p == 0 then return class end
+  return class .. '@' .. string.format('%04d', p)
+end
+
+-- A lane's filter class and priority.
+local function lane_parts(lane)
+  local at = string.find(lane, '@', 1, true)
+  if at == nil then return lane, 0 end
+  return string.sub(lane, 1, at - 1), tonumber(string.sub(lane, at + 1))
 end
 
 -- A message's filter class ('' for none); the script must take the \`filters\` key.
@@ -5423,10 +7502,17 @@ end
 
 -- Back pushes are counted per list (\`pushes\`): a listing's cursor holds an index
 -- from the back, which only these pushes shift (claims pop the front; nothing is cut from the middle).
+-- A lane of a priority above 0 joins \`lanes\`, which claims read in priority order.
 local function flush_ready(r)
   for class, ids in pairs(r.back) do
     call_chunked('LPUSH', ready_list(class), ids)
     redis.call('HINCRBY', K.pushes, class, #ids)
+  end
+  for class, ids in pairs(r.front) do
+    if string.find(class, '@', 1, true) then redis.call('ZADD', K.lanes, select(2, lane_parts(class)), class) end
+  end
+  for class in pairs(r.back) do
+    if string.find(class, '@', 1, true) then redis.call('ZADD', K.lanes, select(2, lane_parts(class)), class) end
   end
   for class, ids in pairs(r.front) do
     -- The earliest is pushed last, so it is the next out.
@@ -5555,16 +7641,45 @@ local function state_of(id, now)
   if backoff > now then return 'queued-with-backoff', backoff end
   return 'queued', nil
 end
+-- lanes: where a message waits when ready. A lane is a filter class, with its priority when above 0
+-- (see ready_list in common); a grouped message claimed while its group was full waits in its group's
+-- parked list instead (lib/groups.lua).
+--
+-- KEYS: filters priorities lanes groups
+
+-- The lane a message joins when it becomes ready.
+local function lane_of(id)
+  return lane_for(class_of(id), redis.call('HGET', K.priorities, id))
+end
+
+-- Blanks a queued message's entry where it waits (its ready list, else its group's parked list), in
+-- place, so list cursors keep their positions; a claim drops blank entries. False when not found.
+local function unready(id)
+  local list = ready_list(lane_of(id))
+  local at = redis.call('LPOS', list, id)
+  if not at then
+    local group = redis.call('HGET', K.groups, id)
+    if not group then return false end
+    list = ready_list('#' .. group)
+    at = redis.call('LPOS', list, id)
+    if not at then return false end
+  end
+  redis.call('LSET', list, at, '')
+  return true
+end
 -- forget: removes every trace of a message from the queue's hashes, sets and
 -- sorted sets (not from a ready list: the caller knows whether it is in one).
 --
 -- KEYS: messages metadata filters policies history losses nattempts locks holders backoffs outcomes
 --       enqueued-at updated-at requeue-content done requeue schedule lock-expiry requeue-locks
---       requeue-schedule done-at dedupe failed
+--       requeue-schedule done-at dedupe failed priorities groups debounce debounce-of
 
 local FORGET_HASHES = { 'messages', 'metadata', 'filters', 'policies', 'history', 'losses', 'nattempts', 'locks',
-  'holders', 'backoffs', 'outcomes', 'enqueued_at', 'updated_at', 'requeue_content' }
+  'holders', 'backoffs', 'outcomes', 'enqueued_at', 'updated_at', 'requeue_content', 'priorities', 'groups' }
 local FORGET_ZSETS = { 'schedule', 'lock_expiry', 'requeue_locks', 'requeue_schedule', 'done_at', 'dedupe', 'failed' }
+
+-- Whether the queue has a debounce index at all (read once per script), so plain queues pay nothing.
+local has_debounce = nil
 
 -- With \`w\`, the removals are queued there (many ids in one command per key); else made now.
 local function forget(id, w)
@@ -5577,18 +7692,24 @@ local function forget(id, w)
   for _, name in ipairs({ 'done', 'requeue' }) do
     if w then later(w, 'srem', K[name], id) else redis.call('SREM', K[name], id) end
   end
+  if has_debounce == nil then has_debounce = redis.call('EXISTS', K.debounce_of) == 1 end
+  local did = has_debounce and redis.call('HGET', K.debounce_of, id)
+  if did then
+    redis.call('HDEL', K.debounce_of, id)
+    if redis.call('HGET', K.debounce, did) == id then redis.call('HDEL', K.debounce, did) end
+  end
 end
 -- remove: deletes messages in any state but locked and locked-with-requeue
 -- (a running handler), from every key. A message waiting in a ready list is
 -- found there (LPOS: a walk of that list) and its entry blanked in place, so
--- list cursors keep their positions; a claim drops blank entries.
+-- list cursors keep their positions; a claim drops blank entries (so does a parked list's).
 -- Each removal writes a \`removed\` event at the message's attempt (events on).
 -- Runs when Redis is out of memory (allow-oom): it frees memory.
 --
 -- KEYS: mid-circle
 -- ARGV: ids
 -- Reply: one string per id: 'ok', else its state ('' when unknown)
--- Include: common events state forget
+-- Include: common events state lanes forget
 
 check_layout()
 events_begin()
@@ -5603,9 +7724,7 @@ for i, id in ipairs(ARGV) do
     else
       if state == 'queued' and not redis.call('ZSCORE', K.schedule, id) and not redis.call('ZSCORE', K.lock_expiry, id)
         and redis.call('SISMEMBER', K.done, id) == 0 then
-        local list = ready_list(class_of(id))
-        local at = redis.call('LPOS', list, id)
-        if at then redis.call('LSET', list, at, '') end
+        unready(id)
       end
       if EV.on then event('removed', id, redis.call('HGET', K.nattempts, id)) end
       forget(id)
@@ -5637,11 +7756,14 @@ return replies
       'requeue',
       'backoffs',
       'locks',
+      'priorities',
+      'lanes',
+      'groups',
     ],
     readOnly: false,
-    sha: '15df947b5201744f3f9eb3b131158666cae3e492',
+    sha: 'd64306975ae1605a01d8815ecf452b77f929180e',
     source: `#!lua
-local K = { messages = KEYS[1], filters = KEYS[2], nattempts = KEYS[3], losses = KEYS[4], failed = KEYS[5], updated_at = KEYS[6], mid_circle = KEYS[7], wake = KEYS[8], pushes = KEYS[9], conf = KEYS[10], events = KEYS[11], events_seq = KEYS[12], events_wake = KEYS[13], done = KEYS[14], requeue = KEYS[15], backoffs = KEYS[16], locks = KEYS[17] }
+local K = { messages = KEYS[1], filters = KEYS[2], nattempts = KEYS[3], losses = KEYS[4], failed = KEYS[5], updated_at = KEYS[6], mid_circle = KEYS[7], wake = KEYS[8], pushes = KEYS[9], conf = KEYS[10], events = KEYS[11], events_seq = KEYS[12], events_wake = KEYS[13], done = KEYS[14], requeue = KEYS[15], backoffs = KEYS[16], locks = KEYS[17], priorities = KEYS[18], lanes = KEYS[19], groups = KEYS[20] }
 -- common: helpers every script includes. K holds the queue's keys by name
 -- (see src/redis/keys.ts; in Lua '-' becomes '_' and '?' is dropped).
 --
@@ -5656,6 +7778,8 @@ local KEY_TYPES = {
   done_at = 'zset', dedupe = 'zset', conf = 'hash', consumers = 'hash', gc_lock = 'string',
   gc_at = 'string', policies = 'hash', history = 'hash', losses = 'hash', pushes = 'hash',
   requeue_locks = 'zset', requeue_schedule = 'zset', failed = 'zset', events = 'stream', events_seq = 'string',
+  priorities = 'hash', lanes = 'zset', groups = 'hash', group_held = 'hash', parked = 'set', debounce = 'hash',
+  debounce_of = 'hash', rate_tat = 'string', schedules = 'hash',
 }
 
 -- Lua's unpack has a stack limit; variadic commands go in chunks of this many arguments.
@@ -5677,10 +7801,28 @@ local function check_type(key, expected)
   if found ~= 'none' and found ~= expected then layout_error(key, found, expected) end
 end
 
--- The ready list of a filter class: \`mid-circle\` for messages without filters.
-local function ready_list(class)
-  if class == '' then return K.mid_circle end
-  return K.mid_circle .. ':' .. class
+-- The ready list of a lane: a filter class (\`mid-circle\` for messages without filters), followed by '@'
+-- and a 4-digit priority when above 0 (\`mid-circle:a=x@0003\`, \`mid-circle@0003\`); '#<group>' is the list
+-- of a full group's parked messages (\`mid-circle#<group>\`).
+local function ready_list(lane)
+  if lane == '' then return K.mid_circle end
+  local c = string.byte(lane, 1)
+  if c == 64 or c == 35 then return K.mid_circle .. lane end
+  return K.mid_circle .. ':' .. lane
+end
+
+-- The lane of a class and a priority (a number, a string or nil: 0).
+local function lane_for(class, priority)
+  local p = tonumber(priority) or 0
+  if p == 0 then return class end
+  return class .. '@' .. string.format('%04d', p)
+end
+
+-- A lane's filter class and priority.
+local function lane_parts(lane)
+  local at = string.find(lane, '@', 1, true)
+  if at == nil then return lane, 0 end
+  return string.sub(lane, 1, at - 1), tonumber(string.sub(lane, at + 1))
 end
 
 -- A message's filter class ('' for none); the script must take the \`filters\` key.
@@ -5782,10 +7924,17 @@ end
 
 -- Back pushes are counted per list (\`pushes\`): a listing's cursor holds an index
 -- from the back, which only these pushes shift (claims pop the front; nothing is cut from the middle).
+-- A lane of a priority above 0 joins \`lanes\`, which claims read in priority order.
 local function flush_ready(r)
   for class, ids in pairs(r.back) do
     call_chunked('LPUSH', ready_list(class), ids)
     redis.call('HINCRBY', K.pushes, class, #ids)
+  end
+  for class, ids in pairs(r.front) do
+    if string.find(class, '@', 1, true) then redis.call('ZADD', K.lanes, select(2, lane_parts(class)), class) end
+  end
+  for class in pairs(r.back) do
+    if string.find(class, '@', 1, true) then redis.call('ZADD', K.lanes, select(2, lane_parts(class)), class) end
   end
   for class, ids in pairs(r.front) do
     -- The earliest is pushed last, so it is the next out.
@@ -5914,6 +8063,32 @@ local function state_of(id, now)
   if backoff > now then return 'queued-with-backoff', backoff end
   return 'queued', nil
 end
+-- lanes: where a message waits when ready. A lane is a filter class, with its priority when above 0
+-- (see ready_list in common); a grouped message claimed while its group was full waits in its group's
+-- parked list instead (lib/groups.lua).
+--
+-- KEYS: filters priorities lanes groups
+
+-- The lane a message joins when it becomes ready.
+local function lane_of(id)
+  return lane_for(class_of(id), redis.call('HGET', K.priorities, id))
+end
+
+-- Blanks a queued message's entry where it waits (its ready list, else its group's parked list), in
+-- place, so list cursors keep their positions; a claim drops blank entries. False when not found.
+local function unready(id)
+  local list = ready_list(lane_of(id))
+  local at = redis.call('LPOS', list, id)
+  if not at then
+    local group = redis.call('HGET', K.groups, id)
+    if not group then return false end
+    list = ready_list('#' .. group)
+    at = redis.call('LPOS', list, id)
+    if not at then return false end
+  end
+  redis.call('LSET', list, at, '')
+  return true
+end
 -- retry: failed messages queued again now, at attempt 0 (the next delivery is
 -- attempt 1), their lost locks forgotten; history, outcome and last error kept
 -- until the next outcome. By ids (other states refused with theirs), or the
@@ -5922,7 +8097,7 @@ end
 -- KEYS: messages filters nattempts losses failed updated-at mid-circle wake pushes
 -- ARGV: 'ids' then the ids, or 'oldest' and max
 -- Reply: with ids, one string per id: 'ok', else its state ('' when unknown); with 'oldest', the count
--- Include: common events state
+-- Include: common events state lanes
 
 check_layout()
 events_begin()
@@ -5934,7 +8109,7 @@ local function requeue(id)
   redis.call('HDEL', K.nattempts, id)
   redis.call('HDEL', K.losses, id)
   redis.call('HSET', K.updated_at, id, now)
-  push_ready(ready, class_of(id), id, false)
+  push_ready(ready, lane_of(id), id, false)
   event('enqueued', id, 0)
 end
 
@@ -5978,7 +8153,7 @@ return reply
       'updated-at',
     ],
     readOnly: true,
-    sha: '33ccb970a548fad490b23e40451a839bf162a717',
+    sha: 'd6bdf89615a17ac47390cfd028bfa0ee9cd0e7f5',
     source: `#!lua flags=no-writes
 local K = { messages = KEYS[1], done = KEYS[2], requeue = KEYS[3], backoffs = KEYS[4], locks = KEYS[5], failed = KEYS[6], nattempts = KEYS[7], holders = KEYS[8], outcomes = KEYS[9], enqueued_at = KEYS[10], updated_at = KEYS[11] }
 -- common: helpers every script includes. K holds the queue's keys by name
@@ -5995,6 +8170,8 @@ local KEY_TYPES = {
   done_at = 'zset', dedupe = 'zset', conf = 'hash', consumers = 'hash', gc_lock = 'string',
   gc_at = 'string', policies = 'hash', history = 'hash', losses = 'hash', pushes = 'hash',
   requeue_locks = 'zset', requeue_schedule = 'zset', failed = 'zset', events = 'stream', events_seq = 'string',
+  priorities = 'hash', lanes = 'zset', groups = 'hash', group_held = 'hash', parked = 'set', debounce = 'hash',
+  debounce_of = 'hash', rate_tat = 'string', schedules = 'hash',
 }
 
 -- Lua's unpack has a stack limit; variadic commands go in chunks of this many arguments.
@@ -6016,10 +8193,28 @@ local function check_type(key, expected)
   if found ~= 'none' and found ~= expected then layout_error(key, found, expected) end
 end
 
--- The ready list of a filter class: \`mid-circle\` for messages without filters.
-local function ready_list(class)
-  if class == '' then return K.mid_circle end
-  return K.mid_circle .. ':' .. class
+-- The ready list of a lane: a filter class (\`mid-circle\` for messages without filters), followed by '@'
+-- and a 4-digit priority when above 0 (\`mid-circle:a=x@0003\`, \`mid-circle@0003\`); '#<group>' is the list
+-- of a full group's parked messages (\`mid-circle#<group>\`).
+local function ready_list(lane)
+  if lane == '' then return K.mid_circle end
+  local c = string.byte(lane, 1)
+  if c == 64 or c == 35 then return K.mid_circle .. lane end
+  return K.mid_circle .. ':' .. lane
+end
+
+-- The lane of a class and a priority (a number, a string or nil: 0).
+local function lane_for(class, priority)
+  local p = tonumber(priority) or 0
+  if p == 0 then return class end
+  return class .. '@' .. string.format('%04d', p)
+end
+
+-- A lane's filter class and priority.
+local function lane_parts(lane)
+  local at = string.find(lane, '@', 1, true)
+  if at == nil then return lane, 0 end
+  return string.sub(lane, 1, at - 1), tonumber(string.sub(lane, at + 1))
 end
 
 -- A message's filter class ('' for none); the script must take the \`filters\` key.
@@ -6121,10 +8316,17 @@ end
 
 -- Back pushes are counted per list (\`pushes\`): a listing's cursor holds an index
 -- from the back, which only these pushes shift (claims pop the front; nothing is cut from the middle).
+-- A lane of a priority above 0 joins \`lanes\`, which claims read in priority order.
 local function flush_ready(r)
   for class, ids in pairs(r.back) do
     call_chunked('LPUSH', ready_list(class), ids)
     redis.call('HINCRBY', K.pushes, class, #ids)
+  end
+  for class, ids in pairs(r.front) do
+    if string.find(class, '@', 1, true) then redis.call('ZADD', K.lanes, select(2, lane_parts(class)), class) end
+  end
+  for class in pairs(r.back) do
+    if string.find(class, '@', 1, true) then redis.call('ZADD', K.lanes, select(2, lane_parts(class)), class) end
   end
   for class, ids in pairs(r.front) do
     -- The earliest is pushed last, so it is the next out.
@@ -6200,7 +8402,7 @@ return status_of(ARGV[1], now_ms())
     name: 'unregister-consumer',
     keys: ['consumers'],
     readOnly: false,
-    sha: '140ab15b3fe6b00c690d7681299c6cc77d752009',
+    sha: '3f701b7cdf8921cdd0abbe5a41f7e7ad2e9830b2',
     source: `#!lua flags=allow-oom
 local K = { consumers = KEYS[1] }
 -- common: helpers every script includes. K holds the queue's keys by name
@@ -6217,6 +8419,8 @@ local KEY_TYPES = {
   done_at = 'zset', dedupe = 'zset', conf = 'hash', consumers = 'hash', gc_lock = 'string',
   gc_at = 'string', policies = 'hash', history = 'hash', losses = 'hash', pushes = 'hash',
   requeue_locks = 'zset', requeue_schedule = 'zset', failed = 'zset', events = 'stream', events_seq = 'string',
+  priorities = 'hash', lanes = 'zset', groups = 'hash', group_held = 'hash', parked = 'set', debounce = 'hash',
+  debounce_of = 'hash', rate_tat = 'string', schedules = 'hash',
 }
 
 -- Lua's unpack has a stack limit; variadic commands go in chunks of this many arguments.
@@ -6238,10 +8442,28 @@ local function check_type(key, expected)
   if found ~= 'none' and found ~= expected then layout_error(key, found, expected) end
 end
 
--- The ready list of a filter class: \`mid-circle\` for messages without filters.
-local function ready_list(class)
-  if class == '' then return K.mid_circle end
-  return K.mid_circle .. ':' .. class
+-- The ready list of a lane: a filter class (\`mid-circle\` for messages without filters), followed by '@'
+-- and a 4-digit priority when above 0 (\`mid-circle:a=x@0003\`, \`mid-circle@0003\`); '#<group>' is the list
+-- of a full group's parked messages (\`mid-circle#<group>\`).
+local function ready_list(lane)
+  if lane == '' then return K.mid_circle end
+  local c = string.byte(lane, 1)
+  if c == 64 or c == 35 then return K.mid_circle .. lane end
+  return K.mid_circle .. ':' .. lane
+end
+
+-- The lane of a class and a priority (a number, a string or nil: 0).
+local function lane_for(class, priority)
+  local p = tonumber(priority) or 0
+  if p == 0 then return class end
+  return class .. '@' .. string.format('%04d', p)
+end
+
+-- A lane's filter class and priority.
+local function lane_parts(lane)
+  local at = string.find(lane, '@', 1, true)
+  if at == nil then return lane, 0 end
+  return string.sub(lane, 1, at - 1), tonumber(string.sub(lane, at + 1))
 end
 
 -- A message's filter class ('' for none); the script must take the \`filters\` key.
@@ -6343,10 +8565,17 @@ end
 
 -- Back pushes are counted per list (\`pushes\`): a listing's cursor holds an index
 -- from the back, which only these pushes shift (claims pop the front; nothing is cut from the middle).
+-- A lane of a priority above 0 joins \`lanes\`, which claims read in priority order.
 local function flush_ready(r)
   for class, ids in pairs(r.back) do
     call_chunked('LPUSH', ready_list(class), ids)
     redis.call('HINCRBY', K.pushes, class, #ids)
+  end
+  for class, ids in pairs(r.front) do
+    if string.find(class, '@', 1, true) then redis.call('ZADD', K.lanes, select(2, lane_parts(class)), class) end
+  end
+  for class in pairs(r.back) do
+    if string.find(class, '@', 1, true) then redis.call('ZADD', K.lanes, select(2, lane_parts(class)), class) end
   end
   for class, ids in pairs(r.front) do
     -- The earliest is pushed last, so it is the next out.

@@ -16,6 +16,7 @@ import { listMessages } from './list.js';
 import { promoteMessages, removeMessages, retryMessages, retryOldestFailed } from './actions.js';
 import { queueKey, turnKey } from './keys.js';
 import { QueueRegistry } from './registry.js';
+import { fireSchedule, listSchedules, putSchedule, removeSchedule } from './schedules.js';
 import { Scripts } from './scripts.js';
 import { SCRIPTS } from './scripts.generated.js';
 import { parseRedisUrl, type RedisUrlOptions } from './url.js';
@@ -34,6 +35,7 @@ import type {
   StoreCapabilities,
   StoredDetails,
   StoredPage,
+  StoredSchedule,
 } from '../store/contract.js';
 import type {
   ActionResult,
@@ -214,6 +216,33 @@ class RedisStore implements Store {
   /** The scripts that write events publish on the queue's `events-wake` channel (same subscriber as wake-ups). */
   subscribeEvents(queue: string, listener: () => void): () => void {
     return this.wakeups.subscribe(queueKey(this.prefix, queue, 'events-wake'), listener);
+  }
+
+  putSchedule(queue: string, schedule: StoredSchedule): Promise<boolean> {
+    return this.guard(async () => {
+      await this.registry.add(queue);
+      return putSchedule(this.scripts, this.prefix, queue, schedule);
+    });
+  }
+
+  schedules(queue: string): Promise<StoredSchedule[]> {
+    return this.guard(() => listSchedules(this.scripts, this.prefix, queue));
+  }
+
+  removeSchedule(queue: string, name: string): Promise<boolean> {
+    return this.guard(() => removeSchedule(this.scripts, this.prefix, queue, name));
+  }
+
+  fireSchedule(
+    queue: string,
+    expected: StoredSchedule,
+    nextAt: number,
+    messages: readonly NewMessage[],
+  ): Promise<EnqueueResult[] | null> {
+    return this.guard(async () => {
+      await this.registry.add(queue);
+      return fireSchedule(this.scripts, queue, expected, nextAt, messages);
+    });
   }
 
   /** SET NX PX: the turn is a flag whose TTL (the Redis server's clock) is `everyMs`. */

@@ -35,17 +35,36 @@ function placeholders(count: number, row: string): string {
   return Array.from({ length: count }, () => row).join(', ');
 }
 
-/**
- * Rows of (queue, id, payload, encoding, metadata, filters, ready_at, enqueued_at, updated_at, policy);
- * returns the ids inserted.
- */
-export function insertMessages(db: BetterSqlite3.Database): ChunkedStatement {
-  return chunked(
-    db,
-    (n) =>
-      'INSERT INTO kvmq_messages (queue, id, payload, encoding, metadata, filters, phase, ready_at, enqueued_at, updated_at, policy) ' +
-      `VALUES ${placeholders(n, '(?, ?, ?, ?, ?, ?, 0, ?, ?, ?, ?)')} ON CONFLICT (queue, id) DO NOTHING RETURNING id`,
-  );
+const INSERT_COLUMNS =
+  'queue, id, payload, encoding, metadata, filters, phase, ready_at, enqueued_at, updated_at, policy';
+
+/** The inserts of new messages; each returns the ids inserted (an id that exists is left alone). */
+export interface MessageInserts {
+  /**
+   * Rows of (queue, id, payload, encoding, metadata, filters, ready_at, enqueued_at, updated_at, policy), for
+   * messages with priority 0, no group and no debounce id: the columns' defaults, so nothing more is bound.
+   */
+  readonly plain: ChunkedStatement;
+  /** The same rows followed by priority, group_name and debounce_id. */
+  readonly scheduled: ChunkedStatement;
+}
+
+export function insertMessages(db: BetterSqlite3.Database): MessageInserts {
+  const conflict = 'ON CONFLICT (queue, id) DO NOTHING RETURNING id';
+  return {
+    plain: chunked(
+      db,
+      (n) =>
+        `INSERT INTO kvmq_messages (${INSERT_COLUMNS}) ` +
+        `VALUES ${placeholders(n, '(?, ?, ?, ?, ?, ?, 0, ?, ?, ?, ?)')} ${conflict}`,
+    ),
+    scheduled: chunked(
+      db,
+      (n) =>
+        `INSERT INTO kvmq_messages (${INSERT_COLUMNS}, priority, group_name, debounce_id) ` +
+        `VALUES ${placeholders(n, '(?, ?, ?, ?, ?, ?, 0, ?, ?, ?, ?, ?, ?, ?)')} ${conflict}`,
+    ),
+  };
 }
 
 /**

@@ -1,6 +1,9 @@
 import { parseFilterClass } from '../model/filters.js';
 import { maxDeliveriesError } from '../model/history.js';
+import { rateCharge, rateGrant } from '../model/rate-limit.js';
+import { takeReady, type GroupLimit } from './claim-ready.js';
 import { failMessage, historyWith, type WriteContext } from './failures.js';
+import { pendingRanges } from './pending.js';
 import type { MessageRow, QueueRow, Statements } from './statements.js';
 import type { ClaimRequest, ClaimResult, ClaimedMessage } from '../store/contract.js';
 import type { Metadata } from '../model/types.js';
@@ -12,27 +15,48 @@ interface ExpiredRow extends MessageRow {
   readonly consumer: string | null;
   readonly losses: number;
   readonly history: string | null;
+  readonly group_name: string | null;
 }
 
 /**
  * Takes up to `max` messages in one transaction (the caller's): messages
- * whose lock expired first (they waited longest), then ready ones, oldest
- * first, reading only the filter classes the consumer accepts. Nothing while
- * the queue is paused. Taking an expired lock counts a lost delivery; at the
- * queue's `maxDeliveries` the message fails instead of being delivered again.
+ * whose lock expired first (they waited longest), then ready ones by
+ * priority, oldest first within one, reading only the filter classes the
+ * consumer accepts (claim-ready.ts). Nothing while the queue is paused.
+ * Taking an expired lock counts a lost delivery; at the queue's
+ * `maxDeliveries` the message fails instead of being delivered again.
+ * Under a rate limit the claim takes at most what it grants, and charges what
+ * it took; under a group limit no group gets past `groupConcurrency` held.
  */
 export function claimMessages(tx: WriteContext, queueRow: QueueRow, request: ClaimRequest): ClaimResult {
   const { sql, queue, now } = tx;
-  if (tx.config().paused) {
+  const config = tx.config();
+  if (config.paused) {
     return { messages: [], queueSize: queueRow.size, dryRuns: queueRow.dry_runs, wakeAt: now + PAUSED_RECHECK_MS };
   }
+  const limit = config.rateLimit;
+  const grant = limit === null ? null : rateGrant(limit, queueRow.rate_tat, now, request.max);
+  if (grant?.granted === 0) {
+    // Not a dry run: the queue may be full; the worker sleeps until the next slot (or a wake-up).
+    return { messages: [], queueSize: queueRow.size, dryRuns: queueRow.dry_runs, wakeAt: grant.wakeAt };
+  }
+  const max = grant === null ? request.max : grant.granted;
   const classes = (sql.classes.all(queue) as string[]).filter((c) => request.accepts === null || request.accepts(c));
   const accepted = new Set(classes);
+  const groups: GroupLimit | null =
+    config.groupConcurrency === null
+      ? null
+      : {
+          max: config.groupConcurrency,
+          held: new Map(
+            (sql.heldGroups.all(queue, now) as { group_name: string; n: number }[]).map((r) => [r.group_name, r.n]),
+          ),
+        };
 
   const lock = { lockUntil: now + request.lockMs, consumer: request.consumerId, now, queue };
   const rows: MessageRow[] = [];
   let failed = 0;
-  for (const expired of sql.expiredLocks.all(queue, now, request.max) as ExpiredRow[]) {
+  for (const expired of sql.expiredLocks.all(queue, now, max) as ExpiredRow[]) {
     const losses = expired.losses + 1;
     const maxDeliveries = tx.config().maxDeliveries;
     const history = historyWith(expired.history, {
@@ -46,21 +70,13 @@ export function claimMessages(tx: WriteContext, queueRow: QueueRow, request: Cla
     if (maxDeliveries > 0 && losses >= maxDeliveries) {
       failMessage(tx, expired, maxDeliveriesError(losses), history);
       failed += 1;
-    } else if (accepted.has(expired.filters)) {
+    } else if (accepted.has(expired.filters) && takesGroupSlot(groups, expired.group_name)) {
       rows.push(sql.relock.get({ ...lock, seq: expired.seq, losses, history }) as MessageRow);
     }
   }
-  if (rows.length < request.max) {
-    const ready: MessageRow[] = [];
-    for (const filters of classes) {
-      ready.push(...(sql.lockReady.all({ ...lock, filters, limit: request.max - rows.length }) as MessageRow[]));
-    }
-    ready.sort((a, b) => a.ready_at - b.ready_at || a.seq - b.seq);
-    if (classes.length > 1) {
-      // Each class gave its oldest; keep the oldest overall and put the rest back untouched.
-      for (const extra of ready.splice(request.max - rows.length)) sql.unlock.run(extra.seq);
-    }
-    rows.push(...ready);
+  if (rows.length < max) rows.push(...takeReady(sql, lock, classes, max - rows.length, groups));
+  if (limit !== null && grant !== null && rows.length > 0) {
+    sql.setRateTat.run(rateCharge(limit, grant, rows.length), queue);
   }
 
   for (const row of rows) tx.event('started', row.id, row.attempt);
@@ -80,6 +96,15 @@ export function claimMessages(tx: WriteContext, queueRow: QueueRow, request: Cla
     return { messages, queueSize, dryRuns: 0, wakeAt: null };
   }
   return { messages, queueSize, ...dryRun(sql, queue, request, queueRow, classes, now) };
+}
+
+/** True when a message of `group` may be held now; counts it for the group. */
+function takesGroupSlot(groups: GroupLimit | null, group: string | null): boolean {
+  if (groups === null || group === null) return true;
+  const held = groups.held.get(group) ?? 0;
+  if (held >= groups.max) return false;
+  groups.held.set(group, held + 1);
+  return true;
 }
 
 /**
@@ -103,8 +128,9 @@ function dryRun(
     sql.setDryRuns.run(dryRuns, eoqUntil, queue);
   }
   let wakeAt = eoqUntil;
-  for (const filterClass of classes) {
-    const next = sql.nextReady.get(queue, filterClass, now) as number | undefined;
+  // The earliest backoff end of each class and priority present.
+  for (const { filters, priority } of pendingRanges(sql, queue, classes)) {
+    const next = sql.nextReady.get(queue, filters, priority, now) as number | undefined;
     if (next !== undefined) wakeAt = Math.min(wakeAt, next);
   }
   const lockExpiry = sql.nextLockExpiry.get(queue, now) as number | undefined;

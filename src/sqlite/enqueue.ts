@@ -1,5 +1,7 @@
+import { content } from './content.js';
+import { debounceInto } from './debounce.js';
 import { stateOf, type StateRow } from './state.js';
-import type { ChunkedStatement } from './chunked.js';
+import type { MessageInserts } from './chunked.js';
 import type { WriteContext } from './failures.js';
 import type { NewMessage } from '../store/contract.js';
 import type { EnqueueResult } from '../model/types.js';
@@ -14,24 +16,62 @@ export interface EnqueueOutcome {
  * Adds messages in one transaction (the caller's). An existing id is refused
  * with its state, except: `done-awaiting-gc` is revived with the new content;
  * with `allowRequeue`, `locked` is marked to run again after it finishes and
- * `done-with-backoff` to run again when its backoff ends.
+ * `done-with-backoff` to run again when its backoff ends. A message with a
+ * debounce id replaces the one still waiting with that id, if any (debounce.ts).
  */
 export function enqueueMessages(
   tx: WriteContext,
-  insertMessages: ChunkedStatement,
+  inserts: MessageInserts,
   knownClasses: Set<string>,
   messages: readonly NewMessage[],
 ): EnqueueOutcome {
-  const { sql, queue, now } = tx;
+  const { sql, queue } = tx;
   for (const m of messages) {
     if (!knownClasses.has(m.filterClass)) {
       sql.addClass.run(queue, m.filterClass);
       knownClasses.add(m.filterClass);
     }
   }
+  if (messages.every((m) => m.debounceId === null)) return addMessages(tx, inserts, messages);
+  // Debounced messages one by one, in order: each may replace one an earlier message of the batch added.
+  const results: EnqueueResult[] = [];
+  let readyNow = false;
+  let plain: NewMessage[] = [];
+  const flush = (): void => {
+    if (plain.length === 0) return;
+    const added = addMessages(tx, inserts, plain);
+    results.push(...added.results);
+    readyNow ||= added.readyNow;
+    plain = [];
+  };
+  for (const m of messages) {
+    if (m.debounceId === null) {
+      plain.push(m);
+      continue;
+    }
+    flush();
+    const debounced = debounceInto(tx, m.debounceId, m);
+    if (debounced === null) plain.push(m);
+    else {
+      results.push(debounced);
+      readyNow ||= m.initialBackoffMs === 0;
+    }
+    flush();
+  }
+  flush();
+  return { results, readyNow };
+}
+
+/** Adds messages with multi-row inserts, or revives or requeues those whose id exists. */
+function addMessages(tx: WriteContext, inserts: MessageInserts, messages: readonly NewMessage[]): EnqueueOutcome {
+  const { sql, queue, now } = tx;
   // New ids go in with multi-row inserts; the ids that already existed come back missing.
-  const rows = messages.map((m) => [queue, m.id, ...content(m, now), now, m.policy]);
-  const inserted = new Set(insertMessages([], rows) as string[]);
+  const plain = messages.every((m) => m.priority === 0 && m.group === null && m.debounceId === null);
+  const rows = messages.map((m) => {
+    const row = [queue, m.id, ...content(m, now), now, m.policy];
+    return plain ? row : [...row, m.priority, m.group, m.debounceId];
+  });
+  const inserted = new Set((plain ? inserts.plain : inserts.scheduled)([], rows) as string[]);
 
   const results: EnqueueResult[] = [];
   let sizeDelta = 0;
@@ -50,7 +90,19 @@ export function enqueueMessages(
     const [payload, encoding, metadata, filters, readyAt] = content(m, now);
     const replacement = m.replacePayload ? { payload, encoding } : { payload: null, encoding: null };
     if (state === 'done-awaiting-gc') {
-      sql.revive.run({ seq: row.seq, payload, encoding, metadata, filters, readyAt, now, policy: m.policy });
+      sql.revive.run({
+        seq: row.seq,
+        payload,
+        encoding,
+        metadata,
+        filters,
+        readyAt,
+        now,
+        policy: m.policy,
+        priority: m.priority,
+        group: m.group,
+        debounceId: m.debounceId,
+      });
       results.push({ ok: true, id: m.id, action: 'revived' });
       tx.event('enqueued', m.id, 0);
       sizeDelta += 1;
@@ -73,20 +125,4 @@ export function enqueueMessages(
   }
   if (sizeDelta !== 0) sql.addCounts.run({ queue, size: sizeDelta, done: doneDelta, failed: 0 });
   return { results, readyNow };
-}
-
-/** A message's stored columns: payload, encoding, metadata, filter class, ready_at, enqueued_at. */
-function content(m: NewMessage, now: number): [Buffer, number, string, string, number, number] {
-  return [
-    asBuffer(m.payload),
-    m.encoding === 'json' ? 0 : 1,
-    JSON.stringify(m.metadata),
-    m.filterClass,
-    now + m.initialBackoffMs,
-    now,
-  ];
-}
-
-export function asBuffer(bytes: Uint8Array): Buffer {
-  return Buffer.isBuffer(bytes) ? bytes : Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
 }

@@ -1,8 +1,9 @@
 /**
  * Queue events on SQLite. A transaction's events for a queue are buffered while it runs and written at its
  * end as one kvmq_events row holding them as a JSON list, so they commit or roll back with the transition and
- * cost one insert per transaction. An event's position, and its cursor, is `seq.index`: the row (numbered per
- * queue) and its place in the row's list. Trimming deletes whole rows, or moves a row's `first` past trimmed
+ * cost one insert per transaction. An event's cursor is `seq.index`: the row and its place in the row's list. A
+ * row's seq is the queue's count of events written before it (plus one), so seqs grow and `seq + index` numbers
+ * every event. Trimming deletes whole rows, or moves a row's `first` past trimmed
  * events; the queue's newest row is only ever emptied that way, so the next row's seq follows it. Each queue
  * keeps the position of the last event trimmed, so a reader behind it is told it missed events.
  */
@@ -47,11 +48,13 @@ interface EventRow {
 }
 
 const SQL = {
+  // A row's seq is its first event's position: the previous row's seq plus its count, so the count bound is a
+  // seek (the row holding the position `max` before the end), not a walk of the rows kept.
   insert: `INSERT INTO kvmq_events (queue, seq, at, count, events)
-       VALUES (@queue, coalesce((SELECT max(seq) FROM kvmq_events WHERE queue = @queue), 0) + 1, @at, @count, @events)`,
+       VALUES (?, coalesce((SELECT seq + count FROM kvmq_events WHERE queue = ? ORDER BY seq DESC LIMIT 1), 1), ?, ?, ?)`,
   read: 'SELECT seq, at, first, count, events FROM kvmq_events WHERE queue = ? AND seq >= ? ORDER BY seq',
   newest: 'SELECT seq, count FROM kvmq_events WHERE queue = ? ORDER BY seq DESC LIMIT 1',
-  newestFirst: 'SELECT seq, first, count FROM kvmq_events WHERE queue = ? ORDER BY seq DESC',
+  holding: 'SELECT seq, first, count FROM kvmq_events WHERE queue = ? AND seq <= ? ORDER BY seq DESC LIMIT 1',
   trimmed: 'SELECT events_trimmed AS seq, events_trimmed_index AS "index" FROM kvmq_queues WHERE queue = ?',
   // By age: the oldest row newer than the bound. Walks from the oldest, so it costs what it trims.
   keepByAge: 'SELECT seq FROM kvmq_events WHERE queue = ? AND at > ? ORDER BY seq LIMIT 1',
@@ -77,21 +80,37 @@ export class EventLog {
     this.sql = Object.fromEntries(entries) as typeof this.sql;
   }
 
-  /** Writes a transaction's events (in it), one row per queue, trimming a queue that grew by a tenth since. */
-  write(events: readonly PendingEvent[], now: number, configOf: (queue: string) => QueueConfig): void {
+  /**
+   * Writes a transaction's events (in it), one row per queue, trimming a queue that grew by a tenth since.
+   * Returns the queues written to. Nearly every transaction has events of one queue: that path groups nothing.
+   */
+  write(events: readonly PendingEvent[], now: number, configOf: (queue: string) => QueueConfig): Iterable<string> {
+    const queue = events[0]?.[0];
+    if (queue === undefined) return [];
+    if (events.every(([of]) => of === queue)) {
+      this.writeRow(
+        queue,
+        events.map(([, event]) => event),
+        now,
+        configOf(queue),
+      );
+      return [queue];
+    }
     const byQueue = new Map<string, ListedEvent[]>();
-    for (const [queue, event] of events) {
-      const list = byQueue.get(queue);
-      if (list === undefined) byQueue.set(queue, [event]);
+    for (const [of, event] of events) {
+      const list = byQueue.get(of);
+      if (list === undefined) byQueue.set(of, [event]);
       else list.push(event);
     }
-    for (const [queue, list] of byQueue) {
-      this.sql.insert.run({ queue, at: now, count: list.length, events: JSON.stringify(list) });
-      const written = (this.sinceTrim.get(queue) ?? 0) + list.length;
-      const config = configOf(queue);
-      if (written < Math.min(TRIM_EVERY, Math.ceil(config.eventsMaxCount / 10))) this.sinceTrim.set(queue, written);
-      else this.trim(queue, config, now);
-    }
+    for (const [of, list] of byQueue) this.writeRow(of, list, now, configOf(of));
+    return byQueue.keys();
+  }
+
+  private writeRow(queue: string, list: readonly ListedEvent[], now: number, config: QueueConfig): void {
+    this.sql.insert.run(queue, queue, now, list.length, JSON.stringify(list));
+    const written = (this.sinceTrim.get(queue) ?? 0) + list.length;
+    if (written < Math.min(TRIM_EVERY, Math.ceil(config.eventsMaxCount / 10))) this.sinceTrim.set(queue, written);
+    else this.trim(queue, config, now);
   }
 
   /** Trims the queue's events past its count and age bounds, and marks the last one trimmed. */
@@ -157,15 +176,18 @@ export class EventLog {
     return cursorOf(newest === undefined ? this.trimmedMark(queue) : [newest.seq, newest.count - 1]);
   }
 
-  /** The oldest row to keep by count and the index to keep from in it, walking from the newest; null: all fit. */
+  /**
+   * The oldest row to keep by count and the index to keep from in it; null: all fit. Rows written before seqs
+   * were positions (numbered 1, 2, 3, ...) hold more events than their seqs say: while the cut falls among
+   * them, more than `max` are kept, until the age bound or newer events move it past them.
+   */
   private countCut(queue: string, max: number): { seq: number; first: number; keptFrom: number } | null {
-    let kept = 0;
-    for (const row of this.sql.newestFirst.iterate(queue) as Iterable<{ seq: number; first: number; count: number }>) {
-      const n = row.count - row.first;
-      if (kept + n >= max) return { seq: row.seq, first: row.count - (max - kept), keptFrom: row.first };
-      kept += n;
-    }
-    return null;
+    const newest = this.sql.newest.get(queue) as { seq: number; count: number } | undefined;
+    if (newest === undefined) return null;
+    const from = newest.seq + newest.count - max;
+    const row = this.sql.holding.get(queue, from) as { seq: number; first: number; count: number } | undefined;
+    if (row === undefined) return null;
+    return { seq: row.seq, first: Math.min(from - row.seq, row.count), keptFrom: row.first };
   }
 
   private trimmedMark(queue: string): Position {

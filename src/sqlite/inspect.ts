@@ -8,6 +8,7 @@ import {
   type Metadata,
   type Outcome,
 } from '../model/types.js';
+import { pendingRanges } from './pending.js';
 import { stateEndsAt, stateOf, type StateRow } from './state.js';
 import type { QueueRow, Statements } from './statements.js';
 import type { StoredContent, StoredDetails } from '../store/contract.js';
@@ -64,20 +65,24 @@ export function messageStatus(sql: Statements, queue: string, id: string, now: n
 
 export function messageDetails(sql: Statements, queue: string, id: string, now: number): StoredDetails | null {
   const row = sql.details.get(queue, id) as
-    (StatusRow & ContentRow & { policy: string | null; history: string | null }) | undefined;
+    | (StatusRow &
+        ContentRow & { policy: string | null; history: string | null; priority: number; group_name: string | null })
+    | undefined;
   if (row === undefined) return null;
   return {
     status: statusOf(queue, row, now),
     content: contentOf(row),
     policy: row.policy,
     history: parseHistory(row.history),
+    priority: row.priority,
+    group: row.group_name,
   };
 }
 
 /**
  * Counts per state from the queue's counters (pending + locked, done, failed).
  * A state split by time is counted by walking only the rows of the
- * time-limited side: every lock, pending backoffs (per filter class) and
+ * time-limited side: every lock, pending backoffs (per filter class and priority) and
  * duplicate backoffs; never the ready backlog nor the finished rows.
  */
 export function stateCounts(
@@ -94,8 +99,8 @@ export function stateCounts(
     // An expired lock reads as queued.
     counts[r.held === 0 ? 'queued' : r.requeue === 1 ? 'locked-with-requeue' : 'locked'] += r.n;
   }
-  for (const filters of sql.classes.all(queue) as string[]) {
-    for (const r of sql.backoffCounts.all({ queue, filters, now }) as { requeue: number; n: number }[]) {
+  for (const { filters, priority } of pendingRanges(sql, queue)) {
+    for (const r of sql.backoffCounts.all({ queue, filters, priority, now }) as { requeue: number; n: number }[]) {
       pending -= r.n;
       counts[r.requeue === 1 ? 'done-with-requeue' : 'queued-with-backoff'] += r.n;
     }

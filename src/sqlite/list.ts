@@ -1,11 +1,12 @@
 /**
  * Listing by state from the partial indexes: each state is one or more range
  * reads, ordered by (index time, seq), so a page costs what it returns (times
- * the filter classes, for pending states, whose index leads with the class).
+ * the ranges of (filter class, priority), for pending states, whose index leads with them).
  */
 import { makeCursor, readCursor, type ListQuery } from '../model/list.js';
 import { contentOf, statusOf, type ContentRow, type StatusRow } from './inspect.js';
 import { stateOf } from './state.js';
+import type { PendingRange } from './pending.js';
 import { CONTENT_FIELDS, STATUS_FIELDS, type Statement } from './statements.js';
 import type BetterSqlite3 from 'better-sqlite3';
 import type { StoredListing, StoredPage } from '../store/contract.js';
@@ -16,22 +17,21 @@ interface Source {
   readonly index: string;
   readonly where: string;
   readonly time: string;
-  /** The index leads with the filter class: one read per class. */
-  readonly perClass?: true;
+  /** The index leads with the filter class and priority: one read per range of them. */
+  readonly perRange?: true;
 }
 
-const PENDING = { index: 'kvmq_messages_ready', time: 'ready_at', perClass: true } as const;
+const PENDING = { index: 'kvmq_messages_pending', time: 'ready_at', perRange: true } as const;
+const IN_RANGE = 'phase = 0 AND filters = @filters AND priority = @priority';
 const LOCKED = { index: 'kvmq_messages_locked', time: 'lock_until' } as const;
 
 const SOURCES: Readonly<Record<MessageState, readonly Source[]>> = {
   // Ready rows, and rows whose lock expired (each from when it became takeable).
   queued: [
-    { ...PENDING, where: 'phase = 0 AND filters = @filters AND ready_at <= @now' },
+    { ...PENDING, where: `${IN_RANGE} AND ready_at <= @now` },
     { ...LOCKED, where: 'phase = 1 AND lock_until <= @now' },
   ],
-  'queued-with-backoff': [
-    { ...PENDING, where: 'phase = 0 AND filters = @filters AND ready_at > @now AND requeue = 0' },
-  ],
+  'queued-with-backoff': [{ ...PENDING, where: `${IN_RANGE} AND ready_at > @now AND requeue = 0` }],
   locked: [{ ...LOCKED, where: 'phase = 1 AND lock_until > @now AND requeue = 0' }],
   'locked-with-requeue': [{ ...LOCKED, where: 'phase = 1 AND lock_until > @now AND requeue = 1' }],
   // By finish time; the few rows still in a duplicate backoff are skipped.
@@ -46,7 +46,7 @@ const SOURCES: Readonly<Record<MessageState, readonly Source[]>> = {
       time: 'backoff_until',
     },
   ],
-  'done-with-requeue': [{ ...PENDING, where: 'phase = 0 AND filters = @filters AND ready_at > @now AND requeue = 1' }],
+  'done-with-requeue': [{ ...PENDING, where: `${IN_RANGE} AND ready_at > @now AND requeue = 1` }],
   failed: [{ index: 'kvmq_messages_failed', where: 'phase = 3', time: 'updated_at' }],
 };
 
@@ -65,7 +65,7 @@ export class Lister {
   constructor(private readonly db: BetterSqlite3.Database) {}
 
   /** A page of the query; the caller runs it in a read transaction, so every range read sees one snapshot. */
-  page(queue: string, query: ListQuery, classes: readonly string[], now: number): StoredPage {
+  page(queue: string, query: ListQuery, ranges: readonly PendingRange[], now: number): StoredPage {
     const start = this.start(query);
     const messages: StoredListing[] = [];
     let last: Position | null = null;
@@ -77,8 +77,8 @@ export class Lister {
       for (const source of SOURCES[state]) {
         const params = { queue, now, t: after.t, seq: after.seq, outcome: query.outcome, limit: want };
         const statement = this.statement(source, query.payload);
-        for (const filters of source.perClass ? classes : [null]) {
-          rows.push(...(statement.all(filters === null ? params : { ...params, filters }) as ListRow[]));
+        for (const range of source.perRange ? ranges : [null]) {
+          rows.push(...(statement.all(range === null ? params : { ...params, ...range }) as ListRow[]));
         }
       }
       rows.sort((a, b) => a.t - b.t || a.seq - b.seq);

@@ -1,17 +1,20 @@
 /**
  * The SQLite layout. One row per message; its `phase` and times give its
  * state (see state.ts). Partial indexes keep each hot query on a small index:
- * pending messages by (queue, filter class, ready time), locks by expiry,
+ * pending messages by (queue, filter class, priority, ready time), locks by expiry,
  * finished and failed messages by age for GC and listing, duplicate backoffs
  * by their end. Per-queue counters (pending + locked, done, failed) change in
  * the same transaction as the rows, so counts never read the backlog.
  * Queue events are rows of their own table, written in the transaction of
- * the transition they describe, read by (queue, seq).
+ * the transition they describe, read by (queue, seq). Schema 4 orders pending
+ * messages by priority within their class, and adds groups, debounce ids and
+ * each queue's rate limit state. Schedules (schema 5) are rows of (queue,
+ * name), their next slot compared and set when they fire.
  */
 import type BetterSqlite3 from 'better-sqlite3';
 import { StoreLayoutError } from '../errors.js';
 
-export const SCHEMA_VERSION = 3;
+export const SCHEMA_VERSION = 5;
 
 export const Phase = { Pending: 0, Locked: 1, Done: 2, Failed: 3 } as const;
 
@@ -29,7 +32,7 @@ CREATE INDEX IF NOT EXISTS kvmq_messages_backoff ON kvmq_messages (queue, backof
 const TABLES_3 = `
 CREATE TABLE IF NOT EXISTS kvmq_events (
   queue   TEXT    NOT NULL,
-  seq     INTEGER NOT NULL,                     -- per queue; a cursor is seq.index, index within the row's list
+  seq     INTEGER NOT NULL,                     -- its first event's number in the queue; a cursor is seq.index
   at      INTEGER NOT NULL,                     -- when the transaction wrote them
   first   INTEGER NOT NULL DEFAULT 0,           -- events before this index were trimmed
   count   INTEGER NOT NULL,                     -- events in the list
@@ -42,6 +45,29 @@ CREATE TABLE IF NOT EXISTS kvmq_turns (
   queue    TEXT    NOT NULL,
   name     TEXT    NOT NULL,
   taken_at INTEGER NOT NULL,
+  PRIMARY KEY (queue, name)
+) STRICT, WITHOUT ROWID;
+`;
+
+// Indexes schema 4 added. Pending messages by (class, priority, ready time): a claim reads one priority at a time,
+// the lowest first, and within it the oldest ready first, never touching lower priorities. Held messages of a group,
+// so a claim counts each group's holds on a few index entries. Waiting messages by debounce id.
+const INDEXES_4 = `
+CREATE INDEX IF NOT EXISTS kvmq_messages_pending ON kvmq_messages (queue, filters, priority, ready_at, seq) WHERE phase = 0;
+CREATE INDEX IF NOT EXISTS kvmq_messages_group_held ON kvmq_messages (queue, group_name, lock_until)
+  WHERE phase = 1 AND group_name IS NOT NULL;
+CREATE INDEX IF NOT EXISTS kvmq_messages_debounce ON kvmq_messages (queue, debounce_id, seq)
+  WHERE phase = 0 AND debounce_id IS NOT NULL;
+`;
+
+// The table schema 5 added: each queue's schedules (src/schedule/), the body opaque JSON, next_at the next slot
+// not yet enqueued, which fireSchedule compares and sets in the transaction that enqueues the due slots.
+const TABLES_5 = `
+CREATE TABLE IF NOT EXISTS kvmq_schedules (
+  queue   TEXT    NOT NULL,
+  name    TEXT    NOT NULL,
+  body    TEXT    NOT NULL,
+  next_at INTEGER NOT NULL,
   PRIMARY KEY (queue, name)
 ) STRICT, WITHOUT ROWID;
 `;
@@ -70,10 +96,13 @@ CREATE TABLE IF NOT EXISTS kvmq_messages (
   updated_at    INTEGER NOT NULL,               -- done/failed: the finish time
   policy        TEXT,                           -- the message's retry policy (model/policy.ts), NULL for none
   history       TEXT,                           -- JSON AttemptRecord[], NULL while empty
-  losses        INTEGER NOT NULL DEFAULT 0      -- locks that ended without a finish
+  losses        INTEGER NOT NULL DEFAULT 0,     -- locks that ended without a finish
+  priority      INTEGER NOT NULL DEFAULT 0,     -- 0 (runs first) to 1000
+  group_name    TEXT,                           -- at most the queue's groupConcurrency held at once; NULL: no group
+  debounce_id   TEXT                            -- a later enqueue with this id replaces the message while it waits
 ) STRICT;
 CREATE UNIQUE INDEX IF NOT EXISTS kvmq_messages_by_id ON kvmq_messages (queue, id);
-CREATE INDEX IF NOT EXISTS kvmq_messages_ready ON kvmq_messages (queue, filters, ready_at, seq) WHERE phase = 0;
+${INDEXES_4}
 CREATE INDEX IF NOT EXISTS kvmq_messages_locked ON kvmq_messages (queue, lock_until) WHERE phase = 1;
 CREATE INDEX IF NOT EXISTS kvmq_messages_done ON kvmq_messages (queue, updated_at) WHERE phase = 2;
 ${INDEXES_2}
@@ -89,9 +118,11 @@ CREATE TABLE IF NOT EXISTS kvmq_queues (
   gc_lock_until INTEGER NOT NULL DEFAULT 0,     -- one GC at a time per queue
   config        TEXT,                           -- JSON QueueConfig, NULL for defaults
   events_trimmed INTEGER NOT NULL DEFAULT 0,    -- the last event trimmed from this queue (seq.index), so readers
-  events_trimmed_index INTEGER NOT NULL DEFAULT 0 -- behind it are told they missed events
+  events_trimmed_index INTEGER NOT NULL DEFAULT 0, -- behind it are told they missed events
+  rate_tat      REAL    NOT NULL DEFAULT 0      -- the rate limit's theoretical arrival time (model/rate-limit.ts)
 ) STRICT, WITHOUT ROWID;
 ${TABLES_3}
+${TABLES_5}
 -- Filter classes seen per queue, so a claim asks only for classes a worker accepts.
 CREATE TABLE IF NOT EXISTS kvmq_classes (
   queue   TEXT NOT NULL,
@@ -133,11 +164,27 @@ ALTER TABLE kvmq_queues ADD COLUMN events_trimmed_index INTEGER NOT NULL DEFAULT
 ${TABLES_3}
 `;
 
+// Schema 3 → 4: priority, group and debounce id per message (existing ones: priority 0, none), the rate limit
+// state per queue; the pending index gains the priority.
+const MIGRATE_3_TO_4 = `
+ALTER TABLE kvmq_messages ADD COLUMN priority INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE kvmq_messages ADD COLUMN group_name TEXT;
+ALTER TABLE kvmq_messages ADD COLUMN debounce_id TEXT;
+ALTER TABLE kvmq_queues ADD COLUMN rate_tat REAL NOT NULL DEFAULT 0;
+DROP INDEX IF EXISTS kvmq_messages_ready;
+${INDEXES_4}
+`;
+
+// Schema 4 → 5: the schedules table.
+const MIGRATE_4_TO_5 = TABLES_5;
+
 // What brings each older schema up to date, in one transaction.
 const MIGRATIONS: Readonly<Record<number, string>> = {
   0: DDL,
-  1: MIGRATE_1_TO_2 + MIGRATE_2_TO_3,
-  2: MIGRATE_2_TO_3,
+  1: MIGRATE_1_TO_2 + MIGRATE_2_TO_3 + MIGRATE_3_TO_4 + MIGRATE_4_TO_5,
+  2: MIGRATE_2_TO_3 + MIGRATE_3_TO_4 + MIGRATE_4_TO_5,
+  3: MIGRATE_3_TO_4 + MIGRATE_4_TO_5,
+  4: MIGRATE_4_TO_5,
 };
 
 export function migrate(db: BetterSqlite3.Database, path: string): void {

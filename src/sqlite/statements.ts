@@ -12,15 +12,17 @@ export const CONTENT_FIELDS = 'payload, encoding, metadata, filters';
 
 const SQL = {
   ensureQueue: 'INSERT INTO kvmq_queues (queue) VALUES (?) ON CONFLICT DO NOTHING',
-  queueRow:
-    'SELECT size, done, failed, dry_runs, eoq_until, gc_at, gc_lock_until, config FROM kvmq_queues WHERE queue = ?',
+  queueRow: `SELECT size, done, failed, dry_runs, eoq_until, gc_at, gc_lock_until, config, rate_tat FROM kvmq_queues
+       WHERE queue = ?`,
   // The per-queue counters, changed in the transaction that changes the rows.
   addCounts:
     'UPDATE kvmq_queues SET size = size + @size, done = done + @done, failed = failed + @failed WHERE queue = @queue',
   setDryRuns: 'UPDATE kvmq_queues SET dry_runs = ?, eoq_until = ? WHERE queue = ?',
   resetDryRuns: 'UPDATE kvmq_queues SET dry_runs = 0, eoq_until = 0 WHERE queue = ? AND dry_runs <> 0',
   setConfig: 'UPDATE kvmq_queues SET config = ? WHERE queue = ?',
-  clearQueue: 'UPDATE kvmq_queues SET size = 0, done = 0, failed = 0, dry_runs = 0, eoq_until = 0 WHERE queue = ?',
+  clearQueue:
+    'UPDATE kvmq_queues SET size = 0, done = 0, failed = 0, dry_runs = 0, eoq_until = 0, rate_tat = 0 WHERE queue = ?',
+  setRateTat: 'UPDATE kvmq_queues SET rate_tat = ? WHERE queue = ?',
 
   addClass: 'INSERT INTO kvmq_classes (queue, filters) VALUES (?, ?) ON CONFLICT DO NOTHING',
   classes: 'SELECT filters FROM kvmq_classes WHERE queue = ?',
@@ -28,11 +30,20 @@ const SQL = {
 
   existing: `SELECT seq, phase, ready_at, lock_until, backoff_until, requeue, attempt FROM kvmq_messages
        WHERE queue = ? AND id = ?`,
-  // A revive keeps the history and takes the new message's content and policy.
+  // A revive keeps the history and takes the new message's content, policy and scheduling.
   revive: `UPDATE kvmq_messages SET payload = @payload, encoding = @encoding, metadata = @metadata, filters = @filters,
          phase = 0, ready_at = @readyAt, lock_until = 0, consumer = NULL, backoff_until = 0, requeue = 0,
          next_payload = NULL, next_encoding = NULL, attempt = 0, outcome = NULL, last_error = NULL,
-         enqueued_at = @now, updated_at = @now, policy = @policy, losses = 0
+         enqueued_at = @now, updated_at = @now, policy = @policy, losses = 0,
+         priority = @priority, group_name = @group, debounce_id = @debounceId
+       WHERE seq = @seq`,
+  // The pending messages of a debounce id, oldest first (the caller keeps the first still waiting).
+  debounceWaiting: `SELECT seq, id, phase, ready_at, lock_until, backoff_until, requeue FROM kvmq_messages
+       WHERE queue = ? AND debounce_id = ? AND phase = 0 ORDER BY seq`,
+  // A debounced enqueue: the waiting message takes the new content and ready time; id, filters, priority, group,
+  // policy and attempt stay.
+  debounce: `UPDATE kvmq_messages SET payload = @payload, encoding = @encoding, metadata = @metadata,
+         ready_at = @readyAt, requeue = 0, updated_at = @now
        WHERE seq = @seq`,
   requeueDone: `UPDATE kvmq_messages SET phase = 0, ready_at = backoff_until, requeue = 1, attempt = 0, losses = 0,
          payload = coalesce(@payload, payload), encoding = coalesce(@encoding, encoding), updated_at = @now
@@ -40,16 +51,35 @@ const SQL = {
   requeueLocked: `UPDATE kvmq_messages SET requeue = 1, next_payload = @payload, next_encoding = @encoding, updated_at = @now
        WHERE seq = @seq`,
 
-  // Locks the oldest ready messages of one filter class and returns them (in no set order).
+  // Locks the oldest ready messages of one filter class and priority and returns them (in no set order).
   lockReady: `UPDATE kvmq_messages SET phase = 1, lock_until = @lockUntil, consumer = @consumer,
          attempt = attempt + 1, requeue = 0, updated_at = @now
        WHERE seq IN (SELECT seq FROM kvmq_messages
-         WHERE queue = @queue AND filters = @filters AND phase = 0 AND ready_at <= @now
+         WHERE queue = @queue AND filters = @filters AND phase = 0 AND priority = @priority AND ready_at <= @now
          ORDER BY ready_at, seq LIMIT @limit)
        RETURNING ${MESSAGE_FIELDS}`,
-  nextReady: `SELECT ready_at FROM kvmq_messages WHERE queue = ? AND filters = ? AND phase = 0 AND ready_at > ?
+  // The next priority after `priority` with pending messages in a class: one index seek.
+  nextPriority: `SELECT priority FROM kvmq_messages WHERE queue = ? AND filters = ? AND phase = 0 AND priority > ?
+       ORDER BY priority LIMIT 1`,
+  nextReady: `SELECT ready_at FROM kvmq_messages
+       WHERE queue = ? AND filters = ? AND phase = 0 AND priority = ? AND ready_at > ?
        ORDER BY ready_at LIMIT 1`,
-  expiredLocks: `SELECT ${MESSAGE_FIELDS}, consumer, losses, history FROM kvmq_messages
+  // With group concurrency: ready messages of a class and priority after (t, seq), oldest first, except those of
+  // groups already full (a JSON list).
+  readyCandidates: `SELECT seq, ready_at, group_name FROM kvmq_messages
+       WHERE queue = @queue AND filters = @filters AND phase = 0 AND priority = @priority AND ready_at <= @now
+         AND (ready_at, seq) > (@t, @seq)
+         AND (group_name IS NULL OR group_name NOT IN (SELECT value FROM json_each(@full)))
+       ORDER BY ready_at, seq LIMIT @limit`,
+  // Locks the messages chosen by seq (a JSON list) and returns them (in no set order).
+  lockChosen: `UPDATE kvmq_messages SET phase = 1, lock_until = @lockUntil, consumer = @consumer,
+         attempt = attempt + 1, requeue = 0, updated_at = @now
+       WHERE seq IN (SELECT value FROM json_each(@seqs))
+       RETURNING ${MESSAGE_FIELDS}`,
+  // Messages held per group (unexpired locks).
+  heldGroups: `SELECT group_name, count(*) AS n FROM kvmq_messages
+       WHERE queue = ? AND phase = 1 AND group_name IS NOT NULL AND lock_until > ? GROUP BY group_name`,
+  expiredLocks: `SELECT ${MESSAGE_FIELDS}, consumer, losses, history, group_name FROM kvmq_messages
        WHERE queue = ? AND phase = 1 AND lock_until <= ? ORDER BY lock_until LIMIT ?`,
   nextLockExpiry:
     'SELECT lock_until FROM kvmq_messages WHERE queue = ? AND phase = 1 AND lock_until > ? ORDER BY lock_until LIMIT 1',
@@ -81,8 +111,10 @@ const SQL = {
          history = coalesce(@history, history), updated_at = @now
        WHERE seq = @seq`,
   // A message that fails moves to the dead-letter queue instead: queued there now, at attempt 0.
+  // It leaves its debounce id behind: enqueues to the dead-letter queue never replace it.
   deadLetter: `UPDATE kvmq_messages SET queue = @dlq, phase = 0, ready_at = @now, lock_until = 0, consumer = NULL,
          backoff_until = 0, requeue = 0, next_payload = NULL, next_encoding = NULL, attempt = 0, losses = 0,
+         debounce_id = NULL,
          outcome = 'error', last_error = @error, history = coalesce(@history, history), updated_at = @now
        WHERE seq = @seq`,
 
@@ -98,12 +130,14 @@ const SQL = {
   remove: 'DELETE FROM kvmq_messages WHERE seq = ?',
 
   status: `SELECT ${STATUS_FIELDS} FROM kvmq_messages WHERE queue = ? AND id = ?`,
-  details: `SELECT ${STATUS_FIELDS}, ${CONTENT_FIELDS}, policy, history FROM kvmq_messages WHERE queue = ? AND id = ?`,
+  details: `SELECT ${STATUS_FIELDS}, ${CONTENT_FIELDS}, policy, history, priority, group_name FROM kvmq_messages
+       WHERE queue = ? AND id = ?`,
   // Counts split by time walk only rows in time-limited states: every lock, pending backoffs, duplicate backoffs.
   lockCounts: `SELECT lock_until > @now AS held, requeue, count(*) AS n FROM kvmq_messages
        WHERE queue = @queue AND phase = 1 GROUP BY 1, 2`,
   backoffCounts: `SELECT requeue, count(*) AS n FROM kvmq_messages
-       WHERE queue = @queue AND phase = 0 AND filters = @filters AND ready_at > @now GROUP BY 1`,
+       WHERE queue = @queue AND phase = 0 AND filters = @filters AND priority = @priority AND ready_at > @now
+       GROUP BY 1`,
   doneBackoffCount: `SELECT count(*) FROM kvmq_messages
        WHERE queue = @queue AND phase = 2 AND backoff_until > 0 AND backoff_until > @now`,
   holding: `SELECT id FROM kvmq_messages WHERE queue = ? AND phase = 1 AND lock_until > ? AND consumer = ?`,
@@ -140,6 +174,7 @@ const PLUCKED: ReadonlySet<string> = new Set([
   'retryFailed',
   'classes',
   'nextReady',
+  'nextPriority',
   'nextLockExpiry',
   'holding',
   'doneBackoffCount',
@@ -179,4 +214,5 @@ export interface QueueRow {
   readonly gc_at: number;
   readonly gc_lock_until: number;
   readonly config: string | null;
+  readonly rate_tat: number;
 }

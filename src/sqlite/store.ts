@@ -19,10 +19,12 @@ import { promoteMessages, removeMessages, retryFailed, retryMessages } from './a
 import { claimMessages } from './claim.js';
 import { enqueueMessages } from './enqueue.js';
 import { finishMessages } from './finish.js';
-import { finishSuccesses, insertMessages, type ChunkedStatement } from './chunked.js';
+import { finishSuccesses, insertMessages, type ChunkedStatement, type MessageInserts } from './chunked.js';
 import { liveConsumers, messageDetails, messageStatus, stateCounts } from './inspect.js';
 import { Lister } from './list.js';
+import { pendingRanges } from './pending.js';
 import type { WriteContext } from './failures.js';
+import { ScheduleTable } from './schedules.js';
 import { migrate } from './schema.js';
 import { prepareStatements, type QueueRow, type Statement, type Statements } from './statements.js';
 import { eventsChannel, Wakeups } from './wakeups.js';
@@ -40,6 +42,7 @@ import type {
   StoreCapabilities,
   StoredDetails,
   StoredPage,
+  StoredSchedule,
 } from '../store/contract.js';
 import type { ListQuery } from '../model/list.js';
 import type {
@@ -141,7 +144,7 @@ class SqliteStore implements Store {
     deadLetterQueue: true,
   };
   private readonly sql: Statements;
-  private readonly insertMessages: ChunkedStatement;
+  private readonly insertMessages: MessageInserts;
   private readonly finishSuccesses: ChunkedStatement;
   private readonly wakeups: Wakeups;
   private readonly ensured = new Set<string>();
@@ -150,6 +153,7 @@ class SqliteStore implements Store {
   private readonly configs = new Map<string, { json: string | null; config: QueueConfig }>();
   private readonly lister: Lister;
   private readonly events: EventLog;
+  private readonly scheduleTable: ScheduleTable;
   private closed = false;
 
   constructor(
@@ -161,6 +165,7 @@ class SqliteStore implements Store {
     this.finishSuccesses = finishSuccesses(db);
     this.lister = new Lister(db);
     this.events = new EventLog(db);
+    this.scheduleTable = new ScheduleTable(db);
     let dataVersion = -1;
     this.wakeups = new Wakeups(path, () => {
       if (this.closed) return false;
@@ -172,16 +177,20 @@ class SqliteStore implements Store {
   }
 
   enqueue(queue: string, messages: readonly NewMessage[]): Promise<EnqueueResult[]> {
-    return this.write(queue, (tx) => {
-      let classes = this.knownClasses.get(queue);
-      if (classes === undefined) {
-        classes = new Set();
-        this.knownClasses.set(queue, classes);
-      }
-      const { results, readyNow } = enqueueMessages(tx, this.insertMessages, classes, messages);
-      if (readyNow) tx.wake(queue);
-      return results;
-    });
+    return this.write(queue, (tx) => this.addMessages(tx, messages));
+  }
+
+  /** Enqueue's work inside a write transaction: what `enqueue` and `fireSchedule` both do. */
+  private addMessages(tx: WriteContext, messages: readonly NewMessage[]): EnqueueResult[] {
+    const { queue } = tx;
+    let classes = this.knownClasses.get(queue);
+    if (classes === undefined) {
+      classes = new Set();
+      this.knownClasses.set(queue, classes);
+    }
+    const { results, readyNow } = enqueueMessages(tx, this.insertMessages, classes, messages);
+    if (readyNow) tx.wake(queue);
+    return results;
   }
 
   claim(queue: string, request: ClaimRequest): Promise<ClaimResult> {
@@ -233,7 +242,7 @@ class SqliteStore implements Store {
   }
 
   list(queue: string, query: ListQuery): Promise<StoredPage> {
-    return this.snapshot(() => this.lister.page(queue, query, this.sql.classes.all(queue) as string[], Date.now()));
+    return this.snapshot(() => this.lister.page(queue, query, pendingRanges(this.sql, queue), Date.now()));
   }
 
   inspect(queue: string, id: string): Promise<StoredDetails | null> {
@@ -342,6 +351,30 @@ class SqliteStore implements Store {
     return this.wakeups.subscribe(eventsChannel(queue), listener);
   }
 
+  putSchedule(queue: string, schedule: StoredSchedule): Promise<boolean> {
+    return this.write(queue, () => this.scheduleTable.put(queue, schedule));
+  }
+
+  schedules(queue: string): Promise<StoredSchedule[]> {
+    return this.read(() => this.scheduleTable.list(queue));
+  }
+
+  removeSchedule(queue: string, name: string): Promise<boolean> {
+    return this.transaction(() => this.scheduleTable.remove(queue, name));
+  }
+
+  /** The compare-and-set and the enqueue in one IMMEDIATE transaction: both happen or neither. */
+  fireSchedule(
+    queue: string,
+    expected: StoredSchedule,
+    nextAt: number,
+    messages: readonly NewMessage[],
+  ): Promise<EnqueueResult[] | null> {
+    return this.write(queue, (tx) =>
+      this.scheduleTable.advance(queue, expected, nextAt) ? this.addMessages(tx, messages) : null,
+    );
+  }
+
   /** On this machine's clock (every process sharing the file shares it). */
   takeTurn(queue: string, name: string, everyMs: number): Promise<boolean> {
     return this.transaction(() => this.sql.takeTurn.run({ queue, name, everyMs, now: Date.now() }).changes === 1);
@@ -427,8 +460,7 @@ class SqliteStore implements Store {
       });
       if (wakes.size > 0) this.afterCommit(...wakes);
       if (events.length > 0) {
-        this.events.write(events, now, configOf);
-        const channels = new Set(events.map(([of]) => eventsChannel(of)));
+        const channels = [...this.events.write(events, now, configOf)].map(eventsChannel);
         queueMicrotask(() => this.wakeups.notifySoon(...channels));
       }
       return result;

@@ -49,6 +49,22 @@ export interface NewMessage {
   readonly replacePayload: boolean;
   /** The message's own retry policy, encoded (model/policy.ts); null for none, and stores then write nothing. */
   readonly policy: string | null;
+  /**
+   * 0 (runs first) to PRIORITY_MAX (model/scheduling.ts). A claim takes the lowest priority number first among
+   * the classes it accepts, oldest ready first within one, and never scans lower-priority messages to do so:
+   * pending messages are indexed by priority in each store's layout.
+   */
+  readonly priority: number;
+  /** At most the queue's `groupConcurrency` messages of one group are held (locked) at once; null: no group. */
+  readonly group: string | null;
+  /**
+   * When set, and a message with this debounce id is still waiting (`queued` or `queued-with-backoff`),
+   * that message takes this one's payload, encoding and metadata and becomes ready `initialBackoffMs`
+   * (= debounce ms) from now; its id, filters, priority, group and policy stay. The result is
+   * `{ ok: true, id: <the waiting message's id>, action: 'debounced' }`. Otherwise the message is added
+   * as usual and becomes the waiting one for this debounce id. Checked and written in one atomic step.
+   */
+  readonly debounceId: string | null;
 }
 
 export interface ClaimRequest {
@@ -125,6 +141,8 @@ export interface StoredDetails {
   readonly status: MessageStatus;
   readonly content: StoredContent;
   readonly policy: string | null;
+  readonly priority: number;
+  readonly group: string | null;
   readonly history: readonly AttemptRecord[];
 }
 
@@ -143,6 +161,19 @@ export interface ConsumerRegistration {
   readonly pid: number;
   /** The registration lapses unless renewed within this time. */
   readonly ttlMs: number;
+}
+
+/**
+ * A repeatable schedule as a store keeps it. The body is made and read by src/schedule/ only;
+ * stores keep it as an opaque string.
+ */
+export interface StoredSchedule {
+  /** Unique within the queue (model/scheduling.ts checkScheduleName). */
+  readonly name: string;
+  /** The schedule as JSON: its timing, payload and enqueue options. */
+  readonly body: string;
+  /** The next slot not yet enqueued, ms since the epoch: the value `fireSchedule` compares and sets. */
+  readonly nextAt: number;
 }
 
 /** A page of a queue's events, oldest first. */
@@ -226,6 +257,26 @@ export interface Store {
    * `everyMs`. A rate limit kept in the store (e.g. one warning per six hours across all workers).
    */
   takeTurn(queue: string, name: string, everyMs: number): Promise<boolean>;
+
+  /** Creates or replaces the schedule of that name (body and next slot); true when it was created. */
+  putSchedule(queue: string, schedule: StoredSchedule): Promise<boolean>;
+  /** The queue's schedules, sorted by name. */
+  schedules(queue: string): Promise<StoredSchedule[]>;
+  /** Removes a schedule; false when there was none. Messages it already enqueued stay. */
+  removeSchedule(queue: string, name: string): Promise<boolean>;
+  /**
+   * Fires a schedule's due slots, in one atomic step: when the stored schedule `expected.name` still has
+   * `expected.body` and `expected.nextAt`, sets its nextAt to `nextAt` and enqueues `messages` exactly as
+   * `enqueue` would (a message whose id exists is refused in its result, not an error). Returns the enqueue
+   * results; null when the schedule changed, was removed or another process fired it first, and then
+   * nothing was written. This compare-and-set is what makes every slot enqueued once across processes.
+   */
+  fireSchedule(
+    queue: string,
+    expected: StoredSchedule,
+    nextAt: number,
+    messages: readonly NewMessage[],
+  ): Promise<EnqueueResult[] | null>;
 
   /**
    * Calls `listener` when messages may have become available on the queue.

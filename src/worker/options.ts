@@ -82,6 +82,11 @@ export interface WorkerOptions {
   readonly onError?: (error: unknown) => void;
   /** Receives the worker's warnings (a monitor's, such as `queueSizeMonitor`). @defaultValue console.warn */
   readonly logger?: Logger;
+  /**
+   * Fire the queue's schedules (`client.schedule()`) while the worker runs. Every worker may: each slot is
+   * enqueued once however many run. @defaultValue true
+   */
+  readonly schedules?: boolean;
 }
 
 export interface CheckedWorkerOptions {
@@ -99,6 +104,7 @@ export interface CheckedWorkerOptions {
   readonly autoStart: boolean;
   readonly onError: ((error: unknown) => void) | null;
   readonly logger: Logger;
+  readonly schedules: boolean;
 }
 
 const KEYS = [
@@ -116,6 +122,7 @@ const KEYS = [
   'autoStart',
   'onError',
   'logger',
+  'schedules',
 ] as const;
 
 // setTimeout fires at once for anything longer.
@@ -128,6 +135,7 @@ export const WORKER_DEFAULTS = {
   throttleMs: 0,
   maxAttempts: 1,
   autoStart: true,
+  schedules: true,
 } as const satisfies WorkerOptions;
 
 /** Validates at construction: a bad option is a TypeError that says how to fix the call. */
@@ -155,6 +163,7 @@ export function checkWorkerOptions(options: WorkerOptions): CheckedWorkerOptions
     autoStart: checkBoolean('autoStart', o.autoStart),
     onError: optionalFunction('onError', o.onError),
     logger: o.logger === undefined ? CONSOLE_LOGGER : checkLogger(o.logger),
+    schedules: checkBoolean('schedules', o.schedules),
   };
 }
 

@@ -1,7 +1,8 @@
 /**
  * A worker: claim → handler → finish, with lock renewal while handlers run,
  * messages claimed ahead (prefetch), batched finishes, queue-wide end-of-queue backoff, wake-ups from the store,
- * handler timeouts, outcome events, the consumer registry, GC, and a graceful (then forceful) stop.
+ * handler timeouts, outcome events, the consumer registry, GC, the queue's schedules, and a graceful (then
+ * forceful) stop.
  */
 import { randomUUID } from 'node:crypto';
 import { EventEmitter } from 'node:events';
@@ -17,6 +18,7 @@ import type { FailureReason, WorkerEvents } from './events.js';
 import type { WorkerInstruments } from './instruments.js';
 import type { ClaimedMessage, Finish, FinishResult, Store } from '../store/contract.js';
 import { sleep } from '../model/time.js';
+import { Scheduler } from '../schedule/scheduler.js';
 import { UNTRACED, traceProcess, type ProcessTrace } from '../tracing/process.js';
 import type { Handler, HandlerResult, Job, MessagePolicy, QueueConfig } from '../model/types.js';
 
@@ -118,6 +120,9 @@ export class Worker extends EventEmitter<WorkerEvents> {
   private renewing: Promise<void> | null = null;
   /** The GC and configuration loop; stop() waits for it so no store call outlives the worker. */
   private maintenance: Promise<void> | null = null;
+  /** The loop firing the queue's schedules (option `schedules`); stop() waits for it. */
+  private scheduler: Scheduler | null = null;
+  private scheduling: Promise<void> | null = null;
   private stopping: Promise<void> | null = null;
   private storeFailures = 0;
   /** What monitors started and have not finished (store calls through takeTurn); stop() waits for them. */
@@ -150,6 +155,11 @@ export class Worker extends EventEmitter<WorkerEvents> {
     return this.held.size;
   }
 
+  /** @internal the client changed one of the queue's schedules: read them now, not at the next rescan. */
+  schedulesChanged(): void {
+    this.scheduler?.wake();
+  }
+
   /** Registers the consumer and starts polling. Rejects if the worker's filters do not fit the queue. */
   start(): Promise<void> {
     if (this.state !== 'idle') {
@@ -178,6 +188,10 @@ export class Worker extends EventEmitter<WorkerEvents> {
     }, renewEveryMs);
     this.loop = this.run();
     this.maintenance = this.maintain();
+    if (this.options.schedules) {
+      this.scheduler = new Scheduler(this.store, this.queue, this.reportError);
+      this.scheduling = this.scheduler.run(this.halt.signal);
+    }
   }
 
   /**
@@ -211,6 +225,7 @@ export class Worker extends EventEmitter<WorkerEvents> {
     if (this.renewTimer !== null) clearInterval(this.renewTimer);
     await this.renewing;
     await this.maintenance;
+    await this.scheduling;
     await Promise.race([Promise.allSettled(this.monitoring), aborted(this.force.signal)]);
     this.unsubscribe?.();
     await this.store.unregisterConsumer(this.queue, this.id).catch(this.reportError);

@@ -5,6 +5,8 @@
  * nodes whose state keeps only their prefix: an action finds the entry's full
  * name in its bucket (one listing of at most 2,000 names).
  */
+import { indexRemovals } from './debounce-index.js';
+import { releaseOps } from './group-paths.js';
 import { parseFilterClass } from '../model/filters.js';
 import { isZkError, ZkCode, type ZkOp, type ZkSession } from './client.js';
 import {
@@ -17,6 +19,7 @@ import {
   taskNodes,
   type Entry,
   type TaskState,
+  priorityOf,
 } from './layout.js';
 import { notePath } from './finish.js';
 import type { EventRecord } from './events.js';
@@ -155,13 +158,18 @@ async function requeueOps(
   oldEntry: string | null,
   now: number,
 ): Promise<ZkOp[]> {
-  const prefix = `${await q.sub(next.filterClass).tailBucket()}/${entryPrefix(now, id)}`;
+  const prefix = `${await q.sub(next.filterClass, priorityOf(next)).tailBucket()}/${entryPrefix(now, id)}`;
   const state = makeState({ ...next, entry: prefix }, now);
   const ops: ZkOp[] = [{ op: 'set', path: taskNodes(q.paths.task(id)).state, data: encodeState(state), version }];
   if (oldEntry !== null) ops.push({ op: 'remove', path: oldEntry, version: -1 });
   ops.push({ op: 'create', path: prefix, kind: 'sequential' });
   // Touching the sub-queue wakes idle workers, as an enqueue does.
-  ops.push({ op: 'set', path: q.paths.classDir(next.filterClass), data: Buffer.alloc(0), version: -1 });
+  ops.push({
+    op: 'set',
+    path: q.paths.classDir(next.filterClass, priorityOf(next)),
+    data: Buffer.alloc(0),
+    version: -1,
+  });
   return ops;
 }
 
@@ -216,7 +224,8 @@ export function removeMessages(ctx: StoreContext, q: QueueContext, ids: readonly
     const nodes = taskNodes(taskPath);
     const ops: ZkOp[] = [];
     // A lock that ended but whose claim node lingers (a stalled consumer): it goes too.
-    if (task.claim !== null) ops.push({ op: 'remove', path: nodes.claim, version: task.claim });
+    if (task.claim !== null)
+      ops.push({ op: 'remove', path: nodes.claim, version: task.claim }, ...releaseOps(q, id, s));
     for (const name of Object.keys(parseFilterClass(s.filterClass))) {
       ops.push({ op: 'remove', path: `${nodes.filters}/${name}`, version: -1 });
     }
@@ -229,6 +238,7 @@ export function removeMessages(ctx: StoreContext, q: QueueContext, ids: readonly
     if (s.nextEncoding !== null) ops.push({ op: 'remove', path: nodes.next, version: -1 });
     ops.push({ op: 'remove', path: taskPath, version: -1 });
     if (entry !== null) ops.push({ op: 'remove', path: entry, version: -1 });
+    ops.push(...(await indexRemovals(ctx.zk, q, [{ id, state: s }])));
     ops.push(...q.events.ops(await q.eventsConfig(), [{ type: 'removed', id, attempt: s.attempt, at: Date.now() }]));
     return { ops, state: null };
   });

@@ -6,7 +6,8 @@
  */
 import { parseFilterClass } from '../model/filters.js';
 import { ZkCode, type ZkOp } from './client.js';
-import { encodeState, makeState, namesEntry, taskNodes, type Entry, type TaskState } from './layout.js';
+import { encodeState, makeState, namesEntry, taskNodes, type Entry, type SubKey, type TaskState } from './layout.js';
+import { releaseOps } from './group-paths.js';
 import type { ConfRead } from './conf.js';
 import type { EventRecord } from './events.js';
 import type { QueueContext } from './queue.js';
@@ -19,6 +20,8 @@ import type { Metadata } from '../model/types.js';
 export interface Candidate {
   readonly entry: Entry;
   readonly sub: BucketedList;
+  /** The priority of its sub-queue: candidates are taken lowest number first. */
+  readonly priority: number;
 }
 
 /** A claim ready to send: its operations, and what to remember once they succeed. */
@@ -67,11 +70,29 @@ export function skipUntil(cache: ClaimCache, entry: Entry, now: number): number 
   if (entry.at > now) return entry.at;
   const until = cache.lockedUntil.get(entry.path);
   if (until !== undefined && until > now) return until;
+  // Its group is full: a removal in the group (its watch) says when to look again.
+  if (cache.blocked.has(entry.path)) return Infinity;
   return cache.trying.has(entry.path) ? Infinity : null;
 }
 
+/** The sub-queues grouped by priority, lowest number (runs first) first; `subs` is sorted by priority. */
+export function priorityLevels(subs: readonly SubKey[]): SubKey[][] {
+  const levels: SubKey[][] = [];
+  let last: SubKey[] | undefined;
+  for (const key of subs) {
+    if (last?.[0]?.priority === key.priority) last.push(key);
+    else {
+      last = [key];
+      levels.push(last);
+    }
+  }
+  return levels;
+}
+
+/** Claim order: priority, then oldest ready first (FIFO among equal times). */
 export function byEntry(a: Candidate, b: Candidate): number {
   return (
+    a.priority - b.priority ||
     a.entry.at - b.entry.at ||
     (a.entry.bucket < b.entry.bucket ? -1 : a.entry.bucket > b.entry.bucket ? 1 : 0) ||
     a.entry.seq - b.entry.seq
@@ -93,24 +114,34 @@ export function cachedCandidates(
   const view = q.peekView();
   if (view === null) return [];
   const out: Candidate[] = [];
-  for (const filterClass of view.classes) {
-    if (accepts !== null && !accepts(filterClass)) continue;
-    const sub = q.sub(filterClass);
-    const buckets = sub.peekBuckets();
-    if (buckets === null) continue;
-    let found = 0;
-    for (const bucket of buckets) {
-      const entries = sub.peek(bucket);
-      if (entries === undefined) break;
-      for (const entry of entries) {
-        if (found >= n) break;
-        if (skipUntil(ctx.claims, entry, now) === null) {
-          out.push({ entry, sub });
-          found += 1;
-        }
+  for (const level of priorityLevels(view.subs)) {
+    // Lower priorities only when the higher ones cannot fill `n` (and never past a level not known).
+    if (out.length >= n) break;
+    let blind = false;
+    for (const key of level) {
+      if (accepts !== null && !accepts(key.filterClass)) continue;
+      const sub = q.sub(key.filterClass, key.priority);
+      const buckets = sub.peekBuckets();
+      if (buckets === null) {
+        blind = true;
+        continue;
       }
-      if (found >= n) break;
+      let found = 0;
+      for (const bucket of buckets) {
+        const entries = sub.peek(bucket);
+        if (entries === undefined) break;
+        for (const entry of entries) {
+          if (found >= n) break;
+          if (skipUntil(ctx.claims, entry, now) === null) {
+            out.push({ entry, sub, priority: key.priority });
+            found += 1;
+          }
+        }
+        if (found >= n) break;
+      }
     }
+    // A sub-queue of this level not known: what lower levels hold may not come next.
+    if (blind) break;
   }
   return out.sort(byEntry).slice(0, n);
 }
@@ -143,12 +174,18 @@ export function buildClaim(
       // A message whose lock expired keeps its requeue mark; a pending one starts clean.
       requeue: state.phase === 'locked' ? state.requeue : false,
       updatedAt: now,
+      // Set by groups.ts when this claim makes a held node in the message's group.
+      grouped: undefined,
     },
     now,
   );
   // No claim starts once a pause is written: the configuration must be as read when it said not paused.
   const ops: ZkOp[] = [{ op: 'check', path: q.paths.conf, version: conf.version }];
-  if (staleClaimVersion !== null) ops.push({ op: 'remove', path: nodes.claim, version: staleClaimVersion });
+  if (staleClaimVersion !== null) {
+    ops.push({ op: 'remove', path: nodes.claim, version: staleClaimVersion });
+    // The held node in its group went in the same multi as the claim, and goes with it.
+    ops.push(...releaseOps(q, candidate.entry.id, state));
+  }
   const createOp = ops.push({ op: 'create', path: nodes.claim, data: Buffer.from(consumer), kind: 'ephemeral' }) - 1;
   const stateOp = ops.push({ op: 'set', path: nodes.state, data: encodeState(next), version: read.version }) - 1;
   const event: EventRecord = { type: 'started', id: candidate.entry.id, attempt: next.attempt, at: now };

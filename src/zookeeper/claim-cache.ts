@@ -55,6 +55,14 @@ export class ClaimCache {
   readonly trying = new Set<string>();
   /** Entries whose pending task unexpectedly had a claim: read the claim before the next try. */
   readonly suspect = new Set<string>();
+  /** Entries of a group found full: skipped until the group's watch fires (groups.ts). */
+  readonly blocked = new Set<string>();
+  /** Group node path -> its blocked entries. */
+  private readonly groupBlocked = new Map<string, Set<string>>();
+  /** Per queue, the configuration version the blocked entries were found at. */
+  readonly blockedAt = new Map<string, number>();
+  /** Group node paths with a child watch set now. */
+  readonly groupWatches = new Set<string>();
   /** Per queue, the queue size the last full claim saw (for monitors, when a claim reads nothing). */
   readonly queueSizes = new Map<string, number>();
   private readonly reads = new Map<string, CachedRead>();
@@ -123,8 +131,35 @@ export class ClaimCache {
     this.terms.delete(key(queue, consumer));
   }
 
+  blockForGroup(groupPath: string, entryPath: string): void {
+    let entries = this.groupBlocked.get(groupPath);
+    if (entries === undefined) {
+      entries = new Set();
+      this.groupBlocked.set(groupPath, entries);
+    }
+    entries.add(entryPath);
+    this.blocked.add(entryPath);
+  }
+
+  /** The group's count went down: its entries may be claimed again. True when some were blocked. */
+  unblockGroup(groupPath: string): boolean {
+    const entries = this.groupBlocked.get(groupPath);
+    if (entries === undefined) return false;
+    this.groupBlocked.delete(groupPath);
+    for (const path of entries) this.blocked.delete(path);
+    return true;
+  }
+
+  /** The queue's configuration changed (groupConcurrency may have): every blocked entry is looked at again. */
+  unblockAll(): void {
+    this.groupBlocked.clear();
+    this.blocked.clear();
+  }
+
   /** Everything, after a new session: claims and watches of the old one are gone. */
   clear(): void {
+    this.unblockAll();
+    this.groupWatches.clear();
     this.reads.clear();
     this.lockedUntil.clear();
     this.suspect.clear();
@@ -140,6 +175,7 @@ export class ClaimCache {
       for (const path of map.keys()) if (path.startsWith(dir)) map.delete(path);
     }
     for (const path of this.suspect) if (path.startsWith(dir)) this.suspect.delete(path);
+    this.unblockAll();
     const prefix = key(queue, '');
     for (const map of [this.terms, this.handoffs, this.pausedUntil]) {
       for (const k of map.keys()) if (k.startsWith(prefix)) map.delete(k);

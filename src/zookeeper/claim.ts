@@ -19,6 +19,7 @@ import {
   buildClaim,
   byEntry,
   claimFailed,
+  priorityLevels,
   entryMatches,
   readAheadCount,
   readAheadOf,
@@ -28,6 +29,10 @@ import {
   type PreparedClaim,
 } from './claim-build.js';
 import { commitIndexed } from './actions.js';
+import { planGroups } from './groups.js';
+import { chargeOp, readRate } from './rate.js';
+import { rateGrant } from '../model/rate-limit.js';
+import { releaseOps } from './group-paths.js';
 import { endInFailure, failedState, isDeadLetterClash } from './fail.js';
 import { appendHistory, maxDeliveriesError } from '../model/history.js';
 import type { ConfRead } from './conf.js';
@@ -36,10 +41,12 @@ import type { BucketedList } from './buckets.js';
 import type { ClaimCache, TaskRead } from './claim-cache.js';
 import type { StoreContext } from './context.js';
 import type { ClaimRequest, ClaimResult, ClaimedMessage } from '../store/contract.js';
-import type { AttemptRecord } from '../model/types.js';
+import type { AttemptRecord, RateLimit } from '../model/types.js';
 
 /** A paused queue's claims say to look again this soon. */
 const PAUSED_WAKE_MS = 1000;
+/** Rounds of one claim that look past entries of full groups. */
+const MAX_GROUP_ROUNDS = 8;
 
 export async function claimMessages(ctx: StoreContext, q: QueueContext, request: ClaimRequest): Promise<ClaimResult> {
   const cache = ctx.claims;
@@ -68,74 +75,45 @@ export async function claimMessages(ctx: StoreContext, q: QueueContext, request:
   }
   const max = request.max - handed.length;
 
-  const view = await q.queueView();
-  const accepted = new Set(view.classes.filter((c) => request.accepts === null || request.accepts(c)));
-  const onChange = (): void => ctx.wakeups.notify(q.name);
-  let wakeAt = Infinity;
-  const candidates: Candidate[] = [];
-  const want = max + readAhead;
-  const sizes = await Promise.all(
-    view.classes.map(async (filterClass) => {
-      const sub = q.sub(filterClass);
-      // A sub-queue this consumer never takes from is only counted (and not watched).
-      if (!accepted.has(filterClass)) return sub.totalSize();
-      const buckets = await sub.watchedBuckets(onChange);
-      let found = 0;
-      for (const bucket of buckets) {
-        const entries = await sub.cached(bucket);
-        if (entries.length === 0 && bucket !== buckets[buckets.length - 1]) await sub.dropIfEmpty(bucket);
-        for (const entry of entries) {
-          if (found >= want) break;
-          const until = skipUntil(cache, entry, now);
-          if (until === null) {
-            candidates.push({ entry, sub });
-            found += 1;
-          } else wakeAt = Math.min(wakeAt, until);
-        }
-        if (found >= want) break;
-      }
-      return sub.size(buckets);
-    }),
-  );
-  const queueSize = sizes.reduce((a, b) => a + b, 0);
-  cache.queueSizes.set(q.name, queueSize);
-
-  candidates.sort(byEntry);
+  if (cache.blockedAt.get(q.name) !== conf.version) {
+    // groupConcurrency may have changed: entries skipped for a full group are looked at again.
+    cache.unblockAll();
+    cache.blockedAt.set(q.name, conf.version);
+  }
   const messages: ClaimedMessage[] = [...handed];
-  let next = 0;
-  while (messages.length < request.max && next < candidates.length) {
-    const batch = candidates.slice(next, next + request.max - messages.length);
-    next += batch.length;
-    for (const c of batch) cache.trying.add(c.entry.path);
-    try {
-      const prepared = await Promise.all(batch.map((c) => prepare(ctx, cache, q, c, request, conf, now)));
-      const claims = prepared.filter((p): p is PreparedClaim => typeof p === 'object' && p !== null);
-      for (const p of prepared) if (typeof p === 'number') wakeAt = Math.min(wakeAt, p);
-      // One write of the consumer's `current` (what it holds) rides on the last multi.
-      const current = ctx.currentPath(q.name, request.consumerId);
-      const last = claims[claims.length - 1];
-      if (current !== null && last !== undefined) {
-        last.ops.push({
-          op: 'set',
-          path: current,
-          data: ctx.currentData(
-            q.name,
-            request.consumerId,
-            claims.map((c) => c.candidate.entry.id),
-          ),
-          version: -1,
-        });
+  let wakeAt = Infinity;
+  let queueSize = 0;
+  const limit = conf.config.rateLimit;
+  // When the rate limit allows nothing now: the next slot.
+  let rateWake: number | null = null;
+  // A round that skipped entries of a full group looks again past them (they are skipped from then on).
+  for (let round = 0; ; round++) {
+    const scan = await scanCandidates(ctx, q, request, max - (messages.length - handed.length) + readAhead, now);
+    wakeAt = Math.min(wakeAt, scan.wakeAt);
+    queueSize = scan.queueSize;
+    const { candidates } = scan;
+    let blocked = 0;
+    let next = 0;
+    while (messages.length < request.max && next < candidates.length) {
+      const rate = await rateBatch(ctx, q, limit, request.max - messages.length);
+      if (rate.wakeAt !== null) {
+        rateWake = rate.wakeAt;
+        break;
       }
-      const committing = Promise.all(claims.map((p) => commit(ctx, q, p, current, conf)));
-      // While this batch is taken, the reads of the next ones are on their way.
-      cache.readAhead(
-        ctx.zk,
-        candidates.slice(next, next + readAhead).map((c) => ({ entry: c.entry, taskPath: q.paths.task(c.entry.id) })),
-      );
-      for (const message of await committing) if (message !== null) messages.push(message);
-    } finally {
-      for (const c of batch) cache.trying.delete(c.entry.path);
+      const batch = candidates.slice(next, next + rate.size);
+      next += batch.length;
+      const upcoming = candidates.slice(next, next + readAhead);
+      const done = await claimBatch(ctx, q, request, conf, batch, upcoming, rate.charge, now);
+      messages.push(...done.messages);
+      blocked += done.blocked;
+      wakeAt = Math.min(wakeAt, done.wakeAt);
     }
+    if (rateWake !== null || messages.length >= request.max || blocked === 0 || round >= MAX_GROUP_ROUNDS) break;
+  }
+  cache.queueSizes.set(q.name, queueSize);
+  if (messages.length === 0 && rateWake !== null) {
+    // Held back by the rate limit, not an empty queue: no dry run; look again at the next slot.
+    return { messages, queueSize, dryRuns: q.peekView()?.counters.dryRuns ?? 0, wakeAt: rateWake };
   }
 
   if (messages.length > 0) {
@@ -143,6 +121,121 @@ export async function claimMessages(ctx: StoreContext, q: QueueContext, request:
     return { messages, queueSize, dryRuns: 0, wakeAt: null };
   }
   return { messages, queueSize, ...(await dryRun(ctx, q, request, wakeAt)) };
+}
+
+/** What the rate limit lets a batch of up to `size` claims take: how many, the op charging the k-th, or when. */
+async function rateBatch(
+  ctx: StoreContext,
+  q: QueueContext,
+  limit: RateLimit | null,
+  size: number,
+): Promise<{ size: number; charge: ((k: number) => ZkOp) | null; wakeAt: number | null }> {
+  if (limit === null) return { size, charge: null, wakeAt: null };
+  // The rate limit's tat, read afresh for each batch: its claims spend it in order.
+  const rate = await readRate(ctx.zk, q.paths);
+  const grant = rateGrant(limit, rate.tat, Date.now(), size);
+  if (grant.granted === 0) return { size: 0, charge: null, wakeAt: grant.wakeAt };
+  return { size: grant.granted, charge: (k) => chargeOp(q.paths, limit, grant, rate, k), wakeAt: null };
+}
+
+/**
+ * Claims a batch: reads (or takes the reads sent ahead of) each candidate, drops those of full groups, and sends
+ * one multi per message, together; meanwhile the reads of the `upcoming` candidates go out.
+ */
+async function claimBatch(
+  ctx: StoreContext,
+  q: QueueContext,
+  request: ClaimRequest,
+  conf: ConfRead,
+  batch: readonly Candidate[],
+  upcoming: readonly Candidate[],
+  charge: ((k: number) => ZkOp) | null,
+  now: number,
+): Promise<{ messages: ClaimedMessage[]; blocked: number; wakeAt: number }> {
+  const cache = ctx.claims;
+  let wakeAt = Infinity;
+  for (const c of batch) cache.trying.add(c.entry.path);
+  try {
+    const prepared = await Promise.all(batch.map((c) => prepare(ctx, cache, q, c, request, conf, now)));
+    const ready = prepared.filter((p): p is PreparedClaim => typeof p === 'object' && p !== null);
+    for (const p of prepared) if (typeof p === 'number') wakeAt = Math.min(wakeAt, p);
+    const claims = await planGroups(ctx, q, ready, conf.config.groupConcurrency);
+    if (charge !== null) claims.forEach((p, k) => p.ops.push(charge(k)));
+    // One write of the consumer's `current` (what it holds) rides on the last multi.
+    const current = ctx.currentPath(q.name, request.consumerId);
+    const last = claims[claims.length - 1];
+    if (current !== null && last !== undefined) {
+      last.ops.push({
+        op: 'set',
+        path: current,
+        data: ctx.currentData(
+          q.name,
+          request.consumerId,
+          claims.map((c) => c.candidate.entry.id),
+        ),
+        version: -1,
+      });
+    }
+    const committing = Promise.all(claims.map((p) => commit(ctx, q, p, current, conf)));
+    // While this batch is taken, the reads of the next ones are on their way.
+    cache.readAhead(
+      ctx.zk,
+      upcoming.map((c) => ({ entry: c.entry, taskPath: q.paths.task(c.entry.id) })),
+    );
+    const messages = (await committing).filter((m): m is ClaimedMessage => m !== null);
+    return { messages, blocked: ready.length - claims.length, wakeAt };
+  } finally {
+    for (const c of batch) cache.trying.delete(c.entry.path);
+  }
+}
+
+/**
+ * The entries to try, in claim order: priority levels in order (the view is sorted by priority), a level read
+ * only while the ones before it held fewer than `want` claimable entries, so a claim never reads lower
+ * priorities to find higher ones. Also the queue's size and when a skipped entry becomes claimable.
+ */
+async function scanCandidates(
+  ctx: StoreContext,
+  q: QueueContext,
+  request: ClaimRequest,
+  want: number,
+  now: number,
+): Promise<{ candidates: Candidate[]; queueSize: number; wakeAt: number }> {
+  const cache = ctx.claims;
+  const view = await q.queueView();
+  const onChange = (): void => ctx.wakeups.notify(q.name);
+  let wakeAt = Infinity;
+  const candidates: Candidate[] = [];
+  let queueSize = 0;
+  for (const level of priorityLevels(view.subs)) {
+    const sizes = await Promise.all(
+      level.map(async (key) => {
+        const sub = q.sub(key.filterClass, key.priority);
+        // A sub-queue this consumer never takes from, or a level not needed, is only counted (and not watched).
+        if (candidates.length >= want || (request.accepts !== null && !request.accepts(key.filterClass))) {
+          return sub.totalSize();
+        }
+        const buckets = await sub.watchedBuckets(onChange);
+        let found = 0;
+        for (const bucket of buckets) {
+          const entries = await sub.cached(bucket);
+          if (entries.length === 0 && bucket !== buckets[buckets.length - 1]) await sub.dropIfEmpty(bucket);
+          for (const entry of entries) {
+            if (found >= want) break;
+            const until = skipUntil(cache, entry, now);
+            if (until === null) {
+              candidates.push({ entry, sub, priority: key.priority });
+              found += 1;
+            } else wakeAt = Math.min(wakeAt, until);
+          }
+          if (found >= want) break;
+        }
+        return sub.size(buckets);
+      }),
+    );
+    queueSize += sizes.reduce((a, b) => a + b, 0);
+  }
+  return { candidates: candidates.sort(byEntry), queueSize, wakeAt };
 }
 
 /**
@@ -225,7 +318,10 @@ async function failLost(
   const { entry, sub } = candidate;
   const failed = failedState(state, now, maxDeliveriesError(state.losses ?? 0), history);
   const claimPath = taskNodes(q.paths.task(entry.id)).claim;
-  const removeClaim: ZkOp[] = claimVersion === null ? [] : [{ op: 'remove', path: claimPath, version: claimVersion }];
+  const removeClaim: ZkOp[] =
+    claimVersion === null
+      ? []
+      : [{ op: 'remove', path: claimPath, version: claimVersion }, ...releaseOps(q, entry.id, read.state)];
   for (const deadLetter of [true, false]) {
     const ended = await endInFailure(ctx, q, entry.id, failed, read.version, entry.path, deadLetter);
     const event = q.events.ops(await q.eventsConfig(), [ended.event]);

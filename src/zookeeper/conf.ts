@@ -4,7 +4,8 @@
  * `task_gc_interval`, `failed_lifetime` and `max_deliveries` as decimal
  * numbers, `paused` as `true` / `false`, `dead_letter_queue` as a queue name
  * (empty for none), `filters` as JSON: filter name → ordered values, `events` as
- * `true` / `false`, `events_max_count` and `events_max_age` (ms) as decimal numbers.
+ * `true` / `false`, `events_max_count` and `events_max_age` (ms) as decimal numbers, `group_concurrency` as
+ * a decimal number (empty for none), `rate_limit` as JSON `{"max":n,"perMs":ms}` (empty for none).
  * A missing node reads as its default (queues written before it existed).
  *
  * Every configure also sets the data of `conf` itself, in the same multi: its
@@ -28,6 +29,8 @@ const NODES = [
   'events',
   'events_max_count',
   'events_max_age',
+  'group_concurrency',
+  'rate_limit',
 ] as const;
 type Node = (typeof NODES)[number];
 
@@ -89,6 +92,16 @@ export async function readConf(zk: ZkSession, confPath: string, watch?: () => vo
     }
   }
   const dlq = text('dead_letter_queue');
+  const groups = text('group_concurrency');
+  const rate = text('rate_limit');
+  let rateLimit: QueueConfig['rateLimit'] | undefined;
+  if (rate !== null) {
+    try {
+      rateLimit = rate === '' ? null : (JSON.parse(rate) as QueueConfig['rateLimit']);
+    } catch {
+      throw new StoreLayoutError(`${confPath}/rate_limit does not hold JSON; set it with kvmq config`);
+    }
+  }
   const config = applyConfigPatch(DEFAULT_QUEUE_CONFIG, {
     gcLifetimeMs: number('task_gc_lifetime'),
     gcIntervalMs: number('task_gc_interval'),
@@ -100,6 +113,8 @@ export async function readConf(zk: ZkSession, confPath: string, watch?: () => vo
     ...(events === undefined ? {} : { events }),
     ...(enums === undefined ? {} : { filterEnums: enums }),
     ...(dlq === null ? {} : { deadLetterQueue: dlq === '' ? null : dlq }),
+    ...(groups === null ? {} : { groupConcurrency: groups === '' ? null : number('group_concurrency') }),
+    ...(rateLimit === undefined ? {} : { rateLimit }),
   });
   return { config, version: conf.stat.version, versions: reads.map((r) => (r == null ? null : r.version)) };
 }
@@ -121,6 +136,8 @@ function values(config: QueueConfig): Record<Node, string> {
     events: String(config.events),
     events_max_count: String(config.eventsMaxCount),
     events_max_age: String(config.eventsMaxAgeMs),
+    group_concurrency: config.groupConcurrency === null ? '' : String(config.groupConcurrency),
+    rate_limit: config.rateLimit === null ? '' : JSON.stringify(config.rateLimit),
   };
 }
 

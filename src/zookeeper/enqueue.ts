@@ -7,9 +7,9 @@
  */
 import { MessageTooLargeError } from '../errors.js';
 import { parseFilterClass } from '../model/filters.js';
+import { DEFAULT_PRIORITY } from '../model/scheduling.js';
 import { isZkError, ZkCode, type ZkOp } from './client.js';
 import {
-  classOfNode,
   deriveState,
   encodeState,
   entryPrefix,
@@ -17,9 +17,12 @@ import {
   taskNodes,
   decodeState,
   type TaskState,
+  parseSubNode,
+  priorityOf,
 } from './layout.js';
 import { withHistory } from './fail.js';
 import { resolveEntry } from './actions.js';
+import { readDebounce, replaceOps } from './debounce.js';
 import type { StoreContext } from './context.js';
 import type { QueueContext } from './queue.js';
 import type { NewMessage } from '../store/contract.js';
@@ -33,11 +36,33 @@ const OP_OVERHEAD = 64;
 const STATE_BYTES = 600;
 const MAX_TRIES = 20;
 
-export async function enqueueMessages(
+/**
+ * Ops that must commit with the first multi this enqueue writes, or nothing is written (fireSchedule's
+ * compare-and-set). `committed` is set once they have.
+ */
+export interface Guard {
+  readonly ops: readonly ZkOp[];
+  committed: boolean;
+}
+
+export function enqueueMessages(
   ctx: StoreContext,
   q: QueueContext,
   messages: readonly NewMessage[],
 ): Promise<EnqueueResult[]> {
+  return enqueueGuarded(ctx, q, messages, null) as Promise<EnqueueResult[]>;
+}
+
+/**
+ * Enqueues as enqueueMessages does; with a guard, the guard's ops go into the first multi that commits, and
+ * when that multi fails on one of them nothing was written and the result is null.
+ */
+export async function enqueueGuarded(
+  ctx: StoreContext,
+  q: QueueContext,
+  messages: readonly NewMessage[],
+  guard: Guard | null,
+): Promise<EnqueueResult[] | null> {
   for (const m of messages) {
     if (messageBytes(q, m) > MULTI_BYTES) {
       throw new MessageTooLargeError(m.id, messageBytes(q, m), MULTI_BYTES);
@@ -49,22 +74,38 @@ export async function enqueueMessages(
   const seen = new Set<string>();
   let fresh: number[] = [];
   const later: number[] = [];
+  // Messages with a debounce id, one by one in order after the others: each reads its index first.
+  const debounced: number[] = [];
   messages.forEach((m, i) => {
     if (seen.has(m.id)) later.push(i);
     else {
       seen.add(m.id);
-      fresh.push(i);
+      (m.debounceId === null ? fresh : debounced).push(i);
     }
   });
   for (let tries = 0; fresh.length > 0; tries++) {
     if (tries > MAX_TRIES) throw new Error('enqueue: too many conflicting retries');
     const next: number[] = [];
     for (const chunk of chunks(q, messages, fresh)) {
-      const outcome = await createChunk(ctx, q, messages, chunk, results);
+      const outcome = await createChunk(ctx, q, messages, chunk, results, unguarded(guard));
+      if (outcome.guardFailed) return null;
+      if (outcome.committed && guard !== null) guard.committed = true;
       next.push(...outcome.retry);
       later.push(...outcome.existing);
     }
     fresh = next;
+  }
+  if (guard !== null && !guard.committed) {
+    // Nothing new to add (every id exists, or all debounce): the guard still decides, alone.
+    if (!(await commitGuard(ctx, guard.ops))) return null;
+    guard.committed = true;
+  }
+  for (const i of debounced) {
+    const m = messages[i];
+    if (m === undefined) continue;
+    const result = await enqueueDebounced(ctx, q, m);
+    if (result === 'exists') later.push(i);
+    else results[i] = result;
   }
   later.sort((a, b) => a - b);
   for (const i of later) {
@@ -115,7 +156,7 @@ async function newTaskOps(q: QueueContext, m: NewMessage, now: number): Promise<
   const taskPath = q.paths.task(m.id);
   const nodes = taskNodes(taskPath);
   const readyAt = now + m.initialBackoffMs;
-  const sub = q.sub(m.filterClass);
+  const sub = q.sub(m.filterClass, m.priority);
   const prefix = `${await sub.tailBucket()}/${entryPrefix(readyAt, m.id)}`;
   const state = makeState(
     {
@@ -162,6 +203,59 @@ interface ChunkOutcome {
   readonly retry: number[];
   /** Message indexes whose id exists. */
   readonly existing: number[];
+  /** The multi committed (with its guard). */
+  readonly committed?: boolean;
+  /** The multi failed on a guard op: nothing was written. */
+  readonly guardFailed?: boolean;
+}
+
+/** The guard's ops while they have not committed yet. */
+function unguarded(guard: Guard | null): readonly ZkOp[] {
+  return guard === null || guard.committed ? [] : guard.ops;
+}
+
+/** A guard on its own: true when it committed, false when one of its ops failed (a version or existence check). */
+async function commitGuard(ctx: StoreContext, ops: readonly ZkOp[]): Promise<boolean> {
+  try {
+    await ctx.zk.multi([...ops]);
+    return true;
+  } catch (error) {
+    if (isZkError(error) && error.opIndex >= 0) return false;
+    throw error;
+  }
+}
+
+/**
+ * One message with a debounce id: replace the waiting message its index names, or add it and point the index
+ * at it; each in one multi checked against the index as read, read again when another enqueue got in first.
+ * 'exists' when its own id exists (then it is looked at as enqueue does any existing id).
+ */
+async function enqueueDebounced(ctx: StoreContext, q: QueueContext, m: NewMessage): Promise<EnqueueResult | 'exists'> {
+  for (let tries = 0; tries < MAX_TRIES; tries++) {
+    const now = Date.now();
+    const found = await readDebounce(ctx.zk, q, m, now);
+    const replace = await replaceOps(ctx.zk, q, m, found, now);
+    if (replace === null) {
+      const results: (EnqueueResult | undefined)[] = [undefined];
+      const outcome = await createChunk(ctx, q, [m], [0], results, [found.claimIndex]);
+      if (outcome.existing.length > 0) return 'exists';
+      const result = results[0];
+      if (outcome.committed && result !== undefined) return result;
+      continue;
+    }
+    const ops = [...replace.ops, ...q.events.ops(await q.eventsConfig(), [replace.event])];
+    try {
+      await ctx.zk.multi(ops);
+      if (replace.oldEntry !== null) q.listOf(parentOf(replace.oldEntry))?.forgetPath(replace.oldEntry);
+      return { ok: true, id: replace.event.id, action: 'debounced' };
+    } catch (error) {
+      if (!isZkError(error)) throw error;
+      const failed = ops[error.opIndex];
+      if (error.code === ZkCode.NoNode && failed?.op === 'create') await makeParents(q, failed.path);
+      // Otherwise the index or the message changed (BAD_VERSION), or its entry went: read again.
+    }
+  }
+  throw new Error(`enqueue of ${m.id}: its debounce id ${m.debounceId ?? ''} kept changing; try again`);
 }
 
 async function createChunk(
@@ -170,6 +264,7 @@ async function createChunk(
   messages: readonly NewMessage[],
   chunk: readonly number[],
   results: (EnqueueResult | undefined)[],
+  guard: readonly ZkOp[] = [],
 ): Promise<ChunkOutcome> {
   // Task buckets are made on first use, in the same multi: /tasks is listed once so we know which are missing.
   await q.listTaskBuckets();
@@ -177,8 +272,9 @@ async function createChunk(
     (b) => !q.knowsTaskBucket(b),
   );
   const now = Date.now();
-  const ops: ZkOp[] = buckets.map((path) => ({ op: 'create', path }));
-  const owner: number[] = buckets.map(() => -1);
+  const ops: ZkOp[] = [...guard, ...buckets.map((path): ZkOp => ({ op: 'create', path }))];
+  const owner: number[] = ops.map(() => -1);
+  // The sub-queue nodes to touch, by path.
   const classes = new Set<string>();
   for (const i of chunk) {
     const m = messages[i];
@@ -186,7 +282,7 @@ async function createChunk(
     const taskOps = await newTaskOps(q, m, now);
     ops.push(...taskOps);
     owner.push(...taskOps.map(() => i));
-    classes.add(m.filterClass);
+    classes.add(q.paths.classDir(m.filterClass, m.priority));
   }
   const events = q.events.ops(
     await q.eventsConfig(),
@@ -195,8 +291,8 @@ async function createChunk(
   ops.push(...events);
   owner.push(...events.map(() => -1));
   // Touching each sub-queue node is what wakes idle workers' watches.
-  for (const filterClass of classes) {
-    ops.push({ op: 'set', path: q.paths.classDir(filterClass), data: Buffer.alloc(0), version: -1 });
+  for (const path of classes) {
+    ops.push({ op: 'set', path, data: Buffer.alloc(0), version: -1 });
     owner.push(-1);
   }
   // A sub-queue's next bucket, when the last one filled up, is made in the same multi.
@@ -215,14 +311,15 @@ async function createChunk(
       const op = ops[k];
       if (op?.op === 'create' && op.kind === 'sequential' && r.path !== undefined) {
         const m = messages[owner[k] ?? -1];
-        if (m !== undefined) q.sub(m.filterClass).noteCreated(r.path);
+        if (m !== undefined) q.sub(m.filterClass, m.priority).noteCreated(r.path);
       }
     });
     for (const bucket of buckets) q.noteTaskBucket(bucket);
-    return { retry: [], existing: [] };
+    return { retry: [], existing: [], committed: true };
   } catch (error) {
     if (!isZkError(error) || error.opIndex < 0) throw error;
     const failedOp = ops[error.opIndex];
+    if (failedOp !== undefined && guard.includes(failedOp)) return { retry: [], existing: [], guardFailed: true };
     const index = owner[error.opIndex] ?? -1;
     const m = messages[index];
     if (failedOp === undefined) throw error;
@@ -268,7 +365,8 @@ async function makeParents(q: QueueContext, path: string): Promise<void> {
       .slice(0, q.paths.queue.split('/').length + 1)
       .join('/');
     await q.ensure();
-    await q.sub(classOfNode(classDir.slice(q.paths.queue.length + 1))).makeTail();
+    const key = parseSubNode(classDir.slice(q.paths.queue.length + 1));
+    await q.sub(key.filterClass, key.priority).makeTail();
     return;
   }
   // The queue's skeleton itself is missing (cleared or deleted by hand): make it again.
@@ -318,7 +416,7 @@ async function existing(ctx: StoreContext, q: QueueContext, m: NewMessage): Prom
       action = 'revived';
     } else if (m.allowRequeue && current === 'done-with-backoff') {
       // Queued again when its backoff ends, with attempt 0 (and the new payload, if asked).
-      const prefix = `${await q.sub(state.filterClass).tailBucket()}/${entryPrefix(state.backoffUntil, m.id)}`;
+      const prefix = `${await q.sub(state.filterClass, priorityOf(state)).tailBucket()}/${entryPrefix(state.backoffUntil, m.id)}`;
       const next = makeState(
         {
           ...state,
@@ -340,7 +438,12 @@ async function existing(ctx: StoreContext, q: QueueContext, m: NewMessage): Prom
       if (doneEntry !== null) ops.push({ op: 'remove', path: doneEntry, version: -1 });
       // Its /waiting entry, made when its backoff began, ends at the same time: it serves the requeue too.
       ops.push({ op: 'create', path: prefix, kind: 'sequential' });
-      ops.push({ op: 'set', path: q.paths.classDir(state.filterClass), data: Buffer.alloc(0), version: -1 });
+      ops.push({
+        op: 'set',
+        path: q.paths.classDir(state.filterClass, priorityOf(state)),
+        data: Buffer.alloc(0),
+        version: -1,
+      });
       action = 'requeued';
     } else if (m.allowRequeue && current === 'locked') {
       const next = makeState(
@@ -391,7 +494,7 @@ async function reviveOps(
 ): Promise<ZkOp[]> {
   const nodes = taskNodes(q.paths.task(m.id));
   const readyAt = now + m.initialBackoffMs;
-  const prefix = `${await q.sub(m.filterClass).tailBucket()}/${entryPrefix(readyAt, m.id)}`;
+  const prefix = `${await q.sub(m.filterClass, m.priority).tailBucket()}/${entryPrefix(readyAt, m.id)}`;
   const state = makeState(
     {
       phase: 'pending',
@@ -433,13 +536,18 @@ async function reviveOps(
   }
   ops.push({ op: 'create', path: prefix, kind: 'sequential' });
   ops.push(...(await q.waitingOps(m.id, readyAt, now)));
-  ops.push({ op: 'set', path: q.paths.classDir(m.filterClass), data: Buffer.alloc(0), version: -1 });
+  ops.push({ op: 'set', path: q.paths.classDir(m.filterClass, m.priority), data: Buffer.alloc(0), version: -1 });
   return ops;
 }
 
-/** The policy field of a new state: written only when the message has one. */
-function withPolicy(m: NewMessage): { policy?: string } {
-  return m.policy === null ? {} : { policy: m.policy };
+/** The policy, priority, group and debounce fields of a new state: each written only when the message has one. */
+function withPolicy(m: NewMessage): { policy?: string; priority?: number; group?: string; debounce?: string } {
+  return {
+    ...(m.policy === null ? {} : { policy: m.policy }),
+    ...(m.debounceId === null ? {} : { debounce: m.debounceId }),
+    ...(m.priority === DEFAULT_PRIORITY ? {} : { priority: m.priority }),
+    ...(m.group === null ? {} : { group: m.group }),
+  };
 }
 
 function hasMetadata(m: NewMessage): boolean {

@@ -4,8 +4,9 @@
  * which GC walks after `failedLifetimeMs` and listings read), all in the
  * caller's multi; or, with a dead-letter queue configured, moved there in that multi.
  */
+import { indexRemovals } from './debounce-index.js';
 import { parseFilterClass } from '../model/filters.js';
-import { encodeState, entryPrefix, makeState, taskNodes, type TaskState } from './layout.js';
+import { encodeState, entryPrefix, makeState, priorityOf, taskNodes, type TaskState } from './layout.js';
 import { ZkCode, type ZkOp } from './client.js';
 import type { StoreContext } from './context.js';
 import type { EventRecord } from './events.js';
@@ -121,7 +122,7 @@ async function deadLetterOps(
   await dlq.ensure();
   const bucket = dlq.paths.taskBucket(id);
   if (!dlq.knowsTaskBucket(bucket)) await dlq.makeTaskBucket(bucket);
-  const sub = dlq.sub(failed.filterClass);
+  const sub = dlq.sub(failed.filterClass, priorityOf(failed));
   const tail = await sub.tailBucket();
   if (sub.tailCreate(tail) !== null) await sub.makeTail();
   const now = failed.updatedAt;
@@ -145,7 +146,7 @@ async function deadLetterOps(
     { op: 'create', path: target.data, data: data.data },
     { op: 'create', path: prefix, kind: 'sequential' },
     // Touching the sub-queue wakes the dead-letter queue's idle workers.
-    { op: 'set', path: dlq.paths.classDir(failed.filterClass), data: Buffer.alloc(0), version: -1 },
+    { op: 'set', path: dlq.paths.classDir(failed.filterClass, priorityOf(failed)), data: Buffer.alloc(0), version: -1 },
     ...filters.map(([name]): ZkOp => ({ op: 'remove', path: `${source.filters}/${name}`, version: -1 })),
     { op: 'remove', path: source.filters, version: -1 },
     { op: 'remove', path: source.state, version: stateVersion },
@@ -154,6 +155,7 @@ async function deadLetterOps(
     ...(failed.nextEncoding === null ? [] : [{ op: 'remove', path: source.next, version: -1 } as const]),
     { op: 'remove', path: q.paths.task(id), version: -1 },
     ...(entryPath === null ? [] : [{ op: 'remove', path: entryPath, version: -1 } as const]),
+    ...(await indexRemovals(ctx.zk, q, [{ id, state: failed }])),
   ];
 }
 

@@ -6,10 +6,11 @@
  * Either way the late outcome is refused ('lost') and changes nothing.
  * A batch of finishes is one multi; a conflict sends each through alone.
  */
+import { releaseOps } from './group-paths.js';
 import { claimFailed } from './claim-build.js';
 import { isZkError, ZkCode, type ZkOp } from './client.js';
 import { claimsForFinish, readAheadAfterFinish, recordHandoffs } from './handoff.js';
-import { decodeState, encodeState, entryPrefix, makeState, taskNodes } from './layout.js';
+import { decodeState, encodeState, entryPrefix, makeState, priorityOf, taskNodes } from './layout.js';
 import { endInFailure, failedState, isDeadLetterClash, withHistory } from './fail.js';
 import { appendHistory } from '../model/history.js';
 import type { Held, StoreContext } from './context.js';
@@ -54,7 +55,10 @@ export async function finishMessages(
     const ops: ZkOp[] = [...bucketOps, ...built.flat()];
     const owner = [...bucketOps.map(() => undefined), ...built.flatMap((list, k) => list.map(() => k))];
     // The slots these finishes free are filled in the same multi (see handoff.ts).
-    const claims = claimAhead ? claimsForFinish(ctx, q, consumer, pending.length, Date.now()) : [];
+    // Messages this finish queues again come before any lower priority the claims ahead could take.
+    const requeued = pending.filter((p) => finishes[p.index]?.outcome === 'retry' || p.held.state.requeue);
+    const upTo = Math.min(Infinity, ...requeued.map((p) => priorityOf(p.held.state)));
+    const claims = claimAhead ? claimsForFinish(ctx, q, consumer, pending.length, Date.now(), upTo) : [];
     const claimsFrom = ops.length;
     const offsets = claims.map((c) => ops.push(...c.ops) - c.ops.length);
     const claimsTo = ops.length;
@@ -78,7 +82,7 @@ export async function finishMessages(
         ctx.dropHeld(q.name, consumer, p.held.id);
         // The entry is gone: no claim of this process need look at it again.
         ctx.claims.forgetEntry(p.held.entryPath);
-        q.sub(p.held.state.filterClass).forgetPath(p.held.entryPath);
+        q.sub(p.held.state.filterClass, priorityOf(p.held.state)).forgetPath(p.held.entryPath);
       }
       recordHandoffs(
         ctx,
@@ -191,7 +195,7 @@ async function finishOps(
   const now = Date.now();
   const s = held.state;
   const nodes = taskNodes(held.taskPath);
-  const ops: ZkOp[] = [{ op: 'remove', path: nodes.claim, version: -1 }];
+  const ops: ZkOp[] = [{ op: 'remove', path: nodes.claim, version: -1 }, ...releaseOps(q, held.id, s)];
   const requeued = f.outcome !== 'retry' && s.requeue;
   // A run handed back unrun (startedAt null) is no outcome: no event.
   const event: EventRecord[] =
@@ -220,7 +224,7 @@ async function finishOps(
       : s.history;
   if (f.outcome === 'retry' || requeued) {
     const readyAt = now + f.backoffMs;
-    const sub = q.sub(s.filterClass);
+    const sub = q.sub(s.filterClass, priorityOf(s));
     const prefix = `${await sub.tailBucket()}/${entryPrefix(readyAt, held.id)}`;
     const next = makeState(
       {
@@ -254,7 +258,7 @@ async function finishOps(
     ops.push({ op: 'remove', path: held.entryPath, version: -1 });
     ops.push({ op: 'create', path: prefix, kind: 'sequential' });
     ops.push(...(await q.waitingOps(held.id, readyAt, now)));
-    ops.push({ op: 'set', path: q.paths.classDir(s.filterClass), data: Buffer.alloc(0), version: -1 });
+    ops.push({ op: 'set', path: q.paths.classDir(s.filterClass, priorityOf(s)), data: Buffer.alloc(0), version: -1 });
     return { ops, events: event };
   }
   if (f.outcome === 'error') {

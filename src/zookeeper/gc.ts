@@ -9,10 +9,13 @@
  * the queue's events to its `eventsMaxCount` and `eventsMaxAgeMs` (events.ts).
  */
 import { isZkError, ZkCode, type ZkOp } from './client.js';
-import { decodeState, taskNodes, type Entry, type TaskState } from './layout.js';
+import { decodeState, parseSubNode, taskNodes, type Entry, type TaskState } from './layout.js';
 import { parseFilterClass } from '../model/filters.js';
 import { mapLimit, removeAll, removeQuietly, subtree } from './tree.js';
 import { readConfig } from './conf.js';
+import { indexRemovals } from './debounce-index.js';
+import { releaseOps } from './group-paths.js';
+import { resetRateOp } from './rate.js';
 import type { BucketedList } from './buckets.js';
 import type { StoreContext } from './context.js';
 import type { QueueContext } from './queue.js';
@@ -129,6 +132,14 @@ async function removeTasks(
       { op: 'remove', path: entry.path, version: -1 },
     ];
   });
+  // Debounce index nodes that still name these tasks go with them.
+  ops.push(
+    ...(await indexRemovals(
+      ctx.zk,
+      q,
+      tasks.map((t) => ({ id: t.entry.id, state: t.state })),
+    )),
+  );
   try {
     await ctx.zk.multi(ops);
     return tasks.length;
@@ -155,7 +166,8 @@ async function freeStaleClaims(ctx: StoreContext, q: QueueContext, graceMs: numb
   const zk = ctx.zk;
   const { children } = await zk.children(q.paths.queue);
   for (const node of children) {
-    const sub = q.sub(node === 'none' ? '' : node);
+    const key = parseSubNode(node);
+    const sub = q.sub(key.filterClass, key.priority);
     const [first] = await sub.buckets();
     if (first === undefined) continue;
     const oldEnough = Date.now() - graceMs;
@@ -172,6 +184,7 @@ async function freeStaleClaims(ctx: StoreContext, q: QueueContext, graceMs: numb
         await zk.multi([
           { op: 'check', path: nodes.state, version: stat.version },
           { op: 'remove', path: nodes.claim, version: claim.version },
+          ...releaseOps(q, entry.id, state),
         ]);
       } catch (error) {
         if (!isZkError(error)) throw error;
@@ -222,11 +235,19 @@ export async function clearQueue(ctx: StoreContext, q: QueueContext): Promise<vo
     ...(await subtree(zk, q.paths.done, true)),
     ...(await subtree(zk, q.paths.failed, true)),
     ...(await subtree(zk, q.paths.waiting, true)),
+    ...(await subtree(zk, q.paths.debounce, true)),
   ];
   await removeAll(zk, paths);
   // Its events go too; the mark they leave tells a reader behind them that it missed some.
   await q.events.clear();
   await zk.set(q.paths.queue, Buffer.from(JSON.stringify({ dryRuns: 0, eoqUntil: 0 })), -1);
+  // The rate limit starts afresh.
+  try {
+    await zk.multi([resetRateOp(q.paths)]);
+  } catch (error) {
+    // No /rate (removed by hand): nothing to reset.
+    if (!isZkError(error, ZkCode.NoNode)) throw error;
+  }
   q.reset();
   ctx.claims.clearQueue(q.name);
 }

@@ -41,6 +41,8 @@ export function claimsForFinish(
   consumer: string,
   finishing: number,
   now: number,
+  /** The highest priority number the claims may take (messages the finish queues again come first). */
+  upTo = Infinity,
 ): PreparedClaim[] {
   const cache = ctx.claims;
   const terms = termsToClaimAhead(ctx, q, consumer);
@@ -49,14 +51,19 @@ export function claimsForFinish(
   // Only on a configuration read through a live watch, and not while paused; the claim checks its version.
   const conf = q.peekConf();
   if (room <= 0 || conf === null || conf.config.paused || !q.confTrusted()) return [];
+  // Under a rate limit every claim spends the queue's tat (claim.ts): none is made blind.
+  if (conf.config.rateLimit !== null) return [];
   const claims: PreparedClaim[] = [];
   for (const candidate of cachedCandidates(ctx, q, terms.accepts, room, now)) {
+    if (candidate.priority > upTo) break;
     const path = candidate.entry.path;
     const read = cache.settled(path);
     // Oldest first: stop at the first candidate that cannot be claimed blind, rather than skip it.
     if (read === undefined || read === null || cache.suspect.has(path)) break;
     const state = read.state;
     if (state.phase !== 'pending' || state.readyAt > now || !entryMatches(state, candidate.entry)) break;
+    // A grouped message needs its group's count checked (claim.ts): not claimed blind.
+    if (state.group !== undefined && conf.config.groupConcurrency !== null) break;
     claims.push(buildClaim(q, candidate, read, consumer, terms.lockMs, now, null, conf));
     cache.trying.add(path);
   }

@@ -8,7 +8,15 @@ import {
 } from '../model/types.js';
 import { parseFilterClass } from '../model/filters.js';
 import { isZkError, ZkCode } from './client.js';
-import { consumerOfNode, decodeState, deriveState, stateEndsAt, taskNodes, type TaskState } from './layout.js';
+import {
+  consumerOfNode,
+  decodeState,
+  deriveState,
+  priorityOf,
+  stateEndsAt,
+  taskNodes,
+  type TaskState,
+} from './layout.js';
 import { mapLimit } from './tree.js';
 import { putBackAll } from './handoff.js';
 import { registrationKey, type StoreContext } from './context.js';
@@ -61,6 +69,8 @@ export async function inspectMessage(ctx: StoreContext, q: QueueContext, id: str
     content: contentOf(s, data.data, metadata.data),
     policy: s.policy ?? null,
     history: s.history ?? [],
+    priority: priorityOf(s),
+    group: s.group ?? null,
   };
 }
 

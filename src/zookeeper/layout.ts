@@ -4,7 +4,8 @@
  *   /_kvmq                                   marker: this chroot is kvmq's
  *   /<queue>                                 marker: a kvmq queue (zkmq's /dir)
  *     /queue                                 pending entries; data: queue-wide dry runs
- *       /<filter class>                      a sub-queue per filter class ('none': no filters)
+ *       /<filter class>                      a sub-queue per filter class ('none': no filters), priority 0
+ *       /<filter class>~<pppp>               the same for priority pppp (1..1000), see subNode
  *         /<bucket>                          at most BUCKET_SIZE entries each
  *           /<readyAt>-<task>-<seq>          an entry, kept while its task is locked
  *     /tasks/<hash bucket>/<task>            filters/<name>, state, metadata, data, claim, next
@@ -18,10 +19,15 @@
  *     /events/e<n>_<seq>                     a multi's n queue events (while conf/events is true), see events.ts;
  *                                            data: {"trimmedTo": n}, below which events may have been trimmed
  *     /turns/<name>                          data: when the turn was last taken (ms), see turns.ts
+ *     /debounce/<debounce id>                data: the id of the message that debounce id last added, see debounce.ts
+ *     /groups/<group>/<task>                 EPHEMERAL: a held message of the group (groupConcurrency), see groups.ts
+ *     /rate                                  data: the rate limit's GCRA tat (ms), see rate.ts
+ *     /schedules/<name>                      data: {"body","nextAt"}, see schedules.ts
  */
 import { StoreLayoutError } from '../errors.js';
 import type { AttemptRecord, MessageState, Outcome } from '../model/types.js';
 import type { PayloadEncoding } from '../model/payload.js';
+import { DEFAULT_PRIORITY, priorityKey } from '../model/scheduling.js';
 
 export const ROOT_MARKER_NAME = '_kvmq';
 export const ROOT_MARKER = JSON.stringify({ kvmq: 'zookeeper', layout: 1 });
@@ -46,6 +52,10 @@ export class QueuePaths {
   readonly gcLock: string;
   readonly events: string;
   readonly turns: string;
+  readonly debounce: string;
+  readonly groups: string;
+  readonly rate: string;
+  readonly schedules: string;
 
   constructor(readonly name: string) {
     this.dir = `/${name}`;
@@ -60,6 +70,10 @@ export class QueuePaths {
     this.gcLock = `${this.lock}/gc`;
     this.events = `${this.dir}/events`;
     this.turns = `${this.dir}/turns`;
+    this.debounce = `${this.dir}/debounce`;
+    this.groups = `${this.dir}/groups`;
+    this.rate = `${this.dir}/rate`;
+    this.schedules = `${this.dir}/schedules`;
   }
 
   /** The nodes a new queue starts with, parents first. */
@@ -79,11 +93,16 @@ export class QueuePaths {
       { path: this.lock, data: JSON.stringify({ gcAt: 0 }) },
       { path: this.events, data: JSON.stringify({ trimmedTo: 0 }) },
       { path: this.turns, data: '' },
+      { path: this.debounce, data: '' },
+      { path: this.groups, data: '' },
+      { path: this.rate, data: '0' },
+      { path: this.schedules, data: '' },
     ];
   }
 
-  classDir(filterClass: string): string {
-    return `${this.queue}/${classNode(filterClass)}`;
+  /** The sub-queue of a filter class and priority (see subNode). */
+  classDir(filterClass: string, priority: number): string {
+    return `${this.queue}/${subNode(filterClass, priority)}`;
   }
 
   taskBucket(id: string): string {
@@ -138,6 +157,31 @@ export function classNode(filterClass: string): string {
 
 export function classOfNode(node: string): string {
   return node === NO_FILTERS ? '' : node;
+}
+
+/** Separates a sub-queue's filter class from its priority: never in a class ('=', '&' and filter tokens). */
+const PRIORITY_MARK = '~';
+
+/**
+ * A sub-queue's node name: the class node for priority 0 (the default, so plain messages keep the layout and
+ * cost they always had), `<class node>~<4-digit priority>` for others: 'none~0005', 'a=x~0100'.
+ */
+export function subNode(filterClass: string, priority: number): string {
+  const node = classNode(filterClass);
+  return priority === DEFAULT_PRIORITY ? node : `${node}${PRIORITY_MARK}${priorityKey(priority)}`;
+}
+
+/** A sub-queue as named by its node. */
+export interface SubKey {
+  readonly node: string;
+  readonly filterClass: string;
+  readonly priority: number;
+}
+
+export function parseSubNode(node: string): SubKey {
+  const mark = node.lastIndexOf(PRIORITY_MARK);
+  if (mark < 0) return { node, filterClass: classOfNode(node), priority: DEFAULT_PRIORITY };
+  return { node, filterClass: classOfNode(node.slice(0, mark)), priority: Number(node.slice(mark + 1)) };
 }
 
 function taskBucketOf(id: string): string {
@@ -218,6 +262,14 @@ export interface TaskState {
   readonly done: string | null;
   /** The message's own policy, encoded; absent for none. */
   readonly policy?: string;
+  /** Its priority (the sub-queue it is in); absent for 0. */
+  readonly priority?: number;
+  /** Its group; absent for none. */
+  readonly group?: string;
+  /** The debounce id it was added with; absent for none. */
+  readonly debounce?: string;
+  /** Locked with a held node in `/groups/<group>` (made by its claim, removed with its claim); else absent. */
+  readonly grouped?: boolean;
   /** Deliveries whose lock was lost since the last retry, revive or requeued run; absent for none. */
   readonly losses?: number;
   /** Attempts that did not end in a plain success, newest last; absent for none. */
@@ -274,4 +326,9 @@ export function decodeState(path: string, data: Buffer): TaskState {
     // reported below
   }
   throw new StoreLayoutError(`${path} does not hold a kvmq task state; is something else writing under this dir?`);
+}
+
+/** A task's priority: the sub-queue its entry is in. */
+export function priorityOf(s: Pick<TaskState, 'priority'>): number {
+  return s.priority ?? DEFAULT_PRIORITY;
 }

@@ -13,7 +13,7 @@
  * listings read lowest ready time first, as far as the page needs: ready-entries.ts).
  */
 import { makeCursor, readCursor, type ListQuery } from '../model/list.js';
-import { classOfNode, decodeState, deriveState, namesEntry, taskNodes, type Entry, type TaskState } from './layout.js';
+import { decodeState, parseSubNode, deriveState, namesEntry, taskNodes, type Entry, type TaskState } from './layout.js';
 import { contentOf, statusOf } from './inspect.js';
 import { sorted, walkReady, type Keyed } from './ready-entries.js';
 import { isZkError, ZkCode } from './client.js';
@@ -94,8 +94,8 @@ async function listState(
   }
   // Locked and queued entries were ready: only entries whose ready time has come are read, as far as the page needs.
   const subs = (await children(ctx, q.paths.queue)).map((node) => {
-    const filterClass = classOfNode(node);
-    return { list: q.sub(filterClass), filterClass };
+    const key = parseSubNode(node);
+    return { list: q.sub(key.filterClass, key.priority), node };
   });
   return walkReady(subs, now, after, (run) => take(ctx, q, query, state, run, out));
 }

@@ -10,7 +10,7 @@ import { BucketedList } from './buckets.js';
 import { isZkError, ZkCode, type ZkOp, type ZkSession } from './client.js';
 import { readConf, type ConfRead } from './conf.js';
 import { EventLog } from './events.js';
-import { QUEUE_MARKER, QueuePaths, classNode, classOfNode, entryPrefix } from './layout.js';
+import { QUEUE_MARKER, QueuePaths, classNode, entryPrefix, parseSubNode, subNode, type SubKey } from './layout.js';
 import type { QueueConfig } from '../model/types.js';
 
 /** The queue-wide end-of-queue counters, in the data of `/queue`. */
@@ -29,7 +29,8 @@ export function parseCounters(data: Buffer): Counters {
 }
 
 export interface QueueView {
-  readonly classes: readonly string[];
+  /** The sub-queues (one per filter class and priority), lowest priority number first. */
+  readonly subs: readonly SubKey[];
   readonly counters: Counters;
 }
 
@@ -151,7 +152,7 @@ export class QueueContext {
         : null,
     ]);
     this.view = {
-      classes: children === null ? (view?.classes ?? []) : children.children.map(classOfNode),
+      subs: children === null ? (view?.subs ?? []) : children.children.map(parseSubNode).sort(byPriority),
       counters: node === null ? (view?.counters ?? { dryRuns: 0, eoqUntil: 0 }) : parseCounters(node.data),
     };
     return this.view;
@@ -194,7 +195,8 @@ export class QueueContext {
     if (bucketPath.startsWith(`${this.paths.failed}/`)) return this.failed;
     if (bucketPath.startsWith(`${this.paths.waiting}/`)) return this.waiting;
     if (!bucketPath.startsWith(`${this.paths.queue}/`)) return null;
-    return this.sub(classOfNode(bucketPath.slice(this.paths.queue.length + 1).split('/')[0] ?? ''));
+    const key = parseSubNode(bucketPath.slice(this.paths.queue.length + 1).split('/')[0] ?? '');
+    return this.sub(key.filterClass, key.priority);
   }
 
   /**
@@ -217,12 +219,13 @@ export class QueueContext {
     for (const path of paths) this.listOf(path)?.noteTailMade(path);
   }
 
-  /** The sub-queue of one filter class. */
-  sub(filterClass: string): BucketedList {
-    let list = this.classes.get(filterClass);
+  /** The sub-queue of one filter class and priority. */
+  sub(filterClass: string, priority: number): BucketedList {
+    const node = subNode(filterClass, priority);
+    let list = this.classes.get(node);
     if (list === undefined) {
-      list = new BucketedList(this.zk, this.paths.classDir(filterClass));
-      this.classes.set(filterClass, list);
+      list = new BucketedList(this.zk, this.paths.classDir(filterClass, priority));
+      this.classes.set(node, list);
     }
     return list;
   }
@@ -337,3 +340,7 @@ export class QueueContext {
 }
 
 export { classNode };
+
+function byPriority(a: SubKey, b: SubKey): number {
+  return a.priority - b.priority;
+}

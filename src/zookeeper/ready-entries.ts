@@ -7,7 +7,6 @@
  * every bucket is read again. A page then reads its sub-queues' bucket lists, and bucket listings lowest bound
  * first until what it took comes before every bucket left.
  */
-import { classNode } from './layout.js';
 import type { BucketedList } from './buckets.js';
 import type { Entry } from './layout.js';
 
@@ -16,10 +15,10 @@ export interface Keyed {
   readonly entry: Entry;
 }
 
-/** One sub-queue to read, with the filter class its keys name. */
+/** One sub-queue to read, with its node name (which its keys carry). */
 export interface SubQueue {
   readonly list: BucketedList;
-  readonly filterClass: string;
+  readonly node: string;
 }
 
 /** Lowest ready time per bucket (Infinity for an empty one), valid while the sub-queue node's mzxid is `mzxid`. */
@@ -94,7 +93,7 @@ async function readBucket(u: Unread, now: number, after: string | null): Promise
   );
   const out: Keyed[] = [];
   for (const entry of entries) {
-    const key = `${entry.name.slice(0, 13)}/${classNode(u.sub.filterClass)}/${u.bucket}/${entry.name.slice(-10)}`;
+    const key = `${entry.name.slice(0, 13)}/${u.sub.node}/${u.bucket}/${entry.name.slice(-10)}`;
     if (entry.at <= now && (after === null || key > after)) out.push({ key, entry });
   }
   return out;

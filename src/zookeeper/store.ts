@@ -23,6 +23,7 @@ import { listMessages } from './list.js';
 import { promoteMessages, removeMessages, retryFailedMessages, retryMessages } from './actions.js';
 import { checkRoot, listQueues } from './root.js';
 import { EventWatches } from './event-watches.js';
+import { fireSchedule, listSchedules, putSchedule, removeSchedule } from './schedules.js';
 import { takeTurn } from './turns.js';
 import { parseZookeeperUrl } from './url.js';
 import { Wakeups } from './wakeups.js';
@@ -39,6 +40,7 @@ import type {
   StoreCapabilities,
   StoredDetails,
   StoredPage,
+  StoredSchedule,
 } from '../store/contract.js';
 import type { ListQuery } from '../model/list.js';
 import type {
@@ -204,6 +206,27 @@ class ZookeeperStore implements Store {
 
   subscribeEvents(queue: string, listener: () => void): () => void {
     return this.events.subscribe(queue, listener);
+  }
+
+  putSchedule(queue: string, schedule: StoredSchedule): Promise<boolean> {
+    return this.guard(() => putSchedule(this.zk, this.ctx.queue(queue), schedule));
+  }
+
+  schedules(queue: string): Promise<StoredSchedule[]> {
+    return this.guard(() => listSchedules(this.zk, this.ctx.queue(queue)));
+  }
+
+  removeSchedule(queue: string, name: string): Promise<boolean> {
+    return this.guard(() => removeSchedule(this.zk, this.ctx.queue(queue), name));
+  }
+
+  fireSchedule(
+    queue: string,
+    expected: StoredSchedule,
+    nextAt: number,
+    messages: readonly NewMessage[],
+  ): Promise<EnqueueResult[] | null> {
+    return this.guard(() => fireSchedule(this.ctx, this.ctx.queue(queue), expected, nextAt, messages));
   }
 
   takeTurn(queue: string, name: string, everyMs: number): Promise<boolean> {

@@ -102,8 +102,8 @@ export function badInput(fixture: StoreFixture): void {
         await assert.rejects(h.client.enqueueBatch(q, loose({ payload: 1 })), TypeError);
         // One bad item refuses the whole batch.
         await assert.rejects(
-          h.client.enqueueBatch(q, [{ payload: 1, id: 'fine' }, loose({ payload: 2, id: 'fine2', priority: 1 })]),
-          /unknown option 'priority'/,
+          h.client.enqueueBatch(q, [{ payload: 1, id: 'fine' }, loose({ payload: 2, id: 'fine2', urgency: 1 })]),
+          /unknown option 'urgency'/,
         );
         assert.equal(await h.client.status(q, 'fine'), null);
         assert.equal((await h.client.queueStatus(q)).total, 0);

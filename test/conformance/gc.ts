@@ -24,6 +24,8 @@ export function gc(fixture: StoreFixture): void {
         events: false,
         eventsMaxCount: 10_000,
         eventsMaxAgeMs: 24 * HOUR_MS,
+        rateLimit: null,
+        groupConcurrency: null,
       };
       assert.deepEqual(await h.client.config(q), defaults);
       const written = await h.client.configure(q, { gcLifetimeMs: 1234, gcIntervalMs: 567 });
@@ -38,6 +40,8 @@ export function gc(fixture: StoreFixture): void {
         events: true,
         eventsMaxCount: 50,
         eventsMaxAgeMs: 60_000,
+        rateLimit: { max: 5, perMs: 1000 },
+        groupConcurrency: 2,
       });
       assert.deepEqual(every, {
         ...written,
@@ -48,6 +52,8 @@ export function gc(fixture: StoreFixture): void {
         events: true,
         eventsMaxCount: 50,
         eventsMaxAgeMs: 60_000,
+        rateLimit: { max: 5, perMs: 1000 },
+        groupConcurrency: 2,
       });
       assert.deepEqual(await h.client.config(q), every);
       await h.client.configure(q, {
@@ -57,6 +63,8 @@ export function gc(fixture: StoreFixture): void {
         events: false,
         eventsMaxCount: 10_000,
         eventsMaxAgeMs: 24 * HOUR_MS,
+        rateLimit: null,
+        groupConcurrency: null,
       });
       assert.deepEqual(await h.client.configure(q, { paused: false }), written);
       assert.deepEqual(await h.client.config(q), written);

@@ -24,3 +24,23 @@ export async function claimOne(h: Harness, queue: string, consumerId: string, lo
 export async function claimAndVanish(h: Harness, queue: string, consumerId: string, lockMs = 300): Promise<number> {
   return (await claimOne(h, queue, consumerId, lockMs)).attempt;
 }
+
+/** One claim through the store as `consumerId` (no waiting); returns the claimed ids and the store's wakeAt. */
+export async function claimIds(
+  h: Harness,
+  queue: string,
+  consumerId: string,
+  max: number,
+  lockMs = 60_000,
+): Promise<{ ids: string[]; wakeAt: number | null }> {
+  const result = await h.client.store.claim(queue, { consumerId, max, lockMs, accepts: null, eoqBackoffMs: () => 50 });
+  return { ids: result.messages.map((m) => m.id), wakeAt: result.wakeAt };
+}
+
+/** Finishes a message held by `consumerId` with success, as a worker would. */
+export async function finishOk(h: Harness, queue: string, consumerId: string, id: string, attempt = 1): Promise<void> {
+  const results = await h.client.store.finish(queue, consumerId, [
+    { id, attempt, outcome: 'success', backoffMs: 0, error: null, startedAt: Date.now() },
+  ]);
+  if (results[0] !== 'ok') throw new Error(`finishing ${id} as ${consumerId}: ${String(results[0])}`);
+}

@@ -1,10 +1,11 @@
-/** `kvmq config`: shows or changes a queue's stored configuration (GC, failures, pause, filter enums). */
+/** `kvmq config`: shows or changes a queue's stored configuration (GC, failures, pause, limits, filter enums). */
 import type { QueueConfig } from '../../index.js';
 import { expectPositionals, parseCommandLine, parseKeyValue, parseWholeNumber } from '../args.js';
 import type { Command } from '../command.js';
 import { EXIT_OK, UsageError } from '../errors.js';
 import { commandUsage } from '../help.js';
 import { printJson, printLine } from '../output.js';
+import { formatGroupConcurrency, formatRateLimit, parseGroupConcurrency, parseRateLimit } from '../scheduling-args.js';
 import { withClient } from '../store.js';
 
 type NumberKey =
@@ -39,6 +40,10 @@ export const config: Command = {
       '  events=true|false       record queue events (see kvmq events; default false)\n' +
       '  events_max_count=N      keep at most the N newest events (default 10000)\n' +
       '  events_max_age_ms=N     events older than N ms are trimmed (default 1 day)\n' +
+      '  rate_limit=MAX/PERIOD   at most MAX claims per PERIOD across all workers, e.g. 100/1s, 5/250ms,\n' +
+      '                          1000/1m; none removes it (default none)\n' +
+      '  group_concurrency=N     at most N messages of one group (enqueue --group) run at once; none: no\n' +
+      '                          limit (default none)\n' +
       '  filter.NAME=v1,v2,...   the values of filter NAME, lowest first; empty removes the filter',
     [],
   ),
@@ -59,7 +64,13 @@ export const config: Command = {
 
 function parsePatch(assignments: readonly string[]): Partial<QueueConfig> {
   const numbers: { -readonly [K in NumberKey]?: number } = {};
-  const others: { paused?: boolean; events?: boolean; deadLetterQueue?: string | null } = {};
+  const others: {
+    paused?: boolean;
+    events?: boolean;
+    deadLetterQueue?: string | null;
+    rateLimit?: QueueConfig['rateLimit'];
+    groupConcurrency?: number | null;
+  } = {};
   const filterEnums = new Map<string, string[]>();
   for (const assignment of assignments) {
     const [key, value] = parseKeyValue('a setting', assignment);
@@ -72,12 +83,17 @@ function parsePatch(assignments: readonly string[]): Partial<QueueConfig> {
       others[key] = value === 'true';
     } else if (key === 'dead_letter_queue') {
       others.deadLetterQueue = value === '' ? null : value;
+    } else if (key === 'rate_limit') {
+      others.rateLimit = parseRateLimit(value);
+    } else if (key === 'group_concurrency') {
+      others.groupConcurrency = parseGroupConcurrency(value);
     } else if (key.startsWith(FILTER_PREFIX) && key.length > FILTER_PREFIX.length) {
       filterEnums.set(key.slice(FILTER_PREFIX.length), value === '' ? [] : value.split(','));
     } else {
       throw new UsageError(
         `unknown setting '${key}'; known: gc_lifetime_ms, failed_lifetime_ms, gc_interval_ms, max_deliveries, ` +
-          'dead_letter_queue, paused, events, events_max_count, events_max_age_ms, filter.NAME ' +
+          'dead_letter_queue, paused, events, events_max_count, events_max_age_ms, rate_limit, ' +
+          'group_concurrency, filter.NAME ' +
           '(and the zkmq names task_gc_lifetime, task_gc_interval)',
       );
     }
@@ -98,6 +114,8 @@ function configText(c: QueueConfig): string {
     `events=${String(c.events)}`,
     `events_max_count=${c.eventsMaxCount}`,
     `events_max_age_ms=${c.eventsMaxAgeMs}`,
+    `rate_limit=${formatRateLimit(c.rateLimit)}`,
+    `group_concurrency=${formatGroupConcurrency(c.groupConcurrency)}`,
     ...Object.entries(c.filterEnums).map(([name, list]) => `filter.${name}=${list.join(',')}`),
   ].join('\n');
 }

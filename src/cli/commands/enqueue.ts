@@ -14,6 +14,7 @@ import { commandUsage } from '../help.js';
 import { readAll, readLines } from '../input.js';
 import { note, printJson, printLine } from '../output.js';
 import { Progress } from '../progress.js';
+import { parseDebounce, parseGroup, parsePriority, parseRunAt } from '../scheduling-args.js';
 import { withClient } from '../store.js';
 
 const OPTIONS = {
@@ -25,6 +26,11 @@ const OPTIONS = {
   attempts: { type: 'string' },
   'backoff-ms': { type: 'string' },
   timeout: { type: 'string' },
+  priority: { type: 'string' },
+  'run-at': { type: 'string' },
+  group: { type: 'string' },
+  debounce: { type: 'string' },
+  'debounce-ms': { type: 'string' },
   file: { type: 'string' },
 } as const;
 
@@ -37,11 +43,18 @@ export const enqueue: Command = {
   usage: commandUsage(
     'enqueue <queue> [payload] [options]',
     'Adds a message whose payload is the bytes of [payload], or all of stdin when it is not given.\n' +
-      'Prints the id of each message added. A message whose id exists is refused (exit 3).',
+      'Prints the id of each message added. A message whose id exists is refused (exit 3).\n' +
+      'With --debounce, a waiting message of the same debounce id takes the new payload instead, and its\n' +
+      'id is printed (--json: action "debounced"). --delay-ms, --run-at and --debounce exclude each other.',
     [
       ['--id ID', 'the message id (default: random); an id that exists is refused'],
       ['--filter NAME=VALUE', "a filter value from the queue's configuration (repeatable)"],
+      ['--priority N', 'lower runs first: 0 (the default, runs first) to 1000 (runs last)'],
       ['--delay-ms N', 'keep the message back N ms before a worker may take it'],
+      ['--run-at TIME', 'keep it back until TIME: ISO 8601 (2030-01-02T03:04:05Z) or ms since the epoch'],
+      ['--group NAME', "its group: at most the queue's group_concurrency of one group run at once"],
+      ['--debounce ID', 'replace the waiting message of debounce id ID, if any (needs --debounce-ms)'],
+      ['--debounce-ms N', 'with --debounce: run N ms after the last enqueue of that id'],
       ['--metadata JSON', 'a JSON object carried with the message'],
       ['--allow-requeue', 'if the id is locked or done-with-backoff, queue it again when done'],
       ['--attempts N', "this message's attempts (over kvmq work's --max-attempts)"],
@@ -58,11 +71,13 @@ export const enqueue: Command = {
     const options: EnqueueOptions = {
       filters: parseFilterPairs(values.filter),
       metadata: values.metadata === undefined ? undefined : parseJsonObject('--metadata', values.metadata),
-      initialBackoffMs: optionalWholeNumber('--delay-ms', values['delay-ms']),
       allowRequeue: values['allow-requeue'],
       attempts: optionalWholeNumber('--attempts', values.attempts, 1),
       backoff: optionalWholeNumber('--backoff-ms', values['backoff-ms']),
       timeoutMs: optionalWholeNumber('--timeout', values.timeout, 1),
+      priority: parsePriority(values.priority),
+      group: parseGroup(values.group),
+      ...readyTime(values),
     };
     const json = values.json === true;
     const file = values.file;
@@ -87,6 +102,27 @@ export const enqueue: Command = {
     });
   },
 };
+
+/** When the message becomes ready: --delay-ms, --run-at or --debounce, at most one of them. */
+function readyTime(values: {
+  'delay-ms'?: string;
+  'run-at'?: string;
+  debounce?: string;
+  'debounce-ms'?: string;
+}): Pick<EnqueueOptions, 'initialBackoffMs' | 'runAt' | 'debounce'> {
+  const flags = { '--delay-ms': values['delay-ms'], '--run-at': values['run-at'], '--debounce': values.debounce };
+  const given = Object.entries(flags).filter(([, value]) => value !== undefined);
+  if (given.length > 1) {
+    throw new UsageError(
+      `give at most one of --delay-ms, --run-at and --debounce, not ${given.map(([flag]) => flag).join(' and ')}`,
+    );
+  }
+  return {
+    initialBackoffMs: optionalWholeNumber('--delay-ms', values['delay-ms']),
+    runAt: parseRunAt(values['run-at']),
+    debounce: parseDebounce(values.debounce, values['debounce-ms']),
+  };
+}
 
 async function readStdin(): Promise<Buffer> {
   if (process.stdin.isTTY) note('reading the payload from stdin; end it with Ctrl-D');

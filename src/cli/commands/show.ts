@@ -12,10 +12,10 @@ import { lastErrorRow, statusRows } from './status.js';
 
 export const show: Command = {
   name: 'show',
-  summary: 'show one message: payload, metadata, filters, history',
+  summary: 'show one message: payload, metadata, filters, priority, history',
   usage: commandUsage(
     'show <queue> <id>',
-    'Shows a message with its payload, metadata, filters, retry policy and the history of its\n' +
+    'Shows a message with its payload, metadata, filters, retry policy, priority, group and the history of its\n' +
       'attempts that did not simply succeed. Exit 1 when it is not found.',
     [],
   ),
@@ -44,6 +44,8 @@ function detailsText(m: MessageDetails): string {
     ['metadata', JSON.stringify(m.metadata)],
     ['filters', JSON.stringify(m.filters)],
     ['policy', JSON.stringify(m.policy)],
+    ['priority', String(m.priority)],
+    ['group', m.group ?? '-'],
     ['payload', payloadText(m.payload)],
     lastErrorRow(m),
   ];

@@ -32,6 +32,7 @@ const OPTIONS = {
   timeout: { type: 'string' },
   filter: { type: 'string', multiple: true },
   metrics: { type: 'string' },
+  'no-schedules': { type: 'boolean' },
 } as const;
 
 /** sysexits.h's EX_TEMPFAIL: "try again later". */
@@ -49,6 +50,7 @@ interface WorkSettings {
   readonly timeoutMs: number | undefined;
   readonly filters: WorkerFilters | undefined;
   readonly metrics: string | undefined;
+  readonly schedules: boolean;
 }
 
 export const work: Command = {
@@ -76,6 +78,7 @@ export const work: Command = {
       ['--timeout MS', 'a command running longer is ended (SIGTERM, then SIGKILL) and its message failed'],
       ['--filter NAME=VALUE[:at_least]', "this worker's filter value; at_least also takes lower ones (repeatable)"],
       METRICS_OPTION_HELP,
+      ['--no-schedules', "do not fire the queue's schedules (kvmq schedule); other workers still do"],
     ],
   ),
 
@@ -95,6 +98,7 @@ export const work: Command = {
       timeoutMs: optionalWholeNumber('--timeout', values.timeout, 1),
       filters: parseWorkerFilters(values.filter),
       metrics: checkMetricsAddress(values.metrics),
+      schedules: values['no-schedules'] !== true,
     };
     const queue = positionals[0] ?? '';
     return withClient(values.store, async (client) => {
@@ -176,6 +180,7 @@ class WorkRun {
       ...(settings.maxAttempts === undefined ? {} : { maxAttempts: settings.maxAttempts }),
       ...(settings.retryBackoffMs === undefined ? {} : { retryBackoffMs: settings.retryBackoffMs }),
       filters: settings.filters,
+      schedules: settings.schedules,
       onError: reportBackgroundError,
       monitor: (info) => this.monitor(info),
     });

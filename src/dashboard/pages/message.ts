@@ -1,4 +1,5 @@
 /** One message: everything kvmq keeps about it, and the actions its state allows. */
+import { DEFAULT_PRIORITY } from '../../model/scheduling.js';
 import type { AttemptRecord, MessageDetails } from '../../model/types.js';
 import { html, type Html } from '../html.js';
 import { messagePath, queuePath } from '../paths.js';
@@ -27,6 +28,8 @@ export function messagePage(ctx: PageContext, m: MessageDetails, notice: PageFra
     ['Updated', html`${utc(m.updatedAt)} UTC (${when(m.updatedAt, now)})`],
     ['Consumer', m.consumer ?? '–'],
     ['Until', m.until === null ? '–' : html`${utc(m.until)} UTC (${when(m.until, now)})`],
+    ['Priority', m.priority === DEFAULT_PRIORITY ? `${m.priority} (default, runs first)` : String(m.priority)],
+    ['Group', m.group ?? '–'],
     ['Policy', Object.keys(m.policy).length === 0 ? '–' : JSON.stringify(m.policy)],
   ];
   const body = html`<div class="page-head">

@@ -1,5 +1,5 @@
 /** One queue: its state, actions, charts, consumers, and a page of its messages in one state. */
-import type { ListedMessage, MessageState, QueueStatus } from '../../model/types.js';
+import type { ListedMessage, MessageState, QueueConfig, QueueStatus } from '../../model/types.js';
 import { html, type Html } from '../html.js';
 import { messagePath, queuePath } from '../paths.js';
 import type { PageContext } from './context.js';
@@ -11,6 +11,8 @@ import { chartArea, consumersTable, pausedBadge, stateCounts } from './parts.js'
 export interface QueueView {
   readonly status: QueueStatus;
   readonly eventsOn: boolean;
+  /** The queue's limits, shown when set. */
+  readonly limits: Pick<QueueConfig, 'rateLimit' | 'groupConcurrency'>;
   /** The listed state; null lists every state. */
   readonly state: MessageState | null;
   readonly messages: readonly ListedMessage[];
@@ -34,7 +36,8 @@ export function queuePage(ctx: PageContext, view: QueueView, now: number): Html 
   const body = html`<div class="page-head">
       <h1>${status.queue}</h1>
       ${pausedBadge(status)}
-      <span class="muted"><span data-total="${status.queue}">${count(status.total)}</span> messages</span>${actions}
+      <span class="muted"><span data-total="${status.queue}">${count(status.total)}</span> messages</span
+      >${limitsText(view.limits)}${actions}
     </div>
     ${stateCounts(ctx, status, view.state)}
     <div class="two">
@@ -76,6 +79,30 @@ export function queuePage(ctx: PageContext, view: QueueView, now: number): Html 
     notice: view.notice,
     live: `${path}/live`,
   });
+}
+
+/** 'at most 100 per 1 s', 'at most 3 per group': what the queue's configuration holds its workers to. */
+function limitsText({ rateLimit, groupConcurrency }: QueueView['limits']): Html {
+  const rate =
+    rateLimit === null
+      ? ''
+      : html`<span class="muted" data-rate-limit title="rate limit, across all workers"
+          >at most ${count(rateLimit.max)} per ${period(rateLimit.perMs)}</span
+        >`;
+  const group =
+    groupConcurrency === null
+      ? ''
+      : html`<span class="muted" data-group-concurrency title="group concurrency: held at once per group"
+          >at most ${count(groupConcurrency)} per group</span
+        >`;
+  return html`${rate}${group}`;
+}
+
+function period(ms: number): string {
+  if (ms % 3_600_000 === 0) return `${ms / 3_600_000} h`;
+  if (ms % 60_000 === 0) return `${ms / 60_000} min`;
+  if (ms % 1000 === 0) return `${ms / 1000} s`;
+  return `${ms} ms`;
 }
 
 function stateTabs(path: string, selected: MessageState | null): Html {

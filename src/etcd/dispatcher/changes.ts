@@ -20,6 +20,7 @@ import {
 } from '../transitions.js';
 import type { Compare, Op, RangeOp } from '../kv.js';
 import type { ChangeEvents } from '../event-ops.js';
+import { countChange, DEAD_LETTERED, type CountDelta } from '../counts.js';
 import { MAX_PAYLOAD_BYTES, type QueueKeys } from '../keys.js';
 import type { Consumer, Msg, ProducerPut } from './model.js';
 
@@ -35,6 +36,8 @@ export interface Ops {
   readonly failedError?: string | null;
   /** The queue events it writes (put by the batch it goes in). */
   readonly events?: ChangeEvents | undefined;
+  /** What it changes in queues' counts (counts.ts). */
+  readonly counts?: readonly CountDelta[];
 }
 
 const recordIs = (keys: QueueKeys, msg: Msg): Compare => ({
@@ -125,13 +128,20 @@ export function fail(
       ops,
       reads: [readRecord(keys, msg.id), { type: 'range', key: deadLetter.record(msg.id) }],
       record: null,
+      counts: [...countChange(keys, msg.record, null), ...countChange(deadLetter, null, DEAD_LETTERED)],
     };
   }
   ops.push({ type: 'put', key: keys.record(msg.id), value: encodeRecord(failed) });
   ops.push({ type: 'delete', key: msg.orderedKey });
   if (msg.record.nextEncoding === null) ops.push({ type: 'put', key: keys.payload(msg.id), value: payload });
   ops.push(...indexOps(keys, msg.id, msg.record, failed));
-  return { compares: [recordIs(keys, msg)], ops, reads: [readRecord(keys, msg.id)], record: null };
+  return {
+    compares: [recordIs(keys, msg)],
+    ops,
+    reads: [readRecord(keys, msg.id)],
+    record: null,
+    counts: countChange(keys, msg.record, failed),
+  };
 }
 
 /**
@@ -146,6 +156,7 @@ export function ack(keys: QueueKeys, msg: Msg, now: number): Ops {
     ops,
     reads: [readRecord(keys, msg.id)],
     record: result.leavesQueue ? null : result.record,
+    counts: countChange(keys, msg.record, result.record),
   };
 }
 
@@ -191,6 +202,7 @@ export function move(
       { type: 'range', key: keys.record(put.id) },
     ],
     record,
+    counts: countChange(keys, null, record),
   };
 }
 
@@ -221,6 +233,7 @@ export function revive(
       { type: 'range', key: keys.record(put.id) },
     ],
     record,
+    counts: countChange(keys, old, record),
   };
 }
 
@@ -250,6 +263,7 @@ export function refuseTooLarge(keys: QueueKeys, put: ProducerPut, now: number): 
     ],
     record: null,
     failedError: error,
+    counts: countChange(keys, null, record),
   };
 }
 
@@ -264,8 +278,10 @@ export function refuse(put: ProducerPut): Ops {
 }
 
 /** Tells a kvmq consumer its request `ask` has been served (on the consumer's own lease). */
-export function answer(keys: QueueKeys, c: Consumer, size: number): Ops {
-  const value = Buffer.from(JSON.stringify({ ask: c.reg.ask, queueSize: size }), 'utf8');
+/** `wakeAt`: the queue's rate limit holds ready messages back until then. */
+export function answer(keys: QueueKeys, c: Consumer, size: number, wakeAt: number | null = null): Ops {
+  const body = wakeAt === null ? { ask: c.reg.ask, queueSize: size } : { ask: c.reg.ask, queueSize: size, wakeAt };
+  const value = Buffer.from(JSON.stringify(body), 'utf8');
   return {
     compares: [],
     ops: [{ type: 'put', key: keys.answer(c.key), value, lease: c.lease }],

@@ -183,7 +183,7 @@ export class Dispatcher {
         this.loader.dropTail();
       }
     }
-    let next = Math.min(m.ready.nextLater(), m.locks.peekTime());
+    let next = Math.min(m.ready.nextLater(), m.locks.peekTime(), m.rateWakeAt ?? Infinity);
     for (const msg of m.expired) next = Math.min(next, (msg.record.lockUntil ?? Infinity) + STALE_LOCK_GRACE_MS);
     if (next < Infinity) this.arm(next);
   }
@@ -296,6 +296,7 @@ export class Dispatcher {
       ops: ops.ops,
       reads: ops.reads,
       events: ops.events,
+      counts: ops.counts,
       onOk: (revision) => {
         settle();
         if (consumer !== null) {
@@ -371,6 +372,7 @@ export class Dispatcher {
       ops: ops.ops,
       reads: ops.reads,
       events: ops.events,
+      counts: ops.counts,
       onOk: (revision) => {
         settle();
         if (this.mirror.producers.get(put.key) === put) this.mirror.producers.delete(put.key);

@@ -72,6 +72,7 @@ export class EventIntake {
         case 'kvmq':
           if (event.kv.key === this.mirror.keys.config)
             this.mirror.onConfig(event.type === 'put' ? event.kv.value : null);
+          else if (event.kv.key === this.mirror.keys.rate) this.mirror.onRate(event);
           break;
         case 'answer':
           break;

@@ -7,7 +7,8 @@
  * plain producer keys page by page; payloads it let go; and, when memory
  * holds too many pending messages, forgetting the newest until their turn.
  */
-import { IDX_DIGITS, idxAt, idxMs } from '../keys.js';
+import { IDX_DIGITS, idxAt, idxMs, idxPriority, priorityBand, PRIORITY_MARK } from '../keys.js';
+import { PRIORITY_MAX } from '../../model/scheduling.js';
 import { decodeRecord } from '../record.js';
 import { getMany } from '../txn-batch.js';
 import { MEMORY_KEEP, WINDOW_LIMIT, type QueueMirror } from './mirror.js';
@@ -20,6 +21,14 @@ const FIRST_SPAN_MS = 1000;
 // Keys a producer on a fast clock could have made ahead of ours.
 const CLOCK_SKEW_MS = 60_000;
 export const PAYLOAD_BUDGET_BYTES = 128 * 1024 * 1024;
+// The digits `9{priority:4}` add in front of an idx.
+const PRIORITY_BAND_DIGITS = 5;
+
+/** Where the ordered keys of the priorities after `priority` start (keys.ts newIdx): its band's end. */
+function bandEnd(prefix: string, priority: number): string {
+  if (priority === 0) return prefix + PRIORITY_MARK;
+  return priority >= PRIORITY_MAX ? `${prefix}${PRIORITY_MARK}:` : prefix + priorityBand(priority + 1);
+}
 
 export class Loader {
   private spanMs = FIRST_SPAN_MS;
@@ -36,9 +45,15 @@ export class Loader {
     const keys = m.keys;
     const from = m.cursor;
     if (from === null) return;
-    const fromMs = this.cursorMs(from);
+    const { ms: fromMs, priority } = this.cursorAt(from);
     const final = fromMs === 0 || fromMs > Date.now() + CLOCK_SKEW_MS;
-    const end = final ? keys.orderedEnd : keys.prefix + idxAt(fromMs + this.spanMs);
+    // Within a priority's band: up to the next band once past the newest time; then one read finds the next band.
+    const end =
+      fromMs === 0
+        ? keys.orderedEnd
+        : final
+          ? bandEnd(keys.prefix, priority)
+          : keys.prefix + idxAt(fromMs + this.spanMs, priority);
     const res = await this.kv.range({ key: from, end, limit: WINDOW_LIMIT });
     const found = res.kvs
       .map((kv) => ({ kv, parsed: keys.parse(kv.key) }))
@@ -71,7 +86,7 @@ export class Loader {
     if (res.more && last !== undefined) {
       m.cursor = `${last.key}\0`;
       if (res.count > 4 * WINDOW_LIMIT) this.spanMs = Math.max(1, Math.floor(this.spanMs / 2));
-    } else if (final) {
+    } else if (end === keys.orderedEnd) {
       m.cursor = null;
     } else {
       m.cursor = end;
@@ -79,11 +94,18 @@ export class Loader {
     }
   }
 
-  /** The idx time a cursor (an ordered key, or a window's end) stands at; 0 when not kvmq's idx format. */
-  private cursorMs(cursor: string): number {
+  /**
+   * The idx time and priority a cursor (an ordered key, or a window's end) stands at; time 0 when not kvmq's
+   * idx format (or a band's bare start), which the next read ranges to the end from.
+   */
+  private cursorAt(cursor: string): { ms: number; priority: number } {
     const prefix = this.mirror.keys.prefix;
-    const digits = cursor.slice(prefix.length, prefix.length + IDX_DIGITS);
-    return /^\d+$/.test(digits) && digits.length === IDX_DIGITS ? idxMs(digits) : 0;
+    const rest = cursor.slice(prefix.length);
+    const digits = /^\d+/.exec(rest)?.[0] ?? '';
+    if (digits.length === IDX_DIGITS) return { ms: idxMs(digits), priority: 0 };
+    const idx = digits.slice(0, IDX_DIGITS + PRIORITY_BAND_DIGITS);
+    const priority = idxPriority(idx);
+    return priority > 0 ? { ms: idxMs(idx), priority } : { ms: 0, priority: 0 };
   }
 
   /** Reads the next page of plain producer keys that waited while no dispatcher ran. */

@@ -14,8 +14,9 @@ import type { QueueKeys } from '../keys.js';
 import { decodeRecord, type MessageRecord } from '../record.js';
 import { acceptedByPairs, parseRegistration, type Registration } from '../registration.js';
 import { TimeHeap } from './heap.js';
+import { GroupGate } from './groups.js';
 import { ReadyIndex, type Consumer, type Msg, type ProducerPut } from './model.js';
-import type { KeyValue } from '../kv.js';
+import type { KeyValue, WatchEvent } from '../kv.js';
 import type { DispatcherLog } from './types.js';
 import type { Snapshot } from './snapshot.js';
 import type { QueueConfig } from '../../model/types.js';
@@ -29,6 +30,7 @@ export class QueueMirror {
   readonly msgs = new Map<string, Msg>();
   readonly ready = new ReadyIndex();
   readonly locks = new TimeHeap<Msg>();
+  readonly groups = new GroupGate();
   readonly consumers = new Map<string, Consumer>();
   readonly producers = new Map<string, ProducerPut>();
   /** Plain producer puts whose id exists: refuse or revive, with the record read. */
@@ -45,6 +47,12 @@ export class QueueMirror {
   readonly producerCursors = new Map<string, string>();
   private readonly warned = new Set<string>();
   config: QueueConfig = DEFAULT_QUEUE_CONFIG;
+  /** The rate limit's stored `tat` and its mod revision (0: absent), compared by the Txn that charges it. */
+  rate = { tat: 0, rev: 0 };
+  /** A Txn charging the rate limit is in flight: the next charge waits for its answer. */
+  rateInFlight = false;
+  /** The rate limit holds ready messages back until then; null when it does not. */
+  rateWakeAt: number | null = null;
   lockedCount = 0;
   payloadBytes = 0;
   orderedCount = 0;
@@ -80,6 +88,7 @@ export class QueueMirror {
 
   adoptSnapshot(s: Snapshot): void {
     if (s.config !== null) this.onConfig(s.config.value);
+    if (s.rate !== null) this.rate = { tat: Number(s.rate.value.toString('utf8')) || 0, rev: s.rate.modRevision };
     for (const kv of s.consumerKvs) {
       const parsed = this.keys.parse(kv.key);
       if (parsed.kind === 'registration') this.onRegistration(kv);
@@ -157,6 +166,8 @@ export class QueueMirror {
         }
       }
     }
+    // A new request may take messages parked for want of a consumer asking (groups.ts Appetite).
+    if (reg.ask !== consumer.reg.ask || consumer.held.size === 0) this.groups.limitChanged();
     consumer.reg = reg;
     consumer.lease = kv.lease;
     if (reg.ask < consumer.answered) consumer.answered = reg.ask;
@@ -201,6 +212,7 @@ export class QueueMirror {
         this.warnOnce(this.keys.config, `ignoring ${this.keys.config}: not a kvmq configuration`);
       }
     }
+    if (config.groupConcurrency !== this.config.groupConcurrency) this.groups.limitChanged();
     this.config = config;
     for (const consumer of this.consumers.values()) consumer.accepts = this.matcher(consumer.key, consumer.reg);
   }
@@ -254,6 +266,7 @@ export class QueueMirror {
     }
     if (r.phase !== 'locked' || r.consumer === null || r.idx === null) return;
     this.lockedCount += 1;
+    this.groups.hold(msg, r.group);
     msg.consumerKey = r.consumer;
     msg.deliveryKey = this.keys.delivery(r.consumer, r.idx, msg.id);
     const consumer = this.consumers.get(r.consumer);
@@ -267,6 +280,7 @@ export class QueueMirror {
 
   unplace(msg: Msg): void {
     this.ready.unfile(msg);
+    this.groups.unhold(msg);
     if (msg.consumerKey !== null) {
       this.lockedCount -= 1;
       const holder = this.consumers.get(msg.consumerKey);
@@ -290,6 +304,20 @@ export class QueueMirror {
     if (msg.payload !== null) this.payloadBytes -= msg.payload.length;
     msg.payload = payload;
     if (payload !== null) this.payloadBytes += payload.length;
+  }
+
+  /** The rate key changed (the dispatcher's own charge, or a clear's delete). */
+  onRate(event: WatchEvent): void {
+    if (event.kv.modRevision < this.rate.rev) return;
+    const tat = event.type === 'put' ? Number(event.kv.value.toString('utf8')) || 0 : 0;
+    this.rate = { tat, rev: event.type === 'put' ? event.kv.modRevision : 0 };
+  }
+
+  /** Files again the parked messages of groups that have room now. */
+  unparkGroups(now: number): void {
+    const valid = (msg: Msg): boolean =>
+      this.msgs.get(msg.id) === msg && !msg.busy && msg.record.phase === 'pending' && msg.entry === null;
+    for (const msg of this.groups.unpark(this.config.groupConcurrency, valid)) this.ready.file(msg, now);
   }
 
   beyondCursor(orderedKey: string): boolean {

@@ -12,6 +12,10 @@ import { stateOf, type MessageRecord } from '../record.js';
 import { MAX_TXN_BYTES } from '../txn-batch.js';
 import { changeEvents, type EventNote } from '../event-ops.js';
 import { registerOp } from '../queue-registry.js';
+import { rateCharge, rateGrant, type RateGrant } from '../../model/rate-limit.js';
+import { chargeRate, RATE_TXN_BYTES, RATE_TXN_MESSAGES } from './rate.js';
+import { Appetite } from './groups.js';
+import type { RateLimit } from '../../model/types.js';
 import * as changes from './changes.js';
 import { freeSlots, type Consumer, type Msg, type ProducerPut } from './model.js';
 import type { Kv } from '../kv.js';
@@ -37,6 +41,7 @@ export interface PlannerDeps {
 
 export class Planner {
   private deadLetterKeys: QueueKeys | null = null;
+  private readonly appetite = new Appetite();
   /** The queue's registry entry: written with the first plain put this dispatcher moves (once per Txn at most). */
   private registry: 'unwritten' | 'writing' | 'written' = 'unwritten';
 
@@ -144,7 +149,16 @@ export class Planner {
       }
       const attempt = msg.record.attempt;
       const ops = this.noted(changes.ack(this.mirror.keys, msg, now), { type: 'completed', id: msg.id, attempt });
-      planned.push(this.deps.change(msg, null, ops));
+      const change = this.deps.change(msg, null, ops);
+      const rev = msg.rev;
+      planned.push({
+        ...change,
+        onFail: (reads) => {
+          change.onFail(reads);
+          // Failed with the record as it was (a count slot changed): the ack is still to be made.
+          if (reads[0]?.kvs[0]?.modRevision === rev && this.mirror.msgs.get(msg.id) === msg) this.mirror.acks.add(msg);
+        },
+      });
     }
   }
 
@@ -219,33 +233,123 @@ export class Planner {
   /** Oldest ready message first, each to the consumer with the most room among those that take its class. */
   private planReady(planned: Planned[], size: number, now: number): Consumer[] {
     let free = [...this.mirror.consumers.values()].filter((c) => c.accepts !== null && freeSlots(c) > 0);
+    const limit = this.mirror.config.groupConcurrency;
+    this.mirror.unparkGroups(now);
+    const rate = this.rateGrant(free, now);
+    if (rate === 'wait') return [];
+    if (rate !== null && rate.grant.granted === 0) return free;
+    const rated: Planned[] = [];
+    let ratedBytes = 0;
     while (free.length > 0) {
+      if (rate !== null && rated.length >= rate.grant.granted) break;
       let best: Msg | null = null;
       let takers: Consumer[] = [];
+      let parked = false;
       for (const head of this.mirror.ready.heads()) {
         const msg = head.msg;
         if (best !== null && msg.orderedKey >= best.orderedKey) continue;
+        if (this.parkIfFull(msg, limit)) {
+          parked = true;
+          continue;
+        }
         const taking = free.filter((c) => c.accepts?.(head.filterClass) === true);
         // The consumer that let its lock on it run out is the last choice, not no choice.
         const others = taking.filter((c) => c.key !== msg.notTo);
-        const willing = others.length > 0 ? others : taking;
+        let willing = others.length > 0 ? others : taking;
+        if (msg.record.group !== null && willing.length > 0) {
+          willing = willing.filter((c) => this.appetite.wants(c));
+          if (willing.length === 0) {
+            // Nobody asking takes it now: set aside until one asks, so what follows it can go.
+            this.mirror.ready.unfile(msg);
+            this.mirror.groups.park(msg, msg.record.group);
+            parked = true;
+            continue;
+          }
+        }
         if (willing.length === 0) continue;
         best = msg;
         takers = willing;
       }
-      if (best === null) break;
-      const consumer = this.choose(takers);
+      if (best === null) {
+        // Heads whose group is full were set aside: the next ones may be takeable.
+        if (parked) continue;
+        break;
+      }
+      // A group's message (often a slot just freed) goes to the consumer that waited longest for one.
+      const consumer = best.record.group === null ? this.choose(takers) : longestWaiting(takers);
       if (consumer === null) break;
       this.mirror.ready.unfile(best);
       if (best.payload === null) {
         this.deps.fetchPayloads([best]);
         continue;
       }
+      if (rate !== null && rated.length > 0 && ratedBytes + best.payload.length > RATE_TXN_BYTES) break;
+      this.appetite.given(consumer);
       const ops = changes.deliver(this.mirror.keys, best, consumer, best.payload, size, now);
-      planned.push(this.deps.change(best, consumer, this.delivery(ops, best.id)));
+      const change = this.grouped(best, this.deps.change(best, consumer, this.delivery(ops, best.id)));
+      if (rate === null) planned.push(change);
+      else {
+        rated.push(change);
+        ratedBytes += best.payload.length;
+      }
       free = free.filter((c) => freeSlots(c) > 0);
     }
+    if (rate !== null && rated.length > 0) {
+      const tat = rateCharge(rate.limit, rate.grant, rated.length);
+      planned.push(chargeRate(this.mirror, rated, tat));
+      // Consumers left with room wait for the next slot, not for an end-of-queue backoff.
+      if (free.length > 0 && this.mirror.ready.size > 0)
+        this.mirror.rateWakeAt = rateGrant(rate.limit, tat, now, 1).wakeAt;
+    }
     return free;
+  }
+
+  /**
+   * With a rate limit: how many ready messages may go now (at most one Txn's worth), or 'wait' while the
+   * previous charge is in flight; null without a limit. Granting none sets when the next slot comes.
+   */
+  private rateGrant(free: readonly Consumer[], now: number): { limit: RateLimit; grant: RateGrant } | 'wait' | null {
+    const m = this.mirror;
+    const limit = m.config.rateLimit;
+    // While a charge is in flight the slot it announced still holds.
+    if (limit !== null && m.rateInFlight) return 'wait';
+    m.rateWakeAt = null;
+    if (limit === null || m.ready.size === 0) return null;
+    const room = free.reduce((n, c) => n + freeSlots(c), 0);
+    const grant = rateGrant(limit, m.rate.tat, now, Math.min(room, RATE_TXN_MESSAGES));
+    if (grant.granted === 0) m.rateWakeAt = grant.wakeAt;
+    return { limit, grant };
+  }
+
+  /** A ready message whose group holds `groupConcurrency` already is parked until the group has room. */
+  private parkIfFull(msg: Msg, limit: number | null): boolean {
+    const group = msg.record.group;
+    if (group === null || !this.mirror.groups.full(group, limit)) return false;
+    this.mirror.ready.unfile(msg);
+    this.mirror.groups.park(msg, group);
+    return true;
+  }
+
+  /** A delivery counts against its group from planning until its Txn answered (then the record counts). */
+  private grouped(msg: Msg, change: Planned): Planned {
+    const group = msg.record.group;
+    if (group === null) return change;
+    const release = this.mirror.groups.reserve(group);
+    return {
+      ...change,
+      onOk: (revision) => {
+        release();
+        change.onOk(revision);
+      },
+      onFail: (reads) => {
+        release();
+        change.onFail(reads);
+      },
+      onError: () => {
+        release();
+        change.onError();
+      },
+    };
   }
 
   /** Plain producers' puts move into the ordered queue; straight to a consumer when one has room and nothing older waits. */
@@ -291,6 +395,7 @@ export class Planner {
       // A large payload moves first and is delivered in a Txn of its own: two copies may not fit one request.
       const consumer =
         !paused &&
+        this.mirror.config.rateLimit === null &&
         this.mirror.cursor === null &&
         this.mirror.ready.size === 0 &&
         put.value.length <= MAX_TXN_BYTES / 2 - 65_536
@@ -317,8 +422,9 @@ export class Planner {
       const ask = consumer.reg.ask;
       const previous = consumer.answered;
       consumer.answered = ask;
+      this.appetite.answered(consumer);
       consumer.owed = false;
-      const ops = changes.answer(this.mirror.keys, consumer, size);
+      const ops = changes.answer(this.mirror.keys, consumer, size, this.mirror.rateWakeAt);
       // On its own: the consumer's lease may have ended, which fails the whole Txn.
       this.deps.kv.txn({ compare: [], success: ops.ops }).catch((error: unknown) => {
         if (consumer.answered === ask && this.mirror.consumers.get(consumer.key) === consumer)
@@ -353,6 +459,12 @@ export class Planner {
     }
     return best;
   }
+}
+
+function longestWaiting(candidates: readonly Consumer[]): Consumer | null {
+  let best: Consumer | null = null;
+  for (const c of candidates) if (best === null || c.lastGiven < best.lastGiven) best = c;
+  return best;
 }
 
 function startedBefore(a: Consumer, b: Consumer): boolean {

@@ -20,6 +20,8 @@ export interface Snapshot {
   readonly firstOrdered: KeyValue | null;
   readonly orderedCount: number;
   readonly config: KeyValue | null;
+  /** The rate limit's `tat` (keys.rate), as the last dispatcher left it. */
+  readonly rate: KeyValue | null;
 }
 
 export interface ProducerPage {
@@ -86,6 +88,7 @@ export async function readSnapshot(kv: Kv, keys: QueueKeys): Promise<Snapshot> {
     }),
   );
   const config = await kv.range({ key: keys.config, revision });
+  const rate = await kv.range({ key: keys.rate, revision });
   return {
     revision,
     consumerKvs,
@@ -94,5 +97,6 @@ export async function readSnapshot(kv: Kv, keys: QueueKeys): Promise<Snapshot> {
     firstOrdered: first.kvs[0] ?? null,
     orderedCount: first.count,
     config: config.kvs[0] ?? null,
+    rate: rate.kvs[0] ?? null,
   };
 }

@@ -6,21 +6,26 @@
 -- ndry-runs) and says when looking again is worthwhile without a wake-up.
 -- A paused queue hands out nothing and counts no dry run (checked here, so no claim
 -- starts after pause() returned). Each message handed out writes a `started` event (events on).
+-- Order: the priority-0 lanes of the accepted classes in turn, then the lanes of lower priorities in
+-- priority order (`lanes`). A message whose group already holds group_concurrency is parked instead
+-- (lib/groups.lua). With a rate limit (rate_limit in conf), at most what it grants (`rate-tat`).
 -- Runs when Redis is out of memory (allow-oom): draining the queue is how memory comes back.
 --
 -- KEYS: messages metadata filters classes nattempts locks holders backoffs done done-at requeue
---       schedule lock-expiry updated-at mid-circle eoq-backoff? ndry-runs policies pushes conf failed
+--       schedule lock-expiry updated-at mid-circle eoq-backoff? ndry-runs policies pushes conf failed lanes
+--       rate-tat
 -- ARGV: consumer id, max, lock ms, the number of filter classes the consumer knows of,
 --       five end-of-queue backoffs in ms (after dry run 1, 2, 3, 4, 5 and more),
 --       '*' to accept every class, else the accepted classes ('' for messages without filters)
 -- Reply: { 'classes', class... } when the queue's classes changed since the consumer looked
 --        (it claimed nothing), else { 'ok', queue size, dry runs, wake-at ms (-1: none),
 --        then six per message: id, content, metadata JSON or nil, filter class, attempt, policy or nil }
--- Include: common events forget fail promote
+-- Include: common events lanes groups forget fail promote
 
 -- The hot path of a claim touches none of these.
 check_layout(nil, { 'history', 'losses', 'outcomes', 'enqueued_at', 'requeue_content', 'requeue_schedule', 'dedupe',
-  'done_at', 'backoffs' })
+  'done_at', 'backoffs', 'priorities', 'lanes', 'groups', 'debounce', 'debounce_of', 'group_held', 'parked',
+  'rate_tat' })
 local consumer, max, lock_ms, known = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
 local accept_all = ARGV[10] == '*'
 
@@ -35,10 +40,34 @@ local now = now_ms()
 local function queue_size()
   return redis.call('HLEN', K.messages) - redis.call('SCARD', K.done) - redis.call('ZCARD', K.failed)
 end
-local conf = redis.call('HMGET', K.conf, 'paused', unpack(EVENTS_CONF))
+local conf = redis.call('HMGET', K.conf, 'paused', 'events', 'events_max_count', 'group_concurrency', 'rate_limit')
+-- Read before any write: a key of another type fails here (check_rare), not half-way.
+local has_lanes, grouped = false, false
+if redis.call('EXISTS', K.lanes, K.groups) > 0 then
+  check_rare()
+  has_lanes = redis.call('EXISTS', K.lanes) == 1
+  grouped = redis.call('EXISTS', K.groups) == 1
+end
+local group_max = tonumber(conf[4])
 if conf[1] == '1' then
   -- Resume publishes a wake-up; a worker on a lost subscription looks again within a second.
   return { 'ok', queue_size(), tonumber(redis.call('GET', K.ndry_runs)) or 0, now + 1000 }
+end
+-- The rate limit (GCRA, as model/rate-limit.ts rateGrant and rateCharge): at most `granted` now, and
+-- with none granted, no promotion and no dry run: the worker sleeps until the next slot.
+local rate_start, rate_interval = nil, nil
+if conf[5] and conf[5] ~= '' then
+  check_rare()
+  local limit_max, per_ms = string.match(conf[5], '^(%d+)/(%d+)$')
+  limit_max, per_ms = tonumber(limit_max), tonumber(per_ms)
+  rate_interval = per_ms / limit_max
+  rate_start = math.max(tonumber(redis.call('GET', K.rate_tat)) or 0, now)
+  local available = math.floor((now + per_ms - rate_start) / rate_interval + 1e-9)
+  if available <= 0 then
+    local dry = tonumber(redis.call('GET', K.ndry_runs)) or 0
+    return { 'ok', queue_size(), dry, math.ceil(rate_start - per_ms + rate_interval) }
+  end
+  max = math.min(max, available)
 end
 events_begin({ conf[2], conf[3] })
 local w = pending_writes()
@@ -46,29 +75,89 @@ local ready = pending_ready()
 local more = promote(now, ready, w)
 flush_writes(w)
 flush_ready(ready)
+-- Promoted messages of lower priorities may have opened lanes.
+if ready.count > 0 and not has_lanes then has_lanes = redis.call('EXISTS', K.lanes) == 1 end
 
 local lists = {}
+local accepted = {}
 if accept_all then
   lists[1] = ''
   for _, class in ipairs(redis.call('SMEMBERS', K.classes)) do lists[#lists + 1] = class end
 else
-  for i = 10, #ARGV do lists[#lists + 1] = ARGV[i] end
+  for i = 10, #ARGV do
+    lists[#lists + 1] = ARGV[i]
+    accepted[ARGV[i]] = true
+  end
 end
 
--- Classes in turn from a rotating start, so no class waits behind another for good.
 local ids, class_at, n = {}, {}, 0
-local start = now % math.max(1, #lists)
-for k = 0, #lists - 1 do
-  if n >= max then break end
-  local class = lists[(start + k) % #lists + 1]
-  local popped = redis.call('RPOP', ready_list(class), max - n)
-  if popped then
+-- Held messages per group (read once per group), counting those this claim takes.
+local held, taken_groups = {}, {}
+-- Pops up to `want` from a lane; returns how many it popped. A message of a full group is parked.
+local function take(lane, class, want)
+  local popped = redis.call('RPOP', ready_list(lane), want)
+  if not popped then return 0 end
+  if not grouped then
     for _, id in ipairs(popped) do
       n = n + 1
       ids[n] = id
       class_at[n] = class
     end
+    return #popped
   end
+  local groups = hmget(K.groups, popped)
+  for i, id in ipairs(popped) do
+    local group = groups[i]
+    if group then
+      local h = held[group] or tonumber(redis.call('HGET', K.group_held, group)) or 0
+      if group_max and h >= group_max then
+        park(group, id)
+      else
+        held[group] = h + 1
+        taken_groups[group] = (taken_groups[group] or 0) + 1
+        n = n + 1
+        ids[n] = id
+        class_at[n] = class
+      end
+    else
+      n = n + 1
+      ids[n] = id
+      class_at[n] = class
+    end
+  end
+  return #popped
+end
+-- Takes from a lane until the claim is full (true) or the lane is empty (false).
+local function drain(lane, class)
+  while n < max do
+    local want = max - n
+    if take(lane, class, want) < want then return false end
+  end
+  return true
+end
+
+-- Priority 0 first: the classes in turn from a rotating start, so no class waits behind another for good.
+local start = now % math.max(1, #lists)
+for k = 0, #lists - 1 do
+  if n >= max then break end
+  local class = lists[(start + k) % #lists + 1]
+  drain(class, class)
+end
+-- Then the lanes of lower priorities, in priority order; `lanes` names only lanes that held messages,
+-- so no message of a lower priority is read to find one of a higher. Emptied lanes leave it.
+if n < max and has_lanes then
+  local emptied, from = {}, 0
+  while n < max do
+    local page = redis.call('ZRANGE', K.lanes, from, from + 99)
+    for _, lane in ipairs(page) do
+      if n >= max then break end
+      local class = lane_parts(lane)
+      if (accept_all or accepted[class]) and not drain(lane, class) then emptied[#emptied + 1] = lane end
+    end
+    if #page < 100 then break end
+    from = from + 100
+  end
+  if #emptied > 0 then redis.call('ZREM', K.lanes, unpack(emptied)) end
 end
 
 local reply = { 'ok', 0, 0, -1 }
@@ -100,6 +189,10 @@ if n > 0 then
         redis.call('ZADD', K.requeue_locks, lock_until, id)
       end
     end
+  end
+  for group, count in pairs(taken_groups) do redis.call('HINCRBY', K.group_held, group, count) end
+  if rate_start and m > 0 then
+    redis.call('SET', K.rate_tat, string.format('%.3f', rate_start + (m / 2) * rate_interval))
   end
   if m > 0 then
     call_chunked('HSET', K.nattempts, counts)

@@ -1,19 +1,20 @@
 #!lua
 -- configure: writes the queue's configuration if it is still what the caller
 -- read (compare and set), so two concurrent configure() calls never lose a change.
--- Unpausing wakes the queue's idle workers.
+-- Unpausing wakes the queue's idle workers; a changed group_concurrency gives parked messages the
+-- room the new limit makes (lib/groups.lua) and wakes the workers too.
 --
--- KEYS: conf wake messages consumers
--- ARGV: the ten fields as read (task_gc_lifetime, task_gc_interval, filter_enums, failed_lifetime,
---       paused, max_deliveries, dead_letter_queue, events, events_max_count, events_max_age; '' for absent),
---       then the new ones
+-- KEYS: conf wake messages consumers pushes mid-circle
+-- ARGV: the twelve fields as read (task_gc_lifetime, task_gc_interval, filter_enums, failed_lifetime,
+--       paused, max_deliveries, dead_letter_queue, events, events_max_count, events_max_age,
+--       rate_limit ('<max>/<perMs>'), group_concurrency; '' for absent or none), then the new ones
 -- Reply: 0 when the configuration changed meanwhile, else 1 when written (2: the queue did not exist:
 --        no configuration, messages or consumers)
--- Include: common
+-- Include: common lanes groups
 
 check_layout()
 local fields = { 'task_gc_lifetime', 'task_gc_interval', 'filter_enums', 'failed_lifetime', 'paused', 'max_deliveries',
-  'dead_letter_queue', 'events', 'events_max_count', 'events_max_age' }
+  'dead_letter_queue', 'events', 'events_max_count', 'events_max_age', 'rate_limit', 'group_concurrency' }
 local n = #fields
 local current = redis.call('HMGET', K.conf, unpack(fields))
 for i = 1, n do
@@ -27,5 +28,12 @@ for i = 1, n do
 end
 redis.call('HSET', K.conf, unpack(pairs_))
 if ARGV[5] == '1' and ARGV[n + 5] ~= '1' then redis.call('PUBLISH', K.wake, 'resume') end
+if ARGV[12] ~= ARGV[n + 12] then
+  local ready = pending_ready()
+  if unpark_all(ready) > 0 then
+    flush_ready(ready)
+    redis.call('PUBLISH', K.wake, 'group-concurrency')
+  end
+end
 if created then return 2 end
 return 1

@@ -1,111 +1,15 @@
 #!lua
--- enqueue: adds messages, or answers for ids that exist. An existing id is
--- refused with its state, except: done-awaiting-gc is revived with the new
--- content; with allowRequeue, locked is marked to run again after it finishes,
--- and done-with-backoff to run again when its backoff ends. A failed id is refused
--- (retry or remove frees it). Each enqueue that is not refused writes an `enqueued` event (events on).
+-- enqueue: adds a batch of messages (lib/enqueue.lua), or answers for ids that exist.
 --
--- KEYS: messages metadata filters classes nattempts locks holders backoffs done requeue outcomes
---       enqueued-at updated-at requeue-content schedule done-at dedupe mid-circle wake policies losses
---       requeue-locks requeue-schedule pushes
--- ARGV: seven per message: id, content (encoding tag + payload), metadata JSON ('' for none),
+-- KEYS: conf
+-- ARGV: eight per message: id, content (encoding tag + payload), metadata JSON ('' for none),
 --       filter class ('' for none), initial backoff ms, flags (1: allowRequeue, 2: replacePayload),
---       policy JSON ('' for none)
--- Reply: one string per message: 'added', 'revived' or 'requeued', else the state that refused it
--- Include: common events state
+--       policy JSON ('' for none), scheduling ('' for none, else priority, group and debounce id,
+--       each '' for none, joined by newlines)
+-- Reply: one string per message: 'added', 'revived', 'requeued' or 'debounced', else the state that refused it
+-- Include: common events state lanes enqueue
 
-local PER = 7
-local classes = {}
-for i = 4, #ARGV, PER do
-  if ARGV[i] ~= '' then classes[#classes + 1] = ARGV[i] end
-end
-check_layout(classes, { 'conf' })
-events_begin()
-
-local now = now_ms()
-local w = pending_writes()
-local ready = pending_ready()
-local replies = {}
-local changed = false
-
--- Content, metadata and filters of a message that starts a new run, queued now or after `backoff` ms.
-local function place(id, meta, class, backoff, revived, policy)
-  if meta ~= '' then later(w, 'hset', K.metadata, id, meta) elseif revived then later(w, 'hdel', K.metadata, id) end
-  if policy ~= '' then later(w, 'hset', K.policies, id, policy) elseif revived then later(w, 'hdel', K.policies, id) end
-  if class ~= '' then
-    later(w, 'hset', K.filters, id, class)
-    later(w, 'sadd', K.classes, class)
-  elseif revived then
-    later(w, 'hdel', K.filters, id)
-  end
-  later(w, 'hset', K.enqueued_at, id, now)
-  if backoff > 0 then
-    -- Written now: a duplicate later in this batch must see the backoff.
-    redis.call('HSET', K.backoffs, id, now + backoff)
-    later(w, 'zadd', K.schedule, now + backoff, id)
-  else
-    push_ready(ready, class, id, false)
-  end
-  changed = true
-end
-
--- What is left of a finished run, before its id starts a new one (its history stays).
-local function forget_run(id)
-  for _, key in ipairs({ K.nattempts, K.outcomes, K.backoffs, K.locks, K.holders, K.updated_at, K.requeue_content,
-    K.losses }) do
-    redis.call('HDEL', key, id)
-  end
-  redis.call('SREM', K.done, id)
-  redis.call('ZREM', K.done_at, id)
-  redis.call('ZREM', K.dedupe, id)
-end
-
-for i = 1, #ARGV, PER do
-  local id, content, meta, class = ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3]
-  local backoff, flags, policy = tonumber(ARGV[i + 4]), tonumber(ARGV[i + 5]), ARGV[i + 6]
-  local allow_requeue, replace = flags % 2 == 1, flags >= 2
-  if redis.call('HSETNX', K.messages, id, content) == 1 then
-    place(id, meta, class, backoff, false, policy)
-    -- event('enqueued', id, 0), without the call: the hottest path there is.
-    if EV.on then EV.lines[#EV.lines + 1] = 'enqueued 0 ' .. id end
-    replies[#replies + 1] = 'added'
-  else
-    local state, ends = state_of(id, now)
-    -- An enqueue that revives or marks a message records the attempt it is at.
-    if EV.on and (state == 'done-awaiting-gc' or (allow_requeue and (state == 'done-with-backoff' or state == 'locked'))) then
-      event('enqueued', id, redis.call('HGET', K.nattempts, id))
-    end
-    if state == 'done-awaiting-gc' then
-      redis.call('HSET', K.messages, id, content)
-      forget_run(id)
-      place(id, meta, class, backoff, true, policy)
-      replies[#replies + 1] = 'revived'
-    elseif allow_requeue and state == 'done-with-backoff' then
-      -- done-with-requeue: queued when the backoff ends, as a new run.
-      redis.call('SADD', K.requeue, id)
-      redis.call('ZREM', K.dedupe, id)
-      redis.call('ZADD', K.schedule, ends, id)
-      redis.call('ZADD', K.requeue_schedule, ends, id)
-      redis.call('HDEL', K.nattempts, id)
-      redis.call('HDEL', K.losses, id)
-      if replace then redis.call('HSET', K.messages, id, content) end
-      later(w, 'hset', K.updated_at, id, now)
-      replies[#replies + 1] = 'requeued'
-      changed = true
-    elseif allow_requeue and state == 'locked' then
-      redis.call('SADD', K.requeue, id)
-      redis.call('ZADD', K.requeue_locks, ends, id)
-      if replace then redis.call('HSET', K.requeue_content, id, content) end
-      later(w, 'hset', K.updated_at, id, now)
-      replies[#replies + 1] = 'requeued'
-    else
-      replies[#replies + 1] = state
-    end
-  end
-end
-
-flush_writes(w)
-flush_ready(ready)
-events_flush(now)
+enqueue_check(1)
+local replies, changed = enqueue(1)
 if changed then redis.call('PUBLISH', K.wake, 'enqueue') end
 return replies

@@ -16,12 +16,13 @@
 --       backoff ms, error ('-' for none, else '+' and the text), started at ms ('' when it never ran),
 --       the error as the history keeps it ('' when it is the error itself, else '+' and the text)
 -- Reply: one string per finish: 'ok' or 'lost'
--- Include: common events forget fail
+-- Include: common events lanes groups forget fail
 
 local PER = 7
 -- A batch of plain successes touches none of these.
 check_layout(nil, { 'history', 'losses', 'failed', 'conf', 'requeue_locks', 'requeue_schedule', 'requeue_content',
-  'metadata', 'policies', 'enqueued_at', 'schedule', 'mid_circle', 'filters', 'pushes' })
+  'metadata', 'policies', 'enqueued_at', 'schedule', 'mid_circle', 'filters', 'pushes', 'priorities', 'lanes', 'groups',
+  'debounce', 'debounce_of', 'group_held', 'parked' })
 local consumer = ARGV[1]
 local count = (#ARGV - 1) / PER
 if count == 0 then return {} end
@@ -58,6 +59,17 @@ local unlocked, outcomes, stamps, done, done_at, dedupe = {}, {}, {}, {}, {}, {}
 local replies = {}
 local woke = false
 local seen = {}
+-- A grouped message letting go makes room in its group: parked messages of it go back to their lanes.
+-- Done first: a dead-letter move (fail) forgets the message's group.
+local letting_go = {}
+for k, id in ipairs(ids) do
+  if holders[k] == consumer and attempts[k] == ARGV[2 + (k - 1) * PER + 1] and not seen[id] then
+    seen[id] = true
+    letting_go[#letting_go + 1] = id
+  end
+end
+seen = {}
+if #letting_go > 0 and release_groups(letting_go, ready) > 0 then woke = true end
 for k, id in ipairs(ids) do
   local base = 2 + (k - 1) * PER
   local attempt, outcome, backoff, err = ARGV[base + 1], ARGV[base + 2], tonumber(ARGV[base + 3]), ARGV[base + 4]
@@ -102,7 +114,7 @@ for k, id in ipairs(ids) do
         later(w, 'hset', K.backoffs, id, now + backoff)
         later(w, 'zadd', K.schedule, now + backoff, id)
       else
-        push_ready(ready, class_of(id), id, false)
+        push_ready(ready, lane_of(id), id, false)
       end
       woke = true
     elseif marked[k] then
@@ -120,7 +132,7 @@ for k, id in ipairs(ids) do
         later(w, 'zadd', K.requeue_schedule, now + backoff, id)
       else
         later(w, 'srem', K.requeue, id)
-        push_ready(ready, class_of(id), id, false)
+        push_ready(ready, lane_of(id), id, false)
       end
       woke = true
     elseif outcome == 'success' then

@@ -1,7 +1,8 @@
 #!lua flags=allow-oom
 -- list: a page of messages in the wanted states, read from the indexes, never
 -- a walk of the queue. Within a state, oldest first by the index's time:
---   queued               the ready lists ('' first, then the filter classes in byte order), next out first;
+--   queued               the ready lists in claim order (by priority, then '' and the filter classes in byte
+--                        order), then the groups' parked lists, next out first;
 --                        due backoffs and expired locks are first moved there, as a claim would
 --   queued-with-backoff  schedule after now (done-with-requeue entries, also there, are skipped)
 --   locked               lock-expiry after now (locked-with-requeue entries skipped)
@@ -15,13 +16,13 @@
 -- Runs when Redis is out of memory (allow-oom): it may move due messages, never adds any.
 --
 -- KEYS: messages metadata filters classes pushes mid-circle schedule lock-expiry requeue-locks
---       requeue-schedule dedupe failed
+--       requeue-schedule dedupe failed lanes parked
 -- ARGV: states (comma-separated, in MESSAGE_STATES order), outcome ('' for any), limit, messages to look at
 --       at most, '1' to include content, then the position to go on from: state ('' to start), a, b, c
 -- Reply: { 'end' when the listing is over, else 'more', then the position of the last message looked at
 --        (state, a, b, c), then per message: id, the seven fields of `status`, and with content: content,
 --        metadata JSON or nil, filter class or nil }
--- Include: common events state status forget fail promote
+-- Include: common events state status lanes groups forget fail promote
 
 check_layout()
 events_begin()
@@ -106,13 +107,29 @@ local function list_sorted(state, score, id)
   end
 end
 
--- Returns true when every ready list is looked at.
+-- A lane's place in the listing: claim order (priority, then class in byte order), parked lists last.
+local function lane_key(lane)
+  if string.byte(lane, 1) == 35 then return 1, 0, string.sub(lane, 2) end
+  local class, priority = lane_parts(lane)
+  return 0, priority, class
+end
+local function lane_before(a, b)
+  local ka, pa, na = lane_key(a)
+  local kb, pb, nb = lane_key(b)
+  if ka ~= kb then return ka < kb end
+  if pa ~= pb then return pa < pb end
+  return after(nb, na)
+end
+
+-- Returns true when every ready list (and every group's parked list) is looked at.
 local function list_ready(from_class, from_index, from_pushes)
-  local classes = redis.call('SMEMBERS', K.classes)
-  table.sort(classes, function(a, b) return after(b, a) end)
-  table.insert(classes, 1, '')
-  for _, class in ipairs(classes) do
-    if from_class == nil or class == from_class or after(class, from_class) then
+  local lanes = redis.call('SMEMBERS', K.classes)
+  lanes[#lanes + 1] = ''
+  for _, lane in ipairs(redis.call('ZRANGE', K.lanes, 0, -1)) do lanes[#lanes + 1] = lane end
+  for _, group in ipairs(redis.call('SMEMBERS', K.parked)) do lanes[#lanes + 1] = '#' .. group end
+  table.sort(lanes, lane_before)
+  for _, class in ipairs(lanes) do
+    if from_class == nil or class == from_class or lane_before(from_class, class) then
       local list = ready_list(class)
       local pushes = tonumber(redis.call('HGET', K.pushes, class)) or 0
       local index = redis.call('LLEN', list) - 1

@@ -2,14 +2,14 @@
 -- remove: deletes messages in any state but locked and locked-with-requeue
 -- (a running handler), from every key. A message waiting in a ready list is
 -- found there (LPOS: a walk of that list) and its entry blanked in place, so
--- list cursors keep their positions; a claim drops blank entries.
+-- list cursors keep their positions; a claim drops blank entries (so does a parked list's).
 -- Each removal writes a `removed` event at the message's attempt (events on).
 -- Runs when Redis is out of memory (allow-oom): it frees memory.
 --
 -- KEYS: mid-circle
 -- ARGV: ids
 -- Reply: one string per id: 'ok', else its state ('' when unknown)
--- Include: common events state forget
+-- Include: common events state lanes forget
 
 check_layout()
 events_begin()
@@ -24,9 +24,7 @@ for i, id in ipairs(ARGV) do
     else
       if state == 'queued' and not redis.call('ZSCORE', K.schedule, id) and not redis.call('ZSCORE', K.lock_expiry, id)
         and redis.call('SISMEMBER', K.done, id) == 0 then
-        local list = ready_list(class_of(id))
-        local at = redis.call('LPOS', list, id)
-        if at then redis.call('LSET', list, at, '') end
+        unready(id)
       end
       if EV.on then event('removed', id, redis.call('HGET', K.nattempts, id)) end
       forget(id)

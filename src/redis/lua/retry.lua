@@ -7,7 +7,7 @@
 -- KEYS: messages filters nattempts losses failed updated-at mid-circle wake pushes
 -- ARGV: 'ids' then the ids, or 'oldest' and max
 -- Reply: with ids, one string per id: 'ok', else its state ('' when unknown); with 'oldest', the count
--- Include: common events state
+-- Include: common events state lanes
 
 check_layout()
 events_begin()
@@ -19,7 +19,7 @@ local function requeue(id)
   redis.call('HDEL', K.nattempts, id)
   redis.call('HDEL', K.losses, id)
   redis.call('HSET', K.updated_at, id, now)
-  push_ready(ready, class_of(id), id, false)
+  push_ready(ready, lane_of(id), id, false)
   event('enqueued', id, 0)
 end
 

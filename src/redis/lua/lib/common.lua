@@ -12,6 +12,8 @@ local KEY_TYPES = {
   done_at = 'zset', dedupe = 'zset', conf = 'hash', consumers = 'hash', gc_lock = 'string',
   gc_at = 'string', policies = 'hash', history = 'hash', losses = 'hash', pushes = 'hash',
   requeue_locks = 'zset', requeue_schedule = 'zset', failed = 'zset', events = 'stream', events_seq = 'string',
+  priorities = 'hash', lanes = 'zset', groups = 'hash', group_held = 'hash', parked = 'set', debounce = 'hash',
+  debounce_of = 'hash', rate_tat = 'string', schedules = 'hash',
 }
 
 -- Lua's unpack has a stack limit; variadic commands go in chunks of this many arguments.
@@ -33,10 +35,28 @@ local function check_type(key, expected)
   if found ~= 'none' and found ~= expected then layout_error(key, found, expected) end
 end
 
--- The ready list of a filter class: `mid-circle` for messages without filters.
-local function ready_list(class)
-  if class == '' then return K.mid_circle end
-  return K.mid_circle .. ':' .. class
+-- The ready list of a lane: a filter class (`mid-circle` for messages without filters), followed by '@'
+-- and a 4-digit priority when above 0 (`mid-circle:a=x@0003`, `mid-circle@0003`); '#<group>' is the list
+-- of a full group's parked messages (`mid-circle#<group>`).
+local function ready_list(lane)
+  if lane == '' then return K.mid_circle end
+  local c = string.byte(lane, 1)
+  if c == 64 or c == 35 then return K.mid_circle .. lane end
+  return K.mid_circle .. ':' .. lane
+end
+
+-- The lane of a class and a priority (a number, a string or nil: 0).
+local function lane_for(class, priority)
+  local p = tonumber(priority) or 0
+  if p == 0 then return class end
+  return class .. '@' .. string.format('%04d', p)
+end
+
+-- A lane's filter class and priority.
+local function lane_parts(lane)
+  local at = string.find(lane, '@', 1, true)
+  if at == nil then return lane, 0 end
+  return string.sub(lane, 1, at - 1), tonumber(string.sub(lane, at + 1))
 end
 
 -- A message's filter class ('' for none); the script must take the `filters` key.
@@ -138,10 +158,17 @@ end
 
 -- Back pushes are counted per list (`pushes`): a listing's cursor holds an index
 -- from the back, which only these pushes shift (claims pop the front; nothing is cut from the middle).
+-- A lane of a priority above 0 joins `lanes`, which claims read in priority order.
 local function flush_ready(r)
   for class, ids in pairs(r.back) do
     call_chunked('LPUSH', ready_list(class), ids)
     redis.call('HINCRBY', K.pushes, class, #ids)
+  end
+  for class, ids in pairs(r.front) do
+    if string.find(class, '@', 1, true) then redis.call('ZADD', K.lanes, select(2, lane_parts(class)), class) end
+  end
+  for class in pairs(r.back) do
+    if string.find(class, '@', 1, true) then redis.call('ZADD', K.lanes, select(2, lane_parts(class)), class) end
   end
   for class, ids in pairs(r.front) do
     -- The earliest is pushed last, so it is the next out.

@@ -3,7 +3,7 @@
 -- the caller writes the `failed` one). Also the history of attempts. Scripts include events before it.
 --
 -- KEYS: messages metadata filters policies history outcomes updated-at locks holders lock-expiry
---       backoffs schedule requeue requeue-locks requeue-content failed conf
+--       backoffs schedule requeue requeue-locks requeue-content failed conf priorities groups
 
 -- Attempt records kept per message (model/history.ts HISTORY_LIMIT).
 local HISTORY_LIMIT = 10
@@ -40,12 +40,18 @@ end
 local function dead_letter(id, dlq, now)
   local dk = function(key) return dead_letter_key(dlq, key) end
   local class = redis.call('HGET', K.filters, id) or ''
+  local priority = redis.call('HGET', K.priorities, id)
+  -- The message keeps its priority and group there (see ready_list in common).
+  local lane = lane_for(class, priority)
   local list = dk('mid-circle')
-  if class ~= '' then list = list .. ':' .. class end
+  if lane ~= '' then
+    if string.byte(lane, 1) == 64 then list = list .. lane else list = list .. ':' .. lane end
+  end
   local hashes = { 'messages', 'metadata', 'filters', 'policies', 'history', 'outcomes', 'enqueued-at', 'updated-at',
-    'pushes' }
+    'pushes', 'priorities', 'groups' }
   for _, key in ipairs(hashes) do check_type(dk(key), 'hash') end
   check_type(dk('classes'), 'set')
+  check_type(dk('lanes'), 'zset')
   check_type(list, 'list')
   check_type(dk('conf'), 'hash')
   -- The dead-letter queue's own events: an `enqueued` there when its configuration has them on.
@@ -56,7 +62,7 @@ local function dead_letter(id, dlq, now)
   end
   if redis.call('HEXISTS', dk('messages'), id) == 1 then return false end
   for _, pair in ipairs({ { 'messages', K.messages }, { 'metadata', K.metadata }, { 'policies', K.policies },
-    { 'history', K.history }, { 'outcomes', K.outcomes } }) do
+    { 'history', K.history }, { 'outcomes', K.outcomes }, { 'priorities', K.priorities }, { 'groups', K.groups } }) do
     local value = redis.call('HGET', pair[2], id)
     if value then redis.call('HSET', dk(pair[1]), id, value) end
   end
@@ -66,7 +72,10 @@ local function dead_letter(id, dlq, now)
   end
   redis.call('HSET', dk('enqueued-at'), id, now)
   redis.call('LPUSH', list, id)
-  redis.call('HINCRBY', dk('pushes'), class, 1)
+  redis.call('HINCRBY', dk('pushes'), lane, 1)
+  if lane ~= class then
+    redis.call('ZADD', dk('lanes'), tonumber(priority), lane)
+  end
   redis.call('PUBLISH', dk('wake'), 'dead-letter')
   if events[1] == '1' then
     append_events(dk('events'), dk('events-seq'), dk('events-wake'), tonumber(events[2]) or DEFAULT_EVENTS_MAX_COUNT,

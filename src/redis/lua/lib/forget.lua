@@ -3,11 +3,14 @@
 --
 -- KEYS: messages metadata filters policies history losses nattempts locks holders backoffs outcomes
 --       enqueued-at updated-at requeue-content done requeue schedule lock-expiry requeue-locks
---       requeue-schedule done-at dedupe failed
+--       requeue-schedule done-at dedupe failed priorities groups debounce debounce-of
 
 local FORGET_HASHES = { 'messages', 'metadata', 'filters', 'policies', 'history', 'losses', 'nattempts', 'locks',
-  'holders', 'backoffs', 'outcomes', 'enqueued_at', 'updated_at', 'requeue_content' }
+  'holders', 'backoffs', 'outcomes', 'enqueued_at', 'updated_at', 'requeue_content', 'priorities', 'groups' }
 local FORGET_ZSETS = { 'schedule', 'lock_expiry', 'requeue_locks', 'requeue_schedule', 'done_at', 'dedupe', 'failed' }
+
+-- Whether the queue has a debounce index at all (read once per script), so plain queues pay nothing.
+local has_debounce = nil
 
 -- With `w`, the removals are queued there (many ids in one command per key); else made now.
 local function forget(id, w)
@@ -19,5 +22,11 @@ local function forget(id, w)
   end
   for _, name in ipairs({ 'done', 'requeue' }) do
     if w then later(w, 'srem', K[name], id) else redis.call('SREM', K[name], id) end
+  end
+  if has_debounce == nil then has_debounce = redis.call('EXISTS', K.debounce_of) == 1 end
+  local did = has_debounce and redis.call('HGET', K.debounce_of, id)
+  if did then
+    redis.call('HDEL', K.debounce_of, id)
+    if redis.call('HGET', K.debounce, did) == id then redis.call('HDEL', K.debounce, did) end
   end
 end

@@ -33,7 +33,7 @@ local function end_wait(id, ready, w)
   end
   later(w, 'hdel', K.backoffs, id)
   later(w, 'zrem', K.schedule, id)
-  push_ready(ready, class_of(id), id, true)
+  push_ready(ready, lane_of(id), id, true)
 end
 
 -- Returns true when more may be due than were moved.
@@ -43,6 +43,7 @@ local function promote(now, ready, w)
   if #due > 0 or #expired > 0 then check_rare() end
   for _, id in ipairs(due) do end_wait(id, ready, w) end
   local max_deliveries = nil
+  local back = {}
   for _, id in ipairs(expired) do
     local holder = redis.call('HGET', K.holders, id)
     append_history(id, redis.call('HGET', K.nattempts, id), nil, now, holder, 'lost', nil)
@@ -53,14 +54,20 @@ local function promote(now, ready, w)
     if max_deliveries > 0 and losses >= max_deliveries then
       local err = max_deliveries_error(losses)
       event('failed', id, redis.call('HGET', K.nattempts, id), err)
+      -- Before fail: a dead-letter move forgets the message's group.
+      release_groups({ id }, ready, false)
       fail(id, now, 'error\n' .. err)
     else
+      back[#back + 1] = id
       later(w, 'hdel', K.locks, id)
       later(w, 'hdel', K.holders, id)
       later(w, 'zrem', K.lock_expiry, id)
       later(w, 'zrem', K.requeue_locks, id)
-      push_ready(ready, class_of(id), id, true)
+      push_ready(ready, lane_of(id), id, true)
     end
   end
+  -- Their groups' counts go down; those back at the front of their lanes take the room themselves (so
+  -- parked ones keep their order behind them). Failed ones made room above.
+  if #back > 0 then release_groups(back, ready, true) end
   return #due == PROMOTE_LIMIT or #expired == PROMOTE_LIMIT
 end

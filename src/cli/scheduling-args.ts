@@ -1,0 +1,116 @@
+/**
+ * Scheduling values as typed on the command line: priority, run-at, group,
+ * debounce, rate limit and group concurrency. Each is checked here with the
+ * library's own checks, so a bad value is a UsageError (exit 2) before anything
+ * reaches the store, and the message says what is allowed.
+ */
+import {
+  checkDebounce,
+  checkGroup,
+  checkGroupConcurrency,
+  checkPriority,
+  checkRateLimit,
+  GROUP_CONCURRENCY_MAX,
+  PRIORITY_MAX,
+  RATE_LIMIT_MAX,
+  type Debounce,
+} from '../model/scheduling.js';
+import type { RateLimit } from '../model/types.js';
+import { parseWholeNumber } from './args.js';
+import { UsageError } from './errors.js';
+
+/** The library's TypeError for a bad value, as a usage error naming the flag. */
+function asUsage<T>(check: () => T): T {
+  try {
+    return check();
+  } catch (error) {
+    if (error instanceof TypeError) throw new UsageError(error.message);
+    throw error;
+  }
+}
+
+/** `--priority N`: 0 (runs first, the default) to PRIORITY_MAX (runs last). */
+export function parsePriority(text: string | undefined): number | undefined {
+  if (text === undefined) return undefined;
+  if (!/^\d+$/.test(text)) {
+    throw new UsageError(
+      `--priority must be a whole number from 0 (runs first, the default) to ${PRIORITY_MAX} (runs last), got '${text}'`,
+    );
+  }
+  return asUsage(() => checkPriority(Number(text)));
+}
+
+/** `--run-at TIME`: an ISO 8601 date-time (`2030-01-02T03:04:05Z`) or ms since the epoch. */
+export function parseRunAt(text: string | undefined): number | undefined {
+  if (text === undefined) return undefined;
+  if (/^\d+$/.test(text)) return parseWholeNumber('--run-at', text);
+  // Date.parse takes many loose forms; only ISO 8601 is documented, so only it is accepted.
+  const iso = /^\d{4}-\d{2}-\d{2}(T\d{2}:\d{2}(:\d{2}(\.\d{1,3})?)?(Z|[+-]\d{2}:\d{2})?)?$/.test(text);
+  const ms = iso ? Date.parse(text) : NaN;
+  if (Number.isNaN(ms) || ms < 0) {
+    throw new UsageError(
+      `--run-at must be an ISO 8601 time like 2030-01-02T03:04:05Z or ms since the epoch, got '${text}'`,
+    );
+  }
+  return ms;
+}
+
+/** `--group NAME`. */
+export function parseGroup(text: string | undefined): string | undefined {
+  return text === undefined ? undefined : asUsage(() => checkGroup(text));
+}
+
+/** `--debounce ID --debounce-ms MS`: both or neither. */
+export function parseDebounce(id: string | undefined, msText: string | undefined): Debounce | undefined {
+  if (id === undefined && msText === undefined) return undefined;
+  if (id === undefined || msText === undefined) {
+    throw new UsageError(
+      '--debounce ID and --debounce-ms MS go together: which messages replace each other, and the quiet time',
+    );
+  }
+  const ms = parseWholeNumber('--debounce-ms', msText);
+  return asUsage(() => checkDebounce({ id, ms }));
+}
+
+const UNIT_MS: Readonly<Record<string, number>> = { ms: 1, s: 1000, m: 60_000, h: 3_600_000 };
+const NONE = 'none';
+
+/** `rate_limit=` values: `100/1s`, `5/250ms`, `1000/m` (a missing count is 1); `none` or empty removes it. */
+export function parseRateLimit(text: string): RateLimit | null {
+  if (text === NONE || text === '') return null;
+  const match = /^(\d+)\/(\d*)(ms|s|m|h)$/.exec(text);
+  const allowed =
+    `rate_limit must look like MAX/PERIOD with MAX from 1 to ${RATE_LIMIT_MAX} and PERIOD like 1s, 250ms, ` +
+    `1m or 1h (e.g. 100/1s), or none to remove it; got '${text}'`;
+  if (match === null) throw new UsageError(allowed);
+  const [, max = '', count = '', unit = 'ms'] = match;
+  const perMs = (count === '' ? 1 : Number(count)) * (UNIT_MS[unit] ?? 1);
+  try {
+    return checkRateLimit({ max: Number(max), perMs });
+  } catch {
+    throw new UsageError(allowed);
+  }
+}
+
+/** A rate limit as `parseRateLimit` reads it, in the largest unit that divides its period. */
+export function formatRateLimit(limit: RateLimit | null): string {
+  if (limit === null) return NONE;
+  const unit = ['h', 'm', 's'].find((u) => limit.perMs % (UNIT_MS[u] ?? 1) === 0) ?? 'ms';
+  return `${limit.max}/${limit.perMs / (UNIT_MS[unit] ?? 1)}${unit}`;
+}
+
+/** `group_concurrency=` values: a whole number, or `none` (or empty) for no limit. */
+export function parseGroupConcurrency(text: string): number | null {
+  if (text === NONE || text === '') return null;
+  const allowed = `group_concurrency must be a whole number from 1 to ${GROUP_CONCURRENCY_MAX}, or none; got '${text}'`;
+  if (!/^\d+$/.test(text)) throw new UsageError(allowed);
+  try {
+    return checkGroupConcurrency(Number(text));
+  } catch {
+    throw new UsageError(allowed);
+  }
+}
+
+export function formatGroupConcurrency(value: number | null): string {
+  return value === null ? NONE : String(value);
+}

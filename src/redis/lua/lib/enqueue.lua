@@ -1,0 +1,199 @@
+-- enqueue: adds messages, or answers for ids that exist. An existing id is
+-- refused with its state, except: done-awaiting-gc is revived with the new
+-- content; with allowRequeue, locked is marked to run again after it finishes,
+-- and done-with-backoff to run again when its backoff ends. A failed id is refused
+-- (retry or remove frees it). Each enqueue that is not refused writes an `enqueued` event (events on).
+-- Shared by the enqueue script and fire-schedule, so a schedule's messages are enqueued exactly alike.
+-- Scripts include common, events, state and lanes before it.
+--
+-- KEYS: messages metadata filters classes nattempts locks holders backoffs done requeue outcomes
+--       enqueued-at updated-at requeue-content schedule done-at dedupe mid-circle wake policies losses
+--       requeue-locks requeue-schedule pushes priorities lanes groups debounce debounce-of
+
+-- ARGV per message, from `first`: id, content (encoding tag + payload), metadata JSON ('' for none),
+-- filter class ('' for none), initial backoff ms, flags (1: allowRequeue, 2: replacePayload),
+-- policy JSON ('' for none), scheduling: '' for none, else '<priority>\n<group>\n<debounce id>' (each
+-- '' for none; a plain message pays one empty argument for all three).
+local ENQUEUE_PER = 8
+
+-- A message's priority ('' for 0), group and debounce id ('' for none) from its scheduling argument.
+local function scheduling(ext)
+  if ext == '' then return '', '', '' end
+  local priority, group, did = string.match(ext, '^([^\n]*)\n([^\n]*)\n(.*)$')
+  return priority, group, did
+end
+
+-- Checks the layout for the messages from ARGV[first] (before anything is written).
+local function enqueue_check(first)
+  local lanes = {}
+  local rare = false
+  for i = first, #ARGV, ENQUEUE_PER do
+    local class, ext = ARGV[i + 3], ARGV[i + 7]
+    if ext ~= '' then
+      rare = true
+      lanes[#lanes + 1] = lane_for(class, (scheduling(ext)))
+    elseif class ~= '' then
+      lanes[#lanes + 1] = class
+    end
+  end
+  -- Plain messages touch none of these.
+  check_layout(lanes, { 'conf', 'priorities', 'lanes', 'groups', 'debounce', 'debounce_of' })
+  if rare then check_rare() end
+end
+
+-- Enqueues the messages from ARGV[first] (enqueue_check has run); returns one reply per message and
+-- whether any message became ready or scheduled (the caller publishes the wake-up after its events).
+local function enqueue(first)
+  events_begin()
+  local now = now_ms()
+  local w = pending_writes()
+  local ready = pending_ready()
+  local replies = {}
+  local changed = false
+
+  -- Content, metadata, filters, priority and group of a message that starts a new run, queued now or
+  -- after `backoff` ms.
+  local function place(id, meta, class, backoff, revived, policy, priority, group)
+    if meta ~= '' then later(w, 'hset', K.metadata, id, meta) elseif revived then later(w, 'hdel', K.metadata, id) end
+    if policy ~= '' then later(w, 'hset', K.policies, id, policy) elseif revived then later(w, 'hdel', K.policies, id) end
+    if class ~= '' then
+      later(w, 'hset', K.filters, id, class)
+      later(w, 'sadd', K.classes, class)
+    elseif revived then
+      later(w, 'hdel', K.filters, id)
+    end
+    local lane = class
+    if priority ~= '' then
+      later(w, 'hset', K.priorities, id, priority)
+      lane = lane_for(class, priority)
+    elseif revived then
+      later(w, 'hdel', K.priorities, id)
+    end
+    if group ~= '' then later(w, 'hset', K.groups, id, group) elseif revived then later(w, 'hdel', K.groups, id) end
+    later(w, 'hset', K.enqueued_at, id, now)
+    if backoff > 0 then
+      -- Written now: a duplicate later in this batch must see the backoff.
+      redis.call('HSET', K.backoffs, id, now + backoff)
+      later(w, 'zadd', K.schedule, now + backoff, id)
+    else
+      push_ready(ready, lane, id, false)
+    end
+    changed = true
+  end
+
+  -- A debounce: the message `wid` took debounce id `did` last; when it is still waiting (queued or
+  -- queued-with-backoff, not held and not a requeue's new run), it takes this content and metadata and
+  -- becomes ready `backoff` ms from now, keeping its id, filters, priority, group and policy. Returns
+  -- whether it did (else the new message is added as usual and takes the debounce id).
+  local function debounce(wid, content, meta, backoff)
+    if redis.call('HEXISTS', K.messages, wid) == 0 or redis.call('SISMEMBER', K.done, wid) == 1
+      or redis.call('HEXISTS', K.locks, wid) == 1 or redis.call('ZSCORE', K.failed, wid) then
+      return false
+    end
+    if redis.call('ZSCORE', K.schedule, wid) then
+      redis.call('ZREM', K.schedule, wid)
+      redis.call('HDEL', K.backoffs, wid)
+    elseif not unready(wid) then
+      return false
+    end
+    redis.call('HSET', K.messages, wid, content)
+    if meta ~= '' then redis.call('HSET', K.metadata, wid, meta) else redis.call('HDEL', K.metadata, wid) end
+    redis.call('HSET', K.updated_at, wid, now)
+    if backoff > 0 then
+      redis.call('HSET', K.backoffs, wid, now + backoff)
+      redis.call('ZADD', K.schedule, now + backoff, wid)
+    else
+      push_ready(ready, lane_of(wid), wid, false)
+    end
+    event('enqueued', wid, redis.call('HGET', K.nattempts, wid) or 0)
+    changed = true
+    return true
+  end
+
+  -- The debounce index: `did` → id, and back, so the entry leaves with the message.
+  local function index_debounce(id, did)
+    if did ~= '' then
+      redis.call('HSET', K.debounce, did, id)
+      redis.call('HSET', K.debounce_of, id, did)
+      return
+    end
+    local old = redis.call('HGET', K.debounce_of, id)
+    if old then
+      redis.call('HDEL', K.debounce_of, id)
+      if redis.call('HGET', K.debounce, old) == id then redis.call('HDEL', K.debounce, old) end
+    end
+  end
+
+  -- What is left of a finished run, before its id starts a new one (its history stays).
+  local function forget_run(id)
+    for _, key in ipairs({ K.nattempts, K.outcomes, K.backoffs, K.locks, K.holders, K.updated_at, K.requeue_content,
+      K.losses }) do
+      redis.call('HDEL', key, id)
+    end
+    redis.call('SREM', K.done, id)
+    redis.call('ZREM', K.done_at, id)
+    redis.call('ZREM', K.dedupe, id)
+  end
+
+  for i = first, #ARGV, ENQUEUE_PER do
+    local id, content, meta, class = ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3]
+    local backoff, flags, policy = tonumber(ARGV[i + 4]), tonumber(ARGV[i + 5]), ARGV[i + 6]
+    local priority, group, did = scheduling(ARGV[i + 7])
+    local allow_requeue, replace = flags % 2 == 1, flags >= 2
+    local waiting = nil
+    if did ~= '' then
+      -- Earlier messages of the batch are written first: one of them may be the waiting one.
+      flush_writes(w)
+      flush_ready(ready)
+      w, ready = pending_writes(), pending_ready()
+      waiting = redis.call('HGET', K.debounce, did)
+    end
+    if waiting and debounce(waiting, content, meta, backoff) then
+      replies[#replies + 1] = 'debounced ' .. waiting
+    elseif redis.call('HSETNX', K.messages, id, content) == 1 then
+      place(id, meta, class, backoff, false, policy, priority, group)
+      if did ~= '' then index_debounce(id, did) end
+      -- event('enqueued', id, 0), without the call: the hottest path there is.
+      if EV.on then EV.lines[#EV.lines + 1] = 'enqueued 0 ' .. id end
+      replies[#replies + 1] = 'added'
+    else
+      local state, ends = state_of(id, now)
+      -- An enqueue that revives or marks a message records the attempt it is at.
+      if EV.on and (state == 'done-awaiting-gc' or (allow_requeue and (state == 'done-with-backoff' or state == 'locked'))) then
+        event('enqueued', id, redis.call('HGET', K.nattempts, id))
+      end
+      if state == 'done-awaiting-gc' then
+        redis.call('HSET', K.messages, id, content)
+        forget_run(id)
+        place(id, meta, class, backoff, true, policy, priority, group)
+        index_debounce(id, did)
+        replies[#replies + 1] = 'revived'
+      elseif allow_requeue and state == 'done-with-backoff' then
+        -- done-with-requeue: queued when the backoff ends, as a new run.
+        redis.call('SADD', K.requeue, id)
+        redis.call('ZREM', K.dedupe, id)
+        redis.call('ZADD', K.schedule, ends, id)
+        redis.call('ZADD', K.requeue_schedule, ends, id)
+        redis.call('HDEL', K.nattempts, id)
+        redis.call('HDEL', K.losses, id)
+        if replace then redis.call('HSET', K.messages, id, content) end
+        later(w, 'hset', K.updated_at, id, now)
+        replies[#replies + 1] = 'requeued'
+        changed = true
+      elseif allow_requeue and state == 'locked' then
+        redis.call('SADD', K.requeue, id)
+        redis.call('ZADD', K.requeue_locks, ends, id)
+        if replace then redis.call('HSET', K.requeue_content, id, content) end
+        later(w, 'hset', K.updated_at, id, now)
+        replies[#replies + 1] = 'requeued'
+      else
+        replies[#replies + 1] = state
+      end
+    end
+  end
+
+  flush_writes(w)
+  flush_ready(ready)
+  events_flush(now)
+  return replies, changed
+end

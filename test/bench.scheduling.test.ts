@@ -1,0 +1,50 @@
+/**
+ * Smoke runs of the scheduling benches on a temp SQLite file, so they keep working: each exits 0 and prints
+ * its figures. Speed is never asserted; the rate-limit run checks only what the limit promises (no more than
+ * max + rate × t handled), which holds however slow the machine is.
+ */
+import assert from 'node:assert/strict';
+import { spawn } from 'node:child_process';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { after, test } from 'node:test';
+import { fileURLToPath } from 'node:url';
+
+const ROOT = fileURLToPath(new URL('..', import.meta.url));
+const dir = mkdtempSync(join(tmpdir(), 'kvmq-bench-scheduling-'));
+after(() => rmSync(dir, { recursive: true, force: true }));
+
+function runScript(script: string, args: string[]): Promise<{ code: number | null; stdout: string; stderr: string }> {
+  return new Promise((resolve, reject) => {
+    const child = spawn(process.execPath, ['--import', 'tsx', script, ...args], { cwd: ROOT });
+    let stdout = '';
+    let stderr = '';
+    child.stdout.on('data', (chunk: Buffer) => (stdout += chunk.toString()));
+    child.stderr.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
+    child.on('error', reject);
+    child.on('close', (code) => resolve({ code, stdout, stderr }));
+  });
+}
+
+void test('bench/priority.ts --quick drains by priority and prints both tables', { timeout: 120_000 }, async () => {
+  const store = `sqlite:${join(dir, 'priority.db')}`;
+  const args = ['--quick', '--store', store, '--small', '2000', '--large', '10000', '--probe', '300'];
+  const { code, stdout, stderr } = await runScript('bench/priority.ts', args);
+  assert.equal(code, 0, `${stdout}\n${stderr}`);
+  assert.match(stdout, /^small\s+2,000\s+10\s+300\s+[\d.]+/m);
+  assert.match(stdout, /^large\s+10,000\s+10\s+300\s+[\d.]+/m);
+  assert.match(stdout, /^claim cost large\/small: [\d.]+ ×/m);
+  assert.match(stdout, /^lifecycle, concurrency 64\s+[\d,]+\s+[\d,]+\s+[\d,]+\s+[\d.]+ ×$/m);
+});
+
+void test('bench/rate-limit.ts: two processes together stay within the limit', { timeout: 120_000 }, async () => {
+  const store = `sqlite:${join(dir, 'rate.db')}`;
+  const args = ['--store', store, '--max', '5', '--per-ms', '1000', '--seconds', '3'];
+  const { code, stdout, stderr } = await runScript('bench/rate-limit.ts', args);
+  assert.equal(code, 0, `${stdout}\n${stderr}`);
+  const handled = Number(/^handled ([\d,]+)/m.exec(stdout)?.[1]?.replace(/,/g, ''));
+  // 5 at once, then 5 a second for 3 s: at most 20, whoever claims.
+  assert.ok(handled > 0 && handled <= 20, stdout);
+  assert.match(stdout, /^claims on the store [\d,]+/m);
+});

@@ -1,0 +1,393 @@
+/**
+ * Issue 13 on ZooKeeper, at the store: priorities (a sub-queue per filter class and priority), debounce,
+ * group concurrency, rate limits and schedules, on the server `npm test` started.
+ */
+import assert from 'node:assert/strict';
+import { after, describe, test } from 'node:test';
+import { connect, type Client } from '../src/index.js';
+import { freshStoreUrl, hostsOf, PlainClient, serverUrl } from './fixtures/zookeeper-env.js';
+import type { ClaimRequest, NewMessage } from '../src/store/contract.js';
+import { plainMessage } from '../src/store/new-message.js';
+import type { StoreContext } from '../src/zookeeper/context.js';
+
+const server = serverUrl();
+const clients: Client[] = [];
+let plain: Promise<PlainClient> | null = null;
+
+after(async () => {
+  await Promise.all(clients.map((c) => c.close()));
+  if (plain !== null) (await plain).close();
+});
+
+async function open(): Promise<{ client: Client; url: string; plain: PlainClient }> {
+  plain ??= PlainClient.connect(hostsOf(server));
+  const p = await plain;
+  const url = await freshStoreUrl(server, p);
+  const client = await connect(url, { maintenance: false });
+  clients.push(client);
+  return { client, url, plain: p };
+}
+
+function request(consumerId: string, max: number, accepts: ClaimRequest['accepts'] = null): ClaimRequest {
+  return { consumerId, max, lockMs: 30_000, accepts, eoqBackoffMs: () => 50 };
+}
+
+async function claimIds(client: Client, queue: string, max: number, accepts: ClaimRequest['accepts'] = null) {
+  const result = await client.store.claim(queue, request('c1', max, accepts));
+  return result.messages.map((m) => m.id);
+}
+
+describe('zookeeper scheduling: priority', () => {
+  test('claims take the lowest priority number first, oldest first within one', async () => {
+    const { client } = await open();
+    await client.enqueue('q', 'a', { id: 'p5-a', priority: 5 });
+    await client.enqueue('q', 'b', { id: 'p0-a' });
+    await client.enqueue('q', 'c', { id: 'p1000-a', priority: 1000 });
+    await client.enqueue('q', 'd', { id: 'p5-b', priority: 5 });
+    await client.enqueue('q', 'e', { id: 'p0-b', priority: 0 });
+    await client.enqueue('q', 'f', { id: 'p1-a', priority: 1 });
+    const order: string[] = [];
+    for (let i = 0; i < 6; i++) order.push(...(await claimIds(client, 'q', 1)));
+    assert.deepEqual(order, ['p0-a', 'p0-b', 'p1-a', 'p5-a', 'p5-b', 'p1000-a']);
+  });
+
+  test('a batch claim is in priority order across filter classes, never outside the filters', async () => {
+    const { client } = await open();
+    await client.configure('f', { filterEnums: { size: ['s', 'm'] } });
+    await client.enqueue('f', 1, { id: 'm-low', priority: 9, filters: { size: 'm' } });
+    await client.enqueue('f', 2, { id: 's-low', priority: 9, filters: { size: 's' } });
+    await client.enqueue('f', 3, { id: 'm-high', priority: 2, filters: { size: 'm' } });
+    await client.enqueue('f', 4, { id: 's-high', priority: 3, filters: { size: 's' } });
+    await client.enqueue('f', 5, { id: 'none-mid', priority: 4 });
+    const onlyS = (c: string) => c === 'size=s';
+    assert.deepEqual(await claimIds(client, 'f', 1, onlyS), ['s-high']);
+    assert.deepEqual(await claimIds(client, 'f', 10), ['m-high', 'none-mid', 'm-low', 's-low']);
+  });
+
+  test('the layout: a sub-queue per filter class and priority; plain messages stay in the class node', async () => {
+    const { client, url, plain: p } = await open();
+    await client.enqueue('l', 'x', { id: 'plain' });
+    await client.enqueue('l', 'y', { id: 'urgent', priority: 7 });
+    const dir = new URL(url).pathname;
+    const subs = (await p.children(`${dir}/l/queue`)).sort();
+    assert.deepEqual(subs, ['none', 'none~0007']);
+    const details = await client.show('l', 'urgent');
+    assert.equal(details?.priority, 7);
+    assert.equal((await client.show('l', 'plain'))?.priority, 0);
+  });
+
+  test('a claim filled by the highest level never lists the entries of lower ones', async () => {
+    const { client } = await open();
+    await client.enqueueBatch('deep', [
+      ...Array.from({ length: 5 }, (_, i) => ({ payload: i, id: `high${i}`, priority: 1 })),
+      ...Array.from({ length: 50 }, (_, i) => ({ payload: i, id: `low${i}`, priority: 9 })),
+    ]);
+    assert.deepEqual(await claimIds(client, 'deep', 1), ['high0']);
+    const ctx = (client.store as unknown as { ctx: StoreContext }).ctx;
+    const q = ctx.queue('deep');
+    assert.notEqual(q.sub('', 1).peekBuckets(), null, 'the highest level was read');
+    assert.equal(q.sub('', 9).peekBuckets(), null, 'the lower level was only counted');
+  });
+
+  test('a retried or requeued message keeps its priority', async () => {
+    const { client } = await open();
+    await client.enqueue('r', 'x', { id: 'low', priority: 50 });
+    await client.enqueue('r', 'y', { id: 'high', priority: 1 });
+    const [first] = (await client.store.claim('r', request('c1', 1))).messages;
+    assert.equal(first?.id, 'high');
+    const finished = await client.store.finish('r', 'c1', [
+      { id: 'high', attempt: 1, outcome: 'retry', backoffMs: 0, error: 'again', startedAt: Date.now() },
+    ]);
+    assert.deepEqual(finished, ['ok']);
+    assert.deepEqual(await claimIds(client, 'r', 1), ['high']);
+    assert.equal((await client.show('r', 'high'))?.priority, 1);
+  });
+});
+
+describe('zookeeper scheduling: debounce', () => {
+  test('a burst becomes one message with the last payload, ready after the last enqueue', async () => {
+    const { client } = await open();
+    const first = await client.enqueue('d', 'one', { id: 'm1', debounce: { id: 'key', ms: 300 } });
+    const second = await client.enqueue('d', 'two', { id: 'm2', debounce: { id: 'key', ms: 300 } });
+    const [third] = await client.enqueueBatch('d', [
+      { payload: 'three', id: 'm3', metadata: { n: 3 }, debounce: { id: 'key', ms: 300 } },
+    ]);
+    assert.deepEqual(first, { ok: true, id: 'm1', action: 'added' });
+    assert.deepEqual(second, { ok: true, id: 'm1', action: 'debounced' });
+    assert.deepEqual(third, { ok: true, id: 'm1', action: 'debounced' });
+    assert.equal(await client.status('d', 'm2'), null);
+    const status = await client.status('d', 'm1');
+    assert.equal(status?.state, 'queued-with-backoff');
+    assert.deepEqual(await claimIds(client, 'd', 10), []);
+    let claimed: string[] = [];
+    for (let i = 0; i < 50 && claimed.length === 0; i++) {
+      await new Promise((r) => setTimeout(r, 20));
+      claimed = await claimIds(client, 'd', 10);
+    }
+    assert.deepEqual(claimed, ['m1']);
+    const details = await client.show('d', 'm1');
+    assert.equal(details?.payload, 'three');
+    assert.deepEqual(details.metadata, { n: 3 });
+  });
+
+  test('once the waiting message runs, the same debounce id adds a new one', async () => {
+    const { client } = await open();
+    await client.enqueue('d2', 'a', { id: 'a', debounce: { id: 'k', ms: 0 } });
+    assert.deepEqual(await claimIds(client, 'd2', 1), ['a']);
+    const next = await client.enqueue('d2', 'b', { id: 'b', debounce: { id: 'k', ms: 0 } });
+    assert.deepEqual(next, { ok: true, id: 'b', action: 'added' });
+    const again = await client.enqueue('d2', 'c', { id: 'c', debounce: { id: 'k', ms: 0 } });
+    assert.deepEqual(again, { ok: true, id: 'b', action: 'debounced' });
+  });
+
+  test('racing enqueues of one debounce id leave exactly one waiting message', async () => {
+    const { client, url } = await open();
+    const other = await connect(url, { maintenance: false });
+    clients.push(other);
+    const results = await Promise.all(
+      Array.from({ length: 12 }, (_, i) =>
+        (i % 2 === 0 ? client : other).enqueue('race', i, { id: `r${i}`, debounce: { id: 'k', ms: 60_000 } }),
+      ),
+    );
+    const added = results.filter((r) => r.ok && r.action === 'added');
+    assert.equal(added.length, 1);
+    assert.ok(results.every((r) => r.ok && r.id === added[0]?.id));
+    assert.equal((await client.queueStatus('race')).total, 1);
+  });
+
+  test('the index node goes with its message (remove) and with clear', async () => {
+    const { client, url, plain: p } = await open();
+    const dir = new URL(url).pathname;
+    await client.enqueue('ix', 'a', { id: 'a', debounce: { id: 'k1', ms: 60_000 } });
+    await client.enqueue('ix', 'b', { id: 'b', debounce: { id: 'k2', ms: 60_000 } });
+    assert.deepEqual((await p.children(`${dir}/ix/debounce`)).sort(), ['k1', 'k2']);
+    assert.equal((await client.remove('ix', 'a')).ok, true);
+    assert.deepEqual(await p.children(`${dir}/ix/debounce`), ['k2']);
+    await client.clear('ix');
+    assert.deepEqual(await p.children(`${dir}/ix/debounce`), []);
+  });
+
+  test('GC removes the index node with the finished message it names', async () => {
+    const { client, url, plain: p } = await open();
+    const dir = new URL(url).pathname;
+    await client.configure('g', { gcLifetimeMs: 0 });
+    await client.enqueue('g', 'a', { id: 'a', debounce: { id: 'k', ms: 0 } });
+    const [m] = (await client.store.claim('g', request('c1', 1))).messages;
+    assert.equal(m?.id, 'a');
+    await client.store.finish('g', 'c1', [
+      { id: 'a', attempt: 1, outcome: 'success', backoffMs: 0, error: null, startedAt: Date.now() },
+    ]);
+    assert.deepEqual(await p.children(`${dir}/g/debounce`), ['k']);
+    await client.gc('g');
+    assert.equal(await client.status('g', 'a'), null);
+    assert.deepEqual(await p.children(`${dir}/g/debounce`), []);
+  });
+});
+
+describe('zookeeper scheduling: group concurrency', () => {
+  const success = (id: string, attempt = 1) => ({
+    id,
+    attempt,
+    outcome: 'success' as const,
+    backoffMs: 0,
+    error: null,
+    startedAt: Date.now(),
+  });
+
+  test('a full group is skipped while other groups and ungrouped messages flow', async () => {
+    const { client } = await open();
+    await client.configure('g', { groupConcurrency: 2 });
+    for (let i = 0; i < 4; i++) await client.enqueue('g', i, { id: `a${i}`, group: 'A' });
+    for (let i = 0; i < 2; i++) await client.enqueue('g', i, { id: `b${i}`, group: 'B' });
+    await client.enqueue('g', 'x', { id: 'plain' });
+    const first = await claimIds(client, 'g', 10);
+    assert.deepEqual(first.sort(), ['a0', 'a1', 'b0', 'b1', 'plain']);
+    assert.deepEqual(await claimIds(client, 'g', 10), []);
+    assert.equal((await client.show('g', 'a0'))?.group, 'A');
+    await client.store.finish('g', 'c1', [success('a0')]);
+    assert.deepEqual(await claimIds(client, 'g', 10), ['a2']);
+    await client.configure('g', { groupConcurrency: 3 });
+    assert.deepEqual(await claimIds(client, 'g', 10), ['a3']);
+  });
+
+  test("a dead consumer's held messages leave its group at once (ephemeral nodes)", async () => {
+    const { client, url } = await open();
+    const doomed = await connect(url, { maintenance: false });
+    await client.configure('eph', { groupConcurrency: 1 });
+    await client.enqueue('eph', 1, { id: 'e1', group: 'G' });
+    await client.enqueue('eph', 2, { id: 'e2', group: 'G' });
+    const [held] = (await doomed.store.claim('eph', request('dying', 1))).messages;
+    assert.equal(held?.id, 'e1');
+    assert.deepEqual(await claimIds(client, 'eph', 2), []);
+    // Its session ends with the client: its claim and its place in the group go, and the group has room for one.
+    await doomed.close();
+    assert.deepEqual(await claimIds(client, 'eph', 2), ['e1']);
+  });
+
+  test('claims racing across clients never hold more than groupConcurrency of a group', async () => {
+    const { client, url } = await open();
+    const other = await connect(url, { maintenance: false });
+    clients.push(other);
+    await client.configure('race', { groupConcurrency: 3 });
+    await client.enqueueBatch(
+      'race',
+      Array.from({ length: 20 }, (_, i) => ({ payload: i, id: `m${i}`, group: 'G' })),
+    );
+    const claims = await Promise.all(
+      Array.from({ length: 8 }, (_, i) => (i % 2 === 0 ? client : other).store.claim('race', request(`c${i}`, 2))),
+    );
+    const held = claims.flatMap((c) => c.messages.map((m) => m.id));
+    assert.equal(held.length, 3);
+  });
+
+  test('a finish in a full group wakes idle subscribers of another client', async () => {
+    const { client, url } = await open();
+    const other = await connect(url, { maintenance: false });
+    clients.push(other);
+    await client.configure('w', { groupConcurrency: 1 });
+    await client.enqueue('w', 1, { id: 'w1', group: 'G' });
+    await client.enqueue('w', 2, { id: 'w2', group: 'G' });
+    assert.deepEqual(await claimIds(client, 'w', 1), ['w1']);
+    // The other client finds the group full, so it watches the group.
+    assert.deepEqual((await other.store.claim('w', request('c2', 1))).messages, []);
+    let woken = 0;
+    const stop = other.store.subscribe('w', () => {
+      woken += 1;
+    });
+    try {
+      await client.store.finish('w', 'c1', [success('w1')]);
+      for (let i = 0; i < 100 && woken === 0; i++) await new Promise((r) => setTimeout(r, 20));
+      assert.ok(woken > 0, 'the idle client was woken');
+      assert.deepEqual(
+        (await other.store.claim('w', request('c2', 1))).messages.map((m) => m.id),
+        ['w2'],
+      );
+    } finally {
+      stop();
+    }
+  });
+});
+
+describe('zookeeper scheduling: rate limit', () => {
+  test('a claim takes at most what the limit grants, then says when the next slot comes', async () => {
+    const { client } = await open();
+    await client.configure('r', { rateLimit: { max: 3, perMs: 900 } });
+    await client.enqueueBatch(
+      'r',
+      Array.from({ length: 10 }, (_, i) => ({ payload: i, id: `m${i}` })),
+    );
+    const first = await client.store.claim('r', request('c1', 10));
+    assert.equal(first.messages.length, 3);
+    const before = Date.now();
+    const held = await client.store.claim('r', request('c1', 10));
+    assert.equal(held.messages.length, 0);
+    assert.equal(held.dryRuns, 0, 'a rate-limited claim is no dry run');
+    assert.ok(held.wakeAt !== null && held.wakeAt > before && held.wakeAt <= before + 300 + 50, `${held.wakeAt}`);
+    await new Promise((r) => setTimeout(r, Math.max(0, (held.wakeAt ?? 0) - Date.now()) + 5));
+    assert.equal((await client.store.claim('r', request('c1', 10))).messages.length, 1);
+  });
+
+  test('the limit holds across clients racing for the same slots', async () => {
+    const { client, url } = await open();
+    const other = await connect(url, { maintenance: false });
+    clients.push(other);
+    await client.configure('race', { rateLimit: { max: 5, perMs: 60_000 } });
+    await client.enqueueBatch(
+      'race',
+      Array.from({ length: 30 }, (_, i) => ({ payload: i, id: `m${i}` })),
+    );
+    let total = 0;
+    for (let round = 0; round < 5; round++) {
+      const claims = await Promise.all(
+        Array.from({ length: 6 }, (_, i) => (i % 2 === 0 ? client : other).store.claim('race', request(`c${i}`, 2))),
+      );
+      total += claims.reduce((n, c) => n + c.messages.length, 0);
+    }
+    assert.equal(total, 5);
+  });
+
+  test('clear starts the limit afresh', async () => {
+    const { client } = await open();
+    await client.configure('c', { rateLimit: { max: 2, perMs: 60_000 } });
+    await client.enqueueBatch('c', [{ payload: 1 }, { payload: 2 }, { payload: 3 }]);
+    assert.equal((await client.store.claim('c', request('c1', 10))).messages.length, 2);
+    await client.clear('c');
+    await client.enqueueBatch('c', [{ payload: 1 }, { payload: 2 }, { payload: 3 }]);
+    assert.equal((await client.store.claim('c', request('c1', 10))).messages.length, 2);
+  });
+});
+
+describe('zookeeper scheduling: schedules', () => {
+  const message = (id: string, extra: Partial<NewMessage> = {}): NewMessage =>
+    plainMessage(id, Buffer.from(JSON.stringify(id)), extra);
+
+  test('put, list sorted by name, replace, remove; clear keeps them', async () => {
+    const { client } = await open();
+    const store = client.store;
+    assert.deepEqual(await store.schedules('s'), []);
+    assert.equal(await store.putSchedule('s', { name: 'b', body: '{"every":1}', nextAt: 10 }), true);
+    assert.equal(await store.putSchedule('s', { name: 'a', body: '{"every":2}', nextAt: 20 }), true);
+    assert.equal(await store.putSchedule('s', { name: 'b', body: '{"every":3}', nextAt: 30 }), false);
+    assert.deepEqual(await store.schedules('s'), [
+      { name: 'a', body: '{"every":2}', nextAt: 20 },
+      { name: 'b', body: '{"every":3}', nextAt: 30 },
+    ]);
+    await client.clear('s');
+    assert.equal((await store.schedules('s')).length, 2);
+    assert.equal(await store.removeSchedule('s', 'a'), true);
+    assert.equal(await store.removeSchedule('s', 'a'), false);
+    assert.deepEqual(
+      (await store.schedules('s')).map((s) => s.name),
+      ['b'],
+    );
+  });
+
+  test('fireSchedule: one of racing firings enqueues the slot; a stale one writes nothing', async () => {
+    const { client, url } = await open();
+    const other = await connect(url, { maintenance: false });
+    clients.push(other);
+    const schedule = { name: 'tick', body: '{"everyMs":1000}', nextAt: 1000 };
+    await client.store.putSchedule('f', schedule);
+    const fired = await Promise.all(
+      Array.from({ length: 6 }, (_, i) =>
+        (i % 2 === 0 ? client : other).store.fireSchedule('f', schedule, 2000, [message(`tick-1000-${i}`)]),
+      ),
+    );
+    const won = fired.filter((r) => r !== null);
+    assert.equal(won.length, 1);
+    assert.equal(won[0]?.[0]?.ok, true);
+    assert.equal((await client.queueStatus('f')).total, 1);
+    assert.deepEqual(await client.store.schedules('f'), [{ ...schedule, nextAt: 2000 }]);
+    // Expecting the old slot again: nothing written.
+    assert.equal(await client.store.fireSchedule('f', schedule, 3000, [message('late')]), null);
+    assert.equal(await client.status('f', 'late'), null);
+    // A changed body fails the compare too; a removed schedule as well.
+    const moved = { ...schedule, nextAt: 2000 };
+    assert.equal(await client.store.fireSchedule('f', { ...moved, body: '{}' }, 3000, [message('x')]), null);
+    await client.store.removeSchedule('f', 'tick');
+    assert.equal(await client.store.fireSchedule('f', moved, 3000, [message('y')]), null);
+    assert.equal((await client.queueStatus('f')).total, 1);
+  });
+
+  test('fireSchedule enqueues as enqueue does: existing ids refused, priority and debounce kept', async () => {
+    const { client } = await open();
+    const schedule = { name: 'n', body: 'b', nextAt: 1 };
+    await client.store.putSchedule('e', schedule);
+    await client.enqueue('e', 'x', { id: 'slot-1', initialBackoffMs: 60_000 });
+    const results = await client.store.fireSchedule('e', schedule, 2, [
+      message('slot-1'),
+      message('slot-2', { priority: 3 }),
+      message('slot-3', { debounceId: 'k', initialBackoffMs: 60_000 }),
+    ]);
+    assert.deepEqual(results, [
+      { ok: false, id: 'slot-1', state: 'queued-with-backoff' },
+      { ok: true, id: 'slot-2', action: 'added' },
+      { ok: true, id: 'slot-3', action: 'added' },
+    ]);
+    assert.equal((await client.show('e', 'slot-2'))?.priority, 3);
+    // Every id exists: the compare-and-set still decides, alone.
+    const again = await client.store.fireSchedule('e', { ...schedule, nextAt: 2 }, 3, [message('slot-2')]);
+    assert.deepEqual(again, [{ ok: false, id: 'slot-2', state: 'queued' }]);
+    assert.equal((await client.store.schedules('e'))[0]?.nextAt, 3);
+  });
+});
