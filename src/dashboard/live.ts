@@ -77,6 +77,8 @@ class Poller {
 
 /** Writes, or drops a reader that lets unsent data pile up. */
 function write(res: ServerResponse, text: string): void {
+  // An ended stream stays listed until its 'close' event; a poll that was under way when it ended skips it.
+  if (res.writableEnded || res.destroyed) return;
   if (res.writableLength > MAX_UNSENT_BYTES) {
     res.destroy();
     return;
