@@ -287,6 +287,8 @@ try {
       false,
     ),
     `claim cost large/small: ${ratio.toFixed(3)} × (target ≤ 1.5 ×: ${ratio <= 1.5 ? 'ok' : 'FAIL'})`,
+    // Each round's two drains ran back to back: their ratio is free of the drift between rounds.
+    `paired rounds large/small: median ${median(claims.large.map((us, r) => us / (claims.small[r] ?? NaN))).toFixed(3)} ×`,
     '',
     ...(plainRows.length === 0
       ? []

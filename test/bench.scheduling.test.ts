@@ -48,6 +48,7 @@ void test(
     const { code, stdout, stderr } = await runScript('bench/priority.ts', [...args, '--run', '150', '--rounds', '2']);
     assert.equal(code, 0, `${stdout}\n${stderr}`);
     assert.match(stdout, /^claim cost large\/small: [\d.]+ ×/m);
+    assert.match(stdout, /^paired rounds large\/small: median [\d.]+ ×/m);
     assert.doesNotMatch(stdout, /plain \/s/);
   },
 );
