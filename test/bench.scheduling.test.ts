@@ -38,6 +38,21 @@ void test('bench/priority.ts --quick drains by priority and prints both tables',
   assert.match(stdout, /^lifecycle, concurrency 64\s+[\d,]+\s+[\d,]+\s+[\d,]+\s+[\d.]+ ×$/m);
 });
 
+void test(
+  'bench/priority.ts --claims-only checks the order of priorities laid out in blocks',
+  { timeout: 120_000 },
+  async () => {
+    const store = `sqlite:${join(dir, 'priority-blocks.db')}`;
+    // Runs of 150 per level: each drain of 300 crosses levels, and the refills continue the same stream.
+    const args = ['--claims-only', '--store', store, '--small', '2000', '--large', '10000', '--probe', '300'];
+    const { code, stdout, stderr } = await runScript('bench/priority.ts', [...args, '--run', '150', '--rounds', '2']);
+    assert.equal(code, 0, `${stdout}\n${stderr}`);
+    assert.match(stdout, /^claim cost large\/small: [\d.]+ ×/m);
+    assert.match(stdout, /^paired rounds large\/small: median [\d.]+ ×/m);
+    assert.doesNotMatch(stdout, /plain \/s/);
+  },
+);
+
 void test('bench/rate-limit.ts: two processes together stay within the limit', { timeout: 120_000 }, async () => {
   const store = `sqlite:${join(dir, 'rate.db')}`;
   const args = ['--store', store, '--max', '5', '--per-ms', '1000', '--seconds', '3'];
