@@ -17,6 +17,7 @@ import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import { connect, type BatchItem, type Client } from '../src/index.js';
 import { median, short, signal, step, table, timed, whole } from './common.js';
+import { storeOf } from '../src/client-store.js';
 
 const PRIORITIES = 10;
 // Priorities 0, 100, ..., 900: spread over the range, as real levels would be.
@@ -220,7 +221,7 @@ try {
   const ratio = largeUs / smallUs;
   const plainRows = await plainCost();
   const out = [
-    `store ${client.store.kind}, median of ${rounds} alternating rounds`,
+    `store ${storeOf(client).kind}, median of ${rounds} alternating rounds`,
     '',
     table(
       ['queue', 'messages', 'priorities', 'drained', 'µs/message', 'runs (µs/message)'],

@@ -18,6 +18,7 @@ import { connect, type Client } from '../src/index.js';
 import { median, signal, table, timed, whole, type BenchContext, type BenchSizes } from './common.js';
 import { batched, single } from './enqueue.js';
 import { runLifecycle } from './lifecycle.js';
+import { storeOf } from '../src/client-store.js';
 
 const PRIORITIES = 10;
 const SMALL = 10_000;
@@ -81,7 +82,7 @@ async function storeCycle({ client: c }: BenchContext, queue: string, n: number)
   return timed(async () => {
     for (let i = 0; i < n; i += 2) {
       await c.enqueueBatch(queue, [{ payload: { i } }, { payload: { i: i + 1 } }]);
-      const { messages } = await c.store.claim(queue, request);
+      const { messages } = await storeOf(c).claim(queue, request);
       const finishes = messages.map((m) => ({
         id: m.id,
         attempt: m.attempt,
@@ -90,7 +91,7 @@ async function storeCycle({ client: c }: BenchContext, queue: string, n: number)
         error: null,
         startedAt: Date.now(),
       }));
-      await c.store.finish(queue, request.consumerId, finishes);
+      await storeOf(c).finish(queue, request.consumerId, finishes);
     }
   });
 }
@@ -226,7 +227,7 @@ try {
   const plain = await plainCosts();
   const priority = await priorityClaims();
   process.stdout.write(
-    `${plain}\n${priority}store ${client.store.kind}, median of ${rounds} rotating rounds (plain), ` +
+    `${plain}\n${priority}store ${storeOf(client).kind}, median of ${rounds} rotating rounds (plain), ` +
       `of ${rounds} drains of ${Math.min(PROBE, backlog / 2)} at constant depth (priority)\n`,
   );
 } finally {
