@@ -33,6 +33,7 @@ import {
   checkQueueName,
 } from './model/validate.js';
 import { defineSchedule, describeSchedule, type ScheduleInfo, type ScheduleOptions } from './schedule/define.js';
+import { SharedSchedulers } from './schedule/shared.js';
 import type { ScheduleTiming } from './schedule/timing.js';
 import { openStore, resolveStoreUrl } from './store/url.js';
 import { TickBatcher } from './tick-batcher.js';
@@ -121,6 +122,8 @@ export class Client {
   private readonly configCache = new Map<string, { config: QueueConfig; readAt: number }>();
   private readonly lastGc = new Map<string, number>();
   private readonly workers = new Set<Worker>();
+  /** One scheduler per queue, shared by the workers that fire schedules. */
+  private readonly schedulers: SharedSchedulers;
   private readonly background = new Set<Promise<unknown>>();
   // Live event readers and waits, ended when the client closes.
   private readonly followers = new Set<AbortController>();
@@ -138,6 +141,7 @@ export class Client {
   private constructor(url: string, store: Store, options: ConnectOptions) {
     this.url = url;
     this.#store = store;
+    this.schedulers = new SharedSchedulers(store);
     bindStore(this, store);
     this.maintenance = options.maintenance === undefined ? true : checkBoolean('maintenance', options.maintenance);
     this.onError = options.onError ?? ((error) => console.error('kvmq:', error));
@@ -177,7 +181,8 @@ export class Client {
   /** Starts (unless `autoStart: false`) a worker that hands the queue's messages to `handler`. */
   worker(queue: string, handler: Handler, options: WorkerOptions = {}): Worker {
     this.checkOpen();
-    const worker = new Worker(this.#store, queue, handler, options, () => this.workers.delete(worker));
+    const stopped = (): void => void this.workers.delete(worker);
+    const worker = new Worker(this.#store, queue, handler, options, stopped, this.schedulers);
     this.workers.add(worker);
     if (this.instruments !== null) attachMetrics(worker, this.instruments);
     if (worker.autoStart) {
@@ -427,7 +432,7 @@ export class Client {
       Date.now,
     );
     const created = await this.#store.putSchedule(queue, stored);
-    for (const worker of this.workers) if (worker.queue === queue) worker.schedulesChanged();
+    this.schedulers.wake(queue);
     return { created, schedule: describeSchedule(stored) };
   }
 

@@ -4,7 +4,7 @@
  */
 import assert from 'node:assert/strict';
 import { describe } from 'node:test';
-import { Scheduler } from '../../src/schedule/scheduler.js';
+import { RESCAN_MS, Scheduler } from '../../src/schedule/scheduler.js';
 import { slotMessageId, slotMessages } from '../../src/schedule/messages.js';
 import { decodeBody } from '../../src/schedule/body.js';
 import { storeTest, type Harness } from '../support/harness.js';
@@ -309,5 +309,44 @@ export function schedules(fixture: StoreFixture): void {
       const [info] = await h.client.schedules(q);
       assert.ok(info && info.nextAt < Date.now(), 'its slot stays due until a scheduler fires it');
     });
+
+    storeTest(
+      fixture,
+      "schedule: a client's workers of one queue share one scheduler, stopped with the last of them",
+      async (h) => {
+        const q = h.queue('shared');
+        // Counts the real store's schedule reads for this queue: one loop reads once per rescan or wake.
+        const store = storeOf(h.client);
+        const read = store.schedules.bind(store);
+        let reads = 0;
+        store.schedules = (queue) => {
+          if (queue === q) reads += 1;
+          return read(queue);
+        };
+        const started = Date.now();
+        const log = new JobLog();
+        const workers = [1, 2, 3].map(() => h.worker(q, (job) => log.record(job)));
+        await waitFor(async () => (await h.client.queueStatus(q)).consumers.length === 3, { what: 'three workers' });
+        await waitFor(() => reads > 0, { what: 'the first read of the schedules' });
+        await quietPeriod(300);
+        // Three loops would read three times at once, and three times per rescan after.
+        const rescans = Math.floor((Date.now() - started) / RESCAN_MS);
+        assert.ok(reads <= 2 + rescans, `${reads} reads in ${rescans} rescans: one loop, not three`);
+
+        const [first, second, last] = workers;
+        assert.ok(first && second && last);
+        await Promise.all([first.stop(), second.stop()]);
+        await h.client.schedule(q, 'tick', { everyMs: 1000 }, 'x');
+        await log.count(1, { timeoutMs: 10_000 });
+
+        await last.stop();
+        await h.client.unschedule(q, 'tick');
+        const afterStop = reads;
+        // A schedule change wakes a running loop at once; with none left, nothing reads.
+        await h.client.schedule(q, 'tock', { everyMs: HOUR }, 'y');
+        await quietPeriod(300);
+        assert.equal(reads, afterStop, 'no scheduler runs once the last worker stopped');
+      },
+    );
   });
 }
