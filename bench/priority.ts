@@ -20,6 +20,7 @@ import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import { connect, type BatchItem, type Client } from '../src/index.js';
 import { median, short, signal, step, table, timed, whole } from './common.js';
+import { storeOf } from '../src/client-store.js';
 
 // Priorities 0, 100, ..., 900: spread over the range, as real levels would be.
 const PRIORITY_STEP = 100;
@@ -262,7 +263,7 @@ try {
   const ratio = largeUs / smallUs;
   const plainRows = values['claims-only'] === true ? [] : await plainCost();
   const out = [
-    `store ${client.store.kind}, median of ${rounds} alternating rounds`,
+    `store ${storeOf(client).kind}, median of ${rounds} alternating rounds`,
     '',
     table(
       ['queue', 'messages', 'priorities', 'drained', 'µs/message', 'runs (µs/message)'],

@@ -25,7 +25,7 @@ describe('the etcd3 client on kvmq serve', () => {
     await server.stop();
   });
 
-  test('put, get, ranges, delete, count', async () => {
+  test('the etcd3 client’s put, get, ranges, count, delete and txn see each other’s writes', async () => {
     await client.put('kv/a').value('1');
     await client.put('kv/b').value('2');
     await client.put('kv/c').value('3');

@@ -15,6 +15,7 @@ import Database from 'better-sqlite3';
 import { connect, StoreLayoutError, StoreUnavailableError, StoreUrlError } from '../src/index.js';
 import { SCHEMA_VERSION } from '../src/sqlite/schema.js';
 import { waitFor } from './support/wait.js';
+import { storeOf } from '../src/client-store.js';
 
 const dir = mkdtempSync(join(tmpdir(), 'kvmq-sqlite-'));
 const children = new Set<ChildProcessWithoutNullStreams>();
@@ -364,7 +365,7 @@ describe('sqlite store', () => {
         ],
       );
       await client.enqueue('old', 'new', { id: 'n1', attempts: 3 });
-      const claimed = await client.store.claim('old', {
+      const claimed = await storeOf(client).claim('old', {
         consumerId: 'c',
         max: 10,
         lockMs: 10_000,
@@ -458,12 +459,12 @@ describe('sqlite store', () => {
         page.events.map((e) => [e.type, e.id]),
         [['enqueued', 'm2']],
       );
-      assert.equal(await client.store.takeTurn('old', 'warn', 60_000), true);
+      assert.equal(await storeOf(client).takeTurn('old', 'warn', 60_000), true);
       // The old message reads as priority 0, and an urgent new one overtakes a later one.
       await client.enqueue('old', 'late', { id: 'm3', priority: 5 });
       await client.enqueue('old', 'urgent', { id: 'm4', priority: 1 });
       assert.equal((await client.show('old', 'm1'))?.priority, 0);
-      const claimed = await client.store.claim('old', {
+      const claimed = await storeOf(client).claim('old', {
         consumerId: 'c',
         max: 10,
         lockMs: 10_000,
@@ -491,7 +492,7 @@ describe('sqlite store', () => {
     const ids = Array.from({ length: 10 }, (_, i) => Array.from({ length: 10 }, (_, j) => `m${i}-${j}`)).flat();
     try {
       await client.configure('trim', { events: true, eventsMaxCount: 25 });
-      const behind = await client.store.eventsHead('trim');
+      const behind = await storeOf(client).eventsHead('trim');
       for (let i = 0; i < 100; i += 10) {
         await client.enqueueBatch(
           'trim',
@@ -532,7 +533,7 @@ describe('sqlite store', () => {
       assert.deepEqual([atMark.missed, atMark.events[0]?.id], [false, 'm7-5']);
 
       // clear takes the events too; a reader behind it is told.
-      const head = await client.store.eventsHead('trim');
+      const head = await storeOf(client).eventsHead('trim');
       await client.clear('trim');
       assert.deepEqual((await client.readEvents('trim')).events, []);
       assert.equal((await client.readEvents('trim', { after: oldestKept })).missed, true);

@@ -18,6 +18,7 @@ import { connect } from '../../src/index.js';
 import { EtcdStore } from '../../src/etcd/store.js';
 import { inFlight, median, table, whole } from '../common.js';
 import { writeSection } from '../doc.js';
+import { storeOf } from '../../src/client-store.js';
 
 // Enqueue calls in flight, and the worker's concurrency, unless given.
 const WIDTH = 64;
@@ -40,8 +41,9 @@ async function measureOne(url: string, events: boolean, n: number, width: number
   try {
     await client.configure(queue, { events });
     await client.enqueue(queue, 'warm-up');
-    if (!(client.store instanceof EtcdStore)) throw new Error(`${url} is not an etcd store`);
-    const { kv } = client.store;
+    const store = storeOf(client);
+    if (!(store instanceof EtcdStore)) throw new Error(`${url} is not an etcd store`);
+    const { kv } = store;
     const revision = async (): Promise<number> => (await kv.range({ key: '/', limit: 1, keysOnly: true })).revision;
     const r0 = await revision();
     const begin = performance.now();

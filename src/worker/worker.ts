@@ -15,10 +15,10 @@ import { checkWorkerOptions, type CheckedWorkerOptions, type WorkerOptions } fro
 import { decodePolicy, policyBackoffMs } from '../model/policy.js';
 import { finishFromFailure, finishFromResult, finishFromThrow, timeoutError, type AttemptFinish } from './outcome.js';
 import type { FailureReason, WorkerEvents } from './events.js';
+import type { SharedSchedulers } from '../schedule/shared.js';
 import type { WorkerInstruments } from './instruments.js';
 import type { ClaimedMessage, Finish, FinishResult, Store } from '../store/contract.js';
 import { sleep } from '../model/time.js';
-import { Scheduler } from '../schedule/scheduler.js';
 import { UNTRACED, traceProcess, type ProcessTrace } from '../tracing/process.js';
 import type { Handler, HandlerResult, Job, MessagePolicy, QueueConfig } from '../model/types.js';
 
@@ -120,8 +120,7 @@ export class Worker extends EventEmitter<WorkerEvents> {
   private renewing: Promise<void> | null = null;
   /** The GC and configuration loop; stop() waits for it so no store call outlives the worker. */
   private maintenance: Promise<void> | null = null;
-  /** The loop firing the queue's schedules (option `schedules`); stop() waits for it. */
-  private scheduler: Scheduler | null = null;
+  /** This worker's part in the client's scheduler of the queue (option `schedules`); stop() waits for it. */
   private scheduling: Promise<void> | null = null;
   private stopping: Promise<void> | null = null;
   private storeFailures = 0;
@@ -137,6 +136,7 @@ export class Worker extends EventEmitter<WorkerEvents> {
     private readonly handler: Handler,
     options: WorkerOptions,
     private readonly onStopped: () => void,
+    private readonly schedulers: SharedSchedulers,
   ) {
     // A listener's rejected promise comes to [captureRejectionSymbol] instead of going unhandled.
     super({ captureRejections: true });
@@ -153,11 +153,6 @@ export class Worker extends EventEmitter<WorkerEvents> {
   /** Messages this worker holds now. */
   get inFlight(): number {
     return this.held.size;
-  }
-
-  /** @internal the client changed one of the queue's schedules: read them now, not at the next rescan. */
-  schedulesChanged(): void {
-    this.scheduler?.wake();
   }
 
   /** Registers the consumer and starts polling. Rejects if the worker's filters do not fit the queue. */
@@ -188,10 +183,7 @@ export class Worker extends EventEmitter<WorkerEvents> {
     }, renewEveryMs);
     this.loop = this.run();
     this.maintenance = this.maintain();
-    if (this.options.schedules) {
-      this.scheduler = new Scheduler(this.store, this.queue, this.reportError);
-      this.scheduling = this.scheduler.run(this.halt.signal);
-    }
+    if (this.options.schedules) this.scheduling = this.schedulers.join(this.queue, this.reportError, this.halt.signal);
   }
 
   /**

@@ -6,6 +6,7 @@ import { JobLog } from '../support/jobs.js';
 import { quietPeriod } from '../support/wait.js';
 import type { Client } from '../../src/index.js';
 import type { StoreFixture } from '../support/fixture.js';
+import { storeOf } from '../../src/client-store.js';
 
 /** A value as a caller without types might pass it. */
 const loose = (value: unknown): never => value as never;
@@ -21,7 +22,7 @@ interface ClaimCounter {
 
 /** Counts the claims a client's workers make on its store. */
 function countClaims(client: Client): ClaimCounter {
-  const store = client.store;
+  const store = storeOf(client);
   const claim = store.claim.bind(store);
   let calls = 0;
   let firstAt = 0;
