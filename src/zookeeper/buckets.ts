@@ -117,6 +117,9 @@ export class BucketedList {
     ]);
     if (stat === null && arm) this.watching = false;
     if (read.version !== this.seenVersion) {
+      // Writers added since: to the tail as last seen, and to any bucket after it (the tail may have moved on).
+      const lastSeen = this.view?.[this.view.length - 1];
+      for (const bucket of read.buckets) if (lastSeen === undefined || bucket >= lastSeen) this.dirty.add(bucket);
       this.markTailDirty(read.buckets);
       this.seenVersion = read.version;
     }
