@@ -174,6 +174,19 @@ export class BucketedList {
     return this.view;
   }
 
+  /** Whether the bucket list is kept by a live watch: no writer added to the list since it was read. */
+  trusted(): boolean {
+    return this.view !== null && this.watching;
+  }
+
+  /**
+   * A check, for a claim's multi, that no writer added to the list since the version the listings were read at
+   * (every writer sets `<dir>` in the multi that adds an entry); null while that version is not known.
+   */
+  unchangedOp(): ZkOp | null {
+    return this.seenVersion < 0 ? null : { op: 'check', path: this.dir, version: this.seenVersion };
+  }
+
   /** A bucket's entries as last read, unless never read or found out of date. Reads nothing. */
   peek(bucket: string): readonly Entry[] | undefined {
     return this.dirty.has(bucket) ? undefined : this.listings.get(bucket);
