@@ -7,6 +7,7 @@ import { after, describe, test } from 'node:test';
 import { connect, type Client } from '../src/index.js';
 import { freshStoreUrl, hostsOf, PlainClient, serverUrl } from './fixtures/zookeeper-env.js';
 import { waitFor } from './support/wait.js';
+import { passedOverByRefills } from './support/priority-refill.js';
 import type { ClaimRequest, NewMessage } from '../src/store/contract.js';
 import { plainMessage } from '../src/store/new-message.js';
 import type { StoreContext } from '../src/zookeeper/context.js';
@@ -400,5 +401,22 @@ describe('zookeeper scheduling: schedules', () => {
     const again = await storeOf(client).fireSchedule('e', { ...schedule, nextAt: 2 }, 3, [message('slot-2')]);
     assert.deepEqual(again, [{ ok: false, id: 'slot-2', state: 'queued' }]);
     assert.equal((await storeOf(client).schedules('e'))[0]?.nextAt, 3);
+  });
+});
+
+describe('zookeeper scheduling: priority under refills', () => {
+  // The cached listings and the claims a finish makes ahead (handoff.ts) must not pass over a refilled level.
+  test('a refill of a drained higher priority is never passed over by claims that start after it', async () => {
+    const { client: producer, url } = await open();
+    const consumer = await connect(url, { maintenance: false });
+    clients.push(consumer);
+    await producer.configure('refill', { events: true });
+    const passedOver = await passedOverByRefills(
+      producer,
+      'refill',
+      (handler) => consumer.worker('refill', handler, { concurrency: 8 }),
+      { rounds: 12, low: 60, urgent: 12 },
+    );
+    assert.deepEqual(passedOver, [], 'priority-600 claims committed while refilled 500s waited');
   });
 });
