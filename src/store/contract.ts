@@ -33,6 +33,11 @@ export interface StoreCapabilities {
   readonly instantRelease: boolean;
   /** A failed message can move to another queue atomically (`deadLetterQueue`); not across Redis Cluster slots. */
   readonly deadLetterQueue: boolean;
+  /**
+   * A finish also claims the consumer's next messages, which its next claim collects: the worker then claims
+   * once its finishes are stored, rather than while they travel.
+   */
+  readonly claimsOnFinish: boolean;
 }
 
 /** A message as the API hands it to a store: validated and encoded. */
