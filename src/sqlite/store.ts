@@ -142,7 +142,7 @@ class SqliteStore implements Store {
     wakeups: true,
     instantRelease: false,
     deadLetterQueue: true,
-    claimsOnFinish: false,
+    claimWithFinishes: true,
   };
   private readonly sql: Statements;
   private readonly insertMessages: MessageInserts;

@@ -34,10 +34,12 @@ export interface StoreCapabilities {
   /** A failed message can move to another queue atomically (`deadLetterQueue`); not across Redis Cluster slots. */
   readonly deadLetterQueue: boolean;
   /**
-   * A finish also claims the consumer's next messages, which its next claim collects: the worker then claims
-   * once its finishes are stored, rather than while they travel.
+   * A claim made while the consumer's finishes travel sees them applied (one connection or one thread applies
+   * them in order), and a finish claims nothing by itself: the worker sends its next claim with its finishes.
+   * Otherwise (ZooKeeper's finish claims for the consumer; etcd's dispatcher is a separate path) the worker
+   * claims once its finishes are stored.
    */
-  readonly claimsOnFinish: boolean;
+  readonly claimWithFinishes: boolean;
 }
 
 /** A message as the API hands it to a store: validated and encoded. */

@@ -151,7 +151,7 @@ export class Worker extends EventEmitter<WorkerEvents> {
     if (typeof handler !== 'function') throw new TypeError('worker handler must be a function (job) => result');
     this.options = checkWorkerOptions(options);
     this.autoStart = this.options.autoStart;
-    this.claimWithFinishes = !store.capabilities.claimsOnFinish;
+    this.claimWithFinishes = store.capabilities.claimWithFinishes;
   }
 
   get running(): boolean {
@@ -329,7 +329,7 @@ export class Worker extends EventEmitter<WorkerEvents> {
   /**
    * How many messages the next claim may take. A message whose handler returned no longer takes a slot, so the
    * next claim travels with the finishes; at most as many again wait on their finishes (a store that refuses
-   * finishes stops the claims). A store whose finish claims for the consumer is asked once finishes are stored.
+   * finishes stops the claims). A store without `claimWithFinishes` is asked once the finishes are stored.
    */
   private freeSlots(): number {
     const slots = this.options.concurrency + this.options.prefetch;
@@ -407,7 +407,7 @@ export class Worker extends EventEmitter<WorkerEvents> {
       if (this.held.get(held.id) === held) this.held.delete(held.id);
       this.handlersDone -= 1;
       this.handlers.delete(held);
-      // A store whose finish claimed for this worker has messages waiting for its next claim.
+      // Without claimWithFinishes the slot frees only now (and ZooKeeper's finish claimed for this next claim).
       if (this.full || !this.claimWithFinishes) this.kick();
     }
   }

@@ -81,7 +81,7 @@ class ZookeeperStore implements Store {
     wakeups: true,
     instantRelease: true,
     deadLetterQueue: true,
-    claimsOnFinish: true,
+    claimWithFinishes: false,
   };
   private readonly ctx: StoreContext;
   private closed = false;
