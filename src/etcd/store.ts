@@ -108,6 +108,7 @@ export class EtcdStore implements Store {
     wakeups: true,
     instantRelease: true,
     deadLetterQueue: true,
+    claimWithFinishes: false,
   };
   /** This process's id in the etcds protocol (the value of the election keys it holds). */
   readonly nodeId = `${hostname()}:${process.pid}:${randomUUID().slice(0, 8)}`;

@@ -142,6 +142,7 @@ class SqliteStore implements Store {
     wakeups: true,
     instantRelease: false,
     deadLetterQueue: true,
+    claimWithFinishes: true,
   };
   private readonly sql: Statements;
   private readonly insertMessages: MessageInserts;

@@ -33,6 +33,13 @@ export interface StoreCapabilities {
   readonly instantRelease: boolean;
   /** A failed message can move to another queue atomically (`deadLetterQueue`); not across Redis Cluster slots. */
   readonly deadLetterQueue: boolean;
+  /**
+   * A claim made while the consumer's finishes travel sees them applied (one connection or one thread applies
+   * them in order), and a finish claims nothing by itself: the worker sends its next claim with its finishes.
+   * Otherwise (ZooKeeper's finish claims for the consumer; etcd's dispatcher is a separate path) the worker
+   * claims once its finishes are stored.
+   */
+  readonly claimWithFinishes: boolean;
 }
 
 /** A message as the API hands it to a store: validated and encoded. */

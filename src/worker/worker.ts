@@ -101,7 +101,10 @@ export class Worker extends EventEmitter<WorkerEvents> {
   private waiting: Waiting[] = [];
   /** Handlers running now (at most `concurrency`). */
   private handlersRunning = 0;
-  private readonly handlers = new Set<Promise<void>>();
+  /** Held messages whose handler returned: their results travel to the store while the next claim does. */
+  private handlersDone = 0;
+  /** Each handling under way, until its result is stored; stop() waits for them. */
+  private readonly handlers = new Map<Held, Promise<void>>();
   /** Aborted by the first stop: no more polling. */
   private readonly halt = new AbortController();
   /** Aborted by the second stop: no more waiting. */
@@ -111,6 +114,10 @@ export class Worker extends EventEmitter<WorkerEvents> {
   private state: WorkerState = 'idle';
   private accepts: ((filterClass: string) => boolean) | null = null;
   private woken = false;
+  /** The claim loop waits for a slot (not for messages): a finish on its way or stored wakes it. */
+  private full = false;
+  /** Claims go out while finishes travel (see freeSlots). */
+  private readonly claimWithFinishes: boolean;
   private wake: (() => void) | null = null;
   private starting: Promise<void> | null = null;
   private loop: Promise<void> | null = null;
@@ -144,6 +151,7 @@ export class Worker extends EventEmitter<WorkerEvents> {
     if (typeof handler !== 'function') throw new TypeError('worker handler must be a function (job) => result');
     this.options = checkWorkerOptions(options);
     this.autoStart = this.options.autoStart;
+    this.claimWithFinishes = store.capabilities.claimWithFinishes;
   }
 
   get running(): boolean {
@@ -213,7 +221,7 @@ export class Worker extends EventEmitter<WorkerEvents> {
     await this.loop;
     await this.giveBackWaiting();
     // A handler settles only once its result reached the store, so this also waits for the finishes.
-    await Promise.race([Promise.allSettled([...this.handlers]), aborted(this.force.signal)]);
+    await Promise.race([Promise.allSettled(this.handlers.values()), aborted(this.force.signal)]);
     if (this.renewTimer !== null) clearInterval(this.renewTimer);
     await this.renewing;
     await this.maintenance;
@@ -271,10 +279,12 @@ export class Worker extends EventEmitter<WorkerEvents> {
 
   private async run(): Promise<void> {
     while (this.state === 'running') {
-      const free = this.options.concurrency + this.options.prefetch - this.held.size;
+      const free = this.freeSlots();
       if (free <= 0) {
         this.woken = false;
+        this.full = true;
         await this.idle(Infinity);
+        this.full = false;
         continue;
       }
       this.woken = false;
@@ -306,6 +316,17 @@ export class Worker extends EventEmitter<WorkerEvents> {
       if (claimed.length === 0) await this.idle(wakeAt === null ? Infinity : wakeAt - Date.now());
       else if (this.options.throttleMs > 0) await sleep(this.options.throttleMs, this.halt.signal);
     }
+  }
+
+  /**
+   * How many messages the next claim may take. A message whose handler returned no longer takes a slot, so the
+   * next claim travels with the finishes; at most as many again wait on their finishes (a store that refuses
+   * finishes stops the claims). A store without `claimWithFinishes` is asked once the finishes are stored.
+   */
+  private freeSlots(): number {
+    const slots = this.options.concurrency + this.options.prefetch;
+    if (!this.claimWithFinishes) return slots - this.held.size;
+    return Math.min(slots - (this.held.size - this.handlersDone), 2 * slots - this.held.size);
   }
 
   private accept(message: ClaimedMessage): void {
@@ -354,22 +375,33 @@ export class Worker extends EventEmitter<WorkerEvents> {
         return signalOf(held);
       },
     };
-    const run = this.attempt(held, job)
-      .finally(() => {
+    this.handlers.set(held, this.process(held, job));
+  }
+
+  /** One handling, as one async function: a promise chain per message costs a promise and a closure per step. */
+  private async process(held: Held, job: Job): Promise<void> {
+    try {
+      let attemptFinish: AttemptFinish;
+      try {
+        attemptFinish = await this.attempt(held, job);
+      } finally {
         // The slot is free once the handler returns (or times out): a prefetched message starts while this
-        // result travels.
+        // result travels, and the next claim goes out with the batch of finishes (flush).
         this.handlersRunning -= 1;
+        this.handlersDone += 1;
         this.startWaiting();
-      })
-      .then((finish) => this.record(held, held.trace.outcome(finish, held.cause)))
-      .catch(this.reportError)
-      .finally(() => {
-        held.trace.end(held);
-        if (this.held.get(held.id) === held) this.held.delete(held.id);
-        this.handlers.delete(run);
-        this.kick();
-      });
-    this.handlers.add(run);
+      }
+      await this.record(held, held.trace.outcome(attemptFinish, held.cause));
+    } catch (error) {
+      this.reportError(error);
+    } finally {
+      held.trace.end(held);
+      if (this.held.get(held.id) === held) this.held.delete(held.id);
+      this.handlersDone -= 1;
+      this.handlers.delete(held);
+      // Without claimWithFinishes the slot frees only now (and ZooKeeper's finish claimed for this next claim).
+      if (this.full || !this.claimWithFinishes) this.kick();
+    }
   }
 
   private attempt(held: Held, job: Job): Promise<AttemptFinish> {
@@ -505,6 +537,8 @@ export class Worker extends EventEmitter<WorkerEvents> {
     while (this.finishes.length > 0) {
       const batch = this.finishes;
       this.finishes = [];
+      // Their slots are free: a claim loop waiting for one asks for more now, in the same tick as this finish.
+      if (this.full && this.claimWithFinishes) this.kick();
       const instruments = this.instruments;
       const finishStart = instruments === null ? 0 : performance.now();
       try {

@@ -90,6 +90,36 @@ export function locks(fixture: StoreFixture): void {
       assert.equal((await waitForStatus(h.client, q, 'm', 'done-awaiting-gc')).attempt, 1);
     });
 
+    storeTest(
+      fixture,
+      'claimWithFinishes: a claim sent right behind a retry, unawaited, takes the message it put back',
+      async (h) => {
+        // The worker sends its next claim with its finishes only where this holds (worker.ts freeSlots).
+        if (!h.client.store.capabilities.claimWithFinishes) return;
+        const q = h.queue('claim-behind-finish');
+        await h.client.enqueue(q, 'x', { id: 'first' });
+        const request = { consumerId: STALLED, max: 1, lockMs: 30_000, accepts: null, eoqBackoffMs: () => 50 };
+        const [taken] = (await h.client.store.claim(q, request)).messages;
+        assert.equal(taken?.id, 'first');
+        const retry = {
+          id: 'first',
+          attempt: 1,
+          outcome: 'retry',
+          backoffMs: 0,
+          error: 'again',
+          startedAt: 1,
+        } as const;
+        // Not awaited before the claim: both leave in the same tick, as a worker's do.
+        const finishing = h.client.store.finish(q, STALLED, [retry]);
+        const claiming = h.client.store.claim(q, request);
+        assert.deepEqual(await finishing, ['ok']);
+        assert.deepEqual(
+          (await claiming).messages.map((m) => [m.id, m.attempt]),
+          [['first', 2]],
+        );
+      },
+    );
+
     storeTest(fixture, 'a handler whose message is taken away (cleared) sees job.signal aborted', async (h) => {
       const q = h.queue('lost');
       const log = new JobLog();
