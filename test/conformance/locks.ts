@@ -95,11 +95,11 @@ export function locks(fixture: StoreFixture): void {
       'claimWithFinishes: a claim sent right behind a retry, unawaited, takes the message it put back',
       async (h) => {
         // The worker sends its next claim with its finishes only where this holds (worker.ts freeSlots).
-        if (!h.client.store.capabilities.claimWithFinishes) return;
+        if (!storeOf(h.client).capabilities.claimWithFinishes) return;
         const q = h.queue('claim-behind-finish');
         await h.client.enqueue(q, 'x', { id: 'first' });
         const request = { consumerId: STALLED, max: 1, lockMs: 30_000, accepts: null, eoqBackoffMs: () => 50 };
-        const [taken] = (await h.client.store.claim(q, request)).messages;
+        const [taken] = (await storeOf(h.client).claim(q, request)).messages;
         assert.equal(taken?.id, 'first');
         const retry = {
           id: 'first',
@@ -110,8 +110,8 @@ export function locks(fixture: StoreFixture): void {
           startedAt: 1,
         } as const;
         // Not awaited before the claim: both leave in the same tick, as a worker's do.
-        const finishing = h.client.store.finish(q, STALLED, [retry]);
-        const claiming = h.client.store.claim(q, request);
+        const finishing = storeOf(h.client).finish(q, STALLED, [retry]);
+        const claiming = storeOf(h.client).claim(q, request);
         assert.deepEqual(await finishing, ['ok']);
         assert.deepEqual(
           (await claiming).messages.map((m) => [m.id, m.attempt]),
