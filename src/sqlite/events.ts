@@ -65,8 +65,6 @@ interface EventRow {
 interface Buffered {
   readonly count: number;
   readonly text: string;
-  /** Characters of the queue row's other text (its name and configuration). */
-  readonly used: number;
 }
 
 const SQL = {
@@ -74,8 +72,12 @@ const SQL = {
   // seek (the row holding the position `max` before the end), not a walk of the rows kept.
   insert: `INSERT INTO kvmq_events (queue, seq, at, count, events)
        VALUES (?, coalesce((SELECT seq + count FROM kvmq_events WHERE queue = ? ORDER BY seq DESC LIMIT 1), 1), ?, ?, ?)`,
-  buffered: `SELECT events_buffered AS count, events_buffer AS text, length(queue) + coalesce(length(config), 0) AS used
-       FROM kvmq_queues WHERE queue = ?`,
+  buffered: 'SELECT events_buffered AS count, events_buffer AS text FROM kvmq_queues WHERE queue = ?',
+  // Appends to the buffer while it stays under FLUSH_EVENTS events and the row under ROW_CHARS characters.
+  append: `UPDATE kvmq_queues SET events_buffered = events_buffered + @n,
+         events_buffer = CASE events_buffered WHEN 0 THEN @text ELSE events_buffer || ',' || @text END
+       WHERE queue = @queue AND events_buffered + @n < ${FLUSH_EVENTS}
+         AND length(queue) + coalesce(length(config), 0) + length(events_buffer) + 1 + length(@text) <= ${ROW_CHARS}`,
   setBuffer: 'UPDATE kvmq_queues SET events_buffer = ?, events_buffered = ? WHERE queue = ?',
   ensureQueue: 'INSERT INTO kvmq_queues (queue) VALUES (?) ON CONFLICT DO NOTHING',
   read: 'SELECT seq, at, first, count, events FROM kvmq_events WHERE queue = ? AND seq >= ? ORDER BY seq',
@@ -133,25 +135,25 @@ export class EventLog {
   }
 
   /**
-   * Appends the events to the queue's buffer, or writes the buffer and them as the queue's next row. Buffered
+   * Appends the events to the queue's buffer, or, when that would make it too large, writes the buffer and them
+   * as the queue's next row. Buffered
    * events carry their time; those written straight into a row (timed `now`) leave it to the row, as a batch
    * of a thousand would otherwise repeat it a thousand times.
    */
   private writeEvents(queue: string, list: readonly NewEvent[], now: number, config: QueueConfig): void {
-    let buffered = this.buffered(queue);
-    if (buffered === undefined) {
-      // A queue written to only as another's dead-letter queue may have no row yet.
-      this.sql.ensureQueue.run(queue);
-      buffered = { count: 0, text: '', used: queue.length };
-    }
-    const count = buffered.count + list.length;
-    const direct = count >= FLUSH_EVENTS;
-    const text = listItems(direct ? list.map(rowTimed) : list.map(([c, id, a, error]) => [c, id, a, error, now]));
-    const joined = buffered.count === 0 ? text : `${buffered.text},${text}`;
-    if (!direct && buffered.used + joined.length <= ROW_CHARS) {
-      this.sql.setBuffer.run(joined, count, queue);
-    } else {
-      this.sql.insert.run(queue, queue, now, count, `[${joined}]`);
+    // Nearly always one statement: the append, which changes nothing when the buffer would grow too large.
+    const timed = listItems(list.map(([code, id, attempt, error]) => [code, id, attempt, error, now]));
+    const appended = list.length < FLUSH_EVENTS && this.sql.append.run({ queue, text: timed, n: list.length });
+    if (appended === false || appended.changes === 0) {
+      let buffered = this.buffered(queue);
+      if (buffered === undefined) {
+        // A queue written to only as another's dead-letter queue may have no row yet.
+        this.sql.ensureQueue.run(queue);
+        buffered = { count: 0, text: '' };
+      }
+      const text = listItems(list.map(rowTimed));
+      const joined = buffered.count === 0 ? text : `${buffered.text},${text}`;
+      this.sql.insert.run(queue, queue, now, buffered.count + list.length, `[${joined}]`);
       if (buffered.count > 0) this.sql.setBuffer.run('', 0, queue);
     }
     const written = (this.sinceTrim.get(queue) ?? 0) + list.length;
