@@ -607,6 +607,45 @@ describe('sqlite store', () => {
     }
   });
 
+  test('events: one too large for the queue row goes to a row, after those buffered before it', async () => {
+    const url = freshUrl();
+    const client = await connect(url, { maintenance: false });
+    const db = new Database(url.slice('sqlite:'.length), { readonly: true });
+    // A long name and the failure's 500-character error take the queue row past its size bound.
+    const queue = `long-errors-${'x'.repeat(116)}`; // 128 characters, the most a name may have
+    const buffered = (): unknown =>
+      db.prepare('SELECT events_buffered FROM kvmq_queues WHERE queue = ?').pluck().get(queue);
+    try {
+      await client.configure(queue, { events: true });
+      await client.enqueue(queue, 1, { id: 'a' });
+      assert.equal(buffered(), 1);
+      const worker = client.worker(queue, () => {
+        throw new Error('e'.repeat(2000));
+      });
+      await waitFor(async () => (await client.status(queue, 'a'))?.state === 'failed');
+      await worker.stop();
+      assert.equal(buffered(), 0, 'the failure moved the buffer and itself to a row');
+      const page = await client.readEvents(queue);
+      assert.deepEqual(
+        page.events.map((e) => [e.type, (e.error?.length ?? 0) > 400]),
+        [
+          ['enqueued', false],
+          ['started', false],
+          ['failed', true],
+        ],
+      );
+      const positions = page.events.map((e) => e.cursor.split('.').map(Number));
+      assert.deepEqual(
+        positions.map(([seq = 0, index = 0]) => seq + index),
+        [1, 2, 3],
+        'each event numbered after the one before',
+      );
+    } finally {
+      db.close();
+      await client.close();
+    }
+  });
+
   test("events: each row's seq numbers its first event, so the count bound cuts rows of any size exactly", async () => {
     const url = freshUrl();
     const client = await connect(url, { maintenance: false });
