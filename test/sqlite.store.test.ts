@@ -580,7 +580,7 @@ describe('sqlite store', () => {
         first.events.map((e) => `${e.id} ${e.cursor}`),
         ['m0 1.0', 'm1 1.1', 'm2 1.2', 'm3 1.3', 'm4 1.4'],
       );
-      assert.equal(await reader.store.eventsHead('buf'), '1.4');
+      assert.equal(await storeOf(reader).eventsHead('buf'), '1.4');
       const middle = await reader.readEvents('buf', { after: '1.1', limit: 2 });
       assert.deepEqual([middle.events.map((e) => e.id), middle.cursor], [['m2', 'm3'], '1.3']);
 
