@@ -116,6 +116,8 @@ export class Worker extends EventEmitter<WorkerEvents> {
   private woken = false;
   /** The claim loop waits for a slot (not for messages): a finish on its way or stored wakes it. */
   private full = false;
+  /** The last claim came back empty while messages were held: the last of them to leave asks again. */
+  private dryWhileHeld = false;
   /** Claims go out while finishes travel (see freeSlots). */
   private readonly claimWithFinishes: boolean;
   private wake: (() => void) | null = null;
@@ -303,6 +305,7 @@ export class Worker extends EventEmitter<WorkerEvents> {
         });
         this.storeFailures = 0;
         ({ messages: claimed, wakeAt } = result);
+        this.dryWhileHeld = claimed.length === 0 && this.held.size > 0;
         instruments?.claimed(this.queue, (performance.now() - claimStart) / 1000, claimed.length);
         for (const message of claimed) this.accept(message);
         // Started before the monitor hears of them: a monitor that stops the worker stops what comes after.
@@ -400,7 +403,11 @@ export class Worker extends EventEmitter<WorkerEvents> {
       this.handlersDone -= 1;
       this.handlers.delete(held);
       // Without claimWithFinishes the slot frees only now (and ZooKeeper's finish claimed for this next claim).
-      if (this.full || !this.claimWithFinishes) this.kick();
+      // After a dry claim, the last result stored asks once more, so a monitor sees a dry claim with nothing in
+      // flight (the CLI's --idle-exit-ms waits for one) even when the wait is a rate limit's next slot.
+      const lastAfterDry = this.dryWhileHeld && this.held.size === 0;
+      if (lastAfterDry) this.dryWhileHeld = false;
+      if (this.full || !this.claimWithFinishes || lastAfterDry) this.kick();
     }
   }
 
