@@ -15,7 +15,7 @@ import { registerOp } from '../queue-registry.js';
 import { rateCharge, rateGrant, type RateGrant } from '../../model/rate-limit.js';
 import { chargeRate, RATE_TXN_BYTES, RATE_TXN_MESSAGES } from './rate.js';
 import { Appetite } from './groups.js';
-import { priorityGuard, unseenRevision } from './priority-guard.js';
+import { priorityGuard, unseenRevision, type PriorityGuard } from './priority-guard.js';
 import type { RateLimit } from '../../model/types.js';
 import * as changes from './changes.js';
 import { freeSlots, type Consumer, type Msg, type ProducerPut } from './model.js';
@@ -55,6 +55,8 @@ export class Planner {
    */
   private holdUntilSeen = 0;
   private heldAt = 0;
+  /** The last guard made per priority: deliveries planned from the same revision share it (one compare per Txn). */
+  private readonly guards = new Map<number, { seen: number; guard: PriorityGuard }>();
   /** Deliveries of ready messages in Txns in flight, by priority: none of a lower priority goes meanwhile. */
   private readonly flying = new Map<number, number>();
 
@@ -300,7 +302,11 @@ export class Planner {
   private guarded(msg: Msg, ops: changes.Ops, wrap: (ops: changes.Ops) => Planned): Planned {
     const seen = this.deps.seenRevision();
     const priority = msg.record.priority;
-    const guard = priorityGuard(this.mirror.keys, priority, seen);
+    let guard = this.guards.get(priority)?.seen === seen ? (this.guards.get(priority)?.guard ?? null) : null;
+    if (guard === null) {
+      guard = priorityGuard(this.mirror.keys, priority, seen);
+      if (guard !== null) this.guards.set(priority, { seen, guard });
+    }
     if (guard === null) return this.counted(priority, wrap(ops));
     ops.compares.push(guard.compare);
     ops.reads.push(guard.read);
