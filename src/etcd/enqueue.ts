@@ -16,7 +16,8 @@ import { newIdx, type QueueKeys } from './keys.js';
 import { decodeRecord, encodeRecord, stateOf, type MessageRecord } from './record.js';
 import { freshRecord, indexOps } from './transitions.js';
 import { changeEvents } from './event-ops.js';
-import { pack, runBatch, type Change } from './txn-batch.js';
+import { runBatch, type Change } from './txn-batch.js';
+import { laneOf } from './txn-lane.js';
 import { countChange, type CountDelta } from './counts.js';
 import { debounceChange, debounceCompare, debounceTarget } from './debounce.js';
 import type { Compare, Kv, Op } from './kv.js';
@@ -84,28 +85,25 @@ async function enqueueUnique(
   for (let tries = 0; pending.length > 0; tries++) {
     if (tries >= MAX_TRIES) throw new Error(`kvmq: enqueue to ${keys.queue} kept conflicting; try again`);
     const retry: Adding[] = [];
-    await Promise.all(
-      pack(pending).map(async (batch) => {
-        const { results: outcome } = await runBatch(kv, batch);
-        batch.forEach((change, i) => {
-          const result = outcome[i];
-          if (result === undefined) return;
-          if (result.ok) {
-            results.set(change.message.id, { ok: true, id: change.message.id, action: 'added' });
-            return;
-          }
-          const kvRecord = result.reads[0]?.kvs[0];
-          const record = kvRecord === undefined ? null : decodeRecord(kvRecord.value);
-          if (kvRecord === undefined) retry.push(adding(keys, change.message, events));
-          else if (record?.nonce === change.nonce) {
-            // Our own write, applied by a call the client library sent again.
-            results.set(change.message.id, { ok: true, id: change.message.id, action: 'added' });
-          } else if (record === null) {
-            throw new StoreLayoutError(`${kvRecord.key} holds data kvmq did not write; remove it or use another id`);
-          } else existing.set(change.message.id, { message: change.message, record, rev: kvRecord.modRevision });
-        });
-      }),
-    );
+    // The queue's lane: the changes of concurrent enqueue calls share Txns (txn-lane.ts).
+    const outcome = await laneOf(kv, `enqueue ${keys.prefix}`).run(pending);
+    pending.forEach((change, i) => {
+      const result = outcome[i];
+      if (result === undefined) return;
+      if (result.ok) {
+        results.set(change.message.id, { ok: true, id: change.message.id, action: 'added' });
+        return;
+      }
+      const kvRecord = result.reads[0]?.kvs[0];
+      const record = kvRecord === undefined ? null : decodeRecord(kvRecord.value);
+      if (kvRecord === undefined) retry.push(adding(keys, change.message, events));
+      else if (record?.nonce === change.nonce) {
+        // Our own write, applied by a call the client library sent again.
+        results.set(change.message.id, { ok: true, id: change.message.id, action: 'added' });
+      } else if (record === null) {
+        throw new StoreLayoutError(`${kvRecord.key} holds data kvmq did not write; remove it or use another id`);
+      } else existing.set(change.message.id, { message: change.message, record, rev: kvRecord.modRevision });
+    });
     pending = retry;
   }
   for (const { message, record, rev } of existing.values()) {

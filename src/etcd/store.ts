@@ -108,6 +108,8 @@ export class EtcdStore implements Store {
     wakeups: true,
     instantRelease: true,
     deadLetterQueue: true,
+    // Enqueues go through a lane per queue (txn-lane.ts).
+    groupCommit: true,
   };
   /** This process's id in the etcds protocol (the value of the election keys it holds). */
   readonly nodeId = `${hostname()}:${process.pid}:${randomUUID().slice(0, 8)}`;
