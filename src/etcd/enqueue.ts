@@ -61,9 +61,10 @@ export async function enqueueMessages(
       events,
     );
     plain.forEach((l, j) => (results[l.i] = layerResults[j]));
-    // Debounced ones one by one, in order: each may replace what the one before it added.
+    // Debounced ones one by one, in order, also across calls: each may replace what the one before it added.
     for (const l of layer) {
-      if (l.message.debounceId !== null) results[l.i] = await enqueueDebounced(kv, keys, l.message, events);
+      if (l.message.debounceId !== null)
+        results[l.i] = await inTurn(kv, keys, () => enqueueDebounced(kv, keys, l.message, events));
     }
     rest = later;
   }
@@ -71,6 +72,30 @@ export async function enqueueMessages(
     if (r === undefined) throw new Error('kvmq: an enqueue got no result');
     return r;
   });
+}
+
+// Per connection and queue, the debounced enqueue last started: the next one waits for it.
+const debounceTurns = new WeakMap<Kv, Map<string, Promise<unknown>>>();
+
+/**
+ * Runs `step` after the debounced enqueues of the queue started before it on this connection. Concurrent calls
+ * (the store takes each call as it comes) would otherwise all read the same waiting message and retry
+ * against each other.
+ */
+function inTurn<T>(kv: Kv, keys: QueueKeys, step: () => Promise<T>): Promise<T> {
+  let byQueue = debounceTurns.get(kv);
+  if (byQueue === undefined) {
+    byQueue = new Map();
+    debounceTurns.set(kv, byQueue);
+  }
+  const before = byQueue.get(keys.prefix) ?? Promise.resolve();
+  const mine = before.then(step, step);
+  const turn = mine.catch(() => undefined);
+  byQueue.set(keys.prefix, turn);
+  void turn.then(() => {
+    if (byQueue.get(keys.prefix) === turn) byQueue.delete(keys.prefix);
+  });
+  return mine;
 }
 
 async function enqueueUnique(
