@@ -5,8 +5,10 @@
  * fills a Txn and a bit more does not send the bit in a Txn of its own: it rides with the next burst. That is
  * what keeps 64 enqueues of two ops each at one Txn per burst now that each Txn also puts a count slot
  * (counter-slots.ts): 63 go, one waits for the next 63. An idle lane sends at once (after the current tick,
- * so the tick's other calls join). Each change is still its own: a Txn fails or succeeds as a whole, and each
- * change gets its own result and reads back, as from runBatch.
+ * so the tick's other calls join). A lane with `holdMs` (finishes) also holds the rest of a burst that filled a
+ * Txn that long with nothing in flight, for the next burst (docs/etcd.md, Group commit). Each change is still
+ * its own: a Txn fails or succeeds as a whole, and each change gets its own result and reads back, as from
+ * runBatch.
  */
 import { pack, runBatch, type Change, type ChangeResult } from './txn-batch.js';
 import type { Kv } from './kv.js';
@@ -22,8 +24,14 @@ export class TxnLane {
   private inFlight = 0;
   private scheduled = false;
   private checking = false;
+  /** Holding the rest of a burst that filled a Txn, for the next burst (holdMs). */
+  private holding: NodeJS.Timeout | null = null;
 
-  constructor(private readonly kv: Kv) {}
+  /** `holdMs`: how long the rest of a burst that filled a Txn waits for the next burst, even with none in flight. */
+  constructor(
+    private readonly kv: Kv,
+    private readonly holdMs = 0,
+  ) {}
 
   /** Commits the changes, each in some Txn of this lane; resolves once every one of them is answered. */
   run(changes: readonly Change[]): Promise<ChangeResult[]> {
@@ -49,12 +57,22 @@ export class TxnLane {
     let taken = 0;
     batches.forEach((batch, i) => {
       const partial = i === batches.length - 1;
-      if (partial && !(alone && this.inFlight === 0)) return;
+      if (partial && i > 0 && this.holdMs > 0) this.hold();
+      if (partial && !(alone && this.inFlight === 0 && this.holding === null)) return;
       void this.execute(ready.slice(taken, taken + batch.length));
       taken += batch.length;
     });
     this.waiting = [...ready.slice(taken), ...later];
-    if (this.waiting.length > 0 && this.inFlight === 0) this.schedule();
+    // A held rest goes when its hold ends (hold()), not at the next tick.
+    if (this.waiting.length > 0 && this.inFlight === 0 && this.holding === null) this.schedule();
+  }
+
+  private hold(): void {
+    if (this.holding !== null) clearTimeout(this.holding);
+    this.holding = setTimeout(() => {
+      this.holding = null;
+      if (this.inFlight === 0 && this.waiting.length > 0) this.send(true);
+    }, this.holdMs);
   }
 
   private schedule(): void {
@@ -111,7 +129,7 @@ function apart(waiting: readonly Waiting[]): { ready: Waiting[]; later: Waiting[
 const lanes = new WeakMap<Kv, Map<string, TxnLane>>();
 
 /** The lane of `name` on this connection, made on first use. */
-export function laneOf(kv: Kv, name: string): TxnLane {
+export function laneOf(kv: Kv, name: string, holdMs = 0): TxnLane {
   let byName = lanes.get(kv);
   if (byName === undefined) {
     byName = new Map();
@@ -119,7 +137,7 @@ export function laneOf(kv: Kv, name: string): TxnLane {
   }
   let lane = byName.get(name);
   if (lane === undefined) {
-    lane = new TxnLane(kv);
+    lane = new TxnLane(kv, holdMs);
     byName.set(name, lane);
   }
   return lane;
