@@ -39,6 +39,11 @@ export class TxnLane {
     const answers = changes.map(
       (change) => new Promise<ChangeResult>((resolve, reject) => this.waiting.push({ change, resolve, reject })),
     );
+    if (this.holding !== null) {
+      // The next burst came: the held rest goes with it.
+      clearTimeout(this.holding);
+      this.holding = null;
+    }
     if (!this.checking) {
       // Once the synchronous calls of this moment have joined: one packing for them all, not one per call.
       this.checking = true;
