@@ -173,7 +173,11 @@ export class Client {
     const needsConfig = items.some((item) => item.filters !== undefined);
     const config = needsConfig ? await this.cachedConfig(queue) : null;
     const messages = items.map((item) => this.prepare(queue, item, config));
-    const results = await traceSend(queue, messages, batch, (carrying) => this.enqueues.add(queue, carrying));
+    // A store that commits concurrent calls together gets each call as it comes: its callers resolve one by one.
+    const store = this.#store;
+    const results = await traceSend(queue, messages, batch, (carrying) =>
+      store.capabilities.groupCommit === true ? store.enqueue(queue, carrying) : this.enqueues.add(queue, carrying),
+    );
     this.maybeGcInBackground(queue);
     return results;
   }

@@ -228,9 +228,10 @@ async function main(): Promise<void> {
 - Events on write one more key per Txn (the events of all the Txn's changes: \`enqueued\` with the enqueues,
   \`started\` with the dispatcher's deliveries, \`completed\` with the finishes). Every Txn that changes the
   queue's counts (enqueues, finishes) also puts its writer's count slot (docs/etcd.md, _Counts_), events on or
-  off. A batch that fills etcd's 128 ops per Txn by itself (64 enqueues of two ops each; 32 finishes of four)
-  has no room for those keys and takes one more Txn: the Txns per message rows show how often that happens
-  here, where 64 calls in flight and a worker of concurrency 64 make exactly such batches.${
+  off. A burst that fills etcd's 128 ops per Txn by itself (64 enqueues of two ops each; 32 finishes of four)
+  has no room for those keys: what does not fit waits for the next burst's Txn (group commit, docs/etcd.md)
+  rather than taking a Txn of its own. The Txns per message rows show the Txns, here where 64 calls in flight
+  and a worker of concurrency 64 make exactly such bursts.${
     base === undefined
       ? ''
       : `\n- "${values['base-label']}": the same run on the \`--base\` checkout (events off), in the same alternation.`

@@ -109,6 +109,8 @@ export class EtcdStore implements Store {
     instantRelease: true,
     deadLetterQueue: true,
     claimWithFinishes: false,
+    // Enqueues go through a lane per queue (txn-lane.ts).
+    groupCommit: true,
   };
   /** This process's id in the etcds protocol (the value of the election keys it holds). */
   readonly nodeId = `${hostname()}:${process.pid}:${randomUUID().slice(0, 8)}`;

@@ -40,6 +40,12 @@ export interface StoreCapabilities {
    * claims once its finishes are stored.
    */
   readonly claimWithFinishes: boolean;
+  /**
+   * The store commits concurrent enqueue calls of a queue together itself (group commit), each call answered as
+   * soon as its own messages are stored, so the client hands over each call as it comes. Absent: false (the
+   * client gathers a tick's enqueue calls into one store call, answered when all of it is stored).
+   */
+  readonly groupCommit?: boolean;
 }
 
 /** A message as the API hands it to a store: validated and encoded. */
