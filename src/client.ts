@@ -145,7 +145,12 @@ export class Client {
     bindStore(this, store);
     this.maintenance = options.maintenance === undefined ? true : checkBoolean('maintenance', options.maintenance);
     this.onError = options.onError ?? ((error) => console.error('kvmq:', error));
-    this.enqueues = new TickBatcher((queue, messages) => store.enqueue(queue, messages));
+    // A store that answers each message on its own (group commit) resumes each caller with its own messages.
+    this.enqueues = new TickBatcher(
+      store.enqueueEach === undefined
+        ? (queue, messages) => store.enqueue(queue, messages)
+        : (queue, messages) => store.enqueueEach?.(queue, messages) ?? [],
+    );
   }
 
   /** Adds one message. Resolves once the store holds it. */
@@ -173,11 +178,7 @@ export class Client {
     const needsConfig = items.some((item) => item.filters !== undefined);
     const config = needsConfig ? await this.cachedConfig(queue) : null;
     const messages = items.map((item) => this.prepare(queue, item, config));
-    // A store that commits concurrent calls together gets each call as it comes: its callers resolve one by one.
-    const store = this.#store;
-    const results = await traceSend(queue, messages, batch, (carrying) =>
-      store.capabilities.groupCommit === true ? store.enqueue(queue, carrying) : this.enqueues.add(queue, carrying),
-    );
+    const results = await traceSend(queue, messages, batch, (carrying) => this.enqueues.add(queue, carrying));
     this.maybeGcInBackground(queue);
     return results;
   }

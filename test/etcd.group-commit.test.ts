@@ -2,7 +2,8 @@
  * Group commit of enqueues on etcd (src/etcd/txn-lane.ts): concurrent enqueue calls of a queue share Txns, a
  * full Txn carrying 63 two-op enqueues and the count slot, the rest waiting for the next calls instead of a Txn
  * of its own; the rest of a burst of finishes held for the next burst; and two calls enqueueing the same id
- * never share a Txn (etcd refuses a key put twice in one).
+ * never share a Txn (etcd refuses a key put twice in one). The client sends a tick's calls as one store call,
+ * each caller resumed as soon as its own message's Txn is answered (enqueueEach).
  */
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
@@ -45,6 +46,36 @@ test(
     // Each Txn is a revision. Were the overflow its own Txn, 64 calls would take two: 20 for these 630.
     assert.ok(txns <= n / 63 + 2, `${txns} Txns for ${n} enqueues`);
     assert.equal((await client.queueStatus(queue)).counts.queued, n + 1);
+  },
+);
+
+test(
+  "one tick's enqueue calls are one store call, and the callers of the first full Txn resume before the rest",
+  { timeout: TIMEOUT_MS },
+  async () => {
+    const client = await opened.client(isolatedUrl());
+    const store = etcdStoreOf(storeOf(client));
+    const queue = 'lane-each';
+    await client.enqueue(queue, 'warm-up');
+    const revision = async (): Promise<number> =>
+      (await store.kv.range({ key: '/', limit: 1, keysOnly: true })).revision;
+    let storeCalls = 0;
+    const enqueueEach = store.enqueueEach.bind(store);
+    store.enqueueEach = (q, messages) => {
+      storeCalls += 1;
+      return enqueueEach(q, messages);
+    };
+    const before = await revision();
+    // 70 calls in one tick: 63 fill a Txn with the count slot, 7 go in the next.
+    const order: number[] = [];
+    await Promise.all(Array.from({ length: 70 }, (_, i) => client.enqueue(queue, { i }).then(() => order.push(i))));
+    assert.equal(storeCalls, 1);
+    assert.equal((await revision()) - before, 2);
+    assert.deepEqual(
+      order.slice(0, 63).sort((a, b) => a - b),
+      Array.from({ length: 63 }, (_, i) => i),
+    );
+    assert.equal((await client.queueStatus(queue)).counts.queued, 71);
   },
 );
 

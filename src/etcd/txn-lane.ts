@@ -13,14 +13,15 @@
 import { pack, runBatch, type Change, type ChangeResult } from './txn-batch.js';
 import type { Kv } from './kv.js';
 
-interface Waiting {
+/** A change and what to call with its answer (callbacks: a caller that has its own promise needs no second). */
+export interface LaneEntry {
   readonly change: Change;
   readonly resolve: (result: ChangeResult) => void;
   readonly reject: (error: unknown) => void;
 }
 
 export class TxnLane {
-  private waiting: Waiting[] = [];
+  private waiting: LaneEntry[] = [];
   private inFlight = 0;
   private scheduled = false;
   private checking = false;
@@ -36,9 +37,18 @@ export class TxnLane {
   /** Commits the changes, each in some Txn of this lane; resolves once every one of them is answered. */
   run(changes: readonly Change[]): Promise<ChangeResult[]> {
     if (changes.length === 0) return Promise.resolve([]);
+    const entries: LaneEntry[] = [];
     const answers = changes.map(
-      (change) => new Promise<ChangeResult>((resolve, reject) => this.waiting.push({ change, resolve, reject })),
+      (change) => new Promise<ChangeResult>((resolve, reject) => entries.push({ change, resolve, reject })),
     );
+    this.submit(entries);
+    return Promise.all(answers);
+  }
+
+  /** Commits each entry's change in some Txn of this lane, calling its `resolve` as soon as that Txn answers. */
+  submit(entries: readonly LaneEntry[]): void {
+    if (entries.length === 0) return;
+    for (const entry of entries) this.waiting.push(entry);
     if (this.holding !== null) {
       // The next burst came: the held rest goes with it.
       clearTimeout(this.holding);
@@ -52,7 +62,6 @@ export class TxnLane {
         this.send(false);
       });
     }
-    return Promise.all(answers);
   }
 
   /** Sends the full Txns the waiting changes make; the partial one only when `alone` and nothing is in flight. */
@@ -90,7 +99,7 @@ export class TxnLane {
     });
   }
 
-  private async execute(batch: readonly Waiting[]): Promise<void> {
+  private async execute(batch: readonly LaneEntry[]): Promise<void> {
     this.inFlight += 1;
     try {
       const { results } = await runBatch(
@@ -115,10 +124,10 @@ export class TxnLane {
  * Changes of different calls may write the same key (the same id enqueued twice), which one Txn refuses
  * (etcd: duplicate key): such a change waits for a later Txn, which then sees what the first one did.
  */
-function apart(waiting: readonly Waiting[]): { ready: Waiting[]; later: Waiting[] } {
+function apart(waiting: readonly LaneEntry[]): { ready: LaneEntry[]; later: LaneEntry[] } {
   const written = new Set<string>();
-  const ready: Waiting[] = [];
-  const later: Waiting[] = [];
+  const ready: LaneEntry[] = [];
+  const later: LaneEntry[] = [];
   for (const w of waiting) {
     const keys = w.change.ops.map((op) => op.key);
     if (keys.some((key) => written.has(key))) later.push(w);
