@@ -170,7 +170,8 @@ async function main(): Promise<void> {
       column.runs.push(one);
       console.log(
         `round ${round + 1} ${column.label}: enqueue ${whole.format(one.enqueuePerSec)}/s, ` +
-          `claim+finish ${whole.format(one.drainPerSec)}/s`,
+          `claim+finish ${whole.format(one.drainPerSec)}/s; client CPU µs per msg ` +
+          `${one.enqueueCpuUs?.toFixed(1) ?? '?'} and ${one.drainCpuUs?.toFixed(1) ?? '?'}`,
       );
     }
   }
