@@ -27,6 +27,8 @@ export class TxnLane {
   private checking = false;
   /** Holding the rest of a burst that filled a Txn, for the next burst (holdMs). */
   private holding: NodeJS.Timeout | null = null;
+  /** The last packing, when it sent nothing and nothing joined since: the next send reuses it. */
+  private unsent: Packing | null = null;
 
   /** `holdMs`: how long the rest of a burst that filled a Txn waits for the next burst, even with none in flight. */
   constructor(
@@ -66,8 +68,11 @@ export class TxnLane {
 
   /** Sends the full Txns the waiting changes make; the partial one only when `alone` and nothing is in flight. */
   private send(alone: boolean): void {
-    const { ready, later } = apart(this.waiting);
-    const batches = pack(ready.map((w) => w.change));
+    const { waiting } = this;
+    const reuse = this.unsent !== null && this.unsent.waiting === waiting && this.unsent.length === waiting.length;
+    const packing = reuse && this.unsent !== null ? this.unsent : packed(waiting);
+    this.unsent = null;
+    const { ready, later, batches } = packing;
     let taken = 0;
     batches.forEach((batch, i) => {
       const partial = i === batches.length - 1;
@@ -76,7 +81,9 @@ export class TxnLane {
       void this.execute(ready.slice(taken, taken + batch.length));
       taken += batch.length;
     });
-    this.waiting = [...ready.slice(taken), ...later];
+    // A partial batch kept as it was (a burst smaller than a Txn waits for the tick): not packed twice.
+    if (taken === 0 && later.length === 0) this.unsent = packing;
+    else this.waiting = [...ready.slice(taken), ...later];
     // A held rest goes when its hold ends (hold()), not at the next tick.
     if (this.waiting.length > 0 && this.inFlight === 0 && this.holding === null) this.schedule();
   }
@@ -122,21 +129,32 @@ export class TxnLane {
 
 /**
  * Changes of different calls may write the same key (the same id enqueued twice), which one Txn refuses
- * (etcd: duplicate key): such a change waits for a later Txn, which then sees what the first one did.
+ * (etcd: duplicate key): such a change waits for a later Txn, which then sees what the first one did. The
+ * ready ones are packed into Txn-sized batches.
  */
-function apart(waiting: readonly LaneEntry[]): { ready: LaneEntry[]; later: LaneEntry[] } {
+function packed(waiting: LaneEntry[]): Packing {
   const written = new Set<string>();
   const ready: LaneEntry[] = [];
   const later: LaneEntry[] = [];
   for (const w of waiting) {
-    const keys = w.change.ops.map((op) => op.key);
-    if (keys.some((key) => written.has(key))) later.push(w);
+    const { ops } = w.change;
+    if (ops.some((op) => written.has(op.key))) later.push(w);
     else {
-      for (const key of keys) written.add(key);
+      for (const op of ops) written.add(op.key);
       ready.push(w);
     }
   }
-  return { ready, later };
+  const batches = pack(ready.map((w) => w.change));
+  return { waiting, length: waiting.length, ready, later, batches };
+}
+
+/** The waiting changes (as they were when packed) apart, and the ready ones in Txn-sized batches. */
+interface Packing {
+  readonly waiting: LaneEntry[];
+  readonly length: number;
+  readonly ready: LaneEntry[];
+  readonly later: LaneEntry[];
+  readonly batches: Change[][];
 }
 
 // Per connection, then per lane name (a queue's prefix and the kind of write).
