@@ -145,7 +145,12 @@ export class Client {
     bindStore(this, store);
     this.maintenance = options.maintenance === undefined ? true : checkBoolean('maintenance', options.maintenance);
     this.onError = options.onError ?? ((error) => console.error('kvmq:', error));
-    this.enqueues = new TickBatcher((queue, messages) => store.enqueue(queue, messages));
+    // A store that answers each message on its own (group commit) resumes each caller with its own messages.
+    this.enqueues = new TickBatcher(
+      store.enqueueEach === undefined
+        ? (queue, messages) => store.enqueue(queue, messages)
+        : (queue, messages) => store.enqueueEach?.(queue, messages) ?? [],
+    );
   }
 
   /** Adds one message. Resolves once the store holds it. */

@@ -40,6 +40,12 @@ export interface StoreCapabilities {
    * claims once its finishes are stored.
    */
   readonly claimWithFinishes: boolean;
+  /**
+   * The store commits a consumer's concurrent finish calls together itself (group commit), each answered as soon
+   * as it is stored, so the worker hands over each finish as it comes. Absent: false (the worker gathers a
+   * tick's finishes into one store call, answered when all of it is stored).
+   */
+  readonly groupCommit?: boolean;
 }
 
 /** A message as the API hands it to a store: validated and encoded. */
@@ -200,6 +206,12 @@ export interface Store {
   readonly capabilities: StoreCapabilities;
 
   enqueue(queue: string, messages: readonly NewMessage[]): Promise<EnqueueResult[]>;
+  /**
+   * Optional: as `enqueue`, but one answer per message, each settled as soon as that message is stored (a store
+   * that commits in groups answers a batch one group at a time). The client then sends a tick's enqueue calls
+   * as one such call and resumes each caller with its own messages.
+   */
+  enqueueEach?(queue: string, messages: readonly NewMessage[]): Promise<EnqueueResult>[];
   claim(queue: string, request: ClaimRequest): Promise<ClaimResult>;
   /** Extends the locks of held messages; returns the ids no longer held by this consumer. */
   extend(
