@@ -58,7 +58,7 @@ export const SCRIPTS = {
       'debounce-of',
     ],
     readOnly: false,
-    sha: 'bb96cef845430942945f4d24fd28596c61713a0d',
+    sha: '4b3a1b514bec1b77a1a13b0269c377e5ae6845ab',
     source: `#!lua flags=allow-oom
 local K = { messages = KEYS[1], metadata = KEYS[2], filters = KEYS[3], classes = KEYS[4], nattempts = KEYS[5], locks = KEYS[6], holders = KEYS[7], backoffs = KEYS[8], done = KEYS[9], done_at = KEYS[10], requeue = KEYS[11], schedule = KEYS[12], lock_expiry = KEYS[13], updated_at = KEYS[14], mid_circle = KEYS[15], eoq_backoff = KEYS[16], ndry_runs = KEYS[17], policies = KEYS[18], pushes = KEYS[19], conf = KEYS[20], failed = KEYS[21], lanes = KEYS[22], rate_tat = KEYS[23], events = KEYS[24], events_seq = KEYS[25], events_wake = KEYS[26], priorities = KEYS[27], groups = KEYS[28], group_held = KEYS[29], parked = KEYS[30], history = KEYS[31], losses = KEYS[32], outcomes = KEYS[33], enqueued_at = KEYS[34], requeue_content = KEYS[35], requeue_locks = KEYS[36], requeue_schedule = KEYS[37], dedupe = KEYS[38], debounce = KEYS[39], debounce_of = KEYS[40] }
 -- common: helpers every script includes. K holds the queue's keys by name
@@ -675,7 +675,8 @@ end
 --       five end-of-queue backoffs in ms (after dry run 1, 2, 3, 4, 5 and more),
 --       '*' to accept every class, else the accepted classes ('' for messages without filters)
 -- Reply: { 'classes', class... } when the queue's classes changed since the consumer looked
---        (it claimed nothing), else { 'ok', queue size, dry runs, wake-at ms (-1: none),
+--        (it claimed nothing), else { 'ok', queue size, dry runs, wake-at ms (-1: look again at once; set
+--        when it claimed nothing, or took the last ready messages),
 --        then six per message: id, content, metadata JSON or nil, filter class, attempt, policy or nil }
 -- Include: common events lanes groups forget fail promote
 
@@ -683,6 +684,8 @@ end
 check_layout(nil, { 'history', 'losses', 'outcomes', 'enqueued_at', 'requeue_content', 'requeue_schedule', 'dedupe',
   'done_at', 'backoffs', 'priorities', 'lanes', 'groups', 'debounce', 'debounce_of', 'group_held', 'parked',
   'rate_tat' })
+-- At most this many ready lists are read to tell a full claim that it took the last ready messages.
+local MAX_DRAINED_READS = 8
 local consumer, max, lock_ms, known = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
 local accept_all = ARGV[10] == '*'
 
@@ -860,6 +863,28 @@ if n > 0 then
   end
 end
 
+-- Whether the accepted lanes are empty now: fewer than asked were there, or as many and none left (read
+-- for a few plain lanes only; with more, or lanes of lower priorities, the worker just claims again).
+local function drained()
+  if n < max then return true end
+  if has_lanes or #lists > MAX_DRAINED_READS then return false end
+  for _, lane in ipairs(lists) do
+    if redis.call('LLEN', ready_list(lane)) > 0 then return false end
+  end
+  return true
+end
+
+-- When looking again is worthwhile without a wake-up: after \`ttl\` ms, or when a backoff or lock ends.
+local function wake_after(ttl)
+  if more then return now end
+  local wake_at = now + ttl
+  for _, key in ipairs({ K.schedule, K.lock_expiry }) do
+    local first = redis.call('ZRANGE', key, 0, 0, 'WITHSCORES')
+    if first[2] ~= nil then wake_at = math.min(wake_at, tonumber(first[2])) end
+  end
+  return wake_at
+end
+
 if #reply > 4 then
   -- Handling resets the dry runs (and the backoff that counts them).
   local dry = redis.call('GET', K.ndry_runs)
@@ -867,6 +892,9 @@ if #reply > 4 then
     redis.call('SET', K.ndry_runs, '0')
     redis.call('DEL', K.eoq_backoff)
   end
+  -- The accepted lanes ran dry, so a claim now would find nothing: the worker waits for a wake-up instead,
+  -- or until a dry run (the first: the runs were just reset) would have said to look.
+  if drained() then reply[4] = wake_after(tonumber(ARGV[5])) end
 else
   local ttl = redis.call('PTTL', K.eoq_backoff)
   local dry
@@ -877,14 +905,8 @@ else
   else
     dry = tonumber(redis.call('GET', K.ndry_runs)) or 0
   end
-  local wake_at = now + ttl
-  if more then wake_at = now end
-  for _, key in ipairs({ K.schedule, K.lock_expiry }) do
-    local first = redis.call('ZRANGE', key, 0, 0, 'WITHSCORES')
-    if first[2] ~= nil then wake_at = math.min(wake_at, tonumber(first[2])) end
-  end
   reply[3] = dry
-  reply[4] = wake_at
+  reply[4] = wake_after(ttl)
 end
 reply[2] = queue_size()
 events_flush(now)
