@@ -593,6 +593,26 @@ void describe('redis store: failures, listings and counts', () => {
     assert.deepEqual(polls, [[], [], ['m1'], ['m2'], ['m3']]);
   });
 
+  void test('a foreign key a claim or finish reads before writing: StoreLayoutError, nothing written', async () => {
+    const prefix = uniquePrefix('read-first');
+    const client = await open(`${base}?prefix=${prefix}`);
+    const q = 'read-first';
+    await client.enqueue(q, 'x', { id: 'm' });
+    cli(base, 'SET', `${prefix}:{${q}}:lock-expiry`, 'not kvmq');
+    await assert.rejects(claimOne(client, q), StoreLayoutError);
+    cli(base, 'DEL', `${prefix}:{${q}}:lock-expiry`);
+    assert.equal((await client.status(q, 'm'))?.state, 'queued');
+    assert.deepEqual(
+      (await claimOne(client, q)).messages.map((m) => m.id),
+      ['m'],
+    );
+    cli(base, 'HSET', `${prefix}:{${q}}:requeue`, 'a', 'b');
+    await assert.rejects(finish(client, q, 'm', 'success'), StoreLayoutError);
+    cli(base, 'DEL', `${prefix}:{${q}}:requeue`);
+    assert.equal((await client.status(q, 'm'))?.state, 'locked');
+    assert.deepEqual(await finish(client, q, 'm', 'success'), ['ok']);
+  });
+
   void test('a foreign key met only on the failure path: StoreLayoutError, nothing written', async () => {
     const prefix = uniquePrefix('rare');
     const client = await open(`${base}?prefix=${prefix}`);

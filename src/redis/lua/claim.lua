@@ -23,10 +23,11 @@
 --        then six per message: id, content, metadata JSON or nil, filter class, attempt, policy or nil }
 -- Include: common events lanes groups forget fail promote
 
--- The hot path of a claim touches none of these.
+-- The hot path of a claim touches none of these (only promote's moves, groups and rate limits do, after
+-- check_rare). It reads conf, then schedule and lock-expiry (promote), before its first write.
 check_layout(nil, { 'history', 'losses', 'outcomes', 'enqueued_at', 'requeue_content', 'requeue_schedule', 'dedupe',
   'done_at', 'backoffs', 'priorities', 'lanes', 'groups', 'debounce', 'debounce_of', 'group_held', 'parked',
-  'rate_tat' })
+  'rate_tat', 'filters', 'pushes' }, { 'conf', 'schedule', 'lock_expiry' })
 -- At most this many ready lists are read to tell a full claim that it took the last ready messages.
 local MAX_DRAINED_READS = 8
 local consumer, max, lock_ms, known = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
