@@ -7,8 +7,10 @@
  * bench/cpu.ts (the client's side) it says which side bounds a worker's throughput on this machine.
  * Then the fixed cost of one script call, in µs of server CPU per call: `single` (--calls C, default 2,000)
  * single-message enqueues, claims of one and finishes of one, and `emptyClaim`, a claim that finds nothing
- * (what an idle worker pays per wake-up).
+ * (what an idle worker pays per wake-up). Last, `idle`: --calls messages enqueued one at a time at 500/s to a
+ * worker at concurrency 1, as bench/peers/redis.ts's latency phase: script calls and server CPU per message.
  */
+import { setTimeout as sleep } from 'node:timers/promises';
 import { parseArgs } from 'node:util';
 import { Redis } from 'ioredis';
 import { connect } from '../src/index.js';
@@ -81,6 +83,32 @@ async function perCall(request: ClaimRequest): Promise<Record<string, { cpu: num
   return { enqueue, claim, finish, emptyClaim };
 }
 
+/** Script calls and server CPU per message handed one at a time to an idle worker (concurrency 1, 500/s). */
+async function idleWorker(): Promise<{ scriptCalls: number; cpu: number }> {
+  const idle = `${queue}-idle`;
+  let handled = 0;
+  const worker = client.worker(idle, () => void (handled += 1), { concurrency: 1 });
+  await sleep(200);
+  const evalCalls = async (): Promise<number> => {
+    const info = await admin.info('commandstats');
+    let count = 0;
+    for (const match of info.matchAll(/^cmdstat_eval(?:sha)?:calls=(\d+)/gm)) count += Number(match[1]);
+    return count;
+  };
+  const before = await evalCalls();
+  const cpu = await perMessage(async () => {
+    for (let i = 0; i < calls; i += 1) {
+      await client.enqueue(idle, { i });
+      await sleep(2);
+    }
+    while (handled < calls) await sleep(10);
+  }, calls);
+  const scriptCalls = ((await evalCalls()) - before) / calls;
+  await worker.stop();
+  await client.clear(idle);
+  return { scriptCalls, cpu };
+}
+
 function newMessage(i: number): NewMessage {
   return {
     id: `single-${i}`,
@@ -143,6 +171,7 @@ try {
     }
   });
   const single = await perCall(request);
+  const idle = await idleWorker();
   const round = (us: number): number => Number(us.toFixed(2));
   console.log(
     JSON.stringify({
@@ -151,6 +180,7 @@ try {
       serverUsPerMessage: { enqueue: round(enqueueUs), claim: round(claimUs), finish: round(finishUs) },
       serverUsPerCall: Object.fromEntries(Object.entries(single).map(([step, us]) => [step, round(us.cpu)])),
       scriptUsPerCall: Object.fromEntries(Object.entries(single).map(([step, us]) => [step, round(us.script)])),
+      idle: { scriptCallsPerMessage: round(idle.scriptCalls), serverUsPerMessage: round(idle.cpu) },
     }),
   );
 } finally {
