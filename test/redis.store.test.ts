@@ -526,6 +526,93 @@ void describe('redis store: failures, listings and counts', () => {
     );
   });
 
+  void test('a claim that takes the last ready messages says when to look again; one that leaves some, at once', async () => {
+    const client = await open(`${base}?prefix=${uniquePrefix('drained')}`);
+    const q = 'drained';
+    const claim = (max: number) => storeOf(client).claim(q, { ...claimArgs, max });
+    await client.enqueueBatch(q, [
+      { payload: 1, id: 'a' },
+      { payload: 2, id: 'b' },
+      { payload: 3, id: 'c' },
+    ]);
+    const full = await claim(2);
+    assert.deepEqual(
+      full.messages.map((m) => m.id),
+      ['a', 'b'],
+    );
+    assert.equal(full.wakeAt, null, 'more may be ready: claim again at once');
+    const before = Date.now();
+    const last = await claim(2);
+    assert.deepEqual(
+      last.messages.map((m) => m.id),
+      ['c'],
+    );
+    // As the dry run a claim now would make: the end-of-queue backoff after one dry run (1,000 ms here).
+    assert.ok(
+      last.wakeAt !== null && last.wakeAt >= before + 900 && last.wakeAt <= Date.now() + 1000,
+      String(last.wakeAt),
+    );
+    assert.equal(last.dryRuns, 0, 'no dry run counted: it took messages');
+    // A full claim that leaves nothing ready says so too.
+    await client.enqueue(q, 4, { id: 'd' });
+    const exact = await claim(1);
+    assert.deepEqual(
+      exact.messages.map((m) => m.id),
+      ['d'],
+    );
+    assert.ok(exact.wakeAt !== null && exact.wakeAt >= Date.now() + 800, String(exact.wakeAt));
+    // A backoff that ends sooner brings the wake-up forward.
+    await client.enqueue(q, 4, { id: 'later', initialBackoffMs: 200 });
+    await client.enqueue(q, 5, { id: 'now' });
+    const soon = await claim(2);
+    assert.deepEqual(
+      soon.messages.map((m) => m.id),
+      ['now'],
+    );
+    assert.ok(soon.wakeAt !== null && soon.wakeAt <= Date.now() + 200, String(soon.wakeAt));
+  });
+
+  void test('an idle worker handed one message at a time makes no claim that finds nothing', async () => {
+    const client = await open(`${base}?prefix=${uniquePrefix('idle')}`);
+    const q = 'idle';
+    const polls: (readonly string[])[] = [];
+    const handled: string[] = [];
+    const worker = client.worker(q, (job) => void handled.push(job.id), {
+      concurrency: 1,
+      eoqBackoffMs: 60_000,
+      monitor: ({ claimed }) => void polls.push(claimed),
+    });
+    // The first claim, and the one its subscription's confirmation asks for.
+    await waitFor(() => polls.length === 2, { what: 'the worker to go idle' });
+    for (const id of ['m1', 'm2', 'm3']) {
+      await client.enqueue(q, id, { id });
+      await waitFor(() => handled.includes(id), { what: `${id} to be handled` });
+    }
+    await worker.stop();
+    // Each claim took the last ready message and said so: no claim in between found nothing.
+    assert.deepEqual(polls, [[], [], ['m1'], ['m2'], ['m3']]);
+  });
+
+  void test('a foreign key a claim or finish reads before writing: StoreLayoutError, nothing written', async () => {
+    const prefix = uniquePrefix('read-first');
+    const client = await open(`${base}?prefix=${prefix}`);
+    const q = 'read-first';
+    await client.enqueue(q, 'x', { id: 'm' });
+    cli(base, 'SET', `${prefix}:{${q}}:lock-expiry`, 'not kvmq');
+    await assert.rejects(claimOne(client, q), StoreLayoutError);
+    cli(base, 'DEL', `${prefix}:{${q}}:lock-expiry`);
+    assert.equal((await client.status(q, 'm'))?.state, 'queued');
+    assert.deepEqual(
+      (await claimOne(client, q)).messages.map((m) => m.id),
+      ['m'],
+    );
+    cli(base, 'HSET', `${prefix}:{${q}}:requeue`, 'a', 'b');
+    await assert.rejects(finish(client, q, 'm', 'success'), StoreLayoutError);
+    cli(base, 'DEL', `${prefix}:{${q}}:requeue`);
+    assert.equal((await client.status(q, 'm'))?.state, 'locked');
+    assert.deepEqual(await finish(client, q, 'm', 'success'), ['ok']);
+  });
+
   void test('a foreign key met only on the failure path: StoreLayoutError, nothing written', async () => {
     const prefix = uniquePrefix('rare');
     const client = await open(`${base}?prefix=${prefix}`);

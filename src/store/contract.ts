@@ -111,7 +111,10 @@ export interface ClaimResult {
   /**
    * When nothing was claimed: the time (ms since the epoch) at which polling
    * again is worthwhile even without a wake-up (a backoff or lock ends, or the
-   * queue-wide end-of-queue backoff ends). Null when messages were claimed.
+   * queue-wide end-of-queue backoff ends). When messages were claimed: null
+   * (claim again at once), or, from a store that knows it took every ready
+   * message (fewer than `max`), that time too, so the worker waits for a
+   * wake-up instead of making a claim that would find nothing.
    */
   readonly wakeAt: number | null;
 }

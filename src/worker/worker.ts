@@ -316,7 +316,8 @@ export class Worker extends EventEmitter<WorkerEvents> {
         await this.storeFailed(error, this.halt.signal);
         continue;
       }
-      if (claimed.length === 0) await this.idle(wakeAt === null ? Infinity : wakeAt - Date.now());
+      // A claim that drained the queue says so with a wakeAt: the next claim would find nothing.
+      if (claimed.length === 0 || wakeAt !== null) await this.idle(wakeAt === null ? Infinity : wakeAt - Date.now());
       else if (this.options.throttleMs > 0) await sleep(this.options.throttleMs, this.halt.signal);
     }
   }
