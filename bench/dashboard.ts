@@ -13,6 +13,7 @@ import { ChartSource } from '../src/dashboard/charts.js';
 import { startDashboardServer } from '../src/dashboard/server.js';
 import { connect } from '../src/index.js';
 import { fill, sampleMs, signal, timed } from './common.js';
+import { storeOf } from '../src/client-store.js';
 
 const { values } = parseArgs({
   options: {
@@ -28,7 +29,7 @@ const failedCount = Number(values.failed);
 const handledCount = Number(values.handled);
 const runs = Number(values.runs);
 const client = await connect(values.store, { maintenance: false });
-const kind = client.store.kind;
+const kind = storeOf(client).kind;
 const queue = `bench-dashboard-${Date.now().toString(36)}`;
 
 try {

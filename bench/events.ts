@@ -17,6 +17,7 @@ import { connect, type Client } from '../src/index.js';
 import { median, table, whole, type BenchContext, type BenchSizes } from './common.js';
 import { batched, single } from './enqueue.js';
 import { runLifecycle } from './lifecycle.js';
+import { storeOf } from '../src/client-store.js';
 
 interface Case {
   readonly label: string;
@@ -118,7 +119,7 @@ try {
   const header = ['measurement', 'messages', 'events off /s', 'events on /s', 'time on/off', 'CPU on/off'];
   if (baselineClient !== null) header.push('baseline off /s', 'time off/baseline', 'CPU off/baseline');
   process.stdout.write(
-    `${table(header, rows, false)}\nstore ${client.store.kind}, median of ${rounds} rotating rounds\n`,
+    `${table(header, rows, false)}\nstore ${storeOf(client).kind}, median of ${rounds} rotating rounds\n`,
   );
 } finally {
   await client.clear(...queues);

@@ -11,6 +11,7 @@
 import { parseArgs } from 'node:util';
 import { connect } from '../src/index.js';
 import { fill, sampleMs, timed } from './common.js';
+import { storeOf } from '../src/client-store.js';
 
 const { values } = parseArgs({
   options: {
@@ -24,7 +25,7 @@ const backlog = Number(values.backlog);
 const failedCount = Number(values.failed);
 const runs = Number(values.runs);
 const client = await connect(values.store, { maintenance: false });
-const kind = client.store.kind;
+const kind = storeOf(client).kind;
 const listTarget = kind === 'sqlite' || kind === 'redis' ? 10 : 50;
 const queue = `bench-failures-${Date.now().toString(36)}`;
 

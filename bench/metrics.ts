@@ -12,6 +12,7 @@ import { connect, type Client } from '../src/index.js';
 import { fill, lifecycleSizes, sampleMs, quantile, timed, whole, type BenchContext } from './common.js';
 import { measureLifecycle } from './lifecycle.js';
 import { createWorkerMetrics } from '../src/metrics/registry.js';
+import { storeOf } from '../src/client-store.js';
 
 const { values } = parseArgs({
   options: {
@@ -31,7 +32,7 @@ let queues = 0;
 
 const plain = await connect(values.store, { maintenance: false });
 const measured = await connect(values.store, { maintenance: false });
-const kind = plain.store.kind;
+const kind = storeOf(plain).kind;
 try {
   const queue = `bench-metrics-${tag}`;
   process.stderr.write(`${kind}: a backlog of ${whole.format(backlog)} queued messages...\n`);

@@ -1,15 +1,18 @@
 /**
- * `node --import tsx bench/priority.ts [--store URL] [--large N] [--small N] [--probe N] [--rounds N] [--quick]`
+ * `node --import tsx bench/priority.ts [--store URL] [--large N] [--small N] [--probe N] [--rounds N]
+ *   [--priorities N] [--run N] [--claims-only] [--quick]`
  *
  * What priorities cost a claim, and what they cost messages that do not use them, measured side by side in
- * one process:
- * - claim cost: a small queue (default 10,000) and a large one (default 1,000,000), each spread over 10
- *   priorities in interleaved order, so the urgent messages sit among the others; a worker (64 handlers)
- *   drains `probe` (5,000) messages from each, alternating round by round, and the queues are topped up
- *   between rounds so their size stays put. The issue's target: large within 1.5 × of small per message.
- * - plain cost: enqueue (batches of 1000) and the lifecycle (enqueue, claim, finish) of messages without a
- *   priority beside the same with `priority: 0` given: the default path must cost what an explicit 0 does.
- * Every drained message is checked to be of the highest priority waiting, so a fast wrong order cannot pass.
+ * one process, on any store:
+ * - claim cost at depth (issue 13): a small queue (default 10,000) and a large one (default 1,000,000), both
+ *   fed by the same arrival stream over 10 priorities (`--priorities`), one at a time in turn (`--run`: that
+ *   many of one priority in a row), so the urgent messages sit among the others. A worker (64 handlers)
+ *   drains `probe` (5,000) messages from each, alternating which goes first round by round, and each queue
+ *   is topped up from its stream between rounds, so its size and layout stay put. Target: large within
+ *   1.5 × of small per message. `--priorities 1` is the control: what depth alone costs.
+ * - plain cost (skipped with `--claims-only`): enqueue (batches of 1000) and the lifecycle (enqueue, claim,
+ *   finish) of messages without a priority beside the same with `priority: 0` given.
+ * Every drained message is checked to be of the highest priorities waiting, so a fast wrong order cannot pass.
  */
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -17,8 +20,8 @@ import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import { connect, type BatchItem, type Client } from '../src/index.js';
 import { median, short, signal, step, table, timed, whole } from './common.js';
+import { storeOf } from '../src/client-store.js';
 
-const PRIORITIES = 10;
 // Priorities 0, 100, ..., 900: spread over the range, as real levels would be.
 const PRIORITY_STEP = 100;
 const BATCH = 1000;
@@ -32,7 +35,10 @@ const { values } = parseArgs({
     small: { type: 'string' },
     probe: { type: 'string' },
     rounds: { type: 'string' },
+    priorities: { type: 'string' },
+    run: { type: 'string' },
     quick: { type: 'boolean' },
+    'claims-only': { type: 'boolean' },
   },
 });
 const quick = values.quick === true;
@@ -43,6 +49,17 @@ const small = Number(values.small ?? (quick ? 5000 : 10_000));
 const probe = Number(values.probe ?? (quick ? 500 : 5000));
 const rounds = Number(values.rounds ?? (quick ? 1 : 5));
 const plainN = quick ? 5000 : 50_000;
+// 10 levels by default; `--priorities 1` (all priority 0) is the control: what depth alone costs.
+const levels = Number(values.priorities ?? 10);
+// Messages of one priority in a row in the arrival stream: 1 (default) interleaves them, as producers of mixed
+// urgency would; 1000 lays each level out in blocks of 1000 rows.
+const runLength = Number(values.run ?? 1);
+for (const [flag, n] of [
+  ['--priorities', levels],
+  ['--run', runLength],
+] as const) {
+  if (!Number.isInteger(n) || n < 1) throw new TypeError(`${flag} must be a whole number ≥ 1, not ${n}`);
+}
 
 const tempDir = values.store === undefined ? mkdtempSync(join(tmpdir(), 'kvmq-bench-priority-')) : null;
 const url = values.store ?? `sqlite:${join(tempDir ?? '', 'bench.db')}`;
@@ -55,32 +72,57 @@ function queue(label: string): string {
   return name;
 }
 
-/** Message i of a queue: priorities 0, 100, ..., 900 in turn. */
+/** Message i of a queue's arrival stream: priorities 0, 100, ..., (levels - 1) × 100 in turn, `runLength` each. */
 function item(i: number): BatchItem {
-  return { payload: { i }, priority: (i % PRIORITIES) * PRIORITY_STEP };
+  return { payload: { i }, priority: (Math.floor(i / runLength) % levels) * PRIORITY_STEP };
 }
 
-async function fillSpread(c: Client, q: string, from: number, n: number): Promise<void> {
-  for (let sent = 0; sent < n; sent += BATCH) {
-    const size = Math.min(BATCH, n - sent);
-    await c.enqueueBatch(
-      q,
-      Array.from({ length: size }, (_, k) => item(from + sent + k)),
-    );
+/**
+ * A queue under test and what it holds per priority level. Fills and refills continue one arrival stream, so
+ * every level keeps its messages spread among the others' at the same density whatever the queue's size: a
+ * refill in blocks would lay the small queue's rows out contiguously after its first drain while the large
+ * queue's stay spread, and the two would then differ by layout, not by depth.
+ */
+class SpreadQueue {
+  private next = 0;
+  private readonly counts = new Map<number, number>();
+
+  constructor(
+    readonly name: string,
+    readonly size: number,
+  ) {}
+
+  async add(c: Client, n: number): Promise<void> {
+    for (let sent = 0; sent < n; sent += BATCH) {
+      const size = Math.min(BATCH, n - sent);
+      const items = Array.from({ length: size }, (_, k) => item(this.next + k));
+      this.next += size;
+      for (const it of items) this.count(it.priority ?? 0, 1);
+      await c.enqueueBatch(this.name, items);
+    }
+  }
+
+  private count(priority: number, by: number): void {
+    this.counts.set(priority, (this.counts.get(priority) ?? 0) + by);
+  }
+
+  /** A drain took these priorities: they leave the counts. */
+  took(priorities: readonly number[]): void {
+    for (const p of priorities) this.count(p, -1);
+  }
+
+  /** The highest priority a drain of n messages in priority order may reach. */
+  limit(n: number): number {
+    let seen = 0;
+    for (let level = 0; level < levels; level += 1) {
+      seen += this.counts.get(level * PRIORITY_STEP) ?? 0;
+      if (seen >= n) return level * PRIORITY_STEP;
+    }
+    return (levels - 1) * PRIORITY_STEP;
   }
 }
 
-/** Tops the queue up with `n` messages of the priorities a drain took, so each level keeps its count. */
-async function refill(c: Client, q: string, taken: readonly number[]): Promise<void> {
-  for (let sent = 0; sent < taken.length; sent += BATCH) {
-    await c.enqueueBatch(
-      q,
-      taken.slice(sent, sent + BATCH).map((priority) => ({ payload: { refill: true }, priority })),
-    );
-  }
-}
-
-/** A worker takes at least n messages; returns the time per message and the priorities it saw, in order. */
+/** A worker takes at least n messages; returns the time per message and the priorities it saw. */
 async function drain(c: Client, q: string, n: number): Promise<{ usPerMsg: number; priorities: number[] }> {
   const priorities: number[] = [];
   const ids: string[] = [];
@@ -102,12 +144,12 @@ async function drain(c: Client, q: string, n: number): Promise<{ usPerMsg: numbe
   return { usPerMsg: (ms * 1000) / ids.length, priorities };
 }
 
-/** The drain took the highest priorities first: each level holds `perLevel`, so n messages span ⌈n / perLevel⌉. */
-function checkOrder(label: string, priorities: readonly number[], perLevel: number): void {
+/** The drain took the highest priorities first: none beyond the level where the queue held enough. */
+function checkOrder(q: SpreadQueue, priorities: readonly number[]): void {
   const worst = Math.max(...priorities);
-  const limit = (Math.ceil(priorities.length / perLevel) - 1) * PRIORITY_STEP;
+  const limit = q.limit(priorities.length);
   if (priorities.includes(-1) || worst > limit) {
-    throw new Error(`${label}: drained a priority-${worst} message before higher ones (allowed up to ${limit})`);
+    throw new Error(`${q.name}: drained a priority-${worst} message before higher ones (allowed up to ${limit})`);
   }
 }
 
@@ -117,33 +159,34 @@ interface ClaimFigures {
 }
 
 async function claimCost(): Promise<ClaimFigures> {
-  const smallQ = queue(`small-${short(small)}`);
-  const largeQ = queue(`large-${short(large)}`);
-  await step(`fill ${short(small)} over ${PRIORITIES} priorities`, () => fillSpread(client, smallQ, 0, small));
-  await step(`fill ${short(large)} over ${PRIORITIES} priorities`, () => fillSpread(client, largeQ, 0, large));
+  const queues = {
+    small: new SpreadQueue(queue(`small-${short(small)}`), small),
+    large: new SpreadQueue(queue(`large-${short(large)}`), large),
+  };
+  for (const q of Object.values(queues)) {
+    await step(`fill ${short(q.size)} over ${levels} priorities`, () => q.add(client, q.size));
+  }
   const figures: ClaimFigures = { small: [], large: [] };
-  const one = async (label: 'small' | 'large', q: string, size: number): Promise<void> => {
-    const { usPerMsg, priorities } = await drain(client, q, probe);
-    checkOrder(label, priorities, size / PRIORITIES);
+  const one = async (label: 'small' | 'large'): Promise<void> => {
+    const q = queues[label];
+    const { usPerMsg, priorities } = await drain(client, q.name, probe);
+    checkOrder(q, priorities);
+    q.took(priorities);
     figures[label].push(usPerMsg);
-    await refill(client, q, priorities);
+    // Untimed: the queue back to its size, from the same arrival stream.
+    await q.add(client, priorities.length);
   };
   // Warm-up on each, then rounds that alternate which goes first.
   await step('warm-up drains', async () => {
-    await one('small', smallQ, small);
-    await one('large', largeQ, large);
+    await one('small');
+    await one('large');
     figures.small.length = 0;
     figures.large.length = 0;
   });
   for (let round = 0; round < rounds; round += 1) {
     await step(`round ${round + 1}: drain ${probe} from each`, async () => {
-      if (round % 2 === 0) {
-        await one('small', smallQ, small);
-        await one('large', largeQ, large);
-      } else {
-        await one('large', largeQ, large);
-        await one('small', smallQ, small);
-      }
+      const order: ('small' | 'large')[] = round % 2 === 0 ? ['small', 'large'] : ['large', 'small'];
+      for (const label of order) await one(label);
     });
   }
   return figures;
@@ -218,9 +261,9 @@ try {
   const smallUs = median(claims.small);
   const largeUs = median(claims.large);
   const ratio = largeUs / smallUs;
-  const plainRows = await plainCost();
+  const plainRows = values['claims-only'] === true ? [] : await plainCost();
   const out = [
-    `store ${client.store.kind}, median of ${rounds} alternating rounds`,
+    `store ${storeOf(client).kind}, median of ${rounds} alternating rounds`,
     '',
     table(
       ['queue', 'messages', 'priorities', 'drained', 'µs/message', 'runs (µs/message)'],
@@ -228,7 +271,7 @@ try {
         [
           'small',
           whole.format(small),
-          String(PRIORITIES),
+          String(levels),
           whole.format(probe),
           smallUs.toFixed(1),
           claims.small.map((v) => v.toFixed(1)).join(', '),
@@ -236,7 +279,7 @@ try {
         [
           'large',
           whole.format(large),
-          String(PRIORITIES),
+          String(levels),
           whole.format(probe),
           largeUs.toFixed(1),
           claims.large.map((v) => v.toFixed(1)).join(', '),
@@ -245,9 +288,12 @@ try {
       false,
     ),
     `claim cost large/small: ${ratio.toFixed(3)} × (target ≤ 1.5 ×: ${ratio <= 1.5 ? 'ok' : 'FAIL'})`,
+    // Each round's two drains ran back to back: their ratio is free of the drift between rounds.
+    `paired rounds large/small: median ${median(claims.large.map((us, r) => us / (claims.small[r] ?? NaN))).toFixed(3)} ×`,
     '',
-    table(['measurement', 'messages', 'plain /s', 'priority 0 /s', 'time plain/explicit'], plainRows, false),
-    '',
+    ...(plainRows.length === 0
+      ? []
+      : [table(['measurement', 'messages', 'plain /s', 'priority 0 /s', 'time plain/explicit'], plainRows, false), '']),
   ];
   process.stdout.write(out.join('\n'));
 } finally {

@@ -17,6 +17,7 @@ import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import { connect, type Client, type Worker } from '../src/index.js';
 import { step, whole } from './common.js';
+import { storeOf } from '../src/client-store.js';
 
 const ROOT = fileURLToPath(new URL('..', import.meta.url));
 const BATCH = 1000;
@@ -57,7 +58,7 @@ if (values.child !== undefined) {
 
 /** Counts the claims the client's workers make on its store. */
 function countClaims(client: Client): () => number {
-  const store = client.store;
+  const store = storeOf(client);
   const claim = store.claim.bind(store);
   let calls = 0;
   store.claim = (queue, request) => {
@@ -134,7 +135,7 @@ async function runParent(): Promise<void> {
     const off = (handled - expected) / expected;
     process.stdout.write(
       [
-        `store ${client.store.kind}: rateLimit ${max} per ${perMs} ms, ${processes} processes × ${workers} workers, ${seconds} s`,
+        `store ${storeOf(client).kind}: rateLimit ${max} per ${perMs} ms, ${processes} processes × ${workers} workers, ${seconds} s`,
         `handled ${whole.format(handled)} (per process ${reports.map((r) => whole.format(r.handled)).join(', ')}); ` +
           `target ${whole.format(expected)} ± 5 %: ${(off * 100).toFixed(1)} % ${Math.abs(off) <= 0.05 ? 'ok' : 'FAIL'}`,
         `claims on the store ${whole.format(claims)} (${(claims / Math.max(1, handled)).toFixed(2)} per message handled)`,

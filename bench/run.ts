@@ -20,6 +20,7 @@ import { measureLifecycle } from './lifecycle.js';
 import { loadRawBench } from './raw/index.js';
 import { buildRows, failures, markdownTable, textTable, type BenchFigures } from './report.js';
 import { TARGETS } from './targets.js';
+import { storeOf } from '../src/client-store.js';
 
 const FULL: BenchSizes = {
   enqueueSingle: 20_000,
@@ -165,7 +166,7 @@ async function measureAll(
       return name;
     },
   };
-  const kind = client.store.kind;
+  const kind = storeOf(client).kind;
   const figures: BenchFigures = { rssStartMb: rssMb() };
   const s = args.sizes;
   try {

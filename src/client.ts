@@ -2,6 +2,7 @@
  * The public API: a client bound to one store. It validates and encodes at the
  * boundary, then speaks only the store contract.
  */
+import { bindStore } from './client-store.js';
 import { ClosedError } from './errors.js';
 import { followEvents } from './events/follow.js';
 import { checkCursorText, checkEventsOptions, checkWaitForOptions } from './events/options.js';
@@ -32,6 +33,7 @@ import {
   checkQueueName,
 } from './model/validate.js';
 import { defineSchedule, describeSchedule, type ScheduleInfo, type ScheduleOptions } from './schedule/define.js';
+import { SharedSchedulers } from './schedule/shared.js';
 import type { ScheduleTiming } from './schedule/timing.js';
 import { openStore, resolveStoreUrl } from './store/url.js';
 import { TickBatcher } from './tick-batcher.js';
@@ -106,17 +108,22 @@ export interface PauseResult {
 export async function connect(url?: string, options: ConnectOptions = {}): Promise<Client> {
   checkKnownKeys('connect', checkPlainObject('options', options), ['maintenance', 'onError']);
   const resolved = resolveStoreUrl(url);
-  return new Client(resolved, await openStore(resolved), options);
+  return construct(resolved, await openStore(resolved), options);
 }
+
+// The only way to build a Client; the constructor is private so its internal parameters stay out of the API.
+let construct: (url: string, store: Store, options: ConnectOptions) => Client;
 
 export class Client {
   readonly url: string;
-  readonly store: Store;
+  readonly #store: Store;
   private readonly maintenance: boolean;
   private readonly onError: (error: unknown) => void;
   private readonly configCache = new Map<string, { config: QueueConfig; readAt: number }>();
   private readonly lastGc = new Map<string, number>();
   private readonly workers = new Set<Worker>();
+  /** One scheduler per queue, shared by the workers that fire schedules. */
+  private readonly schedulers: SharedSchedulers;
   private readonly background = new Set<Promise<unknown>>();
   // Live event readers and waits, ended when the client closes.
   private readonly followers = new Set<AbortController>();
@@ -126,13 +133,24 @@ export class Client {
   private workerMetrics: Promise<WorkerMetrics> | null = null;
   private closed = false;
 
-  /** @internal use `connect()` */
-  constructor(url: string, store: Store, options: ConnectOptions) {
+  static {
+    construct = (url, store, options) => new Client(url, store, options);
+  }
+
+  /** Use `connect()`. */
+  private constructor(url: string, store: Store, options: ConnectOptions) {
     this.url = url;
-    this.store = store;
+    this.#store = store;
+    this.schedulers = new SharedSchedulers(store);
+    bindStore(this, store);
     this.maintenance = options.maintenance === undefined ? true : checkBoolean('maintenance', options.maintenance);
     this.onError = options.onError ?? ((error) => console.error('kvmq:', error));
-    this.enqueues = new TickBatcher((queue, messages) => store.enqueue(queue, messages));
+    // A store that answers each message on its own (group commit) resumes each caller with its own messages.
+    this.enqueues = new TickBatcher(
+      store.enqueueEach === undefined
+        ? (queue, messages) => store.enqueue(queue, messages)
+        : (queue, messages) => store.enqueueEach?.(queue, messages) ?? [],
+    );
   }
 
   /** Adds one message. Resolves once the store holds it. */
@@ -168,7 +186,8 @@ export class Client {
   /** Starts (unless `autoStart: false`) a worker that hands the queue's messages to `handler`. */
   worker(queue: string, handler: Handler, options: WorkerOptions = {}): Worker {
     this.checkOpen();
-    const worker = new Worker(this.store, queue, handler, options, () => this.workers.delete(worker));
+    const stopped = (): void => void this.workers.delete(worker);
+    const worker = new Worker(this.#store, queue, handler, options, stopped, this.schedulers);
     this.workers.add(worker);
     if (this.instruments !== null) attachMetrics(worker, this.instruments);
     if (worker.autoStart) {
@@ -196,13 +215,13 @@ export class Client {
       for (const worker of this.workers) attachMetrics(worker, metrics);
       return metrics;
     });
-    return createMetricsRegistry(this.store, await this.workerMetrics, selection);
+    return createMetricsRegistry(this.#store, await this.workerMetrics, selection);
   }
 
   /** Every queue that has a configuration or messages, sorted by name. */
   async queues(): Promise<string[]> {
     this.checkOpen();
-    return this.store.queues();
+    return this.#store.queues();
   }
 
   /**
@@ -215,7 +234,7 @@ export class Client {
     checkKnownKeys('readEvents', checkPlainObject('options', options), ['after', 'limit']);
     const after = options.after === undefined ? null : checkCursorText('after', options.after);
     const limit = options.limit === undefined ? 1000 : checkCount('limit', options.limit, 1, 10_000);
-    return this.store.readEvents(queue, after, limit);
+    return this.#store.readEvents(queue, after, limit);
   }
 
   /**
@@ -235,12 +254,12 @@ export class Client {
       after === 'start'
         ? Promise.resolve(null)
         : after === 'now'
-          ? this.store.eventsHead(queue)
+          ? this.#store.eventsHead(queue)
           : Promise.resolve(after);
     // The head is read now, so 'now' means this call; a failure is reported when the loop starts.
     start.catch(() => undefined);
     const both = signal === undefined ? stop.signal : AbortSignal.any([stop.signal, signal]);
-    return followEvents(this.store, queue, start, both, () => this.followers.delete(stop));
+    return followEvents(this.#store, queue, start, both, () => this.followers.delete(stop));
   }
 
   /**
@@ -258,7 +277,7 @@ export class Client {
     this.followers.add(stop);
     try {
       return await waitForOutcome(
-        this.store,
+        this.#store,
         queue,
         id,
         timeoutMs,
@@ -272,13 +291,13 @@ export class Client {
   /** The message's state, or null once it is gone (GC'd, cleared, never existed). */
   async status(queue: string, id: string): Promise<MessageStatus | null> {
     this.checkOpen();
-    return this.store.status(checkQueueName(queue), checkMessageId(id));
+    return this.#store.status(checkQueueName(queue), checkMessageId(id));
   }
 
   /** Counts per state, live consumers and what each holds, dry runs, whether paused. O(states), not O(messages). */
   async queueStatus(queue: string): Promise<QueueStatus> {
     this.checkOpen();
-    return this.store.queueStatus(checkQueueName(queue));
+    return this.#store.queueStatus(checkQueueName(queue));
   }
 
   /** A page of the queue's messages in the given states; pass `cursor` back for the next page. */
@@ -286,7 +305,7 @@ export class Client {
     this.checkOpen();
     checkQueueName(queue);
     const query = checkListOptions(options);
-    const page = await this.store.list(queue, query);
+    const page = await this.#store.list(queue, query);
     const messages = page.messages.map(({ status, content }): ListedMessage =>
       content === null ? status : { ...status, ...decodeContent(content) },
     );
@@ -296,7 +315,7 @@ export class Client {
   /** Everything kept about a message: status, payload, metadata, filters, policy and history; null once gone. */
   async show(queue: string, id: string): Promise<MessageDetails | null> {
     this.checkOpen();
-    const details = await this.store.inspect(checkQueueName(queue), checkMessageId(id));
+    const details = await this.#store.inspect(checkQueueName(queue), checkMessageId(id));
     if (details === null) return null;
     return {
       ...details.status,
@@ -311,7 +330,7 @@ export class Client {
   /** Queues a failed message again at attempt 1 (its history kept); refused with its state unless failed. */
   async retry(queue: string, id: string): Promise<ActionResult> {
     this.checkOpen();
-    return one(await this.store.retry(checkQueueName(queue), [checkMessageId(id)]));
+    return one(await this.#store.retry(checkQueueName(queue), [checkMessageId(id)]));
   }
 
   /** Queues every failed message of the queue again (a redrive); resolves with how many. */
@@ -319,10 +338,10 @@ export class Client {
     this.checkOpen();
     checkQueueName(queue);
     // Bounded by what failed before the call, so failures arriving meanwhile cannot keep it going forever.
-    const before = (await this.store.queueStatus(queue)).counts.failed;
+    const before = (await this.#store.queueStatus(queue)).counts.failed;
     let retried = 0;
     while (retried < before) {
-      const moved = await this.store.retryFailed(queue, Math.min(REDRIVE_BATCH, before - retried));
+      const moved = await this.#store.retryFailed(queue, Math.min(REDRIVE_BATCH, before - retried));
       if (moved === 0) break;
       retried += moved;
     }
@@ -332,13 +351,13 @@ export class Client {
   /** Removes a message that is not running; refused with its state while locked. */
   async remove(queue: string, id: string): Promise<ActionResult> {
     this.checkOpen();
-    return one(await this.store.remove(checkQueueName(queue), [checkMessageId(id)]));
+    return one(await this.#store.remove(checkQueueName(queue), [checkMessageId(id)]));
   }
 
   /** Ends a message's backoff now (queued-with-backoff or done-with-requeue → queued). */
   async promote(queue: string, id: string): Promise<ActionResult> {
     this.checkOpen();
-    return one(await this.store.promote(checkQueueName(queue), [checkMessageId(id)]));
+    return one(await this.#store.promote(checkQueueName(queue), [checkMessageId(id)]));
   }
 
   /** Workers stop claiming from the queue within one wake-up; enqueues are still accepted. */
@@ -353,12 +372,12 @@ export class Client {
   /** Removes every message of the queues. Their configuration stays. */
   async clear(...queues: string[]): Promise<void> {
     this.checkOpen();
-    await this.store.clear(queues.map(checkQueueName));
+    await this.#store.clear(queues.map(checkQueueName));
   }
 
   async config(queue: string): Promise<QueueConfig> {
     this.checkOpen();
-    return this.store.config(checkQueueName(queue));
+    return this.#store.config(checkQueueName(queue));
   }
 
   /** Changes the queue's stored configuration; filter enums merge per name (an empty list removes one). */
@@ -366,9 +385,9 @@ export class Client {
     this.checkOpen();
     checkQueueName(queue);
     const checked = checkConfigPatch(patch, queue);
-    if (typeof checked.deadLetterQueue === 'string' && !this.store.capabilities.deadLetterQueue) {
+    if (typeof checked.deadLetterQueue === 'string' && !this.#store.capabilities.deadLetterQueue) {
       throw new TypeError(
-        `deadLetterQueue is not available on this ${this.store.kind} store: it cannot move a message ` +
+        `deadLetterQueue is not available on this ${this.#store.kind} store: it cannot move a message ` +
           'between two queues atomically (a Redis Cluster keeps them in different hash slots)',
       );
     }
@@ -384,7 +403,7 @@ export class Client {
 
   /** Writes a checked patch and keeps what the store answered as this client's cached configuration. */
   private async storeConfig(queue: string, patch: Partial<QueueConfig>): Promise<Configured> {
-    const configured = await this.store.configure(queue, patch);
+    const configured = await this.#store.configure(queue, patch);
     this.configCache.set(queue, { config: configured.config, readAt: Date.now() });
     return configured;
   }
@@ -413,31 +432,31 @@ export class Client {
         payload,
         options,
         config: () => this.cachedConfig(queue),
-        maxPayloadBytes: this.store.capabilities.maxPayloadBytes,
+        maxPayloadBytes: this.#store.capabilities.maxPayloadBytes,
       },
       Date.now,
     );
-    const created = await this.store.putSchedule(queue, stored);
-    for (const worker of this.workers) if (worker.queue === queue) worker.schedulesChanged();
+    const created = await this.#store.putSchedule(queue, stored);
+    this.schedulers.wake(queue);
     return { created, schedule: describeSchedule(stored) };
   }
 
   /** The queue's schedules, sorted by name. */
   async schedules(queue: string): Promise<ScheduleInfo[]> {
     this.checkOpen();
-    return (await this.store.schedules(checkQueueName(queue))).map(describeSchedule);
+    return (await this.#store.schedules(checkQueueName(queue))).map(describeSchedule);
   }
 
   /** Removes the queue's schedule `name`; false when there was none. Messages it already enqueued stay. */
   async unschedule(queue: string, name: string): Promise<boolean> {
     this.checkOpen();
-    return this.store.removeSchedule(checkQueueName(queue), checkScheduleName(name));
+    return this.#store.removeSchedule(checkQueueName(queue), checkScheduleName(name));
   }
 
   /** Runs GC on the queue now (unless another GC holds it). */
   async gc(queue: string): Promise<GcResult> {
     this.checkOpen();
-    return this.store.gc(checkQueueName(queue), true);
+    return this.#store.gc(checkQueueName(queue), true);
   }
 
   /** Stops this client's workers gracefully, waits for background upkeep, closes the store. */
@@ -447,12 +466,12 @@ export class Client {
     for (const follower of this.followers) follower.abort(new ClosedError('client'));
     await Promise.all([...this.workers].map((worker) => worker.stop()));
     await Promise.allSettled([...this.background]);
-    await this.store.close();
+    await this.#store.close();
   }
 
   private prepare(queue: string, item: BatchItem, config: QueueConfig | null): NewMessage {
     checkKnownKeys('enqueue', checkPlainObject('message', item), BATCH_KEYS);
-    const encoded = encodePayload(item.payload, this.store.capabilities.maxPayloadBytes);
+    const encoded = encodePayload(item.payload, this.#store.capabilities.maxPayloadBytes);
     const filters =
       item.filters === undefined || config === null ? {} : checkMessageFilters(queue, item.filters, config);
     const policy = encodePolicy(checkPolicy(item));
@@ -477,7 +496,7 @@ export class Client {
   private async cachedConfig(queue: string): Promise<QueueConfig> {
     const cached = this.configCache.get(queue);
     if (cached !== undefined && Date.now() - cached.readAt < CONFIG_CACHE_MS) return cached.config;
-    const config = await this.store.config(queue);
+    const config = await this.#store.config(queue);
     this.configCache.set(queue, { config, readAt: Date.now() });
     return config;
   }
@@ -489,7 +508,7 @@ export class Client {
     const interval = this.configCache.get(queue)?.config.gcIntervalMs ?? DEFAULT_QUEUE_CONFIG.gcIntervalMs;
     if (now - (this.lastGc.get(queue) ?? 0) < interval) return;
     this.lastGc.set(queue, now);
-    const run = this.store
+    const run = this.#store
       .gc(queue, false)
       .catch(this.onError)
       .finally(() => this.background.delete(run));

@@ -4,28 +4,14 @@
  * max + rate × t handled), which holds however slow the machine is.
  */
 import assert from 'node:assert/strict';
-import { spawn } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, test } from 'node:test';
-import { fileURLToPath } from 'node:url';
+import { runScript } from './support/bench.js';
 
-const ROOT = fileURLToPath(new URL('..', import.meta.url));
 const dir = mkdtempSync(join(tmpdir(), 'kvmq-bench-scheduling-'));
 after(() => rmSync(dir, { recursive: true, force: true }));
-
-function runScript(script: string, args: string[]): Promise<{ code: number | null; stdout: string; stderr: string }> {
-  return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, ['--import', 'tsx', script, ...args], { cwd: ROOT });
-    let stdout = '';
-    let stderr = '';
-    child.stdout.on('data', (chunk: Buffer) => (stdout += chunk.toString()));
-    child.stderr.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
-    child.on('error', reject);
-    child.on('close', (code) => resolve({ code, stdout, stderr }));
-  });
-}
 
 void test('bench/priority.ts --quick drains by priority and prints both tables', { timeout: 120_000 }, async () => {
   const store = `sqlite:${join(dir, 'priority.db')}`;
@@ -37,6 +23,21 @@ void test('bench/priority.ts --quick drains by priority and prints both tables',
   assert.match(stdout, /^claim cost large\/small: [\d.]+ ×/m);
   assert.match(stdout, /^lifecycle, concurrency 64\s+[\d,]+\s+[\d,]+\s+[\d,]+\s+[\d.]+ ×$/m);
 });
+
+void test(
+  'bench/priority.ts --claims-only checks the order of priorities laid out in blocks',
+  { timeout: 120_000 },
+  async () => {
+    const store = `sqlite:${join(dir, 'priority-blocks.db')}`;
+    // Runs of 150 per level: each drain of 300 crosses levels, and the refills continue the same stream.
+    const args = ['--claims-only', '--store', store, '--small', '2000', '--large', '10000', '--probe', '300'];
+    const { code, stdout, stderr } = await runScript('bench/priority.ts', [...args, '--run', '150', '--rounds', '2']);
+    assert.equal(code, 0, `${stdout}\n${stderr}`);
+    assert.match(stdout, /^claim cost large\/small: [\d.]+ ×/m);
+    assert.match(stdout, /^paired rounds large\/small: median [\d.]+ ×/m);
+    assert.doesNotMatch(stdout, /plain \/s/);
+  },
+);
 
 void test('bench/rate-limit.ts: two processes together stay within the limit', { timeout: 120_000 }, async () => {
   const store = `sqlite:${join(dir, 'rate.db')}`;

@@ -4,31 +4,17 @@
  * asserted here; the full bench reports it.
  */
 import assert from 'node:assert/strict';
-import { spawn } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, test } from 'node:test';
-import { fileURLToPath } from 'node:url';
+import { runScript } from './support/bench.js';
 
-const ROOT = fileURLToPath(new URL('..', import.meta.url));
 const dir = mkdtempSync(join(tmpdir(), 'kvmq-bench-test-'));
 after(() => rmSync(dir, { recursive: true, force: true }));
 
-function runBench(args: string[]): Promise<{ code: number | null; stdout: string; stderr: string }> {
-  return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, ['--import', 'tsx', 'bench/run.ts', ...args], { cwd: ROOT });
-    let stdout = '';
-    let stderr = '';
-    child.stdout.on('data', (chunk: Buffer) => (stdout += chunk.toString()));
-    child.stderr.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
-    child.on('error', reject);
-    child.on('close', (code) => resolve({ code, stdout, stderr }));
-  });
-}
-
 void test('bench --quick runs every measurement and prints its row', { timeout: 120_000 }, async () => {
-  const { code, stdout, stderr } = await runBench([
+  const { code, stdout, stderr } = await runScript('bench/run.ts', [
     '--quick',
     '--no-write',
     '--store',
@@ -54,7 +40,7 @@ void test('bench --quick runs every measurement and prints its row', { timeout: 
 });
 
 void test('bench refuses an unknown flag', { timeout: 60_000 }, async () => {
-  const { code, stderr } = await runBench(['--quick', '--no-write', '--speed']);
+  const { code, stderr } = await runScript('bench/run.ts', ['--quick', '--no-write', '--speed']);
   assert.notEqual(code, 0);
   assert.match(stderr, /speed/);
 });

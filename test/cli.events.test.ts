@@ -4,6 +4,7 @@ import { spawn } from 'node:child_process';
 import { describe, it } from 'node:test';
 import { connect } from '../src/index.js';
 import { expectExit, newStore, ROOT, start, waitFor } from './support/cli.js';
+import { storeOf } from '../src/client-store.js';
 
 describe('kvmq events, wait and the events settings', { concurrency: 3 }, () => {
   it('config sets and shows events, events_max_count and events_max_age_ms', async () => {
@@ -82,7 +83,7 @@ describe('kvmq events, wait and the events settings', { concurrency: 3 }, () => 
     const client = await connect(store, { maintenance: false });
     try {
       await client.configure('short', { events: true, eventsMaxCount: 2 });
-      const behind = await client.store.eventsHead('short');
+      const behind = await storeOf(client).eventsHead('short');
       for (const id of ['a', 'b', 'c', 'd', 'e']) await client.enqueue('short', 'x', { id });
       await client.gc('short');
       const reader = start('src/cli/main.ts', ['events', 'short', '--from', behind, '--json'], { store });

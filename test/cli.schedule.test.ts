@@ -92,7 +92,9 @@ describe('kvmq schedule', { concurrency: 4 }, () => {
       [[...add, '--every', '0'], /--every must be a duration of at least 1 ms/],
       [[...add, '--every', '5x'], /such as 500ms, 30s/],
       [[...add, '--every', '1s', '--priority', '1001'], /priority must be a whole number from 0/],
-      [[...add, '--every', '1s', '--priority=-1'], /--priority must be a whole number/],
+      // The same parser and message as enqueue --priority.
+      [[...add, '--every', '1s', '--priority=-1'], /--priority must be a whole number from 0 \(runs first/],
+      [[...add, '--every', '1s', '--priority', 'high'], /--priority must be a whole number from 0 .* got 'high'/],
       [[...add, '--every', '1s', '--group', 'a b'], /group "a b" is invalid/],
       [[...add, '--every', '1s', '--catch-up', '0'], /--catch-up must be a whole number from 1 to 1000/],
       [[...add, '--every', '1s', '--catch-up', '1001'], /from 1 to 1000/],

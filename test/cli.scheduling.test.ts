@@ -148,6 +148,11 @@ describe('kvmq CLI scheduling', { concurrency: 4 }, () => {
       ['7/90s', '7/90s', 90_000],
       ['2/2h', '2/2h', 7_200_000],
       ['3/1000ms', '3/1s', 1000],
+      // The period is a duration as everywhere in the CLI: days, compounds and bare milliseconds.
+      ['50000/1d', '50000/1d', 86_400_000],
+      ['4/24h', '4/1d', 86_400_000],
+      ['10/1h30m', '10/90m', 5_400_000],
+      ['6/1500', '6/1500ms', 1500],
     ] as const) {
       const out = await expectExit(0, ['config', 'lim', `rate_limit=${given}`], { store });
       assert.match(out.stdout, new RegExp(`^rate_limit=${shown}$`, 'm'), given);
@@ -172,10 +177,16 @@ describe('kvmq CLI scheduling', { concurrency: 4 }, () => {
     await expectExit(0, ['config', 'keep', 'rate_limit=10/1s', 'group_concurrency=2'], { store });
     const before = await configJson(store, 'keep');
     const cases: [setting: string, allowed: RegExp][] = [
-      ['rate_limit=0/1s', /rate_limit must look like MAX\/PERIOD with MAX from 1 to 1000000 and PERIOD like 1s/],
+      [
+        'rate_limit=0/1s',
+        /rate_limit must look like MAX\/PERIOD with MAX from 1 to 1000000 and PERIOD a duration like 1s/,
+      ],
       ['rate_limit=100/0s', /rate_limit must look like MAX\/PERIOD/],
       ['rate_limit=100', /rate_limit must look like MAX\/PERIOD/],
-      ['rate_limit=100/1d', /rate_limit must look like MAX\/PERIOD/],
+      ['rate_limit=100/1w', /PERIOD a duration like 1s, 250ms, 1m, 1h or 1d/],
+      ['rate_limit=100/', /rate_limit must look like MAX\/PERIOD/],
+      ['rate_limit=/1s', /rate_limit must look like MAX\/PERIOD/],
+      ['rate_limit=-1/1s', /rate_limit must look like MAX\/PERIOD/],
       ['rate_limit=1000001/1s', /MAX from 1 to 1000000/],
       ['group_concurrency=0', /group_concurrency must be a whole number from 1 to 100000, or none/],
       ['group_concurrency=-1', /group_concurrency must be a whole number from 1 to 100000, or none/],

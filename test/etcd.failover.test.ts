@@ -11,6 +11,7 @@ import { spawnChild, type Child } from './support/child.js';
 import { waitFor } from './support/wait.js';
 import { isolatedUrl, startEtcd, startEtcdCluster } from './fixtures/etcd-support.js';
 import { EtcdStore } from '../src/etcd/store.js';
+import { storeOf } from '../src/client-store.js';
 
 const cleanups = new WeakMap<TestContext, (() => Promise<unknown>)[]>();
 
@@ -103,7 +104,7 @@ async function allHandled(
   } catch (error) {
     const missing = accepted.filter((id) => !handled.has(id));
     const statuses = await Promise.all(missing.slice(0, 5).map((id) => client.status(queue, id).catch(String)));
-    const store = client.store;
+    const store = storeOf(client);
     const dispatcher = store instanceof EtcdStore ? store.host.describe(queue) : null;
     throw new Error(
       `${missing.length} of ${accepted.length} accepted messages not handled: ${JSON.stringify(statuses)}; ` +
@@ -144,7 +145,7 @@ void describe('etcd failover', () => {
       const errors: unknown[] = [];
       const client = await open(t, url, errors);
       const { handled } = recorder(t, client, q, errors);
-      const store = client.store;
+      const store = storeOf(client);
       assert.ok(store instanceof EtcdStore);
       assert.equal(store.host.dispatching(q), false, 'the other process dispatches');
 
@@ -188,7 +189,7 @@ void describe('etcd failover', () => {
       assert.equal(accepted.length, 601);
       process.kill(other.pid, 'SIGCONT');
       await allHandled(client, q, accepted, handled, 60_000);
-      const store = client.store;
+      const store = storeOf(client);
       assert.ok(store instanceof EtcdStore);
       assert.equal(store.host.dispatching(q), false, 'the resumed process still dispatches: it caught up');
       await allDone(client, q, accepted, 30_000);

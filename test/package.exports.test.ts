@@ -5,7 +5,16 @@
  */
 import assert from 'node:assert/strict';
 import { execFile } from 'node:child_process';
-import { copyFileSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync } from 'node:fs';
+import {
+  copyFileSync,
+  existsSync,
+  mkdirSync,
+  mkdtempSync,
+  readFileSync,
+  rmSync,
+  symlinkSync,
+  writeFileSync,
+} from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { after, before, describe, test } from 'node:test';
@@ -63,5 +72,28 @@ describe('the package as installed', () => {
     const { stdout, stderr } = await run(process.execPath, ['--input-type=module', '-e', script], { cwd: dir });
     assert.match(stdout, /^served on http:\/\/127\.0\.0\.1:\d+$/);
     assert.equal(stderr, '');
+  });
+
+  test("a user's TypeScript cannot reach a client's store or construct a Client without connect()", async () => {
+    const declarations = readFileSync(join(dist, 'client.d.ts'), 'utf8');
+    assert.doesNotMatch(declarations, /\bStore\b|^\s*(readonly\s+)?store\b/m, 'client.d.ts names the store');
+    // Each @ts-expect-error fails the compile (TS2578) once the line it covers stops being an error.
+    writeFileSync(
+      join(dir, 'user.mts'),
+      [
+        "import { Client, connect } from 'kvmq';",
+        "const client = await connect('sqlite:./user.db');",
+        '// @ts-expect-error the store is not public',
+        'void client.store;',
+        '// @ts-expect-error the constructor is private',
+        'void new Client();',
+        'await client.close();',
+      ].join('\n'),
+    );
+    const tsc = join(ROOT, 'node_modules/typescript/bin/tsc');
+    const flags = ['--noEmit', '--strict', '--module', 'nodenext', '--target', 'es2022', '--skipLibCheck'];
+    await run(process.execPath, [tsc, ...flags, '--typeRoots', join(ROOT, 'node_modules/@types'), 'user.mts'], {
+      cwd: dir,
+    });
   });
 });

@@ -4,12 +4,10 @@
  * is never asserted here.
  */
 import assert from 'node:assert/strict';
-import { spawn } from 'node:child_process';
 import { after, test } from 'node:test';
-import { fileURLToPath } from 'node:url';
 import { deletePrefixes, redisTestUrl } from './fixtures/redis-server.js';
+import { runScript } from './support/bench.js';
 
-const ROOT = fileURLToPath(new URL('..', import.meta.url));
 const prefix = `kvmq-bench-test-${process.pid}`;
 
 after(() => deletePrefixes(redisTestUrl(), [prefix]));
@@ -19,23 +17,8 @@ void test(
   { timeout: 180_000 },
   async () => {
     const store = `${redisTestUrl()}?prefix=${prefix}`;
-    const { code, stdout, stderr } = await new Promise<{ code: number | null; stdout: string; stderr: string }>(
-      (resolve, reject) => {
-        const child = spawn(
-          process.execPath,
-          ['--import', 'tsx', 'bench/run.ts', '--quick', '--no-write', '--store', store],
-          {
-            cwd: ROOT,
-          },
-        );
-        let out = '';
-        let err = '';
-        child.stdout.on('data', (chunk: Buffer) => (out += chunk.toString()));
-        child.stderr.on('data', (chunk: Buffer) => (err += chunk.toString()));
-        child.on('error', reject);
-        child.on('close', (exit) => resolve({ code: exit, stdout: out, stderr: err }));
-      },
-    );
+    const args = ['--quick', '--no-write', '--store', store];
+    const { code, stdout, stderr } = await runScript('bench/run.ts', args);
     assert.equal(code, 0, `bench exited ${code}\n${stdout}\n${stderr}`);
     for (const row of [
       /^kvmq bench — store redis/m,

@@ -14,6 +14,7 @@ import { connect } from '../src/index.js';
 import { startCluster, type RedisCluster } from '../scripts/servers/redis.mjs';
 import { conformance } from './conformance/index.js';
 import { waitFor } from './support/wait.js';
+import { storeOf } from '../src/client-store.js';
 
 const dir = mkdtempSync(join(tmpdir(), 'kvmq-redis-cluster-'));
 let cluster: RedisCluster | null = null;
@@ -99,11 +100,11 @@ void test('redis cluster: queues(), events and turns of queues on every node', a
         page.events.map((e) => [e.type, e.id, e.cursor]),
         [['enqueued', 'm', '1']],
       );
-      assert.equal(await client.store.takeTurn(q, 'gc-warning', 60_000), true);
-      assert.equal(await client.store.takeTurn(q, 'gc-warning', 60_000), false);
+      assert.equal(await storeOf(client).takeTurn(q, 'gc-warning', 60_000), true);
+      assert.equal(await storeOf(client).takeTurn(q, 'gc-warning', 60_000), false);
     }
     let calls = 0;
-    const stop = client.store.subscribeEvents(queues[0] ?? '', () => (calls += 1));
+    const stop = storeOf(client).subscribeEvents(queues[0] ?? '', () => (calls += 1));
     await waitFor(() => calls > 0, { what: 'the call at subscription' });
     calls = 0;
     await client.enqueue(queues[0] ?? '', 'again');

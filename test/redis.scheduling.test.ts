@@ -13,6 +13,7 @@ import { startCluster, type RedisCluster } from '../scripts/servers/redis.mjs';
 import { deletePrefixes, redisTestUrl } from './fixtures/redis-server.js';
 import type { ClaimRequest, ClaimResult, NewMessage } from '../src/store/contract.js';
 import { plainMessage } from '../src/store/new-message.js';
+import { storeOf } from '../src/client-store.js';
 
 const base = redisTestUrl();
 const dir = mkdtempSync(join(tmpdir(), 'kvmq-redis-scheduling-'));
@@ -48,7 +49,7 @@ async function open(server: keyof typeof SERVERS): Promise<Client> {
 }
 
 function claim(client: Client, queue: string, max: number, more: Partial<ClaimRequest> = {}): Promise<ClaimResult> {
-  return client.store.claim(queue, {
+  return storeOf(client).claim(queue, {
     consumerId: 'c1',
     max,
     lockMs: 30_000,
@@ -110,7 +111,7 @@ for (const server of Object.keys(SERVERS) as (keyof typeof SERVERS)[]) {
       await c.enqueue('q', 'later', { id: 'later', priority: 3, initialBackoffMs: 50 });
       const [lo] = (await claim(c, 'q', 1)).messages;
       assert.equal(lo?.id, 'lo');
-      await c.store.finish('q', 'c1', [
+      await storeOf(c).finish('q', 'c1', [
         { id: 'lo', attempt: 1, outcome: 'retry', backoffMs: 0, error: null, startedAt: Date.now() },
       ]);
       await c.enqueue('q', 'plain', { id: 'plain' });
@@ -230,13 +231,13 @@ for (const server of Object.keys(SERVERS) as (keyof typeof SERVERS)[]) {
       });
       const [m] = (await claim(c, 'q', 1)).messages;
       assert.equal(m?.id, 'r3');
-      await c.store.finish('q', 'c1', [
+      await storeOf(c).finish('q', 'c1', [
         { id: 'r3', attempt: 1, outcome: 'success', backoffMs: 0, error: null, startedAt: Date.now() },
       ]);
       await c.configure('q', { gcLifetimeMs: 0 });
-      await c.store.gc('q', true);
+      await storeOf(c).gc('q', true);
       assert.equal(await c.status('q', 'r3'), null);
-      const raw = await c.store.queueStatus('q');
+      const raw = await storeOf(c).queueStatus('q');
       assert.equal(raw.total, 0);
       assert.deepEqual(await c.enqueue('q', 4, { id: 'r4', debounce: { id: 'k', ms: 0 } }), {
         ok: true,
@@ -248,7 +249,7 @@ for (const server of Object.keys(SERVERS) as (keyof typeof SERVERS)[]) {
 }
 
 function finishOk(c: Client, queue: string, id: string, attempt = 1): Promise<unknown> {
-  return c.store.finish(queue, 'c1', [
+  return storeOf(c).finish(queue, 'c1', [
     { id, attempt, outcome: 'success', backoffMs: 0, error: null, startedAt: Date.now() },
   ]);
 }
@@ -275,7 +276,7 @@ for (const server of Object.keys(SERVERS) as (keyof typeof SERVERS)[]) {
         ['a2', 'a3'],
       );
       let woken = 0;
-      const stop = c.store.subscribe('q', () => (woken += 1));
+      const stop = storeOf(c).subscribe('q', () => (woken += 1));
       await new Promise((r) => setTimeout(r, 100));
       woken = 0;
       await finishOk(c, 'q', 'a1');
@@ -342,46 +343,48 @@ for (const server of Object.keys(SERVERS) as (keyof typeof SERVERS)[]) {
   void describe(`redis ${server}: schedules`, () => {
     void test('put, list sorted by name, replace, remove; clear keeps them', async () => {
       const c = await open(server);
-      assert.equal(await c.store.putSchedule('q', { name: 'nightly', body: '{"a":1}', nextAt: 2000 }), true);
-      assert.equal(await c.store.putSchedule('q', { name: 'every-5s', body: '{"b": "x y"}', nextAt: 1000 }), true);
-      assert.equal(await c.store.putSchedule('q', { name: 'nightly', body: '{"a":2}', nextAt: 3000 }), false);
-      assert.deepEqual(await c.store.schedules('q'), [
+      assert.equal(await storeOf(c).putSchedule('q', { name: 'nightly', body: '{"a":1}', nextAt: 2000 }), true);
+      assert.equal(await storeOf(c).putSchedule('q', { name: 'every-5s', body: '{"b": "x y"}', nextAt: 1000 }), true);
+      assert.equal(await storeOf(c).putSchedule('q', { name: 'nightly', body: '{"a":2}', nextAt: 3000 }), false);
+      assert.deepEqual(await storeOf(c).schedules('q'), [
         { name: 'every-5s', body: '{"b": "x y"}', nextAt: 1000 },
         { name: 'nightly', body: '{"a":2}', nextAt: 3000 },
       ]);
       await c.clear('q');
-      assert.equal((await c.store.schedules('q')).length, 2);
-      assert.equal(await c.store.removeSchedule('q', 'nightly'), true);
-      assert.equal(await c.store.removeSchedule('q', 'nightly'), false);
+      assert.equal((await storeOf(c).schedules('q')).length, 2);
+      assert.equal(await storeOf(c).removeSchedule('q', 'nightly'), true);
+      assert.equal(await storeOf(c).removeSchedule('q', 'nightly'), false);
       assert.deepEqual(
-        (await c.store.schedules('q')).map((s) => s.name),
+        (await storeOf(c).schedules('q')).map((s) => s.name),
         ['every-5s'],
       );
-      assert.deepEqual(await c.store.schedules('other'), []);
+      assert.deepEqual(await storeOf(c).schedules('other'), []);
     });
 
     void test('fireSchedule: compare-and-set and enqueue in one step; one winner among concurrent firings', async () => {
       const c = await open(server);
       await c.configure('q', { events: true });
       const s = { name: 'tick', body: '{"every":1000}', nextAt: 1000 };
-      await c.store.putSchedule('q', s);
+      await storeOf(c).putSchedule('q', s);
       const firings = await Promise.all(
-        Array.from({ length: 5 }, () => c.store.fireSchedule('q', s, 2000, [newMessage('tick:1000', { priority: 2 })])),
+        Array.from({ length: 5 }, () =>
+          storeOf(c).fireSchedule('q', s, 2000, [newMessage('tick:1000', { priority: 2 })]),
+        ),
       );
       const won = firings.filter((f) => f !== null);
       assert.equal(won.length, 1);
       assert.deepEqual(won[0], [{ ok: true, id: 'tick:1000', action: 'added' }]);
-      assert.deepEqual(await c.store.schedules('q'), [{ ...s, nextAt: 2000 }]);
+      assert.deepEqual(await storeOf(c).schedules('q'), [{ ...s, nextAt: 2000 }]);
       assert.equal((await c.show('q', 'tick:1000'))?.priority, 2);
       // Stale: nothing written.
-      assert.equal(await c.store.fireSchedule('q', s, 3000, [newMessage('tick:2000')]), null);
+      assert.equal(await storeOf(c).fireSchedule('q', s, 3000, [newMessage('tick:2000')]), null);
       assert.equal(await c.status('q', 'tick:2000'), null);
       // A changed body is a different schedule too.
-      assert.equal(await c.store.fireSchedule('q', { ...s, nextAt: 2000, body: '{}' }, 3000, []), null);
+      assert.equal(await storeOf(c).fireSchedule('q', { ...s, nextAt: 2000, body: '{}' }, 3000, []), null);
       // The enqueue path: a duplicate id is refused in its result, a debounce id debounces.
       const next = { ...s, nextAt: 2000 };
       assert.deepEqual(
-        await c.store.fireSchedule('q', next, 3000, [
+        await storeOf(c).fireSchedule('q', next, 3000, [
           newMessage('tick:1000'),
           newMessage('d1', { debounceId: 'deb', initialBackoffMs: 60_000 }),
           newMessage('d2', { debounceId: 'deb', initialBackoffMs: 60_000 }),
@@ -392,9 +395,9 @@ for (const server of Object.keys(SERVERS) as (keyof typeof SERVERS)[]) {
           { ok: true, id: 'd1', action: 'debounced' },
         ],
       );
-      assert.equal(await c.store.fireSchedule('q', { ...s, nextAt: 9 }, 10, []), null);
-      await c.store.removeSchedule('q', 'tick');
-      assert.equal(await c.store.fireSchedule('q', { ...s, nextAt: 3000 }, 4000, [newMessage('x')]), null);
+      assert.equal(await storeOf(c).fireSchedule('q', { ...s, nextAt: 9 }, 10, []), null);
+      await storeOf(c).removeSchedule('q', 'tick');
+      assert.equal(await storeOf(c).fireSchedule('q', { ...s, nextAt: 3000 }, 4000, [newMessage('x')]), null);
       assert.equal(await c.status('q', 'x'), null);
       const events = (await c.readEvents('q')).events.map((e) => `${e.type} ${e.id}`);
       assert.deepEqual(events, ['enqueued tick:1000', 'enqueued d1', 'enqueued d1']);

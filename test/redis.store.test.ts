@@ -25,6 +25,7 @@ import { MESSAGE_STATES, type MessageState, type QueueConfig } from '../src/mode
 import { start, type RedisServer, type RedisServerOptions } from '../scripts/servers/redis.mjs';
 import { deletePrefixes, redisTestUrl } from './fixtures/redis-server.js';
 import { waitFor } from './support/wait.js';
+import { storeOf } from '../src/client-store.js';
 
 const base = redisTestUrl();
 const dir = mkdtempSync(join(tmpdir(), 'kvmq-redis-store-'));
@@ -92,7 +93,7 @@ void describe('redis store', () => {
     const unfiltered = (filterClass: string): boolean => filterClass === '';
     const eoq = (): number => 60_000;
     const claim = (max: number) =>
-      client.store.claim(q, {
+      storeOf(client).claim(q, {
         consumerId: 'layout-consumer',
         max,
         lockMs: 60_000,
@@ -117,7 +118,7 @@ void describe('redis store', () => {
       error: null,
       startedAt: null,
     };
-    assert.deepEqual(await client.store.finish(q, 'layout-consumer', [finish]), ['ok']);
+    assert.deepEqual(await storeOf(client).finish(q, 'layout-consumer', [finish]), ['ok']);
     // Nothing left that this consumer accepts: a dry run sets the queue-wide backoff.
     assert.equal((await claim(1)).dryRuns, 1);
     await client.enqueue(q, { n: 5 }, { id: 'waiting' });
@@ -350,7 +351,7 @@ void describe('redis store', () => {
   void test('a batch larger than one script call carries is stored in order, every message whole', async () => {
     const prefix = uniquePrefix('large');
     const client = await open(`${base}?prefix=${prefix}`);
-    const limit = client.store.capabilities.maxPayloadBytes;
+    const limit = storeOf(client).capabilities.maxPayloadBytes;
     const items = Array.from({ length: 20 }, (_, i) => ({ id: `big-${i}`, payload: Buffer.alloc(limit, i) }));
     const results = await client.enqueueBatch('large', items);
     assert.deepEqual(
@@ -408,9 +409,9 @@ void describe('redis store', () => {
 
 void describe('redis store: failures, listings and counts', () => {
   const claimArgs = { consumerId: 'c', max: 1, lockMs: 60_000, accepts: null, eoqBackoffMs: () => 1000 };
-  const claimOne = (client: Client, q: string, lockMs = 60_000) => client.store.claim(q, { ...claimArgs, lockMs });
+  const claimOne = (client: Client, q: string, lockMs = 60_000) => storeOf(client).claim(q, { ...claimArgs, lockMs });
   const finish = (client: Client, q: string, id: string, outcome: 'success' | 'error', backoffMs = 0) =>
-    client.store.finish(q, 'c', [{ id, attempt: 1, outcome, backoffMs, error: 'e', startedAt: Date.now() }]);
+    storeOf(client).finish(q, 'c', [{ id, attempt: 1, outcome, backoffMs, error: 'e', startedAt: Date.now() }]);
 
   void test('list pages stay exact while enqueues, claims and removes change the ready list between pages', async () => {
     const client = await open(`${base}?prefix=${uniquePrefix('churn')}`);
@@ -432,7 +433,7 @@ void describe('redis store: failures, listings and counts', () => {
         { payload: 'new', id: `new-${n}-a` },
         { payload: 'new', id: `new-${n}-b` },
       ]);
-      for (const m of (await client.store.claim(q, { ...claimArgs, max: 2 })).messages) {
+      for (const m of (await storeOf(client).claim(q, { ...claimArgs, max: 2 })).messages) {
         assert.ok(!removed.has(m.id), `${m.id} was handed out after its removal`);
         claimed.add(m.id);
       }
@@ -525,6 +526,93 @@ void describe('redis store: failures, listings and counts', () => {
     );
   });
 
+  void test('a claim that takes the last ready messages says when to look again; one that leaves some, at once', async () => {
+    const client = await open(`${base}?prefix=${uniquePrefix('drained')}`);
+    const q = 'drained';
+    const claim = (max: number) => storeOf(client).claim(q, { ...claimArgs, max });
+    await client.enqueueBatch(q, [
+      { payload: 1, id: 'a' },
+      { payload: 2, id: 'b' },
+      { payload: 3, id: 'c' },
+    ]);
+    const full = await claim(2);
+    assert.deepEqual(
+      full.messages.map((m) => m.id),
+      ['a', 'b'],
+    );
+    assert.equal(full.wakeAt, null, 'more may be ready: claim again at once');
+    const before = Date.now();
+    const last = await claim(2);
+    assert.deepEqual(
+      last.messages.map((m) => m.id),
+      ['c'],
+    );
+    // As the dry run a claim now would make: the end-of-queue backoff after one dry run (1,000 ms here).
+    assert.ok(
+      last.wakeAt !== null && last.wakeAt >= before + 900 && last.wakeAt <= Date.now() + 1000,
+      String(last.wakeAt),
+    );
+    assert.equal(last.dryRuns, 0, 'no dry run counted: it took messages');
+    // A full claim that leaves nothing ready says so too.
+    await client.enqueue(q, 4, { id: 'd' });
+    const exact = await claim(1);
+    assert.deepEqual(
+      exact.messages.map((m) => m.id),
+      ['d'],
+    );
+    assert.ok(exact.wakeAt !== null && exact.wakeAt >= Date.now() + 800, String(exact.wakeAt));
+    // A backoff that ends sooner brings the wake-up forward.
+    await client.enqueue(q, 4, { id: 'later', initialBackoffMs: 200 });
+    await client.enqueue(q, 5, { id: 'now' });
+    const soon = await claim(2);
+    assert.deepEqual(
+      soon.messages.map((m) => m.id),
+      ['now'],
+    );
+    assert.ok(soon.wakeAt !== null && soon.wakeAt <= Date.now() + 200, String(soon.wakeAt));
+  });
+
+  void test('an idle worker handed one message at a time makes no claim that finds nothing', async () => {
+    const client = await open(`${base}?prefix=${uniquePrefix('idle')}`);
+    const q = 'idle';
+    const polls: (readonly string[])[] = [];
+    const handled: string[] = [];
+    const worker = client.worker(q, (job) => void handled.push(job.id), {
+      concurrency: 1,
+      eoqBackoffMs: 60_000,
+      monitor: ({ claimed }) => void polls.push(claimed),
+    });
+    // The first claim, and the one its subscription's confirmation asks for.
+    await waitFor(() => polls.length === 2, { what: 'the worker to go idle' });
+    for (const id of ['m1', 'm2', 'm3']) {
+      await client.enqueue(q, id, { id });
+      await waitFor(() => handled.includes(id), { what: `${id} to be handled` });
+    }
+    await worker.stop();
+    // Each claim took the last ready message and said so: no claim in between found nothing.
+    assert.deepEqual(polls, [[], [], ['m1'], ['m2'], ['m3']]);
+  });
+
+  void test('a foreign key a claim or finish reads before writing: StoreLayoutError, nothing written', async () => {
+    const prefix = uniquePrefix('read-first');
+    const client = await open(`${base}?prefix=${prefix}`);
+    const q = 'read-first';
+    await client.enqueue(q, 'x', { id: 'm' });
+    cli(base, 'SET', `${prefix}:{${q}}:lock-expiry`, 'not kvmq');
+    await assert.rejects(claimOne(client, q), StoreLayoutError);
+    cli(base, 'DEL', `${prefix}:{${q}}:lock-expiry`);
+    assert.equal((await client.status(q, 'm'))?.state, 'queued');
+    assert.deepEqual(
+      (await claimOne(client, q)).messages.map((m) => m.id),
+      ['m'],
+    );
+    cli(base, 'HSET', `${prefix}:{${q}}:requeue`, 'a', 'b');
+    await assert.rejects(finish(client, q, 'm', 'success'), StoreLayoutError);
+    cli(base, 'DEL', `${prefix}:{${q}}:requeue`);
+    assert.equal((await client.status(q, 'm'))?.state, 'locked');
+    assert.deepEqual(await finish(client, q, 'm', 'success'), ['ok']);
+  });
+
   void test('a foreign key met only on the failure path: StoreLayoutError, nothing written', async () => {
     const prefix = uniquePrefix('rare');
     const client = await open(`${base}?prefix=${prefix}`);
@@ -547,9 +635,9 @@ void describe('redis store: failures, listings and counts', () => {
 void describe('redis store: queue events, turns and the queue registry', () => {
   const consumer = 'c';
   const claim = (client: Client, q: string, max = 64, lockMs = 60_000) =>
-    client.store.claim(q, { consumerId: consumer, max, lockMs, accepts: null, eoqBackoffMs: () => 60_000 });
+    storeOf(client).claim(q, { consumerId: consumer, max, lockMs, accepts: null, eoqBackoffMs: () => 60_000 });
   const finish = (client: Client, q: string, finishes: readonly Partial<Finish>[]) =>
-    client.store.finish(
+    storeOf(client).finish(
       q,
       consumer,
       finishes.map((f) => ({
@@ -564,7 +652,7 @@ void describe('redis store: queue events, turns and the queue registry', () => {
     );
   /** Every kept event, oldest first, as [type, id, attempt, error]. */
   const events = async (client: Client, q: string): Promise<(string | number | undefined)[][]> =>
-    (await client.store.readEvents(q, null, 10_000)).events.map((e) => [e.type, e.id, e.attempt, e.error]);
+    (await storeOf(client).readEvents(q, null, 10_000)).events.map((e) => [e.type, e.id, e.attempt, e.error]);
   /** A queue of its own with events on (and options), on the shared server. */
   async function eventsQueue(label: string, config: Partial<QueueConfig> = {}) {
     const prefix = uniquePrefix(label);
@@ -612,21 +700,21 @@ void describe('redis store: queue events, turns and the queue registry', () => {
       ['removed', 'd', 1, undefined],
       ['enqueued', 'a', 1, undefined],
     ]);
-    const page = await client.store.readEvents(q, null, 100);
+    const page = await storeOf(client).readEvents(q, null, 100);
     assert.deepEqual(
       page.events.map((e) => e.cursor),
       page.events.map((_, i) => String(i + 1)),
     );
     for (const e of page.events) assert.ok(e.at >= before && e.at <= after, `at ${e.at} in [${before}, ${after}]`);
-    assert.equal(await client.store.eventsHead(q), '17');
+    assert.equal(await storeOf(client).eventsHead(q), '17');
 
     // The same transitions on a queue without events write no event and no event key.
     const off = 'quiet';
     await client.enqueue(off, 'x', { id: 'x' });
     await claim(client, off);
     await finish(client, off, [{ id: 'x', outcome: 'error', error: 'e' }]);
-    assert.deepEqual((await client.store.readEvents(off, null, 10)).events, []);
-    assert.equal(await client.store.eventsHead(off), '0');
+    assert.deepEqual((await storeOf(client).readEvents(off, null, 10)).events, []);
+    assert.equal(await storeOf(client).eventsHead(off), '0');
   });
 
   void test('layout: one stream entry per script call, its id the number of its last event', async () => {
@@ -654,7 +742,7 @@ void describe('redis store: queue events, turns and the queue registry', () => {
     const failEntry = entries.slice(entries.indexOf('7-0') + 1);
     // An error stays on its event's line: newlines and backslashes are escaped.
     assert.deepEqual(failEntry.slice(2), ['n', '1', 'events', 'failed 1 one two words\\nand a \\\\n line']);
-    assert.deepEqual((await client.store.readEvents(q, '6', 10)).events[0]?.error, 'two words\nand a \\n line');
+    assert.deepEqual((await storeOf(client).readEvents(q, '6', 10)).events[0]?.error, 'two words\nand a \\n line');
     // A large batch spreads over entries of at most 100 events.
     await client.enqueueBatch(
       q,
@@ -664,7 +752,7 @@ void describe('redis store: queue events, turns and the queue registry', () => {
       cli(base, 'XRANGE', key('events'), '8', '+').filter((line) => /^\d+-0$/.test(line)),
       ['107-0', '207-0', '257-0'],
     );
-    const page = await client.store.readEvents(q, '100', 10);
+    const page = await storeOf(client).readEvents(q, '100', 10);
     assert.deepEqual(
       page.events.map((e) => [e.cursor, e.id]),
       Array.from({ length: 10 }, (_, i) => [String(101 + i), `many-${93 + i}`]),
@@ -735,24 +823,24 @@ void describe('redis store: queue events, turns and the queue registry', () => {
   void test('trimming: inline by count within one stream node, exactly at GC; a reader behind is told', async () => {
     const { client, q } = await eventsQueue('trim', { eventsMaxCount: 50 });
     for (let i = 0; i < 300; i++) await client.enqueue(q, i, { id: `m${i}` });
-    const kept = (await client.store.readEvents(q, null, 10_000)).events;
+    const kept = (await storeOf(client).readEvents(q, null, 10_000)).events;
     // MINID ~ drops whole stream nodes (at most 100 entries) only, and never one within the bound.
     assert.ok(kept.length >= 50 && kept.length <= 150, `${kept.length} kept before GC`);
     assert.equal(kept.at(-1)?.cursor, '300');
     assert.ok((await client.gc(q)).ran);
-    const page = await client.store.readEvents(q, null, 10_000);
+    const page = await storeOf(client).readEvents(q, null, 10_000);
     assert.deepEqual(
       page.events.map((e) => e.id),
       Array.from({ length: 50 }, (_, i) => `m${250 + i}`),
     );
     assert.equal(page.missed, false);
-    const behind = await client.store.readEvents(q, '10', 5);
+    const behind = await storeOf(client).readEvents(q, '10', 5);
     assert.equal(behind.missed, true);
     assert.deepEqual(
       behind.events.map((e) => e.cursor),
       ['251', '252', '253', '254', '255'],
     );
-    const exact = await client.store.readEvents(q, '250', 5);
+    const exact = await storeOf(client).readEvents(q, '250', 5);
     assert.equal(exact.missed, false);
     assert.equal(exact.events[0]?.cursor, '251');
     // Entries go whole: with batches, GC keeps the entry that holds the oldest event within the bound.
@@ -763,7 +851,7 @@ void describe('redis store: queue events, turns and the queue registry', () => {
       );
     }
     assert.ok((await client.gc(q)).ran);
-    const batched = (await client.store.readEvents(q, null, 10_000)).events;
+    const batched = (await storeOf(client).readEvents(q, null, 10_000)).events;
     assert.ok(batched.length >= 50 && batched.length < 80, `${batched.length} kept after GC`);
     assert.equal(batched.at(-1)?.cursor, '600');
   });
@@ -774,18 +862,18 @@ void describe('redis store: queue events, turns and the queue registry', () => {
       q,
       ['old1', 'old2'].map((id) => ({ payload: id, id })),
     );
-    const oldAt = (await client.store.readEvents(q, null, 10)).events[0]?.at ?? 0;
+    const oldAt = (await storeOf(client).readEvents(q, null, 10)).events[0]?.at ?? 0;
     await waitFor(() => redisNow(base) > oldAt + 3000, { what: '3 s on the Redis clock', timeoutMs: 10_000 });
     await client.enqueue(q, 'young', { id: 'young' });
     // The bound falls about 1.5 s after the old events: GC has that long to run.
     await client.configure(q, { eventsMaxAgeMs: redisNow(base) - oldAt - 1500 });
     assert.ok((await client.gc(q)).ran);
-    const page = await client.store.readEvents(q, null, 10);
+    const page = await storeOf(client).readEvents(q, null, 10);
     assert.deepEqual(
       page.events.map((e) => e.id),
       ['young'],
     );
-    assert.equal((await client.store.readEvents(q, '0', 10)).missed, true);
+    assert.equal((await storeOf(client).readEvents(q, '0', 10)).missed, true);
   });
 
   void test('clear removes the events and keeps the numbering: a reader behind is told, one at the head is not', async () => {
@@ -794,34 +882,34 @@ void describe('redis store: queue events, turns and the queue registry', () => {
       q,
       ['a', 'b', 'c'].map((id) => ({ payload: id, id })),
     );
-    const head = await client.store.eventsHead(q);
+    const head = await storeOf(client).eventsHead(q);
     await client.clear(q);
     assert.equal(one(base, 'EXISTS', key('events')), '0');
-    assert.equal(await client.store.eventsHead(q), head);
+    assert.equal(await storeOf(client).eventsHead(q), head);
     // Told once: the page's cursor is past the gap.
-    assert.deepEqual(await client.store.readEvents(q, '1', 10), { events: [], missed: true, cursor: head });
-    assert.deepEqual(await client.store.readEvents(q, head, 10), { events: [], missed: false, cursor: head });
+    assert.deepEqual(await storeOf(client).readEvents(q, '1', 10), { events: [], missed: true, cursor: head });
+    assert.deepEqual(await storeOf(client).readEvents(q, head, 10), { events: [], missed: false, cursor: head });
     await client.enqueue(q, 'd', { id: 'd' });
-    const next = await client.store.readEvents(q, head, 10);
+    const next = await storeOf(client).readEvents(q, head, 10);
     assert.deepEqual(
       next.events.map((e) => [e.cursor, e.id]),
       [['4', 'd']],
     );
     assert.equal(next.missed, false);
-    assert.equal((await client.store.readEvents(q, '2', 10)).missed, true);
-    assert.equal((await client.store.readEvents(q, null, 10)).missed, false);
+    assert.equal((await storeOf(client).readEvents(q, '2', 10)).missed, true);
+    assert.equal((await storeOf(client).readEvents(q, null, 10)).missed, false);
   });
 
   void test('a cursor the store did not make is a TypeError that says so', async () => {
     const { client, q } = await eventsQueue('cursors');
     for (const bad of ['', 'abc', '-1', '1-0', '01', '1.5', '99999999999999999']) {
-      await assert.rejects(client.store.readEvents(q, bad, 10), (error: unknown) => {
+      await assert.rejects(storeOf(client).readEvents(q, bad, 10), (error: unknown) => {
         assert.ok(error instanceof TypeError, `${bad}: ${String(error)}`);
         assert.match(error.message, /not one the Redis store made/);
         return true;
       });
     }
-    assert.deepEqual(await client.store.readEvents(q, null, 10), { events: [], missed: false, cursor: '0' });
+    assert.deepEqual(await storeOf(client).readEvents(q, null, 10), { events: [], missed: false, cursor: '0' });
   });
 
   void test('subscribeEvents: called after events are written, on the wake-up connection; nothing after close', async () => {
@@ -831,8 +919,8 @@ void describe('redis store: queue events, turns and the queue registry', () => {
     const writer = await open(url);
     for (const q of ['s1', 's2']) await writer.configure(q, { events: true });
     let calls = 0;
-    const stops = ['s1', 's2'].map((q) => client.store.subscribeEvents(q, () => (calls += 1)));
-    const wake = client.store.subscribe('s1', () => undefined);
+    const stops = ['s1', 's2'].map((q) => storeOf(client).subscribeEvents(q, () => (calls += 1)));
+    const wake = storeOf(client).subscribe('s1', () => undefined);
     // Called once when the subscription is confirmed (nothing is missed while it was not).
     await waitFor(() => calls >= 2, { what: 'the calls at subscription' });
     calls = 0;
@@ -842,7 +930,7 @@ void describe('redis store: queue events, turns and the queue registry', () => {
     assert.equal(subscribers.length, 1, subscribers.join('\n'));
     stops.forEach((stop) => stop());
     wake();
-    client.store.subscribeEvents('s1', () => (calls += 100));
+    storeOf(client).subscribeEvents('s1', () => (calls += 100));
     await client.close();
     calls = 0;
     await writer.enqueue('s1', 'y');
@@ -859,19 +947,19 @@ void describe('redis store: queue events, turns and the queue registry', () => {
     const [a, b] = [await open(`${base}?prefix=${prefix}`), await open(`${base}?prefix=${prefix}`)];
     const q = 'turns';
     const takers = await Promise.all(
-      Array.from({ length: 10 }, (_, i) => (i % 2 === 0 ? a : b).store.takeTurn(q, 'warn.disk', 60_000)),
+      Array.from({ length: 10 }, (_, i) => storeOf(i % 2 === 0 ? a : b).takeTurn(q, 'warn.disk', 60_000)),
     );
     assert.equal(takers.filter(Boolean).length, 1);
     const key = `${prefix}:{${q}}:turn:warn.disk`;
     const ttl = Number(one(base, 'PTTL', key));
     assert.ok(ttl > 0 && ttl <= 60_000, `PTTL ${ttl}`);
     // Another name, another queue: turns of their own.
-    assert.equal(await a.store.takeTurn(q, 'other', 60_000), true);
-    assert.equal(await a.store.takeTurn('elsewhere', 'warn.disk', 60_000), true);
-    assert.equal(await b.store.takeTurn(q, 'short', 50), true);
-    assert.equal(await a.store.takeTurn(q, 'short', 50), false);
-    await waitFor(() => a.store.takeTurn(q, 'short', 50), { what: 'the next turn after 50 ms' });
-    await assert.rejects(a.store.takeTurn(q, 'zero', 0), TypeError);
+    assert.equal(await storeOf(a).takeTurn(q, 'other', 60_000), true);
+    assert.equal(await storeOf(a).takeTurn('elsewhere', 'warn.disk', 60_000), true);
+    assert.equal(await storeOf(b).takeTurn(q, 'short', 50), true);
+    assert.equal(await storeOf(a).takeTurn(q, 'short', 50), false);
+    await waitFor(() => storeOf(a).takeTurn(q, 'short', 50), { what: 'the next turn after 50 ms' });
+    await assert.rejects(storeOf(a).takeTurn(q, 'zero', 0), TypeError);
   });
 
   void test('queues(): those with a configuration or messages, sorted, from the registry set', async () => {
@@ -880,7 +968,7 @@ void describe('redis store: queue events, turns and the queue registry', () => {
     await client.enqueue('c', 'x', { id: 'x' });
     await client.enqueue('a', 'x');
     await client.configure('b', { paused: true });
-    await client.store.registerConsumer('consumers-only', { id: 'w', host: 'h', pid: 1, ttlMs: 60_000 });
+    await storeOf(client).registerConsumer('consumers-only', { id: 'w', host: 'h', pid: 1, ttlMs: 60_000 });
     await client.enqueue('gone', 'x', { id: 'x' });
     await client.remove('gone', 'x');
     assert.deepEqual(await client.queues(), ['a', 'b', 'c']);

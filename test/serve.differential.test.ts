@@ -219,22 +219,26 @@ describe('kvmq serve answers like etcd 3.4', () => {
   });
 
   for (const seed of SEEDS) {
-    test(`random sequence, seed ${seed}`, { timeout: 120_000 }, async () => {
-      // Each seed uses its own keys, so the two servers start each sequence from the same state.
-      const a = new RawClient(etcd.endpoint);
-      const b = new RawClient(kvmq.endpoint);
-      const watches: WatchPair[] = [];
-      try {
-        await runSequence(seed, a, b, watches);
-      } finally {
-        for (const w of watches) {
-          w.etcd.close();
-          w.kvmq.close();
+    test(
+      `random sequence, seed ${seed}: both servers answer and notify watches alike`,
+      { timeout: 120_000 },
+      async () => {
+        // Each seed uses its own keys, so the two servers start each sequence from the same state.
+        const a = new RawClient(etcd.endpoint);
+        const b = new RawClient(kvmq.endpoint);
+        const watches: WatchPair[] = [];
+        try {
+          await runSequence(seed, a, b, watches);
+        } finally {
+          for (const w of watches) {
+            w.etcd.close();
+            w.kvmq.close();
+          }
+          a.close();
+          b.close();
         }
-        a.close();
-        b.close();
-      }
-    });
+      },
+    );
   }
 
   async function runSequence(seed: number, a: RawClient, b: RawClient, watches: WatchPair[]): Promise<void> {

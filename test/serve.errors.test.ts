@@ -112,7 +112,7 @@ describe('errors match etcd and the server keeps serving', () => {
     await accepted('KV', 'Put', { key: b64('fits'), value: Buffer.alloc(1400 * 1024, 1).toString('base64') });
   });
 
-  test('malformed bytes and unknown methods', async () => {
+  test('malformed request bytes and unknown methods get etcd’s gRPC status', async () => {
     for (const body of [Buffer.from([0xff, 0xff, 0xff]), Buffer.from([0x0a, 0x10, 0x01]), Buffer.from([0x0b])]) {
       const [x, y] = await Promise.all([
         rawCall(etcd.endpoint, '/etcdserverpb.KV/Range', body),
@@ -191,7 +191,7 @@ describe('errors match etcd and the server keeps serving', () => {
     for (const w of watches) w.close();
   });
 
-  test('the server still answers', async () => {
+  test('after every refused request the server still serves a put and a range', async () => {
     const put = await b.call('KV', 'Put', { key: b64('after'), value: b64('fine') });
     assert.ok('ok' in put, JSON.stringify(put));
     const got = await b.call('KV', 'Range', { key: b64('after') });

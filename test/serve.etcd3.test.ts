@@ -4,12 +4,30 @@
  * (keep-alive, revoke, loss), locks, elections, STM and namespaces.
  */
 import assert from 'node:assert/strict';
+import { once } from 'node:events';
 import { after, before, describe, test } from 'node:test';
-import { Etcd3, type IKeyValue } from 'etcd3';
+import { Etcd3, type IKeyValue, type IOptions } from 'etcd3';
 import { startServe, type ServeProcess } from './fixtures/serve-support.js';
 import { waitFor } from './support/wait.js';
 
 const LOCK_TTL_SECONDS = 3;
+
+type Policy = NonNullable<NonNullable<IOptions['faultHandling']>['host']>;
+const NEVER = new AbortController().signal;
+/**
+ * etcd3 (1.1.2) takes the CANCELLED of its own watch stream, cancelled when its last watcher goes, for a
+ * failure of the host: it closes all its channels, so calls still waiting for one fail with UNAVAILABLE
+ * "Channel closed before call started", and counts it in the host's circuit breaker, which opens for 5 s
+ * after three. An election cancels watches three times within milliseconds, against etcd as against kvmq
+ * serve. With one host a breaker has nowhere else to go: the client runs without it, and its retry of
+ * calls that never started stays.
+ */
+const withoutBreaker: Policy = () =>
+  ({
+    execute: async (fn: (context: { signal: AbortSignal }) => unknown) => await fn({ signal: NEVER }),
+  }) as unknown as ReturnType<Policy>;
+const connect = (endpoint: string): Etcd3 =>
+  new Etcd3({ hosts: `http://${endpoint}`, faultHandling: { host: withoutBreaker } });
 
 describe('the etcd3 client on kvmq serve', () => {
   let server: ServeProcess;
@@ -17,7 +35,7 @@ describe('the etcd3 client on kvmq serve', () => {
 
   before(async () => {
     server = await startServe();
-    client = new Etcd3({ hosts: `http://${server.endpoint}` });
+    client = connect(server.endpoint);
   });
 
   after(async () => {
@@ -25,7 +43,7 @@ describe('the etcd3 client on kvmq serve', () => {
     await server.stop();
   });
 
-  test('put, get, ranges, delete, count', async () => {
+  test('the etcd3 client’s put, get, ranges, count, delete and txn see each other’s writes', async () => {
     await client.put('kv/a').value('1');
     await client.put('kv/b').value('2');
     await client.put('kv/c').value('3');
@@ -74,7 +92,7 @@ describe('the etcd3 client on kvmq serve', () => {
     assert.equal(await client.get('leased/a').string(), 'x');
     const lost = new Promise<string>((resolve) => lease.on('lost', (error) => resolve(error.message)));
     // Someone else revokes the lease: its keys go at once and the holder hears of it.
-    const other = new Etcd3({ hosts: `http://${server.endpoint}` });
+    const other = connect(server.endpoint);
     try {
       await other.leaseClient.leaseRevoke({ ID: id });
     } finally {
@@ -118,14 +136,21 @@ describe('the etcd3 client on kvmq serve', () => {
     });
     const alice = election.campaign('alice');
     await alice.wait();
-    const bob = election.campaign('bob');
-    let bobElected = false;
-    bob.on('elected', () => (bobElected = true));
+    // etcd3's observer takes the last put of a watch response for the leader, and etcd sends puts of
+    // consecutive revisions in one response: it must see alice before bob's key exists.
     await waitFor(() => seen.includes('alice'), { what: 'the observer to see alice' });
+    const bob = election.campaign('bob');
+    // Listened to from the start: bob may be elected before alice's resign has returned.
+    const bobWaiting = once(bob, '_isWaiting');
+    const bobElected = bob.wait();
+    let elected = false;
+    bob.on('elected', () => (elected = true));
+    // etcd3's own event (for its tests): bob has seen alice's key and waits for it to go.
+    await bobWaiting;
     assert.equal(await election.leader(), 'alice');
-    assert.equal(bobElected, false);
+    assert.equal(elected, false);
     await alice.resign();
-    await bob.wait();
+    await bobElected;
     await waitFor(() => seen.includes('bob'), { what: 'the observer to see bob' });
     assert.equal(await election.leader(), 'bob');
     await bob.resign();

@@ -128,7 +128,7 @@ describe('kvmq serve over TLS with client certificates', () => {
     },
   );
 
-  test('the npm etcd3 client with credentials', { timeout: 30_000 }, async () => {
+  test('the npm etcd3 client with a client certificate writes and reads over TLS', { timeout: 30_000 }, async () => {
     const client = new Etcd3({
       hosts: url,
       credentials: {

@@ -134,6 +134,7 @@ describe('watch details match etcd', () => {
       await waitResponses(watch, 3, 15_000);
     });
     assert.deepEqual(fromKvmq.slice(0, 3), fromEtcd.slice(0, 3));
+    assert.equal(fromEtcd[0]?.created, true, "etcd's first response creates the watch");
     assert.equal(fromKvmq[1]?.watch_id, fromKvmq[0]?.watch_id);
   });
 

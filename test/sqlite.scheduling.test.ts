@@ -11,6 +11,7 @@ import { after, describe, test } from 'node:test';
 import Database from 'better-sqlite3';
 import { connect } from '../src/index.js';
 import { prepareStatements, type Statements } from '../src/sqlite/statements.js';
+import { storeOf } from '../src/client-store.js';
 
 const dir = mkdtempSync(join(tmpdir(), 'kvmq-sqlite-scheduling-'));
 after(() => rmSync(dir, { recursive: true, force: true }));
@@ -78,7 +79,13 @@ describe('sqlite scheduling layout', () => {
       await client.enqueue('q', 'x', { id: 'a', priority: 3, group: 'g', debounce: { id: 'd', ms: 0 } });
       await client.enqueue('q', 'y', { id: 'b' });
       const before = Date.now();
-      await client.store.claim('q', { consumerId: 'c', max: 10, lockMs: 1000, accepts: null, eoqBackoffMs: () => 50 });
+      await storeOf(client).claim('q', {
+        consumerId: 'c',
+        max: 10,
+        lockMs: 1000,
+        accepts: null,
+        eoqBackoffMs: () => 50,
+      });
       const db = new Database(path, { readonly: true });
       try {
         assert.deepEqual(
@@ -110,7 +117,7 @@ describe('sqlite scheduling layout', () => {
     const path = await freshFile();
     const client = await connect(`sqlite:${path}`, { maintenance: false });
     const claim = (consumerId: string, lockMs: number): Promise<string[]> =>
-      client.store
+      storeOf(client)
         .claim('q', { consumerId, max: 10, lockMs, accepts: null, eoqBackoffMs: () => 50 })
         .then((result) => result.messages.map((m) => m.id));
     try {
@@ -118,7 +125,7 @@ describe('sqlite scheduling layout', () => {
       await client.enqueue('q', 2, { id: 'g2', group: 'g' });
       // Both held while there is no limit; one lock ends soon, the other stays.
       assert.deepEqual(await claim('short', 50), ['g1', 'g2']);
-      await client.store.extend('q', 'short', [{ id: 'g2', attempt: 1 }], 60_000);
+      await storeOf(client).extend('q', 'short', [{ id: 'g2', attempt: 1 }], 60_000);
       await client.configure('q', { groupConcurrency: 1 });
       await new Promise((resolve) => setTimeout(resolve, 80));
       assert.equal((await client.status('q', 'g1'))?.state, 'queued');

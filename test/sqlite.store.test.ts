@@ -15,6 +15,7 @@ import Database from 'better-sqlite3';
 import { connect, StoreLayoutError, StoreUnavailableError, StoreUrlError } from '../src/index.js';
 import { SCHEMA_VERSION } from '../src/sqlite/schema.js';
 import { waitFor } from './support/wait.js';
+import { storeOf } from '../src/client-store.js';
 
 const dir = mkdtempSync(join(tmpdir(), 'kvmq-sqlite-'));
 const children = new Set<ChildProcessWithoutNullStreams>();
@@ -364,7 +365,7 @@ describe('sqlite store', () => {
         ],
       );
       await client.enqueue('old', 'new', { id: 'n1', attempts: 3 });
-      const claimed = await client.store.claim('old', {
+      const claimed = await storeOf(client).claim('old', {
         consumerId: 'c',
         max: 10,
         lockMs: 10_000,
@@ -392,16 +393,20 @@ describe('sqlite store', () => {
     assertCountersMatchRows(url, 'old');
   });
 
-  test('a schema 4 file is migrated to 5: schedules work, messages and configuration stay', async () => {
+  test('a schema 4 file is migrated: schedules work, messages, configuration and event rows stay', async () => {
     const url = freshUrl();
     const path = url.slice('sqlite:'.length);
     const before = await connect(url, { maintenance: false });
-    await before.configure('old', { gcLifetimeMs: 4321 });
+    await before.configure('old', { gcLifetimeMs: 4321, events: true });
     await before.enqueue('old', 'kept', { id: 'm1', priority: 3 });
     await before.close();
-    // Back to schema 4's layout: what schema 5 added goes.
+    // Back to schema 4's layout: what schemas 5 and 6 added goes; its event rows had no time per event.
     const db = new Database(path);
-    db.exec('DROP TABLE kvmq_schedules; PRAGMA user_version = 4');
+    db.exec(`DROP TABLE kvmq_schedules;
+      ALTER TABLE kvmq_queues DROP COLUMN events_buffer; ALTER TABLE kvmq_queues DROP COLUMN events_buffered;
+      DELETE FROM kvmq_events;
+      INSERT INTO kvmq_events (queue, seq, at, count, events) VALUES ('old', 1, 1000, 2, '[[0,"m1",0],[3,"x",1,"boom"]]');
+      PRAGMA user_version = 4`);
     db.close();
 
     const client = await connect(url, { maintenance: false });
@@ -410,6 +415,17 @@ describe('sqlite store', () => {
       assert.equal((await client.show('old', 'm1'))?.priority, 3);
       const { created } = await client.schedule('old', 'hourly', { cron: '0 * * * *' }, 'x');
       assert.equal(created, true);
+      // The old rows read with their row's time; new events follow them in order.
+      await client.enqueue('old', 'new', { id: 'm2' });
+      const page = await client.readEvents('old');
+      assert.deepEqual(
+        page.events.map((e) => [e.type, e.id, e.cursor, e.error ?? null, e.at === 1000]),
+        [
+          ['enqueued', 'm1', '1.0', null, true],
+          ['failed', 'x', '1.1', 'boom', true],
+          ['enqueued', 'm2', '3.0', null, false],
+        ],
+      );
       assert.deepEqual(
         (await client.schedules('old')).map((s) => s.name),
         ['hourly'],
@@ -432,9 +448,10 @@ describe('sqlite store', () => {
     await before.configure('old', { gcLifetimeMs: 4321 });
     await before.enqueue('old', 'kept', { id: 'm1' });
     await before.close();
-    // Back to schema 2's layout: what schemas 3, 4 and 5 added goes.
+    // Back to schema 2's layout: what schemas 3 to 6 added goes.
     const db = new Database(path);
     db.exec(`DROP TABLE kvmq_schedules;
+      ALTER TABLE kvmq_queues DROP COLUMN events_buffer; ALTER TABLE kvmq_queues DROP COLUMN events_buffered;
       DROP INDEX kvmq_messages_pending; DROP INDEX kvmq_messages_group_held; DROP INDEX kvmq_messages_debounce;
       ALTER TABLE kvmq_messages DROP COLUMN priority; ALTER TABLE kvmq_messages DROP COLUMN group_name;
       ALTER TABLE kvmq_messages DROP COLUMN debounce_id; ALTER TABLE kvmq_queues DROP COLUMN rate_tat;
@@ -458,12 +475,12 @@ describe('sqlite store', () => {
         page.events.map((e) => [e.type, e.id]),
         [['enqueued', 'm2']],
       );
-      assert.equal(await client.store.takeTurn('old', 'warn', 60_000), true);
+      assert.equal(await storeOf(client).takeTurn('old', 'warn', 60_000), true);
       // The old message reads as priority 0, and an urgent new one overtakes a later one.
       await client.enqueue('old', 'late', { id: 'm3', priority: 5 });
       await client.enqueue('old', 'urgent', { id: 'm4', priority: 1 });
       assert.equal((await client.show('old', 'm1'))?.priority, 0);
-      const claimed = await client.store.claim('old', {
+      const claimed = await storeOf(client).claim('old', {
         consumerId: 'c',
         max: 10,
         lockMs: 10_000,
@@ -491,7 +508,7 @@ describe('sqlite store', () => {
     const ids = Array.from({ length: 10 }, (_, i) => Array.from({ length: 10 }, (_, j) => `m${i}-${j}`)).flat();
     try {
       await client.configure('trim', { events: true, eventsMaxCount: 25 });
-      const behind = await client.store.eventsHead('trim');
+      const behind = await storeOf(client).eventsHead('trim');
       for (let i = 0; i < 100; i += 10) {
         await client.enqueueBatch(
           'trim',
@@ -532,13 +549,100 @@ describe('sqlite store', () => {
       assert.deepEqual([atMark.missed, atMark.events[0]?.id], [false, 'm7-5']);
 
       // clear takes the events too; a reader behind it is told.
-      const head = await client.store.eventsHead('trim');
+      const head = await storeOf(client).eventsHead('trim');
       await client.clear('trim');
       assert.deepEqual((await client.readEvents('trim')).events, []);
       assert.equal((await client.readEvents('trim', { after: oldestKept })).missed, true);
       const upToDate = await client.readEvents('trim', { after: head });
       assert.equal(upToDate.missed, false, 'a reader that had read everything missed nothing');
     } finally {
+      await client.close();
+    }
+  });
+
+  test('events: the newest wait in the queue row, read at once and in order; their cursors hold once moved', async () => {
+    const url = freshUrl();
+    const writer = await connect(url, { maintenance: false });
+    const reader = await connect(url, { maintenance: false });
+    const db = new Database(url.slice('sqlite:'.length), { readonly: true });
+    const stored = (): unknown => ({
+      rows: db.prepare("SELECT seq, count FROM kvmq_events WHERE queue = 'buf' ORDER BY seq").all(),
+      buffered: db.prepare("SELECT events_buffered FROM kvmq_queues WHERE queue = 'buf'").pluck().get(),
+    });
+    const ids = Array.from({ length: 17 }, (_, i) => `m${i}`);
+    try {
+      await writer.configure('buf', { events: true });
+      for (const id of ids.slice(0, 5)) await writer.enqueue('buf', 1, { id });
+      assert.deepEqual(stored(), { rows: [], buffered: 5 }, 'five single enqueues wrote no events row');
+      // Another connection reads them from the committed queue row, numbered as the row they will become.
+      const first = await reader.readEvents('buf');
+      assert.deepEqual(
+        first.events.map((e) => `${e.id} ${e.cursor}`),
+        ['m0 1.0', 'm1 1.1', 'm2 1.2', 'm3 1.3', 'm4 1.4'],
+      );
+      assert.equal(await storeOf(reader).eventsHead('buf'), '1.4');
+      const middle = await reader.readEvents('buf', { after: '1.1', limit: 2 });
+      assert.deepEqual([middle.events.map((e) => e.id), middle.cursor], [['m2', 'm3'], '1.3']);
+
+      for (const id of ids.slice(5, 16)) await writer.enqueue('buf', 1, { id });
+      assert.deepEqual(stored(), { rows: [{ seq: 1, count: 16 }], buffered: 0 }, 'the sixteenth moved them to a row');
+      await writer.enqueue('buf', 1, { id: 'm16' });
+      assert.deepEqual(stored(), { rows: [{ seq: 1, count: 16 }], buffered: 1 });
+      // A cursor read before the move goes on from the same event, across the row and the buffer.
+      const rest = await reader.readEvents('buf', { after: middle.cursor });
+      assert.deepEqual(
+        rest.events.map((e) => e.id),
+        ids.slice(4),
+      );
+      assert.deepEqual([rest.missed, rest.cursor], [false, '17.0']);
+      const times = rest.events.map((e) => e.at);
+      assert.deepEqual(
+        times,
+        times.toSorted((a, b) => a - b),
+        'each event keeps its own time',
+      );
+    } finally {
+      db.close();
+      await reader.close();
+      await writer.close();
+    }
+  });
+
+  test('events: one too large for the queue row goes to a row, after those buffered before it', async () => {
+    const url = freshUrl();
+    const client = await connect(url, { maintenance: false });
+    const db = new Database(url.slice('sqlite:'.length), { readonly: true });
+    // A long name and the failure's 500-character error take the queue row past its size bound.
+    const queue = `long-errors-${'x'.repeat(116)}`; // 128 characters, the most a name may have
+    const buffered = (): unknown =>
+      db.prepare('SELECT events_buffered FROM kvmq_queues WHERE queue = ?').pluck().get(queue);
+    try {
+      await client.configure(queue, { events: true });
+      await client.enqueue(queue, 1, { id: 'a' });
+      assert.equal(buffered(), 1);
+      const worker = client.worker(queue, () => {
+        throw new Error('e'.repeat(2000));
+      });
+      await waitFor(async () => (await client.status(queue, 'a'))?.state === 'failed');
+      await worker.stop();
+      assert.equal(buffered(), 0, 'the failure moved the buffer and itself to a row');
+      const page = await client.readEvents(queue);
+      assert.deepEqual(
+        page.events.map((e) => [e.type, (e.error?.length ?? 0) > 400]),
+        [
+          ['enqueued', false],
+          ['started', false],
+          ['failed', true],
+        ],
+      );
+      const positions = page.events.map((e) => e.cursor.split('.').map(Number));
+      assert.deepEqual(
+        positions.map(([seq = 0, index = 0]) => seq + index),
+        [1, 2, 3],
+        'each event numbered after the one before',
+      );
+    } finally {
+      db.close();
       await client.close();
     }
   });

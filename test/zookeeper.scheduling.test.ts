@@ -7,9 +7,11 @@ import { after, describe, test } from 'node:test';
 import { connect, type Client } from '../src/index.js';
 import { freshStoreUrl, hostsOf, PlainClient, serverUrl } from './fixtures/zookeeper-env.js';
 import { waitFor } from './support/wait.js';
+import { passedOverByRefills } from './support/priority-refill.js';
 import type { ClaimRequest, NewMessage } from '../src/store/contract.js';
 import { plainMessage } from '../src/store/new-message.js';
 import type { StoreContext } from '../src/zookeeper/context.js';
+import { storeOf } from '../src/client-store.js';
 
 const server = serverUrl();
 const clients: Client[] = [];
@@ -34,7 +36,7 @@ function request(consumerId: string, max: number, accepts: ClaimRequest['accepts
 }
 
 async function claimIds(client: Client, queue: string, max: number, accepts: ClaimRequest['accepts'] = null) {
-  const result = await client.store.claim(queue, request('c1', max, accepts));
+  const result = await storeOf(client).claim(queue, request('c1', max, accepts));
   return result.messages.map((m) => m.id);
 }
 
@@ -84,7 +86,7 @@ describe('zookeeper scheduling: priority', () => {
       ...Array.from({ length: 50 }, (_, i) => ({ payload: i, id: `low${i}`, priority: 9 })),
     ]);
     assert.deepEqual(await claimIds(client, 'deep', 1), ['high0']);
-    const ctx = (client.store as unknown as { ctx: StoreContext }).ctx;
+    const ctx = (storeOf(client) as unknown as { ctx: StoreContext }).ctx;
     const q = ctx.queue('deep');
     assert.notEqual(q.sub('', 1).peekBuckets(), null, 'the highest level was read');
     assert.equal(q.sub('', 9).peekBuckets(), null, 'the lower level was only counted');
@@ -94,9 +96,9 @@ describe('zookeeper scheduling: priority', () => {
     const { client } = await open();
     await client.enqueue('r', 'x', { id: 'low', priority: 50 });
     await client.enqueue('r', 'y', { id: 'high', priority: 1 });
-    const [first] = (await client.store.claim('r', request('c1', 1))).messages;
+    const [first] = (await storeOf(client).claim('r', request('c1', 1))).messages;
     assert.equal(first?.id, 'high');
-    const finished = await client.store.finish('r', 'c1', [
+    const finished = await storeOf(client).finish('r', 'c1', [
       { id: 'high', attempt: 1, outcome: 'retry', backoffMs: 0, error: 'again', startedAt: Date.now() },
     ]);
     assert.deepEqual(finished, ['ok']);
@@ -173,9 +175,9 @@ describe('zookeeper scheduling: debounce', () => {
     const dir = new URL(url).pathname;
     await client.configure('g', { gcLifetimeMs: 0 });
     await client.enqueue('g', 'a', { id: 'a', debounce: { id: 'k', ms: 0 } });
-    const [m] = (await client.store.claim('g', request('c1', 1))).messages;
+    const [m] = (await storeOf(client).claim('g', request('c1', 1))).messages;
     assert.equal(m?.id, 'a');
-    await client.store.finish('g', 'c1', [
+    await storeOf(client).finish('g', 'c1', [
       { id: 'a', attempt: 1, outcome: 'success', backoffMs: 0, error: null, startedAt: Date.now() },
     ]);
     assert.deepEqual(await p.children(`${dir}/g/debounce`), ['k']);
@@ -205,7 +207,7 @@ describe('zookeeper scheduling: group concurrency', () => {
     assert.deepEqual(first.sort(), ['a0', 'a1', 'b0', 'b1', 'plain']);
     assert.deepEqual(await claimIds(client, 'g', 10), []);
     assert.equal((await client.show('g', 'a0'))?.group, 'A');
-    await client.store.finish('g', 'c1', [success('a0')]);
+    await storeOf(client).finish('g', 'c1', [success('a0')]);
     assert.deepEqual(await claimIds(client, 'g', 10), ['a2']);
     await client.configure('g', { groupConcurrency: 3 });
     assert.deepEqual(await claimIds(client, 'g', 10), ['a3']);
@@ -217,7 +219,7 @@ describe('zookeeper scheduling: group concurrency', () => {
     await client.configure('eph', { groupConcurrency: 1 });
     await client.enqueue('eph', 1, { id: 'e1', group: 'G' });
     await client.enqueue('eph', 2, { id: 'e2', group: 'G' });
-    const [held] = (await doomed.store.claim('eph', request('dying', 1))).messages;
+    const [held] = (await storeOf(doomed).claim('eph', request('dying', 1))).messages;
     assert.equal(held?.id, 'e1');
     assert.deepEqual(await claimIds(client, 'eph', 2), []);
     // Its session ends with the client: its claim and its place in the group go, and the group has room for one.
@@ -244,7 +246,7 @@ describe('zookeeper scheduling: group concurrency', () => {
       Array.from({ length: 20 }, (_, i) => ({ payload: i, id: `m${i}`, group: 'G' })),
     );
     const claims = await Promise.all(
-      Array.from({ length: 8 }, (_, i) => (i % 2 === 0 ? client : other).store.claim('race', request(`c${i}`, 2))),
+      Array.from({ length: 8 }, (_, i) => storeOf(i % 2 === 0 ? client : other).claim('race', request(`c${i}`, 2))),
     );
     const held = claims.flatMap((c) => c.messages.map((m) => m.id));
     assert.equal(held.length, 3);
@@ -259,17 +261,17 @@ describe('zookeeper scheduling: group concurrency', () => {
     await client.enqueue('w', 2, { id: 'w2', group: 'G' });
     assert.deepEqual(await claimIds(client, 'w', 1), ['w1']);
     // The other client finds the group full, so it watches the group.
-    assert.deepEqual((await other.store.claim('w', request('c2', 1))).messages, []);
+    assert.deepEqual((await storeOf(other).claim('w', request('c2', 1))).messages, []);
     let woken = 0;
-    const stop = other.store.subscribe('w', () => {
+    const stop = storeOf(other).subscribe('w', () => {
       woken += 1;
     });
     try {
-      await client.store.finish('w', 'c1', [success('w1')]);
+      await storeOf(client).finish('w', 'c1', [success('w1')]);
       for (let i = 0; i < 100 && woken === 0; i++) await new Promise((r) => setTimeout(r, 20));
       assert.ok(woken > 0, 'the idle client was woken');
       assert.deepEqual(
-        (await other.store.claim('w', request('c2', 1))).messages.map((m) => m.id),
+        (await storeOf(other).claim('w', request('c2', 1))).messages.map((m) => m.id),
         ['w2'],
       );
     } finally {
@@ -286,15 +288,15 @@ describe('zookeeper scheduling: rate limit', () => {
       'r',
       Array.from({ length: 10 }, (_, i) => ({ payload: i, id: `m${i}` })),
     );
-    const first = await client.store.claim('r', request('c1', 10));
+    const first = await storeOf(client).claim('r', request('c1', 10));
     assert.equal(first.messages.length, 3);
     const before = Date.now();
-    const held = await client.store.claim('r', request('c1', 10));
+    const held = await storeOf(client).claim('r', request('c1', 10));
     assert.equal(held.messages.length, 0);
     assert.equal(held.dryRuns, 0, 'a rate-limited claim is no dry run');
     assert.ok(held.wakeAt !== null && held.wakeAt > before && held.wakeAt <= before + 300 + 50, `${held.wakeAt}`);
     await new Promise((r) => setTimeout(r, Math.max(0, (held.wakeAt ?? 0) - Date.now()) + 5));
-    assert.equal((await client.store.claim('r', request('c1', 10))).messages.length, 1);
+    assert.equal((await storeOf(client).claim('r', request('c1', 10))).messages.length, 1);
   });
 
   test('the limit holds across clients racing for the same slots', async () => {
@@ -309,7 +311,7 @@ describe('zookeeper scheduling: rate limit', () => {
     let total = 0;
     for (let round = 0; round < 5; round++) {
       const claims = await Promise.all(
-        Array.from({ length: 6 }, (_, i) => (i % 2 === 0 ? client : other).store.claim('race', request(`c${i}`, 2))),
+        Array.from({ length: 6 }, (_, i) => storeOf(i % 2 === 0 ? client : other).claim('race', request(`c${i}`, 2))),
       );
       total += claims.reduce((n, c) => n + c.messages.length, 0);
     }
@@ -320,10 +322,10 @@ describe('zookeeper scheduling: rate limit', () => {
     const { client } = await open();
     await client.configure('c', { rateLimit: { max: 2, perMs: 60_000 } });
     await client.enqueueBatch('c', [{ payload: 1 }, { payload: 2 }, { payload: 3 }]);
-    assert.equal((await client.store.claim('c', request('c1', 10))).messages.length, 2);
+    assert.equal((await storeOf(client).claim('c', request('c1', 10))).messages.length, 2);
     await client.clear('c');
     await client.enqueueBatch('c', [{ payload: 1 }, { payload: 2 }, { payload: 3 }]);
-    assert.equal((await client.store.claim('c', request('c1', 10))).messages.length, 2);
+    assert.equal((await storeOf(client).claim('c', request('c1', 10))).messages.length, 2);
   });
 });
 
@@ -333,7 +335,7 @@ describe('zookeeper scheduling: schedules', () => {
 
   test('put, list sorted by name, replace, remove; clear keeps them', async () => {
     const { client } = await open();
-    const store = client.store;
+    const store = storeOf(client);
     assert.deepEqual(await store.schedules('s'), []);
     assert.equal(await store.putSchedule('s', { name: 'b', body: '{"every":1}', nextAt: 10 }), true);
     assert.equal(await store.putSchedule('s', { name: 'a', body: '{"every":2}', nextAt: 20 }), true);
@@ -357,34 +359,34 @@ describe('zookeeper scheduling: schedules', () => {
     const other = await connect(url, { maintenance: false });
     clients.push(other);
     const schedule = { name: 'tick', body: '{"everyMs":1000}', nextAt: 1000 };
-    await client.store.putSchedule('f', schedule);
+    await storeOf(client).putSchedule('f', schedule);
     const fired = await Promise.all(
       Array.from({ length: 6 }, (_, i) =>
-        (i % 2 === 0 ? client : other).store.fireSchedule('f', schedule, 2000, [message(`tick-1000-${i}`)]),
+        storeOf(i % 2 === 0 ? client : other).fireSchedule('f', schedule, 2000, [message(`tick-1000-${i}`)]),
       ),
     );
     const won = fired.filter((r) => r !== null);
     assert.equal(won.length, 1);
     assert.equal(won[0]?.[0]?.ok, true);
     assert.equal((await client.queueStatus('f')).total, 1);
-    assert.deepEqual(await client.store.schedules('f'), [{ ...schedule, nextAt: 2000 }]);
+    assert.deepEqual(await storeOf(client).schedules('f'), [{ ...schedule, nextAt: 2000 }]);
     // Expecting the old slot again: nothing written.
-    assert.equal(await client.store.fireSchedule('f', schedule, 3000, [message('late')]), null);
+    assert.equal(await storeOf(client).fireSchedule('f', schedule, 3000, [message('late')]), null);
     assert.equal(await client.status('f', 'late'), null);
     // A changed body fails the compare too; a removed schedule as well.
     const moved = { ...schedule, nextAt: 2000 };
-    assert.equal(await client.store.fireSchedule('f', { ...moved, body: '{}' }, 3000, [message('x')]), null);
-    await client.store.removeSchedule('f', 'tick');
-    assert.equal(await client.store.fireSchedule('f', moved, 3000, [message('y')]), null);
+    assert.equal(await storeOf(client).fireSchedule('f', { ...moved, body: '{}' }, 3000, [message('x')]), null);
+    await storeOf(client).removeSchedule('f', 'tick');
+    assert.equal(await storeOf(client).fireSchedule('f', moved, 3000, [message('y')]), null);
     assert.equal((await client.queueStatus('f')).total, 1);
   });
 
   test('fireSchedule enqueues as enqueue does: existing ids refused, priority and debounce kept', async () => {
     const { client } = await open();
     const schedule = { name: 'n', body: 'b', nextAt: 1 };
-    await client.store.putSchedule('e', schedule);
+    await storeOf(client).putSchedule('e', schedule);
     await client.enqueue('e', 'x', { id: 'slot-1', initialBackoffMs: 60_000 });
-    const results = await client.store.fireSchedule('e', schedule, 2, [
+    const results = await storeOf(client).fireSchedule('e', schedule, 2, [
       message('slot-1'),
       message('slot-2', { priority: 3 }),
       message('slot-3', { debounceId: 'k', initialBackoffMs: 60_000 }),
@@ -396,8 +398,25 @@ describe('zookeeper scheduling: schedules', () => {
     ]);
     assert.equal((await client.show('e', 'slot-2'))?.priority, 3);
     // Every id exists: the compare-and-set still decides, alone.
-    const again = await client.store.fireSchedule('e', { ...schedule, nextAt: 2 }, 3, [message('slot-2')]);
+    const again = await storeOf(client).fireSchedule('e', { ...schedule, nextAt: 2 }, 3, [message('slot-2')]);
     assert.deepEqual(again, [{ ok: false, id: 'slot-2', state: 'queued' }]);
-    assert.equal((await client.store.schedules('e'))[0]?.nextAt, 3);
+    assert.equal((await storeOf(client).schedules('e'))[0]?.nextAt, 3);
+  });
+});
+
+describe('zookeeper scheduling: priority under refills', () => {
+  // The cached listings and the claims a finish makes ahead (handoff.ts) must not pass over a refilled level.
+  test('a refill of a drained higher priority is never passed over by claims that start after it', async () => {
+    const { client: producer, url } = await open();
+    const consumer = await connect(url, { maintenance: false });
+    clients.push(consumer);
+    await producer.configure('refill', { events: true });
+    const passedOver = await passedOverByRefills(
+      producer,
+      'refill',
+      (handler) => consumer.worker('refill', handler, { concurrency: 8 }),
+      { rounds: 12, low: 60, urgent: 12 },
+    );
+    assert.deepEqual(passedOver, [], 'priority-600 claims committed while refilled 500s waited');
   });
 });

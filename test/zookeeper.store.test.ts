@@ -14,6 +14,7 @@ import { gate, quietPeriod, waitFor } from './support/wait.js';
 import { JobLog, waitForStatus } from './support/jobs.js';
 import { freshStoreUrl, hostsOf, PlainClient, serverUrl, uniqueDir } from './fixtures/zookeeper-env.js';
 import { isZkError, ZkCode, ZkSession } from '../src/zookeeper/client.js';
+import { storeOf } from '../src/client-store.js';
 
 const run = promisify(execFile);
 const server = serverUrl();
@@ -63,7 +64,7 @@ async function kazooTree(path: string, auth?: string): Promise<Record<string, Tr
 }
 
 function sessionOf(client: Client): ZkSession {
-  return (client.store as unknown as { zk: ZkSession }).zk;
+  return (storeOf(client) as unknown as { zk: ZkSession }).zk;
 }
 
 /**
@@ -230,7 +231,7 @@ describe('zookeeper: claim on finish', () => {
 
   /** Claims `id` for the consumer, then waits until the reads that claim sent ahead are in. */
   async function claimOne(client: Client, q: string, id: string, lockMs: number): Promise<void> {
-    const claimed = await client.store.claim(q, request(lockMs));
+    const claimed = await storeOf(client).claim(q, request(lockMs));
     assert.deepEqual(
       claimed.messages.map((m) => [m.id, m.attempt]),
       [[id, 1]],
@@ -246,11 +247,11 @@ describe('zookeeper: claim on finish', () => {
       q,
       ['a', 'b', 'c'].map((id) => ({ payload: id, id })),
     );
-    await client.store.registerConsumer(q, consumer);
+    await storeOf(client).registerConsumer(q, consumer);
     await claimOne(client, q, 'a', 30_000);
 
     // One multi finished `a` and claimed `b`, for the consumer that will ask next.
-    assert.deepEqual(await client.store.finish(q, consumer.id, [success('a')]), ['ok']);
+    assert.deepEqual(await storeOf(client).finish(q, consumer.id, [success('a')]), ['ok']);
     const ahead = await client.status(q, 'b');
     assert.equal(ahead?.state, 'locked');
     assert.equal(ahead.consumer, consumer.id);
@@ -258,10 +259,10 @@ describe('zookeeper: claim on finish', () => {
     assert.equal((await client.status(q, 'c'))?.state, 'queued');
     await claimOne(client, q, 'b', 30_000);
 
-    assert.deepEqual(await client.store.finish(q, consumer.id, [success('b')]), ['ok']);
+    assert.deepEqual(await storeOf(client).finish(q, consumer.id, [success('b')]), ['ok']);
     assert.equal((await client.status(q, 'c'))?.state, 'locked');
     // The consumer goes away without asking: `c` is as it was before, attempt 0, and another takes it.
-    await client.store.unregisterConsumer(q, consumer.id);
+    await storeOf(client).unregisterConsumer(q, consumer.id);
     const back = await client.status(q, 'c');
     assert.equal(back?.state, 'queued');
     assert.equal(back.attempt, 0);
@@ -280,9 +281,9 @@ describe('zookeeper: claim on finish', () => {
       q,
       ['a', 'b'].map((id) => ({ payload: id, id })),
     );
-    await client.store.registerConsumer(q, consumer);
+    await storeOf(client).registerConsumer(q, consumer);
     await claimOne(client, q, 'a', 6000);
-    assert.deepEqual(await client.store.finish(q, consumer.id, [success('a')]), ['ok']);
+    assert.deepEqual(await storeOf(client).finish(q, consumer.id, [success('a')]), ['ok']);
     assert.equal((await client.status(q, 'b'))?.attempt, 1);
     // Put back after a third of the lock (attempt 0 again), not left to the lock's end (which keeps attempt 1).
     await waitFor(async () => (await client.status(q, 'b'))?.attempt === 0, {
@@ -290,7 +291,7 @@ describe('zookeeper: claim on finish', () => {
       timeoutMs: 20_000,
     });
     assert.equal((await client.status(q, 'b'))?.state, 'queued');
-    await client.store.unregisterConsumer(q, consumer.id);
+    await storeOf(client).unregisterConsumer(q, consumer.id);
   });
 });
 
@@ -303,9 +304,9 @@ describe('zookeeper: counts from the index sub-trees', () => {
     const q = 'counts';
     const consumer = 'counter';
     const finish = (id: string, attempt: number, outcome: 'success' | 'error', backoffMs = 0) =>
-      client.store.finish(q, consumer, [{ id, attempt, outcome, backoffMs, error: null, startedAt: Date.now() }]);
+      storeOf(client).finish(q, consumer, [{ id, attempt, outcome, backoffMs, error: null, startedAt: Date.now() }]);
     const claimAll = async (): Promise<string[]> => {
-      const claimed = await client.store.claim(q, {
+      const claimed = await storeOf(client).claim(q, {
         consumerId: consumer,
         max: 10,
         lockMs: 60_000,
@@ -342,7 +343,7 @@ describe('zookeeper: counts from the index sub-trees', () => {
     assert.deepEqual(await counts(), { queued: 1, 'queued-with-backoff': 1, 'done-with-requeue': 1 });
 
     assert.deepEqual(
-      (await client.store.promote(q, ['later', 'b'])).map((r) => r.ok),
+      (await storeOf(client).promote(q, ['later', 'b'])).map((r) => r.ok),
       [true, true],
     );
     assert.deepEqual(await counts(), { queued: 3 });
@@ -493,7 +494,7 @@ describe('zookeeper: sessions', () => {
       // Its late outcome (and any direct finish for that attempt) changes nothing.
       release.open();
       const late = { id: 'm', attempt: 1, outcome: 'error' as const, backoffMs: 0, error: 'late', startedAt: null };
-      assert.deepEqual(await first.store.finish(q, stale.id, [late]), ['lost']);
+      assert.deepEqual(await storeOf(first).finish(q, stale.id, [late]), ['lost']);
       const status = await first.status(q, 'm');
       assert.equal(status?.state, 'locked');
       assert.equal(status.consumer, fresh.id);
@@ -698,9 +699,9 @@ describe('zookeeper: requests kvmq encodes itself', () => {
 describe('zookeeper: queue events as sequential nodes', () => {
   const consumer = 'events-consumer';
   const claim = (client: Client, q: string, max = 10) =>
-    client.store.claim(q, { consumerId: consumer, max, lockMs: 60_000, accepts: null, eoqBackoffMs: () => 1000 });
+    storeOf(client).claim(q, { consumerId: consumer, max, lockMs: 60_000, accepts: null, eoqBackoffMs: () => 1000 });
   const finish = (client: Client, q: string, id: string, attempt: number, outcome: 'success' | 'error' | 'retry') =>
-    client.store.finish(q, consumer, [
+    storeOf(client).finish(q, consumer, [
       { id, attempt, outcome, backoffMs: 0, error: outcome === 'success' ? null : `boom ${id}`, startedAt: Date.now() },
     ]);
   const summary = (events: readonly { type: string; id: string; attempt: number; error?: string }[]) =>
@@ -773,14 +774,14 @@ describe('zookeeper: queue events as sequential nodes', () => {
     // A queue that does not exist: nothing, from a head that later events come after.
     const empty = await client.readEvents(q);
     assert.deepEqual(empty, { events: [], missed: false, cursor: '0000000000.00000' });
-    assert.equal(await client.store.eventsHead(q), '0000000000.00000');
+    assert.equal(await storeOf(client).eventsHead(q), '0000000000.00000');
     await client.configure(q, { events: true });
     const ids = Array.from({ length: 25 }, (_, i) => `m${String(i).padStart(2, '0')}`);
     await client.enqueueBatch(
       q,
       ids.map((id) => ({ payload: id, id })),
     );
-    const head = await client.store.eventsHead(q);
+    const head = await storeOf(client).eventsHead(q);
     const seen: string[] = [];
     let cursor: string | undefined;
     for (;;) {
@@ -801,7 +802,7 @@ describe('zookeeper: queue events as sequential nodes', () => {
       ['late'],
     );
     for (const bad of ['abc', '12', '0000000001', '0000000001.0001', '-000000001.00000']) {
-      await assert.rejects(client.store.readEvents(q, bad, 10), (error: unknown) => {
+      await assert.rejects(storeOf(client).readEvents(q, bad, 10), (error: unknown) => {
         assert.ok(error instanceof TypeError, String(error));
         assert.match(error.message, /not one the ZooKeeper store makes/);
         return true;
@@ -820,7 +821,7 @@ describe('zookeeper: queue events as sequential nodes', () => {
     for (let i = 0; i < 12; i++) await client.enqueue(q, i, { id: `t${i}` });
     const first = await client.readEvents(q, { limit: 1 });
     assert.equal(first.events[0]?.id, 't0');
-    assert.equal((await client.store.gc(q, true)).ran, true);
+    assert.equal((await storeOf(client).gc(q, true)).ran, true);
 
     const kept = await client.readEvents(q);
     assert.deepEqual(
@@ -842,7 +843,7 @@ describe('zookeeper: queue events as sequential nodes', () => {
     await client.configure(q, { eventsMaxAgeMs: 1, eventsMaxCount: 1000 });
     const newest = kept.events.at(-1)?.at ?? 0;
     await waitFor(() => Date.now() > newest + 1);
-    await client.store.gc(q, true);
+    await storeOf(client).gc(q, true);
     const aged = await client.readEvents(q, { after: kept.events[0]?.cursor ?? '' });
     assert.deepEqual(aged.events, []);
     assert.equal(aged.missed, true);
@@ -878,7 +879,7 @@ describe('zookeeper: queue events as sequential nodes', () => {
     await client.configure(q, { eventsMaxAgeMs: 1 });
     const newest = page.events.at(-1)?.at ?? 0;
     await waitFor(() => Date.now() > newest + 1);
-    await client.store.gc(q, true);
+    await storeOf(client).gc(q, true);
     const after = await client.readEvents(q, { after: page.events[0]?.cursor ?? '' });
     assert.deepEqual(after.events, []);
     assert.equal(after.missed, true);
@@ -933,7 +934,7 @@ describe('zookeeper: queue events as sequential nodes', () => {
     const reader = await open(url);
     const q = 'ev-watch';
     let calls = 0;
-    const unsubscribe = reader.store.subscribeEvents(q, () => (calls += 1));
+    const unsubscribe = storeOf(reader).subscribeEvents(q, () => (calls += 1));
     // The queue does not exist yet: its making is seen, and then its events.
     await writer.configure(q, { events: true });
     await waitFor(() => calls > 0, { what: 'a call once the queue exists' });
@@ -943,12 +944,12 @@ describe('zookeeper: queue events as sequential nodes', () => {
       await waitFor(() => calls > before, { what: `a call for event ${i}` });
     }
     unsubscribe();
-    const other = reader.store.subscribeEvents(q, () => (calls += 1));
+    const other = storeOf(reader).subscribeEvents(q, () => (calls += 1));
     const before = calls;
     await writer.enqueue(q, 'w3', { id: 'w3' });
     await waitFor(() => calls > before);
     other();
-    reader.store.subscribeEvents(q, () => (calls += 1));
+    storeOf(reader).subscribeEvents(q, () => (calls += 1));
     await reader.close();
     const closedAt = calls;
     await writer.enqueue(q, 'w4', { id: 'w4' });
@@ -964,15 +965,15 @@ describe('zookeeper: turns and the queue list', () => {
     const q = 'turns';
     const takes = await Promise.all(
       Array.from({ length: 12 }, (_, i) =>
-        (i % 3 === 0 ? a : i % 3 === 1 ? b : c).store.takeTurn(q, 'monitor.size', 60_000),
+        storeOf(i % 3 === 0 ? a : i % 3 === 1 ? b : c).takeTurn(q, 'monitor.size', 60_000),
       ),
     );
     assert.equal(takes.filter(Boolean).length, 1);
-    assert.equal(await a.store.takeTurn(q, 'monitor.size', 60_000), false);
+    assert.equal(await storeOf(a).takeTurn(q, 'monitor.size', 60_000), false);
     // Another name, or a short interval: its own turn.
-    assert.equal(await b.store.takeTurn(q, '..', 60_000), true);
-    assert.equal(await b.store.takeTurn(q, 'quick', 20), true);
-    await waitFor(() => c.store.takeTurn(q, 'quick', 20), { what: 'the turn again' });
+    assert.equal(await storeOf(b).takeTurn(q, '..', 60_000), true);
+    assert.equal(await storeOf(b).takeTurn(q, 'quick', 20), true);
+    await waitFor(() => storeOf(c).takeTurn(q, 'quick', 20), { what: 'the turn again' });
   });
 
   test('queues() lists the queue dirs by name, not the marker or foreign nodes', async () => {

@@ -18,6 +18,7 @@ import { connect } from '../../src/index.js';
 import { EtcdStore } from '../../src/etcd/store.js';
 import { inFlight, median, table, whole } from '../common.js';
 import { writeSection } from '../doc.js';
+import { storeOf } from '../../src/client-store.js';
 
 // Enqueue calls in flight, and the worker's concurrency, unless given.
 const WIDTH = 64;
@@ -31,6 +32,9 @@ interface One {
   /** etcd revisions (Txns) per message: the enqueues', and the deliveries' and finishes' (and polls'). */
   readonly enqueueTxns: number;
   readonly drainTxns: number;
+  /** This process's CPU time (user + system, µs) per message: while enqueueing, and while draining. */
+  readonly enqueueCpuUs?: number;
+  readonly drainCpuUs?: number;
 }
 
 /** One measure in this process: `n` enqueues, then a worker drains them; both as messages per second. */
@@ -40,13 +44,16 @@ async function measureOne(url: string, events: boolean, n: number, width: number
   try {
     await client.configure(queue, { events });
     await client.enqueue(queue, 'warm-up');
-    if (!(client.store instanceof EtcdStore)) throw new Error(`${url} is not an etcd store`);
-    const { kv } = client.store;
+    const store = storeOf(client);
+    if (!(store instanceof EtcdStore)) throw new Error(`${url} is not an etcd store`);
+    const { kv } = store;
     const revision = async (): Promise<number> => (await kv.range({ key: '/', limit: 1, keysOnly: true })).revision;
     const r0 = await revision();
+    const cpu0 = process.cpuUsage();
     const begin = performance.now();
     await inFlight(n, width, (i) => client.enqueue(queue, { i }));
     const enqueueMs = performance.now() - begin;
+    const cpu1 = process.cpuUsage();
     const r1 = await revision();
     let handled = 0;
     let first = 0;
@@ -65,6 +72,7 @@ async function measureOne(url: string, events: boolean, n: number, width: number
       { concurrency: width },
     );
     await all;
+    const cpu2 = process.cpuUsage();
     const r2 = await revision();
     await worker.stop();
     await client.clear(queue);
@@ -73,6 +81,8 @@ async function measureOne(url: string, events: boolean, n: number, width: number
       drainPerSec: (n * 1000) / (last - first),
       enqueueTxns: (r1 - r0) / n,
       drainTxns: (r2 - r1) / n,
+      enqueueCpuUs: (cpu1.user + cpu1.system - cpu0.user - cpu0.system) / n,
+      drainCpuUs: (cpu2.user + cpu2.system - cpu1.user - cpu1.system) / n,
     };
   } finally {
     await client.close();
@@ -123,8 +133,8 @@ async function main(): Promise<void> {
       rounds: { type: 'string', default: '5' },
       n: { type: 'string', default: '3000' },
       width: { type: 'string', default: String(WIDTH) },
-      base: { type: 'string' },
-      'base-label': { type: 'string', default: 'before events' },
+      base: { type: 'string', multiple: true },
+      'base-label': { type: 'string', multiple: true },
       one: { type: 'string' },
       'no-write': { type: 'boolean', default: false },
     },
@@ -142,14 +152,16 @@ async function main(): Promise<void> {
     { label: 'events off', script: self, events: false, runs: [] },
     { label: 'events on', script: self, events: true, runs: [] },
   ];
-  if (values.base !== undefined) {
-    columns.push({
-      label: values['base-label'],
-      script: `${values.base}/bench/etcd/events.ts`,
+  const bases = (values.base ?? []).map((dir, i): Column => {
+    const column = {
+      label: values['base-label']?.[i] ?? (i === 0 ? 'before events' : dir),
+      script: `${dir}/bench/etcd/events.ts`,
       events: false,
       runs: [],
-    });
-  }
+    };
+    columns.push(column);
+    return column;
+  });
   const rounds = Number(values.rounds);
   for (let round = 0; round < rounds; round++) {
     const order = round % 2 === 0 ? columns : [...columns].reverse();
@@ -158,12 +170,13 @@ async function main(): Promise<void> {
       column.runs.push(one);
       console.log(
         `round ${round + 1} ${column.label}: enqueue ${whole.format(one.enqueuePerSec)}/s, ` +
-          `claim+finish ${whole.format(one.drainPerSec)}/s`,
+          `claim+finish ${whole.format(one.drainPerSec)}/s; client CPU µs per msg ` +
+          `${one.enqueueCpuUs?.toFixed(1) ?? '?'} and ${one.drainCpuUs?.toFixed(1) ?? '?'}`,
       );
     }
   }
   const med = (c: Column, pick: (o: One) => number): number => median(c.runs.map(pick));
-  const [off, on, base] = columns;
+  const [off, on] = columns;
   if (off === undefined || on === undefined) throw new Error('no columns');
   const rows = (['enqueue', 'claim+finish'] as const).map((what) => {
     const pick = (o: One): number => (what === 'enqueue' ? o.enqueuePerSec : o.drainPerSec);
@@ -176,7 +189,7 @@ async function main(): Promise<void> {
       whole.format(onRate),
       `${costOn.toFixed(2)} × (≤ ${ON_TARGET}: ${costOn <= ON_TARGET ? 'PASS' : 'FAIL'})`,
     ];
-    if (base !== undefined) {
+    for (const base of bases) {
       const baseRate = med(base, pick);
       const costOff = baseRate / offRate;
       row.push(
@@ -189,10 +202,21 @@ async function main(): Promise<void> {
   const txns = (['enqueue', 'claim+finish'] as const).map((what) => {
     const pick = (o: One): number => (what === 'enqueue' ? o.enqueueTxns : o.drainTxns);
     const row = [`${what}, etcd Txns per msg`, med(off, pick).toFixed(3), med(on, pick).toFixed(3), ''];
-    if (base !== undefined) row.push(med(base, pick).toFixed(3), '');
+    for (const base of bases) row.push(med(base, pick).toFixed(3), '');
     return row;
   });
-  rows.push(...txns);
+  // A base checkout older than this column prints none: its cell stays empty.
+  const cpu = (['enqueue', 'claim+finish'] as const).map((what) => {
+    const pick = (o: One): number => (what === 'enqueue' ? o.enqueueCpuUs : o.drainCpuUs) ?? NaN;
+    const cell = (c: Column): string => (Number.isNaN(med(c, pick)) ? '' : med(c, pick).toFixed(1));
+    const row = [`${what}, client CPU µs per msg`, cell(off), cell(on), ''];
+    for (const base of bases) {
+      const ratio = med(base, pick) / med(off, pick);
+      row.push(cell(base), Number.isNaN(ratio) ? '' : `${(1 / ratio).toFixed(2)} × its CPU`);
+    }
+    return row;
+  });
+  rows.push(...txns, ...cpu);
   const spread = columns
     .map((c) => {
       const range = (pick: (o: One) => number): string => {
@@ -203,7 +227,7 @@ async function main(): Promise<void> {
     })
     .join('; ');
   const header = ['measure', 'events off', 'events on', 'cost of events on'];
-  if (base !== undefined) header.push(values['base-label'], 'cost of events off');
+  for (const base of bases) header.push(base.label, `cost of events off vs ${base.label}`);
   const machine =
     `${cpus().length} × ${cpus()[0]?.model ?? 'cpu'}, ${whole.format(totalmem() / 1024 ** 3)} GiB, ` +
     `Linux ${release()}, load ${loadavg()[0]?.toFixed(1) ?? '?'} at the end`;
@@ -226,12 +250,14 @@ async function main(): Promise<void> {
 - Events on write one more key per Txn (the events of all the Txn's changes: \`enqueued\` with the enqueues,
   \`started\` with the dispatcher's deliveries, \`completed\` with the finishes). Every Txn that changes the
   queue's counts (enqueues, finishes) also puts its writer's count slot (docs/etcd.md, _Counts_), events on or
-  off. A batch that fills etcd's 128 ops per Txn by itself (64 enqueues of two ops each; 32 finishes of four)
-  has no room for those keys and takes one more Txn: the Txns per message rows show how often that happens
-  here, where 64 calls in flight and a worker of concurrency 64 make exactly such batches.${
-    base === undefined
+  off. A burst that fills etcd's 128 ops per Txn by itself (64 enqueues of two ops each; 32 finishes of four)
+  has no room for those keys: what does not fit waits for the next burst's Txn (group commit, docs/etcd.md)
+  rather than taking a Txn of its own. The Txns per message rows show the Txns, here where 64 calls in flight
+  and a worker of concurrency 64 make exactly such bursts.${
+    bases.length === 0
       ? ''
-      : `\n- "${values['base-label']}": the same run on the \`--base\` checkout (events off), in the same alternation.`
+      : `\n- ${bases.map((b) => `"${b.label}"`).join(', ')}: the same run on the \`--base\` checkouts (events off), ` +
+        "in the same alternation. Client CPU: this process's user + system time (`process.cpuUsage`) per message."
   }
 - Slowest–fastest round, msgs/s (the spread says how far the machine's load moved the figures): ${spread}.
 

@@ -23,6 +23,7 @@ import { join } from 'node:path';
 import { ZkSession } from '../../src/zookeeper/client.js';
 import { connect } from '../../src/index.js';
 import { fill, inFlight, median, signal, table, timed, whole } from '../common.js';
+import { storeOf } from '../../src/client-store.js';
 
 type Connect = typeof connect;
 
@@ -97,8 +98,8 @@ interface Figure {
 }
 
 /** Write operations this client's session sent so far. */
-function writeOps(client: { store: unknown }): number {
-  return (client.store as { zk: { sent: { writes: number } } }).zk.sent.writes;
+function writeOps(client: object): number {
+  return (storeOf(client) as unknown as { zk: { sent: { writes: number } } }).zk.sent.writes;
 }
 
 async function measure(variant: Variant, count: number): Promise<Figure> {
@@ -220,11 +221,11 @@ async function measureReads(perNode: number): Promise<string[][]> {
     } else {
       await fill(reader, queue, kept, perNode);
     }
-    const head = await reader.store.eventsHead(queue);
+    const head = await storeOf(reader).eventsHead(queue);
     const tail = (await reader.readEvents(queue, { limit: 10_000 })).events.at(-101)?.cursor ?? head;
     const oldest = await readCost(50, () => reader.readEvents(queue, { limit: 100 }));
     const newest = await readCost(50, () => reader.readEvents(queue, { after: tail, limit: 100 }));
-    const atHead = await readCost(50, () => reader.store.eventsHead(queue));
+    const atHead = await readCost(50, () => storeOf(reader).eventsHead(queue));
     const nodes = perNode === 1 ? 'a node per event' : `enqueueBatch of ${whole.format(perNode)}`;
     return [
       [`readEvents: 100 from the oldest (${nodes})`, `${oldest.toFixed(2)} ms`],

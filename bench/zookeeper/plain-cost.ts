@@ -10,6 +10,7 @@
  */
 import { parseArgs } from 'node:util';
 import { connect } from '../../src/index.js';
+import { storeOf } from '../../src/client-store.js';
 
 const { values } = parseArgs({
   options: {
@@ -47,7 +48,7 @@ try {
   const claimStart = performance.now();
   let claimed = 0;
   while (claimed < claims) {
-    const { messages } = await client.store.claim(queue, {
+    const { messages } = await storeOf(client).claim(queue, {
       consumerId: 'bench',
       max: 1,
       lockMs: 60_000,
@@ -56,7 +57,7 @@ try {
     });
     const message = messages[0];
     if (message === undefined) continue;
-    await client.store.finish(queue, 'bench', [
+    await storeOf(client).finish(queue, 'bench', [
       { id: message.id, attempt: message.attempt, outcome: 'success', backoffMs: 0, error: null, startedAt: 0 },
     ]);
     claimed += 1;

@@ -30,6 +30,7 @@ import { inFlight, median, signal, step, table, whole, type BenchSizes } from '.
 import { writeSection } from '../doc.js';
 import { measureLifecycle } from '../lifecycle.js';
 import { measureRaw } from '../raw/zookeeper.js';
+import { storeOf } from '../../src/client-store.js';
 
 const run = promisify(execFile);
 const HERE = fileURLToPath(new URL('.', import.meta.url));
@@ -148,7 +149,7 @@ async function measureLimit(url: string, port: number, sizes: Sizes, into: Limit
   into.rawPerSec.push(raw.single.perSec);
   into.rawOpsPerSec.push(raw.batched.perSec);
   const client = await connect(url);
-  const sent = (client.store as unknown as { zk: ZkSession }).zk.sent;
+  const sent = (storeOf(client) as unknown as { zk: ZkSession }).zk.sent;
   const queues: string[] = [];
   try {
     const before = await zxid(port);

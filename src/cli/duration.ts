@@ -20,3 +20,9 @@ export function parseDuration(what: string, text: string, min = 1): number {
   }
   return ms;
 }
+
+/** `ms` in the largest unit that divides it (`90s`, `2h`, `1d`), which parseDuration reads back. */
+export function formatDuration(ms: number): string {
+  const unit = ['d', 'h', 'm', 's'].find((u) => ms > 0 && ms % (UNIT_MS[u] ?? 1) === 0) ?? 'ms';
+  return `${ms / (UNIT_MS[unit] ?? 1)}${unit}`;
+}

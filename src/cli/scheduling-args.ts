@@ -17,6 +17,7 @@ import {
 } from '../model/scheduling.js';
 import type { RateLimit } from '../model/types.js';
 import { parseWholeNumber } from './args.js';
+import { formatDuration, parseDuration } from './duration.js';
 import { UsageError } from './errors.js';
 
 /** The library's TypeError for a bad value, as a usage error naming the flag. */
@@ -72,31 +73,31 @@ export function parseDebounce(id: string | undefined, msText: string | undefined
   return asUsage(() => checkDebounce({ id, ms }));
 }
 
-const UNIT_MS: Readonly<Record<string, number>> = { ms: 1, s: 1000, m: 60_000, h: 3_600_000 };
 const NONE = 'none';
 
-/** `rate_limit=` values: `100/1s`, `5/250ms`, `1000/m` (a missing count is 1); `none` or empty removes it. */
+/**
+ * `rate_limit=` values: MAX/PERIOD, the period a duration as everywhere on the command line (`100/1s`,
+ * `5/250ms`, `10/1h30m`, `1000/1d`, bare ms) or a lone unit for one of it (`1000/m`); `none` or empty removes it.
+ */
 export function parseRateLimit(text: string): RateLimit | null {
   if (text === NONE || text === '') return null;
-  const match = /^(\d+)\/(\d*)(ms|s|m|h)$/.exec(text);
   const allowed =
-    `rate_limit must look like MAX/PERIOD with MAX from 1 to ${RATE_LIMIT_MAX} and PERIOD like 1s, 250ms, ` +
-    `1m or 1h (e.g. 100/1s), or none to remove it; got '${text}'`;
+    `rate_limit must look like MAX/PERIOD with MAX from 1 to ${RATE_LIMIT_MAX} and PERIOD a duration like 1s, ` +
+    `250ms, 1m, 1h or 1d (e.g. 100/1s), or none to remove it; got '${text}'`;
+  const match = /^(\d+)\/(.+)$/.exec(text);
   if (match === null) throw new UsageError(allowed);
-  const [, max = '', count = '', unit = 'ms'] = match;
-  const perMs = (count === '' ? 1 : Number(count)) * (UNIT_MS[unit] ?? 1);
+  const [, max = '', period = ''] = match;
   try {
+    const perMs = parseDuration('rate_limit', /^[a-z]+$/.test(period) ? `1${period}` : period);
     return checkRateLimit({ max: Number(max), perMs });
   } catch {
     throw new UsageError(allowed);
   }
 }
 
-/** A rate limit as `parseRateLimit` reads it, in the largest unit that divides its period. */
+/** A rate limit as `parseRateLimit` reads it, its period in the largest unit that divides it. */
 export function formatRateLimit(limit: RateLimit | null): string {
-  if (limit === null) return NONE;
-  const unit = ['h', 'm', 's'].find((u) => limit.perMs % (UNIT_MS[u] ?? 1) === 0) ?? 'ms';
-  return `${limit.max}/${limit.perMs / (UNIT_MS[unit] ?? 1)}${unit}`;
+  return limit === null ? NONE : `${limit.max}/${formatDuration(limit.perMs)}`;
 }
 
 /** `group_concurrency=` values: a whole number, or `none` (or empty) for no limit. */

@@ -16,7 +16,8 @@ import { newIdx, type QueueKeys } from './keys.js';
 import { decodeRecord, encodeRecord, stateOf, type MessageRecord } from './record.js';
 import { freshRecord, indexOps } from './transitions.js';
 import { changeEvents } from './event-ops.js';
-import { pack, runBatch, type Change } from './txn-batch.js';
+import { runBatch, type Change, type ChangeResult } from './txn-batch.js';
+import { laneOf, type LaneEntry } from './txn-lane.js';
 import { countChange, type CountDelta } from './counts.js';
 import { debounceChange, debounceCompare, debounceTarget } from './debounce.js';
 import type { Compare, Kv, Op } from './kv.js';
@@ -60,9 +61,10 @@ export async function enqueueMessages(
       events,
     );
     plain.forEach((l, j) => (results[l.i] = layerResults[j]));
-    // Debounced ones one by one, in order: each may replace what the one before it added.
+    // Debounced ones one by one, in order, also across calls: each may replace what the one before it added.
     for (const l of layer) {
-      if (l.message.debounceId !== null) results[l.i] = await enqueueDebounced(kv, keys, l.message, events);
+      if (l.message.debounceId !== null)
+        results[l.i] = await inTurn(kv, keys, () => enqueueDebounced(kv, keys, l.message, events));
     }
     rest = later;
   }
@@ -70,6 +72,98 @@ export async function enqueueMessages(
     if (r === undefined) throw new Error('kvmq: an enqueue got no result');
     return r;
   });
+}
+
+/** Where one message's answer goes. */
+export interface Answer {
+  readonly resolve: (result: EnqueueResult) => void;
+  readonly reject: (error: unknown) => void;
+}
+
+/**
+ * As enqueueMessages, but each message is answered as soon as its own Txn is (the tick's calls of the client
+ * come as one batch, their callers resume one Txn at a time). A batch with a debounce id or an id twice takes
+ * enqueueMessages's way and is answered at its end.
+ */
+export function submitEnqueues(
+  kv: Kv,
+  keys: QueueKeys,
+  messages: readonly NewMessage[],
+  events: boolean,
+  answers: readonly Answer[],
+): void {
+  const ids = new Set<string>();
+  for (const m of messages) {
+    if (m.debounceId !== null || ids.has(m.id)) {
+      enqueueMessages(kv, keys, messages, events).then(
+        (results) => results.forEach((r, i) => answers[i]?.resolve(r)),
+        (error: unknown) => answers.forEach((a) => a.reject(error)),
+      );
+      return;
+    }
+    ids.add(m.id);
+  }
+  const entries = messages.map((message, i): LaneEntry => {
+    const change = adding(keys, message, events);
+    const answer = answers[i] as Answer;
+    return {
+      change,
+      resolve: (result) => {
+        if (result.ok) answer.resolve({ ok: true, id: message.id, action: 'added' });
+        else settleRefused(kv, keys, change, result, events).then(answer.resolve, answer.reject);
+      },
+      reject: answer.reject,
+    };
+  });
+  laneOf(kv, `enqueue ${keys.prefix}`).submit(entries);
+}
+
+/** A first attempt whose compare failed: the id exists, or existed and is gone again. */
+async function settleRefused(
+  kv: Kv,
+  keys: QueueKeys,
+  change: Adding,
+  result: Extract<ChangeResult, { ok: false }>,
+  events: boolean,
+): Promise<EnqueueResult> {
+  const { message } = change;
+  const kvRecord = result.reads[0]?.kvs[0];
+  const record = kvRecord === undefined ? null : decodeRecord(kvRecord.value);
+  if (kvRecord === undefined) {
+    const [again] = await enqueueUnique(kv, keys, [message], events);
+    if (again === undefined) throw new Error('kvmq: an enqueue got no result');
+    return again;
+  }
+  // Our own write, applied by a call the client library sent again.
+  if (record?.nonce === change.nonce) return { ok: true, id: message.id, action: 'added' };
+  if (record === null) {
+    throw new StoreLayoutError(`${kvRecord.key} holds data kvmq did not write; remove it or use another id`);
+  }
+  return enqueueExisting(kv, keys, message, record, kvRecord.modRevision, events);
+}
+
+// Per connection and queue, the debounced enqueue last started: the next one waits for it.
+const debounceTurns = new WeakMap<Kv, Map<string, Promise<unknown>>>();
+
+/**
+ * Runs `step` after the debounced enqueues of the queue started before it on this connection. Concurrent calls
+ * (the store takes each call as it comes) would otherwise all read the same waiting message and retry
+ * against each other.
+ */
+function inTurn<T>(kv: Kv, keys: QueueKeys, step: () => Promise<T>): Promise<T> {
+  let byQueue = debounceTurns.get(kv);
+  if (byQueue === undefined) {
+    byQueue = new Map();
+    debounceTurns.set(kv, byQueue);
+  }
+  const before = byQueue.get(keys.prefix) ?? Promise.resolve();
+  const mine = before.then(step, step);
+  const turn = mine.catch(() => undefined);
+  byQueue.set(keys.prefix, turn);
+  void turn.then(() => {
+    if (byQueue.get(keys.prefix) === turn) byQueue.delete(keys.prefix);
+  });
+  return mine;
 }
 
 async function enqueueUnique(
@@ -84,28 +178,25 @@ async function enqueueUnique(
   for (let tries = 0; pending.length > 0; tries++) {
     if (tries >= MAX_TRIES) throw new Error(`kvmq: enqueue to ${keys.queue} kept conflicting; try again`);
     const retry: Adding[] = [];
-    await Promise.all(
-      pack(pending).map(async (batch) => {
-        const { results: outcome } = await runBatch(kv, batch);
-        batch.forEach((change, i) => {
-          const result = outcome[i];
-          if (result === undefined) return;
-          if (result.ok) {
-            results.set(change.message.id, { ok: true, id: change.message.id, action: 'added' });
-            return;
-          }
-          const kvRecord = result.reads[0]?.kvs[0];
-          const record = kvRecord === undefined ? null : decodeRecord(kvRecord.value);
-          if (kvRecord === undefined) retry.push(adding(keys, change.message, events));
-          else if (record?.nonce === change.nonce) {
-            // Our own write, applied by a call the client library sent again.
-            results.set(change.message.id, { ok: true, id: change.message.id, action: 'added' });
-          } else if (record === null) {
-            throw new StoreLayoutError(`${kvRecord.key} holds data kvmq did not write; remove it or use another id`);
-          } else existing.set(change.message.id, { message: change.message, record, rev: kvRecord.modRevision });
-        });
-      }),
-    );
+    // The queue's lane: the changes of concurrent enqueue calls share Txns (txn-lane.ts).
+    const outcome = await laneOf(kv, `enqueue ${keys.prefix}`).run(pending);
+    pending.forEach((change, i) => {
+      const result = outcome[i];
+      if (result === undefined) return;
+      if (result.ok) {
+        results.set(change.message.id, { ok: true, id: change.message.id, action: 'added' });
+        return;
+      }
+      const kvRecord = result.reads[0]?.kvs[0];
+      const record = kvRecord === undefined ? null : decodeRecord(kvRecord.value);
+      if (kvRecord === undefined) retry.push(adding(keys, change.message, events));
+      else if (record?.nonce === change.nonce) {
+        // Our own write, applied by a call the client library sent again.
+        results.set(change.message.id, { ok: true, id: change.message.id, action: 'added' });
+      } else if (record === null) {
+        throw new StoreLayoutError(`${kvRecord.key} holds data kvmq did not write; remove it or use another id`);
+      } else existing.set(change.message.id, { message: change.message, record, rev: kvRecord.modRevision });
+    });
     pending = retry;
   }
   for (const { message, record, rev } of existing.values()) {

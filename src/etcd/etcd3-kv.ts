@@ -64,7 +64,12 @@ function compare(lib: Lib, c: Compare): Etcd3.ICompare {
     '<': lib.CompareResult.Less,
     '!=': lib.CompareResult.NotEqual,
   };
-  const out: Etcd3.ICompare = { key: bytes(c.key), target: targets[c.target], result: results[c.result] };
+  const out: Etcd3.ICompare = {
+    key: bytes(c.key),
+    ...(c.end === undefined ? {} : { range_end: bytes(c.end) }),
+    target: targets[c.target],
+    result: results[c.result],
+  };
   switch (c.target) {
     case 'version':
       return { ...out, version: Number(c.operand) };

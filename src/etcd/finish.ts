@@ -9,7 +9,8 @@
 import { encodeRecord, type MessageRecord } from './record.js';
 import { deadLetterCompare, deadLetterOps, extended, finished, finishOps, undelivered } from './transitions.js';
 import { decodeRecord } from './record.js';
-import { getMany, pack, runBatch, type Change } from './txn-batch.js';
+import { getMany, pack, runBatch, type Change, type ChangeResult } from './txn-batch.js';
+import { laneOf } from './txn-lane.js';
 import { changeEvents, type ChangeEvents, type EventNote } from './event-ops.js';
 import { countChange, DEAD_LETTERED, type CountDelta } from './counts.js';
 import type { Delivery, LocalConsumer } from './consumer.js';
@@ -18,6 +19,8 @@ import type { QueueKeys } from './keys.js';
 import type { Finish, FinishResult } from '../store/contract.js';
 
 const MAX_TRIES = 10;
+// The rest of a burst of finishes that filled a Txn waits this long for the next burst (txn-lane.ts).
+const FINISH_HOLD_MS = 50;
 
 interface Write extends Change {
   readonly delivery: Delivery;
@@ -46,6 +49,7 @@ async function guarded(
   deliveries: readonly Delivery[],
   build: (d: Delivery, payloads: ReadonlyMap<string, Buffer>) => Built,
   needsPayload: (d: Delivery) => boolean,
+  run: (writes: readonly Write[]) => Promise<ChangeResult[]> = (writes) => runPacked(kv, writes),
 ): Promise<Set<Delivery>> {
   const lost = new Set<Delivery>();
   let todo = [...deliveries];
@@ -73,48 +77,51 @@ async function guarded(
       return { delivery, next, deadLetter, compares, ops, reads, events, counts };
     });
     const again: Delivery[] = [];
-    await Promise.all(
-      pack(writes).map(async (batch) => {
-        const { results } = await runBatch(kv, batch);
-        batch.forEach((write, i) => {
-          const result = results[i];
-          if (result === undefined) return;
-          const d = write.delivery;
-          if (result.ok) {
-            if (write.next === null) {
-              consumer.removed(d.key, result.revision);
-              consumer.freed(result.revision);
-            } else {
-              d.record = write.next;
-              d.rev = result.revision;
-            }
-            return;
-          }
-          // The id exists in the dead-letter queue: the message stays failed here instead.
-          if (write.deadLetter !== null && result.reads[1]?.kvs[0] !== undefined) consumer.noDeadLetter.add(d.id);
-          const kvRecord = result.reads[0]?.kvs[0];
-          const record = kvRecord === undefined ? null : decodeRecord(kvRecord.value);
-          if (
-            kvRecord === undefined ||
-            record?.phase !== 'locked' ||
-            record.consumer !== consumer.key ||
-            record.attempt !== d.record.attempt
-          ) {
-            lost.add(d);
-            consumer.removed(d.key, result.revision);
-            return;
-          }
-          if (kvRecord.modRevision !== d.rev) {
-            d.record = record;
-            d.rev = kvRecord.modRevision;
-          }
-          again.push(d);
-        });
-      }),
-    );
+    const results = await run(writes);
+    writes.forEach((write, i) => {
+      const result = results[i];
+      if (result === undefined) return;
+      const d = write.delivery;
+      if (result.ok) {
+        if (write.next === null) {
+          consumer.removed(d.key, result.revision);
+          consumer.freed(result.revision);
+        } else {
+          d.record = write.next;
+          d.rev = result.revision;
+        }
+        return;
+      }
+      // The id exists in the dead-letter queue: the message stays failed here instead.
+      if (write.deadLetter !== null && result.reads[1]?.kvs[0] !== undefined) consumer.noDeadLetter.add(d.id);
+      const kvRecord = result.reads[0]?.kvs[0];
+      const record = kvRecord === undefined ? null : decodeRecord(kvRecord.value);
+      if (
+        kvRecord === undefined ||
+        record?.phase !== 'locked' ||
+        record.consumer !== consumer.key ||
+        record.attempt !== d.record.attempt
+      ) {
+        lost.add(d);
+        consumer.removed(d.key, result.revision);
+        return;
+      }
+      if (kvRecord.modRevision !== d.rev) {
+        d.record = record;
+        d.rev = kvRecord.modRevision;
+      }
+      again.push(d);
+    });
     todo = again;
   }
   return lost;
+}
+
+/** The writes in as few Txns as they fit, all sent at once. */
+async function runPacked(kv: Kv, writes: readonly Write[]): Promise<ChangeResult[]> {
+  const batches = pack(writes);
+  const answers = await Promise.all(batches.map((batch) => runBatch(kv, batch)));
+  return answers.flatMap((a) => a.results);
 }
 
 export async function finishDeliveries(
@@ -157,6 +164,8 @@ export async function finishDeliveries(
     [...held.values()].map((h) => h.delivery),
     build,
     (d) => d.record.nextEncoding !== null,
+    // The queue's lane: the finishes of concurrent calls share Txns (txn-lane.ts).
+    (writes) => laneOf(kv, `finish ${keys.prefix}`, FINISH_HOLD_MS).run(writes),
   );
   const lostIds = new Set([...lost].map((d) => d.id));
   for (const d of held.values()) consumer.noDeadLetter.delete(d.delivery.id);

@@ -22,6 +22,8 @@ export type CompareResult = '=' | '!=' | '<' | '>';
 
 export interface Compare {
   readonly key: string;
+  /** Exclusive end (etcd >= 3.3's range_end): every key in [key, end) must pass; an empty range compares as absent. */
+  readonly end?: string;
   readonly target: CompareTarget;
   readonly result: CompareResult;
   /** A revision or version number, a value's bytes, or a lease id. */

@@ -11,7 +11,7 @@ import { ClosedError, StoreUnavailableError } from '../errors.js';
 import { clearQueue } from './clear.js';
 import { LocalConsumer } from './consumer.js';
 import { DispatcherHost } from './dispatcher/host.js';
-import { enqueueMessages } from './enqueue.js';
+import { enqueueMessages, submitEnqueues, type Answer } from './enqueue.js';
 import { extendDeliveries, finishDeliveries, releaseDeliveries } from './finish.js';
 import { runGc } from './gc.js';
 import { liveConsumers, messageStatus, queueSize, stateCounts } from './inspect.js';
@@ -108,6 +108,9 @@ export class EtcdStore implements Store {
     wakeups: true,
     instantRelease: true,
     deadLetterQueue: true,
+    claimWithFinishes: false,
+    // Finishes (and enqueueEach) go through a lane per queue (txn-lane.ts).
+    groupCommit: true,
   };
   /** This process's id in the etcds protocol (the value of the election keys it holds). */
   readonly nodeId = `${hostname()}:${process.pid}:${randomUUID().slice(0, 8)}`;
@@ -155,6 +158,24 @@ export class EtcdStore implements Store {
     // The configuration as the queue's watch holds it: events on or off, with no read per enqueue.
     const [state] = await Promise.all([this.queueWatch(queue), this.register(queue)]);
     return enqueueMessages(this.kv, this.keys(queue), messages, state.config?.events === true);
+  }
+
+  enqueueEach(queue: string, messages: readonly NewMessage[]): Promise<EnqueueResult>[] {
+    const answers: Answer[] = [];
+    const results = messages.map(
+      (_, i) => new Promise<EnqueueResult>((resolve, reject) => (answers[i] = { resolve, reject })),
+    );
+    const fail = (error: unknown): void => answers.forEach((a) => a.reject(error));
+    try {
+      this.checkOpen();
+    } catch (error) {
+      fail(error);
+      return results;
+    }
+    Promise.all([this.queueWatch(queue), this.register(queue)]).then(([state]) => {
+      submitEnqueues(this.kv, this.keys(queue), messages, state.config?.events === true, answers);
+    }, fail);
+    return results;
   }
 
   async claim(queue: string, request: ClaimRequest): Promise<ClaimResult> {

@@ -121,7 +121,8 @@ export async function runBatch(
     kv,
     batch.flatMap((c) => c.counts ?? []),
   );
-  const compare = [...fixed.compares, ...batch.flatMap((c) => c.compares), ...counted.compares];
+  // A compare several changes share (the same object) is sent once: etcd evaluates each, so a range costs.
+  const compare = [...new Set([...fixed.compares, ...batch.flatMap((c) => c.compares), ...counted.compares])];
   const success = [...fixed.ops, ...batch.flatMap((c) => c.ops), ...batchEvents(batch), ...counted.ops];
   const failure = [...fixed.reads, ...batch.flatMap((c) => c.reads), ...counted.reads];
   let res: TxnResult;

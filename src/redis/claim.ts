@@ -42,7 +42,8 @@ export async function claimMessages(
       messages,
       queueSize: num(reply[1]),
       dryRuns: num(reply[2]),
-      wakeAt: messages.length > 0 || wakeAt < 0 ? null : wakeAt,
+      // Set with messages too when the claim drained the queue (fewer than asked): see ClaimResult.wakeAt.
+      wakeAt: wakeAt < 0 ? null : wakeAt,
     };
   }
 }

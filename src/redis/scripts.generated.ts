@@ -58,7 +58,7 @@ export const SCRIPTS = {
       'debounce-of',
     ],
     readOnly: false,
-    sha: 'bb96cef845430942945f4d24fd28596c61713a0d',
+    sha: '3da101b22d149a1fdf2a21d584fdc6ea3dd4c259',
     source: `#!lua flags=allow-oom
 local K = { messages = KEYS[1], metadata = KEYS[2], filters = KEYS[3], classes = KEYS[4], nattempts = KEYS[5], locks = KEYS[6], holders = KEYS[7], backoffs = KEYS[8], done = KEYS[9], done_at = KEYS[10], requeue = KEYS[11], schedule = KEYS[12], lock_expiry = KEYS[13], updated_at = KEYS[14], mid_circle = KEYS[15], eoq_backoff = KEYS[16], ndry_runs = KEYS[17], policies = KEYS[18], pushes = KEYS[19], conf = KEYS[20], failed = KEYS[21], lanes = KEYS[22], rate_tat = KEYS[23], events = KEYS[24], events_seq = KEYS[25], events_wake = KEYS[26], priorities = KEYS[27], groups = KEYS[28], group_held = KEYS[29], parked = KEYS[30], history = KEYS[31], losses = KEYS[32], outcomes = KEYS[33], enqueued_at = KEYS[34], requeue_content = KEYS[35], requeue_locks = KEYS[36], requeue_schedule = KEYS[37], dedupe = KEYS[38], debounce = KEYS[39], debounce_of = KEYS[40] }
 -- common: helpers every script includes. K holds the queue's keys by name
@@ -136,14 +136,23 @@ local rare_checked = false
 -- Keys a helper checks itself, only when it is about to use them (lib/events.lua: with events on).
 local CHECKED_BY_HELPER = {}
 
--- \`rare\` (optional) names keys left to check_rare, so a hot path pays no TYPE call for them.
-local function check_layout(new_classes, rare)
+-- \`rare\` (optional) names keys left to check_rare, so a hot path pays no TYPE call for them. \`read_first\`
+-- (optional) names keys the script reads, with a command that refuses another type, before it writes
+-- anything: that read is their check. Each TYPE call costs about a µs of the server's time, on every call.
+local function check_layout(new_classes, rare, read_first)
   for _, name in ipairs(rare or {}) do RARE[name] = true end
+  local skip = {}
+  for _, name in ipairs(read_first or {}) do skip[name] = true end
+  local lists = K.classes ~= nil and K.mid_circle ~= nil
+  -- SMEMBERS below checks \`classes\` itself.
+  if lists then skip.classes = true end
   for name, key in pairs(K) do
     local expected = KEY_TYPES[name]
-    if expected ~= nil and not RARE[name] and not CHECKED_BY_HELPER[name] then check_type(key, expected) end
+    if expected ~= nil and not RARE[name] and not CHECKED_BY_HELPER[name] and not skip[name] then
+      check_type(key, expected)
+    end
   end
-  if K.classes ~= nil and K.mid_circle ~= nil then
+  if lists then
     for _, class in ipairs(redis.call('SMEMBERS', K.classes)) do check_type(ready_list(class), 'list') end
     for _, class in ipairs(new_classes or {}) do check_type(ready_list(class), 'list') end
   end
@@ -675,14 +684,18 @@ end
 --       five end-of-queue backoffs in ms (after dry run 1, 2, 3, 4, 5 and more),
 --       '*' to accept every class, else the accepted classes ('' for messages without filters)
 -- Reply: { 'classes', class... } when the queue's classes changed since the consumer looked
---        (it claimed nothing), else { 'ok', queue size, dry runs, wake-at ms (-1: none),
+--        (it claimed nothing), else { 'ok', queue size, dry runs, wake-at ms (-1: look again at once; set
+--        when it claimed nothing, or took the last ready messages),
 --        then six per message: id, content, metadata JSON or nil, filter class, attempt, policy or nil }
 -- Include: common events lanes groups forget fail promote
 
--- The hot path of a claim touches none of these.
+-- The hot path of a claim touches none of these (only promote's moves, groups and rate limits do, after
+-- check_rare). It reads conf, then schedule and lock-expiry (promote), before its first write.
 check_layout(nil, { 'history', 'losses', 'outcomes', 'enqueued_at', 'requeue_content', 'requeue_schedule', 'dedupe',
   'done_at', 'backoffs', 'priorities', 'lanes', 'groups', 'debounce', 'debounce_of', 'group_held', 'parked',
-  'rate_tat' })
+  'rate_tat', 'filters', 'pushes' }, { 'conf', 'schedule', 'lock_expiry' })
+-- At most this many ready lists are read to tell a full claim that it took the last ready messages.
+local MAX_DRAINED_READS = 8
 local consumer, max, lock_ms, known = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
 local accept_all = ARGV[10] == '*'
 
@@ -860,6 +873,28 @@ if n > 0 then
   end
 end
 
+-- Whether the accepted lanes are empty now: fewer than asked were there, or as many and none left (read
+-- for a few plain lanes only; with more, or lanes of lower priorities, the worker just claims again).
+local function drained()
+  if n < max then return true end
+  if has_lanes or #lists > MAX_DRAINED_READS then return false end
+  for _, lane in ipairs(lists) do
+    if redis.call('LLEN', ready_list(lane)) > 0 then return false end
+  end
+  return true
+end
+
+-- When looking again is worthwhile without a wake-up: after \`ttl\` ms, or when a backoff or lock ends.
+local function wake_after(ttl)
+  if more then return now end
+  local wake_at = now + ttl
+  for _, key in ipairs({ K.schedule, K.lock_expiry }) do
+    local first = redis.call('ZRANGE', key, 0, 0, 'WITHSCORES')
+    if first[2] ~= nil then wake_at = math.min(wake_at, tonumber(first[2])) end
+  end
+  return wake_at
+end
+
 if #reply > 4 then
   -- Handling resets the dry runs (and the backoff that counts them).
   local dry = redis.call('GET', K.ndry_runs)
@@ -867,6 +902,9 @@ if #reply > 4 then
     redis.call('SET', K.ndry_runs, '0')
     redis.call('DEL', K.eoq_backoff)
   end
+  -- The accepted lanes ran dry, so a claim now would find nothing: the worker waits for a wake-up instead,
+  -- or until a dry run (the first: the runs were just reset) would have said to look.
+  if drained() then reply[4] = wake_after(tonumber(ARGV[5])) end
 else
   local ttl = redis.call('PTTL', K.eoq_backoff)
   local dry
@@ -877,14 +915,8 @@ else
   else
     dry = tonumber(redis.call('GET', K.ndry_runs)) or 0
   end
-  local wake_at = now + ttl
-  if more then wake_at = now end
-  for _, key in ipairs({ K.schedule, K.lock_expiry }) do
-    local first = redis.call('ZRANGE', key, 0, 0, 'WITHSCORES')
-    if first[2] ~= nil then wake_at = math.min(wake_at, tonumber(first[2])) end
-  end
   reply[3] = dry
-  reply[4] = wake_at
+  reply[4] = wake_after(ttl)
 end
 reply[2] = queue_size()
 events_flush(now)
@@ -933,7 +965,7 @@ return reply
       'rate-tat',
     ],
     readOnly: false,
-    sha: '76037bc086b0c63f55860350b6ab1087baa5a790',
+    sha: '9d790bcdefe3c13e90afee1871cc4079aa5502eb',
     source: `#!lua flags=allow-oom
 local K = { messages = KEYS[1], locks = KEYS[2], backoffs = KEYS[3], nattempts = KEYS[4], mid_circle = KEYS[5], done = KEYS[6], requeue = KEYS[7], eoq_backoff = KEYS[8], ndry_runs = KEYS[9], metadata = KEYS[10], filters = KEYS[11], classes = KEYS[12], holders = KEYS[13], outcomes = KEYS[14], enqueued_at = KEYS[15], updated_at = KEYS[16], requeue_content = KEYS[17], schedule = KEYS[18], lock_expiry = KEYS[19], done_at = KEYS[20], dedupe = KEYS[21], policies = KEYS[22], history = KEYS[23], losses = KEYS[24], pushes = KEYS[25], requeue_locks = KEYS[26], requeue_schedule = KEYS[27], failed = KEYS[28], events = KEYS[29], priorities = KEYS[30], lanes = KEYS[31], groups = KEYS[32], group_held = KEYS[33], parked = KEYS[34], debounce = KEYS[35], debounce_of = KEYS[36], rate_tat = KEYS[37] }
 -- common: helpers every script includes. K holds the queue's keys by name
@@ -1011,14 +1043,23 @@ local rare_checked = false
 -- Keys a helper checks itself, only when it is about to use them (lib/events.lua: with events on).
 local CHECKED_BY_HELPER = {}
 
--- \`rare\` (optional) names keys left to check_rare, so a hot path pays no TYPE call for them.
-local function check_layout(new_classes, rare)
+-- \`rare\` (optional) names keys left to check_rare, so a hot path pays no TYPE call for them. \`read_first\`
+-- (optional) names keys the script reads, with a command that refuses another type, before it writes
+-- anything: that read is their check. Each TYPE call costs about a µs of the server's time, on every call.
+local function check_layout(new_classes, rare, read_first)
   for _, name in ipairs(rare or {}) do RARE[name] = true end
+  local skip = {}
+  for _, name in ipairs(read_first or {}) do skip[name] = true end
+  local lists = K.classes ~= nil and K.mid_circle ~= nil
+  -- SMEMBERS below checks \`classes\` itself.
+  if lists then skip.classes = true end
   for name, key in pairs(K) do
     local expected = KEY_TYPES[name]
-    if expected ~= nil and not RARE[name] and not CHECKED_BY_HELPER[name] then check_type(key, expected) end
+    if expected ~= nil and not RARE[name] and not CHECKED_BY_HELPER[name] and not skip[name] then
+      check_type(key, expected)
+    end
   end
-  if K.classes ~= nil and K.mid_circle ~= nil then
+  if lists then
     for _, class in ipairs(redis.call('SMEMBERS', K.classes)) do check_type(ready_list(class), 'list') end
     for _, class in ipairs(new_classes or {}) do check_type(ready_list(class), 'list') end
   end
@@ -1156,7 +1197,7 @@ return 1
       'parked',
     ],
     readOnly: false,
-    sha: '3cb50fab97511f75e9f79ae4b5cd43b56a9734e6',
+    sha: 'd91137e599c63a0f20f520feffcdcea014378f8b',
     source: `#!lua
 local K = { conf = KEYS[1], wake = KEYS[2], messages = KEYS[3], consumers = KEYS[4], pushes = KEYS[5], mid_circle = KEYS[6], filters = KEYS[7], priorities = KEYS[8], lanes = KEYS[9], groups = KEYS[10], group_held = KEYS[11], parked = KEYS[12] }
 -- common: helpers every script includes. K holds the queue's keys by name
@@ -1234,14 +1275,23 @@ local rare_checked = false
 -- Keys a helper checks itself, only when it is about to use them (lib/events.lua: with events on).
 local CHECKED_BY_HELPER = {}
 
--- \`rare\` (optional) names keys left to check_rare, so a hot path pays no TYPE call for them.
-local function check_layout(new_classes, rare)
+-- \`rare\` (optional) names keys left to check_rare, so a hot path pays no TYPE call for them. \`read_first\`
+-- (optional) names keys the script reads, with a command that refuses another type, before it writes
+-- anything: that read is their check. Each TYPE call costs about a µs of the server's time, on every call.
+local function check_layout(new_classes, rare, read_first)
   for _, name in ipairs(rare or {}) do RARE[name] = true end
+  local skip = {}
+  for _, name in ipairs(read_first or {}) do skip[name] = true end
+  local lists = K.classes ~= nil and K.mid_circle ~= nil
+  -- SMEMBERS below checks \`classes\` itself.
+  if lists then skip.classes = true end
   for name, key in pairs(K) do
     local expected = KEY_TYPES[name]
-    if expected ~= nil and not RARE[name] and not CHECKED_BY_HELPER[name] then check_type(key, expected) end
+    if expected ~= nil and not RARE[name] and not CHECKED_BY_HELPER[name] and not skip[name] then
+      check_type(key, expected)
+    end
   end
-  if K.classes ~= nil and K.mid_circle ~= nil then
+  if lists then
     for _, class in ipairs(redis.call('SMEMBERS', K.classes)) do check_type(ready_list(class), 'list') end
     for _, class in ipairs(new_classes or {}) do check_type(ready_list(class), 'list') end
   end
@@ -1498,7 +1548,7 @@ return 1
     name: 'consumers',
     keys: ['consumers', 'holders', 'locks'],
     readOnly: true,
-    sha: '016f777b1bce81c47dbeabb32818199b95168aba',
+    sha: 'f1bfdcef6f4384539475108e9489ecc7087a4480',
     source: `#!lua flags=no-writes
 local K = { consumers = KEYS[1], holders = KEYS[2], locks = KEYS[3] }
 -- common: helpers every script includes. K holds the queue's keys by name
@@ -1576,14 +1626,23 @@ local rare_checked = false
 -- Keys a helper checks itself, only when it is about to use them (lib/events.lua: with events on).
 local CHECKED_BY_HELPER = {}
 
--- \`rare\` (optional) names keys left to check_rare, so a hot path pays no TYPE call for them.
-local function check_layout(new_classes, rare)
+-- \`rare\` (optional) names keys left to check_rare, so a hot path pays no TYPE call for them. \`read_first\`
+-- (optional) names keys the script reads, with a command that refuses another type, before it writes
+-- anything: that read is their check. Each TYPE call costs about a µs of the server's time, on every call.
+local function check_layout(new_classes, rare, read_first)
   for _, name in ipairs(rare or {}) do RARE[name] = true end
+  local skip = {}
+  for _, name in ipairs(read_first or {}) do skip[name] = true end
+  local lists = K.classes ~= nil and K.mid_circle ~= nil
+  -- SMEMBERS below checks \`classes\` itself.
+  if lists then skip.classes = true end
   for name, key in pairs(K) do
     local expected = KEY_TYPES[name]
-    if expected ~= nil and not RARE[name] and not CHECKED_BY_HELPER[name] then check_type(key, expected) end
+    if expected ~= nil and not RARE[name] and not CHECKED_BY_HELPER[name] and not skip[name] then
+      check_type(key, expected)
+    end
   end
-  if K.classes ~= nil and K.mid_circle ~= nil then
+  if lists then
     for _, class in ipairs(redis.call('SMEMBERS', K.classes)) do check_type(ready_list(class), 'list') end
     for _, class in ipairs(new_classes or {}) do check_type(ready_list(class), 'list') end
   end
@@ -1756,7 +1815,7 @@ return reply
       'debounce-of',
     ],
     readOnly: false,
-    sha: '34c0df1579a28ce7491eaa466dd1844a12cf6331',
+    sha: '820b349494c87b624f3a77c513b8cc6f9a1e6c3c',
     source: `#!lua
 local K = { conf = KEYS[1], events = KEYS[2], events_seq = KEYS[3], events_wake = KEYS[4], done = KEYS[5], requeue = KEYS[6], backoffs = KEYS[7], locks = KEYS[8], failed = KEYS[9], filters = KEYS[10], priorities = KEYS[11], lanes = KEYS[12], groups = KEYS[13], messages = KEYS[14], metadata = KEYS[15], classes = KEYS[16], nattempts = KEYS[17], holders = KEYS[18], outcomes = KEYS[19], enqueued_at = KEYS[20], updated_at = KEYS[21], requeue_content = KEYS[22], schedule = KEYS[23], done_at = KEYS[24], dedupe = KEYS[25], mid_circle = KEYS[26], wake = KEYS[27], policies = KEYS[28], losses = KEYS[29], requeue_locks = KEYS[30], requeue_schedule = KEYS[31], pushes = KEYS[32], debounce = KEYS[33], debounce_of = KEYS[34] }
 -- common: helpers every script includes. K holds the queue's keys by name
@@ -1834,14 +1893,23 @@ local rare_checked = false
 -- Keys a helper checks itself, only when it is about to use them (lib/events.lua: with events on).
 local CHECKED_BY_HELPER = {}
 
--- \`rare\` (optional) names keys left to check_rare, so a hot path pays no TYPE call for them.
-local function check_layout(new_classes, rare)
+-- \`rare\` (optional) names keys left to check_rare, so a hot path pays no TYPE call for them. \`read_first\`
+-- (optional) names keys the script reads, with a command that refuses another type, before it writes
+-- anything: that read is their check. Each TYPE call costs about a µs of the server's time, on every call.
+local function check_layout(new_classes, rare, read_first)
   for _, name in ipairs(rare or {}) do RARE[name] = true end
+  local skip = {}
+  for _, name in ipairs(read_first or {}) do skip[name] = true end
+  local lists = K.classes ~= nil and K.mid_circle ~= nil
+  -- SMEMBERS below checks \`classes\` itself.
+  if lists then skip.classes = true end
   for name, key in pairs(K) do
     local expected = KEY_TYPES[name]
-    if expected ~= nil and not RARE[name] and not CHECKED_BY_HELPER[name] then check_type(key, expected) end
+    if expected ~= nil and not RARE[name] and not CHECKED_BY_HELPER[name] and not skip[name] then
+      check_type(key, expected)
+    end
   end
-  if K.classes ~= nil and K.mid_circle ~= nil then
+  if lists then
     for _, class in ipairs(redis.call('SMEMBERS', K.classes)) do check_type(ready_list(class), 'list') end
     for _, class in ipairs(new_classes or {}) do check_type(ready_list(class), 'list') end
   end
@@ -2303,7 +2371,7 @@ return replies
     name: 'events-trim',
     keys: ['events', 'events-seq'],
     readOnly: false,
-    sha: '3608d642e701b66d2cb75056199d1c673949f6a6',
+    sha: '700690d7d574a6dd5ec5a5b1b3905e93c0fbf9eb',
     source: `#!lua flags=allow-oom
 local K = { events = KEYS[1], events_seq = KEYS[2] }
 -- common: helpers every script includes. K holds the queue's keys by name
@@ -2381,14 +2449,23 @@ local rare_checked = false
 -- Keys a helper checks itself, only when it is about to use them (lib/events.lua: with events on).
 local CHECKED_BY_HELPER = {}
 
--- \`rare\` (optional) names keys left to check_rare, so a hot path pays no TYPE call for them.
-local function check_layout(new_classes, rare)
+-- \`rare\` (optional) names keys left to check_rare, so a hot path pays no TYPE call for them. \`read_first\`
+-- (optional) names keys the script reads, with a command that refuses another type, before it writes
+-- anything: that read is their check. Each TYPE call costs about a µs of the server's time, on every call.
+local function check_layout(new_classes, rare, read_first)
   for _, name in ipairs(rare or {}) do RARE[name] = true end
+  local skip = {}
+  for _, name in ipairs(read_first or {}) do skip[name] = true end
+  local lists = K.classes ~= nil and K.mid_circle ~= nil
+  -- SMEMBERS below checks \`classes\` itself.
+  if lists then skip.classes = true end
   for name, key in pairs(K) do
     local expected = KEY_TYPES[name]
-    if expected ~= nil and not RARE[name] and not CHECKED_BY_HELPER[name] then check_type(key, expected) end
+    if expected ~= nil and not RARE[name] and not CHECKED_BY_HELPER[name] and not skip[name] then
+      check_type(key, expected)
+    end
   end
-  if K.classes ~= nil and K.mid_circle ~= nil then
+  if lists then
     for _, class in ipairs(redis.call('SMEMBERS', K.classes)) do check_type(ready_list(class), 'list') end
     for _, class in ipairs(new_classes or {}) do check_type(ready_list(class), 'list') end
   end
@@ -2523,7 +2600,7 @@ return redis.call('XTRIM', K.events, 'MINID', string.format('%d', lo))
     name: 'extend',
     keys: ['locks', 'holders', 'nattempts', 'lock-expiry', 'requeue', 'requeue-locks'],
     readOnly: false,
-    sha: 'b10e74fa883424d25216756b534dbac0f4b090b0',
+    sha: '7241e1f4a1a7c05d5976fef8cec313da5c4aaa8a',
     source: `#!lua flags=allow-oom
 local K = { locks = KEYS[1], holders = KEYS[2], nattempts = KEYS[3], lock_expiry = KEYS[4], requeue = KEYS[5], requeue_locks = KEYS[6] }
 -- common: helpers every script includes. K holds the queue's keys by name
@@ -2601,14 +2678,23 @@ local rare_checked = false
 -- Keys a helper checks itself, only when it is about to use them (lib/events.lua: with events on).
 local CHECKED_BY_HELPER = {}
 
--- \`rare\` (optional) names keys left to check_rare, so a hot path pays no TYPE call for them.
-local function check_layout(new_classes, rare)
+-- \`rare\` (optional) names keys left to check_rare, so a hot path pays no TYPE call for them. \`read_first\`
+-- (optional) names keys the script reads, with a command that refuses another type, before it writes
+-- anything: that read is their check. Each TYPE call costs about a µs of the server's time, on every call.
+local function check_layout(new_classes, rare, read_first)
   for _, name in ipairs(rare or {}) do RARE[name] = true end
+  local skip = {}
+  for _, name in ipairs(read_first or {}) do skip[name] = true end
+  local lists = K.classes ~= nil and K.mid_circle ~= nil
+  -- SMEMBERS below checks \`classes\` itself.
+  if lists then skip.classes = true end
   for name, key in pairs(K) do
     local expected = KEY_TYPES[name]
-    if expected ~= nil and not RARE[name] and not CHECKED_BY_HELPER[name] then check_type(key, expected) end
+    if expected ~= nil and not RARE[name] and not CHECKED_BY_HELPER[name] and not skip[name] then
+      check_type(key, expected)
+    end
   end
-  if K.classes ~= nil and K.mid_circle ~= nil then
+  if lists then
     for _, class in ipairs(redis.call('SMEMBERS', K.classes)) do check_type(ready_list(class), 'list') end
     for _, class in ipairs(new_classes or {}) do check_type(ready_list(class), 'list') end
   end
@@ -2775,7 +2861,7 @@ return lost
       'debounce-of',
     ],
     readOnly: false,
-    sha: '32182822d359e0ff532117b2c678cb77035f0599',
+    sha: 'dab9d04b20c6907ec131cf57ecc84b55f54f58ee',
     source: `#!lua flags=allow-oom
 local K = { messages = KEYS[1], filters = KEYS[2], nattempts = KEYS[3], locks = KEYS[4], holders = KEYS[5], backoffs = KEYS[6], done = KEYS[7], done_at = KEYS[8], dedupe = KEYS[9], requeue = KEYS[10], requeue_content = KEYS[11], schedule = KEYS[12], lock_expiry = KEYS[13], outcomes = KEYS[14], updated_at = KEYS[15], mid_circle = KEYS[16], wake = KEYS[17], pushes = KEYS[18], losses = KEYS[19], conf = KEYS[20], events = KEYS[21], events_seq = KEYS[22], events_wake = KEYS[23], priorities = KEYS[24], lanes = KEYS[25], groups = KEYS[26], group_held = KEYS[27], parked = KEYS[28], metadata = KEYS[29], policies = KEYS[30], history = KEYS[31], enqueued_at = KEYS[32], requeue_locks = KEYS[33], requeue_schedule = KEYS[34], failed = KEYS[35], debounce = KEYS[36], debounce_of = KEYS[37] }
 -- common: helpers every script includes. K holds the queue's keys by name
@@ -2853,14 +2939,23 @@ local rare_checked = false
 -- Keys a helper checks itself, only when it is about to use them (lib/events.lua: with events on).
 local CHECKED_BY_HELPER = {}
 
--- \`rare\` (optional) names keys left to check_rare, so a hot path pays no TYPE call for them.
-local function check_layout(new_classes, rare)
+-- \`rare\` (optional) names keys left to check_rare, so a hot path pays no TYPE call for them. \`read_first\`
+-- (optional) names keys the script reads, with a command that refuses another type, before it writes
+-- anything: that read is their check. Each TYPE call costs about a µs of the server's time, on every call.
+local function check_layout(new_classes, rare, read_first)
   for _, name in ipairs(rare or {}) do RARE[name] = true end
+  local skip = {}
+  for _, name in ipairs(read_first or {}) do skip[name] = true end
+  local lists = K.classes ~= nil and K.mid_circle ~= nil
+  -- SMEMBERS below checks \`classes\` itself.
+  if lists then skip.classes = true end
   for name, key in pairs(K) do
     local expected = KEY_TYPES[name]
-    if expected ~= nil and not RARE[name] and not CHECKED_BY_HELPER[name] then check_type(key, expected) end
+    if expected ~= nil and not RARE[name] and not CHECKED_BY_HELPER[name] and not skip[name] then
+      check_type(key, expected)
+    end
   end
-  if K.classes ~= nil and K.mid_circle ~= nil then
+  if lists then
     for _, class in ipairs(redis.call('SMEMBERS', K.classes)) do check_type(ready_list(class), 'list') end
     for _, class in ipairs(new_classes or {}) do check_type(ready_list(class), 'list') end
   end
@@ -3320,10 +3415,11 @@ end
 -- Include: common events lanes groups forget fail
 
 local PER = 7
--- A batch of plain successes touches none of these.
+-- A batch of plain successes touches none of these (errors, retries and requeues call check_rare). It reads
+-- holders, nattempts and requeue before its first write.
 check_layout(nil, { 'history', 'losses', 'failed', 'conf', 'requeue_locks', 'requeue_schedule', 'requeue_content',
   'metadata', 'policies', 'enqueued_at', 'schedule', 'mid_circle', 'filters', 'pushes', 'priorities', 'lanes', 'groups',
-  'debounce', 'debounce_of', 'group_held', 'parked' })
+  'debounce', 'debounce_of', 'group_held', 'parked', 'messages' }, { 'holders', 'nattempts', 'requeue' })
 local consumer = ARGV[1]
 local count = (#ARGV - 1) / PER
 if count == 0 then return {} end
@@ -3506,7 +3602,7 @@ return replies
       'debounce-of',
     ],
     readOnly: false,
-    sha: '069c2eacce96452480754ff7c75c84dec47a3bf3',
+    sha: '07e577f6232c2ce06df52f53faed65ae01a60d42',
     source: `#!lua
 local K = { schedules = KEYS[1], conf = KEYS[2], events = KEYS[3], events_seq = KEYS[4], events_wake = KEYS[5], done = KEYS[6], requeue = KEYS[7], backoffs = KEYS[8], locks = KEYS[9], failed = KEYS[10], filters = KEYS[11], priorities = KEYS[12], lanes = KEYS[13], groups = KEYS[14], messages = KEYS[15], metadata = KEYS[16], classes = KEYS[17], nattempts = KEYS[18], holders = KEYS[19], outcomes = KEYS[20], enqueued_at = KEYS[21], updated_at = KEYS[22], requeue_content = KEYS[23], schedule = KEYS[24], done_at = KEYS[25], dedupe = KEYS[26], mid_circle = KEYS[27], wake = KEYS[28], policies = KEYS[29], losses = KEYS[30], requeue_locks = KEYS[31], requeue_schedule = KEYS[32], pushes = KEYS[33], debounce = KEYS[34], debounce_of = KEYS[35] }
 -- common: helpers every script includes. K holds the queue's keys by name
@@ -3584,14 +3680,23 @@ local rare_checked = false
 -- Keys a helper checks itself, only when it is about to use them (lib/events.lua: with events on).
 local CHECKED_BY_HELPER = {}
 
--- \`rare\` (optional) names keys left to check_rare, so a hot path pays no TYPE call for them.
-local function check_layout(new_classes, rare)
+-- \`rare\` (optional) names keys left to check_rare, so a hot path pays no TYPE call for them. \`read_first\`
+-- (optional) names keys the script reads, with a command that refuses another type, before it writes
+-- anything: that read is their check. Each TYPE call costs about a µs of the server's time, on every call.
+local function check_layout(new_classes, rare, read_first)
   for _, name in ipairs(rare or {}) do RARE[name] = true end
+  local skip = {}
+  for _, name in ipairs(read_first or {}) do skip[name] = true end
+  local lists = K.classes ~= nil and K.mid_circle ~= nil
+  -- SMEMBERS below checks \`classes\` itself.
+  if lists then skip.classes = true end
   for name, key in pairs(K) do
     local expected = KEY_TYPES[name]
-    if expected ~= nil and not RARE[name] and not CHECKED_BY_HELPER[name] then check_type(key, expected) end
+    if expected ~= nil and not RARE[name] and not CHECKED_BY_HELPER[name] and not skip[name] then
+      check_type(key, expected)
+    end
   end
-  if K.classes ~= nil and K.mid_circle ~= nil then
+  if lists then
     for _, class in ipairs(redis.call('SMEMBERS', K.classes)) do check_type(ready_list(class), 'list') end
     for _, class in ipairs(new_classes or {}) do check_type(ready_list(class), 'list') end
   end
@@ -4060,7 +4165,7 @@ return replies
     name: 'gc-finish',
     keys: ['consumers', 'gc-lock'],
     readOnly: false,
-    sha: '7379ccba745c482e788968db00ec497818e38b17',
+    sha: '967e2ce128660ab29c1313d83ba23f1ff0cb5de6',
     source: `#!lua flags=allow-oom
 local K = { consumers = KEYS[1], gc_lock = KEYS[2] }
 -- common: helpers every script includes. K holds the queue's keys by name
@@ -4138,14 +4243,23 @@ local rare_checked = false
 -- Keys a helper checks itself, only when it is about to use them (lib/events.lua: with events on).
 local CHECKED_BY_HELPER = {}
 
--- \`rare\` (optional) names keys left to check_rare, so a hot path pays no TYPE call for them.
-local function check_layout(new_classes, rare)
+-- \`rare\` (optional) names keys left to check_rare, so a hot path pays no TYPE call for them. \`read_first\`
+-- (optional) names keys the script reads, with a command that refuses another type, before it writes
+-- anything: that read is their check. Each TYPE call costs about a µs of the server's time, on every call.
+local function check_layout(new_classes, rare, read_first)
   for _, name in ipairs(rare or {}) do RARE[name] = true end
+  local skip = {}
+  for _, name in ipairs(read_first or {}) do skip[name] = true end
+  local lists = K.classes ~= nil and K.mid_circle ~= nil
+  -- SMEMBERS below checks \`classes\` itself.
+  if lists then skip.classes = true end
   for name, key in pairs(K) do
     local expected = KEY_TYPES[name]
-    if expected ~= nil and not RARE[name] and not CHECKED_BY_HELPER[name] then check_type(key, expected) end
+    if expected ~= nil and not RARE[name] and not CHECKED_BY_HELPER[name] and not skip[name] then
+      check_type(key, expected)
+    end
   end
-  if K.classes ~= nil and K.mid_circle ~= nil then
+  if lists then
     for _, class in ipairs(redis.call('SMEMBERS', K.classes)) do check_type(ready_list(class), 'list') end
     for _, class in ipairs(new_classes or {}) do check_type(ready_list(class), 'list') end
   end
@@ -4269,7 +4383,7 @@ return #lapsed
     name: 'gc-start',
     keys: ['gc-lock', 'gc-at'],
     readOnly: false,
-    sha: '2a48267f46c4c2caf69687a0c94ecf82e17d5232',
+    sha: '83046af7086e1bb23ed15c2c71c30529932da544',
     source: `#!lua flags=allow-oom
 local K = { gc_lock = KEYS[1], gc_at = KEYS[2] }
 -- common: helpers every script includes. K holds the queue's keys by name
@@ -4347,14 +4461,23 @@ local rare_checked = false
 -- Keys a helper checks itself, only when it is about to use them (lib/events.lua: with events on).
 local CHECKED_BY_HELPER = {}
 
--- \`rare\` (optional) names keys left to check_rare, so a hot path pays no TYPE call for them.
-local function check_layout(new_classes, rare)
+-- \`rare\` (optional) names keys left to check_rare, so a hot path pays no TYPE call for them. \`read_first\`
+-- (optional) names keys the script reads, with a command that refuses another type, before it writes
+-- anything: that read is their check. Each TYPE call costs about a µs of the server's time, on every call.
+local function check_layout(new_classes, rare, read_first)
   for _, name in ipairs(rare or {}) do RARE[name] = true end
+  local skip = {}
+  for _, name in ipairs(read_first or {}) do skip[name] = true end
+  local lists = K.classes ~= nil and K.mid_circle ~= nil
+  -- SMEMBERS below checks \`classes\` itself.
+  if lists then skip.classes = true end
   for name, key in pairs(K) do
     local expected = KEY_TYPES[name]
-    if expected ~= nil and not RARE[name] and not CHECKED_BY_HELPER[name] then check_type(key, expected) end
+    if expected ~= nil and not RARE[name] and not CHECKED_BY_HELPER[name] and not skip[name] then
+      check_type(key, expected)
+    end
   end
-  if K.classes ~= nil and K.mid_circle ~= nil then
+  if lists then
     for _, class in ipairs(redis.call('SMEMBERS', K.classes)) do check_type(ready_list(class), 'list') end
     for _, class in ipairs(new_classes or {}) do check_type(ready_list(class), 'list') end
   end
@@ -4502,7 +4625,7 @@ return 1
       'debounce-of',
     ],
     readOnly: false,
-    sha: 'd996ff89bc114b49174654faece165cb207f5d46',
+    sha: '482085ac44b4129ccff7890a3c2413ea33013ce0',
     source: `#!lua flags=allow-oom
 local K = { done_at = KEYS[1], failed = KEYS[2], messages = KEYS[3], metadata = KEYS[4], filters = KEYS[5], policies = KEYS[6], history = KEYS[7], losses = KEYS[8], nattempts = KEYS[9], locks = KEYS[10], holders = KEYS[11], backoffs = KEYS[12], outcomes = KEYS[13], enqueued_at = KEYS[14], updated_at = KEYS[15], requeue_content = KEYS[16], done = KEYS[17], requeue = KEYS[18], schedule = KEYS[19], lock_expiry = KEYS[20], requeue_locks = KEYS[21], requeue_schedule = KEYS[22], dedupe = KEYS[23], priorities = KEYS[24], groups = KEYS[25], debounce = KEYS[26], debounce_of = KEYS[27] }
 -- common: helpers every script includes. K holds the queue's keys by name
@@ -4580,14 +4703,23 @@ local rare_checked = false
 -- Keys a helper checks itself, only when it is about to use them (lib/events.lua: with events on).
 local CHECKED_BY_HELPER = {}
 
--- \`rare\` (optional) names keys left to check_rare, so a hot path pays no TYPE call for them.
-local function check_layout(new_classes, rare)
+-- \`rare\` (optional) names keys left to check_rare, so a hot path pays no TYPE call for them. \`read_first\`
+-- (optional) names keys the script reads, with a command that refuses another type, before it writes
+-- anything: that read is their check. Each TYPE call costs about a µs of the server's time, on every call.
+local function check_layout(new_classes, rare, read_first)
   for _, name in ipairs(rare or {}) do RARE[name] = true end
+  local skip = {}
+  for _, name in ipairs(read_first or {}) do skip[name] = true end
+  local lists = K.classes ~= nil and K.mid_circle ~= nil
+  -- SMEMBERS below checks \`classes\` itself.
+  if lists then skip.classes = true end
   for name, key in pairs(K) do
     local expected = KEY_TYPES[name]
-    if expected ~= nil and not RARE[name] and not CHECKED_BY_HELPER[name] then check_type(key, expected) end
+    if expected ~= nil and not RARE[name] and not CHECKED_BY_HELPER[name] and not skip[name] then
+      check_type(key, expected)
+    end
   end
-  if K.classes ~= nil and K.mid_circle ~= nil then
+  if lists then
     for _, class in ipairs(redis.call('SMEMBERS', K.classes)) do check_type(ready_list(class), 'list') end
     for _, class in ipairs(new_classes or {}) do check_type(ready_list(class), 'list') end
   end
@@ -4768,7 +4900,7 @@ return { removed, #old }
       'updated-at',
     ],
     readOnly: true,
-    sha: '081f44bd59f19588cfcb8fcb62a8a8802a9ec150',
+    sha: 'd8284ac350f0b9b7700c8abab20a43ea5ee06385',
     source: `#!lua flags=no-writes
 local K = { messages = KEYS[1], metadata = KEYS[2], filters = KEYS[3], policies = KEYS[4], history = KEYS[5], priorities = KEYS[6], groups = KEYS[7], done = KEYS[8], requeue = KEYS[9], backoffs = KEYS[10], locks = KEYS[11], failed = KEYS[12], nattempts = KEYS[13], holders = KEYS[14], outcomes = KEYS[15], enqueued_at = KEYS[16], updated_at = KEYS[17] }
 -- common: helpers every script includes. K holds the queue's keys by name
@@ -4846,14 +4978,23 @@ local rare_checked = false
 -- Keys a helper checks itself, only when it is about to use them (lib/events.lua: with events on).
 local CHECKED_BY_HELPER = {}
 
--- \`rare\` (optional) names keys left to check_rare, so a hot path pays no TYPE call for them.
-local function check_layout(new_classes, rare)
+-- \`rare\` (optional) names keys left to check_rare, so a hot path pays no TYPE call for them. \`read_first\`
+-- (optional) names keys the script reads, with a command that refuses another type, before it writes
+-- anything: that read is their check. Each TYPE call costs about a µs of the server's time, on every call.
+local function check_layout(new_classes, rare, read_first)
   for _, name in ipairs(rare or {}) do RARE[name] = true end
+  local skip = {}
+  for _, name in ipairs(read_first or {}) do skip[name] = true end
+  local lists = K.classes ~= nil and K.mid_circle ~= nil
+  -- SMEMBERS below checks \`classes\` itself.
+  if lists then skip.classes = true end
   for name, key in pairs(K) do
     local expected = KEY_TYPES[name]
-    if expected ~= nil and not RARE[name] and not CHECKED_BY_HELPER[name] then check_type(key, expected) end
+    if expected ~= nil and not RARE[name] and not CHECKED_BY_HELPER[name] and not skip[name] then
+      check_type(key, expected)
+    end
   end
-  if K.classes ~= nil and K.mid_circle ~= nil then
+  if lists then
     for _, class in ipairs(redis.call('SMEMBERS', K.classes)) do check_type(ready_list(class), 'list') end
     for _, class in ipairs(new_classes or {}) do check_type(ready_list(class), 'list') end
   end
@@ -5060,7 +5201,7 @@ return reply
       'debounce-of',
     ],
     readOnly: false,
-    sha: '9828aed45faef6aa0145cd15d898eb2b45befdb9',
+    sha: 'a293cce21fa6a16822f0074e08b63ce3c73cbfa2',
     source: `#!lua flags=allow-oom
 local K = { messages = KEYS[1], metadata = KEYS[2], filters = KEYS[3], classes = KEYS[4], pushes = KEYS[5], mid_circle = KEYS[6], schedule = KEYS[7], lock_expiry = KEYS[8], requeue_locks = KEYS[9], requeue_schedule = KEYS[10], dedupe = KEYS[11], failed = KEYS[12], lanes = KEYS[13], parked = KEYS[14], conf = KEYS[15], events = KEYS[16], events_seq = KEYS[17], events_wake = KEYS[18], done = KEYS[19], requeue = KEYS[20], backoffs = KEYS[21], locks = KEYS[22], nattempts = KEYS[23], holders = KEYS[24], outcomes = KEYS[25], enqueued_at = KEYS[26], updated_at = KEYS[27], priorities = KEYS[28], groups = KEYS[29], group_held = KEYS[30], policies = KEYS[31], history = KEYS[32], losses = KEYS[33], requeue_content = KEYS[34], done_at = KEYS[35], debounce = KEYS[36], debounce_of = KEYS[37] }
 -- common: helpers every script includes. K holds the queue's keys by name
@@ -5138,14 +5279,23 @@ local rare_checked = false
 -- Keys a helper checks itself, only when it is about to use them (lib/events.lua: with events on).
 local CHECKED_BY_HELPER = {}
 
--- \`rare\` (optional) names keys left to check_rare, so a hot path pays no TYPE call for them.
-local function check_layout(new_classes, rare)
+-- \`rare\` (optional) names keys left to check_rare, so a hot path pays no TYPE call for them. \`read_first\`
+-- (optional) names keys the script reads, with a command that refuses another type, before it writes
+-- anything: that read is their check. Each TYPE call costs about a µs of the server's time, on every call.
+local function check_layout(new_classes, rare, read_first)
   for _, name in ipairs(rare or {}) do RARE[name] = true end
+  local skip = {}
+  for _, name in ipairs(read_first or {}) do skip[name] = true end
+  local lists = K.classes ~= nil and K.mid_circle ~= nil
+  -- SMEMBERS below checks \`classes\` itself.
+  if lists then skip.classes = true end
   for name, key in pairs(K) do
     local expected = KEY_TYPES[name]
-    if expected ~= nil and not RARE[name] and not CHECKED_BY_HELPER[name] then check_type(key, expected) end
+    if expected ~= nil and not RARE[name] and not CHECKED_BY_HELPER[name] and not skip[name] then
+      check_type(key, expected)
+    end
   end
-  if K.classes ~= nil and K.mid_circle ~= nil then
+  if lists then
     for _, class in ipairs(redis.call('SMEMBERS', K.classes)) do check_type(ready_list(class), 'list') end
     for _, class in ipairs(new_classes or {}) do check_type(ready_list(class), 'list') end
   end
@@ -5931,7 +6081,7 @@ return reply
       'debounce-of',
     ],
     readOnly: false,
-    sha: '6c2e116dc28c6288e58861b1470f20953d3e2c35',
+    sha: '142d68ee4c51c41a641dcc6de7473c9bef16f717',
     source: `#!lua
 local K = { messages = KEYS[1], wake = KEYS[2], pushes = KEYS[3], mid_circle = KEYS[4], conf = KEYS[5], events = KEYS[6], events_seq = KEYS[7], events_wake = KEYS[8], done = KEYS[9], requeue = KEYS[10], backoffs = KEYS[11], locks = KEYS[12], failed = KEYS[13], filters = KEYS[14], priorities = KEYS[15], lanes = KEYS[16], groups = KEYS[17], group_held = KEYS[18], parked = KEYS[19], metadata = KEYS[20], policies = KEYS[21], history = KEYS[22], losses = KEYS[23], nattempts = KEYS[24], holders = KEYS[25], outcomes = KEYS[26], enqueued_at = KEYS[27], updated_at = KEYS[28], requeue_content = KEYS[29], schedule = KEYS[30], lock_expiry = KEYS[31], requeue_locks = KEYS[32], requeue_schedule = KEYS[33], done_at = KEYS[34], dedupe = KEYS[35], debounce = KEYS[36], debounce_of = KEYS[37] }
 -- common: helpers every script includes. K holds the queue's keys by name
@@ -6009,14 +6159,23 @@ local rare_checked = false
 -- Keys a helper checks itself, only when it is about to use them (lib/events.lua: with events on).
 local CHECKED_BY_HELPER = {}
 
--- \`rare\` (optional) names keys left to check_rare, so a hot path pays no TYPE call for them.
-local function check_layout(new_classes, rare)
+-- \`rare\` (optional) names keys left to check_rare, so a hot path pays no TYPE call for them. \`read_first\`
+-- (optional) names keys the script reads, with a command that refuses another type, before it writes
+-- anything: that read is their check. Each TYPE call costs about a µs of the server's time, on every call.
+local function check_layout(new_classes, rare, read_first)
   for _, name in ipairs(rare or {}) do RARE[name] = true end
+  local skip = {}
+  for _, name in ipairs(read_first or {}) do skip[name] = true end
+  local lists = K.classes ~= nil and K.mid_circle ~= nil
+  -- SMEMBERS below checks \`classes\` itself.
+  if lists then skip.classes = true end
   for name, key in pairs(K) do
     local expected = KEY_TYPES[name]
-    if expected ~= nil and not RARE[name] and not CHECKED_BY_HELPER[name] then check_type(key, expected) end
+    if expected ~= nil and not RARE[name] and not CHECKED_BY_HELPER[name] and not skip[name] then
+      check_type(key, expected)
+    end
   end
-  if K.classes ~= nil and K.mid_circle ~= nil then
+  if lists then
     for _, class in ipairs(redis.call('SMEMBERS', K.classes)) do check_type(ready_list(class), 'list') end
     for _, class in ipairs(new_classes or {}) do check_type(ready_list(class), 'list') end
   end
@@ -6608,7 +6767,7 @@ return replies
       'locks',
     ],
     readOnly: true,
-    sha: '88ff78e13f43075307835d6e354b5b00ba2f74c6',
+    sha: 'c7ff527cf1e14a1b4ea9028e031013005ce6f2c5',
     source: `#!lua flags=no-writes
 local K = { messages = KEYS[1], done = KEYS[2], failed = KEYS[3], schedule = KEYS[4], lock_expiry = KEYS[5], dedupe = KEYS[6], requeue_locks = KEYS[7], requeue_schedule = KEYS[8], ndry_runs = KEYS[9], conf = KEYS[10], consumers = KEYS[11], holders = KEYS[12], locks = KEYS[13] }
 -- common: helpers every script includes. K holds the queue's keys by name
@@ -6686,14 +6845,23 @@ local rare_checked = false
 -- Keys a helper checks itself, only when it is about to use them (lib/events.lua: with events on).
 local CHECKED_BY_HELPER = {}
 
--- \`rare\` (optional) names keys left to check_rare, so a hot path pays no TYPE call for them.
-local function check_layout(new_classes, rare)
+-- \`rare\` (optional) names keys left to check_rare, so a hot path pays no TYPE call for them. \`read_first\`
+-- (optional) names keys the script reads, with a command that refuses another type, before it writes
+-- anything: that read is their check. Each TYPE call costs about a µs of the server's time, on every call.
+local function check_layout(new_classes, rare, read_first)
   for _, name in ipairs(rare or {}) do RARE[name] = true end
+  local skip = {}
+  for _, name in ipairs(read_first or {}) do skip[name] = true end
+  local lists = K.classes ~= nil and K.mid_circle ~= nil
+  -- SMEMBERS below checks \`classes\` itself.
+  if lists then skip.classes = true end
   for name, key in pairs(K) do
     local expected = KEY_TYPES[name]
-    if expected ~= nil and not RARE[name] and not CHECKED_BY_HELPER[name] then check_type(key, expected) end
+    if expected ~= nil and not RARE[name] and not CHECKED_BY_HELPER[name] and not skip[name] then
+      check_type(key, expected)
+    end
   end
-  if K.classes ~= nil and K.mid_circle ~= nil then
+  if lists then
     for _, class in ipairs(redis.call('SMEMBERS', K.classes)) do check_type(ready_list(class), 'list') end
     for _, class in ipairs(new_classes or {}) do check_type(ready_list(class), 'list') end
   end
@@ -6865,7 +7033,7 @@ return reply
     name: 'read-events',
     keys: ['events', 'events-seq'],
     readOnly: true,
-    sha: 'ac211ca1020abaabf6986be452ab9af5c11c36c1',
+    sha: '9f9f4b7e31443c0c41d6514410a3bb70b8f078c1',
     source: `#!lua flags=no-writes
 local K = { events = KEYS[1], events_seq = KEYS[2] }
 -- common: helpers every script includes. K holds the queue's keys by name
@@ -6943,14 +7111,23 @@ local rare_checked = false
 -- Keys a helper checks itself, only when it is about to use them (lib/events.lua: with events on).
 local CHECKED_BY_HELPER = {}
 
--- \`rare\` (optional) names keys left to check_rare, so a hot path pays no TYPE call for them.
-local function check_layout(new_classes, rare)
+-- \`rare\` (optional) names keys left to check_rare, so a hot path pays no TYPE call for them. \`read_first\`
+-- (optional) names keys the script reads, with a command that refuses another type, before it writes
+-- anything: that read is their check. Each TYPE call costs about a µs of the server's time, on every call.
+local function check_layout(new_classes, rare, read_first)
   for _, name in ipairs(rare or {}) do RARE[name] = true end
+  local skip = {}
+  for _, name in ipairs(read_first or {}) do skip[name] = true end
+  local lists = K.classes ~= nil and K.mid_circle ~= nil
+  -- SMEMBERS below checks \`classes\` itself.
+  if lists then skip.classes = true end
   for name, key in pairs(K) do
     local expected = KEY_TYPES[name]
-    if expected ~= nil and not RARE[name] and not CHECKED_BY_HELPER[name] then check_type(key, expected) end
+    if expected ~= nil and not RARE[name] and not CHECKED_BY_HELPER[name] and not skip[name] then
+      check_type(key, expected)
+    end
   end
-  if K.classes ~= nil and K.mid_circle ~= nil then
+  if lists then
     for _, class in ipairs(redis.call('SMEMBERS', K.classes)) do check_type(ready_list(class), 'list') end
     for _, class in ipairs(new_classes or {}) do check_type(ready_list(class), 'list') end
   end
@@ -7097,7 +7274,7 @@ return reply
     name: 'register-consumer',
     keys: ['consumers'],
     readOnly: false,
-    sha: 'a7cb83005e672c40c5efef4b5bc5c64a93f12b97',
+    sha: '66cdd160427f5515460ab3d71f4d83ac44c2feab',
     source: `#!lua flags=allow-oom
 local K = { consumers = KEYS[1] }
 -- common: helpers every script includes. K holds the queue's keys by name
@@ -7175,14 +7352,23 @@ local rare_checked = false
 -- Keys a helper checks itself, only when it is about to use them (lib/events.lua: with events on).
 local CHECKED_BY_HELPER = {}
 
--- \`rare\` (optional) names keys left to check_rare, so a hot path pays no TYPE call for them.
-local function check_layout(new_classes, rare)
+-- \`rare\` (optional) names keys left to check_rare, so a hot path pays no TYPE call for them. \`read_first\`
+-- (optional) names keys the script reads, with a command that refuses another type, before it writes
+-- anything: that read is their check. Each TYPE call costs about a µs of the server's time, on every call.
+local function check_layout(new_classes, rare, read_first)
   for _, name in ipairs(rare or {}) do RARE[name] = true end
+  local skip = {}
+  for _, name in ipairs(read_first or {}) do skip[name] = true end
+  local lists = K.classes ~= nil and K.mid_circle ~= nil
+  -- SMEMBERS below checks \`classes\` itself.
+  if lists then skip.classes = true end
   for name, key in pairs(K) do
     local expected = KEY_TYPES[name]
-    if expected ~= nil and not RARE[name] and not CHECKED_BY_HELPER[name] then check_type(key, expected) end
+    if expected ~= nil and not RARE[name] and not CHECKED_BY_HELPER[name] and not skip[name] then
+      check_type(key, expected)
+    end
   end
-  if K.classes ~= nil and K.mid_circle ~= nil then
+  if lists then
     for _, class in ipairs(redis.call('SMEMBERS', K.classes)) do check_type(ready_list(class), 'list') end
     for _, class in ipairs(new_classes or {}) do check_type(ready_list(class), 'list') end
   end
@@ -7339,7 +7525,7 @@ return 1
       'debounce-of',
     ],
     readOnly: false,
-    sha: '8452355fc34c3925160943c0993f965e328a4a8d',
+    sha: '8c52beb8f8460b61eccdd8dd75ce84e31d68533b',
     source: `#!lua flags=allow-oom
 local K = { mid_circle = KEYS[1], conf = KEYS[2], events = KEYS[3], events_seq = KEYS[4], events_wake = KEYS[5], done = KEYS[6], requeue = KEYS[7], backoffs = KEYS[8], locks = KEYS[9], failed = KEYS[10], filters = KEYS[11], priorities = KEYS[12], lanes = KEYS[13], groups = KEYS[14], messages = KEYS[15], metadata = KEYS[16], policies = KEYS[17], history = KEYS[18], losses = KEYS[19], nattempts = KEYS[20], holders = KEYS[21], outcomes = KEYS[22], enqueued_at = KEYS[23], updated_at = KEYS[24], requeue_content = KEYS[25], schedule = KEYS[26], lock_expiry = KEYS[27], requeue_locks = KEYS[28], requeue_schedule = KEYS[29], done_at = KEYS[30], dedupe = KEYS[31], debounce = KEYS[32], debounce_of = KEYS[33] }
 -- common: helpers every script includes. K holds the queue's keys by name
@@ -7417,14 +7603,23 @@ local rare_checked = false
 -- Keys a helper checks itself, only when it is about to use them (lib/events.lua: with events on).
 local CHECKED_BY_HELPER = {}
 
--- \`rare\` (optional) names keys left to check_rare, so a hot path pays no TYPE call for them.
-local function check_layout(new_classes, rare)
+-- \`rare\` (optional) names keys left to check_rare, so a hot path pays no TYPE call for them. \`read_first\`
+-- (optional) names keys the script reads, with a command that refuses another type, before it writes
+-- anything: that read is their check. Each TYPE call costs about a µs of the server's time, on every call.
+local function check_layout(new_classes, rare, read_first)
   for _, name in ipairs(rare or {}) do RARE[name] = true end
+  local skip = {}
+  for _, name in ipairs(read_first or {}) do skip[name] = true end
+  local lists = K.classes ~= nil and K.mid_circle ~= nil
+  -- SMEMBERS below checks \`classes\` itself.
+  if lists then skip.classes = true end
   for name, key in pairs(K) do
     local expected = KEY_TYPES[name]
-    if expected ~= nil and not RARE[name] and not CHECKED_BY_HELPER[name] then check_type(key, expected) end
+    if expected ~= nil and not RARE[name] and not CHECKED_BY_HELPER[name] and not skip[name] then
+      check_type(key, expected)
+    end
   end
-  if K.classes ~= nil and K.mid_circle ~= nil then
+  if lists then
     for _, class in ipairs(redis.call('SMEMBERS', K.classes)) do check_type(ready_list(class), 'list') end
     for _, class in ipairs(new_classes or {}) do check_type(ready_list(class), 'list') end
   end
@@ -7761,7 +7956,7 @@ return replies
       'groups',
     ],
     readOnly: false,
-    sha: 'd64306975ae1605a01d8815ecf452b77f929180e',
+    sha: '9f6d359676365d79839b15ef8e0f3ae6319dbfc9',
     source: `#!lua
 local K = { messages = KEYS[1], filters = KEYS[2], nattempts = KEYS[3], losses = KEYS[4], failed = KEYS[5], updated_at = KEYS[6], mid_circle = KEYS[7], wake = KEYS[8], pushes = KEYS[9], conf = KEYS[10], events = KEYS[11], events_seq = KEYS[12], events_wake = KEYS[13], done = KEYS[14], requeue = KEYS[15], backoffs = KEYS[16], locks = KEYS[17], priorities = KEYS[18], lanes = KEYS[19], groups = KEYS[20] }
 -- common: helpers every script includes. K holds the queue's keys by name
@@ -7839,14 +8034,23 @@ local rare_checked = false
 -- Keys a helper checks itself, only when it is about to use them (lib/events.lua: with events on).
 local CHECKED_BY_HELPER = {}
 
--- \`rare\` (optional) names keys left to check_rare, so a hot path pays no TYPE call for them.
-local function check_layout(new_classes, rare)
+-- \`rare\` (optional) names keys left to check_rare, so a hot path pays no TYPE call for them. \`read_first\`
+-- (optional) names keys the script reads, with a command that refuses another type, before it writes
+-- anything: that read is their check. Each TYPE call costs about a µs of the server's time, on every call.
+local function check_layout(new_classes, rare, read_first)
   for _, name in ipairs(rare or {}) do RARE[name] = true end
+  local skip = {}
+  for _, name in ipairs(read_first or {}) do skip[name] = true end
+  local lists = K.classes ~= nil and K.mid_circle ~= nil
+  -- SMEMBERS below checks \`classes\` itself.
+  if lists then skip.classes = true end
   for name, key in pairs(K) do
     local expected = KEY_TYPES[name]
-    if expected ~= nil and not RARE[name] and not CHECKED_BY_HELPER[name] then check_type(key, expected) end
+    if expected ~= nil and not RARE[name] and not CHECKED_BY_HELPER[name] and not skip[name] then
+      check_type(key, expected)
+    end
   end
-  if K.classes ~= nil and K.mid_circle ~= nil then
+  if lists then
     for _, class in ipairs(redis.call('SMEMBERS', K.classes)) do check_type(ready_list(class), 'list') end
     for _, class in ipairs(new_classes or {}) do check_type(ready_list(class), 'list') end
   end
@@ -8153,7 +8357,7 @@ return reply
       'updated-at',
     ],
     readOnly: true,
-    sha: 'd6bdf89615a17ac47390cfd028bfa0ee9cd0e7f5',
+    sha: '730a0e325e8271d82b92476fcf24189d4aaeac47',
     source: `#!lua flags=no-writes
 local K = { messages = KEYS[1], done = KEYS[2], requeue = KEYS[3], backoffs = KEYS[4], locks = KEYS[5], failed = KEYS[6], nattempts = KEYS[7], holders = KEYS[8], outcomes = KEYS[9], enqueued_at = KEYS[10], updated_at = KEYS[11] }
 -- common: helpers every script includes. K holds the queue's keys by name
@@ -8231,14 +8435,23 @@ local rare_checked = false
 -- Keys a helper checks itself, only when it is about to use them (lib/events.lua: with events on).
 local CHECKED_BY_HELPER = {}
 
--- \`rare\` (optional) names keys left to check_rare, so a hot path pays no TYPE call for them.
-local function check_layout(new_classes, rare)
+-- \`rare\` (optional) names keys left to check_rare, so a hot path pays no TYPE call for them. \`read_first\`
+-- (optional) names keys the script reads, with a command that refuses another type, before it writes
+-- anything: that read is their check. Each TYPE call costs about a µs of the server's time, on every call.
+local function check_layout(new_classes, rare, read_first)
   for _, name in ipairs(rare or {}) do RARE[name] = true end
+  local skip = {}
+  for _, name in ipairs(read_first or {}) do skip[name] = true end
+  local lists = K.classes ~= nil and K.mid_circle ~= nil
+  -- SMEMBERS below checks \`classes\` itself.
+  if lists then skip.classes = true end
   for name, key in pairs(K) do
     local expected = KEY_TYPES[name]
-    if expected ~= nil and not RARE[name] and not CHECKED_BY_HELPER[name] then check_type(key, expected) end
+    if expected ~= nil and not RARE[name] and not CHECKED_BY_HELPER[name] and not skip[name] then
+      check_type(key, expected)
+    end
   end
-  if K.classes ~= nil and K.mid_circle ~= nil then
+  if lists then
     for _, class in ipairs(redis.call('SMEMBERS', K.classes)) do check_type(ready_list(class), 'list') end
     for _, class in ipairs(new_classes or {}) do check_type(ready_list(class), 'list') end
   end
@@ -8402,7 +8615,7 @@ return status_of(ARGV[1], now_ms())
     name: 'unregister-consumer',
     keys: ['consumers'],
     readOnly: false,
-    sha: '3f701b7cdf8921cdd0abbe5a41f7e7ad2e9830b2',
+    sha: 'caa6aaedbde25fa2cdf853e488e327fdbc1be148',
     source: `#!lua flags=allow-oom
 local K = { consumers = KEYS[1] }
 -- common: helpers every script includes. K holds the queue's keys by name
@@ -8480,14 +8693,23 @@ local rare_checked = false
 -- Keys a helper checks itself, only when it is about to use them (lib/events.lua: with events on).
 local CHECKED_BY_HELPER = {}
 
--- \`rare\` (optional) names keys left to check_rare, so a hot path pays no TYPE call for them.
-local function check_layout(new_classes, rare)
+-- \`rare\` (optional) names keys left to check_rare, so a hot path pays no TYPE call for them. \`read_first\`
+-- (optional) names keys the script reads, with a command that refuses another type, before it writes
+-- anything: that read is their check. Each TYPE call costs about a µs of the server's time, on every call.
+local function check_layout(new_classes, rare, read_first)
   for _, name in ipairs(rare or {}) do RARE[name] = true end
+  local skip = {}
+  for _, name in ipairs(read_first or {}) do skip[name] = true end
+  local lists = K.classes ~= nil and K.mid_circle ~= nil
+  -- SMEMBERS below checks \`classes\` itself.
+  if lists then skip.classes = true end
   for name, key in pairs(K) do
     local expected = KEY_TYPES[name]
-    if expected ~= nil and not RARE[name] and not CHECKED_BY_HELPER[name] then check_type(key, expected) end
+    if expected ~= nil and not RARE[name] and not CHECKED_BY_HELPER[name] and not skip[name] then
+      check_type(key, expected)
+    end
   end
-  if K.classes ~= nil and K.mid_circle ~= nil then
+  if lists then
     for _, class in ipairs(redis.call('SMEMBERS', K.classes)) do check_type(ready_list(class), 'list') end
     for _, class in ipairs(new_classes or {}) do check_type(ready_list(class), 'list') end
   end

@@ -17,6 +17,9 @@ import type { Cluster, Redis } from 'ioredis';
 
 export type ScriptArg = string | number | Buffer;
 
+// Queues whose key names are kept (Scripts.keysOf).
+const KEY_CACHE_QUEUES = 1000;
+
 interface Pending {
   /** The connection generation the command travels on. */
   readonly generation: number;
@@ -27,6 +30,7 @@ export class Scripts {
   /** Counts connections: one more each time the client is ready again after a reconnect. */
   private generation = 0;
   private readonly pending = new Set<Pending>();
+  private readonly keyCache = new Map<string, Map<LuaScript, readonly string[]>>();
 
   constructor(
     private readonly redis: RedisConnection,
@@ -64,16 +68,35 @@ export class Scripts {
 
   /** Runs `script` on `queue`'s keys; bulk replies come back as Buffers. */
   run(script: LuaScript, queue: string, args: readonly ScriptArg[]): Promise<unknown> {
-    const keys = script.keys.map((name) => queueKey(this.prefix, queue, name));
-    const rest = [keys.length, ...keys, ...args];
+    const keys = this.keysOf(script, queue);
     return this.call(async (redis) => {
       try {
-        return await redis.callBuffer('evalsha', [script.sha, ...rest]);
+        return await redis.callBuffer('evalsha', [script.sha, keys.length, ...keys, ...args]);
       } catch (error) {
         if (!(error instanceof Error) || !error.message.startsWith('NOSCRIPT')) throw error;
-        return await redis.callBuffer('eval', [script.source, ...rest]);
+        return await redis.callBuffer('eval', [script.source, keys.length, ...keys, ...args]);
       }
     });
+  }
+
+  /**
+   * A script's key names on a queue, built once: a claim or finish names twenty-odd keys, and building them
+   * on every call was a few kilobytes of garbage and about a microsecond a call. At most KEY_CACHE_QUEUES
+   * queues are kept; past that the cache starts again.
+   */
+  private keysOf(script: LuaScript, queue: string): readonly string[] {
+    let byScript = this.keyCache.get(queue);
+    if (byScript === undefined) {
+      if (this.keyCache.size >= KEY_CACHE_QUEUES) this.keyCache.clear();
+      byScript = new Map();
+      this.keyCache.set(queue, byScript);
+    }
+    let keys = byScript.get(script);
+    if (keys === undefined) {
+      keys = script.keys.map((name) => queueKey(this.prefix, queue, name));
+      byScript.set(script, keys);
+    }
+    return keys;
   }
 
   /** Runs a plain command (a read) with the same failure handling. */

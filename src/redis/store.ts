@@ -87,6 +87,7 @@ class RedisStore implements Store {
       instantRelease: false,
       // A queue's keys share one slot; two queues' keys need not, and a script touches one slot.
       deadLetterQueue: !redis.isCluster,
+      claimWithFinishes: true,
     };
     this.registry = new QueueRegistry(scripts, url.prefix);
     this.wakeups = new Wakeups(

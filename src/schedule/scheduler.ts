@@ -1,6 +1,6 @@
 /**
- * The scheduler loop every worker runs for its queue: read the queue's schedules, fire the due ones with the
- * store's compare-and-set (`fireSchedule`), sleep until the earliest next slot. Any number of processes run it
+ * The scheduler loop of one queue, run once per client for the workers that fire schedules (shared.ts): read
+ * the queue's schedules, fire the due ones with the store's compare-and-set (`fireSchedule`), sleep until the earliest next slot. Any number of processes run it
  * at once: a slot is enqueued by whichever fires it first; the others' compare fails and they read again.
  */
 import { expBackoff } from '../model/backoff.js';

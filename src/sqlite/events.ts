@@ -1,11 +1,14 @@
 /**
  * Queue events on SQLite. A transaction's events for a queue are buffered while it runs and written at its
- * end as one kvmq_events row holding them as a JSON list, so they commit or roll back with the transition and
- * cost one insert per transaction. An event's cursor is `seq.index`: the row and its place in the row's list. A
- * row's seq is the queue's count of events written before it (plus one), so seqs grow and `seq + index` numbers
- * every event. Trimming deletes whole rows, or moves a row's `first` past trimmed
- * events; the queue's newest row is only ever emptied that way, so the next row's seq follows it. Each queue
- * keeps the position of the last event trimmed, so a reader behind it is told it missed events.
+ * end, so they commit or roll back with the transition. They are written first into the queue's row
+ * (`events_buffer`), which enqueue and finish write anyway, and move to a kvmq_events row of their own, a JSON
+ * list, once about 16 have gathered: most commits then dirty no page of the events b-tree. An event's cursor
+ * is `seq.index`: the row and its place in the row's list. A row's seq is the queue's count of events written
+ * before it (plus one), so seqs grow and `seq + index` numbers every event; the buffer is read as the row it
+ * will become (the next seq), so a cursor into it stays valid once it is moved. Trimming moves the buffer to
+ * its row first, then deletes whole rows, or moves a row's `first` past trimmed events; the queue's newest row
+ * is only ever emptied that way, so the next row's seq follows it. Each queue keeps the position of the last
+ * event trimmed, so a reader behind it is told it missed events.
  */
 import type BetterSqlite3 from 'better-sqlite3';
 import { QUEUE_EVENT_TYPES, type QueueEventType, type StoredEvent } from '../model/events.js';
@@ -17,12 +20,26 @@ const TYPE_CODES = new Map<QueueEventType, number>(QUEUE_EVENT_TYPES.map((type, 
 const CURSOR = /^(0|[1-9][0-9]{0,15})\.(0|[1-9][0-9]{0,9})$/;
 // Trim after this many of a queue's events written by this store, or a tenth of eventsMaxCount if smaller.
 const TRIM_EVERY = 1000;
+// A queue's buffered events move to a row of their own once this many gather, or before the queue row would
+// pass this many characters: a WITHOUT ROWID row over about 1,000 bytes spills to an overflow page, which
+// would cost the very page write the buffer saves.
+const FLUSH_EVENTS = 16;
+const ROW_CHARS = 900;
 
-/** An event as a row's list keeps it: type code, id, attempt, and the error when there is one. */
-type ListedEvent = readonly [number, string, number] | readonly [number, string, number, string];
+/**
+ * An event as a row's list keeps it: type code, id, attempt, the error or null, and when it was written.
+ * Rows written before the buffer have no time (the row's `at` is theirs) and no error slot when it is null.
+ */
+type ListedEvent =
+  | readonly [number, string, number]
+  | readonly [number, string, number, string | null]
+  | readonly [number, string, number, string | null, number];
+
+/** An event before it is written: type code, id, attempt, the error or null. */
+type NewEvent = readonly [number, string, number, string | null];
 
 /** An event waiting for its transaction's end: the queue it belongs to, and the event. */
-export type PendingEvent = readonly [string, ListedEvent];
+export type PendingEvent = readonly [string, NewEvent];
 
 export function pendingEvent(
   queue: string,
@@ -31,9 +48,7 @@ export function pendingEvent(
   attempt: number,
   error: string | null,
 ): PendingEvent {
-  const code = TYPE_CODES.get(type) ?? 0;
-  const tail = errorTail(error);
-  return [queue, tail === null ? [code, id, attempt] : [code, id, attempt, tail]];
+  return [queue, [TYPE_CODES.get(type) ?? 0, id, attempt, errorTail(error)]];
 }
 
 /** A position in a queue's events: the row's seq and the index in its list. */
@@ -47,11 +62,24 @@ interface EventRow {
   readonly events: string;
 }
 
+interface Buffered {
+  readonly count: number;
+  readonly text: string;
+}
+
 const SQL = {
   // A row's seq is its first event's position: the previous row's seq plus its count, so the count bound is a
   // seek (the row holding the position `max` before the end), not a walk of the rows kept.
   insert: `INSERT INTO kvmq_events (queue, seq, at, count, events)
        VALUES (?, coalesce((SELECT seq + count FROM kvmq_events WHERE queue = ? ORDER BY seq DESC LIMIT 1), 1), ?, ?, ?)`,
+  buffered: 'SELECT events_buffered AS count, events_buffer AS text FROM kvmq_queues WHERE queue = ?',
+  // Appends to the buffer while it stays under FLUSH_EVENTS events and the row under ROW_CHARS characters.
+  append: `UPDATE kvmq_queues SET events_buffered = events_buffered + @n,
+         events_buffer = CASE events_buffered WHEN 0 THEN @text ELSE events_buffer || ',' || @text END
+       WHERE queue = @queue AND events_buffered + @n < ${FLUSH_EVENTS}
+         AND length(queue) + coalesce(length(config), 0) + length(events_buffer) + 1 + length(@text) <= ${ROW_CHARS}`,
+  setBuffer: 'UPDATE kvmq_queues SET events_buffer = ?, events_buffered = ? WHERE queue = ?',
+  ensureQueue: 'INSERT INTO kvmq_queues (queue) VALUES (?) ON CONFLICT DO NOTHING',
   read: 'SELECT seq, at, first, count, events FROM kvmq_events WHERE queue = ? AND seq >= ? ORDER BY seq',
   newest: 'SELECT seq, count FROM kvmq_events WHERE queue = ? ORDER BY seq DESC LIMIT 1',
   holding: 'SELECT seq, first, count FROM kvmq_events WHERE queue = ? AND seq <= ? ORDER BY seq DESC LIMIT 1',
@@ -88,7 +116,7 @@ export class EventLog {
     const queue = events[0]?.[0];
     if (queue === undefined) return [];
     if (events.every(([of]) => of === queue)) {
-      this.writeRow(
+      this.writeEvents(
         queue,
         events.map(([, event]) => event),
         now,
@@ -96,26 +124,60 @@ export class EventLog {
       );
       return [queue];
     }
-    const byQueue = new Map<string, ListedEvent[]>();
+    const byQueue = new Map<string, NewEvent[]>();
     for (const [of, event] of events) {
       const list = byQueue.get(of);
       if (list === undefined) byQueue.set(of, [event]);
       else list.push(event);
     }
-    for (const [of, list] of byQueue) this.writeRow(of, list, now, configOf(of));
+    for (const [of, list] of byQueue) this.writeEvents(of, list, now, configOf(of));
     return byQueue.keys();
   }
 
-  private writeRow(queue: string, list: readonly ListedEvent[], now: number, config: QueueConfig): void {
-    this.sql.insert.run(queue, queue, now, list.length, JSON.stringify(list));
+  /**
+   * Appends the events to the queue's buffer, or, when that would make it too large, writes the buffer and them
+   * as the queue's next row. Buffered
+   * events carry their time; those written straight into a row (timed `now`) leave it to the row, as a batch
+   * of a thousand would otherwise repeat it a thousand times.
+   */
+  private writeEvents(queue: string, list: readonly NewEvent[], now: number, config: QueueConfig): void {
+    // Nearly always one statement: the append, which changes nothing when the buffer would grow too large.
+    const timed = listItems(list.map(([code, id, attempt, error]) => [code, id, attempt, error, now]));
+    const appended = list.length < FLUSH_EVENTS && this.sql.append.run({ queue, text: timed, n: list.length });
+    if (appended === false || appended.changes === 0) {
+      let buffered = this.buffered(queue);
+      if (buffered === undefined) {
+        // A queue written to only as another's dead-letter queue may have no row yet.
+        this.sql.ensureQueue.run(queue);
+        buffered = { count: 0, text: '' };
+      }
+      const text = listItems(list.map(rowTimed));
+      const joined = buffered.count === 0 ? text : `${buffered.text},${text}`;
+      this.sql.insert.run(queue, queue, now, buffered.count + list.length, `[${joined}]`);
+      if (buffered.count > 0) this.sql.setBuffer.run('', 0, queue);
+    }
     const written = (this.sinceTrim.get(queue) ?? 0) + list.length;
     if (written < Math.min(TRIM_EVERY, Math.ceil(config.eventsMaxCount / 10))) this.sinceTrim.set(queue, written);
     else this.trim(queue, config, now);
   }
 
+  /** Moves the queue's buffered events to their row, timed as the newest of them, so trimming sees them. */
+  private flush(queue: string): void {
+    const buffered = this.buffered(queue);
+    if (buffered === undefined || buffered.count === 0) return;
+    const list = JSON.parse(`[${buffered.text}]`) as ListedEvent[];
+    this.sql.insert.run(queue, queue, list.at(-1)?.[4] ?? 0, buffered.count, `[${buffered.text}]`);
+    this.sql.setBuffer.run('', 0, queue);
+  }
+
+  private buffered(queue: string): Buffered | undefined {
+    return this.sql.buffered.get(queue) as Buffered | undefined;
+  }
+
   /** Trims the queue's events past its count and age bounds, and marks the last one trimmed. */
   trim(queue: string, config: QueueConfig, now: number): void {
     this.sinceTrim.set(queue, 0);
+    this.flush(queue);
     const byAge = this.sql.keepByAge.get(queue, now - config.eventsMaxAgeMs) as number | undefined;
     if (byAge === undefined) {
       this.empty(queue);
@@ -142,6 +204,7 @@ export class EventLog {
   /** Trims every event of the queue (clear, or all past their age); a reader behind is told it missed them. */
   empty(queue: string): void {
     this.sinceTrim.set(queue, 0);
+    this.flush(queue);
     const newest = this.sql.newest.get(queue) as { seq: number; count: number } | undefined;
     if (newest === undefined) return;
     this.sql.trimRows.run(queue, newest.seq);
@@ -164,6 +227,7 @@ export class EventLog {
       }
       if (events.length >= limit) break;
     }
+    if (events.length < limit) this.readBuffer(queue, from, limit, events);
     const last = events.at(-1);
     if (last !== undefined) return { events, missed, cursor: last.cursor };
     // Nothing to read: from the start, the head; past a gap, its end (so the reader is told once).
@@ -171,9 +235,31 @@ export class EventLog {
     return { events, missed, cursor: missed ? cursorOf(trimmed) : cursorOf(from) };
   }
 
+  /** Adds the buffered events after `from` to the page, read as the row they will become. */
+  private readBuffer(queue: string, from: Position | null, limit: number, events: StoredEvent[]): void {
+    const buffered = this.buffered(queue);
+    if (buffered === undefined || buffered.count === 0) return;
+    const seq = this.nextSeq(queue);
+    if (from !== null && from[0] > seq) return;
+    const row: EventRow = { seq, at: 0, first: 0, count: buffered.count, events: `[${buffered.text}]` };
+    const list = JSON.parse(row.events) as ListedEvent[];
+    for (let index = from?.[0] === seq ? from[1] + 1 : 0; index < row.count && events.length < limit; index++) {
+      const listed = list[index];
+      if (listed !== undefined) events.push(toEvent(row, index, listed));
+    }
+  }
+
   head(queue: string): string {
+    const buffered = this.buffered(queue);
+    if (buffered !== undefined && buffered.count > 0) return cursorOf([this.nextSeq(queue), buffered.count - 1]);
     const newest = this.sql.newest.get(queue) as { seq: number; count: number } | undefined;
     return cursorOf(newest === undefined ? this.trimmedMark(queue) : [newest.seq, newest.count - 1]);
+  }
+
+  /** The seq the queue's next row takes: the one its buffer is read as. */
+  private nextSeq(queue: string): number {
+    const newest = this.sql.newest.get(queue) as { seq: number; count: number } | undefined;
+    return newest === undefined ? 1 : newest.seq + newest.count;
   }
 
   /**
@@ -200,15 +286,25 @@ export class EventLog {
   }
 }
 
-function toEvent(row: EventRow, index: number, [code, id, attempt, error]: ListedEvent): StoredEvent {
+function toEvent(row: EventRow, index: number, [code, id, attempt, error, at]: ListedEvent): StoredEvent {
   const base = {
     type: QUEUE_EVENT_TYPES[code] ?? 'enqueued',
     id,
-    at: row.at,
+    at: at ?? row.at,
     attempt,
     cursor: cursorOf([row.seq, index]),
   };
-  return error === undefined ? base : { ...base, error };
+  return error === undefined || error === null ? base : { ...base, error };
+}
+
+/** An event timed by its row: its error only when it has one. */
+function rowTimed([code, id, attempt, error]: NewEvent): ListedEvent {
+  return error === null ? [code, id, attempt] : [code, id, attempt, error];
+}
+
+/** The items of a JSON list, without its brackets: what a buffer and a row's list are made of. */
+function listItems(list: readonly ListedEvent[]): string {
+  return JSON.stringify(list).slice(1, -1);
 }
 
 function isAfter(a: Position, b: Position): boolean {

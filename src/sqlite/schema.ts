@@ -9,12 +9,13 @@
  * the transition they describe, read by (queue, seq). Schema 4 orders pending
  * messages by priority within their class, and adds groups, debounce ids and
  * each queue's rate limit state. Schedules (schema 5) are rows of (queue,
- * name), their next slot compared and set when they fire.
+ * name), their next slot compared and set when they fire. Schema 6 keeps a
+ * queue's newest events in its queue row until a few gather (events.ts).
  */
 import type BetterSqlite3 from 'better-sqlite3';
 import { StoreLayoutError } from '../errors.js';
 
-export const SCHEMA_VERSION = 5;
+export const SCHEMA_VERSION = 6;
 
 export const Phase = { Pending: 0, Locked: 1, Done: 2, Failed: 3 } as const;
 
@@ -23,6 +24,14 @@ export const Phase = { Pending: 0, Locked: 1, Done: 2, Failed: 3 } as const;
 const INDEXES_2 = `
 CREATE INDEX IF NOT EXISTS kvmq_messages_failed ON kvmq_messages (queue, updated_at) WHERE phase = 3;
 CREATE INDEX IF NOT EXISTS kvmq_messages_backoff ON kvmq_messages (queue, backoff_until) WHERE phase = 2 AND backoff_until > 0;
+`;
+
+// Columns schema 6 added: a queue's newest events, not yet a kvmq_events row. The queue row is written by most
+// transactions that write events (enqueue and finish change its counters), so buffering them there spares the
+// events b-tree's page in most commits; they move to a row of their own every few events (events.ts).
+const QUEUE_COLUMNS_6 = `
+ALTER TABLE kvmq_queues ADD COLUMN events_buffer TEXT NOT NULL DEFAULT '';
+ALTER TABLE kvmq_queues ADD COLUMN events_buffered INTEGER NOT NULL DEFAULT 0;
 `;
 
 // Tables schema 3 added: queue events and turns. A transaction's events for a queue are one row (a JSON list)
@@ -119,7 +128,9 @@ CREATE TABLE IF NOT EXISTS kvmq_queues (
   config        TEXT,                           -- JSON QueueConfig, NULL for defaults
   events_trimmed INTEGER NOT NULL DEFAULT 0,    -- the last event trimmed from this queue (seq.index), so readers
   events_trimmed_index INTEGER NOT NULL DEFAULT 0, -- behind it are told they missed events
-  rate_tat      REAL    NOT NULL DEFAULT 0      -- the rate limit's theoretical arrival time (model/rate-limit.ts)
+  rate_tat      REAL    NOT NULL DEFAULT 0,     -- the rate limit's theoretical arrival time (model/rate-limit.ts)
+  events_buffer TEXT    NOT NULL DEFAULT '',    -- the newest events, not yet in kvmq_events: list items joined by ','
+  events_buffered INTEGER NOT NULL DEFAULT 0    -- how many events events_buffer holds
 ) STRICT, WITHOUT ROWID;
 ${TABLES_3}
 ${TABLES_5}
@@ -178,13 +189,17 @@ ${INDEXES_4}
 // Schema 4 → 5: the schedules table.
 const MIGRATE_4_TO_5 = TABLES_5;
 
+// Schema 5 → 6: the queue row's event buffer.
+const MIGRATE_5_TO_6 = QUEUE_COLUMNS_6;
+
 // What brings each older schema up to date, in one transaction.
 const MIGRATIONS: Readonly<Record<number, string>> = {
   0: DDL,
-  1: MIGRATE_1_TO_2 + MIGRATE_2_TO_3 + MIGRATE_3_TO_4 + MIGRATE_4_TO_5,
-  2: MIGRATE_2_TO_3 + MIGRATE_3_TO_4 + MIGRATE_4_TO_5,
-  3: MIGRATE_3_TO_4 + MIGRATE_4_TO_5,
-  4: MIGRATE_4_TO_5,
+  1: MIGRATE_1_TO_2 + MIGRATE_2_TO_3 + MIGRATE_3_TO_4 + MIGRATE_4_TO_5 + MIGRATE_5_TO_6,
+  2: MIGRATE_2_TO_3 + MIGRATE_3_TO_4 + MIGRATE_4_TO_5 + MIGRATE_5_TO_6,
+  3: MIGRATE_3_TO_4 + MIGRATE_4_TO_5 + MIGRATE_5_TO_6,
+  4: MIGRATE_4_TO_5 + MIGRATE_5_TO_6,
+  5: MIGRATE_5_TO_6,
 };
 
 export function migrate(db: BetterSqlite3.Database, path: string): void {

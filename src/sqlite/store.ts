@@ -142,6 +142,7 @@ class SqliteStore implements Store {
     wakeups: true,
     instantRelease: false,
     deadLetterQueue: true,
+    claimWithFinishes: true,
   };
   private readonly sql: Statements;
   private readonly insertMessages: MessageInserts;
@@ -154,6 +155,8 @@ class SqliteStore implements Store {
   private readonly lister: Lister;
   private readonly events: EventLog;
   private readonly scheduleTable: ScheduleTable;
+  // Made once: db.transaction() builds four wrapper functions per call, about 4 µs a transaction.
+  private readonly inTransaction: BetterSqlite3.Transaction<(fn: () => unknown) => unknown>;
   private closed = false;
 
   constructor(
@@ -166,6 +169,7 @@ class SqliteStore implements Store {
     this.lister = new Lister(db);
     this.events = new EventLog(db);
     this.scheduleTable = new ScheduleTable(db);
+    this.inTransaction = db.transaction((fn: () => unknown): unknown => fn());
     let dataVersion = -1;
     this.wakeups = new Wakeups(path, () => {
       if (this.closed) return false;
@@ -469,12 +473,12 @@ class SqliteStore implements Store {
 
   /** Reads in one transaction, so every statement sees the same snapshot. */
   private snapshot<T>(fn: () => T): Promise<T> {
-    return this.guard(() => this.db.transaction(fn).deferred());
+    return this.guard(() => this.inTransaction.deferred(fn) as T);
   }
 
   /** Runs `fn` in an IMMEDIATE transaction; store failures become typed errors. */
   private transaction<T>(fn: () => T): Promise<T> {
-    return this.guard(() => this.db.transaction(fn).immediate());
+    return this.guard(() => this.inTransaction.immediate(fn) as T);
   }
 
   private read<T>(fn: () => T): Promise<T> {

@@ -33,6 +33,19 @@ export interface StoreCapabilities {
   readonly instantRelease: boolean;
   /** A failed message can move to another queue atomically (`deadLetterQueue`); not across Redis Cluster slots. */
   readonly deadLetterQueue: boolean;
+  /**
+   * A claim made while the consumer's finishes travel sees them applied (one connection or one thread applies
+   * them in order), and a finish claims nothing by itself: the worker sends its next claim with its finishes.
+   * Otherwise (ZooKeeper's finish claims for the consumer; etcd's dispatcher is a separate path) the worker
+   * claims once its finishes are stored.
+   */
+  readonly claimWithFinishes: boolean;
+  /**
+   * The store commits a consumer's concurrent finish calls together itself (group commit), each answered as soon
+   * as it is stored, so the worker hands over each finish as it comes. Absent: false (the worker gathers a
+   * tick's finishes into one store call, answered when all of it is stored).
+   */
+  readonly groupCommit?: boolean;
 }
 
 /** A message as the API hands it to a store: validated and encoded. */
@@ -98,7 +111,10 @@ export interface ClaimResult {
   /**
    * When nothing was claimed: the time (ms since the epoch) at which polling
    * again is worthwhile even without a wake-up (a backoff or lock ends, or the
-   * queue-wide end-of-queue backoff ends). Null when messages were claimed.
+   * queue-wide end-of-queue backoff ends). When messages were claimed: null
+   * (claim again at once), or, from a store that knows it took every ready
+   * message (fewer than `max`), that time too, so the worker waits for a
+   * wake-up instead of making a claim that would find nothing.
    */
   readonly wakeAt: number | null;
 }
@@ -193,6 +209,12 @@ export interface Store {
   readonly capabilities: StoreCapabilities;
 
   enqueue(queue: string, messages: readonly NewMessage[]): Promise<EnqueueResult[]>;
+  /**
+   * Optional: as `enqueue`, but one answer per message, each settled as soon as that message is stored (a store
+   * that commits in groups answers a batch one group at a time). The client then sends a tick's enqueue calls
+   * as one such call and resumes each caller with its own messages.
+   */
+  enqueueEach?(queue: string, messages: readonly NewMessage[]): Promise<EnqueueResult>[];
   claim(queue: string, request: ClaimRequest): Promise<ClaimResult>;
   /** Extends the locks of held messages; returns the ids no longer held by this consumer. */
   extend(

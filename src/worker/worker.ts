@@ -15,10 +15,10 @@ import { checkWorkerOptions, type CheckedWorkerOptions, type WorkerOptions } fro
 import { decodePolicy, policyBackoffMs } from '../model/policy.js';
 import { finishFromFailure, finishFromResult, finishFromThrow, timeoutError, type AttemptFinish } from './outcome.js';
 import type { FailureReason, WorkerEvents } from './events.js';
+import type { SharedSchedulers } from '../schedule/shared.js';
 import type { WorkerInstruments } from './instruments.js';
 import type { ClaimedMessage, Finish, FinishResult, Store } from '../store/contract.js';
 import { sleep } from '../model/time.js';
-import { Scheduler } from '../schedule/scheduler.js';
 import { UNTRACED, traceProcess, type ProcessTrace } from '../tracing/process.js';
 import type { Handler, HandlerResult, Job, MessagePolicy, QueueConfig } from '../model/types.js';
 
@@ -101,7 +101,10 @@ export class Worker extends EventEmitter<WorkerEvents> {
   private waiting: Waiting[] = [];
   /** Handlers running now (at most `concurrency`). */
   private handlersRunning = 0;
-  private readonly handlers = new Set<Promise<void>>();
+  /** Held messages whose handler returned: their results travel to the store while the next claim does. */
+  private handlersDone = 0;
+  /** Each handling under way, until its result is stored; stop() waits for them. */
+  private readonly handlers = new Map<Held, Promise<void>>();
   /** Aborted by the first stop: no more polling. */
   private readonly halt = new AbortController();
   /** Aborted by the second stop: no more waiting. */
@@ -111,6 +114,12 @@ export class Worker extends EventEmitter<WorkerEvents> {
   private state: WorkerState = 'idle';
   private accepts: ((filterClass: string) => boolean) | null = null;
   private woken = false;
+  /** The claim loop waits for a slot (not for messages): a finish on its way or stored wakes it. */
+  private full = false;
+  /** The last claim came back empty while messages were held: the last of them to leave asks again. */
+  private dryWhileHeld = false;
+  /** Claims go out while finishes travel (see freeSlots). */
+  private readonly claimWithFinishes: boolean;
   private wake: (() => void) | null = null;
   private starting: Promise<void> | null = null;
   private loop: Promise<void> | null = null;
@@ -120,8 +129,7 @@ export class Worker extends EventEmitter<WorkerEvents> {
   private renewing: Promise<void> | null = null;
   /** The GC and configuration loop; stop() waits for it so no store call outlives the worker. */
   private maintenance: Promise<void> | null = null;
-  /** The loop firing the queue's schedules (option `schedules`); stop() waits for it. */
-  private scheduler: Scheduler | null = null;
+  /** This worker's part in the client's scheduler of the queue (option `schedules`); stop() waits for it. */
   private scheduling: Promise<void> | null = null;
   private stopping: Promise<void> | null = null;
   private storeFailures = 0;
@@ -137,6 +145,7 @@ export class Worker extends EventEmitter<WorkerEvents> {
     private readonly handler: Handler,
     options: WorkerOptions,
     private readonly onStopped: () => void,
+    private readonly schedulers: SharedSchedulers,
   ) {
     // A listener's rejected promise comes to [captureRejectionSymbol] instead of going unhandled.
     super({ captureRejections: true });
@@ -144,6 +153,7 @@ export class Worker extends EventEmitter<WorkerEvents> {
     if (typeof handler !== 'function') throw new TypeError('worker handler must be a function (job) => result');
     this.options = checkWorkerOptions(options);
     this.autoStart = this.options.autoStart;
+    this.claimWithFinishes = store.capabilities.claimWithFinishes;
   }
 
   get running(): boolean {
@@ -153,11 +163,6 @@ export class Worker extends EventEmitter<WorkerEvents> {
   /** Messages this worker holds now. */
   get inFlight(): number {
     return this.held.size;
-  }
-
-  /** @internal the client changed one of the queue's schedules: read them now, not at the next rescan. */
-  schedulesChanged(): void {
-    this.scheduler?.wake();
   }
 
   /** Registers the consumer and starts polling. Rejects if the worker's filters do not fit the queue. */
@@ -188,10 +193,7 @@ export class Worker extends EventEmitter<WorkerEvents> {
     }, renewEveryMs);
     this.loop = this.run();
     this.maintenance = this.maintain();
-    if (this.options.schedules) {
-      this.scheduler = new Scheduler(this.store, this.queue, this.reportError);
-      this.scheduling = this.scheduler.run(this.halt.signal);
-    }
+    if (this.options.schedules) this.scheduling = this.schedulers.join(this.queue, this.reportError, this.halt.signal);
   }
 
   /**
@@ -221,7 +223,7 @@ export class Worker extends EventEmitter<WorkerEvents> {
     await this.loop;
     await this.giveBackWaiting();
     // A handler settles only once its result reached the store, so this also waits for the finishes.
-    await Promise.race([Promise.allSettled([...this.handlers]), aborted(this.force.signal)]);
+    await Promise.race([Promise.allSettled(this.handlers.values()), aborted(this.force.signal)]);
     if (this.renewTimer !== null) clearInterval(this.renewTimer);
     await this.renewing;
     await this.maintenance;
@@ -279,10 +281,12 @@ export class Worker extends EventEmitter<WorkerEvents> {
 
   private async run(): Promise<void> {
     while (this.state === 'running') {
-      const free = this.options.concurrency + this.options.prefetch - this.held.size;
+      const free = this.freeSlots();
       if (free <= 0) {
         this.woken = false;
+        this.full = true;
         await this.idle(Infinity);
+        this.full = false;
         continue;
       }
       this.woken = false;
@@ -301,6 +305,7 @@ export class Worker extends EventEmitter<WorkerEvents> {
         });
         this.storeFailures = 0;
         ({ messages: claimed, wakeAt } = result);
+        this.dryWhileHeld = claimed.length === 0 && this.held.size > 0;
         instruments?.claimed(this.queue, (performance.now() - claimStart) / 1000, claimed.length);
         for (const message of claimed) this.accept(message);
         // Started before the monitor hears of them: a monitor that stops the worker stops what comes after.
@@ -311,9 +316,21 @@ export class Worker extends EventEmitter<WorkerEvents> {
         await this.storeFailed(error, this.halt.signal);
         continue;
       }
-      if (claimed.length === 0) await this.idle(wakeAt === null ? Infinity : wakeAt - Date.now());
+      // A claim that drained the queue says so with a wakeAt: the next claim would find nothing.
+      if (claimed.length === 0 || wakeAt !== null) await this.idle(wakeAt === null ? Infinity : wakeAt - Date.now());
       else if (this.options.throttleMs > 0) await sleep(this.options.throttleMs, this.halt.signal);
     }
+  }
+
+  /**
+   * How many messages the next claim may take. A message whose handler returned no longer takes a slot, so the
+   * next claim travels with the finishes; at most as many again wait on their finishes (a store that refuses
+   * finishes stops the claims). A store without `claimWithFinishes` is asked once the finishes are stored.
+   */
+  private freeSlots(): number {
+    const slots = this.options.concurrency + this.options.prefetch;
+    if (!this.claimWithFinishes) return slots - this.held.size;
+    return Math.min(slots - (this.held.size - this.handlersDone), 2 * slots - this.held.size);
   }
 
   private accept(message: ClaimedMessage): void {
@@ -362,22 +379,37 @@ export class Worker extends EventEmitter<WorkerEvents> {
         return signalOf(held);
       },
     };
-    const run = this.attempt(held, job)
-      .finally(() => {
+    this.handlers.set(held, this.process(held, job));
+  }
+
+  /** One handling, as one async function: a promise chain per message costs a promise and a closure per step. */
+  private async process(held: Held, job: Job): Promise<void> {
+    try {
+      let attemptFinish: AttemptFinish;
+      try {
+        attemptFinish = await this.attempt(held, job);
+      } finally {
         // The slot is free once the handler returns (or times out): a prefetched message starts while this
-        // result travels.
+        // result travels, and the next claim goes out with the batch of finishes (flush).
         this.handlersRunning -= 1;
+        this.handlersDone += 1;
         this.startWaiting();
-      })
-      .then((finish) => this.record(held, held.trace.outcome(finish, held.cause)))
-      .catch(this.reportError)
-      .finally(() => {
-        held.trace.end(held);
-        if (this.held.get(held.id) === held) this.held.delete(held.id);
-        this.handlers.delete(run);
-        this.kick();
-      });
-    this.handlers.add(run);
+      }
+      await this.record(held, held.trace.outcome(attemptFinish, held.cause));
+    } catch (error) {
+      this.reportError(error);
+    } finally {
+      held.trace.end(held);
+      if (this.held.get(held.id) === held) this.held.delete(held.id);
+      this.handlersDone -= 1;
+      this.handlers.delete(held);
+      // Without claimWithFinishes the slot frees only now (and ZooKeeper's finish claimed for this next claim).
+      // After a dry claim, the last result stored asks once more, so a monitor sees a dry claim with nothing in
+      // flight (the CLI's --idle-exit-ms waits for one) even when the wait is a rate limit's next slot.
+      const lastAfterDry = this.dryWhileHeld && this.held.size === 0;
+      if (lastAfterDry) this.dryWhileHeld = false;
+      if (this.full || !this.claimWithFinishes || lastAfterDry) this.kick();
+    }
   }
 
   private attempt(held: Held, job: Job): Promise<AttemptFinish> {
@@ -498,8 +530,29 @@ export class Worker extends EventEmitter<WorkerEvents> {
     else this.reportError(error);
   }
 
-  /** Queues a finish; the finishes of one tick go to the store together. */
+  /**
+   * Queues a finish; the finishes of one tick go to the store together. A group-commit store gathers them
+   * itself: each goes at once and resumes its handling as soon as it is stored (after an error, the queue).
+   */
   private finish(finish: Finish): Promise<FinishResult> {
+    if (this.store.capabilities.groupCommit === true && this.storeFailures === 0 && this.finishes.length === 0) {
+      const instruments = this.instruments;
+      const finishStart = instruments === null ? 0 : performance.now();
+      return this.store.finish(this.queue, this.id, [finish]).then(
+        ([result]) => {
+          instruments?.finished(this.queue, (performance.now() - finishStart) / 1000);
+          return result ?? 'lost';
+        },
+        () => {
+          this.instruments?.storeError(this.queue, 'finish');
+          return this.queueFinish(finish);
+        },
+      );
+    }
+    return this.queueFinish(finish);
+  }
+
+  private queueFinish(finish: Finish): Promise<FinishResult> {
     return new Promise((resolve) => {
       this.finishes.push({ finish, resolve });
       if (!this.flushScheduled) {
@@ -513,6 +566,8 @@ export class Worker extends EventEmitter<WorkerEvents> {
     while (this.finishes.length > 0) {
       const batch = this.finishes;
       this.finishes = [];
+      // Their slots are free: a claim loop waiting for one asks for more now, in the same tick as this finish.
+      if (this.full && this.claimWithFinishes) this.kick();
       const instruments = this.instruments;
       const finishStart = instruments === null ? 0 : performance.now();
       try {

@@ -117,6 +117,9 @@ export class BucketedList {
     ]);
     if (stat === null && arm) this.watching = false;
     if (read.version !== this.seenVersion) {
+      // Writers added since: to the tail as last seen, and to any bucket after it (the tail may have moved on).
+      const lastSeen = this.view?.[this.view.length - 1];
+      for (const bucket of read.buckets) if (lastSeen === undefined || bucket >= lastSeen) this.dirty.add(bucket);
       this.markTailDirty(read.buckets);
       this.seenVersion = read.version;
     }
@@ -169,6 +172,19 @@ export class BucketedList {
    */
   peekBuckets(): readonly string[] | null {
     return this.view;
+  }
+
+  /** Whether the bucket list is kept by a live watch: no writer added to the list since it was read. */
+  trusted(): boolean {
+    return this.view !== null && this.watching;
+  }
+
+  /**
+   * A check, for a claim's multi, that no writer added to the list since the version the listings were read at
+   * (every writer sets `<dir>` in the multi that adds an entry); null while that version is not known.
+   */
+  unchangedOp(): ZkOp | null {
+    return this.seenVersion < 0 ? null : { op: 'check', path: this.dir, version: this.seenVersion };
   }
 
   /** A bucket's entries as last read, unless never read or found out of date. Reads nothing. */

@@ -22,6 +22,11 @@ export interface Candidate {
   readonly sub: BucketedList;
   /** The priority of its sub-queue: candidates are taken lowest number first. */
   readonly priority: number;
+  /**
+   * The sub-queues of higher priorities (lower numbers) the consumer takes from, as the claim found them: its
+   * multi checks none got new messages since, so no message enqueued before the claim is passed over.
+   */
+  readonly above: readonly BucketedList[];
 }
 
 /** A claim ready to send: its operations, and what to remember once they succeed. */
@@ -112,35 +117,43 @@ export function cachedCandidates(
   now: number,
 ): Candidate[] {
   const view = q.peekView();
-  if (view === null) return [];
+  // A sub-queue made since the view was read (a priority not used before) may come first: nothing blind.
+  if (view === null || !q.viewTrusted()) return [];
   const out: Candidate[] = [];
+  const above: BucketedList[] = [];
   for (const level of priorityLevels(view.subs)) {
     // Lower priorities only when the higher ones cannot fill `n` (and never past a level not known).
     if (out.length >= n) break;
     let blind = false;
+    const levelAbove = [...above];
     for (const key of level) {
       if (accepts !== null && !accepts(key.filterClass)) continue;
       const sub = q.sub(key.filterClass, key.priority);
+      above.push(sub);
       const buckets = sub.peekBuckets();
-      if (buckets === null) {
-        blind = true;
-        continue;
-      }
+      // Never read, or a writer added to it since (its watch fired): its own entries still come in order,
+      // but what it holds now may come before anything of a lower level.
+      if (buckets === null || !sub.trusted()) blind = true;
+      if (buckets === null) continue;
       let found = 0;
       for (const bucket of buckets) {
         const entries = sub.peek(bucket);
-        if (entries === undefined) break;
+        if (entries === undefined) {
+          // A listing not known (or out of date) before `n` were found: the rest of this level is unknown.
+          blind = true;
+          break;
+        }
         for (const entry of entries) {
           if (found >= n) break;
           if (skipUntil(ctx.claims, entry, now) === null) {
-            out.push({ entry, sub, priority: key.priority });
+            out.push({ entry, sub, priority: key.priority, above: levelAbove });
             found += 1;
           }
         }
         if (found >= n) break;
       }
     }
-    // A sub-queue of this level not known: what lower levels hold may not come next.
+    // A sub-queue of this level not fully known: what lower levels hold may not come next.
     if (blind) break;
   }
   return out.sort(byEntry).slice(0, n);
@@ -181,6 +194,11 @@ export function buildClaim(
   );
   // No claim starts once a pause is written: the configuration must be as read when it said not paused.
   const ops: ZkOp[] = [{ op: 'check', path: q.paths.conf, version: conf.version }];
+  // Higher priorities the claim found empty (or held) are still so: not one message was added to them since.
+  for (const sub of candidate.above) {
+    const unchanged = sub.unchangedOp();
+    if (unchanged !== null) ops.push(unchanged);
+  }
   if (staleClaimVersion !== null) {
     ops.push({ op: 'remove', path: nodes.claim, version: staleClaimVersion });
     // The held node in its group went in the same multi as the claim, and goes with it.
@@ -192,16 +210,32 @@ export function buildClaim(
   return { candidate, ops, stateOp, createOp, read, next, consumer, event };
 }
 
-/** A claim's multi failed: read the task afresh next time, and its claim too if one was in the way. */
-export function claimFailed(ctx: StoreContext, q: QueueContext, p: PreparedClaim, code: number, opIndex: number): void {
+/**
+ * A claim's multi failed: read the task afresh next time, and its claim too if one was in the way. True when a
+ * higher priority got new messages since the claim looked (its candidates should be chosen again).
+ */
+export function claimFailed(
+  ctx: StoreContext,
+  q: QueueContext,
+  p: PreparedClaim,
+  code: number,
+  opIndex: number,
+): boolean {
   const path = p.candidate.entry.path;
-  if (p.ops[opIndex]?.op === 'check') {
+  const failed = p.ops[opIndex];
+  if (failed?.op === 'check' && failed.path === q.paths.conf) {
     // The configuration changed (a pause?): read it again; the task's read is still good.
     q.staleConf();
-    return;
+    return false;
+  }
+  if (failed?.op === 'check') {
+    // A higher priority's sub-queue changed: list it again (its watch fires too); the task's read is still good.
+    q.listOf(failed.path)?.invalidate();
+    return true;
   }
   ctx.claims.forgetRead(path);
   if (code === ZkCode.NodeExists && opIndex === p.createOp) ctx.claims.suspect.add(path);
+  return false;
 }
 
 /** A claim succeeded: remember it as held (for finish and extend) and build the message. */

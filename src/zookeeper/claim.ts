@@ -45,8 +45,10 @@ import type { AttemptRecord, RateLimit } from '../model/types.js';
 
 /** A paused queue's claims say to look again this soon. */
 const PAUSED_WAKE_MS = 1000;
-/** Rounds of one claim that look past entries of full groups. */
+/** Rounds of one claim that look past entries of full groups, or again after a higher priority got messages. */
 const MAX_GROUP_ROUNDS = 8;
+/** A claim lost to messages added to a higher priority since its candidates were chosen. */
+const RESCAN = 'rescan';
 
 export async function claimMessages(ctx: StoreContext, q: QueueContext, request: ClaimRequest): Promise<ClaimResult> {
   const cache = ctx.claims;
@@ -86,8 +88,11 @@ export async function claimMessages(ctx: StoreContext, q: QueueContext, request:
   const limit = conf.config.rateLimit;
   // When the rate limit allows nothing now: the next slot.
   let rateWake: number | null = null;
+  // Whether the last round lost to messages new in a higher priority: they are looked at first.
+  let rescan = false;
   // A round that skipped entries of a full group looks again past them (they are skipped from then on).
   for (let round = 0; ; round++) {
+    rescan = false;
     const scan = await scanCandidates(ctx, q, request, max - (messages.length - handed.length) + readAhead, now);
     wakeAt = Math.min(wakeAt, scan.wakeAt);
     queueSize = scan.queueSize;
@@ -107,13 +112,23 @@ export async function claimMessages(ctx: StoreContext, q: QueueContext, request:
       messages.push(...done.messages);
       blocked += done.blocked;
       wakeAt = Math.min(wakeAt, done.wakeAt);
+      if (done.rescan) {
+        // The candidates left are of lower priorities than messages just added: choose again.
+        rescan = true;
+        break;
+      }
     }
-    if (rateWake !== null || messages.length >= request.max || blocked === 0 || round >= MAX_GROUP_ROUNDS) break;
+    const again = blocked > 0 || rescan;
+    if (rateWake !== null || messages.length >= request.max || !again || round >= MAX_GROUP_ROUNDS) break;
   }
   cache.queueSizes.set(q.name, queueSize);
   if (messages.length === 0 && rateWake !== null) {
     // Held back by the rate limit, not an empty queue: no dry run; look again at the next slot.
     return { messages, queueSize, dryRuns: q.peekView()?.counters.dryRuns ?? 0, wakeAt: rateWake };
+  }
+  if (messages.length === 0 && rescan) {
+    // Every round lost to new messages of a higher priority: not an empty queue; look again at once.
+    return { messages, queueSize, dryRuns: q.peekView()?.counters.dryRuns ?? 0, wakeAt: Date.now() };
   }
 
   if (messages.length > 0) {
@@ -151,7 +166,7 @@ async function claimBatch(
   upcoming: readonly Candidate[],
   charge: ((k: number) => ZkOp) | null,
   now: number,
-): Promise<{ messages: ClaimedMessage[]; blocked: number; wakeAt: number }> {
+): Promise<{ messages: ClaimedMessage[]; blocked: number; wakeAt: number; rescan: boolean }> {
   const cache = ctx.claims;
   let wakeAt = Infinity;
   for (const c of batch) cache.trying.add(c.entry.path);
@@ -182,8 +197,9 @@ async function claimBatch(
       ctx.zk,
       upcoming.map((c) => ({ entry: c.entry, taskPath: q.paths.task(c.entry.id) })),
     );
-    const messages = (await committing).filter((m): m is ClaimedMessage => m !== null);
-    return { messages, blocked: ready.length - claims.length, wakeAt };
+    const outcomes = await committing;
+    const messages = outcomes.filter((m): m is ClaimedMessage => m !== null && m !== RESCAN);
+    return { messages, blocked: ready.length - claims.length, wakeAt, rescan: outcomes.includes(RESCAN) };
   } finally {
     for (const c of batch) cache.trying.delete(c.entry.path);
   }
@@ -207,7 +223,10 @@ async function scanCandidates(
   let wakeAt = Infinity;
   const candidates: Candidate[] = [];
   let queueSize = 0;
+  // The sub-queues of the levels before, which this consumer takes from (each claim checks them unchanged).
+  const above: BucketedList[] = [];
   for (const level of priorityLevels(view.subs)) {
+    const levelAbove = [...above];
     const sizes = await Promise.all(
       level.map(async (key) => {
         const sub = q.sub(key.filterClass, key.priority);
@@ -216,6 +235,7 @@ async function scanCandidates(
           return sub.totalSize();
         }
         const buckets = await sub.watchedBuckets(onChange);
+        above.push(sub);
         let found = 0;
         for (const bucket of buckets) {
           const entries = await sub.cached(bucket);
@@ -224,7 +244,7 @@ async function scanCandidates(
             if (found >= want) break;
             const until = skipUntil(cache, entry, now);
             if (until === null) {
-              candidates.push({ entry, sub, priority: key.priority });
+              candidates.push({ entry, sub, priority: key.priority, above: levelAbove });
               found += 1;
             } else wakeAt = Math.min(wakeAt, until);
           }
@@ -344,7 +364,7 @@ async function commit(
   p: PreparedClaim,
   current: string | null,
   conf: ConfRead,
-): Promise<ClaimedMessage | null> {
+): Promise<ClaimedMessage | typeof RESCAN | null> {
   const epoch = ctx.zk.epoch;
   let results;
   try {
@@ -352,7 +372,7 @@ async function commit(
   } catch (error) {
     if (!isZkError(error)) throw error;
     // Someone else took it first (NODE_EXISTS, BAD_VERSION) or it went away: not ours.
-    claimFailed(ctx, q, p, error.code, error.opIndex);
+    if (claimFailed(ctx, q, p, error.code, error.opIndex)) return RESCAN;
     if (error.code === ZkCode.NoNode && p.ops[error.opIndex]?.path === current) {
       ctx.registered.delete(`${q.name}\u0000${p.consumer}`);
     }

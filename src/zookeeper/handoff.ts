@@ -24,9 +24,10 @@ import {
   readAheadCount,
   readAheadOf,
   recordClaim,
+  type Candidate,
   type PreparedClaim,
 } from './claim-build.js';
-import type { ConsumerTerms, Handoff } from './claim-cache.js';
+import type { ConsumerTerms, Handoff, TaskRead } from './claim-cache.js';
 import type { StoreContext } from './context.js';
 import type { QueueContext } from './queue.js';
 import type { ClaimRequest, ClaimedMessage } from '../store/contract.js';
@@ -53,7 +54,7 @@ export function claimsForFinish(
   if (room <= 0 || conf === null || conf.config.paused || !q.confTrusted()) return [];
   // Under a rate limit every claim spends the queue's tat (claim.ts): none is made blind.
   if (conf.config.rateLimit !== null) return [];
-  const claims: PreparedClaim[] = [];
+  const chosen: { candidate: Candidate; read: TaskRead }[] = [];
   for (const candidate of cachedCandidates(ctx, q, terms.accepts, room, now)) {
     if (candidate.priority > upTo) break;
     const path = candidate.entry.path;
@@ -64,10 +65,23 @@ export function claimsForFinish(
     if (state.phase !== 'pending' || state.readyAt > now || !entryMatches(state, candidate.entry)) break;
     // A grouped message needs its group's count checked (claim.ts): not claimed blind.
     if (state.group !== undefined && conf.config.groupConcurrency !== null) break;
-    claims.push(buildClaim(q, candidate, read, consumer, terms.lockMs, now, null, conf));
+    chosen.push({ candidate, read });
     cache.trying.add(path);
   }
-  return claims;
+  // They share the finish's one multi: the checks of the last (lowest) level's claim, which cover the levels
+  // above every other's, guard them all, so only that claim carries them.
+  return chosen.map(({ candidate, read }, k) =>
+    buildClaim(
+      q,
+      k === chosen.length - 1 ? candidate : { ...candidate, above: [] },
+      read,
+      consumer,
+      terms.lockMs,
+      now,
+      null,
+      conf,
+    ),
+  );
 }
 
 /** After a finish's multi went out: the reads for the claims after the next ones (see readAheadCount). */

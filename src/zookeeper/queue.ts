@@ -175,6 +175,11 @@ export class QueueContext {
     }
   }
 
+  /** Whether the view's sub-queues are kept by a live watch (none made since it was read). */
+  viewTrusted(): boolean {
+    return this.view !== null && this.watchingChildren;
+  }
+
   /** The view as last read, trusted or not. Reads nothing. */
   peekView(): QueueView | null {
     return this.view;

@@ -81,6 +81,7 @@ class ZookeeperStore implements Store {
     wakeups: true,
     instantRelease: true,
     deadLetterQueue: true,
+    claimWithFinishes: false,
   };
   private readonly ctx: StoreContext;
   private closed = false;

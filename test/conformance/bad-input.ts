@@ -4,6 +4,7 @@ import { describe } from 'node:test';
 import { ClosedError, KvmqError, PayloadTooLargeError, StoreUrlError, connect } from '../../src/index.js';
 import { storeTest } from '../support/harness.js';
 import type { StoreFixture } from '../support/fixture.js';
+import { storeOf } from '../../src/client-store.js';
 
 // Payloads above this are not built just to test the limit.
 const LARGEST_TESTED_LIMIT = 64 * 1024 * 1024;
@@ -115,7 +116,7 @@ export function badInput(fixture: StoreFixture): void {
       'a payload over maxPayloadBytes is refused with PayloadTooLargeError, nothing written',
       async (h, t) => {
         const q = h.queue('too-large');
-        const limit = h.client.store.capabilities.maxPayloadBytes;
+        const limit = storeOf(h.client).capabilities.maxPayloadBytes;
         assert.ok(Number.isInteger(limit) && limit > 0, `maxPayloadBytes is ${limit}`);
         if (limit > LARGEST_TESTED_LIMIT) {
           t.skip(`maxPayloadBytes ${limit} is too large to test here`);

@@ -9,6 +9,7 @@ import { JobLog, waitForStatus } from '../support/jobs.js';
 import { gate, waitFor } from '../support/wait.js';
 import type { Child } from '../support/child.js';
 import type { StoreFixture } from '../support/fixture.js';
+import { storeOf } from '../../src/client-store.js';
 
 const LOCK_MS = 500;
 // Generous: a store may free a dead consumer's claim only when its session or lease times out.
@@ -61,7 +62,7 @@ export function crash(fixture: StoreFixture): void {
       'a killed worker frees its message at once where the store has instantRelease, else only when its lock ends',
       async (h) => {
         const q = h.queue('release');
-        const instant = h.client.store.capabilities.instantRelease;
+        const instant = storeOf(h.client).capabilities.instantRelease;
         const lockMs = instant ? 30_000 : 2_000;
         const { child } = await childHolding(h, q, ['hang', String(lockMs)]);
         await child.kill('SIGKILL');

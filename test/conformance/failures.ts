@@ -10,6 +10,7 @@ import { storeTest } from '../support/harness.js';
 import { JobLog, stateOf, waitForStatus } from '../support/jobs.js';
 import { gate, quietPeriod, untilAborted, waitFor } from '../support/wait.js';
 import type { StoreFixture } from '../support/fixture.js';
+import { storeOf } from '../../src/client-store.js';
 
 const LONG_MS = 60_000;
 
@@ -317,7 +318,7 @@ export function failures(fixture: StoreFixture): void {
     storeTest(fixture, 'a dead-letter queue receives failed messages with their history', async (h) => {
       const q = h.queue('dlq-source');
       const dlq = h.queue('dlq');
-      if (!h.client.store.capabilities.deadLetterQueue) {
+      if (!storeOf(h.client).capabilities.deadLetterQueue) {
         await assert.rejects(h.client.configure(q, { deadLetterQueue: dlq }), /deadLetterQueue is not available/);
         assert.equal((await h.client.config(q)).deadLetterQueue, null, 'nothing was written');
         return;

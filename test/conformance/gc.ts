@@ -5,6 +5,7 @@ import { storeTest } from '../support/harness.js';
 import { JobLog, waitForState, waitForStatus } from '../support/jobs.js';
 import { waitFor } from '../support/wait.js';
 import type { StoreFixture } from '../support/fixture.js';
+import { storeOf } from '../../src/client-store.js';
 
 const LIFETIME_MS = 1000;
 const HOUR_MS = 3_600_000;
@@ -31,7 +32,7 @@ export function gc(fixture: StoreFixture): void {
       const written = await h.client.configure(q, { gcLifetimeMs: 1234, gcIntervalMs: 567 });
       assert.deepEqual(written, { ...defaults, gcLifetimeMs: 1234, gcIntervalMs: 567 });
       // A store that cannot move messages between queues atomically refuses a dead-letter queue.
-      const dlq = h.client.store.capabilities.deadLetterQueue ? h.queue('config-dlq') : null;
+      const dlq = storeOf(h.client).capabilities.deadLetterQueue ? h.queue('config-dlq') : null;
       const every = await h.client.configure(q, {
         failedLifetimeMs: 4321,
         maxDeliveries: 3,

@@ -31,13 +31,14 @@ import { status } from './status.js';
 import { timeout } from './timeout.js';
 import { worker } from './worker.js';
 import type { StoreFixture } from '../support/fixture.js';
+import { storeOf } from '../../src/client-store.js';
 
 export type { StoreFixture } from '../support/fixture.js';
 
 export function conformance(fixture: StoreFixture): void {
   void describe(`conformance: ${fixture.name}`, () => {
     storeTest(fixture, 'the store declares the capabilities the fixture expects', (h) => {
-      const declared = h.client.store.capabilities;
+      const declared = storeOf(h.client).capabilities;
       for (const [name, expected] of Object.entries(fixture.capabilities ?? {})) {
         assert.equal(declared[name as keyof typeof declared], expected, name);
       }

@@ -1,7 +1,7 @@
 /**
  * Locks: renewal while a handler runs, expiry when nobody renews, and the
  * stale consumer that comes back. A consumer that stalls is played through
- * the store contract itself (`client.store`): it claims, then never renews.
+ * the store contract itself (`storeOf(client)`): it claims, then never renews.
  */
 import assert from 'node:assert/strict';
 import { describe } from 'node:test';
@@ -9,6 +9,7 @@ import { storeTest } from '../support/harness.js';
 import { JobLog, waitForStatus } from '../support/jobs.js';
 import { gate, waitFor } from '../support/wait.js';
 import type { StoreFixture } from '../support/fixture.js';
+import { storeOf } from '../../src/client-store.js';
 
 const STALLED = 'stalled-consumer';
 
@@ -17,7 +18,7 @@ export function locks(fixture: StoreFixture): void {
     storeTest(fixture, 'an expired lock frees the message: handled again with attempt 2', async (h) => {
       const q = h.queue('expiry');
       await h.client.enqueue(q, 'x', { id: 'm' });
-      const claim = await h.client.store.claim(q, {
+      const claim = await storeOf(h.client).claim(q, {
         consumerId: STALLED,
         max: 1,
         lockMs: 300,
@@ -46,9 +47,9 @@ export function locks(fixture: StoreFixture): void {
       assert.equal((await log.handled('m')).attempt, 2);
 
       // The stalled consumer comes back: it can neither renew nor finish what it lost.
-      assert.deepEqual(await h.client.store.extend(q, STALLED, [{ id: 'm', attempt: 1 }], 300), ['m']);
+      assert.deepEqual(await storeOf(h.client).extend(q, STALLED, [{ id: 'm', attempt: 1 }], 300), ['m']);
       const late = { id: 'm', attempt: 1, outcome: 'error' as const, backoffMs: 0, error: 'late', startedAt: null };
-      assert.deepEqual(await h.client.store.finish(q, STALLED, [late]), ['lost']);
+      assert.deepEqual(await storeOf(h.client).finish(q, STALLED, [late]), ['lost']);
       const held = await h.client.status(q, 'm');
       assert.equal(held?.state, 'locked');
       assert.equal(held.consumer, worker.id);
@@ -58,7 +59,7 @@ export function locks(fixture: StoreFixture): void {
       const done = await waitForStatus(h.client, q, 'm', 'done-awaiting-gc');
       assert.equal(done.outcome, 'success');
       assert.equal(done.lastError, null);
-      assert.deepEqual(await h.client.store.finish(q, STALLED, [late]), ['lost']);
+      assert.deepEqual(await storeOf(h.client).finish(q, STALLED, [late]), ['lost']);
       assert.equal((await h.client.status(q, 'm'))?.outcome, 'success');
     });
 
@@ -88,6 +89,36 @@ export function locks(fixture: StoreFixture): void {
       release.open();
       assert.equal((await waitForStatus(h.client, q, 'm', 'done-awaiting-gc')).attempt, 1);
     });
+
+    storeTest(
+      fixture,
+      'claimWithFinishes: a claim sent right behind a retry, unawaited, takes the message it put back',
+      async (h) => {
+        // The worker sends its next claim with its finishes only where this holds (worker.ts freeSlots).
+        if (!storeOf(h.client).capabilities.claimWithFinishes) return;
+        const q = h.queue('claim-behind-finish');
+        await h.client.enqueue(q, 'x', { id: 'first' });
+        const request = { consumerId: STALLED, max: 1, lockMs: 30_000, accepts: null, eoqBackoffMs: () => 50 };
+        const [taken] = (await storeOf(h.client).claim(q, request)).messages;
+        assert.equal(taken?.id, 'first');
+        const retry = {
+          id: 'first',
+          attempt: 1,
+          outcome: 'retry',
+          backoffMs: 0,
+          error: 'again',
+          startedAt: 1,
+        } as const;
+        // Not awaited before the claim: both leave in the same tick, as a worker's do.
+        const finishing = storeOf(h.client).finish(q, STALLED, [retry]);
+        const claiming = storeOf(h.client).claim(q, request);
+        assert.deepEqual(await finishing, ['ok']);
+        assert.deepEqual(
+          (await claiming).messages.map((m) => [m.id, m.attempt]),
+          [['first', 2]],
+        );
+      },
+    );
 
     storeTest(fixture, 'a handler whose message is taken away (cleared) sees job.signal aborted', async (h) => {
       const q = h.queue('lost');

@@ -3,6 +3,7 @@ import assert from 'node:assert/strict';
 import { describe } from 'node:test';
 import { storeTest, type Harness } from '../support/harness.js';
 import { JobLog } from '../support/jobs.js';
+import { passedOverByRefills } from '../support/priority-refill.js';
 import { waitFor } from '../support/wait.js';
 import type { MonitorInfo, WorkerOptions } from '../../src/index.js';
 import type { StoreFixture } from '../support/fixture.js';
@@ -80,6 +81,19 @@ export function priority(fixture: StoreFixture): void {
       assert.equal((await h.client.status(q, 'low-urgent'))?.state, 'queued');
       // A worker that accepts it takes it.
       assert.deepEqual(await handledOrder(h, q, 1, { filters: { performance_class: 'low' } }), ['low-urgent']);
+    });
+
+    storeTest(fixture, 'a refill of a drained higher priority is not passed over by later claims', async (h) => {
+      const q = h.queue('priority-refill');
+      await h.client.configure(q, { events: true });
+      const consumer = await h.connect();
+      const passedOver = await passedOverByRefills(
+        h.client,
+        q,
+        (handler) => h.worker(q, handler, { concurrency: 8 }, consumer),
+        { rounds: 8, low: 60, urgent: 12 },
+      );
+      assert.deepEqual(passedOver, [], 'priority-600 claims committed while refilled 500s waited');
     });
 
     storeTest(fixture, 'a retried message keeps its priority', async (h) => {

@@ -13,6 +13,7 @@ import { storeTest, type Harness } from '../support/harness.js';
 import { JobLog, waitForStatus } from '../support/jobs.js';
 import { gate, quietPeriod, waitFor, within } from '../support/wait.js';
 import type { StoreFixture } from '../support/fixture.js';
+import { storeOf } from '../../src/client-store.js';
 
 const LONG_MS = 60_000;
 
@@ -97,7 +98,7 @@ export function queueEvents(fixture: StoreFixture): void {
       await h.client.enqueue(q, 'x', { id: 'quiet' });
       await waitForStatus(h.client, q, 'quiet', 'done-awaiting-gc');
       assert.deepEqual(await allEvents(h.client, q), [], 'nothing is written while events are off');
-      const head = await h.client.store.eventsHead(q);
+      const head = await storeOf(h.client).eventsHead(q);
       assert.equal(typeof head, 'string');
 
       assert.equal((await h.client.configure(q, { events: true })).events, true);
@@ -216,7 +217,7 @@ export function queueEvents(fixture: StoreFixture): void {
       const consumerId = 'hands-back';
       const claimed = await claimOne(h, q, consumerId, LONG_MS);
       const back = { id: 'm', attempt: claimed.attempt, outcome: 'retry', backoffMs: 0, error: null } as const;
-      assert.deepEqual(await h.client.store.finish(q, consumerId, [{ ...back, startedAt: null }]), ['ok']);
+      assert.deepEqual(await storeOf(h.client).finish(q, consumerId, [{ ...back, startedAt: null }]), ['ok']);
       assert.deepEqual(await rowsUntil(h.client, q, 'm', 'started'), [
         ['enqueued', 0],
         ['started', 1],
@@ -254,7 +255,7 @@ export function queueEvents(fixture: StoreFixture): void {
     });
 
     storeTest(fixture, 'a dead-letter move writes failed in the source queue', async (h) => {
-      if (!h.client.store.capabilities.deadLetterQueue) return;
+      if (!storeOf(h.client).capabilities.deadLetterQueue) return;
       const dlq = h.queue('dead');
       const q = await eventsQueue(h, 'dlq-source', { deadLetterQueue: dlq });
       h.worker(q, () => ({ status: 'error', error: 'cannot' }));
@@ -308,14 +309,14 @@ export function queueEvents(fixture: StoreFixture): void {
       const q = await eventsQueue(h, 'head');
       const empty = await h.client.readEvents(q);
       assert.deepEqual(empty, { events: [], missed: false, cursor: empty.cursor });
-      const head0 = await h.client.store.eventsHead(q);
+      const head0 = await storeOf(h.client).eventsHead(q);
       assert.deepEqual((await h.client.readEvents(q, { after: head0 })).events, []);
 
       await h.client.enqueueBatch(q, [
         { payload: 1, id: 'a' },
         { payload: 2, id: 'b' },
       ]);
-      const head1 = await h.client.store.eventsHead(q);
+      const head1 = await storeOf(h.client).eventsHead(q);
       assert.deepEqual((await h.client.readEvents(q, { after: head1 })).events, []);
       await h.client.enqueue(q, 3, { id: 'c' });
 
@@ -335,15 +336,15 @@ export function queueEvents(fixture: StoreFixture): void {
         fromHead1.events.map((e) => e.id),
         ['c'],
       );
-      assert.equal(await h.client.store.eventsHead(q), fromHead1.cursor);
+      assert.equal(await storeOf(h.client).eventsHead(q), fromHead1.cursor);
     });
 
     storeTest(fixture, 'retention by count: GC keeps the newest; a reader behind is told it missed', async (h) => {
       const q = await eventsQueue(h, 'keep-count', { eventsMaxCount: 5 });
-      const behind = await h.client.store.eventsHead(q);
+      const behind = await storeOf(h.client).eventsHead(q);
       const ids = Array.from({ length: 20 }, (_, i) => `m${String(i).padStart(2, '0')}`);
       for (const id of ids) await h.client.enqueue(q, 'x', { id });
-      const keptUp = await h.client.store.eventsHead(q);
+      const keptUp = await storeOf(h.client).eventsHead(q);
 
       const kept = await trimTo(h, q, 5);
       assert.deepEqual(
@@ -379,7 +380,7 @@ export function queueEvents(fixture: StoreFixture): void {
 
     storeTest(fixture, 'retention by age: GC trims old events; the reader is told', async (h) => {
       const q = await eventsQueue(h, 'keep-age', { eventsMaxAgeMs: 1 });
-      const behind = await h.client.store.eventsHead(q);
+      const behind = await storeOf(h.client).eventsHead(q);
       await h.client.enqueueBatch(q, [
         { payload: 1, id: 'a' },
         { payload: 2, id: 'b' },
@@ -471,7 +472,7 @@ export function queueEvents(fixture: StoreFixture): void {
 
     storeTest(fixture, 'events() throws EventsMissedError with the oldest kept events', async (h) => {
       const q = await eventsQueue(h, 'missed', { eventsMaxCount: 3 });
-      const behind = await h.client.store.eventsHead(q);
+      const behind = await storeOf(h.client).eventsHead(q);
       const ids = ['a', 'b', 'c', 'd', 'e', 'f', 'g'];
       for (const id of ids) await h.client.enqueue(q, 'x', { id });
       await trimTo(h, q, 3);
@@ -552,15 +553,19 @@ export function queueEvents(fixture: StoreFixture): void {
       const q = h.queue('turns');
       const other = await h.connect();
       const tries = await Promise.all(
-        Array.from({ length: 10 }, (_, i) => (i % 2 === 0 ? h.client : other).store.takeTurn(q, 'warn', LONG_MS)),
+        Array.from({ length: 10 }, (_, i) => storeOf(i % 2 === 0 ? h.client : other).takeTurn(q, 'warn', LONG_MS)),
       );
       assert.equal(tries.filter(Boolean).length, 1, `exactly one turn in the window, got ${JSON.stringify(tries)}`);
-      assert.equal(await other.store.takeTurn(q, 'warn', LONG_MS), false);
-      assert.equal(await h.client.store.takeTurn(q, 'other-name', LONG_MS), true, 'another name is apart');
-      assert.equal(await h.client.store.takeTurn(h.queue('other-queue'), 'warn', LONG_MS), true, 'another queue too');
+      assert.equal(await storeOf(other).takeTurn(q, 'warn', LONG_MS), false);
+      assert.equal(await storeOf(h.client).takeTurn(q, 'other-name', LONG_MS), true, 'another name is apart');
+      assert.equal(
+        await storeOf(h.client).takeTurn(h.queue('other-queue'), 'warn', LONG_MS),
+        true,
+        'another queue too',
+      );
 
-      assert.equal(await h.client.store.takeTurn(q, 'short', 200), true);
-      await waitFor(() => other.store.takeTurn(q, 'short', 200), {
+      assert.equal(await storeOf(h.client).takeTurn(q, 'short', 200), true);
+      await waitFor(() => storeOf(other).takeTurn(q, 'short', 200), {
         timeoutMs: 10_000,
         intervalMs: 50,
         what: 'the turn to come again after its window',

@@ -3,9 +3,10 @@ import assert from 'node:assert/strict';
 import { describe } from 'node:test';
 import { storeTest } from '../support/harness.js';
 import { JobLog } from '../support/jobs.js';
-import { quietPeriod } from '../support/wait.js';
+import { quietPeriod, waitFor } from '../support/wait.js';
 import type { Client } from '../../src/index.js';
 import type { StoreFixture } from '../support/fixture.js';
+import { storeOf } from '../../src/client-store.js';
 
 /** A value as a caller without types might pass it. */
 const loose = (value: unknown): never => value as never;
@@ -21,7 +22,7 @@ interface ClaimCounter {
 
 /** Counts the claims a client's workers make on its store. */
 function countClaims(client: Client): ClaimCounter {
-  const store = client.store;
+  const store = storeOf(client);
   const claim = store.claim.bind(store);
   let calls = 0;
   let firstAt = 0;
@@ -100,6 +101,33 @@ export function rateLimit(fixture: StoreFixture): void {
       // One claim per slot, plus wake-ups from the finishes; a polling worker would make dozens.
       assert.ok(claims.count() <= 16, `${claims.count()} claims for 4 slots`);
     });
+
+    storeTest(
+      fixture,
+      'a worker held back by the limit reports an empty claim with nothing in flight once its results are stored',
+      async (h) => {
+        // What `kvmq work --idle-exit-ms` waits for: without it the worker would sleep until the next slot (an
+        // hour here) with the last report still counting the finished messages as in flight.
+        const q = h.queue('rate-idle');
+        await h.client.configure(q, { rateLimit: { max: 2, perMs: 3_600_000 } });
+        await h.client.enqueueBatch(
+          q,
+          [0, 1, 2, 3].map((n) => ({ payload: n, id: `i-${n}` })),
+        );
+        const log = new JobLog();
+        let idleReport = false;
+        h.worker(q, (job) => log.record(job), {
+          concurrency: 4,
+          monitor: (info) => {
+            if (info.claimed.length === 0 && info.inFlight === 0) idleReport = true;
+          },
+        });
+        await log.count(2);
+        await waitFor(() => idleReport);
+        assert.equal(log.seen.length, 2);
+        assert.equal((await h.client.queueStatus(q)).counts.queued, 2);
+      },
+    );
 
     storeTest(
       fixture,

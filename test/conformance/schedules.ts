@@ -4,7 +4,7 @@
  */
 import assert from 'node:assert/strict';
 import { describe } from 'node:test';
-import { Scheduler } from '../../src/schedule/scheduler.js';
+import { RESCAN_MS, Scheduler } from '../../src/schedule/scheduler.js';
 import { slotMessageId, slotMessages } from '../../src/schedule/messages.js';
 import { decodeBody } from '../../src/schedule/body.js';
 import { storeTest, type Harness } from '../support/harness.js';
@@ -13,6 +13,7 @@ import { quietPeriod, waitFor } from '../support/wait.js';
 import type { Client, StoredEvent } from '../../src/index.js';
 import type { StoredSchedule } from '../../src/store/contract.js';
 import type { StoreFixture } from '../support/fixture.js';
+import { storeOf } from '../../src/client-store.js';
 
 const MINUTE = 60_000;
 const HOUR = 60 * MINUTE;
@@ -26,7 +27,7 @@ function slotOf(id: string): number {
 }
 
 async function storedSchedule(client: Client, queue: string, name: string): Promise<StoredSchedule> {
-  const found = (await client.store.schedules(queue)).find((s) => s.name === name);
+  const found = (await storeOf(client).schedules(queue)).find((s) => s.name === name);
   assert.ok(found, `schedule ${name} is stored`);
   return found;
 }
@@ -75,10 +76,10 @@ export function schedules(fixture: StoreFixture): void {
       const expected = await storedSchedule(h.client, q, 'once');
       const messages = slotMessages('once', decodeBody('once', expected.body), [expected.nextAt]);
       const others = await Promise.all([h.connect(), h.connect()]);
-      const stores = [h.client, ...others].map((client) => client.store);
+      const stores = [h.client, ...others].map((client) => storeOf(client));
       const results = await Promise.all(
         Array.from({ length: 9 }, (_, i) =>
-          (stores[i % stores.length] ?? h.client.store).fireSchedule(q, expected, expected.nextAt + HOUR, messages),
+          (stores[i % stores.length] ?? storeOf(h.client)).fireSchedule(q, expected, expected.nextAt + HOUR, messages),
         ),
       );
       const winners = results.filter((r) => r !== null);
@@ -89,12 +90,12 @@ export function schedules(fixture: StoreFixture): void {
 
       // A stale record (fired already, or another body) writes nothing.
       const later = slotMessages('once', decodeBody('once', expected.body), [expected.nextAt + HOUR]);
-      assert.equal(await h.client.store.fireSchedule(q, expected, expected.nextAt + 2 * HOUR, later), null);
+      assert.equal(await storeOf(h.client).fireSchedule(q, expected, expected.nextAt + 2 * HOUR, later), null);
       const current = await storedSchedule(h.client, q, 'once');
       const otherBody = { ...current, body: `${current.body} ` };
-      assert.equal(await h.client.store.fireSchedule(q, otherBody, current.nextAt + HOUR, later), null);
+      assert.equal(await storeOf(h.client).fireSchedule(q, otherBody, current.nextAt + HOUR, later), null);
       assert.equal(
-        await h.client.store.fireSchedule(q, { ...current, name: 'gone' }, current.nextAt + HOUR, later),
+        await storeOf(h.client).fireSchedule(q, { ...current, name: 'gone' }, current.nextAt + HOUR, later),
         null,
       );
       assert.equal((await h.client.queueStatus(q)).total, 1, 'a failed compare enqueues nothing');
@@ -138,9 +139,9 @@ export function schedules(fixture: StoreFixture): void {
         const past = Math.floor(now / MINUTE) * MINUTE - 10 * MINUTE;
         for (const name of ['three', 'one']) {
           const stored = await storedSchedule(client, q, name);
-          assert.equal(await client.store.putSchedule(q, { ...stored, nextAt: past }), false);
+          assert.equal(await storeOf(client).putSchedule(q, { ...stored, nextAt: past }), false);
         }
-        await new Scheduler(client.store, q, reportTo(h)).pass();
+        await new Scheduler(storeOf(client), q, reportTo(h)).pass();
         const after = await client.schedules(q);
         const next = after[0]?.nextAt ?? 0;
         assert.ok(next > now && next <= Date.now() + MINUTE, 'each goes on from its next slot');
@@ -160,7 +161,7 @@ export function schedules(fixture: StoreFixture): void {
           slotMessageId('three', next - MINUTE),
         ]);
         // A second pass finds nothing due.
-        await new Scheduler(client.store, q, reportTo(h)).pass();
+        await new Scheduler(storeOf(client), q, reportTo(h)).pass();
         assert.equal((await client.queueStatus(q)).total, 4);
       },
     );
@@ -291,7 +292,7 @@ export function schedules(fixture: StoreFixture): void {
         }
         // The body is kept where a payload is: a payload that fits a message may not fit with its schedule's
         // options and bytes as base64.
-        const limit = h.client.store.capabilities.maxPayloadBytes;
+        const limit = storeOf(h.client).capabilities.maxPayloadBytes;
         const big = new Uint8Array(Math.ceil(limit * 0.8));
         await assert.rejects(h.client.schedule(q, 'big', { everyMs: 1000 }, big), { name: 'PayloadTooLargeError' });
         assert.deepEqual(await h.client.schedules(q), []);
@@ -308,5 +309,44 @@ export function schedules(fixture: StoreFixture): void {
       const [info] = await h.client.schedules(q);
       assert.ok(info && info.nextAt < Date.now(), 'its slot stays due until a scheduler fires it');
     });
+
+    storeTest(
+      fixture,
+      "schedule: a client's workers of one queue share one scheduler, stopped with the last of them",
+      async (h) => {
+        const q = h.queue('shared');
+        // Counts the real store's schedule reads for this queue: one loop reads once per rescan or wake.
+        const store = storeOf(h.client);
+        const read = store.schedules.bind(store);
+        let reads = 0;
+        store.schedules = (queue) => {
+          if (queue === q) reads += 1;
+          return read(queue);
+        };
+        const started = Date.now();
+        const log = new JobLog();
+        const workers = [1, 2, 3].map(() => h.worker(q, (job) => log.record(job)));
+        await waitFor(async () => (await h.client.queueStatus(q)).consumers.length === 3, { what: 'three workers' });
+        await waitFor(() => reads > 0, { what: 'the first read of the schedules' });
+        await quietPeriod(300);
+        // Three loops would read three times at once, and three times per rescan after.
+        const rescans = Math.floor((Date.now() - started) / RESCAN_MS);
+        assert.ok(reads <= 2 + rescans, `${reads} reads in ${rescans} rescans: one loop, not three`);
+
+        const [first, second, last] = workers;
+        assert.ok(first && second && last);
+        await Promise.all([first.stop(), second.stop()]);
+        await h.client.schedule(q, 'tick', { everyMs: 1000 }, 'x');
+        await log.count(1, { timeoutMs: 10_000 });
+
+        await last.stop();
+        await h.client.unschedule(q, 'tick');
+        const afterStop = reads;
+        // A schedule change wakes a running loop at once; with none left, nothing reads.
+        await h.client.schedule(q, 'tock', { everyMs: HOUR }, 'y');
+        await quietPeriod(300);
+        assert.equal(reads, afterStop, 'no scheduler runs once the last worker stopped');
+      },
+    );
   });
 }

@@ -218,7 +218,7 @@ export function metricsSuite(fixture: StoreFixture): void {
       }
     });
 
-    storeTest(fixture, 'metrics options are checked', async (h) => {
+    storeTest(fixture, 'metrics() refuses a bad queue list or an unknown option with a TypeError', async (h) => {
       await assert.rejects(h.client.metrics({ queues: ['bad name'] }), /queue name "bad name" is invalid/);
       await assert.rejects(h.client.metrics({ queues: 'q' as unknown as string[] }), /array of queue names/);
       await assert.rejects(h.client.metrics({ queue: ['q'] } as never), TypeError);

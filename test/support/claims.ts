@@ -2,12 +2,13 @@
 import { waitFor } from './wait.js';
 import type { Harness } from './harness.js';
 import type { ClaimedMessage } from '../../src/store/contract.js';
+import { storeOf } from '../../src/client-store.js';
 
 /** Claims one message as `consumerId`, holding it `lockMs`, waiting until there is one to claim. */
 export async function claimOne(h: Harness, queue: string, consumerId: string, lockMs: number): Promise<ClaimedMessage> {
   return waitFor(
     async () => {
-      const result = await h.client.store.claim(queue, {
+      const result = await storeOf(h.client).claim(queue, {
         consumerId,
         max: 1,
         lockMs,
@@ -33,13 +34,19 @@ export async function claimIds(
   max: number,
   lockMs = 60_000,
 ): Promise<{ ids: string[]; wakeAt: number | null }> {
-  const result = await h.client.store.claim(queue, { consumerId, max, lockMs, accepts: null, eoqBackoffMs: () => 50 });
+  const result = await storeOf(h.client).claim(queue, {
+    consumerId,
+    max,
+    lockMs,
+    accepts: null,
+    eoqBackoffMs: () => 50,
+  });
   return { ids: result.messages.map((m) => m.id), wakeAt: result.wakeAt };
 }
 
 /** Finishes a message held by `consumerId` with success, as a worker would. */
 export async function finishOk(h: Harness, queue: string, consumerId: string, id: string, attempt = 1): Promise<void> {
-  const results = await h.client.store.finish(queue, consumerId, [
+  const results = await storeOf(h.client).finish(queue, consumerId, [
     { id, attempt, outcome: 'success', backoffMs: 0, error: null, startedAt: Date.now() },
   ]);
   if (results[0] !== 'ok') throw new Error(`finishing ${id} as ${consumerId}: ${String(results[0])}`);

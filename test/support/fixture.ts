@@ -1,7 +1,7 @@
 /** What a store brings to the conformance suite. */
-import type { Client } from '../../src/index.js';
+import type { StoreCapabilities } from '../../src/store/contract.js';
 
-export type Capabilities = Client['store']['capabilities'];
+export type Capabilities = StoreCapabilities;
 
 /** The yes/no capabilities; a test that needs one is named after it and skipped without it. */
 export type CapabilityFlag = {

@@ -15,6 +15,7 @@ import {
 import { spawnChild, type Child } from './child.js';
 import { uniqueQueue } from './names.js';
 import type { CapabilityFlag, StoreFixture } from './fixture.js';
+import { storeOf } from '../../src/client-store.js';
 
 /** A hang becomes a failure long before the runner's own limits. */
 export const TEST_TIMEOUT_MS = 30_000;
@@ -61,7 +62,7 @@ export function storeTest(
   const title = capability === undefined ? name : `${capability}: ${name}`;
   void test(title, { timeout: options.timeoutMs ?? TEST_TIMEOUT_MS }, async (t) => {
     const h = await openHarness(t, fixture);
-    if (capability !== undefined && !h.client.store.capabilities[capability]) {
+    if (capability !== undefined && !storeOf(h.client).capabilities[capability]) {
       t.skip(`${fixture.name} does not declare ${capability}`);
       return;
     }

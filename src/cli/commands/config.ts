@@ -41,7 +41,7 @@ export const config: Command = {
       '  events_max_count=N      keep at most the N newest events (default 10000)\n' +
       '  events_max_age_ms=N     events older than N ms are trimmed (default 1 day)\n' +
       '  rate_limit=MAX/PERIOD   at most MAX claims per PERIOD across all workers, e.g. 100/1s, 5/250ms,\n' +
-      '                          1000/1m; none removes it (default none)\n' +
+      '                          1000/1m, 50000/1d; none removes it (default none)\n' +
       '  group_concurrency=N     at most N messages of one group (enqueue --group) run at once; none: no\n' +
       '                          limit (default none)\n' +
       '  filter.NAME=v1,v2,...   the values of filter NAME, lowest first; empty removes the filter',

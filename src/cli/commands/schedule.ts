@@ -1,6 +1,6 @@
 /** `kvmq schedule add|ls|rm`: repeatable schedules kept in the store, fired by the queue's workers. */
 import type { Client, ScheduleInfo, ScheduleOptions, ScheduleTiming } from '../../index.js';
-import { checkGroup, checkPriority, checkScheduleName } from '../../model/scheduling.js';
+import { checkScheduleName } from '../../model/scheduling.js';
 import { checkCount, checkQueueName } from '../../model/validate.js';
 import { CATCH_UP_MAX } from '../../schedule/body.js';
 import { checkTiming } from '../../schedule/timing.js';
@@ -18,6 +18,7 @@ import { EXIT_FAILURE, EXIT_OK, UsageError } from '../errors.js';
 import { commandUsage } from '../help.js';
 import { readAll } from '../input.js';
 import { note, printJson, printLine } from '../output.js';
+import { parseGroup, parsePriority } from '../scheduling-args.js';
 import { withClient } from '../store.js';
 import { jsonOf } from './list.js';
 
@@ -81,9 +82,8 @@ async function add(argv: string[]): Promise<number> {
   usage(() => checkScheduleName(name));
   const timing = await timingOf(values.cron, values.tz, values.every);
   const options: ScheduleOptions = {
-    priority:
-      values.priority === undefined ? undefined : usage(() => checkPriority(whole('--priority', values.priority))),
-    group: values.group === undefined ? undefined : usage(() => checkGroup(values.group)),
+    priority: parsePriority(values.priority),
+    group: parseGroup(values.group),
     filters: parseFilterPairs(values.filter),
     metadata: values.metadata === undefined ? undefined : parseJsonObject('--metadata', values.metadata),
     attempts: optionalWholeNumber('--attempts', values.attempts, 1),

@@ -66,6 +66,7 @@ export class Dispatcher {
     this.planner = new Planner(this.mirror, {
       kv: this.kv,
       log: this.log,
+      seenRevision: () => this.intake.seenRevision,
       change: (msg, consumer, ops) => this.change(msg, consumer, ops),
       producerChange: (put, consumer, ops) => this.producerChange(put, consumer, ops),
       fetchPayloads: (msgs) => void this.fetchPayloads(msgs),
@@ -80,12 +81,16 @@ export class Dispatcher {
     const snapshot = await readSnapshot(this.kv, this.keys);
     if (this.stopped) return;
     this.mirror.adoptSnapshot(snapshot);
+    this.intake.startAt(snapshot.revision);
     const from = snapshot.revision + 1;
     const handler = (events: readonly WatchEvent[]): void => this.onEvents(events);
     const broken = (error: Error): void => this.stop(`a watch broke (${error.message}); another start reads again`);
     for (const prefix of [this.keys.prefix, this.keys.shortPrefix]) {
+      // The long prefix holds the ordered queue: its watch tells how far the mirror has seen it.
+      const ordered = prefix === this.keys.prefix;
+      const events = (batch: readonly WatchEvent[]): void => this.onEvents(batch, ordered);
       this.watches.push(
-        this.kv.watch({ key: prefix, end: prefixEnd(prefix), startRevision: from }, { events: handler, broken }),
+        this.kv.watch({ key: prefix, end: prefixEnd(prefix), startRevision: from }, { events, broken }),
       );
     }
     this.watches.push(this.kv.watch({ key: this.keys.election, startRevision: from }, { events: handler, broken }));
@@ -116,9 +121,9 @@ export class Dispatcher {
     );
   }
 
-  private onEvents(events: readonly WatchEvent[]): void {
+  private onEvents(events: readonly WatchEvent[], ordered = false): void {
     if (this.stopped) return;
-    this.intake.apply(events);
+    this.intake.apply(events, ordered);
     this.schedule();
   }
 
@@ -183,7 +188,7 @@ export class Dispatcher {
         this.loader.dropTail();
       }
     }
-    let next = Math.min(m.ready.nextLater(), m.locks.peekTime(), m.rateWakeAt ?? Infinity);
+    let next = Math.min(m.ready.nextLater(), m.locks.peekTime(), m.rateWakeAt ?? Infinity, this.planner.holdEndsAt);
     for (const msg of m.expired) next = Math.min(next, (msg.record.lockUntil ?? Infinity) + STALE_LOCK_GRACE_MS);
     if (next < Infinity) this.arm(next);
   }

@@ -18,6 +18,9 @@ export class EventIntake {
   private deferred: Deferred[] = [];
   /** Messages with deferred events: their later events wait too, to keep the order. */
   private readonly deferredIds = new Set<string>();
+  /** The last revision of the long-prefix watch (the ordered queue's) applied, and the first one deferred. */
+  private applied = 0;
+  private firstDeferred = Infinity;
 
   constructor(
     private readonly mirror: QueueMirror,
@@ -26,14 +29,28 @@ export class EventIntake {
     private readonly log: DispatcherLog,
   ) {}
 
-  /** Applies watch events (in revision order). */
-  apply(events: readonly WatchEvent[]): void {
+  /**
+   * The revision up to which the mirror holds every ordered key: those created later it has not seen (a
+   * delivery's priority guard compares it).
+   */
+  get seenRevision(): number {
+    return Math.min(this.applied, this.firstDeferred - 1);
+  }
+
+  /** The mirror starts from a snapshot read at `revision`. */
+  startAt(revision: number): void {
+    this.applied = revision;
+  }
+
+  /** Applies watch events (in revision order); `ordered`: from the watch of the long prefix. */
+  apply(events: readonly WatchEvent[], ordered = false): void {
     let i = 0;
     while (i < events.length) {
       const revision = events[i]?.kv.modRevision ?? 0;
       let j = i;
       while (j < events.length && events[j]?.kv.modRevision === revision) j++;
       this.onRevision(events.slice(i, j));
+      if (ordered) this.applied = Math.max(this.applied, revision);
       i = j;
     }
   }
@@ -87,6 +104,7 @@ export class EventIntake {
       if (this.mirror.reading && (!this.mirror.msgs.has(id) || this.deferredIds.has(id))) {
         this.deferred.push({ id, events });
         this.deferredIds.add(id);
+        this.firstDeferred = Math.min(this.firstDeferred, events[0]?.kv.modRevision ?? 0);
       } else {
         if (this.mirror.reading) this.mirror.changedWhileReading.add(id);
         this.onMessage(id, events);
@@ -99,6 +117,7 @@ export class EventIntake {
     const deferred = this.deferred;
     this.deferred = [];
     this.deferredIds.clear();
+    this.firstDeferred = Infinity;
     for (const d of deferred) {
       if ('producer' in d) this.onProducer(d.producer);
       else this.onMessage(d.id, d.events);

@@ -15,6 +15,7 @@ import { registerOp } from '../queue-registry.js';
 import { rateCharge, rateGrant, type RateGrant } from '../../model/rate-limit.js';
 import { chargeRate, RATE_TXN_BYTES, RATE_TXN_MESSAGES } from './rate.js';
 import { Appetite } from './groups.js';
+import { priorityGuard, unseenRevision, type PriorityGuard } from './priority-guard.js';
 import type { RateLimit } from '../../model/types.js';
 import * as changes from './changes.js';
 import { freeSlots, type Consumer, type Msg, type ProducerPut } from './model.js';
@@ -24,10 +25,14 @@ import type { QueueMirror } from './mirror.js';
 
 // An expired lock whose holder has not renewed it for this long more is given back to the queue.
 export const STALE_LOCK_GRACE_MS = 10_000;
+// A hold on guarded deliveries ends after this long even if the watch never showed the key (then plans try again).
+const PRIORITY_HOLD_MAX_MS = 1000;
 
 export interface PlannerDeps {
   readonly kv: Kv;
   readonly log: DispatcherLog;
+  /** The revision up to which the mirror has seen every ordered key (events.ts). */
+  seenRevision(): number;
   /** Wraps a message's change: busy while in flight, the consumer's slot reserved. */
   change(msg: Msg, consumer: Consumer | null, ops: changes.Ops): Planned;
   producerChange(put: ProducerPut, consumer: Consumer | null, ops: changes.Ops): Planned;
@@ -44,6 +49,16 @@ export class Planner {
   private readonly appetite = new Appetite();
   /** The queue's registry entry: written with the first plain put this dispatcher moves (once per Txn at most). */
   private registry: 'unwritten' | 'writing' | 'written' = 'unwritten';
+  /**
+   * A priority guard failed on an ordered key created at this revision: deliveries of priorities above 0
+   * wait until the mirror has seen it (or `PRIORITY_HOLD_MAX_MS` passed since `heldAt`).
+   */
+  private holdUntilSeen = 0;
+  private heldAt = 0;
+  /** The last guard made per priority: deliveries planned from the same revision share it (one compare per Txn). */
+  private readonly guards = new Map<number, { seen: number; guard: PriorityGuard }>();
+  /** Deliveries of ready messages in Txns in flight, by priority: none of a lower priority goes meanwhile. */
+  private readonly flying = new Map<number, number>();
 
   constructor(
     private readonly mirror: QueueMirror,
@@ -230,6 +245,86 @@ export class Planner {
     }
   }
 
+  /** True while guarded deliveries wait for the mirror to see a key that failed one. */
+  held(now: number): boolean {
+    if (this.holdUntilSeen === 0) return false;
+    if (this.deps.seenRevision() >= this.holdUntilSeen || now - this.heldAt > PRIORITY_HOLD_MAX_MS) {
+      this.holdUntilSeen = 0;
+      return false;
+    }
+    return true;
+  }
+
+  /** When a hold ends at the latest (Infinity: none), to plan again then. */
+  get holdEndsAt(): number {
+    return this.holdUntilSeen === 0 ? Infinity : this.heldAt + PRIORITY_HOLD_MAX_MS + 1;
+  }
+
+  /** The highest priority (lowest number) of the deliveries in flight; Infinity when none is. */
+  private flyingCeiling(): number {
+    let ceiling = Infinity;
+    for (const priority of this.flying.keys()) ceiling = Math.min(ceiling, priority);
+    return ceiling;
+  }
+
+  /**
+   * A delivery of a ready message counts in `flying` until its Txn answered: a delivery of a lower priority
+   * planned meanwhile could commit first (another Txn), or stay while this one fails and goes again.
+   */
+  private counted(priority: number, change: Planned): Planned {
+    this.flying.set(priority, (this.flying.get(priority) ?? 0) + 1);
+    const land = (): void => {
+      const left = (this.flying.get(priority) ?? 1) - 1;
+      if (left > 0) this.flying.set(priority, left);
+      else this.flying.delete(priority);
+    };
+    return {
+      ...change,
+      onOk: (revision) => {
+        land();
+        change.onOk(revision);
+      },
+      onFail: (reads) => {
+        land();
+        change.onFail(reads);
+      },
+      onError: () => {
+        land();
+        change.onError();
+      },
+    };
+  }
+
+  /**
+   * A delivery of a priority above 0 carries the priority guard (its read last); a failure on the guard holds
+   * such deliveries until the mirror has seen the key that failed it.
+   */
+  private guarded(msg: Msg, ops: changes.Ops, wrap: (ops: changes.Ops) => Planned): Planned {
+    const seen = this.deps.seenRevision();
+    const priority = msg.record.priority;
+    let guard = this.guards.get(priority)?.seen === seen ? (this.guards.get(priority)?.guard ?? null) : null;
+    if (guard === null) {
+      guard = priorityGuard(this.mirror.keys, priority, seen);
+      if (guard !== null) this.guards.set(priority, { seen, guard });
+    }
+    if (guard === null) return this.counted(priority, wrap(ops));
+    ops.compares.push(guard.compare);
+    ops.reads.push(guard.read);
+    const change = this.counted(priority, wrap(ops));
+    return {
+      ...change,
+      onFail: (reads) => {
+        const unseen = unseenRevision(reads.at(-1), seen);
+        if (unseen > 0)
+          if (unseen > this.holdUntilSeen) {
+            this.holdUntilSeen = unseen;
+            this.heldAt = Date.now();
+          }
+        change.onFail(reads);
+      },
+    };
+  }
+
   /** Oldest ready message first, each to the consumer with the most room among those that take its class. */
   private planReady(planned: Planned[], size: number, now: number): Consumer[] {
     let free = [...this.mirror.consumers.values()].filter((c) => c.accepts !== null && freeSlots(c) > 0);
@@ -240,6 +335,9 @@ export class Planner {
     if (rate !== null && rate.grant.granted === 0) return free;
     const rated: Planned[] = [];
     let ratedBytes = 0;
+    // Lower priorities wait while a higher one's payload is read or delivery is in flight, or while a guard
+    // failed (see held).
+    let ceiling = this.held(now) ? 0 : this.flyingCeiling();
     while (free.length > 0) {
       if (rate !== null && rated.length >= rate.grant.granted) break;
       let best: Msg | null = null;
@@ -248,6 +346,7 @@ export class Planner {
       for (const head of this.mirror.ready.heads()) {
         const msg = head.msg;
         if (best !== null && msg.orderedKey >= best.orderedKey) continue;
+        if (msg.record.priority > ceiling) continue;
         if (this.parkIfFull(msg, limit)) {
           parked = true;
           continue;
@@ -281,12 +380,18 @@ export class Planner {
       this.mirror.ready.unfile(best);
       if (best.payload === null) {
         this.deps.fetchPayloads([best]);
+        ceiling = Math.min(ceiling, best.record.priority);
         continue;
       }
       if (rate !== null && rated.length > 0 && ratedBytes + best.payload.length > RATE_TXN_BYTES) break;
       this.appetite.given(consumer);
-      const ops = changes.deliver(this.mirror.keys, best, consumer, best.payload, size, now);
-      const change = this.grouped(best, this.deps.change(best, consumer, this.delivery(ops, best.id)));
+      const ops = this.delivery(changes.deliver(this.mirror.keys, best, consumer, best.payload, size, now), best.id);
+      const msg = best;
+      const change = this.grouped(
+        best,
+        this.guarded(best, ops, (guarded) => this.deps.change(msg, consumer, guarded)),
+      );
+      ceiling = Math.min(ceiling, best.record.priority);
       if (rate === null) planned.push(change);
       else {
         rated.push(change);
@@ -414,7 +519,8 @@ export class Planner {
    * right after a finish waits for this instead of counting a dry run).
    */
   answers(starving: readonly Consumer[], size: number): void {
-    const loadingMore = this.mirror.cursor !== null;
+    // While a guard failed, what looks like nothing for a consumer may be the refill the mirror has not seen.
+    const loadingMore = this.mirror.cursor !== null || this.held(Date.now());
     for (const consumer of this.mirror.consumers.values()) {
       if ((consumer.reg.ask <= consumer.answered && !consumer.owed) || consumer.reserved > 0) continue;
       const full = freeSlots(consumer) <= 0 || consumer.accepts === null;

@@ -18,14 +18,18 @@
 --       five end-of-queue backoffs in ms (after dry run 1, 2, 3, 4, 5 and more),
 --       '*' to accept every class, else the accepted classes ('' for messages without filters)
 -- Reply: { 'classes', class... } when the queue's classes changed since the consumer looked
---        (it claimed nothing), else { 'ok', queue size, dry runs, wake-at ms (-1: none),
+--        (it claimed nothing), else { 'ok', queue size, dry runs, wake-at ms (-1: look again at once; set
+--        when it claimed nothing, or took the last ready messages),
 --        then six per message: id, content, metadata JSON or nil, filter class, attempt, policy or nil }
 -- Include: common events lanes groups forget fail promote
 
--- The hot path of a claim touches none of these.
+-- The hot path of a claim touches none of these (only promote's moves, groups and rate limits do, after
+-- check_rare). It reads conf, then schedule and lock-expiry (promote), before its first write.
 check_layout(nil, { 'history', 'losses', 'outcomes', 'enqueued_at', 'requeue_content', 'requeue_schedule', 'dedupe',
   'done_at', 'backoffs', 'priorities', 'lanes', 'groups', 'debounce', 'debounce_of', 'group_held', 'parked',
-  'rate_tat' })
+  'rate_tat', 'filters', 'pushes' }, { 'conf', 'schedule', 'lock_expiry' })
+-- At most this many ready lists are read to tell a full claim that it took the last ready messages.
+local MAX_DRAINED_READS = 8
 local consumer, max, lock_ms, known = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
 local accept_all = ARGV[10] == '*'
 
@@ -203,6 +207,28 @@ if n > 0 then
   end
 end
 
+-- Whether the accepted lanes are empty now: fewer than asked were there, or as many and none left (read
+-- for a few plain lanes only; with more, or lanes of lower priorities, the worker just claims again).
+local function drained()
+  if n < max then return true end
+  if has_lanes or #lists > MAX_DRAINED_READS then return false end
+  for _, lane in ipairs(lists) do
+    if redis.call('LLEN', ready_list(lane)) > 0 then return false end
+  end
+  return true
+end
+
+-- When looking again is worthwhile without a wake-up: after `ttl` ms, or when a backoff or lock ends.
+local function wake_after(ttl)
+  if more then return now end
+  local wake_at = now + ttl
+  for _, key in ipairs({ K.schedule, K.lock_expiry }) do
+    local first = redis.call('ZRANGE', key, 0, 0, 'WITHSCORES')
+    if first[2] ~= nil then wake_at = math.min(wake_at, tonumber(first[2])) end
+  end
+  return wake_at
+end
+
 if #reply > 4 then
   -- Handling resets the dry runs (and the backoff that counts them).
   local dry = redis.call('GET', K.ndry_runs)
@@ -210,6 +236,9 @@ if #reply > 4 then
     redis.call('SET', K.ndry_runs, '0')
     redis.call('DEL', K.eoq_backoff)
   end
+  -- The accepted lanes ran dry, so a claim now would find nothing: the worker waits for a wake-up instead,
+  -- or until a dry run (the first: the runs were just reset) would have said to look.
+  if drained() then reply[4] = wake_after(tonumber(ARGV[5])) end
 else
   local ttl = redis.call('PTTL', K.eoq_backoff)
   local dry
@@ -220,14 +249,8 @@ else
   else
     dry = tonumber(redis.call('GET', K.ndry_runs)) or 0
   end
-  local wake_at = now + ttl
-  if more then wake_at = now end
-  for _, key in ipairs({ K.schedule, K.lock_expiry }) do
-    local first = redis.call('ZRANGE', key, 0, 0, 'WITHSCORES')
-    if first[2] ~= nil then wake_at = math.min(wake_at, tonumber(first[2])) end
-  end
   reply[3] = dry
-  reply[4] = wake_at
+  reply[4] = wake_after(ttl)
 end
 reply[2] = queue_size()
 events_flush(now)

@@ -19,10 +19,11 @@
 -- Include: common events lanes groups forget fail
 
 local PER = 7
--- A batch of plain successes touches none of these.
+-- A batch of plain successes touches none of these (errors, retries and requeues call check_rare). It reads
+-- holders, nattempts and requeue before its first write.
 check_layout(nil, { 'history', 'losses', 'failed', 'conf', 'requeue_locks', 'requeue_schedule', 'requeue_content',
   'metadata', 'policies', 'enqueued_at', 'schedule', 'mid_circle', 'filters', 'pushes', 'priorities', 'lanes', 'groups',
-  'debounce', 'debounce_of', 'group_held', 'parked' })
+  'debounce', 'debounce_of', 'group_held', 'parked', 'messages' }, { 'holders', 'nattempts', 'requeue' })
 local consumer = ARGV[1]
 local count = (#ARGV - 1) / PER
 if count == 0 then return {} end

@@ -84,7 +84,7 @@ function compare(c: PortCompare): Compare {
     result: RESULTS[c.result],
     target,
     key: bytes(c.key),
-    rangeEnd: EMPTY,
+    rangeEnd: c.end === undefined ? EMPTY : bytes(c.end),
     union,
     number: Buffer.isBuffer(operand) ? 0n : BigInt(operand),
     value: Buffer.isBuffer(operand) ? operand : Buffer.from(String(operand)),

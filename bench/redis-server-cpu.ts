@@ -1,0 +1,191 @@
+/**
+ * `node --import tsx bench/redis-server-cpu.ts --store redis://HOST:PORT [--n N] [--batch B]`
+ *
+ * The Redis server's CPU per message in each step of a message's life, apart: N messages enqueued
+ * (`enqueueBatch`, 1,000 a call), claimed B at a time, then finished B at a time (successes), each step
+ * timed by the server's own `INFO cpu` (user + system of the whole server) and divided by N. With
+ * bench/cpu.ts (the client's side) it says which side bounds a worker's throughput on this machine.
+ * Then the fixed cost of one script call, in µs of server CPU per call: `single` (--calls C, default 2,000)
+ * single-message enqueues, claims of one and finishes of one, and `emptyClaim`, a claim that finds nothing
+ * (what an idle worker pays per wake-up). Last, `idle`: --calls messages enqueued one at a time at 500/s to a
+ * worker at concurrency 1, as bench/peers/redis.ts's latency phase: script calls and server CPU per message.
+ */
+import { setTimeout as sleep } from 'node:timers/promises';
+import { parseArgs } from 'node:util';
+import { Redis } from 'ioredis';
+import { connect } from '../src/index.js';
+import { openStore } from '../src/store/url.js';
+import type { ClaimedMessage, ClaimRequest, Finish, NewMessage } from '../src/store/contract.js';
+
+const { values } = parseArgs({
+  options: {
+    store: { type: 'string' },
+    n: { type: 'string', default: '32000' },
+    batch: { type: 'string', default: '64' },
+    calls: { type: 'string', default: '2000' },
+  },
+});
+const url = values.store ?? process.env.KVMQ_TEST_REDIS_URL;
+if (url === undefined) throw new TypeError('--store redis://HOST:PORT is required (or $KVMQ_TEST_REDIS_URL)');
+const n = Number(values.n);
+const batch = Number(values.batch);
+const calls = Number(values.calls);
+const admin = new Redis(url);
+const client = await connect(url, { maintenance: false });
+const store = await openStore(url);
+const queue = `server-cpu-${Date.now()}`;
+
+/** Seconds of CPU the server has used so far. */
+async function serverCpu(): Promise<number> {
+  const info = await admin.info('cpu');
+  const field = (name: string): number => Number(new RegExp(`^${name}:([\\d.]+)`, 'm').exec(info)?.[1] ?? NaN);
+  return field('used_cpu_user') + field('used_cpu_sys');
+}
+
+/** µs the server has spent running scripts so far (INFO commandstats: EVALSHA and EVAL, without their I/O). */
+async function scriptUs(): Promise<number> {
+  const info = await admin.info('commandstats');
+  let us = 0;
+  for (const match of info.matchAll(/^cmdstat_eval(?:sha)?:.*?usec=(\d+)/gm)) us += Number(match[1]);
+  return us;
+}
+
+/** µs of server CPU per message (or per call: `per`) while `step` runs. */
+async function perMessage(step: () => Promise<void>, per = n): Promise<number> {
+  const before = await serverCpu();
+  await step();
+  return (((await serverCpu()) - before) * 1e6) / per;
+}
+
+/** µs of server CPU per call while `step` runs, and of that the scripts' own (`script`). */
+async function perCallOf(step: () => Promise<void>): Promise<{ cpu: number; script: number }> {
+  const before = await scriptUs();
+  const cpu = await perMessage(step, calls);
+  return { cpu, script: ((await scriptUs()) - before) / calls };
+}
+
+/** Server CPU per call of single-message enqueues, claims and finishes, and of empty claims. */
+async function perCall(request: ClaimRequest): Promise<Record<string, { cpu: number; script: number }>> {
+  const one = { ...request, max: 1 };
+  const enqueue = await perCallOf(async () => {
+    for (let i = 0; i < calls; i += 1) await store.enqueue(queue, [newMessage(i)]);
+  });
+  const held: ClaimedMessage[] = [];
+  const claim = await perCallOf(async () => {
+    for (let i = 0; i < calls; i += 1) held.push(...(await store.claim(queue, one)).messages);
+  });
+  const finish = await perCallOf(async () => {
+    for (const m of held) await store.finish(queue, 'bench', [success(m)]);
+  });
+  const emptyClaim = await perCallOf(async () => {
+    for (let i = 0; i < calls; i += 1) await store.claim(queue, one);
+  });
+  return { enqueue, claim, finish, emptyClaim };
+}
+
+/** Script calls and server CPU per message handed one at a time to an idle worker (concurrency 1, 500/s). */
+async function idleWorker(): Promise<{ scriptCalls: number; cpu: number }> {
+  const idle = `${queue}-idle`;
+  let handled = 0;
+  const worker = client.worker(idle, () => void (handled += 1), { concurrency: 1 });
+  await sleep(200);
+  const evalCalls = async (): Promise<number> => {
+    const info = await admin.info('commandstats');
+    let count = 0;
+    for (const match of info.matchAll(/^cmdstat_eval(?:sha)?:calls=(\d+)/gm)) count += Number(match[1]);
+    return count;
+  };
+  const before = await evalCalls();
+  const cpu = await perMessage(async () => {
+    for (let i = 0; i < calls; i += 1) {
+      await client.enqueue(idle, { i });
+      await sleep(2);
+    }
+    while (handled < calls) await sleep(10);
+  }, calls);
+  const scriptCalls = ((await evalCalls()) - before) / calls;
+  await worker.stop();
+  await client.clear(idle);
+  return { scriptCalls, cpu };
+}
+
+function newMessage(i: number): NewMessage {
+  return {
+    id: `single-${i}`,
+    payload: Buffer.from(JSON.stringify({ i })),
+    encoding: 'json',
+    metadata: {},
+    filters: {},
+    filterClass: '',
+    initialBackoffMs: 0,
+    allowRequeue: false,
+    replacePayload: false,
+    policy: null,
+    priority: 0,
+    group: null,
+    debounceId: null,
+  };
+}
+
+function success(m: ClaimedMessage): Finish {
+  return { id: m.id, attempt: m.attempt, outcome: 'success', backoffMs: 0, error: null, startedAt: Date.now() };
+}
+
+try {
+  const claimed: ClaimedMessage[][] = [];
+  const enqueueUs = await perMessage(async () => {
+    for (let sent = 0; sent < n; sent += 1000) {
+      const size = Math.min(1000, n - sent);
+      await client.enqueueBatch(
+        queue,
+        Array.from({ length: size }, (_, i) => ({ payload: { i: sent + i } })),
+      );
+    }
+  });
+  const request: ClaimRequest = {
+    consumerId: 'bench',
+    max: batch,
+    lockMs: 60_000,
+    accepts: null,
+    eoqBackoffMs: () => 100,
+  };
+  const claimUs = await perMessage(async () => {
+    for (let got = 0; got < n;) {
+      const { messages } = await store.claim(queue, request);
+      if (messages.length === 0) break;
+      claimed.push([...messages]);
+      got += messages.length;
+    }
+  });
+  const finishUs = await perMessage(async () => {
+    for (const messages of claimed) {
+      const finishes = messages.map((m) => ({
+        id: m.id,
+        attempt: m.attempt,
+        outcome: 'success' as const,
+        backoffMs: 0,
+        error: null,
+        startedAt: Date.now(),
+      }));
+      await store.finish(queue, 'bench', finishes);
+    }
+  });
+  const single = await perCall(request);
+  const idle = await idleWorker();
+  const round = (us: number): number => Number(us.toFixed(2));
+  console.log(
+    JSON.stringify({
+      n,
+      batch,
+      serverUsPerMessage: { enqueue: round(enqueueUs), claim: round(claimUs), finish: round(finishUs) },
+      serverUsPerCall: Object.fromEntries(Object.entries(single).map(([step, us]) => [step, round(us.cpu)])),
+      scriptUsPerCall: Object.fromEntries(Object.entries(single).map(([step, us]) => [step, round(us.script)])),
+      idle: { scriptCallsPerMessage: round(idle.scriptCalls), serverUsPerMessage: round(idle.cpu) },
+    }),
+  );
+} finally {
+  await client.clear(queue);
+  await client.close();
+  await store.close();
+  admin.disconnect();
+}

@@ -1,0 +1,56 @@
+/**
+ * TickBatcher: the calls of one tick become one run per key; each caller gets its own slice of the results,
+ * all at once from a run that answers the batch, or as soon as its own items are answered from a run that
+ * answers each item.
+ */
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+import { TickBatcher } from '../src/tick-batcher.js';
+
+test('calls of one tick are one run per key, each caller given its own results', async () => {
+  const runs: string[][] = [];
+  const batcher = new TickBatcher<string, string>((key, items) => {
+    runs.push([key, ...items]);
+    return Promise.resolve(items.map((item) => `${key}:${item}`));
+  });
+  const [a, b, c] = await Promise.all([batcher.add('q', ['1', '2']), batcher.add('q', ['3']), batcher.add('r', ['4'])]);
+  assert.deepEqual(runs, [
+    ['q', '1', '2', '3'],
+    ['r', '4'],
+  ]);
+  assert.deepEqual([a, b, c], [['q:1', 'q:2'], ['q:3'], ['r:4']]);
+});
+
+test('from a run that answers each item, a caller resumes when its own items are answered', async () => {
+  const settle: ((value: string) => void)[] = [];
+  let runs = 0;
+  const batcher = new TickBatcher<string, string>((_, items) => {
+    runs += 1;
+    return items.map((item) => new Promise<string>((resolve) => (settle[Number(item)] = resolve)));
+  });
+  const done: string[] = [];
+  const first = batcher.add('q', ['0', '1']).then((r) => done.push(`first ${r.join()}`));
+  const second = batcher.add('q', ['2']).then((r) => done.push(`second ${r.join()}`));
+  await new Promise((resolve) => setImmediate(resolve));
+  assert.equal(runs, 1);
+  settle[2]?.('c');
+  settle[0]?.('a');
+  await second;
+  assert.deepEqual(done, ['second c']);
+  settle[1]?.('b');
+  await first;
+  assert.deepEqual(done, ['second c', 'first a,b']);
+});
+
+test('a run that throws or rejects fails every caller of its batch', async () => {
+  const throwing = new TickBatcher<number, number>(() => {
+    throw new Error('refused');
+  });
+  await assert.rejects(Promise.all([throwing.add('q', [1]), throwing.add('q', [2])]), /refused/);
+  const rejecting = new TickBatcher<number, number>((_, items) => items.map(() => Promise.reject(new Error('down'))));
+  const results = await Promise.allSettled([rejecting.add('q', [1, 2]), rejecting.add('q', [3])]);
+  assert.deepEqual(
+    results.map((r) => r.status),
+    ['rejected', 'rejected'],
+  );
+});
