@@ -174,6 +174,7 @@ void describe('redis store', () => {
       'pushes',
       'requeue-locks',
       'conf',
+      'layout',
     ];
     const keys = cli(base, 'KEYS', `carmine:mq:{${q}}:*`).map((k) => k.slice(`carmine:mq:{${q}}:`.length));
     assert.deepEqual(keys.sort(), documented.sort());
@@ -611,6 +612,41 @@ void describe('redis store: failures, listings and counts', () => {
     cli(base, 'DEL', `${prefix}:{${q}}:requeue`);
     assert.equal((await client.status(q, 'm'))?.state, 'locked');
     assert.deepEqual(await finish(client, q, 'm', 'success'), ['ok']);
+  });
+
+  void test('the layout mark: set by a checked enqueue, cleared by clear, a later foreign key still refused', async () => {
+    const prefix = uniquePrefix('mark');
+    const client = await open(`${base}?prefix=${prefix}`);
+    const q = 'mark';
+    const key = (name: string): string => `${prefix}:{${q}}:${name}`;
+    assert.equal(one(base, 'EXISTS', key('layout')), '0');
+    await client.enqueue(q, 'x', { id: 'm' });
+    assert.equal(one(base, 'GET', key('layout')), '1');
+    // Marked: a foreign key a claim writes is met by the write itself, still a StoreLayoutError.
+    cli(base, 'SET', key('holders'), 'not kvmq');
+    await assert.rejects(claimOne(client, q), StoreLayoutError);
+    cli(base, 'DEL', key('holders'));
+    // clear deletes the mark with the messages: the next enqueue checks every key again, writing nothing.
+    await client.clear(q);
+    assert.equal(one(base, 'EXISTS', key('layout')), '0');
+    cli(base, 'SET', key('locks'), 'not kvmq');
+    await assert.rejects(client.enqueue(q, 'y', { id: 'n' }), (error: unknown) => {
+      assert.ok(error instanceof StoreLayoutError, String(error));
+      assert.match(error.message, /:locks holds a string/);
+      return true;
+    });
+    assert.equal(one(base, 'EXISTS', key('messages')), '0');
+    assert.equal(one(base, 'EXISTS', key('layout')), '0');
+    // A mark of another type is refused by name.
+    cli(base, 'DEL', key('locks'));
+    cli(base, 'HSET', key('layout'), 'a', 'b');
+    await assert.rejects(client.enqueue(q, 'y', { id: 'n' }), /:layout holds a hash/);
+    cli(base, 'DEL', key('layout'));
+    await client.enqueue(q, 'y', { id: 'n' });
+    assert.deepEqual(
+      (await claimOne(client, q)).messages.map((m) => m.id),
+      ['n'],
+    );
   });
 
   void test('a foreign key met only on the failure path: StoreLayoutError, nothing written', async () => {

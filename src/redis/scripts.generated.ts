@@ -39,6 +39,7 @@ export const SCRIPTS = {
       'failed',
       'lanes',
       'rate-tat',
+      'layout',
       'events',
       'events-seq',
       'events-wake',
@@ -58,26 +59,41 @@ export const SCRIPTS = {
       'debounce-of',
     ],
     readOnly: false,
-    sha: '3da101b22d149a1fdf2a21d584fdc6ea3dd4c259',
+    sha: '34464f45ee33ed99d81f92a83e4aa1b9d67df59b',
     source: `#!lua flags=allow-oom
-local K = { messages = KEYS[1], metadata = KEYS[2], filters = KEYS[3], classes = KEYS[4], nattempts = KEYS[5], locks = KEYS[6], holders = KEYS[7], backoffs = KEYS[8], done = KEYS[9], done_at = KEYS[10], requeue = KEYS[11], schedule = KEYS[12], lock_expiry = KEYS[13], updated_at = KEYS[14], mid_circle = KEYS[15], eoq_backoff = KEYS[16], ndry_runs = KEYS[17], policies = KEYS[18], pushes = KEYS[19], conf = KEYS[20], failed = KEYS[21], lanes = KEYS[22], rate_tat = KEYS[23], events = KEYS[24], events_seq = KEYS[25], events_wake = KEYS[26], priorities = KEYS[27], groups = KEYS[28], group_held = KEYS[29], parked = KEYS[30], history = KEYS[31], losses = KEYS[32], outcomes = KEYS[33], enqueued_at = KEYS[34], requeue_content = KEYS[35], requeue_locks = KEYS[36], requeue_schedule = KEYS[37], dedupe = KEYS[38], debounce = KEYS[39], debounce_of = KEYS[40] }
+local K = { messages = KEYS[1], metadata = KEYS[2], filters = KEYS[3], classes = KEYS[4], nattempts = KEYS[5], locks = KEYS[6], holders = KEYS[7], backoffs = KEYS[8], done = KEYS[9], done_at = KEYS[10], requeue = KEYS[11], schedule = KEYS[12], lock_expiry = KEYS[13], updated_at = KEYS[14], mid_circle = KEYS[15], eoq_backoff = KEYS[16], ndry_runs = KEYS[17], policies = KEYS[18], pushes = KEYS[19], conf = KEYS[20], failed = KEYS[21], lanes = KEYS[22], rate_tat = KEYS[23], layout = KEYS[24], events = KEYS[25], events_seq = KEYS[26], events_wake = KEYS[27], priorities = KEYS[28], groups = KEYS[29], group_held = KEYS[30], parked = KEYS[31], history = KEYS[32], losses = KEYS[33], outcomes = KEYS[34], enqueued_at = KEYS[35], requeue_content = KEYS[36], requeue_locks = KEYS[37], requeue_schedule = KEYS[38], dedupe = KEYS[39], debounce = KEYS[40], debounce_of = KEYS[41] }
 -- common: helpers every script includes. K holds the queue's keys by name
 -- (see src/redis/keys.ts; in Lua '-' becomes '_' and '?' is dropped).
 --
 -- KEYS: (none of its own)
 
--- The types kvmq keeps in each key, to refuse foreign data before writing anything.
-local KEY_TYPES = {
-  messages = 'hash', locks = 'hash', backoffs = 'hash', nattempts = 'hash', mid_circle = 'list',
-  done = 'set', requeue = 'set', eoq_backoff = 'string', ndry_runs = 'string', metadata = 'hash',
-  filters = 'hash', classes = 'set', holders = 'hash', outcomes = 'hash', enqueued_at = 'hash',
-  updated_at = 'hash', requeue_content = 'hash', schedule = 'zset', lock_expiry = 'zset',
-  done_at = 'zset', dedupe = 'zset', conf = 'hash', consumers = 'hash', gc_lock = 'string',
-  gc_at = 'string', policies = 'hash', history = 'hash', losses = 'hash', pushes = 'hash',
-  requeue_locks = 'zset', requeue_schedule = 'zset', failed = 'zset', events = 'stream', events_seq = 'string',
-  priorities = 'hash', lanes = 'zset', groups = 'hash', group_held = 'hash', parked = 'set', debounce = 'hash',
-  debounce_of = 'hash', rate_tat = 'string', schedules = 'hash',
-}
+-- The types kvmq keeps in each key, to refuse foreign data before writing anything. Built when a check
+-- first needs it: a script whose queue is marked (see LAYOUT_FIELD) mostly makes no check at all.
+local KEY_TYPES = nil
+local function key_type(name)
+  if KEY_TYPES == nil then
+    KEY_TYPES = {
+      messages = 'hash', locks = 'hash', backoffs = 'hash', nattempts = 'hash', mid_circle = 'list',
+      done = 'set', requeue = 'set', eoq_backoff = 'string', ndry_runs = 'string', metadata = 'hash',
+      filters = 'hash', classes = 'set', holders = 'hash', outcomes = 'hash', enqueued_at = 'hash',
+      updated_at = 'hash', requeue_content = 'hash', schedule = 'zset', lock_expiry = 'zset',
+      done_at = 'zset', dedupe = 'zset', conf = 'hash', consumers = 'hash', gc_lock = 'string',
+      gc_at = 'string', policies = 'hash', history = 'hash', losses = 'hash', pushes = 'hash',
+      requeue_locks = 'zset', requeue_schedule = 'zset', failed = 'zset', events = 'stream', events_seq = 'string',
+      priorities = 'hash', lanes = 'zset', groups = 'hash', group_held = 'hash', parked = 'set', debounce = 'hash',
+      debounce_of = 'hash', rate_tat = 'string', schedules = 'hash', layout = 'string',
+    }
+  end
+  return KEY_TYPES[name]
+end
+
+-- The \`layout\` key (a string) marks a queue whose keys a full check_layout found to be kvmq's: an enqueue
+-- writes it after its check; clear deletes it with the rest. The hot paths (enqueue, claim, finish) of a
+-- marked queue skip their TYPE calls (about a µs each, a dozen or more per call): a key another program
+-- creates under the prefix later fails the call with Redis's WRONGTYPE, which the client reports as a
+-- StoreLayoutError too, but maybe after part of the call's writes. Keys read before any write and those of
+-- rare paths are still checked on every call.
+local LAYOUT_VERSION = '1'
 
 -- Lua's unpack has a stack limit; variadic commands go in chunks of this many arguments.
 local CHUNK = 1000
@@ -96,6 +112,25 @@ end
 local function check_type(key, expected)
   local found = redis.call('TYPE', key).ok
   if found ~= 'none' and found ~= expected then layout_error(key, found, expected) end
+end
+
+-- Whether the queue carries the layout mark (the script must take the \`layout\` key).
+local function layout_marked()
+  local mark = redis.pcall('GET', K.layout)
+  if type(mark) == 'table' and mark.err then layout_error(K.layout, redis.call('TYPE', K.layout).ok, 'string') end
+  return mark == LAYOUT_VERSION
+end
+
+-- Marks the queue after a full check_layout found its keys kvmq's.
+local function mark_layout()
+  redis.call('SET', K.layout, LAYOUT_VERSION)
+end
+
+-- The conf fields \`fields\` (HMGET), a conf of another type refused before any write.
+local function read_conf(fields)
+  local conf = redis.pcall('HMGET', K.conf, unpack(fields))
+  if conf.err then layout_error(K.conf, redis.call('TYPE', K.conf).ok, 'hash') end
+  return conf
 end
 
 -- The ready list of a lane: a filter class (\`mid-circle\` for messages without filters), followed by '@'
@@ -139,15 +174,22 @@ local CHECKED_BY_HELPER = {}
 -- \`rare\` (optional) names keys left to check_rare, so a hot path pays no TYPE call for them. \`read_first\`
 -- (optional) names keys the script reads, with a command that refuses another type, before it writes
 -- anything: that read is their check. Each TYPE call costs about a µs of the server's time, on every call.
-local function check_layout(new_classes, rare, read_first)
+-- \`marked\` (optional): the queue carries the layout mark; only the lists of \`new_classes\` are checked.
+local function check_layout(new_classes, rare, read_first, marked)
   for _, name in ipairs(rare or {}) do RARE[name] = true end
+  if marked then
+    if K.mid_circle ~= nil then
+      for _, class in ipairs(new_classes or {}) do check_type(ready_list(class), 'list') end
+    end
+    return
+  end
   local skip = {}
   for _, name in ipairs(read_first or {}) do skip[name] = true end
   local lists = K.classes ~= nil and K.mid_circle ~= nil
   -- SMEMBERS below checks \`classes\` itself.
   if lists then skip.classes = true end
   for name, key in pairs(K) do
-    local expected = KEY_TYPES[name]
+    local expected = key_type(name)
     if expected ~= nil and not RARE[name] and not CHECKED_BY_HELPER[name] and not skip[name] then
       check_type(key, expected)
     end
@@ -164,7 +206,7 @@ local function check_rare()
   if rare_checked then return end
   rare_checked = true
   for name in pairs(RARE) do
-    if K[name] ~= nil and not CHECKED_BY_HELPER[name] then check_type(K[name], KEY_TYPES[name]) end
+    if K[name] ~= nil and not CHECKED_BY_HELPER[name] then check_type(K[name], key_type(name)) end
   end
 end
 
@@ -280,12 +322,8 @@ local EVENTS_CONF = { 'events', 'events_max_count' }
 -- Reads the queue's events flag and bound (or takes them as read: \`read\`, the values of EVENTS_CONF).
 -- Call it before the script writes anything.
 local function events_begin(read)
-  local conf = read
-  if conf == nil then
-    -- A conf of another type fails here, before any write (scripts on a hot path leave it out of check_layout).
-    conf = redis.pcall('HMGET', K.conf, unpack(EVENTS_CONF))
-    if conf.err then layout_error(K.conf, redis.call('TYPE', K.conf).ok, 'hash') end
-  end
+  -- A conf of another type fails here, before any write (scripts on a hot path leave it out of check_layout).
+  local conf = read or read_conf(EVENTS_CONF)
   EV.on = conf[1] == '1'
   if EV.on then
     EV.max = tonumber(conf[2]) or DEFAULT_EVENTS_MAX_COUNT
@@ -679,7 +717,7 @@ end
 --
 -- KEYS: messages metadata filters classes nattempts locks holders backoffs done done-at requeue
 --       schedule lock-expiry updated-at mid-circle eoq-backoff? ndry-runs policies pushes conf failed lanes
---       rate-tat
+--       rate-tat layout
 -- ARGV: consumer id, max, lock ms, the number of filter classes the consumer knows of,
 --       five end-of-queue backoffs in ms (after dry run 1, 2, 3, 4, 5 and more),
 --       '*' to accept every class, else the accepted classes ('' for messages without filters)
@@ -693,7 +731,7 @@ end
 -- check_rare). It reads conf, then schedule and lock-expiry (promote), before its first write.
 check_layout(nil, { 'history', 'losses', 'outcomes', 'enqueued_at', 'requeue_content', 'requeue_schedule', 'dedupe',
   'done_at', 'backoffs', 'priorities', 'lanes', 'groups', 'debounce', 'debounce_of', 'group_held', 'parked',
-  'rate_tat', 'filters', 'pushes' }, { 'conf', 'schedule', 'lock_expiry' })
+  'rate_tat', 'filters', 'pushes' }, { 'conf', 'schedule', 'lock_expiry' }, layout_marked())
 -- At most this many ready lists are read to tell a full claim that it took the last ready messages.
 local MAX_DRAINED_READS = 8
 local consumer, max, lock_ms, known = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
@@ -963,28 +1001,44 @@ return reply
       'debounce',
       'debounce-of',
       'rate-tat',
+      'layout',
     ],
     readOnly: false,
-    sha: '9d790bcdefe3c13e90afee1871cc4079aa5502eb',
+    sha: '1148767b640112855e195d321aa500199eb84f98',
     source: `#!lua flags=allow-oom
-local K = { messages = KEYS[1], locks = KEYS[2], backoffs = KEYS[3], nattempts = KEYS[4], mid_circle = KEYS[5], done = KEYS[6], requeue = KEYS[7], eoq_backoff = KEYS[8], ndry_runs = KEYS[9], metadata = KEYS[10], filters = KEYS[11], classes = KEYS[12], holders = KEYS[13], outcomes = KEYS[14], enqueued_at = KEYS[15], updated_at = KEYS[16], requeue_content = KEYS[17], schedule = KEYS[18], lock_expiry = KEYS[19], done_at = KEYS[20], dedupe = KEYS[21], policies = KEYS[22], history = KEYS[23], losses = KEYS[24], pushes = KEYS[25], requeue_locks = KEYS[26], requeue_schedule = KEYS[27], failed = KEYS[28], events = KEYS[29], priorities = KEYS[30], lanes = KEYS[31], groups = KEYS[32], group_held = KEYS[33], parked = KEYS[34], debounce = KEYS[35], debounce_of = KEYS[36], rate_tat = KEYS[37] }
+local K = { messages = KEYS[1], locks = KEYS[2], backoffs = KEYS[3], nattempts = KEYS[4], mid_circle = KEYS[5], done = KEYS[6], requeue = KEYS[7], eoq_backoff = KEYS[8], ndry_runs = KEYS[9], metadata = KEYS[10], filters = KEYS[11], classes = KEYS[12], holders = KEYS[13], outcomes = KEYS[14], enqueued_at = KEYS[15], updated_at = KEYS[16], requeue_content = KEYS[17], schedule = KEYS[18], lock_expiry = KEYS[19], done_at = KEYS[20], dedupe = KEYS[21], policies = KEYS[22], history = KEYS[23], losses = KEYS[24], pushes = KEYS[25], requeue_locks = KEYS[26], requeue_schedule = KEYS[27], failed = KEYS[28], events = KEYS[29], priorities = KEYS[30], lanes = KEYS[31], groups = KEYS[32], group_held = KEYS[33], parked = KEYS[34], debounce = KEYS[35], debounce_of = KEYS[36], rate_tat = KEYS[37], layout = KEYS[38] }
 -- common: helpers every script includes. K holds the queue's keys by name
 -- (see src/redis/keys.ts; in Lua '-' becomes '_' and '?' is dropped).
 --
 -- KEYS: (none of its own)
 
--- The types kvmq keeps in each key, to refuse foreign data before writing anything.
-local KEY_TYPES = {
-  messages = 'hash', locks = 'hash', backoffs = 'hash', nattempts = 'hash', mid_circle = 'list',
-  done = 'set', requeue = 'set', eoq_backoff = 'string', ndry_runs = 'string', metadata = 'hash',
-  filters = 'hash', classes = 'set', holders = 'hash', outcomes = 'hash', enqueued_at = 'hash',
-  updated_at = 'hash', requeue_content = 'hash', schedule = 'zset', lock_expiry = 'zset',
-  done_at = 'zset', dedupe = 'zset', conf = 'hash', consumers = 'hash', gc_lock = 'string',
-  gc_at = 'string', policies = 'hash', history = 'hash', losses = 'hash', pushes = 'hash',
-  requeue_locks = 'zset', requeue_schedule = 'zset', failed = 'zset', events = 'stream', events_seq = 'string',
-  priorities = 'hash', lanes = 'zset', groups = 'hash', group_held = 'hash', parked = 'set', debounce = 'hash',
-  debounce_of = 'hash', rate_tat = 'string', schedules = 'hash',
-}
+-- The types kvmq keeps in each key, to refuse foreign data before writing anything. Built when a check
+-- first needs it: a script whose queue is marked (see LAYOUT_FIELD) mostly makes no check at all.
+local KEY_TYPES = nil
+local function key_type(name)
+  if KEY_TYPES == nil then
+    KEY_TYPES = {
+      messages = 'hash', locks = 'hash', backoffs = 'hash', nattempts = 'hash', mid_circle = 'list',
+      done = 'set', requeue = 'set', eoq_backoff = 'string', ndry_runs = 'string', metadata = 'hash',
+      filters = 'hash', classes = 'set', holders = 'hash', outcomes = 'hash', enqueued_at = 'hash',
+      updated_at = 'hash', requeue_content = 'hash', schedule = 'zset', lock_expiry = 'zset',
+      done_at = 'zset', dedupe = 'zset', conf = 'hash', consumers = 'hash', gc_lock = 'string',
+      gc_at = 'string', policies = 'hash', history = 'hash', losses = 'hash', pushes = 'hash',
+      requeue_locks = 'zset', requeue_schedule = 'zset', failed = 'zset', events = 'stream', events_seq = 'string',
+      priorities = 'hash', lanes = 'zset', groups = 'hash', group_held = 'hash', parked = 'set', debounce = 'hash',
+      debounce_of = 'hash', rate_tat = 'string', schedules = 'hash', layout = 'string',
+    }
+  end
+  return KEY_TYPES[name]
+end
+
+-- The \`layout\` key (a string) marks a queue whose keys a full check_layout found to be kvmq's: an enqueue
+-- writes it after its check; clear deletes it with the rest. The hot paths (enqueue, claim, finish) of a
+-- marked queue skip their TYPE calls (about a µs each, a dozen or more per call): a key another program
+-- creates under the prefix later fails the call with Redis's WRONGTYPE, which the client reports as a
+-- StoreLayoutError too, but maybe after part of the call's writes. Keys read before any write and those of
+-- rare paths are still checked on every call.
+local LAYOUT_VERSION = '1'
 
 -- Lua's unpack has a stack limit; variadic commands go in chunks of this many arguments.
 local CHUNK = 1000
@@ -1003,6 +1057,25 @@ end
 local function check_type(key, expected)
   local found = redis.call('TYPE', key).ok
   if found ~= 'none' and found ~= expected then layout_error(key, found, expected) end
+end
+
+-- Whether the queue carries the layout mark (the script must take the \`layout\` key).
+local function layout_marked()
+  local mark = redis.pcall('GET', K.layout)
+  if type(mark) == 'table' and mark.err then layout_error(K.layout, redis.call('TYPE', K.layout).ok, 'string') end
+  return mark == LAYOUT_VERSION
+end
+
+-- Marks the queue after a full check_layout found its keys kvmq's.
+local function mark_layout()
+  redis.call('SET', K.layout, LAYOUT_VERSION)
+end
+
+-- The conf fields \`fields\` (HMGET), a conf of another type refused before any write.
+local function read_conf(fields)
+  local conf = redis.pcall('HMGET', K.conf, unpack(fields))
+  if conf.err then layout_error(K.conf, redis.call('TYPE', K.conf).ok, 'hash') end
+  return conf
 end
 
 -- The ready list of a lane: a filter class (\`mid-circle\` for messages without filters), followed by '@'
@@ -1046,15 +1119,22 @@ local CHECKED_BY_HELPER = {}
 -- \`rare\` (optional) names keys left to check_rare, so a hot path pays no TYPE call for them. \`read_first\`
 -- (optional) names keys the script reads, with a command that refuses another type, before it writes
 -- anything: that read is their check. Each TYPE call costs about a µs of the server's time, on every call.
-local function check_layout(new_classes, rare, read_first)
+-- \`marked\` (optional): the queue carries the layout mark; only the lists of \`new_classes\` are checked.
+local function check_layout(new_classes, rare, read_first, marked)
   for _, name in ipairs(rare or {}) do RARE[name] = true end
+  if marked then
+    if K.mid_circle ~= nil then
+      for _, class in ipairs(new_classes or {}) do check_type(ready_list(class), 'list') end
+    end
+    return
+  end
   local skip = {}
   for _, name in ipairs(read_first or {}) do skip[name] = true end
   local lists = K.classes ~= nil and K.mid_circle ~= nil
   -- SMEMBERS below checks \`classes\` itself.
   if lists then skip.classes = true end
   for name, key in pairs(K) do
-    local expected = KEY_TYPES[name]
+    local expected = key_type(name)
     if expected ~= nil and not RARE[name] and not CHECKED_BY_HELPER[name] and not skip[name] then
       check_type(key, expected)
     end
@@ -1071,7 +1151,7 @@ local function check_rare()
   if rare_checked then return end
   rare_checked = true
   for name in pairs(RARE) do
-    if K[name] ~= nil and not CHECKED_BY_HELPER[name] then check_type(K[name], KEY_TYPES[name]) end
+    if K[name] ~= nil and not CHECKED_BY_HELPER[name] then check_type(K[name], key_type(name)) end
   end
 end
 
@@ -1157,15 +1237,16 @@ local function flush_ready(r)
   end
 end
 -- clear: removes every message of the queue, its ready lists (every priority's, every group's parked
--- list), its dry-run count, its rate limit's state, its debounce index and its events. The configuration,
--- the schedules, the consumer registry and the events' numbering (\`events-seq\`) stay, so a reader behind
--- is told it missed events. UNLINK frees large keys in the background, so a big queue does not stall Redis.
+-- list), its dry-run count, its layout mark, its rate limit's state, its debounce index and its events.
+-- The configuration, the schedules, the consumer registry and the events' numbering (\`events-seq\`) stay, so
+-- a reader behind is told it missed events. UNLINK frees large keys in the background, so a big queue does
+-- not stall Redis.
 -- Runs when Redis is out of memory (allow-oom): it frees memory.
 --
 -- KEYS: messages locks backoffs nattempts mid-circle done requeue eoq-backoff? ndry-runs metadata
 --       filters classes holders outcomes enqueued-at updated-at requeue-content schedule lock-expiry
 --       done-at dedupe policies history losses pushes requeue-locks requeue-schedule failed events
---       priorities lanes groups group-held parked debounce debounce-of rate-tat
+--       priorities lanes groups group-held parked debounce debounce-of rate-tat layout
 -- ARGV: none
 -- Reply: 1
 -- Include: common
@@ -1197,7 +1278,7 @@ return 1
       'parked',
     ],
     readOnly: false,
-    sha: 'd91137e599c63a0f20f520feffcdcea014378f8b',
+    sha: '3562bd087adfc018a5e88069762a65c20681a7e7',
     source: `#!lua
 local K = { conf = KEYS[1], wake = KEYS[2], messages = KEYS[3], consumers = KEYS[4], pushes = KEYS[5], mid_circle = KEYS[6], filters = KEYS[7], priorities = KEYS[8], lanes = KEYS[9], groups = KEYS[10], group_held = KEYS[11], parked = KEYS[12] }
 -- common: helpers every script includes. K holds the queue's keys by name
@@ -1205,18 +1286,33 @@ local K = { conf = KEYS[1], wake = KEYS[2], messages = KEYS[3], consumers = KEYS
 --
 -- KEYS: (none of its own)
 
--- The types kvmq keeps in each key, to refuse foreign data before writing anything.
-local KEY_TYPES = {
-  messages = 'hash', locks = 'hash', backoffs = 'hash', nattempts = 'hash', mid_circle = 'list',
-  done = 'set', requeue = 'set', eoq_backoff = 'string', ndry_runs = 'string', metadata = 'hash',
-  filters = 'hash', classes = 'set', holders = 'hash', outcomes = 'hash', enqueued_at = 'hash',
-  updated_at = 'hash', requeue_content = 'hash', schedule = 'zset', lock_expiry = 'zset',
-  done_at = 'zset', dedupe = 'zset', conf = 'hash', consumers = 'hash', gc_lock = 'string',
-  gc_at = 'string', policies = 'hash', history = 'hash', losses = 'hash', pushes = 'hash',
-  requeue_locks = 'zset', requeue_schedule = 'zset', failed = 'zset', events = 'stream', events_seq = 'string',
-  priorities = 'hash', lanes = 'zset', groups = 'hash', group_held = 'hash', parked = 'set', debounce = 'hash',
-  debounce_of = 'hash', rate_tat = 'string', schedules = 'hash',
-}
+-- The types kvmq keeps in each key, to refuse foreign data before writing anything. Built when a check
+-- first needs it: a script whose queue is marked (see LAYOUT_FIELD) mostly makes no check at all.
+local KEY_TYPES = nil
+local function key_type(name)
+  if KEY_TYPES == nil then
+    KEY_TYPES = {
+      messages = 'hash', locks = 'hash', backoffs = 'hash', nattempts = 'hash', mid_circle = 'list',
+      done = 'set', requeue = 'set', eoq_backoff = 'string', ndry_runs = 'string', metadata = 'hash',
+      filters = 'hash', classes = 'set', holders = 'hash', outcomes = 'hash', enqueued_at = 'hash',
+      updated_at = 'hash', requeue_content = 'hash', schedule = 'zset', lock_expiry = 'zset',
+      done_at = 'zset', dedupe = 'zset', conf = 'hash', consumers = 'hash', gc_lock = 'string',
+      gc_at = 'string', policies = 'hash', history = 'hash', losses = 'hash', pushes = 'hash',
+      requeue_locks = 'zset', requeue_schedule = 'zset', failed = 'zset', events = 'stream', events_seq = 'string',
+      priorities = 'hash', lanes = 'zset', groups = 'hash', group_held = 'hash', parked = 'set', debounce = 'hash',
+      debounce_of = 'hash', rate_tat = 'string', schedules = 'hash', layout = 'string',
+    }
+  end
+  return KEY_TYPES[name]
+end
+
+-- The \`layout\` key (a string) marks a queue whose keys a full check_layout found to be kvmq's: an enqueue
+-- writes it after its check; clear deletes it with the rest. The hot paths (enqueue, claim, finish) of a
+-- marked queue skip their TYPE calls (about a µs each, a dozen or more per call): a key another program
+-- creates under the prefix later fails the call with Redis's WRONGTYPE, which the client reports as a
+-- StoreLayoutError too, but maybe after part of the call's writes. Keys read before any write and those of
+-- rare paths are still checked on every call.
+local LAYOUT_VERSION = '1'
 
 -- Lua's unpack has a stack limit; variadic commands go in chunks of this many arguments.
 local CHUNK = 1000
@@ -1235,6 +1331,25 @@ end
 local function check_type(key, expected)
   local found = redis.call('TYPE', key).ok
   if found ~= 'none' and found ~= expected then layout_error(key, found, expected) end
+end
+
+-- Whether the queue carries the layout mark (the script must take the \`layout\` key).
+local function layout_marked()
+  local mark = redis.pcall('GET', K.layout)
+  if type(mark) == 'table' and mark.err then layout_error(K.layout, redis.call('TYPE', K.layout).ok, 'string') end
+  return mark == LAYOUT_VERSION
+end
+
+-- Marks the queue after a full check_layout found its keys kvmq's.
+local function mark_layout()
+  redis.call('SET', K.layout, LAYOUT_VERSION)
+end
+
+-- The conf fields \`fields\` (HMGET), a conf of another type refused before any write.
+local function read_conf(fields)
+  local conf = redis.pcall('HMGET', K.conf, unpack(fields))
+  if conf.err then layout_error(K.conf, redis.call('TYPE', K.conf).ok, 'hash') end
+  return conf
 end
 
 -- The ready list of a lane: a filter class (\`mid-circle\` for messages without filters), followed by '@'
@@ -1278,15 +1393,22 @@ local CHECKED_BY_HELPER = {}
 -- \`rare\` (optional) names keys left to check_rare, so a hot path pays no TYPE call for them. \`read_first\`
 -- (optional) names keys the script reads, with a command that refuses another type, before it writes
 -- anything: that read is their check. Each TYPE call costs about a µs of the server's time, on every call.
-local function check_layout(new_classes, rare, read_first)
+-- \`marked\` (optional): the queue carries the layout mark; only the lists of \`new_classes\` are checked.
+local function check_layout(new_classes, rare, read_first, marked)
   for _, name in ipairs(rare or {}) do RARE[name] = true end
+  if marked then
+    if K.mid_circle ~= nil then
+      for _, class in ipairs(new_classes or {}) do check_type(ready_list(class), 'list') end
+    end
+    return
+  end
   local skip = {}
   for _, name in ipairs(read_first or {}) do skip[name] = true end
   local lists = K.classes ~= nil and K.mid_circle ~= nil
   -- SMEMBERS below checks \`classes\` itself.
   if lists then skip.classes = true end
   for name, key in pairs(K) do
-    local expected = KEY_TYPES[name]
+    local expected = key_type(name)
     if expected ~= nil and not RARE[name] and not CHECKED_BY_HELPER[name] and not skip[name] then
       check_type(key, expected)
     end
@@ -1303,7 +1425,7 @@ local function check_rare()
   if rare_checked then return end
   rare_checked = true
   for name in pairs(RARE) do
-    if K[name] ~= nil and not CHECKED_BY_HELPER[name] then check_type(K[name], KEY_TYPES[name]) end
+    if K[name] ~= nil and not CHECKED_BY_HELPER[name] then check_type(K[name], key_type(name)) end
   end
 end
 
@@ -1548,7 +1670,7 @@ return 1
     name: 'consumers',
     keys: ['consumers', 'holders', 'locks'],
     readOnly: true,
-    sha: 'f1bfdcef6f4384539475108e9489ecc7087a4480',
+    sha: 'a87b0ea1f21722d76bb85a745590461698562eb8',
     source: `#!lua flags=no-writes
 local K = { consumers = KEYS[1], holders = KEYS[2], locks = KEYS[3] }
 -- common: helpers every script includes. K holds the queue's keys by name
@@ -1556,18 +1678,33 @@ local K = { consumers = KEYS[1], holders = KEYS[2], locks = KEYS[3] }
 --
 -- KEYS: (none of its own)
 
--- The types kvmq keeps in each key, to refuse foreign data before writing anything.
-local KEY_TYPES = {
-  messages = 'hash', locks = 'hash', backoffs = 'hash', nattempts = 'hash', mid_circle = 'list',
-  done = 'set', requeue = 'set', eoq_backoff = 'string', ndry_runs = 'string', metadata = 'hash',
-  filters = 'hash', classes = 'set', holders = 'hash', outcomes = 'hash', enqueued_at = 'hash',
-  updated_at = 'hash', requeue_content = 'hash', schedule = 'zset', lock_expiry = 'zset',
-  done_at = 'zset', dedupe = 'zset', conf = 'hash', consumers = 'hash', gc_lock = 'string',
-  gc_at = 'string', policies = 'hash', history = 'hash', losses = 'hash', pushes = 'hash',
-  requeue_locks = 'zset', requeue_schedule = 'zset', failed = 'zset', events = 'stream', events_seq = 'string',
-  priorities = 'hash', lanes = 'zset', groups = 'hash', group_held = 'hash', parked = 'set', debounce = 'hash',
-  debounce_of = 'hash', rate_tat = 'string', schedules = 'hash',
-}
+-- The types kvmq keeps in each key, to refuse foreign data before writing anything. Built when a check
+-- first needs it: a script whose queue is marked (see LAYOUT_FIELD) mostly makes no check at all.
+local KEY_TYPES = nil
+local function key_type(name)
+  if KEY_TYPES == nil then
+    KEY_TYPES = {
+      messages = 'hash', locks = 'hash', backoffs = 'hash', nattempts = 'hash', mid_circle = 'list',
+      done = 'set', requeue = 'set', eoq_backoff = 'string', ndry_runs = 'string', metadata = 'hash',
+      filters = 'hash', classes = 'set', holders = 'hash', outcomes = 'hash', enqueued_at = 'hash',
+      updated_at = 'hash', requeue_content = 'hash', schedule = 'zset', lock_expiry = 'zset',
+      done_at = 'zset', dedupe = 'zset', conf = 'hash', consumers = 'hash', gc_lock = 'string',
+      gc_at = 'string', policies = 'hash', history = 'hash', losses = 'hash', pushes = 'hash',
+      requeue_locks = 'zset', requeue_schedule = 'zset', failed = 'zset', events = 'stream', events_seq = 'string',
+      priorities = 'hash', lanes = 'zset', groups = 'hash', group_held = 'hash', parked = 'set', debounce = 'hash',
+      debounce_of = 'hash', rate_tat = 'string', schedules = 'hash', layout = 'string',
+    }
+  end
+  return KEY_TYPES[name]
+end
+
+-- The \`layout\` key (a string) marks a queue whose keys a full check_layout found to be kvmq's: an enqueue
+-- writes it after its check; clear deletes it with the rest. The hot paths (enqueue, claim, finish) of a
+-- marked queue skip their TYPE calls (about a µs each, a dozen or more per call): a key another program
+-- creates under the prefix later fails the call with Redis's WRONGTYPE, which the client reports as a
+-- StoreLayoutError too, but maybe after part of the call's writes. Keys read before any write and those of
+-- rare paths are still checked on every call.
+local LAYOUT_VERSION = '1'
 
 -- Lua's unpack has a stack limit; variadic commands go in chunks of this many arguments.
 local CHUNK = 1000
@@ -1586,6 +1723,25 @@ end
 local function check_type(key, expected)
   local found = redis.call('TYPE', key).ok
   if found ~= 'none' and found ~= expected then layout_error(key, found, expected) end
+end
+
+-- Whether the queue carries the layout mark (the script must take the \`layout\` key).
+local function layout_marked()
+  local mark = redis.pcall('GET', K.layout)
+  if type(mark) == 'table' and mark.err then layout_error(K.layout, redis.call('TYPE', K.layout).ok, 'string') end
+  return mark == LAYOUT_VERSION
+end
+
+-- Marks the queue after a full check_layout found its keys kvmq's.
+local function mark_layout()
+  redis.call('SET', K.layout, LAYOUT_VERSION)
+end
+
+-- The conf fields \`fields\` (HMGET), a conf of another type refused before any write.
+local function read_conf(fields)
+  local conf = redis.pcall('HMGET', K.conf, unpack(fields))
+  if conf.err then layout_error(K.conf, redis.call('TYPE', K.conf).ok, 'hash') end
+  return conf
 end
 
 -- The ready list of a lane: a filter class (\`mid-circle\` for messages without filters), followed by '@'
@@ -1629,15 +1785,22 @@ local CHECKED_BY_HELPER = {}
 -- \`rare\` (optional) names keys left to check_rare, so a hot path pays no TYPE call for them. \`read_first\`
 -- (optional) names keys the script reads, with a command that refuses another type, before it writes
 -- anything: that read is their check. Each TYPE call costs about a µs of the server's time, on every call.
-local function check_layout(new_classes, rare, read_first)
+-- \`marked\` (optional): the queue carries the layout mark; only the lists of \`new_classes\` are checked.
+local function check_layout(new_classes, rare, read_first, marked)
   for _, name in ipairs(rare or {}) do RARE[name] = true end
+  if marked then
+    if K.mid_circle ~= nil then
+      for _, class in ipairs(new_classes or {}) do check_type(ready_list(class), 'list') end
+    end
+    return
+  end
   local skip = {}
   for _, name in ipairs(read_first or {}) do skip[name] = true end
   local lists = K.classes ~= nil and K.mid_circle ~= nil
   -- SMEMBERS below checks \`classes\` itself.
   if lists then skip.classes = true end
   for name, key in pairs(K) do
-    local expected = KEY_TYPES[name]
+    local expected = key_type(name)
     if expected ~= nil and not RARE[name] and not CHECKED_BY_HELPER[name] and not skip[name] then
       check_type(key, expected)
     end
@@ -1654,7 +1817,7 @@ local function check_rare()
   if rare_checked then return end
   rare_checked = true
   for name in pairs(RARE) do
-    if K[name] ~= nil and not CHECKED_BY_HELPER[name] then check_type(K[name], KEY_TYPES[name]) end
+    if K[name] ~= nil and not CHECKED_BY_HELPER[name] then check_type(K[name], key_type(name)) end
   end
 end
 
@@ -1813,28 +1976,44 @@ return reply
       'pushes',
       'debounce',
       'debounce-of',
+      'layout',
     ],
     readOnly: false,
-    sha: '820b349494c87b624f3a77c513b8cc6f9a1e6c3c',
+    sha: '11b66cf95642400836f268489f549acff4e0b55a',
     source: `#!lua
-local K = { conf = KEYS[1], events = KEYS[2], events_seq = KEYS[3], events_wake = KEYS[4], done = KEYS[5], requeue = KEYS[6], backoffs = KEYS[7], locks = KEYS[8], failed = KEYS[9], filters = KEYS[10], priorities = KEYS[11], lanes = KEYS[12], groups = KEYS[13], messages = KEYS[14], metadata = KEYS[15], classes = KEYS[16], nattempts = KEYS[17], holders = KEYS[18], outcomes = KEYS[19], enqueued_at = KEYS[20], updated_at = KEYS[21], requeue_content = KEYS[22], schedule = KEYS[23], done_at = KEYS[24], dedupe = KEYS[25], mid_circle = KEYS[26], wake = KEYS[27], policies = KEYS[28], losses = KEYS[29], requeue_locks = KEYS[30], requeue_schedule = KEYS[31], pushes = KEYS[32], debounce = KEYS[33], debounce_of = KEYS[34] }
+local K = { conf = KEYS[1], events = KEYS[2], events_seq = KEYS[3], events_wake = KEYS[4], done = KEYS[5], requeue = KEYS[6], backoffs = KEYS[7], locks = KEYS[8], failed = KEYS[9], filters = KEYS[10], priorities = KEYS[11], lanes = KEYS[12], groups = KEYS[13], messages = KEYS[14], metadata = KEYS[15], classes = KEYS[16], nattempts = KEYS[17], holders = KEYS[18], outcomes = KEYS[19], enqueued_at = KEYS[20], updated_at = KEYS[21], requeue_content = KEYS[22], schedule = KEYS[23], done_at = KEYS[24], dedupe = KEYS[25], mid_circle = KEYS[26], wake = KEYS[27], policies = KEYS[28], losses = KEYS[29], requeue_locks = KEYS[30], requeue_schedule = KEYS[31], pushes = KEYS[32], debounce = KEYS[33], debounce_of = KEYS[34], layout = KEYS[35] }
 -- common: helpers every script includes. K holds the queue's keys by name
 -- (see src/redis/keys.ts; in Lua '-' becomes '_' and '?' is dropped).
 --
 -- KEYS: (none of its own)
 
--- The types kvmq keeps in each key, to refuse foreign data before writing anything.
-local KEY_TYPES = {
-  messages = 'hash', locks = 'hash', backoffs = 'hash', nattempts = 'hash', mid_circle = 'list',
-  done = 'set', requeue = 'set', eoq_backoff = 'string', ndry_runs = 'string', metadata = 'hash',
-  filters = 'hash', classes = 'set', holders = 'hash', outcomes = 'hash', enqueued_at = 'hash',
-  updated_at = 'hash', requeue_content = 'hash', schedule = 'zset', lock_expiry = 'zset',
-  done_at = 'zset', dedupe = 'zset', conf = 'hash', consumers = 'hash', gc_lock = 'string',
-  gc_at = 'string', policies = 'hash', history = 'hash', losses = 'hash', pushes = 'hash',
-  requeue_locks = 'zset', requeue_schedule = 'zset', failed = 'zset', events = 'stream', events_seq = 'string',
-  priorities = 'hash', lanes = 'zset', groups = 'hash', group_held = 'hash', parked = 'set', debounce = 'hash',
-  debounce_of = 'hash', rate_tat = 'string', schedules = 'hash',
-}
+-- The types kvmq keeps in each key, to refuse foreign data before writing anything. Built when a check
+-- first needs it: a script whose queue is marked (see LAYOUT_FIELD) mostly makes no check at all.
+local KEY_TYPES = nil
+local function key_type(name)
+  if KEY_TYPES == nil then
+    KEY_TYPES = {
+      messages = 'hash', locks = 'hash', backoffs = 'hash', nattempts = 'hash', mid_circle = 'list',
+      done = 'set', requeue = 'set', eoq_backoff = 'string', ndry_runs = 'string', metadata = 'hash',
+      filters = 'hash', classes = 'set', holders = 'hash', outcomes = 'hash', enqueued_at = 'hash',
+      updated_at = 'hash', requeue_content = 'hash', schedule = 'zset', lock_expiry = 'zset',
+      done_at = 'zset', dedupe = 'zset', conf = 'hash', consumers = 'hash', gc_lock = 'string',
+      gc_at = 'string', policies = 'hash', history = 'hash', losses = 'hash', pushes = 'hash',
+      requeue_locks = 'zset', requeue_schedule = 'zset', failed = 'zset', events = 'stream', events_seq = 'string',
+      priorities = 'hash', lanes = 'zset', groups = 'hash', group_held = 'hash', parked = 'set', debounce = 'hash',
+      debounce_of = 'hash', rate_tat = 'string', schedules = 'hash', layout = 'string',
+    }
+  end
+  return KEY_TYPES[name]
+end
+
+-- The \`layout\` key (a string) marks a queue whose keys a full check_layout found to be kvmq's: an enqueue
+-- writes it after its check; clear deletes it with the rest. The hot paths (enqueue, claim, finish) of a
+-- marked queue skip their TYPE calls (about a µs each, a dozen or more per call): a key another program
+-- creates under the prefix later fails the call with Redis's WRONGTYPE, which the client reports as a
+-- StoreLayoutError too, but maybe after part of the call's writes. Keys read before any write and those of
+-- rare paths are still checked on every call.
+local LAYOUT_VERSION = '1'
 
 -- Lua's unpack has a stack limit; variadic commands go in chunks of this many arguments.
 local CHUNK = 1000
@@ -1853,6 +2032,25 @@ end
 local function check_type(key, expected)
   local found = redis.call('TYPE', key).ok
   if found ~= 'none' and found ~= expected then layout_error(key, found, expected) end
+end
+
+-- Whether the queue carries the layout mark (the script must take the \`layout\` key).
+local function layout_marked()
+  local mark = redis.pcall('GET', K.layout)
+  if type(mark) == 'table' and mark.err then layout_error(K.layout, redis.call('TYPE', K.layout).ok, 'string') end
+  return mark == LAYOUT_VERSION
+end
+
+-- Marks the queue after a full check_layout found its keys kvmq's.
+local function mark_layout()
+  redis.call('SET', K.layout, LAYOUT_VERSION)
+end
+
+-- The conf fields \`fields\` (HMGET), a conf of another type refused before any write.
+local function read_conf(fields)
+  local conf = redis.pcall('HMGET', K.conf, unpack(fields))
+  if conf.err then layout_error(K.conf, redis.call('TYPE', K.conf).ok, 'hash') end
+  return conf
 end
 
 -- The ready list of a lane: a filter class (\`mid-circle\` for messages without filters), followed by '@'
@@ -1896,15 +2094,22 @@ local CHECKED_BY_HELPER = {}
 -- \`rare\` (optional) names keys left to check_rare, so a hot path pays no TYPE call for them. \`read_first\`
 -- (optional) names keys the script reads, with a command that refuses another type, before it writes
 -- anything: that read is their check. Each TYPE call costs about a µs of the server's time, on every call.
-local function check_layout(new_classes, rare, read_first)
+-- \`marked\` (optional): the queue carries the layout mark; only the lists of \`new_classes\` are checked.
+local function check_layout(new_classes, rare, read_first, marked)
   for _, name in ipairs(rare or {}) do RARE[name] = true end
+  if marked then
+    if K.mid_circle ~= nil then
+      for _, class in ipairs(new_classes or {}) do check_type(ready_list(class), 'list') end
+    end
+    return
+  end
   local skip = {}
   for _, name in ipairs(read_first or {}) do skip[name] = true end
   local lists = K.classes ~= nil and K.mid_circle ~= nil
   -- SMEMBERS below checks \`classes\` itself.
   if lists then skip.classes = true end
   for name, key in pairs(K) do
-    local expected = KEY_TYPES[name]
+    local expected = key_type(name)
     if expected ~= nil and not RARE[name] and not CHECKED_BY_HELPER[name] and not skip[name] then
       check_type(key, expected)
     end
@@ -1921,7 +2126,7 @@ local function check_rare()
   if rare_checked then return end
   rare_checked = true
   for name in pairs(RARE) do
-    if K[name] ~= nil and not CHECKED_BY_HELPER[name] then check_type(K[name], KEY_TYPES[name]) end
+    if K[name] ~= nil and not CHECKED_BY_HELPER[name] then check_type(K[name], key_type(name)) end
   end
 end
 
@@ -2037,12 +2242,8 @@ local EVENTS_CONF = { 'events', 'events_max_count' }
 -- Reads the queue's events flag and bound (or takes them as read: \`read\`, the values of EVENTS_CONF).
 -- Call it before the script writes anything.
 local function events_begin(read)
-  local conf = read
-  if conf == nil then
-    -- A conf of another type fails here, before any write (scripts on a hot path leave it out of check_layout).
-    conf = redis.pcall('HMGET', K.conf, unpack(EVENTS_CONF))
-    if conf.err then layout_error(K.conf, redis.call('TYPE', K.conf).ok, 'hash') end
-  end
+  -- A conf of another type fails here, before any write (scripts on a hot path leave it out of check_layout).
+  local conf = read or read_conf(EVENTS_CONF)
   EV.on = conf[1] == '1'
   if EV.on then
     EV.max = tonumber(conf[2]) or DEFAULT_EVENTS_MAX_COUNT
@@ -2162,7 +2363,7 @@ end
 --
 -- KEYS: messages metadata filters classes nattempts locks holders backoffs done requeue outcomes
 --       enqueued-at updated-at requeue-content schedule done-at dedupe mid-circle wake policies losses
---       requeue-locks requeue-schedule pushes priorities lanes groups debounce debounce-of
+--       requeue-locks requeue-schedule pushes priorities lanes groups debounce debounce-of layout
 
 -- ARGV per message, from \`first\`: id, content (encoding tag + payload), metadata JSON ('' for none),
 -- filter class ('' for none), initial backoff ms, flags (1: allowRequeue, 2: replacePayload),
@@ -2177,8 +2378,12 @@ local function scheduling(ext)
   return priority, group, did
 end
 
+-- Whether the queue carried the layout mark when enqueue_check ran (enqueue marks it when not).
+local enqueue_marked = false
+
 -- Checks the layout for the messages from ARGV[first] (before anything is written).
 local function enqueue_check(first)
+  enqueue_marked = layout_marked()
   local lanes = {}
   local rare = false
   for i = first, #ARGV, ENQUEUE_PER do
@@ -2191,7 +2396,7 @@ local function enqueue_check(first)
     end
   end
   -- Plain messages touch none of these.
-  check_layout(lanes, { 'conf', 'priorities', 'lanes', 'groups', 'debounce', 'debounce_of' })
+  check_layout(lanes, { 'conf', 'priorities', 'lanes', 'groups', 'debounce', 'debounce_of' }, nil, enqueue_marked)
   if rare then check_rare() end
 end
 
@@ -2349,6 +2554,7 @@ local function enqueue(first)
   flush_writes(w)
   flush_ready(ready)
   events_flush(now)
+  if not enqueue_marked then mark_layout() end
   return replies, changed
 end
 -- enqueue: adds a batch of messages (lib/enqueue.lua), or answers for ids that exist.
@@ -2371,7 +2577,7 @@ return replies
     name: 'events-trim',
     keys: ['events', 'events-seq'],
     readOnly: false,
-    sha: '700690d7d574a6dd5ec5a5b1b3905e93c0fbf9eb',
+    sha: '9ddac49330ccacc6f45a9810db3a5ccfd4769822',
     source: `#!lua flags=allow-oom
 local K = { events = KEYS[1], events_seq = KEYS[2] }
 -- common: helpers every script includes. K holds the queue's keys by name
@@ -2379,18 +2585,33 @@ local K = { events = KEYS[1], events_seq = KEYS[2] }
 --
 -- KEYS: (none of its own)
 
--- The types kvmq keeps in each key, to refuse foreign data before writing anything.
-local KEY_TYPES = {
-  messages = 'hash', locks = 'hash', backoffs = 'hash', nattempts = 'hash', mid_circle = 'list',
-  done = 'set', requeue = 'set', eoq_backoff = 'string', ndry_runs = 'string', metadata = 'hash',
-  filters = 'hash', classes = 'set', holders = 'hash', outcomes = 'hash', enqueued_at = 'hash',
-  updated_at = 'hash', requeue_content = 'hash', schedule = 'zset', lock_expiry = 'zset',
-  done_at = 'zset', dedupe = 'zset', conf = 'hash', consumers = 'hash', gc_lock = 'string',
-  gc_at = 'string', policies = 'hash', history = 'hash', losses = 'hash', pushes = 'hash',
-  requeue_locks = 'zset', requeue_schedule = 'zset', failed = 'zset', events = 'stream', events_seq = 'string',
-  priorities = 'hash', lanes = 'zset', groups = 'hash', group_held = 'hash', parked = 'set', debounce = 'hash',
-  debounce_of = 'hash', rate_tat = 'string', schedules = 'hash',
-}
+-- The types kvmq keeps in each key, to refuse foreign data before writing anything. Built when a check
+-- first needs it: a script whose queue is marked (see LAYOUT_FIELD) mostly makes no check at all.
+local KEY_TYPES = nil
+local function key_type(name)
+  if KEY_TYPES == nil then
+    KEY_TYPES = {
+      messages = 'hash', locks = 'hash', backoffs = 'hash', nattempts = 'hash', mid_circle = 'list',
+      done = 'set', requeue = 'set', eoq_backoff = 'string', ndry_runs = 'string', metadata = 'hash',
+      filters = 'hash', classes = 'set', holders = 'hash', outcomes = 'hash', enqueued_at = 'hash',
+      updated_at = 'hash', requeue_content = 'hash', schedule = 'zset', lock_expiry = 'zset',
+      done_at = 'zset', dedupe = 'zset', conf = 'hash', consumers = 'hash', gc_lock = 'string',
+      gc_at = 'string', policies = 'hash', history = 'hash', losses = 'hash', pushes = 'hash',
+      requeue_locks = 'zset', requeue_schedule = 'zset', failed = 'zset', events = 'stream', events_seq = 'string',
+      priorities = 'hash', lanes = 'zset', groups = 'hash', group_held = 'hash', parked = 'set', debounce = 'hash',
+      debounce_of = 'hash', rate_tat = 'string', schedules = 'hash', layout = 'string',
+    }
+  end
+  return KEY_TYPES[name]
+end
+
+-- The \`layout\` key (a string) marks a queue whose keys a full check_layout found to be kvmq's: an enqueue
+-- writes it after its check; clear deletes it with the rest. The hot paths (enqueue, claim, finish) of a
+-- marked queue skip their TYPE calls (about a µs each, a dozen or more per call): a key another program
+-- creates under the prefix later fails the call with Redis's WRONGTYPE, which the client reports as a
+-- StoreLayoutError too, but maybe after part of the call's writes. Keys read before any write and those of
+-- rare paths are still checked on every call.
+local LAYOUT_VERSION = '1'
 
 -- Lua's unpack has a stack limit; variadic commands go in chunks of this many arguments.
 local CHUNK = 1000
@@ -2409,6 +2630,25 @@ end
 local function check_type(key, expected)
   local found = redis.call('TYPE', key).ok
   if found ~= 'none' and found ~= expected then layout_error(key, found, expected) end
+end
+
+-- Whether the queue carries the layout mark (the script must take the \`layout\` key).
+local function layout_marked()
+  local mark = redis.pcall('GET', K.layout)
+  if type(mark) == 'table' and mark.err then layout_error(K.layout, redis.call('TYPE', K.layout).ok, 'string') end
+  return mark == LAYOUT_VERSION
+end
+
+-- Marks the queue after a full check_layout found its keys kvmq's.
+local function mark_layout()
+  redis.call('SET', K.layout, LAYOUT_VERSION)
+end
+
+-- The conf fields \`fields\` (HMGET), a conf of another type refused before any write.
+local function read_conf(fields)
+  local conf = redis.pcall('HMGET', K.conf, unpack(fields))
+  if conf.err then layout_error(K.conf, redis.call('TYPE', K.conf).ok, 'hash') end
+  return conf
 end
 
 -- The ready list of a lane: a filter class (\`mid-circle\` for messages without filters), followed by '@'
@@ -2452,15 +2692,22 @@ local CHECKED_BY_HELPER = {}
 -- \`rare\` (optional) names keys left to check_rare, so a hot path pays no TYPE call for them. \`read_first\`
 -- (optional) names keys the script reads, with a command that refuses another type, before it writes
 -- anything: that read is their check. Each TYPE call costs about a µs of the server's time, on every call.
-local function check_layout(new_classes, rare, read_first)
+-- \`marked\` (optional): the queue carries the layout mark; only the lists of \`new_classes\` are checked.
+local function check_layout(new_classes, rare, read_first, marked)
   for _, name in ipairs(rare or {}) do RARE[name] = true end
+  if marked then
+    if K.mid_circle ~= nil then
+      for _, class in ipairs(new_classes or {}) do check_type(ready_list(class), 'list') end
+    end
+    return
+  end
   local skip = {}
   for _, name in ipairs(read_first or {}) do skip[name] = true end
   local lists = K.classes ~= nil and K.mid_circle ~= nil
   -- SMEMBERS below checks \`classes\` itself.
   if lists then skip.classes = true end
   for name, key in pairs(K) do
-    local expected = KEY_TYPES[name]
+    local expected = key_type(name)
     if expected ~= nil and not RARE[name] and not CHECKED_BY_HELPER[name] and not skip[name] then
       check_type(key, expected)
     end
@@ -2477,7 +2724,7 @@ local function check_rare()
   if rare_checked then return end
   rare_checked = true
   for name in pairs(RARE) do
-    if K[name] ~= nil and not CHECKED_BY_HELPER[name] then check_type(K[name], KEY_TYPES[name]) end
+    if K[name] ~= nil and not CHECKED_BY_HELPER[name] then check_type(K[name], key_type(name)) end
   end
 end
 
@@ -2600,7 +2847,7 @@ return redis.call('XTRIM', K.events, 'MINID', string.format('%d', lo))
     name: 'extend',
     keys: ['locks', 'holders', 'nattempts', 'lock-expiry', 'requeue', 'requeue-locks'],
     readOnly: false,
-    sha: '7241e1f4a1a7c05d5976fef8cec313da5c4aaa8a',
+    sha: '0f1eed4d651e8240ea31152e80c5ddec2d36b11a',
     source: `#!lua flags=allow-oom
 local K = { locks = KEYS[1], holders = KEYS[2], nattempts = KEYS[3], lock_expiry = KEYS[4], requeue = KEYS[5], requeue_locks = KEYS[6] }
 -- common: helpers every script includes. K holds the queue's keys by name
@@ -2608,18 +2855,33 @@ local K = { locks = KEYS[1], holders = KEYS[2], nattempts = KEYS[3], lock_expiry
 --
 -- KEYS: (none of its own)
 
--- The types kvmq keeps in each key, to refuse foreign data before writing anything.
-local KEY_TYPES = {
-  messages = 'hash', locks = 'hash', backoffs = 'hash', nattempts = 'hash', mid_circle = 'list',
-  done = 'set', requeue = 'set', eoq_backoff = 'string', ndry_runs = 'string', metadata = 'hash',
-  filters = 'hash', classes = 'set', holders = 'hash', outcomes = 'hash', enqueued_at = 'hash',
-  updated_at = 'hash', requeue_content = 'hash', schedule = 'zset', lock_expiry = 'zset',
-  done_at = 'zset', dedupe = 'zset', conf = 'hash', consumers = 'hash', gc_lock = 'string',
-  gc_at = 'string', policies = 'hash', history = 'hash', losses = 'hash', pushes = 'hash',
-  requeue_locks = 'zset', requeue_schedule = 'zset', failed = 'zset', events = 'stream', events_seq = 'string',
-  priorities = 'hash', lanes = 'zset', groups = 'hash', group_held = 'hash', parked = 'set', debounce = 'hash',
-  debounce_of = 'hash', rate_tat = 'string', schedules = 'hash',
-}
+-- The types kvmq keeps in each key, to refuse foreign data before writing anything. Built when a check
+-- first needs it: a script whose queue is marked (see LAYOUT_FIELD) mostly makes no check at all.
+local KEY_TYPES = nil
+local function key_type(name)
+  if KEY_TYPES == nil then
+    KEY_TYPES = {
+      messages = 'hash', locks = 'hash', backoffs = 'hash', nattempts = 'hash', mid_circle = 'list',
+      done = 'set', requeue = 'set', eoq_backoff = 'string', ndry_runs = 'string', metadata = 'hash',
+      filters = 'hash', classes = 'set', holders = 'hash', outcomes = 'hash', enqueued_at = 'hash',
+      updated_at = 'hash', requeue_content = 'hash', schedule = 'zset', lock_expiry = 'zset',
+      done_at = 'zset', dedupe = 'zset', conf = 'hash', consumers = 'hash', gc_lock = 'string',
+      gc_at = 'string', policies = 'hash', history = 'hash', losses = 'hash', pushes = 'hash',
+      requeue_locks = 'zset', requeue_schedule = 'zset', failed = 'zset', events = 'stream', events_seq = 'string',
+      priorities = 'hash', lanes = 'zset', groups = 'hash', group_held = 'hash', parked = 'set', debounce = 'hash',
+      debounce_of = 'hash', rate_tat = 'string', schedules = 'hash', layout = 'string',
+    }
+  end
+  return KEY_TYPES[name]
+end
+
+-- The \`layout\` key (a string) marks a queue whose keys a full check_layout found to be kvmq's: an enqueue
+-- writes it after its check; clear deletes it with the rest. The hot paths (enqueue, claim, finish) of a
+-- marked queue skip their TYPE calls (about a µs each, a dozen or more per call): a key another program
+-- creates under the prefix later fails the call with Redis's WRONGTYPE, which the client reports as a
+-- StoreLayoutError too, but maybe after part of the call's writes. Keys read before any write and those of
+-- rare paths are still checked on every call.
+local LAYOUT_VERSION = '1'
 
 -- Lua's unpack has a stack limit; variadic commands go in chunks of this many arguments.
 local CHUNK = 1000
@@ -2638,6 +2900,25 @@ end
 local function check_type(key, expected)
   local found = redis.call('TYPE', key).ok
   if found ~= 'none' and found ~= expected then layout_error(key, found, expected) end
+end
+
+-- Whether the queue carries the layout mark (the script must take the \`layout\` key).
+local function layout_marked()
+  local mark = redis.pcall('GET', K.layout)
+  if type(mark) == 'table' and mark.err then layout_error(K.layout, redis.call('TYPE', K.layout).ok, 'string') end
+  return mark == LAYOUT_VERSION
+end
+
+-- Marks the queue after a full check_layout found its keys kvmq's.
+local function mark_layout()
+  redis.call('SET', K.layout, LAYOUT_VERSION)
+end
+
+-- The conf fields \`fields\` (HMGET), a conf of another type refused before any write.
+local function read_conf(fields)
+  local conf = redis.pcall('HMGET', K.conf, unpack(fields))
+  if conf.err then layout_error(K.conf, redis.call('TYPE', K.conf).ok, 'hash') end
+  return conf
 end
 
 -- The ready list of a lane: a filter class (\`mid-circle\` for messages without filters), followed by '@'
@@ -2681,15 +2962,22 @@ local CHECKED_BY_HELPER = {}
 -- \`rare\` (optional) names keys left to check_rare, so a hot path pays no TYPE call for them. \`read_first\`
 -- (optional) names keys the script reads, with a command that refuses another type, before it writes
 -- anything: that read is their check. Each TYPE call costs about a µs of the server's time, on every call.
-local function check_layout(new_classes, rare, read_first)
+-- \`marked\` (optional): the queue carries the layout mark; only the lists of \`new_classes\` are checked.
+local function check_layout(new_classes, rare, read_first, marked)
   for _, name in ipairs(rare or {}) do RARE[name] = true end
+  if marked then
+    if K.mid_circle ~= nil then
+      for _, class in ipairs(new_classes or {}) do check_type(ready_list(class), 'list') end
+    end
+    return
+  end
   local skip = {}
   for _, name in ipairs(read_first or {}) do skip[name] = true end
   local lists = K.classes ~= nil and K.mid_circle ~= nil
   -- SMEMBERS below checks \`classes\` itself.
   if lists then skip.classes = true end
   for name, key in pairs(K) do
-    local expected = KEY_TYPES[name]
+    local expected = key_type(name)
     if expected ~= nil and not RARE[name] and not CHECKED_BY_HELPER[name] and not skip[name] then
       check_type(key, expected)
     end
@@ -2706,7 +2994,7 @@ local function check_rare()
   if rare_checked then return end
   rare_checked = true
   for name in pairs(RARE) do
-    if K[name] ~= nil and not CHECKED_BY_HELPER[name] then check_type(K[name], KEY_TYPES[name]) end
+    if K[name] ~= nil and not CHECKED_BY_HELPER[name] then check_type(K[name], key_type(name)) end
   end
 end
 
@@ -2841,6 +3129,7 @@ return lost
       'wake',
       'pushes',
       'losses',
+      'layout',
       'conf',
       'events',
       'events-seq',
@@ -2861,26 +3150,41 @@ return lost
       'debounce-of',
     ],
     readOnly: false,
-    sha: 'dab9d04b20c6907ec131cf57ecc84b55f54f58ee',
+    sha: '13c67006a12a2d703ab94af2e440dbe791d2855c',
     source: `#!lua flags=allow-oom
-local K = { messages = KEYS[1], filters = KEYS[2], nattempts = KEYS[3], locks = KEYS[4], holders = KEYS[5], backoffs = KEYS[6], done = KEYS[7], done_at = KEYS[8], dedupe = KEYS[9], requeue = KEYS[10], requeue_content = KEYS[11], schedule = KEYS[12], lock_expiry = KEYS[13], outcomes = KEYS[14], updated_at = KEYS[15], mid_circle = KEYS[16], wake = KEYS[17], pushes = KEYS[18], losses = KEYS[19], conf = KEYS[20], events = KEYS[21], events_seq = KEYS[22], events_wake = KEYS[23], priorities = KEYS[24], lanes = KEYS[25], groups = KEYS[26], group_held = KEYS[27], parked = KEYS[28], metadata = KEYS[29], policies = KEYS[30], history = KEYS[31], enqueued_at = KEYS[32], requeue_locks = KEYS[33], requeue_schedule = KEYS[34], failed = KEYS[35], debounce = KEYS[36], debounce_of = KEYS[37] }
+local K = { messages = KEYS[1], filters = KEYS[2], nattempts = KEYS[3], locks = KEYS[4], holders = KEYS[5], backoffs = KEYS[6], done = KEYS[7], done_at = KEYS[8], dedupe = KEYS[9], requeue = KEYS[10], requeue_content = KEYS[11], schedule = KEYS[12], lock_expiry = KEYS[13], outcomes = KEYS[14], updated_at = KEYS[15], mid_circle = KEYS[16], wake = KEYS[17], pushes = KEYS[18], losses = KEYS[19], layout = KEYS[20], conf = KEYS[21], events = KEYS[22], events_seq = KEYS[23], events_wake = KEYS[24], priorities = KEYS[25], lanes = KEYS[26], groups = KEYS[27], group_held = KEYS[28], parked = KEYS[29], metadata = KEYS[30], policies = KEYS[31], history = KEYS[32], enqueued_at = KEYS[33], requeue_locks = KEYS[34], requeue_schedule = KEYS[35], failed = KEYS[36], debounce = KEYS[37], debounce_of = KEYS[38] }
 -- common: helpers every script includes. K holds the queue's keys by name
 -- (see src/redis/keys.ts; in Lua '-' becomes '_' and '?' is dropped).
 --
 -- KEYS: (none of its own)
 
--- The types kvmq keeps in each key, to refuse foreign data before writing anything.
-local KEY_TYPES = {
-  messages = 'hash', locks = 'hash', backoffs = 'hash', nattempts = 'hash', mid_circle = 'list',
-  done = 'set', requeue = 'set', eoq_backoff = 'string', ndry_runs = 'string', metadata = 'hash',
-  filters = 'hash', classes = 'set', holders = 'hash', outcomes = 'hash', enqueued_at = 'hash',
-  updated_at = 'hash', requeue_content = 'hash', schedule = 'zset', lock_expiry = 'zset',
-  done_at = 'zset', dedupe = 'zset', conf = 'hash', consumers = 'hash', gc_lock = 'string',
-  gc_at = 'string', policies = 'hash', history = 'hash', losses = 'hash', pushes = 'hash',
-  requeue_locks = 'zset', requeue_schedule = 'zset', failed = 'zset', events = 'stream', events_seq = 'string',
-  priorities = 'hash', lanes = 'zset', groups = 'hash', group_held = 'hash', parked = 'set', debounce = 'hash',
-  debounce_of = 'hash', rate_tat = 'string', schedules = 'hash',
-}
+-- The types kvmq keeps in each key, to refuse foreign data before writing anything. Built when a check
+-- first needs it: a script whose queue is marked (see LAYOUT_FIELD) mostly makes no check at all.
+local KEY_TYPES = nil
+local function key_type(name)
+  if KEY_TYPES == nil then
+    KEY_TYPES = {
+      messages = 'hash', locks = 'hash', backoffs = 'hash', nattempts = 'hash', mid_circle = 'list',
+      done = 'set', requeue = 'set', eoq_backoff = 'string', ndry_runs = 'string', metadata = 'hash',
+      filters = 'hash', classes = 'set', holders = 'hash', outcomes = 'hash', enqueued_at = 'hash',
+      updated_at = 'hash', requeue_content = 'hash', schedule = 'zset', lock_expiry = 'zset',
+      done_at = 'zset', dedupe = 'zset', conf = 'hash', consumers = 'hash', gc_lock = 'string',
+      gc_at = 'string', policies = 'hash', history = 'hash', losses = 'hash', pushes = 'hash',
+      requeue_locks = 'zset', requeue_schedule = 'zset', failed = 'zset', events = 'stream', events_seq = 'string',
+      priorities = 'hash', lanes = 'zset', groups = 'hash', group_held = 'hash', parked = 'set', debounce = 'hash',
+      debounce_of = 'hash', rate_tat = 'string', schedules = 'hash', layout = 'string',
+    }
+  end
+  return KEY_TYPES[name]
+end
+
+-- The \`layout\` key (a string) marks a queue whose keys a full check_layout found to be kvmq's: an enqueue
+-- writes it after its check; clear deletes it with the rest. The hot paths (enqueue, claim, finish) of a
+-- marked queue skip their TYPE calls (about a µs each, a dozen or more per call): a key another program
+-- creates under the prefix later fails the call with Redis's WRONGTYPE, which the client reports as a
+-- StoreLayoutError too, but maybe after part of the call's writes. Keys read before any write and those of
+-- rare paths are still checked on every call.
+local LAYOUT_VERSION = '1'
 
 -- Lua's unpack has a stack limit; variadic commands go in chunks of this many arguments.
 local CHUNK = 1000
@@ -2899,6 +3203,25 @@ end
 local function check_type(key, expected)
   local found = redis.call('TYPE', key).ok
   if found ~= 'none' and found ~= expected then layout_error(key, found, expected) end
+end
+
+-- Whether the queue carries the layout mark (the script must take the \`layout\` key).
+local function layout_marked()
+  local mark = redis.pcall('GET', K.layout)
+  if type(mark) == 'table' and mark.err then layout_error(K.layout, redis.call('TYPE', K.layout).ok, 'string') end
+  return mark == LAYOUT_VERSION
+end
+
+-- Marks the queue after a full check_layout found its keys kvmq's.
+local function mark_layout()
+  redis.call('SET', K.layout, LAYOUT_VERSION)
+end
+
+-- The conf fields \`fields\` (HMGET), a conf of another type refused before any write.
+local function read_conf(fields)
+  local conf = redis.pcall('HMGET', K.conf, unpack(fields))
+  if conf.err then layout_error(K.conf, redis.call('TYPE', K.conf).ok, 'hash') end
+  return conf
 end
 
 -- The ready list of a lane: a filter class (\`mid-circle\` for messages without filters), followed by '@'
@@ -2942,15 +3265,22 @@ local CHECKED_BY_HELPER = {}
 -- \`rare\` (optional) names keys left to check_rare, so a hot path pays no TYPE call for them. \`read_first\`
 -- (optional) names keys the script reads, with a command that refuses another type, before it writes
 -- anything: that read is their check. Each TYPE call costs about a µs of the server's time, on every call.
-local function check_layout(new_classes, rare, read_first)
+-- \`marked\` (optional): the queue carries the layout mark; only the lists of \`new_classes\` are checked.
+local function check_layout(new_classes, rare, read_first, marked)
   for _, name in ipairs(rare or {}) do RARE[name] = true end
+  if marked then
+    if K.mid_circle ~= nil then
+      for _, class in ipairs(new_classes or {}) do check_type(ready_list(class), 'list') end
+    end
+    return
+  end
   local skip = {}
   for _, name in ipairs(read_first or {}) do skip[name] = true end
   local lists = K.classes ~= nil and K.mid_circle ~= nil
   -- SMEMBERS below checks \`classes\` itself.
   if lists then skip.classes = true end
   for name, key in pairs(K) do
-    local expected = KEY_TYPES[name]
+    local expected = key_type(name)
     if expected ~= nil and not RARE[name] and not CHECKED_BY_HELPER[name] and not skip[name] then
       check_type(key, expected)
     end
@@ -2967,7 +3297,7 @@ local function check_rare()
   if rare_checked then return end
   rare_checked = true
   for name in pairs(RARE) do
-    if K[name] ~= nil and not CHECKED_BY_HELPER[name] then check_type(K[name], KEY_TYPES[name]) end
+    if K[name] ~= nil and not CHECKED_BY_HELPER[name] then check_type(K[name], key_type(name)) end
   end
 end
 
@@ -3083,12 +3413,8 @@ local EVENTS_CONF = { 'events', 'events_max_count' }
 -- Reads the queue's events flag and bound (or takes them as read: \`read\`, the values of EVENTS_CONF).
 -- Call it before the script writes anything.
 local function events_begin(read)
-  local conf = read
-  if conf == nil then
-    -- A conf of another type fails here, before any write (scripts on a hot path leave it out of check_layout).
-    conf = redis.pcall('HMGET', K.conf, unpack(EVENTS_CONF))
-    if conf.err then layout_error(K.conf, redis.call('TYPE', K.conf).ok, 'hash') end
-  end
+  -- A conf of another type fails here, before any write (scripts on a hot path leave it out of check_layout).
+  local conf = read or read_conf(EVENTS_CONF)
   EV.on = conf[1] == '1'
   if EV.on then
     EV.max = tonumber(conf[2]) or DEFAULT_EVENTS_MAX_COUNT
@@ -3407,7 +3733,7 @@ end
 -- Runs when Redis is out of memory (allow-oom): draining the queue is how memory comes back.
 --
 -- KEYS: messages filters nattempts locks holders backoffs done done-at dedupe requeue
---       requeue-content schedule lock-expiry outcomes updated-at mid-circle wake pushes losses
+--       requeue-content schedule lock-expiry outcomes updated-at mid-circle wake pushes losses layout
 -- ARGV: consumer id, then seven per finish: id, attempt, outcome ('success', 'error' or 'retry'),
 --       backoff ms, error ('-' for none, else '+' and the text), started at ms ('' when it never ran),
 --       the error as the history keeps it ('' when it is the error itself, else '+' and the text)
@@ -3419,7 +3745,8 @@ local PER = 7
 -- holders, nattempts and requeue before its first write.
 check_layout(nil, { 'history', 'losses', 'failed', 'conf', 'requeue_locks', 'requeue_schedule', 'requeue_content',
   'metadata', 'policies', 'enqueued_at', 'schedule', 'mid_circle', 'filters', 'pushes', 'priorities', 'lanes', 'groups',
-  'debounce', 'debounce_of', 'group_held', 'parked', 'messages' }, { 'holders', 'nattempts', 'requeue' })
+  'debounce', 'debounce_of', 'group_held', 'parked', 'messages' }, { 'holders', 'nattempts', 'requeue' },
+  layout_marked())
 local consumer = ARGV[1]
 local count = (#ARGV - 1) / PER
 if count == 0 then return {} end
@@ -3600,28 +3927,44 @@ return replies
       'pushes',
       'debounce',
       'debounce-of',
+      'layout',
     ],
     readOnly: false,
-    sha: '07e577f6232c2ce06df52f53faed65ae01a60d42',
+    sha: 'c8d1658979fac5da32dfd4e6a7793c3b385c22e5',
     source: `#!lua
-local K = { schedules = KEYS[1], conf = KEYS[2], events = KEYS[3], events_seq = KEYS[4], events_wake = KEYS[5], done = KEYS[6], requeue = KEYS[7], backoffs = KEYS[8], locks = KEYS[9], failed = KEYS[10], filters = KEYS[11], priorities = KEYS[12], lanes = KEYS[13], groups = KEYS[14], messages = KEYS[15], metadata = KEYS[16], classes = KEYS[17], nattempts = KEYS[18], holders = KEYS[19], outcomes = KEYS[20], enqueued_at = KEYS[21], updated_at = KEYS[22], requeue_content = KEYS[23], schedule = KEYS[24], done_at = KEYS[25], dedupe = KEYS[26], mid_circle = KEYS[27], wake = KEYS[28], policies = KEYS[29], losses = KEYS[30], requeue_locks = KEYS[31], requeue_schedule = KEYS[32], pushes = KEYS[33], debounce = KEYS[34], debounce_of = KEYS[35] }
+local K = { schedules = KEYS[1], conf = KEYS[2], events = KEYS[3], events_seq = KEYS[4], events_wake = KEYS[5], done = KEYS[6], requeue = KEYS[7], backoffs = KEYS[8], locks = KEYS[9], failed = KEYS[10], filters = KEYS[11], priorities = KEYS[12], lanes = KEYS[13], groups = KEYS[14], messages = KEYS[15], metadata = KEYS[16], classes = KEYS[17], nattempts = KEYS[18], holders = KEYS[19], outcomes = KEYS[20], enqueued_at = KEYS[21], updated_at = KEYS[22], requeue_content = KEYS[23], schedule = KEYS[24], done_at = KEYS[25], dedupe = KEYS[26], mid_circle = KEYS[27], wake = KEYS[28], policies = KEYS[29], losses = KEYS[30], requeue_locks = KEYS[31], requeue_schedule = KEYS[32], pushes = KEYS[33], debounce = KEYS[34], debounce_of = KEYS[35], layout = KEYS[36] }
 -- common: helpers every script includes. K holds the queue's keys by name
 -- (see src/redis/keys.ts; in Lua '-' becomes '_' and '?' is dropped).
 --
 -- KEYS: (none of its own)
 
--- The types kvmq keeps in each key, to refuse foreign data before writing anything.
-local KEY_TYPES = {
-  messages = 'hash', locks = 'hash', backoffs = 'hash', nattempts = 'hash', mid_circle = 'list',
-  done = 'set', requeue = 'set', eoq_backoff = 'string', ndry_runs = 'string', metadata = 'hash',
-  filters = 'hash', classes = 'set', holders = 'hash', outcomes = 'hash', enqueued_at = 'hash',
-  updated_at = 'hash', requeue_content = 'hash', schedule = 'zset', lock_expiry = 'zset',
-  done_at = 'zset', dedupe = 'zset', conf = 'hash', consumers = 'hash', gc_lock = 'string',
-  gc_at = 'string', policies = 'hash', history = 'hash', losses = 'hash', pushes = 'hash',
-  requeue_locks = 'zset', requeue_schedule = 'zset', failed = 'zset', events = 'stream', events_seq = 'string',
-  priorities = 'hash', lanes = 'zset', groups = 'hash', group_held = 'hash', parked = 'set', debounce = 'hash',
-  debounce_of = 'hash', rate_tat = 'string', schedules = 'hash',
-}
+-- The types kvmq keeps in each key, to refuse foreign data before writing anything. Built when a check
+-- first needs it: a script whose queue is marked (see LAYOUT_FIELD) mostly makes no check at all.
+local KEY_TYPES = nil
+local function key_type(name)
+  if KEY_TYPES == nil then
+    KEY_TYPES = {
+      messages = 'hash', locks = 'hash', backoffs = 'hash', nattempts = 'hash', mid_circle = 'list',
+      done = 'set', requeue = 'set', eoq_backoff = 'string', ndry_runs = 'string', metadata = 'hash',
+      filters = 'hash', classes = 'set', holders = 'hash', outcomes = 'hash', enqueued_at = 'hash',
+      updated_at = 'hash', requeue_content = 'hash', schedule = 'zset', lock_expiry = 'zset',
+      done_at = 'zset', dedupe = 'zset', conf = 'hash', consumers = 'hash', gc_lock = 'string',
+      gc_at = 'string', policies = 'hash', history = 'hash', losses = 'hash', pushes = 'hash',
+      requeue_locks = 'zset', requeue_schedule = 'zset', failed = 'zset', events = 'stream', events_seq = 'string',
+      priorities = 'hash', lanes = 'zset', groups = 'hash', group_held = 'hash', parked = 'set', debounce = 'hash',
+      debounce_of = 'hash', rate_tat = 'string', schedules = 'hash', layout = 'string',
+    }
+  end
+  return KEY_TYPES[name]
+end
+
+-- The \`layout\` key (a string) marks a queue whose keys a full check_layout found to be kvmq's: an enqueue
+-- writes it after its check; clear deletes it with the rest. The hot paths (enqueue, claim, finish) of a
+-- marked queue skip their TYPE calls (about a µs each, a dozen or more per call): a key another program
+-- creates under the prefix later fails the call with Redis's WRONGTYPE, which the client reports as a
+-- StoreLayoutError too, but maybe after part of the call's writes. Keys read before any write and those of
+-- rare paths are still checked on every call.
+local LAYOUT_VERSION = '1'
 
 -- Lua's unpack has a stack limit; variadic commands go in chunks of this many arguments.
 local CHUNK = 1000
@@ -3640,6 +3983,25 @@ end
 local function check_type(key, expected)
   local found = redis.call('TYPE', key).ok
   if found ~= 'none' and found ~= expected then layout_error(key, found, expected) end
+end
+
+-- Whether the queue carries the layout mark (the script must take the \`layout\` key).
+local function layout_marked()
+  local mark = redis.pcall('GET', K.layout)
+  if type(mark) == 'table' and mark.err then layout_error(K.layout, redis.call('TYPE', K.layout).ok, 'string') end
+  return mark == LAYOUT_VERSION
+end
+
+-- Marks the queue after a full check_layout found its keys kvmq's.
+local function mark_layout()
+  redis.call('SET', K.layout, LAYOUT_VERSION)
+end
+
+-- The conf fields \`fields\` (HMGET), a conf of another type refused before any write.
+local function read_conf(fields)
+  local conf = redis.pcall('HMGET', K.conf, unpack(fields))
+  if conf.err then layout_error(K.conf, redis.call('TYPE', K.conf).ok, 'hash') end
+  return conf
 end
 
 -- The ready list of a lane: a filter class (\`mid-circle\` for messages without filters), followed by '@'
@@ -3683,15 +4045,22 @@ local CHECKED_BY_HELPER = {}
 -- \`rare\` (optional) names keys left to check_rare, so a hot path pays no TYPE call for them. \`read_first\`
 -- (optional) names keys the script reads, with a command that refuses another type, before it writes
 -- anything: that read is their check. Each TYPE call costs about a µs of the server's time, on every call.
-local function check_layout(new_classes, rare, read_first)
+-- \`marked\` (optional): the queue carries the layout mark; only the lists of \`new_classes\` are checked.
+local function check_layout(new_classes, rare, read_first, marked)
   for _, name in ipairs(rare or {}) do RARE[name] = true end
+  if marked then
+    if K.mid_circle ~= nil then
+      for _, class in ipairs(new_classes or {}) do check_type(ready_list(class), 'list') end
+    end
+    return
+  end
   local skip = {}
   for _, name in ipairs(read_first or {}) do skip[name] = true end
   local lists = K.classes ~= nil and K.mid_circle ~= nil
   -- SMEMBERS below checks \`classes\` itself.
   if lists then skip.classes = true end
   for name, key in pairs(K) do
-    local expected = KEY_TYPES[name]
+    local expected = key_type(name)
     if expected ~= nil and not RARE[name] and not CHECKED_BY_HELPER[name] and not skip[name] then
       check_type(key, expected)
     end
@@ -3708,7 +4077,7 @@ local function check_rare()
   if rare_checked then return end
   rare_checked = true
   for name in pairs(RARE) do
-    if K[name] ~= nil and not CHECKED_BY_HELPER[name] then check_type(K[name], KEY_TYPES[name]) end
+    if K[name] ~= nil and not CHECKED_BY_HELPER[name] then check_type(K[name], key_type(name)) end
   end
 end
 
@@ -3824,12 +4193,8 @@ local EVENTS_CONF = { 'events', 'events_max_count' }
 -- Reads the queue's events flag and bound (or takes them as read: \`read\`, the values of EVENTS_CONF).
 -- Call it before the script writes anything.
 local function events_begin(read)
-  local conf = read
-  if conf == nil then
-    -- A conf of another type fails here, before any write (scripts on a hot path leave it out of check_layout).
-    conf = redis.pcall('HMGET', K.conf, unpack(EVENTS_CONF))
-    if conf.err then layout_error(K.conf, redis.call('TYPE', K.conf).ok, 'hash') end
-  end
+  -- A conf of another type fails here, before any write (scripts on a hot path leave it out of check_layout).
+  local conf = read or read_conf(EVENTS_CONF)
   EV.on = conf[1] == '1'
   if EV.on then
     EV.max = tonumber(conf[2]) or DEFAULT_EVENTS_MAX_COUNT
@@ -3949,7 +4314,7 @@ end
 --
 -- KEYS: messages metadata filters classes nattempts locks holders backoffs done requeue outcomes
 --       enqueued-at updated-at requeue-content schedule done-at dedupe mid-circle wake policies losses
---       requeue-locks requeue-schedule pushes priorities lanes groups debounce debounce-of
+--       requeue-locks requeue-schedule pushes priorities lanes groups debounce debounce-of layout
 
 -- ARGV per message, from \`first\`: id, content (encoding tag + payload), metadata JSON ('' for none),
 -- filter class ('' for none), initial backoff ms, flags (1: allowRequeue, 2: replacePayload),
@@ -3964,8 +4329,12 @@ local function scheduling(ext)
   return priority, group, did
 end
 
+-- Whether the queue carried the layout mark when enqueue_check ran (enqueue marks it when not).
+local enqueue_marked = false
+
 -- Checks the layout for the messages from ARGV[first] (before anything is written).
 local function enqueue_check(first)
+  enqueue_marked = layout_marked()
   local lanes = {}
   local rare = false
   for i = first, #ARGV, ENQUEUE_PER do
@@ -3978,7 +4347,7 @@ local function enqueue_check(first)
     end
   end
   -- Plain messages touch none of these.
-  check_layout(lanes, { 'conf', 'priorities', 'lanes', 'groups', 'debounce', 'debounce_of' })
+  check_layout(lanes, { 'conf', 'priorities', 'lanes', 'groups', 'debounce', 'debounce_of' }, nil, enqueue_marked)
   if rare then check_rare() end
 end
 
@@ -4136,6 +4505,7 @@ local function enqueue(first)
   flush_writes(w)
   flush_ready(ready)
   events_flush(now)
+  if not enqueue_marked then mark_layout() end
   return replies, changed
 end
 -- fire-schedule: a schedule's compare-and-set and the enqueue of its due slots, in one step. When the
@@ -4165,7 +4535,7 @@ return replies
     name: 'gc-finish',
     keys: ['consumers', 'gc-lock'],
     readOnly: false,
-    sha: '967e2ce128660ab29c1313d83ba23f1ff0cb5de6',
+    sha: 'bc6179ee9aed66e46fe1f7434f473cc9acf18daf',
     source: `#!lua flags=allow-oom
 local K = { consumers = KEYS[1], gc_lock = KEYS[2] }
 -- common: helpers every script includes. K holds the queue's keys by name
@@ -4173,18 +4543,33 @@ local K = { consumers = KEYS[1], gc_lock = KEYS[2] }
 --
 -- KEYS: (none of its own)
 
--- The types kvmq keeps in each key, to refuse foreign data before writing anything.
-local KEY_TYPES = {
-  messages = 'hash', locks = 'hash', backoffs = 'hash', nattempts = 'hash', mid_circle = 'list',
-  done = 'set', requeue = 'set', eoq_backoff = 'string', ndry_runs = 'string', metadata = 'hash',
-  filters = 'hash', classes = 'set', holders = 'hash', outcomes = 'hash', enqueued_at = 'hash',
-  updated_at = 'hash', requeue_content = 'hash', schedule = 'zset', lock_expiry = 'zset',
-  done_at = 'zset', dedupe = 'zset', conf = 'hash', consumers = 'hash', gc_lock = 'string',
-  gc_at = 'string', policies = 'hash', history = 'hash', losses = 'hash', pushes = 'hash',
-  requeue_locks = 'zset', requeue_schedule = 'zset', failed = 'zset', events = 'stream', events_seq = 'string',
-  priorities = 'hash', lanes = 'zset', groups = 'hash', group_held = 'hash', parked = 'set', debounce = 'hash',
-  debounce_of = 'hash', rate_tat = 'string', schedules = 'hash',
-}
+-- The types kvmq keeps in each key, to refuse foreign data before writing anything. Built when a check
+-- first needs it: a script whose queue is marked (see LAYOUT_FIELD) mostly makes no check at all.
+local KEY_TYPES = nil
+local function key_type(name)
+  if KEY_TYPES == nil then
+    KEY_TYPES = {
+      messages = 'hash', locks = 'hash', backoffs = 'hash', nattempts = 'hash', mid_circle = 'list',
+      done = 'set', requeue = 'set', eoq_backoff = 'string', ndry_runs = 'string', metadata = 'hash',
+      filters = 'hash', classes = 'set', holders = 'hash', outcomes = 'hash', enqueued_at = 'hash',
+      updated_at = 'hash', requeue_content = 'hash', schedule = 'zset', lock_expiry = 'zset',
+      done_at = 'zset', dedupe = 'zset', conf = 'hash', consumers = 'hash', gc_lock = 'string',
+      gc_at = 'string', policies = 'hash', history = 'hash', losses = 'hash', pushes = 'hash',
+      requeue_locks = 'zset', requeue_schedule = 'zset', failed = 'zset', events = 'stream', events_seq = 'string',
+      priorities = 'hash', lanes = 'zset', groups = 'hash', group_held = 'hash', parked = 'set', debounce = 'hash',
+      debounce_of = 'hash', rate_tat = 'string', schedules = 'hash', layout = 'string',
+    }
+  end
+  return KEY_TYPES[name]
+end
+
+-- The \`layout\` key (a string) marks a queue whose keys a full check_layout found to be kvmq's: an enqueue
+-- writes it after its check; clear deletes it with the rest. The hot paths (enqueue, claim, finish) of a
+-- marked queue skip their TYPE calls (about a µs each, a dozen or more per call): a key another program
+-- creates under the prefix later fails the call with Redis's WRONGTYPE, which the client reports as a
+-- StoreLayoutError too, but maybe after part of the call's writes. Keys read before any write and those of
+-- rare paths are still checked on every call.
+local LAYOUT_VERSION = '1'
 
 -- Lua's unpack has a stack limit; variadic commands go in chunks of this many arguments.
 local CHUNK = 1000
@@ -4203,6 +4588,25 @@ end
 local function check_type(key, expected)
   local found = redis.call('TYPE', key).ok
   if found ~= 'none' and found ~= expected then layout_error(key, found, expected) end
+end
+
+-- Whether the queue carries the layout mark (the script must take the \`layout\` key).
+local function layout_marked()
+  local mark = redis.pcall('GET', K.layout)
+  if type(mark) == 'table' and mark.err then layout_error(K.layout, redis.call('TYPE', K.layout).ok, 'string') end
+  return mark == LAYOUT_VERSION
+end
+
+-- Marks the queue after a full check_layout found its keys kvmq's.
+local function mark_layout()
+  redis.call('SET', K.layout, LAYOUT_VERSION)
+end
+
+-- The conf fields \`fields\` (HMGET), a conf of another type refused before any write.
+local function read_conf(fields)
+  local conf = redis.pcall('HMGET', K.conf, unpack(fields))
+  if conf.err then layout_error(K.conf, redis.call('TYPE', K.conf).ok, 'hash') end
+  return conf
 end
 
 -- The ready list of a lane: a filter class (\`mid-circle\` for messages without filters), followed by '@'
@@ -4246,15 +4650,22 @@ local CHECKED_BY_HELPER = {}
 -- \`rare\` (optional) names keys left to check_rare, so a hot path pays no TYPE call for them. \`read_first\`
 -- (optional) names keys the script reads, with a command that refuses another type, before it writes
 -- anything: that read is their check. Each TYPE call costs about a µs of the server's time, on every call.
-local function check_layout(new_classes, rare, read_first)
+-- \`marked\` (optional): the queue carries the layout mark; only the lists of \`new_classes\` are checked.
+local function check_layout(new_classes, rare, read_first, marked)
   for _, name in ipairs(rare or {}) do RARE[name] = true end
+  if marked then
+    if K.mid_circle ~= nil then
+      for _, class in ipairs(new_classes or {}) do check_type(ready_list(class), 'list') end
+    end
+    return
+  end
   local skip = {}
   for _, name in ipairs(read_first or {}) do skip[name] = true end
   local lists = K.classes ~= nil and K.mid_circle ~= nil
   -- SMEMBERS below checks \`classes\` itself.
   if lists then skip.classes = true end
   for name, key in pairs(K) do
-    local expected = KEY_TYPES[name]
+    local expected = key_type(name)
     if expected ~= nil and not RARE[name] and not CHECKED_BY_HELPER[name] and not skip[name] then
       check_type(key, expected)
     end
@@ -4271,7 +4682,7 @@ local function check_rare()
   if rare_checked then return end
   rare_checked = true
   for name in pairs(RARE) do
-    if K[name] ~= nil and not CHECKED_BY_HELPER[name] then check_type(K[name], KEY_TYPES[name]) end
+    if K[name] ~= nil and not CHECKED_BY_HELPER[name] then check_type(K[name], key_type(name)) end
   end
 end
 
@@ -4383,7 +4794,7 @@ return #lapsed
     name: 'gc-start',
     keys: ['gc-lock', 'gc-at'],
     readOnly: false,
-    sha: '83046af7086e1bb23ed15c2c71c30529932da544',
+    sha: '89bdbc6ce4df0f24a40e4e64a2735b7e9c8e1a23',
     source: `#!lua flags=allow-oom
 local K = { gc_lock = KEYS[1], gc_at = KEYS[2] }
 -- common: helpers every script includes. K holds the queue's keys by name
@@ -4391,18 +4802,33 @@ local K = { gc_lock = KEYS[1], gc_at = KEYS[2] }
 --
 -- KEYS: (none of its own)
 
--- The types kvmq keeps in each key, to refuse foreign data before writing anything.
-local KEY_TYPES = {
-  messages = 'hash', locks = 'hash', backoffs = 'hash', nattempts = 'hash', mid_circle = 'list',
-  done = 'set', requeue = 'set', eoq_backoff = 'string', ndry_runs = 'string', metadata = 'hash',
-  filters = 'hash', classes = 'set', holders = 'hash', outcomes = 'hash', enqueued_at = 'hash',
-  updated_at = 'hash', requeue_content = 'hash', schedule = 'zset', lock_expiry = 'zset',
-  done_at = 'zset', dedupe = 'zset', conf = 'hash', consumers = 'hash', gc_lock = 'string',
-  gc_at = 'string', policies = 'hash', history = 'hash', losses = 'hash', pushes = 'hash',
-  requeue_locks = 'zset', requeue_schedule = 'zset', failed = 'zset', events = 'stream', events_seq = 'string',
-  priorities = 'hash', lanes = 'zset', groups = 'hash', group_held = 'hash', parked = 'set', debounce = 'hash',
-  debounce_of = 'hash', rate_tat = 'string', schedules = 'hash',
-}
+-- The types kvmq keeps in each key, to refuse foreign data before writing anything. Built when a check
+-- first needs it: a script whose queue is marked (see LAYOUT_FIELD) mostly makes no check at all.
+local KEY_TYPES = nil
+local function key_type(name)
+  if KEY_TYPES == nil then
+    KEY_TYPES = {
+      messages = 'hash', locks = 'hash', backoffs = 'hash', nattempts = 'hash', mid_circle = 'list',
+      done = 'set', requeue = 'set', eoq_backoff = 'string', ndry_runs = 'string', metadata = 'hash',
+      filters = 'hash', classes = 'set', holders = 'hash', outcomes = 'hash', enqueued_at = 'hash',
+      updated_at = 'hash', requeue_content = 'hash', schedule = 'zset', lock_expiry = 'zset',
+      done_at = 'zset', dedupe = 'zset', conf = 'hash', consumers = 'hash', gc_lock = 'string',
+      gc_at = 'string', policies = 'hash', history = 'hash', losses = 'hash', pushes = 'hash',
+      requeue_locks = 'zset', requeue_schedule = 'zset', failed = 'zset', events = 'stream', events_seq = 'string',
+      priorities = 'hash', lanes = 'zset', groups = 'hash', group_held = 'hash', parked = 'set', debounce = 'hash',
+      debounce_of = 'hash', rate_tat = 'string', schedules = 'hash', layout = 'string',
+    }
+  end
+  return KEY_TYPES[name]
+end
+
+-- The \`layout\` key (a string) marks a queue whose keys a full check_layout found to be kvmq's: an enqueue
+-- writes it after its check; clear deletes it with the rest. The hot paths (enqueue, claim, finish) of a
+-- marked queue skip their TYPE calls (about a µs each, a dozen or more per call): a key another program
+-- creates under the prefix later fails the call with Redis's WRONGTYPE, which the client reports as a
+-- StoreLayoutError too, but maybe after part of the call's writes. Keys read before any write and those of
+-- rare paths are still checked on every call.
+local LAYOUT_VERSION = '1'
 
 -- Lua's unpack has a stack limit; variadic commands go in chunks of this many arguments.
 local CHUNK = 1000
@@ -4421,6 +4847,25 @@ end
 local function check_type(key, expected)
   local found = redis.call('TYPE', key).ok
   if found ~= 'none' and found ~= expected then layout_error(key, found, expected) end
+end
+
+-- Whether the queue carries the layout mark (the script must take the \`layout\` key).
+local function layout_marked()
+  local mark = redis.pcall('GET', K.layout)
+  if type(mark) == 'table' and mark.err then layout_error(K.layout, redis.call('TYPE', K.layout).ok, 'string') end
+  return mark == LAYOUT_VERSION
+end
+
+-- Marks the queue after a full check_layout found its keys kvmq's.
+local function mark_layout()
+  redis.call('SET', K.layout, LAYOUT_VERSION)
+end
+
+-- The conf fields \`fields\` (HMGET), a conf of another type refused before any write.
+local function read_conf(fields)
+  local conf = redis.pcall('HMGET', K.conf, unpack(fields))
+  if conf.err then layout_error(K.conf, redis.call('TYPE', K.conf).ok, 'hash') end
+  return conf
 end
 
 -- The ready list of a lane: a filter class (\`mid-circle\` for messages without filters), followed by '@'
@@ -4464,15 +4909,22 @@ local CHECKED_BY_HELPER = {}
 -- \`rare\` (optional) names keys left to check_rare, so a hot path pays no TYPE call for them. \`read_first\`
 -- (optional) names keys the script reads, with a command that refuses another type, before it writes
 -- anything: that read is their check. Each TYPE call costs about a µs of the server's time, on every call.
-local function check_layout(new_classes, rare, read_first)
+-- \`marked\` (optional): the queue carries the layout mark; only the lists of \`new_classes\` are checked.
+local function check_layout(new_classes, rare, read_first, marked)
   for _, name in ipairs(rare or {}) do RARE[name] = true end
+  if marked then
+    if K.mid_circle ~= nil then
+      for _, class in ipairs(new_classes or {}) do check_type(ready_list(class), 'list') end
+    end
+    return
+  end
   local skip = {}
   for _, name in ipairs(read_first or {}) do skip[name] = true end
   local lists = K.classes ~= nil and K.mid_circle ~= nil
   -- SMEMBERS below checks \`classes\` itself.
   if lists then skip.classes = true end
   for name, key in pairs(K) do
-    local expected = KEY_TYPES[name]
+    local expected = key_type(name)
     if expected ~= nil and not RARE[name] and not CHECKED_BY_HELPER[name] and not skip[name] then
       check_type(key, expected)
     end
@@ -4489,7 +4941,7 @@ local function check_rare()
   if rare_checked then return end
   rare_checked = true
   for name in pairs(RARE) do
-    if K[name] ~= nil and not CHECKED_BY_HELPER[name] then check_type(K[name], KEY_TYPES[name]) end
+    if K[name] ~= nil and not CHECKED_BY_HELPER[name] then check_type(K[name], key_type(name)) end
   end
 end
 
@@ -4625,7 +5077,7 @@ return 1
       'debounce-of',
     ],
     readOnly: false,
-    sha: '482085ac44b4129ccff7890a3c2413ea33013ce0',
+    sha: '157371fc6cb02af92015a512d0eb4059c8a79414',
     source: `#!lua flags=allow-oom
 local K = { done_at = KEYS[1], failed = KEYS[2], messages = KEYS[3], metadata = KEYS[4], filters = KEYS[5], policies = KEYS[6], history = KEYS[7], losses = KEYS[8], nattempts = KEYS[9], locks = KEYS[10], holders = KEYS[11], backoffs = KEYS[12], outcomes = KEYS[13], enqueued_at = KEYS[14], updated_at = KEYS[15], requeue_content = KEYS[16], done = KEYS[17], requeue = KEYS[18], schedule = KEYS[19], lock_expiry = KEYS[20], requeue_locks = KEYS[21], requeue_schedule = KEYS[22], dedupe = KEYS[23], priorities = KEYS[24], groups = KEYS[25], debounce = KEYS[26], debounce_of = KEYS[27] }
 -- common: helpers every script includes. K holds the queue's keys by name
@@ -4633,18 +5085,33 @@ local K = { done_at = KEYS[1], failed = KEYS[2], messages = KEYS[3], metadata = 
 --
 -- KEYS: (none of its own)
 
--- The types kvmq keeps in each key, to refuse foreign data before writing anything.
-local KEY_TYPES = {
-  messages = 'hash', locks = 'hash', backoffs = 'hash', nattempts = 'hash', mid_circle = 'list',
-  done = 'set', requeue = 'set', eoq_backoff = 'string', ndry_runs = 'string', metadata = 'hash',
-  filters = 'hash', classes = 'set', holders = 'hash', outcomes = 'hash', enqueued_at = 'hash',
-  updated_at = 'hash', requeue_content = 'hash', schedule = 'zset', lock_expiry = 'zset',
-  done_at = 'zset', dedupe = 'zset', conf = 'hash', consumers = 'hash', gc_lock = 'string',
-  gc_at = 'string', policies = 'hash', history = 'hash', losses = 'hash', pushes = 'hash',
-  requeue_locks = 'zset', requeue_schedule = 'zset', failed = 'zset', events = 'stream', events_seq = 'string',
-  priorities = 'hash', lanes = 'zset', groups = 'hash', group_held = 'hash', parked = 'set', debounce = 'hash',
-  debounce_of = 'hash', rate_tat = 'string', schedules = 'hash',
-}
+-- The types kvmq keeps in each key, to refuse foreign data before writing anything. Built when a check
+-- first needs it: a script whose queue is marked (see LAYOUT_FIELD) mostly makes no check at all.
+local KEY_TYPES = nil
+local function key_type(name)
+  if KEY_TYPES == nil then
+    KEY_TYPES = {
+      messages = 'hash', locks = 'hash', backoffs = 'hash', nattempts = 'hash', mid_circle = 'list',
+      done = 'set', requeue = 'set', eoq_backoff = 'string', ndry_runs = 'string', metadata = 'hash',
+      filters = 'hash', classes = 'set', holders = 'hash', outcomes = 'hash', enqueued_at = 'hash',
+      updated_at = 'hash', requeue_content = 'hash', schedule = 'zset', lock_expiry = 'zset',
+      done_at = 'zset', dedupe = 'zset', conf = 'hash', consumers = 'hash', gc_lock = 'string',
+      gc_at = 'string', policies = 'hash', history = 'hash', losses = 'hash', pushes = 'hash',
+      requeue_locks = 'zset', requeue_schedule = 'zset', failed = 'zset', events = 'stream', events_seq = 'string',
+      priorities = 'hash', lanes = 'zset', groups = 'hash', group_held = 'hash', parked = 'set', debounce = 'hash',
+      debounce_of = 'hash', rate_tat = 'string', schedules = 'hash', layout = 'string',
+    }
+  end
+  return KEY_TYPES[name]
+end
+
+-- The \`layout\` key (a string) marks a queue whose keys a full check_layout found to be kvmq's: an enqueue
+-- writes it after its check; clear deletes it with the rest. The hot paths (enqueue, claim, finish) of a
+-- marked queue skip their TYPE calls (about a µs each, a dozen or more per call): a key another program
+-- creates under the prefix later fails the call with Redis's WRONGTYPE, which the client reports as a
+-- StoreLayoutError too, but maybe after part of the call's writes. Keys read before any write and those of
+-- rare paths are still checked on every call.
+local LAYOUT_VERSION = '1'
 
 -- Lua's unpack has a stack limit; variadic commands go in chunks of this many arguments.
 local CHUNK = 1000
@@ -4663,6 +5130,25 @@ end
 local function check_type(key, expected)
   local found = redis.call('TYPE', key).ok
   if found ~= 'none' and found ~= expected then layout_error(key, found, expected) end
+end
+
+-- Whether the queue carries the layout mark (the script must take the \`layout\` key).
+local function layout_marked()
+  local mark = redis.pcall('GET', K.layout)
+  if type(mark) == 'table' and mark.err then layout_error(K.layout, redis.call('TYPE', K.layout).ok, 'string') end
+  return mark == LAYOUT_VERSION
+end
+
+-- Marks the queue after a full check_layout found its keys kvmq's.
+local function mark_layout()
+  redis.call('SET', K.layout, LAYOUT_VERSION)
+end
+
+-- The conf fields \`fields\` (HMGET), a conf of another type refused before any write.
+local function read_conf(fields)
+  local conf = redis.pcall('HMGET', K.conf, unpack(fields))
+  if conf.err then layout_error(K.conf, redis.call('TYPE', K.conf).ok, 'hash') end
+  return conf
 end
 
 -- The ready list of a lane: a filter class (\`mid-circle\` for messages without filters), followed by '@'
@@ -4706,15 +5192,22 @@ local CHECKED_BY_HELPER = {}
 -- \`rare\` (optional) names keys left to check_rare, so a hot path pays no TYPE call for them. \`read_first\`
 -- (optional) names keys the script reads, with a command that refuses another type, before it writes
 -- anything: that read is their check. Each TYPE call costs about a µs of the server's time, on every call.
-local function check_layout(new_classes, rare, read_first)
+-- \`marked\` (optional): the queue carries the layout mark; only the lists of \`new_classes\` are checked.
+local function check_layout(new_classes, rare, read_first, marked)
   for _, name in ipairs(rare or {}) do RARE[name] = true end
+  if marked then
+    if K.mid_circle ~= nil then
+      for _, class in ipairs(new_classes or {}) do check_type(ready_list(class), 'list') end
+    end
+    return
+  end
   local skip = {}
   for _, name in ipairs(read_first or {}) do skip[name] = true end
   local lists = K.classes ~= nil and K.mid_circle ~= nil
   -- SMEMBERS below checks \`classes\` itself.
   if lists then skip.classes = true end
   for name, key in pairs(K) do
-    local expected = KEY_TYPES[name]
+    local expected = key_type(name)
     if expected ~= nil and not RARE[name] and not CHECKED_BY_HELPER[name] and not skip[name] then
       check_type(key, expected)
     end
@@ -4731,7 +5224,7 @@ local function check_rare()
   if rare_checked then return end
   rare_checked = true
   for name in pairs(RARE) do
-    if K[name] ~= nil and not CHECKED_BY_HELPER[name] then check_type(K[name], KEY_TYPES[name]) end
+    if K[name] ~= nil and not CHECKED_BY_HELPER[name] then check_type(K[name], key_type(name)) end
   end
 end
 
@@ -4900,7 +5393,7 @@ return { removed, #old }
       'updated-at',
     ],
     readOnly: true,
-    sha: 'd8284ac350f0b9b7700c8abab20a43ea5ee06385',
+    sha: '8f64bd1d2da81a8d2e02e7bbc1927824a8889c15',
     source: `#!lua flags=no-writes
 local K = { messages = KEYS[1], metadata = KEYS[2], filters = KEYS[3], policies = KEYS[4], history = KEYS[5], priorities = KEYS[6], groups = KEYS[7], done = KEYS[8], requeue = KEYS[9], backoffs = KEYS[10], locks = KEYS[11], failed = KEYS[12], nattempts = KEYS[13], holders = KEYS[14], outcomes = KEYS[15], enqueued_at = KEYS[16], updated_at = KEYS[17] }
 -- common: helpers every script includes. K holds the queue's keys by name
@@ -4908,18 +5401,33 @@ local K = { messages = KEYS[1], metadata = KEYS[2], filters = KEYS[3], policies 
 --
 -- KEYS: (none of its own)
 
--- The types kvmq keeps in each key, to refuse foreign data before writing anything.
-local KEY_TYPES = {
-  messages = 'hash', locks = 'hash', backoffs = 'hash', nattempts = 'hash', mid_circle = 'list',
-  done = 'set', requeue = 'set', eoq_backoff = 'string', ndry_runs = 'string', metadata = 'hash',
-  filters = 'hash', classes = 'set', holders = 'hash', outcomes = 'hash', enqueued_at = 'hash',
-  updated_at = 'hash', requeue_content = 'hash', schedule = 'zset', lock_expiry = 'zset',
-  done_at = 'zset', dedupe = 'zset', conf = 'hash', consumers = 'hash', gc_lock = 'string',
-  gc_at = 'string', policies = 'hash', history = 'hash', losses = 'hash', pushes = 'hash',
-  requeue_locks = 'zset', requeue_schedule = 'zset', failed = 'zset', events = 'stream', events_seq = 'string',
-  priorities = 'hash', lanes = 'zset', groups = 'hash', group_held = 'hash', parked = 'set', debounce = 'hash',
-  debounce_of = 'hash', rate_tat = 'string', schedules = 'hash',
-}
+-- The types kvmq keeps in each key, to refuse foreign data before writing anything. Built when a check
+-- first needs it: a script whose queue is marked (see LAYOUT_FIELD) mostly makes no check at all.
+local KEY_TYPES = nil
+local function key_type(name)
+  if KEY_TYPES == nil then
+    KEY_TYPES = {
+      messages = 'hash', locks = 'hash', backoffs = 'hash', nattempts = 'hash', mid_circle = 'list',
+      done = 'set', requeue = 'set', eoq_backoff = 'string', ndry_runs = 'string', metadata = 'hash',
+      filters = 'hash', classes = 'set', holders = 'hash', outcomes = 'hash', enqueued_at = 'hash',
+      updated_at = 'hash', requeue_content = 'hash', schedule = 'zset', lock_expiry = 'zset',
+      done_at = 'zset', dedupe = 'zset', conf = 'hash', consumers = 'hash', gc_lock = 'string',
+      gc_at = 'string', policies = 'hash', history = 'hash', losses = 'hash', pushes = 'hash',
+      requeue_locks = 'zset', requeue_schedule = 'zset', failed = 'zset', events = 'stream', events_seq = 'string',
+      priorities = 'hash', lanes = 'zset', groups = 'hash', group_held = 'hash', parked = 'set', debounce = 'hash',
+      debounce_of = 'hash', rate_tat = 'string', schedules = 'hash', layout = 'string',
+    }
+  end
+  return KEY_TYPES[name]
+end
+
+-- The \`layout\` key (a string) marks a queue whose keys a full check_layout found to be kvmq's: an enqueue
+-- writes it after its check; clear deletes it with the rest. The hot paths (enqueue, claim, finish) of a
+-- marked queue skip their TYPE calls (about a µs each, a dozen or more per call): a key another program
+-- creates under the prefix later fails the call with Redis's WRONGTYPE, which the client reports as a
+-- StoreLayoutError too, but maybe after part of the call's writes. Keys read before any write and those of
+-- rare paths are still checked on every call.
+local LAYOUT_VERSION = '1'
 
 -- Lua's unpack has a stack limit; variadic commands go in chunks of this many arguments.
 local CHUNK = 1000
@@ -4938,6 +5446,25 @@ end
 local function check_type(key, expected)
   local found = redis.call('TYPE', key).ok
   if found ~= 'none' and found ~= expected then layout_error(key, found, expected) end
+end
+
+-- Whether the queue carries the layout mark (the script must take the \`layout\` key).
+local function layout_marked()
+  local mark = redis.pcall('GET', K.layout)
+  if type(mark) == 'table' and mark.err then layout_error(K.layout, redis.call('TYPE', K.layout).ok, 'string') end
+  return mark == LAYOUT_VERSION
+end
+
+-- Marks the queue after a full check_layout found its keys kvmq's.
+local function mark_layout()
+  redis.call('SET', K.layout, LAYOUT_VERSION)
+end
+
+-- The conf fields \`fields\` (HMGET), a conf of another type refused before any write.
+local function read_conf(fields)
+  local conf = redis.pcall('HMGET', K.conf, unpack(fields))
+  if conf.err then layout_error(K.conf, redis.call('TYPE', K.conf).ok, 'hash') end
+  return conf
 end
 
 -- The ready list of a lane: a filter class (\`mid-circle\` for messages without filters), followed by '@'
@@ -4981,15 +5508,22 @@ local CHECKED_BY_HELPER = {}
 -- \`rare\` (optional) names keys left to check_rare, so a hot path pays no TYPE call for them. \`read_first\`
 -- (optional) names keys the script reads, with a command that refuses another type, before it writes
 -- anything: that read is their check. Each TYPE call costs about a µs of the server's time, on every call.
-local function check_layout(new_classes, rare, read_first)
+-- \`marked\` (optional): the queue carries the layout mark; only the lists of \`new_classes\` are checked.
+local function check_layout(new_classes, rare, read_first, marked)
   for _, name in ipairs(rare or {}) do RARE[name] = true end
+  if marked then
+    if K.mid_circle ~= nil then
+      for _, class in ipairs(new_classes or {}) do check_type(ready_list(class), 'list') end
+    end
+    return
+  end
   local skip = {}
   for _, name in ipairs(read_first or {}) do skip[name] = true end
   local lists = K.classes ~= nil and K.mid_circle ~= nil
   -- SMEMBERS below checks \`classes\` itself.
   if lists then skip.classes = true end
   for name, key in pairs(K) do
-    local expected = KEY_TYPES[name]
+    local expected = key_type(name)
     if expected ~= nil and not RARE[name] and not CHECKED_BY_HELPER[name] and not skip[name] then
       check_type(key, expected)
     end
@@ -5006,7 +5540,7 @@ local function check_rare()
   if rare_checked then return end
   rare_checked = true
   for name in pairs(RARE) do
-    if K[name] ~= nil and not CHECKED_BY_HELPER[name] then check_type(K[name], KEY_TYPES[name]) end
+    if K[name] ~= nil and not CHECKED_BY_HELPER[name] then check_type(K[name], key_type(name)) end
   end
 end
 
@@ -5201,7 +5735,7 @@ return reply
       'debounce-of',
     ],
     readOnly: false,
-    sha: 'a293cce21fa6a16822f0074e08b63ce3c73cbfa2',
+    sha: '37983bff926344878bcb8a6e998e646ec95d7f30',
     source: `#!lua flags=allow-oom
 local K = { messages = KEYS[1], metadata = KEYS[2], filters = KEYS[3], classes = KEYS[4], pushes = KEYS[5], mid_circle = KEYS[6], schedule = KEYS[7], lock_expiry = KEYS[8], requeue_locks = KEYS[9], requeue_schedule = KEYS[10], dedupe = KEYS[11], failed = KEYS[12], lanes = KEYS[13], parked = KEYS[14], conf = KEYS[15], events = KEYS[16], events_seq = KEYS[17], events_wake = KEYS[18], done = KEYS[19], requeue = KEYS[20], backoffs = KEYS[21], locks = KEYS[22], nattempts = KEYS[23], holders = KEYS[24], outcomes = KEYS[25], enqueued_at = KEYS[26], updated_at = KEYS[27], priorities = KEYS[28], groups = KEYS[29], group_held = KEYS[30], policies = KEYS[31], history = KEYS[32], losses = KEYS[33], requeue_content = KEYS[34], done_at = KEYS[35], debounce = KEYS[36], debounce_of = KEYS[37] }
 -- common: helpers every script includes. K holds the queue's keys by name
@@ -5209,18 +5743,33 @@ local K = { messages = KEYS[1], metadata = KEYS[2], filters = KEYS[3], classes =
 --
 -- KEYS: (none of its own)
 
--- The types kvmq keeps in each key, to refuse foreign data before writing anything.
-local KEY_TYPES = {
-  messages = 'hash', locks = 'hash', backoffs = 'hash', nattempts = 'hash', mid_circle = 'list',
-  done = 'set', requeue = 'set', eoq_backoff = 'string', ndry_runs = 'string', metadata = 'hash',
-  filters = 'hash', classes = 'set', holders = 'hash', outcomes = 'hash', enqueued_at = 'hash',
-  updated_at = 'hash', requeue_content = 'hash', schedule = 'zset', lock_expiry = 'zset',
-  done_at = 'zset', dedupe = 'zset', conf = 'hash', consumers = 'hash', gc_lock = 'string',
-  gc_at = 'string', policies = 'hash', history = 'hash', losses = 'hash', pushes = 'hash',
-  requeue_locks = 'zset', requeue_schedule = 'zset', failed = 'zset', events = 'stream', events_seq = 'string',
-  priorities = 'hash', lanes = 'zset', groups = 'hash', group_held = 'hash', parked = 'set', debounce = 'hash',
-  debounce_of = 'hash', rate_tat = 'string', schedules = 'hash',
-}
+-- The types kvmq keeps in each key, to refuse foreign data before writing anything. Built when a check
+-- first needs it: a script whose queue is marked (see LAYOUT_FIELD) mostly makes no check at all.
+local KEY_TYPES = nil
+local function key_type(name)
+  if KEY_TYPES == nil then
+    KEY_TYPES = {
+      messages = 'hash', locks = 'hash', backoffs = 'hash', nattempts = 'hash', mid_circle = 'list',
+      done = 'set', requeue = 'set', eoq_backoff = 'string', ndry_runs = 'string', metadata = 'hash',
+      filters = 'hash', classes = 'set', holders = 'hash', outcomes = 'hash', enqueued_at = 'hash',
+      updated_at = 'hash', requeue_content = 'hash', schedule = 'zset', lock_expiry = 'zset',
+      done_at = 'zset', dedupe = 'zset', conf = 'hash', consumers = 'hash', gc_lock = 'string',
+      gc_at = 'string', policies = 'hash', history = 'hash', losses = 'hash', pushes = 'hash',
+      requeue_locks = 'zset', requeue_schedule = 'zset', failed = 'zset', events = 'stream', events_seq = 'string',
+      priorities = 'hash', lanes = 'zset', groups = 'hash', group_held = 'hash', parked = 'set', debounce = 'hash',
+      debounce_of = 'hash', rate_tat = 'string', schedules = 'hash', layout = 'string',
+    }
+  end
+  return KEY_TYPES[name]
+end
+
+-- The \`layout\` key (a string) marks a queue whose keys a full check_layout found to be kvmq's: an enqueue
+-- writes it after its check; clear deletes it with the rest. The hot paths (enqueue, claim, finish) of a
+-- marked queue skip their TYPE calls (about a µs each, a dozen or more per call): a key another program
+-- creates under the prefix later fails the call with Redis's WRONGTYPE, which the client reports as a
+-- StoreLayoutError too, but maybe after part of the call's writes. Keys read before any write and those of
+-- rare paths are still checked on every call.
+local LAYOUT_VERSION = '1'
 
 -- Lua's unpack has a stack limit; variadic commands go in chunks of this many arguments.
 local CHUNK = 1000
@@ -5239,6 +5788,25 @@ end
 local function check_type(key, expected)
   local found = redis.call('TYPE', key).ok
   if found ~= 'none' and found ~= expected then layout_error(key, found, expected) end
+end
+
+-- Whether the queue carries the layout mark (the script must take the \`layout\` key).
+local function layout_marked()
+  local mark = redis.pcall('GET', K.layout)
+  if type(mark) == 'table' and mark.err then layout_error(K.layout, redis.call('TYPE', K.layout).ok, 'string') end
+  return mark == LAYOUT_VERSION
+end
+
+-- Marks the queue after a full check_layout found its keys kvmq's.
+local function mark_layout()
+  redis.call('SET', K.layout, LAYOUT_VERSION)
+end
+
+-- The conf fields \`fields\` (HMGET), a conf of another type refused before any write.
+local function read_conf(fields)
+  local conf = redis.pcall('HMGET', K.conf, unpack(fields))
+  if conf.err then layout_error(K.conf, redis.call('TYPE', K.conf).ok, 'hash') end
+  return conf
 end
 
 -- The ready list of a lane: a filter class (\`mid-circle\` for messages without filters), followed by '@'
@@ -5282,15 +5850,22 @@ local CHECKED_BY_HELPER = {}
 -- \`rare\` (optional) names keys left to check_rare, so a hot path pays no TYPE call for them. \`read_first\`
 -- (optional) names keys the script reads, with a command that refuses another type, before it writes
 -- anything: that read is their check. Each TYPE call costs about a µs of the server's time, on every call.
-local function check_layout(new_classes, rare, read_first)
+-- \`marked\` (optional): the queue carries the layout mark; only the lists of \`new_classes\` are checked.
+local function check_layout(new_classes, rare, read_first, marked)
   for _, name in ipairs(rare or {}) do RARE[name] = true end
+  if marked then
+    if K.mid_circle ~= nil then
+      for _, class in ipairs(new_classes or {}) do check_type(ready_list(class), 'list') end
+    end
+    return
+  end
   local skip = {}
   for _, name in ipairs(read_first or {}) do skip[name] = true end
   local lists = K.classes ~= nil and K.mid_circle ~= nil
   -- SMEMBERS below checks \`classes\` itself.
   if lists then skip.classes = true end
   for name, key in pairs(K) do
-    local expected = KEY_TYPES[name]
+    local expected = key_type(name)
     if expected ~= nil and not RARE[name] and not CHECKED_BY_HELPER[name] and not skip[name] then
       check_type(key, expected)
     end
@@ -5307,7 +5882,7 @@ local function check_rare()
   if rare_checked then return end
   rare_checked = true
   for name in pairs(RARE) do
-    if K[name] ~= nil and not CHECKED_BY_HELPER[name] then check_type(K[name], KEY_TYPES[name]) end
+    if K[name] ~= nil and not CHECKED_BY_HELPER[name] then check_type(K[name], key_type(name)) end
   end
 end
 
@@ -5423,12 +5998,8 @@ local EVENTS_CONF = { 'events', 'events_max_count' }
 -- Reads the queue's events flag and bound (or takes them as read: \`read\`, the values of EVENTS_CONF).
 -- Call it before the script writes anything.
 local function events_begin(read)
-  local conf = read
-  if conf == nil then
-    -- A conf of another type fails here, before any write (scripts on a hot path leave it out of check_layout).
-    conf = redis.pcall('HMGET', K.conf, unpack(EVENTS_CONF))
-    if conf.err then layout_error(K.conf, redis.call('TYPE', K.conf).ok, 'hash') end
-  end
+  -- A conf of another type fails here, before any write (scripts on a hot path leave it out of check_layout).
+  local conf = read or read_conf(EVENTS_CONF)
   EV.on = conf[1] == '1'
   if EV.on then
     EV.max = tonumber(conf[2]) or DEFAULT_EVENTS_MAX_COUNT
@@ -6081,7 +6652,7 @@ return reply
       'debounce-of',
     ],
     readOnly: false,
-    sha: '142d68ee4c51c41a641dcc6de7473c9bef16f717',
+    sha: '105e9f0ebd878aeeb473a8641f5d858db3fd63cd',
     source: `#!lua
 local K = { messages = KEYS[1], wake = KEYS[2], pushes = KEYS[3], mid_circle = KEYS[4], conf = KEYS[5], events = KEYS[6], events_seq = KEYS[7], events_wake = KEYS[8], done = KEYS[9], requeue = KEYS[10], backoffs = KEYS[11], locks = KEYS[12], failed = KEYS[13], filters = KEYS[14], priorities = KEYS[15], lanes = KEYS[16], groups = KEYS[17], group_held = KEYS[18], parked = KEYS[19], metadata = KEYS[20], policies = KEYS[21], history = KEYS[22], losses = KEYS[23], nattempts = KEYS[24], holders = KEYS[25], outcomes = KEYS[26], enqueued_at = KEYS[27], updated_at = KEYS[28], requeue_content = KEYS[29], schedule = KEYS[30], lock_expiry = KEYS[31], requeue_locks = KEYS[32], requeue_schedule = KEYS[33], done_at = KEYS[34], dedupe = KEYS[35], debounce = KEYS[36], debounce_of = KEYS[37] }
 -- common: helpers every script includes. K holds the queue's keys by name
@@ -6089,18 +6660,33 @@ local K = { messages = KEYS[1], wake = KEYS[2], pushes = KEYS[3], mid_circle = K
 --
 -- KEYS: (none of its own)
 
--- The types kvmq keeps in each key, to refuse foreign data before writing anything.
-local KEY_TYPES = {
-  messages = 'hash', locks = 'hash', backoffs = 'hash', nattempts = 'hash', mid_circle = 'list',
-  done = 'set', requeue = 'set', eoq_backoff = 'string', ndry_runs = 'string', metadata = 'hash',
-  filters = 'hash', classes = 'set', holders = 'hash', outcomes = 'hash', enqueued_at = 'hash',
-  updated_at = 'hash', requeue_content = 'hash', schedule = 'zset', lock_expiry = 'zset',
-  done_at = 'zset', dedupe = 'zset', conf = 'hash', consumers = 'hash', gc_lock = 'string',
-  gc_at = 'string', policies = 'hash', history = 'hash', losses = 'hash', pushes = 'hash',
-  requeue_locks = 'zset', requeue_schedule = 'zset', failed = 'zset', events = 'stream', events_seq = 'string',
-  priorities = 'hash', lanes = 'zset', groups = 'hash', group_held = 'hash', parked = 'set', debounce = 'hash',
-  debounce_of = 'hash', rate_tat = 'string', schedules = 'hash',
-}
+-- The types kvmq keeps in each key, to refuse foreign data before writing anything. Built when a check
+-- first needs it: a script whose queue is marked (see LAYOUT_FIELD) mostly makes no check at all.
+local KEY_TYPES = nil
+local function key_type(name)
+  if KEY_TYPES == nil then
+    KEY_TYPES = {
+      messages = 'hash', locks = 'hash', backoffs = 'hash', nattempts = 'hash', mid_circle = 'list',
+      done = 'set', requeue = 'set', eoq_backoff = 'string', ndry_runs = 'string', metadata = 'hash',
+      filters = 'hash', classes = 'set', holders = 'hash', outcomes = 'hash', enqueued_at = 'hash',
+      updated_at = 'hash', requeue_content = 'hash', schedule = 'zset', lock_expiry = 'zset',
+      done_at = 'zset', dedupe = 'zset', conf = 'hash', consumers = 'hash', gc_lock = 'string',
+      gc_at = 'string', policies = 'hash', history = 'hash', losses = 'hash', pushes = 'hash',
+      requeue_locks = 'zset', requeue_schedule = 'zset', failed = 'zset', events = 'stream', events_seq = 'string',
+      priorities = 'hash', lanes = 'zset', groups = 'hash', group_held = 'hash', parked = 'set', debounce = 'hash',
+      debounce_of = 'hash', rate_tat = 'string', schedules = 'hash', layout = 'string',
+    }
+  end
+  return KEY_TYPES[name]
+end
+
+-- The \`layout\` key (a string) marks a queue whose keys a full check_layout found to be kvmq's: an enqueue
+-- writes it after its check; clear deletes it with the rest. The hot paths (enqueue, claim, finish) of a
+-- marked queue skip their TYPE calls (about a µs each, a dozen or more per call): a key another program
+-- creates under the prefix later fails the call with Redis's WRONGTYPE, which the client reports as a
+-- StoreLayoutError too, but maybe after part of the call's writes. Keys read before any write and those of
+-- rare paths are still checked on every call.
+local LAYOUT_VERSION = '1'
 
 -- Lua's unpack has a stack limit; variadic commands go in chunks of this many arguments.
 local CHUNK = 1000
@@ -6119,6 +6705,25 @@ end
 local function check_type(key, expected)
   local found = redis.call('TYPE', key).ok
   if found ~= 'none' and found ~= expected then layout_error(key, found, expected) end
+end
+
+-- Whether the queue carries the layout mark (the script must take the \`layout\` key).
+local function layout_marked()
+  local mark = redis.pcall('GET', K.layout)
+  if type(mark) == 'table' and mark.err then layout_error(K.layout, redis.call('TYPE', K.layout).ok, 'string') end
+  return mark == LAYOUT_VERSION
+end
+
+-- Marks the queue after a full check_layout found its keys kvmq's.
+local function mark_layout()
+  redis.call('SET', K.layout, LAYOUT_VERSION)
+end
+
+-- The conf fields \`fields\` (HMGET), a conf of another type refused before any write.
+local function read_conf(fields)
+  local conf = redis.pcall('HMGET', K.conf, unpack(fields))
+  if conf.err then layout_error(K.conf, redis.call('TYPE', K.conf).ok, 'hash') end
+  return conf
 end
 
 -- The ready list of a lane: a filter class (\`mid-circle\` for messages without filters), followed by '@'
@@ -6162,15 +6767,22 @@ local CHECKED_BY_HELPER = {}
 -- \`rare\` (optional) names keys left to check_rare, so a hot path pays no TYPE call for them. \`read_first\`
 -- (optional) names keys the script reads, with a command that refuses another type, before it writes
 -- anything: that read is their check. Each TYPE call costs about a µs of the server's time, on every call.
-local function check_layout(new_classes, rare, read_first)
+-- \`marked\` (optional): the queue carries the layout mark; only the lists of \`new_classes\` are checked.
+local function check_layout(new_classes, rare, read_first, marked)
   for _, name in ipairs(rare or {}) do RARE[name] = true end
+  if marked then
+    if K.mid_circle ~= nil then
+      for _, class in ipairs(new_classes or {}) do check_type(ready_list(class), 'list') end
+    end
+    return
+  end
   local skip = {}
   for _, name in ipairs(read_first or {}) do skip[name] = true end
   local lists = K.classes ~= nil and K.mid_circle ~= nil
   -- SMEMBERS below checks \`classes\` itself.
   if lists then skip.classes = true end
   for name, key in pairs(K) do
-    local expected = KEY_TYPES[name]
+    local expected = key_type(name)
     if expected ~= nil and not RARE[name] and not CHECKED_BY_HELPER[name] and not skip[name] then
       check_type(key, expected)
     end
@@ -6187,7 +6799,7 @@ local function check_rare()
   if rare_checked then return end
   rare_checked = true
   for name in pairs(RARE) do
-    if K[name] ~= nil and not CHECKED_BY_HELPER[name] then check_type(K[name], KEY_TYPES[name]) end
+    if K[name] ~= nil and not CHECKED_BY_HELPER[name] then check_type(K[name], key_type(name)) end
   end
 end
 
@@ -6303,12 +6915,8 @@ local EVENTS_CONF = { 'events', 'events_max_count' }
 -- Reads the queue's events flag and bound (or takes them as read: \`read\`, the values of EVENTS_CONF).
 -- Call it before the script writes anything.
 local function events_begin(read)
-  local conf = read
-  if conf == nil then
-    -- A conf of another type fails here, before any write (scripts on a hot path leave it out of check_layout).
-    conf = redis.pcall('HMGET', K.conf, unpack(EVENTS_CONF))
-    if conf.err then layout_error(K.conf, redis.call('TYPE', K.conf).ok, 'hash') end
-  end
+  -- A conf of another type fails here, before any write (scripts on a hot path leave it out of check_layout).
+  local conf = read or read_conf(EVENTS_CONF)
   EV.on = conf[1] == '1'
   if EV.on then
     EV.max = tonumber(conf[2]) or DEFAULT_EVENTS_MAX_COUNT
@@ -6767,7 +7375,7 @@ return replies
       'locks',
     ],
     readOnly: true,
-    sha: 'c7ff527cf1e14a1b4ea9028e031013005ce6f2c5',
+    sha: '9b342c2d436e1866218e700ce39f63be7e56041d',
     source: `#!lua flags=no-writes
 local K = { messages = KEYS[1], done = KEYS[2], failed = KEYS[3], schedule = KEYS[4], lock_expiry = KEYS[5], dedupe = KEYS[6], requeue_locks = KEYS[7], requeue_schedule = KEYS[8], ndry_runs = KEYS[9], conf = KEYS[10], consumers = KEYS[11], holders = KEYS[12], locks = KEYS[13] }
 -- common: helpers every script includes. K holds the queue's keys by name
@@ -6775,18 +7383,33 @@ local K = { messages = KEYS[1], done = KEYS[2], failed = KEYS[3], schedule = KEY
 --
 -- KEYS: (none of its own)
 
--- The types kvmq keeps in each key, to refuse foreign data before writing anything.
-local KEY_TYPES = {
-  messages = 'hash', locks = 'hash', backoffs = 'hash', nattempts = 'hash', mid_circle = 'list',
-  done = 'set', requeue = 'set', eoq_backoff = 'string', ndry_runs = 'string', metadata = 'hash',
-  filters = 'hash', classes = 'set', holders = 'hash', outcomes = 'hash', enqueued_at = 'hash',
-  updated_at = 'hash', requeue_content = 'hash', schedule = 'zset', lock_expiry = 'zset',
-  done_at = 'zset', dedupe = 'zset', conf = 'hash', consumers = 'hash', gc_lock = 'string',
-  gc_at = 'string', policies = 'hash', history = 'hash', losses = 'hash', pushes = 'hash',
-  requeue_locks = 'zset', requeue_schedule = 'zset', failed = 'zset', events = 'stream', events_seq = 'string',
-  priorities = 'hash', lanes = 'zset', groups = 'hash', group_held = 'hash', parked = 'set', debounce = 'hash',
-  debounce_of = 'hash', rate_tat = 'string', schedules = 'hash',
-}
+-- The types kvmq keeps in each key, to refuse foreign data before writing anything. Built when a check
+-- first needs it: a script whose queue is marked (see LAYOUT_FIELD) mostly makes no check at all.
+local KEY_TYPES = nil
+local function key_type(name)
+  if KEY_TYPES == nil then
+    KEY_TYPES = {
+      messages = 'hash', locks = 'hash', backoffs = 'hash', nattempts = 'hash', mid_circle = 'list',
+      done = 'set', requeue = 'set', eoq_backoff = 'string', ndry_runs = 'string', metadata = 'hash',
+      filters = 'hash', classes = 'set', holders = 'hash', outcomes = 'hash', enqueued_at = 'hash',
+      updated_at = 'hash', requeue_content = 'hash', schedule = 'zset', lock_expiry = 'zset',
+      done_at = 'zset', dedupe = 'zset', conf = 'hash', consumers = 'hash', gc_lock = 'string',
+      gc_at = 'string', policies = 'hash', history = 'hash', losses = 'hash', pushes = 'hash',
+      requeue_locks = 'zset', requeue_schedule = 'zset', failed = 'zset', events = 'stream', events_seq = 'string',
+      priorities = 'hash', lanes = 'zset', groups = 'hash', group_held = 'hash', parked = 'set', debounce = 'hash',
+      debounce_of = 'hash', rate_tat = 'string', schedules = 'hash', layout = 'string',
+    }
+  end
+  return KEY_TYPES[name]
+end
+
+-- The \`layout\` key (a string) marks a queue whose keys a full check_layout found to be kvmq's: an enqueue
+-- writes it after its check; clear deletes it with the rest. The hot paths (enqueue, claim, finish) of a
+-- marked queue skip their TYPE calls (about a µs each, a dozen or more per call): a key another program
+-- creates under the prefix later fails the call with Redis's WRONGTYPE, which the client reports as a
+-- StoreLayoutError too, but maybe after part of the call's writes. Keys read before any write and those of
+-- rare paths are still checked on every call.
+local LAYOUT_VERSION = '1'
 
 -- Lua's unpack has a stack limit; variadic commands go in chunks of this many arguments.
 local CHUNK = 1000
@@ -6805,6 +7428,25 @@ end
 local function check_type(key, expected)
   local found = redis.call('TYPE', key).ok
   if found ~= 'none' and found ~= expected then layout_error(key, found, expected) end
+end
+
+-- Whether the queue carries the layout mark (the script must take the \`layout\` key).
+local function layout_marked()
+  local mark = redis.pcall('GET', K.layout)
+  if type(mark) == 'table' and mark.err then layout_error(K.layout, redis.call('TYPE', K.layout).ok, 'string') end
+  return mark == LAYOUT_VERSION
+end
+
+-- Marks the queue after a full check_layout found its keys kvmq's.
+local function mark_layout()
+  redis.call('SET', K.layout, LAYOUT_VERSION)
+end
+
+-- The conf fields \`fields\` (HMGET), a conf of another type refused before any write.
+local function read_conf(fields)
+  local conf = redis.pcall('HMGET', K.conf, unpack(fields))
+  if conf.err then layout_error(K.conf, redis.call('TYPE', K.conf).ok, 'hash') end
+  return conf
 end
 
 -- The ready list of a lane: a filter class (\`mid-circle\` for messages without filters), followed by '@'
@@ -6848,15 +7490,22 @@ local CHECKED_BY_HELPER = {}
 -- \`rare\` (optional) names keys left to check_rare, so a hot path pays no TYPE call for them. \`read_first\`
 -- (optional) names keys the script reads, with a command that refuses another type, before it writes
 -- anything: that read is their check. Each TYPE call costs about a µs of the server's time, on every call.
-local function check_layout(new_classes, rare, read_first)
+-- \`marked\` (optional): the queue carries the layout mark; only the lists of \`new_classes\` are checked.
+local function check_layout(new_classes, rare, read_first, marked)
   for _, name in ipairs(rare or {}) do RARE[name] = true end
+  if marked then
+    if K.mid_circle ~= nil then
+      for _, class in ipairs(new_classes or {}) do check_type(ready_list(class), 'list') end
+    end
+    return
+  end
   local skip = {}
   for _, name in ipairs(read_first or {}) do skip[name] = true end
   local lists = K.classes ~= nil and K.mid_circle ~= nil
   -- SMEMBERS below checks \`classes\` itself.
   if lists then skip.classes = true end
   for name, key in pairs(K) do
-    local expected = KEY_TYPES[name]
+    local expected = key_type(name)
     if expected ~= nil and not RARE[name] and not CHECKED_BY_HELPER[name] and not skip[name] then
       check_type(key, expected)
     end
@@ -6873,7 +7522,7 @@ local function check_rare()
   if rare_checked then return end
   rare_checked = true
   for name in pairs(RARE) do
-    if K[name] ~= nil and not CHECKED_BY_HELPER[name] then check_type(K[name], KEY_TYPES[name]) end
+    if K[name] ~= nil and not CHECKED_BY_HELPER[name] then check_type(K[name], key_type(name)) end
   end
 end
 
@@ -7033,7 +7682,7 @@ return reply
     name: 'read-events',
     keys: ['events', 'events-seq'],
     readOnly: true,
-    sha: '9f9f4b7e31443c0c41d6514410a3bb70b8f078c1',
+    sha: '55b22bf5cc6ed11baec87e8523fc0ab0a3e88a93',
     source: `#!lua flags=no-writes
 local K = { events = KEYS[1], events_seq = KEYS[2] }
 -- common: helpers every script includes. K holds the queue's keys by name
@@ -7041,18 +7690,33 @@ local K = { events = KEYS[1], events_seq = KEYS[2] }
 --
 -- KEYS: (none of its own)
 
--- The types kvmq keeps in each key, to refuse foreign data before writing anything.
-local KEY_TYPES = {
-  messages = 'hash', locks = 'hash', backoffs = 'hash', nattempts = 'hash', mid_circle = 'list',
-  done = 'set', requeue = 'set', eoq_backoff = 'string', ndry_runs = 'string', metadata = 'hash',
-  filters = 'hash', classes = 'set', holders = 'hash', outcomes = 'hash', enqueued_at = 'hash',
-  updated_at = 'hash', requeue_content = 'hash', schedule = 'zset', lock_expiry = 'zset',
-  done_at = 'zset', dedupe = 'zset', conf = 'hash', consumers = 'hash', gc_lock = 'string',
-  gc_at = 'string', policies = 'hash', history = 'hash', losses = 'hash', pushes = 'hash',
-  requeue_locks = 'zset', requeue_schedule = 'zset', failed = 'zset', events = 'stream', events_seq = 'string',
-  priorities = 'hash', lanes = 'zset', groups = 'hash', group_held = 'hash', parked = 'set', debounce = 'hash',
-  debounce_of = 'hash', rate_tat = 'string', schedules = 'hash',
-}
+-- The types kvmq keeps in each key, to refuse foreign data before writing anything. Built when a check
+-- first needs it: a script whose queue is marked (see LAYOUT_FIELD) mostly makes no check at all.
+local KEY_TYPES = nil
+local function key_type(name)
+  if KEY_TYPES == nil then
+    KEY_TYPES = {
+      messages = 'hash', locks = 'hash', backoffs = 'hash', nattempts = 'hash', mid_circle = 'list',
+      done = 'set', requeue = 'set', eoq_backoff = 'string', ndry_runs = 'string', metadata = 'hash',
+      filters = 'hash', classes = 'set', holders = 'hash', outcomes = 'hash', enqueued_at = 'hash',
+      updated_at = 'hash', requeue_content = 'hash', schedule = 'zset', lock_expiry = 'zset',
+      done_at = 'zset', dedupe = 'zset', conf = 'hash', consumers = 'hash', gc_lock = 'string',
+      gc_at = 'string', policies = 'hash', history = 'hash', losses = 'hash', pushes = 'hash',
+      requeue_locks = 'zset', requeue_schedule = 'zset', failed = 'zset', events = 'stream', events_seq = 'string',
+      priorities = 'hash', lanes = 'zset', groups = 'hash', group_held = 'hash', parked = 'set', debounce = 'hash',
+      debounce_of = 'hash', rate_tat = 'string', schedules = 'hash', layout = 'string',
+    }
+  end
+  return KEY_TYPES[name]
+end
+
+-- The \`layout\` key (a string) marks a queue whose keys a full check_layout found to be kvmq's: an enqueue
+-- writes it after its check; clear deletes it with the rest. The hot paths (enqueue, claim, finish) of a
+-- marked queue skip their TYPE calls (about a µs each, a dozen or more per call): a key another program
+-- creates under the prefix later fails the call with Redis's WRONGTYPE, which the client reports as a
+-- StoreLayoutError too, but maybe after part of the call's writes. Keys read before any write and those of
+-- rare paths are still checked on every call.
+local LAYOUT_VERSION = '1'
 
 -- Lua's unpack has a stack limit; variadic commands go in chunks of this many arguments.
 local CHUNK = 1000
@@ -7071,6 +7735,25 @@ end
 local function check_type(key, expected)
   local found = redis.call('TYPE', key).ok
   if found ~= 'none' and found ~= expected then layout_error(key, found, expected) end
+end
+
+-- Whether the queue carries the layout mark (the script must take the \`layout\` key).
+local function layout_marked()
+  local mark = redis.pcall('GET', K.layout)
+  if type(mark) == 'table' and mark.err then layout_error(K.layout, redis.call('TYPE', K.layout).ok, 'string') end
+  return mark == LAYOUT_VERSION
+end
+
+-- Marks the queue after a full check_layout found its keys kvmq's.
+local function mark_layout()
+  redis.call('SET', K.layout, LAYOUT_VERSION)
+end
+
+-- The conf fields \`fields\` (HMGET), a conf of another type refused before any write.
+local function read_conf(fields)
+  local conf = redis.pcall('HMGET', K.conf, unpack(fields))
+  if conf.err then layout_error(K.conf, redis.call('TYPE', K.conf).ok, 'hash') end
+  return conf
 end
 
 -- The ready list of a lane: a filter class (\`mid-circle\` for messages without filters), followed by '@'
@@ -7114,15 +7797,22 @@ local CHECKED_BY_HELPER = {}
 -- \`rare\` (optional) names keys left to check_rare, so a hot path pays no TYPE call for them. \`read_first\`
 -- (optional) names keys the script reads, with a command that refuses another type, before it writes
 -- anything: that read is their check. Each TYPE call costs about a µs of the server's time, on every call.
-local function check_layout(new_classes, rare, read_first)
+-- \`marked\` (optional): the queue carries the layout mark; only the lists of \`new_classes\` are checked.
+local function check_layout(new_classes, rare, read_first, marked)
   for _, name in ipairs(rare or {}) do RARE[name] = true end
+  if marked then
+    if K.mid_circle ~= nil then
+      for _, class in ipairs(new_classes or {}) do check_type(ready_list(class), 'list') end
+    end
+    return
+  end
   local skip = {}
   for _, name in ipairs(read_first or {}) do skip[name] = true end
   local lists = K.classes ~= nil and K.mid_circle ~= nil
   -- SMEMBERS below checks \`classes\` itself.
   if lists then skip.classes = true end
   for name, key in pairs(K) do
-    local expected = KEY_TYPES[name]
+    local expected = key_type(name)
     if expected ~= nil and not RARE[name] and not CHECKED_BY_HELPER[name] and not skip[name] then
       check_type(key, expected)
     end
@@ -7139,7 +7829,7 @@ local function check_rare()
   if rare_checked then return end
   rare_checked = true
   for name in pairs(RARE) do
-    if K[name] ~= nil and not CHECKED_BY_HELPER[name] then check_type(K[name], KEY_TYPES[name]) end
+    if K[name] ~= nil and not CHECKED_BY_HELPER[name] then check_type(K[name], key_type(name)) end
   end
 end
 
@@ -7274,7 +7964,7 @@ return reply
     name: 'register-consumer',
     keys: ['consumers'],
     readOnly: false,
-    sha: '66cdd160427f5515460ab3d71f4d83ac44c2feab',
+    sha: 'a54582b57fa764dc8cd527219bbbfe680d6134f0',
     source: `#!lua flags=allow-oom
 local K = { consumers = KEYS[1] }
 -- common: helpers every script includes. K holds the queue's keys by name
@@ -7282,18 +7972,33 @@ local K = { consumers = KEYS[1] }
 --
 -- KEYS: (none of its own)
 
--- The types kvmq keeps in each key, to refuse foreign data before writing anything.
-local KEY_TYPES = {
-  messages = 'hash', locks = 'hash', backoffs = 'hash', nattempts = 'hash', mid_circle = 'list',
-  done = 'set', requeue = 'set', eoq_backoff = 'string', ndry_runs = 'string', metadata = 'hash',
-  filters = 'hash', classes = 'set', holders = 'hash', outcomes = 'hash', enqueued_at = 'hash',
-  updated_at = 'hash', requeue_content = 'hash', schedule = 'zset', lock_expiry = 'zset',
-  done_at = 'zset', dedupe = 'zset', conf = 'hash', consumers = 'hash', gc_lock = 'string',
-  gc_at = 'string', policies = 'hash', history = 'hash', losses = 'hash', pushes = 'hash',
-  requeue_locks = 'zset', requeue_schedule = 'zset', failed = 'zset', events = 'stream', events_seq = 'string',
-  priorities = 'hash', lanes = 'zset', groups = 'hash', group_held = 'hash', parked = 'set', debounce = 'hash',
-  debounce_of = 'hash', rate_tat = 'string', schedules = 'hash',
-}
+-- The types kvmq keeps in each key, to refuse foreign data before writing anything. Built when a check
+-- first needs it: a script whose queue is marked (see LAYOUT_FIELD) mostly makes no check at all.
+local KEY_TYPES = nil
+local function key_type(name)
+  if KEY_TYPES == nil then
+    KEY_TYPES = {
+      messages = 'hash', locks = 'hash', backoffs = 'hash', nattempts = 'hash', mid_circle = 'list',
+      done = 'set', requeue = 'set', eoq_backoff = 'string', ndry_runs = 'string', metadata = 'hash',
+      filters = 'hash', classes = 'set', holders = 'hash', outcomes = 'hash', enqueued_at = 'hash',
+      updated_at = 'hash', requeue_content = 'hash', schedule = 'zset', lock_expiry = 'zset',
+      done_at = 'zset', dedupe = 'zset', conf = 'hash', consumers = 'hash', gc_lock = 'string',
+      gc_at = 'string', policies = 'hash', history = 'hash', losses = 'hash', pushes = 'hash',
+      requeue_locks = 'zset', requeue_schedule = 'zset', failed = 'zset', events = 'stream', events_seq = 'string',
+      priorities = 'hash', lanes = 'zset', groups = 'hash', group_held = 'hash', parked = 'set', debounce = 'hash',
+      debounce_of = 'hash', rate_tat = 'string', schedules = 'hash', layout = 'string',
+    }
+  end
+  return KEY_TYPES[name]
+end
+
+-- The \`layout\` key (a string) marks a queue whose keys a full check_layout found to be kvmq's: an enqueue
+-- writes it after its check; clear deletes it with the rest. The hot paths (enqueue, claim, finish) of a
+-- marked queue skip their TYPE calls (about a µs each, a dozen or more per call): a key another program
+-- creates under the prefix later fails the call with Redis's WRONGTYPE, which the client reports as a
+-- StoreLayoutError too, but maybe after part of the call's writes. Keys read before any write and those of
+-- rare paths are still checked on every call.
+local LAYOUT_VERSION = '1'
 
 -- Lua's unpack has a stack limit; variadic commands go in chunks of this many arguments.
 local CHUNK = 1000
@@ -7312,6 +8017,25 @@ end
 local function check_type(key, expected)
   local found = redis.call('TYPE', key).ok
   if found ~= 'none' and found ~= expected then layout_error(key, found, expected) end
+end
+
+-- Whether the queue carries the layout mark (the script must take the \`layout\` key).
+local function layout_marked()
+  local mark = redis.pcall('GET', K.layout)
+  if type(mark) == 'table' and mark.err then layout_error(K.layout, redis.call('TYPE', K.layout).ok, 'string') end
+  return mark == LAYOUT_VERSION
+end
+
+-- Marks the queue after a full check_layout found its keys kvmq's.
+local function mark_layout()
+  redis.call('SET', K.layout, LAYOUT_VERSION)
+end
+
+-- The conf fields \`fields\` (HMGET), a conf of another type refused before any write.
+local function read_conf(fields)
+  local conf = redis.pcall('HMGET', K.conf, unpack(fields))
+  if conf.err then layout_error(K.conf, redis.call('TYPE', K.conf).ok, 'hash') end
+  return conf
 end
 
 -- The ready list of a lane: a filter class (\`mid-circle\` for messages without filters), followed by '@'
@@ -7355,15 +8079,22 @@ local CHECKED_BY_HELPER = {}
 -- \`rare\` (optional) names keys left to check_rare, so a hot path pays no TYPE call for them. \`read_first\`
 -- (optional) names keys the script reads, with a command that refuses another type, before it writes
 -- anything: that read is their check. Each TYPE call costs about a µs of the server's time, on every call.
-local function check_layout(new_classes, rare, read_first)
+-- \`marked\` (optional): the queue carries the layout mark; only the lists of \`new_classes\` are checked.
+local function check_layout(new_classes, rare, read_first, marked)
   for _, name in ipairs(rare or {}) do RARE[name] = true end
+  if marked then
+    if K.mid_circle ~= nil then
+      for _, class in ipairs(new_classes or {}) do check_type(ready_list(class), 'list') end
+    end
+    return
+  end
   local skip = {}
   for _, name in ipairs(read_first or {}) do skip[name] = true end
   local lists = K.classes ~= nil and K.mid_circle ~= nil
   -- SMEMBERS below checks \`classes\` itself.
   if lists then skip.classes = true end
   for name, key in pairs(K) do
-    local expected = KEY_TYPES[name]
+    local expected = key_type(name)
     if expected ~= nil and not RARE[name] and not CHECKED_BY_HELPER[name] and not skip[name] then
       check_type(key, expected)
     end
@@ -7380,7 +8111,7 @@ local function check_rare()
   if rare_checked then return end
   rare_checked = true
   for name in pairs(RARE) do
-    if K[name] ~= nil and not CHECKED_BY_HELPER[name] then check_type(K[name], KEY_TYPES[name]) end
+    if K[name] ~= nil and not CHECKED_BY_HELPER[name] then check_type(K[name], key_type(name)) end
   end
 end
 
@@ -7525,7 +8256,7 @@ return 1
       'debounce-of',
     ],
     readOnly: false,
-    sha: '8c52beb8f8460b61eccdd8dd75ce84e31d68533b',
+    sha: '808d625f9629c931b697efdd941f86d97c6213a9',
     source: `#!lua flags=allow-oom
 local K = { mid_circle = KEYS[1], conf = KEYS[2], events = KEYS[3], events_seq = KEYS[4], events_wake = KEYS[5], done = KEYS[6], requeue = KEYS[7], backoffs = KEYS[8], locks = KEYS[9], failed = KEYS[10], filters = KEYS[11], priorities = KEYS[12], lanes = KEYS[13], groups = KEYS[14], messages = KEYS[15], metadata = KEYS[16], policies = KEYS[17], history = KEYS[18], losses = KEYS[19], nattempts = KEYS[20], holders = KEYS[21], outcomes = KEYS[22], enqueued_at = KEYS[23], updated_at = KEYS[24], requeue_content = KEYS[25], schedule = KEYS[26], lock_expiry = KEYS[27], requeue_locks = KEYS[28], requeue_schedule = KEYS[29], done_at = KEYS[30], dedupe = KEYS[31], debounce = KEYS[32], debounce_of = KEYS[33] }
 -- common: helpers every script includes. K holds the queue's keys by name
@@ -7533,18 +8264,33 @@ local K = { mid_circle = KEYS[1], conf = KEYS[2], events = KEYS[3], events_seq =
 --
 -- KEYS: (none of its own)
 
--- The types kvmq keeps in each key, to refuse foreign data before writing anything.
-local KEY_TYPES = {
-  messages = 'hash', locks = 'hash', backoffs = 'hash', nattempts = 'hash', mid_circle = 'list',
-  done = 'set', requeue = 'set', eoq_backoff = 'string', ndry_runs = 'string', metadata = 'hash',
-  filters = 'hash', classes = 'set', holders = 'hash', outcomes = 'hash', enqueued_at = 'hash',
-  updated_at = 'hash', requeue_content = 'hash', schedule = 'zset', lock_expiry = 'zset',
-  done_at = 'zset', dedupe = 'zset', conf = 'hash', consumers = 'hash', gc_lock = 'string',
-  gc_at = 'string', policies = 'hash', history = 'hash', losses = 'hash', pushes = 'hash',
-  requeue_locks = 'zset', requeue_schedule = 'zset', failed = 'zset', events = 'stream', events_seq = 'string',
-  priorities = 'hash', lanes = 'zset', groups = 'hash', group_held = 'hash', parked = 'set', debounce = 'hash',
-  debounce_of = 'hash', rate_tat = 'string', schedules = 'hash',
-}
+-- The types kvmq keeps in each key, to refuse foreign data before writing anything. Built when a check
+-- first needs it: a script whose queue is marked (see LAYOUT_FIELD) mostly makes no check at all.
+local KEY_TYPES = nil
+local function key_type(name)
+  if KEY_TYPES == nil then
+    KEY_TYPES = {
+      messages = 'hash', locks = 'hash', backoffs = 'hash', nattempts = 'hash', mid_circle = 'list',
+      done = 'set', requeue = 'set', eoq_backoff = 'string', ndry_runs = 'string', metadata = 'hash',
+      filters = 'hash', classes = 'set', holders = 'hash', outcomes = 'hash', enqueued_at = 'hash',
+      updated_at = 'hash', requeue_content = 'hash', schedule = 'zset', lock_expiry = 'zset',
+      done_at = 'zset', dedupe = 'zset', conf = 'hash', consumers = 'hash', gc_lock = 'string',
+      gc_at = 'string', policies = 'hash', history = 'hash', losses = 'hash', pushes = 'hash',
+      requeue_locks = 'zset', requeue_schedule = 'zset', failed = 'zset', events = 'stream', events_seq = 'string',
+      priorities = 'hash', lanes = 'zset', groups = 'hash', group_held = 'hash', parked = 'set', debounce = 'hash',
+      debounce_of = 'hash', rate_tat = 'string', schedules = 'hash', layout = 'string',
+    }
+  end
+  return KEY_TYPES[name]
+end
+
+-- The \`layout\` key (a string) marks a queue whose keys a full check_layout found to be kvmq's: an enqueue
+-- writes it after its check; clear deletes it with the rest. The hot paths (enqueue, claim, finish) of a
+-- marked queue skip their TYPE calls (about a µs each, a dozen or more per call): a key another program
+-- creates under the prefix later fails the call with Redis's WRONGTYPE, which the client reports as a
+-- StoreLayoutError too, but maybe after part of the call's writes. Keys read before any write and those of
+-- rare paths are still checked on every call.
+local LAYOUT_VERSION = '1'
 
 -- Lua's unpack has a stack limit; variadic commands go in chunks of this many arguments.
 local CHUNK = 1000
@@ -7563,6 +8309,25 @@ end
 local function check_type(key, expected)
   local found = redis.call('TYPE', key).ok
   if found ~= 'none' and found ~= expected then layout_error(key, found, expected) end
+end
+
+-- Whether the queue carries the layout mark (the script must take the \`layout\` key).
+local function layout_marked()
+  local mark = redis.pcall('GET', K.layout)
+  if type(mark) == 'table' and mark.err then layout_error(K.layout, redis.call('TYPE', K.layout).ok, 'string') end
+  return mark == LAYOUT_VERSION
+end
+
+-- Marks the queue after a full check_layout found its keys kvmq's.
+local function mark_layout()
+  redis.call('SET', K.layout, LAYOUT_VERSION)
+end
+
+-- The conf fields \`fields\` (HMGET), a conf of another type refused before any write.
+local function read_conf(fields)
+  local conf = redis.pcall('HMGET', K.conf, unpack(fields))
+  if conf.err then layout_error(K.conf, redis.call('TYPE', K.conf).ok, 'hash') end
+  return conf
 end
 
 -- The ready list of a lane: a filter class (\`mid-circle\` for messages without filters), followed by '@'
@@ -7606,15 +8371,22 @@ local CHECKED_BY_HELPER = {}
 -- \`rare\` (optional) names keys left to check_rare, so a hot path pays no TYPE call for them. \`read_first\`
 -- (optional) names keys the script reads, with a command that refuses another type, before it writes
 -- anything: that read is their check. Each TYPE call costs about a µs of the server's time, on every call.
-local function check_layout(new_classes, rare, read_first)
+-- \`marked\` (optional): the queue carries the layout mark; only the lists of \`new_classes\` are checked.
+local function check_layout(new_classes, rare, read_first, marked)
   for _, name in ipairs(rare or {}) do RARE[name] = true end
+  if marked then
+    if K.mid_circle ~= nil then
+      for _, class in ipairs(new_classes or {}) do check_type(ready_list(class), 'list') end
+    end
+    return
+  end
   local skip = {}
   for _, name in ipairs(read_first or {}) do skip[name] = true end
   local lists = K.classes ~= nil and K.mid_circle ~= nil
   -- SMEMBERS below checks \`classes\` itself.
   if lists then skip.classes = true end
   for name, key in pairs(K) do
-    local expected = KEY_TYPES[name]
+    local expected = key_type(name)
     if expected ~= nil and not RARE[name] and not CHECKED_BY_HELPER[name] and not skip[name] then
       check_type(key, expected)
     end
@@ -7631,7 +8403,7 @@ local function check_rare()
   if rare_checked then return end
   rare_checked = true
   for name in pairs(RARE) do
-    if K[name] ~= nil and not CHECKED_BY_HELPER[name] then check_type(K[name], KEY_TYPES[name]) end
+    if K[name] ~= nil and not CHECKED_BY_HELPER[name] then check_type(K[name], key_type(name)) end
   end
 end
 
@@ -7747,12 +8519,8 @@ local EVENTS_CONF = { 'events', 'events_max_count' }
 -- Reads the queue's events flag and bound (or takes them as read: \`read\`, the values of EVENTS_CONF).
 -- Call it before the script writes anything.
 local function events_begin(read)
-  local conf = read
-  if conf == nil then
-    -- A conf of another type fails here, before any write (scripts on a hot path leave it out of check_layout).
-    conf = redis.pcall('HMGET', K.conf, unpack(EVENTS_CONF))
-    if conf.err then layout_error(K.conf, redis.call('TYPE', K.conf).ok, 'hash') end
-  end
+  -- A conf of another type fails here, before any write (scripts on a hot path leave it out of check_layout).
+  local conf = read or read_conf(EVENTS_CONF)
   EV.on = conf[1] == '1'
   if EV.on then
     EV.max = tonumber(conf[2]) or DEFAULT_EVENTS_MAX_COUNT
@@ -7956,7 +8724,7 @@ return replies
       'groups',
     ],
     readOnly: false,
-    sha: '9f6d359676365d79839b15ef8e0f3ae6319dbfc9',
+    sha: 'e1d4d19dc50c4588c3a93c0489b81c69e123a143',
     source: `#!lua
 local K = { messages = KEYS[1], filters = KEYS[2], nattempts = KEYS[3], losses = KEYS[4], failed = KEYS[5], updated_at = KEYS[6], mid_circle = KEYS[7], wake = KEYS[8], pushes = KEYS[9], conf = KEYS[10], events = KEYS[11], events_seq = KEYS[12], events_wake = KEYS[13], done = KEYS[14], requeue = KEYS[15], backoffs = KEYS[16], locks = KEYS[17], priorities = KEYS[18], lanes = KEYS[19], groups = KEYS[20] }
 -- common: helpers every script includes. K holds the queue's keys by name
@@ -7964,18 +8732,33 @@ local K = { messages = KEYS[1], filters = KEYS[2], nattempts = KEYS[3], losses =
 --
 -- KEYS: (none of its own)
 
--- The types kvmq keeps in each key, to refuse foreign data before writing anything.
-local KEY_TYPES = {
-  messages = 'hash', locks = 'hash', backoffs = 'hash', nattempts = 'hash', mid_circle = 'list',
-  done = 'set', requeue = 'set', eoq_backoff = 'string', ndry_runs = 'string', metadata = 'hash',
-  filters = 'hash', classes = 'set', holders = 'hash', outcomes = 'hash', enqueued_at = 'hash',
-  updated_at = 'hash', requeue_content = 'hash', schedule = 'zset', lock_expiry = 'zset',
-  done_at = 'zset', dedupe = 'zset', conf = 'hash', consumers = 'hash', gc_lock = 'string',
-  gc_at = 'string', policies = 'hash', history = 'hash', losses = 'hash', pushes = 'hash',
-  requeue_locks = 'zset', requeue_schedule = 'zset', failed = 'zset', events = 'stream', events_seq = 'string',
-  priorities = 'hash', lanes = 'zset', groups = 'hash', group_held = 'hash', parked = 'set', debounce = 'hash',
-  debounce_of = 'hash', rate_tat = 'string', schedules = 'hash',
-}
+-- The types kvmq keeps in each key, to refuse foreign data before writing anything. Built when a check
+-- first needs it: a script whose queue is marked (see LAYOUT_FIELD) mostly makes no check at all.
+local KEY_TYPES = nil
+local function key_type(name)
+  if KEY_TYPES == nil then
+    KEY_TYPES = {
+      messages = 'hash', locks = 'hash', backoffs = 'hash', nattempts = 'hash', mid_circle = 'list',
+      done = 'set', requeue = 'set', eoq_backoff = 'string', ndry_runs = 'string', metadata = 'hash',
+      filters = 'hash', classes = 'set', holders = 'hash', outcomes = 'hash', enqueued_at = 'hash',
+      updated_at = 'hash', requeue_content = 'hash', schedule = 'zset', lock_expiry = 'zset',
+      done_at = 'zset', dedupe = 'zset', conf = 'hash', consumers = 'hash', gc_lock = 'string',
+      gc_at = 'string', policies = 'hash', history = 'hash', losses = 'hash', pushes = 'hash',
+      requeue_locks = 'zset', requeue_schedule = 'zset', failed = 'zset', events = 'stream', events_seq = 'string',
+      priorities = 'hash', lanes = 'zset', groups = 'hash', group_held = 'hash', parked = 'set', debounce = 'hash',
+      debounce_of = 'hash', rate_tat = 'string', schedules = 'hash', layout = 'string',
+    }
+  end
+  return KEY_TYPES[name]
+end
+
+-- The \`layout\` key (a string) marks a queue whose keys a full check_layout found to be kvmq's: an enqueue
+-- writes it after its check; clear deletes it with the rest. The hot paths (enqueue, claim, finish) of a
+-- marked queue skip their TYPE calls (about a µs each, a dozen or more per call): a key another program
+-- creates under the prefix later fails the call with Redis's WRONGTYPE, which the client reports as a
+-- StoreLayoutError too, but maybe after part of the call's writes. Keys read before any write and those of
+-- rare paths are still checked on every call.
+local LAYOUT_VERSION = '1'
 
 -- Lua's unpack has a stack limit; variadic commands go in chunks of this many arguments.
 local CHUNK = 1000
@@ -7994,6 +8777,25 @@ end
 local function check_type(key, expected)
   local found = redis.call('TYPE', key).ok
   if found ~= 'none' and found ~= expected then layout_error(key, found, expected) end
+end
+
+-- Whether the queue carries the layout mark (the script must take the \`layout\` key).
+local function layout_marked()
+  local mark = redis.pcall('GET', K.layout)
+  if type(mark) == 'table' and mark.err then layout_error(K.layout, redis.call('TYPE', K.layout).ok, 'string') end
+  return mark == LAYOUT_VERSION
+end
+
+-- Marks the queue after a full check_layout found its keys kvmq's.
+local function mark_layout()
+  redis.call('SET', K.layout, LAYOUT_VERSION)
+end
+
+-- The conf fields \`fields\` (HMGET), a conf of another type refused before any write.
+local function read_conf(fields)
+  local conf = redis.pcall('HMGET', K.conf, unpack(fields))
+  if conf.err then layout_error(K.conf, redis.call('TYPE', K.conf).ok, 'hash') end
+  return conf
 end
 
 -- The ready list of a lane: a filter class (\`mid-circle\` for messages without filters), followed by '@'
@@ -8037,15 +8839,22 @@ local CHECKED_BY_HELPER = {}
 -- \`rare\` (optional) names keys left to check_rare, so a hot path pays no TYPE call for them. \`read_first\`
 -- (optional) names keys the script reads, with a command that refuses another type, before it writes
 -- anything: that read is their check. Each TYPE call costs about a µs of the server's time, on every call.
-local function check_layout(new_classes, rare, read_first)
+-- \`marked\` (optional): the queue carries the layout mark; only the lists of \`new_classes\` are checked.
+local function check_layout(new_classes, rare, read_first, marked)
   for _, name in ipairs(rare or {}) do RARE[name] = true end
+  if marked then
+    if K.mid_circle ~= nil then
+      for _, class in ipairs(new_classes or {}) do check_type(ready_list(class), 'list') end
+    end
+    return
+  end
   local skip = {}
   for _, name in ipairs(read_first or {}) do skip[name] = true end
   local lists = K.classes ~= nil and K.mid_circle ~= nil
   -- SMEMBERS below checks \`classes\` itself.
   if lists then skip.classes = true end
   for name, key in pairs(K) do
-    local expected = KEY_TYPES[name]
+    local expected = key_type(name)
     if expected ~= nil and not RARE[name] and not CHECKED_BY_HELPER[name] and not skip[name] then
       check_type(key, expected)
     end
@@ -8062,7 +8871,7 @@ local function check_rare()
   if rare_checked then return end
   rare_checked = true
   for name in pairs(RARE) do
-    if K[name] ~= nil and not CHECKED_BY_HELPER[name] then check_type(K[name], KEY_TYPES[name]) end
+    if K[name] ~= nil and not CHECKED_BY_HELPER[name] then check_type(K[name], key_type(name)) end
   end
 end
 
@@ -8178,12 +8987,8 @@ local EVENTS_CONF = { 'events', 'events_max_count' }
 -- Reads the queue's events flag and bound (or takes them as read: \`read\`, the values of EVENTS_CONF).
 -- Call it before the script writes anything.
 local function events_begin(read)
-  local conf = read
-  if conf == nil then
-    -- A conf of another type fails here, before any write (scripts on a hot path leave it out of check_layout).
-    conf = redis.pcall('HMGET', K.conf, unpack(EVENTS_CONF))
-    if conf.err then layout_error(K.conf, redis.call('TYPE', K.conf).ok, 'hash') end
-  end
+  -- A conf of another type fails here, before any write (scripts on a hot path leave it out of check_layout).
+  local conf = read or read_conf(EVENTS_CONF)
   EV.on = conf[1] == '1'
   if EV.on then
     EV.max = tonumber(conf[2]) or DEFAULT_EVENTS_MAX_COUNT
@@ -8357,7 +9162,7 @@ return reply
       'updated-at',
     ],
     readOnly: true,
-    sha: '730a0e325e8271d82b92476fcf24189d4aaeac47',
+    sha: 'f69fdfafabc531bd100b88614b38e89e60473749',
     source: `#!lua flags=no-writes
 local K = { messages = KEYS[1], done = KEYS[2], requeue = KEYS[3], backoffs = KEYS[4], locks = KEYS[5], failed = KEYS[6], nattempts = KEYS[7], holders = KEYS[8], outcomes = KEYS[9], enqueued_at = KEYS[10], updated_at = KEYS[11] }
 -- common: helpers every script includes. K holds the queue's keys by name
@@ -8365,18 +9170,33 @@ local K = { messages = KEYS[1], done = KEYS[2], requeue = KEYS[3], backoffs = KE
 --
 -- KEYS: (none of its own)
 
--- The types kvmq keeps in each key, to refuse foreign data before writing anything.
-local KEY_TYPES = {
-  messages = 'hash', locks = 'hash', backoffs = 'hash', nattempts = 'hash', mid_circle = 'list',
-  done = 'set', requeue = 'set', eoq_backoff = 'string', ndry_runs = 'string', metadata = 'hash',
-  filters = 'hash', classes = 'set', holders = 'hash', outcomes = 'hash', enqueued_at = 'hash',
-  updated_at = 'hash', requeue_content = 'hash', schedule = 'zset', lock_expiry = 'zset',
-  done_at = 'zset', dedupe = 'zset', conf = 'hash', consumers = 'hash', gc_lock = 'string',
-  gc_at = 'string', policies = 'hash', history = 'hash', losses = 'hash', pushes = 'hash',
-  requeue_locks = 'zset', requeue_schedule = 'zset', failed = 'zset', events = 'stream', events_seq = 'string',
-  priorities = 'hash', lanes = 'zset', groups = 'hash', group_held = 'hash', parked = 'set', debounce = 'hash',
-  debounce_of = 'hash', rate_tat = 'string', schedules = 'hash',
-}
+-- The types kvmq keeps in each key, to refuse foreign data before writing anything. Built when a check
+-- first needs it: a script whose queue is marked (see LAYOUT_FIELD) mostly makes no check at all.
+local KEY_TYPES = nil
+local function key_type(name)
+  if KEY_TYPES == nil then
+    KEY_TYPES = {
+      messages = 'hash', locks = 'hash', backoffs = 'hash', nattempts = 'hash', mid_circle = 'list',
+      done = 'set', requeue = 'set', eoq_backoff = 'string', ndry_runs = 'string', metadata = 'hash',
+      filters = 'hash', classes = 'set', holders = 'hash', outcomes = 'hash', enqueued_at = 'hash',
+      updated_at = 'hash', requeue_content = 'hash', schedule = 'zset', lock_expiry = 'zset',
+      done_at = 'zset', dedupe = 'zset', conf = 'hash', consumers = 'hash', gc_lock = 'string',
+      gc_at = 'string', policies = 'hash', history = 'hash', losses = 'hash', pushes = 'hash',
+      requeue_locks = 'zset', requeue_schedule = 'zset', failed = 'zset', events = 'stream', events_seq = 'string',
+      priorities = 'hash', lanes = 'zset', groups = 'hash', group_held = 'hash', parked = 'set', debounce = 'hash',
+      debounce_of = 'hash', rate_tat = 'string', schedules = 'hash', layout = 'string',
+    }
+  end
+  return KEY_TYPES[name]
+end
+
+-- The \`layout\` key (a string) marks a queue whose keys a full check_layout found to be kvmq's: an enqueue
+-- writes it after its check; clear deletes it with the rest. The hot paths (enqueue, claim, finish) of a
+-- marked queue skip their TYPE calls (about a µs each, a dozen or more per call): a key another program
+-- creates under the prefix later fails the call with Redis's WRONGTYPE, which the client reports as a
+-- StoreLayoutError too, but maybe after part of the call's writes. Keys read before any write and those of
+-- rare paths are still checked on every call.
+local LAYOUT_VERSION = '1'
 
 -- Lua's unpack has a stack limit; variadic commands go in chunks of this many arguments.
 local CHUNK = 1000
@@ -8395,6 +9215,25 @@ end
 local function check_type(key, expected)
   local found = redis.call('TYPE', key).ok
   if found ~= 'none' and found ~= expected then layout_error(key, found, expected) end
+end
+
+-- Whether the queue carries the layout mark (the script must take the \`layout\` key).
+local function layout_marked()
+  local mark = redis.pcall('GET', K.layout)
+  if type(mark) == 'table' and mark.err then layout_error(K.layout, redis.call('TYPE', K.layout).ok, 'string') end
+  return mark == LAYOUT_VERSION
+end
+
+-- Marks the queue after a full check_layout found its keys kvmq's.
+local function mark_layout()
+  redis.call('SET', K.layout, LAYOUT_VERSION)
+end
+
+-- The conf fields \`fields\` (HMGET), a conf of another type refused before any write.
+local function read_conf(fields)
+  local conf = redis.pcall('HMGET', K.conf, unpack(fields))
+  if conf.err then layout_error(K.conf, redis.call('TYPE', K.conf).ok, 'hash') end
+  return conf
 end
 
 -- The ready list of a lane: a filter class (\`mid-circle\` for messages without filters), followed by '@'
@@ -8438,15 +9277,22 @@ local CHECKED_BY_HELPER = {}
 -- \`rare\` (optional) names keys left to check_rare, so a hot path pays no TYPE call for them. \`read_first\`
 -- (optional) names keys the script reads, with a command that refuses another type, before it writes
 -- anything: that read is their check. Each TYPE call costs about a µs of the server's time, on every call.
-local function check_layout(new_classes, rare, read_first)
+-- \`marked\` (optional): the queue carries the layout mark; only the lists of \`new_classes\` are checked.
+local function check_layout(new_classes, rare, read_first, marked)
   for _, name in ipairs(rare or {}) do RARE[name] = true end
+  if marked then
+    if K.mid_circle ~= nil then
+      for _, class in ipairs(new_classes or {}) do check_type(ready_list(class), 'list') end
+    end
+    return
+  end
   local skip = {}
   for _, name in ipairs(read_first or {}) do skip[name] = true end
   local lists = K.classes ~= nil and K.mid_circle ~= nil
   -- SMEMBERS below checks \`classes\` itself.
   if lists then skip.classes = true end
   for name, key in pairs(K) do
-    local expected = KEY_TYPES[name]
+    local expected = key_type(name)
     if expected ~= nil and not RARE[name] and not CHECKED_BY_HELPER[name] and not skip[name] then
       check_type(key, expected)
     end
@@ -8463,7 +9309,7 @@ local function check_rare()
   if rare_checked then return end
   rare_checked = true
   for name in pairs(RARE) do
-    if K[name] ~= nil and not CHECKED_BY_HELPER[name] then check_type(K[name], KEY_TYPES[name]) end
+    if K[name] ~= nil and not CHECKED_BY_HELPER[name] then check_type(K[name], key_type(name)) end
   end
 end
 
@@ -8615,7 +9461,7 @@ return status_of(ARGV[1], now_ms())
     name: 'unregister-consumer',
     keys: ['consumers'],
     readOnly: false,
-    sha: 'caa6aaedbde25fa2cdf853e488e327fdbc1be148',
+    sha: '0759d6f3c648dc28c0865a87794a107c527f4777',
     source: `#!lua flags=allow-oom
 local K = { consumers = KEYS[1] }
 -- common: helpers every script includes. K holds the queue's keys by name
@@ -8623,18 +9469,33 @@ local K = { consumers = KEYS[1] }
 --
 -- KEYS: (none of its own)
 
--- The types kvmq keeps in each key, to refuse foreign data before writing anything.
-local KEY_TYPES = {
-  messages = 'hash', locks = 'hash', backoffs = 'hash', nattempts = 'hash', mid_circle = 'list',
-  done = 'set', requeue = 'set', eoq_backoff = 'string', ndry_runs = 'string', metadata = 'hash',
-  filters = 'hash', classes = 'set', holders = 'hash', outcomes = 'hash', enqueued_at = 'hash',
-  updated_at = 'hash', requeue_content = 'hash', schedule = 'zset', lock_expiry = 'zset',
-  done_at = 'zset', dedupe = 'zset', conf = 'hash', consumers = 'hash', gc_lock = 'string',
-  gc_at = 'string', policies = 'hash', history = 'hash', losses = 'hash', pushes = 'hash',
-  requeue_locks = 'zset', requeue_schedule = 'zset', failed = 'zset', events = 'stream', events_seq = 'string',
-  priorities = 'hash', lanes = 'zset', groups = 'hash', group_held = 'hash', parked = 'set', debounce = 'hash',
-  debounce_of = 'hash', rate_tat = 'string', schedules = 'hash',
-}
+-- The types kvmq keeps in each key, to refuse foreign data before writing anything. Built when a check
+-- first needs it: a script whose queue is marked (see LAYOUT_FIELD) mostly makes no check at all.
+local KEY_TYPES = nil
+local function key_type(name)
+  if KEY_TYPES == nil then
+    KEY_TYPES = {
+      messages = 'hash', locks = 'hash', backoffs = 'hash', nattempts = 'hash', mid_circle = 'list',
+      done = 'set', requeue = 'set', eoq_backoff = 'string', ndry_runs = 'string', metadata = 'hash',
+      filters = 'hash', classes = 'set', holders = 'hash', outcomes = 'hash', enqueued_at = 'hash',
+      updated_at = 'hash', requeue_content = 'hash', schedule = 'zset', lock_expiry = 'zset',
+      done_at = 'zset', dedupe = 'zset', conf = 'hash', consumers = 'hash', gc_lock = 'string',
+      gc_at = 'string', policies = 'hash', history = 'hash', losses = 'hash', pushes = 'hash',
+      requeue_locks = 'zset', requeue_schedule = 'zset', failed = 'zset', events = 'stream', events_seq = 'string',
+      priorities = 'hash', lanes = 'zset', groups = 'hash', group_held = 'hash', parked = 'set', debounce = 'hash',
+      debounce_of = 'hash', rate_tat = 'string', schedules = 'hash', layout = 'string',
+    }
+  end
+  return KEY_TYPES[name]
+end
+
+-- The \`layout\` key (a string) marks a queue whose keys a full check_layout found to be kvmq's: an enqueue
+-- writes it after its check; clear deletes it with the rest. The hot paths (enqueue, claim, finish) of a
+-- marked queue skip their TYPE calls (about a µs each, a dozen or more per call): a key another program
+-- creates under the prefix later fails the call with Redis's WRONGTYPE, which the client reports as a
+-- StoreLayoutError too, but maybe after part of the call's writes. Keys read before any write and those of
+-- rare paths are still checked on every call.
+local LAYOUT_VERSION = '1'
 
 -- Lua's unpack has a stack limit; variadic commands go in chunks of this many arguments.
 local CHUNK = 1000
@@ -8653,6 +9514,25 @@ end
 local function check_type(key, expected)
   local found = redis.call('TYPE', key).ok
   if found ~= 'none' and found ~= expected then layout_error(key, found, expected) end
+end
+
+-- Whether the queue carries the layout mark (the script must take the \`layout\` key).
+local function layout_marked()
+  local mark = redis.pcall('GET', K.layout)
+  if type(mark) == 'table' and mark.err then layout_error(K.layout, redis.call('TYPE', K.layout).ok, 'string') end
+  return mark == LAYOUT_VERSION
+end
+
+-- Marks the queue after a full check_layout found its keys kvmq's.
+local function mark_layout()
+  redis.call('SET', K.layout, LAYOUT_VERSION)
+end
+
+-- The conf fields \`fields\` (HMGET), a conf of another type refused before any write.
+local function read_conf(fields)
+  local conf = redis.pcall('HMGET', K.conf, unpack(fields))
+  if conf.err then layout_error(K.conf, redis.call('TYPE', K.conf).ok, 'hash') end
+  return conf
 end
 
 -- The ready list of a lane: a filter class (\`mid-circle\` for messages without filters), followed by '@'
@@ -8696,15 +9576,22 @@ local CHECKED_BY_HELPER = {}
 -- \`rare\` (optional) names keys left to check_rare, so a hot path pays no TYPE call for them. \`read_first\`
 -- (optional) names keys the script reads, with a command that refuses another type, before it writes
 -- anything: that read is their check. Each TYPE call costs about a µs of the server's time, on every call.
-local function check_layout(new_classes, rare, read_first)
+-- \`marked\` (optional): the queue carries the layout mark; only the lists of \`new_classes\` are checked.
+local function check_layout(new_classes, rare, read_first, marked)
   for _, name in ipairs(rare or {}) do RARE[name] = true end
+  if marked then
+    if K.mid_circle ~= nil then
+      for _, class in ipairs(new_classes or {}) do check_type(ready_list(class), 'list') end
+    end
+    return
+  end
   local skip = {}
   for _, name in ipairs(read_first or {}) do skip[name] = true end
   local lists = K.classes ~= nil and K.mid_circle ~= nil
   -- SMEMBERS below checks \`classes\` itself.
   if lists then skip.classes = true end
   for name, key in pairs(K) do
-    local expected = KEY_TYPES[name]
+    local expected = key_type(name)
     if expected ~= nil and not RARE[name] and not CHECKED_BY_HELPER[name] and not skip[name] then
       check_type(key, expected)
     end
@@ -8721,7 +9608,7 @@ local function check_rare()
   if rare_checked then return end
   rare_checked = true
   for name in pairs(RARE) do
-    if K[name] ~= nil and not CHECKED_BY_HELPER[name] then check_type(K[name], KEY_TYPES[name]) end
+    if K[name] ~= nil and not CHECKED_BY_HELPER[name] then check_type(K[name], key_type(name)) end
   end
 end
 

@@ -13,7 +13,7 @@
 --
 -- KEYS: messages metadata filters classes nattempts locks holders backoffs done done-at requeue
 --       schedule lock-expiry updated-at mid-circle eoq-backoff? ndry-runs policies pushes conf failed lanes
---       rate-tat
+--       rate-tat layout
 -- ARGV: consumer id, max, lock ms, the number of filter classes the consumer knows of,
 --       five end-of-queue backoffs in ms (after dry run 1, 2, 3, 4, 5 and more),
 --       '*' to accept every class, else the accepted classes ('' for messages without filters)
@@ -27,7 +27,7 @@
 -- check_rare). It reads conf, then schedule and lock-expiry (promote), before its first write.
 check_layout(nil, { 'history', 'losses', 'outcomes', 'enqueued_at', 'requeue_content', 'requeue_schedule', 'dedupe',
   'done_at', 'backoffs', 'priorities', 'lanes', 'groups', 'debounce', 'debounce_of', 'group_held', 'parked',
-  'rate_tat', 'filters', 'pushes' }, { 'conf', 'schedule', 'lock_expiry' })
+  'rate_tat', 'filters', 'pushes' }, { 'conf', 'schedule', 'lock_expiry' }, layout_marked())
 -- At most this many ready lists are read to tell a full claim that it took the last ready messages.
 local MAX_DRAINED_READS = 8
 local consumer, max, lock_ms, known = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
