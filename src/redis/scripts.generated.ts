@@ -59,7 +59,7 @@ export const SCRIPTS = {
       'debounce-of',
     ],
     readOnly: false,
-    sha: '34464f45ee33ed99d81f92a83e4aa1b9d67df59b',
+    sha: '0599274f78bbe47e0ed966a2550bd8a8c97067e8',
     source: `#!lua flags=allow-oom
 local K = { messages = KEYS[1], metadata = KEYS[2], filters = KEYS[3], classes = KEYS[4], nattempts = KEYS[5], locks = KEYS[6], holders = KEYS[7], backoffs = KEYS[8], done = KEYS[9], done_at = KEYS[10], requeue = KEYS[11], schedule = KEYS[12], lock_expiry = KEYS[13], updated_at = KEYS[14], mid_circle = KEYS[15], eoq_backoff = KEYS[16], ndry_runs = KEYS[17], policies = KEYS[18], pushes = KEYS[19], conf = KEYS[20], failed = KEYS[21], lanes = KEYS[22], rate_tat = KEYS[23], layout = KEYS[24], events = KEYS[25], events_seq = KEYS[26], events_wake = KEYS[27], priorities = KEYS[28], groups = KEYS[29], group_held = KEYS[30], parked = KEYS[31], history = KEYS[32], losses = KEYS[33], outcomes = KEYS[34], enqueued_at = KEYS[35], requeue_content = KEYS[36], requeue_locks = KEYS[37], requeue_schedule = KEYS[38], dedupe = KEYS[39], debounce = KEYS[40], debounce_of = KEYS[41] }
 -- common: helpers every script includes. K holds the queue's keys by name
@@ -668,10 +668,17 @@ local function end_wait(id, ready, w)
   push_ready(ready, lane_of(id), id, true)
 end
 
--- Returns true when more may be due than were moved.
-local function promote(now, ready, w)
-  local due = redis.call('ZRANGEBYSCORE', K.schedule, '-inf', now, 'LIMIT', 0, PROMOTE_LIMIT)
-  local expired = redis.call('ZRANGEBYSCORE', K.lock_expiry, '-inf', now, 'LIMIT', 0, PROMOTE_LIMIT)
+-- Returns true when more may be due than were moved. \`heads\` (optional): the scores of the first entries
+-- of schedule and lock-expiry (\`schedule\`, \`expiry\`; nil when empty) as the caller read them: a set whose
+-- first entry is not due yet is not read again.
+local function promote(now, ready, w, heads)
+  local due, expired = {}, {}
+  if heads == nil or (heads.schedule ~= nil and heads.schedule <= now) then
+    due = redis.call('ZRANGEBYSCORE', K.schedule, '-inf', now, 'LIMIT', 0, PROMOTE_LIMIT)
+  end
+  if heads == nil or (heads.expiry ~= nil and heads.expiry <= now) then
+    expired = redis.call('ZRANGEBYSCORE', K.lock_expiry, '-inf', now, 'LIMIT', 0, PROMOTE_LIMIT)
+  end
   if #due > 0 or #expired > 0 then check_rare() end
   for _, id in ipairs(due) do end_wait(id, ready, w) end
   local max_deliveries = nil
@@ -727,11 +734,14 @@ end
 --        then six per message: id, content, metadata JSON or nil, filter class, attempt, policy or nil }
 -- Include: common events lanes groups forget fail promote
 
+-- The layout mark and the dry runs in one read (MGET reads a key of another type as nil: without the mark,
+-- check_layout checks both keys and names the foreign one).
+local marks = redis.call('MGET', K.layout, K.ndry_runs)
 -- The hot path of a claim touches none of these (only promote's moves, groups and rate limits do, after
 -- check_rare). It reads conf, then schedule and lock-expiry (promote), before its first write.
 check_layout(nil, { 'history', 'losses', 'outcomes', 'enqueued_at', 'requeue_content', 'requeue_schedule', 'dedupe',
   'done_at', 'backoffs', 'priorities', 'lanes', 'groups', 'debounce', 'debounce_of', 'group_held', 'parked',
-  'rate_tat', 'filters', 'pushes' }, { 'conf', 'schedule', 'lock_expiry' }, layout_marked())
+  'rate_tat', 'filters', 'pushes' }, { 'conf', 'schedule', 'lock_expiry' }, marks[1] == LAYOUT_VERSION)
 -- At most this many ready lists are read to tell a full claim that it took the last ready messages.
 local MAX_DRAINED_READS = 8
 local consumer, max, lock_ms, known = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
@@ -759,7 +769,7 @@ end
 local group_max = tonumber(conf[4])
 if conf[1] == '1' then
   -- Resume publishes a wake-up; a worker on a lost subscription looks again within a second.
-  return { 'ok', queue_size(), tonumber(redis.call('GET', K.ndry_runs)) or 0, now + 1000 }
+  return { 'ok', queue_size(), tonumber(marks[2]) or 0, now + 1000 }
 end
 -- The rate limit (GCRA, as model/rate-limit.ts rateGrant and rateCharge): at most \`granted\` now, and
 -- with none granted, no promotion and no dry run: the worker sleeps until the next slot.
@@ -772,7 +782,7 @@ if conf[5] and conf[5] ~= '' then
   rate_start = math.max(tonumber(redis.call('GET', K.rate_tat)) or 0, now)
   local available = math.floor((now + per_ms - rate_start) / rate_interval + 1e-9)
   if available <= 0 then
-    local dry = tonumber(redis.call('GET', K.ndry_runs)) or 0
+    local dry = tonumber(marks[2]) or 0
     return { 'ok', queue_size(), dry, math.ceil(rate_start - per_ms + rate_interval) }
   end
   max = math.min(max, available)
@@ -780,7 +790,16 @@ end
 events_begin({ conf[2], conf[3] })
 local w = pending_writes()
 local ready = pending_ready()
-local more = promote(now, ready, w)
+-- The score of a sorted set's first entry, nil when it is empty.
+local function head(key)
+  local first = redis.call('ZRANGE', key, 0, 0, 'WITHSCORES')
+  return tonumber(first[2])
+end
+-- The first backoff and lock to end: promote reads a set again only when its first entry is due, and the
+-- wake-up time needs no second read unless promote moved something.
+local heads = { schedule = head(K.schedule), expiry = head(K.lock_expiry) }
+local promoted = (heads.schedule ~= nil and heads.schedule <= now) or (heads.expiry ~= nil and heads.expiry <= now)
+local more = promote(now, ready, w, heads)
 flush_writes(w)
 flush_ready(ready)
 -- Promoted messages of lower priorities may have opened lanes.
@@ -799,6 +818,8 @@ else
 end
 
 local ids, class_at, n = {}, {}, 0
+-- The lock end of the messages this claim takes (nil: none taken).
+local locked_until = nil
 -- Held messages per group (read once per group), counting those this claim takes.
 local held, taken_groups = {}, {}
 -- Pops up to \`want\` from a lane; returns how many it popped. A message of a full group is parked.
@@ -903,6 +924,7 @@ if n > 0 then
     redis.call('SET', K.rate_tat, string.format('%.3f', rate_start + (m / 2) * rate_interval))
   end
   if m > 0 then
+    locked_until = lock_until
     call_chunked('HSET', K.nattempts, counts)
     call_chunked('HSET', K.locks, locks)
     call_chunked('HSET', K.holders, holders)
@@ -926,16 +948,17 @@ end
 local function wake_after(ttl)
   if more then return now end
   local wake_at = now + ttl
-  for _, key in ipairs({ K.schedule, K.lock_expiry }) do
-    local first = redis.call('ZRANGE', key, 0, 0, 'WITHSCORES')
-    if first[2] ~= nil then wake_at = math.min(wake_at, tonumber(first[2])) end
+  local firsts = { heads.schedule, heads.expiry, locked_until }
+  if promoted then firsts = { head(K.schedule), head(K.lock_expiry), nil } end
+  for i = 1, 3 do
+    if firsts[i] ~= nil then wake_at = math.min(wake_at, firsts[i]) end
   end
   return wake_at
 end
 
 if #reply > 4 then
   -- Handling resets the dry runs (and the backoff that counts them).
-  local dry = redis.call('GET', K.ndry_runs)
+  local dry = marks[2]
   if dry and dry ~= '0' then
     redis.call('SET', K.ndry_runs, '0')
     redis.call('DEL', K.eoq_backoff)
@@ -951,7 +974,7 @@ else
     ttl = tonumber(ARGV[4 + math.min(5, dry)])
     if ttl > 0 then redis.call('SET', K.eoq_backoff, '1', 'PX', ttl) else redis.call('DEL', K.eoq_backoff) end
   else
-    dry = tonumber(redis.call('GET', K.ndry_runs)) or 0
+    dry = tonumber(marks[2]) or 0
   end
   reply[3] = dry
   reply[4] = wake_after(ttl)
@@ -5735,7 +5758,7 @@ return reply
       'debounce-of',
     ],
     readOnly: false,
-    sha: '37983bff926344878bcb8a6e998e646ec95d7f30',
+    sha: '7021064647e796008cdbf35c855b2a7969c59d34',
     source: `#!lua flags=allow-oom
 local K = { messages = KEYS[1], metadata = KEYS[2], filters = KEYS[3], classes = KEYS[4], pushes = KEYS[5], mid_circle = KEYS[6], schedule = KEYS[7], lock_expiry = KEYS[8], requeue_locks = KEYS[9], requeue_schedule = KEYS[10], dedupe = KEYS[11], failed = KEYS[12], lanes = KEYS[13], parked = KEYS[14], conf = KEYS[15], events = KEYS[16], events_seq = KEYS[17], events_wake = KEYS[18], done = KEYS[19], requeue = KEYS[20], backoffs = KEYS[21], locks = KEYS[22], nattempts = KEYS[23], holders = KEYS[24], outcomes = KEYS[25], enqueued_at = KEYS[26], updated_at = KEYS[27], priorities = KEYS[28], groups = KEYS[29], group_held = KEYS[30], policies = KEYS[31], history = KEYS[32], losses = KEYS[33], requeue_content = KEYS[34], done_at = KEYS[35], debounce = KEYS[36], debounce_of = KEYS[37] }
 -- common: helpers every script includes. K holds the queue's keys by name
@@ -6394,10 +6417,17 @@ local function end_wait(id, ready, w)
   push_ready(ready, lane_of(id), id, true)
 end
 
--- Returns true when more may be due than were moved.
-local function promote(now, ready, w)
-  local due = redis.call('ZRANGEBYSCORE', K.schedule, '-inf', now, 'LIMIT', 0, PROMOTE_LIMIT)
-  local expired = redis.call('ZRANGEBYSCORE', K.lock_expiry, '-inf', now, 'LIMIT', 0, PROMOTE_LIMIT)
+-- Returns true when more may be due than were moved. \`heads\` (optional): the scores of the first entries
+-- of schedule and lock-expiry (\`schedule\`, \`expiry\`; nil when empty) as the caller read them: a set whose
+-- first entry is not due yet is not read again.
+local function promote(now, ready, w, heads)
+  local due, expired = {}, {}
+  if heads == nil or (heads.schedule ~= nil and heads.schedule <= now) then
+    due = redis.call('ZRANGEBYSCORE', K.schedule, '-inf', now, 'LIMIT', 0, PROMOTE_LIMIT)
+  end
+  if heads == nil or (heads.expiry ~= nil and heads.expiry <= now) then
+    expired = redis.call('ZRANGEBYSCORE', K.lock_expiry, '-inf', now, 'LIMIT', 0, PROMOTE_LIMIT)
+  end
   if #due > 0 or #expired > 0 then check_rare() end
   for _, id in ipairs(due) do end_wait(id, ready, w) end
   local max_deliveries = nil
@@ -6652,7 +6682,7 @@ return reply
       'debounce-of',
     ],
     readOnly: false,
-    sha: '105e9f0ebd878aeeb473a8641f5d858db3fd63cd',
+    sha: '50263496f3984eb39efc16d25965b5a5bf86753b',
     source: `#!lua
 local K = { messages = KEYS[1], wake = KEYS[2], pushes = KEYS[3], mid_circle = KEYS[4], conf = KEYS[5], events = KEYS[6], events_seq = KEYS[7], events_wake = KEYS[8], done = KEYS[9], requeue = KEYS[10], backoffs = KEYS[11], locks = KEYS[12], failed = KEYS[13], filters = KEYS[14], priorities = KEYS[15], lanes = KEYS[16], groups = KEYS[17], group_held = KEYS[18], parked = KEYS[19], metadata = KEYS[20], policies = KEYS[21], history = KEYS[22], losses = KEYS[23], nattempts = KEYS[24], holders = KEYS[25], outcomes = KEYS[26], enqueued_at = KEYS[27], updated_at = KEYS[28], requeue_content = KEYS[29], schedule = KEYS[30], lock_expiry = KEYS[31], requeue_locks = KEYS[32], requeue_schedule = KEYS[33], done_at = KEYS[34], dedupe = KEYS[35], debounce = KEYS[36], debounce_of = KEYS[37] }
 -- common: helpers every script includes. K holds the queue's keys by name
@@ -7288,10 +7318,17 @@ local function end_wait(id, ready, w)
   push_ready(ready, lane_of(id), id, true)
 end
 
--- Returns true when more may be due than were moved.
-local function promote(now, ready, w)
-  local due = redis.call('ZRANGEBYSCORE', K.schedule, '-inf', now, 'LIMIT', 0, PROMOTE_LIMIT)
-  local expired = redis.call('ZRANGEBYSCORE', K.lock_expiry, '-inf', now, 'LIMIT', 0, PROMOTE_LIMIT)
+-- Returns true when more may be due than were moved. \`heads\` (optional): the scores of the first entries
+-- of schedule and lock-expiry (\`schedule\`, \`expiry\`; nil when empty) as the caller read them: a set whose
+-- first entry is not due yet is not read again.
+local function promote(now, ready, w, heads)
+  local due, expired = {}, {}
+  if heads == nil or (heads.schedule ~= nil and heads.schedule <= now) then
+    due = redis.call('ZRANGEBYSCORE', K.schedule, '-inf', now, 'LIMIT', 0, PROMOTE_LIMIT)
+  end
+  if heads == nil or (heads.expiry ~= nil and heads.expiry <= now) then
+    expired = redis.call('ZRANGEBYSCORE', K.lock_expiry, '-inf', now, 'LIMIT', 0, PROMOTE_LIMIT)
+  end
   if #due > 0 or #expired > 0 then check_rare() end
   for _, id in ipairs(due) do end_wait(id, ready, w) end
   local max_deliveries = nil
