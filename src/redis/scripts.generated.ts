@@ -2002,7 +2002,7 @@ return reply
       'layout',
     ],
     readOnly: false,
-    sha: '11b66cf95642400836f268489f549acff4e0b55a',
+    sha: '08834d9742b07a2ffc184867483d82badfbe290b',
     source: `#!lua
 local K = { conf = KEYS[1], events = KEYS[2], events_seq = KEYS[3], events_wake = KEYS[4], done = KEYS[5], requeue = KEYS[6], backoffs = KEYS[7], locks = KEYS[8], failed = KEYS[9], filters = KEYS[10], priorities = KEYS[11], lanes = KEYS[12], groups = KEYS[13], messages = KEYS[14], metadata = KEYS[15], classes = KEYS[16], nattempts = KEYS[17], holders = KEYS[18], outcomes = KEYS[19], enqueued_at = KEYS[20], updated_at = KEYS[21], requeue_content = KEYS[22], schedule = KEYS[23], done_at = KEYS[24], dedupe = KEYS[25], mid_circle = KEYS[26], wake = KEYS[27], policies = KEYS[28], losses = KEYS[29], requeue_locks = KEYS[30], requeue_schedule = KEYS[31], pushes = KEYS[32], debounce = KEYS[33], debounce_of = KEYS[34], layout = KEYS[35] }
 -- common: helpers every script includes. K holds the queue's keys by name
@@ -2407,15 +2407,21 @@ local enqueue_marked = false
 -- Checks the layout for the messages from ARGV[first] (before anything is written).
 local function enqueue_check(first)
   enqueue_marked = layout_marked()
-  local lanes = {}
+  -- Each lane's ready list once, however many messages of the batch go there.
+  local lanes, seen = {}, {}
   local rare = false
   for i = first, #ARGV, ENQUEUE_PER do
     local class, ext = ARGV[i + 3], ARGV[i + 7]
+    local lane = nil
     if ext ~= '' then
       rare = true
-      lanes[#lanes + 1] = lane_for(class, (scheduling(ext)))
+      lane = lane_for(class, (scheduling(ext)))
     elseif class ~= '' then
-      lanes[#lanes + 1] = class
+      lane = class
+    end
+    if lane and not seen[lane] then
+      seen[lane] = true
+      lanes[#lanes + 1] = lane
     end
   end
   -- Plain messages touch none of these.
@@ -3953,7 +3959,7 @@ return replies
       'layout',
     ],
     readOnly: false,
-    sha: 'c8d1658979fac5da32dfd4e6a7793c3b385c22e5',
+    sha: '56b4bf2242dcb3ef2db59630589f50ff20ae577e',
     source: `#!lua
 local K = { schedules = KEYS[1], conf = KEYS[2], events = KEYS[3], events_seq = KEYS[4], events_wake = KEYS[5], done = KEYS[6], requeue = KEYS[7], backoffs = KEYS[8], locks = KEYS[9], failed = KEYS[10], filters = KEYS[11], priorities = KEYS[12], lanes = KEYS[13], groups = KEYS[14], messages = KEYS[15], metadata = KEYS[16], classes = KEYS[17], nattempts = KEYS[18], holders = KEYS[19], outcomes = KEYS[20], enqueued_at = KEYS[21], updated_at = KEYS[22], requeue_content = KEYS[23], schedule = KEYS[24], done_at = KEYS[25], dedupe = KEYS[26], mid_circle = KEYS[27], wake = KEYS[28], policies = KEYS[29], losses = KEYS[30], requeue_locks = KEYS[31], requeue_schedule = KEYS[32], pushes = KEYS[33], debounce = KEYS[34], debounce_of = KEYS[35], layout = KEYS[36] }
 -- common: helpers every script includes. K holds the queue's keys by name
@@ -4358,15 +4364,21 @@ local enqueue_marked = false
 -- Checks the layout for the messages from ARGV[first] (before anything is written).
 local function enqueue_check(first)
   enqueue_marked = layout_marked()
-  local lanes = {}
+  -- Each lane's ready list once, however many messages of the batch go there.
+  local lanes, seen = {}, {}
   local rare = false
   for i = first, #ARGV, ENQUEUE_PER do
     local class, ext = ARGV[i + 3], ARGV[i + 7]
+    local lane = nil
     if ext ~= '' then
       rare = true
-      lanes[#lanes + 1] = lane_for(class, (scheduling(ext)))
+      lane = lane_for(class, (scheduling(ext)))
     elseif class ~= '' then
-      lanes[#lanes + 1] = class
+      lane = class
+    end
+    if lane and not seen[lane] then
+      seen[lane] = true
+      lanes[#lanes + 1] = lane
     end
   end
   -- Plain messages touch none of these.

@@ -29,15 +29,21 @@ local enqueue_marked = false
 -- Checks the layout for the messages from ARGV[first] (before anything is written).
 local function enqueue_check(first)
   enqueue_marked = layout_marked()
-  local lanes = {}
+  -- Each lane's ready list once, however many messages of the batch go there.
+  local lanes, seen = {}, {}
   local rare = false
   for i = first, #ARGV, ENQUEUE_PER do
     local class, ext = ARGV[i + 3], ARGV[i + 7]
+    local lane = nil
     if ext ~= '' then
       rare = true
-      lanes[#lanes + 1] = lane_for(class, (scheduling(ext)))
+      lane = lane_for(class, (scheduling(ext)))
     elseif class ~= '' then
-      lanes[#lanes + 1] = class
+      lane = class
+    end
+    if lane and not seen[lane] then
+      seen[lane] = true
+      lanes[#lanes + 1] = lane
     end
   end
   -- Plain messages touch none of these.
