@@ -59,7 +59,7 @@ export const SCRIPTS = {
       'debounce-of',
     ],
     readOnly: false,
-    sha: '0599274f78bbe47e0ed966a2550bd8a8c97067e8',
+    sha: '13461e79aff625aa17e1925b08e655e5b5a6839c',
     source: `#!lua flags=allow-oom
 local K = { messages = KEYS[1], metadata = KEYS[2], filters = KEYS[3], classes = KEYS[4], nattempts = KEYS[5], locks = KEYS[6], holders = KEYS[7], backoffs = KEYS[8], done = KEYS[9], done_at = KEYS[10], requeue = KEYS[11], schedule = KEYS[12], lock_expiry = KEYS[13], updated_at = KEYS[14], mid_circle = KEYS[15], eoq_backoff = KEYS[16], ndry_runs = KEYS[17], policies = KEYS[18], pushes = KEYS[19], conf = KEYS[20], failed = KEYS[21], lanes = KEYS[22], rate_tat = KEYS[23], layout = KEYS[24], events = KEYS[25], events_seq = KEYS[26], events_wake = KEYS[27], priorities = KEYS[28], groups = KEYS[29], group_held = KEYS[30], parked = KEYS[31], history = KEYS[32], losses = KEYS[33], outcomes = KEYS[34], enqueued_at = KEYS[35], requeue_content = KEYS[36], requeue_locks = KEYS[37], requeue_schedule = KEYS[38], dedupe = KEYS[39], debounce = KEYS[40], debounce_of = KEYS[41] }
 -- common: helpers every script includes. K holds the queue's keys by name
@@ -166,7 +166,7 @@ end
 -- class known or about to be added, before the script writes anything: a
 -- script that stopped half-way would leave messages half-written.
 -- Keys a script touches only on its rare paths (see check_rare).
-local RARE = {}
+local RARE, RARE_NAMES = {}, {}
 local rare_checked = false
 -- Keys a helper checks itself, only when it is about to use them (lib/events.lua: with events on).
 local CHECKED_BY_HELPER = {}
@@ -176,13 +176,15 @@ local CHECKED_BY_HELPER = {}
 -- anything: that read is their check. Each TYPE call costs about a µs of the server's time, on every call.
 -- \`marked\` (optional): the queue carries the layout mark; only the lists of \`new_classes\` are checked.
 local function check_layout(new_classes, rare, read_first, marked)
-  for _, name in ipairs(rare or {}) do RARE[name] = true end
+  -- A marked queue's hot path only keeps the list: check_rare reads it, and a set is built only below.
+  RARE_NAMES = rare or RARE_NAMES
   if marked then
     if K.mid_circle ~= nil then
       for _, class in ipairs(new_classes or {}) do check_type(ready_list(class), 'list') end
     end
     return
   end
+  for _, name in ipairs(RARE_NAMES) do RARE[name] = true end
   local skip = {}
   for _, name in ipairs(read_first or {}) do skip[name] = true end
   local lists = K.classes ~= nil and K.mid_circle ~= nil
@@ -205,7 +207,7 @@ end
 local function check_rare()
   if rare_checked then return end
   rare_checked = true
-  for name in pairs(RARE) do
+  for _, name in ipairs(RARE_NAMES) do
     if K[name] ~= nil and not CHECKED_BY_HELPER[name] then check_type(K[name], key_type(name)) end
   end
 end
@@ -1027,7 +1029,7 @@ return reply
       'layout',
     ],
     readOnly: false,
-    sha: '1148767b640112855e195d321aa500199eb84f98',
+    sha: '64e89ae5304431233e8ad04d709d579c2c29d017',
     source: `#!lua flags=allow-oom
 local K = { messages = KEYS[1], locks = KEYS[2], backoffs = KEYS[3], nattempts = KEYS[4], mid_circle = KEYS[5], done = KEYS[6], requeue = KEYS[7], eoq_backoff = KEYS[8], ndry_runs = KEYS[9], metadata = KEYS[10], filters = KEYS[11], classes = KEYS[12], holders = KEYS[13], outcomes = KEYS[14], enqueued_at = KEYS[15], updated_at = KEYS[16], requeue_content = KEYS[17], schedule = KEYS[18], lock_expiry = KEYS[19], done_at = KEYS[20], dedupe = KEYS[21], policies = KEYS[22], history = KEYS[23], losses = KEYS[24], pushes = KEYS[25], requeue_locks = KEYS[26], requeue_schedule = KEYS[27], failed = KEYS[28], events = KEYS[29], priorities = KEYS[30], lanes = KEYS[31], groups = KEYS[32], group_held = KEYS[33], parked = KEYS[34], debounce = KEYS[35], debounce_of = KEYS[36], rate_tat = KEYS[37], layout = KEYS[38] }
 -- common: helpers every script includes. K holds the queue's keys by name
@@ -1134,7 +1136,7 @@ end
 -- class known or about to be added, before the script writes anything: a
 -- script that stopped half-way would leave messages half-written.
 -- Keys a script touches only on its rare paths (see check_rare).
-local RARE = {}
+local RARE, RARE_NAMES = {}, {}
 local rare_checked = false
 -- Keys a helper checks itself, only when it is about to use them (lib/events.lua: with events on).
 local CHECKED_BY_HELPER = {}
@@ -1144,13 +1146,15 @@ local CHECKED_BY_HELPER = {}
 -- anything: that read is their check. Each TYPE call costs about a µs of the server's time, on every call.
 -- \`marked\` (optional): the queue carries the layout mark; only the lists of \`new_classes\` are checked.
 local function check_layout(new_classes, rare, read_first, marked)
-  for _, name in ipairs(rare or {}) do RARE[name] = true end
+  -- A marked queue's hot path only keeps the list: check_rare reads it, and a set is built only below.
+  RARE_NAMES = rare or RARE_NAMES
   if marked then
     if K.mid_circle ~= nil then
       for _, class in ipairs(new_classes or {}) do check_type(ready_list(class), 'list') end
     end
     return
   end
+  for _, name in ipairs(RARE_NAMES) do RARE[name] = true end
   local skip = {}
   for _, name in ipairs(read_first or {}) do skip[name] = true end
   local lists = K.classes ~= nil and K.mid_circle ~= nil
@@ -1173,7 +1177,7 @@ end
 local function check_rare()
   if rare_checked then return end
   rare_checked = true
-  for name in pairs(RARE) do
+  for _, name in ipairs(RARE_NAMES) do
     if K[name] ~= nil and not CHECKED_BY_HELPER[name] then check_type(K[name], key_type(name)) end
   end
 end
@@ -1301,7 +1305,7 @@ return 1
       'parked',
     ],
     readOnly: false,
-    sha: '3562bd087adfc018a5e88069762a65c20681a7e7',
+    sha: 'bed8e1db85520209d618f6fba4fbbd169fc19e9c',
     source: `#!lua
 local K = { conf = KEYS[1], wake = KEYS[2], messages = KEYS[3], consumers = KEYS[4], pushes = KEYS[5], mid_circle = KEYS[6], filters = KEYS[7], priorities = KEYS[8], lanes = KEYS[9], groups = KEYS[10], group_held = KEYS[11], parked = KEYS[12] }
 -- common: helpers every script includes. K holds the queue's keys by name
@@ -1408,7 +1412,7 @@ end
 -- class known or about to be added, before the script writes anything: a
 -- script that stopped half-way would leave messages half-written.
 -- Keys a script touches only on its rare paths (see check_rare).
-local RARE = {}
+local RARE, RARE_NAMES = {}, {}
 local rare_checked = false
 -- Keys a helper checks itself, only when it is about to use them (lib/events.lua: with events on).
 local CHECKED_BY_HELPER = {}
@@ -1418,13 +1422,15 @@ local CHECKED_BY_HELPER = {}
 -- anything: that read is their check. Each TYPE call costs about a µs of the server's time, on every call.
 -- \`marked\` (optional): the queue carries the layout mark; only the lists of \`new_classes\` are checked.
 local function check_layout(new_classes, rare, read_first, marked)
-  for _, name in ipairs(rare or {}) do RARE[name] = true end
+  -- A marked queue's hot path only keeps the list: check_rare reads it, and a set is built only below.
+  RARE_NAMES = rare or RARE_NAMES
   if marked then
     if K.mid_circle ~= nil then
       for _, class in ipairs(new_classes or {}) do check_type(ready_list(class), 'list') end
     end
     return
   end
+  for _, name in ipairs(RARE_NAMES) do RARE[name] = true end
   local skip = {}
   for _, name in ipairs(read_first or {}) do skip[name] = true end
   local lists = K.classes ~= nil and K.mid_circle ~= nil
@@ -1447,7 +1453,7 @@ end
 local function check_rare()
   if rare_checked then return end
   rare_checked = true
-  for name in pairs(RARE) do
+  for _, name in ipairs(RARE_NAMES) do
     if K[name] ~= nil and not CHECKED_BY_HELPER[name] then check_type(K[name], key_type(name)) end
   end
 end
@@ -1693,7 +1699,7 @@ return 1
     name: 'consumers',
     keys: ['consumers', 'holders', 'locks'],
     readOnly: true,
-    sha: 'a87b0ea1f21722d76bb85a745590461698562eb8',
+    sha: '1fea12a674cdac07cc9ddae403bbdcda995ba761',
     source: `#!lua flags=no-writes
 local K = { consumers = KEYS[1], holders = KEYS[2], locks = KEYS[3] }
 -- common: helpers every script includes. K holds the queue's keys by name
@@ -1800,7 +1806,7 @@ end
 -- class known or about to be added, before the script writes anything: a
 -- script that stopped half-way would leave messages half-written.
 -- Keys a script touches only on its rare paths (see check_rare).
-local RARE = {}
+local RARE, RARE_NAMES = {}, {}
 local rare_checked = false
 -- Keys a helper checks itself, only when it is about to use them (lib/events.lua: with events on).
 local CHECKED_BY_HELPER = {}
@@ -1810,13 +1816,15 @@ local CHECKED_BY_HELPER = {}
 -- anything: that read is their check. Each TYPE call costs about a µs of the server's time, on every call.
 -- \`marked\` (optional): the queue carries the layout mark; only the lists of \`new_classes\` are checked.
 local function check_layout(new_classes, rare, read_first, marked)
-  for _, name in ipairs(rare or {}) do RARE[name] = true end
+  -- A marked queue's hot path only keeps the list: check_rare reads it, and a set is built only below.
+  RARE_NAMES = rare or RARE_NAMES
   if marked then
     if K.mid_circle ~= nil then
       for _, class in ipairs(new_classes or {}) do check_type(ready_list(class), 'list') end
     end
     return
   end
+  for _, name in ipairs(RARE_NAMES) do RARE[name] = true end
   local skip = {}
   for _, name in ipairs(read_first or {}) do skip[name] = true end
   local lists = K.classes ~= nil and K.mid_circle ~= nil
@@ -1839,7 +1847,7 @@ end
 local function check_rare()
   if rare_checked then return end
   rare_checked = true
-  for name in pairs(RARE) do
+  for _, name in ipairs(RARE_NAMES) do
     if K[name] ~= nil and not CHECKED_BY_HELPER[name] then check_type(K[name], key_type(name)) end
   end
 end
@@ -2002,7 +2010,7 @@ return reply
       'layout',
     ],
     readOnly: false,
-    sha: '08834d9742b07a2ffc184867483d82badfbe290b',
+    sha: '7469a39a4d01e6985761fe08385f0663b49901a8',
     source: `#!lua
 local K = { conf = KEYS[1], events = KEYS[2], events_seq = KEYS[3], events_wake = KEYS[4], done = KEYS[5], requeue = KEYS[6], backoffs = KEYS[7], locks = KEYS[8], failed = KEYS[9], filters = KEYS[10], priorities = KEYS[11], lanes = KEYS[12], groups = KEYS[13], messages = KEYS[14], metadata = KEYS[15], classes = KEYS[16], nattempts = KEYS[17], holders = KEYS[18], outcomes = KEYS[19], enqueued_at = KEYS[20], updated_at = KEYS[21], requeue_content = KEYS[22], schedule = KEYS[23], done_at = KEYS[24], dedupe = KEYS[25], mid_circle = KEYS[26], wake = KEYS[27], policies = KEYS[28], losses = KEYS[29], requeue_locks = KEYS[30], requeue_schedule = KEYS[31], pushes = KEYS[32], debounce = KEYS[33], debounce_of = KEYS[34], layout = KEYS[35] }
 -- common: helpers every script includes. K holds the queue's keys by name
@@ -2109,7 +2117,7 @@ end
 -- class known or about to be added, before the script writes anything: a
 -- script that stopped half-way would leave messages half-written.
 -- Keys a script touches only on its rare paths (see check_rare).
-local RARE = {}
+local RARE, RARE_NAMES = {}, {}
 local rare_checked = false
 -- Keys a helper checks itself, only when it is about to use them (lib/events.lua: with events on).
 local CHECKED_BY_HELPER = {}
@@ -2119,13 +2127,15 @@ local CHECKED_BY_HELPER = {}
 -- anything: that read is their check. Each TYPE call costs about a µs of the server's time, on every call.
 -- \`marked\` (optional): the queue carries the layout mark; only the lists of \`new_classes\` are checked.
 local function check_layout(new_classes, rare, read_first, marked)
-  for _, name in ipairs(rare or {}) do RARE[name] = true end
+  -- A marked queue's hot path only keeps the list: check_rare reads it, and a set is built only below.
+  RARE_NAMES = rare or RARE_NAMES
   if marked then
     if K.mid_circle ~= nil then
       for _, class in ipairs(new_classes or {}) do check_type(ready_list(class), 'list') end
     end
     return
   end
+  for _, name in ipairs(RARE_NAMES) do RARE[name] = true end
   local skip = {}
   for _, name in ipairs(read_first or {}) do skip[name] = true end
   local lists = K.classes ~= nil and K.mid_circle ~= nil
@@ -2148,7 +2158,7 @@ end
 local function check_rare()
   if rare_checked then return end
   rare_checked = true
-  for name in pairs(RARE) do
+  for _, name in ipairs(RARE_NAMES) do
     if K[name] ~= nil and not CHECKED_BY_HELPER[name] then check_type(K[name], key_type(name)) end
   end
 end
@@ -2606,7 +2616,7 @@ return replies
     name: 'events-trim',
     keys: ['events', 'events-seq'],
     readOnly: false,
-    sha: '9ddac49330ccacc6f45a9810db3a5ccfd4769822',
+    sha: 'dc356ed7a38d70b94f9b1e412f161323fc97e258',
     source: `#!lua flags=allow-oom
 local K = { events = KEYS[1], events_seq = KEYS[2] }
 -- common: helpers every script includes. K holds the queue's keys by name
@@ -2713,7 +2723,7 @@ end
 -- class known or about to be added, before the script writes anything: a
 -- script that stopped half-way would leave messages half-written.
 -- Keys a script touches only on its rare paths (see check_rare).
-local RARE = {}
+local RARE, RARE_NAMES = {}, {}
 local rare_checked = false
 -- Keys a helper checks itself, only when it is about to use them (lib/events.lua: with events on).
 local CHECKED_BY_HELPER = {}
@@ -2723,13 +2733,15 @@ local CHECKED_BY_HELPER = {}
 -- anything: that read is their check. Each TYPE call costs about a µs of the server's time, on every call.
 -- \`marked\` (optional): the queue carries the layout mark; only the lists of \`new_classes\` are checked.
 local function check_layout(new_classes, rare, read_first, marked)
-  for _, name in ipairs(rare or {}) do RARE[name] = true end
+  -- A marked queue's hot path only keeps the list: check_rare reads it, and a set is built only below.
+  RARE_NAMES = rare or RARE_NAMES
   if marked then
     if K.mid_circle ~= nil then
       for _, class in ipairs(new_classes or {}) do check_type(ready_list(class), 'list') end
     end
     return
   end
+  for _, name in ipairs(RARE_NAMES) do RARE[name] = true end
   local skip = {}
   for _, name in ipairs(read_first or {}) do skip[name] = true end
   local lists = K.classes ~= nil and K.mid_circle ~= nil
@@ -2752,7 +2764,7 @@ end
 local function check_rare()
   if rare_checked then return end
   rare_checked = true
-  for name in pairs(RARE) do
+  for _, name in ipairs(RARE_NAMES) do
     if K[name] ~= nil and not CHECKED_BY_HELPER[name] then check_type(K[name], key_type(name)) end
   end
 end
@@ -2876,7 +2888,7 @@ return redis.call('XTRIM', K.events, 'MINID', string.format('%d', lo))
     name: 'extend',
     keys: ['locks', 'holders', 'nattempts', 'lock-expiry', 'requeue', 'requeue-locks'],
     readOnly: false,
-    sha: '0f1eed4d651e8240ea31152e80c5ddec2d36b11a',
+    sha: '8862343a70f24fd33b604fbe5d1bd5a0a0452ff5',
     source: `#!lua flags=allow-oom
 local K = { locks = KEYS[1], holders = KEYS[2], nattempts = KEYS[3], lock_expiry = KEYS[4], requeue = KEYS[5], requeue_locks = KEYS[6] }
 -- common: helpers every script includes. K holds the queue's keys by name
@@ -2983,7 +2995,7 @@ end
 -- class known or about to be added, before the script writes anything: a
 -- script that stopped half-way would leave messages half-written.
 -- Keys a script touches only on its rare paths (see check_rare).
-local RARE = {}
+local RARE, RARE_NAMES = {}, {}
 local rare_checked = false
 -- Keys a helper checks itself, only when it is about to use them (lib/events.lua: with events on).
 local CHECKED_BY_HELPER = {}
@@ -2993,13 +3005,15 @@ local CHECKED_BY_HELPER = {}
 -- anything: that read is their check. Each TYPE call costs about a µs of the server's time, on every call.
 -- \`marked\` (optional): the queue carries the layout mark; only the lists of \`new_classes\` are checked.
 local function check_layout(new_classes, rare, read_first, marked)
-  for _, name in ipairs(rare or {}) do RARE[name] = true end
+  -- A marked queue's hot path only keeps the list: check_rare reads it, and a set is built only below.
+  RARE_NAMES = rare or RARE_NAMES
   if marked then
     if K.mid_circle ~= nil then
       for _, class in ipairs(new_classes or {}) do check_type(ready_list(class), 'list') end
     end
     return
   end
+  for _, name in ipairs(RARE_NAMES) do RARE[name] = true end
   local skip = {}
   for _, name in ipairs(read_first or {}) do skip[name] = true end
   local lists = K.classes ~= nil and K.mid_circle ~= nil
@@ -3022,7 +3036,7 @@ end
 local function check_rare()
   if rare_checked then return end
   rare_checked = true
-  for name in pairs(RARE) do
+  for _, name in ipairs(RARE_NAMES) do
     if K[name] ~= nil and not CHECKED_BY_HELPER[name] then check_type(K[name], key_type(name)) end
   end
 end
@@ -3179,7 +3193,7 @@ return lost
       'debounce-of',
     ],
     readOnly: false,
-    sha: '13c67006a12a2d703ab94af2e440dbe791d2855c',
+    sha: '96d442392af6c7ed5cab357ef09c54db50b5ccd0',
     source: `#!lua flags=allow-oom
 local K = { messages = KEYS[1], filters = KEYS[2], nattempts = KEYS[3], locks = KEYS[4], holders = KEYS[5], backoffs = KEYS[6], done = KEYS[7], done_at = KEYS[8], dedupe = KEYS[9], requeue = KEYS[10], requeue_content = KEYS[11], schedule = KEYS[12], lock_expiry = KEYS[13], outcomes = KEYS[14], updated_at = KEYS[15], mid_circle = KEYS[16], wake = KEYS[17], pushes = KEYS[18], losses = KEYS[19], layout = KEYS[20], conf = KEYS[21], events = KEYS[22], events_seq = KEYS[23], events_wake = KEYS[24], priorities = KEYS[25], lanes = KEYS[26], groups = KEYS[27], group_held = KEYS[28], parked = KEYS[29], metadata = KEYS[30], policies = KEYS[31], history = KEYS[32], enqueued_at = KEYS[33], requeue_locks = KEYS[34], requeue_schedule = KEYS[35], failed = KEYS[36], debounce = KEYS[37], debounce_of = KEYS[38] }
 -- common: helpers every script includes. K holds the queue's keys by name
@@ -3286,7 +3300,7 @@ end
 -- class known or about to be added, before the script writes anything: a
 -- script that stopped half-way would leave messages half-written.
 -- Keys a script touches only on its rare paths (see check_rare).
-local RARE = {}
+local RARE, RARE_NAMES = {}, {}
 local rare_checked = false
 -- Keys a helper checks itself, only when it is about to use them (lib/events.lua: with events on).
 local CHECKED_BY_HELPER = {}
@@ -3296,13 +3310,15 @@ local CHECKED_BY_HELPER = {}
 -- anything: that read is their check. Each TYPE call costs about a µs of the server's time, on every call.
 -- \`marked\` (optional): the queue carries the layout mark; only the lists of \`new_classes\` are checked.
 local function check_layout(new_classes, rare, read_first, marked)
-  for _, name in ipairs(rare or {}) do RARE[name] = true end
+  -- A marked queue's hot path only keeps the list: check_rare reads it, and a set is built only below.
+  RARE_NAMES = rare or RARE_NAMES
   if marked then
     if K.mid_circle ~= nil then
       for _, class in ipairs(new_classes or {}) do check_type(ready_list(class), 'list') end
     end
     return
   end
+  for _, name in ipairs(RARE_NAMES) do RARE[name] = true end
   local skip = {}
   for _, name in ipairs(read_first or {}) do skip[name] = true end
   local lists = K.classes ~= nil and K.mid_circle ~= nil
@@ -3325,7 +3341,7 @@ end
 local function check_rare()
   if rare_checked then return end
   rare_checked = true
-  for name in pairs(RARE) do
+  for _, name in ipairs(RARE_NAMES) do
     if K[name] ~= nil and not CHECKED_BY_HELPER[name] then check_type(K[name], key_type(name)) end
   end
 end
@@ -3959,7 +3975,7 @@ return replies
       'layout',
     ],
     readOnly: false,
-    sha: '56b4bf2242dcb3ef2db59630589f50ff20ae577e',
+    sha: '781daf099c869a65684c43b44df3da94e529779a',
     source: `#!lua
 local K = { schedules = KEYS[1], conf = KEYS[2], events = KEYS[3], events_seq = KEYS[4], events_wake = KEYS[5], done = KEYS[6], requeue = KEYS[7], backoffs = KEYS[8], locks = KEYS[9], failed = KEYS[10], filters = KEYS[11], priorities = KEYS[12], lanes = KEYS[13], groups = KEYS[14], messages = KEYS[15], metadata = KEYS[16], classes = KEYS[17], nattempts = KEYS[18], holders = KEYS[19], outcomes = KEYS[20], enqueued_at = KEYS[21], updated_at = KEYS[22], requeue_content = KEYS[23], schedule = KEYS[24], done_at = KEYS[25], dedupe = KEYS[26], mid_circle = KEYS[27], wake = KEYS[28], policies = KEYS[29], losses = KEYS[30], requeue_locks = KEYS[31], requeue_schedule = KEYS[32], pushes = KEYS[33], debounce = KEYS[34], debounce_of = KEYS[35], layout = KEYS[36] }
 -- common: helpers every script includes. K holds the queue's keys by name
@@ -4066,7 +4082,7 @@ end
 -- class known or about to be added, before the script writes anything: a
 -- script that stopped half-way would leave messages half-written.
 -- Keys a script touches only on its rare paths (see check_rare).
-local RARE = {}
+local RARE, RARE_NAMES = {}, {}
 local rare_checked = false
 -- Keys a helper checks itself, only when it is about to use them (lib/events.lua: with events on).
 local CHECKED_BY_HELPER = {}
@@ -4076,13 +4092,15 @@ local CHECKED_BY_HELPER = {}
 -- anything: that read is their check. Each TYPE call costs about a µs of the server's time, on every call.
 -- \`marked\` (optional): the queue carries the layout mark; only the lists of \`new_classes\` are checked.
 local function check_layout(new_classes, rare, read_first, marked)
-  for _, name in ipairs(rare or {}) do RARE[name] = true end
+  -- A marked queue's hot path only keeps the list: check_rare reads it, and a set is built only below.
+  RARE_NAMES = rare or RARE_NAMES
   if marked then
     if K.mid_circle ~= nil then
       for _, class in ipairs(new_classes or {}) do check_type(ready_list(class), 'list') end
     end
     return
   end
+  for _, name in ipairs(RARE_NAMES) do RARE[name] = true end
   local skip = {}
   for _, name in ipairs(read_first or {}) do skip[name] = true end
   local lists = K.classes ~= nil and K.mid_circle ~= nil
@@ -4105,7 +4123,7 @@ end
 local function check_rare()
   if rare_checked then return end
   rare_checked = true
-  for name in pairs(RARE) do
+  for _, name in ipairs(RARE_NAMES) do
     if K[name] ~= nil and not CHECKED_BY_HELPER[name] then check_type(K[name], key_type(name)) end
   end
 end
@@ -4570,7 +4588,7 @@ return replies
     name: 'gc-finish',
     keys: ['consumers', 'gc-lock'],
     readOnly: false,
-    sha: 'bc6179ee9aed66e46fe1f7434f473cc9acf18daf',
+    sha: '6338ad2f51523c93bf75d4ab77c30f33dc5cfb7b',
     source: `#!lua flags=allow-oom
 local K = { consumers = KEYS[1], gc_lock = KEYS[2] }
 -- common: helpers every script includes. K holds the queue's keys by name
@@ -4677,7 +4695,7 @@ end
 -- class known or about to be added, before the script writes anything: a
 -- script that stopped half-way would leave messages half-written.
 -- Keys a script touches only on its rare paths (see check_rare).
-local RARE = {}
+local RARE, RARE_NAMES = {}, {}
 local rare_checked = false
 -- Keys a helper checks itself, only when it is about to use them (lib/events.lua: with events on).
 local CHECKED_BY_HELPER = {}
@@ -4687,13 +4705,15 @@ local CHECKED_BY_HELPER = {}
 -- anything: that read is their check. Each TYPE call costs about a µs of the server's time, on every call.
 -- \`marked\` (optional): the queue carries the layout mark; only the lists of \`new_classes\` are checked.
 local function check_layout(new_classes, rare, read_first, marked)
-  for _, name in ipairs(rare or {}) do RARE[name] = true end
+  -- A marked queue's hot path only keeps the list: check_rare reads it, and a set is built only below.
+  RARE_NAMES = rare or RARE_NAMES
   if marked then
     if K.mid_circle ~= nil then
       for _, class in ipairs(new_classes or {}) do check_type(ready_list(class), 'list') end
     end
     return
   end
+  for _, name in ipairs(RARE_NAMES) do RARE[name] = true end
   local skip = {}
   for _, name in ipairs(read_first or {}) do skip[name] = true end
   local lists = K.classes ~= nil and K.mid_circle ~= nil
@@ -4716,7 +4736,7 @@ end
 local function check_rare()
   if rare_checked then return end
   rare_checked = true
-  for name in pairs(RARE) do
+  for _, name in ipairs(RARE_NAMES) do
     if K[name] ~= nil and not CHECKED_BY_HELPER[name] then check_type(K[name], key_type(name)) end
   end
 end
@@ -4829,7 +4849,7 @@ return #lapsed
     name: 'gc-start',
     keys: ['gc-lock', 'gc-at'],
     readOnly: false,
-    sha: '89bdbc6ce4df0f24a40e4e64a2735b7e9c8e1a23',
+    sha: '3ae4605b8cbf38669b73cef2c936af468d11d08c',
     source: `#!lua flags=allow-oom
 local K = { gc_lock = KEYS[1], gc_at = KEYS[2] }
 -- common: helpers every script includes. K holds the queue's keys by name
@@ -4936,7 +4956,7 @@ end
 -- class known or about to be added, before the script writes anything: a
 -- script that stopped half-way would leave messages half-written.
 -- Keys a script touches only on its rare paths (see check_rare).
-local RARE = {}
+local RARE, RARE_NAMES = {}, {}
 local rare_checked = false
 -- Keys a helper checks itself, only when it is about to use them (lib/events.lua: with events on).
 local CHECKED_BY_HELPER = {}
@@ -4946,13 +4966,15 @@ local CHECKED_BY_HELPER = {}
 -- anything: that read is their check. Each TYPE call costs about a µs of the server's time, on every call.
 -- \`marked\` (optional): the queue carries the layout mark; only the lists of \`new_classes\` are checked.
 local function check_layout(new_classes, rare, read_first, marked)
-  for _, name in ipairs(rare or {}) do RARE[name] = true end
+  -- A marked queue's hot path only keeps the list: check_rare reads it, and a set is built only below.
+  RARE_NAMES = rare or RARE_NAMES
   if marked then
     if K.mid_circle ~= nil then
       for _, class in ipairs(new_classes or {}) do check_type(ready_list(class), 'list') end
     end
     return
   end
+  for _, name in ipairs(RARE_NAMES) do RARE[name] = true end
   local skip = {}
   for _, name in ipairs(read_first or {}) do skip[name] = true end
   local lists = K.classes ~= nil and K.mid_circle ~= nil
@@ -4975,7 +4997,7 @@ end
 local function check_rare()
   if rare_checked then return end
   rare_checked = true
-  for name in pairs(RARE) do
+  for _, name in ipairs(RARE_NAMES) do
     if K[name] ~= nil and not CHECKED_BY_HELPER[name] then check_type(K[name], key_type(name)) end
   end
 end
@@ -5112,7 +5134,7 @@ return 1
       'debounce-of',
     ],
     readOnly: false,
-    sha: '157371fc6cb02af92015a512d0eb4059c8a79414',
+    sha: '12ab93bffbdf278fdc9d81cd457b01df9874a9c2',
     source: `#!lua flags=allow-oom
 local K = { done_at = KEYS[1], failed = KEYS[2], messages = KEYS[3], metadata = KEYS[4], filters = KEYS[5], policies = KEYS[6], history = KEYS[7], losses = KEYS[8], nattempts = KEYS[9], locks = KEYS[10], holders = KEYS[11], backoffs = KEYS[12], outcomes = KEYS[13], enqueued_at = KEYS[14], updated_at = KEYS[15], requeue_content = KEYS[16], done = KEYS[17], requeue = KEYS[18], schedule = KEYS[19], lock_expiry = KEYS[20], requeue_locks = KEYS[21], requeue_schedule = KEYS[22], dedupe = KEYS[23], priorities = KEYS[24], groups = KEYS[25], debounce = KEYS[26], debounce_of = KEYS[27] }
 -- common: helpers every script includes. K holds the queue's keys by name
@@ -5219,7 +5241,7 @@ end
 -- class known or about to be added, before the script writes anything: a
 -- script that stopped half-way would leave messages half-written.
 -- Keys a script touches only on its rare paths (see check_rare).
-local RARE = {}
+local RARE, RARE_NAMES = {}, {}
 local rare_checked = false
 -- Keys a helper checks itself, only when it is about to use them (lib/events.lua: with events on).
 local CHECKED_BY_HELPER = {}
@@ -5229,13 +5251,15 @@ local CHECKED_BY_HELPER = {}
 -- anything: that read is their check. Each TYPE call costs about a µs of the server's time, on every call.
 -- \`marked\` (optional): the queue carries the layout mark; only the lists of \`new_classes\` are checked.
 local function check_layout(new_classes, rare, read_first, marked)
-  for _, name in ipairs(rare or {}) do RARE[name] = true end
+  -- A marked queue's hot path only keeps the list: check_rare reads it, and a set is built only below.
+  RARE_NAMES = rare or RARE_NAMES
   if marked then
     if K.mid_circle ~= nil then
       for _, class in ipairs(new_classes or {}) do check_type(ready_list(class), 'list') end
     end
     return
   end
+  for _, name in ipairs(RARE_NAMES) do RARE[name] = true end
   local skip = {}
   for _, name in ipairs(read_first or {}) do skip[name] = true end
   local lists = K.classes ~= nil and K.mid_circle ~= nil
@@ -5258,7 +5282,7 @@ end
 local function check_rare()
   if rare_checked then return end
   rare_checked = true
-  for name in pairs(RARE) do
+  for _, name in ipairs(RARE_NAMES) do
     if K[name] ~= nil and not CHECKED_BY_HELPER[name] then check_type(K[name], key_type(name)) end
   end
 end
@@ -5428,7 +5452,7 @@ return { removed, #old }
       'updated-at',
     ],
     readOnly: true,
-    sha: '8f64bd1d2da81a8d2e02e7bbc1927824a8889c15',
+    sha: 'feac8a21a8d77166a753bc5ba8eec11d0081cafa',
     source: `#!lua flags=no-writes
 local K = { messages = KEYS[1], metadata = KEYS[2], filters = KEYS[3], policies = KEYS[4], history = KEYS[5], priorities = KEYS[6], groups = KEYS[7], done = KEYS[8], requeue = KEYS[9], backoffs = KEYS[10], locks = KEYS[11], failed = KEYS[12], nattempts = KEYS[13], holders = KEYS[14], outcomes = KEYS[15], enqueued_at = KEYS[16], updated_at = KEYS[17] }
 -- common: helpers every script includes. K holds the queue's keys by name
@@ -5535,7 +5559,7 @@ end
 -- class known or about to be added, before the script writes anything: a
 -- script that stopped half-way would leave messages half-written.
 -- Keys a script touches only on its rare paths (see check_rare).
-local RARE = {}
+local RARE, RARE_NAMES = {}, {}
 local rare_checked = false
 -- Keys a helper checks itself, only when it is about to use them (lib/events.lua: with events on).
 local CHECKED_BY_HELPER = {}
@@ -5545,13 +5569,15 @@ local CHECKED_BY_HELPER = {}
 -- anything: that read is their check. Each TYPE call costs about a µs of the server's time, on every call.
 -- \`marked\` (optional): the queue carries the layout mark; only the lists of \`new_classes\` are checked.
 local function check_layout(new_classes, rare, read_first, marked)
-  for _, name in ipairs(rare or {}) do RARE[name] = true end
+  -- A marked queue's hot path only keeps the list: check_rare reads it, and a set is built only below.
+  RARE_NAMES = rare or RARE_NAMES
   if marked then
     if K.mid_circle ~= nil then
       for _, class in ipairs(new_classes or {}) do check_type(ready_list(class), 'list') end
     end
     return
   end
+  for _, name in ipairs(RARE_NAMES) do RARE[name] = true end
   local skip = {}
   for _, name in ipairs(read_first or {}) do skip[name] = true end
   local lists = K.classes ~= nil and K.mid_circle ~= nil
@@ -5574,7 +5600,7 @@ end
 local function check_rare()
   if rare_checked then return end
   rare_checked = true
-  for name in pairs(RARE) do
+  for _, name in ipairs(RARE_NAMES) do
     if K[name] ~= nil and not CHECKED_BY_HELPER[name] then check_type(K[name], key_type(name)) end
   end
 end
@@ -5770,7 +5796,7 @@ return reply
       'debounce-of',
     ],
     readOnly: false,
-    sha: '7021064647e796008cdbf35c855b2a7969c59d34',
+    sha: '89ef5341a0ea614e82742874bca5fb73bfa1147b',
     source: `#!lua flags=allow-oom
 local K = { messages = KEYS[1], metadata = KEYS[2], filters = KEYS[3], classes = KEYS[4], pushes = KEYS[5], mid_circle = KEYS[6], schedule = KEYS[7], lock_expiry = KEYS[8], requeue_locks = KEYS[9], requeue_schedule = KEYS[10], dedupe = KEYS[11], failed = KEYS[12], lanes = KEYS[13], parked = KEYS[14], conf = KEYS[15], events = KEYS[16], events_seq = KEYS[17], events_wake = KEYS[18], done = KEYS[19], requeue = KEYS[20], backoffs = KEYS[21], locks = KEYS[22], nattempts = KEYS[23], holders = KEYS[24], outcomes = KEYS[25], enqueued_at = KEYS[26], updated_at = KEYS[27], priorities = KEYS[28], groups = KEYS[29], group_held = KEYS[30], policies = KEYS[31], history = KEYS[32], losses = KEYS[33], requeue_content = KEYS[34], done_at = KEYS[35], debounce = KEYS[36], debounce_of = KEYS[37] }
 -- common: helpers every script includes. K holds the queue's keys by name
@@ -5877,7 +5903,7 @@ end
 -- class known or about to be added, before the script writes anything: a
 -- script that stopped half-way would leave messages half-written.
 -- Keys a script touches only on its rare paths (see check_rare).
-local RARE = {}
+local RARE, RARE_NAMES = {}, {}
 local rare_checked = false
 -- Keys a helper checks itself, only when it is about to use them (lib/events.lua: with events on).
 local CHECKED_BY_HELPER = {}
@@ -5887,13 +5913,15 @@ local CHECKED_BY_HELPER = {}
 -- anything: that read is their check. Each TYPE call costs about a µs of the server's time, on every call.
 -- \`marked\` (optional): the queue carries the layout mark; only the lists of \`new_classes\` are checked.
 local function check_layout(new_classes, rare, read_first, marked)
-  for _, name in ipairs(rare or {}) do RARE[name] = true end
+  -- A marked queue's hot path only keeps the list: check_rare reads it, and a set is built only below.
+  RARE_NAMES = rare or RARE_NAMES
   if marked then
     if K.mid_circle ~= nil then
       for _, class in ipairs(new_classes or {}) do check_type(ready_list(class), 'list') end
     end
     return
   end
+  for _, name in ipairs(RARE_NAMES) do RARE[name] = true end
   local skip = {}
   for _, name in ipairs(read_first or {}) do skip[name] = true end
   local lists = K.classes ~= nil and K.mid_circle ~= nil
@@ -5916,7 +5944,7 @@ end
 local function check_rare()
   if rare_checked then return end
   rare_checked = true
-  for name in pairs(RARE) do
+  for _, name in ipairs(RARE_NAMES) do
     if K[name] ~= nil and not CHECKED_BY_HELPER[name] then check_type(K[name], key_type(name)) end
   end
 end
@@ -6694,7 +6722,7 @@ return reply
       'debounce-of',
     ],
     readOnly: false,
-    sha: '50263496f3984eb39efc16d25965b5a5bf86753b',
+    sha: '67fde29fa5adf398d190dcc236940551fb3af407',
     source: `#!lua
 local K = { messages = KEYS[1], wake = KEYS[2], pushes = KEYS[3], mid_circle = KEYS[4], conf = KEYS[5], events = KEYS[6], events_seq = KEYS[7], events_wake = KEYS[8], done = KEYS[9], requeue = KEYS[10], backoffs = KEYS[11], locks = KEYS[12], failed = KEYS[13], filters = KEYS[14], priorities = KEYS[15], lanes = KEYS[16], groups = KEYS[17], group_held = KEYS[18], parked = KEYS[19], metadata = KEYS[20], policies = KEYS[21], history = KEYS[22], losses = KEYS[23], nattempts = KEYS[24], holders = KEYS[25], outcomes = KEYS[26], enqueued_at = KEYS[27], updated_at = KEYS[28], requeue_content = KEYS[29], schedule = KEYS[30], lock_expiry = KEYS[31], requeue_locks = KEYS[32], requeue_schedule = KEYS[33], done_at = KEYS[34], dedupe = KEYS[35], debounce = KEYS[36], debounce_of = KEYS[37] }
 -- common: helpers every script includes. K holds the queue's keys by name
@@ -6801,7 +6829,7 @@ end
 -- class known or about to be added, before the script writes anything: a
 -- script that stopped half-way would leave messages half-written.
 -- Keys a script touches only on its rare paths (see check_rare).
-local RARE = {}
+local RARE, RARE_NAMES = {}, {}
 local rare_checked = false
 -- Keys a helper checks itself, only when it is about to use them (lib/events.lua: with events on).
 local CHECKED_BY_HELPER = {}
@@ -6811,13 +6839,15 @@ local CHECKED_BY_HELPER = {}
 -- anything: that read is their check. Each TYPE call costs about a µs of the server's time, on every call.
 -- \`marked\` (optional): the queue carries the layout mark; only the lists of \`new_classes\` are checked.
 local function check_layout(new_classes, rare, read_first, marked)
-  for _, name in ipairs(rare or {}) do RARE[name] = true end
+  -- A marked queue's hot path only keeps the list: check_rare reads it, and a set is built only below.
+  RARE_NAMES = rare or RARE_NAMES
   if marked then
     if K.mid_circle ~= nil then
       for _, class in ipairs(new_classes or {}) do check_type(ready_list(class), 'list') end
     end
     return
   end
+  for _, name in ipairs(RARE_NAMES) do RARE[name] = true end
   local skip = {}
   for _, name in ipairs(read_first or {}) do skip[name] = true end
   local lists = K.classes ~= nil and K.mid_circle ~= nil
@@ -6840,7 +6870,7 @@ end
 local function check_rare()
   if rare_checked then return end
   rare_checked = true
-  for name in pairs(RARE) do
+  for _, name in ipairs(RARE_NAMES) do
     if K[name] ~= nil and not CHECKED_BY_HELPER[name] then check_type(K[name], key_type(name)) end
   end
 end
@@ -7424,7 +7454,7 @@ return replies
       'locks',
     ],
     readOnly: true,
-    sha: '9b342c2d436e1866218e700ce39f63be7e56041d',
+    sha: 'a0eabb3eb60d2881ad11507fe40c36dafc657a05',
     source: `#!lua flags=no-writes
 local K = { messages = KEYS[1], done = KEYS[2], failed = KEYS[3], schedule = KEYS[4], lock_expiry = KEYS[5], dedupe = KEYS[6], requeue_locks = KEYS[7], requeue_schedule = KEYS[8], ndry_runs = KEYS[9], conf = KEYS[10], consumers = KEYS[11], holders = KEYS[12], locks = KEYS[13] }
 -- common: helpers every script includes. K holds the queue's keys by name
@@ -7531,7 +7561,7 @@ end
 -- class known or about to be added, before the script writes anything: a
 -- script that stopped half-way would leave messages half-written.
 -- Keys a script touches only on its rare paths (see check_rare).
-local RARE = {}
+local RARE, RARE_NAMES = {}, {}
 local rare_checked = false
 -- Keys a helper checks itself, only when it is about to use them (lib/events.lua: with events on).
 local CHECKED_BY_HELPER = {}
@@ -7541,13 +7571,15 @@ local CHECKED_BY_HELPER = {}
 -- anything: that read is their check. Each TYPE call costs about a µs of the server's time, on every call.
 -- \`marked\` (optional): the queue carries the layout mark; only the lists of \`new_classes\` are checked.
 local function check_layout(new_classes, rare, read_first, marked)
-  for _, name in ipairs(rare or {}) do RARE[name] = true end
+  -- A marked queue's hot path only keeps the list: check_rare reads it, and a set is built only below.
+  RARE_NAMES = rare or RARE_NAMES
   if marked then
     if K.mid_circle ~= nil then
       for _, class in ipairs(new_classes or {}) do check_type(ready_list(class), 'list') end
     end
     return
   end
+  for _, name in ipairs(RARE_NAMES) do RARE[name] = true end
   local skip = {}
   for _, name in ipairs(read_first or {}) do skip[name] = true end
   local lists = K.classes ~= nil and K.mid_circle ~= nil
@@ -7570,7 +7602,7 @@ end
 local function check_rare()
   if rare_checked then return end
   rare_checked = true
-  for name in pairs(RARE) do
+  for _, name in ipairs(RARE_NAMES) do
     if K[name] ~= nil and not CHECKED_BY_HELPER[name] then check_type(K[name], key_type(name)) end
   end
 end
@@ -7731,7 +7763,7 @@ return reply
     name: 'read-events',
     keys: ['events', 'events-seq'],
     readOnly: true,
-    sha: '55b22bf5cc6ed11baec87e8523fc0ab0a3e88a93',
+    sha: '71167c53f4dd76a3ff453c8bfd6546915631c065',
     source: `#!lua flags=no-writes
 local K = { events = KEYS[1], events_seq = KEYS[2] }
 -- common: helpers every script includes. K holds the queue's keys by name
@@ -7838,7 +7870,7 @@ end
 -- class known or about to be added, before the script writes anything: a
 -- script that stopped half-way would leave messages half-written.
 -- Keys a script touches only on its rare paths (see check_rare).
-local RARE = {}
+local RARE, RARE_NAMES = {}, {}
 local rare_checked = false
 -- Keys a helper checks itself, only when it is about to use them (lib/events.lua: with events on).
 local CHECKED_BY_HELPER = {}
@@ -7848,13 +7880,15 @@ local CHECKED_BY_HELPER = {}
 -- anything: that read is their check. Each TYPE call costs about a µs of the server's time, on every call.
 -- \`marked\` (optional): the queue carries the layout mark; only the lists of \`new_classes\` are checked.
 local function check_layout(new_classes, rare, read_first, marked)
-  for _, name in ipairs(rare or {}) do RARE[name] = true end
+  -- A marked queue's hot path only keeps the list: check_rare reads it, and a set is built only below.
+  RARE_NAMES = rare or RARE_NAMES
   if marked then
     if K.mid_circle ~= nil then
       for _, class in ipairs(new_classes or {}) do check_type(ready_list(class), 'list') end
     end
     return
   end
+  for _, name in ipairs(RARE_NAMES) do RARE[name] = true end
   local skip = {}
   for _, name in ipairs(read_first or {}) do skip[name] = true end
   local lists = K.classes ~= nil and K.mid_circle ~= nil
@@ -7877,7 +7911,7 @@ end
 local function check_rare()
   if rare_checked then return end
   rare_checked = true
-  for name in pairs(RARE) do
+  for _, name in ipairs(RARE_NAMES) do
     if K[name] ~= nil and not CHECKED_BY_HELPER[name] then check_type(K[name], key_type(name)) end
   end
 end
@@ -8013,7 +8047,7 @@ return reply
     name: 'register-consumer',
     keys: ['consumers'],
     readOnly: false,
-    sha: 'a54582b57fa764dc8cd527219bbbfe680d6134f0',
+    sha: '1b8bff9b0af23fe13954956e67cce579da026792',
     source: `#!lua flags=allow-oom
 local K = { consumers = KEYS[1] }
 -- common: helpers every script includes. K holds the queue's keys by name
@@ -8120,7 +8154,7 @@ end
 -- class known or about to be added, before the script writes anything: a
 -- script that stopped half-way would leave messages half-written.
 -- Keys a script touches only on its rare paths (see check_rare).
-local RARE = {}
+local RARE, RARE_NAMES = {}, {}
 local rare_checked = false
 -- Keys a helper checks itself, only when it is about to use them (lib/events.lua: with events on).
 local CHECKED_BY_HELPER = {}
@@ -8130,13 +8164,15 @@ local CHECKED_BY_HELPER = {}
 -- anything: that read is their check. Each TYPE call costs about a µs of the server's time, on every call.
 -- \`marked\` (optional): the queue carries the layout mark; only the lists of \`new_classes\` are checked.
 local function check_layout(new_classes, rare, read_first, marked)
-  for _, name in ipairs(rare or {}) do RARE[name] = true end
+  -- A marked queue's hot path only keeps the list: check_rare reads it, and a set is built only below.
+  RARE_NAMES = rare or RARE_NAMES
   if marked then
     if K.mid_circle ~= nil then
       for _, class in ipairs(new_classes or {}) do check_type(ready_list(class), 'list') end
     end
     return
   end
+  for _, name in ipairs(RARE_NAMES) do RARE[name] = true end
   local skip = {}
   for _, name in ipairs(read_first or {}) do skip[name] = true end
   local lists = K.classes ~= nil and K.mid_circle ~= nil
@@ -8159,7 +8195,7 @@ end
 local function check_rare()
   if rare_checked then return end
   rare_checked = true
-  for name in pairs(RARE) do
+  for _, name in ipairs(RARE_NAMES) do
     if K[name] ~= nil and not CHECKED_BY_HELPER[name] then check_type(K[name], key_type(name)) end
   end
 end
@@ -8305,7 +8341,7 @@ return 1
       'debounce-of',
     ],
     readOnly: false,
-    sha: '808d625f9629c931b697efdd941f86d97c6213a9',
+    sha: '2e9584867a2b7483cd67b4ceb4b5eeab7dcffb5b',
     source: `#!lua flags=allow-oom
 local K = { mid_circle = KEYS[1], conf = KEYS[2], events = KEYS[3], events_seq = KEYS[4], events_wake = KEYS[5], done = KEYS[6], requeue = KEYS[7], backoffs = KEYS[8], locks = KEYS[9], failed = KEYS[10], filters = KEYS[11], priorities = KEYS[12], lanes = KEYS[13], groups = KEYS[14], messages = KEYS[15], metadata = KEYS[16], policies = KEYS[17], history = KEYS[18], losses = KEYS[19], nattempts = KEYS[20], holders = KEYS[21], outcomes = KEYS[22], enqueued_at = KEYS[23], updated_at = KEYS[24], requeue_content = KEYS[25], schedule = KEYS[26], lock_expiry = KEYS[27], requeue_locks = KEYS[28], requeue_schedule = KEYS[29], done_at = KEYS[30], dedupe = KEYS[31], debounce = KEYS[32], debounce_of = KEYS[33] }
 -- common: helpers every script includes. K holds the queue's keys by name
@@ -8412,7 +8448,7 @@ end
 -- class known or about to be added, before the script writes anything: a
 -- script that stopped half-way would leave messages half-written.
 -- Keys a script touches only on its rare paths (see check_rare).
-local RARE = {}
+local RARE, RARE_NAMES = {}, {}
 local rare_checked = false
 -- Keys a helper checks itself, only when it is about to use them (lib/events.lua: with events on).
 local CHECKED_BY_HELPER = {}
@@ -8422,13 +8458,15 @@ local CHECKED_BY_HELPER = {}
 -- anything: that read is their check. Each TYPE call costs about a µs of the server's time, on every call.
 -- \`marked\` (optional): the queue carries the layout mark; only the lists of \`new_classes\` are checked.
 local function check_layout(new_classes, rare, read_first, marked)
-  for _, name in ipairs(rare or {}) do RARE[name] = true end
+  -- A marked queue's hot path only keeps the list: check_rare reads it, and a set is built only below.
+  RARE_NAMES = rare or RARE_NAMES
   if marked then
     if K.mid_circle ~= nil then
       for _, class in ipairs(new_classes or {}) do check_type(ready_list(class), 'list') end
     end
     return
   end
+  for _, name in ipairs(RARE_NAMES) do RARE[name] = true end
   local skip = {}
   for _, name in ipairs(read_first or {}) do skip[name] = true end
   local lists = K.classes ~= nil and K.mid_circle ~= nil
@@ -8451,7 +8489,7 @@ end
 local function check_rare()
   if rare_checked then return end
   rare_checked = true
-  for name in pairs(RARE) do
+  for _, name in ipairs(RARE_NAMES) do
     if K[name] ~= nil and not CHECKED_BY_HELPER[name] then check_type(K[name], key_type(name)) end
   end
 end
@@ -8773,7 +8811,7 @@ return replies
       'groups',
     ],
     readOnly: false,
-    sha: 'e1d4d19dc50c4588c3a93c0489b81c69e123a143',
+    sha: '207908162a122f781dd749900aa698da9de33ab4',
     source: `#!lua
 local K = { messages = KEYS[1], filters = KEYS[2], nattempts = KEYS[3], losses = KEYS[4], failed = KEYS[5], updated_at = KEYS[6], mid_circle = KEYS[7], wake = KEYS[8], pushes = KEYS[9], conf = KEYS[10], events = KEYS[11], events_seq = KEYS[12], events_wake = KEYS[13], done = KEYS[14], requeue = KEYS[15], backoffs = KEYS[16], locks = KEYS[17], priorities = KEYS[18], lanes = KEYS[19], groups = KEYS[20] }
 -- common: helpers every script includes. K holds the queue's keys by name
@@ -8880,7 +8918,7 @@ end
 -- class known or about to be added, before the script writes anything: a
 -- script that stopped half-way would leave messages half-written.
 -- Keys a script touches only on its rare paths (see check_rare).
-local RARE = {}
+local RARE, RARE_NAMES = {}, {}
 local rare_checked = false
 -- Keys a helper checks itself, only when it is about to use them (lib/events.lua: with events on).
 local CHECKED_BY_HELPER = {}
@@ -8890,13 +8928,15 @@ local CHECKED_BY_HELPER = {}
 -- anything: that read is their check. Each TYPE call costs about a µs of the server's time, on every call.
 -- \`marked\` (optional): the queue carries the layout mark; only the lists of \`new_classes\` are checked.
 local function check_layout(new_classes, rare, read_first, marked)
-  for _, name in ipairs(rare or {}) do RARE[name] = true end
+  -- A marked queue's hot path only keeps the list: check_rare reads it, and a set is built only below.
+  RARE_NAMES = rare or RARE_NAMES
   if marked then
     if K.mid_circle ~= nil then
       for _, class in ipairs(new_classes or {}) do check_type(ready_list(class), 'list') end
     end
     return
   end
+  for _, name in ipairs(RARE_NAMES) do RARE[name] = true end
   local skip = {}
   for _, name in ipairs(read_first or {}) do skip[name] = true end
   local lists = K.classes ~= nil and K.mid_circle ~= nil
@@ -8919,7 +8959,7 @@ end
 local function check_rare()
   if rare_checked then return end
   rare_checked = true
-  for name in pairs(RARE) do
+  for _, name in ipairs(RARE_NAMES) do
     if K[name] ~= nil and not CHECKED_BY_HELPER[name] then check_type(K[name], key_type(name)) end
   end
 end
@@ -9211,7 +9251,7 @@ return reply
       'updated-at',
     ],
     readOnly: true,
-    sha: 'f69fdfafabc531bd100b88614b38e89e60473749',
+    sha: 'c21b966f0ea19d34177b670e1ee393600faab0d7',
     source: `#!lua flags=no-writes
 local K = { messages = KEYS[1], done = KEYS[2], requeue = KEYS[3], backoffs = KEYS[4], locks = KEYS[5], failed = KEYS[6], nattempts = KEYS[7], holders = KEYS[8], outcomes = KEYS[9], enqueued_at = KEYS[10], updated_at = KEYS[11] }
 -- common: helpers every script includes. K holds the queue's keys by name
@@ -9318,7 +9358,7 @@ end
 -- class known or about to be added, before the script writes anything: a
 -- script that stopped half-way would leave messages half-written.
 -- Keys a script touches only on its rare paths (see check_rare).
-local RARE = {}
+local RARE, RARE_NAMES = {}, {}
 local rare_checked = false
 -- Keys a helper checks itself, only when it is about to use them (lib/events.lua: with events on).
 local CHECKED_BY_HELPER = {}
@@ -9328,13 +9368,15 @@ local CHECKED_BY_HELPER = {}
 -- anything: that read is their check. Each TYPE call costs about a µs of the server's time, on every call.
 -- \`marked\` (optional): the queue carries the layout mark; only the lists of \`new_classes\` are checked.
 local function check_layout(new_classes, rare, read_first, marked)
-  for _, name in ipairs(rare or {}) do RARE[name] = true end
+  -- A marked queue's hot path only keeps the list: check_rare reads it, and a set is built only below.
+  RARE_NAMES = rare or RARE_NAMES
   if marked then
     if K.mid_circle ~= nil then
       for _, class in ipairs(new_classes or {}) do check_type(ready_list(class), 'list') end
     end
     return
   end
+  for _, name in ipairs(RARE_NAMES) do RARE[name] = true end
   local skip = {}
   for _, name in ipairs(read_first or {}) do skip[name] = true end
   local lists = K.classes ~= nil and K.mid_circle ~= nil
@@ -9357,7 +9399,7 @@ end
 local function check_rare()
   if rare_checked then return end
   rare_checked = true
-  for name in pairs(RARE) do
+  for _, name in ipairs(RARE_NAMES) do
     if K[name] ~= nil and not CHECKED_BY_HELPER[name] then check_type(K[name], key_type(name)) end
   end
 end
@@ -9510,7 +9552,7 @@ return status_of(ARGV[1], now_ms())
     name: 'unregister-consumer',
     keys: ['consumers'],
     readOnly: false,
-    sha: '0759d6f3c648dc28c0865a87794a107c527f4777',
+    sha: 'c0954f1df4693cfd423a1f8dc68843a918accaa9',
     source: `#!lua flags=allow-oom
 local K = { consumers = KEYS[1] }
 -- common: helpers every script includes. K holds the queue's keys by name
@@ -9617,7 +9659,7 @@ end
 -- class known or about to be added, before the script writes anything: a
 -- script that stopped half-way would leave messages half-written.
 -- Keys a script touches only on its rare paths (see check_rare).
-local RARE = {}
+local RARE, RARE_NAMES = {}, {}
 local rare_checked = false
 -- Keys a helper checks itself, only when it is about to use them (lib/events.lua: with events on).
 local CHECKED_BY_HELPER = {}
@@ -9627,13 +9669,15 @@ local CHECKED_BY_HELPER = {}
 -- anything: that read is their check. Each TYPE call costs about a µs of the server's time, on every call.
 -- \`marked\` (optional): the queue carries the layout mark; only the lists of \`new_classes\` are checked.
 local function check_layout(new_classes, rare, read_first, marked)
-  for _, name in ipairs(rare or {}) do RARE[name] = true end
+  -- A marked queue's hot path only keeps the list: check_rare reads it, and a set is built only below.
+  RARE_NAMES = rare or RARE_NAMES
   if marked then
     if K.mid_circle ~= nil then
       for _, class in ipairs(new_classes or {}) do check_type(ready_list(class), 'list') end
     end
     return
   end
+  for _, name in ipairs(RARE_NAMES) do RARE[name] = true end
   local skip = {}
   for _, name in ipairs(read_first or {}) do skip[name] = true end
   local lists = K.classes ~= nil and K.mid_circle ~= nil
@@ -9656,7 +9700,7 @@ end
 local function check_rare()
   if rare_checked then return end
   rare_checked = true
-  for name in pairs(RARE) do
+  for _, name in ipairs(RARE_NAMES) do
     if K[name] ~= nil and not CHECKED_BY_HELPER[name] then check_type(K[name], key_type(name)) end
   end
 end

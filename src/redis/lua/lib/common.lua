@@ -102,7 +102,7 @@ end
 -- class known or about to be added, before the script writes anything: a
 -- script that stopped half-way would leave messages half-written.
 -- Keys a script touches only on its rare paths (see check_rare).
-local RARE = {}
+local RARE, RARE_NAMES = {}, {}
 local rare_checked = false
 -- Keys a helper checks itself, only when it is about to use them (lib/events.lua: with events on).
 local CHECKED_BY_HELPER = {}
@@ -112,13 +112,15 @@ local CHECKED_BY_HELPER = {}
 -- anything: that read is their check. Each TYPE call costs about a µs of the server's time, on every call.
 -- `marked` (optional): the queue carries the layout mark; only the lists of `new_classes` are checked.
 local function check_layout(new_classes, rare, read_first, marked)
-  for _, name in ipairs(rare or {}) do RARE[name] = true end
+  -- A marked queue's hot path only keeps the list: check_rare reads it, and a set is built only below.
+  RARE_NAMES = rare or RARE_NAMES
   if marked then
     if K.mid_circle ~= nil then
       for _, class in ipairs(new_classes or {}) do check_type(ready_list(class), 'list') end
     end
     return
   end
+  for _, name in ipairs(RARE_NAMES) do RARE[name] = true end
   local skip = {}
   for _, name in ipairs(read_first or {}) do skip[name] = true end
   local lists = K.classes ~= nil and K.mid_circle ~= nil
@@ -141,7 +143,7 @@ end
 local function check_rare()
   if rare_checked then return end
   rare_checked = true
-  for name in pairs(RARE) do
+  for _, name in ipairs(RARE_NAMES) do
     if K[name] ~= nil and not CHECKED_BY_HELPER[name] then check_type(K[name], key_type(name)) end
   end
 end
