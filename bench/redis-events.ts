@@ -16,6 +16,7 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
+import { Command } from 'ioredis';
 import { successFinish } from './common.js';
 import { claimMessages } from '../src/redis/claim.js';
 import { writeConfig } from '../src/redis/config.js';
@@ -62,7 +63,7 @@ class ScriptsAt extends Scripts {
     where: string,
     private readonly older: Map<string, LuaScript>,
   ) {
-    super(redis, prefix, where);
+    super(redis, prefix, where, Command);
   }
 
   override run(script: LuaScript, queue: string, args: readonly ScriptArg[]): Promise<unknown> {
@@ -73,7 +74,7 @@ class ScriptsAt extends Scripts {
 const url = parseRedisUrl(values.store);
 const redis = await openConnection(url, 'kvmq-bench');
 const prefix = `bench-events-${process.pid}`;
-const current = new Scripts(redis, prefix, url.where);
+const current = new Scripts(redis, prefix, url.where, Command);
 await current.loadAll();
 const variants = {
   before: new ScriptsAt(redis, prefix, url.where, await scriptsAt(values.before)),

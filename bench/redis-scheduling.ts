@@ -11,6 +11,7 @@
  */
 import { join, resolve } from 'node:path';
 import { parseArgs } from 'node:util';
+import { Command } from 'ioredis';
 import { successFinish } from './common.js';
 import { openConnection } from '../src/redis/connection.js';
 import { parseRedisUrl } from '../src/redis/url.js';
@@ -75,7 +76,7 @@ type Variant = keyof typeof codes;
 const order: Variant[] = ['before', 'after'];
 const runners = new Map<Variant, afterScripts.Scripts>();
 for (const v of order) {
-  const scripts = new codes[v].scripts.Scripts(redis, prefix, url.where);
+  const scripts = new codes[v].scripts.Scripts(redis, prefix, url.where, Command);
   await scripts.loadAll();
   runners.set(v, scripts);
 }

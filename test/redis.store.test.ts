@@ -209,6 +209,35 @@ void describe('redis store', () => {
     assert.ok(calls < 20, `${calls} script calls for 65 messages`);
   });
 
+  void test('a server that lost its scripts (SCRIPT FLUSH) answers the next calls through EVAL', async () => {
+    const server = await dedicated();
+    const client = await open(`${server.url}?prefix=flushed`);
+    const q = 'flushed';
+    await client.enqueue(q, 'warm-up', { id: 'warm-up' });
+    cli(server.url, 'SCRIPT', 'FLUSH');
+    cli(server.url, 'CONFIG', 'RESETSTAT');
+    // One JSON and one bytes message in one call: the call carries both strings and Buffers.
+    const [json, bytes] = await Promise.all([
+      client.enqueue(q, { n: 1 }, { id: 'json', priority: 5 }),
+      client.enqueue(q, Buffer.from([0, 255, 10]), { id: 'bytes', initialBackoffMs: 0 }),
+    ]);
+    assert.deepEqual(
+      [json, bytes],
+      [
+        { ok: true, id: 'json', action: 'added' },
+        { ok: true, id: 'bytes', action: 'added' },
+      ],
+    );
+    assert.deepEqual(scriptCalls(server), { evalsha: 1, eval: 1 }, 'NOSCRIPT, then the same call by EVAL');
+    const seen = new Map<string, unknown>();
+    const worker = client.worker(q, (job) => void seen.set(job.id, job.payload), { concurrency: 4 });
+    await waitFor(() => seen.size === 3, { what: 'three messages handled' });
+    await worker.stop();
+    assert.deepEqual(seen.get('json'), { n: 1 });
+    assert.deepEqual(seen.get('bytes'), Buffer.from([0, 255, 10]));
+    assert.equal((await client.status(q, 'bytes'))?.state, 'done-awaiting-gc', 'its finish went through too');
+  });
+
   void test('Redis killed and restarted from its AOF mid-run: every accepted message is handled', async () => {
     // `appendfsync always`: a reply means the write is on disk, so even a crash of Redis keeps it.
     const server = await dedicated({ args: ['--appendfsync', 'always'] });
@@ -1019,6 +1048,16 @@ void describe('redis store: queue events, turns and the queue registry', () => {
 function evalshaCalls(server: RedisServer): number {
   const stats = cli(server.url, 'INFO', 'commandstats').join('\n');
   return Number(/^cmdstat_evalsha:calls=(\d+)/m.exec(stats)?.[1] ?? 0);
+}
+
+/** EVALSHA and EVAL commands the server received (refused ones too) since its stats were reset. */
+function scriptCalls(server: RedisServer): { evalsha: number; eval: number } {
+  const stats = cli(server.url, 'INFO', 'commandstats').join('\n');
+  const count = (name: string): number => {
+    const line = new RegExp(`^cmdstat_${name}:calls=(\\d+).*rejected_calls=(\\d+)`, 'm').exec(stats);
+    return Number(line?.[1] ?? 0) + Number(line?.[2] ?? 0);
+  };
+  return { evalsha: count('evalsha'), eval: count('eval') };
 }
 
 /**
