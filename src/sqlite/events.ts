@@ -92,9 +92,11 @@ const SQL = {
   extend: 'UPDATE kvmq_events SET events = events || ?, count = count + ?, at = max(at, ?) WHERE id = ?',
   buffered: 'SELECT events_buffered AS count, events_buffer AS text FROM kvmq_queues WHERE queue = ?',
   // Appends to the buffer while the row stays under ROW_CHARS characters.
-  append: `UPDATE kvmq_queues SET events_buffered = events_buffered + @n, events_buffer = events_buffer || @text
-       WHERE queue = @queue
-         AND length(queue) + coalesce(length(config), 0) + length(events_buffer) + length(@text) <= ${ROW_CHARS}`,
+  // Parameters by position and sizes in bytes (octet_length reads no characters): it runs at nearly every commit.
+  append: `UPDATE kvmq_queues SET events_buffered = events_buffered + ?, events_buffer = events_buffer || ?
+       WHERE queue = ?
+         AND octet_length(queue) + coalesce(octet_length(config), 0) + octet_length(events_buffer) + octet_length(?)
+           <= ${ROW_CHARS}`,
   setBuffer: 'UPDATE kvmq_queues SET events_buffer = ?, events_buffered = ? WHERE queue = ?',
   ensureQueue: 'INSERT INTO kvmq_queues (queue) VALUES (?) ON CONFLICT DO NOTHING',
   read: 'SELECT seq, at, first, count, events FROM kvmq_events WHERE queue = ? AND seq >= ? ORDER BY seq',
@@ -159,7 +161,7 @@ export class EventLog {
   private writeEvents(queue: string, records: readonly string[], now: number, config: QueueConfig): void {
     const text = timeRecord(now) + (records.length === 1 ? (records[0] ?? '') : records.join(''));
     // Nearly always one statement: the append, which changes nothing when the row would grow too large.
-    const appended = text.length < ROW_CHARS && this.sql.append.run({ queue, text, n: records.length }).changes > 0;
+    const appended = text.length < ROW_CHARS && this.sql.append.run(records.length, text, queue, text).changes > 0;
     if (!appended) {
       let buffered = this.buffered(queue);
       if (buffered === undefined) {
