@@ -790,6 +790,29 @@ describe('sqlite store', () => {
     }
   });
 
+  test('events: the age bound trims within a row, so old events sharing a row with a new one go', async () => {
+    const url = freshUrl();
+    const client = await connect(url, { maintenance: false });
+    try {
+      await client.configure('aged', { events: true, eventsMaxAgeMs: 300 });
+      for (const id of ['a', 'b', 'c']) await client.enqueue('aged', 1, { id });
+      const cursors = (await client.readEvents('aged')).events.map((e) => e.cursor);
+      await delay(400);
+      await client.enqueue('aged', 1, { id: 'd' });
+      await client.gc('aged');
+      const page = await client.readEvents('aged');
+      assert.deepEqual(
+        page.events.map((e) => e.id),
+        ['d'],
+      );
+      assert.equal((await client.readEvents('aged', { after: cursors[0] })).missed, true);
+      const fromC = await client.readEvents('aged', { after: cursors[2] });
+      assert.deepEqual([fromC.missed, fromC.events.map((e) => e.id)], [false, ['d']]);
+    } finally {
+      await client.close();
+    }
+  });
+
   test("a reader in this process sees events written by another process's worker", async () => {
     const url = freshUrl();
     const client = await connect(url, { maintenance: false });

@@ -35,6 +35,13 @@ export function timeRecord(now: number): string {
   return `@${now.toString(36)};`;
 }
 
+/** The time of a list's first events (its oldest, as writers append), or null if it does not start with one. */
+export function firstTime(text: string): number | null {
+  if (text.charCodeAt(0) !== AT) return null;
+  const end = text.indexOf(';');
+  return end < 0 ? null : parseInt(text.slice(1, end), 36);
+}
+
 /** One event's record. */
 export function eventRecord(code: number, id: string, attempt: number, error: string | null): string {
   const head = String.fromCharCode((error === null ? 97 : 65) + code) + attempt.toString(36);

@@ -18,7 +18,7 @@ import { QUEUE_EVENT_TYPES, type QueueEventType, type StoredEvent } from '../mod
 import { errorTail } from '../model/history.js';
 import type { EventPage } from '../store/contract.js';
 import type { QueueConfig } from '../model/types.js';
-import { decodeEvents, eventRecord, timeRecord, type DecodedEvent } from './event-text.js';
+import { decodeEvents, eventRecord, firstTime, timeRecord, type DecodedEvent } from './event-text.js';
 
 const TYPE_CODES = new Map<QueueEventType, number>(QUEUE_EVENT_TYPES.map((type, code) => [type, code]));
 const CURSOR = /^(0|[1-9][0-9]{0,15})\.(0|[1-9][0-9]{0,9})$/;
@@ -85,6 +85,13 @@ interface Newest {
 /** Where a queue's buffered events read: the row's seq, and the index in it of the buffer's first event. */
 type BufferBase = readonly [seq: number, offset: number];
 
+/** Where a bound cuts a queue's events: the oldest row kept, the index kept from in it, and its `first` so far. */
+interface Cut {
+  readonly seq: number;
+  readonly first: number;
+  readonly keptFrom: number;
+}
+
 const SQL = {
   // A row's seq is its first event's position: the previous row's seq plus its count, so the count bound is a
   // seek (the row holding the position `max` before the end), not a walk of the rows kept.
@@ -103,6 +110,7 @@ const SQL = {
   newest: `SELECT id, seq, count, octet_length(events) AS bytes, substr(events, 1, 1) = '[' AS json
        FROM kvmq_events WHERE queue = ? ORDER BY seq DESC LIMIT 1`,
   holding: 'SELECT seq, first, count FROM kvmq_events WHERE queue = ? AND seq <= ? ORDER BY seq DESC LIMIT 1',
+  row: 'SELECT seq, at, first, count, events FROM kvmq_events WHERE queue = ? AND seq = ?',
   trimmed: 'SELECT events_trimmed AS seq, events_trimmed_index AS "index" FROM kvmq_queues WHERE queue = ?',
   // By age: the oldest row newer than the bound. Walks from the oldest, so it costs what it trims.
   keepByAge: 'SELECT seq FROM kvmq_events WHERE queue = ? AND at > ? ORDER BY seq LIMIT 1',
@@ -267,7 +275,10 @@ export class EventLog {
     }
     let keepFrom = byAge;
     let mark: Position | null = null;
-    const cut = this.countCut(queue, config.eventsMaxCount, buffered);
+    const cut = later(
+      this.ageCut(queue, byAge, now - config.eventsMaxAgeMs),
+      this.countCut(queue, config.eventsMaxCount, buffered),
+    );
     if (cut !== null && cut.seq >= keepFrom) {
       keepFrom = cut.seq;
       if (cut.first > cut.keptFrom) {
@@ -347,11 +358,7 @@ export class EventLog {
    * were positions (numbered 1, 2, 3, ...) hold more events than their seqs say: while the cut falls among
    * them, more than `max` are kept, until the age bound or newer events move it past them.
    */
-  private countCut(
-    queue: string,
-    max: number,
-    buffered: number,
-  ): { seq: number; first: number; keptFrom: number } | null {
+  private countCut(queue: string, max: number, buffered: number): Cut | null {
     const newest = this.newestRow(queue);
     if (newest === undefined) return null;
     // Buffered events are numbered on from the newest row, wherever they will go.
@@ -359,6 +366,21 @@ export class EventLog {
     const row = this.sql.holding.get(queue, from) as { seq: number; first: number; count: number } | undefined;
     if (row === undefined) return null;
     return { seq: row.seq, first: Math.min(from - row.seq, row.count), keptFrom: row.first };
+  }
+
+  /**
+   * Where the age bound cuts the oldest row it keeps (`seq`): a row is kept while its newest event is, and one
+   * grows to a few hundred events, so its events past the bound are trimmed within it.
+   */
+  private ageCut(queue: string, seq: number, bound: number): Cut | null {
+    const row = this.sql.row.get(queue, seq) as EventRow | undefined;
+    if (row === undefined) return null;
+    // Nearly always all of it is younger than the bound: its first time record says so without decoding it.
+    if ((firstTime(row.events) ?? -Infinity) > bound) return null;
+    const list = rowEvents(row);
+    let first = row.first;
+    while (first < row.count && (list[first]?.[4] ?? Infinity) <= bound) first++;
+    return { seq, first, keptFrom: row.first };
   }
 
   private trimmedMark(queue: string): Position {
@@ -392,6 +414,12 @@ function rowEvents(row: EventRow): DecodedEvent[] {
     error ?? null,
     at ?? row.at,
   ]);
+}
+
+/** The cut that trims more. */
+function later(a: Cut | null, b: Cut | null): Cut | null {
+  if (a === null || b === null) return a ?? b;
+  return a.seq > b.seq || (a.seq === b.seq && a.first > b.first) ? a : b;
 }
 
 /** True when the buffer continues the row: one in the compact text with room for a whole buffer. */
