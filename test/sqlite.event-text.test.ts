@@ -15,6 +15,7 @@ describe('sqlite event text', () => {
       randomUUID(),
       randomUUID().toUpperCase(), // not the short form: it would read back in lower case
       '0193b7e5-7a4c-7123-8abc-0123456789aG',
+      '0193b7e5-7a4c-7123-8abc-0123456789aé', // 36 characters, one outside ASCII
       '00000000-0000-0000-0000-000000000000',
       'ffffffff-ffff-ffff-ffff-ffffffffffff',
       'x'.repeat(36),

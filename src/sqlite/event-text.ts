@@ -14,12 +14,9 @@
  */
 
 const B64 = 'ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_';
-// 12 bits as two characters, and back; three hex digits as 12 bits, and back.
-const PAIR = Array.from({ length: 4096 }, (_, v) => `${B64[v >> 6] ?? ''}${B64[v & 63] ?? ''}`);
+// Two characters as 12 bits; 12 bits as three hex digits.
 const B64_VALUE = new Int16Array(128).fill(-1);
 for (let i = 0; i < B64.length; i++) B64_VALUE[B64.charCodeAt(i)] = i;
-const HEX_VALUE = new Int8Array(128).fill(-1);
-for (let i = 0; i < 16; i++) HEX_VALUE['0123456789abcdef'.charCodeAt(i)] = i;
 const HEX3 = Array.from({ length: 4096 }, (_, v) => v.toString(16).padStart(3, '0'));
 
 const AT = 64; // '@'
@@ -92,28 +89,67 @@ function counted(text: string, from: number): [string, number] {
   return [text.slice(start, end), end];
 }
 
-/** `~` and 22 characters for a lower-case UUID (the ids kvmq makes); null for any other id. */
+// A UUID's hex digits, by position, and the scratch its 22 characters are made in.
+const DIGIT_AT = Uint8Array.from([
+  0, 1, 2, 3, 4, 5, 6, 7, 9, 10, 11, 12, 14, 15, 16, 17, 19, 20, 21, 22, 24, 25, 26, 27, 28, 29, 30, 31, 32, 33, 34, 35,
+]);
+const B64_CODE = Uint8Array.from(B64, (c) => c.charCodeAt(0));
+// Every UTF-16 code unit's hex digit value, -1 for all but 0-9 and a-f: no range check per character.
+const DIGIT = new Int8Array(65536).fill(-1);
+for (let i = 0; i < 16; i++) DIGIT['0123456789abcdef'.charCodeAt(i)] = i;
+const out = new Uint16Array(22);
+
+/**
+ * `~` and 22 characters for a lower-case UUID (the ids kvmq makes); null for any other id. Made with one
+ * fromCharCode rather than eleven concatenations: half the time, and this runs for every event written.
+ */
 function compactUuid(id: string): string | null {
   if (id.length !== 36) return null;
   if (id.charCodeAt(8) !== DASH || id.charCodeAt(13) !== DASH || id.charCodeAt(18) !== DASH) return null;
   if (id.charCodeAt(23) !== DASH) return null;
-  let out = '~';
-  let bits = 0;
-  let digits = 0;
-  for (let i = 0; i < 36; i++) {
-    if (i === 8 || i === 13 || i === 18 || i === 23) continue;
-    const c = id.charCodeAt(i);
-    const value = c < 128 ? (HEX_VALUE[c] ?? -1) : -1;
-    if (value < 0) return null;
-    bits = (bits << 4) | value;
-    if (++digits === 3) {
-      out += PAIR[bits] ?? '';
-      bits = 0;
-      digits = 0;
-    }
+  // A digit's value, -1 for anything else (any code unit): any -1 makes a group negative, and so `bad`.
+  let bad = 0;
+  let o = 0;
+  // 32 digits: ten groups of three, two characters each, and two digits left over, two characters.
+  for (let k = 0; k < 30; k += 3) {
+    const bits =
+      ((DIGIT[id.charCodeAt(DIGIT_AT[k] ?? 0)] ?? -1) << 8) |
+      ((DIGIT[id.charCodeAt(DIGIT_AT[k + 1] ?? 0)] ?? -1) << 4) |
+      (DIGIT[id.charCodeAt(DIGIT_AT[k + 2] ?? 0)] ?? -1);
+    bad |= bits;
+    out[o++] = B64_CODE[(bits >> 6) & 63] ?? 0;
+    out[o++] = B64_CODE[bits & 63] ?? 0;
   }
-  // 32 digits: ten groups of three, and two left over.
-  return out + (PAIR[bits] ?? '');
+  const last = ((DIGIT[id.charCodeAt(34)] ?? -1) << 4) | (DIGIT[id.charCodeAt(35)] ?? -1);
+  bad |= last;
+  out[20] = B64_CODE[(last >> 6) & 63] ?? 0;
+  out[21] = B64_CODE[last & 63] ?? 0;
+  if (bad < 0) return null;
+  const c = out;
+  return `~${String.fromCharCode(
+    c[0] ?? 0,
+    c[1] ?? 0,
+    c[2] ?? 0,
+    c[3] ?? 0,
+    c[4] ?? 0,
+    c[5] ?? 0,
+    c[6] ?? 0,
+    c[7] ?? 0,
+    c[8] ?? 0,
+    c[9] ?? 0,
+    c[10] ?? 0,
+    c[11] ?? 0,
+    c[12] ?? 0,
+    c[13] ?? 0,
+    c[14] ?? 0,
+    c[15] ?? 0,
+    c[16] ?? 0,
+    c[17] ?? 0,
+    c[18] ?? 0,
+    c[19] ?? 0,
+    c[20] ?? 0,
+    c[21] ?? 0,
+  )}`;
 }
 
 /** The UUID whose 22 characters start at `from`. */
