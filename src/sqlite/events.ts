@@ -82,6 +82,13 @@ interface Newest {
   readonly json: number;
 }
 
+/** Changes to a queue's `size` and `done` counters that its transaction's events are written with. */
+export interface Counts {
+  readonly queue: string;
+  readonly size: number;
+  readonly done: number;
+}
+
 /** Where a queue's buffered events read: the row's seq, and the index in it of the buffer's first event. */
 type BufferBase = readonly [seq: number, offset: number];
 
@@ -104,6 +111,13 @@ const SQL = {
        WHERE queue = ?
          AND octet_length(queue) + coalesce(octet_length(config), 0) + octet_length(events_buffer) + octet_length(?)
            <= ${ROW_CHARS}`,
+  // The append with the transaction's counter changes: what a finish or an enqueue writes to its queue row.
+  countedAppend: `UPDATE kvmq_queues SET size = size + ?, done = done + ?,
+         events_buffered = events_buffered + ?, events_buffer = events_buffer || ?
+       WHERE queue = ?
+         AND octet_length(queue) + coalesce(octet_length(config), 0) + octet_length(events_buffer) + octet_length(?)
+           <= ${ROW_CHARS}`,
+  counts: 'UPDATE kvmq_queues SET size = size + ?, done = done + ? WHERE queue = ?',
   setBuffer: 'UPDATE kvmq_queues SET events_buffer = ?, events_buffered = ? WHERE queue = ?',
   ensureQueue: 'INSERT INTO kvmq_queues (queue) VALUES (?) ON CONFLICT DO NOTHING',
   read: 'SELECT seq, at, first, count, events FROM kvmq_events WHERE queue = ? AND seq >= ? ORDER BY seq',
@@ -140,15 +154,22 @@ export class EventLog {
    * Writes a transaction's events (in it), one row per queue, trimming a queue that grew by a tenth since.
    * Returns the queues written to. Nearly every transaction has events of one queue: that path groups nothing.
    */
-  write(events: readonly PendingEvent[], now: number, configOf: (queue: string) => QueueConfig): Iterable<string> {
+  write(
+    events: readonly PendingEvent[],
+    now: number,
+    configOf: (queue: string) => QueueConfig,
+    counts: Counts | null = null,
+  ): Iterable<string> {
     const queue = events[0]?.[0];
     if (queue === undefined) return [];
     if (events.every(([of]) => of === queue)) {
+      if (counts !== null && counts.queue !== queue) this.sql.counts.run(counts.size, counts.done, counts.queue);
       this.writeEvents(
         queue,
         events.map(([, event]) => event),
         now,
         configOf(queue),
+        counts?.queue === queue ? counts : null,
       );
       return [queue];
     }
@@ -158,7 +179,9 @@ export class EventLog {
       if (list === undefined) byQueue.set(of, [event]);
       else list.push(event);
     }
-    for (const [of, list] of byQueue) this.writeEvents(of, list, now, configOf(of));
+    if (counts !== null && !byQueue.has(counts.queue)) this.sql.counts.run(counts.size, counts.done, counts.queue);
+    for (const [of, list] of byQueue)
+      this.writeEvents(of, list, now, configOf(of), counts?.queue === of ? counts : null);
     return byQueue.keys();
   }
 
@@ -166,10 +189,24 @@ export class EventLog {
    * Appends the events to the queue's buffer, after the record of their time. When the queue row would grow too
    * large, the buffer moves out (where its cursors say, newestRow) and the events go along or follow it.
    */
-  private writeEvents(queue: string, records: readonly string[], now: number, config: QueueConfig): void {
+  private writeEvents(
+    queue: string,
+    records: readonly string[],
+    now: number,
+    config: QueueConfig,
+    counts: Counts | null,
+  ): void {
     const text = timeRecord(now) + (records.length === 1 ? (records[0] ?? '') : records.join(''));
-    // Nearly always one statement: the append, which changes nothing when the row would grow too large.
-    const appended = text.length < ROW_CHARS && this.sql.append.run(records.length, text, queue, text).changes > 0;
+    // Nearly always one statement: the append (with the counters), which changes nothing when the row would grow
+    // too large.
+    const fits = text.length < ROW_CHARS;
+    const appended =
+      fits &&
+      (counts === null
+        ? this.sql.append.run(records.length, text, queue, text)
+        : this.sql.countedAppend.run(counts.size, counts.done, records.length, text, queue, text)
+      ).changes > 0;
+    if (!appended && counts !== null) this.sql.counts.run(counts.size, counts.done, queue);
     if (!appended) {
       let buffered = this.buffered(queue);
       if (buffered === undefined) {
