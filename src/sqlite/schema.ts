@@ -37,10 +37,10 @@ ALTER TABLE kvmq_queues ADD COLUMN events_buffer TEXT NOT NULL DEFAULT '';
 ALTER TABLE kvmq_queues ADD COLUMN events_buffered INTEGER NOT NULL DEFAULT 0;
 `;
 
-// Tables schema 3 added: queue events (replaced by eventsTable7's) and turns. A transaction's events for a queue are one row (a JSON list)
-// of one b-tree keyed by (queue, seq), so recording them dirties one page per transaction. A queue's newest
-// row is never deleted (a trim empties it instead), so its seq never goes back and no cursor reads a later
-// event as an earlier one.
+// Tables schema 3 added: queue events (replaced by eventsTable7's) and turns. A transaction's events for a
+// queue are one row (a JSON list) of one b-tree keyed by (queue, seq), so recording them dirties one page per
+// transaction. A queue's newest row is never deleted (a trim empties it instead), so its seq never goes back
+// and no cursor reads a later event as an earlier one.
 const EVENTS_3 = `
 CREATE TABLE IF NOT EXISTS kvmq_events (
   queue   TEXT    NOT NULL,
