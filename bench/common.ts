@@ -1,5 +1,6 @@
 /** Small helpers shared by the measurements: timing, concurrency, sizes. */
 import type { Client } from '../src/index.js';
+import type { Finish } from '../src/store/contract.js';
 
 /** How many messages each measurement uses; `--quick` shrinks them all. */
 export interface BenchSizes {
@@ -182,4 +183,9 @@ export function lifecycleSizes(n: number, runs: number): BenchSizes {
     warmFraction: 0.1,
     runs,
   };
+}
+
+/** A success for a message a bench took with the store's own claim. */
+export function successFinish(m: { readonly id: string; readonly attempt: number }): Finish {
+  return { id: m.id, attempt: m.attempt, outcome: 'success', backoffMs: 0, error: null, startedAt: Date.now() };
 }

@@ -16,6 +16,8 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
+import { Command } from 'ioredis';
+import { successFinish } from './common.js';
 import { claimMessages } from '../src/redis/claim.js';
 import { writeConfig } from '../src/redis/config.js';
 import { openConnection } from '../src/redis/connection.js';
@@ -61,7 +63,7 @@ class ScriptsAt extends Scripts {
     where: string,
     private readonly older: Map<string, LuaScript>,
   ) {
-    super(redis, prefix, where);
+    super(redis, prefix, where, Command);
   }
 
   override run(script: LuaScript, queue: string, args: readonly ScriptArg[]): Promise<unknown> {
@@ -72,7 +74,7 @@ class ScriptsAt extends Scripts {
 const url = parseRedisUrl(values.store);
 const redis = await openConnection(url, 'kvmq-bench');
 const prefix = `bench-events-${process.pid}`;
-const current = new Scripts(redis, prefix, url.where);
+const current = new Scripts(redis, prefix, url.where, Command);
 await current.loadAll();
 const variants = {
   before: new ScriptsAt(redis, prefix, url.where, await scriptsAt(values.before)),
@@ -131,13 +133,7 @@ async function work(lane: Lane, phase: Phase, c: number): Promise<void> {
   } else {
     const held = lane.held.slice(c * CHUNK, (c + 1) * CHUNK);
     for (let i = 0; i < held.length; i += BATCH) {
-      const batch = held.slice(i, i + BATCH).map((m) => ({
-        ...m,
-        outcome: 'success' as const,
-        backoffMs: 0,
-        error: null,
-        startedAt: Date.now(),
-      }));
+      const batch = held.slice(i, i + BATCH).map(successFinish);
       await finishMessages(scripts, lane.queue, 'bench', batch);
     }
   }

@@ -8,6 +8,7 @@
  * Use a Redis of its own: INFO commandstats counts every client's commands.
  */
 import { parseArgs } from 'node:util';
+import { Command } from 'ioredis';
 import { claimMessages } from '../src/redis/claim.js';
 import { openConnection } from '../src/redis/connection.js';
 import { enqueueMessages } from '../src/redis/enqueue.js';
@@ -33,7 +34,7 @@ const FILL = 5000;
 const url = parseRedisUrl(values.store);
 const redis = await openConnection(url, 'kvmq-bench');
 const prefix = `bench-priority-${process.pid}`;
-const scripts = new Scripts(redis, prefix, url.where);
+const scripts = new Scripts(redis, prefix, url.where, Command);
 await scripts.loadAll();
 
 function message(i: number): NewMessage {

@@ -11,6 +11,8 @@
  */
 import { join, resolve } from 'node:path';
 import { parseArgs } from 'node:util';
+import { Command } from 'ioredis';
+import { successFinish } from './common.js';
 import { openConnection } from '../src/redis/connection.js';
 import { parseRedisUrl } from '../src/redis/url.js';
 import type { NewMessage } from '../src/store/contract.js';
@@ -74,7 +76,7 @@ type Variant = keyof typeof codes;
 const order: Variant[] = ['before', 'after'];
 const runners = new Map<Variant, afterScripts.Scripts>();
 for (const v of order) {
-  const scripts = new codes[v].scripts.Scripts(redis, prefix, url.where);
+  const scripts = new codes[v].scripts.Scripts(redis, prefix, url.where, Command);
   await scripts.loadAll();
   runners.set(v, scripts);
 }
@@ -131,13 +133,7 @@ async function work(lane: Lane, phase: Phase, c: number): Promise<void> {
   } else {
     const held = lane.held.slice(c * CHUNK, (c + 1) * CHUNK);
     for (let i = 0; i < held.length; i += BATCH) {
-      const batch = held.slice(i, i + BATCH).map((m) => ({
-        ...m,
-        outcome: 'success' as const,
-        backoffMs: 0,
-        error: null,
-        startedAt: Date.now(),
-      }));
+      const batch = held.slice(i, i + BATCH).map(successFinish);
       await code.finish.finishMessages(scripts, lane.queue, 'bench', batch);
     }
   }

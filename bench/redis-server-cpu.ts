@@ -15,7 +15,9 @@ import { parseArgs } from 'node:util';
 import { Redis } from 'ioredis';
 import { connect } from '../src/index.js';
 import { openStore } from '../src/store/url.js';
-import type { ClaimedMessage, ClaimRequest, Finish, NewMessage } from '../src/store/contract.js';
+import { plainMessage } from '../src/store/new-message.js';
+import { successFinish } from './common.js';
+import type { ClaimedMessage, ClaimRequest } from '../src/store/contract.js';
 
 const { values } = parseArgs({
   options: {
@@ -68,14 +70,15 @@ async function perCallOf(step: () => Promise<void>): Promise<{ cpu: number; scri
 async function perCall(request: ClaimRequest): Promise<Record<string, { cpu: number; script: number }>> {
   const one = { ...request, max: 1 };
   const enqueue = await perCallOf(async () => {
-    for (let i = 0; i < calls; i += 1) await store.enqueue(queue, [newMessage(i)]);
+    for (let i = 0; i < calls; i += 1)
+      await store.enqueue(queue, [plainMessage(`single-${i}`, Buffer.from(JSON.stringify({ i })))]);
   });
   const held: ClaimedMessage[] = [];
   const claim = await perCallOf(async () => {
     for (let i = 0; i < calls; i += 1) held.push(...(await store.claim(queue, one)).messages);
   });
   const finish = await perCallOf(async () => {
-    for (const m of held) await store.finish(queue, 'bench', [success(m)]);
+    for (const m of held) await store.finish(queue, 'bench', [successFinish(m)]);
   });
   const emptyClaim = await perCallOf(async () => {
     for (let i = 0; i < calls; i += 1) await store.claim(queue, one);
@@ -109,28 +112,6 @@ async function idleWorker(): Promise<{ scriptCalls: number; cpu: number }> {
   return { scriptCalls, cpu };
 }
 
-function newMessage(i: number): NewMessage {
-  return {
-    id: `single-${i}`,
-    payload: Buffer.from(JSON.stringify({ i })),
-    encoding: 'json',
-    metadata: {},
-    filters: {},
-    filterClass: '',
-    initialBackoffMs: 0,
-    allowRequeue: false,
-    replacePayload: false,
-    policy: null,
-    priority: 0,
-    group: null,
-    debounceId: null,
-  };
-}
-
-function success(m: ClaimedMessage): Finish {
-  return { id: m.id, attempt: m.attempt, outcome: 'success', backoffMs: 0, error: null, startedAt: Date.now() };
-}
-
 try {
   const claimed: ClaimedMessage[][] = [];
   const enqueueUs = await perMessage(async () => {
@@ -159,14 +140,7 @@ try {
   });
   const finishUs = await perMessage(async () => {
     for (const messages of claimed) {
-      const finishes = messages.map((m) => ({
-        id: m.id,
-        attempt: m.attempt,
-        outcome: 'success' as const,
-        backoffMs: 0,
-        error: null,
-        startedAt: Date.now(),
-      }));
+      const finishes = messages.map(successFinish);
       await store.finish(queue, 'bench', finishes);
     }
   });

@@ -11,7 +11,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import { connect, type Client } from '../src/index.js';
-import { median, table, timed, whole, type BenchContext, type BenchSizes } from './common.js';
+import { median, successFinish, table, timed, whole, type BenchContext, type BenchSizes } from './common.js';
 import { batched, single } from './enqueue.js';
 import { runLifecycle } from './lifecycle.js';
 import { storeOf } from '../src/client-store.js';
@@ -77,14 +77,7 @@ async function storeCycle({ client: c }: BenchContext, queue: string, n: number)
     for (let i = 0; i < n; i += 2) {
       await c.enqueueBatch(queue, [{ payload: { i } }, { payload: { i: i + 1 } }]);
       const { messages } = await storeBehind(c).claim(queue, request);
-      const finishes = messages.map((m) => ({
-        id: m.id,
-        attempt: m.attempt,
-        outcome: 'success' as const,
-        backoffMs: 0,
-        error: null,
-        startedAt: Date.now(),
-      }));
+      const finishes = messages.map(successFinish);
       await storeBehind(c).finish(queue, request.consumerId, finishes);
     }
   });

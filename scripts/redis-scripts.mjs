@@ -13,9 +13,12 @@
  * before it writes anything), then comment lines naming the
  * queue keys it takes (`-- KEYS:`, names from src/redis/keys.ts, in the order
  * the store passes them), its ARGV and reply, and the helpers of lua/lib/ it
- * includes (`-- Include:`). The generator prepends `local K = { name = KEYS[i] }`
- * (in Lua, '-' becomes '_' and '?' is dropped), then the included helpers, and
- * checks that the script uses no key it does not take.
+ * includes (`-- Include:`). Scripts and helpers name keys `K.name` (in Lua, '-'
+ * becomes '_' and '?' is dropped); the generator writes each as `KEYS[i]` (or nil
+ * for a key the script does not take), so no table of names is built per call
+ * (about a µs each time); `K[name]` and `pairs(K)` read such a table, built when
+ * first asked. It prepends the included helpers and checks that the script uses
+ * no key it does not take.
  */
 import { createHash } from 'node:crypto';
 import { readdirSync, readFileSync, writeFileSync } from 'node:fs';
@@ -75,8 +78,22 @@ function buildScript(file) {
   for (const [, used] of body.matchAll(/\bK\.([A-Za-z_][A-Za-z0-9_]*)/g)) {
     if (!declared.has(used)) throw new Error(`${file}: uses K.${used} but its KEYS do not name it`);
   }
-  const prelude = `local K = { ${keys.map((key, i) => `${luaName(key)} = KEYS[${i + 1}]`).join(', ')} }`;
-  const source = [shebang, prelude, ...libs.map((lib) => lib.text.trimEnd()), body.trimEnd(), ''].join('\n');
+  const index = new Map(keys.map((key, i) => [luaName(key), i + 1]));
+  const direct = (text) =>
+    text
+      .replace(/\bK\.([A-Za-z_][A-Za-z0-9_]*)/g, (_, name) => (index.has(name) ? `KEYS[${index.get(name)}]` : 'nil'))
+      .replace(/\bpairs\(K\)/g, 'pairs(key_table())')
+      .replace(/\bK\[/g, 'key_table()[');
+  const prelude = [
+    '-- The keys by name, for the helpers that look a key up by a name they hold.',
+    'local K_TABLE = nil',
+    'local function key_table()',
+    `  if K_TABLE == nil then K_TABLE = { ${keys.map((key, i) => `${luaName(key)} = KEYS[${i + 1}]`).join(', ')} } end`,
+    '  return K_TABLE',
+    'end',
+  ].join('\n');
+  const parts = [prelude, ...libs.map((lib) => lib.text.trimEnd()), body.trimEnd()].map(direct);
+  const source = [shebang, ...parts, ''].join('\n');
   return {
     name: basename(file, '.lua'),
     keys,

@@ -156,7 +156,13 @@ export class Client {
   /** Adds one message. Resolves once the store holds it. */
   async enqueue(queue: string, payload: Payload, options: EnqueueOptions = {}): Promise<EnqueueResult> {
     checkKnownKeys('enqueue', checkPlainObject('options', options), ENQUEUE_KEYS);
-    const [result] = await this.send(queue, [{ ...options, payload }], false);
+    this.checkOpen();
+    checkQueueName(queue);
+    // The batch path's work for one message, without the item object and arrays it would build.
+    const config = options.filters === undefined ? null : await this.cachedConfig(queue);
+    const message = this.prepare(queue, payload, options, config);
+    const [result] = await traceSend(queue, [message], false, (carrying) => this.enqueues.add(queue, carrying));
+    this.maybeGcInBackground(queue);
     if (result === undefined) throw new Error('store returned no result for an enqueue');
     return result;
   }
@@ -166,19 +172,17 @@ export class Client {
    * Enqueues made in the same tick travel to the store together.
    */
   async enqueueBatch(queue: string, items: readonly BatchItem[]): Promise<EnqueueResult[]> {
-    return this.send(queue, items, true);
-  }
-
-  /** `batch`: the call came through the batch API (its span counts the messages rather than naming one). */
-  private async send(queue: string, items: readonly BatchItem[], batch: boolean): Promise<EnqueueResult[]> {
     this.checkOpen();
     checkQueueName(queue);
     const list: unknown = items;
     if (!Array.isArray(list)) throw new TypeError('enqueueBatch takes an array of { payload, ...options }');
     const needsConfig = items.some((item) => item.filters !== undefined);
     const config = needsConfig ? await this.cachedConfig(queue) : null;
-    const messages = items.map((item) => this.prepare(queue, item, config));
-    const results = await traceSend(queue, messages, batch, (carrying) => this.enqueues.add(queue, carrying));
+    const messages = items.map((item) => {
+      checkKnownKeys('enqueue', checkPlainObject('message', item), BATCH_KEYS);
+      return this.prepare(queue, item.payload, item, config);
+    });
+    const results = await traceSend(queue, messages, true, (carrying) => this.enqueues.add(queue, carrying));
     this.maybeGcInBackground(queue);
     return results;
   }
@@ -469,9 +473,9 @@ export class Client {
     await this.#store.close();
   }
 
-  private prepare(queue: string, item: BatchItem, config: QueueConfig | null): NewMessage {
-    checkKnownKeys('enqueue', checkPlainObject('message', item), BATCH_KEYS);
-    const encoded = encodePayload(item.payload, this.#store.capabilities.maxPayloadBytes);
+  /** The message of checked options (their keys already checked against ENQUEUE_KEYS or BATCH_KEYS). */
+  private prepare(queue: string, payload: Payload, item: EnqueueOptions, config: QueueConfig | null): NewMessage {
+    const encoded = encodePayload(payload, this.#store.capabilities.maxPayloadBytes);
     const filters =
       item.filters === undefined || config === null ? {} : checkMessageFilters(queue, item.filters, config);
     const policy = encodePolicy(checkPolicy(item));
@@ -482,7 +486,7 @@ export class Client {
       encoding: encoded.encoding,
       metadata: item.metadata === undefined ? {} : checkPlainObject('metadata', item.metadata),
       filters,
-      filterClass: filterClass(filters),
+      filterClass: item.filters === undefined ? '' : filterClass(filters),
       initialBackoffMs: initialBackoff(item, debounce),
       allowRequeue: item.allowRequeue === undefined ? false : checkBoolean('allowRequeue', item.allowRequeue),
       replacePayload: item.replacePayload === undefined ? false : checkBoolean('replacePayload', item.replacePayload),
@@ -521,7 +525,9 @@ export class Client {
 }
 
 /** The delay before a new message is ready: `initialBackoffMs`, `runAt` or `debounce.ms`, at most one of them. */
-function initialBackoff(item: BatchItem, debounce: Debounce | null): number {
+function initialBackoff(item: EnqueueOptions, debounce: Debounce | null): number {
+  // Most messages give none of the three: no list of names to build.
+  if (item.initialBackoffMs === undefined && item.runAt === undefined && debounce === null) return 0;
   const given = [
     item.initialBackoffMs === undefined ? null : 'initialBackoffMs',
     item.runAt === undefined ? null : 'runAt',

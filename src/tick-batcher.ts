@@ -26,7 +26,7 @@ export class TickBatcher<I, R> {
       queueMicrotask(() => void this.flush(key));
     }
     const start = batch.items.length;
-    batch.items.push(...items);
+    for (const item of items) batch.items.push(item);
     const pending = batch;
     return new Promise((resolve, reject) => pending.waiters.push({ start, count: items.length, resolve, reject }));
   }

@@ -174,6 +174,7 @@ void describe('redis store', () => {
       'pushes',
       'requeue-locks',
       'conf',
+      'layout',
     ];
     const keys = cli(base, 'KEYS', `carmine:mq:{${q}}:*`).map((k) => k.slice(`carmine:mq:{${q}}:`.length));
     assert.deepEqual(keys.sort(), documented.sort());
@@ -206,6 +207,35 @@ void describe('redis store', () => {
     // Start-up (config, registration, GC) plus a few claims and finish batches: far fewer than one per message.
     const calls = evalshaCalls(server);
     assert.ok(calls < 20, `${calls} script calls for 65 messages`);
+  });
+
+  void test('a server that lost its scripts (SCRIPT FLUSH) answers the next calls through EVAL', async () => {
+    const server = await dedicated();
+    const client = await open(`${server.url}?prefix=flushed`);
+    const q = 'flushed';
+    await client.enqueue(q, 'warm-up', { id: 'warm-up' });
+    cli(server.url, 'SCRIPT', 'FLUSH');
+    cli(server.url, 'CONFIG', 'RESETSTAT');
+    // One JSON and one bytes message in one call: the call carries both strings and Buffers.
+    const [json, bytes] = await Promise.all([
+      client.enqueue(q, { n: 1 }, { id: 'json', priority: 5 }),
+      client.enqueue(q, Buffer.from([0, 255, 10]), { id: 'bytes', initialBackoffMs: 0 }),
+    ]);
+    assert.deepEqual(
+      [json, bytes],
+      [
+        { ok: true, id: 'json', action: 'added' },
+        { ok: true, id: 'bytes', action: 'added' },
+      ],
+    );
+    assert.deepEqual(scriptCalls(server), { evalsha: 1, eval: 1 }, 'NOSCRIPT, then the same call by EVAL');
+    const seen = new Map<string, unknown>();
+    const worker = client.worker(q, (job) => void seen.set(job.id, job.payload), { concurrency: 4 });
+    await waitFor(() => seen.size === 3, { what: 'three messages handled' });
+    await worker.stop();
+    assert.deepEqual(seen.get('json'), { n: 1 });
+    assert.deepEqual(seen.get('bytes'), Buffer.from([0, 255, 10]));
+    assert.equal((await client.status(q, 'bytes'))?.state, 'done-awaiting-gc', 'its finish went through too');
   });
 
   void test('Redis killed and restarted from its AOF mid-run: every accepted message is handled', async () => {
@@ -613,6 +643,41 @@ void describe('redis store: failures, listings and counts', () => {
     assert.deepEqual(await finish(client, q, 'm', 'success'), ['ok']);
   });
 
+  void test('the layout mark: set by a checked enqueue, cleared by clear, a later foreign key still refused', async () => {
+    const prefix = uniquePrefix('mark');
+    const client = await open(`${base}?prefix=${prefix}`);
+    const q = 'mark';
+    const key = (name: string): string => `${prefix}:{${q}}:${name}`;
+    assert.equal(one(base, 'EXISTS', key('layout')), '0');
+    await client.enqueue(q, 'x', { id: 'm' });
+    assert.equal(one(base, 'GET', key('layout')), '1');
+    // Marked: a foreign key a claim writes is met by the write itself, still a StoreLayoutError.
+    cli(base, 'SET', key('holders'), 'not kvmq');
+    await assert.rejects(claimOne(client, q), StoreLayoutError);
+    cli(base, 'DEL', key('holders'));
+    // clear deletes the mark with the messages: the next enqueue checks every key again, writing nothing.
+    await client.clear(q);
+    assert.equal(one(base, 'EXISTS', key('layout')), '0');
+    cli(base, 'SET', key('locks'), 'not kvmq');
+    await assert.rejects(client.enqueue(q, 'y', { id: 'n' }), (error: unknown) => {
+      assert.ok(error instanceof StoreLayoutError, String(error));
+      assert.match(error.message, /:locks holds a string/);
+      return true;
+    });
+    assert.equal(one(base, 'EXISTS', key('messages')), '0');
+    assert.equal(one(base, 'EXISTS', key('layout')), '0');
+    // A mark of another type is refused by name.
+    cli(base, 'DEL', key('locks'));
+    cli(base, 'HSET', key('layout'), 'a', 'b');
+    await assert.rejects(client.enqueue(q, 'y', { id: 'n' }), /:layout holds a hash/);
+    cli(base, 'DEL', key('layout'));
+    await client.enqueue(q, 'y', { id: 'n' });
+    assert.deepEqual(
+      (await claimOne(client, q)).messages.map((m) => m.id),
+      ['n'],
+    );
+  });
+
   void test('a foreign key met only on the failure path: StoreLayoutError, nothing written', async () => {
     const prefix = uniquePrefix('rare');
     const client = await open(`${base}?prefix=${prefix}`);
@@ -983,6 +1048,16 @@ void describe('redis store: queue events, turns and the queue registry', () => {
 function evalshaCalls(server: RedisServer): number {
   const stats = cli(server.url, 'INFO', 'commandstats').join('\n');
   return Number(/^cmdstat_evalsha:calls=(\d+)/m.exec(stats)?.[1] ?? 0);
+}
+
+/** EVALSHA and EVAL commands the server received (refused ones too) since its stats were reset. */
+function scriptCalls(server: RedisServer): { evalsha: number; eval: number } {
+  const stats = cli(server.url, 'INFO', 'commandstats').join('\n');
+  const count = (name: string): number => {
+    const line = new RegExp(`^cmdstat_${name}:calls=(\\d+).*rejected_calls=(\\d+)`, 'm').exec(stats);
+    return Number(line?.[1] ?? 0) + Number(line?.[2] ?? 0);
+  };
+  return { evalsha: count('evalsha'), eval: count('eval') };
 }
 
 /**

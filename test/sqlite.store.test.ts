@@ -441,6 +441,69 @@ describe('sqlite store', () => {
     }
   });
 
+  test('a schema 6 file is migrated: its JSON events, buffered ones included, read back with their cursors', async () => {
+    const url = freshUrl();
+    const path = url.slice('sqlite:'.length);
+    const before = await connect(url, { maintenance: false });
+    await before.configure('old', { events: true });
+    await before.close();
+    // Back to schema 6's layout: a WITHOUT ROWID events table of JSON lists, and JSON items in the queue row.
+    const db = new Database(path);
+    db.exec(`DROP TABLE kvmq_events;
+      CREATE TABLE kvmq_events (queue TEXT NOT NULL, seq INTEGER NOT NULL, at INTEGER NOT NULL,
+        first INTEGER NOT NULL DEFAULT 0, count INTEGER NOT NULL, events TEXT NOT NULL, PRIMARY KEY (queue, seq))
+        STRICT, WITHOUT ROWID;
+      INSERT INTO kvmq_events VALUES ('old', 1, 1002, 1, 3,
+        '[[0,"m1",0,null,1000],[1,"m1",1,null,1001],[2,"m1",1,null,1002]]');
+      UPDATE kvmq_queues SET events_trimmed = 1, events_trimmed_index = 0, events_buffered = 2,
+        events_buffer = '[0,"m2",0,null,2000],[3,"m3",1,"boom",2001]' WHERE queue = 'old';
+      PRAGMA user_version = 6`);
+    db.close();
+
+    const client = await connect(url, { maintenance: false });
+    try {
+      const expected = [
+        ['started', 'm1', '1.1', 1001, null],
+        ['completed', 'm1', '1.2', 1002, null],
+        ['enqueued', 'm2', '4.0', 2000, null],
+        ['failed', 'm3', '4.1', 2001, 'boom'],
+      ];
+      const page = await client.readEvents('old');
+      assert.deepEqual(
+        page.events.map((e) => [e.type, e.id, e.cursor, e.at, e.error ?? null]),
+        expected,
+      );
+      assert.equal(await storeOf(client).eventsHead('old'), '4.1');
+      // Cursors handed out before the upgrade read on from the same event; one before the trimmed mark missed.
+      const fromBuffer = await client.readEvents('old', { after: '4.0' });
+      assert.deepEqual([fromBuffer.missed, fromBuffer.events.map((e) => e.id)], [false, ['m3']]);
+      assert.deepEqual((await client.readEvents('old', { after: '1.0' })).events.length, 4);
+      assert.equal((await client.readEvents('old', { after: '1.0' })).missed, false);
+      assert.equal((await client.readEvents('old', { after: '0.0' })).missed, true);
+      // New events follow, after the JSON rows (which take no more).
+      await client.enqueue('old', 'new', { id: 'm4' });
+      const next = await client.readEvents('old', { after: '4.1' });
+      assert.deepEqual(
+        next.events.map((e) => [e.type, e.id, e.cursor]),
+        [['enqueued', 'm4', '6.0']],
+      );
+      // Their times are from 1970: GC trims them by age, JSON rows as any, and a reader behind is told.
+      await client.gc('old');
+      const trimmed = await client.readEvents('old', { after: '1.0' });
+      assert.deepEqual([trimmed.missed, trimmed.events.map((e) => e.cursor)], [true, ['6.0']]);
+    } finally {
+      await client.close();
+    }
+    const after = new Database(path, { readonly: true });
+    try {
+      assert.equal(after.pragma('user_version', { simple: true }), SCHEMA_VERSION);
+      const columns = after.prepare("SELECT name FROM pragma_table_info('kvmq_events')").pluck().all();
+      assert.deepEqual(columns, ['id', 'queue', 'seq', 'at', 'first', 'count', 'events']);
+    } finally {
+      after.close();
+    }
+  });
+
   test('a schema 2 file is migrated: events, turns and priorities work, its configuration reads events off', async () => {
     const url = freshUrl();
     const path = url.slice('sqlite:'.length);
@@ -502,7 +565,7 @@ describe('sqlite store', () => {
     }
   });
 
-  test('events: one row per transaction, trimmed as written and within a row, readers told of the gap', async () => {
+  test('events: trimmed as written and within a row, readers told of the gap', async () => {
     const url = freshUrl();
     const client = await connect(url, { maintenance: false });
     const ids = Array.from({ length: 10 }, (_, i) => Array.from({ length: 10 }, (_, j) => `m${i}-${j}`)).flat();
@@ -516,14 +579,14 @@ describe('sqlite store', () => {
         );
       }
       const db = new Database(url.slice('sqlite:'.length), { readonly: true });
+      // Kept: the rows' events past their trimmed ones, and those still in the queue row.
       const kept = (): number =>
-        db.prepare('SELECT sum(count - first) FROM kvmq_events WHERE queue = ?').pluck().get('trim') as number;
+        (db
+          .prepare('SELECT coalesce(sum(count - first), 0) FROM kvmq_events WHERE queue = ?')
+          .pluck()
+          .get('trim') as number) +
+        (db.prepare('SELECT events_buffered FROM kvmq_queues WHERE queue = ?').pluck().get('trim') as number);
       try {
-        assert.equal(
-          db.prepare('SELECT max(count) FROM kvmq_events WHERE queue = ?').pluck().get('trim'),
-          10,
-          'a batch is one row',
-        );
         // Trimmed every tenth of the bound as written, not only at GC: at most one batch past it.
         assert.ok(kept() >= 25 && kept() <= 35, `${kept()} events kept for a bound of 25`);
         await client.gc('trim');
@@ -539,13 +602,13 @@ describe('sqlite store', () => {
       assert.equal((await client.readEvents('trim', { after: behind })).missed, true);
       // A cursor in the kept part of the oldest row: nothing missed; in its trimmed part: missed.
       const oldestKept = page.events[0]?.cursor ?? '';
-      const [seq = '', index = ''] = oldestKept.split('.');
-      assert.equal(index, '5', 'the oldest kept row was cut in its middle');
+      const [seq = 0, index = 0] = oldestKept.split('.').map(Number);
+      assert.ok(index >= 2, `the oldest kept row was cut in its middle (${oldestKept})`);
       const inside = await client.readEvents('trim', { after: oldestKept });
       assert.deepEqual([inside.missed, inside.events[0]?.id], [false, 'm7-6']);
-      const cut = await client.readEvents('trim', { after: `${seq}.3` });
+      const cut = await client.readEvents('trim', { after: `${seq}.${index - 2}` });
       assert.deepEqual([cut.missed, cut.events[0]?.id], [true, 'm7-5']);
-      const atMark = await client.readEvents('trim', { after: `${seq}.4` });
+      const atMark = await client.readEvents('trim', { after: `${seq}.${index - 1}` });
       assert.deepEqual([atMark.missed, atMark.events[0]?.id], [false, 'm7-5']);
 
       // clear takes the events too; a reader behind it is told.
@@ -565,11 +628,11 @@ describe('sqlite store', () => {
     const writer = await connect(url, { maintenance: false });
     const reader = await connect(url, { maintenance: false });
     const db = new Database(url.slice('sqlite:'.length), { readonly: true });
-    const stored = (): unknown => ({
+    const stored = (): { rows: unknown[]; buffered: number } => ({
       rows: db.prepare("SELECT seq, count FROM kvmq_events WHERE queue = 'buf' ORDER BY seq").all(),
-      buffered: db.prepare("SELECT events_buffered FROM kvmq_queues WHERE queue = 'buf'").pluck().get(),
+      buffered: db.prepare("SELECT events_buffered FROM kvmq_queues WHERE queue = 'buf'").pluck().get() as number,
     });
-    const ids = Array.from({ length: 17 }, (_, i) => `m${i}`);
+    const ids = Array.from({ length: 200 }, (_, i) => `m${i}`);
     try {
       await writer.configure('buf', { events: true });
       for (const id of ids.slice(0, 5)) await writer.enqueue('buf', 1, { id });
@@ -584,18 +647,33 @@ describe('sqlite store', () => {
       const middle = await reader.readEvents('buf', { after: '1.1', limit: 2 });
       assert.deepEqual([middle.events.map((e) => e.id), middle.cursor], [['m2', 'm3'], '1.3']);
 
-      for (const id of ids.slice(5, 16)) await writer.enqueue('buf', 1, { id });
-      assert.deepEqual(stored(), { rows: [{ seq: 1, count: 16 }], buffered: 0 }, 'the sixteenth moved them to a row');
-      await writer.enqueue('buf', 1, { id: 'm16' });
-      assert.deepEqual(stored(), { rows: [{ seq: 1, count: 16 }], buffered: 1 });
-      // A cursor read before the move goes on from the same event, across the row and the buffer.
-      const rest = await reader.readEvents('buf', { after: middle.cursor });
+      // Until the queue row is full; then they move to a row, and the next wait in the queue row again.
+      let written = 5;
+      while (stored().rows.length === 0) await writer.enqueue('buf', 1, { id: ids[written++] });
+      const moved = written;
+      assert.ok(moved > 16 && moved < 100, `moved after ${moved} events`);
+      assert.deepEqual(stored(), { rows: [{ seq: 1, count: moved }], buffered: 0 }, 'all moved, the last along');
+      await writer.enqueue('buf', 1, { id: ids[written++] });
+      assert.deepEqual(stored(), { rows: [{ seq: 1, count: moved }], buffered: 1 });
+      // The buffer now reads on in that row: the next move grows the row, and no cursor changes.
+      assert.equal(await storeOf(reader).eventsHead('buf'), `1.${moved}`);
+      const rest = await reader.readEvents('buf', { after: middle.cursor, limit: 1000 });
       assert.deepEqual(
         rest.events.map((e) => e.id),
-        ids.slice(4),
+        ids.slice(4, written),
       );
-      assert.deepEqual([rest.missed, rest.cursor], [false, '17.0']);
-      const times = rest.events.map((e) => e.at);
+      assert.deepEqual([rest.missed, rest.cursor], [false, `1.${moved}`]);
+      while (stored().rows.length === 1 && stored().buffered > 0) {
+        await writer.enqueue('buf', 1, { id: ids[written++] });
+      }
+      assert.deepEqual(stored().rows, [{ seq: 1, count: written }], 'the second move grew the row');
+      const again = await reader.readEvents('buf', { after: middle.cursor, limit: 1000 });
+      assert.deepEqual(
+        again.events.map((e) => `${e.id} ${e.cursor}`),
+        ids.slice(4, written).map((id, i) => `${id} 1.${i + 4}`),
+        'cursors read before a move hold after it',
+      );
+      const times = again.events.map((e) => e.at);
       assert.deepEqual(
         times,
         times.toSorted((a, b) => a - b),
@@ -608,7 +686,7 @@ describe('sqlite store', () => {
     }
   });
 
-  test('events: one too large for the queue row goes to a row, after those buffered before it', async () => {
+  test('events: the queue row stays under its bound with long errors; events stay in order', async () => {
     const url = freshUrl();
     const client = await connect(url, { maintenance: false });
     const db = new Database(url.slice('sqlite:'.length), { readonly: true });
@@ -616,29 +694,41 @@ describe('sqlite store', () => {
     const queue = `long-errors-${'x'.repeat(116)}`; // 128 characters, the most a name may have
     const buffered = (): unknown =>
       db.prepare('SELECT events_buffered FROM kvmq_queues WHERE queue = ?').pluck().get(queue);
+    const rowChars = (): unknown =>
+      db
+        .prepare('SELECT length(queue) + length(config) + length(events_buffer) FROM kvmq_queues WHERE queue = ?')
+        .pluck()
+        .get(queue);
     try {
       await client.configure(queue, { events: true });
       await client.enqueue(queue, 1, { id: 'a' });
       assert.equal(buffered(), 1);
+      await client.enqueue(queue, 1, { id: 'b' });
       const worker = client.worker(queue, () => {
         throw new Error('e'.repeat(2000));
       });
-      await waitFor(async () => (await client.status(queue, 'a'))?.state === 'failed');
+      await waitFor(async () => (await client.status(queue, 'b'))?.state === 'failed');
       await worker.stop();
-      assert.equal(buffered(), 0, 'the failure moved the buffer and itself to a row');
+      // Two failures with 500-character errors do not fit beside the name and configuration: one moved.
+      assert.ok((rowChars() as number) <= 900, `the queue row holds ${String(rowChars())} characters`);
+      assert.ok((db.prepare('SELECT count(*) FROM kvmq_events WHERE queue = ?').pluck().get(queue) as number) >= 1);
       const page = await client.readEvents(queue);
+      assert.deepEqual(page.events.map((e) => [e.type, e.id, (e.error?.length ?? 0) > 400]).toSorted(), [
+        ['enqueued', 'a', false],
+        ['enqueued', 'b', false],
+        ['failed', 'a', true],
+        ['failed', 'b', true],
+        ['started', 'a', false],
+        ['started', 'b', false],
+      ]);
       assert.deepEqual(
-        page.events.map((e) => [e.type, (e.error?.length ?? 0) > 400]),
-        [
-          ['enqueued', false],
-          ['started', false],
-          ['failed', true],
-        ],
+        page.events.filter((e) => e.id === 'a').map((e) => e.type),
+        ['enqueued', 'started', 'failed'],
       );
       const positions = page.events.map((e) => e.cursor.split('.').map(Number));
       assert.deepEqual(
         positions.map(([seq = 0, index = 0]) => seq + index),
-        [1, 2, 3],
+        [1, 2, 3, 4, 5, 6],
         'each event numbered after the one before',
       );
     } finally {
@@ -660,30 +750,64 @@ describe('sqlite store', () => {
       await client.enqueue('pos', 1, { id: 'i' });
       const db = new Database(url.slice('sqlite:'.length), { readonly: true });
       try {
-        const rows = db.prepare('SELECT seq, first, count FROM kvmq_events WHERE queue = ? ORDER BY seq').all('pos');
-        // a and b went with their rows; c's row stays as the oldest kept.
-        assert.deepEqual(rows, [
-          { seq: 3, first: 0, count: 1 },
-          { seq: 4, first: 0, count: 5 },
-          { seq: 9, first: 0, count: 1 },
-        ]);
+        // Seven kept, counted over the rows past their trimmed events and the queue row's buffer.
+        const kept =
+          (db.prepare('SELECT sum(count - first) FROM kvmq_events WHERE queue = ?').pluck().get('pos') as number) +
+          (db.prepare('SELECT events_buffered FROM kvmq_queues WHERE queue = ?').pluck().get('pos') as number);
+        assert.equal(kept, 7);
       } finally {
         db.close();
       }
-      const page = await client.readEvents('pos', { after: '2.0' });
+      const all = await client.readEvents('pos');
+      const positions = all.events.map((e) => e.cursor.split('.').map(Number));
       assert.deepEqual(
-        [page.missed, page.events.map((e) => `${e.id} ${e.cursor}`)],
-        [false, ['c 3.0', 'd 4.0', 'e 4.1', 'f 4.2', 'g 4.3', 'h 4.4', 'i 9.0']],
+        positions.map(([seq = 0, index = 0]) => seq + index),
+        [3, 4, 5, 6, 7, 8, 9],
+        'seq + index numbers each event in the queue',
       );
-      assert.equal((await client.readEvents('pos', { after: '1.0' })).missed, true, 'b was trimmed');
-      // Two more single enqueues: c's row goes, then the batch's row is cut in its middle; seven kept, no more.
+      assert.deepEqual(
+        all.events.map((e) => e.id),
+        ['c', 'd', 'e', 'f', 'g', 'h', 'i'],
+      );
+      // b's place, one before c's: the last trimmed, so a reader there missed nothing; one before it did.
+      const [seq = 0, index = 0] = positions[0] ?? [];
+      assert.ok(index >= 2, 'a, b and c share a row');
+      const afterB = await client.readEvents('pos', { after: `${seq}.${index - 1}` });
+      assert.deepEqual([afterB.missed, afterB.events.length], [false, 7]);
+      assert.equal((await client.readEvents('pos', { after: `${seq}.${index - 2}` })).missed, true, 'b was trimmed');
+      // Two more single enqueues: c and d go; seven kept, no more.
       for (const id of ['j', 'k']) await client.enqueue('pos', 1, { id });
       const after = await client.readEvents('pos');
       assert.deepEqual(
-        after.events.map((e) => `${e.id} ${e.cursor}`),
-        ['e 4.1', 'f 4.2', 'g 4.3', 'h 4.4', 'i 9.0', 'j 10.0', 'k 11.0'],
+        after.events.map((e) => e.id),
+        ['e', 'f', 'g', 'h', 'i', 'j', 'k'],
       );
-      assert.equal((await client.readEvents('pos', { after: '4.0' })).missed, false, 'd was the last trimmed');
+      const d = `${seq}.${index + 1}`;
+      assert.equal((await client.readEvents('pos', { after: d })).missed, false, 'd was the last trimmed');
+      assert.equal((await client.readEvents('pos', { after: `${seq}.${index}` })).missed, true, 'c was trimmed');
+    } finally {
+      await client.close();
+    }
+  });
+
+  test('events: the age bound trims within a row, so old events sharing a row with a new one go', async () => {
+    const url = freshUrl();
+    const client = await connect(url, { maintenance: false });
+    try {
+      await client.configure('aged', { events: true, eventsMaxAgeMs: 300 });
+      for (const id of ['a', 'b', 'c']) await client.enqueue('aged', 1, { id });
+      const cursors = (await client.readEvents('aged')).events.map((e) => e.cursor);
+      await delay(400);
+      await client.enqueue('aged', 1, { id: 'd' });
+      await client.gc('aged');
+      const page = await client.readEvents('aged');
+      assert.deepEqual(
+        page.events.map((e) => e.id),
+        ['d'],
+      );
+      assert.equal((await client.readEvents('aged', { after: cursors[0] })).missed, true);
+      const fromC = await client.readEvents('aged', { after: cursors[2] });
+      assert.deepEqual([fromC.missed, fromC.events.map((e) => e.id)], [false, ['d']]);
     } finally {
       await client.close();
     }

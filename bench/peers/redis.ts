@@ -1,5 +1,6 @@
 /**
- * `node --import tsx bench/peers/redis.ts --store redis://HOST:PORT [--quick] [--no-write]`
+ * `node --import tsx bench/peers/redis.ts --store redis://HOST:PORT [--quick] [--no-write]
+ *   [--only enqueue,process,latency] [--peers kvmq,BullMQ]`
  *
  * kvmq on Redis side by side with BullMQ and bee-queue, in one run, on one
  * Redis server (so the same durability: its AOF settings), with no-op
@@ -16,7 +17,8 @@
  *   command counts, those run inside scripts too), and how many of them were
  *   script calls.
  *
- * Writes the `redis-peers` section of docs/benchmarks.md (bench/doc.ts).
+ * Writes the `redis-peers` section of docs/benchmarks.md (bench/doc.ts), unless --only or --peers leave a
+ * phase or a library out.
  */
 import { cpus, loadavg, release, totalmem } from 'node:os';
 import { fileURLToPath } from 'node:url';
@@ -377,14 +379,28 @@ function rows(names: readonly string[], results: ReadonlyMap<string, Results>, s
 
 // --- main ------------------------------------------------------------------
 
+/** A comma-separated option's names, each one of `known`; all of them when absent. */
+function listOption(value: string | undefined, known: readonly string[], flag: string): Set<string> {
+  if (value === undefined) return new Set(known);
+  const names = value.split(',').filter((name) => name !== '');
+  const unknown = names.filter((name) => !known.includes(name));
+  if (unknown.length > 0 || names.length === 0) {
+    throw new TypeError(`${flag} takes a comma-separated list of ${known.join(', ')}; got ${JSON.stringify(value)}`);
+  }
+  return new Set(names);
+}
+
 async function main(): Promise<void> {
   const { values } = parseArgs({
     options: {
       store: { type: 'string' },
       quick: { type: 'boolean', default: false },
       'no-write': { type: 'boolean', default: false },
+      only: { type: 'string' },
+      peers: { type: 'string' },
     },
   });
+  const phases = listOption(values.only, ['enqueue', 'process', 'latency'], '--only');
   const store = values.store ?? process.env.KVMQ_TEST_REDIS_URL;
   if (store === undefined) throw new TypeError('--store redis://HOST:PORT is required (or $KVMQ_TEST_REDIS_URL)');
   const url = parseRedisUrl(store);
@@ -399,6 +415,8 @@ async function main(): Promise<void> {
     ['BullMQ', bullmq(url, require('bullmq') as BullModule)],
     ['bee-queue', beeQueue(url, require('bee-queue') as BeeModule)],
   ];
+  const chosen = listOption(values.peers, ['kvmq', 'BullMQ', 'bee-queue'], '--peers');
+  peers.splice(0, peers.length, ...peers.filter(([name]) => chosen.has(name)));
   const names = peers.map(([name]) => name);
   const admin = new Redis({ ...ioredisOptions(url), lazyConnect: true });
   await admin.connect();
@@ -419,18 +437,22 @@ async function main(): Promise<void> {
     for (const [name, factory] of peers) {
       const scratch = emptyResults();
       await step(`${name} warm-up`, async () => {
-        await measureEnqueue(factory, Math.ceil(sizes.enqueue / 10), stats, scratch.enqueue);
-        await measureProcess(factory, Math.ceil(sizes.process / 10), stats, scratch.process);
+        if (phases.has('enqueue')) await measureEnqueue(factory, Math.ceil(sizes.enqueue / 10), stats, scratch.enqueue);
+        if (phases.has('process')) await measureProcess(factory, Math.ceil(sizes.process / 10), stats, scratch.process);
       });
     }
     for (let run = 0; run < sizes.runs; run++) {
       for (const [name, factory] of peers) {
         const into = results.get(name) ?? emptyResults();
-        await step(`${name} enqueue`, () => measureEnqueue(factory, sizes.enqueue, stats, into.enqueue));
-        await step(`${name} processing`, () => measureProcess(factory, sizes.process, stats, into.process));
+        if (phases.has('enqueue')) {
+          await step(`${name} enqueue`, () => measureEnqueue(factory, sizes.enqueue, stats, into.enqueue));
+        }
+        if (phases.has('process')) {
+          await step(`${name} processing`, () => measureProcess(factory, sizes.process, stats, into.process));
+        }
       }
     }
-    for (const [name, factory] of peers) {
+    for (const [name, factory] of phases.has('latency') ? peers : []) {
       const into = results.get(name) ?? emptyResults();
       await step(`${name} latency`, () => measureLatency(factory, sizes, into.latency));
     }
@@ -448,7 +470,8 @@ async function main(): Promise<void> {
   console.log(`kvmq vs BullMQ vs bee-queue on Redis${values.quick ? ', quick' : ''}\n${machine}\n${setup}\n`);
   console.log(table(header, body, false));
   console.log(`\n${verdict}`);
-  if (values['no-write'] || values.quick) return;
+  const partial = phases.size < 3 || names.length < 3;
+  if (values['no-write'] || values.quick || partial) return;
   const command = `node --import tsx bench/peers/redis.ts ${process.argv.slice(2).join(' ')}`.trim();
   const when = new Date().toISOString().replace('T', ' ').slice(0, 16);
   const section = `## redis: kvmq, BullMQ and bee-queue side by side

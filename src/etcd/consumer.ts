@@ -223,6 +223,13 @@ export class LocalConsumer {
       .sort((a, b) => (a.idx < b.idx ? -1 : a.idx > b.idx ? 1 : 0));
   }
 
+  /** How many unclaimed() holds, without the array or the sort (a claim's wait checks it on every event). */
+  unclaimedCount(): number {
+    let n = 0;
+    for (const d of this.deliveries.values()) if (!d.claimed) n += 1;
+    return n;
+  }
+
   claimedCount(): number {
     let n = 0;
     for (const d of this.deliveries.values()) if (d.claimed) n += 1;
@@ -286,10 +293,11 @@ export class LocalConsumer {
         if (known === undefined || known.deliveredAt < revision) this.deliveries.delete(event.kv.key);
         if ((this.gone.get(event.kv.key) ?? 0) <= revision) this.gone.delete(event.kv.key);
       } else {
-        const envelope = decodeEnvelope(event.kv.value);
         // Seen already (from this process's dispatcher, or a newer one), or finished before its watch event came.
         const stale = (known?.deliveredAt ?? 0) >= revision || (this.gone.get(event.kv.key) ?? 0) >= revision;
-        if (envelope !== null && !stale) {
+        // Decoded only when new: the watch event of a delivery handed over in this process is stale.
+        const envelope = stale ? null : decodeEnvelope(event.kv.value);
+        if (envelope !== null) {
           this.deliveries.set(event.kv.key, {
             deliveredAt: revision,
             key: event.kv.key,
@@ -307,7 +315,7 @@ export class LocalConsumer {
         }
       }
     }
-    for (const waiter of [...this.waiters]) waiter();
+    if (this.waiters.size > 0) for (const waiter of [...this.waiters]) waiter();
   }
 
   /** Stops following the inbox. */

@@ -43,15 +43,23 @@ export function countSlotsPrefix(keys: QueueKeys): string {
   return `${keys.prefix}kvmq/counts/`;
 }
 
+// The counts of one record, one object per kind: countChange runs for every message of every Txn.
+const LIVE: Counts = { live: 1, done: 0, failed: 0, stuck: 0 };
+const DONE: Counts = { live: 0, done: 1, failed: 0, stuck: 0 };
+const FAILED: Counts = { live: 0, done: 0, failed: 1, stuck: 0 };
+const STUCK: Counts = { live: 0, done: 0, failed: 1, stuck: 1 };
+
 function countsOf(r: Counted | null): Counts {
   if (r === null) return ZERO;
-  const failed = r.phase === 'failed';
-  return {
-    live: r.phase === 'pending' || r.phase === 'locked' ? 1 : 0,
-    done: r.phase === 'done' ? 1 : 0,
-    failed: failed ? 1 : 0,
-    stuck: failed && r.payloadKey !== null ? 1 : 0,
-  };
+  switch (r.phase) {
+    case 'pending':
+    case 'locked':
+      return LIVE;
+    case 'done':
+      return DONE;
+    case 'failed':
+      return r.payloadKey === null ? FAILED : STUCK;
+  }
 }
 
 export function addCounts(a: Counts, b: Counts, sign = 1): Counts {

@@ -10,7 +10,7 @@
  * revived; with allowRequeue, `locked` is marked to run again after it
  * finishes, and `done-with-backoff` to run again when its backoff ends.
  */
-import { randomBytes } from 'node:crypto';
+import { newNonce } from './nonce.js';
 import { StoreLayoutError } from '../errors.js';
 import { newIdx, type QueueKeys } from './keys.js';
 import { decodeRecord, encodeRecord, stateOf, type MessageRecord } from './record.js';
@@ -292,7 +292,7 @@ async function enqueueDebounced(kv: Kv, keys: QueueKeys, message: NewMessage, ev
 
 function adding(keys: QueueKeys, message: NewMessage, events: boolean, extra: readonly Compare[] = []): Adding {
   const now = Date.now();
-  const nonce = randomBytes(6).toString('base64url');
+  const nonce = newNonce();
   const idx = newIdx(message.priority);
   const record = freshRecord(
     {
@@ -310,17 +310,20 @@ function adding(keys: QueueKeys, message: NewMessage, events: boolean, extra: re
     },
     now,
   );
+  const recordKey = keys.record(message.id);
+  const ops: Op[] = [
+    { type: 'put', key: keys.ordered(idx, message.id), value: asBuffer(message.payload) },
+    { type: 'put', key: recordKey, value: encodeRecord(record) },
+  ];
+  // A message enqueued with a backoff (or as a debounce's waiting one) has index entries; most have none.
+  for (const op of indexOps(keys, message.id, null, record)) ops.push(op);
   return {
     message,
     nonce,
-    compares: [{ key: keys.record(message.id), target: 'version', result: '=', operand: 0 }, ...extra],
-    ops: [
-      { type: 'put', key: keys.ordered(idx, message.id), value: asBuffer(message.payload) },
-      { type: 'put', key: keys.record(message.id), value: encodeRecord(record) },
-      ...indexOps(keys, message.id, null, record),
-    ],
-    reads: [{ type: 'range', key: keys.record(message.id) }],
-    events: changeEvents(keys, events, { type: 'enqueued', id: message.id, attempt: 0 }),
+    compares: [{ key: recordKey, target: 'version', result: '=', operand: 0 }, ...extra],
+    ops,
+    reads: [{ type: 'range', key: recordKey }],
+    events: events ? changeEvents(keys, true, { type: 'enqueued', id: message.id, attempt: 0 }) : undefined,
     counts: countChange(keys, null, record),
   };
 }
@@ -387,7 +390,7 @@ async function planExisting(
         filterClass: m.filterClass,
         readyAt: now + m.initialBackoffMs,
         source: 'kvmq',
-        nonce: randomBytes(6).toString('base64url'),
+        nonce: newNonce(),
         policy: m.policy,
         history: r.history,
         priority: m.priority,

@@ -50,7 +50,11 @@ function keyValue(kv: Etcd3.IKeyValue): KeyValue {
   };
 }
 
-function compare(lib: Lib, c: Compare): Etcd3.ICompare {
+/**
+ * The converter of compares for this library's enums. Each Txn converts a compare or two per message, so the
+ * tables are made once and each compare is one object, no spreads.
+ */
+function compareWith(lib: Lib): (c: Compare) => Etcd3.ICompare {
   const targets = {
     version: lib.CompareTarget.Version,
     create: lib.CompareTarget.Create,
@@ -64,60 +68,59 @@ function compare(lib: Lib, c: Compare): Etcd3.ICompare {
     '<': lib.CompareResult.Less,
     '!=': lib.CompareResult.NotEqual,
   };
-  const out: Etcd3.ICompare = {
-    key: bytes(c.key),
-    ...(c.end === undefined ? {} : { range_end: bytes(c.end) }),
-    target: targets[c.target],
-    result: results[c.result],
+  return (c) => {
+    const out: Etcd3.ICompare = { key: bytes(c.key), target: targets[c.target], result: results[c.result] };
+    if (c.end !== undefined) out.range_end = bytes(c.end);
+    switch (c.target) {
+      case 'version':
+        out.version = Number(c.operand);
+        break;
+      case 'create':
+        out.create_revision = Number(c.operand);
+        break;
+      case 'mod':
+        out.mod_revision = Number(c.operand);
+        break;
+      case 'value':
+        out.value = Buffer.isBuffer(c.operand) ? c.operand : Buffer.from(String(c.operand));
+        break;
+      case 'lease':
+        out.lease = String(c.operand);
+        break;
+    }
+    return out;
   };
-  switch (c.target) {
-    case 'version':
-      return { ...out, version: Number(c.operand) };
-    case 'create':
-      return { ...out, create_revision: Number(c.operand) };
-    case 'mod':
-      return { ...out, mod_revision: Number(c.operand) };
-    case 'value':
-      return { ...out, value: Buffer.isBuffer(c.operand) ? c.operand : Buffer.from(String(c.operand)) };
-    case 'lease':
-      return { ...out, lease: String(c.operand) };
-  }
 }
 
 function rangeRequest(op: Omit<RangeOp, 'type'>): Etcd3.IRangeRequest {
-  return {
-    key: bytes(op.key),
-    ...(op.end === undefined ? {} : { range_end: bytes(op.end) }),
-    ...(op.limit === undefined ? {} : { limit: op.limit }),
-    ...(op.keysOnly === true ? { keys_only: true } : {}),
-    ...(op.countOnly === true ? { count_only: true } : {}),
-    ...(op.revision === undefined ? {} : { revision: op.revision }),
-    ...(op.minModRevision === undefined ? {} : { min_mod_revision: op.minModRevision }),
-    ...(op.byModRevision === undefined
-      ? {}
-      : {
-          sort_target: 'Mod' as const,
-          sort_order: op.byModRevision === 'ascend' ? ('Ascend' as const) : ('Descend' as const),
-        }),
-  };
+  const out: Etcd3.IRangeRequest = { key: bytes(op.key) };
+  if (op.end !== undefined) out.range_end = bytes(op.end);
+  if (op.limit !== undefined) out.limit = op.limit;
+  if (op.keysOnly === true) out.keys_only = true;
+  if (op.countOnly === true) out.count_only = true;
+  if (op.revision !== undefined) out.revision = op.revision;
+  if (op.minModRevision !== undefined) out.min_mod_revision = op.minModRevision;
+  if (op.byModRevision !== undefined) {
+    out.sort_target = 'Mod';
+    out.sort_order = op.byModRevision === 'ascend' ? 'Ascend' : 'Descend';
+  }
+  return out;
 }
 
 function requestOp(op: Op): Etcd3.IRequestOp {
   switch (op.type) {
     case 'range':
       return { request_range: rangeRequest(op) };
-    case 'put':
-      return {
-        request_put: {
-          key: bytes(op.key),
-          value: op.value,
-          ...(op.lease === undefined || op.lease === '0' ? {} : { lease: op.lease }),
-        },
-      };
-    case 'delete':
-      return {
-        request_delete_range: { key: bytes(op.key), ...(op.end === undefined ? {} : { range_end: bytes(op.end) }) },
-      };
+    case 'put': {
+      const put: Etcd3.IPutRequest = { key: bytes(op.key), value: op.value };
+      if (op.lease !== undefined && op.lease !== '0') put.lease = op.lease;
+      return { request_put: put };
+    }
+    case 'delete': {
+      const del: Etcd3.IDeleteRangeRequest = { key: bytes(op.key) };
+      if (op.end !== undefined) del.range_end = bytes(op.end);
+      return { request_delete_range: del };
+    }
   }
 }
 
@@ -363,6 +366,7 @@ export class Etcd3Kv implements Kv {
   readonly session: EtcdSession;
   private readonly client: Etcd3.Etcd3;
   private readonly watches = new Set<Watch>();
+  private readonly compare: (c: Compare) => Etcd3.ICompare;
 
   constructor(
     private readonly lib: Lib,
@@ -378,6 +382,7 @@ export class Etcd3Kv implements Kv {
       faultHandling: { host: () => skipFailing(lib, options.hosts.length), global: retrying(lib) },
     });
     this.session = new EtcdSession(this.client, Math.ceil(options.leaseTtlMs / 1000), (e) => this.translate(e));
+    this.compare = compareWith(lib);
   }
 
   translate(error: unknown): Error {
@@ -397,7 +402,7 @@ export class Etcd3Kv implements Kv {
     const failure = request.failure ?? [];
     try {
       const res = await this.client.kv.txn({
-        compare: request.compare.map((c) => compare(this.lib, c)),
+        compare: request.compare.map(this.compare),
         success: request.success.map(requestOp),
         failure: failure.map(requestOp),
       });

@@ -19,6 +19,7 @@ import type { QueueKeys } from './keys.js';
 import type { Finish, FinishResult } from '../store/contract.js';
 
 const MAX_TRIES = 10;
+const NO_PAYLOADS: ReadonlyMap<string, Buffer> = new Map();
 // The rest of a burst of finishes that filled a Txn waits this long for the next burst (txn-lane.ts).
 const FINISH_HOLD_MS = 50;
 
@@ -30,12 +31,13 @@ interface Write extends Change {
   readonly deadLetter: QueueKeys | null;
 }
 
+/** Every builder returns all fields (one object shape: `guarded` stays optimised for all its callers). */
 interface Built {
   ops: Op[];
   next: MessageRecord | null;
-  deadLetter?: QueueKeys | null;
-  events?: ChangeEvents | undefined;
-  counts?: CountDelta[];
+  deadLetter: QueueKeys | null;
+  events: ChangeEvents | undefined;
+  counts: CountDelta[] | undefined;
 }
 
 /**
@@ -52,20 +54,23 @@ async function guarded(
   run: (writes: readonly Write[]) => Promise<ChangeResult[]> = (writes) => runPacked(kv, writes),
 ): Promise<Set<Delivery>> {
   const lost = new Set<Delivery>();
-  let todo = [...deliveries];
+  let todo = deliveries;
   for (let tries = 0; todo.length > 0; tries++) {
     if (tries >= MAX_TRIES) throw new Error(`kvmq: writes to ${keys.queue} kept conflicting; try again`);
-    const wanting = todo.filter(needsPayload);
-    const payloads = new Map<string, Buffer>();
-    if (wanting.length > 0) {
+    // Most finishes need no payload read: then no arrays or map for it (a worker finishes one call per message).
+    let payloads: ReadonlyMap<string, Buffer> = NO_PAYLOADS;
+    if (todo.some(needsPayload)) {
+      const wanting = todo.filter(needsPayload);
       const kvs = await getMany(
         kv,
         wanting.map((d) => keys.payload(d.id)),
       );
-      wanting.forEach((d, i) => payloads.set(d.id, kvs[i]?.value ?? Buffer.alloc(0)));
+      const read = new Map<string, Buffer>();
+      wanting.forEach((d, i) => read.set(d.id, kvs[i]?.value ?? Buffer.alloc(0)));
+      payloads = read;
     }
     const writes: Write[] = todo.map((delivery) => {
-      const { ops, next, deadLetter = null, events, counts } = build(delivery, payloads);
+      const { ops, next, deadLetter, events, counts } = build(delivery, payloads);
       const compares: Compare[] = [
         { key: keys.record(delivery.id), target: 'mod', result: '=', operand: delivery.rev },
       ];
@@ -155,7 +160,7 @@ export async function finishDeliveries(
     const next = result.usesNextPayload ? (payloads.get(d.id) ?? d.payload) : null;
     const ops = finishOps(keys, d.id, d.record, result, ordered, d.payload, next);
     const counts = countChange(keys, d.record, result.record);
-    return { ops: [{ type: 'delete', key: d.key }, ...ops], next: null, events: noted, counts };
+    return { ops: [{ type: 'delete', key: d.key }, ...ops], next: null, deadLetter: null, events: noted, counts };
   };
   const lost = await guarded(
     kv,
@@ -167,9 +172,9 @@ export async function finishDeliveries(
     // The queue's lane: the finishes of concurrent calls share Txns (txn-lane.ts).
     (writes) => laneOf(kv, `finish ${keys.prefix}`, FINISH_HOLD_MS).run(writes),
   );
-  const lostIds = new Set([...lost].map((d) => d.id));
   for (const d of held.values()) consumer.noDeadLetter.delete(d.delivery.id);
-  return finishes.map((f) => (held.get(f.id)?.finish === f && !lostIds.has(f.id) ? 'ok' : 'lost'));
+  const lostIds = lost.size === 0 ? null : new Set([...lost].map((d) => d.id));
+  return finishes.map((f) => (held.get(f.id)?.finish === f && lostIds?.has(f.id) !== true ? 'ok' : 'lost'));
 }
 
 /** The event a finish writes: by its outcome; none for a message given back unrun. */
@@ -206,7 +211,8 @@ export async function extendDeliveries(
     mine,
     (d) => {
       const next = extended(d.record, Date.now() + lockMs);
-      return { ops: [{ type: 'put', key: keys.record(d.id), value: encodeRecord(next) }], next };
+      const ops: Op[] = [{ type: 'put', key: keys.record(d.id), value: encodeRecord(next) }];
+      return { ops, next, deadLetter: null, events: undefined, counts: undefined };
     },
     () => false,
   );
@@ -231,6 +237,9 @@ export async function releaseDeliveries(
         { type: 'put', key: keys.record(d.id), value: encodeRecord(undelivered(d.record, Date.now(), true)) },
       ],
       next: null,
+      deadLetter: null,
+      events: undefined,
+      counts: undefined,
     }),
     () => false,
   );

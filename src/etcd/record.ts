@@ -58,6 +58,15 @@ export interface MessageRecord {
   readonly debounceId: string | null;
 }
 
+// Module-level, not per call: decodeRecord runs for every record a watch or a read brings.
+function num(v: unknown, fallback = 0): number {
+  return typeof v === 'number' && Number.isFinite(v) ? v : fallback;
+}
+
+function str(v: unknown): string | null {
+  return typeof v === 'string' ? v : null;
+}
+
 /** The record, or null when it is not one kvmq wrote. */
 export function decodeRecord(value: Buffer): MessageRecord | null {
   let raw: unknown;
@@ -70,8 +79,6 @@ export function decodeRecord(value: Buffer): MessageRecord | null {
   const r = raw as Record<string, unknown>;
   const phase = r.phase;
   if (phase !== 'pending' && phase !== 'locked' && phase !== 'done' && phase !== 'failed') return null;
-  const num = (v: unknown, fallback = 0): number => (typeof v === 'number' && Number.isFinite(v) ? v : fallback);
-  const str = (v: unknown): string | null => (typeof v === 'string' ? v : null);
   const outcome = r.outcome === 'success' || r.outcome === 'error' || r.outcome === 'retry' ? r.outcome : null;
   const encoding = r.encoding === 'bytes' ? 'bytes' : 'json';
   const nextEncoding = r.nextEncoding === 'bytes' || r.nextEncoding === 'json' ? r.nextEncoding : null;

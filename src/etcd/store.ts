@@ -201,9 +201,9 @@ export class EtcdStore implements Store {
     // With group or rate limits a slot freed by another consumer's finish, or a new limit, is the dispatcher's to
     // hand out: ask, so the answer comes after it has seen them (a plain claim takes what its inbox holds).
     const limited = state.config?.groupConcurrency != null || state.config?.rateLimit != null;
-    const ask = limited && consumer.unclaimed().length < request.max;
+    const ask = limited && consumer.unclaimedCount() < request.max;
     await consumer.demand({ capacity: consumer.claimedCount() + request.max, lockMs: request.lockMs, accepts }, ask);
-    const answered = await consumer.waitForAnswer(ANSWER_WAIT_MS, () => consumer.unclaimed().length >= request.max);
+    const answered = await consumer.waitForAnswer(ANSWER_WAIT_MS, () => consumer.unclaimedCount() >= request.max);
     const taken = consumer.unclaimed().slice(0, request.max);
     if (taken.length > 0) {
       for (const d of taken) d.claimed = true;

@@ -4,7 +4,7 @@
  * (enqueue, finish, extend). Pure functions: the caller writes the result in
  * one Txn guarded by the record's mod revision.
  */
-import { randomBytes } from 'node:crypto';
+import { newNonce } from './nonce.js';
 import { appendHistory, maxDeliveriesError } from '../model/history.js';
 import { newIdx } from './keys.js';
 import { encodeRecord } from './record.js';
@@ -66,6 +66,9 @@ export function consumerIdOf(key: string | null): string | null {
   return key === null ? null : key.slice(key.lastIndexOf('/') + 1);
 }
 
+// Index entries' value (never written to: shared by every entry, not one per call).
+const EMPTY = Buffer.alloc(0);
+
 /**
  * The index entries a version of a record has, besides its record and ordered key: a pending message in
  * a backoff (`readyAt` after its last write), a finished one (done or failed, by finish time), one refusing
@@ -74,7 +77,7 @@ export function consumerIdOf(key: string | null): string | null {
  */
 export function indexEntries(keys: QueueKeys, id: string, r: MessageRecord | null): { key: string; value: Buffer }[] {
   if (r === null) return [];
-  const empty = Buffer.alloc(0);
+  const empty = EMPTY;
   switch (r.phase) {
     case 'pending': {
       const entries =
@@ -313,7 +316,7 @@ export function deadLetterOps(
     losses: 0,
     backoffUntil: 0,
     payloadKey: null,
-    nonce: randomBytes(6).toString('base64url'),
+    nonce: newNonce(),
   };
   const ops: Op[] = [
     { type: 'delete', key: keys.record(id) },

@@ -101,10 +101,19 @@ export function pack<T extends Change>(
   return batches;
 }
 
+const NO_SLOTS: readonly string[] = [];
+
 /** The queues whose counts the change touches that the batch has no slot for yet. */
-function newSlots(change: Change, counted: ReadonlySet<string>): string[] {
+function newSlots(change: Change, counted: ReadonlySet<string>): readonly string[] {
+  const counts = change.counts;
+  // Most changes count in one queue the batch already has a slot for: nothing to allocate.
+  if (counts === undefined || counts.length === 0) return NO_SLOTS;
+  if (counts.length === 1) {
+    const prefix = (counts[0] as CountDelta).keys.prefix;
+    return counted.has(prefix) ? NO_SLOTS : [prefix];
+  }
   const prefixes = new Set<string>();
-  for (const c of change.counts ?? []) if (!counted.has(c.keys.prefix)) prefixes.add(c.keys.prefix);
+  for (const c of counts) if (!counted.has(c.keys.prefix)) prefixes.add(c.keys.prefix);
   return [...prefixes];
 }
 
@@ -117,14 +126,30 @@ export async function runBatch(
   batch: readonly Change[],
   fixed: Change = { compares: [], ops: [], reads: [] },
 ): Promise<{ results: ChangeResult[]; fixedReads: readonly RangeResult[] }> {
-  const counted = countTxn(
-    kv,
-    batch.flatMap((c) => c.counts ?? []),
-  );
+  // Loops, not flatMap and spreads: a Txn carries up to 128 ops, and this runs for every Txn.
+  const deltas: CountDelta[] = [];
   // A compare several changes share (the same object) is sent once: etcd evaluates each, so a range costs.
-  const compare = [...new Set([...fixed.compares, ...batch.flatMap((c) => c.compares), ...counted.compares])];
-  const success = [...fixed.ops, ...batch.flatMap((c) => c.ops), ...batchEvents(batch), ...counted.ops];
-  const failure = [...fixed.reads, ...batch.flatMap((c) => c.reads), ...counted.reads];
+  const shared = new Set<Compare>();
+  const compare: Compare[] = [];
+  const success: Op[] = [...fixed.ops];
+  const failure: RangeOp[] = [...fixed.reads];
+  const addCompare = (c: Compare): void => {
+    if (shared.has(c)) return;
+    shared.add(c);
+    compare.push(c);
+  };
+  fixed.compares.forEach(addCompare);
+  for (const change of batch) {
+    change.compares.forEach(addCompare);
+    for (const op of change.ops) success.push(op);
+    for (const read of change.reads) failure.push(read);
+    if (change.counts !== undefined) for (const d of change.counts) deltas.push(d);
+  }
+  for (const op of batchEvents(batch)) success.push(op);
+  const counted = countTxn(kv, deltas);
+  counted.compares.forEach(addCompare);
+  for (const op of counted.ops) success.push(op);
+  for (const read of counted.reads) failure.push(read);
   let res: TxnResult;
   try {
     res = await kv.txn({ compare, success, failure });
@@ -134,7 +159,9 @@ export async function runBatch(
   }
   if (res.succeeded) {
     counted.settle({ succeeded: true, revision: res.revision });
-    return { results: batch.map(() => ({ ok: true, revision: res.revision })), fixedReads: [] };
+    // One answer for all: every change of the Txn succeeded at its revision (answers are read, never changed).
+    const ok: ChangeResult = { ok: true, revision: res.revision };
+    return { results: batch.map(() => ok), fixedReads: [] };
   }
   const reads = res.responses.filter((r): r is RangeResult => r.type === 'range');
   counted.settle({ succeeded: false, reads: reads.slice(reads.length - counted.reads.length) });

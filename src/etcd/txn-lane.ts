@@ -39,6 +39,11 @@ export class TxnLane {
   /** Commits the changes, each in some Txn of this lane; resolves once every one of them is answered. */
   run(changes: readonly Change[]): Promise<ChangeResult[]> {
     if (changes.length === 0) return Promise.resolve([]);
+    const [only] = changes;
+    if (changes.length === 1 && only !== undefined) {
+      // A worker's finish: one change per call, so one promise rather than one per change and Promise.all.
+      return new Promise((resolve, reject) => this.submit([{ change: only, resolve: (r) => resolve([r]), reject }]));
+    }
     const entries: LaneEntry[] = [];
     const answers = changes.map(
       (change) => new Promise<ChangeResult>((resolve, reject) => entries.push({ change, resolve, reject })),

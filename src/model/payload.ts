@@ -27,7 +27,11 @@ export function encodePayload(payload: Payload, limit: number): EncodedPayload {
 
 export function decodePayload(bytes: Uint8Array, encoding: PayloadEncoding): Payload {
   if (encoding === 'bytes') return Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
-  return JSON.parse(Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength).toString('utf8')) as Payload;
+  // Stores hand Buffers back: read them as they are, without a second view of the same bytes.
+  const text = Buffer.isBuffer(bytes)
+    ? bytes.toString('utf8')
+    : Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength).toString('utf8');
+  return JSON.parse(text) as Payload;
 }
 
 /** The payload as bytes, whatever its encoding: what `kvmq work` writes to a command's stdin. */

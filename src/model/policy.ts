@@ -11,6 +11,7 @@ export function checkPolicy(options: {
   readonly backoff?: unknown;
   readonly timeoutMs?: unknown;
 }): MessagePolicy | null {
+  if (options.attempts === undefined && options.backoff === undefined && options.timeoutMs === undefined) return null;
   const policy: { attempts?: number; backoff?: BackoffPolicy; timeoutMs?: number } = {};
   if (options.attempts !== undefined) policy.attempts = checkCount('attempts', options.attempts, 1, 1_000_000);
   if (options.backoff !== undefined) policy.backoff = checkBackoff(options.backoff);

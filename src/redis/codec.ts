@@ -54,6 +54,12 @@ export function text(value: unknown): string | null {
   throw new Error(`unexpected reply element from a kvmq script: ${typeof value}`);
 }
 
+/** The reply element is the text `ok`: compared as bytes, without decoding a string per message. */
+export function isOk(value: unknown): boolean {
+  if (Buffer.isBuffer(value)) return value.length === 2 && value[0] === 0x6f && value[1] === 0x6b;
+  return text(value) === 'ok';
+}
+
 export function num(value: unknown): number {
   return typeof value === 'number' ? value : Number(text(value));
 }

@@ -2,7 +2,7 @@ import { encodeContent, list, text } from './codec.js';
 import { SCRIPTS } from './scripts.generated.js';
 import type { ScriptArg, Scripts } from './scripts.js';
 import type { NewMessage } from '../store/contract.js';
-import type { EnqueueAction, EnqueueResult, MessageState } from '../model/types.js';
+import type { EnqueueAction, EnqueueResult, MessageState, Metadata } from '../model/types.js';
 
 // One script call carries at most this many bytes or messages: Redis buffers a
 // whole command before running it, and a script blocks the server while it runs.
@@ -27,17 +27,16 @@ export async function enqueueMessages(
   const send = async (): Promise<void> => {
     if (ids.length === 0) return;
     const replies = list(await scripts.run(SCRIPTS.enqueue, queue, args));
-    ids.forEach((id, i) => results.push(result(id, text(replies[i]) ?? '')));
+    for (let i = 0; i < ids.length; i++) results.push(result(ids[i] ?? '', text(replies[i]) ?? ''));
     args = [];
     ids = [];
     bytes = 0;
   };
   for (const m of messages) {
-    const content = encodeContent(m.payload, m.encoding);
-    const metadata = Object.keys(m.metadata).length === 0 ? '' : JSON.stringify(m.metadata);
+    const metadata = encodeMetadata(m.metadata);
     const size = m.payload.byteLength + 1 + metadata.length + m.id.length + (m.policy?.length ?? 0);
     if (ids.length > 0 && (bytes + size > MAX_CALL_BYTES || ids.length >= MAX_CALL_MESSAGES)) await send();
-    args.push(...messageArgs(m, content, metadata));
+    pushMessageArgs(args, m, encodeContent(m.payload, m.encoding), metadata);
     ids.push(m.id);
     bytes += size;
   }
@@ -45,10 +44,20 @@ export async function enqueueMessages(
   return results;
 }
 
-/** The eight script arguments of a message (lib/enqueue.lua); a plain message's scheduling is one ''. */
-export function messageArgs(m: NewMessage, content: string | Buffer, metadata: string): ScriptArg[] {
+/** The stored metadata: '' for none (most messages), else compact JSON. */
+export function encodeMetadata(metadata: Metadata): string {
+  // A for-in over the keys rather than Object.keys: no array made for the common empty object.
+  for (const key in metadata) if (Object.hasOwn(metadata, key)) return JSON.stringify(metadata);
+  return '';
+}
+
+/**
+ * Appends the eight script arguments of a message (lib/enqueue.lua) to `args`; a plain message's scheduling
+ * is one ''. Pushed in place: a batch's arguments are one array, not one per message spread into it.
+ */
+export function pushMessageArgs(args: ScriptArg[], m: NewMessage, content: string | Buffer, metadata: string): void {
   const flags = (m.allowRequeue ? 1 : 0) + (m.replacePayload ? 2 : 0);
-  return [
+  args.push(
     m.id,
     content,
     metadata,
@@ -59,7 +68,7 @@ export function messageArgs(m: NewMessage, content: string | Buffer, metadata: s
     m.priority === 0 && m.group === null && m.debounceId === null
       ? ''
       : `${m.priority === 0 ? '' : m.priority}\n${m.group ?? ''}\n${m.debounceId ?? ''}`,
-  ];
+  );
 }
 
 export function result(id: string, reply: string): EnqueueResult {

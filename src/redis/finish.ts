@@ -1,5 +1,5 @@
 import { errorTail } from '../model/history.js';
-import { list, text } from './codec.js';
+import { isOk, list, text } from './codec.js';
 import { SCRIPTS } from './scripts.generated.js';
 import type { ScriptArg, Scripts } from './scripts.js';
 import type { Finish, FinishResult } from '../store/contract.js';
@@ -27,7 +27,7 @@ export async function finishMessages(
     );
   }
   const replies = list(await scripts.run(SCRIPTS.finish, queue, args));
-  return finishes.map((_, i) => (text(replies[i]) === 'ok' ? 'ok' : 'lost'));
+  return finishes.map((_, i) => (isOk(replies[i]) ? 'ok' : 'lost'));
 }
 
 /** Renews locks with one script call; returns the ids no longer held. */

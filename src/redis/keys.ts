@@ -57,6 +57,8 @@ export const KEY_TYPES = {
   'debounce-of': 'hash', // id → its debounce id, so the index entry goes with the message
   'rate-tat': 'string', // the rate limit's theoretical arrival time (GCRA, model/rate-limit.ts)
   schedules: 'hash', // schedule name → its next slot (ms), a space, then its body
+  // Hot path (issue 14).
+  layout: 'string', // '1' once an enqueue's full check found the queue's keys kvmq's: hot paths skip TYPE checks
 } as const;
 
 export type KeyName = keyof typeof KEY_TYPES;

@@ -5,7 +5,7 @@
  */
 import { StoreLayoutError } from '../errors.js';
 import { encodeContent, list, text } from './codec.js';
-import { messageArgs, result } from './enqueue.js';
+import { encodeMetadata, pushMessageArgs, result } from './enqueue.js';
 import { queueKey } from './keys.js';
 import { SCRIPTS } from './scripts.generated.js';
 import type { ScriptArg, Scripts } from './scripts.js';
@@ -55,8 +55,7 @@ export async function fireSchedule(
 ): Promise<EnqueueResult[] | null> {
   const args: ScriptArg[] = [expected.name, stored(expected), nextAt];
   for (const m of messages) {
-    const metadata = Object.keys(m.metadata).length === 0 ? '' : JSON.stringify(m.metadata);
-    args.push(...messageArgs(m, encodeContent(m.payload, m.encoding), metadata));
+    pushMessageArgs(args, m, encodeContent(m.payload, m.encoding), encodeMetadata(m.metadata));
   }
   const reply = await scripts.run(SCRIPTS.fireSchedule, queue, args);
   if (reply === null) return null;

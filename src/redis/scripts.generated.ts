@@ -39,6 +39,7 @@ export const SCRIPTS = {
       'failed',
       'lanes',
       'rate-tat',
+      'layout',
       'events',
       'events-seq',
       'events-wake',
@@ -58,26 +59,46 @@ export const SCRIPTS = {
       'debounce-of',
     ],
     readOnly: false,
-    sha: '3da101b22d149a1fdf2a21d584fdc6ea3dd4c259',
+    sha: 'e2ea36bbf4fb63a76d2bd4feb2d8f2e90016e015',
     source: `#!lua flags=allow-oom
-local K = { messages = KEYS[1], metadata = KEYS[2], filters = KEYS[3], classes = KEYS[4], nattempts = KEYS[5], locks = KEYS[6], holders = KEYS[7], backoffs = KEYS[8], done = KEYS[9], done_at = KEYS[10], requeue = KEYS[11], schedule = KEYS[12], lock_expiry = KEYS[13], updated_at = KEYS[14], mid_circle = KEYS[15], eoq_backoff = KEYS[16], ndry_runs = KEYS[17], policies = KEYS[18], pushes = KEYS[19], conf = KEYS[20], failed = KEYS[21], lanes = KEYS[22], rate_tat = KEYS[23], events = KEYS[24], events_seq = KEYS[25], events_wake = KEYS[26], priorities = KEYS[27], groups = KEYS[28], group_held = KEYS[29], parked = KEYS[30], history = KEYS[31], losses = KEYS[32], outcomes = KEYS[33], enqueued_at = KEYS[34], requeue_content = KEYS[35], requeue_locks = KEYS[36], requeue_schedule = KEYS[37], dedupe = KEYS[38], debounce = KEYS[39], debounce_of = KEYS[40] }
+-- The keys by name, for the helpers that look a key up by a name they hold.
+local K_TABLE = nil
+local function key_table()
+  if K_TABLE == nil then K_TABLE = { messages = KEYS[1], metadata = KEYS[2], filters = KEYS[3], classes = KEYS[4], nattempts = KEYS[5], locks = KEYS[6], holders = KEYS[7], backoffs = KEYS[8], done = KEYS[9], done_at = KEYS[10], requeue = KEYS[11], schedule = KEYS[12], lock_expiry = KEYS[13], updated_at = KEYS[14], mid_circle = KEYS[15], eoq_backoff = KEYS[16], ndry_runs = KEYS[17], policies = KEYS[18], pushes = KEYS[19], conf = KEYS[20], failed = KEYS[21], lanes = KEYS[22], rate_tat = KEYS[23], layout = KEYS[24], events = KEYS[25], events_seq = KEYS[26], events_wake = KEYS[27], priorities = KEYS[28], groups = KEYS[29], group_held = KEYS[30], parked = KEYS[31], history = KEYS[32], losses = KEYS[33], outcomes = KEYS[34], enqueued_at = KEYS[35], requeue_content = KEYS[36], requeue_locks = KEYS[37], requeue_schedule = KEYS[38], dedupe = KEYS[39], debounce = KEYS[40], debounce_of = KEYS[41] } end
+  return K_TABLE
+end
 -- common: helpers every script includes. K holds the queue's keys by name
 -- (see src/redis/keys.ts; in Lua '-' becomes '_' and '?' is dropped).
 --
 -- KEYS: (none of its own)
 
--- The types kvmq keeps in each key, to refuse foreign data before writing anything.
-local KEY_TYPES = {
-  messages = 'hash', locks = 'hash', backoffs = 'hash', nattempts = 'hash', mid_circle = 'list',
-  done = 'set', requeue = 'set', eoq_backoff = 'string', ndry_runs = 'string', metadata = 'hash',
-  filters = 'hash', classes = 'set', holders = 'hash', outcomes = 'hash', enqueued_at = 'hash',
-  updated_at = 'hash', requeue_content = 'hash', schedule = 'zset', lock_expiry = 'zset',
-  done_at = 'zset', dedupe = 'zset', conf = 'hash', consumers = 'hash', gc_lock = 'string',
-  gc_at = 'string', policies = 'hash', history = 'hash', losses = 'hash', pushes = 'hash',
-  requeue_locks = 'zset', requeue_schedule = 'zset', failed = 'zset', events = 'stream', events_seq = 'string',
-  priorities = 'hash', lanes = 'zset', groups = 'hash', group_held = 'hash', parked = 'set', debounce = 'hash',
-  debounce_of = 'hash', rate_tat = 'string', schedules = 'hash',
-}
+-- The types kvmq keeps in each key, to refuse foreign data before writing anything. Built when a check
+-- first needs it: a script whose queue is marked (see LAYOUT_FIELD) mostly makes no check at all.
+local KEY_TYPES = nil
+local function key_type(name)
+  if KEY_TYPES == nil then
+    KEY_TYPES = {
+      messages = 'hash', locks = 'hash', backoffs = 'hash', nattempts = 'hash', mid_circle = 'list',
+      done = 'set', requeue = 'set', eoq_backoff = 'string', ndry_runs = 'string', metadata = 'hash',
+      filters = 'hash', classes = 'set', holders = 'hash', outcomes = 'hash', enqueued_at = 'hash',
+      updated_at = 'hash', requeue_content = 'hash', schedule = 'zset', lock_expiry = 'zset',
+      done_at = 'zset', dedupe = 'zset', conf = 'hash', consumers = 'hash', gc_lock = 'string',
+      gc_at = 'string', policies = 'hash', history = 'hash', losses = 'hash', pushes = 'hash',
+      requeue_locks = 'zset', requeue_schedule = 'zset', failed = 'zset', events = 'stream', events_seq = 'string',
+      priorities = 'hash', lanes = 'zset', groups = 'hash', group_held = 'hash', parked = 'set', debounce = 'hash',
+      debounce_of = 'hash', rate_tat = 'string', schedules = 'hash', layout = 'string',
+    }
+  end
+  return KEY_TYPES[name]
+end
+
+-- The \`layout\` key (a string) marks a queue whose keys a full check_layout found to be kvmq's: an enqueue
+-- writes it after its check; clear deletes it with the rest. The hot paths (enqueue, claim, finish) of a
+-- marked queue skip their TYPE calls (about a µs each, a dozen or more per call): a key another program
+-- creates under the prefix later fails the call with Redis's WRONGTYPE, which the client reports as a
+-- StoreLayoutError too, but maybe after part of the call's writes. Keys read before any write and those of
+-- rare paths are still checked on every call.
+local LAYOUT_VERSION = '1'
 
 -- Lua's unpack has a stack limit; variadic commands go in chunks of this many arguments.
 local CHUNK = 1000
@@ -98,14 +119,33 @@ local function check_type(key, expected)
   if found ~= 'none' and found ~= expected then layout_error(key, found, expected) end
 end
 
+-- Whether the queue carries the layout mark (the script must take the \`layout\` key).
+local function layout_marked()
+  local mark = redis.pcall('GET', KEYS[24])
+  if type(mark) == 'table' and mark.err then layout_error(KEYS[24], redis.call('TYPE', KEYS[24]).ok, 'string') end
+  return mark == LAYOUT_VERSION
+end
+
+-- Marks the queue after a full check_layout found its keys kvmq's.
+local function mark_layout()
+  redis.call('SET', KEYS[24], LAYOUT_VERSION)
+end
+
+-- The conf fields \`fields\` (HMGET), a conf of another type refused before any write.
+local function read_conf(fields)
+  local conf = redis.pcall('HMGET', KEYS[20], unpack(fields))
+  if conf.err then layout_error(KEYS[20], redis.call('TYPE', KEYS[20]).ok, 'hash') end
+  return conf
+end
+
 -- The ready list of a lane: a filter class (\`mid-circle\` for messages without filters), followed by '@'
 -- and a 4-digit priority when above 0 (\`mid-circle:a=x@0003\`, \`mid-circle@0003\`); '#<group>' is the list
 -- of a full group's parked messages (\`mid-circle#<group>\`).
 local function ready_list(lane)
-  if lane == '' then return K.mid_circle end
+  if lane == '' then return KEYS[15] end
   local c = string.byte(lane, 1)
-  if c == 64 or c == 35 then return K.mid_circle .. lane end
-  return K.mid_circle .. ':' .. lane
+  if c == 64 or c == 35 then return KEYS[15] .. lane end
+  return KEYS[15] .. ':' .. lane
 end
 
 -- The lane of a class and a priority (a number, a string or nil: 0).
@@ -124,14 +164,14 @@ end
 
 -- A message's filter class ('' for none); the script must take the \`filters\` key.
 local function class_of(id)
-  return redis.call('HGET', K.filters, id) or ''
+  return redis.call('HGET', KEYS[3], id) or ''
 end
 
 -- Checks every key the script was given, and the ready list of every filter
 -- class known or about to be added, before the script writes anything: a
 -- script that stopped half-way would leave messages half-written.
 -- Keys a script touches only on its rare paths (see check_rare).
-local RARE = {}
+local RARE, RARE_NAMES = {}, {}
 local rare_checked = false
 -- Keys a helper checks itself, only when it is about to use them (lib/events.lua: with events on).
 local CHECKED_BY_HELPER = {}
@@ -139,21 +179,30 @@ local CHECKED_BY_HELPER = {}
 -- \`rare\` (optional) names keys left to check_rare, so a hot path pays no TYPE call for them. \`read_first\`
 -- (optional) names keys the script reads, with a command that refuses another type, before it writes
 -- anything: that read is their check. Each TYPE call costs about a µs of the server's time, on every call.
-local function check_layout(new_classes, rare, read_first)
-  for _, name in ipairs(rare or {}) do RARE[name] = true end
+-- \`marked\` (optional): the queue carries the layout mark; only the lists of \`new_classes\` are checked.
+local function check_layout(new_classes, rare, read_first, marked)
+  -- A marked queue's hot path only keeps the list: check_rare reads it, and a set is built only below.
+  RARE_NAMES = rare or RARE_NAMES
+  if marked then
+    if KEYS[15] ~= nil then
+      for _, class in ipairs(new_classes or {}) do check_type(ready_list(class), 'list') end
+    end
+    return
+  end
+  for _, name in ipairs(RARE_NAMES) do RARE[name] = true end
   local skip = {}
   for _, name in ipairs(read_first or {}) do skip[name] = true end
-  local lists = K.classes ~= nil and K.mid_circle ~= nil
+  local lists = KEYS[4] ~= nil and KEYS[15] ~= nil
   -- SMEMBERS below checks \`classes\` itself.
   if lists then skip.classes = true end
-  for name, key in pairs(K) do
-    local expected = KEY_TYPES[name]
+  for name, key in pairs(key_table()) do
+    local expected = key_type(name)
     if expected ~= nil and not RARE[name] and not CHECKED_BY_HELPER[name] and not skip[name] then
       check_type(key, expected)
     end
   end
   if lists then
-    for _, class in ipairs(redis.call('SMEMBERS', K.classes)) do check_type(ready_list(class), 'list') end
+    for _, class in ipairs(redis.call('SMEMBERS', KEYS[4])) do check_type(ready_list(class), 'list') end
     for _, class in ipairs(new_classes or {}) do check_type(ready_list(class), 'list') end
   end
 end
@@ -163,8 +212,8 @@ end
 local function check_rare()
   if rare_checked then return end
   rare_checked = true
-  for name in pairs(RARE) do
-    if K[name] ~= nil and not CHECKED_BY_HELPER[name] then check_type(K[name], KEY_TYPES[name]) end
+  for _, name in ipairs(RARE_NAMES) do
+    if key_table()[name] ~= nil and not CHECKED_BY_HELPER[name] then check_type(key_table()[name], key_type(name)) end
   end
 end
 
@@ -234,13 +283,13 @@ end
 local function flush_ready(r)
   for class, ids in pairs(r.back) do
     call_chunked('LPUSH', ready_list(class), ids)
-    redis.call('HINCRBY', K.pushes, class, #ids)
+    redis.call('HINCRBY', KEYS[19], class, #ids)
   end
   for class, ids in pairs(r.front) do
-    if string.find(class, '@', 1, true) then redis.call('ZADD', K.lanes, select(2, lane_parts(class)), class) end
+    if string.find(class, '@', 1, true) then redis.call('ZADD', KEYS[22], select(2, lane_parts(class)), class) end
   end
   for class in pairs(r.back) do
-    if string.find(class, '@', 1, true) then redis.call('ZADD', K.lanes, select(2, lane_parts(class)), class) end
+    if string.find(class, '@', 1, true) then redis.call('ZADD', KEYS[22], select(2, lane_parts(class)), class) end
   end
   for class, ids in pairs(r.front) do
     -- The earliest is pushed last, so it is the next out.
@@ -280,17 +329,13 @@ local EVENTS_CONF = { 'events', 'events_max_count' }
 -- Reads the queue's events flag and bound (or takes them as read: \`read\`, the values of EVENTS_CONF).
 -- Call it before the script writes anything.
 local function events_begin(read)
-  local conf = read
-  if conf == nil then
-    -- A conf of another type fails here, before any write (scripts on a hot path leave it out of check_layout).
-    conf = redis.pcall('HMGET', K.conf, unpack(EVENTS_CONF))
-    if conf.err then layout_error(K.conf, redis.call('TYPE', K.conf).ok, 'hash') end
-  end
+  -- A conf of another type fails here, before any write (scripts on a hot path leave it out of check_layout).
+  local conf = read or read_conf(EVENTS_CONF)
   EV.on = conf[1] == '1'
   if EV.on then
     EV.max = tonumber(conf[2]) or DEFAULT_EVENTS_MAX_COUNT
-    check_type(K.events, 'stream')
-    check_type(K.events_seq, 'string')
+    check_type(KEYS[25], 'stream')
+    check_type(KEYS[26], 'string')
   end
 end
 
@@ -339,7 +384,7 @@ end
 
 -- Writes the events noted by this script.
 local function events_flush(now)
-  if EV.on and #EV.lines > 0 then append_events(K.events, K.events_seq, K.events_wake, EV.max, now, EV.lines) end
+  if EV.on and #EV.lines > 0 then append_events(KEYS[25], KEYS[26], KEYS[27], EV.max, now, EV.lines) end
   EV.lines = {}
 end
 -- lanes: where a message waits when ready. A lane is a filter class, with its priority when above 0
@@ -350,7 +395,7 @@ end
 
 -- The lane a message joins when it becomes ready.
 local function lane_of(id)
-  return lane_for(class_of(id), redis.call('HGET', K.priorities, id))
+  return lane_for(class_of(id), redis.call('HGET', KEYS[28], id))
 end
 
 -- Blanks a queued message's entry where it waits (its ready list, else its group's parked list), in
@@ -359,7 +404,7 @@ local function unready(id)
   local list = ready_list(lane_of(id))
   local at = redis.call('LPOS', list, id)
   if not at then
-    local group = redis.call('HGET', K.groups, id)
+    local group = redis.call('HGET', KEYS[29], id)
     if not group then return false end
     list = ready_list('#' .. group)
     at = redis.call('LPOS', list, id)
@@ -380,7 +425,7 @@ end
 
 -- The queue's limit, or nil for none.
 local function group_limit()
-  return tonumber(redis.call('HGET', K.conf, 'group_concurrency'))
+  return tonumber(redis.call('HGET', KEYS[20], 'group_concurrency'))
 end
 
 -- Moves up to \`free\` (nil: all) of the group's parked messages back to the front of their lanes.
@@ -393,7 +438,7 @@ local function unpark(group, free, ready)
     if not ids then break end
     for _, id in ipairs(ids) do
       -- Blank entries (removed or debounced messages) and messages gone meanwhile are dropped.
-      if id ~= '' and redis.call('HGET', K.groups, id) == group then
+      if id ~= '' and redis.call('HGET', KEYS[29], id) == group then
         push_ready(ready, lane_of(id), id, true)
         moved = moved + 1
       end
@@ -401,8 +446,8 @@ local function unpark(group, free, ready)
   end
   if redis.call('EXISTS', list) == 0 then
     -- Groups come and go (tenants): nothing of an emptied parked list stays behind.
-    redis.call('SREM', K.parked, group)
-    redis.call('HDEL', K.pushes, '#' .. group)
+    redis.call('SREM', KEYS[31], group)
+    redis.call('HDEL', KEYS[19], '#' .. group)
   end
   return moved
 end
@@ -411,27 +456,27 @@ end
 local function park(group, id)
   local lane = '#' .. group
   redis.call('LPUSH', ready_list(lane), id)
-  redis.call('HINCRBY', K.pushes, lane, 1)
-  redis.call('SADD', K.parked, group)
+  redis.call('HINCRBY', KEYS[19], lane, 1)
+  redis.call('SADD', KEYS[31], group)
 end
 
 -- The held messages \`ids\` let go of their locks (finished, lock expired): their groups' counts go down,
 -- and parked messages of those groups get the room, unless \`keep\` (the messages go back to the front
 -- of their lanes and take the room themselves: an expired lock). Returns how many went back to their lanes.
 local function release_groups(ids, ready, keep)
-  if redis.call('EXISTS', K.group_held) == 0 then return 0 end
+  if redis.call('EXISTS', KEYS[30]) == 0 then return 0 end
   check_rare()
-  local groups = hmget(K.groups, ids)
+  local groups = hmget(KEYS[29], ids)
   local limit, moved = false, 0
   for i = 1, #ids do
     local group = groups[i]
     if group then
-      local held = redis.call('HINCRBY', K.group_held, group, -1)
+      local held = redis.call('HINCRBY', KEYS[30], group, -1)
       if held <= 0 then
-        redis.call('HDEL', K.group_held, group)
+        redis.call('HDEL', KEYS[30], group)
         held = 0
       end
-      if not keep and redis.call('SISMEMBER', K.parked, group) == 1 then
+      if not keep and redis.call('SISMEMBER', KEYS[31], group) == 1 then
         if limit == false then limit = group_limit() end
         if limit == nil then
           moved = moved + unpark(group, nil, ready)
@@ -448,8 +493,8 @@ end
 local function unpark_all(ready)
   local limit = group_limit()
   local moved = 0
-  for _, group in ipairs(redis.call('SMEMBERS', K.parked)) do
-    local held = tonumber(redis.call('HGET', K.group_held, group)) or 0
+  for _, group in ipairs(redis.call('SMEMBERS', KEYS[31])) do
+    local held = tonumber(redis.call('HGET', KEYS[30], group)) or 0
     if limit == nil then
       moved = moved + unpark(group, nil, ready)
     elseif held < limit then
@@ -475,19 +520,19 @@ local has_debounce = nil
 -- With \`w\`, the removals are queued there (many ids in one command per key); else made now.
 local function forget(id, w)
   for _, name in ipairs(FORGET_HASHES) do
-    if w then later(w, 'hdel', K[name], id) else redis.call('HDEL', K[name], id) end
+    if w then later(w, 'hdel', key_table()[name], id) else redis.call('HDEL', key_table()[name], id) end
   end
   for _, name in ipairs(FORGET_ZSETS) do
-    if w then later(w, 'zrem', K[name], id) else redis.call('ZREM', K[name], id) end
+    if w then later(w, 'zrem', key_table()[name], id) else redis.call('ZREM', key_table()[name], id) end
   end
   for _, name in ipairs({ 'done', 'requeue' }) do
-    if w then later(w, 'srem', K[name], id) else redis.call('SREM', K[name], id) end
+    if w then later(w, 'srem', key_table()[name], id) else redis.call('SREM', key_table()[name], id) end
   end
-  if has_debounce == nil then has_debounce = redis.call('EXISTS', K.debounce_of) == 1 end
-  local did = has_debounce and redis.call('HGET', K.debounce_of, id)
+  if has_debounce == nil then has_debounce = redis.call('EXISTS', KEYS[41]) == 1 end
+  local did = has_debounce and redis.call('HGET', KEYS[41], id)
   if did then
-    redis.call('HDEL', K.debounce_of, id)
-    if redis.call('HGET', K.debounce, did) == id then redis.call('HDEL', K.debounce, did) end
+    redis.call('HDEL', KEYS[41], id)
+    if redis.call('HGET', KEYS[40], did) == id then redis.call('HDEL', KEYS[40], did) end
   end
 end
 -- fail: a message's last run ended in a final error: it becomes failed, or
@@ -504,7 +549,7 @@ local HISTORY_LIMIT = 10
 local function append_history(id, attempt, started, now, consumer, outcome, err)
   check_rare()
   local history = {}
-  local stored = redis.call('HGET', K.history, id)
+  local stored = redis.call('HGET', KEYS[32], id)
   if stored then
     local ok, value = pcall(cjson.decode, stored)
     if ok and type(value) == 'table' then history = value end
@@ -518,21 +563,21 @@ local function append_history(id, attempt, started, now, consumer, outcome, err)
     error = err or cjson.null,
   }
   while #history > HISTORY_LIMIT do table.remove(history, 1) end
-  redis.call('HSET', K.history, id, cjson.encode(history))
+  redis.call('HSET', KEYS[32], id, cjson.encode(history))
 end
 
 -- The keys of the dead-letter queue \`name\`: same prefix, its own hash tag (so never on a cluster:
 -- configure refuses a dead-letter queue there).
 local function dead_letter_key(name, key)
-  local prefix = string.match(K.conf, '^([^{]*):{')
+  local prefix = string.match(KEYS[20], '^([^{]*):{')
   return prefix .. ':{' .. name .. '}:' .. key
 end
 
 -- Moves the message to the dead-letter queue \`dlq\`, queued there at attempt 0; false when the id is taken there.
 local function dead_letter(id, dlq, now)
   local dk = function(key) return dead_letter_key(dlq, key) end
-  local class = redis.call('HGET', K.filters, id) or ''
-  local priority = redis.call('HGET', K.priorities, id)
+  local class = redis.call('HGET', KEYS[3], id) or ''
+  local priority = redis.call('HGET', KEYS[28], id)
   -- The message keeps its priority and group there (see ready_list in common).
   local lane = lane_for(class, priority)
   local list = dk('mid-circle')
@@ -553,8 +598,8 @@ local function dead_letter(id, dlq, now)
     check_type(dk('events-seq'), 'string')
   end
   if redis.call('HEXISTS', dk('messages'), id) == 1 then return false end
-  for _, pair in ipairs({ { 'messages', K.messages }, { 'metadata', K.metadata }, { 'policies', K.policies },
-    { 'history', K.history }, { 'outcomes', K.outcomes }, { 'priorities', K.priorities }, { 'groups', K.groups } }) do
+  for _, pair in ipairs({ { 'messages', KEYS[1] }, { 'metadata', KEYS[2] }, { 'policies', KEYS[18] },
+    { 'history', KEYS[32] }, { 'outcomes', KEYS[34] }, { 'priorities', KEYS[28] }, { 'groups', KEYS[29] } }) do
     local value = redis.call('HGET', pair[2], id)
     if value then redis.call('HSET', dk(pair[1]), id, value) end
   end
@@ -580,17 +625,17 @@ end
 -- or dead-lettered. The caller has recorded the failing attempt in the history.
 local function fail(id, now, outcome)
   check_rare()
-  for _, key in ipairs({ K.locks, K.holders, K.backoffs, K.requeue_content }) do redis.call('HDEL', key, id) end
-  for _, key in ipairs({ K.lock_expiry, K.schedule, K.requeue_locks }) do redis.call('ZREM', key, id) end
-  redis.call('SREM', K.requeue, id)
-  redis.call('HSET', K.outcomes, id, outcome)
-  redis.call('HSET', K.updated_at, id, now)
-  local dlq = redis.call('HGET', K.conf, 'dead_letter_queue')
+  for _, key in ipairs({ KEYS[6], KEYS[7], KEYS[8], KEYS[36] }) do redis.call('HDEL', key, id) end
+  for _, key in ipairs({ KEYS[13], KEYS[12], KEYS[37] }) do redis.call('ZREM', key, id) end
+  redis.call('SREM', KEYS[11], id)
+  redis.call('HSET', KEYS[34], id, outcome)
+  redis.call('HSET', KEYS[14], id, now)
+  local dlq = redis.call('HGET', KEYS[20], 'dead_letter_queue')
   if dlq and dlq ~= '' and dead_letter(id, dlq, now) then
     forget(id)
     return
   end
-  redis.call('ZADD', K.failed, now, id)
+  redis.call('ZADD', KEYS[21], now, id)
 end
 -- promote: moves messages whose wait is over back to their ready lists, at the
 -- front (they waited longest): pending messages whose backoff ended, requeues
@@ -617,46 +662,53 @@ end
 -- Ends a scheduled wait now: a backoff (queued-with-backoff), or a requeue's (done-with-requeue:
 -- a new run, out of done). The message goes to the front of its ready list.
 local function end_wait(id, ready, w)
-  if redis.call('SISMEMBER', K.done, id) == 1 then
-    later(w, 'srem', K.done, id)
-    later(w, 'srem', K.requeue, id)
-    later(w, 'zrem', K.done_at, id)
-    later(w, 'zrem', K.requeue_schedule, id)
-    later(w, 'hdel', K.nattempts, id)
-    later(w, 'hdel', K.losses, id)
+  if redis.call('SISMEMBER', KEYS[9], id) == 1 then
+    later(w, 'srem', KEYS[9], id)
+    later(w, 'srem', KEYS[11], id)
+    later(w, 'zrem', KEYS[10], id)
+    later(w, 'zrem', KEYS[38], id)
+    later(w, 'hdel', KEYS[5], id)
+    later(w, 'hdel', KEYS[33], id)
   end
-  later(w, 'hdel', K.backoffs, id)
-  later(w, 'zrem', K.schedule, id)
+  later(w, 'hdel', KEYS[8], id)
+  later(w, 'zrem', KEYS[12], id)
   push_ready(ready, lane_of(id), id, true)
 end
 
--- Returns true when more may be due than were moved.
-local function promote(now, ready, w)
-  local due = redis.call('ZRANGEBYSCORE', K.schedule, '-inf', now, 'LIMIT', 0, PROMOTE_LIMIT)
-  local expired = redis.call('ZRANGEBYSCORE', K.lock_expiry, '-inf', now, 'LIMIT', 0, PROMOTE_LIMIT)
+-- Returns true when more may be due than were moved. \`heads\` (optional): the scores of the first entries
+-- of schedule and lock-expiry (\`schedule\`, \`expiry\`; nil when empty) as the caller read them: a set whose
+-- first entry is not due yet is not read again.
+local function promote(now, ready, w, heads)
+  local due, expired = {}, {}
+  if heads == nil or (heads.schedule ~= nil and heads.schedule <= now) then
+    due = redis.call('ZRANGEBYSCORE', KEYS[12], '-inf', now, 'LIMIT', 0, PROMOTE_LIMIT)
+  end
+  if heads == nil or (heads.expiry ~= nil and heads.expiry <= now) then
+    expired = redis.call('ZRANGEBYSCORE', KEYS[13], '-inf', now, 'LIMIT', 0, PROMOTE_LIMIT)
+  end
   if #due > 0 or #expired > 0 then check_rare() end
   for _, id in ipairs(due) do end_wait(id, ready, w) end
   local max_deliveries = nil
   local back = {}
   for _, id in ipairs(expired) do
-    local holder = redis.call('HGET', K.holders, id)
-    append_history(id, redis.call('HGET', K.nattempts, id), nil, now, holder, 'lost', nil)
-    local losses = redis.call('HINCRBY', K.losses, id, 1)
+    local holder = redis.call('HGET', KEYS[7], id)
+    append_history(id, redis.call('HGET', KEYS[5], id), nil, now, holder, 'lost', nil)
+    local losses = redis.call('HINCRBY', KEYS[33], id, 1)
     if max_deliveries == nil then
-      max_deliveries = tonumber(redis.call('HGET', K.conf, 'max_deliveries')) or DEFAULT_MAX_DELIVERIES
+      max_deliveries = tonumber(redis.call('HGET', KEYS[20], 'max_deliveries')) or DEFAULT_MAX_DELIVERIES
     end
     if max_deliveries > 0 and losses >= max_deliveries then
       local err = max_deliveries_error(losses)
-      event('failed', id, redis.call('HGET', K.nattempts, id), err)
+      event('failed', id, redis.call('HGET', KEYS[5], id), err)
       -- Before fail: a dead-letter move forgets the message's group.
       release_groups({ id }, ready, false)
       fail(id, now, 'error\\n' .. err)
     else
       back[#back + 1] = id
-      later(w, 'hdel', K.locks, id)
-      later(w, 'hdel', K.holders, id)
-      later(w, 'zrem', K.lock_expiry, id)
-      later(w, 'zrem', K.requeue_locks, id)
+      later(w, 'hdel', KEYS[6], id)
+      later(w, 'hdel', KEYS[7], id)
+      later(w, 'zrem', KEYS[13], id)
+      later(w, 'zrem', KEYS[37], id)
       push_ready(ready, lane_of(id), id, true)
     end
   end
@@ -679,7 +731,7 @@ end
 --
 -- KEYS: messages metadata filters classes nattempts locks holders backoffs done done-at requeue
 --       schedule lock-expiry updated-at mid-circle eoq-backoff? ndry-runs policies pushes conf failed lanes
---       rate-tat
+--       rate-tat layout
 -- ARGV: consumer id, max, lock ms, the number of filter classes the consumer knows of,
 --       five end-of-queue backoffs in ms (after dry run 1, 2, 3, 4, 5 and more),
 --       '*' to accept every class, else the accepted classes ('' for messages without filters)
@@ -689,18 +741,21 @@ end
 --        then six per message: id, content, metadata JSON or nil, filter class, attempt, policy or nil }
 -- Include: common events lanes groups forget fail promote
 
+-- The layout mark and the dry runs in one read (MGET reads a key of another type as nil: without the mark,
+-- check_layout checks both keys and names the foreign one).
+local marks = redis.call('MGET', KEYS[24], KEYS[17])
 -- The hot path of a claim touches none of these (only promote's moves, groups and rate limits do, after
 -- check_rare). It reads conf, then schedule and lock-expiry (promote), before its first write.
 check_layout(nil, { 'history', 'losses', 'outcomes', 'enqueued_at', 'requeue_content', 'requeue_schedule', 'dedupe',
   'done_at', 'backoffs', 'priorities', 'lanes', 'groups', 'debounce', 'debounce_of', 'group_held', 'parked',
-  'rate_tat', 'filters', 'pushes' }, { 'conf', 'schedule', 'lock_expiry' })
+  'rate_tat', 'filters', 'pushes' }, { 'conf', 'schedule', 'lock_expiry' }, marks[1] == LAYOUT_VERSION)
 -- At most this many ready lists are read to tell a full claim that it took the last ready messages.
 local MAX_DRAINED_READS = 8
 local consumer, max, lock_ms, known = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
 local accept_all = ARGV[10] == '*'
 
-if not accept_all and redis.call('SCARD', K.classes) ~= known then
-  local reply = redis.call('SMEMBERS', K.classes)
+if not accept_all and redis.call('SCARD', KEYS[4]) ~= known then
+  local reply = redis.call('SMEMBERS', KEYS[4])
   table.insert(reply, 1, 'classes')
   return reply
 end
@@ -708,20 +763,20 @@ end
 local now = now_ms()
 -- Messages waiting or held: not finished, not failed.
 local function queue_size()
-  return redis.call('HLEN', K.messages) - redis.call('SCARD', K.done) - redis.call('ZCARD', K.failed)
+  return redis.call('HLEN', KEYS[1]) - redis.call('SCARD', KEYS[9]) - redis.call('ZCARD', KEYS[21])
 end
-local conf = redis.call('HMGET', K.conf, 'paused', 'events', 'events_max_count', 'group_concurrency', 'rate_limit')
+local conf = redis.call('HMGET', KEYS[20], 'paused', 'events', 'events_max_count', 'group_concurrency', 'rate_limit')
 -- Read before any write: a key of another type fails here (check_rare), not half-way.
 local has_lanes, grouped = false, false
-if redis.call('EXISTS', K.lanes, K.groups) > 0 then
+if redis.call('EXISTS', KEYS[22], KEYS[29]) > 0 then
   check_rare()
-  has_lanes = redis.call('EXISTS', K.lanes) == 1
-  grouped = redis.call('EXISTS', K.groups) == 1
+  has_lanes = redis.call('EXISTS', KEYS[22]) == 1
+  grouped = redis.call('EXISTS', KEYS[29]) == 1
 end
 local group_max = tonumber(conf[4])
 if conf[1] == '1' then
   -- Resume publishes a wake-up; a worker on a lost subscription looks again within a second.
-  return { 'ok', queue_size(), tonumber(redis.call('GET', K.ndry_runs)) or 0, now + 1000 }
+  return { 'ok', queue_size(), tonumber(marks[2]) or 0, now + 1000 }
 end
 -- The rate limit (GCRA, as model/rate-limit.ts rateGrant and rateCharge): at most \`granted\` now, and
 -- with none granted, no promotion and no dry run: the worker sleeps until the next slot.
@@ -731,10 +786,10 @@ if conf[5] and conf[5] ~= '' then
   local limit_max, per_ms = string.match(conf[5], '^(%d+)/(%d+)$')
   limit_max, per_ms = tonumber(limit_max), tonumber(per_ms)
   rate_interval = per_ms / limit_max
-  rate_start = math.max(tonumber(redis.call('GET', K.rate_tat)) or 0, now)
+  rate_start = math.max(tonumber(redis.call('GET', KEYS[23])) or 0, now)
   local available = math.floor((now + per_ms - rate_start) / rate_interval + 1e-9)
   if available <= 0 then
-    local dry = tonumber(redis.call('GET', K.ndry_runs)) or 0
+    local dry = tonumber(marks[2]) or 0
     return { 'ok', queue_size(), dry, math.ceil(rate_start - per_ms + rate_interval) }
   end
   max = math.min(max, available)
@@ -742,17 +797,26 @@ end
 events_begin({ conf[2], conf[3] })
 local w = pending_writes()
 local ready = pending_ready()
-local more = promote(now, ready, w)
+-- The score of a sorted set's first entry, nil when it is empty.
+local function head(key)
+  local first = redis.call('ZRANGE', key, 0, 0, 'WITHSCORES')
+  return tonumber(first[2])
+end
+-- The first backoff and lock to end: promote reads a set again only when its first entry is due, and the
+-- wake-up time needs no second read unless promote moved something.
+local heads = { schedule = head(KEYS[12]), expiry = head(KEYS[13]) }
+local promoted = (heads.schedule ~= nil and heads.schedule <= now) or (heads.expiry ~= nil and heads.expiry <= now)
+local more = promote(now, ready, w, heads)
 flush_writes(w)
 flush_ready(ready)
 -- Promoted messages of lower priorities may have opened lanes.
-if ready.count > 0 and not has_lanes then has_lanes = redis.call('EXISTS', K.lanes) == 1 end
+if ready.count > 0 and not has_lanes then has_lanes = redis.call('EXISTS', KEYS[22]) == 1 end
 
 local lists = {}
 local accepted = {}
 if accept_all then
   lists[1] = ''
-  for _, class in ipairs(redis.call('SMEMBERS', K.classes)) do lists[#lists + 1] = class end
+  for _, class in ipairs(redis.call('SMEMBERS', KEYS[4])) do lists[#lists + 1] = class end
 else
   for i = 10, #ARGV do
     lists[#lists + 1] = ARGV[i]
@@ -761,6 +825,8 @@ else
 end
 
 local ids, class_at, n = {}, {}, 0
+-- The lock end of the messages this claim takes (nil: none taken).
+local locked_until = nil
 -- Held messages per group (read once per group), counting those this claim takes.
 local held, taken_groups = {}, {}
 -- Pops up to \`want\` from a lane; returns how many it popped. A message of a full group is parked.
@@ -775,11 +841,11 @@ local function take(lane, class, want)
     end
     return #popped
   end
-  local groups = hmget(K.groups, popped)
+  local groups = hmget(KEYS[29], popped)
   for i, id in ipairs(popped) do
     local group = groups[i]
     if group then
-      local h = held[group] or tonumber(redis.call('HGET', K.group_held, group)) or 0
+      local h = held[group] or tonumber(redis.call('HGET', KEYS[30], group)) or 0
       if group_max and h >= group_max then
         park(group, id)
       else
@@ -818,7 +884,7 @@ end
 if n < max and has_lanes then
   local emptied, from = {}, 0
   while n < max do
-    local page = redis.call('ZRANGE', K.lanes, from, from + 99)
+    local page = redis.call('ZRANGE', KEYS[22], from, from + 99)
     for _, lane in ipairs(page) do
       if n >= max then break end
       local class = lane_parts(lane)
@@ -827,16 +893,16 @@ if n < max and has_lanes then
     if #page < 100 then break end
     from = from + 100
   end
-  if #emptied > 0 then redis.call('ZREM', K.lanes, unpack(emptied)) end
+  if #emptied > 0 then redis.call('ZREM', KEYS[22], unpack(emptied)) end
 end
 
 local reply = { 'ok', 0, 0, -1 }
 if n > 0 then
-  local contents = hmget(K.messages, ids)
-  local metas = hmget(K.metadata, ids)
-  local attempts = hmget(K.nattempts, ids)
-  local policies = hmget(K.policies, ids)
-  local marked = redis.call('SCARD', K.requeue) > 0
+  local contents = hmget(KEYS[1], ids)
+  local metas = hmget(KEYS[2], ids)
+  local attempts = hmget(KEYS[5], ids)
+  local policies = hmget(KEYS[18], ids)
+  local marked = redis.call('SCARD', KEYS[11]) > 0
   local lock_until = now + lock_ms
   local counts, locks, holders, stamps, expiry, m, r = {}, {}, {}, {}, {}, 0, 4
   for i = 1, n do
@@ -855,21 +921,22 @@ if n > 0 then
       r = r + 6
       if EV.on then event('started', id, attempt) end
       -- A message that lost its lock keeps its requeue mark: locked-with-requeue again.
-      if marked and redis.call('SISMEMBER', K.requeue, id) == 1 then
-        redis.call('ZADD', K.requeue_locks, lock_until, id)
+      if marked and redis.call('SISMEMBER', KEYS[11], id) == 1 then
+        redis.call('ZADD', KEYS[37], lock_until, id)
       end
     end
   end
-  for group, count in pairs(taken_groups) do redis.call('HINCRBY', K.group_held, group, count) end
+  for group, count in pairs(taken_groups) do redis.call('HINCRBY', KEYS[30], group, count) end
   if rate_start and m > 0 then
-    redis.call('SET', K.rate_tat, string.format('%.3f', rate_start + (m / 2) * rate_interval))
+    redis.call('SET', KEYS[23], string.format('%.3f', rate_start + (m / 2) * rate_interval))
   end
   if m > 0 then
-    call_chunked('HSET', K.nattempts, counts)
-    call_chunked('HSET', K.locks, locks)
-    call_chunked('HSET', K.holders, holders)
-    call_chunked('HSET', K.updated_at, stamps)
-    call_chunked('ZADD', K.lock_expiry, expiry)
+    locked_until = lock_until
+    call_chunked('HSET', KEYS[5], counts)
+    call_chunked('HSET', KEYS[6], locks)
+    call_chunked('HSET', KEYS[7], holders)
+    call_chunked('HSET', KEYS[14], stamps)
+    call_chunked('ZADD', KEYS[13], expiry)
   end
 end
 
@@ -888,32 +955,33 @@ end
 local function wake_after(ttl)
   if more then return now end
   local wake_at = now + ttl
-  for _, key in ipairs({ K.schedule, K.lock_expiry }) do
-    local first = redis.call('ZRANGE', key, 0, 0, 'WITHSCORES')
-    if first[2] ~= nil then wake_at = math.min(wake_at, tonumber(first[2])) end
+  local firsts = { heads.schedule, heads.expiry, locked_until }
+  if promoted then firsts = { head(KEYS[12]), head(KEYS[13]), nil } end
+  for i = 1, 3 do
+    if firsts[i] ~= nil then wake_at = math.min(wake_at, firsts[i]) end
   end
   return wake_at
 end
 
 if #reply > 4 then
   -- Handling resets the dry runs (and the backoff that counts them).
-  local dry = redis.call('GET', K.ndry_runs)
+  local dry = marks[2]
   if dry and dry ~= '0' then
-    redis.call('SET', K.ndry_runs, '0')
-    redis.call('DEL', K.eoq_backoff)
+    redis.call('SET', KEYS[17], '0')
+    redis.call('DEL', KEYS[16])
   end
   -- The accepted lanes ran dry, so a claim now would find nothing: the worker waits for a wake-up instead,
   -- or until a dry run (the first: the runs were just reset) would have said to look.
   if drained() then reply[4] = wake_after(tonumber(ARGV[5])) end
 else
-  local ttl = redis.call('PTTL', K.eoq_backoff)
+  local ttl = redis.call('PTTL', KEYS[16])
   local dry
   if ttl <= 0 then
-    dry = redis.call('INCR', K.ndry_runs)
+    dry = redis.call('INCR', KEYS[17])
     ttl = tonumber(ARGV[4 + math.min(5, dry)])
-    if ttl > 0 then redis.call('SET', K.eoq_backoff, '1', 'PX', ttl) else redis.call('DEL', K.eoq_backoff) end
+    if ttl > 0 then redis.call('SET', KEYS[16], '1', 'PX', ttl) else redis.call('DEL', KEYS[16]) end
   else
-    dry = tonumber(redis.call('GET', K.ndry_runs)) or 0
+    dry = tonumber(marks[2]) or 0
   end
   reply[3] = dry
   reply[4] = wake_after(ttl)
@@ -963,28 +1031,49 @@ return reply
       'debounce',
       'debounce-of',
       'rate-tat',
+      'layout',
     ],
     readOnly: false,
-    sha: '9d790bcdefe3c13e90afee1871cc4079aa5502eb',
+    sha: 'f73af6856fb2d17dd7b6997bd9d7342104eb6d7c',
     source: `#!lua flags=allow-oom
-local K = { messages = KEYS[1], locks = KEYS[2], backoffs = KEYS[3], nattempts = KEYS[4], mid_circle = KEYS[5], done = KEYS[6], requeue = KEYS[7], eoq_backoff = KEYS[8], ndry_runs = KEYS[9], metadata = KEYS[10], filters = KEYS[11], classes = KEYS[12], holders = KEYS[13], outcomes = KEYS[14], enqueued_at = KEYS[15], updated_at = KEYS[16], requeue_content = KEYS[17], schedule = KEYS[18], lock_expiry = KEYS[19], done_at = KEYS[20], dedupe = KEYS[21], policies = KEYS[22], history = KEYS[23], losses = KEYS[24], pushes = KEYS[25], requeue_locks = KEYS[26], requeue_schedule = KEYS[27], failed = KEYS[28], events = KEYS[29], priorities = KEYS[30], lanes = KEYS[31], groups = KEYS[32], group_held = KEYS[33], parked = KEYS[34], debounce = KEYS[35], debounce_of = KEYS[36], rate_tat = KEYS[37] }
+-- The keys by name, for the helpers that look a key up by a name they hold.
+local K_TABLE = nil
+local function key_table()
+  if K_TABLE == nil then K_TABLE = { messages = KEYS[1], locks = KEYS[2], backoffs = KEYS[3], nattempts = KEYS[4], mid_circle = KEYS[5], done = KEYS[6], requeue = KEYS[7], eoq_backoff = KEYS[8], ndry_runs = KEYS[9], metadata = KEYS[10], filters = KEYS[11], classes = KEYS[12], holders = KEYS[13], outcomes = KEYS[14], enqueued_at = KEYS[15], updated_at = KEYS[16], requeue_content = KEYS[17], schedule = KEYS[18], lock_expiry = KEYS[19], done_at = KEYS[20], dedupe = KEYS[21], policies = KEYS[22], history = KEYS[23], losses = KEYS[24], pushes = KEYS[25], requeue_locks = KEYS[26], requeue_schedule = KEYS[27], failed = KEYS[28], events = KEYS[29], priorities = KEYS[30], lanes = KEYS[31], groups = KEYS[32], group_held = KEYS[33], parked = KEYS[34], debounce = KEYS[35], debounce_of = KEYS[36], rate_tat = KEYS[37], layout = KEYS[38] } end
+  return K_TABLE
+end
 -- common: helpers every script includes. K holds the queue's keys by name
 -- (see src/redis/keys.ts; in Lua '-' becomes '_' and '?' is dropped).
 --
 -- KEYS: (none of its own)
 
--- The types kvmq keeps in each key, to refuse foreign data before writing anything.
-local KEY_TYPES = {
-  messages = 'hash', locks = 'hash', backoffs = 'hash', nattempts = 'hash', mid_circle = 'list',
-  done = 'set', requeue = 'set', eoq_backoff = 'string', ndry_runs = 'string', metadata = 'hash',
-  filters = 'hash', classes = 'set', holders = 'hash', outcomes = 'hash', enqueued_at = 'hash',
-  updated_at = 'hash', requeue_content = 'hash', schedule = 'zset', lock_expiry = 'zset',
-  done_at = 'zset', dedupe = 'zset', conf = 'hash', consumers = 'hash', gc_lock = 'string',
-  gc_at = 'string', policies = 'hash', history = 'hash', losses = 'hash', pushes = 'hash',
-  requeue_locks = 'zset', requeue_schedule = 'zset', failed = 'zset', events = 'stream', events_seq = 'string',
-  priorities = 'hash', lanes = 'zset', groups = 'hash', group_held = 'hash', parked = 'set', debounce = 'hash',
-  debounce_of = 'hash', rate_tat = 'string', schedules = 'hash',
-}
+-- The types kvmq keeps in each key, to refuse foreign data before writing anything. Built when a check
+-- first needs it: a script whose queue is marked (see LAYOUT_FIELD) mostly makes no check at all.
+local KEY_TYPES = nil
+local function key_type(name)
+  if KEY_TYPES == nil then
+    KEY_TYPES = {
+      messages = 'hash', locks = 'hash', backoffs = 'hash', nattempts = 'hash', mid_circle = 'list',
+      done = 'set', requeue = 'set', eoq_backoff = 'string', ndry_runs = 'string', metadata = 'hash',
+      filters = 'hash', classes = 'set', holders = 'hash', outcomes = 'hash', enqueued_at = 'hash',
+      updated_at = 'hash', requeue_content = 'hash', schedule = 'zset', lock_expiry = 'zset',
+      done_at = 'zset', dedupe = 'zset', conf = 'hash', consumers = 'hash', gc_lock = 'string',
+      gc_at = 'string', policies = 'hash', history = 'hash', losses = 'hash', pushes = 'hash',
+      requeue_locks = 'zset', requeue_schedule = 'zset', failed = 'zset', events = 'stream', events_seq = 'string',
+      priorities = 'hash', lanes = 'zset', groups = 'hash', group_held = 'hash', parked = 'set', debounce = 'hash',
+      debounce_of = 'hash', rate_tat = 'string', schedules = 'hash', layout = 'string',
+    }
+  end
+  return KEY_TYPES[name]
+end
+
+-- The \`layout\` key (a string) marks a queue whose keys a full check_layout found to be kvmq's: an enqueue
+-- writes it after its check; clear deletes it with the rest. The hot paths (enqueue, claim, finish) of a
+-- marked queue skip their TYPE calls (about a µs each, a dozen or more per call): a key another program
+-- creates under the prefix later fails the call with Redis's WRONGTYPE, which the client reports as a
+-- StoreLayoutError too, but maybe after part of the call's writes. Keys read before any write and those of
+-- rare paths are still checked on every call.
+local LAYOUT_VERSION = '1'
 
 -- Lua's unpack has a stack limit; variadic commands go in chunks of this many arguments.
 local CHUNK = 1000
@@ -1005,14 +1094,33 @@ local function check_type(key, expected)
   if found ~= 'none' and found ~= expected then layout_error(key, found, expected) end
 end
 
+-- Whether the queue carries the layout mark (the script must take the \`layout\` key).
+local function layout_marked()
+  local mark = redis.pcall('GET', KEYS[38])
+  if type(mark) == 'table' and mark.err then layout_error(KEYS[38], redis.call('TYPE', KEYS[38]).ok, 'string') end
+  return mark == LAYOUT_VERSION
+end
+
+-- Marks the queue after a full check_layout found its keys kvmq's.
+local function mark_layout()
+  redis.call('SET', KEYS[38], LAYOUT_VERSION)
+end
+
+-- The conf fields \`fields\` (HMGET), a conf of another type refused before any write.
+local function read_conf(fields)
+  local conf = redis.pcall('HMGET', nil, unpack(fields))
+  if conf.err then layout_error(nil, redis.call('TYPE', nil).ok, 'hash') end
+  return conf
+end
+
 -- The ready list of a lane: a filter class (\`mid-circle\` for messages without filters), followed by '@'
 -- and a 4-digit priority when above 0 (\`mid-circle:a=x@0003\`, \`mid-circle@0003\`); '#<group>' is the list
 -- of a full group's parked messages (\`mid-circle#<group>\`).
 local function ready_list(lane)
-  if lane == '' then return K.mid_circle end
+  if lane == '' then return KEYS[5] end
   local c = string.byte(lane, 1)
-  if c == 64 or c == 35 then return K.mid_circle .. lane end
-  return K.mid_circle .. ':' .. lane
+  if c == 64 or c == 35 then return KEYS[5] .. lane end
+  return KEYS[5] .. ':' .. lane
 end
 
 -- The lane of a class and a priority (a number, a string or nil: 0).
@@ -1031,14 +1139,14 @@ end
 
 -- A message's filter class ('' for none); the script must take the \`filters\` key.
 local function class_of(id)
-  return redis.call('HGET', K.filters, id) or ''
+  return redis.call('HGET', KEYS[11], id) or ''
 end
 
 -- Checks every key the script was given, and the ready list of every filter
 -- class known or about to be added, before the script writes anything: a
 -- script that stopped half-way would leave messages half-written.
 -- Keys a script touches only on its rare paths (see check_rare).
-local RARE = {}
+local RARE, RARE_NAMES = {}, {}
 local rare_checked = false
 -- Keys a helper checks itself, only when it is about to use them (lib/events.lua: with events on).
 local CHECKED_BY_HELPER = {}
@@ -1046,21 +1154,30 @@ local CHECKED_BY_HELPER = {}
 -- \`rare\` (optional) names keys left to check_rare, so a hot path pays no TYPE call for them. \`read_first\`
 -- (optional) names keys the script reads, with a command that refuses another type, before it writes
 -- anything: that read is their check. Each TYPE call costs about a µs of the server's time, on every call.
-local function check_layout(new_classes, rare, read_first)
-  for _, name in ipairs(rare or {}) do RARE[name] = true end
+-- \`marked\` (optional): the queue carries the layout mark; only the lists of \`new_classes\` are checked.
+local function check_layout(new_classes, rare, read_first, marked)
+  -- A marked queue's hot path only keeps the list: check_rare reads it, and a set is built only below.
+  RARE_NAMES = rare or RARE_NAMES
+  if marked then
+    if KEYS[5] ~= nil then
+      for _, class in ipairs(new_classes or {}) do check_type(ready_list(class), 'list') end
+    end
+    return
+  end
+  for _, name in ipairs(RARE_NAMES) do RARE[name] = true end
   local skip = {}
   for _, name in ipairs(read_first or {}) do skip[name] = true end
-  local lists = K.classes ~= nil and K.mid_circle ~= nil
+  local lists = KEYS[12] ~= nil and KEYS[5] ~= nil
   -- SMEMBERS below checks \`classes\` itself.
   if lists then skip.classes = true end
-  for name, key in pairs(K) do
-    local expected = KEY_TYPES[name]
+  for name, key in pairs(key_table()) do
+    local expected = key_type(name)
     if expected ~= nil and not RARE[name] and not CHECKED_BY_HELPER[name] and not skip[name] then
       check_type(key, expected)
     end
   end
   if lists then
-    for _, class in ipairs(redis.call('SMEMBERS', K.classes)) do check_type(ready_list(class), 'list') end
+    for _, class in ipairs(redis.call('SMEMBERS', KEYS[12])) do check_type(ready_list(class), 'list') end
     for _, class in ipairs(new_classes or {}) do check_type(ready_list(class), 'list') end
   end
 end
@@ -1070,8 +1187,8 @@ end
 local function check_rare()
   if rare_checked then return end
   rare_checked = true
-  for name in pairs(RARE) do
-    if K[name] ~= nil and not CHECKED_BY_HELPER[name] then check_type(K[name], KEY_TYPES[name]) end
+  for _, name in ipairs(RARE_NAMES) do
+    if key_table()[name] ~= nil and not CHECKED_BY_HELPER[name] then check_type(key_table()[name], key_type(name)) end
   end
 end
 
@@ -1141,13 +1258,13 @@ end
 local function flush_ready(r)
   for class, ids in pairs(r.back) do
     call_chunked('LPUSH', ready_list(class), ids)
-    redis.call('HINCRBY', K.pushes, class, #ids)
+    redis.call('HINCRBY', KEYS[25], class, #ids)
   end
   for class, ids in pairs(r.front) do
-    if string.find(class, '@', 1, true) then redis.call('ZADD', K.lanes, select(2, lane_parts(class)), class) end
+    if string.find(class, '@', 1, true) then redis.call('ZADD', KEYS[31], select(2, lane_parts(class)), class) end
   end
   for class in pairs(r.back) do
-    if string.find(class, '@', 1, true) then redis.call('ZADD', K.lanes, select(2, lane_parts(class)), class) end
+    if string.find(class, '@', 1, true) then redis.call('ZADD', KEYS[31], select(2, lane_parts(class)), class) end
   end
   for class, ids in pairs(r.front) do
     -- The earliest is pushed last, so it is the next out.
@@ -1157,25 +1274,26 @@ local function flush_ready(r)
   end
 end
 -- clear: removes every message of the queue, its ready lists (every priority's, every group's parked
--- list), its dry-run count, its rate limit's state, its debounce index and its events. The configuration,
--- the schedules, the consumer registry and the events' numbering (\`events-seq\`) stay, so a reader behind
--- is told it missed events. UNLINK frees large keys in the background, so a big queue does not stall Redis.
+-- list), its dry-run count, its layout mark, its rate limit's state, its debounce index and its events.
+-- The configuration, the schedules, the consumer registry and the events' numbering (\`events-seq\`) stay, so
+-- a reader behind is told it missed events. UNLINK frees large keys in the background, so a big queue does
+-- not stall Redis.
 -- Runs when Redis is out of memory (allow-oom): it frees memory.
 --
 -- KEYS: messages locks backoffs nattempts mid-circle done requeue eoq-backoff? ndry-runs metadata
 --       filters classes holders outcomes enqueued-at updated-at requeue-content schedule lock-expiry
 --       done-at dedupe policies history losses pushes requeue-locks requeue-schedule failed events
---       priorities lanes groups group-held parked debounce debounce-of rate-tat
+--       priorities lanes groups group-held parked debounce debounce-of rate-tat layout
 -- ARGV: none
 -- Reply: 1
 -- Include: common
 
 check_layout()
 local keys = {}
-for _, class in ipairs(redis.call('SMEMBERS', K.classes)) do keys[#keys + 1] = ready_list(class) end
-for _, lane in ipairs(redis.call('ZRANGE', K.lanes, 0, -1)) do keys[#keys + 1] = ready_list(lane) end
-for _, group in ipairs(redis.call('SMEMBERS', K.parked)) do keys[#keys + 1] = ready_list('#' .. group) end
-for _, key in pairs(K) do keys[#keys + 1] = key end
+for _, class in ipairs(redis.call('SMEMBERS', KEYS[12])) do keys[#keys + 1] = ready_list(class) end
+for _, lane in ipairs(redis.call('ZRANGE', KEYS[31], 0, -1)) do keys[#keys + 1] = ready_list(lane) end
+for _, group in ipairs(redis.call('SMEMBERS', KEYS[34])) do keys[#keys + 1] = ready_list('#' .. group) end
+for _, key in pairs(key_table()) do keys[#keys + 1] = key end
 for i = 1, #keys, CHUNK do redis.call('UNLINK', unpack(keys, i, math.min(i + CHUNK - 1, #keys))) end
 return 1
 `,
@@ -1197,26 +1315,46 @@ return 1
       'parked',
     ],
     readOnly: false,
-    sha: 'd91137e599c63a0f20f520feffcdcea014378f8b',
+    sha: '91c4f248bb118d01c8c0df9bd0d8e5ba35a7f00c',
     source: `#!lua
-local K = { conf = KEYS[1], wake = KEYS[2], messages = KEYS[3], consumers = KEYS[4], pushes = KEYS[5], mid_circle = KEYS[6], filters = KEYS[7], priorities = KEYS[8], lanes = KEYS[9], groups = KEYS[10], group_held = KEYS[11], parked = KEYS[12] }
+-- The keys by name, for the helpers that look a key up by a name they hold.
+local K_TABLE = nil
+local function key_table()
+  if K_TABLE == nil then K_TABLE = { conf = KEYS[1], wake = KEYS[2], messages = KEYS[3], consumers = KEYS[4], pushes = KEYS[5], mid_circle = KEYS[6], filters = KEYS[7], priorities = KEYS[8], lanes = KEYS[9], groups = KEYS[10], group_held = KEYS[11], parked = KEYS[12] } end
+  return K_TABLE
+end
 -- common: helpers every script includes. K holds the queue's keys by name
 -- (see src/redis/keys.ts; in Lua '-' becomes '_' and '?' is dropped).
 --
 -- KEYS: (none of its own)
 
--- The types kvmq keeps in each key, to refuse foreign data before writing anything.
-local KEY_TYPES = {
-  messages = 'hash', locks = 'hash', backoffs = 'hash', nattempts = 'hash', mid_circle = 'list',
-  done = 'set', requeue = 'set', eoq_backoff = 'string', ndry_runs = 'string', metadata = 'hash',
-  filters = 'hash', classes = 'set', holders = 'hash', outcomes = 'hash', enqueued_at = 'hash',
-  updated_at = 'hash', requeue_content = 'hash', schedule = 'zset', lock_expiry = 'zset',
-  done_at = 'zset', dedupe = 'zset', conf = 'hash', consumers = 'hash', gc_lock = 'string',
-  gc_at = 'string', policies = 'hash', history = 'hash', losses = 'hash', pushes = 'hash',
-  requeue_locks = 'zset', requeue_schedule = 'zset', failed = 'zset', events = 'stream', events_seq = 'string',
-  priorities = 'hash', lanes = 'zset', groups = 'hash', group_held = 'hash', parked = 'set', debounce = 'hash',
-  debounce_of = 'hash', rate_tat = 'string', schedules = 'hash',
-}
+-- The types kvmq keeps in each key, to refuse foreign data before writing anything. Built when a check
+-- first needs it: a script whose queue is marked (see LAYOUT_FIELD) mostly makes no check at all.
+local KEY_TYPES = nil
+local function key_type(name)
+  if KEY_TYPES == nil then
+    KEY_TYPES = {
+      messages = 'hash', locks = 'hash', backoffs = 'hash', nattempts = 'hash', mid_circle = 'list',
+      done = 'set', requeue = 'set', eoq_backoff = 'string', ndry_runs = 'string', metadata = 'hash',
+      filters = 'hash', classes = 'set', holders = 'hash', outcomes = 'hash', enqueued_at = 'hash',
+      updated_at = 'hash', requeue_content = 'hash', schedule = 'zset', lock_expiry = 'zset',
+      done_at = 'zset', dedupe = 'zset', conf = 'hash', consumers = 'hash', gc_lock = 'string',
+      gc_at = 'string', policies = 'hash', history = 'hash', losses = 'hash', pushes = 'hash',
+      requeue_locks = 'zset', requeue_schedule = 'zset', failed = 'zset', events = 'stream', events_seq = 'string',
+      priorities = 'hash', lanes = 'zset', groups = 'hash', group_held = 'hash', parked = 'set', debounce = 'hash',
+      debounce_of = 'hash', rate_tat = 'string', schedules = 'hash', layout = 'string',
+    }
+  end
+  return KEY_TYPES[name]
+end
+
+-- The \`layout\` key (a string) marks a queue whose keys a full check_layout found to be kvmq's: an enqueue
+-- writes it after its check; clear deletes it with the rest. The hot paths (enqueue, claim, finish) of a
+-- marked queue skip their TYPE calls (about a µs each, a dozen or more per call): a key another program
+-- creates under the prefix later fails the call with Redis's WRONGTYPE, which the client reports as a
+-- StoreLayoutError too, but maybe after part of the call's writes. Keys read before any write and those of
+-- rare paths are still checked on every call.
+local LAYOUT_VERSION = '1'
 
 -- Lua's unpack has a stack limit; variadic commands go in chunks of this many arguments.
 local CHUNK = 1000
@@ -1237,14 +1375,33 @@ local function check_type(key, expected)
   if found ~= 'none' and found ~= expected then layout_error(key, found, expected) end
 end
 
+-- Whether the queue carries the layout mark (the script must take the \`layout\` key).
+local function layout_marked()
+  local mark = redis.pcall('GET', nil)
+  if type(mark) == 'table' and mark.err then layout_error(nil, redis.call('TYPE', nil).ok, 'string') end
+  return mark == LAYOUT_VERSION
+end
+
+-- Marks the queue after a full check_layout found its keys kvmq's.
+local function mark_layout()
+  redis.call('SET', nil, LAYOUT_VERSION)
+end
+
+-- The conf fields \`fields\` (HMGET), a conf of another type refused before any write.
+local function read_conf(fields)
+  local conf = redis.pcall('HMGET', KEYS[1], unpack(fields))
+  if conf.err then layout_error(KEYS[1], redis.call('TYPE', KEYS[1]).ok, 'hash') end
+  return conf
+end
+
 -- The ready list of a lane: a filter class (\`mid-circle\` for messages without filters), followed by '@'
 -- and a 4-digit priority when above 0 (\`mid-circle:a=x@0003\`, \`mid-circle@0003\`); '#<group>' is the list
 -- of a full group's parked messages (\`mid-circle#<group>\`).
 local function ready_list(lane)
-  if lane == '' then return K.mid_circle end
+  if lane == '' then return KEYS[6] end
   local c = string.byte(lane, 1)
-  if c == 64 or c == 35 then return K.mid_circle .. lane end
-  return K.mid_circle .. ':' .. lane
+  if c == 64 or c == 35 then return KEYS[6] .. lane end
+  return KEYS[6] .. ':' .. lane
 end
 
 -- The lane of a class and a priority (a number, a string or nil: 0).
@@ -1263,14 +1420,14 @@ end
 
 -- A message's filter class ('' for none); the script must take the \`filters\` key.
 local function class_of(id)
-  return redis.call('HGET', K.filters, id) or ''
+  return redis.call('HGET', KEYS[7], id) or ''
 end
 
 -- Checks every key the script was given, and the ready list of every filter
 -- class known or about to be added, before the script writes anything: a
 -- script that stopped half-way would leave messages half-written.
 -- Keys a script touches only on its rare paths (see check_rare).
-local RARE = {}
+local RARE, RARE_NAMES = {}, {}
 local rare_checked = false
 -- Keys a helper checks itself, only when it is about to use them (lib/events.lua: with events on).
 local CHECKED_BY_HELPER = {}
@@ -1278,21 +1435,30 @@ local CHECKED_BY_HELPER = {}
 -- \`rare\` (optional) names keys left to check_rare, so a hot path pays no TYPE call for them. \`read_first\`
 -- (optional) names keys the script reads, with a command that refuses another type, before it writes
 -- anything: that read is their check. Each TYPE call costs about a µs of the server's time, on every call.
-local function check_layout(new_classes, rare, read_first)
-  for _, name in ipairs(rare or {}) do RARE[name] = true end
+-- \`marked\` (optional): the queue carries the layout mark; only the lists of \`new_classes\` are checked.
+local function check_layout(new_classes, rare, read_first, marked)
+  -- A marked queue's hot path only keeps the list: check_rare reads it, and a set is built only below.
+  RARE_NAMES = rare or RARE_NAMES
+  if marked then
+    if KEYS[6] ~= nil then
+      for _, class in ipairs(new_classes or {}) do check_type(ready_list(class), 'list') end
+    end
+    return
+  end
+  for _, name in ipairs(RARE_NAMES) do RARE[name] = true end
   local skip = {}
   for _, name in ipairs(read_first or {}) do skip[name] = true end
-  local lists = K.classes ~= nil and K.mid_circle ~= nil
+  local lists = nil ~= nil and KEYS[6] ~= nil
   -- SMEMBERS below checks \`classes\` itself.
   if lists then skip.classes = true end
-  for name, key in pairs(K) do
-    local expected = KEY_TYPES[name]
+  for name, key in pairs(key_table()) do
+    local expected = key_type(name)
     if expected ~= nil and not RARE[name] and not CHECKED_BY_HELPER[name] and not skip[name] then
       check_type(key, expected)
     end
   end
   if lists then
-    for _, class in ipairs(redis.call('SMEMBERS', K.classes)) do check_type(ready_list(class), 'list') end
+    for _, class in ipairs(redis.call('SMEMBERS', nil)) do check_type(ready_list(class), 'list') end
     for _, class in ipairs(new_classes or {}) do check_type(ready_list(class), 'list') end
   end
 end
@@ -1302,8 +1468,8 @@ end
 local function check_rare()
   if rare_checked then return end
   rare_checked = true
-  for name in pairs(RARE) do
-    if K[name] ~= nil and not CHECKED_BY_HELPER[name] then check_type(K[name], KEY_TYPES[name]) end
+  for _, name in ipairs(RARE_NAMES) do
+    if key_table()[name] ~= nil and not CHECKED_BY_HELPER[name] then check_type(key_table()[name], key_type(name)) end
   end
 end
 
@@ -1373,13 +1539,13 @@ end
 local function flush_ready(r)
   for class, ids in pairs(r.back) do
     call_chunked('LPUSH', ready_list(class), ids)
-    redis.call('HINCRBY', K.pushes, class, #ids)
+    redis.call('HINCRBY', KEYS[5], class, #ids)
   end
   for class, ids in pairs(r.front) do
-    if string.find(class, '@', 1, true) then redis.call('ZADD', K.lanes, select(2, lane_parts(class)), class) end
+    if string.find(class, '@', 1, true) then redis.call('ZADD', KEYS[9], select(2, lane_parts(class)), class) end
   end
   for class in pairs(r.back) do
-    if string.find(class, '@', 1, true) then redis.call('ZADD', K.lanes, select(2, lane_parts(class)), class) end
+    if string.find(class, '@', 1, true) then redis.call('ZADD', KEYS[9], select(2, lane_parts(class)), class) end
   end
   for class, ids in pairs(r.front) do
     -- The earliest is pushed last, so it is the next out.
@@ -1396,7 +1562,7 @@ end
 
 -- The lane a message joins when it becomes ready.
 local function lane_of(id)
-  return lane_for(class_of(id), redis.call('HGET', K.priorities, id))
+  return lane_for(class_of(id), redis.call('HGET', KEYS[8], id))
 end
 
 -- Blanks a queued message's entry where it waits (its ready list, else its group's parked list), in
@@ -1405,7 +1571,7 @@ local function unready(id)
   local list = ready_list(lane_of(id))
   local at = redis.call('LPOS', list, id)
   if not at then
-    local group = redis.call('HGET', K.groups, id)
+    local group = redis.call('HGET', KEYS[10], id)
     if not group then return false end
     list = ready_list('#' .. group)
     at = redis.call('LPOS', list, id)
@@ -1426,7 +1592,7 @@ end
 
 -- The queue's limit, or nil for none.
 local function group_limit()
-  return tonumber(redis.call('HGET', K.conf, 'group_concurrency'))
+  return tonumber(redis.call('HGET', KEYS[1], 'group_concurrency'))
 end
 
 -- Moves up to \`free\` (nil: all) of the group's parked messages back to the front of their lanes.
@@ -1439,7 +1605,7 @@ local function unpark(group, free, ready)
     if not ids then break end
     for _, id in ipairs(ids) do
       -- Blank entries (removed or debounced messages) and messages gone meanwhile are dropped.
-      if id ~= '' and redis.call('HGET', K.groups, id) == group then
+      if id ~= '' and redis.call('HGET', KEYS[10], id) == group then
         push_ready(ready, lane_of(id), id, true)
         moved = moved + 1
       end
@@ -1447,8 +1613,8 @@ local function unpark(group, free, ready)
   end
   if redis.call('EXISTS', list) == 0 then
     -- Groups come and go (tenants): nothing of an emptied parked list stays behind.
-    redis.call('SREM', K.parked, group)
-    redis.call('HDEL', K.pushes, '#' .. group)
+    redis.call('SREM', KEYS[12], group)
+    redis.call('HDEL', KEYS[5], '#' .. group)
   end
   return moved
 end
@@ -1457,27 +1623,27 @@ end
 local function park(group, id)
   local lane = '#' .. group
   redis.call('LPUSH', ready_list(lane), id)
-  redis.call('HINCRBY', K.pushes, lane, 1)
-  redis.call('SADD', K.parked, group)
+  redis.call('HINCRBY', KEYS[5], lane, 1)
+  redis.call('SADD', KEYS[12], group)
 end
 
 -- The held messages \`ids\` let go of their locks (finished, lock expired): their groups' counts go down,
 -- and parked messages of those groups get the room, unless \`keep\` (the messages go back to the front
 -- of their lanes and take the room themselves: an expired lock). Returns how many went back to their lanes.
 local function release_groups(ids, ready, keep)
-  if redis.call('EXISTS', K.group_held) == 0 then return 0 end
+  if redis.call('EXISTS', KEYS[11]) == 0 then return 0 end
   check_rare()
-  local groups = hmget(K.groups, ids)
+  local groups = hmget(KEYS[10], ids)
   local limit, moved = false, 0
   for i = 1, #ids do
     local group = groups[i]
     if group then
-      local held = redis.call('HINCRBY', K.group_held, group, -1)
+      local held = redis.call('HINCRBY', KEYS[11], group, -1)
       if held <= 0 then
-        redis.call('HDEL', K.group_held, group)
+        redis.call('HDEL', KEYS[11], group)
         held = 0
       end
-      if not keep and redis.call('SISMEMBER', K.parked, group) == 1 then
+      if not keep and redis.call('SISMEMBER', KEYS[12], group) == 1 then
         if limit == false then limit = group_limit() end
         if limit == nil then
           moved = moved + unpark(group, nil, ready)
@@ -1494,8 +1660,8 @@ end
 local function unpark_all(ready)
   local limit = group_limit()
   local moved = 0
-  for _, group in ipairs(redis.call('SMEMBERS', K.parked)) do
-    local held = tonumber(redis.call('HGET', K.group_held, group)) or 0
+  for _, group in ipairs(redis.call('SMEMBERS', KEYS[12])) do
+    local held = tonumber(redis.call('HGET', KEYS[11], group)) or 0
     if limit == nil then
       moved = moved + unpark(group, nil, ready)
     elseif held < limit then
@@ -1521,23 +1687,23 @@ check_layout()
 local fields = { 'task_gc_lifetime', 'task_gc_interval', 'filter_enums', 'failed_lifetime', 'paused', 'max_deliveries',
   'dead_letter_queue', 'events', 'events_max_count', 'events_max_age', 'rate_limit', 'group_concurrency' }
 local n = #fields
-local current = redis.call('HMGET', K.conf, unpack(fields))
+local current = redis.call('HMGET', KEYS[1], unpack(fields))
 for i = 1, n do
   if (current[i] or '') ~= ARGV[i] then return 0 end
 end
-local created = redis.call('EXISTS', K.conf, K.messages, K.consumers) == 0
+local created = redis.call('EXISTS', KEYS[1], KEYS[3], KEYS[4]) == 0
 local pairs_ = {}
 for i = 1, n do
   pairs_[#pairs_ + 1] = fields[i]
   pairs_[#pairs_ + 1] = ARGV[n + i]
 end
-redis.call('HSET', K.conf, unpack(pairs_))
-if ARGV[5] == '1' and ARGV[n + 5] ~= '1' then redis.call('PUBLISH', K.wake, 'resume') end
+redis.call('HSET', KEYS[1], unpack(pairs_))
+if ARGV[5] == '1' and ARGV[n + 5] ~= '1' then redis.call('PUBLISH', KEYS[2], 'resume') end
 if ARGV[12] ~= ARGV[n + 12] then
   local ready = pending_ready()
   if unpark_all(ready) > 0 then
     flush_ready(ready)
-    redis.call('PUBLISH', K.wake, 'group-concurrency')
+    redis.call('PUBLISH', KEYS[2], 'group-concurrency')
   end
 end
 if created then return 2 end
@@ -1548,26 +1714,46 @@ return 1
     name: 'consumers',
     keys: ['consumers', 'holders', 'locks'],
     readOnly: true,
-    sha: 'f1bfdcef6f4384539475108e9489ecc7087a4480',
+    sha: '66938de871a7a38b31ceeefcfff9c31ee34f2719',
     source: `#!lua flags=no-writes
-local K = { consumers = KEYS[1], holders = KEYS[2], locks = KEYS[3] }
+-- The keys by name, for the helpers that look a key up by a name they hold.
+local K_TABLE = nil
+local function key_table()
+  if K_TABLE == nil then K_TABLE = { consumers = KEYS[1], holders = KEYS[2], locks = KEYS[3] } end
+  return K_TABLE
+end
 -- common: helpers every script includes. K holds the queue's keys by name
 -- (see src/redis/keys.ts; in Lua '-' becomes '_' and '?' is dropped).
 --
 -- KEYS: (none of its own)
 
--- The types kvmq keeps in each key, to refuse foreign data before writing anything.
-local KEY_TYPES = {
-  messages = 'hash', locks = 'hash', backoffs = 'hash', nattempts = 'hash', mid_circle = 'list',
-  done = 'set', requeue = 'set', eoq_backoff = 'string', ndry_runs = 'string', metadata = 'hash',
-  filters = 'hash', classes = 'set', holders = 'hash', outcomes = 'hash', enqueued_at = 'hash',
-  updated_at = 'hash', requeue_content = 'hash', schedule = 'zset', lock_expiry = 'zset',
-  done_at = 'zset', dedupe = 'zset', conf = 'hash', consumers = 'hash', gc_lock = 'string',
-  gc_at = 'string', policies = 'hash', history = 'hash', losses = 'hash', pushes = 'hash',
-  requeue_locks = 'zset', requeue_schedule = 'zset', failed = 'zset', events = 'stream', events_seq = 'string',
-  priorities = 'hash', lanes = 'zset', groups = 'hash', group_held = 'hash', parked = 'set', debounce = 'hash',
-  debounce_of = 'hash', rate_tat = 'string', schedules = 'hash',
-}
+-- The types kvmq keeps in each key, to refuse foreign data before writing anything. Built when a check
+-- first needs it: a script whose queue is marked (see LAYOUT_FIELD) mostly makes no check at all.
+local KEY_TYPES = nil
+local function key_type(name)
+  if KEY_TYPES == nil then
+    KEY_TYPES = {
+      messages = 'hash', locks = 'hash', backoffs = 'hash', nattempts = 'hash', mid_circle = 'list',
+      done = 'set', requeue = 'set', eoq_backoff = 'string', ndry_runs = 'string', metadata = 'hash',
+      filters = 'hash', classes = 'set', holders = 'hash', outcomes = 'hash', enqueued_at = 'hash',
+      updated_at = 'hash', requeue_content = 'hash', schedule = 'zset', lock_expiry = 'zset',
+      done_at = 'zset', dedupe = 'zset', conf = 'hash', consumers = 'hash', gc_lock = 'string',
+      gc_at = 'string', policies = 'hash', history = 'hash', losses = 'hash', pushes = 'hash',
+      requeue_locks = 'zset', requeue_schedule = 'zset', failed = 'zset', events = 'stream', events_seq = 'string',
+      priorities = 'hash', lanes = 'zset', groups = 'hash', group_held = 'hash', parked = 'set', debounce = 'hash',
+      debounce_of = 'hash', rate_tat = 'string', schedules = 'hash', layout = 'string',
+    }
+  end
+  return KEY_TYPES[name]
+end
+
+-- The \`layout\` key (a string) marks a queue whose keys a full check_layout found to be kvmq's: an enqueue
+-- writes it after its check; clear deletes it with the rest. The hot paths (enqueue, claim, finish) of a
+-- marked queue skip their TYPE calls (about a µs each, a dozen or more per call): a key another program
+-- creates under the prefix later fails the call with Redis's WRONGTYPE, which the client reports as a
+-- StoreLayoutError too, but maybe after part of the call's writes. Keys read before any write and those of
+-- rare paths are still checked on every call.
+local LAYOUT_VERSION = '1'
 
 -- Lua's unpack has a stack limit; variadic commands go in chunks of this many arguments.
 local CHUNK = 1000
@@ -1588,14 +1774,33 @@ local function check_type(key, expected)
   if found ~= 'none' and found ~= expected then layout_error(key, found, expected) end
 end
 
+-- Whether the queue carries the layout mark (the script must take the \`layout\` key).
+local function layout_marked()
+  local mark = redis.pcall('GET', nil)
+  if type(mark) == 'table' and mark.err then layout_error(nil, redis.call('TYPE', nil).ok, 'string') end
+  return mark == LAYOUT_VERSION
+end
+
+-- Marks the queue after a full check_layout found its keys kvmq's.
+local function mark_layout()
+  redis.call('SET', nil, LAYOUT_VERSION)
+end
+
+-- The conf fields \`fields\` (HMGET), a conf of another type refused before any write.
+local function read_conf(fields)
+  local conf = redis.pcall('HMGET', nil, unpack(fields))
+  if conf.err then layout_error(nil, redis.call('TYPE', nil).ok, 'hash') end
+  return conf
+end
+
 -- The ready list of a lane: a filter class (\`mid-circle\` for messages without filters), followed by '@'
 -- and a 4-digit priority when above 0 (\`mid-circle:a=x@0003\`, \`mid-circle@0003\`); '#<group>' is the list
 -- of a full group's parked messages (\`mid-circle#<group>\`).
 local function ready_list(lane)
-  if lane == '' then return K.mid_circle end
+  if lane == '' then return nil end
   local c = string.byte(lane, 1)
-  if c == 64 or c == 35 then return K.mid_circle .. lane end
-  return K.mid_circle .. ':' .. lane
+  if c == 64 or c == 35 then return nil .. lane end
+  return nil .. ':' .. lane
 end
 
 -- The lane of a class and a priority (a number, a string or nil: 0).
@@ -1614,14 +1819,14 @@ end
 
 -- A message's filter class ('' for none); the script must take the \`filters\` key.
 local function class_of(id)
-  return redis.call('HGET', K.filters, id) or ''
+  return redis.call('HGET', nil, id) or ''
 end
 
 -- Checks every key the script was given, and the ready list of every filter
 -- class known or about to be added, before the script writes anything: a
 -- script that stopped half-way would leave messages half-written.
 -- Keys a script touches only on its rare paths (see check_rare).
-local RARE = {}
+local RARE, RARE_NAMES = {}, {}
 local rare_checked = false
 -- Keys a helper checks itself, only when it is about to use them (lib/events.lua: with events on).
 local CHECKED_BY_HELPER = {}
@@ -1629,21 +1834,30 @@ local CHECKED_BY_HELPER = {}
 -- \`rare\` (optional) names keys left to check_rare, so a hot path pays no TYPE call for them. \`read_first\`
 -- (optional) names keys the script reads, with a command that refuses another type, before it writes
 -- anything: that read is their check. Each TYPE call costs about a µs of the server's time, on every call.
-local function check_layout(new_classes, rare, read_first)
-  for _, name in ipairs(rare or {}) do RARE[name] = true end
+-- \`marked\` (optional): the queue carries the layout mark; only the lists of \`new_classes\` are checked.
+local function check_layout(new_classes, rare, read_first, marked)
+  -- A marked queue's hot path only keeps the list: check_rare reads it, and a set is built only below.
+  RARE_NAMES = rare or RARE_NAMES
+  if marked then
+    if nil ~= nil then
+      for _, class in ipairs(new_classes or {}) do check_type(ready_list(class), 'list') end
+    end
+    return
+  end
+  for _, name in ipairs(RARE_NAMES) do RARE[name] = true end
   local skip = {}
   for _, name in ipairs(read_first or {}) do skip[name] = true end
-  local lists = K.classes ~= nil and K.mid_circle ~= nil
+  local lists = nil ~= nil and nil ~= nil
   -- SMEMBERS below checks \`classes\` itself.
   if lists then skip.classes = true end
-  for name, key in pairs(K) do
-    local expected = KEY_TYPES[name]
+  for name, key in pairs(key_table()) do
+    local expected = key_type(name)
     if expected ~= nil and not RARE[name] and not CHECKED_BY_HELPER[name] and not skip[name] then
       check_type(key, expected)
     end
   end
   if lists then
-    for _, class in ipairs(redis.call('SMEMBERS', K.classes)) do check_type(ready_list(class), 'list') end
+    for _, class in ipairs(redis.call('SMEMBERS', nil)) do check_type(ready_list(class), 'list') end
     for _, class in ipairs(new_classes or {}) do check_type(ready_list(class), 'list') end
   end
 end
@@ -1653,8 +1867,8 @@ end
 local function check_rare()
   if rare_checked then return end
   rare_checked = true
-  for name in pairs(RARE) do
-    if K[name] ~= nil and not CHECKED_BY_HELPER[name] then check_type(K[name], KEY_TYPES[name]) end
+  for _, name in ipairs(RARE_NAMES) do
+    if key_table()[name] ~= nil and not CHECKED_BY_HELPER[name] then check_type(key_table()[name], key_type(name)) end
   end
 end
 
@@ -1724,13 +1938,13 @@ end
 local function flush_ready(r)
   for class, ids in pairs(r.back) do
     call_chunked('LPUSH', ready_list(class), ids)
-    redis.call('HINCRBY', K.pushes, class, #ids)
+    redis.call('HINCRBY', nil, class, #ids)
   end
   for class, ids in pairs(r.front) do
-    if string.find(class, '@', 1, true) then redis.call('ZADD', K.lanes, select(2, lane_parts(class)), class) end
+    if string.find(class, '@', 1, true) then redis.call('ZADD', nil, select(2, lane_parts(class)), class) end
   end
   for class in pairs(r.back) do
-    if string.find(class, '@', 1, true) then redis.call('ZADD', K.lanes, select(2, lane_parts(class)), class) end
+    if string.find(class, '@', 1, true) then redis.call('ZADD', nil, select(2, lane_parts(class)), class) end
   end
   for class, ids in pairs(r.front) do
     -- The earliest is pushed last, so it is the next out.
@@ -1745,13 +1959,13 @@ end
 
 -- { registrations as id, JSON pairs..., then id, holder pairs of live locks } and how many pairs the first part has.
 local function consumer_entries(now)
-  local reply = redis.call('HGETALL', K.consumers)
+  local reply = redis.call('HGETALL', KEYS[1])
   local registrations = #reply / 2
-  local held = redis.call('HGETALL', K.holders)
+  local held = redis.call('HGETALL', KEYS[2])
   if #held > 0 then
     local ids = {}
     for i = 1, #held, 2 do ids[#ids + 1] = held[i] end
-    local locks = redis.call('HMGET', K.locks, unpack(ids))
+    local locks = redis.call('HMGET', KEYS[3], unpack(ids))
     for i, id in ipairs(ids) do
       if (tonumber(locks[i]) or 0) > now then
         reply[#reply + 1] = id
@@ -1813,28 +2027,49 @@ return reply
       'pushes',
       'debounce',
       'debounce-of',
+      'layout',
     ],
     readOnly: false,
-    sha: '820b349494c87b624f3a77c513b8cc6f9a1e6c3c',
+    sha: '1ac956d1b2291f888f3f00962dc33785eb6cbaa5',
     source: `#!lua
-local K = { conf = KEYS[1], events = KEYS[2], events_seq = KEYS[3], events_wake = KEYS[4], done = KEYS[5], requeue = KEYS[6], backoffs = KEYS[7], locks = KEYS[8], failed = KEYS[9], filters = KEYS[10], priorities = KEYS[11], lanes = KEYS[12], groups = KEYS[13], messages = KEYS[14], metadata = KEYS[15], classes = KEYS[16], nattempts = KEYS[17], holders = KEYS[18], outcomes = KEYS[19], enqueued_at = KEYS[20], updated_at = KEYS[21], requeue_content = KEYS[22], schedule = KEYS[23], done_at = KEYS[24], dedupe = KEYS[25], mid_circle = KEYS[26], wake = KEYS[27], policies = KEYS[28], losses = KEYS[29], requeue_locks = KEYS[30], requeue_schedule = KEYS[31], pushes = KEYS[32], debounce = KEYS[33], debounce_of = KEYS[34] }
+-- The keys by name, for the helpers that look a key up by a name they hold.
+local K_TABLE = nil
+local function key_table()
+  if K_TABLE == nil then K_TABLE = { conf = KEYS[1], events = KEYS[2], events_seq = KEYS[3], events_wake = KEYS[4], done = KEYS[5], requeue = KEYS[6], backoffs = KEYS[7], locks = KEYS[8], failed = KEYS[9], filters = KEYS[10], priorities = KEYS[11], lanes = KEYS[12], groups = KEYS[13], messages = KEYS[14], metadata = KEYS[15], classes = KEYS[16], nattempts = KEYS[17], holders = KEYS[18], outcomes = KEYS[19], enqueued_at = KEYS[20], updated_at = KEYS[21], requeue_content = KEYS[22], schedule = KEYS[23], done_at = KEYS[24], dedupe = KEYS[25], mid_circle = KEYS[26], wake = KEYS[27], policies = KEYS[28], losses = KEYS[29], requeue_locks = KEYS[30], requeue_schedule = KEYS[31], pushes = KEYS[32], debounce = KEYS[33], debounce_of = KEYS[34], layout = KEYS[35] } end
+  return K_TABLE
+end
 -- common: helpers every script includes. K holds the queue's keys by name
 -- (see src/redis/keys.ts; in Lua '-' becomes '_' and '?' is dropped).
 --
 -- KEYS: (none of its own)
 
--- The types kvmq keeps in each key, to refuse foreign data before writing anything.
-local KEY_TYPES = {
-  messages = 'hash', locks = 'hash', backoffs = 'hash', nattempts = 'hash', mid_circle = 'list',
-  done = 'set', requeue = 'set', eoq_backoff = 'string', ndry_runs = 'string', metadata = 'hash',
-  filters = 'hash', classes = 'set', holders = 'hash', outcomes = 'hash', enqueued_at = 'hash',
-  updated_at = 'hash', requeue_content = 'hash', schedule = 'zset', lock_expiry = 'zset',
-  done_at = 'zset', dedupe = 'zset', conf = 'hash', consumers = 'hash', gc_lock = 'string',
-  gc_at = 'string', policies = 'hash', history = 'hash', losses = 'hash', pushes = 'hash',
-  requeue_locks = 'zset', requeue_schedule = 'zset', failed = 'zset', events = 'stream', events_seq = 'string',
-  priorities = 'hash', lanes = 'zset', groups = 'hash', group_held = 'hash', parked = 'set', debounce = 'hash',
-  debounce_of = 'hash', rate_tat = 'string', schedules = 'hash',
-}
+-- The types kvmq keeps in each key, to refuse foreign data before writing anything. Built when a check
+-- first needs it: a script whose queue is marked (see LAYOUT_FIELD) mostly makes no check at all.
+local KEY_TYPES = nil
+local function key_type(name)
+  if KEY_TYPES == nil then
+    KEY_TYPES = {
+      messages = 'hash', locks = 'hash', backoffs = 'hash', nattempts = 'hash', mid_circle = 'list',
+      done = 'set', requeue = 'set', eoq_backoff = 'string', ndry_runs = 'string', metadata = 'hash',
+      filters = 'hash', classes = 'set', holders = 'hash', outcomes = 'hash', enqueued_at = 'hash',
+      updated_at = 'hash', requeue_content = 'hash', schedule = 'zset', lock_expiry = 'zset',
+      done_at = 'zset', dedupe = 'zset', conf = 'hash', consumers = 'hash', gc_lock = 'string',
+      gc_at = 'string', policies = 'hash', history = 'hash', losses = 'hash', pushes = 'hash',
+      requeue_locks = 'zset', requeue_schedule = 'zset', failed = 'zset', events = 'stream', events_seq = 'string',
+      priorities = 'hash', lanes = 'zset', groups = 'hash', group_held = 'hash', parked = 'set', debounce = 'hash',
+      debounce_of = 'hash', rate_tat = 'string', schedules = 'hash', layout = 'string',
+    }
+  end
+  return KEY_TYPES[name]
+end
+
+-- The \`layout\` key (a string) marks a queue whose keys a full check_layout found to be kvmq's: an enqueue
+-- writes it after its check; clear deletes it with the rest. The hot paths (enqueue, claim, finish) of a
+-- marked queue skip their TYPE calls (about a µs each, a dozen or more per call): a key another program
+-- creates under the prefix later fails the call with Redis's WRONGTYPE, which the client reports as a
+-- StoreLayoutError too, but maybe after part of the call's writes. Keys read before any write and those of
+-- rare paths are still checked on every call.
+local LAYOUT_VERSION = '1'
 
 -- Lua's unpack has a stack limit; variadic commands go in chunks of this many arguments.
 local CHUNK = 1000
@@ -1855,14 +2090,33 @@ local function check_type(key, expected)
   if found ~= 'none' and found ~= expected then layout_error(key, found, expected) end
 end
 
+-- Whether the queue carries the layout mark (the script must take the \`layout\` key).
+local function layout_marked()
+  local mark = redis.pcall('GET', KEYS[35])
+  if type(mark) == 'table' and mark.err then layout_error(KEYS[35], redis.call('TYPE', KEYS[35]).ok, 'string') end
+  return mark == LAYOUT_VERSION
+end
+
+-- Marks the queue after a full check_layout found its keys kvmq's.
+local function mark_layout()
+  redis.call('SET', KEYS[35], LAYOUT_VERSION)
+end
+
+-- The conf fields \`fields\` (HMGET), a conf of another type refused before any write.
+local function read_conf(fields)
+  local conf = redis.pcall('HMGET', KEYS[1], unpack(fields))
+  if conf.err then layout_error(KEYS[1], redis.call('TYPE', KEYS[1]).ok, 'hash') end
+  return conf
+end
+
 -- The ready list of a lane: a filter class (\`mid-circle\` for messages without filters), followed by '@'
 -- and a 4-digit priority when above 0 (\`mid-circle:a=x@0003\`, \`mid-circle@0003\`); '#<group>' is the list
 -- of a full group's parked messages (\`mid-circle#<group>\`).
 local function ready_list(lane)
-  if lane == '' then return K.mid_circle end
+  if lane == '' then return KEYS[26] end
   local c = string.byte(lane, 1)
-  if c == 64 or c == 35 then return K.mid_circle .. lane end
-  return K.mid_circle .. ':' .. lane
+  if c == 64 or c == 35 then return KEYS[26] .. lane end
+  return KEYS[26] .. ':' .. lane
 end
 
 -- The lane of a class and a priority (a number, a string or nil: 0).
@@ -1881,14 +2135,14 @@ end
 
 -- A message's filter class ('' for none); the script must take the \`filters\` key.
 local function class_of(id)
-  return redis.call('HGET', K.filters, id) or ''
+  return redis.call('HGET', KEYS[10], id) or ''
 end
 
 -- Checks every key the script was given, and the ready list of every filter
 -- class known or about to be added, before the script writes anything: a
 -- script that stopped half-way would leave messages half-written.
 -- Keys a script touches only on its rare paths (see check_rare).
-local RARE = {}
+local RARE, RARE_NAMES = {}, {}
 local rare_checked = false
 -- Keys a helper checks itself, only when it is about to use them (lib/events.lua: with events on).
 local CHECKED_BY_HELPER = {}
@@ -1896,21 +2150,30 @@ local CHECKED_BY_HELPER = {}
 -- \`rare\` (optional) names keys left to check_rare, so a hot path pays no TYPE call for them. \`read_first\`
 -- (optional) names keys the script reads, with a command that refuses another type, before it writes
 -- anything: that read is their check. Each TYPE call costs about a µs of the server's time, on every call.
-local function check_layout(new_classes, rare, read_first)
-  for _, name in ipairs(rare or {}) do RARE[name] = true end
+-- \`marked\` (optional): the queue carries the layout mark; only the lists of \`new_classes\` are checked.
+local function check_layout(new_classes, rare, read_first, marked)
+  -- A marked queue's hot path only keeps the list: check_rare reads it, and a set is built only below.
+  RARE_NAMES = rare or RARE_NAMES
+  if marked then
+    if KEYS[26] ~= nil then
+      for _, class in ipairs(new_classes or {}) do check_type(ready_list(class), 'list') end
+    end
+    return
+  end
+  for _, name in ipairs(RARE_NAMES) do RARE[name] = true end
   local skip = {}
   for _, name in ipairs(read_first or {}) do skip[name] = true end
-  local lists = K.classes ~= nil and K.mid_circle ~= nil
+  local lists = KEYS[16] ~= nil and KEYS[26] ~= nil
   -- SMEMBERS below checks \`classes\` itself.
   if lists then skip.classes = true end
-  for name, key in pairs(K) do
-    local expected = KEY_TYPES[name]
+  for name, key in pairs(key_table()) do
+    local expected = key_type(name)
     if expected ~= nil and not RARE[name] and not CHECKED_BY_HELPER[name] and not skip[name] then
       check_type(key, expected)
     end
   end
   if lists then
-    for _, class in ipairs(redis.call('SMEMBERS', K.classes)) do check_type(ready_list(class), 'list') end
+    for _, class in ipairs(redis.call('SMEMBERS', KEYS[16])) do check_type(ready_list(class), 'list') end
     for _, class in ipairs(new_classes or {}) do check_type(ready_list(class), 'list') end
   end
 end
@@ -1920,8 +2183,8 @@ end
 local function check_rare()
   if rare_checked then return end
   rare_checked = true
-  for name in pairs(RARE) do
-    if K[name] ~= nil and not CHECKED_BY_HELPER[name] then check_type(K[name], KEY_TYPES[name]) end
+  for _, name in ipairs(RARE_NAMES) do
+    if key_table()[name] ~= nil and not CHECKED_BY_HELPER[name] then check_type(key_table()[name], key_type(name)) end
   end
 end
 
@@ -1991,13 +2254,13 @@ end
 local function flush_ready(r)
   for class, ids in pairs(r.back) do
     call_chunked('LPUSH', ready_list(class), ids)
-    redis.call('HINCRBY', K.pushes, class, #ids)
+    redis.call('HINCRBY', KEYS[32], class, #ids)
   end
   for class, ids in pairs(r.front) do
-    if string.find(class, '@', 1, true) then redis.call('ZADD', K.lanes, select(2, lane_parts(class)), class) end
+    if string.find(class, '@', 1, true) then redis.call('ZADD', KEYS[12], select(2, lane_parts(class)), class) end
   end
   for class in pairs(r.back) do
-    if string.find(class, '@', 1, true) then redis.call('ZADD', K.lanes, select(2, lane_parts(class)), class) end
+    if string.find(class, '@', 1, true) then redis.call('ZADD', KEYS[12], select(2, lane_parts(class)), class) end
   end
   for class, ids in pairs(r.front) do
     -- The earliest is pushed last, so it is the next out.
@@ -2037,17 +2300,13 @@ local EVENTS_CONF = { 'events', 'events_max_count' }
 -- Reads the queue's events flag and bound (or takes them as read: \`read\`, the values of EVENTS_CONF).
 -- Call it before the script writes anything.
 local function events_begin(read)
-  local conf = read
-  if conf == nil then
-    -- A conf of another type fails here, before any write (scripts on a hot path leave it out of check_layout).
-    conf = redis.pcall('HMGET', K.conf, unpack(EVENTS_CONF))
-    if conf.err then layout_error(K.conf, redis.call('TYPE', K.conf).ok, 'hash') end
-  end
+  -- A conf of another type fails here, before any write (scripts on a hot path leave it out of check_layout).
+  local conf = read or read_conf(EVENTS_CONF)
   EV.on = conf[1] == '1'
   if EV.on then
     EV.max = tonumber(conf[2]) or DEFAULT_EVENTS_MAX_COUNT
-    check_type(K.events, 'stream')
-    check_type(K.events_seq, 'string')
+    check_type(KEYS[2], 'stream')
+    check_type(KEYS[3], 'string')
   end
 end
 
@@ -2096,7 +2355,7 @@ end
 
 -- Writes the events noted by this script.
 local function events_flush(now)
-  if EV.on and #EV.lines > 0 then append_events(K.events, K.events_seq, K.events_wake, EV.max, now, EV.lines) end
+  if EV.on and #EV.lines > 0 then append_events(KEYS[2], KEYS[3], KEYS[4], EV.max, now, EV.lines) end
   EV.lines = {}
 end
 -- state: a message's state, derived from Carmine's keys as Carmine derives it,
@@ -2106,10 +2365,10 @@ end
 
 -- The state of a message known to exist, at \`now\`.
 local function state_of(id, now)
-  if redis.call('ZSCORE', K.failed, id) then return 'failed', nil end
-  local backoff = tonumber(redis.call('HGET', K.backoffs, id)) or 0
-  if redis.call('SISMEMBER', K.done, id) == 1 then
-    local requeued = redis.call('SISMEMBER', K.requeue, id) == 1
+  if redis.call('ZSCORE', KEYS[9], id) then return 'failed', nil end
+  local backoff = tonumber(redis.call('HGET', KEYS[7], id)) or 0
+  if redis.call('SISMEMBER', KEYS[5], id) == 1 then
+    local requeued = redis.call('SISMEMBER', KEYS[6], id) == 1
     if backoff > now then
       if requeued then return 'done-with-requeue', backoff end
       return 'done-with-backoff', backoff
@@ -2118,9 +2377,9 @@ local function state_of(id, now)
     if requeued then return 'queued', nil end
     return 'done-awaiting-gc', nil
   end
-  local lock = tonumber(redis.call('HGET', K.locks, id)) or 0
+  local lock = tonumber(redis.call('HGET', KEYS[8], id)) or 0
   if lock > now then
-    if redis.call('SISMEMBER', K.requeue, id) == 1 then return 'locked-with-requeue', lock end
+    if redis.call('SISMEMBER', KEYS[6], id) == 1 then return 'locked-with-requeue', lock end
     return 'locked', lock
   end
   if backoff > now then return 'queued-with-backoff', backoff end
@@ -2134,7 +2393,7 @@ end
 
 -- The lane a message joins when it becomes ready.
 local function lane_of(id)
-  return lane_for(class_of(id), redis.call('HGET', K.priorities, id))
+  return lane_for(class_of(id), redis.call('HGET', KEYS[11], id))
 end
 
 -- Blanks a queued message's entry where it waits (its ready list, else its group's parked list), in
@@ -2143,7 +2402,7 @@ local function unready(id)
   local list = ready_list(lane_of(id))
   local at = redis.call('LPOS', list, id)
   if not at then
-    local group = redis.call('HGET', K.groups, id)
+    local group = redis.call('HGET', KEYS[13], id)
     if not group then return false end
     list = ready_list('#' .. group)
     at = redis.call('LPOS', list, id)
@@ -2162,7 +2421,7 @@ end
 --
 -- KEYS: messages metadata filters classes nattempts locks holders backoffs done requeue outcomes
 --       enqueued-at updated-at requeue-content schedule done-at dedupe mid-circle wake policies losses
---       requeue-locks requeue-schedule pushes priorities lanes groups debounce debounce-of
+--       requeue-locks requeue-schedule pushes priorities lanes groups debounce debounce-of layout
 
 -- ARGV per message, from \`first\`: id, content (encoding tag + payload), metadata JSON ('' for none),
 -- filter class ('' for none), initial backoff ms, flags (1: allowRequeue, 2: replacePayload),
@@ -2177,21 +2436,31 @@ local function scheduling(ext)
   return priority, group, did
 end
 
+-- Whether the queue carried the layout mark when enqueue_check ran (enqueue marks it when not).
+local enqueue_marked = false
+
 -- Checks the layout for the messages from ARGV[first] (before anything is written).
 local function enqueue_check(first)
-  local lanes = {}
+  enqueue_marked = layout_marked()
+  -- Each lane's ready list once, however many messages of the batch go there.
+  local lanes, seen = {}, {}
   local rare = false
   for i = first, #ARGV, ENQUEUE_PER do
     local class, ext = ARGV[i + 3], ARGV[i + 7]
+    local lane = nil
     if ext ~= '' then
       rare = true
-      lanes[#lanes + 1] = lane_for(class, (scheduling(ext)))
+      lane = lane_for(class, (scheduling(ext)))
     elseif class ~= '' then
-      lanes[#lanes + 1] = class
+      lane = class
+    end
+    if lane and not seen[lane] then
+      seen[lane] = true
+      lanes[#lanes + 1] = lane
     end
   end
   -- Plain messages touch none of these.
-  check_layout(lanes, { 'conf', 'priorities', 'lanes', 'groups', 'debounce', 'debounce_of' })
+  check_layout(lanes, { 'conf', 'priorities', 'lanes', 'groups', 'debounce', 'debounce_of' }, nil, enqueue_marked)
   if rare then check_rare() end
 end
 
@@ -2208,27 +2477,27 @@ local function enqueue(first)
   -- Content, metadata, filters, priority and group of a message that starts a new run, queued now or
   -- after \`backoff\` ms.
   local function place(id, meta, class, backoff, revived, policy, priority, group)
-    if meta ~= '' then later(w, 'hset', K.metadata, id, meta) elseif revived then later(w, 'hdel', K.metadata, id) end
-    if policy ~= '' then later(w, 'hset', K.policies, id, policy) elseif revived then later(w, 'hdel', K.policies, id) end
+    if meta ~= '' then later(w, 'hset', KEYS[15], id, meta) elseif revived then later(w, 'hdel', KEYS[15], id) end
+    if policy ~= '' then later(w, 'hset', KEYS[28], id, policy) elseif revived then later(w, 'hdel', KEYS[28], id) end
     if class ~= '' then
-      later(w, 'hset', K.filters, id, class)
-      later(w, 'sadd', K.classes, class)
+      later(w, 'hset', KEYS[10], id, class)
+      later(w, 'sadd', KEYS[16], class)
     elseif revived then
-      later(w, 'hdel', K.filters, id)
+      later(w, 'hdel', KEYS[10], id)
     end
     local lane = class
     if priority ~= '' then
-      later(w, 'hset', K.priorities, id, priority)
+      later(w, 'hset', KEYS[11], id, priority)
       lane = lane_for(class, priority)
     elseif revived then
-      later(w, 'hdel', K.priorities, id)
+      later(w, 'hdel', KEYS[11], id)
     end
-    if group ~= '' then later(w, 'hset', K.groups, id, group) elseif revived then later(w, 'hdel', K.groups, id) end
-    later(w, 'hset', K.enqueued_at, id, now)
+    if group ~= '' then later(w, 'hset', KEYS[13], id, group) elseif revived then later(w, 'hdel', KEYS[13], id) end
+    later(w, 'hset', KEYS[20], id, now)
     if backoff > 0 then
       -- Written now: a duplicate later in this batch must see the backoff.
-      redis.call('HSET', K.backoffs, id, now + backoff)
-      later(w, 'zadd', K.schedule, now + backoff, id)
+      redis.call('HSET', KEYS[7], id, now + backoff)
+      later(w, 'zadd', KEYS[23], now + backoff, id)
     else
       push_ready(ready, lane, id, false)
     end
@@ -2240,26 +2509,26 @@ local function enqueue(first)
   -- becomes ready \`backoff\` ms from now, keeping its id, filters, priority, group and policy. Returns
   -- whether it did (else the new message is added as usual and takes the debounce id).
   local function debounce(wid, content, meta, backoff)
-    if redis.call('HEXISTS', K.messages, wid) == 0 or redis.call('SISMEMBER', K.done, wid) == 1
-      or redis.call('HEXISTS', K.locks, wid) == 1 or redis.call('ZSCORE', K.failed, wid) then
+    if redis.call('HEXISTS', KEYS[14], wid) == 0 or redis.call('SISMEMBER', KEYS[5], wid) == 1
+      or redis.call('HEXISTS', KEYS[8], wid) == 1 or redis.call('ZSCORE', KEYS[9], wid) then
       return false
     end
-    if redis.call('ZSCORE', K.schedule, wid) then
-      redis.call('ZREM', K.schedule, wid)
-      redis.call('HDEL', K.backoffs, wid)
+    if redis.call('ZSCORE', KEYS[23], wid) then
+      redis.call('ZREM', KEYS[23], wid)
+      redis.call('HDEL', KEYS[7], wid)
     elseif not unready(wid) then
       return false
     end
-    redis.call('HSET', K.messages, wid, content)
-    if meta ~= '' then redis.call('HSET', K.metadata, wid, meta) else redis.call('HDEL', K.metadata, wid) end
-    redis.call('HSET', K.updated_at, wid, now)
+    redis.call('HSET', KEYS[14], wid, content)
+    if meta ~= '' then redis.call('HSET', KEYS[15], wid, meta) else redis.call('HDEL', KEYS[15], wid) end
+    redis.call('HSET', KEYS[21], wid, now)
     if backoff > 0 then
-      redis.call('HSET', K.backoffs, wid, now + backoff)
-      redis.call('ZADD', K.schedule, now + backoff, wid)
+      redis.call('HSET', KEYS[7], wid, now + backoff)
+      redis.call('ZADD', KEYS[23], now + backoff, wid)
     else
       push_ready(ready, lane_of(wid), wid, false)
     end
-    event('enqueued', wid, redis.call('HGET', K.nattempts, wid) or 0)
+    event('enqueued', wid, redis.call('HGET', KEYS[17], wid) or 0)
     changed = true
     return true
   end
@@ -2267,26 +2536,26 @@ local function enqueue(first)
   -- The debounce index: \`did\` → id, and back, so the entry leaves with the message.
   local function index_debounce(id, did)
     if did ~= '' then
-      redis.call('HSET', K.debounce, did, id)
-      redis.call('HSET', K.debounce_of, id, did)
+      redis.call('HSET', KEYS[33], did, id)
+      redis.call('HSET', KEYS[34], id, did)
       return
     end
-    local old = redis.call('HGET', K.debounce_of, id)
+    local old = redis.call('HGET', KEYS[34], id)
     if old then
-      redis.call('HDEL', K.debounce_of, id)
-      if redis.call('HGET', K.debounce, old) == id then redis.call('HDEL', K.debounce, old) end
+      redis.call('HDEL', KEYS[34], id)
+      if redis.call('HGET', KEYS[33], old) == id then redis.call('HDEL', KEYS[33], old) end
     end
   end
 
   -- What is left of a finished run, before its id starts a new one (its history stays).
   local function forget_run(id)
-    for _, key in ipairs({ K.nattempts, K.outcomes, K.backoffs, K.locks, K.holders, K.updated_at, K.requeue_content,
-      K.losses }) do
+    for _, key in ipairs({ KEYS[17], KEYS[19], KEYS[7], KEYS[8], KEYS[18], KEYS[21], KEYS[22],
+      KEYS[29] }) do
       redis.call('HDEL', key, id)
     end
-    redis.call('SREM', K.done, id)
-    redis.call('ZREM', K.done_at, id)
-    redis.call('ZREM', K.dedupe, id)
+    redis.call('SREM', KEYS[5], id)
+    redis.call('ZREM', KEYS[24], id)
+    redis.call('ZREM', KEYS[25], id)
   end
 
   for i = first, #ARGV, ENQUEUE_PER do
@@ -2300,11 +2569,11 @@ local function enqueue(first)
       flush_writes(w)
       flush_ready(ready)
       w, ready = pending_writes(), pending_ready()
-      waiting = redis.call('HGET', K.debounce, did)
+      waiting = redis.call('HGET', KEYS[33], did)
     end
     if waiting and debounce(waiting, content, meta, backoff) then
       replies[#replies + 1] = 'debounced ' .. waiting
-    elseif redis.call('HSETNX', K.messages, id, content) == 1 then
+    elseif redis.call('HSETNX', KEYS[14], id, content) == 1 then
       place(id, meta, class, backoff, false, policy, priority, group)
       if did ~= '' then index_debounce(id, did) end
       -- event('enqueued', id, 0), without the call: the hottest path there is.
@@ -2314,31 +2583,31 @@ local function enqueue(first)
       local state, ends = state_of(id, now)
       -- An enqueue that revives or marks a message records the attempt it is at.
       if EV.on and (state == 'done-awaiting-gc' or (allow_requeue and (state == 'done-with-backoff' or state == 'locked'))) then
-        event('enqueued', id, redis.call('HGET', K.nattempts, id))
+        event('enqueued', id, redis.call('HGET', KEYS[17], id))
       end
       if state == 'done-awaiting-gc' then
-        redis.call('HSET', K.messages, id, content)
+        redis.call('HSET', KEYS[14], id, content)
         forget_run(id)
         place(id, meta, class, backoff, true, policy, priority, group)
         index_debounce(id, did)
         replies[#replies + 1] = 'revived'
       elseif allow_requeue and state == 'done-with-backoff' then
         -- done-with-requeue: queued when the backoff ends, as a new run.
-        redis.call('SADD', K.requeue, id)
-        redis.call('ZREM', K.dedupe, id)
-        redis.call('ZADD', K.schedule, ends, id)
-        redis.call('ZADD', K.requeue_schedule, ends, id)
-        redis.call('HDEL', K.nattempts, id)
-        redis.call('HDEL', K.losses, id)
-        if replace then redis.call('HSET', K.messages, id, content) end
-        later(w, 'hset', K.updated_at, id, now)
+        redis.call('SADD', KEYS[6], id)
+        redis.call('ZREM', KEYS[25], id)
+        redis.call('ZADD', KEYS[23], ends, id)
+        redis.call('ZADD', KEYS[31], ends, id)
+        redis.call('HDEL', KEYS[17], id)
+        redis.call('HDEL', KEYS[29], id)
+        if replace then redis.call('HSET', KEYS[14], id, content) end
+        later(w, 'hset', KEYS[21], id, now)
         replies[#replies + 1] = 'requeued'
         changed = true
       elseif allow_requeue and state == 'locked' then
-        redis.call('SADD', K.requeue, id)
-        redis.call('ZADD', K.requeue_locks, ends, id)
-        if replace then redis.call('HSET', K.requeue_content, id, content) end
-        later(w, 'hset', K.updated_at, id, now)
+        redis.call('SADD', KEYS[6], id)
+        redis.call('ZADD', KEYS[30], ends, id)
+        if replace then redis.call('HSET', KEYS[22], id, content) end
+        later(w, 'hset', KEYS[21], id, now)
         replies[#replies + 1] = 'requeued'
       else
         replies[#replies + 1] = state
@@ -2349,6 +2618,7 @@ local function enqueue(first)
   flush_writes(w)
   flush_ready(ready)
   events_flush(now)
+  if not enqueue_marked then mark_layout() end
   return replies, changed
 end
 -- enqueue: adds a batch of messages (lib/enqueue.lua), or answers for ids that exist.
@@ -2363,7 +2633,7 @@ end
 
 enqueue_check(1)
 local replies, changed = enqueue(1)
-if changed then redis.call('PUBLISH', K.wake, 'enqueue') end
+if changed then redis.call('PUBLISH', KEYS[27], 'enqueue') end
 return replies
 `,
   },
@@ -2371,26 +2641,46 @@ return replies
     name: 'events-trim',
     keys: ['events', 'events-seq'],
     readOnly: false,
-    sha: '700690d7d574a6dd5ec5a5b1b3905e93c0fbf9eb',
+    sha: 'bc39b63a9afecc987a11f14279a9d0502081385f',
     source: `#!lua flags=allow-oom
-local K = { events = KEYS[1], events_seq = KEYS[2] }
+-- The keys by name, for the helpers that look a key up by a name they hold.
+local K_TABLE = nil
+local function key_table()
+  if K_TABLE == nil then K_TABLE = { events = KEYS[1], events_seq = KEYS[2] } end
+  return K_TABLE
+end
 -- common: helpers every script includes. K holds the queue's keys by name
 -- (see src/redis/keys.ts; in Lua '-' becomes '_' and '?' is dropped).
 --
 -- KEYS: (none of its own)
 
--- The types kvmq keeps in each key, to refuse foreign data before writing anything.
-local KEY_TYPES = {
-  messages = 'hash', locks = 'hash', backoffs = 'hash', nattempts = 'hash', mid_circle = 'list',
-  done = 'set', requeue = 'set', eoq_backoff = 'string', ndry_runs = 'string', metadata = 'hash',
-  filters = 'hash', classes = 'set', holders = 'hash', outcomes = 'hash', enqueued_at = 'hash',
-  updated_at = 'hash', requeue_content = 'hash', schedule = 'zset', lock_expiry = 'zset',
-  done_at = 'zset', dedupe = 'zset', conf = 'hash', consumers = 'hash', gc_lock = 'string',
-  gc_at = 'string', policies = 'hash', history = 'hash', losses = 'hash', pushes = 'hash',
-  requeue_locks = 'zset', requeue_schedule = 'zset', failed = 'zset', events = 'stream', events_seq = 'string',
-  priorities = 'hash', lanes = 'zset', groups = 'hash', group_held = 'hash', parked = 'set', debounce = 'hash',
-  debounce_of = 'hash', rate_tat = 'string', schedules = 'hash',
-}
+-- The types kvmq keeps in each key, to refuse foreign data before writing anything. Built when a check
+-- first needs it: a script whose queue is marked (see LAYOUT_FIELD) mostly makes no check at all.
+local KEY_TYPES = nil
+local function key_type(name)
+  if KEY_TYPES == nil then
+    KEY_TYPES = {
+      messages = 'hash', locks = 'hash', backoffs = 'hash', nattempts = 'hash', mid_circle = 'list',
+      done = 'set', requeue = 'set', eoq_backoff = 'string', ndry_runs = 'string', metadata = 'hash',
+      filters = 'hash', classes = 'set', holders = 'hash', outcomes = 'hash', enqueued_at = 'hash',
+      updated_at = 'hash', requeue_content = 'hash', schedule = 'zset', lock_expiry = 'zset',
+      done_at = 'zset', dedupe = 'zset', conf = 'hash', consumers = 'hash', gc_lock = 'string',
+      gc_at = 'string', policies = 'hash', history = 'hash', losses = 'hash', pushes = 'hash',
+      requeue_locks = 'zset', requeue_schedule = 'zset', failed = 'zset', events = 'stream', events_seq = 'string',
+      priorities = 'hash', lanes = 'zset', groups = 'hash', group_held = 'hash', parked = 'set', debounce = 'hash',
+      debounce_of = 'hash', rate_tat = 'string', schedules = 'hash', layout = 'string',
+    }
+  end
+  return KEY_TYPES[name]
+end
+
+-- The \`layout\` key (a string) marks a queue whose keys a full check_layout found to be kvmq's: an enqueue
+-- writes it after its check; clear deletes it with the rest. The hot paths (enqueue, claim, finish) of a
+-- marked queue skip their TYPE calls (about a µs each, a dozen or more per call): a key another program
+-- creates under the prefix later fails the call with Redis's WRONGTYPE, which the client reports as a
+-- StoreLayoutError too, but maybe after part of the call's writes. Keys read before any write and those of
+-- rare paths are still checked on every call.
+local LAYOUT_VERSION = '1'
 
 -- Lua's unpack has a stack limit; variadic commands go in chunks of this many arguments.
 local CHUNK = 1000
@@ -2411,14 +2701,33 @@ local function check_type(key, expected)
   if found ~= 'none' and found ~= expected then layout_error(key, found, expected) end
 end
 
+-- Whether the queue carries the layout mark (the script must take the \`layout\` key).
+local function layout_marked()
+  local mark = redis.pcall('GET', nil)
+  if type(mark) == 'table' and mark.err then layout_error(nil, redis.call('TYPE', nil).ok, 'string') end
+  return mark == LAYOUT_VERSION
+end
+
+-- Marks the queue after a full check_layout found its keys kvmq's.
+local function mark_layout()
+  redis.call('SET', nil, LAYOUT_VERSION)
+end
+
+-- The conf fields \`fields\` (HMGET), a conf of another type refused before any write.
+local function read_conf(fields)
+  local conf = redis.pcall('HMGET', nil, unpack(fields))
+  if conf.err then layout_error(nil, redis.call('TYPE', nil).ok, 'hash') end
+  return conf
+end
+
 -- The ready list of a lane: a filter class (\`mid-circle\` for messages without filters), followed by '@'
 -- and a 4-digit priority when above 0 (\`mid-circle:a=x@0003\`, \`mid-circle@0003\`); '#<group>' is the list
 -- of a full group's parked messages (\`mid-circle#<group>\`).
 local function ready_list(lane)
-  if lane == '' then return K.mid_circle end
+  if lane == '' then return nil end
   local c = string.byte(lane, 1)
-  if c == 64 or c == 35 then return K.mid_circle .. lane end
-  return K.mid_circle .. ':' .. lane
+  if c == 64 or c == 35 then return nil .. lane end
+  return nil .. ':' .. lane
 end
 
 -- The lane of a class and a priority (a number, a string or nil: 0).
@@ -2437,14 +2746,14 @@ end
 
 -- A message's filter class ('' for none); the script must take the \`filters\` key.
 local function class_of(id)
-  return redis.call('HGET', K.filters, id) or ''
+  return redis.call('HGET', nil, id) or ''
 end
 
 -- Checks every key the script was given, and the ready list of every filter
 -- class known or about to be added, before the script writes anything: a
 -- script that stopped half-way would leave messages half-written.
 -- Keys a script touches only on its rare paths (see check_rare).
-local RARE = {}
+local RARE, RARE_NAMES = {}, {}
 local rare_checked = false
 -- Keys a helper checks itself, only when it is about to use them (lib/events.lua: with events on).
 local CHECKED_BY_HELPER = {}
@@ -2452,21 +2761,30 @@ local CHECKED_BY_HELPER = {}
 -- \`rare\` (optional) names keys left to check_rare, so a hot path pays no TYPE call for them. \`read_first\`
 -- (optional) names keys the script reads, with a command that refuses another type, before it writes
 -- anything: that read is their check. Each TYPE call costs about a µs of the server's time, on every call.
-local function check_layout(new_classes, rare, read_first)
-  for _, name in ipairs(rare or {}) do RARE[name] = true end
+-- \`marked\` (optional): the queue carries the layout mark; only the lists of \`new_classes\` are checked.
+local function check_layout(new_classes, rare, read_first, marked)
+  -- A marked queue's hot path only keeps the list: check_rare reads it, and a set is built only below.
+  RARE_NAMES = rare or RARE_NAMES
+  if marked then
+    if nil ~= nil then
+      for _, class in ipairs(new_classes or {}) do check_type(ready_list(class), 'list') end
+    end
+    return
+  end
+  for _, name in ipairs(RARE_NAMES) do RARE[name] = true end
   local skip = {}
   for _, name in ipairs(read_first or {}) do skip[name] = true end
-  local lists = K.classes ~= nil and K.mid_circle ~= nil
+  local lists = nil ~= nil and nil ~= nil
   -- SMEMBERS below checks \`classes\` itself.
   if lists then skip.classes = true end
-  for name, key in pairs(K) do
-    local expected = KEY_TYPES[name]
+  for name, key in pairs(key_table()) do
+    local expected = key_type(name)
     if expected ~= nil and not RARE[name] and not CHECKED_BY_HELPER[name] and not skip[name] then
       check_type(key, expected)
     end
   end
   if lists then
-    for _, class in ipairs(redis.call('SMEMBERS', K.classes)) do check_type(ready_list(class), 'list') end
+    for _, class in ipairs(redis.call('SMEMBERS', nil)) do check_type(ready_list(class), 'list') end
     for _, class in ipairs(new_classes or {}) do check_type(ready_list(class), 'list') end
   end
 end
@@ -2476,8 +2794,8 @@ end
 local function check_rare()
   if rare_checked then return end
   rare_checked = true
-  for name in pairs(RARE) do
-    if K[name] ~= nil and not CHECKED_BY_HELPER[name] then check_type(K[name], KEY_TYPES[name]) end
+  for _, name in ipairs(RARE_NAMES) do
+    if key_table()[name] ~= nil and not CHECKED_BY_HELPER[name] then check_type(key_table()[name], key_type(name)) end
   end
 end
 
@@ -2547,13 +2865,13 @@ end
 local function flush_ready(r)
   for class, ids in pairs(r.back) do
     call_chunked('LPUSH', ready_list(class), ids)
-    redis.call('HINCRBY', K.pushes, class, #ids)
+    redis.call('HINCRBY', nil, class, #ids)
   end
   for class, ids in pairs(r.front) do
-    if string.find(class, '@', 1, true) then redis.call('ZADD', K.lanes, select(2, lane_parts(class)), class) end
+    if string.find(class, '@', 1, true) then redis.call('ZADD', nil, select(2, lane_parts(class)), class) end
   end
   for class in pairs(r.back) do
-    if string.find(class, '@', 1, true) then redis.call('ZADD', K.lanes, select(2, lane_parts(class)), class) end
+    if string.find(class, '@', 1, true) then redis.call('ZADD', nil, select(2, lane_parts(class)), class) end
   end
   for class, ids in pairs(r.front) do
     -- The earliest is pushed last, so it is the next out.
@@ -2574,14 +2892,14 @@ end
 -- Include: common
 
 check_layout()
-if redis.call('EXISTS', K.events) == 0 then return 0 end
+if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end
 local max, age = tonumber(ARGV[1]), tonumber(ARGV[2])
 local cutoff = now_ms() - age
-local head = tonumber(redis.call('GET', K.events_seq)) or 0
+local head = tonumber(redis.call('GET', KEYS[2])) or 0
 
 -- The first entry whose id is at least x: its number and when it was written, or nil.
 local function entry_from(x)
-  local found = redis.call('XRANGE', K.events, string.format('%d', x), '+', 'COUNT', 1)
+  local found = redis.call('XRANGE', KEYS[1], string.format('%d', x), '+', 'COUNT', 1)
   if #found == 0 then return nil end
   return tonumber(string.match(found[1][1], '^(%d+)')), tonumber(found[1][2][2])
 end
@@ -2593,33 +2911,53 @@ while lo < hi do
   local number, at = entry_from(mid)
   if number == nil or at >= cutoff then hi = mid else lo = number + 1 end
 end
-return redis.call('XTRIM', K.events, 'MINID', string.format('%d', lo))
+return redis.call('XTRIM', KEYS[1], 'MINID', string.format('%d', lo))
 `,
   },
   extend: {
     name: 'extend',
     keys: ['locks', 'holders', 'nattempts', 'lock-expiry', 'requeue', 'requeue-locks'],
     readOnly: false,
-    sha: '7241e1f4a1a7c05d5976fef8cec313da5c4aaa8a',
+    sha: 'caab19b1525e5a98a2832d41131a05c4f1564f50',
     source: `#!lua flags=allow-oom
-local K = { locks = KEYS[1], holders = KEYS[2], nattempts = KEYS[3], lock_expiry = KEYS[4], requeue = KEYS[5], requeue_locks = KEYS[6] }
+-- The keys by name, for the helpers that look a key up by a name they hold.
+local K_TABLE = nil
+local function key_table()
+  if K_TABLE == nil then K_TABLE = { locks = KEYS[1], holders = KEYS[2], nattempts = KEYS[3], lock_expiry = KEYS[4], requeue = KEYS[5], requeue_locks = KEYS[6] } end
+  return K_TABLE
+end
 -- common: helpers every script includes. K holds the queue's keys by name
 -- (see src/redis/keys.ts; in Lua '-' becomes '_' and '?' is dropped).
 --
 -- KEYS: (none of its own)
 
--- The types kvmq keeps in each key, to refuse foreign data before writing anything.
-local KEY_TYPES = {
-  messages = 'hash', locks = 'hash', backoffs = 'hash', nattempts = 'hash', mid_circle = 'list',
-  done = 'set', requeue = 'set', eoq_backoff = 'string', ndry_runs = 'string', metadata = 'hash',
-  filters = 'hash', classes = 'set', holders = 'hash', outcomes = 'hash', enqueued_at = 'hash',
-  updated_at = 'hash', requeue_content = 'hash', schedule = 'zset', lock_expiry = 'zset',
-  done_at = 'zset', dedupe = 'zset', conf = 'hash', consumers = 'hash', gc_lock = 'string',
-  gc_at = 'string', policies = 'hash', history = 'hash', losses = 'hash', pushes = 'hash',
-  requeue_locks = 'zset', requeue_schedule = 'zset', failed = 'zset', events = 'stream', events_seq = 'string',
-  priorities = 'hash', lanes = 'zset', groups = 'hash', group_held = 'hash', parked = 'set', debounce = 'hash',
-  debounce_of = 'hash', rate_tat = 'string', schedules = 'hash',
-}
+-- The types kvmq keeps in each key, to refuse foreign data before writing anything. Built when a check
+-- first needs it: a script whose queue is marked (see LAYOUT_FIELD) mostly makes no check at all.
+local KEY_TYPES = nil
+local function key_type(name)
+  if KEY_TYPES == nil then
+    KEY_TYPES = {
+      messages = 'hash', locks = 'hash', backoffs = 'hash', nattempts = 'hash', mid_circle = 'list',
+      done = 'set', requeue = 'set', eoq_backoff = 'string', ndry_runs = 'string', metadata = 'hash',
+      filters = 'hash', classes = 'set', holders = 'hash', outcomes = 'hash', enqueued_at = 'hash',
+      updated_at = 'hash', requeue_content = 'hash', schedule = 'zset', lock_expiry = 'zset',
+      done_at = 'zset', dedupe = 'zset', conf = 'hash', consumers = 'hash', gc_lock = 'string',
+      gc_at = 'string', policies = 'hash', history = 'hash', losses = 'hash', pushes = 'hash',
+      requeue_locks = 'zset', requeue_schedule = 'zset', failed = 'zset', events = 'stream', events_seq = 'string',
+      priorities = 'hash', lanes = 'zset', groups = 'hash', group_held = 'hash', parked = 'set', debounce = 'hash',
+      debounce_of = 'hash', rate_tat = 'string', schedules = 'hash', layout = 'string',
+    }
+  end
+  return KEY_TYPES[name]
+end
+
+-- The \`layout\` key (a string) marks a queue whose keys a full check_layout found to be kvmq's: an enqueue
+-- writes it after its check; clear deletes it with the rest. The hot paths (enqueue, claim, finish) of a
+-- marked queue skip their TYPE calls (about a µs each, a dozen or more per call): a key another program
+-- creates under the prefix later fails the call with Redis's WRONGTYPE, which the client reports as a
+-- StoreLayoutError too, but maybe after part of the call's writes. Keys read before any write and those of
+-- rare paths are still checked on every call.
+local LAYOUT_VERSION = '1'
 
 -- Lua's unpack has a stack limit; variadic commands go in chunks of this many arguments.
 local CHUNK = 1000
@@ -2640,14 +2978,33 @@ local function check_type(key, expected)
   if found ~= 'none' and found ~= expected then layout_error(key, found, expected) end
 end
 
+-- Whether the queue carries the layout mark (the script must take the \`layout\` key).
+local function layout_marked()
+  local mark = redis.pcall('GET', nil)
+  if type(mark) == 'table' and mark.err then layout_error(nil, redis.call('TYPE', nil).ok, 'string') end
+  return mark == LAYOUT_VERSION
+end
+
+-- Marks the queue after a full check_layout found its keys kvmq's.
+local function mark_layout()
+  redis.call('SET', nil, LAYOUT_VERSION)
+end
+
+-- The conf fields \`fields\` (HMGET), a conf of another type refused before any write.
+local function read_conf(fields)
+  local conf = redis.pcall('HMGET', nil, unpack(fields))
+  if conf.err then layout_error(nil, redis.call('TYPE', nil).ok, 'hash') end
+  return conf
+end
+
 -- The ready list of a lane: a filter class (\`mid-circle\` for messages without filters), followed by '@'
 -- and a 4-digit priority when above 0 (\`mid-circle:a=x@0003\`, \`mid-circle@0003\`); '#<group>' is the list
 -- of a full group's parked messages (\`mid-circle#<group>\`).
 local function ready_list(lane)
-  if lane == '' then return K.mid_circle end
+  if lane == '' then return nil end
   local c = string.byte(lane, 1)
-  if c == 64 or c == 35 then return K.mid_circle .. lane end
-  return K.mid_circle .. ':' .. lane
+  if c == 64 or c == 35 then return nil .. lane end
+  return nil .. ':' .. lane
 end
 
 -- The lane of a class and a priority (a number, a string or nil: 0).
@@ -2666,14 +3023,14 @@ end
 
 -- A message's filter class ('' for none); the script must take the \`filters\` key.
 local function class_of(id)
-  return redis.call('HGET', K.filters, id) or ''
+  return redis.call('HGET', nil, id) or ''
 end
 
 -- Checks every key the script was given, and the ready list of every filter
 -- class known or about to be added, before the script writes anything: a
 -- script that stopped half-way would leave messages half-written.
 -- Keys a script touches only on its rare paths (see check_rare).
-local RARE = {}
+local RARE, RARE_NAMES = {}, {}
 local rare_checked = false
 -- Keys a helper checks itself, only when it is about to use them (lib/events.lua: with events on).
 local CHECKED_BY_HELPER = {}
@@ -2681,21 +3038,30 @@ local CHECKED_BY_HELPER = {}
 -- \`rare\` (optional) names keys left to check_rare, so a hot path pays no TYPE call for them. \`read_first\`
 -- (optional) names keys the script reads, with a command that refuses another type, before it writes
 -- anything: that read is their check. Each TYPE call costs about a µs of the server's time, on every call.
-local function check_layout(new_classes, rare, read_first)
-  for _, name in ipairs(rare or {}) do RARE[name] = true end
+-- \`marked\` (optional): the queue carries the layout mark; only the lists of \`new_classes\` are checked.
+local function check_layout(new_classes, rare, read_first, marked)
+  -- A marked queue's hot path only keeps the list: check_rare reads it, and a set is built only below.
+  RARE_NAMES = rare or RARE_NAMES
+  if marked then
+    if nil ~= nil then
+      for _, class in ipairs(new_classes or {}) do check_type(ready_list(class), 'list') end
+    end
+    return
+  end
+  for _, name in ipairs(RARE_NAMES) do RARE[name] = true end
   local skip = {}
   for _, name in ipairs(read_first or {}) do skip[name] = true end
-  local lists = K.classes ~= nil and K.mid_circle ~= nil
+  local lists = nil ~= nil and nil ~= nil
   -- SMEMBERS below checks \`classes\` itself.
   if lists then skip.classes = true end
-  for name, key in pairs(K) do
-    local expected = KEY_TYPES[name]
+  for name, key in pairs(key_table()) do
+    local expected = key_type(name)
     if expected ~= nil and not RARE[name] and not CHECKED_BY_HELPER[name] and not skip[name] then
       check_type(key, expected)
     end
   end
   if lists then
-    for _, class in ipairs(redis.call('SMEMBERS', K.classes)) do check_type(ready_list(class), 'list') end
+    for _, class in ipairs(redis.call('SMEMBERS', nil)) do check_type(ready_list(class), 'list') end
     for _, class in ipairs(new_classes or {}) do check_type(ready_list(class), 'list') end
   end
 end
@@ -2705,8 +3071,8 @@ end
 local function check_rare()
   if rare_checked then return end
   rare_checked = true
-  for name in pairs(RARE) do
-    if K[name] ~= nil and not CHECKED_BY_HELPER[name] then check_type(K[name], KEY_TYPES[name]) end
+  for _, name in ipairs(RARE_NAMES) do
+    if key_table()[name] ~= nil and not CHECKED_BY_HELPER[name] then check_type(key_table()[name], key_type(name)) end
   end
 end
 
@@ -2776,13 +3142,13 @@ end
 local function flush_ready(r)
   for class, ids in pairs(r.back) do
     call_chunked('LPUSH', ready_list(class), ids)
-    redis.call('HINCRBY', K.pushes, class, #ids)
+    redis.call('HINCRBY', nil, class, #ids)
   end
   for class, ids in pairs(r.front) do
-    if string.find(class, '@', 1, true) then redis.call('ZADD', K.lanes, select(2, lane_parts(class)), class) end
+    if string.find(class, '@', 1, true) then redis.call('ZADD', nil, select(2, lane_parts(class)), class) end
   end
   for class in pairs(r.back) do
-    if string.find(class, '@', 1, true) then redis.call('ZADD', K.lanes, select(2, lane_parts(class)), class) end
+    if string.find(class, '@', 1, true) then redis.call('ZADD', nil, select(2, lane_parts(class)), class) end
   end
   for class, ids in pairs(r.front) do
     -- The earliest is pushed last, so it is the next out.
@@ -2804,13 +3170,13 @@ local consumer, lock_ms = ARGV[1], tonumber(ARGV[2])
 local lock_until = now_ms() + lock_ms
 local w = pending_writes()
 local lost = {}
-local marked = redis.call('SCARD', K.requeue) > 0
+local marked = redis.call('SCARD', KEYS[5]) > 0
 for i = 3, #ARGV, 2 do
   local id, attempt = ARGV[i], ARGV[i + 1]
-  if redis.call('HGET', K.holders, id) == consumer and redis.call('HGET', K.nattempts, id) == attempt then
-    later(w, 'hset', K.locks, id, lock_until)
-    later(w, 'zadd', K.lock_expiry, lock_until, id)
-    if marked and redis.call('SISMEMBER', K.requeue, id) == 1 then later(w, 'zadd', K.requeue_locks, lock_until, id) end
+  if redis.call('HGET', KEYS[2], id) == consumer and redis.call('HGET', KEYS[3], id) == attempt then
+    later(w, 'hset', KEYS[1], id, lock_until)
+    later(w, 'zadd', KEYS[4], lock_until, id)
+    if marked and redis.call('SISMEMBER', KEYS[5], id) == 1 then later(w, 'zadd', KEYS[6], lock_until, id) end
   else
     lost[#lost + 1] = id
   end
@@ -2841,6 +3207,7 @@ return lost
       'wake',
       'pushes',
       'losses',
+      'layout',
       'conf',
       'events',
       'events-seq',
@@ -2861,26 +3228,46 @@ return lost
       'debounce-of',
     ],
     readOnly: false,
-    sha: 'dab9d04b20c6907ec131cf57ecc84b55f54f58ee',
+    sha: 'b27d957378905cd17e6263f9b3e2c6da4ae5ab23',
     source: `#!lua flags=allow-oom
-local K = { messages = KEYS[1], filters = KEYS[2], nattempts = KEYS[3], locks = KEYS[4], holders = KEYS[5], backoffs = KEYS[6], done = KEYS[7], done_at = KEYS[8], dedupe = KEYS[9], requeue = KEYS[10], requeue_content = KEYS[11], schedule = KEYS[12], lock_expiry = KEYS[13], outcomes = KEYS[14], updated_at = KEYS[15], mid_circle = KEYS[16], wake = KEYS[17], pushes = KEYS[18], losses = KEYS[19], conf = KEYS[20], events = KEYS[21], events_seq = KEYS[22], events_wake = KEYS[23], priorities = KEYS[24], lanes = KEYS[25], groups = KEYS[26], group_held = KEYS[27], parked = KEYS[28], metadata = KEYS[29], policies = KEYS[30], history = KEYS[31], enqueued_at = KEYS[32], requeue_locks = KEYS[33], requeue_schedule = KEYS[34], failed = KEYS[35], debounce = KEYS[36], debounce_of = KEYS[37] }
+-- The keys by name, for the helpers that look a key up by a name they hold.
+local K_TABLE = nil
+local function key_table()
+  if K_TABLE == nil then K_TABLE = { messages = KEYS[1], filters = KEYS[2], nattempts = KEYS[3], locks = KEYS[4], holders = KEYS[5], backoffs = KEYS[6], done = KEYS[7], done_at = KEYS[8], dedupe = KEYS[9], requeue = KEYS[10], requeue_content = KEYS[11], schedule = KEYS[12], lock_expiry = KEYS[13], outcomes = KEYS[14], updated_at = KEYS[15], mid_circle = KEYS[16], wake = KEYS[17], pushes = KEYS[18], losses = KEYS[19], layout = KEYS[20], conf = KEYS[21], events = KEYS[22], events_seq = KEYS[23], events_wake = KEYS[24], priorities = KEYS[25], lanes = KEYS[26], groups = KEYS[27], group_held = KEYS[28], parked = KEYS[29], metadata = KEYS[30], policies = KEYS[31], history = KEYS[32], enqueued_at = KEYS[33], requeue_locks = KEYS[34], requeue_schedule = KEYS[35], failed = KEYS[36], debounce = KEYS[37], debounce_of = KEYS[38] } end
+  return K_TABLE
+end
 -- common: helpers every script includes. K holds the queue's keys by name
 -- (see src/redis/keys.ts; in Lua '-' becomes '_' and '?' is dropped).
 --
 -- KEYS: (none of its own)
 
--- The types kvmq keeps in each key, to refuse foreign data before writing anything.
-local KEY_TYPES = {
-  messages = 'hash', locks = 'hash', backoffs = 'hash', nattempts = 'hash', mid_circle = 'list',
-  done = 'set', requeue = 'set', eoq_backoff = 'string', ndry_runs = 'string', metadata = 'hash',
-  filters = 'hash', classes = 'set', holders = 'hash', outcomes = 'hash', enqueued_at = 'hash',
-  updated_at = 'hash', requeue_content = 'hash', schedule = 'zset', lock_expiry = 'zset',
-  done_at = 'zset', dedupe = 'zset', conf = 'hash', consumers = 'hash', gc_lock = 'string',
-  gc_at = 'string', policies = 'hash', history = 'hash', losses = 'hash', pushes = 'hash',
-  requeue_locks = 'zset', requeue_schedule = 'zset', failed = 'zset', events = 'stream', events_seq = 'string',
-  priorities = 'hash', lanes = 'zset', groups = 'hash', group_held = 'hash', parked = 'set', debounce = 'hash',
-  debounce_of = 'hash', rate_tat = 'string', schedules = 'hash',
-}
+-- The types kvmq keeps in each key, to refuse foreign data before writing anything. Built when a check
+-- first needs it: a script whose queue is marked (see LAYOUT_FIELD) mostly makes no check at all.
+local KEY_TYPES = nil
+local function key_type(name)
+  if KEY_TYPES == nil then
+    KEY_TYPES = {
+      messages = 'hash', locks = 'hash', backoffs = 'hash', nattempts = 'hash', mid_circle = 'list',
+      done = 'set', requeue = 'set', eoq_backoff = 'string', ndry_runs = 'string', metadata = 'hash',
+      filters = 'hash', classes = 'set', holders = 'hash', outcomes = 'hash', enqueued_at = 'hash',
+      updated_at = 'hash', requeue_content = 'hash', schedule = 'zset', lock_expiry = 'zset',
+      done_at = 'zset', dedupe = 'zset', conf = 'hash', consumers = 'hash', gc_lock = 'string',
+      gc_at = 'string', policies = 'hash', history = 'hash', losses = 'hash', pushes = 'hash',
+      requeue_locks = 'zset', requeue_schedule = 'zset', failed = 'zset', events = 'stream', events_seq = 'string',
+      priorities = 'hash', lanes = 'zset', groups = 'hash', group_held = 'hash', parked = 'set', debounce = 'hash',
+      debounce_of = 'hash', rate_tat = 'string', schedules = 'hash', layout = 'string',
+    }
+  end
+  return KEY_TYPES[name]
+end
+
+-- The \`layout\` key (a string) marks a queue whose keys a full check_layout found to be kvmq's: an enqueue
+-- writes it after its check; clear deletes it with the rest. The hot paths (enqueue, claim, finish) of a
+-- marked queue skip their TYPE calls (about a µs each, a dozen or more per call): a key another program
+-- creates under the prefix later fails the call with Redis's WRONGTYPE, which the client reports as a
+-- StoreLayoutError too, but maybe after part of the call's writes. Keys read before any write and those of
+-- rare paths are still checked on every call.
+local LAYOUT_VERSION = '1'
 
 -- Lua's unpack has a stack limit; variadic commands go in chunks of this many arguments.
 local CHUNK = 1000
@@ -2901,14 +3288,33 @@ local function check_type(key, expected)
   if found ~= 'none' and found ~= expected then layout_error(key, found, expected) end
 end
 
+-- Whether the queue carries the layout mark (the script must take the \`layout\` key).
+local function layout_marked()
+  local mark = redis.pcall('GET', KEYS[20])
+  if type(mark) == 'table' and mark.err then layout_error(KEYS[20], redis.call('TYPE', KEYS[20]).ok, 'string') end
+  return mark == LAYOUT_VERSION
+end
+
+-- Marks the queue after a full check_layout found its keys kvmq's.
+local function mark_layout()
+  redis.call('SET', KEYS[20], LAYOUT_VERSION)
+end
+
+-- The conf fields \`fields\` (HMGET), a conf of another type refused before any write.
+local function read_conf(fields)
+  local conf = redis.pcall('HMGET', KEYS[21], unpack(fields))
+  if conf.err then layout_error(KEYS[21], redis.call('TYPE', KEYS[21]).ok, 'hash') end
+  return conf
+end
+
 -- The ready list of a lane: a filter class (\`mid-circle\` for messages without filters), followed by '@'
 -- and a 4-digit priority when above 0 (\`mid-circle:a=x@0003\`, \`mid-circle@0003\`); '#<group>' is the list
 -- of a full group's parked messages (\`mid-circle#<group>\`).
 local function ready_list(lane)
-  if lane == '' then return K.mid_circle end
+  if lane == '' then return KEYS[16] end
   local c = string.byte(lane, 1)
-  if c == 64 or c == 35 then return K.mid_circle .. lane end
-  return K.mid_circle .. ':' .. lane
+  if c == 64 or c == 35 then return KEYS[16] .. lane end
+  return KEYS[16] .. ':' .. lane
 end
 
 -- The lane of a class and a priority (a number, a string or nil: 0).
@@ -2927,14 +3333,14 @@ end
 
 -- A message's filter class ('' for none); the script must take the \`filters\` key.
 local function class_of(id)
-  return redis.call('HGET', K.filters, id) or ''
+  return redis.call('HGET', KEYS[2], id) or ''
 end
 
 -- Checks every key the script was given, and the ready list of every filter
 -- class known or about to be added, before the script writes anything: a
 -- script that stopped half-way would leave messages half-written.
 -- Keys a script touches only on its rare paths (see check_rare).
-local RARE = {}
+local RARE, RARE_NAMES = {}, {}
 local rare_checked = false
 -- Keys a helper checks itself, only when it is about to use them (lib/events.lua: with events on).
 local CHECKED_BY_HELPER = {}
@@ -2942,21 +3348,30 @@ local CHECKED_BY_HELPER = {}
 -- \`rare\` (optional) names keys left to check_rare, so a hot path pays no TYPE call for them. \`read_first\`
 -- (optional) names keys the script reads, with a command that refuses another type, before it writes
 -- anything: that read is their check. Each TYPE call costs about a µs of the server's time, on every call.
-local function check_layout(new_classes, rare, read_first)
-  for _, name in ipairs(rare or {}) do RARE[name] = true end
+-- \`marked\` (optional): the queue carries the layout mark; only the lists of \`new_classes\` are checked.
+local function check_layout(new_classes, rare, read_first, marked)
+  -- A marked queue's hot path only keeps the list: check_rare reads it, and a set is built only below.
+  RARE_NAMES = rare or RARE_NAMES
+  if marked then
+    if KEYS[16] ~= nil then
+      for _, class in ipairs(new_classes or {}) do check_type(ready_list(class), 'list') end
+    end
+    return
+  end
+  for _, name in ipairs(RARE_NAMES) do RARE[name] = true end
   local skip = {}
   for _, name in ipairs(read_first or {}) do skip[name] = true end
-  local lists = K.classes ~= nil and K.mid_circle ~= nil
+  local lists = nil ~= nil and KEYS[16] ~= nil
   -- SMEMBERS below checks \`classes\` itself.
   if lists then skip.classes = true end
-  for name, key in pairs(K) do
-    local expected = KEY_TYPES[name]
+  for name, key in pairs(key_table()) do
+    local expected = key_type(name)
     if expected ~= nil and not RARE[name] and not CHECKED_BY_HELPER[name] and not skip[name] then
       check_type(key, expected)
     end
   end
   if lists then
-    for _, class in ipairs(redis.call('SMEMBERS', K.classes)) do check_type(ready_list(class), 'list') end
+    for _, class in ipairs(redis.call('SMEMBERS', nil)) do check_type(ready_list(class), 'list') end
     for _, class in ipairs(new_classes or {}) do check_type(ready_list(class), 'list') end
   end
 end
@@ -2966,8 +3381,8 @@ end
 local function check_rare()
   if rare_checked then return end
   rare_checked = true
-  for name in pairs(RARE) do
-    if K[name] ~= nil and not CHECKED_BY_HELPER[name] then check_type(K[name], KEY_TYPES[name]) end
+  for _, name in ipairs(RARE_NAMES) do
+    if key_table()[name] ~= nil and not CHECKED_BY_HELPER[name] then check_type(key_table()[name], key_type(name)) end
   end
 end
 
@@ -3037,13 +3452,13 @@ end
 local function flush_ready(r)
   for class, ids in pairs(r.back) do
     call_chunked('LPUSH', ready_list(class), ids)
-    redis.call('HINCRBY', K.pushes, class, #ids)
+    redis.call('HINCRBY', KEYS[18], class, #ids)
   end
   for class, ids in pairs(r.front) do
-    if string.find(class, '@', 1, true) then redis.call('ZADD', K.lanes, select(2, lane_parts(class)), class) end
+    if string.find(class, '@', 1, true) then redis.call('ZADD', KEYS[26], select(2, lane_parts(class)), class) end
   end
   for class in pairs(r.back) do
-    if string.find(class, '@', 1, true) then redis.call('ZADD', K.lanes, select(2, lane_parts(class)), class) end
+    if string.find(class, '@', 1, true) then redis.call('ZADD', KEYS[26], select(2, lane_parts(class)), class) end
   end
   for class, ids in pairs(r.front) do
     -- The earliest is pushed last, so it is the next out.
@@ -3083,17 +3498,13 @@ local EVENTS_CONF = { 'events', 'events_max_count' }
 -- Reads the queue's events flag and bound (or takes them as read: \`read\`, the values of EVENTS_CONF).
 -- Call it before the script writes anything.
 local function events_begin(read)
-  local conf = read
-  if conf == nil then
-    -- A conf of another type fails here, before any write (scripts on a hot path leave it out of check_layout).
-    conf = redis.pcall('HMGET', K.conf, unpack(EVENTS_CONF))
-    if conf.err then layout_error(K.conf, redis.call('TYPE', K.conf).ok, 'hash') end
-  end
+  -- A conf of another type fails here, before any write (scripts on a hot path leave it out of check_layout).
+  local conf = read or read_conf(EVENTS_CONF)
   EV.on = conf[1] == '1'
   if EV.on then
     EV.max = tonumber(conf[2]) or DEFAULT_EVENTS_MAX_COUNT
-    check_type(K.events, 'stream')
-    check_type(K.events_seq, 'string')
+    check_type(KEYS[22], 'stream')
+    check_type(KEYS[23], 'string')
   end
 end
 
@@ -3142,7 +3553,7 @@ end
 
 -- Writes the events noted by this script.
 local function events_flush(now)
-  if EV.on and #EV.lines > 0 then append_events(K.events, K.events_seq, K.events_wake, EV.max, now, EV.lines) end
+  if EV.on and #EV.lines > 0 then append_events(KEYS[22], KEYS[23], KEYS[24], EV.max, now, EV.lines) end
   EV.lines = {}
 end
 -- lanes: where a message waits when ready. A lane is a filter class, with its priority when above 0
@@ -3153,7 +3564,7 @@ end
 
 -- The lane a message joins when it becomes ready.
 local function lane_of(id)
-  return lane_for(class_of(id), redis.call('HGET', K.priorities, id))
+  return lane_for(class_of(id), redis.call('HGET', KEYS[25], id))
 end
 
 -- Blanks a queued message's entry where it waits (its ready list, else its group's parked list), in
@@ -3162,7 +3573,7 @@ local function unready(id)
   local list = ready_list(lane_of(id))
   local at = redis.call('LPOS', list, id)
   if not at then
-    local group = redis.call('HGET', K.groups, id)
+    local group = redis.call('HGET', KEYS[27], id)
     if not group then return false end
     list = ready_list('#' .. group)
     at = redis.call('LPOS', list, id)
@@ -3183,7 +3594,7 @@ end
 
 -- The queue's limit, or nil for none.
 local function group_limit()
-  return tonumber(redis.call('HGET', K.conf, 'group_concurrency'))
+  return tonumber(redis.call('HGET', KEYS[21], 'group_concurrency'))
 end
 
 -- Moves up to \`free\` (nil: all) of the group's parked messages back to the front of their lanes.
@@ -3196,7 +3607,7 @@ local function unpark(group, free, ready)
     if not ids then break end
     for _, id in ipairs(ids) do
       -- Blank entries (removed or debounced messages) and messages gone meanwhile are dropped.
-      if id ~= '' and redis.call('HGET', K.groups, id) == group then
+      if id ~= '' and redis.call('HGET', KEYS[27], id) == group then
         push_ready(ready, lane_of(id), id, true)
         moved = moved + 1
       end
@@ -3204,8 +3615,8 @@ local function unpark(group, free, ready)
   end
   if redis.call('EXISTS', list) == 0 then
     -- Groups come and go (tenants): nothing of an emptied parked list stays behind.
-    redis.call('SREM', K.parked, group)
-    redis.call('HDEL', K.pushes, '#' .. group)
+    redis.call('SREM', KEYS[29], group)
+    redis.call('HDEL', KEYS[18], '#' .. group)
   end
   return moved
 end
@@ -3214,27 +3625,27 @@ end
 local function park(group, id)
   local lane = '#' .. group
   redis.call('LPUSH', ready_list(lane), id)
-  redis.call('HINCRBY', K.pushes, lane, 1)
-  redis.call('SADD', K.parked, group)
+  redis.call('HINCRBY', KEYS[18], lane, 1)
+  redis.call('SADD', KEYS[29], group)
 end
 
 -- The held messages \`ids\` let go of their locks (finished, lock expired): their groups' counts go down,
 -- and parked messages of those groups get the room, unless \`keep\` (the messages go back to the front
 -- of their lanes and take the room themselves: an expired lock). Returns how many went back to their lanes.
 local function release_groups(ids, ready, keep)
-  if redis.call('EXISTS', K.group_held) == 0 then return 0 end
+  if redis.call('EXISTS', KEYS[28]) == 0 then return 0 end
   check_rare()
-  local groups = hmget(K.groups, ids)
+  local groups = hmget(KEYS[27], ids)
   local limit, moved = false, 0
   for i = 1, #ids do
     local group = groups[i]
     if group then
-      local held = redis.call('HINCRBY', K.group_held, group, -1)
+      local held = redis.call('HINCRBY', KEYS[28], group, -1)
       if held <= 0 then
-        redis.call('HDEL', K.group_held, group)
+        redis.call('HDEL', KEYS[28], group)
         held = 0
       end
-      if not keep and redis.call('SISMEMBER', K.parked, group) == 1 then
+      if not keep and redis.call('SISMEMBER', KEYS[29], group) == 1 then
         if limit == false then limit = group_limit() end
         if limit == nil then
           moved = moved + unpark(group, nil, ready)
@@ -3251,8 +3662,8 @@ end
 local function unpark_all(ready)
   local limit = group_limit()
   local moved = 0
-  for _, group in ipairs(redis.call('SMEMBERS', K.parked)) do
-    local held = tonumber(redis.call('HGET', K.group_held, group)) or 0
+  for _, group in ipairs(redis.call('SMEMBERS', KEYS[29])) do
+    local held = tonumber(redis.call('HGET', KEYS[28], group)) or 0
     if limit == nil then
       moved = moved + unpark(group, nil, ready)
     elseif held < limit then
@@ -3278,19 +3689,19 @@ local has_debounce = nil
 -- With \`w\`, the removals are queued there (many ids in one command per key); else made now.
 local function forget(id, w)
   for _, name in ipairs(FORGET_HASHES) do
-    if w then later(w, 'hdel', K[name], id) else redis.call('HDEL', K[name], id) end
+    if w then later(w, 'hdel', key_table()[name], id) else redis.call('HDEL', key_table()[name], id) end
   end
   for _, name in ipairs(FORGET_ZSETS) do
-    if w then later(w, 'zrem', K[name], id) else redis.call('ZREM', K[name], id) end
+    if w then later(w, 'zrem', key_table()[name], id) else redis.call('ZREM', key_table()[name], id) end
   end
   for _, name in ipairs({ 'done', 'requeue' }) do
-    if w then later(w, 'srem', K[name], id) else redis.call('SREM', K[name], id) end
+    if w then later(w, 'srem', key_table()[name], id) else redis.call('SREM', key_table()[name], id) end
   end
-  if has_debounce == nil then has_debounce = redis.call('EXISTS', K.debounce_of) == 1 end
-  local did = has_debounce and redis.call('HGET', K.debounce_of, id)
+  if has_debounce == nil then has_debounce = redis.call('EXISTS', KEYS[38]) == 1 end
+  local did = has_debounce and redis.call('HGET', KEYS[38], id)
   if did then
-    redis.call('HDEL', K.debounce_of, id)
-    if redis.call('HGET', K.debounce, did) == id then redis.call('HDEL', K.debounce, did) end
+    redis.call('HDEL', KEYS[38], id)
+    if redis.call('HGET', KEYS[37], did) == id then redis.call('HDEL', KEYS[37], did) end
   end
 end
 -- fail: a message's last run ended in a final error: it becomes failed, or
@@ -3307,7 +3718,7 @@ local HISTORY_LIMIT = 10
 local function append_history(id, attempt, started, now, consumer, outcome, err)
   check_rare()
   local history = {}
-  local stored = redis.call('HGET', K.history, id)
+  local stored = redis.call('HGET', KEYS[32], id)
   if stored then
     local ok, value = pcall(cjson.decode, stored)
     if ok and type(value) == 'table' then history = value end
@@ -3321,21 +3732,21 @@ local function append_history(id, attempt, started, now, consumer, outcome, err)
     error = err or cjson.null,
   }
   while #history > HISTORY_LIMIT do table.remove(history, 1) end
-  redis.call('HSET', K.history, id, cjson.encode(history))
+  redis.call('HSET', KEYS[32], id, cjson.encode(history))
 end
 
 -- The keys of the dead-letter queue \`name\`: same prefix, its own hash tag (so never on a cluster:
 -- configure refuses a dead-letter queue there).
 local function dead_letter_key(name, key)
-  local prefix = string.match(K.conf, '^([^{]*):{')
+  local prefix = string.match(KEYS[21], '^([^{]*):{')
   return prefix .. ':{' .. name .. '}:' .. key
 end
 
 -- Moves the message to the dead-letter queue \`dlq\`, queued there at attempt 0; false when the id is taken there.
 local function dead_letter(id, dlq, now)
   local dk = function(key) return dead_letter_key(dlq, key) end
-  local class = redis.call('HGET', K.filters, id) or ''
-  local priority = redis.call('HGET', K.priorities, id)
+  local class = redis.call('HGET', KEYS[2], id) or ''
+  local priority = redis.call('HGET', KEYS[25], id)
   -- The message keeps its priority and group there (see ready_list in common).
   local lane = lane_for(class, priority)
   local list = dk('mid-circle')
@@ -3356,8 +3767,8 @@ local function dead_letter(id, dlq, now)
     check_type(dk('events-seq'), 'string')
   end
   if redis.call('HEXISTS', dk('messages'), id) == 1 then return false end
-  for _, pair in ipairs({ { 'messages', K.messages }, { 'metadata', K.metadata }, { 'policies', K.policies },
-    { 'history', K.history }, { 'outcomes', K.outcomes }, { 'priorities', K.priorities }, { 'groups', K.groups } }) do
+  for _, pair in ipairs({ { 'messages', KEYS[1] }, { 'metadata', KEYS[30] }, { 'policies', KEYS[31] },
+    { 'history', KEYS[32] }, { 'outcomes', KEYS[14] }, { 'priorities', KEYS[25] }, { 'groups', KEYS[27] } }) do
     local value = redis.call('HGET', pair[2], id)
     if value then redis.call('HSET', dk(pair[1]), id, value) end
   end
@@ -3383,17 +3794,17 @@ end
 -- or dead-lettered. The caller has recorded the failing attempt in the history.
 local function fail(id, now, outcome)
   check_rare()
-  for _, key in ipairs({ K.locks, K.holders, K.backoffs, K.requeue_content }) do redis.call('HDEL', key, id) end
-  for _, key in ipairs({ K.lock_expiry, K.schedule, K.requeue_locks }) do redis.call('ZREM', key, id) end
-  redis.call('SREM', K.requeue, id)
-  redis.call('HSET', K.outcomes, id, outcome)
-  redis.call('HSET', K.updated_at, id, now)
-  local dlq = redis.call('HGET', K.conf, 'dead_letter_queue')
+  for _, key in ipairs({ KEYS[4], KEYS[5], KEYS[6], KEYS[11] }) do redis.call('HDEL', key, id) end
+  for _, key in ipairs({ KEYS[13], KEYS[12], KEYS[34] }) do redis.call('ZREM', key, id) end
+  redis.call('SREM', KEYS[10], id)
+  redis.call('HSET', KEYS[14], id, outcome)
+  redis.call('HSET', KEYS[15], id, now)
+  local dlq = redis.call('HGET', KEYS[21], 'dead_letter_queue')
   if dlq and dlq ~= '' and dead_letter(id, dlq, now) then
     forget(id)
     return
   end
-  redis.call('ZADD', K.failed, now, id)
+  redis.call('ZADD', KEYS[36], now, id)
 end
 -- finish: records handler outcomes. Only the consumer holding a message, for
 -- the attempt it was handed, may finish it; anything else is 'lost' (the lock
@@ -3407,7 +3818,7 @@ end
 -- Runs when Redis is out of memory (allow-oom): draining the queue is how memory comes back.
 --
 -- KEYS: messages filters nattempts locks holders backoffs done done-at dedupe requeue
---       requeue-content schedule lock-expiry outcomes updated-at mid-circle wake pushes losses
+--       requeue-content schedule lock-expiry outcomes updated-at mid-circle wake pushes losses layout
 -- ARGV: consumer id, then seven per finish: id, attempt, outcome ('success', 'error' or 'retry'),
 --       backoff ms, error ('-' for none, else '+' and the text), started at ms ('' when it never ran),
 --       the error as the history keeps it ('' when it is the error itself, else '+' and the text)
@@ -3419,19 +3830,20 @@ local PER = 7
 -- holders, nattempts and requeue before its first write.
 check_layout(nil, { 'history', 'losses', 'failed', 'conf', 'requeue_locks', 'requeue_schedule', 'requeue_content',
   'metadata', 'policies', 'enqueued_at', 'schedule', 'mid_circle', 'filters', 'pushes', 'priorities', 'lanes', 'groups',
-  'debounce', 'debounce_of', 'group_held', 'parked', 'messages' }, { 'holders', 'nattempts', 'requeue' })
+  'debounce', 'debounce_of', 'group_held', 'parked', 'messages' }, { 'holders', 'nattempts', 'requeue' },
+  layout_marked())
 local consumer = ARGV[1]
 local count = (#ARGV - 1) / PER
 if count == 0 then return {} end
 local now = now_ms()
 local ids = {}
 for k = 1, count do ids[k] = ARGV[2 + (k - 1) * PER] end
-local holders = hmget(K.holders, ids)
-local attempts = hmget(K.nattempts, ids)
+local holders = hmget(KEYS[5], ids)
+local attempts = hmget(KEYS[3], ids)
 local marked = {}
-if redis.call('SCARD', K.requeue) > 0 then
+if redis.call('SCARD', KEYS[10]) > 0 then
   for k, id in ipairs(ids) do
-    marked[k] = redis.call('SISMEMBER', K.requeue, id) == 1
+    marked[k] = redis.call('SISMEMBER', KEYS[10], id) == 1
     if marked[k] then check_rare() end
   end
 end
@@ -3442,10 +3854,10 @@ events_begin()
 
 -- A new run with the payload given at requeue time, if one was.
 local function take_replacement(id)
-  local content = redis.call('HGET', K.requeue_content, id)
+  local content = redis.call('HGET', KEYS[11], id)
   if content then
-    redis.call('HSET', K.messages, id, content)
-    redis.call('HDEL', K.requeue_content, id)
+    redis.call('HSET', KEYS[1], id, content)
+    redis.call('HDEL', KEYS[11], id)
   end
 end
 
@@ -3504,12 +3916,12 @@ for k, id in ipairs(ids) do
       -- A retry runs again anyway: a requeue mark is used up by it.
       if marked[k] then
         take_replacement(id)
-        later(w, 'srem', K.requeue, id)
-        later(w, 'zrem', K.requeue_locks, id)
+        later(w, 'srem', KEYS[10], id)
+        later(w, 'zrem', KEYS[34], id)
       end
       if backoff > 0 then
-        later(w, 'hset', K.backoffs, id, now + backoff)
-        later(w, 'zadd', K.schedule, now + backoff, id)
+        later(w, 'hset', KEYS[6], id, now + backoff)
+        later(w, 'zadd', KEYS[12], now + backoff, id)
       else
         push_ready(ready, lane_of(id), id, false)
       end
@@ -3517,18 +3929,18 @@ for k, id in ipairs(ids) do
     elseif marked[k] then
       -- The requeue wins over any outcome: a new run.
       take_replacement(id)
-      later(w, 'hdel', K.nattempts, id)
-      later(w, 'hdel', K.losses, id)
-      later(w, 'zrem', K.requeue_locks, id)
+      later(w, 'hdel', KEYS[3], id)
+      later(w, 'hdel', KEYS[19], id)
+      later(w, 'zrem', KEYS[34], id)
       if backoff > 0 and outcome ~= 'error' then
         -- done-with-requeue: done, still marked, queued again when the backoff ends.
         done[#done + 1] = id
         done_at[#done_at + 1], done_at[#done_at + 2] = now, id
-        later(w, 'hset', K.backoffs, id, now + backoff)
-        later(w, 'zadd', K.schedule, now + backoff, id)
-        later(w, 'zadd', K.requeue_schedule, now + backoff, id)
+        later(w, 'hset', KEYS[6], id, now + backoff)
+        later(w, 'zadd', KEYS[12], now + backoff, id)
+        later(w, 'zadd', KEYS[35], now + backoff, id)
       else
-        later(w, 'srem', K.requeue, id)
+        later(w, 'srem', KEYS[10], id)
         push_ready(ready, lane_of(id), id, false)
       end
       woke = true
@@ -3536,29 +3948,29 @@ for k, id in ipairs(ids) do
       done[#done + 1] = id
       done_at[#done_at + 1], done_at[#done_at + 2] = now, id
       dedupe[#dedupe + 1], dedupe[#dedupe + 2] = now + backoff, id
-      if backoff > 0 then later(w, 'hset', K.backoffs, id, now + backoff) end
+      if backoff > 0 then later(w, 'hset', KEYS[6], id, now + backoff) end
     end
   end
 end
 
 if #unlocked > 0 then
-  call_chunked('HDEL', K.locks, unlocked)
-  call_chunked('HDEL', K.holders, unlocked)
-  call_chunked('ZREM', K.lock_expiry, unlocked)
+  call_chunked('HDEL', KEYS[4], unlocked)
+  call_chunked('HDEL', KEYS[5], unlocked)
+  call_chunked('ZREM', KEYS[13], unlocked)
 end
 if #stamps > 0 then
-  call_chunked('HSET', K.outcomes, outcomes)
-  call_chunked('HSET', K.updated_at, stamps)
+  call_chunked('HSET', KEYS[14], outcomes)
+  call_chunked('HSET', KEYS[15], stamps)
 end
 if #done > 0 then
-  call_chunked('SADD', K.done, done)
-  call_chunked('ZADD', K.done_at, done_at)
+  call_chunked('SADD', KEYS[7], done)
+  call_chunked('ZADD', KEYS[8], done_at)
 end
-if #dedupe > 0 then call_chunked('ZADD', K.dedupe, dedupe) end
+if #dedupe > 0 then call_chunked('ZADD', KEYS[9], dedupe) end
 flush_writes(w)
 flush_ready(ready)
 events_flush(now)
-if woke then redis.call('PUBLISH', K.wake, 'finish') end
+if woke then redis.call('PUBLISH', KEYS[17], 'finish') end
 return replies
 `,
   },
@@ -3600,28 +4012,49 @@ return replies
       'pushes',
       'debounce',
       'debounce-of',
+      'layout',
     ],
     readOnly: false,
-    sha: '07e577f6232c2ce06df52f53faed65ae01a60d42',
+    sha: '762691a89465a3db68a1c5bea8dce8e2218b1f31',
     source: `#!lua
-local K = { schedules = KEYS[1], conf = KEYS[2], events = KEYS[3], events_seq = KEYS[4], events_wake = KEYS[5], done = KEYS[6], requeue = KEYS[7], backoffs = KEYS[8], locks = KEYS[9], failed = KEYS[10], filters = KEYS[11], priorities = KEYS[12], lanes = KEYS[13], groups = KEYS[14], messages = KEYS[15], metadata = KEYS[16], classes = KEYS[17], nattempts = KEYS[18], holders = KEYS[19], outcomes = KEYS[20], enqueued_at = KEYS[21], updated_at = KEYS[22], requeue_content = KEYS[23], schedule = KEYS[24], done_at = KEYS[25], dedupe = KEYS[26], mid_circle = KEYS[27], wake = KEYS[28], policies = KEYS[29], losses = KEYS[30], requeue_locks = KEYS[31], requeue_schedule = KEYS[32], pushes = KEYS[33], debounce = KEYS[34], debounce_of = KEYS[35] }
+-- The keys by name, for the helpers that look a key up by a name they hold.
+local K_TABLE = nil
+local function key_table()
+  if K_TABLE == nil then K_TABLE = { schedules = KEYS[1], conf = KEYS[2], events = KEYS[3], events_seq = KEYS[4], events_wake = KEYS[5], done = KEYS[6], requeue = KEYS[7], backoffs = KEYS[8], locks = KEYS[9], failed = KEYS[10], filters = KEYS[11], priorities = KEYS[12], lanes = KEYS[13], groups = KEYS[14], messages = KEYS[15], metadata = KEYS[16], classes = KEYS[17], nattempts = KEYS[18], holders = KEYS[19], outcomes = KEYS[20], enqueued_at = KEYS[21], updated_at = KEYS[22], requeue_content = KEYS[23], schedule = KEYS[24], done_at = KEYS[25], dedupe = KEYS[26], mid_circle = KEYS[27], wake = KEYS[28], policies = KEYS[29], losses = KEYS[30], requeue_locks = KEYS[31], requeue_schedule = KEYS[32], pushes = KEYS[33], debounce = KEYS[34], debounce_of = KEYS[35], layout = KEYS[36] } end
+  return K_TABLE
+end
 -- common: helpers every script includes. K holds the queue's keys by name
 -- (see src/redis/keys.ts; in Lua '-' becomes '_' and '?' is dropped).
 --
 -- KEYS: (none of its own)
 
--- The types kvmq keeps in each key, to refuse foreign data before writing anything.
-local KEY_TYPES = {
-  messages = 'hash', locks = 'hash', backoffs = 'hash', nattempts = 'hash', mid_circle = 'list',
-  done = 'set', requeue = 'set', eoq_backoff = 'string', ndry_runs = 'string', metadata = 'hash',
-  filters = 'hash', classes = 'set', holders = 'hash', outcomes = 'hash', enqueued_at = 'hash',
-  updated_at = 'hash', requeue_content = 'hash', schedule = 'zset', lock_expiry = 'zset',
-  done_at = 'zset', dedupe = 'zset', conf = 'hash', consumers = 'hash', gc_lock = 'string',
-  gc_at = 'string', policies = 'hash', history = 'hash', losses = 'hash', pushes = 'hash',
-  requeue_locks = 'zset', requeue_schedule = 'zset', failed = 'zset', events = 'stream', events_seq = 'string',
-  priorities = 'hash', lanes = 'zset', groups = 'hash', group_held = 'hash', parked = 'set', debounce = 'hash',
-  debounce_of = 'hash', rate_tat = 'string', schedules = 'hash',
-}
+-- The types kvmq keeps in each key, to refuse foreign data before writing anything. Built when a check
+-- first needs it: a script whose queue is marked (see LAYOUT_FIELD) mostly makes no check at all.
+local KEY_TYPES = nil
+local function key_type(name)
+  if KEY_TYPES == nil then
+    KEY_TYPES = {
+      messages = 'hash', locks = 'hash', backoffs = 'hash', nattempts = 'hash', mid_circle = 'list',
+      done = 'set', requeue = 'set', eoq_backoff = 'string', ndry_runs = 'string', metadata = 'hash',
+      filters = 'hash', classes = 'set', holders = 'hash', outcomes = 'hash', enqueued_at = 'hash',
+      updated_at = 'hash', requeue_content = 'hash', schedule = 'zset', lock_expiry = 'zset',
+      done_at = 'zset', dedupe = 'zset', conf = 'hash', consumers = 'hash', gc_lock = 'string',
+      gc_at = 'string', policies = 'hash', history = 'hash', losses = 'hash', pushes = 'hash',
+      requeue_locks = 'zset', requeue_schedule = 'zset', failed = 'zset', events = 'stream', events_seq = 'string',
+      priorities = 'hash', lanes = 'zset', groups = 'hash', group_held = 'hash', parked = 'set', debounce = 'hash',
+      debounce_of = 'hash', rate_tat = 'string', schedules = 'hash', layout = 'string',
+    }
+  end
+  return KEY_TYPES[name]
+end
+
+-- The \`layout\` key (a string) marks a queue whose keys a full check_layout found to be kvmq's: an enqueue
+-- writes it after its check; clear deletes it with the rest. The hot paths (enqueue, claim, finish) of a
+-- marked queue skip their TYPE calls (about a µs each, a dozen or more per call): a key another program
+-- creates under the prefix later fails the call with Redis's WRONGTYPE, which the client reports as a
+-- StoreLayoutError too, but maybe after part of the call's writes. Keys read before any write and those of
+-- rare paths are still checked on every call.
+local LAYOUT_VERSION = '1'
 
 -- Lua's unpack has a stack limit; variadic commands go in chunks of this many arguments.
 local CHUNK = 1000
@@ -3642,14 +4075,33 @@ local function check_type(key, expected)
   if found ~= 'none' and found ~= expected then layout_error(key, found, expected) end
 end
 
+-- Whether the queue carries the layout mark (the script must take the \`layout\` key).
+local function layout_marked()
+  local mark = redis.pcall('GET', KEYS[36])
+  if type(mark) == 'table' and mark.err then layout_error(KEYS[36], redis.call('TYPE', KEYS[36]).ok, 'string') end
+  return mark == LAYOUT_VERSION
+end
+
+-- Marks the queue after a full check_layout found its keys kvmq's.
+local function mark_layout()
+  redis.call('SET', KEYS[36], LAYOUT_VERSION)
+end
+
+-- The conf fields \`fields\` (HMGET), a conf of another type refused before any write.
+local function read_conf(fields)
+  local conf = redis.pcall('HMGET', KEYS[2], unpack(fields))
+  if conf.err then layout_error(KEYS[2], redis.call('TYPE', KEYS[2]).ok, 'hash') end
+  return conf
+end
+
 -- The ready list of a lane: a filter class (\`mid-circle\` for messages without filters), followed by '@'
 -- and a 4-digit priority when above 0 (\`mid-circle:a=x@0003\`, \`mid-circle@0003\`); '#<group>' is the list
 -- of a full group's parked messages (\`mid-circle#<group>\`).
 local function ready_list(lane)
-  if lane == '' then return K.mid_circle end
+  if lane == '' then return KEYS[27] end
   local c = string.byte(lane, 1)
-  if c == 64 or c == 35 then return K.mid_circle .. lane end
-  return K.mid_circle .. ':' .. lane
+  if c == 64 or c == 35 then return KEYS[27] .. lane end
+  return KEYS[27] .. ':' .. lane
 end
 
 -- The lane of a class and a priority (a number, a string or nil: 0).
@@ -3668,14 +4120,14 @@ end
 
 -- A message's filter class ('' for none); the script must take the \`filters\` key.
 local function class_of(id)
-  return redis.call('HGET', K.filters, id) or ''
+  return redis.call('HGET', KEYS[11], id) or ''
 end
 
 -- Checks every key the script was given, and the ready list of every filter
 -- class known or about to be added, before the script writes anything: a
 -- script that stopped half-way would leave messages half-written.
 -- Keys a script touches only on its rare paths (see check_rare).
-local RARE = {}
+local RARE, RARE_NAMES = {}, {}
 local rare_checked = false
 -- Keys a helper checks itself, only when it is about to use them (lib/events.lua: with events on).
 local CHECKED_BY_HELPER = {}
@@ -3683,21 +4135,30 @@ local CHECKED_BY_HELPER = {}
 -- \`rare\` (optional) names keys left to check_rare, so a hot path pays no TYPE call for them. \`read_first\`
 -- (optional) names keys the script reads, with a command that refuses another type, before it writes
 -- anything: that read is their check. Each TYPE call costs about a µs of the server's time, on every call.
-local function check_layout(new_classes, rare, read_first)
-  for _, name in ipairs(rare or {}) do RARE[name] = true end
+-- \`marked\` (optional): the queue carries the layout mark; only the lists of \`new_classes\` are checked.
+local function check_layout(new_classes, rare, read_first, marked)
+  -- A marked queue's hot path only keeps the list: check_rare reads it, and a set is built only below.
+  RARE_NAMES = rare or RARE_NAMES
+  if marked then
+    if KEYS[27] ~= nil then
+      for _, class in ipairs(new_classes or {}) do check_type(ready_list(class), 'list') end
+    end
+    return
+  end
+  for _, name in ipairs(RARE_NAMES) do RARE[name] = true end
   local skip = {}
   for _, name in ipairs(read_first or {}) do skip[name] = true end
-  local lists = K.classes ~= nil and K.mid_circle ~= nil
+  local lists = KEYS[17] ~= nil and KEYS[27] ~= nil
   -- SMEMBERS below checks \`classes\` itself.
   if lists then skip.classes = true end
-  for name, key in pairs(K) do
-    local expected = KEY_TYPES[name]
+  for name, key in pairs(key_table()) do
+    local expected = key_type(name)
     if expected ~= nil and not RARE[name] and not CHECKED_BY_HELPER[name] and not skip[name] then
       check_type(key, expected)
     end
   end
   if lists then
-    for _, class in ipairs(redis.call('SMEMBERS', K.classes)) do check_type(ready_list(class), 'list') end
+    for _, class in ipairs(redis.call('SMEMBERS', KEYS[17])) do check_type(ready_list(class), 'list') end
     for _, class in ipairs(new_classes or {}) do check_type(ready_list(class), 'list') end
   end
 end
@@ -3707,8 +4168,8 @@ end
 local function check_rare()
   if rare_checked then return end
   rare_checked = true
-  for name in pairs(RARE) do
-    if K[name] ~= nil and not CHECKED_BY_HELPER[name] then check_type(K[name], KEY_TYPES[name]) end
+  for _, name in ipairs(RARE_NAMES) do
+    if key_table()[name] ~= nil and not CHECKED_BY_HELPER[name] then check_type(key_table()[name], key_type(name)) end
   end
 end
 
@@ -3778,13 +4239,13 @@ end
 local function flush_ready(r)
   for class, ids in pairs(r.back) do
     call_chunked('LPUSH', ready_list(class), ids)
-    redis.call('HINCRBY', K.pushes, class, #ids)
+    redis.call('HINCRBY', KEYS[33], class, #ids)
   end
   for class, ids in pairs(r.front) do
-    if string.find(class, '@', 1, true) then redis.call('ZADD', K.lanes, select(2, lane_parts(class)), class) end
+    if string.find(class, '@', 1, true) then redis.call('ZADD', KEYS[13], select(2, lane_parts(class)), class) end
   end
   for class in pairs(r.back) do
-    if string.find(class, '@', 1, true) then redis.call('ZADD', K.lanes, select(2, lane_parts(class)), class) end
+    if string.find(class, '@', 1, true) then redis.call('ZADD', KEYS[13], select(2, lane_parts(class)), class) end
   end
   for class, ids in pairs(r.front) do
     -- The earliest is pushed last, so it is the next out.
@@ -3824,17 +4285,13 @@ local EVENTS_CONF = { 'events', 'events_max_count' }
 -- Reads the queue's events flag and bound (or takes them as read: \`read\`, the values of EVENTS_CONF).
 -- Call it before the script writes anything.
 local function events_begin(read)
-  local conf = read
-  if conf == nil then
-    -- A conf of another type fails here, before any write (scripts on a hot path leave it out of check_layout).
-    conf = redis.pcall('HMGET', K.conf, unpack(EVENTS_CONF))
-    if conf.err then layout_error(K.conf, redis.call('TYPE', K.conf).ok, 'hash') end
-  end
+  -- A conf of another type fails here, before any write (scripts on a hot path leave it out of check_layout).
+  local conf = read or read_conf(EVENTS_CONF)
   EV.on = conf[1] == '1'
   if EV.on then
     EV.max = tonumber(conf[2]) or DEFAULT_EVENTS_MAX_COUNT
-    check_type(K.events, 'stream')
-    check_type(K.events_seq, 'string')
+    check_type(KEYS[3], 'stream')
+    check_type(KEYS[4], 'string')
   end
 end
 
@@ -3883,7 +4340,7 @@ end
 
 -- Writes the events noted by this script.
 local function events_flush(now)
-  if EV.on and #EV.lines > 0 then append_events(K.events, K.events_seq, K.events_wake, EV.max, now, EV.lines) end
+  if EV.on and #EV.lines > 0 then append_events(KEYS[3], KEYS[4], KEYS[5], EV.max, now, EV.lines) end
   EV.lines = {}
 end
 -- state: a message's state, derived from Carmine's keys as Carmine derives it,
@@ -3893,10 +4350,10 @@ end
 
 -- The state of a message known to exist, at \`now\`.
 local function state_of(id, now)
-  if redis.call('ZSCORE', K.failed, id) then return 'failed', nil end
-  local backoff = tonumber(redis.call('HGET', K.backoffs, id)) or 0
-  if redis.call('SISMEMBER', K.done, id) == 1 then
-    local requeued = redis.call('SISMEMBER', K.requeue, id) == 1
+  if redis.call('ZSCORE', KEYS[10], id) then return 'failed', nil end
+  local backoff = tonumber(redis.call('HGET', KEYS[8], id)) or 0
+  if redis.call('SISMEMBER', KEYS[6], id) == 1 then
+    local requeued = redis.call('SISMEMBER', KEYS[7], id) == 1
     if backoff > now then
       if requeued then return 'done-with-requeue', backoff end
       return 'done-with-backoff', backoff
@@ -3905,9 +4362,9 @@ local function state_of(id, now)
     if requeued then return 'queued', nil end
     return 'done-awaiting-gc', nil
   end
-  local lock = tonumber(redis.call('HGET', K.locks, id)) or 0
+  local lock = tonumber(redis.call('HGET', KEYS[9], id)) or 0
   if lock > now then
-    if redis.call('SISMEMBER', K.requeue, id) == 1 then return 'locked-with-requeue', lock end
+    if redis.call('SISMEMBER', KEYS[7], id) == 1 then return 'locked-with-requeue', lock end
     return 'locked', lock
   end
   if backoff > now then return 'queued-with-backoff', backoff end
@@ -3921,7 +4378,7 @@ end
 
 -- The lane a message joins when it becomes ready.
 local function lane_of(id)
-  return lane_for(class_of(id), redis.call('HGET', K.priorities, id))
+  return lane_for(class_of(id), redis.call('HGET', KEYS[12], id))
 end
 
 -- Blanks a queued message's entry where it waits (its ready list, else its group's parked list), in
@@ -3930,7 +4387,7 @@ local function unready(id)
   local list = ready_list(lane_of(id))
   local at = redis.call('LPOS', list, id)
   if not at then
-    local group = redis.call('HGET', K.groups, id)
+    local group = redis.call('HGET', KEYS[14], id)
     if not group then return false end
     list = ready_list('#' .. group)
     at = redis.call('LPOS', list, id)
@@ -3949,7 +4406,7 @@ end
 --
 -- KEYS: messages metadata filters classes nattempts locks holders backoffs done requeue outcomes
 --       enqueued-at updated-at requeue-content schedule done-at dedupe mid-circle wake policies losses
---       requeue-locks requeue-schedule pushes priorities lanes groups debounce debounce-of
+--       requeue-locks requeue-schedule pushes priorities lanes groups debounce debounce-of layout
 
 -- ARGV per message, from \`first\`: id, content (encoding tag + payload), metadata JSON ('' for none),
 -- filter class ('' for none), initial backoff ms, flags (1: allowRequeue, 2: replacePayload),
@@ -3964,21 +4421,31 @@ local function scheduling(ext)
   return priority, group, did
 end
 
+-- Whether the queue carried the layout mark when enqueue_check ran (enqueue marks it when not).
+local enqueue_marked = false
+
 -- Checks the layout for the messages from ARGV[first] (before anything is written).
 local function enqueue_check(first)
-  local lanes = {}
+  enqueue_marked = layout_marked()
+  -- Each lane's ready list once, however many messages of the batch go there.
+  local lanes, seen = {}, {}
   local rare = false
   for i = first, #ARGV, ENQUEUE_PER do
     local class, ext = ARGV[i + 3], ARGV[i + 7]
+    local lane = nil
     if ext ~= '' then
       rare = true
-      lanes[#lanes + 1] = lane_for(class, (scheduling(ext)))
+      lane = lane_for(class, (scheduling(ext)))
     elseif class ~= '' then
-      lanes[#lanes + 1] = class
+      lane = class
+    end
+    if lane and not seen[lane] then
+      seen[lane] = true
+      lanes[#lanes + 1] = lane
     end
   end
   -- Plain messages touch none of these.
-  check_layout(lanes, { 'conf', 'priorities', 'lanes', 'groups', 'debounce', 'debounce_of' })
+  check_layout(lanes, { 'conf', 'priorities', 'lanes', 'groups', 'debounce', 'debounce_of' }, nil, enqueue_marked)
   if rare then check_rare() end
 end
 
@@ -3995,27 +4462,27 @@ local function enqueue(first)
   -- Content, metadata, filters, priority and group of a message that starts a new run, queued now or
   -- after \`backoff\` ms.
   local function place(id, meta, class, backoff, revived, policy, priority, group)
-    if meta ~= '' then later(w, 'hset', K.metadata, id, meta) elseif revived then later(w, 'hdel', K.metadata, id) end
-    if policy ~= '' then later(w, 'hset', K.policies, id, policy) elseif revived then later(w, 'hdel', K.policies, id) end
+    if meta ~= '' then later(w, 'hset', KEYS[16], id, meta) elseif revived then later(w, 'hdel', KEYS[16], id) end
+    if policy ~= '' then later(w, 'hset', KEYS[29], id, policy) elseif revived then later(w, 'hdel', KEYS[29], id) end
     if class ~= '' then
-      later(w, 'hset', K.filters, id, class)
-      later(w, 'sadd', K.classes, class)
+      later(w, 'hset', KEYS[11], id, class)
+      later(w, 'sadd', KEYS[17], class)
     elseif revived then
-      later(w, 'hdel', K.filters, id)
+      later(w, 'hdel', KEYS[11], id)
     end
     local lane = class
     if priority ~= '' then
-      later(w, 'hset', K.priorities, id, priority)
+      later(w, 'hset', KEYS[12], id, priority)
       lane = lane_for(class, priority)
     elseif revived then
-      later(w, 'hdel', K.priorities, id)
+      later(w, 'hdel', KEYS[12], id)
     end
-    if group ~= '' then later(w, 'hset', K.groups, id, group) elseif revived then later(w, 'hdel', K.groups, id) end
-    later(w, 'hset', K.enqueued_at, id, now)
+    if group ~= '' then later(w, 'hset', KEYS[14], id, group) elseif revived then later(w, 'hdel', KEYS[14], id) end
+    later(w, 'hset', KEYS[21], id, now)
     if backoff > 0 then
       -- Written now: a duplicate later in this batch must see the backoff.
-      redis.call('HSET', K.backoffs, id, now + backoff)
-      later(w, 'zadd', K.schedule, now + backoff, id)
+      redis.call('HSET', KEYS[8], id, now + backoff)
+      later(w, 'zadd', KEYS[24], now + backoff, id)
     else
       push_ready(ready, lane, id, false)
     end
@@ -4027,26 +4494,26 @@ local function enqueue(first)
   -- becomes ready \`backoff\` ms from now, keeping its id, filters, priority, group and policy. Returns
   -- whether it did (else the new message is added as usual and takes the debounce id).
   local function debounce(wid, content, meta, backoff)
-    if redis.call('HEXISTS', K.messages, wid) == 0 or redis.call('SISMEMBER', K.done, wid) == 1
-      or redis.call('HEXISTS', K.locks, wid) == 1 or redis.call('ZSCORE', K.failed, wid) then
+    if redis.call('HEXISTS', KEYS[15], wid) == 0 or redis.call('SISMEMBER', KEYS[6], wid) == 1
+      or redis.call('HEXISTS', KEYS[9], wid) == 1 or redis.call('ZSCORE', KEYS[10], wid) then
       return false
     end
-    if redis.call('ZSCORE', K.schedule, wid) then
-      redis.call('ZREM', K.schedule, wid)
-      redis.call('HDEL', K.backoffs, wid)
+    if redis.call('ZSCORE', KEYS[24], wid) then
+      redis.call('ZREM', KEYS[24], wid)
+      redis.call('HDEL', KEYS[8], wid)
     elseif not unready(wid) then
       return false
     end
-    redis.call('HSET', K.messages, wid, content)
-    if meta ~= '' then redis.call('HSET', K.metadata, wid, meta) else redis.call('HDEL', K.metadata, wid) end
-    redis.call('HSET', K.updated_at, wid, now)
+    redis.call('HSET', KEYS[15], wid, content)
+    if meta ~= '' then redis.call('HSET', KEYS[16], wid, meta) else redis.call('HDEL', KEYS[16], wid) end
+    redis.call('HSET', KEYS[22], wid, now)
     if backoff > 0 then
-      redis.call('HSET', K.backoffs, wid, now + backoff)
-      redis.call('ZADD', K.schedule, now + backoff, wid)
+      redis.call('HSET', KEYS[8], wid, now + backoff)
+      redis.call('ZADD', KEYS[24], now + backoff, wid)
     else
       push_ready(ready, lane_of(wid), wid, false)
     end
-    event('enqueued', wid, redis.call('HGET', K.nattempts, wid) or 0)
+    event('enqueued', wid, redis.call('HGET', KEYS[18], wid) or 0)
     changed = true
     return true
   end
@@ -4054,26 +4521,26 @@ local function enqueue(first)
   -- The debounce index: \`did\` → id, and back, so the entry leaves with the message.
   local function index_debounce(id, did)
     if did ~= '' then
-      redis.call('HSET', K.debounce, did, id)
-      redis.call('HSET', K.debounce_of, id, did)
+      redis.call('HSET', KEYS[34], did, id)
+      redis.call('HSET', KEYS[35], id, did)
       return
     end
-    local old = redis.call('HGET', K.debounce_of, id)
+    local old = redis.call('HGET', KEYS[35], id)
     if old then
-      redis.call('HDEL', K.debounce_of, id)
-      if redis.call('HGET', K.debounce, old) == id then redis.call('HDEL', K.debounce, old) end
+      redis.call('HDEL', KEYS[35], id)
+      if redis.call('HGET', KEYS[34], old) == id then redis.call('HDEL', KEYS[34], old) end
     end
   end
 
   -- What is left of a finished run, before its id starts a new one (its history stays).
   local function forget_run(id)
-    for _, key in ipairs({ K.nattempts, K.outcomes, K.backoffs, K.locks, K.holders, K.updated_at, K.requeue_content,
-      K.losses }) do
+    for _, key in ipairs({ KEYS[18], KEYS[20], KEYS[8], KEYS[9], KEYS[19], KEYS[22], KEYS[23],
+      KEYS[30] }) do
       redis.call('HDEL', key, id)
     end
-    redis.call('SREM', K.done, id)
-    redis.call('ZREM', K.done_at, id)
-    redis.call('ZREM', K.dedupe, id)
+    redis.call('SREM', KEYS[6], id)
+    redis.call('ZREM', KEYS[25], id)
+    redis.call('ZREM', KEYS[26], id)
   end
 
   for i = first, #ARGV, ENQUEUE_PER do
@@ -4087,11 +4554,11 @@ local function enqueue(first)
       flush_writes(w)
       flush_ready(ready)
       w, ready = pending_writes(), pending_ready()
-      waiting = redis.call('HGET', K.debounce, did)
+      waiting = redis.call('HGET', KEYS[34], did)
     end
     if waiting and debounce(waiting, content, meta, backoff) then
       replies[#replies + 1] = 'debounced ' .. waiting
-    elseif redis.call('HSETNX', K.messages, id, content) == 1 then
+    elseif redis.call('HSETNX', KEYS[15], id, content) == 1 then
       place(id, meta, class, backoff, false, policy, priority, group)
       if did ~= '' then index_debounce(id, did) end
       -- event('enqueued', id, 0), without the call: the hottest path there is.
@@ -4101,31 +4568,31 @@ local function enqueue(first)
       local state, ends = state_of(id, now)
       -- An enqueue that revives or marks a message records the attempt it is at.
       if EV.on and (state == 'done-awaiting-gc' or (allow_requeue and (state == 'done-with-backoff' or state == 'locked'))) then
-        event('enqueued', id, redis.call('HGET', K.nattempts, id))
+        event('enqueued', id, redis.call('HGET', KEYS[18], id))
       end
       if state == 'done-awaiting-gc' then
-        redis.call('HSET', K.messages, id, content)
+        redis.call('HSET', KEYS[15], id, content)
         forget_run(id)
         place(id, meta, class, backoff, true, policy, priority, group)
         index_debounce(id, did)
         replies[#replies + 1] = 'revived'
       elseif allow_requeue and state == 'done-with-backoff' then
         -- done-with-requeue: queued when the backoff ends, as a new run.
-        redis.call('SADD', K.requeue, id)
-        redis.call('ZREM', K.dedupe, id)
-        redis.call('ZADD', K.schedule, ends, id)
-        redis.call('ZADD', K.requeue_schedule, ends, id)
-        redis.call('HDEL', K.nattempts, id)
-        redis.call('HDEL', K.losses, id)
-        if replace then redis.call('HSET', K.messages, id, content) end
-        later(w, 'hset', K.updated_at, id, now)
+        redis.call('SADD', KEYS[7], id)
+        redis.call('ZREM', KEYS[26], id)
+        redis.call('ZADD', KEYS[24], ends, id)
+        redis.call('ZADD', KEYS[32], ends, id)
+        redis.call('HDEL', KEYS[18], id)
+        redis.call('HDEL', KEYS[30], id)
+        if replace then redis.call('HSET', KEYS[15], id, content) end
+        later(w, 'hset', KEYS[22], id, now)
         replies[#replies + 1] = 'requeued'
         changed = true
       elseif allow_requeue and state == 'locked' then
-        redis.call('SADD', K.requeue, id)
-        redis.call('ZADD', K.requeue_locks, ends, id)
-        if replace then redis.call('HSET', K.requeue_content, id, content) end
-        later(w, 'hset', K.updated_at, id, now)
+        redis.call('SADD', KEYS[7], id)
+        redis.call('ZADD', KEYS[31], ends, id)
+        if replace then redis.call('HSET', KEYS[23], id, content) end
+        later(w, 'hset', KEYS[22], id, now)
         replies[#replies + 1] = 'requeued'
       else
         replies[#replies + 1] = state
@@ -4136,6 +4603,7 @@ local function enqueue(first)
   flush_writes(w)
   flush_ready(ready)
   events_flush(now)
+  if not enqueue_marked then mark_layout() end
   return replies, changed
 end
 -- fire-schedule: a schedule's compare-and-set and the enqueue of its due slots, in one step. When the
@@ -4152,12 +4620,12 @@ end
 -- Include: common events state lanes enqueue
 
 enqueue_check(4)
-local current = redis.call('HGET', K.schedules, ARGV[1])
+local current = redis.call('HGET', KEYS[1], ARGV[1])
 if current ~= ARGV[2] then return false end
 local space = string.find(current, ' ', 1, true)
-redis.call('HSET', K.schedules, ARGV[1], ARGV[3] .. string.sub(current, space))
+redis.call('HSET', KEYS[1], ARGV[1], ARGV[3] .. string.sub(current, space))
 local replies, changed = enqueue(4)
-if changed then redis.call('PUBLISH', K.wake, 'schedule') end
+if changed then redis.call('PUBLISH', KEYS[28], 'schedule') end
 return replies
 `,
   },
@@ -4165,26 +4633,46 @@ return replies
     name: 'gc-finish',
     keys: ['consumers', 'gc-lock'],
     readOnly: false,
-    sha: '967e2ce128660ab29c1313d83ba23f1ff0cb5de6',
+    sha: '0ffe8dbfce5ac655ee1b33b7554549e0897c8932',
     source: `#!lua flags=allow-oom
-local K = { consumers = KEYS[1], gc_lock = KEYS[2] }
+-- The keys by name, for the helpers that look a key up by a name they hold.
+local K_TABLE = nil
+local function key_table()
+  if K_TABLE == nil then K_TABLE = { consumers = KEYS[1], gc_lock = KEYS[2] } end
+  return K_TABLE
+end
 -- common: helpers every script includes. K holds the queue's keys by name
 -- (see src/redis/keys.ts; in Lua '-' becomes '_' and '?' is dropped).
 --
 -- KEYS: (none of its own)
 
--- The types kvmq keeps in each key, to refuse foreign data before writing anything.
-local KEY_TYPES = {
-  messages = 'hash', locks = 'hash', backoffs = 'hash', nattempts = 'hash', mid_circle = 'list',
-  done = 'set', requeue = 'set', eoq_backoff = 'string', ndry_runs = 'string', metadata = 'hash',
-  filters = 'hash', classes = 'set', holders = 'hash', outcomes = 'hash', enqueued_at = 'hash',
-  updated_at = 'hash', requeue_content = 'hash', schedule = 'zset', lock_expiry = 'zset',
-  done_at = 'zset', dedupe = 'zset', conf = 'hash', consumers = 'hash', gc_lock = 'string',
-  gc_at = 'string', policies = 'hash', history = 'hash', losses = 'hash', pushes = 'hash',
-  requeue_locks = 'zset', requeue_schedule = 'zset', failed = 'zset', events = 'stream', events_seq = 'string',
-  priorities = 'hash', lanes = 'zset', groups = 'hash', group_held = 'hash', parked = 'set', debounce = 'hash',
-  debounce_of = 'hash', rate_tat = 'string', schedules = 'hash',
-}
+-- The types kvmq keeps in each key, to refuse foreign data before writing anything. Built when a check
+-- first needs it: a script whose queue is marked (see LAYOUT_FIELD) mostly makes no check at all.
+local KEY_TYPES = nil
+local function key_type(name)
+  if KEY_TYPES == nil then
+    KEY_TYPES = {
+      messages = 'hash', locks = 'hash', backoffs = 'hash', nattempts = 'hash', mid_circle = 'list',
+      done = 'set', requeue = 'set', eoq_backoff = 'string', ndry_runs = 'string', metadata = 'hash',
+      filters = 'hash', classes = 'set', holders = 'hash', outcomes = 'hash', enqueued_at = 'hash',
+      updated_at = 'hash', requeue_content = 'hash', schedule = 'zset', lock_expiry = 'zset',
+      done_at = 'zset', dedupe = 'zset', conf = 'hash', consumers = 'hash', gc_lock = 'string',
+      gc_at = 'string', policies = 'hash', history = 'hash', losses = 'hash', pushes = 'hash',
+      requeue_locks = 'zset', requeue_schedule = 'zset', failed = 'zset', events = 'stream', events_seq = 'string',
+      priorities = 'hash', lanes = 'zset', groups = 'hash', group_held = 'hash', parked = 'set', debounce = 'hash',
+      debounce_of = 'hash', rate_tat = 'string', schedules = 'hash', layout = 'string',
+    }
+  end
+  return KEY_TYPES[name]
+end
+
+-- The \`layout\` key (a string) marks a queue whose keys a full check_layout found to be kvmq's: an enqueue
+-- writes it after its check; clear deletes it with the rest. The hot paths (enqueue, claim, finish) of a
+-- marked queue skip their TYPE calls (about a µs each, a dozen or more per call): a key another program
+-- creates under the prefix later fails the call with Redis's WRONGTYPE, which the client reports as a
+-- StoreLayoutError too, but maybe after part of the call's writes. Keys read before any write and those of
+-- rare paths are still checked on every call.
+local LAYOUT_VERSION = '1'
 
 -- Lua's unpack has a stack limit; variadic commands go in chunks of this many arguments.
 local CHUNK = 1000
@@ -4205,14 +4693,33 @@ local function check_type(key, expected)
   if found ~= 'none' and found ~= expected then layout_error(key, found, expected) end
 end
 
+-- Whether the queue carries the layout mark (the script must take the \`layout\` key).
+local function layout_marked()
+  local mark = redis.pcall('GET', nil)
+  if type(mark) == 'table' and mark.err then layout_error(nil, redis.call('TYPE', nil).ok, 'string') end
+  return mark == LAYOUT_VERSION
+end
+
+-- Marks the queue after a full check_layout found its keys kvmq's.
+local function mark_layout()
+  redis.call('SET', nil, LAYOUT_VERSION)
+end
+
+-- The conf fields \`fields\` (HMGET), a conf of another type refused before any write.
+local function read_conf(fields)
+  local conf = redis.pcall('HMGET', nil, unpack(fields))
+  if conf.err then layout_error(nil, redis.call('TYPE', nil).ok, 'hash') end
+  return conf
+end
+
 -- The ready list of a lane: a filter class (\`mid-circle\` for messages without filters), followed by '@'
 -- and a 4-digit priority when above 0 (\`mid-circle:a=x@0003\`, \`mid-circle@0003\`); '#<group>' is the list
 -- of a full group's parked messages (\`mid-circle#<group>\`).
 local function ready_list(lane)
-  if lane == '' then return K.mid_circle end
+  if lane == '' then return nil end
   local c = string.byte(lane, 1)
-  if c == 64 or c == 35 then return K.mid_circle .. lane end
-  return K.mid_circle .. ':' .. lane
+  if c == 64 or c == 35 then return nil .. lane end
+  return nil .. ':' .. lane
 end
 
 -- The lane of a class and a priority (a number, a string or nil: 0).
@@ -4231,14 +4738,14 @@ end
 
 -- A message's filter class ('' for none); the script must take the \`filters\` key.
 local function class_of(id)
-  return redis.call('HGET', K.filters, id) or ''
+  return redis.call('HGET', nil, id) or ''
 end
 
 -- Checks every key the script was given, and the ready list of every filter
 -- class known or about to be added, before the script writes anything: a
 -- script that stopped half-way would leave messages half-written.
 -- Keys a script touches only on its rare paths (see check_rare).
-local RARE = {}
+local RARE, RARE_NAMES = {}, {}
 local rare_checked = false
 -- Keys a helper checks itself, only when it is about to use them (lib/events.lua: with events on).
 local CHECKED_BY_HELPER = {}
@@ -4246,21 +4753,30 @@ local CHECKED_BY_HELPER = {}
 -- \`rare\` (optional) names keys left to check_rare, so a hot path pays no TYPE call for them. \`read_first\`
 -- (optional) names keys the script reads, with a command that refuses another type, before it writes
 -- anything: that read is their check. Each TYPE call costs about a µs of the server's time, on every call.
-local function check_layout(new_classes, rare, read_first)
-  for _, name in ipairs(rare or {}) do RARE[name] = true end
+-- \`marked\` (optional): the queue carries the layout mark; only the lists of \`new_classes\` are checked.
+local function check_layout(new_classes, rare, read_first, marked)
+  -- A marked queue's hot path only keeps the list: check_rare reads it, and a set is built only below.
+  RARE_NAMES = rare or RARE_NAMES
+  if marked then
+    if nil ~= nil then
+      for _, class in ipairs(new_classes or {}) do check_type(ready_list(class), 'list') end
+    end
+    return
+  end
+  for _, name in ipairs(RARE_NAMES) do RARE[name] = true end
   local skip = {}
   for _, name in ipairs(read_first or {}) do skip[name] = true end
-  local lists = K.classes ~= nil and K.mid_circle ~= nil
+  local lists = nil ~= nil and nil ~= nil
   -- SMEMBERS below checks \`classes\` itself.
   if lists then skip.classes = true end
-  for name, key in pairs(K) do
-    local expected = KEY_TYPES[name]
+  for name, key in pairs(key_table()) do
+    local expected = key_type(name)
     if expected ~= nil and not RARE[name] and not CHECKED_BY_HELPER[name] and not skip[name] then
       check_type(key, expected)
     end
   end
   if lists then
-    for _, class in ipairs(redis.call('SMEMBERS', K.classes)) do check_type(ready_list(class), 'list') end
+    for _, class in ipairs(redis.call('SMEMBERS', nil)) do check_type(ready_list(class), 'list') end
     for _, class in ipairs(new_classes or {}) do check_type(ready_list(class), 'list') end
   end
 end
@@ -4270,8 +4786,8 @@ end
 local function check_rare()
   if rare_checked then return end
   rare_checked = true
-  for name in pairs(RARE) do
-    if K[name] ~= nil and not CHECKED_BY_HELPER[name] then check_type(K[name], KEY_TYPES[name]) end
+  for _, name in ipairs(RARE_NAMES) do
+    if key_table()[name] ~= nil and not CHECKED_BY_HELPER[name] then check_type(key_table()[name], key_type(name)) end
   end
 end
 
@@ -4341,13 +4857,13 @@ end
 local function flush_ready(r)
   for class, ids in pairs(r.back) do
     call_chunked('LPUSH', ready_list(class), ids)
-    redis.call('HINCRBY', K.pushes, class, #ids)
+    redis.call('HINCRBY', nil, class, #ids)
   end
   for class, ids in pairs(r.front) do
-    if string.find(class, '@', 1, true) then redis.call('ZADD', K.lanes, select(2, lane_parts(class)), class) end
+    if string.find(class, '@', 1, true) then redis.call('ZADD', nil, select(2, lane_parts(class)), class) end
   end
   for class in pairs(r.back) do
-    if string.find(class, '@', 1, true) then redis.call('ZADD', K.lanes, select(2, lane_parts(class)), class) end
+    if string.find(class, '@', 1, true) then redis.call('ZADD', nil, select(2, lane_parts(class)), class) end
   end
   for class, ids in pairs(r.front) do
     -- The earliest is pushed last, so it is the next out.
@@ -4367,15 +4883,15 @@ end
 check_layout()
 local now = now_ms()
 local lapsed = {}
-local entries = redis.call('HGETALL', K.consumers)
+local entries = redis.call('HGETALL', KEYS[1])
 for i = 1, #entries, 2 do
   local ok, registration = pcall(cjson.decode, entries[i + 1])
   if ok and type(registration) == 'table' and (tonumber(registration.expiresAt) or 0) <= now then
     lapsed[#lapsed + 1] = entries[i]
   end
 end
-if #lapsed > 0 then call_chunked('HDEL', K.consumers, lapsed) end
-if redis.call('GET', K.gc_lock) == ARGV[1] then redis.call('DEL', K.gc_lock) end
+if #lapsed > 0 then call_chunked('HDEL', KEYS[1], lapsed) end
+if redis.call('GET', KEYS[2]) == ARGV[1] then redis.call('DEL', KEYS[2]) end
 return #lapsed
 `,
   },
@@ -4383,26 +4899,46 @@ return #lapsed
     name: 'gc-start',
     keys: ['gc-lock', 'gc-at'],
     readOnly: false,
-    sha: '83046af7086e1bb23ed15c2c71c30529932da544',
+    sha: '86f0d7edd1266ceefc269615ef717162944f1095',
     source: `#!lua flags=allow-oom
-local K = { gc_lock = KEYS[1], gc_at = KEYS[2] }
+-- The keys by name, for the helpers that look a key up by a name they hold.
+local K_TABLE = nil
+local function key_table()
+  if K_TABLE == nil then K_TABLE = { gc_lock = KEYS[1], gc_at = KEYS[2] } end
+  return K_TABLE
+end
 -- common: helpers every script includes. K holds the queue's keys by name
 -- (see src/redis/keys.ts; in Lua '-' becomes '_' and '?' is dropped).
 --
 -- KEYS: (none of its own)
 
--- The types kvmq keeps in each key, to refuse foreign data before writing anything.
-local KEY_TYPES = {
-  messages = 'hash', locks = 'hash', backoffs = 'hash', nattempts = 'hash', mid_circle = 'list',
-  done = 'set', requeue = 'set', eoq_backoff = 'string', ndry_runs = 'string', metadata = 'hash',
-  filters = 'hash', classes = 'set', holders = 'hash', outcomes = 'hash', enqueued_at = 'hash',
-  updated_at = 'hash', requeue_content = 'hash', schedule = 'zset', lock_expiry = 'zset',
-  done_at = 'zset', dedupe = 'zset', conf = 'hash', consumers = 'hash', gc_lock = 'string',
-  gc_at = 'string', policies = 'hash', history = 'hash', losses = 'hash', pushes = 'hash',
-  requeue_locks = 'zset', requeue_schedule = 'zset', failed = 'zset', events = 'stream', events_seq = 'string',
-  priorities = 'hash', lanes = 'zset', groups = 'hash', group_held = 'hash', parked = 'set', debounce = 'hash',
-  debounce_of = 'hash', rate_tat = 'string', schedules = 'hash',
-}
+-- The types kvmq keeps in each key, to refuse foreign data before writing anything. Built when a check
+-- first needs it: a script whose queue is marked (see LAYOUT_FIELD) mostly makes no check at all.
+local KEY_TYPES = nil
+local function key_type(name)
+  if KEY_TYPES == nil then
+    KEY_TYPES = {
+      messages = 'hash', locks = 'hash', backoffs = 'hash', nattempts = 'hash', mid_circle = 'list',
+      done = 'set', requeue = 'set', eoq_backoff = 'string', ndry_runs = 'string', metadata = 'hash',
+      filters = 'hash', classes = 'set', holders = 'hash', outcomes = 'hash', enqueued_at = 'hash',
+      updated_at = 'hash', requeue_content = 'hash', schedule = 'zset', lock_expiry = 'zset',
+      done_at = 'zset', dedupe = 'zset', conf = 'hash', consumers = 'hash', gc_lock = 'string',
+      gc_at = 'string', policies = 'hash', history = 'hash', losses = 'hash', pushes = 'hash',
+      requeue_locks = 'zset', requeue_schedule = 'zset', failed = 'zset', events = 'stream', events_seq = 'string',
+      priorities = 'hash', lanes = 'zset', groups = 'hash', group_held = 'hash', parked = 'set', debounce = 'hash',
+      debounce_of = 'hash', rate_tat = 'string', schedules = 'hash', layout = 'string',
+    }
+  end
+  return KEY_TYPES[name]
+end
+
+-- The \`layout\` key (a string) marks a queue whose keys a full check_layout found to be kvmq's: an enqueue
+-- writes it after its check; clear deletes it with the rest. The hot paths (enqueue, claim, finish) of a
+-- marked queue skip their TYPE calls (about a µs each, a dozen or more per call): a key another program
+-- creates under the prefix later fails the call with Redis's WRONGTYPE, which the client reports as a
+-- StoreLayoutError too, but maybe after part of the call's writes. Keys read before any write and those of
+-- rare paths are still checked on every call.
+local LAYOUT_VERSION = '1'
 
 -- Lua's unpack has a stack limit; variadic commands go in chunks of this many arguments.
 local CHUNK = 1000
@@ -4423,14 +4959,33 @@ local function check_type(key, expected)
   if found ~= 'none' and found ~= expected then layout_error(key, found, expected) end
 end
 
+-- Whether the queue carries the layout mark (the script must take the \`layout\` key).
+local function layout_marked()
+  local mark = redis.pcall('GET', nil)
+  if type(mark) == 'table' and mark.err then layout_error(nil, redis.call('TYPE', nil).ok, 'string') end
+  return mark == LAYOUT_VERSION
+end
+
+-- Marks the queue after a full check_layout found its keys kvmq's.
+local function mark_layout()
+  redis.call('SET', nil, LAYOUT_VERSION)
+end
+
+-- The conf fields \`fields\` (HMGET), a conf of another type refused before any write.
+local function read_conf(fields)
+  local conf = redis.pcall('HMGET', nil, unpack(fields))
+  if conf.err then layout_error(nil, redis.call('TYPE', nil).ok, 'hash') end
+  return conf
+end
+
 -- The ready list of a lane: a filter class (\`mid-circle\` for messages without filters), followed by '@'
 -- and a 4-digit priority when above 0 (\`mid-circle:a=x@0003\`, \`mid-circle@0003\`); '#<group>' is the list
 -- of a full group's parked messages (\`mid-circle#<group>\`).
 local function ready_list(lane)
-  if lane == '' then return K.mid_circle end
+  if lane == '' then return nil end
   local c = string.byte(lane, 1)
-  if c == 64 or c == 35 then return K.mid_circle .. lane end
-  return K.mid_circle .. ':' .. lane
+  if c == 64 or c == 35 then return nil .. lane end
+  return nil .. ':' .. lane
 end
 
 -- The lane of a class and a priority (a number, a string or nil: 0).
@@ -4449,14 +5004,14 @@ end
 
 -- A message's filter class ('' for none); the script must take the \`filters\` key.
 local function class_of(id)
-  return redis.call('HGET', K.filters, id) or ''
+  return redis.call('HGET', nil, id) or ''
 end
 
 -- Checks every key the script was given, and the ready list of every filter
 -- class known or about to be added, before the script writes anything: a
 -- script that stopped half-way would leave messages half-written.
 -- Keys a script touches only on its rare paths (see check_rare).
-local RARE = {}
+local RARE, RARE_NAMES = {}, {}
 local rare_checked = false
 -- Keys a helper checks itself, only when it is about to use them (lib/events.lua: with events on).
 local CHECKED_BY_HELPER = {}
@@ -4464,21 +5019,30 @@ local CHECKED_BY_HELPER = {}
 -- \`rare\` (optional) names keys left to check_rare, so a hot path pays no TYPE call for them. \`read_first\`
 -- (optional) names keys the script reads, with a command that refuses another type, before it writes
 -- anything: that read is their check. Each TYPE call costs about a µs of the server's time, on every call.
-local function check_layout(new_classes, rare, read_first)
-  for _, name in ipairs(rare or {}) do RARE[name] = true end
+-- \`marked\` (optional): the queue carries the layout mark; only the lists of \`new_classes\` are checked.
+local function check_layout(new_classes, rare, read_first, marked)
+  -- A marked queue's hot path only keeps the list: check_rare reads it, and a set is built only below.
+  RARE_NAMES = rare or RARE_NAMES
+  if marked then
+    if nil ~= nil then
+      for _, class in ipairs(new_classes or {}) do check_type(ready_list(class), 'list') end
+    end
+    return
+  end
+  for _, name in ipairs(RARE_NAMES) do RARE[name] = true end
   local skip = {}
   for _, name in ipairs(read_first or {}) do skip[name] = true end
-  local lists = K.classes ~= nil and K.mid_circle ~= nil
+  local lists = nil ~= nil and nil ~= nil
   -- SMEMBERS below checks \`classes\` itself.
   if lists then skip.classes = true end
-  for name, key in pairs(K) do
-    local expected = KEY_TYPES[name]
+  for name, key in pairs(key_table()) do
+    local expected = key_type(name)
     if expected ~= nil and not RARE[name] and not CHECKED_BY_HELPER[name] and not skip[name] then
       check_type(key, expected)
     end
   end
   if lists then
-    for _, class in ipairs(redis.call('SMEMBERS', K.classes)) do check_type(ready_list(class), 'list') end
+    for _, class in ipairs(redis.call('SMEMBERS', nil)) do check_type(ready_list(class), 'list') end
     for _, class in ipairs(new_classes or {}) do check_type(ready_list(class), 'list') end
   end
 end
@@ -4488,8 +5052,8 @@ end
 local function check_rare()
   if rare_checked then return end
   rare_checked = true
-  for name in pairs(RARE) do
-    if K[name] ~= nil and not CHECKED_BY_HELPER[name] then check_type(K[name], KEY_TYPES[name]) end
+  for _, name in ipairs(RARE_NAMES) do
+    if key_table()[name] ~= nil and not CHECKED_BY_HELPER[name] then check_type(key_table()[name], key_type(name)) end
   end
 end
 
@@ -4559,13 +5123,13 @@ end
 local function flush_ready(r)
   for class, ids in pairs(r.back) do
     call_chunked('LPUSH', ready_list(class), ids)
-    redis.call('HINCRBY', K.pushes, class, #ids)
+    redis.call('HINCRBY', nil, class, #ids)
   end
   for class, ids in pairs(r.front) do
-    if string.find(class, '@', 1, true) then redis.call('ZADD', K.lanes, select(2, lane_parts(class)), class) end
+    if string.find(class, '@', 1, true) then redis.call('ZADD', nil, select(2, lane_parts(class)), class) end
   end
   for class in pairs(r.back) do
-    if string.find(class, '@', 1, true) then redis.call('ZADD', K.lanes, select(2, lane_parts(class)), class) end
+    if string.find(class, '@', 1, true) then redis.call('ZADD', nil, select(2, lane_parts(class)), class) end
   end
   for class, ids in pairs(r.front) do
     -- The earliest is pushed last, so it is the next out.
@@ -4586,10 +5150,10 @@ end
 check_layout()
 local force, interval, lock_ms, token = ARGV[1] == '1', tonumber(ARGV[2]), tonumber(ARGV[3]), ARGV[4]
 local now = now_ms()
-if redis.call('EXISTS', K.gc_lock) == 1 then return 0 end
-if not force and (tonumber(redis.call('GET', K.gc_at)) or 0) + interval > now then return 0 end
-redis.call('SET', K.gc_lock, token, 'PX', lock_ms)
-redis.call('SET', K.gc_at, now)
+if redis.call('EXISTS', KEYS[1]) == 1 then return 0 end
+if not force and (tonumber(redis.call('GET', KEYS[2])) or 0) + interval > now then return 0 end
+redis.call('SET', KEYS[1], token, 'PX', lock_ms)
+redis.call('SET', KEYS[2], now)
 return 1
 `,
   },
@@ -4625,26 +5189,46 @@ return 1
       'debounce-of',
     ],
     readOnly: false,
-    sha: '482085ac44b4129ccff7890a3c2413ea33013ce0',
+    sha: '718f45817321780eb7695af1c46e49da77c30279',
     source: `#!lua flags=allow-oom
-local K = { done_at = KEYS[1], failed = KEYS[2], messages = KEYS[3], metadata = KEYS[4], filters = KEYS[5], policies = KEYS[6], history = KEYS[7], losses = KEYS[8], nattempts = KEYS[9], locks = KEYS[10], holders = KEYS[11], backoffs = KEYS[12], outcomes = KEYS[13], enqueued_at = KEYS[14], updated_at = KEYS[15], requeue_content = KEYS[16], done = KEYS[17], requeue = KEYS[18], schedule = KEYS[19], lock_expiry = KEYS[20], requeue_locks = KEYS[21], requeue_schedule = KEYS[22], dedupe = KEYS[23], priorities = KEYS[24], groups = KEYS[25], debounce = KEYS[26], debounce_of = KEYS[27] }
+-- The keys by name, for the helpers that look a key up by a name they hold.
+local K_TABLE = nil
+local function key_table()
+  if K_TABLE == nil then K_TABLE = { done_at = KEYS[1], failed = KEYS[2], messages = KEYS[3], metadata = KEYS[4], filters = KEYS[5], policies = KEYS[6], history = KEYS[7], losses = KEYS[8], nattempts = KEYS[9], locks = KEYS[10], holders = KEYS[11], backoffs = KEYS[12], outcomes = KEYS[13], enqueued_at = KEYS[14], updated_at = KEYS[15], requeue_content = KEYS[16], done = KEYS[17], requeue = KEYS[18], schedule = KEYS[19], lock_expiry = KEYS[20], requeue_locks = KEYS[21], requeue_schedule = KEYS[22], dedupe = KEYS[23], priorities = KEYS[24], groups = KEYS[25], debounce = KEYS[26], debounce_of = KEYS[27] } end
+  return K_TABLE
+end
 -- common: helpers every script includes. K holds the queue's keys by name
 -- (see src/redis/keys.ts; in Lua '-' becomes '_' and '?' is dropped).
 --
 -- KEYS: (none of its own)
 
--- The types kvmq keeps in each key, to refuse foreign data before writing anything.
-local KEY_TYPES = {
-  messages = 'hash', locks = 'hash', backoffs = 'hash', nattempts = 'hash', mid_circle = 'list',
-  done = 'set', requeue = 'set', eoq_backoff = 'string', ndry_runs = 'string', metadata = 'hash',
-  filters = 'hash', classes = 'set', holders = 'hash', outcomes = 'hash', enqueued_at = 'hash',
-  updated_at = 'hash', requeue_content = 'hash', schedule = 'zset', lock_expiry = 'zset',
-  done_at = 'zset', dedupe = 'zset', conf = 'hash', consumers = 'hash', gc_lock = 'string',
-  gc_at = 'string', policies = 'hash', history = 'hash', losses = 'hash', pushes = 'hash',
-  requeue_locks = 'zset', requeue_schedule = 'zset', failed = 'zset', events = 'stream', events_seq = 'string',
-  priorities = 'hash', lanes = 'zset', groups = 'hash', group_held = 'hash', parked = 'set', debounce = 'hash',
-  debounce_of = 'hash', rate_tat = 'string', schedules = 'hash',
-}
+-- The types kvmq keeps in each key, to refuse foreign data before writing anything. Built when a check
+-- first needs it: a script whose queue is marked (see LAYOUT_FIELD) mostly makes no check at all.
+local KEY_TYPES = nil
+local function key_type(name)
+  if KEY_TYPES == nil then
+    KEY_TYPES = {
+      messages = 'hash', locks = 'hash', backoffs = 'hash', nattempts = 'hash', mid_circle = 'list',
+      done = 'set', requeue = 'set', eoq_backoff = 'string', ndry_runs = 'string', metadata = 'hash',
+      filters = 'hash', classes = 'set', holders = 'hash', outcomes = 'hash', enqueued_at = 'hash',
+      updated_at = 'hash', requeue_content = 'hash', schedule = 'zset', lock_expiry = 'zset',
+      done_at = 'zset', dedupe = 'zset', conf = 'hash', consumers = 'hash', gc_lock = 'string',
+      gc_at = 'string', policies = 'hash', history = 'hash', losses = 'hash', pushes = 'hash',
+      requeue_locks = 'zset', requeue_schedule = 'zset', failed = 'zset', events = 'stream', events_seq = 'string',
+      priorities = 'hash', lanes = 'zset', groups = 'hash', group_held = 'hash', parked = 'set', debounce = 'hash',
+      debounce_of = 'hash', rate_tat = 'string', schedules = 'hash', layout = 'string',
+    }
+  end
+  return KEY_TYPES[name]
+end
+
+-- The \`layout\` key (a string) marks a queue whose keys a full check_layout found to be kvmq's: an enqueue
+-- writes it after its check; clear deletes it with the rest. The hot paths (enqueue, claim, finish) of a
+-- marked queue skip their TYPE calls (about a µs each, a dozen or more per call): a key another program
+-- creates under the prefix later fails the call with Redis's WRONGTYPE, which the client reports as a
+-- StoreLayoutError too, but maybe after part of the call's writes. Keys read before any write and those of
+-- rare paths are still checked on every call.
+local LAYOUT_VERSION = '1'
 
 -- Lua's unpack has a stack limit; variadic commands go in chunks of this many arguments.
 local CHUNK = 1000
@@ -4665,14 +5249,33 @@ local function check_type(key, expected)
   if found ~= 'none' and found ~= expected then layout_error(key, found, expected) end
 end
 
+-- Whether the queue carries the layout mark (the script must take the \`layout\` key).
+local function layout_marked()
+  local mark = redis.pcall('GET', nil)
+  if type(mark) == 'table' and mark.err then layout_error(nil, redis.call('TYPE', nil).ok, 'string') end
+  return mark == LAYOUT_VERSION
+end
+
+-- Marks the queue after a full check_layout found its keys kvmq's.
+local function mark_layout()
+  redis.call('SET', nil, LAYOUT_VERSION)
+end
+
+-- The conf fields \`fields\` (HMGET), a conf of another type refused before any write.
+local function read_conf(fields)
+  local conf = redis.pcall('HMGET', nil, unpack(fields))
+  if conf.err then layout_error(nil, redis.call('TYPE', nil).ok, 'hash') end
+  return conf
+end
+
 -- The ready list of a lane: a filter class (\`mid-circle\` for messages without filters), followed by '@'
 -- and a 4-digit priority when above 0 (\`mid-circle:a=x@0003\`, \`mid-circle@0003\`); '#<group>' is the list
 -- of a full group's parked messages (\`mid-circle#<group>\`).
 local function ready_list(lane)
-  if lane == '' then return K.mid_circle end
+  if lane == '' then return nil end
   local c = string.byte(lane, 1)
-  if c == 64 or c == 35 then return K.mid_circle .. lane end
-  return K.mid_circle .. ':' .. lane
+  if c == 64 or c == 35 then return nil .. lane end
+  return nil .. ':' .. lane
 end
 
 -- The lane of a class and a priority (a number, a string or nil: 0).
@@ -4691,14 +5294,14 @@ end
 
 -- A message's filter class ('' for none); the script must take the \`filters\` key.
 local function class_of(id)
-  return redis.call('HGET', K.filters, id) or ''
+  return redis.call('HGET', KEYS[5], id) or ''
 end
 
 -- Checks every key the script was given, and the ready list of every filter
 -- class known or about to be added, before the script writes anything: a
 -- script that stopped half-way would leave messages half-written.
 -- Keys a script touches only on its rare paths (see check_rare).
-local RARE = {}
+local RARE, RARE_NAMES = {}, {}
 local rare_checked = false
 -- Keys a helper checks itself, only when it is about to use them (lib/events.lua: with events on).
 local CHECKED_BY_HELPER = {}
@@ -4706,21 +5309,30 @@ local CHECKED_BY_HELPER = {}
 -- \`rare\` (optional) names keys left to check_rare, so a hot path pays no TYPE call for them. \`read_first\`
 -- (optional) names keys the script reads, with a command that refuses another type, before it writes
 -- anything: that read is their check. Each TYPE call costs about a µs of the server's time, on every call.
-local function check_layout(new_classes, rare, read_first)
-  for _, name in ipairs(rare or {}) do RARE[name] = true end
+-- \`marked\` (optional): the queue carries the layout mark; only the lists of \`new_classes\` are checked.
+local function check_layout(new_classes, rare, read_first, marked)
+  -- A marked queue's hot path only keeps the list: check_rare reads it, and a set is built only below.
+  RARE_NAMES = rare or RARE_NAMES
+  if marked then
+    if nil ~= nil then
+      for _, class in ipairs(new_classes or {}) do check_type(ready_list(class), 'list') end
+    end
+    return
+  end
+  for _, name in ipairs(RARE_NAMES) do RARE[name] = true end
   local skip = {}
   for _, name in ipairs(read_first or {}) do skip[name] = true end
-  local lists = K.classes ~= nil and K.mid_circle ~= nil
+  local lists = nil ~= nil and nil ~= nil
   -- SMEMBERS below checks \`classes\` itself.
   if lists then skip.classes = true end
-  for name, key in pairs(K) do
-    local expected = KEY_TYPES[name]
+  for name, key in pairs(key_table()) do
+    local expected = key_type(name)
     if expected ~= nil and not RARE[name] and not CHECKED_BY_HELPER[name] and not skip[name] then
       check_type(key, expected)
     end
   end
   if lists then
-    for _, class in ipairs(redis.call('SMEMBERS', K.classes)) do check_type(ready_list(class), 'list') end
+    for _, class in ipairs(redis.call('SMEMBERS', nil)) do check_type(ready_list(class), 'list') end
     for _, class in ipairs(new_classes or {}) do check_type(ready_list(class), 'list') end
   end
 end
@@ -4730,8 +5342,8 @@ end
 local function check_rare()
   if rare_checked then return end
   rare_checked = true
-  for name in pairs(RARE) do
-    if K[name] ~= nil and not CHECKED_BY_HELPER[name] then check_type(K[name], KEY_TYPES[name]) end
+  for _, name in ipairs(RARE_NAMES) do
+    if key_table()[name] ~= nil and not CHECKED_BY_HELPER[name] then check_type(key_table()[name], key_type(name)) end
   end
 end
 
@@ -4801,13 +5413,13 @@ end
 local function flush_ready(r)
   for class, ids in pairs(r.back) do
     call_chunked('LPUSH', ready_list(class), ids)
-    redis.call('HINCRBY', K.pushes, class, #ids)
+    redis.call('HINCRBY', nil, class, #ids)
   end
   for class, ids in pairs(r.front) do
-    if string.find(class, '@', 1, true) then redis.call('ZADD', K.lanes, select(2, lane_parts(class)), class) end
+    if string.find(class, '@', 1, true) then redis.call('ZADD', nil, select(2, lane_parts(class)), class) end
   end
   for class in pairs(r.back) do
-    if string.find(class, '@', 1, true) then redis.call('ZADD', K.lanes, select(2, lane_parts(class)), class) end
+    if string.find(class, '@', 1, true) then redis.call('ZADD', nil, select(2, lane_parts(class)), class) end
   end
   for class, ids in pairs(r.front) do
     -- The earliest is pushed last, so it is the next out.
@@ -4833,19 +5445,19 @@ local has_debounce = nil
 -- With \`w\`, the removals are queued there (many ids in one command per key); else made now.
 local function forget(id, w)
   for _, name in ipairs(FORGET_HASHES) do
-    if w then later(w, 'hdel', K[name], id) else redis.call('HDEL', K[name], id) end
+    if w then later(w, 'hdel', key_table()[name], id) else redis.call('HDEL', key_table()[name], id) end
   end
   for _, name in ipairs(FORGET_ZSETS) do
-    if w then later(w, 'zrem', K[name], id) else redis.call('ZREM', K[name], id) end
+    if w then later(w, 'zrem', key_table()[name], id) else redis.call('ZREM', key_table()[name], id) end
   end
   for _, name in ipairs({ 'done', 'requeue' }) do
-    if w then later(w, 'srem', K[name], id) else redis.call('SREM', K[name], id) end
+    if w then later(w, 'srem', key_table()[name], id) else redis.call('SREM', key_table()[name], id) end
   end
-  if has_debounce == nil then has_debounce = redis.call('EXISTS', K.debounce_of) == 1 end
-  local did = has_debounce and redis.call('HGET', K.debounce_of, id)
+  if has_debounce == nil then has_debounce = redis.call('EXISTS', KEYS[27]) == 1 end
+  local did = has_debounce and redis.call('HGET', KEYS[27], id)
   if did then
-    redis.call('HDEL', K.debounce_of, id)
-    if redis.call('HGET', K.debounce, did) == id then redis.call('HDEL', K.debounce, did) end
+    redis.call('HDEL', KEYS[27], id)
+    if redis.call('HGET', KEYS[26], did) == id then redis.call('HDEL', KEYS[26], did) end
   end
 end
 -- gc-sweep: removes finished messages older than the GC lifetime whose backoff
@@ -4862,14 +5474,14 @@ end
 check_layout()
 local which, lifetime, offset, page = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
 local now = now_ms()
-local index = K.done_at
-if which == 'failed' then index = K.failed end
+local index = KEYS[1]
+if which == 'failed' then index = KEYS[2] end
 local old = redis.call('ZRANGEBYSCORE', index, '-inf', now - lifetime, 'LIMIT', offset, page)
 local w = pending_writes()
 local removed = 0
 for _, id in ipairs(old) do
-  local backoff = tonumber(redis.call('HGET', K.backoffs, id)) or 0
-  if which == 'failed' or (backoff <= now and redis.call('SISMEMBER', K.requeue, id) == 0) then
+  local backoff = tonumber(redis.call('HGET', KEYS[12], id)) or 0
+  if which == 'failed' or (backoff <= now and redis.call('SISMEMBER', KEYS[18], id) == 0) then
     removed = removed + 1
     forget(id, w)
   end
@@ -4900,26 +5512,46 @@ return { removed, #old }
       'updated-at',
     ],
     readOnly: true,
-    sha: 'd8284ac350f0b9b7700c8abab20a43ea5ee06385',
+    sha: '2259a271c3c4039b3d635a7bbe4794e522c1243d',
     source: `#!lua flags=no-writes
-local K = { messages = KEYS[1], metadata = KEYS[2], filters = KEYS[3], policies = KEYS[4], history = KEYS[5], priorities = KEYS[6], groups = KEYS[7], done = KEYS[8], requeue = KEYS[9], backoffs = KEYS[10], locks = KEYS[11], failed = KEYS[12], nattempts = KEYS[13], holders = KEYS[14], outcomes = KEYS[15], enqueued_at = KEYS[16], updated_at = KEYS[17] }
+-- The keys by name, for the helpers that look a key up by a name they hold.
+local K_TABLE = nil
+local function key_table()
+  if K_TABLE == nil then K_TABLE = { messages = KEYS[1], metadata = KEYS[2], filters = KEYS[3], policies = KEYS[4], history = KEYS[5], priorities = KEYS[6], groups = KEYS[7], done = KEYS[8], requeue = KEYS[9], backoffs = KEYS[10], locks = KEYS[11], failed = KEYS[12], nattempts = KEYS[13], holders = KEYS[14], outcomes = KEYS[15], enqueued_at = KEYS[16], updated_at = KEYS[17] } end
+  return K_TABLE
+end
 -- common: helpers every script includes. K holds the queue's keys by name
 -- (see src/redis/keys.ts; in Lua '-' becomes '_' and '?' is dropped).
 --
 -- KEYS: (none of its own)
 
--- The types kvmq keeps in each key, to refuse foreign data before writing anything.
-local KEY_TYPES = {
-  messages = 'hash', locks = 'hash', backoffs = 'hash', nattempts = 'hash', mid_circle = 'list',
-  done = 'set', requeue = 'set', eoq_backoff = 'string', ndry_runs = 'string', metadata = 'hash',
-  filters = 'hash', classes = 'set', holders = 'hash', outcomes = 'hash', enqueued_at = 'hash',
-  updated_at = 'hash', requeue_content = 'hash', schedule = 'zset', lock_expiry = 'zset',
-  done_at = 'zset', dedupe = 'zset', conf = 'hash', consumers = 'hash', gc_lock = 'string',
-  gc_at = 'string', policies = 'hash', history = 'hash', losses = 'hash', pushes = 'hash',
-  requeue_locks = 'zset', requeue_schedule = 'zset', failed = 'zset', events = 'stream', events_seq = 'string',
-  priorities = 'hash', lanes = 'zset', groups = 'hash', group_held = 'hash', parked = 'set', debounce = 'hash',
-  debounce_of = 'hash', rate_tat = 'string', schedules = 'hash',
-}
+-- The types kvmq keeps in each key, to refuse foreign data before writing anything. Built when a check
+-- first needs it: a script whose queue is marked (see LAYOUT_FIELD) mostly makes no check at all.
+local KEY_TYPES = nil
+local function key_type(name)
+  if KEY_TYPES == nil then
+    KEY_TYPES = {
+      messages = 'hash', locks = 'hash', backoffs = 'hash', nattempts = 'hash', mid_circle = 'list',
+      done = 'set', requeue = 'set', eoq_backoff = 'string', ndry_runs = 'string', metadata = 'hash',
+      filters = 'hash', classes = 'set', holders = 'hash', outcomes = 'hash', enqueued_at = 'hash',
+      updated_at = 'hash', requeue_content = 'hash', schedule = 'zset', lock_expiry = 'zset',
+      done_at = 'zset', dedupe = 'zset', conf = 'hash', consumers = 'hash', gc_lock = 'string',
+      gc_at = 'string', policies = 'hash', history = 'hash', losses = 'hash', pushes = 'hash',
+      requeue_locks = 'zset', requeue_schedule = 'zset', failed = 'zset', events = 'stream', events_seq = 'string',
+      priorities = 'hash', lanes = 'zset', groups = 'hash', group_held = 'hash', parked = 'set', debounce = 'hash',
+      debounce_of = 'hash', rate_tat = 'string', schedules = 'hash', layout = 'string',
+    }
+  end
+  return KEY_TYPES[name]
+end
+
+-- The \`layout\` key (a string) marks a queue whose keys a full check_layout found to be kvmq's: an enqueue
+-- writes it after its check; clear deletes it with the rest. The hot paths (enqueue, claim, finish) of a
+-- marked queue skip their TYPE calls (about a µs each, a dozen or more per call): a key another program
+-- creates under the prefix later fails the call with Redis's WRONGTYPE, which the client reports as a
+-- StoreLayoutError too, but maybe after part of the call's writes. Keys read before any write and those of
+-- rare paths are still checked on every call.
+local LAYOUT_VERSION = '1'
 
 -- Lua's unpack has a stack limit; variadic commands go in chunks of this many arguments.
 local CHUNK = 1000
@@ -4940,14 +5572,33 @@ local function check_type(key, expected)
   if found ~= 'none' and found ~= expected then layout_error(key, found, expected) end
 end
 
+-- Whether the queue carries the layout mark (the script must take the \`layout\` key).
+local function layout_marked()
+  local mark = redis.pcall('GET', nil)
+  if type(mark) == 'table' and mark.err then layout_error(nil, redis.call('TYPE', nil).ok, 'string') end
+  return mark == LAYOUT_VERSION
+end
+
+-- Marks the queue after a full check_layout found its keys kvmq's.
+local function mark_layout()
+  redis.call('SET', nil, LAYOUT_VERSION)
+end
+
+-- The conf fields \`fields\` (HMGET), a conf of another type refused before any write.
+local function read_conf(fields)
+  local conf = redis.pcall('HMGET', nil, unpack(fields))
+  if conf.err then layout_error(nil, redis.call('TYPE', nil).ok, 'hash') end
+  return conf
+end
+
 -- The ready list of a lane: a filter class (\`mid-circle\` for messages without filters), followed by '@'
 -- and a 4-digit priority when above 0 (\`mid-circle:a=x@0003\`, \`mid-circle@0003\`); '#<group>' is the list
 -- of a full group's parked messages (\`mid-circle#<group>\`).
 local function ready_list(lane)
-  if lane == '' then return K.mid_circle end
+  if lane == '' then return nil end
   local c = string.byte(lane, 1)
-  if c == 64 or c == 35 then return K.mid_circle .. lane end
-  return K.mid_circle .. ':' .. lane
+  if c == 64 or c == 35 then return nil .. lane end
+  return nil .. ':' .. lane
 end
 
 -- The lane of a class and a priority (a number, a string or nil: 0).
@@ -4966,14 +5617,14 @@ end
 
 -- A message's filter class ('' for none); the script must take the \`filters\` key.
 local function class_of(id)
-  return redis.call('HGET', K.filters, id) or ''
+  return redis.call('HGET', KEYS[3], id) or ''
 end
 
 -- Checks every key the script was given, and the ready list of every filter
 -- class known or about to be added, before the script writes anything: a
 -- script that stopped half-way would leave messages half-written.
 -- Keys a script touches only on its rare paths (see check_rare).
-local RARE = {}
+local RARE, RARE_NAMES = {}, {}
 local rare_checked = false
 -- Keys a helper checks itself, only when it is about to use them (lib/events.lua: with events on).
 local CHECKED_BY_HELPER = {}
@@ -4981,21 +5632,30 @@ local CHECKED_BY_HELPER = {}
 -- \`rare\` (optional) names keys left to check_rare, so a hot path pays no TYPE call for them. \`read_first\`
 -- (optional) names keys the script reads, with a command that refuses another type, before it writes
 -- anything: that read is their check. Each TYPE call costs about a µs of the server's time, on every call.
-local function check_layout(new_classes, rare, read_first)
-  for _, name in ipairs(rare or {}) do RARE[name] = true end
+-- \`marked\` (optional): the queue carries the layout mark; only the lists of \`new_classes\` are checked.
+local function check_layout(new_classes, rare, read_first, marked)
+  -- A marked queue's hot path only keeps the list: check_rare reads it, and a set is built only below.
+  RARE_NAMES = rare or RARE_NAMES
+  if marked then
+    if nil ~= nil then
+      for _, class in ipairs(new_classes or {}) do check_type(ready_list(class), 'list') end
+    end
+    return
+  end
+  for _, name in ipairs(RARE_NAMES) do RARE[name] = true end
   local skip = {}
   for _, name in ipairs(read_first or {}) do skip[name] = true end
-  local lists = K.classes ~= nil and K.mid_circle ~= nil
+  local lists = nil ~= nil and nil ~= nil
   -- SMEMBERS below checks \`classes\` itself.
   if lists then skip.classes = true end
-  for name, key in pairs(K) do
-    local expected = KEY_TYPES[name]
+  for name, key in pairs(key_table()) do
+    local expected = key_type(name)
     if expected ~= nil and not RARE[name] and not CHECKED_BY_HELPER[name] and not skip[name] then
       check_type(key, expected)
     end
   end
   if lists then
-    for _, class in ipairs(redis.call('SMEMBERS', K.classes)) do check_type(ready_list(class), 'list') end
+    for _, class in ipairs(redis.call('SMEMBERS', nil)) do check_type(ready_list(class), 'list') end
     for _, class in ipairs(new_classes or {}) do check_type(ready_list(class), 'list') end
   end
 end
@@ -5005,8 +5665,8 @@ end
 local function check_rare()
   if rare_checked then return end
   rare_checked = true
-  for name in pairs(RARE) do
-    if K[name] ~= nil and not CHECKED_BY_HELPER[name] then check_type(K[name], KEY_TYPES[name]) end
+  for _, name in ipairs(RARE_NAMES) do
+    if key_table()[name] ~= nil and not CHECKED_BY_HELPER[name] then check_type(key_table()[name], key_type(name)) end
   end
 end
 
@@ -5076,13 +5736,13 @@ end
 local function flush_ready(r)
   for class, ids in pairs(r.back) do
     call_chunked('LPUSH', ready_list(class), ids)
-    redis.call('HINCRBY', K.pushes, class, #ids)
+    redis.call('HINCRBY', nil, class, #ids)
   end
   for class, ids in pairs(r.front) do
-    if string.find(class, '@', 1, true) then redis.call('ZADD', K.lanes, select(2, lane_parts(class)), class) end
+    if string.find(class, '@', 1, true) then redis.call('ZADD', nil, select(2, lane_parts(class)), class) end
   end
   for class in pairs(r.back) do
-    if string.find(class, '@', 1, true) then redis.call('ZADD', K.lanes, select(2, lane_parts(class)), class) end
+    if string.find(class, '@', 1, true) then redis.call('ZADD', nil, select(2, lane_parts(class)), class) end
   end
   for class, ids in pairs(r.front) do
     -- The earliest is pushed last, so it is the next out.
@@ -5098,10 +5758,10 @@ end
 
 -- The state of a message known to exist, at \`now\`.
 local function state_of(id, now)
-  if redis.call('ZSCORE', K.failed, id) then return 'failed', nil end
-  local backoff = tonumber(redis.call('HGET', K.backoffs, id)) or 0
-  if redis.call('SISMEMBER', K.done, id) == 1 then
-    local requeued = redis.call('SISMEMBER', K.requeue, id) == 1
+  if redis.call('ZSCORE', KEYS[12], id) then return 'failed', nil end
+  local backoff = tonumber(redis.call('HGET', KEYS[10], id)) or 0
+  if redis.call('SISMEMBER', KEYS[8], id) == 1 then
+    local requeued = redis.call('SISMEMBER', KEYS[9], id) == 1
     if backoff > now then
       if requeued then return 'done-with-requeue', backoff end
       return 'done-with-backoff', backoff
@@ -5110,9 +5770,9 @@ local function state_of(id, now)
     if requeued then return 'queued', nil end
     return 'done-awaiting-gc', nil
   end
-  local lock = tonumber(redis.call('HGET', K.locks, id)) or 0
+  local lock = tonumber(redis.call('HGET', KEYS[11], id)) or 0
   if lock > now then
-    if redis.call('SISMEMBER', K.requeue, id) == 1 then return 'locked-with-requeue', lock end
+    if redis.call('SISMEMBER', KEYS[9], id) == 1 then return 'locked-with-requeue', lock end
     return 'locked', lock
   end
   if backoff > now then return 'queued-with-backoff', backoff end
@@ -5126,17 +5786,17 @@ end
 -- if any) or false, enqueued at, updated at, holder (while locked) or false, the end of the lock or
 -- backoff or -1 }
 local function status_of(id, now)
-  if redis.call('HEXISTS', K.messages, id) == 0 then return nil end
+  if redis.call('HEXISTS', KEYS[1], id) == 0 then return nil end
   local state, ends = state_of(id, now)
-  local enqueued = tonumber(redis.call('HGET', K.enqueued_at, id)) or 0
+  local enqueued = tonumber(redis.call('HGET', KEYS[16], id)) or 0
   local holder = false
-  if state == 'locked' or state == 'locked-with-requeue' then holder = redis.call('HGET', K.holders, id) end
+  if state == 'locked' or state == 'locked-with-requeue' then holder = redis.call('HGET', KEYS[14], id) end
   return {
     state,
-    tonumber(redis.call('HGET', K.nattempts, id)) or 0,
-    redis.call('HGET', K.outcomes, id),
+    tonumber(redis.call('HGET', KEYS[13], id)) or 0,
+    redis.call('HGET', KEYS[15], id),
     enqueued,
-    tonumber(redis.call('HGET', K.updated_at, id)) or enqueued,
+    tonumber(redis.call('HGET', KEYS[17], id)) or enqueued,
     holder,
     ends or -1,
   }
@@ -5153,7 +5813,7 @@ check_layout()
 local id = ARGV[1]
 local reply = status_of(id, now_ms())
 if reply == nil then return nil end
-for _, key in ipairs({ K.messages, K.metadata, K.filters, K.policies, K.history, K.priorities, K.groups }) do
+for _, key in ipairs({ KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7] }) do
   reply[#reply + 1] = redis.call('HGET', key, id)
 end
 return reply
@@ -5201,26 +5861,46 @@ return reply
       'debounce-of',
     ],
     readOnly: false,
-    sha: 'a293cce21fa6a16822f0074e08b63ce3c73cbfa2',
+    sha: '9a50dc7a0cd8159ccd4c6c7f144e0ff25281b99d',
     source: `#!lua flags=allow-oom
-local K = { messages = KEYS[1], metadata = KEYS[2], filters = KEYS[3], classes = KEYS[4], pushes = KEYS[5], mid_circle = KEYS[6], schedule = KEYS[7], lock_expiry = KEYS[8], requeue_locks = KEYS[9], requeue_schedule = KEYS[10], dedupe = KEYS[11], failed = KEYS[12], lanes = KEYS[13], parked = KEYS[14], conf = KEYS[15], events = KEYS[16], events_seq = KEYS[17], events_wake = KEYS[18], done = KEYS[19], requeue = KEYS[20], backoffs = KEYS[21], locks = KEYS[22], nattempts = KEYS[23], holders = KEYS[24], outcomes = KEYS[25], enqueued_at = KEYS[26], updated_at = KEYS[27], priorities = KEYS[28], groups = KEYS[29], group_held = KEYS[30], policies = KEYS[31], history = KEYS[32], losses = KEYS[33], requeue_content = KEYS[34], done_at = KEYS[35], debounce = KEYS[36], debounce_of = KEYS[37] }
+-- The keys by name, for the helpers that look a key up by a name they hold.
+local K_TABLE = nil
+local function key_table()
+  if K_TABLE == nil then K_TABLE = { messages = KEYS[1], metadata = KEYS[2], filters = KEYS[3], classes = KEYS[4], pushes = KEYS[5], mid_circle = KEYS[6], schedule = KEYS[7], lock_expiry = KEYS[8], requeue_locks = KEYS[9], requeue_schedule = KEYS[10], dedupe = KEYS[11], failed = KEYS[12], lanes = KEYS[13], parked = KEYS[14], conf = KEYS[15], events = KEYS[16], events_seq = KEYS[17], events_wake = KEYS[18], done = KEYS[19], requeue = KEYS[20], backoffs = KEYS[21], locks = KEYS[22], nattempts = KEYS[23], holders = KEYS[24], outcomes = KEYS[25], enqueued_at = KEYS[26], updated_at = KEYS[27], priorities = KEYS[28], groups = KEYS[29], group_held = KEYS[30], policies = KEYS[31], history = KEYS[32], losses = KEYS[33], requeue_content = KEYS[34], done_at = KEYS[35], debounce = KEYS[36], debounce_of = KEYS[37] } end
+  return K_TABLE
+end
 -- common: helpers every script includes. K holds the queue's keys by name
 -- (see src/redis/keys.ts; in Lua '-' becomes '_' and '?' is dropped).
 --
 -- KEYS: (none of its own)
 
--- The types kvmq keeps in each key, to refuse foreign data before writing anything.
-local KEY_TYPES = {
-  messages = 'hash', locks = 'hash', backoffs = 'hash', nattempts = 'hash', mid_circle = 'list',
-  done = 'set', requeue = 'set', eoq_backoff = 'string', ndry_runs = 'string', metadata = 'hash',
-  filters = 'hash', classes = 'set', holders = 'hash', outcomes = 'hash', enqueued_at = 'hash',
-  updated_at = 'hash', requeue_content = 'hash', schedule = 'zset', lock_expiry = 'zset',
-  done_at = 'zset', dedupe = 'zset', conf = 'hash', consumers = 'hash', gc_lock = 'string',
-  gc_at = 'string', policies = 'hash', history = 'hash', losses = 'hash', pushes = 'hash',
-  requeue_locks = 'zset', requeue_schedule = 'zset', failed = 'zset', events = 'stream', events_seq = 'string',
-  priorities = 'hash', lanes = 'zset', groups = 'hash', group_held = 'hash', parked = 'set', debounce = 'hash',
-  debounce_of = 'hash', rate_tat = 'string', schedules = 'hash',
-}
+-- The types kvmq keeps in each key, to refuse foreign data before writing anything. Built when a check
+-- first needs it: a script whose queue is marked (see LAYOUT_FIELD) mostly makes no check at all.
+local KEY_TYPES = nil
+local function key_type(name)
+  if KEY_TYPES == nil then
+    KEY_TYPES = {
+      messages = 'hash', locks = 'hash', backoffs = 'hash', nattempts = 'hash', mid_circle = 'list',
+      done = 'set', requeue = 'set', eoq_backoff = 'string', ndry_runs = 'string', metadata = 'hash',
+      filters = 'hash', classes = 'set', holders = 'hash', outcomes = 'hash', enqueued_at = 'hash',
+      updated_at = 'hash', requeue_content = 'hash', schedule = 'zset', lock_expiry = 'zset',
+      done_at = 'zset', dedupe = 'zset', conf = 'hash', consumers = 'hash', gc_lock = 'string',
+      gc_at = 'string', policies = 'hash', history = 'hash', losses = 'hash', pushes = 'hash',
+      requeue_locks = 'zset', requeue_schedule = 'zset', failed = 'zset', events = 'stream', events_seq = 'string',
+      priorities = 'hash', lanes = 'zset', groups = 'hash', group_held = 'hash', parked = 'set', debounce = 'hash',
+      debounce_of = 'hash', rate_tat = 'string', schedules = 'hash', layout = 'string',
+    }
+  end
+  return KEY_TYPES[name]
+end
+
+-- The \`layout\` key (a string) marks a queue whose keys a full check_layout found to be kvmq's: an enqueue
+-- writes it after its check; clear deletes it with the rest. The hot paths (enqueue, claim, finish) of a
+-- marked queue skip their TYPE calls (about a µs each, a dozen or more per call): a key another program
+-- creates under the prefix later fails the call with Redis's WRONGTYPE, which the client reports as a
+-- StoreLayoutError too, but maybe after part of the call's writes. Keys read before any write and those of
+-- rare paths are still checked on every call.
+local LAYOUT_VERSION = '1'
 
 -- Lua's unpack has a stack limit; variadic commands go in chunks of this many arguments.
 local CHUNK = 1000
@@ -5241,14 +5921,33 @@ local function check_type(key, expected)
   if found ~= 'none' and found ~= expected then layout_error(key, found, expected) end
 end
 
+-- Whether the queue carries the layout mark (the script must take the \`layout\` key).
+local function layout_marked()
+  local mark = redis.pcall('GET', nil)
+  if type(mark) == 'table' and mark.err then layout_error(nil, redis.call('TYPE', nil).ok, 'string') end
+  return mark == LAYOUT_VERSION
+end
+
+-- Marks the queue after a full check_layout found its keys kvmq's.
+local function mark_layout()
+  redis.call('SET', nil, LAYOUT_VERSION)
+end
+
+-- The conf fields \`fields\` (HMGET), a conf of another type refused before any write.
+local function read_conf(fields)
+  local conf = redis.pcall('HMGET', KEYS[15], unpack(fields))
+  if conf.err then layout_error(KEYS[15], redis.call('TYPE', KEYS[15]).ok, 'hash') end
+  return conf
+end
+
 -- The ready list of a lane: a filter class (\`mid-circle\` for messages without filters), followed by '@'
 -- and a 4-digit priority when above 0 (\`mid-circle:a=x@0003\`, \`mid-circle@0003\`); '#<group>' is the list
 -- of a full group's parked messages (\`mid-circle#<group>\`).
 local function ready_list(lane)
-  if lane == '' then return K.mid_circle end
+  if lane == '' then return KEYS[6] end
   local c = string.byte(lane, 1)
-  if c == 64 or c == 35 then return K.mid_circle .. lane end
-  return K.mid_circle .. ':' .. lane
+  if c == 64 or c == 35 then return KEYS[6] .. lane end
+  return KEYS[6] .. ':' .. lane
 end
 
 -- The lane of a class and a priority (a number, a string or nil: 0).
@@ -5267,14 +5966,14 @@ end
 
 -- A message's filter class ('' for none); the script must take the \`filters\` key.
 local function class_of(id)
-  return redis.call('HGET', K.filters, id) or ''
+  return redis.call('HGET', KEYS[3], id) or ''
 end
 
 -- Checks every key the script was given, and the ready list of every filter
 -- class known or about to be added, before the script writes anything: a
 -- script that stopped half-way would leave messages half-written.
 -- Keys a script touches only on its rare paths (see check_rare).
-local RARE = {}
+local RARE, RARE_NAMES = {}, {}
 local rare_checked = false
 -- Keys a helper checks itself, only when it is about to use them (lib/events.lua: with events on).
 local CHECKED_BY_HELPER = {}
@@ -5282,21 +5981,30 @@ local CHECKED_BY_HELPER = {}
 -- \`rare\` (optional) names keys left to check_rare, so a hot path pays no TYPE call for them. \`read_first\`
 -- (optional) names keys the script reads, with a command that refuses another type, before it writes
 -- anything: that read is their check. Each TYPE call costs about a µs of the server's time, on every call.
-local function check_layout(new_classes, rare, read_first)
-  for _, name in ipairs(rare or {}) do RARE[name] = true end
+-- \`marked\` (optional): the queue carries the layout mark; only the lists of \`new_classes\` are checked.
+local function check_layout(new_classes, rare, read_first, marked)
+  -- A marked queue's hot path only keeps the list: check_rare reads it, and a set is built only below.
+  RARE_NAMES = rare or RARE_NAMES
+  if marked then
+    if KEYS[6] ~= nil then
+      for _, class in ipairs(new_classes or {}) do check_type(ready_list(class), 'list') end
+    end
+    return
+  end
+  for _, name in ipairs(RARE_NAMES) do RARE[name] = true end
   local skip = {}
   for _, name in ipairs(read_first or {}) do skip[name] = true end
-  local lists = K.classes ~= nil and K.mid_circle ~= nil
+  local lists = KEYS[4] ~= nil and KEYS[6] ~= nil
   -- SMEMBERS below checks \`classes\` itself.
   if lists then skip.classes = true end
-  for name, key in pairs(K) do
-    local expected = KEY_TYPES[name]
+  for name, key in pairs(key_table()) do
+    local expected = key_type(name)
     if expected ~= nil and not RARE[name] and not CHECKED_BY_HELPER[name] and not skip[name] then
       check_type(key, expected)
     end
   end
   if lists then
-    for _, class in ipairs(redis.call('SMEMBERS', K.classes)) do check_type(ready_list(class), 'list') end
+    for _, class in ipairs(redis.call('SMEMBERS', KEYS[4])) do check_type(ready_list(class), 'list') end
     for _, class in ipairs(new_classes or {}) do check_type(ready_list(class), 'list') end
   end
 end
@@ -5306,8 +6014,8 @@ end
 local function check_rare()
   if rare_checked then return end
   rare_checked = true
-  for name in pairs(RARE) do
-    if K[name] ~= nil and not CHECKED_BY_HELPER[name] then check_type(K[name], KEY_TYPES[name]) end
+  for _, name in ipairs(RARE_NAMES) do
+    if key_table()[name] ~= nil and not CHECKED_BY_HELPER[name] then check_type(key_table()[name], key_type(name)) end
   end
 end
 
@@ -5377,13 +6085,13 @@ end
 local function flush_ready(r)
   for class, ids in pairs(r.back) do
     call_chunked('LPUSH', ready_list(class), ids)
-    redis.call('HINCRBY', K.pushes, class, #ids)
+    redis.call('HINCRBY', KEYS[5], class, #ids)
   end
   for class, ids in pairs(r.front) do
-    if string.find(class, '@', 1, true) then redis.call('ZADD', K.lanes, select(2, lane_parts(class)), class) end
+    if string.find(class, '@', 1, true) then redis.call('ZADD', KEYS[13], select(2, lane_parts(class)), class) end
   end
   for class in pairs(r.back) do
-    if string.find(class, '@', 1, true) then redis.call('ZADD', K.lanes, select(2, lane_parts(class)), class) end
+    if string.find(class, '@', 1, true) then redis.call('ZADD', KEYS[13], select(2, lane_parts(class)), class) end
   end
   for class, ids in pairs(r.front) do
     -- The earliest is pushed last, so it is the next out.
@@ -5423,17 +6131,13 @@ local EVENTS_CONF = { 'events', 'events_max_count' }
 -- Reads the queue's events flag and bound (or takes them as read: \`read\`, the values of EVENTS_CONF).
 -- Call it before the script writes anything.
 local function events_begin(read)
-  local conf = read
-  if conf == nil then
-    -- A conf of another type fails here, before any write (scripts on a hot path leave it out of check_layout).
-    conf = redis.pcall('HMGET', K.conf, unpack(EVENTS_CONF))
-    if conf.err then layout_error(K.conf, redis.call('TYPE', K.conf).ok, 'hash') end
-  end
+  -- A conf of another type fails here, before any write (scripts on a hot path leave it out of check_layout).
+  local conf = read or read_conf(EVENTS_CONF)
   EV.on = conf[1] == '1'
   if EV.on then
     EV.max = tonumber(conf[2]) or DEFAULT_EVENTS_MAX_COUNT
-    check_type(K.events, 'stream')
-    check_type(K.events_seq, 'string')
+    check_type(KEYS[16], 'stream')
+    check_type(KEYS[17], 'string')
   end
 end
 
@@ -5482,7 +6186,7 @@ end
 
 -- Writes the events noted by this script.
 local function events_flush(now)
-  if EV.on and #EV.lines > 0 then append_events(K.events, K.events_seq, K.events_wake, EV.max, now, EV.lines) end
+  if EV.on and #EV.lines > 0 then append_events(KEYS[16], KEYS[17], KEYS[18], EV.max, now, EV.lines) end
   EV.lines = {}
 end
 -- state: a message's state, derived from Carmine's keys as Carmine derives it,
@@ -5492,10 +6196,10 @@ end
 
 -- The state of a message known to exist, at \`now\`.
 local function state_of(id, now)
-  if redis.call('ZSCORE', K.failed, id) then return 'failed', nil end
-  local backoff = tonumber(redis.call('HGET', K.backoffs, id)) or 0
-  if redis.call('SISMEMBER', K.done, id) == 1 then
-    local requeued = redis.call('SISMEMBER', K.requeue, id) == 1
+  if redis.call('ZSCORE', KEYS[12], id) then return 'failed', nil end
+  local backoff = tonumber(redis.call('HGET', KEYS[21], id)) or 0
+  if redis.call('SISMEMBER', KEYS[19], id) == 1 then
+    local requeued = redis.call('SISMEMBER', KEYS[20], id) == 1
     if backoff > now then
       if requeued then return 'done-with-requeue', backoff end
       return 'done-with-backoff', backoff
@@ -5504,9 +6208,9 @@ local function state_of(id, now)
     if requeued then return 'queued', nil end
     return 'done-awaiting-gc', nil
   end
-  local lock = tonumber(redis.call('HGET', K.locks, id)) or 0
+  local lock = tonumber(redis.call('HGET', KEYS[22], id)) or 0
   if lock > now then
-    if redis.call('SISMEMBER', K.requeue, id) == 1 then return 'locked-with-requeue', lock end
+    if redis.call('SISMEMBER', KEYS[20], id) == 1 then return 'locked-with-requeue', lock end
     return 'locked', lock
   end
   if backoff > now then return 'queued-with-backoff', backoff end
@@ -5520,17 +6224,17 @@ end
 -- if any) or false, enqueued at, updated at, holder (while locked) or false, the end of the lock or
 -- backoff or -1 }
 local function status_of(id, now)
-  if redis.call('HEXISTS', K.messages, id) == 0 then return nil end
+  if redis.call('HEXISTS', KEYS[1], id) == 0 then return nil end
   local state, ends = state_of(id, now)
-  local enqueued = tonumber(redis.call('HGET', K.enqueued_at, id)) or 0
+  local enqueued = tonumber(redis.call('HGET', KEYS[26], id)) or 0
   local holder = false
-  if state == 'locked' or state == 'locked-with-requeue' then holder = redis.call('HGET', K.holders, id) end
+  if state == 'locked' or state == 'locked-with-requeue' then holder = redis.call('HGET', KEYS[24], id) end
   return {
     state,
-    tonumber(redis.call('HGET', K.nattempts, id)) or 0,
-    redis.call('HGET', K.outcomes, id),
+    tonumber(redis.call('HGET', KEYS[23], id)) or 0,
+    redis.call('HGET', KEYS[25], id),
     enqueued,
-    tonumber(redis.call('HGET', K.updated_at, id)) or enqueued,
+    tonumber(redis.call('HGET', KEYS[27], id)) or enqueued,
     holder,
     ends or -1,
   }
@@ -5543,7 +6247,7 @@ end
 
 -- The lane a message joins when it becomes ready.
 local function lane_of(id)
-  return lane_for(class_of(id), redis.call('HGET', K.priorities, id))
+  return lane_for(class_of(id), redis.call('HGET', KEYS[28], id))
 end
 
 -- Blanks a queued message's entry where it waits (its ready list, else its group's parked list), in
@@ -5552,7 +6256,7 @@ local function unready(id)
   local list = ready_list(lane_of(id))
   local at = redis.call('LPOS', list, id)
   if not at then
-    local group = redis.call('HGET', K.groups, id)
+    local group = redis.call('HGET', KEYS[29], id)
     if not group then return false end
     list = ready_list('#' .. group)
     at = redis.call('LPOS', list, id)
@@ -5573,7 +6277,7 @@ end
 
 -- The queue's limit, or nil for none.
 local function group_limit()
-  return tonumber(redis.call('HGET', K.conf, 'group_concurrency'))
+  return tonumber(redis.call('HGET', KEYS[15], 'group_concurrency'))
 end
 
 -- Moves up to \`free\` (nil: all) of the group's parked messages back to the front of their lanes.
@@ -5586,7 +6290,7 @@ local function unpark(group, free, ready)
     if not ids then break end
     for _, id in ipairs(ids) do
       -- Blank entries (removed or debounced messages) and messages gone meanwhile are dropped.
-      if id ~= '' and redis.call('HGET', K.groups, id) == group then
+      if id ~= '' and redis.call('HGET', KEYS[29], id) == group then
         push_ready(ready, lane_of(id), id, true)
         moved = moved + 1
       end
@@ -5594,8 +6298,8 @@ local function unpark(group, free, ready)
   end
   if redis.call('EXISTS', list) == 0 then
     -- Groups come and go (tenants): nothing of an emptied parked list stays behind.
-    redis.call('SREM', K.parked, group)
-    redis.call('HDEL', K.pushes, '#' .. group)
+    redis.call('SREM', KEYS[14], group)
+    redis.call('HDEL', KEYS[5], '#' .. group)
   end
   return moved
 end
@@ -5604,27 +6308,27 @@ end
 local function park(group, id)
   local lane = '#' .. group
   redis.call('LPUSH', ready_list(lane), id)
-  redis.call('HINCRBY', K.pushes, lane, 1)
-  redis.call('SADD', K.parked, group)
+  redis.call('HINCRBY', KEYS[5], lane, 1)
+  redis.call('SADD', KEYS[14], group)
 end
 
 -- The held messages \`ids\` let go of their locks (finished, lock expired): their groups' counts go down,
 -- and parked messages of those groups get the room, unless \`keep\` (the messages go back to the front
 -- of their lanes and take the room themselves: an expired lock). Returns how many went back to their lanes.
 local function release_groups(ids, ready, keep)
-  if redis.call('EXISTS', K.group_held) == 0 then return 0 end
+  if redis.call('EXISTS', KEYS[30]) == 0 then return 0 end
   check_rare()
-  local groups = hmget(K.groups, ids)
+  local groups = hmget(KEYS[29], ids)
   local limit, moved = false, 0
   for i = 1, #ids do
     local group = groups[i]
     if group then
-      local held = redis.call('HINCRBY', K.group_held, group, -1)
+      local held = redis.call('HINCRBY', KEYS[30], group, -1)
       if held <= 0 then
-        redis.call('HDEL', K.group_held, group)
+        redis.call('HDEL', KEYS[30], group)
         held = 0
       end
-      if not keep and redis.call('SISMEMBER', K.parked, group) == 1 then
+      if not keep and redis.call('SISMEMBER', KEYS[14], group) == 1 then
         if limit == false then limit = group_limit() end
         if limit == nil then
           moved = moved + unpark(group, nil, ready)
@@ -5641,8 +6345,8 @@ end
 local function unpark_all(ready)
   local limit = group_limit()
   local moved = 0
-  for _, group in ipairs(redis.call('SMEMBERS', K.parked)) do
-    local held = tonumber(redis.call('HGET', K.group_held, group)) or 0
+  for _, group in ipairs(redis.call('SMEMBERS', KEYS[14])) do
+    local held = tonumber(redis.call('HGET', KEYS[30], group)) or 0
     if limit == nil then
       moved = moved + unpark(group, nil, ready)
     elseif held < limit then
@@ -5668,19 +6372,19 @@ local has_debounce = nil
 -- With \`w\`, the removals are queued there (many ids in one command per key); else made now.
 local function forget(id, w)
   for _, name in ipairs(FORGET_HASHES) do
-    if w then later(w, 'hdel', K[name], id) else redis.call('HDEL', K[name], id) end
+    if w then later(w, 'hdel', key_table()[name], id) else redis.call('HDEL', key_table()[name], id) end
   end
   for _, name in ipairs(FORGET_ZSETS) do
-    if w then later(w, 'zrem', K[name], id) else redis.call('ZREM', K[name], id) end
+    if w then later(w, 'zrem', key_table()[name], id) else redis.call('ZREM', key_table()[name], id) end
   end
   for _, name in ipairs({ 'done', 'requeue' }) do
-    if w then later(w, 'srem', K[name], id) else redis.call('SREM', K[name], id) end
+    if w then later(w, 'srem', key_table()[name], id) else redis.call('SREM', key_table()[name], id) end
   end
-  if has_debounce == nil then has_debounce = redis.call('EXISTS', K.debounce_of) == 1 end
-  local did = has_debounce and redis.call('HGET', K.debounce_of, id)
+  if has_debounce == nil then has_debounce = redis.call('EXISTS', KEYS[37]) == 1 end
+  local did = has_debounce and redis.call('HGET', KEYS[37], id)
   if did then
-    redis.call('HDEL', K.debounce_of, id)
-    if redis.call('HGET', K.debounce, did) == id then redis.call('HDEL', K.debounce, did) end
+    redis.call('HDEL', KEYS[37], id)
+    if redis.call('HGET', KEYS[36], did) == id then redis.call('HDEL', KEYS[36], did) end
   end
 end
 -- fail: a message's last run ended in a final error: it becomes failed, or
@@ -5697,7 +6401,7 @@ local HISTORY_LIMIT = 10
 local function append_history(id, attempt, started, now, consumer, outcome, err)
   check_rare()
   local history = {}
-  local stored = redis.call('HGET', K.history, id)
+  local stored = redis.call('HGET', KEYS[32], id)
   if stored then
     local ok, value = pcall(cjson.decode, stored)
     if ok and type(value) == 'table' then history = value end
@@ -5711,21 +6415,21 @@ local function append_history(id, attempt, started, now, consumer, outcome, err)
     error = err or cjson.null,
   }
   while #history > HISTORY_LIMIT do table.remove(history, 1) end
-  redis.call('HSET', K.history, id, cjson.encode(history))
+  redis.call('HSET', KEYS[32], id, cjson.encode(history))
 end
 
 -- The keys of the dead-letter queue \`name\`: same prefix, its own hash tag (so never on a cluster:
 -- configure refuses a dead-letter queue there).
 local function dead_letter_key(name, key)
-  local prefix = string.match(K.conf, '^([^{]*):{')
+  local prefix = string.match(KEYS[15], '^([^{]*):{')
   return prefix .. ':{' .. name .. '}:' .. key
 end
 
 -- Moves the message to the dead-letter queue \`dlq\`, queued there at attempt 0; false when the id is taken there.
 local function dead_letter(id, dlq, now)
   local dk = function(key) return dead_letter_key(dlq, key) end
-  local class = redis.call('HGET', K.filters, id) or ''
-  local priority = redis.call('HGET', K.priorities, id)
+  local class = redis.call('HGET', KEYS[3], id) or ''
+  local priority = redis.call('HGET', KEYS[28], id)
   -- The message keeps its priority and group there (see ready_list in common).
   local lane = lane_for(class, priority)
   local list = dk('mid-circle')
@@ -5746,8 +6450,8 @@ local function dead_letter(id, dlq, now)
     check_type(dk('events-seq'), 'string')
   end
   if redis.call('HEXISTS', dk('messages'), id) == 1 then return false end
-  for _, pair in ipairs({ { 'messages', K.messages }, { 'metadata', K.metadata }, { 'policies', K.policies },
-    { 'history', K.history }, { 'outcomes', K.outcomes }, { 'priorities', K.priorities }, { 'groups', K.groups } }) do
+  for _, pair in ipairs({ { 'messages', KEYS[1] }, { 'metadata', KEYS[2] }, { 'policies', KEYS[31] },
+    { 'history', KEYS[32] }, { 'outcomes', KEYS[25] }, { 'priorities', KEYS[28] }, { 'groups', KEYS[29] } }) do
     local value = redis.call('HGET', pair[2], id)
     if value then redis.call('HSET', dk(pair[1]), id, value) end
   end
@@ -5773,17 +6477,17 @@ end
 -- or dead-lettered. The caller has recorded the failing attempt in the history.
 local function fail(id, now, outcome)
   check_rare()
-  for _, key in ipairs({ K.locks, K.holders, K.backoffs, K.requeue_content }) do redis.call('HDEL', key, id) end
-  for _, key in ipairs({ K.lock_expiry, K.schedule, K.requeue_locks }) do redis.call('ZREM', key, id) end
-  redis.call('SREM', K.requeue, id)
-  redis.call('HSET', K.outcomes, id, outcome)
-  redis.call('HSET', K.updated_at, id, now)
-  local dlq = redis.call('HGET', K.conf, 'dead_letter_queue')
+  for _, key in ipairs({ KEYS[22], KEYS[24], KEYS[21], KEYS[34] }) do redis.call('HDEL', key, id) end
+  for _, key in ipairs({ KEYS[8], KEYS[7], KEYS[9] }) do redis.call('ZREM', key, id) end
+  redis.call('SREM', KEYS[20], id)
+  redis.call('HSET', KEYS[25], id, outcome)
+  redis.call('HSET', KEYS[27], id, now)
+  local dlq = redis.call('HGET', KEYS[15], 'dead_letter_queue')
   if dlq and dlq ~= '' and dead_letter(id, dlq, now) then
     forget(id)
     return
   end
-  redis.call('ZADD', K.failed, now, id)
+  redis.call('ZADD', KEYS[12], now, id)
 end
 -- promote: moves messages whose wait is over back to their ready lists, at the
 -- front (they waited longest): pending messages whose backoff ended, requeues
@@ -5810,46 +6514,53 @@ end
 -- Ends a scheduled wait now: a backoff (queued-with-backoff), or a requeue's (done-with-requeue:
 -- a new run, out of done). The message goes to the front of its ready list.
 local function end_wait(id, ready, w)
-  if redis.call('SISMEMBER', K.done, id) == 1 then
-    later(w, 'srem', K.done, id)
-    later(w, 'srem', K.requeue, id)
-    later(w, 'zrem', K.done_at, id)
-    later(w, 'zrem', K.requeue_schedule, id)
-    later(w, 'hdel', K.nattempts, id)
-    later(w, 'hdel', K.losses, id)
+  if redis.call('SISMEMBER', KEYS[19], id) == 1 then
+    later(w, 'srem', KEYS[19], id)
+    later(w, 'srem', KEYS[20], id)
+    later(w, 'zrem', KEYS[35], id)
+    later(w, 'zrem', KEYS[10], id)
+    later(w, 'hdel', KEYS[23], id)
+    later(w, 'hdel', KEYS[33], id)
   end
-  later(w, 'hdel', K.backoffs, id)
-  later(w, 'zrem', K.schedule, id)
+  later(w, 'hdel', KEYS[21], id)
+  later(w, 'zrem', KEYS[7], id)
   push_ready(ready, lane_of(id), id, true)
 end
 
--- Returns true when more may be due than were moved.
-local function promote(now, ready, w)
-  local due = redis.call('ZRANGEBYSCORE', K.schedule, '-inf', now, 'LIMIT', 0, PROMOTE_LIMIT)
-  local expired = redis.call('ZRANGEBYSCORE', K.lock_expiry, '-inf', now, 'LIMIT', 0, PROMOTE_LIMIT)
+-- Returns true when more may be due than were moved. \`heads\` (optional): the scores of the first entries
+-- of schedule and lock-expiry (\`schedule\`, \`expiry\`; nil when empty) as the caller read them: a set whose
+-- first entry is not due yet is not read again.
+local function promote(now, ready, w, heads)
+  local due, expired = {}, {}
+  if heads == nil or (heads.schedule ~= nil and heads.schedule <= now) then
+    due = redis.call('ZRANGEBYSCORE', KEYS[7], '-inf', now, 'LIMIT', 0, PROMOTE_LIMIT)
+  end
+  if heads == nil or (heads.expiry ~= nil and heads.expiry <= now) then
+    expired = redis.call('ZRANGEBYSCORE', KEYS[8], '-inf', now, 'LIMIT', 0, PROMOTE_LIMIT)
+  end
   if #due > 0 or #expired > 0 then check_rare() end
   for _, id in ipairs(due) do end_wait(id, ready, w) end
   local max_deliveries = nil
   local back = {}
   for _, id in ipairs(expired) do
-    local holder = redis.call('HGET', K.holders, id)
-    append_history(id, redis.call('HGET', K.nattempts, id), nil, now, holder, 'lost', nil)
-    local losses = redis.call('HINCRBY', K.losses, id, 1)
+    local holder = redis.call('HGET', KEYS[24], id)
+    append_history(id, redis.call('HGET', KEYS[23], id), nil, now, holder, 'lost', nil)
+    local losses = redis.call('HINCRBY', KEYS[33], id, 1)
     if max_deliveries == nil then
-      max_deliveries = tonumber(redis.call('HGET', K.conf, 'max_deliveries')) or DEFAULT_MAX_DELIVERIES
+      max_deliveries = tonumber(redis.call('HGET', KEYS[15], 'max_deliveries')) or DEFAULT_MAX_DELIVERIES
     end
     if max_deliveries > 0 and losses >= max_deliveries then
       local err = max_deliveries_error(losses)
-      event('failed', id, redis.call('HGET', K.nattempts, id), err)
+      event('failed', id, redis.call('HGET', KEYS[23], id), err)
       -- Before fail: a dead-letter move forgets the message's group.
       release_groups({ id }, ready, false)
       fail(id, now, 'error\\n' .. err)
     else
       back[#back + 1] = id
-      later(w, 'hdel', K.locks, id)
-      later(w, 'hdel', K.holders, id)
-      later(w, 'zrem', K.lock_expiry, id)
-      later(w, 'zrem', K.requeue_locks, id)
+      later(w, 'hdel', KEYS[22], id)
+      later(w, 'hdel', KEYS[24], id)
+      later(w, 'zrem', KEYS[8], id)
+      later(w, 'zrem', KEYS[9], id)
       push_ready(ready, lane_of(id), id, true)
     end
   end
@@ -5917,7 +6628,7 @@ local function look(id, state, a, b, c)
     reply[#reply + 1] = id
     for i = 1, 7 do reply[#reply + 1] = status[i] end
     if with_content then
-      for _, key in ipairs({ K.messages, K.metadata, K.filters }) do reply[#reply + 1] = redis.call('HGET', key, id) end
+      for _, key in ipairs({ KEYS[1], KEYS[2], KEYS[3] }) do reply[#reply + 1] = redis.call('HGET', key, id) end
     end
     listed = listed + 1
   end
@@ -5940,13 +6651,13 @@ end
 
 -- state → sorted set, and its range: 'after' now, 'upto' now, or 'all'.
 local SORTED = {
-  ['queued-with-backoff'] = { K.schedule, 'after' },
-  locked = { K.lock_expiry, 'after' },
-  ['locked-with-requeue'] = { K.requeue_locks, 'after' },
-  ['done-awaiting-gc'] = { K.dedupe, 'upto' },
-  ['done-with-backoff'] = { K.dedupe, 'after' },
-  ['done-with-requeue'] = { K.requeue_schedule, 'after' },
-  failed = { K.failed, 'all' },
+  ['queued-with-backoff'] = { KEYS[7], 'after' },
+  locked = { KEYS[8], 'after' },
+  ['locked-with-requeue'] = { KEYS[9], 'after' },
+  ['done-awaiting-gc'] = { KEYS[11], 'upto' },
+  ['done-with-backoff'] = { KEYS[11], 'after' },
+  ['done-with-requeue'] = { KEYS[10], 'after' },
+  failed = { KEYS[12], 'all' },
 }
 
 -- Returns true when the state's entries are all looked at.
@@ -5982,15 +6693,15 @@ end
 
 -- Returns true when every ready list (and every group's parked list) is looked at.
 local function list_ready(from_class, from_index, from_pushes)
-  local lanes = redis.call('SMEMBERS', K.classes)
+  local lanes = redis.call('SMEMBERS', KEYS[4])
   lanes[#lanes + 1] = ''
-  for _, lane in ipairs(redis.call('ZRANGE', K.lanes, 0, -1)) do lanes[#lanes + 1] = lane end
-  for _, group in ipairs(redis.call('SMEMBERS', K.parked)) do lanes[#lanes + 1] = '#' .. group end
+  for _, lane in ipairs(redis.call('ZRANGE', KEYS[13], 0, -1)) do lanes[#lanes + 1] = lane end
+  for _, group in ipairs(redis.call('SMEMBERS', KEYS[14])) do lanes[#lanes + 1] = '#' .. group end
   table.sort(lanes, lane_before)
   for _, class in ipairs(lanes) do
     if from_class == nil or class == from_class or lane_before(from_class, class) then
       local list = ready_list(class)
-      local pushes = tonumber(redis.call('HGET', K.pushes, class)) or 0
+      local pushes = tonumber(redis.call('HGET', KEYS[5], class)) or 0
       local index = redis.call('LLEN', list) - 1
       if class == from_class then
         index = math.min(index, tonumber(from_index) + pushes - tonumber(from_pushes) - 1)
@@ -6081,26 +6792,46 @@ return reply
       'debounce-of',
     ],
     readOnly: false,
-    sha: '142d68ee4c51c41a641dcc6de7473c9bef16f717',
+    sha: '887337feb2f18de55a1d66051a7181da6e2f6a5d',
     source: `#!lua
-local K = { messages = KEYS[1], wake = KEYS[2], pushes = KEYS[3], mid_circle = KEYS[4], conf = KEYS[5], events = KEYS[6], events_seq = KEYS[7], events_wake = KEYS[8], done = KEYS[9], requeue = KEYS[10], backoffs = KEYS[11], locks = KEYS[12], failed = KEYS[13], filters = KEYS[14], priorities = KEYS[15], lanes = KEYS[16], groups = KEYS[17], group_held = KEYS[18], parked = KEYS[19], metadata = KEYS[20], policies = KEYS[21], history = KEYS[22], losses = KEYS[23], nattempts = KEYS[24], holders = KEYS[25], outcomes = KEYS[26], enqueued_at = KEYS[27], updated_at = KEYS[28], requeue_content = KEYS[29], schedule = KEYS[30], lock_expiry = KEYS[31], requeue_locks = KEYS[32], requeue_schedule = KEYS[33], done_at = KEYS[34], dedupe = KEYS[35], debounce = KEYS[36], debounce_of = KEYS[37] }
+-- The keys by name, for the helpers that look a key up by a name they hold.
+local K_TABLE = nil
+local function key_table()
+  if K_TABLE == nil then K_TABLE = { messages = KEYS[1], wake = KEYS[2], pushes = KEYS[3], mid_circle = KEYS[4], conf = KEYS[5], events = KEYS[6], events_seq = KEYS[7], events_wake = KEYS[8], done = KEYS[9], requeue = KEYS[10], backoffs = KEYS[11], locks = KEYS[12], failed = KEYS[13], filters = KEYS[14], priorities = KEYS[15], lanes = KEYS[16], groups = KEYS[17], group_held = KEYS[18], parked = KEYS[19], metadata = KEYS[20], policies = KEYS[21], history = KEYS[22], losses = KEYS[23], nattempts = KEYS[24], holders = KEYS[25], outcomes = KEYS[26], enqueued_at = KEYS[27], updated_at = KEYS[28], requeue_content = KEYS[29], schedule = KEYS[30], lock_expiry = KEYS[31], requeue_locks = KEYS[32], requeue_schedule = KEYS[33], done_at = KEYS[34], dedupe = KEYS[35], debounce = KEYS[36], debounce_of = KEYS[37] } end
+  return K_TABLE
+end
 -- common: helpers every script includes. K holds the queue's keys by name
 -- (see src/redis/keys.ts; in Lua '-' becomes '_' and '?' is dropped).
 --
 -- KEYS: (none of its own)
 
--- The types kvmq keeps in each key, to refuse foreign data before writing anything.
-local KEY_TYPES = {
-  messages = 'hash', locks = 'hash', backoffs = 'hash', nattempts = 'hash', mid_circle = 'list',
-  done = 'set', requeue = 'set', eoq_backoff = 'string', ndry_runs = 'string', metadata = 'hash',
-  filters = 'hash', classes = 'set', holders = 'hash', outcomes = 'hash', enqueued_at = 'hash',
-  updated_at = 'hash', requeue_content = 'hash', schedule = 'zset', lock_expiry = 'zset',
-  done_at = 'zset', dedupe = 'zset', conf = 'hash', consumers = 'hash', gc_lock = 'string',
-  gc_at = 'string', policies = 'hash', history = 'hash', losses = 'hash', pushes = 'hash',
-  requeue_locks = 'zset', requeue_schedule = 'zset', failed = 'zset', events = 'stream', events_seq = 'string',
-  priorities = 'hash', lanes = 'zset', groups = 'hash', group_held = 'hash', parked = 'set', debounce = 'hash',
-  debounce_of = 'hash', rate_tat = 'string', schedules = 'hash',
-}
+-- The types kvmq keeps in each key, to refuse foreign data before writing anything. Built when a check
+-- first needs it: a script whose queue is marked (see LAYOUT_FIELD) mostly makes no check at all.
+local KEY_TYPES = nil
+local function key_type(name)
+  if KEY_TYPES == nil then
+    KEY_TYPES = {
+      messages = 'hash', locks = 'hash', backoffs = 'hash', nattempts = 'hash', mid_circle = 'list',
+      done = 'set', requeue = 'set', eoq_backoff = 'string', ndry_runs = 'string', metadata = 'hash',
+      filters = 'hash', classes = 'set', holders = 'hash', outcomes = 'hash', enqueued_at = 'hash',
+      updated_at = 'hash', requeue_content = 'hash', schedule = 'zset', lock_expiry = 'zset',
+      done_at = 'zset', dedupe = 'zset', conf = 'hash', consumers = 'hash', gc_lock = 'string',
+      gc_at = 'string', policies = 'hash', history = 'hash', losses = 'hash', pushes = 'hash',
+      requeue_locks = 'zset', requeue_schedule = 'zset', failed = 'zset', events = 'stream', events_seq = 'string',
+      priorities = 'hash', lanes = 'zset', groups = 'hash', group_held = 'hash', parked = 'set', debounce = 'hash',
+      debounce_of = 'hash', rate_tat = 'string', schedules = 'hash', layout = 'string',
+    }
+  end
+  return KEY_TYPES[name]
+end
+
+-- The \`layout\` key (a string) marks a queue whose keys a full check_layout found to be kvmq's: an enqueue
+-- writes it after its check; clear deletes it with the rest. The hot paths (enqueue, claim, finish) of a
+-- marked queue skip their TYPE calls (about a µs each, a dozen or more per call): a key another program
+-- creates under the prefix later fails the call with Redis's WRONGTYPE, which the client reports as a
+-- StoreLayoutError too, but maybe after part of the call's writes. Keys read before any write and those of
+-- rare paths are still checked on every call.
+local LAYOUT_VERSION = '1'
 
 -- Lua's unpack has a stack limit; variadic commands go in chunks of this many arguments.
 local CHUNK = 1000
@@ -6121,14 +6852,33 @@ local function check_type(key, expected)
   if found ~= 'none' and found ~= expected then layout_error(key, found, expected) end
 end
 
+-- Whether the queue carries the layout mark (the script must take the \`layout\` key).
+local function layout_marked()
+  local mark = redis.pcall('GET', nil)
+  if type(mark) == 'table' and mark.err then layout_error(nil, redis.call('TYPE', nil).ok, 'string') end
+  return mark == LAYOUT_VERSION
+end
+
+-- Marks the queue after a full check_layout found its keys kvmq's.
+local function mark_layout()
+  redis.call('SET', nil, LAYOUT_VERSION)
+end
+
+-- The conf fields \`fields\` (HMGET), a conf of another type refused before any write.
+local function read_conf(fields)
+  local conf = redis.pcall('HMGET', KEYS[5], unpack(fields))
+  if conf.err then layout_error(KEYS[5], redis.call('TYPE', KEYS[5]).ok, 'hash') end
+  return conf
+end
+
 -- The ready list of a lane: a filter class (\`mid-circle\` for messages without filters), followed by '@'
 -- and a 4-digit priority when above 0 (\`mid-circle:a=x@0003\`, \`mid-circle@0003\`); '#<group>' is the list
 -- of a full group's parked messages (\`mid-circle#<group>\`).
 local function ready_list(lane)
-  if lane == '' then return K.mid_circle end
+  if lane == '' then return KEYS[4] end
   local c = string.byte(lane, 1)
-  if c == 64 or c == 35 then return K.mid_circle .. lane end
-  return K.mid_circle .. ':' .. lane
+  if c == 64 or c == 35 then return KEYS[4] .. lane end
+  return KEYS[4] .. ':' .. lane
 end
 
 -- The lane of a class and a priority (a number, a string or nil: 0).
@@ -6147,14 +6897,14 @@ end
 
 -- A message's filter class ('' for none); the script must take the \`filters\` key.
 local function class_of(id)
-  return redis.call('HGET', K.filters, id) or ''
+  return redis.call('HGET', KEYS[14], id) or ''
 end
 
 -- Checks every key the script was given, and the ready list of every filter
 -- class known or about to be added, before the script writes anything: a
 -- script that stopped half-way would leave messages half-written.
 -- Keys a script touches only on its rare paths (see check_rare).
-local RARE = {}
+local RARE, RARE_NAMES = {}, {}
 local rare_checked = false
 -- Keys a helper checks itself, only when it is about to use them (lib/events.lua: with events on).
 local CHECKED_BY_HELPER = {}
@@ -6162,21 +6912,30 @@ local CHECKED_BY_HELPER = {}
 -- \`rare\` (optional) names keys left to check_rare, so a hot path pays no TYPE call for them. \`read_first\`
 -- (optional) names keys the script reads, with a command that refuses another type, before it writes
 -- anything: that read is their check. Each TYPE call costs about a µs of the server's time, on every call.
-local function check_layout(new_classes, rare, read_first)
-  for _, name in ipairs(rare or {}) do RARE[name] = true end
+-- \`marked\` (optional): the queue carries the layout mark; only the lists of \`new_classes\` are checked.
+local function check_layout(new_classes, rare, read_first, marked)
+  -- A marked queue's hot path only keeps the list: check_rare reads it, and a set is built only below.
+  RARE_NAMES = rare or RARE_NAMES
+  if marked then
+    if KEYS[4] ~= nil then
+      for _, class in ipairs(new_classes or {}) do check_type(ready_list(class), 'list') end
+    end
+    return
+  end
+  for _, name in ipairs(RARE_NAMES) do RARE[name] = true end
   local skip = {}
   for _, name in ipairs(read_first or {}) do skip[name] = true end
-  local lists = K.classes ~= nil and K.mid_circle ~= nil
+  local lists = nil ~= nil and KEYS[4] ~= nil
   -- SMEMBERS below checks \`classes\` itself.
   if lists then skip.classes = true end
-  for name, key in pairs(K) do
-    local expected = KEY_TYPES[name]
+  for name, key in pairs(key_table()) do
+    local expected = key_type(name)
     if expected ~= nil and not RARE[name] and not CHECKED_BY_HELPER[name] and not skip[name] then
       check_type(key, expected)
     end
   end
   if lists then
-    for _, class in ipairs(redis.call('SMEMBERS', K.classes)) do check_type(ready_list(class), 'list') end
+    for _, class in ipairs(redis.call('SMEMBERS', nil)) do check_type(ready_list(class), 'list') end
     for _, class in ipairs(new_classes or {}) do check_type(ready_list(class), 'list') end
   end
 end
@@ -6186,8 +6945,8 @@ end
 local function check_rare()
   if rare_checked then return end
   rare_checked = true
-  for name in pairs(RARE) do
-    if K[name] ~= nil and not CHECKED_BY_HELPER[name] then check_type(K[name], KEY_TYPES[name]) end
+  for _, name in ipairs(RARE_NAMES) do
+    if key_table()[name] ~= nil and not CHECKED_BY_HELPER[name] then check_type(key_table()[name], key_type(name)) end
   end
 end
 
@@ -6257,13 +7016,13 @@ end
 local function flush_ready(r)
   for class, ids in pairs(r.back) do
     call_chunked('LPUSH', ready_list(class), ids)
-    redis.call('HINCRBY', K.pushes, class, #ids)
+    redis.call('HINCRBY', KEYS[3], class, #ids)
   end
   for class, ids in pairs(r.front) do
-    if string.find(class, '@', 1, true) then redis.call('ZADD', K.lanes, select(2, lane_parts(class)), class) end
+    if string.find(class, '@', 1, true) then redis.call('ZADD', KEYS[16], select(2, lane_parts(class)), class) end
   end
   for class in pairs(r.back) do
-    if string.find(class, '@', 1, true) then redis.call('ZADD', K.lanes, select(2, lane_parts(class)), class) end
+    if string.find(class, '@', 1, true) then redis.call('ZADD', KEYS[16], select(2, lane_parts(class)), class) end
   end
   for class, ids in pairs(r.front) do
     -- The earliest is pushed last, so it is the next out.
@@ -6303,17 +7062,13 @@ local EVENTS_CONF = { 'events', 'events_max_count' }
 -- Reads the queue's events flag and bound (or takes them as read: \`read\`, the values of EVENTS_CONF).
 -- Call it before the script writes anything.
 local function events_begin(read)
-  local conf = read
-  if conf == nil then
-    -- A conf of another type fails here, before any write (scripts on a hot path leave it out of check_layout).
-    conf = redis.pcall('HMGET', K.conf, unpack(EVENTS_CONF))
-    if conf.err then layout_error(K.conf, redis.call('TYPE', K.conf).ok, 'hash') end
-  end
+  -- A conf of another type fails here, before any write (scripts on a hot path leave it out of check_layout).
+  local conf = read or read_conf(EVENTS_CONF)
   EV.on = conf[1] == '1'
   if EV.on then
     EV.max = tonumber(conf[2]) or DEFAULT_EVENTS_MAX_COUNT
-    check_type(K.events, 'stream')
-    check_type(K.events_seq, 'string')
+    check_type(KEYS[6], 'stream')
+    check_type(KEYS[7], 'string')
   end
 end
 
@@ -6362,7 +7117,7 @@ end
 
 -- Writes the events noted by this script.
 local function events_flush(now)
-  if EV.on and #EV.lines > 0 then append_events(K.events, K.events_seq, K.events_wake, EV.max, now, EV.lines) end
+  if EV.on and #EV.lines > 0 then append_events(KEYS[6], KEYS[7], KEYS[8], EV.max, now, EV.lines) end
   EV.lines = {}
 end
 -- state: a message's state, derived from Carmine's keys as Carmine derives it,
@@ -6372,10 +7127,10 @@ end
 
 -- The state of a message known to exist, at \`now\`.
 local function state_of(id, now)
-  if redis.call('ZSCORE', K.failed, id) then return 'failed', nil end
-  local backoff = tonumber(redis.call('HGET', K.backoffs, id)) or 0
-  if redis.call('SISMEMBER', K.done, id) == 1 then
-    local requeued = redis.call('SISMEMBER', K.requeue, id) == 1
+  if redis.call('ZSCORE', KEYS[13], id) then return 'failed', nil end
+  local backoff = tonumber(redis.call('HGET', KEYS[11], id)) or 0
+  if redis.call('SISMEMBER', KEYS[9], id) == 1 then
+    local requeued = redis.call('SISMEMBER', KEYS[10], id) == 1
     if backoff > now then
       if requeued then return 'done-with-requeue', backoff end
       return 'done-with-backoff', backoff
@@ -6384,9 +7139,9 @@ local function state_of(id, now)
     if requeued then return 'queued', nil end
     return 'done-awaiting-gc', nil
   end
-  local lock = tonumber(redis.call('HGET', K.locks, id)) or 0
+  local lock = tonumber(redis.call('HGET', KEYS[12], id)) or 0
   if lock > now then
-    if redis.call('SISMEMBER', K.requeue, id) == 1 then return 'locked-with-requeue', lock end
+    if redis.call('SISMEMBER', KEYS[10], id) == 1 then return 'locked-with-requeue', lock end
     return 'locked', lock
   end
   if backoff > now then return 'queued-with-backoff', backoff end
@@ -6400,7 +7155,7 @@ end
 
 -- The lane a message joins when it becomes ready.
 local function lane_of(id)
-  return lane_for(class_of(id), redis.call('HGET', K.priorities, id))
+  return lane_for(class_of(id), redis.call('HGET', KEYS[15], id))
 end
 
 -- Blanks a queued message's entry where it waits (its ready list, else its group's parked list), in
@@ -6409,7 +7164,7 @@ local function unready(id)
   local list = ready_list(lane_of(id))
   local at = redis.call('LPOS', list, id)
   if not at then
-    local group = redis.call('HGET', K.groups, id)
+    local group = redis.call('HGET', KEYS[17], id)
     if not group then return false end
     list = ready_list('#' .. group)
     at = redis.call('LPOS', list, id)
@@ -6430,7 +7185,7 @@ end
 
 -- The queue's limit, or nil for none.
 local function group_limit()
-  return tonumber(redis.call('HGET', K.conf, 'group_concurrency'))
+  return tonumber(redis.call('HGET', KEYS[5], 'group_concurrency'))
 end
 
 -- Moves up to \`free\` (nil: all) of the group's parked messages back to the front of their lanes.
@@ -6443,7 +7198,7 @@ local function unpark(group, free, ready)
     if not ids then break end
     for _, id in ipairs(ids) do
       -- Blank entries (removed or debounced messages) and messages gone meanwhile are dropped.
-      if id ~= '' and redis.call('HGET', K.groups, id) == group then
+      if id ~= '' and redis.call('HGET', KEYS[17], id) == group then
         push_ready(ready, lane_of(id), id, true)
         moved = moved + 1
       end
@@ -6451,8 +7206,8 @@ local function unpark(group, free, ready)
   end
   if redis.call('EXISTS', list) == 0 then
     -- Groups come and go (tenants): nothing of an emptied parked list stays behind.
-    redis.call('SREM', K.parked, group)
-    redis.call('HDEL', K.pushes, '#' .. group)
+    redis.call('SREM', KEYS[19], group)
+    redis.call('HDEL', KEYS[3], '#' .. group)
   end
   return moved
 end
@@ -6461,27 +7216,27 @@ end
 local function park(group, id)
   local lane = '#' .. group
   redis.call('LPUSH', ready_list(lane), id)
-  redis.call('HINCRBY', K.pushes, lane, 1)
-  redis.call('SADD', K.parked, group)
+  redis.call('HINCRBY', KEYS[3], lane, 1)
+  redis.call('SADD', KEYS[19], group)
 end
 
 -- The held messages \`ids\` let go of their locks (finished, lock expired): their groups' counts go down,
 -- and parked messages of those groups get the room, unless \`keep\` (the messages go back to the front
 -- of their lanes and take the room themselves: an expired lock). Returns how many went back to their lanes.
 local function release_groups(ids, ready, keep)
-  if redis.call('EXISTS', K.group_held) == 0 then return 0 end
+  if redis.call('EXISTS', KEYS[18]) == 0 then return 0 end
   check_rare()
-  local groups = hmget(K.groups, ids)
+  local groups = hmget(KEYS[17], ids)
   local limit, moved = false, 0
   for i = 1, #ids do
     local group = groups[i]
     if group then
-      local held = redis.call('HINCRBY', K.group_held, group, -1)
+      local held = redis.call('HINCRBY', KEYS[18], group, -1)
       if held <= 0 then
-        redis.call('HDEL', K.group_held, group)
+        redis.call('HDEL', KEYS[18], group)
         held = 0
       end
-      if not keep and redis.call('SISMEMBER', K.parked, group) == 1 then
+      if not keep and redis.call('SISMEMBER', KEYS[19], group) == 1 then
         if limit == false then limit = group_limit() end
         if limit == nil then
           moved = moved + unpark(group, nil, ready)
@@ -6498,8 +7253,8 @@ end
 local function unpark_all(ready)
   local limit = group_limit()
   local moved = 0
-  for _, group in ipairs(redis.call('SMEMBERS', K.parked)) do
-    local held = tonumber(redis.call('HGET', K.group_held, group)) or 0
+  for _, group in ipairs(redis.call('SMEMBERS', KEYS[19])) do
+    local held = tonumber(redis.call('HGET', KEYS[18], group)) or 0
     if limit == nil then
       moved = moved + unpark(group, nil, ready)
     elseif held < limit then
@@ -6525,19 +7280,19 @@ local has_debounce = nil
 -- With \`w\`, the removals are queued there (many ids in one command per key); else made now.
 local function forget(id, w)
   for _, name in ipairs(FORGET_HASHES) do
-    if w then later(w, 'hdel', K[name], id) else redis.call('HDEL', K[name], id) end
+    if w then later(w, 'hdel', key_table()[name], id) else redis.call('HDEL', key_table()[name], id) end
   end
   for _, name in ipairs(FORGET_ZSETS) do
-    if w then later(w, 'zrem', K[name], id) else redis.call('ZREM', K[name], id) end
+    if w then later(w, 'zrem', key_table()[name], id) else redis.call('ZREM', key_table()[name], id) end
   end
   for _, name in ipairs({ 'done', 'requeue' }) do
-    if w then later(w, 'srem', K[name], id) else redis.call('SREM', K[name], id) end
+    if w then later(w, 'srem', key_table()[name], id) else redis.call('SREM', key_table()[name], id) end
   end
-  if has_debounce == nil then has_debounce = redis.call('EXISTS', K.debounce_of) == 1 end
-  local did = has_debounce and redis.call('HGET', K.debounce_of, id)
+  if has_debounce == nil then has_debounce = redis.call('EXISTS', KEYS[37]) == 1 end
+  local did = has_debounce and redis.call('HGET', KEYS[37], id)
   if did then
-    redis.call('HDEL', K.debounce_of, id)
-    if redis.call('HGET', K.debounce, did) == id then redis.call('HDEL', K.debounce, did) end
+    redis.call('HDEL', KEYS[37], id)
+    if redis.call('HGET', KEYS[36], did) == id then redis.call('HDEL', KEYS[36], did) end
   end
 end
 -- fail: a message's last run ended in a final error: it becomes failed, or
@@ -6554,7 +7309,7 @@ local HISTORY_LIMIT = 10
 local function append_history(id, attempt, started, now, consumer, outcome, err)
   check_rare()
   local history = {}
-  local stored = redis.call('HGET', K.history, id)
+  local stored = redis.call('HGET', KEYS[22], id)
   if stored then
     local ok, value = pcall(cjson.decode, stored)
     if ok and type(value) == 'table' then history = value end
@@ -6568,21 +7323,21 @@ local function append_history(id, attempt, started, now, consumer, outcome, err)
     error = err or cjson.null,
   }
   while #history > HISTORY_LIMIT do table.remove(history, 1) end
-  redis.call('HSET', K.history, id, cjson.encode(history))
+  redis.call('HSET', KEYS[22], id, cjson.encode(history))
 end
 
 -- The keys of the dead-letter queue \`name\`: same prefix, its own hash tag (so never on a cluster:
 -- configure refuses a dead-letter queue there).
 local function dead_letter_key(name, key)
-  local prefix = string.match(K.conf, '^([^{]*):{')
+  local prefix = string.match(KEYS[5], '^([^{]*):{')
   return prefix .. ':{' .. name .. '}:' .. key
 end
 
 -- Moves the message to the dead-letter queue \`dlq\`, queued there at attempt 0; false when the id is taken there.
 local function dead_letter(id, dlq, now)
   local dk = function(key) return dead_letter_key(dlq, key) end
-  local class = redis.call('HGET', K.filters, id) or ''
-  local priority = redis.call('HGET', K.priorities, id)
+  local class = redis.call('HGET', KEYS[14], id) or ''
+  local priority = redis.call('HGET', KEYS[15], id)
   -- The message keeps its priority and group there (see ready_list in common).
   local lane = lane_for(class, priority)
   local list = dk('mid-circle')
@@ -6603,8 +7358,8 @@ local function dead_letter(id, dlq, now)
     check_type(dk('events-seq'), 'string')
   end
   if redis.call('HEXISTS', dk('messages'), id) == 1 then return false end
-  for _, pair in ipairs({ { 'messages', K.messages }, { 'metadata', K.metadata }, { 'policies', K.policies },
-    { 'history', K.history }, { 'outcomes', K.outcomes }, { 'priorities', K.priorities }, { 'groups', K.groups } }) do
+  for _, pair in ipairs({ { 'messages', KEYS[1] }, { 'metadata', KEYS[20] }, { 'policies', KEYS[21] },
+    { 'history', KEYS[22] }, { 'outcomes', KEYS[26] }, { 'priorities', KEYS[15] }, { 'groups', KEYS[17] } }) do
     local value = redis.call('HGET', pair[2], id)
     if value then redis.call('HSET', dk(pair[1]), id, value) end
   end
@@ -6630,17 +7385,17 @@ end
 -- or dead-lettered. The caller has recorded the failing attempt in the history.
 local function fail(id, now, outcome)
   check_rare()
-  for _, key in ipairs({ K.locks, K.holders, K.backoffs, K.requeue_content }) do redis.call('HDEL', key, id) end
-  for _, key in ipairs({ K.lock_expiry, K.schedule, K.requeue_locks }) do redis.call('ZREM', key, id) end
-  redis.call('SREM', K.requeue, id)
-  redis.call('HSET', K.outcomes, id, outcome)
-  redis.call('HSET', K.updated_at, id, now)
-  local dlq = redis.call('HGET', K.conf, 'dead_letter_queue')
+  for _, key in ipairs({ KEYS[12], KEYS[25], KEYS[11], KEYS[29] }) do redis.call('HDEL', key, id) end
+  for _, key in ipairs({ KEYS[31], KEYS[30], KEYS[32] }) do redis.call('ZREM', key, id) end
+  redis.call('SREM', KEYS[10], id)
+  redis.call('HSET', KEYS[26], id, outcome)
+  redis.call('HSET', KEYS[28], id, now)
+  local dlq = redis.call('HGET', KEYS[5], 'dead_letter_queue')
   if dlq and dlq ~= '' and dead_letter(id, dlq, now) then
     forget(id)
     return
   end
-  redis.call('ZADD', K.failed, now, id)
+  redis.call('ZADD', KEYS[13], now, id)
 end
 -- promote: moves messages whose wait is over back to their ready lists, at the
 -- front (they waited longest): pending messages whose backoff ended, requeues
@@ -6667,46 +7422,53 @@ end
 -- Ends a scheduled wait now: a backoff (queued-with-backoff), or a requeue's (done-with-requeue:
 -- a new run, out of done). The message goes to the front of its ready list.
 local function end_wait(id, ready, w)
-  if redis.call('SISMEMBER', K.done, id) == 1 then
-    later(w, 'srem', K.done, id)
-    later(w, 'srem', K.requeue, id)
-    later(w, 'zrem', K.done_at, id)
-    later(w, 'zrem', K.requeue_schedule, id)
-    later(w, 'hdel', K.nattempts, id)
-    later(w, 'hdel', K.losses, id)
+  if redis.call('SISMEMBER', KEYS[9], id) == 1 then
+    later(w, 'srem', KEYS[9], id)
+    later(w, 'srem', KEYS[10], id)
+    later(w, 'zrem', KEYS[34], id)
+    later(w, 'zrem', KEYS[33], id)
+    later(w, 'hdel', KEYS[24], id)
+    later(w, 'hdel', KEYS[23], id)
   end
-  later(w, 'hdel', K.backoffs, id)
-  later(w, 'zrem', K.schedule, id)
+  later(w, 'hdel', KEYS[11], id)
+  later(w, 'zrem', KEYS[30], id)
   push_ready(ready, lane_of(id), id, true)
 end
 
--- Returns true when more may be due than were moved.
-local function promote(now, ready, w)
-  local due = redis.call('ZRANGEBYSCORE', K.schedule, '-inf', now, 'LIMIT', 0, PROMOTE_LIMIT)
-  local expired = redis.call('ZRANGEBYSCORE', K.lock_expiry, '-inf', now, 'LIMIT', 0, PROMOTE_LIMIT)
+-- Returns true when more may be due than were moved. \`heads\` (optional): the scores of the first entries
+-- of schedule and lock-expiry (\`schedule\`, \`expiry\`; nil when empty) as the caller read them: a set whose
+-- first entry is not due yet is not read again.
+local function promote(now, ready, w, heads)
+  local due, expired = {}, {}
+  if heads == nil or (heads.schedule ~= nil and heads.schedule <= now) then
+    due = redis.call('ZRANGEBYSCORE', KEYS[30], '-inf', now, 'LIMIT', 0, PROMOTE_LIMIT)
+  end
+  if heads == nil or (heads.expiry ~= nil and heads.expiry <= now) then
+    expired = redis.call('ZRANGEBYSCORE', KEYS[31], '-inf', now, 'LIMIT', 0, PROMOTE_LIMIT)
+  end
   if #due > 0 or #expired > 0 then check_rare() end
   for _, id in ipairs(due) do end_wait(id, ready, w) end
   local max_deliveries = nil
   local back = {}
   for _, id in ipairs(expired) do
-    local holder = redis.call('HGET', K.holders, id)
-    append_history(id, redis.call('HGET', K.nattempts, id), nil, now, holder, 'lost', nil)
-    local losses = redis.call('HINCRBY', K.losses, id, 1)
+    local holder = redis.call('HGET', KEYS[25], id)
+    append_history(id, redis.call('HGET', KEYS[24], id), nil, now, holder, 'lost', nil)
+    local losses = redis.call('HINCRBY', KEYS[23], id, 1)
     if max_deliveries == nil then
-      max_deliveries = tonumber(redis.call('HGET', K.conf, 'max_deliveries')) or DEFAULT_MAX_DELIVERIES
+      max_deliveries = tonumber(redis.call('HGET', KEYS[5], 'max_deliveries')) or DEFAULT_MAX_DELIVERIES
     end
     if max_deliveries > 0 and losses >= max_deliveries then
       local err = max_deliveries_error(losses)
-      event('failed', id, redis.call('HGET', K.nattempts, id), err)
+      event('failed', id, redis.call('HGET', KEYS[24], id), err)
       -- Before fail: a dead-letter move forgets the message's group.
       release_groups({ id }, ready, false)
       fail(id, now, 'error\\n' .. err)
     else
       back[#back + 1] = id
-      later(w, 'hdel', K.locks, id)
-      later(w, 'hdel', K.holders, id)
-      later(w, 'zrem', K.lock_expiry, id)
-      later(w, 'zrem', K.requeue_locks, id)
+      later(w, 'hdel', KEYS[12], id)
+      later(w, 'hdel', KEYS[25], id)
+      later(w, 'zrem', KEYS[31], id)
+      later(w, 'zrem', KEYS[32], id)
       push_ready(ready, lane_of(id), id, true)
     end
   end
@@ -6730,14 +7492,14 @@ local ready = pending_ready()
 local replies = {}
 for i, id in ipairs(ARGV) do
   replies[i] = ''
-  if redis.call('HEXISTS', K.messages, id) == 1 then
+  if redis.call('HEXISTS', KEYS[1], id) == 1 then
     local state = state_of(id, now)
     if state == 'queued-with-backoff' or state == 'done-with-requeue' then
       end_wait(id, ready, w)
       -- Written now: the same id later in the call must see it queued.
       flush_writes(w)
       w = pending_writes()
-      redis.call('HSET', K.updated_at, id, now)
+      redis.call('HSET', KEYS[28], id, now)
       replies[i] = 'ok'
     else
       replies[i] = state
@@ -6745,7 +7507,7 @@ for i, id in ipairs(ARGV) do
   end
 end
 flush_ready(ready)
-if ready.count > 0 then redis.call('PUBLISH', K.wake, 'promote') end
+if ready.count > 0 then redis.call('PUBLISH', KEYS[2], 'promote') end
 return replies
 `,
   },
@@ -6767,26 +7529,46 @@ return replies
       'locks',
     ],
     readOnly: true,
-    sha: 'c7ff527cf1e14a1b4ea9028e031013005ce6f2c5',
+    sha: '2c1ed89c1a8749b24a7e89e7b4e3cdd682bc3378',
     source: `#!lua flags=no-writes
-local K = { messages = KEYS[1], done = KEYS[2], failed = KEYS[3], schedule = KEYS[4], lock_expiry = KEYS[5], dedupe = KEYS[6], requeue_locks = KEYS[7], requeue_schedule = KEYS[8], ndry_runs = KEYS[9], conf = KEYS[10], consumers = KEYS[11], holders = KEYS[12], locks = KEYS[13] }
+-- The keys by name, for the helpers that look a key up by a name they hold.
+local K_TABLE = nil
+local function key_table()
+  if K_TABLE == nil then K_TABLE = { messages = KEYS[1], done = KEYS[2], failed = KEYS[3], schedule = KEYS[4], lock_expiry = KEYS[5], dedupe = KEYS[6], requeue_locks = KEYS[7], requeue_schedule = KEYS[8], ndry_runs = KEYS[9], conf = KEYS[10], consumers = KEYS[11], holders = KEYS[12], locks = KEYS[13] } end
+  return K_TABLE
+end
 -- common: helpers every script includes. K holds the queue's keys by name
 -- (see src/redis/keys.ts; in Lua '-' becomes '_' and '?' is dropped).
 --
 -- KEYS: (none of its own)
 
--- The types kvmq keeps in each key, to refuse foreign data before writing anything.
-local KEY_TYPES = {
-  messages = 'hash', locks = 'hash', backoffs = 'hash', nattempts = 'hash', mid_circle = 'list',
-  done = 'set', requeue = 'set', eoq_backoff = 'string', ndry_runs = 'string', metadata = 'hash',
-  filters = 'hash', classes = 'set', holders = 'hash', outcomes = 'hash', enqueued_at = 'hash',
-  updated_at = 'hash', requeue_content = 'hash', schedule = 'zset', lock_expiry = 'zset',
-  done_at = 'zset', dedupe = 'zset', conf = 'hash', consumers = 'hash', gc_lock = 'string',
-  gc_at = 'string', policies = 'hash', history = 'hash', losses = 'hash', pushes = 'hash',
-  requeue_locks = 'zset', requeue_schedule = 'zset', failed = 'zset', events = 'stream', events_seq = 'string',
-  priorities = 'hash', lanes = 'zset', groups = 'hash', group_held = 'hash', parked = 'set', debounce = 'hash',
-  debounce_of = 'hash', rate_tat = 'string', schedules = 'hash',
-}
+-- The types kvmq keeps in each key, to refuse foreign data before writing anything. Built when a check
+-- first needs it: a script whose queue is marked (see LAYOUT_FIELD) mostly makes no check at all.
+local KEY_TYPES = nil
+local function key_type(name)
+  if KEY_TYPES == nil then
+    KEY_TYPES = {
+      messages = 'hash', locks = 'hash', backoffs = 'hash', nattempts = 'hash', mid_circle = 'list',
+      done = 'set', requeue = 'set', eoq_backoff = 'string', ndry_runs = 'string', metadata = 'hash',
+      filters = 'hash', classes = 'set', holders = 'hash', outcomes = 'hash', enqueued_at = 'hash',
+      updated_at = 'hash', requeue_content = 'hash', schedule = 'zset', lock_expiry = 'zset',
+      done_at = 'zset', dedupe = 'zset', conf = 'hash', consumers = 'hash', gc_lock = 'string',
+      gc_at = 'string', policies = 'hash', history = 'hash', losses = 'hash', pushes = 'hash',
+      requeue_locks = 'zset', requeue_schedule = 'zset', failed = 'zset', events = 'stream', events_seq = 'string',
+      priorities = 'hash', lanes = 'zset', groups = 'hash', group_held = 'hash', parked = 'set', debounce = 'hash',
+      debounce_of = 'hash', rate_tat = 'string', schedules = 'hash', layout = 'string',
+    }
+  end
+  return KEY_TYPES[name]
+end
+
+-- The \`layout\` key (a string) marks a queue whose keys a full check_layout found to be kvmq's: an enqueue
+-- writes it after its check; clear deletes it with the rest. The hot paths (enqueue, claim, finish) of a
+-- marked queue skip their TYPE calls (about a µs each, a dozen or more per call): a key another program
+-- creates under the prefix later fails the call with Redis's WRONGTYPE, which the client reports as a
+-- StoreLayoutError too, but maybe after part of the call's writes. Keys read before any write and those of
+-- rare paths are still checked on every call.
+local LAYOUT_VERSION = '1'
 
 -- Lua's unpack has a stack limit; variadic commands go in chunks of this many arguments.
 local CHUNK = 1000
@@ -6807,14 +7589,33 @@ local function check_type(key, expected)
   if found ~= 'none' and found ~= expected then layout_error(key, found, expected) end
 end
 
+-- Whether the queue carries the layout mark (the script must take the \`layout\` key).
+local function layout_marked()
+  local mark = redis.pcall('GET', nil)
+  if type(mark) == 'table' and mark.err then layout_error(nil, redis.call('TYPE', nil).ok, 'string') end
+  return mark == LAYOUT_VERSION
+end
+
+-- Marks the queue after a full check_layout found its keys kvmq's.
+local function mark_layout()
+  redis.call('SET', nil, LAYOUT_VERSION)
+end
+
+-- The conf fields \`fields\` (HMGET), a conf of another type refused before any write.
+local function read_conf(fields)
+  local conf = redis.pcall('HMGET', KEYS[10], unpack(fields))
+  if conf.err then layout_error(KEYS[10], redis.call('TYPE', KEYS[10]).ok, 'hash') end
+  return conf
+end
+
 -- The ready list of a lane: a filter class (\`mid-circle\` for messages without filters), followed by '@'
 -- and a 4-digit priority when above 0 (\`mid-circle:a=x@0003\`, \`mid-circle@0003\`); '#<group>' is the list
 -- of a full group's parked messages (\`mid-circle#<group>\`).
 local function ready_list(lane)
-  if lane == '' then return K.mid_circle end
+  if lane == '' then return nil end
   local c = string.byte(lane, 1)
-  if c == 64 or c == 35 then return K.mid_circle .. lane end
-  return K.mid_circle .. ':' .. lane
+  if c == 64 or c == 35 then return nil .. lane end
+  return nil .. ':' .. lane
 end
 
 -- The lane of a class and a priority (a number, a string or nil: 0).
@@ -6833,14 +7634,14 @@ end
 
 -- A message's filter class ('' for none); the script must take the \`filters\` key.
 local function class_of(id)
-  return redis.call('HGET', K.filters, id) or ''
+  return redis.call('HGET', nil, id) or ''
 end
 
 -- Checks every key the script was given, and the ready list of every filter
 -- class known or about to be added, before the script writes anything: a
 -- script that stopped half-way would leave messages half-written.
 -- Keys a script touches only on its rare paths (see check_rare).
-local RARE = {}
+local RARE, RARE_NAMES = {}, {}
 local rare_checked = false
 -- Keys a helper checks itself, only when it is about to use them (lib/events.lua: with events on).
 local CHECKED_BY_HELPER = {}
@@ -6848,21 +7649,30 @@ local CHECKED_BY_HELPER = {}
 -- \`rare\` (optional) names keys left to check_rare, so a hot path pays no TYPE call for them. \`read_first\`
 -- (optional) names keys the script reads, with a command that refuses another type, before it writes
 -- anything: that read is their check. Each TYPE call costs about a µs of the server's time, on every call.
-local function check_layout(new_classes, rare, read_first)
-  for _, name in ipairs(rare or {}) do RARE[name] = true end
+-- \`marked\` (optional): the queue carries the layout mark; only the lists of \`new_classes\` are checked.
+local function check_layout(new_classes, rare, read_first, marked)
+  -- A marked queue's hot path only keeps the list: check_rare reads it, and a set is built only below.
+  RARE_NAMES = rare or RARE_NAMES
+  if marked then
+    if nil ~= nil then
+      for _, class in ipairs(new_classes or {}) do check_type(ready_list(class), 'list') end
+    end
+    return
+  end
+  for _, name in ipairs(RARE_NAMES) do RARE[name] = true end
   local skip = {}
   for _, name in ipairs(read_first or {}) do skip[name] = true end
-  local lists = K.classes ~= nil and K.mid_circle ~= nil
+  local lists = nil ~= nil and nil ~= nil
   -- SMEMBERS below checks \`classes\` itself.
   if lists then skip.classes = true end
-  for name, key in pairs(K) do
-    local expected = KEY_TYPES[name]
+  for name, key in pairs(key_table()) do
+    local expected = key_type(name)
     if expected ~= nil and not RARE[name] and not CHECKED_BY_HELPER[name] and not skip[name] then
       check_type(key, expected)
     end
   end
   if lists then
-    for _, class in ipairs(redis.call('SMEMBERS', K.classes)) do check_type(ready_list(class), 'list') end
+    for _, class in ipairs(redis.call('SMEMBERS', nil)) do check_type(ready_list(class), 'list') end
     for _, class in ipairs(new_classes or {}) do check_type(ready_list(class), 'list') end
   end
 end
@@ -6872,8 +7682,8 @@ end
 local function check_rare()
   if rare_checked then return end
   rare_checked = true
-  for name in pairs(RARE) do
-    if K[name] ~= nil and not CHECKED_BY_HELPER[name] then check_type(K[name], KEY_TYPES[name]) end
+  for _, name in ipairs(RARE_NAMES) do
+    if key_table()[name] ~= nil and not CHECKED_BY_HELPER[name] then check_type(key_table()[name], key_type(name)) end
   end
 end
 
@@ -6943,13 +7753,13 @@ end
 local function flush_ready(r)
   for class, ids in pairs(r.back) do
     call_chunked('LPUSH', ready_list(class), ids)
-    redis.call('HINCRBY', K.pushes, class, #ids)
+    redis.call('HINCRBY', nil, class, #ids)
   end
   for class, ids in pairs(r.front) do
-    if string.find(class, '@', 1, true) then redis.call('ZADD', K.lanes, select(2, lane_parts(class)), class) end
+    if string.find(class, '@', 1, true) then redis.call('ZADD', nil, select(2, lane_parts(class)), class) end
   end
   for class in pairs(r.back) do
-    if string.find(class, '@', 1, true) then redis.call('ZADD', K.lanes, select(2, lane_parts(class)), class) end
+    if string.find(class, '@', 1, true) then redis.call('ZADD', nil, select(2, lane_parts(class)), class) end
   end
   for class, ids in pairs(r.front) do
     -- The earliest is pushed last, so it is the next out.
@@ -6964,13 +7774,13 @@ end
 
 -- { registrations as id, JSON pairs..., then id, holder pairs of live locks } and how many pairs the first part has.
 local function consumer_entries(now)
-  local reply = redis.call('HGETALL', K.consumers)
+  local reply = redis.call('HGETALL', KEYS[11])
   local registrations = #reply / 2
-  local held = redis.call('HGETALL', K.holders)
+  local held = redis.call('HGETALL', KEYS[12])
   if #held > 0 then
     local ids = {}
     for i = 1, #held, 2 do ids[#ids + 1] = held[i] end
-    local locks = redis.call('HMGET', K.locks, unpack(ids))
+    local locks = redis.call('HMGET', KEYS[13], unpack(ids))
     for i, id in ipairs(ids) do
       if (tonumber(locks[i]) or 0) > now then
         reply[#reply + 1] = id
@@ -6996,15 +7806,15 @@ end
 check_layout()
 local now = now_ms()
 local after = '(' .. now
-local total = redis.call('HLEN', K.messages)
-local done = redis.call('SCARD', K.done)
-local failed = redis.call('ZCARD', K.failed)
-local locked = redis.call('ZCOUNT', K.lock_expiry, after, '+inf')
-local locked_requeue = redis.call('ZCOUNT', K.requeue_locks, after, '+inf')
-local waiting = redis.call('ZCOUNT', K.schedule, after, '+inf')
-local done_requeue = redis.call('ZCOUNT', K.requeue_schedule, after, '+inf')
-local due_requeue = redis.call('ZCARD', K.requeue_schedule) - done_requeue
-local done_backoff = redis.call('ZCOUNT', K.dedupe, after, '+inf')
+local total = redis.call('HLEN', KEYS[1])
+local done = redis.call('SCARD', KEYS[2])
+local failed = redis.call('ZCARD', KEYS[3])
+local locked = redis.call('ZCOUNT', KEYS[5], after, '+inf')
+local locked_requeue = redis.call('ZCOUNT', KEYS[7], after, '+inf')
+local waiting = redis.call('ZCOUNT', KEYS[4], after, '+inf')
+local done_requeue = redis.call('ZCOUNT', KEYS[8], after, '+inf')
+local due_requeue = redis.call('ZCARD', KEYS[8]) - done_requeue
+local done_backoff = redis.call('ZCOUNT', KEYS[6], after, '+inf')
 local counts = {
   0,
   waiting - done_requeue,
@@ -7021,8 +7831,8 @@ counts[1] = total - others
 
 local entries, registrations = consumer_entries(now)
 local paused = 0
-if redis.call('HGET', K.conf, 'paused') == '1' then paused = 1 end
-local reply = { now, tonumber(redis.call('GET', K.ndry_runs)) or 0, paused }
+if redis.call('HGET', KEYS[10], 'paused') == '1' then paused = 1 end
+local reply = { now, tonumber(redis.call('GET', KEYS[9])) or 0, paused }
 for _, n in ipairs(counts) do reply[#reply + 1] = n end
 reply[#reply + 1] = registrations
 for _, v in ipairs(entries) do reply[#reply + 1] = v end
@@ -7033,26 +7843,46 @@ return reply
     name: 'read-events',
     keys: ['events', 'events-seq'],
     readOnly: true,
-    sha: '9f9f4b7e31443c0c41d6514410a3bb70b8f078c1',
+    sha: 'dfc86266aa25ea48e7ab4af106601c9164abcf2d',
     source: `#!lua flags=no-writes
-local K = { events = KEYS[1], events_seq = KEYS[2] }
+-- The keys by name, for the helpers that look a key up by a name they hold.
+local K_TABLE = nil
+local function key_table()
+  if K_TABLE == nil then K_TABLE = { events = KEYS[1], events_seq = KEYS[2] } end
+  return K_TABLE
+end
 -- common: helpers every script includes. K holds the queue's keys by name
 -- (see src/redis/keys.ts; in Lua '-' becomes '_' and '?' is dropped).
 --
 -- KEYS: (none of its own)
 
--- The types kvmq keeps in each key, to refuse foreign data before writing anything.
-local KEY_TYPES = {
-  messages = 'hash', locks = 'hash', backoffs = 'hash', nattempts = 'hash', mid_circle = 'list',
-  done = 'set', requeue = 'set', eoq_backoff = 'string', ndry_runs = 'string', metadata = 'hash',
-  filters = 'hash', classes = 'set', holders = 'hash', outcomes = 'hash', enqueued_at = 'hash',
-  updated_at = 'hash', requeue_content = 'hash', schedule = 'zset', lock_expiry = 'zset',
-  done_at = 'zset', dedupe = 'zset', conf = 'hash', consumers = 'hash', gc_lock = 'string',
-  gc_at = 'string', policies = 'hash', history = 'hash', losses = 'hash', pushes = 'hash',
-  requeue_locks = 'zset', requeue_schedule = 'zset', failed = 'zset', events = 'stream', events_seq = 'string',
-  priorities = 'hash', lanes = 'zset', groups = 'hash', group_held = 'hash', parked = 'set', debounce = 'hash',
-  debounce_of = 'hash', rate_tat = 'string', schedules = 'hash',
-}
+-- The types kvmq keeps in each key, to refuse foreign data before writing anything. Built when a check
+-- first needs it: a script whose queue is marked (see LAYOUT_FIELD) mostly makes no check at all.
+local KEY_TYPES = nil
+local function key_type(name)
+  if KEY_TYPES == nil then
+    KEY_TYPES = {
+      messages = 'hash', locks = 'hash', backoffs = 'hash', nattempts = 'hash', mid_circle = 'list',
+      done = 'set', requeue = 'set', eoq_backoff = 'string', ndry_runs = 'string', metadata = 'hash',
+      filters = 'hash', classes = 'set', holders = 'hash', outcomes = 'hash', enqueued_at = 'hash',
+      updated_at = 'hash', requeue_content = 'hash', schedule = 'zset', lock_expiry = 'zset',
+      done_at = 'zset', dedupe = 'zset', conf = 'hash', consumers = 'hash', gc_lock = 'string',
+      gc_at = 'string', policies = 'hash', history = 'hash', losses = 'hash', pushes = 'hash',
+      requeue_locks = 'zset', requeue_schedule = 'zset', failed = 'zset', events = 'stream', events_seq = 'string',
+      priorities = 'hash', lanes = 'zset', groups = 'hash', group_held = 'hash', parked = 'set', debounce = 'hash',
+      debounce_of = 'hash', rate_tat = 'string', schedules = 'hash', layout = 'string',
+    }
+  end
+  return KEY_TYPES[name]
+end
+
+-- The \`layout\` key (a string) marks a queue whose keys a full check_layout found to be kvmq's: an enqueue
+-- writes it after its check; clear deletes it with the rest. The hot paths (enqueue, claim, finish) of a
+-- marked queue skip their TYPE calls (about a µs each, a dozen or more per call): a key another program
+-- creates under the prefix later fails the call with Redis's WRONGTYPE, which the client reports as a
+-- StoreLayoutError too, but maybe after part of the call's writes. Keys read before any write and those of
+-- rare paths are still checked on every call.
+local LAYOUT_VERSION = '1'
 
 -- Lua's unpack has a stack limit; variadic commands go in chunks of this many arguments.
 local CHUNK = 1000
@@ -7073,14 +7903,33 @@ local function check_type(key, expected)
   if found ~= 'none' and found ~= expected then layout_error(key, found, expected) end
 end
 
+-- Whether the queue carries the layout mark (the script must take the \`layout\` key).
+local function layout_marked()
+  local mark = redis.pcall('GET', nil)
+  if type(mark) == 'table' and mark.err then layout_error(nil, redis.call('TYPE', nil).ok, 'string') end
+  return mark == LAYOUT_VERSION
+end
+
+-- Marks the queue after a full check_layout found its keys kvmq's.
+local function mark_layout()
+  redis.call('SET', nil, LAYOUT_VERSION)
+end
+
+-- The conf fields \`fields\` (HMGET), a conf of another type refused before any write.
+local function read_conf(fields)
+  local conf = redis.pcall('HMGET', nil, unpack(fields))
+  if conf.err then layout_error(nil, redis.call('TYPE', nil).ok, 'hash') end
+  return conf
+end
+
 -- The ready list of a lane: a filter class (\`mid-circle\` for messages without filters), followed by '@'
 -- and a 4-digit priority when above 0 (\`mid-circle:a=x@0003\`, \`mid-circle@0003\`); '#<group>' is the list
 -- of a full group's parked messages (\`mid-circle#<group>\`).
 local function ready_list(lane)
-  if lane == '' then return K.mid_circle end
+  if lane == '' then return nil end
   local c = string.byte(lane, 1)
-  if c == 64 or c == 35 then return K.mid_circle .. lane end
-  return K.mid_circle .. ':' .. lane
+  if c == 64 or c == 35 then return nil .. lane end
+  return nil .. ':' .. lane
 end
 
 -- The lane of a class and a priority (a number, a string or nil: 0).
@@ -7099,14 +7948,14 @@ end
 
 -- A message's filter class ('' for none); the script must take the \`filters\` key.
 local function class_of(id)
-  return redis.call('HGET', K.filters, id) or ''
+  return redis.call('HGET', nil, id) or ''
 end
 
 -- Checks every key the script was given, and the ready list of every filter
 -- class known or about to be added, before the script writes anything: a
 -- script that stopped half-way would leave messages half-written.
 -- Keys a script touches only on its rare paths (see check_rare).
-local RARE = {}
+local RARE, RARE_NAMES = {}, {}
 local rare_checked = false
 -- Keys a helper checks itself, only when it is about to use them (lib/events.lua: with events on).
 local CHECKED_BY_HELPER = {}
@@ -7114,21 +7963,30 @@ local CHECKED_BY_HELPER = {}
 -- \`rare\` (optional) names keys left to check_rare, so a hot path pays no TYPE call for them. \`read_first\`
 -- (optional) names keys the script reads, with a command that refuses another type, before it writes
 -- anything: that read is their check. Each TYPE call costs about a µs of the server's time, on every call.
-local function check_layout(new_classes, rare, read_first)
-  for _, name in ipairs(rare or {}) do RARE[name] = true end
+-- \`marked\` (optional): the queue carries the layout mark; only the lists of \`new_classes\` are checked.
+local function check_layout(new_classes, rare, read_first, marked)
+  -- A marked queue's hot path only keeps the list: check_rare reads it, and a set is built only below.
+  RARE_NAMES = rare or RARE_NAMES
+  if marked then
+    if nil ~= nil then
+      for _, class in ipairs(new_classes or {}) do check_type(ready_list(class), 'list') end
+    end
+    return
+  end
+  for _, name in ipairs(RARE_NAMES) do RARE[name] = true end
   local skip = {}
   for _, name in ipairs(read_first or {}) do skip[name] = true end
-  local lists = K.classes ~= nil and K.mid_circle ~= nil
+  local lists = nil ~= nil and nil ~= nil
   -- SMEMBERS below checks \`classes\` itself.
   if lists then skip.classes = true end
-  for name, key in pairs(K) do
-    local expected = KEY_TYPES[name]
+  for name, key in pairs(key_table()) do
+    local expected = key_type(name)
     if expected ~= nil and not RARE[name] and not CHECKED_BY_HELPER[name] and not skip[name] then
       check_type(key, expected)
     end
   end
   if lists then
-    for _, class in ipairs(redis.call('SMEMBERS', K.classes)) do check_type(ready_list(class), 'list') end
+    for _, class in ipairs(redis.call('SMEMBERS', nil)) do check_type(ready_list(class), 'list') end
     for _, class in ipairs(new_classes or {}) do check_type(ready_list(class), 'list') end
   end
 end
@@ -7138,8 +7996,8 @@ end
 local function check_rare()
   if rare_checked then return end
   rare_checked = true
-  for name in pairs(RARE) do
-    if K[name] ~= nil and not CHECKED_BY_HELPER[name] then check_type(K[name], KEY_TYPES[name]) end
+  for _, name in ipairs(RARE_NAMES) do
+    if key_table()[name] ~= nil and not CHECKED_BY_HELPER[name] then check_type(key_table()[name], key_type(name)) end
   end
 end
 
@@ -7209,13 +8067,13 @@ end
 local function flush_ready(r)
   for class, ids in pairs(r.back) do
     call_chunked('LPUSH', ready_list(class), ids)
-    redis.call('HINCRBY', K.pushes, class, #ids)
+    redis.call('HINCRBY', nil, class, #ids)
   end
   for class, ids in pairs(r.front) do
-    if string.find(class, '@', 1, true) then redis.call('ZADD', K.lanes, select(2, lane_parts(class)), class) end
+    if string.find(class, '@', 1, true) then redis.call('ZADD', nil, select(2, lane_parts(class)), class) end
   end
   for class in pairs(r.back) do
-    if string.find(class, '@', 1, true) then redis.call('ZADD', K.lanes, select(2, lane_parts(class)), class) end
+    if string.find(class, '@', 1, true) then redis.call('ZADD', nil, select(2, lane_parts(class)), class) end
   end
   for class, ids in pairs(r.front) do
     -- The earliest is pushed last, so it is the next out.
@@ -7237,7 +8095,7 @@ end
 
 check_layout()
 local after, limit = tonumber(ARGV[1]), tonumber(ARGV[2])
-local head = tonumber(redis.call('GET', K.events_seq)) or 0
+local head = tonumber(redis.call('GET', KEYS[2])) or 0
 local reply = { 0, head }
 local start = '-'
 if after ~= nil then start = string.format('%d', after + 1) end
@@ -7246,7 +8104,7 @@ local first = true
 while n < limit do
   -- Every entry holds at least one event: never more entries than events still wanted.
   local asked = math.min(100, limit - n)
-  local entries = redis.call('XRANGE', K.events, start, '+', 'COUNT', asked)
+  local entries = redis.call('XRANGE', KEYS[1], start, '+', 'COUNT', asked)
   for _, entry in ipairs(entries) do
     -- Fields: at, n, events (one line per event).
     local fields = entry[2]
@@ -7274,26 +8132,46 @@ return reply
     name: 'register-consumer',
     keys: ['consumers'],
     readOnly: false,
-    sha: '66cdd160427f5515460ab3d71f4d83ac44c2feab',
+    sha: 'ec6f55a8108bdac5062149c2a04903189eeba9bb',
     source: `#!lua flags=allow-oom
-local K = { consumers = KEYS[1] }
+-- The keys by name, for the helpers that look a key up by a name they hold.
+local K_TABLE = nil
+local function key_table()
+  if K_TABLE == nil then K_TABLE = { consumers = KEYS[1] } end
+  return K_TABLE
+end
 -- common: helpers every script includes. K holds the queue's keys by name
 -- (see src/redis/keys.ts; in Lua '-' becomes '_' and '?' is dropped).
 --
 -- KEYS: (none of its own)
 
--- The types kvmq keeps in each key, to refuse foreign data before writing anything.
-local KEY_TYPES = {
-  messages = 'hash', locks = 'hash', backoffs = 'hash', nattempts = 'hash', mid_circle = 'list',
-  done = 'set', requeue = 'set', eoq_backoff = 'string', ndry_runs = 'string', metadata = 'hash',
-  filters = 'hash', classes = 'set', holders = 'hash', outcomes = 'hash', enqueued_at = 'hash',
-  updated_at = 'hash', requeue_content = 'hash', schedule = 'zset', lock_expiry = 'zset',
-  done_at = 'zset', dedupe = 'zset', conf = 'hash', consumers = 'hash', gc_lock = 'string',
-  gc_at = 'string', policies = 'hash', history = 'hash', losses = 'hash', pushes = 'hash',
-  requeue_locks = 'zset', requeue_schedule = 'zset', failed = 'zset', events = 'stream', events_seq = 'string',
-  priorities = 'hash', lanes = 'zset', groups = 'hash', group_held = 'hash', parked = 'set', debounce = 'hash',
-  debounce_of = 'hash', rate_tat = 'string', schedules = 'hash',
-}
+-- The types kvmq keeps in each key, to refuse foreign data before writing anything. Built when a check
+-- first needs it: a script whose queue is marked (see LAYOUT_FIELD) mostly makes no check at all.
+local KEY_TYPES = nil
+local function key_type(name)
+  if KEY_TYPES == nil then
+    KEY_TYPES = {
+      messages = 'hash', locks = 'hash', backoffs = 'hash', nattempts = 'hash', mid_circle = 'list',
+      done = 'set', requeue = 'set', eoq_backoff = 'string', ndry_runs = 'string', metadata = 'hash',
+      filters = 'hash', classes = 'set', holders = 'hash', outcomes = 'hash', enqueued_at = 'hash',
+      updated_at = 'hash', requeue_content = 'hash', schedule = 'zset', lock_expiry = 'zset',
+      done_at = 'zset', dedupe = 'zset', conf = 'hash', consumers = 'hash', gc_lock = 'string',
+      gc_at = 'string', policies = 'hash', history = 'hash', losses = 'hash', pushes = 'hash',
+      requeue_locks = 'zset', requeue_schedule = 'zset', failed = 'zset', events = 'stream', events_seq = 'string',
+      priorities = 'hash', lanes = 'zset', groups = 'hash', group_held = 'hash', parked = 'set', debounce = 'hash',
+      debounce_of = 'hash', rate_tat = 'string', schedules = 'hash', layout = 'string',
+    }
+  end
+  return KEY_TYPES[name]
+end
+
+-- The \`layout\` key (a string) marks a queue whose keys a full check_layout found to be kvmq's: an enqueue
+-- writes it after its check; clear deletes it with the rest. The hot paths (enqueue, claim, finish) of a
+-- marked queue skip their TYPE calls (about a µs each, a dozen or more per call): a key another program
+-- creates under the prefix later fails the call with Redis's WRONGTYPE, which the client reports as a
+-- StoreLayoutError too, but maybe after part of the call's writes. Keys read before any write and those of
+-- rare paths are still checked on every call.
+local LAYOUT_VERSION = '1'
 
 -- Lua's unpack has a stack limit; variadic commands go in chunks of this many arguments.
 local CHUNK = 1000
@@ -7314,14 +8192,33 @@ local function check_type(key, expected)
   if found ~= 'none' and found ~= expected then layout_error(key, found, expected) end
 end
 
+-- Whether the queue carries the layout mark (the script must take the \`layout\` key).
+local function layout_marked()
+  local mark = redis.pcall('GET', nil)
+  if type(mark) == 'table' and mark.err then layout_error(nil, redis.call('TYPE', nil).ok, 'string') end
+  return mark == LAYOUT_VERSION
+end
+
+-- Marks the queue after a full check_layout found its keys kvmq's.
+local function mark_layout()
+  redis.call('SET', nil, LAYOUT_VERSION)
+end
+
+-- The conf fields \`fields\` (HMGET), a conf of another type refused before any write.
+local function read_conf(fields)
+  local conf = redis.pcall('HMGET', nil, unpack(fields))
+  if conf.err then layout_error(nil, redis.call('TYPE', nil).ok, 'hash') end
+  return conf
+end
+
 -- The ready list of a lane: a filter class (\`mid-circle\` for messages without filters), followed by '@'
 -- and a 4-digit priority when above 0 (\`mid-circle:a=x@0003\`, \`mid-circle@0003\`); '#<group>' is the list
 -- of a full group's parked messages (\`mid-circle#<group>\`).
 local function ready_list(lane)
-  if lane == '' then return K.mid_circle end
+  if lane == '' then return nil end
   local c = string.byte(lane, 1)
-  if c == 64 or c == 35 then return K.mid_circle .. lane end
-  return K.mid_circle .. ':' .. lane
+  if c == 64 or c == 35 then return nil .. lane end
+  return nil .. ':' .. lane
 end
 
 -- The lane of a class and a priority (a number, a string or nil: 0).
@@ -7340,14 +8237,14 @@ end
 
 -- A message's filter class ('' for none); the script must take the \`filters\` key.
 local function class_of(id)
-  return redis.call('HGET', K.filters, id) or ''
+  return redis.call('HGET', nil, id) or ''
 end
 
 -- Checks every key the script was given, and the ready list of every filter
 -- class known or about to be added, before the script writes anything: a
 -- script that stopped half-way would leave messages half-written.
 -- Keys a script touches only on its rare paths (see check_rare).
-local RARE = {}
+local RARE, RARE_NAMES = {}, {}
 local rare_checked = false
 -- Keys a helper checks itself, only when it is about to use them (lib/events.lua: with events on).
 local CHECKED_BY_HELPER = {}
@@ -7355,21 +8252,30 @@ local CHECKED_BY_HELPER = {}
 -- \`rare\` (optional) names keys left to check_rare, so a hot path pays no TYPE call for them. \`read_first\`
 -- (optional) names keys the script reads, with a command that refuses another type, before it writes
 -- anything: that read is their check. Each TYPE call costs about a µs of the server's time, on every call.
-local function check_layout(new_classes, rare, read_first)
-  for _, name in ipairs(rare or {}) do RARE[name] = true end
+-- \`marked\` (optional): the queue carries the layout mark; only the lists of \`new_classes\` are checked.
+local function check_layout(new_classes, rare, read_first, marked)
+  -- A marked queue's hot path only keeps the list: check_rare reads it, and a set is built only below.
+  RARE_NAMES = rare or RARE_NAMES
+  if marked then
+    if nil ~= nil then
+      for _, class in ipairs(new_classes or {}) do check_type(ready_list(class), 'list') end
+    end
+    return
+  end
+  for _, name in ipairs(RARE_NAMES) do RARE[name] = true end
   local skip = {}
   for _, name in ipairs(read_first or {}) do skip[name] = true end
-  local lists = K.classes ~= nil and K.mid_circle ~= nil
+  local lists = nil ~= nil and nil ~= nil
   -- SMEMBERS below checks \`classes\` itself.
   if lists then skip.classes = true end
-  for name, key in pairs(K) do
-    local expected = KEY_TYPES[name]
+  for name, key in pairs(key_table()) do
+    local expected = key_type(name)
     if expected ~= nil and not RARE[name] and not CHECKED_BY_HELPER[name] and not skip[name] then
       check_type(key, expected)
     end
   end
   if lists then
-    for _, class in ipairs(redis.call('SMEMBERS', K.classes)) do check_type(ready_list(class), 'list') end
+    for _, class in ipairs(redis.call('SMEMBERS', nil)) do check_type(ready_list(class), 'list') end
     for _, class in ipairs(new_classes or {}) do check_type(ready_list(class), 'list') end
   end
 end
@@ -7379,8 +8285,8 @@ end
 local function check_rare()
   if rare_checked then return end
   rare_checked = true
-  for name in pairs(RARE) do
-    if K[name] ~= nil and not CHECKED_BY_HELPER[name] then check_type(K[name], KEY_TYPES[name]) end
+  for _, name in ipairs(RARE_NAMES) do
+    if key_table()[name] ~= nil and not CHECKED_BY_HELPER[name] then check_type(key_table()[name], key_type(name)) end
   end
 end
 
@@ -7450,13 +8356,13 @@ end
 local function flush_ready(r)
   for class, ids in pairs(r.back) do
     call_chunked('LPUSH', ready_list(class), ids)
-    redis.call('HINCRBY', K.pushes, class, #ids)
+    redis.call('HINCRBY', nil, class, #ids)
   end
   for class, ids in pairs(r.front) do
-    if string.find(class, '@', 1, true) then redis.call('ZADD', K.lanes, select(2, lane_parts(class)), class) end
+    if string.find(class, '@', 1, true) then redis.call('ZADD', nil, select(2, lane_parts(class)), class) end
   end
   for class in pairs(r.back) do
-    if string.find(class, '@', 1, true) then redis.call('ZADD', K.lanes, select(2, lane_parts(class)), class) end
+    if string.find(class, '@', 1, true) then redis.call('ZADD', nil, select(2, lane_parts(class)), class) end
   end
   for class, ids in pairs(r.front) do
     -- The earliest is pushed last, so it is the next out.
@@ -7477,13 +8383,13 @@ check_layout()
 local id, host, pid, ttl = ARGV[1], ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[4])
 local now = now_ms()
 local started = now
-local existing = redis.call('HGET', K.consumers, id)
+local existing = redis.call('HGET', KEYS[1], id)
 if existing then
   local ok, previous = pcall(cjson.decode, existing)
   if ok and type(previous) == 'table' and tonumber(previous.startedAt) then started = previous.startedAt end
 end
 local registration = { host = host, pid = pid, startedAt = started, lastSeenAt = now, expiresAt = now + ttl }
-redis.call('HSET', K.consumers, id, cjson.encode(registration))
+redis.call('HSET', KEYS[1], id, cjson.encode(registration))
 return 1
 `,
   },
@@ -7525,26 +8431,46 @@ return 1
       'debounce-of',
     ],
     readOnly: false,
-    sha: '8c52beb8f8460b61eccdd8dd75ce84e31d68533b',
+    sha: 'e656bc4e833f672490c409324386f3f4e87da177',
     source: `#!lua flags=allow-oom
-local K = { mid_circle = KEYS[1], conf = KEYS[2], events = KEYS[3], events_seq = KEYS[4], events_wake = KEYS[5], done = KEYS[6], requeue = KEYS[7], backoffs = KEYS[8], locks = KEYS[9], failed = KEYS[10], filters = KEYS[11], priorities = KEYS[12], lanes = KEYS[13], groups = KEYS[14], messages = KEYS[15], metadata = KEYS[16], policies = KEYS[17], history = KEYS[18], losses = KEYS[19], nattempts = KEYS[20], holders = KEYS[21], outcomes = KEYS[22], enqueued_at = KEYS[23], updated_at = KEYS[24], requeue_content = KEYS[25], schedule = KEYS[26], lock_expiry = KEYS[27], requeue_locks = KEYS[28], requeue_schedule = KEYS[29], done_at = KEYS[30], dedupe = KEYS[31], debounce = KEYS[32], debounce_of = KEYS[33] }
+-- The keys by name, for the helpers that look a key up by a name they hold.
+local K_TABLE = nil
+local function key_table()
+  if K_TABLE == nil then K_TABLE = { mid_circle = KEYS[1], conf = KEYS[2], events = KEYS[3], events_seq = KEYS[4], events_wake = KEYS[5], done = KEYS[6], requeue = KEYS[7], backoffs = KEYS[8], locks = KEYS[9], failed = KEYS[10], filters = KEYS[11], priorities = KEYS[12], lanes = KEYS[13], groups = KEYS[14], messages = KEYS[15], metadata = KEYS[16], policies = KEYS[17], history = KEYS[18], losses = KEYS[19], nattempts = KEYS[20], holders = KEYS[21], outcomes = KEYS[22], enqueued_at = KEYS[23], updated_at = KEYS[24], requeue_content = KEYS[25], schedule = KEYS[26], lock_expiry = KEYS[27], requeue_locks = KEYS[28], requeue_schedule = KEYS[29], done_at = KEYS[30], dedupe = KEYS[31], debounce = KEYS[32], debounce_of = KEYS[33] } end
+  return K_TABLE
+end
 -- common: helpers every script includes. K holds the queue's keys by name
 -- (see src/redis/keys.ts; in Lua '-' becomes '_' and '?' is dropped).
 --
 -- KEYS: (none of its own)
 
--- The types kvmq keeps in each key, to refuse foreign data before writing anything.
-local KEY_TYPES = {
-  messages = 'hash', locks = 'hash', backoffs = 'hash', nattempts = 'hash', mid_circle = 'list',
-  done = 'set', requeue = 'set', eoq_backoff = 'string', ndry_runs = 'string', metadata = 'hash',
-  filters = 'hash', classes = 'set', holders = 'hash', outcomes = 'hash', enqueued_at = 'hash',
-  updated_at = 'hash', requeue_content = 'hash', schedule = 'zset', lock_expiry = 'zset',
-  done_at = 'zset', dedupe = 'zset', conf = 'hash', consumers = 'hash', gc_lock = 'string',
-  gc_at = 'string', policies = 'hash', history = 'hash', losses = 'hash', pushes = 'hash',
-  requeue_locks = 'zset', requeue_schedule = 'zset', failed = 'zset', events = 'stream', events_seq = 'string',
-  priorities = 'hash', lanes = 'zset', groups = 'hash', group_held = 'hash', parked = 'set', debounce = 'hash',
-  debounce_of = 'hash', rate_tat = 'string', schedules = 'hash',
-}
+-- The types kvmq keeps in each key, to refuse foreign data before writing anything. Built when a check
+-- first needs it: a script whose queue is marked (see LAYOUT_FIELD) mostly makes no check at all.
+local KEY_TYPES = nil
+local function key_type(name)
+  if KEY_TYPES == nil then
+    KEY_TYPES = {
+      messages = 'hash', locks = 'hash', backoffs = 'hash', nattempts = 'hash', mid_circle = 'list',
+      done = 'set', requeue = 'set', eoq_backoff = 'string', ndry_runs = 'string', metadata = 'hash',
+      filters = 'hash', classes = 'set', holders = 'hash', outcomes = 'hash', enqueued_at = 'hash',
+      updated_at = 'hash', requeue_content = 'hash', schedule = 'zset', lock_expiry = 'zset',
+      done_at = 'zset', dedupe = 'zset', conf = 'hash', consumers = 'hash', gc_lock = 'string',
+      gc_at = 'string', policies = 'hash', history = 'hash', losses = 'hash', pushes = 'hash',
+      requeue_locks = 'zset', requeue_schedule = 'zset', failed = 'zset', events = 'stream', events_seq = 'string',
+      priorities = 'hash', lanes = 'zset', groups = 'hash', group_held = 'hash', parked = 'set', debounce = 'hash',
+      debounce_of = 'hash', rate_tat = 'string', schedules = 'hash', layout = 'string',
+    }
+  end
+  return KEY_TYPES[name]
+end
+
+-- The \`layout\` key (a string) marks a queue whose keys a full check_layout found to be kvmq's: an enqueue
+-- writes it after its check; clear deletes it with the rest. The hot paths (enqueue, claim, finish) of a
+-- marked queue skip their TYPE calls (about a µs each, a dozen or more per call): a key another program
+-- creates under the prefix later fails the call with Redis's WRONGTYPE, which the client reports as a
+-- StoreLayoutError too, but maybe after part of the call's writes. Keys read before any write and those of
+-- rare paths are still checked on every call.
+local LAYOUT_VERSION = '1'
 
 -- Lua's unpack has a stack limit; variadic commands go in chunks of this many arguments.
 local CHUNK = 1000
@@ -7565,14 +8491,33 @@ local function check_type(key, expected)
   if found ~= 'none' and found ~= expected then layout_error(key, found, expected) end
 end
 
+-- Whether the queue carries the layout mark (the script must take the \`layout\` key).
+local function layout_marked()
+  local mark = redis.pcall('GET', nil)
+  if type(mark) == 'table' and mark.err then layout_error(nil, redis.call('TYPE', nil).ok, 'string') end
+  return mark == LAYOUT_VERSION
+end
+
+-- Marks the queue after a full check_layout found its keys kvmq's.
+local function mark_layout()
+  redis.call('SET', nil, LAYOUT_VERSION)
+end
+
+-- The conf fields \`fields\` (HMGET), a conf of another type refused before any write.
+local function read_conf(fields)
+  local conf = redis.pcall('HMGET', KEYS[2], unpack(fields))
+  if conf.err then layout_error(KEYS[2], redis.call('TYPE', KEYS[2]).ok, 'hash') end
+  return conf
+end
+
 -- The ready list of a lane: a filter class (\`mid-circle\` for messages without filters), followed by '@'
 -- and a 4-digit priority when above 0 (\`mid-circle:a=x@0003\`, \`mid-circle@0003\`); '#<group>' is the list
 -- of a full group's parked messages (\`mid-circle#<group>\`).
 local function ready_list(lane)
-  if lane == '' then return K.mid_circle end
+  if lane == '' then return KEYS[1] end
   local c = string.byte(lane, 1)
-  if c == 64 or c == 35 then return K.mid_circle .. lane end
-  return K.mid_circle .. ':' .. lane
+  if c == 64 or c == 35 then return KEYS[1] .. lane end
+  return KEYS[1] .. ':' .. lane
 end
 
 -- The lane of a class and a priority (a number, a string or nil: 0).
@@ -7591,14 +8536,14 @@ end
 
 -- A message's filter class ('' for none); the script must take the \`filters\` key.
 local function class_of(id)
-  return redis.call('HGET', K.filters, id) or ''
+  return redis.call('HGET', KEYS[11], id) or ''
 end
 
 -- Checks every key the script was given, and the ready list of every filter
 -- class known or about to be added, before the script writes anything: a
 -- script that stopped half-way would leave messages half-written.
 -- Keys a script touches only on its rare paths (see check_rare).
-local RARE = {}
+local RARE, RARE_NAMES = {}, {}
 local rare_checked = false
 -- Keys a helper checks itself, only when it is about to use them (lib/events.lua: with events on).
 local CHECKED_BY_HELPER = {}
@@ -7606,21 +8551,30 @@ local CHECKED_BY_HELPER = {}
 -- \`rare\` (optional) names keys left to check_rare, so a hot path pays no TYPE call for them. \`read_first\`
 -- (optional) names keys the script reads, with a command that refuses another type, before it writes
 -- anything: that read is their check. Each TYPE call costs about a µs of the server's time, on every call.
-local function check_layout(new_classes, rare, read_first)
-  for _, name in ipairs(rare or {}) do RARE[name] = true end
+-- \`marked\` (optional): the queue carries the layout mark; only the lists of \`new_classes\` are checked.
+local function check_layout(new_classes, rare, read_first, marked)
+  -- A marked queue's hot path only keeps the list: check_rare reads it, and a set is built only below.
+  RARE_NAMES = rare or RARE_NAMES
+  if marked then
+    if KEYS[1] ~= nil then
+      for _, class in ipairs(new_classes or {}) do check_type(ready_list(class), 'list') end
+    end
+    return
+  end
+  for _, name in ipairs(RARE_NAMES) do RARE[name] = true end
   local skip = {}
   for _, name in ipairs(read_first or {}) do skip[name] = true end
-  local lists = K.classes ~= nil and K.mid_circle ~= nil
+  local lists = nil ~= nil and KEYS[1] ~= nil
   -- SMEMBERS below checks \`classes\` itself.
   if lists then skip.classes = true end
-  for name, key in pairs(K) do
-    local expected = KEY_TYPES[name]
+  for name, key in pairs(key_table()) do
+    local expected = key_type(name)
     if expected ~= nil and not RARE[name] and not CHECKED_BY_HELPER[name] and not skip[name] then
       check_type(key, expected)
     end
   end
   if lists then
-    for _, class in ipairs(redis.call('SMEMBERS', K.classes)) do check_type(ready_list(class), 'list') end
+    for _, class in ipairs(redis.call('SMEMBERS', nil)) do check_type(ready_list(class), 'list') end
     for _, class in ipairs(new_classes or {}) do check_type(ready_list(class), 'list') end
   end
 end
@@ -7630,8 +8584,8 @@ end
 local function check_rare()
   if rare_checked then return end
   rare_checked = true
-  for name in pairs(RARE) do
-    if K[name] ~= nil and not CHECKED_BY_HELPER[name] then check_type(K[name], KEY_TYPES[name]) end
+  for _, name in ipairs(RARE_NAMES) do
+    if key_table()[name] ~= nil and not CHECKED_BY_HELPER[name] then check_type(key_table()[name], key_type(name)) end
   end
 end
 
@@ -7701,13 +8655,13 @@ end
 local function flush_ready(r)
   for class, ids in pairs(r.back) do
     call_chunked('LPUSH', ready_list(class), ids)
-    redis.call('HINCRBY', K.pushes, class, #ids)
+    redis.call('HINCRBY', nil, class, #ids)
   end
   for class, ids in pairs(r.front) do
-    if string.find(class, '@', 1, true) then redis.call('ZADD', K.lanes, select(2, lane_parts(class)), class) end
+    if string.find(class, '@', 1, true) then redis.call('ZADD', KEYS[13], select(2, lane_parts(class)), class) end
   end
   for class in pairs(r.back) do
-    if string.find(class, '@', 1, true) then redis.call('ZADD', K.lanes, select(2, lane_parts(class)), class) end
+    if string.find(class, '@', 1, true) then redis.call('ZADD', KEYS[13], select(2, lane_parts(class)), class) end
   end
   for class, ids in pairs(r.front) do
     -- The earliest is pushed last, so it is the next out.
@@ -7747,17 +8701,13 @@ local EVENTS_CONF = { 'events', 'events_max_count' }
 -- Reads the queue's events flag and bound (or takes them as read: \`read\`, the values of EVENTS_CONF).
 -- Call it before the script writes anything.
 local function events_begin(read)
-  local conf = read
-  if conf == nil then
-    -- A conf of another type fails here, before any write (scripts on a hot path leave it out of check_layout).
-    conf = redis.pcall('HMGET', K.conf, unpack(EVENTS_CONF))
-    if conf.err then layout_error(K.conf, redis.call('TYPE', K.conf).ok, 'hash') end
-  end
+  -- A conf of another type fails here, before any write (scripts on a hot path leave it out of check_layout).
+  local conf = read or read_conf(EVENTS_CONF)
   EV.on = conf[1] == '1'
   if EV.on then
     EV.max = tonumber(conf[2]) or DEFAULT_EVENTS_MAX_COUNT
-    check_type(K.events, 'stream')
-    check_type(K.events_seq, 'string')
+    check_type(KEYS[3], 'stream')
+    check_type(KEYS[4], 'string')
   end
 end
 
@@ -7806,7 +8756,7 @@ end
 
 -- Writes the events noted by this script.
 local function events_flush(now)
-  if EV.on and #EV.lines > 0 then append_events(K.events, K.events_seq, K.events_wake, EV.max, now, EV.lines) end
+  if EV.on and #EV.lines > 0 then append_events(KEYS[3], KEYS[4], KEYS[5], EV.max, now, EV.lines) end
   EV.lines = {}
 end
 -- state: a message's state, derived from Carmine's keys as Carmine derives it,
@@ -7816,10 +8766,10 @@ end
 
 -- The state of a message known to exist, at \`now\`.
 local function state_of(id, now)
-  if redis.call('ZSCORE', K.failed, id) then return 'failed', nil end
-  local backoff = tonumber(redis.call('HGET', K.backoffs, id)) or 0
-  if redis.call('SISMEMBER', K.done, id) == 1 then
-    local requeued = redis.call('SISMEMBER', K.requeue, id) == 1
+  if redis.call('ZSCORE', KEYS[10], id) then return 'failed', nil end
+  local backoff = tonumber(redis.call('HGET', KEYS[8], id)) or 0
+  if redis.call('SISMEMBER', KEYS[6], id) == 1 then
+    local requeued = redis.call('SISMEMBER', KEYS[7], id) == 1
     if backoff > now then
       if requeued then return 'done-with-requeue', backoff end
       return 'done-with-backoff', backoff
@@ -7828,9 +8778,9 @@ local function state_of(id, now)
     if requeued then return 'queued', nil end
     return 'done-awaiting-gc', nil
   end
-  local lock = tonumber(redis.call('HGET', K.locks, id)) or 0
+  local lock = tonumber(redis.call('HGET', KEYS[9], id)) or 0
   if lock > now then
-    if redis.call('SISMEMBER', K.requeue, id) == 1 then return 'locked-with-requeue', lock end
+    if redis.call('SISMEMBER', KEYS[7], id) == 1 then return 'locked-with-requeue', lock end
     return 'locked', lock
   end
   if backoff > now then return 'queued-with-backoff', backoff end
@@ -7844,7 +8794,7 @@ end
 
 -- The lane a message joins when it becomes ready.
 local function lane_of(id)
-  return lane_for(class_of(id), redis.call('HGET', K.priorities, id))
+  return lane_for(class_of(id), redis.call('HGET', KEYS[12], id))
 end
 
 -- Blanks a queued message's entry where it waits (its ready list, else its group's parked list), in
@@ -7853,7 +8803,7 @@ local function unready(id)
   local list = ready_list(lane_of(id))
   local at = redis.call('LPOS', list, id)
   if not at then
-    local group = redis.call('HGET', K.groups, id)
+    local group = redis.call('HGET', KEYS[14], id)
     if not group then return false end
     list = ready_list('#' .. group)
     at = redis.call('LPOS', list, id)
@@ -7879,19 +8829,19 @@ local has_debounce = nil
 -- With \`w\`, the removals are queued there (many ids in one command per key); else made now.
 local function forget(id, w)
   for _, name in ipairs(FORGET_HASHES) do
-    if w then later(w, 'hdel', K[name], id) else redis.call('HDEL', K[name], id) end
+    if w then later(w, 'hdel', key_table()[name], id) else redis.call('HDEL', key_table()[name], id) end
   end
   for _, name in ipairs(FORGET_ZSETS) do
-    if w then later(w, 'zrem', K[name], id) else redis.call('ZREM', K[name], id) end
+    if w then later(w, 'zrem', key_table()[name], id) else redis.call('ZREM', key_table()[name], id) end
   end
   for _, name in ipairs({ 'done', 'requeue' }) do
-    if w then later(w, 'srem', K[name], id) else redis.call('SREM', K[name], id) end
+    if w then later(w, 'srem', key_table()[name], id) else redis.call('SREM', key_table()[name], id) end
   end
-  if has_debounce == nil then has_debounce = redis.call('EXISTS', K.debounce_of) == 1 end
-  local did = has_debounce and redis.call('HGET', K.debounce_of, id)
+  if has_debounce == nil then has_debounce = redis.call('EXISTS', KEYS[33]) == 1 end
+  local did = has_debounce and redis.call('HGET', KEYS[33], id)
   if did then
-    redis.call('HDEL', K.debounce_of, id)
-    if redis.call('HGET', K.debounce, did) == id then redis.call('HDEL', K.debounce, did) end
+    redis.call('HDEL', KEYS[33], id)
+    if redis.call('HGET', KEYS[32], did) == id then redis.call('HDEL', KEYS[32], did) end
   end
 end
 -- remove: deletes messages in any state but locked and locked-with-requeue
@@ -7912,16 +8862,16 @@ local now = now_ms()
 local replies = {}
 for i, id in ipairs(ARGV) do
   replies[i] = ''
-  if redis.call('HEXISTS', K.messages, id) == 1 then
+  if redis.call('HEXISTS', KEYS[15], id) == 1 then
     local state = state_of(id, now)
     if state == 'locked' or state == 'locked-with-requeue' then
       replies[i] = state
     else
-      if state == 'queued' and not redis.call('ZSCORE', K.schedule, id) and not redis.call('ZSCORE', K.lock_expiry, id)
-        and redis.call('SISMEMBER', K.done, id) == 0 then
+      if state == 'queued' and not redis.call('ZSCORE', KEYS[26], id) and not redis.call('ZSCORE', KEYS[27], id)
+        and redis.call('SISMEMBER', KEYS[6], id) == 0 then
         unready(id)
       end
-      if EV.on then event('removed', id, redis.call('HGET', K.nattempts, id)) end
+      if EV.on then event('removed', id, redis.call('HGET', KEYS[20], id)) end
       forget(id)
       replies[i] = 'ok'
     end
@@ -7956,26 +8906,46 @@ return replies
       'groups',
     ],
     readOnly: false,
-    sha: '9f6d359676365d79839b15ef8e0f3ae6319dbfc9',
+    sha: '91fc727e5628b219682140f9003b33ca3270dc43',
     source: `#!lua
-local K = { messages = KEYS[1], filters = KEYS[2], nattempts = KEYS[3], losses = KEYS[4], failed = KEYS[5], updated_at = KEYS[6], mid_circle = KEYS[7], wake = KEYS[8], pushes = KEYS[9], conf = KEYS[10], events = KEYS[11], events_seq = KEYS[12], events_wake = KEYS[13], done = KEYS[14], requeue = KEYS[15], backoffs = KEYS[16], locks = KEYS[17], priorities = KEYS[18], lanes = KEYS[19], groups = KEYS[20] }
+-- The keys by name, for the helpers that look a key up by a name they hold.
+local K_TABLE = nil
+local function key_table()
+  if K_TABLE == nil then K_TABLE = { messages = KEYS[1], filters = KEYS[2], nattempts = KEYS[3], losses = KEYS[4], failed = KEYS[5], updated_at = KEYS[6], mid_circle = KEYS[7], wake = KEYS[8], pushes = KEYS[9], conf = KEYS[10], events = KEYS[11], events_seq = KEYS[12], events_wake = KEYS[13], done = KEYS[14], requeue = KEYS[15], backoffs = KEYS[16], locks = KEYS[17], priorities = KEYS[18], lanes = KEYS[19], groups = KEYS[20] } end
+  return K_TABLE
+end
 -- common: helpers every script includes. K holds the queue's keys by name
 -- (see src/redis/keys.ts; in Lua '-' becomes '_' and '?' is dropped).
 --
 -- KEYS: (none of its own)
 
--- The types kvmq keeps in each key, to refuse foreign data before writing anything.
-local KEY_TYPES = {
-  messages = 'hash', locks = 'hash', backoffs = 'hash', nattempts = 'hash', mid_circle = 'list',
-  done = 'set', requeue = 'set', eoq_backoff = 'string', ndry_runs = 'string', metadata = 'hash',
-  filters = 'hash', classes = 'set', holders = 'hash', outcomes = 'hash', enqueued_at = 'hash',
-  updated_at = 'hash', requeue_content = 'hash', schedule = 'zset', lock_expiry = 'zset',
-  done_at = 'zset', dedupe = 'zset', conf = 'hash', consumers = 'hash', gc_lock = 'string',
-  gc_at = 'string', policies = 'hash', history = 'hash', losses = 'hash', pushes = 'hash',
-  requeue_locks = 'zset', requeue_schedule = 'zset', failed = 'zset', events = 'stream', events_seq = 'string',
-  priorities = 'hash', lanes = 'zset', groups = 'hash', group_held = 'hash', parked = 'set', debounce = 'hash',
-  debounce_of = 'hash', rate_tat = 'string', schedules = 'hash',
-}
+-- The types kvmq keeps in each key, to refuse foreign data before writing anything. Built when a check
+-- first needs it: a script whose queue is marked (see LAYOUT_FIELD) mostly makes no check at all.
+local KEY_TYPES = nil
+local function key_type(name)
+  if KEY_TYPES == nil then
+    KEY_TYPES = {
+      messages = 'hash', locks = 'hash', backoffs = 'hash', nattempts = 'hash', mid_circle = 'list',
+      done = 'set', requeue = 'set', eoq_backoff = 'string', ndry_runs = 'string', metadata = 'hash',
+      filters = 'hash', classes = 'set', holders = 'hash', outcomes = 'hash', enqueued_at = 'hash',
+      updated_at = 'hash', requeue_content = 'hash', schedule = 'zset', lock_expiry = 'zset',
+      done_at = 'zset', dedupe = 'zset', conf = 'hash', consumers = 'hash', gc_lock = 'string',
+      gc_at = 'string', policies = 'hash', history = 'hash', losses = 'hash', pushes = 'hash',
+      requeue_locks = 'zset', requeue_schedule = 'zset', failed = 'zset', events = 'stream', events_seq = 'string',
+      priorities = 'hash', lanes = 'zset', groups = 'hash', group_held = 'hash', parked = 'set', debounce = 'hash',
+      debounce_of = 'hash', rate_tat = 'string', schedules = 'hash', layout = 'string',
+    }
+  end
+  return KEY_TYPES[name]
+end
+
+-- The \`layout\` key (a string) marks a queue whose keys a full check_layout found to be kvmq's: an enqueue
+-- writes it after its check; clear deletes it with the rest. The hot paths (enqueue, claim, finish) of a
+-- marked queue skip their TYPE calls (about a µs each, a dozen or more per call): a key another program
+-- creates under the prefix later fails the call with Redis's WRONGTYPE, which the client reports as a
+-- StoreLayoutError too, but maybe after part of the call's writes. Keys read before any write and those of
+-- rare paths are still checked on every call.
+local LAYOUT_VERSION = '1'
 
 -- Lua's unpack has a stack limit; variadic commands go in chunks of this many arguments.
 local CHUNK = 1000
@@ -7996,14 +8966,33 @@ local function check_type(key, expected)
   if found ~= 'none' and found ~= expected then layout_error(key, found, expected) end
 end
 
+-- Whether the queue carries the layout mark (the script must take the \`layout\` key).
+local function layout_marked()
+  local mark = redis.pcall('GET', nil)
+  if type(mark) == 'table' and mark.err then layout_error(nil, redis.call('TYPE', nil).ok, 'string') end
+  return mark == LAYOUT_VERSION
+end
+
+-- Marks the queue after a full check_layout found its keys kvmq's.
+local function mark_layout()
+  redis.call('SET', nil, LAYOUT_VERSION)
+end
+
+-- The conf fields \`fields\` (HMGET), a conf of another type refused before any write.
+local function read_conf(fields)
+  local conf = redis.pcall('HMGET', KEYS[10], unpack(fields))
+  if conf.err then layout_error(KEYS[10], redis.call('TYPE', KEYS[10]).ok, 'hash') end
+  return conf
+end
+
 -- The ready list of a lane: a filter class (\`mid-circle\` for messages without filters), followed by '@'
 -- and a 4-digit priority when above 0 (\`mid-circle:a=x@0003\`, \`mid-circle@0003\`); '#<group>' is the list
 -- of a full group's parked messages (\`mid-circle#<group>\`).
 local function ready_list(lane)
-  if lane == '' then return K.mid_circle end
+  if lane == '' then return KEYS[7] end
   local c = string.byte(lane, 1)
-  if c == 64 or c == 35 then return K.mid_circle .. lane end
-  return K.mid_circle .. ':' .. lane
+  if c == 64 or c == 35 then return KEYS[7] .. lane end
+  return KEYS[7] .. ':' .. lane
 end
 
 -- The lane of a class and a priority (a number, a string or nil: 0).
@@ -8022,14 +9011,14 @@ end
 
 -- A message's filter class ('' for none); the script must take the \`filters\` key.
 local function class_of(id)
-  return redis.call('HGET', K.filters, id) or ''
+  return redis.call('HGET', KEYS[2], id) or ''
 end
 
 -- Checks every key the script was given, and the ready list of every filter
 -- class known or about to be added, before the script writes anything: a
 -- script that stopped half-way would leave messages half-written.
 -- Keys a script touches only on its rare paths (see check_rare).
-local RARE = {}
+local RARE, RARE_NAMES = {}, {}
 local rare_checked = false
 -- Keys a helper checks itself, only when it is about to use them (lib/events.lua: with events on).
 local CHECKED_BY_HELPER = {}
@@ -8037,21 +9026,30 @@ local CHECKED_BY_HELPER = {}
 -- \`rare\` (optional) names keys left to check_rare, so a hot path pays no TYPE call for them. \`read_first\`
 -- (optional) names keys the script reads, with a command that refuses another type, before it writes
 -- anything: that read is their check. Each TYPE call costs about a µs of the server's time, on every call.
-local function check_layout(new_classes, rare, read_first)
-  for _, name in ipairs(rare or {}) do RARE[name] = true end
+-- \`marked\` (optional): the queue carries the layout mark; only the lists of \`new_classes\` are checked.
+local function check_layout(new_classes, rare, read_first, marked)
+  -- A marked queue's hot path only keeps the list: check_rare reads it, and a set is built only below.
+  RARE_NAMES = rare or RARE_NAMES
+  if marked then
+    if KEYS[7] ~= nil then
+      for _, class in ipairs(new_classes or {}) do check_type(ready_list(class), 'list') end
+    end
+    return
+  end
+  for _, name in ipairs(RARE_NAMES) do RARE[name] = true end
   local skip = {}
   for _, name in ipairs(read_first or {}) do skip[name] = true end
-  local lists = K.classes ~= nil and K.mid_circle ~= nil
+  local lists = nil ~= nil and KEYS[7] ~= nil
   -- SMEMBERS below checks \`classes\` itself.
   if lists then skip.classes = true end
-  for name, key in pairs(K) do
-    local expected = KEY_TYPES[name]
+  for name, key in pairs(key_table()) do
+    local expected = key_type(name)
     if expected ~= nil and not RARE[name] and not CHECKED_BY_HELPER[name] and not skip[name] then
       check_type(key, expected)
     end
   end
   if lists then
-    for _, class in ipairs(redis.call('SMEMBERS', K.classes)) do check_type(ready_list(class), 'list') end
+    for _, class in ipairs(redis.call('SMEMBERS', nil)) do check_type(ready_list(class), 'list') end
     for _, class in ipairs(new_classes or {}) do check_type(ready_list(class), 'list') end
   end
 end
@@ -8061,8 +9059,8 @@ end
 local function check_rare()
   if rare_checked then return end
   rare_checked = true
-  for name in pairs(RARE) do
-    if K[name] ~= nil and not CHECKED_BY_HELPER[name] then check_type(K[name], KEY_TYPES[name]) end
+  for _, name in ipairs(RARE_NAMES) do
+    if key_table()[name] ~= nil and not CHECKED_BY_HELPER[name] then check_type(key_table()[name], key_type(name)) end
   end
 end
 
@@ -8132,13 +9130,13 @@ end
 local function flush_ready(r)
   for class, ids in pairs(r.back) do
     call_chunked('LPUSH', ready_list(class), ids)
-    redis.call('HINCRBY', K.pushes, class, #ids)
+    redis.call('HINCRBY', KEYS[9], class, #ids)
   end
   for class, ids in pairs(r.front) do
-    if string.find(class, '@', 1, true) then redis.call('ZADD', K.lanes, select(2, lane_parts(class)), class) end
+    if string.find(class, '@', 1, true) then redis.call('ZADD', KEYS[19], select(2, lane_parts(class)), class) end
   end
   for class in pairs(r.back) do
-    if string.find(class, '@', 1, true) then redis.call('ZADD', K.lanes, select(2, lane_parts(class)), class) end
+    if string.find(class, '@', 1, true) then redis.call('ZADD', KEYS[19], select(2, lane_parts(class)), class) end
   end
   for class, ids in pairs(r.front) do
     -- The earliest is pushed last, so it is the next out.
@@ -8178,17 +9176,13 @@ local EVENTS_CONF = { 'events', 'events_max_count' }
 -- Reads the queue's events flag and bound (or takes them as read: \`read\`, the values of EVENTS_CONF).
 -- Call it before the script writes anything.
 local function events_begin(read)
-  local conf = read
-  if conf == nil then
-    -- A conf of another type fails here, before any write (scripts on a hot path leave it out of check_layout).
-    conf = redis.pcall('HMGET', K.conf, unpack(EVENTS_CONF))
-    if conf.err then layout_error(K.conf, redis.call('TYPE', K.conf).ok, 'hash') end
-  end
+  -- A conf of another type fails here, before any write (scripts on a hot path leave it out of check_layout).
+  local conf = read or read_conf(EVENTS_CONF)
   EV.on = conf[1] == '1'
   if EV.on then
     EV.max = tonumber(conf[2]) or DEFAULT_EVENTS_MAX_COUNT
-    check_type(K.events, 'stream')
-    check_type(K.events_seq, 'string')
+    check_type(KEYS[11], 'stream')
+    check_type(KEYS[12], 'string')
   end
 end
 
@@ -8237,7 +9231,7 @@ end
 
 -- Writes the events noted by this script.
 local function events_flush(now)
-  if EV.on and #EV.lines > 0 then append_events(K.events, K.events_seq, K.events_wake, EV.max, now, EV.lines) end
+  if EV.on and #EV.lines > 0 then append_events(KEYS[11], KEYS[12], KEYS[13], EV.max, now, EV.lines) end
   EV.lines = {}
 end
 -- state: a message's state, derived from Carmine's keys as Carmine derives it,
@@ -8247,10 +9241,10 @@ end
 
 -- The state of a message known to exist, at \`now\`.
 local function state_of(id, now)
-  if redis.call('ZSCORE', K.failed, id) then return 'failed', nil end
-  local backoff = tonumber(redis.call('HGET', K.backoffs, id)) or 0
-  if redis.call('SISMEMBER', K.done, id) == 1 then
-    local requeued = redis.call('SISMEMBER', K.requeue, id) == 1
+  if redis.call('ZSCORE', KEYS[5], id) then return 'failed', nil end
+  local backoff = tonumber(redis.call('HGET', KEYS[16], id)) or 0
+  if redis.call('SISMEMBER', KEYS[14], id) == 1 then
+    local requeued = redis.call('SISMEMBER', KEYS[15], id) == 1
     if backoff > now then
       if requeued then return 'done-with-requeue', backoff end
       return 'done-with-backoff', backoff
@@ -8259,9 +9253,9 @@ local function state_of(id, now)
     if requeued then return 'queued', nil end
     return 'done-awaiting-gc', nil
   end
-  local lock = tonumber(redis.call('HGET', K.locks, id)) or 0
+  local lock = tonumber(redis.call('HGET', KEYS[17], id)) or 0
   if lock > now then
-    if redis.call('SISMEMBER', K.requeue, id) == 1 then return 'locked-with-requeue', lock end
+    if redis.call('SISMEMBER', KEYS[15], id) == 1 then return 'locked-with-requeue', lock end
     return 'locked', lock
   end
   if backoff > now then return 'queued-with-backoff', backoff end
@@ -8275,7 +9269,7 @@ end
 
 -- The lane a message joins when it becomes ready.
 local function lane_of(id)
-  return lane_for(class_of(id), redis.call('HGET', K.priorities, id))
+  return lane_for(class_of(id), redis.call('HGET', KEYS[18], id))
 end
 
 -- Blanks a queued message's entry where it waits (its ready list, else its group's parked list), in
@@ -8284,7 +9278,7 @@ local function unready(id)
   local list = ready_list(lane_of(id))
   local at = redis.call('LPOS', list, id)
   if not at then
-    local group = redis.call('HGET', K.groups, id)
+    local group = redis.call('HGET', KEYS[20], id)
     if not group then return false end
     list = ready_list('#' .. group)
     at = redis.call('LPOS', list, id)
@@ -8309,17 +9303,17 @@ local now = now_ms()
 local ready = pending_ready()
 
 local function requeue(id)
-  redis.call('ZREM', K.failed, id)
-  redis.call('HDEL', K.nattempts, id)
-  redis.call('HDEL', K.losses, id)
-  redis.call('HSET', K.updated_at, id, now)
+  redis.call('ZREM', KEYS[5], id)
+  redis.call('HDEL', KEYS[3], id)
+  redis.call('HDEL', KEYS[4], id)
+  redis.call('HSET', KEYS[6], id, now)
   push_ready(ready, lane_of(id), id, false)
   event('enqueued', id, 0)
 end
 
 local reply
 if ARGV[1] == 'oldest' then
-  local ids = redis.call('ZRANGE', K.failed, 0, tonumber(ARGV[2]) - 1)
+  local ids = redis.call('ZRANGE', KEYS[5], 0, tonumber(ARGV[2]) - 1)
   for _, id in ipairs(ids) do requeue(id) end
   reply = #ids
 else
@@ -8327,7 +9321,7 @@ else
   for i = 2, #ARGV do
     local id = ARGV[i]
     local state = ''
-    if redis.call('HEXISTS', K.messages, id) == 1 then state = state_of(id, now) end
+    if redis.call('HEXISTS', KEYS[1], id) == 1 then state = state_of(id, now) end
     if state == 'failed' then
       requeue(id)
       state = 'ok'
@@ -8337,7 +9331,7 @@ else
 end
 flush_ready(ready)
 events_flush(now)
-if ready.count > 0 then redis.call('PUBLISH', K.wake, 'retry') end
+if ready.count > 0 then redis.call('PUBLISH', KEYS[8], 'retry') end
 return reply
 `,
   },
@@ -8357,26 +9351,46 @@ return reply
       'updated-at',
     ],
     readOnly: true,
-    sha: '730a0e325e8271d82b92476fcf24189d4aaeac47',
+    sha: 'fb3950d3828419a1f6911375dccc9a112f62411d',
     source: `#!lua flags=no-writes
-local K = { messages = KEYS[1], done = KEYS[2], requeue = KEYS[3], backoffs = KEYS[4], locks = KEYS[5], failed = KEYS[6], nattempts = KEYS[7], holders = KEYS[8], outcomes = KEYS[9], enqueued_at = KEYS[10], updated_at = KEYS[11] }
+-- The keys by name, for the helpers that look a key up by a name they hold.
+local K_TABLE = nil
+local function key_table()
+  if K_TABLE == nil then K_TABLE = { messages = KEYS[1], done = KEYS[2], requeue = KEYS[3], backoffs = KEYS[4], locks = KEYS[5], failed = KEYS[6], nattempts = KEYS[7], holders = KEYS[8], outcomes = KEYS[9], enqueued_at = KEYS[10], updated_at = KEYS[11] } end
+  return K_TABLE
+end
 -- common: helpers every script includes. K holds the queue's keys by name
 -- (see src/redis/keys.ts; in Lua '-' becomes '_' and '?' is dropped).
 --
 -- KEYS: (none of its own)
 
--- The types kvmq keeps in each key, to refuse foreign data before writing anything.
-local KEY_TYPES = {
-  messages = 'hash', locks = 'hash', backoffs = 'hash', nattempts = 'hash', mid_circle = 'list',
-  done = 'set', requeue = 'set', eoq_backoff = 'string', ndry_runs = 'string', metadata = 'hash',
-  filters = 'hash', classes = 'set', holders = 'hash', outcomes = 'hash', enqueued_at = 'hash',
-  updated_at = 'hash', requeue_content = 'hash', schedule = 'zset', lock_expiry = 'zset',
-  done_at = 'zset', dedupe = 'zset', conf = 'hash', consumers = 'hash', gc_lock = 'string',
-  gc_at = 'string', policies = 'hash', history = 'hash', losses = 'hash', pushes = 'hash',
-  requeue_locks = 'zset', requeue_schedule = 'zset', failed = 'zset', events = 'stream', events_seq = 'string',
-  priorities = 'hash', lanes = 'zset', groups = 'hash', group_held = 'hash', parked = 'set', debounce = 'hash',
-  debounce_of = 'hash', rate_tat = 'string', schedules = 'hash',
-}
+-- The types kvmq keeps in each key, to refuse foreign data before writing anything. Built when a check
+-- first needs it: a script whose queue is marked (see LAYOUT_FIELD) mostly makes no check at all.
+local KEY_TYPES = nil
+local function key_type(name)
+  if KEY_TYPES == nil then
+    KEY_TYPES = {
+      messages = 'hash', locks = 'hash', backoffs = 'hash', nattempts = 'hash', mid_circle = 'list',
+      done = 'set', requeue = 'set', eoq_backoff = 'string', ndry_runs = 'string', metadata = 'hash',
+      filters = 'hash', classes = 'set', holders = 'hash', outcomes = 'hash', enqueued_at = 'hash',
+      updated_at = 'hash', requeue_content = 'hash', schedule = 'zset', lock_expiry = 'zset',
+      done_at = 'zset', dedupe = 'zset', conf = 'hash', consumers = 'hash', gc_lock = 'string',
+      gc_at = 'string', policies = 'hash', history = 'hash', losses = 'hash', pushes = 'hash',
+      requeue_locks = 'zset', requeue_schedule = 'zset', failed = 'zset', events = 'stream', events_seq = 'string',
+      priorities = 'hash', lanes = 'zset', groups = 'hash', group_held = 'hash', parked = 'set', debounce = 'hash',
+      debounce_of = 'hash', rate_tat = 'string', schedules = 'hash', layout = 'string',
+    }
+  end
+  return KEY_TYPES[name]
+end
+
+-- The \`layout\` key (a string) marks a queue whose keys a full check_layout found to be kvmq's: an enqueue
+-- writes it after its check; clear deletes it with the rest. The hot paths (enqueue, claim, finish) of a
+-- marked queue skip their TYPE calls (about a µs each, a dozen or more per call): a key another program
+-- creates under the prefix later fails the call with Redis's WRONGTYPE, which the client reports as a
+-- StoreLayoutError too, but maybe after part of the call's writes. Keys read before any write and those of
+-- rare paths are still checked on every call.
+local LAYOUT_VERSION = '1'
 
 -- Lua's unpack has a stack limit; variadic commands go in chunks of this many arguments.
 local CHUNK = 1000
@@ -8397,14 +9411,33 @@ local function check_type(key, expected)
   if found ~= 'none' and found ~= expected then layout_error(key, found, expected) end
 end
 
+-- Whether the queue carries the layout mark (the script must take the \`layout\` key).
+local function layout_marked()
+  local mark = redis.pcall('GET', nil)
+  if type(mark) == 'table' and mark.err then layout_error(nil, redis.call('TYPE', nil).ok, 'string') end
+  return mark == LAYOUT_VERSION
+end
+
+-- Marks the queue after a full check_layout found its keys kvmq's.
+local function mark_layout()
+  redis.call('SET', nil, LAYOUT_VERSION)
+end
+
+-- The conf fields \`fields\` (HMGET), a conf of another type refused before any write.
+local function read_conf(fields)
+  local conf = redis.pcall('HMGET', nil, unpack(fields))
+  if conf.err then layout_error(nil, redis.call('TYPE', nil).ok, 'hash') end
+  return conf
+end
+
 -- The ready list of a lane: a filter class (\`mid-circle\` for messages without filters), followed by '@'
 -- and a 4-digit priority when above 0 (\`mid-circle:a=x@0003\`, \`mid-circle@0003\`); '#<group>' is the list
 -- of a full group's parked messages (\`mid-circle#<group>\`).
 local function ready_list(lane)
-  if lane == '' then return K.mid_circle end
+  if lane == '' then return nil end
   local c = string.byte(lane, 1)
-  if c == 64 or c == 35 then return K.mid_circle .. lane end
-  return K.mid_circle .. ':' .. lane
+  if c == 64 or c == 35 then return nil .. lane end
+  return nil .. ':' .. lane
 end
 
 -- The lane of a class and a priority (a number, a string or nil: 0).
@@ -8423,14 +9456,14 @@ end
 
 -- A message's filter class ('' for none); the script must take the \`filters\` key.
 local function class_of(id)
-  return redis.call('HGET', K.filters, id) or ''
+  return redis.call('HGET', nil, id) or ''
 end
 
 -- Checks every key the script was given, and the ready list of every filter
 -- class known or about to be added, before the script writes anything: a
 -- script that stopped half-way would leave messages half-written.
 -- Keys a script touches only on its rare paths (see check_rare).
-local RARE = {}
+local RARE, RARE_NAMES = {}, {}
 local rare_checked = false
 -- Keys a helper checks itself, only when it is about to use them (lib/events.lua: with events on).
 local CHECKED_BY_HELPER = {}
@@ -8438,21 +9471,30 @@ local CHECKED_BY_HELPER = {}
 -- \`rare\` (optional) names keys left to check_rare, so a hot path pays no TYPE call for them. \`read_first\`
 -- (optional) names keys the script reads, with a command that refuses another type, before it writes
 -- anything: that read is their check. Each TYPE call costs about a µs of the server's time, on every call.
-local function check_layout(new_classes, rare, read_first)
-  for _, name in ipairs(rare or {}) do RARE[name] = true end
+-- \`marked\` (optional): the queue carries the layout mark; only the lists of \`new_classes\` are checked.
+local function check_layout(new_classes, rare, read_first, marked)
+  -- A marked queue's hot path only keeps the list: check_rare reads it, and a set is built only below.
+  RARE_NAMES = rare or RARE_NAMES
+  if marked then
+    if nil ~= nil then
+      for _, class in ipairs(new_classes or {}) do check_type(ready_list(class), 'list') end
+    end
+    return
+  end
+  for _, name in ipairs(RARE_NAMES) do RARE[name] = true end
   local skip = {}
   for _, name in ipairs(read_first or {}) do skip[name] = true end
-  local lists = K.classes ~= nil and K.mid_circle ~= nil
+  local lists = nil ~= nil and nil ~= nil
   -- SMEMBERS below checks \`classes\` itself.
   if lists then skip.classes = true end
-  for name, key in pairs(K) do
-    local expected = KEY_TYPES[name]
+  for name, key in pairs(key_table()) do
+    local expected = key_type(name)
     if expected ~= nil and not RARE[name] and not CHECKED_BY_HELPER[name] and not skip[name] then
       check_type(key, expected)
     end
   end
   if lists then
-    for _, class in ipairs(redis.call('SMEMBERS', K.classes)) do check_type(ready_list(class), 'list') end
+    for _, class in ipairs(redis.call('SMEMBERS', nil)) do check_type(ready_list(class), 'list') end
     for _, class in ipairs(new_classes or {}) do check_type(ready_list(class), 'list') end
   end
 end
@@ -8462,8 +9504,8 @@ end
 local function check_rare()
   if rare_checked then return end
   rare_checked = true
-  for name in pairs(RARE) do
-    if K[name] ~= nil and not CHECKED_BY_HELPER[name] then check_type(K[name], KEY_TYPES[name]) end
+  for _, name in ipairs(RARE_NAMES) do
+    if key_table()[name] ~= nil and not CHECKED_BY_HELPER[name] then check_type(key_table()[name], key_type(name)) end
   end
 end
 
@@ -8533,13 +9575,13 @@ end
 local function flush_ready(r)
   for class, ids in pairs(r.back) do
     call_chunked('LPUSH', ready_list(class), ids)
-    redis.call('HINCRBY', K.pushes, class, #ids)
+    redis.call('HINCRBY', nil, class, #ids)
   end
   for class, ids in pairs(r.front) do
-    if string.find(class, '@', 1, true) then redis.call('ZADD', K.lanes, select(2, lane_parts(class)), class) end
+    if string.find(class, '@', 1, true) then redis.call('ZADD', nil, select(2, lane_parts(class)), class) end
   end
   for class in pairs(r.back) do
-    if string.find(class, '@', 1, true) then redis.call('ZADD', K.lanes, select(2, lane_parts(class)), class) end
+    if string.find(class, '@', 1, true) then redis.call('ZADD', nil, select(2, lane_parts(class)), class) end
   end
   for class, ids in pairs(r.front) do
     -- The earliest is pushed last, so it is the next out.
@@ -8555,10 +9597,10 @@ end
 
 -- The state of a message known to exist, at \`now\`.
 local function state_of(id, now)
-  if redis.call('ZSCORE', K.failed, id) then return 'failed', nil end
-  local backoff = tonumber(redis.call('HGET', K.backoffs, id)) or 0
-  if redis.call('SISMEMBER', K.done, id) == 1 then
-    local requeued = redis.call('SISMEMBER', K.requeue, id) == 1
+  if redis.call('ZSCORE', KEYS[6], id) then return 'failed', nil end
+  local backoff = tonumber(redis.call('HGET', KEYS[4], id)) or 0
+  if redis.call('SISMEMBER', KEYS[2], id) == 1 then
+    local requeued = redis.call('SISMEMBER', KEYS[3], id) == 1
     if backoff > now then
       if requeued then return 'done-with-requeue', backoff end
       return 'done-with-backoff', backoff
@@ -8567,9 +9609,9 @@ local function state_of(id, now)
     if requeued then return 'queued', nil end
     return 'done-awaiting-gc', nil
   end
-  local lock = tonumber(redis.call('HGET', K.locks, id)) or 0
+  local lock = tonumber(redis.call('HGET', KEYS[5], id)) or 0
   if lock > now then
-    if redis.call('SISMEMBER', K.requeue, id) == 1 then return 'locked-with-requeue', lock end
+    if redis.call('SISMEMBER', KEYS[3], id) == 1 then return 'locked-with-requeue', lock end
     return 'locked', lock
   end
   if backoff > now then return 'queued-with-backoff', backoff end
@@ -8583,17 +9625,17 @@ end
 -- if any) or false, enqueued at, updated at, holder (while locked) or false, the end of the lock or
 -- backoff or -1 }
 local function status_of(id, now)
-  if redis.call('HEXISTS', K.messages, id) == 0 then return nil end
+  if redis.call('HEXISTS', KEYS[1], id) == 0 then return nil end
   local state, ends = state_of(id, now)
-  local enqueued = tonumber(redis.call('HGET', K.enqueued_at, id)) or 0
+  local enqueued = tonumber(redis.call('HGET', KEYS[10], id)) or 0
   local holder = false
-  if state == 'locked' or state == 'locked-with-requeue' then holder = redis.call('HGET', K.holders, id) end
+  if state == 'locked' or state == 'locked-with-requeue' then holder = redis.call('HGET', KEYS[8], id) end
   return {
     state,
-    tonumber(redis.call('HGET', K.nattempts, id)) or 0,
-    redis.call('HGET', K.outcomes, id),
+    tonumber(redis.call('HGET', KEYS[7], id)) or 0,
+    redis.call('HGET', KEYS[9], id),
     enqueued,
-    tonumber(redis.call('HGET', K.updated_at, id)) or enqueued,
+    tonumber(redis.call('HGET', KEYS[11], id)) or enqueued,
     holder,
     ends or -1,
   }
@@ -8615,26 +9657,46 @@ return status_of(ARGV[1], now_ms())
     name: 'unregister-consumer',
     keys: ['consumers'],
     readOnly: false,
-    sha: 'caa6aaedbde25fa2cdf853e488e327fdbc1be148',
+    sha: '049d1815576516954ffbf04f0e9b9a08b9a236fd',
     source: `#!lua flags=allow-oom
-local K = { consumers = KEYS[1] }
+-- The keys by name, for the helpers that look a key up by a name they hold.
+local K_TABLE = nil
+local function key_table()
+  if K_TABLE == nil then K_TABLE = { consumers = KEYS[1] } end
+  return K_TABLE
+end
 -- common: helpers every script includes. K holds the queue's keys by name
 -- (see src/redis/keys.ts; in Lua '-' becomes '_' and '?' is dropped).
 --
 -- KEYS: (none of its own)
 
--- The types kvmq keeps in each key, to refuse foreign data before writing anything.
-local KEY_TYPES = {
-  messages = 'hash', locks = 'hash', backoffs = 'hash', nattempts = 'hash', mid_circle = 'list',
-  done = 'set', requeue = 'set', eoq_backoff = 'string', ndry_runs = 'string', metadata = 'hash',
-  filters = 'hash', classes = 'set', holders = 'hash', outcomes = 'hash', enqueued_at = 'hash',
-  updated_at = 'hash', requeue_content = 'hash', schedule = 'zset', lock_expiry = 'zset',
-  done_at = 'zset', dedupe = 'zset', conf = 'hash', consumers = 'hash', gc_lock = 'string',
-  gc_at = 'string', policies = 'hash', history = 'hash', losses = 'hash', pushes = 'hash',
-  requeue_locks = 'zset', requeue_schedule = 'zset', failed = 'zset', events = 'stream', events_seq = 'string',
-  priorities = 'hash', lanes = 'zset', groups = 'hash', group_held = 'hash', parked = 'set', debounce = 'hash',
-  debounce_of = 'hash', rate_tat = 'string', schedules = 'hash',
-}
+-- The types kvmq keeps in each key, to refuse foreign data before writing anything. Built when a check
+-- first needs it: a script whose queue is marked (see LAYOUT_FIELD) mostly makes no check at all.
+local KEY_TYPES = nil
+local function key_type(name)
+  if KEY_TYPES == nil then
+    KEY_TYPES = {
+      messages = 'hash', locks = 'hash', backoffs = 'hash', nattempts = 'hash', mid_circle = 'list',
+      done = 'set', requeue = 'set', eoq_backoff = 'string', ndry_runs = 'string', metadata = 'hash',
+      filters = 'hash', classes = 'set', holders = 'hash', outcomes = 'hash', enqueued_at = 'hash',
+      updated_at = 'hash', requeue_content = 'hash', schedule = 'zset', lock_expiry = 'zset',
+      done_at = 'zset', dedupe = 'zset', conf = 'hash', consumers = 'hash', gc_lock = 'string',
+      gc_at = 'string', policies = 'hash', history = 'hash', losses = 'hash', pushes = 'hash',
+      requeue_locks = 'zset', requeue_schedule = 'zset', failed = 'zset', events = 'stream', events_seq = 'string',
+      priorities = 'hash', lanes = 'zset', groups = 'hash', group_held = 'hash', parked = 'set', debounce = 'hash',
+      debounce_of = 'hash', rate_tat = 'string', schedules = 'hash', layout = 'string',
+    }
+  end
+  return KEY_TYPES[name]
+end
+
+-- The \`layout\` key (a string) marks a queue whose keys a full check_layout found to be kvmq's: an enqueue
+-- writes it after its check; clear deletes it with the rest. The hot paths (enqueue, claim, finish) of a
+-- marked queue skip their TYPE calls (about a µs each, a dozen or more per call): a key another program
+-- creates under the prefix later fails the call with Redis's WRONGTYPE, which the client reports as a
+-- StoreLayoutError too, but maybe after part of the call's writes. Keys read before any write and those of
+-- rare paths are still checked on every call.
+local LAYOUT_VERSION = '1'
 
 -- Lua's unpack has a stack limit; variadic commands go in chunks of this many arguments.
 local CHUNK = 1000
@@ -8655,14 +9717,33 @@ local function check_type(key, expected)
   if found ~= 'none' and found ~= expected then layout_error(key, found, expected) end
 end
 
+-- Whether the queue carries the layout mark (the script must take the \`layout\` key).
+local function layout_marked()
+  local mark = redis.pcall('GET', nil)
+  if type(mark) == 'table' and mark.err then layout_error(nil, redis.call('TYPE', nil).ok, 'string') end
+  return mark == LAYOUT_VERSION
+end
+
+-- Marks the queue after a full check_layout found its keys kvmq's.
+local function mark_layout()
+  redis.call('SET', nil, LAYOUT_VERSION)
+end
+
+-- The conf fields \`fields\` (HMGET), a conf of another type refused before any write.
+local function read_conf(fields)
+  local conf = redis.pcall('HMGET', nil, unpack(fields))
+  if conf.err then layout_error(nil, redis.call('TYPE', nil).ok, 'hash') end
+  return conf
+end
+
 -- The ready list of a lane: a filter class (\`mid-circle\` for messages without filters), followed by '@'
 -- and a 4-digit priority when above 0 (\`mid-circle:a=x@0003\`, \`mid-circle@0003\`); '#<group>' is the list
 -- of a full group's parked messages (\`mid-circle#<group>\`).
 local function ready_list(lane)
-  if lane == '' then return K.mid_circle end
+  if lane == '' then return nil end
   local c = string.byte(lane, 1)
-  if c == 64 or c == 35 then return K.mid_circle .. lane end
-  return K.mid_circle .. ':' .. lane
+  if c == 64 or c == 35 then return nil .. lane end
+  return nil .. ':' .. lane
 end
 
 -- The lane of a class and a priority (a number, a string or nil: 0).
@@ -8681,14 +9762,14 @@ end
 
 -- A message's filter class ('' for none); the script must take the \`filters\` key.
 local function class_of(id)
-  return redis.call('HGET', K.filters, id) or ''
+  return redis.call('HGET', nil, id) or ''
 end
 
 -- Checks every key the script was given, and the ready list of every filter
 -- class known or about to be added, before the script writes anything: a
 -- script that stopped half-way would leave messages half-written.
 -- Keys a script touches only on its rare paths (see check_rare).
-local RARE = {}
+local RARE, RARE_NAMES = {}, {}
 local rare_checked = false
 -- Keys a helper checks itself, only when it is about to use them (lib/events.lua: with events on).
 local CHECKED_BY_HELPER = {}
@@ -8696,21 +9777,30 @@ local CHECKED_BY_HELPER = {}
 -- \`rare\` (optional) names keys left to check_rare, so a hot path pays no TYPE call for them. \`read_first\`
 -- (optional) names keys the script reads, with a command that refuses another type, before it writes
 -- anything: that read is their check. Each TYPE call costs about a µs of the server's time, on every call.
-local function check_layout(new_classes, rare, read_first)
-  for _, name in ipairs(rare or {}) do RARE[name] = true end
+-- \`marked\` (optional): the queue carries the layout mark; only the lists of \`new_classes\` are checked.
+local function check_layout(new_classes, rare, read_first, marked)
+  -- A marked queue's hot path only keeps the list: check_rare reads it, and a set is built only below.
+  RARE_NAMES = rare or RARE_NAMES
+  if marked then
+    if nil ~= nil then
+      for _, class in ipairs(new_classes or {}) do check_type(ready_list(class), 'list') end
+    end
+    return
+  end
+  for _, name in ipairs(RARE_NAMES) do RARE[name] = true end
   local skip = {}
   for _, name in ipairs(read_first or {}) do skip[name] = true end
-  local lists = K.classes ~= nil and K.mid_circle ~= nil
+  local lists = nil ~= nil and nil ~= nil
   -- SMEMBERS below checks \`classes\` itself.
   if lists then skip.classes = true end
-  for name, key in pairs(K) do
-    local expected = KEY_TYPES[name]
+  for name, key in pairs(key_table()) do
+    local expected = key_type(name)
     if expected ~= nil and not RARE[name] and not CHECKED_BY_HELPER[name] and not skip[name] then
       check_type(key, expected)
     end
   end
   if lists then
-    for _, class in ipairs(redis.call('SMEMBERS', K.classes)) do check_type(ready_list(class), 'list') end
+    for _, class in ipairs(redis.call('SMEMBERS', nil)) do check_type(ready_list(class), 'list') end
     for _, class in ipairs(new_classes or {}) do check_type(ready_list(class), 'list') end
   end
 end
@@ -8720,8 +9810,8 @@ end
 local function check_rare()
   if rare_checked then return end
   rare_checked = true
-  for name in pairs(RARE) do
-    if K[name] ~= nil and not CHECKED_BY_HELPER[name] then check_type(K[name], KEY_TYPES[name]) end
+  for _, name in ipairs(RARE_NAMES) do
+    if key_table()[name] ~= nil and not CHECKED_BY_HELPER[name] then check_type(key_table()[name], key_type(name)) end
   end
 end
 
@@ -8791,13 +9881,13 @@ end
 local function flush_ready(r)
   for class, ids in pairs(r.back) do
     call_chunked('LPUSH', ready_list(class), ids)
-    redis.call('HINCRBY', K.pushes, class, #ids)
+    redis.call('HINCRBY', nil, class, #ids)
   end
   for class, ids in pairs(r.front) do
-    if string.find(class, '@', 1, true) then redis.call('ZADD', K.lanes, select(2, lane_parts(class)), class) end
+    if string.find(class, '@', 1, true) then redis.call('ZADD', nil, select(2, lane_parts(class)), class) end
   end
   for class in pairs(r.back) do
-    if string.find(class, '@', 1, true) then redis.call('ZADD', K.lanes, select(2, lane_parts(class)), class) end
+    if string.find(class, '@', 1, true) then redis.call('ZADD', nil, select(2, lane_parts(class)), class) end
   end
   for class, ids in pairs(r.front) do
     -- The earliest is pushed last, so it is the next out.
@@ -8815,7 +9905,7 @@ end
 -- Include: common
 
 check_layout()
-return redis.call('HDEL', K.consumers, ARGV[1])
+return redis.call('HDEL', KEYS[1], ARGV[1])
 `,
   },
 } as const satisfies Record<string, LuaScript>;

@@ -13,9 +13,12 @@ import { StoreUnavailableError } from '../errors.js';
 import { queueKey } from './keys.js';
 import { translate, type RedisConnection } from './connection.js';
 import { SCRIPTS, type LuaScript } from './scripts.generated.js';
-import type { Cluster, Redis } from 'ioredis';
+import type { Cluster, Command, Redis } from 'ioredis';
 
 export type ScriptArg = string | number | Buffer;
+
+/** ioredis's Command class, handed in by the store once ioredis is loaded (it is imported only for Redis URLs). */
+export type CommandClass = typeof Command;
 
 // Queues whose key names are kept (Scripts.keysOf).
 const KEY_CACHE_QUEUES = 1000;
@@ -36,6 +39,7 @@ export class Scripts {
     private readonly redis: RedisConnection,
     private readonly prefix: string,
     private readonly where: string,
+    private readonly Command: CommandClass,
   ) {
     redis.on('ready', () => (this.generation += 1));
     const lost = (): void => {
@@ -69,14 +73,30 @@ export class Scripts {
   /** Runs `script` on `queue`'s keys; bulk replies come back as Buffers. */
   run(script: LuaScript, queue: string, args: readonly ScriptArg[]): Promise<unknown> {
     const keys = this.keysOf(script, queue);
+    const all: ScriptArg[] = [script.sha, keys.length];
+    for (const key of keys) all.push(key);
+    for (const arg of args) all.push(arg);
     return this.call(async (redis) => {
       try {
-        return await redis.callBuffer('evalsha', [script.sha, keys.length, ...keys, ...args]);
+        return await redis.sendCommand(this.command('evalsha', all));
       } catch (error) {
         if (!(error instanceof Error) || !error.message.startsWith('NOSCRIPT')) throw error;
-        return await redis.callBuffer('eval', [script.source, keys.length, ...keys, ...args]);
+        all[0] = script.source;
+        return await redis.sendCommand(this.command('eval', all));
       }
     });
+  }
+
+  /**
+   * A command of flat arguments whose bulk replies stay Buffers (as `callBuffer`'s). Built here rather than by
+   * `callBuffer`, whose `args.flat()` over a batch's thousand-odd arguments cost more than building them.
+   */
+  private command(name: string, args: ScriptArg[]): Command {
+    const command = new this.Command(name, [], { replyEncoding: null });
+    command.args = args;
+    // Numbers become strings, and a Buffer switches the command to writing Buffers, as for any ioredis command.
+    command.stringifyArguments();
+    return command;
   }
 
   /**

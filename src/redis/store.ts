@@ -53,7 +53,8 @@ const MAX_PAYLOAD_BYTES = 1024 * 1024;
 export async function openRedisStore(url: string): Promise<Store> {
   const options = parseRedisUrl(url);
   const redis = await openConnection(options, 'kvmq');
-  const scripts = new Scripts(redis, options.prefix, options.where);
+  const { Command } = await import('ioredis');
+  const scripts = new Scripts(redis, options.prefix, options.where, Command);
   try {
     await scripts.loadAll();
   } catch (error) {

@@ -123,6 +123,6 @@ function addMessages(tx: WriteContext, inserts: MessageInserts, messages: readon
       results.push({ ok: false, id: m.id, state });
     }
   }
-  if (sizeDelta !== 0) sql.addCounts.run({ queue, size: sizeDelta, done: doneDelta, failed: 0 });
+  if (sizeDelta !== 0) tx.count(sizeDelta, doneDelta);
   return { results, readyNow };
 }

@@ -1,12 +1,15 @@
 /**
  * Queue events on SQLite. A transaction's events for a queue are buffered while it runs and written at its
  * end, so they commit or roll back with the transition. They are written first into the queue's row
- * (`events_buffer`), which enqueue and finish write anyway, and move to a kvmq_events row of their own, a JSON
- * list, once about 16 have gathered: most commits then dirty no page of the events b-tree. An event's cursor
- * is `seq.index`: the row and its place in the row's list. A row's seq is the queue's count of events written
- * before it (plus one), so seqs grow and `seq + index` numbers every event; the buffer is read as the row it
- * will become (the next seq), so a cursor into it stays valid once it is moved. Trimming moves the buffer to
- * its row first, then deletes whole rows, or moves a row's `first` past trimmed events; the queue's newest row
+ * (`events_buffer`), which enqueue and finish write anyway, and move to a kvmq_events row once the queue row
+ * would pass ROW_CHARS: most commits then dirty no page of the events table. Lists are kept in the compact text
+ * of event-text.ts; rows from before schema 7 hold JSON lists and are read as such. An event's cursor is
+ * `seq.index`: the row and its place in the row's list. A row's seq is the queue's count of events written
+ * before it (plus one), so seqs grow and `seq + index` numbers every event. The newest row grows in place while
+ * its list is under LIST_CHARS (one page rewritten per move, where a new row would split a leaf every few rows);
+ * the buffer is read where it will go, on in the newest row when that row has room for a whole buffer, else as
+ * the next row, so a cursor into it stays valid once it is moved. Trimming deletes whole rows, or moves a row's
+ * `first` past trimmed events (the buffer moves first only when a bound reaches into it); the queue's newest row
  * is only ever emptied that way, so the next row's seq follows it. Each queue keeps the position of the last
  * event trimmed, so a reader behind it is told it missed events.
  */
@@ -15,31 +18,33 @@ import { QUEUE_EVENT_TYPES, type QueueEventType, type StoredEvent } from '../mod
 import { errorTail } from '../model/history.js';
 import type { EventPage } from '../store/contract.js';
 import type { QueueConfig } from '../model/types.js';
+import { decodeEvents, eventRecord, firstTime, timeRecord, type DecodedEvent } from './event-text.js';
 
 const TYPE_CODES = new Map<QueueEventType, number>(QUEUE_EVENT_TYPES.map((type, code) => [type, code]));
 const CURSOR = /^(0|[1-9][0-9]{0,15})\.(0|[1-9][0-9]{0,9})$/;
 // Trim after this many of a queue's events written by this store, or a tenth of eventsMaxCount if smaller.
 const TRIM_EVERY = 1000;
-// A queue's buffered events move to a row of their own once this many gather, or before the queue row would
-// pass this many characters: a WITHOUT ROWID row over about 1,000 bytes spills to an overflow page, which
-// would cost the very page write the buffer saves.
-const FLUSH_EVENTS = 16;
+// A queue's buffered events move out before the queue row would pass this many characters: a WITHOUT ROWID
+// row over about 1,000 bytes spills to an overflow page, which would cost the very page write the buffer saves.
 const ROW_CHARS = 900;
+// An events row grows while its list stays under this many characters, so it fills a page of its own (a rowid
+// table keeps up to 4,061 bytes of a row in its leaf) and each move rewrites that one page. The buffer is read
+// as the newest row's continuation when that row has room for a whole buffer, else as the next row.
+const LIST_CHARS = 3600;
+const CONTINUE_CHARS = LIST_CHARS - ROW_CHARS;
 
 /**
- * An event as a row's list keeps it: type code, id, attempt, the error or null, and when it was written.
- * Rows written before the buffer have no time (the row's `at` is theirs) and no error slot when it is null.
+ * An event as a JSON list from before schema 7 keeps it: type code, id, attempt, the error or null, and when
+ * it was written. Rows written before schema 6 have no time (the row's `at` is theirs) and no error slot when
+ * it is null.
  */
 type ListedEvent =
   | readonly [number, string, number]
   | readonly [number, string, number, string | null]
   | readonly [number, string, number, string | null, number];
 
-/** An event before it is written: type code, id, attempt, the error or null. */
-type NewEvent = readonly [number, string, number, string | null];
-
-/** An event waiting for its transaction's end: the queue it belongs to, and the event. */
-export type PendingEvent = readonly [string, NewEvent];
+/** An event waiting for its transaction's end: the queue it belongs to, and its record (event-text.ts). */
+export type PendingEvent = readonly [string, string];
 
 export function pendingEvent(
   queue: string,
@@ -48,7 +53,7 @@ export function pendingEvent(
   attempt: number,
   error: string | null,
 ): PendingEvent {
-  return [queue, [TYPE_CODES.get(type) ?? 0, id, attempt, errorTail(error)]];
+  return [queue, eventRecord(TYPE_CODES.get(type) ?? 0, id, attempt, error === null ? null : errorTail(error))];
 }
 
 /** A position in a queue's events: the row's seq and the index in its list. */
@@ -67,22 +72,59 @@ interface Buffered {
   readonly text: string;
 }
 
+/** A queue's newest row: where its buffer goes and what its cursors read as. */
+interface Newest {
+  readonly id: number;
+  readonly seq: number;
+  readonly count: number;
+  /** Its list's size in bytes, and whether it is JSON (from before schema 7: it takes no more events). */
+  readonly bytes: number;
+  readonly json: number;
+}
+
+/** Changes to a queue's `size` and `done` counters that its transaction's events are written with. */
+export interface Counts {
+  readonly queue: string;
+  readonly size: number;
+  readonly done: number;
+}
+
+/** Where a queue's buffered events read: the row's seq, and the index in it of the buffer's first event. */
+type BufferBase = readonly [seq: number, offset: number];
+
+/** Where a bound cuts a queue's events: the oldest row kept, the index kept from in it, and its `first` so far. */
+interface Cut {
+  readonly seq: number;
+  readonly first: number;
+  readonly keptFrom: number;
+}
+
 const SQL = {
   // A row's seq is its first event's position: the previous row's seq plus its count, so the count bound is a
   // seek (the row holding the position `max` before the end), not a walk of the rows kept.
-  insert: `INSERT INTO kvmq_events (queue, seq, at, count, events)
-       VALUES (?, coalesce((SELECT seq + count FROM kvmq_events WHERE queue = ? ORDER BY seq DESC LIMIT 1), 1), ?, ?, ?)`,
+  insert: 'INSERT INTO kvmq_events (queue, seq, at, count, events) VALUES (?, ?, ?, ?, ?)',
+  extend: 'UPDATE kvmq_events SET events = events || ?, count = count + ?, at = max(at, ?) WHERE id = ?',
   buffered: 'SELECT events_buffered AS count, events_buffer AS text FROM kvmq_queues WHERE queue = ?',
-  // Appends to the buffer while it stays under FLUSH_EVENTS events and the row under ROW_CHARS characters.
-  append: `UPDATE kvmq_queues SET events_buffered = events_buffered + @n,
-         events_buffer = CASE events_buffered WHEN 0 THEN @text ELSE events_buffer || ',' || @text END
-       WHERE queue = @queue AND events_buffered + @n < ${FLUSH_EVENTS}
-         AND length(queue) + coalesce(length(config), 0) + length(events_buffer) + 1 + length(@text) <= ${ROW_CHARS}`,
+  // Appends to the buffer while the row stays under ROW_CHARS characters.
+  // Parameters by position and sizes in bytes (octet_length reads no characters): it runs at nearly every commit.
+  append: `UPDATE kvmq_queues SET events_buffered = events_buffered + ?, events_buffer = events_buffer || ?
+       WHERE queue = ?
+         AND octet_length(queue) + coalesce(octet_length(config), 0) + octet_length(events_buffer) + octet_length(?)
+           <= ${ROW_CHARS}`,
+  // The append with the transaction's counter changes: what a finish or an enqueue writes to its queue row.
+  countedAppend: `UPDATE kvmq_queues SET size = size + ?, done = done + ?,
+         events_buffered = events_buffered + ?, events_buffer = events_buffer || ?
+       WHERE queue = ?
+         AND octet_length(queue) + coalesce(octet_length(config), 0) + octet_length(events_buffer) + octet_length(?)
+           <= ${ROW_CHARS}`,
+  counts: 'UPDATE kvmq_queues SET size = size + ?, done = done + ? WHERE queue = ?',
   setBuffer: 'UPDATE kvmq_queues SET events_buffer = ?, events_buffered = ? WHERE queue = ?',
   ensureQueue: 'INSERT INTO kvmq_queues (queue) VALUES (?) ON CONFLICT DO NOTHING',
   read: 'SELECT seq, at, first, count, events FROM kvmq_events WHERE queue = ? AND seq >= ? ORDER BY seq',
-  newest: 'SELECT seq, count FROM kvmq_events WHERE queue = ? ORDER BY seq DESC LIMIT 1',
+  newest: `SELECT id, seq, count, octet_length(events) AS bytes, substr(events, 1, 1) = '[' AS json
+       FROM kvmq_events WHERE queue = ? ORDER BY seq DESC LIMIT 1`,
   holding: 'SELECT seq, first, count FROM kvmq_events WHERE queue = ? AND seq <= ? ORDER BY seq DESC LIMIT 1',
+  row: 'SELECT seq, at, first, count, events FROM kvmq_events WHERE queue = ? AND seq = ?',
   trimmed: 'SELECT events_trimmed AS seq, events_trimmed_index AS "index" FROM kvmq_queues WHERE queue = ?',
   // By age: the oldest row newer than the bound. Walks from the oldest, so it costs what it trims.
   keepByAge: 'SELECT seq FROM kvmq_events WHERE queue = ? AND at > ? ORDER BY seq LIMIT 1',
@@ -112,62 +154,137 @@ export class EventLog {
    * Writes a transaction's events (in it), one row per queue, trimming a queue that grew by a tenth since.
    * Returns the queues written to. Nearly every transaction has events of one queue: that path groups nothing.
    */
-  write(events: readonly PendingEvent[], now: number, configOf: (queue: string) => QueueConfig): Iterable<string> {
+  write(
+    events: readonly PendingEvent[],
+    now: number,
+    configOf: (queue: string) => QueueConfig,
+    counts: Counts | null = null,
+  ): Iterable<string> {
     const queue = events[0]?.[0];
     if (queue === undefined) return [];
     if (events.every(([of]) => of === queue)) {
+      if (counts !== null && counts.queue !== queue) this.sql.counts.run(counts.size, counts.done, counts.queue);
       this.writeEvents(
         queue,
         events.map(([, event]) => event),
         now,
         configOf(queue),
+        counts?.queue === queue ? counts : null,
       );
       return [queue];
     }
-    const byQueue = new Map<string, NewEvent[]>();
+    const byQueue = new Map<string, string[]>();
     for (const [of, event] of events) {
       const list = byQueue.get(of);
       if (list === undefined) byQueue.set(of, [event]);
       else list.push(event);
     }
-    for (const [of, list] of byQueue) this.writeEvents(of, list, now, configOf(of));
+    if (counts !== null && !byQueue.has(counts.queue)) this.sql.counts.run(counts.size, counts.done, counts.queue);
+    for (const [of, list] of byQueue)
+      this.writeEvents(of, list, now, configOf(of), counts?.queue === of ? counts : null);
     return byQueue.keys();
   }
 
   /**
-   * Appends the events to the queue's buffer, or, when that would make it too large, writes the buffer and them
-   * as the queue's next row. Buffered
-   * events carry their time; those written straight into a row (timed `now`) leave it to the row, as a batch
-   * of a thousand would otherwise repeat it a thousand times.
+   * Appends the events to the queue's buffer, after the record of their time. When the queue row would grow too
+   * large, the buffer moves out (where its cursors say, newestRow) and the events go along or follow it.
    */
-  private writeEvents(queue: string, list: readonly NewEvent[], now: number, config: QueueConfig): void {
-    // Nearly always one statement: the append, which changes nothing when the buffer would grow too large.
-    const timed = listItems(list.map(([code, id, attempt, error]) => [code, id, attempt, error, now]));
-    const appended = list.length < FLUSH_EVENTS && this.sql.append.run({ queue, text: timed, n: list.length });
-    if (appended === false || appended.changes === 0) {
+  private writeEvents(
+    queue: string,
+    records: readonly string[],
+    now: number,
+    config: QueueConfig,
+    counts: Counts | null,
+  ): void {
+    const text = timeRecord(now) + (records.length === 1 ? (records[0] ?? '') : records.join(''));
+    // Nearly always one statement: the append (with the counters), which changes nothing when the row would grow
+    // too large.
+    const fits = text.length < ROW_CHARS;
+    const appended =
+      fits &&
+      (counts === null
+        ? this.sql.append.run(records.length, text, queue, text)
+        : this.sql.countedAppend.run(counts.size, counts.done, records.length, text, queue, text)
+      ).changes > 0;
+    if (!appended && counts !== null) this.sql.counts.run(counts.size, counts.done, queue);
+    if (!appended) {
       let buffered = this.buffered(queue);
       if (buffered === undefined) {
         // A queue written to only as another's dead-letter queue may have no row yet.
         this.sql.ensureQueue.run(queue);
         buffered = { count: 0, text: '' };
       }
-      const text = listItems(list.map(rowTimed));
-      const joined = buffered.count === 0 ? text : `${buffered.text},${text}`;
-      this.sql.insert.run(queue, queue, now, buffered.count + list.length, `[${joined}]`);
-      if (buffered.count > 0) this.sql.setBuffer.run('', 0, queue);
+      let newest = this.newestRow(queue);
+      if (buffered.count > 0) {
+        const into = newest !== undefined && continuesRow(newest) ? newest : undefined;
+        if (buffered.text.length + text.length <= LIST_CHARS - (into?.bytes ?? 0)) {
+          // Together: one statement, timed now.
+          this.addList(queue, into, buffered.text + text, buffered.count + records.length, now, newest);
+          this.sql.setBuffer.run('', 0, queue);
+          this.afterWrite(queue, records.length, now, config);
+          return;
+        }
+        newest = this.moveBuffer(queue, buffered, newest);
+      }
+      const extendable = newest !== undefined && newest.json === 0 && newest.bytes + text.length <= LIST_CHARS;
+      this.addList(queue, extendable ? newest : undefined, text, records.length, now, newest);
     }
-    const written = (this.sinceTrim.get(queue) ?? 0) + list.length;
-    if (written < Math.min(TRIM_EVERY, Math.ceil(config.eventsMaxCount / 10))) this.sinceTrim.set(queue, written);
+    this.afterWrite(queue, records.length, now, config);
+  }
+
+  /** Counts what this store wrote to the queue, trimming it every tenth of its bound. */
+  private afterWrite(queue: string, written: number, now: number, config: QueueConfig): void {
+    const since = (this.sinceTrim.get(queue) ?? 0) + written;
+    if (since < Math.min(TRIM_EVERY, Math.ceil(config.eventsMaxCount / 10))) this.sinceTrim.set(queue, since);
     else this.trim(queue, config, now);
   }
 
-  /** Moves the queue's buffered events to their row, timed as the newest of them, so trimming sees them. */
+  /**
+   * Adds a list to `into` (the newest row), or as the queue's next row after `last` when `into` is undefined.
+   * Returns the newest row as it now is.
+   */
+  private addList(
+    queue: string,
+    into: Newest | undefined,
+    text: string,
+    count: number,
+    at: number,
+    last: Newest | undefined = into,
+  ): Newest {
+    if (into !== undefined) {
+      this.sql.extend.run(text, count, at, into.id);
+      return { ...into, count: into.count + count, bytes: into.bytes + text.length };
+    }
+    const seq = last === undefined ? 1 : last.seq + last.count;
+    const id = Number(this.sql.insert.run(queue, seq, at, count, text).lastInsertRowid);
+    return { id, seq, count, bytes: text.length, json: 0 };
+  }
+
+  /** Moves the buffer where its cursors say, timed as its newest event; returns the newest row as it now is. */
+  private moveBuffer(queue: string, buffered: Buffered, newest: Newest | undefined): Newest {
+    const at = decodeEvents(buffered.text).at(-1)?.[4] ?? 0;
+    const into = newest !== undefined && continuesRow(newest) ? newest : undefined;
+    const moved = this.addList(queue, into, buffered.text, buffered.count, at, newest);
+    this.sql.setBuffer.run('', 0, queue);
+    return moved;
+  }
+
+  /** Moves the queue's buffered events to their row, so trimming sees them. */
   private flush(queue: string): void {
     const buffered = this.buffered(queue);
     if (buffered === undefined || buffered.count === 0) return;
-    const list = JSON.parse(`[${buffered.text}]`) as ListedEvent[];
-    this.sql.insert.run(queue, queue, list.at(-1)?.[4] ?? 0, buffered.count, `[${buffered.text}]`);
-    this.sql.setBuffer.run('', 0, queue);
+    this.moveBuffer(queue, buffered, this.newestRow(queue));
+  }
+
+  private newestRow(queue: string): Newest | undefined {
+    return this.sql.newest.get(queue) as Newest | undefined;
+  }
+
+  /** Where the buffer's events read (and go): on in the newest row, or as the next one. */
+  private bufferBase(queue: string): BufferBase {
+    const newest = this.newestRow(queue);
+    if (newest === undefined) return [1, 0];
+    return continuesRow(newest) ? [newest.seq, newest.count] : [newest.seq + newest.count, 0];
   }
 
   private buffered(queue: string): Buffered | undefined {
@@ -177,15 +294,28 @@ export class EventLog {
   /** Trims the queue's events past its count and age bounds, and marks the last one trimmed. */
   trim(queue: string, config: QueueConfig, now: number): void {
     this.sinceTrim.set(queue, 0);
-    this.flush(queue);
-    const byAge = this.sql.keepByAge.get(queue, now - config.eventsMaxAgeMs) as number | undefined;
+    // The buffer holds the newest events: it moves to its row first only when a bound may reach into it.
+    let buffered = this.buffered(queue)?.count ?? 0;
+    if (buffered >= config.eventsMaxCount) {
+      this.flush(queue);
+      buffered = 0;
+    }
+    let byAge = this.sql.keepByAge.get(queue, now - config.eventsMaxAgeMs) as number | undefined;
+    if (byAge === undefined && buffered > 0) {
+      this.flush(queue);
+      buffered = 0;
+      byAge = this.sql.keepByAge.get(queue, now - config.eventsMaxAgeMs) as number | undefined;
+    }
     if (byAge === undefined) {
       this.empty(queue);
       return;
     }
     let keepFrom = byAge;
     let mark: Position | null = null;
-    const cut = this.countCut(queue, config.eventsMaxCount);
+    const cut = later(
+      this.ageCut(queue, byAge, now - config.eventsMaxAgeMs),
+      this.countCut(queue, config.eventsMaxCount, buffered),
+    );
     if (cut !== null && cut.seq >= keepFrom) {
       keepFrom = cut.seq;
       if (cut.first > cut.keptFrom) {
@@ -205,7 +335,7 @@ export class EventLog {
   empty(queue: string): void {
     this.sinceTrim.set(queue, 0);
     this.flush(queue);
-    const newest = this.sql.newest.get(queue) as { seq: number; count: number } | undefined;
+    const newest = this.newestRow(queue);
     if (newest === undefined) return;
     this.sql.trimRows.run(queue, newest.seq);
     this.sql.trimInRow.run(newest.count, queue, newest.seq);
@@ -219,11 +349,11 @@ export class EventLog {
     const missed = from !== null && isAfter(trimmed, from);
     const events: StoredEvent[] = [];
     for (const row of this.sql.read.iterate(queue, from?.[0] ?? 0) as Iterable<EventRow>) {
-      const list = JSON.parse(row.events) as ListedEvent[];
+      const list = rowEvents(row);
       const start = from !== null && row.seq === from[0] ? Math.max(row.first, from[1] + 1) : row.first;
       for (let index = start; index < row.count && events.length < limit; index++) {
         const listed = list[index];
-        if (listed !== undefined) events.push(toEvent(row, index, listed));
+        if (listed !== undefined) events.push(toEvent(row.seq, index, listed));
       }
       if (events.length >= limit) break;
     }
@@ -235,45 +365,59 @@ export class EventLog {
     return { events, missed, cursor: missed ? cursorOf(trimmed) : cursorOf(from) };
   }
 
-  /** Adds the buffered events after `from` to the page, read as the row they will become. */
+  /** Adds the buffered events after `from` to the page, read where they will go (bufferBase). */
   private readBuffer(queue: string, from: Position | null, limit: number, events: StoredEvent[]): void {
     const buffered = this.buffered(queue);
     if (buffered === undefined || buffered.count === 0) return;
-    const seq = this.nextSeq(queue);
+    const [seq, offset] = this.bufferBase(queue);
     if (from !== null && from[0] > seq) return;
-    const row: EventRow = { seq, at: 0, first: 0, count: buffered.count, events: `[${buffered.text}]` };
-    const list = JSON.parse(row.events) as ListedEvent[];
-    for (let index = from?.[0] === seq ? from[1] + 1 : 0; index < row.count && events.length < limit; index++) {
-      const listed = list[index];
-      if (listed !== undefined) events.push(toEvent(row, index, listed));
+    const start = from?.[0] === seq ? Math.max(0, from[1] + 1 - offset) : 0;
+    const list = decodeEvents(buffered.text);
+    for (let k = start; k < buffered.count && events.length < limit; k++) {
+      const listed = list[k];
+      if (listed !== undefined) events.push(toEvent(seq, offset + k, listed));
     }
   }
 
   head(queue: string): string {
     const buffered = this.buffered(queue);
-    if (buffered !== undefined && buffered.count > 0) return cursorOf([this.nextSeq(queue), buffered.count - 1]);
-    const newest = this.sql.newest.get(queue) as { seq: number; count: number } | undefined;
+    if (buffered !== undefined && buffered.count > 0) {
+      const [seq, offset] = this.bufferBase(queue);
+      return cursorOf([seq, offset + buffered.count - 1]);
+    }
+    const newest = this.newestRow(queue);
     return cursorOf(newest === undefined ? this.trimmedMark(queue) : [newest.seq, newest.count - 1]);
   }
 
-  /** The seq the queue's next row takes: the one its buffer is read as. */
-  private nextSeq(queue: string): number {
-    const newest = this.sql.newest.get(queue) as { seq: number; count: number } | undefined;
-    return newest === undefined ? 1 : newest.seq + newest.count;
-  }
-
   /**
-   * The oldest row to keep by count and the index to keep from in it; null: all fit. Rows written before seqs
+   * The oldest row to keep by count (`buffered` events past the newest row, fewer than `max`) and the index to
+   * keep from in it; null: all fit. Rows written before seqs
    * were positions (numbered 1, 2, 3, ...) hold more events than their seqs say: while the cut falls among
    * them, more than `max` are kept, until the age bound or newer events move it past them.
    */
-  private countCut(queue: string, max: number): { seq: number; first: number; keptFrom: number } | null {
-    const newest = this.sql.newest.get(queue) as { seq: number; count: number } | undefined;
+  private countCut(queue: string, max: number, buffered: number): Cut | null {
+    const newest = this.newestRow(queue);
     if (newest === undefined) return null;
-    const from = newest.seq + newest.count - max;
+    // Buffered events are numbered on from the newest row, wherever they will go.
+    const from = newest.seq + newest.count + buffered - max;
     const row = this.sql.holding.get(queue, from) as { seq: number; first: number; count: number } | undefined;
     if (row === undefined) return null;
     return { seq: row.seq, first: Math.min(from - row.seq, row.count), keptFrom: row.first };
+  }
+
+  /**
+   * Where the age bound cuts the oldest row it keeps (`seq`): a row is kept while its newest event is, and one
+   * grows to a few hundred events, so its events past the bound are trimmed within it.
+   */
+  private ageCut(queue: string, seq: number, bound: number): Cut | null {
+    const row = this.sql.row.get(queue, seq) as EventRow | undefined;
+    if (row === undefined) return null;
+    // Nearly always all of it is younger than the bound: its first time record says so without decoding it.
+    if ((firstTime(row.events) ?? -Infinity) > bound) return null;
+    const list = rowEvents(row);
+    let first = row.first;
+    while (first < row.count && (list[first]?.[4] ?? Infinity) <= bound) first++;
+    return { seq, first, keptFrom: row.first };
   }
 
   private trimmedMark(queue: string): Position {
@@ -286,25 +430,38 @@ export class EventLog {
   }
 }
 
-function toEvent(row: EventRow, index: number, [code, id, attempt, error, at]: ListedEvent): StoredEvent {
+function toEvent(seq: number, index: number, [code, id, attempt, error, at]: DecodedEvent): StoredEvent {
   const base = {
     type: QUEUE_EVENT_TYPES[code] ?? 'enqueued',
     id,
-    at: at ?? row.at,
+    at,
     attempt,
-    cursor: cursorOf([row.seq, index]),
+    cursor: cursorOf([seq, index]),
   };
-  return error === undefined || error === null ? base : { ...base, error };
+  return error === null ? base : { ...base, error };
 }
 
-/** An event timed by its row: its error only when it has one. */
-function rowTimed([code, id, attempt, error]: NewEvent): ListedEvent {
-  return error === null ? [code, id, attempt] : [code, id, attempt, error];
+/** A row's events: a JSON list if written before schema 7 (events without a time take the row's). */
+function rowEvents(row: EventRow): DecodedEvent[] {
+  if (!row.events.startsWith('[')) return decodeEvents(row.events);
+  return (JSON.parse(row.events) as ListedEvent[]).map(([code, id, attempt, error, at]) => [
+    code,
+    id,
+    attempt,
+    error ?? null,
+    at ?? row.at,
+  ]);
 }
 
-/** The items of a JSON list, without its brackets: what a buffer and a row's list are made of. */
-function listItems(list: readonly ListedEvent[]): string {
-  return JSON.stringify(list).slice(1, -1);
+/** The cut that trims more. */
+function later(a: Cut | null, b: Cut | null): Cut | null {
+  if (a === null || b === null) return a ?? b;
+  return a.seq > b.seq || (a.seq === b.seq && a.first > b.first) ? a : b;
+}
+
+/** True when the buffer continues the row: one in the compact text with room for a whole buffer. */
+function continuesRow(row: Newest): boolean {
+  return row.json === 0 && row.bytes <= CONTINUE_CHARS;
 }
 
 function isAfter(a: Position, b: Position): boolean {

@@ -15,6 +15,11 @@ export interface WriteContext {
   readonly wake: (queue: string) => void;
   /** Records a queue event in this transaction, if the queue (default: this one) has events on. */
   readonly event: (type: QueueEventType, id: string, attempt: number, error?: string | null, queue?: string) => void;
+  /**
+   * Adds to this queue's `size` and `done` counters at the transaction's end, in the statement that appends its
+   * events when it has any (one write of the queue row, not two).
+   */
+  readonly count: (size: number, done: number) => void;
 }
 
 /** A locked message that fails, as the store read it. */

@@ -82,7 +82,7 @@ export function finishMessages(
     }
     results.push('ok');
   }
-  if (doneCount > 0) sql.addCounts.run({ queue, size: -doneCount, done: doneCount, failed: 0 });
+  if (doneCount > 0) tx.count(-doneCount, doneCount);
   // A finish may free a full group's slot: idle workers hear of it instead of waiting for a backoff to end.
   if (tx.config().groupConcurrency !== null && results.includes('ok')) tx.wake(queue);
   return results;

@@ -11,11 +11,14 @@
  * each queue's rate limit state. Schedules (schema 5) are rows of (queue,
  * name), their next slot compared and set when they fire. Schema 6 keeps a
  * queue's newest events in its queue row until a few gather (events.ts).
+ * Schema 7 writes event lists in a compact text (event-text.ts) instead of
+ * JSON (rows written before stay JSON and are read as such), in a rowid
+ * table whose newest row grows until it fills a page.
  */
 import type BetterSqlite3 from 'better-sqlite3';
 import { StoreLayoutError } from '../errors.js';
 
-export const SCHEMA_VERSION = 6;
+export const SCHEMA_VERSION = 7;
 
 export const Phase = { Pending: 0, Locked: 1, Done: 2, Failed: 3 } as const;
 
@@ -34,11 +37,11 @@ ALTER TABLE kvmq_queues ADD COLUMN events_buffer TEXT NOT NULL DEFAULT '';
 ALTER TABLE kvmq_queues ADD COLUMN events_buffered INTEGER NOT NULL DEFAULT 0;
 `;
 
-// Tables schema 3 added: queue events and turns. A transaction's events for a queue are one row (a JSON list)
-// of one b-tree keyed by (queue, seq), so recording them dirties one page per transaction. A queue's newest
-// row is never deleted (a trim empties it instead), so its seq never goes back and no cursor reads a later
-// event as an earlier one.
-const TABLES_3 = `
+// Tables schema 3 added: queue events (replaced by eventsTable7's) and turns. A transaction's events for a
+// queue are one row (a JSON list) of one b-tree keyed by (queue, seq), so recording them dirties one page per
+// transaction. A queue's newest row is never deleted (a trim empties it instead), so its seq never goes back
+// and no cursor reads a later event as an earlier one.
+const EVENTS_3 = `
 CREATE TABLE IF NOT EXISTS kvmq_events (
   queue   TEXT    NOT NULL,
   seq     INTEGER NOT NULL,                     -- its first event's number in the queue; a cursor is seq.index
@@ -48,7 +51,9 @@ CREATE TABLE IF NOT EXISTS kvmq_events (
   events  TEXT    NOT NULL,                     -- JSON [[type (index in QUEUE_EVENT_TYPES), id, attempt, error?], ...]
   PRIMARY KEY (queue, seq)
 ) STRICT, WITHOUT ROWID;
+`;
 
+const TURNS_3 = `
 -- One row per (queue, name): the turn is free again from taken_at + the caller's everyMs.
 CREATE TABLE IF NOT EXISTS kvmq_turns (
   queue    TEXT    NOT NULL,
@@ -57,6 +62,7 @@ CREATE TABLE IF NOT EXISTS kvmq_turns (
   PRIMARY KEY (queue, name)
 ) STRICT, WITHOUT ROWID;
 `;
+const TABLES_3 = EVENTS_3 + TURNS_3;
 
 // Indexes schema 4 added. Pending messages by (class, priority, ready time): a claim reads one priority at a time,
 // the lowest first, and within it the oldest ready first, never touching lower priorities. Held messages of a group,
@@ -79,6 +85,23 @@ CREATE TABLE IF NOT EXISTS kvmq_schedules (
   next_at INTEGER NOT NULL,
   PRIMARY KEY (queue, name)
 ) STRICT, WITHOUT ROWID;
+`;
+
+// The events table since schema 7: a rowid table, so a queue's newest row can grow in place as its events move
+// out of the queue row (one page written, where inserting rows of a WITHOUT ROWID table splits a leaf every
+// few rows and rewrites its siblings), and rows are appended at the table's end whatever the queue; (queue, seq)
+// is a small index entry per row. Columns as in schema 3; `events` in event-text.ts's text, or JSON before.
+const eventsTable7 = (name: string): string => `
+CREATE TABLE IF NOT EXISTS ${name} (
+  id      INTEGER PRIMARY KEY,                  -- append order
+  queue   TEXT    NOT NULL,
+  seq     INTEGER NOT NULL,                     -- its first event's number in the queue; a cursor is seq.index
+  at      INTEGER NOT NULL,                     -- when its newest event was written
+  first   INTEGER NOT NULL DEFAULT 0,           -- events before this index were trimmed
+  count   INTEGER NOT NULL,                     -- events in the list
+  events  TEXT    NOT NULL                      -- the list (event-text.ts); before schema 7 JSON [[type, id, attempt, error?, at?], ...]
+) STRICT;
+CREATE UNIQUE INDEX IF NOT EXISTS kvmq_events_by_seq ON ${name} (queue, seq);
 `;
 
 const DDL = `
@@ -129,11 +152,12 @@ CREATE TABLE IF NOT EXISTS kvmq_queues (
   events_trimmed INTEGER NOT NULL DEFAULT 0,    -- the last event trimmed from this queue (seq.index), so readers
   events_trimmed_index INTEGER NOT NULL DEFAULT 0, -- behind it are told they missed events
   rate_tat      REAL    NOT NULL DEFAULT 0,     -- the rate limit's theoretical arrival time (model/rate-limit.ts)
-  events_buffer TEXT    NOT NULL DEFAULT '',    -- the newest events, not yet in kvmq_events: list items joined by ','
+  events_buffer TEXT    NOT NULL DEFAULT '',    -- the newest events, not yet in kvmq_events (event-text.ts)
   events_buffered INTEGER NOT NULL DEFAULT 0    -- how many events events_buffer holds
 ) STRICT, WITHOUT ROWID;
-${TABLES_3}
+${TURNS_3}
 ${TABLES_5}
+${eventsTable7('kvmq_events')}
 -- Filter classes seen per queue, so a claim asks only for classes a worker accepts.
 CREATE TABLE IF NOT EXISTS kvmq_classes (
   queue   TEXT NOT NULL,
@@ -192,14 +216,33 @@ const MIGRATE_4_TO_5 = TABLES_5;
 // Schema 5 → 6: the queue row's event buffer.
 const MIGRATE_5_TO_6 = QUEUE_COLUMNS_6;
 
+// Schema 6 → 7: lists are written in event-text.ts's text from now on, into eventsTable7's table. Old rows move
+// there as they are, JSON (read by their first character); each buffer, JSON items that new events could not
+// follow, becomes its queue's next row, timed as its newest event, so its cursors (the row it was read as) stay.
+const MIGRATE_6_TO_7 = `
+${eventsTable7('kvmq_events_7')}
+INSERT INTO kvmq_events (queue, seq, at, count, events)
+  SELECT q.queue,
+    coalesce((SELECT e.seq + e.count FROM kvmq_events e WHERE e.queue = q.queue ORDER BY e.seq DESC LIMIT 1), 1),
+    coalesce(json_extract('[' || q.events_buffer || ']', '$[#-1][4]'), 0), q.events_buffered,
+    '[' || q.events_buffer || ']'
+  FROM kvmq_queues q WHERE q.events_buffered > 0;
+UPDATE kvmq_queues SET events_buffer = '', events_buffered = 0 WHERE events_buffered > 0;
+INSERT INTO kvmq_events_7 (queue, seq, at, first, count, events)
+  SELECT queue, seq, at, first, count, events FROM kvmq_events ORDER BY queue, seq;
+DROP TABLE kvmq_events;
+ALTER TABLE kvmq_events_7 RENAME TO kvmq_events;
+`;
+
 // What brings each older schema up to date, in one transaction.
 const MIGRATIONS: Readonly<Record<number, string>> = {
   0: DDL,
-  1: MIGRATE_1_TO_2 + MIGRATE_2_TO_3 + MIGRATE_3_TO_4 + MIGRATE_4_TO_5 + MIGRATE_5_TO_6,
-  2: MIGRATE_2_TO_3 + MIGRATE_3_TO_4 + MIGRATE_4_TO_5 + MIGRATE_5_TO_6,
-  3: MIGRATE_3_TO_4 + MIGRATE_4_TO_5 + MIGRATE_5_TO_6,
-  4: MIGRATE_4_TO_5 + MIGRATE_5_TO_6,
-  5: MIGRATE_5_TO_6,
+  1: MIGRATE_1_TO_2 + MIGRATE_2_TO_3 + MIGRATE_3_TO_4 + MIGRATE_4_TO_5 + MIGRATE_5_TO_6 + MIGRATE_6_TO_7,
+  2: MIGRATE_2_TO_3 + MIGRATE_3_TO_4 + MIGRATE_4_TO_5 + MIGRATE_5_TO_6 + MIGRATE_6_TO_7,
+  3: MIGRATE_3_TO_4 + MIGRATE_4_TO_5 + MIGRATE_5_TO_6 + MIGRATE_6_TO_7,
+  4: MIGRATE_4_TO_5 + MIGRATE_5_TO_6 + MIGRATE_6_TO_7,
+  5: MIGRATE_5_TO_6 + MIGRATE_6_TO_7,
+  6: MIGRATE_6_TO_7,
 };
 
 export function migrate(db: BetterSqlite3.Database, path: string): void {

@@ -452,6 +452,7 @@ class SqliteStore implements Store {
       const now = Date.now();
       const wakes = new Set<string>();
       const events: PendingEvent[] = [];
+      const counts = { queue, size: 0, done: 0 };
       const result = fn({
         sql: this.sql,
         queue,
@@ -461,11 +462,18 @@ class SqliteStore implements Store {
         event: (type, id, attempt, error = null, of = queue) => {
           if (configOf(of).events) events.push(pendingEvent(of, type, id, attempt, error));
         },
+        count: (size, done) => {
+          counts.size += size;
+          counts.done += done;
+        },
       });
       if (wakes.size > 0) this.afterCommit(...wakes);
+      const counted = counts.size !== 0 || counts.done !== 0 ? counts : null;
       if (events.length > 0) {
-        const channels = [...this.events.write(events, now, configOf)].map(eventsChannel);
+        const channels = [...this.events.write(events, now, configOf, counted)].map(eventsChannel);
         queueMicrotask(() => this.wakeups.notifySoon(...channels));
+      } else if (counted !== null) {
+        this.sql.addCounts.run({ ...counted, failed: 0 });
       }
       return result;
     });

@@ -3,7 +3,7 @@
  * `tracestate` (and whatever else the app's propagator writes), kept in the message's metadata under
  * one reserved key.
  */
-import { ROOT_CONTEXT, propagation, trace, type Context, type Span } from '@opentelemetry/api';
+import { INVALID_TRACEID, ROOT_CONTEXT, propagation, trace, type Context, type Span } from '@opentelemetry/api';
 import type { Metadata } from '../model/types.js';
 
 /** The metadata key that holds a message's trace context. */
@@ -17,10 +17,17 @@ export type TraceCarrier = Readonly<Record<string, string>>;
  */
 export function carrierOf(span: Span): TraceCarrier | null {
   // Without an SDK the span is the API's invalid no-op one: nothing to carry, and no context to build.
-  if (!trace.isSpanContextValid(span.spanContext())) return null;
+  if (!hasValidContext(span)) return null;
   const carrier: Record<string, string> = {};
   propagation.inject(trace.setSpan(ROOT_CONTEXT, span), carrier);
   return Object.keys(carrier).length > 0 ? carrier : null;
+}
+
+/** The span has a real context (an SDK made it). */
+export function hasValidContext(span: Span): boolean {
+  const context = span.spanContext();
+  // The no-op span's all-zero id, compared before the API's check runs its regular expressions on every message.
+  return context.traceId !== INVALID_TRACEID && trace.isSpanContextValid(context);
 }
 
 /** The context a message was produced in, or ROOT_CONTEXT when it carries none (or one that is not an object). */

@@ -9,7 +9,7 @@
  * follow only links still find the producer.
  */
 import { SpanKind, SpanStatusCode, context, trace, type Context, type Span } from '@opentelemetry/api';
-import { producerContext } from './carrier.js';
+import { hasValidContext, producerContext } from './carrier.js';
 import { ATTR, MESSAGING_SYSTEM, tracer } from './tracer.js';
 import type { ClaimedMessage } from '../store/contract.js';
 import type { AttemptFinish } from '../worker/outcome.js';
@@ -57,7 +57,7 @@ export function traceProcess(queue: string, consumerId: string, message: Claimed
   );
   // No SDK: the API's no-op span. A valid but unsampled span still runs the handler in its context, so
   // the handler's spans follow the same sampling decision.
-  if (!span.isRecording() && !trace.isSpanContextValid(span.spanContext())) return UNTRACED;
+  if (!span.isRecording() && !hasValidContext(span)) return UNTRACED;
   return new Handling(span, trace.setSpan(parent, span));
 }
 

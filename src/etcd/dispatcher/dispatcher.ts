@@ -29,6 +29,12 @@ const MAX_IN_FLIGHT = 8;
 const MEMORY_HIGH = 50_000;
 const RETRY_AFTER_ERROR_MS = 500;
 
+/** A change answered (whatever the answer): the message is free again, the consumer's slot no longer reserved. */
+function settled(msg: Msg, consumer: Consumer | null): void {
+  msg.busy = false;
+  if (consumer !== null) consumer.reserved -= 1;
+}
+
 export class Dispatcher {
   private readonly kv: Kv;
   private readonly keys: QueueKeys;
@@ -286,16 +292,6 @@ export class Dispatcher {
     msg.busy = true;
     this.mirror.ready.unfile(msg);
     if (consumer !== null) consumer.reserved += 1;
-    const settle = (): void => {
-      msg.busy = false;
-      if (consumer !== null) consumer.reserved -= 1;
-    };
-    const afterwards = (): void => {
-      if (msg.ackedKey !== null) {
-        if (msg.ackedKey === msg.deliveryKey) this.mirror.acks.add(msg);
-        msg.ackedKey = null;
-      }
-    };
     return {
       compares: ops.compares,
       ops: ops.ops,
@@ -303,7 +299,7 @@ export class Dispatcher {
       events: ops.events,
       counts: ops.counts,
       onOk: (revision) => {
-        settle();
+        settled(msg, consumer);
         if (consumer !== null) {
           consumer.lastGiven = Date.now();
           // A delivery is the answer it waits for.
@@ -316,19 +312,27 @@ export class Dispatcher {
           this.mirror.forget(msg);
         else this.mirror.reconcile(msg, ops.record, revision, null);
         if (consumer !== null) msg.notTo = null;
-        afterwards();
+        this.afterChange(msg);
       },
       onFail: (reads) => {
-        settle();
+        settled(msg, consumer);
         this.refresh(msg, reads[0]?.kvs[0] ?? null);
-        afterwards();
+        this.afterChange(msg);
       },
       onError: () => {
-        settle();
+        settled(msg, consumer);
         if (this.mirror.msgs.get(msg.id) === msg) this.mirror.place(msg, Date.now());
-        afterwards();
+        this.afterChange(msg);
       },
     };
+  }
+
+  /** After a change answered: an ack of the delivery it made or kept, seen meanwhile, is made now. */
+  private afterChange(msg: Msg): void {
+    if (msg.ackedKey !== null) {
+      if (msg.ackedKey === msg.deliveryKey) this.mirror.acks.add(msg);
+      msg.ackedKey = null;
+    }
   }
 
   /** Hands a delivery just written to a listening consumer in this process. */

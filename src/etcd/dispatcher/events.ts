@@ -126,7 +126,9 @@ export class EventIntake {
 
   onMessage(id: string, events: readonly WatchEvent[]): void {
     const msg = this.mirror.msgs.get(id);
-    const recordEvent = events.find((e) => this.mirror.keys.parse(e.kv.key).kind === 'record');
+    // The id's record key, compared as a string: parsing each key again cost more than the rest of this.
+    const recordKey = this.mirror.keys.record(id);
+    const recordEvent = events.find((e) => e.kv.key === recordKey);
     if (recordEvent !== undefined) {
       if (msg !== undefined && recordEvent.kv.modRevision <= msg.rev) return;
       if (recordEvent.type === 'delete') {

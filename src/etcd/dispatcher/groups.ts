@@ -7,6 +7,8 @@
  */
 import type { Consumer, Msg } from './model.js';
 
+const NONE: readonly Msg[] = [];
+
 /**
  * Which consumers a group's message goes to: one claiming now (an ask not answered yet), or one whose last
  * claim got nothing (an idle worker, which the delivery wakes). Not one that got messages and has room left
@@ -92,7 +94,13 @@ export class GroupGate {
   }
 
   /** Parked messages of groups that have room now (as many as fit), taken out; `valid` skips stale ones. */
-  unpark(limit: number | null, valid: (msg: Msg) => boolean): Msg[] {
+  unpark(limit: number | null, valid: (msg: Msg) => boolean): readonly Msg[] {
+    // Nothing parked (no groups, or none full): nothing to look at; planned before every delivery round.
+    if (this.parked.size === 0) {
+      if (this.freed === null) this.freed = new Set();
+      else this.freed.clear();
+      return NONE;
+    }
     const groups = this.freed === null ? [...this.parked.keys()] : [...this.freed];
     this.freed = new Set();
     const out: Msg[] = [];

@@ -315,10 +315,12 @@ export class QueueMirror {
 
   /** Files again the parked messages of groups that have room now. */
   unparkGroups(now: number): void {
-    const valid = (msg: Msg): boolean =>
-      this.msgs.get(msg.id) === msg && !msg.busy && msg.record.phase === 'pending' && msg.entry === null;
-    for (const msg of this.groups.unpark(this.config.groupConcurrency, valid)) this.ready.file(msg, now);
+    for (const msg of this.groups.unpark(this.config.groupConcurrency, this.unparkable)) this.ready.file(msg, now);
   }
+
+  // One function for every plan (planned before each delivery round), not a closure each time.
+  private readonly unparkable = (msg: Msg): boolean =>
+    this.msgs.get(msg.id) === msg && !msg.busy && msg.record.phase === 'pending' && msg.entry === null;
 
   beyondCursor(orderedKey: string): boolean {
     return this.cursor !== null && orderedKey >= this.cursor;

@@ -74,6 +74,11 @@ export interface ProducerPut {
   busy: boolean;
 }
 
+/** An entry is current while its message is still filed under it (a newer filing leaves older entries stale). */
+function isCurrent(e: ReadyEntry): boolean {
+  return e.msg.entry === e;
+}
+
 /** Pending messages by class in queue order, and those waiting for a backoff to end. */
 export class ReadyIndex {
   private readonly byClass = new Map<string, SortedQueue<ReadyEntry>>();
@@ -126,7 +131,7 @@ export class ReadyIndex {
   heads(): { filterClass: string; msg: Msg }[] {
     const heads: { filterClass: string; msg: Msg }[] = [];
     for (const [filterClass, queue] of this.byClass) {
-      const entry = queue.peek((e) => e.msg.entry === e);
+      const entry = queue.peek(isCurrent);
       if (entry === null) {
         if (queue.length === 0) this.byClass.delete(filterClass);
         continue;

@@ -75,11 +75,14 @@ export class Planner {
 
   /** A change with the events it writes in its Txn, while the queue's configuration has events on. */
   private noted(ops: changes.Ops, ...notes: EventNote[]): changes.Ops {
-    return { ...ops, events: changeEvents(this.mirror.keys, this.mirror.config.events, ...notes) };
+    // Events off: the change as built (no copy per delivery; the builders in changes.ts set no events).
+    if (!this.mirror.config.events) return ops;
+    return { ...ops, events: changeEvents(this.mirror.keys, true, ...notes) };
   }
 
   /** A delivery, with its `started` event. */
   private delivery(ops: changes.Ops, id: string): changes.Ops {
+    if (!this.mirror.config.events) return ops;
     return this.noted(ops, { type: 'started', id, attempt: ops.record?.attempt ?? 0 });
   }
 
@@ -273,26 +276,28 @@ export class Planner {
    */
   private counted(priority: number, change: Planned): Planned {
     this.flying.set(priority, (this.flying.get(priority) ?? 0) + 1);
-    const land = (): void => {
-      const left = (this.flying.get(priority) ?? 1) - 1;
-      if (left > 0) this.flying.set(priority, left);
-      else this.flying.delete(priority);
-    };
     return {
       ...change,
       onOk: (revision) => {
-        land();
+        this.land(priority);
         change.onOk(revision);
       },
       onFail: (reads) => {
-        land();
+        this.land(priority);
         change.onFail(reads);
       },
       onError: () => {
-        land();
+        this.land(priority);
         change.onError();
       },
     };
+  }
+
+  /** A delivery counted in `flying` answered. */
+  private land(priority: number): void {
+    const left = (this.flying.get(priority) ?? 1) - 1;
+    if (left > 0) this.flying.set(priority, left);
+    else this.flying.delete(priority);
   }
 
   /**
@@ -353,7 +358,7 @@ export class Planner {
         }
         const taking = free.filter((c) => c.accepts?.(head.filterClass) === true);
         // The consumer that let its lock on it run out is the last choice, not no choice.
-        const others = taking.filter((c) => c.key !== msg.notTo);
+        const others = msg.notTo === null ? taking : taking.filter((c) => c.key !== msg.notTo);
         let willing = others.length > 0 ? others : taking;
         if (msg.record.group !== null && willing.length > 0) {
           willing = willing.filter((c) => this.appetite.wants(c));
@@ -397,7 +402,8 @@ export class Planner {
         rated.push(change);
         ratedBytes += best.payload.length;
       }
-      free = free.filter((c) => freeSlots(c) > 0);
+      // Only the chosen consumer's room changed.
+      if (freeSlots(consumer) <= 0) free = free.filter((c) => freeSlots(c) > 0);
     }
     if (rate !== null && rated.length > 0) {
       const tat = rateCharge(rate.limit, rate.grant, rated.length);

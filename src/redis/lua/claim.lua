@@ -13,7 +13,7 @@
 --
 -- KEYS: messages metadata filters classes nattempts locks holders backoffs done done-at requeue
 --       schedule lock-expiry updated-at mid-circle eoq-backoff? ndry-runs policies pushes conf failed lanes
---       rate-tat
+--       rate-tat layout
 -- ARGV: consumer id, max, lock ms, the number of filter classes the consumer knows of,
 --       five end-of-queue backoffs in ms (after dry run 1, 2, 3, 4, 5 and more),
 --       '*' to accept every class, else the accepted classes ('' for messages without filters)
@@ -23,11 +23,14 @@
 --        then six per message: id, content, metadata JSON or nil, filter class, attempt, policy or nil }
 -- Include: common events lanes groups forget fail promote
 
+-- The layout mark and the dry runs in one read (MGET reads a key of another type as nil: without the mark,
+-- check_layout checks both keys and names the foreign one).
+local marks = redis.call('MGET', K.layout, K.ndry_runs)
 -- The hot path of a claim touches none of these (only promote's moves, groups and rate limits do, after
 -- check_rare). It reads conf, then schedule and lock-expiry (promote), before its first write.
 check_layout(nil, { 'history', 'losses', 'outcomes', 'enqueued_at', 'requeue_content', 'requeue_schedule', 'dedupe',
   'done_at', 'backoffs', 'priorities', 'lanes', 'groups', 'debounce', 'debounce_of', 'group_held', 'parked',
-  'rate_tat', 'filters', 'pushes' }, { 'conf', 'schedule', 'lock_expiry' })
+  'rate_tat', 'filters', 'pushes' }, { 'conf', 'schedule', 'lock_expiry' }, marks[1] == LAYOUT_VERSION)
 -- At most this many ready lists are read to tell a full claim that it took the last ready messages.
 local MAX_DRAINED_READS = 8
 local consumer, max, lock_ms, known = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
@@ -55,7 +58,7 @@ end
 local group_max = tonumber(conf[4])
 if conf[1] == '1' then
   -- Resume publishes a wake-up; a worker on a lost subscription looks again within a second.
-  return { 'ok', queue_size(), tonumber(redis.call('GET', K.ndry_runs)) or 0, now + 1000 }
+  return { 'ok', queue_size(), tonumber(marks[2]) or 0, now + 1000 }
 end
 -- The rate limit (GCRA, as model/rate-limit.ts rateGrant and rateCharge): at most `granted` now, and
 -- with none granted, no promotion and no dry run: the worker sleeps until the next slot.
@@ -68,7 +71,7 @@ if conf[5] and conf[5] ~= '' then
   rate_start = math.max(tonumber(redis.call('GET', K.rate_tat)) or 0, now)
   local available = math.floor((now + per_ms - rate_start) / rate_interval + 1e-9)
   if available <= 0 then
-    local dry = tonumber(redis.call('GET', K.ndry_runs)) or 0
+    local dry = tonumber(marks[2]) or 0
     return { 'ok', queue_size(), dry, math.ceil(rate_start - per_ms + rate_interval) }
   end
   max = math.min(max, available)
@@ -76,7 +79,16 @@ end
 events_begin({ conf[2], conf[3] })
 local w = pending_writes()
 local ready = pending_ready()
-local more = promote(now, ready, w)
+-- The score of a sorted set's first entry, nil when it is empty.
+local function head(key)
+  local first = redis.call('ZRANGE', key, 0, 0, 'WITHSCORES')
+  return tonumber(first[2])
+end
+-- The first backoff and lock to end: promote reads a set again only when its first entry is due, and the
+-- wake-up time needs no second read unless promote moved something.
+local heads = { schedule = head(K.schedule), expiry = head(K.lock_expiry) }
+local promoted = (heads.schedule ~= nil and heads.schedule <= now) or (heads.expiry ~= nil and heads.expiry <= now)
+local more = promote(now, ready, w, heads)
 flush_writes(w)
 flush_ready(ready)
 -- Promoted messages of lower priorities may have opened lanes.
@@ -95,6 +107,8 @@ else
 end
 
 local ids, class_at, n = {}, {}, 0
+-- The lock end of the messages this claim takes (nil: none taken).
+local locked_until = nil
 -- Held messages per group (read once per group), counting those this claim takes.
 local held, taken_groups = {}, {}
 -- Pops up to `want` from a lane; returns how many it popped. A message of a full group is parked.
@@ -199,6 +213,7 @@ if n > 0 then
     redis.call('SET', K.rate_tat, string.format('%.3f', rate_start + (m / 2) * rate_interval))
   end
   if m > 0 then
+    locked_until = lock_until
     call_chunked('HSET', K.nattempts, counts)
     call_chunked('HSET', K.locks, locks)
     call_chunked('HSET', K.holders, holders)
@@ -222,16 +237,17 @@ end
 local function wake_after(ttl)
   if more then return now end
   local wake_at = now + ttl
-  for _, key in ipairs({ K.schedule, K.lock_expiry }) do
-    local first = redis.call('ZRANGE', key, 0, 0, 'WITHSCORES')
-    if first[2] ~= nil then wake_at = math.min(wake_at, tonumber(first[2])) end
+  local firsts = { heads.schedule, heads.expiry, locked_until }
+  if promoted then firsts = { head(K.schedule), head(K.lock_expiry), nil } end
+  for i = 1, 3 do
+    if firsts[i] ~= nil then wake_at = math.min(wake_at, firsts[i]) end
   end
   return wake_at
 end
 
 if #reply > 4 then
   -- Handling resets the dry runs (and the backoff that counts them).
-  local dry = redis.call('GET', K.ndry_runs)
+  local dry = marks[2]
   if dry and dry ~= '0' then
     redis.call('SET', K.ndry_runs, '0')
     redis.call('DEL', K.eoq_backoff)
@@ -247,7 +263,7 @@ else
     ttl = tonumber(ARGV[4 + math.min(5, dry)])
     if ttl > 0 then redis.call('SET', K.eoq_backoff, '1', 'PX', ttl) else redis.call('DEL', K.eoq_backoff) end
   else
-    dry = tonumber(redis.call('GET', K.ndry_runs)) or 0
+    dry = tonumber(marks[2]) or 0
   end
   reply[3] = dry
   reply[4] = wake_after(ttl)

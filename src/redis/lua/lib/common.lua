@@ -3,18 +3,33 @@
 --
 -- KEYS: (none of its own)
 
--- The types kvmq keeps in each key, to refuse foreign data before writing anything.
-local KEY_TYPES = {
-  messages = 'hash', locks = 'hash', backoffs = 'hash', nattempts = 'hash', mid_circle = 'list',
-  done = 'set', requeue = 'set', eoq_backoff = 'string', ndry_runs = 'string', metadata = 'hash',
-  filters = 'hash', classes = 'set', holders = 'hash', outcomes = 'hash', enqueued_at = 'hash',
-  updated_at = 'hash', requeue_content = 'hash', schedule = 'zset', lock_expiry = 'zset',
-  done_at = 'zset', dedupe = 'zset', conf = 'hash', consumers = 'hash', gc_lock = 'string',
-  gc_at = 'string', policies = 'hash', history = 'hash', losses = 'hash', pushes = 'hash',
-  requeue_locks = 'zset', requeue_schedule = 'zset', failed = 'zset', events = 'stream', events_seq = 'string',
-  priorities = 'hash', lanes = 'zset', groups = 'hash', group_held = 'hash', parked = 'set', debounce = 'hash',
-  debounce_of = 'hash', rate_tat = 'string', schedules = 'hash',
-}
+-- The types kvmq keeps in each key, to refuse foreign data before writing anything. Built when a check
+-- first needs it: a script whose queue is marked (see LAYOUT_FIELD) mostly makes no check at all.
+local KEY_TYPES = nil
+local function key_type(name)
+  if KEY_TYPES == nil then
+    KEY_TYPES = {
+      messages = 'hash', locks = 'hash', backoffs = 'hash', nattempts = 'hash', mid_circle = 'list',
+      done = 'set', requeue = 'set', eoq_backoff = 'string', ndry_runs = 'string', metadata = 'hash',
+      filters = 'hash', classes = 'set', holders = 'hash', outcomes = 'hash', enqueued_at = 'hash',
+      updated_at = 'hash', requeue_content = 'hash', schedule = 'zset', lock_expiry = 'zset',
+      done_at = 'zset', dedupe = 'zset', conf = 'hash', consumers = 'hash', gc_lock = 'string',
+      gc_at = 'string', policies = 'hash', history = 'hash', losses = 'hash', pushes = 'hash',
+      requeue_locks = 'zset', requeue_schedule = 'zset', failed = 'zset', events = 'stream', events_seq = 'string',
+      priorities = 'hash', lanes = 'zset', groups = 'hash', group_held = 'hash', parked = 'set', debounce = 'hash',
+      debounce_of = 'hash', rate_tat = 'string', schedules = 'hash', layout = 'string',
+    }
+  end
+  return KEY_TYPES[name]
+end
+
+-- The `layout` key (a string) marks a queue whose keys a full check_layout found to be kvmq's: an enqueue
+-- writes it after its check; clear deletes it with the rest. The hot paths (enqueue, claim, finish) of a
+-- marked queue skip their TYPE calls (about a µs each, a dozen or more per call): a key another program
+-- creates under the prefix later fails the call with Redis's WRONGTYPE, which the client reports as a
+-- StoreLayoutError too, but maybe after part of the call's writes. Keys read before any write and those of
+-- rare paths are still checked on every call.
+local LAYOUT_VERSION = '1'
 
 -- Lua's unpack has a stack limit; variadic commands go in chunks of this many arguments.
 local CHUNK = 1000
@@ -33,6 +48,25 @@ end
 local function check_type(key, expected)
   local found = redis.call('TYPE', key).ok
   if found ~= 'none' and found ~= expected then layout_error(key, found, expected) end
+end
+
+-- Whether the queue carries the layout mark (the script must take the `layout` key).
+local function layout_marked()
+  local mark = redis.pcall('GET', K.layout)
+  if type(mark) == 'table' and mark.err then layout_error(K.layout, redis.call('TYPE', K.layout).ok, 'string') end
+  return mark == LAYOUT_VERSION
+end
+
+-- Marks the queue after a full check_layout found its keys kvmq's.
+local function mark_layout()
+  redis.call('SET', K.layout, LAYOUT_VERSION)
+end
+
+-- The conf fields `fields` (HMGET), a conf of another type refused before any write.
+local function read_conf(fields)
+  local conf = redis.pcall('HMGET', K.conf, unpack(fields))
+  if conf.err then layout_error(K.conf, redis.call('TYPE', K.conf).ok, 'hash') end
+  return conf
 end
 
 -- The ready list of a lane: a filter class (`mid-circle` for messages without filters), followed by '@'
@@ -68,7 +102,7 @@ end
 -- class known or about to be added, before the script writes anything: a
 -- script that stopped half-way would leave messages half-written.
 -- Keys a script touches only on its rare paths (see check_rare).
-local RARE = {}
+local RARE, RARE_NAMES = {}, {}
 local rare_checked = false
 -- Keys a helper checks itself, only when it is about to use them (lib/events.lua: with events on).
 local CHECKED_BY_HELPER = {}
@@ -76,15 +110,24 @@ local CHECKED_BY_HELPER = {}
 -- `rare` (optional) names keys left to check_rare, so a hot path pays no TYPE call for them. `read_first`
 -- (optional) names keys the script reads, with a command that refuses another type, before it writes
 -- anything: that read is their check. Each TYPE call costs about a µs of the server's time, on every call.
-local function check_layout(new_classes, rare, read_first)
-  for _, name in ipairs(rare or {}) do RARE[name] = true end
+-- `marked` (optional): the queue carries the layout mark; only the lists of `new_classes` are checked.
+local function check_layout(new_classes, rare, read_first, marked)
+  -- A marked queue's hot path only keeps the list: check_rare reads it, and a set is built only below.
+  RARE_NAMES = rare or RARE_NAMES
+  if marked then
+    if K.mid_circle ~= nil then
+      for _, class in ipairs(new_classes or {}) do check_type(ready_list(class), 'list') end
+    end
+    return
+  end
+  for _, name in ipairs(RARE_NAMES) do RARE[name] = true end
   local skip = {}
   for _, name in ipairs(read_first or {}) do skip[name] = true end
   local lists = K.classes ~= nil and K.mid_circle ~= nil
   -- SMEMBERS below checks `classes` itself.
   if lists then skip.classes = true end
   for name, key in pairs(K) do
-    local expected = KEY_TYPES[name]
+    local expected = key_type(name)
     if expected ~= nil and not RARE[name] and not CHECKED_BY_HELPER[name] and not skip[name] then
       check_type(key, expected)
     end
@@ -100,8 +143,8 @@ end
 local function check_rare()
   if rare_checked then return end
   rare_checked = true
-  for name in pairs(RARE) do
-    if K[name] ~= nil and not CHECKED_BY_HELPER[name] then check_type(K[name], KEY_TYPES[name]) end
+  for _, name in ipairs(RARE_NAMES) do
+    if K[name] ~= nil and not CHECKED_BY_HELPER[name] then check_type(K[name], key_type(name)) end
   end
 end
 

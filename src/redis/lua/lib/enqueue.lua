@@ -8,7 +8,7 @@
 --
 -- KEYS: messages metadata filters classes nattempts locks holders backoffs done requeue outcomes
 --       enqueued-at updated-at requeue-content schedule done-at dedupe mid-circle wake policies losses
---       requeue-locks requeue-schedule pushes priorities lanes groups debounce debounce-of
+--       requeue-locks requeue-schedule pushes priorities lanes groups debounce debounce-of layout
 
 -- ARGV per message, from `first`: id, content (encoding tag + payload), metadata JSON ('' for none),
 -- filter class ('' for none), initial backoff ms, flags (1: allowRequeue, 2: replacePayload),
@@ -23,21 +23,31 @@ local function scheduling(ext)
   return priority, group, did
 end
 
+-- Whether the queue carried the layout mark when enqueue_check ran (enqueue marks it when not).
+local enqueue_marked = false
+
 -- Checks the layout for the messages from ARGV[first] (before anything is written).
 local function enqueue_check(first)
-  local lanes = {}
+  enqueue_marked = layout_marked()
+  -- Each lane's ready list once, however many messages of the batch go there.
+  local lanes, seen = {}, {}
   local rare = false
   for i = first, #ARGV, ENQUEUE_PER do
     local class, ext = ARGV[i + 3], ARGV[i + 7]
+    local lane = nil
     if ext ~= '' then
       rare = true
-      lanes[#lanes + 1] = lane_for(class, (scheduling(ext)))
+      lane = lane_for(class, (scheduling(ext)))
     elseif class ~= '' then
-      lanes[#lanes + 1] = class
+      lane = class
+    end
+    if lane and not seen[lane] then
+      seen[lane] = true
+      lanes[#lanes + 1] = lane
     end
   end
   -- Plain messages touch none of these.
-  check_layout(lanes, { 'conf', 'priorities', 'lanes', 'groups', 'debounce', 'debounce_of' })
+  check_layout(lanes, { 'conf', 'priorities', 'lanes', 'groups', 'debounce', 'debounce_of' }, nil, enqueue_marked)
   if rare then check_rare() end
 end
 
@@ -195,5 +205,6 @@ local function enqueue(first)
   flush_writes(w)
   flush_ready(ready)
   events_flush(now)
+  if not enqueue_marked then mark_layout() end
   return replies, changed
 end

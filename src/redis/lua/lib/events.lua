@@ -29,12 +29,8 @@ local EVENTS_CONF = { 'events', 'events_max_count' }
 -- Reads the queue's events flag and bound (or takes them as read: `read`, the values of EVENTS_CONF).
 -- Call it before the script writes anything.
 local function events_begin(read)
-  local conf = read
-  if conf == nil then
-    -- A conf of another type fails here, before any write (scripts on a hot path leave it out of check_layout).
-    conf = redis.pcall('HMGET', K.conf, unpack(EVENTS_CONF))
-    if conf.err then layout_error(K.conf, redis.call('TYPE', K.conf).ok, 'hash') end
-  end
+  -- A conf of another type fails here, before any write (scripts on a hot path leave it out of check_layout).
+  local conf = read or read_conf(EVENTS_CONF)
   EV.on = conf[1] == '1'
   if EV.on then
     EV.max = tonumber(conf[2]) or DEFAULT_EVENTS_MAX_COUNT

@@ -36,10 +36,17 @@ local function end_wait(id, ready, w)
   push_ready(ready, lane_of(id), id, true)
 end
 
--- Returns true when more may be due than were moved.
-local function promote(now, ready, w)
-  local due = redis.call('ZRANGEBYSCORE', K.schedule, '-inf', now, 'LIMIT', 0, PROMOTE_LIMIT)
-  local expired = redis.call('ZRANGEBYSCORE', K.lock_expiry, '-inf', now, 'LIMIT', 0, PROMOTE_LIMIT)
+-- Returns true when more may be due than were moved. `heads` (optional): the scores of the first entries
+-- of schedule and lock-expiry (`schedule`, `expiry`; nil when empty) as the caller read them: a set whose
+-- first entry is not due yet is not read again.
+local function promote(now, ready, w, heads)
+  local due, expired = {}, {}
+  if heads == nil or (heads.schedule ~= nil and heads.schedule <= now) then
+    due = redis.call('ZRANGEBYSCORE', K.schedule, '-inf', now, 'LIMIT', 0, PROMOTE_LIMIT)
+  end
+  if heads == nil or (heads.expiry ~= nil and heads.expiry <= now) then
+    expired = redis.call('ZRANGEBYSCORE', K.lock_expiry, '-inf', now, 'LIMIT', 0, PROMOTE_LIMIT)
+  end
   if #due > 0 or #expired > 0 then check_rare() end
   for _, id in ipairs(due) do end_wait(id, ready, w) end
   local max_deliveries = nil
