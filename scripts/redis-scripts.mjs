@@ -14,11 +14,14 @@
  * queue keys it takes (`-- KEYS:`, names from src/redis/keys.ts, in the order
  * the store passes them), its ARGV and reply, and the helpers of lua/lib/ it
  * includes (`-- Include:`). Scripts and helpers name keys `K.name` (in Lua, '-'
- * becomes '_' and '?' is dropped); the generator writes each as `KEYS[i]` (or nil
- * for a key the script does not take), so no table of names is built per call
- * (about a µs each time); `K[name]` and `pairs(K)` read such a table, built when
- * first asked. It prepends the included helpers and checks that the script uses
- * no key it does not take.
+ * becomes '_' and '?' is dropped). A call passes one key, the queue's base
+ * (`<prefix>:{<queue>}:`, whose hash tag every key of the queue shares, so a
+ * cluster routes the call by it), and the generator writes each `K.name` as the
+ * base joined to the key's name (or nil for a key the script does not take): the
+ * command carries one key instead of forty, which the client built and wrote
+ * (kilobytes of garbage per call) and Redis parsed on every call. `K[name]` and
+ * `pairs(K)` read a table of the names, built when first asked. It prepends the
+ * included helpers and checks that the script uses no key it does not take.
  */
 import { createHash } from 'node:crypto';
 import { readdirSync, readFileSync, writeFileSync } from 'node:fs';
@@ -78,17 +81,19 @@ function buildScript(file) {
   for (const [, used] of body.matchAll(/\bK\.([A-Za-z_][A-Za-z0-9_]*)/g)) {
     if (!declared.has(used)) throw new Error(`${file}: uses K.${used} but its KEYS do not name it`);
   }
-  const index = new Map(keys.map((key, i) => [luaName(key), i + 1]));
+  const named = new Map(keys.map((key) => [luaName(key), `(KEY_BASE .. '${key}')`]));
   const direct = (text) =>
     text
-      .replace(/\bK\.([A-Za-z_][A-Za-z0-9_]*)/g, (_, name) => (index.has(name) ? `KEYS[${index.get(name)}]` : 'nil'))
+      .replace(/\bK\.([A-Za-z_][A-Za-z0-9_]*)/g, (_, name) => named.get(name) ?? 'nil')
       .replace(/\bpairs\(K\)/g, 'pairs(key_table())')
       .replace(/\bK\[/g, 'key_table()[');
   const prelude = [
+    "-- The queue's keys are its base (the one key the call passes) and their names.",
+    'local KEY_BASE = KEYS[1]',
     '-- The keys by name, for the helpers that look a key up by a name they hold.',
     'local K_TABLE = nil',
     'local function key_table()',
-    `  if K_TABLE == nil then K_TABLE = { ${keys.map((key, i) => `${luaName(key)} = KEYS[${i + 1}]`).join(', ')} } end`,
+    `  if K_TABLE == nil then K_TABLE = { ${[...named].map(([name, key]) => `${name} = ${key}`).join(', ')} } end`,
     '  return K_TABLE',
     'end',
   ].join('\n');
@@ -131,7 +136,7 @@ import type { KeyName } from './keys.js';
 
 export interface LuaScript {
   readonly name: string;
-  /** The queue keys the script takes, in order. */
+  /** The queue keys the script uses; a call passes their base, and the script names them from it. */
   readonly keys: readonly KeyName[];
   /** Declared \`no-writes\`: it runs even when Redis is out of memory. */
   readonly readOnly: boolean;

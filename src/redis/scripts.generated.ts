@@ -3,7 +3,7 @@ import type { KeyName } from './keys.js';
 
 export interface LuaScript {
   readonly name: string;
-  /** The queue keys the script takes, in order. */
+  /** The queue keys the script uses; a call passes their base, and the script names them from it. */
   readonly keys: readonly KeyName[];
   /** Declared `no-writes`: it runs even when Redis is out of memory. */
   readonly readOnly: boolean;
@@ -59,12 +59,14 @@ export const SCRIPTS = {
       'debounce-of',
     ],
     readOnly: false,
-    sha: 'e2ea36bbf4fb63a76d2bd4feb2d8f2e90016e015',
+    sha: 'b5fd163913c362f931ad09e693ebb275240a33dd',
     source: `#!lua flags=allow-oom
+-- The queue's keys are its base (the one key the call passes) and their names.
+local KEY_BASE = KEYS[1]
 -- The keys by name, for the helpers that look a key up by a name they hold.
 local K_TABLE = nil
 local function key_table()
-  if K_TABLE == nil then K_TABLE = { messages = KEYS[1], metadata = KEYS[2], filters = KEYS[3], classes = KEYS[4], nattempts = KEYS[5], locks = KEYS[6], holders = KEYS[7], backoffs = KEYS[8], done = KEYS[9], done_at = KEYS[10], requeue = KEYS[11], schedule = KEYS[12], lock_expiry = KEYS[13], updated_at = KEYS[14], mid_circle = KEYS[15], eoq_backoff = KEYS[16], ndry_runs = KEYS[17], policies = KEYS[18], pushes = KEYS[19], conf = KEYS[20], failed = KEYS[21], lanes = KEYS[22], rate_tat = KEYS[23], layout = KEYS[24], events = KEYS[25], events_seq = KEYS[26], events_wake = KEYS[27], priorities = KEYS[28], groups = KEYS[29], group_held = KEYS[30], parked = KEYS[31], history = KEYS[32], losses = KEYS[33], outcomes = KEYS[34], enqueued_at = KEYS[35], requeue_content = KEYS[36], requeue_locks = KEYS[37], requeue_schedule = KEYS[38], dedupe = KEYS[39], debounce = KEYS[40], debounce_of = KEYS[41] } end
+  if K_TABLE == nil then K_TABLE = { messages = (KEY_BASE .. 'messages'), metadata = (KEY_BASE .. 'metadata'), filters = (KEY_BASE .. 'filters'), classes = (KEY_BASE .. 'classes'), nattempts = (KEY_BASE .. 'nattempts'), locks = (KEY_BASE .. 'locks'), holders = (KEY_BASE .. 'holders'), backoffs = (KEY_BASE .. 'backoffs'), done = (KEY_BASE .. 'done'), done_at = (KEY_BASE .. 'done-at'), requeue = (KEY_BASE .. 'requeue'), schedule = (KEY_BASE .. 'schedule'), lock_expiry = (KEY_BASE .. 'lock-expiry'), updated_at = (KEY_BASE .. 'updated-at'), mid_circle = (KEY_BASE .. 'mid-circle'), eoq_backoff = (KEY_BASE .. 'eoq-backoff?'), ndry_runs = (KEY_BASE .. 'ndry-runs'), policies = (KEY_BASE .. 'policies'), pushes = (KEY_BASE .. 'pushes'), conf = (KEY_BASE .. 'conf'), failed = (KEY_BASE .. 'failed'), lanes = (KEY_BASE .. 'lanes'), rate_tat = (KEY_BASE .. 'rate-tat'), layout = (KEY_BASE .. 'layout'), events = (KEY_BASE .. 'events'), events_seq = (KEY_BASE .. 'events-seq'), events_wake = (KEY_BASE .. 'events-wake'), priorities = (KEY_BASE .. 'priorities'), groups = (KEY_BASE .. 'groups'), group_held = (KEY_BASE .. 'group-held'), parked = (KEY_BASE .. 'parked'), history = (KEY_BASE .. 'history'), losses = (KEY_BASE .. 'losses'), outcomes = (KEY_BASE .. 'outcomes'), enqueued_at = (KEY_BASE .. 'enqueued-at'), requeue_content = (KEY_BASE .. 'requeue-content'), requeue_locks = (KEY_BASE .. 'requeue-locks'), requeue_schedule = (KEY_BASE .. 'requeue-schedule'), dedupe = (KEY_BASE .. 'dedupe'), debounce = (KEY_BASE .. 'debounce'), debounce_of = (KEY_BASE .. 'debounce-of') } end
   return K_TABLE
 end
 -- common: helpers every script includes. K holds the queue's keys by name
@@ -121,20 +123,20 @@ end
 
 -- Whether the queue carries the layout mark (the script must take the \`layout\` key).
 local function layout_marked()
-  local mark = redis.pcall('GET', KEYS[24])
-  if type(mark) == 'table' and mark.err then layout_error(KEYS[24], redis.call('TYPE', KEYS[24]).ok, 'string') end
+  local mark = redis.pcall('GET', (KEY_BASE .. 'layout'))
+  if type(mark) == 'table' and mark.err then layout_error((KEY_BASE .. 'layout'), redis.call('TYPE', (KEY_BASE .. 'layout')).ok, 'string') end
   return mark == LAYOUT_VERSION
 end
 
 -- Marks the queue after a full check_layout found its keys kvmq's.
 local function mark_layout()
-  redis.call('SET', KEYS[24], LAYOUT_VERSION)
+  redis.call('SET', (KEY_BASE .. 'layout'), LAYOUT_VERSION)
 end
 
 -- The conf fields \`fields\` (HMGET), a conf of another type refused before any write.
 local function read_conf(fields)
-  local conf = redis.pcall('HMGET', KEYS[20], unpack(fields))
-  if conf.err then layout_error(KEYS[20], redis.call('TYPE', KEYS[20]).ok, 'hash') end
+  local conf = redis.pcall('HMGET', (KEY_BASE .. 'conf'), unpack(fields))
+  if conf.err then layout_error((KEY_BASE .. 'conf'), redis.call('TYPE', (KEY_BASE .. 'conf')).ok, 'hash') end
   return conf
 end
 
@@ -142,10 +144,10 @@ end
 -- and a 4-digit priority when above 0 (\`mid-circle:a=x@0003\`, \`mid-circle@0003\`); '#<group>' is the list
 -- of a full group's parked messages (\`mid-circle#<group>\`).
 local function ready_list(lane)
-  if lane == '' then return KEYS[15] end
+  if lane == '' then return (KEY_BASE .. 'mid-circle') end
   local c = string.byte(lane, 1)
-  if c == 64 or c == 35 then return KEYS[15] .. lane end
-  return KEYS[15] .. ':' .. lane
+  if c == 64 or c == 35 then return (KEY_BASE .. 'mid-circle') .. lane end
+  return (KEY_BASE .. 'mid-circle') .. ':' .. lane
 end
 
 -- The lane of a class and a priority (a number, a string or nil: 0).
@@ -164,7 +166,7 @@ end
 
 -- A message's filter class ('' for none); the script must take the \`filters\` key.
 local function class_of(id)
-  return redis.call('HGET', KEYS[3], id) or ''
+  return redis.call('HGET', (KEY_BASE .. 'filters'), id) or ''
 end
 
 -- Checks every key the script was given, and the ready list of every filter
@@ -184,7 +186,7 @@ local function check_layout(new_classes, rare, read_first, marked)
   -- A marked queue's hot path only keeps the list: check_rare reads it, and a set is built only below.
   RARE_NAMES = rare or RARE_NAMES
   if marked then
-    if KEYS[15] ~= nil then
+    if (KEY_BASE .. 'mid-circle') ~= nil then
       for _, class in ipairs(new_classes or {}) do check_type(ready_list(class), 'list') end
     end
     return
@@ -192,7 +194,7 @@ local function check_layout(new_classes, rare, read_first, marked)
   for _, name in ipairs(RARE_NAMES) do RARE[name] = true end
   local skip = {}
   for _, name in ipairs(read_first or {}) do skip[name] = true end
-  local lists = KEYS[4] ~= nil and KEYS[15] ~= nil
+  local lists = (KEY_BASE .. 'classes') ~= nil and (KEY_BASE .. 'mid-circle') ~= nil
   -- SMEMBERS below checks \`classes\` itself.
   if lists then skip.classes = true end
   for name, key in pairs(key_table()) do
@@ -202,7 +204,7 @@ local function check_layout(new_classes, rare, read_first, marked)
     end
   end
   if lists then
-    for _, class in ipairs(redis.call('SMEMBERS', KEYS[4])) do check_type(ready_list(class), 'list') end
+    for _, class in ipairs(redis.call('SMEMBERS', (KEY_BASE .. 'classes'))) do check_type(ready_list(class), 'list') end
     for _, class in ipairs(new_classes or {}) do check_type(ready_list(class), 'list') end
   end
 end
@@ -283,13 +285,13 @@ end
 local function flush_ready(r)
   for class, ids in pairs(r.back) do
     call_chunked('LPUSH', ready_list(class), ids)
-    redis.call('HINCRBY', KEYS[19], class, #ids)
+    redis.call('HINCRBY', (KEY_BASE .. 'pushes'), class, #ids)
   end
   for class, ids in pairs(r.front) do
-    if string.find(class, '@', 1, true) then redis.call('ZADD', KEYS[22], select(2, lane_parts(class)), class) end
+    if string.find(class, '@', 1, true) then redis.call('ZADD', (KEY_BASE .. 'lanes'), select(2, lane_parts(class)), class) end
   end
   for class in pairs(r.back) do
-    if string.find(class, '@', 1, true) then redis.call('ZADD', KEYS[22], select(2, lane_parts(class)), class) end
+    if string.find(class, '@', 1, true) then redis.call('ZADD', (KEY_BASE .. 'lanes'), select(2, lane_parts(class)), class) end
   end
   for class, ids in pairs(r.front) do
     -- The earliest is pushed last, so it is the next out.
@@ -334,8 +336,8 @@ local function events_begin(read)
   EV.on = conf[1] == '1'
   if EV.on then
     EV.max = tonumber(conf[2]) or DEFAULT_EVENTS_MAX_COUNT
-    check_type(KEYS[25], 'stream')
-    check_type(KEYS[26], 'string')
+    check_type((KEY_BASE .. 'events'), 'stream')
+    check_type((KEY_BASE .. 'events-seq'), 'string')
   end
 end
 
@@ -384,7 +386,7 @@ end
 
 -- Writes the events noted by this script.
 local function events_flush(now)
-  if EV.on and #EV.lines > 0 then append_events(KEYS[25], KEYS[26], KEYS[27], EV.max, now, EV.lines) end
+  if EV.on and #EV.lines > 0 then append_events((KEY_BASE .. 'events'), (KEY_BASE .. 'events-seq'), (KEY_BASE .. 'events-wake'), EV.max, now, EV.lines) end
   EV.lines = {}
 end
 -- lanes: where a message waits when ready. A lane is a filter class, with its priority when above 0
@@ -395,7 +397,7 @@ end
 
 -- The lane a message joins when it becomes ready.
 local function lane_of(id)
-  return lane_for(class_of(id), redis.call('HGET', KEYS[28], id))
+  return lane_for(class_of(id), redis.call('HGET', (KEY_BASE .. 'priorities'), id))
 end
 
 -- Blanks a queued message's entry where it waits (its ready list, else its group's parked list), in
@@ -404,7 +406,7 @@ local function unready(id)
   local list = ready_list(lane_of(id))
   local at = redis.call('LPOS', list, id)
   if not at then
-    local group = redis.call('HGET', KEYS[29], id)
+    local group = redis.call('HGET', (KEY_BASE .. 'groups'), id)
     if not group then return false end
     list = ready_list('#' .. group)
     at = redis.call('LPOS', list, id)
@@ -425,7 +427,7 @@ end
 
 -- The queue's limit, or nil for none.
 local function group_limit()
-  return tonumber(redis.call('HGET', KEYS[20], 'group_concurrency'))
+  return tonumber(redis.call('HGET', (KEY_BASE .. 'conf'), 'group_concurrency'))
 end
 
 -- Moves up to \`free\` (nil: all) of the group's parked messages back to the front of their lanes.
@@ -438,7 +440,7 @@ local function unpark(group, free, ready)
     if not ids then break end
     for _, id in ipairs(ids) do
       -- Blank entries (removed or debounced messages) and messages gone meanwhile are dropped.
-      if id ~= '' and redis.call('HGET', KEYS[29], id) == group then
+      if id ~= '' and redis.call('HGET', (KEY_BASE .. 'groups'), id) == group then
         push_ready(ready, lane_of(id), id, true)
         moved = moved + 1
       end
@@ -446,8 +448,8 @@ local function unpark(group, free, ready)
   end
   if redis.call('EXISTS', list) == 0 then
     -- Groups come and go (tenants): nothing of an emptied parked list stays behind.
-    redis.call('SREM', KEYS[31], group)
-    redis.call('HDEL', KEYS[19], '#' .. group)
+    redis.call('SREM', (KEY_BASE .. 'parked'), group)
+    redis.call('HDEL', (KEY_BASE .. 'pushes'), '#' .. group)
   end
   return moved
 end
@@ -456,27 +458,27 @@ end
 local function park(group, id)
   local lane = '#' .. group
   redis.call('LPUSH', ready_list(lane), id)
-  redis.call('HINCRBY', KEYS[19], lane, 1)
-  redis.call('SADD', KEYS[31], group)
+  redis.call('HINCRBY', (KEY_BASE .. 'pushes'), lane, 1)
+  redis.call('SADD', (KEY_BASE .. 'parked'), group)
 end
 
 -- The held messages \`ids\` let go of their locks (finished, lock expired): their groups' counts go down,
 -- and parked messages of those groups get the room, unless \`keep\` (the messages go back to the front
 -- of their lanes and take the room themselves: an expired lock). Returns how many went back to their lanes.
 local function release_groups(ids, ready, keep)
-  if redis.call('EXISTS', KEYS[30]) == 0 then return 0 end
+  if redis.call('EXISTS', (KEY_BASE .. 'group-held')) == 0 then return 0 end
   check_rare()
-  local groups = hmget(KEYS[29], ids)
+  local groups = hmget((KEY_BASE .. 'groups'), ids)
   local limit, moved = false, 0
   for i = 1, #ids do
     local group = groups[i]
     if group then
-      local held = redis.call('HINCRBY', KEYS[30], group, -1)
+      local held = redis.call('HINCRBY', (KEY_BASE .. 'group-held'), group, -1)
       if held <= 0 then
-        redis.call('HDEL', KEYS[30], group)
+        redis.call('HDEL', (KEY_BASE .. 'group-held'), group)
         held = 0
       end
-      if not keep and redis.call('SISMEMBER', KEYS[31], group) == 1 then
+      if not keep and redis.call('SISMEMBER', (KEY_BASE .. 'parked'), group) == 1 then
         if limit == false then limit = group_limit() end
         if limit == nil then
           moved = moved + unpark(group, nil, ready)
@@ -493,8 +495,8 @@ end
 local function unpark_all(ready)
   local limit = group_limit()
   local moved = 0
-  for _, group in ipairs(redis.call('SMEMBERS', KEYS[31])) do
-    local held = tonumber(redis.call('HGET', KEYS[30], group)) or 0
+  for _, group in ipairs(redis.call('SMEMBERS', (KEY_BASE .. 'parked'))) do
+    local held = tonumber(redis.call('HGET', (KEY_BASE .. 'group-held'), group)) or 0
     if limit == nil then
       moved = moved + unpark(group, nil, ready)
     elseif held < limit then
@@ -528,11 +530,11 @@ local function forget(id, w)
   for _, name in ipairs({ 'done', 'requeue' }) do
     if w then later(w, 'srem', key_table()[name], id) else redis.call('SREM', key_table()[name], id) end
   end
-  if has_debounce == nil then has_debounce = redis.call('EXISTS', KEYS[41]) == 1 end
-  local did = has_debounce and redis.call('HGET', KEYS[41], id)
+  if has_debounce == nil then has_debounce = redis.call('EXISTS', (KEY_BASE .. 'debounce-of')) == 1 end
+  local did = has_debounce and redis.call('HGET', (KEY_BASE .. 'debounce-of'), id)
   if did then
-    redis.call('HDEL', KEYS[41], id)
-    if redis.call('HGET', KEYS[40], did) == id then redis.call('HDEL', KEYS[40], did) end
+    redis.call('HDEL', (KEY_BASE .. 'debounce-of'), id)
+    if redis.call('HGET', (KEY_BASE .. 'debounce'), did) == id then redis.call('HDEL', (KEY_BASE .. 'debounce'), did) end
   end
 end
 -- fail: a message's last run ended in a final error: it becomes failed, or
@@ -549,7 +551,7 @@ local HISTORY_LIMIT = 10
 local function append_history(id, attempt, started, now, consumer, outcome, err)
   check_rare()
   local history = {}
-  local stored = redis.call('HGET', KEYS[32], id)
+  local stored = redis.call('HGET', (KEY_BASE .. 'history'), id)
   if stored then
     local ok, value = pcall(cjson.decode, stored)
     if ok and type(value) == 'table' then history = value end
@@ -563,21 +565,21 @@ local function append_history(id, attempt, started, now, consumer, outcome, err)
     error = err or cjson.null,
   }
   while #history > HISTORY_LIMIT do table.remove(history, 1) end
-  redis.call('HSET', KEYS[32], id, cjson.encode(history))
+  redis.call('HSET', (KEY_BASE .. 'history'), id, cjson.encode(history))
 end
 
 -- The keys of the dead-letter queue \`name\`: same prefix, its own hash tag (so never on a cluster:
 -- configure refuses a dead-letter queue there).
 local function dead_letter_key(name, key)
-  local prefix = string.match(KEYS[20], '^([^{]*):{')
+  local prefix = string.match((KEY_BASE .. 'conf'), '^([^{]*):{')
   return prefix .. ':{' .. name .. '}:' .. key
 end
 
 -- Moves the message to the dead-letter queue \`dlq\`, queued there at attempt 0; false when the id is taken there.
 local function dead_letter(id, dlq, now)
   local dk = function(key) return dead_letter_key(dlq, key) end
-  local class = redis.call('HGET', KEYS[3], id) or ''
-  local priority = redis.call('HGET', KEYS[28], id)
+  local class = redis.call('HGET', (KEY_BASE .. 'filters'), id) or ''
+  local priority = redis.call('HGET', (KEY_BASE .. 'priorities'), id)
   -- The message keeps its priority and group there (see ready_list in common).
   local lane = lane_for(class, priority)
   local list = dk('mid-circle')
@@ -598,8 +600,8 @@ local function dead_letter(id, dlq, now)
     check_type(dk('events-seq'), 'string')
   end
   if redis.call('HEXISTS', dk('messages'), id) == 1 then return false end
-  for _, pair in ipairs({ { 'messages', KEYS[1] }, { 'metadata', KEYS[2] }, { 'policies', KEYS[18] },
-    { 'history', KEYS[32] }, { 'outcomes', KEYS[34] }, { 'priorities', KEYS[28] }, { 'groups', KEYS[29] } }) do
+  for _, pair in ipairs({ { 'messages', (KEY_BASE .. 'messages') }, { 'metadata', (KEY_BASE .. 'metadata') }, { 'policies', (KEY_BASE .. 'policies') },
+    { 'history', (KEY_BASE .. 'history') }, { 'outcomes', (KEY_BASE .. 'outcomes') }, { 'priorities', (KEY_BASE .. 'priorities') }, { 'groups', (KEY_BASE .. 'groups') } }) do
     local value = redis.call('HGET', pair[2], id)
     if value then redis.call('HSET', dk(pair[1]), id, value) end
   end
@@ -625,17 +627,17 @@ end
 -- or dead-lettered. The caller has recorded the failing attempt in the history.
 local function fail(id, now, outcome)
   check_rare()
-  for _, key in ipairs({ KEYS[6], KEYS[7], KEYS[8], KEYS[36] }) do redis.call('HDEL', key, id) end
-  for _, key in ipairs({ KEYS[13], KEYS[12], KEYS[37] }) do redis.call('ZREM', key, id) end
-  redis.call('SREM', KEYS[11], id)
-  redis.call('HSET', KEYS[34], id, outcome)
-  redis.call('HSET', KEYS[14], id, now)
-  local dlq = redis.call('HGET', KEYS[20], 'dead_letter_queue')
+  for _, key in ipairs({ (KEY_BASE .. 'locks'), (KEY_BASE .. 'holders'), (KEY_BASE .. 'backoffs'), (KEY_BASE .. 'requeue-content') }) do redis.call('HDEL', key, id) end
+  for _, key in ipairs({ (KEY_BASE .. 'lock-expiry'), (KEY_BASE .. 'schedule'), (KEY_BASE .. 'requeue-locks') }) do redis.call('ZREM', key, id) end
+  redis.call('SREM', (KEY_BASE .. 'requeue'), id)
+  redis.call('HSET', (KEY_BASE .. 'outcomes'), id, outcome)
+  redis.call('HSET', (KEY_BASE .. 'updated-at'), id, now)
+  local dlq = redis.call('HGET', (KEY_BASE .. 'conf'), 'dead_letter_queue')
   if dlq and dlq ~= '' and dead_letter(id, dlq, now) then
     forget(id)
     return
   end
-  redis.call('ZADD', KEYS[21], now, id)
+  redis.call('ZADD', (KEY_BASE .. 'failed'), now, id)
 end
 -- promote: moves messages whose wait is over back to their ready lists, at the
 -- front (they waited longest): pending messages whose backoff ended, requeues
@@ -662,16 +664,16 @@ end
 -- Ends a scheduled wait now: a backoff (queued-with-backoff), or a requeue's (done-with-requeue:
 -- a new run, out of done). The message goes to the front of its ready list.
 local function end_wait(id, ready, w)
-  if redis.call('SISMEMBER', KEYS[9], id) == 1 then
-    later(w, 'srem', KEYS[9], id)
-    later(w, 'srem', KEYS[11], id)
-    later(w, 'zrem', KEYS[10], id)
-    later(w, 'zrem', KEYS[38], id)
-    later(w, 'hdel', KEYS[5], id)
-    later(w, 'hdel', KEYS[33], id)
+  if redis.call('SISMEMBER', (KEY_BASE .. 'done'), id) == 1 then
+    later(w, 'srem', (KEY_BASE .. 'done'), id)
+    later(w, 'srem', (KEY_BASE .. 'requeue'), id)
+    later(w, 'zrem', (KEY_BASE .. 'done-at'), id)
+    later(w, 'zrem', (KEY_BASE .. 'requeue-schedule'), id)
+    later(w, 'hdel', (KEY_BASE .. 'nattempts'), id)
+    later(w, 'hdel', (KEY_BASE .. 'losses'), id)
   end
-  later(w, 'hdel', KEYS[8], id)
-  later(w, 'zrem', KEYS[12], id)
+  later(w, 'hdel', (KEY_BASE .. 'backoffs'), id)
+  later(w, 'zrem', (KEY_BASE .. 'schedule'), id)
   push_ready(ready, lane_of(id), id, true)
 end
 
@@ -681,34 +683,34 @@ end
 local function promote(now, ready, w, heads)
   local due, expired = {}, {}
   if heads == nil or (heads.schedule ~= nil and heads.schedule <= now) then
-    due = redis.call('ZRANGEBYSCORE', KEYS[12], '-inf', now, 'LIMIT', 0, PROMOTE_LIMIT)
+    due = redis.call('ZRANGEBYSCORE', (KEY_BASE .. 'schedule'), '-inf', now, 'LIMIT', 0, PROMOTE_LIMIT)
   end
   if heads == nil or (heads.expiry ~= nil and heads.expiry <= now) then
-    expired = redis.call('ZRANGEBYSCORE', KEYS[13], '-inf', now, 'LIMIT', 0, PROMOTE_LIMIT)
+    expired = redis.call('ZRANGEBYSCORE', (KEY_BASE .. 'lock-expiry'), '-inf', now, 'LIMIT', 0, PROMOTE_LIMIT)
   end
   if #due > 0 or #expired > 0 then check_rare() end
   for _, id in ipairs(due) do end_wait(id, ready, w) end
   local max_deliveries = nil
   local back = {}
   for _, id in ipairs(expired) do
-    local holder = redis.call('HGET', KEYS[7], id)
-    append_history(id, redis.call('HGET', KEYS[5], id), nil, now, holder, 'lost', nil)
-    local losses = redis.call('HINCRBY', KEYS[33], id, 1)
+    local holder = redis.call('HGET', (KEY_BASE .. 'holders'), id)
+    append_history(id, redis.call('HGET', (KEY_BASE .. 'nattempts'), id), nil, now, holder, 'lost', nil)
+    local losses = redis.call('HINCRBY', (KEY_BASE .. 'losses'), id, 1)
     if max_deliveries == nil then
-      max_deliveries = tonumber(redis.call('HGET', KEYS[20], 'max_deliveries')) or DEFAULT_MAX_DELIVERIES
+      max_deliveries = tonumber(redis.call('HGET', (KEY_BASE .. 'conf'), 'max_deliveries')) or DEFAULT_MAX_DELIVERIES
     end
     if max_deliveries > 0 and losses >= max_deliveries then
       local err = max_deliveries_error(losses)
-      event('failed', id, redis.call('HGET', KEYS[5], id), err)
+      event('failed', id, redis.call('HGET', (KEY_BASE .. 'nattempts'), id), err)
       -- Before fail: a dead-letter move forgets the message's group.
       release_groups({ id }, ready, false)
       fail(id, now, 'error\\n' .. err)
     else
       back[#back + 1] = id
-      later(w, 'hdel', KEYS[6], id)
-      later(w, 'hdel', KEYS[7], id)
-      later(w, 'zrem', KEYS[13], id)
-      later(w, 'zrem', KEYS[37], id)
+      later(w, 'hdel', (KEY_BASE .. 'locks'), id)
+      later(w, 'hdel', (KEY_BASE .. 'holders'), id)
+      later(w, 'zrem', (KEY_BASE .. 'lock-expiry'), id)
+      later(w, 'zrem', (KEY_BASE .. 'requeue-locks'), id)
       push_ready(ready, lane_of(id), id, true)
     end
   end
@@ -743,7 +745,7 @@ end
 
 -- The layout mark and the dry runs in one read (MGET reads a key of another type as nil: without the mark,
 -- check_layout checks both keys and names the foreign one).
-local marks = redis.call('MGET', KEYS[24], KEYS[17])
+local marks = redis.call('MGET', (KEY_BASE .. 'layout'), (KEY_BASE .. 'ndry-runs'))
 -- The hot path of a claim touches none of these (only promote's moves, groups and rate limits do, after
 -- check_rare). It reads conf, then schedule and lock-expiry (promote), before its first write.
 check_layout(nil, { 'history', 'losses', 'outcomes', 'enqueued_at', 'requeue_content', 'requeue_schedule', 'dedupe',
@@ -754,8 +756,8 @@ local MAX_DRAINED_READS = 8
 local consumer, max, lock_ms, known = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
 local accept_all = ARGV[10] == '*'
 
-if not accept_all and redis.call('SCARD', KEYS[4]) ~= known then
-  local reply = redis.call('SMEMBERS', KEYS[4])
+if not accept_all and redis.call('SCARD', (KEY_BASE .. 'classes')) ~= known then
+  local reply = redis.call('SMEMBERS', (KEY_BASE .. 'classes'))
   table.insert(reply, 1, 'classes')
   return reply
 end
@@ -763,15 +765,15 @@ end
 local now = now_ms()
 -- Messages waiting or held: not finished, not failed.
 local function queue_size()
-  return redis.call('HLEN', KEYS[1]) - redis.call('SCARD', KEYS[9]) - redis.call('ZCARD', KEYS[21])
+  return redis.call('HLEN', (KEY_BASE .. 'messages')) - redis.call('SCARD', (KEY_BASE .. 'done')) - redis.call('ZCARD', (KEY_BASE .. 'failed'))
 end
-local conf = redis.call('HMGET', KEYS[20], 'paused', 'events', 'events_max_count', 'group_concurrency', 'rate_limit')
+local conf = redis.call('HMGET', (KEY_BASE .. 'conf'), 'paused', 'events', 'events_max_count', 'group_concurrency', 'rate_limit')
 -- Read before any write: a key of another type fails here (check_rare), not half-way.
 local has_lanes, grouped = false, false
-if redis.call('EXISTS', KEYS[22], KEYS[29]) > 0 then
+if redis.call('EXISTS', (KEY_BASE .. 'lanes'), (KEY_BASE .. 'groups')) > 0 then
   check_rare()
-  has_lanes = redis.call('EXISTS', KEYS[22]) == 1
-  grouped = redis.call('EXISTS', KEYS[29]) == 1
+  has_lanes = redis.call('EXISTS', (KEY_BASE .. 'lanes')) == 1
+  grouped = redis.call('EXISTS', (KEY_BASE .. 'groups')) == 1
 end
 local group_max = tonumber(conf[4])
 if conf[1] == '1' then
@@ -786,7 +788,7 @@ if conf[5] and conf[5] ~= '' then
   local limit_max, per_ms = string.match(conf[5], '^(%d+)/(%d+)$')
   limit_max, per_ms = tonumber(limit_max), tonumber(per_ms)
   rate_interval = per_ms / limit_max
-  rate_start = math.max(tonumber(redis.call('GET', KEYS[23])) or 0, now)
+  rate_start = math.max(tonumber(redis.call('GET', (KEY_BASE .. 'rate-tat'))) or 0, now)
   local available = math.floor((now + per_ms - rate_start) / rate_interval + 1e-9)
   if available <= 0 then
     local dry = tonumber(marks[2]) or 0
@@ -804,19 +806,19 @@ local function head(key)
 end
 -- The first backoff and lock to end: promote reads a set again only when its first entry is due, and the
 -- wake-up time needs no second read unless promote moved something.
-local heads = { schedule = head(KEYS[12]), expiry = head(KEYS[13]) }
+local heads = { schedule = head((KEY_BASE .. 'schedule')), expiry = head((KEY_BASE .. 'lock-expiry')) }
 local promoted = (heads.schedule ~= nil and heads.schedule <= now) or (heads.expiry ~= nil and heads.expiry <= now)
 local more = promote(now, ready, w, heads)
 flush_writes(w)
 flush_ready(ready)
 -- Promoted messages of lower priorities may have opened lanes.
-if ready.count > 0 and not has_lanes then has_lanes = redis.call('EXISTS', KEYS[22]) == 1 end
+if ready.count > 0 and not has_lanes then has_lanes = redis.call('EXISTS', (KEY_BASE .. 'lanes')) == 1 end
 
 local lists = {}
 local accepted = {}
 if accept_all then
   lists[1] = ''
-  for _, class in ipairs(redis.call('SMEMBERS', KEYS[4])) do lists[#lists + 1] = class end
+  for _, class in ipairs(redis.call('SMEMBERS', (KEY_BASE .. 'classes'))) do lists[#lists + 1] = class end
 else
   for i = 10, #ARGV do
     lists[#lists + 1] = ARGV[i]
@@ -841,11 +843,11 @@ local function take(lane, class, want)
     end
     return #popped
   end
-  local groups = hmget(KEYS[29], popped)
+  local groups = hmget((KEY_BASE .. 'groups'), popped)
   for i, id in ipairs(popped) do
     local group = groups[i]
     if group then
-      local h = held[group] or tonumber(redis.call('HGET', KEYS[30], group)) or 0
+      local h = held[group] or tonumber(redis.call('HGET', (KEY_BASE .. 'group-held'), group)) or 0
       if group_max and h >= group_max then
         park(group, id)
       else
@@ -884,7 +886,7 @@ end
 if n < max and has_lanes then
   local emptied, from = {}, 0
   while n < max do
-    local page = redis.call('ZRANGE', KEYS[22], from, from + 99)
+    local page = redis.call('ZRANGE', (KEY_BASE .. 'lanes'), from, from + 99)
     for _, lane in ipairs(page) do
       if n >= max then break end
       local class = lane_parts(lane)
@@ -893,16 +895,16 @@ if n < max and has_lanes then
     if #page < 100 then break end
     from = from + 100
   end
-  if #emptied > 0 then redis.call('ZREM', KEYS[22], unpack(emptied)) end
+  if #emptied > 0 then redis.call('ZREM', (KEY_BASE .. 'lanes'), unpack(emptied)) end
 end
 
 local reply = { 'ok', 0, 0, -1 }
 if n > 0 then
-  local contents = hmget(KEYS[1], ids)
-  local metas = hmget(KEYS[2], ids)
-  local attempts = hmget(KEYS[5], ids)
-  local policies = hmget(KEYS[18], ids)
-  local marked = redis.call('SCARD', KEYS[11]) > 0
+  local contents = hmget((KEY_BASE .. 'messages'), ids)
+  local metas = hmget((KEY_BASE .. 'metadata'), ids)
+  local attempts = hmget((KEY_BASE .. 'nattempts'), ids)
+  local policies = hmget((KEY_BASE .. 'policies'), ids)
+  local marked = redis.call('SCARD', (KEY_BASE .. 'requeue')) > 0
   local lock_until = now + lock_ms
   local counts, locks, holders, stamps, expiry, m, r = {}, {}, {}, {}, {}, 0, 4
   for i = 1, n do
@@ -921,22 +923,22 @@ if n > 0 then
       r = r + 6
       if EV.on then event('started', id, attempt) end
       -- A message that lost its lock keeps its requeue mark: locked-with-requeue again.
-      if marked and redis.call('SISMEMBER', KEYS[11], id) == 1 then
-        redis.call('ZADD', KEYS[37], lock_until, id)
+      if marked and redis.call('SISMEMBER', (KEY_BASE .. 'requeue'), id) == 1 then
+        redis.call('ZADD', (KEY_BASE .. 'requeue-locks'), lock_until, id)
       end
     end
   end
-  for group, count in pairs(taken_groups) do redis.call('HINCRBY', KEYS[30], group, count) end
+  for group, count in pairs(taken_groups) do redis.call('HINCRBY', (KEY_BASE .. 'group-held'), group, count) end
   if rate_start and m > 0 then
-    redis.call('SET', KEYS[23], string.format('%.3f', rate_start + (m / 2) * rate_interval))
+    redis.call('SET', (KEY_BASE .. 'rate-tat'), string.format('%.3f', rate_start + (m / 2) * rate_interval))
   end
   if m > 0 then
     locked_until = lock_until
-    call_chunked('HSET', KEYS[5], counts)
-    call_chunked('HSET', KEYS[6], locks)
-    call_chunked('HSET', KEYS[7], holders)
-    call_chunked('HSET', KEYS[14], stamps)
-    call_chunked('ZADD', KEYS[13], expiry)
+    call_chunked('HSET', (KEY_BASE .. 'nattempts'), counts)
+    call_chunked('HSET', (KEY_BASE .. 'locks'), locks)
+    call_chunked('HSET', (KEY_BASE .. 'holders'), holders)
+    call_chunked('HSET', (KEY_BASE .. 'updated-at'), stamps)
+    call_chunked('ZADD', (KEY_BASE .. 'lock-expiry'), expiry)
   end
 end
 
@@ -956,7 +958,7 @@ local function wake_after(ttl)
   if more then return now end
   local wake_at = now + ttl
   local firsts = { heads.schedule, heads.expiry, locked_until }
-  if promoted then firsts = { head(KEYS[12]), head(KEYS[13]), nil } end
+  if promoted then firsts = { head((KEY_BASE .. 'schedule')), head((KEY_BASE .. 'lock-expiry')), nil } end
   for i = 1, 3 do
     if firsts[i] ~= nil then wake_at = math.min(wake_at, firsts[i]) end
   end
@@ -967,19 +969,19 @@ if #reply > 4 then
   -- Handling resets the dry runs (and the backoff that counts them).
   local dry = marks[2]
   if dry and dry ~= '0' then
-    redis.call('SET', KEYS[17], '0')
-    redis.call('DEL', KEYS[16])
+    redis.call('SET', (KEY_BASE .. 'ndry-runs'), '0')
+    redis.call('DEL', (KEY_BASE .. 'eoq-backoff?'))
   end
   -- The accepted lanes ran dry, so a claim now would find nothing: the worker waits for a wake-up instead,
   -- or until a dry run (the first: the runs were just reset) would have said to look.
   if drained() then reply[4] = wake_after(tonumber(ARGV[5])) end
 else
-  local ttl = redis.call('PTTL', KEYS[16])
+  local ttl = redis.call('PTTL', (KEY_BASE .. 'eoq-backoff?'))
   local dry
   if ttl <= 0 then
-    dry = redis.call('INCR', KEYS[17])
+    dry = redis.call('INCR', (KEY_BASE .. 'ndry-runs'))
     ttl = tonumber(ARGV[4 + math.min(5, dry)])
-    if ttl > 0 then redis.call('SET', KEYS[16], '1', 'PX', ttl) else redis.call('DEL', KEYS[16]) end
+    if ttl > 0 then redis.call('SET', (KEY_BASE .. 'eoq-backoff?'), '1', 'PX', ttl) else redis.call('DEL', (KEY_BASE .. 'eoq-backoff?')) end
   else
     dry = tonumber(marks[2]) or 0
   end
@@ -1034,12 +1036,14 @@ return reply
       'layout',
     ],
     readOnly: false,
-    sha: 'f73af6856fb2d17dd7b6997bd9d7342104eb6d7c',
+    sha: '1b237c57b894373dd91f6e12dfa6e4b5ab6ea339',
     source: `#!lua flags=allow-oom
+-- The queue's keys are its base (the one key the call passes) and their names.
+local KEY_BASE = KEYS[1]
 -- The keys by name, for the helpers that look a key up by a name they hold.
 local K_TABLE = nil
 local function key_table()
-  if K_TABLE == nil then K_TABLE = { messages = KEYS[1], locks = KEYS[2], backoffs = KEYS[3], nattempts = KEYS[4], mid_circle = KEYS[5], done = KEYS[6], requeue = KEYS[7], eoq_backoff = KEYS[8], ndry_runs = KEYS[9], metadata = KEYS[10], filters = KEYS[11], classes = KEYS[12], holders = KEYS[13], outcomes = KEYS[14], enqueued_at = KEYS[15], updated_at = KEYS[16], requeue_content = KEYS[17], schedule = KEYS[18], lock_expiry = KEYS[19], done_at = KEYS[20], dedupe = KEYS[21], policies = KEYS[22], history = KEYS[23], losses = KEYS[24], pushes = KEYS[25], requeue_locks = KEYS[26], requeue_schedule = KEYS[27], failed = KEYS[28], events = KEYS[29], priorities = KEYS[30], lanes = KEYS[31], groups = KEYS[32], group_held = KEYS[33], parked = KEYS[34], debounce = KEYS[35], debounce_of = KEYS[36], rate_tat = KEYS[37], layout = KEYS[38] } end
+  if K_TABLE == nil then K_TABLE = { messages = (KEY_BASE .. 'messages'), locks = (KEY_BASE .. 'locks'), backoffs = (KEY_BASE .. 'backoffs'), nattempts = (KEY_BASE .. 'nattempts'), mid_circle = (KEY_BASE .. 'mid-circle'), done = (KEY_BASE .. 'done'), requeue = (KEY_BASE .. 'requeue'), eoq_backoff = (KEY_BASE .. 'eoq-backoff?'), ndry_runs = (KEY_BASE .. 'ndry-runs'), metadata = (KEY_BASE .. 'metadata'), filters = (KEY_BASE .. 'filters'), classes = (KEY_BASE .. 'classes'), holders = (KEY_BASE .. 'holders'), outcomes = (KEY_BASE .. 'outcomes'), enqueued_at = (KEY_BASE .. 'enqueued-at'), updated_at = (KEY_BASE .. 'updated-at'), requeue_content = (KEY_BASE .. 'requeue-content'), schedule = (KEY_BASE .. 'schedule'), lock_expiry = (KEY_BASE .. 'lock-expiry'), done_at = (KEY_BASE .. 'done-at'), dedupe = (KEY_BASE .. 'dedupe'), policies = (KEY_BASE .. 'policies'), history = (KEY_BASE .. 'history'), losses = (KEY_BASE .. 'losses'), pushes = (KEY_BASE .. 'pushes'), requeue_locks = (KEY_BASE .. 'requeue-locks'), requeue_schedule = (KEY_BASE .. 'requeue-schedule'), failed = (KEY_BASE .. 'failed'), events = (KEY_BASE .. 'events'), priorities = (KEY_BASE .. 'priorities'), lanes = (KEY_BASE .. 'lanes'), groups = (KEY_BASE .. 'groups'), group_held = (KEY_BASE .. 'group-held'), parked = (KEY_BASE .. 'parked'), debounce = (KEY_BASE .. 'debounce'), debounce_of = (KEY_BASE .. 'debounce-of'), rate_tat = (KEY_BASE .. 'rate-tat'), layout = (KEY_BASE .. 'layout') } end
   return K_TABLE
 end
 -- common: helpers every script includes. K holds the queue's keys by name
@@ -1096,14 +1100,14 @@ end
 
 -- Whether the queue carries the layout mark (the script must take the \`layout\` key).
 local function layout_marked()
-  local mark = redis.pcall('GET', KEYS[38])
-  if type(mark) == 'table' and mark.err then layout_error(KEYS[38], redis.call('TYPE', KEYS[38]).ok, 'string') end
+  local mark = redis.pcall('GET', (KEY_BASE .. 'layout'))
+  if type(mark) == 'table' and mark.err then layout_error((KEY_BASE .. 'layout'), redis.call('TYPE', (KEY_BASE .. 'layout')).ok, 'string') end
   return mark == LAYOUT_VERSION
 end
 
 -- Marks the queue after a full check_layout found its keys kvmq's.
 local function mark_layout()
-  redis.call('SET', KEYS[38], LAYOUT_VERSION)
+  redis.call('SET', (KEY_BASE .. 'layout'), LAYOUT_VERSION)
 end
 
 -- The conf fields \`fields\` (HMGET), a conf of another type refused before any write.
@@ -1117,10 +1121,10 @@ end
 -- and a 4-digit priority when above 0 (\`mid-circle:a=x@0003\`, \`mid-circle@0003\`); '#<group>' is the list
 -- of a full group's parked messages (\`mid-circle#<group>\`).
 local function ready_list(lane)
-  if lane == '' then return KEYS[5] end
+  if lane == '' then return (KEY_BASE .. 'mid-circle') end
   local c = string.byte(lane, 1)
-  if c == 64 or c == 35 then return KEYS[5] .. lane end
-  return KEYS[5] .. ':' .. lane
+  if c == 64 or c == 35 then return (KEY_BASE .. 'mid-circle') .. lane end
+  return (KEY_BASE .. 'mid-circle') .. ':' .. lane
 end
 
 -- The lane of a class and a priority (a number, a string or nil: 0).
@@ -1139,7 +1143,7 @@ end
 
 -- A message's filter class ('' for none); the script must take the \`filters\` key.
 local function class_of(id)
-  return redis.call('HGET', KEYS[11], id) or ''
+  return redis.call('HGET', (KEY_BASE .. 'filters'), id) or ''
 end
 
 -- Checks every key the script was given, and the ready list of every filter
@@ -1159,7 +1163,7 @@ local function check_layout(new_classes, rare, read_first, marked)
   -- A marked queue's hot path only keeps the list: check_rare reads it, and a set is built only below.
   RARE_NAMES = rare or RARE_NAMES
   if marked then
-    if KEYS[5] ~= nil then
+    if (KEY_BASE .. 'mid-circle') ~= nil then
       for _, class in ipairs(new_classes or {}) do check_type(ready_list(class), 'list') end
     end
     return
@@ -1167,7 +1171,7 @@ local function check_layout(new_classes, rare, read_first, marked)
   for _, name in ipairs(RARE_NAMES) do RARE[name] = true end
   local skip = {}
   for _, name in ipairs(read_first or {}) do skip[name] = true end
-  local lists = KEYS[12] ~= nil and KEYS[5] ~= nil
+  local lists = (KEY_BASE .. 'classes') ~= nil and (KEY_BASE .. 'mid-circle') ~= nil
   -- SMEMBERS below checks \`classes\` itself.
   if lists then skip.classes = true end
   for name, key in pairs(key_table()) do
@@ -1177,7 +1181,7 @@ local function check_layout(new_classes, rare, read_first, marked)
     end
   end
   if lists then
-    for _, class in ipairs(redis.call('SMEMBERS', KEYS[12])) do check_type(ready_list(class), 'list') end
+    for _, class in ipairs(redis.call('SMEMBERS', (KEY_BASE .. 'classes'))) do check_type(ready_list(class), 'list') end
     for _, class in ipairs(new_classes or {}) do check_type(ready_list(class), 'list') end
   end
 end
@@ -1258,13 +1262,13 @@ end
 local function flush_ready(r)
   for class, ids in pairs(r.back) do
     call_chunked('LPUSH', ready_list(class), ids)
-    redis.call('HINCRBY', KEYS[25], class, #ids)
+    redis.call('HINCRBY', (KEY_BASE .. 'pushes'), class, #ids)
   end
   for class, ids in pairs(r.front) do
-    if string.find(class, '@', 1, true) then redis.call('ZADD', KEYS[31], select(2, lane_parts(class)), class) end
+    if string.find(class, '@', 1, true) then redis.call('ZADD', (KEY_BASE .. 'lanes'), select(2, lane_parts(class)), class) end
   end
   for class in pairs(r.back) do
-    if string.find(class, '@', 1, true) then redis.call('ZADD', KEYS[31], select(2, lane_parts(class)), class) end
+    if string.find(class, '@', 1, true) then redis.call('ZADD', (KEY_BASE .. 'lanes'), select(2, lane_parts(class)), class) end
   end
   for class, ids in pairs(r.front) do
     -- The earliest is pushed last, so it is the next out.
@@ -1290,9 +1294,9 @@ end
 
 check_layout()
 local keys = {}
-for _, class in ipairs(redis.call('SMEMBERS', KEYS[12])) do keys[#keys + 1] = ready_list(class) end
-for _, lane in ipairs(redis.call('ZRANGE', KEYS[31], 0, -1)) do keys[#keys + 1] = ready_list(lane) end
-for _, group in ipairs(redis.call('SMEMBERS', KEYS[34])) do keys[#keys + 1] = ready_list('#' .. group) end
+for _, class in ipairs(redis.call('SMEMBERS', (KEY_BASE .. 'classes'))) do keys[#keys + 1] = ready_list(class) end
+for _, lane in ipairs(redis.call('ZRANGE', (KEY_BASE .. 'lanes'), 0, -1)) do keys[#keys + 1] = ready_list(lane) end
+for _, group in ipairs(redis.call('SMEMBERS', (KEY_BASE .. 'parked'))) do keys[#keys + 1] = ready_list('#' .. group) end
 for _, key in pairs(key_table()) do keys[#keys + 1] = key end
 for i = 1, #keys, CHUNK do redis.call('UNLINK', unpack(keys, i, math.min(i + CHUNK - 1, #keys))) end
 return 1
@@ -1315,12 +1319,14 @@ return 1
       'parked',
     ],
     readOnly: false,
-    sha: '91c4f248bb118d01c8c0df9bd0d8e5ba35a7f00c',
+    sha: '609e87e3e2c672b57ee9f8ccebcfcd64021ae752',
     source: `#!lua
+-- The queue's keys are its base (the one key the call passes) and their names.
+local KEY_BASE = KEYS[1]
 -- The keys by name, for the helpers that look a key up by a name they hold.
 local K_TABLE = nil
 local function key_table()
-  if K_TABLE == nil then K_TABLE = { conf = KEYS[1], wake = KEYS[2], messages = KEYS[3], consumers = KEYS[4], pushes = KEYS[5], mid_circle = KEYS[6], filters = KEYS[7], priorities = KEYS[8], lanes = KEYS[9], groups = KEYS[10], group_held = KEYS[11], parked = KEYS[12] } end
+  if K_TABLE == nil then K_TABLE = { conf = (KEY_BASE .. 'conf'), wake = (KEY_BASE .. 'wake'), messages = (KEY_BASE .. 'messages'), consumers = (KEY_BASE .. 'consumers'), pushes = (KEY_BASE .. 'pushes'), mid_circle = (KEY_BASE .. 'mid-circle'), filters = (KEY_BASE .. 'filters'), priorities = (KEY_BASE .. 'priorities'), lanes = (KEY_BASE .. 'lanes'), groups = (KEY_BASE .. 'groups'), group_held = (KEY_BASE .. 'group-held'), parked = (KEY_BASE .. 'parked') } end
   return K_TABLE
 end
 -- common: helpers every script includes. K holds the queue's keys by name
@@ -1389,8 +1395,8 @@ end
 
 -- The conf fields \`fields\` (HMGET), a conf of another type refused before any write.
 local function read_conf(fields)
-  local conf = redis.pcall('HMGET', KEYS[1], unpack(fields))
-  if conf.err then layout_error(KEYS[1], redis.call('TYPE', KEYS[1]).ok, 'hash') end
+  local conf = redis.pcall('HMGET', (KEY_BASE .. 'conf'), unpack(fields))
+  if conf.err then layout_error((KEY_BASE .. 'conf'), redis.call('TYPE', (KEY_BASE .. 'conf')).ok, 'hash') end
   return conf
 end
 
@@ -1398,10 +1404,10 @@ end
 -- and a 4-digit priority when above 0 (\`mid-circle:a=x@0003\`, \`mid-circle@0003\`); '#<group>' is the list
 -- of a full group's parked messages (\`mid-circle#<group>\`).
 local function ready_list(lane)
-  if lane == '' then return KEYS[6] end
+  if lane == '' then return (KEY_BASE .. 'mid-circle') end
   local c = string.byte(lane, 1)
-  if c == 64 or c == 35 then return KEYS[6] .. lane end
-  return KEYS[6] .. ':' .. lane
+  if c == 64 or c == 35 then return (KEY_BASE .. 'mid-circle') .. lane end
+  return (KEY_BASE .. 'mid-circle') .. ':' .. lane
 end
 
 -- The lane of a class and a priority (a number, a string or nil: 0).
@@ -1420,7 +1426,7 @@ end
 
 -- A message's filter class ('' for none); the script must take the \`filters\` key.
 local function class_of(id)
-  return redis.call('HGET', KEYS[7], id) or ''
+  return redis.call('HGET', (KEY_BASE .. 'filters'), id) or ''
 end
 
 -- Checks every key the script was given, and the ready list of every filter
@@ -1440,7 +1446,7 @@ local function check_layout(new_classes, rare, read_first, marked)
   -- A marked queue's hot path only keeps the list: check_rare reads it, and a set is built only below.
   RARE_NAMES = rare or RARE_NAMES
   if marked then
-    if KEYS[6] ~= nil then
+    if (KEY_BASE .. 'mid-circle') ~= nil then
       for _, class in ipairs(new_classes or {}) do check_type(ready_list(class), 'list') end
     end
     return
@@ -1448,7 +1454,7 @@ local function check_layout(new_classes, rare, read_first, marked)
   for _, name in ipairs(RARE_NAMES) do RARE[name] = true end
   local skip = {}
   for _, name in ipairs(read_first or {}) do skip[name] = true end
-  local lists = nil ~= nil and KEYS[6] ~= nil
+  local lists = nil ~= nil and (KEY_BASE .. 'mid-circle') ~= nil
   -- SMEMBERS below checks \`classes\` itself.
   if lists then skip.classes = true end
   for name, key in pairs(key_table()) do
@@ -1539,13 +1545,13 @@ end
 local function flush_ready(r)
   for class, ids in pairs(r.back) do
     call_chunked('LPUSH', ready_list(class), ids)
-    redis.call('HINCRBY', KEYS[5], class, #ids)
+    redis.call('HINCRBY', (KEY_BASE .. 'pushes'), class, #ids)
   end
   for class, ids in pairs(r.front) do
-    if string.find(class, '@', 1, true) then redis.call('ZADD', KEYS[9], select(2, lane_parts(class)), class) end
+    if string.find(class, '@', 1, true) then redis.call('ZADD', (KEY_BASE .. 'lanes'), select(2, lane_parts(class)), class) end
   end
   for class in pairs(r.back) do
-    if string.find(class, '@', 1, true) then redis.call('ZADD', KEYS[9], select(2, lane_parts(class)), class) end
+    if string.find(class, '@', 1, true) then redis.call('ZADD', (KEY_BASE .. 'lanes'), select(2, lane_parts(class)), class) end
   end
   for class, ids in pairs(r.front) do
     -- The earliest is pushed last, so it is the next out.
@@ -1562,7 +1568,7 @@ end
 
 -- The lane a message joins when it becomes ready.
 local function lane_of(id)
-  return lane_for(class_of(id), redis.call('HGET', KEYS[8], id))
+  return lane_for(class_of(id), redis.call('HGET', (KEY_BASE .. 'priorities'), id))
 end
 
 -- Blanks a queued message's entry where it waits (its ready list, else its group's parked list), in
@@ -1571,7 +1577,7 @@ local function unready(id)
   local list = ready_list(lane_of(id))
   local at = redis.call('LPOS', list, id)
   if not at then
-    local group = redis.call('HGET', KEYS[10], id)
+    local group = redis.call('HGET', (KEY_BASE .. 'groups'), id)
     if not group then return false end
     list = ready_list('#' .. group)
     at = redis.call('LPOS', list, id)
@@ -1592,7 +1598,7 @@ end
 
 -- The queue's limit, or nil for none.
 local function group_limit()
-  return tonumber(redis.call('HGET', KEYS[1], 'group_concurrency'))
+  return tonumber(redis.call('HGET', (KEY_BASE .. 'conf'), 'group_concurrency'))
 end
 
 -- Moves up to \`free\` (nil: all) of the group's parked messages back to the front of their lanes.
@@ -1605,7 +1611,7 @@ local function unpark(group, free, ready)
     if not ids then break end
     for _, id in ipairs(ids) do
       -- Blank entries (removed or debounced messages) and messages gone meanwhile are dropped.
-      if id ~= '' and redis.call('HGET', KEYS[10], id) == group then
+      if id ~= '' and redis.call('HGET', (KEY_BASE .. 'groups'), id) == group then
         push_ready(ready, lane_of(id), id, true)
         moved = moved + 1
       end
@@ -1613,8 +1619,8 @@ local function unpark(group, free, ready)
   end
   if redis.call('EXISTS', list) == 0 then
     -- Groups come and go (tenants): nothing of an emptied parked list stays behind.
-    redis.call('SREM', KEYS[12], group)
-    redis.call('HDEL', KEYS[5], '#' .. group)
+    redis.call('SREM', (KEY_BASE .. 'parked'), group)
+    redis.call('HDEL', (KEY_BASE .. 'pushes'), '#' .. group)
   end
   return moved
 end
@@ -1623,27 +1629,27 @@ end
 local function park(group, id)
   local lane = '#' .. group
   redis.call('LPUSH', ready_list(lane), id)
-  redis.call('HINCRBY', KEYS[5], lane, 1)
-  redis.call('SADD', KEYS[12], group)
+  redis.call('HINCRBY', (KEY_BASE .. 'pushes'), lane, 1)
+  redis.call('SADD', (KEY_BASE .. 'parked'), group)
 end
 
 -- The held messages \`ids\` let go of their locks (finished, lock expired): their groups' counts go down,
 -- and parked messages of those groups get the room, unless \`keep\` (the messages go back to the front
 -- of their lanes and take the room themselves: an expired lock). Returns how many went back to their lanes.
 local function release_groups(ids, ready, keep)
-  if redis.call('EXISTS', KEYS[11]) == 0 then return 0 end
+  if redis.call('EXISTS', (KEY_BASE .. 'group-held')) == 0 then return 0 end
   check_rare()
-  local groups = hmget(KEYS[10], ids)
+  local groups = hmget((KEY_BASE .. 'groups'), ids)
   local limit, moved = false, 0
   for i = 1, #ids do
     local group = groups[i]
     if group then
-      local held = redis.call('HINCRBY', KEYS[11], group, -1)
+      local held = redis.call('HINCRBY', (KEY_BASE .. 'group-held'), group, -1)
       if held <= 0 then
-        redis.call('HDEL', KEYS[11], group)
+        redis.call('HDEL', (KEY_BASE .. 'group-held'), group)
         held = 0
       end
-      if not keep and redis.call('SISMEMBER', KEYS[12], group) == 1 then
+      if not keep and redis.call('SISMEMBER', (KEY_BASE .. 'parked'), group) == 1 then
         if limit == false then limit = group_limit() end
         if limit == nil then
           moved = moved + unpark(group, nil, ready)
@@ -1660,8 +1666,8 @@ end
 local function unpark_all(ready)
   local limit = group_limit()
   local moved = 0
-  for _, group in ipairs(redis.call('SMEMBERS', KEYS[12])) do
-    local held = tonumber(redis.call('HGET', KEYS[11], group)) or 0
+  for _, group in ipairs(redis.call('SMEMBERS', (KEY_BASE .. 'parked'))) do
+    local held = tonumber(redis.call('HGET', (KEY_BASE .. 'group-held'), group)) or 0
     if limit == nil then
       moved = moved + unpark(group, nil, ready)
     elseif held < limit then
@@ -1687,23 +1693,23 @@ check_layout()
 local fields = { 'task_gc_lifetime', 'task_gc_interval', 'filter_enums', 'failed_lifetime', 'paused', 'max_deliveries',
   'dead_letter_queue', 'events', 'events_max_count', 'events_max_age', 'rate_limit', 'group_concurrency' }
 local n = #fields
-local current = redis.call('HMGET', KEYS[1], unpack(fields))
+local current = redis.call('HMGET', (KEY_BASE .. 'conf'), unpack(fields))
 for i = 1, n do
   if (current[i] or '') ~= ARGV[i] then return 0 end
 end
-local created = redis.call('EXISTS', KEYS[1], KEYS[3], KEYS[4]) == 0
+local created = redis.call('EXISTS', (KEY_BASE .. 'conf'), (KEY_BASE .. 'messages'), (KEY_BASE .. 'consumers')) == 0
 local pairs_ = {}
 for i = 1, n do
   pairs_[#pairs_ + 1] = fields[i]
   pairs_[#pairs_ + 1] = ARGV[n + i]
 end
-redis.call('HSET', KEYS[1], unpack(pairs_))
-if ARGV[5] == '1' and ARGV[n + 5] ~= '1' then redis.call('PUBLISH', KEYS[2], 'resume') end
+redis.call('HSET', (KEY_BASE .. 'conf'), unpack(pairs_))
+if ARGV[5] == '1' and ARGV[n + 5] ~= '1' then redis.call('PUBLISH', (KEY_BASE .. 'wake'), 'resume') end
 if ARGV[12] ~= ARGV[n + 12] then
   local ready = pending_ready()
   if unpark_all(ready) > 0 then
     flush_ready(ready)
-    redis.call('PUBLISH', KEYS[2], 'group-concurrency')
+    redis.call('PUBLISH', (KEY_BASE .. 'wake'), 'group-concurrency')
   end
 end
 if created then return 2 end
@@ -1714,12 +1720,14 @@ return 1
     name: 'consumers',
     keys: ['consumers', 'holders', 'locks'],
     readOnly: true,
-    sha: '66938de871a7a38b31ceeefcfff9c31ee34f2719',
+    sha: '031a12472ca24df2ff6387026f9779361879387d',
     source: `#!lua flags=no-writes
+-- The queue's keys are its base (the one key the call passes) and their names.
+local KEY_BASE = KEYS[1]
 -- The keys by name, for the helpers that look a key up by a name they hold.
 local K_TABLE = nil
 local function key_table()
-  if K_TABLE == nil then K_TABLE = { consumers = KEYS[1], holders = KEYS[2], locks = KEYS[3] } end
+  if K_TABLE == nil then K_TABLE = { consumers = (KEY_BASE .. 'consumers'), holders = (KEY_BASE .. 'holders'), locks = (KEY_BASE .. 'locks') } end
   return K_TABLE
 end
 -- common: helpers every script includes. K holds the queue's keys by name
@@ -1959,13 +1967,13 @@ end
 
 -- { registrations as id, JSON pairs..., then id, holder pairs of live locks } and how many pairs the first part has.
 local function consumer_entries(now)
-  local reply = redis.call('HGETALL', KEYS[1])
+  local reply = redis.call('HGETALL', (KEY_BASE .. 'consumers'))
   local registrations = #reply / 2
-  local held = redis.call('HGETALL', KEYS[2])
+  local held = redis.call('HGETALL', (KEY_BASE .. 'holders'))
   if #held > 0 then
     local ids = {}
     for i = 1, #held, 2 do ids[#ids + 1] = held[i] end
-    local locks = redis.call('HMGET', KEYS[3], unpack(ids))
+    local locks = redis.call('HMGET', (KEY_BASE .. 'locks'), unpack(ids))
     for i, id in ipairs(ids) do
       if (tonumber(locks[i]) or 0) > now then
         reply[#reply + 1] = id
@@ -2030,12 +2038,14 @@ return reply
       'layout',
     ],
     readOnly: false,
-    sha: '1ac956d1b2291f888f3f00962dc33785eb6cbaa5',
+    sha: '52f83a2e45380bb623e6baeeb127709d4a905de8',
     source: `#!lua
+-- The queue's keys are its base (the one key the call passes) and their names.
+local KEY_BASE = KEYS[1]
 -- The keys by name, for the helpers that look a key up by a name they hold.
 local K_TABLE = nil
 local function key_table()
-  if K_TABLE == nil then K_TABLE = { conf = KEYS[1], events = KEYS[2], events_seq = KEYS[3], events_wake = KEYS[4], done = KEYS[5], requeue = KEYS[6], backoffs = KEYS[7], locks = KEYS[8], failed = KEYS[9], filters = KEYS[10], priorities = KEYS[11], lanes = KEYS[12], groups = KEYS[13], messages = KEYS[14], metadata = KEYS[15], classes = KEYS[16], nattempts = KEYS[17], holders = KEYS[18], outcomes = KEYS[19], enqueued_at = KEYS[20], updated_at = KEYS[21], requeue_content = KEYS[22], schedule = KEYS[23], done_at = KEYS[24], dedupe = KEYS[25], mid_circle = KEYS[26], wake = KEYS[27], policies = KEYS[28], losses = KEYS[29], requeue_locks = KEYS[30], requeue_schedule = KEYS[31], pushes = KEYS[32], debounce = KEYS[33], debounce_of = KEYS[34], layout = KEYS[35] } end
+  if K_TABLE == nil then K_TABLE = { conf = (KEY_BASE .. 'conf'), events = (KEY_BASE .. 'events'), events_seq = (KEY_BASE .. 'events-seq'), events_wake = (KEY_BASE .. 'events-wake'), done = (KEY_BASE .. 'done'), requeue = (KEY_BASE .. 'requeue'), backoffs = (KEY_BASE .. 'backoffs'), locks = (KEY_BASE .. 'locks'), failed = (KEY_BASE .. 'failed'), filters = (KEY_BASE .. 'filters'), priorities = (KEY_BASE .. 'priorities'), lanes = (KEY_BASE .. 'lanes'), groups = (KEY_BASE .. 'groups'), messages = (KEY_BASE .. 'messages'), metadata = (KEY_BASE .. 'metadata'), classes = (KEY_BASE .. 'classes'), nattempts = (KEY_BASE .. 'nattempts'), holders = (KEY_BASE .. 'holders'), outcomes = (KEY_BASE .. 'outcomes'), enqueued_at = (KEY_BASE .. 'enqueued-at'), updated_at = (KEY_BASE .. 'updated-at'), requeue_content = (KEY_BASE .. 'requeue-content'), schedule = (KEY_BASE .. 'schedule'), done_at = (KEY_BASE .. 'done-at'), dedupe = (KEY_BASE .. 'dedupe'), mid_circle = (KEY_BASE .. 'mid-circle'), wake = (KEY_BASE .. 'wake'), policies = (KEY_BASE .. 'policies'), losses = (KEY_BASE .. 'losses'), requeue_locks = (KEY_BASE .. 'requeue-locks'), requeue_schedule = (KEY_BASE .. 'requeue-schedule'), pushes = (KEY_BASE .. 'pushes'), debounce = (KEY_BASE .. 'debounce'), debounce_of = (KEY_BASE .. 'debounce-of'), layout = (KEY_BASE .. 'layout') } end
   return K_TABLE
 end
 -- common: helpers every script includes. K holds the queue's keys by name
@@ -2092,20 +2102,20 @@ end
 
 -- Whether the queue carries the layout mark (the script must take the \`layout\` key).
 local function layout_marked()
-  local mark = redis.pcall('GET', KEYS[35])
-  if type(mark) == 'table' and mark.err then layout_error(KEYS[35], redis.call('TYPE', KEYS[35]).ok, 'string') end
+  local mark = redis.pcall('GET', (KEY_BASE .. 'layout'))
+  if type(mark) == 'table' and mark.err then layout_error((KEY_BASE .. 'layout'), redis.call('TYPE', (KEY_BASE .. 'layout')).ok, 'string') end
   return mark == LAYOUT_VERSION
 end
 
 -- Marks the queue after a full check_layout found its keys kvmq's.
 local function mark_layout()
-  redis.call('SET', KEYS[35], LAYOUT_VERSION)
+  redis.call('SET', (KEY_BASE .. 'layout'), LAYOUT_VERSION)
 end
 
 -- The conf fields \`fields\` (HMGET), a conf of another type refused before any write.
 local function read_conf(fields)
-  local conf = redis.pcall('HMGET', KEYS[1], unpack(fields))
-  if conf.err then layout_error(KEYS[1], redis.call('TYPE', KEYS[1]).ok, 'hash') end
+  local conf = redis.pcall('HMGET', (KEY_BASE .. 'conf'), unpack(fields))
+  if conf.err then layout_error((KEY_BASE .. 'conf'), redis.call('TYPE', (KEY_BASE .. 'conf')).ok, 'hash') end
   return conf
 end
 
@@ -2113,10 +2123,10 @@ end
 -- and a 4-digit priority when above 0 (\`mid-circle:a=x@0003\`, \`mid-circle@0003\`); '#<group>' is the list
 -- of a full group's parked messages (\`mid-circle#<group>\`).
 local function ready_list(lane)
-  if lane == '' then return KEYS[26] end
+  if lane == '' then return (KEY_BASE .. 'mid-circle') end
   local c = string.byte(lane, 1)
-  if c == 64 or c == 35 then return KEYS[26] .. lane end
-  return KEYS[26] .. ':' .. lane
+  if c == 64 or c == 35 then return (KEY_BASE .. 'mid-circle') .. lane end
+  return (KEY_BASE .. 'mid-circle') .. ':' .. lane
 end
 
 -- The lane of a class and a priority (a number, a string or nil: 0).
@@ -2135,7 +2145,7 @@ end
 
 -- A message's filter class ('' for none); the script must take the \`filters\` key.
 local function class_of(id)
-  return redis.call('HGET', KEYS[10], id) or ''
+  return redis.call('HGET', (KEY_BASE .. 'filters'), id) or ''
 end
 
 -- Checks every key the script was given, and the ready list of every filter
@@ -2155,7 +2165,7 @@ local function check_layout(new_classes, rare, read_first, marked)
   -- A marked queue's hot path only keeps the list: check_rare reads it, and a set is built only below.
   RARE_NAMES = rare or RARE_NAMES
   if marked then
-    if KEYS[26] ~= nil then
+    if (KEY_BASE .. 'mid-circle') ~= nil then
       for _, class in ipairs(new_classes or {}) do check_type(ready_list(class), 'list') end
     end
     return
@@ -2163,7 +2173,7 @@ local function check_layout(new_classes, rare, read_first, marked)
   for _, name in ipairs(RARE_NAMES) do RARE[name] = true end
   local skip = {}
   for _, name in ipairs(read_first or {}) do skip[name] = true end
-  local lists = KEYS[16] ~= nil and KEYS[26] ~= nil
+  local lists = (KEY_BASE .. 'classes') ~= nil and (KEY_BASE .. 'mid-circle') ~= nil
   -- SMEMBERS below checks \`classes\` itself.
   if lists then skip.classes = true end
   for name, key in pairs(key_table()) do
@@ -2173,7 +2183,7 @@ local function check_layout(new_classes, rare, read_first, marked)
     end
   end
   if lists then
-    for _, class in ipairs(redis.call('SMEMBERS', KEYS[16])) do check_type(ready_list(class), 'list') end
+    for _, class in ipairs(redis.call('SMEMBERS', (KEY_BASE .. 'classes'))) do check_type(ready_list(class), 'list') end
     for _, class in ipairs(new_classes or {}) do check_type(ready_list(class), 'list') end
   end
 end
@@ -2254,13 +2264,13 @@ end
 local function flush_ready(r)
   for class, ids in pairs(r.back) do
     call_chunked('LPUSH', ready_list(class), ids)
-    redis.call('HINCRBY', KEYS[32], class, #ids)
+    redis.call('HINCRBY', (KEY_BASE .. 'pushes'), class, #ids)
   end
   for class, ids in pairs(r.front) do
-    if string.find(class, '@', 1, true) then redis.call('ZADD', KEYS[12], select(2, lane_parts(class)), class) end
+    if string.find(class, '@', 1, true) then redis.call('ZADD', (KEY_BASE .. 'lanes'), select(2, lane_parts(class)), class) end
   end
   for class in pairs(r.back) do
-    if string.find(class, '@', 1, true) then redis.call('ZADD', KEYS[12], select(2, lane_parts(class)), class) end
+    if string.find(class, '@', 1, true) then redis.call('ZADD', (KEY_BASE .. 'lanes'), select(2, lane_parts(class)), class) end
   end
   for class, ids in pairs(r.front) do
     -- The earliest is pushed last, so it is the next out.
@@ -2305,8 +2315,8 @@ local function events_begin(read)
   EV.on = conf[1] == '1'
   if EV.on then
     EV.max = tonumber(conf[2]) or DEFAULT_EVENTS_MAX_COUNT
-    check_type(KEYS[2], 'stream')
-    check_type(KEYS[3], 'string')
+    check_type((KEY_BASE .. 'events'), 'stream')
+    check_type((KEY_BASE .. 'events-seq'), 'string')
   end
 end
 
@@ -2355,7 +2365,7 @@ end
 
 -- Writes the events noted by this script.
 local function events_flush(now)
-  if EV.on and #EV.lines > 0 then append_events(KEYS[2], KEYS[3], KEYS[4], EV.max, now, EV.lines) end
+  if EV.on and #EV.lines > 0 then append_events((KEY_BASE .. 'events'), (KEY_BASE .. 'events-seq'), (KEY_BASE .. 'events-wake'), EV.max, now, EV.lines) end
   EV.lines = {}
 end
 -- state: a message's state, derived from Carmine's keys as Carmine derives it,
@@ -2365,10 +2375,10 @@ end
 
 -- The state of a message known to exist, at \`now\`.
 local function state_of(id, now)
-  if redis.call('ZSCORE', KEYS[9], id) then return 'failed', nil end
-  local backoff = tonumber(redis.call('HGET', KEYS[7], id)) or 0
-  if redis.call('SISMEMBER', KEYS[5], id) == 1 then
-    local requeued = redis.call('SISMEMBER', KEYS[6], id) == 1
+  if redis.call('ZSCORE', (KEY_BASE .. 'failed'), id) then return 'failed', nil end
+  local backoff = tonumber(redis.call('HGET', (KEY_BASE .. 'backoffs'), id)) or 0
+  if redis.call('SISMEMBER', (KEY_BASE .. 'done'), id) == 1 then
+    local requeued = redis.call('SISMEMBER', (KEY_BASE .. 'requeue'), id) == 1
     if backoff > now then
       if requeued then return 'done-with-requeue', backoff end
       return 'done-with-backoff', backoff
@@ -2377,9 +2387,9 @@ local function state_of(id, now)
     if requeued then return 'queued', nil end
     return 'done-awaiting-gc', nil
   end
-  local lock = tonumber(redis.call('HGET', KEYS[8], id)) or 0
+  local lock = tonumber(redis.call('HGET', (KEY_BASE .. 'locks'), id)) or 0
   if lock > now then
-    if redis.call('SISMEMBER', KEYS[6], id) == 1 then return 'locked-with-requeue', lock end
+    if redis.call('SISMEMBER', (KEY_BASE .. 'requeue'), id) == 1 then return 'locked-with-requeue', lock end
     return 'locked', lock
   end
   if backoff > now then return 'queued-with-backoff', backoff end
@@ -2393,7 +2403,7 @@ end
 
 -- The lane a message joins when it becomes ready.
 local function lane_of(id)
-  return lane_for(class_of(id), redis.call('HGET', KEYS[11], id))
+  return lane_for(class_of(id), redis.call('HGET', (KEY_BASE .. 'priorities'), id))
 end
 
 -- Blanks a queued message's entry where it waits (its ready list, else its group's parked list), in
@@ -2402,7 +2412,7 @@ local function unready(id)
   local list = ready_list(lane_of(id))
   local at = redis.call('LPOS', list, id)
   if not at then
-    local group = redis.call('HGET', KEYS[13], id)
+    local group = redis.call('HGET', (KEY_BASE .. 'groups'), id)
     if not group then return false end
     list = ready_list('#' .. group)
     at = redis.call('LPOS', list, id)
@@ -2477,27 +2487,27 @@ local function enqueue(first)
   -- Content, metadata, filters, priority and group of a message that starts a new run, queued now or
   -- after \`backoff\` ms.
   local function place(id, meta, class, backoff, revived, policy, priority, group)
-    if meta ~= '' then later(w, 'hset', KEYS[15], id, meta) elseif revived then later(w, 'hdel', KEYS[15], id) end
-    if policy ~= '' then later(w, 'hset', KEYS[28], id, policy) elseif revived then later(w, 'hdel', KEYS[28], id) end
+    if meta ~= '' then later(w, 'hset', (KEY_BASE .. 'metadata'), id, meta) elseif revived then later(w, 'hdel', (KEY_BASE .. 'metadata'), id) end
+    if policy ~= '' then later(w, 'hset', (KEY_BASE .. 'policies'), id, policy) elseif revived then later(w, 'hdel', (KEY_BASE .. 'policies'), id) end
     if class ~= '' then
-      later(w, 'hset', KEYS[10], id, class)
-      later(w, 'sadd', KEYS[16], class)
+      later(w, 'hset', (KEY_BASE .. 'filters'), id, class)
+      later(w, 'sadd', (KEY_BASE .. 'classes'), class)
     elseif revived then
-      later(w, 'hdel', KEYS[10], id)
+      later(w, 'hdel', (KEY_BASE .. 'filters'), id)
     end
     local lane = class
     if priority ~= '' then
-      later(w, 'hset', KEYS[11], id, priority)
+      later(w, 'hset', (KEY_BASE .. 'priorities'), id, priority)
       lane = lane_for(class, priority)
     elseif revived then
-      later(w, 'hdel', KEYS[11], id)
+      later(w, 'hdel', (KEY_BASE .. 'priorities'), id)
     end
-    if group ~= '' then later(w, 'hset', KEYS[13], id, group) elseif revived then later(w, 'hdel', KEYS[13], id) end
-    later(w, 'hset', KEYS[20], id, now)
+    if group ~= '' then later(w, 'hset', (KEY_BASE .. 'groups'), id, group) elseif revived then later(w, 'hdel', (KEY_BASE .. 'groups'), id) end
+    later(w, 'hset', (KEY_BASE .. 'enqueued-at'), id, now)
     if backoff > 0 then
       -- Written now: a duplicate later in this batch must see the backoff.
-      redis.call('HSET', KEYS[7], id, now + backoff)
-      later(w, 'zadd', KEYS[23], now + backoff, id)
+      redis.call('HSET', (KEY_BASE .. 'backoffs'), id, now + backoff)
+      later(w, 'zadd', (KEY_BASE .. 'schedule'), now + backoff, id)
     else
       push_ready(ready, lane, id, false)
     end
@@ -2509,26 +2519,26 @@ local function enqueue(first)
   -- becomes ready \`backoff\` ms from now, keeping its id, filters, priority, group and policy. Returns
   -- whether it did (else the new message is added as usual and takes the debounce id).
   local function debounce(wid, content, meta, backoff)
-    if redis.call('HEXISTS', KEYS[14], wid) == 0 or redis.call('SISMEMBER', KEYS[5], wid) == 1
-      or redis.call('HEXISTS', KEYS[8], wid) == 1 or redis.call('ZSCORE', KEYS[9], wid) then
+    if redis.call('HEXISTS', (KEY_BASE .. 'messages'), wid) == 0 or redis.call('SISMEMBER', (KEY_BASE .. 'done'), wid) == 1
+      or redis.call('HEXISTS', (KEY_BASE .. 'locks'), wid) == 1 or redis.call('ZSCORE', (KEY_BASE .. 'failed'), wid) then
       return false
     end
-    if redis.call('ZSCORE', KEYS[23], wid) then
-      redis.call('ZREM', KEYS[23], wid)
-      redis.call('HDEL', KEYS[7], wid)
+    if redis.call('ZSCORE', (KEY_BASE .. 'schedule'), wid) then
+      redis.call('ZREM', (KEY_BASE .. 'schedule'), wid)
+      redis.call('HDEL', (KEY_BASE .. 'backoffs'), wid)
     elseif not unready(wid) then
       return false
     end
-    redis.call('HSET', KEYS[14], wid, content)
-    if meta ~= '' then redis.call('HSET', KEYS[15], wid, meta) else redis.call('HDEL', KEYS[15], wid) end
-    redis.call('HSET', KEYS[21], wid, now)
+    redis.call('HSET', (KEY_BASE .. 'messages'), wid, content)
+    if meta ~= '' then redis.call('HSET', (KEY_BASE .. 'metadata'), wid, meta) else redis.call('HDEL', (KEY_BASE .. 'metadata'), wid) end
+    redis.call('HSET', (KEY_BASE .. 'updated-at'), wid, now)
     if backoff > 0 then
-      redis.call('HSET', KEYS[7], wid, now + backoff)
-      redis.call('ZADD', KEYS[23], now + backoff, wid)
+      redis.call('HSET', (KEY_BASE .. 'backoffs'), wid, now + backoff)
+      redis.call('ZADD', (KEY_BASE .. 'schedule'), now + backoff, wid)
     else
       push_ready(ready, lane_of(wid), wid, false)
     end
-    event('enqueued', wid, redis.call('HGET', KEYS[17], wid) or 0)
+    event('enqueued', wid, redis.call('HGET', (KEY_BASE .. 'nattempts'), wid) or 0)
     changed = true
     return true
   end
@@ -2536,26 +2546,26 @@ local function enqueue(first)
   -- The debounce index: \`did\` → id, and back, so the entry leaves with the message.
   local function index_debounce(id, did)
     if did ~= '' then
-      redis.call('HSET', KEYS[33], did, id)
-      redis.call('HSET', KEYS[34], id, did)
+      redis.call('HSET', (KEY_BASE .. 'debounce'), did, id)
+      redis.call('HSET', (KEY_BASE .. 'debounce-of'), id, did)
       return
     end
-    local old = redis.call('HGET', KEYS[34], id)
+    local old = redis.call('HGET', (KEY_BASE .. 'debounce-of'), id)
     if old then
-      redis.call('HDEL', KEYS[34], id)
-      if redis.call('HGET', KEYS[33], old) == id then redis.call('HDEL', KEYS[33], old) end
+      redis.call('HDEL', (KEY_BASE .. 'debounce-of'), id)
+      if redis.call('HGET', (KEY_BASE .. 'debounce'), old) == id then redis.call('HDEL', (KEY_BASE .. 'debounce'), old) end
     end
   end
 
   -- What is left of a finished run, before its id starts a new one (its history stays).
   local function forget_run(id)
-    for _, key in ipairs({ KEYS[17], KEYS[19], KEYS[7], KEYS[8], KEYS[18], KEYS[21], KEYS[22],
-      KEYS[29] }) do
+    for _, key in ipairs({ (KEY_BASE .. 'nattempts'), (KEY_BASE .. 'outcomes'), (KEY_BASE .. 'backoffs'), (KEY_BASE .. 'locks'), (KEY_BASE .. 'holders'), (KEY_BASE .. 'updated-at'), (KEY_BASE .. 'requeue-content'),
+      (KEY_BASE .. 'losses') }) do
       redis.call('HDEL', key, id)
     end
-    redis.call('SREM', KEYS[5], id)
-    redis.call('ZREM', KEYS[24], id)
-    redis.call('ZREM', KEYS[25], id)
+    redis.call('SREM', (KEY_BASE .. 'done'), id)
+    redis.call('ZREM', (KEY_BASE .. 'done-at'), id)
+    redis.call('ZREM', (KEY_BASE .. 'dedupe'), id)
   end
 
   for i = first, #ARGV, ENQUEUE_PER do
@@ -2569,11 +2579,11 @@ local function enqueue(first)
       flush_writes(w)
       flush_ready(ready)
       w, ready = pending_writes(), pending_ready()
-      waiting = redis.call('HGET', KEYS[33], did)
+      waiting = redis.call('HGET', (KEY_BASE .. 'debounce'), did)
     end
     if waiting and debounce(waiting, content, meta, backoff) then
       replies[#replies + 1] = 'debounced ' .. waiting
-    elseif redis.call('HSETNX', KEYS[14], id, content) == 1 then
+    elseif redis.call('HSETNX', (KEY_BASE .. 'messages'), id, content) == 1 then
       place(id, meta, class, backoff, false, policy, priority, group)
       if did ~= '' then index_debounce(id, did) end
       -- event('enqueued', id, 0), without the call: the hottest path there is.
@@ -2583,31 +2593,31 @@ local function enqueue(first)
       local state, ends = state_of(id, now)
       -- An enqueue that revives or marks a message records the attempt it is at.
       if EV.on and (state == 'done-awaiting-gc' or (allow_requeue and (state == 'done-with-backoff' or state == 'locked'))) then
-        event('enqueued', id, redis.call('HGET', KEYS[17], id))
+        event('enqueued', id, redis.call('HGET', (KEY_BASE .. 'nattempts'), id))
       end
       if state == 'done-awaiting-gc' then
-        redis.call('HSET', KEYS[14], id, content)
+        redis.call('HSET', (KEY_BASE .. 'messages'), id, content)
         forget_run(id)
         place(id, meta, class, backoff, true, policy, priority, group)
         index_debounce(id, did)
         replies[#replies + 1] = 'revived'
       elseif allow_requeue and state == 'done-with-backoff' then
         -- done-with-requeue: queued when the backoff ends, as a new run.
-        redis.call('SADD', KEYS[6], id)
-        redis.call('ZREM', KEYS[25], id)
-        redis.call('ZADD', KEYS[23], ends, id)
-        redis.call('ZADD', KEYS[31], ends, id)
-        redis.call('HDEL', KEYS[17], id)
-        redis.call('HDEL', KEYS[29], id)
-        if replace then redis.call('HSET', KEYS[14], id, content) end
-        later(w, 'hset', KEYS[21], id, now)
+        redis.call('SADD', (KEY_BASE .. 'requeue'), id)
+        redis.call('ZREM', (KEY_BASE .. 'dedupe'), id)
+        redis.call('ZADD', (KEY_BASE .. 'schedule'), ends, id)
+        redis.call('ZADD', (KEY_BASE .. 'requeue-schedule'), ends, id)
+        redis.call('HDEL', (KEY_BASE .. 'nattempts'), id)
+        redis.call('HDEL', (KEY_BASE .. 'losses'), id)
+        if replace then redis.call('HSET', (KEY_BASE .. 'messages'), id, content) end
+        later(w, 'hset', (KEY_BASE .. 'updated-at'), id, now)
         replies[#replies + 1] = 'requeued'
         changed = true
       elseif allow_requeue and state == 'locked' then
-        redis.call('SADD', KEYS[6], id)
-        redis.call('ZADD', KEYS[30], ends, id)
-        if replace then redis.call('HSET', KEYS[22], id, content) end
-        later(w, 'hset', KEYS[21], id, now)
+        redis.call('SADD', (KEY_BASE .. 'requeue'), id)
+        redis.call('ZADD', (KEY_BASE .. 'requeue-locks'), ends, id)
+        if replace then redis.call('HSET', (KEY_BASE .. 'requeue-content'), id, content) end
+        later(w, 'hset', (KEY_BASE .. 'updated-at'), id, now)
         replies[#replies + 1] = 'requeued'
       else
         replies[#replies + 1] = state
@@ -2633,7 +2643,7 @@ end
 
 enqueue_check(1)
 local replies, changed = enqueue(1)
-if changed then redis.call('PUBLISH', KEYS[27], 'enqueue') end
+if changed then redis.call('PUBLISH', (KEY_BASE .. 'wake'), 'enqueue') end
 return replies
 `,
   },
@@ -2641,12 +2651,14 @@ return replies
     name: 'events-trim',
     keys: ['events', 'events-seq'],
     readOnly: false,
-    sha: 'bc39b63a9afecc987a11f14279a9d0502081385f',
+    sha: '78d5fc76e59fd3dd39095dc20be94a6f9ed2a95e',
     source: `#!lua flags=allow-oom
+-- The queue's keys are its base (the one key the call passes) and their names.
+local KEY_BASE = KEYS[1]
 -- The keys by name, for the helpers that look a key up by a name they hold.
 local K_TABLE = nil
 local function key_table()
-  if K_TABLE == nil then K_TABLE = { events = KEYS[1], events_seq = KEYS[2] } end
+  if K_TABLE == nil then K_TABLE = { events = (KEY_BASE .. 'events'), events_seq = (KEY_BASE .. 'events-seq') } end
   return K_TABLE
 end
 -- common: helpers every script includes. K holds the queue's keys by name
@@ -2892,14 +2904,14 @@ end
 -- Include: common
 
 check_layout()
-if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end
+if redis.call('EXISTS', (KEY_BASE .. 'events')) == 0 then return 0 end
 local max, age = tonumber(ARGV[1]), tonumber(ARGV[2])
 local cutoff = now_ms() - age
-local head = tonumber(redis.call('GET', KEYS[2])) or 0
+local head = tonumber(redis.call('GET', (KEY_BASE .. 'events-seq'))) or 0
 
 -- The first entry whose id is at least x: its number and when it was written, or nil.
 local function entry_from(x)
-  local found = redis.call('XRANGE', KEYS[1], string.format('%d', x), '+', 'COUNT', 1)
+  local found = redis.call('XRANGE', (KEY_BASE .. 'events'), string.format('%d', x), '+', 'COUNT', 1)
   if #found == 0 then return nil end
   return tonumber(string.match(found[1][1], '^(%d+)')), tonumber(found[1][2][2])
 end
@@ -2911,19 +2923,21 @@ while lo < hi do
   local number, at = entry_from(mid)
   if number == nil or at >= cutoff then hi = mid else lo = number + 1 end
 end
-return redis.call('XTRIM', KEYS[1], 'MINID', string.format('%d', lo))
+return redis.call('XTRIM', (KEY_BASE .. 'events'), 'MINID', string.format('%d', lo))
 `,
   },
   extend: {
     name: 'extend',
     keys: ['locks', 'holders', 'nattempts', 'lock-expiry', 'requeue', 'requeue-locks'],
     readOnly: false,
-    sha: 'caab19b1525e5a98a2832d41131a05c4f1564f50',
+    sha: '1c42bdab453ce9676da1538075a52571575b74a3',
     source: `#!lua flags=allow-oom
+-- The queue's keys are its base (the one key the call passes) and their names.
+local KEY_BASE = KEYS[1]
 -- The keys by name, for the helpers that look a key up by a name they hold.
 local K_TABLE = nil
 local function key_table()
-  if K_TABLE == nil then K_TABLE = { locks = KEYS[1], holders = KEYS[2], nattempts = KEYS[3], lock_expiry = KEYS[4], requeue = KEYS[5], requeue_locks = KEYS[6] } end
+  if K_TABLE == nil then K_TABLE = { locks = (KEY_BASE .. 'locks'), holders = (KEY_BASE .. 'holders'), nattempts = (KEY_BASE .. 'nattempts'), lock_expiry = (KEY_BASE .. 'lock-expiry'), requeue = (KEY_BASE .. 'requeue'), requeue_locks = (KEY_BASE .. 'requeue-locks') } end
   return K_TABLE
 end
 -- common: helpers every script includes. K holds the queue's keys by name
@@ -3170,13 +3184,13 @@ local consumer, lock_ms = ARGV[1], tonumber(ARGV[2])
 local lock_until = now_ms() + lock_ms
 local w = pending_writes()
 local lost = {}
-local marked = redis.call('SCARD', KEYS[5]) > 0
+local marked = redis.call('SCARD', (KEY_BASE .. 'requeue')) > 0
 for i = 3, #ARGV, 2 do
   local id, attempt = ARGV[i], ARGV[i + 1]
-  if redis.call('HGET', KEYS[2], id) == consumer and redis.call('HGET', KEYS[3], id) == attempt then
-    later(w, 'hset', KEYS[1], id, lock_until)
-    later(w, 'zadd', KEYS[4], lock_until, id)
-    if marked and redis.call('SISMEMBER', KEYS[5], id) == 1 then later(w, 'zadd', KEYS[6], lock_until, id) end
+  if redis.call('HGET', (KEY_BASE .. 'holders'), id) == consumer and redis.call('HGET', (KEY_BASE .. 'nattempts'), id) == attempt then
+    later(w, 'hset', (KEY_BASE .. 'locks'), id, lock_until)
+    later(w, 'zadd', (KEY_BASE .. 'lock-expiry'), lock_until, id)
+    if marked and redis.call('SISMEMBER', (KEY_BASE .. 'requeue'), id) == 1 then later(w, 'zadd', (KEY_BASE .. 'requeue-locks'), lock_until, id) end
   else
     lost[#lost + 1] = id
   end
@@ -3228,12 +3242,14 @@ return lost
       'debounce-of',
     ],
     readOnly: false,
-    sha: 'b27d957378905cd17e6263f9b3e2c6da4ae5ab23',
+    sha: '76eff371405572cd5610bfcdef854f0f74461168',
     source: `#!lua flags=allow-oom
+-- The queue's keys are its base (the one key the call passes) and their names.
+local KEY_BASE = KEYS[1]
 -- The keys by name, for the helpers that look a key up by a name they hold.
 local K_TABLE = nil
 local function key_table()
-  if K_TABLE == nil then K_TABLE = { messages = KEYS[1], filters = KEYS[2], nattempts = KEYS[3], locks = KEYS[4], holders = KEYS[5], backoffs = KEYS[6], done = KEYS[7], done_at = KEYS[8], dedupe = KEYS[9], requeue = KEYS[10], requeue_content = KEYS[11], schedule = KEYS[12], lock_expiry = KEYS[13], outcomes = KEYS[14], updated_at = KEYS[15], mid_circle = KEYS[16], wake = KEYS[17], pushes = KEYS[18], losses = KEYS[19], layout = KEYS[20], conf = KEYS[21], events = KEYS[22], events_seq = KEYS[23], events_wake = KEYS[24], priorities = KEYS[25], lanes = KEYS[26], groups = KEYS[27], group_held = KEYS[28], parked = KEYS[29], metadata = KEYS[30], policies = KEYS[31], history = KEYS[32], enqueued_at = KEYS[33], requeue_locks = KEYS[34], requeue_schedule = KEYS[35], failed = KEYS[36], debounce = KEYS[37], debounce_of = KEYS[38] } end
+  if K_TABLE == nil then K_TABLE = { messages = (KEY_BASE .. 'messages'), filters = (KEY_BASE .. 'filters'), nattempts = (KEY_BASE .. 'nattempts'), locks = (KEY_BASE .. 'locks'), holders = (KEY_BASE .. 'holders'), backoffs = (KEY_BASE .. 'backoffs'), done = (KEY_BASE .. 'done'), done_at = (KEY_BASE .. 'done-at'), dedupe = (KEY_BASE .. 'dedupe'), requeue = (KEY_BASE .. 'requeue'), requeue_content = (KEY_BASE .. 'requeue-content'), schedule = (KEY_BASE .. 'schedule'), lock_expiry = (KEY_BASE .. 'lock-expiry'), outcomes = (KEY_BASE .. 'outcomes'), updated_at = (KEY_BASE .. 'updated-at'), mid_circle = (KEY_BASE .. 'mid-circle'), wake = (KEY_BASE .. 'wake'), pushes = (KEY_BASE .. 'pushes'), losses = (KEY_BASE .. 'losses'), layout = (KEY_BASE .. 'layout'), conf = (KEY_BASE .. 'conf'), events = (KEY_BASE .. 'events'), events_seq = (KEY_BASE .. 'events-seq'), events_wake = (KEY_BASE .. 'events-wake'), priorities = (KEY_BASE .. 'priorities'), lanes = (KEY_BASE .. 'lanes'), groups = (KEY_BASE .. 'groups'), group_held = (KEY_BASE .. 'group-held'), parked = (KEY_BASE .. 'parked'), metadata = (KEY_BASE .. 'metadata'), policies = (KEY_BASE .. 'policies'), history = (KEY_BASE .. 'history'), enqueued_at = (KEY_BASE .. 'enqueued-at'), requeue_locks = (KEY_BASE .. 'requeue-locks'), requeue_schedule = (KEY_BASE .. 'requeue-schedule'), failed = (KEY_BASE .. 'failed'), debounce = (KEY_BASE .. 'debounce'), debounce_of = (KEY_BASE .. 'debounce-of') } end
   return K_TABLE
 end
 -- common: helpers every script includes. K holds the queue's keys by name
@@ -3290,20 +3306,20 @@ end
 
 -- Whether the queue carries the layout mark (the script must take the \`layout\` key).
 local function layout_marked()
-  local mark = redis.pcall('GET', KEYS[20])
-  if type(mark) == 'table' and mark.err then layout_error(KEYS[20], redis.call('TYPE', KEYS[20]).ok, 'string') end
+  local mark = redis.pcall('GET', (KEY_BASE .. 'layout'))
+  if type(mark) == 'table' and mark.err then layout_error((KEY_BASE .. 'layout'), redis.call('TYPE', (KEY_BASE .. 'layout')).ok, 'string') end
   return mark == LAYOUT_VERSION
 end
 
 -- Marks the queue after a full check_layout found its keys kvmq's.
 local function mark_layout()
-  redis.call('SET', KEYS[20], LAYOUT_VERSION)
+  redis.call('SET', (KEY_BASE .. 'layout'), LAYOUT_VERSION)
 end
 
 -- The conf fields \`fields\` (HMGET), a conf of another type refused before any write.
 local function read_conf(fields)
-  local conf = redis.pcall('HMGET', KEYS[21], unpack(fields))
-  if conf.err then layout_error(KEYS[21], redis.call('TYPE', KEYS[21]).ok, 'hash') end
+  local conf = redis.pcall('HMGET', (KEY_BASE .. 'conf'), unpack(fields))
+  if conf.err then layout_error((KEY_BASE .. 'conf'), redis.call('TYPE', (KEY_BASE .. 'conf')).ok, 'hash') end
   return conf
 end
 
@@ -3311,10 +3327,10 @@ end
 -- and a 4-digit priority when above 0 (\`mid-circle:a=x@0003\`, \`mid-circle@0003\`); '#<group>' is the list
 -- of a full group's parked messages (\`mid-circle#<group>\`).
 local function ready_list(lane)
-  if lane == '' then return KEYS[16] end
+  if lane == '' then return (KEY_BASE .. 'mid-circle') end
   local c = string.byte(lane, 1)
-  if c == 64 or c == 35 then return KEYS[16] .. lane end
-  return KEYS[16] .. ':' .. lane
+  if c == 64 or c == 35 then return (KEY_BASE .. 'mid-circle') .. lane end
+  return (KEY_BASE .. 'mid-circle') .. ':' .. lane
 end
 
 -- The lane of a class and a priority (a number, a string or nil: 0).
@@ -3333,7 +3349,7 @@ end
 
 -- A message's filter class ('' for none); the script must take the \`filters\` key.
 local function class_of(id)
-  return redis.call('HGET', KEYS[2], id) or ''
+  return redis.call('HGET', (KEY_BASE .. 'filters'), id) or ''
 end
 
 -- Checks every key the script was given, and the ready list of every filter
@@ -3353,7 +3369,7 @@ local function check_layout(new_classes, rare, read_first, marked)
   -- A marked queue's hot path only keeps the list: check_rare reads it, and a set is built only below.
   RARE_NAMES = rare or RARE_NAMES
   if marked then
-    if KEYS[16] ~= nil then
+    if (KEY_BASE .. 'mid-circle') ~= nil then
       for _, class in ipairs(new_classes or {}) do check_type(ready_list(class), 'list') end
     end
     return
@@ -3361,7 +3377,7 @@ local function check_layout(new_classes, rare, read_first, marked)
   for _, name in ipairs(RARE_NAMES) do RARE[name] = true end
   local skip = {}
   for _, name in ipairs(read_first or {}) do skip[name] = true end
-  local lists = nil ~= nil and KEYS[16] ~= nil
+  local lists = nil ~= nil and (KEY_BASE .. 'mid-circle') ~= nil
   -- SMEMBERS below checks \`classes\` itself.
   if lists then skip.classes = true end
   for name, key in pairs(key_table()) do
@@ -3452,13 +3468,13 @@ end
 local function flush_ready(r)
   for class, ids in pairs(r.back) do
     call_chunked('LPUSH', ready_list(class), ids)
-    redis.call('HINCRBY', KEYS[18], class, #ids)
+    redis.call('HINCRBY', (KEY_BASE .. 'pushes'), class, #ids)
   end
   for class, ids in pairs(r.front) do
-    if string.find(class, '@', 1, true) then redis.call('ZADD', KEYS[26], select(2, lane_parts(class)), class) end
+    if string.find(class, '@', 1, true) then redis.call('ZADD', (KEY_BASE .. 'lanes'), select(2, lane_parts(class)), class) end
   end
   for class in pairs(r.back) do
-    if string.find(class, '@', 1, true) then redis.call('ZADD', KEYS[26], select(2, lane_parts(class)), class) end
+    if string.find(class, '@', 1, true) then redis.call('ZADD', (KEY_BASE .. 'lanes'), select(2, lane_parts(class)), class) end
   end
   for class, ids in pairs(r.front) do
     -- The earliest is pushed last, so it is the next out.
@@ -3503,8 +3519,8 @@ local function events_begin(read)
   EV.on = conf[1] == '1'
   if EV.on then
     EV.max = tonumber(conf[2]) or DEFAULT_EVENTS_MAX_COUNT
-    check_type(KEYS[22], 'stream')
-    check_type(KEYS[23], 'string')
+    check_type((KEY_BASE .. 'events'), 'stream')
+    check_type((KEY_BASE .. 'events-seq'), 'string')
   end
 end
 
@@ -3553,7 +3569,7 @@ end
 
 -- Writes the events noted by this script.
 local function events_flush(now)
-  if EV.on and #EV.lines > 0 then append_events(KEYS[22], KEYS[23], KEYS[24], EV.max, now, EV.lines) end
+  if EV.on and #EV.lines > 0 then append_events((KEY_BASE .. 'events'), (KEY_BASE .. 'events-seq'), (KEY_BASE .. 'events-wake'), EV.max, now, EV.lines) end
   EV.lines = {}
 end
 -- lanes: where a message waits when ready. A lane is a filter class, with its priority when above 0
@@ -3564,7 +3580,7 @@ end
 
 -- The lane a message joins when it becomes ready.
 local function lane_of(id)
-  return lane_for(class_of(id), redis.call('HGET', KEYS[25], id))
+  return lane_for(class_of(id), redis.call('HGET', (KEY_BASE .. 'priorities'), id))
 end
 
 -- Blanks a queued message's entry where it waits (its ready list, else its group's parked list), in
@@ -3573,7 +3589,7 @@ local function unready(id)
   local list = ready_list(lane_of(id))
   local at = redis.call('LPOS', list, id)
   if not at then
-    local group = redis.call('HGET', KEYS[27], id)
+    local group = redis.call('HGET', (KEY_BASE .. 'groups'), id)
     if not group then return false end
     list = ready_list('#' .. group)
     at = redis.call('LPOS', list, id)
@@ -3594,7 +3610,7 @@ end
 
 -- The queue's limit, or nil for none.
 local function group_limit()
-  return tonumber(redis.call('HGET', KEYS[21], 'group_concurrency'))
+  return tonumber(redis.call('HGET', (KEY_BASE .. 'conf'), 'group_concurrency'))
 end
 
 -- Moves up to \`free\` (nil: all) of the group's parked messages back to the front of their lanes.
@@ -3607,7 +3623,7 @@ local function unpark(group, free, ready)
     if not ids then break end
     for _, id in ipairs(ids) do
       -- Blank entries (removed or debounced messages) and messages gone meanwhile are dropped.
-      if id ~= '' and redis.call('HGET', KEYS[27], id) == group then
+      if id ~= '' and redis.call('HGET', (KEY_BASE .. 'groups'), id) == group then
         push_ready(ready, lane_of(id), id, true)
         moved = moved + 1
       end
@@ -3615,8 +3631,8 @@ local function unpark(group, free, ready)
   end
   if redis.call('EXISTS', list) == 0 then
     -- Groups come and go (tenants): nothing of an emptied parked list stays behind.
-    redis.call('SREM', KEYS[29], group)
-    redis.call('HDEL', KEYS[18], '#' .. group)
+    redis.call('SREM', (KEY_BASE .. 'parked'), group)
+    redis.call('HDEL', (KEY_BASE .. 'pushes'), '#' .. group)
   end
   return moved
 end
@@ -3625,27 +3641,27 @@ end
 local function park(group, id)
   local lane = '#' .. group
   redis.call('LPUSH', ready_list(lane), id)
-  redis.call('HINCRBY', KEYS[18], lane, 1)
-  redis.call('SADD', KEYS[29], group)
+  redis.call('HINCRBY', (KEY_BASE .. 'pushes'), lane, 1)
+  redis.call('SADD', (KEY_BASE .. 'parked'), group)
 end
 
 -- The held messages \`ids\` let go of their locks (finished, lock expired): their groups' counts go down,
 -- and parked messages of those groups get the room, unless \`keep\` (the messages go back to the front
 -- of their lanes and take the room themselves: an expired lock). Returns how many went back to their lanes.
 local function release_groups(ids, ready, keep)
-  if redis.call('EXISTS', KEYS[28]) == 0 then return 0 end
+  if redis.call('EXISTS', (KEY_BASE .. 'group-held')) == 0 then return 0 end
   check_rare()
-  local groups = hmget(KEYS[27], ids)
+  local groups = hmget((KEY_BASE .. 'groups'), ids)
   local limit, moved = false, 0
   for i = 1, #ids do
     local group = groups[i]
     if group then
-      local held = redis.call('HINCRBY', KEYS[28], group, -1)
+      local held = redis.call('HINCRBY', (KEY_BASE .. 'group-held'), group, -1)
       if held <= 0 then
-        redis.call('HDEL', KEYS[28], group)
+        redis.call('HDEL', (KEY_BASE .. 'group-held'), group)
         held = 0
       end
-      if not keep and redis.call('SISMEMBER', KEYS[29], group) == 1 then
+      if not keep and redis.call('SISMEMBER', (KEY_BASE .. 'parked'), group) == 1 then
         if limit == false then limit = group_limit() end
         if limit == nil then
           moved = moved + unpark(group, nil, ready)
@@ -3662,8 +3678,8 @@ end
 local function unpark_all(ready)
   local limit = group_limit()
   local moved = 0
-  for _, group in ipairs(redis.call('SMEMBERS', KEYS[29])) do
-    local held = tonumber(redis.call('HGET', KEYS[28], group)) or 0
+  for _, group in ipairs(redis.call('SMEMBERS', (KEY_BASE .. 'parked'))) do
+    local held = tonumber(redis.call('HGET', (KEY_BASE .. 'group-held'), group)) or 0
     if limit == nil then
       moved = moved + unpark(group, nil, ready)
     elseif held < limit then
@@ -3697,11 +3713,11 @@ local function forget(id, w)
   for _, name in ipairs({ 'done', 'requeue' }) do
     if w then later(w, 'srem', key_table()[name], id) else redis.call('SREM', key_table()[name], id) end
   end
-  if has_debounce == nil then has_debounce = redis.call('EXISTS', KEYS[38]) == 1 end
-  local did = has_debounce and redis.call('HGET', KEYS[38], id)
+  if has_debounce == nil then has_debounce = redis.call('EXISTS', (KEY_BASE .. 'debounce-of')) == 1 end
+  local did = has_debounce and redis.call('HGET', (KEY_BASE .. 'debounce-of'), id)
   if did then
-    redis.call('HDEL', KEYS[38], id)
-    if redis.call('HGET', KEYS[37], did) == id then redis.call('HDEL', KEYS[37], did) end
+    redis.call('HDEL', (KEY_BASE .. 'debounce-of'), id)
+    if redis.call('HGET', (KEY_BASE .. 'debounce'), did) == id then redis.call('HDEL', (KEY_BASE .. 'debounce'), did) end
   end
 end
 -- fail: a message's last run ended in a final error: it becomes failed, or
@@ -3718,7 +3734,7 @@ local HISTORY_LIMIT = 10
 local function append_history(id, attempt, started, now, consumer, outcome, err)
   check_rare()
   local history = {}
-  local stored = redis.call('HGET', KEYS[32], id)
+  local stored = redis.call('HGET', (KEY_BASE .. 'history'), id)
   if stored then
     local ok, value = pcall(cjson.decode, stored)
     if ok and type(value) == 'table' then history = value end
@@ -3732,21 +3748,21 @@ local function append_history(id, attempt, started, now, consumer, outcome, err)
     error = err or cjson.null,
   }
   while #history > HISTORY_LIMIT do table.remove(history, 1) end
-  redis.call('HSET', KEYS[32], id, cjson.encode(history))
+  redis.call('HSET', (KEY_BASE .. 'history'), id, cjson.encode(history))
 end
 
 -- The keys of the dead-letter queue \`name\`: same prefix, its own hash tag (so never on a cluster:
 -- configure refuses a dead-letter queue there).
 local function dead_letter_key(name, key)
-  local prefix = string.match(KEYS[21], '^([^{]*):{')
+  local prefix = string.match((KEY_BASE .. 'conf'), '^([^{]*):{')
   return prefix .. ':{' .. name .. '}:' .. key
 end
 
 -- Moves the message to the dead-letter queue \`dlq\`, queued there at attempt 0; false when the id is taken there.
 local function dead_letter(id, dlq, now)
   local dk = function(key) return dead_letter_key(dlq, key) end
-  local class = redis.call('HGET', KEYS[2], id) or ''
-  local priority = redis.call('HGET', KEYS[25], id)
+  local class = redis.call('HGET', (KEY_BASE .. 'filters'), id) or ''
+  local priority = redis.call('HGET', (KEY_BASE .. 'priorities'), id)
   -- The message keeps its priority and group there (see ready_list in common).
   local lane = lane_for(class, priority)
   local list = dk('mid-circle')
@@ -3767,8 +3783,8 @@ local function dead_letter(id, dlq, now)
     check_type(dk('events-seq'), 'string')
   end
   if redis.call('HEXISTS', dk('messages'), id) == 1 then return false end
-  for _, pair in ipairs({ { 'messages', KEYS[1] }, { 'metadata', KEYS[30] }, { 'policies', KEYS[31] },
-    { 'history', KEYS[32] }, { 'outcomes', KEYS[14] }, { 'priorities', KEYS[25] }, { 'groups', KEYS[27] } }) do
+  for _, pair in ipairs({ { 'messages', (KEY_BASE .. 'messages') }, { 'metadata', (KEY_BASE .. 'metadata') }, { 'policies', (KEY_BASE .. 'policies') },
+    { 'history', (KEY_BASE .. 'history') }, { 'outcomes', (KEY_BASE .. 'outcomes') }, { 'priorities', (KEY_BASE .. 'priorities') }, { 'groups', (KEY_BASE .. 'groups') } }) do
     local value = redis.call('HGET', pair[2], id)
     if value then redis.call('HSET', dk(pair[1]), id, value) end
   end
@@ -3794,17 +3810,17 @@ end
 -- or dead-lettered. The caller has recorded the failing attempt in the history.
 local function fail(id, now, outcome)
   check_rare()
-  for _, key in ipairs({ KEYS[4], KEYS[5], KEYS[6], KEYS[11] }) do redis.call('HDEL', key, id) end
-  for _, key in ipairs({ KEYS[13], KEYS[12], KEYS[34] }) do redis.call('ZREM', key, id) end
-  redis.call('SREM', KEYS[10], id)
-  redis.call('HSET', KEYS[14], id, outcome)
-  redis.call('HSET', KEYS[15], id, now)
-  local dlq = redis.call('HGET', KEYS[21], 'dead_letter_queue')
+  for _, key in ipairs({ (KEY_BASE .. 'locks'), (KEY_BASE .. 'holders'), (KEY_BASE .. 'backoffs'), (KEY_BASE .. 'requeue-content') }) do redis.call('HDEL', key, id) end
+  for _, key in ipairs({ (KEY_BASE .. 'lock-expiry'), (KEY_BASE .. 'schedule'), (KEY_BASE .. 'requeue-locks') }) do redis.call('ZREM', key, id) end
+  redis.call('SREM', (KEY_BASE .. 'requeue'), id)
+  redis.call('HSET', (KEY_BASE .. 'outcomes'), id, outcome)
+  redis.call('HSET', (KEY_BASE .. 'updated-at'), id, now)
+  local dlq = redis.call('HGET', (KEY_BASE .. 'conf'), 'dead_letter_queue')
   if dlq and dlq ~= '' and dead_letter(id, dlq, now) then
     forget(id)
     return
   end
-  redis.call('ZADD', KEYS[36], now, id)
+  redis.call('ZADD', (KEY_BASE .. 'failed'), now, id)
 end
 -- finish: records handler outcomes. Only the consumer holding a message, for
 -- the attempt it was handed, may finish it; anything else is 'lost' (the lock
@@ -3838,12 +3854,12 @@ if count == 0 then return {} end
 local now = now_ms()
 local ids = {}
 for k = 1, count do ids[k] = ARGV[2 + (k - 1) * PER] end
-local holders = hmget(KEYS[5], ids)
-local attempts = hmget(KEYS[3], ids)
+local holders = hmget((KEY_BASE .. 'holders'), ids)
+local attempts = hmget((KEY_BASE .. 'nattempts'), ids)
 local marked = {}
-if redis.call('SCARD', KEYS[10]) > 0 then
+if redis.call('SCARD', (KEY_BASE .. 'requeue')) > 0 then
   for k, id in ipairs(ids) do
-    marked[k] = redis.call('SISMEMBER', KEYS[10], id) == 1
+    marked[k] = redis.call('SISMEMBER', (KEY_BASE .. 'requeue'), id) == 1
     if marked[k] then check_rare() end
   end
 end
@@ -3854,10 +3870,10 @@ events_begin()
 
 -- A new run with the payload given at requeue time, if one was.
 local function take_replacement(id)
-  local content = redis.call('HGET', KEYS[11], id)
+  local content = redis.call('HGET', (KEY_BASE .. 'requeue-content'), id)
   if content then
-    redis.call('HSET', KEYS[1], id, content)
-    redis.call('HDEL', KEYS[11], id)
+    redis.call('HSET', (KEY_BASE .. 'messages'), id, content)
+    redis.call('HDEL', (KEY_BASE .. 'requeue-content'), id)
   end
 end
 
@@ -3916,12 +3932,12 @@ for k, id in ipairs(ids) do
       -- A retry runs again anyway: a requeue mark is used up by it.
       if marked[k] then
         take_replacement(id)
-        later(w, 'srem', KEYS[10], id)
-        later(w, 'zrem', KEYS[34], id)
+        later(w, 'srem', (KEY_BASE .. 'requeue'), id)
+        later(w, 'zrem', (KEY_BASE .. 'requeue-locks'), id)
       end
       if backoff > 0 then
-        later(w, 'hset', KEYS[6], id, now + backoff)
-        later(w, 'zadd', KEYS[12], now + backoff, id)
+        later(w, 'hset', (KEY_BASE .. 'backoffs'), id, now + backoff)
+        later(w, 'zadd', (KEY_BASE .. 'schedule'), now + backoff, id)
       else
         push_ready(ready, lane_of(id), id, false)
       end
@@ -3929,18 +3945,18 @@ for k, id in ipairs(ids) do
     elseif marked[k] then
       -- The requeue wins over any outcome: a new run.
       take_replacement(id)
-      later(w, 'hdel', KEYS[3], id)
-      later(w, 'hdel', KEYS[19], id)
-      later(w, 'zrem', KEYS[34], id)
+      later(w, 'hdel', (KEY_BASE .. 'nattempts'), id)
+      later(w, 'hdel', (KEY_BASE .. 'losses'), id)
+      later(w, 'zrem', (KEY_BASE .. 'requeue-locks'), id)
       if backoff > 0 and outcome ~= 'error' then
         -- done-with-requeue: done, still marked, queued again when the backoff ends.
         done[#done + 1] = id
         done_at[#done_at + 1], done_at[#done_at + 2] = now, id
-        later(w, 'hset', KEYS[6], id, now + backoff)
-        later(w, 'zadd', KEYS[12], now + backoff, id)
-        later(w, 'zadd', KEYS[35], now + backoff, id)
+        later(w, 'hset', (KEY_BASE .. 'backoffs'), id, now + backoff)
+        later(w, 'zadd', (KEY_BASE .. 'schedule'), now + backoff, id)
+        later(w, 'zadd', (KEY_BASE .. 'requeue-schedule'), now + backoff, id)
       else
-        later(w, 'srem', KEYS[10], id)
+        later(w, 'srem', (KEY_BASE .. 'requeue'), id)
         push_ready(ready, lane_of(id), id, false)
       end
       woke = true
@@ -3948,29 +3964,29 @@ for k, id in ipairs(ids) do
       done[#done + 1] = id
       done_at[#done_at + 1], done_at[#done_at + 2] = now, id
       dedupe[#dedupe + 1], dedupe[#dedupe + 2] = now + backoff, id
-      if backoff > 0 then later(w, 'hset', KEYS[6], id, now + backoff) end
+      if backoff > 0 then later(w, 'hset', (KEY_BASE .. 'backoffs'), id, now + backoff) end
     end
   end
 end
 
 if #unlocked > 0 then
-  call_chunked('HDEL', KEYS[4], unlocked)
-  call_chunked('HDEL', KEYS[5], unlocked)
-  call_chunked('ZREM', KEYS[13], unlocked)
+  call_chunked('HDEL', (KEY_BASE .. 'locks'), unlocked)
+  call_chunked('HDEL', (KEY_BASE .. 'holders'), unlocked)
+  call_chunked('ZREM', (KEY_BASE .. 'lock-expiry'), unlocked)
 end
 if #stamps > 0 then
-  call_chunked('HSET', KEYS[14], outcomes)
-  call_chunked('HSET', KEYS[15], stamps)
+  call_chunked('HSET', (KEY_BASE .. 'outcomes'), outcomes)
+  call_chunked('HSET', (KEY_BASE .. 'updated-at'), stamps)
 end
 if #done > 0 then
-  call_chunked('SADD', KEYS[7], done)
-  call_chunked('ZADD', KEYS[8], done_at)
+  call_chunked('SADD', (KEY_BASE .. 'done'), done)
+  call_chunked('ZADD', (KEY_BASE .. 'done-at'), done_at)
 end
-if #dedupe > 0 then call_chunked('ZADD', KEYS[9], dedupe) end
+if #dedupe > 0 then call_chunked('ZADD', (KEY_BASE .. 'dedupe'), dedupe) end
 flush_writes(w)
 flush_ready(ready)
 events_flush(now)
-if woke then redis.call('PUBLISH', KEYS[17], 'finish') end
+if woke then redis.call('PUBLISH', (KEY_BASE .. 'wake'), 'finish') end
 return replies
 `,
   },
@@ -4015,12 +4031,14 @@ return replies
       'layout',
     ],
     readOnly: false,
-    sha: '762691a89465a3db68a1c5bea8dce8e2218b1f31',
+    sha: '62a5ad976fbd02c59df231f0e80a8bbb22420936',
     source: `#!lua
+-- The queue's keys are its base (the one key the call passes) and their names.
+local KEY_BASE = KEYS[1]
 -- The keys by name, for the helpers that look a key up by a name they hold.
 local K_TABLE = nil
 local function key_table()
-  if K_TABLE == nil then K_TABLE = { schedules = KEYS[1], conf = KEYS[2], events = KEYS[3], events_seq = KEYS[4], events_wake = KEYS[5], done = KEYS[6], requeue = KEYS[7], backoffs = KEYS[8], locks = KEYS[9], failed = KEYS[10], filters = KEYS[11], priorities = KEYS[12], lanes = KEYS[13], groups = KEYS[14], messages = KEYS[15], metadata = KEYS[16], classes = KEYS[17], nattempts = KEYS[18], holders = KEYS[19], outcomes = KEYS[20], enqueued_at = KEYS[21], updated_at = KEYS[22], requeue_content = KEYS[23], schedule = KEYS[24], done_at = KEYS[25], dedupe = KEYS[26], mid_circle = KEYS[27], wake = KEYS[28], policies = KEYS[29], losses = KEYS[30], requeue_locks = KEYS[31], requeue_schedule = KEYS[32], pushes = KEYS[33], debounce = KEYS[34], debounce_of = KEYS[35], layout = KEYS[36] } end
+  if K_TABLE == nil then K_TABLE = { schedules = (KEY_BASE .. 'schedules'), conf = (KEY_BASE .. 'conf'), events = (KEY_BASE .. 'events'), events_seq = (KEY_BASE .. 'events-seq'), events_wake = (KEY_BASE .. 'events-wake'), done = (KEY_BASE .. 'done'), requeue = (KEY_BASE .. 'requeue'), backoffs = (KEY_BASE .. 'backoffs'), locks = (KEY_BASE .. 'locks'), failed = (KEY_BASE .. 'failed'), filters = (KEY_BASE .. 'filters'), priorities = (KEY_BASE .. 'priorities'), lanes = (KEY_BASE .. 'lanes'), groups = (KEY_BASE .. 'groups'), messages = (KEY_BASE .. 'messages'), metadata = (KEY_BASE .. 'metadata'), classes = (KEY_BASE .. 'classes'), nattempts = (KEY_BASE .. 'nattempts'), holders = (KEY_BASE .. 'holders'), outcomes = (KEY_BASE .. 'outcomes'), enqueued_at = (KEY_BASE .. 'enqueued-at'), updated_at = (KEY_BASE .. 'updated-at'), requeue_content = (KEY_BASE .. 'requeue-content'), schedule = (KEY_BASE .. 'schedule'), done_at = (KEY_BASE .. 'done-at'), dedupe = (KEY_BASE .. 'dedupe'), mid_circle = (KEY_BASE .. 'mid-circle'), wake = (KEY_BASE .. 'wake'), policies = (KEY_BASE .. 'policies'), losses = (KEY_BASE .. 'losses'), requeue_locks = (KEY_BASE .. 'requeue-locks'), requeue_schedule = (KEY_BASE .. 'requeue-schedule'), pushes = (KEY_BASE .. 'pushes'), debounce = (KEY_BASE .. 'debounce'), debounce_of = (KEY_BASE .. 'debounce-of'), layout = (KEY_BASE .. 'layout') } end
   return K_TABLE
 end
 -- common: helpers every script includes. K holds the queue's keys by name
@@ -4077,20 +4095,20 @@ end
 
 -- Whether the queue carries the layout mark (the script must take the \`layout\` key).
 local function layout_marked()
-  local mark = redis.pcall('GET', KEYS[36])
-  if type(mark) == 'table' and mark.err then layout_error(KEYS[36], redis.call('TYPE', KEYS[36]).ok, 'string') end
+  local mark = redis.pcall('GET', (KEY_BASE .. 'layout'))
+  if type(mark) == 'table' and mark.err then layout_error((KEY_BASE .. 'layout'), redis.call('TYPE', (KEY_BASE .. 'layout')).ok, 'string') end
   return mark == LAYOUT_VERSION
 end
 
 -- Marks the queue after a full check_layout found its keys kvmq's.
 local function mark_layout()
-  redis.call('SET', KEYS[36], LAYOUT_VERSION)
+  redis.call('SET', (KEY_BASE .. 'layout'), LAYOUT_VERSION)
 end
 
 -- The conf fields \`fields\` (HMGET), a conf of another type refused before any write.
 local function read_conf(fields)
-  local conf = redis.pcall('HMGET', KEYS[2], unpack(fields))
-  if conf.err then layout_error(KEYS[2], redis.call('TYPE', KEYS[2]).ok, 'hash') end
+  local conf = redis.pcall('HMGET', (KEY_BASE .. 'conf'), unpack(fields))
+  if conf.err then layout_error((KEY_BASE .. 'conf'), redis.call('TYPE', (KEY_BASE .. 'conf')).ok, 'hash') end
   return conf
 end
 
@@ -4098,10 +4116,10 @@ end
 -- and a 4-digit priority when above 0 (\`mid-circle:a=x@0003\`, \`mid-circle@0003\`); '#<group>' is the list
 -- of a full group's parked messages (\`mid-circle#<group>\`).
 local function ready_list(lane)
-  if lane == '' then return KEYS[27] end
+  if lane == '' then return (KEY_BASE .. 'mid-circle') end
   local c = string.byte(lane, 1)
-  if c == 64 or c == 35 then return KEYS[27] .. lane end
-  return KEYS[27] .. ':' .. lane
+  if c == 64 or c == 35 then return (KEY_BASE .. 'mid-circle') .. lane end
+  return (KEY_BASE .. 'mid-circle') .. ':' .. lane
 end
 
 -- The lane of a class and a priority (a number, a string or nil: 0).
@@ -4120,7 +4138,7 @@ end
 
 -- A message's filter class ('' for none); the script must take the \`filters\` key.
 local function class_of(id)
-  return redis.call('HGET', KEYS[11], id) or ''
+  return redis.call('HGET', (KEY_BASE .. 'filters'), id) or ''
 end
 
 -- Checks every key the script was given, and the ready list of every filter
@@ -4140,7 +4158,7 @@ local function check_layout(new_classes, rare, read_first, marked)
   -- A marked queue's hot path only keeps the list: check_rare reads it, and a set is built only below.
   RARE_NAMES = rare or RARE_NAMES
   if marked then
-    if KEYS[27] ~= nil then
+    if (KEY_BASE .. 'mid-circle') ~= nil then
       for _, class in ipairs(new_classes or {}) do check_type(ready_list(class), 'list') end
     end
     return
@@ -4148,7 +4166,7 @@ local function check_layout(new_classes, rare, read_first, marked)
   for _, name in ipairs(RARE_NAMES) do RARE[name] = true end
   local skip = {}
   for _, name in ipairs(read_first or {}) do skip[name] = true end
-  local lists = KEYS[17] ~= nil and KEYS[27] ~= nil
+  local lists = (KEY_BASE .. 'classes') ~= nil and (KEY_BASE .. 'mid-circle') ~= nil
   -- SMEMBERS below checks \`classes\` itself.
   if lists then skip.classes = true end
   for name, key in pairs(key_table()) do
@@ -4158,7 +4176,7 @@ local function check_layout(new_classes, rare, read_first, marked)
     end
   end
   if lists then
-    for _, class in ipairs(redis.call('SMEMBERS', KEYS[17])) do check_type(ready_list(class), 'list') end
+    for _, class in ipairs(redis.call('SMEMBERS', (KEY_BASE .. 'classes'))) do check_type(ready_list(class), 'list') end
     for _, class in ipairs(new_classes or {}) do check_type(ready_list(class), 'list') end
   end
 end
@@ -4239,13 +4257,13 @@ end
 local function flush_ready(r)
   for class, ids in pairs(r.back) do
     call_chunked('LPUSH', ready_list(class), ids)
-    redis.call('HINCRBY', KEYS[33], class, #ids)
+    redis.call('HINCRBY', (KEY_BASE .. 'pushes'), class, #ids)
   end
   for class, ids in pairs(r.front) do
-    if string.find(class, '@', 1, true) then redis.call('ZADD', KEYS[13], select(2, lane_parts(class)), class) end
+    if string.find(class, '@', 1, true) then redis.call('ZADD', (KEY_BASE .. 'lanes'), select(2, lane_parts(class)), class) end
   end
   for class in pairs(r.back) do
-    if string.find(class, '@', 1, true) then redis.call('ZADD', KEYS[13], select(2, lane_parts(class)), class) end
+    if string.find(class, '@', 1, true) then redis.call('ZADD', (KEY_BASE .. 'lanes'), select(2, lane_parts(class)), class) end
   end
   for class, ids in pairs(r.front) do
     -- The earliest is pushed last, so it is the next out.
@@ -4290,8 +4308,8 @@ local function events_begin(read)
   EV.on = conf[1] == '1'
   if EV.on then
     EV.max = tonumber(conf[2]) or DEFAULT_EVENTS_MAX_COUNT
-    check_type(KEYS[3], 'stream')
-    check_type(KEYS[4], 'string')
+    check_type((KEY_BASE .. 'events'), 'stream')
+    check_type((KEY_BASE .. 'events-seq'), 'string')
   end
 end
 
@@ -4340,7 +4358,7 @@ end
 
 -- Writes the events noted by this script.
 local function events_flush(now)
-  if EV.on and #EV.lines > 0 then append_events(KEYS[3], KEYS[4], KEYS[5], EV.max, now, EV.lines) end
+  if EV.on and #EV.lines > 0 then append_events((KEY_BASE .. 'events'), (KEY_BASE .. 'events-seq'), (KEY_BASE .. 'events-wake'), EV.max, now, EV.lines) end
   EV.lines = {}
 end
 -- state: a message's state, derived from Carmine's keys as Carmine derives it,
@@ -4350,10 +4368,10 @@ end
 
 -- The state of a message known to exist, at \`now\`.
 local function state_of(id, now)
-  if redis.call('ZSCORE', KEYS[10], id) then return 'failed', nil end
-  local backoff = tonumber(redis.call('HGET', KEYS[8], id)) or 0
-  if redis.call('SISMEMBER', KEYS[6], id) == 1 then
-    local requeued = redis.call('SISMEMBER', KEYS[7], id) == 1
+  if redis.call('ZSCORE', (KEY_BASE .. 'failed'), id) then return 'failed', nil end
+  local backoff = tonumber(redis.call('HGET', (KEY_BASE .. 'backoffs'), id)) or 0
+  if redis.call('SISMEMBER', (KEY_BASE .. 'done'), id) == 1 then
+    local requeued = redis.call('SISMEMBER', (KEY_BASE .. 'requeue'), id) == 1
     if backoff > now then
       if requeued then return 'done-with-requeue', backoff end
       return 'done-with-backoff', backoff
@@ -4362,9 +4380,9 @@ local function state_of(id, now)
     if requeued then return 'queued', nil end
     return 'done-awaiting-gc', nil
   end
-  local lock = tonumber(redis.call('HGET', KEYS[9], id)) or 0
+  local lock = tonumber(redis.call('HGET', (KEY_BASE .. 'locks'), id)) or 0
   if lock > now then
-    if redis.call('SISMEMBER', KEYS[7], id) == 1 then return 'locked-with-requeue', lock end
+    if redis.call('SISMEMBER', (KEY_BASE .. 'requeue'), id) == 1 then return 'locked-with-requeue', lock end
     return 'locked', lock
   end
   if backoff > now then return 'queued-with-backoff', backoff end
@@ -4378,7 +4396,7 @@ end
 
 -- The lane a message joins when it becomes ready.
 local function lane_of(id)
-  return lane_for(class_of(id), redis.call('HGET', KEYS[12], id))
+  return lane_for(class_of(id), redis.call('HGET', (KEY_BASE .. 'priorities'), id))
 end
 
 -- Blanks a queued message's entry where it waits (its ready list, else its group's parked list), in
@@ -4387,7 +4405,7 @@ local function unready(id)
   local list = ready_list(lane_of(id))
   local at = redis.call('LPOS', list, id)
   if not at then
-    local group = redis.call('HGET', KEYS[14], id)
+    local group = redis.call('HGET', (KEY_BASE .. 'groups'), id)
     if not group then return false end
     list = ready_list('#' .. group)
     at = redis.call('LPOS', list, id)
@@ -4462,27 +4480,27 @@ local function enqueue(first)
   -- Content, metadata, filters, priority and group of a message that starts a new run, queued now or
   -- after \`backoff\` ms.
   local function place(id, meta, class, backoff, revived, policy, priority, group)
-    if meta ~= '' then later(w, 'hset', KEYS[16], id, meta) elseif revived then later(w, 'hdel', KEYS[16], id) end
-    if policy ~= '' then later(w, 'hset', KEYS[29], id, policy) elseif revived then later(w, 'hdel', KEYS[29], id) end
+    if meta ~= '' then later(w, 'hset', (KEY_BASE .. 'metadata'), id, meta) elseif revived then later(w, 'hdel', (KEY_BASE .. 'metadata'), id) end
+    if policy ~= '' then later(w, 'hset', (KEY_BASE .. 'policies'), id, policy) elseif revived then later(w, 'hdel', (KEY_BASE .. 'policies'), id) end
     if class ~= '' then
-      later(w, 'hset', KEYS[11], id, class)
-      later(w, 'sadd', KEYS[17], class)
+      later(w, 'hset', (KEY_BASE .. 'filters'), id, class)
+      later(w, 'sadd', (KEY_BASE .. 'classes'), class)
     elseif revived then
-      later(w, 'hdel', KEYS[11], id)
+      later(w, 'hdel', (KEY_BASE .. 'filters'), id)
     end
     local lane = class
     if priority ~= '' then
-      later(w, 'hset', KEYS[12], id, priority)
+      later(w, 'hset', (KEY_BASE .. 'priorities'), id, priority)
       lane = lane_for(class, priority)
     elseif revived then
-      later(w, 'hdel', KEYS[12], id)
+      later(w, 'hdel', (KEY_BASE .. 'priorities'), id)
     end
-    if group ~= '' then later(w, 'hset', KEYS[14], id, group) elseif revived then later(w, 'hdel', KEYS[14], id) end
-    later(w, 'hset', KEYS[21], id, now)
+    if group ~= '' then later(w, 'hset', (KEY_BASE .. 'groups'), id, group) elseif revived then later(w, 'hdel', (KEY_BASE .. 'groups'), id) end
+    later(w, 'hset', (KEY_BASE .. 'enqueued-at'), id, now)
     if backoff > 0 then
       -- Written now: a duplicate later in this batch must see the backoff.
-      redis.call('HSET', KEYS[8], id, now + backoff)
-      later(w, 'zadd', KEYS[24], now + backoff, id)
+      redis.call('HSET', (KEY_BASE .. 'backoffs'), id, now + backoff)
+      later(w, 'zadd', (KEY_BASE .. 'schedule'), now + backoff, id)
     else
       push_ready(ready, lane, id, false)
     end
@@ -4494,26 +4512,26 @@ local function enqueue(first)
   -- becomes ready \`backoff\` ms from now, keeping its id, filters, priority, group and policy. Returns
   -- whether it did (else the new message is added as usual and takes the debounce id).
   local function debounce(wid, content, meta, backoff)
-    if redis.call('HEXISTS', KEYS[15], wid) == 0 or redis.call('SISMEMBER', KEYS[6], wid) == 1
-      or redis.call('HEXISTS', KEYS[9], wid) == 1 or redis.call('ZSCORE', KEYS[10], wid) then
+    if redis.call('HEXISTS', (KEY_BASE .. 'messages'), wid) == 0 or redis.call('SISMEMBER', (KEY_BASE .. 'done'), wid) == 1
+      or redis.call('HEXISTS', (KEY_BASE .. 'locks'), wid) == 1 or redis.call('ZSCORE', (KEY_BASE .. 'failed'), wid) then
       return false
     end
-    if redis.call('ZSCORE', KEYS[24], wid) then
-      redis.call('ZREM', KEYS[24], wid)
-      redis.call('HDEL', KEYS[8], wid)
+    if redis.call('ZSCORE', (KEY_BASE .. 'schedule'), wid) then
+      redis.call('ZREM', (KEY_BASE .. 'schedule'), wid)
+      redis.call('HDEL', (KEY_BASE .. 'backoffs'), wid)
     elseif not unready(wid) then
       return false
     end
-    redis.call('HSET', KEYS[15], wid, content)
-    if meta ~= '' then redis.call('HSET', KEYS[16], wid, meta) else redis.call('HDEL', KEYS[16], wid) end
-    redis.call('HSET', KEYS[22], wid, now)
+    redis.call('HSET', (KEY_BASE .. 'messages'), wid, content)
+    if meta ~= '' then redis.call('HSET', (KEY_BASE .. 'metadata'), wid, meta) else redis.call('HDEL', (KEY_BASE .. 'metadata'), wid) end
+    redis.call('HSET', (KEY_BASE .. 'updated-at'), wid, now)
     if backoff > 0 then
-      redis.call('HSET', KEYS[8], wid, now + backoff)
-      redis.call('ZADD', KEYS[24], now + backoff, wid)
+      redis.call('HSET', (KEY_BASE .. 'backoffs'), wid, now + backoff)
+      redis.call('ZADD', (KEY_BASE .. 'schedule'), now + backoff, wid)
     else
       push_ready(ready, lane_of(wid), wid, false)
     end
-    event('enqueued', wid, redis.call('HGET', KEYS[18], wid) or 0)
+    event('enqueued', wid, redis.call('HGET', (KEY_BASE .. 'nattempts'), wid) or 0)
     changed = true
     return true
   end
@@ -4521,26 +4539,26 @@ local function enqueue(first)
   -- The debounce index: \`did\` → id, and back, so the entry leaves with the message.
   local function index_debounce(id, did)
     if did ~= '' then
-      redis.call('HSET', KEYS[34], did, id)
-      redis.call('HSET', KEYS[35], id, did)
+      redis.call('HSET', (KEY_BASE .. 'debounce'), did, id)
+      redis.call('HSET', (KEY_BASE .. 'debounce-of'), id, did)
       return
     end
-    local old = redis.call('HGET', KEYS[35], id)
+    local old = redis.call('HGET', (KEY_BASE .. 'debounce-of'), id)
     if old then
-      redis.call('HDEL', KEYS[35], id)
-      if redis.call('HGET', KEYS[34], old) == id then redis.call('HDEL', KEYS[34], old) end
+      redis.call('HDEL', (KEY_BASE .. 'debounce-of'), id)
+      if redis.call('HGET', (KEY_BASE .. 'debounce'), old) == id then redis.call('HDEL', (KEY_BASE .. 'debounce'), old) end
     end
   end
 
   -- What is left of a finished run, before its id starts a new one (its history stays).
   local function forget_run(id)
-    for _, key in ipairs({ KEYS[18], KEYS[20], KEYS[8], KEYS[9], KEYS[19], KEYS[22], KEYS[23],
-      KEYS[30] }) do
+    for _, key in ipairs({ (KEY_BASE .. 'nattempts'), (KEY_BASE .. 'outcomes'), (KEY_BASE .. 'backoffs'), (KEY_BASE .. 'locks'), (KEY_BASE .. 'holders'), (KEY_BASE .. 'updated-at'), (KEY_BASE .. 'requeue-content'),
+      (KEY_BASE .. 'losses') }) do
       redis.call('HDEL', key, id)
     end
-    redis.call('SREM', KEYS[6], id)
-    redis.call('ZREM', KEYS[25], id)
-    redis.call('ZREM', KEYS[26], id)
+    redis.call('SREM', (KEY_BASE .. 'done'), id)
+    redis.call('ZREM', (KEY_BASE .. 'done-at'), id)
+    redis.call('ZREM', (KEY_BASE .. 'dedupe'), id)
   end
 
   for i = first, #ARGV, ENQUEUE_PER do
@@ -4554,11 +4572,11 @@ local function enqueue(first)
       flush_writes(w)
       flush_ready(ready)
       w, ready = pending_writes(), pending_ready()
-      waiting = redis.call('HGET', KEYS[34], did)
+      waiting = redis.call('HGET', (KEY_BASE .. 'debounce'), did)
     end
     if waiting and debounce(waiting, content, meta, backoff) then
       replies[#replies + 1] = 'debounced ' .. waiting
-    elseif redis.call('HSETNX', KEYS[15], id, content) == 1 then
+    elseif redis.call('HSETNX', (KEY_BASE .. 'messages'), id, content) == 1 then
       place(id, meta, class, backoff, false, policy, priority, group)
       if did ~= '' then index_debounce(id, did) end
       -- event('enqueued', id, 0), without the call: the hottest path there is.
@@ -4568,31 +4586,31 @@ local function enqueue(first)
       local state, ends = state_of(id, now)
       -- An enqueue that revives or marks a message records the attempt it is at.
       if EV.on and (state == 'done-awaiting-gc' or (allow_requeue and (state == 'done-with-backoff' or state == 'locked'))) then
-        event('enqueued', id, redis.call('HGET', KEYS[18], id))
+        event('enqueued', id, redis.call('HGET', (KEY_BASE .. 'nattempts'), id))
       end
       if state == 'done-awaiting-gc' then
-        redis.call('HSET', KEYS[15], id, content)
+        redis.call('HSET', (KEY_BASE .. 'messages'), id, content)
         forget_run(id)
         place(id, meta, class, backoff, true, policy, priority, group)
         index_debounce(id, did)
         replies[#replies + 1] = 'revived'
       elseif allow_requeue and state == 'done-with-backoff' then
         -- done-with-requeue: queued when the backoff ends, as a new run.
-        redis.call('SADD', KEYS[7], id)
-        redis.call('ZREM', KEYS[26], id)
-        redis.call('ZADD', KEYS[24], ends, id)
-        redis.call('ZADD', KEYS[32], ends, id)
-        redis.call('HDEL', KEYS[18], id)
-        redis.call('HDEL', KEYS[30], id)
-        if replace then redis.call('HSET', KEYS[15], id, content) end
-        later(w, 'hset', KEYS[22], id, now)
+        redis.call('SADD', (KEY_BASE .. 'requeue'), id)
+        redis.call('ZREM', (KEY_BASE .. 'dedupe'), id)
+        redis.call('ZADD', (KEY_BASE .. 'schedule'), ends, id)
+        redis.call('ZADD', (KEY_BASE .. 'requeue-schedule'), ends, id)
+        redis.call('HDEL', (KEY_BASE .. 'nattempts'), id)
+        redis.call('HDEL', (KEY_BASE .. 'losses'), id)
+        if replace then redis.call('HSET', (KEY_BASE .. 'messages'), id, content) end
+        later(w, 'hset', (KEY_BASE .. 'updated-at'), id, now)
         replies[#replies + 1] = 'requeued'
         changed = true
       elseif allow_requeue and state == 'locked' then
-        redis.call('SADD', KEYS[7], id)
-        redis.call('ZADD', KEYS[31], ends, id)
-        if replace then redis.call('HSET', KEYS[23], id, content) end
-        later(w, 'hset', KEYS[22], id, now)
+        redis.call('SADD', (KEY_BASE .. 'requeue'), id)
+        redis.call('ZADD', (KEY_BASE .. 'requeue-locks'), ends, id)
+        if replace then redis.call('HSET', (KEY_BASE .. 'requeue-content'), id, content) end
+        later(w, 'hset', (KEY_BASE .. 'updated-at'), id, now)
         replies[#replies + 1] = 'requeued'
       else
         replies[#replies + 1] = state
@@ -4620,12 +4638,12 @@ end
 -- Include: common events state lanes enqueue
 
 enqueue_check(4)
-local current = redis.call('HGET', KEYS[1], ARGV[1])
+local current = redis.call('HGET', (KEY_BASE .. 'schedules'), ARGV[1])
 if current ~= ARGV[2] then return false end
 local space = string.find(current, ' ', 1, true)
-redis.call('HSET', KEYS[1], ARGV[1], ARGV[3] .. string.sub(current, space))
+redis.call('HSET', (KEY_BASE .. 'schedules'), ARGV[1], ARGV[3] .. string.sub(current, space))
 local replies, changed = enqueue(4)
-if changed then redis.call('PUBLISH', KEYS[28], 'schedule') end
+if changed then redis.call('PUBLISH', (KEY_BASE .. 'wake'), 'schedule') end
 return replies
 `,
   },
@@ -4633,12 +4651,14 @@ return replies
     name: 'gc-finish',
     keys: ['consumers', 'gc-lock'],
     readOnly: false,
-    sha: '0ffe8dbfce5ac655ee1b33b7554549e0897c8932',
+    sha: '7e2a96de971c15be983f5187a1a640c1be3d92c1',
     source: `#!lua flags=allow-oom
+-- The queue's keys are its base (the one key the call passes) and their names.
+local KEY_BASE = KEYS[1]
 -- The keys by name, for the helpers that look a key up by a name they hold.
 local K_TABLE = nil
 local function key_table()
-  if K_TABLE == nil then K_TABLE = { consumers = KEYS[1], gc_lock = KEYS[2] } end
+  if K_TABLE == nil then K_TABLE = { consumers = (KEY_BASE .. 'consumers'), gc_lock = (KEY_BASE .. 'gc-lock') } end
   return K_TABLE
 end
 -- common: helpers every script includes. K holds the queue's keys by name
@@ -4883,15 +4903,15 @@ end
 check_layout()
 local now = now_ms()
 local lapsed = {}
-local entries = redis.call('HGETALL', KEYS[1])
+local entries = redis.call('HGETALL', (KEY_BASE .. 'consumers'))
 for i = 1, #entries, 2 do
   local ok, registration = pcall(cjson.decode, entries[i + 1])
   if ok and type(registration) == 'table' and (tonumber(registration.expiresAt) or 0) <= now then
     lapsed[#lapsed + 1] = entries[i]
   end
 end
-if #lapsed > 0 then call_chunked('HDEL', KEYS[1], lapsed) end
-if redis.call('GET', KEYS[2]) == ARGV[1] then redis.call('DEL', KEYS[2]) end
+if #lapsed > 0 then call_chunked('HDEL', (KEY_BASE .. 'consumers'), lapsed) end
+if redis.call('GET', (KEY_BASE .. 'gc-lock')) == ARGV[1] then redis.call('DEL', (KEY_BASE .. 'gc-lock')) end
 return #lapsed
 `,
   },
@@ -4899,12 +4919,14 @@ return #lapsed
     name: 'gc-start',
     keys: ['gc-lock', 'gc-at'],
     readOnly: false,
-    sha: '86f0d7edd1266ceefc269615ef717162944f1095',
+    sha: '6ced133b2d346b68618975d0f5b605cba369f0ae',
     source: `#!lua flags=allow-oom
+-- The queue's keys are its base (the one key the call passes) and their names.
+local KEY_BASE = KEYS[1]
 -- The keys by name, for the helpers that look a key up by a name they hold.
 local K_TABLE = nil
 local function key_table()
-  if K_TABLE == nil then K_TABLE = { gc_lock = KEYS[1], gc_at = KEYS[2] } end
+  if K_TABLE == nil then K_TABLE = { gc_lock = (KEY_BASE .. 'gc-lock'), gc_at = (KEY_BASE .. 'gc-at') } end
   return K_TABLE
 end
 -- common: helpers every script includes. K holds the queue's keys by name
@@ -5150,10 +5172,10 @@ end
 check_layout()
 local force, interval, lock_ms, token = ARGV[1] == '1', tonumber(ARGV[2]), tonumber(ARGV[3]), ARGV[4]
 local now = now_ms()
-if redis.call('EXISTS', KEYS[1]) == 1 then return 0 end
-if not force and (tonumber(redis.call('GET', KEYS[2])) or 0) + interval > now then return 0 end
-redis.call('SET', KEYS[1], token, 'PX', lock_ms)
-redis.call('SET', KEYS[2], now)
+if redis.call('EXISTS', (KEY_BASE .. 'gc-lock')) == 1 then return 0 end
+if not force and (tonumber(redis.call('GET', (KEY_BASE .. 'gc-at'))) or 0) + interval > now then return 0 end
+redis.call('SET', (KEY_BASE .. 'gc-lock'), token, 'PX', lock_ms)
+redis.call('SET', (KEY_BASE .. 'gc-at'), now)
 return 1
 `,
   },
@@ -5189,12 +5211,14 @@ return 1
       'debounce-of',
     ],
     readOnly: false,
-    sha: '718f45817321780eb7695af1c46e49da77c30279',
+    sha: 'a3184c3618feecb41737f767e6c60588a0e454af',
     source: `#!lua flags=allow-oom
+-- The queue's keys are its base (the one key the call passes) and their names.
+local KEY_BASE = KEYS[1]
 -- The keys by name, for the helpers that look a key up by a name they hold.
 local K_TABLE = nil
 local function key_table()
-  if K_TABLE == nil then K_TABLE = { done_at = KEYS[1], failed = KEYS[2], messages = KEYS[3], metadata = KEYS[4], filters = KEYS[5], policies = KEYS[6], history = KEYS[7], losses = KEYS[8], nattempts = KEYS[9], locks = KEYS[10], holders = KEYS[11], backoffs = KEYS[12], outcomes = KEYS[13], enqueued_at = KEYS[14], updated_at = KEYS[15], requeue_content = KEYS[16], done = KEYS[17], requeue = KEYS[18], schedule = KEYS[19], lock_expiry = KEYS[20], requeue_locks = KEYS[21], requeue_schedule = KEYS[22], dedupe = KEYS[23], priorities = KEYS[24], groups = KEYS[25], debounce = KEYS[26], debounce_of = KEYS[27] } end
+  if K_TABLE == nil then K_TABLE = { done_at = (KEY_BASE .. 'done-at'), failed = (KEY_BASE .. 'failed'), messages = (KEY_BASE .. 'messages'), metadata = (KEY_BASE .. 'metadata'), filters = (KEY_BASE .. 'filters'), policies = (KEY_BASE .. 'policies'), history = (KEY_BASE .. 'history'), losses = (KEY_BASE .. 'losses'), nattempts = (KEY_BASE .. 'nattempts'), locks = (KEY_BASE .. 'locks'), holders = (KEY_BASE .. 'holders'), backoffs = (KEY_BASE .. 'backoffs'), outcomes = (KEY_BASE .. 'outcomes'), enqueued_at = (KEY_BASE .. 'enqueued-at'), updated_at = (KEY_BASE .. 'updated-at'), requeue_content = (KEY_BASE .. 'requeue-content'), done = (KEY_BASE .. 'done'), requeue = (KEY_BASE .. 'requeue'), schedule = (KEY_BASE .. 'schedule'), lock_expiry = (KEY_BASE .. 'lock-expiry'), requeue_locks = (KEY_BASE .. 'requeue-locks'), requeue_schedule = (KEY_BASE .. 'requeue-schedule'), dedupe = (KEY_BASE .. 'dedupe'), priorities = (KEY_BASE .. 'priorities'), groups = (KEY_BASE .. 'groups'), debounce = (KEY_BASE .. 'debounce'), debounce_of = (KEY_BASE .. 'debounce-of') } end
   return K_TABLE
 end
 -- common: helpers every script includes. K holds the queue's keys by name
@@ -5294,7 +5318,7 @@ end
 
 -- A message's filter class ('' for none); the script must take the \`filters\` key.
 local function class_of(id)
-  return redis.call('HGET', KEYS[5], id) or ''
+  return redis.call('HGET', (KEY_BASE .. 'filters'), id) or ''
 end
 
 -- Checks every key the script was given, and the ready list of every filter
@@ -5453,11 +5477,11 @@ local function forget(id, w)
   for _, name in ipairs({ 'done', 'requeue' }) do
     if w then later(w, 'srem', key_table()[name], id) else redis.call('SREM', key_table()[name], id) end
   end
-  if has_debounce == nil then has_debounce = redis.call('EXISTS', KEYS[27]) == 1 end
-  local did = has_debounce and redis.call('HGET', KEYS[27], id)
+  if has_debounce == nil then has_debounce = redis.call('EXISTS', (KEY_BASE .. 'debounce-of')) == 1 end
+  local did = has_debounce and redis.call('HGET', (KEY_BASE .. 'debounce-of'), id)
   if did then
-    redis.call('HDEL', KEYS[27], id)
-    if redis.call('HGET', KEYS[26], did) == id then redis.call('HDEL', KEYS[26], did) end
+    redis.call('HDEL', (KEY_BASE .. 'debounce-of'), id)
+    if redis.call('HGET', (KEY_BASE .. 'debounce'), did) == id then redis.call('HDEL', (KEY_BASE .. 'debounce'), did) end
   end
 end
 -- gc-sweep: removes finished messages older than the GC lifetime whose backoff
@@ -5474,14 +5498,14 @@ end
 check_layout()
 local which, lifetime, offset, page = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
 local now = now_ms()
-local index = KEYS[1]
-if which == 'failed' then index = KEYS[2] end
+local index = (KEY_BASE .. 'done-at')
+if which == 'failed' then index = (KEY_BASE .. 'failed') end
 local old = redis.call('ZRANGEBYSCORE', index, '-inf', now - lifetime, 'LIMIT', offset, page)
 local w = pending_writes()
 local removed = 0
 for _, id in ipairs(old) do
-  local backoff = tonumber(redis.call('HGET', KEYS[12], id)) or 0
-  if which == 'failed' or (backoff <= now and redis.call('SISMEMBER', KEYS[18], id) == 0) then
+  local backoff = tonumber(redis.call('HGET', (KEY_BASE .. 'backoffs'), id)) or 0
+  if which == 'failed' or (backoff <= now and redis.call('SISMEMBER', (KEY_BASE .. 'requeue'), id) == 0) then
     removed = removed + 1
     forget(id, w)
   end
@@ -5512,12 +5536,14 @@ return { removed, #old }
       'updated-at',
     ],
     readOnly: true,
-    sha: '2259a271c3c4039b3d635a7bbe4794e522c1243d',
+    sha: 'c9835eb7d59f808a0b9b7c1d40f64dd92c4b1cc0',
     source: `#!lua flags=no-writes
+-- The queue's keys are its base (the one key the call passes) and their names.
+local KEY_BASE = KEYS[1]
 -- The keys by name, for the helpers that look a key up by a name they hold.
 local K_TABLE = nil
 local function key_table()
-  if K_TABLE == nil then K_TABLE = { messages = KEYS[1], metadata = KEYS[2], filters = KEYS[3], policies = KEYS[4], history = KEYS[5], priorities = KEYS[6], groups = KEYS[7], done = KEYS[8], requeue = KEYS[9], backoffs = KEYS[10], locks = KEYS[11], failed = KEYS[12], nattempts = KEYS[13], holders = KEYS[14], outcomes = KEYS[15], enqueued_at = KEYS[16], updated_at = KEYS[17] } end
+  if K_TABLE == nil then K_TABLE = { messages = (KEY_BASE .. 'messages'), metadata = (KEY_BASE .. 'metadata'), filters = (KEY_BASE .. 'filters'), policies = (KEY_BASE .. 'policies'), history = (KEY_BASE .. 'history'), priorities = (KEY_BASE .. 'priorities'), groups = (KEY_BASE .. 'groups'), done = (KEY_BASE .. 'done'), requeue = (KEY_BASE .. 'requeue'), backoffs = (KEY_BASE .. 'backoffs'), locks = (KEY_BASE .. 'locks'), failed = (KEY_BASE .. 'failed'), nattempts = (KEY_BASE .. 'nattempts'), holders = (KEY_BASE .. 'holders'), outcomes = (KEY_BASE .. 'outcomes'), enqueued_at = (KEY_BASE .. 'enqueued-at'), updated_at = (KEY_BASE .. 'updated-at') } end
   return K_TABLE
 end
 -- common: helpers every script includes. K holds the queue's keys by name
@@ -5617,7 +5643,7 @@ end
 
 -- A message's filter class ('' for none); the script must take the \`filters\` key.
 local function class_of(id)
-  return redis.call('HGET', KEYS[3], id) or ''
+  return redis.call('HGET', (KEY_BASE .. 'filters'), id) or ''
 end
 
 -- Checks every key the script was given, and the ready list of every filter
@@ -5758,10 +5784,10 @@ end
 
 -- The state of a message known to exist, at \`now\`.
 local function state_of(id, now)
-  if redis.call('ZSCORE', KEYS[12], id) then return 'failed', nil end
-  local backoff = tonumber(redis.call('HGET', KEYS[10], id)) or 0
-  if redis.call('SISMEMBER', KEYS[8], id) == 1 then
-    local requeued = redis.call('SISMEMBER', KEYS[9], id) == 1
+  if redis.call('ZSCORE', (KEY_BASE .. 'failed'), id) then return 'failed', nil end
+  local backoff = tonumber(redis.call('HGET', (KEY_BASE .. 'backoffs'), id)) or 0
+  if redis.call('SISMEMBER', (KEY_BASE .. 'done'), id) == 1 then
+    local requeued = redis.call('SISMEMBER', (KEY_BASE .. 'requeue'), id) == 1
     if backoff > now then
       if requeued then return 'done-with-requeue', backoff end
       return 'done-with-backoff', backoff
@@ -5770,9 +5796,9 @@ local function state_of(id, now)
     if requeued then return 'queued', nil end
     return 'done-awaiting-gc', nil
   end
-  local lock = tonumber(redis.call('HGET', KEYS[11], id)) or 0
+  local lock = tonumber(redis.call('HGET', (KEY_BASE .. 'locks'), id)) or 0
   if lock > now then
-    if redis.call('SISMEMBER', KEYS[9], id) == 1 then return 'locked-with-requeue', lock end
+    if redis.call('SISMEMBER', (KEY_BASE .. 'requeue'), id) == 1 then return 'locked-with-requeue', lock end
     return 'locked', lock
   end
   if backoff > now then return 'queued-with-backoff', backoff end
@@ -5786,17 +5812,17 @@ end
 -- if any) or false, enqueued at, updated at, holder (while locked) or false, the end of the lock or
 -- backoff or -1 }
 local function status_of(id, now)
-  if redis.call('HEXISTS', KEYS[1], id) == 0 then return nil end
+  if redis.call('HEXISTS', (KEY_BASE .. 'messages'), id) == 0 then return nil end
   local state, ends = state_of(id, now)
-  local enqueued = tonumber(redis.call('HGET', KEYS[16], id)) or 0
+  local enqueued = tonumber(redis.call('HGET', (KEY_BASE .. 'enqueued-at'), id)) or 0
   local holder = false
-  if state == 'locked' or state == 'locked-with-requeue' then holder = redis.call('HGET', KEYS[14], id) end
+  if state == 'locked' or state == 'locked-with-requeue' then holder = redis.call('HGET', (KEY_BASE .. 'holders'), id) end
   return {
     state,
-    tonumber(redis.call('HGET', KEYS[13], id)) or 0,
-    redis.call('HGET', KEYS[15], id),
+    tonumber(redis.call('HGET', (KEY_BASE .. 'nattempts'), id)) or 0,
+    redis.call('HGET', (KEY_BASE .. 'outcomes'), id),
     enqueued,
-    tonumber(redis.call('HGET', KEYS[17], id)) or enqueued,
+    tonumber(redis.call('HGET', (KEY_BASE .. 'updated-at'), id)) or enqueued,
     holder,
     ends or -1,
   }
@@ -5813,7 +5839,7 @@ check_layout()
 local id = ARGV[1]
 local reply = status_of(id, now_ms())
 if reply == nil then return nil end
-for _, key in ipairs({ KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7] }) do
+for _, key in ipairs({ (KEY_BASE .. 'messages'), (KEY_BASE .. 'metadata'), (KEY_BASE .. 'filters'), (KEY_BASE .. 'policies'), (KEY_BASE .. 'history'), (KEY_BASE .. 'priorities'), (KEY_BASE .. 'groups') }) do
   reply[#reply + 1] = redis.call('HGET', key, id)
 end
 return reply
@@ -5861,12 +5887,14 @@ return reply
       'debounce-of',
     ],
     readOnly: false,
-    sha: '9a50dc7a0cd8159ccd4c6c7f144e0ff25281b99d',
+    sha: '0a0838a71ecf634168fb8bb4d12ccf6abd1fcc86',
     source: `#!lua flags=allow-oom
+-- The queue's keys are its base (the one key the call passes) and their names.
+local KEY_BASE = KEYS[1]
 -- The keys by name, for the helpers that look a key up by a name they hold.
 local K_TABLE = nil
 local function key_table()
-  if K_TABLE == nil then K_TABLE = { messages = KEYS[1], metadata = KEYS[2], filters = KEYS[3], classes = KEYS[4], pushes = KEYS[5], mid_circle = KEYS[6], schedule = KEYS[7], lock_expiry = KEYS[8], requeue_locks = KEYS[9], requeue_schedule = KEYS[10], dedupe = KEYS[11], failed = KEYS[12], lanes = KEYS[13], parked = KEYS[14], conf = KEYS[15], events = KEYS[16], events_seq = KEYS[17], events_wake = KEYS[18], done = KEYS[19], requeue = KEYS[20], backoffs = KEYS[21], locks = KEYS[22], nattempts = KEYS[23], holders = KEYS[24], outcomes = KEYS[25], enqueued_at = KEYS[26], updated_at = KEYS[27], priorities = KEYS[28], groups = KEYS[29], group_held = KEYS[30], policies = KEYS[31], history = KEYS[32], losses = KEYS[33], requeue_content = KEYS[34], done_at = KEYS[35], debounce = KEYS[36], debounce_of = KEYS[37] } end
+  if K_TABLE == nil then K_TABLE = { messages = (KEY_BASE .. 'messages'), metadata = (KEY_BASE .. 'metadata'), filters = (KEY_BASE .. 'filters'), classes = (KEY_BASE .. 'classes'), pushes = (KEY_BASE .. 'pushes'), mid_circle = (KEY_BASE .. 'mid-circle'), schedule = (KEY_BASE .. 'schedule'), lock_expiry = (KEY_BASE .. 'lock-expiry'), requeue_locks = (KEY_BASE .. 'requeue-locks'), requeue_schedule = (KEY_BASE .. 'requeue-schedule'), dedupe = (KEY_BASE .. 'dedupe'), failed = (KEY_BASE .. 'failed'), lanes = (KEY_BASE .. 'lanes'), parked = (KEY_BASE .. 'parked'), conf = (KEY_BASE .. 'conf'), events = (KEY_BASE .. 'events'), events_seq = (KEY_BASE .. 'events-seq'), events_wake = (KEY_BASE .. 'events-wake'), done = (KEY_BASE .. 'done'), requeue = (KEY_BASE .. 'requeue'), backoffs = (KEY_BASE .. 'backoffs'), locks = (KEY_BASE .. 'locks'), nattempts = (KEY_BASE .. 'nattempts'), holders = (KEY_BASE .. 'holders'), outcomes = (KEY_BASE .. 'outcomes'), enqueued_at = (KEY_BASE .. 'enqueued-at'), updated_at = (KEY_BASE .. 'updated-at'), priorities = (KEY_BASE .. 'priorities'), groups = (KEY_BASE .. 'groups'), group_held = (KEY_BASE .. 'group-held'), policies = (KEY_BASE .. 'policies'), history = (KEY_BASE .. 'history'), losses = (KEY_BASE .. 'losses'), requeue_content = (KEY_BASE .. 'requeue-content'), done_at = (KEY_BASE .. 'done-at'), debounce = (KEY_BASE .. 'debounce'), debounce_of = (KEY_BASE .. 'debounce-of') } end
   return K_TABLE
 end
 -- common: helpers every script includes. K holds the queue's keys by name
@@ -5935,8 +5963,8 @@ end
 
 -- The conf fields \`fields\` (HMGET), a conf of another type refused before any write.
 local function read_conf(fields)
-  local conf = redis.pcall('HMGET', KEYS[15], unpack(fields))
-  if conf.err then layout_error(KEYS[15], redis.call('TYPE', KEYS[15]).ok, 'hash') end
+  local conf = redis.pcall('HMGET', (KEY_BASE .. 'conf'), unpack(fields))
+  if conf.err then layout_error((KEY_BASE .. 'conf'), redis.call('TYPE', (KEY_BASE .. 'conf')).ok, 'hash') end
   return conf
 end
 
@@ -5944,10 +5972,10 @@ end
 -- and a 4-digit priority when above 0 (\`mid-circle:a=x@0003\`, \`mid-circle@0003\`); '#<group>' is the list
 -- of a full group's parked messages (\`mid-circle#<group>\`).
 local function ready_list(lane)
-  if lane == '' then return KEYS[6] end
+  if lane == '' then return (KEY_BASE .. 'mid-circle') end
   local c = string.byte(lane, 1)
-  if c == 64 or c == 35 then return KEYS[6] .. lane end
-  return KEYS[6] .. ':' .. lane
+  if c == 64 or c == 35 then return (KEY_BASE .. 'mid-circle') .. lane end
+  return (KEY_BASE .. 'mid-circle') .. ':' .. lane
 end
 
 -- The lane of a class and a priority (a number, a string or nil: 0).
@@ -5966,7 +5994,7 @@ end
 
 -- A message's filter class ('' for none); the script must take the \`filters\` key.
 local function class_of(id)
-  return redis.call('HGET', KEYS[3], id) or ''
+  return redis.call('HGET', (KEY_BASE .. 'filters'), id) or ''
 end
 
 -- Checks every key the script was given, and the ready list of every filter
@@ -5986,7 +6014,7 @@ local function check_layout(new_classes, rare, read_first, marked)
   -- A marked queue's hot path only keeps the list: check_rare reads it, and a set is built only below.
   RARE_NAMES = rare or RARE_NAMES
   if marked then
-    if KEYS[6] ~= nil then
+    if (KEY_BASE .. 'mid-circle') ~= nil then
       for _, class in ipairs(new_classes or {}) do check_type(ready_list(class), 'list') end
     end
     return
@@ -5994,7 +6022,7 @@ local function check_layout(new_classes, rare, read_first, marked)
   for _, name in ipairs(RARE_NAMES) do RARE[name] = true end
   local skip = {}
   for _, name in ipairs(read_first or {}) do skip[name] = true end
-  local lists = KEYS[4] ~= nil and KEYS[6] ~= nil
+  local lists = (KEY_BASE .. 'classes') ~= nil and (KEY_BASE .. 'mid-circle') ~= nil
   -- SMEMBERS below checks \`classes\` itself.
   if lists then skip.classes = true end
   for name, key in pairs(key_table()) do
@@ -6004,7 +6032,7 @@ local function check_layout(new_classes, rare, read_first, marked)
     end
   end
   if lists then
-    for _, class in ipairs(redis.call('SMEMBERS', KEYS[4])) do check_type(ready_list(class), 'list') end
+    for _, class in ipairs(redis.call('SMEMBERS', (KEY_BASE .. 'classes'))) do check_type(ready_list(class), 'list') end
     for _, class in ipairs(new_classes or {}) do check_type(ready_list(class), 'list') end
   end
 end
@@ -6085,13 +6113,13 @@ end
 local function flush_ready(r)
   for class, ids in pairs(r.back) do
     call_chunked('LPUSH', ready_list(class), ids)
-    redis.call('HINCRBY', KEYS[5], class, #ids)
+    redis.call('HINCRBY', (KEY_BASE .. 'pushes'), class, #ids)
   end
   for class, ids in pairs(r.front) do
-    if string.find(class, '@', 1, true) then redis.call('ZADD', KEYS[13], select(2, lane_parts(class)), class) end
+    if string.find(class, '@', 1, true) then redis.call('ZADD', (KEY_BASE .. 'lanes'), select(2, lane_parts(class)), class) end
   end
   for class in pairs(r.back) do
-    if string.find(class, '@', 1, true) then redis.call('ZADD', KEYS[13], select(2, lane_parts(class)), class) end
+    if string.find(class, '@', 1, true) then redis.call('ZADD', (KEY_BASE .. 'lanes'), select(2, lane_parts(class)), class) end
   end
   for class, ids in pairs(r.front) do
     -- The earliest is pushed last, so it is the next out.
@@ -6136,8 +6164,8 @@ local function events_begin(read)
   EV.on = conf[1] == '1'
   if EV.on then
     EV.max = tonumber(conf[2]) or DEFAULT_EVENTS_MAX_COUNT
-    check_type(KEYS[16], 'stream')
-    check_type(KEYS[17], 'string')
+    check_type((KEY_BASE .. 'events'), 'stream')
+    check_type((KEY_BASE .. 'events-seq'), 'string')
   end
 end
 
@@ -6186,7 +6214,7 @@ end
 
 -- Writes the events noted by this script.
 local function events_flush(now)
-  if EV.on and #EV.lines > 0 then append_events(KEYS[16], KEYS[17], KEYS[18], EV.max, now, EV.lines) end
+  if EV.on and #EV.lines > 0 then append_events((KEY_BASE .. 'events'), (KEY_BASE .. 'events-seq'), (KEY_BASE .. 'events-wake'), EV.max, now, EV.lines) end
   EV.lines = {}
 end
 -- state: a message's state, derived from Carmine's keys as Carmine derives it,
@@ -6196,10 +6224,10 @@ end
 
 -- The state of a message known to exist, at \`now\`.
 local function state_of(id, now)
-  if redis.call('ZSCORE', KEYS[12], id) then return 'failed', nil end
-  local backoff = tonumber(redis.call('HGET', KEYS[21], id)) or 0
-  if redis.call('SISMEMBER', KEYS[19], id) == 1 then
-    local requeued = redis.call('SISMEMBER', KEYS[20], id) == 1
+  if redis.call('ZSCORE', (KEY_BASE .. 'failed'), id) then return 'failed', nil end
+  local backoff = tonumber(redis.call('HGET', (KEY_BASE .. 'backoffs'), id)) or 0
+  if redis.call('SISMEMBER', (KEY_BASE .. 'done'), id) == 1 then
+    local requeued = redis.call('SISMEMBER', (KEY_BASE .. 'requeue'), id) == 1
     if backoff > now then
       if requeued then return 'done-with-requeue', backoff end
       return 'done-with-backoff', backoff
@@ -6208,9 +6236,9 @@ local function state_of(id, now)
     if requeued then return 'queued', nil end
     return 'done-awaiting-gc', nil
   end
-  local lock = tonumber(redis.call('HGET', KEYS[22], id)) or 0
+  local lock = tonumber(redis.call('HGET', (KEY_BASE .. 'locks'), id)) or 0
   if lock > now then
-    if redis.call('SISMEMBER', KEYS[20], id) == 1 then return 'locked-with-requeue', lock end
+    if redis.call('SISMEMBER', (KEY_BASE .. 'requeue'), id) == 1 then return 'locked-with-requeue', lock end
     return 'locked', lock
   end
   if backoff > now then return 'queued-with-backoff', backoff end
@@ -6224,17 +6252,17 @@ end
 -- if any) or false, enqueued at, updated at, holder (while locked) or false, the end of the lock or
 -- backoff or -1 }
 local function status_of(id, now)
-  if redis.call('HEXISTS', KEYS[1], id) == 0 then return nil end
+  if redis.call('HEXISTS', (KEY_BASE .. 'messages'), id) == 0 then return nil end
   local state, ends = state_of(id, now)
-  local enqueued = tonumber(redis.call('HGET', KEYS[26], id)) or 0
+  local enqueued = tonumber(redis.call('HGET', (KEY_BASE .. 'enqueued-at'), id)) or 0
   local holder = false
-  if state == 'locked' or state == 'locked-with-requeue' then holder = redis.call('HGET', KEYS[24], id) end
+  if state == 'locked' or state == 'locked-with-requeue' then holder = redis.call('HGET', (KEY_BASE .. 'holders'), id) end
   return {
     state,
-    tonumber(redis.call('HGET', KEYS[23], id)) or 0,
-    redis.call('HGET', KEYS[25], id),
+    tonumber(redis.call('HGET', (KEY_BASE .. 'nattempts'), id)) or 0,
+    redis.call('HGET', (KEY_BASE .. 'outcomes'), id),
     enqueued,
-    tonumber(redis.call('HGET', KEYS[27], id)) or enqueued,
+    tonumber(redis.call('HGET', (KEY_BASE .. 'updated-at'), id)) or enqueued,
     holder,
     ends or -1,
   }
@@ -6247,7 +6275,7 @@ end
 
 -- The lane a message joins when it becomes ready.
 local function lane_of(id)
-  return lane_for(class_of(id), redis.call('HGET', KEYS[28], id))
+  return lane_for(class_of(id), redis.call('HGET', (KEY_BASE .. 'priorities'), id))
 end
 
 -- Blanks a queued message's entry where it waits (its ready list, else its group's parked list), in
@@ -6256,7 +6284,7 @@ local function unready(id)
   local list = ready_list(lane_of(id))
   local at = redis.call('LPOS', list, id)
   if not at then
-    local group = redis.call('HGET', KEYS[29], id)
+    local group = redis.call('HGET', (KEY_BASE .. 'groups'), id)
     if not group then return false end
     list = ready_list('#' .. group)
     at = redis.call('LPOS', list, id)
@@ -6277,7 +6305,7 @@ end
 
 -- The queue's limit, or nil for none.
 local function group_limit()
-  return tonumber(redis.call('HGET', KEYS[15], 'group_concurrency'))
+  return tonumber(redis.call('HGET', (KEY_BASE .. 'conf'), 'group_concurrency'))
 end
 
 -- Moves up to \`free\` (nil: all) of the group's parked messages back to the front of their lanes.
@@ -6290,7 +6318,7 @@ local function unpark(group, free, ready)
     if not ids then break end
     for _, id in ipairs(ids) do
       -- Blank entries (removed or debounced messages) and messages gone meanwhile are dropped.
-      if id ~= '' and redis.call('HGET', KEYS[29], id) == group then
+      if id ~= '' and redis.call('HGET', (KEY_BASE .. 'groups'), id) == group then
         push_ready(ready, lane_of(id), id, true)
         moved = moved + 1
       end
@@ -6298,8 +6326,8 @@ local function unpark(group, free, ready)
   end
   if redis.call('EXISTS', list) == 0 then
     -- Groups come and go (tenants): nothing of an emptied parked list stays behind.
-    redis.call('SREM', KEYS[14], group)
-    redis.call('HDEL', KEYS[5], '#' .. group)
+    redis.call('SREM', (KEY_BASE .. 'parked'), group)
+    redis.call('HDEL', (KEY_BASE .. 'pushes'), '#' .. group)
   end
   return moved
 end
@@ -6308,27 +6336,27 @@ end
 local function park(group, id)
   local lane = '#' .. group
   redis.call('LPUSH', ready_list(lane), id)
-  redis.call('HINCRBY', KEYS[5], lane, 1)
-  redis.call('SADD', KEYS[14], group)
+  redis.call('HINCRBY', (KEY_BASE .. 'pushes'), lane, 1)
+  redis.call('SADD', (KEY_BASE .. 'parked'), group)
 end
 
 -- The held messages \`ids\` let go of their locks (finished, lock expired): their groups' counts go down,
 -- and parked messages of those groups get the room, unless \`keep\` (the messages go back to the front
 -- of their lanes and take the room themselves: an expired lock). Returns how many went back to their lanes.
 local function release_groups(ids, ready, keep)
-  if redis.call('EXISTS', KEYS[30]) == 0 then return 0 end
+  if redis.call('EXISTS', (KEY_BASE .. 'group-held')) == 0 then return 0 end
   check_rare()
-  local groups = hmget(KEYS[29], ids)
+  local groups = hmget((KEY_BASE .. 'groups'), ids)
   local limit, moved = false, 0
   for i = 1, #ids do
     local group = groups[i]
     if group then
-      local held = redis.call('HINCRBY', KEYS[30], group, -1)
+      local held = redis.call('HINCRBY', (KEY_BASE .. 'group-held'), group, -1)
       if held <= 0 then
-        redis.call('HDEL', KEYS[30], group)
+        redis.call('HDEL', (KEY_BASE .. 'group-held'), group)
         held = 0
       end
-      if not keep and redis.call('SISMEMBER', KEYS[14], group) == 1 then
+      if not keep and redis.call('SISMEMBER', (KEY_BASE .. 'parked'), group) == 1 then
         if limit == false then limit = group_limit() end
         if limit == nil then
           moved = moved + unpark(group, nil, ready)
@@ -6345,8 +6373,8 @@ end
 local function unpark_all(ready)
   local limit = group_limit()
   local moved = 0
-  for _, group in ipairs(redis.call('SMEMBERS', KEYS[14])) do
-    local held = tonumber(redis.call('HGET', KEYS[30], group)) or 0
+  for _, group in ipairs(redis.call('SMEMBERS', (KEY_BASE .. 'parked'))) do
+    local held = tonumber(redis.call('HGET', (KEY_BASE .. 'group-held'), group)) or 0
     if limit == nil then
       moved = moved + unpark(group, nil, ready)
     elseif held < limit then
@@ -6380,11 +6408,11 @@ local function forget(id, w)
   for _, name in ipairs({ 'done', 'requeue' }) do
     if w then later(w, 'srem', key_table()[name], id) else redis.call('SREM', key_table()[name], id) end
   end
-  if has_debounce == nil then has_debounce = redis.call('EXISTS', KEYS[37]) == 1 end
-  local did = has_debounce and redis.call('HGET', KEYS[37], id)
+  if has_debounce == nil then has_debounce = redis.call('EXISTS', (KEY_BASE .. 'debounce-of')) == 1 end
+  local did = has_debounce and redis.call('HGET', (KEY_BASE .. 'debounce-of'), id)
   if did then
-    redis.call('HDEL', KEYS[37], id)
-    if redis.call('HGET', KEYS[36], did) == id then redis.call('HDEL', KEYS[36], did) end
+    redis.call('HDEL', (KEY_BASE .. 'debounce-of'), id)
+    if redis.call('HGET', (KEY_BASE .. 'debounce'), did) == id then redis.call('HDEL', (KEY_BASE .. 'debounce'), did) end
   end
 end
 -- fail: a message's last run ended in a final error: it becomes failed, or
@@ -6401,7 +6429,7 @@ local HISTORY_LIMIT = 10
 local function append_history(id, attempt, started, now, consumer, outcome, err)
   check_rare()
   local history = {}
-  local stored = redis.call('HGET', KEYS[32], id)
+  local stored = redis.call('HGET', (KEY_BASE .. 'history'), id)
   if stored then
     local ok, value = pcall(cjson.decode, stored)
     if ok and type(value) == 'table' then history = value end
@@ -6415,21 +6443,21 @@ local function append_history(id, attempt, started, now, consumer, outcome, err)
     error = err or cjson.null,
   }
   while #history > HISTORY_LIMIT do table.remove(history, 1) end
-  redis.call('HSET', KEYS[32], id, cjson.encode(history))
+  redis.call('HSET', (KEY_BASE .. 'history'), id, cjson.encode(history))
 end
 
 -- The keys of the dead-letter queue \`name\`: same prefix, its own hash tag (so never on a cluster:
 -- configure refuses a dead-letter queue there).
 local function dead_letter_key(name, key)
-  local prefix = string.match(KEYS[15], '^([^{]*):{')
+  local prefix = string.match((KEY_BASE .. 'conf'), '^([^{]*):{')
   return prefix .. ':{' .. name .. '}:' .. key
 end
 
 -- Moves the message to the dead-letter queue \`dlq\`, queued there at attempt 0; false when the id is taken there.
 local function dead_letter(id, dlq, now)
   local dk = function(key) return dead_letter_key(dlq, key) end
-  local class = redis.call('HGET', KEYS[3], id) or ''
-  local priority = redis.call('HGET', KEYS[28], id)
+  local class = redis.call('HGET', (KEY_BASE .. 'filters'), id) or ''
+  local priority = redis.call('HGET', (KEY_BASE .. 'priorities'), id)
   -- The message keeps its priority and group there (see ready_list in common).
   local lane = lane_for(class, priority)
   local list = dk('mid-circle')
@@ -6450,8 +6478,8 @@ local function dead_letter(id, dlq, now)
     check_type(dk('events-seq'), 'string')
   end
   if redis.call('HEXISTS', dk('messages'), id) == 1 then return false end
-  for _, pair in ipairs({ { 'messages', KEYS[1] }, { 'metadata', KEYS[2] }, { 'policies', KEYS[31] },
-    { 'history', KEYS[32] }, { 'outcomes', KEYS[25] }, { 'priorities', KEYS[28] }, { 'groups', KEYS[29] } }) do
+  for _, pair in ipairs({ { 'messages', (KEY_BASE .. 'messages') }, { 'metadata', (KEY_BASE .. 'metadata') }, { 'policies', (KEY_BASE .. 'policies') },
+    { 'history', (KEY_BASE .. 'history') }, { 'outcomes', (KEY_BASE .. 'outcomes') }, { 'priorities', (KEY_BASE .. 'priorities') }, { 'groups', (KEY_BASE .. 'groups') } }) do
     local value = redis.call('HGET', pair[2], id)
     if value then redis.call('HSET', dk(pair[1]), id, value) end
   end
@@ -6477,17 +6505,17 @@ end
 -- or dead-lettered. The caller has recorded the failing attempt in the history.
 local function fail(id, now, outcome)
   check_rare()
-  for _, key in ipairs({ KEYS[22], KEYS[24], KEYS[21], KEYS[34] }) do redis.call('HDEL', key, id) end
-  for _, key in ipairs({ KEYS[8], KEYS[7], KEYS[9] }) do redis.call('ZREM', key, id) end
-  redis.call('SREM', KEYS[20], id)
-  redis.call('HSET', KEYS[25], id, outcome)
-  redis.call('HSET', KEYS[27], id, now)
-  local dlq = redis.call('HGET', KEYS[15], 'dead_letter_queue')
+  for _, key in ipairs({ (KEY_BASE .. 'locks'), (KEY_BASE .. 'holders'), (KEY_BASE .. 'backoffs'), (KEY_BASE .. 'requeue-content') }) do redis.call('HDEL', key, id) end
+  for _, key in ipairs({ (KEY_BASE .. 'lock-expiry'), (KEY_BASE .. 'schedule'), (KEY_BASE .. 'requeue-locks') }) do redis.call('ZREM', key, id) end
+  redis.call('SREM', (KEY_BASE .. 'requeue'), id)
+  redis.call('HSET', (KEY_BASE .. 'outcomes'), id, outcome)
+  redis.call('HSET', (KEY_BASE .. 'updated-at'), id, now)
+  local dlq = redis.call('HGET', (KEY_BASE .. 'conf'), 'dead_letter_queue')
   if dlq and dlq ~= '' and dead_letter(id, dlq, now) then
     forget(id)
     return
   end
-  redis.call('ZADD', KEYS[12], now, id)
+  redis.call('ZADD', (KEY_BASE .. 'failed'), now, id)
 end
 -- promote: moves messages whose wait is over back to their ready lists, at the
 -- front (they waited longest): pending messages whose backoff ended, requeues
@@ -6514,16 +6542,16 @@ end
 -- Ends a scheduled wait now: a backoff (queued-with-backoff), or a requeue's (done-with-requeue:
 -- a new run, out of done). The message goes to the front of its ready list.
 local function end_wait(id, ready, w)
-  if redis.call('SISMEMBER', KEYS[19], id) == 1 then
-    later(w, 'srem', KEYS[19], id)
-    later(w, 'srem', KEYS[20], id)
-    later(w, 'zrem', KEYS[35], id)
-    later(w, 'zrem', KEYS[10], id)
-    later(w, 'hdel', KEYS[23], id)
-    later(w, 'hdel', KEYS[33], id)
+  if redis.call('SISMEMBER', (KEY_BASE .. 'done'), id) == 1 then
+    later(w, 'srem', (KEY_BASE .. 'done'), id)
+    later(w, 'srem', (KEY_BASE .. 'requeue'), id)
+    later(w, 'zrem', (KEY_BASE .. 'done-at'), id)
+    later(w, 'zrem', (KEY_BASE .. 'requeue-schedule'), id)
+    later(w, 'hdel', (KEY_BASE .. 'nattempts'), id)
+    later(w, 'hdel', (KEY_BASE .. 'losses'), id)
   end
-  later(w, 'hdel', KEYS[21], id)
-  later(w, 'zrem', KEYS[7], id)
+  later(w, 'hdel', (KEY_BASE .. 'backoffs'), id)
+  later(w, 'zrem', (KEY_BASE .. 'schedule'), id)
   push_ready(ready, lane_of(id), id, true)
 end
 
@@ -6533,34 +6561,34 @@ end
 local function promote(now, ready, w, heads)
   local due, expired = {}, {}
   if heads == nil or (heads.schedule ~= nil and heads.schedule <= now) then
-    due = redis.call('ZRANGEBYSCORE', KEYS[7], '-inf', now, 'LIMIT', 0, PROMOTE_LIMIT)
+    due = redis.call('ZRANGEBYSCORE', (KEY_BASE .. 'schedule'), '-inf', now, 'LIMIT', 0, PROMOTE_LIMIT)
   end
   if heads == nil or (heads.expiry ~= nil and heads.expiry <= now) then
-    expired = redis.call('ZRANGEBYSCORE', KEYS[8], '-inf', now, 'LIMIT', 0, PROMOTE_LIMIT)
+    expired = redis.call('ZRANGEBYSCORE', (KEY_BASE .. 'lock-expiry'), '-inf', now, 'LIMIT', 0, PROMOTE_LIMIT)
   end
   if #due > 0 or #expired > 0 then check_rare() end
   for _, id in ipairs(due) do end_wait(id, ready, w) end
   local max_deliveries = nil
   local back = {}
   for _, id in ipairs(expired) do
-    local holder = redis.call('HGET', KEYS[24], id)
-    append_history(id, redis.call('HGET', KEYS[23], id), nil, now, holder, 'lost', nil)
-    local losses = redis.call('HINCRBY', KEYS[33], id, 1)
+    local holder = redis.call('HGET', (KEY_BASE .. 'holders'), id)
+    append_history(id, redis.call('HGET', (KEY_BASE .. 'nattempts'), id), nil, now, holder, 'lost', nil)
+    local losses = redis.call('HINCRBY', (KEY_BASE .. 'losses'), id, 1)
     if max_deliveries == nil then
-      max_deliveries = tonumber(redis.call('HGET', KEYS[15], 'max_deliveries')) or DEFAULT_MAX_DELIVERIES
+      max_deliveries = tonumber(redis.call('HGET', (KEY_BASE .. 'conf'), 'max_deliveries')) or DEFAULT_MAX_DELIVERIES
     end
     if max_deliveries > 0 and losses >= max_deliveries then
       local err = max_deliveries_error(losses)
-      event('failed', id, redis.call('HGET', KEYS[23], id), err)
+      event('failed', id, redis.call('HGET', (KEY_BASE .. 'nattempts'), id), err)
       -- Before fail: a dead-letter move forgets the message's group.
       release_groups({ id }, ready, false)
       fail(id, now, 'error\\n' .. err)
     else
       back[#back + 1] = id
-      later(w, 'hdel', KEYS[22], id)
-      later(w, 'hdel', KEYS[24], id)
-      later(w, 'zrem', KEYS[8], id)
-      later(w, 'zrem', KEYS[9], id)
+      later(w, 'hdel', (KEY_BASE .. 'locks'), id)
+      later(w, 'hdel', (KEY_BASE .. 'holders'), id)
+      later(w, 'zrem', (KEY_BASE .. 'lock-expiry'), id)
+      later(w, 'zrem', (KEY_BASE .. 'requeue-locks'), id)
       push_ready(ready, lane_of(id), id, true)
     end
   end
@@ -6628,7 +6656,7 @@ local function look(id, state, a, b, c)
     reply[#reply + 1] = id
     for i = 1, 7 do reply[#reply + 1] = status[i] end
     if with_content then
-      for _, key in ipairs({ KEYS[1], KEYS[2], KEYS[3] }) do reply[#reply + 1] = redis.call('HGET', key, id) end
+      for _, key in ipairs({ (KEY_BASE .. 'messages'), (KEY_BASE .. 'metadata'), (KEY_BASE .. 'filters') }) do reply[#reply + 1] = redis.call('HGET', key, id) end
     end
     listed = listed + 1
   end
@@ -6651,13 +6679,13 @@ end
 
 -- state → sorted set, and its range: 'after' now, 'upto' now, or 'all'.
 local SORTED = {
-  ['queued-with-backoff'] = { KEYS[7], 'after' },
-  locked = { KEYS[8], 'after' },
-  ['locked-with-requeue'] = { KEYS[9], 'after' },
-  ['done-awaiting-gc'] = { KEYS[11], 'upto' },
-  ['done-with-backoff'] = { KEYS[11], 'after' },
-  ['done-with-requeue'] = { KEYS[10], 'after' },
-  failed = { KEYS[12], 'all' },
+  ['queued-with-backoff'] = { (KEY_BASE .. 'schedule'), 'after' },
+  locked = { (KEY_BASE .. 'lock-expiry'), 'after' },
+  ['locked-with-requeue'] = { (KEY_BASE .. 'requeue-locks'), 'after' },
+  ['done-awaiting-gc'] = { (KEY_BASE .. 'dedupe'), 'upto' },
+  ['done-with-backoff'] = { (KEY_BASE .. 'dedupe'), 'after' },
+  ['done-with-requeue'] = { (KEY_BASE .. 'requeue-schedule'), 'after' },
+  failed = { (KEY_BASE .. 'failed'), 'all' },
 }
 
 -- Returns true when the state's entries are all looked at.
@@ -6693,15 +6721,15 @@ end
 
 -- Returns true when every ready list (and every group's parked list) is looked at.
 local function list_ready(from_class, from_index, from_pushes)
-  local lanes = redis.call('SMEMBERS', KEYS[4])
+  local lanes = redis.call('SMEMBERS', (KEY_BASE .. 'classes'))
   lanes[#lanes + 1] = ''
-  for _, lane in ipairs(redis.call('ZRANGE', KEYS[13], 0, -1)) do lanes[#lanes + 1] = lane end
-  for _, group in ipairs(redis.call('SMEMBERS', KEYS[14])) do lanes[#lanes + 1] = '#' .. group end
+  for _, lane in ipairs(redis.call('ZRANGE', (KEY_BASE .. 'lanes'), 0, -1)) do lanes[#lanes + 1] = lane end
+  for _, group in ipairs(redis.call('SMEMBERS', (KEY_BASE .. 'parked'))) do lanes[#lanes + 1] = '#' .. group end
   table.sort(lanes, lane_before)
   for _, class in ipairs(lanes) do
     if from_class == nil or class == from_class or lane_before(from_class, class) then
       local list = ready_list(class)
-      local pushes = tonumber(redis.call('HGET', KEYS[5], class)) or 0
+      local pushes = tonumber(redis.call('HGET', (KEY_BASE .. 'pushes'), class)) or 0
       local index = redis.call('LLEN', list) - 1
       if class == from_class then
         index = math.min(index, tonumber(from_index) + pushes - tonumber(from_pushes) - 1)
@@ -6792,12 +6820,14 @@ return reply
       'debounce-of',
     ],
     readOnly: false,
-    sha: '887337feb2f18de55a1d66051a7181da6e2f6a5d',
+    sha: '76a234aded4bb8f77c70dc2f5a5819e5e2e29951',
     source: `#!lua
+-- The queue's keys are its base (the one key the call passes) and their names.
+local KEY_BASE = KEYS[1]
 -- The keys by name, for the helpers that look a key up by a name they hold.
 local K_TABLE = nil
 local function key_table()
-  if K_TABLE == nil then K_TABLE = { messages = KEYS[1], wake = KEYS[2], pushes = KEYS[3], mid_circle = KEYS[4], conf = KEYS[5], events = KEYS[6], events_seq = KEYS[7], events_wake = KEYS[8], done = KEYS[9], requeue = KEYS[10], backoffs = KEYS[11], locks = KEYS[12], failed = KEYS[13], filters = KEYS[14], priorities = KEYS[15], lanes = KEYS[16], groups = KEYS[17], group_held = KEYS[18], parked = KEYS[19], metadata = KEYS[20], policies = KEYS[21], history = KEYS[22], losses = KEYS[23], nattempts = KEYS[24], holders = KEYS[25], outcomes = KEYS[26], enqueued_at = KEYS[27], updated_at = KEYS[28], requeue_content = KEYS[29], schedule = KEYS[30], lock_expiry = KEYS[31], requeue_locks = KEYS[32], requeue_schedule = KEYS[33], done_at = KEYS[34], dedupe = KEYS[35], debounce = KEYS[36], debounce_of = KEYS[37] } end
+  if K_TABLE == nil then K_TABLE = { messages = (KEY_BASE .. 'messages'), wake = (KEY_BASE .. 'wake'), pushes = (KEY_BASE .. 'pushes'), mid_circle = (KEY_BASE .. 'mid-circle'), conf = (KEY_BASE .. 'conf'), events = (KEY_BASE .. 'events'), events_seq = (KEY_BASE .. 'events-seq'), events_wake = (KEY_BASE .. 'events-wake'), done = (KEY_BASE .. 'done'), requeue = (KEY_BASE .. 'requeue'), backoffs = (KEY_BASE .. 'backoffs'), locks = (KEY_BASE .. 'locks'), failed = (KEY_BASE .. 'failed'), filters = (KEY_BASE .. 'filters'), priorities = (KEY_BASE .. 'priorities'), lanes = (KEY_BASE .. 'lanes'), groups = (KEY_BASE .. 'groups'), group_held = (KEY_BASE .. 'group-held'), parked = (KEY_BASE .. 'parked'), metadata = (KEY_BASE .. 'metadata'), policies = (KEY_BASE .. 'policies'), history = (KEY_BASE .. 'history'), losses = (KEY_BASE .. 'losses'), nattempts = (KEY_BASE .. 'nattempts'), holders = (KEY_BASE .. 'holders'), outcomes = (KEY_BASE .. 'outcomes'), enqueued_at = (KEY_BASE .. 'enqueued-at'), updated_at = (KEY_BASE .. 'updated-at'), requeue_content = (KEY_BASE .. 'requeue-content'), schedule = (KEY_BASE .. 'schedule'), lock_expiry = (KEY_BASE .. 'lock-expiry'), requeue_locks = (KEY_BASE .. 'requeue-locks'), requeue_schedule = (KEY_BASE .. 'requeue-schedule'), done_at = (KEY_BASE .. 'done-at'), dedupe = (KEY_BASE .. 'dedupe'), debounce = (KEY_BASE .. 'debounce'), debounce_of = (KEY_BASE .. 'debounce-of') } end
   return K_TABLE
 end
 -- common: helpers every script includes. K holds the queue's keys by name
@@ -6866,8 +6896,8 @@ end
 
 -- The conf fields \`fields\` (HMGET), a conf of another type refused before any write.
 local function read_conf(fields)
-  local conf = redis.pcall('HMGET', KEYS[5], unpack(fields))
-  if conf.err then layout_error(KEYS[5], redis.call('TYPE', KEYS[5]).ok, 'hash') end
+  local conf = redis.pcall('HMGET', (KEY_BASE .. 'conf'), unpack(fields))
+  if conf.err then layout_error((KEY_BASE .. 'conf'), redis.call('TYPE', (KEY_BASE .. 'conf')).ok, 'hash') end
   return conf
 end
 
@@ -6875,10 +6905,10 @@ end
 -- and a 4-digit priority when above 0 (\`mid-circle:a=x@0003\`, \`mid-circle@0003\`); '#<group>' is the list
 -- of a full group's parked messages (\`mid-circle#<group>\`).
 local function ready_list(lane)
-  if lane == '' then return KEYS[4] end
+  if lane == '' then return (KEY_BASE .. 'mid-circle') end
   local c = string.byte(lane, 1)
-  if c == 64 or c == 35 then return KEYS[4] .. lane end
-  return KEYS[4] .. ':' .. lane
+  if c == 64 or c == 35 then return (KEY_BASE .. 'mid-circle') .. lane end
+  return (KEY_BASE .. 'mid-circle') .. ':' .. lane
 end
 
 -- The lane of a class and a priority (a number, a string or nil: 0).
@@ -6897,7 +6927,7 @@ end
 
 -- A message's filter class ('' for none); the script must take the \`filters\` key.
 local function class_of(id)
-  return redis.call('HGET', KEYS[14], id) or ''
+  return redis.call('HGET', (KEY_BASE .. 'filters'), id) or ''
 end
 
 -- Checks every key the script was given, and the ready list of every filter
@@ -6917,7 +6947,7 @@ local function check_layout(new_classes, rare, read_first, marked)
   -- A marked queue's hot path only keeps the list: check_rare reads it, and a set is built only below.
   RARE_NAMES = rare or RARE_NAMES
   if marked then
-    if KEYS[4] ~= nil then
+    if (KEY_BASE .. 'mid-circle') ~= nil then
       for _, class in ipairs(new_classes or {}) do check_type(ready_list(class), 'list') end
     end
     return
@@ -6925,7 +6955,7 @@ local function check_layout(new_classes, rare, read_first, marked)
   for _, name in ipairs(RARE_NAMES) do RARE[name] = true end
   local skip = {}
   for _, name in ipairs(read_first or {}) do skip[name] = true end
-  local lists = nil ~= nil and KEYS[4] ~= nil
+  local lists = nil ~= nil and (KEY_BASE .. 'mid-circle') ~= nil
   -- SMEMBERS below checks \`classes\` itself.
   if lists then skip.classes = true end
   for name, key in pairs(key_table()) do
@@ -7016,13 +7046,13 @@ end
 local function flush_ready(r)
   for class, ids in pairs(r.back) do
     call_chunked('LPUSH', ready_list(class), ids)
-    redis.call('HINCRBY', KEYS[3], class, #ids)
+    redis.call('HINCRBY', (KEY_BASE .. 'pushes'), class, #ids)
   end
   for class, ids in pairs(r.front) do
-    if string.find(class, '@', 1, true) then redis.call('ZADD', KEYS[16], select(2, lane_parts(class)), class) end
+    if string.find(class, '@', 1, true) then redis.call('ZADD', (KEY_BASE .. 'lanes'), select(2, lane_parts(class)), class) end
   end
   for class in pairs(r.back) do
-    if string.find(class, '@', 1, true) then redis.call('ZADD', KEYS[16], select(2, lane_parts(class)), class) end
+    if string.find(class, '@', 1, true) then redis.call('ZADD', (KEY_BASE .. 'lanes'), select(2, lane_parts(class)), class) end
   end
   for class, ids in pairs(r.front) do
     -- The earliest is pushed last, so it is the next out.
@@ -7067,8 +7097,8 @@ local function events_begin(read)
   EV.on = conf[1] == '1'
   if EV.on then
     EV.max = tonumber(conf[2]) or DEFAULT_EVENTS_MAX_COUNT
-    check_type(KEYS[6], 'stream')
-    check_type(KEYS[7], 'string')
+    check_type((KEY_BASE .. 'events'), 'stream')
+    check_type((KEY_BASE .. 'events-seq'), 'string')
   end
 end
 
@@ -7117,7 +7147,7 @@ end
 
 -- Writes the events noted by this script.
 local function events_flush(now)
-  if EV.on and #EV.lines > 0 then append_events(KEYS[6], KEYS[7], KEYS[8], EV.max, now, EV.lines) end
+  if EV.on and #EV.lines > 0 then append_events((KEY_BASE .. 'events'), (KEY_BASE .. 'events-seq'), (KEY_BASE .. 'events-wake'), EV.max, now, EV.lines) end
   EV.lines = {}
 end
 -- state: a message's state, derived from Carmine's keys as Carmine derives it,
@@ -7127,10 +7157,10 @@ end
 
 -- The state of a message known to exist, at \`now\`.
 local function state_of(id, now)
-  if redis.call('ZSCORE', KEYS[13], id) then return 'failed', nil end
-  local backoff = tonumber(redis.call('HGET', KEYS[11], id)) or 0
-  if redis.call('SISMEMBER', KEYS[9], id) == 1 then
-    local requeued = redis.call('SISMEMBER', KEYS[10], id) == 1
+  if redis.call('ZSCORE', (KEY_BASE .. 'failed'), id) then return 'failed', nil end
+  local backoff = tonumber(redis.call('HGET', (KEY_BASE .. 'backoffs'), id)) or 0
+  if redis.call('SISMEMBER', (KEY_BASE .. 'done'), id) == 1 then
+    local requeued = redis.call('SISMEMBER', (KEY_BASE .. 'requeue'), id) == 1
     if backoff > now then
       if requeued then return 'done-with-requeue', backoff end
       return 'done-with-backoff', backoff
@@ -7139,9 +7169,9 @@ local function state_of(id, now)
     if requeued then return 'queued', nil end
     return 'done-awaiting-gc', nil
   end
-  local lock = tonumber(redis.call('HGET', KEYS[12], id)) or 0
+  local lock = tonumber(redis.call('HGET', (KEY_BASE .. 'locks'), id)) or 0
   if lock > now then
-    if redis.call('SISMEMBER', KEYS[10], id) == 1 then return 'locked-with-requeue', lock end
+    if redis.call('SISMEMBER', (KEY_BASE .. 'requeue'), id) == 1 then return 'locked-with-requeue', lock end
     return 'locked', lock
   end
   if backoff > now then return 'queued-with-backoff', backoff end
@@ -7155,7 +7185,7 @@ end
 
 -- The lane a message joins when it becomes ready.
 local function lane_of(id)
-  return lane_for(class_of(id), redis.call('HGET', KEYS[15], id))
+  return lane_for(class_of(id), redis.call('HGET', (KEY_BASE .. 'priorities'), id))
 end
 
 -- Blanks a queued message's entry where it waits (its ready list, else its group's parked list), in
@@ -7164,7 +7194,7 @@ local function unready(id)
   local list = ready_list(lane_of(id))
   local at = redis.call('LPOS', list, id)
   if not at then
-    local group = redis.call('HGET', KEYS[17], id)
+    local group = redis.call('HGET', (KEY_BASE .. 'groups'), id)
     if not group then return false end
     list = ready_list('#' .. group)
     at = redis.call('LPOS', list, id)
@@ -7185,7 +7215,7 @@ end
 
 -- The queue's limit, or nil for none.
 local function group_limit()
-  return tonumber(redis.call('HGET', KEYS[5], 'group_concurrency'))
+  return tonumber(redis.call('HGET', (KEY_BASE .. 'conf'), 'group_concurrency'))
 end
 
 -- Moves up to \`free\` (nil: all) of the group's parked messages back to the front of their lanes.
@@ -7198,7 +7228,7 @@ local function unpark(group, free, ready)
     if not ids then break end
     for _, id in ipairs(ids) do
       -- Blank entries (removed or debounced messages) and messages gone meanwhile are dropped.
-      if id ~= '' and redis.call('HGET', KEYS[17], id) == group then
+      if id ~= '' and redis.call('HGET', (KEY_BASE .. 'groups'), id) == group then
         push_ready(ready, lane_of(id), id, true)
         moved = moved + 1
       end
@@ -7206,8 +7236,8 @@ local function unpark(group, free, ready)
   end
   if redis.call('EXISTS', list) == 0 then
     -- Groups come and go (tenants): nothing of an emptied parked list stays behind.
-    redis.call('SREM', KEYS[19], group)
-    redis.call('HDEL', KEYS[3], '#' .. group)
+    redis.call('SREM', (KEY_BASE .. 'parked'), group)
+    redis.call('HDEL', (KEY_BASE .. 'pushes'), '#' .. group)
   end
   return moved
 end
@@ -7216,27 +7246,27 @@ end
 local function park(group, id)
   local lane = '#' .. group
   redis.call('LPUSH', ready_list(lane), id)
-  redis.call('HINCRBY', KEYS[3], lane, 1)
-  redis.call('SADD', KEYS[19], group)
+  redis.call('HINCRBY', (KEY_BASE .. 'pushes'), lane, 1)
+  redis.call('SADD', (KEY_BASE .. 'parked'), group)
 end
 
 -- The held messages \`ids\` let go of their locks (finished, lock expired): their groups' counts go down,
 -- and parked messages of those groups get the room, unless \`keep\` (the messages go back to the front
 -- of their lanes and take the room themselves: an expired lock). Returns how many went back to their lanes.
 local function release_groups(ids, ready, keep)
-  if redis.call('EXISTS', KEYS[18]) == 0 then return 0 end
+  if redis.call('EXISTS', (KEY_BASE .. 'group-held')) == 0 then return 0 end
   check_rare()
-  local groups = hmget(KEYS[17], ids)
+  local groups = hmget((KEY_BASE .. 'groups'), ids)
   local limit, moved = false, 0
   for i = 1, #ids do
     local group = groups[i]
     if group then
-      local held = redis.call('HINCRBY', KEYS[18], group, -1)
+      local held = redis.call('HINCRBY', (KEY_BASE .. 'group-held'), group, -1)
       if held <= 0 then
-        redis.call('HDEL', KEYS[18], group)
+        redis.call('HDEL', (KEY_BASE .. 'group-held'), group)
         held = 0
       end
-      if not keep and redis.call('SISMEMBER', KEYS[19], group) == 1 then
+      if not keep and redis.call('SISMEMBER', (KEY_BASE .. 'parked'), group) == 1 then
         if limit == false then limit = group_limit() end
         if limit == nil then
           moved = moved + unpark(group, nil, ready)
@@ -7253,8 +7283,8 @@ end
 local function unpark_all(ready)
   local limit = group_limit()
   local moved = 0
-  for _, group in ipairs(redis.call('SMEMBERS', KEYS[19])) do
-    local held = tonumber(redis.call('HGET', KEYS[18], group)) or 0
+  for _, group in ipairs(redis.call('SMEMBERS', (KEY_BASE .. 'parked'))) do
+    local held = tonumber(redis.call('HGET', (KEY_BASE .. 'group-held'), group)) or 0
     if limit == nil then
       moved = moved + unpark(group, nil, ready)
     elseif held < limit then
@@ -7288,11 +7318,11 @@ local function forget(id, w)
   for _, name in ipairs({ 'done', 'requeue' }) do
     if w then later(w, 'srem', key_table()[name], id) else redis.call('SREM', key_table()[name], id) end
   end
-  if has_debounce == nil then has_debounce = redis.call('EXISTS', KEYS[37]) == 1 end
-  local did = has_debounce and redis.call('HGET', KEYS[37], id)
+  if has_debounce == nil then has_debounce = redis.call('EXISTS', (KEY_BASE .. 'debounce-of')) == 1 end
+  local did = has_debounce and redis.call('HGET', (KEY_BASE .. 'debounce-of'), id)
   if did then
-    redis.call('HDEL', KEYS[37], id)
-    if redis.call('HGET', KEYS[36], did) == id then redis.call('HDEL', KEYS[36], did) end
+    redis.call('HDEL', (KEY_BASE .. 'debounce-of'), id)
+    if redis.call('HGET', (KEY_BASE .. 'debounce'), did) == id then redis.call('HDEL', (KEY_BASE .. 'debounce'), did) end
   end
 end
 -- fail: a message's last run ended in a final error: it becomes failed, or
@@ -7309,7 +7339,7 @@ local HISTORY_LIMIT = 10
 local function append_history(id, attempt, started, now, consumer, outcome, err)
   check_rare()
   local history = {}
-  local stored = redis.call('HGET', KEYS[22], id)
+  local stored = redis.call('HGET', (KEY_BASE .. 'history'), id)
   if stored then
     local ok, value = pcall(cjson.decode, stored)
     if ok and type(value) == 'table' then history = value end
@@ -7323,21 +7353,21 @@ local function append_history(id, attempt, started, now, consumer, outcome, err)
     error = err or cjson.null,
   }
   while #history > HISTORY_LIMIT do table.remove(history, 1) end
-  redis.call('HSET', KEYS[22], id, cjson.encode(history))
+  redis.call('HSET', (KEY_BASE .. 'history'), id, cjson.encode(history))
 end
 
 -- The keys of the dead-letter queue \`name\`: same prefix, its own hash tag (so never on a cluster:
 -- configure refuses a dead-letter queue there).
 local function dead_letter_key(name, key)
-  local prefix = string.match(KEYS[5], '^([^{]*):{')
+  local prefix = string.match((KEY_BASE .. 'conf'), '^([^{]*):{')
   return prefix .. ':{' .. name .. '}:' .. key
 end
 
 -- Moves the message to the dead-letter queue \`dlq\`, queued there at attempt 0; false when the id is taken there.
 local function dead_letter(id, dlq, now)
   local dk = function(key) return dead_letter_key(dlq, key) end
-  local class = redis.call('HGET', KEYS[14], id) or ''
-  local priority = redis.call('HGET', KEYS[15], id)
+  local class = redis.call('HGET', (KEY_BASE .. 'filters'), id) or ''
+  local priority = redis.call('HGET', (KEY_BASE .. 'priorities'), id)
   -- The message keeps its priority and group there (see ready_list in common).
   local lane = lane_for(class, priority)
   local list = dk('mid-circle')
@@ -7358,8 +7388,8 @@ local function dead_letter(id, dlq, now)
     check_type(dk('events-seq'), 'string')
   end
   if redis.call('HEXISTS', dk('messages'), id) == 1 then return false end
-  for _, pair in ipairs({ { 'messages', KEYS[1] }, { 'metadata', KEYS[20] }, { 'policies', KEYS[21] },
-    { 'history', KEYS[22] }, { 'outcomes', KEYS[26] }, { 'priorities', KEYS[15] }, { 'groups', KEYS[17] } }) do
+  for _, pair in ipairs({ { 'messages', (KEY_BASE .. 'messages') }, { 'metadata', (KEY_BASE .. 'metadata') }, { 'policies', (KEY_BASE .. 'policies') },
+    { 'history', (KEY_BASE .. 'history') }, { 'outcomes', (KEY_BASE .. 'outcomes') }, { 'priorities', (KEY_BASE .. 'priorities') }, { 'groups', (KEY_BASE .. 'groups') } }) do
     local value = redis.call('HGET', pair[2], id)
     if value then redis.call('HSET', dk(pair[1]), id, value) end
   end
@@ -7385,17 +7415,17 @@ end
 -- or dead-lettered. The caller has recorded the failing attempt in the history.
 local function fail(id, now, outcome)
   check_rare()
-  for _, key in ipairs({ KEYS[12], KEYS[25], KEYS[11], KEYS[29] }) do redis.call('HDEL', key, id) end
-  for _, key in ipairs({ KEYS[31], KEYS[30], KEYS[32] }) do redis.call('ZREM', key, id) end
-  redis.call('SREM', KEYS[10], id)
-  redis.call('HSET', KEYS[26], id, outcome)
-  redis.call('HSET', KEYS[28], id, now)
-  local dlq = redis.call('HGET', KEYS[5], 'dead_letter_queue')
+  for _, key in ipairs({ (KEY_BASE .. 'locks'), (KEY_BASE .. 'holders'), (KEY_BASE .. 'backoffs'), (KEY_BASE .. 'requeue-content') }) do redis.call('HDEL', key, id) end
+  for _, key in ipairs({ (KEY_BASE .. 'lock-expiry'), (KEY_BASE .. 'schedule'), (KEY_BASE .. 'requeue-locks') }) do redis.call('ZREM', key, id) end
+  redis.call('SREM', (KEY_BASE .. 'requeue'), id)
+  redis.call('HSET', (KEY_BASE .. 'outcomes'), id, outcome)
+  redis.call('HSET', (KEY_BASE .. 'updated-at'), id, now)
+  local dlq = redis.call('HGET', (KEY_BASE .. 'conf'), 'dead_letter_queue')
   if dlq and dlq ~= '' and dead_letter(id, dlq, now) then
     forget(id)
     return
   end
-  redis.call('ZADD', KEYS[13], now, id)
+  redis.call('ZADD', (KEY_BASE .. 'failed'), now, id)
 end
 -- promote: moves messages whose wait is over back to their ready lists, at the
 -- front (they waited longest): pending messages whose backoff ended, requeues
@@ -7422,16 +7452,16 @@ end
 -- Ends a scheduled wait now: a backoff (queued-with-backoff), or a requeue's (done-with-requeue:
 -- a new run, out of done). The message goes to the front of its ready list.
 local function end_wait(id, ready, w)
-  if redis.call('SISMEMBER', KEYS[9], id) == 1 then
-    later(w, 'srem', KEYS[9], id)
-    later(w, 'srem', KEYS[10], id)
-    later(w, 'zrem', KEYS[34], id)
-    later(w, 'zrem', KEYS[33], id)
-    later(w, 'hdel', KEYS[24], id)
-    later(w, 'hdel', KEYS[23], id)
+  if redis.call('SISMEMBER', (KEY_BASE .. 'done'), id) == 1 then
+    later(w, 'srem', (KEY_BASE .. 'done'), id)
+    later(w, 'srem', (KEY_BASE .. 'requeue'), id)
+    later(w, 'zrem', (KEY_BASE .. 'done-at'), id)
+    later(w, 'zrem', (KEY_BASE .. 'requeue-schedule'), id)
+    later(w, 'hdel', (KEY_BASE .. 'nattempts'), id)
+    later(w, 'hdel', (KEY_BASE .. 'losses'), id)
   end
-  later(w, 'hdel', KEYS[11], id)
-  later(w, 'zrem', KEYS[30], id)
+  later(w, 'hdel', (KEY_BASE .. 'backoffs'), id)
+  later(w, 'zrem', (KEY_BASE .. 'schedule'), id)
   push_ready(ready, lane_of(id), id, true)
 end
 
@@ -7441,34 +7471,34 @@ end
 local function promote(now, ready, w, heads)
   local due, expired = {}, {}
   if heads == nil or (heads.schedule ~= nil and heads.schedule <= now) then
-    due = redis.call('ZRANGEBYSCORE', KEYS[30], '-inf', now, 'LIMIT', 0, PROMOTE_LIMIT)
+    due = redis.call('ZRANGEBYSCORE', (KEY_BASE .. 'schedule'), '-inf', now, 'LIMIT', 0, PROMOTE_LIMIT)
   end
   if heads == nil or (heads.expiry ~= nil and heads.expiry <= now) then
-    expired = redis.call('ZRANGEBYSCORE', KEYS[31], '-inf', now, 'LIMIT', 0, PROMOTE_LIMIT)
+    expired = redis.call('ZRANGEBYSCORE', (KEY_BASE .. 'lock-expiry'), '-inf', now, 'LIMIT', 0, PROMOTE_LIMIT)
   end
   if #due > 0 or #expired > 0 then check_rare() end
   for _, id in ipairs(due) do end_wait(id, ready, w) end
   local max_deliveries = nil
   local back = {}
   for _, id in ipairs(expired) do
-    local holder = redis.call('HGET', KEYS[25], id)
-    append_history(id, redis.call('HGET', KEYS[24], id), nil, now, holder, 'lost', nil)
-    local losses = redis.call('HINCRBY', KEYS[23], id, 1)
+    local holder = redis.call('HGET', (KEY_BASE .. 'holders'), id)
+    append_history(id, redis.call('HGET', (KEY_BASE .. 'nattempts'), id), nil, now, holder, 'lost', nil)
+    local losses = redis.call('HINCRBY', (KEY_BASE .. 'losses'), id, 1)
     if max_deliveries == nil then
-      max_deliveries = tonumber(redis.call('HGET', KEYS[5], 'max_deliveries')) or DEFAULT_MAX_DELIVERIES
+      max_deliveries = tonumber(redis.call('HGET', (KEY_BASE .. 'conf'), 'max_deliveries')) or DEFAULT_MAX_DELIVERIES
     end
     if max_deliveries > 0 and losses >= max_deliveries then
       local err = max_deliveries_error(losses)
-      event('failed', id, redis.call('HGET', KEYS[24], id), err)
+      event('failed', id, redis.call('HGET', (KEY_BASE .. 'nattempts'), id), err)
       -- Before fail: a dead-letter move forgets the message's group.
       release_groups({ id }, ready, false)
       fail(id, now, 'error\\n' .. err)
     else
       back[#back + 1] = id
-      later(w, 'hdel', KEYS[12], id)
-      later(w, 'hdel', KEYS[25], id)
-      later(w, 'zrem', KEYS[31], id)
-      later(w, 'zrem', KEYS[32], id)
+      later(w, 'hdel', (KEY_BASE .. 'locks'), id)
+      later(w, 'hdel', (KEY_BASE .. 'holders'), id)
+      later(w, 'zrem', (KEY_BASE .. 'lock-expiry'), id)
+      later(w, 'zrem', (KEY_BASE .. 'requeue-locks'), id)
       push_ready(ready, lane_of(id), id, true)
     end
   end
@@ -7492,14 +7522,14 @@ local ready = pending_ready()
 local replies = {}
 for i, id in ipairs(ARGV) do
   replies[i] = ''
-  if redis.call('HEXISTS', KEYS[1], id) == 1 then
+  if redis.call('HEXISTS', (KEY_BASE .. 'messages'), id) == 1 then
     local state = state_of(id, now)
     if state == 'queued-with-backoff' or state == 'done-with-requeue' then
       end_wait(id, ready, w)
       -- Written now: the same id later in the call must see it queued.
       flush_writes(w)
       w = pending_writes()
-      redis.call('HSET', KEYS[28], id, now)
+      redis.call('HSET', (KEY_BASE .. 'updated-at'), id, now)
       replies[i] = 'ok'
     else
       replies[i] = state
@@ -7507,7 +7537,7 @@ for i, id in ipairs(ARGV) do
   end
 end
 flush_ready(ready)
-if ready.count > 0 then redis.call('PUBLISH', KEYS[2], 'promote') end
+if ready.count > 0 then redis.call('PUBLISH', (KEY_BASE .. 'wake'), 'promote') end
 return replies
 `,
   },
@@ -7529,12 +7559,14 @@ return replies
       'locks',
     ],
     readOnly: true,
-    sha: '2c1ed89c1a8749b24a7e89e7b4e3cdd682bc3378',
+    sha: 'cc32bc601a7dbab6af8686d0da0100a03dc23e80',
     source: `#!lua flags=no-writes
+-- The queue's keys are its base (the one key the call passes) and their names.
+local KEY_BASE = KEYS[1]
 -- The keys by name, for the helpers that look a key up by a name they hold.
 local K_TABLE = nil
 local function key_table()
-  if K_TABLE == nil then K_TABLE = { messages = KEYS[1], done = KEYS[2], failed = KEYS[3], schedule = KEYS[4], lock_expiry = KEYS[5], dedupe = KEYS[6], requeue_locks = KEYS[7], requeue_schedule = KEYS[8], ndry_runs = KEYS[9], conf = KEYS[10], consumers = KEYS[11], holders = KEYS[12], locks = KEYS[13] } end
+  if K_TABLE == nil then K_TABLE = { messages = (KEY_BASE .. 'messages'), done = (KEY_BASE .. 'done'), failed = (KEY_BASE .. 'failed'), schedule = (KEY_BASE .. 'schedule'), lock_expiry = (KEY_BASE .. 'lock-expiry'), dedupe = (KEY_BASE .. 'dedupe'), requeue_locks = (KEY_BASE .. 'requeue-locks'), requeue_schedule = (KEY_BASE .. 'requeue-schedule'), ndry_runs = (KEY_BASE .. 'ndry-runs'), conf = (KEY_BASE .. 'conf'), consumers = (KEY_BASE .. 'consumers'), holders = (KEY_BASE .. 'holders'), locks = (KEY_BASE .. 'locks') } end
   return K_TABLE
 end
 -- common: helpers every script includes. K holds the queue's keys by name
@@ -7603,8 +7635,8 @@ end
 
 -- The conf fields \`fields\` (HMGET), a conf of another type refused before any write.
 local function read_conf(fields)
-  local conf = redis.pcall('HMGET', KEYS[10], unpack(fields))
-  if conf.err then layout_error(KEYS[10], redis.call('TYPE', KEYS[10]).ok, 'hash') end
+  local conf = redis.pcall('HMGET', (KEY_BASE .. 'conf'), unpack(fields))
+  if conf.err then layout_error((KEY_BASE .. 'conf'), redis.call('TYPE', (KEY_BASE .. 'conf')).ok, 'hash') end
   return conf
 end
 
@@ -7774,13 +7806,13 @@ end
 
 -- { registrations as id, JSON pairs..., then id, holder pairs of live locks } and how many pairs the first part has.
 local function consumer_entries(now)
-  local reply = redis.call('HGETALL', KEYS[11])
+  local reply = redis.call('HGETALL', (KEY_BASE .. 'consumers'))
   local registrations = #reply / 2
-  local held = redis.call('HGETALL', KEYS[12])
+  local held = redis.call('HGETALL', (KEY_BASE .. 'holders'))
   if #held > 0 then
     local ids = {}
     for i = 1, #held, 2 do ids[#ids + 1] = held[i] end
-    local locks = redis.call('HMGET', KEYS[13], unpack(ids))
+    local locks = redis.call('HMGET', (KEY_BASE .. 'locks'), unpack(ids))
     for i, id in ipairs(ids) do
       if (tonumber(locks[i]) or 0) > now then
         reply[#reply + 1] = id
@@ -7806,15 +7838,15 @@ end
 check_layout()
 local now = now_ms()
 local after = '(' .. now
-local total = redis.call('HLEN', KEYS[1])
-local done = redis.call('SCARD', KEYS[2])
-local failed = redis.call('ZCARD', KEYS[3])
-local locked = redis.call('ZCOUNT', KEYS[5], after, '+inf')
-local locked_requeue = redis.call('ZCOUNT', KEYS[7], after, '+inf')
-local waiting = redis.call('ZCOUNT', KEYS[4], after, '+inf')
-local done_requeue = redis.call('ZCOUNT', KEYS[8], after, '+inf')
-local due_requeue = redis.call('ZCARD', KEYS[8]) - done_requeue
-local done_backoff = redis.call('ZCOUNT', KEYS[6], after, '+inf')
+local total = redis.call('HLEN', (KEY_BASE .. 'messages'))
+local done = redis.call('SCARD', (KEY_BASE .. 'done'))
+local failed = redis.call('ZCARD', (KEY_BASE .. 'failed'))
+local locked = redis.call('ZCOUNT', (KEY_BASE .. 'lock-expiry'), after, '+inf')
+local locked_requeue = redis.call('ZCOUNT', (KEY_BASE .. 'requeue-locks'), after, '+inf')
+local waiting = redis.call('ZCOUNT', (KEY_BASE .. 'schedule'), after, '+inf')
+local done_requeue = redis.call('ZCOUNT', (KEY_BASE .. 'requeue-schedule'), after, '+inf')
+local due_requeue = redis.call('ZCARD', (KEY_BASE .. 'requeue-schedule')) - done_requeue
+local done_backoff = redis.call('ZCOUNT', (KEY_BASE .. 'dedupe'), after, '+inf')
 local counts = {
   0,
   waiting - done_requeue,
@@ -7831,8 +7863,8 @@ counts[1] = total - others
 
 local entries, registrations = consumer_entries(now)
 local paused = 0
-if redis.call('HGET', KEYS[10], 'paused') == '1' then paused = 1 end
-local reply = { now, tonumber(redis.call('GET', KEYS[9])) or 0, paused }
+if redis.call('HGET', (KEY_BASE .. 'conf'), 'paused') == '1' then paused = 1 end
+local reply = { now, tonumber(redis.call('GET', (KEY_BASE .. 'ndry-runs'))) or 0, paused }
 for _, n in ipairs(counts) do reply[#reply + 1] = n end
 reply[#reply + 1] = registrations
 for _, v in ipairs(entries) do reply[#reply + 1] = v end
@@ -7843,12 +7875,14 @@ return reply
     name: 'read-events',
     keys: ['events', 'events-seq'],
     readOnly: true,
-    sha: 'dfc86266aa25ea48e7ab4af106601c9164abcf2d',
+    sha: 'f77d1dabe2ad8c855ecaaee96f9f0b7c6f3debbe',
     source: `#!lua flags=no-writes
+-- The queue's keys are its base (the one key the call passes) and their names.
+local KEY_BASE = KEYS[1]
 -- The keys by name, for the helpers that look a key up by a name they hold.
 local K_TABLE = nil
 local function key_table()
-  if K_TABLE == nil then K_TABLE = { events = KEYS[1], events_seq = KEYS[2] } end
+  if K_TABLE == nil then K_TABLE = { events = (KEY_BASE .. 'events'), events_seq = (KEY_BASE .. 'events-seq') } end
   return K_TABLE
 end
 -- common: helpers every script includes. K holds the queue's keys by name
@@ -8095,7 +8129,7 @@ end
 
 check_layout()
 local after, limit = tonumber(ARGV[1]), tonumber(ARGV[2])
-local head = tonumber(redis.call('GET', KEYS[2])) or 0
+local head = tonumber(redis.call('GET', (KEY_BASE .. 'events-seq'))) or 0
 local reply = { 0, head }
 local start = '-'
 if after ~= nil then start = string.format('%d', after + 1) end
@@ -8104,7 +8138,7 @@ local first = true
 while n < limit do
   -- Every entry holds at least one event: never more entries than events still wanted.
   local asked = math.min(100, limit - n)
-  local entries = redis.call('XRANGE', KEYS[1], start, '+', 'COUNT', asked)
+  local entries = redis.call('XRANGE', (KEY_BASE .. 'events'), start, '+', 'COUNT', asked)
   for _, entry in ipairs(entries) do
     -- Fields: at, n, events (one line per event).
     local fields = entry[2]
@@ -8132,12 +8166,14 @@ return reply
     name: 'register-consumer',
     keys: ['consumers'],
     readOnly: false,
-    sha: 'ec6f55a8108bdac5062149c2a04903189eeba9bb',
+    sha: 'c2f8d3058bfbefd967d8a86f2d1857702bb3e365',
     source: `#!lua flags=allow-oom
+-- The queue's keys are its base (the one key the call passes) and their names.
+local KEY_BASE = KEYS[1]
 -- The keys by name, for the helpers that look a key up by a name they hold.
 local K_TABLE = nil
 local function key_table()
-  if K_TABLE == nil then K_TABLE = { consumers = KEYS[1] } end
+  if K_TABLE == nil then K_TABLE = { consumers = (KEY_BASE .. 'consumers') } end
   return K_TABLE
 end
 -- common: helpers every script includes. K holds the queue's keys by name
@@ -8383,13 +8419,13 @@ check_layout()
 local id, host, pid, ttl = ARGV[1], ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[4])
 local now = now_ms()
 local started = now
-local existing = redis.call('HGET', KEYS[1], id)
+local existing = redis.call('HGET', (KEY_BASE .. 'consumers'), id)
 if existing then
   local ok, previous = pcall(cjson.decode, existing)
   if ok and type(previous) == 'table' and tonumber(previous.startedAt) then started = previous.startedAt end
 end
 local registration = { host = host, pid = pid, startedAt = started, lastSeenAt = now, expiresAt = now + ttl }
-redis.call('HSET', KEYS[1], id, cjson.encode(registration))
+redis.call('HSET', (KEY_BASE .. 'consumers'), id, cjson.encode(registration))
 return 1
 `,
   },
@@ -8431,12 +8467,14 @@ return 1
       'debounce-of',
     ],
     readOnly: false,
-    sha: 'e656bc4e833f672490c409324386f3f4e87da177',
+    sha: '28b6520c2437ed1c36b4f507a628c6e548a7eab2',
     source: `#!lua flags=allow-oom
+-- The queue's keys are its base (the one key the call passes) and their names.
+local KEY_BASE = KEYS[1]
 -- The keys by name, for the helpers that look a key up by a name they hold.
 local K_TABLE = nil
 local function key_table()
-  if K_TABLE == nil then K_TABLE = { mid_circle = KEYS[1], conf = KEYS[2], events = KEYS[3], events_seq = KEYS[4], events_wake = KEYS[5], done = KEYS[6], requeue = KEYS[7], backoffs = KEYS[8], locks = KEYS[9], failed = KEYS[10], filters = KEYS[11], priorities = KEYS[12], lanes = KEYS[13], groups = KEYS[14], messages = KEYS[15], metadata = KEYS[16], policies = KEYS[17], history = KEYS[18], losses = KEYS[19], nattempts = KEYS[20], holders = KEYS[21], outcomes = KEYS[22], enqueued_at = KEYS[23], updated_at = KEYS[24], requeue_content = KEYS[25], schedule = KEYS[26], lock_expiry = KEYS[27], requeue_locks = KEYS[28], requeue_schedule = KEYS[29], done_at = KEYS[30], dedupe = KEYS[31], debounce = KEYS[32], debounce_of = KEYS[33] } end
+  if K_TABLE == nil then K_TABLE = { mid_circle = (KEY_BASE .. 'mid-circle'), conf = (KEY_BASE .. 'conf'), events = (KEY_BASE .. 'events'), events_seq = (KEY_BASE .. 'events-seq'), events_wake = (KEY_BASE .. 'events-wake'), done = (KEY_BASE .. 'done'), requeue = (KEY_BASE .. 'requeue'), backoffs = (KEY_BASE .. 'backoffs'), locks = (KEY_BASE .. 'locks'), failed = (KEY_BASE .. 'failed'), filters = (KEY_BASE .. 'filters'), priorities = (KEY_BASE .. 'priorities'), lanes = (KEY_BASE .. 'lanes'), groups = (KEY_BASE .. 'groups'), messages = (KEY_BASE .. 'messages'), metadata = (KEY_BASE .. 'metadata'), policies = (KEY_BASE .. 'policies'), history = (KEY_BASE .. 'history'), losses = (KEY_BASE .. 'losses'), nattempts = (KEY_BASE .. 'nattempts'), holders = (KEY_BASE .. 'holders'), outcomes = (KEY_BASE .. 'outcomes'), enqueued_at = (KEY_BASE .. 'enqueued-at'), updated_at = (KEY_BASE .. 'updated-at'), requeue_content = (KEY_BASE .. 'requeue-content'), schedule = (KEY_BASE .. 'schedule'), lock_expiry = (KEY_BASE .. 'lock-expiry'), requeue_locks = (KEY_BASE .. 'requeue-locks'), requeue_schedule = (KEY_BASE .. 'requeue-schedule'), done_at = (KEY_BASE .. 'done-at'), dedupe = (KEY_BASE .. 'dedupe'), debounce = (KEY_BASE .. 'debounce'), debounce_of = (KEY_BASE .. 'debounce-of') } end
   return K_TABLE
 end
 -- common: helpers every script includes. K holds the queue's keys by name
@@ -8505,8 +8543,8 @@ end
 
 -- The conf fields \`fields\` (HMGET), a conf of another type refused before any write.
 local function read_conf(fields)
-  local conf = redis.pcall('HMGET', KEYS[2], unpack(fields))
-  if conf.err then layout_error(KEYS[2], redis.call('TYPE', KEYS[2]).ok, 'hash') end
+  local conf = redis.pcall('HMGET', (KEY_BASE .. 'conf'), unpack(fields))
+  if conf.err then layout_error((KEY_BASE .. 'conf'), redis.call('TYPE', (KEY_BASE .. 'conf')).ok, 'hash') end
   return conf
 end
 
@@ -8514,10 +8552,10 @@ end
 -- and a 4-digit priority when above 0 (\`mid-circle:a=x@0003\`, \`mid-circle@0003\`); '#<group>' is the list
 -- of a full group's parked messages (\`mid-circle#<group>\`).
 local function ready_list(lane)
-  if lane == '' then return KEYS[1] end
+  if lane == '' then return (KEY_BASE .. 'mid-circle') end
   local c = string.byte(lane, 1)
-  if c == 64 or c == 35 then return KEYS[1] .. lane end
-  return KEYS[1] .. ':' .. lane
+  if c == 64 or c == 35 then return (KEY_BASE .. 'mid-circle') .. lane end
+  return (KEY_BASE .. 'mid-circle') .. ':' .. lane
 end
 
 -- The lane of a class and a priority (a number, a string or nil: 0).
@@ -8536,7 +8574,7 @@ end
 
 -- A message's filter class ('' for none); the script must take the \`filters\` key.
 local function class_of(id)
-  return redis.call('HGET', KEYS[11], id) or ''
+  return redis.call('HGET', (KEY_BASE .. 'filters'), id) or ''
 end
 
 -- Checks every key the script was given, and the ready list of every filter
@@ -8556,7 +8594,7 @@ local function check_layout(new_classes, rare, read_first, marked)
   -- A marked queue's hot path only keeps the list: check_rare reads it, and a set is built only below.
   RARE_NAMES = rare or RARE_NAMES
   if marked then
-    if KEYS[1] ~= nil then
+    if (KEY_BASE .. 'mid-circle') ~= nil then
       for _, class in ipairs(new_classes or {}) do check_type(ready_list(class), 'list') end
     end
     return
@@ -8564,7 +8602,7 @@ local function check_layout(new_classes, rare, read_first, marked)
   for _, name in ipairs(RARE_NAMES) do RARE[name] = true end
   local skip = {}
   for _, name in ipairs(read_first or {}) do skip[name] = true end
-  local lists = nil ~= nil and KEYS[1] ~= nil
+  local lists = nil ~= nil and (KEY_BASE .. 'mid-circle') ~= nil
   -- SMEMBERS below checks \`classes\` itself.
   if lists then skip.classes = true end
   for name, key in pairs(key_table()) do
@@ -8658,10 +8696,10 @@ local function flush_ready(r)
     redis.call('HINCRBY', nil, class, #ids)
   end
   for class, ids in pairs(r.front) do
-    if string.find(class, '@', 1, true) then redis.call('ZADD', KEYS[13], select(2, lane_parts(class)), class) end
+    if string.find(class, '@', 1, true) then redis.call('ZADD', (KEY_BASE .. 'lanes'), select(2, lane_parts(class)), class) end
   end
   for class in pairs(r.back) do
-    if string.find(class, '@', 1, true) then redis.call('ZADD', KEYS[13], select(2, lane_parts(class)), class) end
+    if string.find(class, '@', 1, true) then redis.call('ZADD', (KEY_BASE .. 'lanes'), select(2, lane_parts(class)), class) end
   end
   for class, ids in pairs(r.front) do
     -- The earliest is pushed last, so it is the next out.
@@ -8706,8 +8744,8 @@ local function events_begin(read)
   EV.on = conf[1] == '1'
   if EV.on then
     EV.max = tonumber(conf[2]) or DEFAULT_EVENTS_MAX_COUNT
-    check_type(KEYS[3], 'stream')
-    check_type(KEYS[4], 'string')
+    check_type((KEY_BASE .. 'events'), 'stream')
+    check_type((KEY_BASE .. 'events-seq'), 'string')
   end
 end
 
@@ -8756,7 +8794,7 @@ end
 
 -- Writes the events noted by this script.
 local function events_flush(now)
-  if EV.on and #EV.lines > 0 then append_events(KEYS[3], KEYS[4], KEYS[5], EV.max, now, EV.lines) end
+  if EV.on and #EV.lines > 0 then append_events((KEY_BASE .. 'events'), (KEY_BASE .. 'events-seq'), (KEY_BASE .. 'events-wake'), EV.max, now, EV.lines) end
   EV.lines = {}
 end
 -- state: a message's state, derived from Carmine's keys as Carmine derives it,
@@ -8766,10 +8804,10 @@ end
 
 -- The state of a message known to exist, at \`now\`.
 local function state_of(id, now)
-  if redis.call('ZSCORE', KEYS[10], id) then return 'failed', nil end
-  local backoff = tonumber(redis.call('HGET', KEYS[8], id)) or 0
-  if redis.call('SISMEMBER', KEYS[6], id) == 1 then
-    local requeued = redis.call('SISMEMBER', KEYS[7], id) == 1
+  if redis.call('ZSCORE', (KEY_BASE .. 'failed'), id) then return 'failed', nil end
+  local backoff = tonumber(redis.call('HGET', (KEY_BASE .. 'backoffs'), id)) or 0
+  if redis.call('SISMEMBER', (KEY_BASE .. 'done'), id) == 1 then
+    local requeued = redis.call('SISMEMBER', (KEY_BASE .. 'requeue'), id) == 1
     if backoff > now then
       if requeued then return 'done-with-requeue', backoff end
       return 'done-with-backoff', backoff
@@ -8778,9 +8816,9 @@ local function state_of(id, now)
     if requeued then return 'queued', nil end
     return 'done-awaiting-gc', nil
   end
-  local lock = tonumber(redis.call('HGET', KEYS[9], id)) or 0
+  local lock = tonumber(redis.call('HGET', (KEY_BASE .. 'locks'), id)) or 0
   if lock > now then
-    if redis.call('SISMEMBER', KEYS[7], id) == 1 then return 'locked-with-requeue', lock end
+    if redis.call('SISMEMBER', (KEY_BASE .. 'requeue'), id) == 1 then return 'locked-with-requeue', lock end
     return 'locked', lock
   end
   if backoff > now then return 'queued-with-backoff', backoff end
@@ -8794,7 +8832,7 @@ end
 
 -- The lane a message joins when it becomes ready.
 local function lane_of(id)
-  return lane_for(class_of(id), redis.call('HGET', KEYS[12], id))
+  return lane_for(class_of(id), redis.call('HGET', (KEY_BASE .. 'priorities'), id))
 end
 
 -- Blanks a queued message's entry where it waits (its ready list, else its group's parked list), in
@@ -8803,7 +8841,7 @@ local function unready(id)
   local list = ready_list(lane_of(id))
   local at = redis.call('LPOS', list, id)
   if not at then
-    local group = redis.call('HGET', KEYS[14], id)
+    local group = redis.call('HGET', (KEY_BASE .. 'groups'), id)
     if not group then return false end
     list = ready_list('#' .. group)
     at = redis.call('LPOS', list, id)
@@ -8837,11 +8875,11 @@ local function forget(id, w)
   for _, name in ipairs({ 'done', 'requeue' }) do
     if w then later(w, 'srem', key_table()[name], id) else redis.call('SREM', key_table()[name], id) end
   end
-  if has_debounce == nil then has_debounce = redis.call('EXISTS', KEYS[33]) == 1 end
-  local did = has_debounce and redis.call('HGET', KEYS[33], id)
+  if has_debounce == nil then has_debounce = redis.call('EXISTS', (KEY_BASE .. 'debounce-of')) == 1 end
+  local did = has_debounce and redis.call('HGET', (KEY_BASE .. 'debounce-of'), id)
   if did then
-    redis.call('HDEL', KEYS[33], id)
-    if redis.call('HGET', KEYS[32], did) == id then redis.call('HDEL', KEYS[32], did) end
+    redis.call('HDEL', (KEY_BASE .. 'debounce-of'), id)
+    if redis.call('HGET', (KEY_BASE .. 'debounce'), did) == id then redis.call('HDEL', (KEY_BASE .. 'debounce'), did) end
   end
 end
 -- remove: deletes messages in any state but locked and locked-with-requeue
@@ -8862,16 +8900,16 @@ local now = now_ms()
 local replies = {}
 for i, id in ipairs(ARGV) do
   replies[i] = ''
-  if redis.call('HEXISTS', KEYS[15], id) == 1 then
+  if redis.call('HEXISTS', (KEY_BASE .. 'messages'), id) == 1 then
     local state = state_of(id, now)
     if state == 'locked' or state == 'locked-with-requeue' then
       replies[i] = state
     else
-      if state == 'queued' and not redis.call('ZSCORE', KEYS[26], id) and not redis.call('ZSCORE', KEYS[27], id)
-        and redis.call('SISMEMBER', KEYS[6], id) == 0 then
+      if state == 'queued' and not redis.call('ZSCORE', (KEY_BASE .. 'schedule'), id) and not redis.call('ZSCORE', (KEY_BASE .. 'lock-expiry'), id)
+        and redis.call('SISMEMBER', (KEY_BASE .. 'done'), id) == 0 then
         unready(id)
       end
-      if EV.on then event('removed', id, redis.call('HGET', KEYS[20], id)) end
+      if EV.on then event('removed', id, redis.call('HGET', (KEY_BASE .. 'nattempts'), id)) end
       forget(id)
       replies[i] = 'ok'
     end
@@ -8906,12 +8944,14 @@ return replies
       'groups',
     ],
     readOnly: false,
-    sha: '91fc727e5628b219682140f9003b33ca3270dc43',
+    sha: '0794cf88c81f1154a27f75639eb5ff6ccf0053f5',
     source: `#!lua
+-- The queue's keys are its base (the one key the call passes) and their names.
+local KEY_BASE = KEYS[1]
 -- The keys by name, for the helpers that look a key up by a name they hold.
 local K_TABLE = nil
 local function key_table()
-  if K_TABLE == nil then K_TABLE = { messages = KEYS[1], filters = KEYS[2], nattempts = KEYS[3], losses = KEYS[4], failed = KEYS[5], updated_at = KEYS[6], mid_circle = KEYS[7], wake = KEYS[8], pushes = KEYS[9], conf = KEYS[10], events = KEYS[11], events_seq = KEYS[12], events_wake = KEYS[13], done = KEYS[14], requeue = KEYS[15], backoffs = KEYS[16], locks = KEYS[17], priorities = KEYS[18], lanes = KEYS[19], groups = KEYS[20] } end
+  if K_TABLE == nil then K_TABLE = { messages = (KEY_BASE .. 'messages'), filters = (KEY_BASE .. 'filters'), nattempts = (KEY_BASE .. 'nattempts'), losses = (KEY_BASE .. 'losses'), failed = (KEY_BASE .. 'failed'), updated_at = (KEY_BASE .. 'updated-at'), mid_circle = (KEY_BASE .. 'mid-circle'), wake = (KEY_BASE .. 'wake'), pushes = (KEY_BASE .. 'pushes'), conf = (KEY_BASE .. 'conf'), events = (KEY_BASE .. 'events'), events_seq = (KEY_BASE .. 'events-seq'), events_wake = (KEY_BASE .. 'events-wake'), done = (KEY_BASE .. 'done'), requeue = (KEY_BASE .. 'requeue'), backoffs = (KEY_BASE .. 'backoffs'), locks = (KEY_BASE .. 'locks'), priorities = (KEY_BASE .. 'priorities'), lanes = (KEY_BASE .. 'lanes'), groups = (KEY_BASE .. 'groups') } end
   return K_TABLE
 end
 -- common: helpers every script includes. K holds the queue's keys by name
@@ -8980,8 +9020,8 @@ end
 
 -- The conf fields \`fields\` (HMGET), a conf of another type refused before any write.
 local function read_conf(fields)
-  local conf = redis.pcall('HMGET', KEYS[10], unpack(fields))
-  if conf.err then layout_error(KEYS[10], redis.call('TYPE', KEYS[10]).ok, 'hash') end
+  local conf = redis.pcall('HMGET', (KEY_BASE .. 'conf'), unpack(fields))
+  if conf.err then layout_error((KEY_BASE .. 'conf'), redis.call('TYPE', (KEY_BASE .. 'conf')).ok, 'hash') end
   return conf
 end
 
@@ -8989,10 +9029,10 @@ end
 -- and a 4-digit priority when above 0 (\`mid-circle:a=x@0003\`, \`mid-circle@0003\`); '#<group>' is the list
 -- of a full group's parked messages (\`mid-circle#<group>\`).
 local function ready_list(lane)
-  if lane == '' then return KEYS[7] end
+  if lane == '' then return (KEY_BASE .. 'mid-circle') end
   local c = string.byte(lane, 1)
-  if c == 64 or c == 35 then return KEYS[7] .. lane end
-  return KEYS[7] .. ':' .. lane
+  if c == 64 or c == 35 then return (KEY_BASE .. 'mid-circle') .. lane end
+  return (KEY_BASE .. 'mid-circle') .. ':' .. lane
 end
 
 -- The lane of a class and a priority (a number, a string or nil: 0).
@@ -9011,7 +9051,7 @@ end
 
 -- A message's filter class ('' for none); the script must take the \`filters\` key.
 local function class_of(id)
-  return redis.call('HGET', KEYS[2], id) or ''
+  return redis.call('HGET', (KEY_BASE .. 'filters'), id) or ''
 end
 
 -- Checks every key the script was given, and the ready list of every filter
@@ -9031,7 +9071,7 @@ local function check_layout(new_classes, rare, read_first, marked)
   -- A marked queue's hot path only keeps the list: check_rare reads it, and a set is built only below.
   RARE_NAMES = rare or RARE_NAMES
   if marked then
-    if KEYS[7] ~= nil then
+    if (KEY_BASE .. 'mid-circle') ~= nil then
       for _, class in ipairs(new_classes or {}) do check_type(ready_list(class), 'list') end
     end
     return
@@ -9039,7 +9079,7 @@ local function check_layout(new_classes, rare, read_first, marked)
   for _, name in ipairs(RARE_NAMES) do RARE[name] = true end
   local skip = {}
   for _, name in ipairs(read_first or {}) do skip[name] = true end
-  local lists = nil ~= nil and KEYS[7] ~= nil
+  local lists = nil ~= nil and (KEY_BASE .. 'mid-circle') ~= nil
   -- SMEMBERS below checks \`classes\` itself.
   if lists then skip.classes = true end
   for name, key in pairs(key_table()) do
@@ -9130,13 +9170,13 @@ end
 local function flush_ready(r)
   for class, ids in pairs(r.back) do
     call_chunked('LPUSH', ready_list(class), ids)
-    redis.call('HINCRBY', KEYS[9], class, #ids)
+    redis.call('HINCRBY', (KEY_BASE .. 'pushes'), class, #ids)
   end
   for class, ids in pairs(r.front) do
-    if string.find(class, '@', 1, true) then redis.call('ZADD', KEYS[19], select(2, lane_parts(class)), class) end
+    if string.find(class, '@', 1, true) then redis.call('ZADD', (KEY_BASE .. 'lanes'), select(2, lane_parts(class)), class) end
   end
   for class in pairs(r.back) do
-    if string.find(class, '@', 1, true) then redis.call('ZADD', KEYS[19], select(2, lane_parts(class)), class) end
+    if string.find(class, '@', 1, true) then redis.call('ZADD', (KEY_BASE .. 'lanes'), select(2, lane_parts(class)), class) end
   end
   for class, ids in pairs(r.front) do
     -- The earliest is pushed last, so it is the next out.
@@ -9181,8 +9221,8 @@ local function events_begin(read)
   EV.on = conf[1] == '1'
   if EV.on then
     EV.max = tonumber(conf[2]) or DEFAULT_EVENTS_MAX_COUNT
-    check_type(KEYS[11], 'stream')
-    check_type(KEYS[12], 'string')
+    check_type((KEY_BASE .. 'events'), 'stream')
+    check_type((KEY_BASE .. 'events-seq'), 'string')
   end
 end
 
@@ -9231,7 +9271,7 @@ end
 
 -- Writes the events noted by this script.
 local function events_flush(now)
-  if EV.on and #EV.lines > 0 then append_events(KEYS[11], KEYS[12], KEYS[13], EV.max, now, EV.lines) end
+  if EV.on and #EV.lines > 0 then append_events((KEY_BASE .. 'events'), (KEY_BASE .. 'events-seq'), (KEY_BASE .. 'events-wake'), EV.max, now, EV.lines) end
   EV.lines = {}
 end
 -- state: a message's state, derived from Carmine's keys as Carmine derives it,
@@ -9241,10 +9281,10 @@ end
 
 -- The state of a message known to exist, at \`now\`.
 local function state_of(id, now)
-  if redis.call('ZSCORE', KEYS[5], id) then return 'failed', nil end
-  local backoff = tonumber(redis.call('HGET', KEYS[16], id)) or 0
-  if redis.call('SISMEMBER', KEYS[14], id) == 1 then
-    local requeued = redis.call('SISMEMBER', KEYS[15], id) == 1
+  if redis.call('ZSCORE', (KEY_BASE .. 'failed'), id) then return 'failed', nil end
+  local backoff = tonumber(redis.call('HGET', (KEY_BASE .. 'backoffs'), id)) or 0
+  if redis.call('SISMEMBER', (KEY_BASE .. 'done'), id) == 1 then
+    local requeued = redis.call('SISMEMBER', (KEY_BASE .. 'requeue'), id) == 1
     if backoff > now then
       if requeued then return 'done-with-requeue', backoff end
       return 'done-with-backoff', backoff
@@ -9253,9 +9293,9 @@ local function state_of(id, now)
     if requeued then return 'queued', nil end
     return 'done-awaiting-gc', nil
   end
-  local lock = tonumber(redis.call('HGET', KEYS[17], id)) or 0
+  local lock = tonumber(redis.call('HGET', (KEY_BASE .. 'locks'), id)) or 0
   if lock > now then
-    if redis.call('SISMEMBER', KEYS[15], id) == 1 then return 'locked-with-requeue', lock end
+    if redis.call('SISMEMBER', (KEY_BASE .. 'requeue'), id) == 1 then return 'locked-with-requeue', lock end
     return 'locked', lock
   end
   if backoff > now then return 'queued-with-backoff', backoff end
@@ -9269,7 +9309,7 @@ end
 
 -- The lane a message joins when it becomes ready.
 local function lane_of(id)
-  return lane_for(class_of(id), redis.call('HGET', KEYS[18], id))
+  return lane_for(class_of(id), redis.call('HGET', (KEY_BASE .. 'priorities'), id))
 end
 
 -- Blanks a queued message's entry where it waits (its ready list, else its group's parked list), in
@@ -9278,7 +9318,7 @@ local function unready(id)
   local list = ready_list(lane_of(id))
   local at = redis.call('LPOS', list, id)
   if not at then
-    local group = redis.call('HGET', KEYS[20], id)
+    local group = redis.call('HGET', (KEY_BASE .. 'groups'), id)
     if not group then return false end
     list = ready_list('#' .. group)
     at = redis.call('LPOS', list, id)
@@ -9303,17 +9343,17 @@ local now = now_ms()
 local ready = pending_ready()
 
 local function requeue(id)
-  redis.call('ZREM', KEYS[5], id)
-  redis.call('HDEL', KEYS[3], id)
-  redis.call('HDEL', KEYS[4], id)
-  redis.call('HSET', KEYS[6], id, now)
+  redis.call('ZREM', (KEY_BASE .. 'failed'), id)
+  redis.call('HDEL', (KEY_BASE .. 'nattempts'), id)
+  redis.call('HDEL', (KEY_BASE .. 'losses'), id)
+  redis.call('HSET', (KEY_BASE .. 'updated-at'), id, now)
   push_ready(ready, lane_of(id), id, false)
   event('enqueued', id, 0)
 end
 
 local reply
 if ARGV[1] == 'oldest' then
-  local ids = redis.call('ZRANGE', KEYS[5], 0, tonumber(ARGV[2]) - 1)
+  local ids = redis.call('ZRANGE', (KEY_BASE .. 'failed'), 0, tonumber(ARGV[2]) - 1)
   for _, id in ipairs(ids) do requeue(id) end
   reply = #ids
 else
@@ -9321,7 +9361,7 @@ else
   for i = 2, #ARGV do
     local id = ARGV[i]
     local state = ''
-    if redis.call('HEXISTS', KEYS[1], id) == 1 then state = state_of(id, now) end
+    if redis.call('HEXISTS', (KEY_BASE .. 'messages'), id) == 1 then state = state_of(id, now) end
     if state == 'failed' then
       requeue(id)
       state = 'ok'
@@ -9331,7 +9371,7 @@ else
 end
 flush_ready(ready)
 events_flush(now)
-if ready.count > 0 then redis.call('PUBLISH', KEYS[8], 'retry') end
+if ready.count > 0 then redis.call('PUBLISH', (KEY_BASE .. 'wake'), 'retry') end
 return reply
 `,
   },
@@ -9351,12 +9391,14 @@ return reply
       'updated-at',
     ],
     readOnly: true,
-    sha: 'fb3950d3828419a1f6911375dccc9a112f62411d',
+    sha: '2926b437df91be7f385986c6ca08800ae553df03',
     source: `#!lua flags=no-writes
+-- The queue's keys are its base (the one key the call passes) and their names.
+local KEY_BASE = KEYS[1]
 -- The keys by name, for the helpers that look a key up by a name they hold.
 local K_TABLE = nil
 local function key_table()
-  if K_TABLE == nil then K_TABLE = { messages = KEYS[1], done = KEYS[2], requeue = KEYS[3], backoffs = KEYS[4], locks = KEYS[5], failed = KEYS[6], nattempts = KEYS[7], holders = KEYS[8], outcomes = KEYS[9], enqueued_at = KEYS[10], updated_at = KEYS[11] } end
+  if K_TABLE == nil then K_TABLE = { messages = (KEY_BASE .. 'messages'), done = (KEY_BASE .. 'done'), requeue = (KEY_BASE .. 'requeue'), backoffs = (KEY_BASE .. 'backoffs'), locks = (KEY_BASE .. 'locks'), failed = (KEY_BASE .. 'failed'), nattempts = (KEY_BASE .. 'nattempts'), holders = (KEY_BASE .. 'holders'), outcomes = (KEY_BASE .. 'outcomes'), enqueued_at = (KEY_BASE .. 'enqueued-at'), updated_at = (KEY_BASE .. 'updated-at') } end
   return K_TABLE
 end
 -- common: helpers every script includes. K holds the queue's keys by name
@@ -9597,10 +9639,10 @@ end
 
 -- The state of a message known to exist, at \`now\`.
 local function state_of(id, now)
-  if redis.call('ZSCORE', KEYS[6], id) then return 'failed', nil end
-  local backoff = tonumber(redis.call('HGET', KEYS[4], id)) or 0
-  if redis.call('SISMEMBER', KEYS[2], id) == 1 then
-    local requeued = redis.call('SISMEMBER', KEYS[3], id) == 1
+  if redis.call('ZSCORE', (KEY_BASE .. 'failed'), id) then return 'failed', nil end
+  local backoff = tonumber(redis.call('HGET', (KEY_BASE .. 'backoffs'), id)) or 0
+  if redis.call('SISMEMBER', (KEY_BASE .. 'done'), id) == 1 then
+    local requeued = redis.call('SISMEMBER', (KEY_BASE .. 'requeue'), id) == 1
     if backoff > now then
       if requeued then return 'done-with-requeue', backoff end
       return 'done-with-backoff', backoff
@@ -9609,9 +9651,9 @@ local function state_of(id, now)
     if requeued then return 'queued', nil end
     return 'done-awaiting-gc', nil
   end
-  local lock = tonumber(redis.call('HGET', KEYS[5], id)) or 0
+  local lock = tonumber(redis.call('HGET', (KEY_BASE .. 'locks'), id)) or 0
   if lock > now then
-    if redis.call('SISMEMBER', KEYS[3], id) == 1 then return 'locked-with-requeue', lock end
+    if redis.call('SISMEMBER', (KEY_BASE .. 'requeue'), id) == 1 then return 'locked-with-requeue', lock end
     return 'locked', lock
   end
   if backoff > now then return 'queued-with-backoff', backoff end
@@ -9625,17 +9667,17 @@ end
 -- if any) or false, enqueued at, updated at, holder (while locked) or false, the end of the lock or
 -- backoff or -1 }
 local function status_of(id, now)
-  if redis.call('HEXISTS', KEYS[1], id) == 0 then return nil end
+  if redis.call('HEXISTS', (KEY_BASE .. 'messages'), id) == 0 then return nil end
   local state, ends = state_of(id, now)
-  local enqueued = tonumber(redis.call('HGET', KEYS[10], id)) or 0
+  local enqueued = tonumber(redis.call('HGET', (KEY_BASE .. 'enqueued-at'), id)) or 0
   local holder = false
-  if state == 'locked' or state == 'locked-with-requeue' then holder = redis.call('HGET', KEYS[8], id) end
+  if state == 'locked' or state == 'locked-with-requeue' then holder = redis.call('HGET', (KEY_BASE .. 'holders'), id) end
   return {
     state,
-    tonumber(redis.call('HGET', KEYS[7], id)) or 0,
-    redis.call('HGET', KEYS[9], id),
+    tonumber(redis.call('HGET', (KEY_BASE .. 'nattempts'), id)) or 0,
+    redis.call('HGET', (KEY_BASE .. 'outcomes'), id),
     enqueued,
-    tonumber(redis.call('HGET', KEYS[11], id)) or enqueued,
+    tonumber(redis.call('HGET', (KEY_BASE .. 'updated-at'), id)) or enqueued,
     holder,
     ends or -1,
   }
@@ -9657,12 +9699,14 @@ return status_of(ARGV[1], now_ms())
     name: 'unregister-consumer',
     keys: ['consumers'],
     readOnly: false,
-    sha: '049d1815576516954ffbf04f0e9b9a08b9a236fd',
+    sha: '68b9a3a51df1586e6bc2d1b7e4e36ef005c02496',
     source: `#!lua flags=allow-oom
+-- The queue's keys are its base (the one key the call passes) and their names.
+local KEY_BASE = KEYS[1]
 -- The keys by name, for the helpers that look a key up by a name they hold.
 local K_TABLE = nil
 local function key_table()
-  if K_TABLE == nil then K_TABLE = { consumers = KEYS[1] } end
+  if K_TABLE == nil then K_TABLE = { consumers = (KEY_BASE .. 'consumers') } end
   return K_TABLE
 end
 -- common: helpers every script includes. K holds the queue's keys by name
@@ -9905,7 +9949,7 @@ end
 -- Include: common
 
 check_layout()
-return redis.call('HDEL', KEYS[1], ARGV[1])
+return redis.call('HDEL', (KEY_BASE .. 'consumers'), ARGV[1])
 `,
   },
 } as const satisfies Record<string, LuaScript>;

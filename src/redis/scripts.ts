@@ -10,7 +10,7 @@
  * waiting forever.
  */
 import { StoreUnavailableError } from '../errors.js';
-import { queueKey } from './keys.js';
+import { queueBase } from './keys.js';
 import { translate, type RedisConnection } from './connection.js';
 import { SCRIPTS, type LuaScript } from './scripts.generated.js';
 import type { Cluster, Command, Redis } from 'ioredis';
@@ -20,7 +20,7 @@ export type ScriptArg = string | number | Buffer;
 /** ioredis's Command class, handed in by the store once ioredis is loaded (it is imported only for Redis URLs). */
 export type CommandClass = typeof Command;
 
-// Queues whose key names are kept (Scripts.keysOf).
+// Queues whose key base is kept (Scripts.baseOf).
 const KEY_CACHE_QUEUES = 1000;
 
 interface Pending {
@@ -33,7 +33,7 @@ export class Scripts {
   /** Counts connections: one more each time the client is ready again after a reconnect. */
   private generation = 0;
   private readonly pending = new Set<Pending>();
-  private readonly keyCache = new Map<string, Map<LuaScript, readonly string[]>>();
+  private readonly baseCache = new Map<string, string>();
 
   constructor(
     private readonly redis: RedisConnection,
@@ -72,9 +72,7 @@ export class Scripts {
 
   /** Runs `script` on `queue`'s keys; bulk replies come back as Buffers. */
   run(script: LuaScript, queue: string, args: readonly ScriptArg[]): Promise<unknown> {
-    const keys = this.keysOf(script, queue);
-    const all: ScriptArg[] = [script.sha, keys.length];
-    for (const key of keys) all.push(key);
+    const all: ScriptArg[] = [script.sha, 1, this.baseOf(queue)];
     for (const arg of args) all.push(arg);
     return this.call(async (redis) => {
       try {
@@ -100,23 +98,17 @@ export class Scripts {
   }
 
   /**
-   * A script's key names on a queue, built once: a claim or finish names twenty-odd keys, and building them
-   * on every call was a few kilobytes of garbage and about a microsecond a call. At most KEY_CACHE_QUEUES
-   * queues are kept; past that the cache starts again.
+   * The one key a script call passes: the queue's base, from which the script builds its keys' names (see
+   * scripts/redis-scripts.mjs). Kept for at most KEY_CACHE_QUEUES queues; past that the cache starts again.
    */
-  private keysOf(script: LuaScript, queue: string): readonly string[] {
-    let byScript = this.keyCache.get(queue);
-    if (byScript === undefined) {
-      if (this.keyCache.size >= KEY_CACHE_QUEUES) this.keyCache.clear();
-      byScript = new Map();
-      this.keyCache.set(queue, byScript);
+  private baseOf(queue: string): string {
+    let base = this.baseCache.get(queue);
+    if (base === undefined) {
+      if (this.baseCache.size >= KEY_CACHE_QUEUES) this.baseCache.clear();
+      base = queueBase(this.prefix, queue);
+      this.baseCache.set(queue, base);
     }
-    let keys = byScript.get(script);
-    if (keys === undefined) {
-      keys = script.keys.map((name) => queueKey(this.prefix, queue, name));
-      byScript.set(script, keys);
-    }
-    return keys;
+    return base;
   }
 
   /** Runs a plain command (a read) with the same failure handling. */
