@@ -317,10 +317,12 @@ function adding(keys: QueueKeys, message: NewMessage, events: boolean, extra: re
   ];
   // A message enqueued with a backoff (or as a debounce's waiting one) has index entries; most have none.
   for (const op of indexOps(keys, message.id, null, record)) ops.push(op);
+  const absent: Compare = { key: recordKey, target: 'version', result: '=', operand: 0 };
   return {
     message,
     nonce,
-    compares: [{ key: recordKey, target: 'version', result: '=', operand: 0 }, ...extra],
+    // No spread for the common case (no extra compares): this runs for every message.
+    compares: extra.length === 0 ? [absent] : [absent, ...extra],
     ops,
     reads: [{ type: 'range', key: recordKey }],
     events: events ? changeEvents(keys, true, { type: 'enqueued', id: message.id, attempt: 0 }) : undefined,

@@ -79,13 +79,15 @@ export class TxnLane {
     this.unsent = null;
     const { ready, later, batches } = packing;
     let taken = 0;
-    batches.forEach((batch, i) => {
+    // Loops, not forEach and map: this runs for every tick of a busy lane.
+    for (let i = 0; i < batches.length; i++) {
+      const size = (batches[i] as Change[]).length;
       const partial = i === batches.length - 1;
       if (partial && i > 0 && this.holdMs > 0) this.hold();
-      if (partial && !(alone && this.inFlight === 0 && this.holding === null)) return;
-      void this.execute(ready.slice(taken, taken + batch.length));
-      taken += batch.length;
-    });
+      if (partial && !(alone && this.inFlight === 0 && this.holding === null)) break;
+      void this.execute(ready.slice(taken, taken + size));
+      taken += size;
+    }
     // A partial batch kept as it was (a burst smaller than a Txn waits for the tick): not packed twice.
     if (taken === 0 && later.length === 0) this.unsent = packing;
     else this.waiting = [...ready.slice(taken), ...later];
@@ -114,15 +116,15 @@ export class TxnLane {
   private async execute(batch: readonly LaneEntry[]): Promise<void> {
     this.inFlight += 1;
     try {
-      const { results } = await runBatch(
-        this.kv,
-        batch.map((w) => w.change),
-      );
-      batch.forEach((w, i) => {
+      const changes: Change[] = new Array<Change>(batch.length);
+      for (let i = 0; i < batch.length; i++) changes[i] = (batch[i] as LaneEntry).change;
+      const { results } = await runBatch(this.kv, changes);
+      for (let i = 0; i < batch.length; i++) {
+        const w = batch[i] as LaneEntry;
         const result = results[i];
         if (result === undefined) w.reject(new Error('kvmq: a Txn answered without a result for a change'));
         else w.resolve(result);
-      });
+      }
     } catch (error) {
       for (const w of batch) w.reject(error);
     } finally {
@@ -141,15 +143,19 @@ function packed(waiting: LaneEntry[]): Packing {
   const written = new Set<string>();
   const ready: LaneEntry[] = [];
   const later: LaneEntry[] = [];
+  const changes: Change[] = [];
   for (const w of waiting) {
     const { ops } = w.change;
-    if (ops.some((op) => written.has(op.key))) later.push(w);
+    let clash = false;
+    for (const op of ops) if (written.has(op.key)) clash = true;
+    if (clash) later.push(w);
     else {
       for (const op of ops) written.add(op.key);
       ready.push(w);
+      changes.push(w.change);
     }
   }
-  const batches = pack(ready.map((w) => w.change));
+  const batches = pack(changes);
   return { waiting, length: waiting.length, ready, later, batches };
 }
 
