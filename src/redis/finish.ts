@@ -12,22 +12,42 @@ export async function finishMessages(
   finishes: readonly Finish[],
 ): Promise<FinishResult[]> {
   if (finishes.length === 0) return [];
-  const args: ScriptArg[] = [consumerId];
-  for (const f of finishes) {
-    // The history keeps the error cut (errorTail); sent only when it differs from the error.
-    const tail = errorTail(f.error);
-    args.push(
-      f.id,
-      f.attempt,
-      f.outcome,
-      f.backoffMs,
-      f.error === null ? '-' : `+${f.error}`,
-      f.startedAt ?? '',
-      tail === f.error ? '' : `+${tail}`,
-    );
+  // Plain successes (no backoff, no error) first, as id and attempt only; the others with every field.
+  const order: number[] = [];
+  const args: ScriptArg[] = [consumerId, 0];
+  for (let i = 0; i < finishes.length; i++) {
+    const f = finishes[i] as Finish;
+    if (!isPlainSuccess(f)) continue;
+    order.push(i);
+    args.push(f.id, f.attempt);
+  }
+  args[1] = order.length;
+  if (order.length < finishes.length) {
+    for (let i = 0; i < finishes.length; i++) {
+      const f = finishes[i] as Finish;
+      if (isPlainSuccess(f)) continue;
+      order.push(i);
+      // The history keeps the error cut (errorTail); sent only when it differs from the error.
+      const tail = errorTail(f.error);
+      args.push(
+        f.id,
+        f.attempt,
+        f.outcome,
+        f.backoffMs,
+        f.error === null ? '-' : `+${f.error}`,
+        f.startedAt ?? '',
+        tail === f.error ? '' : `+${tail}`,
+      );
+    }
   }
   const replies = list(await scripts.run(SCRIPTS.finish, queue, args));
-  return finishes.map((_, i) => (isOk(replies[i]) ? 'ok' : 'lost'));
+  const results = new Array<FinishResult>(finishes.length);
+  for (let k = 0; k < order.length; k++) results[order[k] as number] = isOk(replies[k]) ? 'ok' : 'lost';
+  return results;
+}
+
+function isPlainSuccess(f: Finish): boolean {
+  return f.outcome === 'success' && f.backoffMs === 0 && f.error === null;
 }
 
 /** Renews locks with one script call; returns the ids no longer held. */

@@ -59,7 +59,7 @@ export const SCRIPTS = {
       'debounce-of',
     ],
     readOnly: false,
-    sha: 'b5fd163913c362f931ad09e693ebb275240a33dd',
+    sha: 'c4b03c80a5afda17088b960095594980f6b64803',
     source: `#!lua flags=allow-oom
 -- The queue's keys are its base (the one key the call passes) and their names.
 local KEY_BASE = KEYS[1]
@@ -110,6 +110,20 @@ local CHUNK = 1000
 local function now_ms()
   local t = redis.call('TIME')
   return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+end
+
+-- A number as a command argument. Redis formats a Lua number with printf's %.17g, a few hundred ns a
+-- call, paid per message in the hot paths: they pass whole numbers (times, attempts) as strings made here,
+-- once per call (and once per attempt count) instead.
+local INT_STRINGS = {}
+local function num_str(x)
+  if x ~= math.floor(x) or x > 9007199254740991 or x < -9007199254740991 then return string.format('%.17g', x) end
+  local s = INT_STRINGS[x]
+  if s == nil then
+    s = string.format('%d', x)
+    if x >= 0 and x < 64 then INT_STRINGS[x] = s end
+  end
+  return s
 end
 
 local function layout_error(key, found, expected)
@@ -235,6 +249,13 @@ local function hmget(key, fields)
     for j = 1, #part do values[i + j - 1] = part[j] end
   end
   return values
+end
+
+-- As hmget, for a hash many queues never write (metadata, policies): an absent hash costs one EXISTS, not a
+-- lookup per field. Its values are nil where HMGET's are false: callers that keep them write \`or false\`.
+local function hmget_kept(key, fields)
+  if redis.call('EXISTS', key) == 0 then return {} end
+  return hmget(key, fields)
 end
 
 -- Writes gathered during a script and sent at its end, one command per key.
@@ -901,25 +922,26 @@ end
 local reply = { 'ok', 0, 0, -1 }
 if n > 0 then
   local contents = hmget((KEY_BASE .. 'messages'), ids)
-  local metas = hmget((KEY_BASE .. 'metadata'), ids)
+  local metas = hmget_kept((KEY_BASE .. 'metadata'), ids)
   local attempts = hmget((KEY_BASE .. 'nattempts'), ids)
-  local policies = hmget((KEY_BASE .. 'policies'), ids)
+  local policies = hmget_kept((KEY_BASE .. 'policies'), ids)
   local marked = redis.call('SCARD', (KEY_BASE .. 'requeue')) > 0
   local lock_until = now + lock_ms
+  local now_s, until_s = num_str(now), num_str(lock_until)
   local counts, locks, holders, stamps, expiry, m, r = {}, {}, {}, {}, {}, 0, 4
   for i = 1, n do
     -- A ready entry whose message is gone (cleared meanwhile) is dropped.
     if contents[i] then
       local id = ids[i]
       local attempt = (tonumber(attempts[i]) or 0) + 1
-      counts[m + 1], counts[m + 2] = id, attempt
-      locks[m + 1], locks[m + 2] = id, lock_until
+      counts[m + 1], counts[m + 2] = id, num_str(attempt)
+      locks[m + 1], locks[m + 2] = id, until_s
       holders[m + 1], holders[m + 2] = id, consumer
-      stamps[m + 1], stamps[m + 2] = id, now
-      expiry[m + 1], expiry[m + 2] = lock_until, id
+      stamps[m + 1], stamps[m + 2] = id, now_s
+      expiry[m + 1], expiry[m + 2] = until_s, id
       m = m + 2
-      reply[r + 1], reply[r + 2], reply[r + 3], reply[r + 4], reply[r + 5] = id, contents[i], metas[i], class_at[i], attempt
-      reply[r + 6] = policies[i]
+      reply[r + 1], reply[r + 2], reply[r + 3], reply[r + 4] = id, contents[i], metas[i] or false, class_at[i]
+      reply[r + 5], reply[r + 6] = attempt, policies[i] or false
       r = r + 6
       if EV.on then event('started', id, attempt) end
       -- A message that lost its lock keeps its requeue mark: locked-with-requeue again.
@@ -1036,7 +1058,7 @@ return reply
       'layout',
     ],
     readOnly: false,
-    sha: '1b237c57b894373dd91f6e12dfa6e4b5ab6ea339',
+    sha: '96879bc5144865800926c4f0c8d34c8d997cff18',
     source: `#!lua flags=allow-oom
 -- The queue's keys are its base (the one key the call passes) and their names.
 local KEY_BASE = KEYS[1]
@@ -1087,6 +1109,20 @@ local CHUNK = 1000
 local function now_ms()
   local t = redis.call('TIME')
   return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+end
+
+-- A number as a command argument. Redis formats a Lua number with printf's %.17g, a few hundred ns a
+-- call, paid per message in the hot paths: they pass whole numbers (times, attempts) as strings made here,
+-- once per call (and once per attempt count) instead.
+local INT_STRINGS = {}
+local function num_str(x)
+  if x ~= math.floor(x) or x > 9007199254740991 or x < -9007199254740991 then return string.format('%.17g', x) end
+  local s = INT_STRINGS[x]
+  if s == nil then
+    s = string.format('%d', x)
+    if x >= 0 and x < 64 then INT_STRINGS[x] = s end
+  end
+  return s
 end
 
 local function layout_error(key, found, expected)
@@ -1214,6 +1250,13 @@ local function hmget(key, fields)
   return values
 end
 
+-- As hmget, for a hash many queues never write (metadata, policies): an absent hash costs one EXISTS, not a
+-- lookup per field. Its values are nil where HMGET's are false: callers that keep them write \`or false\`.
+local function hmget_kept(key, fields)
+  if redis.call('EXISTS', key) == 0 then return {} end
+  return hmget(key, fields)
+end
+
 -- Writes gathered during a script and sent at its end, one command per key.
 local function pending_writes()
   return { hset = {}, hdel = {}, zadd = {}, zrem = {}, sadd = {}, srem = {} }
@@ -1319,7 +1362,7 @@ return 1
       'parked',
     ],
     readOnly: false,
-    sha: '609e87e3e2c672b57ee9f8ccebcfcd64021ae752',
+    sha: 'bf16c5a4c15a4e7d3e09aba9f18b87de2cf0701a',
     source: `#!lua
 -- The queue's keys are its base (the one key the call passes) and their names.
 local KEY_BASE = KEYS[1]
@@ -1370,6 +1413,20 @@ local CHUNK = 1000
 local function now_ms()
   local t = redis.call('TIME')
   return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+end
+
+-- A number as a command argument. Redis formats a Lua number with printf's %.17g, a few hundred ns a
+-- call, paid per message in the hot paths: they pass whole numbers (times, attempts) as strings made here,
+-- once per call (and once per attempt count) instead.
+local INT_STRINGS = {}
+local function num_str(x)
+  if x ~= math.floor(x) or x > 9007199254740991 or x < -9007199254740991 then return string.format('%.17g', x) end
+  local s = INT_STRINGS[x]
+  if s == nil then
+    s = string.format('%d', x)
+    if x >= 0 and x < 64 then INT_STRINGS[x] = s end
+  end
+  return s
 end
 
 local function layout_error(key, found, expected)
@@ -1495,6 +1552,13 @@ local function hmget(key, fields)
     for j = 1, #part do values[i + j - 1] = part[j] end
   end
   return values
+end
+
+-- As hmget, for a hash many queues never write (metadata, policies): an absent hash costs one EXISTS, not a
+-- lookup per field. Its values are nil where HMGET's are false: callers that keep them write \`or false\`.
+local function hmget_kept(key, fields)
+  if redis.call('EXISTS', key) == 0 then return {} end
+  return hmget(key, fields)
 end
 
 -- Writes gathered during a script and sent at its end, one command per key.
@@ -1720,7 +1784,7 @@ return 1
     name: 'consumers',
     keys: ['consumers', 'holders', 'locks'],
     readOnly: true,
-    sha: '031a12472ca24df2ff6387026f9779361879387d',
+    sha: 'b3762ced870a7508622c351e37a6c9055a2eb183',
     source: `#!lua flags=no-writes
 -- The queue's keys are its base (the one key the call passes) and their names.
 local KEY_BASE = KEYS[1]
@@ -1771,6 +1835,20 @@ local CHUNK = 1000
 local function now_ms()
   local t = redis.call('TIME')
   return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+end
+
+-- A number as a command argument. Redis formats a Lua number with printf's %.17g, a few hundred ns a
+-- call, paid per message in the hot paths: they pass whole numbers (times, attempts) as strings made here,
+-- once per call (and once per attempt count) instead.
+local INT_STRINGS = {}
+local function num_str(x)
+  if x ~= math.floor(x) or x > 9007199254740991 or x < -9007199254740991 then return string.format('%.17g', x) end
+  local s = INT_STRINGS[x]
+  if s == nil then
+    s = string.format('%d', x)
+    if x >= 0 and x < 64 then INT_STRINGS[x] = s end
+  end
+  return s
 end
 
 local function layout_error(key, found, expected)
@@ -1896,6 +1974,13 @@ local function hmget(key, fields)
     for j = 1, #part do values[i + j - 1] = part[j] end
   end
   return values
+end
+
+-- As hmget, for a hash many queues never write (metadata, policies): an absent hash costs one EXISTS, not a
+-- lookup per field. Its values are nil where HMGET's are false: callers that keep them write \`or false\`.
+local function hmget_kept(key, fields)
+  if redis.call('EXISTS', key) == 0 then return {} end
+  return hmget(key, fields)
 end
 
 -- Writes gathered during a script and sent at its end, one command per key.
@@ -2038,7 +2123,7 @@ return reply
       'layout',
     ],
     readOnly: false,
-    sha: '52f83a2e45380bb623e6baeeb127709d4a905de8',
+    sha: 'da09720f39acf8a90f1887f321348c3dbd27c9e6',
     source: `#!lua
 -- The queue's keys are its base (the one key the call passes) and their names.
 local KEY_BASE = KEYS[1]
@@ -2089,6 +2174,20 @@ local CHUNK = 1000
 local function now_ms()
   local t = redis.call('TIME')
   return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+end
+
+-- A number as a command argument. Redis formats a Lua number with printf's %.17g, a few hundred ns a
+-- call, paid per message in the hot paths: they pass whole numbers (times, attempts) as strings made here,
+-- once per call (and once per attempt count) instead.
+local INT_STRINGS = {}
+local function num_str(x)
+  if x ~= math.floor(x) or x > 9007199254740991 or x < -9007199254740991 then return string.format('%.17g', x) end
+  local s = INT_STRINGS[x]
+  if s == nil then
+    s = string.format('%d', x)
+    if x >= 0 and x < 64 then INT_STRINGS[x] = s end
+  end
+  return s
 end
 
 local function layout_error(key, found, expected)
@@ -2214,6 +2313,13 @@ local function hmget(key, fields)
     for j = 1, #part do values[i + j - 1] = part[j] end
   end
   return values
+end
+
+-- As hmget, for a hash many queues never write (metadata, policies): an absent hash costs one EXISTS, not a
+-- lookup per field. Its values are nil where HMGET's are false: callers that keep them write \`or false\`.
+local function hmget_kept(key, fields)
+  if redis.call('EXISTS', key) == 0 then return {} end
+  return hmget(key, fields)
 end
 
 -- Writes gathered during a script and sent at its end, one command per key.
@@ -2479,6 +2585,7 @@ end
 local function enqueue(first)
   events_begin()
   local now = now_ms()
+  local now_s = num_str(now)
   local w = pending_writes()
   local ready = pending_ready()
   local replies = {}
@@ -2503,7 +2610,7 @@ local function enqueue(first)
       later(w, 'hdel', (KEY_BASE .. 'priorities'), id)
     end
     if group ~= '' then later(w, 'hset', (KEY_BASE .. 'groups'), id, group) elseif revived then later(w, 'hdel', (KEY_BASE .. 'groups'), id) end
-    later(w, 'hset', (KEY_BASE .. 'enqueued-at'), id, now)
+    later(w, 'hset', (KEY_BASE .. 'enqueued-at'), id, now_s)
     if backoff > 0 then
       -- Written now: a duplicate later in this batch must see the backoff.
       redis.call('HSET', (KEY_BASE .. 'backoffs'), id, now + backoff)
@@ -2651,7 +2758,7 @@ return replies
     name: 'events-trim',
     keys: ['events', 'events-seq'],
     readOnly: false,
-    sha: '78d5fc76e59fd3dd39095dc20be94a6f9ed2a95e',
+    sha: '53003e5b8cd08cdf22ff42da04fae1f545e20bf7',
     source: `#!lua flags=allow-oom
 -- The queue's keys are its base (the one key the call passes) and their names.
 local KEY_BASE = KEYS[1]
@@ -2702,6 +2809,20 @@ local CHUNK = 1000
 local function now_ms()
   local t = redis.call('TIME')
   return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+end
+
+-- A number as a command argument. Redis formats a Lua number with printf's %.17g, a few hundred ns a
+-- call, paid per message in the hot paths: they pass whole numbers (times, attempts) as strings made here,
+-- once per call (and once per attempt count) instead.
+local INT_STRINGS = {}
+local function num_str(x)
+  if x ~= math.floor(x) or x > 9007199254740991 or x < -9007199254740991 then return string.format('%.17g', x) end
+  local s = INT_STRINGS[x]
+  if s == nil then
+    s = string.format('%d', x)
+    if x >= 0 and x < 64 then INT_STRINGS[x] = s end
+  end
+  return s
 end
 
 local function layout_error(key, found, expected)
@@ -2827,6 +2948,13 @@ local function hmget(key, fields)
     for j = 1, #part do values[i + j - 1] = part[j] end
   end
   return values
+end
+
+-- As hmget, for a hash many queues never write (metadata, policies): an absent hash costs one EXISTS, not a
+-- lookup per field. Its values are nil where HMGET's are false: callers that keep them write \`or false\`.
+local function hmget_kept(key, fields)
+  if redis.call('EXISTS', key) == 0 then return {} end
+  return hmget(key, fields)
 end
 
 -- Writes gathered during a script and sent at its end, one command per key.
@@ -2930,7 +3058,7 @@ return redis.call('XTRIM', (KEY_BASE .. 'events'), 'MINID', string.format('%d', 
     name: 'extend',
     keys: ['locks', 'holders', 'nattempts', 'lock-expiry', 'requeue', 'requeue-locks'],
     readOnly: false,
-    sha: '1c42bdab453ce9676da1538075a52571575b74a3',
+    sha: 'ed16b4150828b340fbdbfb05e0c4a122bcb3de7d',
     source: `#!lua flags=allow-oom
 -- The queue's keys are its base (the one key the call passes) and their names.
 local KEY_BASE = KEYS[1]
@@ -2981,6 +3109,20 @@ local CHUNK = 1000
 local function now_ms()
   local t = redis.call('TIME')
   return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+end
+
+-- A number as a command argument. Redis formats a Lua number with printf's %.17g, a few hundred ns a
+-- call, paid per message in the hot paths: they pass whole numbers (times, attempts) as strings made here,
+-- once per call (and once per attempt count) instead.
+local INT_STRINGS = {}
+local function num_str(x)
+  if x ~= math.floor(x) or x > 9007199254740991 or x < -9007199254740991 then return string.format('%.17g', x) end
+  local s = INT_STRINGS[x]
+  if s == nil then
+    s = string.format('%d', x)
+    if x >= 0 and x < 64 then INT_STRINGS[x] = s end
+  end
+  return s
 end
 
 local function layout_error(key, found, expected)
@@ -3106,6 +3248,13 @@ local function hmget(key, fields)
     for j = 1, #part do values[i + j - 1] = part[j] end
   end
   return values
+end
+
+-- As hmget, for a hash many queues never write (metadata, policies): an absent hash costs one EXISTS, not a
+-- lookup per field. Its values are nil where HMGET's are false: callers that keep them write \`or false\`.
+local function hmget_kept(key, fields)
+  if redis.call('EXISTS', key) == 0 then return {} end
+  return hmget(key, fields)
 end
 
 -- Writes gathered during a script and sent at its end, one command per key.
@@ -3242,7 +3391,7 @@ return lost
       'debounce-of',
     ],
     readOnly: false,
-    sha: '76eff371405572cd5610bfcdef854f0f74461168',
+    sha: 'e44263300b678ca30d9c035834f614f4eb48e8df',
     source: `#!lua flags=allow-oom
 -- The queue's keys are its base (the one key the call passes) and their names.
 local KEY_BASE = KEYS[1]
@@ -3293,6 +3442,20 @@ local CHUNK = 1000
 local function now_ms()
   local t = redis.call('TIME')
   return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+end
+
+-- A number as a command argument. Redis formats a Lua number with printf's %.17g, a few hundred ns a
+-- call, paid per message in the hot paths: they pass whole numbers (times, attempts) as strings made here,
+-- once per call (and once per attempt count) instead.
+local INT_STRINGS = {}
+local function num_str(x)
+  if x ~= math.floor(x) or x > 9007199254740991 or x < -9007199254740991 then return string.format('%.17g', x) end
+  local s = INT_STRINGS[x]
+  if s == nil then
+    s = string.format('%d', x)
+    if x >= 0 and x < 64 then INT_STRINGS[x] = s end
+  end
+  return s
 end
 
 local function layout_error(key, found, expected)
@@ -3418,6 +3581,13 @@ local function hmget(key, fields)
     for j = 1, #part do values[i + j - 1] = part[j] end
   end
   return values
+end
+
+-- As hmget, for a hash many queues never write (metadata, policies): an absent hash costs one EXISTS, not a
+-- lookup per field. Its values are nil where HMGET's are false: callers that keep them write \`or false\`.
+local function hmget_kept(key, fields)
+  if redis.call('EXISTS', key) == 0 then return {} end
+  return hmget(key, fields)
 end
 
 -- Writes gathered during a script and sent at its end, one command per key.
@@ -3835,10 +4005,11 @@ end
 --
 -- KEYS: messages filters nattempts locks holders backoffs done done-at dedupe requeue
 --       requeue-content schedule lock-expiry outcomes updated-at mid-circle wake pushes losses layout
--- ARGV: consumer id, then seven per finish: id, attempt, outcome ('success', 'error' or 'retry'),
+-- ARGV: consumer id, the number P of plain successes (no backoff, no error), two per plain success: id,
+--       attempt; then seven per other finish: id, attempt, outcome ('success', 'error' or 'retry'),
 --       backoff ms, error ('-' for none, else '+' and the text), started at ms ('' when it never ran),
 --       the error as the history keeps it ('' when it is the error itself, else '+' and the text)
--- Reply: one string per finish: 'ok' or 'lost'
+-- Reply: one string per finish, in the order of ARGV: 'ok' or 'lost'
 -- Include: common events lanes groups forget fail
 
 local PER = 7
@@ -3849,11 +4020,23 @@ check_layout(nil, { 'history', 'losses', 'failed', 'conf', 'requeue_locks', 'req
   'debounce', 'debounce_of', 'group_held', 'parked', 'messages' }, { 'holders', 'nattempts', 'requeue' },
   layout_marked())
 local consumer = ARGV[1]
-local count = (#ARGV - 1) / PER
+-- Plain successes come as id and attempt only: most finishes are, and each argument costs the server.
+local plain = tonumber(ARGV[2])
+local REST = 3 + 2 * plain
+local count = plain + (#ARGV - REST + 1) / PER
 if count == 0 then return {} end
 local now = now_ms()
-local ids = {}
-for k = 1, count do ids[k] = ARGV[2 + (k - 1) * PER] end
+local now_s = num_str(now)
+-- Where finish k's fields start in ARGV, and its attempt.
+local function base_of(k)
+  if k <= plain then return 1 + 2 * k end
+  return REST + (k - plain - 1) * PER
+end
+local ids, attempts_in = {}, {}
+for k = 1, count do
+  local base = base_of(k)
+  ids[k], attempts_in[k] = ARGV[base], ARGV[base + 1]
+end
 local holders = hmget((KEY_BASE .. 'holders'), ids)
 local attempts = hmget((KEY_BASE .. 'nattempts'), ids)
 local marked = {}
@@ -3863,8 +4046,8 @@ if redis.call('SCARD', (KEY_BASE .. 'requeue')) > 0 then
     if marked[k] then check_rare() end
   end
 end
-for k = 1, count do
-  if ARGV[2 + (k - 1) * PER + 2] ~= 'success' then check_rare() end
+for k = plain + 1, count do
+  if ARGV[base_of(k) + 2] ~= 'success' then check_rare() end
 end
 events_begin()
 
@@ -3880,25 +4063,32 @@ end
 -- The common writes go in one command each; the rarer outcomes through \`w\`.
 local w = pending_writes()
 local ready = pending_ready()
+-- A message that ends up done keeps its finish time in done-at, which status reads as its update time:
+-- only the others take an updated-at stamp.
 local unlocked, outcomes, stamps, done, done_at, dedupe = {}, {}, {}, {}, {}, {}
 local replies = {}
 local woke = false
 local seen = {}
 -- A grouped message letting go makes room in its group: parked messages of it go back to their lanes.
 -- Done first: a dead-letter move (fail) forgets the message's group.
-local letting_go = {}
-for k, id in ipairs(ids) do
-  if holders[k] == consumer and attempts[k] == ARGV[2 + (k - 1) * PER + 1] and not seen[id] then
-    seen[id] = true
-    letting_go[#letting_go + 1] = id
+if redis.call('EXISTS', (KEY_BASE .. 'group-held')) == 1 then
+  local letting_go = {}
+  for k, id in ipairs(ids) do
+    if holders[k] == consumer and attempts[k] == attempts_in[k] and not seen[id] then
+      seen[id] = true
+      letting_go[#letting_go + 1] = id
+    end
   end
+  seen = {}
+  if #letting_go > 0 and release_groups(letting_go, ready) > 0 then woke = true end
 end
-seen = {}
-if #letting_go > 0 and release_groups(letting_go, ready) > 0 then woke = true end
 for k, id in ipairs(ids) do
-  local base = 2 + (k - 1) * PER
-  local attempt, outcome, backoff, err = ARGV[base + 1], ARGV[base + 2], tonumber(ARGV[base + 3]), ARGV[base + 4]
-  local started, tail = ARGV[base + 5], ARGV[base + 6]
+  local attempt, outcome, backoff, err, started, tail = attempts_in[k], 'success', 0, '-', '', ''
+  if k > plain then
+    local base = base_of(k)
+    outcome, backoff, err = ARGV[base + 2], tonumber(ARGV[base + 3]), ARGV[base + 4]
+    started, tail = ARGV[base + 5], ARGV[base + 6]
+  end
   if holders[k] ~= consumer or attempts[k] ~= attempt or seen[id] then
     replies[k] = 'lost'
   else
@@ -3924,9 +4114,13 @@ for k, id in ipairs(ids) do
     if outcome == 'error' and not marked[k] then
       fail(id, now, stored)
     else
-      local n = #stamps
-      stamps[n + 1], stamps[n + 2] = id, now
+      local n = #outcomes
       outcomes[n + 1], outcomes[n + 2] = id, stored
+      -- Done: a success, or a requeue's run that waits out its backoff (the branches below).
+      local ends_done = outcome ~= 'retry' and outcome ~= 'error' and (not marked[k] or backoff > 0)
+      if not ends_done then
+        stamps[#stamps + 1], stamps[#stamps + 2] = id, now_s
+      end
     end
     if outcome == 'retry' then
       -- A retry runs again anyway: a requeue mark is used up by it.
@@ -3951,7 +4145,7 @@ for k, id in ipairs(ids) do
       if backoff > 0 and outcome ~= 'error' then
         -- done-with-requeue: done, still marked, queued again when the backoff ends.
         done[#done + 1] = id
-        done_at[#done_at + 1], done_at[#done_at + 2] = now, id
+        done_at[#done_at + 1], done_at[#done_at + 2] = now_s, id
         later(w, 'hset', (KEY_BASE .. 'backoffs'), id, now + backoff)
         later(w, 'zadd', (KEY_BASE .. 'schedule'), now + backoff, id)
         later(w, 'zadd', (KEY_BASE .. 'requeue-schedule'), now + backoff, id)
@@ -3962,8 +4156,8 @@ for k, id in ipairs(ids) do
       woke = true
     elseif outcome == 'success' then
       done[#done + 1] = id
-      done_at[#done_at + 1], done_at[#done_at + 2] = now, id
-      dedupe[#dedupe + 1], dedupe[#dedupe + 2] = now + backoff, id
+      done_at[#done_at + 1], done_at[#done_at + 2] = now_s, id
+      dedupe[#dedupe + 1], dedupe[#dedupe + 2] = backoff == 0 and now_s or num_str(now + backoff), id
       if backoff > 0 then later(w, 'hset', (KEY_BASE .. 'backoffs'), id, now + backoff) end
     end
   end
@@ -3974,10 +4168,8 @@ if #unlocked > 0 then
   call_chunked('HDEL', (KEY_BASE .. 'holders'), unlocked)
   call_chunked('ZREM', (KEY_BASE .. 'lock-expiry'), unlocked)
 end
-if #stamps > 0 then
-  call_chunked('HSET', (KEY_BASE .. 'outcomes'), outcomes)
-  call_chunked('HSET', (KEY_BASE .. 'updated-at'), stamps)
-end
+if #outcomes > 0 then call_chunked('HSET', (KEY_BASE .. 'outcomes'), outcomes) end
+if #stamps > 0 then call_chunked('HSET', (KEY_BASE .. 'updated-at'), stamps) end
 if #done > 0 then
   call_chunked('SADD', (KEY_BASE .. 'done'), done)
   call_chunked('ZADD', (KEY_BASE .. 'done-at'), done_at)
@@ -4031,7 +4223,7 @@ return replies
       'layout',
     ],
     readOnly: false,
-    sha: '62a5ad976fbd02c59df231f0e80a8bbb22420936',
+    sha: '1dd1ad266b6473ac49f0cae8ef738ac084c008c9',
     source: `#!lua
 -- The queue's keys are its base (the one key the call passes) and their names.
 local KEY_BASE = KEYS[1]
@@ -4082,6 +4274,20 @@ local CHUNK = 1000
 local function now_ms()
   local t = redis.call('TIME')
   return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+end
+
+-- A number as a command argument. Redis formats a Lua number with printf's %.17g, a few hundred ns a
+-- call, paid per message in the hot paths: they pass whole numbers (times, attempts) as strings made here,
+-- once per call (and once per attempt count) instead.
+local INT_STRINGS = {}
+local function num_str(x)
+  if x ~= math.floor(x) or x > 9007199254740991 or x < -9007199254740991 then return string.format('%.17g', x) end
+  local s = INT_STRINGS[x]
+  if s == nil then
+    s = string.format('%d', x)
+    if x >= 0 and x < 64 then INT_STRINGS[x] = s end
+  end
+  return s
 end
 
 local function layout_error(key, found, expected)
@@ -4207,6 +4413,13 @@ local function hmget(key, fields)
     for j = 1, #part do values[i + j - 1] = part[j] end
   end
   return values
+end
+
+-- As hmget, for a hash many queues never write (metadata, policies): an absent hash costs one EXISTS, not a
+-- lookup per field. Its values are nil where HMGET's are false: callers that keep them write \`or false\`.
+local function hmget_kept(key, fields)
+  if redis.call('EXISTS', key) == 0 then return {} end
+  return hmget(key, fields)
 end
 
 -- Writes gathered during a script and sent at its end, one command per key.
@@ -4472,6 +4685,7 @@ end
 local function enqueue(first)
   events_begin()
   local now = now_ms()
+  local now_s = num_str(now)
   local w = pending_writes()
   local ready = pending_ready()
   local replies = {}
@@ -4496,7 +4710,7 @@ local function enqueue(first)
       later(w, 'hdel', (KEY_BASE .. 'priorities'), id)
     end
     if group ~= '' then later(w, 'hset', (KEY_BASE .. 'groups'), id, group) elseif revived then later(w, 'hdel', (KEY_BASE .. 'groups'), id) end
-    later(w, 'hset', (KEY_BASE .. 'enqueued-at'), id, now)
+    later(w, 'hset', (KEY_BASE .. 'enqueued-at'), id, now_s)
     if backoff > 0 then
       -- Written now: a duplicate later in this batch must see the backoff.
       redis.call('HSET', (KEY_BASE .. 'backoffs'), id, now + backoff)
@@ -4651,7 +4865,7 @@ return replies
     name: 'gc-finish',
     keys: ['consumers', 'gc-lock'],
     readOnly: false,
-    sha: '7e2a96de971c15be983f5187a1a640c1be3d92c1',
+    sha: '9201f5a829ed9af085088df5e16159d4a68467d2',
     source: `#!lua flags=allow-oom
 -- The queue's keys are its base (the one key the call passes) and their names.
 local KEY_BASE = KEYS[1]
@@ -4702,6 +4916,20 @@ local CHUNK = 1000
 local function now_ms()
   local t = redis.call('TIME')
   return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+end
+
+-- A number as a command argument. Redis formats a Lua number with printf's %.17g, a few hundred ns a
+-- call, paid per message in the hot paths: they pass whole numbers (times, attempts) as strings made here,
+-- once per call (and once per attempt count) instead.
+local INT_STRINGS = {}
+local function num_str(x)
+  if x ~= math.floor(x) or x > 9007199254740991 or x < -9007199254740991 then return string.format('%.17g', x) end
+  local s = INT_STRINGS[x]
+  if s == nil then
+    s = string.format('%d', x)
+    if x >= 0 and x < 64 then INT_STRINGS[x] = s end
+  end
+  return s
 end
 
 local function layout_error(key, found, expected)
@@ -4827,6 +5055,13 @@ local function hmget(key, fields)
     for j = 1, #part do values[i + j - 1] = part[j] end
   end
   return values
+end
+
+-- As hmget, for a hash many queues never write (metadata, policies): an absent hash costs one EXISTS, not a
+-- lookup per field. Its values are nil where HMGET's are false: callers that keep them write \`or false\`.
+local function hmget_kept(key, fields)
+  if redis.call('EXISTS', key) == 0 then return {} end
+  return hmget(key, fields)
 end
 
 -- Writes gathered during a script and sent at its end, one command per key.
@@ -4919,7 +5154,7 @@ return #lapsed
     name: 'gc-start',
     keys: ['gc-lock', 'gc-at'],
     readOnly: false,
-    sha: '6ced133b2d346b68618975d0f5b605cba369f0ae',
+    sha: '11eeaa178ebc5fe3e736f86a6f9671508f7b9e23',
     source: `#!lua flags=allow-oom
 -- The queue's keys are its base (the one key the call passes) and their names.
 local KEY_BASE = KEYS[1]
@@ -4970,6 +5205,20 @@ local CHUNK = 1000
 local function now_ms()
   local t = redis.call('TIME')
   return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+end
+
+-- A number as a command argument. Redis formats a Lua number with printf's %.17g, a few hundred ns a
+-- call, paid per message in the hot paths: they pass whole numbers (times, attempts) as strings made here,
+-- once per call (and once per attempt count) instead.
+local INT_STRINGS = {}
+local function num_str(x)
+  if x ~= math.floor(x) or x > 9007199254740991 or x < -9007199254740991 then return string.format('%.17g', x) end
+  local s = INT_STRINGS[x]
+  if s == nil then
+    s = string.format('%d', x)
+    if x >= 0 and x < 64 then INT_STRINGS[x] = s end
+  end
+  return s
 end
 
 local function layout_error(key, found, expected)
@@ -5095,6 +5344,13 @@ local function hmget(key, fields)
     for j = 1, #part do values[i + j - 1] = part[j] end
   end
   return values
+end
+
+-- As hmget, for a hash many queues never write (metadata, policies): an absent hash costs one EXISTS, not a
+-- lookup per field. Its values are nil where HMGET's are false: callers that keep them write \`or false\`.
+local function hmget_kept(key, fields)
+  if redis.call('EXISTS', key) == 0 then return {} end
+  return hmget(key, fields)
 end
 
 -- Writes gathered during a script and sent at its end, one command per key.
@@ -5211,7 +5467,7 @@ return 1
       'debounce-of',
     ],
     readOnly: false,
-    sha: 'a3184c3618feecb41737f767e6c60588a0e454af',
+    sha: '29f933caaf6e51d1c677ed2be2edb405984d2b28',
     source: `#!lua flags=allow-oom
 -- The queue's keys are its base (the one key the call passes) and their names.
 local KEY_BASE = KEYS[1]
@@ -5262,6 +5518,20 @@ local CHUNK = 1000
 local function now_ms()
   local t = redis.call('TIME')
   return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+end
+
+-- A number as a command argument. Redis formats a Lua number with printf's %.17g, a few hundred ns a
+-- call, paid per message in the hot paths: they pass whole numbers (times, attempts) as strings made here,
+-- once per call (and once per attempt count) instead.
+local INT_STRINGS = {}
+local function num_str(x)
+  if x ~= math.floor(x) or x > 9007199254740991 or x < -9007199254740991 then return string.format('%.17g', x) end
+  local s = INT_STRINGS[x]
+  if s == nil then
+    s = string.format('%d', x)
+    if x >= 0 and x < 64 then INT_STRINGS[x] = s end
+  end
+  return s
 end
 
 local function layout_error(key, found, expected)
@@ -5387,6 +5657,13 @@ local function hmget(key, fields)
     for j = 1, #part do values[i + j - 1] = part[j] end
   end
   return values
+end
+
+-- As hmget, for a hash many queues never write (metadata, policies): an absent hash costs one EXISTS, not a
+-- lookup per field. Its values are nil where HMGET's are false: callers that keep them write \`or false\`.
+local function hmget_kept(key, fields)
+  if redis.call('EXISTS', key) == 0 then return {} end
+  return hmget(key, fields)
 end
 
 -- Writes gathered during a script and sent at its end, one command per key.
@@ -5534,16 +5811,17 @@ return { removed, #old }
       'outcomes',
       'enqueued-at',
       'updated-at',
+      'done-at',
     ],
     readOnly: true,
-    sha: 'c9835eb7d59f808a0b9b7c1d40f64dd92c4b1cc0',
+    sha: '26941b1258408eb1c54e851d4252c18372b08fb8',
     source: `#!lua flags=no-writes
 -- The queue's keys are its base (the one key the call passes) and their names.
 local KEY_BASE = KEYS[1]
 -- The keys by name, for the helpers that look a key up by a name they hold.
 local K_TABLE = nil
 local function key_table()
-  if K_TABLE == nil then K_TABLE = { messages = (KEY_BASE .. 'messages'), metadata = (KEY_BASE .. 'metadata'), filters = (KEY_BASE .. 'filters'), policies = (KEY_BASE .. 'policies'), history = (KEY_BASE .. 'history'), priorities = (KEY_BASE .. 'priorities'), groups = (KEY_BASE .. 'groups'), done = (KEY_BASE .. 'done'), requeue = (KEY_BASE .. 'requeue'), backoffs = (KEY_BASE .. 'backoffs'), locks = (KEY_BASE .. 'locks'), failed = (KEY_BASE .. 'failed'), nattempts = (KEY_BASE .. 'nattempts'), holders = (KEY_BASE .. 'holders'), outcomes = (KEY_BASE .. 'outcomes'), enqueued_at = (KEY_BASE .. 'enqueued-at'), updated_at = (KEY_BASE .. 'updated-at') } end
+  if K_TABLE == nil then K_TABLE = { messages = (KEY_BASE .. 'messages'), metadata = (KEY_BASE .. 'metadata'), filters = (KEY_BASE .. 'filters'), policies = (KEY_BASE .. 'policies'), history = (KEY_BASE .. 'history'), priorities = (KEY_BASE .. 'priorities'), groups = (KEY_BASE .. 'groups'), done = (KEY_BASE .. 'done'), requeue = (KEY_BASE .. 'requeue'), backoffs = (KEY_BASE .. 'backoffs'), locks = (KEY_BASE .. 'locks'), failed = (KEY_BASE .. 'failed'), nattempts = (KEY_BASE .. 'nattempts'), holders = (KEY_BASE .. 'holders'), outcomes = (KEY_BASE .. 'outcomes'), enqueued_at = (KEY_BASE .. 'enqueued-at'), updated_at = (KEY_BASE .. 'updated-at'), done_at = (KEY_BASE .. 'done-at') } end
   return K_TABLE
 end
 -- common: helpers every script includes. K holds the queue's keys by name
@@ -5587,6 +5865,20 @@ local CHUNK = 1000
 local function now_ms()
   local t = redis.call('TIME')
   return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+end
+
+-- A number as a command argument. Redis formats a Lua number with printf's %.17g, a few hundred ns a
+-- call, paid per message in the hot paths: they pass whole numbers (times, attempts) as strings made here,
+-- once per call (and once per attempt count) instead.
+local INT_STRINGS = {}
+local function num_str(x)
+  if x ~= math.floor(x) or x > 9007199254740991 or x < -9007199254740991 then return string.format('%.17g', x) end
+  local s = INT_STRINGS[x]
+  if s == nil then
+    s = string.format('%d', x)
+    if x >= 0 and x < 64 then INT_STRINGS[x] = s end
+  end
+  return s
 end
 
 local function layout_error(key, found, expected)
@@ -5714,6 +6006,13 @@ local function hmget(key, fields)
   return values
 end
 
+-- As hmget, for a hash many queues never write (metadata, policies): an absent hash costs one EXISTS, not a
+-- lookup per field. Its values are nil where HMGET's are false: callers that keep them write \`or false\`.
+local function hmget_kept(key, fields)
+  if redis.call('EXISTS', key) == 0 then return {} end
+  return hmget(key, fields)
+end
+
 -- Writes gathered during a script and sent at its end, one command per key.
 local function pending_writes()
   return { hset = {}, hdel = {}, zadd = {}, zrem = {}, sadd = {}, srem = {} }
@@ -5806,11 +6105,19 @@ local function state_of(id, now)
 end
 -- status: what status() reports of one message.
 --
--- KEYS: messages nattempts holders outcomes enqueued-at updated-at
+-- KEYS: messages nattempts holders outcomes enqueued-at updated-at done-at
 
 -- nil when the message is gone, else { state, attempt, outcome (with a newline and the last error
 -- if any) or false, enqueued at, updated at, holder (while locked) or false, the end of the lock or
 -- backoff or -1 }
+-- When the message last changed: a finish that leaves it done writes its time in done-at only.
+local function updated_at(id, enqueued)
+  local stamp = tonumber(redis.call('HGET', (KEY_BASE .. 'updated-at'), id)) or enqueued
+  local done_at = tonumber(redis.call('ZSCORE', (KEY_BASE .. 'done-at'), id))
+  if done_at ~= nil and done_at > stamp then return done_at end
+  return stamp
+end
+
 local function status_of(id, now)
   if redis.call('HEXISTS', (KEY_BASE .. 'messages'), id) == 0 then return nil end
   local state, ends = state_of(id, now)
@@ -5822,7 +6129,7 @@ local function status_of(id, now)
     tonumber(redis.call('HGET', (KEY_BASE .. 'nattempts'), id)) or 0,
     redis.call('HGET', (KEY_BASE .. 'outcomes'), id),
     enqueued,
-    tonumber(redis.call('HGET', (KEY_BASE .. 'updated-at'), id)) or enqueued,
+    updated_at(id, enqueued),
     holder,
     ends or -1,
   }
@@ -5875,6 +6182,7 @@ return reply
       'outcomes',
       'enqueued-at',
       'updated-at',
+      'done-at',
       'priorities',
       'groups',
       'group-held',
@@ -5882,19 +6190,18 @@ return reply
       'history',
       'losses',
       'requeue-content',
-      'done-at',
       'debounce',
       'debounce-of',
     ],
     readOnly: false,
-    sha: '0a0838a71ecf634168fb8bb4d12ccf6abd1fcc86',
+    sha: '2cb6141e761103a4cfb15f64c8691dbdaf7ee9d9',
     source: `#!lua flags=allow-oom
 -- The queue's keys are its base (the one key the call passes) and their names.
 local KEY_BASE = KEYS[1]
 -- The keys by name, for the helpers that look a key up by a name they hold.
 local K_TABLE = nil
 local function key_table()
-  if K_TABLE == nil then K_TABLE = { messages = (KEY_BASE .. 'messages'), metadata = (KEY_BASE .. 'metadata'), filters = (KEY_BASE .. 'filters'), classes = (KEY_BASE .. 'classes'), pushes = (KEY_BASE .. 'pushes'), mid_circle = (KEY_BASE .. 'mid-circle'), schedule = (KEY_BASE .. 'schedule'), lock_expiry = (KEY_BASE .. 'lock-expiry'), requeue_locks = (KEY_BASE .. 'requeue-locks'), requeue_schedule = (KEY_BASE .. 'requeue-schedule'), dedupe = (KEY_BASE .. 'dedupe'), failed = (KEY_BASE .. 'failed'), lanes = (KEY_BASE .. 'lanes'), parked = (KEY_BASE .. 'parked'), conf = (KEY_BASE .. 'conf'), events = (KEY_BASE .. 'events'), events_seq = (KEY_BASE .. 'events-seq'), events_wake = (KEY_BASE .. 'events-wake'), done = (KEY_BASE .. 'done'), requeue = (KEY_BASE .. 'requeue'), backoffs = (KEY_BASE .. 'backoffs'), locks = (KEY_BASE .. 'locks'), nattempts = (KEY_BASE .. 'nattempts'), holders = (KEY_BASE .. 'holders'), outcomes = (KEY_BASE .. 'outcomes'), enqueued_at = (KEY_BASE .. 'enqueued-at'), updated_at = (KEY_BASE .. 'updated-at'), priorities = (KEY_BASE .. 'priorities'), groups = (KEY_BASE .. 'groups'), group_held = (KEY_BASE .. 'group-held'), policies = (KEY_BASE .. 'policies'), history = (KEY_BASE .. 'history'), losses = (KEY_BASE .. 'losses'), requeue_content = (KEY_BASE .. 'requeue-content'), done_at = (KEY_BASE .. 'done-at'), debounce = (KEY_BASE .. 'debounce'), debounce_of = (KEY_BASE .. 'debounce-of') } end
+  if K_TABLE == nil then K_TABLE = { messages = (KEY_BASE .. 'messages'), metadata = (KEY_BASE .. 'metadata'), filters = (KEY_BASE .. 'filters'), classes = (KEY_BASE .. 'classes'), pushes = (KEY_BASE .. 'pushes'), mid_circle = (KEY_BASE .. 'mid-circle'), schedule = (KEY_BASE .. 'schedule'), lock_expiry = (KEY_BASE .. 'lock-expiry'), requeue_locks = (KEY_BASE .. 'requeue-locks'), requeue_schedule = (KEY_BASE .. 'requeue-schedule'), dedupe = (KEY_BASE .. 'dedupe'), failed = (KEY_BASE .. 'failed'), lanes = (KEY_BASE .. 'lanes'), parked = (KEY_BASE .. 'parked'), conf = (KEY_BASE .. 'conf'), events = (KEY_BASE .. 'events'), events_seq = (KEY_BASE .. 'events-seq'), events_wake = (KEY_BASE .. 'events-wake'), done = (KEY_BASE .. 'done'), requeue = (KEY_BASE .. 'requeue'), backoffs = (KEY_BASE .. 'backoffs'), locks = (KEY_BASE .. 'locks'), nattempts = (KEY_BASE .. 'nattempts'), holders = (KEY_BASE .. 'holders'), outcomes = (KEY_BASE .. 'outcomes'), enqueued_at = (KEY_BASE .. 'enqueued-at'), updated_at = (KEY_BASE .. 'updated-at'), done_at = (KEY_BASE .. 'done-at'), priorities = (KEY_BASE .. 'priorities'), groups = (KEY_BASE .. 'groups'), group_held = (KEY_BASE .. 'group-held'), policies = (KEY_BASE .. 'policies'), history = (KEY_BASE .. 'history'), losses = (KEY_BASE .. 'losses'), requeue_content = (KEY_BASE .. 'requeue-content'), debounce = (KEY_BASE .. 'debounce'), debounce_of = (KEY_BASE .. 'debounce-of') } end
   return K_TABLE
 end
 -- common: helpers every script includes. K holds the queue's keys by name
@@ -5938,6 +6245,20 @@ local CHUNK = 1000
 local function now_ms()
   local t = redis.call('TIME')
   return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+end
+
+-- A number as a command argument. Redis formats a Lua number with printf's %.17g, a few hundred ns a
+-- call, paid per message in the hot paths: they pass whole numbers (times, attempts) as strings made here,
+-- once per call (and once per attempt count) instead.
+local INT_STRINGS = {}
+local function num_str(x)
+  if x ~= math.floor(x) or x > 9007199254740991 or x < -9007199254740991 then return string.format('%.17g', x) end
+  local s = INT_STRINGS[x]
+  if s == nil then
+    s = string.format('%d', x)
+    if x >= 0 and x < 64 then INT_STRINGS[x] = s end
+  end
+  return s
 end
 
 local function layout_error(key, found, expected)
@@ -6063,6 +6384,13 @@ local function hmget(key, fields)
     for j = 1, #part do values[i + j - 1] = part[j] end
   end
   return values
+end
+
+-- As hmget, for a hash many queues never write (metadata, policies): an absent hash costs one EXISTS, not a
+-- lookup per field. Its values are nil where HMGET's are false: callers that keep them write \`or false\`.
+local function hmget_kept(key, fields)
+  if redis.call('EXISTS', key) == 0 then return {} end
+  return hmget(key, fields)
 end
 
 -- Writes gathered during a script and sent at its end, one command per key.
@@ -6246,11 +6574,19 @@ local function state_of(id, now)
 end
 -- status: what status() reports of one message.
 --
--- KEYS: messages nattempts holders outcomes enqueued-at updated-at
+-- KEYS: messages nattempts holders outcomes enqueued-at updated-at done-at
 
 -- nil when the message is gone, else { state, attempt, outcome (with a newline and the last error
 -- if any) or false, enqueued at, updated at, holder (while locked) or false, the end of the lock or
 -- backoff or -1 }
+-- When the message last changed: a finish that leaves it done writes its time in done-at only.
+local function updated_at(id, enqueued)
+  local stamp = tonumber(redis.call('HGET', (KEY_BASE .. 'updated-at'), id)) or enqueued
+  local done_at = tonumber(redis.call('ZSCORE', (KEY_BASE .. 'done-at'), id))
+  if done_at ~= nil and done_at > stamp then return done_at end
+  return stamp
+end
+
 local function status_of(id, now)
   if redis.call('HEXISTS', (KEY_BASE .. 'messages'), id) == 0 then return nil end
   local state, ends = state_of(id, now)
@@ -6262,7 +6598,7 @@ local function status_of(id, now)
     tonumber(redis.call('HGET', (KEY_BASE .. 'nattempts'), id)) or 0,
     redis.call('HGET', (KEY_BASE .. 'outcomes'), id),
     enqueued,
-    tonumber(redis.call('HGET', (KEY_BASE .. 'updated-at'), id)) or enqueued,
+    updated_at(id, enqueued),
     holder,
     ends or -1,
   }
@@ -6820,7 +7156,7 @@ return reply
       'debounce-of',
     ],
     readOnly: false,
-    sha: '76a234aded4bb8f77c70dc2f5a5819e5e2e29951',
+    sha: '6dba81486b45e3e32e68330cd3356834b49c2f23',
     source: `#!lua
 -- The queue's keys are its base (the one key the call passes) and their names.
 local KEY_BASE = KEYS[1]
@@ -6871,6 +7207,20 @@ local CHUNK = 1000
 local function now_ms()
   local t = redis.call('TIME')
   return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+end
+
+-- A number as a command argument. Redis formats a Lua number with printf's %.17g, a few hundred ns a
+-- call, paid per message in the hot paths: they pass whole numbers (times, attempts) as strings made here,
+-- once per call (and once per attempt count) instead.
+local INT_STRINGS = {}
+local function num_str(x)
+  if x ~= math.floor(x) or x > 9007199254740991 or x < -9007199254740991 then return string.format('%.17g', x) end
+  local s = INT_STRINGS[x]
+  if s == nil then
+    s = string.format('%d', x)
+    if x >= 0 and x < 64 then INT_STRINGS[x] = s end
+  end
+  return s
 end
 
 local function layout_error(key, found, expected)
@@ -6996,6 +7346,13 @@ local function hmget(key, fields)
     for j = 1, #part do values[i + j - 1] = part[j] end
   end
   return values
+end
+
+-- As hmget, for a hash many queues never write (metadata, policies): an absent hash costs one EXISTS, not a
+-- lookup per field. Its values are nil where HMGET's are false: callers that keep them write \`or false\`.
+local function hmget_kept(key, fields)
+  if redis.call('EXISTS', key) == 0 then return {} end
+  return hmget(key, fields)
 end
 
 -- Writes gathered during a script and sent at its end, one command per key.
@@ -7559,7 +7916,7 @@ return replies
       'locks',
     ],
     readOnly: true,
-    sha: 'cc32bc601a7dbab6af8686d0da0100a03dc23e80',
+    sha: 'acd664018b9ab5aed384cdf0e0ac49347d13e87a',
     source: `#!lua flags=no-writes
 -- The queue's keys are its base (the one key the call passes) and their names.
 local KEY_BASE = KEYS[1]
@@ -7610,6 +7967,20 @@ local CHUNK = 1000
 local function now_ms()
   local t = redis.call('TIME')
   return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+end
+
+-- A number as a command argument. Redis formats a Lua number with printf's %.17g, a few hundred ns a
+-- call, paid per message in the hot paths: they pass whole numbers (times, attempts) as strings made here,
+-- once per call (and once per attempt count) instead.
+local INT_STRINGS = {}
+local function num_str(x)
+  if x ~= math.floor(x) or x > 9007199254740991 or x < -9007199254740991 then return string.format('%.17g', x) end
+  local s = INT_STRINGS[x]
+  if s == nil then
+    s = string.format('%d', x)
+    if x >= 0 and x < 64 then INT_STRINGS[x] = s end
+  end
+  return s
 end
 
 local function layout_error(key, found, expected)
@@ -7735,6 +8106,13 @@ local function hmget(key, fields)
     for j = 1, #part do values[i + j - 1] = part[j] end
   end
   return values
+end
+
+-- As hmget, for a hash many queues never write (metadata, policies): an absent hash costs one EXISTS, not a
+-- lookup per field. Its values are nil where HMGET's are false: callers that keep them write \`or false\`.
+local function hmget_kept(key, fields)
+  if redis.call('EXISTS', key) == 0 then return {} end
+  return hmget(key, fields)
 end
 
 -- Writes gathered during a script and sent at its end, one command per key.
@@ -7875,7 +8253,7 @@ return reply
     name: 'read-events',
     keys: ['events', 'events-seq'],
     readOnly: true,
-    sha: 'f77d1dabe2ad8c855ecaaee96f9f0b7c6f3debbe',
+    sha: '4618427280766ea8fa65a06c382a36371f7d7308',
     source: `#!lua flags=no-writes
 -- The queue's keys are its base (the one key the call passes) and their names.
 local KEY_BASE = KEYS[1]
@@ -7926,6 +8304,20 @@ local CHUNK = 1000
 local function now_ms()
   local t = redis.call('TIME')
   return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+end
+
+-- A number as a command argument. Redis formats a Lua number with printf's %.17g, a few hundred ns a
+-- call, paid per message in the hot paths: they pass whole numbers (times, attempts) as strings made here,
+-- once per call (and once per attempt count) instead.
+local INT_STRINGS = {}
+local function num_str(x)
+  if x ~= math.floor(x) or x > 9007199254740991 or x < -9007199254740991 then return string.format('%.17g', x) end
+  local s = INT_STRINGS[x]
+  if s == nil then
+    s = string.format('%d', x)
+    if x >= 0 and x < 64 then INT_STRINGS[x] = s end
+  end
+  return s
 end
 
 local function layout_error(key, found, expected)
@@ -8051,6 +8443,13 @@ local function hmget(key, fields)
     for j = 1, #part do values[i + j - 1] = part[j] end
   end
   return values
+end
+
+-- As hmget, for a hash many queues never write (metadata, policies): an absent hash costs one EXISTS, not a
+-- lookup per field. Its values are nil where HMGET's are false: callers that keep them write \`or false\`.
+local function hmget_kept(key, fields)
+  if redis.call('EXISTS', key) == 0 then return {} end
+  return hmget(key, fields)
 end
 
 -- Writes gathered during a script and sent at its end, one command per key.
@@ -8166,7 +8565,7 @@ return reply
     name: 'register-consumer',
     keys: ['consumers'],
     readOnly: false,
-    sha: 'c2f8d3058bfbefd967d8a86f2d1857702bb3e365',
+    sha: '42fb456f37861089955d2e4e6a2572aa1df90b1b',
     source: `#!lua flags=allow-oom
 -- The queue's keys are its base (the one key the call passes) and their names.
 local KEY_BASE = KEYS[1]
@@ -8217,6 +8616,20 @@ local CHUNK = 1000
 local function now_ms()
   local t = redis.call('TIME')
   return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+end
+
+-- A number as a command argument. Redis formats a Lua number with printf's %.17g, a few hundred ns a
+-- call, paid per message in the hot paths: they pass whole numbers (times, attempts) as strings made here,
+-- once per call (and once per attempt count) instead.
+local INT_STRINGS = {}
+local function num_str(x)
+  if x ~= math.floor(x) or x > 9007199254740991 or x < -9007199254740991 then return string.format('%.17g', x) end
+  local s = INT_STRINGS[x]
+  if s == nil then
+    s = string.format('%d', x)
+    if x >= 0 and x < 64 then INT_STRINGS[x] = s end
+  end
+  return s
 end
 
 local function layout_error(key, found, expected)
@@ -8342,6 +8755,13 @@ local function hmget(key, fields)
     for j = 1, #part do values[i + j - 1] = part[j] end
   end
   return values
+end
+
+-- As hmget, for a hash many queues never write (metadata, policies): an absent hash costs one EXISTS, not a
+-- lookup per field. Its values are nil where HMGET's are false: callers that keep them write \`or false\`.
+local function hmget_kept(key, fields)
+  if redis.call('EXISTS', key) == 0 then return {} end
+  return hmget(key, fields)
 end
 
 -- Writes gathered during a script and sent at its end, one command per key.
@@ -8467,7 +8887,7 @@ return 1
       'debounce-of',
     ],
     readOnly: false,
-    sha: '28b6520c2437ed1c36b4f507a628c6e548a7eab2',
+    sha: 'c613200cccf7118ca14758bc344a278c13d23d0a',
     source: `#!lua flags=allow-oom
 -- The queue's keys are its base (the one key the call passes) and their names.
 local KEY_BASE = KEYS[1]
@@ -8518,6 +8938,20 @@ local CHUNK = 1000
 local function now_ms()
   local t = redis.call('TIME')
   return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+end
+
+-- A number as a command argument. Redis formats a Lua number with printf's %.17g, a few hundred ns a
+-- call, paid per message in the hot paths: they pass whole numbers (times, attempts) as strings made here,
+-- once per call (and once per attempt count) instead.
+local INT_STRINGS = {}
+local function num_str(x)
+  if x ~= math.floor(x) or x > 9007199254740991 or x < -9007199254740991 then return string.format('%.17g', x) end
+  local s = INT_STRINGS[x]
+  if s == nil then
+    s = string.format('%d', x)
+    if x >= 0 and x < 64 then INT_STRINGS[x] = s end
+  end
+  return s
 end
 
 local function layout_error(key, found, expected)
@@ -8643,6 +9077,13 @@ local function hmget(key, fields)
     for j = 1, #part do values[i + j - 1] = part[j] end
   end
   return values
+end
+
+-- As hmget, for a hash many queues never write (metadata, policies): an absent hash costs one EXISTS, not a
+-- lookup per field. Its values are nil where HMGET's are false: callers that keep them write \`or false\`.
+local function hmget_kept(key, fields)
+  if redis.call('EXISTS', key) == 0 then return {} end
+  return hmget(key, fields)
 end
 
 -- Writes gathered during a script and sent at its end, one command per key.
@@ -8944,7 +9385,7 @@ return replies
       'groups',
     ],
     readOnly: false,
-    sha: '0794cf88c81f1154a27f75639eb5ff6ccf0053f5',
+    sha: 'dbfc873b4cdcf5f7f6ece97bbf1ccd1b78bca1ca',
     source: `#!lua
 -- The queue's keys are its base (the one key the call passes) and their names.
 local KEY_BASE = KEYS[1]
@@ -8995,6 +9436,20 @@ local CHUNK = 1000
 local function now_ms()
   local t = redis.call('TIME')
   return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+end
+
+-- A number as a command argument. Redis formats a Lua number with printf's %.17g, a few hundred ns a
+-- call, paid per message in the hot paths: they pass whole numbers (times, attempts) as strings made here,
+-- once per call (and once per attempt count) instead.
+local INT_STRINGS = {}
+local function num_str(x)
+  if x ~= math.floor(x) or x > 9007199254740991 or x < -9007199254740991 then return string.format('%.17g', x) end
+  local s = INT_STRINGS[x]
+  if s == nil then
+    s = string.format('%d', x)
+    if x >= 0 and x < 64 then INT_STRINGS[x] = s end
+  end
+  return s
 end
 
 local function layout_error(key, found, expected)
@@ -9120,6 +9575,13 @@ local function hmget(key, fields)
     for j = 1, #part do values[i + j - 1] = part[j] end
   end
   return values
+end
+
+-- As hmget, for a hash many queues never write (metadata, policies): an absent hash costs one EXISTS, not a
+-- lookup per field. Its values are nil where HMGET's are false: callers that keep them write \`or false\`.
+local function hmget_kept(key, fields)
+  if redis.call('EXISTS', key) == 0 then return {} end
+  return hmget(key, fields)
 end
 
 -- Writes gathered during a script and sent at its end, one command per key.
@@ -9389,16 +9851,17 @@ return reply
       'outcomes',
       'enqueued-at',
       'updated-at',
+      'done-at',
     ],
     readOnly: true,
-    sha: '2926b437df91be7f385986c6ca08800ae553df03',
+    sha: '3ea72a9226ce3075a2230e83dc160a4e79cf5b9c',
     source: `#!lua flags=no-writes
 -- The queue's keys are its base (the one key the call passes) and their names.
 local KEY_BASE = KEYS[1]
 -- The keys by name, for the helpers that look a key up by a name they hold.
 local K_TABLE = nil
 local function key_table()
-  if K_TABLE == nil then K_TABLE = { messages = (KEY_BASE .. 'messages'), done = (KEY_BASE .. 'done'), requeue = (KEY_BASE .. 'requeue'), backoffs = (KEY_BASE .. 'backoffs'), locks = (KEY_BASE .. 'locks'), failed = (KEY_BASE .. 'failed'), nattempts = (KEY_BASE .. 'nattempts'), holders = (KEY_BASE .. 'holders'), outcomes = (KEY_BASE .. 'outcomes'), enqueued_at = (KEY_BASE .. 'enqueued-at'), updated_at = (KEY_BASE .. 'updated-at') } end
+  if K_TABLE == nil then K_TABLE = { messages = (KEY_BASE .. 'messages'), done = (KEY_BASE .. 'done'), requeue = (KEY_BASE .. 'requeue'), backoffs = (KEY_BASE .. 'backoffs'), locks = (KEY_BASE .. 'locks'), failed = (KEY_BASE .. 'failed'), nattempts = (KEY_BASE .. 'nattempts'), holders = (KEY_BASE .. 'holders'), outcomes = (KEY_BASE .. 'outcomes'), enqueued_at = (KEY_BASE .. 'enqueued-at'), updated_at = (KEY_BASE .. 'updated-at'), done_at = (KEY_BASE .. 'done-at') } end
   return K_TABLE
 end
 -- common: helpers every script includes. K holds the queue's keys by name
@@ -9442,6 +9905,20 @@ local CHUNK = 1000
 local function now_ms()
   local t = redis.call('TIME')
   return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+end
+
+-- A number as a command argument. Redis formats a Lua number with printf's %.17g, a few hundred ns a
+-- call, paid per message in the hot paths: they pass whole numbers (times, attempts) as strings made here,
+-- once per call (and once per attempt count) instead.
+local INT_STRINGS = {}
+local function num_str(x)
+  if x ~= math.floor(x) or x > 9007199254740991 or x < -9007199254740991 then return string.format('%.17g', x) end
+  local s = INT_STRINGS[x]
+  if s == nil then
+    s = string.format('%d', x)
+    if x >= 0 and x < 64 then INT_STRINGS[x] = s end
+  end
+  return s
 end
 
 local function layout_error(key, found, expected)
@@ -9567,6 +10044,13 @@ local function hmget(key, fields)
     for j = 1, #part do values[i + j - 1] = part[j] end
   end
   return values
+end
+
+-- As hmget, for a hash many queues never write (metadata, policies): an absent hash costs one EXISTS, not a
+-- lookup per field. Its values are nil where HMGET's are false: callers that keep them write \`or false\`.
+local function hmget_kept(key, fields)
+  if redis.call('EXISTS', key) == 0 then return {} end
+  return hmget(key, fields)
 end
 
 -- Writes gathered during a script and sent at its end, one command per key.
@@ -9661,11 +10145,19 @@ local function state_of(id, now)
 end
 -- status: what status() reports of one message.
 --
--- KEYS: messages nattempts holders outcomes enqueued-at updated-at
+-- KEYS: messages nattempts holders outcomes enqueued-at updated-at done-at
 
 -- nil when the message is gone, else { state, attempt, outcome (with a newline and the last error
 -- if any) or false, enqueued at, updated at, holder (while locked) or false, the end of the lock or
 -- backoff or -1 }
+-- When the message last changed: a finish that leaves it done writes its time in done-at only.
+local function updated_at(id, enqueued)
+  local stamp = tonumber(redis.call('HGET', (KEY_BASE .. 'updated-at'), id)) or enqueued
+  local done_at = tonumber(redis.call('ZSCORE', (KEY_BASE .. 'done-at'), id))
+  if done_at ~= nil and done_at > stamp then return done_at end
+  return stamp
+end
+
 local function status_of(id, now)
   if redis.call('HEXISTS', (KEY_BASE .. 'messages'), id) == 0 then return nil end
   local state, ends = state_of(id, now)
@@ -9677,7 +10169,7 @@ local function status_of(id, now)
     tonumber(redis.call('HGET', (KEY_BASE .. 'nattempts'), id)) or 0,
     redis.call('HGET', (KEY_BASE .. 'outcomes'), id),
     enqueued,
-    tonumber(redis.call('HGET', (KEY_BASE .. 'updated-at'), id)) or enqueued,
+    updated_at(id, enqueued),
     holder,
     ends or -1,
   }
@@ -9699,7 +10191,7 @@ return status_of(ARGV[1], now_ms())
     name: 'unregister-consumer',
     keys: ['consumers'],
     readOnly: false,
-    sha: '68b9a3a51df1586e6bc2d1b7e4e36ef005c02496',
+    sha: '9a5fa221226fb2da7613e2a2c8fb72321c055a08',
     source: `#!lua flags=allow-oom
 -- The queue's keys are its base (the one key the call passes) and their names.
 local KEY_BASE = KEYS[1]
@@ -9750,6 +10242,20 @@ local CHUNK = 1000
 local function now_ms()
   local t = redis.call('TIME')
   return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+end
+
+-- A number as a command argument. Redis formats a Lua number with printf's %.17g, a few hundred ns a
+-- call, paid per message in the hot paths: they pass whole numbers (times, attempts) as strings made here,
+-- once per call (and once per attempt count) instead.
+local INT_STRINGS = {}
+local function num_str(x)
+  if x ~= math.floor(x) or x > 9007199254740991 or x < -9007199254740991 then return string.format('%.17g', x) end
+  local s = INT_STRINGS[x]
+  if s == nil then
+    s = string.format('%d', x)
+    if x >= 0 and x < 64 then INT_STRINGS[x] = s end
+  end
+  return s
 end
 
 local function layout_error(key, found, expected)
@@ -9875,6 +10381,13 @@ local function hmget(key, fields)
     for j = 1, #part do values[i + j - 1] = part[j] end
   end
   return values
+end
+
+-- As hmget, for a hash many queues never write (metadata, policies): an absent hash costs one EXISTS, not a
+-- lookup per field. Its values are nil where HMGET's are false: callers that keep them write \`or false\`.
+local function hmget_kept(key, fields)
+  if redis.call('EXISTS', key) == 0 then return {} end
+  return hmget(key, fields)
 end
 
 -- Writes gathered during a script and sent at its end, one command per key.

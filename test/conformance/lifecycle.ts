@@ -1,5 +1,6 @@
 /** A message's way through the states: handled, locked, finished by each outcome, retried, revived. */
 import assert from 'node:assert/strict';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { describe } from 'node:test';
 import { storeTest } from '../support/harness.js';
 import { JobLog, waitForStatus } from '../support/jobs.js';
@@ -37,6 +38,8 @@ export function lifecycle(fixture: StoreFixture): void {
       assert.ok(locked.until <= Date.now() + 5000 + CLOCK_SLACK_MS, 'the lock ends within lockMs');
       assert.deepEqual(await h.client.enqueue(q, 'y', { id: 'm' }), { ok: false, id: 'm', state: 'locked' });
 
+      // Held a while, so the finish's time is apart from the claim's.
+      await sleep(40);
       release.open();
       const done = await waitForStatus(h.client, q, 'm', 'done-awaiting-gc');
       assert.equal(done.outcome, 'success');
@@ -44,6 +47,10 @@ export function lifecycle(fixture: StoreFixture): void {
       assert.equal(done.consumer, null);
       assert.equal(done.lastError, null);
       assert.ok(done.updatedAt >= done.enqueuedAt);
+      assert.ok(
+        done.updatedAt >= locked.updatedAt + 30,
+        `updated at the finish (${done.updatedAt}), not the claim (${locked.updatedAt})`,
+      );
       const counts = (await h.client.queueStatus(q)).counts;
       assert.equal(counts['done-awaiting-gc'], 1);
       assert.equal(counts.locked, 0);

@@ -181,25 +181,26 @@ end
 local reply = { 'ok', 0, 0, -1 }
 if n > 0 then
   local contents = hmget(K.messages, ids)
-  local metas = hmget(K.metadata, ids)
+  local metas = hmget_kept(K.metadata, ids)
   local attempts = hmget(K.nattempts, ids)
-  local policies = hmget(K.policies, ids)
+  local policies = hmget_kept(K.policies, ids)
   local marked = redis.call('SCARD', K.requeue) > 0
   local lock_until = now + lock_ms
+  local now_s, until_s = num_str(now), num_str(lock_until)
   local counts, locks, holders, stamps, expiry, m, r = {}, {}, {}, {}, {}, 0, 4
   for i = 1, n do
     -- A ready entry whose message is gone (cleared meanwhile) is dropped.
     if contents[i] then
       local id = ids[i]
       local attempt = (tonumber(attempts[i]) or 0) + 1
-      counts[m + 1], counts[m + 2] = id, attempt
-      locks[m + 1], locks[m + 2] = id, lock_until
+      counts[m + 1], counts[m + 2] = id, num_str(attempt)
+      locks[m + 1], locks[m + 2] = id, until_s
       holders[m + 1], holders[m + 2] = id, consumer
-      stamps[m + 1], stamps[m + 2] = id, now
-      expiry[m + 1], expiry[m + 2] = lock_until, id
+      stamps[m + 1], stamps[m + 2] = id, now_s
+      expiry[m + 1], expiry[m + 2] = until_s, id
       m = m + 2
-      reply[r + 1], reply[r + 2], reply[r + 3], reply[r + 4], reply[r + 5] = id, contents[i], metas[i], class_at[i], attempt
-      reply[r + 6] = policies[i]
+      reply[r + 1], reply[r + 2], reply[r + 3], reply[r + 4] = id, contents[i], metas[i] or false, class_at[i]
+      reply[r + 5], reply[r + 6] = attempt, policies[i] or false
       r = r + 6
       if EV.on then event('started', id, attempt) end
       -- A message that lost its lock keeps its requeue mark: locked-with-requeue again.

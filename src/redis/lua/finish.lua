@@ -12,10 +12,11 @@
 --
 -- KEYS: messages filters nattempts locks holders backoffs done done-at dedupe requeue
 --       requeue-content schedule lock-expiry outcomes updated-at mid-circle wake pushes losses layout
--- ARGV: consumer id, then seven per finish: id, attempt, outcome ('success', 'error' or 'retry'),
+-- ARGV: consumer id, the number P of plain successes (no backoff, no error), two per plain success: id,
+--       attempt; then seven per other finish: id, attempt, outcome ('success', 'error' or 'retry'),
 --       backoff ms, error ('-' for none, else '+' and the text), started at ms ('' when it never ran),
 --       the error as the history keeps it ('' when it is the error itself, else '+' and the text)
--- Reply: one string per finish: 'ok' or 'lost'
+-- Reply: one string per finish, in the order of ARGV: 'ok' or 'lost'
 -- Include: common events lanes groups forget fail
 
 local PER = 7
@@ -26,11 +27,23 @@ check_layout(nil, { 'history', 'losses', 'failed', 'conf', 'requeue_locks', 'req
   'debounce', 'debounce_of', 'group_held', 'parked', 'messages' }, { 'holders', 'nattempts', 'requeue' },
   layout_marked())
 local consumer = ARGV[1]
-local count = (#ARGV - 1) / PER
+-- Plain successes come as id and attempt only: most finishes are, and each argument costs the server.
+local plain = tonumber(ARGV[2])
+local REST = 3 + 2 * plain
+local count = plain + (#ARGV - REST + 1) / PER
 if count == 0 then return {} end
 local now = now_ms()
-local ids = {}
-for k = 1, count do ids[k] = ARGV[2 + (k - 1) * PER] end
+local now_s = num_str(now)
+-- Where finish k's fields start in ARGV, and its attempt.
+local function base_of(k)
+  if k <= plain then return 1 + 2 * k end
+  return REST + (k - plain - 1) * PER
+end
+local ids, attempts_in = {}, {}
+for k = 1, count do
+  local base = base_of(k)
+  ids[k], attempts_in[k] = ARGV[base], ARGV[base + 1]
+end
 local holders = hmget(K.holders, ids)
 local attempts = hmget(K.nattempts, ids)
 local marked = {}
@@ -40,8 +53,8 @@ if redis.call('SCARD', K.requeue) > 0 then
     if marked[k] then check_rare() end
   end
 end
-for k = 1, count do
-  if ARGV[2 + (k - 1) * PER + 2] ~= 'success' then check_rare() end
+for k = plain + 1, count do
+  if ARGV[base_of(k) + 2] ~= 'success' then check_rare() end
 end
 events_begin()
 
@@ -57,25 +70,32 @@ end
 -- The common writes go in one command each; the rarer outcomes through `w`.
 local w = pending_writes()
 local ready = pending_ready()
+-- A message that ends up done keeps its finish time in done-at, which status reads as its update time:
+-- only the others take an updated-at stamp.
 local unlocked, outcomes, stamps, done, done_at, dedupe = {}, {}, {}, {}, {}, {}
 local replies = {}
 local woke = false
 local seen = {}
 -- A grouped message letting go makes room in its group: parked messages of it go back to their lanes.
 -- Done first: a dead-letter move (fail) forgets the message's group.
-local letting_go = {}
-for k, id in ipairs(ids) do
-  if holders[k] == consumer and attempts[k] == ARGV[2 + (k - 1) * PER + 1] and not seen[id] then
-    seen[id] = true
-    letting_go[#letting_go + 1] = id
+if redis.call('EXISTS', K.group_held) == 1 then
+  local letting_go = {}
+  for k, id in ipairs(ids) do
+    if holders[k] == consumer and attempts[k] == attempts_in[k] and not seen[id] then
+      seen[id] = true
+      letting_go[#letting_go + 1] = id
+    end
   end
+  seen = {}
+  if #letting_go > 0 and release_groups(letting_go, ready) > 0 then woke = true end
 end
-seen = {}
-if #letting_go > 0 and release_groups(letting_go, ready) > 0 then woke = true end
 for k, id in ipairs(ids) do
-  local base = 2 + (k - 1) * PER
-  local attempt, outcome, backoff, err = ARGV[base + 1], ARGV[base + 2], tonumber(ARGV[base + 3]), ARGV[base + 4]
-  local started, tail = ARGV[base + 5], ARGV[base + 6]
+  local attempt, outcome, backoff, err, started, tail = attempts_in[k], 'success', 0, '-', '', ''
+  if k > plain then
+    local base = base_of(k)
+    outcome, backoff, err = ARGV[base + 2], tonumber(ARGV[base + 3]), ARGV[base + 4]
+    started, tail = ARGV[base + 5], ARGV[base + 6]
+  end
   if holders[k] ~= consumer or attempts[k] ~= attempt or seen[id] then
     replies[k] = 'lost'
   else
@@ -101,9 +121,13 @@ for k, id in ipairs(ids) do
     if outcome == 'error' and not marked[k] then
       fail(id, now, stored)
     else
-      local n = #stamps
-      stamps[n + 1], stamps[n + 2] = id, now
+      local n = #outcomes
       outcomes[n + 1], outcomes[n + 2] = id, stored
+      -- Done: a success, or a requeue's run that waits out its backoff (the branches below).
+      local ends_done = outcome ~= 'retry' and outcome ~= 'error' and (not marked[k] or backoff > 0)
+      if not ends_done then
+        stamps[#stamps + 1], stamps[#stamps + 2] = id, now_s
+      end
     end
     if outcome == 'retry' then
       -- A retry runs again anyway: a requeue mark is used up by it.
@@ -128,7 +152,7 @@ for k, id in ipairs(ids) do
       if backoff > 0 and outcome ~= 'error' then
         -- done-with-requeue: done, still marked, queued again when the backoff ends.
         done[#done + 1] = id
-        done_at[#done_at + 1], done_at[#done_at + 2] = now, id
+        done_at[#done_at + 1], done_at[#done_at + 2] = now_s, id
         later(w, 'hset', K.backoffs, id, now + backoff)
         later(w, 'zadd', K.schedule, now + backoff, id)
         later(w, 'zadd', K.requeue_schedule, now + backoff, id)
@@ -139,8 +163,8 @@ for k, id in ipairs(ids) do
       woke = true
     elseif outcome == 'success' then
       done[#done + 1] = id
-      done_at[#done_at + 1], done_at[#done_at + 2] = now, id
-      dedupe[#dedupe + 1], dedupe[#dedupe + 2] = now + backoff, id
+      done_at[#done_at + 1], done_at[#done_at + 2] = now_s, id
+      dedupe[#dedupe + 1], dedupe[#dedupe + 2] = backoff == 0 and now_s or num_str(now + backoff), id
       if backoff > 0 then later(w, 'hset', K.backoffs, id, now + backoff) end
     end
   end
@@ -151,10 +175,8 @@ if #unlocked > 0 then
   call_chunked('HDEL', K.holders, unlocked)
   call_chunked('ZREM', K.lock_expiry, unlocked)
 end
-if #stamps > 0 then
-  call_chunked('HSET', K.outcomes, outcomes)
-  call_chunked('HSET', K.updated_at, stamps)
-end
+if #outcomes > 0 then call_chunked('HSET', K.outcomes, outcomes) end
+if #stamps > 0 then call_chunked('HSET', K.updated_at, stamps) end
 if #done > 0 then
   call_chunked('SADD', K.done, done)
   call_chunked('ZADD', K.done_at, done_at)

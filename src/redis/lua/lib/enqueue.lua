@@ -56,6 +56,7 @@ end
 local function enqueue(first)
   events_begin()
   local now = now_ms()
+  local now_s = num_str(now)
   local w = pending_writes()
   local ready = pending_ready()
   local replies = {}
@@ -80,7 +81,7 @@ local function enqueue(first)
       later(w, 'hdel', K.priorities, id)
     end
     if group ~= '' then later(w, 'hset', K.groups, id, group) elseif revived then later(w, 'hdel', K.groups, id) end
-    later(w, 'hset', K.enqueued_at, id, now)
+    later(w, 'hset', K.enqueued_at, id, now_s)
     if backoff > 0 then
       -- Written now: a duplicate later in this batch must see the backoff.
       redis.call('HSET', K.backoffs, id, now + backoff)

@@ -1,10 +1,18 @@
 -- status: what status() reports of one message.
 --
--- KEYS: messages nattempts holders outcomes enqueued-at updated-at
+-- KEYS: messages nattempts holders outcomes enqueued-at updated-at done-at
 
 -- nil when the message is gone, else { state, attempt, outcome (with a newline and the last error
 -- if any) or false, enqueued at, updated at, holder (while locked) or false, the end of the lock or
 -- backoff or -1 }
+-- When the message last changed: a finish that leaves it done writes its time in done-at only.
+local function updated_at(id, enqueued)
+  local stamp = tonumber(redis.call('HGET', K.updated_at, id)) or enqueued
+  local done_at = tonumber(redis.call('ZSCORE', K.done_at, id))
+  if done_at ~= nil and done_at > stamp then return done_at end
+  return stamp
+end
+
 local function status_of(id, now)
   if redis.call('HEXISTS', K.messages, id) == 0 then return nil end
   local state, ends = state_of(id, now)
@@ -16,7 +24,7 @@ local function status_of(id, now)
     tonumber(redis.call('HGET', K.nattempts, id)) or 0,
     redis.call('HGET', K.outcomes, id),
     enqueued,
-    tonumber(redis.call('HGET', K.updated_at, id)) or enqueued,
+    updated_at(id, enqueued),
     holder,
     ends or -1,
   }
