@@ -179,7 +179,8 @@ void describe('redis store', () => {
     const keys = cli(base, 'KEYS', `carmine:mq:{${q}}:*`).map((k) => k.slice(`carmine:mq:{${q}}:`.length));
     assert.deepEqual(keys.sort(), documented.sort());
     assert.equal(one(base, 'HGET', key('metadata'), 'sized'), '{"by":"layout"}');
-    assert.equal(one(base, 'HGET', key('holders'), 'held'), 'layout-consumer');
+    // holders: the consumer, the attempt it was handed and the claim's time.
+    assert.match(one(base, 'HGET', key('holders'), 'held'), /^layout-consumer 1 \d{13}$/);
     assert.equal(one(base, 'HGET', key('conf'), 'filter_enums'), '{"size":["s","m"]}');
 
     // clear() deletes the nine keys (and kvmq's), keeping the configuration.
@@ -694,6 +695,27 @@ void describe('redis store: failures, listings and counts', () => {
     cli(base, 'DEL', `${prefix}:{${q}}:history`);
     assert.deepEqual(await finish(client, q, 'm', 'error'), ['ok']);
     assert.equal((await client.status(q, 'm'))?.state, 'failed');
+  });
+  void test('a lock whose holder is the consumer alone (as written before the attempt was in it) still counts', async () => {
+    const prefix = uniquePrefix('legacy-holder');
+    const client = await open(`${base}?prefix=${prefix}`);
+    const q = 'legacy';
+    const holders = `${prefix}:{${q}}:holders`;
+    await client.enqueue(q, 'x', { id: 'kept' });
+    await client.enqueue(q, 'x', { id: 'stale' });
+    await client.enqueue(q, 'x', { id: 'renewed' });
+    for (let i = 0; i < 3; i++) await claimOne(client, q);
+    for (const id of ['kept', 'stale', 'renewed']) cli(base, 'HSET', holders, id, 'c');
+    // The attempt is then read from nattempts: a finish of another attempt is lost, as before.
+    cli(base, 'HSET', `${prefix}:{${q}}:nattempts`, 'stale', '2');
+    const status = await client.status(q, 'kept');
+    assert.equal(status?.state, 'locked');
+    assert.equal(status.consumer, 'c');
+    assert.deepEqual(await storeOf(client).extend(q, 'c', [{ id: 'renewed', attempt: 1 }], 60_000), []);
+    assert.deepEqual(await finish(client, q, 'kept', 'success'), ['ok']);
+    assert.deepEqual(await finish(client, q, 'stale', 'success'), ['lost']);
+    assert.equal((await client.status(q, 'kept'))?.state, 'done-awaiting-gc');
+    assert.equal((await client.status(q, 'stale'))?.state, 'locked');
   });
 });
 

@@ -22,10 +22,10 @@ export const KEY_TYPES = {
   metadata: 'hash', // id → metadata JSON (only when not {})
   filters: 'hash', // id → filter class (only when it has filters)
   classes: 'set', // filter classes seen; each has a ready list `mid-circle:<class>`
-  holders: 'hash', // id → consumer holding the lock
+  holders: 'hash', // id → '<consumer> <attempt> <claimed at ms>' (older kvmq: the consumer alone)
   outcomes: 'hash', // id → last outcome, then a newline and the error if there was one
   'enqueued-at': 'hash', // id → ms
-  'updated-at': 'hash', // id → ms (absent: same as enqueued-at)
+  'updated-at': 'hash', // id → ms (absent: enqueued-at; claims and finishes to done write holders, done-at)
   'requeue-content': 'hash', // id → the payload a requeued run carries (replacePayload)
   policies: 'hash', // id → the message's own retry policy JSON (only when it has one)
   history: 'hash', // id → JSON array of attempt records (only once there is one)

@@ -59,7 +59,7 @@ export const SCRIPTS = {
       'debounce-of',
     ],
     readOnly: false,
-    sha: 'c4b03c80a5afda17088b960095594980f6b64803',
+    sha: '80094514d9f9d853f92b0ab0885d09a5bc7f4aac',
     source: `#!lua flags=allow-oom
 -- The queue's keys are its base (the one key the call passes) and their names.
 local KEY_BASE = KEYS[1]
@@ -145,6 +145,29 @@ end
 -- Marks the queue after a full check_layout found its keys kvmq's.
 local function mark_layout()
   redis.call('SET', (KEY_BASE .. 'layout'), LAYOUT_VERSION)
+end
+
+-- A lock's holder (\`holders\`): the consumer, the attempt it was handed and when it took the message, as
+-- \`<consumer> <attempt> <ms>\`, one field: a claim writes one value where it wrote three keys, a finish reads one.
+-- Parsed from the end (worker ids hold no spaces; the parse would not need that). A holder written before the
+-- attempt was part of it is the consumer alone.
+local function holder_value(consumer, attempt_s, claimed_s)
+  return consumer .. ' ' .. attempt_s .. ' ' .. claimed_s
+end
+
+-- The consumer, attempt and claim time of a holder (the last two nil for a consumer alone).
+local function holder_parts(holder)
+  local consumer, attempt, claimed = string.match(holder, '^(.*) (%d+) (%d+)$')
+  if consumer == nil then return holder, nil, nil end
+  return consumer, attempt, tonumber(claimed)
+end
+
+-- Whether \`holder\` (a holders value or false) is \`consumer\` at \`attempt\` (a string) of message \`id\`.
+local function holds(holder, consumer, attempt, id)
+  if not holder then return false end
+  local prefix = consumer .. ' ' .. attempt .. ' '
+  if string.sub(holder, 1, #prefix) == prefix then return true end
+  return holder == consumer and redis.call('HGET', (KEY_BASE .. 'nattempts'), id) == attempt
 end
 
 -- The conf fields \`fields\` (HMGET), a conf of another type refused before any write.
@@ -714,7 +737,11 @@ local function promote(now, ready, w, heads)
   local max_deliveries = nil
   local back = {}
   for _, id in ipairs(expired) do
-    local holder = redis.call('HGET', (KEY_BASE .. 'holders'), id)
+    local holder, claimed = redis.call('HGET', (KEY_BASE .. 'holders'), id), nil
+    if holder then
+      local _
+      holder, _, claimed = holder_parts(holder)
+    end
     append_history(id, redis.call('HGET', (KEY_BASE .. 'nattempts'), id), nil, now, holder, 'lost', nil)
     local losses = redis.call('HINCRBY', (KEY_BASE .. 'losses'), id, 1)
     if max_deliveries == nil then
@@ -728,6 +755,8 @@ local function promote(now, ready, w, heads)
       fail(id, now, 'error\\n' .. err)
     else
       back[#back + 1] = id
+      -- The claim's time, which only its holder kept, stays the message's last change.
+      if claimed then later(w, 'hset', (KEY_BASE .. 'updated-at'), id, num_str(claimed)) end
       later(w, 'hdel', (KEY_BASE .. 'locks'), id)
       later(w, 'hdel', (KEY_BASE .. 'holders'), id)
       later(w, 'zrem', (KEY_BASE .. 'lock-expiry'), id)
@@ -928,16 +957,17 @@ if n > 0 then
   local marked = redis.call('SCARD', (KEY_BASE .. 'requeue')) > 0
   local lock_until = now + lock_ms
   local now_s, until_s = num_str(now), num_str(lock_until)
-  local counts, locks, holders, stamps, expiry, m, r = {}, {}, {}, {}, {}, 0, 4
+  local counts, locks, holders, expiry, m, r = {}, {}, {}, {}, 0, 4
   for i = 1, n do
     -- A ready entry whose message is gone (cleared meanwhile) is dropped.
     if contents[i] then
       local id = ids[i]
       local attempt = (tonumber(attempts[i]) or 0) + 1
-      counts[m + 1], counts[m + 2] = id, num_str(attempt)
+      local attempt_s = num_str(attempt)
+      counts[m + 1], counts[m + 2] = id, attempt_s
       locks[m + 1], locks[m + 2] = id, until_s
-      holders[m + 1], holders[m + 2] = id, consumer
-      stamps[m + 1], stamps[m + 2] = id, now_s
+      -- The claim time is in the holder: status reads it as the message's update time while it is held.
+      holders[m + 1], holders[m + 2] = id, holder_value(consumer, attempt_s, now_s)
       expiry[m + 1], expiry[m + 2] = until_s, id
       m = m + 2
       reply[r + 1], reply[r + 2], reply[r + 3], reply[r + 4] = id, contents[i], metas[i] or false, class_at[i]
@@ -959,7 +989,6 @@ if n > 0 then
     call_chunked('HSET', (KEY_BASE .. 'nattempts'), counts)
     call_chunked('HSET', (KEY_BASE .. 'locks'), locks)
     call_chunked('HSET', (KEY_BASE .. 'holders'), holders)
-    call_chunked('HSET', (KEY_BASE .. 'updated-at'), stamps)
     call_chunked('ZADD', (KEY_BASE .. 'lock-expiry'), expiry)
   end
 end
@@ -1058,7 +1087,7 @@ return reply
       'layout',
     ],
     readOnly: false,
-    sha: '96879bc5144865800926c4f0c8d34c8d997cff18',
+    sha: '97c837af4a41c6471866df23a60869a97743bd56',
     source: `#!lua flags=allow-oom
 -- The queue's keys are its base (the one key the call passes) and their names.
 local KEY_BASE = KEYS[1]
@@ -1144,6 +1173,29 @@ end
 -- Marks the queue after a full check_layout found its keys kvmq's.
 local function mark_layout()
   redis.call('SET', (KEY_BASE .. 'layout'), LAYOUT_VERSION)
+end
+
+-- A lock's holder (\`holders\`): the consumer, the attempt it was handed and when it took the message, as
+-- \`<consumer> <attempt> <ms>\`, one field: a claim writes one value where it wrote three keys, a finish reads one.
+-- Parsed from the end (worker ids hold no spaces; the parse would not need that). A holder written before the
+-- attempt was part of it is the consumer alone.
+local function holder_value(consumer, attempt_s, claimed_s)
+  return consumer .. ' ' .. attempt_s .. ' ' .. claimed_s
+end
+
+-- The consumer, attempt and claim time of a holder (the last two nil for a consumer alone).
+local function holder_parts(holder)
+  local consumer, attempt, claimed = string.match(holder, '^(.*) (%d+) (%d+)$')
+  if consumer == nil then return holder, nil, nil end
+  return consumer, attempt, tonumber(claimed)
+end
+
+-- Whether \`holder\` (a holders value or false) is \`consumer\` at \`attempt\` (a string) of message \`id\`.
+local function holds(holder, consumer, attempt, id)
+  if not holder then return false end
+  local prefix = consumer .. ' ' .. attempt .. ' '
+  if string.sub(holder, 1, #prefix) == prefix then return true end
+  return holder == consumer and redis.call('HGET', (KEY_BASE .. 'nattempts'), id) == attempt
 end
 
 -- The conf fields \`fields\` (HMGET), a conf of another type refused before any write.
@@ -1362,7 +1414,7 @@ return 1
       'parked',
     ],
     readOnly: false,
-    sha: 'bf16c5a4c15a4e7d3e09aba9f18b87de2cf0701a',
+    sha: '7dca2d0f405fe7fe570922a81780af0561ce49f7',
     source: `#!lua
 -- The queue's keys are its base (the one key the call passes) and their names.
 local KEY_BASE = KEYS[1]
@@ -1448,6 +1500,29 @@ end
 -- Marks the queue after a full check_layout found its keys kvmq's.
 local function mark_layout()
   redis.call('SET', nil, LAYOUT_VERSION)
+end
+
+-- A lock's holder (\`holders\`): the consumer, the attempt it was handed and when it took the message, as
+-- \`<consumer> <attempt> <ms>\`, one field: a claim writes one value where it wrote three keys, a finish reads one.
+-- Parsed from the end (worker ids hold no spaces; the parse would not need that). A holder written before the
+-- attempt was part of it is the consumer alone.
+local function holder_value(consumer, attempt_s, claimed_s)
+  return consumer .. ' ' .. attempt_s .. ' ' .. claimed_s
+end
+
+-- The consumer, attempt and claim time of a holder (the last two nil for a consumer alone).
+local function holder_parts(holder)
+  local consumer, attempt, claimed = string.match(holder, '^(.*) (%d+) (%d+)$')
+  if consumer == nil then return holder, nil, nil end
+  return consumer, attempt, tonumber(claimed)
+end
+
+-- Whether \`holder\` (a holders value or false) is \`consumer\` at \`attempt\` (a string) of message \`id\`.
+local function holds(holder, consumer, attempt, id)
+  if not holder then return false end
+  local prefix = consumer .. ' ' .. attempt .. ' '
+  if string.sub(holder, 1, #prefix) == prefix then return true end
+  return holder == consumer and redis.call('HGET', nil, id) == attempt
 end
 
 -- The conf fields \`fields\` (HMGET), a conf of another type refused before any write.
@@ -1784,7 +1859,7 @@ return 1
     name: 'consumers',
     keys: ['consumers', 'holders', 'locks'],
     readOnly: true,
-    sha: 'b3762ced870a7508622c351e37a6c9055a2eb183',
+    sha: '2f798902817abdc2722ce512103a9ca0a79845ca',
     source: `#!lua flags=no-writes
 -- The queue's keys are its base (the one key the call passes) and their names.
 local KEY_BASE = KEYS[1]
@@ -1870,6 +1945,29 @@ end
 -- Marks the queue after a full check_layout found its keys kvmq's.
 local function mark_layout()
   redis.call('SET', nil, LAYOUT_VERSION)
+end
+
+-- A lock's holder (\`holders\`): the consumer, the attempt it was handed and when it took the message, as
+-- \`<consumer> <attempt> <ms>\`, one field: a claim writes one value where it wrote three keys, a finish reads one.
+-- Parsed from the end (worker ids hold no spaces; the parse would not need that). A holder written before the
+-- attempt was part of it is the consumer alone.
+local function holder_value(consumer, attempt_s, claimed_s)
+  return consumer .. ' ' .. attempt_s .. ' ' .. claimed_s
+end
+
+-- The consumer, attempt and claim time of a holder (the last two nil for a consumer alone).
+local function holder_parts(holder)
+  local consumer, attempt, claimed = string.match(holder, '^(.*) (%d+) (%d+)$')
+  if consumer == nil then return holder, nil, nil end
+  return consumer, attempt, tonumber(claimed)
+end
+
+-- Whether \`holder\` (a holders value or false) is \`consumer\` at \`attempt\` (a string) of message \`id\`.
+local function holds(holder, consumer, attempt, id)
+  if not holder then return false end
+  local prefix = consumer .. ' ' .. attempt .. ' '
+  if string.sub(holder, 1, #prefix) == prefix then return true end
+  return holder == consumer and redis.call('HGET', nil, id) == attempt
 end
 
 -- The conf fields \`fields\` (HMGET), a conf of another type refused before any write.
@@ -2062,7 +2160,7 @@ local function consumer_entries(now)
     for i, id in ipairs(ids) do
       if (tonumber(locks[i]) or 0) > now then
         reply[#reply + 1] = id
-        reply[#reply + 1] = held[i * 2]
+        reply[#reply + 1] = (holder_parts(held[i * 2]))
       end
     end
   end
@@ -2123,7 +2221,7 @@ return reply
       'layout',
     ],
     readOnly: false,
-    sha: 'da09720f39acf8a90f1887f321348c3dbd27c9e6',
+    sha: '905de2e9903eeda2efe70f3e57ed17ada2871975',
     source: `#!lua
 -- The queue's keys are its base (the one key the call passes) and their names.
 local KEY_BASE = KEYS[1]
@@ -2209,6 +2307,29 @@ end
 -- Marks the queue after a full check_layout found its keys kvmq's.
 local function mark_layout()
   redis.call('SET', (KEY_BASE .. 'layout'), LAYOUT_VERSION)
+end
+
+-- A lock's holder (\`holders\`): the consumer, the attempt it was handed and when it took the message, as
+-- \`<consumer> <attempt> <ms>\`, one field: a claim writes one value where it wrote three keys, a finish reads one.
+-- Parsed from the end (worker ids hold no spaces; the parse would not need that). A holder written before the
+-- attempt was part of it is the consumer alone.
+local function holder_value(consumer, attempt_s, claimed_s)
+  return consumer .. ' ' .. attempt_s .. ' ' .. claimed_s
+end
+
+-- The consumer, attempt and claim time of a holder (the last two nil for a consumer alone).
+local function holder_parts(holder)
+  local consumer, attempt, claimed = string.match(holder, '^(.*) (%d+) (%d+)$')
+  if consumer == nil then return holder, nil, nil end
+  return consumer, attempt, tonumber(claimed)
+end
+
+-- Whether \`holder\` (a holders value or false) is \`consumer\` at \`attempt\` (a string) of message \`id\`.
+local function holds(holder, consumer, attempt, id)
+  if not holder then return false end
+  local prefix = consumer .. ' ' .. attempt .. ' '
+  if string.sub(holder, 1, #prefix) == prefix then return true end
+  return holder == consumer and redis.call('HGET', (KEY_BASE .. 'nattempts'), id) == attempt
 end
 
 -- The conf fields \`fields\` (HMGET), a conf of another type refused before any write.
@@ -2758,7 +2879,7 @@ return replies
     name: 'events-trim',
     keys: ['events', 'events-seq'],
     readOnly: false,
-    sha: '53003e5b8cd08cdf22ff42da04fae1f545e20bf7',
+    sha: '8b3b961af8a37a6c484a6babcad221bbc0f94c95',
     source: `#!lua flags=allow-oom
 -- The queue's keys are its base (the one key the call passes) and their names.
 local KEY_BASE = KEYS[1]
@@ -2844,6 +2965,29 @@ end
 -- Marks the queue after a full check_layout found its keys kvmq's.
 local function mark_layout()
   redis.call('SET', nil, LAYOUT_VERSION)
+end
+
+-- A lock's holder (\`holders\`): the consumer, the attempt it was handed and when it took the message, as
+-- \`<consumer> <attempt> <ms>\`, one field: a claim writes one value where it wrote three keys, a finish reads one.
+-- Parsed from the end (worker ids hold no spaces; the parse would not need that). A holder written before the
+-- attempt was part of it is the consumer alone.
+local function holder_value(consumer, attempt_s, claimed_s)
+  return consumer .. ' ' .. attempt_s .. ' ' .. claimed_s
+end
+
+-- The consumer, attempt and claim time of a holder (the last two nil for a consumer alone).
+local function holder_parts(holder)
+  local consumer, attempt, claimed = string.match(holder, '^(.*) (%d+) (%d+)$')
+  if consumer == nil then return holder, nil, nil end
+  return consumer, attempt, tonumber(claimed)
+end
+
+-- Whether \`holder\` (a holders value or false) is \`consumer\` at \`attempt\` (a string) of message \`id\`.
+local function holds(holder, consumer, attempt, id)
+  if not holder then return false end
+  local prefix = consumer .. ' ' .. attempt .. ' '
+  if string.sub(holder, 1, #prefix) == prefix then return true end
+  return holder == consumer and redis.call('HGET', nil, id) == attempt
 end
 
 -- The conf fields \`fields\` (HMGET), a conf of another type refused before any write.
@@ -3058,7 +3202,7 @@ return redis.call('XTRIM', (KEY_BASE .. 'events'), 'MINID', string.format('%d', 
     name: 'extend',
     keys: ['locks', 'holders', 'nattempts', 'lock-expiry', 'requeue', 'requeue-locks'],
     readOnly: false,
-    sha: 'ed16b4150828b340fbdbfb05e0c4a122bcb3de7d',
+    sha: 'dde1583b6925dc5eb950508621d72d0904538780',
     source: `#!lua flags=allow-oom
 -- The queue's keys are its base (the one key the call passes) and their names.
 local KEY_BASE = KEYS[1]
@@ -3144,6 +3288,29 @@ end
 -- Marks the queue after a full check_layout found its keys kvmq's.
 local function mark_layout()
   redis.call('SET', nil, LAYOUT_VERSION)
+end
+
+-- A lock's holder (\`holders\`): the consumer, the attempt it was handed and when it took the message, as
+-- \`<consumer> <attempt> <ms>\`, one field: a claim writes one value where it wrote three keys, a finish reads one.
+-- Parsed from the end (worker ids hold no spaces; the parse would not need that). A holder written before the
+-- attempt was part of it is the consumer alone.
+local function holder_value(consumer, attempt_s, claimed_s)
+  return consumer .. ' ' .. attempt_s .. ' ' .. claimed_s
+end
+
+-- The consumer, attempt and claim time of a holder (the last two nil for a consumer alone).
+local function holder_parts(holder)
+  local consumer, attempt, claimed = string.match(holder, '^(.*) (%d+) (%d+)$')
+  if consumer == nil then return holder, nil, nil end
+  return consumer, attempt, tonumber(claimed)
+end
+
+-- Whether \`holder\` (a holders value or false) is \`consumer\` at \`attempt\` (a string) of message \`id\`.
+local function holds(holder, consumer, attempt, id)
+  if not holder then return false end
+  local prefix = consumer .. ' ' .. attempt .. ' '
+  if string.sub(holder, 1, #prefix) == prefix then return true end
+  return holder == consumer and redis.call('HGET', (KEY_BASE .. 'nattempts'), id) == attempt
 end
 
 -- The conf fields \`fields\` (HMGET), a conf of another type refused before any write.
@@ -3336,7 +3503,7 @@ local lost = {}
 local marked = redis.call('SCARD', (KEY_BASE .. 'requeue')) > 0
 for i = 3, #ARGV, 2 do
   local id, attempt = ARGV[i], ARGV[i + 1]
-  if redis.call('HGET', (KEY_BASE .. 'holders'), id) == consumer and redis.call('HGET', (KEY_BASE .. 'nattempts'), id) == attempt then
+  if holds(redis.call('HGET', (KEY_BASE .. 'holders'), id), consumer, attempt, id) then
     later(w, 'hset', (KEY_BASE .. 'locks'), id, lock_until)
     later(w, 'zadd', (KEY_BASE .. 'lock-expiry'), lock_until, id)
     if marked and redis.call('SISMEMBER', (KEY_BASE .. 'requeue'), id) == 1 then later(w, 'zadd', (KEY_BASE .. 'requeue-locks'), lock_until, id) end
@@ -3391,7 +3558,7 @@ return lost
       'debounce-of',
     ],
     readOnly: false,
-    sha: 'e44263300b678ca30d9c035834f614f4eb48e8df',
+    sha: '34367b96b58e698b607b620a8eadeebfd1333112',
     source: `#!lua flags=allow-oom
 -- The queue's keys are its base (the one key the call passes) and their names.
 local KEY_BASE = KEYS[1]
@@ -3477,6 +3644,29 @@ end
 -- Marks the queue after a full check_layout found its keys kvmq's.
 local function mark_layout()
   redis.call('SET', (KEY_BASE .. 'layout'), LAYOUT_VERSION)
+end
+
+-- A lock's holder (\`holders\`): the consumer, the attempt it was handed and when it took the message, as
+-- \`<consumer> <attempt> <ms>\`, one field: a claim writes one value where it wrote three keys, a finish reads one.
+-- Parsed from the end (worker ids hold no spaces; the parse would not need that). A holder written before the
+-- attempt was part of it is the consumer alone.
+local function holder_value(consumer, attempt_s, claimed_s)
+  return consumer .. ' ' .. attempt_s .. ' ' .. claimed_s
+end
+
+-- The consumer, attempt and claim time of a holder (the last two nil for a consumer alone).
+local function holder_parts(holder)
+  local consumer, attempt, claimed = string.match(holder, '^(.*) (%d+) (%d+)$')
+  if consumer == nil then return holder, nil, nil end
+  return consumer, attempt, tonumber(claimed)
+end
+
+-- Whether \`holder\` (a holders value or false) is \`consumer\` at \`attempt\` (a string) of message \`id\`.
+local function holds(holder, consumer, attempt, id)
+  if not holder then return false end
+  local prefix = consumer .. ' ' .. attempt .. ' '
+  if string.sub(holder, 1, #prefix) == prefix then return true end
+  return holder == consumer and redis.call('HGET', (KEY_BASE .. 'nattempts'), id) == attempt
 end
 
 -- The conf fields \`fields\` (HMGET), a conf of another type refused before any write.
@@ -4038,7 +4228,9 @@ for k = 1, count do
   ids[k], attempts_in[k] = ARGV[base], ARGV[base + 1]
 end
 local holders = hmget((KEY_BASE .. 'holders'), ids)
-local attempts = hmget((KEY_BASE .. 'nattempts'), ids)
+-- Whether finish k's consumer still holds its message, at the attempt it was handed.
+local held = {}
+for k, id in ipairs(ids) do held[k] = holds(holders[k], consumer, attempts_in[k], id) end
 local marked = {}
 if redis.call('SCARD', (KEY_BASE .. 'requeue')) > 0 then
   for k, id in ipairs(ids) do
@@ -4074,7 +4266,7 @@ local seen = {}
 if redis.call('EXISTS', (KEY_BASE .. 'group-held')) == 1 then
   local letting_go = {}
   for k, id in ipairs(ids) do
-    if holders[k] == consumer and attempts[k] == attempts_in[k] and not seen[id] then
+    if held[k] and not seen[id] then
       seen[id] = true
       letting_go[#letting_go + 1] = id
     end
@@ -4089,7 +4281,7 @@ for k, id in ipairs(ids) do
     outcome, backoff, err = ARGV[base + 2], tonumber(ARGV[base + 3]), ARGV[base + 4]
     started, tail = ARGV[base + 5], ARGV[base + 6]
   end
-  if holders[k] ~= consumer or attempts[k] ~= attempt or seen[id] then
+  if not held[k] or seen[id] then
     replies[k] = 'lost'
   else
     seen[id] = true
@@ -4223,7 +4415,7 @@ return replies
       'layout',
     ],
     readOnly: false,
-    sha: '1dd1ad266b6473ac49f0cae8ef738ac084c008c9',
+    sha: '8455b87d3a3cd7a52acddddecd2604cdfac1d919',
     source: `#!lua
 -- The queue's keys are its base (the one key the call passes) and their names.
 local KEY_BASE = KEYS[1]
@@ -4309,6 +4501,29 @@ end
 -- Marks the queue after a full check_layout found its keys kvmq's.
 local function mark_layout()
   redis.call('SET', (KEY_BASE .. 'layout'), LAYOUT_VERSION)
+end
+
+-- A lock's holder (\`holders\`): the consumer, the attempt it was handed and when it took the message, as
+-- \`<consumer> <attempt> <ms>\`, one field: a claim writes one value where it wrote three keys, a finish reads one.
+-- Parsed from the end (worker ids hold no spaces; the parse would not need that). A holder written before the
+-- attempt was part of it is the consumer alone.
+local function holder_value(consumer, attempt_s, claimed_s)
+  return consumer .. ' ' .. attempt_s .. ' ' .. claimed_s
+end
+
+-- The consumer, attempt and claim time of a holder (the last two nil for a consumer alone).
+local function holder_parts(holder)
+  local consumer, attempt, claimed = string.match(holder, '^(.*) (%d+) (%d+)$')
+  if consumer == nil then return holder, nil, nil end
+  return consumer, attempt, tonumber(claimed)
+end
+
+-- Whether \`holder\` (a holders value or false) is \`consumer\` at \`attempt\` (a string) of message \`id\`.
+local function holds(holder, consumer, attempt, id)
+  if not holder then return false end
+  local prefix = consumer .. ' ' .. attempt .. ' '
+  if string.sub(holder, 1, #prefix) == prefix then return true end
+  return holder == consumer and redis.call('HGET', (KEY_BASE .. 'nattempts'), id) == attempt
 end
 
 -- The conf fields \`fields\` (HMGET), a conf of another type refused before any write.
@@ -4865,7 +5080,7 @@ return replies
     name: 'gc-finish',
     keys: ['consumers', 'gc-lock'],
     readOnly: false,
-    sha: '9201f5a829ed9af085088df5e16159d4a68467d2',
+    sha: 'c04145e4bc34259fd1a09addf8986671dfb2f5d6',
     source: `#!lua flags=allow-oom
 -- The queue's keys are its base (the one key the call passes) and their names.
 local KEY_BASE = KEYS[1]
@@ -4951,6 +5166,29 @@ end
 -- Marks the queue after a full check_layout found its keys kvmq's.
 local function mark_layout()
   redis.call('SET', nil, LAYOUT_VERSION)
+end
+
+-- A lock's holder (\`holders\`): the consumer, the attempt it was handed and when it took the message, as
+-- \`<consumer> <attempt> <ms>\`, one field: a claim writes one value where it wrote three keys, a finish reads one.
+-- Parsed from the end (worker ids hold no spaces; the parse would not need that). A holder written before the
+-- attempt was part of it is the consumer alone.
+local function holder_value(consumer, attempt_s, claimed_s)
+  return consumer .. ' ' .. attempt_s .. ' ' .. claimed_s
+end
+
+-- The consumer, attempt and claim time of a holder (the last two nil for a consumer alone).
+local function holder_parts(holder)
+  local consumer, attempt, claimed = string.match(holder, '^(.*) (%d+) (%d+)$')
+  if consumer == nil then return holder, nil, nil end
+  return consumer, attempt, tonumber(claimed)
+end
+
+-- Whether \`holder\` (a holders value or false) is \`consumer\` at \`attempt\` (a string) of message \`id\`.
+local function holds(holder, consumer, attempt, id)
+  if not holder then return false end
+  local prefix = consumer .. ' ' .. attempt .. ' '
+  if string.sub(holder, 1, #prefix) == prefix then return true end
+  return holder == consumer and redis.call('HGET', nil, id) == attempt
 end
 
 -- The conf fields \`fields\` (HMGET), a conf of another type refused before any write.
@@ -5154,7 +5392,7 @@ return #lapsed
     name: 'gc-start',
     keys: ['gc-lock', 'gc-at'],
     readOnly: false,
-    sha: '11eeaa178ebc5fe3e736f86a6f9671508f7b9e23',
+    sha: 'e590ff3bc7bab6334f89bf0adf2fd956fc10b109',
     source: `#!lua flags=allow-oom
 -- The queue's keys are its base (the one key the call passes) and their names.
 local KEY_BASE = KEYS[1]
@@ -5240,6 +5478,29 @@ end
 -- Marks the queue after a full check_layout found its keys kvmq's.
 local function mark_layout()
   redis.call('SET', nil, LAYOUT_VERSION)
+end
+
+-- A lock's holder (\`holders\`): the consumer, the attempt it was handed and when it took the message, as
+-- \`<consumer> <attempt> <ms>\`, one field: a claim writes one value where it wrote three keys, a finish reads one.
+-- Parsed from the end (worker ids hold no spaces; the parse would not need that). A holder written before the
+-- attempt was part of it is the consumer alone.
+local function holder_value(consumer, attempt_s, claimed_s)
+  return consumer .. ' ' .. attempt_s .. ' ' .. claimed_s
+end
+
+-- The consumer, attempt and claim time of a holder (the last two nil for a consumer alone).
+local function holder_parts(holder)
+  local consumer, attempt, claimed = string.match(holder, '^(.*) (%d+) (%d+)$')
+  if consumer == nil then return holder, nil, nil end
+  return consumer, attempt, tonumber(claimed)
+end
+
+-- Whether \`holder\` (a holders value or false) is \`consumer\` at \`attempt\` (a string) of message \`id\`.
+local function holds(holder, consumer, attempt, id)
+  if not holder then return false end
+  local prefix = consumer .. ' ' .. attempt .. ' '
+  if string.sub(holder, 1, #prefix) == prefix then return true end
+  return holder == consumer and redis.call('HGET', nil, id) == attempt
 end
 
 -- The conf fields \`fields\` (HMGET), a conf of another type refused before any write.
@@ -5467,7 +5728,7 @@ return 1
       'debounce-of',
     ],
     readOnly: false,
-    sha: '29f933caaf6e51d1c677ed2be2edb405984d2b28',
+    sha: 'e4a70a9384045460689e7d8c7cf58eeb8d4f4a58',
     source: `#!lua flags=allow-oom
 -- The queue's keys are its base (the one key the call passes) and their names.
 local KEY_BASE = KEYS[1]
@@ -5553,6 +5814,29 @@ end
 -- Marks the queue after a full check_layout found its keys kvmq's.
 local function mark_layout()
   redis.call('SET', nil, LAYOUT_VERSION)
+end
+
+-- A lock's holder (\`holders\`): the consumer, the attempt it was handed and when it took the message, as
+-- \`<consumer> <attempt> <ms>\`, one field: a claim writes one value where it wrote three keys, a finish reads one.
+-- Parsed from the end (worker ids hold no spaces; the parse would not need that). A holder written before the
+-- attempt was part of it is the consumer alone.
+local function holder_value(consumer, attempt_s, claimed_s)
+  return consumer .. ' ' .. attempt_s .. ' ' .. claimed_s
+end
+
+-- The consumer, attempt and claim time of a holder (the last two nil for a consumer alone).
+local function holder_parts(holder)
+  local consumer, attempt, claimed = string.match(holder, '^(.*) (%d+) (%d+)$')
+  if consumer == nil then return holder, nil, nil end
+  return consumer, attempt, tonumber(claimed)
+end
+
+-- Whether \`holder\` (a holders value or false) is \`consumer\` at \`attempt\` (a string) of message \`id\`.
+local function holds(holder, consumer, attempt, id)
+  if not holder then return false end
+  local prefix = consumer .. ' ' .. attempt .. ' '
+  if string.sub(holder, 1, #prefix) == prefix then return true end
+  return holder == consumer and redis.call('HGET', (KEY_BASE .. 'nattempts'), id) == attempt
 end
 
 -- The conf fields \`fields\` (HMGET), a conf of another type refused before any write.
@@ -5814,7 +6098,7 @@ return { removed, #old }
       'done-at',
     ],
     readOnly: true,
-    sha: '26941b1258408eb1c54e851d4252c18372b08fb8',
+    sha: '9122cbed8c05a6dcc025866e227175c8db97092c',
     source: `#!lua flags=no-writes
 -- The queue's keys are its base (the one key the call passes) and their names.
 local KEY_BASE = KEYS[1]
@@ -5900,6 +6184,29 @@ end
 -- Marks the queue after a full check_layout found its keys kvmq's.
 local function mark_layout()
   redis.call('SET', nil, LAYOUT_VERSION)
+end
+
+-- A lock's holder (\`holders\`): the consumer, the attempt it was handed and when it took the message, as
+-- \`<consumer> <attempt> <ms>\`, one field: a claim writes one value where it wrote three keys, a finish reads one.
+-- Parsed from the end (worker ids hold no spaces; the parse would not need that). A holder written before the
+-- attempt was part of it is the consumer alone.
+local function holder_value(consumer, attempt_s, claimed_s)
+  return consumer .. ' ' .. attempt_s .. ' ' .. claimed_s
+end
+
+-- The consumer, attempt and claim time of a holder (the last two nil for a consumer alone).
+local function holder_parts(holder)
+  local consumer, attempt, claimed = string.match(holder, '^(.*) (%d+) (%d+)$')
+  if consumer == nil then return holder, nil, nil end
+  return consumer, attempt, tonumber(claimed)
+end
+
+-- Whether \`holder\` (a holders value or false) is \`consumer\` at \`attempt\` (a string) of message \`id\`.
+local function holds(holder, consumer, attempt, id)
+  if not holder then return false end
+  local prefix = consumer .. ' ' .. attempt .. ' '
+  if string.sub(holder, 1, #prefix) == prefix then return true end
+  return holder == consumer and redis.call('HGET', (KEY_BASE .. 'nattempts'), id) == attempt
 end
 
 -- The conf fields \`fields\` (HMGET), a conf of another type refused before any write.
@@ -6110,11 +6417,13 @@ end
 -- nil when the message is gone, else { state, attempt, outcome (with a newline and the last error
 -- if any) or false, enqueued at, updated at, holder (while locked) or false, the end of the lock or
 -- backoff or -1 }
--- When the message last changed: a finish that leaves it done writes its time in done-at only.
-local function updated_at(id, enqueued)
+-- When the message last changed, the latest of: its updated-at stamp, the finish that left it done (done-at:
+-- such a finish writes no stamp) and the claim that holds it (in its holder: a claim writes no stamp).
+local function updated_at(id, enqueued, claimed)
   local stamp = tonumber(redis.call('HGET', (KEY_BASE .. 'updated-at'), id)) or enqueued
   local done_at = tonumber(redis.call('ZSCORE', (KEY_BASE .. 'done-at'), id))
-  if done_at ~= nil and done_at > stamp then return done_at end
+  if done_at ~= nil and done_at > stamp then stamp = done_at end
+  if claimed ~= nil and claimed > stamp then stamp = claimed end
   return stamp
 end
 
@@ -6122,14 +6431,20 @@ local function status_of(id, now)
   if redis.call('HEXISTS', (KEY_BASE .. 'messages'), id) == 0 then return nil end
   local state, ends = state_of(id, now)
   local enqueued = tonumber(redis.call('HGET', (KEY_BASE .. 'enqueued-at'), id)) or 0
-  local holder = false
-  if state == 'locked' or state == 'locked-with-requeue' then holder = redis.call('HGET', (KEY_BASE .. 'holders'), id) end
+  local holder, claimed = false, nil
+  if state == 'locked' or state == 'locked-with-requeue' then
+    local value = redis.call('HGET', (KEY_BASE .. 'holders'), id)
+    if value then
+      local consumer, _, at = holder_parts(value)
+      holder, claimed = consumer, at
+    end
+  end
   return {
     state,
     tonumber(redis.call('HGET', (KEY_BASE .. 'nattempts'), id)) or 0,
     redis.call('HGET', (KEY_BASE .. 'outcomes'), id),
     enqueued,
-    updated_at(id, enqueued),
+    updated_at(id, enqueued, claimed),
     holder,
     ends or -1,
   }
@@ -6194,7 +6509,7 @@ return reply
       'debounce-of',
     ],
     readOnly: false,
-    sha: '2cb6141e761103a4cfb15f64c8691dbdaf7ee9d9',
+    sha: '99aee5828cb8739a87f24ff6af1b43ddef254c8a',
     source: `#!lua flags=allow-oom
 -- The queue's keys are its base (the one key the call passes) and their names.
 local KEY_BASE = KEYS[1]
@@ -6280,6 +6595,29 @@ end
 -- Marks the queue after a full check_layout found its keys kvmq's.
 local function mark_layout()
   redis.call('SET', nil, LAYOUT_VERSION)
+end
+
+-- A lock's holder (\`holders\`): the consumer, the attempt it was handed and when it took the message, as
+-- \`<consumer> <attempt> <ms>\`, one field: a claim writes one value where it wrote three keys, a finish reads one.
+-- Parsed from the end (worker ids hold no spaces; the parse would not need that). A holder written before the
+-- attempt was part of it is the consumer alone.
+local function holder_value(consumer, attempt_s, claimed_s)
+  return consumer .. ' ' .. attempt_s .. ' ' .. claimed_s
+end
+
+-- The consumer, attempt and claim time of a holder (the last two nil for a consumer alone).
+local function holder_parts(holder)
+  local consumer, attempt, claimed = string.match(holder, '^(.*) (%d+) (%d+)$')
+  if consumer == nil then return holder, nil, nil end
+  return consumer, attempt, tonumber(claimed)
+end
+
+-- Whether \`holder\` (a holders value or false) is \`consumer\` at \`attempt\` (a string) of message \`id\`.
+local function holds(holder, consumer, attempt, id)
+  if not holder then return false end
+  local prefix = consumer .. ' ' .. attempt .. ' '
+  if string.sub(holder, 1, #prefix) == prefix then return true end
+  return holder == consumer and redis.call('HGET', (KEY_BASE .. 'nattempts'), id) == attempt
 end
 
 -- The conf fields \`fields\` (HMGET), a conf of another type refused before any write.
@@ -6579,11 +6917,13 @@ end
 -- nil when the message is gone, else { state, attempt, outcome (with a newline and the last error
 -- if any) or false, enqueued at, updated at, holder (while locked) or false, the end of the lock or
 -- backoff or -1 }
--- When the message last changed: a finish that leaves it done writes its time in done-at only.
-local function updated_at(id, enqueued)
+-- When the message last changed, the latest of: its updated-at stamp, the finish that left it done (done-at:
+-- such a finish writes no stamp) and the claim that holds it (in its holder: a claim writes no stamp).
+local function updated_at(id, enqueued, claimed)
   local stamp = tonumber(redis.call('HGET', (KEY_BASE .. 'updated-at'), id)) or enqueued
   local done_at = tonumber(redis.call('ZSCORE', (KEY_BASE .. 'done-at'), id))
-  if done_at ~= nil and done_at > stamp then return done_at end
+  if done_at ~= nil and done_at > stamp then stamp = done_at end
+  if claimed ~= nil and claimed > stamp then stamp = claimed end
   return stamp
 end
 
@@ -6591,14 +6931,20 @@ local function status_of(id, now)
   if redis.call('HEXISTS', (KEY_BASE .. 'messages'), id) == 0 then return nil end
   local state, ends = state_of(id, now)
   local enqueued = tonumber(redis.call('HGET', (KEY_BASE .. 'enqueued-at'), id)) or 0
-  local holder = false
-  if state == 'locked' or state == 'locked-with-requeue' then holder = redis.call('HGET', (KEY_BASE .. 'holders'), id) end
+  local holder, claimed = false, nil
+  if state == 'locked' or state == 'locked-with-requeue' then
+    local value = redis.call('HGET', (KEY_BASE .. 'holders'), id)
+    if value then
+      local consumer, _, at = holder_parts(value)
+      holder, claimed = consumer, at
+    end
+  end
   return {
     state,
     tonumber(redis.call('HGET', (KEY_BASE .. 'nattempts'), id)) or 0,
     redis.call('HGET', (KEY_BASE .. 'outcomes'), id),
     enqueued,
-    updated_at(id, enqueued),
+    updated_at(id, enqueued, claimed),
     holder,
     ends or -1,
   }
@@ -6907,7 +7253,11 @@ local function promote(now, ready, w, heads)
   local max_deliveries = nil
   local back = {}
   for _, id in ipairs(expired) do
-    local holder = redis.call('HGET', (KEY_BASE .. 'holders'), id)
+    local holder, claimed = redis.call('HGET', (KEY_BASE .. 'holders'), id), nil
+    if holder then
+      local _
+      holder, _, claimed = holder_parts(holder)
+    end
     append_history(id, redis.call('HGET', (KEY_BASE .. 'nattempts'), id), nil, now, holder, 'lost', nil)
     local losses = redis.call('HINCRBY', (KEY_BASE .. 'losses'), id, 1)
     if max_deliveries == nil then
@@ -6921,6 +7271,8 @@ local function promote(now, ready, w, heads)
       fail(id, now, 'error\\n' .. err)
     else
       back[#back + 1] = id
+      -- The claim's time, which only its holder kept, stays the message's last change.
+      if claimed then later(w, 'hset', (KEY_BASE .. 'updated-at'), id, num_str(claimed)) end
       later(w, 'hdel', (KEY_BASE .. 'locks'), id)
       later(w, 'hdel', (KEY_BASE .. 'holders'), id)
       later(w, 'zrem', (KEY_BASE .. 'lock-expiry'), id)
@@ -7156,7 +7508,7 @@ return reply
       'debounce-of',
     ],
     readOnly: false,
-    sha: '6dba81486b45e3e32e68330cd3356834b49c2f23',
+    sha: '76808d018bd1d26dadf5afb15da27879460a21f9',
     source: `#!lua
 -- The queue's keys are its base (the one key the call passes) and their names.
 local KEY_BASE = KEYS[1]
@@ -7242,6 +7594,29 @@ end
 -- Marks the queue after a full check_layout found its keys kvmq's.
 local function mark_layout()
   redis.call('SET', nil, LAYOUT_VERSION)
+end
+
+-- A lock's holder (\`holders\`): the consumer, the attempt it was handed and when it took the message, as
+-- \`<consumer> <attempt> <ms>\`, one field: a claim writes one value where it wrote three keys, a finish reads one.
+-- Parsed from the end (worker ids hold no spaces; the parse would not need that). A holder written before the
+-- attempt was part of it is the consumer alone.
+local function holder_value(consumer, attempt_s, claimed_s)
+  return consumer .. ' ' .. attempt_s .. ' ' .. claimed_s
+end
+
+-- The consumer, attempt and claim time of a holder (the last two nil for a consumer alone).
+local function holder_parts(holder)
+  local consumer, attempt, claimed = string.match(holder, '^(.*) (%d+) (%d+)$')
+  if consumer == nil then return holder, nil, nil end
+  return consumer, attempt, tonumber(claimed)
+end
+
+-- Whether \`holder\` (a holders value or false) is \`consumer\` at \`attempt\` (a string) of message \`id\`.
+local function holds(holder, consumer, attempt, id)
+  if not holder then return false end
+  local prefix = consumer .. ' ' .. attempt .. ' '
+  if string.sub(holder, 1, #prefix) == prefix then return true end
+  return holder == consumer and redis.call('HGET', (KEY_BASE .. 'nattempts'), id) == attempt
 end
 
 -- The conf fields \`fields\` (HMGET), a conf of another type refused before any write.
@@ -7838,7 +8213,11 @@ local function promote(now, ready, w, heads)
   local max_deliveries = nil
   local back = {}
   for _, id in ipairs(expired) do
-    local holder = redis.call('HGET', (KEY_BASE .. 'holders'), id)
+    local holder, claimed = redis.call('HGET', (KEY_BASE .. 'holders'), id), nil
+    if holder then
+      local _
+      holder, _, claimed = holder_parts(holder)
+    end
     append_history(id, redis.call('HGET', (KEY_BASE .. 'nattempts'), id), nil, now, holder, 'lost', nil)
     local losses = redis.call('HINCRBY', (KEY_BASE .. 'losses'), id, 1)
     if max_deliveries == nil then
@@ -7852,6 +8231,8 @@ local function promote(now, ready, w, heads)
       fail(id, now, 'error\\n' .. err)
     else
       back[#back + 1] = id
+      -- The claim's time, which only its holder kept, stays the message's last change.
+      if claimed then later(w, 'hset', (KEY_BASE .. 'updated-at'), id, num_str(claimed)) end
       later(w, 'hdel', (KEY_BASE .. 'locks'), id)
       later(w, 'hdel', (KEY_BASE .. 'holders'), id)
       later(w, 'zrem', (KEY_BASE .. 'lock-expiry'), id)
@@ -7916,7 +8297,7 @@ return replies
       'locks',
     ],
     readOnly: true,
-    sha: 'acd664018b9ab5aed384cdf0e0ac49347d13e87a',
+    sha: 'ecec741fdaff27ddf66d6b307bcb793fb80fad70',
     source: `#!lua flags=no-writes
 -- The queue's keys are its base (the one key the call passes) and their names.
 local KEY_BASE = KEYS[1]
@@ -8002,6 +8383,29 @@ end
 -- Marks the queue after a full check_layout found its keys kvmq's.
 local function mark_layout()
   redis.call('SET', nil, LAYOUT_VERSION)
+end
+
+-- A lock's holder (\`holders\`): the consumer, the attempt it was handed and when it took the message, as
+-- \`<consumer> <attempt> <ms>\`, one field: a claim writes one value where it wrote three keys, a finish reads one.
+-- Parsed from the end (worker ids hold no spaces; the parse would not need that). A holder written before the
+-- attempt was part of it is the consumer alone.
+local function holder_value(consumer, attempt_s, claimed_s)
+  return consumer .. ' ' .. attempt_s .. ' ' .. claimed_s
+end
+
+-- The consumer, attempt and claim time of a holder (the last two nil for a consumer alone).
+local function holder_parts(holder)
+  local consumer, attempt, claimed = string.match(holder, '^(.*) (%d+) (%d+)$')
+  if consumer == nil then return holder, nil, nil end
+  return consumer, attempt, tonumber(claimed)
+end
+
+-- Whether \`holder\` (a holders value or false) is \`consumer\` at \`attempt\` (a string) of message \`id\`.
+local function holds(holder, consumer, attempt, id)
+  if not holder then return false end
+  local prefix = consumer .. ' ' .. attempt .. ' '
+  if string.sub(holder, 1, #prefix) == prefix then return true end
+  return holder == consumer and redis.call('HGET', nil, id) == attempt
 end
 
 -- The conf fields \`fields\` (HMGET), a conf of another type refused before any write.
@@ -8194,7 +8598,7 @@ local function consumer_entries(now)
     for i, id in ipairs(ids) do
       if (tonumber(locks[i]) or 0) > now then
         reply[#reply + 1] = id
-        reply[#reply + 1] = held[i * 2]
+        reply[#reply + 1] = (holder_parts(held[i * 2]))
       end
     end
   end
@@ -8253,7 +8657,7 @@ return reply
     name: 'read-events',
     keys: ['events', 'events-seq'],
     readOnly: true,
-    sha: '4618427280766ea8fa65a06c382a36371f7d7308',
+    sha: '713e0ba9f3c5b2fac3549182ebb613ad4cb02ea1',
     source: `#!lua flags=no-writes
 -- The queue's keys are its base (the one key the call passes) and their names.
 local KEY_BASE = KEYS[1]
@@ -8339,6 +8743,29 @@ end
 -- Marks the queue after a full check_layout found its keys kvmq's.
 local function mark_layout()
   redis.call('SET', nil, LAYOUT_VERSION)
+end
+
+-- A lock's holder (\`holders\`): the consumer, the attempt it was handed and when it took the message, as
+-- \`<consumer> <attempt> <ms>\`, one field: a claim writes one value where it wrote three keys, a finish reads one.
+-- Parsed from the end (worker ids hold no spaces; the parse would not need that). A holder written before the
+-- attempt was part of it is the consumer alone.
+local function holder_value(consumer, attempt_s, claimed_s)
+  return consumer .. ' ' .. attempt_s .. ' ' .. claimed_s
+end
+
+-- The consumer, attempt and claim time of a holder (the last two nil for a consumer alone).
+local function holder_parts(holder)
+  local consumer, attempt, claimed = string.match(holder, '^(.*) (%d+) (%d+)$')
+  if consumer == nil then return holder, nil, nil end
+  return consumer, attempt, tonumber(claimed)
+end
+
+-- Whether \`holder\` (a holders value or false) is \`consumer\` at \`attempt\` (a string) of message \`id\`.
+local function holds(holder, consumer, attempt, id)
+  if not holder then return false end
+  local prefix = consumer .. ' ' .. attempt .. ' '
+  if string.sub(holder, 1, #prefix) == prefix then return true end
+  return holder == consumer and redis.call('HGET', nil, id) == attempt
 end
 
 -- The conf fields \`fields\` (HMGET), a conf of another type refused before any write.
@@ -8565,7 +8992,7 @@ return reply
     name: 'register-consumer',
     keys: ['consumers'],
     readOnly: false,
-    sha: '42fb456f37861089955d2e4e6a2572aa1df90b1b',
+    sha: '425e3c0b4bd823bb6af9a9e4427a1e919f73222b',
     source: `#!lua flags=allow-oom
 -- The queue's keys are its base (the one key the call passes) and their names.
 local KEY_BASE = KEYS[1]
@@ -8651,6 +9078,29 @@ end
 -- Marks the queue after a full check_layout found its keys kvmq's.
 local function mark_layout()
   redis.call('SET', nil, LAYOUT_VERSION)
+end
+
+-- A lock's holder (\`holders\`): the consumer, the attempt it was handed and when it took the message, as
+-- \`<consumer> <attempt> <ms>\`, one field: a claim writes one value where it wrote three keys, a finish reads one.
+-- Parsed from the end (worker ids hold no spaces; the parse would not need that). A holder written before the
+-- attempt was part of it is the consumer alone.
+local function holder_value(consumer, attempt_s, claimed_s)
+  return consumer .. ' ' .. attempt_s .. ' ' .. claimed_s
+end
+
+-- The consumer, attempt and claim time of a holder (the last two nil for a consumer alone).
+local function holder_parts(holder)
+  local consumer, attempt, claimed = string.match(holder, '^(.*) (%d+) (%d+)$')
+  if consumer == nil then return holder, nil, nil end
+  return consumer, attempt, tonumber(claimed)
+end
+
+-- Whether \`holder\` (a holders value or false) is \`consumer\` at \`attempt\` (a string) of message \`id\`.
+local function holds(holder, consumer, attempt, id)
+  if not holder then return false end
+  local prefix = consumer .. ' ' .. attempt .. ' '
+  if string.sub(holder, 1, #prefix) == prefix then return true end
+  return holder == consumer and redis.call('HGET', nil, id) == attempt
 end
 
 -- The conf fields \`fields\` (HMGET), a conf of another type refused before any write.
@@ -8887,7 +9337,7 @@ return 1
       'debounce-of',
     ],
     readOnly: false,
-    sha: 'c613200cccf7118ca14758bc344a278c13d23d0a',
+    sha: 'a20b51cb0d3e70ebb290e9418a9064a32fe5554a',
     source: `#!lua flags=allow-oom
 -- The queue's keys are its base (the one key the call passes) and their names.
 local KEY_BASE = KEYS[1]
@@ -8973,6 +9423,29 @@ end
 -- Marks the queue after a full check_layout found its keys kvmq's.
 local function mark_layout()
   redis.call('SET', nil, LAYOUT_VERSION)
+end
+
+-- A lock's holder (\`holders\`): the consumer, the attempt it was handed and when it took the message, as
+-- \`<consumer> <attempt> <ms>\`, one field: a claim writes one value where it wrote three keys, a finish reads one.
+-- Parsed from the end (worker ids hold no spaces; the parse would not need that). A holder written before the
+-- attempt was part of it is the consumer alone.
+local function holder_value(consumer, attempt_s, claimed_s)
+  return consumer .. ' ' .. attempt_s .. ' ' .. claimed_s
+end
+
+-- The consumer, attempt and claim time of a holder (the last two nil for a consumer alone).
+local function holder_parts(holder)
+  local consumer, attempt, claimed = string.match(holder, '^(.*) (%d+) (%d+)$')
+  if consumer == nil then return holder, nil, nil end
+  return consumer, attempt, tonumber(claimed)
+end
+
+-- Whether \`holder\` (a holders value or false) is \`consumer\` at \`attempt\` (a string) of message \`id\`.
+local function holds(holder, consumer, attempt, id)
+  if not holder then return false end
+  local prefix = consumer .. ' ' .. attempt .. ' '
+  if string.sub(holder, 1, #prefix) == prefix then return true end
+  return holder == consumer and redis.call('HGET', (KEY_BASE .. 'nattempts'), id) == attempt
 end
 
 -- The conf fields \`fields\` (HMGET), a conf of another type refused before any write.
@@ -9385,7 +9858,7 @@ return replies
       'groups',
     ],
     readOnly: false,
-    sha: 'dbfc873b4cdcf5f7f6ece97bbf1ccd1b78bca1ca',
+    sha: 'a6cd418c7304dbe51f1867ebd17d6983971a1b5c',
     source: `#!lua
 -- The queue's keys are its base (the one key the call passes) and their names.
 local KEY_BASE = KEYS[1]
@@ -9471,6 +9944,29 @@ end
 -- Marks the queue after a full check_layout found its keys kvmq's.
 local function mark_layout()
   redis.call('SET', nil, LAYOUT_VERSION)
+end
+
+-- A lock's holder (\`holders\`): the consumer, the attempt it was handed and when it took the message, as
+-- \`<consumer> <attempt> <ms>\`, one field: a claim writes one value where it wrote three keys, a finish reads one.
+-- Parsed from the end (worker ids hold no spaces; the parse would not need that). A holder written before the
+-- attempt was part of it is the consumer alone.
+local function holder_value(consumer, attempt_s, claimed_s)
+  return consumer .. ' ' .. attempt_s .. ' ' .. claimed_s
+end
+
+-- The consumer, attempt and claim time of a holder (the last two nil for a consumer alone).
+local function holder_parts(holder)
+  local consumer, attempt, claimed = string.match(holder, '^(.*) (%d+) (%d+)$')
+  if consumer == nil then return holder, nil, nil end
+  return consumer, attempt, tonumber(claimed)
+end
+
+-- Whether \`holder\` (a holders value or false) is \`consumer\` at \`attempt\` (a string) of message \`id\`.
+local function holds(holder, consumer, attempt, id)
+  if not holder then return false end
+  local prefix = consumer .. ' ' .. attempt .. ' '
+  if string.sub(holder, 1, #prefix) == prefix then return true end
+  return holder == consumer and redis.call('HGET', (KEY_BASE .. 'nattempts'), id) == attempt
 end
 
 -- The conf fields \`fields\` (HMGET), a conf of another type refused before any write.
@@ -9854,7 +10350,7 @@ return reply
       'done-at',
     ],
     readOnly: true,
-    sha: '3ea72a9226ce3075a2230e83dc160a4e79cf5b9c',
+    sha: '13bf880594e325cf78f540ce32b4582092ee4de9',
     source: `#!lua flags=no-writes
 -- The queue's keys are its base (the one key the call passes) and their names.
 local KEY_BASE = KEYS[1]
@@ -9940,6 +10436,29 @@ end
 -- Marks the queue after a full check_layout found its keys kvmq's.
 local function mark_layout()
   redis.call('SET', nil, LAYOUT_VERSION)
+end
+
+-- A lock's holder (\`holders\`): the consumer, the attempt it was handed and when it took the message, as
+-- \`<consumer> <attempt> <ms>\`, one field: a claim writes one value where it wrote three keys, a finish reads one.
+-- Parsed from the end (worker ids hold no spaces; the parse would not need that). A holder written before the
+-- attempt was part of it is the consumer alone.
+local function holder_value(consumer, attempt_s, claimed_s)
+  return consumer .. ' ' .. attempt_s .. ' ' .. claimed_s
+end
+
+-- The consumer, attempt and claim time of a holder (the last two nil for a consumer alone).
+local function holder_parts(holder)
+  local consumer, attempt, claimed = string.match(holder, '^(.*) (%d+) (%d+)$')
+  if consumer == nil then return holder, nil, nil end
+  return consumer, attempt, tonumber(claimed)
+end
+
+-- Whether \`holder\` (a holders value or false) is \`consumer\` at \`attempt\` (a string) of message \`id\`.
+local function holds(holder, consumer, attempt, id)
+  if not holder then return false end
+  local prefix = consumer .. ' ' .. attempt .. ' '
+  if string.sub(holder, 1, #prefix) == prefix then return true end
+  return holder == consumer and redis.call('HGET', (KEY_BASE .. 'nattempts'), id) == attempt
 end
 
 -- The conf fields \`fields\` (HMGET), a conf of another type refused before any write.
@@ -10150,11 +10669,13 @@ end
 -- nil when the message is gone, else { state, attempt, outcome (with a newline and the last error
 -- if any) or false, enqueued at, updated at, holder (while locked) or false, the end of the lock or
 -- backoff or -1 }
--- When the message last changed: a finish that leaves it done writes its time in done-at only.
-local function updated_at(id, enqueued)
+-- When the message last changed, the latest of: its updated-at stamp, the finish that left it done (done-at:
+-- such a finish writes no stamp) and the claim that holds it (in its holder: a claim writes no stamp).
+local function updated_at(id, enqueued, claimed)
   local stamp = tonumber(redis.call('HGET', (KEY_BASE .. 'updated-at'), id)) or enqueued
   local done_at = tonumber(redis.call('ZSCORE', (KEY_BASE .. 'done-at'), id))
-  if done_at ~= nil and done_at > stamp then return done_at end
+  if done_at ~= nil and done_at > stamp then stamp = done_at end
+  if claimed ~= nil and claimed > stamp then stamp = claimed end
   return stamp
 end
 
@@ -10162,14 +10683,20 @@ local function status_of(id, now)
   if redis.call('HEXISTS', (KEY_BASE .. 'messages'), id) == 0 then return nil end
   local state, ends = state_of(id, now)
   local enqueued = tonumber(redis.call('HGET', (KEY_BASE .. 'enqueued-at'), id)) or 0
-  local holder = false
-  if state == 'locked' or state == 'locked-with-requeue' then holder = redis.call('HGET', (KEY_BASE .. 'holders'), id) end
+  local holder, claimed = false, nil
+  if state == 'locked' or state == 'locked-with-requeue' then
+    local value = redis.call('HGET', (KEY_BASE .. 'holders'), id)
+    if value then
+      local consumer, _, at = holder_parts(value)
+      holder, claimed = consumer, at
+    end
+  end
   return {
     state,
     tonumber(redis.call('HGET', (KEY_BASE .. 'nattempts'), id)) or 0,
     redis.call('HGET', (KEY_BASE .. 'outcomes'), id),
     enqueued,
-    updated_at(id, enqueued),
+    updated_at(id, enqueued, claimed),
     holder,
     ends or -1,
   }
@@ -10191,7 +10718,7 @@ return status_of(ARGV[1], now_ms())
     name: 'unregister-consumer',
     keys: ['consumers'],
     readOnly: false,
-    sha: '9a5fa221226fb2da7613e2a2c8fb72321c055a08',
+    sha: 'be810e9fb66cc6c523e37d2074b8ff8bb2823ac2',
     source: `#!lua flags=allow-oom
 -- The queue's keys are its base (the one key the call passes) and their names.
 local KEY_BASE = KEYS[1]
@@ -10277,6 +10804,29 @@ end
 -- Marks the queue after a full check_layout found its keys kvmq's.
 local function mark_layout()
   redis.call('SET', nil, LAYOUT_VERSION)
+end
+
+-- A lock's holder (\`holders\`): the consumer, the attempt it was handed and when it took the message, as
+-- \`<consumer> <attempt> <ms>\`, one field: a claim writes one value where it wrote three keys, a finish reads one.
+-- Parsed from the end (worker ids hold no spaces; the parse would not need that). A holder written before the
+-- attempt was part of it is the consumer alone.
+local function holder_value(consumer, attempt_s, claimed_s)
+  return consumer .. ' ' .. attempt_s .. ' ' .. claimed_s
+end
+
+-- The consumer, attempt and claim time of a holder (the last two nil for a consumer alone).
+local function holder_parts(holder)
+  local consumer, attempt, claimed = string.match(holder, '^(.*) (%d+) (%d+)$')
+  if consumer == nil then return holder, nil, nil end
+  return consumer, attempt, tonumber(claimed)
+end
+
+-- Whether \`holder\` (a holders value or false) is \`consumer\` at \`attempt\` (a string) of message \`id\`.
+local function holds(holder, consumer, attempt, id)
+  if not holder then return false end
+  local prefix = consumer .. ' ' .. attempt .. ' '
+  if string.sub(holder, 1, #prefix) == prefix then return true end
+  return holder == consumer and redis.call('HGET', nil, id) == attempt
 end
 
 -- The conf fields \`fields\` (HMGET), a conf of another type refused before any write.

@@ -187,16 +187,17 @@ if n > 0 then
   local marked = redis.call('SCARD', K.requeue) > 0
   local lock_until = now + lock_ms
   local now_s, until_s = num_str(now), num_str(lock_until)
-  local counts, locks, holders, stamps, expiry, m, r = {}, {}, {}, {}, {}, 0, 4
+  local counts, locks, holders, expiry, m, r = {}, {}, {}, {}, 0, 4
   for i = 1, n do
     -- A ready entry whose message is gone (cleared meanwhile) is dropped.
     if contents[i] then
       local id = ids[i]
       local attempt = (tonumber(attempts[i]) or 0) + 1
-      counts[m + 1], counts[m + 2] = id, num_str(attempt)
+      local attempt_s = num_str(attempt)
+      counts[m + 1], counts[m + 2] = id, attempt_s
       locks[m + 1], locks[m + 2] = id, until_s
-      holders[m + 1], holders[m + 2] = id, consumer
-      stamps[m + 1], stamps[m + 2] = id, now_s
+      -- The claim time is in the holder: status reads it as the message's update time while it is held.
+      holders[m + 1], holders[m + 2] = id, holder_value(consumer, attempt_s, now_s)
       expiry[m + 1], expiry[m + 2] = until_s, id
       m = m + 2
       reply[r + 1], reply[r + 2], reply[r + 3], reply[r + 4] = id, contents[i], metas[i] or false, class_at[i]
@@ -218,7 +219,6 @@ if n > 0 then
     call_chunked('HSET', K.nattempts, counts)
     call_chunked('HSET', K.locks, locks)
     call_chunked('HSET', K.holders, holders)
-    call_chunked('HSET', K.updated_at, stamps)
     call_chunked('ZADD', K.lock_expiry, expiry)
   end
 end

@@ -15,7 +15,7 @@ local lost = {}
 local marked = redis.call('SCARD', K.requeue) > 0
 for i = 3, #ARGV, 2 do
   local id, attempt = ARGV[i], ARGV[i + 1]
-  if redis.call('HGET', K.holders, id) == consumer and redis.call('HGET', K.nattempts, id) == attempt then
+  if holds(redis.call('HGET', K.holders, id), consumer, attempt, id) then
     later(w, 'hset', K.locks, id, lock_until)
     later(w, 'zadd', K.lock_expiry, lock_until, id)
     if marked and redis.call('SISMEMBER', K.requeue, id) == 1 then later(w, 'zadd', K.requeue_locks, lock_until, id) end

@@ -45,7 +45,9 @@ for k = 1, count do
   ids[k], attempts_in[k] = ARGV[base], ARGV[base + 1]
 end
 local holders = hmget(K.holders, ids)
-local attempts = hmget(K.nattempts, ids)
+-- Whether finish k's consumer still holds its message, at the attempt it was handed.
+local held = {}
+for k, id in ipairs(ids) do held[k] = holds(holders[k], consumer, attempts_in[k], id) end
 local marked = {}
 if redis.call('SCARD', K.requeue) > 0 then
   for k, id in ipairs(ids) do
@@ -81,7 +83,7 @@ local seen = {}
 if redis.call('EXISTS', K.group_held) == 1 then
   local letting_go = {}
   for k, id in ipairs(ids) do
-    if holders[k] == consumer and attempts[k] == attempts_in[k] and not seen[id] then
+    if held[k] and not seen[id] then
       seen[id] = true
       letting_go[#letting_go + 1] = id
     end
@@ -96,7 +98,7 @@ for k, id in ipairs(ids) do
     outcome, backoff, err = ARGV[base + 2], tonumber(ARGV[base + 3]), ARGV[base + 4]
     started, tail = ARGV[base + 5], ARGV[base + 6]
   end
-  if holders[k] ~= consumer or attempts[k] ~= attempt or seen[id] then
+  if not held[k] or seen[id] then
     replies[k] = 'lost'
   else
     seen[id] = true

@@ -76,6 +76,29 @@ local function mark_layout()
   redis.call('SET', K.layout, LAYOUT_VERSION)
 end
 
+-- A lock's holder (`holders`): the consumer, the attempt it was handed and when it took the message, as
+-- `<consumer> <attempt> <ms>`, one field: a claim writes one value where it wrote three keys, a finish reads one.
+-- Parsed from the end (worker ids hold no spaces; the parse would not need that). A holder written before the
+-- attempt was part of it is the consumer alone.
+local function holder_value(consumer, attempt_s, claimed_s)
+  return consumer .. ' ' .. attempt_s .. ' ' .. claimed_s
+end
+
+-- The consumer, attempt and claim time of a holder (the last two nil for a consumer alone).
+local function holder_parts(holder)
+  local consumer, attempt, claimed = string.match(holder, '^(.*) (%d+) (%d+)$')
+  if consumer == nil then return holder, nil, nil end
+  return consumer, attempt, tonumber(claimed)
+end
+
+-- Whether `holder` (a holders value or false) is `consumer` at `attempt` (a string) of message `id`.
+local function holds(holder, consumer, attempt, id)
+  if not holder then return false end
+  local prefix = consumer .. ' ' .. attempt .. ' '
+  if string.sub(holder, 1, #prefix) == prefix then return true end
+  return holder == consumer and redis.call('HGET', K.nattempts, id) == attempt
+end
+
 -- The conf fields `fields` (HMGET), a conf of another type refused before any write.
 local function read_conf(fields)
   local conf = redis.pcall('HMGET', K.conf, unpack(fields))

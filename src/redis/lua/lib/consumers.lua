@@ -14,7 +14,7 @@ local function consumer_entries(now)
     for i, id in ipairs(ids) do
       if (tonumber(locks[i]) or 0) > now then
         reply[#reply + 1] = id
-        reply[#reply + 1] = held[i * 2]
+        reply[#reply + 1] = (holder_parts(held[i * 2]))
       end
     end
   end

@@ -52,7 +52,11 @@ local function promote(now, ready, w, heads)
   local max_deliveries = nil
   local back = {}
   for _, id in ipairs(expired) do
-    local holder = redis.call('HGET', K.holders, id)
+    local holder, claimed = redis.call('HGET', K.holders, id), nil
+    if holder then
+      local _
+      holder, _, claimed = holder_parts(holder)
+    end
     append_history(id, redis.call('HGET', K.nattempts, id), nil, now, holder, 'lost', nil)
     local losses = redis.call('HINCRBY', K.losses, id, 1)
     if max_deliveries == nil then
@@ -66,6 +70,8 @@ local function promote(now, ready, w, heads)
       fail(id, now, 'error\n' .. err)
     else
       back[#back + 1] = id
+      -- The claim's time, which only its holder kept, stays the message's last change.
+      if claimed then later(w, 'hset', K.updated_at, id, num_str(claimed)) end
       later(w, 'hdel', K.locks, id)
       later(w, 'hdel', K.holders, id)
       later(w, 'zrem', K.lock_expiry, id)

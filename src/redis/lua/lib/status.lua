@@ -5,11 +5,13 @@
 -- nil when the message is gone, else { state, attempt, outcome (with a newline and the last error
 -- if any) or false, enqueued at, updated at, holder (while locked) or false, the end of the lock or
 -- backoff or -1 }
--- When the message last changed: a finish that leaves it done writes its time in done-at only.
-local function updated_at(id, enqueued)
+-- When the message last changed, the latest of: its updated-at stamp, the finish that left it done (done-at:
+-- such a finish writes no stamp) and the claim that holds it (in its holder: a claim writes no stamp).
+local function updated_at(id, enqueued, claimed)
   local stamp = tonumber(redis.call('HGET', K.updated_at, id)) or enqueued
   local done_at = tonumber(redis.call('ZSCORE', K.done_at, id))
-  if done_at ~= nil and done_at > stamp then return done_at end
+  if done_at ~= nil and done_at > stamp then stamp = done_at end
+  if claimed ~= nil and claimed > stamp then stamp = claimed end
   return stamp
 end
 
@@ -17,14 +19,20 @@ local function status_of(id, now)
   if redis.call('HEXISTS', K.messages, id) == 0 then return nil end
   local state, ends = state_of(id, now)
   local enqueued = tonumber(redis.call('HGET', K.enqueued_at, id)) or 0
-  local holder = false
-  if state == 'locked' or state == 'locked-with-requeue' then holder = redis.call('HGET', K.holders, id) end
+  local holder, claimed = false, nil
+  if state == 'locked' or state == 'locked-with-requeue' then
+    local value = redis.call('HGET', K.holders, id)
+    if value then
+      local consumer, _, at = holder_parts(value)
+      holder, claimed = consumer, at
+    end
+  end
   return {
     state,
     tonumber(redis.call('HGET', K.nattempts, id)) or 0,
     redis.call('HGET', K.outcomes, id),
     enqueued,
-    updated_at(id, enqueued),
+    updated_at(id, enqueued, claimed),
     holder,
     ends or -1,
   }
