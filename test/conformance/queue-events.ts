@@ -457,8 +457,13 @@ export function queueEvents(fixture: StoreFixture): void {
       await iterator.return?.();
 
       const controller = new AbortController();
-      const aborted = collect(h.client.events(q, { after: 'start', signal: controller.signal }), () => false);
-      await quietPeriod(100);
+      // Aborted once it read what was there (not after a fixed time: a loaded machine reads slowly).
+      const readTwo = gate();
+      const aborted = collect(h.client.events(q, { after: 'start', signal: controller.signal }), (seen) => {
+        if (seen.length >= 2) readTwo.open();
+        return false;
+      });
+      await within(10_000, readTwo.opened, 'the reader to read what was there');
       controller.abort();
       const seenBeforeAbort = await within(10_000, aborted, 'an aborted reader to end');
       assert.ok(seenBeforeAbort.length >= 2, 'it read what was there');
