@@ -438,6 +438,47 @@ describe('zookeeper scheduling: sub-queues new to a claim', () => {
   });
 });
 
+describe('zookeeper scheduling: two claims of one process', () => {
+  // A claim's checks of the higher levels must be the versions of the listings it chose from: here one claim
+  // relists the refilled level while the other, begun in the same tick, chooses from the old listing (nothing
+  // claimable there) and builds its multi only after that relist moved the version on.
+  test('a claim choosing from an old listing never checks the version of a newer one', async () => {
+    const { client: producer, url } = await open();
+    const consumer = await connect(url, { maintenance: false });
+    clients.push(consumer);
+    const store = storeOf(consumer);
+    const passedOver: string[] = [];
+    for (let round = 0; round < 5; round++) {
+      const queue = `two-${round}`;
+      await producer.enqueueBatch(queue, [
+        { payload: 0, id: 'u0', priority: 500 },
+        { payload: 0, id: 'l0', priority: 600 },
+      ]);
+      // Warm: both levels listed, nothing left to read ahead.
+      const warm = await store.claim(queue, request('warm', 2));
+      assert.deepEqual(
+        warm.messages.map((m) => m.id),
+        ['u0', 'l0'],
+      );
+      await producer.enqueue(queue, 0, { id: 'l1', priority: 600 });
+      await producer.enqueueBatch(queue, [
+        { payload: 0, id: 'u1', priority: 500 },
+        { payload: 0, id: 'u2', priority: 500 },
+      ]);
+      // Both watches have fired: the next claims list both levels again.
+      await new Promise((resolve) => setTimeout(resolve, 100));
+      const [first, second] = await Promise.all([
+        store.claim(queue, request('first', 1)),
+        store.claim(queue, request('second', 1)),
+      ]);
+      const taken = [...first.messages, ...second.messages].map((m) => m.id).sort();
+      // Two claims of one each, two of priority 500 waiting since before they began: l1 must wait.
+      if (taken.join() !== 'u1,u2') passedOver.push(`round ${round}: ${taken.join(',')}`);
+    }
+    assert.deepEqual(passedOver, [], 'a priority-600 claim committed while a 500 enqueued before it waited');
+  });
+});
+
 /**
  * Rounds of: the producer enqueues two messages of priority 1000; the consumer (behind a 10 ms slow link) takes one;
  * the producer enqueues one of a higher priority (round + 1, or 1 after a clear), then the consumer claims at once.
