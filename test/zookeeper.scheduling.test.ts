@@ -8,6 +8,7 @@ import { connect, type Client } from '../src/index.js';
 import { freshStoreUrl, hostsOf, PlainClient, serverUrl } from './fixtures/zookeeper-env.js';
 import { waitFor } from './support/wait.js';
 import { passedOverByRefills } from './support/priority-refill.js';
+import { slowLink } from './support/slow-link.js';
 import type { ClaimRequest, NewMessage } from '../src/store/contract.js';
 import { plainMessage } from '../src/store/new-message.js';
 import type { StoreContext } from '../src/zookeeper/context.js';
@@ -420,3 +421,99 @@ describe('zookeeper scheduling: priority under refills', () => {
     assert.deepEqual(passedOver, [], 'priority-600 claims committed while refilled 500s waited');
   });
 });
+
+describe('zookeeper scheduling: sub-queues new to a claim', () => {
+  // A claim chooses from the queue's view kept by a child watch on /queue. The consumer here hears from the server
+  // 10 ms late (a slow link; a follower behind the leader is the same): the sub-queue another session just made
+  // is not in its view yet when its next claim begins, and only the claim's multi can tell.
+  test('a claim that starts after an enqueue made a new higher priority never passes it over', async () => {
+    // Each round a priority no message used before: a sub-queue the consumer's view never listed.
+    assert.deepEqual(await passedOverByNewSubs(10, () => false), []);
+  });
+
+  test('after a clear elsewhere, a sub-queue made again is listed afresh and never passed over', async () => {
+    // Each round starts with a clear by the producer, which removes every sub-queue; priorities 1 and 1000 are made
+    // again with the same versions as before (a cached listing or version check of the old nodes would pass).
+    assert.deepEqual(await passedOverByNewSubs(6, () => true), []);
+  });
+});
+
+describe('zookeeper scheduling: two claims of one process', () => {
+  // A claim's checks of the higher levels must be the versions of the listings it chose from: here one claim
+  // relists the refilled level while the other, begun in the same tick, chooses from the old listing (nothing
+  // claimable there) and builds its multi only after that relist moved the version on.
+  test('a claim choosing from an old listing never checks the version of a newer one', async () => {
+    const { client: producer, url } = await open();
+    const consumer = await connect(url, { maintenance: false });
+    clients.push(consumer);
+    const store = storeOf(consumer);
+    const passedOver: string[] = [];
+    for (let round = 0; round < 5; round++) {
+      const queue = `two-${round}`;
+      await producer.enqueueBatch(queue, [
+        { payload: 0, id: 'u0', priority: 500 },
+        { payload: 0, id: 'l0', priority: 600 },
+      ]);
+      // Warm: both levels listed, nothing left to read ahead.
+      const warm = await store.claim(queue, request('warm', 2));
+      assert.deepEqual(
+        warm.messages.map((m) => m.id),
+        ['u0', 'l0'],
+      );
+      await producer.enqueue(queue, 0, { id: 'l1', priority: 600 });
+      await producer.enqueueBatch(queue, [
+        { payload: 0, id: 'u1', priority: 500 },
+        { payload: 0, id: 'u2', priority: 500 },
+      ]);
+      // Both watches have fired: the next claims list both levels again.
+      await new Promise((resolve) => setTimeout(resolve, 100));
+      const [first, second] = await Promise.all([
+        store.claim(queue, request('first', 1)),
+        store.claim(queue, request('second', 1)),
+      ]);
+      const taken = [...first.messages, ...second.messages].map((m) => m.id).sort();
+      // Two claims of one each, two of priority 500 waiting since before they began: l1 must wait.
+      if (taken.join() !== 'u1,u2') passedOver.push(`round ${round}: ${taken.join(',')}`);
+    }
+    assert.deepEqual(passedOver, [], 'a priority-600 claim committed while a 500 enqueued before it waited');
+  });
+});
+
+/**
+ * Rounds of: the producer enqueues two messages of priority 1000; the consumer (behind a 10 ms slow link) takes one;
+ * the producer enqueues one of a higher priority (round + 1, or 1 after a clear), then the consumer claims at once.
+ * Returns the rounds whose claim did not take the higher one.
+ */
+async function passedOverByNewSubs(rounds: number, clearFirst: (round: number) => boolean): Promise<string[]> {
+  const { client: producer, url } = await open();
+  const link = await slowLink(hostsOf(server), 10);
+  const consumer = await connect(url.replace(hostsOf(server), link.address), { maintenance: false });
+  const store = storeOf(consumer);
+  const passedOver: string[] = [];
+  try {
+    for (let round = 0; round < rounds; round++) {
+      const again = clearFirst(round);
+      if (again) await producer.clear('fresh');
+      await producer.enqueueBatch('fresh', [
+        { payload: 0, id: `low-a${round}`, priority: 1000 },
+        { payload: 0, id: `low-b${round}`, priority: 1000 },
+      ]);
+      // The consumer's view and listings are warm: it takes one, the other is its next candidate.
+      const warm = await waitFor(async () => (await store.claim('fresh', request(`w${round}`, 1))).messages[0]?.id, {
+        what: `round ${round}'s first message claimed`,
+      });
+      assert.equal(warm, `low-a${round}`);
+      await producer.enqueue('fresh', 0, { id: `urgent${round}`, priority: again ? 1 : round + 1 });
+      const taken = (await store.claim('fresh', request(`c${round}`, 1))).messages.map((m) => m.id);
+      if (!taken.includes(`urgent${round}`)) passedOver.push(`round ${round}: ${taken.join(',') || 'nothing'}`);
+      // Whatever is left is taken before the next round.
+      await waitFor(async () => (await store.claim('fresh', request(`d${round}`, 10))).messages.length === 0, {
+        what: `round ${round} drained`,
+      });
+    }
+  } finally {
+    await consumer.close();
+    await link.close();
+  }
+  return passedOver;
+}

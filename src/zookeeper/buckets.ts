@@ -22,6 +22,12 @@ export class BucketedList {
   private readonly listings = new Map<string, Entry[]>();
   /** Buckets whose cached listing proved out of date: read again on next use. */
   private readonly dirty = new Set<string>();
+  /**
+   * How often each bucket was marked out of date (and the list reset): a listing sent before a mark does not
+   * clear it, so a bucket is clean only with a listing read after the version that marked it (see unchangedOp).
+   */
+  private readonly marks = new Map<string, number>();
+  private resets = 0;
   /** Child counts of buckets, with when they were read. */
   private readonly counts = new Map<string, { n: number; at: number }>();
   /** The sub-queue node's data version when the tail was last listed (producers bump it). */
@@ -34,6 +40,8 @@ export class BucketedList {
   constructor(
     private readonly zk: ZkSession,
     readonly dir: string,
+    /** Operations that go in the multi that makes `<dir>` (a sub-queue's: the queue's marker of new sub-queues). */
+    private readonly madeOps: readonly ZkOp[] = [],
   ) {}
 
   /** The path to create an entry under: `<dir>/<tail bucket>/`; the bucket is made if missing. */
@@ -73,9 +81,23 @@ export class BucketedList {
 
   /** The tail bucket is missing (deleted while empty, or never made): make it. */
   async makeTail(): Promise<void> {
-    await this.zk.ensure(this.dir).catch(() => undefined);
+    if (this.madeOps.length === 0) await this.zk.ensure(this.dir).catch(() => undefined);
+    else if (await this.makeDir()) return;
     await this.zk.ensure(await this.tailBucket());
     this.tailMade = true;
+  }
+
+  /** Makes `<dir>` and its tail bucket with `madeOps`, in one multi; false when `<dir>` was there already. */
+  private async makeDir(): Promise<boolean> {
+    const tail = await this.tailBucket();
+    try {
+      await this.zk.multi([{ op: 'create', path: this.dir }, { op: 'create', path: tail }, ...this.madeOps]);
+    } catch (error) {
+      if (isZkError(error, ZkCode.NodeExists) && error.opIndex === 0) return false;
+      throw error;
+    }
+    this.tailMade = true;
+    return true;
   }
 
   /** Forget the tail and cached listings: they are read again. */
@@ -83,6 +105,7 @@ export class BucketedList {
     this.tail = null;
     this.listings.clear();
     this.dirty.clear();
+    this.resets += 1;
     this.counts.clear();
     this.seenVersion = -1;
     this.view = null;
@@ -97,10 +120,11 @@ export class BucketedList {
   /**
    * The buckets, read only when a writer touched `<dir>` since the last read:
    * the data watch is set before the listing (one session, in order), so a
-   * write in between fires it. `onChange` runs when it fires.
+   * write in between fires it. `onChange` runs when it fires. With them, the check (unchangedOp) of the version
+   * they are as of: taken at once, as a listing read later (by another claim) may move it on.
    */
-  async watchedBuckets(onChange: () => void): Promise<string[]> {
-    if (this.view !== null && this.watching) return this.view;
+  async watchedBuckets(onChange: () => void): Promise<{ buckets: string[]; unchanged: ZkOp | null }> {
+    if (this.view !== null && this.watching) return { buckets: this.view, unchanged: this.unchangedOp() };
     // A watch being set by a read under way is not set twice.
     const arm = !this.watching;
     this.watching = true;
@@ -119,12 +143,12 @@ export class BucketedList {
     if (read.version !== this.seenVersion) {
       // Writers added since: to the tail as last seen, and to any bucket after it (the tail may have moved on).
       const lastSeen = this.view?.[this.view.length - 1];
-      for (const bucket of read.buckets) if (lastSeen === undefined || bucket >= lastSeen) this.dirty.add(bucket);
+      for (const bucket of read.buckets) if (lastSeen === undefined || bucket >= lastSeen) this.markDirty(bucket);
       this.markTailDirty(read.buckets);
       this.seenVersion = read.version;
     }
     this.view = read.buckets;
-    return read.buckets;
+    return { buckets: read.buckets, unchanged: this.unchangedOp() };
   }
 
   async buckets(): Promise<string[]> {
@@ -148,6 +172,8 @@ export class BucketedList {
   /** The entries of one bucket, read now (and remembered). */
   async list(bucket: string): Promise<Entry[]> {
     const path = `${this.dir}/${bucket}`;
+    const marked = this.marks.get(bucket) ?? 0;
+    const resets = this.resets;
     let children: string[];
     try {
       children = (await this.zk.children(path)).children;
@@ -159,8 +185,11 @@ export class BucketedList {
       .map((name) => parseEntry(path, bucket, name))
       .filter((e): e is Entry => e !== null)
       .sort(compareEntries);
+    // Reset while this listing was on its way: it is not kept.
+    if (this.resets !== resets) return entries;
     this.listings.set(bucket, entries);
-    this.dirty.delete(bucket);
+    // Marked out of date while this listing was on its way: it may be older than the version that marked it.
+    if ((this.marks.get(bucket) ?? 0) === marked) this.dirty.delete(bucket);
     this.counts.set(bucket, { n: children.length, at: Date.now() });
     return entries;
   }
@@ -195,18 +224,19 @@ export class BucketedList {
   /** A bucket's entries as last read, reading it if never read or found out of date. */
   async cached(bucket: string): Promise<Entry[]> {
     const listing = this.listings.get(bucket);
-    if (listing === undefined || this.dirty.delete(bucket)) return this.list(bucket);
+    if (listing === undefined || this.dirty.has(bucket)) return this.list(bucket);
     return listing;
   }
 
   markDirty(bucket: string): void {
     this.dirty.add(bucket);
+    this.marks.set(bucket, (this.marks.get(bucket) ?? 0) + 1);
   }
 
   /** The tail may have new entries: its listing is read again on next use. */
   markTailDirty(buckets: readonly string[]): void {
     const last = buckets[buckets.length - 1];
-    if (last !== undefined) this.dirty.add(last);
+    if (last !== undefined) this.markDirty(last);
     if (this.tail !== null && last !== undefined && Number(last) > this.tail) {
       this.tail = Number(last);
       this.tailMade = true;
@@ -266,7 +296,7 @@ export class BucketedList {
       this.listings.delete(bucket);
       if (this.view !== null) this.view = this.view.filter((b) => b !== bucket);
     } catch (error) {
-      if (isZkError(error, ZkCode.NotEmpty)) this.dirty.add(bucket);
+      if (isZkError(error, ZkCode.NotEmpty)) this.markDirty(bucket);
       else if (!isZkError(error, ZkCode.NoNode)) throw error;
     }
   }

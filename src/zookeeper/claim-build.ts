@@ -23,10 +23,12 @@ export interface Candidate {
   /** The priority of its sub-queue: candidates are taken lowest number first. */
   readonly priority: number;
   /**
-   * The sub-queues of higher priorities (lower numbers) the consumer takes from, as the claim found them: its
-   * multi checks none got new messages since, so no message enqueued before the claim is passed over.
+   * What its multi checks so that no message enqueued before the claim is passed over: that the sub-queues of
+   * higher priorities (lower numbers) the consumer takes from got no messages since the listings it was chosen
+   * from (their versions as of then), and, below priority 0, that no sub-queue was made since the view those
+   * listings came from (a priority new to the queue, or one made again after a clear: aboveChecks).
    */
-  readonly above: readonly BucketedList[];
+  readonly checks: readonly ZkOp[];
 }
 
 /** A claim ready to send: its operations, and what to remember once they succeed. */
@@ -80,6 +82,15 @@ export function skipUntil(cache: ClaimCache, entry: Entry, now: number): number 
   return cache.trying.has(entry.path) ? Infinity : null;
 }
 
+/**
+ * The checks of a candidate of `priority`: `unchanged`, one per sub-queue of a higher level it was chosen past
+ * (each taken when that sub-queue's listings were, since a later listing may move its version), and the view's
+ * check that no sub-queue was made since; priority 0 has nothing above it.
+ */
+export function aboveChecks(unchanged: readonly ZkOp[], subsCheck: ZkOp | null, priority: number): ZkOp[] {
+  return priority > 0 && subsCheck !== null ? [...unchanged, subsCheck] : [...unchanged];
+}
+
 /** The sub-queues grouped by priority, lowest number (runs first) first; `subs` is sorted by priority. */
 export function priorityLevels(subs: readonly SubKey[]): SubKey[][] {
   const levels: SubKey[][] = [];
@@ -120,16 +131,19 @@ export function cachedCandidates(
   // A sub-queue made since the view was read (a priority not used before) may come first: nothing blind.
   if (view === null || !q.viewTrusted()) return [];
   const out: Candidate[] = [];
-  const above: BucketedList[] = [];
+  // The checks of the sub-queues of the levels before (see aboveChecks).
+  const unchanged: ZkOp[] = [];
+  const subsCheck = q.subsUnchangedOp(view);
   for (const level of priorityLevels(view.subs)) {
     // Lower priorities only when the higher ones cannot fill `n` (and never past a level not known).
     if (out.length >= n) break;
     let blind = false;
-    const levelAbove = [...above];
+    const checks = aboveChecks(unchanged, subsCheck, level[0]?.priority ?? 0);
     for (const key of level) {
       if (accepts !== null && !accepts(key.filterClass)) continue;
       const sub = q.sub(key.filterClass, key.priority);
-      above.push(sub);
+      const check = sub.unchangedOp();
+      if (check !== null) unchanged.push(check);
       const buckets = sub.peekBuckets();
       // Never read, or a writer added to it since (its watch fired): its own entries still come in order,
       // but what it holds now may come before anything of a lower level.
@@ -146,7 +160,7 @@ export function cachedCandidates(
         for (const entry of entries) {
           if (found >= n) break;
           if (skipUntil(ctx.claims, entry, now) === null) {
-            out.push({ entry, sub, priority: key.priority, above: levelAbove });
+            out.push({ entry, sub, priority: key.priority, checks });
             found += 1;
           }
         }
@@ -194,11 +208,9 @@ export function buildClaim(
   );
   // No claim starts once a pause is written: the configuration must be as read when it said not paused.
   const ops: ZkOp[] = [{ op: 'check', path: q.paths.conf, version: conf.version }];
-  // Higher priorities the claim found empty (or held) are still so: not one message was added to them since.
-  for (const sub of candidate.above) {
-    const unchanged = sub.unchangedOp();
-    if (unchanged !== null) ops.push(unchanged);
-  }
+  // Higher priorities the claim found empty (or held) are still so: not one message was added to them since, nor
+  // was a sub-queue made that the view lacks.
+  ops.push(...candidate.checks);
   if (staleClaimVersion !== null) {
     ops.push({ op: 'remove', path: nodes.claim, version: staleClaimVersion });
     // The held node in its group went in the same multi as the claim, and goes with it.
@@ -227,6 +239,11 @@ export function claimFailed(
     // The configuration changed (a pause?): read it again; the task's read is still good.
     q.staleConf();
     return false;
+  }
+  if (failed?.op === 'check' && failed.path === q.paths.dir) {
+    // A sub-queue was made since the view was read (perhaps a higher priority): list the sub-queues again.
+    q.staleView();
+    return true;
   }
   if (failed?.op === 'check') {
     // A higher priority's sub-queue changed: list it again (its watch fires too); the task's read is still good.

@@ -16,6 +16,7 @@ import { isZkError, ZkCode, type ZkOp } from './client.js';
 import { deriveState, taskNodes, type Entry, type TaskState } from './layout.js';
 import { collectHandoffs, putBackAll } from './handoff.js';
 import {
+  aboveChecks,
   buildClaim,
   byEntry,
   claimFailed,
@@ -223,10 +224,11 @@ async function scanCandidates(
   let wakeAt = Infinity;
   const candidates: Candidate[] = [];
   let queueSize = 0;
-  // The sub-queues of the levels before, which this consumer takes from (each claim checks them unchanged).
-  const above: BucketedList[] = [];
+  // The checks of the sub-queues of the levels before, which this consumer takes from (see aboveChecks).
+  const unchanged: ZkOp[] = [];
+  const subsCheck = q.subsUnchangedOp(view);
   for (const level of priorityLevels(view.subs)) {
-    const levelAbove = [...above];
+    const checks = aboveChecks(unchanged, subsCheck, level[0]?.priority ?? 0);
     const sizes = await Promise.all(
       level.map(async (key) => {
         const sub = q.sub(key.filterClass, key.priority);
@@ -234,8 +236,8 @@ async function scanCandidates(
         if (candidates.length >= want || (request.accepts !== null && !request.accepts(key.filterClass))) {
           return sub.totalSize();
         }
-        const buckets = await sub.watchedBuckets(onChange);
-        above.push(sub);
+        const { buckets, unchanged: check } = await sub.watchedBuckets(onChange);
+        if (check !== null) unchanged.push(check);
         let found = 0;
         for (const bucket of buckets) {
           const entries = await sub.cached(bucket);
@@ -244,7 +246,7 @@ async function scanCandidates(
             if (found >= want) break;
             const until = skipUntil(cache, entry, now);
             if (until === null) {
-              candidates.push({ entry, sub, priority: key.priority, above: levelAbove });
+              candidates.push({ entry, sub, priority: key.priority, checks });
               found += 1;
             } else wakeAt = Math.min(wakeAt, until);
           }

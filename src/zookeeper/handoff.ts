@@ -73,7 +73,7 @@ export function claimsForFinish(
   return chosen.map(({ candidate, read }, k) =>
     buildClaim(
       q,
-      k === chosen.length - 1 ? candidate : { ...candidate, above: [] },
+      k === chosen.length - 1 ? candidate : { ...candidate, checks: [] },
       read,
       consumer,
       terms.lockMs,

@@ -32,6 +32,11 @@ export interface QueueView {
   /** The sub-queues (one per filter class and priority), lowest priority number first. */
   readonly subs: readonly SubKey[];
   readonly counters: Counters;
+  /**
+   * The data version of the queue's dir read just before `subs` (null: not read): every multi that makes a
+   * sub-queue sets that node, so a claim that checks it learns of a sub-queue made since, which `subs` lacks.
+   */
+  readonly subsMade: number | null;
 }
 
 export class QueueContext {
@@ -145,17 +150,36 @@ export class QueueContext {
       this.watchingChildren = false;
       this.onChange();
     };
-    const [node, children] = await Promise.all([
+    const listing = view === null || armChildren;
+    const [node, made, children] = await Promise.all([
       view === null || armData ? this.read('watchingData', armData, onData, (w) => this.zk.get(path, w)) : null,
-      view === null || armChildren
-        ? this.read('watchingChildren', armChildren, onChildren, (w) => this.zk.children(path, w))
-        : null,
+      // Sent before the listing (one session, in order): a sub-queue made after this read fails the check.
+      listing ? this.zk.exists(this.paths.dir) : null,
+      listing ? this.read('watchingChildren', armChildren, onChildren, (w) => this.zk.children(path, w)) : null,
     ]);
+    if (children !== null && view !== null && view.subsMade !== (made?.version ?? null)) {
+      // A sub-queue was made since: perhaps one a clear removed, made again, whose versions and buckets start over.
+      for (const list of this.classes.values()) list.reset();
+    }
     this.view = {
       subs: children === null ? (view?.subs ?? []) : children.children.map(parseSubNode).sort(byPriority),
       counters: node === null ? (view?.counters ?? { dryRuns: 0, eoqUntil: 0 }) : parseCounters(node.data),
+      subsMade: children === null ? (view?.subsMade ?? null) : (made?.version ?? null),
     };
     return this.view;
+  }
+
+  /**
+   * The check, for a claim's multi, that no sub-queue was made since `view` was read: null when its version is not
+   * known.
+   */
+  subsUnchangedOp(view: QueueView): ZkOp | null {
+    return view.subsMade === null ? null : { op: 'check', path: this.paths.dir, version: view.subsMade };
+  }
+
+  /** A claim's check found a sub-queue made since the view was read: list the sub-queues again. */
+  staleView(): void {
+    this.watchingChildren = false;
   }
 
   /** Sends a read, setting its watch when `arm`: the flag says it is set, unless the read fails or it fired. */
@@ -229,7 +253,9 @@ export class QueueContext {
     const node = subNode(filterClass, priority);
     let list = this.classes.get(node);
     if (list === undefined) {
-      list = new BucketedList(this.zk, this.paths.classDir(filterClass, priority));
+      // Making a sub-queue also sets the queue's dir (same data): claims check its version (see QueueView).
+      const made: ZkOp = { op: 'set', path: this.paths.dir, data: Buffer.from(QUEUE_MARKER), version: -1 };
+      list = new BucketedList(this.zk, this.paths.classDir(filterClass, priority), [made]);
       this.classes.set(node, list);
     }
     return list;
