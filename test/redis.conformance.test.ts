@@ -17,5 +17,11 @@ conformance({
     prefixes.push(prefix);
     return Promise.resolve(`${base}?prefix=${prefix}`);
   },
-  capabilities: { maxPayloadBytes: 1024 * 1024, wakeups: true, instantRelease: false, deadLetterQueue: true },
+  capabilities: {
+    maxPayloadBytes: 1024 * 1024,
+    wakeups: true,
+    instantRelease: false,
+    deadLetterQueue: true,
+    overlapClaims: true,
+  },
 });

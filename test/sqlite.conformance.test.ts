@@ -18,5 +18,11 @@ conformance({
     dirs.push(dir);
     return `sqlite:${join(dir, 'kvmq.db')}`;
   },
-  capabilities: { maxPayloadBytes: 1024 * 1024, wakeups: true, instantRelease: false, deadLetterQueue: true },
+  capabilities: {
+    maxPayloadBytes: 1024 * 1024,
+    wakeups: true,
+    instantRelease: false,
+    deadLetterQueue: true,
+    overlapClaims: false,
+  },
 });

@@ -109,6 +109,7 @@ export class EtcdStore implements Store {
     instantRelease: true,
     deadLetterQueue: true,
     claimWithFinishes: false,
+    overlapClaims: false,
     // Finishes (and enqueueEach) go through a lane per queue (txn-lane.ts).
     groupCommit: true,
   };

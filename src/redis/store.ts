@@ -89,6 +89,7 @@ class RedisStore implements Store {
       // A queue's keys share one slot; two queues' keys need not, and a script touches one slot.
       deadLetterQueue: !redis.isCluster,
       claimWithFinishes: true,
+      overlapClaims: true,
     };
     this.registry = new QueueRegistry(scripts, url.prefix);
     this.wakeups = new Wakeups(

@@ -143,6 +143,7 @@ class SqliteStore implements Store {
     instantRelease: false,
     deadLetterQueue: true,
     claimWithFinishes: true,
+    overlapClaims: false,
   };
   private readonly sql: Statements;
   private readonly insertMessages: MessageInserts;

@@ -41,6 +41,14 @@ export interface StoreCapabilities {
    */
   readonly claimWithFinishes: boolean;
   /**
+   * With `claimWithFinishes`: the store works on a claim while the client runs the last answer's handlers (a
+   * server across the network). A worker with a backlog whose handlers return within a round trip then sends the
+   * next claim, for as many messages, as an answer arrives, before that answer's handlers start. Otherwise a claim
+   * goes out once slots are free: an in-process store's claim would only delay the handlers, and ZooKeeper and
+   * etcd claim once the finishes are stored.
+   */
+  readonly overlapClaims: boolean;
+  /**
    * The store commits a consumer's concurrent finish calls together itself (group commit), each answered as soon
    * as it is stored, so the worker hands over each finish as it comes. Absent: false (the worker gathers a
    * tick's finishes into one store call, answered when all of it is stored).

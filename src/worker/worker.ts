@@ -17,7 +17,7 @@ import { finishFromFailure, finishFromResult, finishFromThrow, timeoutError, typ
 import type { FailureReason, WorkerEvents } from './events.js';
 import type { SharedSchedulers } from '../schedule/shared.js';
 import type { WorkerInstruments } from './instruments.js';
-import type { ClaimedMessage, Finish, FinishResult, Store } from '../store/contract.js';
+import type { ClaimResult, ClaimedMessage, Finish, FinishResult, Store } from '../store/contract.js';
 import { sleep } from '../model/time.js';
 import { UNTRACED, traceProcess, type ProcessTrace } from '../tracing/process.js';
 import type { Handler, HandlerResult, Job, MessagePolicy, QueueConfig } from '../model/types.js';
@@ -87,6 +87,9 @@ interface PendingFinish {
 
 // How long a failing store call waits before the next try, at most.
 const MAX_ERROR_BACKOFF_MS = 30_000;
+// Fewer slots than this never claim ahead: few messages a round trip leave little client work to overlap, and a
+// worker of few slots is often one of many sharing a queue (messages claimed ahead are not theirs to take).
+const MIN_OVERLAP_SLOTS = 8;
 
 /** Listeners for `completed`, `failed`, `retrying`, `stalled` and `error`: see WorkerEvents. */
 export class Worker extends EventEmitter<WorkerEvents> {
@@ -120,6 +123,10 @@ export class Worker extends EventEmitter<WorkerEvents> {
   private dryWhileHeld = false;
   /** Claims go out while finishes travel (see freeSlots). */
   private readonly claimWithFinishes: boolean;
+  /** With a backlog and quick handlers, send the next claim as an answer arrives (see claimAhead). */
+  private readonly overlap: boolean;
+  /** The last answer left ready messages behind. */
+  private backlog = false;
   private wake: (() => void) | null = null;
   private starting: Promise<void> | null = null;
   private loop: Promise<void> | null = null;
@@ -154,6 +161,11 @@ export class Worker extends EventEmitter<WorkerEvents> {
     this.options = checkWorkerOptions(options);
     this.autoStart = this.options.autoStart;
     this.claimWithFinishes = store.capabilities.claimWithFinishes;
+    this.overlap =
+      this.claimWithFinishes &&
+      store.capabilities.overlapClaims &&
+      this.options.throttleMs === 0 &&
+      this.slots() >= MIN_OVERLAP_SLOTS;
   }
 
   get running(): boolean {
@@ -279,47 +291,104 @@ export class Worker extends EventEmitter<WorkerEvents> {
     if (released.length > 0) await this.store.finish(this.queue, this.id, released).catch(this.reportError);
   }
 
+  /**
+   * The claim loop: one claim at a time, so the messages of one answer rank at or above the next's. Where the
+   * store overlaps claims and the handlers return within a round trip, the next claim is sent as an answer with a
+   * backlog arrives (`ahead`), before that answer's handlers start: the store works on it while they run and
+   * while their finishes travel, instead of each side waiting for the other.
+   */
   private async run(): Promise<void> {
+    let ahead: Promise<ClaimResult> | null = null;
     while (this.state === 'running') {
-      const free = this.freeSlots();
-      if (free <= 0) {
+      let claim = ahead;
+      ahead = null;
+      if (claim === null) {
+        const max = this.freeSlots();
+        if (max <= 0) {
+          this.woken = false;
+          this.full = true;
+          await this.idle(Infinity);
+          this.full = false;
+          continue;
+        }
         this.woken = false;
-        this.full = true;
-        await this.idle(Infinity);
-        this.full = false;
-        continue;
+        claim = this.claim(max);
       }
-      this.woken = false;
       let claimed: readonly ClaimedMessage[];
       let wakeAt: number | null;
-      // Read once: metrics attached during the claim start with the next one, not with a clock never read.
-      const instruments = this.instruments;
-      const claimStart = instruments === null ? 0 : performance.now();
       try {
-        const result = await this.store.claim(this.queue, {
-          consumerId: this.id,
-          max: free,
-          lockMs: this.options.lockMs,
-          accepts: this.accepts,
-          eoqBackoffMs: (n) => this.options.eoqBackoffMs(Math.min(n, 5) - 1),
-        });
+        const result = await claim;
         this.storeFailures = 0;
         ({ messages: claimed, wakeAt } = result);
+        // The last answer's handlers have all returned before this one came: so will this one's, likely.
+        const quick = this.backlog && this.handlersRunning === 0 && this.waiting.length === 0;
         this.dryWhileHeld = claimed.length === 0 && this.held.size > 0;
-        instruments?.claimed(this.queue, (performance.now() - claimStart) / 1000, claimed.length);
         for (const message of claimed) this.accept(message);
+        // A claim that drained the queue says so with a wakeAt: the next claim would find nothing.
+        this.backlog = claimed.length > 0 && wakeAt === null;
+        if (this.overlap && this.backlog && quick) ahead = this.claimAhead(claimed.length);
         // Started before the monitor hears of them: a monitor that stops the worker stops what comes after.
         this.startWaiting();
         this.report(result.queueSize, result.dryRuns, claimed);
       } catch (error) {
+        this.backlog = false;
         this.instruments?.storeError(this.queue, 'claim');
         await this.storeFailed(error, this.halt.signal);
         continue;
       }
-      // A claim that drained the queue says so with a wakeAt: the next claim would find nothing.
-      if (claimed.length === 0 || wakeAt !== null) await this.idle(wakeAt === null ? Infinity : wakeAt - Date.now());
+      if (!this.backlog) await this.idle(wakeAt === null ? Infinity : wakeAt - Date.now());
       else if (this.options.throttleMs > 0) await sleep(this.options.throttleMs, this.halt.signal);
     }
+    // Stopped with a claim on its way: its messages wait, and the stop gives them back.
+    if (ahead !== null) await this.acceptLate(ahead);
+  }
+
+  private claim(max: number): Promise<ClaimResult> {
+    // Read once: metrics attached during the claim start with the next one, not with a clock never read.
+    const instruments = this.instruments;
+    const claimStart = instruments === null ? 0 : performance.now();
+    const claim = this.store.claim(this.queue, {
+      consumerId: this.id,
+      max,
+      lockMs: this.options.lockMs,
+      accepts: this.accepts,
+      eoqBackoffMs: (n) => this.options.eoqBackoffMs(Math.min(n, 5) - 1),
+    });
+    if (instruments === null) return claim;
+    return claim.then((result) => {
+      instruments.claimed(this.queue, (performance.now() - claimStart) / 1000, result.messages.length);
+      return result;
+    });
+  }
+
+  /**
+   * The next claim, sent before this answer's handlers start, for as many messages as it brought: their handlers
+   * will have returned when it arrives (see `quick`), so its messages start on arrival. At most twice the slots
+   * are held besides the messages whose finish is on its way. Null when none.
+   */
+  private claimAhead(answered: number): Promise<ClaimResult> | null {
+    // An answer that came during a stop: its messages go back, and nothing more is claimed.
+    if (this.state !== 'running') return null;
+    const max = Math.min(answered, 2 * this.slots() - (this.held.size - this.handlersDone));
+    if (max <= 0) return null;
+    this.woken = false;
+    const claim = this.claim(max);
+    // Awaited by the loop's next turn; marked handled should a store failure make that turn wait first.
+    claim.catch(() => undefined);
+    return claim;
+  }
+
+  private async acceptLate(claim: Promise<ClaimResult>): Promise<void> {
+    try {
+      for (const message of (await claim).messages) this.accept(message);
+    } catch (error) {
+      this.instruments?.storeError(this.queue, 'claim');
+      this.reportError(error);
+    }
+  }
+
+  private slots(): number {
+    return this.options.concurrency + this.options.prefetch;
   }
 
   /**
@@ -328,7 +397,7 @@ export class Worker extends EventEmitter<WorkerEvents> {
    * finishes stops the claims). A store without `claimWithFinishes` is asked once the finishes are stored.
    */
   private freeSlots(): number {
-    const slots = this.options.concurrency + this.options.prefetch;
+    const slots = this.slots();
     if (!this.claimWithFinishes) return slots - this.held.size;
     return Math.min(slots - (this.held.size - this.handlersDone), 2 * slots - this.held.size);
   }

@@ -82,6 +82,7 @@ class ZookeeperStore implements Store {
     instantRelease: true,
     deadLetterQueue: true,
     claimWithFinishes: false,
+    overlapClaims: false,
   };
   private readonly ctx: StoreContext;
   private closed = false;

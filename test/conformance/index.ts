@@ -8,6 +8,7 @@ import { describe } from 'node:test';
 import { storeTest } from '../support/harness.js';
 import { backoff } from './backoff.js';
 import { badInput } from './bad-input.js';
+import { claims } from './claims.js';
 import { consumers } from './consumers.js';
 import { crash } from './crash.js';
 import { debounce } from './debounce.js';
@@ -53,6 +54,7 @@ export function conformance(fixture: StoreFixture): void {
     gc(fixture);
     consumers(fixture);
     worker(fixture);
+    claims(fixture);
     events(fixture);
     queueEvents(fixture);
     monitor(fixture);

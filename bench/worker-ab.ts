@@ -1,0 +1,118 @@
+/**
+ * `node --import tsx bench/worker-ab.ts --old DIR --store URL [--messages 20000] [--rounds 10]
+ *   [--concurrency 64] [--busy-us 0]`
+ *
+ * This tree's worker against another checkout's (DIR, with its node_modules), in one process on one store,
+ * alternating which goes first each round: a queue filled beforehand (untimed), drained by one worker with
+ * handlers that spin `--busy-us` µs each. Prints each round's rates, the client's CPU per message and, on
+ * Redis, the server's (INFO cpu), then the medians of the new/old ratios: on a shared machine the ratio of
+ * runs side by side is what holds, not the rates themselves.
+ */
+import { resolve } from 'node:path';
+import { parseArgs } from 'node:util';
+import { pathToFileURL } from 'node:url';
+import { Redis } from 'ioredis';
+import { connect as connectNew } from '../src/index.js';
+import { median, signal } from './common.js';
+
+type Connect = typeof connectNew;
+
+interface Run {
+  readonly perSec: number;
+  readonly clientUs: number;
+  readonly serverUs: number;
+}
+
+const { values } = parseArgs({
+  options: {
+    old: { type: 'string' },
+    store: { type: 'string', default: process.env.KVMQ_TEST_REDIS_URL ?? '' },
+    messages: { type: 'string', default: '20000' },
+    rounds: { type: 'string', default: '10' },
+    concurrency: { type: 'string', default: '64' },
+    'busy-us': { type: 'string', default: '0' },
+  },
+});
+if (values.old === undefined || values.store === '') {
+  throw new TypeError('usage: bench/worker-ab.ts --old DIR --store URL (a checkout to compare with, a store URL)');
+}
+const url = values.store;
+const n = Number(values.messages);
+const rounds = Number(values.rounds);
+const concurrency = Number(values.concurrency);
+const busyMs = Number(values['busy-us']) / 1000;
+const redis = url.startsWith('redis') ? new Redis(url) : null;
+
+/** The Redis server's CPU so far, in µs (0 on other stores). */
+async function serverCpuUs(): Promise<number> {
+  if (redis === null) return 0;
+  const info = await redis.info('cpu');
+  const field = (name: string): number => Number(new RegExp(`${name}:([\\d.]+)`).exec(info)?.[1] ?? 0);
+  return (field('used_cpu_sys') + field('used_cpu_user')) * 1e6;
+}
+
+async function drain(connect: Connect, label: string): Promise<Run> {
+  const client = await connect(url, { maintenance: false });
+  const queue = `worker-ab-${label}-${Date.now()}-${Math.random().toString(36).slice(2, 8)}`;
+  for (let sent = 0; sent < n; sent += 1000) {
+    const size = Math.min(1000, n - sent);
+    await client.enqueueBatch(
+      queue,
+      Array.from({ length: size }, (_, i) => ({ payload: { i: sent + i } })),
+    );
+  }
+  let handled = 0;
+  const all = signal();
+  const server = await serverCpuUs();
+  const cpu = process.cpuUsage();
+  const start = performance.now();
+  const worker = client.worker(
+    queue,
+    () => {
+      if (busyMs > 0) for (const end = performance.now() + busyMs; performance.now() < end;);
+      handled += 1;
+      if (handled === n) all.fire();
+    },
+    { concurrency, autoStart: false },
+  );
+  await worker.start();
+  await all.promise;
+  await worker.stop();
+  const ms = performance.now() - start;
+  const used = process.cpuUsage(cpu);
+  const serverUs = (await serverCpuUs()) - server;
+  await client.clear(queue);
+  await client.close();
+  return { perSec: (n * 1000) / ms, clientUs: (used.user + used.system) / n, serverUs: serverUs / n };
+}
+
+async function main(): Promise<void> {
+  const oldModule = (await import(pathToFileURL(resolve(values.old ?? '', 'src/index.js')).href)) as {
+    connect: Connect;
+  };
+  const connectOld = oldModule.connect;
+  await drain(connectOld, 'warm');
+  await drain(connectNew, 'warm');
+  const ratios = { rate: [] as number[], client: [] as number[], server: [] as number[] };
+  const show = (r: Run): string =>
+    `${r.perSec.toFixed(0)}/s, client ${r.clientUs.toFixed(1)} µs, server ${r.serverUs.toFixed(1)} µs`;
+  for (let round = 1; round <= rounds; round++) {
+    const oldFirst = round % 2 === 1;
+    const first = await drain(oldFirst ? connectOld : connectNew, 'a');
+    const second = await drain(oldFirst ? connectNew : connectOld, 'b');
+    const [before, after] = oldFirst ? [first, second] : [second, first];
+    ratios.rate.push(after.perSec / before.perSec);
+    ratios.client.push(after.clientUs / before.clientUs);
+    ratios.server.push(after.serverUs / before.serverUs);
+    console.log(`round ${round}: old ${show(before)} | new ${show(after)} | new/old ${ratios.rate.at(-1)?.toFixed(3)}`);
+  }
+  const m = (xs: number[]): string => median(xs).toFixed(3);
+  console.log(
+    `median new/old (${n} messages, concurrency ${concurrency}, handler ${values['busy-us']} µs): ` +
+      `rate ${m(ratios.rate)}, client CPU per message ${m(ratios.client)}` +
+      (redis === null ? '' : `, server CPU per message ${m(ratios.server)}`),
+  );
+  redis?.disconnect();
+}
+
+await main();
