@@ -150,6 +150,7 @@ export class Client {
       store.enqueueEach === undefined
         ? (queue, messages) => store.enqueue(queue, messages)
         : (queue, messages) => store.enqueueEach?.(queue, messages) ?? [],
+      store.capabilities.enqueueCallMessages,
     );
   }
 

@@ -4,6 +4,11 @@
  * call), and each caller still gets its own results, resolved once the store
  * has applied the whole batch, or, from a store that answers each item on its
  * own, once its own items are applied.
+ *
+ * With `maxItems`, a batch is sent as soon as it holds that many items and the
+ * tick's later calls start the next one: the store works on the first call
+ * while the caller's process prepares the next (a pipelined connection). A
+ * caller's items are never split between calls.
  */
 interface Pending<I, R> {
   items: I[];
@@ -16,24 +21,33 @@ export type BatchRun<I, R> = (key: string, items: I[]) => Promise<R[]> | readonl
 export class TickBatcher<I, R> {
   private readonly pending = new Map<string, Pending<I, R>>();
 
-  constructor(private readonly run: BatchRun<I, R>) {}
+  /** `maxItems`: send a batch once it holds this many items, without waiting for the tick's end (default: never). */
+  constructor(
+    private readonly run: BatchRun<I, R>,
+    private readonly maxItems = Infinity,
+  ) {}
 
   add(key: string, items: readonly I[]): Promise<R[]> {
     let batch = this.pending.get(key);
     if (batch === undefined) {
-      batch = { items: [], waiters: [] };
-      this.pending.set(key, batch);
-      queueMicrotask(() => void this.flush(key));
+      const fresh: Pending<I, R> = { items: [], waiters: [] };
+      batch = fresh;
+      this.pending.set(key, fresh);
+      queueMicrotask(() => void this.flush(key, fresh));
     }
     const start = batch.items.length;
     for (const item of items) batch.items.push(item);
     const pending = batch;
-    return new Promise((resolve, reject) => pending.waiters.push({ start, count: items.length, resolve, reject }));
+    const promise = new Promise<R[]>((resolve, reject) =>
+      pending.waiters.push({ start, count: items.length, resolve, reject }),
+    );
+    if (pending.items.length >= this.maxItems) void this.flush(key, pending);
+    return promise;
   }
 
-  private async flush(key: string): Promise<void> {
-    const batch = this.pending.get(key);
-    if (batch === undefined) return;
+  private async flush(key: string, batch: Pending<I, R>): Promise<void> {
+    // Already sent (full before the tick ended): a later batch of the key has its own flush.
+    if (this.pending.get(key) !== batch) return;
     this.pending.delete(key);
     let answers: Promise<R[]> | readonly Promise<R>[];
     try {

@@ -115,3 +115,35 @@ void test('redis cluster: queues(), events and turns of queues on every node', a
     await client.close();
   }
 });
+
+void test('redis cluster: single enqueues of several queues, 64 in flight, are claimed in the order made', async () => {
+  const client = await connect(`${clusterUrl()}&prefix=order-${randomBytes(3).toString('hex')}`, {
+    maintenance: false,
+  });
+  try {
+    // Calls of ENQUEUE_CALL_MESSAGES each, several in flight per queue, each queue on its own node's connection.
+    const queues = ['order-a', 'order-b', 'order-c', 'order-d'];
+    const n = 1000;
+    let next = 0;
+    const lane = async (): Promise<void> => {
+      while (next < n) {
+        const i = next++;
+        await client.enqueue(queues[i % queues.length] ?? '', i, { id: String(i) });
+      }
+    };
+    await Promise.all(Array.from({ length: 64 }, lane));
+    for (const [k, q] of queues.entries()) {
+      const ids: string[] = [];
+      const request = { consumerId: 'c', max: 100, lockMs: 60_000, accepts: null, eoqBackoffMs: () => 1000 };
+      for (let got = await storeOf(client).claim(q, request); got.messages.length > 0;) {
+        for (const m of got.messages) ids.push(m.id);
+        got = await storeOf(client).claim(q, request);
+      }
+      const made = Array.from({ length: n }, (_, i) => i).filter((i) => i % queues.length === k);
+      assert.deepEqual(ids, made.map(String), q);
+    }
+    await client.clear(...queues);
+  } finally {
+    await client.close();
+  }
+});

@@ -1,7 +1,7 @@
 /**
  * TickBatcher: the calls of one tick become one run per key; each caller gets its own slice of the results,
  * all at once from a run that answers the batch, or as soon as its own items are answered from a run that
- * answers each item.
+ * answers each item; with maxItems, a batch goes as soon as it is full, a caller's items never split.
  */
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
@@ -52,5 +52,38 @@ test('a run that throws or rejects fails every caller of its batch', async () =>
   assert.deepEqual(
     results.map((r) => r.status),
     ['rejected', 'rejected'],
+  );
+});
+
+test('with maxItems, a batch goes once full, the later calls of the tick form the next, a caller never split', async () => {
+  const runs: number[][] = [];
+  const batcher = new TickBatcher<number, number>((_, items) => {
+    runs.push([...items]);
+    return Promise.resolve(items.map((item) => item * 10));
+  }, 3);
+  const calls = [batcher.add('q', [1]), batcher.add('q', [2])];
+  assert.deepEqual(runs, []);
+  // The third item fills the batch: it runs at once, within this call.
+  calls.push(batcher.add('q', [3]));
+  assert.deepEqual(runs, [[1, 2, 3]]);
+  calls.push(batcher.add('q', [4]), batcher.add('q', [5, 6, 7, 8]), batcher.add('q', [9]));
+  assert.deepEqual(runs, [
+    [1, 2, 3],
+    [4, 5, 6, 7, 8],
+  ]);
+  assert.deepEqual(await Promise.all(calls), [[10], [20], [30], [40], [50, 60, 70, 80], [90]]);
+  // The rest of the tick's calls went at its end.
+  assert.deepEqual(runs, [[1, 2, 3], [4, 5, 6, 7, 8], [9]]);
+});
+
+test('with maxItems, a run that fails rejects the callers of its own batch only', async () => {
+  const batcher = new TickBatcher<number, number>((_, items) => {
+    if (items.includes(4)) return Promise.reject(new Error('down'));
+    return Promise.resolve(items);
+  }, 2);
+  const results = await Promise.allSettled([1, 2, 3, 4, 5].map((i) => batcher.add('q', [i])));
+  assert.deepEqual(
+    results.map((r) => r.status),
+    ['fulfilled', 'fulfilled', 'rejected', 'rejected', 'fulfilled'],
   );
 });

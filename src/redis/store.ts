@@ -7,7 +7,7 @@ import { claimMessages } from './claim.js';
 import { StoreUnavailableError } from '../errors.js';
 import { openConnection, openSubscriber, type RedisConnection } from './connection.js';
 import { readConfig, writeConfig } from './config.js';
-import { enqueueMessages } from './enqueue.js';
+import { ENQUEUE_CALL_MESSAGES, enqueueMessages } from './enqueue.js';
 import { eventsHead, readEvents } from './events.js';
 import { extendLocks, finishMessages } from './finish.js';
 import { collectGarbage } from './gc.js';
@@ -90,6 +90,7 @@ class RedisStore implements Store {
       deadLetterQueue: !redis.isCluster,
       claimWithFinishes: true,
       overlapClaims: true,
+      enqueueCallMessages: ENQUEUE_CALL_MESSAGES,
     };
     this.registry = new QueueRegistry(scripts, url.prefix);
     this.wakeups = new Wakeups(

@@ -54,6 +54,12 @@ export interface StoreCapabilities {
    * tick's finishes into one store call, answered when all of it is stored).
    */
   readonly groupCommit?: boolean;
+  /**
+   * The client sends a tick's enqueues in calls of this many messages (a caller's messages are never split),
+   * each as soon as it is full, so a store whose calls pipeline on one connection applies one call while the
+   * client prepares the next. Absent: one call per tick (a store that wants one transaction per tick).
+   */
+  readonly enqueueCallMessages?: number;
 }
 
 /** A message as the API hands it to a store: validated and encoded. */
