@@ -117,3 +117,20 @@ test('an enqueueBatch among single enqueues is sent whole in one call: it fails 
     items.map((item) => item.id),
   );
 });
+
+test('a batch of several calls is sent at once: an enqueue made after it is stored after all of it', async () => {
+  const { client } = await open('large');
+  const q = 'large';
+  // More than one call carries (5,000 messages), then a single enqueue in the same tick.
+  const items = Array.from({ length: 5100 }, (_, i) => ({ payload: i, id: id(i) }));
+  const [batch, single] = await Promise.all([
+    client.enqueueBatch(q, items),
+    client.enqueue(q, 'after', { id: 'after' }),
+  ]);
+  assert.deepEqual(
+    batch.map((r) => r.ok && r.id),
+    items.map((item) => item.id),
+  );
+  assert.deepEqual(single, { ok: true, id: 'after', action: 'added' });
+  assert.deepEqual(await claimAll(client, q), [...items.map((item) => item.id), 'after']);
+});

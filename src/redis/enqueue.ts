@@ -20,22 +20,28 @@ export const ENQUEUE_CALL_MESSAGES = 32;
 const ACTIONS: ReadonlySet<string> = new Set<EnqueueAction>(['added', 'revived', 'requeued', 'debounced']);
 
 /**
- * Adds messages, one script call for the whole batch (a batch larger than a
- * call may carry goes in several, each atomic, in order).
+ * Adds messages, one script call for the whole batch. A batch larger than a call may carry goes in several,
+ * each atomic, all sent at once in order (Redis runs the first while the rest are built), so a later call of
+ * the queue is never applied between them.
  */
-export async function enqueueMessages(
+export function enqueueMessages(
   scripts: Scripts,
   queue: string,
   messages: readonly NewMessage[],
 ): Promise<EnqueueResult[]> {
-  const results: EnqueueResult[] = [];
+  const calls: Promise<EnqueueResult[]>[] = [];
   let args: ScriptArg[] = [];
   let ids: string[] = [];
   let bytes = 0;
-  const send = async (): Promise<void> => {
+  const send = (): void => {
     if (ids.length === 0) return;
-    const replies = list(await scripts.run(SCRIPTS.enqueue, queue, args));
-    for (let i = 0; i < ids.length; i++) results.push(result(ids[i] ?? '', text(replies[i]) ?? ''));
+    const sent = ids;
+    calls.push(
+      scripts.run(SCRIPTS.enqueue, queue, args).then((reply) => {
+        const replies = list(reply);
+        return sent.map((id, i) => result(id, text(replies[i]) ?? ''));
+      }),
+    );
     args = [];
     ids = [];
     bytes = 0;
@@ -43,13 +49,14 @@ export async function enqueueMessages(
   for (const m of messages) {
     const metadata = encodeMetadata(m.metadata);
     const size = m.payload.byteLength + 1 + metadata.length + m.id.length + (m.policy?.length ?? 0);
-    if (ids.length > 0 && (bytes + size > MAX_CALL_BYTES || ids.length >= MAX_CALL_MESSAGES)) await send();
+    if (ids.length > 0 && (bytes + size > MAX_CALL_BYTES || ids.length >= MAX_CALL_MESSAGES)) send();
     pushMessageArgs(args, m, encodeContent(m.payload, m.encoding), metadata);
     ids.push(m.id);
     bytes += size;
   }
-  await send();
-  return results;
+  send();
+  if (calls.length === 1) return calls[0] as Promise<EnqueueResult[]>;
+  return Promise.all(calls).then((parts) => parts.flat());
 }
 
 /** The stored metadata: '' for none (most messages), else compact JSON. */
