@@ -13,5 +13,11 @@ conformance({
   url() {
     return Promise.resolve(`${base}/t-${randomBytes(6).toString('hex')}`);
   },
-  capabilities: { maxPayloadBytes: 1024 * 1024, wakeups: true, instantRelease: true, deadLetterQueue: true },
+  capabilities: {
+    maxPayloadBytes: 1024 * 1024,
+    wakeups: true,
+    instantRelease: true,
+    deadLetterQueue: true,
+    overlapClaims: false,
+  },
 });

@@ -41,7 +41,13 @@ conformance({
       `${clusterUrl()}&prefix=kvmq-test-${process.pid}-${++counter}-${randomBytes(3).toString('hex')}`,
     );
   },
-  capabilities: { maxPayloadBytes: 1024 * 1024, wakeups: true, instantRelease: false, deadLetterQueue: false },
+  capabilities: {
+    maxPayloadBytes: 1024 * 1024,
+    wakeups: true,
+    instantRelease: false,
+    deadLetterQueue: false,
+    overlapClaims: true,
+  },
 });
 
 void test('redis cluster: the queues of one namespace live on different nodes, each whole on one', async () => {

@@ -16,7 +16,13 @@ conformance({
     const { endpoint } = await server;
     return `etcd://${endpoint}/t-${randomBytes(6).toString('hex')}`;
   },
-  capabilities: { maxPayloadBytes: 1024 * 1024, wakeups: true, instantRelease: true, deadLetterQueue: true },
+  capabilities: {
+    maxPayloadBytes: 1024 * 1024,
+    wakeups: true,
+    instantRelease: true,
+    deadLetterQueue: true,
+    overlapClaims: false,
+  },
 });
 
 after(async () => {

@@ -16,5 +16,11 @@ conformance({
     plain ??= PlainClient.connect(hostsOf(server));
     return freshStoreUrl(server, await plain);
   },
-  capabilities: { maxPayloadBytes: 1_000_000 - 64 * 1024, wakeups: true, instantRelease: true, deadLetterQueue: true },
+  capabilities: {
+    maxPayloadBytes: 1_000_000 - 64 * 1024,
+    wakeups: true,
+    instantRelease: true,
+    deadLetterQueue: true,
+    overlapClaims: false,
+  },
 });

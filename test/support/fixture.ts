@@ -3,7 +3,7 @@ import type { StoreCapabilities } from '../../src/store/contract.js';
 
 export type Capabilities = StoreCapabilities;
 
-/** The yes/no capabilities; a test that needs one is named after it and skipped without it. */
+/** The yes/no capabilities; a test that needs one is named after it and runs only on stores that have it. */
 export type CapabilityFlag = {
   [K in keyof Capabilities]: Capabilities[K] extends boolean ? K : never;
 }[keyof Capabilities];

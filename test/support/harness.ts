@@ -46,7 +46,10 @@ export interface Harness {
 }
 
 export interface StoreTestOptions {
-  /** Skip unless the store declares this capability; the test's name starts with it. */
+  /**
+   * Runs only where the store declares this capability; the test's name starts with it. A fixture that says the
+   * store lacks it (the suite checks the store agrees) does not declare the test; otherwise it is skipped.
+   */
   readonly capability?: CapabilityFlag;
   readonly timeoutMs?: number;
 }
@@ -59,6 +62,7 @@ export function storeTest(
   options: StoreTestOptions = {},
 ): void {
   const { capability } = options;
+  if (capability !== undefined && fixture.capabilities?.[capability] === false) return;
   const title = capability === undefined ? name : `${capability}: ${name}`;
   void test(title, { timeout: options.timeoutMs ?? TEST_TIMEOUT_MS }, async (t) => {
     const h = await openHarness(t, fixture);
