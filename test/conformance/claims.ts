@@ -15,6 +15,14 @@ interface ClaimWatch {
   readonly sizes: number[];
 }
 
+/** Enqueues `n` messages m0, m1, … (payload: their index) in one batch. */
+async function fill(h: Harness, queue: string, n: number): Promise<void> {
+  await h.client.enqueueBatch(
+    queue,
+    Array.from({ length: n }, (_, i) => ({ payload: i, id: `m${i}` })),
+  );
+}
+
 /**
  * Watches the real store's claims of `queue` (the worker calls the store the client holds). `hold`: the answer of
  * that claim (1 = the first) reaches the worker only once `until` resolves, as over a slow network.
@@ -52,10 +60,7 @@ export function claims(fixture: StoreFixture): void {
         const concurrency = 12;
         const prefetch = 4;
         const slots = concurrency + prefetch;
-        await h.client.enqueueBatch(
-          q,
-          Array.from({ length: n }, (_, i) => ({ payload: i, id: `m${i}` })),
-        );
+        await fill(h, q, n);
         const watch = watchClaims(h, q);
         const log = new JobLog();
         let active = 0;
@@ -93,10 +98,7 @@ export function claims(fixture: StoreFixture): void {
       async (h) => {
         const q = h.queue('claims-overlap');
         const concurrency = 16;
-        await h.client.enqueueBatch(
-          q,
-          Array.from({ length: 100 }, (_, i) => ({ payload: i, id: `m${i}` })),
-        );
+        await fill(h, q, 100);
         const watch = watchClaims(h, q);
         const later = gate();
         const log = new JobLog();
@@ -132,10 +134,7 @@ export function claims(fixture: StoreFixture): void {
       async (h) => {
         const q = h.queue('claims-stop-ahead');
         const n = 100;
-        await h.client.enqueueBatch(
-          q,
-          Array.from({ length: n }, (_, i) => ({ payload: i, id: `m${i}` })),
-        );
+        await fill(h, q, n);
         const answer = gate();
         const watch = watchClaims(h, q, { claim: 3, until: answer.opened });
         const log = new JobLog();
@@ -164,10 +163,7 @@ export function claims(fixture: StoreFixture): void {
       async (h) => {
         const q = h.queue('claims-monitor-stop');
         const n = 100;
-        await h.client.enqueueBatch(
-          q,
-          Array.from({ length: n }, (_, i) => ({ payload: i, id: `m${i}` })),
-        );
+        await fill(h, q, n);
         const watch = watchClaims(h, q);
         const log = new JobLog();
         let answers = 0;
