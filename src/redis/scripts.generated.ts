@@ -59,7 +59,7 @@ export const SCRIPTS = {
       'debounce-of',
     ],
     readOnly: false,
-    sha: '80094514d9f9d853f92b0ab0885d09a5bc7f4aac',
+    sha: 'ae50acfb111f4dcc3ec985e408579628b21b272d',
     source: `#!lua flags=allow-oom
 -- The queue's keys are its base (the one key the call passes) and their names.
 local KEY_BASE = KEYS[1]
@@ -155,11 +155,11 @@ local function holder_value(consumer, attempt_s, claimed_s)
   return consumer .. ' ' .. attempt_s .. ' ' .. claimed_s
 end
 
--- The consumer, attempt and claim time of a holder (the last two nil for a consumer alone).
+-- The consumer and claim time of a holder (the time nil for a consumer alone); the attempt is checked by holds.
 local function holder_parts(holder)
-  local consumer, attempt, claimed = string.match(holder, '^(.*) (%d+) (%d+)$')
-  if consumer == nil then return holder, nil, nil end
-  return consumer, attempt, tonumber(claimed)
+  local consumer, claimed = string.match(holder, '^(.*) %d+ (%d+)$')
+  if consumer == nil then return holder, nil end
+  return consumer, tonumber(claimed)
 end
 
 -- Whether \`holder\` (a holders value or false) is \`consumer\` at \`attempt\` (a string) of message \`id\`.
@@ -738,10 +738,7 @@ local function promote(now, ready, w, heads)
   local back = {}
   for _, id in ipairs(expired) do
     local holder, claimed = redis.call('HGET', (KEY_BASE .. 'holders'), id), nil
-    if holder then
-      local _
-      holder, _, claimed = holder_parts(holder)
-    end
+    if holder then holder, claimed = holder_parts(holder) end
     append_history(id, redis.call('HGET', (KEY_BASE .. 'nattempts'), id), nil, now, holder, 'lost', nil)
     local losses = redis.call('HINCRBY', (KEY_BASE .. 'losses'), id, 1)
     if max_deliveries == nil then
@@ -1087,7 +1084,7 @@ return reply
       'layout',
     ],
     readOnly: false,
-    sha: '97c837af4a41c6471866df23a60869a97743bd56',
+    sha: '0242f862191d96b08451079eef9cd7d24fe5e076',
     source: `#!lua flags=allow-oom
 -- The queue's keys are its base (the one key the call passes) and their names.
 local KEY_BASE = KEYS[1]
@@ -1183,11 +1180,11 @@ local function holder_value(consumer, attempt_s, claimed_s)
   return consumer .. ' ' .. attempt_s .. ' ' .. claimed_s
 end
 
--- The consumer, attempt and claim time of a holder (the last two nil for a consumer alone).
+-- The consumer and claim time of a holder (the time nil for a consumer alone); the attempt is checked by holds.
 local function holder_parts(holder)
-  local consumer, attempt, claimed = string.match(holder, '^(.*) (%d+) (%d+)$')
-  if consumer == nil then return holder, nil, nil end
-  return consumer, attempt, tonumber(claimed)
+  local consumer, claimed = string.match(holder, '^(.*) %d+ (%d+)$')
+  if consumer == nil then return holder, nil end
+  return consumer, tonumber(claimed)
 end
 
 -- Whether \`holder\` (a holders value or false) is \`consumer\` at \`attempt\` (a string) of message \`id\`.
@@ -1414,7 +1411,7 @@ return 1
       'parked',
     ],
     readOnly: false,
-    sha: '7dca2d0f405fe7fe570922a81780af0561ce49f7',
+    sha: 'f4e0a54b172b55a884eab7db663dee7c42e0ab81',
     source: `#!lua
 -- The queue's keys are its base (the one key the call passes) and their names.
 local KEY_BASE = KEYS[1]
@@ -1510,11 +1507,11 @@ local function holder_value(consumer, attempt_s, claimed_s)
   return consumer .. ' ' .. attempt_s .. ' ' .. claimed_s
 end
 
--- The consumer, attempt and claim time of a holder (the last two nil for a consumer alone).
+-- The consumer and claim time of a holder (the time nil for a consumer alone); the attempt is checked by holds.
 local function holder_parts(holder)
-  local consumer, attempt, claimed = string.match(holder, '^(.*) (%d+) (%d+)$')
-  if consumer == nil then return holder, nil, nil end
-  return consumer, attempt, tonumber(claimed)
+  local consumer, claimed = string.match(holder, '^(.*) %d+ (%d+)$')
+  if consumer == nil then return holder, nil end
+  return consumer, tonumber(claimed)
 end
 
 -- Whether \`holder\` (a holders value or false) is \`consumer\` at \`attempt\` (a string) of message \`id\`.
@@ -1859,7 +1856,7 @@ return 1
     name: 'consumers',
     keys: ['consumers', 'holders', 'locks'],
     readOnly: true,
-    sha: '2f798902817abdc2722ce512103a9ca0a79845ca',
+    sha: '8315722c2b93846173dd576b41f348f27bb7afc0',
     source: `#!lua flags=no-writes
 -- The queue's keys are its base (the one key the call passes) and their names.
 local KEY_BASE = KEYS[1]
@@ -1955,11 +1952,11 @@ local function holder_value(consumer, attempt_s, claimed_s)
   return consumer .. ' ' .. attempt_s .. ' ' .. claimed_s
 end
 
--- The consumer, attempt and claim time of a holder (the last two nil for a consumer alone).
+-- The consumer and claim time of a holder (the time nil for a consumer alone); the attempt is checked by holds.
 local function holder_parts(holder)
-  local consumer, attempt, claimed = string.match(holder, '^(.*) (%d+) (%d+)$')
-  if consumer == nil then return holder, nil, nil end
-  return consumer, attempt, tonumber(claimed)
+  local consumer, claimed = string.match(holder, '^(.*) %d+ (%d+)$')
+  if consumer == nil then return holder, nil end
+  return consumer, tonumber(claimed)
 end
 
 -- Whether \`holder\` (a holders value or false) is \`consumer\` at \`attempt\` (a string) of message \`id\`.
@@ -2221,7 +2218,7 @@ return reply
       'layout',
     ],
     readOnly: false,
-    sha: '905de2e9903eeda2efe70f3e57ed17ada2871975',
+    sha: '0f44f5f3bae56c4bc242321352447743b69394e6',
     source: `#!lua
 -- The queue's keys are its base (the one key the call passes) and their names.
 local KEY_BASE = KEYS[1]
@@ -2317,11 +2314,11 @@ local function holder_value(consumer, attempt_s, claimed_s)
   return consumer .. ' ' .. attempt_s .. ' ' .. claimed_s
 end
 
--- The consumer, attempt and claim time of a holder (the last two nil for a consumer alone).
+-- The consumer and claim time of a holder (the time nil for a consumer alone); the attempt is checked by holds.
 local function holder_parts(holder)
-  local consumer, attempt, claimed = string.match(holder, '^(.*) (%d+) (%d+)$')
-  if consumer == nil then return holder, nil, nil end
-  return consumer, attempt, tonumber(claimed)
+  local consumer, claimed = string.match(holder, '^(.*) %d+ (%d+)$')
+  if consumer == nil then return holder, nil end
+  return consumer, tonumber(claimed)
 end
 
 -- Whether \`holder\` (a holders value or false) is \`consumer\` at \`attempt\` (a string) of message \`id\`.
@@ -2879,7 +2876,7 @@ return replies
     name: 'events-trim',
     keys: ['events', 'events-seq'],
     readOnly: false,
-    sha: '8b3b961af8a37a6c484a6babcad221bbc0f94c95',
+    sha: '9875e21031e23e97bb2859dca7d0c55e1047f948',
     source: `#!lua flags=allow-oom
 -- The queue's keys are its base (the one key the call passes) and their names.
 local KEY_BASE = KEYS[1]
@@ -2975,11 +2972,11 @@ local function holder_value(consumer, attempt_s, claimed_s)
   return consumer .. ' ' .. attempt_s .. ' ' .. claimed_s
 end
 
--- The consumer, attempt and claim time of a holder (the last two nil for a consumer alone).
+-- The consumer and claim time of a holder (the time nil for a consumer alone); the attempt is checked by holds.
 local function holder_parts(holder)
-  local consumer, attempt, claimed = string.match(holder, '^(.*) (%d+) (%d+)$')
-  if consumer == nil then return holder, nil, nil end
-  return consumer, attempt, tonumber(claimed)
+  local consumer, claimed = string.match(holder, '^(.*) %d+ (%d+)$')
+  if consumer == nil then return holder, nil end
+  return consumer, tonumber(claimed)
 end
 
 -- Whether \`holder\` (a holders value or false) is \`consumer\` at \`attempt\` (a string) of message \`id\`.
@@ -3202,7 +3199,7 @@ return redis.call('XTRIM', (KEY_BASE .. 'events'), 'MINID', string.format('%d', 
     name: 'extend',
     keys: ['locks', 'holders', 'nattempts', 'lock-expiry', 'requeue', 'requeue-locks'],
     readOnly: false,
-    sha: 'dde1583b6925dc5eb950508621d72d0904538780',
+    sha: '6046b109ef36db93551d9bfb5170306759eb9af8',
     source: `#!lua flags=allow-oom
 -- The queue's keys are its base (the one key the call passes) and their names.
 local KEY_BASE = KEYS[1]
@@ -3298,11 +3295,11 @@ local function holder_value(consumer, attempt_s, claimed_s)
   return consumer .. ' ' .. attempt_s .. ' ' .. claimed_s
 end
 
--- The consumer, attempt and claim time of a holder (the last two nil for a consumer alone).
+-- The consumer and claim time of a holder (the time nil for a consumer alone); the attempt is checked by holds.
 local function holder_parts(holder)
-  local consumer, attempt, claimed = string.match(holder, '^(.*) (%d+) (%d+)$')
-  if consumer == nil then return holder, nil, nil end
-  return consumer, attempt, tonumber(claimed)
+  local consumer, claimed = string.match(holder, '^(.*) %d+ (%d+)$')
+  if consumer == nil then return holder, nil end
+  return consumer, tonumber(claimed)
 end
 
 -- Whether \`holder\` (a holders value or false) is \`consumer\` at \`attempt\` (a string) of message \`id\`.
@@ -3558,7 +3555,7 @@ return lost
       'debounce-of',
     ],
     readOnly: false,
-    sha: '34367b96b58e698b607b620a8eadeebfd1333112',
+    sha: '135705ae25141bfb828eb95ea2fe826578bab205',
     source: `#!lua flags=allow-oom
 -- The queue's keys are its base (the one key the call passes) and their names.
 local KEY_BASE = KEYS[1]
@@ -3654,11 +3651,11 @@ local function holder_value(consumer, attempt_s, claimed_s)
   return consumer .. ' ' .. attempt_s .. ' ' .. claimed_s
 end
 
--- The consumer, attempt and claim time of a holder (the last two nil for a consumer alone).
+-- The consumer and claim time of a holder (the time nil for a consumer alone); the attempt is checked by holds.
 local function holder_parts(holder)
-  local consumer, attempt, claimed = string.match(holder, '^(.*) (%d+) (%d+)$')
-  if consumer == nil then return holder, nil, nil end
-  return consumer, attempt, tonumber(claimed)
+  local consumer, claimed = string.match(holder, '^(.*) %d+ (%d+)$')
+  if consumer == nil then return holder, nil end
+  return consumer, tonumber(claimed)
 end
 
 -- Whether \`holder\` (a holders value or false) is \`consumer\` at \`attempt\` (a string) of message \`id\`.
@@ -4415,7 +4412,7 @@ return replies
       'layout',
     ],
     readOnly: false,
-    sha: '8455b87d3a3cd7a52acddddecd2604cdfac1d919',
+    sha: '5583cb2fcb0a24327e5711efbc1e755ba9070bad',
     source: `#!lua
 -- The queue's keys are its base (the one key the call passes) and their names.
 local KEY_BASE = KEYS[1]
@@ -4511,11 +4508,11 @@ local function holder_value(consumer, attempt_s, claimed_s)
   return consumer .. ' ' .. attempt_s .. ' ' .. claimed_s
 end
 
--- The consumer, attempt and claim time of a holder (the last two nil for a consumer alone).
+-- The consumer and claim time of a holder (the time nil for a consumer alone); the attempt is checked by holds.
 local function holder_parts(holder)
-  local consumer, attempt, claimed = string.match(holder, '^(.*) (%d+) (%d+)$')
-  if consumer == nil then return holder, nil, nil end
-  return consumer, attempt, tonumber(claimed)
+  local consumer, claimed = string.match(holder, '^(.*) %d+ (%d+)$')
+  if consumer == nil then return holder, nil end
+  return consumer, tonumber(claimed)
 end
 
 -- Whether \`holder\` (a holders value or false) is \`consumer\` at \`attempt\` (a string) of message \`id\`.
@@ -5080,7 +5077,7 @@ return replies
     name: 'gc-finish',
     keys: ['consumers', 'gc-lock'],
     readOnly: false,
-    sha: 'c04145e4bc34259fd1a09addf8986671dfb2f5d6',
+    sha: '10803db079fe3ae6375d32e0c61622ca288e3045',
     source: `#!lua flags=allow-oom
 -- The queue's keys are its base (the one key the call passes) and their names.
 local KEY_BASE = KEYS[1]
@@ -5176,11 +5173,11 @@ local function holder_value(consumer, attempt_s, claimed_s)
   return consumer .. ' ' .. attempt_s .. ' ' .. claimed_s
 end
 
--- The consumer, attempt and claim time of a holder (the last two nil for a consumer alone).
+-- The consumer and claim time of a holder (the time nil for a consumer alone); the attempt is checked by holds.
 local function holder_parts(holder)
-  local consumer, attempt, claimed = string.match(holder, '^(.*) (%d+) (%d+)$')
-  if consumer == nil then return holder, nil, nil end
-  return consumer, attempt, tonumber(claimed)
+  local consumer, claimed = string.match(holder, '^(.*) %d+ (%d+)$')
+  if consumer == nil then return holder, nil end
+  return consumer, tonumber(claimed)
 end
 
 -- Whether \`holder\` (a holders value or false) is \`consumer\` at \`attempt\` (a string) of message \`id\`.
@@ -5392,7 +5389,7 @@ return #lapsed
     name: 'gc-start',
     keys: ['gc-lock', 'gc-at'],
     readOnly: false,
-    sha: 'e590ff3bc7bab6334f89bf0adf2fd956fc10b109',
+    sha: 'f9871a55d76a54c6d5159869d39d9cfb512e3439',
     source: `#!lua flags=allow-oom
 -- The queue's keys are its base (the one key the call passes) and their names.
 local KEY_BASE = KEYS[1]
@@ -5488,11 +5485,11 @@ local function holder_value(consumer, attempt_s, claimed_s)
   return consumer .. ' ' .. attempt_s .. ' ' .. claimed_s
 end
 
--- The consumer, attempt and claim time of a holder (the last two nil for a consumer alone).
+-- The consumer and claim time of a holder (the time nil for a consumer alone); the attempt is checked by holds.
 local function holder_parts(holder)
-  local consumer, attempt, claimed = string.match(holder, '^(.*) (%d+) (%d+)$')
-  if consumer == nil then return holder, nil, nil end
-  return consumer, attempt, tonumber(claimed)
+  local consumer, claimed = string.match(holder, '^(.*) %d+ (%d+)$')
+  if consumer == nil then return holder, nil end
+  return consumer, tonumber(claimed)
 end
 
 -- Whether \`holder\` (a holders value or false) is \`consumer\` at \`attempt\` (a string) of message \`id\`.
@@ -5728,7 +5725,7 @@ return 1
       'debounce-of',
     ],
     readOnly: false,
-    sha: 'e4a70a9384045460689e7d8c7cf58eeb8d4f4a58',
+    sha: 'f6cb48e03c3d21e583556d8230d7979104944a2b',
     source: `#!lua flags=allow-oom
 -- The queue's keys are its base (the one key the call passes) and their names.
 local KEY_BASE = KEYS[1]
@@ -5824,11 +5821,11 @@ local function holder_value(consumer, attempt_s, claimed_s)
   return consumer .. ' ' .. attempt_s .. ' ' .. claimed_s
 end
 
--- The consumer, attempt and claim time of a holder (the last two nil for a consumer alone).
+-- The consumer and claim time of a holder (the time nil for a consumer alone); the attempt is checked by holds.
 local function holder_parts(holder)
-  local consumer, attempt, claimed = string.match(holder, '^(.*) (%d+) (%d+)$')
-  if consumer == nil then return holder, nil, nil end
-  return consumer, attempt, tonumber(claimed)
+  local consumer, claimed = string.match(holder, '^(.*) %d+ (%d+)$')
+  if consumer == nil then return holder, nil end
+  return consumer, tonumber(claimed)
 end
 
 -- Whether \`holder\` (a holders value or false) is \`consumer\` at \`attempt\` (a string) of message \`id\`.
@@ -6098,7 +6095,7 @@ return { removed, #old }
       'done-at',
     ],
     readOnly: true,
-    sha: '9122cbed8c05a6dcc025866e227175c8db97092c',
+    sha: '0663963f9b5589127fc362a6a160d5993e7e2763',
     source: `#!lua flags=no-writes
 -- The queue's keys are its base (the one key the call passes) and their names.
 local KEY_BASE = KEYS[1]
@@ -6194,11 +6191,11 @@ local function holder_value(consumer, attempt_s, claimed_s)
   return consumer .. ' ' .. attempt_s .. ' ' .. claimed_s
 end
 
--- The consumer, attempt and claim time of a holder (the last two nil for a consumer alone).
+-- The consumer and claim time of a holder (the time nil for a consumer alone); the attempt is checked by holds.
 local function holder_parts(holder)
-  local consumer, attempt, claimed = string.match(holder, '^(.*) (%d+) (%d+)$')
-  if consumer == nil then return holder, nil, nil end
-  return consumer, attempt, tonumber(claimed)
+  local consumer, claimed = string.match(holder, '^(.*) %d+ (%d+)$')
+  if consumer == nil then return holder, nil end
+  return consumer, tonumber(claimed)
 end
 
 -- Whether \`holder\` (a holders value or false) is \`consumer\` at \`attempt\` (a string) of message \`id\`.
@@ -6434,10 +6431,7 @@ local function status_of(id, now)
   local holder, claimed = false, nil
   if state == 'locked' or state == 'locked-with-requeue' then
     local value = redis.call('HGET', (KEY_BASE .. 'holders'), id)
-    if value then
-      local consumer, _, at = holder_parts(value)
-      holder, claimed = consumer, at
-    end
+    if value then holder, claimed = holder_parts(value) end
   end
   return {
     state,
@@ -6509,7 +6503,7 @@ return reply
       'debounce-of',
     ],
     readOnly: false,
-    sha: '99aee5828cb8739a87f24ff6af1b43ddef254c8a',
+    sha: '451ad3b3fcb2957db78826c05bae24c9dbbdf092',
     source: `#!lua flags=allow-oom
 -- The queue's keys are its base (the one key the call passes) and their names.
 local KEY_BASE = KEYS[1]
@@ -6605,11 +6599,11 @@ local function holder_value(consumer, attempt_s, claimed_s)
   return consumer .. ' ' .. attempt_s .. ' ' .. claimed_s
 end
 
--- The consumer, attempt and claim time of a holder (the last two nil for a consumer alone).
+-- The consumer and claim time of a holder (the time nil for a consumer alone); the attempt is checked by holds.
 local function holder_parts(holder)
-  local consumer, attempt, claimed = string.match(holder, '^(.*) (%d+) (%d+)$')
-  if consumer == nil then return holder, nil, nil end
-  return consumer, attempt, tonumber(claimed)
+  local consumer, claimed = string.match(holder, '^(.*) %d+ (%d+)$')
+  if consumer == nil then return holder, nil end
+  return consumer, tonumber(claimed)
 end
 
 -- Whether \`holder\` (a holders value or false) is \`consumer\` at \`attempt\` (a string) of message \`id\`.
@@ -6934,10 +6928,7 @@ local function status_of(id, now)
   local holder, claimed = false, nil
   if state == 'locked' or state == 'locked-with-requeue' then
     local value = redis.call('HGET', (KEY_BASE .. 'holders'), id)
-    if value then
-      local consumer, _, at = holder_parts(value)
-      holder, claimed = consumer, at
-    end
+    if value then holder, claimed = holder_parts(value) end
   end
   return {
     state,
@@ -7254,10 +7245,7 @@ local function promote(now, ready, w, heads)
   local back = {}
   for _, id in ipairs(expired) do
     local holder, claimed = redis.call('HGET', (KEY_BASE .. 'holders'), id), nil
-    if holder then
-      local _
-      holder, _, claimed = holder_parts(holder)
-    end
+    if holder then holder, claimed = holder_parts(holder) end
     append_history(id, redis.call('HGET', (KEY_BASE .. 'nattempts'), id), nil, now, holder, 'lost', nil)
     local losses = redis.call('HINCRBY', (KEY_BASE .. 'losses'), id, 1)
     if max_deliveries == nil then
@@ -7508,7 +7496,7 @@ return reply
       'debounce-of',
     ],
     readOnly: false,
-    sha: '76808d018bd1d26dadf5afb15da27879460a21f9',
+    sha: 'a97357476e0bb6fcfdcf5a846ff6f70da5dbd21f',
     source: `#!lua
 -- The queue's keys are its base (the one key the call passes) and their names.
 local KEY_BASE = KEYS[1]
@@ -7604,11 +7592,11 @@ local function holder_value(consumer, attempt_s, claimed_s)
   return consumer .. ' ' .. attempt_s .. ' ' .. claimed_s
 end
 
--- The consumer, attempt and claim time of a holder (the last two nil for a consumer alone).
+-- The consumer and claim time of a holder (the time nil for a consumer alone); the attempt is checked by holds.
 local function holder_parts(holder)
-  local consumer, attempt, claimed = string.match(holder, '^(.*) (%d+) (%d+)$')
-  if consumer == nil then return holder, nil, nil end
-  return consumer, attempt, tonumber(claimed)
+  local consumer, claimed = string.match(holder, '^(.*) %d+ (%d+)$')
+  if consumer == nil then return holder, nil end
+  return consumer, tonumber(claimed)
 end
 
 -- Whether \`holder\` (a holders value or false) is \`consumer\` at \`attempt\` (a string) of message \`id\`.
@@ -8214,10 +8202,7 @@ local function promote(now, ready, w, heads)
   local back = {}
   for _, id in ipairs(expired) do
     local holder, claimed = redis.call('HGET', (KEY_BASE .. 'holders'), id), nil
-    if holder then
-      local _
-      holder, _, claimed = holder_parts(holder)
-    end
+    if holder then holder, claimed = holder_parts(holder) end
     append_history(id, redis.call('HGET', (KEY_BASE .. 'nattempts'), id), nil, now, holder, 'lost', nil)
     local losses = redis.call('HINCRBY', (KEY_BASE .. 'losses'), id, 1)
     if max_deliveries == nil then
@@ -8297,7 +8282,7 @@ return replies
       'locks',
     ],
     readOnly: true,
-    sha: 'ecec741fdaff27ddf66d6b307bcb793fb80fad70',
+    sha: 'ed62e58dad6394105a747db6a9769416bcd30bdf',
     source: `#!lua flags=no-writes
 -- The queue's keys are its base (the one key the call passes) and their names.
 local KEY_BASE = KEYS[1]
@@ -8393,11 +8378,11 @@ local function holder_value(consumer, attempt_s, claimed_s)
   return consumer .. ' ' .. attempt_s .. ' ' .. claimed_s
 end
 
--- The consumer, attempt and claim time of a holder (the last two nil for a consumer alone).
+-- The consumer and claim time of a holder (the time nil for a consumer alone); the attempt is checked by holds.
 local function holder_parts(holder)
-  local consumer, attempt, claimed = string.match(holder, '^(.*) (%d+) (%d+)$')
-  if consumer == nil then return holder, nil, nil end
-  return consumer, attempt, tonumber(claimed)
+  local consumer, claimed = string.match(holder, '^(.*) %d+ (%d+)$')
+  if consumer == nil then return holder, nil end
+  return consumer, tonumber(claimed)
 end
 
 -- Whether \`holder\` (a holders value or false) is \`consumer\` at \`attempt\` (a string) of message \`id\`.
@@ -8657,7 +8642,7 @@ return reply
     name: 'read-events',
     keys: ['events', 'events-seq'],
     readOnly: true,
-    sha: '713e0ba9f3c5b2fac3549182ebb613ad4cb02ea1',
+    sha: '02486922cdb13fa7f1f09f1401e5a73a233577dc',
     source: `#!lua flags=no-writes
 -- The queue's keys are its base (the one key the call passes) and their names.
 local KEY_BASE = KEYS[1]
@@ -8753,11 +8738,11 @@ local function holder_value(consumer, attempt_s, claimed_s)
   return consumer .. ' ' .. attempt_s .. ' ' .. claimed_s
 end
 
--- The consumer, attempt and claim time of a holder (the last two nil for a consumer alone).
+-- The consumer and claim time of a holder (the time nil for a consumer alone); the attempt is checked by holds.
 local function holder_parts(holder)
-  local consumer, attempt, claimed = string.match(holder, '^(.*) (%d+) (%d+)$')
-  if consumer == nil then return holder, nil, nil end
-  return consumer, attempt, tonumber(claimed)
+  local consumer, claimed = string.match(holder, '^(.*) %d+ (%d+)$')
+  if consumer == nil then return holder, nil end
+  return consumer, tonumber(claimed)
 end
 
 -- Whether \`holder\` (a holders value or false) is \`consumer\` at \`attempt\` (a string) of message \`id\`.
@@ -8992,7 +8977,7 @@ return reply
     name: 'register-consumer',
     keys: ['consumers'],
     readOnly: false,
-    sha: '425e3c0b4bd823bb6af9a9e4427a1e919f73222b',
+    sha: '398aeb6f16c00e96ad582da76018b356c4fda751',
     source: `#!lua flags=allow-oom
 -- The queue's keys are its base (the one key the call passes) and their names.
 local KEY_BASE = KEYS[1]
@@ -9088,11 +9073,11 @@ local function holder_value(consumer, attempt_s, claimed_s)
   return consumer .. ' ' .. attempt_s .. ' ' .. claimed_s
 end
 
--- The consumer, attempt and claim time of a holder (the last two nil for a consumer alone).
+-- The consumer and claim time of a holder (the time nil for a consumer alone); the attempt is checked by holds.
 local function holder_parts(holder)
-  local consumer, attempt, claimed = string.match(holder, '^(.*) (%d+) (%d+)$')
-  if consumer == nil then return holder, nil, nil end
-  return consumer, attempt, tonumber(claimed)
+  local consumer, claimed = string.match(holder, '^(.*) %d+ (%d+)$')
+  if consumer == nil then return holder, nil end
+  return consumer, tonumber(claimed)
 end
 
 -- Whether \`holder\` (a holders value or false) is \`consumer\` at \`attempt\` (a string) of message \`id\`.
@@ -9337,7 +9322,7 @@ return 1
       'debounce-of',
     ],
     readOnly: false,
-    sha: 'a20b51cb0d3e70ebb290e9418a9064a32fe5554a',
+    sha: '55c0afe3698ca12e967c5101a21f6999de332fc6',
     source: `#!lua flags=allow-oom
 -- The queue's keys are its base (the one key the call passes) and their names.
 local KEY_BASE = KEYS[1]
@@ -9433,11 +9418,11 @@ local function holder_value(consumer, attempt_s, claimed_s)
   return consumer .. ' ' .. attempt_s .. ' ' .. claimed_s
 end
 
--- The consumer, attempt and claim time of a holder (the last two nil for a consumer alone).
+-- The consumer and claim time of a holder (the time nil for a consumer alone); the attempt is checked by holds.
 local function holder_parts(holder)
-  local consumer, attempt, claimed = string.match(holder, '^(.*) (%d+) (%d+)$')
-  if consumer == nil then return holder, nil, nil end
-  return consumer, attempt, tonumber(claimed)
+  local consumer, claimed = string.match(holder, '^(.*) %d+ (%d+)$')
+  if consumer == nil then return holder, nil end
+  return consumer, tonumber(claimed)
 end
 
 -- Whether \`holder\` (a holders value or false) is \`consumer\` at \`attempt\` (a string) of message \`id\`.
@@ -9858,7 +9843,7 @@ return replies
       'groups',
     ],
     readOnly: false,
-    sha: 'a6cd418c7304dbe51f1867ebd17d6983971a1b5c',
+    sha: '37cc49e89fd7e6da4486ad83be1be40f0d2f897a',
     source: `#!lua
 -- The queue's keys are its base (the one key the call passes) and their names.
 local KEY_BASE = KEYS[1]
@@ -9954,11 +9939,11 @@ local function holder_value(consumer, attempt_s, claimed_s)
   return consumer .. ' ' .. attempt_s .. ' ' .. claimed_s
 end
 
--- The consumer, attempt and claim time of a holder (the last two nil for a consumer alone).
+-- The consumer and claim time of a holder (the time nil for a consumer alone); the attempt is checked by holds.
 local function holder_parts(holder)
-  local consumer, attempt, claimed = string.match(holder, '^(.*) (%d+) (%d+)$')
-  if consumer == nil then return holder, nil, nil end
-  return consumer, attempt, tonumber(claimed)
+  local consumer, claimed = string.match(holder, '^(.*) %d+ (%d+)$')
+  if consumer == nil then return holder, nil end
+  return consumer, tonumber(claimed)
 end
 
 -- Whether \`holder\` (a holders value or false) is \`consumer\` at \`attempt\` (a string) of message \`id\`.
@@ -10350,7 +10335,7 @@ return reply
       'done-at',
     ],
     readOnly: true,
-    sha: '13bf880594e325cf78f540ce32b4582092ee4de9',
+    sha: 'ac28e6560f01616118578188b5b01814c0c59393',
     source: `#!lua flags=no-writes
 -- The queue's keys are its base (the one key the call passes) and their names.
 local KEY_BASE = KEYS[1]
@@ -10446,11 +10431,11 @@ local function holder_value(consumer, attempt_s, claimed_s)
   return consumer .. ' ' .. attempt_s .. ' ' .. claimed_s
 end
 
--- The consumer, attempt and claim time of a holder (the last two nil for a consumer alone).
+-- The consumer and claim time of a holder (the time nil for a consumer alone); the attempt is checked by holds.
 local function holder_parts(holder)
-  local consumer, attempt, claimed = string.match(holder, '^(.*) (%d+) (%d+)$')
-  if consumer == nil then return holder, nil, nil end
-  return consumer, attempt, tonumber(claimed)
+  local consumer, claimed = string.match(holder, '^(.*) %d+ (%d+)$')
+  if consumer == nil then return holder, nil end
+  return consumer, tonumber(claimed)
 end
 
 -- Whether \`holder\` (a holders value or false) is \`consumer\` at \`attempt\` (a string) of message \`id\`.
@@ -10686,10 +10671,7 @@ local function status_of(id, now)
   local holder, claimed = false, nil
   if state == 'locked' or state == 'locked-with-requeue' then
     local value = redis.call('HGET', (KEY_BASE .. 'holders'), id)
-    if value then
-      local consumer, _, at = holder_parts(value)
-      holder, claimed = consumer, at
-    end
+    if value then holder, claimed = holder_parts(value) end
   end
   return {
     state,
@@ -10718,7 +10700,7 @@ return status_of(ARGV[1], now_ms())
     name: 'unregister-consumer',
     keys: ['consumers'],
     readOnly: false,
-    sha: 'be810e9fb66cc6c523e37d2074b8ff8bb2823ac2',
+    sha: '89abb25fa6242f0aa6dd2fbf11eae223ff17952a',
     source: `#!lua flags=allow-oom
 -- The queue's keys are its base (the one key the call passes) and their names.
 local KEY_BASE = KEYS[1]
@@ -10814,11 +10796,11 @@ local function holder_value(consumer, attempt_s, claimed_s)
   return consumer .. ' ' .. attempt_s .. ' ' .. claimed_s
 end
 
--- The consumer, attempt and claim time of a holder (the last two nil for a consumer alone).
+-- The consumer and claim time of a holder (the time nil for a consumer alone); the attempt is checked by holds.
 local function holder_parts(holder)
-  local consumer, attempt, claimed = string.match(holder, '^(.*) (%d+) (%d+)$')
-  if consumer == nil then return holder, nil, nil end
-  return consumer, attempt, tonumber(claimed)
+  local consumer, claimed = string.match(holder, '^(.*) %d+ (%d+)$')
+  if consumer == nil then return holder, nil end
+  return consumer, tonumber(claimed)
 end
 
 -- Whether \`holder\` (a holders value or false) is \`consumer\` at \`attempt\` (a string) of message \`id\`.

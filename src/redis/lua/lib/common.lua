@@ -84,11 +84,11 @@ local function holder_value(consumer, attempt_s, claimed_s)
   return consumer .. ' ' .. attempt_s .. ' ' .. claimed_s
 end
 
--- The consumer, attempt and claim time of a holder (the last two nil for a consumer alone).
+-- The consumer and claim time of a holder (the time nil for a consumer alone); the attempt is checked by holds.
 local function holder_parts(holder)
-  local consumer, attempt, claimed = string.match(holder, '^(.*) (%d+) (%d+)$')
-  if consumer == nil then return holder, nil, nil end
-  return consumer, attempt, tonumber(claimed)
+  local consumer, claimed = string.match(holder, '^(.*) %d+ (%d+)$')
+  if consumer == nil then return holder, nil end
+  return consumer, tonumber(claimed)
 end
 
 -- Whether `holder` (a holders value or false) is `consumer` at `attempt` (a string) of message `id`.

@@ -53,10 +53,7 @@ local function promote(now, ready, w, heads)
   local back = {}
   for _, id in ipairs(expired) do
     local holder, claimed = redis.call('HGET', K.holders, id), nil
-    if holder then
-      local _
-      holder, _, claimed = holder_parts(holder)
-    end
+    if holder then holder, claimed = holder_parts(holder) end
     append_history(id, redis.call('HGET', K.nattempts, id), nil, now, holder, 'lost', nil)
     local losses = redis.call('HINCRBY', K.losses, id, 1)
     if max_deliveries == nil then

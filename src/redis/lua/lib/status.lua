@@ -22,10 +22,7 @@ local function status_of(id, now)
   local holder, claimed = false, nil
   if state == 'locked' or state == 'locked-with-requeue' then
     local value = redis.call('HGET', K.holders, id)
-    if value then
-      local consumer, _, at = holder_parts(value)
-      holder, claimed = consumer, at
-    end
+    if value then holder, claimed = holder_parts(value) end
   end
   return {
     state,
