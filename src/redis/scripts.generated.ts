@@ -3555,7 +3555,7 @@ return lost
       'debounce-of',
     ],
     readOnly: false,
-    sha: '135705ae25141bfb828eb95ea2fe826578bab205',
+    sha: '6d1d5b1af4cf07ea9771aef473cc347be0f2bfa5',
     source: `#!lua flags=allow-oom
 -- The queue's keys are its base (the one key the call passes) and their names.
 local KEY_BASE = KEYS[1]
@@ -4253,7 +4253,7 @@ end
 local w = pending_writes()
 local ready = pending_ready()
 -- A message that ends up done keeps its finish time in done-at, which status reads as its update time:
--- only the others take an updated-at stamp.
+-- only those that run again take an updated-at stamp (a failure's is written by fail).
 local unlocked, outcomes, stamps, done, done_at, dedupe = {}, {}, {}, {}, {}, {}
 local replies = {}
 local woke = false
@@ -4305,13 +4305,9 @@ for k, id in ipairs(ids) do
     else
       local n = #outcomes
       outcomes[n + 1], outcomes[n + 2] = id, stored
-      -- Done: a success, or a requeue's run that waits out its backoff (the branches below).
-      local ends_done = outcome ~= 'retry' and outcome ~= 'error' and (not marked[k] or backoff > 0)
-      if not ends_done then
-        stamps[#stamps + 1], stamps[#stamps + 2] = id, now_s
-      end
     end
     if outcome == 'retry' then
+      stamps[#stamps + 1], stamps[#stamps + 2] = id, now_s
       -- A retry runs again anyway: a requeue mark is used up by it.
       if marked[k] then
         take_replacement(id)
@@ -4339,6 +4335,7 @@ for k, id in ipairs(ids) do
         later(w, 'zadd', (KEY_BASE .. 'schedule'), now + backoff, id)
         later(w, 'zadd', (KEY_BASE .. 'requeue-schedule'), now + backoff, id)
       else
+        stamps[#stamps + 1], stamps[#stamps + 2] = id, now_s
         later(w, 'srem', (KEY_BASE .. 'requeue'), id)
         push_ready(ready, lane_of(id), id, false)
       end
