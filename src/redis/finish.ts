@@ -12,33 +12,34 @@ export async function finishMessages(
   finishes: readonly Finish[],
 ): Promise<FinishResult[]> {
   if (finishes.length === 0) return [];
-  // Plain successes (no backoff, no error) first, as id and attempt only; the others with every field.
+  // Plain successes (no backoff, no error) first, as id and attempt only; the others after, with every field.
   const order: number[] = [];
+  const others: number[] = [];
   const args: ScriptArg[] = [consumerId, 0];
   for (let i = 0; i < finishes.length; i++) {
     const f = finishes[i] as Finish;
-    if (!isPlainSuccess(f)) continue;
-    order.push(i);
-    args.push(f.id, f.attempt);
+    if (isPlainSuccess(f)) {
+      order.push(i);
+      args.push(f.id, f.attempt);
+    } else {
+      others.push(i);
+    }
   }
   args[1] = order.length;
-  if (order.length < finishes.length) {
-    for (let i = 0; i < finishes.length; i++) {
-      const f = finishes[i] as Finish;
-      if (isPlainSuccess(f)) continue;
-      order.push(i);
-      // The history keeps the error cut (errorTail); sent only when it differs from the error.
-      const tail = errorTail(f.error);
-      args.push(
-        f.id,
-        f.attempt,
-        f.outcome,
-        f.backoffMs,
-        f.error === null ? '-' : `+${f.error}`,
-        f.startedAt ?? '',
-        tail === f.error ? '' : `+${tail}`,
-      );
-    }
+  for (const i of others) {
+    const f = finishes[i] as Finish;
+    order.push(i);
+    // The history keeps the error cut (errorTail); sent only when it differs from the error.
+    const tail = errorTail(f.error);
+    args.push(
+      f.id,
+      f.attempt,
+      f.outcome,
+      f.backoffMs,
+      f.error === null ? '-' : `+${f.error}`,
+      f.startedAt ?? '',
+      tail === f.error ? '' : `+${tail}`,
+    );
   }
   const replies = list(await scripts.run(SCRIPTS.finish, queue, args));
   const results = new Array<FinishResult>(finishes.length);
