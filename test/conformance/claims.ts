@@ -6,6 +6,7 @@ import { JobLog } from '../support/jobs.js';
 import { gate, quietPeriod, waitFor } from '../support/wait.js';
 import { storeOf } from '../../src/client-store.js';
 import type { ClaimRequest } from '../../src/store/contract.js';
+import type { Worker } from '../../src/index.js';
 import type { StoreFixture } from '../support/fixture.js';
 
 interface ClaimWatch {
@@ -21,6 +22,15 @@ async function fill(h: Harness, queue: string, n: number): Promise<void> {
     queue,
     Array.from({ length: n }, (_, i) => ({ payload: i, id: `m${i}` })),
   );
+}
+
+/** A worker stopped with a claim sent ahead: `handled` messages done, the claim's given back, none locked. */
+async function assertGaveBack(h: Harness, queue: string, worker: Worker, n: number, handled: number): Promise<void> {
+  assert.equal(worker.inFlight, 0);
+  const counts = (await h.client.queueStatus(queue)).counts;
+  assert.equal(counts.locked, 0, 'no message stays locked to the stopped worker');
+  assert.equal(counts['done-awaiting-gc'], handled);
+  assert.equal(counts.queued, n - handled, 'the claim sent ahead gave its messages back');
 }
 
 /**
@@ -148,11 +158,7 @@ export function claims(fixture: StoreFixture): void {
         await stopping;
         assert.deepEqual(watch.sizes, [16, 16, 16], 'no claim left once the worker was stopping');
         assert.equal(log.seen.length, 32, 'no message of the answer that came during the stop was handled');
-        assert.equal(worker.inFlight, 0);
-        const counts = (await h.client.queueStatus(q)).counts;
-        assert.equal(counts.locked, 0, 'no message stays locked to the stopped worker');
-        assert.equal(counts['done-awaiting-gc'], 32);
-        assert.equal(counts.queued, n - 32, 'the claim sent ahead gave its messages back');
+        await assertGaveBack(h, q, worker, n, 32);
       },
       { capability: 'overlapClaims' },
     );
@@ -179,11 +185,7 @@ export function claims(fixture: StoreFixture): void {
         await Promise.all(stops);
         assert.deepEqual(watch.sizes, [16, 16, 16]);
         assert.equal(log.seen.length, 32, 'the messages of the first two answers were handled, and only those');
-        assert.equal(worker.inFlight, 0);
-        const counts = (await h.client.queueStatus(q)).counts;
-        assert.equal(counts.locked, 0, 'no message stays locked to the stopped worker');
-        assert.equal(counts['done-awaiting-gc'], 32);
-        assert.equal(counts.queued, n - 32, 'the claim sent ahead gave its messages back');
+        await assertGaveBack(h, q, worker, n, 32);
       },
       { capability: 'overlapClaims' },
     );
