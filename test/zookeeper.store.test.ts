@@ -15,6 +15,7 @@ import { JobLog, waitForStatus } from './support/jobs.js';
 import { freshStoreUrl, hostsOf, PlainClient, serverUrl, uniqueDir } from './fixtures/zookeeper-env.js';
 import { isZkError, ZkCode, ZkSession } from '../src/zookeeper/client.js';
 import { storeOf } from '../src/client-store.js';
+import { slowLink, type SlowLink } from './support/slow-link.js';
 
 const run = promisify(execFile);
 const server = serverUrl();
@@ -22,10 +23,12 @@ const hosts = hostsOf(server);
 const TREE_SCRIPT = fileURLToPath(new URL('./fixtures/zookeeper-tree.py', import.meta.url));
 const clients: Client[] = [];
 const plains: PlainClient[] = [];
+const links: SlowLink[] = [];
 
 after(async () => {
   await Promise.all(clients.map((c) => c.close()));
   for (const p of plains) p.close();
+  await Promise.all(links.map((l) => l.close()));
 });
 
 async function open(url: string): Promise<Client> {
@@ -68,39 +71,58 @@ function sessionOf(client: Client): ZkSession {
 }
 
 /**
- * Ends a client's ZooKeeper session from outside, as the server does when it times out: a twin client
- * resumes the session and closes it. (If the client reconnects first, the session moves back to it and
- * survives; then try again.) Resolves once the client runs on a new session.
+ * Ends a client's ZooKeeper session from outside, as the server does when it times out: the client's link is cut
+ * (so it cannot take the session back, as it would by reconnecting), a twin client resumes the session directly
+ * and closes it, and the link is mended. Resolves once the client runs on a new session.
  */
-async function expireSession(client: Client): Promise<void> {
+async function expireSession(client: Client, link: SlowLink): Promise<void> {
   const session = sessionOf(client);
   const epoch = session.epoch;
-  const zk = createRequire(import.meta.url)('node-zookeeper-client') as typeof Zk;
-  for (let tries = 0; tries < 10 && session.epoch === epoch; tries++) {
-    const credentials = session.credentials();
-    if (credentials !== null) {
-      const twin = zk.createClient(hosts, {
-        sessionTimeout: 6000,
-        sessionId: credentials.id,
-        sessionPassword: credentials.password,
-      } as never);
-      // The twin may find the session already gone (a previous try ended it and the client has not
-      // noticed yet): it then never connects, so wait for either outcome, and not forever.
-      await new Promise<void>((resolve) => {
-        const timer = setTimeout(resolve, 5000);
-        const done = (): void => {
-          clearTimeout(timer);
-          resolve();
-        };
-        twin.once('connected', done);
-        twin.once('expired', done);
-        twin.connect();
-      });
-      twin.close();
-    }
-    await waitFor(() => session.epoch !== epoch, { timeoutMs: 3000 }).catch(() => undefined);
+  const credentials = session.credentials();
+  assert.ok(credentials !== null, 'the client has a live session to end');
+  link.cut();
+  let twin = 'no answer';
+  try {
+    twin = await closeSession(credentials);
+  } finally {
+    link.mend();
   }
-  assert.notEqual(session.epoch, epoch, 'the session was replaced');
+  await waitFor(() => session.epoch !== epoch, {
+    what: `the client to run on a new session (the twin closing the old one: ${twin})`,
+    timeoutMs: 30_000,
+  });
+}
+
+/**
+ * Resumes a session by its id and password and closes it: ZooKeeper ends it, its ephemeral nodes with it.
+ * Returns what the twin saw: 'connected' then 'disconnected' on close, or 'expired' (the session was gone).
+ */
+async function closeSession(credentials: { id: Buffer; password: Buffer }): Promise<string> {
+  const zk = createRequire(import.meta.url)('node-zookeeper-client') as typeof Zk;
+  const twin = zk.createClient(hosts, {
+    sessionTimeout: 6000,
+    sessionId: credentials.id,
+    sessionPassword: credentials.password,
+  } as never);
+  const outcome = (events: string[], timeoutMs: number): Promise<string> =>
+    new Promise((resolve) => {
+      const timer = setTimeout(() => resolve('timeout'), timeoutMs);
+      for (const event of events) {
+        twin.once(event, () => {
+          clearTimeout(timer);
+          resolve(event);
+        });
+      }
+    });
+  const resumed = outcome(['connected', 'expired'], 10_000);
+  twin.connect();
+  const result = await resumed;
+  const closed = outcome(['disconnected'], 5000);
+  twin.close();
+  const end = await closed;
+  // Expired: the session was gone already, which is what the caller wants.
+  assert.notEqual(result, 'timeout', 'a twin client resumed the session in order to close it');
+  return `${result}, then ${end}`;
 }
 
 describe('zookeeper: the zkmq layout, as a plain client reads it', () => {
@@ -452,7 +474,9 @@ describe('zookeeper: sessions', () => {
   test('a session that expires mid-handler: the message is handled again, the late ack is refused', async () => {
     const url = await freshStoreUrl(server);
     const q = 'expiry';
-    const first = await open(url);
+    const link = await slowLink(hosts, 0);
+    links.push(link);
+    const first = await open(url.replace(hosts, link.address));
     const second = await open(url);
     const release = gate();
     const hold = gate();
@@ -471,7 +495,7 @@ describe('zookeeper: sessions', () => {
     try {
       await first.enqueue(q, 'x', { id: 'm' });
       const seen = await log.handled('m', 1);
-      await expireSession(first);
+      await expireSession(first, link);
 
       // The claim went with the session: another consumer takes the message long before its 30 s lock ends.
       const takeover = new JobLog();
