@@ -31,7 +31,6 @@ function nodeOptions(url: RedisUrlOptions, name: string) {
     password: url.password,
     db: url.db,
     tls: url.tls ? tlsOptions(url) : undefined,
-    protocol: 2,
     connectionName: name,
     connectTimeout: CONNECT_TIMEOUT_MS,
     // A reply lost with its connection is not resent: the caller learns of the failure
