@@ -157,7 +157,8 @@ void describe('redis store', () => {
     assert.ok(Number(one(base, 'PTTL', key('eoq-backoff?'))) > 0, 'eoq-backoff? is a flag with a TTL');
     assert.equal(one(base, 'GET', key('ndry-runs')), '1');
 
-    // Every key of the queue carries the queue name as its hash tag, and is one kvmq documents.
+    // Every key of the queue carries the queue name as its hash tag, and is one kvmq documents (no `dedupe`:
+    // it holds successes with a backoff only).
     const documented = [
       ...Object.keys(seedTypes),
       'mid-circle:size=m',
@@ -171,7 +172,6 @@ void describe('redis store', () => {
       'schedule',
       'lock-expiry',
       'done-at',
-      'dedupe',
       'pushes',
       'requeue-locks',
       'conf',
@@ -717,6 +717,105 @@ void describe('redis store: failures, listings and counts', () => {
     assert.deepEqual(await finish(client, q, 'stale', 'success'), ['lost']);
     assert.equal((await client.status(q, 'kept'))?.state, 'done-awaiting-gc');
     assert.equal((await client.status(q, 'stale'))?.state, 'locked');
+  });
+
+  /** Every id `list` gives for `state`, in pages of `limit`, in listing order. */
+  const listAll = async (client: Client, q: string, state: MessageState, limit: number): Promise<string[]> => {
+    const ids: string[] = [];
+    let cursor: string | undefined;
+    do {
+      const page = await client.list(q, { state, limit, ...(cursor === undefined ? {} : { cursor }) });
+      assert.ok(page.messages.length <= limit);
+      for (const m of page.messages) assert.equal(m.state, state, `${m.id} listed as ${state}`);
+      ids.push(...page.messages.map((m) => m.id));
+      cursor = page.cursor ?? undefined;
+    } while (cursor !== undefined);
+    return ids;
+  };
+
+  void test('done-awaiting-gc pages by finish time past backoffs, requeues and retries; only backoffs write dedupe', async () => {
+    const prefix = uniquePrefix('done-mix');
+    const client = await open(`${base}?prefix=${prefix}`);
+    const q = 'mix';
+    const key = (name: string): string => `${prefix}:{${q}}:${name}`;
+    const store = storeOf(client);
+    const ids = ['p1', 'b-long', 'p2', 'b-short', 'r-long', 'p3', 'r-due', 'r-now', 'retry', 'failed', 'p4'];
+    await client.enqueueBatch(
+      q,
+      ids.map((id) => ({ payload: id, id })),
+    );
+    for (const id of ids) assert.equal((await claimOne(client, q)).messages[0]?.id, id);
+    for (const id of ['r-long', 'r-due', 'r-now']) {
+      assert.equal((await client.enqueue(q, 'again', { id, allowRequeue: true })).ok, true);
+    }
+    const backoffs: Record<string, number> = { 'b-long': 60_000, 'b-short': 100, 'r-long': 60_000, 'r-due': 100 };
+    for (const id of ids) {
+      if (id === 'failed') await finish(client, q, id, 'error');
+      else if (id === 'retry') {
+        const retry: Finish = { id, attempt: 1, outcome: 'retry', backoffMs: 0, error: 'e', startedAt: Date.now() };
+        assert.deepEqual(await store.finish(q, 'c', [retry]), ['ok']);
+      } else assert.deepEqual(await finish(client, q, id, 'success', backoffs[id] ?? 0), ['ok'], id);
+    }
+    await new Promise((resolve) => setTimeout(resolve, 150));
+    // b-short's backoff is over; r-due is queued again (still in done until a claim moves it).
+    const awaiting = ['p1', 'p2', 'b-short', 'p3', 'p4'];
+    assert.equal((await client.status(q, 'r-due'))?.state, 'queued');
+    assert.deepEqual(cli(base, 'ZRANGE', key('dedupe'), '0', '-1').sort(), ['b-long', 'b-short']);
+    const byFinish = cli(base, 'ZRANGE', key('done-at'), '0', '-1').filter((id) => awaiting.includes(id));
+    for (const limit of [1, 2, 100]) {
+      assert.deepEqual(await listAll(client, q, 'done-awaiting-gc', limit), byFinish, `pages of ${limit}`);
+    }
+    assert.deepEqual(await listAll(client, q, 'done-with-backoff', 1), ['b-long']);
+    assert.deepEqual(await listAll(client, q, 'done-with-requeue', 1), ['r-long']);
+    const counts = (await client.queueStatus(q)).counts;
+    assert.equal(counts['done-awaiting-gc'], awaiting.length);
+    assert.equal(counts['done-with-backoff'], 1);
+    assert.equal(counts['done-with-requeue'], 1);
+    // A revived plain success leaves done-at: listed no more.
+    assert.equal((await client.enqueue(q, 'again', { id: 'p2' })).ok, true);
+    assert.deepEqual(
+      await listAll(client, q, 'done-awaiting-gc', 2),
+      byFinish.filter((id) => id !== 'p2'),
+    );
+  });
+
+  void test('plain successes with a dedupe entry (as an older kvmq wrote) are listed once, counted, revived and collected', async () => {
+    const prefix = uniquePrefix('old-dedupe');
+    const client = await open(`${base}?prefix=${prefix}`);
+    const q = 'old';
+    const key = (name: string): string => `${prefix}:{${q}}:${name}`;
+    const ids = ['old-1', 'new', 'old-2', 'old-3'];
+    await client.enqueueBatch(
+      q,
+      ids.map((id) => ({ payload: id, id })),
+    );
+    for (const id of ids) {
+      assert.equal((await claimOne(client, q)).messages[0]?.id, id);
+      assert.deepEqual(await finish(client, q, id, 'success'), ['ok']);
+    }
+    assert.equal(one(base, 'ZCARD', key('dedupe')), '0');
+    // The previous kvmq wrote every plain success there, by its finish time.
+    for (const id of ids.filter((id) => id.startsWith('old'))) {
+      cli(base, 'ZADD', key('dedupe'), one(base, 'ZSCORE', key('done-at'), id), id);
+    }
+    for (const limit of [1, 3]) {
+      assert.deepEqual((await listAll(client, q, 'done-awaiting-gc', limit)).sort(), [...ids].sort());
+    }
+    assert.deepEqual(await listAll(client, q, 'done-with-backoff', 1), []);
+    let counts = (await client.queueStatus(q)).counts;
+    assert.equal(counts['done-awaiting-gc'], ids.length);
+    assert.equal(counts['done-with-backoff'], 0);
+
+    assert.deepEqual(await client.enqueue(q, 'again', { id: 'old-1' }), { ok: true, id: 'old-1', action: 'revived' });
+    assert.equal(one(base, 'ZSCORE', key('dedupe'), 'old-1'), '');
+    assert.equal((await client.status(q, 'old-1'))?.state, 'queued');
+    await client.configure(q, { gcLifetimeMs: 0, gcIntervalMs: 3_600_000 });
+    assert.equal((await client.gc(q)).ran, true);
+    for (const id of ['new', 'old-2', 'old-3']) assert.equal(await client.status(q, id), null, id);
+    assert.equal(one(base, 'EXISTS', key('dedupe')), '0');
+    counts = (await client.queueStatus(q)).counts;
+    assert.equal(counts.queued, 1);
+    assert.equal(counts['done-awaiting-gc'], 0);
   });
 });
 

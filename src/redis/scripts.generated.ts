@@ -3555,7 +3555,7 @@ return lost
       'debounce-of',
     ],
     readOnly: false,
-    sha: '6d1d5b1af4cf07ea9771aef473cc347be0f2bfa5',
+    sha: '1dc978240f946c650e5a0f8d9ed0dc6b8d448bb8',
     source: `#!lua flags=allow-oom
 -- The queue's keys are its base (the one key the call passes) and their names.
 local KEY_BASE = KEYS[1]
@@ -4200,11 +4200,11 @@ end
 -- Include: common events lanes groups forget fail
 
 local PER = 7
--- A batch of plain successes touches none of these (errors, retries and requeues call check_rare). It reads
+-- A batch of plain successes touches none of these (errors, retries, requeues and backoffs call check_rare). It reads
 -- holders, nattempts and requeue before its first write.
 check_layout(nil, { 'history', 'losses', 'failed', 'conf', 'requeue_locks', 'requeue_schedule', 'requeue_content',
   'metadata', 'policies', 'enqueued_at', 'schedule', 'mid_circle', 'filters', 'pushes', 'priorities', 'lanes', 'groups',
-  'debounce', 'debounce_of', 'group_held', 'parked', 'messages' }, { 'holders', 'nattempts', 'requeue' },
+  'debounce', 'debounce_of', 'group_held', 'parked', 'messages', 'dedupe' }, { 'holders', 'nattempts', 'requeue' },
   layout_marked())
 local consumer = ARGV[1]
 -- Plain successes come as id and attempt only: most finishes are, and each argument costs the server.
@@ -4236,7 +4236,8 @@ if redis.call('SCARD', (KEY_BASE .. 'requeue')) > 0 then
   end
 end
 for k = plain + 1, count do
-  if ARGV[base_of(k) + 2] ~= 'success' then check_rare() end
+  local base = base_of(k)
+  if ARGV[base + 2] ~= 'success' or tonumber(ARGV[base + 3]) > 0 then check_rare() end
 end
 events_begin()
 
@@ -4343,8 +4344,12 @@ for k, id in ipairs(ids) do
     elseif outcome == 'success' then
       done[#done + 1] = id
       done_at[#done_at + 1], done_at[#done_at + 2] = now_s, id
-      dedupe[#dedupe + 1], dedupe[#dedupe + 2] = backoff == 0 and now_s or num_str(now + backoff), id
-      if backoff > 0 then later(w, 'hset', (KEY_BASE .. 'backoffs'), id, now + backoff) end
+      -- Only a backoff needs a dedupe entry (done-with-backoff, by its end): list reads done-awaiting-gc
+      -- from done-at, and one sorted-set insert less is most of what a plain success saves.
+      if backoff > 0 then
+        dedupe[#dedupe + 1], dedupe[#dedupe + 2] = num_str(now + backoff), id
+        later(w, 'hset', (KEY_BASE .. 'backoffs'), id, now + backoff)
+      end
     end
   end
 end
@@ -6471,6 +6476,7 @@ return reply
       'lock-expiry',
       'requeue-locks',
       'requeue-schedule',
+      'done-at',
       'dedupe',
       'failed',
       'lanes',
@@ -6488,7 +6494,6 @@ return reply
       'outcomes',
       'enqueued-at',
       'updated-at',
-      'done-at',
       'priorities',
       'groups',
       'group-held',
@@ -6500,14 +6505,14 @@ return reply
       'debounce-of',
     ],
     readOnly: false,
-    sha: '451ad3b3fcb2957db78826c05bae24c9dbbdf092',
+    sha: '25e996b47a95728066cc98a43a7ff1ec9b2a0153',
     source: `#!lua flags=allow-oom
 -- The queue's keys are its base (the one key the call passes) and their names.
 local KEY_BASE = KEYS[1]
 -- The keys by name, for the helpers that look a key up by a name they hold.
 local K_TABLE = nil
 local function key_table()
-  if K_TABLE == nil then K_TABLE = { messages = (KEY_BASE .. 'messages'), metadata = (KEY_BASE .. 'metadata'), filters = (KEY_BASE .. 'filters'), classes = (KEY_BASE .. 'classes'), pushes = (KEY_BASE .. 'pushes'), mid_circle = (KEY_BASE .. 'mid-circle'), schedule = (KEY_BASE .. 'schedule'), lock_expiry = (KEY_BASE .. 'lock-expiry'), requeue_locks = (KEY_BASE .. 'requeue-locks'), requeue_schedule = (KEY_BASE .. 'requeue-schedule'), dedupe = (KEY_BASE .. 'dedupe'), failed = (KEY_BASE .. 'failed'), lanes = (KEY_BASE .. 'lanes'), parked = (KEY_BASE .. 'parked'), conf = (KEY_BASE .. 'conf'), events = (KEY_BASE .. 'events'), events_seq = (KEY_BASE .. 'events-seq'), events_wake = (KEY_BASE .. 'events-wake'), done = (KEY_BASE .. 'done'), requeue = (KEY_BASE .. 'requeue'), backoffs = (KEY_BASE .. 'backoffs'), locks = (KEY_BASE .. 'locks'), nattempts = (KEY_BASE .. 'nattempts'), holders = (KEY_BASE .. 'holders'), outcomes = (KEY_BASE .. 'outcomes'), enqueued_at = (KEY_BASE .. 'enqueued-at'), updated_at = (KEY_BASE .. 'updated-at'), done_at = (KEY_BASE .. 'done-at'), priorities = (KEY_BASE .. 'priorities'), groups = (KEY_BASE .. 'groups'), group_held = (KEY_BASE .. 'group-held'), policies = (KEY_BASE .. 'policies'), history = (KEY_BASE .. 'history'), losses = (KEY_BASE .. 'losses'), requeue_content = (KEY_BASE .. 'requeue-content'), debounce = (KEY_BASE .. 'debounce'), debounce_of = (KEY_BASE .. 'debounce-of') } end
+  if K_TABLE == nil then K_TABLE = { messages = (KEY_BASE .. 'messages'), metadata = (KEY_BASE .. 'metadata'), filters = (KEY_BASE .. 'filters'), classes = (KEY_BASE .. 'classes'), pushes = (KEY_BASE .. 'pushes'), mid_circle = (KEY_BASE .. 'mid-circle'), schedule = (KEY_BASE .. 'schedule'), lock_expiry = (KEY_BASE .. 'lock-expiry'), requeue_locks = (KEY_BASE .. 'requeue-locks'), requeue_schedule = (KEY_BASE .. 'requeue-schedule'), done_at = (KEY_BASE .. 'done-at'), dedupe = (KEY_BASE .. 'dedupe'), failed = (KEY_BASE .. 'failed'), lanes = (KEY_BASE .. 'lanes'), parked = (KEY_BASE .. 'parked'), conf = (KEY_BASE .. 'conf'), events = (KEY_BASE .. 'events'), events_seq = (KEY_BASE .. 'events-seq'), events_wake = (KEY_BASE .. 'events-wake'), done = (KEY_BASE .. 'done'), requeue = (KEY_BASE .. 'requeue'), backoffs = (KEY_BASE .. 'backoffs'), locks = (KEY_BASE .. 'locks'), nattempts = (KEY_BASE .. 'nattempts'), holders = (KEY_BASE .. 'holders'), outcomes = (KEY_BASE .. 'outcomes'), enqueued_at = (KEY_BASE .. 'enqueued-at'), updated_at = (KEY_BASE .. 'updated-at'), priorities = (KEY_BASE .. 'priorities'), groups = (KEY_BASE .. 'groups'), group_held = (KEY_BASE .. 'group-held'), policies = (KEY_BASE .. 'policies'), history = (KEY_BASE .. 'history'), losses = (KEY_BASE .. 'losses'), requeue_content = (KEY_BASE .. 'requeue-content'), debounce = (KEY_BASE .. 'debounce'), debounce_of = (KEY_BASE .. 'debounce-of') } end
   return K_TABLE
 end
 -- common: helpers every script includes. K holds the queue's keys by name
@@ -7278,7 +7283,8 @@ end
 --   queued-with-backoff  schedule after now (done-with-requeue entries, also there, are skipped)
 --   locked               lock-expiry after now (locked-with-requeue entries skipped)
 --   locked-with-requeue  requeue-locks after now
---   done-awaiting-gc     dedupe up to now
+--   done-awaiting-gc     done-at, by finish time (done-with-backoff, done-with-requeue and due requeues skipped:
+--                        a success without backoff has no dedupe entry)
 --   done-with-backoff    dedupe after now
 --   done-with-requeue    requeue-schedule after now
 --   failed               failed
@@ -7287,7 +7293,7 @@ end
 -- Runs when Redis is out of memory (allow-oom): it may move due messages, never adds any.
 --
 -- KEYS: messages metadata filters classes pushes mid-circle schedule lock-expiry requeue-locks
---       requeue-schedule dedupe failed lanes parked
+--       requeue-schedule done-at dedupe failed lanes parked
 -- ARGV: states (comma-separated, in MESSAGE_STATES order), outcome ('' for any), limit, messages to look at
 --       at most, '1' to include content, then the position to go on from: state ('' to start), a, b, c
 -- Reply: { 'end' when the listing is over, else 'more', then the position of the last message looked at
@@ -7350,12 +7356,12 @@ local function rank_after(key, score, id)
   return lo
 end
 
--- state → sorted set, and its range: 'after' now, 'upto' now, or 'all'.
+-- state → sorted set, and its range: 'after' now, or 'all'.
 local SORTED = {
   ['queued-with-backoff'] = { (KEY_BASE .. 'schedule'), 'after' },
   locked = { (KEY_BASE .. 'lock-expiry'), 'after' },
   ['locked-with-requeue'] = { (KEY_BASE .. 'requeue-locks'), 'after' },
-  ['done-awaiting-gc'] = { (KEY_BASE .. 'dedupe'), 'upto' },
+  ['done-awaiting-gc'] = { (KEY_BASE .. 'done-at'), 'all' },
   ['done-with-backoff'] = { (KEY_BASE .. 'dedupe'), 'after' },
   ['done-with-requeue'] = { (KEY_BASE .. 'requeue-schedule'), 'after' },
   failed = { (KEY_BASE .. 'failed'), 'all' },
@@ -7371,7 +7377,6 @@ local function list_sorted(state, score, id)
     local entries = redis.call('ZRANGE', key, rank, rank + STEP - 1, 'WITHSCORES')
     if #entries == 0 then return true end
     for i = 1, #entries, 2 do
-      if range == 'upto' and tonumber(entries[i + 1]) > now then return true end
       if not look(entries[i], state, entries[i + 1], entries[i], '') then return false end
     end
     rank = rank + #entries / 2
