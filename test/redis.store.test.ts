@@ -442,8 +442,11 @@ void describe('redis store', () => {
 void describe('redis store: failures, listings and counts', () => {
   const claimArgs = { consumerId: 'c', max: 1, lockMs: 60_000, accepts: null, eoqBackoffMs: () => 1000 };
   const claimOne = (client: Client, q: string, lockMs = 60_000) => storeOf(client).claim(q, { ...claimArgs, lockMs });
+  // A success carries no error, as a worker's does: without a backoff it is a plain success.
   const finish = (client: Client, q: string, id: string, outcome: 'success' | 'error', backoffMs = 0) =>
-    storeOf(client).finish(q, 'c', [{ id, attempt: 1, outcome, backoffMs, error: 'e', startedAt: Date.now() }]);
+    storeOf(client).finish(q, 'c', [
+      { id, attempt: 1, outcome, backoffMs, error: outcome === 'success' ? null : 'e', startedAt: Date.now() },
+    ]);
 
   void test('list pages stay exact while enqueues, claims and removes change the ready list between pages', async () => {
     const client = await open(`${base}?prefix=${uniquePrefix('churn')}`);
