@@ -157,8 +157,8 @@ void describe('redis store', () => {
     assert.ok(Number(one(base, 'PTTL', key('eoq-backoff?'))) > 0, 'eoq-backoff? is a flag with a TTL');
     assert.equal(one(base, 'GET', key('ndry-runs')), '1');
 
-    // Every key of the queue carries the queue name as its hash tag, and is one kvmq documents (no `dedupe`:
-    // it holds successes with a backoff only).
+    // Every key of the queue carries the queue name as its hash tag, and is one kvmq documents (no `dedupe`
+    // or `outcomes`: a success without backoff that leaves its message done writes neither).
     const documented = [
       ...Object.keys(seedTypes),
       'mid-circle:size=m',
@@ -166,7 +166,6 @@ void describe('redis store', () => {
       'filters',
       'classes',
       'holders',
-      'outcomes',
       'enqueued-at',
       'updated-at',
       'schedule',
@@ -780,6 +779,60 @@ void describe('redis store: failures, listings and counts', () => {
       await listAll(client, q, 'done-awaiting-gc', 2),
       byFinish.filter((id) => id !== 'p2'),
     );
+  });
+
+  void test('a success that leaves its message done writes no outcome field; every reader still says success', async () => {
+    const prefix = uniquePrefix('no-outcome');
+    const client = await open(`${base}?prefix=${prefix}`);
+    const q = 'outcomes';
+    const outcomes = `${prefix}:{${q}}:outcomes`;
+    const store = storeOf(client);
+    const ids = ['plain', 'retried', 'backed', 'marked', 'requeued', 'revived'];
+    await client.enqueueBatch(
+      q,
+      ids.map((id) => ({ payload: id, id })),
+    );
+    for (const id of ids) assert.equal((await claimOne(client, q)).messages[0]?.id, id);
+    const retry: Finish = { id: 'retried', attempt: 1, outcome: 'retry', backoffMs: 0, error: 'e', startedAt: 1 };
+    assert.deepEqual(await store.finish(q, 'c', [retry]), ['ok']);
+    assert.equal(cli(base, 'HGET', outcomes, 'retried').join('\n'), 'retry\ne');
+    assert.equal((await claimOne(client, q)).messages[0]?.id, 'retried');
+    assert.equal((await client.enqueue(q, 'again', { id: 'marked', allowRequeue: true })).ok, true);
+    for (const id of ['plain', 'retried', 'marked', 'revived']) {
+      assert.deepEqual(
+        await store.finish(q, 'c', [
+          { ...retry, id, attempt: id === 'retried' ? 2 : 1, outcome: 'success', error: null },
+        ]),
+        ['ok'],
+        id,
+      );
+    }
+    for (const id of ['backed', 'requeued']) assert.deepEqual(await finish(client, q, id, 'success', 100), ['ok']);
+    // A requeue of a done-with-backoff message: queued again once the backoff ends, its success kept.
+    assert.equal((await client.enqueue(q, 'again', { id: 'requeued', allowRequeue: true })).ok, true);
+    assert.deepEqual(await client.enqueue(q, 'again', { id: 'revived' }), {
+      ok: true,
+      id: 'revived',
+      action: 'revived',
+    });
+    // Only the messages that run again keep the field; the retry's was deleted by the success.
+    assert.deepEqual(cli(base, 'HKEYS', outcomes).sort(), ['marked', 'requeued']);
+    const seen = async (id: string) => {
+      const s = await client.status(q, id);
+      return [s?.state, s?.outcome, s?.lastError];
+    };
+    assert.deepEqual(await seen('plain'), ['done-awaiting-gc', 'success', null]);
+    assert.deepEqual(await seen('retried'), ['done-awaiting-gc', 'success', null]);
+    assert.deepEqual(await seen('backed'), ['done-with-backoff', 'success', null]);
+    assert.deepEqual(await seen('marked'), ['queued', 'success', null]);
+    assert.deepEqual(await seen('requeued'), ['done-with-requeue', 'success', null]);
+    assert.deepEqual(await seen('revived'), ['queued', null, null]);
+    assert.equal((await client.show(q, 'retried'))?.outcome, 'success');
+    const listed = await client.list(q, { outcome: 'success', limit: 10 });
+    assert.deepEqual(listed.messages.map((m) => m.id).sort(), ['backed', 'marked', 'plain', 'requeued', 'retried']);
+    await new Promise((resolve) => setTimeout(resolve, 150));
+    assert.deepEqual(await seen('backed'), ['done-awaiting-gc', 'success', null]);
+    assert.deepEqual(await seen('requeued'), ['queued', 'success', null]);
   });
 
   void test('plain successes with a dedupe entry (as an older kvmq wrote) are listed once, counted, revived and collected', async () => {

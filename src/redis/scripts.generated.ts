@@ -2218,7 +2218,7 @@ return reply
       'layout',
     ],
     readOnly: false,
-    sha: '0f44f5f3bae56c4bc242321352447743b69394e6',
+    sha: '3e49a188fe0833732f4213729e19665c20de21be',
     source: `#!lua
 -- The queue's keys are its base (the one key the call passes) and their names.
 local KEY_BASE = KEYS[1]
@@ -2830,6 +2830,8 @@ local function enqueue(first)
         -- done-with-requeue: queued when the backoff ends, as a new run.
         redis.call('SADD', (KEY_BASE .. 'requeue'), id)
         redis.call('ZREM', (KEY_BASE .. 'dedupe'), id)
+        -- Its success stays its last outcome once it leaves done (finish wrote none).
+        redis.call('HSETNX', (KEY_BASE .. 'outcomes'), id, 'success')
         redis.call('ZADD', (KEY_BASE .. 'schedule'), ends, id)
         redis.call('ZADD', (KEY_BASE .. 'requeue-schedule'), ends, id)
         redis.call('HDEL', (KEY_BASE .. 'nattempts'), id)
@@ -3555,7 +3557,7 @@ return lost
       'debounce-of',
     ],
     readOnly: false,
-    sha: '1dc978240f946c650e5a0f8d9ed0dc6b8d448bb8',
+    sha: '37646bdae863f188df50262b7b6dcbb191faf121',
     source: `#!lua flags=allow-oom
 -- The queue's keys are its base (the one key the call passes) and their names.
 local KEY_BASE = KEYS[1]
@@ -4255,7 +4257,7 @@ local w = pending_writes()
 local ready = pending_ready()
 -- A message that ends up done keeps its finish time in done-at, which status reads as its update time:
 -- only those that run again take an updated-at stamp (a failure's is written by fail).
-local unlocked, outcomes, stamps, done, done_at, dedupe = {}, {}, {}, {}, {}, {}
+local unlocked, outcomes, cleared, stamps, done, done_at, dedupe = {}, {}, {}, {}, {}, {}, {}
 local replies = {}
 local woke = false
 local seen = {}
@@ -4303,6 +4305,9 @@ for k, id in ipairs(ids) do
     end
     if outcome == 'error' and not marked[k] then
       fail(id, now, stored)
+    elseif stored == 'success' and not marked[k] then
+      -- A done message without an outcome reads as a success (lib/status.lua): only an earlier retry's is deleted.
+      cleared[#cleared + 1] = id
     else
       local n = #outcomes
       outcomes[n + 1], outcomes[n + 2] = id, stored
@@ -4360,6 +4365,7 @@ if #unlocked > 0 then
   call_chunked('ZREM', (KEY_BASE .. 'lock-expiry'), unlocked)
 end
 if #outcomes > 0 then call_chunked('HSET', (KEY_BASE .. 'outcomes'), outcomes) end
+if #cleared > 0 then call_chunked('HDEL', (KEY_BASE .. 'outcomes'), cleared) end
 if #stamps > 0 then call_chunked('HSET', (KEY_BASE .. 'updated-at'), stamps) end
 if #done > 0 then
   call_chunked('SADD', (KEY_BASE .. 'done'), done)
@@ -4414,7 +4420,7 @@ return replies
       'layout',
     ],
     readOnly: false,
-    sha: '5583cb2fcb0a24327e5711efbc1e755ba9070bad',
+    sha: 'a5286ec5bedfb06f788d321b3fd39fc77b35f0e9',
     source: `#!lua
 -- The queue's keys are its base (the one key the call passes) and their names.
 local KEY_BASE = KEYS[1]
@@ -5026,6 +5032,8 @@ local function enqueue(first)
         -- done-with-requeue: queued when the backoff ends, as a new run.
         redis.call('SADD', (KEY_BASE .. 'requeue'), id)
         redis.call('ZREM', (KEY_BASE .. 'dedupe'), id)
+        -- Its success stays its last outcome once it leaves done (finish wrote none).
+        redis.call('HSETNX', (KEY_BASE .. 'outcomes'), id, 'success')
         redis.call('ZADD', (KEY_BASE .. 'schedule'), ends, id)
         redis.call('ZADD', (KEY_BASE .. 'requeue-schedule'), ends, id)
         redis.call('HDEL', (KEY_BASE .. 'nattempts'), id)
@@ -6097,7 +6105,7 @@ return { removed, #old }
       'done-at',
     ],
     readOnly: true,
-    sha: '0663963f9b5589127fc362a6a160d5993e7e2763',
+    sha: '7047abbdc3a756b25e9782ef2c9a06d6b765a2e4',
     source: `#!lua flags=no-writes
 -- The queue's keys are its base (the one key the call passes) and their names.
 local KEY_BASE = KEYS[1]
@@ -6435,10 +6443,15 @@ local function status_of(id, now)
     local value = redis.call('HGET', (KEY_BASE .. 'holders'), id)
     if value then holder, claimed = holder_parts(value) end
   end
+  local outcome = redis.call('HGET', (KEY_BASE .. 'outcomes'), id)
+  -- Only a success leaves a message done; finish writes no outcome for it.
+  if not outcome and (state == 'done-awaiting-gc' or state == 'done-with-backoff' or state == 'done-with-requeue') then
+    outcome = 'success'
+  end
   return {
     state,
     tonumber(redis.call('HGET', (KEY_BASE .. 'nattempts'), id)) or 0,
-    redis.call('HGET', (KEY_BASE .. 'outcomes'), id),
+    outcome,
     enqueued,
     updated_at(id, enqueued, claimed),
     holder,
@@ -6505,7 +6518,7 @@ return reply
       'debounce-of',
     ],
     readOnly: false,
-    sha: '25e996b47a95728066cc98a43a7ff1ec9b2a0153',
+    sha: '8ebd9a8ce622c37b71142748c7e9d21e5a4aa0ea',
     source: `#!lua flags=allow-oom
 -- The queue's keys are its base (the one key the call passes) and their names.
 local KEY_BASE = KEYS[1]
@@ -6932,10 +6945,15 @@ local function status_of(id, now)
     local value = redis.call('HGET', (KEY_BASE .. 'holders'), id)
     if value then holder, claimed = holder_parts(value) end
   end
+  local outcome = redis.call('HGET', (KEY_BASE .. 'outcomes'), id)
+  -- Only a success leaves a message done; finish writes no outcome for it.
+  if not outcome and (state == 'done-awaiting-gc' or state == 'done-with-backoff' or state == 'done-with-requeue') then
+    outcome = 'success'
+  end
   return {
     state,
     tonumber(redis.call('HGET', (KEY_BASE .. 'nattempts'), id)) or 0,
-    redis.call('HGET', (KEY_BASE .. 'outcomes'), id),
+    outcome,
     enqueued,
     updated_at(id, enqueued, claimed),
     holder,
@@ -10337,7 +10355,7 @@ return reply
       'done-at',
     ],
     readOnly: true,
-    sha: 'ac28e6560f01616118578188b5b01814c0c59393',
+    sha: 'b86658a0b3fb2f46f502af87a0f11ddd0e4238fc',
     source: `#!lua flags=no-writes
 -- The queue's keys are its base (the one key the call passes) and their names.
 local KEY_BASE = KEYS[1]
@@ -10675,10 +10693,15 @@ local function status_of(id, now)
     local value = redis.call('HGET', (KEY_BASE .. 'holders'), id)
     if value then holder, claimed = holder_parts(value) end
   end
+  local outcome = redis.call('HGET', (KEY_BASE .. 'outcomes'), id)
+  -- Only a success leaves a message done; finish writes no outcome for it.
+  if not outcome and (state == 'done-awaiting-gc' or state == 'done-with-backoff' or state == 'done-with-requeue') then
+    outcome = 'success'
+  end
   return {
     state,
     tonumber(redis.call('HGET', (KEY_BASE .. 'nattempts'), id)) or 0,
-    redis.call('HGET', (KEY_BASE .. 'outcomes'), id),
+    outcome,
     enqueued,
     updated_at(id, enqueued, claimed),
     holder,

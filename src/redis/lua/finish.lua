@@ -75,7 +75,7 @@ local w = pending_writes()
 local ready = pending_ready()
 -- A message that ends up done keeps its finish time in done-at, which status reads as its update time:
 -- only those that run again take an updated-at stamp (a failure's is written by fail).
-local unlocked, outcomes, stamps, done, done_at, dedupe = {}, {}, {}, {}, {}, {}
+local unlocked, outcomes, cleared, stamps, done, done_at, dedupe = {}, {}, {}, {}, {}, {}, {}
 local replies = {}
 local woke = false
 local seen = {}
@@ -123,6 +123,9 @@ for k, id in ipairs(ids) do
     end
     if outcome == 'error' and not marked[k] then
       fail(id, now, stored)
+    elseif stored == 'success' and not marked[k] then
+      -- A done message without an outcome reads as a success (lib/status.lua): only an earlier retry's is deleted.
+      cleared[#cleared + 1] = id
     else
       local n = #outcomes
       outcomes[n + 1], outcomes[n + 2] = id, stored
@@ -180,6 +183,7 @@ if #unlocked > 0 then
   call_chunked('ZREM', K.lock_expiry, unlocked)
 end
 if #outcomes > 0 then call_chunked('HSET', K.outcomes, outcomes) end
+if #cleared > 0 then call_chunked('HDEL', K.outcomes, cleared) end
 if #stamps > 0 then call_chunked('HSET', K.updated_at, stamps) end
 if #done > 0 then
   call_chunked('SADD', K.done, done)
