@@ -27,6 +27,9 @@ import { deletePrefixes, redisTestUrl } from './fixtures/redis-server.js';
 import { waitFor } from './support/wait.js';
 import { storeOf } from '../src/client-store.js';
 import { ENQUEUE_CALL_MESSAGES } from '../src/redis/enqueue.js';
+import { list, text } from '../src/redis/codec.js';
+import { SCRIPTS } from '../src/redis/scripts.generated.js';
+import type { Scripts } from '../src/redis/scripts.js';
 
 const base = redisTestUrl();
 const dir = mkdtempSync(join(tmpdir(), 'kvmq-redis-store-'));
@@ -779,6 +782,38 @@ void describe('redis store: failures, listings and counts', () => {
       await listAll(client, q, 'done-awaiting-gc', 2),
       byFinish.filter((id) => id !== 'p2'),
     );
+  });
+
+  void test('done-awaiting-gc passes messages in a backoff within the budget of a call, going on from the last one passed', async () => {
+    const client = await open(`${base}?prefix=${uniquePrefix('done-pass')}`);
+    const q = 'pass';
+    const ids = Array.from({ length: 30 }, (_, i) => (i % 6 === 5 ? `p${i}` : `b${i}`));
+    await client.enqueueBatch(
+      q,
+      ids.map((id) => ({ payload: id, id })),
+    );
+    for (const id of ids) {
+      assert.equal((await claimOne(client, q)).messages[0]?.id, id);
+      assert.deepEqual(await finish(client, q, id, 'success', id.startsWith('b') ? 60_000 : 0), ['ok']);
+    }
+    // The list script itself, with a budget of one look per call (a pass counts as a quarter of one).
+    const scripts = (storeOf(client) as unknown as { scripts: Scripts }).scripts;
+    const listed: string[] = [];
+    let position = ['', '', '', ''];
+    let calls = 0;
+    for (; calls < 100;) {
+      const reply = list(await scripts.run(SCRIPTS.list, q, ['done-awaiting-gc', '', 100, 1, '0', ...position]));
+      calls += 1;
+      for (let i = 5; i < reply.length; i += 8) listed.push(text(reply[i]) ?? '');
+      if (text(reply[0]) === 'end') break;
+      position = reply.slice(1, 5).map((part) => text(part) ?? '');
+    }
+    assert.deepEqual(
+      listed,
+      ids.filter((id) => id.startsWith('p')),
+    );
+    // 25 passes at four a call and 5 looks at one a call, give or take a call.
+    assert.ok(calls >= 9 && calls <= 12, `${calls} calls`);
   });
 
   void test('a success that leaves its message done writes no outcome field; every reader still says success', async () => {

@@ -91,6 +91,16 @@ local SORTED = {
   failed = { K.failed, 'all' },
 }
 
+-- done-at also holds the finished messages whose backoff lasts (done-with-backoff, done-with-requeue): one
+-- HMGET of backoffs per step passes them at under a µs each instead of a status each (about 7 µs), for queues
+-- whose successes mostly carry a backoff. A pass counts as this part of a look (exact in binary).
+local PASS = 0.25
+
+-- Whether entry i of a step (its backoff end in `backoffs`, if read) is a done message still in a backoff.
+local function in_backoff(backoffs, i)
+  return backoffs ~= nil and (tonumber(backoffs[(i + 1) / 2]) or 0) > now
+end
+
 -- Returns true when the state's entries are all looked at.
 local function list_sorted(state, score, id)
   local key, range = SORTED[state][1], SORTED[state][2]
@@ -100,8 +110,20 @@ local function list_sorted(state, score, id)
   while true do
     local entries = redis.call('ZRANGE', key, rank, rank + STEP - 1, 'WITHSCORES')
     if #entries == 0 then return true end
+    local backoffs = nil
+    if state == 'done-awaiting-gc' then
+      local ids = {}
+      for i = 1, #entries, 2 do ids[#ids + 1] = entries[i] end
+      backoffs = redis.call('HMGET', K.backoffs, unpack(ids))
+    end
     for i = 1, #entries, 2 do
-      if not look(entries[i], state, entries[i + 1], entries[i], '') then return false end
+      if in_backoff(backoffs, i) then
+        looked = looked + PASS
+        position = { state, entries[i + 1], entries[i], '' }
+        if looked >= budget then return false end
+      elseif not look(entries[i], state, entries[i + 1], entries[i], '') then
+        return false
+      end
     end
     rank = rank + #entries / 2
   end
