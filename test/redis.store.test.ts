@@ -27,6 +27,9 @@ import { deletePrefixes, redisTestUrl } from './fixtures/redis-server.js';
 import { waitFor } from './support/wait.js';
 import { storeOf } from '../src/client-store.js';
 import { ENQUEUE_CALL_MESSAGES } from '../src/redis/enqueue.js';
+import { list, text } from '../src/redis/codec.js';
+import { SCRIPTS } from '../src/redis/scripts.generated.js';
+import type { Scripts } from '../src/redis/scripts.js';
 
 const base = redisTestUrl();
 const dir = mkdtempSync(join(tmpdir(), 'kvmq-redis-store-'));
@@ -157,7 +160,8 @@ void describe('redis store', () => {
     assert.ok(Number(one(base, 'PTTL', key('eoq-backoff?'))) > 0, 'eoq-backoff? is a flag with a TTL');
     assert.equal(one(base, 'GET', key('ndry-runs')), '1');
 
-    // Every key of the queue carries the queue name as its hash tag, and is one kvmq documents.
+    // Every key of the queue carries the queue name as its hash tag, and is one kvmq documents (no `dedupe`
+    // or `outcomes`: a success without backoff that leaves its message done writes neither).
     const documented = [
       ...Object.keys(seedTypes),
       'mid-circle:size=m',
@@ -165,13 +169,11 @@ void describe('redis store', () => {
       'filters',
       'classes',
       'holders',
-      'outcomes',
       'enqueued-at',
       'updated-at',
       'schedule',
       'lock-expiry',
       'done-at',
-      'dedupe',
       'pushes',
       'requeue-locks',
       'conf',
@@ -442,8 +444,11 @@ void describe('redis store', () => {
 void describe('redis store: failures, listings and counts', () => {
   const claimArgs = { consumerId: 'c', max: 1, lockMs: 60_000, accepts: null, eoqBackoffMs: () => 1000 };
   const claimOne = (client: Client, q: string, lockMs = 60_000) => storeOf(client).claim(q, { ...claimArgs, lockMs });
+  // A success carries no error, as a worker's does: without a backoff it is a plain success.
   const finish = (client: Client, q: string, id: string, outcome: 'success' | 'error', backoffMs = 0) =>
-    storeOf(client).finish(q, 'c', [{ id, attempt: 1, outcome, backoffMs, error: 'e', startedAt: Date.now() }]);
+    storeOf(client).finish(q, 'c', [
+      { id, attempt: 1, outcome, backoffMs, error: outcome === 'success' ? null : 'e', startedAt: Date.now() },
+    ]);
 
   void test('list pages stay exact while enqueues, claims and removes change the ready list between pages', async () => {
     const client = await open(`${base}?prefix=${uniquePrefix('churn')}`);
@@ -717,6 +722,191 @@ void describe('redis store: failures, listings and counts', () => {
     assert.deepEqual(await finish(client, q, 'stale', 'success'), ['lost']);
     assert.equal((await client.status(q, 'kept'))?.state, 'done-awaiting-gc');
     assert.equal((await client.status(q, 'stale'))?.state, 'locked');
+  });
+
+  /** Every id `list` gives for `state`, in pages of `limit`, in listing order. */
+  const listAll = async (client: Client, q: string, state: MessageState, limit: number): Promise<string[]> => {
+    const ids: string[] = [];
+    let cursor: string | undefined;
+    do {
+      const page = await client.list(q, { state, limit, ...(cursor === undefined ? {} : { cursor }) });
+      assert.ok(page.messages.length <= limit);
+      for (const m of page.messages) assert.equal(m.state, state, `${m.id} listed as ${state}`);
+      ids.push(...page.messages.map((m) => m.id));
+      cursor = page.cursor ?? undefined;
+    } while (cursor !== undefined);
+    return ids;
+  };
+
+  void test('done-awaiting-gc pages by finish time past backoffs, requeues and retries; only backoffs write dedupe', async () => {
+    const prefix = uniquePrefix('done-mix');
+    const client = await open(`${base}?prefix=${prefix}`);
+    const q = 'mix';
+    const key = (name: string): string => `${prefix}:{${q}}:${name}`;
+    const store = storeOf(client);
+    const ids = ['p1', 'b-long', 'p2', 'b-short', 'r-long', 'p3', 'r-due', 'r-now', 'retry', 'failed', 'p4'];
+    await client.enqueueBatch(
+      q,
+      ids.map((id) => ({ payload: id, id })),
+    );
+    for (const id of ids) assert.equal((await claimOne(client, q)).messages[0]?.id, id);
+    for (const id of ['r-long', 'r-due', 'r-now']) {
+      assert.equal((await client.enqueue(q, 'again', { id, allowRequeue: true })).ok, true);
+    }
+    const backoffs: Record<string, number> = { 'b-long': 60_000, 'b-short': 100, 'r-long': 60_000, 'r-due': 100 };
+    for (const id of ids) {
+      if (id === 'failed') await finish(client, q, id, 'error');
+      else if (id === 'retry') {
+        const retry: Finish = { id, attempt: 1, outcome: 'retry', backoffMs: 0, error: 'e', startedAt: Date.now() };
+        assert.deepEqual(await store.finish(q, 'c', [retry]), ['ok']);
+      } else assert.deepEqual(await finish(client, q, id, 'success', backoffs[id] ?? 0), ['ok'], id);
+    }
+    await new Promise((resolve) => setTimeout(resolve, 150));
+    // b-short's backoff is over; r-due is queued again (still in done until a claim moves it).
+    const awaiting = ['p1', 'p2', 'b-short', 'p3', 'p4'];
+    assert.equal((await client.status(q, 'r-due'))?.state, 'queued');
+    assert.deepEqual(cli(base, 'ZRANGE', key('dedupe'), '0', '-1').sort(), ['b-long', 'b-short']);
+    const byFinish = cli(base, 'ZRANGE', key('done-at'), '0', '-1').filter((id) => awaiting.includes(id));
+    for (const limit of [1, 2, 100]) {
+      assert.deepEqual(await listAll(client, q, 'done-awaiting-gc', limit), byFinish, `pages of ${limit}`);
+    }
+    assert.deepEqual(await listAll(client, q, 'done-with-backoff', 1), ['b-long']);
+    assert.deepEqual(await listAll(client, q, 'done-with-requeue', 1), ['r-long']);
+    const counts = (await client.queueStatus(q)).counts;
+    assert.equal(counts['done-awaiting-gc'], awaiting.length);
+    assert.equal(counts['done-with-backoff'], 1);
+    assert.equal(counts['done-with-requeue'], 1);
+    // A revived plain success leaves done-at: listed no more.
+    assert.equal((await client.enqueue(q, 'again', { id: 'p2' })).ok, true);
+    assert.deepEqual(
+      await listAll(client, q, 'done-awaiting-gc', 2),
+      byFinish.filter((id) => id !== 'p2'),
+    );
+  });
+
+  void test('done-awaiting-gc passes messages in a backoff within the budget of a call, going on from the last one passed', async () => {
+    const client = await open(`${base}?prefix=${uniquePrefix('done-pass')}`);
+    const q = 'pass';
+    const ids = Array.from({ length: 30 }, (_, i) => (i % 6 === 5 ? `p${i}` : `b${i}`));
+    await client.enqueueBatch(
+      q,
+      ids.map((id) => ({ payload: id, id })),
+    );
+    for (const id of ids) {
+      assert.equal((await claimOne(client, q)).messages[0]?.id, id);
+      assert.deepEqual(await finish(client, q, id, 'success', id.startsWith('b') ? 60_000 : 0), ['ok']);
+    }
+    // The list script itself, with a budget of one look per call (a pass counts as a quarter of one).
+    const scripts = (storeOf(client) as unknown as { scripts: Scripts }).scripts;
+    const listed: string[] = [];
+    let position = ['', '', '', ''];
+    let calls = 0;
+    for (; calls < 100;) {
+      const reply = list(await scripts.run(SCRIPTS.list, q, ['done-awaiting-gc', '', 100, 1, '0', ...position]));
+      calls += 1;
+      for (let i = 5; i < reply.length; i += 8) listed.push(text(reply[i]) ?? '');
+      if (text(reply[0]) === 'end') break;
+      position = reply.slice(1, 5).map((part) => text(part) ?? '');
+    }
+    assert.deepEqual(
+      listed,
+      ids.filter((id) => id.startsWith('p')),
+    );
+    // 25 passes at four a call and 5 looks at one a call, give or take a call.
+    assert.ok(calls >= 9 && calls <= 12, `${calls} calls`);
+  });
+
+  void test('a success that leaves its message done writes no outcome field; every reader still says success', async () => {
+    const prefix = uniquePrefix('no-outcome');
+    const client = await open(`${base}?prefix=${prefix}`);
+    const q = 'outcomes';
+    const outcomes = `${prefix}:{${q}}:outcomes`;
+    const store = storeOf(client);
+    const ids = ['plain', 'retried', 'backed', 'marked', 'requeued', 'revived'];
+    await client.enqueueBatch(
+      q,
+      ids.map((id) => ({ payload: id, id })),
+    );
+    for (const id of ids) assert.equal((await claimOne(client, q)).messages[0]?.id, id);
+    const retry: Finish = { id: 'retried', attempt: 1, outcome: 'retry', backoffMs: 0, error: 'e', startedAt: 1 };
+    assert.deepEqual(await store.finish(q, 'c', [retry]), ['ok']);
+    assert.equal(cli(base, 'HGET', outcomes, 'retried').join('\n'), 'retry\ne');
+    assert.equal((await claimOne(client, q)).messages[0]?.id, 'retried');
+    assert.equal((await client.enqueue(q, 'again', { id: 'marked', allowRequeue: true })).ok, true);
+    for (const id of ['plain', 'retried', 'marked', 'revived']) {
+      assert.deepEqual(
+        await store.finish(q, 'c', [
+          { ...retry, id, attempt: id === 'retried' ? 2 : 1, outcome: 'success', error: null },
+        ]),
+        ['ok'],
+        id,
+      );
+    }
+    for (const id of ['backed', 'requeued']) assert.deepEqual(await finish(client, q, id, 'success', 100), ['ok']);
+    // A requeue of a done-with-backoff message: queued again once the backoff ends, its success kept.
+    assert.equal((await client.enqueue(q, 'again', { id: 'requeued', allowRequeue: true })).ok, true);
+    assert.deepEqual(await client.enqueue(q, 'again', { id: 'revived' }), {
+      ok: true,
+      id: 'revived',
+      action: 'revived',
+    });
+    // Only the messages that run again keep the field; the retry's was deleted by the success.
+    assert.deepEqual(cli(base, 'HKEYS', outcomes).sort(), ['marked', 'requeued']);
+    const seen = async (id: string) => {
+      const s = await client.status(q, id);
+      return [s?.state, s?.outcome, s?.lastError];
+    };
+    assert.deepEqual(await seen('plain'), ['done-awaiting-gc', 'success', null]);
+    assert.deepEqual(await seen('retried'), ['done-awaiting-gc', 'success', null]);
+    assert.deepEqual(await seen('backed'), ['done-with-backoff', 'success', null]);
+    assert.deepEqual(await seen('marked'), ['queued', 'success', null]);
+    assert.deepEqual(await seen('requeued'), ['done-with-requeue', 'success', null]);
+    assert.deepEqual(await seen('revived'), ['queued', null, null]);
+    assert.equal((await client.show(q, 'retried'))?.outcome, 'success');
+    const listed = await client.list(q, { outcome: 'success', limit: 10 });
+    assert.deepEqual(listed.messages.map((m) => m.id).sort(), ['backed', 'marked', 'plain', 'requeued', 'retried']);
+    await new Promise((resolve) => setTimeout(resolve, 150));
+    assert.deepEqual(await seen('backed'), ['done-awaiting-gc', 'success', null]);
+    assert.deepEqual(await seen('requeued'), ['queued', 'success', null]);
+  });
+
+  void test('plain successes with a dedupe entry (as an older kvmq wrote) are listed once, counted, revived and collected', async () => {
+    const prefix = uniquePrefix('old-dedupe');
+    const client = await open(`${base}?prefix=${prefix}`);
+    const q = 'old';
+    const key = (name: string): string => `${prefix}:{${q}}:${name}`;
+    const ids = ['old-1', 'new', 'old-2', 'old-3'];
+    await client.enqueueBatch(
+      q,
+      ids.map((id) => ({ payload: id, id })),
+    );
+    for (const id of ids) {
+      assert.equal((await claimOne(client, q)).messages[0]?.id, id);
+      assert.deepEqual(await finish(client, q, id, 'success'), ['ok']);
+    }
+    assert.equal(one(base, 'ZCARD', key('dedupe')), '0');
+    // The previous kvmq wrote every plain success there, by its finish time.
+    for (const id of ids.filter((id) => id.startsWith('old'))) {
+      cli(base, 'ZADD', key('dedupe'), one(base, 'ZSCORE', key('done-at'), id), id);
+    }
+    for (const limit of [1, 3]) {
+      assert.deepEqual((await listAll(client, q, 'done-awaiting-gc', limit)).sort(), [...ids].sort());
+    }
+    assert.deepEqual(await listAll(client, q, 'done-with-backoff', 1), []);
+    let counts = (await client.queueStatus(q)).counts;
+    assert.equal(counts['done-awaiting-gc'], ids.length);
+    assert.equal(counts['done-with-backoff'], 0);
+
+    assert.deepEqual(await client.enqueue(q, 'again', { id: 'old-1' }), { ok: true, id: 'old-1', action: 'revived' });
+    assert.equal(one(base, 'ZSCORE', key('dedupe'), 'old-1'), '');
+    assert.equal((await client.status(q, 'old-1'))?.state, 'queued');
+    await client.configure(q, { gcLifetimeMs: 0, gcIntervalMs: 3_600_000 });
+    assert.equal((await client.gc(q)).ran, true);
+    for (const id of ['new', 'old-2', 'old-3']) assert.equal(await client.status(q, id), null, id);
+    assert.equal(one(base, 'EXISTS', key('dedupe')), '0');
+    counts = (await client.queueStatus(q)).counts;
+    assert.equal(counts.queued, 1);
+    assert.equal(counts['done-awaiting-gc'], 0);
   });
 });
 

@@ -20,11 +20,11 @@
 -- Include: common events lanes groups forget fail
 
 local PER = 7
--- A batch of plain successes touches none of these (errors, retries and requeues call check_rare). It reads
+-- A batch of plain successes touches none of these (errors, retries, requeues and backoffs call check_rare). It reads
 -- holders, nattempts and requeue before its first write.
 check_layout(nil, { 'history', 'losses', 'failed', 'conf', 'requeue_locks', 'requeue_schedule', 'requeue_content',
   'metadata', 'policies', 'enqueued_at', 'schedule', 'mid_circle', 'filters', 'pushes', 'priorities', 'lanes', 'groups',
-  'debounce', 'debounce_of', 'group_held', 'parked', 'messages' }, { 'holders', 'nattempts', 'requeue' },
+  'debounce', 'debounce_of', 'group_held', 'parked', 'messages', 'dedupe' }, { 'holders', 'nattempts', 'requeue' },
   layout_marked())
 local consumer = ARGV[1]
 -- Plain successes come as id and attempt only: most finishes are, and each argument costs the server.
@@ -56,7 +56,8 @@ if redis.call('SCARD', K.requeue) > 0 then
   end
 end
 for k = plain + 1, count do
-  if ARGV[base_of(k) + 2] ~= 'success' then check_rare() end
+  local base = base_of(k)
+  if ARGV[base + 2] ~= 'success' or tonumber(ARGV[base + 3]) > 0 then check_rare() end
 end
 events_begin()
 
@@ -74,7 +75,7 @@ local w = pending_writes()
 local ready = pending_ready()
 -- A message that ends up done keeps its finish time in done-at, which status reads as its update time:
 -- only those that run again take an updated-at stamp (a failure's is written by fail).
-local unlocked, outcomes, stamps, done, done_at, dedupe = {}, {}, {}, {}, {}, {}
+local unlocked, outcomes, cleared, stamps, done, done_at, dedupe = {}, {}, {}, {}, {}, {}, {}
 local replies = {}
 local woke = false
 local seen = {}
@@ -122,6 +123,9 @@ for k, id in ipairs(ids) do
     end
     if outcome == 'error' and not marked[k] then
       fail(id, now, stored)
+    elseif stored == 'success' and not marked[k] then
+      -- A done message without an outcome reads as a success (lib/status.lua): only an earlier retry's is deleted.
+      cleared[#cleared + 1] = id
     else
       local n = #outcomes
       outcomes[n + 1], outcomes[n + 2] = id, stored
@@ -163,8 +167,12 @@ for k, id in ipairs(ids) do
     elseif outcome == 'success' then
       done[#done + 1] = id
       done_at[#done_at + 1], done_at[#done_at + 2] = now_s, id
-      dedupe[#dedupe + 1], dedupe[#dedupe + 2] = backoff == 0 and now_s or num_str(now + backoff), id
-      if backoff > 0 then later(w, 'hset', K.backoffs, id, now + backoff) end
+      -- Only a backoff needs a dedupe entry (done-with-backoff, by its end): list reads done-awaiting-gc
+      -- from done-at, and one sorted-set insert less is most of what a plain success saves.
+      if backoff > 0 then
+        dedupe[#dedupe + 1], dedupe[#dedupe + 2] = num_str(now + backoff), id
+        later(w, 'hset', K.backoffs, id, now + backoff)
+      end
     end
   end
 end
@@ -175,6 +183,7 @@ if #unlocked > 0 then
   call_chunked('ZREM', K.lock_expiry, unlocked)
 end
 if #outcomes > 0 then call_chunked('HSET', K.outcomes, outcomes) end
+if #cleared > 0 then call_chunked('HDEL', K.outcomes, cleared) end
 if #stamps > 0 then call_chunked('HSET', K.updated_at, stamps) end
 if #done > 0 then
   call_chunked('SADD', K.done, done)

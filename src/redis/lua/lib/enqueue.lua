@@ -183,6 +183,8 @@ local function enqueue(first)
         -- done-with-requeue: queued when the backoff ends, as a new run.
         redis.call('SADD', K.requeue, id)
         redis.call('ZREM', K.dedupe, id)
+        -- Its success stays its last outcome once it leaves done (finish wrote none).
+        redis.call('HSETNX', K.outcomes, id, 'success')
         redis.call('ZADD', K.schedule, ends, id)
         redis.call('ZADD', K.requeue_schedule, ends, id)
         redis.call('HDEL', K.nattempts, id)

@@ -24,10 +24,15 @@ local function status_of(id, now)
     local value = redis.call('HGET', K.holders, id)
     if value then holder, claimed = holder_parts(value) end
   end
+  local outcome = redis.call('HGET', K.outcomes, id)
+  -- Only a success leaves a message done; finish writes no outcome for it.
+  if not outcome and (state == 'done-awaiting-gc' or state == 'done-with-backoff' or state == 'done-with-requeue') then
+    outcome = 'success'
+  end
   return {
     state,
     tonumber(redis.call('HGET', K.nattempts, id)) or 0,
-    redis.call('HGET', K.outcomes, id),
+    outcome,
     enqueued,
     updated_at(id, enqueued, claimed),
     holder,
