@@ -23,7 +23,7 @@ export const KEY_TYPES = {
   filters: 'hash', // id → filter class (only when it has filters)
   classes: 'set', // filter classes seen; each has a ready list `mid-circle:<class>`
   holders: 'hash', // id → '<consumer> <attempt> <claimed at ms>' (older kvmq: the consumer alone)
-  outcomes: 'hash', // id → last outcome, then a newline and the error if there was one
+  outcomes: 'hash', // id → last outcome (and a newline and the error); absent for a done message that succeeded
   'enqueued-at': 'hash', // id → ms
   'updated-at': 'hash', // id → ms (absent: enqueued-at; claims and finishes to done write holders, done-at)
   'requeue-content': 'hash', // id → the payload a requeued run carries (replacePayload)
@@ -36,7 +36,7 @@ export const KEY_TYPES = {
   'requeue-locks': 'zset', // locked ids marked for requeue, by lock end (counts and lists)
   'requeue-schedule': 'zset', // done ids marked for requeue, by the end of their backoff
   'done-at': 'zset', // finished ids, by finish time (GC)
-  dedupe: 'zset', // finished ids (not marked for requeue), by the end of their backoff (finish time if none)
+  dedupe: 'zset', // successes with a backoff (not marked for requeue), by its end (older kvmq: all, by finish time)
   failed: 'zset', // failed ids, by failure time
   conf: 'hash', // configuration: task_gc_lifetime, task_gc_interval, failed_lifetime (ms), filter_enums (JSON),
   // paused ('1'), max_deliveries, dead_letter_queue, events ('1'), events_max_count, events_max_age
