@@ -6518,7 +6518,7 @@ return reply
       'debounce-of',
     ],
     readOnly: false,
-    sha: 'a77701dce15a4eacef4a4e48812cd005d0aa3d3b',
+    sha: 'e39e814332070a98c0eb2db7a89699aafed0b9ca',
     source: `#!lua flags=allow-oom
 -- The queue's keys are its base (the one key the call passes) and their names.
 local KEY_BASE = KEYS[1]
@@ -7408,7 +7408,7 @@ local function list_sorted(state, score, id)
     if state == 'done-awaiting-gc' then
       local ids = {}
       for i = 1, #entries, 2 do ids[#ids + 1] = entries[i] end
-      backoffs = redis.call('HMGET', (KEY_BASE .. 'backoffs'), unpack(ids))
+      backoffs = hmget((KEY_BASE .. 'backoffs'), ids)
     end
     for i = 1, #entries, 2 do
       if in_backoff(backoffs, i) then

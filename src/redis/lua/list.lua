@@ -114,7 +114,7 @@ local function list_sorted(state, score, id)
     if state == 'done-awaiting-gc' then
       local ids = {}
       for i = 1, #entries, 2 do ids[#ids + 1] = entries[i] end
-      backoffs = redis.call('HMGET', K.backoffs, unpack(ids))
+      backoffs = hmget(K.backoffs, ids)
     end
     for i = 1, #entries, 2 do
       if in_backoff(backoffs, i) then
