@@ -25,6 +25,7 @@ import { MESSAGE_STATES, type MessageState, type QueueConfig } from '../src/mode
 import { start, type RedisServer, type RedisServerOptions } from '../scripts/servers/redis.mjs';
 import { deletePrefixes, redisTestUrl } from './fixtures/redis-server.js';
 import { waitFor } from './support/wait.js';
+import { listAll } from './support/list-pages.js';
 import { storeOf } from '../src/client-store.js';
 import { ENQUEUE_CALL_MESSAGES } from '../src/redis/enqueue.js';
 import { list, text } from '../src/redis/codec.js';
@@ -725,17 +726,10 @@ void describe('redis store: failures, listings and counts', () => {
   });
 
   /** Every id `list` gives for `state`, in pages of `limit`, in listing order. */
-  const listAll = async (client: Client, q: string, state: MessageState, limit: number): Promise<string[]> => {
-    const ids: string[] = [];
-    let cursor: string | undefined;
-    do {
-      const page = await client.list(q, { state, limit, ...(cursor === undefined ? {} : { cursor }) });
-      assert.ok(page.messages.length <= limit);
-      for (const m of page.messages) assert.equal(m.state, state, `${m.id} listed as ${state}`);
-      ids.push(...page.messages.map((m) => m.id));
-      cursor = page.cursor ?? undefined;
-    } while (cursor !== undefined);
-    return ids;
+  const listIds = async (client: Client, q: string, state: MessageState, limit: number): Promise<string[]> => {
+    const messages = await listAll(client, q, { state, limit });
+    for (const m of messages) assert.equal(m.state, state, `${m.id} listed as ${state}`);
+    return messages.map((m) => m.id);
   };
 
   void test('done-awaiting-gc pages by finish time past backoffs, requeues and retries; only backoffs write dedupe', async () => {
@@ -768,10 +762,10 @@ void describe('redis store: failures, listings and counts', () => {
     assert.deepEqual(cli(base, 'ZRANGE', key('dedupe'), '0', '-1').sort(), ['b-long', 'b-short']);
     const byFinish = cli(base, 'ZRANGE', key('done-at'), '0', '-1').filter((id) => awaiting.includes(id));
     for (const limit of [1, 2, 100]) {
-      assert.deepEqual(await listAll(client, q, 'done-awaiting-gc', limit), byFinish, `pages of ${limit}`);
+      assert.deepEqual(await listIds(client, q, 'done-awaiting-gc', limit), byFinish, `pages of ${limit}`);
     }
-    assert.deepEqual(await listAll(client, q, 'done-with-backoff', 1), ['b-long']);
-    assert.deepEqual(await listAll(client, q, 'done-with-requeue', 1), ['r-long']);
+    assert.deepEqual(await listIds(client, q, 'done-with-backoff', 1), ['b-long']);
+    assert.deepEqual(await listIds(client, q, 'done-with-requeue', 1), ['r-long']);
     const counts = (await client.queueStatus(q)).counts;
     assert.equal(counts['done-awaiting-gc'], awaiting.length);
     assert.equal(counts['done-with-backoff'], 1);
@@ -779,7 +773,7 @@ void describe('redis store: failures, listings and counts', () => {
     // A revived plain success leaves done-at: listed no more.
     assert.equal((await client.enqueue(q, 'again', { id: 'p2' })).ok, true);
     assert.deepEqual(
-      await listAll(client, q, 'done-awaiting-gc', 2),
+      await listIds(client, q, 'done-awaiting-gc', 2),
       byFinish.filter((id) => id !== 'p2'),
     );
   });
@@ -890,9 +884,9 @@ void describe('redis store: failures, listings and counts', () => {
       cli(base, 'ZADD', key('dedupe'), one(base, 'ZSCORE', key('done-at'), id), id);
     }
     for (const limit of [1, 3]) {
-      assert.deepEqual((await listAll(client, q, 'done-awaiting-gc', limit)).sort(), [...ids].sort());
+      assert.deepEqual((await listIds(client, q, 'done-awaiting-gc', limit)).sort(), [...ids].sort());
     }
-    assert.deepEqual(await listAll(client, q, 'done-with-backoff', 1), []);
+    assert.deepEqual(await listIds(client, q, 'done-with-backoff', 1), []);
     let counts = (await client.queueStatus(q)).counts;
     assert.equal(counts['done-awaiting-gc'], ids.length);
     assert.equal(counts['done-with-backoff'], 0);

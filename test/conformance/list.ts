@@ -3,24 +3,11 @@ import assert from 'node:assert/strict';
 import { describe } from 'node:test';
 import { storeTest } from '../support/harness.js';
 import { waitForStatus } from '../support/jobs.js';
-import type { Client, ListedMessage, ListOptions } from '../../src/index.js';
+import { listAll } from '../support/list-pages.js';
+import type { ListedMessage, ListOptions } from '../../src/index.js';
 import type { StoreFixture } from '../support/fixture.js';
 
 const LONG_MS = 60_000;
-
-/** Every page of a listing, checking that each page respects the limit. */
-async function listAll(client: Client, queue: string, options: ListOptions): Promise<ListedMessage[]> {
-  const all: ListedMessage[] = [];
-  let cursor: string | undefined;
-  for (let page = 0; page < 100; page++) {
-    const result = await client.list(queue, { ...options, ...(cursor === undefined ? {} : { cursor }) });
-    assert.ok(result.messages.length <= (options.limit ?? 100), 'a page holds at most `limit` messages');
-    all.push(...result.messages);
-    if (result.cursor === null) return all;
-    cursor = result.cursor;
-  }
-  throw new Error('more than 100 pages');
-}
 
 function ids(messages: readonly ListedMessage[]): string[] {
   return messages.map((m) => m.id).sort();
