@@ -4,7 +4,7 @@
  */
 import { randomBytes } from 'node:crypto';
 import { conformance } from './conformance/index.js';
-import { etcdTestUrl } from './fixtures/etcd-support.js';
+import { ETCD_CAPABILITIES, etcdTestUrl } from './fixtures/etcd-support.js';
 
 const base = etcdTestUrl();
 
@@ -13,11 +13,5 @@ conformance({
   url() {
     return Promise.resolve(`${base}/t-${randomBytes(6).toString('hex')}`);
   },
-  capabilities: {
-    maxPayloadBytes: 1024 * 1024,
-    wakeups: true,
-    instantRelease: true,
-    deadLetterQueue: true,
-    overlapClaims: false,
-  },
+  capabilities: ETCD_CAPABILITIES,
 });

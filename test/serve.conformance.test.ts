@@ -5,6 +5,7 @@
 import { randomBytes } from 'node:crypto';
 import { after } from 'node:test';
 import { conformance } from './conformance/index.js';
+import { ETCD_CAPABILITIES } from './fixtures/etcd-support.js';
 import { startServe, type ServeProcess } from './fixtures/serve-support.js';
 
 let server: Promise<ServeProcess> | null = null;
@@ -16,13 +17,7 @@ conformance({
     const { endpoint } = await server;
     return `etcd://${endpoint}/t-${randomBytes(6).toString('hex')}`;
   },
-  capabilities: {
-    maxPayloadBytes: 1024 * 1024,
-    wakeups: true,
-    instantRelease: true,
-    deadLetterQueue: true,
-    overlapClaims: false,
-  },
+  capabilities: ETCD_CAPABILITIES,
 });
 
 after(async () => {
