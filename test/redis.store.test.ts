@@ -397,6 +397,55 @@ void describe('redis store', () => {
     await client.clear('large');
   });
 
+  void test('the keys of held messages turn from listpacks to hash tables once they hold 32, with no entry added', async () => {
+    const prefix = uniquePrefix('wide');
+    const client = await open(`${base}?prefix=${prefix}`);
+    const q = 'wide';
+    const key = (name: string): string => `${prefix}:{${q}}:${name}`;
+    await client.enqueueBatch(
+      q,
+      Array.from({ length: 60 }, (_, i) => ({ payload: i, id: `w${String(i).padStart(2, '0')}` })),
+    );
+    const claim = async (max: number): Promise<string[]> =>
+      (
+        await storeOf(client).claim(q, {
+          consumerId: 'c',
+          max,
+          lockMs: 60_000,
+          accepts: null,
+          eoqBackoffMs: () => 1000,
+        })
+      ).messages.map((m) => m.id);
+    const encodings = (): string[] =>
+      ['locks', 'holders', 'lock-expiry'].map((k) => one(base, 'OBJECT', 'ENCODING', key(k)));
+
+    const held = await claim(5);
+    assert.deepEqual(encodings(), ['listpack', 'listpack', 'listpack']);
+    held.push(...(await claim(40)));
+    assert.equal(held.length, 45);
+    // Each lookup and write is a hash lookup now, not a scan of the listpack.
+    assert.deepEqual(encodings(), ['hashtable', 'hashtable', 'skiplist']);
+    const sorted = [...held].sort();
+    assert.deepEqual(cli(base, 'HKEYS', key('locks')).sort(), sorted);
+    assert.deepEqual(cli(base, 'HKEYS', key('holders')).sort(), sorted);
+    assert.deepEqual(cli(base, 'ZRANGE', key('lock-expiry'), '0', '-1').sort(), sorted);
+
+    const finishes = held.map((id) => ({
+      id,
+      attempt: 1,
+      outcome: 'success' as const,
+      backoffMs: 0,
+      error: null,
+      startedAt: 1,
+    }));
+    assert.deepEqual(
+      await storeOf(client).finish(q, 'c', finishes),
+      held.map(() => 'ok'),
+    );
+    for (const name of ['locks', 'holders', 'lock-expiry']) assert.equal(one(base, 'EXISTS', key(name)), '0', name);
+    assert.equal((await client.queueStatus(q)).counts['done-awaiting-gc'], 45);
+  });
+
   void test('Redis out of memory: enqueue fails whole with a clear error; workers still drain, GC frees room', async () => {
     const server = await dedicated({ args: ['--maxmemory', '3mb', '--maxmemory-policy', 'noeviction'] });
     const client = await open(`${server.url}?prefix=oom`);

@@ -178,6 +178,25 @@ if n < max and has_lanes then
   if #emptied > 0 then redis.call('ZREM', K.lanes, unpack(emptied)) end
 end
 
+-- Redis keeps a small hash or sorted set in one listpack (up to 128 entries by default), where each lookup,
+-- insert and delete scans the whole list. The keys of held messages are its worst case: up to concurrency +
+-- prefetch entries, each written and deleted once per message (a third of a busy worker's server time).
+-- Once one holds WIDE_AT entries, an entry too long for a listpack (*-max-listpack-value: 64 bytes by
+-- default) is added and removed at once: Redis converts the key, and keeps it converted until it is deleted.
+local WIDE_AT = 32
+local TOO_LONG = string.rep('~', 256)
+local function keep_wide(key, sorted)
+  local size = redis.call(sorted and 'ZCARD' or 'HLEN', key)
+  if size < WIDE_AT or redis.call('OBJECT', 'ENCODING', key) ~= 'listpack' then return end
+  if sorted then
+    redis.call('ZADD', key, 0, TOO_LONG)
+    redis.call('ZREM', key, TOO_LONG)
+  else
+    redis.call('HSET', key, TOO_LONG, '')
+    redis.call('HDEL', key, TOO_LONG)
+  end
+end
+
 local reply = { 'ok', 0, 0, -1 }
 if n > 0 then
   local contents = hmget(K.messages, ids)
@@ -220,6 +239,9 @@ if n > 0 then
     call_chunked('HSET', K.locks, locks)
     call_chunked('HSET', K.holders, holders)
     call_chunked('ZADD', K.lock_expiry, expiry)
+    keep_wide(K.locks, false)
+    keep_wide(K.holders, false)
+    keep_wide(K.lock_expiry, true)
   end
 end
 
