@@ -397,6 +397,44 @@ void describe('redis store', () => {
     await client.clear('large');
   });
 
+  void test('a batch mixing plain messages (id and content only) with others keeps its order and every option', async () => {
+    const prefix = uniquePrefix('shapes');
+    const client = await open(`${base}?prefix=${prefix}`);
+    const q = 'shapes';
+    const results = await client.enqueueBatch(q, [
+      { id: 'p1', payload: { n: 1 } },
+      { id: 'meta', payload: { n: 2 }, metadata: { by: 'test' } },
+      { id: 'p2', payload: Buffer.from([1, 2]) },
+      { id: 'later', payload: { n: 3 }, initialBackoffMs: 60_000 },
+      { id: 'tried', payload: { n: 4 }, attempts: 7 },
+      { id: 'p3', payload: 'three' },
+      { id: 'p1', payload: { n: 5 } },
+    ]);
+    assert.deepEqual(
+      results.map((r) => (r.ok ? r.action : r.state)),
+      ['added', 'added', 'added', 'added', 'added', 'added', 'queued'],
+    );
+    const claimed = await storeOf(client).claim(q, {
+      consumerId: 'c',
+      max: 10,
+      lockMs: 60_000,
+      accepts: null,
+      eoqBackoffMs: () => 1000,
+    });
+    assert.deepEqual(
+      claimed.messages.map((m) => m.id),
+      ['p1', 'meta', 'p2', 'tried', 'p3'],
+    );
+    const byId = new Map(claimed.messages.map((m) => [m.id, m]));
+    assert.deepEqual(byId.get('meta')?.metadata, { by: 'test' });
+    assert.deepEqual(byId.get('p1')?.metadata, {});
+    assert.equal(byId.get('p2')?.encoding, 'bytes');
+    assert.deepEqual([...(byId.get('p2')?.payload ?? [])], [1, 2]);
+    assert.equal(byId.get('p1')?.policy, null);
+    assert.match(byId.get('tried')?.policy ?? '', /7/);
+    assert.equal((await client.status(q, 'later'))?.state, 'queued-with-backoff');
+  });
+
   void test('the keys of held messages turn from listpacks to hash tables once they hold 32, with no entry added', async () => {
     const prefix = uniquePrefix('wide');
     const client = await open(`${base}?prefix=${prefix}`);

@@ -30,19 +30,23 @@ export function enqueueMessages(
   messages: readonly NewMessage[],
 ): Promise<EnqueueResult[]> {
   const calls: Promise<EnqueueResult[]>[] = [];
-  let args: ScriptArg[] = [];
+  // The first argument, the messages' shapes, is written once the call's messages are known.
+  let args: ScriptArg[] = [''];
+  let shapes = '';
   let ids: string[] = [];
   let bytes = 0;
   const send = (): void => {
     if (ids.length === 0) return;
     const sent = ids;
+    args[0] = shapes;
     calls.push(
       scripts.run(SCRIPTS.enqueue, queue, args).then((reply) => {
         const replies = list(reply);
         return sent.map((id, i) => result(id, text(replies[i]) ?? ''));
       }),
     );
-    args = [];
+    args = [''];
+    shapes = '';
     ids = [];
     bytes = 0;
   };
@@ -50,7 +54,7 @@ export function enqueueMessages(
     const metadata = encodeMetadata(m.metadata);
     const size = m.payload.byteLength + 1 + metadata.length + m.id.length + (m.policy?.length ?? 0);
     if (ids.length > 0 && (bytes + size > MAX_CALL_BYTES || ids.length >= MAX_CALL_MESSAGES)) send();
-    pushMessageArgs(args, m, encodeContent(m.payload, m.encoding), metadata);
+    shapes += pushMessageArgs(args, m, encodeContent(m.payload, m.encoding), metadata);
     ids.push(m.id);
     bytes += size;
   }
@@ -67,11 +71,30 @@ export function encodeMetadata(metadata: Metadata): string {
 }
 
 /**
- * Appends the eight script arguments of a message (lib/enqueue.lua) to `args`; a plain message's scheduling
- * is one ''. Pushed in place: a batch's arguments are one array, not one per message spread into it.
+ * Appends a message's script arguments (lib/enqueue.lua) to `args` and returns its shape: 'p', a plain
+ * message, as id and content only (most messages: each argument costs the server and the client), else 'f'
+ * and all eight. Pushed in place: a batch's arguments are one array, not one per message spread into it.
  */
-export function pushMessageArgs(args: ScriptArg[], m: NewMessage, content: string | Buffer, metadata: string): void {
+export function pushMessageArgs(
+  args: ScriptArg[],
+  m: NewMessage,
+  content: string | Buffer,
+  metadata: string,
+): 'p' | 'f' {
   const flags = (m.allowRequeue ? 1 : 0) + (m.replacePayload ? 2 : 0);
+  const policy = m.policy ?? '';
+  const scheduled = m.priority !== 0 || m.group !== null || m.debounceId !== null;
+  if (
+    metadata === '' &&
+    m.filterClass === '' &&
+    m.initialBackoffMs === 0 &&
+    flags === 0 &&
+    policy === '' &&
+    !scheduled
+  ) {
+    args.push(m.id, content);
+    return 'p';
+  }
   args.push(
     m.id,
     content,
@@ -79,11 +102,10 @@ export function pushMessageArgs(args: ScriptArg[], m: NewMessage, content: strin
     m.filterClass,
     m.initialBackoffMs,
     flags,
-    m.policy ?? '',
-    m.priority === 0 && m.group === null && m.debounceId === null
-      ? ''
-      : `${m.priority === 0 ? '' : m.priority}\n${m.group ?? ''}\n${m.debounceId ?? ''}`,
+    policy,
+    scheduled ? `${m.priority === 0 ? '' : m.priority}\n${m.group ?? ''}\n${m.debounceId ?? ''}` : '',
   );
+  return 'f';
 }
 
 export function result(id: string, reply: string): EnqueueResult {

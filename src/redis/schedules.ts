@@ -53,10 +53,13 @@ export async function fireSchedule(
   nextAt: number,
   messages: readonly NewMessage[],
 ): Promise<EnqueueResult[] | null> {
-  const args: ScriptArg[] = [expected.name, stored(expected), nextAt];
+  // The messages' shapes come before their arguments (lib/enqueue.lua).
+  const args: ScriptArg[] = [expected.name, stored(expected), nextAt, ''];
+  let shapes = '';
   for (const m of messages) {
-    pushMessageArgs(args, m, encodeContent(m.payload, m.encoding), encodeMetadata(m.metadata));
+    shapes += pushMessageArgs(args, m, encodeContent(m.payload, m.encoding), encodeMetadata(m.metadata));
   }
+  args[3] = shapes;
   const reply = await scripts.run(SCRIPTS.fireSchedule, queue, args);
   if (reply === null) return null;
   const replies = list(reply);

@@ -2240,7 +2240,7 @@ return reply
       'layout',
     ],
     readOnly: false,
-    sha: '3e49a188fe0833732f4213729e19665c20de21be',
+    sha: '13f785b80914003dfd0583ab52064cee2a6c7687',
     source: `#!lua
 -- The queue's keys are its base (the one key the call passes) and their names.
 local KEY_BASE = KEYS[1]
@@ -2679,11 +2679,25 @@ end
 --       enqueued-at updated-at requeue-content schedule done-at dedupe mid-circle wake policies losses
 --       requeue-locks requeue-schedule pushes priorities lanes groups debounce debounce-of layout
 
--- ARGV per message, from \`first\`: id, content (encoding tag + payload), metadata JSON ('' for none),
--- filter class ('' for none), initial backoff ms, flags (1: allowRequeue, 2: replacePayload),
--- policy JSON ('' for none), scheduling: '' for none, else '<priority>\\n<group>\\n<debounce id>' (each
--- '' for none; a plain message pays one empty argument for all three).
-local ENQUEUE_PER = 8
+-- ARGV from \`first\`: the messages' shapes, one letter each ('p' or 'f'), then each message's arguments in
+-- that order. A plain message ('p': no metadata, filters, backoff, flags, policy or scheduling, most are)
+-- has two: id and content (encoding tag + payload). A full one ('f') has eight: id, content, metadata JSON
+-- ('' for none), filter class ('' for none), initial backoff ms, flags (1: allowRequeue, 2: replacePayload),
+-- policy JSON ('' for none), scheduling: '' for none, else '<priority>\\n<group>\\n<debounce id>' (each ''
+-- for none). Every argument costs the server a parse, an object and a Lua string: a plain message saves six.
+local FULL = string.byte('f')
+
+-- Where each message's arguments start in ARGV, and whether it is a full one (read_shapes).
+local msg_at, msg_full = {}, {}
+local function read_shapes(first)
+  local shapes, at = ARGV[first], first + 1
+  for k = 1, #shapes do
+    local full = string.byte(shapes, k) == FULL
+    msg_at[k], msg_full[k] = at, full
+    at = at + (full and 8 or 2)
+  end
+  if at ~= #ARGV + 1 then error('enqueue: the arguments do not match the shapes ' .. shapes) end
+end
 
 -- A message's priority ('' for 0), group and debounce id ('' for none) from its scheduling argument.
 local function scheduling(ext)
@@ -2697,18 +2711,21 @@ local enqueue_marked = false
 
 -- Checks the layout for the messages from ARGV[first] (before anything is written).
 local function enqueue_check(first)
+  read_shapes(first)
   enqueue_marked = layout_marked()
   -- Each lane's ready list once, however many messages of the batch go there.
   local lanes, seen = {}, {}
   local rare = false
-  for i = first, #ARGV, ENQUEUE_PER do
-    local class, ext = ARGV[i + 3], ARGV[i + 7]
+  for k, i in ipairs(msg_at) do
     local lane = nil
-    if ext ~= '' then
-      rare = true
-      lane = lane_for(class, (scheduling(ext)))
-    elseif class ~= '' then
-      lane = class
+    if msg_full[k] then
+      local class, ext = ARGV[i + 3], ARGV[i + 7]
+      if ext ~= '' then
+        rare = true
+        lane = lane_for(class, (scheduling(ext)))
+      elseif class ~= '' then
+        lane = class
+      end
     end
     if lane and not seen[lane] then
       seen[lane] = true
@@ -2720,9 +2737,9 @@ local function enqueue_check(first)
   if rare then check_rare() end
 end
 
--- Enqueues the messages from ARGV[first] (enqueue_check has run); returns one reply per message and
+-- Enqueues the messages (enqueue_check has read their shapes); returns one reply per message and
 -- whether any message became ready or scheduled (the caller publishes the wake-up after its events).
-local function enqueue(first)
+local function enqueue()
   events_begin()
   local now = now_ms()
   local now_s = num_str(now)
@@ -2815,10 +2832,13 @@ local function enqueue(first)
     redis.call('ZREM', (KEY_BASE .. 'dedupe'), id)
   end
 
-  for i = first, #ARGV, ENQUEUE_PER do
-    local id, content, meta, class = ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3]
-    local backoff, flags, policy = tonumber(ARGV[i + 4]), tonumber(ARGV[i + 5]), ARGV[i + 6]
-    local priority, group, did = scheduling(ARGV[i + 7])
+  for k, i in ipairs(msg_at) do
+    local id, content, meta, class, backoff, flags, policy, ext = ARGV[i], ARGV[i + 1], '', '', 0, 0, '', ''
+    if msg_full[k] then
+      meta, class, backoff, flags = ARGV[i + 2], ARGV[i + 3], tonumber(ARGV[i + 4]), tonumber(ARGV[i + 5])
+      policy, ext = ARGV[i + 6], ARGV[i + 7]
+    end
+    local priority, group, did = scheduling(ext)
     local allow_requeue, replace = flags % 2 == 1, flags >= 2
     local waiting = nil
     if did ~= '' then
@@ -2883,15 +2903,13 @@ end
 -- enqueue: adds a batch of messages (lib/enqueue.lua), or answers for ids that exist.
 --
 -- KEYS: conf
--- ARGV: eight per message: id, content (encoding tag + payload), metadata JSON ('' for none),
---       filter class ('' for none), initial backoff ms, flags (1: allowRequeue, 2: replacePayload),
---       policy JSON ('' for none), scheduling ('' for none, else priority, group and debounce id,
---       each '' for none, joined by newlines)
+-- ARGV: the messages' shapes, then two or eight per message (lib/enqueue.lua: a plain message, or one
+--       with metadata, filters, a backoff, flags, a policy or scheduling)
 -- Reply: one string per message: 'added', 'revived', 'requeued' or 'debounced', else the state that refused it
 -- Include: common events state lanes enqueue
 
 enqueue_check(1)
-local replies, changed = enqueue(1)
+local replies, changed = enqueue()
 if changed then redis.call('PUBLISH', (KEY_BASE .. 'wake'), 'enqueue') end
 return replies
 `,
@@ -4442,7 +4460,7 @@ return replies
       'layout',
     ],
     readOnly: false,
-    sha: 'a5286ec5bedfb06f788d321b3fd39fc77b35f0e9',
+    sha: 'c507a7a2ad51cea278c204c86efc71db66ee30a3',
     source: `#!lua
 -- The queue's keys are its base (the one key the call passes) and their names.
 local KEY_BASE = KEYS[1]
@@ -4881,11 +4899,25 @@ end
 --       enqueued-at updated-at requeue-content schedule done-at dedupe mid-circle wake policies losses
 --       requeue-locks requeue-schedule pushes priorities lanes groups debounce debounce-of layout
 
--- ARGV per message, from \`first\`: id, content (encoding tag + payload), metadata JSON ('' for none),
--- filter class ('' for none), initial backoff ms, flags (1: allowRequeue, 2: replacePayload),
--- policy JSON ('' for none), scheduling: '' for none, else '<priority>\\n<group>\\n<debounce id>' (each
--- '' for none; a plain message pays one empty argument for all three).
-local ENQUEUE_PER = 8
+-- ARGV from \`first\`: the messages' shapes, one letter each ('p' or 'f'), then each message's arguments in
+-- that order. A plain message ('p': no metadata, filters, backoff, flags, policy or scheduling, most are)
+-- has two: id and content (encoding tag + payload). A full one ('f') has eight: id, content, metadata JSON
+-- ('' for none), filter class ('' for none), initial backoff ms, flags (1: allowRequeue, 2: replacePayload),
+-- policy JSON ('' for none), scheduling: '' for none, else '<priority>\\n<group>\\n<debounce id>' (each ''
+-- for none). Every argument costs the server a parse, an object and a Lua string: a plain message saves six.
+local FULL = string.byte('f')
+
+-- Where each message's arguments start in ARGV, and whether it is a full one (read_shapes).
+local msg_at, msg_full = {}, {}
+local function read_shapes(first)
+  local shapes, at = ARGV[first], first + 1
+  for k = 1, #shapes do
+    local full = string.byte(shapes, k) == FULL
+    msg_at[k], msg_full[k] = at, full
+    at = at + (full and 8 or 2)
+  end
+  if at ~= #ARGV + 1 then error('enqueue: the arguments do not match the shapes ' .. shapes) end
+end
 
 -- A message's priority ('' for 0), group and debounce id ('' for none) from its scheduling argument.
 local function scheduling(ext)
@@ -4899,18 +4931,21 @@ local enqueue_marked = false
 
 -- Checks the layout for the messages from ARGV[first] (before anything is written).
 local function enqueue_check(first)
+  read_shapes(first)
   enqueue_marked = layout_marked()
   -- Each lane's ready list once, however many messages of the batch go there.
   local lanes, seen = {}, {}
   local rare = false
-  for i = first, #ARGV, ENQUEUE_PER do
-    local class, ext = ARGV[i + 3], ARGV[i + 7]
+  for k, i in ipairs(msg_at) do
     local lane = nil
-    if ext ~= '' then
-      rare = true
-      lane = lane_for(class, (scheduling(ext)))
-    elseif class ~= '' then
-      lane = class
+    if msg_full[k] then
+      local class, ext = ARGV[i + 3], ARGV[i + 7]
+      if ext ~= '' then
+        rare = true
+        lane = lane_for(class, (scheduling(ext)))
+      elseif class ~= '' then
+        lane = class
+      end
     end
     if lane and not seen[lane] then
       seen[lane] = true
@@ -4922,9 +4957,9 @@ local function enqueue_check(first)
   if rare then check_rare() end
 end
 
--- Enqueues the messages from ARGV[first] (enqueue_check has run); returns one reply per message and
+-- Enqueues the messages (enqueue_check has read their shapes); returns one reply per message and
 -- whether any message became ready or scheduled (the caller publishes the wake-up after its events).
-local function enqueue(first)
+local function enqueue()
   events_begin()
   local now = now_ms()
   local now_s = num_str(now)
@@ -5017,10 +5052,13 @@ local function enqueue(first)
     redis.call('ZREM', (KEY_BASE .. 'dedupe'), id)
   end
 
-  for i = first, #ARGV, ENQUEUE_PER do
-    local id, content, meta, class = ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3]
-    local backoff, flags, policy = tonumber(ARGV[i + 4]), tonumber(ARGV[i + 5]), ARGV[i + 6]
-    local priority, group, did = scheduling(ARGV[i + 7])
+  for k, i in ipairs(msg_at) do
+    local id, content, meta, class, backoff, flags, policy, ext = ARGV[i], ARGV[i + 1], '', '', 0, 0, '', ''
+    if msg_full[k] then
+      meta, class, backoff, flags = ARGV[i + 2], ARGV[i + 3], tonumber(ARGV[i + 4]), tonumber(ARGV[i + 5])
+      policy, ext = ARGV[i + 6], ARGV[i + 7]
+    end
+    local priority, group, did = scheduling(ext)
     local allow_requeue, replace = flags % 2 == 1, flags >= 2
     local waiting = nil
     if did ~= '' then
@@ -5089,8 +5127,8 @@ end
 -- however many processes fire the schedule.
 --
 -- KEYS: schedules
--- ARGV: name, the stored value read ('<next slot ms> <body>'), the new next slot (ms), then eight per
---       message as the enqueue script takes them
+-- ARGV: name, the stored value read ('<next slot ms> <body>'), the new next slot (ms), then the messages as
+--       the enqueue script takes them (their shapes, then their arguments)
 -- Reply: nil when the schedule changed, was removed or was fired by another; else one string per
 --        message as the enqueue script replies
 -- Include: common events state lanes enqueue
@@ -5100,7 +5138,7 @@ local current = redis.call('HGET', (KEY_BASE .. 'schedules'), ARGV[1])
 if current ~= ARGV[2] then return false end
 local space = string.find(current, ' ', 1, true)
 redis.call('HSET', (KEY_BASE .. 'schedules'), ARGV[1], ARGV[3] .. string.sub(current, space))
-local replies, changed = enqueue(4)
+local replies, changed = enqueue()
 if changed then redis.call('PUBLISH', (KEY_BASE .. 'wake'), 'schedule') end
 return replies
 `,

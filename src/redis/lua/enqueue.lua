@@ -2,14 +2,12 @@
 -- enqueue: adds a batch of messages (lib/enqueue.lua), or answers for ids that exist.
 --
 -- KEYS: conf
--- ARGV: eight per message: id, content (encoding tag + payload), metadata JSON ('' for none),
---       filter class ('' for none), initial backoff ms, flags (1: allowRequeue, 2: replacePayload),
---       policy JSON ('' for none), scheduling ('' for none, else priority, group and debounce id,
---       each '' for none, joined by newlines)
+-- ARGV: the messages' shapes, then two or eight per message (lib/enqueue.lua: a plain message, or one
+--       with metadata, filters, a backoff, flags, a policy or scheduling)
 -- Reply: one string per message: 'added', 'revived', 'requeued' or 'debounced', else the state that refused it
 -- Include: common events state lanes enqueue
 
 enqueue_check(1)
-local replies, changed = enqueue(1)
+local replies, changed = enqueue()
 if changed then redis.call('PUBLISH', K.wake, 'enqueue') end
 return replies

@@ -6,8 +6,8 @@
 -- however many processes fire the schedule.
 --
 -- KEYS: schedules
--- ARGV: name, the stored value read ('<next slot ms> <body>'), the new next slot (ms), then eight per
---       message as the enqueue script takes them
+-- ARGV: name, the stored value read ('<next slot ms> <body>'), the new next slot (ms), then the messages as
+--       the enqueue script takes them (their shapes, then their arguments)
 -- Reply: nil when the schedule changed, was removed or was fired by another; else one string per
 --        message as the enqueue script replies
 -- Include: common events state lanes enqueue
@@ -17,6 +17,6 @@ local current = redis.call('HGET', K.schedules, ARGV[1])
 if current ~= ARGV[2] then return false end
 local space = string.find(current, ' ', 1, true)
 redis.call('HSET', K.schedules, ARGV[1], ARGV[3] .. string.sub(current, space))
-local replies, changed = enqueue(4)
+local replies, changed = enqueue()
 if changed then redis.call('PUBLISH', K.wake, 'schedule') end
 return replies

@@ -10,11 +10,25 @@
 --       enqueued-at updated-at requeue-content schedule done-at dedupe mid-circle wake policies losses
 --       requeue-locks requeue-schedule pushes priorities lanes groups debounce debounce-of layout
 
--- ARGV per message, from `first`: id, content (encoding tag + payload), metadata JSON ('' for none),
--- filter class ('' for none), initial backoff ms, flags (1: allowRequeue, 2: replacePayload),
--- policy JSON ('' for none), scheduling: '' for none, else '<priority>\n<group>\n<debounce id>' (each
--- '' for none; a plain message pays one empty argument for all three).
-local ENQUEUE_PER = 8
+-- ARGV from `first`: the messages' shapes, one letter each ('p' or 'f'), then each message's arguments in
+-- that order. A plain message ('p': no metadata, filters, backoff, flags, policy or scheduling, most are)
+-- has two: id and content (encoding tag + payload). A full one ('f') has eight: id, content, metadata JSON
+-- ('' for none), filter class ('' for none), initial backoff ms, flags (1: allowRequeue, 2: replacePayload),
+-- policy JSON ('' for none), scheduling: '' for none, else '<priority>\n<group>\n<debounce id>' (each ''
+-- for none). Every argument costs the server a parse, an object and a Lua string: a plain message saves six.
+local FULL = string.byte('f')
+
+-- Where each message's arguments start in ARGV, and whether it is a full one (read_shapes).
+local msg_at, msg_full = {}, {}
+local function read_shapes(first)
+  local shapes, at = ARGV[first], first + 1
+  for k = 1, #shapes do
+    local full = string.byte(shapes, k) == FULL
+    msg_at[k], msg_full[k] = at, full
+    at = at + (full and 8 or 2)
+  end
+  if at ~= #ARGV + 1 then error('enqueue: the arguments do not match the shapes ' .. shapes) end
+end
 
 -- A message's priority ('' for 0), group and debounce id ('' for none) from its scheduling argument.
 local function scheduling(ext)
@@ -28,18 +42,21 @@ local enqueue_marked = false
 
 -- Checks the layout for the messages from ARGV[first] (before anything is written).
 local function enqueue_check(first)
+  read_shapes(first)
   enqueue_marked = layout_marked()
   -- Each lane's ready list once, however many messages of the batch go there.
   local lanes, seen = {}, {}
   local rare = false
-  for i = first, #ARGV, ENQUEUE_PER do
-    local class, ext = ARGV[i + 3], ARGV[i + 7]
+  for k, i in ipairs(msg_at) do
     local lane = nil
-    if ext ~= '' then
-      rare = true
-      lane = lane_for(class, (scheduling(ext)))
-    elseif class ~= '' then
-      lane = class
+    if msg_full[k] then
+      local class, ext = ARGV[i + 3], ARGV[i + 7]
+      if ext ~= '' then
+        rare = true
+        lane = lane_for(class, (scheduling(ext)))
+      elseif class ~= '' then
+        lane = class
+      end
     end
     if lane and not seen[lane] then
       seen[lane] = true
@@ -51,9 +68,9 @@ local function enqueue_check(first)
   if rare then check_rare() end
 end
 
--- Enqueues the messages from ARGV[first] (enqueue_check has run); returns one reply per message and
+-- Enqueues the messages (enqueue_check has read their shapes); returns one reply per message and
 -- whether any message became ready or scheduled (the caller publishes the wake-up after its events).
-local function enqueue(first)
+local function enqueue()
   events_begin()
   local now = now_ms()
   local now_s = num_str(now)
@@ -146,10 +163,13 @@ local function enqueue(first)
     redis.call('ZREM', K.dedupe, id)
   end
 
-  for i = first, #ARGV, ENQUEUE_PER do
-    local id, content, meta, class = ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3]
-    local backoff, flags, policy = tonumber(ARGV[i + 4]), tonumber(ARGV[i + 5]), ARGV[i + 6]
-    local priority, group, did = scheduling(ARGV[i + 7])
+  for k, i in ipairs(msg_at) do
+    local id, content, meta, class, backoff, flags, policy, ext = ARGV[i], ARGV[i + 1], '', '', 0, 0, '', ''
+    if msg_full[k] then
+      meta, class, backoff, flags = ARGV[i + 2], ARGV[i + 3], tonumber(ARGV[i + 4]), tonumber(ARGV[i + 5])
+      policy, ext = ARGV[i + 6], ARGV[i + 7]
+    end
+    local priority, group, did = scheduling(ext)
     local allow_requeue, replace = flags % 2 == 1, flags >= 2
     local waiting = nil
     if did ~= '' then
