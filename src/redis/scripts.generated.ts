@@ -59,7 +59,7 @@ export const SCRIPTS = {
       'debounce-of',
     ],
     readOnly: false,
-    sha: '73bb120717f816e44a3ab4617021a0fb8fe8fef2',
+    sha: 'e539e5285141516157d666f9e4105c1ff1d84392',
     source: `#!lua flags=allow-oom
 -- The queue's keys are its base (the one key the call passes) and their names.
 local KEY_BASE = KEYS[1]
@@ -948,13 +948,12 @@ end
 -- Redis keeps a small hash or sorted set in one listpack (up to 128 entries by default), where each lookup,
 -- insert and delete scans the whole list. The keys of held messages are its worst case: up to concurrency +
 -- prefetch entries, each written and deleted once per message (a third of a busy worker's server time).
--- Once one holds WIDE_AT entries, an entry too long for a listpack (*-max-listpack-value: 64 bytes by
--- default) is added and removed at once: Redis converts the key, and keeps it converted until it is deleted.
+-- Once WIDE_AT messages are held, an entry too long for a listpack (*-max-listpack-value: 64 bytes by
+-- default) is added to each and removed at once: Redis converts the key, and keeps it so until it is deleted.
 local WIDE_AT = 32
 local TOO_LONG = string.rep('~', 256)
 local function keep_wide(key, sorted)
-  local size = redis.call(sorted and 'ZCARD' or 'HLEN', key)
-  if size < WIDE_AT or redis.call('OBJECT', 'ENCODING', key) ~= 'listpack' then return end
+  if redis.call('OBJECT', 'ENCODING', key) ~= 'listpack' then return end
   if sorted then
     redis.call('ZADD', key, 0, TOO_LONG)
     redis.call('ZREM', key, TOO_LONG)
@@ -1006,9 +1005,12 @@ if n > 0 then
     call_chunked('HSET', (KEY_BASE .. 'locks'), locks)
     call_chunked('HSET', (KEY_BASE .. 'holders'), holders)
     call_chunked('ZADD', (KEY_BASE .. 'lock-expiry'), expiry)
-    keep_wide((KEY_BASE .. 'locks'), false)
-    keep_wide((KEY_BASE .. 'holders'), false)
-    keep_wide((KEY_BASE .. 'lock-expiry'), true)
+    -- The three keys hold an entry per held message each: one count for all.
+    if redis.call('HLEN', (KEY_BASE .. 'locks')) >= WIDE_AT then
+      keep_wide((KEY_BASE .. 'locks'), false)
+      keep_wide((KEY_BASE .. 'holders'), false)
+      keep_wide((KEY_BASE .. 'lock-expiry'), true)
+    end
   end
 end
 

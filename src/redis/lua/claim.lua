@@ -181,13 +181,12 @@ end
 -- Redis keeps a small hash or sorted set in one listpack (up to 128 entries by default), where each lookup,
 -- insert and delete scans the whole list. The keys of held messages are its worst case: up to concurrency +
 -- prefetch entries, each written and deleted once per message (a third of a busy worker's server time).
--- Once one holds WIDE_AT entries, an entry too long for a listpack (*-max-listpack-value: 64 bytes by
--- default) is added and removed at once: Redis converts the key, and keeps it converted until it is deleted.
+-- Once WIDE_AT messages are held, an entry too long for a listpack (*-max-listpack-value: 64 bytes by
+-- default) is added to each and removed at once: Redis converts the key, and keeps it so until it is deleted.
 local WIDE_AT = 32
 local TOO_LONG = string.rep('~', 256)
 local function keep_wide(key, sorted)
-  local size = redis.call(sorted and 'ZCARD' or 'HLEN', key)
-  if size < WIDE_AT or redis.call('OBJECT', 'ENCODING', key) ~= 'listpack' then return end
+  if redis.call('OBJECT', 'ENCODING', key) ~= 'listpack' then return end
   if sorted then
     redis.call('ZADD', key, 0, TOO_LONG)
     redis.call('ZREM', key, TOO_LONG)
@@ -239,9 +238,12 @@ if n > 0 then
     call_chunked('HSET', K.locks, locks)
     call_chunked('HSET', K.holders, holders)
     call_chunked('ZADD', K.lock_expiry, expiry)
-    keep_wide(K.locks, false)
-    keep_wide(K.holders, false)
-    keep_wide(K.lock_expiry, true)
+    -- The three keys hold an entry per held message each: one count for all.
+    if redis.call('HLEN', K.locks) >= WIDE_AT then
+      keep_wide(K.locks, false)
+      keep_wide(K.holders, false)
+      keep_wide(K.lock_expiry, true)
+    end
   end
 end
 
