@@ -79,6 +79,16 @@ function one(url: string, ...args: string[]): string {
   return cli(url, ...args)[0] ?? '';
 }
 
+/** A claim of up to `max` messages by consumer `c`, every filter class accepted, each locked for a minute. */
+function claimUpTo(client: Client, q: string, max: number) {
+  return storeOf(client).claim(q, { consumerId: 'c', max, lockMs: 60_000, accepts: null, eoqBackoffMs: () => 1000 });
+}
+
+/** Plain successes (no backoff, no error) of the first attempt, as a worker finishes them. */
+function successes(ids: readonly string[]): Finish[] {
+  return ids.map((id) => ({ id, attempt: 1, outcome: 'success', backoffMs: 0, error: null, startedAt: 1 }));
+}
+
 function redisNow(url: string): number {
   const [seconds, micros] = cli(url, 'TIME').map(Number);
   return (seconds ?? 0) * 1000 + Math.floor((micros ?? 0) / 1000);
@@ -414,13 +424,7 @@ void describe('redis store', () => {
       results.map((r) => (r.ok ? r.action : r.state)),
       ['added', 'added', 'added', 'added', 'added', 'added', 'queued'],
     );
-    const claimed = await storeOf(client).claim(q, {
-      consumerId: 'c',
-      max: 10,
-      lockMs: 60_000,
-      accepts: null,
-      eoqBackoffMs: () => 1000,
-    });
+    const claimed = await claimUpTo(client, q, 10);
     assert.deepEqual(
       claimed.messages.map((m) => m.id),
       ['p1', 'meta', 'p2', 'tried', 'p3'],
@@ -444,16 +448,7 @@ void describe('redis store', () => {
       q,
       Array.from({ length: 60 }, (_, i) => ({ payload: i, id: `w${String(i).padStart(2, '0')}` })),
     );
-    const claim = async (max: number): Promise<string[]> =>
-      (
-        await storeOf(client).claim(q, {
-          consumerId: 'c',
-          max,
-          lockMs: 60_000,
-          accepts: null,
-          eoqBackoffMs: () => 1000,
-        })
-      ).messages.map((m) => m.id);
+    const claim = async (max: number): Promise<string[]> => (await claimUpTo(client, q, max)).messages.map((m) => m.id);
     const encodings = (): string[] =>
       ['locks', 'holders', 'lock-expiry'].map((k) => one(base, 'OBJECT', 'ENCODING', key(k)));
 
@@ -468,20 +463,35 @@ void describe('redis store', () => {
     assert.deepEqual(cli(base, 'HKEYS', key('holders')).sort(), sorted);
     assert.deepEqual(cli(base, 'ZRANGE', key('lock-expiry'), '0', '-1').sort(), sorted);
 
-    const finishes = held.map((id) => ({
-      id,
-      attempt: 1,
-      outcome: 'success' as const,
-      backoffMs: 0,
-      error: null,
-      startedAt: 1,
-    }));
     assert.deepEqual(
-      await storeOf(client).finish(q, 'c', finishes),
+      await storeOf(client).finish(q, 'c', successes(held)),
       held.map(() => 'ok'),
     );
     for (const name of ['locks', 'holders', 'lock-expiry']) assert.equal(one(base, 'EXISTS', key(name)), '0', name);
     assert.equal((await client.queueStatus(q)).counts['done-awaiting-gc'], 45);
+  });
+
+  void test('an ACL user without OBJECT claims and finishes as before, the keys of held messages left as listpacks', async () => {
+    const prefix = uniquePrefix('no-object');
+    const user = `kvmq-no-object-${process.pid}-${randomBytes(3).toString('hex')}`;
+    cli(base, 'ACL', 'SETUSER', user, 'on', '>pw', '~*', '&*', '+@all', '-object');
+    try {
+      const { host } = new URL(base);
+      const client = await open(`redis://${user}:pw@${host}?prefix=${prefix}`);
+      const q = 'no-object';
+      await client.enqueueBatch(
+        q,
+        Array.from({ length: 40 }, (_, i) => ({ payload: i, id: `n${i}` })),
+      );
+      const claimed = await claimUpTo(client, q, 40);
+      assert.equal(claimed.messages.length, 40);
+      assert.equal(one(base, 'OBJECT', 'ENCODING', `${prefix}:{${q}}:locks`), 'listpack');
+      const finished = await storeOf(client).finish(q, 'c', successes(claimed.messages.map((m) => m.id)));
+      assert.ok(finished.every((r) => r === 'ok'));
+      assert.equal((await client.queueStatus(q)).counts['done-awaiting-gc'], 40);
+    } finally {
+      cli(base, 'ACL', 'DELUSER', user);
+    }
   });
 
   void test('Redis out of memory: enqueue fails whole with a clear error; workers still drain, GC frees room', async () => {
