@@ -10,6 +10,7 @@ import { openEtcdStore, type EtcdStore } from '../src/etcd/store.js';
 import { idxAt } from '../src/etcd/keys.js';
 import { headHintKey } from '../src/etcd/ordered-walk.js';
 import { closedAfterAll, isolatedUrl } from './fixtures/etcd-support.js';
+import { listAll } from './support/list-pages.js';
 
 const opened = closedAfterAll();
 
@@ -36,15 +37,8 @@ async function setup(): Promise<{ s: EtcdStore; c: Client; q: string; ids: strin
 }
 
 /** Every queued id, page by page. */
-async function listAll(c: Client, q: string, limit: number): Promise<string[]> {
-  const seen: string[] = [];
-  let cursor: string | undefined;
-  for (;;) {
-    const page = await c.list(q, { state: 'queued', limit, ...(cursor === undefined ? {} : { cursor }) });
-    seen.push(...page.messages.map((m) => m.id));
-    if (page.cursor === null) return seen;
-    cursor = page.cursor;
-  }
+async function queuedIds(c: Client, q: string, limit: number): Promise<string[]> {
+  return (await listAll(c, q, { state: 'queued', limit })).map((m) => m.id);
 }
 
 async function setHint(s: EtcdStore, q: string, value: string): Promise<void> {
@@ -62,30 +56,30 @@ void describe('etcd ordered walk', () => {
   void test('pages come whole and in order, without a hint and after the hint it leaves', async () => {
     const { s, c, q, ids } = await setup();
     assert.equal(await hint(s, q), undefined);
-    assert.deepEqual(await listAll(c, q, 7), ids);
+    assert.deepEqual(await queuedIds(c, q, 7), ids);
     const left = await hint(s, q);
     assert.ok(left?.endsWith('/g0-00'), `the hint is the head: ${left}`);
-    assert.deepEqual(await listAll(c, q, 5), ids);
-    assert.deepEqual(await listAll(c, q, 100), ids);
+    assert.deepEqual(await queuedIds(c, q, 5), ids);
+    assert.deepEqual(await queuedIds(c, q, 100), ids);
   });
 
   void test('a hint older than the queue costs empty windows only; a newer one misses nothing', async () => {
     const { s, c, q, ids } = await setup();
     await setHint(s, q, s.keys(q).prefix + idxAt(Date.now() - 3600_000));
-    assert.deepEqual(await listAll(c, q, 7), ids);
+    assert.deepEqual(await queuedIds(c, q, 7), ids);
     // Newer than every key but the last group's: the older ones are read first, from their own range.
     const page = await c.list(q, { state: 'queued', limit: 100 });
     assert.equal(page.messages.length, ids.length);
     await setHint(s, q, s.keys(q).prefix + idxAt(Date.now() - 10));
-    assert.deepEqual(await listAll(c, q, 9), ids);
+    assert.deepEqual(await queuedIds(c, q, 9), ids);
     assert.ok((await hint(s, q))?.endsWith('/g0-00'), 'the hint went back to the head');
   });
 
   void test('finished messages leave the head: the walk finds the next one', async () => {
     const { c, q, ids } = await setup();
-    assert.deepEqual(await listAll(c, q, 50), ids);
+    assert.deepEqual(await queuedIds(c, q, 50), ids);
     for (const id of ids.slice(0, 20)) await c.remove(q, id);
-    assert.deepEqual(await listAll(c, q, 6), ids.slice(20));
+    assert.deepEqual(await queuedIds(c, q, 6), ids.slice(20));
     const first = (await c.list(q, { state: 'queued', limit: 1 })).messages[0]?.id;
     assert.equal(first, ids[20]);
   });

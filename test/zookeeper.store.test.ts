@@ -16,6 +16,7 @@ import { freshStoreUrl, hostsOf, PlainClient, serverUrl, uniqueDir } from './fix
 import { isZkError, ZkCode, ZkSession } from '../src/zookeeper/client.js';
 import { storeOf } from '../src/client-store.js';
 import { slowLink, type SlowLink } from './support/slow-link.js';
+import { listAll } from './support/list-pages.js';
 
 const run = promisify(execFile);
 const server = serverUrl();
@@ -387,14 +388,7 @@ describe('zookeeper: counts from the index sub-trees', () => {
 
 describe('zookeeper: a queued listing reads buckets as far as its page needs', () => {
   async function queuedIds(client: Client, q: string): Promise<string[]> {
-    const ids: string[] = [];
-    let cursor: string | undefined;
-    do {
-      const page = await client.list(q, { state: 'queued', limit: 1, ...(cursor === undefined ? {} : { cursor }) });
-      ids.push(...page.messages.map((m) => m.id));
-      cursor = page.cursor ?? undefined;
-    } while (cursor !== undefined);
-    return ids;
+    return (await listAll(client, q, { state: 'queued', limit: 1 })).map((m) => m.id);
   }
 
   test('ready messages behind a full bucket held back are listed in order, again from remembered bounds', async () => {
@@ -458,13 +452,7 @@ describe('zookeeper: indexes under concurrency', () => {
     const counts = (await b.queueStatus(q)).counts;
     assert.deepEqual(Object.fromEntries(Object.entries(counts).filter(([, c]) => c > 0)), tally);
     // Paged in sevens, each failed message comes once.
-    const listed: string[] = [];
-    let cursor: string | undefined;
-    do {
-      const page = await b.list(q, { state: 'failed', limit: 7, ...(cursor === undefined ? {} : { cursor }) });
-      listed.push(...page.messages.map((m) => m.id));
-      cursor = page.cursor ?? undefined;
-    } while (cursor !== undefined);
+    const listed = (await listAll(b, q, { state: 'failed', limit: 7 })).map((m) => m.id);
     assert.deepEqual(listed.sort(), ids.filter((_, i) => i % 3 === 0).sort());
     assert.equal(await b.retryFailed(q).then((r) => r.retried), 40);
   });
