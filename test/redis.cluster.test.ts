@@ -15,6 +15,7 @@ import { startCluster, type RedisCluster } from '../scripts/servers/redis.mjs';
 import { conformance } from './conformance/index.js';
 import { waitFor } from './support/wait.js';
 import { storeOf } from '../src/client-store.js';
+import { LIBRARY } from '../src/redis/scripts.generated.js';
 
 const dir = mkdtempSync(join(tmpdir(), 'kvmq-redis-cluster-'));
 let cluster: RedisCluster | null = null;
@@ -69,6 +70,15 @@ void test('redis cluster: the queues of one namespace live on different nodes, e
     }
     assert.ok(holders.size >= 2, `12 queues all on ${holders.size} node`);
     for (const q of queues) assert.equal((await client.status(q, 'm'))?.state, 'queued');
+    // Each node runs the queues it owns by the library's functions: every master has it.
+    for (const node of cluster?.nodes ?? []) {
+      const role = spawnSync('redis-cli', ['-p', String(node.port), 'ROLE'], { encoding: 'utf8' }).stdout;
+      if (!role.startsWith('master')) continue;
+      const list = spawnSync('redis-cli', ['-p', String(node.port), 'FUNCTION', 'LIST', 'LIBRARYNAME', LIBRARY.name], {
+        encoding: 'utf8',
+      }).stdout;
+      assert.match(list, new RegExp(LIBRARY.name), `node ${node.port} has no ${LIBRARY.name}`);
+    }
   } finally {
     await client.close();
   }

@@ -9,7 +9,7 @@ import { createHash } from 'node:crypto';
 import { test } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import { KEY_NAMES } from '../src/redis/keys.js';
-import { SCRIPTS, type LuaScript } from '../src/redis/scripts.generated.js';
+import { LIBRARY, SCRIPTS, type LuaScript } from '../src/redis/scripts.generated.js';
 
 const ROOT = fileURLToPath(new URL('..', import.meta.url));
 
@@ -26,6 +26,13 @@ void test('every script names known keys, carries its SHA1 and opens with a Redi
     assert.equal(createHash('sha1').update(script.source).digest('hex'), script.sha, script.name);
     assert.match(script.source, /^#!lua( flags=(no-writes|allow-oom))?\n/, script.name);
     assert.equal(script.readOnly, script.source.startsWith('#!lua flags=no-writes'), script.name);
+  }
+  // One library holds them all, named by its content: FCALL names each script's function in it.
+  assert.match(LIBRARY.name, /^kvmq_[0-9a-f]{12}$/);
+  assert.ok(LIBRARY.source.startsWith(`#!lua name=${LIBRARY.name}\n`));
+  for (const script of scripts) {
+    assert.equal(script.fn, `${LIBRARY.name}_${script.name.replace(/-/g, '_')}`);
+    assert.ok(LIBRARY.source.includes(`function_name = '${script.fn}'`), script.name);
   }
   // Scripts that add data must be refused whole when Redis is out of memory.
   for (const name of ['enqueue', 'configure'] as const) {

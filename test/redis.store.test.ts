@@ -212,7 +212,7 @@ void describe('redis store', () => {
     cli(server.url, 'CONFIG', 'RESETSTAT');
     const results = await Promise.all(Array.from({ length: 64 }, (_, i) => client.enqueue(q, { i })));
     assert.ok(results.every((r) => r.ok));
-    assert.equal(evalshaCalls(server), 64 / ENQUEUE_CALL_MESSAGES, 'EVALSHAs for 64 enqueues of one tick');
+    assert.equal(scriptCalls(server).fcall, 64 / ENQUEUE_CALL_MESSAGES, 'FCALLs for 64 enqueues of one tick');
 
     cli(server.url, 'CONFIG', 'RESETSTAT');
     let handled = 0;
@@ -220,37 +220,34 @@ void describe('redis store', () => {
     await waitFor(() => handled === 65, { what: '65 messages handled' });
     await worker.stop();
     // Start-up (config, registration, GC) plus a few claims and finish batches: far fewer than one per message.
-    const calls = evalshaCalls(server);
+    const calls = scriptCalls(server).fcall;
     assert.ok(calls < 20, `${calls} script calls for 65 messages`);
   });
 
-  void test('a server that lost its scripts (SCRIPT FLUSH) answers the next calls through EVAL', async () => {
+  void test('a server that lost its functions (FUNCTION FLUSH) is given the library again by the next call', async () => {
     const server = await dedicated();
     const client = await open(`${server.url}?prefix=flushed`);
     const q = 'flushed';
     await client.enqueue(q, 'warm-up', { id: 'warm-up' });
+    cli(server.url, 'FUNCTION', 'FLUSH');
+    cli(server.url, 'CONFIG', 'RESETSTAT');
+    await sendBothKinds(client, q);
+    assert.deepEqual(scriptCalls(server), { fcall: 2, evalsha: 0, eval: 0 }, 'not found, loaded, then the call again');
+    await handleThree(client, q);
+  });
+
+  void test('an ACL user without FCALL: calls go by EVALSHA, and after SCRIPT FLUSH through EVAL', async () => {
+    const server = await dedicated();
+    const { host } = new URL(server.url);
+    cli(server.url, 'ACL', 'SETUSER', 'no-functions', 'on', '>pw', '~*', '&*', '+@all', '-fcall', '-function');
+    const client = await open(`redis://no-functions:pw@${host}?prefix=scripted`);
+    const q = 'scripted';
+    await client.enqueue(q, 'warm-up', { id: 'warm-up' });
     cli(server.url, 'SCRIPT', 'FLUSH');
     cli(server.url, 'CONFIG', 'RESETSTAT');
-    // One JSON and one bytes message in one call: the call carries both strings and Buffers.
-    const [json, bytes] = await Promise.all([
-      client.enqueue(q, { n: 1 }, { id: 'json', priority: 5 }),
-      client.enqueue(q, Buffer.from([0, 255, 10]), { id: 'bytes', initialBackoffMs: 0 }),
-    ]);
-    assert.deepEqual(
-      [json, bytes],
-      [
-        { ok: true, id: 'json', action: 'added' },
-        { ok: true, id: 'bytes', action: 'added' },
-      ],
-    );
-    assert.deepEqual(scriptCalls(server), { evalsha: 1, eval: 1 }, 'NOSCRIPT, then the same call by EVAL');
-    const seen = new Map<string, unknown>();
-    const worker = client.worker(q, (job) => void seen.set(job.id, job.payload), { concurrency: 4 });
-    await waitFor(() => seen.size === 3, { what: 'three messages handled' });
-    await worker.stop();
-    assert.deepEqual(seen.get('json'), { n: 1 });
-    assert.deepEqual(seen.get('bytes'), Buffer.from([0, 255, 10]));
-    assert.equal((await client.status(q, 'bytes'))?.state, 'done-awaiting-gc', 'its finish went through too');
+    await sendBothKinds(client, q);
+    assert.deepEqual(scriptCalls(server), { fcall: 0, evalsha: 1, eval: 1 }, 'NOSCRIPT, then the same call by EVAL');
+    await handleThree(client, q);
   });
 
   void test('Redis killed and restarted from its AOF mid-run: every accepted message is handled', async () => {
@@ -527,9 +524,11 @@ void describe('redis store', () => {
     for (const id of [`m${accepted.length}`, 'x1', 'x2']) assert.equal(await client.status(q, id), null, id);
     assert.equal((await client.queueStatus(q)).total, accepted.length);
 
-    // Claims, finishes and GC still run, and free the memory.
+    // Claims, finishes and GC still run, and free the memory: from a client that connects now too, which
+    // cannot load the library of functions (FUNCTION LOAD needs memory) and runs its scripts by EVALSHA.
+    const late = await open(`${server.url}?prefix=oom`);
     const handled = new Set<string>();
-    const worker = client.worker(q, (job) => void handled.add(job.id), { concurrency: 8, eoqBackoffMs: 50 });
+    const worker = late.worker(q, (job) => void handled.add(job.id), { concurrency: 8, eoqBackoffMs: 50 });
     await waitFor(() => handled.size === accepted.length, { what: 'the accepted messages to be handled' });
     await worker.stop();
     // The worker's own GC may have removed the first ones already.
@@ -1349,19 +1348,40 @@ void describe('redis store: queue events, turns and the queue registry', () => {
   });
 });
 
-function evalshaCalls(server: RedisServer): number {
-  const stats = cli(server.url, 'INFO', 'commandstats').join('\n');
-  return Number(/^cmdstat_evalsha:calls=(\d+)/m.exec(stats)?.[1] ?? 0);
-}
-
-/** EVALSHA and EVAL commands the server received (refused ones too) since its stats were reset. */
-function scriptCalls(server: RedisServer): { evalsha: number; eval: number } {
+/** FCALL, EVALSHA and EVAL commands the server received (failed and refused ones too) since its stats were reset. */
+function scriptCalls(server: RedisServer): { fcall: number; evalsha: number; eval: number } {
   const stats = cli(server.url, 'INFO', 'commandstats').join('\n');
   const count = (name: string): number => {
     const line = new RegExp(`^cmdstat_${name}:calls=(\\d+).*rejected_calls=(\\d+)`, 'm').exec(stats);
     return Number(line?.[1] ?? 0) + Number(line?.[2] ?? 0);
   };
-  return { evalsha: count('evalsha'), eval: count('eval') };
+  return { fcall: count('fcall'), evalsha: count('evalsha'), eval: count('eval') };
+}
+
+/** One JSON and one bytes message in one call: the call carries both strings and Buffers. */
+async function sendBothKinds(client: Client, q: string): Promise<void> {
+  const [json, bytes] = await Promise.all([
+    client.enqueue(q, { n: 1 }, { id: 'json', priority: 5 }),
+    client.enqueue(q, Buffer.from([0, 255, 10]), { id: 'bytes', initialBackoffMs: 0 }),
+  ]);
+  assert.deepEqual(
+    [json, bytes],
+    [
+      { ok: true, id: 'json', action: 'added' },
+      { ok: true, id: 'bytes', action: 'added' },
+    ],
+  );
+}
+
+/** A worker handles the three messages of sendBothKinds and its warm-up, and their finishes are stored. */
+async function handleThree(client: Client, q: string): Promise<void> {
+  const seen = new Map<string, unknown>();
+  const worker = client.worker(q, (job) => void seen.set(job.id, job.payload), { concurrency: 4 });
+  await waitFor(() => seen.size === 3, { what: 'three messages handled' });
+  await worker.stop();
+  assert.deepEqual(seen.get('json'), { n: 1 });
+  assert.deepEqual(seen.get('bytes'), Buffer.from([0, 255, 10]));
+  assert.equal((await client.status(q, 'bytes'))?.state, 'done-awaiting-gc', 'its finish went through too');
 }
 
 /**

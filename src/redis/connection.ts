@@ -179,7 +179,7 @@ export function translate(error: unknown, where: string): Error {
   if (/NOPERM|NOAUTH/.test(message)) {
     return new StoreUrlError(
       `Redis at ${where} refused a command to the store URL's user (${firstLine(message)}); ` +
-        "grant it the queue's keys, EVALSHA, SCRIPT, PUBLISH, SUBSCRIBE and INFO",
+        "grant it the queue's keys, FCALL and FUNCTION (or EVALSHA and SCRIPT), PUBLISH, SUBSCRIBE and INFO",
     );
   }
   if (
@@ -196,5 +196,6 @@ export function translate(error: unknown, where: string): Error {
 }
 
 function firstLine(message: string): string {
-  return message.split('\n')[0]?.replace(/ script: [0-9a-f]{40}.*$/, '') ?? message;
+  // A script's error ends with ' script: <sha1>, on @user_script:<line>.', a function's with its name.
+  return message.split('\n')[0]?.replace(/ script: (?:[0-9a-f]{40}|kvmq_\w+).*$/, '') ?? message;
 }

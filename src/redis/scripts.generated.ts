@@ -9,6 +9,8 @@ export interface LuaScript {
   readonly readOnly: boolean;
   /** SHA1 of the source, as EVALSHA names it. */
   readonly sha: string;
+  /** Its function in LIBRARY, as FCALL names it. */
+  readonly fn: string;
   readonly source: string;
 }
 
@@ -59,7 +61,8 @@ export const SCRIPTS = {
       'debounce-of',
     ],
     readOnly: false,
-    sha: '33347edbbf995574cd3ba3f04bfa18ccd9c0b69e',
+    sha: '4bc70ecddc1b9cea489d0b25bc8e252cb16357bc',
+    fn: 'kvmq_34782f84963d_claim',
     source: `#!lua flags=allow-oom
 -- The queue's keys are its base (the one key the call passes) and their names.
 local KEY_BASE = KEYS[1]
@@ -214,6 +217,10 @@ local RARE, RARE_NAMES = {}, {}
 local rare_checked = false
 -- Keys a helper checks itself, only when it is about to use them (lib/events.lua: with events on).
 local CHECKED_BY_HELPER = {}
+-- What a call starts from (only a library's functions need it: a script starts fresh each call).
+local function reset_common()
+  RARE, RARE_NAMES, rare_checked = {}, {}, false
+end
 
 -- \`rare\` (optional) names keys left to check_rare, so a hot path pays no TYPE call for them. \`read_first\`
 -- (optional) names keys the script reads, with a command that refuses another type, before it writes
@@ -368,6 +375,9 @@ CHECKED_BY_HELPER.events_seq = true
 
 -- on: nil until events_begin, then whether this queue writes events.
 local EV = { on = nil, max = DEFAULT_EVENTS_MAX_COUNT, lines = {} }
+local function reset_events()
+  EV.on, EV.max, EV.lines = nil, DEFAULT_EVENTS_MAX_COUNT, {}
+end
 
 -- The conf fields events_begin takes, for a script that reads them with others of its own.
 local EVENTS_CONF = { 'events', 'events_max_count' }
@@ -562,6 +572,9 @@ local FORGET_ZSETS = { 'schedule', 'lock_expiry', 'requeue_locks', 'requeue_sche
 
 -- Whether the queue has a debounce index at all (read once per script), so plain queues pay nothing.
 local has_debounce = nil
+local function reset_forget()
+  has_debounce = nil
+end
 
 -- With \`w\`, the removals are queued there (many ids in one command per key); else made now.
 local function forget(id, w)
@@ -1109,7 +1122,8 @@ return reply
       'layout',
     ],
     readOnly: false,
-    sha: '0242f862191d96b08451079eef9cd7d24fe5e076',
+    sha: '7d121e3f662c7998475418e057889ceef09de236',
+    fn: 'kvmq_34782f84963d_clear',
     source: `#!lua flags=allow-oom
 -- The queue's keys are its base (the one key the call passes) and their names.
 local KEY_BASE = KEYS[1]
@@ -1264,6 +1278,10 @@ local RARE, RARE_NAMES = {}, {}
 local rare_checked = false
 -- Keys a helper checks itself, only when it is about to use them (lib/events.lua: with events on).
 local CHECKED_BY_HELPER = {}
+-- What a call starts from (only a library's functions need it: a script starts fresh each call).
+local function reset_common()
+  RARE, RARE_NAMES, rare_checked = {}, {}, false
+end
 
 -- \`rare\` (optional) names keys left to check_rare, so a hot path pays no TYPE call for them. \`read_first\`
 -- (optional) names keys the script reads, with a command that refuses another type, before it writes
@@ -1436,7 +1454,8 @@ return 1
       'parked',
     ],
     readOnly: false,
-    sha: 'f4e0a54b172b55a884eab7db663dee7c42e0ab81',
+    sha: 'c70047fadc68d864e01b676c6505eb6cf54e6df3',
+    fn: 'kvmq_34782f84963d_configure',
     source: `#!lua
 -- The queue's keys are its base (the one key the call passes) and their names.
 local KEY_BASE = KEYS[1]
@@ -1591,6 +1610,10 @@ local RARE, RARE_NAMES = {}, {}
 local rare_checked = false
 -- Keys a helper checks itself, only when it is about to use them (lib/events.lua: with events on).
 local CHECKED_BY_HELPER = {}
+-- What a call starts from (only a library's functions need it: a script starts fresh each call).
+local function reset_common()
+  RARE, RARE_NAMES, rare_checked = {}, {}, false
+end
 
 -- \`rare\` (optional) names keys left to check_rare, so a hot path pays no TYPE call for them. \`read_first\`
 -- (optional) names keys the script reads, with a command that refuses another type, before it writes
@@ -1881,7 +1904,8 @@ return 1
     name: 'consumers',
     keys: ['consumers', 'holders', 'locks'],
     readOnly: true,
-    sha: '8315722c2b93846173dd576b41f348f27bb7afc0',
+    sha: '1abb32c92155f72f77f2e49d199e00fdeffa345e',
+    fn: 'kvmq_34782f84963d_consumers',
     source: `#!lua flags=no-writes
 -- The queue's keys are its base (the one key the call passes) and their names.
 local KEY_BASE = KEYS[1]
@@ -2036,6 +2060,10 @@ local RARE, RARE_NAMES = {}, {}
 local rare_checked = false
 -- Keys a helper checks itself, only when it is about to use them (lib/events.lua: with events on).
 local CHECKED_BY_HELPER = {}
+-- What a call starts from (only a library's functions need it: a script starts fresh each call).
+local function reset_common()
+  RARE, RARE_NAMES, rare_checked = {}, {}, false
+end
 
 -- \`rare\` (optional) names keys left to check_rare, so a hot path pays no TYPE call for them. \`read_first\`
 -- (optional) names keys the script reads, with a command that refuses another type, before it writes
@@ -2243,7 +2271,8 @@ return reply
       'layout',
     ],
     readOnly: false,
-    sha: '13f785b80914003dfd0583ab52064cee2a6c7687',
+    sha: '0de57668d0f0e6e8dd5f68962ebb4307b8d29f38',
+    fn: 'kvmq_34782f84963d_enqueue',
     source: `#!lua
 -- The queue's keys are its base (the one key the call passes) and their names.
 local KEY_BASE = KEYS[1]
@@ -2398,6 +2427,10 @@ local RARE, RARE_NAMES = {}, {}
 local rare_checked = false
 -- Keys a helper checks itself, only when it is about to use them (lib/events.lua: with events on).
 local CHECKED_BY_HELPER = {}
+-- What a call starts from (only a library's functions need it: a script starts fresh each call).
+local function reset_common()
+  RARE, RARE_NAMES, rare_checked = {}, {}, false
+end
 
 -- \`rare\` (optional) names keys left to check_rare, so a hot path pays no TYPE call for them. \`read_first\`
 -- (optional) names keys the script reads, with a command that refuses another type, before it writes
@@ -2552,6 +2585,9 @@ CHECKED_BY_HELPER.events_seq = true
 
 -- on: nil until events_begin, then whether this queue writes events.
 local EV = { on = nil, max = DEFAULT_EVENTS_MAX_COUNT, lines = {} }
+local function reset_events()
+  EV.on, EV.max, EV.lines = nil, DEFAULT_EVENTS_MAX_COUNT, {}
+end
 
 -- The conf fields events_begin takes, for a script that reads them with others of its own.
 local EVENTS_CONF = { 'events', 'events_max_count' }
@@ -2688,7 +2724,7 @@ end
 -- ('' for none), filter class ('' for none), initial backoff ms, flags (1: allowRequeue, 2: replacePayload),
 -- policy JSON ('' for none), scheduling: '' for none, else '<priority>\\n<group>\\n<debounce id>' (each ''
 -- for none). Every argument costs the server a parse, an object and a Lua string: a plain message saves six.
-local FULL = string.byte('f')
+local FULL = 102 -- 'f'
 
 -- Where each message's arguments start in ARGV, and whether it is a full one (read_shapes).
 local msg_at, msg_full = {}, {}
@@ -2711,6 +2747,9 @@ end
 
 -- Whether the queue carried the layout mark when enqueue_check ran (enqueue marks it when not).
 local enqueue_marked = false
+local function reset_enqueue()
+  msg_at, msg_full, enqueue_marked = {}, {}, false
+end
 
 -- Checks the layout for the messages from ARGV[first] (before anything is written).
 local function enqueue_check(first)
@@ -2921,7 +2960,8 @@ return replies
     name: 'events-trim',
     keys: ['events', 'events-seq'],
     readOnly: false,
-    sha: '9875e21031e23e97bb2859dca7d0c55e1047f948',
+    sha: '352b7454bf0e8c508e31147b9a482f9ed14f65ba',
+    fn: 'kvmq_34782f84963d_events_trim',
     source: `#!lua flags=allow-oom
 -- The queue's keys are its base (the one key the call passes) and their names.
 local KEY_BASE = KEYS[1]
@@ -3076,6 +3116,10 @@ local RARE, RARE_NAMES = {}, {}
 local rare_checked = false
 -- Keys a helper checks itself, only when it is about to use them (lib/events.lua: with events on).
 local CHECKED_BY_HELPER = {}
+-- What a call starts from (only a library's functions need it: a script starts fresh each call).
+local function reset_common()
+  RARE, RARE_NAMES, rare_checked = {}, {}, false
+end
 
 -- \`rare\` (optional) names keys left to check_rare, so a hot path pays no TYPE call for them. \`read_first\`
 -- (optional) names keys the script reads, with a command that refuses another type, before it writes
@@ -3244,7 +3288,8 @@ return redis.call('XTRIM', (KEY_BASE .. 'events'), 'MINID', string.format('%d', 
     name: 'extend',
     keys: ['locks', 'holders', 'nattempts', 'lock-expiry', 'requeue', 'requeue-locks'],
     readOnly: false,
-    sha: '6046b109ef36db93551d9bfb5170306759eb9af8',
+    sha: '6dfeae93b58295066bb8dbd08c4c95cb9a62b826',
+    fn: 'kvmq_34782f84963d_extend',
     source: `#!lua flags=allow-oom
 -- The queue's keys are its base (the one key the call passes) and their names.
 local KEY_BASE = KEYS[1]
@@ -3399,6 +3444,10 @@ local RARE, RARE_NAMES = {}, {}
 local rare_checked = false
 -- Keys a helper checks itself, only when it is about to use them (lib/events.lua: with events on).
 local CHECKED_BY_HELPER = {}
+-- What a call starts from (only a library's functions need it: a script starts fresh each call).
+local function reset_common()
+  RARE, RARE_NAMES, rare_checked = {}, {}, false
+end
 
 -- \`rare\` (optional) names keys left to check_rare, so a hot path pays no TYPE call for them. \`read_first\`
 -- (optional) names keys the script reads, with a command that refuses another type, before it writes
@@ -3600,7 +3649,8 @@ return lost
       'debounce-of',
     ],
     readOnly: false,
-    sha: '37646bdae863f188df50262b7b6dcbb191faf121',
+    sha: '1b18f1deb43900e3820a52d4ecabbf4895254477',
+    fn: 'kvmq_34782f84963d_finish',
     source: `#!lua flags=allow-oom
 -- The queue's keys are its base (the one key the call passes) and their names.
 local KEY_BASE = KEYS[1]
@@ -3755,6 +3805,10 @@ local RARE, RARE_NAMES = {}, {}
 local rare_checked = false
 -- Keys a helper checks itself, only when it is about to use them (lib/events.lua: with events on).
 local CHECKED_BY_HELPER = {}
+-- What a call starts from (only a library's functions need it: a script starts fresh each call).
+local function reset_common()
+  RARE, RARE_NAMES, rare_checked = {}, {}, false
+end
 
 -- \`rare\` (optional) names keys left to check_rare, so a hot path pays no TYPE call for them. \`read_first\`
 -- (optional) names keys the script reads, with a command that refuses another type, before it writes
@@ -3909,6 +3963,9 @@ CHECKED_BY_HELPER.events_seq = true
 
 -- on: nil until events_begin, then whether this queue writes events.
 local EV = { on = nil, max = DEFAULT_EVENTS_MAX_COUNT, lines = {} }
+local function reset_events()
+  EV.on, EV.max, EV.lines = nil, DEFAULT_EVENTS_MAX_COUNT, {}
+end
 
 -- The conf fields events_begin takes, for a script that reads them with others of its own.
 local EVENTS_CONF = { 'events', 'events_max_count' }
@@ -4103,6 +4160,9 @@ local FORGET_ZSETS = { 'schedule', 'lock_expiry', 'requeue_locks', 'requeue_sche
 
 -- Whether the queue has a debounce index at all (read once per script), so plain queues pay nothing.
 local has_debounce = nil
+local function reset_forget()
+  has_debounce = nil
+end
 
 -- With \`w\`, the removals are queued there (many ids in one command per key); else made now.
 local function forget(id, w)
@@ -4463,7 +4523,8 @@ return replies
       'layout',
     ],
     readOnly: false,
-    sha: 'c507a7a2ad51cea278c204c86efc71db66ee30a3',
+    sha: 'eda1f29bfd1b4001c2eab28ee2a3c6f5098228b9',
+    fn: 'kvmq_34782f84963d_fire_schedule',
     source: `#!lua
 -- The queue's keys are its base (the one key the call passes) and their names.
 local KEY_BASE = KEYS[1]
@@ -4618,6 +4679,10 @@ local RARE, RARE_NAMES = {}, {}
 local rare_checked = false
 -- Keys a helper checks itself, only when it is about to use them (lib/events.lua: with events on).
 local CHECKED_BY_HELPER = {}
+-- What a call starts from (only a library's functions need it: a script starts fresh each call).
+local function reset_common()
+  RARE, RARE_NAMES, rare_checked = {}, {}, false
+end
 
 -- \`rare\` (optional) names keys left to check_rare, so a hot path pays no TYPE call for them. \`read_first\`
 -- (optional) names keys the script reads, with a command that refuses another type, before it writes
@@ -4772,6 +4837,9 @@ CHECKED_BY_HELPER.events_seq = true
 
 -- on: nil until events_begin, then whether this queue writes events.
 local EV = { on = nil, max = DEFAULT_EVENTS_MAX_COUNT, lines = {} }
+local function reset_events()
+  EV.on, EV.max, EV.lines = nil, DEFAULT_EVENTS_MAX_COUNT, {}
+end
 
 -- The conf fields events_begin takes, for a script that reads them with others of its own.
 local EVENTS_CONF = { 'events', 'events_max_count' }
@@ -4908,7 +4976,7 @@ end
 -- ('' for none), filter class ('' for none), initial backoff ms, flags (1: allowRequeue, 2: replacePayload),
 -- policy JSON ('' for none), scheduling: '' for none, else '<priority>\\n<group>\\n<debounce id>' (each ''
 -- for none). Every argument costs the server a parse, an object and a Lua string: a plain message saves six.
-local FULL = string.byte('f')
+local FULL = 102 -- 'f'
 
 -- Where each message's arguments start in ARGV, and whether it is a full one (read_shapes).
 local msg_at, msg_full = {}, {}
@@ -4931,6 +4999,9 @@ end
 
 -- Whether the queue carried the layout mark when enqueue_check ran (enqueue marks it when not).
 local enqueue_marked = false
+local function reset_enqueue()
+  msg_at, msg_full, enqueue_marked = {}, {}, false
+end
 
 -- Checks the layout for the messages from ARGV[first] (before anything is written).
 local function enqueue_check(first)
@@ -5150,7 +5221,8 @@ return replies
     name: 'gc-finish',
     keys: ['consumers', 'gc-lock'],
     readOnly: false,
-    sha: '10803db079fe3ae6375d32e0c61622ca288e3045',
+    sha: '578c5cbd059b5a74d444e594b6341fbdba9ec07b',
+    fn: 'kvmq_34782f84963d_gc_finish',
     source: `#!lua flags=allow-oom
 -- The queue's keys are its base (the one key the call passes) and their names.
 local KEY_BASE = KEYS[1]
@@ -5305,6 +5377,10 @@ local RARE, RARE_NAMES = {}, {}
 local rare_checked = false
 -- Keys a helper checks itself, only when it is about to use them (lib/events.lua: with events on).
 local CHECKED_BY_HELPER = {}
+-- What a call starts from (only a library's functions need it: a script starts fresh each call).
+local function reset_common()
+  RARE, RARE_NAMES, rare_checked = {}, {}, false
+end
 
 -- \`rare\` (optional) names keys left to check_rare, so a hot path pays no TYPE call for them. \`read_first\`
 -- (optional) names keys the script reads, with a command that refuses another type, before it writes
@@ -5462,7 +5538,8 @@ return #lapsed
     name: 'gc-start',
     keys: ['gc-lock', 'gc-at'],
     readOnly: false,
-    sha: 'f9871a55d76a54c6d5159869d39d9cfb512e3439',
+    sha: '99ae045ecd828b8f8f2f742f6b7dec17f8ee6c28',
+    fn: 'kvmq_34782f84963d_gc_start',
     source: `#!lua flags=allow-oom
 -- The queue's keys are its base (the one key the call passes) and their names.
 local KEY_BASE = KEYS[1]
@@ -5617,6 +5694,10 @@ local RARE, RARE_NAMES = {}, {}
 local rare_checked = false
 -- Keys a helper checks itself, only when it is about to use them (lib/events.lua: with events on).
 local CHECKED_BY_HELPER = {}
+-- What a call starts from (only a library's functions need it: a script starts fresh each call).
+local function reset_common()
+  RARE, RARE_NAMES, rare_checked = {}, {}, false
+end
 
 -- \`rare\` (optional) names keys left to check_rare, so a hot path pays no TYPE call for them. \`read_first\`
 -- (optional) names keys the script reads, with a command that refuses another type, before it writes
@@ -5798,7 +5879,8 @@ return 1
       'debounce-of',
     ],
     readOnly: false,
-    sha: 'f6cb48e03c3d21e583556d8230d7979104944a2b',
+    sha: 'e46a949de2c4fd025e03fb7d36246f59eddf8a56',
+    fn: 'kvmq_34782f84963d_gc_sweep',
     source: `#!lua flags=allow-oom
 -- The queue's keys are its base (the one key the call passes) and their names.
 local KEY_BASE = KEYS[1]
@@ -5953,6 +6035,10 @@ local RARE, RARE_NAMES = {}, {}
 local rare_checked = false
 -- Keys a helper checks itself, only when it is about to use them (lib/events.lua: with events on).
 local CHECKED_BY_HELPER = {}
+-- What a call starts from (only a library's functions need it: a script starts fresh each call).
+local function reset_common()
+  RARE, RARE_NAMES, rare_checked = {}, {}, false
+end
 
 -- \`rare\` (optional) names keys left to check_rare, so a hot path pays no TYPE call for them. \`read_first\`
 -- (optional) names keys the script reads, with a command that refuses another type, before it writes
@@ -6096,6 +6182,9 @@ local FORGET_ZSETS = { 'schedule', 'lock_expiry', 'requeue_locks', 'requeue_sche
 
 -- Whether the queue has a debounce index at all (read once per script), so plain queues pay nothing.
 local has_debounce = nil
+local function reset_forget()
+  has_debounce = nil
+end
 
 -- With \`w\`, the removals are queued there (many ids in one command per key); else made now.
 local function forget(id, w)
@@ -6168,7 +6257,8 @@ return { removed, #old }
       'done-at',
     ],
     readOnly: true,
-    sha: '7047abbdc3a756b25e9782ef2c9a06d6b765a2e4',
+    sha: 'db45c35378154de15c6e04270e411c46025b98b3',
+    fn: 'kvmq_34782f84963d_inspect',
     source: `#!lua flags=no-writes
 -- The queue's keys are its base (the one key the call passes) and their names.
 local KEY_BASE = KEYS[1]
@@ -6323,6 +6413,10 @@ local RARE, RARE_NAMES = {}, {}
 local rare_checked = false
 -- Keys a helper checks itself, only when it is about to use them (lib/events.lua: with events on).
 local CHECKED_BY_HELPER = {}
+-- What a call starts from (only a library's functions need it: a script starts fresh each call).
+local function reset_common()
+  RARE, RARE_NAMES, rare_checked = {}, {}, false
+end
 
 -- \`rare\` (optional) names keys left to check_rare, so a hot path pays no TYPE call for them. \`read_first\`
 -- (optional) names keys the script reads, with a command that refuses another type, before it writes
@@ -6581,7 +6675,8 @@ return reply
       'debounce-of',
     ],
     readOnly: false,
-    sha: 'e39e814332070a98c0eb2db7a89699aafed0b9ca',
+    sha: '087d64e2909864f84f422de1c701d4da33884f47',
+    fn: 'kvmq_34782f84963d_list',
     source: `#!lua flags=allow-oom
 -- The queue's keys are its base (the one key the call passes) and their names.
 local KEY_BASE = KEYS[1]
@@ -6736,6 +6831,10 @@ local RARE, RARE_NAMES = {}, {}
 local rare_checked = false
 -- Keys a helper checks itself, only when it is about to use them (lib/events.lua: with events on).
 local CHECKED_BY_HELPER = {}
+-- What a call starts from (only a library's functions need it: a script starts fresh each call).
+local function reset_common()
+  RARE, RARE_NAMES, rare_checked = {}, {}, false
+end
 
 -- \`rare\` (optional) names keys left to check_rare, so a hot path pays no TYPE call for them. \`read_first\`
 -- (optional) names keys the script reads, with a command that refuses another type, before it writes
@@ -6890,6 +6989,9 @@ CHECKED_BY_HELPER.events_seq = true
 
 -- on: nil until events_begin, then whether this queue writes events.
 local EV = { on = nil, max = DEFAULT_EVENTS_MAX_COUNT, lines = {} }
+local function reset_events()
+  EV.on, EV.max, EV.lines = nil, DEFAULT_EVENTS_MAX_COUNT, {}
+end
 
 -- The conf fields events_begin takes, for a script that reads them with others of its own.
 local EVENTS_CONF = { 'events', 'events_max_count' }
@@ -7152,6 +7254,9 @@ local FORGET_ZSETS = { 'schedule', 'lock_expiry', 'requeue_locks', 'requeue_sche
 
 -- Whether the queue has a debounce index at all (read once per script), so plain queues pay nothing.
 local has_debounce = nil
+local function reset_forget()
+  has_debounce = nil
+end
 
 -- With \`w\`, the removals are queued there (many ids in one command per key); else made now.
 local function forget(id, w)
@@ -7601,7 +7706,8 @@ return reply
       'debounce-of',
     ],
     readOnly: false,
-    sha: 'a97357476e0bb6fcfdcf5a846ff6f70da5dbd21f',
+    sha: '745ca4c7922a8cbf3578d9e115876f9be7db6346',
+    fn: 'kvmq_34782f84963d_promote_now',
     source: `#!lua
 -- The queue's keys are its base (the one key the call passes) and their names.
 local KEY_BASE = KEYS[1]
@@ -7756,6 +7862,10 @@ local RARE, RARE_NAMES = {}, {}
 local rare_checked = false
 -- Keys a helper checks itself, only when it is about to use them (lib/events.lua: with events on).
 local CHECKED_BY_HELPER = {}
+-- What a call starts from (only a library's functions need it: a script starts fresh each call).
+local function reset_common()
+  RARE, RARE_NAMES, rare_checked = {}, {}, false
+end
 
 -- \`rare\` (optional) names keys left to check_rare, so a hot path pays no TYPE call for them. \`read_first\`
 -- (optional) names keys the script reads, with a command that refuses another type, before it writes
@@ -7910,6 +8020,9 @@ CHECKED_BY_HELPER.events_seq = true
 
 -- on: nil until events_begin, then whether this queue writes events.
 local EV = { on = nil, max = DEFAULT_EVENTS_MAX_COUNT, lines = {} }
+local function reset_events()
+  EV.on, EV.max, EV.lines = nil, DEFAULT_EVENTS_MAX_COUNT, {}
+end
 
 -- The conf fields events_begin takes, for a script that reads them with others of its own.
 local EVENTS_CONF = { 'events', 'events_max_count' }
@@ -8131,6 +8244,9 @@ local FORGET_ZSETS = { 'schedule', 'lock_expiry', 'requeue_locks', 'requeue_sche
 
 -- Whether the queue has a debounce index at all (read once per script), so plain queues pay nothing.
 local has_debounce = nil
+local function reset_forget()
+  has_debounce = nil
+end
 
 -- With \`w\`, the removals are queued there (many ids in one command per key); else made now.
 local function forget(id, w)
@@ -8387,7 +8503,8 @@ return replies
       'locks',
     ],
     readOnly: true,
-    sha: 'ed62e58dad6394105a747db6a9769416bcd30bdf',
+    sha: '32836803cffa7b952d11fcdbc2d5e1f0c3846b8c',
+    fn: 'kvmq_34782f84963d_queue_status',
     source: `#!lua flags=no-writes
 -- The queue's keys are its base (the one key the call passes) and their names.
 local KEY_BASE = KEYS[1]
@@ -8542,6 +8659,10 @@ local RARE, RARE_NAMES = {}, {}
 local rare_checked = false
 -- Keys a helper checks itself, only when it is about to use them (lib/events.lua: with events on).
 local CHECKED_BY_HELPER = {}
+-- What a call starts from (only a library's functions need it: a script starts fresh each call).
+local function reset_common()
+  RARE, RARE_NAMES, rare_checked = {}, {}, false
+end
 
 -- \`rare\` (optional) names keys left to check_rare, so a hot path pays no TYPE call for them. \`read_first\`
 -- (optional) names keys the script reads, with a command that refuses another type, before it writes
@@ -8747,7 +8868,8 @@ return reply
     name: 'read-events',
     keys: ['events', 'events-seq'],
     readOnly: true,
-    sha: '02486922cdb13fa7f1f09f1401e5a73a233577dc',
+    sha: '6240dacc66c18a693810091ccbd00b99acb59682',
+    fn: 'kvmq_34782f84963d_read_events',
     source: `#!lua flags=no-writes
 -- The queue's keys are its base (the one key the call passes) and their names.
 local KEY_BASE = KEYS[1]
@@ -8902,6 +9024,10 @@ local RARE, RARE_NAMES = {}, {}
 local rare_checked = false
 -- Keys a helper checks itself, only when it is about to use them (lib/events.lua: with events on).
 local CHECKED_BY_HELPER = {}
+-- What a call starts from (only a library's functions need it: a script starts fresh each call).
+local function reset_common()
+  RARE, RARE_NAMES, rare_checked = {}, {}, false
+end
 
 -- \`rare\` (optional) names keys left to check_rare, so a hot path pays no TYPE call for them. \`read_first\`
 -- (optional) names keys the script reads, with a command that refuses another type, before it writes
@@ -9082,7 +9208,8 @@ return reply
     name: 'register-consumer',
     keys: ['consumers'],
     readOnly: false,
-    sha: '398aeb6f16c00e96ad582da76018b356c4fda751',
+    sha: '4e009eaa7bf0f3ed3a2504382848810262531313',
+    fn: 'kvmq_34782f84963d_register_consumer',
     source: `#!lua flags=allow-oom
 -- The queue's keys are its base (the one key the call passes) and their names.
 local KEY_BASE = KEYS[1]
@@ -9237,6 +9364,10 @@ local RARE, RARE_NAMES = {}, {}
 local rare_checked = false
 -- Keys a helper checks itself, only when it is about to use them (lib/events.lua: with events on).
 local CHECKED_BY_HELPER = {}
+-- What a call starts from (only a library's functions need it: a script starts fresh each call).
+local function reset_common()
+  RARE, RARE_NAMES, rare_checked = {}, {}, false
+end
 
 -- \`rare\` (optional) names keys left to check_rare, so a hot path pays no TYPE call for them. \`read_first\`
 -- (optional) names keys the script reads, with a command that refuses another type, before it writes
@@ -9427,7 +9558,8 @@ return 1
       'debounce-of',
     ],
     readOnly: false,
-    sha: '55c0afe3698ca12e967c5101a21f6999de332fc6',
+    sha: 'a24d5b9c4f31e742c0542ce81e229ede86535127',
+    fn: 'kvmq_34782f84963d_remove',
     source: `#!lua flags=allow-oom
 -- The queue's keys are its base (the one key the call passes) and their names.
 local KEY_BASE = KEYS[1]
@@ -9582,6 +9714,10 @@ local RARE, RARE_NAMES = {}, {}
 local rare_checked = false
 -- Keys a helper checks itself, only when it is about to use them (lib/events.lua: with events on).
 local CHECKED_BY_HELPER = {}
+-- What a call starts from (only a library's functions need it: a script starts fresh each call).
+local function reset_common()
+  RARE, RARE_NAMES, rare_checked = {}, {}, false
+end
 
 -- \`rare\` (optional) names keys left to check_rare, so a hot path pays no TYPE call for them. \`read_first\`
 -- (optional) names keys the script reads, with a command that refuses another type, before it writes
@@ -9736,6 +9872,9 @@ CHECKED_BY_HELPER.events_seq = true
 
 -- on: nil until events_begin, then whether this queue writes events.
 local EV = { on = nil, max = DEFAULT_EVENTS_MAX_COUNT, lines = {} }
+local function reset_events()
+  EV.on, EV.max, EV.lines = nil, DEFAULT_EVENTS_MAX_COUNT, {}
+end
 
 -- The conf fields events_begin takes, for a script that reads them with others of its own.
 local EVENTS_CONF = { 'events', 'events_max_count' }
@@ -9867,6 +10006,9 @@ local FORGET_ZSETS = { 'schedule', 'lock_expiry', 'requeue_locks', 'requeue_sche
 
 -- Whether the queue has a debounce index at all (read once per script), so plain queues pay nothing.
 local has_debounce = nil
+local function reset_forget()
+  has_debounce = nil
+end
 
 -- With \`w\`, the removals are queued there (many ids in one command per key); else made now.
 local function forget(id, w)
@@ -9948,7 +10090,8 @@ return replies
       'groups',
     ],
     readOnly: false,
-    sha: '37cc49e89fd7e6da4486ad83be1be40f0d2f897a',
+    sha: 'd86f9da9630127a246b2423cc2dc38678f9d9b79',
+    fn: 'kvmq_34782f84963d_retry',
     source: `#!lua
 -- The queue's keys are its base (the one key the call passes) and their names.
 local KEY_BASE = KEYS[1]
@@ -10103,6 +10246,10 @@ local RARE, RARE_NAMES = {}, {}
 local rare_checked = false
 -- Keys a helper checks itself, only when it is about to use them (lib/events.lua: with events on).
 local CHECKED_BY_HELPER = {}
+-- What a call starts from (only a library's functions need it: a script starts fresh each call).
+local function reset_common()
+  RARE, RARE_NAMES, rare_checked = {}, {}, false
+end
 
 -- \`rare\` (optional) names keys left to check_rare, so a hot path pays no TYPE call for them. \`read_first\`
 -- (optional) names keys the script reads, with a command that refuses another type, before it writes
@@ -10257,6 +10404,9 @@ CHECKED_BY_HELPER.events_seq = true
 
 -- on: nil until events_begin, then whether this queue writes events.
 local EV = { on = nil, max = DEFAULT_EVENTS_MAX_COUNT, lines = {} }
+local function reset_events()
+  EV.on, EV.max, EV.lines = nil, DEFAULT_EVENTS_MAX_COUNT, {}
+end
 
 -- The conf fields events_begin takes, for a script that reads them with others of its own.
 local EVENTS_CONF = { 'events', 'events_max_count' }
@@ -10440,7 +10590,8 @@ return reply
       'done-at',
     ],
     readOnly: true,
-    sha: 'b86658a0b3fb2f46f502af87a0f11ddd0e4238fc',
+    sha: '808349ad9a1f263b7049f08260058d9ff24a40ec',
+    fn: 'kvmq_34782f84963d_status',
     source: `#!lua flags=no-writes
 -- The queue's keys are its base (the one key the call passes) and their names.
 local KEY_BASE = KEYS[1]
@@ -10595,6 +10746,10 @@ local RARE, RARE_NAMES = {}, {}
 local rare_checked = false
 -- Keys a helper checks itself, only when it is about to use them (lib/events.lua: with events on).
 local CHECKED_BY_HELPER = {}
+-- What a call starts from (only a library's functions need it: a script starts fresh each call).
+local function reset_common()
+  RARE, RARE_NAMES, rare_checked = {}, {}, false
+end
 
 -- \`rare\` (optional) names keys left to check_rare, so a hot path pays no TYPE call for them. \`read_first\`
 -- (optional) names keys the script reads, with a command that refuses another type, before it writes
@@ -10810,7 +10965,8 @@ return status_of(ARGV[1], now_ms())
     name: 'unregister-consumer',
     keys: ['consumers'],
     readOnly: false,
-    sha: '89abb25fa6242f0aa6dd2fbf11eae223ff17952a',
+    sha: '2e7acc3d37044bda84f60c5b1bd9e8835f479e76',
+    fn: 'kvmq_34782f84963d_unregister_consumer',
     source: `#!lua flags=allow-oom
 -- The queue's keys are its base (the one key the call passes) and their names.
 local KEY_BASE = KEYS[1]
@@ -10965,6 +11121,10 @@ local RARE, RARE_NAMES = {}, {}
 local rare_checked = false
 -- Keys a helper checks itself, only when it is about to use them (lib/events.lua: with events on).
 local CHECKED_BY_HELPER = {}
+-- What a call starts from (only a library's functions need it: a script starts fresh each call).
+local function reset_common()
+  RARE, RARE_NAMES, rare_checked = {}, {}, false
+end
 
 -- \`rare\` (optional) names keys left to check_rare, so a hot path pays no TYPE call for them. \`read_first\`
 -- (optional) names keys the script reads, with a command that refuses another type, before it writes
@@ -11108,3 +11268,2453 @@ return redis.call('HDEL', (KEY_BASE .. 'consumers'), ARGV[1])
 `,
   },
 } as const satisfies Record<string, LuaScript>;
+
+/** Every script as a function of one Redis Functions library (FUNCTION LOAD), named by its content. */
+export const LIBRARY = {
+  name: 'kvmq_34782f84963d',
+  source: `#!lua name=kvmq_34782f84963d
+-- kvmq's scripts as one library (scripts/redis-scripts.mjs builds it from src/redis/lua/).
+local KEYS, ARGV, KEY_BASE, KEY_NAMES = {}, {}, nil, {}
+-- The running script's keys by name, each joined to the base when first used.
+local K = {}
+local K_META = {
+  __index = function(keys, name)
+    local suffix = KEY_NAMES[name]
+    if suffix == nil then return nil end
+    local key = KEY_BASE .. suffix
+    rawset(keys, name, key)
+    return key
+  end,
+}
+local function key_table()
+  for name in pairs(KEY_NAMES) do local _ = K[name] end
+  return K
+end
+-- common: helpers every script includes. K holds the queue's keys by name
+-- (see src/redis/keys.ts; in Lua '-' becomes '_' and '?' is dropped).
+--
+-- KEYS: (none of its own)
+
+-- The types kvmq keeps in each key, to refuse foreign data before writing anything. Built when a check
+-- first needs it: a script whose queue is marked (see LAYOUT_FIELD) mostly makes no check at all.
+local KEY_TYPES = nil
+local function key_type(name)
+  if KEY_TYPES == nil then
+    KEY_TYPES = {
+      messages = 'hash', locks = 'hash', backoffs = 'hash', nattempts = 'hash', mid_circle = 'list',
+      done = 'set', requeue = 'set', eoq_backoff = 'string', ndry_runs = 'string', metadata = 'hash',
+      filters = 'hash', classes = 'set', holders = 'hash', outcomes = 'hash', enqueued_at = 'hash',
+      updated_at = 'hash', requeue_content = 'hash', schedule = 'zset', lock_expiry = 'zset',
+      done_at = 'zset', dedupe = 'zset', conf = 'hash', consumers = 'hash', gc_lock = 'string',
+      gc_at = 'string', policies = 'hash', history = 'hash', losses = 'hash', pushes = 'hash',
+      requeue_locks = 'zset', requeue_schedule = 'zset', failed = 'zset', events = 'stream', events_seq = 'string',
+      priorities = 'hash', lanes = 'zset', groups = 'hash', group_held = 'hash', parked = 'set', debounce = 'hash',
+      debounce_of = 'hash', rate_tat = 'string', schedules = 'hash', layout = 'string',
+    }
+  end
+  return KEY_TYPES[name]
+end
+
+-- The \`layout\` key (a string) marks a queue whose keys a full check_layout found to be kvmq's: an enqueue
+-- writes it after its check; clear deletes it with the rest. The hot paths (enqueue, claim, finish) of a
+-- marked queue skip their TYPE calls (about a µs each, a dozen or more per call): a key another program
+-- creates under the prefix later fails the call with Redis's WRONGTYPE, which the client reports as a
+-- StoreLayoutError too, but maybe after part of the call's writes. Keys read before any write and those of
+-- rare paths are still checked on every call.
+local LAYOUT_VERSION = '1'
+
+-- Lua's unpack has a stack limit; variadic commands go in chunks of this many arguments.
+local CHUNK = 1000
+
+-- One clock for every decision: the Redis server's. Redis 7 replicates a
+-- script's effects, not the script, so reading TIME before writing is safe.
+local function now_ms()
+  local t = redis.call('TIME')
+  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+end
+
+-- A number as a command argument. Redis formats a Lua number with printf's %.17g, a few hundred ns a
+-- call, paid per message in the hot paths: they pass whole numbers (times, attempts) as strings made here,
+-- once per call (and once per attempt count) instead.
+local INT_STRINGS = {}
+local function num_str(x)
+  if x ~= math.floor(x) or x > 9007199254740991 or x < -9007199254740991 then return string.format('%.17g', x) end
+  local s = INT_STRINGS[x]
+  if s == nil then
+    s = string.format('%d', x)
+    if x >= 0 and x < 64 then INT_STRINGS[x] = s end
+  end
+  return s
+end
+
+local function layout_error(key, found, expected)
+  error({ err = 'KVMQ_LAYOUT key ' .. key .. ' holds a ' .. found .. ', not the ' .. expected .. ' kvmq keeps there' })
+end
+
+local function check_type(key, expected)
+  local found = redis.call('TYPE', key).ok
+  if found ~= 'none' and found ~= expected then layout_error(key, found, expected) end
+end
+
+-- Whether the queue carries the layout mark (the script must take the \`layout\` key).
+local function layout_marked()
+  local mark = redis.pcall('GET', K.layout)
+  if type(mark) == 'table' and mark.err then layout_error(K.layout, redis.call('TYPE', K.layout).ok, 'string') end
+  return mark == LAYOUT_VERSION
+end
+
+-- Marks the queue after a full check_layout found its keys kvmq's.
+local function mark_layout()
+  redis.call('SET', K.layout, LAYOUT_VERSION)
+end
+
+-- A lock's holder (\`holders\`): the consumer, the attempt it was handed and when it took the message, as
+-- \`<consumer> <attempt> <ms>\`, one field: a claim writes one value where it wrote three keys, a finish reads one.
+-- Parsed from the end (worker ids hold no spaces; the parse would not need that). A holder written before the
+-- attempt was part of it is the consumer alone.
+local function holder_value(consumer, attempt_s, claimed_s)
+  return consumer .. ' ' .. attempt_s .. ' ' .. claimed_s
+end
+
+-- The consumer and claim time of a holder (the time nil for a consumer alone); the attempt is checked by holds.
+local function holder_parts(holder)
+  local consumer, claimed = string.match(holder, '^(.*) %d+ (%d+)$')
+  if consumer == nil then return holder, nil end
+  return consumer, tonumber(claimed)
+end
+
+-- Whether \`holder\` (a holders value or false) is \`consumer\` at \`attempt\` (a string) of message \`id\`.
+local function holds(holder, consumer, attempt, id)
+  if not holder then return false end
+  local prefix = consumer .. ' ' .. attempt .. ' '
+  if string.sub(holder, 1, #prefix) == prefix then return true end
+  return holder == consumer and redis.call('HGET', K.nattempts, id) == attempt
+end
+
+-- The conf fields \`fields\` (HMGET), a conf of another type refused before any write.
+local function read_conf(fields)
+  local conf = redis.pcall('HMGET', K.conf, unpack(fields))
+  if conf.err then layout_error(K.conf, redis.call('TYPE', K.conf).ok, 'hash') end
+  return conf
+end
+
+-- The ready list of a lane: a filter class (\`mid-circle\` for messages without filters), followed by '@'
+-- and a 4-digit priority when above 0 (\`mid-circle:a=x@0003\`, \`mid-circle@0003\`); '#<group>' is the list
+-- of a full group's parked messages (\`mid-circle#<group>\`).
+local function ready_list(lane)
+  if lane == '' then return K.mid_circle end
+  local c = string.byte(lane, 1)
+  if c == 64 or c == 35 then return K.mid_circle .. lane end
+  return K.mid_circle .. ':' .. lane
+end
+
+-- The lane of a class and a priority (a number, a string or nil: 0).
+local function lane_for(class, priority)
+  local p = tonumber(priority) or 0
+  if p == 0 then return class end
+  return class .. '@' .. string.format('%04d', p)
+end
+
+-- A lane's filter class and priority.
+local function lane_parts(lane)
+  local at = string.find(lane, '@', 1, true)
+  if at == nil then return lane, 0 end
+  return string.sub(lane, 1, at - 1), tonumber(string.sub(lane, at + 1))
+end
+
+-- A message's filter class ('' for none); the script must take the \`filters\` key.
+local function class_of(id)
+  return redis.call('HGET', K.filters, id) or ''
+end
+
+-- Checks every key the script was given, and the ready list of every filter
+-- class known or about to be added, before the script writes anything: a
+-- script that stopped half-way would leave messages half-written.
+-- Keys a script touches only on its rare paths (see check_rare).
+local RARE, RARE_NAMES = {}, {}
+local rare_checked = false
+-- Keys a helper checks itself, only when it is about to use them (lib/events.lua: with events on).
+local CHECKED_BY_HELPER = {}
+-- What a call starts from (only a library's functions need it: a script starts fresh each call).
+local function reset_common()
+  RARE, RARE_NAMES, rare_checked = {}, {}, false
+end
+
+-- \`rare\` (optional) names keys left to check_rare, so a hot path pays no TYPE call for them. \`read_first\`
+-- (optional) names keys the script reads, with a command that refuses another type, before it writes
+-- anything: that read is their check. Each TYPE call costs about a µs of the server's time, on every call.
+-- \`marked\` (optional): the queue carries the layout mark; only the lists of \`new_classes\` are checked.
+local function check_layout(new_classes, rare, read_first, marked)
+  -- A marked queue's hot path only keeps the list: check_rare reads it, and a set is built only below.
+  RARE_NAMES = rare or RARE_NAMES
+  if marked then
+    if K.mid_circle ~= nil then
+      for _, class in ipairs(new_classes or {}) do check_type(ready_list(class), 'list') end
+    end
+    return
+  end
+  for _, name in ipairs(RARE_NAMES) do RARE[name] = true end
+  local skip = {}
+  for _, name in ipairs(read_first or {}) do skip[name] = true end
+  local lists = K.classes ~= nil and K.mid_circle ~= nil
+  -- SMEMBERS below checks \`classes\` itself.
+  if lists then skip.classes = true end
+  for name, key in pairs(key_table()) do
+    local expected = key_type(name)
+    if expected ~= nil and not RARE[name] and not CHECKED_BY_HELPER[name] and not skip[name] then
+      check_type(key, expected)
+    end
+  end
+  if lists then
+    for _, class in ipairs(redis.call('SMEMBERS', K.classes)) do check_type(ready_list(class), 'list') end
+    for _, class in ipairs(new_classes or {}) do check_type(ready_list(class), 'list') end
+  end
+end
+
+-- Checks the keys check_layout left out, once, when a rare path (a failure, a lost lock) starts:
+-- the caller calls it before that path writes anything.
+local function check_rare()
+  if rare_checked then return end
+  rare_checked = true
+  for _, name in ipairs(RARE_NAMES) do
+    if K[name] ~= nil and not CHECKED_BY_HELPER[name] then check_type(K[name], key_type(name)) end
+  end
+end
+
+-- Runs \`cmd key ...args\` in chunks (args must come in whole pairs for HSET/ZADD: CHUNK is even).
+local function call_chunked(cmd, key, args)
+  for i = 1, #args, CHUNK do
+    redis.call(cmd, key, unpack(args, i, math.min(i + CHUNK - 1, #args)))
+  end
+end
+
+-- HMGET in chunks; the values line up with \`fields\`.
+local function hmget(key, fields)
+  if #fields <= CHUNK then return redis.call('HMGET', key, unpack(fields)) end
+  local values = {}
+  for i = 1, #fields, CHUNK do
+    local part = redis.call('HMGET', key, unpack(fields, i, math.min(i + CHUNK - 1, #fields)))
+    for j = 1, #part do values[i + j - 1] = part[j] end
+  end
+  return values
+end
+
+-- As hmget, for a hash many queues never write (metadata, policies): an absent hash costs one EXISTS, not a
+-- lookup per field. Its values are nil where HMGET's are false: callers that keep them write \`or false\`.
+local function hmget_kept(key, fields)
+  if redis.call('EXISTS', key) == 0 then return {} end
+  return hmget(key, fields)
+end
+
+-- Writes gathered during a script and sent at its end, one command per key.
+local function pending_writes()
+  return { hset = {}, hdel = {}, zadd = {}, zrem = {}, sadd = {}, srem = {} }
+end
+
+-- Removals go first, so a field removed and set by one script ends up set.
+local function flush_writes(w)
+  for _, cmd in ipairs({ 'hdel', 'srem', 'zrem', 'hset', 'sadd', 'zadd' }) do
+    for key, args in pairs(w[cmd]) do
+      call_chunked(string.upper(cmd), key, args)
+    end
+  end
+end
+
+-- Queues \`cmd key a [b]\` in \`w\` (b for the pair commands hset and zadd).
+local function later(w, cmd, key, a, b)
+  local args = w[cmd][key]
+  if args == nil then
+    args = {}
+    w[cmd][key] = args
+  end
+  args[#args + 1] = a
+  if b ~= nil then args[#args + 1] = b end
+end
+
+-- Ready pushes of this script: \`back\` ones join the end of the line (LPUSH:
+-- the list's next is on the right), \`front\` ones are next (RPUSH).
+local function pending_ready()
+  return { back = {}, front = {}, count = 0 }
+end
+
+local function push_ready(r, class, id, front)
+  local side = front and r.front or r.back
+  local list = side[class]
+  if list == nil then
+    list = {}
+    side[class] = list
+  end
+  list[#list + 1] = id
+  r.count = r.count + 1
+end
+
+-- Back pushes are counted per list (\`pushes\`): a listing's cursor holds an index
+-- from the back, which only these pushes shift (claims pop the front; nothing is cut from the middle).
+-- A lane of a priority above 0 joins \`lanes\`, which claims read in priority order.
+local function flush_ready(r)
+  for class, ids in pairs(r.back) do
+    call_chunked('LPUSH', ready_list(class), ids)
+    redis.call('HINCRBY', K.pushes, class, #ids)
+  end
+  for class, ids in pairs(r.front) do
+    if string.find(class, '@', 1, true) then redis.call('ZADD', K.lanes, select(2, lane_parts(class)), class) end
+  end
+  for class in pairs(r.back) do
+    if string.find(class, '@', 1, true) then redis.call('ZADD', K.lanes, select(2, lane_parts(class)), class) end
+  end
+  for class, ids in pairs(r.front) do
+    -- The earliest is pushed last, so it is the next out.
+    local reversed = {}
+    for i = #ids, 1, -1 do reversed[#reversed + 1] = ids[i] end
+    call_chunked('RPUSH', ready_list(class), reversed)
+  end
+end
+-- events: queue events, written by the very script whose transition they describe, while the queue's
+-- configuration has events on (\`events\` '1' in conf, read by that script). A script gathers its events
+-- and appends them at its end to the \`events\` stream, up to ENTRY_EVENTS per entry. \`events-seq\` counts
+-- every event ever written, so events have dense numbers; an entry's id is \`<n>-0\`, n the number of its
+-- last event, and its fields are \`at\` (the server's ms), \`n\` (how many events it holds) and \`events\`: one
+-- line per event, '<type> <attempt> <id>', then ' ' and the error (newlines and backslashes escaped) for
+-- failed and retrying events that have one. One string per entry, not a field pair per event: XADD then
+-- takes five arguments, whatever the batch, and an entry is a single listpack value.
+-- Dense numbers let a reader see trimmed events as a gap, and make trimming by count a MINID.
+--
+-- KEYS: conf events events-seq events-wake
+
+-- Events per stream entry: an entry stays within one listpack node (4 KB), so reads and GC stay cheap.
+local ENTRY_EVENTS = 100
+-- model/events.ts EVENTS_MAX_COUNT
+local DEFAULT_EVENTS_MAX_COUNT = 10000
+
+-- events_begin checks these when events are on; with events off a script neither pays for them nor
+-- minds what they hold.
+CHECKED_BY_HELPER.events = true
+CHECKED_BY_HELPER.events_seq = true
+
+-- on: nil until events_begin, then whether this queue writes events.
+local EV = { on = nil, max = DEFAULT_EVENTS_MAX_COUNT, lines = {} }
+local function reset_events()
+  EV.on, EV.max, EV.lines = nil, DEFAULT_EVENTS_MAX_COUNT, {}
+end
+
+-- The conf fields events_begin takes, for a script that reads them with others of its own.
+local EVENTS_CONF = { 'events', 'events_max_count' }
+
+-- Reads the queue's events flag and bound (or takes them as read: \`read\`, the values of EVENTS_CONF).
+-- Call it before the script writes anything.
+local function events_begin(read)
+  -- A conf of another type fails here, before any write (scripts on a hot path leave it out of check_layout).
+  local conf = read or read_conf(EVENTS_CONF)
+  EV.on = conf[1] == '1'
+  if EV.on then
+    EV.max = tonumber(conf[2]) or DEFAULT_EVENTS_MAX_COUNT
+    check_type(K.events, 'stream')
+    check_type(K.events_seq, 'string')
+  end
+end
+
+-- An error's text on one line (src/redis/events.ts unescapes it).
+local ESCAPES = { ['\\\\'] = '\\\\\\\\', ['\\n'] = '\\\\n' }
+
+-- Attempts as text, made once: Lua formats a number with sprintf, which would cost more than the rest
+-- of an event.
+local ATTEMPT_TEXT = {}
+local function attempt_text(attempt)
+  if type(attempt) == 'string' then return attempt end
+  local n = attempt or 0
+  local text = ATTEMPT_TEXT[n]
+  if text == nil then
+    text = string.format('%d', n)
+    ATTEMPT_TEXT[n] = text
+  end
+  return text
+end
+
+-- Notes an event of this script's transition (the attempt a number, or its text); written by events_flush.
+-- Hot loops test EV.on first; the hottest (enqueue) appends its line to EV.lines itself.
+local function event(kind, id, attempt, err)
+  if EV.on == nil then error('kvmq: event() before events_begin()') end
+  if not EV.on then return end
+  local line = kind .. ' ' .. attempt_text(attempt) .. ' ' .. id
+  if err then line = line .. ' ' .. string.gsub(err, '[\\\\\\n]', ESCAPES) end
+  EV.lines[#EV.lines + 1] = line
+end
+
+-- Appends event lines to a queue's stream, numbering them from its \`seq\` key, and trims inline to about
+-- \`max\` events: MINID ~ drops whole stream nodes only, never an event within the bound.
+local function append_events(stream, seq, wake, max, now, lines)
+  local count = #lines
+  if count == 0 then return end
+  local last = redis.call('INCRBY', seq, count)
+  local first = last - count + 1
+  local keep = string.format('%d', math.max(1, last - max + 1))
+  for i = 1, count, ENTRY_EVENTS do
+    local j = math.min(i + ENTRY_EVENTS - 1, count)
+    redis.call('XADD', stream, 'MINID', '~', keep, string.format('%d-0', first + j - 1), 'at', now, 'n', j - i + 1,
+      'events', table.concat(lines, '\\n', i, j))
+  end
+  redis.call('PUBLISH', wake, '')
+end
+
+-- Writes the events noted by this script.
+local function events_flush(now)
+  if EV.on and #EV.lines > 0 then append_events(K.events, K.events_seq, K.events_wake, EV.max, now, EV.lines) end
+  EV.lines = {}
+end
+-- consumers: the registry as stored, for status replies.
+--
+-- KEYS: consumers holders locks
+
+-- { registrations as id, JSON pairs..., then id, holder pairs of live locks } and how many pairs the first part has.
+local function consumer_entries(now)
+  local reply = redis.call('HGETALL', K.consumers)
+  local registrations = #reply / 2
+  local held = redis.call('HGETALL', K.holders)
+  if #held > 0 then
+    local ids = {}
+    for i = 1, #held, 2 do ids[#ids + 1] = held[i] end
+    local locks = redis.call('HMGET', K.locks, unpack(ids))
+    for i, id in ipairs(ids) do
+      if (tonumber(locks[i]) or 0) > now then
+        reply[#reply + 1] = id
+        reply[#reply + 1] = (holder_parts(held[i * 2]))
+      end
+    end
+  end
+  return reply, registrations
+end
+-- state: a message's state, derived from Carmine's keys as Carmine derives it,
+-- plus kvmq's done-with-requeue and failed. Expired locks and backoffs count as over.
+--
+-- KEYS: done requeue backoffs locks failed
+
+-- The state of a message known to exist, at \`now\`.
+local function state_of(id, now)
+  if redis.call('ZSCORE', K.failed, id) then return 'failed', nil end
+  local backoff = tonumber(redis.call('HGET', K.backoffs, id)) or 0
+  if redis.call('SISMEMBER', K.done, id) == 1 then
+    local requeued = redis.call('SISMEMBER', K.requeue, id) == 1
+    if backoff > now then
+      if requeued then return 'done-with-requeue', backoff end
+      return 'done-with-backoff', backoff
+    end
+    -- A requeue whose backoff ended is queued, even before a claim moves it to its ready list.
+    if requeued then return 'queued', nil end
+    return 'done-awaiting-gc', nil
+  end
+  local lock = tonumber(redis.call('HGET', K.locks, id)) or 0
+  if lock > now then
+    if redis.call('SISMEMBER', K.requeue, id) == 1 then return 'locked-with-requeue', lock end
+    return 'locked', lock
+  end
+  if backoff > now then return 'queued-with-backoff', backoff end
+  return 'queued', nil
+end
+-- status: what status() reports of one message.
+--
+-- KEYS: messages nattempts holders outcomes enqueued-at updated-at done-at
+
+-- nil when the message is gone, else { state, attempt, outcome (with a newline and the last error
+-- if any) or false, enqueued at, updated at, holder (while locked) or false, the end of the lock or
+-- backoff or -1 }
+-- When the message last changed, the latest of: its updated-at stamp, the finish that left it done (done-at:
+-- such a finish writes no stamp) and the claim that holds it (in its holder: a claim writes no stamp).
+local function updated_at(id, enqueued, claimed)
+  local stamp = tonumber(redis.call('HGET', K.updated_at, id)) or enqueued
+  local done_at = tonumber(redis.call('ZSCORE', K.done_at, id))
+  if done_at ~= nil and done_at > stamp then stamp = done_at end
+  if claimed ~= nil and claimed > stamp then stamp = claimed end
+  return stamp
+end
+
+local function status_of(id, now)
+  if redis.call('HEXISTS', K.messages, id) == 0 then return nil end
+  local state, ends = state_of(id, now)
+  local enqueued = tonumber(redis.call('HGET', K.enqueued_at, id)) or 0
+  local holder, claimed = false, nil
+  if state == 'locked' or state == 'locked-with-requeue' then
+    local value = redis.call('HGET', K.holders, id)
+    if value then holder, claimed = holder_parts(value) end
+  end
+  local outcome = redis.call('HGET', K.outcomes, id)
+  -- Only a success leaves a message done; finish writes no outcome for it.
+  if not outcome and (state == 'done-awaiting-gc' or state == 'done-with-backoff' or state == 'done-with-requeue') then
+    outcome = 'success'
+  end
+  return {
+    state,
+    tonumber(redis.call('HGET', K.nattempts, id)) or 0,
+    outcome,
+    enqueued,
+    updated_at(id, enqueued, claimed),
+    holder,
+    ends or -1,
+  }
+end
+-- lanes: where a message waits when ready. A lane is a filter class, with its priority when above 0
+-- (see ready_list in common); a grouped message claimed while its group was full waits in its group's
+-- parked list instead (lib/groups.lua).
+--
+-- KEYS: filters priorities lanes groups
+
+-- The lane a message joins when it becomes ready.
+local function lane_of(id)
+  return lane_for(class_of(id), redis.call('HGET', K.priorities, id))
+end
+
+-- Blanks a queued message's entry where it waits (its ready list, else its group's parked list), in
+-- place, so list cursors keep their positions; a claim drops blank entries. False when not found.
+local function unready(id)
+  local list = ready_list(lane_of(id))
+  local at = redis.call('LPOS', list, id)
+  if not at then
+    local group = redis.call('HGET', K.groups, id)
+    if not group then return false end
+    list = ready_list('#' .. group)
+    at = redis.call('LPOS', list, id)
+    if not at then return false end
+  end
+  redis.call('LSET', list, at, '')
+  return true
+end
+-- groups: at most the queue's group_concurrency messages of one group held (locked) at once. group-held
+-- counts each group's held messages (claim adds, every way out of a lock subtracts). A claim that pops a
+-- message whose group is full parks it in the group's list (\`mid-circle#<group>\`, a lane of its own,
+-- see common) instead of handing it out; when a held message of that group lets go, as many parked
+-- messages as the group has room for go back to the front of their lanes, and the caller publishes a
+-- wake-up. So a full group's messages are read once per release, not by every claim. Scripts include
+-- common and lanes before it.
+--
+-- KEYS: groups group-held parked conf messages pushes
+
+-- The queue's limit, or nil for none.
+local function group_limit()
+  return tonumber(redis.call('HGET', K.conf, 'group_concurrency'))
+end
+
+-- Moves up to \`free\` (nil: all) of the group's parked messages back to the front of their lanes.
+-- Returns how many it moved.
+local function unpark(group, free, ready)
+  local list = ready_list('#' .. group)
+  local moved = 0
+  while free == nil or moved < free do
+    local ids = redis.call('RPOP', list, free and (free - moved) or 100)
+    if not ids then break end
+    for _, id in ipairs(ids) do
+      -- Blank entries (removed or debounced messages) and messages gone meanwhile are dropped.
+      if id ~= '' and redis.call('HGET', K.groups, id) == group then
+        push_ready(ready, lane_of(id), id, true)
+        moved = moved + 1
+      end
+    end
+  end
+  if redis.call('EXISTS', list) == 0 then
+    -- Groups come and go (tenants): nothing of an emptied parked list stays behind.
+    redis.call('SREM', K.parked, group)
+    redis.call('HDEL', K.pushes, '#' .. group)
+  end
+  return moved
+end
+
+-- Parks a message popped while its group was full, at the back of the group's line.
+local function park(group, id)
+  local lane = '#' .. group
+  redis.call('LPUSH', ready_list(lane), id)
+  redis.call('HINCRBY', K.pushes, lane, 1)
+  redis.call('SADD', K.parked, group)
+end
+
+-- The held messages \`ids\` let go of their locks (finished, lock expired): their groups' counts go down,
+-- and parked messages of those groups get the room, unless \`keep\` (the messages go back to the front
+-- of their lanes and take the room themselves: an expired lock). Returns how many went back to their lanes.
+local function release_groups(ids, ready, keep)
+  if redis.call('EXISTS', K.group_held) == 0 then return 0 end
+  check_rare()
+  local groups = hmget(K.groups, ids)
+  local limit, moved = false, 0
+  for i = 1, #ids do
+    local group = groups[i]
+    if group then
+      local held = redis.call('HINCRBY', K.group_held, group, -1)
+      if held <= 0 then
+        redis.call('HDEL', K.group_held, group)
+        held = 0
+      end
+      if not keep and redis.call('SISMEMBER', K.parked, group) == 1 then
+        if limit == false then limit = group_limit() end
+        if limit == nil then
+          moved = moved + unpark(group, nil, ready)
+        elseif held < limit then
+          moved = moved + unpark(group, limit - held, ready)
+        end
+      end
+    end
+  end
+  return moved
+end
+
+-- After the limit changed: every parked group gets the room the new limit gives it.
+local function unpark_all(ready)
+  local limit = group_limit()
+  local moved = 0
+  for _, group in ipairs(redis.call('SMEMBERS', K.parked)) do
+    local held = tonumber(redis.call('HGET', K.group_held, group)) or 0
+    if limit == nil then
+      moved = moved + unpark(group, nil, ready)
+    elseif held < limit then
+      moved = moved + unpark(group, limit - held, ready)
+    end
+  end
+  return moved
+end
+-- forget: removes every trace of a message from the queue's hashes, sets and
+-- sorted sets (not from a ready list: the caller knows whether it is in one).
+--
+-- KEYS: messages metadata filters policies history losses nattempts locks holders backoffs outcomes
+--       enqueued-at updated-at requeue-content done requeue schedule lock-expiry requeue-locks
+--       requeue-schedule done-at dedupe failed priorities groups debounce debounce-of
+
+local FORGET_HASHES = { 'messages', 'metadata', 'filters', 'policies', 'history', 'losses', 'nattempts', 'locks',
+  'holders', 'backoffs', 'outcomes', 'enqueued_at', 'updated_at', 'requeue_content', 'priorities', 'groups' }
+local FORGET_ZSETS = { 'schedule', 'lock_expiry', 'requeue_locks', 'requeue_schedule', 'done_at', 'dedupe', 'failed' }
+
+-- Whether the queue has a debounce index at all (read once per script), so plain queues pay nothing.
+local has_debounce = nil
+local function reset_forget()
+  has_debounce = nil
+end
+
+-- With \`w\`, the removals are queued there (many ids in one command per key); else made now.
+local function forget(id, w)
+  for _, name in ipairs(FORGET_HASHES) do
+    if w then later(w, 'hdel', K[name], id) else redis.call('HDEL', K[name], id) end
+  end
+  for _, name in ipairs(FORGET_ZSETS) do
+    if w then later(w, 'zrem', K[name], id) else redis.call('ZREM', K[name], id) end
+  end
+  for _, name in ipairs({ 'done', 'requeue' }) do
+    if w then later(w, 'srem', K[name], id) else redis.call('SREM', K[name], id) end
+  end
+  if has_debounce == nil then has_debounce = redis.call('EXISTS', K.debounce_of) == 1 end
+  local did = has_debounce and redis.call('HGET', K.debounce_of, id)
+  if did then
+    redis.call('HDEL', K.debounce_of, id)
+    if redis.call('HGET', K.debounce, did) == id then redis.call('HDEL', K.debounce, did) end
+  end
+end
+-- fail: a message's last run ended in a final error: it becomes failed, or
+-- moves to the queue's dead-letter queue (which writes its own \`enqueued\` event when it has events on;
+-- the caller writes the \`failed\` one). Also the history of attempts. Scripts include events before it.
+--
+-- KEYS: messages metadata filters policies history outcomes updated-at locks holders lock-expiry
+--       backoffs schedule requeue requeue-locks requeue-content failed conf priorities groups
+
+-- Attempt records kept per message (model/history.ts HISTORY_LIMIT).
+local HISTORY_LIMIT = 10
+
+-- Appends an attempt record (a table; absent fields are written as null) to the message's history.
+local function append_history(id, attempt, started, now, consumer, outcome, err)
+  check_rare()
+  local history = {}
+  local stored = redis.call('HGET', K.history, id)
+  if stored then
+    local ok, value = pcall(cjson.decode, stored)
+    if ok and type(value) == 'table' then history = value end
+  end
+  history[#history + 1] = {
+    attempt = tonumber(attempt) or 0,
+    startedAt = started or cjson.null,
+    endedAt = now,
+    consumer = consumer or cjson.null,
+    outcome = outcome,
+    error = err or cjson.null,
+  }
+  while #history > HISTORY_LIMIT do table.remove(history, 1) end
+  redis.call('HSET', K.history, id, cjson.encode(history))
+end
+
+-- The keys of the dead-letter queue \`name\`: same prefix, its own hash tag (so never on a cluster:
+-- configure refuses a dead-letter queue there).
+local function dead_letter_key(name, key)
+  local prefix = string.match(K.conf, '^([^{]*):{')
+  return prefix .. ':{' .. name .. '}:' .. key
+end
+
+-- Moves the message to the dead-letter queue \`dlq\`, queued there at attempt 0; false when the id is taken there.
+local function dead_letter(id, dlq, now)
+  local dk = function(key) return dead_letter_key(dlq, key) end
+  local class = redis.call('HGET', K.filters, id) or ''
+  local priority = redis.call('HGET', K.priorities, id)
+  -- The message keeps its priority and group there (see ready_list in common).
+  local lane = lane_for(class, priority)
+  local list = dk('mid-circle')
+  if lane ~= '' then
+    if string.byte(lane, 1) == 64 then list = list .. lane else list = list .. ':' .. lane end
+  end
+  local hashes = { 'messages', 'metadata', 'filters', 'policies', 'history', 'outcomes', 'enqueued-at', 'updated-at',
+    'pushes', 'priorities', 'groups' }
+  for _, key in ipairs(hashes) do check_type(dk(key), 'hash') end
+  check_type(dk('classes'), 'set')
+  check_type(dk('lanes'), 'zset')
+  check_type(list, 'list')
+  check_type(dk('conf'), 'hash')
+  -- The dead-letter queue's own events: an \`enqueued\` there when its configuration has them on.
+  local events = redis.call('HMGET', dk('conf'), 'events', 'events_max_count')
+  if events[1] == '1' then
+    check_type(dk('events'), 'stream')
+    check_type(dk('events-seq'), 'string')
+  end
+  if redis.call('HEXISTS', dk('messages'), id) == 1 then return false end
+  for _, pair in ipairs({ { 'messages', K.messages }, { 'metadata', K.metadata }, { 'policies', K.policies },
+    { 'history', K.history }, { 'outcomes', K.outcomes }, { 'priorities', K.priorities }, { 'groups', K.groups } }) do
+    local value = redis.call('HGET', pair[2], id)
+    if value then redis.call('HSET', dk(pair[1]), id, value) end
+  end
+  if class ~= '' then
+    redis.call('HSET', dk('filters'), id, class)
+    redis.call('SADD', dk('classes'), class)
+  end
+  redis.call('HSET', dk('enqueued-at'), id, now)
+  redis.call('LPUSH', list, id)
+  redis.call('HINCRBY', dk('pushes'), lane, 1)
+  if lane ~= class then
+    redis.call('ZADD', dk('lanes'), tonumber(priority), lane)
+  end
+  redis.call('PUBLISH', dk('wake'), 'dead-letter')
+  if events[1] == '1' then
+    append_events(dk('events'), dk('events-seq'), dk('events-wake'), tonumber(events[2]) or DEFAULT_EVENTS_MAX_COUNT,
+      now, { 'enqueued 0 ' .. id })
+  end
+  return true
+end
+
+-- Ends the message's run with \`outcome\` (the outcomes field: 'error', a newline, the error): failed,
+-- or dead-lettered. The caller has recorded the failing attempt in the history.
+local function fail(id, now, outcome)
+  check_rare()
+  for _, key in ipairs({ K.locks, K.holders, K.backoffs, K.requeue_content }) do redis.call('HDEL', key, id) end
+  for _, key in ipairs({ K.lock_expiry, K.schedule, K.requeue_locks }) do redis.call('ZREM', key, id) end
+  redis.call('SREM', K.requeue, id)
+  redis.call('HSET', K.outcomes, id, outcome)
+  redis.call('HSET', K.updated_at, id, now)
+  local dlq = redis.call('HGET', K.conf, 'dead_letter_queue')
+  if dlq and dlq ~= '' and dead_letter(id, dlq, now) then
+    forget(id)
+    return
+  end
+  redis.call('ZADD', K.failed, now, id)
+end
+-- promote: moves messages whose wait is over back to their ready lists, at the
+-- front (they waited longest): pending messages whose backoff ended, requeues
+-- whose done backoff ended (a new run: out of done), and locked messages whose
+-- lock expired (their holder stalled or died; attempt and requeue mark stay).
+-- An expired lock is a lost delivery: counted in \`losses\` and recorded in the
+-- history; at the queue's maxDeliveries the message fails instead (a \`failed\` event; the caller
+-- has called events_begin).
+--
+-- KEYS: schedule lock-expiry backoffs locks holders done done-at requeue filters requeue-schedule
+--       requeue-locks losses nattempts conf
+
+-- Per call at most this many of each, so a script stays short; the caller looks again at once.
+local PROMOTE_LIMIT = 1000
+-- model/config.ts DEFAULT_QUEUE_CONFIG.maxDeliveries
+local DEFAULT_MAX_DELIVERIES = 10
+
+-- model/history.ts maxDeliveriesError
+local function max_deliveries_error(losses)
+  return 'lost its lock ' .. losses .. ' times (maxDeliveries ' .. losses ..
+    '): a handler that kills or stalls its worker?'
+end
+
+-- Ends a scheduled wait now: a backoff (queued-with-backoff), or a requeue's (done-with-requeue:
+-- a new run, out of done). The message goes to the front of its ready list.
+local function end_wait(id, ready, w)
+  if redis.call('SISMEMBER', K.done, id) == 1 then
+    later(w, 'srem', K.done, id)
+    later(w, 'srem', K.requeue, id)
+    later(w, 'zrem', K.done_at, id)
+    later(w, 'zrem', K.requeue_schedule, id)
+    later(w, 'hdel', K.nattempts, id)
+    later(w, 'hdel', K.losses, id)
+  end
+  later(w, 'hdel', K.backoffs, id)
+  later(w, 'zrem', K.schedule, id)
+  push_ready(ready, lane_of(id), id, true)
+end
+
+-- Returns true when more may be due than were moved. \`heads\` (optional): the scores of the first entries
+-- of schedule and lock-expiry (\`schedule\`, \`expiry\`; nil when empty) as the caller read them: a set whose
+-- first entry is not due yet is not read again.
+local function promote(now, ready, w, heads)
+  local due, expired = {}, {}
+  if heads == nil or (heads.schedule ~= nil and heads.schedule <= now) then
+    due = redis.call('ZRANGEBYSCORE', K.schedule, '-inf', now, 'LIMIT', 0, PROMOTE_LIMIT)
+  end
+  if heads == nil or (heads.expiry ~= nil and heads.expiry <= now) then
+    expired = redis.call('ZRANGEBYSCORE', K.lock_expiry, '-inf', now, 'LIMIT', 0, PROMOTE_LIMIT)
+  end
+  if #due > 0 or #expired > 0 then check_rare() end
+  for _, id in ipairs(due) do end_wait(id, ready, w) end
+  local max_deliveries = nil
+  local back = {}
+  for _, id in ipairs(expired) do
+    local holder, claimed = redis.call('HGET', K.holders, id), nil
+    if holder then holder, claimed = holder_parts(holder) end
+    append_history(id, redis.call('HGET', K.nattempts, id), nil, now, holder, 'lost', nil)
+    local losses = redis.call('HINCRBY', K.losses, id, 1)
+    if max_deliveries == nil then
+      max_deliveries = tonumber(redis.call('HGET', K.conf, 'max_deliveries')) or DEFAULT_MAX_DELIVERIES
+    end
+    if max_deliveries > 0 and losses >= max_deliveries then
+      local err = max_deliveries_error(losses)
+      event('failed', id, redis.call('HGET', K.nattempts, id), err)
+      -- Before fail: a dead-letter move forgets the message's group.
+      release_groups({ id }, ready, false)
+      fail(id, now, 'error\\n' .. err)
+    else
+      back[#back + 1] = id
+      -- The claim's time, which only its holder kept, stays the message's last change.
+      if claimed then later(w, 'hset', K.updated_at, id, num_str(claimed)) end
+      later(w, 'hdel', K.locks, id)
+      later(w, 'hdel', K.holders, id)
+      later(w, 'zrem', K.lock_expiry, id)
+      later(w, 'zrem', K.requeue_locks, id)
+      push_ready(ready, lane_of(id), id, true)
+    end
+  end
+  -- Their groups' counts go down; those back at the front of their lanes take the room themselves (so
+  -- parked ones keep their order behind them). Failed ones made room above.
+  if #back > 0 then release_groups(back, ready, true) end
+  return #due == PROMOTE_LIMIT or #expired == PROMOTE_LIMIT
+end
+-- enqueue: adds messages, or answers for ids that exist. An existing id is
+-- refused with its state, except: done-awaiting-gc is revived with the new
+-- content; with allowRequeue, locked is marked to run again after it finishes,
+-- and done-with-backoff to run again when its backoff ends. A failed id is refused
+-- (retry or remove frees it). Each enqueue that is not refused writes an \`enqueued\` event (events on).
+-- Shared by the enqueue script and fire-schedule, so a schedule's messages are enqueued exactly alike.
+-- Scripts include common, events, state and lanes before it.
+--
+-- KEYS: messages metadata filters classes nattempts locks holders backoffs done requeue outcomes
+--       enqueued-at updated-at requeue-content schedule done-at dedupe mid-circle wake policies losses
+--       requeue-locks requeue-schedule pushes priorities lanes groups debounce debounce-of layout
+
+-- ARGV from \`first\`: the messages' shapes, one letter each ('p' or 'f'), then each message's arguments in
+-- that order. A plain message ('p': no metadata, filters, backoff, flags, policy or scheduling, most are)
+-- has two: id and content (encoding tag + payload). A full one ('f') has eight: id, content, metadata JSON
+-- ('' for none), filter class ('' for none), initial backoff ms, flags (1: allowRequeue, 2: replacePayload),
+-- policy JSON ('' for none), scheduling: '' for none, else '<priority>\\n<group>\\n<debounce id>' (each ''
+-- for none). Every argument costs the server a parse, an object and a Lua string: a plain message saves six.
+local FULL = 102 -- 'f'
+
+-- Where each message's arguments start in ARGV, and whether it is a full one (read_shapes).
+local msg_at, msg_full = {}, {}
+local function read_shapes(first)
+  local shapes, at = ARGV[first], first + 1
+  for k = 1, #shapes do
+    local full = string.byte(shapes, k) == FULL
+    msg_at[k], msg_full[k] = at, full
+    at = at + (full and 8 or 2)
+  end
+  if at ~= #ARGV + 1 then error('enqueue: the arguments do not match the shapes ' .. shapes) end
+end
+
+-- A message's priority ('' for 0), group and debounce id ('' for none) from its scheduling argument.
+local function scheduling(ext)
+  if ext == '' then return '', '', '' end
+  local priority, group, did = string.match(ext, '^([^\\n]*)\\n([^\\n]*)\\n(.*)$')
+  return priority, group, did
+end
+
+-- Whether the queue carried the layout mark when enqueue_check ran (enqueue marks it when not).
+local enqueue_marked = false
+local function reset_enqueue()
+  msg_at, msg_full, enqueue_marked = {}, {}, false
+end
+
+-- Checks the layout for the messages from ARGV[first] (before anything is written).
+local function enqueue_check(first)
+  read_shapes(first)
+  enqueue_marked = layout_marked()
+  -- Each lane's ready list once, however many messages of the batch go there.
+  local lanes, seen = {}, {}
+  local rare = false
+  for k, i in ipairs(msg_at) do
+    local lane = nil
+    if msg_full[k] then
+      local class, ext = ARGV[i + 3], ARGV[i + 7]
+      if ext ~= '' then
+        rare = true
+        lane = lane_for(class, (scheduling(ext)))
+      elseif class ~= '' then
+        lane = class
+      end
+    end
+    if lane and not seen[lane] then
+      seen[lane] = true
+      lanes[#lanes + 1] = lane
+    end
+  end
+  -- Plain messages touch none of these.
+  check_layout(lanes, { 'conf', 'priorities', 'lanes', 'groups', 'debounce', 'debounce_of' }, nil, enqueue_marked)
+  if rare then check_rare() end
+end
+
+-- Enqueues the messages (enqueue_check has read their shapes); returns one reply per message and
+-- whether any message became ready or scheduled (the caller publishes the wake-up after its events).
+local function enqueue()
+  events_begin()
+  local now = now_ms()
+  local now_s = num_str(now)
+  local w = pending_writes()
+  local ready = pending_ready()
+  local replies = {}
+  local changed = false
+
+  -- Content, metadata, filters, priority and group of a message that starts a new run, queued now or
+  -- after \`backoff\` ms.
+  local function place(id, meta, class, backoff, revived, policy, priority, group)
+    if meta ~= '' then later(w, 'hset', K.metadata, id, meta) elseif revived then later(w, 'hdel', K.metadata, id) end
+    if policy ~= '' then later(w, 'hset', K.policies, id, policy) elseif revived then later(w, 'hdel', K.policies, id) end
+    if class ~= '' then
+      later(w, 'hset', K.filters, id, class)
+      later(w, 'sadd', K.classes, class)
+    elseif revived then
+      later(w, 'hdel', K.filters, id)
+    end
+    local lane = class
+    if priority ~= '' then
+      later(w, 'hset', K.priorities, id, priority)
+      lane = lane_for(class, priority)
+    elseif revived then
+      later(w, 'hdel', K.priorities, id)
+    end
+    if group ~= '' then later(w, 'hset', K.groups, id, group) elseif revived then later(w, 'hdel', K.groups, id) end
+    later(w, 'hset', K.enqueued_at, id, now_s)
+    if backoff > 0 then
+      -- Written now: a duplicate later in this batch must see the backoff.
+      redis.call('HSET', K.backoffs, id, now + backoff)
+      later(w, 'zadd', K.schedule, now + backoff, id)
+    else
+      push_ready(ready, lane, id, false)
+    end
+    changed = true
+  end
+
+  -- A debounce: the message \`wid\` took debounce id \`did\` last; when it is still waiting (queued or
+  -- queued-with-backoff, not held and not a requeue's new run), it takes this content and metadata and
+  -- becomes ready \`backoff\` ms from now, keeping its id, filters, priority, group and policy. Returns
+  -- whether it did (else the new message is added as usual and takes the debounce id).
+  local function debounce(wid, content, meta, backoff)
+    if redis.call('HEXISTS', K.messages, wid) == 0 or redis.call('SISMEMBER', K.done, wid) == 1
+      or redis.call('HEXISTS', K.locks, wid) == 1 or redis.call('ZSCORE', K.failed, wid) then
+      return false
+    end
+    if redis.call('ZSCORE', K.schedule, wid) then
+      redis.call('ZREM', K.schedule, wid)
+      redis.call('HDEL', K.backoffs, wid)
+    elseif not unready(wid) then
+      return false
+    end
+    redis.call('HSET', K.messages, wid, content)
+    if meta ~= '' then redis.call('HSET', K.metadata, wid, meta) else redis.call('HDEL', K.metadata, wid) end
+    redis.call('HSET', K.updated_at, wid, now)
+    if backoff > 0 then
+      redis.call('HSET', K.backoffs, wid, now + backoff)
+      redis.call('ZADD', K.schedule, now + backoff, wid)
+    else
+      push_ready(ready, lane_of(wid), wid, false)
+    end
+    event('enqueued', wid, redis.call('HGET', K.nattempts, wid) or 0)
+    changed = true
+    return true
+  end
+
+  -- The debounce index: \`did\` → id, and back, so the entry leaves with the message.
+  local function index_debounce(id, did)
+    if did ~= '' then
+      redis.call('HSET', K.debounce, did, id)
+      redis.call('HSET', K.debounce_of, id, did)
+      return
+    end
+    local old = redis.call('HGET', K.debounce_of, id)
+    if old then
+      redis.call('HDEL', K.debounce_of, id)
+      if redis.call('HGET', K.debounce, old) == id then redis.call('HDEL', K.debounce, old) end
+    end
+  end
+
+  -- What is left of a finished run, before its id starts a new one (its history stays).
+  local function forget_run(id)
+    for _, key in ipairs({ K.nattempts, K.outcomes, K.backoffs, K.locks, K.holders, K.updated_at, K.requeue_content,
+      K.losses }) do
+      redis.call('HDEL', key, id)
+    end
+    redis.call('SREM', K.done, id)
+    redis.call('ZREM', K.done_at, id)
+    redis.call('ZREM', K.dedupe, id)
+  end
+
+  for k, i in ipairs(msg_at) do
+    local id, content, meta, class, backoff, flags, policy, ext = ARGV[i], ARGV[i + 1], '', '', 0, 0, '', ''
+    if msg_full[k] then
+      meta, class, backoff, flags = ARGV[i + 2], ARGV[i + 3], tonumber(ARGV[i + 4]), tonumber(ARGV[i + 5])
+      policy, ext = ARGV[i + 6], ARGV[i + 7]
+    end
+    local priority, group, did = scheduling(ext)
+    local allow_requeue, replace = flags % 2 == 1, flags >= 2
+    local waiting = nil
+    if did ~= '' then
+      -- Earlier messages of the batch are written first: one of them may be the waiting one.
+      flush_writes(w)
+      flush_ready(ready)
+      w, ready = pending_writes(), pending_ready()
+      waiting = redis.call('HGET', K.debounce, did)
+    end
+    if waiting and debounce(waiting, content, meta, backoff) then
+      replies[#replies + 1] = 'debounced ' .. waiting
+    elseif redis.call('HSETNX', K.messages, id, content) == 1 then
+      place(id, meta, class, backoff, false, policy, priority, group)
+      if did ~= '' then index_debounce(id, did) end
+      -- event('enqueued', id, 0), without the call: the hottest path there is.
+      if EV.on then EV.lines[#EV.lines + 1] = 'enqueued 0 ' .. id end
+      replies[#replies + 1] = 'added'
+    else
+      local state, ends = state_of(id, now)
+      -- An enqueue that revives or marks a message records the attempt it is at.
+      if EV.on and (state == 'done-awaiting-gc' or (allow_requeue and (state == 'done-with-backoff' or state == 'locked'))) then
+        event('enqueued', id, redis.call('HGET', K.nattempts, id))
+      end
+      if state == 'done-awaiting-gc' then
+        redis.call('HSET', K.messages, id, content)
+        forget_run(id)
+        place(id, meta, class, backoff, true, policy, priority, group)
+        index_debounce(id, did)
+        replies[#replies + 1] = 'revived'
+      elseif allow_requeue and state == 'done-with-backoff' then
+        -- done-with-requeue: queued when the backoff ends, as a new run.
+        redis.call('SADD', K.requeue, id)
+        redis.call('ZREM', K.dedupe, id)
+        -- Its success stays its last outcome once it leaves done (finish wrote none).
+        redis.call('HSETNX', K.outcomes, id, 'success')
+        redis.call('ZADD', K.schedule, ends, id)
+        redis.call('ZADD', K.requeue_schedule, ends, id)
+        redis.call('HDEL', K.nattempts, id)
+        redis.call('HDEL', K.losses, id)
+        if replace then redis.call('HSET', K.messages, id, content) end
+        later(w, 'hset', K.updated_at, id, now)
+        replies[#replies + 1] = 'requeued'
+        changed = true
+      elseif allow_requeue and state == 'locked' then
+        redis.call('SADD', K.requeue, id)
+        redis.call('ZADD', K.requeue_locks, ends, id)
+        if replace then redis.call('HSET', K.requeue_content, id, content) end
+        later(w, 'hset', K.updated_at, id, now)
+        replies[#replies + 1] = 'requeued'
+      else
+        replies[#replies + 1] = state
+      end
+    end
+  end
+
+  flush_writes(w)
+  flush_ready(ready)
+  events_flush(now)
+  if not enqueue_marked then mark_layout() end
+  return replies, changed
+end
+local function begin_call(keys, args, names)
+  KEYS, ARGV, KEY_BASE, KEY_NAMES = keys, args, keys[1], names
+  K = setmetatable({}, K_META)
+  reset_common()
+  reset_events()
+  reset_forget()
+  reset_enqueue()
+end
+do
+  local names = { messages = 'messages', metadata = 'metadata', filters = 'filters', classes = 'classes', nattempts = 'nattempts', locks = 'locks', holders = 'holders', backoffs = 'backoffs', done = 'done', done_at = 'done-at', requeue = 'requeue', schedule = 'schedule', lock_expiry = 'lock-expiry', updated_at = 'updated-at', mid_circle = 'mid-circle', eoq_backoff = 'eoq-backoff?', ndry_runs = 'ndry-runs', policies = 'policies', pushes = 'pushes', conf = 'conf', failed = 'failed', lanes = 'lanes', rate_tat = 'rate-tat', layout = 'layout', events = 'events', events_seq = 'events-seq', events_wake = 'events-wake', priorities = 'priorities', groups = 'groups', group_held = 'group-held', parked = 'parked', history = 'history', losses = 'losses', outcomes = 'outcomes', enqueued_at = 'enqueued-at', requeue_content = 'requeue-content', requeue_locks = 'requeue-locks', requeue_schedule = 'requeue-schedule', dedupe = 'dedupe', debounce = 'debounce', debounce_of = 'debounce-of' }
+  redis.register_function({
+    function_name = 'kvmq_34782f84963d_claim',
+    flags = { 'allow-oom' },
+    callback = function(keys, args)
+begin_call(keys, args, names)
+-- claim: locks up to \`max\` ready messages for a consumer. First moves messages
+-- whose backoff or lock ended back to their ready lists, then pops the ready
+-- lists of the classes the consumer accepts. When nothing was taken, counts a
+-- dry run once per queue-wide end-of-queue backoff (Carmine's eoq-backoff? and
+-- ndry-runs) and says when looking again is worthwhile without a wake-up.
+-- A paused queue hands out nothing and counts no dry run (checked here, so no claim
+-- starts after pause() returned). Each message handed out writes a \`started\` event (events on).
+-- Order: the priority-0 lanes of the accepted classes in turn, then the lanes of lower priorities in
+-- priority order (\`lanes\`). A message whose group already holds group_concurrency is parked instead
+-- (lib/groups.lua). With a rate limit (rate_limit in conf), at most what it grants (\`rate-tat\`).
+-- Runs when Redis is out of memory (allow-oom): draining the queue is how memory comes back.
+--
+-- KEYS: messages metadata filters classes nattempts locks holders backoffs done done-at requeue
+--       schedule lock-expiry updated-at mid-circle eoq-backoff? ndry-runs policies pushes conf failed lanes
+--       rate-tat layout
+-- ARGV: consumer id, max, lock ms, the number of filter classes the consumer knows of,
+--       five end-of-queue backoffs in ms (after dry run 1, 2, 3, 4, 5 and more),
+--       '*' to accept every class, else the accepted classes ('' for messages without filters)
+-- Reply: { 'classes', class... } when the queue's classes changed since the consumer looked
+--        (it claimed nothing), else { 'ok', queue size, dry runs, wake-at ms (-1: look again at once; set
+--        when it claimed nothing, or took the last ready messages),
+--        then six per message: id, content, metadata JSON or nil, filter class, attempt, policy or nil }
+-- Include: common events lanes groups forget fail promote
+
+-- The layout mark and the dry runs in one read (MGET reads a key of another type as nil: without the mark,
+-- check_layout checks both keys and names the foreign one).
+local marks = redis.call('MGET', K.layout, K.ndry_runs)
+-- The hot path of a claim touches none of these (only promote's moves, groups and rate limits do, after
+-- check_rare). It reads conf, then schedule and lock-expiry (promote), before its first write.
+check_layout(nil, { 'history', 'losses', 'outcomes', 'enqueued_at', 'requeue_content', 'requeue_schedule', 'dedupe',
+  'done_at', 'backoffs', 'priorities', 'lanes', 'groups', 'debounce', 'debounce_of', 'group_held', 'parked',
+  'rate_tat', 'filters', 'pushes' }, { 'conf', 'schedule', 'lock_expiry' }, marks[1] == LAYOUT_VERSION)
+-- At most this many ready lists are read to tell a full claim that it took the last ready messages.
+local MAX_DRAINED_READS = 8
+local consumer, max, lock_ms, known = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
+local accept_all = ARGV[10] == '*'
+
+if not accept_all and redis.call('SCARD', K.classes) ~= known then
+  local reply = redis.call('SMEMBERS', K.classes)
+  table.insert(reply, 1, 'classes')
+  return reply
+end
+
+local now = now_ms()
+-- Messages waiting or held: not finished, not failed.
+local function queue_size()
+  return redis.call('HLEN', K.messages) - redis.call('SCARD', K.done) - redis.call('ZCARD', K.failed)
+end
+local conf = redis.call('HMGET', K.conf, 'paused', 'events', 'events_max_count', 'group_concurrency', 'rate_limit')
+-- Read before any write: a key of another type fails here (check_rare), not half-way.
+local has_lanes, grouped = false, false
+if redis.call('EXISTS', K.lanes, K.groups) > 0 then
+  check_rare()
+  has_lanes = redis.call('EXISTS', K.lanes) == 1
+  grouped = redis.call('EXISTS', K.groups) == 1
+end
+local group_max = tonumber(conf[4])
+if conf[1] == '1' then
+  -- Resume publishes a wake-up; a worker on a lost subscription looks again within a second.
+  return { 'ok', queue_size(), tonumber(marks[2]) or 0, now + 1000 }
+end
+-- The rate limit (GCRA, as model/rate-limit.ts rateGrant and rateCharge): at most \`granted\` now, and
+-- with none granted, no promotion and no dry run: the worker sleeps until the next slot.
+local rate_start, rate_interval = nil, nil
+if conf[5] and conf[5] ~= '' then
+  check_rare()
+  local limit_max, per_ms = string.match(conf[5], '^(%d+)/(%d+)$')
+  limit_max, per_ms = tonumber(limit_max), tonumber(per_ms)
+  rate_interval = per_ms / limit_max
+  rate_start = math.max(tonumber(redis.call('GET', K.rate_tat)) or 0, now)
+  local available = math.floor((now + per_ms - rate_start) / rate_interval + 1e-9)
+  if available <= 0 then
+    local dry = tonumber(marks[2]) or 0
+    return { 'ok', queue_size(), dry, math.ceil(rate_start - per_ms + rate_interval) }
+  end
+  max = math.min(max, available)
+end
+events_begin({ conf[2], conf[3] })
+local w = pending_writes()
+local ready = pending_ready()
+-- The score of a sorted set's first entry, nil when it is empty.
+local function head(key)
+  local first = redis.call('ZRANGE', key, 0, 0, 'WITHSCORES')
+  return tonumber(first[2])
+end
+-- The first backoff and lock to end: promote reads a set again only when its first entry is due, and the
+-- wake-up time needs no second read unless promote moved something.
+local heads = { schedule = head(K.schedule), expiry = head(K.lock_expiry) }
+local promoted = (heads.schedule ~= nil and heads.schedule <= now) or (heads.expiry ~= nil and heads.expiry <= now)
+local more = promote(now, ready, w, heads)
+flush_writes(w)
+flush_ready(ready)
+-- Promoted messages of lower priorities may have opened lanes.
+if ready.count > 0 and not has_lanes then has_lanes = redis.call('EXISTS', K.lanes) == 1 end
+
+local lists = {}
+local accepted = {}
+if accept_all then
+  lists[1] = ''
+  for _, class in ipairs(redis.call('SMEMBERS', K.classes)) do lists[#lists + 1] = class end
+else
+  for i = 10, #ARGV do
+    lists[#lists + 1] = ARGV[i]
+    accepted[ARGV[i]] = true
+  end
+end
+
+local ids, class_at, n = {}, {}, 0
+-- The lock end of the messages this claim takes (nil: none taken).
+local locked_until = nil
+-- Held messages per group (read once per group), counting those this claim takes.
+local held, taken_groups = {}, {}
+-- Pops up to \`want\` from a lane; returns how many it popped. A message of a full group is parked.
+local function take(lane, class, want)
+  local popped = redis.call('RPOP', ready_list(lane), want)
+  if not popped then return 0 end
+  if not grouped then
+    for _, id in ipairs(popped) do
+      n = n + 1
+      ids[n] = id
+      class_at[n] = class
+    end
+    return #popped
+  end
+  local groups = hmget(K.groups, popped)
+  for i, id in ipairs(popped) do
+    local group = groups[i]
+    if group then
+      local h = held[group] or tonumber(redis.call('HGET', K.group_held, group)) or 0
+      if group_max and h >= group_max then
+        park(group, id)
+      else
+        held[group] = h + 1
+        taken_groups[group] = (taken_groups[group] or 0) + 1
+        n = n + 1
+        ids[n] = id
+        class_at[n] = class
+      end
+    else
+      n = n + 1
+      ids[n] = id
+      class_at[n] = class
+    end
+  end
+  return #popped
+end
+-- Takes from a lane until the claim is full (true) or the lane is empty (false).
+local function drain(lane, class)
+  while n < max do
+    local want = max - n
+    if take(lane, class, want) < want then return false end
+  end
+  return true
+end
+
+-- Priority 0 first: the classes in turn from a rotating start, so no class waits behind another for good.
+local start = now % math.max(1, #lists)
+for k = 0, #lists - 1 do
+  if n >= max then break end
+  local class = lists[(start + k) % #lists + 1]
+  drain(class, class)
+end
+-- Then the lanes of lower priorities, in priority order; \`lanes\` names only lanes that held messages,
+-- so no message of a lower priority is read to find one of a higher. Emptied lanes leave it.
+if n < max and has_lanes then
+  local emptied, from = {}, 0
+  while n < max do
+    local page = redis.call('ZRANGE', K.lanes, from, from + 99)
+    for _, lane in ipairs(page) do
+      if n >= max then break end
+      local class = lane_parts(lane)
+      if (accept_all or accepted[class]) and not drain(lane, class) then emptied[#emptied + 1] = lane end
+    end
+    if #page < 100 then break end
+    from = from + 100
+  end
+  if #emptied > 0 then redis.call('ZREM', K.lanes, unpack(emptied)) end
+end
+
+-- Redis keeps a small hash or sorted set in one listpack (up to 128 entries by default), where each lookup,
+-- insert and delete scans the whole list. The keys of held messages are its worst case: up to concurrency +
+-- prefetch entries, each written and deleted once per message (a third of a busy worker's server time).
+-- Once WIDE_AT messages are held, an entry too long for a listpack (*-max-listpack-value: 64 bytes by
+-- default) is added to each and removed at once: Redis converts the key, and keeps it so until it is deleted.
+local WIDE_AT = 32
+local TOO_LONG = string.rep('~', 256)
+local function keep_wide(key, sorted)
+  -- pcall: where an ACL denies OBJECT, the keys stay as they are and the claim goes on.
+  if redis.pcall('OBJECT', 'ENCODING', key) ~= 'listpack' then return end
+  if sorted then
+    redis.call('ZADD', key, 0, TOO_LONG)
+    redis.call('ZREM', key, TOO_LONG)
+  else
+    redis.call('HSET', key, TOO_LONG, '')
+    redis.call('HDEL', key, TOO_LONG)
+  end
+end
+
+local reply = { 'ok', 0, 0, -1 }
+if n > 0 then
+  local contents = hmget(K.messages, ids)
+  local metas = hmget_kept(K.metadata, ids)
+  local attempts = hmget(K.nattempts, ids)
+  local policies = hmget_kept(K.policies, ids)
+  local marked = redis.call('SCARD', K.requeue) > 0
+  local lock_until = now + lock_ms
+  local now_s, until_s = num_str(now), num_str(lock_until)
+  local counts, locks, holders, expiry, m, r = {}, {}, {}, {}, 0, 4
+  for i = 1, n do
+    -- A ready entry whose message is gone (cleared meanwhile) is dropped.
+    if contents[i] then
+      local id = ids[i]
+      local attempt = (tonumber(attempts[i]) or 0) + 1
+      local attempt_s = num_str(attempt)
+      counts[m + 1], counts[m + 2] = id, attempt_s
+      locks[m + 1], locks[m + 2] = id, until_s
+      -- The claim time is in the holder: status reads it as the message's update time while it is held.
+      holders[m + 1], holders[m + 2] = id, holder_value(consumer, attempt_s, now_s)
+      expiry[m + 1], expiry[m + 2] = until_s, id
+      m = m + 2
+      reply[r + 1], reply[r + 2], reply[r + 3], reply[r + 4] = id, contents[i], metas[i] or false, class_at[i]
+      reply[r + 5], reply[r + 6] = attempt, policies[i] or false
+      r = r + 6
+      if EV.on then event('started', id, attempt) end
+      -- A message that lost its lock keeps its requeue mark: locked-with-requeue again.
+      if marked and redis.call('SISMEMBER', K.requeue, id) == 1 then
+        redis.call('ZADD', K.requeue_locks, lock_until, id)
+      end
+    end
+  end
+  for group, count in pairs(taken_groups) do redis.call('HINCRBY', K.group_held, group, count) end
+  if rate_start and m > 0 then
+    redis.call('SET', K.rate_tat, string.format('%.3f', rate_start + (m / 2) * rate_interval))
+  end
+  if m > 0 then
+    locked_until = lock_until
+    call_chunked('HSET', K.nattempts, counts)
+    call_chunked('HSET', K.locks, locks)
+    call_chunked('HSET', K.holders, holders)
+    call_chunked('ZADD', K.lock_expiry, expiry)
+    -- The three keys hold an entry per held message each: one count for all.
+    if redis.call('HLEN', K.locks) >= WIDE_AT then
+      keep_wide(K.locks, false)
+      keep_wide(K.holders, false)
+      keep_wide(K.lock_expiry, true)
+    end
+  end
+end
+
+-- Whether the accepted lanes are empty now: fewer than asked were there, or as many and none left (read
+-- for a few plain lanes only; with more, or lanes of lower priorities, the worker just claims again).
+local function drained()
+  if n < max then return true end
+  if has_lanes or #lists > MAX_DRAINED_READS then return false end
+  for _, lane in ipairs(lists) do
+    if redis.call('LLEN', ready_list(lane)) > 0 then return false end
+  end
+  return true
+end
+
+-- When looking again is worthwhile without a wake-up: after \`ttl\` ms, or when a backoff or lock ends.
+local function wake_after(ttl)
+  if more then return now end
+  local wake_at = now + ttl
+  local firsts = { heads.schedule, heads.expiry, locked_until }
+  if promoted then firsts = { head(K.schedule), head(K.lock_expiry), nil } end
+  for i = 1, 3 do
+    if firsts[i] ~= nil then wake_at = math.min(wake_at, firsts[i]) end
+  end
+  return wake_at
+end
+
+if #reply > 4 then
+  -- Handling resets the dry runs (and the backoff that counts them).
+  local dry = marks[2]
+  if dry and dry ~= '0' then
+    redis.call('SET', K.ndry_runs, '0')
+    redis.call('DEL', K.eoq_backoff)
+  end
+  -- The accepted lanes ran dry, so a claim now would find nothing: the worker waits for a wake-up instead,
+  -- or until a dry run (the first: the runs were just reset) would have said to look.
+  if drained() then reply[4] = wake_after(tonumber(ARGV[5])) end
+else
+  local ttl = redis.call('PTTL', K.eoq_backoff)
+  local dry
+  if ttl <= 0 then
+    dry = redis.call('INCR', K.ndry_runs)
+    ttl = tonumber(ARGV[4 + math.min(5, dry)])
+    if ttl > 0 then redis.call('SET', K.eoq_backoff, '1', 'PX', ttl) else redis.call('DEL', K.eoq_backoff) end
+  else
+    dry = tonumber(marks[2]) or 0
+  end
+  reply[3] = dry
+  reply[4] = wake_after(ttl)
+end
+reply[2] = queue_size()
+events_flush(now)
+return reply
+end })
+end
+do
+  local names = { messages = 'messages', locks = 'locks', backoffs = 'backoffs', nattempts = 'nattempts', mid_circle = 'mid-circle', done = 'done', requeue = 'requeue', eoq_backoff = 'eoq-backoff?', ndry_runs = 'ndry-runs', metadata = 'metadata', filters = 'filters', classes = 'classes', holders = 'holders', outcomes = 'outcomes', enqueued_at = 'enqueued-at', updated_at = 'updated-at', requeue_content = 'requeue-content', schedule = 'schedule', lock_expiry = 'lock-expiry', done_at = 'done-at', dedupe = 'dedupe', policies = 'policies', history = 'history', losses = 'losses', pushes = 'pushes', requeue_locks = 'requeue-locks', requeue_schedule = 'requeue-schedule', failed = 'failed', events = 'events', priorities = 'priorities', lanes = 'lanes', groups = 'groups', group_held = 'group-held', parked = 'parked', debounce = 'debounce', debounce_of = 'debounce-of', rate_tat = 'rate-tat', layout = 'layout' }
+  redis.register_function({
+    function_name = 'kvmq_34782f84963d_clear',
+    flags = { 'allow-oom' },
+    callback = function(keys, args)
+begin_call(keys, args, names)
+-- clear: removes every message of the queue, its ready lists (every priority's, every group's parked
+-- list), its dry-run count, its layout mark, its rate limit's state, its debounce index and its events.
+-- The configuration, the schedules, the consumer registry and the events' numbering (\`events-seq\`) stay, so
+-- a reader behind is told it missed events. UNLINK frees large keys in the background, so a big queue does
+-- not stall Redis.
+-- Runs when Redis is out of memory (allow-oom): it frees memory.
+--
+-- KEYS: messages locks backoffs nattempts mid-circle done requeue eoq-backoff? ndry-runs metadata
+--       filters classes holders outcomes enqueued-at updated-at requeue-content schedule lock-expiry
+--       done-at dedupe policies history losses pushes requeue-locks requeue-schedule failed events
+--       priorities lanes groups group-held parked debounce debounce-of rate-tat layout
+-- ARGV: none
+-- Reply: 1
+-- Include: common
+
+check_layout()
+local keys = {}
+for _, class in ipairs(redis.call('SMEMBERS', K.classes)) do keys[#keys + 1] = ready_list(class) end
+for _, lane in ipairs(redis.call('ZRANGE', K.lanes, 0, -1)) do keys[#keys + 1] = ready_list(lane) end
+for _, group in ipairs(redis.call('SMEMBERS', K.parked)) do keys[#keys + 1] = ready_list('#' .. group) end
+for _, key in pairs(key_table()) do keys[#keys + 1] = key end
+for i = 1, #keys, CHUNK do redis.call('UNLINK', unpack(keys, i, math.min(i + CHUNK - 1, #keys))) end
+return 1
+end })
+end
+do
+  local names = { conf = 'conf', wake = 'wake', messages = 'messages', consumers = 'consumers', pushes = 'pushes', mid_circle = 'mid-circle', filters = 'filters', priorities = 'priorities', lanes = 'lanes', groups = 'groups', group_held = 'group-held', parked = 'parked' }
+  redis.register_function({
+    function_name = 'kvmq_34782f84963d_configure',
+    flags = {  },
+    callback = function(keys, args)
+begin_call(keys, args, names)
+-- configure: writes the queue's configuration if it is still what the caller
+-- read (compare and set), so two concurrent configure() calls never lose a change.
+-- Unpausing wakes the queue's idle workers; a changed group_concurrency gives parked messages the
+-- room the new limit makes (lib/groups.lua) and wakes the workers too.
+--
+-- KEYS: conf wake messages consumers pushes mid-circle
+-- ARGV: the twelve fields as read (task_gc_lifetime, task_gc_interval, filter_enums, failed_lifetime,
+--       paused, max_deliveries, dead_letter_queue, events, events_max_count, events_max_age,
+--       rate_limit ('<max>/<perMs>'), group_concurrency; '' for absent or none), then the new ones
+-- Reply: 0 when the configuration changed meanwhile, else 1 when written (2: the queue did not exist:
+--        no configuration, messages or consumers)
+-- Include: common lanes groups
+
+check_layout()
+local fields = { 'task_gc_lifetime', 'task_gc_interval', 'filter_enums', 'failed_lifetime', 'paused', 'max_deliveries',
+  'dead_letter_queue', 'events', 'events_max_count', 'events_max_age', 'rate_limit', 'group_concurrency' }
+local n = #fields
+local current = redis.call('HMGET', K.conf, unpack(fields))
+for i = 1, n do
+  if (current[i] or '') ~= ARGV[i] then return 0 end
+end
+local created = redis.call('EXISTS', K.conf, K.messages, K.consumers) == 0
+local pairs_ = {}
+for i = 1, n do
+  pairs_[#pairs_ + 1] = fields[i]
+  pairs_[#pairs_ + 1] = ARGV[n + i]
+end
+redis.call('HSET', K.conf, unpack(pairs_))
+if ARGV[5] == '1' and ARGV[n + 5] ~= '1' then redis.call('PUBLISH', K.wake, 'resume') end
+if ARGV[12] ~= ARGV[n + 12] then
+  local ready = pending_ready()
+  if unpark_all(ready) > 0 then
+    flush_ready(ready)
+    redis.call('PUBLISH', K.wake, 'group-concurrency')
+  end
+end
+if created then return 2 end
+return 1
+end })
+end
+do
+  local names = { consumers = 'consumers', holders = 'holders', locks = 'locks' }
+  redis.register_function({
+    function_name = 'kvmq_34782f84963d_consumers',
+    flags = { 'no-writes' },
+    callback = function(keys, args)
+begin_call(keys, args, names)
+-- consumers: the consumer registry and what each consumer holds.
+--
+-- KEYS: consumers holders locks
+-- ARGV: none
+-- Reply: { now, registrations (pairs), then consumer id, JSON pairs, then message id, holder pairs of live locks }
+-- Include: common consumers
+
+check_layout()
+local now = now_ms()
+local entries, registrations = consumer_entries(now)
+local reply = { now, registrations }
+for _, v in ipairs(entries) do reply[#reply + 1] = v end
+return reply
+end })
+end
+do
+  local names = { conf = 'conf', events = 'events', events_seq = 'events-seq', events_wake = 'events-wake', done = 'done', requeue = 'requeue', backoffs = 'backoffs', locks = 'locks', failed = 'failed', filters = 'filters', priorities = 'priorities', lanes = 'lanes', groups = 'groups', messages = 'messages', metadata = 'metadata', classes = 'classes', nattempts = 'nattempts', holders = 'holders', outcomes = 'outcomes', enqueued_at = 'enqueued-at', updated_at = 'updated-at', requeue_content = 'requeue-content', schedule = 'schedule', done_at = 'done-at', dedupe = 'dedupe', mid_circle = 'mid-circle', wake = 'wake', policies = 'policies', losses = 'losses', requeue_locks = 'requeue-locks', requeue_schedule = 'requeue-schedule', pushes = 'pushes', debounce = 'debounce', debounce_of = 'debounce-of', layout = 'layout' }
+  redis.register_function({
+    function_name = 'kvmq_34782f84963d_enqueue',
+    flags = {  },
+    callback = function(keys, args)
+begin_call(keys, args, names)
+-- enqueue: adds a batch of messages (lib/enqueue.lua), or answers for ids that exist.
+--
+-- KEYS: conf
+-- ARGV: the messages' shapes, then two or eight per message (lib/enqueue.lua: a plain message, or one
+--       with metadata, filters, a backoff, flags, a policy or scheduling)
+-- Reply: one string per message: 'added', 'revived', 'requeued' or 'debounced', else the state that refused it
+-- Include: common events state lanes enqueue
+
+enqueue_check(1)
+local replies, changed = enqueue()
+if changed then redis.call('PUBLISH', K.wake, 'enqueue') end
+return replies
+end })
+end
+do
+  local names = { events = 'events', events_seq = 'events-seq' }
+  redis.register_function({
+    function_name = 'kvmq_34782f84963d_events_trim',
+    flags = { 'allow-oom' },
+    callback = function(keys, args)
+begin_call(keys, args, names)
+-- events-trim: GC's exact trim of the queue's events: the newest \`max count\` events stay, and none
+-- written longer ago than \`max age\` ms. Entries go whole: an entry holding both an event within the
+-- count and older ones stays. Event numbers grow with time, so the first entry young enough is
+-- found by a binary search over numbers (XRANGE from a number: the first entry at or after it).
+-- Runs when Redis is out of memory (allow-oom): it frees memory.
+--
+-- KEYS: events events-seq
+-- ARGV: max count, max age ms
+-- Reply: the entries removed
+-- Include: common
+
+check_layout()
+if redis.call('EXISTS', K.events) == 0 then return 0 end
+local max, age = tonumber(ARGV[1]), tonumber(ARGV[2])
+local cutoff = now_ms() - age
+local head = tonumber(redis.call('GET', K.events_seq)) or 0
+
+-- The first entry whose id is at least x: its number and when it was written, or nil.
+local function entry_from(x)
+  local found = redis.call('XRANGE', K.events, string.format('%d', x), '+', 'COUNT', 1)
+  if #found == 0 then return nil end
+  return tonumber(string.match(found[1][1], '^(%d+)')), tonumber(found[1][2][2])
+end
+
+-- The smallest number from which everything is within both bounds.
+local lo, hi = math.max(1, head - max + 1), head + 1
+while lo < hi do
+  local mid = math.floor((lo + hi) / 2)
+  local number, at = entry_from(mid)
+  if number == nil or at >= cutoff then hi = mid else lo = number + 1 end
+end
+return redis.call('XTRIM', K.events, 'MINID', string.format('%d', lo))
+end })
+end
+do
+  local names = { locks = 'locks', holders = 'holders', nattempts = 'nattempts', lock_expiry = 'lock-expiry', requeue = 'requeue', requeue_locks = 'requeue-locks' }
+  redis.register_function({
+    function_name = 'kvmq_34782f84963d_extend',
+    flags = { 'allow-oom' },
+    callback = function(keys, args)
+begin_call(keys, args, names)
+-- extend: renews the locks a consumer still holds, for the attempts it was handed.
+-- Runs when Redis is out of memory (allow-oom): a running handler keeps its message.
+--
+-- KEYS: locks holders nattempts lock-expiry requeue requeue-locks
+-- ARGV: consumer id, lock ms, then two per message: id, attempt
+-- Reply: the ids the consumer no longer holds
+-- Include: common
+
+check_layout()
+local consumer, lock_ms = ARGV[1], tonumber(ARGV[2])
+local lock_until = now_ms() + lock_ms
+local w = pending_writes()
+local lost = {}
+local marked = redis.call('SCARD', K.requeue) > 0
+for i = 3, #ARGV, 2 do
+  local id, attempt = ARGV[i], ARGV[i + 1]
+  if holds(redis.call('HGET', K.holders, id), consumer, attempt, id) then
+    later(w, 'hset', K.locks, id, lock_until)
+    later(w, 'zadd', K.lock_expiry, lock_until, id)
+    if marked and redis.call('SISMEMBER', K.requeue, id) == 1 then later(w, 'zadd', K.requeue_locks, lock_until, id) end
+  else
+    lost[#lost + 1] = id
+  end
+end
+flush_writes(w)
+return lost
+end })
+end
+do
+  local names = { messages = 'messages', filters = 'filters', nattempts = 'nattempts', locks = 'locks', holders = 'holders', backoffs = 'backoffs', done = 'done', done_at = 'done-at', dedupe = 'dedupe', requeue = 'requeue', requeue_content = 'requeue-content', schedule = 'schedule', lock_expiry = 'lock-expiry', outcomes = 'outcomes', updated_at = 'updated-at', mid_circle = 'mid-circle', wake = 'wake', pushes = 'pushes', losses = 'losses', layout = 'layout', conf = 'conf', events = 'events', events_seq = 'events-seq', events_wake = 'events-wake', priorities = 'priorities', lanes = 'lanes', groups = 'groups', group_held = 'group-held', parked = 'parked', metadata = 'metadata', policies = 'policies', history = 'history', enqueued_at = 'enqueued-at', requeue_locks = 'requeue-locks', requeue_schedule = 'requeue-schedule', failed = 'failed', debounce = 'debounce', debounce_of = 'debounce-of' }
+  redis.register_function({
+    function_name = 'kvmq_34782f84963d_finish',
+    flags = { 'allow-oom' },
+    callback = function(keys, args)
+begin_call(keys, args, names)
+-- finish: records handler outcomes. Only the consumer holding a message, for
+-- the attempt it was handed, may finish it; anything else is 'lost' (the lock
+-- expired and another took it, or the queue was cleared). A message marked for
+-- requeue runs again as a new run (attempt 0, the replacement payload if one was
+-- given): at once, or as done-with-requeue until the outcome's backoff ends.
+-- Otherwise an error is final: the message fails (or moves to the dead-letter
+-- queue). An error or retry of an attempt that ran is recorded in the history.
+-- Each stored outcome writes its event (events on): completed, failed, or retrying unless the
+-- message never ran (a give-back).
+-- Runs when Redis is out of memory (allow-oom): draining the queue is how memory comes back.
+--
+-- KEYS: messages filters nattempts locks holders backoffs done done-at dedupe requeue
+--       requeue-content schedule lock-expiry outcomes updated-at mid-circle wake pushes losses layout
+-- ARGV: consumer id, the number P of plain successes (no backoff, no error), two per plain success: id,
+--       attempt; then seven per other finish: id, attempt, outcome ('success', 'error' or 'retry'),
+--       backoff ms, error ('-' for none, else '+' and the text), started at ms ('' when it never ran),
+--       the error as the history keeps it ('' when it is the error itself, else '+' and the text)
+-- Reply: one string per finish, in the order of ARGV: 'ok' or 'lost'
+-- Include: common events lanes groups forget fail
+
+local PER = 7
+-- A batch of plain successes touches none of these (errors, retries, requeues and backoffs call check_rare). It reads
+-- holders, nattempts and requeue before its first write.
+check_layout(nil, { 'history', 'losses', 'failed', 'conf', 'requeue_locks', 'requeue_schedule', 'requeue_content',
+  'metadata', 'policies', 'enqueued_at', 'schedule', 'mid_circle', 'filters', 'pushes', 'priorities', 'lanes', 'groups',
+  'debounce', 'debounce_of', 'group_held', 'parked', 'messages', 'dedupe' }, { 'holders', 'nattempts', 'requeue' },
+  layout_marked())
+local consumer = ARGV[1]
+-- Plain successes come as id and attempt only: most finishes are, and each argument costs the server.
+local plain = tonumber(ARGV[2])
+local REST = 3 + 2 * plain
+local count = plain + (#ARGV - REST + 1) / PER
+if count == 0 then return {} end
+local now = now_ms()
+local now_s = num_str(now)
+-- Where finish k's fields start in ARGV, and its attempt.
+local function base_of(k)
+  if k <= plain then return 1 + 2 * k end
+  return REST + (k - plain - 1) * PER
+end
+local ids, attempts_in = {}, {}
+for k = 1, count do
+  local base = base_of(k)
+  ids[k], attempts_in[k] = ARGV[base], ARGV[base + 1]
+end
+local holders = hmget(K.holders, ids)
+-- Whether finish k's consumer still holds its message, at the attempt it was handed.
+local held = {}
+for k, id in ipairs(ids) do held[k] = holds(holders[k], consumer, attempts_in[k], id) end
+local marked = {}
+if redis.call('SCARD', K.requeue) > 0 then
+  for k, id in ipairs(ids) do
+    marked[k] = redis.call('SISMEMBER', K.requeue, id) == 1
+    if marked[k] then check_rare() end
+  end
+end
+for k = plain + 1, count do
+  local base = base_of(k)
+  if ARGV[base + 2] ~= 'success' or tonumber(ARGV[base + 3]) > 0 then check_rare() end
+end
+events_begin()
+
+-- A new run with the payload given at requeue time, if one was.
+local function take_replacement(id)
+  local content = redis.call('HGET', K.requeue_content, id)
+  if content then
+    redis.call('HSET', K.messages, id, content)
+    redis.call('HDEL', K.requeue_content, id)
+  end
+end
+
+-- The common writes go in one command each; the rarer outcomes through \`w\`.
+local w = pending_writes()
+local ready = pending_ready()
+-- A message that ends up done keeps its finish time in done-at, which status reads as its update time:
+-- only those that run again take an updated-at stamp (a failure's is written by fail).
+local unlocked, outcomes, cleared, stamps, done, done_at, dedupe = {}, {}, {}, {}, {}, {}, {}
+local replies = {}
+local woke = false
+local seen = {}
+-- A grouped message letting go makes room in its group: parked messages of it go back to their lanes.
+-- Done first: a dead-letter move (fail) forgets the message's group.
+if redis.call('EXISTS', K.group_held) == 1 then
+  local letting_go = {}
+  for k, id in ipairs(ids) do
+    if held[k] and not seen[id] then
+      seen[id] = true
+      letting_go[#letting_go + 1] = id
+    end
+  end
+  seen = {}
+  if #letting_go > 0 and release_groups(letting_go, ready) > 0 then woke = true end
+end
+for k, id in ipairs(ids) do
+  local attempt, outcome, backoff, err, started, tail = attempts_in[k], 'success', 0, '-', '', ''
+  if k > plain then
+    local base = base_of(k)
+    outcome, backoff, err = ARGV[base + 2], tonumber(ARGV[base + 3]), ARGV[base + 4]
+    started, tail = ARGV[base + 5], ARGV[base + 6]
+  end
+  if not held[k] or seen[id] then
+    replies[k] = 'lost'
+  else
+    seen[id] = true
+    replies[k] = 'ok'
+    unlocked[#unlocked + 1] = id
+    local stored = outcome
+    if err ~= '-' then stored = outcome .. '\\n' .. string.sub(err, 2) end
+    local kept = nil
+    if outcome ~= 'success' then
+      if tail ~= '' then kept = string.sub(tail, 2) elseif err ~= '-' then kept = string.sub(err, 2) end
+      if started ~= '' then append_history(id, attempt, tonumber(started), now, consumer, outcome, kept) end
+    end
+    if EV.on then
+      if outcome == 'success' then
+        event('completed', id, attempt)
+      elseif outcome == 'error' then
+        event('failed', id, attempt, kept)
+      elseif started ~= '' then
+        event('retrying', id, attempt, kept)
+      end
+    end
+    if outcome == 'error' and not marked[k] then
+      fail(id, now, stored)
+    elseif stored == 'success' and not marked[k] then
+      -- A done message without an outcome reads as a success (lib/status.lua): only an earlier retry's is deleted.
+      cleared[#cleared + 1] = id
+    else
+      local n = #outcomes
+      outcomes[n + 1], outcomes[n + 2] = id, stored
+    end
+    if outcome == 'retry' then
+      stamps[#stamps + 1], stamps[#stamps + 2] = id, now_s
+      -- A retry runs again anyway: a requeue mark is used up by it.
+      if marked[k] then
+        take_replacement(id)
+        later(w, 'srem', K.requeue, id)
+        later(w, 'zrem', K.requeue_locks, id)
+      end
+      if backoff > 0 then
+        later(w, 'hset', K.backoffs, id, now + backoff)
+        later(w, 'zadd', K.schedule, now + backoff, id)
+      else
+        push_ready(ready, lane_of(id), id, false)
+      end
+      woke = true
+    elseif marked[k] then
+      -- The requeue wins over any outcome: a new run.
+      take_replacement(id)
+      later(w, 'hdel', K.nattempts, id)
+      later(w, 'hdel', K.losses, id)
+      later(w, 'zrem', K.requeue_locks, id)
+      if backoff > 0 and outcome ~= 'error' then
+        -- done-with-requeue: done, still marked, queued again when the backoff ends.
+        done[#done + 1] = id
+        done_at[#done_at + 1], done_at[#done_at + 2] = now_s, id
+        later(w, 'hset', K.backoffs, id, now + backoff)
+        later(w, 'zadd', K.schedule, now + backoff, id)
+        later(w, 'zadd', K.requeue_schedule, now + backoff, id)
+      else
+        stamps[#stamps + 1], stamps[#stamps + 2] = id, now_s
+        later(w, 'srem', K.requeue, id)
+        push_ready(ready, lane_of(id), id, false)
+      end
+      woke = true
+    elseif outcome == 'success' then
+      done[#done + 1] = id
+      done_at[#done_at + 1], done_at[#done_at + 2] = now_s, id
+      -- Only a backoff needs a dedupe entry (done-with-backoff, by its end): list reads done-awaiting-gc
+      -- from done-at, and one sorted-set insert less is most of what a plain success saves.
+      if backoff > 0 then
+        dedupe[#dedupe + 1], dedupe[#dedupe + 2] = num_str(now + backoff), id
+        later(w, 'hset', K.backoffs, id, now + backoff)
+      end
+    end
+  end
+end
+
+if #unlocked > 0 then
+  call_chunked('HDEL', K.locks, unlocked)
+  call_chunked('HDEL', K.holders, unlocked)
+  call_chunked('ZREM', K.lock_expiry, unlocked)
+end
+if #outcomes > 0 then call_chunked('HSET', K.outcomes, outcomes) end
+if #cleared > 0 then call_chunked('HDEL', K.outcomes, cleared) end
+if #stamps > 0 then call_chunked('HSET', K.updated_at, stamps) end
+if #done > 0 then
+  call_chunked('SADD', K.done, done)
+  call_chunked('ZADD', K.done_at, done_at)
+end
+if #dedupe > 0 then call_chunked('ZADD', K.dedupe, dedupe) end
+flush_writes(w)
+flush_ready(ready)
+events_flush(now)
+if woke then redis.call('PUBLISH', K.wake, 'finish') end
+return replies
+end })
+end
+do
+  local names = { schedules = 'schedules', conf = 'conf', events = 'events', events_seq = 'events-seq', events_wake = 'events-wake', done = 'done', requeue = 'requeue', backoffs = 'backoffs', locks = 'locks', failed = 'failed', filters = 'filters', priorities = 'priorities', lanes = 'lanes', groups = 'groups', messages = 'messages', metadata = 'metadata', classes = 'classes', nattempts = 'nattempts', holders = 'holders', outcomes = 'outcomes', enqueued_at = 'enqueued-at', updated_at = 'updated-at', requeue_content = 'requeue-content', schedule = 'schedule', done_at = 'done-at', dedupe = 'dedupe', mid_circle = 'mid-circle', wake = 'wake', policies = 'policies', losses = 'losses', requeue_locks = 'requeue-locks', requeue_schedule = 'requeue-schedule', pushes = 'pushes', debounce = 'debounce', debounce_of = 'debounce-of', layout = 'layout' }
+  redis.register_function({
+    function_name = 'kvmq_34782f84963d_fire_schedule',
+    flags = {  },
+    callback = function(keys, args)
+begin_call(keys, args, names)
+-- fire-schedule: a schedule's compare-and-set and the enqueue of its due slots, in one step. When the
+-- stored schedule still holds exactly what the caller read (next slot and body), its next slot becomes
+-- the new one and the messages are enqueued as the enqueue script does (lib/enqueue.lua: events,
+-- debounce, priority, group...); otherwise nothing is written. This is what enqueues every slot once,
+-- however many processes fire the schedule.
+--
+-- KEYS: schedules
+-- ARGV: name, the stored value read ('<next slot ms> <body>'), the new next slot (ms), then the messages as
+--       the enqueue script takes them (their shapes, then their arguments)
+-- Reply: nil when the schedule changed, was removed or was fired by another; else one string per
+--        message as the enqueue script replies
+-- Include: common events state lanes enqueue
+
+enqueue_check(4)
+local current = redis.call('HGET', K.schedules, ARGV[1])
+if current ~= ARGV[2] then return false end
+local space = string.find(current, ' ', 1, true)
+redis.call('HSET', K.schedules, ARGV[1], ARGV[3] .. string.sub(current, space))
+local replies, changed = enqueue()
+if changed then redis.call('PUBLISH', K.wake, 'schedule') end
+return replies
+end })
+end
+do
+  local names = { consumers = 'consumers', gc_lock = 'gc-lock' }
+  redis.register_function({
+    function_name = 'kvmq_34782f84963d_gc_finish',
+    flags = { 'allow-oom' },
+    callback = function(keys, args)
+begin_call(keys, args, names)
+-- gc-finish: removes lapsed consumer registrations and releases the GC lock if the caller still holds it.
+-- Runs when Redis is out of memory (allow-oom): GC frees memory.
+--
+-- KEYS: consumers gc-lock
+-- ARGV: lock token
+-- Reply: the number of registrations removed
+-- Include: common
+
+check_layout()
+local now = now_ms()
+local lapsed = {}
+local entries = redis.call('HGETALL', K.consumers)
+for i = 1, #entries, 2 do
+  local ok, registration = pcall(cjson.decode, entries[i + 1])
+  if ok and type(registration) == 'table' and (tonumber(registration.expiresAt) or 0) <= now then
+    lapsed[#lapsed + 1] = entries[i]
+  end
+end
+if #lapsed > 0 then call_chunked('HDEL', K.consumers, lapsed) end
+if redis.call('GET', K.gc_lock) == ARGV[1] then redis.call('DEL', K.gc_lock) end
+return #lapsed
+end })
+end
+do
+  local names = { gc_lock = 'gc-lock', gc_at = 'gc-at' }
+  redis.register_function({
+    function_name = 'kvmq_34782f84963d_gc_start',
+    flags = { 'allow-oom' },
+    callback = function(keys, args)
+begin_call(keys, args, names)
+-- gc-start: takes the queue's GC lock, unless another GC holds it or (unless
+-- forced) the stored interval has not passed since the last GC.
+-- Runs when Redis is out of memory (allow-oom): GC frees memory.
+--
+-- KEYS: gc-lock gc-at
+-- ARGV: force ('1' or '0'), interval ms, lock ms, lock token
+-- Reply: 1 when the caller now holds the lock, else 0
+-- Include: common
+
+check_layout()
+local force, interval, lock_ms, token = ARGV[1] == '1', tonumber(ARGV[2]), tonumber(ARGV[3]), ARGV[4]
+local now = now_ms()
+if redis.call('EXISTS', K.gc_lock) == 1 then return 0 end
+if not force and (tonumber(redis.call('GET', K.gc_at)) or 0) + interval > now then return 0 end
+redis.call('SET', K.gc_lock, token, 'PX', lock_ms)
+redis.call('SET', K.gc_at, now)
+return 1
+end })
+end
+do
+  local names = { done_at = 'done-at', failed = 'failed', messages = 'messages', metadata = 'metadata', filters = 'filters', policies = 'policies', history = 'history', losses = 'losses', nattempts = 'nattempts', locks = 'locks', holders = 'holders', backoffs = 'backoffs', outcomes = 'outcomes', enqueued_at = 'enqueued-at', updated_at = 'updated-at', requeue_content = 'requeue-content', done = 'done', requeue = 'requeue', schedule = 'schedule', lock_expiry = 'lock-expiry', requeue_locks = 'requeue-locks', requeue_schedule = 'requeue-schedule', dedupe = 'dedupe', priorities = 'priorities', groups = 'groups', debounce = 'debounce', debounce_of = 'debounce-of' }
+  redis.register_function({
+    function_name = 'kvmq_34782f84963d_gc_sweep',
+    flags = { 'allow-oom' },
+    callback = function(keys, args)
+begin_call(keys, args, names)
+-- gc-sweep: removes finished messages older than the GC lifetime whose backoff
+-- has ended, looking at one page of the oldest; or, for failed messages, those
+-- failed longer ago than the lifetime. A finished message still refusing
+-- duplicates, or waiting to be requeued, stays.
+-- Runs when Redis is out of memory (allow-oom): GC frees memory.
+--
+-- KEYS: done-at failed
+-- ARGV: 'done' or 'failed', lifetime ms, offset (the entries kept by earlier pages), page size
+-- Reply: { removed, looked at }
+-- Include: common forget
+
+check_layout()
+local which, lifetime, offset, page = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
+local now = now_ms()
+local index = K.done_at
+if which == 'failed' then index = K.failed end
+local old = redis.call('ZRANGEBYSCORE', index, '-inf', now - lifetime, 'LIMIT', offset, page)
+local w = pending_writes()
+local removed = 0
+for _, id in ipairs(old) do
+  local backoff = tonumber(redis.call('HGET', K.backoffs, id)) or 0
+  if which == 'failed' or (backoff <= now and redis.call('SISMEMBER', K.requeue, id) == 0) then
+    removed = removed + 1
+    forget(id, w)
+  end
+end
+flush_writes(w)
+return { removed, #old }
+end })
+end
+do
+  local names = { messages = 'messages', metadata = 'metadata', filters = 'filters', policies = 'policies', history = 'history', priorities = 'priorities', groups = 'groups', done = 'done', requeue = 'requeue', backoffs = 'backoffs', locks = 'locks', failed = 'failed', nattempts = 'nattempts', holders = 'holders', outcomes = 'outcomes', enqueued_at = 'enqueued-at', updated_at = 'updated-at', done_at = 'done-at' }
+  redis.register_function({
+    function_name = 'kvmq_34782f84963d_inspect',
+    flags = { 'no-writes' },
+    callback = function(keys, args)
+begin_call(keys, args, names)
+-- inspect: everything kept about one message.
+--
+-- KEYS: messages metadata filters policies history priorities groups
+-- ARGV: id
+-- Reply: nil when the message is gone, else the seven fields of \`status\`, then content, metadata JSON
+--        or nil, filter class or nil, policy JSON or nil, history JSON or nil, priority or nil, group or nil
+-- Include: common state status
+
+check_layout()
+local id = ARGV[1]
+local reply = status_of(id, now_ms())
+if reply == nil then return nil end
+for _, key in ipairs({ K.messages, K.metadata, K.filters, K.policies, K.history, K.priorities, K.groups }) do
+  reply[#reply + 1] = redis.call('HGET', key, id)
+end
+return reply
+end })
+end
+do
+  local names = { messages = 'messages', metadata = 'metadata', filters = 'filters', classes = 'classes', pushes = 'pushes', mid_circle = 'mid-circle', schedule = 'schedule', lock_expiry = 'lock-expiry', requeue_locks = 'requeue-locks', requeue_schedule = 'requeue-schedule', done_at = 'done-at', dedupe = 'dedupe', failed = 'failed', lanes = 'lanes', parked = 'parked', conf = 'conf', events = 'events', events_seq = 'events-seq', events_wake = 'events-wake', done = 'done', requeue = 'requeue', backoffs = 'backoffs', locks = 'locks', nattempts = 'nattempts', holders = 'holders', outcomes = 'outcomes', enqueued_at = 'enqueued-at', updated_at = 'updated-at', priorities = 'priorities', groups = 'groups', group_held = 'group-held', policies = 'policies', history = 'history', losses = 'losses', requeue_content = 'requeue-content', debounce = 'debounce', debounce_of = 'debounce-of' }
+  redis.register_function({
+    function_name = 'kvmq_34782f84963d_list',
+    flags = { 'allow-oom' },
+    callback = function(keys, args)
+begin_call(keys, args, names)
+-- list: a page of messages in the wanted states, read from the indexes, never
+-- a walk of the queue. Within a state, oldest first by the index's time:
+--   queued               the ready lists in claim order (by priority, then '' and the filter classes in byte
+--                        order), then the groups' parked lists, next out first;
+--                        due backoffs and expired locks are first moved there, as a claim would
+--   queued-with-backoff  schedule after now (done-with-requeue entries, also there, are skipped)
+--   locked               lock-expiry after now (locked-with-requeue entries skipped)
+--   locked-with-requeue  requeue-locks after now
+--   done-awaiting-gc     done-at, by finish time (done-with-backoff, done-with-requeue and due requeues skipped:
+--                        a success without backoff has no dedupe entry)
+--   done-with-backoff    dedupe after now
+--   done-with-requeue    requeue-schedule after now
+--   failed               failed
+-- A position is the state and three strings: (score, id, '') in a sorted set; in a ready list
+-- (class, index from the back, the list's back pushes then), so pushes between pages shift it exactly.
+-- Runs when Redis is out of memory (allow-oom): it may move due messages, never adds any.
+--
+-- KEYS: messages metadata filters classes pushes mid-circle schedule lock-expiry requeue-locks
+--       requeue-schedule done-at dedupe failed lanes parked
+-- ARGV: states (comma-separated, in MESSAGE_STATES order), outcome ('' for any), limit, messages to look at
+--       at most, '1' to include content, then the position to go on from: state ('' to start), a, b, c
+-- Reply: { 'end' when the listing is over, else 'more', then the position of the last message looked at
+--        (state, a, b, c), then per message: id, the seven fields of \`status\`, and with content: content,
+--        metadata JSON or nil, filter class or nil }
+-- Include: common events state status lanes groups forget fail promote
+
+check_layout()
+events_begin()
+local states = {}
+for state in string.gmatch(ARGV[1], '[^,]+') do states[#states + 1] = state end
+local outcome, limit, budget, with_content = ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[4]), ARGV[5] == '1'
+local from_state = ARGV[6]
+local now = now_ms()
+-- Entries read per command.
+local STEP = 100
+
+-- a after b, comparing bytes (as Redis orders members of equal score), whatever the locale.
+local function after(a, b)
+  for i = 1, math.min(#a, #b) do
+    local x, y = string.byte(a, i), string.byte(b, i)
+    if x ~= y then return x > y end
+  end
+  return #a > #b
+end
+
+local reply = { 'end', '', '', '', '' }
+local listed, looked = 0, 0
+local position = nil
+
+-- Looks at one index entry; returns false when the call has done enough.
+local function look(id, state, a, b, c)
+  looked = looked + 1
+  position = { state, a, b, c }
+  local status = status_of(id, now)
+  local last = status and status[3]
+  if status and status[1] == state and (outcome == '' or (last and (last == outcome or
+      string.sub(last, 1, #outcome + 1) == outcome .. '\\n'))) then
+    reply[#reply + 1] = id
+    for i = 1, 7 do reply[#reply + 1] = status[i] end
+    if with_content then
+      for _, key in ipairs({ K.messages, K.metadata, K.filters }) do reply[#reply + 1] = redis.call('HGET', key, id) end
+    end
+    listed = listed + 1
+  end
+  return listed < limit and looked < budget
+end
+
+-- The rank just after (score, id) in a sorted set, even when id has left it since.
+local function rank_after(key, score, id)
+  local current = redis.call('ZSCORE', key, id)
+  if current and tonumber(current) == tonumber(score) then return redis.call('ZRANK', key, id) + 1 end
+  -- Ranks lo..hi-1 hold \`score\`, members in byte order: the first one after id.
+  local lo = redis.call('ZCOUNT', key, '-inf', '(' .. score)
+  local hi = redis.call('ZCOUNT', key, '-inf', score)
+  while lo < hi do
+    local mid = math.floor((lo + hi) / 2)
+    if after(redis.call('ZRANGE', key, mid, mid)[1], id) then hi = mid else lo = mid + 1 end
+  end
+  return lo
+end
+
+-- state → sorted set, and its range: 'after' now, or 'all'.
+local SORTED = {
+  ['queued-with-backoff'] = { K.schedule, 'after' },
+  locked = { K.lock_expiry, 'after' },
+  ['locked-with-requeue'] = { K.requeue_locks, 'after' },
+  ['done-awaiting-gc'] = { K.done_at, 'all' },
+  ['done-with-backoff'] = { K.dedupe, 'after' },
+  ['done-with-requeue'] = { K.requeue_schedule, 'after' },
+  failed = { K.failed, 'all' },
+}
+
+-- done-at also holds the finished messages whose backoff lasts (done-with-backoff, done-with-requeue): one
+-- HMGET of backoffs per step passes them at under a µs each instead of a status each (about 7 µs), for queues
+-- whose successes mostly carry a backoff. A pass counts as this part of a look (exact in binary).
+local PASS = 0.25
+
+-- Whether entry i of a step (its backoff end in \`backoffs\`, if read) is a done message still in a backoff.
+local function in_backoff(backoffs, i)
+  return backoffs ~= nil and (tonumber(backoffs[(i + 1) / 2]) or 0) > now
+end
+
+-- Returns true when the state's entries are all looked at.
+local function list_sorted(state, score, id)
+  local key, range = SORTED[state][1], SORTED[state][2]
+  local rank = 0
+  if range == 'after' then rank = redis.call('ZCOUNT', key, '-inf', now) end
+  if score then rank = math.max(rank, rank_after(key, score, id)) end
+  while true do
+    local entries = redis.call('ZRANGE', key, rank, rank + STEP - 1, 'WITHSCORES')
+    if #entries == 0 then return true end
+    local backoffs = nil
+    if state == 'done-awaiting-gc' then
+      local ids = {}
+      for i = 1, #entries, 2 do ids[#ids + 1] = entries[i] end
+      backoffs = hmget(K.backoffs, ids)
+    end
+    for i = 1, #entries, 2 do
+      if in_backoff(backoffs, i) then
+        looked = looked + PASS
+        position = { state, entries[i + 1], entries[i], '' }
+        if looked >= budget then return false end
+      elseif not look(entries[i], state, entries[i + 1], entries[i], '') then
+        return false
+      end
+    end
+    rank = rank + #entries / 2
+  end
+end
+
+-- A lane's place in the listing: claim order (priority, then class in byte order), parked lists last.
+local function lane_key(lane)
+  if string.byte(lane, 1) == 35 then return 1, 0, string.sub(lane, 2) end
+  local class, priority = lane_parts(lane)
+  return 0, priority, class
+end
+local function lane_before(a, b)
+  local ka, pa, na = lane_key(a)
+  local kb, pb, nb = lane_key(b)
+  if ka ~= kb then return ka < kb end
+  if pa ~= pb then return pa < pb end
+  return after(nb, na)
+end
+
+-- Returns true when every ready list (and every group's parked list) is looked at.
+local function list_ready(from_class, from_index, from_pushes)
+  local lanes = redis.call('SMEMBERS', K.classes)
+  lanes[#lanes + 1] = ''
+  for _, lane in ipairs(redis.call('ZRANGE', K.lanes, 0, -1)) do lanes[#lanes + 1] = lane end
+  for _, group in ipairs(redis.call('SMEMBERS', K.parked)) do lanes[#lanes + 1] = '#' .. group end
+  table.sort(lanes, lane_before)
+  for _, class in ipairs(lanes) do
+    if from_class == nil or class == from_class or lane_before(from_class, class) then
+      local list = ready_list(class)
+      local pushes = tonumber(redis.call('HGET', K.pushes, class)) or 0
+      local index = redis.call('LLEN', list) - 1
+      if class == from_class then
+        index = math.min(index, tonumber(from_index) + pushes - tonumber(from_pushes) - 1)
+      end
+      while index >= 0 do
+        local first = math.max(0, index - STEP + 1)
+        local ids = redis.call('LRANGE', list, first, index)
+        for i = #ids, 1, -1 do
+          if not look(ids[i], 'queued', class, tostring(first + i - 1), tostring(pushes)) then return false end
+        end
+        index = first - 1
+      end
+    end
+  end
+  return true
+end
+
+local resuming = from_state ~= ''
+for _, state in ipairs(states) do
+  if not resuming or state == from_state then
+    local a, b, c = nil, nil, nil
+    if resuming then a, b, c = ARGV[7], ARGV[8], ARGV[9] end
+    local over
+    if state == 'queued' then
+      -- Due backoffs and expired locks join the ready lists first, as at a claim.
+      for _ = 1, 10 do
+        local w, ready = pending_writes(), pending_ready()
+        local more = promote(now, ready, w)
+        flush_writes(w)
+        flush_ready(ready)
+        events_flush(now)
+        if not more then break end
+      end
+      over = list_ready(a, b, c)
+    else
+      over = list_sorted(state, a, b)
+    end
+    resuming = false
+    if not over then
+      reply[1] = 'more'
+      for i = 1, 4 do reply[i + 1] = position[i] end
+      return reply
+    end
+  end
+end
+return reply
+end })
+end
+do
+  local names = { messages = 'messages', wake = 'wake', pushes = 'pushes', mid_circle = 'mid-circle', conf = 'conf', events = 'events', events_seq = 'events-seq', events_wake = 'events-wake', done = 'done', requeue = 'requeue', backoffs = 'backoffs', locks = 'locks', failed = 'failed', filters = 'filters', priorities = 'priorities', lanes = 'lanes', groups = 'groups', group_held = 'group-held', parked = 'parked', metadata = 'metadata', policies = 'policies', history = 'history', losses = 'losses', nattempts = 'nattempts', holders = 'holders', outcomes = 'outcomes', enqueued_at = 'enqueued-at', updated_at = 'updated-at', requeue_content = 'requeue-content', schedule = 'schedule', lock_expiry = 'lock-expiry', requeue_locks = 'requeue-locks', requeue_schedule = 'requeue-schedule', done_at = 'done-at', dedupe = 'dedupe', debounce = 'debounce', debounce_of = 'debounce-of' }
+  redis.register_function({
+    function_name = 'kvmq_34782f84963d_promote_now',
+    flags = {  },
+    callback = function(keys, args)
+begin_call(keys, args, names)
+-- promote-now: ends backoffs now: queued-with-backoff → queued, done-with-requeue
+-- → queued (the requeue runs now, attempt 0). Other states are refused with theirs.
+--
+-- KEYS: messages wake pushes mid-circle
+-- ARGV: ids
+-- Reply: one string per id: 'ok', else its state ('' when unknown)
+-- Include: common events state lanes groups forget fail promote
+
+check_layout()
+local now = now_ms()
+local w = pending_writes()
+local ready = pending_ready()
+local replies = {}
+for i, id in ipairs(ARGV) do
+  replies[i] = ''
+  if redis.call('HEXISTS', K.messages, id) == 1 then
+    local state = state_of(id, now)
+    if state == 'queued-with-backoff' or state == 'done-with-requeue' then
+      end_wait(id, ready, w)
+      -- Written now: the same id later in the call must see it queued.
+      flush_writes(w)
+      w = pending_writes()
+      redis.call('HSET', K.updated_at, id, now)
+      replies[i] = 'ok'
+    else
+      replies[i] = state
+    end
+  end
+end
+flush_ready(ready)
+if ready.count > 0 then redis.call('PUBLISH', K.wake, 'promote') end
+return replies
+end })
+end
+do
+  local names = { messages = 'messages', done = 'done', failed = 'failed', schedule = 'schedule', lock_expiry = 'lock-expiry', dedupe = 'dedupe', requeue_locks = 'requeue-locks', requeue_schedule = 'requeue-schedule', ndry_runs = 'ndry-runs', conf = 'conf', consumers = 'consumers', holders = 'holders', locks = 'locks' }
+  redis.register_function({
+    function_name = 'kvmq_34782f84963d_queue_status',
+    flags = { 'no-writes' },
+    callback = function(keys, args)
+begin_call(keys, args, names)
+-- queue-status: counts per state, dry runs, whether paused and the consumer
+-- registry, in one consistent read. Counts come from the sizes of the sets and
+-- the sorted sets' counts past \`now\`: O(log n) each, never a walk over messages
+-- (the registry's holdings walk the locked messages).
+--
+-- KEYS: messages done failed schedule lock-expiry dedupe requeue-locks requeue-schedule ndry-runs conf
+--       consumers holders locks
+-- ARGV: none
+-- Reply: { now, dry runs, paused (1 or 0), queued, queued-with-backoff, locked, locked-with-requeue,
+--          done-awaiting-gc, done-with-backoff, done-with-requeue, failed, registrations (pairs),
+--          then consumer id, JSON pairs, then message id, holder pairs of live locks }
+-- Include: common consumers
+
+check_layout()
+local now = now_ms()
+local after = '(' .. now
+local total = redis.call('HLEN', K.messages)
+local done = redis.call('SCARD', K.done)
+local failed = redis.call('ZCARD', K.failed)
+local locked = redis.call('ZCOUNT', K.lock_expiry, after, '+inf')
+local locked_requeue = redis.call('ZCOUNT', K.requeue_locks, after, '+inf')
+local waiting = redis.call('ZCOUNT', K.schedule, after, '+inf')
+local done_requeue = redis.call('ZCOUNT', K.requeue_schedule, after, '+inf')
+local due_requeue = redis.call('ZCARD', K.requeue_schedule) - done_requeue
+local done_backoff = redis.call('ZCOUNT', K.dedupe, after, '+inf')
+local counts = {
+  0,
+  waiting - done_requeue,
+  locked - locked_requeue,
+  locked_requeue,
+  done - done_backoff - done_requeue - due_requeue,
+  done_backoff,
+  done_requeue,
+  failed,
+}
+local others = 0
+for i = 2, #counts do others = others + counts[i] end
+counts[1] = total - others
+
+local entries, registrations = consumer_entries(now)
+local paused = 0
+if redis.call('HGET', K.conf, 'paused') == '1' then paused = 1 end
+local reply = { now, tonumber(redis.call('GET', K.ndry_runs)) or 0, paused }
+for _, n in ipairs(counts) do reply[#reply + 1] = n end
+reply[#reply + 1] = registrations
+for _, v in ipairs(entries) do reply[#reply + 1] = v end
+return reply
+end })
+end
+do
+  local names = { events = 'events', events_seq = 'events-seq' }
+  redis.register_function({
+    function_name = 'kvmq_34782f84963d_read_events',
+    flags = { 'no-writes' },
+    callback = function(keys, args)
+begin_call(keys, args, names)
+-- read-events: a page of the queue's events (see lib/events.lua) after an event number, oldest first.
+-- XRANGE from that number finds the entry holding the next event at once, so a page costs O(page).
+-- The numbers are dense: a page that starts past the next number, or no events when the newest
+-- number is past it, means events after it were trimmed unread (missed).
+--
+-- KEYS: events events-seq
+-- ARGV: after (an event number; '' for from the oldest kept), limit
+-- Reply: { missed (1 or 0), head (the newest event's number, 0 for none), then three per event: number,
+--        at, its line ('<type> <attempt> <id>', then ' ' and the escaped error) }
+-- Include: common
+
+check_layout()
+local after, limit = tonumber(ARGV[1]), tonumber(ARGV[2])
+local head = tonumber(redis.call('GET', K.events_seq)) or 0
+local reply = { 0, head }
+local start = '-'
+if after ~= nil then start = string.format('%d', after + 1) end
+local n = 0
+local first = true
+while n < limit do
+  -- Every entry holds at least one event: never more entries than events still wanted.
+  local asked = math.min(100, limit - n)
+  local entries = redis.call('XRANGE', K.events, start, '+', 'COUNT', asked)
+  for _, entry in ipairs(entries) do
+    -- Fields: at, n, events (one line per event).
+    local fields = entry[2]
+    local number = tonumber(string.match(entry[1], '^(%d+)')) - tonumber(fields[4])
+    if first and after ~= nil and number + 1 > after + 1 then reply[1] = 1 end
+    first = false
+    for line in string.gmatch(fields[6], '[^\\n]+') do
+      number = number + 1
+      if (after == nil or number > after) and n < limit then
+        n = n + 1
+        reply[#reply + 1] = number
+        reply[#reply + 1] = fields[2]
+        reply[#reply + 1] = line
+      end
+    end
+  end
+  if #entries < asked then break end
+  start = '(' .. entries[#entries][1]
+end
+if first and after ~= nil and head > after then reply[1] = 1 end
+return reply
+end })
+end
+do
+  local names = { consumers = 'consumers' }
+  redis.register_function({
+    function_name = 'kvmq_34782f84963d_register_consumer',
+    flags = { 'allow-oom' },
+    callback = function(keys, args)
+begin_call(keys, args, names)
+-- register-consumer: adds or renews a consumer's registration, which lapses after its TTL.
+-- Runs when Redis is out of memory (allow-oom): a worker must start to drain the queue.
+--
+-- KEYS: consumers
+-- ARGV: consumer id, host, pid, TTL ms
+-- Reply: 1
+-- Include: common
+
+check_layout()
+local id, host, pid, ttl = ARGV[1], ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[4])
+local now = now_ms()
+local started = now
+local existing = redis.call('HGET', K.consumers, id)
+if existing then
+  local ok, previous = pcall(cjson.decode, existing)
+  if ok and type(previous) == 'table' and tonumber(previous.startedAt) then started = previous.startedAt end
+end
+local registration = { host = host, pid = pid, startedAt = started, lastSeenAt = now, expiresAt = now + ttl }
+redis.call('HSET', K.consumers, id, cjson.encode(registration))
+return 1
+end })
+end
+do
+  local names = { mid_circle = 'mid-circle', conf = 'conf', events = 'events', events_seq = 'events-seq', events_wake = 'events-wake', done = 'done', requeue = 'requeue', backoffs = 'backoffs', locks = 'locks', failed = 'failed', filters = 'filters', priorities = 'priorities', lanes = 'lanes', groups = 'groups', messages = 'messages', metadata = 'metadata', policies = 'policies', history = 'history', losses = 'losses', nattempts = 'nattempts', holders = 'holders', outcomes = 'outcomes', enqueued_at = 'enqueued-at', updated_at = 'updated-at', requeue_content = 'requeue-content', schedule = 'schedule', lock_expiry = 'lock-expiry', requeue_locks = 'requeue-locks', requeue_schedule = 'requeue-schedule', done_at = 'done-at', dedupe = 'dedupe', debounce = 'debounce', debounce_of = 'debounce-of' }
+  redis.register_function({
+    function_name = 'kvmq_34782f84963d_remove',
+    flags = { 'allow-oom' },
+    callback = function(keys, args)
+begin_call(keys, args, names)
+-- remove: deletes messages in any state but locked and locked-with-requeue
+-- (a running handler), from every key. A message waiting in a ready list is
+-- found there (LPOS: a walk of that list) and its entry blanked in place, so
+-- list cursors keep their positions; a claim drops blank entries (so does a parked list's).
+-- Each removal writes a \`removed\` event at the message's attempt (events on).
+-- Runs when Redis is out of memory (allow-oom): it frees memory.
+--
+-- KEYS: mid-circle
+-- ARGV: ids
+-- Reply: one string per id: 'ok', else its state ('' when unknown)
+-- Include: common events state lanes forget
+
+check_layout()
+events_begin()
+local now = now_ms()
+local replies = {}
+for i, id in ipairs(ARGV) do
+  replies[i] = ''
+  if redis.call('HEXISTS', K.messages, id) == 1 then
+    local state = state_of(id, now)
+    if state == 'locked' or state == 'locked-with-requeue' then
+      replies[i] = state
+    else
+      if state == 'queued' and not redis.call('ZSCORE', K.schedule, id) and not redis.call('ZSCORE', K.lock_expiry, id)
+        and redis.call('SISMEMBER', K.done, id) == 0 then
+        unready(id)
+      end
+      if EV.on then event('removed', id, redis.call('HGET', K.nattempts, id)) end
+      forget(id)
+      replies[i] = 'ok'
+    end
+  end
+end
+events_flush(now)
+return replies
+end })
+end
+do
+  local names = { messages = 'messages', filters = 'filters', nattempts = 'nattempts', losses = 'losses', failed = 'failed', updated_at = 'updated-at', mid_circle = 'mid-circle', wake = 'wake', pushes = 'pushes', conf = 'conf', events = 'events', events_seq = 'events-seq', events_wake = 'events-wake', done = 'done', requeue = 'requeue', backoffs = 'backoffs', locks = 'locks', priorities = 'priorities', lanes = 'lanes', groups = 'groups' }
+  redis.register_function({
+    function_name = 'kvmq_34782f84963d_retry',
+    flags = {  },
+    callback = function(keys, args)
+begin_call(keys, args, names)
+-- retry: failed messages queued again now, at attempt 0 (the next delivery is
+-- attempt 1), their lost locks forgotten; history, outcome and last error kept
+-- until the next outcome. By ids (other states refused with theirs), or the
+-- \`max\` oldest failures. Each writes an \`enqueued\` event at attempt 0 (events on).
+--
+-- KEYS: messages filters nattempts losses failed updated-at mid-circle wake pushes
+-- ARGV: 'ids' then the ids, or 'oldest' and max
+-- Reply: with ids, one string per id: 'ok', else its state ('' when unknown); with 'oldest', the count
+-- Include: common events state lanes
+
+check_layout()
+events_begin()
+local now = now_ms()
+local ready = pending_ready()
+
+local function requeue(id)
+  redis.call('ZREM', K.failed, id)
+  redis.call('HDEL', K.nattempts, id)
+  redis.call('HDEL', K.losses, id)
+  redis.call('HSET', K.updated_at, id, now)
+  push_ready(ready, lane_of(id), id, false)
+  event('enqueued', id, 0)
+end
+
+local reply
+if ARGV[1] == 'oldest' then
+  local ids = redis.call('ZRANGE', K.failed, 0, tonumber(ARGV[2]) - 1)
+  for _, id in ipairs(ids) do requeue(id) end
+  reply = #ids
+else
+  reply = {}
+  for i = 2, #ARGV do
+    local id = ARGV[i]
+    local state = ''
+    if redis.call('HEXISTS', K.messages, id) == 1 then state = state_of(id, now) end
+    if state == 'failed' then
+      requeue(id)
+      state = 'ok'
+    end
+    reply[i - 1] = state
+  end
+end
+flush_ready(ready)
+events_flush(now)
+if ready.count > 0 then redis.call('PUBLISH', K.wake, 'retry') end
+return reply
+end })
+end
+do
+  local names = { messages = 'messages', done = 'done', requeue = 'requeue', backoffs = 'backoffs', locks = 'locks', failed = 'failed', nattempts = 'nattempts', holders = 'holders', outcomes = 'outcomes', enqueued_at = 'enqueued-at', updated_at = 'updated-at', done_at = 'done-at' }
+  redis.register_function({
+    function_name = 'kvmq_34782f84963d_status',
+    flags = { 'no-writes' },
+    callback = function(keys, args)
+begin_call(keys, args, names)
+-- status: one message's state and what else status() reports.
+--
+-- KEYS: messages
+-- ARGV: id
+-- Reply: nil when the message is gone, else { state, attempt, outcome (with a newline and the
+--        last error if any) or nil, enqueued at, updated at, holder (while locked) or nil,
+--        the end of the lock or backoff or -1 }
+-- Include: common state status
+
+check_layout()
+return status_of(ARGV[1], now_ms())
+end })
+end
+do
+  local names = { consumers = 'consumers' }
+  redis.register_function({
+    function_name = 'kvmq_34782f84963d_unregister_consumer',
+    flags = { 'allow-oom' },
+    callback = function(keys, args)
+begin_call(keys, args, names)
+-- unregister-consumer: removes a consumer's registration.
+-- Runs when Redis is out of memory (allow-oom): it frees memory.
+--
+-- KEYS: consumers
+-- ARGV: consumer id
+-- Reply: 1 if it was registered, else 0
+-- Include: common
+
+check_layout()
+return redis.call('HDEL', K.consumers, ARGV[1])
+end })
+end
+`,
+} as const;

@@ -1,8 +1,13 @@
 /**
- * Runs the store's Lua scripts and commands. Scripts are loaded once per
- * server (each master of a cluster) with SCRIPT LOAD, then called by EVALSHA;
- * a server that lost its script cache (a restart, a failover, SCRIPT FLUSH)
- * answers NOSCRIPT, and the call is made once with EVAL, which loads it again.
+ * Runs the store's Lua scripts and commands. The scripts are the functions of
+ * one library (scripts.generated.ts, LIBRARY), loaded once per server (each
+ * master of a cluster) with FUNCTION LOAD and called by FCALL: its helpers are
+ * defined once, where a script defines them on every call. A server without
+ * the library (FUNCTION FLUSH, a new node) answers that the function is not
+ * found, and the library is loaded and the call made again. Where the server
+ * or the user's ACL refuses FCALL or FUNCTION, the same scripts go by EVALSHA:
+ * loaded with SCRIPT LOAD, and a server that lost its script cache answers
+ * NOSCRIPT, so the call is made once with EVAL, which loads it again.
  *
  * A call whose connection drops before its reply arrives fails with a
  * transient error (it may or may not have been applied): ioredis would
@@ -12,7 +17,7 @@
 import { StoreUnavailableError } from '../errors.js';
 import { queueBase } from './keys.js';
 import { translate, type RedisConnection } from './connection.js';
-import { SCRIPTS, type LuaScript } from './scripts.generated.js';
+import { LIBRARY, SCRIPTS, type LuaScript } from './scripts.generated.js';
 import type { Cluster, Command, Redis } from 'ioredis';
 
 export type ScriptArg = string | number | Buffer;
@@ -34,6 +39,8 @@ export class Scripts {
   private generation = 0;
   private readonly pending = new Set<Pending>();
   private readonly baseCache = new Map<string, string>();
+  /** Calls go to the library's functions (FCALL), unless the server or the user's ACL refuses them. */
+  private functions = true;
 
   constructor(
     private readonly redis: RedisConnection,
@@ -59,10 +66,13 @@ export class Scripts {
     if (isCluster(redis)) redis.on('+node', (node: Redis) => node.on('close', lost));
   }
 
-  /** Loads every script, so even the first call of each is an EVALSHA. */
+  /**
+   * Loads the library of functions on every server (each master of a cluster), so even the first call is an
+   * FCALL; where it cannot be loaded, loads every script for EVALSHA instead.
+   */
   async loadAll(): Promise<void> {
-    const servers = isCluster(this.redis) ? this.redis.nodes('master') : [this.redis];
-    for (const server of servers) {
+    if (this.functions && (await this.loadLibrary())) return;
+    for (const server of this.servers()) {
       const pipeline = server.pipeline();
       for (const script of Object.values(SCRIPTS) as LuaScript[]) pipeline.script('LOAD', script.source);
       const results = (await pipeline.exec()) ?? [];
@@ -72,9 +82,22 @@ export class Scripts {
 
   /** Runs `script` on `queue`'s keys; bulk replies come back as Buffers. */
   run(script: LuaScript, queue: string, args: readonly ScriptArg[]): Promise<unknown> {
-    const all: ScriptArg[] = [script.sha, 1, this.baseOf(queue)];
+    const all: ScriptArg[] = [script.fn, 1, this.baseOf(queue)];
     for (const arg of args) all.push(arg);
     return this.call(async (redis) => {
+      if (this.functions) {
+        try {
+          return await redis.sendCommand(this.command('fcall', all));
+        } catch (error) {
+          if (!missingFunction(error) && !refusesFunctions(error)) throw error;
+          // A server restarted without its data, a new cluster node, FUNCTION FLUSH: load it there again.
+          if (missingFunction(error) && (await this.loadLibrary())) {
+            return await redis.sendCommand(this.command('fcall', all));
+          }
+          if (refusesFunctions(error)) this.functions = false;
+        }
+      }
+      all[0] = script.sha;
       try {
         return await redis.sendCommand(this.command('evalsha', all));
       } catch (error) {
@@ -83,6 +106,32 @@ export class Scripts {
         return await redis.sendCommand(this.command('eval', all));
       }
     });
+  }
+
+  /**
+   * FUNCTION LOAD on every server (one that has the library already, loaded by another client, is fine).
+   * False when it could not be loaded: the server or the ACL refuses functions (calls go by EVALSHA from
+   * now on), or Redis is out of memory (this call goes by EVALSHA, the next tries again).
+   */
+  private async loadLibrary(): Promise<boolean> {
+    for (const server of this.servers()) {
+      try {
+        await server.call('FUNCTION', 'LOAD', LIBRARY.source);
+      } catch (error) {
+        if (error instanceof Error && /already exists/.test(error.message)) continue;
+        if (refusesFunctions(error)) {
+          this.functions = false;
+          return false;
+        }
+        if (error instanceof Error && error.message.startsWith('OOM')) return false;
+        throw translate(error, this.where);
+      }
+    }
+    return true;
+  }
+
+  private servers(): Redis[] {
+    return isCluster(this.redis) ? this.redis.nodes('master') : [this.redis];
   }
 
   /**
@@ -134,4 +183,13 @@ export class Scripts {
 
 function isCluster(redis: RedisConnection): redis is Cluster {
   return redis.isCluster;
+}
+
+function missingFunction(error: unknown): boolean {
+  return error instanceof Error && /^ERR Function not found/.test(error.message);
+}
+
+/** A server without functions (before Redis 7), or an ACL that does not allow FCALL or FUNCTION LOAD. */
+function refusesFunctions(error: unknown): boolean {
+  return error instanceof Error && /^(NOPERM|ERR unknown command)/.test(error.message);
 }

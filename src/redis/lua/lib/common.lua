@@ -143,6 +143,10 @@ local RARE, RARE_NAMES = {}, {}
 local rare_checked = false
 -- Keys a helper checks itself, only when it is about to use them (lib/events.lua: with events on).
 local CHECKED_BY_HELPER = {}
+-- What a call starts from (only a library's functions need it: a script starts fresh each call).
+local function reset_common()
+  RARE, RARE_NAMES, rare_checked = {}, {}, false
+end
 
 -- `rare` (optional) names keys left to check_rare, so a hot path pays no TYPE call for them. `read_first`
 -- (optional) names keys the script reads, with a command that refuses another type, before it writes

@@ -16,7 +16,7 @@
 -- ('' for none), filter class ('' for none), initial backoff ms, flags (1: allowRequeue, 2: replacePayload),
 -- policy JSON ('' for none), scheduling: '' for none, else '<priority>\n<group>\n<debounce id>' (each ''
 -- for none). Every argument costs the server a parse, an object and a Lua string: a plain message saves six.
-local FULL = string.byte('f')
+local FULL = 102 -- 'f'
 
 -- Where each message's arguments start in ARGV, and whether it is a full one (read_shapes).
 local msg_at, msg_full = {}, {}
@@ -39,6 +39,9 @@ end
 
 -- Whether the queue carried the layout mark when enqueue_check ran (enqueue marks it when not).
 local enqueue_marked = false
+local function reset_enqueue()
+  msg_at, msg_full, enqueue_marked = {}, {}, false
+end
 
 -- Checks the layout for the messages from ARGV[first] (before anything is written).
 local function enqueue_check(first)

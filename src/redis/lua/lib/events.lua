@@ -22,6 +22,9 @@ CHECKED_BY_HELPER.events_seq = true
 
 -- on: nil until events_begin, then whether this queue writes events.
 local EV = { on = nil, max = DEFAULT_EVENTS_MAX_COUNT, lines = {} }
+local function reset_events()
+  EV.on, EV.max, EV.lines = nil, DEFAULT_EVENTS_MAX_COUNT, {}
+end
 
 -- The conf fields events_begin takes, for a script that reads them with others of its own.
 local EVENTS_CONF = { 'events', 'events_max_count' }

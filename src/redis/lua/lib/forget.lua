@@ -11,6 +11,9 @@ local FORGET_ZSETS = { 'schedule', 'lock_expiry', 'requeue_locks', 'requeue_sche
 
 -- Whether the queue has a debounce index at all (read once per script), so plain queues pay nothing.
 local has_debounce = nil
+local function reset_forget()
+  has_debounce = nil
+end
 
 -- With `w`, the removals are queued there (many ids in one command per key); else made now.
 local function forget(id, w)
