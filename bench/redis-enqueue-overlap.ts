@@ -43,7 +43,7 @@ async function serverCounters(): Promise<{ cpu: number; scripts: number }> {
   const info = (await admin.info('cpu')) + (await admin.info('commandstats'));
   const field = (name: string): number => Number(new RegExp(`^${name}:([\\d.]+)`, 'm').exec(info)?.[1] ?? NaN);
   let scripts = 0;
-  for (const match of info.matchAll(/^cmdstat_eval(?:sha)?:calls=(\d+)/gm)) scripts += Number(match[1]);
+  for (const match of info.matchAll(/^cmdstat_(?:eval(?:sha)?|fcall):calls=(\d+)/gm)) scripts += Number(match[1]);
   return { cpu: field('used_cpu_user') + field('used_cpu_sys'), scripts };
 }
 

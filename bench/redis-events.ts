@@ -89,14 +89,15 @@ const MEASURES = ['script', 'cpu'] as const;
 const order: Variant[] = ['before', 'off', 'on'];
 
 /**
- * Server time so far, µs: `script`, what INFO commandstats counts for EVALSHA and EVAL (wall time inside
+ * Server time so far, µs: `script`, what INFO commandstats counts for FCALL, EVALSHA and EVAL (wall time inside
  * Redis, which counts the moments another process had the CPU); `cpu`, the main thread's CPU time (every
  * command, steadier on a loaded machine).
  */
 async function serverMicros(): Promise<Record<Measure, number>> {
   const [stats, cpu] = await Promise.all([redis.info('commandstats'), redis.info('cpu')]);
   let script = 0;
-  for (const [, usec] of stats.matchAll(/^cmdstat_eval(?:sha)?:calls=\d+,usec=(\d+)/gm)) script += Number(usec);
+  for (const [, usec] of stats.matchAll(/^cmdstat_(?:eval(?:sha)?|fcall):calls=\d+,usec=(\d+)/gm))
+    script += Number(usec);
   const seconds = (name: string): number => Number(new RegExp(`^${name}:([\\d.]+)`, 'm').exec(cpu)?.[1] ?? NaN);
   return { script, cpu: 1e6 * (seconds('used_cpu_user_main_thread') + seconds('used_cpu_sys_main_thread')) };
 }

@@ -3,7 +3,7 @@
  *
  * Priority claims on Redis: for each queue size, fills a fresh queue with that many messages spread evenly
  * over 10 priorities (0, 100, ..., 900), then claims `claims` of them, 64 per call, and prints the Redis
- * server time per claimed message (`INFO commandstats`, EVALSHA and EVAL) and the ratio to the first size.
+ * server time per claimed message (`INFO commandstats`, FCALL, EVALSHA and EVAL) and the ratio to the first size.
  * A claim reads lane names, never the messages of lower priorities, so the cost should not follow the size.
  * Use a Redis of its own: INFO commandstats counts every client's commands.
  */
@@ -44,7 +44,8 @@ function message(i: number): NewMessage {
 async function scriptMicros(): Promise<number> {
   const stats = await redis.info('commandstats');
   let total = 0;
-  for (const [, usec] of stats.matchAll(/^cmdstat_eval(?:sha)?:calls=\d+,usec=(\d+)/gm)) total += Number(usec);
+  for (const [, usec] of stats.matchAll(/^cmdstat_(?:eval(?:sha)?|fcall):calls=\d+,usec=(\d+)/gm))
+    total += Number(usec);
   return total;
 }
 

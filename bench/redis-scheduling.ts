@@ -2,7 +2,7 @@
  * `node --import tsx bench/redis-scheduling.ts --store redis://HOST:PORT --before DIR [--rounds N] [--messages N]`
  *
  * What issue 13's scheduling costs plain messages on Redis (no priority, group, debounce or rate limit), in
- * Redis server time per message (`INFO commandstats`: EVALSHA and EVAL time, every command a script runs;
+ * Redis server time per message (`INFO commandstats`: FCALL, EVALSHA and EVAL time, every command a script runs;
  * and the main thread's CPU time from `INFO cpu`): enqueue, claim and finish of a success in batches of 64,
  * this tree's store code beside DIR's (a checkout of the commit before, e.g. `git worktree add DIR bfb4eb9`
  * with node_modules linked), ten calls of one then ten of the other, a fresh queue per variant and round.
@@ -89,11 +89,12 @@ const MEASURES = ['script', 'cpu', 'commands'] as const;
 async function serverMicros(): Promise<Record<Measure, number>> {
   const [stats, cpu] = await Promise.all([redis.info('commandstats'), redis.info('cpu')]);
   let script = 0;
-  for (const [, usec] of stats.matchAll(/^cmdstat_eval(?:sha)?:calls=\d+,usec=(\d+)/gm)) script += Number(usec);
+  for (const [, usec] of stats.matchAll(/^cmdstat_(?:eval(?:sha)?|fcall):calls=\d+,usec=(\d+)/gm))
+    script += Number(usec);
   // Commands run inside scripts (Redis counts them too): a count, free of the machine's noise.
   let commands = 0;
   for (const [, name, calls] of stats.matchAll(/^cmdstat_([a-z|]+):calls=(\d+)/gm)) {
-    if (!['eval', 'evalsha', 'info'].includes(name ?? '')) commands += Number(calls);
+    if (!['eval', 'evalsha', 'fcall', 'info'].includes(name ?? '')) commands += Number(calls);
   }
   const seconds = (name: string): number => Number(new RegExp(`^${name}:([\\d.]+)`, 'm').exec(cpu)?.[1] ?? NaN);
   return {

@@ -44,11 +44,11 @@ async function serverCpu(): Promise<number> {
   return field('used_cpu_user') + field('used_cpu_sys');
 }
 
-/** µs the server has spent running scripts so far (INFO commandstats: EVALSHA and EVAL, without their I/O). */
+/** µs the server has spent running scripts so far (INFO commandstats: FCALL, EVALSHA and EVAL, without their I/O). */
 async function scriptUs(): Promise<number> {
   const info = await admin.info('commandstats');
   let us = 0;
-  for (const match of info.matchAll(/^cmdstat_eval(?:sha)?:.*?usec=(\d+)/gm)) us += Number(match[1]);
+  for (const match of info.matchAll(/^cmdstat_(?:eval(?:sha)?|fcall):.*?usec=(\d+)/gm)) us += Number(match[1]);
   return us;
 }
 
@@ -95,7 +95,7 @@ async function idleWorker(): Promise<{ scriptCalls: number; cpu: number }> {
   const evalCalls = async (): Promise<number> => {
     const info = await admin.info('commandstats');
     let count = 0;
-    for (const match of info.matchAll(/^cmdstat_eval(?:sha)?:calls=(\d+)/gm)) count += Number(match[1]);
+    for (const match of info.matchAll(/^cmdstat_(?:eval(?:sha)?|fcall):calls=(\d+)/gm)) count += Number(match[1]);
     return count;
   };
   const before = await evalCalls();
