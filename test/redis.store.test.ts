@@ -250,6 +250,23 @@ void describe('redis store', () => {
     await handleThree(client, q);
   });
 
+  void test('a command the ACL refuses inside a function fails the call once, not again by EVALSHA', async () => {
+    const server = await dedicated();
+    const { host } = new URL(server.url);
+    cli(server.url, 'ACL', 'SETUSER', 'no-xadd', 'on', '>pw', '~*', '&*', '+@all', '-xadd');
+    const client = await open(`redis://no-xadd:pw@${host}?prefix=refused`);
+    const q = 'refused';
+    // With events on, the enqueue's function writes the message, then its event: XADD, refused.
+    await client.configure(q, { events: true });
+    cli(server.url, 'CONFIG', 'RESETSTAT');
+    await assert.rejects(client.enqueue(q, 'x', { id: 'm' }), StoreUrlError);
+    assert.deepEqual(scriptCalls(server), { fcall: 1, evalsha: 0, eval: 0 });
+    // Calls still go by FCALL.
+    await client.configure(q, { events: false });
+    assert.deepEqual(await client.enqueue(q, 'y', { id: 'n' }), { ok: true, id: 'n', action: 'added' });
+    assert.equal(scriptCalls(server).evalsha, 0);
+  });
+
   void test('Redis killed and restarted from its AOF mid-run: every accepted message is handled', async () => {
     // `appendfsync always`: a reply means the write is on disk, so even a crash of Redis keeps it.
     const server = await dedicated({ args: ['--appendfsync', 'always'] });

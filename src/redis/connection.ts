@@ -176,7 +176,8 @@ export function translate(error: unknown, where: string): Error {
       error,
     );
   }
-  if (/NOPERM|NOAUTH/.test(message)) {
+  // A script's own command refused by the ACL reads 'The user executing the script can't ...'.
+  if (/NOPERM|NOAUTH|The user executing the script can't/.test(message)) {
     return new StoreUrlError(
       `Redis at ${where} refused a command to the store URL's user (${firstLine(message)}); ` +
         "grant it the queue's keys, FCALL and FUNCTION (or EVALSHA and SCRIPT), PUBLISH, SUBSCRIBE and INFO",

@@ -189,7 +189,12 @@ function missingFunction(error: unknown): boolean {
   return error instanceof Error && /^ERR Function not found/.test(error.message);
 }
 
-/** A server without functions (before Redis 7), or an ACL that does not allow FCALL or FUNCTION LOAD. */
+/**
+ * A server without functions (before Redis 7), or an ACL that does not allow FCALL or FUNCTION LOAD: the
+ * command itself refused, never an error from within a function (its writes so far stand, and running the
+ * script again by EVALSHA would repeat them).
+ */
 function refusesFunctions(error: unknown): boolean {
-  return error instanceof Error && /^(NOPERM|ERR unknown command)/.test(error.message);
+  if (!(error instanceof Error)) return false;
+  return /^(NOPERM .*'(fcall|function\|load)' command|ERR unknown command .(fcall|function).)/i.test(error.message);
 }
