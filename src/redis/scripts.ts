@@ -71,7 +71,7 @@ export class Scripts {
    * FCALL; where it cannot be loaded, loads every script for EVALSHA instead.
    */
   async loadAll(): Promise<void> {
-    if (this.functions && (await this.loadLibrary())) return;
+    if (await this.loadLibrary()) return;
     for (const server of this.servers()) {
       const pipeline = server.pipeline();
       for (const script of Object.values(SCRIPTS) as LuaScript[]) pipeline.script('LOAD', script.source);
@@ -89,12 +89,14 @@ export class Scripts {
         try {
           return await redis.sendCommand(this.command('fcall', all));
         } catch (error) {
-          if (!missingFunction(error) && !refusesFunctions(error)) throw error;
-          // A server restarted without its data, a new cluster node, FUNCTION FLUSH: load it there again.
-          if (missingFunction(error) && (await this.loadLibrary())) {
-            return await redis.sendCommand(this.command('fcall', all));
+          if (missingFunction(error)) {
+            // A server restarted without its data, a new cluster node, FUNCTION FLUSH: load it there again.
+            if (await this.loadLibrary()) return await redis.sendCommand(this.command('fcall', all));
+          } else if (refusesFunctions(error)) {
+            this.functions = false;
+          } else {
+            throw error;
           }
-          if (refusesFunctions(error)) this.functions = false;
         }
       }
       all[0] = script.sha;
