@@ -79,9 +79,9 @@ function one(url: string, ...args: string[]): string {
   return cli(url, ...args)[0] ?? '';
 }
 
-/** A claim of up to `max` messages by consumer `c`, every filter class accepted, each locked for a minute. */
-function claimUpTo(client: Client, q: string, max: number) {
-  return storeOf(client).claim(q, { consumerId: 'c', max, lockMs: 60_000, accepts: null, eoqBackoffMs: () => 1000 });
+/** A claim of up to `max` messages by consumer `c`, every filter class accepted, each locked for `lockMs`. */
+function claimUpTo(client: Client, q: string, max: number, lockMs = 60_000) {
+  return storeOf(client).claim(q, { consumerId: 'c', max, lockMs, accepts: null, eoqBackoffMs: () => 1000 });
 }
 
 /** Plain successes (no backoff, no error) of the first attempt, as a worker finishes them. */
@@ -556,8 +556,7 @@ void describe('redis store', () => {
 });
 
 void describe('redis store: failures, listings and counts', () => {
-  const claimArgs = { consumerId: 'c', max: 1, lockMs: 60_000, accepts: null, eoqBackoffMs: () => 1000 };
-  const claimOne = (client: Client, q: string, lockMs = 60_000) => storeOf(client).claim(q, { ...claimArgs, lockMs });
+  const claimOne = (client: Client, q: string, lockMs?: number) => claimUpTo(client, q, 1, lockMs);
   // A success carries no error, as a worker's does: without a backoff it is a plain success.
   const finish = (client: Client, q: string, id: string, outcome: 'success' | 'error', backoffMs = 0) =>
     storeOf(client).finish(q, 'c', [
@@ -584,7 +583,7 @@ void describe('redis store: failures, listings and counts', () => {
         { payload: 'new', id: `new-${n}-a` },
         { payload: 'new', id: `new-${n}-b` },
       ]);
-      for (const m of (await storeOf(client).claim(q, { ...claimArgs, max: 2 })).messages) {
+      for (const m of (await claimUpTo(client, q, 2)).messages) {
         assert.ok(!removed.has(m.id), `${m.id} was handed out after its removal`);
         claimed.add(m.id);
       }
@@ -680,7 +679,7 @@ void describe('redis store: failures, listings and counts', () => {
   void test('a claim that takes the last ready messages says when to look again; one that leaves some, at once', async () => {
     const client = await open(`${base}?prefix=${uniquePrefix('drained')}`);
     const q = 'drained';
-    const claim = (max: number) => storeOf(client).claim(q, { ...claimArgs, max });
+    const claim = (max: number) => claimUpTo(client, q, max);
     await client.enqueueBatch(q, [
       { payload: 1, id: 'a' },
       { payload: 2, id: 'b' },
