@@ -145,6 +145,7 @@ function libraryOrder(scripts) {
  */
 function buildLibrary(scripts) {
   const libs = libraryOrder(scripts).map(readLib);
+  checkUniqueNames(libs);
   const resets = libs.flatMap((lib) =>
     [...lib.text.matchAll(/^local function (reset_[a-z_]+)\(\)/gm)].map((m) => m[1]),
   );
@@ -193,6 +194,25 @@ function buildLibrary(scripts) {
   const template = [head, ...libs.map((lib) => shared(lib.text.trimEnd())), begin, ...functions, ''].join('\n');
   const hash = createHash('sha1').update(template).digest('hex').slice(0, 12);
   return { name: `kvmq_${hash}`, source: template.replaceAll('kvmq_HASH', `kvmq_${hash}`) };
+}
+
+/**
+ * The helpers share one chunk (the library, and a script's concatenation): a helper file's top-level local
+ * named as another's would shadow it for every file after, so two files may not define one name.
+ */
+function checkUniqueNames(libs) {
+  const owner = new Map();
+  for (const lib of libs) {
+    for (const [, names] of lib.text.matchAll(/^local (?:function )?([A-Za-z_][A-Za-z0-9_, ]*)/gm)) {
+      for (const name of names.split(',').map((n) => n.trim())) {
+        const first = owner.get(name);
+        if (first !== undefined && first !== lib.name) {
+          throw new Error(`lib/${lib.name}.lua defines '${name}', which lib/${first}.lua defines too`);
+        }
+        owner.set(name, lib.name);
+      }
+    }
+  }
 }
 
 /** A template literal that reads as the Lua it holds. */
