@@ -61,8 +61,8 @@ export const SCRIPTS = {
       'debounce-of',
     ],
     readOnly: false,
-    sha: '4bc70ecddc1b9cea489d0b25bc8e252cb16357bc',
-    fn: 'kvmq_34782f84963d_claim',
+    sha: 'c100e2dccd16fd7ef4db58f178e9d4fcf63bfe5f',
+    fn: 'kvmq_e95e40de67ec_claim',
     source: `#!lua flags=allow-oom
 -- The queue's keys are its base (the one key the call passes) and their names.
 local KEY_BASE = KEYS[1]
@@ -779,6 +779,82 @@ local function promote(now, ready, w, heads)
   if #back > 0 then release_groups(back, ready, true) end
   return #due == PROMOTE_LIMIT or #expired == PROMOTE_LIMIT
 end
+-- hold: locks messages taken from ready lists for a consumer, as a claim does (the claim script, and an
+-- enqueue handing messages to an idle worker: lib/handoff.lua). Scripts include common and events first.
+--
+-- KEYS: messages metadata nattempts locks holders lock-expiry policies requeue requeue-locks done failed
+
+-- Messages waiting or held: not finished, not failed (what a claim tells the worker's monitor).
+local function queue_size()
+  return redis.call('HLEN', (KEY_BASE .. 'messages')) - redis.call('SCARD', (KEY_BASE .. 'done')) - redis.call('ZCARD', (KEY_BASE .. 'failed'))
+end
+
+-- Redis keeps a small hash or sorted set in one listpack (up to 128 entries by default), where each lookup,
+-- insert and delete scans the whole list. The keys of held messages are its worst case: up to concurrency +
+-- prefetch entries, each written and deleted once per message (a third of a busy worker's server time).
+-- Once WIDE_AT messages are held, an entry too long for a listpack (*-max-listpack-value: 64 bytes by
+-- default) is added to each and removed at once: Redis converts the key, and keeps it so until it is deleted.
+local WIDE_AT = 32
+local function keep_wide(key, sorted)
+  -- pcall: where an ACL denies OBJECT, the keys stay as they are and the claim goes on.
+  if redis.pcall('OBJECT', 'ENCODING', key) ~= 'listpack' then return end
+  local too_long = string.rep('~', 256)
+  if sorted then
+    redis.call('ZADD', key, 0, too_long)
+    redis.call('ZREM', key, too_long)
+  else
+    redis.call('HSET', key, too_long, '')
+    redis.call('HDEL', key, too_long)
+  end
+end
+
+-- Locks \`ids[1..n]\` (taken from the ready lists of \`class_at[i]\`) for \`consumer\` until now + lock_ms, and
+-- appends six fields per message to \`reply\` (id, content, metadata JSON or false, filter class, attempt,
+-- policy or false). A ready entry whose message is gone (cleared or blanked meanwhile) is dropped. Returns
+-- how many it locked and the lock's end.
+local function hold(consumer, ids, class_at, n, lock_ms, now, reply)
+  local contents = hmget((KEY_BASE .. 'messages'), ids)
+  local metas = hmget_kept((KEY_BASE .. 'metadata'), ids)
+  local attempts = hmget((KEY_BASE .. 'nattempts'), ids)
+  local policies = hmget_kept((KEY_BASE .. 'policies'), ids)
+  local marked = redis.call('SCARD', (KEY_BASE .. 'requeue')) > 0
+  local lock_until = now + lock_ms
+  local now_s, until_s = num_str(now), num_str(lock_until)
+  local counts, locks, holders, expiry, m, r = {}, {}, {}, {}, 0, #reply
+  for i = 1, n do
+    if contents[i] then
+      local id = ids[i]
+      local attempt = (tonumber(attempts[i]) or 0) + 1
+      local attempt_s = num_str(attempt)
+      counts[m + 1], counts[m + 2] = id, attempt_s
+      locks[m + 1], locks[m + 2] = id, until_s
+      -- The claim time is in the holder: status reads it as the message's update time while it is held.
+      holders[m + 1], holders[m + 2] = id, holder_value(consumer, attempt_s, now_s)
+      expiry[m + 1], expiry[m + 2] = until_s, id
+      m = m + 2
+      reply[r + 1], reply[r + 2], reply[r + 3], reply[r + 4] = id, contents[i], metas[i] or false, class_at[i]
+      reply[r + 5], reply[r + 6] = attempt, policies[i] or false
+      r = r + 6
+      if EV.on then event('started', id, attempt) end
+      -- A message that lost its lock keeps its requeue mark: locked-with-requeue again.
+      if marked and redis.call('SISMEMBER', (KEY_BASE .. 'requeue'), id) == 1 then
+        redis.call('ZADD', (KEY_BASE .. 'requeue-locks'), lock_until, id)
+      end
+    end
+  end
+  if m == 0 then return 0, lock_until end
+  call_chunked('HSET', (KEY_BASE .. 'nattempts'), counts)
+  call_chunked('HSET', (KEY_BASE .. 'locks'), locks)
+  call_chunked('HSET', (KEY_BASE .. 'holders'), holders)
+  call_chunked('ZADD', (KEY_BASE .. 'lock-expiry'), expiry)
+  -- The three keys hold an entry per held message each: one count for all.
+  if redis.call('HLEN', (KEY_BASE .. 'locks')) >= WIDE_AT then
+    keep_wide((KEY_BASE .. 'locks'), false)
+    keep_wide((KEY_BASE .. 'holders'), false)
+    keep_wide((KEY_BASE .. 'lock-expiry'), true)
+  end
+  return m / 2, lock_until
+end
 -- claim: locks up to \`max\` ready messages for a consumer. First moves messages
 -- whose backoff or lock ended back to their ready lists, then pops the ready
 -- lists of the classes the consumer accepts. When nothing was taken, counts a
@@ -801,7 +877,7 @@ end
 --        (it claimed nothing), else { 'ok', queue size, dry runs, wake-at ms (-1: look again at once; set
 --        when it claimed nothing, or took the last ready messages),
 --        then six per message: id, content, metadata JSON or nil, filter class, attempt, policy or nil }
--- Include: common events lanes groups forget fail promote
+-- Include: common events lanes groups forget fail promote hold
 
 -- The layout mark and the dry runs in one read (MGET reads a key of another type as nil: without the mark,
 -- check_layout checks both keys and names the foreign one).
@@ -823,10 +899,6 @@ if not accept_all and redis.call('SCARD', (KEY_BASE .. 'classes')) ~= known then
 end
 
 local now = now_ms()
--- Messages waiting or held: not finished, not failed.
-local function queue_size()
-  return redis.call('HLEN', (KEY_BASE .. 'messages')) - redis.call('SCARD', (KEY_BASE .. 'done')) - redis.call('ZCARD', (KEY_BASE .. 'failed'))
-end
 local conf = redis.call('HMGET', (KEY_BASE .. 'conf'), 'paused', 'events', 'events_max_count', 'group_concurrency', 'rate_limit')
 -- Read before any write: a key of another type fails here (check_rare), not half-way.
 local has_lanes, grouped = false, false
@@ -958,73 +1030,14 @@ if n < max and has_lanes then
   if #emptied > 0 then redis.call('ZREM', (KEY_BASE .. 'lanes'), unpack(emptied)) end
 end
 
--- Redis keeps a small hash or sorted set in one listpack (up to 128 entries by default), where each lookup,
--- insert and delete scans the whole list. The keys of held messages are its worst case: up to concurrency +
--- prefetch entries, each written and deleted once per message (a third of a busy worker's server time).
--- Once WIDE_AT messages are held, an entry too long for a listpack (*-max-listpack-value: 64 bytes by
--- default) is added to each and removed at once: Redis converts the key, and keeps it so until it is deleted.
-local WIDE_AT = 32
-local TOO_LONG = string.rep('~', 256)
-local function keep_wide(key, sorted)
-  -- pcall: where an ACL denies OBJECT, the keys stay as they are and the claim goes on.
-  if redis.pcall('OBJECT', 'ENCODING', key) ~= 'listpack' then return end
-  if sorted then
-    redis.call('ZADD', key, 0, TOO_LONG)
-    redis.call('ZREM', key, TOO_LONG)
-  else
-    redis.call('HSET', key, TOO_LONG, '')
-    redis.call('HDEL', key, TOO_LONG)
-  end
-end
-
 local reply = { 'ok', 0, 0, -1 }
 if n > 0 then
-  local contents = hmget((KEY_BASE .. 'messages'), ids)
-  local metas = hmget_kept((KEY_BASE .. 'metadata'), ids)
-  local attempts = hmget((KEY_BASE .. 'nattempts'), ids)
-  local policies = hmget_kept((KEY_BASE .. 'policies'), ids)
-  local marked = redis.call('SCARD', (KEY_BASE .. 'requeue')) > 0
-  local lock_until = now + lock_ms
-  local now_s, until_s = num_str(now), num_str(lock_until)
-  local counts, locks, holders, expiry, m, r = {}, {}, {}, {}, 0, 4
-  for i = 1, n do
-    -- A ready entry whose message is gone (cleared meanwhile) is dropped.
-    if contents[i] then
-      local id = ids[i]
-      local attempt = (tonumber(attempts[i]) or 0) + 1
-      local attempt_s = num_str(attempt)
-      counts[m + 1], counts[m + 2] = id, attempt_s
-      locks[m + 1], locks[m + 2] = id, until_s
-      -- The claim time is in the holder: status reads it as the message's update time while it is held.
-      holders[m + 1], holders[m + 2] = id, holder_value(consumer, attempt_s, now_s)
-      expiry[m + 1], expiry[m + 2] = until_s, id
-      m = m + 2
-      reply[r + 1], reply[r + 2], reply[r + 3], reply[r + 4] = id, contents[i], metas[i] or false, class_at[i]
-      reply[r + 5], reply[r + 6] = attempt, policies[i] or false
-      r = r + 6
-      if EV.on then event('started', id, attempt) end
-      -- A message that lost its lock keeps its requeue mark: locked-with-requeue again.
-      if marked and redis.call('SISMEMBER', (KEY_BASE .. 'requeue'), id) == 1 then
-        redis.call('ZADD', (KEY_BASE .. 'requeue-locks'), lock_until, id)
-      end
-    end
-  end
+  local m
+  m, locked_until = hold(consumer, ids, class_at, n, lock_ms, now, reply)
+  if m == 0 then locked_until = nil end
   for group, count in pairs(taken_groups) do redis.call('HINCRBY', (KEY_BASE .. 'group-held'), group, count) end
   if rate_start and m > 0 then
-    redis.call('SET', (KEY_BASE .. 'rate-tat'), string.format('%.3f', rate_start + (m / 2) * rate_interval))
-  end
-  if m > 0 then
-    locked_until = lock_until
-    call_chunked('HSET', (KEY_BASE .. 'nattempts'), counts)
-    call_chunked('HSET', (KEY_BASE .. 'locks'), locks)
-    call_chunked('HSET', (KEY_BASE .. 'holders'), holders)
-    call_chunked('ZADD', (KEY_BASE .. 'lock-expiry'), expiry)
-    -- The three keys hold an entry per held message each: one count for all.
-    if redis.call('HLEN', (KEY_BASE .. 'locks')) >= WIDE_AT then
-      keep_wide((KEY_BASE .. 'locks'), false)
-      keep_wide((KEY_BASE .. 'holders'), false)
-      keep_wide((KEY_BASE .. 'lock-expiry'), true)
-    end
+    redis.call('SET', (KEY_BASE .. 'rate-tat'), string.format('%.3f', rate_start + m * rate_interval))
   end
 end
 
@@ -1123,7 +1136,7 @@ return reply
     ],
     readOnly: false,
     sha: '7d121e3f662c7998475418e057889ceef09de236',
-    fn: 'kvmq_34782f84963d_clear',
+    fn: 'kvmq_e95e40de67ec_clear',
     source: `#!lua flags=allow-oom
 -- The queue's keys are its base (the one key the call passes) and their names.
 local KEY_BASE = KEYS[1]
@@ -1455,7 +1468,7 @@ return 1
     ],
     readOnly: false,
     sha: 'c70047fadc68d864e01b676c6505eb6cf54e6df3',
-    fn: 'kvmq_34782f84963d_configure',
+    fn: 'kvmq_e95e40de67ec_configure',
     source: `#!lua
 -- The queue's keys are its base (the one key the call passes) and their names.
 local KEY_BASE = KEYS[1]
@@ -1905,7 +1918,7 @@ return 1
     keys: ['consumers', 'holders', 'locks'],
     readOnly: true,
     sha: '1abb32c92155f72f77f2e49d199e00fdeffa345e',
-    fn: 'kvmq_34782f84963d_consumers',
+    fn: 'kvmq_e95e40de67ec_consumers',
     source: `#!lua flags=no-writes
 -- The queue's keys are its base (the one key the call passes) and their names.
 local KEY_BASE = KEYS[1]
@@ -2272,7 +2285,7 @@ return reply
     ],
     readOnly: false,
     sha: '0de57668d0f0e6e8dd5f68962ebb4307b8d29f38',
-    fn: 'kvmq_34782f84963d_enqueue',
+    fn: 'kvmq_e95e40de67ec_enqueue',
     source: `#!lua
 -- The queue's keys are its base (the one key the call passes) and their names.
 local KEY_BASE = KEYS[1]
@@ -2961,7 +2974,7 @@ return replies
     keys: ['events', 'events-seq'],
     readOnly: false,
     sha: '352b7454bf0e8c508e31147b9a482f9ed14f65ba',
-    fn: 'kvmq_34782f84963d_events_trim',
+    fn: 'kvmq_e95e40de67ec_events_trim',
     source: `#!lua flags=allow-oom
 -- The queue's keys are its base (the one key the call passes) and their names.
 local KEY_BASE = KEYS[1]
@@ -3289,7 +3302,7 @@ return redis.call('XTRIM', (KEY_BASE .. 'events'), 'MINID', string.format('%d', 
     keys: ['locks', 'holders', 'nattempts', 'lock-expiry', 'requeue', 'requeue-locks'],
     readOnly: false,
     sha: '6dfeae93b58295066bb8dbd08c4c95cb9a62b826',
-    fn: 'kvmq_34782f84963d_extend',
+    fn: 'kvmq_e95e40de67ec_extend',
     source: `#!lua flags=allow-oom
 -- The queue's keys are its base (the one key the call passes) and their names.
 local KEY_BASE = KEYS[1]
@@ -3650,7 +3663,7 @@ return lost
     ],
     readOnly: false,
     sha: '1b18f1deb43900e3820a52d4ecabbf4895254477',
-    fn: 'kvmq_34782f84963d_finish',
+    fn: 'kvmq_e95e40de67ec_finish',
     source: `#!lua flags=allow-oom
 -- The queue's keys are its base (the one key the call passes) and their names.
 local KEY_BASE = KEYS[1]
@@ -4524,7 +4537,7 @@ return replies
     ],
     readOnly: false,
     sha: 'eda1f29bfd1b4001c2eab28ee2a3c6f5098228b9',
-    fn: 'kvmq_34782f84963d_fire_schedule',
+    fn: 'kvmq_e95e40de67ec_fire_schedule',
     source: `#!lua
 -- The queue's keys are its base (the one key the call passes) and their names.
 local KEY_BASE = KEYS[1]
@@ -5222,7 +5235,7 @@ return replies
     keys: ['consumers', 'gc-lock'],
     readOnly: false,
     sha: '578c5cbd059b5a74d444e594b6341fbdba9ec07b',
-    fn: 'kvmq_34782f84963d_gc_finish',
+    fn: 'kvmq_e95e40de67ec_gc_finish',
     source: `#!lua flags=allow-oom
 -- The queue's keys are its base (the one key the call passes) and their names.
 local KEY_BASE = KEYS[1]
@@ -5539,7 +5552,7 @@ return #lapsed
     keys: ['gc-lock', 'gc-at'],
     readOnly: false,
     sha: '99ae045ecd828b8f8f2f742f6b7dec17f8ee6c28',
-    fn: 'kvmq_34782f84963d_gc_start',
+    fn: 'kvmq_e95e40de67ec_gc_start',
     source: `#!lua flags=allow-oom
 -- The queue's keys are its base (the one key the call passes) and their names.
 local KEY_BASE = KEYS[1]
@@ -5880,7 +5893,7 @@ return 1
     ],
     readOnly: false,
     sha: 'e46a949de2c4fd025e03fb7d36246f59eddf8a56',
-    fn: 'kvmq_34782f84963d_gc_sweep',
+    fn: 'kvmq_e95e40de67ec_gc_sweep',
     source: `#!lua flags=allow-oom
 -- The queue's keys are its base (the one key the call passes) and their names.
 local KEY_BASE = KEYS[1]
@@ -6258,7 +6271,7 @@ return { removed, #old }
     ],
     readOnly: true,
     sha: 'db45c35378154de15c6e04270e411c46025b98b3',
-    fn: 'kvmq_34782f84963d_inspect',
+    fn: 'kvmq_e95e40de67ec_inspect',
     source: `#!lua flags=no-writes
 -- The queue's keys are its base (the one key the call passes) and their names.
 local KEY_BASE = KEYS[1]
@@ -6676,7 +6689,7 @@ return reply
     ],
     readOnly: false,
     sha: '087d64e2909864f84f422de1c701d4da33884f47',
-    fn: 'kvmq_34782f84963d_list',
+    fn: 'kvmq_e95e40de67ec_list',
     source: `#!lua flags=allow-oom
 -- The queue's keys are its base (the one key the call passes) and their names.
 local KEY_BASE = KEYS[1]
@@ -7707,7 +7720,7 @@ return reply
     ],
     readOnly: false,
     sha: '745ca4c7922a8cbf3578d9e115876f9be7db6346',
-    fn: 'kvmq_34782f84963d_promote_now',
+    fn: 'kvmq_e95e40de67ec_promote_now',
     source: `#!lua
 -- The queue's keys are its base (the one key the call passes) and their names.
 local KEY_BASE = KEYS[1]
@@ -8504,7 +8517,7 @@ return replies
     ],
     readOnly: true,
     sha: '32836803cffa7b952d11fcdbc2d5e1f0c3846b8c',
-    fn: 'kvmq_34782f84963d_queue_status',
+    fn: 'kvmq_e95e40de67ec_queue_status',
     source: `#!lua flags=no-writes
 -- The queue's keys are its base (the one key the call passes) and their names.
 local KEY_BASE = KEYS[1]
@@ -8869,7 +8882,7 @@ return reply
     keys: ['events', 'events-seq'],
     readOnly: true,
     sha: '6240dacc66c18a693810091ccbd00b99acb59682',
-    fn: 'kvmq_34782f84963d_read_events',
+    fn: 'kvmq_e95e40de67ec_read_events',
     source: `#!lua flags=no-writes
 -- The queue's keys are its base (the one key the call passes) and their names.
 local KEY_BASE = KEYS[1]
@@ -9209,7 +9222,7 @@ return reply
     keys: ['consumers'],
     readOnly: false,
     sha: '4e009eaa7bf0f3ed3a2504382848810262531313',
-    fn: 'kvmq_34782f84963d_register_consumer',
+    fn: 'kvmq_e95e40de67ec_register_consumer',
     source: `#!lua flags=allow-oom
 -- The queue's keys are its base (the one key the call passes) and their names.
 local KEY_BASE = KEYS[1]
@@ -9559,7 +9572,7 @@ return 1
     ],
     readOnly: false,
     sha: 'a24d5b9c4f31e742c0542ce81e229ede86535127',
-    fn: 'kvmq_34782f84963d_remove',
+    fn: 'kvmq_e95e40de67ec_remove',
     source: `#!lua flags=allow-oom
 -- The queue's keys are its base (the one key the call passes) and their names.
 local KEY_BASE = KEYS[1]
@@ -10091,7 +10104,7 @@ return replies
     ],
     readOnly: false,
     sha: 'd86f9da9630127a246b2423cc2dc38678f9d9b79',
-    fn: 'kvmq_34782f84963d_retry',
+    fn: 'kvmq_e95e40de67ec_retry',
     source: `#!lua
 -- The queue's keys are its base (the one key the call passes) and their names.
 local KEY_BASE = KEYS[1]
@@ -10591,7 +10604,7 @@ return reply
     ],
     readOnly: true,
     sha: '808349ad9a1f263b7049f08260058d9ff24a40ec',
-    fn: 'kvmq_34782f84963d_status',
+    fn: 'kvmq_e95e40de67ec_status',
     source: `#!lua flags=no-writes
 -- The queue's keys are its base (the one key the call passes) and their names.
 local KEY_BASE = KEYS[1]
@@ -10966,7 +10979,7 @@ return status_of(ARGV[1], now_ms())
     keys: ['consumers'],
     readOnly: false,
     sha: '2e7acc3d37044bda84f60c5b1bd9e8835f479e76',
-    fn: 'kvmq_34782f84963d_unregister_consumer',
+    fn: 'kvmq_e95e40de67ec_unregister_consumer',
     source: `#!lua flags=allow-oom
 -- The queue's keys are its base (the one key the call passes) and their names.
 local KEY_BASE = KEYS[1]
@@ -11271,8 +11284,8 @@ return redis.call('HDEL', (KEY_BASE .. 'consumers'), ARGV[1])
 
 /** Every script as a function of one Redis Functions library (FUNCTION LOAD), named by its content. */
 export const LIBRARY = {
-  name: 'kvmq_34782f84963d',
-  source: `#!lua name=kvmq_34782f84963d
+  name: 'kvmq_e95e40de67ec',
+  source: `#!lua name=kvmq_e95e40de67ec
 -- kvmq's scripts as one library (scripts/redis-scripts.mjs builds it from src/redis/lua/).
 local KEYS, ARGV, KEY_BASE, KEY_NAMES = {}, {}, nil, {}
 -- The running script's keys by name, each joined to the base when first used.
@@ -12087,6 +12100,82 @@ local function promote(now, ready, w, heads)
   if #back > 0 then release_groups(back, ready, true) end
   return #due == PROMOTE_LIMIT or #expired == PROMOTE_LIMIT
 end
+-- hold: locks messages taken from ready lists for a consumer, as a claim does (the claim script, and an
+-- enqueue handing messages to an idle worker: lib/handoff.lua). Scripts include common and events first.
+--
+-- KEYS: messages metadata nattempts locks holders lock-expiry policies requeue requeue-locks done failed
+
+-- Messages waiting or held: not finished, not failed (what a claim tells the worker's monitor).
+local function queue_size()
+  return redis.call('HLEN', K.messages) - redis.call('SCARD', K.done) - redis.call('ZCARD', K.failed)
+end
+
+-- Redis keeps a small hash or sorted set in one listpack (up to 128 entries by default), where each lookup,
+-- insert and delete scans the whole list. The keys of held messages are its worst case: up to concurrency +
+-- prefetch entries, each written and deleted once per message (a third of a busy worker's server time).
+-- Once WIDE_AT messages are held, an entry too long for a listpack (*-max-listpack-value: 64 bytes by
+-- default) is added to each and removed at once: Redis converts the key, and keeps it so until it is deleted.
+local WIDE_AT = 32
+local function keep_wide(key, sorted)
+  -- pcall: where an ACL denies OBJECT, the keys stay as they are and the claim goes on.
+  if redis.pcall('OBJECT', 'ENCODING', key) ~= 'listpack' then return end
+  local too_long = string.rep('~', 256)
+  if sorted then
+    redis.call('ZADD', key, 0, too_long)
+    redis.call('ZREM', key, too_long)
+  else
+    redis.call('HSET', key, too_long, '')
+    redis.call('HDEL', key, too_long)
+  end
+end
+
+-- Locks \`ids[1..n]\` (taken from the ready lists of \`class_at[i]\`) for \`consumer\` until now + lock_ms, and
+-- appends six fields per message to \`reply\` (id, content, metadata JSON or false, filter class, attempt,
+-- policy or false). A ready entry whose message is gone (cleared or blanked meanwhile) is dropped. Returns
+-- how many it locked and the lock's end.
+local function hold(consumer, ids, class_at, n, lock_ms, now, reply)
+  local contents = hmget(K.messages, ids)
+  local metas = hmget_kept(K.metadata, ids)
+  local attempts = hmget(K.nattempts, ids)
+  local policies = hmget_kept(K.policies, ids)
+  local marked = redis.call('SCARD', K.requeue) > 0
+  local lock_until = now + lock_ms
+  local now_s, until_s = num_str(now), num_str(lock_until)
+  local counts, locks, holders, expiry, m, r = {}, {}, {}, {}, 0, #reply
+  for i = 1, n do
+    if contents[i] then
+      local id = ids[i]
+      local attempt = (tonumber(attempts[i]) or 0) + 1
+      local attempt_s = num_str(attempt)
+      counts[m + 1], counts[m + 2] = id, attempt_s
+      locks[m + 1], locks[m + 2] = id, until_s
+      -- The claim time is in the holder: status reads it as the message's update time while it is held.
+      holders[m + 1], holders[m + 2] = id, holder_value(consumer, attempt_s, now_s)
+      expiry[m + 1], expiry[m + 2] = until_s, id
+      m = m + 2
+      reply[r + 1], reply[r + 2], reply[r + 3], reply[r + 4] = id, contents[i], metas[i] or false, class_at[i]
+      reply[r + 5], reply[r + 6] = attempt, policies[i] or false
+      r = r + 6
+      if EV.on then event('started', id, attempt) end
+      -- A message that lost its lock keeps its requeue mark: locked-with-requeue again.
+      if marked and redis.call('SISMEMBER', K.requeue, id) == 1 then
+        redis.call('ZADD', K.requeue_locks, lock_until, id)
+      end
+    end
+  end
+  if m == 0 then return 0, lock_until end
+  call_chunked('HSET', K.nattempts, counts)
+  call_chunked('HSET', K.locks, locks)
+  call_chunked('HSET', K.holders, holders)
+  call_chunked('ZADD', K.lock_expiry, expiry)
+  -- The three keys hold an entry per held message each: one count for all.
+  if redis.call('HLEN', K.locks) >= WIDE_AT then
+    keep_wide(K.locks, false)
+    keep_wide(K.holders, false)
+    keep_wide(K.lock_expiry, true)
+  end
+  return m / 2, lock_until
+end
 -- enqueue: adds messages, or answers for ids that exist. An existing id is
 -- refused with its state, except: done-awaiting-gc is revived with the new
 -- content; with allowRequeue, locked is marked to run again after it finishes,
@@ -12334,7 +12423,7 @@ end
 do
   local names = { messages = 'messages', metadata = 'metadata', filters = 'filters', classes = 'classes', nattempts = 'nattempts', locks = 'locks', holders = 'holders', backoffs = 'backoffs', done = 'done', done_at = 'done-at', requeue = 'requeue', schedule = 'schedule', lock_expiry = 'lock-expiry', updated_at = 'updated-at', mid_circle = 'mid-circle', eoq_backoff = 'eoq-backoff?', ndry_runs = 'ndry-runs', policies = 'policies', pushes = 'pushes', conf = 'conf', failed = 'failed', lanes = 'lanes', rate_tat = 'rate-tat', layout = 'layout', events = 'events', events_seq = 'events-seq', events_wake = 'events-wake', priorities = 'priorities', groups = 'groups', group_held = 'group-held', parked = 'parked', history = 'history', losses = 'losses', outcomes = 'outcomes', enqueued_at = 'enqueued-at', requeue_content = 'requeue-content', requeue_locks = 'requeue-locks', requeue_schedule = 'requeue-schedule', dedupe = 'dedupe', debounce = 'debounce', debounce_of = 'debounce-of' }
   redis.register_function({
-    function_name = 'kvmq_34782f84963d_claim',
+    function_name = 'kvmq_e95e40de67ec_claim',
     flags = { 'allow-oom' },
     callback = function(keys, args)
 begin_call(keys, args, names)
@@ -12360,7 +12449,7 @@ begin_call(keys, args, names)
 --        (it claimed nothing), else { 'ok', queue size, dry runs, wake-at ms (-1: look again at once; set
 --        when it claimed nothing, or took the last ready messages),
 --        then six per message: id, content, metadata JSON or nil, filter class, attempt, policy or nil }
--- Include: common events lanes groups forget fail promote
+-- Include: common events lanes groups forget fail promote hold
 
 -- The layout mark and the dry runs in one read (MGET reads a key of another type as nil: without the mark,
 -- check_layout checks both keys and names the foreign one).
@@ -12382,10 +12471,6 @@ if not accept_all and redis.call('SCARD', K.classes) ~= known then
 end
 
 local now = now_ms()
--- Messages waiting or held: not finished, not failed.
-local function queue_size()
-  return redis.call('HLEN', K.messages) - redis.call('SCARD', K.done) - redis.call('ZCARD', K.failed)
-end
 local conf = redis.call('HMGET', K.conf, 'paused', 'events', 'events_max_count', 'group_concurrency', 'rate_limit')
 -- Read before any write: a key of another type fails here (check_rare), not half-way.
 local has_lanes, grouped = false, false
@@ -12517,73 +12602,14 @@ if n < max and has_lanes then
   if #emptied > 0 then redis.call('ZREM', K.lanes, unpack(emptied)) end
 end
 
--- Redis keeps a small hash or sorted set in one listpack (up to 128 entries by default), where each lookup,
--- insert and delete scans the whole list. The keys of held messages are its worst case: up to concurrency +
--- prefetch entries, each written and deleted once per message (a third of a busy worker's server time).
--- Once WIDE_AT messages are held, an entry too long for a listpack (*-max-listpack-value: 64 bytes by
--- default) is added to each and removed at once: Redis converts the key, and keeps it so until it is deleted.
-local WIDE_AT = 32
-local TOO_LONG = string.rep('~', 256)
-local function keep_wide(key, sorted)
-  -- pcall: where an ACL denies OBJECT, the keys stay as they are and the claim goes on.
-  if redis.pcall('OBJECT', 'ENCODING', key) ~= 'listpack' then return end
-  if sorted then
-    redis.call('ZADD', key, 0, TOO_LONG)
-    redis.call('ZREM', key, TOO_LONG)
-  else
-    redis.call('HSET', key, TOO_LONG, '')
-    redis.call('HDEL', key, TOO_LONG)
-  end
-end
-
 local reply = { 'ok', 0, 0, -1 }
 if n > 0 then
-  local contents = hmget(K.messages, ids)
-  local metas = hmget_kept(K.metadata, ids)
-  local attempts = hmget(K.nattempts, ids)
-  local policies = hmget_kept(K.policies, ids)
-  local marked = redis.call('SCARD', K.requeue) > 0
-  local lock_until = now + lock_ms
-  local now_s, until_s = num_str(now), num_str(lock_until)
-  local counts, locks, holders, expiry, m, r = {}, {}, {}, {}, 0, 4
-  for i = 1, n do
-    -- A ready entry whose message is gone (cleared meanwhile) is dropped.
-    if contents[i] then
-      local id = ids[i]
-      local attempt = (tonumber(attempts[i]) or 0) + 1
-      local attempt_s = num_str(attempt)
-      counts[m + 1], counts[m + 2] = id, attempt_s
-      locks[m + 1], locks[m + 2] = id, until_s
-      -- The claim time is in the holder: status reads it as the message's update time while it is held.
-      holders[m + 1], holders[m + 2] = id, holder_value(consumer, attempt_s, now_s)
-      expiry[m + 1], expiry[m + 2] = until_s, id
-      m = m + 2
-      reply[r + 1], reply[r + 2], reply[r + 3], reply[r + 4] = id, contents[i], metas[i] or false, class_at[i]
-      reply[r + 5], reply[r + 6] = attempt, policies[i] or false
-      r = r + 6
-      if EV.on then event('started', id, attempt) end
-      -- A message that lost its lock keeps its requeue mark: locked-with-requeue again.
-      if marked and redis.call('SISMEMBER', K.requeue, id) == 1 then
-        redis.call('ZADD', K.requeue_locks, lock_until, id)
-      end
-    end
-  end
+  local m
+  m, locked_until = hold(consumer, ids, class_at, n, lock_ms, now, reply)
+  if m == 0 then locked_until = nil end
   for group, count in pairs(taken_groups) do redis.call('HINCRBY', K.group_held, group, count) end
   if rate_start and m > 0 then
-    redis.call('SET', K.rate_tat, string.format('%.3f', rate_start + (m / 2) * rate_interval))
-  end
-  if m > 0 then
-    locked_until = lock_until
-    call_chunked('HSET', K.nattempts, counts)
-    call_chunked('HSET', K.locks, locks)
-    call_chunked('HSET', K.holders, holders)
-    call_chunked('ZADD', K.lock_expiry, expiry)
-    -- The three keys hold an entry per held message each: one count for all.
-    if redis.call('HLEN', K.locks) >= WIDE_AT then
-      keep_wide(K.locks, false)
-      keep_wide(K.holders, false)
-      keep_wide(K.lock_expiry, true)
-    end
+    redis.call('SET', K.rate_tat, string.format('%.3f', rate_start + m * rate_interval))
   end
 end
 
@@ -12641,7 +12667,7 @@ end
 do
   local names = { messages = 'messages', locks = 'locks', backoffs = 'backoffs', nattempts = 'nattempts', mid_circle = 'mid-circle', done = 'done', requeue = 'requeue', eoq_backoff = 'eoq-backoff?', ndry_runs = 'ndry-runs', metadata = 'metadata', filters = 'filters', classes = 'classes', holders = 'holders', outcomes = 'outcomes', enqueued_at = 'enqueued-at', updated_at = 'updated-at', requeue_content = 'requeue-content', schedule = 'schedule', lock_expiry = 'lock-expiry', done_at = 'done-at', dedupe = 'dedupe', policies = 'policies', history = 'history', losses = 'losses', pushes = 'pushes', requeue_locks = 'requeue-locks', requeue_schedule = 'requeue-schedule', failed = 'failed', events = 'events', priorities = 'priorities', lanes = 'lanes', groups = 'groups', group_held = 'group-held', parked = 'parked', debounce = 'debounce', debounce_of = 'debounce-of', rate_tat = 'rate-tat', layout = 'layout' }
   redis.register_function({
-    function_name = 'kvmq_34782f84963d_clear',
+    function_name = 'kvmq_e95e40de67ec_clear',
     flags = { 'allow-oom' },
     callback = function(keys, args)
 begin_call(keys, args, names)
@@ -12673,7 +12699,7 @@ end
 do
   local names = { conf = 'conf', wake = 'wake', messages = 'messages', consumers = 'consumers', pushes = 'pushes', mid_circle = 'mid-circle', filters = 'filters', priorities = 'priorities', lanes = 'lanes', groups = 'groups', group_held = 'group-held', parked = 'parked' }
   redis.register_function({
-    function_name = 'kvmq_34782f84963d_configure',
+    function_name = 'kvmq_e95e40de67ec_configure',
     flags = {  },
     callback = function(keys, args)
 begin_call(keys, args, names)
@@ -12720,7 +12746,7 @@ end
 do
   local names = { consumers = 'consumers', holders = 'holders', locks = 'locks' }
   redis.register_function({
-    function_name = 'kvmq_34782f84963d_consumers',
+    function_name = 'kvmq_e95e40de67ec_consumers',
     flags = { 'no-writes' },
     callback = function(keys, args)
 begin_call(keys, args, names)
@@ -12742,7 +12768,7 @@ end
 do
   local names = { conf = 'conf', events = 'events', events_seq = 'events-seq', events_wake = 'events-wake', done = 'done', requeue = 'requeue', backoffs = 'backoffs', locks = 'locks', failed = 'failed', filters = 'filters', priorities = 'priorities', lanes = 'lanes', groups = 'groups', messages = 'messages', metadata = 'metadata', classes = 'classes', nattempts = 'nattempts', holders = 'holders', outcomes = 'outcomes', enqueued_at = 'enqueued-at', updated_at = 'updated-at', requeue_content = 'requeue-content', schedule = 'schedule', done_at = 'done-at', dedupe = 'dedupe', mid_circle = 'mid-circle', wake = 'wake', policies = 'policies', losses = 'losses', requeue_locks = 'requeue-locks', requeue_schedule = 'requeue-schedule', pushes = 'pushes', debounce = 'debounce', debounce_of = 'debounce-of', layout = 'layout' }
   redis.register_function({
-    function_name = 'kvmq_34782f84963d_enqueue',
+    function_name = 'kvmq_e95e40de67ec_enqueue',
     flags = {  },
     callback = function(keys, args)
 begin_call(keys, args, names)
@@ -12763,7 +12789,7 @@ end
 do
   local names = { events = 'events', events_seq = 'events-seq' }
   redis.register_function({
-    function_name = 'kvmq_34782f84963d_events_trim',
+    function_name = 'kvmq_e95e40de67ec_events_trim',
     flags = { 'allow-oom' },
     callback = function(keys, args)
 begin_call(keys, args, names)
@@ -12804,7 +12830,7 @@ end
 do
   local names = { locks = 'locks', holders = 'holders', nattempts = 'nattempts', lock_expiry = 'lock-expiry', requeue = 'requeue', requeue_locks = 'requeue-locks' }
   redis.register_function({
-    function_name = 'kvmq_34782f84963d_extend',
+    function_name = 'kvmq_e95e40de67ec_extend',
     flags = { 'allow-oom' },
     callback = function(keys, args)
 begin_call(keys, args, names)
@@ -12839,7 +12865,7 @@ end
 do
   local names = { messages = 'messages', filters = 'filters', nattempts = 'nattempts', locks = 'locks', holders = 'holders', backoffs = 'backoffs', done = 'done', done_at = 'done-at', dedupe = 'dedupe', requeue = 'requeue', requeue_content = 'requeue-content', schedule = 'schedule', lock_expiry = 'lock-expiry', outcomes = 'outcomes', updated_at = 'updated-at', mid_circle = 'mid-circle', wake = 'wake', pushes = 'pushes', losses = 'losses', layout = 'layout', conf = 'conf', events = 'events', events_seq = 'events-seq', events_wake = 'events-wake', priorities = 'priorities', lanes = 'lanes', groups = 'groups', group_held = 'group-held', parked = 'parked', metadata = 'metadata', policies = 'policies', history = 'history', enqueued_at = 'enqueued-at', requeue_locks = 'requeue-locks', requeue_schedule = 'requeue-schedule', failed = 'failed', debounce = 'debounce', debounce_of = 'debounce-of' }
   redis.register_function({
-    function_name = 'kvmq_34782f84963d_finish',
+    function_name = 'kvmq_e95e40de67ec_finish',
     flags = { 'allow-oom' },
     callback = function(keys, args)
 begin_call(keys, args, names)
@@ -13044,7 +13070,7 @@ end
 do
   local names = { schedules = 'schedules', conf = 'conf', events = 'events', events_seq = 'events-seq', events_wake = 'events-wake', done = 'done', requeue = 'requeue', backoffs = 'backoffs', locks = 'locks', failed = 'failed', filters = 'filters', priorities = 'priorities', lanes = 'lanes', groups = 'groups', messages = 'messages', metadata = 'metadata', classes = 'classes', nattempts = 'nattempts', holders = 'holders', outcomes = 'outcomes', enqueued_at = 'enqueued-at', updated_at = 'updated-at', requeue_content = 'requeue-content', schedule = 'schedule', done_at = 'done-at', dedupe = 'dedupe', mid_circle = 'mid-circle', wake = 'wake', policies = 'policies', losses = 'losses', requeue_locks = 'requeue-locks', requeue_schedule = 'requeue-schedule', pushes = 'pushes', debounce = 'debounce', debounce_of = 'debounce-of', layout = 'layout' }
   redis.register_function({
-    function_name = 'kvmq_34782f84963d_fire_schedule',
+    function_name = 'kvmq_e95e40de67ec_fire_schedule',
     flags = {  },
     callback = function(keys, args)
 begin_call(keys, args, names)
@@ -13074,7 +13100,7 @@ end
 do
   local names = { consumers = 'consumers', gc_lock = 'gc-lock' }
   redis.register_function({
-    function_name = 'kvmq_34782f84963d_gc_finish',
+    function_name = 'kvmq_e95e40de67ec_gc_finish',
     flags = { 'allow-oom' },
     callback = function(keys, args)
 begin_call(keys, args, names)
@@ -13104,7 +13130,7 @@ end
 do
   local names = { gc_lock = 'gc-lock', gc_at = 'gc-at' }
   redis.register_function({
-    function_name = 'kvmq_34782f84963d_gc_start',
+    function_name = 'kvmq_e95e40de67ec_gc_start',
     flags = { 'allow-oom' },
     callback = function(keys, args)
 begin_call(keys, args, names)
@@ -13130,7 +13156,7 @@ end
 do
   local names = { done_at = 'done-at', failed = 'failed', messages = 'messages', metadata = 'metadata', filters = 'filters', policies = 'policies', history = 'history', losses = 'losses', nattempts = 'nattempts', locks = 'locks', holders = 'holders', backoffs = 'backoffs', outcomes = 'outcomes', enqueued_at = 'enqueued-at', updated_at = 'updated-at', requeue_content = 'requeue-content', done = 'done', requeue = 'requeue', schedule = 'schedule', lock_expiry = 'lock-expiry', requeue_locks = 'requeue-locks', requeue_schedule = 'requeue-schedule', dedupe = 'dedupe', priorities = 'priorities', groups = 'groups', debounce = 'debounce', debounce_of = 'debounce-of' }
   redis.register_function({
-    function_name = 'kvmq_34782f84963d_gc_sweep',
+    function_name = 'kvmq_e95e40de67ec_gc_sweep',
     flags = { 'allow-oom' },
     callback = function(keys, args)
 begin_call(keys, args, names)
@@ -13167,7 +13193,7 @@ end
 do
   local names = { messages = 'messages', metadata = 'metadata', filters = 'filters', policies = 'policies', history = 'history', priorities = 'priorities', groups = 'groups', done = 'done', requeue = 'requeue', backoffs = 'backoffs', locks = 'locks', failed = 'failed', nattempts = 'nattempts', holders = 'holders', outcomes = 'outcomes', enqueued_at = 'enqueued-at', updated_at = 'updated-at', done_at = 'done-at' }
   redis.register_function({
-    function_name = 'kvmq_34782f84963d_inspect',
+    function_name = 'kvmq_e95e40de67ec_inspect',
     flags = { 'no-writes' },
     callback = function(keys, args)
 begin_call(keys, args, names)
@@ -13192,7 +13218,7 @@ end
 do
   local names = { messages = 'messages', metadata = 'metadata', filters = 'filters', classes = 'classes', pushes = 'pushes', mid_circle = 'mid-circle', schedule = 'schedule', lock_expiry = 'lock-expiry', requeue_locks = 'requeue-locks', requeue_schedule = 'requeue-schedule', done_at = 'done-at', dedupe = 'dedupe', failed = 'failed', lanes = 'lanes', parked = 'parked', conf = 'conf', events = 'events', events_seq = 'events-seq', events_wake = 'events-wake', done = 'done', requeue = 'requeue', backoffs = 'backoffs', locks = 'locks', nattempts = 'nattempts', holders = 'holders', outcomes = 'outcomes', enqueued_at = 'enqueued-at', updated_at = 'updated-at', priorities = 'priorities', groups = 'groups', group_held = 'group-held', policies = 'policies', history = 'history', losses = 'losses', requeue_content = 'requeue-content', debounce = 'debounce', debounce_of = 'debounce-of' }
   redis.register_function({
-    function_name = 'kvmq_34782f84963d_list',
+    function_name = 'kvmq_e95e40de67ec_list',
     flags = { 'allow-oom' },
     callback = function(keys, args)
 begin_call(keys, args, names)
@@ -13402,7 +13428,7 @@ end
 do
   local names = { messages = 'messages', wake = 'wake', pushes = 'pushes', mid_circle = 'mid-circle', conf = 'conf', events = 'events', events_seq = 'events-seq', events_wake = 'events-wake', done = 'done', requeue = 'requeue', backoffs = 'backoffs', locks = 'locks', failed = 'failed', filters = 'filters', priorities = 'priorities', lanes = 'lanes', groups = 'groups', group_held = 'group-held', parked = 'parked', metadata = 'metadata', policies = 'policies', history = 'history', losses = 'losses', nattempts = 'nattempts', holders = 'holders', outcomes = 'outcomes', enqueued_at = 'enqueued-at', updated_at = 'updated-at', requeue_content = 'requeue-content', schedule = 'schedule', lock_expiry = 'lock-expiry', requeue_locks = 'requeue-locks', requeue_schedule = 'requeue-schedule', done_at = 'done-at', dedupe = 'dedupe', debounce = 'debounce', debounce_of = 'debounce-of' }
   redis.register_function({
-    function_name = 'kvmq_34782f84963d_promote_now',
+    function_name = 'kvmq_e95e40de67ec_promote_now',
     flags = {  },
     callback = function(keys, args)
 begin_call(keys, args, names)
@@ -13443,7 +13469,7 @@ end
 do
   local names = { messages = 'messages', done = 'done', failed = 'failed', schedule = 'schedule', lock_expiry = 'lock-expiry', dedupe = 'dedupe', requeue_locks = 'requeue-locks', requeue_schedule = 'requeue-schedule', ndry_runs = 'ndry-runs', conf = 'conf', consumers = 'consumers', holders = 'holders', locks = 'locks' }
   redis.register_function({
-    function_name = 'kvmq_34782f84963d_queue_status',
+    function_name = 'kvmq_e95e40de67ec_queue_status',
     flags = { 'no-writes' },
     callback = function(keys, args)
 begin_call(keys, args, names)
@@ -13499,7 +13525,7 @@ end
 do
   local names = { events = 'events', events_seq = 'events-seq' }
   redis.register_function({
-    function_name = 'kvmq_34782f84963d_read_events',
+    function_name = 'kvmq_e95e40de67ec_read_events',
     flags = { 'no-writes' },
     callback = function(keys, args)
 begin_call(keys, args, names)
@@ -13552,7 +13578,7 @@ end
 do
   local names = { consumers = 'consumers' }
   redis.register_function({
-    function_name = 'kvmq_34782f84963d_register_consumer',
+    function_name = 'kvmq_e95e40de67ec_register_consumer',
     flags = { 'allow-oom' },
     callback = function(keys, args)
 begin_call(keys, args, names)
@@ -13581,7 +13607,7 @@ end
 do
   local names = { mid_circle = 'mid-circle', conf = 'conf', events = 'events', events_seq = 'events-seq', events_wake = 'events-wake', done = 'done', requeue = 'requeue', backoffs = 'backoffs', locks = 'locks', failed = 'failed', filters = 'filters', priorities = 'priorities', lanes = 'lanes', groups = 'groups', messages = 'messages', metadata = 'metadata', policies = 'policies', history = 'history', losses = 'losses', nattempts = 'nattempts', holders = 'holders', outcomes = 'outcomes', enqueued_at = 'enqueued-at', updated_at = 'updated-at', requeue_content = 'requeue-content', schedule = 'schedule', lock_expiry = 'lock-expiry', requeue_locks = 'requeue-locks', requeue_schedule = 'requeue-schedule', done_at = 'done-at', dedupe = 'dedupe', debounce = 'debounce', debounce_of = 'debounce-of' }
   redis.register_function({
-    function_name = 'kvmq_34782f84963d_remove',
+    function_name = 'kvmq_e95e40de67ec_remove',
     flags = { 'allow-oom' },
     callback = function(keys, args)
 begin_call(keys, args, names)
@@ -13625,7 +13651,7 @@ end
 do
   local names = { messages = 'messages', filters = 'filters', nattempts = 'nattempts', losses = 'losses', failed = 'failed', updated_at = 'updated-at', mid_circle = 'mid-circle', wake = 'wake', pushes = 'pushes', conf = 'conf', events = 'events', events_seq = 'events-seq', events_wake = 'events-wake', done = 'done', requeue = 'requeue', backoffs = 'backoffs', locks = 'locks', priorities = 'priorities', lanes = 'lanes', groups = 'groups' }
   redis.register_function({
-    function_name = 'kvmq_34782f84963d_retry',
+    function_name = 'kvmq_e95e40de67ec_retry',
     flags = {  },
     callback = function(keys, args)
 begin_call(keys, args, names)
@@ -13680,7 +13706,7 @@ end
 do
   local names = { messages = 'messages', done = 'done', requeue = 'requeue', backoffs = 'backoffs', locks = 'locks', failed = 'failed', nattempts = 'nattempts', holders = 'holders', outcomes = 'outcomes', enqueued_at = 'enqueued-at', updated_at = 'updated-at', done_at = 'done-at' }
   redis.register_function({
-    function_name = 'kvmq_34782f84963d_status',
+    function_name = 'kvmq_e95e40de67ec_status',
     flags = { 'no-writes' },
     callback = function(keys, args)
 begin_call(keys, args, names)
@@ -13700,7 +13726,7 @@ end
 do
   local names = { consumers = 'consumers' }
   redis.register_function({
-    function_name = 'kvmq_34782f84963d_unregister_consumer',
+    function_name = 'kvmq_e95e40de67ec_unregister_consumer',
     flags = { 'allow-oom' },
     callback = function(keys, args)
 begin_call(keys, args, names)

@@ -21,7 +21,7 @@
 --        (it claimed nothing), else { 'ok', queue size, dry runs, wake-at ms (-1: look again at once; set
 --        when it claimed nothing, or took the last ready messages),
 --        then six per message: id, content, metadata JSON or nil, filter class, attempt, policy or nil }
--- Include: common events lanes groups forget fail promote
+-- Include: common events lanes groups forget fail promote hold
 
 -- The layout mark and the dry runs in one read (MGET reads a key of another type as nil: without the mark,
 -- check_layout checks both keys and names the foreign one).
@@ -43,10 +43,6 @@ if not accept_all and redis.call('SCARD', K.classes) ~= known then
 end
 
 local now = now_ms()
--- Messages waiting or held: not finished, not failed.
-local function queue_size()
-  return redis.call('HLEN', K.messages) - redis.call('SCARD', K.done) - redis.call('ZCARD', K.failed)
-end
 local conf = redis.call('HMGET', K.conf, 'paused', 'events', 'events_max_count', 'group_concurrency', 'rate_limit')
 -- Read before any write: a key of another type fails here (check_rare), not half-way.
 local has_lanes, grouped = false, false
@@ -178,73 +174,14 @@ if n < max and has_lanes then
   if #emptied > 0 then redis.call('ZREM', K.lanes, unpack(emptied)) end
 end
 
--- Redis keeps a small hash or sorted set in one listpack (up to 128 entries by default), where each lookup,
--- insert and delete scans the whole list. The keys of held messages are its worst case: up to concurrency +
--- prefetch entries, each written and deleted once per message (a third of a busy worker's server time).
--- Once WIDE_AT messages are held, an entry too long for a listpack (*-max-listpack-value: 64 bytes by
--- default) is added to each and removed at once: Redis converts the key, and keeps it so until it is deleted.
-local WIDE_AT = 32
-local TOO_LONG = string.rep('~', 256)
-local function keep_wide(key, sorted)
-  -- pcall: where an ACL denies OBJECT, the keys stay as they are and the claim goes on.
-  if redis.pcall('OBJECT', 'ENCODING', key) ~= 'listpack' then return end
-  if sorted then
-    redis.call('ZADD', key, 0, TOO_LONG)
-    redis.call('ZREM', key, TOO_LONG)
-  else
-    redis.call('HSET', key, TOO_LONG, '')
-    redis.call('HDEL', key, TOO_LONG)
-  end
-end
-
 local reply = { 'ok', 0, 0, -1 }
 if n > 0 then
-  local contents = hmget(K.messages, ids)
-  local metas = hmget_kept(K.metadata, ids)
-  local attempts = hmget(K.nattempts, ids)
-  local policies = hmget_kept(K.policies, ids)
-  local marked = redis.call('SCARD', K.requeue) > 0
-  local lock_until = now + lock_ms
-  local now_s, until_s = num_str(now), num_str(lock_until)
-  local counts, locks, holders, expiry, m, r = {}, {}, {}, {}, 0, 4
-  for i = 1, n do
-    -- A ready entry whose message is gone (cleared meanwhile) is dropped.
-    if contents[i] then
-      local id = ids[i]
-      local attempt = (tonumber(attempts[i]) or 0) + 1
-      local attempt_s = num_str(attempt)
-      counts[m + 1], counts[m + 2] = id, attempt_s
-      locks[m + 1], locks[m + 2] = id, until_s
-      -- The claim time is in the holder: status reads it as the message's update time while it is held.
-      holders[m + 1], holders[m + 2] = id, holder_value(consumer, attempt_s, now_s)
-      expiry[m + 1], expiry[m + 2] = until_s, id
-      m = m + 2
-      reply[r + 1], reply[r + 2], reply[r + 3], reply[r + 4] = id, contents[i], metas[i] or false, class_at[i]
-      reply[r + 5], reply[r + 6] = attempt, policies[i] or false
-      r = r + 6
-      if EV.on then event('started', id, attempt) end
-      -- A message that lost its lock keeps its requeue mark: locked-with-requeue again.
-      if marked and redis.call('SISMEMBER', K.requeue, id) == 1 then
-        redis.call('ZADD', K.requeue_locks, lock_until, id)
-      end
-    end
-  end
+  local m
+  m, locked_until = hold(consumer, ids, class_at, n, lock_ms, now, reply)
+  if m == 0 then locked_until = nil end
   for group, count in pairs(taken_groups) do redis.call('HINCRBY', K.group_held, group, count) end
   if rate_start and m > 0 then
-    redis.call('SET', K.rate_tat, string.format('%.3f', rate_start + (m / 2) * rate_interval))
-  end
-  if m > 0 then
-    locked_until = lock_until
-    call_chunked('HSET', K.nattempts, counts)
-    call_chunked('HSET', K.locks, locks)
-    call_chunked('HSET', K.holders, holders)
-    call_chunked('ZADD', K.lock_expiry, expiry)
-    -- The three keys hold an entry per held message each: one count for all.
-    if redis.call('HLEN', K.locks) >= WIDE_AT then
-      keep_wide(K.locks, false)
-      keep_wide(K.holders, false)
-      keep_wide(K.lock_expiry, true)
-    end
+    redis.call('SET', K.rate_tat, string.format('%.3f', rate_start + m * rate_interval))
   end
 end
 
