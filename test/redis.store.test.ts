@@ -722,8 +722,9 @@ void describe('redis store: failures, listings and counts', () => {
     assert.ok(soon.wakeAt !== null && soon.wakeAt <= Date.now() + 200, String(soon.wakeAt));
   });
 
-  void test('an idle worker handed one message at a time makes no claim that finds nothing', async () => {
-    const client = await open(`${base}?prefix=${uniquePrefix('idle')}`);
+  void test('an idle worker handed one message at a time gets it from the enqueue, then claims once to wait again', async () => {
+    const prefix = uniquePrefix('idle');
+    const client = await open(`${base}?prefix=${prefix}`);
     const q = 'idle';
     const polls: (readonly string[])[] = [];
     const handled: string[] = [];
@@ -732,15 +733,19 @@ void describe('redis store: failures, listings and counts', () => {
       eoqBackoffMs: 60_000,
       monitor: ({ claimed }) => void polls.push(claimed),
     });
-    // The first claim, and the one its subscription's confirmation asks for.
-    await waitFor(() => polls.length === 2, { what: 'the worker to go idle' });
+    const parked = (): boolean => one(base, 'HGET', `${prefix}:{${q}}:idle-workers`, worker.id).startsWith('1 ');
+    await waitFor(parked, { what: 'the worker to wait, parked' });
+    const before = polls.length;
     for (const id of ['m1', 'm2', 'm3']) {
       await client.enqueue(q, id, { id });
+      assert.notEqual((await client.status(q, id))?.state, 'queued', `${id} was locked for the worker by its enqueue`);
       await waitFor(() => handled.includes(id), { what: `${id} to be handled` });
+      await waitFor(parked, { what: `the worker to wait again after ${id}` });
     }
     await worker.stop();
-    // Each claim took the last ready message and said so: no claim in between found nothing.
-    assert.deepEqual(polls, [[], [], ['m1'], ['m2'], ['m3']]);
+    // Each message reached the monitor as it arrived, then one claim found nothing and parked the worker again:
+    // three script calls a message (enqueue, finish, claim), as with a wake-up and a claim.
+    assert.deepEqual(polls.slice(before), [['m1'], [], ['m2'], [], ['m3'], []]);
   });
 
   void test('a foreign key a claim or finish reads before writing: StoreLayoutError, nothing written', async () => {

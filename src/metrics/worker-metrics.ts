@@ -134,6 +134,10 @@ export class WorkerMetrics implements WorkerInstruments {
     this.tally(queue).claimed += count;
   }
 
+  handedOff(queue: string, count: number): void {
+    this.tally(queue).claimed += count;
+  }
+
   handlerEnded(queue: string, seconds: number): void {
     this.handlerSeconds.observe({ queue }, seconds);
   }

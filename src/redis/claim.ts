@@ -10,7 +10,9 @@ const EOQ_STEPS = [1, 2, 3, 4, 5];
  * Claims with one script call. A consumer that filters names the ready lists
  * it accepts, from the queue's filter classes it knows (`classes`, kept per
  * queue); when the queue has classes it has not seen, the script says so
- * instead of claiming, and the call is made again with them.
+ * instead of claiming, and the call is made again with them. A consumer that
+ * takes handoffs (`park`, see handoffs.ts) and accepts every class is parked
+ * when the claim leaves it with free slots and nothing to take.
  */
 export async function claimMessages(
   scripts: Scripts,
@@ -18,12 +20,13 @@ export async function claimMessages(
   queue: string,
   request: ClaimRequest,
   where: string,
+  handoffs = '',
 ): Promise<ClaimResult> {
   const eoq = EOQ_STEPS.map((n) => request.eoqBackoffMs(n));
   for (;;) {
     const known = classes.get(queue) ?? [];
     const accepted = request.accepts === null ? ['*'] : ['', ...known].filter(request.accepts);
-    const args = [request.consumerId, request.max, request.lockMs, known.length, ...eoq, ...accepted];
+    const args = [request.consumerId, request.max, request.lockMs, known.length, ...eoq, handoffs, ...accepted];
     const reply = list(await scripts.run(SCRIPTS.claim, queue, args));
     if (text(reply[0]) === 'classes') {
       classes.set(
@@ -49,7 +52,7 @@ export async function claimMessages(
 }
 
 /** The message whose six fields (id, content, metadata, filter class, attempt, policy) start at `at`. */
-function claimed(reply: readonly unknown[], at: number, where: string): ClaimedMessage {
+export function claimed(reply: readonly unknown[], at: number, where: string): ClaimedMessage {
   // Read in place and built as one object: a claim reply carries up to concurrency + prefetch messages.
   const { payload, encoding, metadata, filters } = storedContent(reply[at + 1], reply[at + 2], reply[at + 3], where);
   return {

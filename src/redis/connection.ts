@@ -53,7 +53,7 @@ async function createConnection(
   url: RedisUrlOptions,
   name: string,
   retry: (times: number) => number | null,
-  extra: { lazyConnect: boolean; maxRetriesPerRequest?: number | null },
+  extra: { lazyConnect: boolean; maxRetriesPerRequest?: number | null; autoResendUnfulfilledCommands?: boolean },
 ): Promise<RedisConnection> {
   const ioredis = await import('ioredis');
   const options = { ...nodeOptions(url, name), ...extra };
@@ -103,6 +103,19 @@ export async function openConnection(url: RedisUrlOptions, name: string): Promis
  */
 export function openSubscriber(url: RedisUrlOptions, name: string): Promise<RedisConnection> {
   return createConnection(url, name, reconnectDelay, { lazyConnect: false, maxRetriesPerRequest: null });
+}
+
+/**
+ * A connection for a blocking command (the BLPOP of handoffs), in the background as a subscriber's. A command
+ * cut off by a reconnect is sent again: otherwise ioredis would neither answer nor fail it, and a BLPOP that
+ * is sent again only waits again.
+ */
+export function openBlocking(url: RedisUrlOptions, name: string): Promise<RedisConnection> {
+  return createConnection(url, name, reconnectDelay, {
+    lazyConnect: false,
+    maxRetriesPerRequest: null,
+    autoResendUnfulfilledCommands: true,
+  });
 }
 
 async function checkServer(redis: RedisConnection, url: RedisUrlOptions): Promise<void> {

@@ -58,6 +58,8 @@ export const KEY_TYPES = {
   'rate-tat': 'string', // the rate limit's theoretical arrival time (GCRA, model/rate-limit.ts)
   schedules: 'hash', // schedule name → its next slot (ms), a space, then its body
   // Hot path (issue 14).
+  'idle-workers': 'hash', // consumer → '<free slots> <lock ms> <until ms>' of parked workers; each has a list
+  // `idle-workers:<consumer>` of handoff entries (lua/lib/handoff.lua)
   layout: 'string', // '1' once an enqueue's full check found the queue's keys kvmq's: hot paths skip TYPE checks
 } as const;
 

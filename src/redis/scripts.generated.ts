@@ -59,17 +59,18 @@ export const SCRIPTS = {
       'dedupe',
       'debounce',
       'debounce-of',
+      'idle-workers',
     ],
     readOnly: false,
-    sha: 'c100e2dccd16fd7ef4db58f178e9d4fcf63bfe5f',
-    fn: 'kvmq_e95e40de67ec_claim',
+    sha: '9d82418518f5e1dc0108fd22f80d46035402841c',
+    fn: 'kvmq_12aac9ff17c2_claim',
     source: `#!lua flags=allow-oom
 -- The queue's keys are its base (the one key the call passes) and their names.
 local KEY_BASE = KEYS[1]
 -- The keys by name, for the helpers that look a key up by a name they hold.
 local K_TABLE = nil
 local function key_table()
-  if K_TABLE == nil then K_TABLE = { messages = (KEY_BASE .. 'messages'), metadata = (KEY_BASE .. 'metadata'), filters = (KEY_BASE .. 'filters'), classes = (KEY_BASE .. 'classes'), nattempts = (KEY_BASE .. 'nattempts'), locks = (KEY_BASE .. 'locks'), holders = (KEY_BASE .. 'holders'), backoffs = (KEY_BASE .. 'backoffs'), done = (KEY_BASE .. 'done'), done_at = (KEY_BASE .. 'done-at'), requeue = (KEY_BASE .. 'requeue'), schedule = (KEY_BASE .. 'schedule'), lock_expiry = (KEY_BASE .. 'lock-expiry'), updated_at = (KEY_BASE .. 'updated-at'), mid_circle = (KEY_BASE .. 'mid-circle'), eoq_backoff = (KEY_BASE .. 'eoq-backoff?'), ndry_runs = (KEY_BASE .. 'ndry-runs'), policies = (KEY_BASE .. 'policies'), pushes = (KEY_BASE .. 'pushes'), conf = (KEY_BASE .. 'conf'), failed = (KEY_BASE .. 'failed'), lanes = (KEY_BASE .. 'lanes'), rate_tat = (KEY_BASE .. 'rate-tat'), layout = (KEY_BASE .. 'layout'), events = (KEY_BASE .. 'events'), events_seq = (KEY_BASE .. 'events-seq'), events_wake = (KEY_BASE .. 'events-wake'), priorities = (KEY_BASE .. 'priorities'), groups = (KEY_BASE .. 'groups'), group_held = (KEY_BASE .. 'group-held'), parked = (KEY_BASE .. 'parked'), history = (KEY_BASE .. 'history'), losses = (KEY_BASE .. 'losses'), outcomes = (KEY_BASE .. 'outcomes'), enqueued_at = (KEY_BASE .. 'enqueued-at'), requeue_content = (KEY_BASE .. 'requeue-content'), requeue_locks = (KEY_BASE .. 'requeue-locks'), requeue_schedule = (KEY_BASE .. 'requeue-schedule'), dedupe = (KEY_BASE .. 'dedupe'), debounce = (KEY_BASE .. 'debounce'), debounce_of = (KEY_BASE .. 'debounce-of') } end
+  if K_TABLE == nil then K_TABLE = { messages = (KEY_BASE .. 'messages'), metadata = (KEY_BASE .. 'metadata'), filters = (KEY_BASE .. 'filters'), classes = (KEY_BASE .. 'classes'), nattempts = (KEY_BASE .. 'nattempts'), locks = (KEY_BASE .. 'locks'), holders = (KEY_BASE .. 'holders'), backoffs = (KEY_BASE .. 'backoffs'), done = (KEY_BASE .. 'done'), done_at = (KEY_BASE .. 'done-at'), requeue = (KEY_BASE .. 'requeue'), schedule = (KEY_BASE .. 'schedule'), lock_expiry = (KEY_BASE .. 'lock-expiry'), updated_at = (KEY_BASE .. 'updated-at'), mid_circle = (KEY_BASE .. 'mid-circle'), eoq_backoff = (KEY_BASE .. 'eoq-backoff?'), ndry_runs = (KEY_BASE .. 'ndry-runs'), policies = (KEY_BASE .. 'policies'), pushes = (KEY_BASE .. 'pushes'), conf = (KEY_BASE .. 'conf'), failed = (KEY_BASE .. 'failed'), lanes = (KEY_BASE .. 'lanes'), rate_tat = (KEY_BASE .. 'rate-tat'), layout = (KEY_BASE .. 'layout'), events = (KEY_BASE .. 'events'), events_seq = (KEY_BASE .. 'events-seq'), events_wake = (KEY_BASE .. 'events-wake'), priorities = (KEY_BASE .. 'priorities'), groups = (KEY_BASE .. 'groups'), group_held = (KEY_BASE .. 'group-held'), parked = (KEY_BASE .. 'parked'), history = (KEY_BASE .. 'history'), losses = (KEY_BASE .. 'losses'), outcomes = (KEY_BASE .. 'outcomes'), enqueued_at = (KEY_BASE .. 'enqueued-at'), requeue_content = (KEY_BASE .. 'requeue-content'), requeue_locks = (KEY_BASE .. 'requeue-locks'), requeue_schedule = (KEY_BASE .. 'requeue-schedule'), dedupe = (KEY_BASE .. 'dedupe'), debounce = (KEY_BASE .. 'debounce'), debounce_of = (KEY_BASE .. 'debounce-of'), idle_workers = (KEY_BASE .. 'idle-workers') } end
   return K_TABLE
 end
 -- common: helpers every script includes. K holds the queue's keys by name
@@ -91,7 +92,7 @@ local function key_type(name)
       gc_at = 'string', policies = 'hash', history = 'hash', losses = 'hash', pushes = 'hash',
       requeue_locks = 'zset', requeue_schedule = 'zset', failed = 'zset', events = 'stream', events_seq = 'string',
       priorities = 'hash', lanes = 'zset', groups = 'hash', group_held = 'hash', parked = 'set', debounce = 'hash',
-      debounce_of = 'hash', rate_tat = 'string', schedules = 'hash', layout = 'string',
+      debounce_of = 'hash', rate_tat = 'string', schedules = 'hash', layout = 'string', idle_workers = 'hash',
     }
   end
   return KEY_TYPES[name]
@@ -855,6 +856,147 @@ local function hold(consumer, ids, class_at, n, lock_ms, now, reply)
   end
   return m / 2, lock_until
 end
+-- handoff: an enqueue claims for idle workers. A claim that leaves a worker with free slots and nothing
+-- to take parks it in \`idle-workers\` (consumer → '<free slots> <lock ms> <until ms> <token> <handed>': the
+-- token is the parking claim's, handed how many messages it was given since; conf \`handoff\` is '1'
+-- while any is parked, so an enqueue learns it from the conf read it makes anyway). An enqueue that makes
+-- messages ready pops them at once for a parked worker, locks them as a claim would (lib/hold.lua) and
+-- pushes them, as one entry (the parking's token, the queue's size, then six fields per message as a claim
+-- replies them), to the
+-- worker's list \`idle-workers:<consumer>\`, where its blocked BLPOP takes them:
+-- the message reaches the handler one round trip after the enqueue instead of three (wake-up, claim, reply).
+-- A worker's next claim unparks it, and takes fewer messages by those handed to it that it had not received
+-- when it sent the claim (it says how many it received under the parking's token), so the worker never
+-- holds more than its slots. A parking ends by itself at its \`until\` (the worker claims before,
+-- see PARK_MS), so a worker that died parked takes messages for a few seconds at most (they wait for
+-- their lock to end, as a dead worker's held messages do). Only priority-0 messages of the lanes an
+-- enqueue filled are handed off, to workers that accept every filter class, on queues with no groups,
+-- no rate limit and not paused: everything else waits for a claim, as before.
+-- Scripts include common, events and hold first.
+--
+-- KEYS: conf idle-workers groups ndry-runs eoq-backoff?
+
+-- A parked worker claims again within this long, and its parking ends PARK_GRACE_MS after that.
+local PARK_MS = 5000
+local PARK_GRACE_MS = 1000
+-- Entries are pushed with this TTL past the lock's end: a list no worker reads any more goes away.
+local HANDOFF_TTL_MS = 60000
+
+-- The list a worker's handed messages wait in.
+local function handoff_list(consumer)
+  return (KEY_BASE .. 'idle-workers') .. ':' .. consumer
+end
+
+-- Ends \`consumer\`'s parking (its claim, or its stop); \`flagged\`: conf \`handoff\` was '1'. \`token\` and
+-- \`received\` (strings, or nil): the worker received that many handed messages under that token. Returns
+-- whether conf \`handoff\` is still '1' (other workers are parked), and how many messages handed to it are
+-- still on their way.
+local function unpark_worker(consumer, flagged, token, received)
+  if not flagged then return false, 0 end
+  local parking = redis.call('HGET', (KEY_BASE .. 'idle-workers'), consumer)
+  if not parking then return true, 0 end
+  local parked_token, handed = string.match(parking, ' (%S+) (%d+)$')
+  local on_the_way = tonumber(handed) or 0
+  if parked_token == token then on_the_way = math.max(0, on_the_way - (tonumber(received) or 0)) end
+  redis.call('HDEL', (KEY_BASE .. 'idle-workers'), consumer)
+  if redis.call('EXISTS', (KEY_BASE .. 'idle-workers')) == 1 then return true, on_the_way end
+  redis.call('HDEL', (KEY_BASE .. 'conf'), 'handoff')
+  return false, on_the_way
+end
+
+-- Parks \`consumer\` with \`free\` slots; returns the time by which it should claim again (\`wake_at\` or sooner).
+local function park_worker(consumer, free, lock_ms, now, wake_at, flagged, token)
+  wake_at = math.min(wake_at, now + PARK_MS)
+  local parking = free .. ' ' .. lock_ms .. ' ' .. num_str(wake_at + PARK_GRACE_MS) .. ' ' .. token .. ' 0'
+  redis.call('HSET', (KEY_BASE .. 'idle-workers'), consumer, parking)
+  if not flagged then redis.call('HSET', (KEY_BASE .. 'conf'), 'handoff', '1') end
+  return wake_at
+end
+
+-- A field as '<length>:<bytes>', nil or false as '-:'.
+local function framed(value)
+  if not value then return '-:' end
+  local s = tostring(value)
+  return #s .. ':' .. s
+end
+
+-- Takes up to \`want\` ready messages of a priority-0 lane for a handoff: the lane's list first (older), then
+-- those this enqueue has yet to push there (\`pending\`, from pending_ready, oldest first), which then never
+-- enter the list. Appends them to ids/class_at from n + 1; returns the new n.
+local function take_ready(ready, lane, want, ids, class_at, n)
+  local list = ready_list(lane)
+  local waiting = redis.call('LLEN', list)
+  if waiting > 0 then
+    for _, id in ipairs(redis.call('RPOP', list, math.min(want, waiting))) do
+      n = n + 1
+      ids[n], class_at[n] = id, lane
+    end
+    want = want - math.min(want, waiting)
+  end
+  local pending = ready.back[lane]
+  if want == 0 or pending == nil then return n end
+  local taken = math.min(want, #pending)
+  for i = 1, taken do
+    n = n + 1
+    ids[n], class_at[n] = pending[i], lane
+  end
+  ready.count = ready.count - taken
+  if taken == #pending then
+    ready.back[lane] = nil
+  else
+    ready.back[lane] = { unpack(pending, taken + 1) }
+  end
+  return n
+end
+
+-- Hands ready messages of \`lanes\` (the priority-0 lanes an enqueue pushes to, before it flushes \`ready\`) to
+-- parked workers; \`conf\` holds the queue's paused and rate_limit fields. Returns how many it handed off.
+local function hand_off(ready, lanes, conf, now)
+  if conf.paused == '1' or (conf.rate_limit and conf.rate_limit ~= '') then return 0 end
+  if redis.call('EXISTS', (KEY_BASE .. 'groups')) == 1 then return 0 end
+  local parked = redis.call('HGETALL', (KEY_BASE .. 'idle-workers'))
+  local handed, lane_at, size = 0, 1, nil
+  for i = 1, #parked, 2 do
+    if lane_at > #lanes then break end
+    local consumer = parked[i]
+    local free, lock_ms, until_ms, token, before = string.match(parked[i + 1], '^(%d+) (%d+) (%d+) (%S+) (%d+)$')
+    free, lock_ms = tonumber(free) or 0, tonumber(lock_ms)
+    if tonumber(until_ms or 0) <= now then
+      -- Its worker did not claim again in time: gone, or cut off from Redis.
+      unpark_worker(consumer, true, nil, nil)
+    elseif free > 0 then
+      local ids, class_at, n = {}, {}, 0
+      while n < free and lane_at <= #lanes do
+        n = take_ready(ready, lanes[lane_at], free - n, ids, class_at, n)
+        if n < free then lane_at = lane_at + 1 end
+      end
+      local reply, held = { token, false }, 0
+      if n > 0 then held = hold(consumer, ids, class_at, n, lock_ms, now, reply) end
+      if held > 0 then
+        size = size or queue_size()
+        reply[2] = size
+        local parts = {}
+        for j = 1, #reply do parts[j] = framed(reply[j]) end
+        local list = handoff_list(consumer)
+        redis.call('RPUSH', list, table.concat(parts))
+        redis.call('PEXPIREAT', list, now + lock_ms + HANDOFF_TTL_MS)
+        handed = handed + held
+        -- Kept at 0 free slots until its claim (which reads how many it was handed).
+        local parking = (free - held) .. ' ' .. lock_ms .. ' ' .. until_ms .. ' ' .. token .. ' ' .. (before + held)
+        redis.call('HSET', (KEY_BASE .. 'idle-workers'), consumer, parking)
+      end
+    end
+  end
+  -- Handling resets the dry runs, as a claim that takes messages does.
+  if handed > 0 then
+    local dry = redis.call('GET', (KEY_BASE .. 'ndry-runs'))
+    if dry and dry ~= '0' then
+      redis.call('SET', (KEY_BASE .. 'ndry-runs'), '0')
+      redis.call('DEL', (KEY_BASE .. 'eoq-backoff?'))
+    end
+  end
+  return handed
+end
 -- claim: locks up to \`max\` ready messages for a consumer. First moves messages
 -- whose backoff or lock ended back to their ready lists, then pops the ready
 -- lists of the classes the consumer accepts. When nothing was taken, counts a
@@ -865,19 +1007,23 @@ end
 -- Order: the priority-0 lanes of the accepted classes in turn, then the lanes of lower priorities in
 -- priority order (\`lanes\`). A message whose group already holds group_concurrency is parked instead
 -- (lib/groups.lua). With a rate limit (rate_limit in conf), at most what it grants (\`rate-tat\`).
+-- A worker that takes handoffs and is left with free slots and nothing to take is parked (lib/handoff.lua):
+-- enqueues then hand it messages directly. Its next claim unparks it first, and takes fewer by the messages
+-- handed to it that it had not received when it sent the claim.
 -- Runs when Redis is out of memory (allow-oom): draining the queue is how memory comes back.
 --
 -- KEYS: messages metadata filters classes nattempts locks holders backoffs done done-at requeue
 --       schedule lock-expiry updated-at mid-circle eoq-backoff? ndry-runs policies pushes conf failed lanes
 --       rate-tat layout
 -- ARGV: consumer id, max, lock ms, the number of filter classes the consumer knows of,
---       five end-of-queue backoffs in ms (after dry run 1, 2, 3, 4, 5 and more),
---       '*' to accept every class, else the accepted classes ('' for messages without filters)
+--       five end-of-queue backoffs in ms (after dry run 1, 2, 3, 4, 5 and more), handoffs ('' when the
+--       consumer takes none, else '<this claim's token> <the last claim's token> <messages received under
+--       it>'), '*' to accept every class, else the accepted classes ('' for messages without filters)
 -- Reply: { 'classes', class... } when the queue's classes changed since the consumer looked
 --        (it claimed nothing), else { 'ok', queue size, dry runs, wake-at ms (-1: look again at once; set
 --        when it claimed nothing, or took the last ready messages),
 --        then six per message: id, content, metadata JSON or nil, filter class, attempt, policy or nil }
--- Include: common events lanes groups forget fail promote hold
+-- Include: common events lanes groups forget fail promote hold handoff
 
 -- The layout mark and the dry runs in one read (MGET reads a key of another type as nil: without the mark,
 -- check_layout checks both keys and names the foreign one).
@@ -890,7 +1036,7 @@ check_layout(nil, { 'history', 'losses', 'outcomes', 'enqueued_at', 'requeue_con
 -- At most this many ready lists are read to tell a full claim that it took the last ready messages.
 local MAX_DRAINED_READS = 8
 local consumer, max, lock_ms, known = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
-local accept_all = ARGV[10] == '*'
+local accept_all = ARGV[11] == '*'
 
 if not accept_all and redis.call('SCARD', (KEY_BASE .. 'classes')) ~= known then
   local reply = redis.call('SMEMBERS', (KEY_BASE .. 'classes'))
@@ -899,7 +1045,11 @@ if not accept_all and redis.call('SCARD', (KEY_BASE .. 'classes')) ~= known then
 end
 
 local now = now_ms()
-local conf = redis.call('HMGET', (KEY_BASE .. 'conf'), 'paused', 'events', 'events_max_count', 'group_concurrency', 'rate_limit')
+local conf = redis.call('HMGET', (KEY_BASE .. 'conf'), 'paused', 'events', 'events_max_count', 'group_concurrency', 'rate_limit',
+  'handoff')
+local token, last_token, received = string.match(ARGV[10], '^(%S+) (%S+) (%d+)$')
+local parked_any, on_the_way = unpark_worker(consumer, conf[6] == '1', last_token, received)
+max = math.max(0, max - on_the_way)
 -- Read before any write: a key of another type fails here (check_rare), not half-way.
 local has_lanes, grouped = false, false
 if redis.call('EXISTS', (KEY_BASE .. 'lanes'), (KEY_BASE .. 'groups')) > 0 then
@@ -952,7 +1102,7 @@ if accept_all then
   lists[1] = ''
   for _, class in ipairs(redis.call('SMEMBERS', (KEY_BASE .. 'classes'))) do lists[#lists + 1] = class end
 else
-  for i = 10, #ARGV do
+  for i = 11, #ARGV do
     lists[#lists + 1] = ARGV[i]
     accepted[ARGV[i]] = true
   end
@@ -1087,6 +1237,11 @@ else
   reply[3] = dry
   reply[4] = wake_after(ttl)
 end
+-- Free slots and nothing left to take: enqueues hand this worker their messages until it claims again.
+local free = max - (#reply - 4) / 6
+if token and accept_all and not grouped and not rate_start and free > 0 and reply[4] > now then
+  reply[4] = park_worker(consumer, free, lock_ms, now, reply[4], parked_any, token)
+end
 reply[2] = queue_size()
 events_flush(now)
 return reply
@@ -1135,8 +1290,8 @@ return reply
       'layout',
     ],
     readOnly: false,
-    sha: '7d121e3f662c7998475418e057889ceef09de236',
-    fn: 'kvmq_e95e40de67ec_clear',
+    sha: 'a6cde2ad733d6ee70680f7626e2d8a8147c82e5b',
+    fn: 'kvmq_12aac9ff17c2_clear',
     source: `#!lua flags=allow-oom
 -- The queue's keys are its base (the one key the call passes) and their names.
 local KEY_BASE = KEYS[1]
@@ -1165,7 +1320,7 @@ local function key_type(name)
       gc_at = 'string', policies = 'hash', history = 'hash', losses = 'hash', pushes = 'hash',
       requeue_locks = 'zset', requeue_schedule = 'zset', failed = 'zset', events = 'stream', events_seq = 'string',
       priorities = 'hash', lanes = 'zset', groups = 'hash', group_held = 'hash', parked = 'set', debounce = 'hash',
-      debounce_of = 'hash', rate_tat = 'string', schedules = 'hash', layout = 'string',
+      debounce_of = 'hash', rate_tat = 'string', schedules = 'hash', layout = 'string', idle_workers = 'hash',
     }
   end
   return KEY_TYPES[name]
@@ -1467,8 +1622,8 @@ return 1
       'parked',
     ],
     readOnly: false,
-    sha: 'c70047fadc68d864e01b676c6505eb6cf54e6df3',
-    fn: 'kvmq_e95e40de67ec_configure',
+    sha: 'abd181d5aed09d1ab505a76f34b80eba9f33a13f',
+    fn: 'kvmq_12aac9ff17c2_configure',
     source: `#!lua
 -- The queue's keys are its base (the one key the call passes) and their names.
 local KEY_BASE = KEYS[1]
@@ -1497,7 +1652,7 @@ local function key_type(name)
       gc_at = 'string', policies = 'hash', history = 'hash', losses = 'hash', pushes = 'hash',
       requeue_locks = 'zset', requeue_schedule = 'zset', failed = 'zset', events = 'stream', events_seq = 'string',
       priorities = 'hash', lanes = 'zset', groups = 'hash', group_held = 'hash', parked = 'set', debounce = 'hash',
-      debounce_of = 'hash', rate_tat = 'string', schedules = 'hash', layout = 'string',
+      debounce_of = 'hash', rate_tat = 'string', schedules = 'hash', layout = 'string', idle_workers = 'hash',
     }
   end
   return KEY_TYPES[name]
@@ -1917,8 +2072,8 @@ return 1
     name: 'consumers',
     keys: ['consumers', 'holders', 'locks'],
     readOnly: true,
-    sha: '1abb32c92155f72f77f2e49d199e00fdeffa345e',
-    fn: 'kvmq_e95e40de67ec_consumers',
+    sha: '2decb7372826376d6fbdb18ab8ff5ca308ea6531',
+    fn: 'kvmq_12aac9ff17c2_consumers',
     source: `#!lua flags=no-writes
 -- The queue's keys are its base (the one key the call passes) and their names.
 local KEY_BASE = KEYS[1]
@@ -1947,7 +2102,7 @@ local function key_type(name)
       gc_at = 'string', policies = 'hash', history = 'hash', losses = 'hash', pushes = 'hash',
       requeue_locks = 'zset', requeue_schedule = 'zset', failed = 'zset', events = 'stream', events_seq = 'string',
       priorities = 'hash', lanes = 'zset', groups = 'hash', group_held = 'hash', parked = 'set', debounce = 'hash',
-      debounce_of = 'hash', rate_tat = 'string', schedules = 'hash', layout = 'string',
+      debounce_of = 'hash', rate_tat = 'string', schedules = 'hash', layout = 'string', idle_workers = 'hash',
     }
   end
   return KEY_TYPES[name]
@@ -2262,9 +2417,15 @@ return reply
       'groups',
       'messages',
       'metadata',
-      'classes',
       'nattempts',
       'holders',
+      'lock-expiry',
+      'policies',
+      'requeue-locks',
+      'idle-workers',
+      'ndry-runs',
+      'eoq-backoff?',
+      'classes',
       'outcomes',
       'enqueued-at',
       'updated-at',
@@ -2274,9 +2435,7 @@ return reply
       'dedupe',
       'mid-circle',
       'wake',
-      'policies',
       'losses',
-      'requeue-locks',
       'requeue-schedule',
       'pushes',
       'debounce',
@@ -2284,15 +2443,15 @@ return reply
       'layout',
     ],
     readOnly: false,
-    sha: '0de57668d0f0e6e8dd5f68962ebb4307b8d29f38',
-    fn: 'kvmq_e95e40de67ec_enqueue',
+    sha: '29e56d8a2188eb3a013b9aa13c9d51724bf4d4b0',
+    fn: 'kvmq_12aac9ff17c2_enqueue',
     source: `#!lua
 -- The queue's keys are its base (the one key the call passes) and their names.
 local KEY_BASE = KEYS[1]
 -- The keys by name, for the helpers that look a key up by a name they hold.
 local K_TABLE = nil
 local function key_table()
-  if K_TABLE == nil then K_TABLE = { conf = (KEY_BASE .. 'conf'), events = (KEY_BASE .. 'events'), events_seq = (KEY_BASE .. 'events-seq'), events_wake = (KEY_BASE .. 'events-wake'), done = (KEY_BASE .. 'done'), requeue = (KEY_BASE .. 'requeue'), backoffs = (KEY_BASE .. 'backoffs'), locks = (KEY_BASE .. 'locks'), failed = (KEY_BASE .. 'failed'), filters = (KEY_BASE .. 'filters'), priorities = (KEY_BASE .. 'priorities'), lanes = (KEY_BASE .. 'lanes'), groups = (KEY_BASE .. 'groups'), messages = (KEY_BASE .. 'messages'), metadata = (KEY_BASE .. 'metadata'), classes = (KEY_BASE .. 'classes'), nattempts = (KEY_BASE .. 'nattempts'), holders = (KEY_BASE .. 'holders'), outcomes = (KEY_BASE .. 'outcomes'), enqueued_at = (KEY_BASE .. 'enqueued-at'), updated_at = (KEY_BASE .. 'updated-at'), requeue_content = (KEY_BASE .. 'requeue-content'), schedule = (KEY_BASE .. 'schedule'), done_at = (KEY_BASE .. 'done-at'), dedupe = (KEY_BASE .. 'dedupe'), mid_circle = (KEY_BASE .. 'mid-circle'), wake = (KEY_BASE .. 'wake'), policies = (KEY_BASE .. 'policies'), losses = (KEY_BASE .. 'losses'), requeue_locks = (KEY_BASE .. 'requeue-locks'), requeue_schedule = (KEY_BASE .. 'requeue-schedule'), pushes = (KEY_BASE .. 'pushes'), debounce = (KEY_BASE .. 'debounce'), debounce_of = (KEY_BASE .. 'debounce-of'), layout = (KEY_BASE .. 'layout') } end
+  if K_TABLE == nil then K_TABLE = { conf = (KEY_BASE .. 'conf'), events = (KEY_BASE .. 'events'), events_seq = (KEY_BASE .. 'events-seq'), events_wake = (KEY_BASE .. 'events-wake'), done = (KEY_BASE .. 'done'), requeue = (KEY_BASE .. 'requeue'), backoffs = (KEY_BASE .. 'backoffs'), locks = (KEY_BASE .. 'locks'), failed = (KEY_BASE .. 'failed'), filters = (KEY_BASE .. 'filters'), priorities = (KEY_BASE .. 'priorities'), lanes = (KEY_BASE .. 'lanes'), groups = (KEY_BASE .. 'groups'), messages = (KEY_BASE .. 'messages'), metadata = (KEY_BASE .. 'metadata'), nattempts = (KEY_BASE .. 'nattempts'), holders = (KEY_BASE .. 'holders'), lock_expiry = (KEY_BASE .. 'lock-expiry'), policies = (KEY_BASE .. 'policies'), requeue_locks = (KEY_BASE .. 'requeue-locks'), idle_workers = (KEY_BASE .. 'idle-workers'), ndry_runs = (KEY_BASE .. 'ndry-runs'), eoq_backoff = (KEY_BASE .. 'eoq-backoff?'), classes = (KEY_BASE .. 'classes'), outcomes = (KEY_BASE .. 'outcomes'), enqueued_at = (KEY_BASE .. 'enqueued-at'), updated_at = (KEY_BASE .. 'updated-at'), requeue_content = (KEY_BASE .. 'requeue-content'), schedule = (KEY_BASE .. 'schedule'), done_at = (KEY_BASE .. 'done-at'), dedupe = (KEY_BASE .. 'dedupe'), mid_circle = (KEY_BASE .. 'mid-circle'), wake = (KEY_BASE .. 'wake'), losses = (KEY_BASE .. 'losses'), requeue_schedule = (KEY_BASE .. 'requeue-schedule'), pushes = (KEY_BASE .. 'pushes'), debounce = (KEY_BASE .. 'debounce'), debounce_of = (KEY_BASE .. 'debounce-of'), layout = (KEY_BASE .. 'layout') } end
   return K_TABLE
 end
 -- common: helpers every script includes. K holds the queue's keys by name
@@ -2314,7 +2473,7 @@ local function key_type(name)
       gc_at = 'string', policies = 'hash', history = 'hash', losses = 'hash', pushes = 'hash',
       requeue_locks = 'zset', requeue_schedule = 'zset', failed = 'zset', events = 'stream', events_seq = 'string',
       priorities = 'hash', lanes = 'zset', groups = 'hash', group_held = 'hash', parked = 'set', debounce = 'hash',
-      debounce_of = 'hash', rate_tat = 'string', schedules = 'hash', layout = 'string',
+      debounce_of = 'hash', rate_tat = 'string', schedules = 'hash', layout = 'string', idle_workers = 'hash',
     }
   end
   return KEY_TYPES[name]
@@ -2719,13 +2878,231 @@ local function unready(id)
   redis.call('LSET', list, at, '')
   return true
 end
+-- hold: locks messages taken from ready lists for a consumer, as a claim does (the claim script, and an
+-- enqueue handing messages to an idle worker: lib/handoff.lua). Scripts include common and events first.
+--
+-- KEYS: messages metadata nattempts locks holders lock-expiry policies requeue requeue-locks done failed
+
+-- Messages waiting or held: not finished, not failed (what a claim tells the worker's monitor).
+local function queue_size()
+  return redis.call('HLEN', (KEY_BASE .. 'messages')) - redis.call('SCARD', (KEY_BASE .. 'done')) - redis.call('ZCARD', (KEY_BASE .. 'failed'))
+end
+
+-- Redis keeps a small hash or sorted set in one listpack (up to 128 entries by default), where each lookup,
+-- insert and delete scans the whole list. The keys of held messages are its worst case: up to concurrency +
+-- prefetch entries, each written and deleted once per message (a third of a busy worker's server time).
+-- Once WIDE_AT messages are held, an entry too long for a listpack (*-max-listpack-value: 64 bytes by
+-- default) is added to each and removed at once: Redis converts the key, and keeps it so until it is deleted.
+local WIDE_AT = 32
+local function keep_wide(key, sorted)
+  -- pcall: where an ACL denies OBJECT, the keys stay as they are and the claim goes on.
+  if redis.pcall('OBJECT', 'ENCODING', key) ~= 'listpack' then return end
+  local too_long = string.rep('~', 256)
+  if sorted then
+    redis.call('ZADD', key, 0, too_long)
+    redis.call('ZREM', key, too_long)
+  else
+    redis.call('HSET', key, too_long, '')
+    redis.call('HDEL', key, too_long)
+  end
+end
+
+-- Locks \`ids[1..n]\` (taken from the ready lists of \`class_at[i]\`) for \`consumer\` until now + lock_ms, and
+-- appends six fields per message to \`reply\` (id, content, metadata JSON or false, filter class, attempt,
+-- policy or false). A ready entry whose message is gone (cleared or blanked meanwhile) is dropped. Returns
+-- how many it locked and the lock's end.
+local function hold(consumer, ids, class_at, n, lock_ms, now, reply)
+  local contents = hmget((KEY_BASE .. 'messages'), ids)
+  local metas = hmget_kept((KEY_BASE .. 'metadata'), ids)
+  local attempts = hmget((KEY_BASE .. 'nattempts'), ids)
+  local policies = hmget_kept((KEY_BASE .. 'policies'), ids)
+  local marked = redis.call('SCARD', (KEY_BASE .. 'requeue')) > 0
+  local lock_until = now + lock_ms
+  local now_s, until_s = num_str(now), num_str(lock_until)
+  local counts, locks, holders, expiry, m, r = {}, {}, {}, {}, 0, #reply
+  for i = 1, n do
+    if contents[i] then
+      local id = ids[i]
+      local attempt = (tonumber(attempts[i]) or 0) + 1
+      local attempt_s = num_str(attempt)
+      counts[m + 1], counts[m + 2] = id, attempt_s
+      locks[m + 1], locks[m + 2] = id, until_s
+      -- The claim time is in the holder: status reads it as the message's update time while it is held.
+      holders[m + 1], holders[m + 2] = id, holder_value(consumer, attempt_s, now_s)
+      expiry[m + 1], expiry[m + 2] = until_s, id
+      m = m + 2
+      reply[r + 1], reply[r + 2], reply[r + 3], reply[r + 4] = id, contents[i], metas[i] or false, class_at[i]
+      reply[r + 5], reply[r + 6] = attempt, policies[i] or false
+      r = r + 6
+      if EV.on then event('started', id, attempt) end
+      -- A message that lost its lock keeps its requeue mark: locked-with-requeue again.
+      if marked and redis.call('SISMEMBER', (KEY_BASE .. 'requeue'), id) == 1 then
+        redis.call('ZADD', (KEY_BASE .. 'requeue-locks'), lock_until, id)
+      end
+    end
+  end
+  if m == 0 then return 0, lock_until end
+  call_chunked('HSET', (KEY_BASE .. 'nattempts'), counts)
+  call_chunked('HSET', (KEY_BASE .. 'locks'), locks)
+  call_chunked('HSET', (KEY_BASE .. 'holders'), holders)
+  call_chunked('ZADD', (KEY_BASE .. 'lock-expiry'), expiry)
+  -- The three keys hold an entry per held message each: one count for all.
+  if redis.call('HLEN', (KEY_BASE .. 'locks')) >= WIDE_AT then
+    keep_wide((KEY_BASE .. 'locks'), false)
+    keep_wide((KEY_BASE .. 'holders'), false)
+    keep_wide((KEY_BASE .. 'lock-expiry'), true)
+  end
+  return m / 2, lock_until
+end
+-- handoff: an enqueue claims for idle workers. A claim that leaves a worker with free slots and nothing
+-- to take parks it in \`idle-workers\` (consumer → '<free slots> <lock ms> <until ms> <token> <handed>': the
+-- token is the parking claim's, handed how many messages it was given since; conf \`handoff\` is '1'
+-- while any is parked, so an enqueue learns it from the conf read it makes anyway). An enqueue that makes
+-- messages ready pops them at once for a parked worker, locks them as a claim would (lib/hold.lua) and
+-- pushes them, as one entry (the parking's token, the queue's size, then six fields per message as a claim
+-- replies them), to the
+-- worker's list \`idle-workers:<consumer>\`, where its blocked BLPOP takes them:
+-- the message reaches the handler one round trip after the enqueue instead of three (wake-up, claim, reply).
+-- A worker's next claim unparks it, and takes fewer messages by those handed to it that it had not received
+-- when it sent the claim (it says how many it received under the parking's token), so the worker never
+-- holds more than its slots. A parking ends by itself at its \`until\` (the worker claims before,
+-- see PARK_MS), so a worker that died parked takes messages for a few seconds at most (they wait for
+-- their lock to end, as a dead worker's held messages do). Only priority-0 messages of the lanes an
+-- enqueue filled are handed off, to workers that accept every filter class, on queues with no groups,
+-- no rate limit and not paused: everything else waits for a claim, as before.
+-- Scripts include common, events and hold first.
+--
+-- KEYS: conf idle-workers groups ndry-runs eoq-backoff?
+
+-- A parked worker claims again within this long, and its parking ends PARK_GRACE_MS after that.
+local PARK_MS = 5000
+local PARK_GRACE_MS = 1000
+-- Entries are pushed with this TTL past the lock's end: a list no worker reads any more goes away.
+local HANDOFF_TTL_MS = 60000
+
+-- The list a worker's handed messages wait in.
+local function handoff_list(consumer)
+  return (KEY_BASE .. 'idle-workers') .. ':' .. consumer
+end
+
+-- Ends \`consumer\`'s parking (its claim, or its stop); \`flagged\`: conf \`handoff\` was '1'. \`token\` and
+-- \`received\` (strings, or nil): the worker received that many handed messages under that token. Returns
+-- whether conf \`handoff\` is still '1' (other workers are parked), and how many messages handed to it are
+-- still on their way.
+local function unpark_worker(consumer, flagged, token, received)
+  if not flagged then return false, 0 end
+  local parking = redis.call('HGET', (KEY_BASE .. 'idle-workers'), consumer)
+  if not parking then return true, 0 end
+  local parked_token, handed = string.match(parking, ' (%S+) (%d+)$')
+  local on_the_way = tonumber(handed) or 0
+  if parked_token == token then on_the_way = math.max(0, on_the_way - (tonumber(received) or 0)) end
+  redis.call('HDEL', (KEY_BASE .. 'idle-workers'), consumer)
+  if redis.call('EXISTS', (KEY_BASE .. 'idle-workers')) == 1 then return true, on_the_way end
+  redis.call('HDEL', (KEY_BASE .. 'conf'), 'handoff')
+  return false, on_the_way
+end
+
+-- Parks \`consumer\` with \`free\` slots; returns the time by which it should claim again (\`wake_at\` or sooner).
+local function park_worker(consumer, free, lock_ms, now, wake_at, flagged, token)
+  wake_at = math.min(wake_at, now + PARK_MS)
+  local parking = free .. ' ' .. lock_ms .. ' ' .. num_str(wake_at + PARK_GRACE_MS) .. ' ' .. token .. ' 0'
+  redis.call('HSET', (KEY_BASE .. 'idle-workers'), consumer, parking)
+  if not flagged then redis.call('HSET', (KEY_BASE .. 'conf'), 'handoff', '1') end
+  return wake_at
+end
+
+-- A field as '<length>:<bytes>', nil or false as '-:'.
+local function framed(value)
+  if not value then return '-:' end
+  local s = tostring(value)
+  return #s .. ':' .. s
+end
+
+-- Takes up to \`want\` ready messages of a priority-0 lane for a handoff: the lane's list first (older), then
+-- those this enqueue has yet to push there (\`pending\`, from pending_ready, oldest first), which then never
+-- enter the list. Appends them to ids/class_at from n + 1; returns the new n.
+local function take_ready(ready, lane, want, ids, class_at, n)
+  local list = ready_list(lane)
+  local waiting = redis.call('LLEN', list)
+  if waiting > 0 then
+    for _, id in ipairs(redis.call('RPOP', list, math.min(want, waiting))) do
+      n = n + 1
+      ids[n], class_at[n] = id, lane
+    end
+    want = want - math.min(want, waiting)
+  end
+  local pending = ready.back[lane]
+  if want == 0 or pending == nil then return n end
+  local taken = math.min(want, #pending)
+  for i = 1, taken do
+    n = n + 1
+    ids[n], class_at[n] = pending[i], lane
+  end
+  ready.count = ready.count - taken
+  if taken == #pending then
+    ready.back[lane] = nil
+  else
+    ready.back[lane] = { unpack(pending, taken + 1) }
+  end
+  return n
+end
+
+-- Hands ready messages of \`lanes\` (the priority-0 lanes an enqueue pushes to, before it flushes \`ready\`) to
+-- parked workers; \`conf\` holds the queue's paused and rate_limit fields. Returns how many it handed off.
+local function hand_off(ready, lanes, conf, now)
+  if conf.paused == '1' or (conf.rate_limit and conf.rate_limit ~= '') then return 0 end
+  if redis.call('EXISTS', (KEY_BASE .. 'groups')) == 1 then return 0 end
+  local parked = redis.call('HGETALL', (KEY_BASE .. 'idle-workers'))
+  local handed, lane_at, size = 0, 1, nil
+  for i = 1, #parked, 2 do
+    if lane_at > #lanes then break end
+    local consumer = parked[i]
+    local free, lock_ms, until_ms, token, before = string.match(parked[i + 1], '^(%d+) (%d+) (%d+) (%S+) (%d+)$')
+    free, lock_ms = tonumber(free) or 0, tonumber(lock_ms)
+    if tonumber(until_ms or 0) <= now then
+      -- Its worker did not claim again in time: gone, or cut off from Redis.
+      unpark_worker(consumer, true, nil, nil)
+    elseif free > 0 then
+      local ids, class_at, n = {}, {}, 0
+      while n < free and lane_at <= #lanes do
+        n = take_ready(ready, lanes[lane_at], free - n, ids, class_at, n)
+        if n < free then lane_at = lane_at + 1 end
+      end
+      local reply, held = { token, false }, 0
+      if n > 0 then held = hold(consumer, ids, class_at, n, lock_ms, now, reply) end
+      if held > 0 then
+        size = size or queue_size()
+        reply[2] = size
+        local parts = {}
+        for j = 1, #reply do parts[j] = framed(reply[j]) end
+        local list = handoff_list(consumer)
+        redis.call('RPUSH', list, table.concat(parts))
+        redis.call('PEXPIREAT', list, now + lock_ms + HANDOFF_TTL_MS)
+        handed = handed + held
+        -- Kept at 0 free slots until its claim (which reads how many it was handed).
+        local parking = (free - held) .. ' ' .. lock_ms .. ' ' .. until_ms .. ' ' .. token .. ' ' .. (before + held)
+        redis.call('HSET', (KEY_BASE .. 'idle-workers'), consumer, parking)
+      end
+    end
+  end
+  -- Handling resets the dry runs, as a claim that takes messages does.
+  if handed > 0 then
+    local dry = redis.call('GET', (KEY_BASE .. 'ndry-runs'))
+    if dry and dry ~= '0' then
+      redis.call('SET', (KEY_BASE .. 'ndry-runs'), '0')
+      redis.call('DEL', (KEY_BASE .. 'eoq-backoff?'))
+    end
+  end
+  return handed
+end
 -- enqueue: adds messages, or answers for ids that exist. An existing id is
 -- refused with its state, except: done-awaiting-gc is revived with the new
 -- content; with allowRequeue, locked is marked to run again after it finishes,
 -- and done-with-backoff to run again when its backoff ends. A failed id is refused
 -- (retry or remove frees it). Each enqueue that is not refused writes an \`enqueued\` event (events on).
 -- Shared by the enqueue script and fire-schedule, so a schedule's messages are enqueued exactly alike.
--- Scripts include common, events, state and lanes before it.
+-- Ready messages go at once to parked idle workers where there are any (lib/handoff.lua).
+-- Scripts include common, events, state, lanes, hold and handoff before it.
 --
 -- KEYS: messages metadata filters classes nattempts locks holders backoffs done requeue outcomes
 --       enqueued-at updated-at requeue-content schedule done-at dedupe mid-circle wake policies losses
@@ -2792,16 +3169,30 @@ local function enqueue_check(first)
   if rare then check_rare() end
 end
 
+-- The conf fields an enqueue reads: events_begin's, then whether workers are parked, paused, rate_limit.
+local ENQUEUE_CONF = { 'events', 'events_max_count', 'handoff', 'paused', 'rate_limit' }
+
 -- Enqueues the messages (enqueue_check has read their shapes); returns one reply per message and
--- whether any message became ready or scheduled (the caller publishes the wake-up after its events).
+-- whether workers should look: a message became ready and was not handed off, or one was scheduled
+-- (the caller publishes the wake-up after its events).
 local function enqueue()
-  events_begin()
+  local conf = read_conf(ENQUEUE_CONF)
+  events_begin(conf)
   local now = now_ms()
   local now_s = num_str(now)
   local w = pending_writes()
   local ready = pending_ready()
   local replies = {}
-  local changed = false
+  -- Messages made ready, the priority-0 lanes they joined (in order), and whether a backoff was set.
+  local readied, lanes, timed = 0, {}, false
+  local function make_ready(lane, id)
+    push_ready(ready, lane, id, false)
+    readied = readied + 1
+    if not lanes[lane] and not string.find(lane, '@', 1, true) then
+      lanes[lane] = true
+      lanes[#lanes + 1] = lane
+    end
+  end
 
   -- Content, metadata, filters, priority and group of a message that starts a new run, queued now or
   -- after \`backoff\` ms.
@@ -2827,10 +3218,10 @@ local function enqueue()
       -- Written now: a duplicate later in this batch must see the backoff.
       redis.call('HSET', (KEY_BASE .. 'backoffs'), id, now + backoff)
       later(w, 'zadd', (KEY_BASE .. 'schedule'), now + backoff, id)
+      timed = true
     else
-      push_ready(ready, lane, id, false)
+      make_ready(lane, id)
     end
-    changed = true
   end
 
   -- A debounce: the message \`wid\` took debounce id \`did\` last; when it is still waiting (queued or
@@ -2854,11 +3245,11 @@ local function enqueue()
     if backoff > 0 then
       redis.call('HSET', (KEY_BASE .. 'backoffs'), wid, now + backoff)
       redis.call('ZADD', (KEY_BASE .. 'schedule'), now + backoff, wid)
+      timed = true
     else
-      push_ready(ready, lane_of(wid), wid, false)
+      make_ready(lane_of(wid), wid)
     end
     event('enqueued', wid, redis.call('HGET', (KEY_BASE .. 'nattempts'), wid) or 0)
-    changed = true
     return true
   end
 
@@ -2936,7 +3327,7 @@ local function enqueue()
         if replace then redis.call('HSET', (KEY_BASE .. 'messages'), id, content) end
         later(w, 'hset', (KEY_BASE .. 'updated-at'), id, now)
         replies[#replies + 1] = 'requeued'
-        changed = true
+        timed = true
       elseif allow_requeue and state == 'locked' then
         redis.call('SADD', (KEY_BASE .. 'requeue'), id)
         redis.call('ZADD', (KEY_BASE .. 'requeue-locks'), ends, id)
@@ -2950,10 +3341,14 @@ local function enqueue()
   end
 
   flush_writes(w)
+  local handed = 0
+  if conf[3] == '1' and #lanes > 0 then
+    handed = hand_off(ready, lanes, { paused = conf[4], rate_limit = conf[5] }, now)
+  end
   flush_ready(ready)
   events_flush(now)
   if not enqueue_marked then mark_layout() end
-  return replies, changed
+  return replies, timed or readied > handed
 end
 -- enqueue: adds a batch of messages (lib/enqueue.lua), or answers for ids that exist.
 --
@@ -2961,7 +3356,7 @@ end
 -- ARGV: the messages' shapes, then two or eight per message (lib/enqueue.lua: a plain message, or one
 --       with metadata, filters, a backoff, flags, a policy or scheduling)
 -- Reply: one string per message: 'added', 'revived', 'requeued' or 'debounced', else the state that refused it
--- Include: common events state lanes enqueue
+-- Include: common events state lanes hold handoff enqueue
 
 enqueue_check(1)
 local replies, changed = enqueue()
@@ -2973,8 +3368,8 @@ return replies
     name: 'events-trim',
     keys: ['events', 'events-seq'],
     readOnly: false,
-    sha: '352b7454bf0e8c508e31147b9a482f9ed14f65ba',
-    fn: 'kvmq_e95e40de67ec_events_trim',
+    sha: 'fe8c959ef09a7707bb15afd1a286b94bcf05211c',
+    fn: 'kvmq_12aac9ff17c2_events_trim',
     source: `#!lua flags=allow-oom
 -- The queue's keys are its base (the one key the call passes) and their names.
 local KEY_BASE = KEYS[1]
@@ -3003,7 +3398,7 @@ local function key_type(name)
       gc_at = 'string', policies = 'hash', history = 'hash', losses = 'hash', pushes = 'hash',
       requeue_locks = 'zset', requeue_schedule = 'zset', failed = 'zset', events = 'stream', events_seq = 'string',
       priorities = 'hash', lanes = 'zset', groups = 'hash', group_held = 'hash', parked = 'set', debounce = 'hash',
-      debounce_of = 'hash', rate_tat = 'string', schedules = 'hash', layout = 'string',
+      debounce_of = 'hash', rate_tat = 'string', schedules = 'hash', layout = 'string', idle_workers = 'hash',
     }
   end
   return KEY_TYPES[name]
@@ -3301,8 +3696,8 @@ return redis.call('XTRIM', (KEY_BASE .. 'events'), 'MINID', string.format('%d', 
     name: 'extend',
     keys: ['locks', 'holders', 'nattempts', 'lock-expiry', 'requeue', 'requeue-locks'],
     readOnly: false,
-    sha: '6dfeae93b58295066bb8dbd08c4c95cb9a62b826',
-    fn: 'kvmq_e95e40de67ec_extend',
+    sha: 'b46679a68fc986c5a16388d19100b9e46c7e5105',
+    fn: 'kvmq_12aac9ff17c2_extend',
     source: `#!lua flags=allow-oom
 -- The queue's keys are its base (the one key the call passes) and their names.
 local KEY_BASE = KEYS[1]
@@ -3331,7 +3726,7 @@ local function key_type(name)
       gc_at = 'string', policies = 'hash', history = 'hash', losses = 'hash', pushes = 'hash',
       requeue_locks = 'zset', requeue_schedule = 'zset', failed = 'zset', events = 'stream', events_seq = 'string',
       priorities = 'hash', lanes = 'zset', groups = 'hash', group_held = 'hash', parked = 'set', debounce = 'hash',
-      debounce_of = 'hash', rate_tat = 'string', schedules = 'hash', layout = 'string',
+      debounce_of = 'hash', rate_tat = 'string', schedules = 'hash', layout = 'string', idle_workers = 'hash',
     }
   end
   return KEY_TYPES[name]
@@ -3662,8 +4057,8 @@ return lost
       'debounce-of',
     ],
     readOnly: false,
-    sha: '1b18f1deb43900e3820a52d4ecabbf4895254477',
-    fn: 'kvmq_e95e40de67ec_finish',
+    sha: '15ae55685dccae66956e54889ec2bdc59ff637ee',
+    fn: 'kvmq_12aac9ff17c2_finish',
     source: `#!lua flags=allow-oom
 -- The queue's keys are its base (the one key the call passes) and their names.
 local KEY_BASE = KEYS[1]
@@ -3692,7 +4087,7 @@ local function key_type(name)
       gc_at = 'string', policies = 'hash', history = 'hash', losses = 'hash', pushes = 'hash',
       requeue_locks = 'zset', requeue_schedule = 'zset', failed = 'zset', events = 'stream', events_seq = 'string',
       priorities = 'hash', lanes = 'zset', groups = 'hash', group_held = 'hash', parked = 'set', debounce = 'hash',
-      debounce_of = 'hash', rate_tat = 'string', schedules = 'hash', layout = 'string',
+      debounce_of = 'hash', rate_tat = 'string', schedules = 'hash', layout = 'string', idle_workers = 'hash',
     }
   end
   return KEY_TYPES[name]
@@ -4514,9 +4909,15 @@ return replies
       'groups',
       'messages',
       'metadata',
-      'classes',
       'nattempts',
       'holders',
+      'lock-expiry',
+      'policies',
+      'requeue-locks',
+      'idle-workers',
+      'ndry-runs',
+      'eoq-backoff?',
+      'classes',
       'outcomes',
       'enqueued-at',
       'updated-at',
@@ -4526,9 +4927,7 @@ return replies
       'dedupe',
       'mid-circle',
       'wake',
-      'policies',
       'losses',
-      'requeue-locks',
       'requeue-schedule',
       'pushes',
       'debounce',
@@ -4536,15 +4935,15 @@ return replies
       'layout',
     ],
     readOnly: false,
-    sha: 'eda1f29bfd1b4001c2eab28ee2a3c6f5098228b9',
-    fn: 'kvmq_e95e40de67ec_fire_schedule',
+    sha: 'c113407f1f8972a0bc7a522ae75697d46378c2aa',
+    fn: 'kvmq_12aac9ff17c2_fire_schedule',
     source: `#!lua
 -- The queue's keys are its base (the one key the call passes) and their names.
 local KEY_BASE = KEYS[1]
 -- The keys by name, for the helpers that look a key up by a name they hold.
 local K_TABLE = nil
 local function key_table()
-  if K_TABLE == nil then K_TABLE = { schedules = (KEY_BASE .. 'schedules'), conf = (KEY_BASE .. 'conf'), events = (KEY_BASE .. 'events'), events_seq = (KEY_BASE .. 'events-seq'), events_wake = (KEY_BASE .. 'events-wake'), done = (KEY_BASE .. 'done'), requeue = (KEY_BASE .. 'requeue'), backoffs = (KEY_BASE .. 'backoffs'), locks = (KEY_BASE .. 'locks'), failed = (KEY_BASE .. 'failed'), filters = (KEY_BASE .. 'filters'), priorities = (KEY_BASE .. 'priorities'), lanes = (KEY_BASE .. 'lanes'), groups = (KEY_BASE .. 'groups'), messages = (KEY_BASE .. 'messages'), metadata = (KEY_BASE .. 'metadata'), classes = (KEY_BASE .. 'classes'), nattempts = (KEY_BASE .. 'nattempts'), holders = (KEY_BASE .. 'holders'), outcomes = (KEY_BASE .. 'outcomes'), enqueued_at = (KEY_BASE .. 'enqueued-at'), updated_at = (KEY_BASE .. 'updated-at'), requeue_content = (KEY_BASE .. 'requeue-content'), schedule = (KEY_BASE .. 'schedule'), done_at = (KEY_BASE .. 'done-at'), dedupe = (KEY_BASE .. 'dedupe'), mid_circle = (KEY_BASE .. 'mid-circle'), wake = (KEY_BASE .. 'wake'), policies = (KEY_BASE .. 'policies'), losses = (KEY_BASE .. 'losses'), requeue_locks = (KEY_BASE .. 'requeue-locks'), requeue_schedule = (KEY_BASE .. 'requeue-schedule'), pushes = (KEY_BASE .. 'pushes'), debounce = (KEY_BASE .. 'debounce'), debounce_of = (KEY_BASE .. 'debounce-of'), layout = (KEY_BASE .. 'layout') } end
+  if K_TABLE == nil then K_TABLE = { schedules = (KEY_BASE .. 'schedules'), conf = (KEY_BASE .. 'conf'), events = (KEY_BASE .. 'events'), events_seq = (KEY_BASE .. 'events-seq'), events_wake = (KEY_BASE .. 'events-wake'), done = (KEY_BASE .. 'done'), requeue = (KEY_BASE .. 'requeue'), backoffs = (KEY_BASE .. 'backoffs'), locks = (KEY_BASE .. 'locks'), failed = (KEY_BASE .. 'failed'), filters = (KEY_BASE .. 'filters'), priorities = (KEY_BASE .. 'priorities'), lanes = (KEY_BASE .. 'lanes'), groups = (KEY_BASE .. 'groups'), messages = (KEY_BASE .. 'messages'), metadata = (KEY_BASE .. 'metadata'), nattempts = (KEY_BASE .. 'nattempts'), holders = (KEY_BASE .. 'holders'), lock_expiry = (KEY_BASE .. 'lock-expiry'), policies = (KEY_BASE .. 'policies'), requeue_locks = (KEY_BASE .. 'requeue-locks'), idle_workers = (KEY_BASE .. 'idle-workers'), ndry_runs = (KEY_BASE .. 'ndry-runs'), eoq_backoff = (KEY_BASE .. 'eoq-backoff?'), classes = (KEY_BASE .. 'classes'), outcomes = (KEY_BASE .. 'outcomes'), enqueued_at = (KEY_BASE .. 'enqueued-at'), updated_at = (KEY_BASE .. 'updated-at'), requeue_content = (KEY_BASE .. 'requeue-content'), schedule = (KEY_BASE .. 'schedule'), done_at = (KEY_BASE .. 'done-at'), dedupe = (KEY_BASE .. 'dedupe'), mid_circle = (KEY_BASE .. 'mid-circle'), wake = (KEY_BASE .. 'wake'), losses = (KEY_BASE .. 'losses'), requeue_schedule = (KEY_BASE .. 'requeue-schedule'), pushes = (KEY_BASE .. 'pushes'), debounce = (KEY_BASE .. 'debounce'), debounce_of = (KEY_BASE .. 'debounce-of'), layout = (KEY_BASE .. 'layout') } end
   return K_TABLE
 end
 -- common: helpers every script includes. K holds the queue's keys by name
@@ -4566,7 +4965,7 @@ local function key_type(name)
       gc_at = 'string', policies = 'hash', history = 'hash', losses = 'hash', pushes = 'hash',
       requeue_locks = 'zset', requeue_schedule = 'zset', failed = 'zset', events = 'stream', events_seq = 'string',
       priorities = 'hash', lanes = 'zset', groups = 'hash', group_held = 'hash', parked = 'set', debounce = 'hash',
-      debounce_of = 'hash', rate_tat = 'string', schedules = 'hash', layout = 'string',
+      debounce_of = 'hash', rate_tat = 'string', schedules = 'hash', layout = 'string', idle_workers = 'hash',
     }
   end
   return KEY_TYPES[name]
@@ -4971,13 +5370,231 @@ local function unready(id)
   redis.call('LSET', list, at, '')
   return true
 end
+-- hold: locks messages taken from ready lists for a consumer, as a claim does (the claim script, and an
+-- enqueue handing messages to an idle worker: lib/handoff.lua). Scripts include common and events first.
+--
+-- KEYS: messages metadata nattempts locks holders lock-expiry policies requeue requeue-locks done failed
+
+-- Messages waiting or held: not finished, not failed (what a claim tells the worker's monitor).
+local function queue_size()
+  return redis.call('HLEN', (KEY_BASE .. 'messages')) - redis.call('SCARD', (KEY_BASE .. 'done')) - redis.call('ZCARD', (KEY_BASE .. 'failed'))
+end
+
+-- Redis keeps a small hash or sorted set in one listpack (up to 128 entries by default), where each lookup,
+-- insert and delete scans the whole list. The keys of held messages are its worst case: up to concurrency +
+-- prefetch entries, each written and deleted once per message (a third of a busy worker's server time).
+-- Once WIDE_AT messages are held, an entry too long for a listpack (*-max-listpack-value: 64 bytes by
+-- default) is added to each and removed at once: Redis converts the key, and keeps it so until it is deleted.
+local WIDE_AT = 32
+local function keep_wide(key, sorted)
+  -- pcall: where an ACL denies OBJECT, the keys stay as they are and the claim goes on.
+  if redis.pcall('OBJECT', 'ENCODING', key) ~= 'listpack' then return end
+  local too_long = string.rep('~', 256)
+  if sorted then
+    redis.call('ZADD', key, 0, too_long)
+    redis.call('ZREM', key, too_long)
+  else
+    redis.call('HSET', key, too_long, '')
+    redis.call('HDEL', key, too_long)
+  end
+end
+
+-- Locks \`ids[1..n]\` (taken from the ready lists of \`class_at[i]\`) for \`consumer\` until now + lock_ms, and
+-- appends six fields per message to \`reply\` (id, content, metadata JSON or false, filter class, attempt,
+-- policy or false). A ready entry whose message is gone (cleared or blanked meanwhile) is dropped. Returns
+-- how many it locked and the lock's end.
+local function hold(consumer, ids, class_at, n, lock_ms, now, reply)
+  local contents = hmget((KEY_BASE .. 'messages'), ids)
+  local metas = hmget_kept((KEY_BASE .. 'metadata'), ids)
+  local attempts = hmget((KEY_BASE .. 'nattempts'), ids)
+  local policies = hmget_kept((KEY_BASE .. 'policies'), ids)
+  local marked = redis.call('SCARD', (KEY_BASE .. 'requeue')) > 0
+  local lock_until = now + lock_ms
+  local now_s, until_s = num_str(now), num_str(lock_until)
+  local counts, locks, holders, expiry, m, r = {}, {}, {}, {}, 0, #reply
+  for i = 1, n do
+    if contents[i] then
+      local id = ids[i]
+      local attempt = (tonumber(attempts[i]) or 0) + 1
+      local attempt_s = num_str(attempt)
+      counts[m + 1], counts[m + 2] = id, attempt_s
+      locks[m + 1], locks[m + 2] = id, until_s
+      -- The claim time is in the holder: status reads it as the message's update time while it is held.
+      holders[m + 1], holders[m + 2] = id, holder_value(consumer, attempt_s, now_s)
+      expiry[m + 1], expiry[m + 2] = until_s, id
+      m = m + 2
+      reply[r + 1], reply[r + 2], reply[r + 3], reply[r + 4] = id, contents[i], metas[i] or false, class_at[i]
+      reply[r + 5], reply[r + 6] = attempt, policies[i] or false
+      r = r + 6
+      if EV.on then event('started', id, attempt) end
+      -- A message that lost its lock keeps its requeue mark: locked-with-requeue again.
+      if marked and redis.call('SISMEMBER', (KEY_BASE .. 'requeue'), id) == 1 then
+        redis.call('ZADD', (KEY_BASE .. 'requeue-locks'), lock_until, id)
+      end
+    end
+  end
+  if m == 0 then return 0, lock_until end
+  call_chunked('HSET', (KEY_BASE .. 'nattempts'), counts)
+  call_chunked('HSET', (KEY_BASE .. 'locks'), locks)
+  call_chunked('HSET', (KEY_BASE .. 'holders'), holders)
+  call_chunked('ZADD', (KEY_BASE .. 'lock-expiry'), expiry)
+  -- The three keys hold an entry per held message each: one count for all.
+  if redis.call('HLEN', (KEY_BASE .. 'locks')) >= WIDE_AT then
+    keep_wide((KEY_BASE .. 'locks'), false)
+    keep_wide((KEY_BASE .. 'holders'), false)
+    keep_wide((KEY_BASE .. 'lock-expiry'), true)
+  end
+  return m / 2, lock_until
+end
+-- handoff: an enqueue claims for idle workers. A claim that leaves a worker with free slots and nothing
+-- to take parks it in \`idle-workers\` (consumer → '<free slots> <lock ms> <until ms> <token> <handed>': the
+-- token is the parking claim's, handed how many messages it was given since; conf \`handoff\` is '1'
+-- while any is parked, so an enqueue learns it from the conf read it makes anyway). An enqueue that makes
+-- messages ready pops them at once for a parked worker, locks them as a claim would (lib/hold.lua) and
+-- pushes them, as one entry (the parking's token, the queue's size, then six fields per message as a claim
+-- replies them), to the
+-- worker's list \`idle-workers:<consumer>\`, where its blocked BLPOP takes them:
+-- the message reaches the handler one round trip after the enqueue instead of three (wake-up, claim, reply).
+-- A worker's next claim unparks it, and takes fewer messages by those handed to it that it had not received
+-- when it sent the claim (it says how many it received under the parking's token), so the worker never
+-- holds more than its slots. A parking ends by itself at its \`until\` (the worker claims before,
+-- see PARK_MS), so a worker that died parked takes messages for a few seconds at most (they wait for
+-- their lock to end, as a dead worker's held messages do). Only priority-0 messages of the lanes an
+-- enqueue filled are handed off, to workers that accept every filter class, on queues with no groups,
+-- no rate limit and not paused: everything else waits for a claim, as before.
+-- Scripts include common, events and hold first.
+--
+-- KEYS: conf idle-workers groups ndry-runs eoq-backoff?
+
+-- A parked worker claims again within this long, and its parking ends PARK_GRACE_MS after that.
+local PARK_MS = 5000
+local PARK_GRACE_MS = 1000
+-- Entries are pushed with this TTL past the lock's end: a list no worker reads any more goes away.
+local HANDOFF_TTL_MS = 60000
+
+-- The list a worker's handed messages wait in.
+local function handoff_list(consumer)
+  return (KEY_BASE .. 'idle-workers') .. ':' .. consumer
+end
+
+-- Ends \`consumer\`'s parking (its claim, or its stop); \`flagged\`: conf \`handoff\` was '1'. \`token\` and
+-- \`received\` (strings, or nil): the worker received that many handed messages under that token. Returns
+-- whether conf \`handoff\` is still '1' (other workers are parked), and how many messages handed to it are
+-- still on their way.
+local function unpark_worker(consumer, flagged, token, received)
+  if not flagged then return false, 0 end
+  local parking = redis.call('HGET', (KEY_BASE .. 'idle-workers'), consumer)
+  if not parking then return true, 0 end
+  local parked_token, handed = string.match(parking, ' (%S+) (%d+)$')
+  local on_the_way = tonumber(handed) or 0
+  if parked_token == token then on_the_way = math.max(0, on_the_way - (tonumber(received) or 0)) end
+  redis.call('HDEL', (KEY_BASE .. 'idle-workers'), consumer)
+  if redis.call('EXISTS', (KEY_BASE .. 'idle-workers')) == 1 then return true, on_the_way end
+  redis.call('HDEL', (KEY_BASE .. 'conf'), 'handoff')
+  return false, on_the_way
+end
+
+-- Parks \`consumer\` with \`free\` slots; returns the time by which it should claim again (\`wake_at\` or sooner).
+local function park_worker(consumer, free, lock_ms, now, wake_at, flagged, token)
+  wake_at = math.min(wake_at, now + PARK_MS)
+  local parking = free .. ' ' .. lock_ms .. ' ' .. num_str(wake_at + PARK_GRACE_MS) .. ' ' .. token .. ' 0'
+  redis.call('HSET', (KEY_BASE .. 'idle-workers'), consumer, parking)
+  if not flagged then redis.call('HSET', (KEY_BASE .. 'conf'), 'handoff', '1') end
+  return wake_at
+end
+
+-- A field as '<length>:<bytes>', nil or false as '-:'.
+local function framed(value)
+  if not value then return '-:' end
+  local s = tostring(value)
+  return #s .. ':' .. s
+end
+
+-- Takes up to \`want\` ready messages of a priority-0 lane for a handoff: the lane's list first (older), then
+-- those this enqueue has yet to push there (\`pending\`, from pending_ready, oldest first), which then never
+-- enter the list. Appends them to ids/class_at from n + 1; returns the new n.
+local function take_ready(ready, lane, want, ids, class_at, n)
+  local list = ready_list(lane)
+  local waiting = redis.call('LLEN', list)
+  if waiting > 0 then
+    for _, id in ipairs(redis.call('RPOP', list, math.min(want, waiting))) do
+      n = n + 1
+      ids[n], class_at[n] = id, lane
+    end
+    want = want - math.min(want, waiting)
+  end
+  local pending = ready.back[lane]
+  if want == 0 or pending == nil then return n end
+  local taken = math.min(want, #pending)
+  for i = 1, taken do
+    n = n + 1
+    ids[n], class_at[n] = pending[i], lane
+  end
+  ready.count = ready.count - taken
+  if taken == #pending then
+    ready.back[lane] = nil
+  else
+    ready.back[lane] = { unpack(pending, taken + 1) }
+  end
+  return n
+end
+
+-- Hands ready messages of \`lanes\` (the priority-0 lanes an enqueue pushes to, before it flushes \`ready\`) to
+-- parked workers; \`conf\` holds the queue's paused and rate_limit fields. Returns how many it handed off.
+local function hand_off(ready, lanes, conf, now)
+  if conf.paused == '1' or (conf.rate_limit and conf.rate_limit ~= '') then return 0 end
+  if redis.call('EXISTS', (KEY_BASE .. 'groups')) == 1 then return 0 end
+  local parked = redis.call('HGETALL', (KEY_BASE .. 'idle-workers'))
+  local handed, lane_at, size = 0, 1, nil
+  for i = 1, #parked, 2 do
+    if lane_at > #lanes then break end
+    local consumer = parked[i]
+    local free, lock_ms, until_ms, token, before = string.match(parked[i + 1], '^(%d+) (%d+) (%d+) (%S+) (%d+)$')
+    free, lock_ms = tonumber(free) or 0, tonumber(lock_ms)
+    if tonumber(until_ms or 0) <= now then
+      -- Its worker did not claim again in time: gone, or cut off from Redis.
+      unpark_worker(consumer, true, nil, nil)
+    elseif free > 0 then
+      local ids, class_at, n = {}, {}, 0
+      while n < free and lane_at <= #lanes do
+        n = take_ready(ready, lanes[lane_at], free - n, ids, class_at, n)
+        if n < free then lane_at = lane_at + 1 end
+      end
+      local reply, held = { token, false }, 0
+      if n > 0 then held = hold(consumer, ids, class_at, n, lock_ms, now, reply) end
+      if held > 0 then
+        size = size or queue_size()
+        reply[2] = size
+        local parts = {}
+        for j = 1, #reply do parts[j] = framed(reply[j]) end
+        local list = handoff_list(consumer)
+        redis.call('RPUSH', list, table.concat(parts))
+        redis.call('PEXPIREAT', list, now + lock_ms + HANDOFF_TTL_MS)
+        handed = handed + held
+        -- Kept at 0 free slots until its claim (which reads how many it was handed).
+        local parking = (free - held) .. ' ' .. lock_ms .. ' ' .. until_ms .. ' ' .. token .. ' ' .. (before + held)
+        redis.call('HSET', (KEY_BASE .. 'idle-workers'), consumer, parking)
+      end
+    end
+  end
+  -- Handling resets the dry runs, as a claim that takes messages does.
+  if handed > 0 then
+    local dry = redis.call('GET', (KEY_BASE .. 'ndry-runs'))
+    if dry and dry ~= '0' then
+      redis.call('SET', (KEY_BASE .. 'ndry-runs'), '0')
+      redis.call('DEL', (KEY_BASE .. 'eoq-backoff?'))
+    end
+  end
+  return handed
+end
 -- enqueue: adds messages, or answers for ids that exist. An existing id is
 -- refused with its state, except: done-awaiting-gc is revived with the new
 -- content; with allowRequeue, locked is marked to run again after it finishes,
 -- and done-with-backoff to run again when its backoff ends. A failed id is refused
 -- (retry or remove frees it). Each enqueue that is not refused writes an \`enqueued\` event (events on).
 -- Shared by the enqueue script and fire-schedule, so a schedule's messages are enqueued exactly alike.
--- Scripts include common, events, state and lanes before it.
+-- Ready messages go at once to parked idle workers where there are any (lib/handoff.lua).
+-- Scripts include common, events, state, lanes, hold and handoff before it.
 --
 -- KEYS: messages metadata filters classes nattempts locks holders backoffs done requeue outcomes
 --       enqueued-at updated-at requeue-content schedule done-at dedupe mid-circle wake policies losses
@@ -5044,16 +5661,30 @@ local function enqueue_check(first)
   if rare then check_rare() end
 end
 
+-- The conf fields an enqueue reads: events_begin's, then whether workers are parked, paused, rate_limit.
+local ENQUEUE_CONF = { 'events', 'events_max_count', 'handoff', 'paused', 'rate_limit' }
+
 -- Enqueues the messages (enqueue_check has read their shapes); returns one reply per message and
--- whether any message became ready or scheduled (the caller publishes the wake-up after its events).
+-- whether workers should look: a message became ready and was not handed off, or one was scheduled
+-- (the caller publishes the wake-up after its events).
 local function enqueue()
-  events_begin()
+  local conf = read_conf(ENQUEUE_CONF)
+  events_begin(conf)
   local now = now_ms()
   local now_s = num_str(now)
   local w = pending_writes()
   local ready = pending_ready()
   local replies = {}
-  local changed = false
+  -- Messages made ready, the priority-0 lanes they joined (in order), and whether a backoff was set.
+  local readied, lanes, timed = 0, {}, false
+  local function make_ready(lane, id)
+    push_ready(ready, lane, id, false)
+    readied = readied + 1
+    if not lanes[lane] and not string.find(lane, '@', 1, true) then
+      lanes[lane] = true
+      lanes[#lanes + 1] = lane
+    end
+  end
 
   -- Content, metadata, filters, priority and group of a message that starts a new run, queued now or
   -- after \`backoff\` ms.
@@ -5079,10 +5710,10 @@ local function enqueue()
       -- Written now: a duplicate later in this batch must see the backoff.
       redis.call('HSET', (KEY_BASE .. 'backoffs'), id, now + backoff)
       later(w, 'zadd', (KEY_BASE .. 'schedule'), now + backoff, id)
+      timed = true
     else
-      push_ready(ready, lane, id, false)
+      make_ready(lane, id)
     end
-    changed = true
   end
 
   -- A debounce: the message \`wid\` took debounce id \`did\` last; when it is still waiting (queued or
@@ -5106,11 +5737,11 @@ local function enqueue()
     if backoff > 0 then
       redis.call('HSET', (KEY_BASE .. 'backoffs'), wid, now + backoff)
       redis.call('ZADD', (KEY_BASE .. 'schedule'), now + backoff, wid)
+      timed = true
     else
-      push_ready(ready, lane_of(wid), wid, false)
+      make_ready(lane_of(wid), wid)
     end
     event('enqueued', wid, redis.call('HGET', (KEY_BASE .. 'nattempts'), wid) or 0)
-    changed = true
     return true
   end
 
@@ -5188,7 +5819,7 @@ local function enqueue()
         if replace then redis.call('HSET', (KEY_BASE .. 'messages'), id, content) end
         later(w, 'hset', (KEY_BASE .. 'updated-at'), id, now)
         replies[#replies + 1] = 'requeued'
-        changed = true
+        timed = true
       elseif allow_requeue and state == 'locked' then
         redis.call('SADD', (KEY_BASE .. 'requeue'), id)
         redis.call('ZADD', (KEY_BASE .. 'requeue-locks'), ends, id)
@@ -5202,10 +5833,14 @@ local function enqueue()
   end
 
   flush_writes(w)
+  local handed = 0
+  if conf[3] == '1' and #lanes > 0 then
+    handed = hand_off(ready, lanes, { paused = conf[4], rate_limit = conf[5] }, now)
+  end
   flush_ready(ready)
   events_flush(now)
   if not enqueue_marked then mark_layout() end
-  return replies, changed
+  return replies, timed or readied > handed
 end
 -- fire-schedule: a schedule's compare-and-set and the enqueue of its due slots, in one step. When the
 -- stored schedule still holds exactly what the caller read (next slot and body), its next slot becomes
@@ -5218,7 +5853,7 @@ end
 --       the enqueue script takes them (their shapes, then their arguments)
 -- Reply: nil when the schedule changed, was removed or was fired by another; else one string per
 --        message as the enqueue script replies
--- Include: common events state lanes enqueue
+-- Include: common events state lanes hold handoff enqueue
 
 enqueue_check(4)
 local current = redis.call('HGET', (KEY_BASE .. 'schedules'), ARGV[1])
@@ -5234,8 +5869,8 @@ return replies
     name: 'gc-finish',
     keys: ['consumers', 'gc-lock'],
     readOnly: false,
-    sha: '578c5cbd059b5a74d444e594b6341fbdba9ec07b',
-    fn: 'kvmq_e95e40de67ec_gc_finish',
+    sha: '7cf2f40e08ce9ef0900d4ac2be143e0589474446',
+    fn: 'kvmq_12aac9ff17c2_gc_finish',
     source: `#!lua flags=allow-oom
 -- The queue's keys are its base (the one key the call passes) and their names.
 local KEY_BASE = KEYS[1]
@@ -5264,7 +5899,7 @@ local function key_type(name)
       gc_at = 'string', policies = 'hash', history = 'hash', losses = 'hash', pushes = 'hash',
       requeue_locks = 'zset', requeue_schedule = 'zset', failed = 'zset', events = 'stream', events_seq = 'string',
       priorities = 'hash', lanes = 'zset', groups = 'hash', group_held = 'hash', parked = 'set', debounce = 'hash',
-      debounce_of = 'hash', rate_tat = 'string', schedules = 'hash', layout = 'string',
+      debounce_of = 'hash', rate_tat = 'string', schedules = 'hash', layout = 'string', idle_workers = 'hash',
     }
   end
   return KEY_TYPES[name]
@@ -5551,8 +6186,8 @@ return #lapsed
     name: 'gc-start',
     keys: ['gc-lock', 'gc-at'],
     readOnly: false,
-    sha: '99ae045ecd828b8f8f2f742f6b7dec17f8ee6c28',
-    fn: 'kvmq_e95e40de67ec_gc_start',
+    sha: '08bbfb40ad452dfe59535d4451fc0cf0f0fb0d25',
+    fn: 'kvmq_12aac9ff17c2_gc_start',
     source: `#!lua flags=allow-oom
 -- The queue's keys are its base (the one key the call passes) and their names.
 local KEY_BASE = KEYS[1]
@@ -5581,7 +6216,7 @@ local function key_type(name)
       gc_at = 'string', policies = 'hash', history = 'hash', losses = 'hash', pushes = 'hash',
       requeue_locks = 'zset', requeue_schedule = 'zset', failed = 'zset', events = 'stream', events_seq = 'string',
       priorities = 'hash', lanes = 'zset', groups = 'hash', group_held = 'hash', parked = 'set', debounce = 'hash',
-      debounce_of = 'hash', rate_tat = 'string', schedules = 'hash', layout = 'string',
+      debounce_of = 'hash', rate_tat = 'string', schedules = 'hash', layout = 'string', idle_workers = 'hash',
     }
   end
   return KEY_TYPES[name]
@@ -5892,8 +6527,8 @@ return 1
       'debounce-of',
     ],
     readOnly: false,
-    sha: 'e46a949de2c4fd025e03fb7d36246f59eddf8a56',
-    fn: 'kvmq_e95e40de67ec_gc_sweep',
+    sha: 'e69b93bbc71a733a06d21880729aed8e2eab6bea',
+    fn: 'kvmq_12aac9ff17c2_gc_sweep',
     source: `#!lua flags=allow-oom
 -- The queue's keys are its base (the one key the call passes) and their names.
 local KEY_BASE = KEYS[1]
@@ -5922,7 +6557,7 @@ local function key_type(name)
       gc_at = 'string', policies = 'hash', history = 'hash', losses = 'hash', pushes = 'hash',
       requeue_locks = 'zset', requeue_schedule = 'zset', failed = 'zset', events = 'stream', events_seq = 'string',
       priorities = 'hash', lanes = 'zset', groups = 'hash', group_held = 'hash', parked = 'set', debounce = 'hash',
-      debounce_of = 'hash', rate_tat = 'string', schedules = 'hash', layout = 'string',
+      debounce_of = 'hash', rate_tat = 'string', schedules = 'hash', layout = 'string', idle_workers = 'hash',
     }
   end
   return KEY_TYPES[name]
@@ -6270,8 +6905,8 @@ return { removed, #old }
       'done-at',
     ],
     readOnly: true,
-    sha: 'db45c35378154de15c6e04270e411c46025b98b3',
-    fn: 'kvmq_e95e40de67ec_inspect',
+    sha: '00e68a23995fb33e4b8eadf16e024f89f752f34c',
+    fn: 'kvmq_12aac9ff17c2_inspect',
     source: `#!lua flags=no-writes
 -- The queue's keys are its base (the one key the call passes) and their names.
 local KEY_BASE = KEYS[1]
@@ -6300,7 +6935,7 @@ local function key_type(name)
       gc_at = 'string', policies = 'hash', history = 'hash', losses = 'hash', pushes = 'hash',
       requeue_locks = 'zset', requeue_schedule = 'zset', failed = 'zset', events = 'stream', events_seq = 'string',
       priorities = 'hash', lanes = 'zset', groups = 'hash', group_held = 'hash', parked = 'set', debounce = 'hash',
-      debounce_of = 'hash', rate_tat = 'string', schedules = 'hash', layout = 'string',
+      debounce_of = 'hash', rate_tat = 'string', schedules = 'hash', layout = 'string', idle_workers = 'hash',
     }
   end
   return KEY_TYPES[name]
@@ -6688,8 +7323,8 @@ return reply
       'debounce-of',
     ],
     readOnly: false,
-    sha: '087d64e2909864f84f422de1c701d4da33884f47',
-    fn: 'kvmq_e95e40de67ec_list',
+    sha: '723d4e98c680c904c186281743d0811ac83f9766',
+    fn: 'kvmq_12aac9ff17c2_list',
     source: `#!lua flags=allow-oom
 -- The queue's keys are its base (the one key the call passes) and their names.
 local KEY_BASE = KEYS[1]
@@ -6718,7 +7353,7 @@ local function key_type(name)
       gc_at = 'string', policies = 'hash', history = 'hash', losses = 'hash', pushes = 'hash',
       requeue_locks = 'zset', requeue_schedule = 'zset', failed = 'zset', events = 'stream', events_seq = 'string',
       priorities = 'hash', lanes = 'zset', groups = 'hash', group_held = 'hash', parked = 'set', debounce = 'hash',
-      debounce_of = 'hash', rate_tat = 'string', schedules = 'hash', layout = 'string',
+      debounce_of = 'hash', rate_tat = 'string', schedules = 'hash', layout = 'string', idle_workers = 'hash',
     }
   end
   return KEY_TYPES[name]
@@ -7719,8 +8354,8 @@ return reply
       'debounce-of',
     ],
     readOnly: false,
-    sha: '745ca4c7922a8cbf3578d9e115876f9be7db6346',
-    fn: 'kvmq_e95e40de67ec_promote_now',
+    sha: '073bd2e13e01a1f237ee945032ba697425ceb889',
+    fn: 'kvmq_12aac9ff17c2_promote_now',
     source: `#!lua
 -- The queue's keys are its base (the one key the call passes) and their names.
 local KEY_BASE = KEYS[1]
@@ -7749,7 +8384,7 @@ local function key_type(name)
       gc_at = 'string', policies = 'hash', history = 'hash', losses = 'hash', pushes = 'hash',
       requeue_locks = 'zset', requeue_schedule = 'zset', failed = 'zset', events = 'stream', events_seq = 'string',
       priorities = 'hash', lanes = 'zset', groups = 'hash', group_held = 'hash', parked = 'set', debounce = 'hash',
-      debounce_of = 'hash', rate_tat = 'string', schedules = 'hash', layout = 'string',
+      debounce_of = 'hash', rate_tat = 'string', schedules = 'hash', layout = 'string', idle_workers = 'hash',
     }
   end
   return KEY_TYPES[name]
@@ -8516,8 +9151,8 @@ return replies
       'locks',
     ],
     readOnly: true,
-    sha: '32836803cffa7b952d11fcdbc2d5e1f0c3846b8c',
-    fn: 'kvmq_e95e40de67ec_queue_status',
+    sha: '032117af4703aa6e90e9e14d6b7e72fdb43b4451',
+    fn: 'kvmq_12aac9ff17c2_queue_status',
     source: `#!lua flags=no-writes
 -- The queue's keys are its base (the one key the call passes) and their names.
 local KEY_BASE = KEYS[1]
@@ -8546,7 +9181,7 @@ local function key_type(name)
       gc_at = 'string', policies = 'hash', history = 'hash', losses = 'hash', pushes = 'hash',
       requeue_locks = 'zset', requeue_schedule = 'zset', failed = 'zset', events = 'stream', events_seq = 'string',
       priorities = 'hash', lanes = 'zset', groups = 'hash', group_held = 'hash', parked = 'set', debounce = 'hash',
-      debounce_of = 'hash', rate_tat = 'string', schedules = 'hash', layout = 'string',
+      debounce_of = 'hash', rate_tat = 'string', schedules = 'hash', layout = 'string', idle_workers = 'hash',
     }
   end
   return KEY_TYPES[name]
@@ -8881,8 +9516,8 @@ return reply
     name: 'read-events',
     keys: ['events', 'events-seq'],
     readOnly: true,
-    sha: '6240dacc66c18a693810091ccbd00b99acb59682',
-    fn: 'kvmq_e95e40de67ec_read_events',
+    sha: 'fc35c668baf5f405d05e87a934e0862c75d555c4',
+    fn: 'kvmq_12aac9ff17c2_read_events',
     source: `#!lua flags=no-writes
 -- The queue's keys are its base (the one key the call passes) and their names.
 local KEY_BASE = KEYS[1]
@@ -8911,7 +9546,7 @@ local function key_type(name)
       gc_at = 'string', policies = 'hash', history = 'hash', losses = 'hash', pushes = 'hash',
       requeue_locks = 'zset', requeue_schedule = 'zset', failed = 'zset', events = 'stream', events_seq = 'string',
       priorities = 'hash', lanes = 'zset', groups = 'hash', group_held = 'hash', parked = 'set', debounce = 'hash',
-      debounce_of = 'hash', rate_tat = 'string', schedules = 'hash', layout = 'string',
+      debounce_of = 'hash', rate_tat = 'string', schedules = 'hash', layout = 'string', idle_workers = 'hash',
     }
   end
   return KEY_TYPES[name]
@@ -9221,8 +9856,8 @@ return reply
     name: 'register-consumer',
     keys: ['consumers'],
     readOnly: false,
-    sha: '4e009eaa7bf0f3ed3a2504382848810262531313',
-    fn: 'kvmq_e95e40de67ec_register_consumer',
+    sha: '72b0f55da164dfd1325e182056371c32a695cd93',
+    fn: 'kvmq_12aac9ff17c2_register_consumer',
     source: `#!lua flags=allow-oom
 -- The queue's keys are its base (the one key the call passes) and their names.
 local KEY_BASE = KEYS[1]
@@ -9251,7 +9886,7 @@ local function key_type(name)
       gc_at = 'string', policies = 'hash', history = 'hash', losses = 'hash', pushes = 'hash',
       requeue_locks = 'zset', requeue_schedule = 'zset', failed = 'zset', events = 'stream', events_seq = 'string',
       priorities = 'hash', lanes = 'zset', groups = 'hash', group_held = 'hash', parked = 'set', debounce = 'hash',
-      debounce_of = 'hash', rate_tat = 'string', schedules = 'hash', layout = 'string',
+      debounce_of = 'hash', rate_tat = 'string', schedules = 'hash', layout = 'string', idle_workers = 'hash',
     }
   end
   return KEY_TYPES[name]
@@ -9571,8 +10206,8 @@ return 1
       'debounce-of',
     ],
     readOnly: false,
-    sha: 'a24d5b9c4f31e742c0542ce81e229ede86535127',
-    fn: 'kvmq_e95e40de67ec_remove',
+    sha: '198fe755904f21141ef410e570daa513595bc0ab',
+    fn: 'kvmq_12aac9ff17c2_remove',
     source: `#!lua flags=allow-oom
 -- The queue's keys are its base (the one key the call passes) and their names.
 local KEY_BASE = KEYS[1]
@@ -9601,7 +10236,7 @@ local function key_type(name)
       gc_at = 'string', policies = 'hash', history = 'hash', losses = 'hash', pushes = 'hash',
       requeue_locks = 'zset', requeue_schedule = 'zset', failed = 'zset', events = 'stream', events_seq = 'string',
       priorities = 'hash', lanes = 'zset', groups = 'hash', group_held = 'hash', parked = 'set', debounce = 'hash',
-      debounce_of = 'hash', rate_tat = 'string', schedules = 'hash', layout = 'string',
+      debounce_of = 'hash', rate_tat = 'string', schedules = 'hash', layout = 'string', idle_workers = 'hash',
     }
   end
   return KEY_TYPES[name]
@@ -10103,8 +10738,8 @@ return replies
       'groups',
     ],
     readOnly: false,
-    sha: 'd86f9da9630127a246b2423cc2dc38678f9d9b79',
-    fn: 'kvmq_e95e40de67ec_retry',
+    sha: '191a8b749868841614514003729c815abbf02a66',
+    fn: 'kvmq_12aac9ff17c2_retry',
     source: `#!lua
 -- The queue's keys are its base (the one key the call passes) and their names.
 local KEY_BASE = KEYS[1]
@@ -10133,7 +10768,7 @@ local function key_type(name)
       gc_at = 'string', policies = 'hash', history = 'hash', losses = 'hash', pushes = 'hash',
       requeue_locks = 'zset', requeue_schedule = 'zset', failed = 'zset', events = 'stream', events_seq = 'string',
       priorities = 'hash', lanes = 'zset', groups = 'hash', group_held = 'hash', parked = 'set', debounce = 'hash',
-      debounce_of = 'hash', rate_tat = 'string', schedules = 'hash', layout = 'string',
+      debounce_of = 'hash', rate_tat = 'string', schedules = 'hash', layout = 'string', idle_workers = 'hash',
     }
   end
   return KEY_TYPES[name]
@@ -10603,8 +11238,8 @@ return reply
       'done-at',
     ],
     readOnly: true,
-    sha: '808349ad9a1f263b7049f08260058d9ff24a40ec',
-    fn: 'kvmq_e95e40de67ec_status',
+    sha: '311d8496df69c1cfc4def8db72d208fa3c5cc2ab',
+    fn: 'kvmq_12aac9ff17c2_status',
     source: `#!lua flags=no-writes
 -- The queue's keys are its base (the one key the call passes) and their names.
 local KEY_BASE = KEYS[1]
@@ -10633,7 +11268,7 @@ local function key_type(name)
       gc_at = 'string', policies = 'hash', history = 'hash', losses = 'hash', pushes = 'hash',
       requeue_locks = 'zset', requeue_schedule = 'zset', failed = 'zset', events = 'stream', events_seq = 'string',
       priorities = 'hash', lanes = 'zset', groups = 'hash', group_held = 'hash', parked = 'set', debounce = 'hash',
-      debounce_of = 'hash', rate_tat = 'string', schedules = 'hash', layout = 'string',
+      debounce_of = 'hash', rate_tat = 'string', schedules = 'hash', layout = 'string', idle_workers = 'hash',
     }
   end
   return KEY_TYPES[name]
@@ -10974,12 +11609,655 @@ check_layout()
 return status_of(ARGV[1], now_ms())
 `,
   },
+  unpark: {
+    name: 'unpark',
+    keys: [
+      'conf',
+      'idle-workers',
+      'events',
+      'events-seq',
+      'events-wake',
+      'messages',
+      'metadata',
+      'nattempts',
+      'locks',
+      'holders',
+      'lock-expiry',
+      'policies',
+      'requeue',
+      'requeue-locks',
+      'done',
+      'failed',
+      'groups',
+      'ndry-runs',
+      'eoq-backoff?',
+    ],
+    readOnly: false,
+    sha: '22a1aa44ba6a7d110df4f981cad73f8bca67582e',
+    fn: 'kvmq_12aac9ff17c2_unpark',
+    source: `#!lua flags=allow-oom
+-- The queue's keys are its base (the one key the call passes) and their names.
+local KEY_BASE = KEYS[1]
+-- The keys by name, for the helpers that look a key up by a name they hold.
+local K_TABLE = nil
+local function key_table()
+  if K_TABLE == nil then K_TABLE = { conf = (KEY_BASE .. 'conf'), idle_workers = (KEY_BASE .. 'idle-workers'), events = (KEY_BASE .. 'events'), events_seq = (KEY_BASE .. 'events-seq'), events_wake = (KEY_BASE .. 'events-wake'), messages = (KEY_BASE .. 'messages'), metadata = (KEY_BASE .. 'metadata'), nattempts = (KEY_BASE .. 'nattempts'), locks = (KEY_BASE .. 'locks'), holders = (KEY_BASE .. 'holders'), lock_expiry = (KEY_BASE .. 'lock-expiry'), policies = (KEY_BASE .. 'policies'), requeue = (KEY_BASE .. 'requeue'), requeue_locks = (KEY_BASE .. 'requeue-locks'), done = (KEY_BASE .. 'done'), failed = (KEY_BASE .. 'failed'), groups = (KEY_BASE .. 'groups'), ndry_runs = (KEY_BASE .. 'ndry-runs'), eoq_backoff = (KEY_BASE .. 'eoq-backoff?') } end
+  return K_TABLE
+end
+-- common: helpers every script includes. K holds the queue's keys by name
+-- (see src/redis/keys.ts; in Lua '-' becomes '_' and '?' is dropped).
+--
+-- KEYS: (none of its own)
+
+-- The types kvmq keeps in each key, to refuse foreign data before writing anything. Built when a check
+-- first needs it: a script whose queue is marked (see LAYOUT_FIELD) mostly makes no check at all.
+local KEY_TYPES = nil
+local function key_type(name)
+  if KEY_TYPES == nil then
+    KEY_TYPES = {
+      messages = 'hash', locks = 'hash', backoffs = 'hash', nattempts = 'hash', mid_circle = 'list',
+      done = 'set', requeue = 'set', eoq_backoff = 'string', ndry_runs = 'string', metadata = 'hash',
+      filters = 'hash', classes = 'set', holders = 'hash', outcomes = 'hash', enqueued_at = 'hash',
+      updated_at = 'hash', requeue_content = 'hash', schedule = 'zset', lock_expiry = 'zset',
+      done_at = 'zset', dedupe = 'zset', conf = 'hash', consumers = 'hash', gc_lock = 'string',
+      gc_at = 'string', policies = 'hash', history = 'hash', losses = 'hash', pushes = 'hash',
+      requeue_locks = 'zset', requeue_schedule = 'zset', failed = 'zset', events = 'stream', events_seq = 'string',
+      priorities = 'hash', lanes = 'zset', groups = 'hash', group_held = 'hash', parked = 'set', debounce = 'hash',
+      debounce_of = 'hash', rate_tat = 'string', schedules = 'hash', layout = 'string', idle_workers = 'hash',
+    }
+  end
+  return KEY_TYPES[name]
+end
+
+-- The \`layout\` key (a string) marks a queue whose keys a full check_layout found to be kvmq's: an enqueue
+-- writes it after its check; clear deletes it with the rest. The hot paths (enqueue, claim, finish) of a
+-- marked queue skip their TYPE calls (about a µs each, a dozen or more per call): a key another program
+-- creates under the prefix later fails the call with Redis's WRONGTYPE, which the client reports as a
+-- StoreLayoutError too, but maybe after part of the call's writes. Keys read before any write and those of
+-- rare paths are still checked on every call.
+local LAYOUT_VERSION = '1'
+
+-- Lua's unpack has a stack limit; variadic commands go in chunks of this many arguments.
+local CHUNK = 1000
+
+-- One clock for every decision: the Redis server's. Redis 7 replicates a
+-- script's effects, not the script, so reading TIME before writing is safe.
+local function now_ms()
+  local t = redis.call('TIME')
+  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+end
+
+-- A number as a command argument. Redis formats a Lua number with printf's %.17g, a few hundred ns a
+-- call, paid per message in the hot paths: they pass whole numbers (times, attempts) as strings made here,
+-- once per call (and once per attempt count) instead.
+local INT_STRINGS = {}
+local function num_str(x)
+  if x ~= math.floor(x) or x > 9007199254740991 or x < -9007199254740991 then return string.format('%.17g', x) end
+  local s = INT_STRINGS[x]
+  if s == nil then
+    s = string.format('%d', x)
+    if x >= 0 and x < 64 then INT_STRINGS[x] = s end
+  end
+  return s
+end
+
+local function layout_error(key, found, expected)
+  error({ err = 'KVMQ_LAYOUT key ' .. key .. ' holds a ' .. found .. ', not the ' .. expected .. ' kvmq keeps there' })
+end
+
+local function check_type(key, expected)
+  local found = redis.call('TYPE', key).ok
+  if found ~= 'none' and found ~= expected then layout_error(key, found, expected) end
+end
+
+-- Whether the queue carries the layout mark (the script must take the \`layout\` key).
+local function layout_marked()
+  local mark = redis.pcall('GET', nil)
+  if type(mark) == 'table' and mark.err then layout_error(nil, redis.call('TYPE', nil).ok, 'string') end
+  return mark == LAYOUT_VERSION
+end
+
+-- Marks the queue after a full check_layout found its keys kvmq's.
+local function mark_layout()
+  redis.call('SET', nil, LAYOUT_VERSION)
+end
+
+-- A lock's holder (\`holders\`): the consumer, the attempt it was handed and when it took the message, as
+-- \`<consumer> <attempt> <ms>\`, one field: a claim writes one value where it wrote three keys, a finish reads one.
+-- Parsed from the end (worker ids hold no spaces; the parse would not need that). A holder written before the
+-- attempt was part of it is the consumer alone.
+local function holder_value(consumer, attempt_s, claimed_s)
+  return consumer .. ' ' .. attempt_s .. ' ' .. claimed_s
+end
+
+-- The consumer and claim time of a holder (the time nil for a consumer alone); the attempt is checked by holds.
+local function holder_parts(holder)
+  local consumer, claimed = string.match(holder, '^(.*) %d+ (%d+)$')
+  if consumer == nil then return holder, nil end
+  return consumer, tonumber(claimed)
+end
+
+-- Whether \`holder\` (a holders value or false) is \`consumer\` at \`attempt\` (a string) of message \`id\`.
+local function holds(holder, consumer, attempt, id)
+  if not holder then return false end
+  local prefix = consumer .. ' ' .. attempt .. ' '
+  if string.sub(holder, 1, #prefix) == prefix then return true end
+  return holder == consumer and redis.call('HGET', (KEY_BASE .. 'nattempts'), id) == attempt
+end
+
+-- The conf fields \`fields\` (HMGET), a conf of another type refused before any write.
+local function read_conf(fields)
+  local conf = redis.pcall('HMGET', (KEY_BASE .. 'conf'), unpack(fields))
+  if conf.err then layout_error((KEY_BASE .. 'conf'), redis.call('TYPE', (KEY_BASE .. 'conf')).ok, 'hash') end
+  return conf
+end
+
+-- The ready list of a lane: a filter class (\`mid-circle\` for messages without filters), followed by '@'
+-- and a 4-digit priority when above 0 (\`mid-circle:a=x@0003\`, \`mid-circle@0003\`); '#<group>' is the list
+-- of a full group's parked messages (\`mid-circle#<group>\`).
+local function ready_list(lane)
+  if lane == '' then return nil end
+  local c = string.byte(lane, 1)
+  if c == 64 or c == 35 then return nil .. lane end
+  return nil .. ':' .. lane
+end
+
+-- The lane of a class and a priority (a number, a string or nil: 0).
+local function lane_for(class, priority)
+  local p = tonumber(priority) or 0
+  if p == 0 then return class end
+  return class .. '@' .. string.format('%04d', p)
+end
+
+-- A lane's filter class and priority.
+local function lane_parts(lane)
+  local at = string.find(lane, '@', 1, true)
+  if at == nil then return lane, 0 end
+  return string.sub(lane, 1, at - 1), tonumber(string.sub(lane, at + 1))
+end
+
+-- A message's filter class ('' for none); the script must take the \`filters\` key.
+local function class_of(id)
+  return redis.call('HGET', nil, id) or ''
+end
+
+-- Checks every key the script was given, and the ready list of every filter
+-- class known or about to be added, before the script writes anything: a
+-- script that stopped half-way would leave messages half-written.
+-- Keys a script touches only on its rare paths (see check_rare).
+local RARE, RARE_NAMES = {}, {}
+local rare_checked = false
+-- Keys a helper checks itself, only when it is about to use them (lib/events.lua: with events on).
+local CHECKED_BY_HELPER = {}
+-- What a call starts from (only a library's functions need it: a script starts fresh each call).
+local function reset_common()
+  RARE, RARE_NAMES, rare_checked = {}, {}, false
+end
+
+-- \`rare\` (optional) names keys left to check_rare, so a hot path pays no TYPE call for them. \`read_first\`
+-- (optional) names keys the script reads, with a command that refuses another type, before it writes
+-- anything: that read is their check. Each TYPE call costs about a µs of the server's time, on every call.
+-- \`marked\` (optional): the queue carries the layout mark; only the lists of \`new_classes\` are checked.
+local function check_layout(new_classes, rare, read_first, marked)
+  -- A marked queue's hot path only keeps the list: check_rare reads it, and a set is built only below.
+  RARE_NAMES = rare or RARE_NAMES
+  if marked then
+    if nil ~= nil then
+      for _, class in ipairs(new_classes or {}) do check_type(ready_list(class), 'list') end
+    end
+    return
+  end
+  for _, name in ipairs(RARE_NAMES) do RARE[name] = true end
+  local skip = {}
+  for _, name in ipairs(read_first or {}) do skip[name] = true end
+  local lists = nil ~= nil and nil ~= nil
+  -- SMEMBERS below checks \`classes\` itself.
+  if lists then skip.classes = true end
+  for name, key in pairs(key_table()) do
+    local expected = key_type(name)
+    if expected ~= nil and not RARE[name] and not CHECKED_BY_HELPER[name] and not skip[name] then
+      check_type(key, expected)
+    end
+  end
+  if lists then
+    for _, class in ipairs(redis.call('SMEMBERS', nil)) do check_type(ready_list(class), 'list') end
+    for _, class in ipairs(new_classes or {}) do check_type(ready_list(class), 'list') end
+  end
+end
+
+-- Checks the keys check_layout left out, once, when a rare path (a failure, a lost lock) starts:
+-- the caller calls it before that path writes anything.
+local function check_rare()
+  if rare_checked then return end
+  rare_checked = true
+  for _, name in ipairs(RARE_NAMES) do
+    if key_table()[name] ~= nil and not CHECKED_BY_HELPER[name] then check_type(key_table()[name], key_type(name)) end
+  end
+end
+
+-- Runs \`cmd key ...args\` in chunks (args must come in whole pairs for HSET/ZADD: CHUNK is even).
+local function call_chunked(cmd, key, args)
+  for i = 1, #args, CHUNK do
+    redis.call(cmd, key, unpack(args, i, math.min(i + CHUNK - 1, #args)))
+  end
+end
+
+-- HMGET in chunks; the values line up with \`fields\`.
+local function hmget(key, fields)
+  if #fields <= CHUNK then return redis.call('HMGET', key, unpack(fields)) end
+  local values = {}
+  for i = 1, #fields, CHUNK do
+    local part = redis.call('HMGET', key, unpack(fields, i, math.min(i + CHUNK - 1, #fields)))
+    for j = 1, #part do values[i + j - 1] = part[j] end
+  end
+  return values
+end
+
+-- As hmget, for a hash many queues never write (metadata, policies): an absent hash costs one EXISTS, not a
+-- lookup per field. Its values are nil where HMGET's are false: callers that keep them write \`or false\`.
+local function hmget_kept(key, fields)
+  if redis.call('EXISTS', key) == 0 then return {} end
+  return hmget(key, fields)
+end
+
+-- Writes gathered during a script and sent at its end, one command per key.
+local function pending_writes()
+  return { hset = {}, hdel = {}, zadd = {}, zrem = {}, sadd = {}, srem = {} }
+end
+
+-- Removals go first, so a field removed and set by one script ends up set.
+local function flush_writes(w)
+  for _, cmd in ipairs({ 'hdel', 'srem', 'zrem', 'hset', 'sadd', 'zadd' }) do
+    for key, args in pairs(w[cmd]) do
+      call_chunked(string.upper(cmd), key, args)
+    end
+  end
+end
+
+-- Queues \`cmd key a [b]\` in \`w\` (b for the pair commands hset and zadd).
+local function later(w, cmd, key, a, b)
+  local args = w[cmd][key]
+  if args == nil then
+    args = {}
+    w[cmd][key] = args
+  end
+  args[#args + 1] = a
+  if b ~= nil then args[#args + 1] = b end
+end
+
+-- Ready pushes of this script: \`back\` ones join the end of the line (LPUSH:
+-- the list's next is on the right), \`front\` ones are next (RPUSH).
+local function pending_ready()
+  return { back = {}, front = {}, count = 0 }
+end
+
+local function push_ready(r, class, id, front)
+  local side = front and r.front or r.back
+  local list = side[class]
+  if list == nil then
+    list = {}
+    side[class] = list
+  end
+  list[#list + 1] = id
+  r.count = r.count + 1
+end
+
+-- Back pushes are counted per list (\`pushes\`): a listing's cursor holds an index
+-- from the back, which only these pushes shift (claims pop the front; nothing is cut from the middle).
+-- A lane of a priority above 0 joins \`lanes\`, which claims read in priority order.
+local function flush_ready(r)
+  for class, ids in pairs(r.back) do
+    call_chunked('LPUSH', ready_list(class), ids)
+    redis.call('HINCRBY', nil, class, #ids)
+  end
+  for class, ids in pairs(r.front) do
+    if string.find(class, '@', 1, true) then redis.call('ZADD', nil, select(2, lane_parts(class)), class) end
+  end
+  for class in pairs(r.back) do
+    if string.find(class, '@', 1, true) then redis.call('ZADD', nil, select(2, lane_parts(class)), class) end
+  end
+  for class, ids in pairs(r.front) do
+    -- The earliest is pushed last, so it is the next out.
+    local reversed = {}
+    for i = #ids, 1, -1 do reversed[#reversed + 1] = ids[i] end
+    call_chunked('RPUSH', ready_list(class), reversed)
+  end
+end
+-- events: queue events, written by the very script whose transition they describe, while the queue's
+-- configuration has events on (\`events\` '1' in conf, read by that script). A script gathers its events
+-- and appends them at its end to the \`events\` stream, up to ENTRY_EVENTS per entry. \`events-seq\` counts
+-- every event ever written, so events have dense numbers; an entry's id is \`<n>-0\`, n the number of its
+-- last event, and its fields are \`at\` (the server's ms), \`n\` (how many events it holds) and \`events\`: one
+-- line per event, '<type> <attempt> <id>', then ' ' and the error (newlines and backslashes escaped) for
+-- failed and retrying events that have one. One string per entry, not a field pair per event: XADD then
+-- takes five arguments, whatever the batch, and an entry is a single listpack value.
+-- Dense numbers let a reader see trimmed events as a gap, and make trimming by count a MINID.
+--
+-- KEYS: conf events events-seq events-wake
+
+-- Events per stream entry: an entry stays within one listpack node (4 KB), so reads and GC stay cheap.
+local ENTRY_EVENTS = 100
+-- model/events.ts EVENTS_MAX_COUNT
+local DEFAULT_EVENTS_MAX_COUNT = 10000
+
+-- events_begin checks these when events are on; with events off a script neither pays for them nor
+-- minds what they hold.
+CHECKED_BY_HELPER.events = true
+CHECKED_BY_HELPER.events_seq = true
+
+-- on: nil until events_begin, then whether this queue writes events.
+local EV = { on = nil, max = DEFAULT_EVENTS_MAX_COUNT, lines = {} }
+local function reset_events()
+  EV.on, EV.max, EV.lines = nil, DEFAULT_EVENTS_MAX_COUNT, {}
+end
+
+-- The conf fields events_begin takes, for a script that reads them with others of its own.
+local EVENTS_CONF = { 'events', 'events_max_count' }
+
+-- Reads the queue's events flag and bound (or takes them as read: \`read\`, the values of EVENTS_CONF).
+-- Call it before the script writes anything.
+local function events_begin(read)
+  -- A conf of another type fails here, before any write (scripts on a hot path leave it out of check_layout).
+  local conf = read or read_conf(EVENTS_CONF)
+  EV.on = conf[1] == '1'
+  if EV.on then
+    EV.max = tonumber(conf[2]) or DEFAULT_EVENTS_MAX_COUNT
+    check_type((KEY_BASE .. 'events'), 'stream')
+    check_type((KEY_BASE .. 'events-seq'), 'string')
+  end
+end
+
+-- An error's text on one line (src/redis/events.ts unescapes it).
+local ESCAPES = { ['\\\\'] = '\\\\\\\\', ['\\n'] = '\\\\n' }
+
+-- Attempts as text, made once: Lua formats a number with sprintf, which would cost more than the rest
+-- of an event.
+local ATTEMPT_TEXT = {}
+local function attempt_text(attempt)
+  if type(attempt) == 'string' then return attempt end
+  local n = attempt or 0
+  local text = ATTEMPT_TEXT[n]
+  if text == nil then
+    text = string.format('%d', n)
+    ATTEMPT_TEXT[n] = text
+  end
+  return text
+end
+
+-- Notes an event of this script's transition (the attempt a number, or its text); written by events_flush.
+-- Hot loops test EV.on first; the hottest (enqueue) appends its line to EV.lines itself.
+local function event(kind, id, attempt, err)
+  if EV.on == nil then error('kvmq: event() before events_begin()') end
+  if not EV.on then return end
+  local line = kind .. ' ' .. attempt_text(attempt) .. ' ' .. id
+  if err then line = line .. ' ' .. string.gsub(err, '[\\\\\\n]', ESCAPES) end
+  EV.lines[#EV.lines + 1] = line
+end
+
+-- Appends event lines to a queue's stream, numbering them from its \`seq\` key, and trims inline to about
+-- \`max\` events: MINID ~ drops whole stream nodes only, never an event within the bound.
+local function append_events(stream, seq, wake, max, now, lines)
+  local count = #lines
+  if count == 0 then return end
+  local last = redis.call('INCRBY', seq, count)
+  local first = last - count + 1
+  local keep = string.format('%d', math.max(1, last - max + 1))
+  for i = 1, count, ENTRY_EVENTS do
+    local j = math.min(i + ENTRY_EVENTS - 1, count)
+    redis.call('XADD', stream, 'MINID', '~', keep, string.format('%d-0', first + j - 1), 'at', now, 'n', j - i + 1,
+      'events', table.concat(lines, '\\n', i, j))
+  end
+  redis.call('PUBLISH', wake, '')
+end
+
+-- Writes the events noted by this script.
+local function events_flush(now)
+  if EV.on and #EV.lines > 0 then append_events((KEY_BASE .. 'events'), (KEY_BASE .. 'events-seq'), (KEY_BASE .. 'events-wake'), EV.max, now, EV.lines) end
+  EV.lines = {}
+end
+-- hold: locks messages taken from ready lists for a consumer, as a claim does (the claim script, and an
+-- enqueue handing messages to an idle worker: lib/handoff.lua). Scripts include common and events first.
+--
+-- KEYS: messages metadata nattempts locks holders lock-expiry policies requeue requeue-locks done failed
+
+-- Messages waiting or held: not finished, not failed (what a claim tells the worker's monitor).
+local function queue_size()
+  return redis.call('HLEN', (KEY_BASE .. 'messages')) - redis.call('SCARD', (KEY_BASE .. 'done')) - redis.call('ZCARD', (KEY_BASE .. 'failed'))
+end
+
+-- Redis keeps a small hash or sorted set in one listpack (up to 128 entries by default), where each lookup,
+-- insert and delete scans the whole list. The keys of held messages are its worst case: up to concurrency +
+-- prefetch entries, each written and deleted once per message (a third of a busy worker's server time).
+-- Once WIDE_AT messages are held, an entry too long for a listpack (*-max-listpack-value: 64 bytes by
+-- default) is added to each and removed at once: Redis converts the key, and keeps it so until it is deleted.
+local WIDE_AT = 32
+local function keep_wide(key, sorted)
+  -- pcall: where an ACL denies OBJECT, the keys stay as they are and the claim goes on.
+  if redis.pcall('OBJECT', 'ENCODING', key) ~= 'listpack' then return end
+  local too_long = string.rep('~', 256)
+  if sorted then
+    redis.call('ZADD', key, 0, too_long)
+    redis.call('ZREM', key, too_long)
+  else
+    redis.call('HSET', key, too_long, '')
+    redis.call('HDEL', key, too_long)
+  end
+end
+
+-- Locks \`ids[1..n]\` (taken from the ready lists of \`class_at[i]\`) for \`consumer\` until now + lock_ms, and
+-- appends six fields per message to \`reply\` (id, content, metadata JSON or false, filter class, attempt,
+-- policy or false). A ready entry whose message is gone (cleared or blanked meanwhile) is dropped. Returns
+-- how many it locked and the lock's end.
+local function hold(consumer, ids, class_at, n, lock_ms, now, reply)
+  local contents = hmget((KEY_BASE .. 'messages'), ids)
+  local metas = hmget_kept((KEY_BASE .. 'metadata'), ids)
+  local attempts = hmget((KEY_BASE .. 'nattempts'), ids)
+  local policies = hmget_kept((KEY_BASE .. 'policies'), ids)
+  local marked = redis.call('SCARD', (KEY_BASE .. 'requeue')) > 0
+  local lock_until = now + lock_ms
+  local now_s, until_s = num_str(now), num_str(lock_until)
+  local counts, locks, holders, expiry, m, r = {}, {}, {}, {}, 0, #reply
+  for i = 1, n do
+    if contents[i] then
+      local id = ids[i]
+      local attempt = (tonumber(attempts[i]) or 0) + 1
+      local attempt_s = num_str(attempt)
+      counts[m + 1], counts[m + 2] = id, attempt_s
+      locks[m + 1], locks[m + 2] = id, until_s
+      -- The claim time is in the holder: status reads it as the message's update time while it is held.
+      holders[m + 1], holders[m + 2] = id, holder_value(consumer, attempt_s, now_s)
+      expiry[m + 1], expiry[m + 2] = until_s, id
+      m = m + 2
+      reply[r + 1], reply[r + 2], reply[r + 3], reply[r + 4] = id, contents[i], metas[i] or false, class_at[i]
+      reply[r + 5], reply[r + 6] = attempt, policies[i] or false
+      r = r + 6
+      if EV.on then event('started', id, attempt) end
+      -- A message that lost its lock keeps its requeue mark: locked-with-requeue again.
+      if marked and redis.call('SISMEMBER', (KEY_BASE .. 'requeue'), id) == 1 then
+        redis.call('ZADD', (KEY_BASE .. 'requeue-locks'), lock_until, id)
+      end
+    end
+  end
+  if m == 0 then return 0, lock_until end
+  call_chunked('HSET', (KEY_BASE .. 'nattempts'), counts)
+  call_chunked('HSET', (KEY_BASE .. 'locks'), locks)
+  call_chunked('HSET', (KEY_BASE .. 'holders'), holders)
+  call_chunked('ZADD', (KEY_BASE .. 'lock-expiry'), expiry)
+  -- The three keys hold an entry per held message each: one count for all.
+  if redis.call('HLEN', (KEY_BASE .. 'locks')) >= WIDE_AT then
+    keep_wide((KEY_BASE .. 'locks'), false)
+    keep_wide((KEY_BASE .. 'holders'), false)
+    keep_wide((KEY_BASE .. 'lock-expiry'), true)
+  end
+  return m / 2, lock_until
+end
+-- handoff: an enqueue claims for idle workers. A claim that leaves a worker with free slots and nothing
+-- to take parks it in \`idle-workers\` (consumer → '<free slots> <lock ms> <until ms> <token> <handed>': the
+-- token is the parking claim's, handed how many messages it was given since; conf \`handoff\` is '1'
+-- while any is parked, so an enqueue learns it from the conf read it makes anyway). An enqueue that makes
+-- messages ready pops them at once for a parked worker, locks them as a claim would (lib/hold.lua) and
+-- pushes them, as one entry (the parking's token, the queue's size, then six fields per message as a claim
+-- replies them), to the
+-- worker's list \`idle-workers:<consumer>\`, where its blocked BLPOP takes them:
+-- the message reaches the handler one round trip after the enqueue instead of three (wake-up, claim, reply).
+-- A worker's next claim unparks it, and takes fewer messages by those handed to it that it had not received
+-- when it sent the claim (it says how many it received under the parking's token), so the worker never
+-- holds more than its slots. A parking ends by itself at its \`until\` (the worker claims before,
+-- see PARK_MS), so a worker that died parked takes messages for a few seconds at most (they wait for
+-- their lock to end, as a dead worker's held messages do). Only priority-0 messages of the lanes an
+-- enqueue filled are handed off, to workers that accept every filter class, on queues with no groups,
+-- no rate limit and not paused: everything else waits for a claim, as before.
+-- Scripts include common, events and hold first.
+--
+-- KEYS: conf idle-workers groups ndry-runs eoq-backoff?
+
+-- A parked worker claims again within this long, and its parking ends PARK_GRACE_MS after that.
+local PARK_MS = 5000
+local PARK_GRACE_MS = 1000
+-- Entries are pushed with this TTL past the lock's end: a list no worker reads any more goes away.
+local HANDOFF_TTL_MS = 60000
+
+-- The list a worker's handed messages wait in.
+local function handoff_list(consumer)
+  return (KEY_BASE .. 'idle-workers') .. ':' .. consumer
+end
+
+-- Ends \`consumer\`'s parking (its claim, or its stop); \`flagged\`: conf \`handoff\` was '1'. \`token\` and
+-- \`received\` (strings, or nil): the worker received that many handed messages under that token. Returns
+-- whether conf \`handoff\` is still '1' (other workers are parked), and how many messages handed to it are
+-- still on their way.
+local function unpark_worker(consumer, flagged, token, received)
+  if not flagged then return false, 0 end
+  local parking = redis.call('HGET', (KEY_BASE .. 'idle-workers'), consumer)
+  if not parking then return true, 0 end
+  local parked_token, handed = string.match(parking, ' (%S+) (%d+)$')
+  local on_the_way = tonumber(handed) or 0
+  if parked_token == token then on_the_way = math.max(0, on_the_way - (tonumber(received) or 0)) end
+  redis.call('HDEL', (KEY_BASE .. 'idle-workers'), consumer)
+  if redis.call('EXISTS', (KEY_BASE .. 'idle-workers')) == 1 then return true, on_the_way end
+  redis.call('HDEL', (KEY_BASE .. 'conf'), 'handoff')
+  return false, on_the_way
+end
+
+-- Parks \`consumer\` with \`free\` slots; returns the time by which it should claim again (\`wake_at\` or sooner).
+local function park_worker(consumer, free, lock_ms, now, wake_at, flagged, token)
+  wake_at = math.min(wake_at, now + PARK_MS)
+  local parking = free .. ' ' .. lock_ms .. ' ' .. num_str(wake_at + PARK_GRACE_MS) .. ' ' .. token .. ' 0'
+  redis.call('HSET', (KEY_BASE .. 'idle-workers'), consumer, parking)
+  if not flagged then redis.call('HSET', (KEY_BASE .. 'conf'), 'handoff', '1') end
+  return wake_at
+end
+
+-- A field as '<length>:<bytes>', nil or false as '-:'.
+local function framed(value)
+  if not value then return '-:' end
+  local s = tostring(value)
+  return #s .. ':' .. s
+end
+
+-- Takes up to \`want\` ready messages of a priority-0 lane for a handoff: the lane's list first (older), then
+-- those this enqueue has yet to push there (\`pending\`, from pending_ready, oldest first), which then never
+-- enter the list. Appends them to ids/class_at from n + 1; returns the new n.
+local function take_ready(ready, lane, want, ids, class_at, n)
+  local list = ready_list(lane)
+  local waiting = redis.call('LLEN', list)
+  if waiting > 0 then
+    for _, id in ipairs(redis.call('RPOP', list, math.min(want, waiting))) do
+      n = n + 1
+      ids[n], class_at[n] = id, lane
+    end
+    want = want - math.min(want, waiting)
+  end
+  local pending = ready.back[lane]
+  if want == 0 or pending == nil then return n end
+  local taken = math.min(want, #pending)
+  for i = 1, taken do
+    n = n + 1
+    ids[n], class_at[n] = pending[i], lane
+  end
+  ready.count = ready.count - taken
+  if taken == #pending then
+    ready.back[lane] = nil
+  else
+    ready.back[lane] = { unpack(pending, taken + 1) }
+  end
+  return n
+end
+
+-- Hands ready messages of \`lanes\` (the priority-0 lanes an enqueue pushes to, before it flushes \`ready\`) to
+-- parked workers; \`conf\` holds the queue's paused and rate_limit fields. Returns how many it handed off.
+local function hand_off(ready, lanes, conf, now)
+  if conf.paused == '1' or (conf.rate_limit and conf.rate_limit ~= '') then return 0 end
+  if redis.call('EXISTS', (KEY_BASE .. 'groups')) == 1 then return 0 end
+  local parked = redis.call('HGETALL', (KEY_BASE .. 'idle-workers'))
+  local handed, lane_at, size = 0, 1, nil
+  for i = 1, #parked, 2 do
+    if lane_at > #lanes then break end
+    local consumer = parked[i]
+    local free, lock_ms, until_ms, token, before = string.match(parked[i + 1], '^(%d+) (%d+) (%d+) (%S+) (%d+)$')
+    free, lock_ms = tonumber(free) or 0, tonumber(lock_ms)
+    if tonumber(until_ms or 0) <= now then
+      -- Its worker did not claim again in time: gone, or cut off from Redis.
+      unpark_worker(consumer, true, nil, nil)
+    elseif free > 0 then
+      local ids, class_at, n = {}, {}, 0
+      while n < free and lane_at <= #lanes do
+        n = take_ready(ready, lanes[lane_at], free - n, ids, class_at, n)
+        if n < free then lane_at = lane_at + 1 end
+      end
+      local reply, held = { token, false }, 0
+      if n > 0 then held = hold(consumer, ids, class_at, n, lock_ms, now, reply) end
+      if held > 0 then
+        size = size or queue_size()
+        reply[2] = size
+        local parts = {}
+        for j = 1, #reply do parts[j] = framed(reply[j]) end
+        local list = handoff_list(consumer)
+        redis.call('RPUSH', list, table.concat(parts))
+        redis.call('PEXPIREAT', list, now + lock_ms + HANDOFF_TTL_MS)
+        handed = handed + held
+        -- Kept at 0 free slots until its claim (which reads how many it was handed).
+        local parking = (free - held) .. ' ' .. lock_ms .. ' ' .. until_ms .. ' ' .. token .. ' ' .. (before + held)
+        redis.call('HSET', (KEY_BASE .. 'idle-workers'), consumer, parking)
+      end
+    end
+  end
+  -- Handling resets the dry runs, as a claim that takes messages does.
+  if handed > 0 then
+    local dry = redis.call('GET', (KEY_BASE .. 'ndry-runs'))
+    if dry and dry ~= '0' then
+      redis.call('SET', (KEY_BASE .. 'ndry-runs'), '0')
+      redis.call('DEL', (KEY_BASE .. 'eoq-backoff?'))
+    end
+  end
+  return handed
+end
+-- unpark: a stopping worker takes no more handoffs (lib/handoff.lua). Its parking ends, the entries of its
+-- handoff list that its BLPOP has not taken come back to it (it gives their messages back as it does
+-- any message no handler started), and an empty entry ends the BLPOP.
+-- Runs when Redis is out of memory (allow-oom): the worker then gives the messages back.
+--
+-- KEYS: conf idle-workers
+-- ARGV: consumer id
+-- Reply: the entries not taken, oldest first
+-- Include: common events hold handoff
+
+local consumer = ARGV[1]
+unpark_worker(consumer, redis.call('HGET', (KEY_BASE .. 'conf'), 'handoff') == '1', nil, nil)
+local list = handoff_list(consumer)
+local entries = redis.call('LRANGE', list, 0, -1)
+redis.call('DEL', list)
+redis.call('RPUSH', list, '')
+redis.call('PEXPIRE', list, HANDOFF_TTL_MS)
+return entries
+`,
+  },
   unregisterConsumer: {
     name: 'unregister-consumer',
     keys: ['consumers'],
     readOnly: false,
-    sha: '2e7acc3d37044bda84f60c5b1bd9e8835f479e76',
-    fn: 'kvmq_e95e40de67ec_unregister_consumer',
+    sha: '6da93e8daf2329a5c3be9de7f03238fb342f3889',
+    fn: 'kvmq_12aac9ff17c2_unregister_consumer',
     source: `#!lua flags=allow-oom
 -- The queue's keys are its base (the one key the call passes) and their names.
 local KEY_BASE = KEYS[1]
@@ -11008,7 +12286,7 @@ local function key_type(name)
       gc_at = 'string', policies = 'hash', history = 'hash', losses = 'hash', pushes = 'hash',
       requeue_locks = 'zset', requeue_schedule = 'zset', failed = 'zset', events = 'stream', events_seq = 'string',
       priorities = 'hash', lanes = 'zset', groups = 'hash', group_held = 'hash', parked = 'set', debounce = 'hash',
-      debounce_of = 'hash', rate_tat = 'string', schedules = 'hash', layout = 'string',
+      debounce_of = 'hash', rate_tat = 'string', schedules = 'hash', layout = 'string', idle_workers = 'hash',
     }
   end
   return KEY_TYPES[name]
@@ -11284,8 +12562,8 @@ return redis.call('HDEL', (KEY_BASE .. 'consumers'), ARGV[1])
 
 /** Every script as a function of one Redis Functions library (FUNCTION LOAD), named by its content. */
 export const LIBRARY = {
-  name: 'kvmq_e95e40de67ec',
-  source: `#!lua name=kvmq_e95e40de67ec
+  name: 'kvmq_12aac9ff17c2',
+  source: `#!lua name=kvmq_12aac9ff17c2
 -- kvmq's scripts as one library (scripts/redis-scripts.mjs builds it from src/redis/lua/).
 local KEYS, ARGV, KEY_BASE, KEY_NAMES = {}, {}, nil, {}
 -- The running script's keys by name, each joined to the base when first used.
@@ -11322,7 +12600,7 @@ local function key_type(name)
       gc_at = 'string', policies = 'hash', history = 'hash', losses = 'hash', pushes = 'hash',
       requeue_locks = 'zset', requeue_schedule = 'zset', failed = 'zset', events = 'stream', events_seq = 'string',
       priorities = 'hash', lanes = 'zset', groups = 'hash', group_held = 'hash', parked = 'set', debounce = 'hash',
-      debounce_of = 'hash', rate_tat = 'string', schedules = 'hash', layout = 'string',
+      debounce_of = 'hash', rate_tat = 'string', schedules = 'hash', layout = 'string', idle_workers = 'hash',
     }
   end
   return KEY_TYPES[name]
@@ -12176,13 +13454,155 @@ local function hold(consumer, ids, class_at, n, lock_ms, now, reply)
   end
   return m / 2, lock_until
 end
+-- handoff: an enqueue claims for idle workers. A claim that leaves a worker with free slots and nothing
+-- to take parks it in \`idle-workers\` (consumer → '<free slots> <lock ms> <until ms> <token> <handed>': the
+-- token is the parking claim's, handed how many messages it was given since; conf \`handoff\` is '1'
+-- while any is parked, so an enqueue learns it from the conf read it makes anyway). An enqueue that makes
+-- messages ready pops them at once for a parked worker, locks them as a claim would (lib/hold.lua) and
+-- pushes them, as one entry (the parking's token, the queue's size, then six fields per message as a claim
+-- replies them), to the
+-- worker's list \`idle-workers:<consumer>\`, where its blocked BLPOP takes them:
+-- the message reaches the handler one round trip after the enqueue instead of three (wake-up, claim, reply).
+-- A worker's next claim unparks it, and takes fewer messages by those handed to it that it had not received
+-- when it sent the claim (it says how many it received under the parking's token), so the worker never
+-- holds more than its slots. A parking ends by itself at its \`until\` (the worker claims before,
+-- see PARK_MS), so a worker that died parked takes messages for a few seconds at most (they wait for
+-- their lock to end, as a dead worker's held messages do). Only priority-0 messages of the lanes an
+-- enqueue filled are handed off, to workers that accept every filter class, on queues with no groups,
+-- no rate limit and not paused: everything else waits for a claim, as before.
+-- Scripts include common, events and hold first.
+--
+-- KEYS: conf idle-workers groups ndry-runs eoq-backoff?
+
+-- A parked worker claims again within this long, and its parking ends PARK_GRACE_MS after that.
+local PARK_MS = 5000
+local PARK_GRACE_MS = 1000
+-- Entries are pushed with this TTL past the lock's end: a list no worker reads any more goes away.
+local HANDOFF_TTL_MS = 60000
+
+-- The list a worker's handed messages wait in.
+local function handoff_list(consumer)
+  return K.idle_workers .. ':' .. consumer
+end
+
+-- Ends \`consumer\`'s parking (its claim, or its stop); \`flagged\`: conf \`handoff\` was '1'. \`token\` and
+-- \`received\` (strings, or nil): the worker received that many handed messages under that token. Returns
+-- whether conf \`handoff\` is still '1' (other workers are parked), and how many messages handed to it are
+-- still on their way.
+local function unpark_worker(consumer, flagged, token, received)
+  if not flagged then return false, 0 end
+  local parking = redis.call('HGET', K.idle_workers, consumer)
+  if not parking then return true, 0 end
+  local parked_token, handed = string.match(parking, ' (%S+) (%d+)$')
+  local on_the_way = tonumber(handed) or 0
+  if parked_token == token then on_the_way = math.max(0, on_the_way - (tonumber(received) or 0)) end
+  redis.call('HDEL', K.idle_workers, consumer)
+  if redis.call('EXISTS', K.idle_workers) == 1 then return true, on_the_way end
+  redis.call('HDEL', K.conf, 'handoff')
+  return false, on_the_way
+end
+
+-- Parks \`consumer\` with \`free\` slots; returns the time by which it should claim again (\`wake_at\` or sooner).
+local function park_worker(consumer, free, lock_ms, now, wake_at, flagged, token)
+  wake_at = math.min(wake_at, now + PARK_MS)
+  local parking = free .. ' ' .. lock_ms .. ' ' .. num_str(wake_at + PARK_GRACE_MS) .. ' ' .. token .. ' 0'
+  redis.call('HSET', K.idle_workers, consumer, parking)
+  if not flagged then redis.call('HSET', K.conf, 'handoff', '1') end
+  return wake_at
+end
+
+-- A field as '<length>:<bytes>', nil or false as '-:'.
+local function framed(value)
+  if not value then return '-:' end
+  local s = tostring(value)
+  return #s .. ':' .. s
+end
+
+-- Takes up to \`want\` ready messages of a priority-0 lane for a handoff: the lane's list first (older), then
+-- those this enqueue has yet to push there (\`pending\`, from pending_ready, oldest first), which then never
+-- enter the list. Appends them to ids/class_at from n + 1; returns the new n.
+local function take_ready(ready, lane, want, ids, class_at, n)
+  local list = ready_list(lane)
+  local waiting = redis.call('LLEN', list)
+  if waiting > 0 then
+    for _, id in ipairs(redis.call('RPOP', list, math.min(want, waiting))) do
+      n = n + 1
+      ids[n], class_at[n] = id, lane
+    end
+    want = want - math.min(want, waiting)
+  end
+  local pending = ready.back[lane]
+  if want == 0 or pending == nil then return n end
+  local taken = math.min(want, #pending)
+  for i = 1, taken do
+    n = n + 1
+    ids[n], class_at[n] = pending[i], lane
+  end
+  ready.count = ready.count - taken
+  if taken == #pending then
+    ready.back[lane] = nil
+  else
+    ready.back[lane] = { unpack(pending, taken + 1) }
+  end
+  return n
+end
+
+-- Hands ready messages of \`lanes\` (the priority-0 lanes an enqueue pushes to, before it flushes \`ready\`) to
+-- parked workers; \`conf\` holds the queue's paused and rate_limit fields. Returns how many it handed off.
+local function hand_off(ready, lanes, conf, now)
+  if conf.paused == '1' or (conf.rate_limit and conf.rate_limit ~= '') then return 0 end
+  if redis.call('EXISTS', K.groups) == 1 then return 0 end
+  local parked = redis.call('HGETALL', K.idle_workers)
+  local handed, lane_at, size = 0, 1, nil
+  for i = 1, #parked, 2 do
+    if lane_at > #lanes then break end
+    local consumer = parked[i]
+    local free, lock_ms, until_ms, token, before = string.match(parked[i + 1], '^(%d+) (%d+) (%d+) (%S+) (%d+)$')
+    free, lock_ms = tonumber(free) or 0, tonumber(lock_ms)
+    if tonumber(until_ms or 0) <= now then
+      -- Its worker did not claim again in time: gone, or cut off from Redis.
+      unpark_worker(consumer, true, nil, nil)
+    elseif free > 0 then
+      local ids, class_at, n = {}, {}, 0
+      while n < free and lane_at <= #lanes do
+        n = take_ready(ready, lanes[lane_at], free - n, ids, class_at, n)
+        if n < free then lane_at = lane_at + 1 end
+      end
+      local reply, held = { token, false }, 0
+      if n > 0 then held = hold(consumer, ids, class_at, n, lock_ms, now, reply) end
+      if held > 0 then
+        size = size or queue_size()
+        reply[2] = size
+        local parts = {}
+        for j = 1, #reply do parts[j] = framed(reply[j]) end
+        local list = handoff_list(consumer)
+        redis.call('RPUSH', list, table.concat(parts))
+        redis.call('PEXPIREAT', list, now + lock_ms + HANDOFF_TTL_MS)
+        handed = handed + held
+        -- Kept at 0 free slots until its claim (which reads how many it was handed).
+        local parking = (free - held) .. ' ' .. lock_ms .. ' ' .. until_ms .. ' ' .. token .. ' ' .. (before + held)
+        redis.call('HSET', K.idle_workers, consumer, parking)
+      end
+    end
+  end
+  -- Handling resets the dry runs, as a claim that takes messages does.
+  if handed > 0 then
+    local dry = redis.call('GET', K.ndry_runs)
+    if dry and dry ~= '0' then
+      redis.call('SET', K.ndry_runs, '0')
+      redis.call('DEL', K.eoq_backoff)
+    end
+  end
+  return handed
+end
 -- enqueue: adds messages, or answers for ids that exist. An existing id is
 -- refused with its state, except: done-awaiting-gc is revived with the new
 -- content; with allowRequeue, locked is marked to run again after it finishes,
 -- and done-with-backoff to run again when its backoff ends. A failed id is refused
 -- (retry or remove frees it). Each enqueue that is not refused writes an \`enqueued\` event (events on).
 -- Shared by the enqueue script and fire-schedule, so a schedule's messages are enqueued exactly alike.
--- Scripts include common, events, state and lanes before it.
+-- Ready messages go at once to parked idle workers where there are any (lib/handoff.lua).
+-- Scripts include common, events, state, lanes, hold and handoff before it.
 --
 -- KEYS: messages metadata filters classes nattempts locks holders backoffs done requeue outcomes
 --       enqueued-at updated-at requeue-content schedule done-at dedupe mid-circle wake policies losses
@@ -12249,16 +13669,30 @@ local function enqueue_check(first)
   if rare then check_rare() end
 end
 
+-- The conf fields an enqueue reads: events_begin's, then whether workers are parked, paused, rate_limit.
+local ENQUEUE_CONF = { 'events', 'events_max_count', 'handoff', 'paused', 'rate_limit' }
+
 -- Enqueues the messages (enqueue_check has read their shapes); returns one reply per message and
--- whether any message became ready or scheduled (the caller publishes the wake-up after its events).
+-- whether workers should look: a message became ready and was not handed off, or one was scheduled
+-- (the caller publishes the wake-up after its events).
 local function enqueue()
-  events_begin()
+  local conf = read_conf(ENQUEUE_CONF)
+  events_begin(conf)
   local now = now_ms()
   local now_s = num_str(now)
   local w = pending_writes()
   local ready = pending_ready()
   local replies = {}
-  local changed = false
+  -- Messages made ready, the priority-0 lanes they joined (in order), and whether a backoff was set.
+  local readied, lanes, timed = 0, {}, false
+  local function make_ready(lane, id)
+    push_ready(ready, lane, id, false)
+    readied = readied + 1
+    if not lanes[lane] and not string.find(lane, '@', 1, true) then
+      lanes[lane] = true
+      lanes[#lanes + 1] = lane
+    end
+  end
 
   -- Content, metadata, filters, priority and group of a message that starts a new run, queued now or
   -- after \`backoff\` ms.
@@ -12284,10 +13718,10 @@ local function enqueue()
       -- Written now: a duplicate later in this batch must see the backoff.
       redis.call('HSET', K.backoffs, id, now + backoff)
       later(w, 'zadd', K.schedule, now + backoff, id)
+      timed = true
     else
-      push_ready(ready, lane, id, false)
+      make_ready(lane, id)
     end
-    changed = true
   end
 
   -- A debounce: the message \`wid\` took debounce id \`did\` last; when it is still waiting (queued or
@@ -12311,11 +13745,11 @@ local function enqueue()
     if backoff > 0 then
       redis.call('HSET', K.backoffs, wid, now + backoff)
       redis.call('ZADD', K.schedule, now + backoff, wid)
+      timed = true
     else
-      push_ready(ready, lane_of(wid), wid, false)
+      make_ready(lane_of(wid), wid)
     end
     event('enqueued', wid, redis.call('HGET', K.nattempts, wid) or 0)
-    changed = true
     return true
   end
 
@@ -12393,7 +13827,7 @@ local function enqueue()
         if replace then redis.call('HSET', K.messages, id, content) end
         later(w, 'hset', K.updated_at, id, now)
         replies[#replies + 1] = 'requeued'
-        changed = true
+        timed = true
       elseif allow_requeue and state == 'locked' then
         redis.call('SADD', K.requeue, id)
         redis.call('ZADD', K.requeue_locks, ends, id)
@@ -12407,10 +13841,14 @@ local function enqueue()
   end
 
   flush_writes(w)
+  local handed = 0
+  if conf[3] == '1' and #lanes > 0 then
+    handed = hand_off(ready, lanes, { paused = conf[4], rate_limit = conf[5] }, now)
+  end
   flush_ready(ready)
   events_flush(now)
   if not enqueue_marked then mark_layout() end
-  return replies, changed
+  return replies, timed or readied > handed
 end
 local function begin_call(keys, args, names)
   KEYS, ARGV, KEY_BASE, KEY_NAMES = keys, args, keys[1], names
@@ -12421,9 +13859,9 @@ local function begin_call(keys, args, names)
   reset_enqueue()
 end
 do
-  local names = { messages = 'messages', metadata = 'metadata', filters = 'filters', classes = 'classes', nattempts = 'nattempts', locks = 'locks', holders = 'holders', backoffs = 'backoffs', done = 'done', done_at = 'done-at', requeue = 'requeue', schedule = 'schedule', lock_expiry = 'lock-expiry', updated_at = 'updated-at', mid_circle = 'mid-circle', eoq_backoff = 'eoq-backoff?', ndry_runs = 'ndry-runs', policies = 'policies', pushes = 'pushes', conf = 'conf', failed = 'failed', lanes = 'lanes', rate_tat = 'rate-tat', layout = 'layout', events = 'events', events_seq = 'events-seq', events_wake = 'events-wake', priorities = 'priorities', groups = 'groups', group_held = 'group-held', parked = 'parked', history = 'history', losses = 'losses', outcomes = 'outcomes', enqueued_at = 'enqueued-at', requeue_content = 'requeue-content', requeue_locks = 'requeue-locks', requeue_schedule = 'requeue-schedule', dedupe = 'dedupe', debounce = 'debounce', debounce_of = 'debounce-of' }
+  local names = { messages = 'messages', metadata = 'metadata', filters = 'filters', classes = 'classes', nattempts = 'nattempts', locks = 'locks', holders = 'holders', backoffs = 'backoffs', done = 'done', done_at = 'done-at', requeue = 'requeue', schedule = 'schedule', lock_expiry = 'lock-expiry', updated_at = 'updated-at', mid_circle = 'mid-circle', eoq_backoff = 'eoq-backoff?', ndry_runs = 'ndry-runs', policies = 'policies', pushes = 'pushes', conf = 'conf', failed = 'failed', lanes = 'lanes', rate_tat = 'rate-tat', layout = 'layout', events = 'events', events_seq = 'events-seq', events_wake = 'events-wake', priorities = 'priorities', groups = 'groups', group_held = 'group-held', parked = 'parked', history = 'history', losses = 'losses', outcomes = 'outcomes', enqueued_at = 'enqueued-at', requeue_content = 'requeue-content', requeue_locks = 'requeue-locks', requeue_schedule = 'requeue-schedule', dedupe = 'dedupe', debounce = 'debounce', debounce_of = 'debounce-of', idle_workers = 'idle-workers' }
   redis.register_function({
-    function_name = 'kvmq_e95e40de67ec_claim',
+    function_name = 'kvmq_12aac9ff17c2_claim',
     flags = { 'allow-oom' },
     callback = function(keys, args)
 begin_call(keys, args, names)
@@ -12437,19 +13875,23 @@ begin_call(keys, args, names)
 -- Order: the priority-0 lanes of the accepted classes in turn, then the lanes of lower priorities in
 -- priority order (\`lanes\`). A message whose group already holds group_concurrency is parked instead
 -- (lib/groups.lua). With a rate limit (rate_limit in conf), at most what it grants (\`rate-tat\`).
+-- A worker that takes handoffs and is left with free slots and nothing to take is parked (lib/handoff.lua):
+-- enqueues then hand it messages directly. Its next claim unparks it first, and takes fewer by the messages
+-- handed to it that it had not received when it sent the claim.
 -- Runs when Redis is out of memory (allow-oom): draining the queue is how memory comes back.
 --
 -- KEYS: messages metadata filters classes nattempts locks holders backoffs done done-at requeue
 --       schedule lock-expiry updated-at mid-circle eoq-backoff? ndry-runs policies pushes conf failed lanes
 --       rate-tat layout
 -- ARGV: consumer id, max, lock ms, the number of filter classes the consumer knows of,
---       five end-of-queue backoffs in ms (after dry run 1, 2, 3, 4, 5 and more),
---       '*' to accept every class, else the accepted classes ('' for messages without filters)
+--       five end-of-queue backoffs in ms (after dry run 1, 2, 3, 4, 5 and more), handoffs ('' when the
+--       consumer takes none, else '<this claim's token> <the last claim's token> <messages received under
+--       it>'), '*' to accept every class, else the accepted classes ('' for messages without filters)
 -- Reply: { 'classes', class... } when the queue's classes changed since the consumer looked
 --        (it claimed nothing), else { 'ok', queue size, dry runs, wake-at ms (-1: look again at once; set
 --        when it claimed nothing, or took the last ready messages),
 --        then six per message: id, content, metadata JSON or nil, filter class, attempt, policy or nil }
--- Include: common events lanes groups forget fail promote hold
+-- Include: common events lanes groups forget fail promote hold handoff
 
 -- The layout mark and the dry runs in one read (MGET reads a key of another type as nil: without the mark,
 -- check_layout checks both keys and names the foreign one).
@@ -12462,7 +13904,7 @@ check_layout(nil, { 'history', 'losses', 'outcomes', 'enqueued_at', 'requeue_con
 -- At most this many ready lists are read to tell a full claim that it took the last ready messages.
 local MAX_DRAINED_READS = 8
 local consumer, max, lock_ms, known = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
-local accept_all = ARGV[10] == '*'
+local accept_all = ARGV[11] == '*'
 
 if not accept_all and redis.call('SCARD', K.classes) ~= known then
   local reply = redis.call('SMEMBERS', K.classes)
@@ -12471,7 +13913,11 @@ if not accept_all and redis.call('SCARD', K.classes) ~= known then
 end
 
 local now = now_ms()
-local conf = redis.call('HMGET', K.conf, 'paused', 'events', 'events_max_count', 'group_concurrency', 'rate_limit')
+local conf = redis.call('HMGET', K.conf, 'paused', 'events', 'events_max_count', 'group_concurrency', 'rate_limit',
+  'handoff')
+local token, last_token, received = string.match(ARGV[10], '^(%S+) (%S+) (%d+)$')
+local parked_any, on_the_way = unpark_worker(consumer, conf[6] == '1', last_token, received)
+max = math.max(0, max - on_the_way)
 -- Read before any write: a key of another type fails here (check_rare), not half-way.
 local has_lanes, grouped = false, false
 if redis.call('EXISTS', K.lanes, K.groups) > 0 then
@@ -12524,7 +13970,7 @@ if accept_all then
   lists[1] = ''
   for _, class in ipairs(redis.call('SMEMBERS', K.classes)) do lists[#lists + 1] = class end
 else
-  for i = 10, #ARGV do
+  for i = 11, #ARGV do
     lists[#lists + 1] = ARGV[i]
     accepted[ARGV[i]] = true
   end
@@ -12659,6 +14105,11 @@ else
   reply[3] = dry
   reply[4] = wake_after(ttl)
 end
+-- Free slots and nothing left to take: enqueues hand this worker their messages until it claims again.
+local free = max - (#reply - 4) / 6
+if token and accept_all and not grouped and not rate_start and free > 0 and reply[4] > now then
+  reply[4] = park_worker(consumer, free, lock_ms, now, reply[4], parked_any, token)
+end
 reply[2] = queue_size()
 events_flush(now)
 return reply
@@ -12667,7 +14118,7 @@ end
 do
   local names = { messages = 'messages', locks = 'locks', backoffs = 'backoffs', nattempts = 'nattempts', mid_circle = 'mid-circle', done = 'done', requeue = 'requeue', eoq_backoff = 'eoq-backoff?', ndry_runs = 'ndry-runs', metadata = 'metadata', filters = 'filters', classes = 'classes', holders = 'holders', outcomes = 'outcomes', enqueued_at = 'enqueued-at', updated_at = 'updated-at', requeue_content = 'requeue-content', schedule = 'schedule', lock_expiry = 'lock-expiry', done_at = 'done-at', dedupe = 'dedupe', policies = 'policies', history = 'history', losses = 'losses', pushes = 'pushes', requeue_locks = 'requeue-locks', requeue_schedule = 'requeue-schedule', failed = 'failed', events = 'events', priorities = 'priorities', lanes = 'lanes', groups = 'groups', group_held = 'group-held', parked = 'parked', debounce = 'debounce', debounce_of = 'debounce-of', rate_tat = 'rate-tat', layout = 'layout' }
   redis.register_function({
-    function_name = 'kvmq_e95e40de67ec_clear',
+    function_name = 'kvmq_12aac9ff17c2_clear',
     flags = { 'allow-oom' },
     callback = function(keys, args)
 begin_call(keys, args, names)
@@ -12699,7 +14150,7 @@ end
 do
   local names = { conf = 'conf', wake = 'wake', messages = 'messages', consumers = 'consumers', pushes = 'pushes', mid_circle = 'mid-circle', filters = 'filters', priorities = 'priorities', lanes = 'lanes', groups = 'groups', group_held = 'group-held', parked = 'parked' }
   redis.register_function({
-    function_name = 'kvmq_e95e40de67ec_configure',
+    function_name = 'kvmq_12aac9ff17c2_configure',
     flags = {  },
     callback = function(keys, args)
 begin_call(keys, args, names)
@@ -12746,7 +14197,7 @@ end
 do
   local names = { consumers = 'consumers', holders = 'holders', locks = 'locks' }
   redis.register_function({
-    function_name = 'kvmq_e95e40de67ec_consumers',
+    function_name = 'kvmq_12aac9ff17c2_consumers',
     flags = { 'no-writes' },
     callback = function(keys, args)
 begin_call(keys, args, names)
@@ -12766,9 +14217,9 @@ return reply
 end })
 end
 do
-  local names = { conf = 'conf', events = 'events', events_seq = 'events-seq', events_wake = 'events-wake', done = 'done', requeue = 'requeue', backoffs = 'backoffs', locks = 'locks', failed = 'failed', filters = 'filters', priorities = 'priorities', lanes = 'lanes', groups = 'groups', messages = 'messages', metadata = 'metadata', classes = 'classes', nattempts = 'nattempts', holders = 'holders', outcomes = 'outcomes', enqueued_at = 'enqueued-at', updated_at = 'updated-at', requeue_content = 'requeue-content', schedule = 'schedule', done_at = 'done-at', dedupe = 'dedupe', mid_circle = 'mid-circle', wake = 'wake', policies = 'policies', losses = 'losses', requeue_locks = 'requeue-locks', requeue_schedule = 'requeue-schedule', pushes = 'pushes', debounce = 'debounce', debounce_of = 'debounce-of', layout = 'layout' }
+  local names = { conf = 'conf', events = 'events', events_seq = 'events-seq', events_wake = 'events-wake', done = 'done', requeue = 'requeue', backoffs = 'backoffs', locks = 'locks', failed = 'failed', filters = 'filters', priorities = 'priorities', lanes = 'lanes', groups = 'groups', messages = 'messages', metadata = 'metadata', nattempts = 'nattempts', holders = 'holders', lock_expiry = 'lock-expiry', policies = 'policies', requeue_locks = 'requeue-locks', idle_workers = 'idle-workers', ndry_runs = 'ndry-runs', eoq_backoff = 'eoq-backoff?', classes = 'classes', outcomes = 'outcomes', enqueued_at = 'enqueued-at', updated_at = 'updated-at', requeue_content = 'requeue-content', schedule = 'schedule', done_at = 'done-at', dedupe = 'dedupe', mid_circle = 'mid-circle', wake = 'wake', losses = 'losses', requeue_schedule = 'requeue-schedule', pushes = 'pushes', debounce = 'debounce', debounce_of = 'debounce-of', layout = 'layout' }
   redis.register_function({
-    function_name = 'kvmq_e95e40de67ec_enqueue',
+    function_name = 'kvmq_12aac9ff17c2_enqueue',
     flags = {  },
     callback = function(keys, args)
 begin_call(keys, args, names)
@@ -12778,7 +14229,7 @@ begin_call(keys, args, names)
 -- ARGV: the messages' shapes, then two or eight per message (lib/enqueue.lua: a plain message, or one
 --       with metadata, filters, a backoff, flags, a policy or scheduling)
 -- Reply: one string per message: 'added', 'revived', 'requeued' or 'debounced', else the state that refused it
--- Include: common events state lanes enqueue
+-- Include: common events state lanes hold handoff enqueue
 
 enqueue_check(1)
 local replies, changed = enqueue()
@@ -12789,7 +14240,7 @@ end
 do
   local names = { events = 'events', events_seq = 'events-seq' }
   redis.register_function({
-    function_name = 'kvmq_e95e40de67ec_events_trim',
+    function_name = 'kvmq_12aac9ff17c2_events_trim',
     flags = { 'allow-oom' },
     callback = function(keys, args)
 begin_call(keys, args, names)
@@ -12830,7 +14281,7 @@ end
 do
   local names = { locks = 'locks', holders = 'holders', nattempts = 'nattempts', lock_expiry = 'lock-expiry', requeue = 'requeue', requeue_locks = 'requeue-locks' }
   redis.register_function({
-    function_name = 'kvmq_e95e40de67ec_extend',
+    function_name = 'kvmq_12aac9ff17c2_extend',
     flags = { 'allow-oom' },
     callback = function(keys, args)
 begin_call(keys, args, names)
@@ -12865,7 +14316,7 @@ end
 do
   local names = { messages = 'messages', filters = 'filters', nattempts = 'nattempts', locks = 'locks', holders = 'holders', backoffs = 'backoffs', done = 'done', done_at = 'done-at', dedupe = 'dedupe', requeue = 'requeue', requeue_content = 'requeue-content', schedule = 'schedule', lock_expiry = 'lock-expiry', outcomes = 'outcomes', updated_at = 'updated-at', mid_circle = 'mid-circle', wake = 'wake', pushes = 'pushes', losses = 'losses', layout = 'layout', conf = 'conf', events = 'events', events_seq = 'events-seq', events_wake = 'events-wake', priorities = 'priorities', lanes = 'lanes', groups = 'groups', group_held = 'group-held', parked = 'parked', metadata = 'metadata', policies = 'policies', history = 'history', enqueued_at = 'enqueued-at', requeue_locks = 'requeue-locks', requeue_schedule = 'requeue-schedule', failed = 'failed', debounce = 'debounce', debounce_of = 'debounce-of' }
   redis.register_function({
-    function_name = 'kvmq_e95e40de67ec_finish',
+    function_name = 'kvmq_12aac9ff17c2_finish',
     flags = { 'allow-oom' },
     callback = function(keys, args)
 begin_call(keys, args, names)
@@ -13068,9 +14519,9 @@ return replies
 end })
 end
 do
-  local names = { schedules = 'schedules', conf = 'conf', events = 'events', events_seq = 'events-seq', events_wake = 'events-wake', done = 'done', requeue = 'requeue', backoffs = 'backoffs', locks = 'locks', failed = 'failed', filters = 'filters', priorities = 'priorities', lanes = 'lanes', groups = 'groups', messages = 'messages', metadata = 'metadata', classes = 'classes', nattempts = 'nattempts', holders = 'holders', outcomes = 'outcomes', enqueued_at = 'enqueued-at', updated_at = 'updated-at', requeue_content = 'requeue-content', schedule = 'schedule', done_at = 'done-at', dedupe = 'dedupe', mid_circle = 'mid-circle', wake = 'wake', policies = 'policies', losses = 'losses', requeue_locks = 'requeue-locks', requeue_schedule = 'requeue-schedule', pushes = 'pushes', debounce = 'debounce', debounce_of = 'debounce-of', layout = 'layout' }
+  local names = { schedules = 'schedules', conf = 'conf', events = 'events', events_seq = 'events-seq', events_wake = 'events-wake', done = 'done', requeue = 'requeue', backoffs = 'backoffs', locks = 'locks', failed = 'failed', filters = 'filters', priorities = 'priorities', lanes = 'lanes', groups = 'groups', messages = 'messages', metadata = 'metadata', nattempts = 'nattempts', holders = 'holders', lock_expiry = 'lock-expiry', policies = 'policies', requeue_locks = 'requeue-locks', idle_workers = 'idle-workers', ndry_runs = 'ndry-runs', eoq_backoff = 'eoq-backoff?', classes = 'classes', outcomes = 'outcomes', enqueued_at = 'enqueued-at', updated_at = 'updated-at', requeue_content = 'requeue-content', schedule = 'schedule', done_at = 'done-at', dedupe = 'dedupe', mid_circle = 'mid-circle', wake = 'wake', losses = 'losses', requeue_schedule = 'requeue-schedule', pushes = 'pushes', debounce = 'debounce', debounce_of = 'debounce-of', layout = 'layout' }
   redis.register_function({
-    function_name = 'kvmq_e95e40de67ec_fire_schedule',
+    function_name = 'kvmq_12aac9ff17c2_fire_schedule',
     flags = {  },
     callback = function(keys, args)
 begin_call(keys, args, names)
@@ -13085,7 +14536,7 @@ begin_call(keys, args, names)
 --       the enqueue script takes them (their shapes, then their arguments)
 -- Reply: nil when the schedule changed, was removed or was fired by another; else one string per
 --        message as the enqueue script replies
--- Include: common events state lanes enqueue
+-- Include: common events state lanes hold handoff enqueue
 
 enqueue_check(4)
 local current = redis.call('HGET', K.schedules, ARGV[1])
@@ -13100,7 +14551,7 @@ end
 do
   local names = { consumers = 'consumers', gc_lock = 'gc-lock' }
   redis.register_function({
-    function_name = 'kvmq_e95e40de67ec_gc_finish',
+    function_name = 'kvmq_12aac9ff17c2_gc_finish',
     flags = { 'allow-oom' },
     callback = function(keys, args)
 begin_call(keys, args, names)
@@ -13130,7 +14581,7 @@ end
 do
   local names = { gc_lock = 'gc-lock', gc_at = 'gc-at' }
   redis.register_function({
-    function_name = 'kvmq_e95e40de67ec_gc_start',
+    function_name = 'kvmq_12aac9ff17c2_gc_start',
     flags = { 'allow-oom' },
     callback = function(keys, args)
 begin_call(keys, args, names)
@@ -13156,7 +14607,7 @@ end
 do
   local names = { done_at = 'done-at', failed = 'failed', messages = 'messages', metadata = 'metadata', filters = 'filters', policies = 'policies', history = 'history', losses = 'losses', nattempts = 'nattempts', locks = 'locks', holders = 'holders', backoffs = 'backoffs', outcomes = 'outcomes', enqueued_at = 'enqueued-at', updated_at = 'updated-at', requeue_content = 'requeue-content', done = 'done', requeue = 'requeue', schedule = 'schedule', lock_expiry = 'lock-expiry', requeue_locks = 'requeue-locks', requeue_schedule = 'requeue-schedule', dedupe = 'dedupe', priorities = 'priorities', groups = 'groups', debounce = 'debounce', debounce_of = 'debounce-of' }
   redis.register_function({
-    function_name = 'kvmq_e95e40de67ec_gc_sweep',
+    function_name = 'kvmq_12aac9ff17c2_gc_sweep',
     flags = { 'allow-oom' },
     callback = function(keys, args)
 begin_call(keys, args, names)
@@ -13193,7 +14644,7 @@ end
 do
   local names = { messages = 'messages', metadata = 'metadata', filters = 'filters', policies = 'policies', history = 'history', priorities = 'priorities', groups = 'groups', done = 'done', requeue = 'requeue', backoffs = 'backoffs', locks = 'locks', failed = 'failed', nattempts = 'nattempts', holders = 'holders', outcomes = 'outcomes', enqueued_at = 'enqueued-at', updated_at = 'updated-at', done_at = 'done-at' }
   redis.register_function({
-    function_name = 'kvmq_e95e40de67ec_inspect',
+    function_name = 'kvmq_12aac9ff17c2_inspect',
     flags = { 'no-writes' },
     callback = function(keys, args)
 begin_call(keys, args, names)
@@ -13218,7 +14669,7 @@ end
 do
   local names = { messages = 'messages', metadata = 'metadata', filters = 'filters', classes = 'classes', pushes = 'pushes', mid_circle = 'mid-circle', schedule = 'schedule', lock_expiry = 'lock-expiry', requeue_locks = 'requeue-locks', requeue_schedule = 'requeue-schedule', done_at = 'done-at', dedupe = 'dedupe', failed = 'failed', lanes = 'lanes', parked = 'parked', conf = 'conf', events = 'events', events_seq = 'events-seq', events_wake = 'events-wake', done = 'done', requeue = 'requeue', backoffs = 'backoffs', locks = 'locks', nattempts = 'nattempts', holders = 'holders', outcomes = 'outcomes', enqueued_at = 'enqueued-at', updated_at = 'updated-at', priorities = 'priorities', groups = 'groups', group_held = 'group-held', policies = 'policies', history = 'history', losses = 'losses', requeue_content = 'requeue-content', debounce = 'debounce', debounce_of = 'debounce-of' }
   redis.register_function({
-    function_name = 'kvmq_e95e40de67ec_list',
+    function_name = 'kvmq_12aac9ff17c2_list',
     flags = { 'allow-oom' },
     callback = function(keys, args)
 begin_call(keys, args, names)
@@ -13428,7 +14879,7 @@ end
 do
   local names = { messages = 'messages', wake = 'wake', pushes = 'pushes', mid_circle = 'mid-circle', conf = 'conf', events = 'events', events_seq = 'events-seq', events_wake = 'events-wake', done = 'done', requeue = 'requeue', backoffs = 'backoffs', locks = 'locks', failed = 'failed', filters = 'filters', priorities = 'priorities', lanes = 'lanes', groups = 'groups', group_held = 'group-held', parked = 'parked', metadata = 'metadata', policies = 'policies', history = 'history', losses = 'losses', nattempts = 'nattempts', holders = 'holders', outcomes = 'outcomes', enqueued_at = 'enqueued-at', updated_at = 'updated-at', requeue_content = 'requeue-content', schedule = 'schedule', lock_expiry = 'lock-expiry', requeue_locks = 'requeue-locks', requeue_schedule = 'requeue-schedule', done_at = 'done-at', dedupe = 'dedupe', debounce = 'debounce', debounce_of = 'debounce-of' }
   redis.register_function({
-    function_name = 'kvmq_e95e40de67ec_promote_now',
+    function_name = 'kvmq_12aac9ff17c2_promote_now',
     flags = {  },
     callback = function(keys, args)
 begin_call(keys, args, names)
@@ -13469,7 +14920,7 @@ end
 do
   local names = { messages = 'messages', done = 'done', failed = 'failed', schedule = 'schedule', lock_expiry = 'lock-expiry', dedupe = 'dedupe', requeue_locks = 'requeue-locks', requeue_schedule = 'requeue-schedule', ndry_runs = 'ndry-runs', conf = 'conf', consumers = 'consumers', holders = 'holders', locks = 'locks' }
   redis.register_function({
-    function_name = 'kvmq_e95e40de67ec_queue_status',
+    function_name = 'kvmq_12aac9ff17c2_queue_status',
     flags = { 'no-writes' },
     callback = function(keys, args)
 begin_call(keys, args, names)
@@ -13525,7 +14976,7 @@ end
 do
   local names = { events = 'events', events_seq = 'events-seq' }
   redis.register_function({
-    function_name = 'kvmq_e95e40de67ec_read_events',
+    function_name = 'kvmq_12aac9ff17c2_read_events',
     flags = { 'no-writes' },
     callback = function(keys, args)
 begin_call(keys, args, names)
@@ -13578,7 +15029,7 @@ end
 do
   local names = { consumers = 'consumers' }
   redis.register_function({
-    function_name = 'kvmq_e95e40de67ec_register_consumer',
+    function_name = 'kvmq_12aac9ff17c2_register_consumer',
     flags = { 'allow-oom' },
     callback = function(keys, args)
 begin_call(keys, args, names)
@@ -13607,7 +15058,7 @@ end
 do
   local names = { mid_circle = 'mid-circle', conf = 'conf', events = 'events', events_seq = 'events-seq', events_wake = 'events-wake', done = 'done', requeue = 'requeue', backoffs = 'backoffs', locks = 'locks', failed = 'failed', filters = 'filters', priorities = 'priorities', lanes = 'lanes', groups = 'groups', messages = 'messages', metadata = 'metadata', policies = 'policies', history = 'history', losses = 'losses', nattempts = 'nattempts', holders = 'holders', outcomes = 'outcomes', enqueued_at = 'enqueued-at', updated_at = 'updated-at', requeue_content = 'requeue-content', schedule = 'schedule', lock_expiry = 'lock-expiry', requeue_locks = 'requeue-locks', requeue_schedule = 'requeue-schedule', done_at = 'done-at', dedupe = 'dedupe', debounce = 'debounce', debounce_of = 'debounce-of' }
   redis.register_function({
-    function_name = 'kvmq_e95e40de67ec_remove',
+    function_name = 'kvmq_12aac9ff17c2_remove',
     flags = { 'allow-oom' },
     callback = function(keys, args)
 begin_call(keys, args, names)
@@ -13651,7 +15102,7 @@ end
 do
   local names = { messages = 'messages', filters = 'filters', nattempts = 'nattempts', losses = 'losses', failed = 'failed', updated_at = 'updated-at', mid_circle = 'mid-circle', wake = 'wake', pushes = 'pushes', conf = 'conf', events = 'events', events_seq = 'events-seq', events_wake = 'events-wake', done = 'done', requeue = 'requeue', backoffs = 'backoffs', locks = 'locks', priorities = 'priorities', lanes = 'lanes', groups = 'groups' }
   redis.register_function({
-    function_name = 'kvmq_e95e40de67ec_retry',
+    function_name = 'kvmq_12aac9ff17c2_retry',
     flags = {  },
     callback = function(keys, args)
 begin_call(keys, args, names)
@@ -13706,7 +15157,7 @@ end
 do
   local names = { messages = 'messages', done = 'done', requeue = 'requeue', backoffs = 'backoffs', locks = 'locks', failed = 'failed', nattempts = 'nattempts', holders = 'holders', outcomes = 'outcomes', enqueued_at = 'enqueued-at', updated_at = 'updated-at', done_at = 'done-at' }
   redis.register_function({
-    function_name = 'kvmq_e95e40de67ec_status',
+    function_name = 'kvmq_12aac9ff17c2_status',
     flags = { 'no-writes' },
     callback = function(keys, args)
 begin_call(keys, args, names)
@@ -13724,9 +15175,36 @@ return status_of(ARGV[1], now_ms())
 end })
 end
 do
+  local names = { conf = 'conf', idle_workers = 'idle-workers', events = 'events', events_seq = 'events-seq', events_wake = 'events-wake', messages = 'messages', metadata = 'metadata', nattempts = 'nattempts', locks = 'locks', holders = 'holders', lock_expiry = 'lock-expiry', policies = 'policies', requeue = 'requeue', requeue_locks = 'requeue-locks', done = 'done', failed = 'failed', groups = 'groups', ndry_runs = 'ndry-runs', eoq_backoff = 'eoq-backoff?' }
+  redis.register_function({
+    function_name = 'kvmq_12aac9ff17c2_unpark',
+    flags = { 'allow-oom' },
+    callback = function(keys, args)
+begin_call(keys, args, names)
+-- unpark: a stopping worker takes no more handoffs (lib/handoff.lua). Its parking ends, the entries of its
+-- handoff list that its BLPOP has not taken come back to it (it gives their messages back as it does
+-- any message no handler started), and an empty entry ends the BLPOP.
+-- Runs when Redis is out of memory (allow-oom): the worker then gives the messages back.
+--
+-- KEYS: conf idle-workers
+-- ARGV: consumer id
+-- Reply: the entries not taken, oldest first
+-- Include: common events hold handoff
+
+local consumer = ARGV[1]
+unpark_worker(consumer, redis.call('HGET', K.conf, 'handoff') == '1', nil, nil)
+local list = handoff_list(consumer)
+local entries = redis.call('LRANGE', list, 0, -1)
+redis.call('DEL', list)
+redis.call('RPUSH', list, '')
+redis.call('PEXPIRE', list, HANDOFF_TTL_MS)
+return entries
+end })
+end
+do
   local names = { consumers = 'consumers' }
   redis.register_function({
-    function_name = 'kvmq_e95e40de67ec_unregister_consumer',
+    function_name = 'kvmq_12aac9ff17c2_unregister_consumer',
     flags = { 'allow-oom' },
     callback = function(keys, args)
 begin_call(keys, args, names)

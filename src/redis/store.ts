@@ -5,7 +5,7 @@
  */
 import { claimMessages } from './claim.js';
 import { StoreUnavailableError } from '../errors.js';
-import { openConnection, openSubscriber, type RedisConnection } from './connection.js';
+import { openBlocking, openConnection, openSubscriber, type RedisConnection } from './connection.js';
 import { readConfig, writeConfig } from './config.js';
 import { ENQUEUE_CALL_MESSAGES, enqueueMessages } from './enqueue.js';
 import { eventsHead, readEvents } from './events.js';
@@ -16,6 +16,7 @@ import { listMessages } from './list.js';
 import { promoteMessages, removeMessages, retryMessages, retryOldestFailed } from './actions.js';
 import { queueKey, turnKey } from './keys.js';
 import { QueueRegistry } from './registry.js';
+import { Handoffs } from './handoffs.js';
 import { fireSchedule, listSchedules, putSchedule, removeSchedule } from './schedules.js';
 import { Scripts } from './scripts.js';
 import { SCRIPTS } from './scripts.generated.js';
@@ -23,6 +24,7 @@ import { parseRedisUrl, type RedisUrlOptions } from './url.js';
 import { Wakeups } from './wakeups.js';
 import type { ListQuery } from '../model/list.js';
 import type {
+  ClaimedMessage,
   ClaimRequest,
   ClaimResult,
   Configured,
@@ -30,6 +32,7 @@ import type {
   EventPage,
   Finish,
   FinishResult,
+  HandoffReceiver,
   NewMessage,
   Store,
   StoreCapabilities,
@@ -73,12 +76,14 @@ class RedisStore implements Store {
   private readonly registry: QueueRegistry;
   /** Filter classes seen per queue, for consumers that filter. */
   private readonly classes = new Map<string, string[]>();
+  /** The handoff receivers of this process's workers, by queue and consumer (handoffKey). */
+  private readonly handoffs = new Map<string, Handoffs>();
   private closed = false;
 
   constructor(
     private readonly redis: RedisConnection,
     private readonly scripts: Scripts,
-    url: RedisUrlOptions,
+    private readonly url: RedisUrlOptions,
   ) {
     this.prefix = url.prefix;
     this.where = url.where;
@@ -109,7 +114,27 @@ class RedisStore implements Store {
   }
 
   claim(queue: string, request: ClaimRequest): Promise<ClaimResult> {
-    return this.guard(() => claimMessages(this.scripts, this.classes, queue, request, this.where));
+    const receiver = this.handoffs.get(handoffKey(queue, request.consumerId));
+    const handoffs = receiver?.live === true && request.accepts === null ? receiver.claimArgument() : '';
+    return this.guard(() => claimMessages(this.scripts, this.classes, queue, request, this.where, handoffs));
+  }
+
+  receiveHandoffs(
+    queue: string,
+    consumerId: string,
+    deliver: (messages: readonly ClaimedMessage[], queueSize: number) => void,
+  ): HandoffReceiver {
+    const key = handoffKey(queue, consumerId);
+    const list = `${queueKey(this.prefix, queue, 'idle-workers')}:${consumerId}`;
+    const open = (): Promise<RedisConnection> => openBlocking(this.url, 'kvmq-handoffs');
+    const receiver = new Handoffs(this.scripts, queue, consumerId, list, open, deliver, this.where);
+    this.handoffs.set(key, receiver);
+    return {
+      close: async () => {
+        this.handoffs.delete(key);
+        await receiver.close();
+      },
+    };
   }
 
   extend(
@@ -267,6 +292,8 @@ class RedisStore implements Store {
   async close(): Promise<void> {
     if (this.closed) return;
     this.closed = true;
+    await Promise.all([...this.handoffs.values()].map((receiver) => receiver.close().catch(() => undefined)));
+    this.handoffs.clear();
     await this.wakeups.close();
     await this.redis.quit().catch(() => this.redis.disconnect());
   }
@@ -275,4 +302,8 @@ class RedisStore implements Store {
     if (this.closed) throw new StoreUnavailableError('the Redis store is closed');
     return fn();
   }
+}
+
+function handoffKey(queue: string, consumerId: string): string {
+  return `${queue}\n${consumerId}`;
 }

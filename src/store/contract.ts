@@ -116,6 +116,12 @@ export interface ClaimedMessage {
   readonly policy: string | null;
 }
 
+/** Handoffs to one consumer (Store.receiveHandoffs). */
+export interface HandoffReceiver {
+  /** Ends them; resolves once every message handed over is delivered (the consumer gives back what it will not run). */
+  close(): Promise<void>;
+}
+
 export interface ClaimResult {
   readonly messages: readonly ClaimedMessage[];
   /** Messages waiting or held (not finished), for monitors. */
@@ -319,6 +325,18 @@ export interface Store {
    * Spurious calls are allowed; missed ones are not. Returns the unsubscribe.
    */
   subscribe(queue: string, listener: () => void): () => void;
+
+  /**
+   * Optional: messages the store claims for this consumer while it waits with free slots (an enqueue hands
+   * them over directly, skipping the wake-up and the claim), delivered to `deliver` as a claim's would be,
+   * with the queue's size then (ClaimResult.queueSize; the dry runs are 0). The consumer's claims say whether
+   * it takes them; a store that has it decides when.
+   */
+  receiveHandoffs?(
+    queue: string,
+    consumerId: string,
+    deliver: (messages: readonly ClaimedMessage[], queueSize: number) => void,
+  ): HandoffReceiver;
 
   close(): Promise<void>;
 }

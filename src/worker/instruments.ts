@@ -14,6 +14,8 @@ export type HandledOutcome = Outcome | 'lost';
 export interface WorkerInstruments {
   /** A claim round trip took `seconds` and brought `count` messages. */
   claimed(queue: string, seconds: number, count: number): void;
+  /** An enqueue claimed `count` messages for this worker while it waited (Store.receiveHandoffs). */
+  handedOff(queue: string, count: number): void;
   /** A handler returned (or timed out) after `seconds`. */
   handlerEnded(queue: string, seconds: number): void;
   /** A batch of finishes reached the store in `seconds`. */

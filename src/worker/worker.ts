@@ -17,7 +17,7 @@ import { finishFromFailure, finishFromResult, finishFromThrow, timeoutError, typ
 import type { FailureReason, WorkerEvents } from './events.js';
 import type { SharedSchedulers } from '../schedule/shared.js';
 import type { WorkerInstruments } from './instruments.js';
-import type { ClaimResult, ClaimedMessage, Finish, FinishResult, Store } from '../store/contract.js';
+import type { ClaimResult, ClaimedMessage, Finish, FinishResult, HandoffReceiver, Store } from '../store/contract.js';
 import { sleep } from '../model/time.js';
 import { UNTRACED, traceProcess, type ProcessTrace } from '../tracing/process.js';
 import type { Handler, HandlerResult, Job, MessagePolicy, QueueConfig } from '../model/types.js';
@@ -131,6 +131,8 @@ export class Worker extends EventEmitter<WorkerEvents> {
   private starting: Promise<void> | null = null;
   private loop: Promise<void> | null = null;
   private unsubscribe: (() => void) | null = null;
+  /** Messages the store claims for this worker while it waits with free slots, where it does (accept-all only). */
+  private handoffs: HandoffReceiver | null = null;
   private renewTimer: NodeJS.Timeout | null = null;
   /** The renewal under way, if any; stop() waits for it, and renewals never overlap. */
   private renewing: Promise<void> | null = null;
@@ -199,6 +201,9 @@ export class Worker extends EventEmitter<WorkerEvents> {
     // stop() came while starting: it unregisters; start nothing.
     if (this.state !== 'running') return;
     this.unsubscribe = this.store.subscribe(this.queue, () => this.kick());
+    if (this.accepts === null && this.store.receiveHandoffs !== undefined) {
+      this.handoffs = this.store.receiveHandoffs(this.queue, this.id, (messages, size) => this.handed(messages, size));
+    }
     const renewEveryMs = Math.max(50, Math.floor(this.options.lockMs / 3));
     this.renewTimer = setInterval(() => {
       this.renewing ??= this.renew().finally(() => (this.renewing = null));
@@ -233,6 +238,8 @@ export class Worker extends EventEmitter<WorkerEvents> {
     await this.starting?.catch(() => undefined);
     if (this.state === 'stopped') return; // start failed and cleaned up
     await this.loop;
+    // What was handed over and not started yet waits with the prefetched messages, and goes back with them.
+    await this.handoffs?.close().catch(this.reportError);
     await this.giveBackWaiting();
     // A handler settles only once its result reached the store, so this also waits for the finishes.
     await Promise.race([Promise.allSettled(this.handlers.values()), aborted(this.force.signal)]);
@@ -402,6 +409,14 @@ export class Worker extends EventEmitter<WorkerEvents> {
     return Math.min(slots - (this.held.size - this.handlersDone), 2 * slots - this.held.size);
   }
 
+  /** Messages an enqueue claimed for this worker while it waited: they start as a claim's would. */
+  private handed(messages: readonly ClaimedMessage[], queueSize: number): void {
+    this.instruments?.handedOff(this.queue, messages.length);
+    for (const message of messages) this.accept(message);
+    this.startWaiting();
+    this.report(queueSize, 0, messages);
+  }
+
   private accept(message: ClaimedMessage): void {
     const held: Held = {
       id: message.id,
@@ -477,7 +492,9 @@ export class Worker extends EventEmitter<WorkerEvents> {
       // flight (the CLI's --idle-exit-ms waits for one) even when the wait is a rate limit's next slot.
       const lastAfterDry = this.dryWhileHeld && this.held.size === 0;
       if (lastAfterDry) this.dryWhileHeld = false;
-      if (this.full || !this.claimWithFinishes || lastAfterDry) this.kick();
+      // A worker that takes handoffs and waits for messages claims again: the claim parks the freed slot too.
+      const parkAgain = this.handoffs !== null && !this.backlog;
+      if (this.full || !this.claimWithFinishes || lastAfterDry || parkAgain) this.kick();
     }
   }
 

@@ -9,19 +9,23 @@
 -- Order: the priority-0 lanes of the accepted classes in turn, then the lanes of lower priorities in
 -- priority order (`lanes`). A message whose group already holds group_concurrency is parked instead
 -- (lib/groups.lua). With a rate limit (rate_limit in conf), at most what it grants (`rate-tat`).
+-- A worker that takes handoffs and is left with free slots and nothing to take is parked (lib/handoff.lua):
+-- enqueues then hand it messages directly. Its next claim unparks it first, and takes fewer by the messages
+-- handed to it that it had not received when it sent the claim.
 -- Runs when Redis is out of memory (allow-oom): draining the queue is how memory comes back.
 --
 -- KEYS: messages metadata filters classes nattempts locks holders backoffs done done-at requeue
 --       schedule lock-expiry updated-at mid-circle eoq-backoff? ndry-runs policies pushes conf failed lanes
 --       rate-tat layout
 -- ARGV: consumer id, max, lock ms, the number of filter classes the consumer knows of,
---       five end-of-queue backoffs in ms (after dry run 1, 2, 3, 4, 5 and more),
---       '*' to accept every class, else the accepted classes ('' for messages without filters)
+--       five end-of-queue backoffs in ms (after dry run 1, 2, 3, 4, 5 and more), handoffs ('' when the
+--       consumer takes none, else '<this claim's token> <the last claim's token> <messages received under
+--       it>'), '*' to accept every class, else the accepted classes ('' for messages without filters)
 -- Reply: { 'classes', class... } when the queue's classes changed since the consumer looked
 --        (it claimed nothing), else { 'ok', queue size, dry runs, wake-at ms (-1: look again at once; set
 --        when it claimed nothing, or took the last ready messages),
 --        then six per message: id, content, metadata JSON or nil, filter class, attempt, policy or nil }
--- Include: common events lanes groups forget fail promote hold
+-- Include: common events lanes groups forget fail promote hold handoff
 
 -- The layout mark and the dry runs in one read (MGET reads a key of another type as nil: without the mark,
 -- check_layout checks both keys and names the foreign one).
@@ -34,7 +38,7 @@ check_layout(nil, { 'history', 'losses', 'outcomes', 'enqueued_at', 'requeue_con
 -- At most this many ready lists are read to tell a full claim that it took the last ready messages.
 local MAX_DRAINED_READS = 8
 local consumer, max, lock_ms, known = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
-local accept_all = ARGV[10] == '*'
+local accept_all = ARGV[11] == '*'
 
 if not accept_all and redis.call('SCARD', K.classes) ~= known then
   local reply = redis.call('SMEMBERS', K.classes)
@@ -43,7 +47,11 @@ if not accept_all and redis.call('SCARD', K.classes) ~= known then
 end
 
 local now = now_ms()
-local conf = redis.call('HMGET', K.conf, 'paused', 'events', 'events_max_count', 'group_concurrency', 'rate_limit')
+local conf = redis.call('HMGET', K.conf, 'paused', 'events', 'events_max_count', 'group_concurrency', 'rate_limit',
+  'handoff')
+local token, last_token, received = string.match(ARGV[10], '^(%S+) (%S+) (%d+)$')
+local parked_any, on_the_way = unpark_worker(consumer, conf[6] == '1', last_token, received)
+max = math.max(0, max - on_the_way)
 -- Read before any write: a key of another type fails here (check_rare), not half-way.
 local has_lanes, grouped = false, false
 if redis.call('EXISTS', K.lanes, K.groups) > 0 then
@@ -96,7 +104,7 @@ if accept_all then
   lists[1] = ''
   for _, class in ipairs(redis.call('SMEMBERS', K.classes)) do lists[#lists + 1] = class end
 else
-  for i = 10, #ARGV do
+  for i = 11, #ARGV do
     lists[#lists + 1] = ARGV[i]
     accepted[ARGV[i]] = true
   end
@@ -230,6 +238,11 @@ else
   end
   reply[3] = dry
   reply[4] = wake_after(ttl)
+end
+-- Free slots and nothing left to take: enqueues hand this worker their messages until it claims again.
+local free = max - (#reply - 4) / 6
+if token and accept_all and not grouped and not rate_start and free > 0 and reply[4] > now then
+  reply[4] = park_worker(consumer, free, lock_ms, now, reply[4], parked_any, token)
 end
 reply[2] = queue_size()
 events_flush(now)

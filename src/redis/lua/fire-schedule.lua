@@ -10,7 +10,7 @@
 --       the enqueue script takes them (their shapes, then their arguments)
 -- Reply: nil when the schedule changed, was removed or was fired by another; else one string per
 --        message as the enqueue script replies
--- Include: common events state lanes enqueue
+-- Include: common events state lanes hold handoff enqueue
 
 enqueue_check(4)
 local current = redis.call('HGET', K.schedules, ARGV[1])

@@ -4,7 +4,8 @@
 -- and done-with-backoff to run again when its backoff ends. A failed id is refused
 -- (retry or remove frees it). Each enqueue that is not refused writes an `enqueued` event (events on).
 -- Shared by the enqueue script and fire-schedule, so a schedule's messages are enqueued exactly alike.
--- Scripts include common, events, state and lanes before it.
+-- Ready messages go at once to parked idle workers where there are any (lib/handoff.lua).
+-- Scripts include common, events, state, lanes, hold and handoff before it.
 --
 -- KEYS: messages metadata filters classes nattempts locks holders backoffs done requeue outcomes
 --       enqueued-at updated-at requeue-content schedule done-at dedupe mid-circle wake policies losses
@@ -71,16 +72,30 @@ local function enqueue_check(first)
   if rare then check_rare() end
 end
 
+-- The conf fields an enqueue reads: events_begin's, then whether workers are parked, paused, rate_limit.
+local ENQUEUE_CONF = { 'events', 'events_max_count', 'handoff', 'paused', 'rate_limit' }
+
 -- Enqueues the messages (enqueue_check has read their shapes); returns one reply per message and
--- whether any message became ready or scheduled (the caller publishes the wake-up after its events).
+-- whether workers should look: a message became ready and was not handed off, or one was scheduled
+-- (the caller publishes the wake-up after its events).
 local function enqueue()
-  events_begin()
+  local conf = read_conf(ENQUEUE_CONF)
+  events_begin(conf)
   local now = now_ms()
   local now_s = num_str(now)
   local w = pending_writes()
   local ready = pending_ready()
   local replies = {}
-  local changed = false
+  -- Messages made ready, the priority-0 lanes they joined (in order), and whether a backoff was set.
+  local readied, lanes, timed = 0, {}, false
+  local function make_ready(lane, id)
+    push_ready(ready, lane, id, false)
+    readied = readied + 1
+    if not lanes[lane] and not string.find(lane, '@', 1, true) then
+      lanes[lane] = true
+      lanes[#lanes + 1] = lane
+    end
+  end
 
   -- Content, metadata, filters, priority and group of a message that starts a new run, queued now or
   -- after `backoff` ms.
@@ -106,10 +121,10 @@ local function enqueue()
       -- Written now: a duplicate later in this batch must see the backoff.
       redis.call('HSET', K.backoffs, id, now + backoff)
       later(w, 'zadd', K.schedule, now + backoff, id)
+      timed = true
     else
-      push_ready(ready, lane, id, false)
+      make_ready(lane, id)
     end
-    changed = true
   end
 
   -- A debounce: the message `wid` took debounce id `did` last; when it is still waiting (queued or
@@ -133,11 +148,11 @@ local function enqueue()
     if backoff > 0 then
       redis.call('HSET', K.backoffs, wid, now + backoff)
       redis.call('ZADD', K.schedule, now + backoff, wid)
+      timed = true
     else
-      push_ready(ready, lane_of(wid), wid, false)
+      make_ready(lane_of(wid), wid)
     end
     event('enqueued', wid, redis.call('HGET', K.nattempts, wid) or 0)
-    changed = true
     return true
   end
 
@@ -215,7 +230,7 @@ local function enqueue()
         if replace then redis.call('HSET', K.messages, id, content) end
         later(w, 'hset', K.updated_at, id, now)
         replies[#replies + 1] = 'requeued'
-        changed = true
+        timed = true
       elseif allow_requeue and state == 'locked' then
         redis.call('SADD', K.requeue, id)
         redis.call('ZADD', K.requeue_locks, ends, id)
@@ -229,8 +244,12 @@ local function enqueue()
   end
 
   flush_writes(w)
+  local handed = 0
+  if conf[3] == '1' and #lanes > 0 then
+    handed = hand_off(ready, lanes, { paused = conf[4], rate_limit = conf[5] }, now)
+  end
   flush_ready(ready)
   events_flush(now)
   if not enqueue_marked then mark_layout() end
-  return replies, changed
+  return replies, timed or readied > handed
 end

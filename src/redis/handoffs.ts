@@ -1,0 +1,149 @@
+/**
+ * Handoffs to idle workers (src/redis/lua/lib/handoff.lua): an enqueue claims
+ * messages for a parked worker and pushes them to the worker's list, where a
+ * BLPOP on a connection of the worker's own waits for them. The message
+ * reaches the handler one round trip after the enqueue, with no wake-up and
+ * no claim in between.
+ *
+ * A worker takes handoffs only while its BLPOP waits on a ready connection
+ * (`live`): its claims say so, and only such a claim parks it. An entry the
+ * BLPOP took whose reply was lost with the connection stays locked to the
+ * worker until its lock ends, as a held message of a dead worker does.
+ */
+import { claimed } from './claim.js';
+import { num, text } from './codec.js';
+import { SCRIPTS } from './scripts.generated.js';
+import type { RedisConnection } from './connection.js';
+import type { Scripts } from './scripts.js';
+import type { ClaimedMessage, HandoffReceiver } from '../store/contract.js';
+
+// After a failed BLPOP (the connection went away), the next try waits this long.
+const RETRY_MS = 200;
+// A stop waits at most this long for the BLPOP's last reply (the stop's wake-up entry, or a handoff before it).
+const STOP_WAIT_MS = 2000;
+
+export class Handoffs implements HandoffReceiver {
+  private connection: RedisConnection | null = null;
+  private stopping = false;
+  private closing: Promise<void> | null = null;
+  private readonly loop: Promise<void>;
+  /** The token of the last claim that could park this worker, and the messages received under each token. */
+  private token = 0;
+  private readonly received = new Map<string, number>();
+
+  constructor(
+    private readonly scripts: Scripts,
+    private readonly queue: string,
+    private readonly consumerId: string,
+    private readonly list: string,
+    open: () => Promise<RedisConnection>,
+    private readonly deliver: (messages: readonly ClaimedMessage[], queueSize: number) => void,
+    private readonly where: string,
+  ) {
+    this.loop = this.receive(open);
+  }
+
+  /** Whether an enqueue may hand this worker messages now: its BLPOP waits on a ready connection. */
+  get live(): boolean {
+    return !this.stopping && this.connection?.status === 'ready';
+  }
+
+  /**
+   * The handoff argument of a claim (lua/claim.lua): its token, the last claim's, and how many messages handed
+   * under that one have arrived, so the claim takes fewer by those still on their way.
+   */
+  claimArgument(): string {
+    const last = String(this.token);
+    this.token += 1;
+    const received = this.received.get(last) ?? 0;
+    // Only the last claim's count is asked for again.
+    this.received.clear();
+    return `${this.token} ${last} ${received}`;
+  }
+
+  /**
+   * Ends the parking: the messages handed over and not yet taken come back from the list and are
+   * delivered, and so is anything the BLPOP took before; then the connection closes.
+   */
+  close(): Promise<void> {
+    this.closing ??= this.end();
+    return this.closing;
+  }
+
+  private async end(): Promise<void> {
+    this.stopping = true;
+    try {
+      const entries = await this.scripts.run(SCRIPTS.unpark, this.queue, [this.consumerId]);
+      for (const entry of entries as Buffer[]) this.deliverEntry(entry);
+    } finally {
+      // The unpark script pushed an empty entry that ends the BLPOP. A connection that is down may never
+      // answer it: then the stop goes on without it (an entry taken after that waits for its lock to end).
+      let timer: NodeJS.Timeout | undefined;
+      const gaveUp = new Promise<void>((resolve) => (timer = setTimeout(resolve, STOP_WAIT_MS)));
+      await Promise.race([this.loop, gaveUp]);
+      clearTimeout(timer);
+      this.connection?.disconnect();
+    }
+  }
+
+  private async receive(open: () => Promise<RedisConnection>): Promise<void> {
+    const connection = await open();
+    this.connection = connection;
+    // Failures surface as failed BLPOPs; ioredis reconnects by itself.
+    connection.on('error', () => undefined);
+    try {
+      while (!this.stopping || connection.status === 'ready') {
+        let reply: [Buffer, Buffer] | null;
+        try {
+          reply = await connection.blpopBuffer(this.list, 0);
+        } catch (error) {
+          if (this.stopping || /NOPERM/.test(String(error))) return;
+          await new Promise((resolve) => setTimeout(resolve, RETRY_MS));
+          continue;
+        }
+        const entry = reply?.[1];
+        if (entry === undefined || entry.length === 0) {
+          if (this.stopping) return;
+          continue;
+        }
+        this.deliverEntry(entry);
+      }
+    } finally {
+      connection.disconnect();
+    }
+  }
+
+  private deliverEntry(entry: Buffer): void {
+    const fields = unframe(entry);
+    const messages: ClaimedMessage[] = [];
+    for (let at = 2; at + 6 <= fields.length; at += 6) messages.push(claimed(fields, at, this.where));
+    const token = text(fields[0]) ?? '';
+    this.received.set(token, (this.received.get(token) ?? 0) + messages.length);
+    if (messages.length > 0) this.deliver(messages, num(fields[1]));
+  }
+}
+
+/**
+ * The fields of a handoff entry (the parking's token, the queue's size, then six per message): each
+ * `<length>:<bytes>`, or `-:` for none (null).
+ */
+export function unframe(entry: Buffer): (Buffer | null)[] {
+  const fields: (Buffer | null)[] = [];
+  let at = 0;
+  while (at < entry.length) {
+    const colon = entry.indexOf(0x3a, at);
+    if (colon < 0) throw new Error('a handoff entry ends inside a field length');
+    const head = entry.toString('latin1', at, colon);
+    if (head === '-') {
+      fields.push(null);
+      at = colon + 1;
+      continue;
+    }
+    const length = Number(head);
+    const end = colon + 1 + length;
+    if (!/^\d+$/.test(head) || end > entry.length) throw new Error(`a handoff entry has a bad field length: ${head}`);
+    fields.push(entry.subarray(colon + 1, end));
+    at = end;
+  }
+  return fields;
+}

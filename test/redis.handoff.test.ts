@@ -1,0 +1,312 @@
+/**
+ * Handoffs on Redis (src/redis/lua/lib/handoff.lua): a consumer whose claim left it free slots and nothing to
+ * take is parked, and an enqueue locks ready messages for it and pushes them to its list, where its BLPOP
+ * takes them. What is handed off, to whom, how much, what ends a parking, and that a stopping worker gives
+ * back what it did not start.
+ */
+import assert from 'node:assert/strict';
+import { randomBytes } from 'node:crypto';
+import { after, describe, test } from 'node:test';
+import { Redis } from 'ioredis';
+import { connect, type Client } from '../src/index.js';
+import { storeOf } from '../src/client-store.js';
+import { claimMessages } from '../src/redis/claim.js';
+import { SCRIPTS } from '../src/redis/scripts.generated.js';
+import type { Scripts } from '../src/redis/scripts.js';
+import { unframe } from '../src/redis/handoffs.js';
+import type { ClaimedMessage, ClaimRequest, HandoffReceiver, Store } from '../src/store/contract.js';
+import { deletePrefixes, redisTestUrl } from './fixtures/redis-server.js';
+import { waitFor } from './support/wait.js';
+
+const base = redisTestUrl();
+const redis = new Redis(base);
+const clients: Client[] = [];
+const receivers: HandoffReceiver[] = [];
+const prefixes: string[] = [];
+
+after(async () => {
+  await Promise.all(receivers.map((receiver) => receiver.close().catch(() => undefined)));
+  await Promise.all(clients.map((client) => client.close().catch(() => undefined)));
+  await deletePrefixes(base, prefixes);
+  redis.disconnect();
+});
+
+interface Setup {
+  readonly client: Client;
+  readonly store: Store;
+  /** A queue key's name. */
+  key(name: string): string;
+}
+
+async function setup(label: string, q: string): Promise<Setup> {
+  const prefix = `kvmq-test-handoff-${label}-${process.pid}-${randomBytes(3).toString('hex')}`;
+  prefixes.push(prefix);
+  const client = await connect(`${base}?prefix=${prefix}`, { maintenance: false });
+  clients.push(client);
+  return { client, store: storeOf(client), key: (name) => `${prefix}:{${q}}:${name}` };
+}
+
+function request(consumerId: string, max: number, accepts: ClaimRequest['accepts'] = null): ClaimRequest {
+  return { consumerId, max, lockMs: 60_000, accepts, eoqBackoffMs: () => 60_000 };
+}
+
+/** What a receiver was handed, in order. */
+class Handed {
+  readonly messages: ClaimedMessage[] = [];
+  readonly sizes: number[] = [];
+  readonly deliver = (messages: readonly ClaimedMessage[], queueSize: number): void => {
+    this.messages.push(...messages);
+    this.sizes.push(queueSize);
+  };
+  get ids(): string[] {
+    return this.messages.map((m) => m.id);
+  }
+}
+
+/** A receiver for `consumer`, and its first claim once its BLPOP waits: the consumer is parked. */
+async function parked(s: Setup, q: string, consumer: string, max: number): Promise<Handed> {
+  const handed = new Handed();
+  assert.ok(s.store.receiveHandoffs !== undefined, 'the Redis store takes handoffs');
+  receivers.push(s.store.receiveHandoffs(q, consumer, handed.deliver));
+  await waitFor(
+    async () => {
+      await s.store.claim(q, request(consumer, max));
+      return (await redis.hget(s.key('idle-workers'), consumer))?.startsWith(`${max} `);
+    },
+    { what: `${consumer} parked with ${max} free slots` },
+  );
+  return handed;
+}
+
+void describe('redis handoffs', () => {
+  void test('an enqueue locks ready messages for a parked consumer, up to its free slots, and it gets them', async () => {
+    const q = 'hand';
+    const s = await setup('basic', q);
+    const handed = await parked(s, q, 'c1', 2);
+    await s.client.enqueueBatch(q, [
+      { id: 'a', payload: { n: 1 } },
+      { id: 'b', payload: 'two', metadata: { by: 'test' } },
+      { id: 'c', payload: 3 },
+    ]);
+    // Locked by the enqueue itself: no claim ran in between.
+    assert.equal((await s.client.status(q, 'a'))?.state, 'locked');
+    assert.equal((await s.client.status(q, 'b'))?.state, 'locked');
+    assert.equal((await s.client.status(q, 'c'))?.state, 'queued');
+    await waitFor(() => handed.messages.length === 2, { what: 'two messages handed over' });
+    assert.deepEqual(handed.ids, ['a', 'b']);
+    assert.deepEqual(
+      handed.messages.map((m) => [m.attempt, Buffer.from(m.payload).toString()]),
+      [
+        [1, '{"n":1}'],
+        [1, '"two"'],
+      ],
+    );
+    assert.deepEqual(handed.messages[1]?.metadata, { by: 'test' });
+    assert.deepEqual(handed.sizes, [3]);
+    // Its slots are taken until it claims again; another consumer claims the rest.
+    assert.match((await redis.hget(s.key('idle-workers'), 'c1')) ?? '', /^0 60000 \d+ \d+ 2$/);
+    assert.deepEqual(
+      (await s.store.claim(q, request('c2', 5))).messages.map((m) => m.id),
+      ['c'],
+    );
+    // The handed messages are c1's to finish.
+    const finishes = handed.messages.map((m) => ({
+      id: m.id,
+      attempt: m.attempt,
+      outcome: 'success' as const,
+      backoffMs: 0,
+      error: null,
+      startedAt: 1,
+    }));
+    assert.deepEqual(await s.store.finish(q, 'c1', finishes), ['ok', 'ok']);
+    assert.equal((await s.client.queueStatus(q)).dryRuns, 0);
+  });
+
+  void test("a claim ends the consumer's parking; a consumer without a receiver, or one that filters, is never parked", async () => {
+    const q = 'unpark';
+    const s = await setup('unpark', q);
+    await parked(s, q, 'c1', 1);
+    assert.equal(await redis.hget(s.key('conf'), 'handoff'), '1');
+    await s.client.enqueue(q, 'x', { id: 'x' });
+    // c1's next claim unparks it (and, with nothing to take, parks it again with its new free slots).
+    await s.store.claim(q, request('c1', 0));
+    assert.equal(await redis.hget(s.key('idle-workers'), 'c1'), null);
+    assert.equal(await redis.hget(s.key('conf'), 'handoff'), null, 'no consumer parked: enqueues skip the lookup');
+    await s.store.claim(q, request('no-receiver', 3));
+    await s.store.claim(
+      q,
+      request('c1', 3, (filterClass) => filterClass === ''),
+    );
+    assert.equal(await redis.exists(s.key('idle-workers')), 0);
+    await s.client.enqueue(q, 'y', { id: 'y' });
+    assert.equal((await s.client.status(q, 'y'))?.state, 'queued');
+  });
+
+  void test('nothing is handed off on a paused queue, with a rate limit or groups, nor a delayed or lower-priority message', async () => {
+    const q = 'kept';
+    const s = await setup('kept', q);
+    const handed = await parked(s, q, 'c1', 10);
+    const queued = async (id: string): Promise<void> =>
+      assert.equal((await s.client.status(q, id))?.state, 'queued', `${id} waits for a claim`);
+
+    await s.client.enqueue(q, 'later', { id: 'later', initialBackoffMs: 60_000 });
+    assert.equal((await s.client.status(q, 'later'))?.state, 'queued-with-backoff');
+    await s.client.enqueue(q, 'low', { id: 'low', priority: 5 });
+    await queued('low');
+    await s.client.pause(q);
+    await s.client.enqueue(q, 'paused', { id: 'paused' });
+    await queued('paused');
+    await s.client.resume(q);
+    await s.client.configure(q, { rateLimit: { max: 100, perMs: 1000 } });
+    await s.client.enqueue(q, 'limited', { id: 'limited' });
+    await queued('limited');
+    await s.client.configure(q, { rateLimit: null });
+    await s.client.enqueue(q, 'grouped', { id: 'grouped', group: 'g' });
+    await s.client.enqueue(q, 'beside-a-group', { id: 'beside-a-group' });
+    await queued('grouped');
+    await queued('beside-a-group');
+    assert.deepEqual(handed.ids, []);
+    // The parking held: its free slots are untouched.
+    assert.match((await redis.hget(s.key('idle-workers'), 'c1')) ?? '', /^10 /);
+  });
+
+  void test('a claim takes fewer by the messages handed to the consumer that it had not received when it asked', async () => {
+    const q = 'on-the-way';
+    const s = await setup('on-the-way', q);
+    const scripts = (s.store as unknown as { scripts: Scripts }).scripts;
+    const claim = async (max: number, handoffs: string): Promise<string[]> =>
+      (await claimMessages(scripts, new Map(), q, request('w', max), 'test', handoffs)).messages.map((m) => m.id);
+    assert.deepEqual(await claim(2, '1 0 0'), []);
+    await s.client.enqueue(q, 1, { id: 'h1' });
+    await s.client.enqueue(q, 2, { id: 'h2' });
+    assert.equal(await redis.llen(s.key('idle-workers:w')), 2);
+    assert.match((await redis.hget(s.key('idle-workers'), 'w')) ?? '', /^0 60000 \d+ 1 2$/);
+    await s.client.enqueueBatch(q, [
+      { id: 'r1', payload: 1 },
+      { id: 'r2', payload: 2 },
+      { id: 'r3', payload: 3 },
+    ]);
+    // Handed two under token 1, received one: one is on its way, so three free slots take two.
+    assert.deepEqual(await claim(3, '2 1 1'), ['r1', 'r2']);
+    // Not parked any more: nothing on its way.
+    assert.deepEqual(await claim(3, '3 2 0'), ['r3']);
+    assert.match((await redis.hget(s.key('idle-workers'), 'w')) ?? '', /^2 60000 \d+ 3 0$/);
+    await s.client.enqueueBatch(
+      q,
+      ['h3', 'h4', 'r4', 'r5', 'r6'].map((id) => ({ id, payload: id })),
+    );
+    // A count under another token than the parking's says nothing: both handed are on their way.
+    assert.deepEqual(await claim(3, '4 2 2'), ['r4']);
+  });
+
+  void test('a parking that ran out is dropped by the next enqueue, which leaves its message ready', async () => {
+    const q = 'expired';
+    const s = await setup('expired', q);
+    const handed = await parked(s, q, 'c1', 4);
+    await redis.hset(s.key('idle-workers'), 'c1', '4 60000 1');
+    await s.client.enqueue(q, 'm', { id: 'm' });
+    assert.equal((await s.client.status(q, 'm'))?.state, 'queued');
+    assert.equal(await redis.exists(s.key('idle-workers')), 0);
+    assert.equal(await redis.hget(s.key('conf'), 'handoff'), null);
+    assert.deepEqual(handed.ids, []);
+  });
+
+  void test('what waits in the list of a consumer whose BLPOP is gone comes back when it stops (unpark)', async () => {
+    const q = 'gone';
+    const s = await setup('gone', q);
+    const scripts = (s.store as unknown as { scripts: Scripts }).scripts;
+    // Parked as a receiver's claims park it, with no BLPOP behind: its entries stay in its list.
+    await claimMessages(scripts, new Map(), q, request('gone', 3), 'test', '1 0 0');
+    await s.client.enqueueBatch(q, [
+      { id: 'm1', payload: 1 },
+      { id: 'm2', payload: 2 },
+    ]);
+    await s.client.enqueue(q, 3, { id: 'm3' });
+    await s.client.enqueue(q, 4, { id: 'm4' });
+    assert.equal(await redis.llen(s.key('idle-workers:gone')), 2);
+    assert.ok((await redis.pttl(s.key('idle-workers:gone'))) > 60_000, 'the list goes away by itself');
+    assert.equal((await s.client.status(q, 'm4'))?.state, 'queued');
+
+    const entries = (await scripts.run(SCRIPTS.unpark, q, ['gone'])) as Buffer[];
+    const ids = entries.map((entry) => {
+      const fields = unframe(entry);
+      return fields.filter((_, i) => i >= 2 && i % 6 === 2).map((id) => id?.toString());
+    });
+    assert.deepEqual(ids, [['m1', 'm2'], ['m3']]);
+    assert.equal(await redis.hget(s.key('idle-workers'), 'gone'), null);
+    // An empty entry ends a BLPOP that still waits.
+    assert.deepEqual(await redis.lrange(s.key('idle-workers:gone'), 0, -1), ['']);
+  });
+
+  void test('an idle worker gets each message from the enqueue itself, one handler at a time, each once', async () => {
+    const q = 'worker';
+    const s = await setup('worker', q);
+    const seen: string[] = [];
+    let running = 0;
+    let most = 0;
+    const worker = s.client.worker(
+      q,
+      async (job) => {
+        running += 1;
+        most = Math.max(most, running);
+        seen.push(job.id);
+        await new Promise((resolve) => setTimeout(resolve, 2));
+        running -= 1;
+      },
+      { concurrency: 1 },
+    );
+    const parkedAgain = async (): Promise<boolean> =>
+      (await redis.hvals(s.key('idle-workers'))).some((value) => value.startsWith('1 '));
+    const early: string[] = [];
+    for (let i = 0; i < 10; i++) {
+      await waitFor(parkedAgain, { what: `the worker parked before message ${i}` });
+      await s.client.enqueue(q, i, { id: `m${i}` });
+      const state = (await s.client.status(q, `m${i}`))?.state;
+      if (state !== 'locked' && state !== 'done-awaiting-gc') early.push(`m${i}: ${state}`);
+    }
+    // Then a burst: more than its one slot, so most wait for its claims.
+    await Promise.all(Array.from({ length: 20 }, (_, i) => s.client.enqueue(q, i, { id: `b${i}` })));
+    await waitFor(() => seen.length === 30, { what: '30 handled', timeoutMs: 10_000 });
+    await worker.stop();
+    assert.deepEqual(early, [], 'each message was locked for the worker by its enqueue');
+    assert.equal(most, 1);
+    assert.equal(new Set(seen).size, 30);
+    assert.equal(await redis.exists(s.key('idle-workers')), 0, 'a stopped worker is not parked');
+  });
+
+  void test('a stopping worker gives back what was handed to it and not started; nothing stays locked', async () => {
+    const q = 'stop';
+    const s = await setup('stop', q);
+    let release: () => void = () => undefined;
+    const blocked = new Promise<void>((resolve) => (release = resolve));
+    const started: string[] = [];
+    const worker = s.client.worker(
+      q,
+      async (job) => {
+        started.push(job.id);
+        await blocked;
+      },
+      { concurrency: 1, prefetch: 4 },
+    );
+    await waitFor(async () => (await redis.hget(s.key('idle-workers'), worker.id))?.startsWith('5 '), {
+      what: 'the worker parked with 5 free slots',
+    });
+    const ids = ['s1', 's2', 's3', 's4', 's5'];
+    await s.client.enqueueBatch(
+      q,
+      ids.map((id) => ({ id, payload: id })),
+    );
+    const state = async (id: string): Promise<string | undefined> => (await s.client.status(q, id))?.state;
+    // All five locked for the worker by the enqueue: one runs, four wait in the worker.
+    assert.deepEqual(
+      await Promise.all(ids.map(state)),
+      ids.map(() => 'locked'),
+    );
+    await waitFor(() => started.length === 1, { what: 'the first handler' });
+    const stopped = worker.stop();
+    release();
+    await stopped;
+    assert.deepEqual(await Promise.all(ids.map(state)), ['done-awaiting-gc', 'queued', 'queued', 'queued', 'queued']);
+    assert.deepEqual(started, ['s1']);
+  });
+});
