@@ -199,6 +199,21 @@ void describe('redis handoffs', () => {
     assert.deepEqual(await claim(3, '4 2 2'), ['r4']);
   });
 
+  void test('a claim left no free slot by messages on their way to its consumer counts no dry run', async () => {
+    const q = 'no-dry';
+    const s = await setup('no-dry', q);
+    const scripts = (s.store as unknown as { scripts: Scripts }).scripts;
+    const claim = async (handoffs: string): Promise<string[]> =>
+      (await claimMessages(scripts, new Map(), q, request('w', 1), 'test', handoffs)).messages.map((m) => m.id);
+    assert.deepEqual(await claim('1 0 0'), []);
+    assert.equal((await s.client.queueStatus(q)).dryRuns, 1);
+    await s.client.enqueue(q, 1, { id: 'h' });
+    assert.equal((await s.client.queueStatus(q)).dryRuns, 0, 'a handoff resets the dry runs');
+    // Sent before h arrived: its one slot waits for h, so it takes nothing, and that is not a dry run.
+    assert.deepEqual(await claim('2 1 0'), []);
+    assert.equal((await s.client.queueStatus(q)).dryRuns, 0);
+  });
+
   void test('a parking that ran out is dropped by the next enqueue, which leaves its message ready', async () => {
     const q = 'expired';
     const s = await setup('expired', q);

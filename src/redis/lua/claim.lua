@@ -216,7 +216,8 @@ local function wake_after(ttl)
   return wake_at
 end
 
-if #reply > 4 then
+-- A claim that took nothing because its worker's slots wait for messages handed to it is no dry run.
+if #reply > 4 or on_the_way > 0 then
   -- Handling resets the dry runs (and the backoff that counts them).
   local dry = marks[2]
   if dry and dry ~= '0' then
