@@ -62,8 +62,8 @@ export const SCRIPTS = {
       'idle-workers',
     ],
     readOnly: false,
-    sha: 'b87ca3ac2790c50312de01f2fc0c23463414e124',
-    fn: 'kvmq_b15d749ebbac_claim',
+    sha: '4cc6a55b5a1fb4e9e5dfa9175acceb4567a11837',
+    fn: 'kvmq_264d9712b0e2_claim',
     source: `#!lua flags=allow-oom
 -- The queue's keys are its base (the one key the call passes) and their names.
 local KEY_BASE = KEYS[1]
@@ -784,6 +784,15 @@ end
 -- enqueue handing messages to an idle worker: lib/handoff.lua). Scripts include common and events first.
 --
 -- KEYS: messages metadata nattempts locks holders lock-expiry policies requeue requeue-locks done failed
+--       ndry-runs eoq-backoff?
+
+-- Handling resets the dry runs (\`dry\`: their count as read) and the backoff that counts them.
+local function reset_dry_runs(dry)
+  if dry and dry ~= '0' then
+    redis.call('SET', (KEY_BASE .. 'ndry-runs'), '0')
+    redis.call('DEL', (KEY_BASE .. 'eoq-backoff?'))
+  end
+end
 
 -- Messages waiting or held: not finished, not failed (what a claim tells the worker's monitor).
 local function queue_size()
@@ -874,13 +883,23 @@ end
 -- no rate limit and not paused: everything else waits for a claim, as before.
 -- Scripts include common, events and hold first.
 --
--- KEYS: conf idle-workers groups ndry-runs eoq-backoff?
+-- KEYS: conf idle-workers groups
 
 -- A parked worker claims again within this long, and its parking ends PARK_GRACE_MS after that.
 local PARK_MS = 5000
 local PARK_GRACE_MS = 1000
 -- Entries are pushed with this TTL past the lock's end: a list no worker reads any more goes away.
 local HANDOFF_TTL_MS = 60000
+
+-- A parking's value, and its fields back (nil for a value of another shape). \`until_ms\` stays a string:
+-- Lua would write a number that large in exponent form.
+local function parking_value(free, lock_ms, until_ms, token, handed)
+  return free .. ' ' .. lock_ms .. ' ' .. until_ms .. ' ' .. token .. ' ' .. handed
+end
+local function parking_fields(value)
+  local free, lock_ms, until_ms, token, handed = string.match(value, '^(%d+) (%d+) (%d+) (%S+) (%d+)$')
+  return tonumber(free), tonumber(lock_ms), until_ms, token, tonumber(handed)
+end
 
 -- The list a worker's handed messages wait in.
 local function handoff_list(consumer)
@@ -895,8 +914,8 @@ local function unpark_worker(consumer, flagged, token, received)
   if not flagged then return false, 0 end
   local parking = redis.call('HGET', (KEY_BASE .. 'idle-workers'), consumer)
   if not parking then return true, 0 end
-  local parked_token, handed = string.match(parking, ' (%S+) (%d+)$')
-  local on_the_way = tonumber(handed) or 0
+  local _, _, _, parked_token, handed = parking_fields(parking)
+  local on_the_way = handed or 0
   if parked_token == token then on_the_way = math.max(0, on_the_way - (tonumber(received) or 0)) end
   redis.call('HDEL', (KEY_BASE .. 'idle-workers'), consumer)
   if redis.call('EXISTS', (KEY_BASE .. 'idle-workers')) == 1 then return true, on_the_way end
@@ -907,8 +926,7 @@ end
 -- Parks \`consumer\` with \`free\` slots; returns the time by which it should claim again (\`wake_at\` or sooner).
 local function park_worker(consumer, free, lock_ms, now, wake_at, flagged, token)
   wake_at = math.min(wake_at, now + PARK_MS)
-  local parking = free .. ' ' .. lock_ms .. ' ' .. num_str(wake_at + PARK_GRACE_MS) .. ' ' .. token .. ' 0'
-  redis.call('HSET', (KEY_BASE .. 'idle-workers'), consumer, parking)
+  redis.call('HSET', (KEY_BASE .. 'idle-workers'), consumer, parking_value(free, lock_ms, num_str(wake_at + PARK_GRACE_MS), token, 0))
   if not flagged then redis.call('HSET', (KEY_BASE .. 'conf'), 'handoff', '1') end
   return wake_at
 end
@@ -959,10 +977,9 @@ local function hand_off(ready, lanes, conf, now)
   for i = 1, #parked, 2 do
     if lane_at > #lanes then break end
     local consumer = parked[i]
-    local free, lock_ms, until_ms, token, before = string.match(parked[i + 1], '^(%d+) (%d+) (%d+) (%S+) (%d+)$')
-    free, lock_ms = tonumber(free) or 0, tonumber(lock_ms)
-    if tonumber(until_ms or 0) <= now then
-      -- Its worker did not claim again in time: gone, or cut off from Redis.
+    local free, lock_ms, until_ms, token, before = parking_fields(parked[i + 1])
+    if (tonumber(until_ms) or 0) <= now then
+      -- Its worker did not claim again in time: gone, or cut off from Redis (or not a parking kvmq wrote).
       unpark_worker(consumer, true, nil, nil)
     elseif free > 0 then
       local ids, class_at, n = {}, {}, 0
@@ -982,19 +999,12 @@ local function hand_off(ready, lanes, conf, now)
         redis.call('PEXPIREAT', list, now + lock_ms + HANDOFF_TTL_MS)
         handed = handed + held
         -- Kept at 0 free slots until its claim (which reads how many it was handed).
-        local parking = (free - held) .. ' ' .. lock_ms .. ' ' .. until_ms .. ' ' .. token .. ' ' .. (before + held)
+        local parking = parking_value(free - held, lock_ms, until_ms, token, before + held)
         redis.call('HSET', (KEY_BASE .. 'idle-workers'), consumer, parking)
       end
     end
   end
-  -- Handling resets the dry runs, as a claim that takes messages does.
-  if handed > 0 then
-    local dry = redis.call('GET', (KEY_BASE .. 'ndry-runs'))
-    if dry and dry ~= '0' then
-      redis.call('SET', (KEY_BASE .. 'ndry-runs'), '0')
-      redis.call('DEL', (KEY_BASE .. 'eoq-backoff?'))
-    end
-  end
+  if handed > 0 then reset_dry_runs(redis.call('GET', (KEY_BASE .. 'ndry-runs'))) end
   return handed
 end
 -- claim: locks up to \`max\` ready messages for a consumer. First moves messages
@@ -1216,12 +1226,7 @@ end
 
 -- A claim that took nothing because its worker's slots wait for messages handed to it is no dry run.
 if #reply > 4 or on_the_way > 0 then
-  -- Handling resets the dry runs (and the backoff that counts them).
-  local dry = marks[2]
-  if dry and dry ~= '0' then
-    redis.call('SET', (KEY_BASE .. 'ndry-runs'), '0')
-    redis.call('DEL', (KEY_BASE .. 'eoq-backoff?'))
-  end
+  reset_dry_runs(marks[2])
   -- The accepted lanes ran dry, so a claim now would find nothing: the worker waits for a wake-up instead,
   -- or until a dry run (the first: the runs were just reset) would have said to look.
   if drained() then reply[4] = wake_after(tonumber(ARGV[5])) end
@@ -1292,7 +1297,7 @@ return reply
     ],
     readOnly: false,
     sha: 'a6cde2ad733d6ee70680f7626e2d8a8147c82e5b',
-    fn: 'kvmq_b15d749ebbac_clear',
+    fn: 'kvmq_264d9712b0e2_clear',
     source: `#!lua flags=allow-oom
 -- The queue's keys are its base (the one key the call passes) and their names.
 local KEY_BASE = KEYS[1]
@@ -1624,7 +1629,7 @@ return 1
     ],
     readOnly: false,
     sha: 'abd181d5aed09d1ab505a76f34b80eba9f33a13f',
-    fn: 'kvmq_b15d749ebbac_configure',
+    fn: 'kvmq_264d9712b0e2_configure',
     source: `#!lua
 -- The queue's keys are its base (the one key the call passes) and their names.
 local KEY_BASE = KEYS[1]
@@ -2074,7 +2079,7 @@ return 1
     keys: ['consumers', 'holders', 'locks'],
     readOnly: true,
     sha: '2decb7372826376d6fbdb18ab8ff5ca308ea6531',
-    fn: 'kvmq_b15d749ebbac_consumers',
+    fn: 'kvmq_264d9712b0e2_consumers',
     source: `#!lua flags=no-writes
 -- The queue's keys are its base (the one key the call passes) and their names.
 local KEY_BASE = KEYS[1]
@@ -2423,9 +2428,9 @@ return reply
       'lock-expiry',
       'policies',
       'requeue-locks',
-      'idle-workers',
       'ndry-runs',
       'eoq-backoff?',
+      'idle-workers',
       'classes',
       'outcomes',
       'enqueued-at',
@@ -2444,15 +2449,15 @@ return reply
       'layout',
     ],
     readOnly: false,
-    sha: '29e56d8a2188eb3a013b9aa13c9d51724bf4d4b0',
-    fn: 'kvmq_b15d749ebbac_enqueue',
+    sha: '101e3d2f0e21412f02f73a522b5977ec373dffe4',
+    fn: 'kvmq_264d9712b0e2_enqueue',
     source: `#!lua
 -- The queue's keys are its base (the one key the call passes) and their names.
 local KEY_BASE = KEYS[1]
 -- The keys by name, for the helpers that look a key up by a name they hold.
 local K_TABLE = nil
 local function key_table()
-  if K_TABLE == nil then K_TABLE = { conf = (KEY_BASE .. 'conf'), events = (KEY_BASE .. 'events'), events_seq = (KEY_BASE .. 'events-seq'), events_wake = (KEY_BASE .. 'events-wake'), done = (KEY_BASE .. 'done'), requeue = (KEY_BASE .. 'requeue'), backoffs = (KEY_BASE .. 'backoffs'), locks = (KEY_BASE .. 'locks'), failed = (KEY_BASE .. 'failed'), filters = (KEY_BASE .. 'filters'), priorities = (KEY_BASE .. 'priorities'), lanes = (KEY_BASE .. 'lanes'), groups = (KEY_BASE .. 'groups'), messages = (KEY_BASE .. 'messages'), metadata = (KEY_BASE .. 'metadata'), nattempts = (KEY_BASE .. 'nattempts'), holders = (KEY_BASE .. 'holders'), lock_expiry = (KEY_BASE .. 'lock-expiry'), policies = (KEY_BASE .. 'policies'), requeue_locks = (KEY_BASE .. 'requeue-locks'), idle_workers = (KEY_BASE .. 'idle-workers'), ndry_runs = (KEY_BASE .. 'ndry-runs'), eoq_backoff = (KEY_BASE .. 'eoq-backoff?'), classes = (KEY_BASE .. 'classes'), outcomes = (KEY_BASE .. 'outcomes'), enqueued_at = (KEY_BASE .. 'enqueued-at'), updated_at = (KEY_BASE .. 'updated-at'), requeue_content = (KEY_BASE .. 'requeue-content'), schedule = (KEY_BASE .. 'schedule'), done_at = (KEY_BASE .. 'done-at'), dedupe = (KEY_BASE .. 'dedupe'), mid_circle = (KEY_BASE .. 'mid-circle'), wake = (KEY_BASE .. 'wake'), losses = (KEY_BASE .. 'losses'), requeue_schedule = (KEY_BASE .. 'requeue-schedule'), pushes = (KEY_BASE .. 'pushes'), debounce = (KEY_BASE .. 'debounce'), debounce_of = (KEY_BASE .. 'debounce-of'), layout = (KEY_BASE .. 'layout') } end
+  if K_TABLE == nil then K_TABLE = { conf = (KEY_BASE .. 'conf'), events = (KEY_BASE .. 'events'), events_seq = (KEY_BASE .. 'events-seq'), events_wake = (KEY_BASE .. 'events-wake'), done = (KEY_BASE .. 'done'), requeue = (KEY_BASE .. 'requeue'), backoffs = (KEY_BASE .. 'backoffs'), locks = (KEY_BASE .. 'locks'), failed = (KEY_BASE .. 'failed'), filters = (KEY_BASE .. 'filters'), priorities = (KEY_BASE .. 'priorities'), lanes = (KEY_BASE .. 'lanes'), groups = (KEY_BASE .. 'groups'), messages = (KEY_BASE .. 'messages'), metadata = (KEY_BASE .. 'metadata'), nattempts = (KEY_BASE .. 'nattempts'), holders = (KEY_BASE .. 'holders'), lock_expiry = (KEY_BASE .. 'lock-expiry'), policies = (KEY_BASE .. 'policies'), requeue_locks = (KEY_BASE .. 'requeue-locks'), ndry_runs = (KEY_BASE .. 'ndry-runs'), eoq_backoff = (KEY_BASE .. 'eoq-backoff?'), idle_workers = (KEY_BASE .. 'idle-workers'), classes = (KEY_BASE .. 'classes'), outcomes = (KEY_BASE .. 'outcomes'), enqueued_at = (KEY_BASE .. 'enqueued-at'), updated_at = (KEY_BASE .. 'updated-at'), requeue_content = (KEY_BASE .. 'requeue-content'), schedule = (KEY_BASE .. 'schedule'), done_at = (KEY_BASE .. 'done-at'), dedupe = (KEY_BASE .. 'dedupe'), mid_circle = (KEY_BASE .. 'mid-circle'), wake = (KEY_BASE .. 'wake'), losses = (KEY_BASE .. 'losses'), requeue_schedule = (KEY_BASE .. 'requeue-schedule'), pushes = (KEY_BASE .. 'pushes'), debounce = (KEY_BASE .. 'debounce'), debounce_of = (KEY_BASE .. 'debounce-of'), layout = (KEY_BASE .. 'layout') } end
   return K_TABLE
 end
 -- common: helpers every script includes. K holds the queue's keys by name
@@ -2883,6 +2888,15 @@ end
 -- enqueue handing messages to an idle worker: lib/handoff.lua). Scripts include common and events first.
 --
 -- KEYS: messages metadata nattempts locks holders lock-expiry policies requeue requeue-locks done failed
+--       ndry-runs eoq-backoff?
+
+-- Handling resets the dry runs (\`dry\`: their count as read) and the backoff that counts them.
+local function reset_dry_runs(dry)
+  if dry and dry ~= '0' then
+    redis.call('SET', (KEY_BASE .. 'ndry-runs'), '0')
+    redis.call('DEL', (KEY_BASE .. 'eoq-backoff?'))
+  end
+end
 
 -- Messages waiting or held: not finished, not failed (what a claim tells the worker's monitor).
 local function queue_size()
@@ -2973,13 +2987,23 @@ end
 -- no rate limit and not paused: everything else waits for a claim, as before.
 -- Scripts include common, events and hold first.
 --
--- KEYS: conf idle-workers groups ndry-runs eoq-backoff?
+-- KEYS: conf idle-workers groups
 
 -- A parked worker claims again within this long, and its parking ends PARK_GRACE_MS after that.
 local PARK_MS = 5000
 local PARK_GRACE_MS = 1000
 -- Entries are pushed with this TTL past the lock's end: a list no worker reads any more goes away.
 local HANDOFF_TTL_MS = 60000
+
+-- A parking's value, and its fields back (nil for a value of another shape). \`until_ms\` stays a string:
+-- Lua would write a number that large in exponent form.
+local function parking_value(free, lock_ms, until_ms, token, handed)
+  return free .. ' ' .. lock_ms .. ' ' .. until_ms .. ' ' .. token .. ' ' .. handed
+end
+local function parking_fields(value)
+  local free, lock_ms, until_ms, token, handed = string.match(value, '^(%d+) (%d+) (%d+) (%S+) (%d+)$')
+  return tonumber(free), tonumber(lock_ms), until_ms, token, tonumber(handed)
+end
 
 -- The list a worker's handed messages wait in.
 local function handoff_list(consumer)
@@ -2994,8 +3018,8 @@ local function unpark_worker(consumer, flagged, token, received)
   if not flagged then return false, 0 end
   local parking = redis.call('HGET', (KEY_BASE .. 'idle-workers'), consumer)
   if not parking then return true, 0 end
-  local parked_token, handed = string.match(parking, ' (%S+) (%d+)$')
-  local on_the_way = tonumber(handed) or 0
+  local _, _, _, parked_token, handed = parking_fields(parking)
+  local on_the_way = handed or 0
   if parked_token == token then on_the_way = math.max(0, on_the_way - (tonumber(received) or 0)) end
   redis.call('HDEL', (KEY_BASE .. 'idle-workers'), consumer)
   if redis.call('EXISTS', (KEY_BASE .. 'idle-workers')) == 1 then return true, on_the_way end
@@ -3006,8 +3030,7 @@ end
 -- Parks \`consumer\` with \`free\` slots; returns the time by which it should claim again (\`wake_at\` or sooner).
 local function park_worker(consumer, free, lock_ms, now, wake_at, flagged, token)
   wake_at = math.min(wake_at, now + PARK_MS)
-  local parking = free .. ' ' .. lock_ms .. ' ' .. num_str(wake_at + PARK_GRACE_MS) .. ' ' .. token .. ' 0'
-  redis.call('HSET', (KEY_BASE .. 'idle-workers'), consumer, parking)
+  redis.call('HSET', (KEY_BASE .. 'idle-workers'), consumer, parking_value(free, lock_ms, num_str(wake_at + PARK_GRACE_MS), token, 0))
   if not flagged then redis.call('HSET', (KEY_BASE .. 'conf'), 'handoff', '1') end
   return wake_at
 end
@@ -3058,10 +3081,9 @@ local function hand_off(ready, lanes, conf, now)
   for i = 1, #parked, 2 do
     if lane_at > #lanes then break end
     local consumer = parked[i]
-    local free, lock_ms, until_ms, token, before = string.match(parked[i + 1], '^(%d+) (%d+) (%d+) (%S+) (%d+)$')
-    free, lock_ms = tonumber(free) or 0, tonumber(lock_ms)
-    if tonumber(until_ms or 0) <= now then
-      -- Its worker did not claim again in time: gone, or cut off from Redis.
+    local free, lock_ms, until_ms, token, before = parking_fields(parked[i + 1])
+    if (tonumber(until_ms) or 0) <= now then
+      -- Its worker did not claim again in time: gone, or cut off from Redis (or not a parking kvmq wrote).
       unpark_worker(consumer, true, nil, nil)
     elseif free > 0 then
       local ids, class_at, n = {}, {}, 0
@@ -3081,19 +3103,12 @@ local function hand_off(ready, lanes, conf, now)
         redis.call('PEXPIREAT', list, now + lock_ms + HANDOFF_TTL_MS)
         handed = handed + held
         -- Kept at 0 free slots until its claim (which reads how many it was handed).
-        local parking = (free - held) .. ' ' .. lock_ms .. ' ' .. until_ms .. ' ' .. token .. ' ' .. (before + held)
+        local parking = parking_value(free - held, lock_ms, until_ms, token, before + held)
         redis.call('HSET', (KEY_BASE .. 'idle-workers'), consumer, parking)
       end
     end
   end
-  -- Handling resets the dry runs, as a claim that takes messages does.
-  if handed > 0 then
-    local dry = redis.call('GET', (KEY_BASE .. 'ndry-runs'))
-    if dry and dry ~= '0' then
-      redis.call('SET', (KEY_BASE .. 'ndry-runs'), '0')
-      redis.call('DEL', (KEY_BASE .. 'eoq-backoff?'))
-    end
-  end
+  if handed > 0 then reset_dry_runs(redis.call('GET', (KEY_BASE .. 'ndry-runs'))) end
   return handed
 end
 -- enqueue: adds messages, or answers for ids that exist. An existing id is
@@ -3370,7 +3385,7 @@ return replies
     keys: ['events', 'events-seq'],
     readOnly: false,
     sha: 'fe8c959ef09a7707bb15afd1a286b94bcf05211c',
-    fn: 'kvmq_b15d749ebbac_events_trim',
+    fn: 'kvmq_264d9712b0e2_events_trim',
     source: `#!lua flags=allow-oom
 -- The queue's keys are its base (the one key the call passes) and their names.
 local KEY_BASE = KEYS[1]
@@ -3698,7 +3713,7 @@ return redis.call('XTRIM', (KEY_BASE .. 'events'), 'MINID', string.format('%d', 
     keys: ['locks', 'holders', 'nattempts', 'lock-expiry', 'requeue', 'requeue-locks'],
     readOnly: false,
     sha: 'b46679a68fc986c5a16388d19100b9e46c7e5105',
-    fn: 'kvmq_b15d749ebbac_extend',
+    fn: 'kvmq_264d9712b0e2_extend',
     source: `#!lua flags=allow-oom
 -- The queue's keys are its base (the one key the call passes) and their names.
 local KEY_BASE = KEYS[1]
@@ -4059,7 +4074,7 @@ return lost
     ],
     readOnly: false,
     sha: '15ae55685dccae66956e54889ec2bdc59ff637ee',
-    fn: 'kvmq_b15d749ebbac_finish',
+    fn: 'kvmq_264d9712b0e2_finish',
     source: `#!lua flags=allow-oom
 -- The queue's keys are its base (the one key the call passes) and their names.
 local KEY_BASE = KEYS[1]
@@ -4915,9 +4930,9 @@ return replies
       'lock-expiry',
       'policies',
       'requeue-locks',
-      'idle-workers',
       'ndry-runs',
       'eoq-backoff?',
+      'idle-workers',
       'classes',
       'outcomes',
       'enqueued-at',
@@ -4936,15 +4951,15 @@ return replies
       'layout',
     ],
     readOnly: false,
-    sha: 'c113407f1f8972a0bc7a522ae75697d46378c2aa',
-    fn: 'kvmq_b15d749ebbac_fire_schedule',
+    sha: '995ee3757eade6e1b40ac5fc4343c277c52a5efc',
+    fn: 'kvmq_264d9712b0e2_fire_schedule',
     source: `#!lua
 -- The queue's keys are its base (the one key the call passes) and their names.
 local KEY_BASE = KEYS[1]
 -- The keys by name, for the helpers that look a key up by a name they hold.
 local K_TABLE = nil
 local function key_table()
-  if K_TABLE == nil then K_TABLE = { schedules = (KEY_BASE .. 'schedules'), conf = (KEY_BASE .. 'conf'), events = (KEY_BASE .. 'events'), events_seq = (KEY_BASE .. 'events-seq'), events_wake = (KEY_BASE .. 'events-wake'), done = (KEY_BASE .. 'done'), requeue = (KEY_BASE .. 'requeue'), backoffs = (KEY_BASE .. 'backoffs'), locks = (KEY_BASE .. 'locks'), failed = (KEY_BASE .. 'failed'), filters = (KEY_BASE .. 'filters'), priorities = (KEY_BASE .. 'priorities'), lanes = (KEY_BASE .. 'lanes'), groups = (KEY_BASE .. 'groups'), messages = (KEY_BASE .. 'messages'), metadata = (KEY_BASE .. 'metadata'), nattempts = (KEY_BASE .. 'nattempts'), holders = (KEY_BASE .. 'holders'), lock_expiry = (KEY_BASE .. 'lock-expiry'), policies = (KEY_BASE .. 'policies'), requeue_locks = (KEY_BASE .. 'requeue-locks'), idle_workers = (KEY_BASE .. 'idle-workers'), ndry_runs = (KEY_BASE .. 'ndry-runs'), eoq_backoff = (KEY_BASE .. 'eoq-backoff?'), classes = (KEY_BASE .. 'classes'), outcomes = (KEY_BASE .. 'outcomes'), enqueued_at = (KEY_BASE .. 'enqueued-at'), updated_at = (KEY_BASE .. 'updated-at'), requeue_content = (KEY_BASE .. 'requeue-content'), schedule = (KEY_BASE .. 'schedule'), done_at = (KEY_BASE .. 'done-at'), dedupe = (KEY_BASE .. 'dedupe'), mid_circle = (KEY_BASE .. 'mid-circle'), wake = (KEY_BASE .. 'wake'), losses = (KEY_BASE .. 'losses'), requeue_schedule = (KEY_BASE .. 'requeue-schedule'), pushes = (KEY_BASE .. 'pushes'), debounce = (KEY_BASE .. 'debounce'), debounce_of = (KEY_BASE .. 'debounce-of'), layout = (KEY_BASE .. 'layout') } end
+  if K_TABLE == nil then K_TABLE = { schedules = (KEY_BASE .. 'schedules'), conf = (KEY_BASE .. 'conf'), events = (KEY_BASE .. 'events'), events_seq = (KEY_BASE .. 'events-seq'), events_wake = (KEY_BASE .. 'events-wake'), done = (KEY_BASE .. 'done'), requeue = (KEY_BASE .. 'requeue'), backoffs = (KEY_BASE .. 'backoffs'), locks = (KEY_BASE .. 'locks'), failed = (KEY_BASE .. 'failed'), filters = (KEY_BASE .. 'filters'), priorities = (KEY_BASE .. 'priorities'), lanes = (KEY_BASE .. 'lanes'), groups = (KEY_BASE .. 'groups'), messages = (KEY_BASE .. 'messages'), metadata = (KEY_BASE .. 'metadata'), nattempts = (KEY_BASE .. 'nattempts'), holders = (KEY_BASE .. 'holders'), lock_expiry = (KEY_BASE .. 'lock-expiry'), policies = (KEY_BASE .. 'policies'), requeue_locks = (KEY_BASE .. 'requeue-locks'), ndry_runs = (KEY_BASE .. 'ndry-runs'), eoq_backoff = (KEY_BASE .. 'eoq-backoff?'), idle_workers = (KEY_BASE .. 'idle-workers'), classes = (KEY_BASE .. 'classes'), outcomes = (KEY_BASE .. 'outcomes'), enqueued_at = (KEY_BASE .. 'enqueued-at'), updated_at = (KEY_BASE .. 'updated-at'), requeue_content = (KEY_BASE .. 'requeue-content'), schedule = (KEY_BASE .. 'schedule'), done_at = (KEY_BASE .. 'done-at'), dedupe = (KEY_BASE .. 'dedupe'), mid_circle = (KEY_BASE .. 'mid-circle'), wake = (KEY_BASE .. 'wake'), losses = (KEY_BASE .. 'losses'), requeue_schedule = (KEY_BASE .. 'requeue-schedule'), pushes = (KEY_BASE .. 'pushes'), debounce = (KEY_BASE .. 'debounce'), debounce_of = (KEY_BASE .. 'debounce-of'), layout = (KEY_BASE .. 'layout') } end
   return K_TABLE
 end
 -- common: helpers every script includes. K holds the queue's keys by name
@@ -5375,6 +5390,15 @@ end
 -- enqueue handing messages to an idle worker: lib/handoff.lua). Scripts include common and events first.
 --
 -- KEYS: messages metadata nattempts locks holders lock-expiry policies requeue requeue-locks done failed
+--       ndry-runs eoq-backoff?
+
+-- Handling resets the dry runs (\`dry\`: their count as read) and the backoff that counts them.
+local function reset_dry_runs(dry)
+  if dry and dry ~= '0' then
+    redis.call('SET', (KEY_BASE .. 'ndry-runs'), '0')
+    redis.call('DEL', (KEY_BASE .. 'eoq-backoff?'))
+  end
+end
 
 -- Messages waiting or held: not finished, not failed (what a claim tells the worker's monitor).
 local function queue_size()
@@ -5465,13 +5489,23 @@ end
 -- no rate limit and not paused: everything else waits for a claim, as before.
 -- Scripts include common, events and hold first.
 --
--- KEYS: conf idle-workers groups ndry-runs eoq-backoff?
+-- KEYS: conf idle-workers groups
 
 -- A parked worker claims again within this long, and its parking ends PARK_GRACE_MS after that.
 local PARK_MS = 5000
 local PARK_GRACE_MS = 1000
 -- Entries are pushed with this TTL past the lock's end: a list no worker reads any more goes away.
 local HANDOFF_TTL_MS = 60000
+
+-- A parking's value, and its fields back (nil for a value of another shape). \`until_ms\` stays a string:
+-- Lua would write a number that large in exponent form.
+local function parking_value(free, lock_ms, until_ms, token, handed)
+  return free .. ' ' .. lock_ms .. ' ' .. until_ms .. ' ' .. token .. ' ' .. handed
+end
+local function parking_fields(value)
+  local free, lock_ms, until_ms, token, handed = string.match(value, '^(%d+) (%d+) (%d+) (%S+) (%d+)$')
+  return tonumber(free), tonumber(lock_ms), until_ms, token, tonumber(handed)
+end
 
 -- The list a worker's handed messages wait in.
 local function handoff_list(consumer)
@@ -5486,8 +5520,8 @@ local function unpark_worker(consumer, flagged, token, received)
   if not flagged then return false, 0 end
   local parking = redis.call('HGET', (KEY_BASE .. 'idle-workers'), consumer)
   if not parking then return true, 0 end
-  local parked_token, handed = string.match(parking, ' (%S+) (%d+)$')
-  local on_the_way = tonumber(handed) or 0
+  local _, _, _, parked_token, handed = parking_fields(parking)
+  local on_the_way = handed or 0
   if parked_token == token then on_the_way = math.max(0, on_the_way - (tonumber(received) or 0)) end
   redis.call('HDEL', (KEY_BASE .. 'idle-workers'), consumer)
   if redis.call('EXISTS', (KEY_BASE .. 'idle-workers')) == 1 then return true, on_the_way end
@@ -5498,8 +5532,7 @@ end
 -- Parks \`consumer\` with \`free\` slots; returns the time by which it should claim again (\`wake_at\` or sooner).
 local function park_worker(consumer, free, lock_ms, now, wake_at, flagged, token)
   wake_at = math.min(wake_at, now + PARK_MS)
-  local parking = free .. ' ' .. lock_ms .. ' ' .. num_str(wake_at + PARK_GRACE_MS) .. ' ' .. token .. ' 0'
-  redis.call('HSET', (KEY_BASE .. 'idle-workers'), consumer, parking)
+  redis.call('HSET', (KEY_BASE .. 'idle-workers'), consumer, parking_value(free, lock_ms, num_str(wake_at + PARK_GRACE_MS), token, 0))
   if not flagged then redis.call('HSET', (KEY_BASE .. 'conf'), 'handoff', '1') end
   return wake_at
 end
@@ -5550,10 +5583,9 @@ local function hand_off(ready, lanes, conf, now)
   for i = 1, #parked, 2 do
     if lane_at > #lanes then break end
     local consumer = parked[i]
-    local free, lock_ms, until_ms, token, before = string.match(parked[i + 1], '^(%d+) (%d+) (%d+) (%S+) (%d+)$')
-    free, lock_ms = tonumber(free) or 0, tonumber(lock_ms)
-    if tonumber(until_ms or 0) <= now then
-      -- Its worker did not claim again in time: gone, or cut off from Redis.
+    local free, lock_ms, until_ms, token, before = parking_fields(parked[i + 1])
+    if (tonumber(until_ms) or 0) <= now then
+      -- Its worker did not claim again in time: gone, or cut off from Redis (or not a parking kvmq wrote).
       unpark_worker(consumer, true, nil, nil)
     elseif free > 0 then
       local ids, class_at, n = {}, {}, 0
@@ -5573,19 +5605,12 @@ local function hand_off(ready, lanes, conf, now)
         redis.call('PEXPIREAT', list, now + lock_ms + HANDOFF_TTL_MS)
         handed = handed + held
         -- Kept at 0 free slots until its claim (which reads how many it was handed).
-        local parking = (free - held) .. ' ' .. lock_ms .. ' ' .. until_ms .. ' ' .. token .. ' ' .. (before + held)
+        local parking = parking_value(free - held, lock_ms, until_ms, token, before + held)
         redis.call('HSET', (KEY_BASE .. 'idle-workers'), consumer, parking)
       end
     end
   end
-  -- Handling resets the dry runs, as a claim that takes messages does.
-  if handed > 0 then
-    local dry = redis.call('GET', (KEY_BASE .. 'ndry-runs'))
-    if dry and dry ~= '0' then
-      redis.call('SET', (KEY_BASE .. 'ndry-runs'), '0')
-      redis.call('DEL', (KEY_BASE .. 'eoq-backoff?'))
-    end
-  end
+  if handed > 0 then reset_dry_runs(redis.call('GET', (KEY_BASE .. 'ndry-runs'))) end
   return handed
 end
 -- enqueue: adds messages, or answers for ids that exist. An existing id is
@@ -5871,7 +5896,7 @@ return replies
     keys: ['consumers', 'gc-lock'],
     readOnly: false,
     sha: '7cf2f40e08ce9ef0900d4ac2be143e0589474446',
-    fn: 'kvmq_b15d749ebbac_gc_finish',
+    fn: 'kvmq_264d9712b0e2_gc_finish',
     source: `#!lua flags=allow-oom
 -- The queue's keys are its base (the one key the call passes) and their names.
 local KEY_BASE = KEYS[1]
@@ -6188,7 +6213,7 @@ return #lapsed
     keys: ['gc-lock', 'gc-at'],
     readOnly: false,
     sha: '08bbfb40ad452dfe59535d4451fc0cf0f0fb0d25',
-    fn: 'kvmq_b15d749ebbac_gc_start',
+    fn: 'kvmq_264d9712b0e2_gc_start',
     source: `#!lua flags=allow-oom
 -- The queue's keys are its base (the one key the call passes) and their names.
 local KEY_BASE = KEYS[1]
@@ -6529,7 +6554,7 @@ return 1
     ],
     readOnly: false,
     sha: 'e69b93bbc71a733a06d21880729aed8e2eab6bea',
-    fn: 'kvmq_b15d749ebbac_gc_sweep',
+    fn: 'kvmq_264d9712b0e2_gc_sweep',
     source: `#!lua flags=allow-oom
 -- The queue's keys are its base (the one key the call passes) and their names.
 local KEY_BASE = KEYS[1]
@@ -6907,7 +6932,7 @@ return { removed, #old }
     ],
     readOnly: true,
     sha: '00e68a23995fb33e4b8eadf16e024f89f752f34c',
-    fn: 'kvmq_b15d749ebbac_inspect',
+    fn: 'kvmq_264d9712b0e2_inspect',
     source: `#!lua flags=no-writes
 -- The queue's keys are its base (the one key the call passes) and their names.
 local KEY_BASE = KEYS[1]
@@ -7325,7 +7350,7 @@ return reply
     ],
     readOnly: false,
     sha: '723d4e98c680c904c186281743d0811ac83f9766',
-    fn: 'kvmq_b15d749ebbac_list',
+    fn: 'kvmq_264d9712b0e2_list',
     source: `#!lua flags=allow-oom
 -- The queue's keys are its base (the one key the call passes) and their names.
 local KEY_BASE = KEYS[1]
@@ -8356,7 +8381,7 @@ return reply
     ],
     readOnly: false,
     sha: '073bd2e13e01a1f237ee945032ba697425ceb889',
-    fn: 'kvmq_b15d749ebbac_promote_now',
+    fn: 'kvmq_264d9712b0e2_promote_now',
     source: `#!lua
 -- The queue's keys are its base (the one key the call passes) and their names.
 local KEY_BASE = KEYS[1]
@@ -9153,7 +9178,7 @@ return replies
     ],
     readOnly: true,
     sha: '032117af4703aa6e90e9e14d6b7e72fdb43b4451',
-    fn: 'kvmq_b15d749ebbac_queue_status',
+    fn: 'kvmq_264d9712b0e2_queue_status',
     source: `#!lua flags=no-writes
 -- The queue's keys are its base (the one key the call passes) and their names.
 local KEY_BASE = KEYS[1]
@@ -9518,7 +9543,7 @@ return reply
     keys: ['events', 'events-seq'],
     readOnly: true,
     sha: 'fc35c668baf5f405d05e87a934e0862c75d555c4',
-    fn: 'kvmq_b15d749ebbac_read_events',
+    fn: 'kvmq_264d9712b0e2_read_events',
     source: `#!lua flags=no-writes
 -- The queue's keys are its base (the one key the call passes) and their names.
 local KEY_BASE = KEYS[1]
@@ -9858,7 +9883,7 @@ return reply
     keys: ['consumers'],
     readOnly: false,
     sha: '72b0f55da164dfd1325e182056371c32a695cd93',
-    fn: 'kvmq_b15d749ebbac_register_consumer',
+    fn: 'kvmq_264d9712b0e2_register_consumer',
     source: `#!lua flags=allow-oom
 -- The queue's keys are its base (the one key the call passes) and their names.
 local KEY_BASE = KEYS[1]
@@ -10208,7 +10233,7 @@ return 1
     ],
     readOnly: false,
     sha: '198fe755904f21141ef410e570daa513595bc0ab',
-    fn: 'kvmq_b15d749ebbac_remove',
+    fn: 'kvmq_264d9712b0e2_remove',
     source: `#!lua flags=allow-oom
 -- The queue's keys are its base (the one key the call passes) and their names.
 local KEY_BASE = KEYS[1]
@@ -10740,7 +10765,7 @@ return replies
     ],
     readOnly: false,
     sha: '191a8b749868841614514003729c815abbf02a66',
-    fn: 'kvmq_b15d749ebbac_retry',
+    fn: 'kvmq_264d9712b0e2_retry',
     source: `#!lua
 -- The queue's keys are its base (the one key the call passes) and their names.
 local KEY_BASE = KEYS[1]
@@ -11240,7 +11265,7 @@ return reply
     ],
     readOnly: true,
     sha: '311d8496df69c1cfc4def8db72d208fa3c5cc2ab',
-    fn: 'kvmq_b15d749ebbac_status',
+    fn: 'kvmq_264d9712b0e2_status',
     source: `#!lua flags=no-writes
 -- The queue's keys are its base (the one key the call passes) and their names.
 local KEY_BASE = KEYS[1]
@@ -11629,20 +11654,20 @@ return status_of(ARGV[1], now_ms())
       'requeue-locks',
       'done',
       'failed',
-      'groups',
       'ndry-runs',
       'eoq-backoff?',
+      'groups',
     ],
     readOnly: false,
-    sha: '22a1aa44ba6a7d110df4f981cad73f8bca67582e',
-    fn: 'kvmq_b15d749ebbac_unpark',
+    sha: 'f7eacb4c247a500621cff7205df7d5e7aa3589cb',
+    fn: 'kvmq_264d9712b0e2_unpark',
     source: `#!lua flags=allow-oom
 -- The queue's keys are its base (the one key the call passes) and their names.
 local KEY_BASE = KEYS[1]
 -- The keys by name, for the helpers that look a key up by a name they hold.
 local K_TABLE = nil
 local function key_table()
-  if K_TABLE == nil then K_TABLE = { conf = (KEY_BASE .. 'conf'), idle_workers = (KEY_BASE .. 'idle-workers'), events = (KEY_BASE .. 'events'), events_seq = (KEY_BASE .. 'events-seq'), events_wake = (KEY_BASE .. 'events-wake'), messages = (KEY_BASE .. 'messages'), metadata = (KEY_BASE .. 'metadata'), nattempts = (KEY_BASE .. 'nattempts'), locks = (KEY_BASE .. 'locks'), holders = (KEY_BASE .. 'holders'), lock_expiry = (KEY_BASE .. 'lock-expiry'), policies = (KEY_BASE .. 'policies'), requeue = (KEY_BASE .. 'requeue'), requeue_locks = (KEY_BASE .. 'requeue-locks'), done = (KEY_BASE .. 'done'), failed = (KEY_BASE .. 'failed'), groups = (KEY_BASE .. 'groups'), ndry_runs = (KEY_BASE .. 'ndry-runs'), eoq_backoff = (KEY_BASE .. 'eoq-backoff?') } end
+  if K_TABLE == nil then K_TABLE = { conf = (KEY_BASE .. 'conf'), idle_workers = (KEY_BASE .. 'idle-workers'), events = (KEY_BASE .. 'events'), events_seq = (KEY_BASE .. 'events-seq'), events_wake = (KEY_BASE .. 'events-wake'), messages = (KEY_BASE .. 'messages'), metadata = (KEY_BASE .. 'metadata'), nattempts = (KEY_BASE .. 'nattempts'), locks = (KEY_BASE .. 'locks'), holders = (KEY_BASE .. 'holders'), lock_expiry = (KEY_BASE .. 'lock-expiry'), policies = (KEY_BASE .. 'policies'), requeue = (KEY_BASE .. 'requeue'), requeue_locks = (KEY_BASE .. 'requeue-locks'), done = (KEY_BASE .. 'done'), failed = (KEY_BASE .. 'failed'), ndry_runs = (KEY_BASE .. 'ndry-runs'), eoq_backoff = (KEY_BASE .. 'eoq-backoff?'), groups = (KEY_BASE .. 'groups') } end
   return K_TABLE
 end
 -- common: helpers every script includes. K holds the queue's keys by name
@@ -12020,6 +12045,15 @@ end
 -- enqueue handing messages to an idle worker: lib/handoff.lua). Scripts include common and events first.
 --
 -- KEYS: messages metadata nattempts locks holders lock-expiry policies requeue requeue-locks done failed
+--       ndry-runs eoq-backoff?
+
+-- Handling resets the dry runs (\`dry\`: their count as read) and the backoff that counts them.
+local function reset_dry_runs(dry)
+  if dry and dry ~= '0' then
+    redis.call('SET', (KEY_BASE .. 'ndry-runs'), '0')
+    redis.call('DEL', (KEY_BASE .. 'eoq-backoff?'))
+  end
+end
 
 -- Messages waiting or held: not finished, not failed (what a claim tells the worker's monitor).
 local function queue_size()
@@ -12110,13 +12144,23 @@ end
 -- no rate limit and not paused: everything else waits for a claim, as before.
 -- Scripts include common, events and hold first.
 --
--- KEYS: conf idle-workers groups ndry-runs eoq-backoff?
+-- KEYS: conf idle-workers groups
 
 -- A parked worker claims again within this long, and its parking ends PARK_GRACE_MS after that.
 local PARK_MS = 5000
 local PARK_GRACE_MS = 1000
 -- Entries are pushed with this TTL past the lock's end: a list no worker reads any more goes away.
 local HANDOFF_TTL_MS = 60000
+
+-- A parking's value, and its fields back (nil for a value of another shape). \`until_ms\` stays a string:
+-- Lua would write a number that large in exponent form.
+local function parking_value(free, lock_ms, until_ms, token, handed)
+  return free .. ' ' .. lock_ms .. ' ' .. until_ms .. ' ' .. token .. ' ' .. handed
+end
+local function parking_fields(value)
+  local free, lock_ms, until_ms, token, handed = string.match(value, '^(%d+) (%d+) (%d+) (%S+) (%d+)$')
+  return tonumber(free), tonumber(lock_ms), until_ms, token, tonumber(handed)
+end
 
 -- The list a worker's handed messages wait in.
 local function handoff_list(consumer)
@@ -12131,8 +12175,8 @@ local function unpark_worker(consumer, flagged, token, received)
   if not flagged then return false, 0 end
   local parking = redis.call('HGET', (KEY_BASE .. 'idle-workers'), consumer)
   if not parking then return true, 0 end
-  local parked_token, handed = string.match(parking, ' (%S+) (%d+)$')
-  local on_the_way = tonumber(handed) or 0
+  local _, _, _, parked_token, handed = parking_fields(parking)
+  local on_the_way = handed or 0
   if parked_token == token then on_the_way = math.max(0, on_the_way - (tonumber(received) or 0)) end
   redis.call('HDEL', (KEY_BASE .. 'idle-workers'), consumer)
   if redis.call('EXISTS', (KEY_BASE .. 'idle-workers')) == 1 then return true, on_the_way end
@@ -12143,8 +12187,7 @@ end
 -- Parks \`consumer\` with \`free\` slots; returns the time by which it should claim again (\`wake_at\` or sooner).
 local function park_worker(consumer, free, lock_ms, now, wake_at, flagged, token)
   wake_at = math.min(wake_at, now + PARK_MS)
-  local parking = free .. ' ' .. lock_ms .. ' ' .. num_str(wake_at + PARK_GRACE_MS) .. ' ' .. token .. ' 0'
-  redis.call('HSET', (KEY_BASE .. 'idle-workers'), consumer, parking)
+  redis.call('HSET', (KEY_BASE .. 'idle-workers'), consumer, parking_value(free, lock_ms, num_str(wake_at + PARK_GRACE_MS), token, 0))
   if not flagged then redis.call('HSET', (KEY_BASE .. 'conf'), 'handoff', '1') end
   return wake_at
 end
@@ -12195,10 +12238,9 @@ local function hand_off(ready, lanes, conf, now)
   for i = 1, #parked, 2 do
     if lane_at > #lanes then break end
     local consumer = parked[i]
-    local free, lock_ms, until_ms, token, before = string.match(parked[i + 1], '^(%d+) (%d+) (%d+) (%S+) (%d+)$')
-    free, lock_ms = tonumber(free) or 0, tonumber(lock_ms)
-    if tonumber(until_ms or 0) <= now then
-      -- Its worker did not claim again in time: gone, or cut off from Redis.
+    local free, lock_ms, until_ms, token, before = parking_fields(parked[i + 1])
+    if (tonumber(until_ms) or 0) <= now then
+      -- Its worker did not claim again in time: gone, or cut off from Redis (or not a parking kvmq wrote).
       unpark_worker(consumer, true, nil, nil)
     elseif free > 0 then
       local ids, class_at, n = {}, {}, 0
@@ -12218,19 +12260,12 @@ local function hand_off(ready, lanes, conf, now)
         redis.call('PEXPIREAT', list, now + lock_ms + HANDOFF_TTL_MS)
         handed = handed + held
         -- Kept at 0 free slots until its claim (which reads how many it was handed).
-        local parking = (free - held) .. ' ' .. lock_ms .. ' ' .. until_ms .. ' ' .. token .. ' ' .. (before + held)
+        local parking = parking_value(free - held, lock_ms, until_ms, token, before + held)
         redis.call('HSET', (KEY_BASE .. 'idle-workers'), consumer, parking)
       end
     end
   end
-  -- Handling resets the dry runs, as a claim that takes messages does.
-  if handed > 0 then
-    local dry = redis.call('GET', (KEY_BASE .. 'ndry-runs'))
-    if dry and dry ~= '0' then
-      redis.call('SET', (KEY_BASE .. 'ndry-runs'), '0')
-      redis.call('DEL', (KEY_BASE .. 'eoq-backoff?'))
-    end
-  end
+  if handed > 0 then reset_dry_runs(redis.call('GET', (KEY_BASE .. 'ndry-runs'))) end
   return handed
 end
 -- unpark: a stopping worker takes no more handoffs (lib/handoff.lua). Its parking ends, the entries of its
@@ -12258,7 +12293,7 @@ return entries
     keys: ['consumers'],
     readOnly: false,
     sha: '6da93e8daf2329a5c3be9de7f03238fb342f3889',
-    fn: 'kvmq_b15d749ebbac_unregister_consumer',
+    fn: 'kvmq_264d9712b0e2_unregister_consumer',
     source: `#!lua flags=allow-oom
 -- The queue's keys are its base (the one key the call passes) and their names.
 local KEY_BASE = KEYS[1]
@@ -12563,8 +12598,8 @@ return redis.call('HDEL', (KEY_BASE .. 'consumers'), ARGV[1])
 
 /** Every script as a function of one Redis Functions library (FUNCTION LOAD), named by its content. */
 export const LIBRARY = {
-  name: 'kvmq_b15d749ebbac',
-  source: `#!lua name=kvmq_b15d749ebbac
+  name: 'kvmq_264d9712b0e2',
+  source: `#!lua name=kvmq_264d9712b0e2
 -- kvmq's scripts as one library (scripts/redis-scripts.mjs builds it from src/redis/lua/).
 local KEYS, ARGV, KEY_BASE, KEY_NAMES = {}, {}, nil, {}
 -- The running script's keys by name, each joined to the base when first used.
@@ -13383,6 +13418,15 @@ end
 -- enqueue handing messages to an idle worker: lib/handoff.lua). Scripts include common and events first.
 --
 -- KEYS: messages metadata nattempts locks holders lock-expiry policies requeue requeue-locks done failed
+--       ndry-runs eoq-backoff?
+
+-- Handling resets the dry runs (\`dry\`: their count as read) and the backoff that counts them.
+local function reset_dry_runs(dry)
+  if dry and dry ~= '0' then
+    redis.call('SET', K.ndry_runs, '0')
+    redis.call('DEL', K.eoq_backoff)
+  end
+end
 
 -- Messages waiting or held: not finished, not failed (what a claim tells the worker's monitor).
 local function queue_size()
@@ -13473,13 +13517,23 @@ end
 -- no rate limit and not paused: everything else waits for a claim, as before.
 -- Scripts include common, events and hold first.
 --
--- KEYS: conf idle-workers groups ndry-runs eoq-backoff?
+-- KEYS: conf idle-workers groups
 
 -- A parked worker claims again within this long, and its parking ends PARK_GRACE_MS after that.
 local PARK_MS = 5000
 local PARK_GRACE_MS = 1000
 -- Entries are pushed with this TTL past the lock's end: a list no worker reads any more goes away.
 local HANDOFF_TTL_MS = 60000
+
+-- A parking's value, and its fields back (nil for a value of another shape). \`until_ms\` stays a string:
+-- Lua would write a number that large in exponent form.
+local function parking_value(free, lock_ms, until_ms, token, handed)
+  return free .. ' ' .. lock_ms .. ' ' .. until_ms .. ' ' .. token .. ' ' .. handed
+end
+local function parking_fields(value)
+  local free, lock_ms, until_ms, token, handed = string.match(value, '^(%d+) (%d+) (%d+) (%S+) (%d+)$')
+  return tonumber(free), tonumber(lock_ms), until_ms, token, tonumber(handed)
+end
 
 -- The list a worker's handed messages wait in.
 local function handoff_list(consumer)
@@ -13494,8 +13548,8 @@ local function unpark_worker(consumer, flagged, token, received)
   if not flagged then return false, 0 end
   local parking = redis.call('HGET', K.idle_workers, consumer)
   if not parking then return true, 0 end
-  local parked_token, handed = string.match(parking, ' (%S+) (%d+)$')
-  local on_the_way = tonumber(handed) or 0
+  local _, _, _, parked_token, handed = parking_fields(parking)
+  local on_the_way = handed or 0
   if parked_token == token then on_the_way = math.max(0, on_the_way - (tonumber(received) or 0)) end
   redis.call('HDEL', K.idle_workers, consumer)
   if redis.call('EXISTS', K.idle_workers) == 1 then return true, on_the_way end
@@ -13506,8 +13560,7 @@ end
 -- Parks \`consumer\` with \`free\` slots; returns the time by which it should claim again (\`wake_at\` or sooner).
 local function park_worker(consumer, free, lock_ms, now, wake_at, flagged, token)
   wake_at = math.min(wake_at, now + PARK_MS)
-  local parking = free .. ' ' .. lock_ms .. ' ' .. num_str(wake_at + PARK_GRACE_MS) .. ' ' .. token .. ' 0'
-  redis.call('HSET', K.idle_workers, consumer, parking)
+  redis.call('HSET', K.idle_workers, consumer, parking_value(free, lock_ms, num_str(wake_at + PARK_GRACE_MS), token, 0))
   if not flagged then redis.call('HSET', K.conf, 'handoff', '1') end
   return wake_at
 end
@@ -13558,10 +13611,9 @@ local function hand_off(ready, lanes, conf, now)
   for i = 1, #parked, 2 do
     if lane_at > #lanes then break end
     local consumer = parked[i]
-    local free, lock_ms, until_ms, token, before = string.match(parked[i + 1], '^(%d+) (%d+) (%d+) (%S+) (%d+)$')
-    free, lock_ms = tonumber(free) or 0, tonumber(lock_ms)
-    if tonumber(until_ms or 0) <= now then
-      -- Its worker did not claim again in time: gone, or cut off from Redis.
+    local free, lock_ms, until_ms, token, before = parking_fields(parked[i + 1])
+    if (tonumber(until_ms) or 0) <= now then
+      -- Its worker did not claim again in time: gone, or cut off from Redis (or not a parking kvmq wrote).
       unpark_worker(consumer, true, nil, nil)
     elseif free > 0 then
       local ids, class_at, n = {}, {}, 0
@@ -13581,19 +13633,12 @@ local function hand_off(ready, lanes, conf, now)
         redis.call('PEXPIREAT', list, now + lock_ms + HANDOFF_TTL_MS)
         handed = handed + held
         -- Kept at 0 free slots until its claim (which reads how many it was handed).
-        local parking = (free - held) .. ' ' .. lock_ms .. ' ' .. until_ms .. ' ' .. token .. ' ' .. (before + held)
+        local parking = parking_value(free - held, lock_ms, until_ms, token, before + held)
         redis.call('HSET', K.idle_workers, consumer, parking)
       end
     end
   end
-  -- Handling resets the dry runs, as a claim that takes messages does.
-  if handed > 0 then
-    local dry = redis.call('GET', K.ndry_runs)
-    if dry and dry ~= '0' then
-      redis.call('SET', K.ndry_runs, '0')
-      redis.call('DEL', K.eoq_backoff)
-    end
-  end
+  if handed > 0 then reset_dry_runs(redis.call('GET', K.ndry_runs)) end
   return handed
 end
 -- enqueue: adds messages, or answers for ids that exist. An existing id is
@@ -13862,7 +13907,7 @@ end
 do
   local names = { messages = 'messages', metadata = 'metadata', filters = 'filters', classes = 'classes', nattempts = 'nattempts', locks = 'locks', holders = 'holders', backoffs = 'backoffs', done = 'done', done_at = 'done-at', requeue = 'requeue', schedule = 'schedule', lock_expiry = 'lock-expiry', updated_at = 'updated-at', mid_circle = 'mid-circle', eoq_backoff = 'eoq-backoff?', ndry_runs = 'ndry-runs', policies = 'policies', pushes = 'pushes', conf = 'conf', failed = 'failed', lanes = 'lanes', rate_tat = 'rate-tat', layout = 'layout', events = 'events', events_seq = 'events-seq', events_wake = 'events-wake', priorities = 'priorities', groups = 'groups', group_held = 'group-held', parked = 'parked', history = 'history', losses = 'losses', outcomes = 'outcomes', enqueued_at = 'enqueued-at', requeue_content = 'requeue-content', requeue_locks = 'requeue-locks', requeue_schedule = 'requeue-schedule', dedupe = 'dedupe', debounce = 'debounce', debounce_of = 'debounce-of', idle_workers = 'idle-workers' }
   redis.register_function({
-    function_name = 'kvmq_b15d749ebbac_claim',
+    function_name = 'kvmq_264d9712b0e2_claim',
     flags = { 'allow-oom' },
     callback = function(keys, args)
 begin_call(keys, args, names)
@@ -14085,12 +14130,7 @@ end
 
 -- A claim that took nothing because its worker's slots wait for messages handed to it is no dry run.
 if #reply > 4 or on_the_way > 0 then
-  -- Handling resets the dry runs (and the backoff that counts them).
-  local dry = marks[2]
-  if dry and dry ~= '0' then
-    redis.call('SET', K.ndry_runs, '0')
-    redis.call('DEL', K.eoq_backoff)
-  end
+  reset_dry_runs(marks[2])
   -- The accepted lanes ran dry, so a claim now would find nothing: the worker waits for a wake-up instead,
   -- or until a dry run (the first: the runs were just reset) would have said to look.
   if drained() then reply[4] = wake_after(tonumber(ARGV[5])) end
@@ -14120,7 +14160,7 @@ end
 do
   local names = { messages = 'messages', locks = 'locks', backoffs = 'backoffs', nattempts = 'nattempts', mid_circle = 'mid-circle', done = 'done', requeue = 'requeue', eoq_backoff = 'eoq-backoff?', ndry_runs = 'ndry-runs', metadata = 'metadata', filters = 'filters', classes = 'classes', holders = 'holders', outcomes = 'outcomes', enqueued_at = 'enqueued-at', updated_at = 'updated-at', requeue_content = 'requeue-content', schedule = 'schedule', lock_expiry = 'lock-expiry', done_at = 'done-at', dedupe = 'dedupe', policies = 'policies', history = 'history', losses = 'losses', pushes = 'pushes', requeue_locks = 'requeue-locks', requeue_schedule = 'requeue-schedule', failed = 'failed', events = 'events', priorities = 'priorities', lanes = 'lanes', groups = 'groups', group_held = 'group-held', parked = 'parked', debounce = 'debounce', debounce_of = 'debounce-of', rate_tat = 'rate-tat', layout = 'layout' }
   redis.register_function({
-    function_name = 'kvmq_b15d749ebbac_clear',
+    function_name = 'kvmq_264d9712b0e2_clear',
     flags = { 'allow-oom' },
     callback = function(keys, args)
 begin_call(keys, args, names)
@@ -14152,7 +14192,7 @@ end
 do
   local names = { conf = 'conf', wake = 'wake', messages = 'messages', consumers = 'consumers', pushes = 'pushes', mid_circle = 'mid-circle', filters = 'filters', priorities = 'priorities', lanes = 'lanes', groups = 'groups', group_held = 'group-held', parked = 'parked' }
   redis.register_function({
-    function_name = 'kvmq_b15d749ebbac_configure',
+    function_name = 'kvmq_264d9712b0e2_configure',
     flags = {  },
     callback = function(keys, args)
 begin_call(keys, args, names)
@@ -14199,7 +14239,7 @@ end
 do
   local names = { consumers = 'consumers', holders = 'holders', locks = 'locks' }
   redis.register_function({
-    function_name = 'kvmq_b15d749ebbac_consumers',
+    function_name = 'kvmq_264d9712b0e2_consumers',
     flags = { 'no-writes' },
     callback = function(keys, args)
 begin_call(keys, args, names)
@@ -14219,9 +14259,9 @@ return reply
 end })
 end
 do
-  local names = { conf = 'conf', events = 'events', events_seq = 'events-seq', events_wake = 'events-wake', done = 'done', requeue = 'requeue', backoffs = 'backoffs', locks = 'locks', failed = 'failed', filters = 'filters', priorities = 'priorities', lanes = 'lanes', groups = 'groups', messages = 'messages', metadata = 'metadata', nattempts = 'nattempts', holders = 'holders', lock_expiry = 'lock-expiry', policies = 'policies', requeue_locks = 'requeue-locks', idle_workers = 'idle-workers', ndry_runs = 'ndry-runs', eoq_backoff = 'eoq-backoff?', classes = 'classes', outcomes = 'outcomes', enqueued_at = 'enqueued-at', updated_at = 'updated-at', requeue_content = 'requeue-content', schedule = 'schedule', done_at = 'done-at', dedupe = 'dedupe', mid_circle = 'mid-circle', wake = 'wake', losses = 'losses', requeue_schedule = 'requeue-schedule', pushes = 'pushes', debounce = 'debounce', debounce_of = 'debounce-of', layout = 'layout' }
+  local names = { conf = 'conf', events = 'events', events_seq = 'events-seq', events_wake = 'events-wake', done = 'done', requeue = 'requeue', backoffs = 'backoffs', locks = 'locks', failed = 'failed', filters = 'filters', priorities = 'priorities', lanes = 'lanes', groups = 'groups', messages = 'messages', metadata = 'metadata', nattempts = 'nattempts', holders = 'holders', lock_expiry = 'lock-expiry', policies = 'policies', requeue_locks = 'requeue-locks', ndry_runs = 'ndry-runs', eoq_backoff = 'eoq-backoff?', idle_workers = 'idle-workers', classes = 'classes', outcomes = 'outcomes', enqueued_at = 'enqueued-at', updated_at = 'updated-at', requeue_content = 'requeue-content', schedule = 'schedule', done_at = 'done-at', dedupe = 'dedupe', mid_circle = 'mid-circle', wake = 'wake', losses = 'losses', requeue_schedule = 'requeue-schedule', pushes = 'pushes', debounce = 'debounce', debounce_of = 'debounce-of', layout = 'layout' }
   redis.register_function({
-    function_name = 'kvmq_b15d749ebbac_enqueue',
+    function_name = 'kvmq_264d9712b0e2_enqueue',
     flags = {  },
     callback = function(keys, args)
 begin_call(keys, args, names)
@@ -14242,7 +14282,7 @@ end
 do
   local names = { events = 'events', events_seq = 'events-seq' }
   redis.register_function({
-    function_name = 'kvmq_b15d749ebbac_events_trim',
+    function_name = 'kvmq_264d9712b0e2_events_trim',
     flags = { 'allow-oom' },
     callback = function(keys, args)
 begin_call(keys, args, names)
@@ -14283,7 +14323,7 @@ end
 do
   local names = { locks = 'locks', holders = 'holders', nattempts = 'nattempts', lock_expiry = 'lock-expiry', requeue = 'requeue', requeue_locks = 'requeue-locks' }
   redis.register_function({
-    function_name = 'kvmq_b15d749ebbac_extend',
+    function_name = 'kvmq_264d9712b0e2_extend',
     flags = { 'allow-oom' },
     callback = function(keys, args)
 begin_call(keys, args, names)
@@ -14318,7 +14358,7 @@ end
 do
   local names = { messages = 'messages', filters = 'filters', nattempts = 'nattempts', locks = 'locks', holders = 'holders', backoffs = 'backoffs', done = 'done', done_at = 'done-at', dedupe = 'dedupe', requeue = 'requeue', requeue_content = 'requeue-content', schedule = 'schedule', lock_expiry = 'lock-expiry', outcomes = 'outcomes', updated_at = 'updated-at', mid_circle = 'mid-circle', wake = 'wake', pushes = 'pushes', losses = 'losses', layout = 'layout', conf = 'conf', events = 'events', events_seq = 'events-seq', events_wake = 'events-wake', priorities = 'priorities', lanes = 'lanes', groups = 'groups', group_held = 'group-held', parked = 'parked', metadata = 'metadata', policies = 'policies', history = 'history', enqueued_at = 'enqueued-at', requeue_locks = 'requeue-locks', requeue_schedule = 'requeue-schedule', failed = 'failed', debounce = 'debounce', debounce_of = 'debounce-of' }
   redis.register_function({
-    function_name = 'kvmq_b15d749ebbac_finish',
+    function_name = 'kvmq_264d9712b0e2_finish',
     flags = { 'allow-oom' },
     callback = function(keys, args)
 begin_call(keys, args, names)
@@ -14521,9 +14561,9 @@ return replies
 end })
 end
 do
-  local names = { schedules = 'schedules', conf = 'conf', events = 'events', events_seq = 'events-seq', events_wake = 'events-wake', done = 'done', requeue = 'requeue', backoffs = 'backoffs', locks = 'locks', failed = 'failed', filters = 'filters', priorities = 'priorities', lanes = 'lanes', groups = 'groups', messages = 'messages', metadata = 'metadata', nattempts = 'nattempts', holders = 'holders', lock_expiry = 'lock-expiry', policies = 'policies', requeue_locks = 'requeue-locks', idle_workers = 'idle-workers', ndry_runs = 'ndry-runs', eoq_backoff = 'eoq-backoff?', classes = 'classes', outcomes = 'outcomes', enqueued_at = 'enqueued-at', updated_at = 'updated-at', requeue_content = 'requeue-content', schedule = 'schedule', done_at = 'done-at', dedupe = 'dedupe', mid_circle = 'mid-circle', wake = 'wake', losses = 'losses', requeue_schedule = 'requeue-schedule', pushes = 'pushes', debounce = 'debounce', debounce_of = 'debounce-of', layout = 'layout' }
+  local names = { schedules = 'schedules', conf = 'conf', events = 'events', events_seq = 'events-seq', events_wake = 'events-wake', done = 'done', requeue = 'requeue', backoffs = 'backoffs', locks = 'locks', failed = 'failed', filters = 'filters', priorities = 'priorities', lanes = 'lanes', groups = 'groups', messages = 'messages', metadata = 'metadata', nattempts = 'nattempts', holders = 'holders', lock_expiry = 'lock-expiry', policies = 'policies', requeue_locks = 'requeue-locks', ndry_runs = 'ndry-runs', eoq_backoff = 'eoq-backoff?', idle_workers = 'idle-workers', classes = 'classes', outcomes = 'outcomes', enqueued_at = 'enqueued-at', updated_at = 'updated-at', requeue_content = 'requeue-content', schedule = 'schedule', done_at = 'done-at', dedupe = 'dedupe', mid_circle = 'mid-circle', wake = 'wake', losses = 'losses', requeue_schedule = 'requeue-schedule', pushes = 'pushes', debounce = 'debounce', debounce_of = 'debounce-of', layout = 'layout' }
   redis.register_function({
-    function_name = 'kvmq_b15d749ebbac_fire_schedule',
+    function_name = 'kvmq_264d9712b0e2_fire_schedule',
     flags = {  },
     callback = function(keys, args)
 begin_call(keys, args, names)
@@ -14553,7 +14593,7 @@ end
 do
   local names = { consumers = 'consumers', gc_lock = 'gc-lock' }
   redis.register_function({
-    function_name = 'kvmq_b15d749ebbac_gc_finish',
+    function_name = 'kvmq_264d9712b0e2_gc_finish',
     flags = { 'allow-oom' },
     callback = function(keys, args)
 begin_call(keys, args, names)
@@ -14583,7 +14623,7 @@ end
 do
   local names = { gc_lock = 'gc-lock', gc_at = 'gc-at' }
   redis.register_function({
-    function_name = 'kvmq_b15d749ebbac_gc_start',
+    function_name = 'kvmq_264d9712b0e2_gc_start',
     flags = { 'allow-oom' },
     callback = function(keys, args)
 begin_call(keys, args, names)
@@ -14609,7 +14649,7 @@ end
 do
   local names = { done_at = 'done-at', failed = 'failed', messages = 'messages', metadata = 'metadata', filters = 'filters', policies = 'policies', history = 'history', losses = 'losses', nattempts = 'nattempts', locks = 'locks', holders = 'holders', backoffs = 'backoffs', outcomes = 'outcomes', enqueued_at = 'enqueued-at', updated_at = 'updated-at', requeue_content = 'requeue-content', done = 'done', requeue = 'requeue', schedule = 'schedule', lock_expiry = 'lock-expiry', requeue_locks = 'requeue-locks', requeue_schedule = 'requeue-schedule', dedupe = 'dedupe', priorities = 'priorities', groups = 'groups', debounce = 'debounce', debounce_of = 'debounce-of' }
   redis.register_function({
-    function_name = 'kvmq_b15d749ebbac_gc_sweep',
+    function_name = 'kvmq_264d9712b0e2_gc_sweep',
     flags = { 'allow-oom' },
     callback = function(keys, args)
 begin_call(keys, args, names)
@@ -14646,7 +14686,7 @@ end
 do
   local names = { messages = 'messages', metadata = 'metadata', filters = 'filters', policies = 'policies', history = 'history', priorities = 'priorities', groups = 'groups', done = 'done', requeue = 'requeue', backoffs = 'backoffs', locks = 'locks', failed = 'failed', nattempts = 'nattempts', holders = 'holders', outcomes = 'outcomes', enqueued_at = 'enqueued-at', updated_at = 'updated-at', done_at = 'done-at' }
   redis.register_function({
-    function_name = 'kvmq_b15d749ebbac_inspect',
+    function_name = 'kvmq_264d9712b0e2_inspect',
     flags = { 'no-writes' },
     callback = function(keys, args)
 begin_call(keys, args, names)
@@ -14671,7 +14711,7 @@ end
 do
   local names = { messages = 'messages', metadata = 'metadata', filters = 'filters', classes = 'classes', pushes = 'pushes', mid_circle = 'mid-circle', schedule = 'schedule', lock_expiry = 'lock-expiry', requeue_locks = 'requeue-locks', requeue_schedule = 'requeue-schedule', done_at = 'done-at', dedupe = 'dedupe', failed = 'failed', lanes = 'lanes', parked = 'parked', conf = 'conf', events = 'events', events_seq = 'events-seq', events_wake = 'events-wake', done = 'done', requeue = 'requeue', backoffs = 'backoffs', locks = 'locks', nattempts = 'nattempts', holders = 'holders', outcomes = 'outcomes', enqueued_at = 'enqueued-at', updated_at = 'updated-at', priorities = 'priorities', groups = 'groups', group_held = 'group-held', policies = 'policies', history = 'history', losses = 'losses', requeue_content = 'requeue-content', debounce = 'debounce', debounce_of = 'debounce-of' }
   redis.register_function({
-    function_name = 'kvmq_b15d749ebbac_list',
+    function_name = 'kvmq_264d9712b0e2_list',
     flags = { 'allow-oom' },
     callback = function(keys, args)
 begin_call(keys, args, names)
@@ -14881,7 +14921,7 @@ end
 do
   local names = { messages = 'messages', wake = 'wake', pushes = 'pushes', mid_circle = 'mid-circle', conf = 'conf', events = 'events', events_seq = 'events-seq', events_wake = 'events-wake', done = 'done', requeue = 'requeue', backoffs = 'backoffs', locks = 'locks', failed = 'failed', filters = 'filters', priorities = 'priorities', lanes = 'lanes', groups = 'groups', group_held = 'group-held', parked = 'parked', metadata = 'metadata', policies = 'policies', history = 'history', losses = 'losses', nattempts = 'nattempts', holders = 'holders', outcomes = 'outcomes', enqueued_at = 'enqueued-at', updated_at = 'updated-at', requeue_content = 'requeue-content', schedule = 'schedule', lock_expiry = 'lock-expiry', requeue_locks = 'requeue-locks', requeue_schedule = 'requeue-schedule', done_at = 'done-at', dedupe = 'dedupe', debounce = 'debounce', debounce_of = 'debounce-of' }
   redis.register_function({
-    function_name = 'kvmq_b15d749ebbac_promote_now',
+    function_name = 'kvmq_264d9712b0e2_promote_now',
     flags = {  },
     callback = function(keys, args)
 begin_call(keys, args, names)
@@ -14922,7 +14962,7 @@ end
 do
   local names = { messages = 'messages', done = 'done', failed = 'failed', schedule = 'schedule', lock_expiry = 'lock-expiry', dedupe = 'dedupe', requeue_locks = 'requeue-locks', requeue_schedule = 'requeue-schedule', ndry_runs = 'ndry-runs', conf = 'conf', consumers = 'consumers', holders = 'holders', locks = 'locks' }
   redis.register_function({
-    function_name = 'kvmq_b15d749ebbac_queue_status',
+    function_name = 'kvmq_264d9712b0e2_queue_status',
     flags = { 'no-writes' },
     callback = function(keys, args)
 begin_call(keys, args, names)
@@ -14978,7 +15018,7 @@ end
 do
   local names = { events = 'events', events_seq = 'events-seq' }
   redis.register_function({
-    function_name = 'kvmq_b15d749ebbac_read_events',
+    function_name = 'kvmq_264d9712b0e2_read_events',
     flags = { 'no-writes' },
     callback = function(keys, args)
 begin_call(keys, args, names)
@@ -15031,7 +15071,7 @@ end
 do
   local names = { consumers = 'consumers' }
   redis.register_function({
-    function_name = 'kvmq_b15d749ebbac_register_consumer',
+    function_name = 'kvmq_264d9712b0e2_register_consumer',
     flags = { 'allow-oom' },
     callback = function(keys, args)
 begin_call(keys, args, names)
@@ -15060,7 +15100,7 @@ end
 do
   local names = { mid_circle = 'mid-circle', conf = 'conf', events = 'events', events_seq = 'events-seq', events_wake = 'events-wake', done = 'done', requeue = 'requeue', backoffs = 'backoffs', locks = 'locks', failed = 'failed', filters = 'filters', priorities = 'priorities', lanes = 'lanes', groups = 'groups', messages = 'messages', metadata = 'metadata', policies = 'policies', history = 'history', losses = 'losses', nattempts = 'nattempts', holders = 'holders', outcomes = 'outcomes', enqueued_at = 'enqueued-at', updated_at = 'updated-at', requeue_content = 'requeue-content', schedule = 'schedule', lock_expiry = 'lock-expiry', requeue_locks = 'requeue-locks', requeue_schedule = 'requeue-schedule', done_at = 'done-at', dedupe = 'dedupe', debounce = 'debounce', debounce_of = 'debounce-of' }
   redis.register_function({
-    function_name = 'kvmq_b15d749ebbac_remove',
+    function_name = 'kvmq_264d9712b0e2_remove',
     flags = { 'allow-oom' },
     callback = function(keys, args)
 begin_call(keys, args, names)
@@ -15104,7 +15144,7 @@ end
 do
   local names = { messages = 'messages', filters = 'filters', nattempts = 'nattempts', losses = 'losses', failed = 'failed', updated_at = 'updated-at', mid_circle = 'mid-circle', wake = 'wake', pushes = 'pushes', conf = 'conf', events = 'events', events_seq = 'events-seq', events_wake = 'events-wake', done = 'done', requeue = 'requeue', backoffs = 'backoffs', locks = 'locks', priorities = 'priorities', lanes = 'lanes', groups = 'groups' }
   redis.register_function({
-    function_name = 'kvmq_b15d749ebbac_retry',
+    function_name = 'kvmq_264d9712b0e2_retry',
     flags = {  },
     callback = function(keys, args)
 begin_call(keys, args, names)
@@ -15159,7 +15199,7 @@ end
 do
   local names = { messages = 'messages', done = 'done', requeue = 'requeue', backoffs = 'backoffs', locks = 'locks', failed = 'failed', nattempts = 'nattempts', holders = 'holders', outcomes = 'outcomes', enqueued_at = 'enqueued-at', updated_at = 'updated-at', done_at = 'done-at' }
   redis.register_function({
-    function_name = 'kvmq_b15d749ebbac_status',
+    function_name = 'kvmq_264d9712b0e2_status',
     flags = { 'no-writes' },
     callback = function(keys, args)
 begin_call(keys, args, names)
@@ -15177,9 +15217,9 @@ return status_of(ARGV[1], now_ms())
 end })
 end
 do
-  local names = { conf = 'conf', idle_workers = 'idle-workers', events = 'events', events_seq = 'events-seq', events_wake = 'events-wake', messages = 'messages', metadata = 'metadata', nattempts = 'nattempts', locks = 'locks', holders = 'holders', lock_expiry = 'lock-expiry', policies = 'policies', requeue = 'requeue', requeue_locks = 'requeue-locks', done = 'done', failed = 'failed', groups = 'groups', ndry_runs = 'ndry-runs', eoq_backoff = 'eoq-backoff?' }
+  local names = { conf = 'conf', idle_workers = 'idle-workers', events = 'events', events_seq = 'events-seq', events_wake = 'events-wake', messages = 'messages', metadata = 'metadata', nattempts = 'nattempts', locks = 'locks', holders = 'holders', lock_expiry = 'lock-expiry', policies = 'policies', requeue = 'requeue', requeue_locks = 'requeue-locks', done = 'done', failed = 'failed', ndry_runs = 'ndry-runs', eoq_backoff = 'eoq-backoff?', groups = 'groups' }
   redis.register_function({
-    function_name = 'kvmq_b15d749ebbac_unpark',
+    function_name = 'kvmq_264d9712b0e2_unpark',
     flags = { 'allow-oom' },
     callback = function(keys, args)
 begin_call(keys, args, names)
@@ -15206,7 +15246,7 @@ end
 do
   local names = { consumers = 'consumers' }
   redis.register_function({
-    function_name = 'kvmq_b15d749ebbac_unregister_consumer',
+    function_name = 'kvmq_264d9712b0e2_unregister_consumer',
     flags = { 'allow-oom' },
     callback = function(keys, args)
 begin_call(keys, args, names)

@@ -218,12 +218,7 @@ end
 
 -- A claim that took nothing because its worker's slots wait for messages handed to it is no dry run.
 if #reply > 4 or on_the_way > 0 then
-  -- Handling resets the dry runs (and the backoff that counts them).
-  local dry = marks[2]
-  if dry and dry ~= '0' then
-    redis.call('SET', K.ndry_runs, '0')
-    redis.call('DEL', K.eoq_backoff)
-  end
+  reset_dry_runs(marks[2])
   -- The accepted lanes ran dry, so a claim now would find nothing: the worker waits for a wake-up instead,
   -- or until a dry run (the first: the runs were just reset) would have said to look.
   if drained() then reply[4] = wake_after(tonumber(ARGV[5])) end

@@ -16,13 +16,23 @@
 -- no rate limit and not paused: everything else waits for a claim, as before.
 -- Scripts include common, events and hold first.
 --
--- KEYS: conf idle-workers groups ndry-runs eoq-backoff?
+-- KEYS: conf idle-workers groups
 
 -- A parked worker claims again within this long, and its parking ends PARK_GRACE_MS after that.
 local PARK_MS = 5000
 local PARK_GRACE_MS = 1000
 -- Entries are pushed with this TTL past the lock's end: a list no worker reads any more goes away.
 local HANDOFF_TTL_MS = 60000
+
+-- A parking's value, and its fields back (nil for a value of another shape). `until_ms` stays a string:
+-- Lua would write a number that large in exponent form.
+local function parking_value(free, lock_ms, until_ms, token, handed)
+  return free .. ' ' .. lock_ms .. ' ' .. until_ms .. ' ' .. token .. ' ' .. handed
+end
+local function parking_fields(value)
+  local free, lock_ms, until_ms, token, handed = string.match(value, '^(%d+) (%d+) (%d+) (%S+) (%d+)$')
+  return tonumber(free), tonumber(lock_ms), until_ms, token, tonumber(handed)
+end
 
 -- The list a worker's handed messages wait in.
 local function handoff_list(consumer)
@@ -37,8 +47,8 @@ local function unpark_worker(consumer, flagged, token, received)
   if not flagged then return false, 0 end
   local parking = redis.call('HGET', K.idle_workers, consumer)
   if not parking then return true, 0 end
-  local parked_token, handed = string.match(parking, ' (%S+) (%d+)$')
-  local on_the_way = tonumber(handed) or 0
+  local _, _, _, parked_token, handed = parking_fields(parking)
+  local on_the_way = handed or 0
   if parked_token == token then on_the_way = math.max(0, on_the_way - (tonumber(received) or 0)) end
   redis.call('HDEL', K.idle_workers, consumer)
   if redis.call('EXISTS', K.idle_workers) == 1 then return true, on_the_way end
@@ -49,8 +59,7 @@ end
 -- Parks `consumer` with `free` slots; returns the time by which it should claim again (`wake_at` or sooner).
 local function park_worker(consumer, free, lock_ms, now, wake_at, flagged, token)
   wake_at = math.min(wake_at, now + PARK_MS)
-  local parking = free .. ' ' .. lock_ms .. ' ' .. num_str(wake_at + PARK_GRACE_MS) .. ' ' .. token .. ' 0'
-  redis.call('HSET', K.idle_workers, consumer, parking)
+  redis.call('HSET', K.idle_workers, consumer, parking_value(free, lock_ms, num_str(wake_at + PARK_GRACE_MS), token, 0))
   if not flagged then redis.call('HSET', K.conf, 'handoff', '1') end
   return wake_at
 end
@@ -101,10 +110,9 @@ local function hand_off(ready, lanes, conf, now)
   for i = 1, #parked, 2 do
     if lane_at > #lanes then break end
     local consumer = parked[i]
-    local free, lock_ms, until_ms, token, before = string.match(parked[i + 1], '^(%d+) (%d+) (%d+) (%S+) (%d+)$')
-    free, lock_ms = tonumber(free) or 0, tonumber(lock_ms)
-    if tonumber(until_ms or 0) <= now then
-      -- Its worker did not claim again in time: gone, or cut off from Redis.
+    local free, lock_ms, until_ms, token, before = parking_fields(parked[i + 1])
+    if (tonumber(until_ms) or 0) <= now then
+      -- Its worker did not claim again in time: gone, or cut off from Redis (or not a parking kvmq wrote).
       unpark_worker(consumer, true, nil, nil)
     elseif free > 0 then
       local ids, class_at, n = {}, {}, 0
@@ -124,18 +132,11 @@ local function hand_off(ready, lanes, conf, now)
         redis.call('PEXPIREAT', list, now + lock_ms + HANDOFF_TTL_MS)
         handed = handed + held
         -- Kept at 0 free slots until its claim (which reads how many it was handed).
-        local parking = (free - held) .. ' ' .. lock_ms .. ' ' .. until_ms .. ' ' .. token .. ' ' .. (before + held)
+        local parking = parking_value(free - held, lock_ms, until_ms, token, before + held)
         redis.call('HSET', K.idle_workers, consumer, parking)
       end
     end
   end
-  -- Handling resets the dry runs, as a claim that takes messages does.
-  if handed > 0 then
-    local dry = redis.call('GET', K.ndry_runs)
-    if dry and dry ~= '0' then
-      redis.call('SET', K.ndry_runs, '0')
-      redis.call('DEL', K.eoq_backoff)
-    end
-  end
+  if handed > 0 then reset_dry_runs(redis.call('GET', K.ndry_runs)) end
   return handed
 end

@@ -2,6 +2,15 @@
 -- enqueue handing messages to an idle worker: lib/handoff.lua). Scripts include common and events first.
 --
 -- KEYS: messages metadata nattempts locks holders lock-expiry policies requeue requeue-locks done failed
+--       ndry-runs eoq-backoff?
+
+-- Handling resets the dry runs (`dry`: their count as read) and the backoff that counts them.
+local function reset_dry_runs(dry)
+  if dry and dry ~= '0' then
+    redis.call('SET', K.ndry_runs, '0')
+    redis.call('DEL', K.eoq_backoff)
+  end
+end
 
 -- Messages waiting or held: not finished, not failed (what a claim tells the worker's monitor).
 local function queue_size()
