@@ -8,7 +8,7 @@ import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
 import { after, describe, test } from 'node:test';
 import { Redis } from 'ioredis';
-import { connect, type Client } from '../src/index.js';
+import { connect, StoreLayoutError, type Client } from '../src/index.js';
 import { storeOf } from '../src/client-store.js';
 import { claimMessages } from '../src/redis/claim.js';
 import { SCRIPTS } from '../src/redis/scripts.generated.js';
@@ -54,10 +54,12 @@ function request(consumerId: string, max: number, accepts: ClaimRequest['accepts
 class Handed {
   readonly messages: ClaimedMessage[] = [];
   readonly sizes: number[] = [];
+  readonly errors: unknown[] = [];
   readonly deliver = (messages: readonly ClaimedMessage[], queueSize: number): void => {
     this.messages.push(...messages);
     this.sizes.push(queueSize);
   };
+  readonly onError = (error: unknown): void => void this.errors.push(error);
   get ids(): string[] {
     return this.messages.map((m) => m.id);
   }
@@ -67,7 +69,7 @@ class Handed {
 async function parked(s: Setup, q: string, consumer: string, max: number): Promise<Handed> {
   const handed = new Handed();
   assert.ok(s.store.receiveHandoffs !== undefined, 'the Redis store takes handoffs');
-  receivers.push(s.store.receiveHandoffs(q, consumer, handed.deliver));
+  receivers.push(s.store.receiveHandoffs(q, consumer, handed.deliver, handed.onError));
   await waitFor(
     async () => {
       await s.store.claim(q, request(consumer, max));
@@ -212,6 +214,22 @@ void describe('redis handoffs', () => {
     // Sent before h arrived: its one slot waits for h, so it takes nothing, and that is not a dry run.
     assert.deepEqual(await claim('2 1 0'), []);
     assert.equal((await s.client.queueStatus(q)).dryRuns, 0);
+  });
+
+  void test('an entry kvmq did not write in the list is a StoreLayoutError to the worker, which goes on receiving', async () => {
+    const q = 'foreign';
+    const s = await setup('foreign', q);
+    const handed = await parked(s, q, 'c1', 1);
+    const list = s.key('idle-workers:c1');
+    await redis.rpush(list, 'not an entry', '1:1', '1:1-:99:x');
+    await waitFor(() => handed.errors.length === 3, { what: 'three foreign entries reported' });
+    for (const error of handed.errors) {
+      assert.ok(error instanceof StoreLayoutError, String(error));
+      assert.match(error.message, /idle-workers:c1 was not written by kvmq/);
+    }
+    await s.client.enqueue(q, 'after', { id: 'after' });
+    await waitFor(() => handed.ids.includes('after'), { what: 'the next handoff' });
+    assert.equal(await redis.llen(list), 0);
   });
 
   void test('a parking that ran out is dropped by the next enqueue, which leaves its message ready', async () => {

@@ -12,6 +12,7 @@
  */
 import { claimed } from './claim.js';
 import { num, text } from './codec.js';
+import { StoreLayoutError } from '../errors.js';
 import { SCRIPTS } from './scripts.generated.js';
 import type { RedisConnection } from './connection.js';
 import type { Scripts } from './scripts.js';
@@ -38,9 +39,11 @@ export class Handoffs implements HandoffReceiver {
     private readonly list: string,
     open: () => Promise<RedisConnection>,
     private readonly deliver: (messages: readonly ClaimedMessage[], queueSize: number) => void,
+    private readonly onError: (error: unknown) => void,
     private readonly where: string,
   ) {
-    this.loop = this.receive(open);
+    // Never rejects: what fails is reported, and the worker claims as before.
+    this.loop = this.receive(open).catch(onError);
   }
 
   /** Whether an enqueue may hand this worker messages now: its BLPOP waits on a ready connection. */
@@ -113,10 +116,24 @@ export class Handoffs implements HandoffReceiver {
     }
   }
 
+  /** Delivers an entry's messages; one kvmq did not write is reported and skipped, and the receiving goes on. */
   private deliverEntry(entry: Buffer): void {
-    const fields = unframe(entry);
     const messages: ClaimedMessage[] = [];
-    for (let at = 2; at + 6 <= fields.length; at += 6) messages.push(claimed(fields, at, this.where));
+    let fields: (Buffer | null)[];
+    try {
+      fields = unframe(entry);
+      if (fields.length < 2 || (fields.length - 2) % 6 !== 0) throw new Error(`${fields.length} fields`);
+      for (let at = 2; at < fields.length; at += 6) messages.push(claimed(fields, at, this.where));
+    } catch (error) {
+      const why = error instanceof Error ? error.message : String(error);
+      this.onError(
+        new StoreLayoutError(
+          `${this.where}: an entry of ${this.list} was not written by kvmq (${why}); ` +
+            'the messages handed over with it, if any, go to a worker once their locks end',
+        ),
+      );
+      return;
+    }
     const token = text(fields[0]) ?? '';
     this.received.set(token, (this.received.get(token) ?? 0) + messages.length);
     if (messages.length > 0) this.deliver(messages, num(fields[1]));

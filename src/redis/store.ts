@@ -123,11 +123,12 @@ class RedisStore implements Store {
     queue: string,
     consumerId: string,
     deliver: (messages: readonly ClaimedMessage[], queueSize: number) => void,
+    onError: (error: unknown) => void,
   ): HandoffReceiver {
     const key = handoffKey(queue, consumerId);
     const list = `${queueKey(this.prefix, queue, 'idle-workers')}:${consumerId}`;
     const open = (): Promise<RedisConnection> => openBlocking(this.url, 'kvmq-handoffs');
-    const receiver = new Handoffs(this.scripts, queue, consumerId, list, open, deliver, this.where);
+    const receiver = new Handoffs(this.scripts, queue, consumerId, list, open, deliver, onError, this.where);
     this.handoffs.set(key, receiver);
     return {
       close: async () => {

@@ -330,12 +330,14 @@ export interface Store {
    * Optional: messages the store claims for this consumer while it waits with free slots (an enqueue hands
    * them over directly, skipping the wake-up and the claim), delivered to `deliver` as a claim's would be,
    * with the queue's size then (ClaimResult.queueSize; the dry runs are 0). The consumer's claims say whether
-   * it takes them; a store that has it decides when.
+   * it takes them; a store that has it decides when. What fails on the way (data kvmq did not write) goes to
+   * `onError`, and the receiving goes on.
    */
   receiveHandoffs?(
     queue: string,
     consumerId: string,
     deliver: (messages: readonly ClaimedMessage[], queueSize: number) => void,
+    onError: (error: unknown) => void,
   ): HandoffReceiver;
 
   close(): Promise<void>;
