@@ -232,16 +232,24 @@ void describe('redis handoffs', () => {
     assert.equal(await redis.llen(list), 0);
   });
 
-  void test('a parking that ran out is dropped by the next enqueue, which leaves its message ready', async () => {
+  void test('a parking that ran out, or that kvmq did not write, is dropped by the next enqueue', async () => {
     const q = 'expired';
     const s = await setup('expired', q);
     const handed = await parked(s, q, 'c1', 4);
-    await redis.hset(s.key('idle-workers'), 'c1', '4 60000 1');
+    const parking = (await redis.hget(s.key('idle-workers'), 'c1')) ?? '';
+    // Ended at 1 ms past the epoch, all else as the claim wrote it.
+    await redis.hset(s.key('idle-workers'), 'c1', parking.replace(/^(\d+ \d+) \d+/, '$1 1'));
     await s.client.enqueue(q, 'm', { id: 'm' });
     assert.equal((await s.client.status(q, 'm'))?.state, 'queued');
     assert.equal(await redis.exists(s.key('idle-workers')), 0);
     assert.equal(await redis.hget(s.key('conf'), 'handoff'), null);
-    assert.deepEqual(handed.ids, []);
+
+    const other = await parked(s, q, 'c2', 4);
+    await redis.hset(s.key('idle-workers'), 'c2', '4 60000 not a parking');
+    await s.client.enqueue(q, 'n', { id: 'n' });
+    assert.equal((await s.client.status(q, 'n'))?.state, 'queued');
+    assert.equal(await redis.exists(s.key('idle-workers')), 0);
+    assert.deepEqual([...handed.ids, ...other.ids], []);
   });
 
   void test('what waits in the list of a consumer whose BLPOP is gone comes back when it stops (unpark)', async () => {
