@@ -14,7 +14,7 @@ import { claimMessages } from '../src/redis/claim.js';
 import { SCRIPTS } from '../src/redis/scripts.generated.js';
 import type { Scripts } from '../src/redis/scripts.js';
 import { unframe } from '../src/redis/handoffs.js';
-import type { ClaimedMessage, ClaimRequest, HandoffReceiver, Store } from '../src/store/contract.js';
+import type { ClaimedMessage, ClaimRequest, HandoffListener, HandoffReceiver, Store } from '../src/store/contract.js';
 import { deletePrefixes, redisTestUrl } from './fixtures/redis-server.js';
 import { waitFor } from './support/wait.js';
 
@@ -51,15 +51,21 @@ function request(consumerId: string, max: number, accepts: ClaimRequest['accepts
 }
 
 /** What a receiver was handed, in order. */
-class Handed {
+class Handed implements HandoffListener {
   readonly messages: ClaimedMessage[] = [];
   readonly sizes: number[] = [];
   readonly errors: unknown[] = [];
-  readonly deliver = (messages: readonly ClaimedMessage[], queueSize: number): void => {
+  readies = 0;
+  delivered(messages: readonly ClaimedMessage[], queueSize: number): void {
     this.messages.push(...messages);
     this.sizes.push(queueSize);
-  };
-  readonly onError = (error: unknown): void => void this.errors.push(error);
+  }
+  ready(): void {
+    this.readies += 1;
+  }
+  failed(error: unknown): void {
+    this.errors.push(error);
+  }
   get ids(): string[] {
     return this.messages.map((m) => m.id);
   }
@@ -69,7 +75,7 @@ class Handed {
 async function parked(s: Setup, q: string, consumer: string, max: number): Promise<Handed> {
   const handed = new Handed();
   assert.ok(s.store.receiveHandoffs !== undefined, 'the Redis store takes handoffs');
-  receivers.push(s.store.receiveHandoffs(q, consumer, handed.deliver, handed.onError));
+  receivers.push(s.store.receiveHandoffs(q, consumer, handed));
   await waitFor(
     async () => {
       await s.store.claim(q, request(consumer, max));
@@ -77,6 +83,7 @@ async function parked(s: Setup, q: string, consumer: string, max: number): Promi
     },
     { what: `${consumer} parked with ${max} free slots` },
   );
+  assert.equal(handed.readies, 1, 'told once that handoffs can start');
   return handed;
 }
 

@@ -16,7 +16,7 @@ import { StoreLayoutError } from '../errors.js';
 import { SCRIPTS } from './scripts.generated.js';
 import type { RedisConnection } from './connection.js';
 import type { Scripts } from './scripts.js';
-import type { ClaimedMessage, HandoffReceiver } from '../store/contract.js';
+import type { ClaimedMessage, HandoffListener, HandoffReceiver } from '../store/contract.js';
 
 // After a failed BLPOP (the connection went away), the next try waits this long.
 const RETRY_MS = 200;
@@ -38,12 +38,11 @@ export class Handoffs implements HandoffReceiver {
     private readonly consumerId: string,
     private readonly list: string,
     open: () => Promise<RedisConnection>,
-    private readonly deliver: (messages: readonly ClaimedMessage[], queueSize: number) => void,
-    private readonly onError: (error: unknown) => void,
+    private readonly listener: HandoffListener,
     private readonly where: string,
   ) {
     // Never rejects: what fails is reported, and the worker claims as before.
-    this.loop = this.receive(open).catch(onError);
+    this.loop = this.receive(open).catch((error: unknown) => listener.failed(error));
   }
 
   /** Whether an enqueue may hand this worker messages now: its BLPOP waits on a ready connection. */
@@ -94,6 +93,9 @@ export class Handoffs implements HandoffReceiver {
     this.connection = connection;
     // Failures surface as failed BLPOPs; ioredis reconnects by itself.
     connection.on('error', () => undefined);
+    // A worker that waited while the connection was not ready was not parked: it claims again now.
+    connection.on('ready', () => this.listener.ready());
+    if (connection.status === 'ready') this.listener.ready();
     try {
       while (!this.stopping || connection.status === 'ready') {
         let reply: [Buffer, Buffer] | null;
@@ -126,7 +128,7 @@ export class Handoffs implements HandoffReceiver {
       for (let at = 2; at < fields.length; at += 6) messages.push(claimed(fields, at, this.where));
     } catch (error) {
       const why = error instanceof Error ? error.message : String(error);
-      this.onError(
+      this.listener.failed(
         new StoreLayoutError(
           `${this.where}: an entry of ${this.list} was not written by kvmq (${why}); ` +
             'the messages handed over with it, if any, go to a worker once their locks end',
@@ -136,7 +138,7 @@ export class Handoffs implements HandoffReceiver {
     }
     const token = text(fields[0]) ?? '';
     this.received.set(token, (this.received.get(token) ?? 0) + messages.length);
-    if (messages.length > 0) this.deliver(messages, num(fields[1]));
+    if (messages.length > 0) this.listener.delivered(messages, num(fields[1]));
   }
 }
 

@@ -24,7 +24,7 @@ import { parseRedisUrl, type RedisUrlOptions } from './url.js';
 import { Wakeups } from './wakeups.js';
 import type { ListQuery } from '../model/list.js';
 import type {
-  ClaimedMessage,
+  HandoffListener,
   ClaimRequest,
   ClaimResult,
   Configured,
@@ -119,16 +119,11 @@ class RedisStore implements Store {
     return this.guard(() => claimMessages(this.scripts, this.classes, queue, request, this.where, handoffs));
   }
 
-  receiveHandoffs(
-    queue: string,
-    consumerId: string,
-    deliver: (messages: readonly ClaimedMessage[], queueSize: number) => void,
-    onError: (error: unknown) => void,
-  ): HandoffReceiver {
+  receiveHandoffs(queue: string, consumerId: string, listener: HandoffListener): HandoffReceiver {
     const key = handoffKey(queue, consumerId);
     const list = `${queueKey(this.prefix, queue, 'idle-workers')}:${consumerId}`;
     const open = (): Promise<RedisConnection> => openBlocking(this.url, 'kvmq-handoffs');
-    const receiver = new Handoffs(this.scripts, queue, consumerId, list, open, deliver, onError, this.where);
+    const receiver = new Handoffs(this.scripts, queue, consumerId, list, open, listener, this.where);
     this.handoffs.set(key, receiver);
     return {
       close: async () => {

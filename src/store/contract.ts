@@ -116,6 +116,19 @@ export interface ClaimedMessage {
   readonly policy: string | null;
 }
 
+/** What a consumer hears of its handoffs (Store.receiveHandoffs). */
+export interface HandoffListener {
+  /** Messages handed over, as a claim's would be, with the queue's size then (the dry runs are 0). */
+  delivered(messages: readonly ClaimedMessage[], queueSize: number): void;
+  /**
+   * Handoffs can start now (its connection is ready, at first and after each reconnect): the consumer's next
+   * claim can park it, so a waiting consumer claims again.
+   */
+  ready(): void;
+  /** Something failed on the way (data kvmq did not write); the receiving goes on. */
+  failed(error: unknown): void;
+}
+
 /** Handoffs to one consumer (Store.receiveHandoffs). */
 export interface HandoffReceiver {
   /** Ends them; resolves once every message handed over is delivered (the consumer gives back what it will not run). */
@@ -328,17 +341,10 @@ export interface Store {
 
   /**
    * Optional: messages the store claims for this consumer while it waits with free slots (an enqueue hands
-   * them over directly, skipping the wake-up and the claim), delivered to `deliver` as a claim's would be,
-   * with the queue's size then (ClaimResult.queueSize; the dry runs are 0). The consumer's claims say whether
-   * it takes them; a store that has it decides when. What fails on the way (data kvmq did not write) goes to
-   * `onError`, and the receiving goes on.
+   * them over directly, skipping the wake-up and the claim), told to `listener`. The consumer's claims say
+   * whether it takes them; a store that has it decides when.
    */
-  receiveHandoffs?(
-    queue: string,
-    consumerId: string,
-    deliver: (messages: readonly ClaimedMessage[], queueSize: number) => void,
-    onError: (error: unknown) => void,
-  ): HandoffReceiver;
+  receiveHandoffs?(queue: string, consumerId: string, listener: HandoffListener): HandoffReceiver;
 
   close(): Promise<void>;
 }

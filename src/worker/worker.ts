@@ -202,12 +202,11 @@ export class Worker extends EventEmitter<WorkerEvents> {
     if (this.state !== 'running') return;
     this.unsubscribe = this.store.subscribe(this.queue, () => this.kick());
     if (this.accepts === null && this.store.receiveHandoffs !== undefined) {
-      this.handoffs = this.store.receiveHandoffs(
-        this.queue,
-        this.id,
-        (messages, size) => this.handed(messages, size),
-        this.reportError,
-      );
+      this.handoffs = this.store.receiveHandoffs(this.queue, this.id, {
+        delivered: (messages, size) => this.handed(messages, size),
+        ready: () => this.kick(),
+        failed: this.reportError,
+      });
     }
     const renewEveryMs = Math.max(50, Math.floor(this.options.lockMs / 3));
     this.renewTimer = setInterval(() => {
