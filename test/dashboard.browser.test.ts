@@ -61,6 +61,28 @@ function browserSuite(fixture: StoreFixture): void {
 
     storeTest(
       fixture,
+      'a live count keeps its noun agreeing: 2 messages become 1 message, 0 consumers 1 consumer',
+      async (h) => {
+        const queue = h.queue('nouns');
+        await h.client.enqueueBatch(queue, [{ id: 'first', payload: 1 }, { payload: 2 }]);
+        await h.client.configure(queue, { paused: true });
+        const url = await serveDashboard(h);
+        const page = await openPage(h, browser);
+        await visit(page, url);
+        const card = `document.querySelector('a[href$="/queues/${queue}"]').closest('.card').innerText`;
+        assert.match(await inPage<string>(page, card), /2 messages · 0 consumers,/);
+        await h.client.remove(queue, 'first');
+        h.worker(queue, () => undefined);
+        // Both change without a reload (server-sent events), number and noun together.
+        await waitFor(async () => /\b1 message · 1 consumer,/.test(await inPage<string>(page, card)), {
+          what: 'live counts with their nouns',
+        });
+      },
+      { timeoutMs: TIMEOUT_MS },
+    );
+
+    storeTest(
+      fixture,
       'the front page lists every queue with counts that match; charts draw the last hour from events',
       async (h, t) => {
         if (!(await listsQueues(h.client))) {

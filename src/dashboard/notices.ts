@@ -3,12 +3,13 @@
  * cannot make the dashboard say something it did not).
  */
 import { MESSAGE_STATES, type MessageState } from '../model/types.js';
+import { counted } from './pages/format.js';
 import type { PageFrame } from './pages/layout.js';
 
 const TEXTS: Readonly<Record<string, string>> = {
   paused: 'Paused: workers claim nothing from this queue until it is resumed.',
   resumed: 'Resumed: workers claim from this queue again.',
-  'retried-failed': 'Queued the failed messages again',
+  'retried-failed': 'Queued the failed messages again.',
   cleared: 'Cleared: every message of the queue is removed.',
   'events-on': 'Queue events are on: the charts fill as messages are handled.',
   retried: 'Queued again at attempt 1.',
@@ -36,5 +37,6 @@ export function noticeFrom(params: URLSearchParams): PageFrame['notice'] {
   if (text === undefined) return null;
   if (code !== 'retried-failed') return { kind: 'ok', text };
   const n = params.get('n');
-  return { kind: 'ok', text: n !== null && /^\d{1,12}$/.test(n) ? `${text}: ${n}.` : `${text}.` };
+  if (n === null || !/^\d{1,12}$/.test(n)) return { kind: 'ok', text };
+  return { kind: 'ok', text: `Queued ${counted(Number(n), 'failed message')} again.` };
 }

@@ -8,14 +8,25 @@ import type { ChartData, LiveQueue } from '../wire.js';
 const numberFormat = new Intl.NumberFormat('en-US');
 
 function setText(selector: string, text: string): void {
+  for (const element of document.querySelectorAll<HTMLElement>(selector)) showText(element, text);
+}
+
+function showText(element: HTMLElement, text: string): void {
+  if (element.textContent === text) return;
+  element.textContent = text;
+  element.classList.remove('changed');
+  // Reading the layout restarts the animation.
+  element.getBoundingClientRect();
+  element.classList.add('changed');
+}
+
+/** A count, with the noun the page gave it (data-one, data-many) agreeing: '1 message', '2 messages'. */
+function setCount(selector: string, n: number): void {
+  const number = numberFormat.format(n);
   for (const element of document.querySelectorAll<HTMLElement>(selector)) {
-    if (element.textContent !== text) {
-      element.textContent = text;
-      element.classList.remove('changed');
-      // Reading the layout restarts the animation.
-      element.getBoundingClientRect();
-      element.classList.add('changed');
-    }
+    const { one, many } = element.dataset;
+    const noun = n === 1 ? one : many;
+    showText(element, noun === undefined ? number : `${number} ${noun}`);
   }
 }
 
@@ -29,8 +40,8 @@ function applyLive(queues: readonly LiveQueue[]): void {
     for (const [state, n] of Object.entries(q.counts)) {
       setText(`[data-count="${name}"][data-state="${attr(state)}"]`, numberFormat.format(n));
     }
-    setText(`[data-total="${name}"]`, numberFormat.format(q.total));
-    setText(`[data-consumers="${name}"]`, String(q.consumers));
+    setCount(`[data-total="${name}"]`, q.total);
+    setCount(`[data-consumers="${name}"]`, q.consumers);
     for (const badge of document.querySelectorAll<HTMLElement>(`[data-paused="${name}"]`)) {
       badge.textContent = q.paused ? 'paused' : 'active';
       badge.classList.toggle('paused', q.paused);

@@ -1,6 +1,6 @@
 /** How values read on a page: times, counts, state names. */
 import type { MessageState } from '../../model/types.js';
-import { html, type Html } from '../html.js';
+import { html, raw, type Html } from '../html.js';
 
 /** '2026-11-25 12:34:56' in UTC: one zone for every reader of a shared screen. */
 export function utc(ms: number): string {
@@ -30,6 +30,19 @@ export function when(ms: number | null, now: number): Html {
 
 export function count(n: number): string {
   return n.toLocaleString('en-US');
+}
+
+/** A count with its noun agreeing: '1 message', '2 messages', '1,240 messages'. */
+export function counted(n: number, one: string, many = `${one}s`): string {
+  return `${count(n)} ${n === 1 ? one : many}`;
+}
+
+/**
+ * A counted noun that live updates rewrite: the browser script finds it by `attribute` (`data-total`,
+ * `data-consumers`) and the queue, and reads the noun from `data-one` and `data-many`.
+ */
+export function liveCounted(attribute: string, queue: string, n: number, one: string, many = `${one}s`): Html {
+  return html`<span ${raw(attribute)}="${queue}" data-one="${one}" data-many="${many}">${counted(n, one, many)}</span>`;
 }
 
 /** Short labels for the eight states, in the order a message usually moves. */

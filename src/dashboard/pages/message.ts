@@ -5,7 +5,7 @@ import { html, type Html } from '../html.js';
 import { messagePath, queuePath } from '../paths.js';
 import type { PageContext } from './context.js';
 import { grid, numeric } from './grid.js';
-import { stateBadge, utc, when } from './format.js';
+import { counted, stateBadge, utc, when } from './format.js';
 import { actionForm, layout, type PageFrame } from './layout.js';
 
 /** Bytes shown of a binary payload; the rest is counted, not shown. */
@@ -85,7 +85,8 @@ export function messagePage(ctx: PageContext, m: MessageDetails, notice: PageFra
 }
 
 function payloadKind(payload: unknown): Html {
-  if (payload instanceof Uint8Array) return html`<span class="muted">(${payload.byteLength} bytes, binary)</span>`;
+  if (payload instanceof Uint8Array)
+    return html`<span class="muted">(${counted(payload.byteLength, 'byte')}, binary)</span>`;
   return html`<span class="muted">(JSON)</span>`;
 }
 
@@ -100,7 +101,7 @@ export function payloadText(payload: unknown): string {
     const ascii = [...row].map((b) => (b >= 0x20 && b < 0x7f ? String.fromCharCode(b) : '.')).join('');
     lines.push(`${offset.toString(16).padStart(8, '0')}  ${hex.padEnd(47)}  ${ascii}`);
   }
-  if (payload.byteLength > shown.length) lines.push(`… ${payload.byteLength - shown.length} more bytes`);
+  if (payload.byteLength > shown.length) lines.push(`… ${counted(payload.byteLength - shown.length, 'more byte')}`);
   return lines.join('\n');
 }
 

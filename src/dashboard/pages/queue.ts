@@ -4,7 +4,7 @@ import { html, type Html } from '../html.js';
 import { messagePath, queuePath } from '../paths.js';
 import type { PageContext } from './context.js';
 import { grid, numeric } from './grid.js';
-import { count, STATE_LABELS, stateBadge, when } from './format.js';
+import { count, liveCounted, STATE_LABELS, stateBadge, when } from './format.js';
 import { actionForm, layout, type PageFrame } from './layout.js';
 import { chartArea, consumersTable, pausedBadge, stateCounts } from './parts.js';
 
@@ -36,7 +36,7 @@ export function queuePage(ctx: PageContext, view: QueueView, now: number): Html 
   const body = html`<div class="page-head">
       <h1>${status.queue}</h1>
       ${pausedBadge(status)}
-      <span class="muted"><span data-total="${status.queue}">${count(status.total)}</span> messages</span
+      <span class="muted">${liveCounted('data-total', status.queue, status.total, 'message')}</span
       >${limitsText(view.limits)}${actions}
     </div>
     ${stateCounts(ctx, status, view.state)}

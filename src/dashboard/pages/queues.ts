@@ -3,7 +3,7 @@ import type { QueueStatus } from '../../model/types.js';
 import { html, type Html } from '../html.js';
 import { messagePath, queuePath } from '../paths.js';
 import type { PageContext } from './context.js';
-import { count } from './format.js';
+import { counted, liveCounted } from './format.js';
 import { layout } from './layout.js';
 import { chartArea, pausedBadge, stateCounts } from './parts.js';
 
@@ -21,7 +21,7 @@ export function queuesPage(
   const cards = queues.map(({ status, eventsOn }) => queueCard(ctx, status, eventsOn));
   const body = html`<div class="page-head">
       <h1>Queues</h1>
-      <span class="muted">${queues.length} ${queues.length === 1 ? 'queue' : 'queues'}</span>
+      <span class="muted">${counted(queues.length, 'queue')}</span>
     </div>
     ${listError === null ? '' : html`<p class="notice warn">The store could not list its queues: ${listError}</p>`}
     ${
@@ -33,7 +33,7 @@ export function queuesPage(
         : ''
     }
     <div class="cards">${cards}</div>
-    ${more > 0 ? html`<p class="muted">${count(more)} more queues are not shown.</p>` : ''}`;
+    ${more > 0 ? html`<p class="muted">${counted(more, 'more queue')} ${more === 1 ? 'is' : 'are'} not shown.</p>` : ''}`;
   return layout(ctx, {
     title: 'Queues',
     crumbs: [{ label: 'Queues' }],
@@ -50,9 +50,8 @@ function queueCard(ctx: PageContext, status: QueueStatus, eventsOn: boolean): Ht
       <h2><a href="${queuePath(ctx.base, status.queue)}">${status.queue}</a></h2>
       ${pausedBadge(status)}
       <span class="muted right"
-        ><span data-total="${status.queue}">${count(status.total)}</span> messages ·
-        <span data-consumers="${status.queue}">${consumers}</span> ${consumers === 1 ? 'consumer' : 'consumers'},
-        ${holding} running</span
+        >${liveCounted('data-total', status.queue, status.total, 'message')} ·
+        ${liveCounted('data-consumers', status.queue, consumers, 'consumer')}, ${holding} running</span
       >
     </div>
     ${stateCounts(ctx, status)} ${chartArea(ctx, status.queue, eventsOn)} ${consumerLines(ctx, status)}
@@ -81,6 +80,6 @@ function consumerLines(ctx: PageContext, status: QueueStatus): Html {
   });
   const more = status.consumers.length - CARD_CONSUMERS;
   return html`<ul class="consumers">
-    ${lines}${more > 0 ? html`<li class="muted">+${more} more consumers</li>` : ''}
+    ${lines}${more > 0 ? html`<li class="muted">+${counted(more, 'more consumer')}</li>` : ''}
   </ul>`;
 }

@@ -2,7 +2,7 @@
 import { html, type Html } from '../html.js';
 import { queuePath } from '../paths.js';
 import type { PageContext } from './context.js';
-import { count } from './format.js';
+import { counted } from './format.js';
 import { actionForm, layout } from './layout.js';
 
 export const STATUS_TITLES: Readonly<Record<number, string>> = {
@@ -37,10 +37,11 @@ export function clearPage(ctx: PageContext, queue: string, total: number): Html 
     body: html`<section class="panel problem">
       <h1>Clear queue <span class="mono">${queue}</span>?</h1>
       <p>
-        This removes all ${count(total)} of its messages, in every state. Its configuration stays. It cannot be undone.
+        This removes every message of the queue (${counted(total, 'message')}), in every state. Its configuration stays.
+        It cannot be undone.
       </p>
       <div class="actions">
-        ${actionForm(ctx, `${path}/clear`, `Remove ${count(total)} messages`, { danger: true, fields: { confirm: queue } })}
+        ${actionForm(ctx, `${path}/clear`, `Remove ${counted(total, 'message')}`, { danger: true, fields: { confirm: queue } })}
         <a class="btn" href="${path}">Cancel</a>
       </div>
     </section>`,
