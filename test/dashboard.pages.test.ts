@@ -1,8 +1,13 @@
-/** What the dashboard's pages say, over HTTP: every count with a noun agreeing with it. */
+/**
+ * What the dashboard's pages say, over HTTP: a payload as text whichever way it was enqueued (JSON, or the
+ * bytes `kvmq enqueue`, curl through the JSON gateway or etcdctl put store), a hex dump only for bytes that
+ * are not text, and every count with a noun agreeing with it.
+ */
 import assert from 'node:assert/strict';
+import type { Payload } from '../src/index.js';
 import { serveDashboard } from './fixtures/browser.js';
 import { tempSqlite } from './fixtures/sqlite-temp.js';
-import { storeTest } from './support/harness.js';
+import { storeTest, type Harness } from './support/harness.js';
 import { waitFor } from './support/wait.js';
 
 const sqlite = tempSqlite('dashboard-pages');
@@ -12,6 +17,77 @@ async function page(base: string, path: string): Promise<string> {
   assert.equal(answer.status, 200, path);
   return answer.text();
 }
+
+function unescape(html: string): string {
+  return html
+    .replace(/&lt;/g, '<')
+    .replace(/&gt;/g, '>')
+    .replace(/&quot;/g, '"')
+    .replace(/&#39;/g, "'")
+    .replace(/&amp;/g, '&');
+}
+
+/** The message page's payload: what its heading says it is, and the text shown. */
+async function shownPayload(h: Harness, base: string, payload: Payload): Promise<{ kind: string; text: string }> {
+  const queue = h.queue('payloads');
+  const added = await h.client.enqueue(queue, payload);
+  const body = await page(base, `queues/${queue}/messages/${added.id}`);
+  const kind = /<h2>Payload <span class="muted">\(([^)]*)\)<\/span><\/h2>/.exec(body)?.[1];
+  const text = /<pre class="code payload">([\s\S]*?)<\/pre>/.exec(body)?.[1];
+  assert.ok(kind !== undefined && text !== undefined, 'the page shows a payload');
+  return { kind, text: unescape(text) };
+}
+
+storeTest(sqlite, 'a payload of text bytes shows as text, as a plain etcd put stores it', async (h) => {
+  const base = await serveDashboard(h);
+  // What etcd's producer path stores for `etcdctl put /queue/q/producer/x 'résumé ready'`: the value's bytes,
+  // encoding bytes. `kvmq enqueue` and the JSON gateway's base64 value arrive the same way.
+  assert.deepEqual(await shownPayload(h, base, Buffer.from('résumé ready\tfor <review>\n', 'utf8')), {
+    kind: '28 bytes, text', // UTF-8: each é is two bytes
+    text: 'résumé ready\tfor <review>\n',
+  });
+  assert.deepEqual(await shownPayload(h, base, 'a JSON string shows without its quotes'), {
+    kind: 'text',
+    text: 'a JSON string shows without its quotes',
+  });
+});
+
+storeTest(sqlite, 'JSON is laid out wherever it parses, each number as written', async (h) => {
+  const base = await serveDashboard(h);
+  const sent = '{"order":12345678901234567890,"price":1.50,"tags":["a","b"],"note":"x\\"y, z: {}","empty":{}}';
+  assert.deepEqual(await shownPayload(h, base, Buffer.from(sent)), {
+    kind: `${Buffer.byteLength(sent)} bytes, JSON`,
+    text: [
+      '{',
+      '  "order": 12345678901234567890,',
+      '  "price": 1.50,',
+      '  "tags": [',
+      '    "a",',
+      '    "b"',
+      '  ],',
+      '  "note": "x\\"y, z: {}",',
+      '  "empty": {}',
+      '}',
+    ].join('\n'),
+  });
+  assert.deepEqual(await shownPayload(h, base, { a: [1, { b: null }] }), {
+    kind: 'JSON',
+    text: '{\n  "a": [\n    1,\n    {\n      "b": null\n    }\n  ]\n}',
+  });
+  assert.equal((await shownPayload(h, base, '[1, 2]')).text, '[\n  1,\n  2\n]');
+});
+
+storeTest(sqlite, 'bytes that are not UTF-8 text, or hold control characters, show as a hex dump', async (h) => {
+  const base = await serveDashboard(h);
+  assert.deepEqual(await shownPayload(h, base, Buffer.from([0x25, 0x50, 0x44, 0x46, 0xff, 0xfe])), {
+    kind: '6 bytes, binary',
+    text: `00000000  25 50 44 46 ff fe${' '.repeat(30)}  %PDF..`,
+  });
+  assert.equal((await shownPayload(h, base, Buffer.from('ok\u001b[31m', 'utf8'))).kind, '7 bytes, binary');
+  assert.equal((await shownPayload(h, base, Buffer.from([0]))).kind, '1 byte, binary');
+  // A JSON string with a control character is shown escaped, as JSON.
+  assert.deepEqual(await shownPayload(h, base, 'bell\u0007'), { kind: 'JSON', text: '"bell\\u0007"' });
+});
 
 storeTest(sqlite, 'every count with a noun agrees with it: 1 message, 2 messages, 1 consumer', async (h) => {
   const base = await serveDashboard(h);

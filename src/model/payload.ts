@@ -39,3 +39,27 @@ export function payloadBytes(payload: Payload): Buffer {
   if (payload instanceof Uint8Array) return Buffer.from(payload.buffer, payload.byteOffset, payload.byteLength);
   return Buffer.from(typeof payload === 'string' ? payload : JSON.stringify(payload), 'utf8');
 }
+
+const UTF8 = new TextDecoder('utf-8', { fatal: true, ignoreBOM: true });
+// C0 and C1 controls and DEL, but not the whitespace among them (tab, line feed, vertical tab, form feed, CR).
+// eslint-disable-next-line no-control-regex -- control characters are what makes bytes unreadable as text
+const CONTROL = /[\u0000-\u0008\u000e-\u001f\u007f-\u009f]/;
+
+/** Text with no control character but whitespace: it reads as it is. */
+export function isPrintable(text: string): boolean {
+  return !CONTROL.test(text);
+}
+
+/**
+ * Bytes as text when they are text: valid UTF-8 with no control character but whitespace, as a payload put by
+ * `kvmq enqueue`, etcdctl or curl is; null for anything else (an image, a protobuf), which is shown as bytes.
+ */
+export function printableText(bytes: Uint8Array): string | null {
+  let text: string;
+  try {
+    text = UTF8.decode(bytes);
+  } catch {
+    return null;
+  }
+  return isPrintable(text) ? text : null;
+}

@@ -5,6 +5,7 @@ import type { Command } from '../command.js';
 import { EXIT_FAILURE, EXIT_OK } from '../errors.js';
 import { commandUsage } from '../help.js';
 import { note, printJson, printLine, table } from '../output.js';
+import { printableText } from '../../model/payload.js';
 import { errorLine } from '../outcome-tally.js';
 import { withClient } from '../store.js';
 import { jsonOf } from './list.js';
@@ -63,10 +64,8 @@ function recordLine(r: AttemptRecord): string {
 function payloadText(payload: unknown): string {
   if (!(payload instanceof Uint8Array)) return JSON.stringify(payload);
   const bytes = Buffer.from(payload);
-  const text = bytes.toString('utf8');
-  // eslint-disable-next-line no-control-regex -- control characters are what makes bytes unprintable
-  const printable = Buffer.from(text, 'utf8').equals(bytes) && !/[\u0000-\u0008\u000e-\u001f\u007f]/.test(text);
-  return `${bytes.length} bytes: ${printable ? JSON.stringify(text) : `base64 ${bytes.toString('base64')}`}`;
+  const text = printableText(bytes);
+  return `${bytes.length} bytes: ${text === null ? `base64 ${bytes.toString('base64')}` : JSON.stringify(text)}`;
 }
 
 function time(ms: number): string {

@@ -5,11 +5,9 @@ import { html, type Html } from '../html.js';
 import { messagePath, queuePath } from '../paths.js';
 import type { PageContext } from './context.js';
 import { grid, numeric } from './grid.js';
-import { counted, stateBadge, utc, when } from './format.js';
+import { stateBadge, utc, when } from './format.js';
 import { actionForm, layout, type PageFrame } from './layout.js';
-
-/** Bytes shown of a binary payload; the rest is counted, not shown. */
-const HEX_BYTES_SHOWN = 4096;
+import { payloadView } from './payload.js';
 
 export function messagePage(ctx: PageContext, m: MessageDetails, notice: PageFrame['notice'], now: number): Html {
   const path = messagePath(ctx.base, m.queue, m.id);
@@ -32,6 +30,7 @@ export function messagePage(ctx: PageContext, m: MessageDetails, notice: PageFra
     ['Group', m.group ?? '–'],
     ['Policy', Object.keys(m.policy).length === 0 ? '–' : JSON.stringify(m.policy)],
   ];
+  const payload = payloadView(m.payload);
   const body = html`<div class="page-head">
       <h1 class="mono">${m.id}</h1>
       ${stateBadge(m.state)}${actions}
@@ -65,8 +64,8 @@ export function messagePage(ctx: PageContext, m: MessageDetails, notice: PageFra
       </section>
     </div>
     <section class="panel">
-      <h2>Payload ${payloadKind(m.payload)}</h2>
-      <pre class="code payload">${payloadText(m.payload)}</pre>
+      <h2>Payload <span class="muted">(${payload.kind})</span></h2>
+      <pre class="code payload">${payload.text}</pre>
     </section>
     <section class="panel">
       <h2>History</h2>
@@ -82,27 +81,6 @@ export function messagePage(ctx: PageContext, m: MessageDetails, notice: PageFra
     body,
     notice,
   });
-}
-
-function payloadKind(payload: unknown): Html {
-  if (payload instanceof Uint8Array)
-    return html`<span class="muted">(${counted(payload.byteLength, 'byte')}, binary)</span>`;
-  return html`<span class="muted">(JSON)</span>`;
-}
-
-/** JSON pretty-printed, or a hex dump of bytes: offset, 16 bytes, their printable ASCII. */
-export function payloadText(payload: unknown): string {
-  if (!(payload instanceof Uint8Array)) return JSON.stringify(payload, null, 2);
-  const lines: string[] = [];
-  const shown = payload.subarray(0, HEX_BYTES_SHOWN);
-  for (let offset = 0; offset < shown.length; offset += 16) {
-    const row = shown.subarray(offset, offset + 16);
-    const hex = [...row].map((b) => b.toString(16).padStart(2, '0')).join(' ');
-    const ascii = [...row].map((b) => (b >= 0x20 && b < 0x7f ? String.fromCharCode(b) : '.')).join('');
-    lines.push(`${offset.toString(16).padStart(8, '0')}  ${hex.padEnd(47)}  ${ascii}`);
-  }
-  if (payload.byteLength > shown.length) lines.push(`… ${counted(payload.byteLength - shown.length, 'more byte')}`);
-  return lines.join('\n');
 }
 
 function keyValues(values: Readonly<Record<string, string>>): Html {
