@@ -60,6 +60,34 @@ void test('kvmq serve prints its dashboard URL and serves it over its own queues
 });
 
 void test(
+  'a payload put through the JSON gateway, as curl does, reads as text on its page',
+  { timeout: 60_000 },
+  async () => {
+    const server = await serve(['--listen', '127.0.0.1:0']);
+    const b64 = (text: string): string => Buffer.from(text, 'utf8').toString('base64');
+    const put = await fetch(`http://${server.endpoint}/v3/kv/put`, {
+      method: 'POST',
+      body: JSON.stringify({
+        key: b64('/queue/mail/producer/from-curl'),
+        value: b64('{"to":"ana@example.com","n":1.50}'),
+      }),
+    });
+    assert.equal(put.status, 200);
+    // The dispatcher inside turns the plain put into a message: its page shows the bytes as JSON text.
+    const page = await waitFor(
+      async () => {
+        const answer = await fetch(`http://${server.endpoint}/dashboard/queues/mail/messages/from-curl`);
+        return answer.status === 200 ? answer.text() : undefined;
+      },
+      { what: 'the message page' },
+    );
+    assert.match(page, /<h2>Payload <span class="muted">\(33 bytes, JSON\)<\/span><\/h2>/);
+    assert.ok(page.includes('{\n  &quot;to&quot;: &quot;ana@example.com&quot;,\n  &quot;n&quot;: 1.50\n}'), 'laid out');
+    assert.equal(await server.stop(), 0);
+  },
+);
+
+void test(
   '--no-dashboard leaves /dashboard/ to the gateway; a non-loopback --listen needs a token',
   { timeout: 60_000 },
   async () => {
