@@ -8,7 +8,8 @@
  * its parent as well: producer, handling and the handler's spans then read as one trace, and tools that
  * follow only links still find the producer.
  */
-import { SpanKind, SpanStatusCode, context, trace, type Context, type Span } from '@opentelemetry/api';
+import type { Context, Span } from '@opentelemetry/api';
+import { otel } from './api.js';
 import { hasValidContext, producerContext } from './carrier.js';
 import { ATTR, MESSAGING_SYSTEM, tracer } from './tracer.js';
 import type { ClaimedMessage } from '../store/contract.js';
@@ -35,9 +36,10 @@ export const UNTRACED: ProcessTrace = {
 
 /** Starts the span of one handling, or returns UNTRACED without an SDK. */
 export function traceProcess(queue: string, consumerId: string, message: ClaimedMessage): ProcessTrace {
+  const { SpanKind, trace } = otel();
   const parent = producerContext(message.metadata);
   const creation = trace.getSpanContext(parent);
-  const span = tracer.startSpan(
+  const span = tracer().startSpan(
     `process ${queue}`,
     {
       kind: SpanKind.CONSUMER,
@@ -71,7 +73,7 @@ class Handling implements ProcessTrace {
 
   async run(handler: Handler, job: Job): Promise<HandlerResult | void> {
     try {
-      return await context.with(this.active, handler, undefined, job);
+      return await otel().context.with(this.active, handler, undefined, job);
     } catch (error) {
       this.thrown = error;
       throw error;
@@ -87,7 +89,7 @@ class Handling implements ProcessTrace {
     }
     span.setAttribute(ATTR.errorType, errorType(reason, this.thrown));
     span.setStatus({
-      code: SpanStatusCode.ERROR,
+      code: otel().SpanStatusCode.ERROR,
       message: firstLine(finish.error ?? `handler returned ${finish.outcome}`),
     });
     return finish;
@@ -97,7 +99,7 @@ class Handling implements ProcessTrace {
     if (held.takenAway) {
       // The store did not keep this attempt's outcome: another consumer may handle the message again.
       this.span.setAttribute(ATTR.outcome, 'lost');
-      this.span.setStatus({ code: SpanStatusCode.ERROR, message: held.abortReason?.message ?? 'lock lost' });
+      this.span.setStatus({ code: otel().SpanStatusCode.ERROR, message: held.abortReason?.message ?? 'lock lost' });
     }
     this.span.end();
   }

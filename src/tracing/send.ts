@@ -2,7 +2,8 @@
  * The producer's side: a PRODUCER span per enqueue call (`send <queue>`), whose context each message
  * carries to its consumers in its metadata.
  */
-import { SpanKind, SpanStatusCode, trace, type Attributes, type Span } from '@opentelemetry/api';
+import type { Attributes, Span } from '@opentelemetry/api';
+import { otel } from './api.js';
 import { TRACE_METADATA_KEY, carrierOf, producerContext, type TraceCarrier } from './carrier.js';
 import { ATTR, MESSAGING_SYSTEM, tracer } from './tracer.js';
 import type { NewMessage } from '../store/contract.js';
@@ -26,7 +27,8 @@ export function traceSend<R>(
   };
   if (batch) attributes[ATTR.batchCount] = messages.length;
   else if (messages.length === 1) attributes[ATTR.messageId] = messages[0]?.id;
-  const span = tracer.startSpan(`send ${queue}`, { kind: SpanKind.PRODUCER, attributes });
+  const { SpanKind, SpanStatusCode } = otel();
+  const span = tracer().startSpan(`send ${queue}`, { kind: SpanKind.PRODUCER, attributes });
   const carrier = carrierOf(span);
   const sent = send(carrier === null ? messages : messages.map((message) => carry(span, message, carrier)));
   // A span that records nothing (no SDK, or sampled out) has nothing to end: no promise to follow.
@@ -49,6 +51,7 @@ export function traceSend<R>(
  */
 function carry(span: Span, message: NewMessage, carrier: TraceCarrier): NewMessage {
   if (Object.hasOwn(message.metadata, TRACE_METADATA_KEY)) {
+    const { trace } = otel();
     const given = trace.getSpanContext(producerContext(message.metadata));
     if (given !== undefined && trace.isSpanContextValid(given)) span.addLink({ context: given });
     return message;

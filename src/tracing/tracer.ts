@@ -5,14 +5,20 @@
  * Through `@opentelemetry/api` alone every call here is a no-op: spans record only once the app
  * installs an SDK.
  */
-import { trace } from '@opentelemetry/api';
+import type { Tracer } from '@opentelemetry/api';
 import { version } from '../cli/version.js';
+import { otel } from './api.js';
+
+let kvmqTracer: Tracer | null = null;
 
 /**
- * One tracer for the process. The API hands out a proxy that finds the SDK when it is registered,
- * even after this module loaded.
+ * One tracer for the process, made on the first span. The API hands out a proxy that finds the SDK when
+ * it is registered, even after the tracer was made.
  */
-export const tracer = trace.getTracer('kvmq', version());
+export function tracer(): Tracer {
+  kvmqTracer ??= otel().trace.getTracer('kvmq', version());
+  return kvmqTracer;
+}
 
 export const MESSAGING_SYSTEM = 'kvmq';
 
