@@ -1,54 +1,51 @@
 /** The CLI's dispatcher: picks the command, prints help or version, turns errors into exit codes. */
 import { wantsHelp } from './args.js';
 import type { Command } from './command.js';
-import { pause, promote, remove, resume, retry } from './commands/actions.js';
-import { clear } from './commands/clear.js';
-import { config } from './commands/config.js';
-import { dashboard } from './commands/dashboard.js';
-import { enqueue } from './commands/enqueue.js';
-import { events } from './commands/events.js';
-import { gc } from './commands/gc.js';
-import { list } from './commands/list.js';
-import { schedule } from './commands/schedule.js';
-import { serve } from './commands/serve.js';
-import { show } from './commands/show.js';
-import { status } from './commands/status.js';
-import { wait } from './commands/wait.js';
-import { work } from './commands/work.js';
 import { EXIT_OK, EXIT_USAGE, reportError, UsageError } from './errors.js';
 import { mainUsage } from './help.js';
 import { version } from './version.js';
 
-const COMMANDS: readonly Command[] = [
-  enqueue,
-  work,
-  status,
-  list,
-  show,
-  events,
-  wait,
-  retry,
-  remove,
-  promote,
-  pause,
-  resume,
-  config,
-  schedule,
-  gc,
-  clear,
-  serve,
-  dashboard,
+/** A command by name; its module (and all it imports) loads only when the command runs or shows its help. */
+export interface CommandEntry {
+  readonly name: string;
+  readonly load: () => Promise<Command>;
+}
+
+export const COMMANDS: readonly CommandEntry[] = [
+  { name: 'enqueue', load: async () => (await import('./commands/enqueue.js')).enqueue },
+  { name: 'work', load: async () => (await import('./commands/work.js')).work },
+  { name: 'status', load: async () => (await import('./commands/status.js')).status },
+  { name: 'list', load: async () => (await import('./commands/list.js')).list },
+  { name: 'show', load: async () => (await import('./commands/show.js')).show },
+  { name: 'events', load: async () => (await import('./commands/events.js')).events },
+  { name: 'wait', load: async () => (await import('./commands/wait.js')).wait },
+  { name: 'retry', load: async () => (await import('./commands/actions.js')).retry },
+  { name: 'remove', load: async () => (await import('./commands/actions.js')).remove },
+  { name: 'promote', load: async () => (await import('./commands/actions.js')).promote },
+  { name: 'pause', load: async () => (await import('./commands/actions.js')).pause },
+  { name: 'resume', load: async () => (await import('./commands/actions.js')).resume },
+  { name: 'config', load: async () => (await import('./commands/config.js')).config },
+  { name: 'schedule', load: async () => (await import('./commands/schedule.js')).schedule },
+  { name: 'gc', load: async () => (await import('./commands/gc.js')).gc },
+  { name: 'clear', load: async () => (await import('./commands/clear.js')).clear },
+  { name: 'serve', load: async () => (await import('./commands/serve.js')).serve },
+  { name: 'dashboard', load: async () => (await import('./commands/dashboard.js')).dashboard },
 ];
+
+/** Every command, loaded: for the list in `kvmq --help`. */
+async function allCommands(): Promise<Command[]> {
+  return Promise.all(COMMANDS.map((entry) => entry.load()));
+}
 
 /** Runs one command line; resolves with the exit code. */
 export async function runCli(argv: readonly string[]): Promise<number> {
   const [first, ...rest] = argv;
   if (first === undefined) {
-    process.stderr.write(mainUsage(COMMANDS));
+    process.stderr.write(mainUsage(await allCommands()));
     return EXIT_USAGE;
   }
   if (first === '--help' || first === '-h') {
-    process.stdout.write(mainUsage(COMMANDS));
+    process.stdout.write(mainUsage(await allCommands()));
     return EXIT_OK;
   }
   if (first === '--version' || first === '-V') {
@@ -56,11 +53,12 @@ export async function runCli(argv: readonly string[]): Promise<number> {
     return EXIT_OK;
   }
   if (first === 'help') return help(rest[0]);
-  const command = COMMANDS.find((c) => c.name === first);
-  if (command === undefined) {
+  const entry = COMMANDS.find((c) => c.name === first);
+  if (entry === undefined) {
     const what = first.startsWith('-') ? `unknown option '${first}'` : `unknown command '${first}'`;
     return reportError(new UsageError(what), null);
   }
+  const command = await entry.load();
   if (wantsHelp(rest)) {
     process.stdout.write(command.usage);
     return EXIT_OK;
@@ -73,13 +71,13 @@ export async function runCli(argv: readonly string[]): Promise<number> {
 }
 
 /** `kvmq help [command]`. */
-function help(name: string | undefined): number {
+async function help(name: string | undefined): Promise<number> {
   if (name === undefined) {
-    process.stdout.write(mainUsage(COMMANDS));
+    process.stdout.write(mainUsage(await allCommands()));
     return EXIT_OK;
   }
-  const command = COMMANDS.find((c) => c.name === name);
-  if (command === undefined) return reportError(new UsageError(`unknown command '${name}'`), null);
-  process.stdout.write(command.usage);
+  const entry = COMMANDS.find((c) => c.name === name);
+  if (entry === undefined) return reportError(new UsageError(`unknown command '${name}'`), null);
+  process.stdout.write((await entry.load()).usage);
   return EXIT_OK;
 }

@@ -1,5 +1,6 @@
 /** Which store a command uses (defaults < $KVMQ_STORE < --store) and a client's lifetime around a command. */
-import { connect, DEFAULT_STORE_URL, type Client, type ConnectOptions } from '../index.js';
+import type { Client, ConnectOptions } from '../index.js';
+import { DEFAULT_STORE_URL } from '../store/url.js';
 import { reportError } from './errors.js';
 
 export function storeUrl(flag: string | undefined): string {
@@ -12,13 +13,19 @@ export function reportBackgroundError(error: unknown): void {
   reportError(error, null);
 }
 
+/** A client on the command's store. The library loads here, on use: `kvmq --version` and help never pay for it. */
+export async function openClient(flag: string | undefined, options: ConnectOptions = {}): Promise<Client> {
+  const { connect } = await import('../client.js');
+  return connect(storeUrl(flag), { onError: reportBackgroundError, ...options });
+}
+
 /** Connects, runs `body`, and closes the client whatever happens. */
 export async function withClient<T>(
   flag: string | undefined,
   body: (client: Client) => Promise<T>,
   options: ConnectOptions = {},
 ): Promise<T> {
-  const client = await connect(storeUrl(flag), { onError: reportBackgroundError, ...options });
+  const client = await openClient(flag, options);
   try {
     return await body(client);
   } finally {

@@ -1,11 +1,10 @@
 /** `kvmq dashboard`: the web dashboard over a store, on its own HTTP server. */
-import { connect } from '../../index.js';
 import { expectPositionals, parseCommandLine } from '../args.js';
 import type { Command } from '../command.js';
 import { EXIT_OK, UsageError } from '../errors.js';
 import { commandUsage } from '../help.js';
 import { printJson, printLine } from '../output.js';
-import { reportBackgroundError, storeUrl } from '../store.js';
+import { openClient } from '../store.js';
 import { untilStopped } from '../until-stopped.js';
 
 const OPTIONS = {
@@ -46,7 +45,7 @@ export const dashboard: Command = {
     if (token !== undefined && !/^[\x21-\x7e]{16,256}$/.test(token)) {
       throw new UsageError('--token must be 16 to 256 printable characters without spaces');
     }
-    const client = await connect(storeUrl(values.store), { onError: reportBackgroundError, maintenance: false });
+    const client = await openClient(values.store, { maintenance: false });
     let running;
     try {
       running = await startDashboardServer(client, {

@@ -1,5 +1,6 @@
 /** `kvmq events`: prints a queue's events live, one line each, until SIGINT/SIGTERM. */
-import { EventsMissedError, type StoredEvent } from '../../index.js';
+import { EventsMissedError } from '../../errors.js';
+import type { StoredEvent } from '../../index.js';
 import { expectPositionals, parseCommandLine } from '../args.js';
 import type { Command } from '../command.js';
 import { EXIT_OK, UsageError } from '../errors.js';

@@ -1,5 +1,6 @@
 /** `kvmq status`: a message's state, or a queue's counts and consumers. */
-import { MESSAGE_STATES, type MessageStatus, type QueueStatus } from '../../index.js';
+import type { MessageStatus, QueueStatus } from '../../index.js';
+import { MESSAGE_STATES } from '../../model/types.js';
 import { expectPositionals, parseCommandLine } from '../args.js';
 import type { Command } from '../command.js';
 import { EXIT_FAILURE, EXIT_OK } from '../errors.js';

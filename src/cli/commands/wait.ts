@@ -1,5 +1,6 @@
 /** `kvmq wait`: waits until a message completes or fails for good; the exit code says which. */
-import { KvmqError, type WaitResult } from '../../index.js';
+import { KvmqError } from '../../errors.js';
+import type { WaitResult } from '../../index.js';
 import { expectPositionals, optionalWholeNumber, parseCommandLine } from '../args.js';
 import type { Command } from '../command.js';
 import { EXIT_FAILURE, EXIT_OK } from '../errors.js';

@@ -1,14 +1,7 @@
 /** `kvmq work`: a worker that runs a shell command per message. */
 import { constants } from 'node:os';
-import {
-  expBackoff,
-  type Client,
-  type HandlerResult,
-  type Job,
-  type MonitorInfo,
-  type Worker,
-  type WorkerFilters,
-} from '../../index.js';
+import type { Client, HandlerResult, Job, MonitorInfo, Worker, WorkerFilters } from '../../index.js';
+import { expBackoff } from '../../model/backoff.js';
 import { payloadBytes } from '../../model/payload.js';
 import { expectPositionals, optionalWholeNumber, parseCommandLine, parseKeyValue } from '../args.js';
 import type { Command } from '../command.js';
