@@ -59,7 +59,7 @@ describe('kvmq serve on the command line', () => {
     const [banner = '', hint = ''] = await first.lines;
     const endpoint = /etcd v3 API on http:\/\/(\S+) \(data in /.exec(banner)?.[1];
     assert.ok(endpoint !== undefined, banner);
-    assert.match(hint, new RegExp(`try: etcdctl --endpoints=${endpoint.replaceAll('.', '\\.')} put `));
+    assert.match(hint, new RegExp(`try: export ETCDCTL_API=3 ETCDCTL_ENDPOINTS=${endpoint.replaceAll('.', '\\.')}$`));
     assert.equal((await etcdctl(endpoint, ['put', 'cli-key', 'cli-value'])).stdout.trim(), 'OK');
     // One server per data directory.
     const twice = kvmq(['serve', '--data', data, '--listen', '127.0.0.1:0']);

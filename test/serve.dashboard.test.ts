@@ -32,7 +32,7 @@ async function serve(args: readonly string[]) {
   createInterface({ input: child.stderr }).on('line', (line) => err.push(line));
   const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
   after(() => child.kill('SIGKILL'));
-  await waitFor(() => out.some((line) => line.includes('try: etcdctl')), { timeoutMs: 30_000, what: 'the banner' });
+  await waitFor(() => out.some((line) => line.includes('etcdctl put')), { timeoutMs: 30_000, what: 'the banner' });
   const endpoint = /etcd v3 API on http:\/\/(\S+) /.exec(out[0] ?? '')?.[1] ?? '';
   return { out, err, endpoint, stop: () => (child.kill('SIGTERM'), exited) };
 }

@@ -111,8 +111,10 @@ export const serve: Command = {
     if (values.json === true) printJson({ url: server.url, endpoint, data: dataDir, dashboard: dashboardUrl });
     else {
       printLine(`kvmq serve: etcd v3 API on ${server.url} (data in ${dataDir})`);
-      const target = server.url.startsWith('https:') ? `${server.url} --cacert=CA.pem` : endpoint;
-      printLine(`  try: etcdctl --endpoints=${target} put /queue/jobs/producer/hello world`);
+      // Environment variables, as the README sets them: etcdctl refuses a flag and its variable together.
+      const target = server.url.startsWith('https:') ? `${server.url} ETCDCTL_CACERT=CA.pem` : endpoint;
+      printLine(`  try: export ETCDCTL_API=3 ETCDCTL_ENDPOINTS=${target}`);
+      printLine('       etcdctl put /queue/jobs/producer/hello world');
       if (dashboardUrl !== null) printLine(`  dashboard: ${dashboardUrl}`);
     }
     await untilStopped(async () => {
