@@ -26,7 +26,7 @@ describe('kvmq CLI scheduling', { concurrency: 4 }, () => {
   it('lists the scheduling flags and settings in help', async () => {
     const store = newStore();
     const enqueueHelp = await expectExit(0, ['enqueue', '--help'], { store });
-    for (const flag of ['--priority N', '--run-at TIME', '--group NAME', '--debounce ID', '--debounce-ms N']) {
+    for (const flag of ['--priority N', '--run-at TIME', '--group NAME', '--debounce ID', '--debounce-ms T']) {
       assert.ok(enqueueHelp.stdout.includes(flag), `enqueue --help shows ${flag}`);
     }
     const configHelp = await expectExit(0, ['config', '--help'], { store });
@@ -112,7 +112,10 @@ describe('kvmq CLI scheduling', { concurrency: 4 }, () => {
       [['--debounce', 'd1'], /--debounce ID and --debounce-ms MS go together/],
       [['--debounce-ms', '10'], /--debounce ID and --debounce-ms MS go together/],
       [['--debounce', 'bad id', '--debounce-ms', '10'], /debounce id "bad id" is invalid/],
-      [['--debounce', 'd1', '--debounce-ms', 'soon'], /--debounce-ms must be a whole number/],
+      [
+        ['--debounce', 'd1', '--debounce-ms', 'soon'],
+        /--debounce-ms must be a duration of at least 0 ms such as 500ms/,
+      ],
       [['--delay-ms', '10', '--run-at', '0'], /give at most one of --delay-ms, --run-at and --debounce/],
       [
         ['--run-at', '0', '--debounce', 'd', '--debounce-ms', '1'],

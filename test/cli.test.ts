@@ -397,10 +397,22 @@ describe('kvmq CLI', { concurrency: 4 }, () => {
     const cases: [args: string[], message: RegExp][] = [
       [['enqueue', 'jobs', 'x', '--bogus'], /^kvmq: unknown option '--bogus'\nTry 'kvmq enqueue --help'/],
       [['enqueue'], /^kvmq: missing argument: <queue>/],
-      [['enqueue', 'jobs', 'x', '--delay-ms', 'soon'], /^kvmq: --delay-ms must be a whole number, got 'soon'/],
+      [['enqueue', 'jobs', 'x', '--delay-ms', 'soon'], /^kvmq: --delay-ms must be a duration .* such as 500ms, 30s/],
       [['work', 'jobs'], /^kvmq: missing --exec/],
-      [['work', 'jobs', '--exec', 'cat', '--timeout', '0'], /^kvmq: --timeout must be a whole number/],
+      [['work', 'jobs', '--exec', 'cat', '--timeout', '0'], /^kvmq: --timeout must be a duration of at least 1 ms/],
       [['frobnicate'], /^kvmq: unknown command 'frobnicate'\nTry 'kvmq --help'/],
+      [['stauts', 'jobs'], /^kvmq: unknown command 'stauts' \(did you mean 'status'\?\)\n/],
+      [['help', 'lsit'], /^kvmq: unknown command 'lsit' \(did you mean 'list'\?\)\n/],
+      [['list', 'jobs', '--limt', '5'], /^kvmq: unknown option '--limt' \(did you mean '--limit'\?\)\nTry 'kvmq list/],
+      [
+        ['work', 'jobs', '--exec', 'cat', '--idle-exit', '1s'],
+        /unknown option '--idle-exit' \(did you mean '--idle-exit-ms'\?\)/,
+      ],
+      [
+        ['config', 'jobs', 'gc_lifetme_ms=1'],
+        /^kvmq: unknown setting 'gc_lifetme_ms' \(did you mean 'gc_lifetime_ms'\?\)/,
+      ],
+      [['list', 'jobs', '--bogus'], /^kvmq: unknown option '--bogus'\nTry/],
       [[], /^Usage: kvmq <command>/],
     ];
     await Promise.all(
@@ -410,6 +422,28 @@ describe('kvmq CLI', { concurrency: 4 }, () => {
         assert.match(run.stderr, message);
       }),
     );
+  });
+
+  it('takes durations with units wherever an option takes a time', async () => {
+    const store = newStore();
+    const before = Date.now();
+    await expectExit(0, ['enqueue', 'later', 'x', '--id', 'd', '--delay-ms', '10m', '--backoff-ms', '2s'], { store });
+    const until = Number((await statusOf(store, 'later', 'd')).until);
+    assert.ok(until >= before + 600_000 && until <= Date.now() + 600_000, `until ${until}`);
+    await expectExit(0, ['enqueue', 'now', 'y', '--timeout', '1m'], { store });
+    const run = await expectExit(
+      0,
+      ['work', 'now', '--idle-exit-ms', '300ms', '--lock-ms', '5s', '--timeout', '30s', '--exec', 'cat'],
+      { store },
+    );
+    assert.equal(run.stdout, 'y');
+    await expectExit(3, ['wait', 'later', 'd', '--timeout', '250ms'], { store });
+    await expectExit(0, ['config', 'later', 'gc_lifetime_ms=1d', 'gc_interval_ms=1h30m'], { store });
+    const config = JSON.parse((await expectExit(0, ['config', 'later', '--json'], { store })).stdout) as {
+      gcLifetimeMs: number;
+      gcIntervalMs: number;
+    };
+    assert.deepEqual([config.gcLifetimeMs, config.gcIntervalMs], [86_400_000, 5_400_000]);
   });
 
   it('reports a bad store URL with exit 1 and the accepted forms', async () => {

@@ -5,6 +5,7 @@
  */
 import { parseArgs, type ParseArgsConfig } from 'node:util';
 import { UsageError } from './errors.js';
+import { didYouMean } from './suggest.js';
 
 type OptionsConfig = NonNullable<ParseArgsConfig['options']>;
 
@@ -32,10 +33,19 @@ export function parseCommandLine<O extends OptionsConfig>(argv: string[], option
     if (error instanceof TypeError && 'code' in error && String(error.code).startsWith('ERR_PARSE_ARGS')) {
       // Node's messages are sentences ("Unknown option '--x'. To specify..."): keep the first clause.
       const first = error.message.split('. ')[0] ?? error.message;
-      throw new UsageError(first.charAt(0).toLowerCase() + first.slice(1));
+      const unknown = error.code === 'ERR_PARSE_ARGS_UNKNOWN_OPTION' ? /'(-[^']*)'/.exec(first)?.[1] : undefined;
+      const hint = unknown === undefined ? '' : didYouMean(unknown, optionNames({ ...COMMON_OPTIONS, ...options }));
+      throw new UsageError(first.charAt(0).toLowerCase() + first.slice(1) + hint);
     }
     throw error;
   }
+}
+
+/** `--name` for each option (and `-x` for its short form): what a mistyped option is compared with. */
+function optionNames(options: OptionsConfig): string[] {
+  return Object.entries(options).flatMap(([name, option]) =>
+    option.short === undefined ? [`--${name}`] : [`--${name}`, `-${option.short}`],
+  );
 }
 
 /** True when `--help` or `-h` comes before any `--`: help wins over every other mistake. */

@@ -3,6 +3,7 @@ import { wantsHelp } from './args.js';
 import type { Command } from './command.js';
 import { EXIT_OK, EXIT_USAGE, reportError, UsageError } from './errors.js';
 import { mainUsage } from './help.js';
+import { didYouMean } from './suggest.js';
 import { version } from './version.js';
 
 /** A command by name; its module (and all it imports) loads only when the command runs or shows its help. */
@@ -55,8 +56,7 @@ export async function runCli(argv: readonly string[]): Promise<number> {
   if (first === 'help') return help(rest[0]);
   const entry = COMMANDS.find((c) => c.name === first);
   if (entry === undefined) {
-    const what = first.startsWith('-') ? `unknown option '${first}'` : `unknown command '${first}'`;
-    return reportError(new UsageError(what), null);
+    return reportError(new UsageError(unknownWord(first)), null);
   }
   const command = await entry.load();
   if (wantsHelp(rest)) {
@@ -77,7 +77,13 @@ async function help(name: string | undefined): Promise<number> {
     return EXIT_OK;
   }
   const entry = COMMANDS.find((c) => c.name === name);
-  if (entry === undefined) return reportError(new UsageError(`unknown command '${name}'`), null);
+  if (entry === undefined) return reportError(new UsageError(unknownWord(name)), null);
   process.stdout.write((await entry.load()).usage);
   return EXIT_OK;
+}
+
+/** An unknown command (or option before any command), with the nearest known one. */
+function unknownWord(word: string): string {
+  if (word.startsWith('-')) return `unknown option '${word}'${didYouMean(word, ['--help', '--version'])}`;
+  return `unknown command '${word}'${didYouMean(word, ['help', ...COMMANDS.map((c) => c.name)])}`;
 }

@@ -26,3 +26,10 @@ export function formatDuration(ms: number): string {
   const unit = ['d', 'h', 'm', 's'].find((u) => ms > 0 && ms % (UNIT_MS[u] ?? 1) === 0) ?? 'ms';
   return `${ms / (UNIT_MS[unit] ?? 1)}${unit}`;
 }
+
+export function optionalDuration(what: string, text: string | undefined, min = 1): number | undefined {
+  return text === undefined ? undefined : parseDuration(what, text, min);
+}
+
+/** The help row that says what a `T` in an option's help accepts. */
+export const DURATION_HELP: readonly [string, string] = ['T (durations)', '500ms, 30s, 5m, 2h, 1d, 1h30m, or bare ms'];

@@ -69,7 +69,7 @@ export function parseDebounce(id: string | undefined, msText: string | undefined
       '--debounce ID and --debounce-ms MS go together: which messages replace each other, and the quiet time',
     );
   }
-  const ms = parseWholeNumber('--debounce-ms', msText);
+  const ms = parseDuration('--debounce-ms', msText, 0);
   return asUsage(() => checkDebounce({ id, ms }));
 }
 

@@ -2,11 +2,13 @@
 import type { QueueConfig } from '../../index.js';
 import { expectPositionals, parseCommandLine, parseKeyValue, parseWholeNumber } from '../args.js';
 import type { Command } from '../command.js';
+import { DURATION_HELP, parseDuration } from '../duration.js';
 import { EXIT_OK, UsageError } from '../errors.js';
 import { commandUsage } from '../help.js';
 import { printJson, printLine } from '../output.js';
 import { formatGroupConcurrency, formatRateLimit, parseGroupConcurrency, parseRateLimit } from '../scheduling-args.js';
 import { withClient } from '../store.js';
+import { didYouMean } from '../suggest.js';
 
 type NumberKey =
   'gcLifetimeMs' | 'failedLifetimeMs' | 'gcIntervalMs' | 'maxDeliveries' | 'eventsMaxCount' | 'eventsMaxAgeMs';
@@ -24,6 +26,7 @@ const NUMBER_KEYS: Readonly<Record<string, NumberKey>> = {
 // Zero means nothing for these: GC cannot run every 0 ms, and a queue keeps at least one event for 1 ms.
 const AT_LEAST_ONE: ReadonlySet<NumberKey> = new Set(['gcIntervalMs', 'eventsMaxCount', 'eventsMaxAgeMs']);
 const FILTER_PREFIX = 'filter.';
+const OTHER_KEYS = ['paused', 'events', 'dead_letter_queue', 'rate_limit', 'group_concurrency'];
 
 export const config: Command = {
   name: 'config',
@@ -31,21 +34,21 @@ export const config: Command = {
   usage: commandUsage(
     'config <queue> [key=value...]',
     "Without key=value, prints the queue's configuration. Keys:\n" +
-      '  gc_lifetime_ms=N        finished messages older than N ms are removed by GC (alias task_gc_lifetime)\n' +
-      '  failed_lifetime_ms=N    failed messages older than N ms are removed by GC (default 7 days)\n' +
-      '  gc_interval_ms=N        GC runs at most every N ms (alias task_gc_interval)\n' +
+      '  gc_lifetime_ms=T        finished messages older than T are removed by GC (alias task_gc_lifetime)\n' +
+      '  failed_lifetime_ms=T    failed messages older than T are removed by GC (default 7 days)\n' +
+      '  gc_interval_ms=T        GC runs at most every T (alias task_gc_interval)\n' +
       '  max_deliveries=N        a message that loses its lock N times fails (0: never; default 10)\n' +
       '  dead_letter_queue=Q     failed messages move to queue Q; empty for none\n' +
       '  paused=true|false       workers claim nothing while true (see kvmq pause)\n' +
       '  events=true|false       record queue events (see kvmq events; default false)\n' +
       '  events_max_count=N      keep at most the N newest events (default 10000)\n' +
-      '  events_max_age_ms=N     events older than N ms are trimmed (default 1 day)\n' +
+      '  events_max_age_ms=T     events older than T are trimmed (default 1 day)\n' +
       '  rate_limit=MAX/PERIOD   at most MAX claims per PERIOD across all workers, e.g. 100/1s, 5/250ms,\n' +
       '                          1000/1m, 50000/1d; none removes it (default none)\n' +
       '  group_concurrency=N     at most N messages of one group (enqueue --group) run at once; none: no\n' +
       '                          limit (default none)\n' +
       '  filter.NAME=v1,v2,...   the values of filter NAME, lowest first; empty removes the filter',
-    [],
+    [DURATION_HELP],
   ),
 
   async run(argv) {
@@ -77,7 +80,10 @@ function parsePatch(assignments: readonly string[]): Partial<QueueConfig> {
     const numberKey = Object.hasOwn(NUMBER_KEYS, key) ? NUMBER_KEYS[key] : undefined;
     if (numberKey !== undefined) {
       // A lifetime of 0 (GC finished messages at once) is fine.
-      numbers[numberKey] = parseWholeNumber(key, value, AT_LEAST_ONE.has(numberKey) ? 1 : 0);
+      const min = AT_LEAST_ONE.has(numberKey) ? 1 : 0;
+      numbers[numberKey] = numberKey.endsWith('Ms')
+        ? parseDuration(key, value, min)
+        : parseWholeNumber(key, value, min);
     } else if (key === 'paused' || key === 'events') {
       if (value !== 'true' && value !== 'false') throw new UsageError(`${key} must be true or false, got '${value}'`);
       others[key] = value === 'true';
@@ -91,7 +97,7 @@ function parsePatch(assignments: readonly string[]): Partial<QueueConfig> {
       filterEnums.set(key.slice(FILTER_PREFIX.length), value === '' ? [] : value.split(','));
     } else {
       throw new UsageError(
-        `unknown setting '${key}'; known: gc_lifetime_ms, failed_lifetime_ms, gc_interval_ms, max_deliveries, ` +
+        `unknown setting '${key}'${didYouMean(key, [...Object.keys(NUMBER_KEYS), ...OTHER_KEYS])}; known: gc_lifetime_ms, failed_lifetime_ms, gc_interval_ms, max_deliveries, ` +
           'dead_letter_queue, paused, events, events_max_count, events_max_age_ms, rate_limit, ' +
           'group_concurrency, filter.NAME ' +
           '(and the zkmq names task_gc_lifetime, task_gc_interval)',

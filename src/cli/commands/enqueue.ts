@@ -10,6 +10,7 @@ import {
 } from '../args.js';
 import type { Command } from '../command.js';
 import { EXIT_OK, EXIT_REFUSED, reportError, UsageError } from '../errors.js';
+import { DURATION_HELP, optionalDuration } from '../duration.js';
 import { commandUsage } from '../help.js';
 import { readAll, readLines } from '../input.js';
 import { note, printJson, printLine } from '../output.js';
@@ -50,17 +51,18 @@ export const enqueue: Command = {
       ['--id ID', 'the message id (default: random); an id that exists is refused'],
       ['--filter NAME=VALUE', "a filter value from the queue's configuration (repeatable)"],
       ['--priority N', 'lower runs first: 0 (the default, runs first) to 1000 (runs last)'],
-      ['--delay-ms N', 'keep the message back N ms before a worker may take it'],
+      ['--delay-ms T', 'keep the message back T before a worker may take it'],
       ['--run-at TIME', 'keep it back until TIME: ISO 8601 (2030-01-02T03:04:05Z) or ms since the epoch'],
       ['--group NAME', "its group: at most the queue's group_concurrency of one group run at once"],
       ['--debounce ID', 'replace the waiting message of debounce id ID, if any (needs --debounce-ms)'],
-      ['--debounce-ms N', 'with --debounce: run N ms after the last enqueue of that id'],
+      ['--debounce-ms T', 'with --debounce: run T after the last enqueue of that id'],
       ['--metadata JSON', 'a JSON object carried with the message'],
       ['--allow-requeue', 'if the id is locked or done-with-backoff, queue it again when done'],
       ['--attempts N', "this message's attempts (over kvmq work's --max-attempts)"],
-      ['--backoff-ms N', 'wait N ms before each retry of this message'],
-      ['--timeout MS', "this message's handler time limit (over the worker's --timeout)"],
+      ['--backoff-ms T', 'wait T before each retry of this message'],
+      ['--timeout T', "this message's handler time limit (over the worker's --timeout)"],
       ['--file F', "one message per line of F ('-' = stdin), empty lines skipped; prints a summary"],
+      DURATION_HELP,
     ],
   ),
 
@@ -73,8 +75,8 @@ export const enqueue: Command = {
       metadata: values.metadata === undefined ? undefined : parseJsonObject('--metadata', values.metadata),
       allowRequeue: values['allow-requeue'],
       attempts: optionalWholeNumber('--attempts', values.attempts, 1),
-      backoff: optionalWholeNumber('--backoff-ms', values['backoff-ms']),
-      timeoutMs: optionalWholeNumber('--timeout', values.timeout, 1),
+      backoff: optionalDuration('--backoff-ms', values['backoff-ms'], 0),
+      timeoutMs: optionalDuration('--timeout', values.timeout),
       priority: parsePriority(values.priority),
       group: parseGroup(values.group),
       ...readyTime(values),
@@ -118,7 +120,7 @@ function readyTime(values: {
     );
   }
   return {
-    initialBackoffMs: optionalWholeNumber('--delay-ms', values['delay-ms']),
+    initialBackoffMs: optionalDuration('--delay-ms', values['delay-ms'], 0),
     runAt: parseRunAt(values['run-at']),
     debounce: parseDebounce(values.debounce, values['debounce-ms']),
   };

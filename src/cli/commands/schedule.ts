@@ -13,7 +13,7 @@ import {
   parseWholeNumber,
 } from '../args.js';
 import type { Command } from '../command.js';
-import { parseDuration } from '../duration.js';
+import { DURATION_HELP, optionalDuration, parseDuration } from '../duration.js';
 import { EXIT_FAILURE, EXIT_OK, UsageError } from '../errors.js';
 import { commandUsage } from '../help.js';
 import { readAll } from '../input.js';
@@ -57,9 +57,10 @@ export const schedule: Command = {
       ['--filter NAME=VALUE', "a filter value from the queue's configuration (repeatable)"],
       ['--metadata JSON', 'a JSON object carried with each message'],
       ['--attempts N', "the messages' attempts (over kvmq work's --max-attempts)"],
-      ['--backoff-ms N', 'wait N ms before each retry of a message'],
-      ['--timeout MS', "the messages' handler time limit"],
+      ['--backoff-ms T', 'wait T before each retry of a message'],
+      ['--timeout T', "the messages' handler time limit"],
       ['--catch-up N', `missed slots enqueued after a downtime, latest first: 1 (default) to ${CATCH_UP_MAX}`],
+      DURATION_HELP,
     ],
   ),
 
@@ -87,8 +88,8 @@ async function add(argv: string[]): Promise<number> {
     filters: parseFilterPairs(values.filter),
     metadata: values.metadata === undefined ? undefined : parseJsonObject('--metadata', values.metadata),
     attempts: optionalWholeNumber('--attempts', values.attempts, 1),
-    backoff: optionalWholeNumber('--backoff-ms', values['backoff-ms']),
-    timeoutMs: optionalWholeNumber('--timeout', values.timeout, 1),
+    backoff: optionalDuration('--backoff-ms', values['backoff-ms'], 0),
+    timeoutMs: optionalDuration('--timeout', values.timeout),
     catchUp:
       values['catch-up'] === undefined
         ? undefined

@@ -1,6 +1,7 @@
 /** `kvmq serve`: the light etcd v3 API server, with kvmq's queue dispatcher inside. */
 import { parseCommandLine, expectPositionals } from '../args.js';
 import type { Command } from '../command.js';
+import { parseDuration } from '../duration.js';
 import { EXIT_OK, UsageError } from '../errors.js';
 import { commandUsage } from '../help.js';
 import { checkMetricsAddress, METRICS_OPTION_HELP, serveMetrics } from '../metrics.js';
@@ -32,15 +33,16 @@ function exitOnStorageFailure(error: unknown): void {
   process.exit(1);
 }
 
-const UNIT_MS: Record<string, number> = { ms: 1, s: 1000, m: 60_000, h: 3_600_000 };
+const HOUR_MS = 3_600_000;
 
-/** '1h', '30m', '90s' or '0' (off). */
+/** '1h', '30m', '90s', '1h30m' or '0' (off); a bare number is hours, as etcd's flag reads it. */
 function parseRetention(text: string): number {
-  const match = /^(\d+)(ms|s|m|h)?$/.exec(text);
-  if (match === null) {
+  if (/^\d+$/.test(text)) return Number(text) * HOUR_MS;
+  try {
+    return parseDuration('--auto-compaction-retention', text, 0);
+  } catch {
     throw new UsageError(`--auto-compaction-retention must look like 1h, 30m or 90s (0 turns it off), got '${text}'`);
   }
-  return Number(match[1]) * (UNIT_MS[match[2] ?? 'h'] ?? 1);
 }
 
 export const serve: Command = {

@@ -1,8 +1,9 @@
 /** `kvmq wait`: waits until a message completes or fails for good; the exit code says which. */
 import { KvmqError } from '../../errors.js';
 import type { WaitResult } from '../../index.js';
-import { expectPositionals, optionalWholeNumber, parseCommandLine } from '../args.js';
+import { expectPositionals, parseCommandLine } from '../args.js';
 import type { Command } from '../command.js';
+import { DURATION_HELP, optionalDuration } from '../duration.js';
 import { EXIT_FAILURE, EXIT_OK } from '../errors.js';
 import { commandUsage } from '../help.js';
 import { note, printJson, printLine } from '../output.js';
@@ -18,18 +19,18 @@ export const wait: Command = {
   name: 'wait',
   summary: 'wait until a message completes or fails',
   usage: commandUsage(
-    'wait <queue> <id> [--timeout MS]',
+    'wait <queue> <id> [--timeout T]',
     'Waits until the message completes or fails for good, prints how it ended, and exits 0 when it\n' +
       'completed, 1 when it failed, 2 on a usage mistake, 3 on timeout, 4 when the message is not in\n' +
       'the queue (never enqueued, removed, or already garbage-collected).',
-    [['--timeout MS', 'give up after MS milliseconds (default 30000)']],
+    [['--timeout T', 'give up after T (default 30s)'], DURATION_HELP],
   ),
 
   async run(argv) {
     const { values, positionals } = parseCommandLine(argv, { timeout: { type: 'string' } });
     expectPositionals(positionals, 2, 2, '<queue> <id>');
     const [queue = '', id = ''] = positionals;
-    const timeoutMs = optionalWholeNumber('--timeout', values.timeout, 1);
+    const timeoutMs = optionalDuration('--timeout', values.timeout);
     return withClient(
       values.store,
       async (client) => {

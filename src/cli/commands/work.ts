@@ -5,6 +5,7 @@ import { expBackoff } from '../../model/backoff.js';
 import { payloadBytes } from '../../model/payload.js';
 import { expectPositionals, optionalWholeNumber, parseCommandLine, parseKeyValue } from '../args.js';
 import type { Command } from '../command.js';
+import { DURATION_HELP, optionalDuration } from '../duration.js';
 import { EXIT_FAILURE, EXIT_OK, UsageError } from '../errors.js';
 import { runShell, type ShellResult } from '../exec.js';
 import { commandUsage } from '../help.js';
@@ -64,14 +65,15 @@ export const work: Command = {
       ['--concurrency N', 'commands running at once (default 1)'],
       ['--prefetch N', 'messages claimed ahead, waiting for a free slot (default 0)'],
       ['--max N', 'exit after handling N messages'],
-      ['--idle-exit-ms N', 'exit after N ms with nothing to do'],
-      ['--lock-ms N', 'lock duration, renewed while the command runs (default 30000)'],
-      ['--retry-backoff-ms N', 'wait before a retry (default: exponential, 1-2 s first)'],
+      ['--idle-exit-ms T', 'exit after T with nothing to do'],
+      ['--lock-ms T', 'lock duration, renewed while the command runs (default 30s)'],
+      ['--retry-backoff-ms T', 'wait T before a retry (default: exponential, 1-2 s first)'],
       ['--max-attempts N', 'retry a failing command until attempt N (default 1; a message may set its own)'],
-      ['--timeout MS', 'a command running longer is ended (SIGTERM, then SIGKILL) and its message failed'],
+      ['--timeout T', 'a command running longer is ended (SIGTERM, then SIGKILL) and its message failed'],
       ['--filter NAME=VALUE[:at_least]', "this worker's filter value; at_least also takes lower ones (repeatable)"],
       METRICS_OPTION_HELP,
       ['--no-schedules', "do not fire the queue's schedules (kvmq schedule); other workers still do"],
+      DURATION_HELP,
     ],
   ),
 
@@ -84,11 +86,11 @@ export const work: Command = {
       concurrency: optionalWholeNumber('--concurrency', values.concurrency, 1) ?? 1,
       prefetch: optionalWholeNumber('--prefetch', values.prefetch) ?? 0,
       max: optionalWholeNumber('--max', values.max, 1),
-      idleExitMs: optionalWholeNumber('--idle-exit-ms', values['idle-exit-ms']),
-      lockMs: optionalWholeNumber('--lock-ms', values['lock-ms'], 100),
-      retryBackoffMs: optionalWholeNumber('--retry-backoff-ms', values['retry-backoff-ms']),
+      idleExitMs: optionalDuration('--idle-exit-ms', values['idle-exit-ms'], 0),
+      lockMs: optionalDuration('--lock-ms', values['lock-ms'], 100),
+      retryBackoffMs: optionalDuration('--retry-backoff-ms', values['retry-backoff-ms'], 0),
       maxAttempts: optionalWholeNumber('--max-attempts', values['max-attempts'], 1),
-      timeoutMs: optionalWholeNumber('--timeout', values.timeout, 1),
+      timeoutMs: optionalDuration('--timeout', values.timeout),
       filters: parseWorkerFilters(values.filter),
       metrics: checkMetricsAddress(values.metrics),
       schedules: values['no-schedules'] !== true,
