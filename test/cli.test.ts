@@ -84,6 +84,12 @@ describe('kvmq CLI', { concurrency: 4 }, () => {
     assert.deepEqual(JSON.parse(fromStdin.stdout), { accepted: 2, refused: 0, refusals: [] });
     assert.equal((await queueStatus(store, 'lines')).total, 2503);
 
+    // A line the store refuses is named, with the reason; the lines before it are kept.
+    const big = join(cliDir(), 'big-line.txt');
+    await writeFile(big, `a\nb\n\n${'x'.repeat(1_100_000)}\nd\n`);
+    const tooBig = await expectExit(1, ['enqueue', 'big', '--file', big], { store });
+    assert.match(tooBig.stderr, /^kvmq: line 4: payload is 1100000 bytes, over this store's limit of \d+ bytes/m);
+    assert.match(tooBig.stderr, /^kvmq: stopped at line 4: nothing was added, none from line 1 on$/m);
     const missing = await expectExit(1, ['enqueue', 'lines', '--file', join(cliDir(), 'no-such-file')], { store });
     assert.match(missing.stderr, /^kvmq: ENOENT/);
   });

@@ -1,6 +1,13 @@
 /** `kvmq enqueue`: one message from an argument or stdin, or one per line of a file. */
 import { createReadStream, statSync } from 'node:fs';
-import type { BatchItem, Client, EnqueueOptions, EnqueueResult, MessageState } from '../../index.js';
+import {
+  PayloadTooLargeError,
+  type BatchItem,
+  type Client,
+  type EnqueueOptions,
+  type EnqueueResult,
+  type MessageState,
+} from '../../index.js';
 import {
   expectPositionals,
   optionalWholeNumber,
@@ -9,7 +16,7 @@ import {
   parseJsonObject,
 } from '../args.js';
 import type { Command } from '../command.js';
-import { EXIT_OK, EXIT_REFUSED, reportError, UsageError } from '../errors.js';
+import { EXIT_FAILURE, EXIT_OK, EXIT_REFUSED, reportError, UsageError } from '../errors.js';
 import { DURATION_HELP, optionalDuration } from '../duration.js';
 import { commandUsage } from '../help.js';
 import { readAll, readLines } from '../input.js';
@@ -157,6 +164,8 @@ async function enqueueLines(
   let bytesRead = 0;
   let lineNumber = 0;
   let batch: BatchItem[] = [];
+  // The line number of each of the batch's messages, to name the line a refusal comes from.
+  let batchLines: number[] = [];
   let batchFirstLine = 1;
 
   const send = async (): Promise<void> => {
@@ -166,6 +175,7 @@ async function enqueueLines(
       else refusals.push({ id: result.id, state: result.state });
     }
     batch = [];
+    batchLines = [];
     batchFirstLine = lineNumber + 1;
     progress?.update(bytesRead, accepted + refusals.length);
   };
@@ -176,13 +186,20 @@ async function enqueueLines(
       lineNumber += 1;
       if (line.length === 0) continue;
       batch.push({ ...options, payload: line });
+      batchLines.push(lineNumber);
       if (batch.length >= CHUNK) await send();
     }
     if (batch.length > 0) await send();
   } catch (error) {
     progress?.finish();
-    const code = reportError(error, 'enqueue');
-    note(`stopped at lines ${batchFirstLine}-${lineNumber}; ${accepted} messages from the lines before were added`);
+    const line = lineOf(error, batch, batchLines);
+    // A line's own refusal is a runtime error (exit 1) that names the line; anything else is said as usual.
+    if (line !== null) note(`line ${line}: ${(error as Error).message}`);
+    const code = line === null ? reportError(error, 'enqueue') : EXIT_FAILURE;
+    const where = line === null ? `lines ${batchFirstLine}-${lineNumber}` : `line ${line}`;
+    const added =
+      accepted === 0 ? 'nothing was added' : `the ${accepted} messages before line ${batchFirstLine} were added`;
+    note(`stopped at ${where}: ${added}, none from line ${batchFirstLine} on`);
     return code;
   }
   progress?.finish();
@@ -191,4 +208,11 @@ async function enqueueLines(
   else printLine(`accepted ${accepted}, refused ${refusals.length}`);
   for (const { id, state } of refusals) refused(id, state);
   return refusals.length > 0 ? EXIT_REFUSED : EXIT_OK;
+}
+
+/** The line whose message a batch was refused for (a payload over the store's limit), or null. */
+function lineOf(error: unknown, batch: readonly BatchItem[], lines: readonly number[]): number | null {
+  if (!(error instanceof PayloadTooLargeError)) return null;
+  const index = batch.findIndex((item) => (item.payload as Buffer).byteLength > error.limit);
+  return lines[index] ?? null;
 }
