@@ -365,11 +365,31 @@ describe('kvmq CLI', { concurrency: 4 }, () => {
     assert.equal((await expectExit(0, ['retry', 'jobs', '--all-failed'], { store })).stdout, 'retried 2\n');
     await expectExit(0, ['work', 'jobs', '--max', '3', '--exec', 'cat >/dev/null'], { store });
     assert.equal((await queueStatus(store, 'jobs')).counts['done-awaiting-gc'], 3);
+    // The dashboard's names for the states work too, in any case.
+    for (const [state, lines] of [
+      ['done', 3],
+      ['Done', 3],
+      ['done-awaiting-gc', 3],
+      ['Done, held', 0],
+      ['failed', 0],
+    ] as const) {
+      const { stdout } = await expectExit(0, ['list', 'jobs', '--state', state], { store });
+      assert.equal(stdout === '' ? 0 : stdout.trim().split('\n').length, lines, `--state ${state}`);
+    }
+    assert.match(
+      (await expectExit(2, ['list', 'jobs', '--state', 'dnoe'], { store })).stderr,
+      /^kvmq: state "dnoe" is not one of .* \(did you mean 'done'\?\); the dashboard's names work too: queued, delayed,/,
+    );
 
     await expectExit(0, ['enqueue', 'jobs', 'later', '--id', 'l', '--delay-ms', '600000'], { store });
     assert.equal((await expectExit(0, ['promote', 'jobs', 'l'], { store })).stdout, 'l queued\n');
     assert.equal((await expectExit(0, ['remove', 'jobs', 'l'], { store })).stdout, 'l removed\n');
 
+    assert.equal(
+      (await expectExit(0, ['pause', 'jobs'], { store })).stdout,
+      "paused jobs: workers claim nothing from it until 'kvmq resume jobs'\n",
+    );
+    await expectExit(0, ['resume', 'jobs'], { store });
     const paused = await expectExit(0, ['pause', 'fresh', '--json'], { store });
     assert.deepEqual(JSON.parse(paused.stdout), { paused: true, created: true });
     assert.match(paused.stderr, /had no configuration; created it/);

@@ -3,11 +3,13 @@ import type { ListedMessage, ListOptions, MessageState, Outcome } from '../../in
 import { expectPositionals, optionalWholeNumber, parseCommandLine } from '../args.js';
 import type { Command } from '../command.js';
 import { EXIT_OK, UsageError } from '../errors.js';
-import { checkState } from '../../model/list.js';
+import { labelWord, STATE_LABELS, STATE_WORDS, stateOfWord } from '../../model/state-labels.js';
+import { MESSAGE_STATES } from '../../model/types.js';
 import { commandUsage } from '../help.js';
 import { note, printJson, printLine } from '../output.js';
 import { errorLine } from '../outcome-tally.js';
 import { withClient } from '../store.js';
+import { didYouMean } from '../suggest.js';
 
 const OPTIONS = {
   state: { type: 'string', multiple: true },
@@ -25,10 +27,11 @@ export const list: Command = {
     'list <queue> [--state S]... [--outcome O] [--limit N] [--cursor C | --all] [--payload]',
     'Lists messages, oldest first within each state: one line each with id, state, attempt, last\n' +
       "update and last error. When more remain, the next page's --cursor is said on stderr.\n" +
-      'States: queued, queued-with-backoff, locked, locked-with-requeue, done-awaiting-gc,\n' +
-      'done-with-backoff, done-with-requeue, failed. --json prints one JSON object per message.',
+      'States (and the names the dashboard shows them by): queued (queued), queued-with-backoff (delayed),\n' +
+      'locked (running), locked-with-requeue (running-requeue), done-awaiting-gc (done), done-with-backoff\n' +
+      '(done-held), done-with-requeue (done-requeue), failed (failed). --json prints one JSON object per message.',
     [
-      ['--state S', 'only this state (repeatable; default: every state)'],
+      ['--state S', "only this state, by name or the dashboard's (repeatable; default: every state)"],
       ['--outcome O', 'only messages whose last outcome is O (success, error, retry)'],
       ['--limit N', 'messages per page, 1 to 1000 (default 100)'],
       ['--cursor C', 'the page after the one that printed this cursor'],
@@ -66,13 +69,14 @@ export const list: Command = {
   },
 };
 
-/** A state name is checked here, so a typo is a usage error (exit 2) like any other. */
+/** A state's name or its dashboard label; a typo is a usage error (exit 2) like any other. */
 function stateArgument(text: string): MessageState {
-  try {
-    return checkState(text);
-  } catch (error) {
-    throw new UsageError((error as Error).message);
-  }
+  const state = stateOfWord(text);
+  if (state !== null) return state;
+  throw new UsageError(
+    `state "${text}" is not one of ${MESSAGE_STATES.join(', ')}${didYouMean(text, STATE_WORDS)}; ` +
+      `the dashboard's names work too: ${MESSAGE_STATES.map((s) => labelWord(STATE_LABELS[s])).join(', ')}`,
+  );
 }
 
 function lineOf(m: ListedMessage): string {

@@ -18,6 +18,8 @@ export const status: Command = {
   usage: commandUsage(
     'status <queue> [--id ID]',
     'Shows how many messages the queue holds in each state, its live consumers and what each holds.\n' +
+      "'Empty polls in a row' counts the claims that found nothing since one last took a message (--json:\n" +
+      "dryRuns); it sets how long idle workers wait before the next one (the queue's end-of-queue backoff).\n" +
       'With --id, shows that message instead (exit 1 when it is not found).',
     [['--id ID', 'show this message']],
   ),
@@ -79,7 +81,7 @@ export function lastErrorRow(m: MessageStatus): [string, string] {
 
 function queueText(q: QueueStatus): string {
   const lines = [
-    `queue ${q.queue}${q.paused ? ' (paused)' : ''}: ${q.total} messages, ${q.dryRuns} dry runs`,
+    `queue ${q.queue}${q.paused ? ' (paused)' : ''}: ${q.total} messages, ${q.dryRuns} empty polls in a row`,
     table(
       MESSAGE_STATES.map((state) => [state, String(q.counts[state])]),
       '  ',

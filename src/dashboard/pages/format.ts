@@ -1,4 +1,5 @@
 /** How values read on a page: times, counts, state names. */
+import { STATE_LABELS } from '../../model/state-labels.js';
 import type { MessageState } from '../../model/types.js';
 import { html, raw, type Html } from '../html.js';
 
@@ -45,17 +46,7 @@ export function liveCounted(attribute: string, queue: string, n: number, one: st
   return html`<span ${raw(attribute)}="${queue}" data-one="${one}" data-many="${many}">${counted(n, one, many)}</span>`;
 }
 
-/** Short labels for the eight states, in the order a message usually moves. */
-export const STATE_LABELS: Readonly<Record<MessageState, string>> = {
-  queued: 'Queued',
-  'queued-with-backoff': 'Delayed',
-  locked: 'Running',
-  'locked-with-requeue': 'Running, requeue',
-  'done-awaiting-gc': 'Done',
-  'done-with-backoff': 'Done, held',
-  'done-with-requeue': 'Done, requeue',
-  failed: 'Failed',
-};
+export { STATE_LABELS };
 
 export function stateBadge(state: MessageState): Html {
   return html`<span class="badge state-${state}" title="${state}">${STATE_LABELS[state]}</span>`;
