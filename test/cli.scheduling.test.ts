@@ -128,7 +128,8 @@ describe('kvmq CLI scheduling', { concurrency: 4 }, () => {
       assert.match(result.stderr, allowed, args.join(' '));
       assert.match(result.stderr, /^kvmq: .*\nTry 'kvmq enqueue --help' for usage\.\n$/, args.join(' '));
     }
-    assert.equal(await total(store, 'bad'), 0);
+    // Nothing written: the queue is not even known.
+    assert.match((await expectExit(1, ['status', 'bad'], { store })).stderr, /^kvmq: unknown queue 'bad'/);
   });
 
   it('sets, shows and removes rate_limit and group_concurrency', async () => {

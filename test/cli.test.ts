@@ -3,10 +3,11 @@
  * stderr and exit codes, as a user or a script sees them.
  */
 import assert from 'node:assert/strict';
+import { spawn } from 'node:child_process';
 import { readFile, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { describe, it } from 'node:test';
-import { cliDir, expectExit, newStore, ROOT, start, waitFor } from './support/cli.js';
+import { cliDir, expectExit, kvmq, newStore, ROOT, start, waitFor, type RunResult } from './support/cli.js';
 
 async function statusOf(store: string, queue: string, id: string): Promise<Record<string, unknown>> {
   const { stdout } = await expectExit(0, ['status', queue, '--id', id, '--json'], { store });
@@ -16,6 +17,20 @@ async function statusOf(store: string, queue: string, id: string): Promise<Recor
 async function queueStatus(store: string, queue: string): Promise<{ counts: Record<string, number>; total: number }> {
   const { stdout } = await expectExit(0, ['status', queue, '--json'], { store });
   return JSON.parse(stdout) as { counts: Record<string, number>; total: number };
+}
+
+/** Until `kvmq status` knows the queue by its consumer alone. */
+async function waitForConsumer(store: string, queue: string): Promise<void> {
+  const deadline = Date.now() + 20_000;
+  for (;;) {
+    const run = await kvmq(['status', queue], { store });
+    if (run.code === 0) {
+      assert.match(run.stdout, /^consumers: 1$/m);
+      return;
+    }
+    assert.match(run.stderr, /unknown queue/);
+    if (Date.now() > deadline) assert.fail(`status ${queue} never saw the consumer`);
+  }
 }
 
 // Independent tests (each on its own store file) overlap their spawns.
@@ -55,6 +70,7 @@ describe('kvmq CLI', { concurrency: 4 }, () => {
 
   it('reports a missing message with exit 1', async () => {
     const store = newStore();
+    await expectExit(0, ['enqueue', 'jobs', 'x'], { store });
     const text = await expectExit(1, ['status', 'jobs', '--id', 'nope'], { store });
     assert.equal(text.stdout, '');
     assert.match(text.stderr, /not found/);
@@ -397,7 +413,10 @@ describe('kvmq CLI', { concurrency: 4 }, () => {
     await expectExit(0, ['enqueue', 'fresh', 'x'], { store });
     await expectExit(0, ['work', 'fresh', '--idle-exit-ms', '500', '--exec', 'cat'], { store });
     assert.equal((await queueStatus(store, 'fresh')).counts.queued, 1, 'nothing was taken while paused');
-    assert.equal((await expectExit(0, ['resume', 'fresh'], { store })).stdout, '');
+    assert.equal(
+      (await expectExit(0, ['resume', 'fresh'], { store })).stdout,
+      'resumed fresh: workers claim from it again\n',
+    );
     assert.equal((await expectExit(0, ['work', 'fresh', '--max', '1', '--exec', 'cat'], { store })).stdout, 'x');
   });
 
@@ -408,14 +427,92 @@ describe('kvmq CLI', { concurrency: 4 }, () => {
     await expectExit(0, ['enqueue', 'jobs', 'b', '--id', 'g2'], { store });
     await expectExit(0, ['work', 'jobs', '--max', '1', '--exec', 'cat >/dev/null'], { store });
     const gc = await expectExit(0, ['gc', 'jobs'], { store });
-    assert.equal(gc.stdout, '1\n');
+    assert.equal(gc.stdout, 'removed 1 finished message of jobs\n');
+    assert.deepEqual(JSON.parse((await expectExit(0, ['gc', 'jobs', '--json'], { store })).stdout), {
+      ran: true,
+      removed: 0,
+    });
     assert.equal((await queueStatus(store, 'jobs')).total, 1);
 
     await expectExit(0, ['enqueue', 'other', 'c'], { store });
-    const cleared = await expectExit(0, ['clear', 'jobs', 'other', '--json'], { store });
-    assert.deepEqual(JSON.parse(cleared.stdout), { cleared: ['jobs', 'other'] });
+    await expectExit(0, ['enqueue', 'other', 'd'], { store });
+    // Not at a terminal, so no one to ask: --yes says it.
+    const refused = await expectExit(2, ['clear', 'jobs', 'other'], { store });
+    assert.match(refused.stderr, /^kvmq: clear would remove 1 message of jobs, 2 messages of other; not at a terminal/);
+    assert.equal((await queueStatus(store, 'other')).total, 2, 'nothing was removed');
+    const cleared = await expectExit(0, ['clear', 'jobs', 'other', '--json', '--yes'], { store });
+    assert.deepEqual(JSON.parse(cleared.stdout), { cleared: ['jobs', 'other'], removed: { jobs: 1, other: 2 } });
     assert.equal((await queueStatus(store, 'jobs')).total, 0);
-    assert.equal((await queueStatus(store, 'other')).total, 0);
+    // Without messages or a configuration, a cleared queue is unknown again.
+    assert.match((await expectExit(1, ['status', 'other'], { store })).stderr, /^kvmq: unknown queue 'other'/);
+    await expectExit(0, ['enqueue', 'jobs', 'e'], { store });
+    assert.equal((await expectExit(0, ['clear', 'jobs', '-y'], { store })).stdout, 'cleared jobs: removed 1 message\n');
+  });
+
+  it('clear asks at a terminal, and clears only on yes', async () => {
+    const store = newStore();
+    // Configured, so the queue stays known once empty.
+    await expectExit(0, ['config', 'jobs', 'max_deliveries=5'], { store });
+    await expectExit(0, ['enqueue', 'jobs', 'a'], { store });
+    await expectExit(0, ['enqueue', 'jobs', 'b'], { store });
+    // script(1) gives the command a terminal; what it is given on stdin is typed at it.
+    const atTerminal = (answer: string): Promise<RunResult> => {
+      const command = `${process.execPath} --import tsx src/cli/main.ts clear jobs`;
+      const child = spawn('script', ['-qec', command, '/dev/null'], {
+        cwd: ROOT,
+        env: { ...process.env, KVMQ_STORE: store },
+      });
+      let stdout = '';
+      child.stdout.setEncoding('utf8').on('data', (text: string) => (stdout += text));
+      child.stdin.end(`${answer}\n`);
+      return new Promise((resolve) =>
+        child.on('close', (code, signal) => resolve({ code, signal, stdout, stderr: '' })),
+      );
+    };
+    const no = await atTerminal('n');
+    assert.match(no.stdout, /kvmq: remove 2 messages of jobs for good\? \[y\/N\] /);
+    assert.match(no.stdout, /kvmq: nothing cleared/);
+    assert.equal(no.code, 1);
+    assert.equal((await queueStatus(store, 'jobs')).total, 2);
+    const yes = await atTerminal('y');
+    assert.match(yes.stdout, /cleared jobs: removed 2 messages/);
+    assert.equal(yes.code, 0);
+    assert.equal((await queueStatus(store, 'jobs')).total, 0);
+  });
+
+  it('says a queue nobody has used is unknown, with the nearest known name', async () => {
+    const store = newStore();
+    const none = await expectExit(1, ['status', 'jobs'], { store });
+    assert.equal(none.stdout, '');
+    assert.equal(
+      none.stderr,
+      "kvmq: unknown queue 'jobs': no messages, configuration or consumers; this store has no queues yet\n",
+    );
+    await expectExit(0, ['enqueue', 'jobs', 'x', '--id', 'x'], { store });
+    await expectExit(0, ['config', 'emails', 'max_deliveries=3'], { store });
+    const typo =
+      /^kvmq: unknown queue 'jbos': no messages, configuration or consumers \(did you mean 'jobs'\?\); known: emails, jobs$/m;
+    for (const args of [
+      ['status', 'jbos'],
+      ['status', 'jbos', '--id', 'x'],
+      ['list', 'jbos'],
+      ['show', 'jbos', 'x'],
+      ['gc', 'jbos'],
+      ['clear', 'jbos'],
+      ['retry', 'jbos', '--all-failed'],
+      ['remove', 'jbos', 'x'],
+    ]) {
+      const run = await expectExit(1, args, { store });
+      assert.match(run.stderr, typo, args.join(' '));
+      assert.equal(run.stdout, '', args.join(' '));
+    }
+    // Known ones: with messages, with a configuration only, or with a live consumer.
+    await expectExit(0, ['status', 'jobs'], { store });
+    assert.match((await expectExit(0, ['status', 'emails'], { store })).stdout, /^queue emails: 0 messages/);
+    const worker = start('src/cli/main.ts', ['work', 'waiting', '--exec', 'cat'], { store });
+    await waitForConsumer(store, 'waiting');
+    worker.child.kill('SIGTERM');
+    await worker.result;
   });
 
   it('rejects usage errors with exit 2 and a hint on stderr', async () => {

@@ -20,6 +20,14 @@ export class UsageError extends Error {
   }
 }
 
+/** A queue that has no messages, configuration or consumers: most likely a typo. Exit 1. */
+export class UnknownQueueError extends Error {
+  constructor(message: string) {
+    super(message);
+    this.name = 'UnknownQueueError';
+  }
+}
+
 /** Writes what went wrong to stderr and returns the exit code for it. */
 export function reportError(error: unknown, command: string | null): number {
   const help = command === null ? 'kvmq --help' : `kvmq ${command} --help`;
@@ -27,7 +35,12 @@ export function reportError(error: unknown, command: string | null): number {
     process.stderr.write(`kvmq: ${error.message}\nTry '${help}' for usage.\n`);
     return EXIT_USAGE;
   }
-  if (error instanceof KvmqError || isValidationError(error) || isSystemError(error)) {
+  if (
+    error instanceof KvmqError ||
+    error instanceof UnknownQueueError ||
+    isValidationError(error) ||
+    isSystemError(error)
+  ) {
     process.stderr.write(`kvmq: ${error.message}\n`);
     return EXIT_FAILURE;
   }

@@ -8,6 +8,7 @@ import { expectPositionals, parseCommandLine } from '../args.js';
 import type { Command } from '../command.js';
 import { EXIT_FAILURE, EXIT_OK, EXIT_REFUSED } from '../errors.js';
 import { commandUsage } from '../help.js';
+import { checkKnownQueues } from '../known-queue.js';
 import { note, printJson, printLine } from '../output.js';
 import { withClient } from '../store.js';
 
@@ -29,6 +30,7 @@ export async function runActions(
     if (result.ok) {
       if (!json) printLine(`${id} ${result.state ?? 'removed'}`);
     } else if (result.state === null) {
+      if (!notFound) await checkKnownQueues(client, [queue]);
       notFound = true;
       note(`message ${id} not found in queue '${queue}'`);
     } else {
@@ -80,6 +82,7 @@ export const retry: Command = {
     return withClient(values.store, async (client) => {
       if (!all) return runActions(client, queue, ids, (c, q, id) => c.retry(q, id), values.json === true);
       const { retried } = await client.retryFailed(queue);
+      if (retried === 0) await checkKnownQueues(client, [queue]);
       if (values.json === true) printJson({ retried });
       else printLine(`retried ${retried}`);
       return EXIT_OK;
@@ -122,6 +125,8 @@ function pauseCommand(name: 'pause' | 'resume'): Command {
       return withClient(values.store, async (client) => {
         const result = paused ? await client.pause(queue) : await client.resume(queue);
         if (values.json === true) printJson(result);
+        else if (paused) printLine(`paused ${queue}: workers claim nothing from it until 'kvmq resume ${queue}'`);
+        else printLine(`resumed ${queue}: workers claim from it again`);
         if (result.created) note(`queue '${queue}' had no configuration; created it`);
         return EXIT_OK;
       });

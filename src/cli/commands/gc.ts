@@ -3,7 +3,9 @@ import { expectPositionals, parseCommandLine } from '../args.js';
 import type { Command } from '../command.js';
 import { EXIT_OK } from '../errors.js';
 import { commandUsage } from '../help.js';
+import { checkKnownQueues } from '../known-queue.js';
 import { note, printJson, printLine } from '../output.js';
+import { formatCount } from '../progress.js';
 import { withClient } from '../store.js';
 
 export const gc: Command = {
@@ -12,7 +14,7 @@ export const gc: Command = {
   usage: commandUsage(
     'gc <queue>',
     "Removes the queue's finished messages older than its gc_lifetime_ms, and lapsed consumers,\n" +
-      'without waiting for gc_interval_ms. Prints the number of messages removed.',
+      'without waiting for gc_interval_ms. Prints how many finished (done or failed) messages it removed.',
     [],
   ),
 
@@ -22,9 +24,11 @@ export const gc: Command = {
     const queue = positionals[0] ?? '';
     return withClient(values.store, async (client) => {
       const result = await client.gc(queue);
+      if (result.ran && result.removed === 0) await checkKnownQueues(client, [queue]);
       if (values.json === true) printJson(result);
       else {
-        printLine(String(result.removed));
+        const n = result.removed;
+        printLine(`removed ${formatCount(n)} finished message${n === 1 ? '' : 's'} of ${queue}`);
         if (!result.ran) note(`another GC of queue ${queue} was running; this one did nothing`);
       }
       return EXIT_OK;

@@ -6,6 +6,7 @@ import { EXIT_OK, UsageError } from '../errors.js';
 import { labelWord, STATE_LABELS, STATE_WORDS, stateOfWord } from '../../model/state-labels.js';
 import { MESSAGE_STATES } from '../../model/types.js';
 import { commandUsage } from '../help.js';
+import { checkKnownQueues } from '../known-queue.js';
 import { note, printJson, printLine } from '../output.js';
 import { errorLine } from '../outcome-tally.js';
 import { withClient } from '../store.js';
@@ -57,6 +58,7 @@ export const list: Command = {
       let cursor = values.cursor ?? null;
       do {
         const page = await client.list(queue, cursor === null ? base : { ...base, cursor });
+        if (page.messages.length === 0 && cursor === null) await checkKnownQueues(client, [queue]);
         for (const message of page.messages) {
           if (json) printJson(jsonOf(message));
           else printLine(lineOf(message));

@@ -4,6 +4,7 @@ import { expectPositionals, parseCommandLine } from '../args.js';
 import type { Command } from '../command.js';
 import { EXIT_FAILURE, EXIT_OK } from '../errors.js';
 import { commandUsage } from '../help.js';
+import { checkKnownQueues } from '../known-queue.js';
 import { note, printJson, printLine, table } from '../output.js';
 import { printableText } from '../../model/payload.js';
 import { errorLine } from '../outcome-tally.js';
@@ -28,6 +29,7 @@ export const show: Command = {
     return withClient(values.store, async (client) => {
       const details = await client.show(queue, id);
       if (details === null) {
+        await checkKnownQueues(client, [queue]);
         if (values.json === true) printJson({ state: null });
         else note(`message ${id} not found in queue '${queue}'`);
         return EXIT_FAILURE;

@@ -5,6 +5,7 @@ import { expectPositionals, parseCommandLine } from '../args.js';
 import type { Command } from '../command.js';
 import { EXIT_FAILURE, EXIT_OK } from '../errors.js';
 import { commandUsage } from '../help.js';
+import { checkKnownQueues } from '../known-queue.js';
 import { note, printJson, printLine, table } from '../output.js';
 import { withClient } from '../store.js';
 
@@ -33,6 +34,7 @@ export const status: Command = {
     return withClient(values.store, async (client) => {
       if (id === undefined) {
         const result = await client.queueStatus(queue);
+        if (result.total === 0 && result.consumers.length === 0) await checkKnownQueues(client, [queue]);
         if (json) {
           const { counts, consumers, dryRuns, total, paused } = result;
           printJson({ counts, consumers, dryRuns, total, paused });
@@ -41,6 +43,7 @@ export const status: Command = {
       }
       const result = await client.status(queue, id);
       if (result === null) {
+        await checkKnownQueues(client, [queue]);
         if (json) printJson({ state: null });
         else note(`message ${id} not found in queue '${queue}'`);
         return EXIT_FAILURE;
