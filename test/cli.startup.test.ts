@@ -89,6 +89,10 @@ describe('kvmq CLI start-up', { concurrency: 2 }, () => {
 
   it('status on SQLite loads SQLite, and no other store, server, metrics or dashboard', async () => {
     const store = `sqlite:${join(dir, 'status.db')}`;
+    // A queue nobody used is refused as unknown: give it a message first.
+    await run(process.execPath, ['--import', 'tsx', 'src/cli/main.ts', 'enqueue', 'jobs', 'hello', '--store', store], {
+      cwd: ROOT,
+    });
     const loaded = await modulesLoadedBy(['status', 'jobs', '--store', store]);
     assert.ok(
       loaded.some((path) => /\/node_modules\/better-sqlite3\//.test(path)),

@@ -1,13 +1,7 @@
 /** `kvmq enqueue`: one message from an argument or stdin, or one per line of a file. */
 import { createReadStream, statSync } from 'node:fs';
-import {
-  PayloadTooLargeError,
-  type BatchItem,
-  type Client,
-  type EnqueueOptions,
-  type EnqueueResult,
-  type MessageState,
-} from '../../index.js';
+import { PayloadTooLargeError } from '../../errors.js';
+import type { BatchItem, Client, EnqueueOptions, EnqueueResult, MessageState } from '../../index.js';
 import {
   expectPositionals,
   optionalWholeNumber,
