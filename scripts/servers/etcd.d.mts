@@ -9,6 +9,11 @@ export interface EtcdOptions {
   /** --quota-backend-bytes. */
   readonly quotaBytes?: number;
   readonly extraArgs?: readonly string[];
+  /**
+   * startCluster only: the host:port the other members reach member `name` at, e.g. a proxy in front of its
+   * `peerPort` that a test can cut; by default the member's own peer port.
+   */
+  readonly peerAddress?: (name: string, peerPort: number) => Promise<string>;
 }
 
 export interface EtcdMember {

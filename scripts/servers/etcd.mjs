@@ -71,6 +71,8 @@ function makeNode(dir, name, clientPort, peerPort) {
     peerPort,
     endpoint: `127.0.0.1:${clientPort}`,
     peerUrl: `http://127.0.0.1:${peerPort}`,
+    // Where the other members reach this one: its own peer port, unless the caller put a proxy in between.
+    advertisedPeerUrl: `http://127.0.0.1:${peerPort}`,
     server: null,
   };
 }
@@ -83,7 +85,7 @@ function args(node, initialCluster, token, options) {
     `--listen-client-urls=${client}`,
     `--advertise-client-urls=${client}`,
     `--listen-peer-urls=${node.peerUrl}`,
-    `--initial-advertise-peer-urls=${node.peerUrl}`,
+    `--initial-advertise-peer-urls=${node.advertisedPeerUrl}`,
     `--initial-cluster=${initialCluster}`,
     '--initial-cluster-state=new',
     `--initial-cluster-token=${token}`,
@@ -132,7 +134,11 @@ function controls(node) {
   };
 }
 
-/** One etcd node. Options: compactionRetention ('1m'), quotaBytes, extraArgs. */
+/**
+ * One etcd node. Options: compactionRetention ('1m'), quotaBytes, extraArgs; for startCluster also
+ * peerAddress(name, peerPort): the host:port the other members reach that member at (a proxy the caller owns,
+ * so it can cut the member off); by default its own peer port.
+ */
 export async function start(dir, options = {}) {
   const node = makeNode(dir, 'kvmq', await freePort(), await freePort());
   node.args = args(node, `${node.name}=${node.peerUrl}`, `kvmq-${process.pid}-${Date.now()}`, options);
@@ -156,7 +162,10 @@ export async function start(dir, options = {}) {
 export async function startCluster(dir, size = 3, options = {}) {
   const nodes = [];
   for (let i = 1; i <= size; i++) nodes.push(makeNode(dir, `m${i}`, await freePort(), await freePort()));
-  const initialCluster = nodes.map((n) => `${n.name}=${n.peerUrl}`).join(',');
+  if (options.peerAddress !== undefined) {
+    for (const node of nodes) node.advertisedPeerUrl = `http://${await options.peerAddress(node.name, node.peerPort)}`;
+  }
+  const initialCluster = nodes.map((n) => `${n.name}=${n.advertisedPeerUrl}`).join(',');
   const token = `kvmq-cluster-${process.pid}-${Date.now()}`;
   for (const node of nodes) node.args = args(node, initialCluster, token, options);
   try {
