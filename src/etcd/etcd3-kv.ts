@@ -5,7 +5,7 @@
  * background. Loaded only when an etcd URL is opened.
  */
 import type * as Etcd3 from 'etcd3';
-import { StoreUnavailableError } from '../errors.js';
+import type { Interceptor, InterceptorOptions, NextCall } from '@grpc/grpc-js';
 import type {
   Compare,
   KeyValue,
@@ -14,7 +14,6 @@ import type {
   OpResult,
   RangeOp,
   RangeResult,
-  Session,
   TxnRequest,
   TxnResult,
   Watch,
@@ -24,6 +23,8 @@ import type {
 } from './kv.js';
 import type { EtcdOptions } from './url.js';
 import { translateEtcdError } from './translate-error.js';
+import { EtcdMembers, isNoLeader, type Policy } from './etcd3-members.js';
+import { EtcdSession } from './etcd3-session.js';
 
 type Lib = typeof Etcd3;
 
@@ -140,40 +141,26 @@ function opResult(op: Op, res: Etcd3.IResponseOp | undefined): OpResult {
   }
 }
 
-type Policy = NonNullable<NonNullable<Etcd3.IOptions['faultHandling']>['global']>;
 const NEVER = new AbortController().signal;
+/** How long a call keeps being tried while etcd answers "no leader" (an election; nothing was applied). */
+const NO_LEADER_PATIENCE_MS = 10_000;
 
 /**
- * A host that failed is skipped for a second when there are others (the pool
- * then tries the next one). etcd3's default breaker opens for 5 s after 3
- * failures, which keeps a single etcd unreachable for seconds after it is back.
+ * Tries a call on up to three members (the pool moves to the next one), pausing a little between; while every
+ * member answers "no leader" (an election, often seconds long after a partition heals), it keeps trying.
  */
-function skipFailing(lib: Lib, hosts: number): Policy {
-  let skipUntil = 0;
-  const policy = {
-    execute: async (fn: (context: { signal: AbortSignal }) => unknown) => {
-      if (hosts > 1 && Date.now() < skipUntil) throw new lib.GRPCUnavailableError('skipping a host that just failed');
-      try {
-        return await fn({ signal: NEVER });
-      } catch (error) {
-        if (lib.isRecoverableError(error as Error)) skipUntil = Date.now() + 1000;
-        throw error;
-      }
-    },
-  };
-  return policy as unknown as Policy;
-}
-
-/** Tries a call on up to three hosts (the pool moves to the next one), pausing a little between. */
 function retrying(lib: Lib): Policy {
   const policy = {
     execute: async (fn: (context: { signal: AbortSignal; attempt: number }) => unknown) => {
+      const started = Date.now();
       for (let attempt = 0; ; attempt++) {
         try {
           return await fn({ signal: NEVER, attempt });
         } catch (error) {
-          if (attempt >= 2 || !lib.isRecoverableError(error as Error)) throw error;
-          await new Promise((resolve) => setTimeout(resolve, 50 * 4 ** attempt));
+          if (!(error instanceof Error) || !lib.isRecoverableError(error)) throw error;
+          const electing = isNoLeader(error) && Date.now() - started < NO_LEADER_PATIENCE_MS;
+          if (attempt >= 2 && !electing) throw error;
+          await new Promise((resolve) => setTimeout(resolve, electing ? 200 : 50 * 4 ** attempt));
         }
       }
     },
@@ -181,55 +168,49 @@ function retrying(lib: Lib): Policy {
   return policy as unknown as Policy;
 }
 
-class EtcdSession implements Session {
-  private lease: Etcd3.Lease | null = null;
-  private granted: Promise<string> | null = null;
-  private readonly listeners = new Set<(leaseId: string) => void>();
-  private closed = false;
+/**
+ * etcd's `hasleader` metadata on every call: a member without a leader refuses a new call at once ("etcdserver:
+ * no leader") instead of holding it until its request timeout, and cancels a watch or keep-alive stream it
+ * holds once it has been without one for a few election timeouts. (An interceptor the shape grpc-js calls;
+ * kvmq does not load grpc-js itself.)
+ */
+function requireLeaderCall(options: InterceptorOptions, nextCall: NextCall): ReturnType<NextCall> {
+  const call = nextCall(options);
+  const wrapped: ReturnType<NextCall> = {
+    start: (metadata, listener) => {
+      metadata.set('hasleader', 'true');
+      call.start(metadata, listener);
+    },
+    cancelWithStatus: (status, details) => call.cancelWithStatus(status, details),
+    getPeer: () => call.getPeer(),
+    sendMessageWithContext: (context, message) => call.sendMessageWithContext(context, message),
+    sendMessage: (message) => call.sendMessage(message),
+    startRead: () => call.startRead(),
+    halfClose: () => call.halfClose(),
+    getAuthContext: () => call.getAuthContext(),
+  };
+  return wrapped;
+}
+// grpc-js's type names its own class as an interceptor's result; any object with the call's methods works.
+const requireLeader = requireLeaderCall as unknown as Interceptor;
 
-  constructor(
-    private readonly client: Etcd3.Etcd3,
-    private readonly ttlSeconds: number,
-    private readonly translate: (error: unknown) => Error,
-  ) {}
+/** A client on one member only, for leader checks: no retries, no failover. */
+function probeClient(lib: Lib, options: EtcdOptions, host: string): Etcd3.Etcd3 {
+  const direct = { execute: (fn: (context: { signal: AbortSignal }) => unknown) => fn({ signal: NEVER }) };
+  return new lib.Etcd3({
+    hosts: [host],
+    ...connectionOptions(options),
+    faultHandling: { host: () => direct as unknown as Policy, global: direct as unknown as Policy },
+  });
+}
 
-  leaseId(): Promise<string> {
-    if (this.closed) return Promise.reject(new StoreUnavailableError('the etcd store is closed'));
-    if (this.granted !== null) return this.granted;
-    const lease = this.client.lease(this.ttlSeconds);
-    this.lease = lease;
-    const granted = lease.grant().catch((error: unknown) => {
-      if (this.granted === granted) this.granted = null;
-      throw this.translate(error);
-    });
-    this.granted = granted;
-    lease.on('lost', () => {
-      if (this.lease !== lease) return;
-      this.lease = null;
-      this.granted = null;
-      void granted.then(
-        (id) => {
-          for (const listener of [...this.listeners]) listener(id);
-        },
-        () => undefined,
-      );
-    });
-    return granted;
-  }
-
-  onLost(listener: (leaseId: string) => void): () => void {
-    this.listeners.add(listener);
-    return () => this.listeners.delete(listener);
-  }
-
-  async close(): Promise<void> {
-    this.closed = true;
-    const lease = this.lease;
-    this.lease = null;
-    this.granted = null;
-    // Revoking drops the session's keys (registrations, dispatcher claims) now instead of at the TTL.
-    if (lease !== null) await lease.revoke().catch(() => undefined);
-  }
+/** What every client of the store's URL shares: credentials, TLS, dial timeout. */
+function connectionOptions(options: EtcdOptions): Partial<Etcd3.IOptions> {
+  return {
+    ...(options.auth === null ? {} : { auth: { username: options.auth.user, password: options.auth.password } }),
+    ...(options.tls === null ? {} : { credentials: options.tls }),
+    dialTimeout: 5000,
+  };
 }
 
 /**
@@ -364,6 +345,7 @@ class StreamWatch implements Watch {
 
 export class Etcd3Kv implements Kv {
   readonly session: EtcdSession;
+  private readonly members: EtcdMembers;
   private readonly client: Etcd3.Etcd3;
   private readonly watches = new Set<Watch>();
   private readonly compare: (c: Compare) => Etcd3.ICompare;
@@ -372,16 +354,20 @@ export class Etcd3Kv implements Kv {
     private readonly lib: Lib,
     private readonly options: EtcdOptions,
   ) {
+    const hosts = options.hosts.map((host) => `${options.tls === null ? 'http' : 'https'}://${host}`);
+    this.members = new EtcdMembers(lib, hosts, (host) => probeClient(lib, options, host));
+    const interceptors = [requireLeader];
     this.client = new lib.Etcd3({
-      hosts: options.hosts.map((host) => `${options.tls === null ? 'http' : 'https'}://${host}`),
-      ...(options.auth === null ? {} : { auth: { username: options.auth.user, password: options.auth.password } }),
-      ...(options.tls === null ? {} : { credentials: options.tls }),
-      defaultCallOptions: (context) => (context.isStream ? {} : { deadline: Date.now() + CALL_DEADLINE_MS }),
-      dialTimeout: 5000,
+      hosts,
+      ...connectionOptions(options),
+      defaultCallOptions: (context) =>
+        context.isStream ? { interceptors } : { interceptors, deadline: Date.now() + CALL_DEADLINE_MS },
       grpcOptions: { 'grpc.max_receive_message_length': MAX_RECEIVE_BYTES },
-      faultHandling: { host: () => skipFailing(lib, options.hosts.length), global: retrying(lib) },
+      faultHandling: { host: (host) => this.members.policy(host), global: retrying(lib) },
     });
-    this.session = new EtcdSession(this.client, Math.ceil(options.leaseTtlMs / 1000), (e) => this.translate(e));
+    this.session = new EtcdSession(this.client, this.members, Math.ceil(options.leaseTtlMs / 1000), (e) =>
+      this.translate(e),
+    );
     this.compare = compareWith(lib);
   }
 
@@ -432,6 +418,7 @@ export class Etcd3Kv implements Kv {
     await Promise.all([...this.watches].map((w) => w.cancel()));
     this.watches.clear();
     await this.session.close();
+    this.members.close();
     this.client.close();
   }
 }
