@@ -9,7 +9,8 @@ import { describe, test, type TestContext } from 'node:test';
 import { connect, type Client, type Worker } from '../src/index.js';
 import { spawnChild, type Child } from './support/child.js';
 import { waitFor } from './support/wait.js';
-import { isolatedUrl, startEtcd, startEtcdCluster } from './fixtures/etcd-support.js';
+import { isolatedUrl, memberIds, startEtcd, startEtcdCluster } from './fixtures/etcd-support.js';
+import { peerPartition } from './support/peer-partition.js';
 import { EtcdStore } from '../src/etcd/store.js';
 import { storeOf } from '../src/client-store.js';
 
@@ -72,19 +73,22 @@ function recorder(
   client: Client,
   queue: string,
   errors: unknown[],
-): { handled: Map<string, number[]>; worker: Worker } {
+): { handled: Map<string, number[]>; handledAt: Map<string, number>; worker: Worker } {
   const handled = new Map<string, number[]>();
+  const handledAt = new Map<string, number>();
   const worker = client.worker(
     queue,
     (job) => {
       const attempts = handled.get(job.id);
-      if (attempts === undefined) handled.set(job.id, [job.attempt]);
-      else attempts.push(job.attempt);
+      if (attempts === undefined) {
+        handled.set(job.id, [job.attempt]);
+        handledAt.set(job.id, Date.now());
+      } else attempts.push(job.attempt);
     },
     { concurrency: 8, lockMs: 10_000, eoqBackoffMs: 100, onError: (e) => errors.push(e) },
   );
   cleanup(t, () => worker.stop());
-  return { handled, worker };
+  return { handled, handledAt, worker };
 }
 
 /** Waits until every accepted id was handled; on failure says where the missing ones are. */
@@ -131,6 +135,41 @@ async function allDone(client: Client, queue: string, ids: readonly string[], ti
     intervalMs: 200,
     what: `${ids.length} messages done`,
   });
+}
+
+/** One store call: when it was first tried, how long until it answered (retries included), and whether it did. */
+interface TimedCall {
+  readonly at: number;
+  readonly ms: number;
+}
+
+/** Runs `call` every `everyMs` until `running()` is false, timing each; a failed call is tried again. */
+async function timedLoop(
+  running: () => boolean,
+  everyMs: number,
+  call: (n: number) => Promise<unknown>,
+  calls: TimedCall[],
+  failures: unknown[],
+): Promise<void> {
+  for (let n = 0; running(); n++) {
+    const at = Date.now();
+    for (;;) {
+      try {
+        await call(n);
+        break;
+      } catch (error) {
+        failures.push(error);
+        await sleep(100);
+      }
+    }
+    calls.push({ at, ms: Date.now() - at });
+    await sleep(everyMs);
+  }
+}
+
+/** The longest call still waiting at `from` or started after it (and before `to`), in ms. */
+function longestSince(calls: readonly TimedCall[], from: number, to = Infinity): number {
+  return Math.max(0, ...calls.filter((c) => c.at + c.ms >= from && c.at < to).map((c) => c.ms));
 }
 
 void describe('etcd failover', () => {
@@ -266,4 +305,109 @@ void describe('etcd failover', () => {
     await allDone(client, q, [...accepted, 'after'], 30_000);
     assertAtLeastOnce([...accepted, 'after'], handled);
   });
+
+  void test(
+    'a member cut off from the others: calls, the worker and the lease move to the healthy members',
+    { timeout: 180_000 },
+    async (t) => {
+      const partition = peerPartition();
+      cleanup(t, () => partition.close());
+      const { cluster, cleanup: stopCluster } = await startEtcdCluster(3, {
+        peerAddress: (name, port) => partition.peerAddress(name, port),
+      });
+      cleanup(t, stopCluster);
+      // The member listed first in the URL is the one cut off; its client port stays up.
+      const [cut] = cluster.members;
+      assert.ok(cut !== undefined);
+      const cutId = (await memberIds(cluster.endpoints)).get(cut.name);
+      assert.ok(cutId !== undefined);
+      const url = `${cluster.url}/partition?leaseTtlMs=5000`;
+      assert.ok(url.startsWith(`etcd://${cut.endpoint},`));
+      const q = 'partition';
+      const errors: unknown[] = [];
+      const client = await open(t, url, errors);
+      const store = storeOf(client);
+      assert.ok(store instanceof EtcdStore);
+      const leaseLosses: number[] = [];
+      const stopLossWatch = store.kv.session.onLost(() => leaseLosses.push(Date.now()));
+      cleanup(t, () => Promise.resolve(stopLossWatch()));
+      const { handled, handledAt } = recorder(t, client, q, errors);
+      const enqueuedAt = new Map<string, number>();
+
+      let running = true;
+      const enqueues: TimedCall[] = [];
+      const statuses: TimedCall[] = [];
+      const failures: unknown[] = [];
+      const accepted: string[] = [];
+      const producing = timedLoop(
+        () => running,
+        20,
+        async (n) => {
+          const id = `p${n}`;
+          if (!enqueuedAt.has(id)) enqueuedAt.set(id, Date.now());
+          await client.enqueue(q, { n }, { id }).catch((error: unknown) => {
+            // A retried enqueue may find its own message already in: it was accepted.
+            if (!(error instanceof Error && /exists/i.test(error.message))) throw error;
+          });
+          accepted.push(id);
+        },
+        enqueues,
+        failures,
+      );
+      const polling = timedLoop(
+        () => running,
+        100,
+        () => client.queueStatus(q),
+        statuses,
+        failures,
+      );
+      await waitFor(() => handled.size >= 50, { timeoutMs: 60_000, what: () => `50 handled (${handled.size})` });
+
+      const cutAt = Date.now();
+      partition.isolate(cut.name, cutId);
+      // Longer than the lease's TTL, so its keep-alive must have moved too.
+      await sleep(12_000);
+      const afterCut = accepted.filter((id) => (enqueuedAt.get(id) ?? 0) >= cutAt);
+      await waitFor(() => afterCut.every((id) => handled.has(id)), {
+        timeoutMs: 30_000,
+        what: () => `the ${afterCut.length} messages enqueued after the cut handled`,
+      });
+      const healAt = Date.now();
+      const firstHandled = Math.min(...afterCut.map((id) => handledAt.get(id) ?? Infinity)) - cutAt;
+      const handlingGaps = afterCut.map((id) => (handledAt.get(id) ?? Infinity) - (enqueuedAt.get(id) ?? 0));
+      const measured = {
+        longestEnqueueMs: longestSince(enqueues, cutAt, healAt),
+        longestStatusMs: longestSince(statuses, cutAt, healAt),
+        firstHandledAfterCutMs: firstHandled,
+        longestEnqueueToHandledMs: Math.max(...handlingGaps),
+        enqueuedDuringCut: afterCut.length,
+        failedCalls: failures.length,
+        leaseLosses: leaseLosses.length,
+      };
+      const failed = (): string => JSON.stringify(failures.map((e) => (e instanceof Error ? e.message : String(e))));
+      t.diagnostic(`while ${cut.name} was cut off: ${JSON.stringify(measured)}`);
+
+      // Healed: etcd often elects again (the returning member's term is higher); the queue rides through it.
+      partition.heal(cut.name);
+      await sleep(8000);
+      running = false;
+      await Promise.all([producing, polling]);
+      t.diagnostic(
+        `after the heal: ${JSON.stringify({
+          longestEnqueueMs: longestSince(enqueues, healAt),
+          longestStatusMs: longestSince(statuses, healAt),
+          failedCalls: failures.length,
+        })}; failed calls: ${failed()}; worker errors: ${errors.length}`,
+      );
+      await allHandled(client, q, accepted, handled, 60_000);
+      await allDone(client, q, accepted, 30_000);
+      assertAtLeastOnce(accepted, handled);
+
+      // Generous bounds: "it happened at all, and not only at etcd's request timeout"; the figures are above.
+      assert.ok(measured.longestEnqueueMs < 6000, `an enqueue took ${measured.longestEnqueueMs} ms`);
+      assert.ok(measured.longestStatusMs < 6000, `a status call took ${measured.longestStatusMs} ms`);
+      assert.ok(measured.longestEnqueueToHandledMs < 8000, `a message waited ${measured.longestEnqueueToHandledMs} ms`);
+      assert.deepEqual(leaseLosses, [], 'the session lease was kept alive through the healthy members');
+    },
+  );
 });
