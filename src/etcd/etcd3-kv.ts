@@ -23,7 +23,7 @@ import type {
 } from './kv.js';
 import type { EtcdOptions } from './url.js';
 import { translateEtcdError } from './translate-error.js';
-import { EtcdMembers, isNoLeader, type Policy } from './etcd3-members.js';
+import { EtcdMembers, wasNotSent, type Policy } from './etcd3-members.js';
 import { EtcdSession } from './etcd3-session.js';
 
 type Lib = typeof Etcd3;
@@ -142,12 +142,13 @@ function opResult(op: Op, res: Etcd3.IResponseOp | undefined): OpResult {
 }
 
 const NEVER = new AbortController().signal;
-/** How long a call keeps being tried while etcd answers "no leader" (an election; nothing was applied). */
+/** How long a call keeps being tried while it is not sent or etcd answers "no leader" (nothing was applied). */
 const NO_LEADER_PATIENCE_MS = 10_000;
 
 /**
  * Tries a call on up to three members (the pool moves to the next one), pausing a little between; while every
- * member answers "no leader" (an election, often seconds long after a partition heals), it keeps trying.
+ * member answers "no leader" (an election, often seconds long after a partition heals), or the pool's draw of
+ * members met only failing ones, it keeps trying.
  */
 function retrying(lib: Lib): Policy {
   const policy = {
@@ -158,9 +159,9 @@ function retrying(lib: Lib): Policy {
           return await fn({ signal: NEVER, attempt });
         } catch (error) {
           if (!(error instanceof Error) || !lib.isRecoverableError(error)) throw error;
-          const electing = isNoLeader(error) && Date.now() - started < NO_LEADER_PATIENCE_MS;
-          if (attempt >= 2 && !electing) throw error;
-          await new Promise((resolve) => setTimeout(resolve, electing ? 200 : 50 * 4 ** attempt));
+          const unsent = wasNotSent(error) && Date.now() - started < NO_LEADER_PATIENCE_MS;
+          if (attempt >= 2 && !unsent) throw error;
+          await new Promise((resolve) => setTimeout(resolve, unsent ? 200 : 50 * 4 ** Math.min(attempt, 2)));
         }
       }
     },

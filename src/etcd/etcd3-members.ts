@@ -45,6 +45,14 @@ interface MemberState {
 /** The member has no leader now: nothing it was asked was applied, and it cannot serve until it has one. */
 export const isNoLeader = (error: Error): boolean => /etcdserver: no leader/.test(error.message);
 
+const SKIPPED = 'is failing; not sent there';
+
+/**
+ * The call was never sent, or the member refused it for want of a leader: nothing was applied, so it can be
+ * tried again as often as there is time for.
+ */
+export const wasNotSent = (error: Error): boolean => isNoLeader(error) || error.message.endsWith(SKIPPED);
+
 /**
  * Errors that say nothing against the member: a stream closed by its owner, or a read that met a leader
  * change (the member has a leader again).
@@ -97,11 +105,6 @@ export class EtcdMembers {
     return policy as unknown as Policy;
   }
 
-  /** Whether `host` is in use now (not failing). */
-  fit(host: string): boolean {
-    return this.states.get(host)?.failing !== true;
-  }
-
   /** The member `host` failed in a way that says it cannot serve now: skip it, move its streams, probe it. */
   markFailing(host: string): void {
     const state = this.states.get(host);
@@ -140,7 +143,7 @@ export class EtcdMembers {
     if (state === undefined) return fn({ signal: NEVER });
     if (state.failing && this.anotherFit(host)) {
       // Thrown before the call is made: the pool tries its next host.
-      throw new this.lib.GRPCUnavailableError(`etcd member ${host} is failing; trying another`);
+      throw new this.lib.GRPCUnavailableError(`etcd member ${host} ${SKIPPED}`);
     }
     let result: unknown;
     try {
@@ -241,7 +244,12 @@ export class EtcdMembers {
       .status({ deadline: Date.now() + PROBE_DEADLINE_MS })
       .then(
         (status): MemberStatus => ({ leader: status.leader !== '0', term: status.raftTerm }),
-        (): MemberStatus => ({ leader: false, term: null }),
+        // Unreachable or unanswered: failing. Refused (a user not allowed Maintenance Status): unknown, so
+        // the member is judged by its calls alone.
+        (error: unknown): MemberStatus => ({
+          leader: !(error instanceof Error && this.lib.isRecoverableError(error)),
+          term: null,
+        }),
       )
       .finally(() => {
         if (state.check === check) state.check = null;
