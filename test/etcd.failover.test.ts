@@ -137,10 +137,10 @@ async function allDone(client: Client, queue: string, ids: readonly string[], ti
   });
 }
 
-/** One store call: when it was first tried, how long until it answered (retries included), and whether it did. */
+/** One store call: when it was first tried, and how long until it answered (retries included; null: waiting). */
 interface TimedCall {
   readonly at: number;
-  readonly ms: number;
+  ms: number | null;
 }
 
 /** Runs `call` every `everyMs` until `running()` is false, timing each; a failed call is tried again. */
@@ -153,6 +153,8 @@ async function timedLoop(
 ): Promise<void> {
   for (let n = 0; running(); n++) {
     const at = Date.now();
+    const timed: TimedCall = { at, ms: null };
+    calls.push(timed);
     for (;;) {
       try {
         await call(n);
@@ -162,14 +164,16 @@ async function timedLoop(
         await sleep(100);
       }
     }
-    calls.push({ at, ms: Date.now() - at });
+    timed.ms = Date.now() - at;
     await sleep(everyMs);
   }
 }
 
-/** The longest call still waiting at `from` or started after it (and before `to`), in ms. */
+/** The longest call still waiting at `from` or started after it (and before `to`), in ms; one waiting counts so far. */
 function longestSince(calls: readonly TimedCall[], from: number, to = Infinity): number {
-  return Math.max(0, ...calls.filter((c) => c.at + c.ms >= from && c.at < to).map((c) => c.ms));
+  const now = Date.now();
+  const lengths = calls.filter((c) => c.at + (c.ms ?? now - c.at) >= from && c.at < to).map((c) => c.ms ?? now - c.at);
+  return Math.max(0, ...lengths);
 }
 
 void describe('etcd failover', () => {
