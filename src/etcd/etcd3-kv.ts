@@ -2,7 +2,9 @@
  * The KV port (kv.ts) on the npm `etcd3` client: raw KV calls (so one Txn is
  * one request, with etcd's own limits), watches that resume exactly after the
  * last revision they delivered, and one session lease kept alive in the
- * background. Loaded only when an etcd URL is opened.
+ * background (etcd3-session.ts). Every call asks for a member with a leader,
+ * and moves off one without (etcd3-members.ts). Loaded only when an etcd URL
+ * is opened.
  */
 import type * as Etcd3 from 'etcd3';
 import type { Interceptor, InterceptorOptions, NextCall } from '@grpc/grpc-js';
