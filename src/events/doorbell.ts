@@ -2,6 +2,8 @@
  * Turns notifications into something a loop can await. A ring while nobody waits is kept for the next wait,
  * so a notification that arrives between a read and the wait is never lost.
  */
+import { setLongTimeout } from '../model/time.js';
+
 export class Doorbell {
   private rung = false;
   private wake: (() => void) | null = null;
@@ -18,12 +20,12 @@ export class Doorbell {
     if (!this.rung && !signal.aborted) {
       await new Promise<void>((resolve) => {
         const done = (): void => {
-          clearTimeout(timer);
+          timer.clear();
           signal.removeEventListener('abort', done);
           this.wake = null;
           resolve();
         };
-        const timer = setTimeout(done, ms);
+        const timer = setLongTimeout(done, ms);
         signal.addEventListener('abort', done, { once: true });
         this.wake = done;
       });

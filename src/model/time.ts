@@ -4,13 +4,69 @@ export const MINUTE = 60 * SECOND;
 export const HOUR = 60 * MINUTE;
 export const DAY = 24 * HOUR;
 
+/** The longest delay a Node timer keeps (about 24.8 days): a longer one runs after 1 ms, with a warning. */
+export const MAX_TIMER_MS = 2 ** 31 - 1;
+
+/** A delay a timer can be armed with: at least 0, at most `cap` (a wait longer than that is re-armed). */
+export function timerDelay(ms: number, cap = MAX_TIMER_MS): number {
+  return Math.min(cap, Math.max(0, ms));
+}
+
+/** A timer that may end weeks or years ahead (setLongTimeout). */
+export interface LongTimeout {
+  /** The delay the current leg was armed with: at most the cap. */
+  readonly armedMs: number;
+  clear(): void;
+  /** Lets the process exit while only this timer is left, as a Node timer's unref(). */
+  unref(): LongTimeout;
+}
+
+/**
+ * Calls `fn` once `ms` have passed, however far ahead (a wake-up at a message's `runAt`, a schedule's next slot,
+ * a lease's end): the wait runs in legs of at most `cap`, each re-armed for what is left by the clock, so a
+ * far-off time neither fires early nor spins as a plain timer beyond MAX_TIMER_MS does.
+ */
+export function setLongTimeout(fn: () => void, ms: number, cap = MAX_TIMER_MS): LongTimeout {
+  const at = Date.now() + Math.max(0, ms);
+  let timer: NodeJS.Timeout | null = null;
+  let capped = false;
+  let unref = false;
+  const arm = (left: number): void => {
+    capped = left > cap;
+    handle.armedMs = timerDelay(left, cap);
+    timer = setTimeout(leg, handle.armedMs);
+    if (unref) timer.unref();
+  };
+  // Only a capped leg is re-armed: a plain timer fires as Node runs it, even a tick before `at` by the clock.
+  const leg = (): void => {
+    timer = null;
+    const left = at - Date.now();
+    if (capped && left > 0) arm(left);
+    else fn();
+  };
+  const handle = {
+    armedMs: 0,
+    clear(): void {
+      if (timer !== null) clearTimeout(timer);
+      timer = null;
+    },
+    unref(): LongTimeout {
+      unref = true;
+      timer?.unref();
+      return handle;
+    },
+  };
+  arm(ms);
+  return handle;
+}
+
 export function sleep(ms: number, signal?: AbortSignal): Promise<void> {
   return new Promise((resolve) => {
     if (signal?.aborted) return resolve();
-    const timer = setTimeout(done, Math.max(0, ms));
+    const timer = setLongTimeout(done, ms);
     signal?.addEventListener('abort', done, { once: true });
     function done(): void {
-      clearTimeout(timer);
+      timer.clear();
       signal?.removeEventListener('abort', done);
       resolve();
     }

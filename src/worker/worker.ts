@@ -18,7 +18,7 @@ import type { FailureReason, WorkerEvents } from './events.js';
 import type { SharedSchedulers } from '../schedule/shared.js';
 import type { WorkerInstruments } from './instruments.js';
 import type { ClaimResult, ClaimedMessage, Finish, FinishResult, HandoffReceiver, Store } from '../store/contract.js';
-import { sleep } from '../model/time.js';
+import { setLongTimeout, sleep } from '../model/time.js';
 import { UNTRACED, traceProcess, type ProcessTrace } from '../tracing/process.js';
 import type { Handler, HandlerResult, Job, MessagePolicy, QueueConfig } from '../model/types.js';
 
@@ -782,10 +782,10 @@ export class Worker extends EventEmitter<WorkerEvents> {
   private idle(ms: number): Promise<void> {
     if (this.state !== 'running' || this.woken || ms <= 0) return Promise.resolve();
     return new Promise((resolve) => {
-      const timer = Number.isFinite(ms) ? setTimeout(done, ms) : null;
+      const timer = Number.isFinite(ms) ? setLongTimeout(done, ms) : null;
       this.wake = done;
       function done(): void {
-        if (timer !== null) clearTimeout(timer);
+        timer?.clear();
         resolve();
       }
     });

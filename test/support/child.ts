@@ -13,6 +13,8 @@ export interface Exit {
 
 export interface Child {
   readonly pid: number;
+  /** What it wrote to stderr so far. */
+  readonly stderr: string;
   /** Resolves when the process has exited. */
   readonly exited: Promise<Exit>;
   /** Waits for a stdout line matching `pattern`; fails early if the process exits first. */
@@ -44,6 +46,9 @@ export function spawnChild(script: string, args: readonly string[]): Child {
 
   return {
     pid,
+    get stderr() {
+      return stderr;
+    },
     exited,
     async line(pattern, timeoutMs = 15_000) {
       return waitFor(

@@ -3,6 +3,7 @@ import { constants } from 'node:os';
 import type { Client, HandlerResult, Job, MonitorInfo, Worker, WorkerFilters } from '../../index.js';
 import { expBackoff } from '../../model/backoff.js';
 import { payloadBytes } from '../../model/payload.js';
+import { setLongTimeout, type LongTimeout } from '../../model/time.js';
 import { expectPositionals, optionalWholeNumber, parseCommandLine, parseKeyValue } from '../args.js';
 import type { Command } from '../command.js';
 import { DURATION_HELP, optionalDuration } from '../duration.js';
@@ -137,7 +138,7 @@ class WorkRun {
   /** `id#attempt` of the commands started and not yet told of: the outcomes this run counts. */
   private readonly running = new Set<string>();
   private started = 0;
-  private idleTimer: NodeJS.Timeout | null = null;
+  private idleTimer: LongTimeout | null = null;
   private stopping: Promise<void> | null = null;
   private forcedBy: NodeJS.Signals | null = null;
   private stopRequested: (stopped: Promise<void>) => void = () => undefined;
@@ -222,7 +223,7 @@ class WorkRun {
     // Idle: this poll claimed nothing and nothing is in flight. Later dry polls keep the first deadline.
     if (info.claimed.length > 0 || info.inFlight > 0) this.disarmIdle();
     else if (idleExitMs !== undefined && this.idleTimer === null) {
-      this.idleTimer = setTimeout(() => {
+      this.idleTimer = setLongTimeout(() => {
         this.idleTimer = null;
         if (this.worker.inFlight === 0) this.requestStop();
       }, idleExitMs);
@@ -236,7 +237,7 @@ class WorkRun {
   }
 
   private disarmIdle(): void {
-    if (this.idleTimer !== null) clearTimeout(this.idleTimer);
+    this.idleTimer?.clear();
     this.idleTimer = null;
   }
 }

@@ -10,6 +10,7 @@
  *
  * It speaks only the KV port (../kv.ts), so `kvmq serve` runs it unchanged.
  */
+import { setLongTimeout, type LongTimeout } from '../../model/time.js';
 import { decodeRecord } from '../record.js';
 import { prefixEnd, type Compare, type KeyValue, type Kv, type Watch, type WatchEvent } from '../kv.js';
 import { pack, runBatch, type Change } from '../txn-batch.js';
@@ -49,7 +50,7 @@ export class Dispatcher {
   private readonly queued: Planned[][] = [];
   private inFlight = 0;
   private scheduled = false;
-  private timer: NodeJS.Timeout | null = null;
+  private timer: LongTimeout | null = null;
   private timerAt = Infinity;
   private stopped = false;
   private stopReason = '';
@@ -107,7 +108,7 @@ export class Dispatcher {
     if (this.stopped) return;
     this.stopped = true;
     this.stopReason = reason;
-    if (this.timer !== null) clearTimeout(this.timer);
+    this.timer?.clear();
     this.timer = null;
     for (const watch of this.watches) void watch.cancel();
     this.watches.length = 0;
@@ -159,9 +160,9 @@ export class Dispatcher {
 
   private arm(at: number): void {
     if (this.stopped || at >= this.timerAt) return;
-    if (this.timer !== null) clearTimeout(this.timer);
+    this.timer?.clear();
     this.timerAt = at;
-    this.timer = setTimeout(
+    this.timer = setLongTimeout(
       () => {
         this.timer = null;
         this.timerAt = Infinity;

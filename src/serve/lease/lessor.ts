@@ -6,6 +6,7 @@
  * had left.
  */
 import type BetterSqlite3 from 'better-sqlite3';
+import { setLongTimeout, type LongTimeout } from '../../model/time.js';
 import { keyBytes } from '../bytes.js';
 import { Errors } from '../errors.js';
 import type { LeaseAttachments, WriteTxn } from '../mvcc/kvstore.js';
@@ -97,7 +98,7 @@ export class Lessor implements LeaseAttachments {
   /** Leases past their deadline whose revocation has been asked for. */
   private readonly expiring = new Set<bigint>();
   private readonly sql: LeaseStatements;
-  private timer: NodeJS.Timeout | null = null;
+  private timer: LongTimeout | null = null;
   private timerAt = Infinity;
   private idBase: bigint;
   private stopped = false;
@@ -223,10 +224,9 @@ export class Lessor implements LeaseAttachments {
     const next = this.heap.peek();
     if (next === undefined) return;
     if (this.timer !== null && this.timerAt <= next.deadline) return;
-    if (this.timer !== null) clearTimeout(this.timer);
+    this.timer?.clear();
     this.timerAt = next.deadline;
-    this.timer = setTimeout(() => this.expire(), Math.max(0, next.deadline - this.now()));
-    this.timer.unref();
+    this.timer = setLongTimeout(() => this.expire(), next.deadline - this.now()).unref();
   }
 
   private expire(): void {
@@ -248,7 +248,7 @@ export class Lessor implements LeaseAttachments {
 
   stop(): void {
     this.stopped = true;
-    if (this.timer !== null) clearTimeout(this.timer);
+    this.timer?.clear();
     this.timer = null;
   }
 }

@@ -4,6 +4,7 @@
  * than the retention is compacted away. A queue writes several revisions per
  * message, so without it the history (and the file) would only grow.
  */
+import { timerDelay } from '../../model/time.js';
 
 export interface AutoCompactTarget {
   readonly currentRev: number;
@@ -21,7 +22,7 @@ export class AutoCompactor {
     private readonly log: (message: string) => void,
     private readonly now: () => number = Date.now,
   ) {
-    this.timer = setInterval(() => this.tick(), Math.max(1000, retentionMs / 10));
+    this.timer = setInterval(() => this.tick(), timerDelay(Math.max(1000, retentionMs / 10)));
     this.timer.unref();
     this.samples.push({ at: now(), rev: target.currentRev });
   }
