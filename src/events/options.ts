@@ -1,4 +1,5 @@
 /** Validation of the events and waitFor options, with errors that say what is allowed. */
+import { MAX_TIMER_MS } from '../model/time.js';
 import { checkKnownKeys, checkMs, checkPlainObject } from '../model/validate.js';
 
 /** Where `events()` starts: 'start' (the oldest kept event), 'now' (events written after the call), or a cursor. */
@@ -20,7 +21,6 @@ export interface WaitForOptions {
 
 const DEFAULT_WAIT_MS = 30_000;
 // setTimeout's own limit.
-const MAX_WAIT_MS = 2 ** 31 - 1;
 
 export function checkEventsOptions(options: unknown): { after: EventsStart; signal: AbortSignal | undefined } {
   const checked = checkPlainObject('options', options);
@@ -33,7 +33,7 @@ export function checkWaitForOptions(options: unknown): { timeoutMs: number; sign
   const checked = checkPlainObject('options', options);
   checkKnownKeys('waitFor', checked, ['timeoutMs', 'signal']);
   const timeoutMs =
-    checked.timeoutMs === undefined ? DEFAULT_WAIT_MS : checkMs('timeoutMs', checked.timeoutMs, 1, MAX_WAIT_MS);
+    checked.timeoutMs === undefined ? DEFAULT_WAIT_MS : checkMs('timeoutMs', checked.timeoutMs, 1, MAX_TIMER_MS);
   return { timeoutMs, signal: checkSignal(checked.signal) };
 }
 

@@ -2,6 +2,7 @@
  * A message's own retry policy (attempts, backoff, timeout), given at enqueue
  * and stored with the message; the worker applies it over its own options.
  */
+import { MAX_TIMER_MS } from './time.js';
 import { checkCount, checkKnownKeys, checkMs, checkPlainObject } from './validate.js';
 import type { BackoffPolicy, MessagePolicy } from './types.js';
 
@@ -15,7 +16,7 @@ export function checkPolicy(options: {
   const policy: { attempts?: number; backoff?: BackoffPolicy; timeoutMs?: number } = {};
   if (options.attempts !== undefined) policy.attempts = checkCount('attempts', options.attempts, 1, 1_000_000);
   if (options.backoff !== undefined) policy.backoff = checkBackoff(options.backoff);
-  if (options.timeoutMs !== undefined) policy.timeoutMs = checkMs('timeoutMs', options.timeoutMs, 1);
+  if (options.timeoutMs !== undefined) policy.timeoutMs = checkMs('timeoutMs', options.timeoutMs, 1, MAX_TIMER_MS);
   return Object.keys(policy).length === 0 ? null : policy;
 }
 

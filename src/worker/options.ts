@@ -1,6 +1,6 @@
 import { expBackoff } from '../model/backoff.js';
 import { checkWorkerFilters, type WorkerFilter, type WorkerFilters } from '../model/filters.js';
-import { SECOND } from '../model/time.js';
+import { MAX_TIMER_MS, SECOND } from '../model/time.js';
 import { checkBoolean, checkCount, checkKnownKeys, checkMs, checkPlainObject } from '../model/validate.js';
 
 /** Where a worker's warnings go. */
@@ -126,7 +126,6 @@ const KEYS = [
 ] as const;
 
 // setTimeout fires at once for anything longer.
-const MAX_TIMER_MS = 2 ** 31 - 1;
 
 export const WORKER_DEFAULTS = {
   concurrency: 1,
@@ -148,7 +147,7 @@ export function checkWorkerOptions(options: WorkerOptions): CheckedWorkerOptions
   return {
     concurrency: checkCount('concurrency', o.concurrency, 1, 10_000),
     prefetch: checkCount('prefetch', o.prefetch, 0, 10_000),
-    lockMs: checkMs('lockMs', o.lockMs, 100),
+    lockMs: checkMs('lockMs', o.lockMs, 100, MAX_TIMER_MS),
     throttleMs: checkMs('throttleMs', o.throttleMs),
     eoqBackoffMs: msFunction('eoqBackoffMs', o.eoqBackoffMs, (n) => expBackoff(n)),
     monitor: optionalFunction('monitor', o.monitor),
