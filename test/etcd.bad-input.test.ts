@@ -187,6 +187,7 @@ void describe('etcd bad input', () => {
         'etcd://h:99999',
         'etcd://h:2379/bad prefix',
         'etcd://h:2379?leaseTtlMs=10',
+        'etcd://h:2379?dispatcherStallMs=10',
       ]) {
         await assert.rejects(connect(bad), (e: unknown) => e instanceof KvmqError && e.code === 'STORE_URL', bad);
       }

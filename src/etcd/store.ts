@@ -26,7 +26,7 @@ import {
   type Eoq,
 } from './queue-state.js';
 import { parseEtcdUrl } from './url.js';
-import type { DispatcherLog } from './dispatcher/types.js';
+import type { DeliveryListener, DispatcherLog } from './dispatcher/types.js';
 import type { Kv, Watch } from './kv.js';
 import { inspectMessage, listMessages } from './listing.js';
 import { promoteMessages, removeMessages, retryMessages, retryOldestFailed } from './actions.js';
@@ -83,7 +83,7 @@ export async function openEtcdStore(url: string, log?: DispatcherLog): Promise<E
       ? new StoreUnavailableError(`${error.message}; is etcd running at ${options.hosts.join(',')}?`, error.cause)
       : error;
   }
-  return new EtcdStore(kv, options.prefix, log ?? defaultLog, () => kv.close());
+  return new EtcdStore(kv, options.prefix, log ?? defaultLog, () => kv.close(), options.dispatcherStallMs);
 }
 
 const defaultLog: DispatcherLog = (level, message) => {
@@ -134,10 +134,12 @@ export class EtcdStore implements Store {
     readonly root: string,
     private readonly log: DispatcherLog,
     private readonly closeKv: () => Promise<void>,
+    dispatcherStallMs?: number,
   ) {
-    this.host = new DispatcherHost(kv, root, this.nodeId, log, (consumerKey, delivery) => {
+    const told: DeliveryListener = (consumerKey, delivery) => {
       this.byKey.get(consumerKey)?.told(delivery);
-    });
+    };
+    this.host = new DispatcherHost(kv, root, this.nodeId, log, told, dispatcherStallMs);
     this.eventSubscriptions = new EventSubscriptions(kv, (queue) => this.keys(queue));
     this.stopLeaseWatch = kv.session.onLost(() => {
       for (const { consumer } of this.locals.values()) consumer.leaseLost();

@@ -7,6 +7,7 @@
 import { readFileSync } from 'node:fs';
 import { StoreUrlError } from '../errors.js';
 import { parseUrlOptions } from '../store/url-options.js';
+import { DEFAULT_STALL_MS } from './dispatcher/types.js';
 
 export interface EtcdOptions {
   readonly hosts: readonly string[];
@@ -16,12 +17,15 @@ export interface EtcdOptions {
   readonly prefix: string;
   /** TTL of the session lease that holds this process's consumer registrations and dispatcher claims. */
   readonly leaseTtlMs: number;
+  /** A dispatcher with no progress on waiting work for this long resigns (dispatcher/types.ts). */
+  readonly dispatcherStallMs: number;
 }
 
 export const ETCD_URL_FORM =
-  'etcd://[user:password@]host:2379[,host2:2379][/prefix][?leaseTtlMs=5000]   etcd v3 (etcds:// for TLS: ?ca=FILE[&cert=FILE&key=FILE])';
+  'etcd://[user:password@]host:2379[,host2:2379][/prefix][?leaseTtlMs=5000&dispatcherStallMs=60000]   etcd v3 (etcds:// for TLS: ?ca=FILE[&cert=FILE&key=FILE])';
 
 const DEFAULT_LEASE_TTL_MS = 5000;
+const OPTIONS = ['leaseTtlMs', 'dispatcherStallMs'];
 const PREFIX = /^(\/[A-Za-z0-9_.-]+)*$/;
 const HOST = /^(\[[0-9a-fA-F:.]+\]|[A-Za-z0-9.-]+):(\d{1,5})$/;
 
@@ -33,7 +37,7 @@ export function parseEtcdUrl(url: string): EtcdOptions {
   if (match === null) return fail('not an etcd URL');
   const [, scheme = '', authority = '', path = '', query = ''] = match;
   const secure = scheme.toLowerCase() === 'etcds';
-  const options = parseUrlOptions(url, query, secure ? ['leaseTtlMs', 'ca', 'cert', 'key'] : ['leaseTtlMs']);
+  const options = parseUrlOptions(url, query, secure ? [...OPTIONS, 'ca', 'cert', 'key'] : OPTIONS);
 
   const at = authority.lastIndexOf('@');
   let auth: EtcdOptions['auth'] = null;
@@ -63,6 +67,12 @@ export function parseEtcdUrl(url: string): EtcdOptions {
     fail(`leaseTtlMs must be a whole number of milliseconds from 2000 (etcd's shortest lease) to 3600000`);
   }
 
+  const stallText = options.get('dispatcherStallMs') ?? String(DEFAULT_STALL_MS);
+  const dispatcherStallMs = Number(stallText);
+  if (!Number.isInteger(dispatcherStallMs) || dispatcherStallMs < 1000 || dispatcherStallMs > 3_600_000) {
+    fail('dispatcherStallMs must be a whole number of milliseconds from 1000 to 3600000');
+  }
+
   let tls: EtcdOptions['tls'] = null;
   if (secure) {
     const read = (name: string): Buffer | undefined => {
@@ -86,5 +96,5 @@ export function parseEtcdUrl(url: string): EtcdOptions {
       ...(certChain === undefined ? {} : { certChain }),
     };
   }
-  return { hosts, auth, tls, prefix, leaseTtlMs };
+  return { hosts, auth, tls, prefix, leaseTtlMs, dispatcherStallMs };
 }

@@ -11,6 +11,8 @@ import type { DispatcherDeps } from './types.js';
 // Looks at the election key this often even without a watch event, in case one was missed.
 const RECHECK_MS = 10_000;
 const RETRY_AFTER_ERROR_MS = 1000;
+// A dispatcher that stalled stays out of the election this long (at most its stall time), for another to win.
+const STAND_ASIDE_MS = 5000;
 
 export interface CandidateDeps extends DispatcherDeps {
   readonly nodeId: string;
@@ -75,11 +77,13 @@ export class Candidate {
     const dispatcher = new Dispatcher(this.deps, term);
     this.dispatcher = dispatcher;
     log('info', `dispatching ${keys.queue} (term ${term})`);
-    try {
-      await dispatcher.start();
-    } catch (error) {
-      dispatcher.stop(`could not read the queue: ${error instanceof Error ? error.message : String(error)}`);
-    }
+    // A start that never returns (its read hangs) ends when the dispatcher stops for making no progress.
+    await Promise.race([
+      dispatcher.start().catch((error: unknown) => {
+        dispatcher.stop(`could not read the queue: ${error instanceof Error ? error.message : String(error)}`);
+      }),
+      dispatcher.stoppedWith,
+    ]);
     const reason = await dispatcher.stoppedWith;
     if (!this.stopped) log('info', `stopped dispatching ${keys.queue}: ${reason}`);
     // Resign, so another node takes over at once; the compare leaves a key that is no longer ours alone.
@@ -88,8 +92,12 @@ export class Candidate {
         compare: [{ key: keys.election, target: 'create', result: '=', operand: term }],
         success: [{ type: 'delete', key: keys.election }],
       })
-      .catch(() => undefined);
-    if (!this.stopped) await this.pause(100);
+      .catch((error: unknown) => {
+        if (dispatcher.stalled) {
+          log('warn', `could not resign ${keys.queue} (${String(error)}): it goes when this process's lease ends`);
+        }
+      });
+    if (!this.stopped) await this.pause(dispatcher.stalled ? Math.min(this.deps.stallMs, STAND_ASIDE_MS) : 100);
   }
 
   private async waitForVacancy(from: number): Promise<void> {

@@ -18,6 +18,7 @@ import { EventIntake } from './events.js';
 import { Loader, PAYLOAD_BUDGET_BYTES } from './load.js';
 import { QueueMirror } from './mirror.js';
 import { Planner, STALE_LOCK_GRACE_MS } from './plan.js';
+import { ProgressWatch } from './progress.js';
 import { readSnapshot } from './snapshot.js';
 import type * as changes from './changes.js';
 import type { QueueKeys } from '../keys.js';
@@ -46,6 +47,7 @@ export class Dispatcher {
   private readonly intake: EventIntake;
   private readonly planner: Planner;
   private readonly loader: Loader;
+  private readonly progress: ProgressWatch;
   private readonly watches: Watch[] = [];
   private readonly queued: Planned[][] = [];
   private inFlight = 0;
@@ -54,6 +56,7 @@ export class Dispatcher {
   private timerAt = Infinity;
   private stopped = false;
   private stopReason = '';
+  private stalledOut = false;
   private resolveStopped: (reason: string) => void = () => undefined;
   readonly stoppedWith: Promise<string>;
 
@@ -61,7 +64,12 @@ export class Dispatcher {
     deps: DispatcherDeps,
     private readonly term: number,
   ) {
-    this.kv = deps.kv;
+    this.progress = new ProgressWatch(deps.kv, deps.stallMs, (why) => {
+      this.log('error', `dispatcher of ${deps.keys.queue} made no progress: ${why}; resigning`);
+      this.stalledOut = true;
+      this.stop(`no progress: ${why}`);
+    });
+    this.kv = this.progress.kv;
     this.keys = deps.keys;
     this.log = deps.log;
     this.onDelivery = deps.onDelivery;
@@ -108,6 +116,7 @@ export class Dispatcher {
     if (this.stopped) return;
     this.stopped = true;
     this.stopReason = reason;
+    this.progress.stop();
     this.timer?.clear();
     this.timer = null;
     for (const watch of this.watches) void watch.cancel();
@@ -117,6 +126,11 @@ export class Dispatcher {
 
   get running(): boolean {
     return !this.stopped;
+  }
+
+  /** Stopped for making no progress: its candidate stands aside for a while, so another takes over. */
+  get stalled(): boolean {
+    return this.stalledOut;
   }
 
   /** For tests and logs. */

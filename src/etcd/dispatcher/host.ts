@@ -6,7 +6,7 @@
 import { QueueKeys } from '../keys.js';
 import { Candidate } from './candidate.js';
 import type { Kv } from '../kv.js';
-import type { DeliveryListener, DispatcherLog } from './types.js';
+import { DEFAULT_STALL_MS, type DeliveryListener, type DispatcherLog } from './types.js';
 
 export class DispatcherHost {
   private readonly candidates = new Map<string, { candidate: Candidate; holds: number }>();
@@ -19,6 +19,8 @@ export class DispatcherHost {
     private readonly log: DispatcherLog,
     /** Told of each delivery this process's dispatchers make, before its watch event arrives. */
     private readonly onDelivery?: DeliveryListener,
+    /** How long a dispatcher here may make no progress on waiting work before it resigns. */
+    private readonly stallMs = DEFAULT_STALL_MS,
   ) {}
 
   /** Keeps a candidate running for the queue until the returned release is called. */
@@ -27,7 +29,8 @@ export class DispatcherHost {
     let entry = this.candidates.get(queue);
     if (entry === undefined) {
       const keys = new QueueKeys(this.root, queue);
-      const deps = { kv: this.kv, keys, log: this.log, nodeId: this.nodeId, onDelivery: this.onDelivery };
+      const { kv, log, nodeId, onDelivery, stallMs } = this;
+      const deps = { kv, keys, log, nodeId, onDelivery, stallMs };
       entry = { candidate: new Candidate(deps), holds: 0 };
       this.candidates.set(queue, entry);
     }

@@ -7,6 +7,12 @@ import type { Kv, RangeResult, WatchEvent } from '../kv.js';
 import type { QueueKeys } from '../keys.js';
 import type { Change } from '../txn-batch.js';
 
+/**
+ * A dispatcher that has had store calls under way or failing this long with none answered resigns, so another
+ * process takes the queue over: four times the deadline of an etcd call (15 s, etcd3-kv.ts).
+ */
+export const DEFAULT_STALL_MS = 60_000;
+
 export type DispatcherLog = (level: 'info' | 'warn' | 'error', message: string) => void;
 
 /**
@@ -21,6 +27,8 @@ export interface DispatcherDeps {
   readonly keys: QueueKeys;
   readonly log: DispatcherLog;
   readonly onDelivery?: DeliveryListener | undefined;
+  /** How long without progress on waiting work before the dispatcher resigns (DEFAULT_STALL_MS). */
+  readonly stallMs: number;
 }
 
 /** A change in a Txn: what to do once etcd answered. */
