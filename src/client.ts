@@ -195,11 +195,7 @@ export class Client {
     const worker = new Worker(this.#store, queue, handler, options, stopped, this.schedulers);
     this.workers.add(worker);
     if (this.instruments !== null) attachMetrics(worker, this.instruments);
-    if (worker.autoStart) {
-      worker.start().catch((error: unknown) => {
-        this.onError(error);
-      });
-    }
+    if (worker.autoStart) worker.startInBackground();
     return worker;
   }
 

@@ -87,6 +87,11 @@ export interface WorkerOptions {
    * enqueued once however many run. @defaultValue true
    */
   readonly schedules?: boolean;
+  /**
+   * How long `stop()` waits for the store once the handlers have returned (at once, on a second stop): results
+   * and releases it has not taken by then are left to their locks, and one error says how many. @defaultValue 5 s
+   */
+  readonly stopGraceMs?: number;
 }
 
 export interface CheckedWorkerOptions {
@@ -105,6 +110,7 @@ export interface CheckedWorkerOptions {
   readonly onError: ((error: unknown) => void) | null;
   readonly logger: Logger;
   readonly schedules: boolean;
+  readonly stopGraceMs: number;
 }
 
 const KEYS = [
@@ -123,6 +129,7 @@ const KEYS = [
   'onError',
   'logger',
   'schedules',
+  'stopGraceMs',
 ] as const;
 
 // setTimeout fires at once for anything longer.
@@ -135,6 +142,7 @@ export const WORKER_DEFAULTS = {
   maxAttempts: 1,
   autoStart: true,
   schedules: true,
+  stopGraceMs: 5 * SECOND,
 } as const satisfies WorkerOptions;
 
 /** Validates at construction: a bad option is a TypeError that says how to fix the call. */
@@ -163,6 +171,7 @@ export function checkWorkerOptions(options: WorkerOptions): CheckedWorkerOptions
     onError: optionalFunction('onError', o.onError),
     logger: o.logger === undefined ? CONSOLE_LOGGER : checkLogger(o.logger),
     schedules: checkBoolean('schedules', o.schedules),
+    stopGraceMs: checkMs('stopGraceMs', o.stopGraceMs, 0, MAX_TIMER_MS),
   };
 }
 

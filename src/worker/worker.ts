@@ -19,6 +19,7 @@ import type { SharedSchedulers } from '../schedule/shared.js';
 import type { WorkerInstruments } from './instruments.js';
 import type { ClaimResult, ClaimedMessage, Finish, FinishResult, HandoffReceiver, Store } from '../store/contract.js';
 import { setLongTimeout, sleep } from '../model/time.js';
+import { KvmqError, StoreUnavailableError } from '../errors.js';
 import { UNTRACED, traceProcess, type ProcessTrace } from '../tracing/process.js';
 import type { Handler, HandlerResult, Job, MessagePolicy, QueueConfig } from '../model/types.js';
 
@@ -83,10 +84,14 @@ function signalOf(held: Held): AbortSignal {
 interface PendingFinish {
   readonly finish: Finish;
   readonly resolve: (result: FinishResult) => void;
+  /** Called only with the stop's give-up reason: the store never took this finish. */
+  readonly reject: (reason: unknown) => void;
 }
 
 // How long a failing store call waits before the next try, at most.
 const MAX_ERROR_BACKOFF_MS = 30_000;
+// ...and while stopping, when only a few seconds (stopGraceMs) are left to store what the worker holds.
+const MAX_STOPPING_BACKOFF_MS = 1000;
 // Fewer slots than this never claim ahead: few messages a round trip leave little client work to overlap, and a
 // worker of few slots is often one of many sharing a queue (messages claimed ahead are not theirs to take).
 const MIN_OVERLAP_SLOTS = 8;
@@ -110,9 +115,28 @@ export class Worker extends EventEmitter<WorkerEvents> {
   private readonly handlers = new Map<Held, Promise<void>>();
   /** Aborted by the first stop: no more polling. */
   private readonly halt = new AbortController();
-  /** Aborted by the second stop: no more waiting. */
+  /** Aborted by the second stop: no more waiting for handlers. */
   private readonly force = new AbortController();
+  /**
+   * Aborted `stopGraceMs` after a stop's handlers have returned (or after the second stop): no more waiting for the
+   * store. What it has not taken is left to the locks.
+   */
+  private readonly giveUp = new AbortController();
+  /** What finishes the store never took are rejected with, once the stop gave up: counted, not reported one by one. */
+  private readonly leftToLocks = new Error('the stop gave up on the store');
+  private giveUpTimer: NodeJS.Timeout | null = null;
+  /** Finishes waiting for the next flush, or for the store to come back. */
   private finishes: PendingFinish[] = [];
+  /** The batch of finishes the store is working on. */
+  private sending: readonly PendingFinish[] = [];
+  /** Single finishes the store is working on (group-commit stores). */
+  private sendingAlone = 0;
+  /** The forced stop's releases, until the store takes them. */
+  private releasing: Promise<unknown> | null = null;
+  /** The consumer is registered (a stop unregisters it). */
+  private registered = false;
+  /** The last store failure, for the stop that gives up. */
+  private lastStoreError: unknown = null;
   private flushScheduled = false;
   private state: WorkerState = 'idle';
   private accepts: ((filterClass: string) => boolean) | null = null;
@@ -179,20 +203,42 @@ export class Worker extends EventEmitter<WorkerEvents> {
     return this.held.size;
   }
 
-  /** Registers the consumer and starts polling. Rejects if the worker's filters do not fit the queue. */
+  /**
+   * Registers the consumer and starts polling. Rejects if the worker cannot run at all: its filters do not fit the
+   * queue, the store refuses its credentials or holds a foreign layout (an error that is not `transient`). A store
+   * that is unavailable does not stop it: start() resolves after the first failure, and the worker keeps trying in
+   * the background, with backoff, reporting each failure to `onError`.
+   */
   start(): Promise<void> {
     if (this.state !== 'idle') {
       return Promise.reject(new Error(`worker is ${this.state}; create a new worker to start again`));
     }
     this.state = 'running';
-    this.starting = this.begin();
-    return this.starting;
+    return new Promise((resolve, reject) => {
+      let settled = false;
+      const trying = (): void => {
+        settled = true;
+        resolve();
+      };
+      this.starting = this.begin(trying);
+      this.starting.then(trying, (error: unknown) => {
+        // Already resolved while the store was down: the worker has stopped, and says why.
+        if (settled) this.reportError(error);
+        else reject(error instanceof Error ? error : new Error(String(error)));
+        settled = true;
+      });
+    });
   }
 
-  private async begin(): Promise<void> {
+  /** @internal `client.worker()` with autoStart: nobody awaits start(), so a refusal goes where other errors go. */
+  startInBackground(): void {
+    this.start().catch(this.reportError);
+  }
+
+  /** Joins the queue, then starts the loops; `trying` is called when a first try failed and the worker goes on. */
+  private async begin(trying: () => void): Promise<void> {
     try {
-      await this.refreshConfig();
-      await this.register();
+      await this.join(trying);
     } catch (error) {
       this.state = 'stopped';
       this.onStopped();
@@ -218,9 +264,31 @@ export class Worker extends EventEmitter<WorkerEvents> {
   }
 
   /**
+   * Reads the queue's configuration and registers the consumer. A transient failure is reported and tried again
+   * with backoff until it succeeds or a stop comes; any other failure is thrown.
+   */
+  private async join(trying: () => void): Promise<void> {
+    while (!this.halt.signal.aborted) {
+      try {
+        await this.refreshConfig();
+        await this.register();
+        this.registered = true;
+        this.storeFailures = 0;
+        return;
+      } catch (error) {
+        if (!(error instanceof KvmqError && error.transient)) throw error;
+        this.instruments?.storeError(this.queue, 'renew');
+        trying();
+        await this.storeFailed(error, this.halt.signal);
+      }
+    }
+  }
+
+  /**
    * Stops polling and waits for running handlers to finish and their results
    * to reach the store. Called again while stopping, it stops at once: running
-   * handlers are aborted and their messages released for others.
+   * handlers are aborted and their messages released for others. Either way it
+   * waits for the store at most `stopGraceMs` once the handlers have returned.
    */
   async stop(): Promise<void> {
     if (this.state === 'idle' || this.state === 'stopped') {
@@ -228,34 +296,89 @@ export class Worker extends EventEmitter<WorkerEvents> {
       return;
     }
     if (this.stopping !== null) {
-      await this.forceStop();
+      this.forceStop();
       return this.stopping;
     }
     this.state = 'stopping';
     this.halt.abort();
     this.kick();
+    if (this.handlersRunning === 0) this.startGraceTimer();
     this.stopping = this.drain();
     return this.stopping;
   }
 
   private async drain(): Promise<void> {
-    await this.starting?.catch(() => undefined);
+    await this.storeWait(this.starting);
     if (this.state === 'stopped') return; // start failed and cleaned up
-    await this.loop;
+    await this.storeWait(this.loop);
     // What was handed over and not started yet waits with the prefetched messages, and goes back with them.
-    await this.handoffs?.close().catch(this.reportError);
+    await this.storeWait(this.handoffs?.close());
     await this.giveBackWaiting();
     // A handler settles only once its result reached the store, so this also waits for the finishes.
-    await Promise.race([Promise.allSettled(this.handlers.values()), aborted(this.force.signal)]);
+    await Promise.race([Promise.allSettled(this.handlers.values()), aborted(this.force.signal), this.givenUp()]);
+    // Forced: the messages released, and the results already on their way, are still worth storing.
+    if (this.force.signal.aborted) await this.storeWait(Promise.all([this.releasing, ...this.finishingHandlers()]));
     if (this.renewTimer !== null) clearInterval(this.renewTimer);
-    await this.renewing;
-    await this.maintenance;
-    await this.scheduling;
-    await Promise.race([Promise.allSettled(this.monitoring), aborted(this.force.signal)]);
+    await this.storeWait(this.renewing);
+    await this.storeWait(this.maintenance);
+    await this.storeWait(this.scheduling);
+    await this.storeWait(Promise.allSettled(this.monitoring));
     this.unsubscribe?.();
-    await this.store.unregisterConsumer(this.queue, this.id).catch(this.reportError);
+    if (this.registered) await this.storeWait(this.store.unregisterConsumer(this.queue, this.id));
+    if (this.giveUpTimer !== null) clearTimeout(this.giveUpTimer);
+    this.leaveToLocks();
     this.state = 'stopped';
     this.onStopped();
+  }
+
+  /** Starts the stop's last wait for the store (stopGraceMs), once: the handlers have returned, or a forced stop. */
+  private startGraceTimer(): void {
+    if (this.giveUpTimer !== null) return;
+    this.giveUpTimer = setTimeout(() => this.giveUp.abort(this.leftToLocks), this.options.stopGraceMs);
+  }
+
+  /** Waits for store work until the stop gives up on the store; a failure that comes first is reported. */
+  private async storeWait(work: Promise<unknown> | null | undefined): Promise<void> {
+    if (work == null) return;
+    const reported = work.catch((error: unknown) => {
+      if (!this.giveUp.signal.aborted) this.reportError(error);
+    });
+    await Promise.race([reported, this.givenUp()]);
+  }
+
+  /** The stop gave up on the store. */
+  private gaveUp(): boolean {
+    return this.giveUp.signal.aborted;
+  }
+
+  private givenUp(): Promise<void> {
+    return aborted(this.giveUp.signal);
+  }
+
+  /** Handlings whose result is on its way to the store (the others were taken away by a forced stop). */
+  private finishingHandlers(): Promise<void>[] {
+    return [...this.handlers].filter(([held]) => held.finishing && !held.takenAway).map(([, handling]) => handling);
+  }
+
+  /**
+   * After the stop gave up on the store: the finishes it never took are dropped, their messages left to their locks
+   * (another worker handles them once the locks end), and one error says how many.
+   */
+  private leaveToLocks(): void {
+    if (!this.giveUp.signal.aborted) return;
+    const left = this.finishes.length + this.sending.length + this.sendingAlone;
+    const dropped = this.finishes;
+    this.finishes = [];
+    for (const pending of dropped) pending.reject(this.leftToLocks);
+    if (left === 0) return;
+    this.reportError(
+      new StoreUnavailableError(
+        `worker ${this.id} stopped without storing the outcome of ${left} message(s) of queue '${this.queue}': ` +
+          `the store did not take them within stopGraceMs (${this.options.stopGraceMs} ms); they stay locked ` +
+          'until their locks end, then another worker handles them again',
+        this.lastStoreError ?? undefined,
+      ),
+    );
   }
 
   /** Prefetched messages no handler started go back to the queue (their next claim is a new attempt). */
@@ -279,13 +402,14 @@ export class Worker extends EventEmitter<WorkerEvents> {
       });
     }
     if (released.length === 0) return;
-    await Promise.all(released.map((finish) => this.finish(finish).catch(this.reportError)));
+    await this.storeWait(Promise.all(released.map((finish) => this.finish(finish))));
     for (const finish of released) this.held.delete(finish.id);
   }
 
-  private async forceStop(): Promise<void> {
+  private forceStop(): void {
     if (this.force.signal.aborted) return;
     this.force.abort();
+    this.startGraceTimer();
     const released: Finish[] = [];
     for (const held of this.held.values()) {
       if (held.finishing) continue;
@@ -299,7 +423,10 @@ export class Worker extends EventEmitter<WorkerEvents> {
         startedAt: null,
       });
     }
-    if (released.length > 0) await this.store.finish(this.queue, this.id, released).catch(this.reportError);
+    // Retried like any finish until the store takes them or the stop gives up on it.
+    if (released.length === 0) return;
+    // Their only failure is the stop giving up, which its own error counts.
+    this.releasing = Promise.all(released.map((finish) => this.finish(finish))).catch(() => undefined);
   }
 
   /**
@@ -481,11 +608,14 @@ export class Worker extends EventEmitter<WorkerEvents> {
         // result travels, and the next claim goes out with the batch of finishes (flush).
         this.handlersRunning -= 1;
         this.handlersDone += 1;
+        // The last handler of a stop has returned: the store gets stopGraceMs more to take the results.
+        if (this.handlersRunning === 0 && this.state === 'stopping') this.startGraceTimer();
         this.startWaiting();
       }
       await this.record(held, held.trace.outcome(attemptFinish, held.cause));
     } catch (error) {
-      this.reportError(error);
+      // Dropped by a stop that gave up on the store: counted in its one error.
+      if (error !== this.leftToLocks) this.reportError(error);
     } finally {
       held.trace.end(held);
       if (this.held.get(held.id) === held) this.held.delete(held.id);
@@ -628,12 +758,15 @@ export class Worker extends EventEmitter<WorkerEvents> {
     if (this.store.capabilities.groupCommit === true && this.storeFailures === 0 && this.finishes.length === 0) {
       const instruments = this.instruments;
       const finishStart = instruments === null ? 0 : performance.now();
+      this.sendingAlone += 1;
       return this.store.finish(this.queue, this.id, [finish]).then(
         ([result]) => {
+          this.sendingAlone -= 1;
           instruments?.finished(this.queue, (performance.now() - finishStart) / 1000);
           return result ?? 'lost';
         },
         () => {
+          this.sendingAlone -= 1;
           this.instruments?.storeError(this.queue, 'finish');
           return this.queueFinish(finish);
         },
@@ -643,8 +776,10 @@ export class Worker extends EventEmitter<WorkerEvents> {
   }
 
   private queueFinish(finish: Finish): Promise<FinishResult> {
-    return new Promise((resolve) => {
-      this.finishes.push({ finish, resolve });
+    // A stop that gave up on the store takes no more.
+    if (this.giveUp.signal.aborted) return Promise.reject(this.leftToLocks);
+    return new Promise((resolve, reject) => {
+      this.finishes.push({ finish, resolve, reject });
       if (!this.flushScheduled) {
         this.flushScheduled = true;
         setImmediate(() => void this.flush());
@@ -653,9 +788,10 @@ export class Worker extends EventEmitter<WorkerEvents> {
   }
 
   private async flush(): Promise<void> {
-    while (this.finishes.length > 0) {
+    while (this.finishes.length > 0 && !this.giveUp.signal.aborted) {
       const batch = this.finishes;
       this.finishes = [];
+      this.sending = batch;
       // Their slots are free: a claim loop waiting for one asks for more now, in the same tick as this finish.
       if (this.full && this.claimWithFinishes) this.kick();
       const instruments = this.instruments;
@@ -666,15 +802,21 @@ export class Worker extends EventEmitter<WorkerEvents> {
           this.id,
           batch.map((p) => p.finish),
         );
+        this.sending = [];
         this.storeFailures = 0;
         instruments?.finished(this.queue, (performance.now() - finishStart) / 1000);
         batch.forEach((p, i) => p.resolve(results[i] ?? 'lost'));
       } catch (error) {
-        // Keep the results (their locks are renewed meanwhile) until the store takes them.
+        this.sending = [];
+        // Keep the results (their locks are renewed meanwhile) until the store takes them, or a stop gives up.
+        if (this.gaveUp()) {
+          for (const pending of batch) pending.reject(this.leftToLocks);
+          break;
+        }
         this.finishes = batch.concat(this.finishes);
         this.instruments?.storeError(this.queue, 'finish');
-        if (this.force.signal.aborted) break;
-        await this.storeFailed(error, this.force.signal);
+        // A stop cuts a long backoff short: it has only stopGraceMs to store them.
+        await this.storeFailed(error, this.halt.signal.aborted ? this.giveUp.signal : this.halt.signal);
       }
     }
     this.flushScheduled = false;
@@ -766,8 +908,10 @@ export class Worker extends EventEmitter<WorkerEvents> {
 
   private async storeFailed(error: unknown, signal: AbortSignal): Promise<void> {
     this.storeFailures += 1;
+    this.lastStoreError = error;
     this.reportError(error);
-    await sleep(expBackoff(this.storeFailures, { factor: 100, max: MAX_ERROR_BACKOFF_MS }), signal);
+    const max = this.halt.signal.aborted ? MAX_STOPPING_BACKOFF_MS : MAX_ERROR_BACKOFF_MS;
+    await sleep(expBackoff(this.storeFailures, { factor: 100, max }), signal);
   }
 
   /** Wakes the poll loop: a wake-up from the store, a free slot, or a stop. */
