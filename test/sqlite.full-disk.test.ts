@@ -4,8 +4,9 @@
  * running when the disk fills returns from stop() within stopGraceMs, leaving what it could not store to the locks.
  */
 import assert from 'node:assert/strict';
-import { FilterError, StoreUnavailableError, type Client, type Worker } from '../src/index.js';
+import { FilterError, StoreUnavailableError, type Client } from '../src/index.js';
 import { smallDisks, smallDiskSkipReason } from './fixtures/small-disk.js';
+import { gatedHandlers, timedStop } from './support/gate.js';
 import { storeTest, type Harness } from './support/harness.js';
 import { waitFor } from './support/wait.js';
 
@@ -94,27 +95,6 @@ fullDiskTest('start() resolves on a full disk, and still rejects at once for fil
   disk.free();
   takeDiskFullErrors(h);
 });
-
-/** Handlers that wait until released, so a test can fill the disk while the worker holds messages. */
-function gatedHandlers(): { handler: () => Promise<void>; started: () => number; release: () => void } {
-  let started = 0;
-  let open: () => void = () => undefined;
-  const gate = new Promise<void>((resolve) => (open = resolve));
-  return {
-    handler: async () => {
-      started += 1;
-      await gate;
-    },
-    started: () => started,
-    release: () => open(),
-  };
-}
-
-async function timedStop(worker: Worker, stops: number): Promise<number> {
-  const began = performance.now();
-  await Promise.all(Array.from({ length: stops }, () => worker.stop()));
-  return performance.now() - began;
-}
 
 fullDiskTest('a worker running when the disk fills returns from stop() and leaves the rest to the locks', async (h) => {
   const q = h.queue('full-stop');
