@@ -374,8 +374,8 @@ export class Worker extends EventEmitter<WorkerEvents> {
     this.reportError(
       new StoreUnavailableError(
         `worker ${this.id} stopped without storing the outcome of ${left} message(s) of queue '${this.queue}': ` +
-          `the store did not take them within stopGraceMs (${this.options.stopGraceMs} ms); they stay locked ` +
-          'until their locks end, then another worker handles them again',
+          `the store did not take them within stopGraceMs (${this.options.stopGraceMs} ms); unless it still ` +
+          'takes the calls already sent, they stay locked until their locks end, then another worker handles them',
         this.lastStoreError ?? undefined,
       ),
     );
