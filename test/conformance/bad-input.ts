@@ -29,6 +29,8 @@ const BAD_WORKER_OPTIONS: [unknown, RegExp][] = [
   [{ monitor: 'log' }, /monitor/],
   [{ onError: 1 }, /onError/],
   [{ autoStart: 'yes' }, /autoStart/],
+  [{ stopGraceMs: -1 }, /stopGraceMs/],
+  [{ stopGraceMs: 2 ** 31 }, /stopGraceMs/],
   [{ respectFilters: 1 }, /respectFilters/],
   [{ filters: 'standard' }, /filters/],
   [{ filters: { performance_class: { value: 'low', method: 'most' } } }, /method/],
