@@ -211,6 +211,9 @@ export class EtcdStore implements Store {
     if (taken.length > 0) {
       for (const d of taken) d.claimed = true;
       if (state.eoq.dryRuns !== 0 || state.eoq.until !== 0) await resetDryRuns(this.kv, keys);
+      // The dispatcher locked them when it delivered, perhaps long before this claim: what is left now (read
+      // after the claim was made), on this process's clock against the dispatcher's, never more than a lock.
+      const now = Date.now();
       const messages: ClaimedMessage[] = taken.map((d) => ({
         id: d.id,
         payload: d.payload,
@@ -219,6 +222,7 @@ export class EtcdStore implements Store {
         filters: parseFilterClass(d.record.filterClass),
         attempt: d.record.attempt,
         policy: d.record.policy,
+        lockLeftMs: Math.min(request.lockMs, (d.record.lockUntil ?? Infinity) - now),
       }));
       return { messages, queueSize: Math.max(...taken.map((d) => d.queueSize)), dryRuns: 0, wakeAt: null };
     }

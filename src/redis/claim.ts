@@ -39,7 +39,7 @@ export async function claimMessages(
       continue;
     }
     const messages: ClaimedMessage[] = [];
-    for (let i = 4; i + 6 <= reply.length; i += 6) messages.push(claimed(reply, i, where));
+    for (let i = 4; i + 6 <= reply.length; i += 6) messages.push(claimed(reply, i, where, request.lockMs));
     const wakeAt = num(reply[3]);
     return {
       messages,
@@ -51,8 +51,11 @@ export async function claimMessages(
   }
 }
 
-/** The message whose six fields (id, content, metadata, filter class, attempt, policy) start at `at`. */
-export function claimed(reply: readonly unknown[], at: number, where: string): ClaimedMessage {
+/**
+ * The message whose six fields (id, content, metadata, filter class, attempt, policy) start at `at`, locked for
+ * `lockLeftMs` from when the request that locked it was sent (the script locks until its own TIME + lock ms).
+ */
+export function claimed(reply: readonly unknown[], at: number, where: string, lockLeftMs: number): ClaimedMessage {
   // Read in place and built as one object: a claim reply carries up to concurrency + prefetch messages.
   const { payload, encoding, metadata, filters } = storedContent(reply[at + 1], reply[at + 2], reply[at + 3], where);
   return {
@@ -63,5 +66,6 @@ export function claimed(reply: readonly unknown[], at: number, where: string): C
     filters,
     attempt: num(reply[at + 4]),
     policy: text(reply[at + 5]),
+    lockLeftMs,
   };
 }

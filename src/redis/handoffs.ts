@@ -31,6 +31,12 @@ export class Handoffs implements HandoffReceiver {
   /** The token of the last claim that could park this worker, and the messages received under each token. */
   private token = 0;
   private readonly received = new Map<string, number>();
+  /**
+   * The claims that could park this worker, by token, oldest first: when each was sent (performance.now()) and
+   * the lock it asked for. An enqueue hands messages only while a parking stands, and a parking stands only
+   * after its claim was sent, so a handed message's lock counts from no earlier than its token's claim.
+   */
+  private readonly parkings = new Map<string, { sentAt: number; lockMs: number }>();
 
   constructor(
     private readonly scripts: Scripts,
@@ -54,9 +60,16 @@ export class Handoffs implements HandoffReceiver {
    * The handoff argument of a claim (lua/claim.lua): its token, the last claim's, and how many messages handed
    * under that one have arrived, so the claim takes fewer by those still on their way.
    */
-  claimArgument(): string {
+  claimArgument(lockMs: number): string {
     const last = String(this.token);
     this.token += 1;
+    const sentAt = performance.now();
+    // Forget the parkings whose locks would have ended by now (a handoff under them arrives too late anyway).
+    for (const [token, parking] of this.parkings) {
+      if (parking.sentAt + parking.lockMs > sentAt) break;
+      this.parkings.delete(token);
+    }
+    this.parkings.set(String(this.token), { sentAt, lockMs });
     const received = this.received.get(last) ?? 0;
     // Only the last claim's count is asked for again.
     this.received.clear();
@@ -122,10 +135,14 @@ export class Handoffs implements HandoffReceiver {
   private deliverEntry(entry: Buffer): void {
     const messages: ClaimedMessage[] = [];
     let fields: (Buffer | null)[];
+    let since = 0;
     try {
       fields = unframe(entry);
       if (fields.length < 2 || (fields.length - 2) % 6 !== 0) throw new Error(`${fields.length} fields`);
-      for (let at = 2; at < fields.length; at += 6) messages.push(claimed(fields, at, this.where));
+      // A token this worker no longer knows: its parking's locks have ended, and the messages are not started.
+      const parking = this.parkings.get(text(fields[0]) ?? '') ?? { sentAt: performance.now(), lockMs: 0 };
+      for (let at = 2; at < fields.length; at += 6) messages.push(claimed(fields, at, this.where, parking.lockMs));
+      since = parking.sentAt;
     } catch (error) {
       const why = error instanceof Error ? error.message : String(error);
       this.listener.failed(
@@ -138,7 +155,7 @@ export class Handoffs implements HandoffReceiver {
     }
     const token = text(fields[0]) ?? '';
     this.received.set(token, (this.received.get(token) ?? 0) + messages.length);
-    if (messages.length > 0) this.listener.delivered(messages, num(fields[1]));
+    if (messages.length > 0) this.listener.delivered(messages, num(fields[1]), since);
   }
 }
 

@@ -115,7 +115,7 @@ class RedisStore implements Store {
 
   claim(queue: string, request: ClaimRequest): Promise<ClaimResult> {
     const receiver = this.handoffs.get(handoffKey(queue, request.consumerId));
-    const handoffs = receiver?.live === true && request.accepts === null ? receiver.claimArgument() : '';
+    const handoffs = receiver?.live === true && request.accepts === null ? receiver.claimArgument(request.lockMs) : '';
     return this.guard(() => claimMessages(this.scripts, this.classes, queue, request, this.where, handoffs));
   }
 

@@ -88,6 +88,8 @@ export function claimMessages(tx: WriteContext, queueRow: QueueRow, request: Cla
     filters: parseFilterClass(row.filters),
     attempt: row.attempt,
     policy: row.policy,
+    // Every lock this claim takes ends at now + lockMs, `now` read after the worker sent the claim.
+    lockLeftMs: request.lockMs,
   }));
 
   const queueSize = queueRow.size - failed;

@@ -114,12 +114,23 @@ export interface ClaimedMessage {
   readonly attempt: number;
   /** The policy stored with the message, as enqueued (null for none). */
   readonly policy: string | null;
+  /**
+   * How long the message's lock lasts at least, in ms by the store's clock, counted from when the request that
+   * locked it was sent: the `claim` call, or for a handoff the `since` its listener is told. The store takes the
+   * message from this consumer no sooner. 0 or less: it ended already. A store whose lock was set before that
+   * request (a delivery or handoff made earlier) subtracts the time since. The worker stops the message's handler
+   * when this passes without an acknowledged renewal (see Store.claimsHeldUntil for locks a session holds).
+   */
+  readonly lockLeftMs: number;
 }
 
 /** What a consumer hears of its handoffs (Store.receiveHandoffs). */
 export interface HandoffListener {
-  /** Messages handed over, as a claim's would be, with the queue's size then (the dry runs are 0). */
-  delivered(messages: readonly ClaimedMessage[], queueSize: number): void;
+  /**
+   * Messages handed over, as a claim's would be, with the queue's size then (the dry runs are 0). `since`: a
+   * performance.now() taken no later than the store started their locks, from which their `lockLeftMs` count.
+   */
+  delivered(messages: readonly ClaimedMessage[], queueSize: number, since: number): void;
   /**
    * Handoffs can start now (its connection is ready, at first and after each reconnect): the consumer's next
    * claim can park it, so a waiting consumer claims again.
@@ -345,6 +356,14 @@ export interface Store {
    * whether it takes them; a store that has it decides when.
    */
   receiveHandoffs?(queue: string, consumerId: string, listener: HandoffListener): HandoffReceiver;
+
+  /**
+   * Optional, for a store whose claims also end with a session (a ZooKeeper session, an etcd lease): the
+   * performance.now() before which the server cannot have ended that session, from the send time of the last
+   * acknowledged keep-alive plus the session's timeout (-Infinity while there is none). A worker treats every
+   * message it holds as lost once this passes. Absent: claims end only with their locks (`lockLeftMs`).
+   */
+  claimsHeldUntil?(): number;
 
   close(): Promise<void>;
 }

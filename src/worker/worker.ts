@@ -46,6 +46,11 @@ interface Held {
   takenAway: boolean;
   /** The handler is done and its result is on its way to the store. */
   finishing: boolean;
+  /**
+   * performance.now() at which the worker gives the message up unless a renewal moved it: the lock's end as
+   * the claim or the last acknowledged renewal proves it, less a margin (see fenceMarginMs).
+   */
+  fenceAt: number;
   /** performance.now() when the handler started. */
   startedAt: number;
   /** Date.now() when the handler started: the history record's start. */
@@ -92,6 +97,8 @@ interface PendingFinish {
 const MAX_ERROR_BACKOFF_MS = 30_000;
 // ...and while stopping, when only a few seconds (stopGraceMs) are left to store what the worker holds.
 const MAX_STOPPING_BACKOFF_MS = 1000;
+// A message is given up this long before its lock can end at the earliest (a timer fires late by a little).
+const MAX_FENCE_MARGIN_MS = 250;
 // Fewer slots than this never claim ahead: few messages a round trip leave little client work to overlap, and a
 // worker of few slots is often one of many sharing a queue (messages claimed ahead are not theirs to take).
 const MIN_OVERLAP_SLOTS = 8;
@@ -158,6 +165,13 @@ export class Worker extends EventEmitter<WorkerEvents> {
   /** Messages the store claims for this worker while it waits with free slots, where it does (accept-all only). */
   private handoffs: HandoffReceiver | null = null;
   private renewTimer: NodeJS.Timeout | null = null;
+  /** One timer for the earliest fence of the held messages (see fence()); null while none is armed. */
+  private fenceTimer: NodeJS.Timeout | null = null;
+  private fenceTimerAt = Infinity;
+  /** performance.now() when the last claim was sent. */
+  private claimSentAt = 0;
+  /** How long before a lock's proven end the worker gives its message up. */
+  private readonly fenceMarginMs: number;
   /** The renewal under way, if any; stop() waits for it, and renewals never overlap. */
   private renewing: Promise<void> | null = null;
   /** The GC and configuration loop; stop() waits for it so no store call outlives the worker. */
@@ -186,6 +200,7 @@ export class Worker extends EventEmitter<WorkerEvents> {
     if (typeof handler !== 'function') throw new TypeError('worker handler must be a function (job) => result');
     this.options = checkWorkerOptions(options);
     this.autoStart = this.options.autoStart;
+    this.fenceMarginMs = Math.min(MAX_FENCE_MARGIN_MS, this.options.lockMs / 10);
     this.claimWithFinishes = store.capabilities.claimWithFinishes;
     this.overlap =
       this.claimWithFinishes &&
@@ -249,7 +264,7 @@ export class Worker extends EventEmitter<WorkerEvents> {
     this.unsubscribe = this.store.subscribe(this.queue, () => this.kick());
     if (this.accepts === null && this.store.receiveHandoffs !== undefined) {
       this.handoffs = this.store.receiveHandoffs(this.queue, this.id, {
-        delivered: (messages, size) => this.handed(messages, size),
+        delivered: (messages, size, since) => this.handed(messages, size, since),
         ready: () => this.kick(),
         failed: this.reportError,
       });
@@ -320,6 +335,7 @@ export class Worker extends EventEmitter<WorkerEvents> {
     if (this.force.signal.aborted) await this.storeWait(Promise.all([this.releasing, ...this.finishingHandlers()]));
     if (this.renewTimer !== null) clearInterval(this.renewTimer);
     await this.storeWait(this.renewing);
+    this.disarmFence();
     await this.storeWait(this.maintenance);
     await this.storeWait(this.scheduling);
     await this.storeWait(Promise.allSettled(this.monitoring));
@@ -437,8 +453,10 @@ export class Worker extends EventEmitter<WorkerEvents> {
    */
   private async run(): Promise<void> {
     let ahead: Promise<ClaimResult> | null = null;
+    let aheadSentAt = 0;
     while (this.state === 'running') {
       let claim = ahead;
+      let sentAt = aheadSentAt;
       ahead = null;
       if (claim === null) {
         const max = this.freeSlots();
@@ -451,6 +469,7 @@ export class Worker extends EventEmitter<WorkerEvents> {
         }
         this.woken = false;
         claim = this.claim(max);
+        sentAt = this.claimSentAt;
       }
       let claimed: readonly ClaimedMessage[];
       let wakeAt: number | null;
@@ -461,10 +480,13 @@ export class Worker extends EventEmitter<WorkerEvents> {
         // The last answer's handlers have all returned before this one came: so will this one's, likely.
         const quick = this.backlog && this.handlersRunning === 0 && this.waiting.length === 0;
         this.dryWhileHeld = claimed.length === 0 && this.held.size > 0;
-        for (const message of claimed) this.accept(message);
+        for (const message of claimed) this.accept(message, sentAt);
         // A claim that drained the queue says so with a wakeAt: the next claim would find nothing.
         this.backlog = claimed.length > 0 && wakeAt === null;
-        if (this.overlap && this.backlog && quick) ahead = this.claimAhead(claimed.length);
+        if (this.overlap && this.backlog && quick) {
+          ahead = this.claimAhead(claimed.length);
+          aheadSentAt = this.claimSentAt;
+        }
         // Started before the monitor hears of them: a monitor that stops the worker stops what comes after.
         this.startWaiting();
         this.report(result.queueSize, result.dryRuns, claimed);
@@ -478,13 +500,15 @@ export class Worker extends EventEmitter<WorkerEvents> {
       else if (this.options.throttleMs > 0) await sleep(this.options.throttleMs, this.halt.signal);
     }
     // Stopped with a claim on its way: its messages wait, and the stop gives them back.
-    if (ahead !== null) await this.acceptLate(ahead);
+    if (ahead !== null) await this.acceptLate(ahead, aheadSentAt);
   }
 
   private claim(max: number): Promise<ClaimResult> {
     // Read once: metrics attached during the claim start with the next one, not with a clock never read.
     const instruments = this.instruments;
-    const claimStart = instruments === null ? 0 : performance.now();
+    // Before the request leaves: the locks it takes count from no earlier than this.
+    const claimStart = performance.now();
+    this.claimSentAt = claimStart;
     const claim = this.store.claim(this.queue, {
       consumerId: this.id,
       max,
@@ -516,9 +540,9 @@ export class Worker extends EventEmitter<WorkerEvents> {
     return claim;
   }
 
-  private async acceptLate(claim: Promise<ClaimResult>): Promise<void> {
+  private async acceptLate(claim: Promise<ClaimResult>, sentAt: number): Promise<void> {
     try {
-      for (const message of (await claim).messages) this.accept(message);
+      for (const message of (await claim).messages) this.accept(message, sentAt);
     } catch (error) {
       this.instruments?.storeError(this.queue, 'claim');
       this.reportError(error);
@@ -541,14 +565,24 @@ export class Worker extends EventEmitter<WorkerEvents> {
   }
 
   /** Messages an enqueue claimed for this worker while it waited: they start as a claim's would. */
-  private handed(messages: readonly ClaimedMessage[], queueSize: number): void {
+  private handed(messages: readonly ClaimedMessage[], queueSize: number, since: number): void {
     this.instruments?.handedOff(this.queue, messages.length);
-    for (const message of messages) this.accept(message);
+    for (const message of messages) this.accept(message, since);
     this.startWaiting();
     this.report(queueSize, 0, messages);
   }
 
-  private accept(message: ClaimedMessage): void {
+  /** Holds a claimed message; `since`: when the request that locked it was sent (see ClaimedMessage.lockLeftMs). */
+  private accept(message: ClaimedMessage, since: number): void {
+    const prior = this.held.get(message.id);
+    // An earlier attempt's handler still runs here (its lock ended, or this answer proves it did): the new
+    // attempt is not started beside it, and its lock is left to end (the prior handler was told to stop).
+    if (prior !== undefined && prior.startedAt > 0 && !prior.finishing) {
+      this.lost(prior);
+      this.refuse(message);
+      return;
+    }
+    const fenceAt = since + message.lockLeftMs - this.fenceMarginMs;
     const held: Held = {
       id: message.id,
       attempt: message.attempt,
@@ -556,6 +590,7 @@ export class Worker extends EventEmitter<WorkerEvents> {
       abortReason: null,
       takenAway: false,
       finishing: false,
+      fenceAt,
       startedAt: 0,
       startedAtWall: 0,
       policy: decodePolicy(message.policy),
@@ -564,23 +599,32 @@ export class Worker extends EventEmitter<WorkerEvents> {
     };
     this.held.set(message.id, held);
     this.waiting.push({ held, message });
+    // Claims come in order, so a later fence rarely needs the timer moved: one comparison on the hot path.
+    const at = Math.min(fenceAt, this.sessionFence());
+    if (at < this.fenceTimerAt) this.armFence(at);
   }
 
-  /** Starts waiting messages while slots are free; one whose lock was lost meanwhile is dropped. */
+  /**
+   * Starts waiting messages while slots are free. One whose lock was lost meanwhile is dropped; one whose lock
+   * ends (nearly) now is not started: it is left to expire (handing it back is a store call that may not get
+   * through, for a lock that ends anyway), and reported lost.
+   */
   private startWaiting(): void {
     while (this.state === 'running' && this.handlersRunning < this.options.concurrency && this.waiting.length > 0) {
       const { held, message } = this.waiting.shift() as Waiting;
+      const now = performance.now();
+      if (!held.takenAway && now >= held.fenceAt) this.lost(held, staleLockError(held));
       if (held.takenAway) {
         if (this.held.get(held.id) === held) this.held.delete(held.id);
         continue;
       }
-      this.handle(held, message);
+      this.handle(held, message, now);
     }
   }
 
-  private handle(held: Held, message: ClaimedMessage): void {
+  private handle(held: Held, message: ClaimedMessage, now: number): void {
     this.handlersRunning += 1;
-    held.startedAt = performance.now();
+    held.startedAt = now;
     held.startedAtWall = Date.now();
     held.trace = traceProcess(this.queue, this.id, message);
     const job: Job = {
@@ -708,13 +752,21 @@ export class Worker extends EventEmitter<WorkerEvents> {
     }
   }
 
-  /** The store says the message's lock is gone: stop its handler and say so, once. */
-  private lost(held: Held): void {
+  /** The message's lock is gone (the store says so, or it ended unrenewed): stop its handler and say so, once. */
+  private lost(held: Held, reason: Error = new Error('lock lost')): void {
     if (held.takenAway) return;
-    takeAway(held, new Error('lock lost'));
+    takeAway(held, reason);
     this.instruments?.handled(this.queue, 'lost');
     if (this.listenerCount('stalled') > 0) {
       this.tell('stalled', { queue: this.queue, id: held.id, attempt: held.attempt });
+    }
+  }
+
+  /** A message claimed while this worker still runs an earlier attempt of it: not held, reported as stalled. */
+  private refuse(message: ClaimedMessage): void {
+    this.instruments?.handled(this.queue, 'lost');
+    if (this.listenerCount('stalled') > 0) {
+      this.tell('stalled', { queue: this.queue, id: message.id, attempt: message.attempt });
     }
   }
 
@@ -824,10 +876,17 @@ export class Worker extends EventEmitter<WorkerEvents> {
 
   private async renew(): Promise<void> {
     try {
-      const held = [...this.held.values()];
+      // A message given up is not renewed: its lock ends, and the store hands it to another worker.
+      const held = [...this.held.values()].filter((h) => !h.takenAway);
       if (held.length > 0) {
-        const lost = await this.store.extend(this.queue, this.id, held, this.options.lockMs);
+        // Before the request leaves: the locks it extends end no sooner than lockMs after this.
+        const sentAt = performance.now();
+        const { lockMs } = this.options;
+        const lost = await this.store.extend(this.queue, this.id, held, lockMs);
         this.instruments?.renewed(this.queue, held.length - lost.length);
+        // Every lock moves; those reported lost are taken away below, so their fence no longer matters.
+        const fenceAt = sentAt + lockMs - this.fenceMarginMs;
+        for (const h of held) if (fenceAt > h.fenceAt) h.fenceAt = fenceAt;
         for (const id of lost) {
           const held = this.held.get(id);
           // A finishing message may be gone because its finish was just stored: the finish's own result says.
@@ -843,6 +902,49 @@ export class Worker extends EventEmitter<WorkerEvents> {
       this.reportError(error);
     }
   }
+
+  /** When the store's session that holds the claims may end, less the margin; Infinity for a store without. */
+  private sessionFence(): number {
+    return this.store.claimsHeldUntil === undefined ? Infinity : this.store.claimsHeldUntil() - this.fenceMarginMs;
+  }
+
+  /** Arms the fence timer for `at` (a performance.now()), unless it fires sooner already. */
+  private armFence(at: number): void {
+    if (this.fenceTimer !== null) clearTimeout(this.fenceTimer);
+    this.fenceTimerAt = at;
+    this.fenceTimer = setTimeout(this.fence, Math.max(0, at - performance.now()));
+  }
+
+  private disarmFence(): void {
+    if (this.fenceTimer !== null) clearTimeout(this.fenceTimer);
+    this.fenceTimer = null;
+    this.fenceTimerAt = Infinity;
+  }
+
+  /**
+   * The fence timer: every held message whose lock may end now, without a renewal acknowledged since, is given
+   * up (its signal aborted, its late result not stored), as is every one when the store's session may have
+   * ended. One timer for the worker, armed for the earliest fence: renewals move fences later without touching
+   * it, and it looks again when it fires.
+   */
+  private readonly fence = (): void => {
+    this.fenceTimer = null;
+    this.fenceTimerAt = Infinity;
+    const now = performance.now();
+    const sessionFence = this.sessionFence();
+    let next = Infinity;
+    for (const held of this.held.values()) {
+      // A finishing message's result is on its way: the store's answer says whether it held.
+      if (held.takenAway || held.finishing) continue;
+      const at = Math.min(held.fenceAt, sessionFence);
+      if (at > now) next = Math.min(next, at);
+      else {
+        this.instruments?.lockLost(this.queue);
+        this.lost(held, at === held.fenceAt ? unrenewedError(held) : sessionEndedError());
+      }
+    }
+    if (next < Infinity) this.armFence(next);
+  };
 
   private async register(): Promise<void> {
     await this.store.registerConsumer(this.queue, {
@@ -934,6 +1036,18 @@ export class Worker extends EventEmitter<WorkerEvents> {
       }
     });
   }
+}
+
+function unrenewedError(held: Held): Error {
+  return new Error(`lock lost: the lock of ${held.id} (attempt ${held.attempt}) ended without an acknowledged renewal`);
+}
+
+function staleLockError(held: Held): Error {
+  return new Error(`lock lost: the lock of ${held.id} (attempt ${held.attempt}) had ended when it arrived`);
+}
+
+function sessionEndedError(): Error {
+  return new Error('lock lost: the store session holding the lock may have ended');
 }
 
 function printError(error: unknown): void {

@@ -286,5 +286,7 @@ export function recordClaim(
     filters: parseFilterClass(p.read.state.filterClass),
     attempt: p.next.attempt,
     policy: p.next.policy ?? null,
+    // Locked until the claim's `now` (read after the request was made) + lockMs.
+    lockLeftMs: p.next.lockUntil - p.next.updatedAt,
   };
 }

@@ -145,7 +145,8 @@ export async function collectHandoffs(
     (fine ? good : stale).push(h);
   }
   await putBack(ctx, q, request.consumerId, stale);
-  return good.map((h) => h.message);
+  // Locked by an earlier finish: what is left of the lock at this claim's `now`, read after the claim was made.
+  return good.map((h) => ({ ...h.message, lockLeftMs: h.lockUntil - now }));
 }
 
 /** Puts back every handoff of a consumer that goes away. */
