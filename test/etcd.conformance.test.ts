@@ -10,6 +10,7 @@ const base = etcdTestUrl();
 
 conformance({
   name: 'etcd',
+  overNetwork: true,
   url() {
     return Promise.resolve(`${base}/t-${randomBytes(6).toString('hex')}`);
   },

@@ -12,6 +12,7 @@ after(() => deletePrefixes(base, prefixes));
 
 conformance({
   name: 'redis',
+  overNetwork: true,
   url() {
     const prefix = `kvmq-test-${process.pid}-${++counter}-${randomBytes(3).toString('hex')}`;
     prefixes.push(prefix);

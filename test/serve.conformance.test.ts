@@ -12,6 +12,7 @@ let server: Promise<ServeProcess> | null = null;
 
 conformance({
   name: 'etcd on kvmq serve',
+  overNetwork: true,
   async url() {
     server ??= startServe();
     const { endpoint } = await server;

@@ -12,6 +12,7 @@ after(async () => {
 
 conformance({
   name: 'zookeeper',
+  overNetwork: true,
   async url() {
     plain ??= PlainClient.connect(hostsOf(server));
     return freshStoreUrl(server, await plain);

@@ -15,6 +15,7 @@ import { debounce } from './debounce.js';
 import { enqueue } from './enqueue.js';
 import { events } from './events.js';
 import { failures } from './failures.js';
+import { fencing } from './fencing.js';
 import { filters } from './filters.js';
 import { gc } from './gc.js';
 import { groups } from './groups.js';
@@ -50,6 +51,7 @@ export function conformance(fixture: StoreFixture): void {
     requeue(fixture);
     backoff(fixture);
     locks(fixture);
+    fencing(fixture);
     filters(fixture);
     gc(fixture);
     consumers(fixture);

@@ -13,6 +13,11 @@ export interface StoreFixture {
   readonly name: string;
   /** A store URL naming a fresh, isolated namespace (file, chroot, key prefix, db) on every call. */
   url(): Promise<string>;
+  /**
+   * The URL names one server as host:port, which a test may reach through a proxy of its own instead (to blackhole
+   * the link). Absent: an embedded store.
+   */
+  readonly overNetwork?: boolean;
   /** What the store is expected to declare; the suite checks the store says the same. */
   readonly capabilities?: Partial<Capabilities>;
 }

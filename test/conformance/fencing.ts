@@ -1,0 +1,97 @@
+/**
+ * Fencing: a worker cut off from its store gives its message up before the store can hand it to another.
+ * The cut worker talks through a proxy that blackholes the link (connections stay open, nothing crosses);
+ * a second worker talks to the store directly.
+ */
+import assert from 'node:assert/strict';
+import { describe } from 'node:test';
+import { storeTest } from '../support/harness.js';
+import { JobLog, waitForStatus } from '../support/jobs.js';
+import { quietPeriod, untilAborted, waitFor } from '../support/wait.js';
+import { slowLink } from '../support/slow-link.js';
+import { connect } from '../../src/index.js';
+import type { StoreFixture } from '../support/fixture.js';
+
+const LOCK_MS = 1500;
+
+export function fencing(fixture: StoreFixture): void {
+  if (fixture.overNetwork !== true) return;
+  void describe('fencing', () => {
+    storeTest(
+      fixture,
+      'a worker whose link is blackholed aborts its handler before another worker starts the message',
+      async (h) => {
+        const q = h.queue('fencing');
+        const server = new URL(h.url).host;
+        const link = await slowLink(server, 0);
+        const cutErrors: unknown[] = [];
+        const cut = await connect(h.url.replace(server, link.address), { onError: (e) => cutErrors.push(e) });
+        let abortedAt = 0;
+        let reason: unknown = null;
+        let returnedAt = 0;
+        const stalled: string[] = [];
+        const first = new JobLog();
+        const cutWorker = cut.worker(
+          q,
+          async (job) => {
+            first.record(job);
+            await untilAborted(job.signal);
+            abortedAt = performance.now();
+            reason = job.signal.reason;
+            returnedAt = performance.now();
+            return { status: 'error', error: 'the late outcome of a worker that lost its lock' };
+          },
+          { lockMs: LOCK_MS, eoqBackoffMs: 50, onError: (e) => cutErrors.push(e) },
+        );
+        cutWorker.on('stalled', ({ id, attempt }) => stalled.push(`${id}#${attempt}`));
+        try {
+          await h.client.enqueue(q, 'x', { id: 'm' });
+          await first.handled('m', 1);
+
+          let secondStartedAt = 0;
+          const second = new JobLog();
+          h.worker(
+            q,
+            (job) => {
+              secondStartedAt = performance.now();
+              second.record(job);
+            },
+            { lockMs: LOCK_MS },
+          );
+          link.blackhole();
+          const blackholedAt = performance.now();
+          await waitFor(() => abortedAt > 0, { what: 'the cut handler to be aborted', timeoutMs: 4 * LOCK_MS });
+          // Within a lock and a renewal period of the last renewal (generous: a bound that it happens at all).
+          assert.ok(
+            abortedAt - blackholedAt < LOCK_MS + LOCK_MS / 3 + 1000,
+            `aborted after ${abortedAt - blackholedAt} ms`,
+          );
+          assert.match(String((reason as Error).message), /lock lost/);
+
+          await second.handled('m', 2, { timeoutMs: 4 * LOCK_MS + 10_000 });
+          assert.ok(secondStartedAt >= abortedAt, 'attempt 2 started only after attempt 1 was told to stop');
+          const done = await waitForStatus(h.client, q, 'm', 'done-awaiting-gc');
+          assert.equal(done.attempt, 2);
+          assert.equal(done.outcome, 'success');
+
+          // The link comes back: renewals held back are answered late; the handler was told once, the late
+          // outcome is not stored.
+          link.mend();
+          await quietPeriod(LOCK_MS);
+          assert.ok(returnedAt > 0);
+          assert.deepEqual(stalled, ['m#1']);
+          assert.deepEqual(first.ids(), ['m']);
+          const after = await h.client.status(q, 'm');
+          assert.equal(after?.outcome, 'success');
+          assert.equal(after.attempt, 2);
+        } finally {
+          link.mend();
+          await Promise.all([cutWorker.stop(), cutWorker.stop()]);
+          await cut.close();
+          await link.close();
+        }
+      },
+      { timeoutMs: 60_000 },
+    );
+  });
+}
