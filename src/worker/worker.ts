@@ -180,7 +180,7 @@ export class Worker extends EventEmitter<WorkerEvents> {
   private scheduling: Promise<void> | null = null;
   private stopping: Promise<void> | null = null;
   private storeFailures = 0;
-  /** What monitors started and have not finished (store calls through takeTurn); stop() waits for them. */
+  /** Store calls under way besides claims and results (a monitor's takeTurn, a give-back); stop() waits for them. */
   private readonly monitoring = new Set<PromiseLike<unknown>>();
   /** @internal set by the client when its metrics are asked for; null costs the hot path nothing. */
   instruments: WorkerInstruments | null = null;
@@ -408,14 +408,7 @@ export class Worker extends EventEmitter<WorkerEvents> {
         continue;
       }
       held.finishing = true;
-      released.push({
-        id: held.id,
-        attempt: held.attempt,
-        outcome: 'retry',
-        backoffMs: 0,
-        error: null,
-        startedAt: null,
-      });
+      released.push(giveBackOf(held));
     }
     if (released.length === 0) return;
     await this.storeWait(Promise.all(released.map((finish) => this.finish(finish))));
@@ -606,14 +599,13 @@ export class Worker extends EventEmitter<WorkerEvents> {
 
   /**
    * Starts waiting messages while slots are free. One whose lock was lost meanwhile is dropped; one whose lock
-   * ends (nearly) now is not started: it is left to expire (handing it back is a store call that may not get
-   * through, for a lock that ends anyway), and reported lost.
+   * ends (nearly) now is not started: it is reported lost and handed back (see unstarted).
    */
   private startWaiting(): void {
     while (this.state === 'running' && this.handlersRunning < this.options.concurrency && this.waiting.length > 0) {
       const { held, message } = this.waiting.shift() as Waiting;
       const now = performance.now();
-      if (!held.takenAway && now >= held.fenceAt) this.lost(held, staleLockError(held));
+      if (!held.takenAway && now >= held.fenceAt) this.unstarted(held, staleLockError(held));
       if (held.takenAway) {
         if (this.held.get(held.id) === held) this.held.delete(held.id);
         continue;
@@ -760,6 +752,21 @@ export class Worker extends EventEmitter<WorkerEvents> {
     if (this.listenerCount('stalled') > 0) {
       this.tell('stalled', { queue: this.queue, id: held.id, attempt: held.attempt });
     }
+  }
+
+  /**
+   * A message given up before its handler started: reported lost, and handed back (its attempt counted) so that
+   * a store which would keep an ended lock with its holder for a while (etcd's dispatcher) hands it on now. The
+   * store refuses the give-back if it gave the message to another meanwhile; during a partition it waits with
+   * the other finishes.
+   */
+  private unstarted(held: Held, reason: Error): void {
+    this.lost(held, reason);
+    // stop() waits for it as for a monitor's store calls.
+    const handing: Promise<void> = this.finish(giveBackOf(held))
+      .then(() => undefined, this.reportError)
+      .finally(() => this.monitoring.delete(handing));
+    this.monitoring.add(handing);
   }
 
   /** A message claimed while this worker still runs an earlier attempt of it: not held, reported as stalled. */
@@ -940,7 +947,11 @@ export class Worker extends EventEmitter<WorkerEvents> {
       if (at > now) next = Math.min(next, at);
       else {
         this.instruments?.lockLost(this.queue);
-        this.lost(held, at === held.fenceAt ? unrenewedError(held) : sessionEndedError());
+        const reason = at === held.fenceAt ? unrenewedError(held) : sessionEndedError();
+        // A handler that runs is told to stop; its message is left to its lock's end, which is what the margin
+        // before that end is for. One not started yet goes back at once.
+        if (held.startedAt === 0) this.unstarted(held, reason);
+        else this.lost(held, reason);
       }
     }
     if (next < Infinity) this.armFence(next);
@@ -1036,6 +1047,11 @@ export class Worker extends EventEmitter<WorkerEvents> {
       }
     });
   }
+}
+
+/** A message handed back unrun: queued again at once, no history recorded (its attempt stays counted). */
+function giveBackOf(held: Held): Finish {
+  return { id: held.id, attempt: held.attempt, outcome: 'retry', backoffMs: 0, error: null, startedAt: null };
 }
 
 function unrenewedError(held: Held): Error {

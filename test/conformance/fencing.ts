@@ -15,8 +15,43 @@ import type { StoreFixture } from '../support/fixture.js';
 const LOCK_MS = 1500;
 
 export function fencing(fixture: StoreFixture): void {
-  if (fixture.overNetwork !== true) return;
   void describe('fencing', () => {
+    storeTest(
+      fixture,
+      'a prefetched message whose lock ended while the worker was blocked is not started',
+      async (h) => {
+        const q = h.queue('stale-claim');
+        const lockMs = 300;
+        await h.client.enqueue(q, 'x', { id: 'a' });
+        await h.client.enqueue(q, 'x', { id: 'b' });
+        const log = new JobLog();
+        const stalled: string[] = [];
+        let bothClaimed = false;
+        const worker = h.worker(
+          q,
+          (job) => {
+            log.record(job);
+            if (job.id !== 'a') return;
+            bothClaimed = worker.inFlight === 2;
+            // Blocks the event loop past b's lock: nothing renews it, so b's lock ends before b could start.
+            const end = Date.now() + 3 * lockMs;
+            while (Date.now() < end);
+          },
+          { concurrency: 1, prefetch: 1, lockMs },
+        );
+        worker.on('stalled', ({ id, attempt }) => stalled.push(`${id}#${attempt}`));
+        await log.handled('b', undefined, { timeoutMs: 10_000 });
+        await waitForStatus(h.client, q, 'b', 'done-awaiting-gc');
+        assert.equal(bothClaimed, true, 'a and b were claimed together');
+        assert.deepEqual(stalled, ['b#1']);
+        assert.deepEqual(
+          log.seen.map((s) => `${s.id}#${s.attempt}`),
+          ['a#1', 'b#2'],
+          'b#1 was never started: its lock had ended',
+        );
+      },
+    );
+    if (fixture.overNetwork !== true) return;
     storeTest(
       fixture,
       'a worker whose link is blackholed aborts its handler before another worker starts the message',
@@ -66,7 +101,7 @@ export function fencing(fixture: StoreFixture): void {
             abortedAt - blackholedAt < LOCK_MS + LOCK_MS / 3 + 1000,
             `aborted after ${abortedAt - blackholedAt} ms`,
           );
-          assert.match(String((reason as Error).message), /lock lost/);
+          assert.match((reason as Error).message, /lock lost/);
 
           await second.handled('m', 2, { timeoutMs: 4 * LOCK_MS + 10_000 });
           assert.ok(secondStartedAt >= abortedAt, 'attempt 2 started only after attempt 1 was told to stop');
