@@ -14,6 +14,7 @@ import type * as Zk from 'node-zookeeper-client';
 import { StoreUnavailableError } from '../errors.js';
 import { parseWholeFrames } from './frames.js';
 import { DirectRequests, type DirectOp, type EncodedAcl, type ReadResult } from './direct.js';
+import { SessionHeard } from './heard.js';
 
 type ZkModule = typeof Zk;
 let zkModule: ZkModule | null = null;
@@ -85,6 +86,8 @@ interface Live {
   readonly direct: DirectRequests | null;
   readonly epoch: number;
   readonly sessionId: string;
+  /** When the server last heard from this session, provably. */
+  readonly heard: SessionHeard;
 }
 
 export class ZkSession {
@@ -118,6 +121,15 @@ export class ZkSession {
       throw error;
     }
     return session;
+  }
+
+  /**
+   * The performance.now() before which the server cannot have ended the live session: the send time of the last
+   * request it answered plus the negotiated timeout. -Infinity while there is no session.
+   */
+  liveUntil(): number {
+    const live = this.current;
+    return live === null ? -Infinity : live.heard.heardAt + live.client.getSessionTimeout();
   }
 
   /** The id of the live session (hex), or '' while none is established. */
@@ -408,7 +420,12 @@ export class ZkSession {
     const manager = (client as unknown as { connectionManager?: object }).connectionManager;
     const direct =
       manager === undefined ? null : new DirectRequests(manager, chroot, this.options.requestTimeoutMs, hosts);
-    parseWholeFrames(client, (frame) => direct?.take(frame) ?? false);
+    const heard = new SessionHeard();
+    if (manager !== undefined) heard.follow(manager);
+    parseWholeFrames(client, (frame) => {
+      heard.replied(frame);
+      return direct?.take(frame) ?? false;
+    });
     const epoch = ++this.epoch;
     const opened = new Promise<Live>((resolve, reject) => {
       const timer = setTimeout(() => {
@@ -422,7 +439,7 @@ export class ZkSession {
       }, sessionTimeoutMs);
       client.once('connected', () => {
         clearTimeout(timer);
-        const live = { client, direct, epoch, sessionId: client.getSessionId().toString('hex') };
+        const live = { client, direct, epoch, sessionId: client.getSessionId().toString('hex'), heard };
         this.current = live;
         resolve(live);
       });

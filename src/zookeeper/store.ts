@@ -235,6 +235,11 @@ class ZookeeperStore implements Store {
     return this.guard(() => takeTurn(this.zk, this.ctx.queue(queue), name, everyMs));
   }
 
+  /** Claims are ephemeral nodes of this process's session: they last no longer than the server keeps it. */
+  claimsHeldUntil(): number {
+    return this.zk.liveUntil();
+  }
+
   subscribe(queue: string, listener: () => void): () => void {
     return this.ctx.wakeups.subscribe(queue, listener);
   }
