@@ -26,14 +26,21 @@ class KeptLease {
   private timer: NodeJS.Timeout | null = null;
   private stopped = false;
   private lastRenewed = Date.now();
+  /**
+   * The performance.now() before which etcd cannot have ended the lease: the send time of the last acknowledged
+   * keep-alive (or of the grant) plus the TTL, since etcd counts the TTL from when it got the request.
+   */
+  liveUntil: number;
 
   constructor(
     readonly id: string,
     private readonly client: Etcd3.Etcd3,
     private readonly members: EtcdMembers,
     private readonly ttlMs: number,
+    grantSentAt: number,
     private readonly onLost: () => void,
   ) {
+    this.liveUntil = grantSentAt + ttlMs;
     this.schedule(this.ttlMs / 3);
   }
 
@@ -50,10 +57,12 @@ class KeptLease {
   private async renew(): Promise<void> {
     this.timer = null;
     const sentAt = Date.now();
+    const sentAtMonotonic = performance.now();
     const renewal = await this.renewOnce();
     if (this.stopped) return;
     if (renewal === 'renewed') {
       this.lastRenewed = sentAt;
+      this.liveUntil = Math.max(this.liveUntil, sentAtMonotonic + this.ttlMs);
       this.schedule(this.ttlMs / 3);
       return;
     }
@@ -113,11 +122,14 @@ export class EtcdSession implements Session {
   leaseId(): Promise<string> {
     if (this.closed) return Promise.reject(new StoreUnavailableError('the etcd store is closed'));
     if (this.granted !== null) return this.granted;
+    const sentAt = performance.now();
     const granted = this.client.leaseClient.leaseGrant({ TTL: this.ttlSeconds }).then(
       (res) => {
         const id = res.ID;
         if (this.granted !== granted || this.closed) return id;
-        this.lease = new KeptLease(id, this.client, this.members, this.ttlSeconds * 1000, () => this.lost(granted));
+        this.lease = new KeptLease(id, this.client, this.members, this.ttlSeconds * 1000, sentAt, () =>
+          this.lost(granted),
+        );
         return id;
       },
       (error: unknown) => {
@@ -127,6 +139,10 @@ export class EtcdSession implements Session {
     );
     this.granted = granted;
     return granted;
+  }
+
+  liveUntil(): number {
+    return this.lease === null ? -Infinity : this.lease.liveUntil;
   }
 
   onLost(listener: (leaseId: string) => void): () => void {

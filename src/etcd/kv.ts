@@ -119,6 +119,12 @@ export interface Session {
   leaseId(): Promise<string>;
   /** Called once when the lease is lost (expired while unreachable, revoked); a new one is granted on next use. */
   onLost(listener: (leaseId: string) => void): () => void;
+  /**
+   * Optional: the performance.now() before which the server cannot have ended the lease (the send time of the last
+   * acknowledged keep-alive, or of the grant, plus the TTL); -Infinity while there is none. What the session's
+   * keys hold (a consumer's registration, so its deliveries) lasts at least that long.
+   */
+  liveUntil?(): number;
 }
 
 export interface Kv {

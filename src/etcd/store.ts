@@ -477,6 +477,14 @@ export class EtcdStore implements Store {
     return takeTurn(this.kv, this.keys(queue), name, everyMs);
   }
 
+  /**
+   * A consumer's deliveries hang on its registration, a key of this process's session lease: once the lease ends,
+   * the dispatcher hands them to others whatever their locks say.
+   */
+  claimsHeldUntil(): number {
+    return this.kv.session.liveUntil?.() ?? Infinity;
+  }
+
   subscribe(queue: string, listener: () => void): () => void {
     let set = this.listeners.get(queue);
     if (set === undefined) {
