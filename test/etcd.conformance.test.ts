@@ -11,6 +11,7 @@ const base = etcdTestUrl();
 conformance({
   name: 'etcd',
   overNetwork: true,
+  shortSession: { option: 'leaseTtlMs=3000', ms: 3000 },
   url() {
     return Promise.resolve(`${base}/t-${randomBytes(6).toString('hex')}`);
   },

@@ -13,6 +13,7 @@ let server: Promise<ServeProcess> | null = null;
 conformance({
   name: 'etcd on kvmq serve',
   overNetwork: true,
+  shortSession: { option: 'leaseTtlMs=3000', ms: 3000 },
   async url() {
     server ??= startServe();
     const { endpoint } = await server;

@@ -13,6 +13,7 @@ after(async () => {
 conformance({
   name: 'zookeeper',
   overNetwork: true,
+  shortSession: { option: 'sessionTimeoutMs=4000', ms: 4000 },
   async url() {
     plain ??= PlainClient.connect(hostsOf(server));
     return freshStoreUrl(server, await plain);

@@ -5,11 +5,11 @@
  */
 import assert from 'node:assert/strict';
 import { describe } from 'node:test';
-import { storeTest } from '../support/harness.js';
+import { storeTest, type Harness } from '../support/harness.js';
 import { JobLog, waitForStatus } from '../support/jobs.js';
 import { quietPeriod, untilAborted, waitFor } from '../support/wait.js';
-import { slowLink } from '../support/slow-link.js';
-import { connect } from '../../src/index.js';
+import { slowLink, type SlowLink } from '../support/slow-link.js';
+import { connect, type Client, type Worker } from '../../src/index.js';
 import type { StoreFixture } from '../support/fixture.js';
 
 const LOCK_MS = 1500;
@@ -57,10 +57,7 @@ export function fencing(fixture: StoreFixture): void {
       'a worker whose link is blackholed aborts its handler before another worker starts the message',
       async (h) => {
         const q = h.queue('fencing');
-        const server = new URL(h.url).host;
-        const link = await slowLink(server, 0);
-        const cutErrors: unknown[] = [];
-        const cut = await connect(h.url.replace(server, link.address), { onError: (e) => cutErrors.push(e) });
+        const { client: cut, link, end } = await behindLink(h, '');
         let abortedAt = 0;
         let reason: unknown = null;
         let returnedAt = 0;
@@ -76,7 +73,7 @@ export function fencing(fixture: StoreFixture): void {
             returnedAt = performance.now();
             return { status: 'error', error: 'the late outcome of a worker that lost its lock' };
           },
-          { lockMs: LOCK_MS, eoqBackoffMs: 50, onError: (e) => cutErrors.push(e) },
+          { lockMs: LOCK_MS, eoqBackoffMs: 50, onError: () => undefined },
         );
         cutWorker.on('stalled', ({ id, attempt }) => stalled.push(`${id}#${attempt}`));
         try {
@@ -120,13 +117,78 @@ export function fencing(fixture: StoreFixture): void {
           assert.equal(after?.outcome, 'success');
           assert.equal(after.attempt, 2);
         } finally {
-          link.mend();
-          await Promise.all([cutWorker.stop(), cutWorker.stop()]);
-          await cut.close();
-          await link.close();
+          await end(cutWorker);
+        }
+      },
+      { timeoutMs: 60_000 },
+    );
+
+    const { shortSession } = fixture;
+    if (shortSession === undefined) return;
+    storeTest(
+      fixture,
+      'a session gone silent: the handler is aborted before the server ends the session that holds the claim',
+      async (h) => {
+        const q = h.queue('silent');
+        const { client: cut, link, end } = await behindLink(h, `?${shortSession.option}`);
+        const log = new JobLog();
+        let abortedAt = 0;
+        const cutWorker = cut.worker(
+          q,
+          async (job) => {
+            log.record(job);
+            await untilAborted(job.signal);
+            abortedAt = performance.now();
+          },
+          // A lock far longer than the session: only the session's end can take the message away in time.
+          { lockMs: 60_000, eoqBackoffMs: 50, onError: () => undefined },
+        );
+        try {
+          await h.client.enqueue(q, 'x', { id: 'm' });
+          await log.handled('m', 1);
+          let takenAt = 0;
+          const takeover = new JobLog();
+          h.worker(q, (job) => {
+            takenAt = performance.now();
+            takeover.record(job);
+          });
+          link.blackhole();
+          const silentAt = performance.now();
+          await waitFor(() => abortedAt > 0, {
+            what: 'the silent handler to be aborted',
+            timeoutMs: 3 * shortSession.ms,
+          });
+          assert.ok(
+            abortedAt - silentAt < shortSession.ms,
+            `aborted ${abortedAt - silentAt} ms after the link fell silent`,
+          );
+          await takeover.handled('m', 2, { timeoutMs: 30_000 });
+          assert.ok(takenAt >= abortedAt, 'attempt 2 started only after attempt 1 was told to stop');
+        } finally {
+          await end(cutWorker);
         }
       },
       { timeoutMs: 60_000 },
     );
   });
+}
+
+/**
+ * A client of the test's namespace (its URL plus `options`) through a link of its own, which the test blackholes;
+ * `end` mends the link, stops the worker and closes both. The client's errors (renewals that failed) are expected.
+ */
+async function behindLink(
+  h: Harness,
+  options: string,
+): Promise<{ client: Client; link: SlowLink; end: (worker: Worker) => Promise<void> }> {
+  const server = new URL(h.url).host;
+  const link = await slowLink(server, 0);
+  const client = await connect(`${h.url.replace(server, link.address)}${options}`, { onError: () => undefined });
+  const end = async (worker: Worker): Promise<void> => {
+    link.mend();
+    await Promise.all([worker.stop(), worker.stop()]);
+    await client.close();
+    await link.close();
+  };
+  return { client, link, end };
 }

@@ -18,6 +18,11 @@ export interface StoreFixture {
    * the link). Absent: an embedded store.
    */
   readonly overNetwork?: boolean;
+  /**
+   * For a store whose claims end with its session (a ZooKeeper session, an etcd lease): the URL option that makes
+   * the session end `ms` after the server last heard from it.
+   */
+  readonly shortSession?: { readonly option: string; readonly ms: number };
   /** What the store is expected to declare; the suite checks the store says the same. */
   readonly capabilities?: Partial<Capabilities>;
 }
