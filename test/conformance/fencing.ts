@@ -5,6 +5,7 @@
  */
 import assert from 'node:assert/strict';
 import { describe } from 'node:test';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { storeTest, type Harness } from '../support/harness.js';
 import { JobLog, waitForStatus } from '../support/jobs.js';
 import { quietPeriod, untilAborted, waitFor } from '../support/wait.js';
@@ -48,6 +49,40 @@ export function fencing(fixture: StoreFixture): void {
           log.seen.map((s) => `${s.id}#${s.attempt}`),
           ['a#1', 'b#2'],
           'b#1 was never started: its lock had ended',
+        );
+      },
+    );
+    storeTest(
+      fixture,
+      'a worker starts the next attempt of a message only once its earlier one returned',
+      async (h) => {
+        const q = h.queue('one-at-a-time');
+        const lockMs = 300;
+        await h.client.enqueue(q, 'x', { id: 'm' });
+        const log = new JobLog();
+        let firstReturnedAt = 0;
+        let nextStartedAt = 0;
+        h.worker(
+          q,
+          async (job) => {
+            log.record(job);
+            if (job.attempt > 1) {
+              nextStartedAt ||= performance.now();
+              return;
+            }
+            // Blocks the event loop past the lock, so the lock ends unrenewed and the message is claimed again,
+            // by this worker, while this handler (ignoring its signal) still runs.
+            const end = Date.now() + 3 * lockMs;
+            while (Date.now() < end);
+            await sleep(4 * lockMs);
+            firstReturnedAt = performance.now();
+          },
+          { concurrency: 2, lockMs },
+        );
+        await waitForStatus(h.client, q, 'm', 'done-awaiting-gc', { timeoutMs: 20_000 });
+        assert.ok(
+          firstReturnedAt > 0 && nextStartedAt >= firstReturnedAt,
+          `the attempts never ran side by side: ${JSON.stringify(log.seen.map((x) => [x.attempt, x.at]))} ${firstReturnedAt} ${nextStartedAt}`,
         );
       },
     );
