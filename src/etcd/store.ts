@@ -9,7 +9,7 @@ import { randomUUID } from 'node:crypto';
 import { hostname } from 'node:os';
 import { ClosedError, StoreUnavailableError } from '../errors.js';
 import { clearQueue } from './clear.js';
-import { LocalConsumer } from './consumer.js';
+import { LocalConsumer, type Delivery } from './consumer.js';
 import { DispatcherHost } from './dispatcher/host.js';
 import { enqueueMessages, submitEnqueues, type Answer } from './enqueue.js';
 import { extendDeliveries, finishDeliveries, releaseDeliveries } from './finish.js';
@@ -214,16 +214,23 @@ export class EtcdStore implements Store {
       // The dispatcher locked them when it delivered, perhaps long before this claim: what is left now (read
       // after the claim was made), on this process's clock against the dispatcher's, never more than a lock.
       const now = Date.now();
-      const messages: ClaimedMessage[] = taken.map((d) => ({
-        id: d.id,
-        payload: d.payload,
-        encoding: d.record.encoding,
-        metadata: d.record.metadata,
-        filters: parseFilterClass(d.record.filterClass),
-        attempt: d.record.attempt,
-        policy: d.record.policy,
-        lockLeftMs: Math.min(request.lockMs, (d.record.lockUntil ?? Infinity) - now),
-      }));
+      const renewed = await this.renewLate(keys, consumer, taken, request.lockMs, now);
+      const messages: ClaimedMessage[] = taken
+        .filter((d) => renewed.get(d.id) !== false)
+        .map((d) => ({
+          id: d.id,
+          payload: d.payload,
+          encoding: d.record.encoding,
+          metadata: d.record.metadata,
+          filters: parseFilterClass(d.record.filterClass),
+          attempt: d.record.attempt,
+          policy: d.record.policy,
+          // Renewed during this claim, so after the worker sent it: a whole lock from the worker's send time.
+          lockLeftMs:
+            renewed.get(d.id) === true
+              ? request.lockMs
+              : Math.min(request.lockMs, (d.record.lockUntil ?? Infinity) - now),
+        }));
       return { messages, queueSize: Math.max(...taken.map((d) => d.queueSize)), dryRuns: 0, wakeAt: null };
     }
     if (!answered) {
@@ -245,6 +252,32 @@ export class EtcdStore implements Store {
     const eoq = await countDryRun(this.kv, keys, request.eoqBackoffMs);
     state.eoq = eoq.rev >= state.eoq.rev ? eoq : state.eoq;
     return { messages: [], queueSize: size, dryRuns: eoq.dryRuns, wakeAt: eoq.until };
+  }
+
+  /**
+   * Deliveries that waited in the consumer's inbox for more than half a lock are renewed before the worker gets
+   * them, as a held message's renewal would be: the time they spent unclaimed is not the handler's to lose. The
+   * map says, per renewed id, whether this consumer still held it (false: the dispatcher gave it to another). A
+   * renewal that fails leaves them as they are; the worker then judges each by the lock it has left.
+   */
+  private async renewLate(
+    keys: QueueKeys,
+    consumer: LocalConsumer,
+    taken: readonly Delivery[],
+    lockMs: number,
+    now: number,
+  ): Promise<Map<string, boolean>> {
+    const renewed = new Map<string, boolean>();
+    const late = taken.filter((d) => (d.record.lockUntil ?? Infinity) - now < lockMs / 2);
+    if (late.length === 0) return renewed;
+    try {
+      const held = late.map((d) => ({ id: d.id, attempt: d.record.attempt }));
+      const lost = new Set(await extendDeliveries(this.kv, keys, consumer, held, lockMs));
+      for (const d of late) renewed.set(d.id, !lost.has(d.id));
+    } catch {
+      // The worker's own renewals go on; the lock left as delivered decides.
+    }
+    return renewed;
   }
 
   async extend(
