@@ -11,7 +11,8 @@ import type { Child } from '../support/child.js';
 import type { StoreFixture } from '../support/fixture.js';
 import { storeOf } from '../../src/client-store.js';
 
-const LOCK_MS = 500;
+// Long enough that renewals slowed by a loaded machine land before the worker's fence (it gives up unrenewed locks).
+const LOCK_MS = 1500;
 // Generous: a store may free a dead consumer's claim only when its session or lease times out.
 const TAKEOVER_TIMEOUT_MS = 20_000;
 

@@ -105,7 +105,7 @@ export function events(fixture: StoreFixture): void {
           await untilAborted(job.signal);
           return { status: 'success' };
         },
-        { lockMs: 300 },
+        { lockMs: 1000 },
       );
       const heard = listen(h, q, worker);
       await h.client.enqueue(q, 'x', { id: 'm' });

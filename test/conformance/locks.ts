@@ -65,7 +65,8 @@ export function locks(fixture: StoreFixture): void {
 
     storeTest(fixture, 'a worker renews its lock while a handler runs past lockMs', async (h) => {
       const q = h.queue('renew');
-      const lockMs = 300;
+      // Long enough that a renewal slowed by a loaded machine still lands before the worker's fence.
+      const lockMs = 1000;
       const release = gate();
       const log = new JobLog();
       const holder = h.worker(
@@ -130,7 +131,7 @@ export function locks(fixture: StoreFixture): void {
           await new Promise((resolve) => job.signal.addEventListener('abort', resolve, { once: true }));
           return { status: 'error', error: 'should not be recorded' };
         },
-        { lockMs: 300 },
+        { lockMs: 1000 },
       );
       await h.client.enqueue(q, 'x', { id: 'm' });
       const seen = await log.handled('m');
