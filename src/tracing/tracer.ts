@@ -20,6 +20,16 @@ export function tracer(): Tracer {
   return kvmqTracer;
 }
 
+/**
+ * True while no SDK is registered: the global provider is still the API's proxy, without a delegate. Every
+ * span then is a no-op, and a handling without a producer's context can skip building one.
+ */
+export function noSdk(): boolean {
+  const { trace, ProxyTracerProvider } = otel();
+  const provider = trace.getTracerProvider();
+  return provider instanceof ProxyTracerProvider && provider.getDelegateTracer('kvmq') === undefined;
+}
+
 export const MESSAGING_SYSTEM = 'kvmq';
 
 /** Attributes set after a span starts (those given at its start are spelled out there, for speed). */
