@@ -147,3 +147,24 @@ fullDiskTest('a forced stop on a full disk returns too, its releases left to the
   await waitUntilAllDone(h, q, handled, ids);
   h.errors.length = 0;
 });
+
+fullDiskTest('a worker resumes within seconds once there is room again after a long spell of failures', async (h) => {
+  const q = h.queue('full-long');
+  const disk = disks.disk(h.url);
+  const ids = await enqueueNumbered(h.client, q, 20);
+  const gated = gatedHandlers();
+  h.worker(q, gated.handler, { concurrency: 2 });
+  await waitFor(() => gated.started() === 2, { what: 'two handlers running' });
+  disk.fill();
+  // Their finishes, the claims after them and the renewals all fail, each lengthening the backoff.
+  gated.release();
+  await new Promise((resolve) => setTimeout(resolve, 16_000));
+  takeDiskFullErrors(h);
+  disk.free();
+  const room = performance.now();
+  await waitFor(() => gated.started() === ids.length, { timeoutMs: 30_000, what: 'every message started' });
+  const resumedMs = performance.now() - room;
+  // Tries are at most 5 s apart; generous for a loaded machine, yet short of the 10-30 s an uncapped backoff took.
+  assert.ok(resumedMs < 9000, `the worker resumed ${Math.round(resumedMs)} ms after there was room again`);
+  await waitUntilAllDone(h, q, new Set(ids), ids);
+});

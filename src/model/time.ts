@@ -60,14 +60,15 @@ export function setLongTimeout(fn: () => void, ms: number, cap = MAX_TIMER_MS): 
   return handle;
 }
 
-export function sleep(ms: number, signal?: AbortSignal): Promise<void> {
+/** Waits `ms`, or until any of `signals` aborts. */
+export function sleep(ms: number, ...signals: (AbortSignal | undefined)[]): Promise<void> {
   return new Promise((resolve) => {
-    if (signal?.aborted) return resolve();
+    if (signals.some((signal) => signal?.aborted)) return resolve();
     const timer = setLongTimeout(done, ms);
-    signal?.addEventListener('abort', done, { once: true });
+    for (const signal of signals) signal?.addEventListener('abort', done, { once: true });
     function done(): void {
       timer.clear();
-      signal?.removeEventListener('abort', done);
+      for (const signal of signals) signal?.removeEventListener('abort', done);
       resolve();
     }
   });

@@ -93,8 +93,9 @@ interface PendingFinish {
   readonly reject: (reason: unknown) => void;
 }
 
-// How long a failing store call waits before the next try, at most.
-const MAX_ERROR_BACKOFF_MS = 30_000;
+// How long a failing store call waits before the next try, at most: once the store is back, a worker resumes
+// within this (or sooner, when another of its calls gets through first; see storeAnswered).
+const MAX_ERROR_BACKOFF_MS = 5000;
 // ...and while stopping, when only a few seconds (stopGraceMs) are left to store what the worker holds.
 const MAX_STOPPING_BACKOFF_MS = 1000;
 // A message is given up this long before its lock can end at the earliest (a timer fires late by a little).
@@ -144,6 +145,8 @@ export class Worker extends EventEmitter<WorkerEvents> {
   private registered = false;
   /** The last store failure, for the stop that gives up. */
   private lastStoreError: unknown = null;
+  /** Aborted when a store call succeeds after failures: every loop waiting out a failure's backoff tries again. */
+  private storeBack = new AbortController();
   private flushScheduled = false;
   private state: WorkerState = 'idle';
   private accepts: ((filterClass: string) => boolean) | null = null;
@@ -288,7 +291,7 @@ export class Worker extends EventEmitter<WorkerEvents> {
         await this.refreshConfig();
         await this.register();
         this.registered = true;
-        this.storeFailures = 0;
+        this.storeAnswered();
         return;
       } catch (error) {
         if (!(error instanceof KvmqError && error.transient)) throw error;
@@ -468,7 +471,7 @@ export class Worker extends EventEmitter<WorkerEvents> {
       let wakeAt: number | null;
       try {
         const result = await claim;
-        this.storeFailures = 0;
+        this.storeAnswered();
         ({ messages: claimed, wakeAt } = result);
         // The last answer's handlers have all returned before this one came: so will this one's, likely.
         const quick = this.backlog && this.handlersRunning === 0 && this.waiting.length === 0;
@@ -862,7 +865,7 @@ export class Worker extends EventEmitter<WorkerEvents> {
           batch.map((p) => p.finish),
         );
         this.sending = [];
-        this.storeFailures = 0;
+        this.storeAnswered();
         instruments?.finished(this.queue, (performance.now() - finishStart) / 1000);
         batch.forEach((p, i) => p.resolve(results[i] ?? 'lost'));
       } catch (error) {
@@ -1024,7 +1027,18 @@ export class Worker extends EventEmitter<WorkerEvents> {
     this.lastStoreError = error;
     this.reportError(error);
     const max = this.halt.signal.aborted ? MAX_STOPPING_BACKOFF_MS : MAX_ERROR_BACKOFF_MS;
-    await sleep(expBackoff(this.storeFailures, { factor: 100, max }), signal);
+    await sleep(expBackoff(this.storeFailures, { factor: 100, max }), signal, this.storeBack.signal);
+  }
+
+  /**
+   * A store call got through. After failures, the other loops (claims, finishes, renewals share one count, so
+   * each failure lengthens every loop's backoff) stop waiting: the store is back, and they try again now.
+   */
+  private storeAnswered(): void {
+    if (this.storeFailures === 0) return;
+    this.storeFailures = 0;
+    this.storeBack.abort();
+    this.storeBack = new AbortController();
   }
 
   /** Wakes the poll loop: a wake-up from the store, a free slot, or a stop. */
