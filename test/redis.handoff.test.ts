@@ -87,6 +87,13 @@ async function parked(s: Setup, q: string, consumer: string, max: number): Promi
   return handed;
 }
 
+/** Claims of consumer `w` by the claim script itself, with a handoff argument of the test's making; the ids taken. */
+function scriptClaims(s: Setup, q: string): (max: number, handoffs: string) => Promise<string[]> {
+  const scripts = (s.store as unknown as { scripts: Scripts }).scripts;
+  return async (max, handoffs) =>
+    (await claimMessages(scripts, new Map(), q, request('w', max), 'test', handoffs)).messages.map((m) => m.id);
+}
+
 void describe('redis handoffs', () => {
   void test('an enqueue locks ready messages for a parked consumer, up to its free slots, and it gets them', async () => {
     const q = 'hand';
@@ -134,10 +141,11 @@ void describe('redis handoffs', () => {
   void test("a claim ends the consumer's parking; a consumer without a receiver, or one that filters, is never parked", async () => {
     const q = 'unpark';
     const s = await setup('unpark', q);
-    await parked(s, q, 'c1', 1);
+    const handed = await parked(s, q, 'c1', 1);
     assert.equal(await redis.hget(s.key('conf'), 'handoff'), '1');
     await s.client.enqueue(q, 'x', { id: 'x' });
-    // c1's next claim unparks it (and, with nothing to take, parks it again with its new free slots).
+    // Once x arrived (else it would stay owed), c1's next claim, with no slot free, unparks it.
+    await waitFor(() => handed.ids.includes('x'), { what: 'x handed to c1' });
     await s.store.claim(q, request('c1', 0));
     assert.equal(await redis.hget(s.key('idle-workers'), 'c1'), null);
     assert.equal(await redis.hget(s.key('conf'), 'handoff'), null, 'no consumer parked: enqueues skip the lookup');
@@ -182,9 +190,7 @@ void describe('redis handoffs', () => {
   void test('a claim takes fewer by the messages handed to the consumer that it had not received when it asked', async () => {
     const q = 'on-the-way';
     const s = await setup('on-the-way', q);
-    const scripts = (s.store as unknown as { scripts: Scripts }).scripts;
-    const claim = async (max: number, handoffs: string): Promise<string[]> =>
-      (await claimMessages(scripts, new Map(), q, request('w', max), 'test', handoffs)).messages.map((m) => m.id);
+    const claim = scriptClaims(s, q);
     assert.deepEqual(await claim(2, '1 0 0'), []);
     await s.client.enqueue(q, 1, { id: 'h1' });
     await s.client.enqueue(q, 2, { id: 'h2' });
@@ -197,23 +203,54 @@ void describe('redis handoffs', () => {
     ]);
     // Handed two under token 1, received one: one is on its way, so three free slots take two.
     assert.deepEqual(await claim(3, '2 1 1'), ['r1', 'r2']);
-    // Not parked any more: nothing on its way.
-    assert.deepEqual(await claim(3, '3 2 0'), ['r3']);
-    assert.match((await redis.hget(s.key('idle-workers'), 'w')) ?? '', /^2 60000 \d+ 3 0$/);
+    // Not parked (no slot left free), yet the one on its way stays owed: a record of no free slots keeps it.
+    assert.match((await redis.hget(s.key('idle-workers'), 'w')) ?? '', /^0 60000 \d+ 2 1$/);
+    await s.client.enqueueBatch(q, [
+      { id: 'r3', payload: 3 },
+      { id: 'r4', payload: 4 },
+      { id: 'r5', payload: 5 },
+    ]);
+    assert.equal(await redis.llen(s.key('idle-workers:w')), 2, 'nothing handed to a record of no free slots');
+    // Sent before it arrived: of three free slots, one still waits for it.
+    assert.deepEqual(await claim(3, '3 2 0'), ['r3', 'r4']);
+    assert.match((await redis.hget(s.key('idle-workers'), 'w')) ?? '', /^0 60000 \d+ 3 1$/);
+    // Sent after it arrived: nothing is owed any more.
+    assert.deepEqual(await claim(3, '4 3 1'), ['r5']);
+    assert.equal(await claim(2, '5 4 0').then((ids) => ids.length), 0);
+    assert.match((await redis.hget(s.key('idle-workers'), 'w')) ?? '', /^2 60000 \d+ 5 0$/);
     await s.client.enqueueBatch(
       q,
-      ['h3', 'h4', 'r4', 'r5', 'r6'].map((id) => ({ id, payload: id })),
+      ['h3', 'h4', 'r6', 'r7', 'r8'].map((id) => ({ id, payload: id })),
     );
     // A count under another token than the parking's says nothing: both handed are on their way.
-    assert.deepEqual(await claim(3, '4 2 2'), ['r4']);
+    assert.deepEqual(await claim(3, '6 4 2'), ['r6']);
+  });
+
+  void test('messages on their way stay owed through claims that take nothing, so a full worker is handed no more', async () => {
+    const q = 'owed';
+    const s = await setup('owed', q);
+    const claim = scriptClaims(s, q);
+    // A worker of two slots, parked; two messages are handed to it, and neither has arrived.
+    assert.deepEqual(await claim(2, '1 0 0'), []);
+    await s.client.enqueue(q, 1, { id: 'first' });
+    await s.client.enqueue(q, 2, { id: 'second' });
+    // Its next claim went out before both arrived: no slot is left for it, and it is not parked.
+    assert.deepEqual(await claim(2, '2 1 0'), []);
+    // The first arrived, then it claimed again with the one slot it saw free (the second still on its way).
+    assert.deepEqual(await claim(1, '3 2 1'), []);
+    await s.client.enqueue(q, 3, { id: 'third' });
+    assert.equal(await redis.llen(s.key('idle-workers:w')), 2, 'the third is not handed to a full worker');
+    assert.equal((await s.client.status(q, 'third'))?.state, 'queued');
+    assert.deepEqual(await claim(1, '4 3 0'), [], 'nor claimed by it while the second is on its way');
+    // Once the second arrived, the worker's next free slot takes the third.
+    assert.deepEqual(await claim(1, '5 4 1'), ['third']);
   });
 
   void test('a claim left no free slot by messages on their way to its consumer counts no dry run', async () => {
     const q = 'no-dry';
     const s = await setup('no-dry', q);
-    const scripts = (s.store as unknown as { scripts: Scripts }).scripts;
-    const claim = async (handoffs: string): Promise<string[]> =>
-      (await claimMessages(scripts, new Map(), q, request('w', 1), 'test', handoffs)).messages.map((m) => m.id);
+    const claimMax = scriptClaims(s, q);
+    const claim = (handoffs: string): Promise<string[]> => claimMax(1, handoffs);
     assert.deepEqual(await claim('1 0 0'), []);
     assert.equal((await s.client.queueStatus(q)).dryRuns, 1);
     await s.client.enqueue(q, 1, { id: 'h' });

@@ -28,9 +28,9 @@ export class Handoffs implements HandoffReceiver {
   private stopping = false;
   private closing: Promise<void> | null = null;
   private readonly loop: Promise<void>;
-  /** The token of the last claim that could park this worker, and the messages received under each token. */
+  /** The token of the last claim that could park this worker, and the handed messages received since it was sent. */
   private token = 0;
-  private readonly received = new Map<string, number>();
+  private received = 0;
   /**
    * The claims that could park this worker, by token, oldest first: when each was sent (performance.now()) and
    * the lock it asked for. An enqueue hands messages only while a parking stands, and a parking stands only
@@ -57,8 +57,8 @@ export class Handoffs implements HandoffReceiver {
   }
 
   /**
-   * The handoff argument of a claim (lua/claim.lua): its token, the last claim's, and how many messages handed
-   * under that one have arrived, so the claim takes fewer by those still on their way.
+   * The handoff argument of a claim (lua/claim.lua): its token, the last claim's, and how many handed messages
+   * arrived since that one went out, so the claim takes fewer by those still on their way.
    */
   claimArgument(lockMs: number): string {
     const last = String(this.token);
@@ -70,9 +70,10 @@ export class Handoffs implements HandoffReceiver {
       this.parkings.delete(token);
     }
     this.parkings.set(String(this.token), { sentAt, lockMs });
-    const received = this.received.get(last) ?? 0;
-    // Only the last claim's count is asked for again.
-    this.received.clear();
+    // Whatever token they came under: the store counts those still on their way since the last claim, carried
+    // over from earlier parkings (lib/handoff.lua).
+    const received = this.received;
+    this.received = 0;
     return `${this.token} ${last} ${received}`;
   }
 
@@ -153,8 +154,7 @@ export class Handoffs implements HandoffReceiver {
       );
       return;
     }
-    const token = text(fields[0]) ?? '';
-    this.received.set(token, (this.received.get(token) ?? 0) + messages.length);
+    this.received += messages.length;
     if (messages.length > 0) this.listener.delivered(messages, num(fields[1]), since);
   }
 }

@@ -62,8 +62,8 @@ export const SCRIPTS = {
       'idle-workers',
     ],
     readOnly: false,
-    sha: '4cc6a55b5a1fb4e9e5dfa9175acceb4567a11837',
-    fn: 'kvmq_264d9712b0e2_claim',
+    sha: '7fa4994087638d5b0e4a27a5078812154e978b6f',
+    fn: 'kvmq_41333469667a_claim',
     source: `#!lua flags=allow-oom
 -- The queue's keys are its base (the one key the call passes) and their names.
 local KEY_BASE = KEYS[1]
@@ -875,10 +875,13 @@ end
 -- worker's list \`idle-workers:<consumer>\`, where its blocked BLPOP takes them:
 -- the message reaches the handler one round trip after the enqueue instead of three (wake-up, claim, reply).
 -- A worker's next claim unparks it, and takes fewer messages by those handed to it that it had not received
--- when it sent the claim (it says how many it received under the parking's token), so the worker never
--- holds more than its slots. A parking ends by itself at its \`until\` (the worker claims before,
--- see PARK_MS), so a worker that died parked takes messages for a few seconds at most (they wait for
--- their lock to end, as a dead worker's held messages do). Only priority-0 messages of the lanes an
+-- when it sent the claim (it says how many handed messages arrived since its last claim went out), so the
+-- worker never holds more than its slots. Those still on their way then stay owed: the claim's parking
+-- starts its count of handed messages with them (or, when the claim does not park, a record of free
+-- slots 0 keeps them), so the next claim takes fewer by them too, unless they arrived before it went out.
+-- A parking ends by itself at its \`until\` (the worker claims before, see PARK_MS), so a worker that died
+-- parked takes messages for a few seconds at most (they wait for their lock to end, as a dead worker's held
+-- messages do). Only priority-0 messages of the lanes an
 -- enqueue filled are handed off, to workers that accept every filter class, on queues with no groups,
 -- no rate limit and not paused: everything else waits for a claim, as before.
 -- Scripts include common, events and hold first.
@@ -907,9 +910,9 @@ local function handoff_list(consumer)
 end
 
 -- Ends \`consumer\`'s parking (its claim, or its stop); \`flagged\`: conf \`handoff\` was '1'. \`token\` and
--- \`received\` (strings, or nil): the worker received that many handed messages under that token. Returns
--- whether conf \`handoff\` is still '1' (other workers are parked), and how many messages handed to it are
--- still on their way.
+-- \`received\` (strings, or nil): the worker sent its last claim with that token, and that many handed messages
+-- reached it since. Returns whether conf \`handoff\` is still '1' (other workers are parked), and how many
+-- messages handed to it are still on their way.
 local function unpark_worker(consumer, flagged, token, received)
   if not flagged then return false, 0 end
   local parking = redis.call('HGET', (KEY_BASE .. 'idle-workers'), consumer)
@@ -923,10 +926,12 @@ local function unpark_worker(consumer, flagged, token, received)
   return false, on_the_way
 end
 
--- Parks \`consumer\` with \`free\` slots; returns the time by which it should claim again (\`wake_at\` or sooner).
-local function park_worker(consumer, free, lock_ms, now, wake_at, flagged, token)
+-- Parks \`consumer\` with \`free\` slots, \`owed\` handed messages still on their way to it; returns the time by which
+-- it should claim again (\`wake_at\` or sooner). With \`free\` 0 it is a record of what is owed, which enqueues skip.
+local function park_worker(consumer, free, lock_ms, now, wake_at, flagged, token, owed)
   wake_at = math.min(wake_at, now + PARK_MS)
-  redis.call('HSET', (KEY_BASE .. 'idle-workers'), consumer, parking_value(free, lock_ms, num_str(wake_at + PARK_GRACE_MS), token, 0))
+  local value = parking_value(free, lock_ms, num_str(wake_at + PARK_GRACE_MS), token, owed)
+  redis.call('HSET', (KEY_BASE .. 'idle-workers'), consumer, value)
   if not flagged then redis.call('HSET', (KEY_BASE .. 'conf'), 'handoff', '1') end
   return wake_at
 end
@@ -1019,7 +1024,8 @@ end
 -- (lib/groups.lua). With a rate limit (rate_limit in conf), at most what it grants (\`rate-tat\`).
 -- A worker that takes handoffs and is left with free slots and nothing to take is parked (lib/handoff.lua):
 -- enqueues then hand it messages directly. Its next claim unparks it first, and takes fewer by the messages
--- handed to it that it had not received when it sent the claim.
+-- handed to it that it had not received when it sent the claim (they stay owed until a claim sent after
+-- they arrived).
 -- Runs when Redis is out of memory (allow-oom): draining the queue is how memory comes back.
 --
 -- KEYS: messages metadata filters classes nattempts locks holders backoffs done done-at requeue
@@ -1027,8 +1033,9 @@ end
 --       rate-tat layout
 -- ARGV: consumer id, max, lock ms, the number of filter classes the consumer knows of,
 --       five end-of-queue backoffs in ms (after dry run 1, 2, 3, 4, 5 and more), handoffs ('' when the
---       consumer takes none, else '<this claim's token> <the last claim's token> <messages received under
---       it>'), '*' to accept every class, else the accepted classes ('' for messages without filters)
+--       consumer takes none, else '<this claim's token> <the last claim's token> <handed messages received
+--       since that claim was sent>'), '*' to accept every class, else the accepted classes ('' for messages
+--       without filters)
 -- Reply: { 'classes', class... } when the queue's classes changed since the consumer looked
 --        (it claimed nothing), else { 'ok', queue size, dry runs, wake-at ms (-1: look again at once; set
 --        when it claimed nothing, or took the last ready messages),
@@ -1246,7 +1253,10 @@ end
 -- Free slots and nothing left to take: enqueues hand this worker their messages until it claims again.
 local free = max - (#reply - 4) / 6
 if token and accept_all and not grouped and not rate_start and free > 0 and reply[4] > now then
-  reply[4] = park_worker(consumer, free, lock_ms, now, reply[4], parked_any, token)
+  reply[4] = park_worker(consumer, free, lock_ms, now, reply[4], parked_any, token, on_the_way)
+elseif token and on_the_way > 0 then
+  -- Not parked, yet messages handed to it are still on their way: its next claim must know (lib/handoff.lua).
+  park_worker(consumer, 0, lock_ms, now, now + PARK_MS, parked_any, token, on_the_way)
 end
 reply[2] = queue_size()
 events_flush(now)
@@ -1297,7 +1307,7 @@ return reply
     ],
     readOnly: false,
     sha: 'a6cde2ad733d6ee70680f7626e2d8a8147c82e5b',
-    fn: 'kvmq_264d9712b0e2_clear',
+    fn: 'kvmq_41333469667a_clear',
     source: `#!lua flags=allow-oom
 -- The queue's keys are its base (the one key the call passes) and their names.
 local KEY_BASE = KEYS[1]
@@ -1629,7 +1639,7 @@ return 1
     ],
     readOnly: false,
     sha: 'abd181d5aed09d1ab505a76f34b80eba9f33a13f',
-    fn: 'kvmq_264d9712b0e2_configure',
+    fn: 'kvmq_41333469667a_configure',
     source: `#!lua
 -- The queue's keys are its base (the one key the call passes) and their names.
 local KEY_BASE = KEYS[1]
@@ -2079,7 +2089,7 @@ return 1
     keys: ['consumers', 'holders', 'locks'],
     readOnly: true,
     sha: '2decb7372826376d6fbdb18ab8ff5ca308ea6531',
-    fn: 'kvmq_264d9712b0e2_consumers',
+    fn: 'kvmq_41333469667a_consumers',
     source: `#!lua flags=no-writes
 -- The queue's keys are its base (the one key the call passes) and their names.
 local KEY_BASE = KEYS[1]
@@ -2449,8 +2459,8 @@ return reply
       'layout',
     ],
     readOnly: false,
-    sha: '101e3d2f0e21412f02f73a522b5977ec373dffe4',
-    fn: 'kvmq_264d9712b0e2_enqueue',
+    sha: '2c6022c5861dbe838f3ffdc602c8c6273f8365b8',
+    fn: 'kvmq_41333469667a_enqueue',
     source: `#!lua
 -- The queue's keys are its base (the one key the call passes) and their names.
 local KEY_BASE = KEYS[1]
@@ -2979,10 +2989,13 @@ end
 -- worker's list \`idle-workers:<consumer>\`, where its blocked BLPOP takes them:
 -- the message reaches the handler one round trip after the enqueue instead of three (wake-up, claim, reply).
 -- A worker's next claim unparks it, and takes fewer messages by those handed to it that it had not received
--- when it sent the claim (it says how many it received under the parking's token), so the worker never
--- holds more than its slots. A parking ends by itself at its \`until\` (the worker claims before,
--- see PARK_MS), so a worker that died parked takes messages for a few seconds at most (they wait for
--- their lock to end, as a dead worker's held messages do). Only priority-0 messages of the lanes an
+-- when it sent the claim (it says how many handed messages arrived since its last claim went out), so the
+-- worker never holds more than its slots. Those still on their way then stay owed: the claim's parking
+-- starts its count of handed messages with them (or, when the claim does not park, a record of free
+-- slots 0 keeps them), so the next claim takes fewer by them too, unless they arrived before it went out.
+-- A parking ends by itself at its \`until\` (the worker claims before, see PARK_MS), so a worker that died
+-- parked takes messages for a few seconds at most (they wait for their lock to end, as a dead worker's held
+-- messages do). Only priority-0 messages of the lanes an
 -- enqueue filled are handed off, to workers that accept every filter class, on queues with no groups,
 -- no rate limit and not paused: everything else waits for a claim, as before.
 -- Scripts include common, events and hold first.
@@ -3011,9 +3024,9 @@ local function handoff_list(consumer)
 end
 
 -- Ends \`consumer\`'s parking (its claim, or its stop); \`flagged\`: conf \`handoff\` was '1'. \`token\` and
--- \`received\` (strings, or nil): the worker received that many handed messages under that token. Returns
--- whether conf \`handoff\` is still '1' (other workers are parked), and how many messages handed to it are
--- still on their way.
+-- \`received\` (strings, or nil): the worker sent its last claim with that token, and that many handed messages
+-- reached it since. Returns whether conf \`handoff\` is still '1' (other workers are parked), and how many
+-- messages handed to it are still on their way.
 local function unpark_worker(consumer, flagged, token, received)
   if not flagged then return false, 0 end
   local parking = redis.call('HGET', (KEY_BASE .. 'idle-workers'), consumer)
@@ -3027,10 +3040,12 @@ local function unpark_worker(consumer, flagged, token, received)
   return false, on_the_way
 end
 
--- Parks \`consumer\` with \`free\` slots; returns the time by which it should claim again (\`wake_at\` or sooner).
-local function park_worker(consumer, free, lock_ms, now, wake_at, flagged, token)
+-- Parks \`consumer\` with \`free\` slots, \`owed\` handed messages still on their way to it; returns the time by which
+-- it should claim again (\`wake_at\` or sooner). With \`free\` 0 it is a record of what is owed, which enqueues skip.
+local function park_worker(consumer, free, lock_ms, now, wake_at, flagged, token, owed)
   wake_at = math.min(wake_at, now + PARK_MS)
-  redis.call('HSET', (KEY_BASE .. 'idle-workers'), consumer, parking_value(free, lock_ms, num_str(wake_at + PARK_GRACE_MS), token, 0))
+  local value = parking_value(free, lock_ms, num_str(wake_at + PARK_GRACE_MS), token, owed)
+  redis.call('HSET', (KEY_BASE .. 'idle-workers'), consumer, value)
   if not flagged then redis.call('HSET', (KEY_BASE .. 'conf'), 'handoff', '1') end
   return wake_at
 end
@@ -3385,7 +3400,7 @@ return replies
     keys: ['events', 'events-seq'],
     readOnly: false,
     sha: 'fe8c959ef09a7707bb15afd1a286b94bcf05211c',
-    fn: 'kvmq_264d9712b0e2_events_trim',
+    fn: 'kvmq_41333469667a_events_trim',
     source: `#!lua flags=allow-oom
 -- The queue's keys are its base (the one key the call passes) and their names.
 local KEY_BASE = KEYS[1]
@@ -3713,7 +3728,7 @@ return redis.call('XTRIM', (KEY_BASE .. 'events'), 'MINID', string.format('%d', 
     keys: ['locks', 'holders', 'nattempts', 'lock-expiry', 'requeue', 'requeue-locks'],
     readOnly: false,
     sha: 'b46679a68fc986c5a16388d19100b9e46c7e5105',
-    fn: 'kvmq_264d9712b0e2_extend',
+    fn: 'kvmq_41333469667a_extend',
     source: `#!lua flags=allow-oom
 -- The queue's keys are its base (the one key the call passes) and their names.
 local KEY_BASE = KEYS[1]
@@ -4074,7 +4089,7 @@ return lost
     ],
     readOnly: false,
     sha: '15ae55685dccae66956e54889ec2bdc59ff637ee',
-    fn: 'kvmq_264d9712b0e2_finish',
+    fn: 'kvmq_41333469667a_finish',
     source: `#!lua flags=allow-oom
 -- The queue's keys are its base (the one key the call passes) and their names.
 local KEY_BASE = KEYS[1]
@@ -4951,8 +4966,8 @@ return replies
       'layout',
     ],
     readOnly: false,
-    sha: '995ee3757eade6e1b40ac5fc4343c277c52a5efc',
-    fn: 'kvmq_264d9712b0e2_fire_schedule',
+    sha: '06a1e1e5819e2158c98213f7a03c82dca805f57c',
+    fn: 'kvmq_41333469667a_fire_schedule',
     source: `#!lua
 -- The queue's keys are its base (the one key the call passes) and their names.
 local KEY_BASE = KEYS[1]
@@ -5481,10 +5496,13 @@ end
 -- worker's list \`idle-workers:<consumer>\`, where its blocked BLPOP takes them:
 -- the message reaches the handler one round trip after the enqueue instead of three (wake-up, claim, reply).
 -- A worker's next claim unparks it, and takes fewer messages by those handed to it that it had not received
--- when it sent the claim (it says how many it received under the parking's token), so the worker never
--- holds more than its slots. A parking ends by itself at its \`until\` (the worker claims before,
--- see PARK_MS), so a worker that died parked takes messages for a few seconds at most (they wait for
--- their lock to end, as a dead worker's held messages do). Only priority-0 messages of the lanes an
+-- when it sent the claim (it says how many handed messages arrived since its last claim went out), so the
+-- worker never holds more than its slots. Those still on their way then stay owed: the claim's parking
+-- starts its count of handed messages with them (or, when the claim does not park, a record of free
+-- slots 0 keeps them), so the next claim takes fewer by them too, unless they arrived before it went out.
+-- A parking ends by itself at its \`until\` (the worker claims before, see PARK_MS), so a worker that died
+-- parked takes messages for a few seconds at most (they wait for their lock to end, as a dead worker's held
+-- messages do). Only priority-0 messages of the lanes an
 -- enqueue filled are handed off, to workers that accept every filter class, on queues with no groups,
 -- no rate limit and not paused: everything else waits for a claim, as before.
 -- Scripts include common, events and hold first.
@@ -5513,9 +5531,9 @@ local function handoff_list(consumer)
 end
 
 -- Ends \`consumer\`'s parking (its claim, or its stop); \`flagged\`: conf \`handoff\` was '1'. \`token\` and
--- \`received\` (strings, or nil): the worker received that many handed messages under that token. Returns
--- whether conf \`handoff\` is still '1' (other workers are parked), and how many messages handed to it are
--- still on their way.
+-- \`received\` (strings, or nil): the worker sent its last claim with that token, and that many handed messages
+-- reached it since. Returns whether conf \`handoff\` is still '1' (other workers are parked), and how many
+-- messages handed to it are still on their way.
 local function unpark_worker(consumer, flagged, token, received)
   if not flagged then return false, 0 end
   local parking = redis.call('HGET', (KEY_BASE .. 'idle-workers'), consumer)
@@ -5529,10 +5547,12 @@ local function unpark_worker(consumer, flagged, token, received)
   return false, on_the_way
 end
 
--- Parks \`consumer\` with \`free\` slots; returns the time by which it should claim again (\`wake_at\` or sooner).
-local function park_worker(consumer, free, lock_ms, now, wake_at, flagged, token)
+-- Parks \`consumer\` with \`free\` slots, \`owed\` handed messages still on their way to it; returns the time by which
+-- it should claim again (\`wake_at\` or sooner). With \`free\` 0 it is a record of what is owed, which enqueues skip.
+local function park_worker(consumer, free, lock_ms, now, wake_at, flagged, token, owed)
   wake_at = math.min(wake_at, now + PARK_MS)
-  redis.call('HSET', (KEY_BASE .. 'idle-workers'), consumer, parking_value(free, lock_ms, num_str(wake_at + PARK_GRACE_MS), token, 0))
+  local value = parking_value(free, lock_ms, num_str(wake_at + PARK_GRACE_MS), token, owed)
+  redis.call('HSET', (KEY_BASE .. 'idle-workers'), consumer, value)
   if not flagged then redis.call('HSET', (KEY_BASE .. 'conf'), 'handoff', '1') end
   return wake_at
 end
@@ -5896,7 +5916,7 @@ return replies
     keys: ['consumers', 'gc-lock'],
     readOnly: false,
     sha: '7cf2f40e08ce9ef0900d4ac2be143e0589474446',
-    fn: 'kvmq_264d9712b0e2_gc_finish',
+    fn: 'kvmq_41333469667a_gc_finish',
     source: `#!lua flags=allow-oom
 -- The queue's keys are its base (the one key the call passes) and their names.
 local KEY_BASE = KEYS[1]
@@ -6213,7 +6233,7 @@ return #lapsed
     keys: ['gc-lock', 'gc-at'],
     readOnly: false,
     sha: '08bbfb40ad452dfe59535d4451fc0cf0f0fb0d25',
-    fn: 'kvmq_264d9712b0e2_gc_start',
+    fn: 'kvmq_41333469667a_gc_start',
     source: `#!lua flags=allow-oom
 -- The queue's keys are its base (the one key the call passes) and their names.
 local KEY_BASE = KEYS[1]
@@ -6554,7 +6574,7 @@ return 1
     ],
     readOnly: false,
     sha: 'e69b93bbc71a733a06d21880729aed8e2eab6bea',
-    fn: 'kvmq_264d9712b0e2_gc_sweep',
+    fn: 'kvmq_41333469667a_gc_sweep',
     source: `#!lua flags=allow-oom
 -- The queue's keys are its base (the one key the call passes) and their names.
 local KEY_BASE = KEYS[1]
@@ -6932,7 +6952,7 @@ return { removed, #old }
     ],
     readOnly: true,
     sha: '00e68a23995fb33e4b8eadf16e024f89f752f34c',
-    fn: 'kvmq_264d9712b0e2_inspect',
+    fn: 'kvmq_41333469667a_inspect',
     source: `#!lua flags=no-writes
 -- The queue's keys are its base (the one key the call passes) and their names.
 local KEY_BASE = KEYS[1]
@@ -7350,7 +7370,7 @@ return reply
     ],
     readOnly: false,
     sha: '723d4e98c680c904c186281743d0811ac83f9766',
-    fn: 'kvmq_264d9712b0e2_list',
+    fn: 'kvmq_41333469667a_list',
     source: `#!lua flags=allow-oom
 -- The queue's keys are its base (the one key the call passes) and their names.
 local KEY_BASE = KEYS[1]
@@ -8381,7 +8401,7 @@ return reply
     ],
     readOnly: false,
     sha: '073bd2e13e01a1f237ee945032ba697425ceb889',
-    fn: 'kvmq_264d9712b0e2_promote_now',
+    fn: 'kvmq_41333469667a_promote_now',
     source: `#!lua
 -- The queue's keys are its base (the one key the call passes) and their names.
 local KEY_BASE = KEYS[1]
@@ -9178,7 +9198,7 @@ return replies
     ],
     readOnly: true,
     sha: '032117af4703aa6e90e9e14d6b7e72fdb43b4451',
-    fn: 'kvmq_264d9712b0e2_queue_status',
+    fn: 'kvmq_41333469667a_queue_status',
     source: `#!lua flags=no-writes
 -- The queue's keys are its base (the one key the call passes) and their names.
 local KEY_BASE = KEYS[1]
@@ -9543,7 +9563,7 @@ return reply
     keys: ['events', 'events-seq'],
     readOnly: true,
     sha: 'fc35c668baf5f405d05e87a934e0862c75d555c4',
-    fn: 'kvmq_264d9712b0e2_read_events',
+    fn: 'kvmq_41333469667a_read_events',
     source: `#!lua flags=no-writes
 -- The queue's keys are its base (the one key the call passes) and their names.
 local KEY_BASE = KEYS[1]
@@ -9883,7 +9903,7 @@ return reply
     keys: ['consumers'],
     readOnly: false,
     sha: '72b0f55da164dfd1325e182056371c32a695cd93',
-    fn: 'kvmq_264d9712b0e2_register_consumer',
+    fn: 'kvmq_41333469667a_register_consumer',
     source: `#!lua flags=allow-oom
 -- The queue's keys are its base (the one key the call passes) and their names.
 local KEY_BASE = KEYS[1]
@@ -10233,7 +10253,7 @@ return 1
     ],
     readOnly: false,
     sha: '198fe755904f21141ef410e570daa513595bc0ab',
-    fn: 'kvmq_264d9712b0e2_remove',
+    fn: 'kvmq_41333469667a_remove',
     source: `#!lua flags=allow-oom
 -- The queue's keys are its base (the one key the call passes) and their names.
 local KEY_BASE = KEYS[1]
@@ -10765,7 +10785,7 @@ return replies
     ],
     readOnly: false,
     sha: '191a8b749868841614514003729c815abbf02a66',
-    fn: 'kvmq_264d9712b0e2_retry',
+    fn: 'kvmq_41333469667a_retry',
     source: `#!lua
 -- The queue's keys are its base (the one key the call passes) and their names.
 local KEY_BASE = KEYS[1]
@@ -11265,7 +11285,7 @@ return reply
     ],
     readOnly: true,
     sha: '311d8496df69c1cfc4def8db72d208fa3c5cc2ab',
-    fn: 'kvmq_264d9712b0e2_status',
+    fn: 'kvmq_41333469667a_status',
     source: `#!lua flags=no-writes
 -- The queue's keys are its base (the one key the call passes) and their names.
 local KEY_BASE = KEYS[1]
@@ -11659,8 +11679,8 @@ return status_of(ARGV[1], now_ms())
       'groups',
     ],
     readOnly: false,
-    sha: 'f7eacb4c247a500621cff7205df7d5e7aa3589cb',
-    fn: 'kvmq_264d9712b0e2_unpark',
+    sha: '08c5e69920c25e9ce50725f809de238911443e15',
+    fn: 'kvmq_41333469667a_unpark',
     source: `#!lua flags=allow-oom
 -- The queue's keys are its base (the one key the call passes) and their names.
 local KEY_BASE = KEYS[1]
@@ -12136,10 +12156,13 @@ end
 -- worker's list \`idle-workers:<consumer>\`, where its blocked BLPOP takes them:
 -- the message reaches the handler one round trip after the enqueue instead of three (wake-up, claim, reply).
 -- A worker's next claim unparks it, and takes fewer messages by those handed to it that it had not received
--- when it sent the claim (it says how many it received under the parking's token), so the worker never
--- holds more than its slots. A parking ends by itself at its \`until\` (the worker claims before,
--- see PARK_MS), so a worker that died parked takes messages for a few seconds at most (they wait for
--- their lock to end, as a dead worker's held messages do). Only priority-0 messages of the lanes an
+-- when it sent the claim (it says how many handed messages arrived since its last claim went out), so the
+-- worker never holds more than its slots. Those still on their way then stay owed: the claim's parking
+-- starts its count of handed messages with them (or, when the claim does not park, a record of free
+-- slots 0 keeps them), so the next claim takes fewer by them too, unless they arrived before it went out.
+-- A parking ends by itself at its \`until\` (the worker claims before, see PARK_MS), so a worker that died
+-- parked takes messages for a few seconds at most (they wait for their lock to end, as a dead worker's held
+-- messages do). Only priority-0 messages of the lanes an
 -- enqueue filled are handed off, to workers that accept every filter class, on queues with no groups,
 -- no rate limit and not paused: everything else waits for a claim, as before.
 -- Scripts include common, events and hold first.
@@ -12168,9 +12191,9 @@ local function handoff_list(consumer)
 end
 
 -- Ends \`consumer\`'s parking (its claim, or its stop); \`flagged\`: conf \`handoff\` was '1'. \`token\` and
--- \`received\` (strings, or nil): the worker received that many handed messages under that token. Returns
--- whether conf \`handoff\` is still '1' (other workers are parked), and how many messages handed to it are
--- still on their way.
+-- \`received\` (strings, or nil): the worker sent its last claim with that token, and that many handed messages
+-- reached it since. Returns whether conf \`handoff\` is still '1' (other workers are parked), and how many
+-- messages handed to it are still on their way.
 local function unpark_worker(consumer, flagged, token, received)
   if not flagged then return false, 0 end
   local parking = redis.call('HGET', (KEY_BASE .. 'idle-workers'), consumer)
@@ -12184,10 +12207,12 @@ local function unpark_worker(consumer, flagged, token, received)
   return false, on_the_way
 end
 
--- Parks \`consumer\` with \`free\` slots; returns the time by which it should claim again (\`wake_at\` or sooner).
-local function park_worker(consumer, free, lock_ms, now, wake_at, flagged, token)
+-- Parks \`consumer\` with \`free\` slots, \`owed\` handed messages still on their way to it; returns the time by which
+-- it should claim again (\`wake_at\` or sooner). With \`free\` 0 it is a record of what is owed, which enqueues skip.
+local function park_worker(consumer, free, lock_ms, now, wake_at, flagged, token, owed)
   wake_at = math.min(wake_at, now + PARK_MS)
-  redis.call('HSET', (KEY_BASE .. 'idle-workers'), consumer, parking_value(free, lock_ms, num_str(wake_at + PARK_GRACE_MS), token, 0))
+  local value = parking_value(free, lock_ms, num_str(wake_at + PARK_GRACE_MS), token, owed)
+  redis.call('HSET', (KEY_BASE .. 'idle-workers'), consumer, value)
   if not flagged then redis.call('HSET', (KEY_BASE .. 'conf'), 'handoff', '1') end
   return wake_at
 end
@@ -12293,7 +12318,7 @@ return entries
     keys: ['consumers'],
     readOnly: false,
     sha: '6da93e8daf2329a5c3be9de7f03238fb342f3889',
-    fn: 'kvmq_264d9712b0e2_unregister_consumer',
+    fn: 'kvmq_41333469667a_unregister_consumer',
     source: `#!lua flags=allow-oom
 -- The queue's keys are its base (the one key the call passes) and their names.
 local KEY_BASE = KEYS[1]
@@ -12598,8 +12623,8 @@ return redis.call('HDEL', (KEY_BASE .. 'consumers'), ARGV[1])
 
 /** Every script as a function of one Redis Functions library (FUNCTION LOAD), named by its content. */
 export const LIBRARY = {
-  name: 'kvmq_264d9712b0e2',
-  source: `#!lua name=kvmq_264d9712b0e2
+  name: 'kvmq_41333469667a',
+  source: `#!lua name=kvmq_41333469667a
 -- kvmq's scripts as one library (scripts/redis-scripts.mjs builds it from src/redis/lua/).
 local KEYS, ARGV, KEY_BASE, KEY_NAMES = {}, {}, nil, {}
 -- The running script's keys by name, each joined to the base when first used.
@@ -13509,10 +13534,13 @@ end
 -- worker's list \`idle-workers:<consumer>\`, where its blocked BLPOP takes them:
 -- the message reaches the handler one round trip after the enqueue instead of three (wake-up, claim, reply).
 -- A worker's next claim unparks it, and takes fewer messages by those handed to it that it had not received
--- when it sent the claim (it says how many it received under the parking's token), so the worker never
--- holds more than its slots. A parking ends by itself at its \`until\` (the worker claims before,
--- see PARK_MS), so a worker that died parked takes messages for a few seconds at most (they wait for
--- their lock to end, as a dead worker's held messages do). Only priority-0 messages of the lanes an
+-- when it sent the claim (it says how many handed messages arrived since its last claim went out), so the
+-- worker never holds more than its slots. Those still on their way then stay owed: the claim's parking
+-- starts its count of handed messages with them (or, when the claim does not park, a record of free
+-- slots 0 keeps them), so the next claim takes fewer by them too, unless they arrived before it went out.
+-- A parking ends by itself at its \`until\` (the worker claims before, see PARK_MS), so a worker that died
+-- parked takes messages for a few seconds at most (they wait for their lock to end, as a dead worker's held
+-- messages do). Only priority-0 messages of the lanes an
 -- enqueue filled are handed off, to workers that accept every filter class, on queues with no groups,
 -- no rate limit and not paused: everything else waits for a claim, as before.
 -- Scripts include common, events and hold first.
@@ -13541,9 +13569,9 @@ local function handoff_list(consumer)
 end
 
 -- Ends \`consumer\`'s parking (its claim, or its stop); \`flagged\`: conf \`handoff\` was '1'. \`token\` and
--- \`received\` (strings, or nil): the worker received that many handed messages under that token. Returns
--- whether conf \`handoff\` is still '1' (other workers are parked), and how many messages handed to it are
--- still on their way.
+-- \`received\` (strings, or nil): the worker sent its last claim with that token, and that many handed messages
+-- reached it since. Returns whether conf \`handoff\` is still '1' (other workers are parked), and how many
+-- messages handed to it are still on their way.
 local function unpark_worker(consumer, flagged, token, received)
   if not flagged then return false, 0 end
   local parking = redis.call('HGET', K.idle_workers, consumer)
@@ -13557,10 +13585,12 @@ local function unpark_worker(consumer, flagged, token, received)
   return false, on_the_way
 end
 
--- Parks \`consumer\` with \`free\` slots; returns the time by which it should claim again (\`wake_at\` or sooner).
-local function park_worker(consumer, free, lock_ms, now, wake_at, flagged, token)
+-- Parks \`consumer\` with \`free\` slots, \`owed\` handed messages still on their way to it; returns the time by which
+-- it should claim again (\`wake_at\` or sooner). With \`free\` 0 it is a record of what is owed, which enqueues skip.
+local function park_worker(consumer, free, lock_ms, now, wake_at, flagged, token, owed)
   wake_at = math.min(wake_at, now + PARK_MS)
-  redis.call('HSET', K.idle_workers, consumer, parking_value(free, lock_ms, num_str(wake_at + PARK_GRACE_MS), token, 0))
+  local value = parking_value(free, lock_ms, num_str(wake_at + PARK_GRACE_MS), token, owed)
+  redis.call('HSET', K.idle_workers, consumer, value)
   if not flagged then redis.call('HSET', K.conf, 'handoff', '1') end
   return wake_at
 end
@@ -13907,7 +13937,7 @@ end
 do
   local names = { messages = 'messages', metadata = 'metadata', filters = 'filters', classes = 'classes', nattempts = 'nattempts', locks = 'locks', holders = 'holders', backoffs = 'backoffs', done = 'done', done_at = 'done-at', requeue = 'requeue', schedule = 'schedule', lock_expiry = 'lock-expiry', updated_at = 'updated-at', mid_circle = 'mid-circle', eoq_backoff = 'eoq-backoff?', ndry_runs = 'ndry-runs', policies = 'policies', pushes = 'pushes', conf = 'conf', failed = 'failed', lanes = 'lanes', rate_tat = 'rate-tat', layout = 'layout', events = 'events', events_seq = 'events-seq', events_wake = 'events-wake', priorities = 'priorities', groups = 'groups', group_held = 'group-held', parked = 'parked', history = 'history', losses = 'losses', outcomes = 'outcomes', enqueued_at = 'enqueued-at', requeue_content = 'requeue-content', requeue_locks = 'requeue-locks', requeue_schedule = 'requeue-schedule', dedupe = 'dedupe', debounce = 'debounce', debounce_of = 'debounce-of', idle_workers = 'idle-workers' }
   redis.register_function({
-    function_name = 'kvmq_264d9712b0e2_claim',
+    function_name = 'kvmq_41333469667a_claim',
     flags = { 'allow-oom' },
     callback = function(keys, args)
 begin_call(keys, args, names)
@@ -13923,7 +13953,8 @@ begin_call(keys, args, names)
 -- (lib/groups.lua). With a rate limit (rate_limit in conf), at most what it grants (\`rate-tat\`).
 -- A worker that takes handoffs and is left with free slots and nothing to take is parked (lib/handoff.lua):
 -- enqueues then hand it messages directly. Its next claim unparks it first, and takes fewer by the messages
--- handed to it that it had not received when it sent the claim.
+-- handed to it that it had not received when it sent the claim (they stay owed until a claim sent after
+-- they arrived).
 -- Runs when Redis is out of memory (allow-oom): draining the queue is how memory comes back.
 --
 -- KEYS: messages metadata filters classes nattempts locks holders backoffs done done-at requeue
@@ -13931,8 +13962,9 @@ begin_call(keys, args, names)
 --       rate-tat layout
 -- ARGV: consumer id, max, lock ms, the number of filter classes the consumer knows of,
 --       five end-of-queue backoffs in ms (after dry run 1, 2, 3, 4, 5 and more), handoffs ('' when the
---       consumer takes none, else '<this claim's token> <the last claim's token> <messages received under
---       it>'), '*' to accept every class, else the accepted classes ('' for messages without filters)
+--       consumer takes none, else '<this claim's token> <the last claim's token> <handed messages received
+--       since that claim was sent>'), '*' to accept every class, else the accepted classes ('' for messages
+--       without filters)
 -- Reply: { 'classes', class... } when the queue's classes changed since the consumer looked
 --        (it claimed nothing), else { 'ok', queue size, dry runs, wake-at ms (-1: look again at once; set
 --        when it claimed nothing, or took the last ready messages),
@@ -14150,7 +14182,10 @@ end
 -- Free slots and nothing left to take: enqueues hand this worker their messages until it claims again.
 local free = max - (#reply - 4) / 6
 if token and accept_all and not grouped and not rate_start and free > 0 and reply[4] > now then
-  reply[4] = park_worker(consumer, free, lock_ms, now, reply[4], parked_any, token)
+  reply[4] = park_worker(consumer, free, lock_ms, now, reply[4], parked_any, token, on_the_way)
+elseif token and on_the_way > 0 then
+  -- Not parked, yet messages handed to it are still on their way: its next claim must know (lib/handoff.lua).
+  park_worker(consumer, 0, lock_ms, now, now + PARK_MS, parked_any, token, on_the_way)
 end
 reply[2] = queue_size()
 events_flush(now)
@@ -14160,7 +14195,7 @@ end
 do
   local names = { messages = 'messages', locks = 'locks', backoffs = 'backoffs', nattempts = 'nattempts', mid_circle = 'mid-circle', done = 'done', requeue = 'requeue', eoq_backoff = 'eoq-backoff?', ndry_runs = 'ndry-runs', metadata = 'metadata', filters = 'filters', classes = 'classes', holders = 'holders', outcomes = 'outcomes', enqueued_at = 'enqueued-at', updated_at = 'updated-at', requeue_content = 'requeue-content', schedule = 'schedule', lock_expiry = 'lock-expiry', done_at = 'done-at', dedupe = 'dedupe', policies = 'policies', history = 'history', losses = 'losses', pushes = 'pushes', requeue_locks = 'requeue-locks', requeue_schedule = 'requeue-schedule', failed = 'failed', events = 'events', priorities = 'priorities', lanes = 'lanes', groups = 'groups', group_held = 'group-held', parked = 'parked', debounce = 'debounce', debounce_of = 'debounce-of', rate_tat = 'rate-tat', layout = 'layout' }
   redis.register_function({
-    function_name = 'kvmq_264d9712b0e2_clear',
+    function_name = 'kvmq_41333469667a_clear',
     flags = { 'allow-oom' },
     callback = function(keys, args)
 begin_call(keys, args, names)
@@ -14192,7 +14227,7 @@ end
 do
   local names = { conf = 'conf', wake = 'wake', messages = 'messages', consumers = 'consumers', pushes = 'pushes', mid_circle = 'mid-circle', filters = 'filters', priorities = 'priorities', lanes = 'lanes', groups = 'groups', group_held = 'group-held', parked = 'parked' }
   redis.register_function({
-    function_name = 'kvmq_264d9712b0e2_configure',
+    function_name = 'kvmq_41333469667a_configure',
     flags = {  },
     callback = function(keys, args)
 begin_call(keys, args, names)
@@ -14239,7 +14274,7 @@ end
 do
   local names = { consumers = 'consumers', holders = 'holders', locks = 'locks' }
   redis.register_function({
-    function_name = 'kvmq_264d9712b0e2_consumers',
+    function_name = 'kvmq_41333469667a_consumers',
     flags = { 'no-writes' },
     callback = function(keys, args)
 begin_call(keys, args, names)
@@ -14261,7 +14296,7 @@ end
 do
   local names = { conf = 'conf', events = 'events', events_seq = 'events-seq', events_wake = 'events-wake', done = 'done', requeue = 'requeue', backoffs = 'backoffs', locks = 'locks', failed = 'failed', filters = 'filters', priorities = 'priorities', lanes = 'lanes', groups = 'groups', messages = 'messages', metadata = 'metadata', nattempts = 'nattempts', holders = 'holders', lock_expiry = 'lock-expiry', policies = 'policies', requeue_locks = 'requeue-locks', ndry_runs = 'ndry-runs', eoq_backoff = 'eoq-backoff?', idle_workers = 'idle-workers', classes = 'classes', outcomes = 'outcomes', enqueued_at = 'enqueued-at', updated_at = 'updated-at', requeue_content = 'requeue-content', schedule = 'schedule', done_at = 'done-at', dedupe = 'dedupe', mid_circle = 'mid-circle', wake = 'wake', losses = 'losses', requeue_schedule = 'requeue-schedule', pushes = 'pushes', debounce = 'debounce', debounce_of = 'debounce-of', layout = 'layout' }
   redis.register_function({
-    function_name = 'kvmq_264d9712b0e2_enqueue',
+    function_name = 'kvmq_41333469667a_enqueue',
     flags = {  },
     callback = function(keys, args)
 begin_call(keys, args, names)
@@ -14282,7 +14317,7 @@ end
 do
   local names = { events = 'events', events_seq = 'events-seq' }
   redis.register_function({
-    function_name = 'kvmq_264d9712b0e2_events_trim',
+    function_name = 'kvmq_41333469667a_events_trim',
     flags = { 'allow-oom' },
     callback = function(keys, args)
 begin_call(keys, args, names)
@@ -14323,7 +14358,7 @@ end
 do
   local names = { locks = 'locks', holders = 'holders', nattempts = 'nattempts', lock_expiry = 'lock-expiry', requeue = 'requeue', requeue_locks = 'requeue-locks' }
   redis.register_function({
-    function_name = 'kvmq_264d9712b0e2_extend',
+    function_name = 'kvmq_41333469667a_extend',
     flags = { 'allow-oom' },
     callback = function(keys, args)
 begin_call(keys, args, names)
@@ -14358,7 +14393,7 @@ end
 do
   local names = { messages = 'messages', filters = 'filters', nattempts = 'nattempts', locks = 'locks', holders = 'holders', backoffs = 'backoffs', done = 'done', done_at = 'done-at', dedupe = 'dedupe', requeue = 'requeue', requeue_content = 'requeue-content', schedule = 'schedule', lock_expiry = 'lock-expiry', outcomes = 'outcomes', updated_at = 'updated-at', mid_circle = 'mid-circle', wake = 'wake', pushes = 'pushes', losses = 'losses', layout = 'layout', conf = 'conf', events = 'events', events_seq = 'events-seq', events_wake = 'events-wake', priorities = 'priorities', lanes = 'lanes', groups = 'groups', group_held = 'group-held', parked = 'parked', metadata = 'metadata', policies = 'policies', history = 'history', enqueued_at = 'enqueued-at', requeue_locks = 'requeue-locks', requeue_schedule = 'requeue-schedule', failed = 'failed', debounce = 'debounce', debounce_of = 'debounce-of' }
   redis.register_function({
-    function_name = 'kvmq_264d9712b0e2_finish',
+    function_name = 'kvmq_41333469667a_finish',
     flags = { 'allow-oom' },
     callback = function(keys, args)
 begin_call(keys, args, names)
@@ -14563,7 +14598,7 @@ end
 do
   local names = { schedules = 'schedules', conf = 'conf', events = 'events', events_seq = 'events-seq', events_wake = 'events-wake', done = 'done', requeue = 'requeue', backoffs = 'backoffs', locks = 'locks', failed = 'failed', filters = 'filters', priorities = 'priorities', lanes = 'lanes', groups = 'groups', messages = 'messages', metadata = 'metadata', nattempts = 'nattempts', holders = 'holders', lock_expiry = 'lock-expiry', policies = 'policies', requeue_locks = 'requeue-locks', ndry_runs = 'ndry-runs', eoq_backoff = 'eoq-backoff?', idle_workers = 'idle-workers', classes = 'classes', outcomes = 'outcomes', enqueued_at = 'enqueued-at', updated_at = 'updated-at', requeue_content = 'requeue-content', schedule = 'schedule', done_at = 'done-at', dedupe = 'dedupe', mid_circle = 'mid-circle', wake = 'wake', losses = 'losses', requeue_schedule = 'requeue-schedule', pushes = 'pushes', debounce = 'debounce', debounce_of = 'debounce-of', layout = 'layout' }
   redis.register_function({
-    function_name = 'kvmq_264d9712b0e2_fire_schedule',
+    function_name = 'kvmq_41333469667a_fire_schedule',
     flags = {  },
     callback = function(keys, args)
 begin_call(keys, args, names)
@@ -14593,7 +14628,7 @@ end
 do
   local names = { consumers = 'consumers', gc_lock = 'gc-lock' }
   redis.register_function({
-    function_name = 'kvmq_264d9712b0e2_gc_finish',
+    function_name = 'kvmq_41333469667a_gc_finish',
     flags = { 'allow-oom' },
     callback = function(keys, args)
 begin_call(keys, args, names)
@@ -14623,7 +14658,7 @@ end
 do
   local names = { gc_lock = 'gc-lock', gc_at = 'gc-at' }
   redis.register_function({
-    function_name = 'kvmq_264d9712b0e2_gc_start',
+    function_name = 'kvmq_41333469667a_gc_start',
     flags = { 'allow-oom' },
     callback = function(keys, args)
 begin_call(keys, args, names)
@@ -14649,7 +14684,7 @@ end
 do
   local names = { done_at = 'done-at', failed = 'failed', messages = 'messages', metadata = 'metadata', filters = 'filters', policies = 'policies', history = 'history', losses = 'losses', nattempts = 'nattempts', locks = 'locks', holders = 'holders', backoffs = 'backoffs', outcomes = 'outcomes', enqueued_at = 'enqueued-at', updated_at = 'updated-at', requeue_content = 'requeue-content', done = 'done', requeue = 'requeue', schedule = 'schedule', lock_expiry = 'lock-expiry', requeue_locks = 'requeue-locks', requeue_schedule = 'requeue-schedule', dedupe = 'dedupe', priorities = 'priorities', groups = 'groups', debounce = 'debounce', debounce_of = 'debounce-of' }
   redis.register_function({
-    function_name = 'kvmq_264d9712b0e2_gc_sweep',
+    function_name = 'kvmq_41333469667a_gc_sweep',
     flags = { 'allow-oom' },
     callback = function(keys, args)
 begin_call(keys, args, names)
@@ -14686,7 +14721,7 @@ end
 do
   local names = { messages = 'messages', metadata = 'metadata', filters = 'filters', policies = 'policies', history = 'history', priorities = 'priorities', groups = 'groups', done = 'done', requeue = 'requeue', backoffs = 'backoffs', locks = 'locks', failed = 'failed', nattempts = 'nattempts', holders = 'holders', outcomes = 'outcomes', enqueued_at = 'enqueued-at', updated_at = 'updated-at', done_at = 'done-at' }
   redis.register_function({
-    function_name = 'kvmq_264d9712b0e2_inspect',
+    function_name = 'kvmq_41333469667a_inspect',
     flags = { 'no-writes' },
     callback = function(keys, args)
 begin_call(keys, args, names)
@@ -14711,7 +14746,7 @@ end
 do
   local names = { messages = 'messages', metadata = 'metadata', filters = 'filters', classes = 'classes', pushes = 'pushes', mid_circle = 'mid-circle', schedule = 'schedule', lock_expiry = 'lock-expiry', requeue_locks = 'requeue-locks', requeue_schedule = 'requeue-schedule', done_at = 'done-at', dedupe = 'dedupe', failed = 'failed', lanes = 'lanes', parked = 'parked', conf = 'conf', events = 'events', events_seq = 'events-seq', events_wake = 'events-wake', done = 'done', requeue = 'requeue', backoffs = 'backoffs', locks = 'locks', nattempts = 'nattempts', holders = 'holders', outcomes = 'outcomes', enqueued_at = 'enqueued-at', updated_at = 'updated-at', priorities = 'priorities', groups = 'groups', group_held = 'group-held', policies = 'policies', history = 'history', losses = 'losses', requeue_content = 'requeue-content', debounce = 'debounce', debounce_of = 'debounce-of' }
   redis.register_function({
-    function_name = 'kvmq_264d9712b0e2_list',
+    function_name = 'kvmq_41333469667a_list',
     flags = { 'allow-oom' },
     callback = function(keys, args)
 begin_call(keys, args, names)
@@ -14921,7 +14956,7 @@ end
 do
   local names = { messages = 'messages', wake = 'wake', pushes = 'pushes', mid_circle = 'mid-circle', conf = 'conf', events = 'events', events_seq = 'events-seq', events_wake = 'events-wake', done = 'done', requeue = 'requeue', backoffs = 'backoffs', locks = 'locks', failed = 'failed', filters = 'filters', priorities = 'priorities', lanes = 'lanes', groups = 'groups', group_held = 'group-held', parked = 'parked', metadata = 'metadata', policies = 'policies', history = 'history', losses = 'losses', nattempts = 'nattempts', holders = 'holders', outcomes = 'outcomes', enqueued_at = 'enqueued-at', updated_at = 'updated-at', requeue_content = 'requeue-content', schedule = 'schedule', lock_expiry = 'lock-expiry', requeue_locks = 'requeue-locks', requeue_schedule = 'requeue-schedule', done_at = 'done-at', dedupe = 'dedupe', debounce = 'debounce', debounce_of = 'debounce-of' }
   redis.register_function({
-    function_name = 'kvmq_264d9712b0e2_promote_now',
+    function_name = 'kvmq_41333469667a_promote_now',
     flags = {  },
     callback = function(keys, args)
 begin_call(keys, args, names)
@@ -14962,7 +14997,7 @@ end
 do
   local names = { messages = 'messages', done = 'done', failed = 'failed', schedule = 'schedule', lock_expiry = 'lock-expiry', dedupe = 'dedupe', requeue_locks = 'requeue-locks', requeue_schedule = 'requeue-schedule', ndry_runs = 'ndry-runs', conf = 'conf', consumers = 'consumers', holders = 'holders', locks = 'locks' }
   redis.register_function({
-    function_name = 'kvmq_264d9712b0e2_queue_status',
+    function_name = 'kvmq_41333469667a_queue_status',
     flags = { 'no-writes' },
     callback = function(keys, args)
 begin_call(keys, args, names)
@@ -15018,7 +15053,7 @@ end
 do
   local names = { events = 'events', events_seq = 'events-seq' }
   redis.register_function({
-    function_name = 'kvmq_264d9712b0e2_read_events',
+    function_name = 'kvmq_41333469667a_read_events',
     flags = { 'no-writes' },
     callback = function(keys, args)
 begin_call(keys, args, names)
@@ -15071,7 +15106,7 @@ end
 do
   local names = { consumers = 'consumers' }
   redis.register_function({
-    function_name = 'kvmq_264d9712b0e2_register_consumer',
+    function_name = 'kvmq_41333469667a_register_consumer',
     flags = { 'allow-oom' },
     callback = function(keys, args)
 begin_call(keys, args, names)
@@ -15100,7 +15135,7 @@ end
 do
   local names = { mid_circle = 'mid-circle', conf = 'conf', events = 'events', events_seq = 'events-seq', events_wake = 'events-wake', done = 'done', requeue = 'requeue', backoffs = 'backoffs', locks = 'locks', failed = 'failed', filters = 'filters', priorities = 'priorities', lanes = 'lanes', groups = 'groups', messages = 'messages', metadata = 'metadata', policies = 'policies', history = 'history', losses = 'losses', nattempts = 'nattempts', holders = 'holders', outcomes = 'outcomes', enqueued_at = 'enqueued-at', updated_at = 'updated-at', requeue_content = 'requeue-content', schedule = 'schedule', lock_expiry = 'lock-expiry', requeue_locks = 'requeue-locks', requeue_schedule = 'requeue-schedule', done_at = 'done-at', dedupe = 'dedupe', debounce = 'debounce', debounce_of = 'debounce-of' }
   redis.register_function({
-    function_name = 'kvmq_264d9712b0e2_remove',
+    function_name = 'kvmq_41333469667a_remove',
     flags = { 'allow-oom' },
     callback = function(keys, args)
 begin_call(keys, args, names)
@@ -15144,7 +15179,7 @@ end
 do
   local names = { messages = 'messages', filters = 'filters', nattempts = 'nattempts', losses = 'losses', failed = 'failed', updated_at = 'updated-at', mid_circle = 'mid-circle', wake = 'wake', pushes = 'pushes', conf = 'conf', events = 'events', events_seq = 'events-seq', events_wake = 'events-wake', done = 'done', requeue = 'requeue', backoffs = 'backoffs', locks = 'locks', priorities = 'priorities', lanes = 'lanes', groups = 'groups' }
   redis.register_function({
-    function_name = 'kvmq_264d9712b0e2_retry',
+    function_name = 'kvmq_41333469667a_retry',
     flags = {  },
     callback = function(keys, args)
 begin_call(keys, args, names)
@@ -15199,7 +15234,7 @@ end
 do
   local names = { messages = 'messages', done = 'done', requeue = 'requeue', backoffs = 'backoffs', locks = 'locks', failed = 'failed', nattempts = 'nattempts', holders = 'holders', outcomes = 'outcomes', enqueued_at = 'enqueued-at', updated_at = 'updated-at', done_at = 'done-at' }
   redis.register_function({
-    function_name = 'kvmq_264d9712b0e2_status',
+    function_name = 'kvmq_41333469667a_status',
     flags = { 'no-writes' },
     callback = function(keys, args)
 begin_call(keys, args, names)
@@ -15219,7 +15254,7 @@ end
 do
   local names = { conf = 'conf', idle_workers = 'idle-workers', events = 'events', events_seq = 'events-seq', events_wake = 'events-wake', messages = 'messages', metadata = 'metadata', nattempts = 'nattempts', locks = 'locks', holders = 'holders', lock_expiry = 'lock-expiry', policies = 'policies', requeue = 'requeue', requeue_locks = 'requeue-locks', done = 'done', failed = 'failed', ndry_runs = 'ndry-runs', eoq_backoff = 'eoq-backoff?', groups = 'groups' }
   redis.register_function({
-    function_name = 'kvmq_264d9712b0e2_unpark',
+    function_name = 'kvmq_41333469667a_unpark',
     flags = { 'allow-oom' },
     callback = function(keys, args)
 begin_call(keys, args, names)
@@ -15246,7 +15281,7 @@ end
 do
   local names = { consumers = 'consumers' }
   redis.register_function({
-    function_name = 'kvmq_264d9712b0e2_unregister_consumer',
+    function_name = 'kvmq_41333469667a_unregister_consumer',
     flags = { 'allow-oom' },
     callback = function(keys, args)
 begin_call(keys, args, names)

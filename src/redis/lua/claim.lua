@@ -11,7 +11,8 @@
 -- (lib/groups.lua). With a rate limit (rate_limit in conf), at most what it grants (`rate-tat`).
 -- A worker that takes handoffs and is left with free slots and nothing to take is parked (lib/handoff.lua):
 -- enqueues then hand it messages directly. Its next claim unparks it first, and takes fewer by the messages
--- handed to it that it had not received when it sent the claim.
+-- handed to it that it had not received when it sent the claim (they stay owed until a claim sent after
+-- they arrived).
 -- Runs when Redis is out of memory (allow-oom): draining the queue is how memory comes back.
 --
 -- KEYS: messages metadata filters classes nattempts locks holders backoffs done done-at requeue
@@ -19,8 +20,9 @@
 --       rate-tat layout
 -- ARGV: consumer id, max, lock ms, the number of filter classes the consumer knows of,
 --       five end-of-queue backoffs in ms (after dry run 1, 2, 3, 4, 5 and more), handoffs ('' when the
---       consumer takes none, else '<this claim's token> <the last claim's token> <messages received under
---       it>'), '*' to accept every class, else the accepted classes ('' for messages without filters)
+--       consumer takes none, else '<this claim's token> <the last claim's token> <handed messages received
+--       since that claim was sent>'), '*' to accept every class, else the accepted classes ('' for messages
+--       without filters)
 -- Reply: { 'classes', class... } when the queue's classes changed since the consumer looked
 --        (it claimed nothing), else { 'ok', queue size, dry runs, wake-at ms (-1: look again at once; set
 --        when it claimed nothing, or took the last ready messages),
@@ -238,7 +240,10 @@ end
 -- Free slots and nothing left to take: enqueues hand this worker their messages until it claims again.
 local free = max - (#reply - 4) / 6
 if token and accept_all and not grouped and not rate_start and free > 0 and reply[4] > now then
-  reply[4] = park_worker(consumer, free, lock_ms, now, reply[4], parked_any, token)
+  reply[4] = park_worker(consumer, free, lock_ms, now, reply[4], parked_any, token, on_the_way)
+elseif token and on_the_way > 0 then
+  -- Not parked, yet messages handed to it are still on their way: its next claim must know (lib/handoff.lua).
+  park_worker(consumer, 0, lock_ms, now, now + PARK_MS, parked_any, token, on_the_way)
 end
 reply[2] = queue_size()
 events_flush(now)

@@ -8,10 +8,13 @@
 -- worker's list `idle-workers:<consumer>`, where its blocked BLPOP takes them:
 -- the message reaches the handler one round trip after the enqueue instead of three (wake-up, claim, reply).
 -- A worker's next claim unparks it, and takes fewer messages by those handed to it that it had not received
--- when it sent the claim (it says how many it received under the parking's token), so the worker never
--- holds more than its slots. A parking ends by itself at its `until` (the worker claims before,
--- see PARK_MS), so a worker that died parked takes messages for a few seconds at most (they wait for
--- their lock to end, as a dead worker's held messages do). Only priority-0 messages of the lanes an
+-- when it sent the claim (it says how many handed messages arrived since its last claim went out), so the
+-- worker never holds more than its slots. Those still on their way then stay owed: the claim's parking
+-- starts its count of handed messages with them (or, when the claim does not park, a record of free
+-- slots 0 keeps them), so the next claim takes fewer by them too, unless they arrived before it went out.
+-- A parking ends by itself at its `until` (the worker claims before, see PARK_MS), so a worker that died
+-- parked takes messages for a few seconds at most (they wait for their lock to end, as a dead worker's held
+-- messages do). Only priority-0 messages of the lanes an
 -- enqueue filled are handed off, to workers that accept every filter class, on queues with no groups,
 -- no rate limit and not paused: everything else waits for a claim, as before.
 -- Scripts include common, events and hold first.
@@ -40,9 +43,9 @@ local function handoff_list(consumer)
 end
 
 -- Ends `consumer`'s parking (its claim, or its stop); `flagged`: conf `handoff` was '1'. `token` and
--- `received` (strings, or nil): the worker received that many handed messages under that token. Returns
--- whether conf `handoff` is still '1' (other workers are parked), and how many messages handed to it are
--- still on their way.
+-- `received` (strings, or nil): the worker sent its last claim with that token, and that many handed messages
+-- reached it since. Returns whether conf `handoff` is still '1' (other workers are parked), and how many
+-- messages handed to it are still on their way.
 local function unpark_worker(consumer, flagged, token, received)
   if not flagged then return false, 0 end
   local parking = redis.call('HGET', K.idle_workers, consumer)
@@ -56,10 +59,12 @@ local function unpark_worker(consumer, flagged, token, received)
   return false, on_the_way
 end
 
--- Parks `consumer` with `free` slots; returns the time by which it should claim again (`wake_at` or sooner).
-local function park_worker(consumer, free, lock_ms, now, wake_at, flagged, token)
+-- Parks `consumer` with `free` slots, `owed` handed messages still on their way to it; returns the time by which
+-- it should claim again (`wake_at` or sooner). With `free` 0 it is a record of what is owed, which enqueues skip.
+local function park_worker(consumer, free, lock_ms, now, wake_at, flagged, token, owed)
   wake_at = math.min(wake_at, now + PARK_MS)
-  redis.call('HSET', K.idle_workers, consumer, parking_value(free, lock_ms, num_str(wake_at + PARK_GRACE_MS), token, 0))
+  local value = parking_value(free, lock_ms, num_str(wake_at + PARK_GRACE_MS), token, owed)
+  redis.call('HSET', K.idle_workers, consumer, value)
   if not flagged then redis.call('HSET', K.conf, 'handoff', '1') end
   return wake_at
 end
