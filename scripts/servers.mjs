@@ -20,6 +20,7 @@ const KINDS = {
   redis: () => import('./servers/redis.mjs'),
   zookeeper: () => import('./servers/zookeeper.mjs'),
   etcd: () => import('./servers/etcd.mjs'),
+  postgres: () => import('./servers/postgres.mjs'),
 };
 
 export const SERVER_KINDS = Object.keys(KINDS);
