@@ -22,14 +22,23 @@
  */
 import { cpus, loadavg, release, totalmem } from 'node:os';
 import { fileURLToPath } from 'node:url';
-import { parseArgs } from 'node:util';
 import { Redis } from 'ioredis';
-import { connect, type Client, type Worker as KvmqWorker } from '../../src/index.js';
 import { tlsOptions } from '../../src/redis/connection.js';
 import { parseRedisUrl, type RedisUrlOptions } from '../../src/redis/url.js';
-import { inFlight, median, quantile, signal, sleepUntil, table, whole } from '../common.js';
+import { inFlight, median, quantile, step, table, whole } from '../common.js';
 import { writeSection } from '../doc.js';
+import {
+  drain,
+  fillBatches,
+  inTurn,
+  kvmqFactory,
+  measureLatency,
+  phaseMeasurements,
+  type Payload,
+  type PeerFactory,
+} from './harness.js';
 import { peerRequire } from './install.js';
+import { peerBenchArgs } from './options.js';
 
 interface Sizes {
   readonly enqueue: number;
@@ -47,54 +56,6 @@ const FILL_BATCH = 1000;
 // Targets of the Redis issue: kvmq at least this many times BullMQ's rates, and this p50.
 const RATIO_TARGET = 3;
 const P50_TARGET_MS = 1;
-
-type Payload = Record<string, number>;
-
-/** What the bench does with each library. */
-interface Peer {
-  readonly name: string;
-  enqueue(payload: Payload): Promise<unknown>;
-  fill(n: number): Promise<void>;
-  /** Starts a worker; resolves once it is ready to take jobs. */
-  work(concurrency: number, handler: (payload: Payload) => void): Promise<{ stop(): Promise<void> }>;
-  /** Deletes the queue's data and closes the connections. */
-  close(): Promise<void>;
-}
-
-type PeerFactory = (queue: string) => Promise<Peer>;
-
-// --- kvmq ------------------------------------------------------------------
-
-function kvmq(url: string): PeerFactory {
-  return async (queue) => {
-    const client: Client = await connect(url, { maintenance: false });
-    return {
-      name: 'kvmq',
-      enqueue: (payload) => client.enqueue(queue, payload),
-      async fill(n) {
-        for (let sent = 0; sent < n; sent += FILL_BATCH) {
-          const size = Math.min(FILL_BATCH, n - sent);
-          await client.enqueueBatch(
-            queue,
-            Array.from({ length: size }, (_, i) => ({ payload: { i: sent + i } })),
-          );
-        }
-      },
-      async work(concurrency, handler) {
-        const worker: KvmqWorker = client.worker(queue, (job) => handler(job.payload as Payload), {
-          concurrency,
-          autoStart: false,
-        });
-        await worker.start();
-        return { stop: () => worker.stop() };
-      },
-      async close() {
-        await client.clear(queue);
-        await client.close();
-      },
-    };
-  };
-}
 
 // --- BullMQ ----------------------------------------------------------------
 
@@ -123,12 +84,7 @@ function bullmq(url: RedisUrlOptions, module: BullModule): PeerFactory {
     return {
       name: 'BullMQ',
       enqueue: (payload) => producer.add('job', payload),
-      async fill(n) {
-        for (let sent = 0; sent < n; sent += FILL_BATCH) {
-          const size = Math.min(FILL_BATCH, n - sent);
-          await producer.addBulk(Array.from({ length: size }, (_, i) => ({ name: 'job', data: { i: sent + i } })));
-        }
-      },
+      enqueueBatch: (payloads) => producer.addBulk(payloads.map((data) => ({ name: 'job', data }))),
       async work(concurrency, handler) {
         const worker = new module.Worker(
           queue,
@@ -176,12 +132,7 @@ function beeQueue(url: RedisUrlOptions, Bee: BeeModule): PeerFactory {
     return {
       name: 'bee-queue',
       enqueue: (payload) => producer.createJob(payload).save(),
-      async fill(n) {
-        for (let sent = 0; sent < n; sent += FILL_BATCH) {
-          const size = Math.min(FILL_BATCH, n - sent);
-          await producer.saveAll(Array.from({ length: size }, (_, i) => producer.createJob({ i: sent + i })));
-        }
-      },
+      enqueueBatch: (payloads) => producer.saveAll(payloads.map((data) => producer.createJob(data))),
       async work(concurrency, handler) {
         const worker = new Bee(queue, common);
         worker.on('error', (error) => console.error('bee-queue worker:', error.message));
@@ -278,48 +229,16 @@ async function measureEnqueue(factory: PeerFactory, n: number, stats: CommandSta
 async function measureProcess(factory: PeerFactory, n: number, stats: CommandStats, into: Phase): Promise<void> {
   const peer = await factory(freshQueue('process'));
   try {
-    await peer.fill(n);
-    let handled = 0;
-    const all = signal();
+    await fillBatches(peer, n, FILL_BATCH);
     await stats.reset();
     const start = performance.now();
-    const worker = await peer.work(CONCURRENCY, () => {
-      handled += 1;
-      if (handled === n) all.fire();
-    });
-    await all.promise;
-    await worker.stop();
+    await drain(peer, n, CONCURRENCY);
     const ms = performance.now() - start;
     const counted = await stats.read();
     into.perSec.push((n * 1000) / ms);
     into.commands += counted.all;
     into.scripts += counted.scripts;
     into.messages += n;
-  } finally {
-    await peer.close();
-  }
-}
-
-async function measureLatency(factory: PeerFactory, sizes: Sizes, into: number[]): Promise<void> {
-  const peer = await factory(freshQueue('latency'));
-  try {
-    const samples: number[] = [];
-    const all = signal();
-    const worker = await peer.work(1, (payload) => {
-      samples.push(performance.now() - (payload.t ?? 0));
-      if (samples.length === sizes.latency) all.fire();
-    });
-    // Let the worker find the queue empty and go idle first.
-    await new Promise((resolve) => setTimeout(resolve, 300));
-    const gapMs = 1000 / sizes.latencyPerSec;
-    const start = performance.now();
-    for (let i = 0; i < sizes.latency; i++) {
-      await sleepUntil(start + i * gapMs);
-      await peer.enqueue({ t: performance.now() });
-    }
-    await all.promise;
-    await worker.stop();
-    into.push(...samples);
   } finally {
     await peer.close();
   }
@@ -379,43 +298,24 @@ function rows(names: readonly string[], results: ReadonlyMap<string, Results>, s
 
 // --- main ------------------------------------------------------------------
 
-/** A comma-separated option's names, each one of `known`; all of them when absent. */
-function listOption(value: string | undefined, known: readonly string[], flag: string): Set<string> {
-  if (value === undefined) return new Set(known);
-  const names = value.split(',').filter((name) => name !== '');
-  const unknown = names.filter((name) => !known.includes(name));
-  if (unknown.length > 0 || names.length === 0) {
-    throw new TypeError(`${flag} takes a comma-separated list of ${known.join(', ')}; got ${JSON.stringify(value)}`);
-  }
-  return new Set(names);
-}
-
 async function main(): Promise<void> {
-  const { values } = parseArgs({
-    options: {
-      store: { type: 'string' },
-      quick: { type: 'boolean', default: false },
-      'no-write': { type: 'boolean', default: false },
-      only: { type: 'string' },
-      peers: { type: 'string' },
-    },
-  });
-  const phases = listOption(values.only, ['enqueue', 'process', 'latency'], '--only');
-  const store = values.store ?? process.env.KVMQ_TEST_REDIS_URL;
+  const args = peerBenchArgs(['enqueue', 'process', 'latency'], ['kvmq', 'BullMQ', 'bee-queue'], 'KVMQ_TEST_REDIS_URL');
+  const phases = args.phases;
+  const store = args.store;
   if (store === undefined) throw new TypeError('--store redis://HOST:PORT is required (or $KVMQ_TEST_REDIS_URL)');
   const url = parseRedisUrl(store);
   if (url.cluster) throw new TypeError('the peers run on one Redis server: give a URL without cluster=true');
-  const sizes = values.quick ? QUICK : FULL;
+  const sizes = args.quick ? QUICK : FULL;
   const machine =
     `${cpus().length} cores (${cpus()[0]?.model.trim() ?? '?'}), ${(totalmem() / 1024 ** 3).toFixed(1)} GB RAM, ` +
     `${process.platform} ${release()}, Node ${process.version}, load average ${loadavg()[0]?.toFixed(2) ?? '?'} at start`;
   const require = peerRequire(['bullmq', 'bee-queue']);
   const peers: [string, PeerFactory][] = [
-    ['kvmq', kvmq(store)],
+    ['kvmq', kvmqFactory(store)],
     ['BullMQ', bullmq(url, require('bullmq') as BullModule)],
     ['bee-queue', beeQueue(url, require('bee-queue') as BeeModule)],
   ];
-  const chosen = listOption(values.peers, ['kvmq', 'BullMQ', 'bee-queue'], '--peers');
+  const chosen = args.peers;
   peers.splice(0, peers.length, ...peers.filter(([name]) => chosen.has(name)));
   const names = peers.map(([name]) => name);
   const admin = new Redis({ ...ioredisOptions(url), lazyConnect: true });
@@ -427,34 +327,25 @@ async function main(): Promise<void> {
   const durability = `${aof}, appendfsync ${fsync[1] ?? '?'}`;
   const version = /^redis_version:(\S+)/m.exec(await admin.info('server'))?.[1] ?? '?';
   const results = new Map(names.map((name) => [name, emptyResults()]));
-  const step = async (label: string, run: () => Promise<void>): Promise<void> => {
-    process.stderr.write(`bench: ${label} … `);
-    const start = performance.now();
-    await run();
-    process.stderr.write(`${((performance.now() - start) / 1000).toFixed(1)} s\n`);
-  };
+  const measureOne = { enqueue: measureEnqueue, process: measureProcess };
+  const measurements = phaseMeasurements(
+    [
+      ['enqueue', 'enqueue'],
+      ['process', 'processing'],
+    ],
+    phases,
+    sizes,
+    (name) => (name === null ? emptyResults() : (results.get(name) ?? emptyResults())),
+    (phase: 'enqueue' | 'process', factory, n, into) => measureOne[phase](factory, n, stats, into[phase]),
+  );
   try {
-    for (const [name, factory] of peers) {
-      const scratch = emptyResults();
-      await step(`${name} warm-up`, async () => {
-        if (phases.has('enqueue')) await measureEnqueue(factory, Math.ceil(sizes.enqueue / 10), stats, scratch.enqueue);
-        if (phases.has('process')) await measureProcess(factory, Math.ceil(sizes.process / 10), stats, scratch.process);
-      });
-    }
-    for (let run = 0; run < sizes.runs; run++) {
-      for (const [name, factory] of peers) {
-        const into = results.get(name) ?? emptyResults();
-        if (phases.has('enqueue')) {
-          await step(`${name} enqueue`, () => measureEnqueue(factory, sizes.enqueue, stats, into.enqueue));
-        }
-        if (phases.has('process')) {
-          await step(`${name} processing`, () => measureProcess(factory, sizes.process, stats, into.process));
-        }
-      }
-    }
+    await inTurn(peers, sizes.runs, measurements);
     for (const [name, factory] of phases.has('latency') ? peers : []) {
       const into = results.get(name) ?? emptyResults();
-      await step(`${name} latency`, () => measureLatency(factory, sizes, into.latency));
+      const latency = { messages: sizes.latency, perSec: sizes.latencyPerSec, concurrency: 1 };
+      await step(`${name} latency`, async () => {
+        into.latency.push(...(await measureLatency(factory, freshQueue('latency'), latency)));
+      });
     }
   } finally {
     admin.disconnect();
@@ -467,11 +358,11 @@ async function main(): Promise<void> {
   const setup =
     `Redis ${version} at ${url.where} (${durability}); ${sizes.runs} run(s) each, median; ` +
     `enqueue ${sizes.enqueue} msgs, processing ${sizes.process} msgs, latency ${sizes.latency} msgs`;
-  console.log(`kvmq vs BullMQ vs bee-queue on Redis${values.quick ? ', quick' : ''}\n${machine}\n${setup}\n`);
+  console.log(`kvmq vs BullMQ vs bee-queue on Redis${args.quick ? ', quick' : ''}\n${machine}\n${setup}\n`);
   console.log(table(header, body, false));
   console.log(`\n${verdict}`);
   const partial = phases.size < 3 || names.length < 3;
-  if (values['no-write'] || values.quick || partial) return;
+  if (args.noWrite || args.quick || partial) return;
   const command = `node --import tsx bench/peers/redis.ts ${process.argv.slice(2).join(' ')}`.trim();
   const when = new Date().toISOString().replace('T', ' ').slice(0, 16);
   const section = `## redis: kvmq, BullMQ and bee-queue side by side

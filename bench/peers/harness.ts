@@ -1,0 +1,165 @@
+/**
+ * What the peer benches share: the small interface each library sits behind, kvmq's side of it (the
+ * public API), the order of the runs (each library in turn, run after run, so drift on a noisy machine
+ * hits all alike) and the latency measurement.
+ */
+import { connect, type Client } from '../../src/index.js';
+import { signal, sleepUntil, step } from '../common.js';
+
+export type Payload = Record<string, number>;
+
+/** What a bench does with one library, on one queue of its own. */
+export interface Peer {
+  readonly name: string;
+  enqueue(payload: Payload): Promise<unknown>;
+  /** One call of the library's bulk add. */
+  enqueueBatch(payloads: readonly Payload[]): Promise<unknown>;
+  /** After a fill and before the timed drain: what the library asks of freshly filled storage, if anything. */
+  settle?(): Promise<void>;
+  /** Starts a worker; resolves once it is ready to take jobs. Its stop waits until every job is finished. */
+  work(concurrency: number, handler: (payload: Payload) => void): Promise<{ stop(): Promise<void> }>;
+  /** Deletes the queue's data and closes the connections. */
+  close(): Promise<void>;
+}
+
+export type PeerFactory = (queue: string) => Promise<Peer>;
+
+/** kvmq through its public API, on the store the URL names; no maintenance, as in every peer bench. */
+export function kvmqFactory(url: string): PeerFactory {
+  return async (queue) => {
+    const client: Client = await connect(url, { maintenance: false });
+    return {
+      name: 'kvmq',
+      enqueue: (payload) => client.enqueue(queue, payload),
+      enqueueBatch: (payloads) =>
+        client.enqueueBatch(
+          queue,
+          payloads.map((payload) => ({ payload })),
+        ),
+      async work(concurrency, handler) {
+        const worker = client.worker(queue, (job) => handler(job.payload as Payload), {
+          concurrency,
+          autoStart: false,
+        });
+        await worker.start();
+        return { stop: () => worker.stop() };
+      },
+      async close() {
+        await client.clear(queue);
+        await client.close();
+      },
+    };
+  };
+}
+
+/** Adds n small messages with the library's bulk add, `batch` per call, one call after another. */
+export async function fillBatches(peer: Peer, n: number, batch: number): Promise<void> {
+  for (let sent = 0; sent < n; sent += batch) {
+    await peer.enqueueBatch(Array.from({ length: Math.min(batch, n - sent) }, (_, i) => ({ i: sent + i })));
+  }
+}
+
+/** Waits for `done`, within a generous bound: a library that stops delivering ends the run with a message. */
+export async function handledAll(done: Promise<void>, name: string, count: () => number, n: number): Promise<void> {
+  const ms = 60_000 + n * 10;
+  let timer: NodeJS.Timeout | undefined;
+  const expiry = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new Error(`${name} handled ${count()} of ${n} in ${ms / 1000} s`)), ms);
+  });
+  try {
+    await Promise.race([done, expiry]);
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
+/** Starts a worker at `concurrency` on a filled queue; resolves once it handled n jobs and stopped. */
+export async function drain(peer: Peer, n: number, concurrency: number): Promise<void> {
+  let handled = 0;
+  const all = signal();
+  const worker = await peer.work(concurrency, () => {
+    handled += 1;
+    if (handled === n) all.fire();
+  });
+  await handledAll(all.promise, peer.name, () => handled, n);
+  await worker.stop();
+}
+
+/** A measurement each library takes in turn: its label, and a run on a factory at full or warm-up size. */
+export interface Measurement {
+  readonly label: string;
+  run(name: string, factory: PeerFactory, warmUp: boolean): Promise<void>;
+}
+
+/**
+ * One measurement per phase in `chosen`: `measureOne` at the phase's size into the library's figures, or
+ * at a tenth of it into scratch figures to warm up.
+ */
+export function phaseMeasurements<P extends string, R>(
+  phases: readonly (readonly [phase: P, label: string])[],
+  chosen: ReadonlySet<string>,
+  sizes: Readonly<Record<P, number>>,
+  figures: (name: string | null) => R,
+  measureOne: (phase: P, factory: PeerFactory, n: number, into: R) => Promise<void>,
+): Measurement[] {
+  return phases
+    .filter(([phase]) => chosen.has(phase))
+    .map(([phase, label]) => ({
+      label,
+      run: (name, factory, warmUp) =>
+        warmUp
+          ? measureOne(phase, factory, Math.ceil(sizes[phase] / 10), figures(null))
+          : measureOne(phase, factory, sizes[phase], figures(name)),
+    }));
+}
+
+/** A warm-up of every measurement per library, then `runs` rounds of each library in turn. */
+export async function inTurn(
+  peers: readonly (readonly [string, PeerFactory])[],
+  runs: number,
+  measurements: readonly Measurement[],
+): Promise<void> {
+  for (const [name, factory] of peers) {
+    await step(`${name} warm-up`, async () => {
+      for (const m of measurements) await m.run(name, factory, true);
+    });
+  }
+  for (let run = 0; run < runs; run++) {
+    for (const [name, factory] of peers) {
+      for (const m of measurements) await step(`${name} ${m.label}`, () => m.run(name, factory, false));
+    }
+  }
+}
+
+/**
+ * Enqueue-to-handler latencies: `messages` at `perSec` to an idle worker, from just before the add to
+ * the handler's entry (the time travels in the payload).
+ */
+export async function measureLatency(
+  factory: PeerFactory,
+  queue: string,
+  options: { messages: number; perSec: number; concurrency: number },
+): Promise<number[]> {
+  const peer = await factory(queue);
+  try {
+    const samples: number[] = [];
+    const all = signal();
+    const worker = await peer.work(options.concurrency, (payload) => {
+      samples.push(performance.now() - (payload.t ?? 0));
+      if (samples.length === options.messages) all.fire();
+    });
+    // Let the worker find the queue empty and go idle first.
+    await new Promise((resolve) => setTimeout(resolve, 300));
+    const gapMs = 1000 / options.perSec;
+    const start = performance.now();
+    for (let i = 0; i < options.messages; i++) {
+      await sleepUntil(start + i * gapMs);
+      await peer.enqueue({ t: performance.now() });
+    }
+    await handledAll(all.promise, peer.name, () => samples.length, options.messages);
+    await worker.stop();
+    return samples;
+  } finally {
+    await peer.close();
+  }
+}
