@@ -1,0 +1,318 @@
+/**
+ * `node --import tsx bench/peers/postgres.ts --store postgres://USER@HOST:PORT/DB [--quick] [--no-write]
+ *   [--only enqueue,batch,process,latency] [--peers kvmq,pg-boss,graphile-worker]`
+ *
+ * kvmq on PostgreSQL side by side with pg-boss and graphile-worker, in one run, on one PostgreSQL
+ * server (so the same durability: its fsync and synchronous_commit), with no-op handlers. Each library
+ * is measured in turn, run after run, so drift on a noisy machine hits all three alike:
+ *
+ * - enqueue: single adds with 64 in flight;
+ * - batch: adds of 1,000 messages per call, one call after another;
+ * - processing: a queue filled beforehand (untimed, batches of 1,000), drained by one worker at
+ *   concurrency 64, until every job is finished in the database (the worker's graceful stop); for
+ *   pg-boss, ANALYZE runs on its tables after the fill, so its fetches plan with fresh statistics;
+ * - latency: messages at 500/s to an idle worker, the processing phase's (concurrency 64), from just
+ *   before the add to the handler's entry (at concurrency 1, pg-boss's worker, which fetches and
+ *   completes one job per round trip, falls behind 500/s and measures its backlog instead);
+ * - WAL bytes per message in each throughput phase (pg_current_wal_lsn before and after): what each
+ *   library writes for a message.
+ *
+ * Each library at its fastest documented settings (bench/peers/postgres-peers.ts): pg-boss with
+ * LISTEN/NOTIFY wake-ups, 0.5 s polling, fetches of 64 jobs in burst mode, `insert` for batches, no
+ * supervision; graphile-worker as its performance page runs it: a local queue of 500, batched
+ * completions, a pool of concurrency + 2; the producers' pools of 64 connections (one per add in
+ * flight); kvmq with its defaults. Without a kvmq PostgreSQL store (connect() answers "unknown store
+ * URL"), kvmq's column is skipped with a note and the peers still run.
+ *
+ * Writes the `postgres-peers` section of docs/benchmarks.md (bench/doc.ts), unless --quick, --only or
+ * --peers (or a skipped kvmq) leave something out.
+ */
+import { cpus, loadavg, release, totalmem } from 'node:os';
+import { fileURLToPath } from 'node:url';
+import pg from 'pg';
+import { inFlight, median, quantile, step, table, whole } from '../common.js';
+import { writeSection } from '../doc.js';
+import { peerRequire } from './install.js';
+import {
+  drain,
+  fillBatches,
+  inTurn,
+  measureLatency,
+  phaseMeasurements,
+  type Peer,
+  type PeerFactory,
+} from './harness.js';
+import { peerBenchArgs } from './options.js';
+import {
+  BOSS_SCHEMA,
+  graphileWorkerPeer,
+  kvmqPeer,
+  pgBossPeer,
+  PRODUCER_POOL,
+  type BossModule,
+  type GraphileModule,
+} from './postgres-peers.js';
+
+interface Sizes {
+  readonly enqueue: number;
+  readonly batch: number;
+  readonly process: number;
+  readonly latency: number;
+  readonly latencyPerSec: number;
+  readonly runs: number;
+}
+
+const FULL: Sizes = { enqueue: 20_000, batch: 50_000, process: 50_000, latency: 2000, latencyPerSec: 500, runs: 3 };
+const QUICK: Sizes = { enqueue: 2000, batch: 5000, process: 5000, latency: 200, latencyPerSec: 500, runs: 1 };
+const IN_FLIGHT = 64;
+const CONCURRENCY = 64;
+const BATCH = 1000;
+const PHASES = ['enqueue', 'batch', 'process', 'latency'] as const;
+const PEERS = ['kvmq', 'pg-boss', 'graphile-worker'] as const;
+
+type Throughput = 'enqueue' | 'batch' | 'process';
+
+interface Phase {
+  readonly perSec: number[];
+  walBytes: number;
+  messages: number;
+}
+
+type Results = Record<Throughput, Phase> & { latency: number[] };
+
+function emptyResults(): Results {
+  const phase = (): Phase => ({ perSec: [], walBytes: 0, messages: 0 });
+  return { enqueue: phase(), batch: phase(), process: phase(), latency: [] };
+}
+
+let queues = 0;
+function freshQueue(label: string): string {
+  queues += 1;
+  return `bench_${Date.now().toString(36)}_${label}_${queues}`;
+}
+
+/** The bench's own connection: the server's settings, the WAL position, ANALYZE. */
+class Admin {
+  constructor(private readonly client: pg.Client) {}
+
+  async show(setting: string): Promise<string> {
+    const result = await this.client.query<Record<string, string>>(`SHOW ${setting}`);
+    return Object.values(result.rows[0] ?? {})[0] ?? '?';
+  }
+
+  async walPosition(): Promise<string> {
+    return (await this.client.query<{ lsn: string }>('SELECT pg_current_wal_lsn()::text AS lsn')).rows[0]?.lsn ?? '0/0';
+  }
+
+  async walSince(position: string): Promise<number> {
+    const sql = 'SELECT pg_wal_lsn_diff(pg_current_wal_lsn(), $1::pg_lsn)::float8 AS bytes';
+    return (await this.client.query<{ bytes: number }>(sql, [position])).rows[0]?.bytes ?? 0;
+  }
+
+  /** ANALYZE on every table of a schema. */
+  async analyze(schema: string): Promise<void> {
+    const tables = await this.client.query<{ name: string }>(
+      "SELECT format('%I.%I', schemaname, tablename) AS name FROM pg_tables WHERE schemaname = $1",
+      [schema],
+    );
+    for (const { name } of tables.rows) await this.client.query(`ANALYZE ${name}`);
+  }
+}
+
+const none = (): Promise<void> => Promise.resolve();
+
+/** Times one throughput phase on a fresh queue: `prepare` untimed, then `timed`, with the WAL it wrote. */
+async function measure(
+  factory: PeerFactory,
+  admin: Admin,
+  into: Phase,
+  n: number,
+  prepare: (peer: Peer) => Promise<void>,
+  timed: (peer: Peer) => Promise<void>,
+): Promise<void> {
+  const peer = await factory(freshQueue('tp'));
+  try {
+    await prepare(peer);
+    const position = await admin.walPosition();
+    const start = performance.now();
+    await timed(peer);
+    const ms = performance.now() - start;
+    into.walBytes += await admin.walSince(position);
+    into.perSec.push((n * 1000) / ms);
+    into.messages += n;
+  } finally {
+    await peer.close();
+  }
+}
+
+function measureEnqueue(factory: PeerFactory, admin: Admin, n: number, into: Phase): Promise<void> {
+  return measure(factory, admin, into, n, none, (peer) => inFlight(n, IN_FLIGHT, (i) => peer.enqueue({ i })));
+}
+
+function measureBatch(factory: PeerFactory, admin: Admin, n: number, into: Phase): Promise<void> {
+  return measure(factory, admin, into, n, none, (peer) => fillBatches(peer, n, BATCH));
+}
+
+function measureProcess(factory: PeerFactory, admin: Admin, n: number, into: Phase): Promise<void> {
+  const fill = async (peer: Peer): Promise<void> => {
+    await fillBatches(peer, n, BATCH);
+    await peer.settle?.();
+  };
+  return measure(factory, admin, into, n, fill, (peer) => drain(peer, n, CONCURRENCY));
+}
+
+// --- report ----------------------------------------------------------------
+
+function rows(names: readonly string[], results: ReadonlyMap<string, Results>, sizes: Sizes): string[][] {
+  const get = (name: string): Results => results.get(name) ?? emptyResults();
+  const others = names.filter((name) => name !== 'kvmq');
+  const withKvmq = names.includes('kvmq');
+  const rateRow = (label: string, phase: Throughput): string[] => [
+    label,
+    ...names.map((n) => `${whole.format(median(get(n)[phase].perSec))}/s`),
+    ...(withKvmq
+      ? others.map((o) => `×${(median(get('kvmq')[phase].perSec) / median(get(o)[phase].perSec)).toFixed(2)}`)
+      : []),
+  ];
+  const p = (name: string, q: number): number =>
+    quantile(
+      [...get(name).latency].sort((a, b) => a - b),
+      q,
+    );
+  const blank = withKvmq ? others.map(() => '') : [];
+  const latencyRow = (label: string, q: number): string[] => [
+    label,
+    ...names.map((n) => `${p(n, q).toFixed(2)} ms`),
+    ...blank,
+  ];
+  const walRow = (label: string, phase: Throughput): string[] => [
+    label,
+    ...names.map((n) => {
+      const ph = get(n)[phase];
+      return ph.messages === 0 ? '' : whole.format(ph.walBytes / ph.messages);
+    }),
+    ...blank,
+  ];
+  return [
+    rateRow(`enqueue, ${IN_FLIGHT} single adds in flight (msgs/s)`, 'enqueue'),
+    rateRow(`enqueue batched, ${BATCH} per call (msgs/s)`, 'batch'),
+    rateRow(`processing, concurrency ${CONCURRENCY}, no-op (msgs/s)`, 'process'),
+    latencyRow(`latency p50, ${sizes.latencyPerSec}/s to an idle worker`, 0.5),
+    latencyRow('latency p99', 0.99),
+    walRow('WAL bytes per message, enqueue', 'enqueue'),
+    walRow('WAL bytes per message, batched enqueue', 'batch'),
+    walRow('WAL bytes per message, processing', 'process'),
+  ];
+}
+
+// --- main ------------------------------------------------------------------
+
+async function main(): Promise<void> {
+  const args = peerBenchArgs(PHASES, PEERS, 'KVMQ_TEST_POSTGRES_URL');
+  const phases = args.phases;
+  const chosen = args.peers;
+  const store = args.store;
+  if (store === undefined || !/^postgres(ql)?:\/\//i.test(store)) {
+    throw new TypeError('--store postgres://USER@HOST:PORT/DB is required (or $KVMQ_TEST_POSTGRES_URL)');
+  }
+  const sizes = args.quick ? QUICK : FULL;
+  const machine =
+    `${cpus().length} cores (${cpus()[0]?.model.trim() ?? '?'}), ${(totalmem() / 1024 ** 3).toFixed(1)} GB RAM, ` +
+    `${process.platform} ${release()}, Node ${process.version}, load average ${loadavg()[0]?.toFixed(2) ?? '?'} at start`;
+  const client = new pg.Client({ connectionString: store });
+  await client.connect();
+  const admin = new Admin(client);
+  const require = peerRequire(['pg-boss', 'graphile-worker']);
+  const peers: [string, PeerFactory][] = [];
+  let skipped: string | null = null;
+  if (chosen.has('kvmq')) {
+    const kvmq = await kvmqPeer(store);
+    if (typeof kvmq === 'string') skipped = kvmq;
+    else peers.push(['kvmq', kvmq]);
+  }
+  if (skipped !== null) process.stderr.write(`bench: kvmq skipped: ${skipped}\n`);
+  if (chosen.has('pg-boss')) {
+    peers.push(['pg-boss', pgBossPeer(store, require('pg-boss') as BossModule, () => admin.analyze(BOSS_SCHEMA))]);
+  }
+  if (chosen.has('graphile-worker')) {
+    peers.push(['graphile-worker', graphileWorkerPeer(store, require('graphile-worker') as GraphileModule)]);
+  }
+  const names = peers.map(([name]) => name);
+  const version = await admin.show('server_version');
+  const durability = `fsync ${await admin.show('fsync')}, synchronous_commit ${await admin.show('synchronous_commit')}`;
+  const where = `${client.host}:${client.port}/${client.database ?? '?'}`;
+  const results = new Map(names.map((name) => [name, emptyResults()]));
+  const measureOne = { enqueue: measureEnqueue, batch: measureBatch, process: measureProcess };
+  const measurements = phaseMeasurements(
+    [
+      ['enqueue', 'enqueue'],
+      ['batch', 'batched enqueue'],
+      ['process', 'processing'],
+    ],
+    phases,
+    sizes,
+    (name) => (name === null ? emptyResults() : (results.get(name) ?? emptyResults())),
+    (phase: Throughput, factory, n, into) => measureOne[phase](factory, admin, n, into[phase]),
+  );
+  try {
+    await inTurn(peers, sizes.runs, measurements);
+    for (const [name, factory] of phases.has('latency') ? peers : []) {
+      const into = results.get(name) ?? emptyResults();
+      const latency = { messages: sizes.latency, perSec: sizes.latencyPerSec, concurrency: CONCURRENCY };
+      await step(`${name} latency`, async () =>
+        into.latency.push(...(await measureLatency(factory, freshQueue('latency'), latency))),
+      );
+    }
+  } finally {
+    await client.end();
+  }
+
+  const others = names.filter((name) => name !== 'kvmq');
+  const header = ['measurement', ...names, ...(names.includes('kvmq') ? others.map((o) => `kvmq/${o}`) : [])];
+  const body = rows(names, results, sizes);
+  const setup =
+    `PostgreSQL ${version} at ${where} (${durability}); ${sizes.runs} run(s) each, median; ` +
+    `enqueue ${sizes.enqueue} msgs, batched ${sizes.batch} msgs, processing ${sizes.process} msgs, ` +
+    `latency ${sizes.latency} msgs`;
+  const title = names.join(' vs ');
+  console.log(`${title} on PostgreSQL${args.quick ? ', quick' : ''}\n${machine}\n${setup}\n`);
+  if (skipped !== null) console.log(`kvmq skipped: ${skipped}\n`);
+  console.log(table(header, body, false));
+  const partial = phases.size < PHASES.length || names.length < PEERS.length;
+  if (args.noWrite || args.quick || partial) return;
+  const command = `node --import tsx bench/peers/postgres.ts ${process.argv.slice(2).join(' ')}`.trim();
+  const when = new Date().toISOString().replace('T', ' ').slice(0, 16);
+  const section = `## postgres: kvmq, pg-boss and graphile-worker side by side
+
+- Date: ${when} UTC
+- Command: \`${command}\` (bench/peers/postgres.ts)
+- Machine: ${machine}. Shared and noisy: the ratios measured in one run matter more than the rates.
+- Setup: ${setup}. No-op handlers. Processing drains a queue filled beforehand (untimed), one worker at
+  concurrency ${CONCURRENCY}, until its graceful stop. Latency: from just before the add to the handler's entry, to
+  the same worker, idle between messages (at concurrency 1, pg-boss's worker, one fetch and one completion per
+  job, falls behind ${sizes.latencyPerSec}/s and the figure becomes its backlog).
+- Each library at its fastest documented settings. **pg-boss**: LISTEN/NOTIFY wake-ups (\`useListenNotify\`,
+  the queue's \`notify\`), \`pollingIntervalSeconds\` and \`notifyPollingIntervalSeconds\` at their 0.5 s
+  floor, \`batchSize: ${CONCURRENCY}\` with \`burstWhenBatchFull\` (one fetch loop of ${CONCURRENCY} drained faster than
+  2 × 32 or 4 × 16), \`insert\` for batches, \`supervise\` and \`schedule\` off in the bench's instances;
+  **ANALYZE runs on pg-boss's tables after each fill**, so its fetches plan with fresh statistics.
+  **graphile-worker**, as its performance page runs it: \`localQueue: { size: 500 }\`,
+  \`completeJobBatchDelay: 0\`, \`failJobBatchDelay: 0\`, a worker pool of concurrency + 2 connections,
+  \`addJobs\` for batches. Both producers' pools: ${PRODUCER_POOL} connections, one per add in flight. **kvmq**:
+  its defaults (\`connect(url)\`, with \`maintenance: false\` as in every peer bench).
+- Finished jobs: kvmq and pg-boss keep them until their own cleanup; graphile-worker deletes a job once it
+  succeeds.
+- WAL bytes per message: \`pg_current_wal_lsn()\` before and after each timed phase, over the messages of all
+  runs (whatever else the server wrote meanwhile counts too).
+
+${table(header, body, true)}
+`;
+  writeSection(fileURLToPath(new URL('../../docs/benchmarks.md', import.meta.url)), 'postgres-peers', section);
+  console.log('wrote the postgres-peers section of docs/benchmarks.md');
+}
+
+main().catch((error: unknown) => {
+  console.error(error);
+  // A worker that failed mid-run may still hold connections and timers open.
+  process.exit(1);
+});
