@@ -12,8 +12,8 @@
  *   concurrency 64, until every job is finished in the database (the worker's graceful stop); for
  *   pg-boss, ANALYZE runs on its tables after the fill, so its fetches plan with fresh statistics;
  * - latency: messages at 500/s to an idle worker, the processing phase's (concurrency 64), from just
- *   before the add to the handler's entry (at concurrency 1, pg-boss's worker, which fetches and
- *   completes one job per round trip, falls behind 500/s and measures its backlog instead);
+ *   before the add to the handler's entry (at concurrency 1, a batch of one, pg-boss's worker fell far
+ *   behind 500/s in a trial, p50 0.3 s and p99 42 s over 200 messages: a figure of its backlog);
  * - WAL bytes per message in each throughput phase (pg_current_wal_lsn before and after): what each
  *   library writes for a message.
  *
@@ -289,8 +289,8 @@ async function main(): Promise<void> {
 - Machine: ${machine}. Shared and noisy: the ratios measured in one run matter more than the rates.
 - Setup: ${setup}. No-op handlers. Processing drains a queue filled beforehand (untimed), one worker at
   concurrency ${CONCURRENCY}, until its graceful stop. Latency: from just before the add to the handler's entry, to
-  the same worker, idle between messages (at concurrency 1, pg-boss's worker, one fetch and one completion per
-  job, falls behind ${sizes.latencyPerSec}/s and the figure becomes its backlog).
+  the same worker, idle between messages (at concurrency 1, a batch of one, pg-boss's worker fell far behind
+  ${sizes.latencyPerSec}/s in a trial, p50 0.3 s and p99 42 s over 200 messages: a figure of its backlog).
 - Each library at its fastest documented settings. **pg-boss**: LISTEN/NOTIFY wake-ups (\`useListenNotify\`,
   the queue's \`notify\`), \`pollingIntervalSeconds\` and \`notifyPollingIntervalSeconds\` at their 0.5 s
   floor, \`batchSize: ${CONCURRENCY}\` with \`burstWhenBatchFull\` (one fetch loop of ${CONCURRENCY} drained faster than
@@ -300,10 +300,14 @@ async function main(): Promise<void> {
   \`completeJobBatchDelay: 0\`, \`failJobBatchDelay: 0\`, a worker pool of concurrency + 2 connections,
   \`addJobs\` for batches. Both producers' pools: ${PRODUCER_POOL} connections, one per add in flight. **kvmq**:
   its defaults (\`connect(url)\`, with \`maintenance: false\` as in every peer bench).
+- Single adds: kvmq's client gathers the adds made in one tick into one store call (src/tick-batcher.ts);
+  pg-boss's \`send\` and graphile-worker's \`addJob\` commit each add on its own, so with fsync on they wait
+  for a flush each (PostgreSQL flushes concurrent commits together).
 - Finished jobs: kvmq and pg-boss keep them until their own cleanup; graphile-worker deletes a job once it
   succeeds.
 - WAL bytes per message: \`pg_current_wal_lsn()\` before and after each timed phase, over the messages of all
-  runs (whatever else the server wrote meanwhile counts too).
+  runs. Whatever else the server wrote meanwhile counts too, such as the full-page images a checkpoint
+  brings: one phase's figure can jump between runs.
 
 ${table(header, body, true)}
 `;
