@@ -163,7 +163,13 @@ function measureProcess(factory: PeerFactory, admin: Admin, n: number, into: Pha
 
 // --- report ----------------------------------------------------------------
 
-function rows(names: readonly string[], results: ReadonlyMap<string, Results>, sizes: Sizes): string[][] {
+/** The table's rows, those of the phases that ran. */
+function rows(
+  names: readonly string[],
+  results: ReadonlyMap<string, Results>,
+  sizes: Sizes,
+  phases: ReadonlySet<string>,
+): string[][] {
   const get = (name: string): Results => results.get(name) ?? emptyResults();
   const others = names.filter((name) => name !== 'kvmq');
   const withKvmq = names.includes('kvmq');
@@ -193,16 +199,17 @@ function rows(names: readonly string[], results: ReadonlyMap<string, Results>, s
     }),
     ...blank,
   ];
-  return [
-    rateRow(`enqueue, ${IN_FLIGHT} single adds in flight (msgs/s)`, 'enqueue'),
-    rateRow(`enqueue batched, ${BATCH} per call (msgs/s)`, 'batch'),
-    rateRow(`processing, concurrency ${CONCURRENCY}, no-op (msgs/s)`, 'process'),
-    latencyRow(`latency p50, ${sizes.latencyPerSec}/s to an idle worker`, 0.5),
-    latencyRow('latency p99', 0.99),
-    walRow('WAL bytes per message, enqueue', 'enqueue'),
-    walRow('WAL bytes per message, batched enqueue', 'batch'),
-    walRow('WAL bytes per message, processing', 'process'),
+  const all: [phase: string, row: string[]][] = [
+    ['enqueue', rateRow(`enqueue, ${IN_FLIGHT} single adds in flight (msgs/s)`, 'enqueue')],
+    ['batch', rateRow(`enqueue batched, ${BATCH} per call (msgs/s)`, 'batch')],
+    ['process', rateRow(`processing, concurrency ${CONCURRENCY}, no-op (msgs/s)`, 'process')],
+    ['latency', latencyRow(`latency p50, ${sizes.latencyPerSec}/s to an idle worker`, 0.5)],
+    ['latency', latencyRow('latency p99', 0.99)],
+    ['enqueue', walRow('WAL bytes per message, enqueue', 'enqueue')],
+    ['batch', walRow('WAL bytes per message, batched enqueue', 'batch')],
+    ['process', walRow('WAL bytes per message, processing', 'process')],
   ];
+  return all.filter(([phase]) => phases.has(phase)).map(([, row]) => row);
 }
 
 // --- main ------------------------------------------------------------------
@@ -269,7 +276,7 @@ async function main(): Promise<void> {
 
   const others = names.filter((name) => name !== 'kvmq');
   const header = ['measurement', ...names, ...(names.includes('kvmq') ? others.map((o) => `kvmq/${o}`) : [])];
-  const body = rows(names, results, sizes);
+  const body = rows(names, results, sizes, phases);
   const setup =
     `PostgreSQL ${version} at ${where} (${durability}); ${sizes.runs} run(s) each, median; ` +
     `enqueue ${sizes.enqueue} msgs, batched ${sizes.batch} msgs, processing ${sizes.process} msgs, ` +
