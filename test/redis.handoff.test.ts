@@ -246,6 +246,19 @@ void describe('redis handoffs', () => {
     assert.deepEqual(await claim(1, '5 4 1'), ['third']);
   });
 
+  void test('a parking lasts at most half a short lock, and ends a quarter of it later', async () => {
+    const q = 'short-lock';
+    const s = await setup('short-lock', q);
+    const scripts = (s.store as unknown as { scripts: Scripts }).scripts;
+    const before = Date.now();
+    const result = await claimMessages(scripts, new Map(), q, { ...request('w', 2), lockMs: 1000 }, 'test', '1 0 0');
+    const after = Date.now();
+    assert.ok(result.wakeAt !== null && result.wakeAt <= after + 500, `claim again by ${result.wakeAt} (${after})`);
+    const [free, lockMs, until] = ((await redis.hget(s.key('idle-workers'), 'w')) ?? '').split(' ').map(Number);
+    assert.deepEqual([free, lockMs], [2, 1000]);
+    assert.ok(until !== undefined && until > before && until <= after + 750, `parked until ${until} (${after})`);
+  });
+
   void test('a claim left no free slot by messages on their way to its consumer counts no dry run', async () => {
     const q = 'no-dry';
     const s = await setup('no-dry', q);

@@ -62,8 +62,8 @@ export const SCRIPTS = {
       'idle-workers',
     ],
     readOnly: false,
-    sha: '7fa4994087638d5b0e4a27a5078812154e978b6f',
-    fn: 'kvmq_41333469667a_claim',
+    sha: 'fff6400271e7b5575c157bf6326113880c366e95',
+    fn: 'kvmq_95d0b35f60c9_claim',
     source: `#!lua flags=allow-oom
 -- The queue's keys are its base (the one key the call passes) and their names.
 local KEY_BASE = KEYS[1]
@@ -888,7 +888,8 @@ end
 --
 -- KEYS: conf idle-workers groups
 
--- A parked worker claims again within this long, and its parking ends PARK_GRACE_MS after that.
+-- A parked worker claims again within this long (or half its lock), and its parking ends PARK_GRACE_MS (or a
+-- quarter of its lock) after that.
 local PARK_MS = 5000
 local PARK_GRACE_MS = 1000
 -- Entries are pushed with this TTL past the lock's end: a list no worker reads any more goes away.
@@ -929,8 +930,12 @@ end
 -- Parks \`consumer\` with \`free\` slots, \`owed\` handed messages still on their way to it; returns the time by which
 -- it should claim again (\`wake_at\` or sooner). With \`free\` 0 it is a record of what is owed, which enqueues skip.
 local function park_worker(consumer, free, lock_ms, now, wake_at, flagged, token, owed)
-  wake_at = math.min(wake_at, now + PARK_MS)
-  local value = parking_value(free, lock_ms, num_str(wake_at + PARK_GRACE_MS), token, owed)
+  -- Within half a lock, and its grace a quarter: the worker counts a handed message's lock from the parking
+  -- claim's send (it cannot know the enqueue's time), so a parking older than a lock would hand it messages
+  -- it takes as already lost.
+  wake_at = math.min(wake_at, now + math.min(PARK_MS, math.floor(lock_ms / 2)))
+  local ends = wake_at + math.min(PARK_GRACE_MS, math.floor(lock_ms / 4))
+  local value = parking_value(free, lock_ms, num_str(ends), token, owed)
   redis.call('HSET', (KEY_BASE .. 'idle-workers'), consumer, value)
   if not flagged then redis.call('HSET', (KEY_BASE .. 'conf'), 'handoff', '1') end
   return wake_at
@@ -1307,7 +1312,7 @@ return reply
     ],
     readOnly: false,
     sha: 'a6cde2ad733d6ee70680f7626e2d8a8147c82e5b',
-    fn: 'kvmq_41333469667a_clear',
+    fn: 'kvmq_95d0b35f60c9_clear',
     source: `#!lua flags=allow-oom
 -- The queue's keys are its base (the one key the call passes) and their names.
 local KEY_BASE = KEYS[1]
@@ -1639,7 +1644,7 @@ return 1
     ],
     readOnly: false,
     sha: 'abd181d5aed09d1ab505a76f34b80eba9f33a13f',
-    fn: 'kvmq_41333469667a_configure',
+    fn: 'kvmq_95d0b35f60c9_configure',
     source: `#!lua
 -- The queue's keys are its base (the one key the call passes) and their names.
 local KEY_BASE = KEYS[1]
@@ -2089,7 +2094,7 @@ return 1
     keys: ['consumers', 'holders', 'locks'],
     readOnly: true,
     sha: '2decb7372826376d6fbdb18ab8ff5ca308ea6531',
-    fn: 'kvmq_41333469667a_consumers',
+    fn: 'kvmq_95d0b35f60c9_consumers',
     source: `#!lua flags=no-writes
 -- The queue's keys are its base (the one key the call passes) and their names.
 local KEY_BASE = KEYS[1]
@@ -2459,8 +2464,8 @@ return reply
       'layout',
     ],
     readOnly: false,
-    sha: '2c6022c5861dbe838f3ffdc602c8c6273f8365b8',
-    fn: 'kvmq_41333469667a_enqueue',
+    sha: 'fc3e48e28e6b03ef9d294e455595db9a2c116c8f',
+    fn: 'kvmq_95d0b35f60c9_enqueue',
     source: `#!lua
 -- The queue's keys are its base (the one key the call passes) and their names.
 local KEY_BASE = KEYS[1]
@@ -3002,7 +3007,8 @@ end
 --
 -- KEYS: conf idle-workers groups
 
--- A parked worker claims again within this long, and its parking ends PARK_GRACE_MS after that.
+-- A parked worker claims again within this long (or half its lock), and its parking ends PARK_GRACE_MS (or a
+-- quarter of its lock) after that.
 local PARK_MS = 5000
 local PARK_GRACE_MS = 1000
 -- Entries are pushed with this TTL past the lock's end: a list no worker reads any more goes away.
@@ -3043,8 +3049,12 @@ end
 -- Parks \`consumer\` with \`free\` slots, \`owed\` handed messages still on their way to it; returns the time by which
 -- it should claim again (\`wake_at\` or sooner). With \`free\` 0 it is a record of what is owed, which enqueues skip.
 local function park_worker(consumer, free, lock_ms, now, wake_at, flagged, token, owed)
-  wake_at = math.min(wake_at, now + PARK_MS)
-  local value = parking_value(free, lock_ms, num_str(wake_at + PARK_GRACE_MS), token, owed)
+  -- Within half a lock, and its grace a quarter: the worker counts a handed message's lock from the parking
+  -- claim's send (it cannot know the enqueue's time), so a parking older than a lock would hand it messages
+  -- it takes as already lost.
+  wake_at = math.min(wake_at, now + math.min(PARK_MS, math.floor(lock_ms / 2)))
+  local ends = wake_at + math.min(PARK_GRACE_MS, math.floor(lock_ms / 4))
+  local value = parking_value(free, lock_ms, num_str(ends), token, owed)
   redis.call('HSET', (KEY_BASE .. 'idle-workers'), consumer, value)
   if not flagged then redis.call('HSET', (KEY_BASE .. 'conf'), 'handoff', '1') end
   return wake_at
@@ -3400,7 +3410,7 @@ return replies
     keys: ['events', 'events-seq'],
     readOnly: false,
     sha: 'fe8c959ef09a7707bb15afd1a286b94bcf05211c',
-    fn: 'kvmq_41333469667a_events_trim',
+    fn: 'kvmq_95d0b35f60c9_events_trim',
     source: `#!lua flags=allow-oom
 -- The queue's keys are its base (the one key the call passes) and their names.
 local KEY_BASE = KEYS[1]
@@ -3728,7 +3738,7 @@ return redis.call('XTRIM', (KEY_BASE .. 'events'), 'MINID', string.format('%d', 
     keys: ['locks', 'holders', 'nattempts', 'lock-expiry', 'requeue', 'requeue-locks'],
     readOnly: false,
     sha: 'b46679a68fc986c5a16388d19100b9e46c7e5105',
-    fn: 'kvmq_41333469667a_extend',
+    fn: 'kvmq_95d0b35f60c9_extend',
     source: `#!lua flags=allow-oom
 -- The queue's keys are its base (the one key the call passes) and their names.
 local KEY_BASE = KEYS[1]
@@ -4089,7 +4099,7 @@ return lost
     ],
     readOnly: false,
     sha: '15ae55685dccae66956e54889ec2bdc59ff637ee',
-    fn: 'kvmq_41333469667a_finish',
+    fn: 'kvmq_95d0b35f60c9_finish',
     source: `#!lua flags=allow-oom
 -- The queue's keys are its base (the one key the call passes) and their names.
 local KEY_BASE = KEYS[1]
@@ -4966,8 +4976,8 @@ return replies
       'layout',
     ],
     readOnly: false,
-    sha: '06a1e1e5819e2158c98213f7a03c82dca805f57c',
-    fn: 'kvmq_41333469667a_fire_schedule',
+    sha: '62b424c717233b0b8d3bb9c0bfbeb974f7628e18',
+    fn: 'kvmq_95d0b35f60c9_fire_schedule',
     source: `#!lua
 -- The queue's keys are its base (the one key the call passes) and their names.
 local KEY_BASE = KEYS[1]
@@ -5509,7 +5519,8 @@ end
 --
 -- KEYS: conf idle-workers groups
 
--- A parked worker claims again within this long, and its parking ends PARK_GRACE_MS after that.
+-- A parked worker claims again within this long (or half its lock), and its parking ends PARK_GRACE_MS (or a
+-- quarter of its lock) after that.
 local PARK_MS = 5000
 local PARK_GRACE_MS = 1000
 -- Entries are pushed with this TTL past the lock's end: a list no worker reads any more goes away.
@@ -5550,8 +5561,12 @@ end
 -- Parks \`consumer\` with \`free\` slots, \`owed\` handed messages still on their way to it; returns the time by which
 -- it should claim again (\`wake_at\` or sooner). With \`free\` 0 it is a record of what is owed, which enqueues skip.
 local function park_worker(consumer, free, lock_ms, now, wake_at, flagged, token, owed)
-  wake_at = math.min(wake_at, now + PARK_MS)
-  local value = parking_value(free, lock_ms, num_str(wake_at + PARK_GRACE_MS), token, owed)
+  -- Within half a lock, and its grace a quarter: the worker counts a handed message's lock from the parking
+  -- claim's send (it cannot know the enqueue's time), so a parking older than a lock would hand it messages
+  -- it takes as already lost.
+  wake_at = math.min(wake_at, now + math.min(PARK_MS, math.floor(lock_ms / 2)))
+  local ends = wake_at + math.min(PARK_GRACE_MS, math.floor(lock_ms / 4))
+  local value = parking_value(free, lock_ms, num_str(ends), token, owed)
   redis.call('HSET', (KEY_BASE .. 'idle-workers'), consumer, value)
   if not flagged then redis.call('HSET', (KEY_BASE .. 'conf'), 'handoff', '1') end
   return wake_at
@@ -5916,7 +5931,7 @@ return replies
     keys: ['consumers', 'gc-lock'],
     readOnly: false,
     sha: '7cf2f40e08ce9ef0900d4ac2be143e0589474446',
-    fn: 'kvmq_41333469667a_gc_finish',
+    fn: 'kvmq_95d0b35f60c9_gc_finish',
     source: `#!lua flags=allow-oom
 -- The queue's keys are its base (the one key the call passes) and their names.
 local KEY_BASE = KEYS[1]
@@ -6233,7 +6248,7 @@ return #lapsed
     keys: ['gc-lock', 'gc-at'],
     readOnly: false,
     sha: '08bbfb40ad452dfe59535d4451fc0cf0f0fb0d25',
-    fn: 'kvmq_41333469667a_gc_start',
+    fn: 'kvmq_95d0b35f60c9_gc_start',
     source: `#!lua flags=allow-oom
 -- The queue's keys are its base (the one key the call passes) and their names.
 local KEY_BASE = KEYS[1]
@@ -6574,7 +6589,7 @@ return 1
     ],
     readOnly: false,
     sha: 'e69b93bbc71a733a06d21880729aed8e2eab6bea',
-    fn: 'kvmq_41333469667a_gc_sweep',
+    fn: 'kvmq_95d0b35f60c9_gc_sweep',
     source: `#!lua flags=allow-oom
 -- The queue's keys are its base (the one key the call passes) and their names.
 local KEY_BASE = KEYS[1]
@@ -6952,7 +6967,7 @@ return { removed, #old }
     ],
     readOnly: true,
     sha: '00e68a23995fb33e4b8eadf16e024f89f752f34c',
-    fn: 'kvmq_41333469667a_inspect',
+    fn: 'kvmq_95d0b35f60c9_inspect',
     source: `#!lua flags=no-writes
 -- The queue's keys are its base (the one key the call passes) and their names.
 local KEY_BASE = KEYS[1]
@@ -7370,7 +7385,7 @@ return reply
     ],
     readOnly: false,
     sha: '723d4e98c680c904c186281743d0811ac83f9766',
-    fn: 'kvmq_41333469667a_list',
+    fn: 'kvmq_95d0b35f60c9_list',
     source: `#!lua flags=allow-oom
 -- The queue's keys are its base (the one key the call passes) and their names.
 local KEY_BASE = KEYS[1]
@@ -8401,7 +8416,7 @@ return reply
     ],
     readOnly: false,
     sha: '073bd2e13e01a1f237ee945032ba697425ceb889',
-    fn: 'kvmq_41333469667a_promote_now',
+    fn: 'kvmq_95d0b35f60c9_promote_now',
     source: `#!lua
 -- The queue's keys are its base (the one key the call passes) and their names.
 local KEY_BASE = KEYS[1]
@@ -9198,7 +9213,7 @@ return replies
     ],
     readOnly: true,
     sha: '032117af4703aa6e90e9e14d6b7e72fdb43b4451',
-    fn: 'kvmq_41333469667a_queue_status',
+    fn: 'kvmq_95d0b35f60c9_queue_status',
     source: `#!lua flags=no-writes
 -- The queue's keys are its base (the one key the call passes) and their names.
 local KEY_BASE = KEYS[1]
@@ -9563,7 +9578,7 @@ return reply
     keys: ['events', 'events-seq'],
     readOnly: true,
     sha: 'fc35c668baf5f405d05e87a934e0862c75d555c4',
-    fn: 'kvmq_41333469667a_read_events',
+    fn: 'kvmq_95d0b35f60c9_read_events',
     source: `#!lua flags=no-writes
 -- The queue's keys are its base (the one key the call passes) and their names.
 local KEY_BASE = KEYS[1]
@@ -9903,7 +9918,7 @@ return reply
     keys: ['consumers'],
     readOnly: false,
     sha: '72b0f55da164dfd1325e182056371c32a695cd93',
-    fn: 'kvmq_41333469667a_register_consumer',
+    fn: 'kvmq_95d0b35f60c9_register_consumer',
     source: `#!lua flags=allow-oom
 -- The queue's keys are its base (the one key the call passes) and their names.
 local KEY_BASE = KEYS[1]
@@ -10253,7 +10268,7 @@ return 1
     ],
     readOnly: false,
     sha: '198fe755904f21141ef410e570daa513595bc0ab',
-    fn: 'kvmq_41333469667a_remove',
+    fn: 'kvmq_95d0b35f60c9_remove',
     source: `#!lua flags=allow-oom
 -- The queue's keys are its base (the one key the call passes) and their names.
 local KEY_BASE = KEYS[1]
@@ -10785,7 +10800,7 @@ return replies
     ],
     readOnly: false,
     sha: '191a8b749868841614514003729c815abbf02a66',
-    fn: 'kvmq_41333469667a_retry',
+    fn: 'kvmq_95d0b35f60c9_retry',
     source: `#!lua
 -- The queue's keys are its base (the one key the call passes) and their names.
 local KEY_BASE = KEYS[1]
@@ -11285,7 +11300,7 @@ return reply
     ],
     readOnly: true,
     sha: '311d8496df69c1cfc4def8db72d208fa3c5cc2ab',
-    fn: 'kvmq_41333469667a_status',
+    fn: 'kvmq_95d0b35f60c9_status',
     source: `#!lua flags=no-writes
 -- The queue's keys are its base (the one key the call passes) and their names.
 local KEY_BASE = KEYS[1]
@@ -11679,8 +11694,8 @@ return status_of(ARGV[1], now_ms())
       'groups',
     ],
     readOnly: false,
-    sha: '08c5e69920c25e9ce50725f809de238911443e15',
-    fn: 'kvmq_41333469667a_unpark',
+    sha: '6a84bca91bfac57dfccca16babab0ae56a52c2b8',
+    fn: 'kvmq_95d0b35f60c9_unpark',
     source: `#!lua flags=allow-oom
 -- The queue's keys are its base (the one key the call passes) and their names.
 local KEY_BASE = KEYS[1]
@@ -12169,7 +12184,8 @@ end
 --
 -- KEYS: conf idle-workers groups
 
--- A parked worker claims again within this long, and its parking ends PARK_GRACE_MS after that.
+-- A parked worker claims again within this long (or half its lock), and its parking ends PARK_GRACE_MS (or a
+-- quarter of its lock) after that.
 local PARK_MS = 5000
 local PARK_GRACE_MS = 1000
 -- Entries are pushed with this TTL past the lock's end: a list no worker reads any more goes away.
@@ -12210,8 +12226,12 @@ end
 -- Parks \`consumer\` with \`free\` slots, \`owed\` handed messages still on their way to it; returns the time by which
 -- it should claim again (\`wake_at\` or sooner). With \`free\` 0 it is a record of what is owed, which enqueues skip.
 local function park_worker(consumer, free, lock_ms, now, wake_at, flagged, token, owed)
-  wake_at = math.min(wake_at, now + PARK_MS)
-  local value = parking_value(free, lock_ms, num_str(wake_at + PARK_GRACE_MS), token, owed)
+  -- Within half a lock, and its grace a quarter: the worker counts a handed message's lock from the parking
+  -- claim's send (it cannot know the enqueue's time), so a parking older than a lock would hand it messages
+  -- it takes as already lost.
+  wake_at = math.min(wake_at, now + math.min(PARK_MS, math.floor(lock_ms / 2)))
+  local ends = wake_at + math.min(PARK_GRACE_MS, math.floor(lock_ms / 4))
+  local value = parking_value(free, lock_ms, num_str(ends), token, owed)
   redis.call('HSET', (KEY_BASE .. 'idle-workers'), consumer, value)
   if not flagged then redis.call('HSET', (KEY_BASE .. 'conf'), 'handoff', '1') end
   return wake_at
@@ -12318,7 +12338,7 @@ return entries
     keys: ['consumers'],
     readOnly: false,
     sha: '6da93e8daf2329a5c3be9de7f03238fb342f3889',
-    fn: 'kvmq_41333469667a_unregister_consumer',
+    fn: 'kvmq_95d0b35f60c9_unregister_consumer',
     source: `#!lua flags=allow-oom
 -- The queue's keys are its base (the one key the call passes) and their names.
 local KEY_BASE = KEYS[1]
@@ -12623,8 +12643,8 @@ return redis.call('HDEL', (KEY_BASE .. 'consumers'), ARGV[1])
 
 /** Every script as a function of one Redis Functions library (FUNCTION LOAD), named by its content. */
 export const LIBRARY = {
-  name: 'kvmq_41333469667a',
-  source: `#!lua name=kvmq_41333469667a
+  name: 'kvmq_95d0b35f60c9',
+  source: `#!lua name=kvmq_95d0b35f60c9
 -- kvmq's scripts as one library (scripts/redis-scripts.mjs builds it from src/redis/lua/).
 local KEYS, ARGV, KEY_BASE, KEY_NAMES = {}, {}, nil, {}
 -- The running script's keys by name, each joined to the base when first used.
@@ -13547,7 +13567,8 @@ end
 --
 -- KEYS: conf idle-workers groups
 
--- A parked worker claims again within this long, and its parking ends PARK_GRACE_MS after that.
+-- A parked worker claims again within this long (or half its lock), and its parking ends PARK_GRACE_MS (or a
+-- quarter of its lock) after that.
 local PARK_MS = 5000
 local PARK_GRACE_MS = 1000
 -- Entries are pushed with this TTL past the lock's end: a list no worker reads any more goes away.
@@ -13588,8 +13609,12 @@ end
 -- Parks \`consumer\` with \`free\` slots, \`owed\` handed messages still on their way to it; returns the time by which
 -- it should claim again (\`wake_at\` or sooner). With \`free\` 0 it is a record of what is owed, which enqueues skip.
 local function park_worker(consumer, free, lock_ms, now, wake_at, flagged, token, owed)
-  wake_at = math.min(wake_at, now + PARK_MS)
-  local value = parking_value(free, lock_ms, num_str(wake_at + PARK_GRACE_MS), token, owed)
+  -- Within half a lock, and its grace a quarter: the worker counts a handed message's lock from the parking
+  -- claim's send (it cannot know the enqueue's time), so a parking older than a lock would hand it messages
+  -- it takes as already lost.
+  wake_at = math.min(wake_at, now + math.min(PARK_MS, math.floor(lock_ms / 2)))
+  local ends = wake_at + math.min(PARK_GRACE_MS, math.floor(lock_ms / 4))
+  local value = parking_value(free, lock_ms, num_str(ends), token, owed)
   redis.call('HSET', K.idle_workers, consumer, value)
   if not flagged then redis.call('HSET', K.conf, 'handoff', '1') end
   return wake_at
@@ -13937,7 +13962,7 @@ end
 do
   local names = { messages = 'messages', metadata = 'metadata', filters = 'filters', classes = 'classes', nattempts = 'nattempts', locks = 'locks', holders = 'holders', backoffs = 'backoffs', done = 'done', done_at = 'done-at', requeue = 'requeue', schedule = 'schedule', lock_expiry = 'lock-expiry', updated_at = 'updated-at', mid_circle = 'mid-circle', eoq_backoff = 'eoq-backoff?', ndry_runs = 'ndry-runs', policies = 'policies', pushes = 'pushes', conf = 'conf', failed = 'failed', lanes = 'lanes', rate_tat = 'rate-tat', layout = 'layout', events = 'events', events_seq = 'events-seq', events_wake = 'events-wake', priorities = 'priorities', groups = 'groups', group_held = 'group-held', parked = 'parked', history = 'history', losses = 'losses', outcomes = 'outcomes', enqueued_at = 'enqueued-at', requeue_content = 'requeue-content', requeue_locks = 'requeue-locks', requeue_schedule = 'requeue-schedule', dedupe = 'dedupe', debounce = 'debounce', debounce_of = 'debounce-of', idle_workers = 'idle-workers' }
   redis.register_function({
-    function_name = 'kvmq_41333469667a_claim',
+    function_name = 'kvmq_95d0b35f60c9_claim',
     flags = { 'allow-oom' },
     callback = function(keys, args)
 begin_call(keys, args, names)
@@ -14195,7 +14220,7 @@ end
 do
   local names = { messages = 'messages', locks = 'locks', backoffs = 'backoffs', nattempts = 'nattempts', mid_circle = 'mid-circle', done = 'done', requeue = 'requeue', eoq_backoff = 'eoq-backoff?', ndry_runs = 'ndry-runs', metadata = 'metadata', filters = 'filters', classes = 'classes', holders = 'holders', outcomes = 'outcomes', enqueued_at = 'enqueued-at', updated_at = 'updated-at', requeue_content = 'requeue-content', schedule = 'schedule', lock_expiry = 'lock-expiry', done_at = 'done-at', dedupe = 'dedupe', policies = 'policies', history = 'history', losses = 'losses', pushes = 'pushes', requeue_locks = 'requeue-locks', requeue_schedule = 'requeue-schedule', failed = 'failed', events = 'events', priorities = 'priorities', lanes = 'lanes', groups = 'groups', group_held = 'group-held', parked = 'parked', debounce = 'debounce', debounce_of = 'debounce-of', rate_tat = 'rate-tat', layout = 'layout' }
   redis.register_function({
-    function_name = 'kvmq_41333469667a_clear',
+    function_name = 'kvmq_95d0b35f60c9_clear',
     flags = { 'allow-oom' },
     callback = function(keys, args)
 begin_call(keys, args, names)
@@ -14227,7 +14252,7 @@ end
 do
   local names = { conf = 'conf', wake = 'wake', messages = 'messages', consumers = 'consumers', pushes = 'pushes', mid_circle = 'mid-circle', filters = 'filters', priorities = 'priorities', lanes = 'lanes', groups = 'groups', group_held = 'group-held', parked = 'parked' }
   redis.register_function({
-    function_name = 'kvmq_41333469667a_configure',
+    function_name = 'kvmq_95d0b35f60c9_configure',
     flags = {  },
     callback = function(keys, args)
 begin_call(keys, args, names)
@@ -14274,7 +14299,7 @@ end
 do
   local names = { consumers = 'consumers', holders = 'holders', locks = 'locks' }
   redis.register_function({
-    function_name = 'kvmq_41333469667a_consumers',
+    function_name = 'kvmq_95d0b35f60c9_consumers',
     flags = { 'no-writes' },
     callback = function(keys, args)
 begin_call(keys, args, names)
@@ -14296,7 +14321,7 @@ end
 do
   local names = { conf = 'conf', events = 'events', events_seq = 'events-seq', events_wake = 'events-wake', done = 'done', requeue = 'requeue', backoffs = 'backoffs', locks = 'locks', failed = 'failed', filters = 'filters', priorities = 'priorities', lanes = 'lanes', groups = 'groups', messages = 'messages', metadata = 'metadata', nattempts = 'nattempts', holders = 'holders', lock_expiry = 'lock-expiry', policies = 'policies', requeue_locks = 'requeue-locks', ndry_runs = 'ndry-runs', eoq_backoff = 'eoq-backoff?', idle_workers = 'idle-workers', classes = 'classes', outcomes = 'outcomes', enqueued_at = 'enqueued-at', updated_at = 'updated-at', requeue_content = 'requeue-content', schedule = 'schedule', done_at = 'done-at', dedupe = 'dedupe', mid_circle = 'mid-circle', wake = 'wake', losses = 'losses', requeue_schedule = 'requeue-schedule', pushes = 'pushes', debounce = 'debounce', debounce_of = 'debounce-of', layout = 'layout' }
   redis.register_function({
-    function_name = 'kvmq_41333469667a_enqueue',
+    function_name = 'kvmq_95d0b35f60c9_enqueue',
     flags = {  },
     callback = function(keys, args)
 begin_call(keys, args, names)
@@ -14317,7 +14342,7 @@ end
 do
   local names = { events = 'events', events_seq = 'events-seq' }
   redis.register_function({
-    function_name = 'kvmq_41333469667a_events_trim',
+    function_name = 'kvmq_95d0b35f60c9_events_trim',
     flags = { 'allow-oom' },
     callback = function(keys, args)
 begin_call(keys, args, names)
@@ -14358,7 +14383,7 @@ end
 do
   local names = { locks = 'locks', holders = 'holders', nattempts = 'nattempts', lock_expiry = 'lock-expiry', requeue = 'requeue', requeue_locks = 'requeue-locks' }
   redis.register_function({
-    function_name = 'kvmq_41333469667a_extend',
+    function_name = 'kvmq_95d0b35f60c9_extend',
     flags = { 'allow-oom' },
     callback = function(keys, args)
 begin_call(keys, args, names)
@@ -14393,7 +14418,7 @@ end
 do
   local names = { messages = 'messages', filters = 'filters', nattempts = 'nattempts', locks = 'locks', holders = 'holders', backoffs = 'backoffs', done = 'done', done_at = 'done-at', dedupe = 'dedupe', requeue = 'requeue', requeue_content = 'requeue-content', schedule = 'schedule', lock_expiry = 'lock-expiry', outcomes = 'outcomes', updated_at = 'updated-at', mid_circle = 'mid-circle', wake = 'wake', pushes = 'pushes', losses = 'losses', layout = 'layout', conf = 'conf', events = 'events', events_seq = 'events-seq', events_wake = 'events-wake', priorities = 'priorities', lanes = 'lanes', groups = 'groups', group_held = 'group-held', parked = 'parked', metadata = 'metadata', policies = 'policies', history = 'history', enqueued_at = 'enqueued-at', requeue_locks = 'requeue-locks', requeue_schedule = 'requeue-schedule', failed = 'failed', debounce = 'debounce', debounce_of = 'debounce-of' }
   redis.register_function({
-    function_name = 'kvmq_41333469667a_finish',
+    function_name = 'kvmq_95d0b35f60c9_finish',
     flags = { 'allow-oom' },
     callback = function(keys, args)
 begin_call(keys, args, names)
@@ -14598,7 +14623,7 @@ end
 do
   local names = { schedules = 'schedules', conf = 'conf', events = 'events', events_seq = 'events-seq', events_wake = 'events-wake', done = 'done', requeue = 'requeue', backoffs = 'backoffs', locks = 'locks', failed = 'failed', filters = 'filters', priorities = 'priorities', lanes = 'lanes', groups = 'groups', messages = 'messages', metadata = 'metadata', nattempts = 'nattempts', holders = 'holders', lock_expiry = 'lock-expiry', policies = 'policies', requeue_locks = 'requeue-locks', ndry_runs = 'ndry-runs', eoq_backoff = 'eoq-backoff?', idle_workers = 'idle-workers', classes = 'classes', outcomes = 'outcomes', enqueued_at = 'enqueued-at', updated_at = 'updated-at', requeue_content = 'requeue-content', schedule = 'schedule', done_at = 'done-at', dedupe = 'dedupe', mid_circle = 'mid-circle', wake = 'wake', losses = 'losses', requeue_schedule = 'requeue-schedule', pushes = 'pushes', debounce = 'debounce', debounce_of = 'debounce-of', layout = 'layout' }
   redis.register_function({
-    function_name = 'kvmq_41333469667a_fire_schedule',
+    function_name = 'kvmq_95d0b35f60c9_fire_schedule',
     flags = {  },
     callback = function(keys, args)
 begin_call(keys, args, names)
@@ -14628,7 +14653,7 @@ end
 do
   local names = { consumers = 'consumers', gc_lock = 'gc-lock' }
   redis.register_function({
-    function_name = 'kvmq_41333469667a_gc_finish',
+    function_name = 'kvmq_95d0b35f60c9_gc_finish',
     flags = { 'allow-oom' },
     callback = function(keys, args)
 begin_call(keys, args, names)
@@ -14658,7 +14683,7 @@ end
 do
   local names = { gc_lock = 'gc-lock', gc_at = 'gc-at' }
   redis.register_function({
-    function_name = 'kvmq_41333469667a_gc_start',
+    function_name = 'kvmq_95d0b35f60c9_gc_start',
     flags = { 'allow-oom' },
     callback = function(keys, args)
 begin_call(keys, args, names)
@@ -14684,7 +14709,7 @@ end
 do
   local names = { done_at = 'done-at', failed = 'failed', messages = 'messages', metadata = 'metadata', filters = 'filters', policies = 'policies', history = 'history', losses = 'losses', nattempts = 'nattempts', locks = 'locks', holders = 'holders', backoffs = 'backoffs', outcomes = 'outcomes', enqueued_at = 'enqueued-at', updated_at = 'updated-at', requeue_content = 'requeue-content', done = 'done', requeue = 'requeue', schedule = 'schedule', lock_expiry = 'lock-expiry', requeue_locks = 'requeue-locks', requeue_schedule = 'requeue-schedule', dedupe = 'dedupe', priorities = 'priorities', groups = 'groups', debounce = 'debounce', debounce_of = 'debounce-of' }
   redis.register_function({
-    function_name = 'kvmq_41333469667a_gc_sweep',
+    function_name = 'kvmq_95d0b35f60c9_gc_sweep',
     flags = { 'allow-oom' },
     callback = function(keys, args)
 begin_call(keys, args, names)
@@ -14721,7 +14746,7 @@ end
 do
   local names = { messages = 'messages', metadata = 'metadata', filters = 'filters', policies = 'policies', history = 'history', priorities = 'priorities', groups = 'groups', done = 'done', requeue = 'requeue', backoffs = 'backoffs', locks = 'locks', failed = 'failed', nattempts = 'nattempts', holders = 'holders', outcomes = 'outcomes', enqueued_at = 'enqueued-at', updated_at = 'updated-at', done_at = 'done-at' }
   redis.register_function({
-    function_name = 'kvmq_41333469667a_inspect',
+    function_name = 'kvmq_95d0b35f60c9_inspect',
     flags = { 'no-writes' },
     callback = function(keys, args)
 begin_call(keys, args, names)
@@ -14746,7 +14771,7 @@ end
 do
   local names = { messages = 'messages', metadata = 'metadata', filters = 'filters', classes = 'classes', pushes = 'pushes', mid_circle = 'mid-circle', schedule = 'schedule', lock_expiry = 'lock-expiry', requeue_locks = 'requeue-locks', requeue_schedule = 'requeue-schedule', done_at = 'done-at', dedupe = 'dedupe', failed = 'failed', lanes = 'lanes', parked = 'parked', conf = 'conf', events = 'events', events_seq = 'events-seq', events_wake = 'events-wake', done = 'done', requeue = 'requeue', backoffs = 'backoffs', locks = 'locks', nattempts = 'nattempts', holders = 'holders', outcomes = 'outcomes', enqueued_at = 'enqueued-at', updated_at = 'updated-at', priorities = 'priorities', groups = 'groups', group_held = 'group-held', policies = 'policies', history = 'history', losses = 'losses', requeue_content = 'requeue-content', debounce = 'debounce', debounce_of = 'debounce-of' }
   redis.register_function({
-    function_name = 'kvmq_41333469667a_list',
+    function_name = 'kvmq_95d0b35f60c9_list',
     flags = { 'allow-oom' },
     callback = function(keys, args)
 begin_call(keys, args, names)
@@ -14956,7 +14981,7 @@ end
 do
   local names = { messages = 'messages', wake = 'wake', pushes = 'pushes', mid_circle = 'mid-circle', conf = 'conf', events = 'events', events_seq = 'events-seq', events_wake = 'events-wake', done = 'done', requeue = 'requeue', backoffs = 'backoffs', locks = 'locks', failed = 'failed', filters = 'filters', priorities = 'priorities', lanes = 'lanes', groups = 'groups', group_held = 'group-held', parked = 'parked', metadata = 'metadata', policies = 'policies', history = 'history', losses = 'losses', nattempts = 'nattempts', holders = 'holders', outcomes = 'outcomes', enqueued_at = 'enqueued-at', updated_at = 'updated-at', requeue_content = 'requeue-content', schedule = 'schedule', lock_expiry = 'lock-expiry', requeue_locks = 'requeue-locks', requeue_schedule = 'requeue-schedule', done_at = 'done-at', dedupe = 'dedupe', debounce = 'debounce', debounce_of = 'debounce-of' }
   redis.register_function({
-    function_name = 'kvmq_41333469667a_promote_now',
+    function_name = 'kvmq_95d0b35f60c9_promote_now',
     flags = {  },
     callback = function(keys, args)
 begin_call(keys, args, names)
@@ -14997,7 +15022,7 @@ end
 do
   local names = { messages = 'messages', done = 'done', failed = 'failed', schedule = 'schedule', lock_expiry = 'lock-expiry', dedupe = 'dedupe', requeue_locks = 'requeue-locks', requeue_schedule = 'requeue-schedule', ndry_runs = 'ndry-runs', conf = 'conf', consumers = 'consumers', holders = 'holders', locks = 'locks' }
   redis.register_function({
-    function_name = 'kvmq_41333469667a_queue_status',
+    function_name = 'kvmq_95d0b35f60c9_queue_status',
     flags = { 'no-writes' },
     callback = function(keys, args)
 begin_call(keys, args, names)
@@ -15053,7 +15078,7 @@ end
 do
   local names = { events = 'events', events_seq = 'events-seq' }
   redis.register_function({
-    function_name = 'kvmq_41333469667a_read_events',
+    function_name = 'kvmq_95d0b35f60c9_read_events',
     flags = { 'no-writes' },
     callback = function(keys, args)
 begin_call(keys, args, names)
@@ -15106,7 +15131,7 @@ end
 do
   local names = { consumers = 'consumers' }
   redis.register_function({
-    function_name = 'kvmq_41333469667a_register_consumer',
+    function_name = 'kvmq_95d0b35f60c9_register_consumer',
     flags = { 'allow-oom' },
     callback = function(keys, args)
 begin_call(keys, args, names)
@@ -15135,7 +15160,7 @@ end
 do
   local names = { mid_circle = 'mid-circle', conf = 'conf', events = 'events', events_seq = 'events-seq', events_wake = 'events-wake', done = 'done', requeue = 'requeue', backoffs = 'backoffs', locks = 'locks', failed = 'failed', filters = 'filters', priorities = 'priorities', lanes = 'lanes', groups = 'groups', messages = 'messages', metadata = 'metadata', policies = 'policies', history = 'history', losses = 'losses', nattempts = 'nattempts', holders = 'holders', outcomes = 'outcomes', enqueued_at = 'enqueued-at', updated_at = 'updated-at', requeue_content = 'requeue-content', schedule = 'schedule', lock_expiry = 'lock-expiry', requeue_locks = 'requeue-locks', requeue_schedule = 'requeue-schedule', done_at = 'done-at', dedupe = 'dedupe', debounce = 'debounce', debounce_of = 'debounce-of' }
   redis.register_function({
-    function_name = 'kvmq_41333469667a_remove',
+    function_name = 'kvmq_95d0b35f60c9_remove',
     flags = { 'allow-oom' },
     callback = function(keys, args)
 begin_call(keys, args, names)
@@ -15179,7 +15204,7 @@ end
 do
   local names = { messages = 'messages', filters = 'filters', nattempts = 'nattempts', losses = 'losses', failed = 'failed', updated_at = 'updated-at', mid_circle = 'mid-circle', wake = 'wake', pushes = 'pushes', conf = 'conf', events = 'events', events_seq = 'events-seq', events_wake = 'events-wake', done = 'done', requeue = 'requeue', backoffs = 'backoffs', locks = 'locks', priorities = 'priorities', lanes = 'lanes', groups = 'groups' }
   redis.register_function({
-    function_name = 'kvmq_41333469667a_retry',
+    function_name = 'kvmq_95d0b35f60c9_retry',
     flags = {  },
     callback = function(keys, args)
 begin_call(keys, args, names)
@@ -15234,7 +15259,7 @@ end
 do
   local names = { messages = 'messages', done = 'done', requeue = 'requeue', backoffs = 'backoffs', locks = 'locks', failed = 'failed', nattempts = 'nattempts', holders = 'holders', outcomes = 'outcomes', enqueued_at = 'enqueued-at', updated_at = 'updated-at', done_at = 'done-at' }
   redis.register_function({
-    function_name = 'kvmq_41333469667a_status',
+    function_name = 'kvmq_95d0b35f60c9_status',
     flags = { 'no-writes' },
     callback = function(keys, args)
 begin_call(keys, args, names)
@@ -15254,7 +15279,7 @@ end
 do
   local names = { conf = 'conf', idle_workers = 'idle-workers', events = 'events', events_seq = 'events-seq', events_wake = 'events-wake', messages = 'messages', metadata = 'metadata', nattempts = 'nattempts', locks = 'locks', holders = 'holders', lock_expiry = 'lock-expiry', policies = 'policies', requeue = 'requeue', requeue_locks = 'requeue-locks', done = 'done', failed = 'failed', ndry_runs = 'ndry-runs', eoq_backoff = 'eoq-backoff?', groups = 'groups' }
   redis.register_function({
-    function_name = 'kvmq_41333469667a_unpark',
+    function_name = 'kvmq_95d0b35f60c9_unpark',
     flags = { 'allow-oom' },
     callback = function(keys, args)
 begin_call(keys, args, names)
@@ -15281,7 +15306,7 @@ end
 do
   local names = { consumers = 'consumers' }
   redis.register_function({
-    function_name = 'kvmq_41333469667a_unregister_consumer',
+    function_name = 'kvmq_95d0b35f60c9_unregister_consumer',
     flags = { 'allow-oom' },
     callback = function(keys, args)
 begin_call(keys, args, names)

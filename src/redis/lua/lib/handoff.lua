@@ -21,7 +21,8 @@
 --
 -- KEYS: conf idle-workers groups
 
--- A parked worker claims again within this long, and its parking ends PARK_GRACE_MS after that.
+-- A parked worker claims again within this long (or half its lock), and its parking ends PARK_GRACE_MS (or a
+-- quarter of its lock) after that.
 local PARK_MS = 5000
 local PARK_GRACE_MS = 1000
 -- Entries are pushed with this TTL past the lock's end: a list no worker reads any more goes away.
@@ -62,8 +63,12 @@ end
 -- Parks `consumer` with `free` slots, `owed` handed messages still on their way to it; returns the time by which
 -- it should claim again (`wake_at` or sooner). With `free` 0 it is a record of what is owed, which enqueues skip.
 local function park_worker(consumer, free, lock_ms, now, wake_at, flagged, token, owed)
-  wake_at = math.min(wake_at, now + PARK_MS)
-  local value = parking_value(free, lock_ms, num_str(wake_at + PARK_GRACE_MS), token, owed)
+  -- Within half a lock, and its grace a quarter: the worker counts a handed message's lock from the parking
+  -- claim's send (it cannot know the enqueue's time), so a parking older than a lock would hand it messages
+  -- it takes as already lost.
+  wake_at = math.min(wake_at, now + math.min(PARK_MS, math.floor(lock_ms / 2)))
+  local ends = wake_at + math.min(PARK_GRACE_MS, math.floor(lock_ms / 4))
+  local value = parking_value(free, lock_ms, num_str(ends), token, owed)
   redis.call('HSET', K.idle_workers, consumer, value)
   if not flagged then redis.call('HSET', K.conf, 'handoff', '1') end
   return wake_at
