@@ -507,7 +507,7 @@ describe('kvmq CLI', { concurrency: 4 }, () => {
       assert.equal(run.stdout, '', args.join(' '));
     }
     // Known ones: with messages, with a configuration only, or with a live consumer.
-    await expectExit(0, ['status', 'jobs'], { store });
+    assert.match((await expectExit(0, ['status', 'jobs'], { store })).stdout, /^queue jobs: 1 message, /);
     assert.match((await expectExit(0, ['status', 'emails'], { store })).stdout, /^queue emails: 0 messages/);
     const worker = start('src/cli/main.ts', ['work', 'waiting', '--exec', 'cat'], { store });
     await waitForConsumer(store, 'waiting');

@@ -93,3 +93,8 @@ export class Progress {
 export function formatCount(n: number): string {
   return n.toLocaleString('en-US');
 }
+
+/** `n` and a noun that agrees with it: 1 message, 2 messages. */
+export function countOf(n: number, noun: string): string {
+  return `${formatCount(n)} ${noun}${n === 1 ? '' : 's'}`;
+}

@@ -10,7 +10,7 @@ import { EXIT_FAILURE, EXIT_OK, UsageError } from '../errors.js';
 import { commandUsage } from '../help.js';
 import { checkKnownQueues } from '../known-queue.js';
 import { note, printJson, printLine } from '../output.js';
-import { formatCount } from '../progress.js';
+import { countOf } from '../progress.js';
 import { withClient } from '../store.js';
 
 export const clear: Command = {
@@ -38,7 +38,7 @@ export const clear: Command = {
       }
       await client.clear(...queues);
       if (values.json === true) printJson({ cleared: queues, removed: Object.fromEntries(held) });
-      else for (const [queue, n] of held) printLine(`cleared ${queue}: removed ${messages(n)}`);
+      else for (const [queue, n] of held) printLine(`cleared ${queue}: removed ${countOf(n, 'message')}`);
       return EXIT_OK;
     });
   },
@@ -55,7 +55,7 @@ async function countMessages(client: Client, queues: readonly string[]): Promise
 async function confirmed(held: ReadonlyMap<string, number>): Promise<boolean> {
   const what = [...held]
     .filter(([, n]) => n > 0)
-    .map(([queue, n]) => `${messages(n)} of ${queue}`)
+    .map(([queue, n]) => `${countOf(n, 'message')} of ${queue}`)
     .join(', ');
   if (!process.stdin.isTTY || !process.stderr.isTTY) {
     throw new UsageError(`clear would remove ${what}; not at a terminal to ask, so give --yes to confirm`);
@@ -67,8 +67,4 @@ async function confirmed(held: ReadonlyMap<string, number>): Promise<boolean> {
   } finally {
     prompt.close();
   }
-}
-
-function messages(n: number): string {
-  return `${formatCount(n)} message${n === 1 ? '' : 's'}`;
 }

@@ -5,7 +5,7 @@ import { EXIT_OK } from '../errors.js';
 import { commandUsage } from '../help.js';
 import { checkKnownQueues } from '../known-queue.js';
 import { note, printJson, printLine } from '../output.js';
-import { formatCount } from '../progress.js';
+import { countOf } from '../progress.js';
 import { withClient } from '../store.js';
 
 export const gc: Command = {
@@ -28,7 +28,7 @@ export const gc: Command = {
       if (values.json === true) printJson(result);
       else {
         const n = result.removed;
-        printLine(`removed ${formatCount(n)} finished message${n === 1 ? '' : 's'} of ${queue}`);
+        printLine(`removed ${countOf(n, 'finished message')} of ${queue}`);
         if (!result.ran) note(`another GC of queue ${queue} was running; this one did nothing`);
       }
       return EXIT_OK;

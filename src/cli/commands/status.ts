@@ -7,6 +7,7 @@ import { EXIT_FAILURE, EXIT_OK } from '../errors.js';
 import { commandUsage } from '../help.js';
 import { checkKnownQueues } from '../known-queue.js';
 import { note, printJson, printLine, table } from '../output.js';
+import { countOf } from '../progress.js';
 import { withClient } from '../store.js';
 
 const OPTIONS = {
@@ -84,7 +85,7 @@ export function lastErrorRow(m: MessageStatus): [string, string] {
 
 function queueText(q: QueueStatus): string {
   const lines = [
-    `queue ${q.queue}${q.paused ? ' (paused)' : ''}: ${q.total} messages, ${q.dryRuns} empty polls in a row`,
+    `queue ${q.queue}${q.paused ? ' (paused)' : ''}: ${countOf(q.total, 'message')}, ${q.dryRuns} empty polls in a row`,
     table(
       MESSAGE_STATES.map((state) => [state, String(q.counts[state])]),
       '  ',
