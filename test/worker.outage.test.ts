@@ -195,4 +195,27 @@ for (const [name, open] of Object.entries(SERVERS)) {
       await allDone(client, queue, ids.length);
     },
   );
+
+  void test(
+    `${name}: a client closed while its server is down returns within a bound`,
+    { timeout: 120_000 },
+    async (t) => {
+      const { server, client, queue, ids, worker } = await setUp(t, open, 3);
+      const handled = new Set<string>();
+      const running = worker((job) => void handled.add(job.id), { eoqBackoffMs: 50, stopGraceMs: STOP_GRACE_MS });
+      await waitFor(() => handled.size === ids.length, { timeoutMs: 15_000, what: 'every message handled' });
+      await client.enqueue(queue, 'wake').catch(unlessTransient);
+      await server.down();
+      try {
+        await timedStop(running, 1);
+        const began = performance.now();
+        await client.close();
+        const closeMs = performance.now() - began;
+        // Generous: what matters is that it returns at all (it waited for the server before).
+        assert.ok(closeMs < 10_000, `close() took ${Math.round(closeMs)} ms`);
+      } finally {
+        await server.up();
+      }
+    },
+  );
 }

@@ -97,6 +97,27 @@ export async function openConnection(url: RedisUrlOptions, name: string): Promis
   return redis;
 }
 
+// How long a closing connection waits for QUIT's answer before it drops the socket.
+const QUIT_WAIT_MS = 2000;
+
+/**
+ * Closes a connection: QUIT while the server answers, so replies in flight arrive first; at once otherwise. A
+ * connection that retries forever (a subscriber's, a blocking one's) would queue QUIT until the server came
+ * back, and a store closed while its server is gone would never finish closing.
+ */
+export async function closeConnection(redis: RedisConnection): Promise<void> {
+  if (redis.status !== 'ready') {
+    redis.disconnect();
+    return;
+  }
+  let timer: NodeJS.Timeout | undefined;
+  const late = new Promise<void>((resolve) => (timer = setTimeout(resolve, QUIT_WAIT_MS)));
+  await Promise.race([redis.quit().then(() => undefined), late]).catch(() => undefined);
+  clearTimeout(timer);
+  // Nothing more once QUIT was answered; the socket dropped if it was not.
+  redis.disconnect();
+}
+
 /**
  * A connection for pub/sub wake-ups: it connects in the background and keeps
  * reconnecting (resubscribing) for as long as the store is open.

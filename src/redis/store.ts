@@ -5,7 +5,7 @@
  */
 import { claimMessages } from './claim.js';
 import { StoreUnavailableError } from '../errors.js';
-import { openBlocking, openConnection, openSubscriber, type RedisConnection } from './connection.js';
+import { closeConnection, openBlocking, openConnection, openSubscriber, type RedisConnection } from './connection.js';
 import { readConfig, writeConfig } from './config.js';
 import { ENQUEUE_CALL_MESSAGES, enqueueMessages } from './enqueue.js';
 import { eventsHead, readEvents } from './events.js';
@@ -291,7 +291,7 @@ class RedisStore implements Store {
     await Promise.all([...this.handoffs.values()].map((receiver) => receiver.close().catch(() => undefined)));
     this.handoffs.clear();
     await this.wakeups.close();
-    await this.redis.quit().catch(() => this.redis.disconnect());
+    await closeConnection(this.redis);
   }
 
   private async guard<T>(fn: () => Promise<T>): Promise<T> {

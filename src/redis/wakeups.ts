@@ -8,7 +8,7 @@
  * every reconnect: a wake-up is a hint to claim again, so a spurious one is
  * cheap and a missed one must not happen.
  */
-import type { RedisConnection } from './connection.js';
+import { closeConnection, type RedisConnection } from './connection.js';
 
 export class Wakeups {
   private readonly listeners = new Map<string, Set<() => void>>();
@@ -50,7 +50,7 @@ export class Wakeups {
     if (subscriber === null) return;
     const redis = await subscriber.catch(() => null);
     if (redis === null) return;
-    await redis.quit().catch(() => redis.disconnect());
+    await closeConnection(redis);
   }
 
   private connection(): Promise<RedisConnection> {
