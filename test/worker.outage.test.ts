@@ -8,6 +8,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { test, type TestContext } from 'node:test';
+import { Redis } from 'ioredis';
 import {
   connect,
   KvmqError,
@@ -32,6 +33,8 @@ interface Outage {
   down(): Promise<void>;
   up(): Promise<void>;
   close(): Promise<void>;
+  /** The names of kvmq's connections the server holds, where it can tell (Redis's CLIENT LIST). */
+  kvmqConnections?(): Promise<string[]>;
 }
 
 /** A server started in a temp dir of its own, which close() stops and removes. */
@@ -57,6 +60,15 @@ const SERVERS: Record<string, () => Promise<Outage>> = {
       url: server.url,
       down: () => server.kill('SIGTERM'),
       up: () => server.restart(),
+      async kvmqConnections() {
+        const redis = new Redis(server.url);
+        try {
+          const list = await redis.client('LIST');
+          return [...String(list).matchAll(/ name=(kvmq\S*)/g)].map((match) => match[1] ?? '');
+        } finally {
+          redis.disconnect();
+        }
+      },
     })),
   zookeeper: () =>
     inTempDir('zookeeper', startZookeeper, async (server) => ({
@@ -216,6 +228,9 @@ for (const [name, open] of Object.entries(SERVERS)) {
       } finally {
         await server.up();
       }
+      // Nothing of the closed client comes back with the server (a connection that did would keep the process up).
+      await new Promise((resolve) => setTimeout(resolve, 3000));
+      assert.deepEqual((await server.kvmqConnections?.()) ?? [], []);
     },
   );
 }

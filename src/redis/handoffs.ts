@@ -89,15 +89,13 @@ export class Handoffs implements HandoffReceiver {
   private async end(): Promise<void> {
     this.stopping = true;
     try {
-      const entries = await this.scripts.run(SCRIPTS.unpark, this.queue, [this.consumerId]);
-      for (const entry of entries as Buffer[]) this.deliverEntry(entry);
+      // With the server gone, the unpark may wait in a connection that is closed meanwhile and never answers.
+      const entries = await withinStopWait(this.scripts.run(SCRIPTS.unpark, this.queue, [this.consumerId]));
+      for (const entry of (entries ?? []) as Buffer[]) this.deliverEntry(entry);
     } finally {
       // The unpark script pushed an empty entry that ends the BLPOP. A connection that is down may never
       // answer it: then the stop goes on without it (an entry taken after that waits for its lock to end).
-      let timer: NodeJS.Timeout | undefined;
-      const gaveUp = new Promise<void>((resolve) => (timer = setTimeout(resolve, STOP_WAIT_MS)));
-      await Promise.race([this.loop, gaveUp]);
-      clearTimeout(timer);
+      await withinStopWait(this.loop);
       this.connection?.disconnect();
     }
   }
@@ -156,6 +154,17 @@ export class Handoffs implements HandoffReceiver {
     }
     this.received += messages.length;
     if (messages.length > 0) this.listener.delivered(messages, num(fields[1]), since);
+  }
+}
+
+/** What `promise` gives within STOP_WAIT_MS, or undefined after. */
+async function withinStopWait<T>(promise: Promise<T>): Promise<T | undefined> {
+  let timer: NodeJS.Timeout | undefined;
+  const gaveUp = new Promise<undefined>((resolve) => (timer = setTimeout(() => resolve(undefined), STOP_WAIT_MS)));
+  try {
+    return await Promise.race([promise, gaveUp]);
+  } finally {
+    clearTimeout(timer);
   }
 }
 
