@@ -4,9 +4,8 @@
  * hosts (one or more, comma-separated) are seed nodes of a Redis Cluster. The
  * user, password and options may be percent-encoded.
  */
-import { readFileSync } from 'node:fs';
 import { StoreUrlError } from '../errors.js';
-import { parseUrlOptions } from '../store/url-options.js';
+import { parseUrlOptions, readCaFile } from '../store/url-options.js';
 import { PREFIX_PATTERN } from './keys.js';
 
 export const DEFAULT_PREFIX = 'kvmq';
@@ -65,14 +64,7 @@ export function parseRedisUrl(url: string): RedisUrlOptions {
   if (cluster && db !== 0) fail('a Redis Cluster has database 0 only');
   const caFile = options.get('ca');
   if (caFile !== undefined && !tls) fail('the ca option needs TLS: use rediss://');
-  let ca: string | null = null;
-  if (caFile !== undefined) {
-    try {
-      ca = readFileSync(caFile, 'utf8');
-    } catch (error) {
-      fail(`cannot read the CA file ${caFile} (${error instanceof Error ? error.message : String(error)})`);
-    }
-  }
+  const ca = readCaFile(caFile, fail);
   const colon = auth === undefined ? -1 : auth.indexOf(':');
   const user = auth === undefined ? '' : colon < 0 ? auth : auth.slice(0, colon);
   const password = auth === undefined || colon < 0 ? '' : auth.slice(colon + 1);

@@ -80,17 +80,7 @@ export function claimMessages(tx: WriteContext, queueRow: QueueRow, request: Cla
   }
 
   for (const row of rows) tx.event('started', row.id, row.attempt);
-  const messages: ClaimedMessage[] = rows.map((row) => ({
-    id: row.id,
-    payload: row.payload,
-    encoding: row.encoding === 0 ? 'json' : 'bytes',
-    metadata: JSON.parse(row.metadata) as Metadata,
-    filters: parseFilterClass(row.filters),
-    attempt: row.attempt,
-    policy: row.policy,
-    // Every lock this claim takes ends at now + lockMs, `now` read after the worker sent the claim.
-    lockLeftMs: request.lockMs,
-  }));
+  const messages = rows.map((row) => claimedMessage(row, request.lockMs));
 
   const queueSize = queueRow.size - failed;
   if (messages.length > 0) {
@@ -100,8 +90,31 @@ export function claimMessages(tx: WriteContext, queueRow: QueueRow, request: Cla
   return { messages, queueSize, ...dryRun(sql, queue, request, queueRow, classes, now) };
 }
 
+/**
+ * A claimed row as the worker gets it. Every lock a claim takes ends at now + lockMs, `now` read after the
+ * worker sent the claim. Shared with the PostgreSQL store, whose rows are the same.
+ */
+export function claimedMessage(row: ClaimedRow, lockMs: number): ClaimedMessage {
+  return {
+    id: row.id,
+    payload: row.payload,
+    encoding: row.encoding === 0 ? 'json' : 'bytes',
+    metadata: JSON.parse(row.metadata) as Metadata,
+    filters: parseFilterClass(row.filters),
+    attempt: row.attempt,
+    policy: row.policy,
+    lockLeftMs: lockMs,
+  };
+}
+
+/** The columns claimedMessage reads. */
+export type ClaimedRow = Pick<
+  MessageRow,
+  'id' | 'payload' | 'encoding' | 'metadata' | 'filters' | 'attempt' | 'policy'
+>;
+
 /** True when a message of `group` may be held now; counts it for the group. */
-function takesGroupSlot(groups: GroupLimit | null, group: string | null): boolean {
+export function takesGroupSlot(groups: GroupLimit | null, group: string | null): boolean {
   if (groups === null || group === null) return true;
   const held = groups.held.get(group) ?? 0;
   if (held >= groups.max) return false;

@@ -2,8 +2,10 @@ import { failMessage, historyWith, type WriteContext } from './failures.js';
 import { Phase } from './schema.js';
 import type { ChunkedStatement } from './chunked.js';
 import type { Finish, FinishResult } from '../store/contract.js';
+import type { QueueEventType } from '../model/events.js';
 
-interface HeldRow {
+/** A held message's row as a finish reads it (both SQL stores). */
+export interface HeldRow {
   readonly seq: number;
   readonly id: string;
   readonly phase: number;
@@ -49,23 +51,10 @@ export function finishMessages(
       results.push('lost');
       continue;
     }
-    // A give-back (startedAt null) never ran: no record.
-    const history =
-      f.outcome === 'success' || f.startedAt === null
-        ? null
-        : historyWith(row.history, {
-            attempt: row.attempt,
-            startedAt: f.startedAt,
-            endedAt: now,
-            consumer: consumerId,
-            outcome: f.outcome,
-            error: f.error,
-          });
+    const history = finishHistory(row, f, consumerId, now);
     const common = { seq: row.seq, outcome: f.outcome, error: f.error, history, now };
-    // A failure without requeue writes its event where the message goes (failMessage).
-    if (f.outcome === 'success') tx.event('completed', f.id, f.attempt);
-    else if (f.outcome === 'retry' && f.startedAt !== null) tx.event('retrying', f.id, f.attempt, f.error);
-    else if (f.outcome === 'error' && row.requeue === 1) tx.event('failed', f.id, f.attempt, f.error);
+    const event = finishEvent(row, f);
+    if (event !== null) tx.event(event, f.id, f.attempt, f.error);
     if (f.outcome === 'retry') {
       sql.toPending.run({ ...common, readyAt: now + f.backoffMs, requeue: 0, resetAttempt: 0 });
       if (f.backoffMs === 0) tx.wake(queue);
@@ -86,4 +75,36 @@ export function finishMessages(
   // A finish may free a full group's slot: idle workers hear of it instead of waiting for a backoff to end.
   if (tx.config().groupConcurrency !== null && results.includes('ok')) tx.wake(queue);
   return results;
+}
+
+/**
+ * The history a finish stores (JSON), or null to keep it: an error or retry of a handler that ran adds a
+ * record; a success or a give-back (startedAt null: it never ran) adds none. Shared with the PostgreSQL store.
+ */
+export function finishHistory(
+  row: { readonly history: string | null; readonly attempt: number },
+  f: Finish,
+  consumerId: string,
+  now: number,
+): string | null {
+  if (f.outcome === 'success' || f.startedAt === null) return null;
+  return historyWith(row.history, {
+    attempt: row.attempt,
+    startedAt: f.startedAt,
+    endedAt: now,
+    consumer: consumerId,
+    outcome: f.outcome,
+    error: f.error,
+  });
+}
+
+/**
+ * The queue event a finish writes where the message is, or null: a failure without requeue writes its event
+ * where the message goes (failMessage), and a give-back none. Shared with the PostgreSQL store.
+ */
+export function finishEvent(row: { readonly requeue: number }, f: Finish): QueueEventType | null {
+  if (f.outcome === 'success') return 'completed';
+  if (f.outcome === 'retry' && f.startedAt !== null) return 'retrying';
+  if (f.outcome === 'error' && row.requeue === 1) return 'failed';
+  return null;
 }

@@ -113,7 +113,8 @@ export function stateCounts(
   return counts;
 }
 
-interface ConsumerRow {
+/** A consumers row as both SQL stores keep it. */
+export interface ConsumerRow {
   readonly id: string;
   readonly host: string;
   readonly pid: number;
@@ -122,12 +123,19 @@ interface ConsumerRow {
 }
 
 export function liveConsumers(sql: Statements, queue: string, now: number): ConsumerInfo[] {
-  return (sql.liveConsumers.all(queue, now) as ConsumerRow[]).map((row) => ({
+  return (sql.liveConsumers.all(queue, now) as ConsumerRow[]).map((row) =>
+    consumerInfo(row, sql.holding.all(queue, now, row.id) as string[]),
+  );
+}
+
+/** A consumer's row and the ids it holds, as the API shows them. Shared with the PostgreSQL store. */
+export function consumerInfo(row: ConsumerRow, holding: string[]): ConsumerInfo {
+  return {
     id: row.id,
     host: row.host,
     pid: row.pid,
     startedAt: row.started_at,
     lastSeenAt: row.seen_at,
-    holding: sql.holding.all(queue, now, row.id) as string[],
-  }));
+    holding,
+  };
 }

@@ -50,7 +50,8 @@ const SOURCES: Readonly<Record<MessageState, readonly Source[]>> = {
   failed: [{ index: 'kvmq_messages_failed', where: 'phase = 3', time: 'updated_at' }],
 };
 
-type ListRow = StatusRow & Partial<ContentRow> & { readonly t: number };
+/** A listed row: its status, its content when asked for, and its index time. */
+export type ListRow = StatusRow & Partial<ContentRow> & { readonly t: number };
 
 /** Where a page ended: the state, and the (time, seq) of its last row. */
 interface Position {
@@ -66,13 +67,8 @@ export class Lister {
 
   /** A page of the query; the caller runs it in a read transaction, so every range read sees one snapshot. */
   page(queue: string, query: ListQuery, ranges: readonly PendingRange[], now: number): StoredPage {
-    const start = this.start(query);
-    const messages: StoredListing[] = [];
-    let last: Position | null = null;
-    for (let i = start.state; i < query.states.length && messages.length < query.limit; i++) {
-      const state = query.states[i] as MessageState;
-      const after = i === start.state ? start : { t: -1, seq: -1 };
-      const want = query.limit - messages.length;
+    const page = new PageBuilder(queue, query, now);
+    for (const { state, after, want } of page.steps()) {
       const rows: ListRow[] = [];
       for (const source of SOURCES[state]) {
         const params = { queue, now, t: after.t, seq: after.seq, outcome: query.outcome, limit: want };
@@ -81,33 +77,9 @@ export class Lister {
           rows.push(...(statement.all(range === null ? params : { ...params, ...range }) as ListRow[]));
         }
       }
-      rows.sort((a, b) => a.t - b.t || a.seq - b.seq);
-      for (const row of rows.slice(0, want)) {
-        // The sources mirror stateOf; a row reading otherwise would be a bug, never listed under a wrong state.
-        if (stateOf(row, now) !== state) throw new Error(`list: ${row.id} read as ${stateOf(row, now)}, not ${state}`);
-        messages.push({
-          status: statusOf(queue, row, now),
-          content: query.payload ? contentOf(row as ContentRow) : null,
-        });
-        last = { state: i, t: row.t, seq: row.seq };
-      }
+      page.add(rows);
     }
-    const cursor =
-      messages.length === query.limit && last !== null
-        ? makeCursor(query, [query.states[last.state] as string, String(last.t), String(last.seq)])
-        : null;
-    return { messages, cursor };
-  }
-
-  private start(query: ListQuery): Position {
-    const position = readCursor(query, 3);
-    if (position === null) return { state: 0, t: -1, seq: -1 };
-    const [state, t, seq] = position.map((part, i) => (i === 0 ? part : Number(part)));
-    const index = query.states.indexOf(state as MessageState);
-    if (index < 0 || !Number.isSafeInteger(t) || !Number.isSafeInteger(seq)) {
-      throw new TypeError('cursor is not one a previous page of this listing returned (same states and outcome)');
-    }
-    return { state: index, t: t as number, seq: seq as number };
+    return page.page();
   }
 
   private statement(source: Source, payload: boolean): Statement {
@@ -125,4 +97,75 @@ export class Lister {
     }
     return statement;
   }
+}
+
+/** One state's read of a listing: rows after (t, seq), at most `want`. */
+export interface ListStep {
+  readonly state: MessageState;
+  readonly after: { readonly t: number; readonly seq: number };
+  readonly want: number;
+}
+
+/**
+ * A listing's walk over its states, from its cursor: steps() says what to read next, add() takes that state's
+ * rows (from any number of range reads) in (time, seq) order up to the page's limit. Shared with the
+ * PostgreSQL store, whose rows and cursors are the same.
+ */
+export class PageBuilder {
+  private readonly messages: StoredListing[] = [];
+  private last: Position | null = null;
+  private current: { index: number; state: MessageState; want: number } | null = null;
+
+  constructor(
+    private readonly queue: string,
+    private readonly query: ListQuery,
+    private readonly now: number,
+  ) {}
+
+  *steps(): Generator<ListStep> {
+    const start = startOf(this.query);
+    const { states, limit } = this.query;
+    for (let i = start.state; i < states.length && this.messages.length < limit; i++) {
+      const state = states[i] as MessageState;
+      const want = limit - this.messages.length;
+      this.current = { index: i, state, want };
+      yield { state, after: i === start.state ? start : { t: -1, seq: -1 }, want };
+    }
+  }
+
+  add(rows: ListRow[]): void {
+    if (this.current === null) throw new Error('list: rows added before a step');
+    const { index, state, want } = this.current;
+    rows.sort((a, b) => a.t - b.t || a.seq - b.seq);
+    for (const row of rows.slice(0, want)) {
+      // The sources mirror stateOf; a row reading otherwise would be a bug, never listed under a wrong state.
+      const read = stateOf(row, this.now);
+      if (read !== state) throw new Error(`list: ${row.id} read as ${read}, not ${state}`);
+      this.messages.push({
+        status: statusOf(this.queue, row, this.now),
+        content: this.query.payload ? contentOf(row as ContentRow) : null,
+      });
+      this.last = { state: index, t: row.t, seq: row.seq };
+    }
+  }
+
+  page(): StoredPage {
+    const { last, messages, query } = this;
+    const cursor =
+      messages.length === query.limit && last !== null
+        ? makeCursor(query, [query.states[last.state] as string, String(last.t), String(last.seq)])
+        : null;
+    return { messages, cursor };
+  }
+}
+
+function startOf(query: ListQuery): Position {
+  const position = readCursor(query, 3);
+  if (position === null) return { state: 0, t: -1, seq: -1 };
+  const [state, t, seq] = position.map((part, i) => (i === 0 ? part : Number(part)));
+  const index = query.states.indexOf(state as MessageState);
+  if (index < 0 || !Number.isSafeInteger(t) || !Number.isSafeInteger(seq)) {
+    throw new TypeError('cursor is not one a previous page of this listing returned (same states and outcome)');
+  }
+  return { state: index, t: t as number, seq: seq as number };
 }
