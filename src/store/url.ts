@@ -34,6 +34,11 @@ const STORES: readonly StoreKind[] = [
     form: 'etcd://[user:password@]host:2379[,host2:2379...][/prefix][?leaseTtlMs=5000]   etcd v3, etcds:// for TLS (?ca=FILE)',
     open: async (url) => (await import('../etcd/store.js')).openEtcdStore(url),
   },
+  {
+    schemes: ['postgres:', 'postgresql:'],
+    form: 'postgres://[user:password@]host[:port][/database][?schema=kvmq&poolSize=10]   PostgreSQL 13+; &ssl=true or &ca=FILE for TLS',
+    open: async (url) => (await import('../postgres/store.js')).openPostgresStore(url),
+  },
 ];
 
 export function acceptedForms(): string {

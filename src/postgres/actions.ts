@@ -1,0 +1,105 @@
+/** retry, remove and promote: each id in the caller's transaction, refused with its state when it does not apply. */
+// The row layout and its states are SQLite's: one derivation for both.
+import { stateOf, type StateRow } from '../sqlite/state.js';
+import type { WriteContext } from './tx.js';
+import type { ActionResult, MessageState } from '../model/types.js';
+
+type Row = { seq: number; attempt: number } & { -readonly [K in keyof StateRow]: StateRow[K] };
+
+/** Applies `action` to each id that exists (its row locked); it returns the state after, or undefined to refuse. */
+async function each(
+  tx: WriteContext,
+  ids: readonly string[],
+  action: (row: Row, state: MessageState, id: string) => Promise<MessageState | null | undefined>,
+): Promise<ActionResult[]> {
+  const found = await tx.db.query<Row & { id: string }>(
+    `SELECT seq, id, phase, ready_at, lock_until, backoff_until, requeue, attempt FROM ${tx.s}.messages
+     WHERE queue = $1 AND id = ANY($2::text[]) ORDER BY seq FOR UPDATE`,
+    [tx.queue, [...new Set(ids)]],
+  );
+  const rows = new Map(found.rows.map((r) => [r.id, r]));
+  const results: ActionResult[] = [];
+  for (const id of ids) {
+    const row = rows.get(id);
+    if (row === undefined) {
+      results.push({ ok: false, id, state: null });
+      continue;
+    }
+    const state = stateOf(row, tx.now);
+    const after = await action(row, state, id);
+    if (after === undefined) results.push({ ok: false, id, state });
+    else {
+      results.push({ ok: true, id, state: after });
+      if (after === null) rows.delete(id);
+    }
+  }
+  return results;
+}
+
+/** `failed` → `queued` now, at attempt 0. */
+export async function retryMessages(tx: WriteContext, ids: readonly string[]): Promise<ActionResult[]> {
+  const results = await each(tx, ids, async (row, state, id) => {
+    if (state !== 'failed') return undefined;
+    await tx.db.query(
+      `UPDATE ${tx.s}.messages SET phase = 0, ready_at = $2, attempt = 0, losses = 0, requeue = 0, backoff_until = 0,
+         updated_at = $2 WHERE seq = $1`,
+      [row.seq, tx.now],
+    );
+    row.phase = 0;
+    row.ready_at = tx.now;
+    tx.event('enqueued', id, 0);
+    return 'queued';
+  });
+  const retried = results.filter((r) => r.ok).length;
+  if (retried > 0) redriven(tx, retried);
+  return results;
+}
+
+/** Up to `max` failed messages, oldest failure first, → `queued`. */
+export async function retryFailed(tx: WriteContext, max: number): Promise<number> {
+  const { rows } = await tx.db.query<{ id: string }>(
+    `UPDATE ${tx.s}.messages SET phase = 0, ready_at = $2, attempt = 0, losses = 0, requeue = 0, backoff_until = 0,
+       updated_at = $2
+     WHERE seq IN (SELECT seq FROM ${tx.s}.messages WHERE queue = $1 AND phase = 3 ORDER BY updated_at, seq LIMIT $3
+       FOR UPDATE)
+     RETURNING id`,
+    [tx.queue, tx.now, max],
+  );
+  for (const { id } of rows) tx.event('enqueued', id, 0);
+  if (rows.length > 0) redriven(tx, rows.length);
+  return rows.length;
+}
+
+function redriven(tx: WriteContext, count: number): void {
+  tx.count(count, 0, -count);
+  tx.wake();
+}
+
+/** Deletes messages in any state but a running handler's. */
+export function removeMessages(tx: WriteContext, ids: readonly string[]): Promise<ActionResult[]> {
+  return each(tx, ids, async (row, state, id) => {
+    if (state === 'locked' || state === 'locked-with-requeue') return undefined;
+    await tx.db.query(`DELETE FROM ${tx.s}.messages WHERE seq = $1`, [row.seq]);
+    tx.event('removed', id, row.attempt);
+    const done = row.phase === 2 ? 1 : 0;
+    const failed = row.phase === 3 ? 1 : 0;
+    tx.count(done + failed - 1, -done, -failed);
+    return null;
+  });
+}
+
+/** Ends a backoff now: `queued-with-backoff`, or `done-with-requeue` (the requeued run), → `queued`. */
+export async function promoteMessages(tx: WriteContext, ids: readonly string[]): Promise<ActionResult[]> {
+  const results = await each(tx, ids, async (row, state) => {
+    if (state !== 'queued-with-backoff' && state !== 'done-with-requeue') return undefined;
+    await tx.db.query(`UPDATE ${tx.s}.messages SET ready_at = $2, requeue = 0, updated_at = $2 WHERE seq = $1`, [
+      row.seq,
+      tx.now,
+    ]);
+    row.ready_at = tx.now;
+    row.requeue = 0;
+    return 'queued';
+  });
+  if (results.some((r) => r.ok)) tx.wake();
+  return results;
+}

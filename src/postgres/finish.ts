@@ -1,0 +1,103 @@
+import { failMessage } from './failures.js';
+// The rules of a finish are SQLite's: one statement of them for both stores.
+import { finishEvent, finishHistory, type HeldRow } from '../sqlite/finish.js';
+import type { WriteContext } from './tx.js';
+import type { Finish, FinishResult } from '../store/contract.js';
+
+/**
+ * Records handler outcomes in one transaction (the caller's). Only the consumer that holds the message, for
+ * the attempt it was handed, may finish it: a late finish after the lock ended and another consumer took it
+ * is `lost`. Plain successes, the common case, are one statement for the whole batch; the rest one by one,
+ * with the rules of the SQLite store (src/sqlite/finish.ts): a message marked for requeue goes back with
+ * attempt 0 whatever the outcome, an error fails it, a retry waits its backoff, and each stored outcome is a
+ * queue event but for a give-back.
+ */
+export async function finishMessages(
+  tx: WriteContext,
+  consumerId: string,
+  finishes: readonly Finish[],
+): Promise<FinishResult[]> {
+  const { db, s, queue, now } = tx;
+  const plain = finishes.filter((f) => f.outcome === 'success' && f.backoffMs === 0 && f.error === null);
+  const done = new Set<string>();
+  if (plain.length > 0) {
+    const updated = await db.query<{ id: string }>(
+      `UPDATE ${s}.messages m SET phase = 2, lock_until = 0, consumer = NULL, backoff_until = 0, outcome = 'success',
+         last_error = NULL, updated_at = $1
+       FROM unnest($4::text[], $5::integer[]) AS u(id, attempt)
+       WHERE m.queue = $2 AND m.id = u.id AND m.phase = 1 AND m.consumer = $3 AND m.attempt = u.attempt
+         AND m.requeue = 0
+       RETURNING m.id`,
+      [now, queue, consumerId, plain.map((f) => f.id), plain.map((f) => f.attempt)],
+    );
+    for (const r of updated.rows) done.add(r.id);
+  }
+  let doneCount = done.size;
+  for (const f of plain) if (done.has(f.id)) tx.event('completed', f.id, f.attempt);
+
+  const results: FinishResult[] = [];
+  for (const f of finishes) {
+    if (done.delete(f.id)) {
+      results.push('ok');
+      continue;
+    }
+    const held = await db.query<HeldRow>(
+      `SELECT seq, id, phase, consumer, attempt, requeue, filters, history FROM ${s}.messages
+       WHERE queue = $1 AND id = $2 FOR UPDATE`,
+      [queue, f.id],
+    );
+    const row = held.rows[0];
+    if (row?.phase !== 1 || row.consumer !== consumerId || row.attempt !== f.attempt) {
+      results.push('lost');
+      continue;
+    }
+    const history = finishHistory(row, f, consumerId, now);
+    const event = finishEvent(row, f);
+    if (event !== null) tx.event(event, f.id, f.attempt, f.error);
+    if (f.outcome === 'retry') {
+      await toPending(tx, row.seq, f, history, now + f.backoffMs, 0, false);
+      if (f.backoffMs === 0) tx.wake();
+    } else if (row.requeue === 1) {
+      // With a backoff the requeued run waits in `done-with-requeue`.
+      const waits = f.backoffMs > 0 ? 1 : 0;
+      await toPending(tx, row.seq, f, history, now + f.backoffMs, waits, true);
+      if (waits === 0) tx.wake();
+    } else if (f.outcome === 'error') {
+      await failMessage(tx, row, f.error, history);
+    } else {
+      await db.query(
+        `UPDATE ${s}.messages SET phase = 2, lock_until = 0, consumer = NULL, backoff_until = $2, outcome = $3,
+           last_error = $4, updated_at = $5
+         WHERE seq = $1`,
+        [row.seq, f.backoffMs > 0 ? now + f.backoffMs : 0, f.outcome, f.error, now],
+      );
+      doneCount += 1;
+    }
+    results.push('ok');
+  }
+  if (doneCount > 0) tx.count(-doneCount, doneCount, 0);
+  // A finish may free a full group's slot: idle workers hear of it instead of waiting for a backoff to end.
+  if (tx.config.groupConcurrency !== null && results.includes('ok')) tx.wake();
+  return results;
+}
+
+/** Back to pending: a retry (attempt kept) or a requeued run (attempt 0, the replacement payload). */
+async function toPending(
+  tx: WriteContext,
+  seq: number,
+  f: Finish,
+  history: string | null,
+  readyAt: number,
+  requeue: number,
+  resetAttempt: boolean,
+): Promise<void> {
+  await tx.db.query(
+    `UPDATE ${tx.s}.messages SET phase = 0, ready_at = $2, lock_until = 0, consumer = NULL, requeue = $3,
+       attempt = CASE WHEN $4 THEN 0 ELSE attempt END, losses = CASE WHEN $4 THEN 0 ELSE losses END,
+       history = coalesce($5, history),
+       payload = coalesce(next_payload, payload), encoding = coalesce(next_encoding, encoding),
+       next_payload = NULL, next_encoding = NULL, outcome = $6, last_error = $7, updated_at = $8
+     WHERE seq = $1`,
+    [seq, readyAt, requeue, resetAttempt, history, f.outcome, f.error, tx.now],
+  );
+}

@@ -1,0 +1,22 @@
+/**
+ * Instant release: every consumer's process holds a session advisory lock (space, key) while it lives
+ * (session.ts); PostgreSQL frees it when that session ends, a crash included. A claim ends the locks of
+ * messages held by a registered consumer whose advisory lock is free, in its own transaction, so they are
+ * taken (as lost deliveries) at once instead of when their locks would have run out.
+ */
+import type { WriteContext } from './tx.js';
+
+export async function releaseDeadHolders(tx: WriteContext, lockSpace: number): Promise<void> {
+  const { db, s, queue, now } = tx;
+  await db.query(
+    `UPDATE ${s}.messages m SET lock_until = 0
+     FROM ${s}.consumers c
+     WHERE c.queue = $1 AND m.queue = $1 AND m.phase = 1 AND m.consumer = c.id AND m.lock_until > $2
+       AND NOT EXISTS (
+         SELECT 1 FROM pg_locks l
+         WHERE l.locktype = 'advisory' AND l.granted AND l.objsubid = 2
+           AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())
+           AND l.classid = $3::bigint::oid AND l.objid = c.lock_key::bigint::oid)`,
+    [queue, now, lockSpace],
+  );
+}

@@ -1,0 +1,165 @@
+/**
+ * The PostgreSQL layout, in a schema of its own (`?schema=`, default `kvmq`). One row per message, its
+ * `phase` and times giving its state as on SQLite (sqlite/state.ts); partial indexes keep each hot query on a
+ * small index: pending messages by (queue, filter class, priority, ready time, seq), the claim's order, so a
+ * claim reads the head of one range per class whatever the backlog; locks by expiry and by holder; finished
+ * and failed messages by age. Per-queue counters live in `counts`, one row per (queue, slot), a slot per
+ * connection, so concurrent writers do not queue on one row and a count reads at most SLOTS rows. Events are
+ * rows keyed by (queue, seq), the seq taken from the queue row in the writing transaction.
+ *
+ * The schema's version is the one row of `version`; kvmq creates and migrates it under a transaction-level
+ * advisory lock keyed by the schema's name, so processes starting together migrate it once. The functions
+ * (sql-functions.ts) are installed by the same migration.
+ */
+import { StoreLayoutError } from '../errors.js';
+import { functionsDdl } from './sql-functions.js';
+import type { Queryable } from './queryable.js';
+import { quoteIdent } from './sql-text.js';
+
+export const SCHEMA_VERSION = 1;
+
+const tables = (s: string): string => `
+CREATE TABLE ${s}.messages (
+  seq           bigint   GENERATED ALWAYS AS IDENTITY PRIMARY KEY, -- arrival order, for FIFO among equals
+  queue         text     NOT NULL,
+  id            text     NOT NULL,
+  payload       bytea    NOT NULL,
+  encoding      smallint NOT NULL,             -- 0 JSON, 1 bytes
+  metadata      text     NOT NULL,             -- JSON object
+  filters       text     NOT NULL,             -- the filter class, '' for none
+  phase         smallint NOT NULL,             -- 0 pending, 1 locked, 2 done, 3 failed
+  ready_at      bigint   NOT NULL,             -- pending: claimable from then (ms since the epoch)
+  lock_until    bigint   NOT NULL DEFAULT 0,   -- locked: held until then
+  consumer      text,                          -- locked: the holder
+  backoff_until bigint   NOT NULL DEFAULT 0,   -- done: refuses duplicates until then (0: no backoff)
+  requeue       smallint NOT NULL DEFAULT 0,   -- locked: queue again when done; pending: a requeue in its backoff
+  next_payload  bytea,                         -- the payload the requeued run carries, if replaced
+  next_encoding smallint,
+  attempt       integer  NOT NULL DEFAULT 0,
+  outcome       text,
+  last_error    text,
+  enqueued_at   bigint   NOT NULL,
+  updated_at    bigint   NOT NULL,             -- done/failed: the finish time
+  policy        text,                          -- the message's retry policy (model/policy.ts), NULL for none
+  history       text,                          -- JSON AttemptRecord[], NULL while empty
+  losses        integer  NOT NULL DEFAULT 0,   -- locks that ended without a finish
+  priority      integer  NOT NULL DEFAULT 0,   -- 0 (runs first) to 1000
+  group_name    text,                          -- at most the queue's groupConcurrency held at once
+  debounce_id   text                           -- a later enqueue with this id replaces the message while it waits
+);
+CREATE UNIQUE INDEX messages_by_id ON ${s}.messages (queue, id);
+CREATE INDEX messages_pending ON ${s}.messages (queue, filters, priority, ready_at, seq) WHERE phase = 0;
+CREATE INDEX messages_locked ON ${s}.messages (queue, lock_until) WHERE phase = 1;
+CREATE INDEX messages_holder ON ${s}.messages (queue, consumer) WHERE phase = 1;
+CREATE INDEX messages_group_held ON ${s}.messages (queue, group_name, lock_until)
+  WHERE phase = 1 AND group_name IS NOT NULL;
+CREATE INDEX messages_done ON ${s}.messages (queue, updated_at, seq) WHERE phase = 2;
+CREATE INDEX messages_backoff ON ${s}.messages (queue, backoff_until, seq) WHERE phase = 2 AND backoff_until > 0;
+CREATE INDEX messages_failed ON ${s}.messages (queue, updated_at, seq) WHERE phase = 3;
+CREATE INDEX messages_debounce ON ${s}.messages (queue, debounce_id, seq) WHERE phase = 0 AND debounce_id IS NOT NULL;
+
+-- One row per queue: the configuration and what claims and GC share.
+CREATE TABLE ${s}.queues (
+  queue          text   PRIMARY KEY,
+  config         text,                         -- JSON QueueConfig, NULL for defaults
+  dry_runs       bigint NOT NULL DEFAULT 0,
+  eoq_until      bigint NOT NULL DEFAULT 0,    -- queue-wide end-of-queue backoff
+  rate_tat       double precision NOT NULL DEFAULT 0, -- the rate limit's theoretical arrival time
+  gc_at          bigint NOT NULL DEFAULT 0,
+  gc_lock_until  bigint NOT NULL DEFAULT 0,    -- one GC at a time per queue
+  events_seq     bigint NOT NULL DEFAULT 0,    -- the queue's last event number
+  events_trimmed bigint NOT NULL DEFAULT 0     -- the last event trimmed: a reader behind it missed events
+);
+
+-- Per-queue counters: pending + locked (size), done, failed; summed over the slots.
+CREATE TABLE ${s}.counts (
+  queue  text     NOT NULL,
+  slot   smallint NOT NULL,
+  size   bigint   NOT NULL DEFAULT 0,
+  done   bigint   NOT NULL DEFAULT 0,
+  failed bigint   NOT NULL DEFAULT 0,
+  PRIMARY KEY (queue, slot)
+);
+
+-- Filter classes seen per queue, so a claim reads only classes a worker accepts.
+CREATE TABLE ${s}.classes (
+  queue   text NOT NULL,
+  filters text NOT NULL,
+  PRIMARY KEY (queue, filters)
+);
+
+CREATE TABLE ${s}.consumers (
+  queue      text    NOT NULL,
+  id         text    NOT NULL,
+  host       text    NOT NULL,
+  pid        integer NOT NULL,
+  started_at bigint  NOT NULL,
+  seen_at    bigint  NOT NULL,
+  expires_at bigint  NOT NULL,
+  lock_key   integer NOT NULL,                 -- the session advisory lock its process holds while it lives
+  PRIMARY KEY (queue, id)
+);
+
+CREATE TABLE ${s}.events (
+  queue   text     NOT NULL,
+  seq     bigint   NOT NULL,                   -- the queue's event number: the cursor
+  at      bigint   NOT NULL,
+  type    smallint NOT NULL,                   -- index in QUEUE_EVENT_TYPES
+  id      text     NOT NULL,
+  attempt integer  NOT NULL,
+  error   text,
+  PRIMARY KEY (queue, seq)
+);
+
+CREATE TABLE ${s}.turns (
+  queue    text   NOT NULL,
+  name     text   NOT NULL,
+  taken_at bigint NOT NULL,
+  PRIMARY KEY (queue, name)
+);
+
+CREATE TABLE ${s}.schedules (
+  queue   text   NOT NULL,
+  name    text   NOT NULL,
+  body    text   NOT NULL,
+  next_at bigint NOT NULL,
+  PRIMARY KEY (queue, name)
+);
+
+CREATE TABLE ${s}.version (version integer NOT NULL);
+`;
+
+/**
+ * Creates the schema or brings it to SCHEMA_VERSION, in one transaction under an advisory lock of the
+ * schema's name; a schema a newer kvmq wrote is refused.
+ */
+export async function migrate(db: Queryable, schema: string): Promise<void> {
+  const s = quoteIdent(schema);
+  await db.query('BEGIN');
+  try {
+    await db.query("SELECT pg_advisory_xact_lock(hashtext('kvmq migrate ' || $1))", [schema]);
+    const exists = await db.query<{ found: boolean }>('SELECT to_regclass($1) IS NOT NULL AS found', [`${s}.version`]);
+    const found = exists.rows[0]?.found === true;
+    const version = found
+      ? ((await db.query<{ version: number }>(`SELECT version FROM ${s}.version LIMIT 1`)).rows[0]?.version ?? 0)
+      : 0;
+    if (version > SCHEMA_VERSION) {
+      throw new StoreLayoutError(
+        `PostgreSQL schema ${schema} was written by a newer kvmq (schema ${version}); upgrade kvmq to use it`,
+      );
+    }
+    if (version < SCHEMA_VERSION) {
+      const tablesFound = await db.query('SELECT 1 FROM pg_tables WHERE schemaname = $1 LIMIT 1', [schema]);
+      if (version === 0 && tablesFound.rows.length > 0) {
+        throw new StoreLayoutError(`PostgreSQL schema ${schema} holds tables kvmq did not make; pick another ?schema=`);
+      }
+      await db.query(`CREATE SCHEMA IF NOT EXISTS ${s}`);
+      await db.query(tables(s) + functionsDdl(schema));
+      await db.query(`INSERT INTO ${s}.version (version) VALUES (${SCHEMA_VERSION})`);
+    }
+    await db.query('COMMIT');
+  } catch (error) {
+    await db.query('ROLLBACK').catch(() => undefined);
+    throw error;
+  }
+}

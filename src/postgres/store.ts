@@ -1,0 +1,503 @@
+/**
+ * The PostgreSQL store: kvmq's tables in a schema of its own (schema.ts), reached through a pool of
+ * connections (node-postgres, loaded only when a postgres:// URL is opened) and one pinned session for
+ * LISTEN/NOTIFY wake-ups and the consumers' advisory locks (session.ts). Every state change is one
+ * transaction at READ COMMITTED: claims lock the rows they take with `FOR UPDATE SKIP LOCKED`, so concurrent
+ * claims pass each other; reads that combine several statements (counts, listings) run in one REPEATABLE
+ * READ snapshot. Commits are PostgreSQL's, durable as the server is configured (fsync on by default).
+ */
+import type { ClientConfig, Pool, PoolClient } from 'pg';
+import { StoreUnavailableError } from '../errors.js';
+import { applyConfigPatch } from '../model/config.js';
+import { promoteMessages, removeMessages, retryFailed, retryMessages } from './actions.js';
+import { eventsPayload } from './channel.js';
+import { claimMessages } from './claim.js';
+import { enqueueMessages } from './enqueue.js';
+import { emptyEvents, eventsHead, readEvents, trimEvents } from './events.js';
+import { finishMessages } from './finish.js';
+import { liveConsumers, messageDetails, messageStatus, stateCounts } from './inspect.js';
+import { listPage } from './list.js';
+import { ConfigCache, ensureQueueRow } from './queue-row.js';
+import { releaseDeadHolders } from './release.js';
+import { migrate } from './schema.js';
+import { lockKey, Session } from './session.js';
+import { quoteIdent } from './sql-text.js';
+import { translatePgError } from './translate-error.js';
+import { writeContext, type WriteContext } from './tx.js';
+import { parsePostgresUrl, type PostgresUrlOptions } from './url.js';
+import type {
+  ClaimRequest,
+  ClaimResult,
+  Configured,
+  ConsumerRegistration,
+  EventPage,
+  Finish,
+  FinishResult,
+  NewMessage,
+  Store,
+  StoreCapabilities,
+  StoredDetails,
+  StoredPage,
+  StoredSchedule,
+} from '../store/contract.js';
+import type { ListQuery } from '../model/list.js';
+import type {
+  ActionResult,
+  ConsumerInfo,
+  EnqueueResult,
+  GcResult,
+  MessageStatus,
+  QueueConfig,
+  QueueStatus,
+} from '../model/types.js';
+
+const MAX_PAYLOAD_BYTES = 1024 * 1024;
+// Rows GC deletes per statement, so a large GC never holds many row locks for long.
+const GC_CHUNK = 5000;
+// A crashed GC's lock lapses after this.
+const GC_LOCK_MS = 60_000;
+const CONNECT_TIMEOUT_MS = 10_000;
+// A claim looks for dead consumers' messages at most this often per queue (pg_locks is not free).
+const RELEASE_SWEEP_MS = 200;
+
+export async function openPostgresStore(url: string): Promise<Store> {
+  const options = parsePostgresUrl(url);
+  const pg = (await import('pg')).default;
+  // bigint (counts, times) and numeric (sums) read as numbers: every value kvmq keeps fits a double.
+  type GetTypeParser = NonNullable<ClientConfig['types']>['getTypeParser'];
+  const builtIn: (oid: number, format?: string) => unknown = pg.types.getTypeParser.bind(pg.types) as never;
+  const types = {
+    getTypeParser: ((oid: number, format?: string): unknown =>
+      oid === 20 || oid === 1700 ? (value: string) => Number(value) : builtIn(oid, format)) as GetTypeParser,
+  };
+  const config: ClientConfig = {
+    host: options.host,
+    port: options.port,
+    user: options.user,
+    password: options.password ?? '',
+    database: options.database,
+    ssl: options.ssl === false ? false : options.ssl.ca === null ? true : { ca: options.ssl.ca },
+    connectionTimeoutMillis: CONNECT_TIMEOUT_MS,
+    application_name: 'kvmq',
+    types,
+  };
+  const pool = new pg.Pool({ ...config, max: options.poolSize });
+  // A connection the server ended (a restart) fails the query it runs, if any, and is then dropped by the pool:
+  // the 'error' event a connection also emits, idle or checked out, is no one's to handle.
+  pool.on('error', () => undefined);
+  pool.on('connect', (client) => client.on('error', () => undefined));
+  try {
+    const client = await pool.connect();
+    try {
+      await migrate(client, options.schema);
+    } finally {
+      client.release();
+    }
+  } catch (error) {
+    await pool.end().catch(() => undefined);
+    throw translatePgError(error, options.where);
+  }
+  const session = new Session(options.schema, lockKey(`kvmq ${options.schema}`), () => new pg.Client(config));
+  return new PostgresStore(pool, session, options);
+}
+
+class PostgresStore implements Store {
+  readonly kind = 'postgres';
+  readonly capabilities: StoreCapabilities = {
+    maxPayloadBytes: MAX_PAYLOAD_BYTES,
+    wakeups: true,
+    instantRelease: true,
+    deadLetterQueue: true,
+    // Claims and finishes travel on different pooled connections: a claim waits for the finishes.
+    claimWithFinishes: false,
+    overlapClaims: false,
+  };
+  private readonly schema: string;
+  private readonly s: string;
+  private readonly configs = new ConfigCache();
+  private readonly swept = new Map<string, number>();
+  private closed = false;
+
+  constructor(
+    private readonly pool: Pool,
+    private readonly session: Session,
+    private readonly options: PostgresUrlOptions,
+  ) {
+    this.schema = options.schema;
+    this.s = quoteIdent(options.schema);
+  }
+
+  enqueue(queue: string, messages: readonly NewMessage[]): Promise<EnqueueResult[]> {
+    return this.withClient((client) => enqueueMessages(client, this.schema, queue, messages));
+  }
+
+  claim(queue: string, request: ClaimRequest): Promise<ClaimResult> {
+    const lost = this.session.lostFor(lockKey(request.consumerId));
+    if (lost > 0) {
+      // Its session ended: what it held is being given up; claim again once the worker's fences have fired.
+      return Promise.resolve({ messages: [], queueSize: 0, dryRuns: 0, wakeAt: Date.now() + lost });
+    }
+    return this.write(queue, async (tx) => {
+      const last = this.swept.get(queue) ?? 0;
+      if (tx.now - last >= RELEASE_SWEEP_MS) {
+        this.swept.set(queue, tx.now);
+        await releaseDeadHolders(tx, this.session.lockSpace);
+      }
+      return claimMessages(tx, request);
+    });
+  }
+
+  extend(
+    queue: string,
+    consumerId: string,
+    held: readonly { id: string; attempt: number }[],
+    lockMs: number,
+  ): Promise<string[]> {
+    return this.withClient(async (client) => {
+      const { rows } = await client.query<{ id: string }>(
+        `UPDATE ${this.s}.messages m SET lock_until = $3
+         FROM unnest($4::text[], $5::integer[]) AS u(id, attempt)
+         WHERE m.queue = $1 AND m.id = u.id AND m.phase = 1 AND m.consumer = $2 AND m.attempt = u.attempt
+         RETURNING m.id`,
+        [queue, consumerId, Date.now() + lockMs, held.map((h) => h.id), held.map((h) => h.attempt)],
+      );
+      const kept = new Set(rows.map((r) => r.id));
+      return held.filter((h) => !kept.has(h.id)).map((h) => h.id);
+    });
+  }
+
+  finish(queue: string, consumerId: string, finishes: readonly Finish[]): Promise<FinishResult[]> {
+    return this.write(queue, (tx) => finishMessages(tx, consumerId, finishes));
+  }
+
+  queues(): Promise<string[]> {
+    return this.withClient(async (client) => {
+      const { rows } = await client.query<{ queue: string }>(
+        `SELECT q.queue FROM ${this.s}.queues q LEFT JOIN ${this.s}.counts c ON c.queue = q.queue
+         GROUP BY q.queue, q.config
+         HAVING q.config IS NOT NULL OR coalesce(sum(c.size), 0) > 0 OR coalesce(sum(c.done), 0) > 0
+           OR coalesce(sum(c.failed), 0) > 0
+         ORDER BY q.queue COLLATE "C"`,
+      );
+      return rows.map((r) => r.queue);
+    });
+  }
+
+  status(queue: string, id: string): Promise<MessageStatus | null> {
+    return this.withClient((client) => messageStatus(client, this.s, queue, id));
+  }
+
+  queueStatus(queue: string): Promise<QueueStatus> {
+    return this.snapshot(async (client) => {
+      const now = Date.now();
+      const counts = await stateCounts(client, this.s, queue, now);
+      const { rows } = await client.query<{ dry_runs: number; config: string | null }>(
+        `SELECT dry_runs, config FROM ${this.s}.queues WHERE queue = $1`,
+        [queue],
+      );
+      return {
+        queue,
+        counts,
+        total: Object.values(counts).reduce((a, b) => a + b, 0),
+        consumers: await liveConsumers(client, this.s, queue, now),
+        dryRuns: rows[0]?.dry_runs ?? 0,
+        paused: this.configs.of(queue, rows[0]?.config ?? null).paused,
+      };
+    });
+  }
+
+  list(queue: string, query: ListQuery): Promise<StoredPage> {
+    return this.snapshot((client) => listPage(client, this.s, queue, query));
+  }
+
+  inspect(queue: string, id: string): Promise<StoredDetails | null> {
+    return this.withClient((client) => messageDetails(client, this.s, queue, id));
+  }
+
+  retry(queue: string, ids: readonly string[]): Promise<ActionResult[]> {
+    return this.write(queue, (tx) => retryMessages(tx, ids));
+  }
+
+  retryFailed(queue: string, max: number): Promise<number> {
+    return this.write(queue, (tx) => retryFailed(tx, max));
+  }
+
+  remove(queue: string, ids: readonly string[]): Promise<ActionResult[]> {
+    return this.write(queue, (tx) => removeMessages(tx, ids));
+  }
+
+  promote(queue: string, ids: readonly string[]): Promise<ActionResult[]> {
+    return this.write(queue, (tx) => promoteMessages(tx, ids));
+  }
+
+  async clear(queues: readonly string[]): Promise<void> {
+    await this.transaction(async (client) => {
+      for (const queue of queues) {
+        for (const table of ['messages', 'classes', 'counts']) {
+          await client.query(`DELETE FROM ${this.s}.${table} WHERE queue = $1`, [queue]);
+        }
+        await client.query(`UPDATE ${this.s}.queues SET dry_runs = 0, eoq_until = 0, rate_tat = 0 WHERE queue = $1`, [
+          queue,
+        ]);
+        await emptyEvents(client, this.s, queue);
+      }
+    });
+  }
+
+  config(queue: string): Promise<QueueConfig> {
+    return this.withClient((client) => this.configs.read(client, this.s, queue));
+  }
+
+  configure(queue: string, patch: Partial<QueueConfig>): Promise<Configured> {
+    return this.transaction(async (client) => {
+      // A queue exists once anything wrote to it (a message, a worker, a configuration).
+      const inserted = await client.query(
+        `INSERT INTO ${this.s}.queues (queue) VALUES ($1) ON CONFLICT DO NOTHING RETURNING 1`,
+        [queue],
+      );
+      const { rows } = await client.query<{ config: string | null }>(
+        `SELECT config FROM ${this.s}.queues WHERE queue = $1 FOR UPDATE`,
+        [queue],
+      );
+      const before = this.configs.of(queue, rows[0]?.config ?? null);
+      const config = applyConfigPatch(before, patch);
+      await client.query(`UPDATE ${this.s}.queues SET config = $2 WHERE queue = $1`, [queue, JSON.stringify(config)]);
+      // A resume wakes idle workers as an enqueue does.
+      if (before.paused && !config.paused) await this.notify(client, queue);
+      return { config, created: inserted.rowCount === 1 };
+    });
+  }
+
+  async gc(queue: string, force: boolean): Promise<GcResult> {
+    const config = await this.config(queue);
+    const took = await this.write(queue, async (tx) => {
+      const taken = await tx.db.query(
+        `UPDATE ${this.s}.queues SET gc_lock_until = $2, gc_at = $3
+         WHERE queue = $1 AND gc_lock_until <= $3 AND ($4 OR gc_at + $5 <= $3)`,
+        [queue, tx.now + GC_LOCK_MS, tx.now, force, config.gcIntervalMs],
+      );
+      return taken.rowCount === 1;
+    });
+    if (!took) return { ran: false, removed: 0 };
+    let removed = 0;
+    try {
+      await this.withClient((client) => trimEvents(client, this.s, queue, config, Date.now()));
+      removed += await this.gcChunks(queue, 2, config.gcLifetimeMs);
+      removed += await this.gcChunks(queue, 3, config.failedLifetimeMs);
+      await this.withClient((client) =>
+        client.query(`DELETE FROM ${this.s}.consumers WHERE queue = $1 AND expires_at <= $2`, [queue, Date.now()]),
+      );
+    } finally {
+      await this.withClient((client) =>
+        client.query(`UPDATE ${this.s}.queues SET gc_lock_until = 0 WHERE queue = $1`, [queue]),
+      );
+    }
+    return { ran: true, removed };
+  }
+
+  async registerConsumer(queue: string, consumer: ConsumerRegistration): Promise<void> {
+    const key = lockKey(consumer.id);
+    // The lock first: a registered consumer whose lock is free reads as dead.
+    await this.guard(() => this.session.hold(key));
+    await this.withClient(async (client) => {
+      const now = Date.now();
+      await client.query(
+        `WITH q AS (INSERT INTO ${this.s}.queues (queue) VALUES ($1) ON CONFLICT DO NOTHING)
+         INSERT INTO ${this.s}.consumers (queue, id, host, pid, started_at, seen_at, expires_at, lock_key)
+         VALUES ($1, $2, $3, $4, $5, $5, $6, $7)
+         ON CONFLICT (queue, id) DO UPDATE SET seen_at = excluded.seen_at, expires_at = excluded.expires_at`,
+        [queue, consumer.id, consumer.host, consumer.pid, now, now + consumer.ttlMs, key],
+      );
+    });
+  }
+
+  async unregisterConsumer(queue: string, consumerId: string): Promise<void> {
+    await this.withClient((client) =>
+      client.query(`DELETE FROM ${this.s}.consumers WHERE queue = $1 AND id = $2`, [queue, consumerId]),
+    );
+    await this.guard(() => this.session.release(lockKey(consumerId)));
+  }
+
+  consumers(queue: string): Promise<ConsumerInfo[]> {
+    return this.withClient((client) => liveConsumers(client, this.s, queue, Date.now()));
+  }
+
+  readEvents(queue: string, after: string | null, limit: number): Promise<EventPage> {
+    return this.withClient((client) => readEvents(client, this.s, queue, after, limit));
+  }
+
+  eventsHead(queue: string): Promise<string> {
+    return this.withClient((client) => eventsHead(client, this.s, queue));
+  }
+
+  subscribeEvents(queue: string, listener: () => void): () => void {
+    return this.session.subscribe(eventsPayload(queue), listener);
+  }
+
+  /** On this client's clock, as every other time the store keeps. */
+  takeTurn(queue: string, name: string, everyMs: number): Promise<boolean> {
+    return this.withClient(async (client) => {
+      const taken = await client.query(
+        `INSERT INTO ${this.s}.turns AS t (queue, name, taken_at) VALUES ($1, $2, $3)
+         ON CONFLICT (queue, name) DO UPDATE SET taken_at = excluded.taken_at
+         WHERE t.taken_at + $4 <= excluded.taken_at OR t.taken_at > excluded.taken_at`,
+        [queue, name, Date.now(), everyMs],
+      );
+      return taken.rowCount === 1;
+    });
+  }
+
+  putSchedule(queue: string, schedule: StoredSchedule): Promise<boolean> {
+    return this.withClient(async (client) => {
+      const { rows } = await client.query<{ created: boolean }>(
+        `WITH q AS (INSERT INTO ${this.s}.queues (queue) VALUES ($1) ON CONFLICT DO NOTHING)
+         INSERT INTO ${this.s}.schedules AS x (queue, name, body, next_at) VALUES ($1, $2, $3, $4)
+         ON CONFLICT (queue, name) DO UPDATE SET body = excluded.body, next_at = excluded.next_at
+         RETURNING (xmax = 0) AS created`,
+        [queue, schedule.name, schedule.body, schedule.nextAt],
+      );
+      return rows[0]?.created === true;
+    });
+  }
+
+  schedules(queue: string): Promise<StoredSchedule[]> {
+    return this.withClient(async (client) => {
+      const { rows } = await client.query<StoredSchedule>(
+        `SELECT name, body, next_at AS "nextAt" FROM ${this.s}.schedules WHERE queue = $1 ORDER BY name COLLATE "C"`,
+        [queue],
+      );
+      return rows;
+    });
+  }
+
+  removeSchedule(queue: string, name: string): Promise<boolean> {
+    return this.withClient(async (client) => {
+      const removed = await client.query(`DELETE FROM ${this.s}.schedules WHERE queue = $1 AND name = $2`, [
+        queue,
+        name,
+      ]);
+      return removed.rowCount === 1;
+    });
+  }
+
+  /** The compare-and-set and the enqueue in one transaction: both happen or neither. */
+  fireSchedule(
+    queue: string,
+    expected: StoredSchedule,
+    nextAt: number,
+    messages: readonly NewMessage[],
+  ): Promise<EnqueueResult[] | null> {
+    return this.transaction(async (client) => {
+      const advanced = await client.query(
+        `UPDATE ${this.s}.schedules SET next_at = $5 WHERE queue = $1 AND name = $2 AND body = $3 AND next_at = $4`,
+        [queue, expected.name, expected.body, expected.nextAt, nextAt],
+      );
+      if (advanced.rowCount !== 1) return null;
+      return enqueueMessages(client, this.schema, queue, messages);
+    });
+  }
+
+  subscribe(queue: string, listener: () => void): () => void {
+    return this.session.subscribe(queue, listener);
+  }
+
+  /** Claims also end with the pinned session that holds the consumers' advisory locks (instant release). */
+  claimsHeldUntil(): number {
+    return this.session.heldUntil();
+  }
+
+  async close(): Promise<void> {
+    if (this.closed) return;
+    this.closed = true;
+    await this.session.close();
+    await this.pool.end().catch(() => undefined);
+  }
+
+  /** Deletes finished (phase 2) or failed (3) rows older than `lifetimeMs`, in chunks; returns how many. */
+  private async gcChunks(queue: string, phase: 2 | 3, lifetimeMs: number): Promise<number> {
+    let removed = 0;
+    for (;;) {
+      const deleted = await this.withClient(async (client) => {
+        const now = Date.now();
+        const { rows } = await client.query<{ n: number }>(
+          `WITH gone AS (
+             DELETE FROM ${this.s}.messages WHERE seq IN (
+               SELECT seq FROM ${this.s}.messages
+               WHERE queue = $1 AND phase = $2 AND updated_at <= $3 AND ($2 = 3 OR backoff_until <= $4)
+               ORDER BY updated_at LIMIT $5 FOR UPDATE SKIP LOCKED)
+             RETURNING 1),
+           n AS (SELECT count(*) AS n FROM gone)
+           SELECT n.n, CASE WHEN n.n > 0 THEN ${this.s}.add_counts($1, 0, CASE WHEN $2 = 2 THEN -n.n ELSE 0 END,
+             CASE WHEN $2 = 3 THEN -n.n ELSE 0 END) END AS counted FROM n`,
+          [queue, phase, now - lifetimeMs, now, GC_CHUNK],
+        );
+        return rows[0]?.n ?? 0;
+      });
+      removed += deleted;
+      if (deleted < GC_CHUNK) return removed;
+    }
+  }
+
+  private notify(client: PoolClient, queue: string): Promise<unknown> {
+    return client.query('SELECT pg_notify($1, $2)', [`${this.schema}.wake`, queue]);
+  }
+
+  /** A write transaction on a queue whose row exists; see tx.ts. */
+  private write<T>(queue: string, fn: (tx: WriteContext) => Promise<T>): Promise<T> {
+    return this.transaction(async (client) => {
+      const row = await ensureQueueRow(client, this.s, queue);
+      const { tx, finish } = writeContext(client, this.schema, queue, row, this.configs);
+      const result = await fn(tx);
+      await finish();
+      return result;
+    });
+  }
+
+  private transaction<T>(fn: (client: PoolClient) => Promise<T>, begin = 'BEGIN'): Promise<T> {
+    return this.withClient(async (client) => {
+      await client.query(begin);
+      try {
+        const result = await fn(client);
+        await client.query('COMMIT');
+        return result;
+      } catch (error) {
+        await client.query('ROLLBACK').catch(() => undefined);
+        throw error;
+      }
+    });
+  }
+
+  /** Reads in one snapshot, so every statement sees the same state. */
+  private snapshot<T>(fn: (client: PoolClient) => Promise<T>): Promise<T> {
+    return this.transaction(fn, 'BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY');
+  }
+
+  private async withClient<T>(fn: (client: PoolClient) => Promise<T>): Promise<T> {
+    if (this.closed) throw new StoreUnavailableError('the PostgreSQL store is closed');
+    let client: PoolClient;
+    try {
+      client = await this.pool.connect();
+    } catch (error) {
+      throw translatePgError(error, this.options.where);
+    }
+    let broken: Error | undefined;
+    try {
+      return await fn(client);
+    } catch (error) {
+      const translated = translatePgError(error, this.options.where);
+      if (translated instanceof StoreUnavailableError) broken = translated;
+      throw translated;
+    } finally {
+      client.release(broken);
+    }
+  }
+
+  private async guard<T>(fn: () => Promise<T>): Promise<T> {
+    if (this.closed) throw new StoreUnavailableError('the PostgreSQL store is closed');
+    try {
+      return await fn();
+    } catch (error) {
+      throw translatePgError(error, this.options.where);
+    }
+  }
+}

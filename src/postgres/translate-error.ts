@@ -1,0 +1,35 @@
+/**
+ * node-postgres errors as kvmq errors: a refused login is StoreAuthError, a missing database StoreUrlError,
+ * a lost or unreachable server (and PostgreSQL's own "try again" states) StoreUnavailableError, each with a
+ * message that says where; the driver's error stays as the cause.
+ */
+import { KvmqError, StoreAuthError, StoreUnavailableError, StoreUrlError } from '../errors.js';
+
+// SQLSTATE classes and codes that mean "the server is not serving now": connection exceptions, shutdown,
+// too many connections, a crash restart, serialization/deadlock retries.
+const UNAVAILABLE = /^(08|57P0|53300|40001|40P01)/;
+
+export function translatePgError(error: unknown, where: string): Error {
+  if (error instanceof KvmqError) return error;
+  const code = (error as { code?: unknown }).code;
+  const message = error instanceof Error ? error.message : String(error);
+  if (code === '28P01' || code === '28000') {
+    return new StoreAuthError(`PostgreSQL at ${where} refused the login: ${message}`, error);
+  }
+  if (code === '3D000') {
+    return new StoreUrlError(`PostgreSQL at ${where}: ${message}; create it first (CREATE DATABASE)`);
+  }
+  if (code === '42501') {
+    return new StoreAuthError(`PostgreSQL at ${where}: the user may not use kvmq's schema: ${message}`, error);
+  }
+  if (typeof code === 'string' && UNAVAILABLE.test(code)) {
+    return new StoreUnavailableError(`PostgreSQL at ${where}: ${message}`, error);
+  }
+  if (
+    (typeof code === 'string' && /^E[A-Z]+$/.test(code)) ||
+    /Connection terminated|connection timeout|Client has encountered a connection error|not queryable/i.test(message)
+  ) {
+    return new StoreUnavailableError(`PostgreSQL at ${where} cannot be reached: ${message}`, error);
+  }
+  return error instanceof Error ? error : new Error(message);
+}

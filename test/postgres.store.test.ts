@@ -1,0 +1,259 @@
+/**
+ * What only the PostgreSQL store promises: its schema created and migrated once by processes that start
+ * together, a newer or foreign schema refused, clear errors for a wrong password, a missing database and an
+ * unreachable server, nothing acknowledged lost when the server crashes (SIGKILL, `pg_ctl stop -m
+ * immediate`), one NOTIFY per enqueue call however many messages it carries, and enqueue from SQL (psql).
+ */
+import assert from 'node:assert/strict';
+import { spawnSync } from 'node:child_process';
+import { chmodSync, mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { after, describe, test } from 'node:test';
+import pg from 'pg';
+import {
+  connect,
+  PayloadTooLargeError,
+  StoreAuthError,
+  StoreLayoutError,
+  StoreUnavailableError,
+  StoreUrlError,
+  type Client,
+} from '../src/index.js';
+import { storeOf } from '../src/client-store.js';
+import { SCHEMA_VERSION } from '../src/postgres/schema.js';
+import { lockKey } from '../src/postgres/session.js';
+import { start, type PostgresServer } from '../scripts/servers/postgres.mjs';
+import { dropSchemas, freshSchema, postgresTestUrl, sql } from './fixtures/postgres-server.js';
+import { waitFor } from './support/wait.js';
+
+const base = postgresTestUrl();
+const dir = mkdtempSync(join(tmpdir(), 'kvmq-postgres-store-'));
+// The server runs as the postgres user when the tests run as root: it must reach its dir below this one.
+chmodSync(dir, 0o755);
+const servers: PostgresServer[] = [];
+const clients: Client[] = [];
+const schemas: string[] = [];
+
+after(async () => {
+  await Promise.all(clients.map((client) => client.close().catch(() => undefined)));
+  await Promise.all(servers.map((server) => server.stop()));
+  await dropSchemas(base, schemas);
+  rmSync(dir, { recursive: true, force: true });
+});
+
+function schemaUrl(url = base): { url: string; schema: string } {
+  const schema = freshSchema();
+  schemas.push(schema);
+  return { url: `${url}?schema=${schema}`, schema };
+}
+
+async function open(url: string): Promise<Client> {
+  const client = await connect(url, { maintenance: false });
+  clients.push(client);
+  return client;
+}
+
+async function dedicated(): Promise<PostgresServer> {
+  const serverDir = mkdtempSync(join(dir, 'server-'));
+  chmodSync(serverDir, 0o755);
+  const server = await start(serverDir);
+  servers.push(server);
+  return server;
+}
+
+void describe('postgres store', () => {
+  void test('processes opening a fresh schema together migrate it once', async () => {
+    const { url, schema } = schemaUrl();
+    const opened = await Promise.all(Array.from({ length: 6 }, () => open(url)));
+    const version = await sql(base, `SELECT version FROM "${schema}".version`);
+    assert.deepEqual(
+      version.rows.map((r: { version: number }) => r.version),
+      [SCHEMA_VERSION],
+    );
+    await opened[0]?.enqueue('q', 'x', { id: 'm' });
+    assert.equal((await opened[5]?.status('q', 'm'))?.state, 'queued');
+  });
+
+  void test('a schema a newer kvmq migrated, or tables kvmq did not make, are refused', async () => {
+    const newer = schemaUrl();
+    await open(newer.url);
+    await sql(base, `UPDATE "${newer.schema}".version SET version = ${SCHEMA_VERSION + 1}`);
+    await assert.rejects(connect(newer.url), (error: unknown) => {
+      assert.ok(error instanceof StoreLayoutError);
+      assert.match(error.message, /newer kvmq/);
+      return true;
+    });
+    const foreign = schemaUrl();
+    await sql(base, `CREATE SCHEMA "${foreign.schema}"; CREATE TABLE "${foreign.schema}".jobs (id int)`);
+    await assert.rejects(connect(foreign.url), StoreLayoutError);
+  });
+
+  void test('a wrong password, a missing database and an unreachable server are clear kvmq errors', async () => {
+    const wrong = new URL(base);
+    wrong.password = 'not-the-password';
+    await assert.rejects(connect(`${wrong.href}?schema=kvmq_never`), (error: unknown) => {
+      assert.ok(error instanceof StoreAuthError, String(error));
+      assert.match(error.message, /refused the login/);
+      assert.doesNotMatch(error.message, /not-the-password/);
+      return true;
+    });
+    const missing = new URL(base);
+    missing.pathname = '/no_such_db';
+    await assert.rejects(connect(missing.href), (error: unknown) => {
+      assert.ok(error instanceof StoreUrlError, String(error));
+      assert.match(error.message, /no_such_db.*does not exist/);
+      return true;
+    });
+    const closed = new URL(base);
+    closed.port = '1'; // nothing listens on a privileged port of loopback
+    await assert.rejects(connect(closed.href), (error: unknown) => {
+      assert.ok(error instanceof StoreUnavailableError, String(error));
+      assert.match(error.message, /cannot be reached/);
+      return true;
+    });
+    await assert.rejects(connect(`${base}?schema=Bad-Name`), StoreUrlError);
+    await assert.rejects(connect(`${base}?shcema=x`), /unknown option 'shcema'/);
+  });
+
+  void test('a payload over the limit is refused before it reaches the server; one at the limit is stored', async () => {
+    const client = await open(schemaUrl().url);
+    const limit = storeOf(client).capabilities.maxPayloadBytes;
+    await assert.rejects(client.enqueue('q', Buffer.alloc(limit + 1)), PayloadTooLargeError);
+    await client.enqueue('q', Buffer.alloc(limit, 7), { id: 'big' });
+    const details = await client.show('q', 'big');
+    assert.equal((details?.payload as Buffer).length, limit);
+  });
+
+  void test('a batch of enqueues sends one NOTIFY for its queue', async () => {
+    const { url, schema } = schemaUrl();
+    const client = await open(url);
+    const listener = new pg.Client({ connectionString: base });
+    await listener.connect();
+    const heard: string[] = [];
+    listener.on('notification', (n) => heard.push(n.payload ?? ''));
+    await listener.query(`LISTEN "${schema}.wake"`);
+    try {
+      await client.enqueueBatch(
+        'q',
+        Array.from({ length: 50 }, (_, i) => ({ payload: i })),
+      );
+      await client.enqueue('later', 'x', { initialBackoffMs: 60_000 });
+      await listener.query('SELECT 1'); // notifications arrive before the reply of a later query
+      assert.deepEqual(heard, ['q'], 'one wake-up for the batch; none for a message not ready yet');
+    } finally {
+      await listener.end();
+    }
+  });
+
+  for (const crash of ['SIGKILL', 'immediate'] as const) {
+    void test(`a server crash (${crash}) loses nothing acknowledged`, { timeout: 60_000 }, async () => {
+      const server = await dedicated();
+      const { url } = schemaUrl(server.url);
+      const client = await open(url);
+      const acknowledged: string[] = [];
+      let stop = false;
+      const producers = Array.from({ length: 4 }, async (_, p) => {
+        for (let i = 0; !stop; i++) {
+          const id = `p${p}-${i}`;
+          try {
+            await client.enqueue('q', { i }, { id });
+            acknowledged.push(id);
+          } catch {
+            return;
+          }
+        }
+      });
+      await waitFor(() => acknowledged.length >= 200, { what: '200 acknowledged enqueues', timeoutMs: 20_000 });
+      await client.enqueue('q', 'done later', { id: 'finished' });
+      const worker = client.worker('q', () => undefined, { concurrency: 4 });
+      await new Promise((r) => setTimeout(r, 300));
+      await worker.stop();
+      const finished = (await client.list('q', { state: 'done-awaiting-gc', limit: 1000 })).messages.map((m) => m.id);
+      await server.restart(crash);
+      stop = true;
+      await Promise.all(producers);
+      await client.close();
+
+      const after = await open(url);
+      const missing: string[] = [];
+      for (const id of acknowledged) if ((await after.status('q', id)) === null) missing.push(id);
+      assert.deepEqual(missing, [], 'every acknowledged enqueue survived');
+      for (const id of finished) assert.equal((await after.status('q', id))?.state, 'done-awaiting-gc', id);
+      assert.ok(finished.length > 0);
+      const counts = (await after.queueStatus('q')).counts;
+      assert.equal(counts['done-awaiting-gc'], finished.length);
+    });
+  }
+
+  void test('a worker whose pinned session ends stops its handler; another takes the message at once', async () => {
+    const { url, schema } = schemaUrl();
+    const holder = await open(url);
+    const other = await open(url);
+    let aborted = false;
+    const started: number[] = [];
+    holder.worker(
+      'q',
+      async (job) => {
+        started.push(job.attempt);
+        await new Promise((resolve) => job.signal.addEventListener('abort', resolve));
+        aborted = true;
+      },
+      { lockMs: 60_000, onError: () => undefined },
+    );
+    await holder.enqueue('q', 'x', { id: 'm' });
+    await waitFor(() => started.length > 0, { what: 'the handler to start' });
+    // The server ends the session holding the worker's advisory lock, as when its connection dies.
+    const ended = await sql(
+      base,
+      `SELECT pg_terminate_backend(pid) FROM pg_locks
+       WHERE locktype = 'advisory' AND classid = $1::bigint::oid AND granted`,
+      [lockKey(`kvmq ${schema}`)],
+    );
+    assert.equal(ended.rowCount, 1);
+    const handled: number[] = [];
+    other.worker('q', (job) => {
+      handled.push(job.attempt);
+    });
+    await waitFor(() => aborted, { what: 'the handler to be told its claim ended', timeoutMs: 15_000 });
+    await waitFor(() => handled.length > 0, { what: 'another worker to take the message', timeoutMs: 15_000 });
+    assert.deepEqual(handled, [2], 'handled again long before its 60 s lock would end');
+  });
+
+  void test('psql enqueues with the schema function; a worker handles the message', async () => {
+    const { url, schema } = schemaUrl();
+    const client = await open(url);
+    const psql = (statement: string): string => {
+      const run = spawnSync('psql', [base, '-X', '-A', '-t', '-v', 'ON_ERROR_STOP=1', '-c', statement], {
+        encoding: 'utf8',
+      });
+      assert.equal(run.status, 0, run.stderr);
+      return run.stdout.trim();
+    };
+    const answer = JSON.parse(
+      psql(
+        `SELECT "${schema}".enqueue('from-sql', '{"order": 42}', ` +
+          `'{"id": "o-42", "priority": 3, "metadata": {"by": "psql"}}')`,
+      ),
+    ) as unknown;
+    assert.deepEqual(answer, { ok: true, id: 'o-42', action: 'added' });
+    const again = JSON.parse(psql(`SELECT "${schema}".enqueue('from-sql', '1', '{"id": "o-42"}')`)) as unknown;
+    assert.deepEqual(again, { ok: false, id: 'o-42', state: 'queued' });
+    // Inside the caller's transaction: rolled back, nothing is stored.
+    psql(`BEGIN; SELECT "${schema}".enqueue('from-sql', '2', '{"id": "rolled-back"}'); ROLLBACK;`);
+    assert.equal(await client.status('from-sql', 'rolled-back'), null);
+
+    const details = await client.show('from-sql', 'o-42');
+    assert.deepEqual(details?.payload, { order: 42 });
+    assert.deepEqual(details.metadata, { by: 'psql' });
+    assert.equal(details.priority, 3);
+    const seen: unknown[] = [];
+    const worker = client.worker('from-sql', (job) => {
+      seen.push(job.payload);
+    });
+    await waitFor(() => seen.length > 0, { what: 'the worker to handle the message' });
+    await worker.stop();
+    assert.deepEqual(seen, [{ order: 42 }]);
+    assert.throws(() => psql(`SELECT "${schema}".enqueue('bad name!', '1')`), /queue name/);
+  });
+});
