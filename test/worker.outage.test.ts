@@ -1,5 +1,6 @@
 /**
- * A worker started while its store's server is down, on every network store (Redis, ZooKeeper, etcd, kvmq serve):
+ * A worker started while its store's server is down, on every network store (Redis, ZooKeeper, etcd, kvmq serve,
+ * PostgreSQL):
  * start() resolves, each failure goes to onError, and once the server is back the worker handles every message.
  * Each test runs a server of its own (it stops it), on the same port and data before and after.
  */
@@ -21,6 +22,7 @@ import {
 import { start as startRedis } from '../scripts/servers/redis.mjs';
 import { start as startZookeeper } from '../scripts/servers/zookeeper.mjs';
 import { start as startEtcd } from '../scripts/servers/etcd.mjs';
+import { start as startPostgres } from '../scripts/servers/postgres.mjs';
 import { startServe } from './fixtures/serve-support.js';
 import { freshStoreUrl } from './fixtures/zookeeper-env.js';
 import { gatedHandlers, timedStop } from './support/gate.js';
@@ -79,6 +81,13 @@ const SERVERS: Record<string, () => Promise<Outage>> = {
   etcd: () =>
     inTempDir('etcd', startEtcd, (server) => ({
       url: `${server.url}/outage`,
+      down: () => server.stop(),
+      up: () => server.restart(),
+    })),
+  postgres: () =>
+    inTempDir('postgres', startPostgres, (server) => ({
+      url: `${server.url}?schema=outage`,
+      // A fast shutdown: PostgreSQL's default (SIGTERM) would wait for every client to leave.
       down: () => server.stop(),
       up: () => server.restart(),
     })),
