@@ -87,6 +87,19 @@ BEGIN
         ON CONFLICT (queue, id) DO NOTHING
         RETURNING id)
     SELECT coalesce(array_agg(ins.id), '{}') INTO inserted FROM ins;
+    IF cardinality(inserted) = n THEN
+      -- Every message was new (a repeated id comes back once): the common case, with no loop.
+      RETURN QUERY SELECT u.i, true, 'added'::text, NULL::text FROM unnest(p_ids) AS u(i);
+      IF events_on THEN
+        PERFORM ${s}.add_events(p_queue, p_now, array_fill(0::smallint, ARRAY[n]), p_ids,
+          array_fill(0, ARRAY[n]), array_fill(NULL::text, ARRAY[n]));
+      END IF;
+      PERFORM ${s}.add_counts(p_queue, n, 0, 0);
+      IF 0 = ANY(p_delays) THEN
+        PERFORM pg_notify(${channel}, p_queue);
+      END IF;
+      RETURN;
+    END IF;
   END IF;
   FOR i IN 1 .. n LOOP
     r_id := p_ids[i];
@@ -176,12 +189,13 @@ BEGIN
     e_attempts := e_attempts || 0;
     RETURN NEXT;
   END LOOP;
-  IF size_delta <> 0 OR done_delta <> 0 THEN
-    PERFORM ${s}.add_counts(p_queue, size_delta, done_delta, 0);
-  END IF;
+  -- The queue row (events) before the counter slot: the order every transaction takes them in.
   IF events_on AND cardinality(e_ids) > 0 THEN
     PERFORM ${s}.add_events(p_queue, p_now, array_fill(0::smallint, ARRAY[cardinality(e_ids)]), e_ids, e_attempts,
       array_fill(NULL::text, ARRAY[cardinality(e_ids)]));
+  END IF;
+  IF size_delta <> 0 OR done_delta <> 0 THEN
+    PERFORM ${s}.add_counts(p_queue, size_delta, done_delta, 0);
   END IF;
   IF wake THEN
     PERFORM pg_notify(${channel}, p_queue);

@@ -10,7 +10,7 @@ import type { ClientConfig, Pool, PoolClient } from 'pg';
 import { StoreUnavailableError } from '../errors.js';
 import { applyConfigPatch } from '../model/config.js';
 import { promoteMessages, removeMessages, retryFailed, retryMessages } from './actions.js';
-import { eventsPayload } from './channel.js';
+import { eventsPayload, wakeChannel } from './channel.js';
 import { claimMessages } from './claim.js';
 import { enqueueMessages } from './enqueue.js';
 import { emptyEvents, eventsHead, readEvents, trimEvents } from './events.js';
@@ -439,7 +439,7 @@ class PostgresStore implements Store {
   }
 
   private notify(client: PoolClient, queue: string): Promise<unknown> {
-    return client.query('SELECT pg_notify($1, $2)', [`${this.schema}.wake`, queue]);
+    return client.query('SELECT pg_notify($1, $2)', [wakeChannel(this.schema), queue]);
   }
 
   /** A write transaction on a queue whose row exists; see tx.ts. */

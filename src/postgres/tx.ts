@@ -89,16 +89,17 @@ async function writeGathered(tx: WriteContext, gathered: Gathered): Promise<void
     params.push(value);
     return `$${params.length}`;
   };
-  for (const [q, [size, done, failed]] of gathered.counts) {
-    if (size === 0 && done === 0 && failed === 0) continue;
-    calls.push(`${s}.add_counts(${param(q)}, ${param(size)}, ${param(done)}, ${param(failed)})`);
-  }
+  // The queue rows (events) before the counter slots: the order every transaction takes them in.
   for (const [q, list] of gathered.events) {
     if (!(await tx.configOf(q)).events) continue;
     calls.push(
       `${s}.add_events(${param(q)}, ${param(now)}, ${param(list.types)}::smallint[], ${param(list.ids)}::text[], ` +
         `${param(list.attempts)}::integer[], ${param(list.errors)}::text[])`,
     );
+  }
+  for (const [q, [size, done, failed]] of gathered.counts) {
+    if (size === 0 && done === 0 && failed === 0) continue;
+    calls.push(`${s}.add_counts(${param(q)}, ${param(size)}, ${param(done)}, ${param(failed)})`);
   }
   if (gathered.wakes.size > 0) {
     const channel = param(wakeChannel(tx.schema));
