@@ -21,11 +21,18 @@ import {
   type Client,
 } from '../src/index.js';
 import { storeOf } from '../src/client-store.js';
+import { lockReadySql } from '../src/postgres/claim.js';
 import { SCHEMA_VERSION } from '../src/postgres/schema.js';
 import { lockKey } from '../src/postgres/session.js';
 import { start, type PostgresServer } from '../scripts/servers/postgres.mjs';
 import { dropSchemas, freshSchema, postgresTestUrl, sql } from './fixtures/postgres-server.js';
 import { waitFor } from './support/wait.js';
+
+/** A node of EXPLAIN's JSON plan, as far as the test reads it. */
+interface PlanNode {
+  readonly 'Shared Hit Blocks'?: number;
+  readonly 'Shared Read Blocks'?: number;
+}
 
 const base = postgresTestUrl();
 const dir = mkdtempSync(join(tmpdir(), 'kvmq-postgres-store-'));
@@ -144,6 +151,51 @@ void describe('postgres store', () => {
     } finally {
       await listener.end();
     }
+  });
+
+  void test('a claim reads the head of the pending index: as many pages at 50,000 waiting as at 1,000', async () => {
+    const { url, schema } = schemaUrl();
+    const client = await open(url);
+    const fill = async (queue: string, n: number): Promise<void> => {
+      for (let done = 0; done < n; done += 1000) {
+        const batch = Array.from({ length: 1000 }, (_, i) => ({ payload: done + i, priority: (done + i) % 3 }));
+        await client.enqueueBatch(queue, batch);
+      }
+    };
+    await fill('small', 1000);
+    await fill('large', 50_000);
+    // Delayed messages at the first priority lie in the index range a claim walks: passed inside the index.
+    await client.enqueueBatch(
+      'large',
+      Array.from({ length: 5000 }, (_, i) => ({ payload: i, initialBackoffMs: 3_600_000 })),
+    );
+    await sql(base, `ANALYZE "${schema}".messages`);
+    const plan = async (queue: string): Promise<{ text: string; buffers: number }> => {
+      const explained = await sql(
+        base,
+        `BEGIN; EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) ${lockReadySql(`"${schema}"`)
+          .replace(/\$1/g, `'${queue}'`)
+          .replace(/\$2/g, String(Date.now()))
+          .replace(/\$3/g, "ARRAY['']")
+          .replace(/\$4/g, String(Date.now() + 30_000))
+          .replace(/\$5/g, "'c'")
+          .replace(/\$6/g, '10')}; ROLLBACK;`,
+      );
+      const result = (explained as unknown as { rows: { 'QUERY PLAN': [{ Plan: PlanNode }] }[] }[])[1];
+      const root = result?.rows[0]?.['QUERY PLAN'][0].Plan;
+      assert.ok(root !== undefined);
+      return {
+        text: JSON.stringify(root),
+        buffers: (root['Shared Hit Blocks'] ?? 0) + (root['Shared Read Blocks'] ?? 0),
+      };
+    };
+    const small = await plan('small');
+    const large = await plan('large');
+    for (const { text } of [small, large]) {
+      assert.match(text, /"Index Name":"messages_pending"/);
+      assert.doesNotMatch(text, /"Node Type":"Seq Scan"/);
+    }
+    assert.ok(large.buffers <= small.buffers + 20, `pages read: ${small.buffers} at 1,000, ${large.buffers} at 55,000`);
   });
 
   for (const crash of ['SIGKILL', 'immediate'] as const) {

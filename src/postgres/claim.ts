@@ -134,17 +134,13 @@ export async function claimMessages(tx: WriteContext, request: ClaimRequest): Pr
   return { messages, queueSize, ...(await dryRun(tx, request, classes)) };
 }
 
-/** Locks up to `want` ready messages of the classes, lowest priority number first, then oldest. */
-async function lockReady(
-  tx: WriteContext,
-  classes: readonly string[],
-  want: number,
-  lockUntil: number,
-  consumer: string,
-): Promise<ClaimedRow[]> {
-  const { db, s, queue, now } = tx;
-  const result = await db.query<ClaimedRow>(
-    `UPDATE ${s}.messages m SET phase = 1, lock_until = $4, consumer = $5, attempt = m.attempt + 1, requeue = 0,
+/**
+ * The ready claim: $1 queue, $2 now, $3 the accepted classes, $4 the lock's end, $5 the consumer, $6 how many.
+ * Per class, the head of the pending index in claim order (the ready ones: a later ready_at is skipped inside
+ * the index), merged and cut to $6, locked and returned.
+ */
+export function lockReadySql(s: string): string {
+  return `UPDATE ${s}.messages m SET phase = 1, lock_until = $4, consumer = $5, attempt = m.attempt + 1, requeue = 0,
        updated_at = $2
      FROM (
        SELECT c.seq FROM unnest($3::text[]) AS f(filters) CROSS JOIN LATERAL (
@@ -154,9 +150,19 @@ async function lockReady(
          FOR UPDATE SKIP LOCKED) c
        ORDER BY c.priority, c.ready_at, c.seq LIMIT $6) pick
      WHERE m.seq = pick.seq
-     RETURNING ${CLAIMED_FIELDS}`,
-    [queue, now, classes, lockUntil, consumer, want],
-  );
+     RETURNING ${CLAIMED_FIELDS}`;
+}
+
+/** Locks up to `want` ready messages of the classes, lowest priority number first, then oldest. */
+async function lockReady(
+  tx: WriteContext,
+  classes: readonly string[],
+  want: number,
+  lockUntil: number,
+  consumer: string,
+): Promise<ClaimedRow[]> {
+  const { db, s, queue, now } = tx;
+  const result = await db.query<ClaimedRow>(lockReadySql(s), [queue, now, classes, lockUntil, consumer, want]);
   return result.rows;
 }
 
