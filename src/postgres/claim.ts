@@ -37,7 +37,8 @@ interface ExpiredRow extends ClaimedRow {
   readonly group_name: string | null;
 }
 
-export async function claimMessages(tx: WriteContext, request: ClaimRequest): Promise<ClaimResult> {
+/** `released`: messages of dead consumers this transaction just freed (release.ts), which it may take. */
+export async function claimMessages(tx: WriteContext, request: ClaimRequest, released = 0): Promise<ClaimResult> {
   const { db, s, queue, now, row, config } = tx;
   if (config.paused) {
     return { messages: [], queueSize: row.size, dryRuns: row.dry_runs, wakeAt: now + PAUSED_RECHECK_MS };
@@ -62,12 +63,16 @@ export async function claimMessages(tx: WriteContext, request: ClaimRequest): Pr
   const groups = config.groupConcurrency === null ? null : await heldGroups(tx, config.groupConcurrency);
   const lockUntil = now + request.lockMs;
 
-  const expired = await db.query<ExpiredRow>(
-    `SELECT ${CLAIMED_FIELDS}, m.consumer, m.losses, m.history, m.group_name FROM ${s}.messages m
-     WHERE m.queue = $1 AND m.phase = 1 AND m.lock_until <= $2 ORDER BY m.lock_until LIMIT $3
-     FOR UPDATE SKIP LOCKED`,
-    [queue, now, max],
-  );
+  // Expired locks are looked for only when the queue row's read says one has ended (or some were just freed).
+  const lockEnded = released > 0 || (row.next_lock !== null && row.next_lock <= now);
+  const expired = !lockEnded
+    ? { rows: [] as ExpiredRow[] }
+    : await db.query<ExpiredRow>(
+        `SELECT ${CLAIMED_FIELDS}, m.consumer, m.losses, m.history, m.group_name FROM ${s}.messages m
+         WHERE m.queue = $1 AND m.phase = 1 AND m.lock_until <= $2 ORDER BY m.lock_until LIMIT $3
+         FOR UPDATE SKIP LOCKED`,
+        [queue, now, max],
+      );
   const relock: { seq: number; losses: number; history: string }[] = [];
   let failed = 0;
   for (const lost of expired.rows) {

@@ -14,6 +14,8 @@ export interface QueueRow {
   readonly size: number;
   /** The queue's filter classes. */
   readonly classes: string[];
+  /** The earliest lock end of its held messages (one index seek), or null when none is held. */
+  readonly next_lock: number | null;
 }
 
 const EMPTY: QueueRow = {
@@ -25,6 +27,7 @@ const EMPTY: QueueRow = {
   gc_lock_until: 0,
   size: 0,
   classes: [],
+  next_lock: null,
 };
 
 /**
@@ -36,7 +39,8 @@ export async function ensureQueueRow(db: Queryable, s: string, queue: string): P
     `WITH ins AS (INSERT INTO ${s}.queues (queue) VALUES ($1) ON CONFLICT DO NOTHING)
      SELECT q.config, q.dry_runs, q.eoq_until, q.rate_tat, q.gc_at, q.gc_lock_until,
        (SELECT coalesce(sum(c.size), 0) FROM ${s}.counts c WHERE c.queue = $1) AS size,
-       ARRAY(SELECT f.filters FROM ${s}.classes f WHERE f.queue = $1) AS classes
+       ARRAY(SELECT f.filters FROM ${s}.classes f WHERE f.queue = $1) AS classes,
+       (SELECT min(m.lock_until) FROM ${s}.messages m WHERE m.queue = $1 AND m.phase = 1) AS next_lock
      FROM ${s}.queues q WHERE q.queue = $1`,
     [queue],
   );

@@ -6,9 +6,10 @@
  */
 import type { WriteContext } from './tx.js';
 
-export async function releaseDeadHolders(tx: WriteContext, lockSpace: number): Promise<void> {
+/** Returns how many messages it released. */
+export async function releaseDeadHolders(tx: WriteContext, lockSpace: number): Promise<number> {
   const { db, s, queue, now } = tx;
-  await db.query(
+  const released = await db.query(
     `UPDATE ${s}.messages m SET lock_until = 0
      FROM ${s}.consumers c
      WHERE c.queue = $1 AND m.queue = $1 AND m.phase = 1 AND m.consumer = c.id AND m.lock_until > $2
@@ -19,4 +20,5 @@ export async function releaseDeadHolders(tx: WriteContext, lockSpace: number): P
            AND l.classid = $3::bigint::oid AND l.objid = c.lock_key::bigint::oid)`,
     [queue, now, lockSpace],
   );
+  return released.rowCount ?? 0;
 }

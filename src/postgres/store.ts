@@ -139,11 +139,12 @@ class PostgresStore implements Store {
     }
     return this.write(queue, async (tx) => {
       const last = this.swept.get(queue) ?? 0;
+      let released = 0;
       if (tx.now - last >= RELEASE_SWEEP_MS) {
         this.swept.set(queue, tx.now);
-        await releaseDeadHolders(tx, this.session.lockSpace);
+        released = await releaseDeadHolders(tx, this.session.lockSpace);
       }
-      return claimMessages(tx, request);
+      return claimMessages(tx, request, released);
     });
   }
 
