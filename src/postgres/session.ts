@@ -123,12 +123,14 @@ export class Session {
     client.on('error', () => this.drop(client));
     client.on('end', () => this.drop(client));
     client.on('notification', (message) => this.tell(message.payload ?? ''));
-    await client.connect();
-    await client.query(`LISTEN ${quoteIdent(wakeChannel(this.schema))}`);
-    for (const key of this.locks) await client.query('SELECT pg_try_advisory_lock($1, $2)', [this.lockSpace, key]);
-    if (this.closed) {
-      await client.end();
-      throw new Error('closed');
+    try {
+      await client.connect();
+      await client.query(`LISTEN ${quoteIdent(wakeChannel(this.schema))}`);
+      for (const key of this.locks) await client.query('SELECT pg_try_advisory_lock($1, $2)', [this.lockSpace, key]);
+      if (this.closed) throw new Error('the PostgreSQL store is closed');
+    } catch (error) {
+      await client.end().catch(() => undefined);
+      throw error;
     }
     this.client = client;
     this.answeredAt = sent;

@@ -335,13 +335,17 @@ class PostgresStore implements Store {
     return this.session.subscribe(eventsPayload(queue), listener);
   }
 
-  /** On this client's clock, as every other time the store keeps. */
+  /**
+   * On this client's clock, as every other time the store keeps. Callers read their clocks before their
+   * statements reach the row, in any order: a turn taken a moment "later" than a caller's now is within its
+   * window. Only one taken more than a window ahead (a clock that went back) is taken over.
+   */
   takeTurn(queue: string, name: string, everyMs: number): Promise<boolean> {
     return this.withClient(async (client) => {
       const taken = await client.query(
         `INSERT INTO ${this.s}.turns AS t (queue, name, taken_at) VALUES ($1, $2, $3)
          ON CONFLICT (queue, name) DO UPDATE SET taken_at = excluded.taken_at
-         WHERE t.taken_at + $4 <= excluded.taken_at OR t.taken_at > excluded.taken_at`,
+         WHERE t.taken_at + $4 <= excluded.taken_at OR t.taken_at > excluded.taken_at + $4`,
         [queue, name, Date.now(), everyMs],
       );
       return taken.rowCount === 1;
