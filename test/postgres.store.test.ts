@@ -145,9 +145,12 @@ void describe('postgres store', () => {
         'q',
         Array.from({ length: 50 }, (_, i) => ({ payload: i })),
       );
+      await waitFor(() => heard.length > 0, { what: 'the wake-up of the batch' });
       await client.enqueue('later', 'x', { initialBackoffMs: 60_000 });
-      await listener.query('SELECT 1'); // notifications arrive before the reply of a later query
-      assert.deepEqual(heard, ['q'], 'one wake-up for the batch; none for a message not ready yet');
+      // A last marker: once it is heard, everything sent before it was.
+      await sql(base, `SELECT pg_notify('${schema}.wake', 'marker')`);
+      await waitFor(() => heard.includes('marker'), { what: 'the marker' });
+      assert.deepEqual(heard, ['q', 'marker'], 'one wake-up for the batch; none for a message not ready yet');
     } finally {
       await listener.end();
     }
