@@ -82,7 +82,7 @@ void describe('postgres store', () => {
     assert.equal((await opened[5]?.status('q', 'm'))?.state, 'queued');
   });
 
-  void test('a schema a newer kvmq migrated, or tables kvmq did not make, are refused', async () => {
+  void test('a schema a newer kvmq migrated, tables kvmq did not make, or a schema dropped under it are refused', async () => {
     const newer = schemaUrl();
     await open(newer.url);
     await sql(base, `UPDATE "${newer.schema}".version SET version = ${SCHEMA_VERSION + 1}`);
@@ -94,6 +94,15 @@ void describe('postgres store', () => {
     const foreign = schemaUrl();
     await sql(base, `CREATE SCHEMA "${foreign.schema}"; CREATE TABLE "${foreign.schema}".jobs (id int)`);
     await assert.rejects(connect(foreign.url), StoreLayoutError);
+
+    const dropped = schemaUrl();
+    const running = await open(dropped.url);
+    await sql(base, `DROP SCHEMA "${dropped.schema}" CASCADE`);
+    await assert.rejects(running.enqueue('q', 'x'), (error: unknown) => {
+      assert.ok(error instanceof StoreLayoutError, String(error));
+      assert.match(error.message, /not as it made them/);
+      return true;
+    });
   });
 
   void test('a wrong password, a missing database and an unreachable server are clear kvmq errors', async () => {

@@ -3,11 +3,14 @@
  * a lost or unreachable server (and PostgreSQL's own "try again" states) StoreUnavailableError, each with a
  * message that says where; the driver's error stays as the cause.
  */
-import { KvmqError, StoreAuthError, StoreUnavailableError, StoreUrlError } from '../errors.js';
+import { KvmqError, StoreAuthError, StoreLayoutError, StoreUnavailableError, StoreUrlError } from '../errors.js';
 
 // SQLSTATE classes and codes that mean "the server is not serving now": connection exceptions, shutdown,
-// too many connections, a crash restart, serialization/deadlock retries.
-const UNAVAILABLE = /^(08|57P0|53300|40001|40P01)/;
+// too many connections, a crash restart, serialization/deadlock retries, and a unique key two transactions
+// raced for (the same call again finds the winner's row).
+const UNAVAILABLE = /^(08|57P0|53300|40001|40P01|23505)/;
+// An undefined table, function or schema: kvmq's schema was dropped or changed under a running store.
+const LAYOUT = /^(42P01|42883|3F000)$/;
 
 export function translatePgError(error: unknown, where: string): Error {
   if (error instanceof KvmqError) return error;
@@ -21,6 +24,9 @@ export function translatePgError(error: unknown, where: string): Error {
   }
   if (code === '42501') {
     return new StoreAuthError(`PostgreSQL at ${where}: the user may not use kvmq's schema: ${message}`, error);
+  }
+  if (typeof code === 'string' && LAYOUT.test(code)) {
+    return new StoreLayoutError(`PostgreSQL at ${where}: kvmq's tables are not as it made them (${message})`);
   }
   if (typeof code === 'string' && UNAVAILABLE.test(code)) {
     return new StoreUnavailableError(`PostgreSQL at ${where}: ${message}`, error);
