@@ -130,6 +130,20 @@ CREATE TABLE ${s}.version (version integer NOT NULL);
 `;
 
 /**
+ * What brings each older version up to date, in the one transaction of migrate(). A later schema adds its
+ * step here (N → N+1 appended to every older version's steps), as the SQLite store's MIGRATIONS do.
+ */
+const MIGRATIONS: Readonly<Record<number, (schema: string) => string>> = {
+  0: (schema) => {
+    const s = quoteIdent(schema);
+    return `CREATE SCHEMA IF NOT EXISTS ${s};
+      ${tables(s)}
+      ${functionsDdl(schema)}
+      INSERT INTO ${s}.version (version) VALUES (0);`;
+  },
+};
+
+/**
  * Creates the schema or brings it to SCHEMA_VERSION, in one transaction under an advisory lock of the
  * schema's name; a schema a newer kvmq wrote is refused.
  */
@@ -153,9 +167,11 @@ export async function migrate(db: Queryable, schema: string): Promise<void> {
       if (version === 0 && tablesFound.rows.length > 0) {
         throw new StoreLayoutError(`PostgreSQL schema ${schema} holds tables kvmq did not make; pick another ?schema=`);
       }
-      await db.query(`CREATE SCHEMA IF NOT EXISTS ${s}`);
-      await db.query(tables(s) + functionsDdl(schema));
-      await db.query(`INSERT INTO ${s}.version (version) VALUES (${SCHEMA_VERSION})`);
+      const steps = MIGRATIONS[version];
+      if (steps === undefined)
+        throw new StoreLayoutError(`PostgreSQL schema ${schema} has an unknown kvmq schema ${version}`);
+      await db.query(steps(schema));
+      await db.query(`UPDATE ${s}.version SET version = ${SCHEMA_VERSION}`);
     }
     await db.query('COMMIT');
   } catch (error) {
