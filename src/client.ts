@@ -46,6 +46,7 @@ import type { WorkerMetrics } from './metrics/worker-metrics.js';
 import type {
   ActionResult,
   BatchItem,
+  EnqueueBatchOptions,
   EnqueueOptions,
   EnqueueResult,
   FilterValues,
@@ -60,6 +61,7 @@ import type {
   Payload,
   QueueConfig,
   QueueStatus,
+  SqlTransaction,
 } from './model/types.js';
 
 export interface ConnectOptions {
@@ -73,7 +75,8 @@ export interface ConnectOptions {
   readonly onError?: (error: unknown) => void;
 }
 
-const ENQUEUE_KEYS = [
+// A message's own options, as an enqueue or a batch item gives them.
+const MESSAGE_KEYS = [
   'id',
   'filters',
   'metadata',
@@ -88,7 +91,8 @@ const ENQUEUE_KEYS = [
   'group',
   'debounce',
 ] as const;
-const BATCH_KEYS = ['payload', ...ENQUEUE_KEYS] as const;
+const ENQUEUE_KEYS = [...MESSAGE_KEYS, 'tx'] as const;
+const BATCH_KEYS = ['payload', ...MESSAGE_KEYS] as const;
 // Failed messages redriven per atomic step of retryFailed.
 const REDRIVE_BATCH = 500;
 // Filter enums change rarely; a short cache keeps enqueue from reading them every time.
@@ -162,7 +166,8 @@ export class Client {
     // The batch path's work for one message, without the item object and arrays it would build.
     const config = options.filters === undefined ? null : await this.cachedConfig(queue);
     const message = this.prepare(queue, payload, options, config);
-    const [result] = await traceSend(queue, [message], false, (carrying) => this.enqueues.add(queue, carrying));
+    const send = this.sender(queue, options.tx);
+    const [result] = await traceSend(queue, [message], false, send);
     this.maybeGcInBackground(queue);
     if (result === undefined) throw new Error('store returned no result for an enqueue');
     return result;
@@ -172,9 +177,15 @@ export class Client {
    * Adds many messages in as few store round trips as the store allows; results are in order.
    * Enqueues made in the same tick travel to the store together.
    */
-  async enqueueBatch(queue: string, items: readonly BatchItem[]): Promise<EnqueueResult[]> {
+  async enqueueBatch(
+    queue: string,
+    items: readonly BatchItem[],
+    options: EnqueueBatchOptions = {},
+  ): Promise<EnqueueResult[]> {
     this.checkOpen();
     checkQueueName(queue);
+    checkKnownKeys('enqueueBatch', checkPlainObject('options', options), ['tx']);
+    const send = this.sender(queue, options.tx);
     const list: unknown = items;
     if (!Array.isArray(list)) throw new TypeError('enqueueBatch takes an array of { payload, ...options }');
     const needsConfig = items.some((item) => item.filters !== undefined);
@@ -183,9 +194,31 @@ export class Client {
       checkKnownKeys('enqueue', checkPlainObject('message', item), BATCH_KEYS);
       return this.prepare(queue, item.payload, item, config);
     });
-    const results = await traceSend(queue, messages, true, (carrying) => this.enqueues.add(queue, carrying));
+    const results = await traceSend(queue, messages, true, send);
     this.maybeGcInBackground(queue);
     return results;
+  }
+
+  /**
+   * Where an enqueue's messages go: the tick's shared call, or, with `tx`, the caller's transaction on its own
+   * (a transaction cannot be shared with other callers' messages). A store that cannot is a TypeError.
+   */
+  private sender(
+    queue: string,
+    tx: SqlTransaction | undefined,
+  ): (messages: readonly NewMessage[]) => Promise<EnqueueResult[]> {
+    if (tx === undefined) return (messages) => this.enqueues.add(queue, messages);
+    const store = this.#store;
+    if (typeof (tx as Partial<SqlTransaction> | null)?.query !== 'function') {
+      throw new TypeError('tx must be an open transaction: a pg client inside BEGIN, or { query(text, values) }');
+    }
+    if (store.enqueueIn === undefined) {
+      throw new TypeError(
+        `tx is not available on this ${store.kind} store: only a PostgreSQL store (postgres://) can enqueue ` +
+          "inside your database's transaction",
+      );
+    }
+    return (messages) => store.enqueueIn?.(tx, queue, messages) ?? Promise.resolve([]);
   }
 
   /** Starts (unless `autoStart: false`) a worker that hands the queue's messages to `handler`. */

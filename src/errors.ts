@@ -18,6 +18,7 @@ export const KVMQ_ERROR_CODES = [
   'METRICS_LISTEN',
   'SERVE',
   'DASHBOARD',
+  'TRANSACTION',
 ] as const;
 
 export type KvmqErrorCode = (typeof KVMQ_ERROR_CODES)[number];
@@ -175,5 +176,15 @@ export class MessageGoneError extends KvmqError {
 export class MetricsListenError extends KvmqError {
   constructor(message: string, cause?: unknown) {
     super('METRICS_LISTEN', message, { cause });
+  }
+}
+
+/**
+ * The caller's SQL transaction cannot take kvmq's statements: it is not open (no BEGIN), or it is aborted (an
+ * earlier statement failed; only ROLLBACK helps). Nothing was enqueued.
+ */
+export class TransactionError extends KvmqError {
+  constructor(message: string, cause?: unknown) {
+    super('TRANSACTION', message, { cause });
   }
 }

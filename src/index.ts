@@ -16,6 +16,8 @@ export type {
   StalledEvent,
 } from './worker/worker.js';
 export { expBackoff } from './model/backoff.js';
+export { knexTransaction } from './postgres/knex.js';
+export type { KnexRaw } from './postgres/knex.js';
 export type { ScheduleInfo, ScheduleOptions } from './schedule/define.js';
 export type { ScheduleTiming, CronTiming, EveryTiming } from './schedule/timing.js';
 export { TRACE_METADATA_KEY } from './tracing/carrier.js';
@@ -35,6 +37,7 @@ export type {
   BatchItem,
   ConsumerInfo,
   EnqueueAction,
+  EnqueueBatchOptions,
   EnqueueOptions,
   EnqueueResult,
   FilterValues,
@@ -54,6 +57,7 @@ export type {
   Payload,
   QueueConfig,
   QueueStatus,
+  SqlTransaction,
 } from './model/types.js';
 export type { FilterMethod, WorkerFilter, WorkerFilters } from './model/filters.js';
 export { DEFAULT_STORE_URL } from './store/url.js';
@@ -75,6 +79,7 @@ export {
   TimeoutError,
   MessageGoneError,
   MetricsListenError,
+  TransactionError,
 } from './errors.js';
 export { createDashboard } from './dashboard/dashboard.js';
 export type { Dashboard, DashboardOptions } from './dashboard/dashboard.js';

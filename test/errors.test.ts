@@ -24,6 +24,7 @@ const samples: readonly kvmq.KvmqError[] = [
   new kvmq.TimeoutError('m'),
   new kvmq.MessageGoneError('q', 'id'),
   new kvmq.MetricsListenError('m'),
+  new kvmq.TransactionError('m'),
   new ServeError('m'),
   new DashboardServerError('m'),
 ];

@@ -43,7 +43,22 @@ export type FilterValues = Readonly<Record<string, string>>;
 /** Free-form JSON object carried with a message. */
 export type Metadata = Readonly<Record<string, unknown>>;
 
+/**
+ * An open SQL transaction of the caller's on the PostgreSQL store's database: a `pg` Client or PoolClient
+ * inside BEGIN, or any object that runs one statement with `$1`-style parameters in that transaction (a query
+ * builder's transaction behind a one-line adapter; `knexTransaction` for Knex). kvmq sends its statements
+ * through it and never commits or rolls it back.
+ */
+export interface SqlTransaction {
+  query(text: string, values: unknown[]): Promise<{ readonly rows: readonly unknown[] }>;
+}
+
 export interface EnqueueOptions {
+  /**
+   * Enqueue inside this transaction of yours (PostgreSQL only): the message exists, and workers are woken,
+   * only if it commits. Any other store refuses it with a TypeError.
+   */
+  readonly tx?: SqlTransaction;
   /** The message id. Give your own (a hash, say) to refuse duplicates; a random one otherwise. */
   readonly id?: string;
   /** Values for the queue's configured filter enums. */
@@ -94,8 +109,14 @@ export interface MessagePolicy {
   readonly timeoutMs?: number;
 }
 
-export interface BatchItem extends EnqueueOptions {
+/** One message of `enqueueBatch`: its payload and options (the transaction is the call's, not an item's). */
+export interface BatchItem extends Omit<EnqueueOptions, 'tx'> {
   readonly payload: Payload;
+}
+
+export interface EnqueueBatchOptions {
+  /** Enqueue every item inside this transaction of yours, as `EnqueueOptions.tx`. */
+  readonly tx?: SqlTransaction;
 }
 
 /**

@@ -11,6 +11,7 @@ import { StoreUnavailableError } from '../errors.js';
 import { applyConfigPatch } from '../model/config.js';
 import { promoteMessages, removeMessages, retryFailed, retryMessages } from './actions.js';
 import { eventsPayload, wakeChannel } from './channel.js';
+import { enqueueInCallerTransaction } from './caller-tx.js';
 import { claimMessages } from './claim.js';
 import { enqueueMessages } from './enqueue.js';
 import { emptyEvents, eventsHead, readEvents, trimEvents } from './events.js';
@@ -49,6 +50,7 @@ import type {
   MessageStatus,
   QueueConfig,
   QueueStatus,
+  SqlTransaction,
 } from '../model/types.js';
 
 const MAX_PAYLOAD_BYTES = 1024 * 1024;
@@ -129,6 +131,11 @@ class PostgresStore implements Store {
 
   enqueue(queue: string, messages: readonly NewMessage[]): Promise<EnqueueResult[]> {
     return this.withClient((client) => enqueueMessages(client, this.schema, queue, messages));
+  }
+
+  enqueueIn(tx: SqlTransaction, queue: string, messages: readonly NewMessage[]): Promise<EnqueueResult[]> {
+    if (this.closed) return Promise.reject(new StoreUnavailableError('the PostgreSQL store is closed'));
+    return enqueueInCallerTransaction(tx, this.schema, queue, messages, this.options.where);
   }
 
   claim(queue: string, request: ClaimRequest): Promise<ClaimResult> {

@@ -21,6 +21,7 @@ import type {
   Outcome,
   QueueConfig,
   QueueStatus,
+  SqlTransaction,
 } from '../model/types.js';
 
 /** What a store can and cannot do, for callers and for tests named after a capability. */
@@ -259,6 +260,12 @@ export interface Store {
    * as one such call and resumes each caller with its own messages.
    */
   enqueueEach?(queue: string, messages: readonly NewMessage[]): Promise<EnqueueResult>[];
+  /**
+   * Optional, for a store in a SQL database (PostgreSQL): as `enqueue`, but inside the caller's open transaction
+   * `tx`, so the messages exist, and wake workers, only if it commits. Rejects with TransactionError when `tx`
+   * is not open or is aborted. Absent: the store cannot take part in a caller's transaction.
+   */
+  enqueueIn?(tx: SqlTransaction, queue: string, messages: readonly NewMessage[]): Promise<EnqueueResult[]>;
   claim(queue: string, request: ClaimRequest): Promise<ClaimResult>;
   /** Extends the locks of held messages; returns the ids no longer held by this consumer. */
   extend(

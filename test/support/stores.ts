@@ -1,12 +1,14 @@
 /**
  * Fixtures for test files that run a few tests on more than one store (outside the conformance suite):
- * SQLite in a fresh temp dir, Redis under a fresh key prefix on the server `npm test` starts.
+ * SQLite in a fresh temp dir, Redis under a fresh key prefix and PostgreSQL in a fresh schema on the servers
+ * `npm test` starts.
  */
 import { randomBytes } from 'node:crypto';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after } from 'node:test';
+import { dropSchemas, freshSchema, postgresTestUrl } from '../fixtures/postgres-server.js';
 import { deletePrefixes, redisTestUrl } from '../fixtures/redis-server.js';
 import type { StoreFixture } from './fixture.js';
 
@@ -38,6 +40,22 @@ export function redisFixture(): StoreFixture {
       const prefix = `kvmq-test-${process.pid}-${++counter}-${randomBytes(3).toString('hex')}`;
       prefixes.push(prefix);
       return Promise.resolve(`${base}?prefix=${prefix}`);
+    },
+  };
+}
+
+/** A fresh schema per url() on the test PostgreSQL; the schemas (and `extra`, added later) go when the file's tests end. */
+export function postgresFixture(extra: string[] = []): StoreFixture {
+  const base = postgresTestUrl();
+  const schemas: string[] = [];
+  after(() => dropSchemas(base, [...schemas, ...extra]));
+  return {
+    name: 'postgres',
+    overNetwork: true,
+    url() {
+      const schema = freshSchema();
+      schemas.push(schema);
+      return Promise.resolve(`${base}?schema=${schema}`);
     },
   };
 }
