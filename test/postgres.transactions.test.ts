@@ -209,9 +209,96 @@ void describe('enqueue in the caller transaction', () => {
   });
 });
 
+void describe('transactional handlers', () => {
+  storeTest(postgres, 'a handler that writes, then throws, leaves no row; the message is retried', async (h) => {
+    const queue = h.queue();
+    const { db, table } = await appConnection(h);
+    h.worker(
+      queue,
+      async (job) => {
+        assert.ok(job.tx !== undefined);
+        await job.tx.query(`INSERT INTO ${table} (id) VALUES ($1)`, [`${job.id}-${job.attempt}`]);
+        if (job.attempt === 1) throw new Error('the first attempt fails after its write');
+      },
+      { transactional: true, maxAttempts: 2, retryBackoffMs: 0 },
+    );
+    await h.client.enqueue(queue, 'x', { id: 'm' });
+    await waitFor(async () => (await h.client.status(queue, 'm'))?.state === 'done-awaiting-gc', {
+      what: 'the message done at its second attempt',
+    });
+    const { rows } = await db.query<{ id: string }>(`SELECT id FROM ${table}`);
+    assert.deepEqual(
+      rows.map((r) => r.id),
+      ['m-2'],
+    );
+    const details = await h.client.show(queue, 'm');
+    assert.deepEqual(
+      details?.history.map((record) => [record.attempt, record.outcome, record.error?.split('\n')[0]]),
+      [[1, 'retry', 'Error: the first attempt fails after its write']],
+    );
+  });
+
+  storeTest(postgres, "a handler that succeeds commits its row with the message's outcome", async (h) => {
+    const queue = h.queue();
+    const { db, table } = await appConnection(h);
+    const next = h.queue('next');
+    let seenInside: number | null = null;
+    let nextInside: unknown;
+    h.worker(
+      queue,
+      async (job) => {
+        await job.tx?.query(`INSERT INTO ${table} (id) VALUES ($1)`, [job.id]);
+        // The next step's message, in the same transaction.
+        await h.client.enqueue(next, 'then', { id: 'next', tx: job.tx });
+        // Another connection sees neither the row nor the outcome before the commit.
+        seenInside = await count(db, table);
+        nextInside = await h.client.status(next, 'next');
+      },
+      { transactional: true },
+    );
+    await h.client.enqueue(queue, 'x', { id: 'ok' });
+    await waitFor(async () => (await h.client.status(queue, 'ok'))?.state === 'done-awaiting-gc', {
+      what: 'the message done',
+    });
+    assert.equal(seenInside, 0);
+    assert.equal(nextInside, null);
+    assert.equal(await count(db, table), 1);
+    assert.equal((await h.client.status(next, 'next'))?.state, 'queued');
+  });
+
+  storeTest(postgres, 'a worker killed inside its transaction leaves no row; another handles it', async (h) => {
+    const queue = h.queue();
+    const { db, table } = await appConnection(h);
+    await h.client.enqueue(queue, 'x', { id: 'killed' });
+    const child = h.spawn('transactional-worker.ts', [h.url, queue, table]);
+    await child.line(/^wrote killed 1$/);
+    await child.kill('SIGKILL');
+    assert.equal(await count(db, table), 0);
+    const attempts: number[] = [];
+    h.worker(
+      queue,
+      async (job) => {
+        attempts.push(job.attempt);
+        await job.tx?.query(`INSERT INTO ${table} (id) VALUES ($1)`, [`${job.id}-${job.attempt}`]);
+      },
+      { transactional: true },
+    );
+    await waitFor(async () => (await h.client.status(queue, 'killed'))?.state === 'done-awaiting-gc', {
+      what: 'the message handled again',
+      timeoutMs: 15_000,
+    });
+    assert.deepEqual(attempts, [2]);
+    const { rows } = await db.query<{ id: string }>(`SELECT id FROM ${table}`);
+    assert.deepEqual(
+      rows.map((r) => r.id),
+      ['killed-2'],
+    );
+  });
+});
+
 /** The tx option on a store that cannot take part in a SQL transaction: refused, nothing written. */
 function refusedOn(fixture: StoreFixture): void {
-  storeTest(fixture, `the tx option is a TypeError on ${fixture.name}`, async (h) => {
+  storeTest(fixture, `the tx and transactional options are a TypeError on ${fixture.name}`, async (h) => {
     const queue = h.queue();
     const db = new pg.Client({ connectionString: base });
     await db.connect();
@@ -226,6 +313,10 @@ function refusedOn(fixture: StoreFixture): void {
     await assert.rejects(h.client.enqueueBatch(queue, [{ payload: 1 }], { tx: db }), refused);
     await db.query('ROLLBACK');
     assert.equal((await h.client.queueStatus(queue)).total, 0);
+    assert.throws(
+      () => h.client.worker(queue, () => undefined, { transactional: true }),
+      new RegExp(`transactional is not available on this ${fixture.name} store`),
+    );
   });
 }
 

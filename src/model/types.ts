@@ -141,6 +141,12 @@ export interface Job {
   readonly attempt: number;
   /** Aborted when the worker loses the message's lock or is stopped forcefully. */
   readonly signal: AbortSignal;
+  /**
+   * With the worker option `transactional` (PostgreSQL): the transaction the handler runs in, a `pg` PoolClient
+   * inside BEGIN that kvmq commits with the message's outcome, or rolls back if the handler throws. Never
+   * COMMIT or ROLLBACK it yourself. Undefined on other workers.
+   */
+  readonly tx?: SqlTransaction;
 }
 
 export interface HandlerResult {

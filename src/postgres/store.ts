@@ -13,6 +13,7 @@ import { promoteMessages, removeMessages, retryFailed, retryMessages } from './a
 import { eventsPayload, wakeChannel } from './channel.js';
 import { enqueueInCallerTransaction } from './caller-tx.js';
 import { claimMessages } from './claim.js';
+import { beginHandlerTransaction } from './handler-tx.js';
 import { enqueueMessages } from './enqueue.js';
 import { emptyEvents, eventsHead, readEvents, trimEvents } from './events.js';
 import { finishMessages } from './finish.js';
@@ -34,6 +35,7 @@ import type {
   EventPage,
   Finish,
   FinishResult,
+  HandlerTransaction,
   NewMessage,
   Store,
   StoreCapabilities,
@@ -136,6 +138,11 @@ class PostgresStore implements Store {
   enqueueIn(tx: SqlTransaction, queue: string, messages: readonly NewMessage[]): Promise<EnqueueResult[]> {
     if (this.closed) return Promise.reject(new StoreUnavailableError('the PostgreSQL store is closed'));
     return enqueueInCallerTransaction(tx, this.schema, queue, messages, this.options.where);
+  }
+
+  beginHandlerTransaction(): Promise<HandlerTransaction> {
+    if (this.closed) return Promise.reject(new StoreUnavailableError('the PostgreSQL store is closed'));
+    return beginHandlerTransaction(this.pool, this.schema, this.configs, this.options.where);
   }
 
   claim(queue: string, request: ClaimRequest): Promise<ClaimResult> {

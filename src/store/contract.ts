@@ -249,6 +249,19 @@ export interface EventPage {
   readonly cursor: string;
 }
 
+/** A transaction a store opened for a handler: the handler's writes and the message's finish commit together. */
+export interface HandlerTransaction {
+  /** The connection inside the transaction, handed to the handler as `job.tx`. */
+  readonly tx: SqlTransaction;
+  /**
+   * Writes the finish in the transaction and commits it; `lost` (the consumer no longer holds that attempt) rolls
+   * it all back instead. A failure rolls back too, and rejects.
+   */
+  commit(queue: string, consumerId: string, finish: Finish): Promise<FinishResult>;
+  /** Rolls back, unless the transaction has already ended. */
+  rollback(): Promise<void>;
+}
+
 export interface Store {
   readonly kind: string;
   readonly capabilities: StoreCapabilities;
@@ -266,6 +279,11 @@ export interface Store {
    * is not open or is aborted. Absent: the store cannot take part in a caller's transaction.
    */
   enqueueIn?(tx: SqlTransaction, queue: string, messages: readonly NewMessage[]): Promise<EnqueueResult[]>;
+  /**
+   * Optional, with `enqueueIn`: opens a transaction for a handler (worker option `transactional`), which the
+   * worker ends with the message's finish (`commit`) or a `rollback`.
+   */
+  beginHandlerTransaction?(): Promise<HandlerTransaction>;
   claim(queue: string, request: ClaimRequest): Promise<ClaimResult>;
   /** Extends the locks of held messages; returns the ids no longer held by this consumer. */
   extend(

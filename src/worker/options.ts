@@ -92,6 +92,12 @@ export interface WorkerOptions {
    * and releases it has not taken by then are left to their locks, and one error says how many. @defaultValue 5 s
    */
   readonly stopGraceMs?: number;
+  /**
+   * PostgreSQL only: each handler runs inside a transaction kvmq opens (`job.tx`), and the message's outcome is
+   * written in that transaction before it commits; a handler that throws or times out has it rolled back. Any
+   * other store refuses it with a TypeError. @defaultValue false
+   */
+  readonly transactional?: boolean;
 }
 
 export interface CheckedWorkerOptions {
@@ -111,6 +117,7 @@ export interface CheckedWorkerOptions {
   readonly logger: Logger;
   readonly schedules: boolean;
   readonly stopGraceMs: number;
+  readonly transactional: boolean;
 }
 
 const KEYS = [
@@ -130,6 +137,7 @@ const KEYS = [
   'logger',
   'schedules',
   'stopGraceMs',
+  'transactional',
 ] as const;
 
 // setTimeout fires at once for anything longer.
@@ -143,6 +151,7 @@ export const WORKER_DEFAULTS = {
   autoStart: true,
   schedules: true,
   stopGraceMs: 5 * SECOND,
+  transactional: false,
 } as const satisfies WorkerOptions;
 
 /** Validates at construction: a bad option is a TypeError that says how to fix the call. */
@@ -172,6 +181,7 @@ export function checkWorkerOptions(options: WorkerOptions): CheckedWorkerOptions
     logger: o.logger === undefined ? CONSOLE_LOGGER : checkLogger(o.logger),
     schedules: checkBoolean('schedules', o.schedules),
     stopGraceMs: checkMs('stopGraceMs', o.stopGraceMs, 0, MAX_TIMER_MS),
+    transactional: checkBoolean('transactional', o.transactional),
   };
 }
 

@@ -17,7 +17,15 @@ import { finishFromFailure, finishFromResult, finishFromThrow, timeoutError, typ
 import type { FailureReason, WorkerEvents } from './events.js';
 import type { SharedSchedulers } from '../schedule/shared.js';
 import type { WorkerInstruments } from './instruments.js';
-import type { ClaimResult, ClaimedMessage, Finish, FinishResult, HandoffReceiver, Store } from '../store/contract.js';
+import type {
+  ClaimResult,
+  ClaimedMessage,
+  Finish,
+  FinishResult,
+  HandlerTransaction,
+  HandoffReceiver,
+  Store,
+} from '../store/contract.js';
 import { setLongTimeout, sleep } from '../model/time.js';
 import { KvmqError, StoreUnavailableError } from '../errors.js';
 import { UNTRACED, traceProcess, type ProcessTrace } from '../tracing/process.js';
@@ -61,6 +69,8 @@ interface Held {
   cause: FailureReason;
   /** The handling's span, once the handler starts. */
   trace: ProcessTrace;
+  /** With `transactional`: the transaction the handler runs in, once opened. */
+  transaction: HandlerTransaction | null;
 }
 
 interface Waiting {
@@ -203,6 +213,12 @@ export class Worker extends EventEmitter<WorkerEvents> {
     if (typeof handler !== 'function') throw new TypeError('worker handler must be a function (job) => result');
     this.options = checkWorkerOptions(options);
     this.autoStart = this.options.autoStart;
+    if (this.options.transactional && store.beginHandlerTransaction === undefined) {
+      throw new TypeError(
+        `transactional is not available on this ${store.kind} store: only a PostgreSQL store (postgres://) can run ` +
+          "a handler in a transaction with the message's outcome",
+      );
+    }
     this.fenceMarginMs = Math.min(MAX_FENCE_MARGIN_MS, this.options.lockMs / 10);
     this.claimWithFinishes = store.capabilities.claimWithFinishes;
     this.overlap =
@@ -592,6 +608,7 @@ export class Worker extends EventEmitter<WorkerEvents> {
       policy: decodePolicy(message.policy),
       cause: 'handler',
       trace: UNTRACED,
+      transaction: null,
     };
     this.held.set(message.id, held);
     this.waiting.push({ held, message });
@@ -632,6 +649,9 @@ export class Worker extends EventEmitter<WorkerEvents> {
       get signal() {
         return signalOf(held);
       },
+      get tx() {
+        return held.transaction?.tx;
+      },
     };
     this.handlers.set(held, this.process(held, job));
   }
@@ -641,7 +661,9 @@ export class Worker extends EventEmitter<WorkerEvents> {
     try {
       let attemptFinish: AttemptFinish;
       try {
-        attemptFinish = await this.attempt(held, job);
+        attemptFinish = this.options.transactional
+          ? await this.attemptInTransaction(held, job)
+          : await this.attempt(held, job);
       } finally {
         // The slot is free once the handler returns (or times out): a prefetched message starts while this
         // result travels, and the next claim goes out with the batch of finishes (flush).
@@ -656,6 +678,8 @@ export class Worker extends EventEmitter<WorkerEvents> {
       // Dropped by a stop that gave up on the store: counted in its one error.
       if (error !== this.leftToLocks) this.reportError(error);
     } finally {
+      // Taken away, thrown, or its commit failed: whatever the handler wrote is undone.
+      held.transaction?.rollback().catch(this.reportError);
       held.trace.end(held);
       if (this.held.get(held.id) === held) this.held.delete(held.id);
       this.handlersDone -= 1;
@@ -669,6 +693,22 @@ export class Worker extends EventEmitter<WorkerEvents> {
       const parkAgain = this.handoffs !== null && !this.backlog;
       if (this.full || !this.claimWithFinishes || lastAfterDry || parkAgain) this.kick();
     }
+  }
+
+  /**
+   * The attempt inside a transaction the store opens for it (option `transactional`). One that cannot be opened
+   * is a retry at once, the handler not run.
+   */
+  private async attemptInTransaction(held: Held, job: Job): Promise<AttemptFinish> {
+    try {
+      held.transaction = (await this.store.beginHandlerTransaction?.()) ?? null;
+    } catch (error) {
+      this.instruments?.storeError(this.queue, 'finish');
+      held.cause = 'thrown';
+      const message = `could not open the handler's transaction: ${error instanceof Error ? error.message : String(error)}`;
+      return { id: held.id, attempt: held.attempt, outcome: 'retry', backoffMs: 0, error: message };
+    }
+    return this.attempt(held, job);
   }
 
   private attempt(held: Held, job: Job): Promise<AttemptFinish> {
@@ -724,10 +764,31 @@ export class Worker extends EventEmitter<WorkerEvents> {
     if (held.takenAway) return;
     held.finishing = true;
     const finish: Finish = { ...attemptFinish, startedAt: held.startedAtWall };
-    if ((await this.finish(finish)) === 'lost') this.lost(held);
+    if ((await this.storeFinish(held, finish)) === 'lost') this.lost(held);
     else {
       this.instruments?.handled(this.queue, finish.outcome);
       this.announce(held, finish, durationMs);
+    }
+  }
+
+  /**
+   * Stores a finish: in the handler's transaction, committed with its writes, when it returned; otherwise (no
+   * transaction, or the handler threw or timed out) after rolling that back, as any finish.
+   */
+  private async storeFinish(held: Held, finish: Finish): Promise<FinishResult> {
+    const transaction = held.transaction;
+    if (transaction === null) return this.finish(finish);
+    if (held.cause !== 'handler') {
+      await transaction.rollback().catch(this.reportError);
+      return this.finish(finish);
+    }
+    try {
+      return await transaction.commit(this.queue, this.id, finish);
+    } catch (error) {
+      // Not committed (or not known to be): the lock ends, and another worker handles the message again.
+      this.instruments?.storeError(this.queue, 'finish');
+      this.reportError(error);
+      return 'lost';
     }
   }
 
