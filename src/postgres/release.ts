@@ -2,7 +2,9 @@
  * Instant release: every consumer's process holds a session advisory lock (space, key) while it lives
  * (session.ts); PostgreSQL frees it when that session ends, a crash included. A claim ends the locks of
  * messages held by a registered consumer whose advisory lock is free, in its own transaction, so they are
- * taken (as lost deliveries) at once instead of when their locks would have run out.
+ * taken (as lost deliveries) at once instead of when their locks would have run out. A consumer registered
+ * with key 0 holds no lock (it runs behind a transaction pooler, polling-session.ts): its messages are left
+ * to their locks.
  */
 import type { WriteContext } from './tx.js';
 
@@ -13,6 +15,7 @@ export async function releaseDeadHolders(tx: WriteContext, lockSpace: number): P
     `UPDATE ${s}.messages m SET lock_until = 0
      FROM ${s}.consumers c
      WHERE c.queue = $1 AND m.queue = $1 AND m.phase = 1 AND m.consumer = c.id AND m.lock_until > $2
+       AND c.lock_key <> 0
        AND NOT EXISTS (
          SELECT 1 FROM pg_locks l
          WHERE l.locktype = 'advisory' AND l.granted AND l.objsubid = 2

@@ -22,6 +22,7 @@ import { listPage } from './list.js';
 import { ConfigCache, ensureQueueRow } from './queue-row.js';
 import { releaseDeadHolders } from './release.js';
 import { migrate } from './schema.js';
+import { NO_LOCK, PollingSession, type StoreSession } from './polling-session.js';
 import { lockKey, Session } from './session.js';
 import { quoteIdent } from './sql-text.js';
 import { translatePgError } from './translate-error.js';
@@ -101,21 +102,17 @@ export async function openPostgresStore(url: string): Promise<Store> {
     await pool.end().catch(() => undefined);
     throw translatePgError(error, options.where);
   }
-  const session = new Session(options.schema, lockKey(`kvmq ${options.schema}`), () => new pg.Client(config));
+  // Behind a pooler in transaction mode no connection is the client's own session: poll, and hold no locks.
+  const session =
+    options.pooler === 'transaction'
+      ? new PollingSession()
+      : new Session(options.schema, lockKey(`kvmq ${options.schema}`), () => new pg.Client(config));
   return new PostgresStore(pool, session, options);
 }
 
 class PostgresStore implements Store {
   readonly kind = 'postgres';
-  readonly capabilities: StoreCapabilities = {
-    maxPayloadBytes: MAX_PAYLOAD_BYTES,
-    wakeups: true,
-    instantRelease: true,
-    deadLetterQueue: true,
-    // Claims and finishes travel on different pooled connections: a claim waits for the finishes.
-    claimWithFinishes: false,
-    overlapClaims: false,
-  };
+  readonly capabilities: StoreCapabilities;
   private readonly schema: string;
   private readonly s: string;
   private readonly configs = new ConfigCache();
@@ -124,9 +121,20 @@ class PostgresStore implements Store {
 
   constructor(
     private readonly pool: Pool,
-    private readonly session: Session,
+    private readonly session: StoreSession,
     private readonly options: PostgresUrlOptions,
   ) {
+    const pinned = options.pooler !== 'transaction';
+    this.capabilities = {
+      maxPayloadBytes: MAX_PAYLOAD_BYTES,
+      // LISTEN and the consumers' advisory locks need a session of their own, which a transaction pooler lacks.
+      wakeups: pinned,
+      instantRelease: pinned,
+      deadLetterQueue: true,
+      // Claims and finishes travel on different pooled connections: a claim waits for the finishes.
+      claimWithFinishes: false,
+      overlapClaims: false,
+    };
     this.schema = options.schema;
     this.s = quoteIdent(options.schema);
   }
@@ -154,7 +162,7 @@ class PostgresStore implements Store {
     return this.write(queue, async (tx) => {
       const last = this.swept.get(queue) ?? 0;
       let released = 0;
-      if (tx.now - last >= RELEASE_SWEEP_MS) {
+      if (this.capabilities.instantRelease && tx.now - last >= RELEASE_SWEEP_MS) {
         this.swept.set(queue, tx.now);
         released = await releaseDeadHolders(tx, this.session.lockSpace);
       }
@@ -311,7 +319,7 @@ class PostgresStore implements Store {
   }
 
   async registerConsumer(queue: string, consumer: ConsumerRegistration): Promise<void> {
-    const key = lockKey(consumer.id);
+    const key = this.capabilities.instantRelease ? lockKey(consumer.id) : NO_LOCK;
     // The lock first: a registered consumer whose lock is free reads as dead.
     await this.guard(() => this.session.hold(key));
     await this.withClient(async (client) => {

@@ -1,5 +1,5 @@
 /**
- * `postgres://[user[:password]@]host[:port][/database][?schema=kvmq&poolSize=10&ssl=true&ca=FILE]`, or
+ * `postgres://[user[:password]@]host[:port][/database][?schema=kvmq&poolSize=10&ssl=true&ca=FILE&pooler=transaction]`, or
  * `postgresql://`. kvmq keeps its tables in the schema (created and migrated by kvmq); several kvmq
  * installations can share a database under different schemas. The user, password and database may be
  * percent-encoded.
@@ -12,7 +12,8 @@ const DEFAULT_PORT = 5432;
 const DEFAULT_POOL_SIZE = 10;
 // The schema's name also names its LISTEN channel (`<schema>.wake`), which PostgreSQL caps at 63 bytes.
 const SCHEMA_NAME = /^[a-z_][a-z0-9_]{0,47}$/;
-const FORM = 'use postgres://[user:password@]host[:port][/database][?schema=kvmq&poolSize=10&ssl=true&ca=FILE]';
+const FORM =
+  'use postgres://[user:password@]host[:port][/database][?schema=kvmq&poolSize=10&ssl=true&ca=FILE&pooler=transaction]';
 
 export interface PostgresUrlOptions {
   readonly host: string;
@@ -24,6 +25,12 @@ export interface PostgresUrlOptions {
   readonly poolSize: number;
   /** TLS: false, or the CA to trust (null: the system's). */
   readonly ssl: false | { readonly ca: string | null };
+  /**
+   * `transaction`: the URL reaches PostgreSQL through a pooler in transaction mode (PgBouncer), so no session
+   * is the client's own: no LISTEN, no session advisory locks (polling-session.ts). `session`: direct, or a
+   * pooler that gives each client its own session.
+   */
+  readonly pooler: 'session' | 'transaction';
   /** host:port/database, for messages (never the password). */
   readonly where: string;
 }
@@ -45,7 +52,15 @@ export function parsePostgresUrl(url: string): PostgresUrlOptions {
   const port = parsed.port === '' ? DEFAULT_PORT : Number(parsed.port);
   const path = parsed.pathname.replace(/^\//, '');
   if (path.includes('/')) fail(`the path must be a database name, got '${path}'`);
-  const options = parseUrlOptions(shown, parsed.search.replace(/^\?/, ''), ['schema', 'poolSize', 'ssl', 'ca']);
+  const options = parseUrlOptions(shown, parsed.search.replace(/^\?/, ''), [
+    'schema',
+    'poolSize',
+    'ssl',
+    'ca',
+    'pooler',
+  ]);
+  const pooler = options.get('pooler') ?? 'session';
+  if (pooler !== 'session' && pooler !== 'transaction') fail("pooler must be 'session' or 'transaction'");
   const schema = options.get('schema') ?? DEFAULT_SCHEMA;
   if (!SCHEMA_NAME.test(schema)) fail(`schema '${schema}' must be 1-48 lower-case letters, digits or _`);
   const poolSize = Number(options.get('poolSize') ?? DEFAULT_POOL_SIZE);
@@ -72,6 +87,7 @@ export function parsePostgresUrl(url: string): PostgresUrlOptions {
     database,
     schema,
     poolSize,
+    pooler: pooler === 'transaction' ? 'transaction' : 'session',
     ssl: sslOption === 'true' || caFile !== undefined ? { ca } : false,
     where: `${host}:${port}/${database ?? '(the user name)'}`,
   };
