@@ -266,6 +266,32 @@ void describe('transactional handlers', () => {
     assert.equal((await h.client.status(next, 'next'))?.state, 'queued');
   });
 
+  storeTest(postgres, 'a handler that times out can no longer write through job.tx', async (h) => {
+    const queue = h.queue();
+    const { db, table } = await appConnection(h);
+    const late: unknown[] = [];
+    h.worker(
+      queue,
+      async (job) => {
+        await job.tx?.query(`INSERT INTO ${table} (id) VALUES ($1)`, [`${job.id}-early`]);
+        await new Promise((resolve) => job.signal.addEventListener('abort', resolve));
+        // Past its timeout: the transaction was rolled back and its connection given back.
+        await new Promise((resolve) => setTimeout(resolve, 100));
+        late.push(
+          await job.tx
+            ?.query(`INSERT INTO ${table} (id) VALUES ($1)`, [`${job.id}-late`])
+            .catch((error: unknown) => error),
+        );
+      },
+      { transactional: true, timeoutMs: 200 },
+    );
+    await h.client.enqueue(queue, 'x', { id: 'slow' });
+    await waitFor(() => late.length === 1, { what: 'the late write tried' });
+    assert.ok(late[0] instanceof TransactionError, String(late[0]));
+    assert.equal((await h.client.status(queue, 'slow'))?.state, 'failed');
+    assert.equal(await count(db, table), 0);
+  });
+
   storeTest(postgres, 'a worker killed inside its transaction leaves no row; another handles it', async (h) => {
     const queue = h.queue();
     const { db, table } = await appConnection(h);

@@ -142,9 +142,10 @@ export interface Job {
   /** Aborted when the worker loses the message's lock or is stopped forcefully. */
   readonly signal: AbortSignal;
   /**
-   * With the worker option `transactional` (PostgreSQL): the transaction the handler runs in, a `pg` PoolClient
+   * With the worker option `transactional` (PostgreSQL): the transaction the handler runs in, on a connection
    * inside BEGIN that kvmq commits with the message's outcome, or rolls back if the handler throws. Never
-   * COMMIT or ROLLBACK it yourself. Undefined on other workers.
+   * COMMIT or ROLLBACK it yourself; once it has ended (a timeout, a lost lock) its queries are refused with
+   * TransactionError. Undefined on other workers.
    */
   readonly tx?: SqlTransaction;
 }

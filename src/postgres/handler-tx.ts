@@ -45,8 +45,17 @@ export async function beginHandlerTransaction(
       throw translatePgError(error, where);
     }
   };
+  // The handler's view of the connection: it may outlive the transaction (a timeout, a lost lock), and the
+  // connection then serves others, so a late statement is refused rather than run outside the transaction.
+  const tx = {
+    query(text: string, values: unknown[]): Promise<{ rows: unknown[] }> {
+      if (ended) return Promise.reject(endedError());
+      return client.query(text, values);
+    },
+    getTransactionStatus: () => (ended ? 'I' : client.getTransactionStatus()),
+  };
   return {
-    tx: client,
+    tx,
     async commit(queue: string, consumerId: string, finish: Finish): Promise<FinishResult> {
       if (ended) return 'lost';
       if (client.getTransactionStatus() !== 'T') {
@@ -76,4 +85,11 @@ export async function beginHandlerTransaction(
     },
     rollback: () => end('ROLLBACK'),
   };
+}
+
+function endedError(): TransactionError {
+  return new TransactionError(
+    "the handler's transaction (job.tx) has ended: the handler timed out, lost its message or returned; " +
+      'nothing it sends now is run',
+  );
 }
