@@ -6,47 +6,19 @@
  * a process that reaches the server directly.
  */
 import assert from 'node:assert/strict';
-import { chmodSync, mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
-import { after, before, describe } from 'node:test';
+import { describe } from 'node:test';
 import pg from 'pg';
 import { storeOf } from '../src/client-store.js';
 import { connect, StoreUrlError } from '../src/index.js';
-import { start, type PgBouncer } from '../scripts/servers/pgbouncer.mjs';
 import { freshSchema, postgresTestUrl } from './fixtures/postgres-server.js';
 import { storeTest } from './support/harness.js';
-import { postgresFixture } from './support/stores.js';
+import { pgbouncerFixture } from './support/stores.js';
 import { waitFor } from './support/wait.js';
-import type { StoreFixture } from './support/fixture.js';
 
 const base = new URL(postgresTestUrl());
-const dir = mkdtempSync(join(tmpdir(), 'kvmq-pgbouncer-'));
-// PgBouncer runs as the postgres user when the tests run as root.
-chmodSync(dir, 0o755);
-let bouncer: PgBouncer | null = null;
+// The schemas of the app tables, dropped with the store's.
 const schemas: string[] = [];
-// Drops the schemas made through PgBouncer along with its own.
-postgresFixture(schemas);
-
-before(async () => {
-  bouncer = await start(dir, { port: Number(base.port), password: decodeURIComponent(base.password) });
-});
-after(async () => {
-  await bouncer?.stop();
-  rmSync(dir, { recursive: true, force: true });
-});
-
-const pooled: StoreFixture = {
-  name: 'postgres through pgbouncer',
-  overNetwork: true,
-  url() {
-    if (bouncer === null) throw new Error('pgbouncer is not running');
-    const schema = freshSchema();
-    schemas.push(schema);
-    return Promise.resolve(`${bouncer.url}?schema=${schema}&pooler=transaction`);
-  },
-};
+const pooled = pgbouncerFixture(schemas);
 
 void describe('postgres through pgbouncer in transaction mode', () => {
   storeTest(pooled, 'the store declares neither wake-ups nor instant release', async (h) => {

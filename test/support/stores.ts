@@ -4,10 +4,11 @@
  * `npm test` starts.
  */
 import { randomBytes } from 'node:crypto';
-import { mkdtemp, rm } from 'node:fs/promises';
+import { chmod, mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { after } from 'node:test';
+import { after, before } from 'node:test';
+import { start as startPgBouncer, type PgBouncer } from '../../scripts/servers/pgbouncer.mjs';
 import { dropSchemas, freshSchema, postgresTestUrl } from '../fixtures/postgres-server.js';
 import { deletePrefixes, redisTestUrl } from '../fixtures/redis-server.js';
 import type { StoreFixture } from './fixture.js';
@@ -56,6 +57,37 @@ export function postgresFixture(extra: string[] = []): StoreFixture {
       const schema = freshSchema();
       schemas.push(schema);
       return Promise.resolve(`${base}?schema=${schema}`);
+    },
+  };
+}
+
+/**
+ * A fresh schema per url() on the test PostgreSQL through PgBouncer in transaction mode (URL option
+ * `pooler=transaction`), started before the file's tests in a temp dir and stopped after them.
+ */
+export function pgbouncerFixture(schemas: string[] = []): StoreFixture {
+  const base = new URL(postgresTestUrl());
+  let bouncer: PgBouncer | null = null;
+  let dir: string | null = null;
+  before(async () => {
+    dir = await mkdtemp(join(tmpdir(), 'kvmq-pgbouncer-'));
+    // PgBouncer runs as the postgres user when the tests run as root.
+    await chmod(dir, 0o755);
+    bouncer = await startPgBouncer(dir, { port: Number(base.port), password: decodeURIComponent(base.password) });
+  });
+  after(async () => {
+    await bouncer?.stop();
+    await dropSchemas(base.href, schemas);
+    if (dir !== null) await rm(dir, { recursive: true, force: true });
+  });
+  return {
+    name: 'postgres through pgbouncer',
+    overNetwork: true,
+    url() {
+      if (bouncer === null) throw new Error('pgbouncer is not running');
+      const schema = freshSchema();
+      schemas.push(schema);
+      return Promise.resolve(`${bouncer.url}?schema=${schema}&pooler=transaction`);
     },
   };
 }
