@@ -3,14 +3,33 @@
  * status`, a dashboard) does not pay for its sixty-odd modules. It is CommonJS, so require() loads it
  * synchronously and the spans' code stays synchronous; the API keeps its state in a process-wide global,
  * so this instance sees the SDK an app registered through its own import.
+ *
+ * The members kvmq uses are copied out once: the module's exports are getters (as TypeScript compiles
+ * re-exports), and reading them on every message cost the hot path more than the spans themselves.
  */
 import { createRequire } from 'node:module';
 
-type OtelApi = typeof import('@opentelemetry/api');
+type OtelModule = typeof import('@opentelemetry/api');
+
+export type OtelApi = Pick<
+  OtelModule,
+  'trace' | 'context' | 'propagation' | 'SpanKind' | 'SpanStatusCode' | 'ROOT_CONTEXT' | 'INVALID_TRACEID'
+>;
 
 let api: OtelApi | null = null;
 
 export function otel(): OtelApi {
-  api ??= createRequire(import.meta.url)('@opentelemetry/api') as OtelApi;
+  if (api === null) {
+    const m = createRequire(import.meta.url)('@opentelemetry/api') as OtelModule;
+    api = {
+      trace: m.trace,
+      context: m.context,
+      propagation: m.propagation,
+      SpanKind: m.SpanKind,
+      SpanStatusCode: m.SpanStatusCode,
+      ROOT_CONTEXT: m.ROOT_CONTEXT,
+      INVALID_TRACEID: m.INVALID_TRACEID,
+    };
+  }
   return api;
 }

@@ -25,9 +25,9 @@ export function tracer(): Tracer {
  * span then is a no-op, and a handling without a producer's context can skip building one.
  */
 export function noSdk(): boolean {
-  const { trace, ProxyTracerProvider } = otel();
-  const provider = trace.getTracerProvider();
-  return provider instanceof ProxyTracerProvider && provider.getDelegateTracer('kvmq') === undefined;
+  // Read as the API's proxy provider shows it (without naming its class, which the API deprecates).
+  const provider = otel().trace.getTracerProvider() as { getDelegateTracer?: (name: string) => unknown };
+  return typeof provider.getDelegateTracer === 'function' && provider.getDelegateTracer('kvmq') === undefined;
 }
 
 export const MESSAGING_SYSTEM = 'kvmq';

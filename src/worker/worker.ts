@@ -140,6 +140,8 @@ export class Worker extends EventEmitter<WorkerEvents> {
    * store. What it has not taken is left to the locks.
    */
   private readonly giveUp = new AbortController();
+  /** giveUp was aborted: read on every finish, where a plain field costs less than the signal's getters. */
+  private storeGivenUp = false;
   /** What finishes the store never took are rejected with, once the stop gave up: counted, not reported one by one. */
   private readonly leftToLocks = new Error('the stop gave up on the store');
   private giveUpTimer: NodeJS.Timeout | null = null;
@@ -369,7 +371,10 @@ export class Worker extends EventEmitter<WorkerEvents> {
   /** Starts the stop's last wait for the store (stopGraceMs), once: the handlers have returned, or a forced stop. */
   private startGraceTimer(): void {
     if (this.giveUpTimer !== null) return;
-    this.giveUpTimer = setTimeout(() => this.giveUp.abort(this.leftToLocks), this.options.stopGraceMs);
+    this.giveUpTimer = setTimeout(() => {
+      this.storeGivenUp = true;
+      this.giveUp.abort(this.leftToLocks);
+    }, this.options.stopGraceMs);
   }
 
   /** Waits for store work until the stop gives up on the store; a failure that comes first is reported. */
@@ -383,7 +388,7 @@ export class Worker extends EventEmitter<WorkerEvents> {
 
   /** The stop gave up on the store. */
   private gaveUp(): boolean {
-    return this.giveUp.signal.aborted;
+    return this.storeGivenUp;
   }
 
   private givenUp(): Promise<void> {
@@ -900,7 +905,7 @@ export class Worker extends EventEmitter<WorkerEvents> {
 
   private queueFinish(finish: Finish): Promise<FinishResult> {
     // A stop that gave up on the store takes no more.
-    if (this.giveUp.signal.aborted) return Promise.reject(this.leftToLocks);
+    if (this.storeGivenUp) return Promise.reject(this.leftToLocks);
     return new Promise((resolve, reject) => {
       this.finishes.push({ finish, resolve, reject });
       if (!this.flushScheduled) {
@@ -911,7 +916,7 @@ export class Worker extends EventEmitter<WorkerEvents> {
   }
 
   private async flush(): Promise<void> {
-    while (this.finishes.length > 0 && !this.giveUp.signal.aborted) {
+    while (this.finishes.length > 0 && !this.storeGivenUp) {
       const batch = this.finishes;
       this.finishes = [];
       this.sending = batch;
