@@ -780,9 +780,14 @@ export class Worker extends EventEmitter<WorkerEvents> {
    * Stores a finish: in the handler's transaction, committed with its writes, when it returned; otherwise (no
    * transaction, or the handler threw or timed out) after rolling that back, as any finish.
    */
-  private async storeFinish(held: Held, finish: Finish): Promise<FinishResult> {
+  private storeFinish(held: Held, finish: Finish): Promise<FinishResult> {
     const transaction = held.transaction;
+    // Not async for the common case: no promise and no turn more per message.
     if (transaction === null) return this.finish(finish);
+    return this.storeFinishIn(transaction, held, finish);
+  }
+
+  private async storeFinishIn(transaction: HandlerTransaction, held: Held, finish: Finish): Promise<FinishResult> {
     if (held.cause !== 'handler') {
       await transaction.rollback().catch(this.reportError);
       return this.finish(finish);
