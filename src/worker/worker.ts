@@ -592,12 +592,17 @@ export class Worker extends EventEmitter<WorkerEvents> {
   /** Holds a claimed message; `since`: when the request that locked it was sent (see ClaimedMessage.lockLeftMs). */
   private accept(message: ClaimedMessage, since: number): void {
     const prior = this.held.get(message.id);
-    // An earlier attempt's handler still runs here (its lock ended, or this answer proves it did): the new
-    // attempt is not started beside it, and its lock is left to end (the prior handler was told to stop).
-    if (prior !== undefined && prior.startedAt > 0 && !prior.finishing) {
-      this.lost(prior);
-      this.refuse(message);
-      return;
+    if (prior !== undefined) {
+      // The attempt held here, delivered again (a store that lists its deliveries anew after a reconnect, while
+      // this attempt's finish waits for it): the one held settles it, and it is not run twice.
+      if (prior.attempt === message.attempt) return;
+      // An earlier attempt's handler still runs here (its lock ended, or this answer proves it did): the new
+      // attempt is not started beside it, and its lock is left to end (the prior handler was told to stop).
+      if (prior.startedAt > 0 && !prior.finishing) {
+        this.lost(prior);
+        this.refuse(message);
+        return;
+      }
     }
     const fenceAt = since + message.lockLeftMs - this.fenceMarginMs;
     const held: Held = {
