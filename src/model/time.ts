@@ -73,3 +73,14 @@ export function sleep(ms: number, ...signals: (AbortSignal | undefined)[]): Prom
     }
   });
 }
+
+/** What `promise` gives within `ms`, or undefined once `ms` passed first (the promise is left to settle). */
+export async function within<T>(promise: Promise<T>, ms: number): Promise<T | undefined> {
+  let timer: NodeJS.Timeout | undefined;
+  const late = new Promise<undefined>((resolve) => (timer = setTimeout(() => resolve(undefined), ms)));
+  try {
+    return await Promise.race([promise, late]);
+  } finally {
+    clearTimeout(timer);
+  }
+}

@@ -7,6 +7,7 @@ import type { ConnectionOptions } from 'node:tls';
 import type { Cluster, Redis, RedisOptions } from 'ioredis';
 import { KvmqError, StoreLayoutError, StoreUnavailableError, StoreUrlError } from '../errors.js';
 import type { RedisUrlOptions } from './url.js';
+import { within } from '../model/time.js';
 
 // Reconnects back off from 50 ms to this, with jitter.
 const MAX_RECONNECT_DELAY_MS = 2000;
@@ -110,10 +111,7 @@ export async function closeConnection(redis: RedisConnection): Promise<void> {
     redis.disconnect();
     return;
   }
-  let timer: NodeJS.Timeout | undefined;
-  const late = new Promise<void>((resolve) => (timer = setTimeout(resolve, QUIT_WAIT_MS)));
-  await Promise.race([redis.quit().then(() => undefined), late]).catch(() => undefined);
-  clearTimeout(timer);
+  await within(redis.quit(), QUIT_WAIT_MS).catch(() => undefined);
   // Nothing more once QUIT was answered; the socket dropped if it was not.
   redis.disconnect();
 }

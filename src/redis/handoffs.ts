@@ -13,6 +13,7 @@
 import { claimed } from './claim.js';
 import { num, text } from './codec.js';
 import { StoreLayoutError } from '../errors.js';
+import { within } from '../model/time.js';
 import { SCRIPTS } from './scripts.generated.js';
 import type { RedisConnection } from './connection.js';
 import type { Scripts } from './scripts.js';
@@ -90,12 +91,12 @@ export class Handoffs implements HandoffReceiver {
     this.stopping = true;
     try {
       // With the server gone, the unpark may wait in a connection that is closed meanwhile and never answers.
-      const entries = await withinStopWait(this.scripts.run(SCRIPTS.unpark, this.queue, [this.consumerId]));
+      const entries = await within(this.scripts.run(SCRIPTS.unpark, this.queue, [this.consumerId]), STOP_WAIT_MS);
       for (const entry of (entries ?? []) as Buffer[]) this.deliverEntry(entry);
     } finally {
       // The unpark script pushed an empty entry that ends the BLPOP. A connection that is down may never
       // answer it: then the stop goes on without it (an entry taken after that waits for its lock to end).
-      await withinStopWait(this.loop);
+      await within(this.loop, STOP_WAIT_MS);
       this.connection?.disconnect();
     }
   }
@@ -154,17 +155,6 @@ export class Handoffs implements HandoffReceiver {
     }
     this.received += messages.length;
     if (messages.length > 0) this.listener.delivered(messages, num(fields[1]), since);
-  }
-}
-
-/** What `promise` gives within STOP_WAIT_MS, or undefined after. */
-async function withinStopWait<T>(promise: Promise<T>): Promise<T | undefined> {
-  let timer: NodeJS.Timeout | undefined;
-  const gaveUp = new Promise<undefined>((resolve) => (timer = setTimeout(() => resolve(undefined), STOP_WAIT_MS)));
-  try {
-    return await Promise.race([promise, gaveUp]);
-  } finally {
-    clearTimeout(timer);
   }
 }
 
