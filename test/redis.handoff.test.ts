@@ -203,8 +203,10 @@ void describe('redis handoffs', () => {
     ]);
     // Handed two under token 1, received one: one is on its way, so three free slots take two.
     assert.deepEqual(await claim(3, '2 1 1'), ['r1', 'r2']);
-    // Not parked (no slot left free), yet the one on its way stays owed: a record of no free slots keeps it.
-    assert.match((await redis.hget(s.key('idle-workers'), 'w')) ?? '', /^0 60000 \d+ 2 1$/);
+    // Not parked (no slot left free), yet the one on its way stays owed: a record of no free slots keeps it,
+    // for a lock from this claim.
+    const owedUntil = (await redis.hget(s.key('idle-workers'), 'w'))?.match(/^0 60000 \d+ 2 1 (\d+)$/)?.[1];
+    assert.ok(owedUntil !== undefined, 'a record of one message owed, with its end');
     await s.client.enqueueBatch(q, [
       { id: 'r3', payload: 3 },
       { id: 'r4', payload: 4 },
@@ -213,7 +215,11 @@ void describe('redis handoffs', () => {
     assert.equal(await redis.llen(s.key('idle-workers:w')), 2, 'nothing handed to a record of no free slots');
     // Sent before it arrived: of three free slots, one still waits for it.
     assert.deepEqual(await claim(3, '3 2 0'), ['r3', 'r4']);
-    assert.match((await redis.hget(s.key('idle-workers'), 'w')) ?? '', /^0 60000 \d+ 3 1$/);
+    assert.deepEqual(await redis.hget(s.key('idle-workers'), 'w').then((v) => v?.split(' ').slice(3)), [
+      '3',
+      '1',
+      owedUntil,
+    ]);
     // Sent after it arrived: nothing is owed any more.
     assert.deepEqual(await claim(3, '4 3 1'), ['r5']);
     assert.equal(await claim(2, '5 4 0').then((ids) => ids.length), 0);
@@ -244,6 +250,36 @@ void describe('redis handoffs', () => {
     assert.deepEqual(await claim(1, '4 3 0'), [], 'nor claimed by it while the second is on its way');
     // Once the second arrived, the worker's next free slot takes the third.
     assert.deepEqual(await claim(1, '5 4 1'), ['third']);
+  });
+
+  void test('a handed message that never arrives stops being owed after a lock; till then the claim sleeps', async () => {
+    const q = 'lost-on-the-way';
+    const s = await setup('lost-on-the-way', q);
+    const scripts = (s.store as unknown as { scripts: Scripts }).scripts;
+    const claim = (max: number, handoffs: string): ReturnType<typeof claimMessages> =>
+      claimMessages(scripts, new Map(), q, { ...request('w', max), lockMs: 1000 }, 'test', handoffs);
+    assert.deepEqual((await claim(1, '1 0 0')).messages, []);
+    await s.client.enqueue(q, 1, { id: 'lost' });
+    // Taken from the worker's list by a BLPOP whose reply was lost with its connection: it never arrives.
+    assert.equal(await redis.del(s.key('idle-workers:w')), 1);
+    await s.client.enqueue(q, 2, { id: 'ready' });
+    // Its one slot waits for the lost message: nothing is taken, and the claim says when to look again
+    // (not "at once", which would be a worker asleep until some wake-up, nor a spin).
+    const before = Date.now();
+    const waiting = await claim(1, '2 1 0');
+    assert.deepEqual(waiting.messages, []);
+    const wakeAt = waiting.wakeAt ?? 0;
+    assert.ok(wakeAt > before && wakeAt <= Date.now() + 1000, `look again at ${waiting.wakeAt} (${before})`);
+    // Still owed within the lock, whatever claims come in between.
+    assert.deepEqual((await claim(1, '3 2 0')).messages, []);
+    await new Promise((resolve) => setTimeout(resolve, Math.max(0, wakeAt - Date.now()) + 20));
+    // A lock later the worker would take it as lost if it came, and its lock has ended: the worker's slot
+    // claims again, and the lost message comes back too.
+    const taken = (await claim(2, '4 3 0')).messages;
+    assert.deepEqual(taken.map((m) => [m.id, m.attempt]).sort(), [
+      ['lost', 2],
+      ['ready', 1],
+    ]);
   });
 
   void test('a parking lasts at most half a short lock, and ends a quarter of it later', async () => {

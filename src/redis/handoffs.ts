@@ -136,11 +136,13 @@ export class Handoffs implements HandoffReceiver {
     const messages: ClaimedMessage[] = [];
     let fields: (Buffer | null)[];
     let since = 0;
+    let known: { sentAt: number; lockMs: number } | undefined;
     try {
       fields = unframe(entry);
       if (fields.length < 2 || (fields.length - 2) % 6 !== 0) throw new Error(`${fields.length} fields`);
       // A token this worker no longer knows: its parking's locks have ended, and the messages are not started.
-      const parking = this.parkings.get(text(fields[0]) ?? '') ?? { sentAt: performance.now(), lockMs: 0 };
+      known = this.parkings.get(text(fields[0]) ?? '');
+      const parking = known ?? { sentAt: performance.now(), lockMs: 0 };
       for (let at = 2; at < fields.length; at += 6) messages.push(claimed(fields, at, this.where, parking.lockMs));
       since = parking.sentAt;
     } catch (error) {
@@ -153,7 +155,8 @@ export class Handoffs implements HandoffReceiver {
       );
       return;
     }
-    this.received += messages.length;
+    // Late ones take no slot, and the store stops owing them within a lock of its own (lib/handoff.lua).
+    if (known !== undefined) this.received += messages.length;
     if (messages.length > 0) this.listener.delivered(messages, num(fields[1]), since);
   }
 }

@@ -62,8 +62,8 @@ export const SCRIPTS = {
       'idle-workers',
     ],
     readOnly: false,
-    sha: 'fff6400271e7b5575c157bf6326113880c366e95',
-    fn: 'kvmq_95d0b35f60c9_claim',
+    sha: '4ab2e554768d0bc7e997ee8e55785f2584271e2b',
+    fn: 'kvmq_d70e075777ed_claim',
     source: `#!lua flags=allow-oom
 -- The queue's keys are its base (the one key the call passes) and their names.
 local KEY_BASE = KEYS[1]
@@ -866,8 +866,9 @@ local function hold(consumer, ids, class_at, n, lock_ms, now, reply)
   return m / 2, lock_until
 end
 -- handoff: an enqueue claims for idle workers. A claim that leaves a worker with free slots and nothing
--- to take parks it in \`idle-workers\` (consumer → '<free slots> <lock ms> <until ms> <token> <handed>': the
--- token is the parking claim's, handed how many messages it was given since; conf \`handoff\` is '1'
+-- to take parks it in \`idle-workers\` (consumer → '<free slots> <lock ms> <until ms> <token> <handed>
+-- [<owed until ms>]': the token is the parking claim's, handed how many messages it was given since, owed
+-- until when those carried over from earlier parkings count; conf \`handoff\` is '1'
 -- while any is parked, so an enqueue learns it from the conf read it makes anyway). An enqueue that makes
 -- messages ready pops them at once for a parked worker, locks them as a claim would (lib/hold.lua) and
 -- pushes them, as one entry (the parking's token, the queue's size, then six fields per message as a claim
@@ -879,6 +880,9 @@ end
 -- worker never holds more than its slots. Those still on their way then stay owed: the claim's parking
 -- starts its count of handed messages with them (or, when the claim does not park, a record of free
 -- slots 0 keeps them), so the next claim takes fewer by them too, unless they arrived before it went out.
+-- They stay owed for one lock at most from the claim that first found them on their way: by then the worker
+-- takes any of them that still arrives as lost, and one whose BLPOP reply was lost with its connection
+-- (Redis restarted, say) never arrives, so owing it longer would shrink the worker's claims for good.
 -- A parking ends by itself at its \`until\` (the worker claims before, see PARK_MS), so a worker that died
 -- parked takes messages for a few seconds at most (they wait for their lock to end, as a dead worker's held
 -- messages do). Only priority-0 messages of the lanes an
@@ -897,12 +901,18 @@ local HANDOFF_TTL_MS = 60000
 
 -- A parking's value, and its fields back (nil for a value of another shape). \`until_ms\` stays a string:
 -- Lua would write a number that large in exponent form.
-local function parking_value(free, lock_ms, until_ms, token, handed)
-  return free .. ' ' .. lock_ms .. ' ' .. until_ms .. ' ' .. token .. ' ' .. handed
+local function parking_value(free, lock_ms, until_ms, token, handed, owed_until)
+  local value = free .. ' ' .. lock_ms .. ' ' .. until_ms .. ' ' .. token .. ' ' .. handed
+  if owed_until then return value .. ' ' .. owed_until end
+  return value
 end
 local function parking_fields(value)
-  local free, lock_ms, until_ms, token, handed = string.match(value, '^(%d+) (%d+) (%d+) (%S+) (%d+)$')
-  return tonumber(free), tonumber(lock_ms), until_ms, token, tonumber(handed)
+  local free, lock_ms, until_ms, token, handed, owed_until =
+    string.match(value, '^(%d+) (%d+) (%d+) (%S+) (%d+) (%d+)$')
+  if not free then
+    free, lock_ms, until_ms, token, handed = string.match(value, '^(%d+) (%d+) (%d+) (%S+) (%d+)$')
+  end
+  return tonumber(free), tonumber(lock_ms), until_ms, token, tonumber(handed), owed_until
 end
 
 -- The list a worker's handed messages wait in.
@@ -912,30 +922,38 @@ end
 
 -- Ends \`consumer\`'s parking (its claim, or its stop); \`flagged\`: conf \`handoff\` was '1'. \`token\` and
 -- \`received\` (strings, or nil): the worker sent its last claim with that token, and that many handed messages
--- reached it since. Returns whether conf \`handoff\` is still '1' (other workers are parked), and how many
--- messages handed to it are still on their way.
-local function unpark_worker(consumer, flagged, token, received)
+-- reached it since; \`now\` the time of the call. Returns whether conf \`handoff\` is still '1' (other workers are
+-- parked), how many messages handed to it are still on their way, and until when they are owed (a string, or
+-- nil for from now on).
+local function unpark_worker(consumer, flagged, token, received, now)
   if not flagged then return false, 0 end
   local parking = redis.call('HGET', (KEY_BASE .. 'idle-workers'), consumer)
   if not parking then return true, 0 end
-  local _, _, _, parked_token, handed = parking_fields(parking)
+  local _, _, _, parked_token, handed, owed_until = parking_fields(parking)
   local on_the_way = handed or 0
   if parked_token == token then on_the_way = math.max(0, on_the_way - (tonumber(received) or 0)) end
+  if owed_until and now and tonumber(owed_until) <= now then on_the_way = 0 end
   redis.call('HDEL', (KEY_BASE .. 'idle-workers'), consumer)
-  if redis.call('EXISTS', (KEY_BASE .. 'idle-workers')) == 1 then return true, on_the_way end
+  if redis.call('EXISTS', (KEY_BASE .. 'idle-workers')) == 1 then return true, on_the_way, owed_until end
   redis.call('HDEL', (KEY_BASE .. 'conf'), 'handoff')
-  return false, on_the_way
+  return false, on_the_way, owed_until
 end
 
--- Parks \`consumer\` with \`free\` slots, \`owed\` handed messages still on their way to it; returns the time by which
--- it should claim again (\`wake_at\` or sooner). With \`free\` 0 it is a record of what is owed, which enqueues skip.
-local function park_worker(consumer, free, lock_ms, now, wake_at, flagged, token, owed)
+-- Parks \`consumer\` with \`free\` slots, \`owed\` handed messages still on their way to it (owed until \`owed_until\`,
+-- or from now for a lock); returns the time by which it should claim again (\`wake_at\` or sooner). With \`free\`
+-- 0 it is a record of what is owed, which enqueues skip.
+local function park_worker(consumer, free, lock_ms, now, wake_at, flagged, token, owed, owed_until)
   -- Within half a lock, and its grace a quarter: the worker counts a handed message's lock from the parking
   -- claim's send (it cannot know the enqueue's time), so a parking older than a lock would hand it messages
   -- it takes as already lost.
   wake_at = math.min(wake_at, now + math.min(PARK_MS, math.floor(lock_ms / 2)))
   local ends = wake_at + math.min(PARK_GRACE_MS, math.floor(lock_ms / 4))
-  local value = parking_value(free, lock_ms, num_str(ends), token, owed)
+  if owed == 0 then
+    owed_until = nil
+  elseif not owed_until then
+    owed_until = num_str(now + lock_ms)
+  end
+  local value = parking_value(free, lock_ms, num_str(ends), token, owed, owed_until)
   redis.call('HSET', (KEY_BASE .. 'idle-workers'), consumer, value)
   if not flagged then redis.call('HSET', (KEY_BASE .. 'conf'), 'handoff', '1') end
   return wake_at
@@ -987,7 +1005,7 @@ local function hand_off(ready, lanes, conf, now)
   for i = 1, #parked, 2 do
     if lane_at > #lanes then break end
     local consumer = parked[i]
-    local free, lock_ms, until_ms, token, before = parking_fields(parked[i + 1])
+    local free, lock_ms, until_ms, token, before, owed_until = parking_fields(parked[i + 1])
     if (tonumber(until_ms) or 0) <= now then
       -- Its worker did not claim again in time: gone, or cut off from Redis (or not a parking kvmq wrote).
       unpark_worker(consumer, true, nil, nil)
@@ -1009,7 +1027,7 @@ local function hand_off(ready, lanes, conf, now)
         redis.call('PEXPIREAT', list, now + lock_ms + HANDOFF_TTL_MS)
         handed = handed + held
         -- Kept at 0 free slots until its claim (which reads how many it was handed).
-        local parking = parking_value(free - held, lock_ms, until_ms, token, before + held)
+        local parking = parking_value(free - held, lock_ms, until_ms, token, before + held, owed_until)
         redis.call('HSET', (KEY_BASE .. 'idle-workers'), consumer, parking)
       end
     end
@@ -1070,7 +1088,7 @@ local now = now_ms()
 local conf = redis.call('HMGET', (KEY_BASE .. 'conf'), 'paused', 'events', 'events_max_count', 'group_concurrency', 'rate_limit',
   'handoff')
 local token, last_token, received = string.match(ARGV[10], '^(%S+) (%S+) (%d+)$')
-local parked_any, on_the_way = unpark_worker(consumer, conf[6] == '1', last_token, received)
+local parked_any, on_the_way, owed_until = unpark_worker(consumer, conf[6] == '1', last_token, received, now)
 max = math.max(0, max - on_the_way)
 -- Read before any write: a key of another type fails here (check_rare), not half-way.
 local has_lanes, grouped = false, false
@@ -1241,7 +1259,13 @@ if #reply > 4 or on_the_way > 0 then
   reset_dry_runs(marks[2])
   -- The accepted lanes ran dry, so a claim now would find nothing: the worker waits for a wake-up instead,
   -- or until a dry run (the first: the runs were just reset) would have said to look.
-  if drained() then reply[4] = wake_after(tonumber(ARGV[5])) end
+  if drained() then
+    reply[4] = wake_after(tonumber(ARGV[5]))
+  elseif #reply == 4 then
+    -- Every free slot waits for messages on their way: they wake the worker when they arrive, or, lost with
+    -- a connection, stop being owed after a lock.
+    reply[4] = math.min(tonumber(owed_until) or now + lock_ms, now + PARK_MS)
+  end
 else
   local ttl = redis.call('PTTL', (KEY_BASE .. 'eoq-backoff?'))
   local dry
@@ -1258,10 +1282,10 @@ end
 -- Free slots and nothing left to take: enqueues hand this worker their messages until it claims again.
 local free = max - (#reply - 4) / 6
 if token and accept_all and not grouped and not rate_start and free > 0 and reply[4] > now then
-  reply[4] = park_worker(consumer, free, lock_ms, now, reply[4], parked_any, token, on_the_way)
+  reply[4] = park_worker(consumer, free, lock_ms, now, reply[4], parked_any, token, on_the_way, owed_until)
 elseif token and on_the_way > 0 then
   -- Not parked, yet messages handed to it are still on their way: its next claim must know (lib/handoff.lua).
-  park_worker(consumer, 0, lock_ms, now, now + PARK_MS, parked_any, token, on_the_way)
+  park_worker(consumer, 0, lock_ms, now, now + PARK_MS, parked_any, token, on_the_way, owed_until)
 end
 reply[2] = queue_size()
 events_flush(now)
@@ -1312,7 +1336,7 @@ return reply
     ],
     readOnly: false,
     sha: 'a6cde2ad733d6ee70680f7626e2d8a8147c82e5b',
-    fn: 'kvmq_95d0b35f60c9_clear',
+    fn: 'kvmq_d70e075777ed_clear',
     source: `#!lua flags=allow-oom
 -- The queue's keys are its base (the one key the call passes) and their names.
 local KEY_BASE = KEYS[1]
@@ -1644,7 +1668,7 @@ return 1
     ],
     readOnly: false,
     sha: 'abd181d5aed09d1ab505a76f34b80eba9f33a13f',
-    fn: 'kvmq_95d0b35f60c9_configure',
+    fn: 'kvmq_d70e075777ed_configure',
     source: `#!lua
 -- The queue's keys are its base (the one key the call passes) and their names.
 local KEY_BASE = KEYS[1]
@@ -2094,7 +2118,7 @@ return 1
     keys: ['consumers', 'holders', 'locks'],
     readOnly: true,
     sha: '2decb7372826376d6fbdb18ab8ff5ca308ea6531',
-    fn: 'kvmq_95d0b35f60c9_consumers',
+    fn: 'kvmq_d70e075777ed_consumers',
     source: `#!lua flags=no-writes
 -- The queue's keys are its base (the one key the call passes) and their names.
 local KEY_BASE = KEYS[1]
@@ -2464,8 +2488,8 @@ return reply
       'layout',
     ],
     readOnly: false,
-    sha: 'fc3e48e28e6b03ef9d294e455595db9a2c116c8f',
-    fn: 'kvmq_95d0b35f60c9_enqueue',
+    sha: 'bd72f75ca91a64c8e6f4a1fe092fdcb8d85cda89',
+    fn: 'kvmq_d70e075777ed_enqueue',
     source: `#!lua
 -- The queue's keys are its base (the one key the call passes) and their names.
 local KEY_BASE = KEYS[1]
@@ -2985,8 +3009,9 @@ local function hold(consumer, ids, class_at, n, lock_ms, now, reply)
   return m / 2, lock_until
 end
 -- handoff: an enqueue claims for idle workers. A claim that leaves a worker with free slots and nothing
--- to take parks it in \`idle-workers\` (consumer → '<free slots> <lock ms> <until ms> <token> <handed>': the
--- token is the parking claim's, handed how many messages it was given since; conf \`handoff\` is '1'
+-- to take parks it in \`idle-workers\` (consumer → '<free slots> <lock ms> <until ms> <token> <handed>
+-- [<owed until ms>]': the token is the parking claim's, handed how many messages it was given since, owed
+-- until when those carried over from earlier parkings count; conf \`handoff\` is '1'
 -- while any is parked, so an enqueue learns it from the conf read it makes anyway). An enqueue that makes
 -- messages ready pops them at once for a parked worker, locks them as a claim would (lib/hold.lua) and
 -- pushes them, as one entry (the parking's token, the queue's size, then six fields per message as a claim
@@ -2998,6 +3023,9 @@ end
 -- worker never holds more than its slots. Those still on their way then stay owed: the claim's parking
 -- starts its count of handed messages with them (or, when the claim does not park, a record of free
 -- slots 0 keeps them), so the next claim takes fewer by them too, unless they arrived before it went out.
+-- They stay owed for one lock at most from the claim that first found them on their way: by then the worker
+-- takes any of them that still arrives as lost, and one whose BLPOP reply was lost with its connection
+-- (Redis restarted, say) never arrives, so owing it longer would shrink the worker's claims for good.
 -- A parking ends by itself at its \`until\` (the worker claims before, see PARK_MS), so a worker that died
 -- parked takes messages for a few seconds at most (they wait for their lock to end, as a dead worker's held
 -- messages do). Only priority-0 messages of the lanes an
@@ -3016,12 +3044,18 @@ local HANDOFF_TTL_MS = 60000
 
 -- A parking's value, and its fields back (nil for a value of another shape). \`until_ms\` stays a string:
 -- Lua would write a number that large in exponent form.
-local function parking_value(free, lock_ms, until_ms, token, handed)
-  return free .. ' ' .. lock_ms .. ' ' .. until_ms .. ' ' .. token .. ' ' .. handed
+local function parking_value(free, lock_ms, until_ms, token, handed, owed_until)
+  local value = free .. ' ' .. lock_ms .. ' ' .. until_ms .. ' ' .. token .. ' ' .. handed
+  if owed_until then return value .. ' ' .. owed_until end
+  return value
 end
 local function parking_fields(value)
-  local free, lock_ms, until_ms, token, handed = string.match(value, '^(%d+) (%d+) (%d+) (%S+) (%d+)$')
-  return tonumber(free), tonumber(lock_ms), until_ms, token, tonumber(handed)
+  local free, lock_ms, until_ms, token, handed, owed_until =
+    string.match(value, '^(%d+) (%d+) (%d+) (%S+) (%d+) (%d+)$')
+  if not free then
+    free, lock_ms, until_ms, token, handed = string.match(value, '^(%d+) (%d+) (%d+) (%S+) (%d+)$')
+  end
+  return tonumber(free), tonumber(lock_ms), until_ms, token, tonumber(handed), owed_until
 end
 
 -- The list a worker's handed messages wait in.
@@ -3031,30 +3065,38 @@ end
 
 -- Ends \`consumer\`'s parking (its claim, or its stop); \`flagged\`: conf \`handoff\` was '1'. \`token\` and
 -- \`received\` (strings, or nil): the worker sent its last claim with that token, and that many handed messages
--- reached it since. Returns whether conf \`handoff\` is still '1' (other workers are parked), and how many
--- messages handed to it are still on their way.
-local function unpark_worker(consumer, flagged, token, received)
+-- reached it since; \`now\` the time of the call. Returns whether conf \`handoff\` is still '1' (other workers are
+-- parked), how many messages handed to it are still on their way, and until when they are owed (a string, or
+-- nil for from now on).
+local function unpark_worker(consumer, flagged, token, received, now)
   if not flagged then return false, 0 end
   local parking = redis.call('HGET', (KEY_BASE .. 'idle-workers'), consumer)
   if not parking then return true, 0 end
-  local _, _, _, parked_token, handed = parking_fields(parking)
+  local _, _, _, parked_token, handed, owed_until = parking_fields(parking)
   local on_the_way = handed or 0
   if parked_token == token then on_the_way = math.max(0, on_the_way - (tonumber(received) or 0)) end
+  if owed_until and now and tonumber(owed_until) <= now then on_the_way = 0 end
   redis.call('HDEL', (KEY_BASE .. 'idle-workers'), consumer)
-  if redis.call('EXISTS', (KEY_BASE .. 'idle-workers')) == 1 then return true, on_the_way end
+  if redis.call('EXISTS', (KEY_BASE .. 'idle-workers')) == 1 then return true, on_the_way, owed_until end
   redis.call('HDEL', (KEY_BASE .. 'conf'), 'handoff')
-  return false, on_the_way
+  return false, on_the_way, owed_until
 end
 
--- Parks \`consumer\` with \`free\` slots, \`owed\` handed messages still on their way to it; returns the time by which
--- it should claim again (\`wake_at\` or sooner). With \`free\` 0 it is a record of what is owed, which enqueues skip.
-local function park_worker(consumer, free, lock_ms, now, wake_at, flagged, token, owed)
+-- Parks \`consumer\` with \`free\` slots, \`owed\` handed messages still on their way to it (owed until \`owed_until\`,
+-- or from now for a lock); returns the time by which it should claim again (\`wake_at\` or sooner). With \`free\`
+-- 0 it is a record of what is owed, which enqueues skip.
+local function park_worker(consumer, free, lock_ms, now, wake_at, flagged, token, owed, owed_until)
   -- Within half a lock, and its grace a quarter: the worker counts a handed message's lock from the parking
   -- claim's send (it cannot know the enqueue's time), so a parking older than a lock would hand it messages
   -- it takes as already lost.
   wake_at = math.min(wake_at, now + math.min(PARK_MS, math.floor(lock_ms / 2)))
   local ends = wake_at + math.min(PARK_GRACE_MS, math.floor(lock_ms / 4))
-  local value = parking_value(free, lock_ms, num_str(ends), token, owed)
+  if owed == 0 then
+    owed_until = nil
+  elseif not owed_until then
+    owed_until = num_str(now + lock_ms)
+  end
+  local value = parking_value(free, lock_ms, num_str(ends), token, owed, owed_until)
   redis.call('HSET', (KEY_BASE .. 'idle-workers'), consumer, value)
   if not flagged then redis.call('HSET', (KEY_BASE .. 'conf'), 'handoff', '1') end
   return wake_at
@@ -3106,7 +3148,7 @@ local function hand_off(ready, lanes, conf, now)
   for i = 1, #parked, 2 do
     if lane_at > #lanes then break end
     local consumer = parked[i]
-    local free, lock_ms, until_ms, token, before = parking_fields(parked[i + 1])
+    local free, lock_ms, until_ms, token, before, owed_until = parking_fields(parked[i + 1])
     if (tonumber(until_ms) or 0) <= now then
       -- Its worker did not claim again in time: gone, or cut off from Redis (or not a parking kvmq wrote).
       unpark_worker(consumer, true, nil, nil)
@@ -3128,7 +3170,7 @@ local function hand_off(ready, lanes, conf, now)
         redis.call('PEXPIREAT', list, now + lock_ms + HANDOFF_TTL_MS)
         handed = handed + held
         -- Kept at 0 free slots until its claim (which reads how many it was handed).
-        local parking = parking_value(free - held, lock_ms, until_ms, token, before + held)
+        local parking = parking_value(free - held, lock_ms, until_ms, token, before + held, owed_until)
         redis.call('HSET', (KEY_BASE .. 'idle-workers'), consumer, parking)
       end
     end
@@ -3410,7 +3452,7 @@ return replies
     keys: ['events', 'events-seq'],
     readOnly: false,
     sha: 'fe8c959ef09a7707bb15afd1a286b94bcf05211c',
-    fn: 'kvmq_95d0b35f60c9_events_trim',
+    fn: 'kvmq_d70e075777ed_events_trim',
     source: `#!lua flags=allow-oom
 -- The queue's keys are its base (the one key the call passes) and their names.
 local KEY_BASE = KEYS[1]
@@ -3738,7 +3780,7 @@ return redis.call('XTRIM', (KEY_BASE .. 'events'), 'MINID', string.format('%d', 
     keys: ['locks', 'holders', 'nattempts', 'lock-expiry', 'requeue', 'requeue-locks'],
     readOnly: false,
     sha: 'b46679a68fc986c5a16388d19100b9e46c7e5105',
-    fn: 'kvmq_95d0b35f60c9_extend',
+    fn: 'kvmq_d70e075777ed_extend',
     source: `#!lua flags=allow-oom
 -- The queue's keys are its base (the one key the call passes) and their names.
 local KEY_BASE = KEYS[1]
@@ -4099,7 +4141,7 @@ return lost
     ],
     readOnly: false,
     sha: '15ae55685dccae66956e54889ec2bdc59ff637ee',
-    fn: 'kvmq_95d0b35f60c9_finish',
+    fn: 'kvmq_d70e075777ed_finish',
     source: `#!lua flags=allow-oom
 -- The queue's keys are its base (the one key the call passes) and their names.
 local KEY_BASE = KEYS[1]
@@ -4976,8 +5018,8 @@ return replies
       'layout',
     ],
     readOnly: false,
-    sha: '62b424c717233b0b8d3bb9c0bfbeb974f7628e18',
-    fn: 'kvmq_95d0b35f60c9_fire_schedule',
+    sha: '532ede7fbd8f3a79145aca4565bcc7b51e7a87dc',
+    fn: 'kvmq_d70e075777ed_fire_schedule',
     source: `#!lua
 -- The queue's keys are its base (the one key the call passes) and their names.
 local KEY_BASE = KEYS[1]
@@ -5497,8 +5539,9 @@ local function hold(consumer, ids, class_at, n, lock_ms, now, reply)
   return m / 2, lock_until
 end
 -- handoff: an enqueue claims for idle workers. A claim that leaves a worker with free slots and nothing
--- to take parks it in \`idle-workers\` (consumer → '<free slots> <lock ms> <until ms> <token> <handed>': the
--- token is the parking claim's, handed how many messages it was given since; conf \`handoff\` is '1'
+-- to take parks it in \`idle-workers\` (consumer → '<free slots> <lock ms> <until ms> <token> <handed>
+-- [<owed until ms>]': the token is the parking claim's, handed how many messages it was given since, owed
+-- until when those carried over from earlier parkings count; conf \`handoff\` is '1'
 -- while any is parked, so an enqueue learns it from the conf read it makes anyway). An enqueue that makes
 -- messages ready pops them at once for a parked worker, locks them as a claim would (lib/hold.lua) and
 -- pushes them, as one entry (the parking's token, the queue's size, then six fields per message as a claim
@@ -5510,6 +5553,9 @@ end
 -- worker never holds more than its slots. Those still on their way then stay owed: the claim's parking
 -- starts its count of handed messages with them (or, when the claim does not park, a record of free
 -- slots 0 keeps them), so the next claim takes fewer by them too, unless they arrived before it went out.
+-- They stay owed for one lock at most from the claim that first found them on their way: by then the worker
+-- takes any of them that still arrives as lost, and one whose BLPOP reply was lost with its connection
+-- (Redis restarted, say) never arrives, so owing it longer would shrink the worker's claims for good.
 -- A parking ends by itself at its \`until\` (the worker claims before, see PARK_MS), so a worker that died
 -- parked takes messages for a few seconds at most (they wait for their lock to end, as a dead worker's held
 -- messages do). Only priority-0 messages of the lanes an
@@ -5528,12 +5574,18 @@ local HANDOFF_TTL_MS = 60000
 
 -- A parking's value, and its fields back (nil for a value of another shape). \`until_ms\` stays a string:
 -- Lua would write a number that large in exponent form.
-local function parking_value(free, lock_ms, until_ms, token, handed)
-  return free .. ' ' .. lock_ms .. ' ' .. until_ms .. ' ' .. token .. ' ' .. handed
+local function parking_value(free, lock_ms, until_ms, token, handed, owed_until)
+  local value = free .. ' ' .. lock_ms .. ' ' .. until_ms .. ' ' .. token .. ' ' .. handed
+  if owed_until then return value .. ' ' .. owed_until end
+  return value
 end
 local function parking_fields(value)
-  local free, lock_ms, until_ms, token, handed = string.match(value, '^(%d+) (%d+) (%d+) (%S+) (%d+)$')
-  return tonumber(free), tonumber(lock_ms), until_ms, token, tonumber(handed)
+  local free, lock_ms, until_ms, token, handed, owed_until =
+    string.match(value, '^(%d+) (%d+) (%d+) (%S+) (%d+) (%d+)$')
+  if not free then
+    free, lock_ms, until_ms, token, handed = string.match(value, '^(%d+) (%d+) (%d+) (%S+) (%d+)$')
+  end
+  return tonumber(free), tonumber(lock_ms), until_ms, token, tonumber(handed), owed_until
 end
 
 -- The list a worker's handed messages wait in.
@@ -5543,30 +5595,38 @@ end
 
 -- Ends \`consumer\`'s parking (its claim, or its stop); \`flagged\`: conf \`handoff\` was '1'. \`token\` and
 -- \`received\` (strings, or nil): the worker sent its last claim with that token, and that many handed messages
--- reached it since. Returns whether conf \`handoff\` is still '1' (other workers are parked), and how many
--- messages handed to it are still on their way.
-local function unpark_worker(consumer, flagged, token, received)
+-- reached it since; \`now\` the time of the call. Returns whether conf \`handoff\` is still '1' (other workers are
+-- parked), how many messages handed to it are still on their way, and until when they are owed (a string, or
+-- nil for from now on).
+local function unpark_worker(consumer, flagged, token, received, now)
   if not flagged then return false, 0 end
   local parking = redis.call('HGET', (KEY_BASE .. 'idle-workers'), consumer)
   if not parking then return true, 0 end
-  local _, _, _, parked_token, handed = parking_fields(parking)
+  local _, _, _, parked_token, handed, owed_until = parking_fields(parking)
   local on_the_way = handed or 0
   if parked_token == token then on_the_way = math.max(0, on_the_way - (tonumber(received) or 0)) end
+  if owed_until and now and tonumber(owed_until) <= now then on_the_way = 0 end
   redis.call('HDEL', (KEY_BASE .. 'idle-workers'), consumer)
-  if redis.call('EXISTS', (KEY_BASE .. 'idle-workers')) == 1 then return true, on_the_way end
+  if redis.call('EXISTS', (KEY_BASE .. 'idle-workers')) == 1 then return true, on_the_way, owed_until end
   redis.call('HDEL', (KEY_BASE .. 'conf'), 'handoff')
-  return false, on_the_way
+  return false, on_the_way, owed_until
 end
 
--- Parks \`consumer\` with \`free\` slots, \`owed\` handed messages still on their way to it; returns the time by which
--- it should claim again (\`wake_at\` or sooner). With \`free\` 0 it is a record of what is owed, which enqueues skip.
-local function park_worker(consumer, free, lock_ms, now, wake_at, flagged, token, owed)
+-- Parks \`consumer\` with \`free\` slots, \`owed\` handed messages still on their way to it (owed until \`owed_until\`,
+-- or from now for a lock); returns the time by which it should claim again (\`wake_at\` or sooner). With \`free\`
+-- 0 it is a record of what is owed, which enqueues skip.
+local function park_worker(consumer, free, lock_ms, now, wake_at, flagged, token, owed, owed_until)
   -- Within half a lock, and its grace a quarter: the worker counts a handed message's lock from the parking
   -- claim's send (it cannot know the enqueue's time), so a parking older than a lock would hand it messages
   -- it takes as already lost.
   wake_at = math.min(wake_at, now + math.min(PARK_MS, math.floor(lock_ms / 2)))
   local ends = wake_at + math.min(PARK_GRACE_MS, math.floor(lock_ms / 4))
-  local value = parking_value(free, lock_ms, num_str(ends), token, owed)
+  if owed == 0 then
+    owed_until = nil
+  elseif not owed_until then
+    owed_until = num_str(now + lock_ms)
+  end
+  local value = parking_value(free, lock_ms, num_str(ends), token, owed, owed_until)
   redis.call('HSET', (KEY_BASE .. 'idle-workers'), consumer, value)
   if not flagged then redis.call('HSET', (KEY_BASE .. 'conf'), 'handoff', '1') end
   return wake_at
@@ -5618,7 +5678,7 @@ local function hand_off(ready, lanes, conf, now)
   for i = 1, #parked, 2 do
     if lane_at > #lanes then break end
     local consumer = parked[i]
-    local free, lock_ms, until_ms, token, before = parking_fields(parked[i + 1])
+    local free, lock_ms, until_ms, token, before, owed_until = parking_fields(parked[i + 1])
     if (tonumber(until_ms) or 0) <= now then
       -- Its worker did not claim again in time: gone, or cut off from Redis (or not a parking kvmq wrote).
       unpark_worker(consumer, true, nil, nil)
@@ -5640,7 +5700,7 @@ local function hand_off(ready, lanes, conf, now)
         redis.call('PEXPIREAT', list, now + lock_ms + HANDOFF_TTL_MS)
         handed = handed + held
         -- Kept at 0 free slots until its claim (which reads how many it was handed).
-        local parking = parking_value(free - held, lock_ms, until_ms, token, before + held)
+        local parking = parking_value(free - held, lock_ms, until_ms, token, before + held, owed_until)
         redis.call('HSET', (KEY_BASE .. 'idle-workers'), consumer, parking)
       end
     end
@@ -5931,7 +5991,7 @@ return replies
     keys: ['consumers', 'gc-lock'],
     readOnly: false,
     sha: '7cf2f40e08ce9ef0900d4ac2be143e0589474446',
-    fn: 'kvmq_95d0b35f60c9_gc_finish',
+    fn: 'kvmq_d70e075777ed_gc_finish',
     source: `#!lua flags=allow-oom
 -- The queue's keys are its base (the one key the call passes) and their names.
 local KEY_BASE = KEYS[1]
@@ -6248,7 +6308,7 @@ return #lapsed
     keys: ['gc-lock', 'gc-at'],
     readOnly: false,
     sha: '08bbfb40ad452dfe59535d4451fc0cf0f0fb0d25',
-    fn: 'kvmq_95d0b35f60c9_gc_start',
+    fn: 'kvmq_d70e075777ed_gc_start',
     source: `#!lua flags=allow-oom
 -- The queue's keys are its base (the one key the call passes) and their names.
 local KEY_BASE = KEYS[1]
@@ -6589,7 +6649,7 @@ return 1
     ],
     readOnly: false,
     sha: 'e69b93bbc71a733a06d21880729aed8e2eab6bea',
-    fn: 'kvmq_95d0b35f60c9_gc_sweep',
+    fn: 'kvmq_d70e075777ed_gc_sweep',
     source: `#!lua flags=allow-oom
 -- The queue's keys are its base (the one key the call passes) and their names.
 local KEY_BASE = KEYS[1]
@@ -6967,7 +7027,7 @@ return { removed, #old }
     ],
     readOnly: true,
     sha: '00e68a23995fb33e4b8eadf16e024f89f752f34c',
-    fn: 'kvmq_95d0b35f60c9_inspect',
+    fn: 'kvmq_d70e075777ed_inspect',
     source: `#!lua flags=no-writes
 -- The queue's keys are its base (the one key the call passes) and their names.
 local KEY_BASE = KEYS[1]
@@ -7385,7 +7445,7 @@ return reply
     ],
     readOnly: false,
     sha: '723d4e98c680c904c186281743d0811ac83f9766',
-    fn: 'kvmq_95d0b35f60c9_list',
+    fn: 'kvmq_d70e075777ed_list',
     source: `#!lua flags=allow-oom
 -- The queue's keys are its base (the one key the call passes) and their names.
 local KEY_BASE = KEYS[1]
@@ -8416,7 +8476,7 @@ return reply
     ],
     readOnly: false,
     sha: '073bd2e13e01a1f237ee945032ba697425ceb889',
-    fn: 'kvmq_95d0b35f60c9_promote_now',
+    fn: 'kvmq_d70e075777ed_promote_now',
     source: `#!lua
 -- The queue's keys are its base (the one key the call passes) and their names.
 local KEY_BASE = KEYS[1]
@@ -9213,7 +9273,7 @@ return replies
     ],
     readOnly: true,
     sha: '032117af4703aa6e90e9e14d6b7e72fdb43b4451',
-    fn: 'kvmq_95d0b35f60c9_queue_status',
+    fn: 'kvmq_d70e075777ed_queue_status',
     source: `#!lua flags=no-writes
 -- The queue's keys are its base (the one key the call passes) and their names.
 local KEY_BASE = KEYS[1]
@@ -9578,7 +9638,7 @@ return reply
     keys: ['events', 'events-seq'],
     readOnly: true,
     sha: 'fc35c668baf5f405d05e87a934e0862c75d555c4',
-    fn: 'kvmq_95d0b35f60c9_read_events',
+    fn: 'kvmq_d70e075777ed_read_events',
     source: `#!lua flags=no-writes
 -- The queue's keys are its base (the one key the call passes) and their names.
 local KEY_BASE = KEYS[1]
@@ -9918,7 +9978,7 @@ return reply
     keys: ['consumers'],
     readOnly: false,
     sha: '72b0f55da164dfd1325e182056371c32a695cd93',
-    fn: 'kvmq_95d0b35f60c9_register_consumer',
+    fn: 'kvmq_d70e075777ed_register_consumer',
     source: `#!lua flags=allow-oom
 -- The queue's keys are its base (the one key the call passes) and their names.
 local KEY_BASE = KEYS[1]
@@ -10268,7 +10328,7 @@ return 1
     ],
     readOnly: false,
     sha: '198fe755904f21141ef410e570daa513595bc0ab',
-    fn: 'kvmq_95d0b35f60c9_remove',
+    fn: 'kvmq_d70e075777ed_remove',
     source: `#!lua flags=allow-oom
 -- The queue's keys are its base (the one key the call passes) and their names.
 local KEY_BASE = KEYS[1]
@@ -10800,7 +10860,7 @@ return replies
     ],
     readOnly: false,
     sha: '191a8b749868841614514003729c815abbf02a66',
-    fn: 'kvmq_95d0b35f60c9_retry',
+    fn: 'kvmq_d70e075777ed_retry',
     source: `#!lua
 -- The queue's keys are its base (the one key the call passes) and their names.
 local KEY_BASE = KEYS[1]
@@ -11300,7 +11360,7 @@ return reply
     ],
     readOnly: true,
     sha: '311d8496df69c1cfc4def8db72d208fa3c5cc2ab',
-    fn: 'kvmq_95d0b35f60c9_status',
+    fn: 'kvmq_d70e075777ed_status',
     source: `#!lua flags=no-writes
 -- The queue's keys are its base (the one key the call passes) and their names.
 local KEY_BASE = KEYS[1]
@@ -11694,8 +11754,8 @@ return status_of(ARGV[1], now_ms())
       'groups',
     ],
     readOnly: false,
-    sha: '6a84bca91bfac57dfccca16babab0ae56a52c2b8',
-    fn: 'kvmq_95d0b35f60c9_unpark',
+    sha: 'd3c7d273b5a3c3b37b27efb500186145095a2fea',
+    fn: 'kvmq_d70e075777ed_unpark',
     source: `#!lua flags=allow-oom
 -- The queue's keys are its base (the one key the call passes) and their names.
 local KEY_BASE = KEYS[1]
@@ -12162,8 +12222,9 @@ local function hold(consumer, ids, class_at, n, lock_ms, now, reply)
   return m / 2, lock_until
 end
 -- handoff: an enqueue claims for idle workers. A claim that leaves a worker with free slots and nothing
--- to take parks it in \`idle-workers\` (consumer → '<free slots> <lock ms> <until ms> <token> <handed>': the
--- token is the parking claim's, handed how many messages it was given since; conf \`handoff\` is '1'
+-- to take parks it in \`idle-workers\` (consumer → '<free slots> <lock ms> <until ms> <token> <handed>
+-- [<owed until ms>]': the token is the parking claim's, handed how many messages it was given since, owed
+-- until when those carried over from earlier parkings count; conf \`handoff\` is '1'
 -- while any is parked, so an enqueue learns it from the conf read it makes anyway). An enqueue that makes
 -- messages ready pops them at once for a parked worker, locks them as a claim would (lib/hold.lua) and
 -- pushes them, as one entry (the parking's token, the queue's size, then six fields per message as a claim
@@ -12175,6 +12236,9 @@ end
 -- worker never holds more than its slots. Those still on their way then stay owed: the claim's parking
 -- starts its count of handed messages with them (or, when the claim does not park, a record of free
 -- slots 0 keeps them), so the next claim takes fewer by them too, unless they arrived before it went out.
+-- They stay owed for one lock at most from the claim that first found them on their way: by then the worker
+-- takes any of them that still arrives as lost, and one whose BLPOP reply was lost with its connection
+-- (Redis restarted, say) never arrives, so owing it longer would shrink the worker's claims for good.
 -- A parking ends by itself at its \`until\` (the worker claims before, see PARK_MS), so a worker that died
 -- parked takes messages for a few seconds at most (they wait for their lock to end, as a dead worker's held
 -- messages do). Only priority-0 messages of the lanes an
@@ -12193,12 +12257,18 @@ local HANDOFF_TTL_MS = 60000
 
 -- A parking's value, and its fields back (nil for a value of another shape). \`until_ms\` stays a string:
 -- Lua would write a number that large in exponent form.
-local function parking_value(free, lock_ms, until_ms, token, handed)
-  return free .. ' ' .. lock_ms .. ' ' .. until_ms .. ' ' .. token .. ' ' .. handed
+local function parking_value(free, lock_ms, until_ms, token, handed, owed_until)
+  local value = free .. ' ' .. lock_ms .. ' ' .. until_ms .. ' ' .. token .. ' ' .. handed
+  if owed_until then return value .. ' ' .. owed_until end
+  return value
 end
 local function parking_fields(value)
-  local free, lock_ms, until_ms, token, handed = string.match(value, '^(%d+) (%d+) (%d+) (%S+) (%d+)$')
-  return tonumber(free), tonumber(lock_ms), until_ms, token, tonumber(handed)
+  local free, lock_ms, until_ms, token, handed, owed_until =
+    string.match(value, '^(%d+) (%d+) (%d+) (%S+) (%d+) (%d+)$')
+  if not free then
+    free, lock_ms, until_ms, token, handed = string.match(value, '^(%d+) (%d+) (%d+) (%S+) (%d+)$')
+  end
+  return tonumber(free), tonumber(lock_ms), until_ms, token, tonumber(handed), owed_until
 end
 
 -- The list a worker's handed messages wait in.
@@ -12208,30 +12278,38 @@ end
 
 -- Ends \`consumer\`'s parking (its claim, or its stop); \`flagged\`: conf \`handoff\` was '1'. \`token\` and
 -- \`received\` (strings, or nil): the worker sent its last claim with that token, and that many handed messages
--- reached it since. Returns whether conf \`handoff\` is still '1' (other workers are parked), and how many
--- messages handed to it are still on their way.
-local function unpark_worker(consumer, flagged, token, received)
+-- reached it since; \`now\` the time of the call. Returns whether conf \`handoff\` is still '1' (other workers are
+-- parked), how many messages handed to it are still on their way, and until when they are owed (a string, or
+-- nil for from now on).
+local function unpark_worker(consumer, flagged, token, received, now)
   if not flagged then return false, 0 end
   local parking = redis.call('HGET', (KEY_BASE .. 'idle-workers'), consumer)
   if not parking then return true, 0 end
-  local _, _, _, parked_token, handed = parking_fields(parking)
+  local _, _, _, parked_token, handed, owed_until = parking_fields(parking)
   local on_the_way = handed or 0
   if parked_token == token then on_the_way = math.max(0, on_the_way - (tonumber(received) or 0)) end
+  if owed_until and now and tonumber(owed_until) <= now then on_the_way = 0 end
   redis.call('HDEL', (KEY_BASE .. 'idle-workers'), consumer)
-  if redis.call('EXISTS', (KEY_BASE .. 'idle-workers')) == 1 then return true, on_the_way end
+  if redis.call('EXISTS', (KEY_BASE .. 'idle-workers')) == 1 then return true, on_the_way, owed_until end
   redis.call('HDEL', (KEY_BASE .. 'conf'), 'handoff')
-  return false, on_the_way
+  return false, on_the_way, owed_until
 end
 
--- Parks \`consumer\` with \`free\` slots, \`owed\` handed messages still on their way to it; returns the time by which
--- it should claim again (\`wake_at\` or sooner). With \`free\` 0 it is a record of what is owed, which enqueues skip.
-local function park_worker(consumer, free, lock_ms, now, wake_at, flagged, token, owed)
+-- Parks \`consumer\` with \`free\` slots, \`owed\` handed messages still on their way to it (owed until \`owed_until\`,
+-- or from now for a lock); returns the time by which it should claim again (\`wake_at\` or sooner). With \`free\`
+-- 0 it is a record of what is owed, which enqueues skip.
+local function park_worker(consumer, free, lock_ms, now, wake_at, flagged, token, owed, owed_until)
   -- Within half a lock, and its grace a quarter: the worker counts a handed message's lock from the parking
   -- claim's send (it cannot know the enqueue's time), so a parking older than a lock would hand it messages
   -- it takes as already lost.
   wake_at = math.min(wake_at, now + math.min(PARK_MS, math.floor(lock_ms / 2)))
   local ends = wake_at + math.min(PARK_GRACE_MS, math.floor(lock_ms / 4))
-  local value = parking_value(free, lock_ms, num_str(ends), token, owed)
+  if owed == 0 then
+    owed_until = nil
+  elseif not owed_until then
+    owed_until = num_str(now + lock_ms)
+  end
+  local value = parking_value(free, lock_ms, num_str(ends), token, owed, owed_until)
   redis.call('HSET', (KEY_BASE .. 'idle-workers'), consumer, value)
   if not flagged then redis.call('HSET', (KEY_BASE .. 'conf'), 'handoff', '1') end
   return wake_at
@@ -12283,7 +12361,7 @@ local function hand_off(ready, lanes, conf, now)
   for i = 1, #parked, 2 do
     if lane_at > #lanes then break end
     local consumer = parked[i]
-    local free, lock_ms, until_ms, token, before = parking_fields(parked[i + 1])
+    local free, lock_ms, until_ms, token, before, owed_until = parking_fields(parked[i + 1])
     if (tonumber(until_ms) or 0) <= now then
       -- Its worker did not claim again in time: gone, or cut off from Redis (or not a parking kvmq wrote).
       unpark_worker(consumer, true, nil, nil)
@@ -12305,7 +12383,7 @@ local function hand_off(ready, lanes, conf, now)
         redis.call('PEXPIREAT', list, now + lock_ms + HANDOFF_TTL_MS)
         handed = handed + held
         -- Kept at 0 free slots until its claim (which reads how many it was handed).
-        local parking = parking_value(free - held, lock_ms, until_ms, token, before + held)
+        local parking = parking_value(free - held, lock_ms, until_ms, token, before + held, owed_until)
         redis.call('HSET', (KEY_BASE .. 'idle-workers'), consumer, parking)
       end
     end
@@ -12338,7 +12416,7 @@ return entries
     keys: ['consumers'],
     readOnly: false,
     sha: '6da93e8daf2329a5c3be9de7f03238fb342f3889',
-    fn: 'kvmq_95d0b35f60c9_unregister_consumer',
+    fn: 'kvmq_d70e075777ed_unregister_consumer',
     source: `#!lua flags=allow-oom
 -- The queue's keys are its base (the one key the call passes) and their names.
 local KEY_BASE = KEYS[1]
@@ -12643,8 +12721,8 @@ return redis.call('HDEL', (KEY_BASE .. 'consumers'), ARGV[1])
 
 /** Every script as a function of one Redis Functions library (FUNCTION LOAD), named by its content. */
 export const LIBRARY = {
-  name: 'kvmq_95d0b35f60c9',
-  source: `#!lua name=kvmq_95d0b35f60c9
+  name: 'kvmq_d70e075777ed',
+  source: `#!lua name=kvmq_d70e075777ed
 -- kvmq's scripts as one library (scripts/redis-scripts.mjs builds it from src/redis/lua/).
 local KEYS, ARGV, KEY_BASE, KEY_NAMES = {}, {}, nil, {}
 -- The running script's keys by name, each joined to the base when first used.
@@ -13545,8 +13623,9 @@ local function hold(consumer, ids, class_at, n, lock_ms, now, reply)
   return m / 2, lock_until
 end
 -- handoff: an enqueue claims for idle workers. A claim that leaves a worker with free slots and nothing
--- to take parks it in \`idle-workers\` (consumer → '<free slots> <lock ms> <until ms> <token> <handed>': the
--- token is the parking claim's, handed how many messages it was given since; conf \`handoff\` is '1'
+-- to take parks it in \`idle-workers\` (consumer → '<free slots> <lock ms> <until ms> <token> <handed>
+-- [<owed until ms>]': the token is the parking claim's, handed how many messages it was given since, owed
+-- until when those carried over from earlier parkings count; conf \`handoff\` is '1'
 -- while any is parked, so an enqueue learns it from the conf read it makes anyway). An enqueue that makes
 -- messages ready pops them at once for a parked worker, locks them as a claim would (lib/hold.lua) and
 -- pushes them, as one entry (the parking's token, the queue's size, then six fields per message as a claim
@@ -13558,6 +13637,9 @@ end
 -- worker never holds more than its slots. Those still on their way then stay owed: the claim's parking
 -- starts its count of handed messages with them (or, when the claim does not park, a record of free
 -- slots 0 keeps them), so the next claim takes fewer by them too, unless they arrived before it went out.
+-- They stay owed for one lock at most from the claim that first found them on their way: by then the worker
+-- takes any of them that still arrives as lost, and one whose BLPOP reply was lost with its connection
+-- (Redis restarted, say) never arrives, so owing it longer would shrink the worker's claims for good.
 -- A parking ends by itself at its \`until\` (the worker claims before, see PARK_MS), so a worker that died
 -- parked takes messages for a few seconds at most (they wait for their lock to end, as a dead worker's held
 -- messages do). Only priority-0 messages of the lanes an
@@ -13576,12 +13658,18 @@ local HANDOFF_TTL_MS = 60000
 
 -- A parking's value, and its fields back (nil for a value of another shape). \`until_ms\` stays a string:
 -- Lua would write a number that large in exponent form.
-local function parking_value(free, lock_ms, until_ms, token, handed)
-  return free .. ' ' .. lock_ms .. ' ' .. until_ms .. ' ' .. token .. ' ' .. handed
+local function parking_value(free, lock_ms, until_ms, token, handed, owed_until)
+  local value = free .. ' ' .. lock_ms .. ' ' .. until_ms .. ' ' .. token .. ' ' .. handed
+  if owed_until then return value .. ' ' .. owed_until end
+  return value
 end
 local function parking_fields(value)
-  local free, lock_ms, until_ms, token, handed = string.match(value, '^(%d+) (%d+) (%d+) (%S+) (%d+)$')
-  return tonumber(free), tonumber(lock_ms), until_ms, token, tonumber(handed)
+  local free, lock_ms, until_ms, token, handed, owed_until =
+    string.match(value, '^(%d+) (%d+) (%d+) (%S+) (%d+) (%d+)$')
+  if not free then
+    free, lock_ms, until_ms, token, handed = string.match(value, '^(%d+) (%d+) (%d+) (%S+) (%d+)$')
+  end
+  return tonumber(free), tonumber(lock_ms), until_ms, token, tonumber(handed), owed_until
 end
 
 -- The list a worker's handed messages wait in.
@@ -13591,30 +13679,38 @@ end
 
 -- Ends \`consumer\`'s parking (its claim, or its stop); \`flagged\`: conf \`handoff\` was '1'. \`token\` and
 -- \`received\` (strings, or nil): the worker sent its last claim with that token, and that many handed messages
--- reached it since. Returns whether conf \`handoff\` is still '1' (other workers are parked), and how many
--- messages handed to it are still on their way.
-local function unpark_worker(consumer, flagged, token, received)
+-- reached it since; \`now\` the time of the call. Returns whether conf \`handoff\` is still '1' (other workers are
+-- parked), how many messages handed to it are still on their way, and until when they are owed (a string, or
+-- nil for from now on).
+local function unpark_worker(consumer, flagged, token, received, now)
   if not flagged then return false, 0 end
   local parking = redis.call('HGET', K.idle_workers, consumer)
   if not parking then return true, 0 end
-  local _, _, _, parked_token, handed = parking_fields(parking)
+  local _, _, _, parked_token, handed, owed_until = parking_fields(parking)
   local on_the_way = handed or 0
   if parked_token == token then on_the_way = math.max(0, on_the_way - (tonumber(received) or 0)) end
+  if owed_until and now and tonumber(owed_until) <= now then on_the_way = 0 end
   redis.call('HDEL', K.idle_workers, consumer)
-  if redis.call('EXISTS', K.idle_workers) == 1 then return true, on_the_way end
+  if redis.call('EXISTS', K.idle_workers) == 1 then return true, on_the_way, owed_until end
   redis.call('HDEL', K.conf, 'handoff')
-  return false, on_the_way
+  return false, on_the_way, owed_until
 end
 
--- Parks \`consumer\` with \`free\` slots, \`owed\` handed messages still on their way to it; returns the time by which
--- it should claim again (\`wake_at\` or sooner). With \`free\` 0 it is a record of what is owed, which enqueues skip.
-local function park_worker(consumer, free, lock_ms, now, wake_at, flagged, token, owed)
+-- Parks \`consumer\` with \`free\` slots, \`owed\` handed messages still on their way to it (owed until \`owed_until\`,
+-- or from now for a lock); returns the time by which it should claim again (\`wake_at\` or sooner). With \`free\`
+-- 0 it is a record of what is owed, which enqueues skip.
+local function park_worker(consumer, free, lock_ms, now, wake_at, flagged, token, owed, owed_until)
   -- Within half a lock, and its grace a quarter: the worker counts a handed message's lock from the parking
   -- claim's send (it cannot know the enqueue's time), so a parking older than a lock would hand it messages
   -- it takes as already lost.
   wake_at = math.min(wake_at, now + math.min(PARK_MS, math.floor(lock_ms / 2)))
   local ends = wake_at + math.min(PARK_GRACE_MS, math.floor(lock_ms / 4))
-  local value = parking_value(free, lock_ms, num_str(ends), token, owed)
+  if owed == 0 then
+    owed_until = nil
+  elseif not owed_until then
+    owed_until = num_str(now + lock_ms)
+  end
+  local value = parking_value(free, lock_ms, num_str(ends), token, owed, owed_until)
   redis.call('HSET', K.idle_workers, consumer, value)
   if not flagged then redis.call('HSET', K.conf, 'handoff', '1') end
   return wake_at
@@ -13666,7 +13762,7 @@ local function hand_off(ready, lanes, conf, now)
   for i = 1, #parked, 2 do
     if lane_at > #lanes then break end
     local consumer = parked[i]
-    local free, lock_ms, until_ms, token, before = parking_fields(parked[i + 1])
+    local free, lock_ms, until_ms, token, before, owed_until = parking_fields(parked[i + 1])
     if (tonumber(until_ms) or 0) <= now then
       -- Its worker did not claim again in time: gone, or cut off from Redis (or not a parking kvmq wrote).
       unpark_worker(consumer, true, nil, nil)
@@ -13688,7 +13784,7 @@ local function hand_off(ready, lanes, conf, now)
         redis.call('PEXPIREAT', list, now + lock_ms + HANDOFF_TTL_MS)
         handed = handed + held
         -- Kept at 0 free slots until its claim (which reads how many it was handed).
-        local parking = parking_value(free - held, lock_ms, until_ms, token, before + held)
+        local parking = parking_value(free - held, lock_ms, until_ms, token, before + held, owed_until)
         redis.call('HSET', K.idle_workers, consumer, parking)
       end
     end
@@ -13962,7 +14058,7 @@ end
 do
   local names = { messages = 'messages', metadata = 'metadata', filters = 'filters', classes = 'classes', nattempts = 'nattempts', locks = 'locks', holders = 'holders', backoffs = 'backoffs', done = 'done', done_at = 'done-at', requeue = 'requeue', schedule = 'schedule', lock_expiry = 'lock-expiry', updated_at = 'updated-at', mid_circle = 'mid-circle', eoq_backoff = 'eoq-backoff?', ndry_runs = 'ndry-runs', policies = 'policies', pushes = 'pushes', conf = 'conf', failed = 'failed', lanes = 'lanes', rate_tat = 'rate-tat', layout = 'layout', events = 'events', events_seq = 'events-seq', events_wake = 'events-wake', priorities = 'priorities', groups = 'groups', group_held = 'group-held', parked = 'parked', history = 'history', losses = 'losses', outcomes = 'outcomes', enqueued_at = 'enqueued-at', requeue_content = 'requeue-content', requeue_locks = 'requeue-locks', requeue_schedule = 'requeue-schedule', dedupe = 'dedupe', debounce = 'debounce', debounce_of = 'debounce-of', idle_workers = 'idle-workers' }
   redis.register_function({
-    function_name = 'kvmq_95d0b35f60c9_claim',
+    function_name = 'kvmq_d70e075777ed_claim',
     flags = { 'allow-oom' },
     callback = function(keys, args)
 begin_call(keys, args, names)
@@ -14019,7 +14115,7 @@ local now = now_ms()
 local conf = redis.call('HMGET', K.conf, 'paused', 'events', 'events_max_count', 'group_concurrency', 'rate_limit',
   'handoff')
 local token, last_token, received = string.match(ARGV[10], '^(%S+) (%S+) (%d+)$')
-local parked_any, on_the_way = unpark_worker(consumer, conf[6] == '1', last_token, received)
+local parked_any, on_the_way, owed_until = unpark_worker(consumer, conf[6] == '1', last_token, received, now)
 max = math.max(0, max - on_the_way)
 -- Read before any write: a key of another type fails here (check_rare), not half-way.
 local has_lanes, grouped = false, false
@@ -14190,7 +14286,13 @@ if #reply > 4 or on_the_way > 0 then
   reset_dry_runs(marks[2])
   -- The accepted lanes ran dry, so a claim now would find nothing: the worker waits for a wake-up instead,
   -- or until a dry run (the first: the runs were just reset) would have said to look.
-  if drained() then reply[4] = wake_after(tonumber(ARGV[5])) end
+  if drained() then
+    reply[4] = wake_after(tonumber(ARGV[5]))
+  elseif #reply == 4 then
+    -- Every free slot waits for messages on their way: they wake the worker when they arrive, or, lost with
+    -- a connection, stop being owed after a lock.
+    reply[4] = math.min(tonumber(owed_until) or now + lock_ms, now + PARK_MS)
+  end
 else
   local ttl = redis.call('PTTL', K.eoq_backoff)
   local dry
@@ -14207,10 +14309,10 @@ end
 -- Free slots and nothing left to take: enqueues hand this worker their messages until it claims again.
 local free = max - (#reply - 4) / 6
 if token and accept_all and not grouped and not rate_start and free > 0 and reply[4] > now then
-  reply[4] = park_worker(consumer, free, lock_ms, now, reply[4], parked_any, token, on_the_way)
+  reply[4] = park_worker(consumer, free, lock_ms, now, reply[4], parked_any, token, on_the_way, owed_until)
 elseif token and on_the_way > 0 then
   -- Not parked, yet messages handed to it are still on their way: its next claim must know (lib/handoff.lua).
-  park_worker(consumer, 0, lock_ms, now, now + PARK_MS, parked_any, token, on_the_way)
+  park_worker(consumer, 0, lock_ms, now, now + PARK_MS, parked_any, token, on_the_way, owed_until)
 end
 reply[2] = queue_size()
 events_flush(now)
@@ -14220,7 +14322,7 @@ end
 do
   local names = { messages = 'messages', locks = 'locks', backoffs = 'backoffs', nattempts = 'nattempts', mid_circle = 'mid-circle', done = 'done', requeue = 'requeue', eoq_backoff = 'eoq-backoff?', ndry_runs = 'ndry-runs', metadata = 'metadata', filters = 'filters', classes = 'classes', holders = 'holders', outcomes = 'outcomes', enqueued_at = 'enqueued-at', updated_at = 'updated-at', requeue_content = 'requeue-content', schedule = 'schedule', lock_expiry = 'lock-expiry', done_at = 'done-at', dedupe = 'dedupe', policies = 'policies', history = 'history', losses = 'losses', pushes = 'pushes', requeue_locks = 'requeue-locks', requeue_schedule = 'requeue-schedule', failed = 'failed', events = 'events', priorities = 'priorities', lanes = 'lanes', groups = 'groups', group_held = 'group-held', parked = 'parked', debounce = 'debounce', debounce_of = 'debounce-of', rate_tat = 'rate-tat', layout = 'layout' }
   redis.register_function({
-    function_name = 'kvmq_95d0b35f60c9_clear',
+    function_name = 'kvmq_d70e075777ed_clear',
     flags = { 'allow-oom' },
     callback = function(keys, args)
 begin_call(keys, args, names)
@@ -14252,7 +14354,7 @@ end
 do
   local names = { conf = 'conf', wake = 'wake', messages = 'messages', consumers = 'consumers', pushes = 'pushes', mid_circle = 'mid-circle', filters = 'filters', priorities = 'priorities', lanes = 'lanes', groups = 'groups', group_held = 'group-held', parked = 'parked' }
   redis.register_function({
-    function_name = 'kvmq_95d0b35f60c9_configure',
+    function_name = 'kvmq_d70e075777ed_configure',
     flags = {  },
     callback = function(keys, args)
 begin_call(keys, args, names)
@@ -14299,7 +14401,7 @@ end
 do
   local names = { consumers = 'consumers', holders = 'holders', locks = 'locks' }
   redis.register_function({
-    function_name = 'kvmq_95d0b35f60c9_consumers',
+    function_name = 'kvmq_d70e075777ed_consumers',
     flags = { 'no-writes' },
     callback = function(keys, args)
 begin_call(keys, args, names)
@@ -14321,7 +14423,7 @@ end
 do
   local names = { conf = 'conf', events = 'events', events_seq = 'events-seq', events_wake = 'events-wake', done = 'done', requeue = 'requeue', backoffs = 'backoffs', locks = 'locks', failed = 'failed', filters = 'filters', priorities = 'priorities', lanes = 'lanes', groups = 'groups', messages = 'messages', metadata = 'metadata', nattempts = 'nattempts', holders = 'holders', lock_expiry = 'lock-expiry', policies = 'policies', requeue_locks = 'requeue-locks', ndry_runs = 'ndry-runs', eoq_backoff = 'eoq-backoff?', idle_workers = 'idle-workers', classes = 'classes', outcomes = 'outcomes', enqueued_at = 'enqueued-at', updated_at = 'updated-at', requeue_content = 'requeue-content', schedule = 'schedule', done_at = 'done-at', dedupe = 'dedupe', mid_circle = 'mid-circle', wake = 'wake', losses = 'losses', requeue_schedule = 'requeue-schedule', pushes = 'pushes', debounce = 'debounce', debounce_of = 'debounce-of', layout = 'layout' }
   redis.register_function({
-    function_name = 'kvmq_95d0b35f60c9_enqueue',
+    function_name = 'kvmq_d70e075777ed_enqueue',
     flags = {  },
     callback = function(keys, args)
 begin_call(keys, args, names)
@@ -14342,7 +14444,7 @@ end
 do
   local names = { events = 'events', events_seq = 'events-seq' }
   redis.register_function({
-    function_name = 'kvmq_95d0b35f60c9_events_trim',
+    function_name = 'kvmq_d70e075777ed_events_trim',
     flags = { 'allow-oom' },
     callback = function(keys, args)
 begin_call(keys, args, names)
@@ -14383,7 +14485,7 @@ end
 do
   local names = { locks = 'locks', holders = 'holders', nattempts = 'nattempts', lock_expiry = 'lock-expiry', requeue = 'requeue', requeue_locks = 'requeue-locks' }
   redis.register_function({
-    function_name = 'kvmq_95d0b35f60c9_extend',
+    function_name = 'kvmq_d70e075777ed_extend',
     flags = { 'allow-oom' },
     callback = function(keys, args)
 begin_call(keys, args, names)
@@ -14418,7 +14520,7 @@ end
 do
   local names = { messages = 'messages', filters = 'filters', nattempts = 'nattempts', locks = 'locks', holders = 'holders', backoffs = 'backoffs', done = 'done', done_at = 'done-at', dedupe = 'dedupe', requeue = 'requeue', requeue_content = 'requeue-content', schedule = 'schedule', lock_expiry = 'lock-expiry', outcomes = 'outcomes', updated_at = 'updated-at', mid_circle = 'mid-circle', wake = 'wake', pushes = 'pushes', losses = 'losses', layout = 'layout', conf = 'conf', events = 'events', events_seq = 'events-seq', events_wake = 'events-wake', priorities = 'priorities', lanes = 'lanes', groups = 'groups', group_held = 'group-held', parked = 'parked', metadata = 'metadata', policies = 'policies', history = 'history', enqueued_at = 'enqueued-at', requeue_locks = 'requeue-locks', requeue_schedule = 'requeue-schedule', failed = 'failed', debounce = 'debounce', debounce_of = 'debounce-of' }
   redis.register_function({
-    function_name = 'kvmq_95d0b35f60c9_finish',
+    function_name = 'kvmq_d70e075777ed_finish',
     flags = { 'allow-oom' },
     callback = function(keys, args)
 begin_call(keys, args, names)
@@ -14623,7 +14725,7 @@ end
 do
   local names = { schedules = 'schedules', conf = 'conf', events = 'events', events_seq = 'events-seq', events_wake = 'events-wake', done = 'done', requeue = 'requeue', backoffs = 'backoffs', locks = 'locks', failed = 'failed', filters = 'filters', priorities = 'priorities', lanes = 'lanes', groups = 'groups', messages = 'messages', metadata = 'metadata', nattempts = 'nattempts', holders = 'holders', lock_expiry = 'lock-expiry', policies = 'policies', requeue_locks = 'requeue-locks', ndry_runs = 'ndry-runs', eoq_backoff = 'eoq-backoff?', idle_workers = 'idle-workers', classes = 'classes', outcomes = 'outcomes', enqueued_at = 'enqueued-at', updated_at = 'updated-at', requeue_content = 'requeue-content', schedule = 'schedule', done_at = 'done-at', dedupe = 'dedupe', mid_circle = 'mid-circle', wake = 'wake', losses = 'losses', requeue_schedule = 'requeue-schedule', pushes = 'pushes', debounce = 'debounce', debounce_of = 'debounce-of', layout = 'layout' }
   redis.register_function({
-    function_name = 'kvmq_95d0b35f60c9_fire_schedule',
+    function_name = 'kvmq_d70e075777ed_fire_schedule',
     flags = {  },
     callback = function(keys, args)
 begin_call(keys, args, names)
@@ -14653,7 +14755,7 @@ end
 do
   local names = { consumers = 'consumers', gc_lock = 'gc-lock' }
   redis.register_function({
-    function_name = 'kvmq_95d0b35f60c9_gc_finish',
+    function_name = 'kvmq_d70e075777ed_gc_finish',
     flags = { 'allow-oom' },
     callback = function(keys, args)
 begin_call(keys, args, names)
@@ -14683,7 +14785,7 @@ end
 do
   local names = { gc_lock = 'gc-lock', gc_at = 'gc-at' }
   redis.register_function({
-    function_name = 'kvmq_95d0b35f60c9_gc_start',
+    function_name = 'kvmq_d70e075777ed_gc_start',
     flags = { 'allow-oom' },
     callback = function(keys, args)
 begin_call(keys, args, names)
@@ -14709,7 +14811,7 @@ end
 do
   local names = { done_at = 'done-at', failed = 'failed', messages = 'messages', metadata = 'metadata', filters = 'filters', policies = 'policies', history = 'history', losses = 'losses', nattempts = 'nattempts', locks = 'locks', holders = 'holders', backoffs = 'backoffs', outcomes = 'outcomes', enqueued_at = 'enqueued-at', updated_at = 'updated-at', requeue_content = 'requeue-content', done = 'done', requeue = 'requeue', schedule = 'schedule', lock_expiry = 'lock-expiry', requeue_locks = 'requeue-locks', requeue_schedule = 'requeue-schedule', dedupe = 'dedupe', priorities = 'priorities', groups = 'groups', debounce = 'debounce', debounce_of = 'debounce-of' }
   redis.register_function({
-    function_name = 'kvmq_95d0b35f60c9_gc_sweep',
+    function_name = 'kvmq_d70e075777ed_gc_sweep',
     flags = { 'allow-oom' },
     callback = function(keys, args)
 begin_call(keys, args, names)
@@ -14746,7 +14848,7 @@ end
 do
   local names = { messages = 'messages', metadata = 'metadata', filters = 'filters', policies = 'policies', history = 'history', priorities = 'priorities', groups = 'groups', done = 'done', requeue = 'requeue', backoffs = 'backoffs', locks = 'locks', failed = 'failed', nattempts = 'nattempts', holders = 'holders', outcomes = 'outcomes', enqueued_at = 'enqueued-at', updated_at = 'updated-at', done_at = 'done-at' }
   redis.register_function({
-    function_name = 'kvmq_95d0b35f60c9_inspect',
+    function_name = 'kvmq_d70e075777ed_inspect',
     flags = { 'no-writes' },
     callback = function(keys, args)
 begin_call(keys, args, names)
@@ -14771,7 +14873,7 @@ end
 do
   local names = { messages = 'messages', metadata = 'metadata', filters = 'filters', classes = 'classes', pushes = 'pushes', mid_circle = 'mid-circle', schedule = 'schedule', lock_expiry = 'lock-expiry', requeue_locks = 'requeue-locks', requeue_schedule = 'requeue-schedule', done_at = 'done-at', dedupe = 'dedupe', failed = 'failed', lanes = 'lanes', parked = 'parked', conf = 'conf', events = 'events', events_seq = 'events-seq', events_wake = 'events-wake', done = 'done', requeue = 'requeue', backoffs = 'backoffs', locks = 'locks', nattempts = 'nattempts', holders = 'holders', outcomes = 'outcomes', enqueued_at = 'enqueued-at', updated_at = 'updated-at', priorities = 'priorities', groups = 'groups', group_held = 'group-held', policies = 'policies', history = 'history', losses = 'losses', requeue_content = 'requeue-content', debounce = 'debounce', debounce_of = 'debounce-of' }
   redis.register_function({
-    function_name = 'kvmq_95d0b35f60c9_list',
+    function_name = 'kvmq_d70e075777ed_list',
     flags = { 'allow-oom' },
     callback = function(keys, args)
 begin_call(keys, args, names)
@@ -14981,7 +15083,7 @@ end
 do
   local names = { messages = 'messages', wake = 'wake', pushes = 'pushes', mid_circle = 'mid-circle', conf = 'conf', events = 'events', events_seq = 'events-seq', events_wake = 'events-wake', done = 'done', requeue = 'requeue', backoffs = 'backoffs', locks = 'locks', failed = 'failed', filters = 'filters', priorities = 'priorities', lanes = 'lanes', groups = 'groups', group_held = 'group-held', parked = 'parked', metadata = 'metadata', policies = 'policies', history = 'history', losses = 'losses', nattempts = 'nattempts', holders = 'holders', outcomes = 'outcomes', enqueued_at = 'enqueued-at', updated_at = 'updated-at', requeue_content = 'requeue-content', schedule = 'schedule', lock_expiry = 'lock-expiry', requeue_locks = 'requeue-locks', requeue_schedule = 'requeue-schedule', done_at = 'done-at', dedupe = 'dedupe', debounce = 'debounce', debounce_of = 'debounce-of' }
   redis.register_function({
-    function_name = 'kvmq_95d0b35f60c9_promote_now',
+    function_name = 'kvmq_d70e075777ed_promote_now',
     flags = {  },
     callback = function(keys, args)
 begin_call(keys, args, names)
@@ -15022,7 +15124,7 @@ end
 do
   local names = { messages = 'messages', done = 'done', failed = 'failed', schedule = 'schedule', lock_expiry = 'lock-expiry', dedupe = 'dedupe', requeue_locks = 'requeue-locks', requeue_schedule = 'requeue-schedule', ndry_runs = 'ndry-runs', conf = 'conf', consumers = 'consumers', holders = 'holders', locks = 'locks' }
   redis.register_function({
-    function_name = 'kvmq_95d0b35f60c9_queue_status',
+    function_name = 'kvmq_d70e075777ed_queue_status',
     flags = { 'no-writes' },
     callback = function(keys, args)
 begin_call(keys, args, names)
@@ -15078,7 +15180,7 @@ end
 do
   local names = { events = 'events', events_seq = 'events-seq' }
   redis.register_function({
-    function_name = 'kvmq_95d0b35f60c9_read_events',
+    function_name = 'kvmq_d70e075777ed_read_events',
     flags = { 'no-writes' },
     callback = function(keys, args)
 begin_call(keys, args, names)
@@ -15131,7 +15233,7 @@ end
 do
   local names = { consumers = 'consumers' }
   redis.register_function({
-    function_name = 'kvmq_95d0b35f60c9_register_consumer',
+    function_name = 'kvmq_d70e075777ed_register_consumer',
     flags = { 'allow-oom' },
     callback = function(keys, args)
 begin_call(keys, args, names)
@@ -15160,7 +15262,7 @@ end
 do
   local names = { mid_circle = 'mid-circle', conf = 'conf', events = 'events', events_seq = 'events-seq', events_wake = 'events-wake', done = 'done', requeue = 'requeue', backoffs = 'backoffs', locks = 'locks', failed = 'failed', filters = 'filters', priorities = 'priorities', lanes = 'lanes', groups = 'groups', messages = 'messages', metadata = 'metadata', policies = 'policies', history = 'history', losses = 'losses', nattempts = 'nattempts', holders = 'holders', outcomes = 'outcomes', enqueued_at = 'enqueued-at', updated_at = 'updated-at', requeue_content = 'requeue-content', schedule = 'schedule', lock_expiry = 'lock-expiry', requeue_locks = 'requeue-locks', requeue_schedule = 'requeue-schedule', done_at = 'done-at', dedupe = 'dedupe', debounce = 'debounce', debounce_of = 'debounce-of' }
   redis.register_function({
-    function_name = 'kvmq_95d0b35f60c9_remove',
+    function_name = 'kvmq_d70e075777ed_remove',
     flags = { 'allow-oom' },
     callback = function(keys, args)
 begin_call(keys, args, names)
@@ -15204,7 +15306,7 @@ end
 do
   local names = { messages = 'messages', filters = 'filters', nattempts = 'nattempts', losses = 'losses', failed = 'failed', updated_at = 'updated-at', mid_circle = 'mid-circle', wake = 'wake', pushes = 'pushes', conf = 'conf', events = 'events', events_seq = 'events-seq', events_wake = 'events-wake', done = 'done', requeue = 'requeue', backoffs = 'backoffs', locks = 'locks', priorities = 'priorities', lanes = 'lanes', groups = 'groups' }
   redis.register_function({
-    function_name = 'kvmq_95d0b35f60c9_retry',
+    function_name = 'kvmq_d70e075777ed_retry',
     flags = {  },
     callback = function(keys, args)
 begin_call(keys, args, names)
@@ -15259,7 +15361,7 @@ end
 do
   local names = { messages = 'messages', done = 'done', requeue = 'requeue', backoffs = 'backoffs', locks = 'locks', failed = 'failed', nattempts = 'nattempts', holders = 'holders', outcomes = 'outcomes', enqueued_at = 'enqueued-at', updated_at = 'updated-at', done_at = 'done-at' }
   redis.register_function({
-    function_name = 'kvmq_95d0b35f60c9_status',
+    function_name = 'kvmq_d70e075777ed_status',
     flags = { 'no-writes' },
     callback = function(keys, args)
 begin_call(keys, args, names)
@@ -15279,7 +15381,7 @@ end
 do
   local names = { conf = 'conf', idle_workers = 'idle-workers', events = 'events', events_seq = 'events-seq', events_wake = 'events-wake', messages = 'messages', metadata = 'metadata', nattempts = 'nattempts', locks = 'locks', holders = 'holders', lock_expiry = 'lock-expiry', policies = 'policies', requeue = 'requeue', requeue_locks = 'requeue-locks', done = 'done', failed = 'failed', ndry_runs = 'ndry-runs', eoq_backoff = 'eoq-backoff?', groups = 'groups' }
   redis.register_function({
-    function_name = 'kvmq_95d0b35f60c9_unpark',
+    function_name = 'kvmq_d70e075777ed_unpark',
     flags = { 'allow-oom' },
     callback = function(keys, args)
 begin_call(keys, args, names)
@@ -15306,7 +15408,7 @@ end
 do
   local names = { consumers = 'consumers' }
   redis.register_function({
-    function_name = 'kvmq_95d0b35f60c9_unregister_consumer',
+    function_name = 'kvmq_d70e075777ed_unregister_consumer',
     flags = { 'allow-oom' },
     callback = function(keys, args)
 begin_call(keys, args, names)

@@ -52,7 +52,7 @@ local now = now_ms()
 local conf = redis.call('HMGET', K.conf, 'paused', 'events', 'events_max_count', 'group_concurrency', 'rate_limit',
   'handoff')
 local token, last_token, received = string.match(ARGV[10], '^(%S+) (%S+) (%d+)$')
-local parked_any, on_the_way = unpark_worker(consumer, conf[6] == '1', last_token, received)
+local parked_any, on_the_way, owed_until = unpark_worker(consumer, conf[6] == '1', last_token, received, now)
 max = math.max(0, max - on_the_way)
 -- Read before any write: a key of another type fails here (check_rare), not half-way.
 local has_lanes, grouped = false, false
@@ -223,7 +223,13 @@ if #reply > 4 or on_the_way > 0 then
   reset_dry_runs(marks[2])
   -- The accepted lanes ran dry, so a claim now would find nothing: the worker waits for a wake-up instead,
   -- or until a dry run (the first: the runs were just reset) would have said to look.
-  if drained() then reply[4] = wake_after(tonumber(ARGV[5])) end
+  if drained() then
+    reply[4] = wake_after(tonumber(ARGV[5]))
+  elseif #reply == 4 then
+    -- Every free slot waits for messages on their way: they wake the worker when they arrive, or, lost with
+    -- a connection, stop being owed after a lock.
+    reply[4] = math.min(tonumber(owed_until) or now + lock_ms, now + PARK_MS)
+  end
 else
   local ttl = redis.call('PTTL', K.eoq_backoff)
   local dry
@@ -240,10 +246,10 @@ end
 -- Free slots and nothing left to take: enqueues hand this worker their messages until it claims again.
 local free = max - (#reply - 4) / 6
 if token and accept_all and not grouped and not rate_start and free > 0 and reply[4] > now then
-  reply[4] = park_worker(consumer, free, lock_ms, now, reply[4], parked_any, token, on_the_way)
+  reply[4] = park_worker(consumer, free, lock_ms, now, reply[4], parked_any, token, on_the_way, owed_until)
 elseif token and on_the_way > 0 then
   -- Not parked, yet messages handed to it are still on their way: its next claim must know (lib/handoff.lua).
-  park_worker(consumer, 0, lock_ms, now, now + PARK_MS, parked_any, token, on_the_way)
+  park_worker(consumer, 0, lock_ms, now, now + PARK_MS, parked_any, token, on_the_way, owed_until)
 end
 reply[2] = queue_size()
 events_flush(now)
