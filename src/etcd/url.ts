@@ -5,8 +5,7 @@
  * environments can share one etcd.
  */
 import { readFileSync } from 'node:fs';
-import { StoreUrlError } from '../errors.js';
-import { parseUrlOptions } from '../store/url-options.js';
+import { parseUrlOptions, urlRefusal } from '../store/url-options.js';
 import { DEFAULT_STALL_MS } from './dispatcher/types.js';
 
 export interface EtcdOptions {
@@ -31,7 +30,7 @@ const HOST = /^(\[[0-9a-fA-F:.]+\]|[A-Za-z0-9.-]+):(\d{1,5})$/;
 
 export function parseEtcdUrl(url: string): EtcdOptions {
   const fail = (why: string): never => {
-    throw new StoreUrlError(`store URL ${JSON.stringify(url)}: ${why}; use ${ETCD_URL_FORM}`);
+    throw urlRefusal(url, why, `use ${ETCD_URL_FORM}`);
   };
   const match = /^(etcds?):\/\/([^/?]*)([^?]*)(?:\?(.*))?$/i.exec(url);
   if (match === null) return fail('not an etcd URL');

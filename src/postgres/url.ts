@@ -4,8 +4,7 @@
  * installations can share a database under different schemas. The user, password and database may be
  * percent-encoded.
  */
-import { StoreUrlError } from '../errors.js';
-import { parseUrlOptions, readCaFile } from '../store/url-options.js';
+import { parseUrlOptions, readCaFile, urlRefusal } from '../store/url-options.js';
 
 export const DEFAULT_SCHEMA = 'kvmq';
 const DEFAULT_PORT = 5432;
@@ -36,9 +35,8 @@ export interface PostgresUrlOptions {
 }
 
 export function parsePostgresUrl(url: string): PostgresUrlOptions {
-  const shown = redact(url);
   const fail = (why: string): never => {
-    throw new StoreUrlError(`store URL ${JSON.stringify(shown)}: ${why}; ${FORM}`);
+    throw urlRefusal(url, why, FORM);
   };
   let parsed: URL;
   try {
@@ -52,13 +50,7 @@ export function parsePostgresUrl(url: string): PostgresUrlOptions {
   const port = parsed.port === '' ? DEFAULT_PORT : Number(parsed.port);
   const path = parsed.pathname.replace(/^\//, '');
   if (path.includes('/')) fail(`the path must be a database name, got '${path}'`);
-  const options = parseUrlOptions(shown, parsed.search.replace(/^\?/, ''), [
-    'schema',
-    'poolSize',
-    'ssl',
-    'ca',
-    'pooler',
-  ]);
+  const options = parseUrlOptions(url, parsed.search.replace(/^\?/, ''), ['schema', 'poolSize', 'ssl', 'ca', 'pooler']);
   const pooler = options.get('pooler') ?? 'session';
   if (pooler !== 'session' && pooler !== 'transaction') fail("pooler must be 'session' or 'transaction'");
   const schema = options.get('schema') ?? DEFAULT_SCHEMA;
@@ -91,9 +83,4 @@ export function parsePostgresUrl(url: string): PostgresUrlOptions {
     ssl: sslOption === 'true' || caFile !== undefined ? { ca } : false,
     where: `${host}:${port}/${database ?? '(the user name)'}`,
   };
-}
-
-/** The URL with its password replaced, for error messages. */
-export function redact(url: string): string {
-  return url.replace(/^(postgres(?:ql)?:\/\/[^:@/]*:)[^@/]*@/i, '$1***@');
 }

@@ -4,8 +4,7 @@
  * hosts (one or more, comma-separated) are seed nodes of a Redis Cluster. The
  * user, password and options may be percent-encoded.
  */
-import { StoreUrlError } from '../errors.js';
-import { parseUrlOptions, readCaFile } from '../store/url-options.js';
+import { parseUrlOptions, readCaFile, urlRefusal } from '../store/url-options.js';
 import { PREFIX_PATTERN } from './keys.js';
 
 export const DEFAULT_PREFIX = 'kvmq';
@@ -38,9 +37,8 @@ export interface RedisUrlOptions {
 const URL_PARTS = /^(rediss?):\/\/(?:([^@/?#]*)@)?([^/?#]*)(?:\/([^?#]*))?(?:\?([^#]*))?$/i;
 
 export function parseRedisUrl(url: string): RedisUrlOptions {
-  const shown = redact(url);
   const fail = (why: string): never => {
-    throw new StoreUrlError(`store URL ${JSON.stringify(shown)}: ${why}; ${FORM}`);
+    throw urlRefusal(url, why, FORM);
   };
   const parts = URL_PARTS.exec(url);
   if (parts === null) return fail('it is not a redis:// or rediss:// URL');
@@ -50,7 +48,7 @@ export function parseRedisUrl(url: string): RedisUrlOptions {
   if (nodes.length === 0) fail('it names no host');
   if (path !== '' && !/^\d{1,5}$/.test(path)) fail(`the path must be a database number, got '${path}'`);
   const db = path === '' ? 0 : Number(path);
-  const options = parseUrlOptions(shown, query, ['prefix', 'ca', 'cluster']);
+  const options = parseUrlOptions(url, query, ['prefix', 'ca', 'cluster']);
   const prefix = options.get('prefix') ?? DEFAULT_PREFIX;
   if (!PREFIX_PATTERN.test(prefix)) {
     fail(
@@ -96,9 +94,4 @@ function decode(text: string, fail: (why: string) => never): string {
   } catch {
     return fail('the user or password has a malformed %-escape');
   }
-}
-
-/** The URL with its password replaced, for error messages. */
-export function redact(url: string): string {
-  return url.replace(/^(rediss?:\/\/[^:@/]*:)[^@/]*@/i, '$1***@');
 }

@@ -4,6 +4,7 @@
  */
 import { StoreUrlError } from '../errors.js';
 import type { Store } from './contract.js';
+import { redactUrl } from './url-options.js';
 
 export const DEFAULT_STORE_URL = 'sqlite:./kvmq.db';
 
@@ -54,7 +55,7 @@ export async function openStore(url: string): Promise<Store> {
   const scheme = /^[a-z][a-z0-9+.-]*:/i.exec(url)?.[0].toLowerCase();
   const kind = STORES.find((k) => scheme !== undefined && k.schemes.includes(scheme));
   if (kind === undefined) {
-    throw new StoreUrlError(`unknown store URL ${JSON.stringify(url)}; accepted forms:\n${acceptedForms()}`);
+    throw new StoreUrlError(`unknown store URL ${JSON.stringify(redactUrl(url))}; accepted forms:\n${acceptedForms()}`);
   }
   return kind.open(url);
 }

@@ -6,8 +6,7 @@
  * scheme; the nodes kvmq creates are then readable and writable only by that
  * user (ZooKeeper's CREATOR_ALL ACL).
  */
-import { StoreUrlError } from '../errors.js';
-import { parseUrlOptions } from '../store/url-options.js';
+import { parseUrlOptions, redactUrl, urlRefusal } from '../store/url-options.js';
 import { SECOND } from '../model/time.js';
 
 export const ZOOKEEPER_URL_FORM =
@@ -31,7 +30,7 @@ const SEGMENT = /^[A-Za-z0-9_.-]+$/;
 
 export function parseZookeeperUrl(url: string): ZookeeperUrl {
   const fail = (why: string): never => {
-    throw new StoreUrlError(`store URL ${JSON.stringify(hide(url))}: ${why}; the form is ${ZOOKEEPER_URL_FORM}`);
+    throw urlRefusal(url, why, `the form is ${ZOOKEEPER_URL_FORM}`);
   };
   const match = /^zookeeper:\/\/([^/?#]*)([^?#]*)(?:\?([^#]*))?$/i.exec(url);
   if (match === null) return fail('not a zookeeper:// URL');
@@ -57,7 +56,7 @@ export function parseZookeeperUrl(url: string): ZookeeperUrl {
   if (segments.some((s) => !SEGMENT.test(s) || s === '.' || s === '..' || s === 'zookeeper')) {
     return fail(`the dir ${JSON.stringify(path)} must be plain names (letters, digits, '_', '.', '-')`);
   }
-  const options = parseUrlOptions(hide(url), query, ['sessionTimeoutMs']);
+  const options = parseUrlOptions(url, query, ['sessionTimeoutMs']);
   const timeout = options.get('sessionTimeoutMs');
   const sessionTimeoutMs = timeout === undefined ? DEFAULT_SESSION_TIMEOUT_MS : Number(timeout);
   if (!Number.isInteger(sessionTimeoutMs) || sessionTimeoutMs < 1000 || sessionTimeoutMs > 600_000) {
@@ -68,11 +67,6 @@ export function parseZookeeperUrl(url: string): ZookeeperUrl {
     chroot: `/${segments.join('/')}`,
     auth,
     sessionTimeoutMs,
-    display: hide(url),
+    display: redactUrl(url),
   };
-}
-
-/** The URL with its password replaced by '***'. */
-function hide(url: string): string {
-  return url.replace(/^(zookeeper:\/\/[^:@/]*:)[^@/]*@/i, '$1***@');
 }
