@@ -1,6 +1,7 @@
 /**
  * node-postgres errors as kvmq errors: a refused login is StoreAuthError, a missing database StoreUrlError,
- * a lost or unreachable server (and PostgreSQL's own "try again" states) StoreUnavailableError, each with a
+ * a lost or unreachable server (and PostgreSQL's own "try again" states, a statement_timeout among them)
+ * StoreUnavailableError, a write on a read-only standby StoreUrlError, each with a
  * message that says where; the driver's error stays as the cause.
  */
 import { KvmqError, StoreAuthError, StoreLayoutError, StoreUnavailableError, StoreUrlError } from '../errors.js';
@@ -27,6 +28,16 @@ export function translatePgError(error: unknown, where: string): Error {
   }
   if (typeof code === 'string' && LAYOUT.test(code)) {
     return new StoreLayoutError(`PostgreSQL at ${where}: kvmq's tables are not as it made them (${message})`);
+  }
+  if (code === '57014') {
+    // statement_timeout, lock_timeout's kin, or a cancel: the transaction rolled back, so trying again is safe.
+    return new StoreUnavailableError(`PostgreSQL at ${where} canceled the statement: ${message}`, error);
+  }
+  if (code === '25006') {
+    return new StoreUrlError(
+      `PostgreSQL at ${where} takes no writes (${message}): it is a standby, or default_transaction_read_only is ` +
+        'on; write through the primary',
+    );
   }
   if (typeof code === 'string' && UNAVAILABLE.test(code)) {
     return new StoreUnavailableError(`PostgreSQL at ${where}: ${message}`, error);
