@@ -29,3 +29,6 @@ export interface PostgresServer {
 }
 
 export declare function start(dir: string, options?: PostgresServerOptions): Promise<PostgresServer>;
+
+/** A hot standby of `primary` in `dir` (an empty dir the caller made), streaming its WAL; reads only. */
+export declare function startReplica(primary: PostgresServer, dir: string): Promise<PostgresServer>;

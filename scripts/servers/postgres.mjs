@@ -9,6 +9,7 @@
  * (TCP connections need one, so a wrong one is refused as in production). Tests may `kill()` the server
  * (SIGKILL of the postmaster and every backend, a crash), `stopImmediate()` it (`pg_ctl stop -m immediate`: no
  * checkpoint, crash recovery on the next start) and `restart()` it on the same port and data dir.
+ * `startReplica(primary, dir)` adds a hot standby of a started server, streaming from it (pg_basebackup -R).
  */
 import { spawn } from 'node:child_process';
 import { chownSync, existsSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
@@ -42,10 +43,10 @@ function command(bin, args) {
 }
 
 /** Runs a server binary to its end; rejects with its output when it fails. */
-function run(bin, args) {
+function run(bin, args, env = {}) {
   const [cmd, argv] = command(bin, args);
   return new Promise((resolve, reject) => {
-    const child = spawn(cmd, argv, { stdio: ['ignore', 'pipe', 'pipe'] });
+    const child = spawn(cmd, argv, { stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, ...env } });
     let output = '';
     child.stdout.on('data', (chunk) => (output += chunk.toString()));
     child.stderr.on('data', (chunk) => (output += chunk.toString()));
@@ -99,6 +100,30 @@ export async function start(dir, options = {}) {
     '--locale=C',
     '--no-instructions',
   ]);
+  return serve(dir, data, port, options.settings);
+}
+
+/**
+ * A hot standby of `primary` (a started server) in `dir`: a base backup taken over replication with the
+ * superuser's password, which writes the standby's settings (-R), then a server on a port of its own that
+ * replays the primary's WAL and answers reads.
+ */
+export async function startReplica(primary, dir) {
+  const port = await freePort();
+  const data = join(dir, 'data');
+  const passfile = join(dir, 'pgpass');
+  writeFileSync(passfile, `127.0.0.1:${primary.port}:*:postgres:${PASSWORD}\n`, { mode: 0o600 });
+  if (asRoot()) {
+    const { uid, gid } = systemUser();
+    for (const path of [dir, passfile]) chownSync(path, uid, gid);
+  }
+  const from = ['-h', '127.0.0.1', '-p', String(primary.port), '-U', 'postgres'];
+  await run('pg_basebackup', [...from, '-D', data, '-R', '-X', 'stream', '-c', 'fast', '-w'], { PGPASSFILE: passfile });
+  return serve(dir, data, port, { hot_standby: 'on' });
+}
+
+/** Runs the cluster in `data` on `port`, and the handle that stops, kills and restarts it. */
+async function serve(dir, data, port, extra = {}) {
   const settings = {
     listen_addresses: '127.0.0.1',
     port: String(port),
@@ -108,7 +133,7 @@ export async function start(dir, options = {}) {
     max_connections: '300',
     shared_buffers: '64MB',
     logging_collector: 'off',
-    ...options.settings,
+    ...extra,
   };
   const args = ['-D', data, ...Object.entries(settings).flatMap(([name, value]) => ['-c', `${name}=${value}`])];
   const launch = async () => {

@@ -30,8 +30,9 @@ export function createDashboard(client: Client, options: DashboardOptions = {}):
   const settings = checkDashboardOptions(options);
   const csrf = new Csrf(settings.basePath);
   const live = new LiveHub(settings.maxLiveClients, settings.pollIntervalMs);
-  const charts = new ChartSource(client);
-  const app = { client, settings, csrf, live, charts };
+  const reader = settings.readFrom ?? client;
+  const charts = new ChartSource(reader);
+  const app = { client, reader, settings, csrf, live, charts };
   const handler = (req: IncomingMessage, res: ServerResponse): void => {
     handle(app, req, res).catch((error: unknown) => {
       if (!res.headersSent) send(res, 500, 'text/plain; charset=utf-8', 'kvmq dashboard: internal error\n', 'no-store');
@@ -42,7 +43,10 @@ export function createDashboard(client: Client, options: DashboardOptions = {}):
 }
 
 interface App {
+  /** Takes the actions. */
   readonly client: Client;
+  /** Answers the pages: the client, or the one of option `readFrom`. */
+  readonly reader: Client;
   readonly settings: DashboardSettings;
   readonly csrf: Csrf;
   readonly live: LiveHub;
@@ -72,7 +76,10 @@ async function handle(app: App, req: IncomingMessage, res: ServerResponse): Prom
     base,
     csrf: app.csrf.tokenFor(app.csrf.session(req, res)),
     readOnly: settings.readOnly,
-    store: storeLabel(app.client.url),
+    store:
+      app.reader === app.client
+        ? storeLabel(app.client.url)
+        : `${storeLabel(app.client.url)} (pages read from ${storeLabel(app.reader.url)})`,
     script: `${base}/assets/app.${ASSETS_VERSION}.js`,
     style: `${base}/assets/app.${ASSETS_VERSION}.css`,
   };
@@ -120,7 +127,7 @@ async function dispatch(
   res: ServerResponse,
   url: URL,
 ): Promise<void> {
-  const { client } = app;
+  const client = app.reader;
   const target = route(url.pathname.slice(ctx.base.length));
   const now = Date.now();
   if (req.method === 'POST') {
@@ -167,7 +174,7 @@ async function getQueue(
   sub: Extract<Route, { page: 'queue' }>['sub'],
   now: number,
 ): Promise<void> {
-  const { client } = app;
+  const client = app.reader;
   switch (sub) {
     case '': {
       const result = await queueView(client, ctx, queue, url.searchParams, now);

@@ -1,4 +1,5 @@
 /** createDashboard's options, checked once at construction. */
+import type { Client } from '../client.js';
 import { checkBoolean, checkCount, checkKnownKeys, checkPlainObject } from '../model/validate.js';
 
 export interface DashboardOptions {
@@ -20,6 +21,11 @@ export interface DashboardOptions {
   readonly maxLiveClients?: number;
   /** How often a watched queue's counts are read for live updates. @defaultValue 1000 */
   readonly pollIntervalMs?: number;
+  /**
+   * A client the pages read from instead (a PostgreSQL read replica's, say); actions still go to the
+   * dashboard's own client. Pages then show the replica's view, as far behind as its replication.
+   */
+  readonly readFrom?: Client;
 }
 
 export interface DashboardSettings {
@@ -29,9 +35,10 @@ export interface DashboardSettings {
   readonly allowedHosts: ReadonlySet<string>;
   readonly maxLiveClients: number;
   readonly pollIntervalMs: number;
+  readonly readFrom: Client | null;
 }
 
-const KEYS = ['basePath', 'token', 'readOnly', 'allowedHosts', 'maxLiveClients', 'pollIntervalMs'] as const;
+const KEYS = ['basePath', 'token', 'readOnly', 'allowedHosts', 'maxLiveClients', 'pollIntervalMs', 'readFrom'] as const;
 
 export function checkDashboardOptions(value: unknown): DashboardSettings {
   const options = checkPlainObject('dashboard options', value) as DashboardOptions;
@@ -44,7 +51,15 @@ export function checkDashboardOptions(value: unknown): DashboardSettings {
     maxLiveClients: options.maxLiveClients === undefined ? 64 : checkCount('maxLiveClients', options.maxLiveClients),
     pollIntervalMs:
       options.pollIntervalMs === undefined ? 1000 : checkCount('pollIntervalMs', options.pollIntervalMs, 50, 60_000),
+    readFrom: options.readFrom === undefined ? null : checkClient(options.readFrom),
   };
+}
+
+function checkClient(value: unknown): Client {
+  if (typeof (value as Partial<Client> | null)?.queueStatus !== 'function') {
+    throw new TypeError('readFrom must be a kvmq client, as connect() returns');
+  }
+  return value as Client;
 }
 
 function checkBasePath(value: unknown): string {

@@ -144,6 +144,27 @@ const MIGRATIONS: Readonly<Record<number, (schema: string) => string>> = {
 };
 
 /**
+ * On a read-only standby (a replica the dashboard reads from, say) nothing can be created or migrated: the
+ * schema must be there, at SCHEMA_VERSION, as the primary's kvmq left it.
+ */
+export async function checkSchema(db: Queryable, schema: string): Promise<void> {
+  const s = quoteIdent(schema);
+  const exists = await db.query<{ found: boolean }>('SELECT to_regclass($1) IS NOT NULL AS found', [`${s}.version`]);
+  if (exists.rows[0]?.found !== true) {
+    throw new StoreLayoutError(
+      `PostgreSQL schema ${schema} does not exist on this read-only standby; open the primary with kvmq once first`,
+    );
+  }
+  const version = (await db.query<{ version: number }>(`SELECT version FROM ${s}.version LIMIT 1`)).rows[0]?.version;
+  if (version !== SCHEMA_VERSION) {
+    throw new StoreLayoutError(
+      `PostgreSQL schema ${schema} on this read-only standby is at kvmq schema ${String(version)}, this kvmq ` +
+        `reads ${SCHEMA_VERSION}; ${(version ?? 0) < SCHEMA_VERSION ? 'open the primary with this kvmq once to migrate it' : 'upgrade kvmq'}`,
+    );
+  }
+}
+
+/**
  * Creates the schema or brings it to SCHEMA_VERSION, in one transaction under an advisory lock of the
  * schema's name; a schema a newer kvmq wrote is refused.
  */

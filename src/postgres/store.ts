@@ -21,7 +21,7 @@ import { liveConsumers, messageDetails, messageStatus, stateCounts } from './ins
 import { listPage } from './list.js';
 import { ConfigCache, ensureQueueRow } from './queue-row.js';
 import { releaseDeadHolders } from './release.js';
-import { migrate } from './schema.js';
+import { checkSchema, migrate } from './schema.js';
 import { NO_LOCK, PollingSession, type StoreSession } from './polling-session.js';
 import { lockKey, Session } from './session.js';
 import { quoteIdent } from './sql-text.js';
@@ -91,10 +91,13 @@ export async function openPostgresStore(url: string): Promise<Store> {
   // the 'error' event a connection also emits, idle or checked out, is no one's to handle.
   pool.on('error', () => undefined);
   pool.on('connect', (client) => client.on('error', () => undefined));
+  let standby: boolean;
   try {
     const client = await pool.connect();
     try {
-      await migrate(client, options.schema);
+      standby =
+        (await client.query<{ standby: boolean }>('SELECT pg_is_in_recovery() AS standby')).rows[0]?.standby === true;
+      await (standby ? checkSchema(client, options.schema) : migrate(client, options.schema));
     } finally {
       client.release();
     }
@@ -103,8 +106,9 @@ export async function openPostgresStore(url: string): Promise<Store> {
     throw translatePgError(error, options.where);
   }
   // Behind a pooler in transaction mode no connection is the client's own session: poll, and hold no locks.
+  // A standby takes no LISTEN (nor a NOTIFY to hear): it polls too, and its writes are refused (StoreUrlError).
   const session =
-    options.pooler === 'transaction'
+    options.pooler === 'transaction' || standby
       ? new PollingSession()
       : new Session(options.schema, lockKey(`kvmq ${options.schema}`), () => new pg.Client(config));
   return new PostgresStore(pool, session, options);

@@ -54,5 +54,8 @@ export function stateBadge(state: MessageState): Html {
 
 /** A store URL without its password or user, safe to show. */
 export function storeLabel(url: string): string {
-  return url.replace(/^([a-z+]+:\/\/)[^@/]*@/i, '$1');
+  // By the last '@', so a password holding '/' or '@' is dropped whole too.
+  const start = url.indexOf('://');
+  const at = url.lastIndexOf('@');
+  return start < 0 || at < start ? url : url.slice(0, start + 3) + url.slice(at + 1);
 }
