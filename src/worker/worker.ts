@@ -14,7 +14,7 @@ import { checkMs, checkQueueName, checkTurnName } from '../model/validate.js';
 import { checkWorkerOptions, type CheckedWorkerOptions, type WorkerOptions } from './options.js';
 import { decodePolicy, policyBackoffMs } from '../model/policy.js';
 import { finishFromFailure, finishFromResult, finishFromThrow, timeoutError, type AttemptFinish } from './outcome.js';
-import type { FailureReason, WorkerEvents } from './events.js';
+import type { WorkerEvents } from './events.js';
 import type { SharedSchedulers } from '../schedule/shared.js';
 import type { WorkerInstruments } from './instruments.js';
 import type {
@@ -28,8 +28,9 @@ import type {
 } from '../store/contract.js';
 import { setLongTimeout, sleep } from '../model/time.js';
 import { KvmqError, StoreUnavailableError } from '../errors.js';
-import { UNTRACED, traceProcess, type ProcessTrace } from '../tracing/process.js';
-import type { Handler, HandlerResult, Job, MessagePolicy, QueueConfig } from '../model/types.js';
+import { UNTRACED, traceProcess } from '../tracing/process.js';
+import { abortSignal, HeldJob, takeAway, type Held } from './held.js';
+import type { Handler, HandlerResult, Job, QueueConfig } from '../model/types.js';
 
 export type { WorkerOptions, MonitorInfo, Monitor, Logger } from './options.js';
 export type {
@@ -43,57 +44,9 @@ export type {
 
 type WorkerState = 'idle' | 'running' | 'stopping' | 'stopped';
 
-interface Held {
-  readonly id: string;
-  readonly attempt: number;
-  /** Made only when the handler reads `job.signal`: most never do, and one per message costs. */
-  controller: AbortController | null;
-  /** Why the handler's signal was aborted (lock lost, forced stop, timeout), if it was. */
-  abortReason: Error | null;
-  /** The message is no longer this worker's (lock lost, forced stop): its result is not stored. */
-  takenAway: boolean;
-  /** The handler is done and its result is on its way to the store. */
-  finishing: boolean;
-  /**
-   * performance.now() at which the worker gives the message up unless a renewal moved it: the lock's end as
-   * the claim or the last acknowledged renewal proves it, less a margin (see fenceMarginMs).
-   */
-  fenceAt: number;
-  /** performance.now() when the handler started. */
-  startedAt: number;
-  /** Date.now() when the handler started: the history record's start. */
-  startedAtWall: number;
-  /** The message's own retry policy, over the worker's options. */
-  readonly policy: MessagePolicy | null;
-  /** Why the attempt failed, should it fail: the handler's own result unless it threw or timed out. */
-  cause: FailureReason;
-  /** The handling's span, once the handler starts. */
-  trace: ProcessTrace;
-  /** With `transactional`: the transaction the handler runs in, once opened. */
-  transaction: HandlerTransaction | null;
-}
-
 interface Waiting {
   readonly held: Held;
   readonly message: ClaimedMessage;
-}
-
-function abortSignal(held: Held, reason: Error): void {
-  held.abortReason ??= reason;
-  held.controller?.abort(reason);
-}
-
-function takeAway(held: Held, reason: Error): void {
-  held.takenAway = true;
-  abortSignal(held, reason);
-}
-
-function signalOf(held: Held): AbortSignal {
-  if (held.controller === null) {
-    held.controller = new AbortController();
-    if (held.abortReason !== null) held.controller.abort(held.abortReason);
-  }
-  return held.controller.signal;
 }
 
 interface PendingFinish {
@@ -649,20 +602,8 @@ export class Worker extends EventEmitter<WorkerEvents> {
     held.startedAt = now;
     held.startedAtWall = Date.now();
     held.trace = traceProcess(this.queue, this.id, message);
-    const job: Job = {
-      queue: this.queue,
-      id: message.id,
-      payload: decodePayload(message.payload, message.encoding),
-      metadata: message.metadata,
-      filters: message.filters,
-      attempt: message.attempt,
-      get signal() {
-        return signalOf(held);
-      },
-      get tx() {
-        return held.transaction?.tx;
-      },
-    };
+    const payload = decodePayload(message.payload, message.encoding);
+    const job = new HeldJob(this.queue, message.id, payload, message.metadata, message.filters, message.attempt, held);
     this.handlers.set(held, this.process(held, job));
   }
 

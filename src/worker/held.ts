@@ -1,0 +1,79 @@
+/**
+ * What a worker keeps of a message it holds, and the job its handler is given: one object of a class, whose
+ * `signal` and `tx` are read through its prototype, so starting a handler makes no closure per message.
+ */
+import type { FailureReason } from './events.js';
+import type { HandlerTransaction } from '../store/contract.js';
+import type { ProcessTrace } from '../tracing/process.js';
+import type { FilterValues, Job, MessagePolicy, Metadata, Payload, SqlTransaction } from '../model/types.js';
+
+export interface Held {
+  readonly id: string;
+  readonly attempt: number;
+  /** Made only when the handler reads `job.signal`: most never do, and one per message costs. */
+  controller: AbortController | null;
+  /** Why the handler's signal was aborted (lock lost, forced stop, timeout), if it was. */
+  abortReason: Error | null;
+  /** The message is no longer this worker's (lock lost, forced stop): its result is not stored. */
+  takenAway: boolean;
+  /** The handler is done and its result is on its way to the store. */
+  finishing: boolean;
+  /**
+   * performance.now() at which the worker gives the message up unless a renewal moved it: the lock's end as
+   * the claim or the last acknowledged renewal proves it, less a margin (see fenceMarginMs).
+   */
+  fenceAt: number;
+  /** performance.now() when the handler started. */
+  startedAt: number;
+  /** Date.now() when the handler started: the history record's start. */
+  startedAtWall: number;
+  /** The message's own retry policy, over the worker's options. */
+  readonly policy: MessagePolicy | null;
+  /** Why the attempt failed, should it fail: the handler's own result unless it threw or timed out. */
+  cause: FailureReason;
+  /** The handling's span, once the handler starts. */
+  trace: ProcessTrace;
+  /** With `transactional`: the transaction the handler runs in, once opened. */
+  transaction: HandlerTransaction | null;
+}
+
+export function abortSignal(held: Held, reason: Error): void {
+  held.abortReason ??= reason;
+  held.controller?.abort(reason);
+}
+
+export function takeAway(held: Held, reason: Error): void {
+  held.takenAway = true;
+  abortSignal(held, reason);
+}
+
+/** The job a handler is given for a held message. */
+export class HeldJob implements Job {
+  readonly #held: Held;
+
+  constructor(
+    readonly queue: string,
+    readonly id: string,
+    readonly payload: Payload,
+    readonly metadata: Metadata,
+    readonly filters: FilterValues,
+    readonly attempt: number,
+    held: Held,
+  ) {
+    this.#held = held;
+  }
+
+  /** Made on first read: most handlers never read it, and one per message costs. */
+  get signal(): AbortSignal {
+    const held = this.#held;
+    if (held.controller === null) {
+      held.controller = new AbortController();
+      if (held.abortReason !== null) held.controller.abort(held.abortReason);
+    }
+    return held.controller.signal;
+  }
+
+  get tx(): SqlTransaction | undefined {
+    return this.#held.transaction?.tx;
+  }
+}
