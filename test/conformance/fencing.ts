@@ -62,11 +62,15 @@ export function fencing(fixture: StoreFixture): void {
         const log = new JobLog();
         let firstReturnedAt = 0;
         let nextStartedAt = 0;
+        let started = 0;
         h.worker(
           q,
           async (job) => {
             log.record(job);
-            if (job.attempt > 1) {
+            // The first attempt started here, whatever its number: on a loaded machine attempt 1's claim may
+            // arrive after its short lock ended, and is then rightly never started.
+            started += 1;
+            if (started > 1) {
               nextStartedAt ||= performance.now();
               return;
             }
