@@ -275,12 +275,14 @@ describe('kvmq CLI', { concurrency: 4 }, () => {
     const settings =
       'gc_lifetime_ms=60000\nfailed_lifetime_ms=604800000\ngc_interval_ms=5000\nmax_deliveries=10\n' +
       'dead_letter_queue=\npaused=false\nevents=false\nevents_max_count=10000\nevents_max_age_ms=86400000\n' +
-      'rate_limit=none\ngroup_concurrency=none\n';
+      'rate_limit=none\ngroup_concurrency=none\nkeep_done=none\nkeep_failed=none\n';
     assert.equal(set.stdout, `${settings}filter.size=small,medium,large\n`);
     const json = await expectExit(0, ['config', 'cfg', '--json'], { store });
     assert.deepEqual(JSON.parse(json.stdout), {
       gcLifetimeMs: 60000,
       failedLifetimeMs: 604800000,
+      keepDone: null,
+      keepFailed: null,
       gcIntervalMs: 5000,
       filterEnums: { size: ['small', 'medium', 'large'] },
       paused: false,
@@ -312,6 +314,13 @@ describe('kvmq CLI', { concurrency: 4 }, () => {
       (await expectExit(2, ['config', 'cfg', 'paused=maybe'], { store })).stderr,
       /paused must be true or false/,
     );
+    const kept = await expectExit(0, ['config', 'cfg', 'keep_done=1000', 'keep_failed=0'], { store });
+    assert.match(kept.stdout, /^keep_done=1000\nkeep_failed=0$/m);
+    assert.match(
+      (await expectExit(0, ['config', 'cfg', 'keep_done=none', 'keep_failed=none'], { store })).stdout,
+      /^keep_done=none\nkeep_failed=none$/m,
+    );
+    assert.match((await expectExit(2, ['config', 'cfg', 'keep_failed=-1'], { store })).stderr, /keep_failed/);
 
     const refused = await expectExit(1, ['enqueue', 'cfg', 'x', '--filter', 'size=huge'], { store });
     assert.equal(refused.stdout, '');

@@ -2,7 +2,7 @@
  * GC: one at a time per queue (a lock in `/kvmq/gc`, taken with a compare,
  * lapsing after a while if its holder dies), at most once per configured
  * interval unless forced. It reads only the GC index entries
- * (`/kvmq/done/{finishedAt}/{id}`) older than the configured lifetime, and
+ * (`/kvmq/done/{finishedAt}/{id}`) older than the configured lifetime (or beyond the count kept), and
  * removes each finished message whose record still says so. Lapsed consumers
  * need no GC: their registrations live on leases.
  */
@@ -13,7 +13,7 @@ import { getMany, runBatch } from './txn-batch.js';
 import { trimEvents } from './queue-events.js';
 import { countChange, type CountDelta } from './counts.js';
 import { foldCounts } from './count-read.js';
-import { unchangedSince, type Kv, type Op } from './kv.js';
+import { prefixEnd, unchangedSince, type Kv, type Op } from './kv.js';
 import type { QueueKeys } from './keys.js';
 import type { GcResult, QueueConfig } from '../model/types.js';
 
@@ -46,8 +46,8 @@ export async function runGc(kv: Kv, keys: QueueKeys, config: QueueConfig, force:
   if (!took.succeeded) return { ran: false, removed: 0 };
   let removed = 0;
   try {
-    removed += await sweep(kv, keys, keys.doneIndex, config.gcLifetimeMs);
-    removed += await sweep(kv, keys, keys.failedIndex, config.failedLifetimeMs);
+    removed += await sweep(kv, keys, keys.doneIndex, config.gcLifetimeMs, config.keepDone);
+    removed += await sweep(kv, keys, keys.failedIndex, config.failedLifetimeMs, config.keepFailed);
     // Events are trimmed even with events off: those left from before still age out.
     await trimEvents(kv, keys, config, now);
     await foldCounts(kv, keys, now);
@@ -60,19 +60,28 @@ export async function runGc(kv: Kv, keys: QueueKeys, config: QueueConfig, force:
   return { ran: true, removed };
 }
 
-/** Removes the messages of an index (done or failed, by finish time) finished longer than `lifetimeMs` ago. */
-async function sweep(kv: Kv, keys: QueueKeys, index: string, lifetimeMs: number): Promise<number> {
+/**
+ * Removes the messages of an index (done or failed, by finish time) finished longer than `lifetimeMs` ago, and
+ * with `keep`, those finished before the newest `keep` whatever their age: the index's first entries.
+ */
+async function sweep(kv: Kv, keys: QueueKeys, index: string, lifetimeMs: number, keep: number | null): Promise<number> {
   const cutoff = timeKey(index, Date.now() - lifetimeMs + 1);
+  const all = prefixEnd(index);
+  const beyond = keep === null ? 0 : (await kv.range({ key: index, end: all, countOnly: true })).count - keep;
   let removed = 0;
+  let seen = 0;
   let from = index;
   for (;;) {
-    const page = await kv.range({ key: from, end: cutoff, limit: GC_PAGE, keysOnly: true });
+    const byCount = seen < beyond;
+    const limit = byCount ? Math.min(GC_PAGE, beyond - seen) : GC_PAGE;
+    const page = await kv.range({ key: from, end: byCount ? all : cutoff, limit, keysOnly: true });
     if (page.kvs.length === 0) break;
+    seen += page.kvs.length;
     removed += await collect(
       kv,
       keys,
       index,
-      lifetimeMs,
+      byCount ? 0 : lifetimeMs,
       page.kvs.map((kv) => kv.key),
     );
     const last = page.kvs.at(-1);

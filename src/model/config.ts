@@ -15,6 +15,8 @@ import type { QueueConfig } from './types.js';
 export const DEFAULT_QUEUE_CONFIG = {
   gcLifetimeMs: 5 * MINUTE,
   failedLifetimeMs: 7 * DAY,
+  keepDone: null,
+  keepFailed: null,
   gcIntervalMs: 30 * SECOND,
   filterEnums: {},
   paused: false,
@@ -30,6 +32,8 @@ export const DEFAULT_QUEUE_CONFIG = {
 const CONFIG_KEYS = [
   'gcLifetimeMs',
   'failedLifetimeMs',
+  'keepDone',
+  'keepFailed',
   'gcIntervalMs',
   'filterEnums',
   'paused',
@@ -51,6 +55,8 @@ export function checkConfigPatch(value: unknown, queue: string): Partial<QueueCo
   if (patch.failedLifetimeMs !== undefined) {
     checked.failedLifetimeMs = checkMs('failedLifetimeMs', patch.failedLifetimeMs);
   }
+  if (patch.keepDone !== undefined) checked.keepDone = checkKeep('keepDone', patch.keepDone);
+  if (patch.keepFailed !== undefined) checked.keepFailed = checkKeep('keepFailed', patch.keepFailed);
   if (patch.gcIntervalMs !== undefined) checked.gcIntervalMs = checkMs('gcIntervalMs', patch.gcIntervalMs, 1);
   if (patch.paused !== undefined) checked.paused = checkBoolean('paused', patch.paused);
   if (patch.maxDeliveries !== undefined) {
@@ -84,6 +90,10 @@ export function checkConfigPatch(value: unknown, queue: string): Partial<QueueCo
   return checked;
 }
 
+function checkKeep(name: string, value: unknown): number | null {
+  return value === null ? null : checkCount(name, value, 0, 1_000_000_000);
+}
+
 /** Merges a patch; filter enums merge per name, and an empty list removes a filter. */
 export function applyConfigPatch(config: QueueConfig, patch: Partial<QueueConfig>): QueueConfig {
   const merged = { ...config.filterEnums, ...patch.filterEnums };
@@ -91,6 +101,8 @@ export function applyConfigPatch(config: QueueConfig, patch: Partial<QueueConfig
   return {
     gcLifetimeMs: patch.gcLifetimeMs ?? config.gcLifetimeMs,
     failedLifetimeMs: patch.failedLifetimeMs ?? config.failedLifetimeMs,
+    keepDone: patch.keepDone === undefined ? config.keepDone : patch.keepDone,
+    keepFailed: patch.keepFailed === undefined ? config.keepFailed : patch.keepFailed,
     gcIntervalMs: patch.gcIntervalMs ?? config.gcIntervalMs,
     filterEnums,
     paused: patch.paused ?? config.paused,

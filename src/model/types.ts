@@ -270,6 +270,13 @@ export interface QueueConfig {
   readonly gcLifetimeMs: number;
   /** Failed messages older than this are removed by GC. */
   readonly failedLifetimeMs: number;
+  /**
+   * GC also removes successes beyond the newest this many, however young; null: by age only. A success still
+   * refusing duplicates (`backoffMs`) or waiting to be requeued stays until then.
+   */
+  readonly keepDone: number | null;
+  /** GC also removes failed messages beyond the newest this many, however young; null: by age only. */
+  readonly keepFailed: number | null;
   /** GC runs at most this often per queue. */
   readonly gcIntervalMs: number;
   /** Ordered enums per filter name, lowest first. */

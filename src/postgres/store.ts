@@ -309,8 +309,10 @@ class PostgresStore implements Store {
     let removed = 0;
     try {
       await this.withClient((client) => trimEvents(client, this.s, queue, config, Date.now()));
-      removed += await this.gcChunks(queue, 2, config.gcLifetimeMs);
-      removed += await this.gcChunks(queue, 3, config.failedLifetimeMs);
+      removed += await this.gcChunks(queue, 2, config.gcLifetimeMs, null);
+      removed += await this.gcChunks(queue, 3, config.failedLifetimeMs, null);
+      if (config.keepDone !== null) removed += await this.gcChunks(queue, 2, 0, config.keepDone);
+      if (config.keepFailed !== null) removed += await this.gcChunks(queue, 3, 0, config.keepFailed);
       await this.withClient((client) =>
         client.query(`DELETE FROM ${this.s}.consumers WHERE queue = $1 AND expires_at <= $2`, [queue, Date.now()]),
       );
@@ -445,22 +447,29 @@ class PostgresStore implements Store {
   }
 
   /** Deletes finished (phase 2) or failed (3) rows older than `lifetimeMs`, in chunks; returns how many. */
-  private async gcChunks(queue: string, phase: 2 | 3, lifetimeMs: number): Promise<number> {
+  /**
+   * Deletes, a chunk at a time, the done (phase 2) or failed (3) messages finished `lifetimeMs` ago, or with
+   * `keep`, those finished before the newest `keep`; a success still refusing duplicates stays.
+   */
+  private async gcChunks(queue: string, phase: 2 | 3, lifetimeMs: number, keep: number | null): Promise<number> {
+    const doomed =
+      keep === null
+        ? `SELECT seq FROM ${this.s}.messages
+           WHERE queue = $1 AND phase = $2 AND updated_at <= $3 AND ($2 = 3 OR backoff_until <= $4)
+           ORDER BY updated_at LIMIT $5 FOR UPDATE SKIP LOCKED`
+        : `SELECT seq FROM (SELECT seq, backoff_until FROM ${this.s}.messages WHERE queue = $1 AND phase = $2
+             ORDER BY updated_at DESC, seq DESC OFFSET $5) beyond
+           WHERE $2 = 3 OR backoff_until <= $3 LIMIT $4`;
     let removed = 0;
     for (;;) {
       const deleted = await this.withClient(async (client) => {
         const now = Date.now();
         const { rows } = await client.query<{ n: number }>(
-          `WITH gone AS (
-             DELETE FROM ${this.s}.messages WHERE seq IN (
-               SELECT seq FROM ${this.s}.messages
-               WHERE queue = $1 AND phase = $2 AND updated_at <= $3 AND ($2 = 3 OR backoff_until <= $4)
-               ORDER BY updated_at LIMIT $5 FOR UPDATE SKIP LOCKED)
-             RETURNING 1),
+          `WITH gone AS (DELETE FROM ${this.s}.messages WHERE seq IN (${doomed}) RETURNING 1),
            n AS (SELECT count(*) AS n FROM gone)
            SELECT n.n, CASE WHEN n.n > 0 THEN ${this.s}.add_counts($1, 0, CASE WHEN $2 = 2 THEN -n.n ELSE 0 END,
              CASE WHEN $2 = 3 THEN -n.n ELSE 0 END) END AS counted FROM n`,
-          [queue, phase, now - lifetimeMs, now, GC_CHUNK],
+          keep === null ? [queue, phase, now - lifetimeMs, now, GC_CHUNK] : [queue, phase, now, GC_CHUNK, keep],
         );
         return rows[0]?.n ?? 0;
       });

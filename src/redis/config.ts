@@ -3,7 +3,8 @@
  * too): task_gc_lifetime, task_gc_interval and failed_lifetime in ms,
  * filter_enums as JSON, paused ('1' or '0'), max_deliveries, dead_letter_queue
  * ('' for none), events ('1' or '0'), events_max_count, events_max_age (ms), rate_limit ('<max>/<perMs>',
- * '' for none), group_concurrency ('' for none). Fields an older kvmq did not write read as their defaults.
+ * '' for none), group_concurrency ('' for none), keep_done and keep_failed ('' for none). Fields an older kvmq
+ * did not write read as their defaults.
  */
 import { StoreLayoutError } from '../errors.js';
 import { applyConfigPatch, withConfigDefaults } from '../model/config.js';
@@ -26,6 +27,8 @@ const FIELDS = [
   'events_max_age',
   'rate_limit',
   'group_concurrency',
+  'keep_done',
+  'keep_failed',
 ] as const;
 
 type RawConfig = readonly string[];
@@ -49,6 +52,8 @@ function parse(raw: RawConfig, key: string): QueueConfig {
     maxAge,
     rateLimit,
     groupConcurrency,
+    keepDone,
+    keepFailed,
   ] = raw;
   const patch: { -readonly [K in keyof QueueConfig]?: QueueConfig[K] } = {};
   const bad = (field: string): never => {
@@ -75,6 +80,8 @@ function parse(raw: RawConfig, key: string): QueueConfig {
   if (events !== undefined && events !== '') patch.events = events === '1';
   if (deadLetterQueue !== undefined && deadLetterQueue !== '') patch.deadLetterQueue = deadLetterQueue;
   patch.groupConcurrency = integer(groupConcurrency, 'group_concurrency');
+  patch.keepDone = integer(keepDone, 'keep_done');
+  patch.keepFailed = integer(keepFailed, 'keep_failed');
   if (rateLimit !== undefined && rateLimit !== '') {
     const [max, perMs] = rateLimit.split('/').map((part) => integer(part, 'rate_limit'));
     if (max === undefined || perMs === undefined) bad('rate_limit');
@@ -122,6 +129,8 @@ export async function writeConfig(
       next.eventsMaxAgeMs,
       next.rateLimit === null ? '' : `${next.rateLimit.max}/${next.rateLimit.perMs}`,
       next.groupConcurrency ?? '',
+      next.keepDone ?? '',
+      next.keepFailed ?? '',
     ]);
     if (written !== 0) return { config: next, created: written === 2 };
   }

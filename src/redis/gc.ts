@@ -11,7 +11,7 @@ const GC_LOCK_MS = 60_000;
 const GC_PAGE = 1000;
 
 /**
- * GC of finished messages past the lifetime (failed ones past theirs), the exact trim of the queue's events,
+ * GC of finished messages past the lifetime (failed ones past theirs) or beyond the count kept, the exact trim of the queue's events,
  * then of lapsed consumers, under the queue's GC lock (one GC at a time; unless forced, at most once per
  * interval).
  */
@@ -26,14 +26,15 @@ export async function collectGarbage(
   if (took !== 1) return { ran: false, removed: 0 };
   let removed = 0;
   try {
-    for (const [which, lifetime] of [
-      ['done', config.gcLifetimeMs],
-      ['failed', config.failedLifetimeMs],
+    for (const [which, lifetime, keep] of [
+      ['done', config.gcLifetimeMs, config.keepDone],
+      ['failed', config.failedLifetimeMs, config.keepFailed],
     ] as const) {
       // Entries kept (still refusing duplicates) stay first in line: skip past them.
       let offset = 0;
       for (;;) {
-        const reply = list(await scripts.run(SCRIPTS.gcSweep, queue, [which, lifetime, offset, GC_PAGE]));
+        const args = [which, lifetime, offset, GC_PAGE, keep ?? ''];
+        const reply = list(await scripts.run(SCRIPTS.gcSweep, queue, args));
         const [gone, looked] = reply.map(num);
         removed += gone ?? 0;
         offset += (looked ?? 0) - (gone ?? 0);

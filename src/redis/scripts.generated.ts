@@ -63,7 +63,7 @@ export const SCRIPTS = {
     ],
     readOnly: false,
     sha: '4ab2e554768d0bc7e997ee8e55785f2584271e2b',
-    fn: 'kvmq_d70e075777ed_claim',
+    fn: 'kvmq_c9ed91ff40bc_claim',
     source: `#!lua flags=allow-oom
 -- The queue's keys are its base (the one key the call passes) and their names.
 local KEY_BASE = KEYS[1]
@@ -1336,7 +1336,7 @@ return reply
     ],
     readOnly: false,
     sha: 'a6cde2ad733d6ee70680f7626e2d8a8147c82e5b',
-    fn: 'kvmq_d70e075777ed_clear',
+    fn: 'kvmq_c9ed91ff40bc_clear',
     source: `#!lua flags=allow-oom
 -- The queue's keys are its base (the one key the call passes) and their names.
 local KEY_BASE = KEYS[1]
@@ -1667,8 +1667,8 @@ return 1
       'parked',
     ],
     readOnly: false,
-    sha: 'abd181d5aed09d1ab505a76f34b80eba9f33a13f',
-    fn: 'kvmq_d70e075777ed_configure',
+    sha: 'b689e194ee080f3303bf98a863696d812664291e',
+    fn: 'kvmq_c9ed91ff40bc_configure',
     source: `#!lua
 -- The queue's keys are its base (the one key the call passes) and their names.
 local KEY_BASE = KEYS[1]
@@ -2079,16 +2079,18 @@ end
 -- room the new limit makes (lib/groups.lua) and wakes the workers too.
 --
 -- KEYS: conf wake messages consumers pushes mid-circle
--- ARGV: the twelve fields as read (task_gc_lifetime, task_gc_interval, filter_enums, failed_lifetime,
+-- ARGV: the fourteen fields as read (task_gc_lifetime, task_gc_interval, filter_enums, failed_lifetime,
 --       paused, max_deliveries, dead_letter_queue, events, events_max_count, events_max_age,
---       rate_limit ('<max>/<perMs>'), group_concurrency; '' for absent or none), then the new ones
+--       rate_limit ('<max>/<perMs>'), group_concurrency, keep_done, keep_failed; '' for absent or none), then
+--       the new ones
 -- Reply: 0 when the configuration changed meanwhile, else 1 when written (2: the queue did not exist:
 --        no configuration, messages or consumers)
 -- Include: common lanes groups
 
 check_layout()
 local fields = { 'task_gc_lifetime', 'task_gc_interval', 'filter_enums', 'failed_lifetime', 'paused', 'max_deliveries',
-  'dead_letter_queue', 'events', 'events_max_count', 'events_max_age', 'rate_limit', 'group_concurrency' }
+  'dead_letter_queue', 'events', 'events_max_count', 'events_max_age', 'rate_limit', 'group_concurrency',
+  'keep_done', 'keep_failed' }
 local n = #fields
 local current = redis.call('HMGET', (KEY_BASE .. 'conf'), unpack(fields))
 for i = 1, n do
@@ -2118,7 +2120,7 @@ return 1
     keys: ['consumers', 'holders', 'locks'],
     readOnly: true,
     sha: '2decb7372826376d6fbdb18ab8ff5ca308ea6531',
-    fn: 'kvmq_d70e075777ed_consumers',
+    fn: 'kvmq_c9ed91ff40bc_consumers',
     source: `#!lua flags=no-writes
 -- The queue's keys are its base (the one key the call passes) and their names.
 local KEY_BASE = KEYS[1]
@@ -2489,7 +2491,7 @@ return reply
     ],
     readOnly: false,
     sha: 'bd72f75ca91a64c8e6f4a1fe092fdcb8d85cda89',
-    fn: 'kvmq_d70e075777ed_enqueue',
+    fn: 'kvmq_c9ed91ff40bc_enqueue',
     source: `#!lua
 -- The queue's keys are its base (the one key the call passes) and their names.
 local KEY_BASE = KEYS[1]
@@ -3452,7 +3454,7 @@ return replies
     keys: ['events', 'events-seq'],
     readOnly: false,
     sha: 'fe8c959ef09a7707bb15afd1a286b94bcf05211c',
-    fn: 'kvmq_d70e075777ed_events_trim',
+    fn: 'kvmq_c9ed91ff40bc_events_trim',
     source: `#!lua flags=allow-oom
 -- The queue's keys are its base (the one key the call passes) and their names.
 local KEY_BASE = KEYS[1]
@@ -3780,7 +3782,7 @@ return redis.call('XTRIM', (KEY_BASE .. 'events'), 'MINID', string.format('%d', 
     keys: ['locks', 'holders', 'nattempts', 'lock-expiry', 'requeue', 'requeue-locks'],
     readOnly: false,
     sha: 'b46679a68fc986c5a16388d19100b9e46c7e5105',
-    fn: 'kvmq_d70e075777ed_extend',
+    fn: 'kvmq_c9ed91ff40bc_extend',
     source: `#!lua flags=allow-oom
 -- The queue's keys are its base (the one key the call passes) and their names.
 local KEY_BASE = KEYS[1]
@@ -4141,7 +4143,7 @@ return lost
     ],
     readOnly: false,
     sha: '15ae55685dccae66956e54889ec2bdc59ff637ee',
-    fn: 'kvmq_d70e075777ed_finish',
+    fn: 'kvmq_c9ed91ff40bc_finish',
     source: `#!lua flags=allow-oom
 -- The queue's keys are its base (the one key the call passes) and their names.
 local KEY_BASE = KEYS[1]
@@ -5019,7 +5021,7 @@ return replies
     ],
     readOnly: false,
     sha: '532ede7fbd8f3a79145aca4565bcc7b51e7a87dc',
-    fn: 'kvmq_d70e075777ed_fire_schedule',
+    fn: 'kvmq_c9ed91ff40bc_fire_schedule',
     source: `#!lua
 -- The queue's keys are its base (the one key the call passes) and their names.
 local KEY_BASE = KEYS[1]
@@ -5991,7 +5993,7 @@ return replies
     keys: ['consumers', 'gc-lock'],
     readOnly: false,
     sha: '7cf2f40e08ce9ef0900d4ac2be143e0589474446',
-    fn: 'kvmq_d70e075777ed_gc_finish',
+    fn: 'kvmq_c9ed91ff40bc_gc_finish',
     source: `#!lua flags=allow-oom
 -- The queue's keys are its base (the one key the call passes) and their names.
 local KEY_BASE = KEYS[1]
@@ -6308,7 +6310,7 @@ return #lapsed
     keys: ['gc-lock', 'gc-at'],
     readOnly: false,
     sha: '08bbfb40ad452dfe59535d4451fc0cf0f0fb0d25',
-    fn: 'kvmq_d70e075777ed_gc_start',
+    fn: 'kvmq_c9ed91ff40bc_gc_start',
     source: `#!lua flags=allow-oom
 -- The queue's keys are its base (the one key the call passes) and their names.
 local KEY_BASE = KEYS[1]
@@ -6648,8 +6650,8 @@ return 1
       'debounce-of',
     ],
     readOnly: false,
-    sha: 'e69b93bbc71a733a06d21880729aed8e2eab6bea',
-    fn: 'kvmq_d70e075777ed_gc_sweep',
+    sha: '9703773dfd5adf89d97703b6a6f55c2cd22dc94c',
+    fn: 'kvmq_c9ed91ff40bc_gc_sweep',
     source: `#!lua flags=allow-oom
 -- The queue's keys are its base (the one key the call passes) and their names.
 local KEY_BASE = KEYS[1]
@@ -6980,7 +6982,10 @@ end
 -- Runs when Redis is out of memory (allow-oom): GC frees memory.
 --
 -- KEYS: done-at failed
--- ARGV: 'done' or 'failed', lifetime ms, offset (the entries kept by earlier pages), page size
+-- With a count to keep (keepDone, keepFailed), those finished before the newest \`keep\` go too, however young:
+-- both are a prefix of the index in finish order, so the longer one is looked at.
+-- ARGV: 'done' or 'failed', lifetime ms, offset (the entries kept by earlier pages), page size, keep ('' for
+--       none)
 -- Reply: { removed, looked at }
 -- Include: common forget
 
@@ -6989,7 +6994,15 @@ local which, lifetime, offset, page = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[
 local now = now_ms()
 local index = (KEY_BASE .. 'done-at')
 if which == 'failed' then index = (KEY_BASE .. 'failed') end
-local old = redis.call('ZRANGEBYSCORE', index, '-inf', now - lifetime, 'LIMIT', offset, page)
+local old
+if ARGV[5] == '' then
+  old = redis.call('ZRANGEBYSCORE', index, '-inf', now - lifetime, 'LIMIT', offset, page)
+else
+  local beyond = redis.call('ZCARD', index) - tonumber(ARGV[5])
+  local n = math.max(beyond, redis.call('ZCOUNT', index, '-inf', now - lifetime))
+  old = {}
+  if offset < n then old = redis.call('ZRANGE', index, offset, math.min(offset + page, n) - 1) end
+end
 local w = pending_writes()
 local removed = 0
 for _, id in ipairs(old) do
@@ -7027,7 +7040,7 @@ return { removed, #old }
     ],
     readOnly: true,
     sha: '00e68a23995fb33e4b8eadf16e024f89f752f34c',
-    fn: 'kvmq_d70e075777ed_inspect',
+    fn: 'kvmq_c9ed91ff40bc_inspect',
     source: `#!lua flags=no-writes
 -- The queue's keys are its base (the one key the call passes) and their names.
 local KEY_BASE = KEYS[1]
@@ -7445,7 +7458,7 @@ return reply
     ],
     readOnly: false,
     sha: '723d4e98c680c904c186281743d0811ac83f9766',
-    fn: 'kvmq_d70e075777ed_list',
+    fn: 'kvmq_c9ed91ff40bc_list',
     source: `#!lua flags=allow-oom
 -- The queue's keys are its base (the one key the call passes) and their names.
 local KEY_BASE = KEYS[1]
@@ -8476,7 +8489,7 @@ return reply
     ],
     readOnly: false,
     sha: '073bd2e13e01a1f237ee945032ba697425ceb889',
-    fn: 'kvmq_d70e075777ed_promote_now',
+    fn: 'kvmq_c9ed91ff40bc_promote_now',
     source: `#!lua
 -- The queue's keys are its base (the one key the call passes) and their names.
 local KEY_BASE = KEYS[1]
@@ -9273,7 +9286,7 @@ return replies
     ],
     readOnly: true,
     sha: '032117af4703aa6e90e9e14d6b7e72fdb43b4451',
-    fn: 'kvmq_d70e075777ed_queue_status',
+    fn: 'kvmq_c9ed91ff40bc_queue_status',
     source: `#!lua flags=no-writes
 -- The queue's keys are its base (the one key the call passes) and their names.
 local KEY_BASE = KEYS[1]
@@ -9638,7 +9651,7 @@ return reply
     keys: ['events', 'events-seq'],
     readOnly: true,
     sha: 'fc35c668baf5f405d05e87a934e0862c75d555c4',
-    fn: 'kvmq_d70e075777ed_read_events',
+    fn: 'kvmq_c9ed91ff40bc_read_events',
     source: `#!lua flags=no-writes
 -- The queue's keys are its base (the one key the call passes) and their names.
 local KEY_BASE = KEYS[1]
@@ -9978,7 +9991,7 @@ return reply
     keys: ['consumers'],
     readOnly: false,
     sha: '72b0f55da164dfd1325e182056371c32a695cd93',
-    fn: 'kvmq_d70e075777ed_register_consumer',
+    fn: 'kvmq_c9ed91ff40bc_register_consumer',
     source: `#!lua flags=allow-oom
 -- The queue's keys are its base (the one key the call passes) and their names.
 local KEY_BASE = KEYS[1]
@@ -10328,7 +10341,7 @@ return 1
     ],
     readOnly: false,
     sha: '198fe755904f21141ef410e570daa513595bc0ab',
-    fn: 'kvmq_d70e075777ed_remove',
+    fn: 'kvmq_c9ed91ff40bc_remove',
     source: `#!lua flags=allow-oom
 -- The queue's keys are its base (the one key the call passes) and their names.
 local KEY_BASE = KEYS[1]
@@ -10860,7 +10873,7 @@ return replies
     ],
     readOnly: false,
     sha: '191a8b749868841614514003729c815abbf02a66',
-    fn: 'kvmq_d70e075777ed_retry',
+    fn: 'kvmq_c9ed91ff40bc_retry',
     source: `#!lua
 -- The queue's keys are its base (the one key the call passes) and their names.
 local KEY_BASE = KEYS[1]
@@ -11360,7 +11373,7 @@ return reply
     ],
     readOnly: true,
     sha: '311d8496df69c1cfc4def8db72d208fa3c5cc2ab',
-    fn: 'kvmq_d70e075777ed_status',
+    fn: 'kvmq_c9ed91ff40bc_status',
     source: `#!lua flags=no-writes
 -- The queue's keys are its base (the one key the call passes) and their names.
 local KEY_BASE = KEYS[1]
@@ -11755,7 +11768,7 @@ return status_of(ARGV[1], now_ms())
     ],
     readOnly: false,
     sha: 'd3c7d273b5a3c3b37b27efb500186145095a2fea',
-    fn: 'kvmq_d70e075777ed_unpark',
+    fn: 'kvmq_c9ed91ff40bc_unpark',
     source: `#!lua flags=allow-oom
 -- The queue's keys are its base (the one key the call passes) and their names.
 local KEY_BASE = KEYS[1]
@@ -12416,7 +12429,7 @@ return entries
     keys: ['consumers'],
     readOnly: false,
     sha: '6da93e8daf2329a5c3be9de7f03238fb342f3889',
-    fn: 'kvmq_d70e075777ed_unregister_consumer',
+    fn: 'kvmq_c9ed91ff40bc_unregister_consumer',
     source: `#!lua flags=allow-oom
 -- The queue's keys are its base (the one key the call passes) and their names.
 local KEY_BASE = KEYS[1]
@@ -12721,8 +12734,8 @@ return redis.call('HDEL', (KEY_BASE .. 'consumers'), ARGV[1])
 
 /** Every script as a function of one Redis Functions library (FUNCTION LOAD), named by its content. */
 export const LIBRARY = {
-  name: 'kvmq_d70e075777ed',
-  source: `#!lua name=kvmq_d70e075777ed
+  name: 'kvmq_c9ed91ff40bc',
+  source: `#!lua name=kvmq_c9ed91ff40bc
 -- kvmq's scripts as one library (scripts/redis-scripts.mjs builds it from src/redis/lua/).
 local KEYS, ARGV, KEY_BASE, KEY_NAMES = {}, {}, nil, {}
 -- The running script's keys by name, each joined to the base when first used.
@@ -14058,7 +14071,7 @@ end
 do
   local names = { messages = 'messages', metadata = 'metadata', filters = 'filters', classes = 'classes', nattempts = 'nattempts', locks = 'locks', holders = 'holders', backoffs = 'backoffs', done = 'done', done_at = 'done-at', requeue = 'requeue', schedule = 'schedule', lock_expiry = 'lock-expiry', updated_at = 'updated-at', mid_circle = 'mid-circle', eoq_backoff = 'eoq-backoff?', ndry_runs = 'ndry-runs', policies = 'policies', pushes = 'pushes', conf = 'conf', failed = 'failed', lanes = 'lanes', rate_tat = 'rate-tat', layout = 'layout', events = 'events', events_seq = 'events-seq', events_wake = 'events-wake', priorities = 'priorities', groups = 'groups', group_held = 'group-held', parked = 'parked', history = 'history', losses = 'losses', outcomes = 'outcomes', enqueued_at = 'enqueued-at', requeue_content = 'requeue-content', requeue_locks = 'requeue-locks', requeue_schedule = 'requeue-schedule', dedupe = 'dedupe', debounce = 'debounce', debounce_of = 'debounce-of', idle_workers = 'idle-workers' }
   redis.register_function({
-    function_name = 'kvmq_d70e075777ed_claim',
+    function_name = 'kvmq_c9ed91ff40bc_claim',
     flags = { 'allow-oom' },
     callback = function(keys, args)
 begin_call(keys, args, names)
@@ -14322,7 +14335,7 @@ end
 do
   local names = { messages = 'messages', locks = 'locks', backoffs = 'backoffs', nattempts = 'nattempts', mid_circle = 'mid-circle', done = 'done', requeue = 'requeue', eoq_backoff = 'eoq-backoff?', ndry_runs = 'ndry-runs', metadata = 'metadata', filters = 'filters', classes = 'classes', holders = 'holders', outcomes = 'outcomes', enqueued_at = 'enqueued-at', updated_at = 'updated-at', requeue_content = 'requeue-content', schedule = 'schedule', lock_expiry = 'lock-expiry', done_at = 'done-at', dedupe = 'dedupe', policies = 'policies', history = 'history', losses = 'losses', pushes = 'pushes', requeue_locks = 'requeue-locks', requeue_schedule = 'requeue-schedule', failed = 'failed', events = 'events', priorities = 'priorities', lanes = 'lanes', groups = 'groups', group_held = 'group-held', parked = 'parked', debounce = 'debounce', debounce_of = 'debounce-of', rate_tat = 'rate-tat', layout = 'layout' }
   redis.register_function({
-    function_name = 'kvmq_d70e075777ed_clear',
+    function_name = 'kvmq_c9ed91ff40bc_clear',
     flags = { 'allow-oom' },
     callback = function(keys, args)
 begin_call(keys, args, names)
@@ -14354,7 +14367,7 @@ end
 do
   local names = { conf = 'conf', wake = 'wake', messages = 'messages', consumers = 'consumers', pushes = 'pushes', mid_circle = 'mid-circle', filters = 'filters', priorities = 'priorities', lanes = 'lanes', groups = 'groups', group_held = 'group-held', parked = 'parked' }
   redis.register_function({
-    function_name = 'kvmq_d70e075777ed_configure',
+    function_name = 'kvmq_c9ed91ff40bc_configure',
     flags = {  },
     callback = function(keys, args)
 begin_call(keys, args, names)
@@ -14364,16 +14377,18 @@ begin_call(keys, args, names)
 -- room the new limit makes (lib/groups.lua) and wakes the workers too.
 --
 -- KEYS: conf wake messages consumers pushes mid-circle
--- ARGV: the twelve fields as read (task_gc_lifetime, task_gc_interval, filter_enums, failed_lifetime,
+-- ARGV: the fourteen fields as read (task_gc_lifetime, task_gc_interval, filter_enums, failed_lifetime,
 --       paused, max_deliveries, dead_letter_queue, events, events_max_count, events_max_age,
---       rate_limit ('<max>/<perMs>'), group_concurrency; '' for absent or none), then the new ones
+--       rate_limit ('<max>/<perMs>'), group_concurrency, keep_done, keep_failed; '' for absent or none), then
+--       the new ones
 -- Reply: 0 when the configuration changed meanwhile, else 1 when written (2: the queue did not exist:
 --        no configuration, messages or consumers)
 -- Include: common lanes groups
 
 check_layout()
 local fields = { 'task_gc_lifetime', 'task_gc_interval', 'filter_enums', 'failed_lifetime', 'paused', 'max_deliveries',
-  'dead_letter_queue', 'events', 'events_max_count', 'events_max_age', 'rate_limit', 'group_concurrency' }
+  'dead_letter_queue', 'events', 'events_max_count', 'events_max_age', 'rate_limit', 'group_concurrency',
+  'keep_done', 'keep_failed' }
 local n = #fields
 local current = redis.call('HMGET', K.conf, unpack(fields))
 for i = 1, n do
@@ -14401,7 +14416,7 @@ end
 do
   local names = { consumers = 'consumers', holders = 'holders', locks = 'locks' }
   redis.register_function({
-    function_name = 'kvmq_d70e075777ed_consumers',
+    function_name = 'kvmq_c9ed91ff40bc_consumers',
     flags = { 'no-writes' },
     callback = function(keys, args)
 begin_call(keys, args, names)
@@ -14423,7 +14438,7 @@ end
 do
   local names = { conf = 'conf', events = 'events', events_seq = 'events-seq', events_wake = 'events-wake', done = 'done', requeue = 'requeue', backoffs = 'backoffs', locks = 'locks', failed = 'failed', filters = 'filters', priorities = 'priorities', lanes = 'lanes', groups = 'groups', messages = 'messages', metadata = 'metadata', nattempts = 'nattempts', holders = 'holders', lock_expiry = 'lock-expiry', policies = 'policies', requeue_locks = 'requeue-locks', ndry_runs = 'ndry-runs', eoq_backoff = 'eoq-backoff?', idle_workers = 'idle-workers', classes = 'classes', outcomes = 'outcomes', enqueued_at = 'enqueued-at', updated_at = 'updated-at', requeue_content = 'requeue-content', schedule = 'schedule', done_at = 'done-at', dedupe = 'dedupe', mid_circle = 'mid-circle', wake = 'wake', losses = 'losses', requeue_schedule = 'requeue-schedule', pushes = 'pushes', debounce = 'debounce', debounce_of = 'debounce-of', layout = 'layout' }
   redis.register_function({
-    function_name = 'kvmq_d70e075777ed_enqueue',
+    function_name = 'kvmq_c9ed91ff40bc_enqueue',
     flags = {  },
     callback = function(keys, args)
 begin_call(keys, args, names)
@@ -14444,7 +14459,7 @@ end
 do
   local names = { events = 'events', events_seq = 'events-seq' }
   redis.register_function({
-    function_name = 'kvmq_d70e075777ed_events_trim',
+    function_name = 'kvmq_c9ed91ff40bc_events_trim',
     flags = { 'allow-oom' },
     callback = function(keys, args)
 begin_call(keys, args, names)
@@ -14485,7 +14500,7 @@ end
 do
   local names = { locks = 'locks', holders = 'holders', nattempts = 'nattempts', lock_expiry = 'lock-expiry', requeue = 'requeue', requeue_locks = 'requeue-locks' }
   redis.register_function({
-    function_name = 'kvmq_d70e075777ed_extend',
+    function_name = 'kvmq_c9ed91ff40bc_extend',
     flags = { 'allow-oom' },
     callback = function(keys, args)
 begin_call(keys, args, names)
@@ -14520,7 +14535,7 @@ end
 do
   local names = { messages = 'messages', filters = 'filters', nattempts = 'nattempts', locks = 'locks', holders = 'holders', backoffs = 'backoffs', done = 'done', done_at = 'done-at', dedupe = 'dedupe', requeue = 'requeue', requeue_content = 'requeue-content', schedule = 'schedule', lock_expiry = 'lock-expiry', outcomes = 'outcomes', updated_at = 'updated-at', mid_circle = 'mid-circle', wake = 'wake', pushes = 'pushes', losses = 'losses', layout = 'layout', conf = 'conf', events = 'events', events_seq = 'events-seq', events_wake = 'events-wake', priorities = 'priorities', lanes = 'lanes', groups = 'groups', group_held = 'group-held', parked = 'parked', metadata = 'metadata', policies = 'policies', history = 'history', enqueued_at = 'enqueued-at', requeue_locks = 'requeue-locks', requeue_schedule = 'requeue-schedule', failed = 'failed', debounce = 'debounce', debounce_of = 'debounce-of' }
   redis.register_function({
-    function_name = 'kvmq_d70e075777ed_finish',
+    function_name = 'kvmq_c9ed91ff40bc_finish',
     flags = { 'allow-oom' },
     callback = function(keys, args)
 begin_call(keys, args, names)
@@ -14725,7 +14740,7 @@ end
 do
   local names = { schedules = 'schedules', conf = 'conf', events = 'events', events_seq = 'events-seq', events_wake = 'events-wake', done = 'done', requeue = 'requeue', backoffs = 'backoffs', locks = 'locks', failed = 'failed', filters = 'filters', priorities = 'priorities', lanes = 'lanes', groups = 'groups', messages = 'messages', metadata = 'metadata', nattempts = 'nattempts', holders = 'holders', lock_expiry = 'lock-expiry', policies = 'policies', requeue_locks = 'requeue-locks', ndry_runs = 'ndry-runs', eoq_backoff = 'eoq-backoff?', idle_workers = 'idle-workers', classes = 'classes', outcomes = 'outcomes', enqueued_at = 'enqueued-at', updated_at = 'updated-at', requeue_content = 'requeue-content', schedule = 'schedule', done_at = 'done-at', dedupe = 'dedupe', mid_circle = 'mid-circle', wake = 'wake', losses = 'losses', requeue_schedule = 'requeue-schedule', pushes = 'pushes', debounce = 'debounce', debounce_of = 'debounce-of', layout = 'layout' }
   redis.register_function({
-    function_name = 'kvmq_d70e075777ed_fire_schedule',
+    function_name = 'kvmq_c9ed91ff40bc_fire_schedule',
     flags = {  },
     callback = function(keys, args)
 begin_call(keys, args, names)
@@ -14755,7 +14770,7 @@ end
 do
   local names = { consumers = 'consumers', gc_lock = 'gc-lock' }
   redis.register_function({
-    function_name = 'kvmq_d70e075777ed_gc_finish',
+    function_name = 'kvmq_c9ed91ff40bc_gc_finish',
     flags = { 'allow-oom' },
     callback = function(keys, args)
 begin_call(keys, args, names)
@@ -14785,7 +14800,7 @@ end
 do
   local names = { gc_lock = 'gc-lock', gc_at = 'gc-at' }
   redis.register_function({
-    function_name = 'kvmq_d70e075777ed_gc_start',
+    function_name = 'kvmq_c9ed91ff40bc_gc_start',
     flags = { 'allow-oom' },
     callback = function(keys, args)
 begin_call(keys, args, names)
@@ -14811,7 +14826,7 @@ end
 do
   local names = { done_at = 'done-at', failed = 'failed', messages = 'messages', metadata = 'metadata', filters = 'filters', policies = 'policies', history = 'history', losses = 'losses', nattempts = 'nattempts', locks = 'locks', holders = 'holders', backoffs = 'backoffs', outcomes = 'outcomes', enqueued_at = 'enqueued-at', updated_at = 'updated-at', requeue_content = 'requeue-content', done = 'done', requeue = 'requeue', schedule = 'schedule', lock_expiry = 'lock-expiry', requeue_locks = 'requeue-locks', requeue_schedule = 'requeue-schedule', dedupe = 'dedupe', priorities = 'priorities', groups = 'groups', debounce = 'debounce', debounce_of = 'debounce-of' }
   redis.register_function({
-    function_name = 'kvmq_d70e075777ed_gc_sweep',
+    function_name = 'kvmq_c9ed91ff40bc_gc_sweep',
     flags = { 'allow-oom' },
     callback = function(keys, args)
 begin_call(keys, args, names)
@@ -14822,7 +14837,10 @@ begin_call(keys, args, names)
 -- Runs when Redis is out of memory (allow-oom): GC frees memory.
 --
 -- KEYS: done-at failed
--- ARGV: 'done' or 'failed', lifetime ms, offset (the entries kept by earlier pages), page size
+-- With a count to keep (keepDone, keepFailed), those finished before the newest \`keep\` go too, however young:
+-- both are a prefix of the index in finish order, so the longer one is looked at.
+-- ARGV: 'done' or 'failed', lifetime ms, offset (the entries kept by earlier pages), page size, keep ('' for
+--       none)
 -- Reply: { removed, looked at }
 -- Include: common forget
 
@@ -14831,7 +14849,15 @@ local which, lifetime, offset, page = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[
 local now = now_ms()
 local index = K.done_at
 if which == 'failed' then index = K.failed end
-local old = redis.call('ZRANGEBYSCORE', index, '-inf', now - lifetime, 'LIMIT', offset, page)
+local old
+if ARGV[5] == '' then
+  old = redis.call('ZRANGEBYSCORE', index, '-inf', now - lifetime, 'LIMIT', offset, page)
+else
+  local beyond = redis.call('ZCARD', index) - tonumber(ARGV[5])
+  local n = math.max(beyond, redis.call('ZCOUNT', index, '-inf', now - lifetime))
+  old = {}
+  if offset < n then old = redis.call('ZRANGE', index, offset, math.min(offset + page, n) - 1) end
+end
 local w = pending_writes()
 local removed = 0
 for _, id in ipairs(old) do
@@ -14848,7 +14874,7 @@ end
 do
   local names = { messages = 'messages', metadata = 'metadata', filters = 'filters', policies = 'policies', history = 'history', priorities = 'priorities', groups = 'groups', done = 'done', requeue = 'requeue', backoffs = 'backoffs', locks = 'locks', failed = 'failed', nattempts = 'nattempts', holders = 'holders', outcomes = 'outcomes', enqueued_at = 'enqueued-at', updated_at = 'updated-at', done_at = 'done-at' }
   redis.register_function({
-    function_name = 'kvmq_d70e075777ed_inspect',
+    function_name = 'kvmq_c9ed91ff40bc_inspect',
     flags = { 'no-writes' },
     callback = function(keys, args)
 begin_call(keys, args, names)
@@ -14873,7 +14899,7 @@ end
 do
   local names = { messages = 'messages', metadata = 'metadata', filters = 'filters', classes = 'classes', pushes = 'pushes', mid_circle = 'mid-circle', schedule = 'schedule', lock_expiry = 'lock-expiry', requeue_locks = 'requeue-locks', requeue_schedule = 'requeue-schedule', done_at = 'done-at', dedupe = 'dedupe', failed = 'failed', lanes = 'lanes', parked = 'parked', conf = 'conf', events = 'events', events_seq = 'events-seq', events_wake = 'events-wake', done = 'done', requeue = 'requeue', backoffs = 'backoffs', locks = 'locks', nattempts = 'nattempts', holders = 'holders', outcomes = 'outcomes', enqueued_at = 'enqueued-at', updated_at = 'updated-at', priorities = 'priorities', groups = 'groups', group_held = 'group-held', policies = 'policies', history = 'history', losses = 'losses', requeue_content = 'requeue-content', debounce = 'debounce', debounce_of = 'debounce-of' }
   redis.register_function({
-    function_name = 'kvmq_d70e075777ed_list',
+    function_name = 'kvmq_c9ed91ff40bc_list',
     flags = { 'allow-oom' },
     callback = function(keys, args)
 begin_call(keys, args, names)
@@ -15083,7 +15109,7 @@ end
 do
   local names = { messages = 'messages', wake = 'wake', pushes = 'pushes', mid_circle = 'mid-circle', conf = 'conf', events = 'events', events_seq = 'events-seq', events_wake = 'events-wake', done = 'done', requeue = 'requeue', backoffs = 'backoffs', locks = 'locks', failed = 'failed', filters = 'filters', priorities = 'priorities', lanes = 'lanes', groups = 'groups', group_held = 'group-held', parked = 'parked', metadata = 'metadata', policies = 'policies', history = 'history', losses = 'losses', nattempts = 'nattempts', holders = 'holders', outcomes = 'outcomes', enqueued_at = 'enqueued-at', updated_at = 'updated-at', requeue_content = 'requeue-content', schedule = 'schedule', lock_expiry = 'lock-expiry', requeue_locks = 'requeue-locks', requeue_schedule = 'requeue-schedule', done_at = 'done-at', dedupe = 'dedupe', debounce = 'debounce', debounce_of = 'debounce-of' }
   redis.register_function({
-    function_name = 'kvmq_d70e075777ed_promote_now',
+    function_name = 'kvmq_c9ed91ff40bc_promote_now',
     flags = {  },
     callback = function(keys, args)
 begin_call(keys, args, names)
@@ -15124,7 +15150,7 @@ end
 do
   local names = { messages = 'messages', done = 'done', failed = 'failed', schedule = 'schedule', lock_expiry = 'lock-expiry', dedupe = 'dedupe', requeue_locks = 'requeue-locks', requeue_schedule = 'requeue-schedule', ndry_runs = 'ndry-runs', conf = 'conf', consumers = 'consumers', holders = 'holders', locks = 'locks' }
   redis.register_function({
-    function_name = 'kvmq_d70e075777ed_queue_status',
+    function_name = 'kvmq_c9ed91ff40bc_queue_status',
     flags = { 'no-writes' },
     callback = function(keys, args)
 begin_call(keys, args, names)
@@ -15180,7 +15206,7 @@ end
 do
   local names = { events = 'events', events_seq = 'events-seq' }
   redis.register_function({
-    function_name = 'kvmq_d70e075777ed_read_events',
+    function_name = 'kvmq_c9ed91ff40bc_read_events',
     flags = { 'no-writes' },
     callback = function(keys, args)
 begin_call(keys, args, names)
@@ -15233,7 +15259,7 @@ end
 do
   local names = { consumers = 'consumers' }
   redis.register_function({
-    function_name = 'kvmq_d70e075777ed_register_consumer',
+    function_name = 'kvmq_c9ed91ff40bc_register_consumer',
     flags = { 'allow-oom' },
     callback = function(keys, args)
 begin_call(keys, args, names)
@@ -15262,7 +15288,7 @@ end
 do
   local names = { mid_circle = 'mid-circle', conf = 'conf', events = 'events', events_seq = 'events-seq', events_wake = 'events-wake', done = 'done', requeue = 'requeue', backoffs = 'backoffs', locks = 'locks', failed = 'failed', filters = 'filters', priorities = 'priorities', lanes = 'lanes', groups = 'groups', messages = 'messages', metadata = 'metadata', policies = 'policies', history = 'history', losses = 'losses', nattempts = 'nattempts', holders = 'holders', outcomes = 'outcomes', enqueued_at = 'enqueued-at', updated_at = 'updated-at', requeue_content = 'requeue-content', schedule = 'schedule', lock_expiry = 'lock-expiry', requeue_locks = 'requeue-locks', requeue_schedule = 'requeue-schedule', done_at = 'done-at', dedupe = 'dedupe', debounce = 'debounce', debounce_of = 'debounce-of' }
   redis.register_function({
-    function_name = 'kvmq_d70e075777ed_remove',
+    function_name = 'kvmq_c9ed91ff40bc_remove',
     flags = { 'allow-oom' },
     callback = function(keys, args)
 begin_call(keys, args, names)
@@ -15306,7 +15332,7 @@ end
 do
   local names = { messages = 'messages', filters = 'filters', nattempts = 'nattempts', losses = 'losses', failed = 'failed', updated_at = 'updated-at', mid_circle = 'mid-circle', wake = 'wake', pushes = 'pushes', conf = 'conf', events = 'events', events_seq = 'events-seq', events_wake = 'events-wake', done = 'done', requeue = 'requeue', backoffs = 'backoffs', locks = 'locks', priorities = 'priorities', lanes = 'lanes', groups = 'groups' }
   redis.register_function({
-    function_name = 'kvmq_d70e075777ed_retry',
+    function_name = 'kvmq_c9ed91ff40bc_retry',
     flags = {  },
     callback = function(keys, args)
 begin_call(keys, args, names)
@@ -15361,7 +15387,7 @@ end
 do
   local names = { messages = 'messages', done = 'done', requeue = 'requeue', backoffs = 'backoffs', locks = 'locks', failed = 'failed', nattempts = 'nattempts', holders = 'holders', outcomes = 'outcomes', enqueued_at = 'enqueued-at', updated_at = 'updated-at', done_at = 'done-at' }
   redis.register_function({
-    function_name = 'kvmq_d70e075777ed_status',
+    function_name = 'kvmq_c9ed91ff40bc_status',
     flags = { 'no-writes' },
     callback = function(keys, args)
 begin_call(keys, args, names)
@@ -15381,7 +15407,7 @@ end
 do
   local names = { conf = 'conf', idle_workers = 'idle-workers', events = 'events', events_seq = 'events-seq', events_wake = 'events-wake', messages = 'messages', metadata = 'metadata', nattempts = 'nattempts', locks = 'locks', holders = 'holders', lock_expiry = 'lock-expiry', policies = 'policies', requeue = 'requeue', requeue_locks = 'requeue-locks', done = 'done', failed = 'failed', ndry_runs = 'ndry-runs', eoq_backoff = 'eoq-backoff?', groups = 'groups' }
   redis.register_function({
-    function_name = 'kvmq_d70e075777ed_unpark',
+    function_name = 'kvmq_c9ed91ff40bc_unpark',
     flags = { 'allow-oom' },
     callback = function(keys, args)
 begin_call(keys, args, names)
@@ -15408,7 +15434,7 @@ end
 do
   local names = { consumers = 'consumers' }
   redis.register_function({
-    function_name = 'kvmq_d70e075777ed_unregister_consumer',
+    function_name = 'kvmq_c9ed91ff40bc_unregister_consumer',
     flags = { 'allow-oom' },
     callback = function(keys, args)
 begin_call(keys, args, names)

@@ -151,6 +151,14 @@ const SQL = {
          WHERE queue = @queue AND phase = 2 AND updated_at <= @before AND backoff_until <= @now LIMIT @limit)`,
   gcFailedBatch: `DELETE FROM kvmq_messages WHERE seq IN (
          SELECT seq FROM kvmq_messages WHERE queue = @queue AND phase = 3 AND updated_at <= @before LIMIT @limit)`,
+  // Retention by count (keepDone, keepFailed): those finished before the newest @keep, in finish order.
+  gcDoneBeyond: `DELETE FROM kvmq_messages WHERE seq IN (
+         SELECT seq FROM (SELECT seq, backoff_until FROM kvmq_messages WHERE queue = @queue AND phase = 2
+           ORDER BY updated_at DESC, seq DESC LIMIT -1 OFFSET @keep)
+         WHERE backoff_until <= @now LIMIT @limit)`,
+  gcFailedBeyond: `DELETE FROM kvmq_messages WHERE seq IN (
+         SELECT seq FROM kvmq_messages WHERE queue = @queue AND phase = 3
+         ORDER BY updated_at DESC, seq DESC LIMIT @limit OFFSET @keep)`,
 
   upsertConsumer: `INSERT INTO kvmq_consumers (queue, id, host, pid, started_at, seen_at, expires_at)
        VALUES (@queue, @id, @host, @pid, @now, @now, @expiresAt)

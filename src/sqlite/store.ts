@@ -310,8 +310,18 @@ class SqliteStore implements Store {
     let removed = 0;
     try {
       await this.transaction(() => this.events.trim(queue, config, Date.now()));
-      removed += await this.gcChunks(queue, this.sql.gcBatch, config.gcLifetimeMs, 'done');
-      removed += await this.gcChunks(queue, this.sql.gcFailedBatch, config.failedLifetimeMs, 'failed');
+      const sql = this.sql;
+      const age = (batch: Statement, lifetimeMs: number) => (now: number) =>
+        batch.run({ queue, now, before: now - lifetimeMs, limit: GC_CHUNK }).changes;
+      const beyond = (batch: Statement, keep: number) => (now: number) =>
+        batch.run({ queue, now, keep, limit: GC_CHUNK }).changes;
+      removed += await this.gcChunks(queue, age(sql.gcBatch, config.gcLifetimeMs), 'done');
+      removed += await this.gcChunks(queue, age(sql.gcFailedBatch, config.failedLifetimeMs), 'failed');
+      if (config.keepDone !== null)
+        removed += await this.gcChunks(queue, beyond(sql.gcDoneBeyond, config.keepDone), 'done');
+      if (config.keepFailed !== null) {
+        removed += await this.gcChunks(queue, beyond(sql.gcFailedBeyond, config.keepFailed), 'failed');
+      }
       await this.transaction(() => this.sql.lapsedConsumers.run(queue, Date.now()));
     } finally {
       await this.transaction(() => this.sql.releaseGcLock.run(queue));
@@ -399,17 +409,16 @@ class SqliteStore implements Store {
   }
 
   /** Deletes finished (`done`) or `failed` rows older than `lifetimeMs`, in chunks; returns how many. */
+  /** Runs `deleteChunk` (at most GC_CHUNK rows, returns how many) until it deletes fewer, keeping the counts. */
   private async gcChunks(
     queue: string,
-    batch: Statement,
-    lifetimeMs: number,
+    deleteChunk: (now: number) => number,
     counter: 'done' | 'failed',
   ): Promise<number> {
     let removed = 0;
     for (;;) {
       const deleted = await this.transaction(() => {
-        const now = Date.now();
-        const changes = batch.run({ queue, now, before: now - lifetimeMs, limit: GC_CHUNK }).changes;
+        const changes = deleteChunk(Date.now());
         if (changes > 0) {
           const counts = { queue, size: 0, done: 0, failed: 0 };
           counts[counter] = -changes;

@@ -243,13 +243,13 @@ export class BucketedList {
     }
   }
 
-  /** Entries in the given buckets: listings read within a second, else child counts at most 5 s old. */
-  async size(buckets: readonly string[]): Promise<number> {
+  /** Entries in the given buckets: child counts (listed or stat'ed) at most `maxAgeMs` old. */
+  async size(buckets: readonly string[], maxAgeMs = 5000): Promise<number> {
     const now = Date.now();
     const counts = await Promise.all(
       buckets.map(async (bucket) => {
         const cached = this.counts.get(bucket);
-        if (cached !== undefined && now - cached.at < 5000) return cached.n;
+        if (cached !== undefined && now - cached.at < maxAgeMs) return cached.n;
         const stat = await this.zk.exists(`${this.dir}/${bucket}`);
         const n = stat?.numChildren ?? 0;
         this.counts.set(bucket, { n, at: now });

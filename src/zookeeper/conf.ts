@@ -31,6 +31,8 @@ const NODES = [
   'events_max_age',
   'group_concurrency',
   'rate_limit',
+  'keep_done',
+  'keep_failed',
 ] as const;
 type Node = (typeof NODES)[number];
 
@@ -80,6 +82,12 @@ export async function readConf(zk: ZkSession, confPath: string, watch?: () => vo
     if (value === null) return undefined;
     return value === 'true' ? true : value === 'false' ? false : bad(node, value, 'true or false');
   };
+  // A count, or '' for none (null).
+  const keep = (node: 'keep_done' | 'keep_failed', key: 'keepDone' | 'keepFailed'): Partial<QueueConfig> => {
+    const value = text(node);
+    if (value === null) return {};
+    return { [key]: value === '' ? null : number(node) };
+  };
   const paused = flag('paused');
   const events = flag('events');
   let enums: QueueConfig['filterEnums'] | undefined;
@@ -115,6 +123,8 @@ export async function readConf(zk: ZkSession, confPath: string, watch?: () => vo
     ...(dlq === null ? {} : { deadLetterQueue: dlq === '' ? null : dlq }),
     ...(groups === null ? {} : { groupConcurrency: groups === '' ? null : number('group_concurrency') }),
     ...(rateLimit === undefined ? {} : { rateLimit }),
+    ...keep('keep_done', 'keepDone'),
+    ...keep('keep_failed', 'keepFailed'),
   });
   return { config, version: conf.stat.version, versions: reads.map((r) => (r == null ? null : r.version)) };
 }
@@ -138,6 +148,8 @@ function values(config: QueueConfig): Record<Node, string> {
     events_max_age: String(config.eventsMaxAgeMs),
     group_concurrency: config.groupConcurrency === null ? '' : String(config.groupConcurrency),
     rate_limit: config.rateLimit === null ? '' : JSON.stringify(config.rateLimit),
+    keep_done: config.keepDone === null ? '' : String(config.keepDone),
+    keep_failed: config.keepFailed === null ? '' : String(config.keepFailed),
   };
 }
 

@@ -46,8 +46,8 @@ export async function runGc(ctx: StoreContext, q: QueueContext, force: boolean):
   }
   try {
     const removed =
-      (await removeOldTasks(ctx, q, q.done, 'done', config.gcLifetimeMs)) +
-      (await removeOldTasks(ctx, q, q.failed, 'failed', config.failedLifetimeMs));
+      (await removeOldTasks(ctx, q, q.done, 'done', config.gcLifetimeMs, config.keepDone)) +
+      (await removeOldTasks(ctx, q, q.failed, 'failed', config.failedLifetimeMs, config.keepFailed));
     await freeStaleClaims(ctx, q, config.gcLifetimeMs);
     await pruneWaiting(ctx, q);
     await removeLapsedConsumers(ctx, q);
@@ -73,14 +73,20 @@ async function removeOldTasks(
   list: BucketedList,
   phase: 'done' | 'failed',
   lifetimeMs: number,
+  keep: number | null,
 ): Promise<number> {
   const zk = ctx.zk;
   let removed = 0;
   const buckets = await list.buckets();
+  // With `keep`, the entries before the newest `keep` go whatever their age (counted now, not cached).
+  const beyond = keep === null ? 0 : (await list.size(buckets, 0)) - keep;
+  let rank = 0;
   for (const [i, bucket] of buckets.entries()) {
     const now = Date.now();
     const entries = await list.list(bucket);
-    const old = entries.filter((e) => e.at <= now - lifetimeMs);
+    // In finish order, so both are a prefix of the entries.
+    const old = entries.filter((e, k) => rank + k < beyond || e.at <= now - lifetimeMs);
+    rank += entries.length;
     // Asked together: they travel in a few requests.
     const states = await zk.getMany(old.map((entry) => taskNodes(q.paths.task(entry.id)).state));
     const reads = old.map((entry, k) => {

@@ -17,6 +17,8 @@ export function gc(fixture: StoreFixture): void {
       const defaults = {
         gcLifetimeMs: 300_000,
         failedLifetimeMs: 7 * 24 * HOUR_MS,
+        keepDone: null,
+        keepFailed: null,
         gcIntervalMs: 30_000,
         filterEnums: {},
         paused: false,
@@ -43,6 +45,8 @@ export function gc(fixture: StoreFixture): void {
         eventsMaxAgeMs: 60_000,
         rateLimit: { max: 5, perMs: 1000 },
         groupConcurrency: 2,
+        keepDone: 100,
+        keepFailed: 0,
       });
       assert.deepEqual(every, {
         ...written,
@@ -55,6 +59,8 @@ export function gc(fixture: StoreFixture): void {
         eventsMaxAgeMs: 60_000,
         rateLimit: { max: 5, perMs: 1000 },
         groupConcurrency: 2,
+        keepDone: 100,
+        keepFailed: 0,
       });
       assert.deepEqual(await h.client.config(q), every);
       await h.client.configure(q, {
@@ -66,6 +72,8 @@ export function gc(fixture: StoreFixture): void {
         eventsMaxAgeMs: 24 * HOUR_MS,
         rateLimit: null,
         groupConcurrency: null,
+        keepDone: null,
+        keepFailed: null,
       });
       assert.deepEqual(await h.client.configure(q, { paused: false }), written);
       assert.deepEqual(await h.client.config(q), written);
@@ -109,6 +117,39 @@ export function gc(fixture: StoreFixture): void {
         assert.equal((await h.client.queueStatus(q)).total, 3);
         // Gone means gone: the id is new again.
         assert.deepEqual(await producer.enqueue(q, 'x', { id: 'old' }), { ok: true, id: 'old', action: 'added' });
+      },
+    );
+
+    storeTest(
+      fixture,
+      'gc() keeps the newest keepDone successes and keepFailed failures however young; one refusing duplicates stays',
+      async (h) => {
+        const q = h.queue('gc-keep');
+        await h.client.configure(q, { gcLifetimeMs: HOUR_MS, gcIntervalMs: HOUR_MS, keepDone: 2, keepFailed: 1 });
+        const producer = await h.connect({ maintenance: false });
+        h.worker(
+          q,
+          (job) => {
+            if (job.id.startsWith('f')) return { status: 'error', error: 'failed on purpose' };
+            return { status: 'success', backoffMs: job.id === 'refusing' ? HOUR_MS : 0 };
+          },
+          { concurrency: 1 },
+        );
+        // One at a time, so they finish in this order.
+        for (const id of ['refusing', 'd1', 'd2', 'd3', 'd4', 'f1', 'f2']) {
+          await producer.enqueue(q, 'x', { id });
+          const state = id === 'refusing' ? 'done-with-backoff' : id.startsWith('f') ? 'failed' : 'done-awaiting-gc';
+          await waitForStatus(h.client, q, id, state);
+        }
+        assert.deepEqual(await h.client.gc(q), { ran: true, removed: 3 });
+        for (const id of ['d1', 'd2', 'f1']) assert.equal(await h.client.status(q, id), null, `${id} removed`);
+        for (const id of ['d3', 'd4']) assert.equal((await h.client.status(q, id))?.state, 'done-awaiting-gc');
+        assert.equal((await h.client.status(q, 'f2'))?.state, 'failed');
+        assert.equal((await h.client.status(q, 'refusing'))?.state, 'done-with-backoff', 'still refusing duplicates');
+        const { counts, total } = await h.client.queueStatus(q);
+        assert.deepEqual([counts['done-awaiting-gc'], counts.failed, total], [2, 1, 4]);
+        // Nothing more to remove: a second run keeps the same.
+        assert.deepEqual(await h.client.gc(q), { ran: true, removed: 0 });
       },
     );
 

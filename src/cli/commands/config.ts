@@ -26,7 +26,15 @@ const NUMBER_KEYS: Readonly<Record<string, NumberKey>> = {
 // Zero means nothing for these: GC cannot run every 0 ms, and a queue keeps at least one event for 1 ms.
 const AT_LEAST_ONE: ReadonlySet<NumberKey> = new Set(['gcIntervalMs', 'eventsMaxCount', 'eventsMaxAgeMs']);
 const FILTER_PREFIX = 'filter.';
-const OTHER_KEYS = ['paused', 'events', 'dead_letter_queue', 'rate_limit', 'group_concurrency'];
+const OTHER_KEYS = [
+  'paused',
+  'events',
+  'dead_letter_queue',
+  'rate_limit',
+  'group_concurrency',
+  'keep_done',
+  'keep_failed',
+];
 
 export const config: Command = {
   name: 'config',
@@ -36,6 +44,8 @@ export const config: Command = {
     "Without key=value, prints the queue's configuration. Keys:\n" +
       '  gc_lifetime_ms=T        finished messages older than T are removed by GC (alias task_gc_lifetime)\n' +
       '  failed_lifetime_ms=T    failed messages older than T are removed by GC (default 7 days)\n' +
+      '  keep_done=N             GC also removes successes beyond the newest N; none: by age only (default)\n' +
+      '  keep_failed=N           GC also removes failed messages beyond the newest N; none: by age only\n' +
       '  gc_interval_ms=T        GC runs at most every T (alias task_gc_interval)\n' +
       '  max_deliveries=N        a message that loses its lock N times fails (0: never; default 10)\n' +
       '  dead_letter_queue=Q     failed messages move to queue Q; empty for none\n' +
@@ -73,6 +83,8 @@ function parsePatch(assignments: readonly string[]): Partial<QueueConfig> {
     deadLetterQueue?: string | null;
     rateLimit?: QueueConfig['rateLimit'];
     groupConcurrency?: number | null;
+    keepDone?: number | null;
+    keepFailed?: number | null;
   } = {};
   const filterEnums = new Map<string, string[]>();
   for (const assignment of assignments) {
@@ -93,13 +105,16 @@ function parsePatch(assignments: readonly string[]): Partial<QueueConfig> {
       others.rateLimit = parseRateLimit(value);
     } else if (key === 'group_concurrency') {
       others.groupConcurrency = parseGroupConcurrency(value);
+    } else if (key === 'keep_done' || key === 'keep_failed') {
+      others[key === 'keep_done' ? 'keepDone' : 'keepFailed'] =
+        value === 'none' ? null : parseWholeNumber(key, value, 0);
     } else if (key.startsWith(FILTER_PREFIX) && key.length > FILTER_PREFIX.length) {
       filterEnums.set(key.slice(FILTER_PREFIX.length), value === '' ? [] : value.split(','));
     } else {
       throw new UsageError(
         `unknown setting '${key}'${didYouMean(key, [...Object.keys(NUMBER_KEYS), ...OTHER_KEYS])}; known: gc_lifetime_ms, failed_lifetime_ms, gc_interval_ms, max_deliveries, ` +
           'dead_letter_queue, paused, events, events_max_count, events_max_age_ms, rate_limit, ' +
-          'group_concurrency, filter.NAME ' +
+          'group_concurrency, keep_done, keep_failed, filter.NAME ' +
           '(and the zkmq names task_gc_lifetime, task_gc_interval)',
       );
     }
@@ -122,6 +137,8 @@ function configText(c: QueueConfig): string {
     `events_max_age_ms=${c.eventsMaxAgeMs}`,
     `rate_limit=${formatRateLimit(c.rateLimit)}`,
     `group_concurrency=${formatGroupConcurrency(c.groupConcurrency)}`,
+    `keep_done=${c.keepDone ?? 'none'}`,
+    `keep_failed=${c.keepFailed ?? 'none'}`,
     ...Object.entries(c.filterEnums).map(([name, list]) => `filter.${name}=${list.join(',')}`),
   ].join('\n');
 }

@@ -5,16 +5,18 @@
 -- room the new limit makes (lib/groups.lua) and wakes the workers too.
 --
 -- KEYS: conf wake messages consumers pushes mid-circle
--- ARGV: the twelve fields as read (task_gc_lifetime, task_gc_interval, filter_enums, failed_lifetime,
+-- ARGV: the fourteen fields as read (task_gc_lifetime, task_gc_interval, filter_enums, failed_lifetime,
 --       paused, max_deliveries, dead_letter_queue, events, events_max_count, events_max_age,
---       rate_limit ('<max>/<perMs>'), group_concurrency; '' for absent or none), then the new ones
+--       rate_limit ('<max>/<perMs>'), group_concurrency, keep_done, keep_failed; '' for absent or none), then
+--       the new ones
 -- Reply: 0 when the configuration changed meanwhile, else 1 when written (2: the queue did not exist:
 --        no configuration, messages or consumers)
 -- Include: common lanes groups
 
 check_layout()
 local fields = { 'task_gc_lifetime', 'task_gc_interval', 'filter_enums', 'failed_lifetime', 'paused', 'max_deliveries',
-  'dead_letter_queue', 'events', 'events_max_count', 'events_max_age', 'rate_limit', 'group_concurrency' }
+  'dead_letter_queue', 'events', 'events_max_count', 'events_max_age', 'rate_limit', 'group_concurrency',
+  'keep_done', 'keep_failed' }
 local n = #fields
 local current = redis.call('HMGET', K.conf, unpack(fields))
 for i = 1, n do
