@@ -39,8 +39,9 @@ import { openStore, resolveStoreUrl } from './store/url.js';
 import { TickBatcher } from './tick-batcher.js';
 import { traceSend } from './tracing/send.js';
 import { Worker, type WorkerOptions } from './worker/worker.js';
-import type { StoredEvent } from './model/events.js';
-import type { Configured, EventPage, NewMessage, Store, StoredContent } from './store/contract.js';
+import { publicEvent, type StoredEvent } from './model/events.js';
+import { EMPTY_LOG } from './model/reports.js';
+import type { Configured, EventPage, NewMessage, Store, StoredContent, StoredReport } from './store/contract.js';
 import type { MetricsOptions, MetricsRegistry } from './metrics/registry.js';
 import type { WorkerMetrics } from './metrics/worker-metrics.js';
 import type {
@@ -97,6 +98,8 @@ const BATCH_KEYS = ['payload', ...MESSAGE_KEYS] as const;
 const REDRIVE_BATCH = 500;
 // Filter enums change rarely; a short cache keeps enqueue from reading them every time.
 const CONFIG_CACHE_MS = 1000;
+/** What `show` says of a message on a store that keeps no reports. */
+const NO_REPORT: StoredReport = { progress: null, log: EMPTY_LOG };
 
 /** What pause() and resume() did. */
 export interface PauseResult {
@@ -268,7 +271,8 @@ export class Client {
     checkKnownKeys('readEvents', checkPlainObject('options', options), ['after', 'limit']);
     const after = options.after === undefined ? null : checkCursorText('after', options.after);
     const limit = options.limit === undefined ? 1000 : checkCount('limit', options.limit, 1, 10_000);
-    return this.#store.readEvents(queue, after, limit);
+    const page = await this.#store.readEvents(queue, after, limit);
+    return { ...page, events: page.events.map(publicEvent) };
   }
 
   /**
@@ -351,6 +355,7 @@ export class Client {
     this.checkOpen();
     const details = await this.#store.inspect(checkQueueName(queue), checkMessageId(id));
     if (details === null) return null;
+    const report = details.report ?? NO_REPORT;
     return {
       ...details.status,
       ...decodeContent(details.content),
@@ -358,6 +363,9 @@ export class Client {
       priority: details.priority,
       group: details.group,
       history: details.history,
+      progress: report.progress === null ? null : (JSON.parse(report.progress) as unknown),
+      log: report.log.lines,
+      logDropped: report.log.dropped,
     };
   }
 

@@ -19,6 +19,7 @@ export const KVMQ_ERROR_CODES = [
   'SERVE',
   'DASHBOARD',
   'TRANSACTION',
+  'JOB_REPORT',
 ] as const;
 
 export type KvmqErrorCode = (typeof KVMQ_ERROR_CODES)[number];
@@ -186,5 +187,15 @@ export class MetricsListenError extends KvmqError {
 export class TransactionError extends KvmqError {
   constructor(message: string, cause?: unknown) {
     super('TRANSACTION', message, { cause });
+  }
+}
+
+/**
+ * A handler's `job.progress()` or `job.log()` was given what cannot be stored: a value that is not JSON-encodable
+ * or is too large, a log line that is not a string. Nothing of that call was recorded.
+ */
+export class JobReportError extends KvmqError {
+  constructor(message: string) {
+    super('JOB_REPORT', message);
   }
 }

@@ -62,6 +62,13 @@ export type {
 export type { FilterMethod, WorkerFilter, WorkerFilters } from './model/filters.js';
 export { DEFAULT_STORE_URL } from './store/url.js';
 export {
+  PROGRESS_MAX_BYTES,
+  LOG_LINE_MAX_BYTES,
+  LOG_MAX_LINES,
+  LOG_MAX_BYTES,
+  REPORT_EVERY_MS,
+} from './model/reports.js';
+export {
   KVMQ_ERROR_CODES,
   type KvmqErrorCode,
   KvmqError,
@@ -80,6 +87,7 @@ export {
   MessageGoneError,
   MetricsListenError,
   TransactionError,
+  JobReportError,
 } from './errors.js';
 export { createDashboard } from './dashboard/dashboard.js';
 export type { Dashboard, DashboardOptions } from './dashboard/dashboard.js';

@@ -25,6 +25,7 @@ const samples: readonly kvmq.KvmqError[] = [
   new kvmq.MessageGoneError('q', 'id'),
   new kvmq.MetricsListenError('m'),
   new kvmq.TransactionError('m'),
+  new kvmq.JobReportError('m'),
   new ServeError('m'),
   new DashboardServerError('m'),
 ];

@@ -243,6 +243,7 @@ describe('sqlite store', () => {
         'kvmq_events',
         'kvmq_messages',
         'kvmq_queues',
+        'kvmq_reports',
         'kvmq_schedules',
         'kvmq_turns',
       ]);

@@ -4,7 +4,7 @@
  */
 import { EventsMissedError } from '../errors.js';
 import { Doorbell } from './doorbell.js';
-import type { StoredEvent } from '../model/events.js';
+import { publicEvent, type StoredEvent } from '../model/events.js';
 import type { Store } from '../store/contract.js';
 
 const PAGE_SIZE = 500;
@@ -33,7 +33,7 @@ export async function* followEvents(
       if (page.missed) throw new EventsMissedError(queue, page.events, page.cursor);
       cursor = page.cursor;
       for (const event of page.events) {
-        yield event;
+        yield publicEvent(event);
         if (stopped(signal)) return;
       }
       if (page.events.length < PAGE_SIZE) await bell.wait(FALLBACK_POLL_MS, signal);

@@ -148,6 +148,20 @@ export interface Job {
    * TransactionError. Undefined on other workers.
    */
   readonly tx?: SqlTransaction;
+  /**
+   * Records the message's progress (a number or small JSON, at most PROGRESS_MAX_BYTES as JSON) and emits a
+   * `progress` queue event. Writes are coalesced: at most one per REPORT_EVERY_MS per message reaches the store,
+   * with the latest value, and the last is stored before the message's outcome. Returns false, recording nothing,
+   * once the worker no longer holds the message (its lock was lost, it was stopped, or the handler has returned);
+   * throws JobReportError for a value that is not JSON-encodable or too large.
+   */
+  progress(value: unknown): boolean;
+  /**
+   * Appends a line to the message's log (kept: the newest LOG_MAX_LINES lines within LOG_MAX_BYTES; older ones are
+   * dropped and counted). A line over LOG_LINE_MAX_BYTES is cut, its end saying how much. Coalesced and flushed
+   * with progress; returns false, as `progress` does, once the worker no longer holds the message.
+   */
+  log(line: string): boolean;
 }
 
 export interface HandlerResult {
@@ -211,6 +225,12 @@ export interface MessageDetails extends MessageStatus {
   readonly group: string | null;
   /** The newest attempts last; at most `HISTORY_LIMIT`. */
   readonly history: readonly AttemptRecord[];
+  /** The last progress a handler reported (`job.progress`), or null. */
+  readonly progress: unknown;
+  /** The message's log (`job.log`), oldest line first, across its attempts. */
+  readonly log: readonly string[];
+  /** Older log lines dropped to keep the log within its limits. */
+  readonly logDropped: number;
 }
 
 export interface ListOptions {

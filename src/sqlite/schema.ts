@@ -13,12 +13,13 @@
  * queue's newest events in its queue row until a few gather (events.ts).
  * Schema 7 writes event lists in a compact text (event-text.ts) instead of
  * JSON (rows written before stay JSON and are read as such), in a rowid
- * table whose newest row grows until it fills a page.
+ * table whose newest row grows until it fills a page. Schema 8 adds handlers' reports (progress, log) in
+ * a table of their own, keyed by the message's seq (reports.ts).
  */
 import type BetterSqlite3 from 'better-sqlite3';
 import { StoreLayoutError } from '../errors.js';
 
-export const SCHEMA_VERSION = 7;
+export const SCHEMA_VERSION = 8;
 
 export const Phase = { Pending: 0, Locked: 1, Done: 2, Failed: 3 } as const;
 
@@ -104,6 +105,18 @@ CREATE TABLE IF NOT EXISTS ${name} (
 CREATE UNIQUE INDEX IF NOT EXISTS kvmq_events_by_seq ON ${name} (queue, seq);
 `;
 
+// The table schema 8 added: a message's progress and log (reports.ts), deleted with its message by a trigger.
+const REPORTS_8 = `
+CREATE TABLE IF NOT EXISTS kvmq_reports (
+  seq      INTEGER PRIMARY KEY,                 -- the message's kvmq_messages.seq
+  progress TEXT,                                -- the latest progress, JSON; NULL for none
+  log      TEXT,                                -- JSON list of the kept lines, oldest first; NULL for none
+  dropped  INTEGER NOT NULL DEFAULT 0           -- older lines dropped to keep the log bounded
+) STRICT;
+CREATE TRIGGER IF NOT EXISTS kvmq_reports_gone AFTER DELETE ON kvmq_messages
+  BEGIN DELETE FROM kvmq_reports WHERE seq = old.seq; END;
+`;
+
 const DDL = `
 CREATE TABLE IF NOT EXISTS kvmq_messages (
   seq           INTEGER PRIMARY KEY,            -- arrival order, for FIFO among equals
@@ -158,6 +171,7 @@ CREATE TABLE IF NOT EXISTS kvmq_queues (
 ${TURNS_3}
 ${TABLES_5}
 ${eventsTable7('kvmq_events')}
+${REPORTS_8}
 -- Filter classes seen per queue, so a claim asks only for classes a worker accepts.
 CREATE TABLE IF NOT EXISTS kvmq_classes (
   queue   TEXT NOT NULL,
@@ -234,15 +248,26 @@ DROP TABLE kvmq_events;
 ALTER TABLE kvmq_events_7 RENAME TO kvmq_events;
 `;
 
+// Schema 7 → 8: the reports table.
+const MIGRATE_7_TO_8 = REPORTS_8;
+
 // What brings each older schema up to date, in one transaction.
 const MIGRATIONS: Readonly<Record<number, string>> = {
   0: DDL,
-  1: MIGRATE_1_TO_2 + MIGRATE_2_TO_3 + MIGRATE_3_TO_4 + MIGRATE_4_TO_5 + MIGRATE_5_TO_6 + MIGRATE_6_TO_7,
-  2: MIGRATE_2_TO_3 + MIGRATE_3_TO_4 + MIGRATE_4_TO_5 + MIGRATE_5_TO_6 + MIGRATE_6_TO_7,
-  3: MIGRATE_3_TO_4 + MIGRATE_4_TO_5 + MIGRATE_5_TO_6 + MIGRATE_6_TO_7,
-  4: MIGRATE_4_TO_5 + MIGRATE_5_TO_6 + MIGRATE_6_TO_7,
-  5: MIGRATE_5_TO_6 + MIGRATE_6_TO_7,
-  6: MIGRATE_6_TO_7,
+  1:
+    MIGRATE_1_TO_2 +
+    MIGRATE_2_TO_3 +
+    MIGRATE_3_TO_4 +
+    MIGRATE_4_TO_5 +
+    MIGRATE_5_TO_6 +
+    MIGRATE_6_TO_7 +
+    MIGRATE_7_TO_8,
+  2: MIGRATE_2_TO_3 + MIGRATE_3_TO_4 + MIGRATE_4_TO_5 + MIGRATE_5_TO_6 + MIGRATE_6_TO_7 + MIGRATE_7_TO_8,
+  3: MIGRATE_3_TO_4 + MIGRATE_4_TO_5 + MIGRATE_5_TO_6 + MIGRATE_6_TO_7 + MIGRATE_7_TO_8,
+  4: MIGRATE_4_TO_5 + MIGRATE_5_TO_6 + MIGRATE_6_TO_7 + MIGRATE_7_TO_8,
+  5: MIGRATE_5_TO_6 + MIGRATE_6_TO_7 + MIGRATE_7_TO_8,
+  6: MIGRATE_6_TO_7 + MIGRATE_7_TO_8,
+  7: MIGRATE_7_TO_8,
 };
 
 export function migrate(db: BetterSqlite3.Database, path: string): void {

@@ -25,6 +25,7 @@ import { Lister } from './list.js';
 import { pendingRanges } from './pending.js';
 import type { WriteContext } from './failures.js';
 import { ScheduleTable } from './schedules.js';
+import { ReportTable } from './reports.js';
 import { migrate } from './schema.js';
 import { prepareStatements, type QueueRow, type Statement, type Statements } from './statements.js';
 import { eventsChannel, Wakeups } from './wakeups.js';
@@ -38,6 +39,7 @@ import type {
   Finish,
   FinishResult,
   NewMessage,
+  Report,
   Store,
   StoreCapabilities,
   StoredDetails,
@@ -156,6 +158,7 @@ class SqliteStore implements Store {
   private readonly lister: Lister;
   private readonly events: EventLog;
   private readonly scheduleTable: ScheduleTable;
+  private readonly reports: ReportTable;
   // Made once: db.transaction() builds four wrapper functions per call, about 4 µs a transaction.
   private readonly inTransaction: BetterSqlite3.Transaction<(fn: () => unknown) => unknown>;
   private closed = false;
@@ -170,6 +173,7 @@ class SqliteStore implements Store {
     this.lister = new Lister(db);
     this.events = new EventLog(db);
     this.scheduleTable = new ScheduleTable(db);
+    this.reports = new ReportTable(db);
     this.inTransaction = db.transaction((fn: () => unknown): unknown => fn());
     let dataVersion = -1;
     this.wakeups = new Wakeups(path, () => {
@@ -226,6 +230,10 @@ class SqliteStore implements Store {
     return this.write(queue, (tx) => finishMessages(tx, this.finishSuccesses, consumerId, finishes));
   }
 
+  report(queue: string, consumerId: string, reports: readonly Report[]): Promise<FinishResult[]> {
+    return this.write(queue, (tx) => this.reports.write(tx, consumerId, reports));
+  }
+
   status(queue: string, id: string): Promise<MessageStatus | null> {
     return this.read(() => messageStatus(this.sql, queue, id, Date.now()));
   }
@@ -251,7 +259,10 @@ class SqliteStore implements Store {
   }
 
   inspect(queue: string, id: string): Promise<StoredDetails | null> {
-    return this.read(() => messageDetails(this.sql, queue, id, Date.now()));
+    return this.snapshot(() => {
+      const details = messageDetails(this.sql, queue, id, Date.now());
+      return details === null ? null : { ...details, report: this.reports.read(queue, id) };
+    });
   }
 
   retry(queue: string, ids: readonly string[]): Promise<ActionResult[]> {

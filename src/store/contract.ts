@@ -9,6 +9,7 @@
 import type { StoredEvent } from '../model/events.js';
 import type { ListQuery } from '../model/list.js';
 import type { PayloadEncoding } from '../model/payload.js';
+import type { StoredLog } from '../model/reports.js';
 import type {
   ActionResult,
   AttemptRecord,
@@ -178,6 +179,25 @@ export interface Finish {
   readonly startedAt: number | null;
 }
 
+/**
+ * What a handler reported on a held message since the last report (`job.progress`, `job.log`), coalesced by the
+ * worker. Written only while the consumer holds that attempt; otherwise `lost`, and nothing is written.
+ */
+export interface Report {
+  readonly id: string;
+  readonly attempt: number;
+  /** The latest progress, JSON text (model/reports.ts encodeProgress); null leaves the stored one. */
+  readonly progress: string | null;
+  /** Log lines to append, oldest first, each within LOG_LINE_MAX_BYTES; the store keeps the log bounded (appendLog). */
+  readonly lines: readonly string[];
+}
+
+/** A message's reports as stored: its latest progress (JSON text, null for none) and its log. */
+export interface StoredReport {
+  readonly progress: string | null;
+  readonly log: StoredLog;
+}
+
 /** A message's content as stored. */
 export interface StoredContent {
   readonly payload: Uint8Array;
@@ -205,6 +225,8 @@ export interface StoredDetails {
   readonly priority: number;
   readonly group: string | null;
   readonly history: readonly AttemptRecord[];
+  /** Its progress and log; absent from a store that keeps none (`Store.report` absent). */
+  readonly report?: StoredReport;
 }
 
 export interface Configured {
@@ -293,6 +315,13 @@ export interface Store {
     lockMs: number,
   ): Promise<string[]>;
   finish(queue: string, consumerId: string, finishes: readonly Finish[]): Promise<FinishResult[]>;
+  /**
+   * Optional: stores what handlers reported (progress, log lines) on messages this consumer holds, each in one
+   * atomic write with a `progress` queue event when it sets progress (the JSON text as the event's `error`). One
+   * answer per report: `lost` when the consumer no longer holds that attempt (nothing written, so a late report
+   * never touches a finished or re-delivered message). Absent: `job.progress` and `job.log` are unavailable.
+   */
+  report?(queue: string, consumerId: string, reports: readonly Report[]): Promise<FinishResult[]>;
 
   /** Every queue that has a configuration or messages, sorted by name. */
   queues(): Promise<string[]>;

@@ -1,10 +1,11 @@
 /**
  * What a worker keeps of a message it holds, and the job its handler is given: one object of a class, whose
- * `signal` and `tx` are read through its prototype, so starting a handler makes no closure per message.
+ * `signal`, `tx`, `progress` and `log` are on its prototype, so starting a handler makes no closure per message.
  */
 import type { FailureReason } from './events.js';
 import type { HandlerTransaction } from '../store/contract.js';
 import type { ProcessTrace } from '../tracing/process.js';
+import type { MessageReports } from './reports.js';
 import type { FilterValues, Job, MessagePolicy, Metadata, Payload, SqlTransaction } from '../model/types.js';
 
 export interface Held {
@@ -35,6 +36,14 @@ export interface Held {
   trace: ProcessTrace;
   /** With `transactional`: the transaction the handler runs in, once opened. */
   transaction: HandlerTransaction | null;
+  /** Made on the handler's first `job.progress` or `job.log`: most never report. */
+  reports: MessageReports | null;
+}
+
+/** What `job.progress` and `job.log` call: the worker holding the message. */
+export interface JobReporter {
+  reportProgress(held: Held, value: unknown): boolean;
+  reportLine(held: Held, line: string): boolean;
 }
 
 export function abortSignal(held: Held, reason: Error): void {
@@ -44,12 +53,15 @@ export function abortSignal(held: Held, reason: Error): void {
 
 export function takeAway(held: Held, reason: Error): void {
   held.takenAway = true;
+  // Not this worker's to report on any more: what is pending is dropped, never written late.
+  held.reports?.discard();
   abortSignal(held, reason);
 }
 
 /** The job a handler is given for a held message. */
 export class HeldJob implements Job {
   readonly #held: Held;
+  readonly #reporter: JobReporter;
 
   constructor(
     readonly queue: string,
@@ -59,8 +71,18 @@ export class HeldJob implements Job {
     readonly filters: FilterValues,
     readonly attempt: number,
     held: Held,
+    reporter: JobReporter,
   ) {
     this.#held = held;
+    this.#reporter = reporter;
+  }
+
+  progress(value: unknown): boolean {
+    return this.#reporter.reportProgress(this.#held, value);
+  }
+
+  log(line: string): boolean {
+    return this.#reporter.reportLine(this.#held, line);
   }
 
   /** Made on first read: most handlers never read it, and one per message costs. */

@@ -27,7 +27,8 @@ import type {
   Store,
 } from '../store/contract.js';
 import { setLongTimeout, sleep } from '../model/time.js';
-import { KvmqError, StoreUnavailableError } from '../errors.js';
+import { JobReportError, KvmqError, StoreUnavailableError } from '../errors.js';
+import { MessageReports, ReportWriter } from './reports.js';
 import { UNTRACED, traceProcess } from '../tracing/process.js';
 import { abortSignal, HeldJob, takeAway, type Held } from './held.js';
 import type { Handler, HandlerResult, Job, QueueConfig } from '../model/types.js';
@@ -150,6 +151,8 @@ export class Worker extends EventEmitter<WorkerEvents> {
   private storeFailures = 0;
   /** Store calls under way besides claims and results (a monitor's takeTurn, a give-back); stop() waits for them. */
   private readonly monitoring = new Set<PromiseLike<unknown>>();
+  /** Writes handlers' reports (job.progress, job.log); made on the first. */
+  private writer: ReportWriter | null = null;
   /** @internal set by the client when its metrics are asked for; null costs the hot path nothing. */
   instruments: WorkerInstruments | null = null;
 
@@ -572,6 +575,7 @@ export class Worker extends EventEmitter<WorkerEvents> {
       cause: 'handler',
       trace: UNTRACED,
       transaction: null,
+      reports: null,
     };
     this.held.set(message.id, held);
     this.waiting.push({ held, message });
@@ -603,7 +607,16 @@ export class Worker extends EventEmitter<WorkerEvents> {
     held.startedAtWall = Date.now();
     held.trace = traceProcess(this.queue, this.id, message);
     const payload = decodePayload(message.payload, message.encoding);
-    const job = new HeldJob(this.queue, message.id, payload, message.metadata, message.filters, message.attempt, held);
+    const job = new HeldJob(
+      this.queue,
+      message.id,
+      payload,
+      message.metadata,
+      message.filters,
+      message.attempt,
+      held,
+      this,
+    );
     this.handlers.set(held, this.process(held, job));
   }
 
@@ -714,6 +727,8 @@ export class Worker extends EventEmitter<WorkerEvents> {
     // A lost lock or a forced stop: the message is someone else's now.
     if (held.takenAway) return;
     held.finishing = true;
+    // What the handler reported goes first: the finish is its last write, and nothing comes after it.
+    if (held.reports !== null) await this.writer?.settle(held.reports);
     const finish: Finish = { ...attemptFinish, startedAt: held.startedAtWall };
     if ((await this.storeFinish(held, finish)) === 'lost') this.lost(held);
     else {
@@ -746,6 +761,45 @@ export class Worker extends EventEmitter<WorkerEvents> {
       this.reportError(error);
       return 'lost';
     }
+  }
+
+  /** @internal job.progress */
+  reportProgress(held: Held, value: unknown): boolean {
+    return this.reportWriter().progress(this.reportsOf(held), value);
+  }
+
+  /** @internal job.log */
+  reportLine(held: Held, line: string): boolean {
+    return this.reportWriter().log(this.reportsOf(held), line);
+  }
+
+  /** The writer of handlers' reports, made on the first one. */
+  private reportWriter(): ReportWriter {
+    if (this.writer !== null) return this.writer;
+    const { store } = this;
+    if (store.report === undefined) {
+      throw new JobReportError(`job.progress and job.log are not available on the ${store.kind} store`);
+    }
+    this.writer = new ReportWriter(
+      store.report.bind(store),
+      this.queue,
+      this.id,
+      (reports) => {
+        const held = this.held.get(reports.id);
+        if (held?.reports === reports && !held.finishing) this.lost(held);
+      },
+      this.reportError,
+    );
+    return this.writer;
+  }
+
+  /** A held message's reports; none once the handler has returned (its reports are settled) or it was lost. */
+  private reportsOf(held: Held): MessageReports {
+    if (held.reports === null) {
+      held.reports = new MessageReports(held.id, held.attempt);
+      if (held.takenAway || held.finishing) held.reports.discard();
+    }
+    return held.reports;
   }
 
   /** Outcome events, each built only when someone listens: most workers have no listeners. */

@@ -26,6 +26,7 @@ import { monitor } from './monitor.js';
 import { priority } from './priority.js';
 import { queueEvents } from './queue-events.js';
 import { rateLimit } from './rate-limit.js';
+import { reports } from './reports.js';
 import { requeue } from './requeue.js';
 import { runAt } from './run-at.js';
 import { schedules } from './schedules.js';
@@ -71,5 +72,6 @@ export function conformance(fixture: StoreFixture): void {
     debounce(fixture);
     rateLimit(fixture);
     schedules(fixture);
+    reports(fixture);
   });
 }

@@ -1,0 +1,62 @@
+/**
+ * Handlers' reports in SQLite: one row per message in kvmq_reports, keyed by the message's seq (so it follows the
+ * row to a dead-letter queue, and a trigger deletes it with the row). Kept apart from the message row, whose
+ * payload a progress write would otherwise rewrite a few times a second. Written only while the consumer holds
+ * the attempt, in the caller's IMMEDIATE transaction, with a `progress` event when progress is set.
+ */
+import type BetterSqlite3 from 'better-sqlite3';
+import { appendLog, EMPTY_LOG, parseStoredLog } from '../model/reports.js';
+import { Phase } from './schema.js';
+import type { HeldRow } from './finish.js';
+import type { WriteContext } from './failures.js';
+import type { FinishResult, Report, StoredReport } from '../store/contract.js';
+
+const SQL = {
+  bySeq: 'SELECT progress, log, dropped FROM kvmq_reports WHERE seq = ?',
+  byId: `SELECT r.progress, r.log, r.dropped FROM kvmq_reports r JOIN kvmq_messages m ON m.seq = r.seq
+       WHERE m.queue = ? AND m.id = ?`,
+  put: `INSERT INTO kvmq_reports (seq, progress, log, dropped) VALUES (@seq, @progress, @log, @dropped)
+       ON CONFLICT (seq) DO UPDATE SET progress = coalesce(excluded.progress, progress),
+         log = coalesce(excluded.log, log), dropped = excluded.dropped`,
+} as const;
+
+interface ReportRow {
+  readonly progress: string | null;
+  readonly log: string | null;
+  readonly dropped: number;
+}
+
+export class ReportTable {
+  private readonly sql: { readonly [K in keyof typeof SQL]: BetterSqlite3.Statement };
+
+  constructor(db: BetterSqlite3.Database) {
+    this.sql = { bySeq: db.prepare(SQL.bySeq), byId: db.prepare(SQL.byId), put: db.prepare(SQL.put) };
+  }
+
+  /** Stores each report of a message the consumer holds (that attempt, locked); `lost` for the others. */
+  write(tx: WriteContext, consumerId: string, reports: readonly Report[]): FinishResult[] {
+    const { sql, queue } = tx;
+    return reports.map((report) => {
+      const row = sql.held.get(queue, report.id) as HeldRow | undefined;
+      if (row?.phase !== Phase.Locked || row.consumer !== consumerId || row.attempt !== report.attempt) return 'lost';
+      const stored = this.sql.bySeq.get(row.seq) as ReportRow | undefined;
+      const before = stored === undefined ? EMPTY_LOG : parseStoredLog(stored.log, stored.dropped);
+      const log = report.lines.length > 0 ? appendLog(before, report.lines) : before;
+      this.sql.put.run({
+        seq: row.seq,
+        progress: report.progress,
+        log: report.lines.length > 0 ? JSON.stringify(log.lines) : null,
+        dropped: log.dropped,
+      });
+      if (report.progress !== null) tx.event('progress', report.id, report.attempt, report.progress);
+      return 'ok';
+    });
+  }
+
+  /** A message's reports, or none. */
+  read(queue: string, id: string): StoredReport {
+    const row = this.sql.byId.get(queue, id) as ReportRow | undefined;
+    if (row === undefined) return { progress: null, log: EMPTY_LOG };
+    return { progress: row.progress, log: parseStoredLog(row.log, row.dropped) };
+  }
+}
