@@ -82,6 +82,22 @@ void describe('postgres store', () => {
     assert.equal((await opened[5]?.status('q', 'm'))?.state, 'queued');
   });
 
+  void test('a schema of version 1 gains the reports table; its messages stay', async () => {
+    const { url, schema } = schemaUrl();
+    const first = await open(url);
+    await first.enqueue('q', 'x', { id: 'm' });
+    await first.close();
+    await sql(base, `DROP TABLE "${schema}".reports; UPDATE "${schema}".version SET version = 1`);
+    const client = await open(url);
+    assert.equal((await client.status('q', 'm'))?.state, 'queued');
+    assert.deepEqual((await client.show('q', 'm'))?.log, []);
+    const version = await sql(base, `SELECT version FROM "${schema}".version`);
+    assert.deepEqual(
+      version.rows.map((r: { version: number }) => r.version),
+      [SCHEMA_VERSION],
+    );
+  });
+
   void test('a schema a newer kvmq migrated, tables kvmq did not make, or a schema dropped under it are refused', async () => {
     const newer = schemaUrl();
     await open(newer.url);

@@ -442,6 +442,47 @@ describe('sqlite store', () => {
     }
   });
 
+  test("a schema 7 file gains the reports table; a message's reports are deleted with it", async () => {
+    const url = freshUrl();
+    const path = url.slice('sqlite:'.length);
+    const before = await connect(url, { maintenance: false });
+    await before.enqueue('old', 'kept', { id: 'm1' });
+    await before.close();
+    const db = new Database(path);
+    db.exec('DROP TRIGGER kvmq_reports_gone; DROP TABLE kvmq_reports; PRAGMA user_version = 7');
+    db.close();
+
+    const client = await connect(url, { maintenance: false });
+    try {
+      assert.deepEqual((await client.show('old', 'm1'))?.log, []);
+      const store = storeOf(client);
+      const claimed = await store.claim('old', {
+        consumerId: 'c',
+        max: 1,
+        lockMs: 10_000,
+        accepts: null,
+        eoqBackoffMs: () => 50,
+      });
+      assert.equal(claimed.messages.length, 1);
+      assert.deepEqual(await store.report?.('old', 'c', [{ id: 'm1', attempt: 1, progress: '7', lines: ['a'] }]), [
+        'ok',
+      ]);
+      assert.equal((await client.show('old', 'm1'))?.progress, 7);
+      const finish = { id: 'm1', attempt: 1, outcome: 'success', backoffMs: 0, error: null, startedAt: 1 } as const;
+      assert.deepEqual(await store.finish('old', 'c', [finish]), ['ok']);
+      await client.remove('old', 'm1');
+    } finally {
+      await client.close();
+    }
+    const after = new Database(path, { readonly: true });
+    try {
+      assert.equal(after.pragma('user_version', { simple: true }), SCHEMA_VERSION);
+      assert.deepEqual(after.prepare('SELECT count(*) AS n FROM kvmq_reports').get(), { n: 0 });
+    } finally {
+      after.close();
+    }
+  });
+
   test('a schema 6 file is migrated: its JSON events, buffered ones included, read back with their cursors', async () => {
     const url = freshUrl();
     const path = url.slice('sqlite:'.length);

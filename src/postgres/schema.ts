@@ -16,7 +16,7 @@ import { functionsDdl } from './sql-functions.js';
 import type { Queryable } from './queryable.js';
 import { quoteIdent } from './sql-text.js';
 
-export const SCHEMA_VERSION = 1;
+export const SCHEMA_VERSION = 2;
 
 const tables = (s: string): string => `
 CREATE TABLE ${s}.messages (
@@ -129,6 +129,16 @@ CREATE TABLE ${s}.schedules (
 CREATE TABLE ${s}.version (version integer NOT NULL);
 `;
 
+// Version 1 → 2: handlers' reports (reports.ts), a row per message that reported, deleted with it.
+const reports2 = (s: string): string => `
+CREATE TABLE ${s}.reports (
+  seq      bigint  PRIMARY KEY REFERENCES ${s}.messages (seq) ON DELETE CASCADE, -- the message's seq
+  progress text,                               -- the latest progress, JSON; NULL for none
+  log      text,                               -- JSON list of the kept lines, oldest first; NULL for none
+  dropped  integer NOT NULL DEFAULT 0          -- older lines dropped to keep the log bounded
+);
+`;
+
 /**
  * What brings each older version up to date, in the one transaction of migrate(). A later schema adds its
  * step here (N → N+1 appended to every older version's steps), as the SQLite store's MIGRATIONS do.
@@ -139,8 +149,10 @@ const MIGRATIONS: Readonly<Record<number, (schema: string) => string>> = {
     return `CREATE SCHEMA IF NOT EXISTS ${s};
       ${tables(s)}
       ${functionsDdl(schema)}
-      INSERT INTO ${s}.version (version) VALUES (0);`;
+      INSERT INTO ${s}.version (version) VALUES (0);
+      ${reports2(s)}`;
   },
+  1: (schema) => reports2(quoteIdent(schema)),
 };
 
 /**

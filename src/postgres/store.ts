@@ -17,6 +17,7 @@ import { beginHandlerTransaction } from './handler-tx.js';
 import { enqueueMessages } from './enqueue.js';
 import { emptyEvents, eventsHead, readEvents, trimEvents } from './events.js';
 import { finishMessages } from './finish.js';
+import { readReport, writeReports } from './reports.js';
 import { liveConsumers, messageDetails, messageStatus, stateCounts } from './inspect.js';
 import { listPage } from './list.js';
 import { ConfigCache, ensureQueueRow } from './queue-row.js';
@@ -38,6 +39,7 @@ import type {
   FinishResult,
   HandlerTransaction,
   NewMessage,
+  Report,
   Store,
   StoreCapabilities,
   StoredDetails,
@@ -197,6 +199,10 @@ class PostgresStore implements Store {
     return this.write(queue, (tx) => finishMessages(tx, consumerId, finishes));
   }
 
+  report(queue: string, consumerId: string, reports: readonly Report[]): Promise<FinishResult[]> {
+    return this.write(queue, (tx) => writeReports(tx, consumerId, reports));
+  }
+
   queues(): Promise<string[]> {
     return this.withClient(async (client) => {
       const { rows } = await client.query<{ queue: string }>(
@@ -238,7 +244,10 @@ class PostgresStore implements Store {
   }
 
   inspect(queue: string, id: string): Promise<StoredDetails | null> {
-    return this.withClient((client) => messageDetails(client, this.s, queue, id));
+    return this.snapshot(async (client) => {
+      const details = await messageDetails(client, this.s, queue, id);
+      return details === null ? null : { ...details, report: await readReport(client, this.s, queue, id) };
+    });
   }
 
   retry(queue: string, ids: readonly string[]): Promise<ActionResult[]> {

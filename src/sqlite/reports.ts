@@ -20,7 +20,8 @@ const SQL = {
          log = coalesce(excluded.log, log), dropped = excluded.dropped`,
 } as const;
 
-interface ReportRow {
+/** A kvmq_reports row (both SQL stores). */
+export interface ReportRow {
   readonly progress: string | null;
   readonly log: string | null;
   readonly dropped: number;
@@ -39,14 +40,9 @@ export class ReportTable {
     return reports.map((report) => {
       const row = sql.held.get(queue, report.id) as HeldRow | undefined;
       if (row?.phase !== Phase.Locked || row.consumer !== consumerId || row.attempt !== report.attempt) return 'lost';
-      const stored = this.sql.bySeq.get(row.seq) as ReportRow | undefined;
-      const before = stored === undefined ? EMPTY_LOG : parseStoredLog(stored.log, stored.dropped);
-      const log = report.lines.length > 0 ? appendLog(before, report.lines) : before;
       this.sql.put.run({
         seq: row.seq,
-        progress: report.progress,
-        log: report.lines.length > 0 ? JSON.stringify(log.lines) : null,
-        dropped: log.dropped,
+        ...reportColumns(this.sql.bySeq.get(row.seq) as ReportRow | undefined, report),
       });
       if (report.progress !== null) tx.event('progress', report.id, report.attempt, report.progress);
       return 'ok';
@@ -55,8 +51,20 @@ export class ReportTable {
 
   /** A message's reports, or none. */
   read(queue: string, id: string): StoredReport {
-    const row = this.sql.byId.get(queue, id) as ReportRow | undefined;
-    if (row === undefined) return { progress: null, log: EMPTY_LOG };
-    return { progress: row.progress, log: parseStoredLog(row.log, row.dropped) };
+    return storedReport(this.sql.byId.get(queue, id) as ReportRow | undefined);
   }
+}
+
+/** The row a report writes over `stored`: the log's JSON (null leaves it) with the lines appended, bounded. */
+export function reportColumns(stored: ReportRow | undefined, report: Report): ReportRow {
+  if (report.lines.length === 0) return { progress: report.progress, log: null, dropped: stored?.dropped ?? 0 };
+  const before = stored === undefined ? EMPTY_LOG : parseStoredLog(stored.log, stored.dropped);
+  const log = appendLog(before, report.lines);
+  return { progress: report.progress, log: JSON.stringify(log.lines), dropped: log.dropped };
+}
+
+/** A message's reports from its row, if it has one. */
+export function storedReport(row: ReportRow | undefined): StoredReport {
+  if (row === undefined) return { progress: null, log: EMPTY_LOG };
+  return { progress: row.progress, log: parseStoredLog(row.log, row.dropped) };
 }
