@@ -11,6 +11,7 @@ import { parseHistory } from '../model/history.js';
 import { DEFAULT_PRIORITY } from '../model/scheduling.js';
 import { decodeOutcome, list, num, storedContent, text } from './codec.js';
 import { SCRIPTS } from './scripts.generated.js';
+import { storedReport } from './reports.js';
 import type { Scripts } from './scripts.js';
 import type { StoredDetails } from '../store/contract.js';
 
@@ -29,7 +30,7 @@ export async function inspectMessage(
   const reply = await scripts.run(SCRIPTS.inspect, queue, [id]);
   if (reply === null) return null;
   const fields = list(reply);
-  const [content, metadata, filterClass, policy, history, priority, group] = fields.slice(STATUS_FIELDS);
+  const [content, metadata, filterClass, policy, history, priority, group, progress, log] = fields.slice(STATUS_FIELDS);
   return {
     status: statusFields(queue, id, fields),
     content: storedContent(content, metadata, filterClass, where),
@@ -37,6 +38,7 @@ export async function inspectMessage(
     history: parseHistory(text(history)),
     priority: priority === null ? DEFAULT_PRIORITY : num(priority),
     group: text(group),
+    report: storedReport(progress, log),
   };
 }
 

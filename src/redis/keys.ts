@@ -60,6 +60,9 @@ export const KEY_TYPES = {
   // Hot path (issue 14).
   'idle-workers': 'hash', // consumer → '<free slots> <lock ms> <until ms>' of parked workers; each has a list
   // `idle-workers:<consumer>` of handoff entries (lua/lib/handoff.lua)
+  // Handlers' reports.
+  progress: 'hash', // id → the latest progress JSON (only once a handler reported one)
+  logs: 'hash', // id → the log as JSON {d: lines dropped, l: lines kept} (only once a handler logged)
   layout: 'string', // '1' once an enqueue's full check found the queue's keys kvmq's: hot paths skip TYPE checks
 } as const;
 

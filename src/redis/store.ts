@@ -10,6 +10,7 @@ import { readConfig, writeConfig } from './config.js';
 import { ENQUEUE_CALL_MESSAGES, enqueueMessages } from './enqueue.js';
 import { eventsHead, readEvents } from './events.js';
 import { extendLocks, finishMessages } from './finish.js';
+import { writeReports } from './reports.js';
 import { collectGarbage } from './gc.js';
 import { consumers, inspectMessage, messageStatus, queueStatus } from './inspect.js';
 import { listMessages } from './list.js';
@@ -34,6 +35,7 @@ import type {
   FinishResult,
   HandoffReceiver,
   NewMessage,
+  Report,
   Store,
   StoreCapabilities,
   StoredDetails,
@@ -144,6 +146,10 @@ class RedisStore implements Store {
 
   finish(queue: string, consumerId: string, finishes: readonly Finish[]): Promise<FinishResult[]> {
     return this.guard(() => finishMessages(this.scripts, queue, consumerId, finishes));
+  }
+
+  report(queue: string, consumerId: string, reports: readonly Report[]): Promise<FinishResult[]> {
+    return this.guard(() => writeReports(this.scripts, queue, consumerId, reports));
   }
 
   status(queue: string, id: string): Promise<MessageStatus | null> {

@@ -107,6 +107,25 @@ export function reports(fixture: StoreFixture): void {
       assert.deepEqual(shown.log, []);
     });
 
+    storeTest(fixture, "a removed message's progress and log go with it", async (h) => {
+      const q = h.queue('progress-removed');
+      h.worker(q, (job) => {
+        if (job.payload === 'first') {
+          job.progress(1);
+          job.log('first run');
+        }
+      });
+      await h.client.enqueue(q, 'first', { id: 'm' });
+      await waitForStatus(h.client, q, 'm', 'done-awaiting-gc');
+      assert.equal((await h.client.show(q, 'm'))?.progress, 1);
+      assert.equal((await h.client.remove(q, 'm')).ok, true);
+      await h.client.enqueue(q, 'second', { id: 'm' });
+      await waitForStatus(h.client, q, 'm', 'done-awaiting-gc');
+      const shown = await h.client.show(q, 'm');
+      assert.equal(shown?.progress, null);
+      assert.deepEqual(shown.log, []);
+    });
+
     storeTest(fixture, 'the log keeps its newest lines within its limits and counts those dropped', async (h) => {
       const q = h.queue('log-bounds');
       const long = 'é'.repeat(LOG_LINE_MAX_BYTES);
