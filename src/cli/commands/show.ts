@@ -1,4 +1,4 @@
-/** `kvmq show`: everything kept about one message (payload, metadata, filters, policy, history). */
+/** `kvmq show`: everything kept about one message (payload, metadata, filters, policy, history, progress, log). */
 import type { AttemptRecord, MessageDetails } from '../../index.js';
 import { expectPositionals, parseCommandLine } from '../args.js';
 import type { Command } from '../command.js';
@@ -14,11 +14,11 @@ import { lastErrorRow, statusRows } from './status.js';
 
 export const show: Command = {
   name: 'show',
-  summary: 'show one message: payload, metadata, filters, priority, history',
+  summary: 'show one message: payload, metadata, filters, priority, history, progress, log',
   usage: commandUsage(
     'show <queue> <id>',
-    'Shows a message with its payload, metadata, filters, retry policy, priority, group and the history of its\n' +
-      'attempts that did not simply succeed. Exit 1 when it is not found.',
+    'Shows a message with its payload, metadata, filters, retry policy, priority, group, the history of its\n' +
+      "attempts that did not simply succeed, and its handlers' latest progress and log. Exit 1 when it is not found.",
     [],
   ),
 
@@ -51,9 +51,17 @@ function detailsText(m: MessageDetails): string {
     ['group', m.group ?? '-'],
     ['payload', payloadText(m.payload)],
     lastErrorRow(m),
+    ['progress', m.progress === null ? '-' : JSON.stringify(m.progress)],
   ];
   const history = m.history.length === 0 ? ['history     -'] : ['history', ...m.history.map(recordLine)];
-  return [table(rows), ...history].join('\n');
+  return [table(rows), ...history, ...logLines(m)].join('\n');
+}
+
+/** The handlers' log, oldest line first, after a note of the lines dropped to keep it bounded. */
+function logLines(m: MessageDetails): string[] {
+  if (m.log.length === 0 && m.logDropped === 0) return ['log         -'];
+  const dropped = m.logDropped === 0 ? [] : [`  (${m.logDropped} older line(s) dropped)`];
+  return ['log', ...dropped, ...m.log.map((line) => `  ${line}`)];
 }
 
 function recordLine(r: AttemptRecord): string {
