@@ -344,9 +344,10 @@ export class Client {
     checkQueueName(queue);
     const query = checkListOptions(options);
     const page = await this.#store.list(queue, query);
-    const messages = page.messages.map(({ status, content }): ListedMessage =>
-      content === null ? status : { ...status, ...decodeContent(content) },
-    );
+    const messages = page.messages.map(({ status, content, progress }): ListedMessage => {
+      const listed = content === null ? status : { ...status, ...decodeContent(content) };
+      return progress == null ? listed : { ...listed, progress: JSON.parse(progress) as unknown };
+    });
     return { messages, cursor: page.cursor };
   }
 

@@ -108,3 +108,20 @@ storeTest(sqlite, 'every count with a noun agrees with it: 1 message, 2 messages
   // The live updates rewrite number and noun together, from the nouns the page gives.
   assert.match(await page(base, ''), /data-total="[^"]+" data-one="message" data-many="messages"/);
 });
+
+storeTest(sqlite, "a message's progress shows on its page and in its queue's list; its log on its page", async (h) => {
+  const base = await serveDashboard(h);
+  const queue = h.queue('reports');
+  h.worker(queue, (job) => {
+    job.progress({ done: 7, of: 9 });
+    job.log('fetched <rows>');
+    job.log('second line');
+  });
+  await h.client.enqueue(queue, 'x', { id: 'm' });
+  await waitFor(async () => (await h.client.status(queue, 'm'))?.state === 'done-awaiting-gc');
+  const message = unescape(await page(base, `queues/${queue}/messages/m`));
+  assert.match(message, /<th>Progress<\/th>\s*<td><span class="mono">\{"done":7,"of":9\}<\/span><\/td>/);
+  assert.match(message, /<pre class="code log">fetched <rows>\nsecond line<\/pre>/);
+  const list = unescape(await page(base, `queues/${queue}`));
+  assert.match(list, /<td class="mono">\s*\{"done":7,"of":9\}\s*<\/td>/);
+});

@@ -208,6 +208,8 @@ export interface AttemptRecord {
 
 /** A listed message: its status, and its content when the listing asked for it. */
 export interface ListedMessage extends MessageStatus {
+  /** The latest progress a handler reported (`job.progress`); absent when there is none. */
+  readonly progress?: unknown;
   readonly payload?: Payload;
   readonly metadata?: Metadata;
   readonly filters?: FilterValues;

@@ -51,3 +51,19 @@ export async function readReport(db: Queryable, s: string, queue: string, id: st
   );
   return storedReport(rows[0]);
 }
+
+/** The progress of those of `ids` that have one: id → JSON text. */
+export async function readProgress(
+  db: Queryable,
+  s: string,
+  queue: string,
+  ids: readonly string[],
+): Promise<Map<string, string>> {
+  if (ids.length === 0) return new Map();
+  const { rows } = await db.query<{ id: string; progress: string }>(
+    `SELECT m.id, r.progress FROM ${s}.messages m JOIN ${s}.reports r ON r.seq = m.seq
+     WHERE m.queue = $1 AND m.id = ANY($2::text[]) AND r.progress IS NOT NULL`,
+    [queue, ids],
+  );
+  return new Map(rows.map((row) => [row.id, row.progress]));
+}

@@ -17,7 +17,8 @@ import { beginHandlerTransaction } from './handler-tx.js';
 import { enqueueMessages } from './enqueue.js';
 import { emptyEvents, eventsHead, readEvents, trimEvents } from './events.js';
 import { finishMessages } from './finish.js';
-import { readReport, writeReports } from './reports.js';
+import { readProgress, readReport, writeReports } from './reports.js';
+import { withProgress } from '../store/listing-progress.js';
 import { liveConsumers, messageDetails, messageStatus, stateCounts } from './inspect.js';
 import { listPage } from './list.js';
 import { ConfigCache, ensureQueueRow } from './queue-row.js';
@@ -240,7 +241,11 @@ class PostgresStore implements Store {
   }
 
   list(queue: string, query: ListQuery): Promise<StoredPage> {
-    return this.snapshot((client) => listPage(client, this.s, queue, query));
+    return this.snapshot(async (client) => {
+      const page = await listPage(client, this.s, queue, query);
+      const ids = page.messages.map((m) => m.status.id);
+      return withProgress(page, await readProgress(client, this.s, queue, ids));
+    });
   }
 
   inspect(queue: string, id: string): Promise<StoredDetails | null> {

@@ -11,6 +11,7 @@ import { ENQUEUE_CALL_MESSAGES, enqueueMessages } from './enqueue.js';
 import { eventsHead, readEvents } from './events.js';
 import { extendLocks, finishMessages } from './finish.js';
 import { writeReports } from './reports.js';
+import { withProgress } from '../store/listing-progress.js';
 import { collectGarbage } from './gc.js';
 import { consumers, inspectMessage, messageStatus, queueStatus } from './inspect.js';
 import { listMessages } from './list.js';
@@ -161,7 +162,16 @@ class RedisStore implements Store {
   }
 
   list(queue: string, query: ListQuery): Promise<StoredPage> {
-    return this.guard(() => listMessages(this.scripts, queue, query, this.where));
+    return this.guard(async () => {
+      const page = await listMessages(this.scripts, queue, query, this.where);
+      const ids = page.messages.map((m) => m.status.id);
+      if (ids.length === 0) return page;
+      // Read just after the listing, not with it: what a listing shows of a running handler is a moment's anyway.
+      const values = await this.redis.hmget(queueKey(this.prefix, queue, 'progress'), ...ids);
+      const progress = new Map<string, string>();
+      values.forEach((value, i) => value !== null && progress.set(ids[i] as string, value));
+      return withProgress(page, progress);
+    });
   }
 
   inspect(queue: string, id: string): Promise<StoredDetails | null> {

@@ -15,6 +15,9 @@ const SQL = {
   bySeq: 'SELECT progress, log, dropped FROM kvmq_reports WHERE seq = ?',
   byId: `SELECT r.progress, r.log, r.dropped FROM kvmq_reports r JOIN kvmq_messages m ON m.seq = r.seq
        WHERE m.queue = ? AND m.id = ?`,
+  progressOf: `SELECT m.id, r.progress FROM json_each(?) j
+       JOIN kvmq_messages m ON m.queue = ? AND m.id = j.value JOIN kvmq_reports r ON r.seq = m.seq
+       WHERE r.progress IS NOT NULL`,
   put: `INSERT INTO kvmq_reports (seq, progress, log, dropped) VALUES (@seq, @progress, @log, @dropped)
        ON CONFLICT (seq) DO UPDATE SET progress = coalesce(excluded.progress, progress),
          log = coalesce(excluded.log, log), dropped = excluded.dropped`,
@@ -31,7 +34,12 @@ export class ReportTable {
   private readonly sql: { readonly [K in keyof typeof SQL]: BetterSqlite3.Statement };
 
   constructor(db: BetterSqlite3.Database) {
-    this.sql = { bySeq: db.prepare(SQL.bySeq), byId: db.prepare(SQL.byId), put: db.prepare(SQL.put) };
+    this.sql = {
+      bySeq: db.prepare(SQL.bySeq),
+      byId: db.prepare(SQL.byId),
+      progressOf: db.prepare(SQL.progressOf),
+      put: db.prepare(SQL.put),
+    };
   }
 
   /** Stores each report of a message the consumer holds (that attempt, locked); `lost` for the others. */
@@ -47,6 +55,12 @@ export class ReportTable {
       if (report.progress !== null) tx.event('progress', report.id, report.attempt, report.progress);
       return 'ok';
     });
+  }
+
+  /** The progress of those of `ids` that have one: id → JSON text. */
+  progress(queue: string, ids: readonly string[]): Map<string, string> {
+    const rows = this.sql.progressOf.all(JSON.stringify(ids), queue) as { id: string; progress: string }[];
+    return new Map(rows.map((row) => [row.id, row.progress]));
   }
 
   /** A message's reports, or none. */

@@ -26,6 +26,7 @@ import { pendingRanges } from './pending.js';
 import type { WriteContext } from './failures.js';
 import { ScheduleTable } from './schedules.js';
 import { ReportTable } from './reports.js';
+import { withProgress } from '../store/listing-progress.js';
 import { migrate } from './schema.js';
 import { prepareStatements, type QueueRow, type Statement, type Statements } from './statements.js';
 import { eventsChannel, Wakeups } from './wakeups.js';
@@ -255,7 +256,16 @@ class SqliteStore implements Store {
   }
 
   list(queue: string, query: ListQuery): Promise<StoredPage> {
-    return this.snapshot(() => this.lister.page(queue, query, pendingRanges(this.sql, queue), Date.now()));
+    return this.snapshot(() => {
+      const page = this.lister.page(queue, query, pendingRanges(this.sql, queue), Date.now());
+      return withProgress(
+        page,
+        this.reports.progress(
+          queue,
+          page.messages.map((m) => m.status.id),
+        ),
+      );
+    });
   }
 
   inspect(queue: string, id: string): Promise<StoredDetails | null> {

@@ -210,6 +210,8 @@ export interface StoredListing {
   readonly status: MessageStatus;
   /** Present when the listing asked for payloads. */
   readonly content: StoredContent | null;
+  /** The latest progress a handler reported, JSON text, or null; absent from a store that keeps none. */
+  readonly progress?: string | null;
 }
 
 export interface StoredPage {

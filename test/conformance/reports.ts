@@ -56,6 +56,11 @@ export function reports(fixture: StoreFixture): void {
       });
       assert.equal(shown.state, 'locked');
       assert.deepEqual(shown.log, ['half way']);
+      const listed = await h.client.list(q, { state: 'locked' });
+      assert.deepEqual(
+        listed.messages.map((m) => [m.id, m.progress]),
+        [['m', 42]],
+      );
       release.open();
       await waitForStatus(h.client, q, 'm', 'done-awaiting-gc');
     });

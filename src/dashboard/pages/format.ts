@@ -59,3 +59,9 @@ export function storeLabel(url: string): string {
   const at = url.lastIndexOf('@');
   return start < 0 || at < start ? url : url.slice(0, start + 3) + url.slice(at + 1);
 }
+
+/** A handler's progress in a cell: its JSON, cut to a line. */
+export function progressText(progress: unknown): string {
+  const text = JSON.stringify(progress);
+  return text.length > 60 ? `${text.slice(0, 59)}…` : text;
+}

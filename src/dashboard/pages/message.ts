@@ -29,6 +29,7 @@ export function messagePage(ctx: PageContext, m: MessageDetails, notice: PageFra
     ['Priority', m.priority === DEFAULT_PRIORITY ? `${m.priority} (default, runs first)` : String(m.priority)],
     ['Group', m.group ?? '–'],
     ['Policy', Object.keys(m.policy).length === 0 ? '–' : JSON.stringify(m.policy)],
+    ['Progress', m.progress === null ? '–' : html`<span class="mono">${JSON.stringify(m.progress)}</span>`],
   ];
   const payload = payloadView(m.payload);
   const body = html`<div class="page-head">
@@ -70,6 +71,10 @@ export function messagePage(ctx: PageContext, m: MessageDetails, notice: PageFra
     <section class="panel">
       <h2>History</h2>
       ${historyTable(m.history, now)}
+    </section>
+    <section class="panel">
+      <h2>Log</h2>
+      ${logView(m.log, m.logDropped)}
     </section>`;
   return layout(ctx, {
     title: `${m.id} in ${m.queue}`,
@@ -95,6 +100,13 @@ function keyValues(values: Readonly<Record<string, string>>): Html {
         </tr>`,
     )}
   </table>`;
+}
+
+/** The handlers' log (`job.log`), oldest line first, after a note of the older lines dropped. */
+function logView(log: readonly string[], dropped: number): Html {
+  if (log.length === 0 && dropped === 0) return html`<p class="muted empty">Nothing logged.</p>`;
+  return html`${dropped === 0 ? '' : html`<p class="muted">${dropped} older line(s) dropped.</p>`}
+    <pre class="code log">${log.join('\n')}</pre>`;
 }
 
 function historyTable(history: readonly AttemptRecord[], now: number): Html {

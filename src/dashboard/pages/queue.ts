@@ -4,7 +4,7 @@ import { html, type Html } from '../html.js';
 import { messagePath, queuePath } from '../paths.js';
 import type { PageContext } from './context.js';
 import { grid, numeric } from './grid.js';
-import { count, liveCounted, STATE_LABELS, stateBadge, when } from './format.js';
+import { STATE_LABELS, count, liveCounted, progressText, stateBadge, when } from './format.js';
 import { actionForm, layout, type PageFrame } from './layout.js';
 import { chartArea, consumersTable, pausedBadge, stateCounts } from './parts.js';
 
@@ -122,6 +122,9 @@ function messagesTable(ctx: PageContext, queue: string, messages: readonly Liste
         <td>${stateBadge(m.state)}</td>
         <td class="num">${m.attempt}</td>
         <td>${m.outcome ?? html`<span class="muted">–</span>`}</td>
+        <td class="mono">
+          ${m.progress === undefined ? html`<span class="muted">–</span>` : progressText(m.progress)}
+        </td>
         <td class="error-cell">
           ${m.lastError === null ? html`<span class="muted">–</span>` : firstLine(m.lastError)}
         </td>
@@ -130,7 +133,7 @@ function messagesTable(ctx: PageContext, queue: string, messages: readonly Liste
       </tr>`,
   );
   return grid(
-    ['Id', 'State', numeric('Attempt'), 'Outcome', 'Last error', 'Enqueued', 'Updated'],
+    ['Id', 'State', numeric('Attempt'), 'Outcome', 'Progress', 'Last error', 'Enqueued', 'Updated'],
     rows,
     'grid messages',
   );
