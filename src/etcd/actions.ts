@@ -132,6 +132,7 @@ export function removeMessages(
     const ops: Op[] = [
       { type: 'delete', key: keys.record(id) },
       { type: 'delete', key: keys.payload(id) },
+      { type: 'delete', key: keys.report(id) },
       ...indexOps(keys, id, r, null),
     ];
     if (r.idx !== null) ops.push({ type: 'delete', key: keys.ordered(r.idx, id) });

@@ -27,6 +27,7 @@ export async function clearQueue(kv: Kv, keys: QueueKeys): Promise<void> {
     range(keys.orderedStart, keys.orderedEnd),
     range(keys.records, prefixEnd(keys.records)),
     range(keys.payloads, prefixEnd(keys.payloads)),
+    range(keys.reports, prefixEnd(keys.reports)),
     // The queue's events go too; the trimmed revision stays, and readers simply see the events written after.
     ...[
       keys.doneIndex,

@@ -12,6 +12,7 @@ import { decodeEnvelope } from './envelope.js';
 import { prefixEnd, type Kv, type Watch, type WatchEvent } from './kv.js';
 import { encodeKvmqRegistration, type KvmqRegistration } from './registration.js';
 import type { MessageRecord } from './record.js';
+import type { StoredReport } from '../store/contract.js';
 import type { QueueKeys } from './keys.js';
 
 export interface Delivery {
@@ -27,6 +28,8 @@ export interface Delivery {
   readonly queueSize: number;
   /** Handed to the worker by a claim. */
   claimed: boolean;
+  /** Its reports as stored, once a handler reported (only this holder writes them while it holds it). */
+  report?: StoredReport;
 }
 
 export interface Demand {

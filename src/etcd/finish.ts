@@ -32,7 +32,7 @@ interface Write extends Change {
 }
 
 /** Every builder returns all fields (one object shape: `guarded` stays optimised for all its callers). */
-interface Built {
+export interface Built {
   ops: Op[];
   next: MessageRecord | null;
   deadLetter: QueueKeys | null;
@@ -44,7 +44,7 @@ interface Built {
  * Runs writes built from each delivery's current record until each succeeded
  * or its message is no longer this consumer's. Returns the deliveries lost.
  */
-async function guarded(
+export async function guarded(
   kv: Kv,
   keys: QueueKeys,
   consumer: LocalConsumer,

@@ -18,8 +18,8 @@ import type { QueueKeys } from './keys.js';
 import type { GcResult, QueueConfig } from '../model/types.js';
 
 const GC_LOCK_MS = 60_000;
-// Messages removed per Txn: up to five deletes each, within etcd's 128 ops.
-const GC_PAGE = 24;
+// Messages removed per Txn: up to six deletes each, within etcd's 128 ops.
+const GC_PAGE = 20;
 
 interface GcLock {
   readonly at: number;
@@ -131,6 +131,7 @@ async function collect(
       { type: 'delete', key: entry },
       { type: 'delete', key: keys.record(id) },
       { type: 'delete', key: keys.payload(id) },
+      { type: 'delete', key: keys.report(id) },
       ...indexOps(keys, id, record, null).filter((op) => op.key !== entry),
     );
     if (record.payloadKey !== null) ops.push({ type: 'delete', key: record.payloadKey });

@@ -57,6 +57,8 @@ export class QueueKeys {
   readonly shortConsumers: string;
   readonly records: string;
   readonly payloads: string;
+  /** Handlers' reports: `/kvmq/report/{id}`, value JSON `{"progress", "log", "dropped"}` (reports.ts). */
+  readonly reports: string;
   readonly doneIndex: string;
   /** Failed messages by failure time: `/kvmq/failed/{failedAt:13}/{id}`. */
   readonly failedIndex: string;
@@ -100,6 +102,7 @@ export class QueueKeys {
     this.shortConsumers = `${this.shortPrefix}c/`;
     this.records = `${long}/kvmq/msg/`;
     this.payloads = `${long}/kvmq/payload/`;
+    this.reports = `${long}/kvmq/report/`;
     this.doneIndex = `${long}/kvmq/done/`;
     this.failedIndex = `${long}/kvmq/failed/`;
     this.backoffIndex = `${long}/kvmq/backoff/`;
@@ -142,6 +145,10 @@ export class QueueKeys {
 
   record(id: string): string {
     return this.records + id;
+  }
+
+  report(id: string): string {
+    return this.reports + id;
   }
 
   payload(id: string): string {

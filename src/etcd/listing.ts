@@ -12,6 +12,7 @@
  * The cursor is the state and the last key walked. Each listed status comes
  * from the record read after the index, so it is what status() says.
  */
+import { decodeReport } from './reports.js';
 import { parseTimeKey, timeKey, type QueueKeys } from './keys.js';
 import { prefixEnd, type KeyValue, type Kv } from './kv.js';
 import { decodeRecord, stateOf, type MessageRecord } from './record.js';
@@ -178,7 +179,10 @@ export async function inspectMessage(kv: Kv, keys: QueueKeys, id: string): Promi
   if (item === undefined) return null;
   const r = readRecord(item);
   const where = payloadKeyOf(keys, id, r);
-  const payload = where === null ? null : ((await kv.range({ key: where })).kvs[0] ?? null);
+  const [payload, report] = await Promise.all([
+    where === null ? null : kv.range({ key: where }).then((read) => read.kvs[0] ?? null),
+    kv.range({ key: keys.report(id) }),
+  ]);
   return {
     status: statusOf(keys, id, r, Date.now()),
     content: content(r, payload),
@@ -186,5 +190,6 @@ export async function inspectMessage(kv: Kv, keys: QueueKeys, id: string): Promi
     history: r.history,
     priority: r.priority,
     group: r.group,
+    report: decodeReport(report.kvs[0]?.value),
   };
 }

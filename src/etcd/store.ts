@@ -13,6 +13,9 @@ import { LocalConsumer, type Delivery } from './consumer.js';
 import { DispatcherHost } from './dispatcher/host.js';
 import { enqueueMessages, submitEnqueues, type Answer } from './enqueue.js';
 import { extendDeliveries, finishDeliveries, releaseDeliveries } from './finish.js';
+import { decodeReport, writeReports } from './reports.js';
+import { getMany } from './txn-batch.js';
+import { withProgress } from '../store/listing-progress.js';
 import { runGc } from './gc.js';
 import { liveConsumers, messageStatus, queueSize, stateCounts } from './inspect.js';
 import { MAX_PAYLOAD_BYTES, QueueKeys } from './keys.js';
@@ -45,6 +48,7 @@ import type {
   Finish,
   FinishResult,
   NewMessage,
+  Report,
   Store,
   StoreCapabilities,
   StoredDetails,
@@ -315,6 +319,14 @@ export class EtcdStore implements Store {
     );
   }
 
+  async report(queue: string, consumerId: string, reports: readonly Report[]): Promise<FinishResult[]> {
+    this.checkOpen();
+    const entry = this.locals.get(consumerKey(queue, consumerId));
+    if (entry === undefined) return reports.map(() => 'lost');
+    const config = (await this.queueWatch(queue)).config;
+    return writeReports(this.kv, this.keys(queue), entry.consumer, reports, config?.events === true);
+  }
+
   status(queue: string, id: string): Promise<MessageStatus | null> {
     this.checkOpen();
     return messageStatus(this.kv, this.keys(queue), id);
@@ -341,7 +353,23 @@ export class EtcdStore implements Store {
 
   list(queue: string, query: ListQuery): Promise<StoredPage> {
     this.checkOpen();
-    return listMessages(this.kv, this.keys(queue), query);
+    return listMessages(this.kv, this.keys(queue), query).then((page) => this.withProgress(queue, page));
+  }
+
+  /** The page with each message's progress, read for its ids (cost: the page). */
+  private async withProgress(queue: string, page: StoredPage): Promise<StoredPage> {
+    const keys = this.keys(queue);
+    const ids = page.messages.map((m) => m.status.id);
+    const kvs = await getMany(
+      this.kv,
+      ids.map((id) => keys.report(id)),
+    );
+    const progress = new Map<string, string>();
+    ids.forEach((id, i) => {
+      const value = decodeReport(kvs[i]?.value).progress;
+      if (value !== null) progress.set(id, value);
+    });
+    return withProgress(page, progress);
   }
 
   inspect(queue: string, id: string): Promise<StoredDetails | null> {

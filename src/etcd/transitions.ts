@@ -321,6 +321,7 @@ export function deadLetterOps(
   const ops: Op[] = [
     { type: 'delete', key: keys.record(id) },
     { type: 'delete', key: keys.payload(id) },
+    { type: 'delete', key: keys.report(id) },
     ...indexOps(keys, id, before, null),
     { type: 'put', key: dlq.ordered(idx, id), value: payload },
     { type: 'put', key: dlq.record(id), value: encodeRecord(moved) },
