@@ -12,7 +12,7 @@
  * The cursor is the state and the last key walked. Each listed status comes
  * from the record read after the index, so it is what status() says.
  */
-import { decodeReport } from './reports.js';
+import { decodeReport } from '../store/report-codec.js';
 import { parseTimeKey, timeKey, type QueueKeys } from './keys.js';
 import { prefixEnd, type KeyValue, type Kv } from './kv.js';
 import { decodeRecord, stateOf, type MessageRecord } from './record.js';

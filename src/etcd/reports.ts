@@ -5,7 +5,7 @@
  * `lost` and writes nothing. Only the holder writes while it holds, so it keeps the stored value with its
  * delivery and appends to that, read once per delivery.
  */
-import { appendLog, EMPTY_LOG } from '../model/reports.js';
+import { applyReport, decodeReport, encodeReport, NO_REPORT } from '../store/report-codec.js';
 import { changeEvents } from './event-ops.js';
 import { guarded } from './finish.js';
 import { encodeRecord } from './record.js';
@@ -44,11 +44,7 @@ export async function writeReports(
     [...held.keys()],
     (d) => {
       const report = held.get(d) as Report;
-      const before = d.report ?? NO_REPORT;
-      const next: StoredReport = {
-        progress: report.progress ?? before.progress,
-        log: report.lines.length === 0 ? before.log : appendLog(before.log, report.lines),
-      };
+      const next = applyReport(d.report ?? NO_REPORT, report);
       written.set(d, next);
       const event =
         report.progress === null
@@ -72,21 +68,4 @@ export async function writeReports(
     const delivery = consumer.byId(report.id);
     return delivery !== undefined && held.get(delivery) === report && !lost.has(delivery) ? 'ok' : 'lost';
   });
-}
-
-const NO_REPORT: StoredReport = { progress: null, log: EMPTY_LOG };
-
-export function decodeReport(value: Buffer | undefined): StoredReport {
-  if (value === undefined) return NO_REPORT;
-  const { progress, log, dropped } = JSON.parse(value.toString()) as {
-    progress: string | null;
-    log: string[];
-    dropped: number;
-  };
-  return { progress, log: { lines: log, dropped } };
-}
-
-function encodeReport(report: StoredReport): Buffer {
-  const { progress, log } = report;
-  return Buffer.from(JSON.stringify({ progress, log: log.lines, dropped: log.dropped }));
 }

@@ -5,6 +5,7 @@
  * nodes whose state keeps only their prefix: an action finds the entry's full
  * name in its bucket (one listing of at most 2,000 names).
  */
+import { reportRemovals } from './reports.js';
 import { indexRemovals } from './debounce-index.js';
 import { releaseOps } from './group-paths.js';
 import { parseFilterClass } from '../model/filters.js';
@@ -236,7 +237,7 @@ export function removeMessages(ctx: StoreContext, q: QueueContext, ids: readonly
       { op: 'remove', path: nodes.data, version: -1 },
     );
     if (s.nextEncoding !== null) ops.push({ op: 'remove', path: nodes.next, version: -1 });
-    ops.push({ op: 'remove', path: taskPath, version: -1 });
+    ops.push(...(await reportRemovals(ctx.zk, [taskPath])), { op: 'remove', path: taskPath, version: -1 });
     if (entry !== null) ops.push({ op: 'remove', path: entry, version: -1 });
     ops.push(...(await indexRemovals(ctx.zk, q, [{ id, state: s }])));
     ops.push(...q.events.ops(await q.eventsConfig(), [{ type: 'removed', id, attempt: s.attempt, at: Date.now() }]));

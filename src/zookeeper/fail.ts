@@ -117,7 +117,7 @@ async function deadLetterOps(
   entryPath: string | null,
 ): Promise<ZkOp[] | null> {
   const source = taskNodes(q.paths.task(id));
-  const [data, metadata] = await ctx.zk.getMany([source.data, source.metadata]);
+  const [data, metadata, report] = await ctx.zk.getMany([source.data, source.metadata, source.report]);
   if (data == null || metadata == null) return null;
   await dlq.ensure();
   const bucket = dlq.paths.taskBucket(id);
@@ -144,6 +144,8 @@ async function deadLetterOps(
     { op: 'create', path: target.state, data: encodeState(queued) },
     { op: 'create', path: target.metadata, data: metadata.data },
     { op: 'create', path: target.data, data: data.data },
+    // Its handlers' reports move with it.
+    ...(report == null ? [] : [{ op: 'create', path: target.report, data: report.data } as const]),
     { op: 'create', path: prefix, kind: 'sequential' },
     // Touching the sub-queue wakes the dead-letter queue's idle workers.
     { op: 'set', path: dlq.paths.classDir(failed.filterClass, priorityOf(failed)), data: Buffer.alloc(0), version: -1 },
@@ -153,6 +155,7 @@ async function deadLetterOps(
     { op: 'remove', path: source.metadata, version: -1 },
     { op: 'remove', path: source.data, version: -1 },
     ...(failed.nextEncoding === null ? [] : [{ op: 'remove', path: source.next, version: -1 } as const]),
+    ...(report == null ? [] : [{ op: 'remove', path: source.report, version: -1 } as const]),
     { op: 'remove', path: q.paths.task(id), version: -1 },
     ...(entryPath === null ? [] : [{ op: 'remove', path: entryPath, version: -1 } as const]),
     ...(await indexRemovals(ctx.zk, q, [{ id, state: failed }])),

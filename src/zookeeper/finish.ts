@@ -145,7 +145,7 @@ export async function finishMessages(
 }
 
 /** The claim as this store holds it; re-read from the server when missing or stale (`reread`). */
-async function heldFor(
+export async function heldFor(
   ctx: StoreContext,
   q: QueueContext,
   consumer: string,

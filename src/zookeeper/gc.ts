@@ -8,6 +8,7 @@
  * ago (stale claims of stalled consumers); removes lapsed consumers; and trims
  * the queue's events to its `eventsMaxCount` and `eventsMaxAgeMs` (events.ts).
  */
+import { reportRemovals } from './reports.js';
 import { isZkError, ZkCode, type ZkOp } from './client.js';
 import { decodeState, parseSubNode, taskNodes, type Entry, type TaskState } from './layout.js';
 import { parseFilterClass } from '../model/filters.js';
@@ -120,24 +121,31 @@ async function removeTasks(
   q: QueueContext,
   tasks: readonly { entry: Entry; state: TaskState; version: number }[],
 ): Promise<number> {
-  const ops: ZkOp[] = tasks.flatMap(({ entry, state, version }) => {
-    const taskPath = q.paths.task(entry.id);
-    const nodes = taskNodes(taskPath);
-    return [
-      { op: 'check', path: nodes.state, version },
-      ...Object.keys(parseFilterClass(state.filterClass)).map((name): ZkOp => ({
-        op: 'remove',
-        path: `${nodes.filters}/${name}`,
-        version: -1,
-      })),
-      { op: 'remove', path: nodes.filters, version: -1 },
-      { op: 'remove', path: nodes.state, version: -1 },
-      { op: 'remove', path: nodes.metadata, version: -1 },
-      { op: 'remove', path: nodes.data, version: -1 },
-      { op: 'remove', path: taskPath, version: -1 },
-      { op: 'remove', path: entry.path, version: -1 },
-    ];
-  });
+  // Handlers' reports, where there are some, go first: a task node is removed once it has no children.
+  const reports = await reportRemovals(
+    ctx.zk,
+    tasks.map((t) => q.paths.task(t.entry.id)),
+  );
+  const ops: ZkOp[] = reports.concat(
+    tasks.flatMap(({ entry, state, version }) => {
+      const taskPath = q.paths.task(entry.id);
+      const nodes = taskNodes(taskPath);
+      return [
+        { op: 'check', path: nodes.state, version },
+        ...Object.keys(parseFilterClass(state.filterClass)).map((name): ZkOp => ({
+          op: 'remove',
+          path: `${nodes.filters}/${name}`,
+          version: -1,
+        })),
+        { op: 'remove', path: nodes.filters, version: -1 },
+        { op: 'remove', path: nodes.state, version: -1 },
+        { op: 'remove', path: nodes.metadata, version: -1 },
+        { op: 'remove', path: nodes.data, version: -1 },
+        { op: 'remove', path: taskPath, version: -1 },
+        { op: 'remove', path: entry.path, version: -1 },
+      ];
+    }),
+  );
   // Debounce index nodes that still name these tasks go with them.
   ops.push(
     ...(await indexRemovals(

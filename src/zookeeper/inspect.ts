@@ -1,4 +1,5 @@
 /** status, queueStatus and the consumer registry (`consumers/<id>` with its ephemeral `current`). */
+import { decodeReport } from '../store/report-codec.js';
 import {
   MESSAGE_STATES,
   type ConsumerInfo,
@@ -61,7 +62,13 @@ export function contentOf(s: TaskState, data: Buffer, metadata: Buffer): StoredC
 /** Everything about one task, read in one request (state first, so the rest is at least as new). */
 export async function inspectMessage(ctx: StoreContext, q: QueueContext, id: string): Promise<StoredDetails | null> {
   const nodes = taskNodes(q.paths.task(id));
-  const [read, claim, data, metadata] = await ctx.zk.getMany([nodes.state, nodes.claim, nodes.data, nodes.metadata]);
+  const [read, claim, data, metadata, report] = await ctx.zk.getMany([
+    nodes.state,
+    nodes.claim,
+    nodes.data,
+    nodes.metadata,
+    nodes.report,
+  ]);
   if (read == null || data == null || metadata == null) return null;
   const s = decodeState(nodes.state, read.data);
   return {
@@ -71,6 +78,7 @@ export async function inspectMessage(ctx: StoreContext, q: QueueContext, id: str
     history: s.history ?? [],
     priority: priorityOf(s),
     group: s.group ?? null,
+    report: decodeReport(report?.data),
   };
 }
 

@@ -8,7 +8,8 @@
  *       /<filter class>~<pppp>               the same for priority pppp (1..1000), see subNode
  *         /<bucket>                          at most BUCKET_SIZE entries each
  *           /<readyAt>-<task>-<seq>          an entry, kept while its task is locked
- *     /tasks/<hash bucket>/<task>            filters/<name>, state, metadata, data, claim, next
+ *     /tasks/<hash bucket>/<task>            filters/<name>, state, metadata, data, claim, next, report (handlers'
+ *                                            progress and log, once they reported; see reports.ts)
  *     /done/<bucket>/<doneAt>-<task>-<seq>   finished tasks in finishing order, for GC
  *     /failed/<bucket>/<failedAt>-<task>-<seq> failed tasks in failing order, for GC and listings
  *     /waiting/<bucket>/<until>-<task>-<seq>  a backoff's end (pending or done), for counts; GC prunes ended ones
@@ -139,6 +140,7 @@ export function taskNodes(taskPath: string): {
   data: string;
   claim: string;
   next: string;
+  report: string;
 } {
   return {
     filters: `${taskPath}/filters`,
@@ -147,6 +149,7 @@ export function taskNodes(taskPath: string): {
     data: `${taskPath}/data`,
     claim: `${taskPath}/claim`,
     next: `${taskPath}/next`,
+    report: `${taskPath}/report`,
   };
 }
 

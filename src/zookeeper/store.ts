@@ -10,6 +10,8 @@ import { readConfig, writeConfig } from './conf.js';
 import { StoreContext } from './context.js';
 import { enqueueMessages, MULTI_BYTES } from './enqueue.js';
 import { extendLocks, finishMessages } from './finish.js';
+import { progressOf, writeReports } from './reports.js';
+import { withProgress } from '../store/listing-progress.js';
 import { clearQueue, runGc } from './gc.js';
 import {
   inspectMessage,
@@ -36,6 +38,7 @@ import type {
   Finish,
   FinishResult,
   NewMessage,
+  Report,
   Store,
   StoreCapabilities,
   StoredDetails,
@@ -116,6 +119,10 @@ class ZookeeperStore implements Store {
     return this.guard(() => finishMessages(this.ctx, this.ctx.queue(queue), consumerId, finishes));
   }
 
+  report(queue: string, consumerId: string, reports: readonly Report[]): Promise<FinishResult[]> {
+    return this.guard(() => writeReports(this.ctx, this.ctx.queue(queue), consumerId, reports));
+  }
+
   status(queue: string, id: string): Promise<MessageStatus | null> {
     return this.guard(() => messageStatus(this.ctx, this.ctx.queue(queue), id));
   }
@@ -135,7 +142,11 @@ class ZookeeperStore implements Store {
   }
 
   list(queue: string, query: ListQuery): Promise<StoredPage> {
-    return this.guard(() => listMessages(this.ctx, this.ctx.queue(queue), query));
+    return this.guard(async () => {
+      const q = this.ctx.queue(queue);
+      const page = await listMessages(this.ctx, q, query);
+      return withProgress(page, await progressOf(this.ctx.zk, q, page));
+    });
   }
 
   inspect(queue: string, id: string): Promise<StoredDetails | null> {
