@@ -153,15 +153,15 @@ export interface Job {
    * `progress` queue event. Writes are coalesced: at most one per REPORT_EVERY_MS per message reaches the store,
    * with the latest value, and the last is stored before the message's outcome. Returns false, recording nothing,
    * once the worker no longer holds the message (its lock was lost, it was stopped, or the handler has returned);
-   * throws JobReportError for a value that is not JSON-encodable or too large.
+   * throws JobReportError for a value that is not JSON-encodable or too large. Bound: `({ progress }) => ...` works.
    */
-  progress(value: unknown): boolean;
+  readonly progress: (value: unknown) => boolean;
   /**
    * Appends a line to the message's log (kept: the newest LOG_MAX_LINES lines within LOG_MAX_BYTES; older ones are
    * dropped and counted). A line over LOG_LINE_MAX_BYTES is cut, its end saying how much. Coalesced and flushed
    * with progress; returns false, as `progress` does, once the worker no longer holds the message.
    */
-  log(line: string): boolean;
+  readonly log: (line: string) => boolean;
 }
 
 export interface HandlerResult {

@@ -77,12 +77,17 @@ export class HeldJob implements Job {
     this.#reporter = reporter;
   }
 
-  progress(value: unknown): boolean {
-    return this.#reporter.reportProgress(this.#held, value);
+  // Getters that bind, so `({ progress }) => progress(1)` works too; made only when a handler reads them.
+  get progress(): (value: unknown) => boolean {
+    const held = this.#held;
+    const reporter = this.#reporter;
+    return (value) => reporter.reportProgress(held, value);
   }
 
-  log(line: string): boolean {
-    return this.#reporter.reportLine(this.#held, line);
+  get log(): (line: string) => boolean {
+    const held = this.#held;
+    const reporter = this.#reporter;
+    return (line) => reporter.reportLine(held, line);
   }
 
   /** Made on first read: most handlers never read it, and one per message costs. */
