@@ -144,6 +144,16 @@ export async function finishDeliveries(
       held.set(f.id, { delivery, finish: f });
     }
   }
+  // Handlers' reports move with a message to the dead-letter queue: read for the failures only (a rare path).
+  const failing = deadLetter === null ? [] : [...held.values()].filter((h) => h.finish.outcome === 'error');
+  const reports = new Map<string, Buffer>();
+  if (failing.length > 0) {
+    const kvs = await getMany(
+      kv,
+      failing.map((h) => keys.report(h.delivery.id)),
+    );
+    failing.forEach((h, i) => kvs[i] != null && reports.set(h.delivery.id, (kvs[i] as { value: Buffer }).value));
+  }
   const build = (d: Delivery, payloads: ReadonlyMap<string, Buffer>): Built => {
     const f = held.get(d.id)?.finish;
     if (f === undefined) throw new Error('kvmq: a finish lost track of its message');
@@ -154,6 +164,8 @@ export async function finishDeliveries(
     const noted = event === null ? undefined : changeEvents(keys, events, event);
     if (result.record.phase === 'failed' && deadLetter !== null && !consumer.noDeadLetter.has(d.id)) {
       const ops = deadLetterOps(keys, deadLetter, d.id, d.record, result.record, ordered, d.payload, now);
+      const report = reports.get(d.id);
+      if (report !== undefined) ops.push({ type: 'put', key: deadLetter.report(d.id), value: report });
       const counts = [...countChange(keys, d.record, null), ...countChange(deadLetter, null, DEAD_LETTERED)];
       return { ops: [{ type: 'delete', key: d.key }, ...ops], next: null, deadLetter, events: noted, counts };
     }

@@ -64,8 +64,8 @@ export const SCRIPTS = {
       'idle-workers',
     ],
     readOnly: false,
-    sha: '24924cf284ba16718ddc930f8d19d8c46d9623a6',
-    fn: 'kvmq_dcbfc1631df5_claim',
+    sha: '5611eaa7385130f80ddf208cbc086824e7d1eb67',
+    fn: 'kvmq_56739654b5bb_claim',
     source: `#!lua flags=allow-oom
 -- The queue's keys are its base (the one key the call passes) and their names.
 local KEY_BASE = KEYS[1]
@@ -603,7 +603,7 @@ end
 -- the caller writes the \`failed\` one). Also the history of attempts. Scripts include events before it.
 --
 -- KEYS: messages metadata filters policies history outcomes updated-at locks holders lock-expiry
---       backoffs schedule requeue requeue-locks requeue-content failed conf priorities groups
+--       backoffs schedule requeue requeue-locks requeue-content failed conf priorities groups progress logs
 
 -- Attempt records kept per message (model/history.ts HISTORY_LIMIT).
 local HISTORY_LIMIT = 10
@@ -648,7 +648,7 @@ local function dead_letter(id, dlq, now)
     if string.byte(lane, 1) == 64 then list = list .. lane else list = list .. ':' .. lane end
   end
   local hashes = { 'messages', 'metadata', 'filters', 'policies', 'history', 'outcomes', 'enqueued-at', 'updated-at',
-    'pushes', 'priorities', 'groups' }
+    'pushes', 'priorities', 'groups', 'progress', 'logs' }
   for _, key in ipairs(hashes) do check_type(dk(key), 'hash') end
   check_type(dk('classes'), 'set')
   check_type(dk('lanes'), 'zset')
@@ -662,7 +662,8 @@ local function dead_letter(id, dlq, now)
   end
   if redis.call('HEXISTS', dk('messages'), id) == 1 then return false end
   for _, pair in ipairs({ { 'messages', (KEY_BASE .. 'messages') }, { 'metadata', (KEY_BASE .. 'metadata') }, { 'policies', (KEY_BASE .. 'policies') },
-    { 'history', (KEY_BASE .. 'history') }, { 'outcomes', (KEY_BASE .. 'outcomes') }, { 'priorities', (KEY_BASE .. 'priorities') }, { 'groups', (KEY_BASE .. 'groups') } }) do
+    { 'history', (KEY_BASE .. 'history') }, { 'outcomes', (KEY_BASE .. 'outcomes') }, { 'priorities', (KEY_BASE .. 'priorities') }, { 'groups', (KEY_BASE .. 'groups') },
+    { 'progress', (KEY_BASE .. 'progress') }, { 'logs', (KEY_BASE .. 'logs') } }) do
     local value = redis.call('HGET', pair[2], id)
     if value then redis.call('HSET', dk(pair[1]), id, value) end
   end
@@ -1341,7 +1342,7 @@ return reply
     ],
     readOnly: false,
     sha: '97163089b9fbb0f73ba453fb3bcb31bf914422e1',
-    fn: 'kvmq_dcbfc1631df5_clear',
+    fn: 'kvmq_56739654b5bb_clear',
     source: `#!lua flags=allow-oom
 -- The queue's keys are its base (the one key the call passes) and their names.
 local KEY_BASE = KEYS[1]
@@ -1673,7 +1674,7 @@ return 1
     ],
     readOnly: false,
     sha: 'b689e194ee080f3303bf98a863696d812664291e',
-    fn: 'kvmq_dcbfc1631df5_configure',
+    fn: 'kvmq_56739654b5bb_configure',
     source: `#!lua
 -- The queue's keys are its base (the one key the call passes) and their names.
 local KEY_BASE = KEYS[1]
@@ -2125,7 +2126,7 @@ return 1
     keys: ['consumers', 'holders', 'locks'],
     readOnly: true,
     sha: '2decb7372826376d6fbdb18ab8ff5ca308ea6531',
-    fn: 'kvmq_dcbfc1631df5_consumers',
+    fn: 'kvmq_56739654b5bb_consumers',
     source: `#!lua flags=no-writes
 -- The queue's keys are its base (the one key the call passes) and their names.
 local KEY_BASE = KEYS[1]
@@ -2496,7 +2497,7 @@ return reply
     ],
     readOnly: false,
     sha: 'bd72f75ca91a64c8e6f4a1fe092fdcb8d85cda89',
-    fn: 'kvmq_dcbfc1631df5_enqueue',
+    fn: 'kvmq_56739654b5bb_enqueue',
     source: `#!lua
 -- The queue's keys are its base (the one key the call passes) and their names.
 local KEY_BASE = KEYS[1]
@@ -3459,7 +3460,7 @@ return replies
     keys: ['events', 'events-seq'],
     readOnly: false,
     sha: 'fe8c959ef09a7707bb15afd1a286b94bcf05211c',
-    fn: 'kvmq_dcbfc1631df5_events_trim',
+    fn: 'kvmq_56739654b5bb_events_trim',
     source: `#!lua flags=allow-oom
 -- The queue's keys are its base (the one key the call passes) and their names.
 local KEY_BASE = KEYS[1]
@@ -3787,7 +3788,7 @@ return redis.call('XTRIM', (KEY_BASE .. 'events'), 'MINID', string.format('%d', 
     keys: ['locks', 'holders', 'nattempts', 'lock-expiry', 'requeue', 'requeue-locks'],
     readOnly: false,
     sha: 'b46679a68fc986c5a16388d19100b9e46c7e5105',
-    fn: 'kvmq_dcbfc1631df5_extend',
+    fn: 'kvmq_56739654b5bb_extend',
     source: `#!lua flags=allow-oom
 -- The queue's keys are its base (the one key the call passes) and their names.
 local KEY_BASE = KEYS[1]
@@ -4149,8 +4150,8 @@ return lost
       'logs',
     ],
     readOnly: false,
-    sha: '3a12b41cf8b5a2a89518db6d6f7af298b016d682',
-    fn: 'kvmq_dcbfc1631df5_finish',
+    sha: '19d7c5bf1032450c117de370498641ffcbd15418',
+    fn: 'kvmq_56739654b5bb_finish',
     source: `#!lua flags=allow-oom
 -- The queue's keys are its base (the one key the call passes) and their names.
 local KEY_BASE = KEYS[1]
@@ -4688,7 +4689,7 @@ end
 -- the caller writes the \`failed\` one). Also the history of attempts. Scripts include events before it.
 --
 -- KEYS: messages metadata filters policies history outcomes updated-at locks holders lock-expiry
---       backoffs schedule requeue requeue-locks requeue-content failed conf priorities groups
+--       backoffs schedule requeue requeue-locks requeue-content failed conf priorities groups progress logs
 
 -- Attempt records kept per message (model/history.ts HISTORY_LIMIT).
 local HISTORY_LIMIT = 10
@@ -4733,7 +4734,7 @@ local function dead_letter(id, dlq, now)
     if string.byte(lane, 1) == 64 then list = list .. lane else list = list .. ':' .. lane end
   end
   local hashes = { 'messages', 'metadata', 'filters', 'policies', 'history', 'outcomes', 'enqueued-at', 'updated-at',
-    'pushes', 'priorities', 'groups' }
+    'pushes', 'priorities', 'groups', 'progress', 'logs' }
   for _, key in ipairs(hashes) do check_type(dk(key), 'hash') end
   check_type(dk('classes'), 'set')
   check_type(dk('lanes'), 'zset')
@@ -4747,7 +4748,8 @@ local function dead_letter(id, dlq, now)
   end
   if redis.call('HEXISTS', dk('messages'), id) == 1 then return false end
   for _, pair in ipairs({ { 'messages', (KEY_BASE .. 'messages') }, { 'metadata', (KEY_BASE .. 'metadata') }, { 'policies', (KEY_BASE .. 'policies') },
-    { 'history', (KEY_BASE .. 'history') }, { 'outcomes', (KEY_BASE .. 'outcomes') }, { 'priorities', (KEY_BASE .. 'priorities') }, { 'groups', (KEY_BASE .. 'groups') } }) do
+    { 'history', (KEY_BASE .. 'history') }, { 'outcomes', (KEY_BASE .. 'outcomes') }, { 'priorities', (KEY_BASE .. 'priorities') }, { 'groups', (KEY_BASE .. 'groups') },
+    { 'progress', (KEY_BASE .. 'progress') }, { 'logs', (KEY_BASE .. 'logs') } }) do
     local value = redis.call('HGET', pair[2], id)
     if value then redis.call('HSET', dk(pair[1]), id, value) end
   end
@@ -5029,7 +5031,7 @@ return replies
     ],
     readOnly: false,
     sha: '532ede7fbd8f3a79145aca4565bcc7b51e7a87dc',
-    fn: 'kvmq_dcbfc1631df5_fire_schedule',
+    fn: 'kvmq_56739654b5bb_fire_schedule',
     source: `#!lua
 -- The queue's keys are its base (the one key the call passes) and their names.
 local KEY_BASE = KEYS[1]
@@ -6001,7 +6003,7 @@ return replies
     keys: ['consumers', 'gc-lock'],
     readOnly: false,
     sha: '7cf2f40e08ce9ef0900d4ac2be143e0589474446',
-    fn: 'kvmq_dcbfc1631df5_gc_finish',
+    fn: 'kvmq_56739654b5bb_gc_finish',
     source: `#!lua flags=allow-oom
 -- The queue's keys are its base (the one key the call passes) and their names.
 local KEY_BASE = KEYS[1]
@@ -6318,7 +6320,7 @@ return #lapsed
     keys: ['gc-lock', 'gc-at'],
     readOnly: false,
     sha: '08bbfb40ad452dfe59535d4451fc0cf0f0fb0d25',
-    fn: 'kvmq_dcbfc1631df5_gc_start',
+    fn: 'kvmq_56739654b5bb_gc_start',
     source: `#!lua flags=allow-oom
 -- The queue's keys are its base (the one key the call passes) and their names.
 local KEY_BASE = KEYS[1]
@@ -6661,7 +6663,7 @@ return 1
     ],
     readOnly: false,
     sha: '67045913c92b4074347465f015272924d5956388',
-    fn: 'kvmq_dcbfc1631df5_gc_sweep',
+    fn: 'kvmq_56739654b5bb_gc_sweep',
     source: `#!lua flags=allow-oom
 -- The queue's keys are its base (the one key the call passes) and their names.
 local KEY_BASE = KEYS[1]
@@ -7053,7 +7055,7 @@ return { removed, #old }
     ],
     readOnly: true,
     sha: 'e270744ab15454c98fced666011dde7907708246',
-    fn: 'kvmq_dcbfc1631df5_inspect',
+    fn: 'kvmq_56739654b5bb_inspect',
     source: `#!lua flags=no-writes
 -- The queue's keys are its base (the one key the call passes) and their names.
 local KEY_BASE = KEYS[1]
@@ -7474,8 +7476,8 @@ return reply
       'logs',
     ],
     readOnly: false,
-    sha: 'b271ee678d862205d790ee46976cdff692075651',
-    fn: 'kvmq_dcbfc1631df5_list',
+    sha: '61a280fb9648f2d93b32999915a5e473ae06da57',
+    fn: 'kvmq_56739654b5bb_list',
     source: `#!lua flags=allow-oom
 -- The queue's keys are its base (the one key the call passes) and their names.
 local KEY_BASE = KEYS[1]
@@ -8081,7 +8083,7 @@ end
 -- the caller writes the \`failed\` one). Also the history of attempts. Scripts include events before it.
 --
 -- KEYS: messages metadata filters policies history outcomes updated-at locks holders lock-expiry
---       backoffs schedule requeue requeue-locks requeue-content failed conf priorities groups
+--       backoffs schedule requeue requeue-locks requeue-content failed conf priorities groups progress logs
 
 -- Attempt records kept per message (model/history.ts HISTORY_LIMIT).
 local HISTORY_LIMIT = 10
@@ -8126,7 +8128,7 @@ local function dead_letter(id, dlq, now)
     if string.byte(lane, 1) == 64 then list = list .. lane else list = list .. ':' .. lane end
   end
   local hashes = { 'messages', 'metadata', 'filters', 'policies', 'history', 'outcomes', 'enqueued-at', 'updated-at',
-    'pushes', 'priorities', 'groups' }
+    'pushes', 'priorities', 'groups', 'progress', 'logs' }
   for _, key in ipairs(hashes) do check_type(dk(key), 'hash') end
   check_type(dk('classes'), 'set')
   check_type(dk('lanes'), 'zset')
@@ -8140,7 +8142,8 @@ local function dead_letter(id, dlq, now)
   end
   if redis.call('HEXISTS', dk('messages'), id) == 1 then return false end
   for _, pair in ipairs({ { 'messages', (KEY_BASE .. 'messages') }, { 'metadata', (KEY_BASE .. 'metadata') }, { 'policies', (KEY_BASE .. 'policies') },
-    { 'history', (KEY_BASE .. 'history') }, { 'outcomes', (KEY_BASE .. 'outcomes') }, { 'priorities', (KEY_BASE .. 'priorities') }, { 'groups', (KEY_BASE .. 'groups') } }) do
+    { 'history', (KEY_BASE .. 'history') }, { 'outcomes', (KEY_BASE .. 'outcomes') }, { 'priorities', (KEY_BASE .. 'priorities') }, { 'groups', (KEY_BASE .. 'groups') },
+    { 'progress', (KEY_BASE .. 'progress') }, { 'logs', (KEY_BASE .. 'logs') } }) do
     local value = redis.call('HGET', pair[2], id)
     if value then redis.call('HSET', dk(pair[1]), id, value) end
   end
@@ -8508,8 +8511,8 @@ return reply
       'logs',
     ],
     readOnly: false,
-    sha: '5b311224cd49cc09324513a665a6050d5400ef6f',
-    fn: 'kvmq_dcbfc1631df5_promote_now',
+    sha: '2846d1d21dcc650fb600650bf0895d388f57f5d5',
+    fn: 'kvmq_56739654b5bb_promote_now',
     source: `#!lua
 -- The queue's keys are its base (the one key the call passes) and their names.
 local KEY_BASE = KEYS[1]
@@ -9074,7 +9077,7 @@ end
 -- the caller writes the \`failed\` one). Also the history of attempts. Scripts include events before it.
 --
 -- KEYS: messages metadata filters policies history outcomes updated-at locks holders lock-expiry
---       backoffs schedule requeue requeue-locks requeue-content failed conf priorities groups
+--       backoffs schedule requeue requeue-locks requeue-content failed conf priorities groups progress logs
 
 -- Attempt records kept per message (model/history.ts HISTORY_LIMIT).
 local HISTORY_LIMIT = 10
@@ -9119,7 +9122,7 @@ local function dead_letter(id, dlq, now)
     if string.byte(lane, 1) == 64 then list = list .. lane else list = list .. ':' .. lane end
   end
   local hashes = { 'messages', 'metadata', 'filters', 'policies', 'history', 'outcomes', 'enqueued-at', 'updated-at',
-    'pushes', 'priorities', 'groups' }
+    'pushes', 'priorities', 'groups', 'progress', 'logs' }
   for _, key in ipairs(hashes) do check_type(dk(key), 'hash') end
   check_type(dk('classes'), 'set')
   check_type(dk('lanes'), 'zset')
@@ -9133,7 +9136,8 @@ local function dead_letter(id, dlq, now)
   end
   if redis.call('HEXISTS', dk('messages'), id) == 1 then return false end
   for _, pair in ipairs({ { 'messages', (KEY_BASE .. 'messages') }, { 'metadata', (KEY_BASE .. 'metadata') }, { 'policies', (KEY_BASE .. 'policies') },
-    { 'history', (KEY_BASE .. 'history') }, { 'outcomes', (KEY_BASE .. 'outcomes') }, { 'priorities', (KEY_BASE .. 'priorities') }, { 'groups', (KEY_BASE .. 'groups') } }) do
+    { 'history', (KEY_BASE .. 'history') }, { 'outcomes', (KEY_BASE .. 'outcomes') }, { 'priorities', (KEY_BASE .. 'priorities') }, { 'groups', (KEY_BASE .. 'groups') },
+    { 'progress', (KEY_BASE .. 'progress') }, { 'logs', (KEY_BASE .. 'logs') } }) do
     local value = redis.call('HGET', pair[2], id)
     if value then redis.call('HSET', dk(pair[1]), id, value) end
   end
@@ -9307,7 +9311,7 @@ return replies
     ],
     readOnly: true,
     sha: '032117af4703aa6e90e9e14d6b7e72fdb43b4451',
-    fn: 'kvmq_dcbfc1631df5_queue_status',
+    fn: 'kvmq_56739654b5bb_queue_status',
     source: `#!lua flags=no-writes
 -- The queue's keys are its base (the one key the call passes) and their names.
 local KEY_BASE = KEYS[1]
@@ -9672,7 +9676,7 @@ return reply
     keys: ['events', 'events-seq'],
     readOnly: true,
     sha: 'fc35c668baf5f405d05e87a934e0862c75d555c4',
-    fn: 'kvmq_dcbfc1631df5_read_events',
+    fn: 'kvmq_56739654b5bb_read_events',
     source: `#!lua flags=no-writes
 -- The queue's keys are its base (the one key the call passes) and their names.
 local KEY_BASE = KEYS[1]
@@ -10012,7 +10016,7 @@ return reply
     keys: ['consumers'],
     readOnly: false,
     sha: '72b0f55da164dfd1325e182056371c32a695cd93',
-    fn: 'kvmq_dcbfc1631df5_register_consumer',
+    fn: 'kvmq_56739654b5bb_register_consumer',
     source: `#!lua flags=allow-oom
 -- The queue's keys are its base (the one key the call passes) and their names.
 local KEY_BASE = KEYS[1]
@@ -10364,7 +10368,7 @@ return 1
     ],
     readOnly: false,
     sha: '37a8b22dff02f2769815f02a4827a0a4dbaa6fb4',
-    fn: 'kvmq_dcbfc1631df5_remove',
+    fn: 'kvmq_56739654b5bb_remove',
     source: `#!lua flags=allow-oom
 -- The queue's keys are its base (the one key the call passes) and their names.
 local KEY_BASE = KEYS[1]
@@ -10876,7 +10880,7 @@ return replies
     keys: ['holders', 'nattempts', 'progress', 'logs', 'conf', 'events', 'events-seq', 'events-wake'],
     readOnly: false,
     sha: 'e7754f40406cc80b183b1a4267a3574dd132e968',
-    fn: 'kvmq_dcbfc1631df5_report',
+    fn: 'kvmq_56739654b5bb_report',
     source: `#!lua
 -- The queue's keys are its base (the one key the call passes) and their names.
 local KEY_BASE = KEYS[1]
@@ -11337,7 +11341,7 @@ return replies
     ],
     readOnly: false,
     sha: '191a8b749868841614514003729c815abbf02a66',
-    fn: 'kvmq_dcbfc1631df5_retry',
+    fn: 'kvmq_56739654b5bb_retry',
     source: `#!lua
 -- The queue's keys are its base (the one key the call passes) and their names.
 local KEY_BASE = KEYS[1]
@@ -11837,7 +11841,7 @@ return reply
     ],
     readOnly: true,
     sha: '311d8496df69c1cfc4def8db72d208fa3c5cc2ab',
-    fn: 'kvmq_dcbfc1631df5_status',
+    fn: 'kvmq_56739654b5bb_status',
     source: `#!lua flags=no-writes
 -- The queue's keys are its base (the one key the call passes) and their names.
 local KEY_BASE = KEYS[1]
@@ -12232,7 +12236,7 @@ return status_of(ARGV[1], now_ms())
     ],
     readOnly: false,
     sha: 'd3c7d273b5a3c3b37b27efb500186145095a2fea',
-    fn: 'kvmq_dcbfc1631df5_unpark',
+    fn: 'kvmq_56739654b5bb_unpark',
     source: `#!lua flags=allow-oom
 -- The queue's keys are its base (the one key the call passes) and their names.
 local KEY_BASE = KEYS[1]
@@ -12893,7 +12897,7 @@ return entries
     keys: ['consumers'],
     readOnly: false,
     sha: '6da93e8daf2329a5c3be9de7f03238fb342f3889',
-    fn: 'kvmq_dcbfc1631df5_unregister_consumer',
+    fn: 'kvmq_56739654b5bb_unregister_consumer',
     source: `#!lua flags=allow-oom
 -- The queue's keys are its base (the one key the call passes) and their names.
 local KEY_BASE = KEYS[1]
@@ -13198,8 +13202,8 @@ return redis.call('HDEL', (KEY_BASE .. 'consumers'), ARGV[1])
 
 /** Every script as a function of one Redis Functions library (FUNCTION LOAD), named by its content. */
 export const LIBRARY = {
-  name: 'kvmq_dcbfc1631df5',
-  source: `#!lua name=kvmq_dcbfc1631df5
+  name: 'kvmq_56739654b5bb',
+  source: `#!lua name=kvmq_56739654b5bb
 -- kvmq's scripts as one library (scripts/redis-scripts.mjs builds it from src/redis/lua/).
 local KEYS, ARGV, KEY_BASE, KEY_NAMES = {}, {}, nil, {}
 -- The running script's keys by name, each joined to the base when first used.
@@ -13835,7 +13839,7 @@ end
 -- the caller writes the \`failed\` one). Also the history of attempts. Scripts include events before it.
 --
 -- KEYS: messages metadata filters policies history outcomes updated-at locks holders lock-expiry
---       backoffs schedule requeue requeue-locks requeue-content failed conf priorities groups
+--       backoffs schedule requeue requeue-locks requeue-content failed conf priorities groups progress logs
 
 -- Attempt records kept per message (model/history.ts HISTORY_LIMIT).
 local HISTORY_LIMIT = 10
@@ -13880,7 +13884,7 @@ local function dead_letter(id, dlq, now)
     if string.byte(lane, 1) == 64 then list = list .. lane else list = list .. ':' .. lane end
   end
   local hashes = { 'messages', 'metadata', 'filters', 'policies', 'history', 'outcomes', 'enqueued-at', 'updated-at',
-    'pushes', 'priorities', 'groups' }
+    'pushes', 'priorities', 'groups', 'progress', 'logs' }
   for _, key in ipairs(hashes) do check_type(dk(key), 'hash') end
   check_type(dk('classes'), 'set')
   check_type(dk('lanes'), 'zset')
@@ -13894,7 +13898,8 @@ local function dead_letter(id, dlq, now)
   end
   if redis.call('HEXISTS', dk('messages'), id) == 1 then return false end
   for _, pair in ipairs({ { 'messages', K.messages }, { 'metadata', K.metadata }, { 'policies', K.policies },
-    { 'history', K.history }, { 'outcomes', K.outcomes }, { 'priorities', K.priorities }, { 'groups', K.groups } }) do
+    { 'history', K.history }, { 'outcomes', K.outcomes }, { 'priorities', K.priorities }, { 'groups', K.groups },
+    { 'progress', K.progress }, { 'logs', K.logs } }) do
     local value = redis.call('HGET', pair[2], id)
     if value then redis.call('HSET', dk(pair[1]), id, value) end
   end
@@ -14536,7 +14541,7 @@ end
 do
   local names = { messages = 'messages', metadata = 'metadata', filters = 'filters', classes = 'classes', nattempts = 'nattempts', locks = 'locks', holders = 'holders', backoffs = 'backoffs', done = 'done', done_at = 'done-at', requeue = 'requeue', schedule = 'schedule', lock_expiry = 'lock-expiry', updated_at = 'updated-at', mid_circle = 'mid-circle', eoq_backoff = 'eoq-backoff?', ndry_runs = 'ndry-runs', policies = 'policies', pushes = 'pushes', conf = 'conf', failed = 'failed', lanes = 'lanes', rate_tat = 'rate-tat', layout = 'layout', events = 'events', events_seq = 'events-seq', events_wake = 'events-wake', priorities = 'priorities', groups = 'groups', group_held = 'group-held', parked = 'parked', history = 'history', losses = 'losses', outcomes = 'outcomes', enqueued_at = 'enqueued-at', requeue_content = 'requeue-content', requeue_locks = 'requeue-locks', requeue_schedule = 'requeue-schedule', dedupe = 'dedupe', debounce = 'debounce', debounce_of = 'debounce-of', progress = 'progress', logs = 'logs', idle_workers = 'idle-workers' }
   redis.register_function({
-    function_name = 'kvmq_dcbfc1631df5_claim',
+    function_name = 'kvmq_56739654b5bb_claim',
     flags = { 'allow-oom' },
     callback = function(keys, args)
 begin_call(keys, args, names)
@@ -14800,7 +14805,7 @@ end
 do
   local names = { messages = 'messages', locks = 'locks', backoffs = 'backoffs', nattempts = 'nattempts', mid_circle = 'mid-circle', done = 'done', requeue = 'requeue', eoq_backoff = 'eoq-backoff?', ndry_runs = 'ndry-runs', metadata = 'metadata', filters = 'filters', classes = 'classes', holders = 'holders', outcomes = 'outcomes', enqueued_at = 'enqueued-at', updated_at = 'updated-at', requeue_content = 'requeue-content', schedule = 'schedule', lock_expiry = 'lock-expiry', done_at = 'done-at', dedupe = 'dedupe', policies = 'policies', history = 'history', losses = 'losses', pushes = 'pushes', requeue_locks = 'requeue-locks', requeue_schedule = 'requeue-schedule', failed = 'failed', events = 'events', priorities = 'priorities', lanes = 'lanes', groups = 'groups', group_held = 'group-held', parked = 'parked', debounce = 'debounce', debounce_of = 'debounce-of', rate_tat = 'rate-tat', layout = 'layout', progress = 'progress', logs = 'logs' }
   redis.register_function({
-    function_name = 'kvmq_dcbfc1631df5_clear',
+    function_name = 'kvmq_56739654b5bb_clear',
     flags = { 'allow-oom' },
     callback = function(keys, args)
 begin_call(keys, args, names)
@@ -14832,7 +14837,7 @@ end
 do
   local names = { conf = 'conf', wake = 'wake', messages = 'messages', consumers = 'consumers', pushes = 'pushes', mid_circle = 'mid-circle', filters = 'filters', priorities = 'priorities', lanes = 'lanes', groups = 'groups', group_held = 'group-held', parked = 'parked' }
   redis.register_function({
-    function_name = 'kvmq_dcbfc1631df5_configure',
+    function_name = 'kvmq_56739654b5bb_configure',
     flags = {  },
     callback = function(keys, args)
 begin_call(keys, args, names)
@@ -14881,7 +14886,7 @@ end
 do
   local names = { consumers = 'consumers', holders = 'holders', locks = 'locks' }
   redis.register_function({
-    function_name = 'kvmq_dcbfc1631df5_consumers',
+    function_name = 'kvmq_56739654b5bb_consumers',
     flags = { 'no-writes' },
     callback = function(keys, args)
 begin_call(keys, args, names)
@@ -14903,7 +14908,7 @@ end
 do
   local names = { conf = 'conf', events = 'events', events_seq = 'events-seq', events_wake = 'events-wake', done = 'done', requeue = 'requeue', backoffs = 'backoffs', locks = 'locks', failed = 'failed', filters = 'filters', priorities = 'priorities', lanes = 'lanes', groups = 'groups', messages = 'messages', metadata = 'metadata', nattempts = 'nattempts', holders = 'holders', lock_expiry = 'lock-expiry', policies = 'policies', requeue_locks = 'requeue-locks', ndry_runs = 'ndry-runs', eoq_backoff = 'eoq-backoff?', idle_workers = 'idle-workers', classes = 'classes', outcomes = 'outcomes', enqueued_at = 'enqueued-at', updated_at = 'updated-at', requeue_content = 'requeue-content', schedule = 'schedule', done_at = 'done-at', dedupe = 'dedupe', mid_circle = 'mid-circle', wake = 'wake', losses = 'losses', requeue_schedule = 'requeue-schedule', pushes = 'pushes', debounce = 'debounce', debounce_of = 'debounce-of', layout = 'layout' }
   redis.register_function({
-    function_name = 'kvmq_dcbfc1631df5_enqueue',
+    function_name = 'kvmq_56739654b5bb_enqueue',
     flags = {  },
     callback = function(keys, args)
 begin_call(keys, args, names)
@@ -14924,7 +14929,7 @@ end
 do
   local names = { events = 'events', events_seq = 'events-seq' }
   redis.register_function({
-    function_name = 'kvmq_dcbfc1631df5_events_trim',
+    function_name = 'kvmq_56739654b5bb_events_trim',
     flags = { 'allow-oom' },
     callback = function(keys, args)
 begin_call(keys, args, names)
@@ -14965,7 +14970,7 @@ end
 do
   local names = { locks = 'locks', holders = 'holders', nattempts = 'nattempts', lock_expiry = 'lock-expiry', requeue = 'requeue', requeue_locks = 'requeue-locks' }
   redis.register_function({
-    function_name = 'kvmq_dcbfc1631df5_extend',
+    function_name = 'kvmq_56739654b5bb_extend',
     flags = { 'allow-oom' },
     callback = function(keys, args)
 begin_call(keys, args, names)
@@ -15000,7 +15005,7 @@ end
 do
   local names = { messages = 'messages', filters = 'filters', nattempts = 'nattempts', locks = 'locks', holders = 'holders', backoffs = 'backoffs', done = 'done', done_at = 'done-at', dedupe = 'dedupe', requeue = 'requeue', requeue_content = 'requeue-content', schedule = 'schedule', lock_expiry = 'lock-expiry', outcomes = 'outcomes', updated_at = 'updated-at', mid_circle = 'mid-circle', wake = 'wake', pushes = 'pushes', losses = 'losses', layout = 'layout', conf = 'conf', events = 'events', events_seq = 'events-seq', events_wake = 'events-wake', priorities = 'priorities', lanes = 'lanes', groups = 'groups', group_held = 'group-held', parked = 'parked', metadata = 'metadata', policies = 'policies', history = 'history', enqueued_at = 'enqueued-at', requeue_locks = 'requeue-locks', requeue_schedule = 'requeue-schedule', failed = 'failed', debounce = 'debounce', debounce_of = 'debounce-of', progress = 'progress', logs = 'logs' }
   redis.register_function({
-    function_name = 'kvmq_dcbfc1631df5_finish',
+    function_name = 'kvmq_56739654b5bb_finish',
     flags = { 'allow-oom' },
     callback = function(keys, args)
 begin_call(keys, args, names)
@@ -15205,7 +15210,7 @@ end
 do
   local names = { schedules = 'schedules', conf = 'conf', events = 'events', events_seq = 'events-seq', events_wake = 'events-wake', done = 'done', requeue = 'requeue', backoffs = 'backoffs', locks = 'locks', failed = 'failed', filters = 'filters', priorities = 'priorities', lanes = 'lanes', groups = 'groups', messages = 'messages', metadata = 'metadata', nattempts = 'nattempts', holders = 'holders', lock_expiry = 'lock-expiry', policies = 'policies', requeue_locks = 'requeue-locks', ndry_runs = 'ndry-runs', eoq_backoff = 'eoq-backoff?', idle_workers = 'idle-workers', classes = 'classes', outcomes = 'outcomes', enqueued_at = 'enqueued-at', updated_at = 'updated-at', requeue_content = 'requeue-content', schedule = 'schedule', done_at = 'done-at', dedupe = 'dedupe', mid_circle = 'mid-circle', wake = 'wake', losses = 'losses', requeue_schedule = 'requeue-schedule', pushes = 'pushes', debounce = 'debounce', debounce_of = 'debounce-of', layout = 'layout' }
   redis.register_function({
-    function_name = 'kvmq_dcbfc1631df5_fire_schedule',
+    function_name = 'kvmq_56739654b5bb_fire_schedule',
     flags = {  },
     callback = function(keys, args)
 begin_call(keys, args, names)
@@ -15235,7 +15240,7 @@ end
 do
   local names = { consumers = 'consumers', gc_lock = 'gc-lock' }
   redis.register_function({
-    function_name = 'kvmq_dcbfc1631df5_gc_finish',
+    function_name = 'kvmq_56739654b5bb_gc_finish',
     flags = { 'allow-oom' },
     callback = function(keys, args)
 begin_call(keys, args, names)
@@ -15265,7 +15270,7 @@ end
 do
   local names = { gc_lock = 'gc-lock', gc_at = 'gc-at' }
   redis.register_function({
-    function_name = 'kvmq_dcbfc1631df5_gc_start',
+    function_name = 'kvmq_56739654b5bb_gc_start',
     flags = { 'allow-oom' },
     callback = function(keys, args)
 begin_call(keys, args, names)
@@ -15291,7 +15296,7 @@ end
 do
   local names = { done_at = 'done-at', failed = 'failed', messages = 'messages', metadata = 'metadata', filters = 'filters', policies = 'policies', history = 'history', losses = 'losses', nattempts = 'nattempts', locks = 'locks', holders = 'holders', backoffs = 'backoffs', outcomes = 'outcomes', enqueued_at = 'enqueued-at', updated_at = 'updated-at', requeue_content = 'requeue-content', done = 'done', requeue = 'requeue', schedule = 'schedule', lock_expiry = 'lock-expiry', requeue_locks = 'requeue-locks', requeue_schedule = 'requeue-schedule', dedupe = 'dedupe', priorities = 'priorities', groups = 'groups', debounce = 'debounce', debounce_of = 'debounce-of', progress = 'progress', logs = 'logs' }
   redis.register_function({
-    function_name = 'kvmq_dcbfc1631df5_gc_sweep',
+    function_name = 'kvmq_56739654b5bb_gc_sweep',
     flags = { 'allow-oom' },
     callback = function(keys, args)
 begin_call(keys, args, names)
@@ -15339,7 +15344,7 @@ end
 do
   local names = { messages = 'messages', metadata = 'metadata', filters = 'filters', policies = 'policies', history = 'history', priorities = 'priorities', groups = 'groups', progress = 'progress', logs = 'logs', done = 'done', requeue = 'requeue', backoffs = 'backoffs', locks = 'locks', failed = 'failed', nattempts = 'nattempts', holders = 'holders', outcomes = 'outcomes', enqueued_at = 'enqueued-at', updated_at = 'updated-at', done_at = 'done-at' }
   redis.register_function({
-    function_name = 'kvmq_dcbfc1631df5_inspect',
+    function_name = 'kvmq_56739654b5bb_inspect',
     flags = { 'no-writes' },
     callback = function(keys, args)
 begin_call(keys, args, names)
@@ -15366,7 +15371,7 @@ end
 do
   local names = { messages = 'messages', metadata = 'metadata', filters = 'filters', classes = 'classes', pushes = 'pushes', mid_circle = 'mid-circle', schedule = 'schedule', lock_expiry = 'lock-expiry', requeue_locks = 'requeue-locks', requeue_schedule = 'requeue-schedule', done_at = 'done-at', dedupe = 'dedupe', failed = 'failed', lanes = 'lanes', parked = 'parked', conf = 'conf', events = 'events', events_seq = 'events-seq', events_wake = 'events-wake', done = 'done', requeue = 'requeue', backoffs = 'backoffs', locks = 'locks', nattempts = 'nattempts', holders = 'holders', outcomes = 'outcomes', enqueued_at = 'enqueued-at', updated_at = 'updated-at', priorities = 'priorities', groups = 'groups', group_held = 'group-held', policies = 'policies', history = 'history', losses = 'losses', requeue_content = 'requeue-content', debounce = 'debounce', debounce_of = 'debounce-of', progress = 'progress', logs = 'logs' }
   redis.register_function({
-    function_name = 'kvmq_dcbfc1631df5_list',
+    function_name = 'kvmq_56739654b5bb_list',
     flags = { 'allow-oom' },
     callback = function(keys, args)
 begin_call(keys, args, names)
@@ -15576,7 +15581,7 @@ end
 do
   local names = { messages = 'messages', wake = 'wake', pushes = 'pushes', mid_circle = 'mid-circle', conf = 'conf', events = 'events', events_seq = 'events-seq', events_wake = 'events-wake', done = 'done', requeue = 'requeue', backoffs = 'backoffs', locks = 'locks', failed = 'failed', filters = 'filters', priorities = 'priorities', lanes = 'lanes', groups = 'groups', group_held = 'group-held', parked = 'parked', metadata = 'metadata', policies = 'policies', history = 'history', losses = 'losses', nattempts = 'nattempts', holders = 'holders', outcomes = 'outcomes', enqueued_at = 'enqueued-at', updated_at = 'updated-at', requeue_content = 'requeue-content', schedule = 'schedule', lock_expiry = 'lock-expiry', requeue_locks = 'requeue-locks', requeue_schedule = 'requeue-schedule', done_at = 'done-at', dedupe = 'dedupe', debounce = 'debounce', debounce_of = 'debounce-of', progress = 'progress', logs = 'logs' }
   redis.register_function({
-    function_name = 'kvmq_dcbfc1631df5_promote_now',
+    function_name = 'kvmq_56739654b5bb_promote_now',
     flags = {  },
     callback = function(keys, args)
 begin_call(keys, args, names)
@@ -15617,7 +15622,7 @@ end
 do
   local names = { messages = 'messages', done = 'done', failed = 'failed', schedule = 'schedule', lock_expiry = 'lock-expiry', dedupe = 'dedupe', requeue_locks = 'requeue-locks', requeue_schedule = 'requeue-schedule', ndry_runs = 'ndry-runs', conf = 'conf', consumers = 'consumers', holders = 'holders', locks = 'locks' }
   redis.register_function({
-    function_name = 'kvmq_dcbfc1631df5_queue_status',
+    function_name = 'kvmq_56739654b5bb_queue_status',
     flags = { 'no-writes' },
     callback = function(keys, args)
 begin_call(keys, args, names)
@@ -15673,7 +15678,7 @@ end
 do
   local names = { events = 'events', events_seq = 'events-seq' }
   redis.register_function({
-    function_name = 'kvmq_dcbfc1631df5_read_events',
+    function_name = 'kvmq_56739654b5bb_read_events',
     flags = { 'no-writes' },
     callback = function(keys, args)
 begin_call(keys, args, names)
@@ -15726,7 +15731,7 @@ end
 do
   local names = { consumers = 'consumers' }
   redis.register_function({
-    function_name = 'kvmq_dcbfc1631df5_register_consumer',
+    function_name = 'kvmq_56739654b5bb_register_consumer',
     flags = { 'allow-oom' },
     callback = function(keys, args)
 begin_call(keys, args, names)
@@ -15755,7 +15760,7 @@ end
 do
   local names = { mid_circle = 'mid-circle', conf = 'conf', events = 'events', events_seq = 'events-seq', events_wake = 'events-wake', done = 'done', requeue = 'requeue', backoffs = 'backoffs', locks = 'locks', failed = 'failed', filters = 'filters', priorities = 'priorities', lanes = 'lanes', groups = 'groups', messages = 'messages', metadata = 'metadata', policies = 'policies', history = 'history', losses = 'losses', nattempts = 'nattempts', holders = 'holders', outcomes = 'outcomes', enqueued_at = 'enqueued-at', updated_at = 'updated-at', requeue_content = 'requeue-content', schedule = 'schedule', lock_expiry = 'lock-expiry', requeue_locks = 'requeue-locks', requeue_schedule = 'requeue-schedule', done_at = 'done-at', dedupe = 'dedupe', debounce = 'debounce', debounce_of = 'debounce-of', progress = 'progress', logs = 'logs' }
   redis.register_function({
-    function_name = 'kvmq_dcbfc1631df5_remove',
+    function_name = 'kvmq_56739654b5bb_remove',
     flags = { 'allow-oom' },
     callback = function(keys, args)
 begin_call(keys, args, names)
@@ -15799,7 +15804,7 @@ end
 do
   local names = { holders = 'holders', nattempts = 'nattempts', progress = 'progress', logs = 'logs', conf = 'conf', events = 'events', events_seq = 'events-seq', events_wake = 'events-wake' }
   redis.register_function({
-    function_name = 'kvmq_dcbfc1631df5_report',
+    function_name = 'kvmq_56739654b5bb_report',
     flags = {  },
     callback = function(keys, args)
 begin_call(keys, args, names)
@@ -15860,7 +15865,7 @@ end
 do
   local names = { messages = 'messages', filters = 'filters', nattempts = 'nattempts', losses = 'losses', failed = 'failed', updated_at = 'updated-at', mid_circle = 'mid-circle', wake = 'wake', pushes = 'pushes', conf = 'conf', events = 'events', events_seq = 'events-seq', events_wake = 'events-wake', done = 'done', requeue = 'requeue', backoffs = 'backoffs', locks = 'locks', priorities = 'priorities', lanes = 'lanes', groups = 'groups' }
   redis.register_function({
-    function_name = 'kvmq_dcbfc1631df5_retry',
+    function_name = 'kvmq_56739654b5bb_retry',
     flags = {  },
     callback = function(keys, args)
 begin_call(keys, args, names)
@@ -15915,7 +15920,7 @@ end
 do
   local names = { messages = 'messages', done = 'done', requeue = 'requeue', backoffs = 'backoffs', locks = 'locks', failed = 'failed', nattempts = 'nattempts', holders = 'holders', outcomes = 'outcomes', enqueued_at = 'enqueued-at', updated_at = 'updated-at', done_at = 'done-at' }
   redis.register_function({
-    function_name = 'kvmq_dcbfc1631df5_status',
+    function_name = 'kvmq_56739654b5bb_status',
     flags = { 'no-writes' },
     callback = function(keys, args)
 begin_call(keys, args, names)
@@ -15935,7 +15940,7 @@ end
 do
   local names = { conf = 'conf', idle_workers = 'idle-workers', events = 'events', events_seq = 'events-seq', events_wake = 'events-wake', messages = 'messages', metadata = 'metadata', nattempts = 'nattempts', locks = 'locks', holders = 'holders', lock_expiry = 'lock-expiry', policies = 'policies', requeue = 'requeue', requeue_locks = 'requeue-locks', done = 'done', failed = 'failed', ndry_runs = 'ndry-runs', eoq_backoff = 'eoq-backoff?', groups = 'groups' }
   redis.register_function({
-    function_name = 'kvmq_dcbfc1631df5_unpark',
+    function_name = 'kvmq_56739654b5bb_unpark',
     flags = { 'allow-oom' },
     callback = function(keys, args)
 begin_call(keys, args, names)
@@ -15962,7 +15967,7 @@ end
 do
   local names = { consumers = 'consumers' }
   redis.register_function({
-    function_name = 'kvmq_dcbfc1631df5_unregister_consumer',
+    function_name = 'kvmq_56739654b5bb_unregister_consumer',
     flags = { 'allow-oom' },
     callback = function(keys, args)
 begin_call(keys, args, names)

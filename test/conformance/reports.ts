@@ -132,6 +132,23 @@ export function reports(fixture: StoreFixture): void {
       assert.deepEqual(shown.log, []);
     });
 
+    storeTest(fixture, 'progress and log move with a message to the dead-letter queue', async (h) => {
+      if (!storeOf(h.client).capabilities.deadLetterQueue) return;
+      const q = h.queue('progress-dlq-source');
+      const dlq = h.queue('progress-dlq');
+      await h.client.configure(q, { deadLetterQueue: dlq });
+      h.worker(q, (job) => {
+        job.progress(0.5);
+        job.log('gave up');
+        return { status: 'error', error: 'cannot' };
+      });
+      await h.client.enqueue(q, 'x', { id: 'm' });
+      await waitForStatus(h.client, dlq, 'm', 'queued');
+      const shown = await h.client.show(dlq, 'm');
+      assert.equal(shown?.progress, 0.5);
+      assert.deepEqual(shown.log, ['gave up']);
+    });
+
     storeTest(fixture, 'the log keeps its newest lines within its limits and counts those dropped', async (h) => {
       const q = h.queue('log-bounds');
       const long = 'é'.repeat(LOG_LINE_MAX_BYTES);

@@ -3,7 +3,7 @@
 -- the caller writes the `failed` one). Also the history of attempts. Scripts include events before it.
 --
 -- KEYS: messages metadata filters policies history outcomes updated-at locks holders lock-expiry
---       backoffs schedule requeue requeue-locks requeue-content failed conf priorities groups
+--       backoffs schedule requeue requeue-locks requeue-content failed conf priorities groups progress logs
 
 -- Attempt records kept per message (model/history.ts HISTORY_LIMIT).
 local HISTORY_LIMIT = 10
@@ -48,7 +48,7 @@ local function dead_letter(id, dlq, now)
     if string.byte(lane, 1) == 64 then list = list .. lane else list = list .. ':' .. lane end
   end
   local hashes = { 'messages', 'metadata', 'filters', 'policies', 'history', 'outcomes', 'enqueued-at', 'updated-at',
-    'pushes', 'priorities', 'groups' }
+    'pushes', 'priorities', 'groups', 'progress', 'logs' }
   for _, key in ipairs(hashes) do check_type(dk(key), 'hash') end
   check_type(dk('classes'), 'set')
   check_type(dk('lanes'), 'zset')
@@ -62,7 +62,8 @@ local function dead_letter(id, dlq, now)
   end
   if redis.call('HEXISTS', dk('messages'), id) == 1 then return false end
   for _, pair in ipairs({ { 'messages', K.messages }, { 'metadata', K.metadata }, { 'policies', K.policies },
-    { 'history', K.history }, { 'outcomes', K.outcomes }, { 'priorities', K.priorities }, { 'groups', K.groups } }) do
+    { 'history', K.history }, { 'outcomes', K.outcomes }, { 'priorities', K.priorities }, { 'groups', K.groups },
+    { 'progress', K.progress }, { 'logs', K.logs } }) do
     local value = redis.call('HGET', pair[2], id)
     if value then redis.call('HSET', dk(pair[1]), id, value) end
   end
