@@ -121,6 +121,36 @@ void describe('postgres store', () => {
     });
   });
 
+  void test('a schema 2 is upgraded in place: its messages kept, the one-statement finish and claim installed', async () => {
+    const { url, schema } = schemaUrl();
+    const before = await open(url);
+    await before.enqueueBatch(
+      'q',
+      [1, 2, 3].map((n) => ({ payload: n, id: `m-${n}` })),
+    );
+    await before.close();
+    // Schema 2 is schema 3 without finish_and_claim.
+    await sql(base, `DROP FUNCTION "${schema}".finish_and_claim; UPDATE "${schema}".version SET version = 2`);
+    const after = await open(url);
+    const version = await sql(base, `SELECT version FROM "${schema}".version`);
+    assert.deepEqual(
+      version.rows.map((r: { version: number }) => r.version),
+      [SCHEMA_VERSION],
+    );
+    const handled: unknown[] = [];
+    const worker = after.worker('q', (job) => void handled.push(job.payload), { concurrency: 2 });
+    await waitFor(() => handled.length === 3, { what: 'the three messages handled' });
+    await worker.stop();
+    assert.equal((await after.queueStatus('q')).counts['done-awaiting-gc'], 3);
+    const calls = await sql(
+      base,
+      `SELECT 1 FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace
+      WHERE n.nspname = $1 AND p.proname = 'finish_and_claim'`,
+      [schema],
+    );
+    assert.equal(calls.rows.length, 1);
+  });
+
   void test('a wrong password, a missing database and an unreachable server are clear kvmq errors', async () => {
     const wrong = new URL(base);
     wrong.password = 'not-the-password';

@@ -12,11 +12,12 @@
  * (sql-functions.ts) are installed by the same migration.
  */
 import { StoreLayoutError } from '../errors.js';
+import { finishClaimDdl } from './sql-finish-claim.js';
 import { functionsDdl } from './sql-functions.js';
 import type { Queryable } from './queryable.js';
 import { quoteIdent } from './sql-text.js';
 
-export const SCHEMA_VERSION = 2;
+export const SCHEMA_VERSION = 3;
 
 const tables = (s: string): string => `
 CREATE TABLE ${s}.messages (
@@ -150,10 +151,18 @@ const MIGRATIONS: Readonly<Record<number, (schema: string) => string>> = {
       ${tables(s)}
       ${functionsDdl(schema)}
       INSERT INTO ${s}.version (version) VALUES (0);
-      ${reports2(s)}`;
+      ${reports2(s)}
+      ${toVersion3(schema)}`;
   },
-  1: (schema) => reports2(quoteIdent(schema)),
+  1: (schema) => `${reports2(quoteIdent(schema))}
+    ${toVersion3(schema)}`,
+  2: toVersion3,
 };
+
+/** Schema 3: the worker's finishes and next claim in one statement (sql-finish-claim.ts). */
+function toVersion3(schema: string): string {
+  return finishClaimDdl(schema);
+}
 
 /**
  * On a read-only standby (a replica the dashboard reads from, say) nothing can be created or migrated: the

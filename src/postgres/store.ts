@@ -17,6 +17,8 @@ import { beginHandlerTransaction } from './handler-tx.js';
 import { enqueueMessages } from './enqueue.js';
 import { emptyEvents, eventsHead, readEvents, trimEvents } from './events.js';
 import { finishMessages } from './finish.js';
+import { coversWork, finishAndClaim, type KnownQueue } from './finish-claim.js';
+import { ConsumerLanes } from './lanes.js';
 import { readProgress, readReport, writeReports } from './reports.js';
 import { withProgress } from '../store/listing-progress.js';
 import { liveConsumers, messageDetails, messageStatus, stateCounts } from './inspect.js';
@@ -124,6 +126,11 @@ class PostgresStore implements Store {
   private readonly s: string;
   private readonly configs = new ConfigCache();
   private readonly swept = new Map<string, number>();
+  /** Each queue's configuration and filter classes as the last write transaction read them. */
+  private readonly known = new Map<string, KnownQueue>();
+  private readonly lanes = new ConsumerLanes((queue, consumerId, finishes, claim) =>
+    this.finishAndClaim(queue, consumerId, finishes, claim),
+  );
   private closed = false;
 
   constructor(
@@ -138,9 +145,9 @@ class PostgresStore implements Store {
       wakeups: pinned,
       instantRelease: pinned,
       deadLetterQueue: true,
-      // Claims and finishes travel on different pooled connections: a claim waits for the finishes.
-      claimWithFinishes: false,
-      overlapClaims: false,
+      // A consumer's finishes and claims go in order, those waiting together as one (lanes.ts).
+      claimWithFinishes: true,
+      overlapClaims: true,
     };
     this.schema = options.schema;
     this.s = quoteIdent(options.schema);
@@ -155,9 +162,18 @@ class PostgresStore implements Store {
     return enqueueInCallerTransaction(tx, this.schema, queue, messages, this.options.where);
   }
 
-  beginHandlerTransaction(): Promise<HandlerTransaction> {
-    if (this.closed) return Promise.reject(new StoreUnavailableError('the PostgreSQL store is closed'));
-    return beginHandlerTransaction(this.pool, this.schema, this.configs, this.options.where);
+  async beginHandlerTransaction(): Promise<HandlerTransaction> {
+    if (this.closed) throw new StoreUnavailableError('the PostgreSQL store is closed');
+    const transaction = await beginHandlerTransaction(this.pool, this.schema, this.configs, this.options.where);
+    return {
+      ...transaction,
+      // The consumer's next claim waits for this commit, as for its other finishes.
+      commit: (queue, consumerId, finish) => {
+        const committed = transaction.commit(queue, consumerId, finish);
+        this.lanes.committing(queue, consumerId, committed);
+        return committed;
+      },
+    };
   }
 
   claim(queue: string, request: ClaimRequest): Promise<ClaimResult> {
@@ -166,15 +182,7 @@ class PostgresStore implements Store {
       // Its session ended: what it held is being given up; claim again once the worker's fences have fired.
       return Promise.resolve({ messages: [], queueSize: 0, dryRuns: 0, wakeAt: Date.now() + lost });
     }
-    return this.write(queue, async (tx) => {
-      const last = this.swept.get(queue) ?? 0;
-      let released = 0;
-      if (this.capabilities.instantRelease && tx.now - last >= RELEASE_SWEEP_MS) {
-        this.swept.set(queue, tx.now);
-        released = await releaseDeadHolders(tx, this.session.lockSpace);
-      }
-      return claimMessages(tx, request, released);
-    });
+    return this.lanes.claim(queue, request.consumerId, request);
   }
 
   extend(
@@ -197,7 +205,7 @@ class PostgresStore implements Store {
   }
 
   finish(queue: string, consumerId: string, finishes: readonly Finish[]): Promise<FinishResult[]> {
-    return this.write(queue, (tx) => finishMessages(tx, consumerId, finishes));
+    return this.lanes.finish(queue, consumerId, finishes);
   }
 
   report(queue: string, consumerId: string, reports: readonly Report[]): Promise<FinishResult[]> {
@@ -492,6 +500,47 @@ class PostgresStore implements Store {
     }
   }
 
+  /**
+   * A lane's turn: one statement when it covers the work (finish-claim.ts), else one transaction of the general
+   * statements, the finishes first.
+   */
+  private async finishAndClaim(
+    queue: string,
+    consumerId: string,
+    finishes: readonly Finish[],
+    claim: ClaimRequest | null,
+  ): Promise<{ results: FinishResult[]; claimed: ClaimResult | null }> {
+    const known = this.known.get(queue);
+    if (known !== undefined && (claim === null || !this.sweepDue(queue)) && coversWork(known, finishes, claim)) {
+      const done = await this.withClient((client) =>
+        finishAndClaim(client, this.schema, queue, consumerId, known, finishes, claim),
+      );
+      if (done !== null) {
+        if (claim === null || done.claimed !== null) return done;
+        // Nothing to take: the general claim records the dry run and says when to look again.
+        return { results: done.results, claimed: await this.write(queue, (tx) => this.claimIn(tx, claim)) };
+      }
+    }
+    return this.write(queue, async (tx) => {
+      const results = finishes.length > 0 ? await finishMessages(tx, consumerId, finishes) : [];
+      return { results, claimed: claim === null ? null : await this.claimIn(tx, claim) };
+    });
+  }
+
+  private sweepDue(queue: string): boolean {
+    return this.capabilities.instantRelease && Date.now() - (this.swept.get(queue) ?? 0) >= RELEASE_SWEEP_MS;
+  }
+
+  /** A claim in a write transaction, first freeing dead consumers' messages now and then (release.ts). */
+  private async claimIn(tx: WriteContext, request: ClaimRequest): Promise<ClaimResult> {
+    let released = 0;
+    if (this.capabilities.instantRelease && tx.now - (this.swept.get(tx.queue) ?? 0) >= RELEASE_SWEEP_MS) {
+      this.swept.set(tx.queue, tx.now);
+      released = await releaseDeadHolders(tx, this.session.lockSpace);
+    }
+    return claimMessages(tx, request, released);
+  }
+
   private notify(client: PoolClient, queue: string): Promise<unknown> {
     return client.query('SELECT pg_notify($1, $2)', [wakeChannel(this.schema), queue]);
   }
@@ -501,6 +550,7 @@ class PostgresStore implements Store {
     return this.transaction(async (client) => {
       const row = await ensureQueueRow(client, this.s, queue);
       const { tx, finish } = writeContext(client, this.schema, queue, row, this.configs);
+      this.known.set(queue, { json: row.config, config: tx.config, classes: row.classes });
       const result = await fn(tx);
       await finish();
       return result;
