@@ -44,6 +44,8 @@ export async function enqueueMessages(
       messages.map((m) => m.replacePayload),
     ],
   );
+  // No rows: every message was added.
+  if (result.rows.length === 0) return messages.map((m): EnqueueResult => ({ ok: true, id: m.id, action: 'added' }));
   return result.rows.map((r): EnqueueResult =>
     r.r_ok
       ? { ok: true, id: r.r_id, action: r.r_action ?? 'added' }

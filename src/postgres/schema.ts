@@ -149,7 +149,6 @@ const MIGRATIONS: Readonly<Record<number, (schema: string) => string>> = {
     const s = quoteIdent(schema);
     return `CREATE SCHEMA IF NOT EXISTS ${s};
       ${tables(s)}
-      ${functionsDdl(schema)}
       INSERT INTO ${s}.version (version) VALUES (0);
       ${reports2(s)}
       ${toVersion3(schema)}`;
@@ -159,9 +158,13 @@ const MIGRATIONS: Readonly<Record<number, (schema: string) => string>> = {
   2: toVersion3,
 };
 
-/** Schema 3: the worker's finishes and next claim in one statement (sql-finish-claim.ts). */
+/**
+ * Schema 3: the worker's finishes and next claim in one statement (sql-finish-claim.ts); an enqueue of new ids
+ * is a plain insert and answers no rows (the functions are replaced).
+ */
 function toVersion3(schema: string): string {
-  return finishClaimDdl(schema);
+  return `${functionsDdl(schema)}
+    ${finishClaimDdl(schema)}`;
 }
 
 /**

@@ -3,7 +3,8 @@
  * one statement (one round trip): the plain messages go in with one multi-row insert from arrays, an existing
  * id is revived, requeued or refused by its state, a debounce id replaces the message still waiting, and the
  * counters, events and one NOTIFY per call are written in the same transaction (the NOTIFY fires at its
- * commit). `enqueue(queue, payload, options)` is the same for a single JSON message, for SQL callers
+ * commit); it answers no rows when every message was added, the common case, else one row per message.
+ * `enqueue(queue, payload, options)` is the same for a single JSON message, for SQL callers
  * (triggers, psql, another application's transaction). `add_counts`, `add_events` and `state_of` are what
  * both and the store's other operations share.
  */
@@ -16,7 +17,7 @@ export function functionsDdl(schema: string): string {
   const eventsPrefix = quoteLiteral(eventsPayload(''));
   return `
 -- A message's state from its phase and times, as src/sqlite/state.ts derives it.
-CREATE FUNCTION ${s}.state_of(phase smallint, ready_at bigint, lock_until bigint, backoff_until bigint,
+CREATE OR REPLACE FUNCTION ${s}.state_of(phase smallint, ready_at bigint, lock_until bigint, backoff_until bigint,
     requeue smallint, now bigint) RETURNS text LANGUAGE sql IMMUTABLE AS $fn$
   SELECT CASE phase
     WHEN 0 THEN CASE WHEN ready_at <= now THEN 'queued' WHEN requeue = 1 THEN 'done-with-requeue'
@@ -28,7 +29,7 @@ CREATE FUNCTION ${s}.state_of(phase smallint, ready_at bigint, lock_until bigint
 $fn$;
 
 -- Adds to a queue's counters in this connection's slot.
-CREATE FUNCTION ${s}.add_counts(p_queue text, p_size bigint, p_done bigint, p_failed bigint)
+CREATE OR REPLACE FUNCTION ${s}.add_counts(p_queue text, p_size bigint, p_done bigint, p_failed bigint)
     RETURNS void LANGUAGE sql AS $fn$
   INSERT INTO ${s}.counts AS c (queue, slot, size, done, failed)
     VALUES (p_queue, ${COUNT_SLOTS_SQL}, p_size, p_done, p_failed)
@@ -37,7 +38,7 @@ CREATE FUNCTION ${s}.add_counts(p_queue text, p_size bigint, p_done bigint, p_fa
 $fn$;
 
 -- Appends events to a queue (numbered from its row's events_seq) and tells its readers at commit.
-CREATE FUNCTION ${s}.add_events(p_queue text, p_now bigint, p_types smallint[], p_ids text[], p_attempts integer[],
+CREATE OR REPLACE FUNCTION ${s}.add_events(p_queue text, p_now bigint, p_types smallint[], p_ids text[], p_attempts integer[],
     p_errors text[]) RETURNS void LANGUAGE plpgsql AS $fn$
 DECLARE
   n integer := coalesce(array_length(p_ids, 1), 0);
@@ -52,7 +53,7 @@ BEGIN
 END
 $fn$;
 
-CREATE FUNCTION ${s}.enqueue_messages(p_queue text, p_now bigint, p_ids text[], p_payloads bytea[],
+CREATE OR REPLACE FUNCTION ${s}.enqueue_messages(p_queue text, p_now bigint, p_ids text[], p_payloads bytea[],
     p_encodings smallint[], p_metadata text[], p_filters text[], p_delays bigint[], p_policies text[],
     p_priorities integer[], p_groups text[], p_debounce text[], p_requeue boolean[], p_replace boolean[])
     RETURNS TABLE (r_id text, r_ok boolean, r_action text, r_state text) LANGUAGE plpgsql AS $fn$
@@ -63,6 +64,7 @@ DECLARE
   pos integer;
   m record;
   existing boolean;
+  all_new boolean;
   st text;
   size_delta bigint := 0;
   done_delta bigint := 0;
@@ -75,21 +77,23 @@ BEGIN
     WHERE q.queue = p_queue;
   INSERT INTO ${s}.classes (queue, filters) SELECT DISTINCT p_queue, f FROM unnest(p_filters) AS f
     ON CONFLICT DO NOTHING;
-  -- Without debounce ids, the new ids go in with one insert; the ids that existed are handled one by one.
+  -- Without debounce ids, the new ids go in with one insert; the ids that existed (or came twice) are handled
+  -- one by one.
   IF NOT EXISTS (SELECT 1 FROM unnest(p_debounce) AS d WHERE d IS NOT NULL) THEN
-    WITH ins AS (
+    -- Every id new, the common case: a plain insert (cheaper than one that handles conflicts) and no rows
+    -- back; an id that exists undoes it, and the insert below sorts them out.
+    BEGIN
       INSERT INTO ${s}.messages (queue, id, payload, encoding, metadata, filters, phase, ready_at, enqueued_at,
           updated_at, policy, priority, group_name)
         SELECT p_queue, u.i, u.p, u.e, u.m, u.f, 0, p_now + u.d, p_now, p_now, u.po, u.pr, u.g
         FROM unnest(p_ids, p_payloads, p_encodings, p_metadata, p_filters, p_delays, p_policies, p_priorities,
           p_groups) WITH ORDINALITY AS u(i, p, e, m, f, d, po, pr, g, ord)
-        ORDER BY u.ord
-        ON CONFLICT (queue, id) DO NOTHING
-        RETURNING id)
-    SELECT coalesce(array_agg(ins.id), '{}') INTO inserted FROM ins;
-    IF cardinality(inserted) = n THEN
-      -- Every message was new (a repeated id comes back once): the common case, with no loop.
-      RETURN QUERY SELECT u.i, true, 'added'::text, NULL::text FROM unnest(p_ids) AS u(i);
+        ORDER BY u.ord;
+      all_new := true;
+    EXCEPTION WHEN unique_violation THEN
+      all_new := false;
+    END;
+    IF all_new THEN
       IF events_on THEN
         PERFORM ${s}.add_events(p_queue, p_now, array_fill(0::smallint, ARRAY[n]), p_ids,
           array_fill(0, ARRAY[n]), array_fill(NULL::text, ARRAY[n]));
@@ -100,6 +104,16 @@ BEGIN
       END IF;
       RETURN;
     END IF;
+    WITH ins AS (
+      INSERT INTO ${s}.messages (queue, id, payload, encoding, metadata, filters, phase, ready_at, enqueued_at,
+          updated_at, policy, priority, group_name)
+        SELECT p_queue, u.i, u.p, u.e, u.m, u.f, 0, p_now + u.d, p_now, p_now, u.po, u.pr, u.g
+        FROM unnest(p_ids, p_payloads, p_encodings, p_metadata, p_filters, p_delays, p_policies, p_priorities,
+          p_groups) WITH ORDINALITY AS u(i, p, e, m, f, d, po, pr, g, ord)
+        ORDER BY u.ord
+        ON CONFLICT (queue, id) DO NOTHING
+        RETURNING id)
+    SELECT coalesce(array_agg(ins.id), '{}') INTO inserted FROM ins;
   END IF;
   FOR i IN 1 .. n LOOP
     r_id := p_ids[i];
@@ -207,7 +221,7 @@ $fn$;
 -- {"ok": true, "id": ..., "action": "added"} or {"ok": false, "id": ..., "state": ...}. Options (JSON): id,
 -- metadata, filters (an object of name: value), priority, group, initialBackoffMs or runAt (ms since the
 -- epoch), allowRequeue, replacePayload. Times are the server's clock.
-CREATE FUNCTION ${s}.enqueue(queue text, payload jsonb, options jsonb DEFAULT '{}') RETURNS jsonb
+CREATE OR REPLACE FUNCTION ${s}.enqueue(queue text, payload jsonb, options jsonb DEFAULT '{}') RETURNS jsonb
     LANGUAGE plpgsql AS $fn$
 DECLARE
   o jsonb := coalesce(options, '{}');
@@ -215,6 +229,7 @@ DECLARE
   delay bigint := coalesce((o ->> 'initialBackoffMs')::bigint, 0);
   priority integer := coalesce((o ->> 'priority')::integer, 0);
   filters text;
+  new_id text := coalesce(o ->> 'id', gen_random_uuid()::text);
   r record;
 BEGIN
   IF queue IS NULL OR queue !~ '^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$' THEN
@@ -234,10 +249,13 @@ BEGIN
   END IF;
   SELECT coalesce(string_agg(f.key || '=' || f.value, '&' ORDER BY f.key COLLATE "C"), '') INTO filters
     FROM jsonb_each_text(coalesce(o -> 'filters', '{}')) AS f;
-  SELECT * INTO r FROM ${s}.enqueue_messages(queue, now, ARRAY[coalesce(o ->> 'id', gen_random_uuid()::text)],
+  SELECT * INTO r FROM ${s}.enqueue_messages(queue, now, ARRAY[new_id],
     ARRAY[convert_to(payload::text, 'UTF8')], ARRAY[0::smallint], ARRAY[coalesce(o -> 'metadata', '{}')::text],
     ARRAY[filters], ARRAY[delay], ARRAY[NULL::text], ARRAY[priority], ARRAY[o ->> 'group'], ARRAY[NULL::text],
     ARRAY[coalesce((o ->> 'allowRequeue')::boolean, false)], ARRAY[coalesce((o ->> 'replacePayload')::boolean, false)]);
+  IF NOT FOUND THEN
+    RETURN jsonb_build_object('ok', true, 'id', new_id, 'action', 'added'); -- no rows: it was added
+  END IF;
   RETURN jsonb_strip_nulls(jsonb_build_object('ok', r.r_ok, 'id', r.r_id, 'action', r.r_action, 'state', r.r_state));
 END
 $fn$;
