@@ -9,6 +9,6 @@ conformance({
     wakeups: true,
     instantRelease: true,
     deadLetterQueue: true,
-    overlapClaims: true,
+    overlapClaims: false,
   },
 });

@@ -12,6 +12,6 @@ conformance({
     wakeups: false,
     instantRelease: false,
     deadLetterQueue: true,
-    overlapClaims: true,
+    overlapClaims: false,
   },
 });

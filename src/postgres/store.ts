@@ -147,7 +147,8 @@ class PostgresStore implements Store {
       deadLetterQueue: true,
       // A consumer's finishes and claims go in order, those waiting together as one (lanes.ts).
       claimWithFinishes: true,
-      overlapClaims: true,
+      // A claim sent ahead at a trickle came back dry, and the idle worker then waited out its backoff.
+      overlapClaims: false,
     };
     this.schema = options.schema;
     this.s = quoteIdent(options.schema);
