@@ -126,6 +126,8 @@ class PostgresStore implements Store {
   private readonly s: string;
   private readonly configs = new ConfigCache();
   private readonly swept = new Map<string, number>();
+  /** Queues whose last claim here found nothing: the next claim takes the general path (a dry run's). */
+  private readonly dry = new Set<string>();
   /** Each queue's configuration and filter classes as the last write transaction read them. */
   private readonly known = new Map<string, KnownQueue>();
   private readonly lanes = new ConsumerLanes((queue, consumerId, finishes, claim) =>
@@ -512,7 +514,8 @@ class PostgresStore implements Store {
     claim: ClaimRequest | null,
   ): Promise<{ results: FinishResult[]; claimed: ClaimResult | null }> {
     const known = this.known.get(queue);
-    if (known !== undefined && (claim === null || !this.sweepDue(queue)) && coversWork(known, finishes, claim)) {
+    const general = claim !== null && (this.sweepDue(queue) || this.dry.has(queue));
+    if (known !== undefined && !general && coversWork(known, finishes, claim)) {
       const done = await this.withClient((client) =>
         finishAndClaim(client, this.schema, queue, consumerId, known, finishes, claim),
       );
@@ -539,7 +542,11 @@ class PostgresStore implements Store {
       this.swept.set(tx.queue, tx.now);
       released = await releaseDeadHolders(tx, this.session.lockSpace);
     }
-    return claimMessages(tx, request, released);
+    const claimed = await claimMessages(tx, request, released);
+    // At a trickle the one-statement claim would mostly find nothing and run this one after it.
+    if (claimed.messages.length === 0) this.dry.add(tx.queue);
+    else this.dry.delete(tx.queue);
+    return claimed;
   }
 
   private notify(client: PoolClient, queue: string): Promise<unknown> {
