@@ -87,7 +87,11 @@ void describe('postgres store', () => {
     const first = await open(url);
     await first.enqueue('q', 'x', { id: 'm' });
     await first.close();
-    await sql(base, `DROP TABLE "${schema}".reports; UPDATE "${schema}".version SET version = 1`);
+    // Schema 1 had neither reports nor finish_and_claim.
+    await sql(
+      base,
+      `DROP TABLE "${schema}".reports; DROP FUNCTION "${schema}".finish_and_claim; UPDATE "${schema}".version SET version = 1`,
+    );
     const client = await open(url);
     assert.equal((await client.status('q', 'm'))?.state, 'queued');
     assert.deepEqual((await client.show('q', 'm'))?.log, []);

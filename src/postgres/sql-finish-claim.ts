@@ -20,7 +20,7 @@ export function finishClaimDdl(schema: string): string {
   return `
 -- p_config: the queue's configuration JSON as the caller read it; p_classes: its filter classes as the caller
 -- knows them, p_accepted those the consumer takes (NULL: every class); p_max 0 claims nothing.
-CREATE FUNCTION ${s}.finish_and_claim(p_queue text, p_now bigint, p_consumer text, p_config text, p_events boolean,
+CREATE OR REPLACE FUNCTION ${s}.finish_and_claim(p_queue text, p_now bigint, p_consumer text, p_config text, p_events boolean,
     p_ids text[], p_attempts integer[], p_classes text[], p_accepted text[], p_max integer, p_lock_until bigint)
     RETURNS TABLE (r_seq bigint, r_id text, r_payload bytea, r_encoding smallint, r_metadata text, r_filters text,
       r_attempt integer, r_policy text, r_priority integer, r_ready_at bigint, r_size bigint)
