@@ -39,6 +39,7 @@ import { openStore, resolveStoreUrl } from './store/url.js';
 import { TickBatcher } from './tick-batcher.js';
 import { traceSend } from './tracing/send.js';
 import { Worker, type WorkerOptions } from './worker/worker.js';
+import { Queue } from './queue.js';
 import { publicEvent, type StoredEvent } from './model/events.js';
 import { EMPTY_LOG } from './model/reports.js';
 import type { Configured, EventPage, NewMessage, Store, StoredContent, StoredReport } from './store/contract.js';
@@ -224,11 +225,26 @@ export class Client {
     return (messages) => store.enqueueIn?.(tx, queue, messages) ?? Promise.resolve([]);
   }
 
+  /**
+   * The queue `name` with its payload's type `P` and its handlers' result type `R`: enqueue, worker, waitFor,
+   * status and show typed end to end. The types are not checked at run time.
+   */
+  queue<P = Payload, R = unknown>(name: string): Queue<P, R> {
+    return new Queue<P, R>(this, checkQueueName(name));
+  }
+
   /** Starts (unless `autoStart: false`) a worker that hands the queue's messages to `handler`. */
-  worker(queue: string, handler: Handler, options: WorkerOptions = {}): Worker {
+  worker<P = Payload, R = unknown>(
+    queue: string,
+    // Given, not inferred from the handler: a handler's several returns would pick one of them.
+    handler: Handler<NoInfer<P>, NoInfer<R>>,
+    options: WorkerOptions = {},
+  ): Worker {
     this.checkOpen();
     const stopped = (): void => void this.workers.delete(worker);
-    const worker = new Worker(this.#store, queue, handler, options, stopped, this.schedulers);
+    // The payload's type is the caller's promise: the worker hands the handler whatever was decoded.
+    const untyped = handler as Handler;
+    const worker = new Worker(this.#store, queue, untyped, options, stopped, this.schedulers);
     this.workers.add(worker);
     if (this.instruments !== null) attachMetrics(worker, this.instruments);
     if (worker.autoStart) worker.startInBackground();
@@ -306,7 +322,7 @@ export class Client {
    * `TIMEOUT`) after `timeoutMs` (default 30 s), a MessageGoneError (code `MESSAGE_GONE`) when the message is
    * not in the queue (never enqueued, removed, GC'd), and a ClosedError when the client closes meanwhile.
    */
-  async waitFor(queue: string, id: string, options: WaitForOptions = {}): Promise<WaitResult> {
+  async waitFor<R = unknown>(queue: string, id: string, options: WaitForOptions = {}): Promise<WaitResult<R>> {
     this.checkOpen();
     checkQueueName(queue);
     checkMessageId(id);
@@ -314,22 +330,22 @@ export class Client {
     const stop = new AbortController();
     this.followers.add(stop);
     try {
-      return await waitForOutcome(
+      return (await waitForOutcome(
         this.#store,
         queue,
         id,
         timeoutMs,
         signal === undefined ? stop.signal : AbortSignal.any([stop.signal, signal]),
-      );
+      )) as WaitResult<R>;
     } finally {
       this.followers.delete(stop);
     }
   }
 
-  /** The message's state, or null once it is gone (GC'd, cleared, never existed). */
-  async status(queue: string, id: string): Promise<MessageStatus | null> {
+  /** The message's state (with its handler's `result` once it succeeded with one), or null once it is gone. */
+  async status<R = unknown>(queue: string, id: string): Promise<MessageStatus<R> | null> {
     this.checkOpen();
-    return this.#store.status(checkQueueName(queue), checkMessageId(id));
+    return (await this.#store.status(checkQueueName(queue), checkMessageId(id))) as MessageStatus<R> | null;
   }
 
   /** Counts per state, live consumers and what each holds, dry runs, whether paused. O(states), not O(messages). */
@@ -352,12 +368,13 @@ export class Client {
   }
 
   /** Everything kept about a message: status, payload, metadata, filters, policy and history; null once gone. */
-  async show(queue: string, id: string): Promise<MessageDetails | null> {
+  async show<P = Payload, R = unknown>(queue: string, id: string): Promise<MessageDetails<P, R> | null> {
     this.checkOpen();
     const details = await this.#store.inspect(checkQueueName(queue), checkMessageId(id));
     if (details === null) return null;
     const report = details.report ?? NO_REPORT;
-    return {
+    // The types are the caller's promise (see queue()); the values are what was stored.
+    return <MessageDetails<P, R>>{
       ...details.status,
       ...decodeContent(details.content),
       policy: decodePolicy(details.policy) ?? {},

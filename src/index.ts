@@ -2,6 +2,8 @@
 export { connect, Client } from './client.js';
 export type { ConnectOptions, PauseResult } from './client.js';
 export { Worker } from './worker/worker.js';
+export { Queue, type TypedBatchItem } from './queue.js';
+export { RESULT_MAX_BYTES } from './model/result.js';
 export { queueSizeMonitor } from './worker/size-monitor.js';
 export type {
   WorkerOptions,

@@ -155,6 +155,36 @@ void describe('postgres store', () => {
     assert.equal(calls.rows.length, 1);
   });
 
+  void test('a version 3 schema is migrated: its messages stay, results are kept from then on', async () => {
+    const { url, schema } = schemaUrl();
+    const before = await open(url);
+    await before.enqueue('q', 'old', { id: 'old' });
+    await before.close();
+    // What version 3 was: no result columns (its functions are replaced by the migration).
+    await sql(
+      base,
+      `ALTER TABLE "${schema}".messages DROP COLUMN result, DROP COLUMN result_encoding;
+       UPDATE "${schema}".version SET version = 3`,
+    );
+    const client = await open(url);
+    const version = await sql(base, `SELECT version FROM "${schema}".version`);
+    assert.deepEqual(version.rows, [{ version: SCHEMA_VERSION }]);
+    const worker = client.worker('q', ({ id }) => ({ status: 'success', result: `${id} done` }));
+    try {
+      await client.enqueue('q', 'new', { id: 'new' });
+      for (const id of ['old', 'new']) {
+        const status = await waitFor(async () => {
+          const s = await client.status('q', id);
+          return s?.state === 'done-awaiting-gc' ? s : null;
+        });
+        assert.equal(status.result, `${id} done`);
+      }
+      assert.equal((await client.enqueue('q', 'again', { id: 'old' })).ok, true);
+    } finally {
+      await worker.stop();
+    }
+  });
+
   void test('a wrong password, a missing database and an unreachable server are clear kvmq errors', async () => {
     const wrong = new URL(base);
     wrong.password = 'not-the-password';

@@ -77,6 +77,10 @@ function assertCountersMatchRows(url: string, queue: string): void {
 }
 
 // The layout kvmq wrote before schema 2, to check the migration.
+// What schema 9 added, dropped to write an older layout.
+const DROP_RESULT_9 =
+  'ALTER TABLE kvmq_messages DROP COLUMN result; ALTER TABLE kvmq_messages DROP COLUMN result_encoding;';
+
 const SCHEMA_1 = `
 CREATE TABLE kvmq_messages (
   seq INTEGER PRIMARY KEY, queue TEXT NOT NULL, id TEXT NOT NULL, payload BLOB NOT NULL, encoding INTEGER NOT NULL,
@@ -407,6 +411,7 @@ describe('sqlite store', () => {
       ALTER TABLE kvmq_queues DROP COLUMN events_buffer; ALTER TABLE kvmq_queues DROP COLUMN events_buffered;
       DELETE FROM kvmq_events;
       INSERT INTO kvmq_events (queue, seq, at, count, events) VALUES ('old', 1, 1000, 2, '[[0,"m1",0],[3,"x",1,"boom"]]');
+      ${DROP_RESULT_9}
       PRAGMA user_version = 4`);
     db.close();
 
@@ -449,7 +454,7 @@ describe('sqlite store', () => {
     await before.enqueue('old', 'kept', { id: 'm1' });
     await before.close();
     const db = new Database(path);
-    db.exec('DROP TRIGGER kvmq_reports_gone; DROP TABLE kvmq_reports; PRAGMA user_version = 7');
+    db.exec(`DROP TRIGGER kvmq_reports_gone; DROP TABLE kvmq_reports; ${DROP_RESULT_9} PRAGMA user_version = 7`);
     db.close();
 
     const client = await connect(url, { maintenance: false });
@@ -499,6 +504,7 @@ describe('sqlite store', () => {
         '[[0,"m1",0,null,1000],[1,"m1",1,null,1001],[2,"m1",1,null,1002]]');
       UPDATE kvmq_queues SET events_trimmed = 1, events_trimmed_index = 0, events_buffered = 2,
         events_buffer = '[0,"m2",0,null,2000],[3,"m3",1,"boom",2001]' WHERE queue = 'old';
+      ${DROP_RESULT_9}
       PRAGMA user_version = 6`);
     db.close();
 
@@ -564,6 +570,7 @@ describe('sqlite store', () => {
       DROP TABLE kvmq_events; DROP TABLE kvmq_turns; ALTER TABLE kvmq_queues DROP COLUMN events_trimmed;
       ALTER TABLE kvmq_queues DROP COLUMN events_trimmed_index;
       UPDATE kvmq_queues SET config = json_remove(config, '$.events', '$.eventsMaxCount', '$.eventsMaxAgeMs');
+      ${DROP_RESULT_9}
       PRAGMA user_version = 2`);
     db.close();
 

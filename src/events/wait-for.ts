@@ -10,8 +10,8 @@ import type { StoredEvent } from '../model/events.js';
 import type { MessageStatus } from '../model/types.js';
 import type { Store } from '../store/contract.js';
 
-/** How a message ended, as `waitFor` resolves it. */
-export interface WaitResult {
+/** How a message ended, as `waitFor` resolves it; `R` is the handler's result type. */
+export interface WaitResult<R = unknown> {
   /** `completed`: its handler succeeded; `failed`: it failed for good (see `error`). */
   readonly outcome: 'completed' | 'failed';
   /** The delivery that ended it (0 when only the dead-letter queue, which restarts the count, told it). */
@@ -22,7 +22,12 @@ export interface WaitResult {
    * The message's status when the outcome was seen: in the queue, or in its dead-letter queue once moved there;
    * null when only the event told it (the message had already left the queue).
    */
-  readonly status: MessageStatus | null;
+  readonly status: MessageStatus<R> | null;
+  /**
+   * For `completed`: the result the handler returned with its success (`status.result`); absent when it
+   * returned none, or when only the event told the outcome (the message had already left the queue).
+   */
+  readonly result?: R;
 }
 
 const FIRST_POLL_MS = 25;
@@ -93,8 +98,10 @@ function outcomeOf(status: MessageStatus): WaitResult | null {
     case 'failed':
       return { outcome: 'failed', attempt: status.attempt, error: status.lastError, status };
     case 'done-awaiting-gc':
-    case 'done-with-backoff':
-      return { outcome: 'completed', attempt: status.attempt, error: null, status };
+    case 'done-with-backoff': {
+      const completed = { outcome: 'completed', attempt: status.attempt, error: null, status } as const;
+      return 'result' in status ? { ...completed, result: status.result } : completed;
+    }
     default:
       return null;
   }

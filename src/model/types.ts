@@ -130,11 +130,11 @@ export type EnqueueResult =
   /** Refused: a message with this id exists; `state` is its current state. */
   | { readonly ok: false; readonly id: string; readonly state: MessageState };
 
-/** One message as a handler sees it. */
-export interface Job {
+/** One message as a handler sees it; `P` is the payload's type (`client.queue<P, R>()` or `worker<P, R>()`). */
+export interface Job<P = Payload> {
   readonly queue: string;
   readonly id: string;
-  readonly payload: Payload;
+  readonly payload: P;
   readonly metadata: Metadata;
   readonly filters: FilterValues;
   /** 1 on the first delivery, +1 on every redelivery (retry, expired lock). */
@@ -164,18 +164,28 @@ export interface Job {
   readonly log: (line: string) => boolean;
 }
 
-export interface HandlerResult {
+export interface HandlerResult<R = unknown> {
   readonly status: Outcome;
   /** After `retry`: wait this long. After `success`/`error`: refuse duplicates this long. */
   readonly backoffMs?: number;
   /** Recorded as the message's last error. */
   readonly error?: string;
+  /**
+   * With `success` only: kept with the message (JSON, or bytes as given; at most RESULT_MAX_BYTES encoded) and
+   * returned by `status`, `inspect`, `list` and `waitFor`. Too large or not encodable: the attempt ends in `error`.
+   */
+  readonly result?: R;
 }
 
-/** Returning nothing counts as `success`; throwing counts as `error` (or a retry, see `maxAttempts`). */
-export type Handler = (job: Job) => Promise<HandlerResult | void> | HandlerResult | void;
+/**
+ * Returning nothing counts as `success` (no result); throwing counts as `error` (or a retry, see `maxAttempts`).
+ * Any other value must be a HandlerResult: a bare value is not taken for a result.
+ */
+export type Handler<P = Payload, R = unknown> = (
+  job: Job<P>,
+) => Promise<HandlerResult<R> | void> | HandlerResult<R> | void;
 
-export interface MessageStatus {
+export interface MessageStatus<R = unknown> {
   readonly queue: string;
   readonly id: string;
   readonly state: MessageState;
@@ -190,6 +200,11 @@ export interface MessageStatus {
   readonly consumer: string | null;
   /** When a lock or backoff ends (ms since the epoch), or null. */
   readonly until: number | null;
+  /**
+   * What the handler of the message's current run returned as `result` with its success; absent when it
+   * returned none (or the run has not succeeded). A requeued or revived message starts without one.
+   */
+  readonly result?: R;
 }
 
 /** One attempt that did not end in a plain success, or a delivery whose lock was lost. */
@@ -206,7 +221,7 @@ export interface AttemptRecord {
   readonly error: string | null;
 }
 
-/** A listed message: its status, and its content when the listing asked for it. */
+/** A listed message: its status, and its content (and result) when the listing asked for it. */
 export interface ListedMessage extends MessageStatus {
   /** The latest progress a handler reported (`job.progress`); absent when there is none. */
   readonly progress?: unknown;
@@ -215,9 +230,9 @@ export interface ListedMessage extends MessageStatus {
   readonly filters?: FilterValues;
 }
 
-/** Everything kvmq keeps about a message. */
-export interface MessageDetails extends MessageStatus {
-  readonly payload: Payload;
+/** Everything kvmq keeps about a message; `P` and `R` are its payload's and result's types. */
+export interface MessageDetails<P = Payload, R = unknown> extends MessageStatus<R> {
+  readonly payload: P;
   readonly metadata: Metadata;
   readonly filters: FilterValues;
   readonly policy: MessagePolicy;
@@ -246,7 +261,7 @@ export interface ListOptions {
   readonly limit?: number;
   /** The `cursor` of the previous page of the same listing. */
   readonly cursor?: string;
-  /** Include payload, metadata and filters. @defaultValue false */
+  /** Include payload, metadata, filters and each message's `result`. @defaultValue false */
   readonly payload?: boolean;
 }
 

@@ -41,7 +41,10 @@ export function coversWork(known: KnownQueue, finishes: readonly Finish[], claim
   const { config } = known;
   if (config.groupConcurrency !== null) return false;
   if (claim !== null && (config.paused || config.rateLimit !== null)) return false;
-  return finishes.every((f) => f.outcome === 'success' && f.backoffMs === 0 && f.error === null);
+  // A result is written by the general finish (finish.ts), in the same transaction as its outcome.
+  return finishes.every(
+    (f) => f.outcome === 'success' && f.backoffMs === 0 && f.error === null && f.result === undefined,
+  );
 }
 
 /**

@@ -1,6 +1,6 @@
 import { failMessage } from './failures.js';
 // The rules of a finish are SQLite's: one statement of them for both stores.
-import { finishEvent, finishHistory, type HeldRow } from '../sqlite/finish.js';
+import { finishEvent, finishHistory, isPlainSuccess, resultColumns, type HeldRow } from '../sqlite/finish.js';
 import type { WriteContext } from './tx.js';
 import type { Finish, FinishResult } from '../store/contract.js';
 
@@ -18,7 +18,7 @@ export async function finishMessages(
   finishes: readonly Finish[],
 ): Promise<FinishResult[]> {
   const { db, s, queue, now } = tx;
-  const plain = finishes.filter((f) => f.outcome === 'success' && f.backoffMs === 0 && f.error === null);
+  const plain = finishes.filter(isPlainSuccess);
   const done = new Set<string>();
   if (plain.length > 0) {
     const updated = await db.query<{ id: string }>(
@@ -65,11 +65,12 @@ export async function finishMessages(
     } else if (f.outcome === 'error') {
       await failMessage(tx, row, f.error, history);
     } else {
+      const { result, resultEncoding } = resultColumns(f);
       await db.query(
         `UPDATE ${s}.messages SET phase = 2, lock_until = 0, consumer = NULL, backoff_until = $2, outcome = $3,
-           last_error = $4, updated_at = $5
+           last_error = $4, updated_at = $5, result = $6, result_encoding = $7
          WHERE seq = $1`,
-        [row.seq, f.backoffMs > 0 ? now + f.backoffMs : 0, f.outcome, f.error, now],
+        [row.seq, f.backoffMs > 0 ? now + f.backoffMs : 0, f.outcome, f.error, now, result, resultEncoding],
       );
       doneCount += 1;
     }
@@ -96,7 +97,8 @@ async function toPending(
        attempt = CASE WHEN $4 THEN 0 ELSE attempt END, losses = CASE WHEN $4 THEN 0 ELSE losses END,
        history = coalesce($5, history),
        payload = coalesce(next_payload, payload), encoding = coalesce(next_encoding, encoding),
-       next_payload = NULL, next_encoding = NULL, outcome = $6, last_error = $7, updated_at = $8
+       next_payload = NULL, next_encoding = NULL, outcome = $6, last_error = $7, updated_at = $8,
+       result = NULL, result_encoding = NULL
      WHERE seq = $1`,
     [seq, readyAt, requeue, resetAttempt, history, f.outcome, f.error, tx.now],
   );

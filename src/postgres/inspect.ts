@@ -16,7 +16,7 @@ import type { StoredDetails } from '../store/contract.js';
 
 export const STATUS_FIELDS =
   'seq, id, phase, ready_at, lock_until, backoff_until, requeue, attempt, outcome, last_error, consumer, enqueued_at, updated_at';
-export const CONTENT_FIELDS = 'payload, encoding, metadata, filters';
+export const CONTENT_FIELDS = 'payload, encoding, metadata, filters, result, result_encoding';
 
 export async function messageStatus(
   db: Queryable,
@@ -25,7 +25,7 @@ export async function messageStatus(
   id: string,
 ): Promise<MessageStatus | null> {
   const { rows } = await db.query<StatusRow>(
-    `SELECT ${STATUS_FIELDS} FROM ${s}.messages WHERE queue = $1 AND id = $2`,
+    `SELECT ${STATUS_FIELDS}, result, result_encoding FROM ${s}.messages WHERE queue = $1 AND id = $2`,
     [queue, id],
   );
   const row = rows[0];

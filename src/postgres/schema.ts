@@ -7,6 +7,9 @@
  * connection, so concurrent writers do not queue on one row and a count reads at most SLOTS rows. Events are
  * rows keyed by (queue, seq), the seq taken from the queue row in the writing transaction.
  *
+ * Version 2 adds handlers' reports, version 3 the one-statement finish and claim, version 4 keeps a success's
+ * result with the message (result, result_encoding; NULL for none).
+ *
  * The schema's version is the one row of `version`; kvmq creates and migrates it under a transaction-level
  * advisory lock keyed by the schema's name, so processes starting together migrate it once. The functions
  * (sql-functions.ts) are installed by the same migration.
@@ -17,7 +20,7 @@ import { functionsDdl } from './sql-functions.js';
 import type { Queryable } from './queryable.js';
 import { quoteIdent } from './sql-text.js';
 
-export const SCHEMA_VERSION = 3;
+export const SCHEMA_VERSION = 4;
 
 const tables = (s: string): string => `
 CREATE TABLE ${s}.messages (
@@ -46,7 +49,9 @@ CREATE TABLE ${s}.messages (
   losses        integer  NOT NULL DEFAULT 0,   -- locks that ended without a finish
   priority      integer  NOT NULL DEFAULT 0,   -- 0 (runs first) to 1000
   group_name    text,                          -- at most the queue's groupConcurrency held at once
-  debounce_id   text                           -- a later enqueue with this id replaces the message while it waits
+  debounce_id   text,                          -- a later enqueue with this id replaces the message while it waits
+  result        bytea,                         -- what the current run's success returned; NULL for none
+  result_encoding smallint                     -- 0 JSON, 1 bytes
 );
 CREATE UNIQUE INDEX messages_by_id ON ${s}.messages (queue, id);
 CREATE INDEX messages_pending ON ${s}.messages (queue, filters, priority, ready_at, seq) WHERE phase = 0;
@@ -153,10 +158,21 @@ const MIGRATIONS: Readonly<Record<number, (schema: string) => string>> = {
       ${reports2(s)}
       ${toVersion3(schema)}`;
   },
-  1: (schema) => `${reports2(quoteIdent(schema))}
+  // Each message's result (version 4) before the functions that read it.
+  1: (schema) => `${resultColumns4(schema)}
+    ${reports2(quoteIdent(schema))}
     ${toVersion3(schema)}`,
-  2: toVersion3,
+  2: (schema) => `${resultColumns4(schema)}
+    ${toVersion3(schema)}`,
+  3: (schema) => `${resultColumns4(schema)}
+    ${functionsDdl(schema)}`,
 };
+
+/** Schema 4: each message's result (existing ones: none); enqueue_messages clears it when it revives or requeues. */
+function resultColumns4(schema: string): string {
+  return `ALTER TABLE ${quoteIdent(schema)}.messages ADD COLUMN IF NOT EXISTS result bytea,
+    ADD COLUMN IF NOT EXISTS result_encoding smallint;`;
+}
 
 /**
  * Schema 3: the worker's finishes and next claim in one statement (sql-finish-claim.ts); an enqueue of new ids

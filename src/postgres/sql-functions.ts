@@ -160,14 +160,14 @@ BEGIN
           UPDATE ${s}.messages SET payload = p_payloads[i], encoding = p_encodings[i], metadata = p_metadata[i],
               filters = p_filters[i], phase = 0, ready_at = p_now + p_delays[i], lock_until = 0, consumer = NULL,
               backoff_until = 0, requeue = 0, next_payload = NULL, next_encoding = NULL, attempt = 0,
-              outcome = NULL, last_error = NULL, enqueued_at = p_now, updated_at = p_now, policy = p_policies[i],
+              outcome = NULL, last_error = NULL, result = NULL, result_encoding = NULL, enqueued_at = p_now, updated_at = p_now, policy = p_policies[i],
               losses = 0, priority = p_priorities[i], group_name = p_groups[i], debounce_id = p_debounce[i]
             WHERE seq = m.seq;
           r_action := 'revived';
           done_delta := done_delta - 1;
         ELSIF p_requeue[i] AND st = 'done-with-backoff' THEN
           UPDATE ${s}.messages SET phase = 0, ready_at = backoff_until, requeue = 1, attempt = 0, losses = 0,
-              payload = CASE WHEN p_replace[i] THEN p_payloads[i] ELSE payload END,
+              result = NULL, result_encoding = NULL, payload = CASE WHEN p_replace[i] THEN p_payloads[i] ELSE payload END,
               encoding = CASE WHEN p_replace[i] THEN p_encodings[i] ELSE encoding END, updated_at = p_now
             WHERE seq = m.seq;
           r_action := 'requeued';

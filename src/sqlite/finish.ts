@@ -34,7 +34,7 @@ export function finishMessages(
 ): FinishResult[] {
   const { sql, queue, now } = tx;
   // Plain successes, the common case, go in multi-row updates; the rest one by one.
-  const plain = finishes.filter((f) => f.outcome === 'success' && f.backoffMs === 0 && f.error === null);
+  const plain = finishes.filter(isPlainSuccess);
   const rows = plain.map((f) => [f.id, f.attempt]);
   const done = new Set(finishSuccesses([now, queue, consumerId], rows) as string[]);
   let doneCount = done.size;
@@ -66,7 +66,7 @@ export function finishMessages(
     } else if (f.outcome === 'error') {
       failMessage(tx, row, f.error, history);
     } else {
-      sql.toDone.run({ ...common, backoffUntil: f.backoffMs > 0 ? now + f.backoffMs : 0 });
+      sql.toDone.run({ ...common, backoffUntil: f.backoffMs > 0 ? now + f.backoffMs : 0, ...resultColumns(f) });
       doneCount += 1;
     }
     results.push('ok');
@@ -75,6 +75,18 @@ export function finishMessages(
   // A finish may free a full group's slot: idle workers hear of it instead of waiting for a backoff to end.
   if (tx.config().groupConcurrency !== null && results.includes('ok')) tx.wake(queue);
   return results;
+}
+
+/** A success with no backoff, error or result: the finish most messages end with, written in bulk. */
+export function isPlainSuccess(f: Finish): boolean {
+  return f.outcome === 'success' && f.backoffMs === 0 && f.error === null && f.result === undefined;
+}
+
+/** The result columns a finish to done writes (both SQL stores): NULL for none. */
+export function resultColumns(f: Finish): { result: Uint8Array | null; resultEncoding: number | null } {
+  const { result } = f;
+  if (result === undefined) return { result: null, resultEncoding: null };
+  return { result: result.bytes, resultEncoding: result.encoding === 'json' ? 0 : 1 };
 }
 
 /**

@@ -1,5 +1,6 @@
 import { parseFilterClass } from '../model/filters.js';
 import { parseHistory } from '../model/history.js';
+import { decodePayload } from '../model/payload.js';
 import {
   MESSAGE_STATES,
   type ConsumerInfo,
@@ -23,6 +24,9 @@ export interface StatusRow extends StateRow {
   readonly consumer: string | null;
   readonly enqueued_at: number;
   readonly updated_at: number;
+  /** Read by status, inspect and a listing with content; absent otherwise. */
+  readonly result?: Buffer | null;
+  readonly result_encoding?: number | null;
 }
 
 /** The columns of statements.ts CONTENT_FIELDS. */
@@ -46,7 +50,17 @@ export function statusOf(queue: string, row: StatusRow, now: number): MessageSta
     updatedAt: row.updated_at,
     consumer: state === 'locked' || state === 'locked-with-requeue' ? row.consumer : null,
     until: stateEndsAt(row, now),
+    ...resultOf(row),
   };
+}
+
+/** The `result` field of a status, when the row has one. Shared with the PostgreSQL store. */
+export function resultOf(row: { readonly result?: Uint8Array | null; readonly result_encoding?: number | null }): {
+  result?: unknown;
+} {
+  const { result } = row;
+  if (result === undefined || result === null) return {};
+  return { result: decodePayload(result, row.result_encoding === 1 ? 'bytes' : 'json') };
 }
 
 export function contentOf(row: ContentRow): StoredContent {

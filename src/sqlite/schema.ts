@@ -15,11 +15,12 @@
  * JSON (rows written before stay JSON and are read as such), in a rowid
  * table whose newest row grows until it fills a page. Schema 8 adds handlers' reports (progress, log) in
  * a table of their own, keyed by the message's seq (reports.ts).
+ * Schema 9 keeps a success's result with the message (result, result_encoding; NULL for none).
  */
 import type BetterSqlite3 from 'better-sqlite3';
 import { StoreLayoutError } from '../errors.js';
 
-export const SCHEMA_VERSION = 8;
+export const SCHEMA_VERSION = 9;
 
 export const Phase = { Pending: 0, Locked: 1, Done: 2, Failed: 3 } as const;
 
@@ -144,7 +145,9 @@ CREATE TABLE IF NOT EXISTS kvmq_messages (
   losses        INTEGER NOT NULL DEFAULT 0,     -- locks that ended without a finish
   priority      INTEGER NOT NULL DEFAULT 0,     -- 0 (runs first) to 1000
   group_name    TEXT,                           -- at most the queue's groupConcurrency held at once; NULL: no group
-  debounce_id   TEXT                            -- a later enqueue with this id replaces the message while it waits
+  debounce_id   TEXT,                           -- a later enqueue with this id replaces the message while it waits
+  result        BLOB,                           -- what the current run's success returned; NULL for none
+  result_encoding INTEGER                       -- 0 JSON, 1 bytes
 ) STRICT;
 CREATE UNIQUE INDEX IF NOT EXISTS kvmq_messages_by_id ON kvmq_messages (queue, id);
 ${INDEXES_4}
@@ -251,6 +254,12 @@ ALTER TABLE kvmq_events_7 RENAME TO kvmq_events;
 // Schema 7 → 8: the reports table.
 const MIGRATE_7_TO_8 = REPORTS_8;
 
+// Schema 8 → 9: each message's result (existing ones: none).
+const MIGRATE_8_TO_9 = `
+ALTER TABLE kvmq_messages ADD COLUMN result BLOB;
+ALTER TABLE kvmq_messages ADD COLUMN result_encoding INTEGER;
+`;
+
 // What brings each older schema up to date, in one transaction.
 const MIGRATIONS: Readonly<Record<number, string>> = {
   0: DDL,
@@ -261,13 +270,22 @@ const MIGRATIONS: Readonly<Record<number, string>> = {
     MIGRATE_4_TO_5 +
     MIGRATE_5_TO_6 +
     MIGRATE_6_TO_7 +
-    MIGRATE_7_TO_8,
-  2: MIGRATE_2_TO_3 + MIGRATE_3_TO_4 + MIGRATE_4_TO_5 + MIGRATE_5_TO_6 + MIGRATE_6_TO_7 + MIGRATE_7_TO_8,
-  3: MIGRATE_3_TO_4 + MIGRATE_4_TO_5 + MIGRATE_5_TO_6 + MIGRATE_6_TO_7 + MIGRATE_7_TO_8,
-  4: MIGRATE_4_TO_5 + MIGRATE_5_TO_6 + MIGRATE_6_TO_7 + MIGRATE_7_TO_8,
-  5: MIGRATE_5_TO_6 + MIGRATE_6_TO_7 + MIGRATE_7_TO_8,
-  6: MIGRATE_6_TO_7 + MIGRATE_7_TO_8,
-  7: MIGRATE_7_TO_8,
+    MIGRATE_7_TO_8 +
+    MIGRATE_8_TO_9,
+  2:
+    MIGRATE_2_TO_3 +
+    MIGRATE_3_TO_4 +
+    MIGRATE_4_TO_5 +
+    MIGRATE_5_TO_6 +
+    MIGRATE_6_TO_7 +
+    MIGRATE_7_TO_8 +
+    MIGRATE_8_TO_9,
+  3: MIGRATE_3_TO_4 + MIGRATE_4_TO_5 + MIGRATE_5_TO_6 + MIGRATE_6_TO_7 + MIGRATE_7_TO_8 + MIGRATE_8_TO_9,
+  4: MIGRATE_4_TO_5 + MIGRATE_5_TO_6 + MIGRATE_6_TO_7 + MIGRATE_7_TO_8 + MIGRATE_8_TO_9,
+  5: MIGRATE_5_TO_6 + MIGRATE_6_TO_7 + MIGRATE_7_TO_8 + MIGRATE_8_TO_9,
+  6: MIGRATE_6_TO_7 + MIGRATE_7_TO_8 + MIGRATE_8_TO_9,
+  7: MIGRATE_7_TO_8 + MIGRATE_8_TO_9,
+  8: MIGRATE_8_TO_9,
 };
 
 export function migrate(db: BetterSqlite3.Database, path: string): void {

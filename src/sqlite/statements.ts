@@ -8,7 +8,7 @@ const MESSAGE_FIELDS = 'seq, id, payload, encoding, metadata, filters, attempt, 
 /** The columns a message's status is made of, and those of its content. */
 export const STATUS_FIELDS =
   'seq, id, phase, ready_at, lock_until, backoff_until, requeue, attempt, outcome, last_error, consumer, enqueued_at, updated_at';
-export const CONTENT_FIELDS = 'payload, encoding, metadata, filters';
+export const CONTENT_FIELDS = 'payload, encoding, metadata, filters, result, result_encoding';
 
 const SQL = {
   ensureQueue: 'INSERT INTO kvmq_queues (queue) VALUES (?) ON CONFLICT DO NOTHING',
@@ -34,6 +34,7 @@ const SQL = {
   revive: `UPDATE kvmq_messages SET payload = @payload, encoding = @encoding, metadata = @metadata, filters = @filters,
          phase = 0, ready_at = @readyAt, lock_until = 0, consumer = NULL, backoff_until = 0, requeue = 0,
          next_payload = NULL, next_encoding = NULL, attempt = 0, outcome = NULL, last_error = NULL,
+         result = NULL, result_encoding = NULL,
          enqueued_at = @now, updated_at = @now, policy = @policy, losses = 0,
          priority = @priority, group_name = @group, debounce_id = @debounceId
        WHERE seq = @seq`,
@@ -46,7 +47,7 @@ const SQL = {
          ready_at = @readyAt, requeue = 0, updated_at = @now
        WHERE seq = @seq`,
   requeueDone: `UPDATE kvmq_messages SET phase = 0, ready_at = backoff_until, requeue = 1, attempt = 0, losses = 0,
-         payload = coalesce(@payload, payload), encoding = coalesce(@encoding, encoding), updated_at = @now
+         result = NULL, result_encoding = NULL, payload = coalesce(@payload, payload), encoding = coalesce(@encoding, encoding), updated_at = @now
        WHERE seq = @seq`,
   requeueLocked: `UPDATE kvmq_messages SET requeue = 1, next_payload = @payload, next_encoding = @encoding, updated_at = @now
        WHERE seq = @seq`,
@@ -96,13 +97,14 @@ const SQL = {
   held: `SELECT seq, id, phase, consumer, attempt, requeue, filters, history FROM kvmq_messages
        WHERE queue = ? AND id = ?`,
   toDone: `UPDATE kvmq_messages SET phase = 2, lock_until = 0, consumer = NULL, backoff_until = @backoffUntil,
-         outcome = @outcome, last_error = @error, updated_at = @now
+         outcome = @outcome, last_error = @error, updated_at = @now, result = @result, result_encoding = @resultEncoding
        WHERE seq = @seq`,
   toPending: `UPDATE kvmq_messages SET phase = 0, ready_at = @readyAt, lock_until = 0, consumer = NULL, requeue = @requeue,
          attempt = CASE WHEN @resetAttempt THEN 0 ELSE attempt END, losses = CASE WHEN @resetAttempt THEN 0 ELSE losses END,
          history = coalesce(@history, history),
          payload = coalesce(next_payload, payload), encoding = coalesce(next_encoding, encoding),
-         next_payload = NULL, next_encoding = NULL, outcome = @outcome, last_error = @error, updated_at = @now
+         next_payload = NULL, next_encoding = NULL, outcome = @outcome, last_error = @error, updated_at = @now,
+         result = NULL, result_encoding = NULL
        WHERE seq = @seq`,
 
   // A message that fails: kept apart from successes, its backoff ignored.
@@ -129,7 +131,7 @@ const SQL = {
   promote: 'UPDATE kvmq_messages SET ready_at = @now, requeue = 0, updated_at = @now WHERE seq = @seq',
   remove: 'DELETE FROM kvmq_messages WHERE seq = ?',
 
-  status: `SELECT ${STATUS_FIELDS} FROM kvmq_messages WHERE queue = ? AND id = ?`,
+  status: `SELECT ${STATUS_FIELDS}, result, result_encoding FROM kvmq_messages WHERE queue = ? AND id = ?`,
   details: `SELECT ${STATUS_FIELDS}, ${CONTENT_FIELDS}, policy, history, priority, group_name FROM kvmq_messages
        WHERE queue = ? AND id = ?`,
   // Counts split by time walk only rows in time-limited states: every lock, pending backoffs, duplicate backoffs.

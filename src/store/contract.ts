@@ -8,7 +8,7 @@
  */
 import type { StoredEvent } from '../model/events.js';
 import type { ListQuery } from '../model/list.js';
-import type { PayloadEncoding } from '../model/payload.js';
+import type { EncodedPayload, PayloadEncoding } from '../model/payload.js';
 import type { StoredLog } from '../model/reports.js';
 import type {
   ActionResult,
@@ -177,6 +177,12 @@ export interface Finish {
    * Null for a message handed back unrun (a stop's give-back): stores record no history for it.
    */
   readonly startedAt: number | null;
+  /**
+   * A success's result (model/result.ts: at most RESULT_MAX_BYTES), written in the same atomic write as the
+   * outcome; absent for none, and then the store writes nothing more than before. A message's result is its
+   * current run's: a store clears it when the message runs anew (requeued, revived by an enqueue).
+   */
+  readonly result?: EncodedPayload;
 }
 
 /**

@@ -19,7 +19,10 @@ interface HandledEvent extends AttemptEvent {
 }
 
 /** The handler succeeded and the store holds the success. */
-export type CompletedEvent = HandledEvent;
+export interface CompletedEvent<R = unknown> extends HandledEvent {
+  /** The result the handler returned with its success, as stored (decoded); absent when it returned none. */
+  readonly result?: R;
+}
 
 /** The attempt failed for good (outcome `error`): no further attempt follows. */
 export interface FailedEvent extends HandledEvent {

@@ -2,6 +2,7 @@ import type { Finish } from '../store/contract.js';
 
 /** A finish before the worker stamps it with the handler's start time. */
 export type AttemptFinish = Omit<Finish, 'startedAt'>;
+import { encodeResult } from '../model/result.js';
 import type { HandlerResult, Outcome } from '../model/types.js';
 
 const OUTCOMES: ReadonlySet<string> = new Set<Outcome>(['success', 'error', 'retry']);
@@ -10,16 +11,20 @@ function isOutcome(status: string): status is Outcome {
   return OUTCOMES.has(status);
 }
 
-/** Turns what a handler returned into a finish; anything malformed is an `error` that says why. */
-export function finishFromResult(id: string, attempt: number, result: HandlerResult | void): AttemptFinish {
-  if (result === undefined) return { id, attempt, outcome: 'success', backoffMs: 0, error: null };
+/**
+ * Turns what a handler returned into a finish; anything malformed is an `error` that says why. Only
+ * `{ status: 'success', result }` carries a result: a bare value is not taken for one (it is malformed).
+ */
+export function finishFromResult(id: string, attempt: number, returned: HandlerResult | void): AttemptFinish {
+  if (returned === undefined) return { id, attempt, outcome: 'success', backoffMs: 0, error: null };
   // Handlers are user code: check what came back, whatever the types said.
-  const { status, backoffMs = 0, error = null } = result as Partial<Record<keyof HandlerResult, unknown>>;
+  const { status, backoffMs = 0, error = null, result } = returned as Partial<Record<keyof HandlerResult, unknown>>;
   if (typeof status !== 'string' || !isOutcome(status)) {
     return invalid(
       id,
       attempt,
-      `handler returned status ${JSON.stringify(status)}; return { status: 'success' | 'error' | 'retry' }`,
+      `handler returned status ${JSON.stringify(status)}; return { status: 'success' | 'error' | 'retry' }` +
+        " (a result goes in { status: 'success', result })",
     );
   }
   if (typeof backoffMs !== 'number' || !Number.isInteger(backoffMs) || backoffMs < 0) {
@@ -29,13 +34,24 @@ export function finishFromResult(id: string, attempt: number, result: HandlerRes
       `handler returned backoffMs ${String(backoffMs)}; use a whole number of milliseconds >= 0`,
     );
   }
-  return {
+  const finish: AttemptFinish = {
     id,
     attempt,
     outcome: status,
     backoffMs,
     error: error === null ? null : typeof error === 'string' ? error : JSON.stringify(error),
   };
+  return result === undefined ? finish : withResult(finish, result);
+}
+
+/** A finish that carries a result: a success's, encoded within RESULT_MAX_BYTES, else an `error` that says why. */
+function withResult(finish: AttemptFinish, result: unknown): AttemptFinish {
+  const { id, attempt } = finish;
+  if (finish.outcome !== 'success') {
+    return invalid(id, attempt, `handler returned a result with status '${finish.outcome}'; only a success keeps one`);
+  }
+  const encoded = encodeResult(result);
+  return typeof encoded === 'string' ? invalid(id, attempt, encoded) : { ...finish, result: encoded };
 }
 
 /** A thrown error: retried after a backoff while attempts remain, else an `error`. */

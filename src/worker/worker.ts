@@ -808,7 +808,14 @@ export class Worker extends EventEmitter<WorkerEvents> {
     const { id, attempt, cause: reason } = held;
     const { error, backoffMs } = finish;
     if (finish.outcome === 'success') {
-      if (this.listenerCount('completed') > 0) this.tell('completed', { queue, id, attempt, durationMs });
+      if (this.listenerCount('completed') > 0) {
+        const { result } = finish;
+        const event = { queue, id, attempt, durationMs };
+        this.tell(
+          'completed',
+          result === undefined ? event : { ...event, result: decodePayload(result.bytes, result.encoding) },
+        );
+      }
     } else if (finish.outcome === 'retry') {
       if (this.listenerCount('retrying') > 0) {
         this.tell('retrying', { queue, id, attempt, durationMs, error, reason, backoffMs });

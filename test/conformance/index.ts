@@ -28,6 +28,7 @@ import { queueEvents } from './queue-events.js';
 import { rateLimit } from './rate-limit.js';
 import { reports } from './reports.js';
 import { requeue } from './requeue.js';
+import { results } from './results.js';
 import { runAt } from './run-at.js';
 import { schedules } from './schedules.js';
 import { status } from './status.js';
@@ -50,6 +51,7 @@ export function conformance(fixture: StoreFixture): void {
     lifecycle(fixture);
     status(fixture);
     requeue(fixture);
+    results(fixture);
     backoff(fixture);
     locks(fixture);
     fencing(fixture);

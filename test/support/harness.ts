@@ -38,7 +38,12 @@ export interface Harness {
   /** A queue name unique to this test. */
   queue(label?: string): string;
   /** A worker (on `client` unless another is given), force-stopped after the test. */
-  worker(queue: string, handler: Handler, options?: WorkerOptions, on?: Client): Worker;
+  worker<P = unknown, R = unknown>(
+    queue: string,
+    handler: Handler<NoInfer<P>, NoInfer<R>>,
+    options?: WorkerOptions,
+    on?: Client,
+  ): Worker;
   /** A child process running a fixture script, SIGKILLed after the test if still alive. */
   spawn(script: string, args: readonly string[]): Child;
   /** Runs `fn` after the test, once its clients are closed. */
@@ -111,8 +116,8 @@ async function openHarness(t: TestContext, fixture: StoreFixture): Promise<Harne
     errors,
     connect: open,
     queue: uniqueQueue,
-    worker(queue, handler, options = {}, on = client) {
-      const worker = on.worker(queue, handler, { ...WORKER_DEFAULTS, onError, ...options });
+    worker<P, R>(queue: string, handler: Handler<P, R>, options: WorkerOptions = {}, on = client) {
+      const worker = on.worker<P, R>(queue, handler, { ...WORKER_DEFAULTS, onError, ...options });
       workers.push(worker);
       return worker;
     },

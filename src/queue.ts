@@ -1,0 +1,67 @@
+/**
+ * A queue bound to a name and typed end to end: `client.queue<Payload, Result>(name)`. It adds no behaviour of
+ * its own; each method is the client's method of the same name with the queue given and the types carried, so
+ * a handler's `job.payload` is a `Payload` and what `waitFor` and `status` return carries a `Result`. The types
+ * are a promise of the caller's, not checked at run time: JSON stays the encoding, and bytes stay bytes.
+ */
+import type { WaitForOptions } from './events/options.js';
+import type { WaitResult } from './events/wait-for.js';
+import type {
+  BatchItem,
+  EnqueueBatchOptions,
+  EnqueueOptions,
+  EnqueueResult,
+  Handler,
+  MessageDetails,
+  MessageStatus,
+} from './model/types.js';
+import type { Worker, WorkerOptions } from './worker/worker.js';
+
+/** One message of a typed queue's `enqueueBatch`. */
+export type TypedBatchItem<P> = Omit<BatchItem, 'payload'> & { readonly payload: P };
+
+/** What a typed queue asks of the client (the Client's own methods). */
+export interface QueueMethods {
+  enqueue(queue: string, payload: unknown, options?: EnqueueOptions): Promise<EnqueueResult>;
+  enqueueBatch(queue: string, items: readonly BatchItem[], options?: EnqueueBatchOptions): Promise<EnqueueResult[]>;
+  worker(queue: string, handler: Handler, options?: WorkerOptions): Worker;
+  waitFor<R>(queue: string, id: string, options?: WaitForOptions): Promise<WaitResult<R>>;
+  status<R>(queue: string, id: string): Promise<MessageStatus<R> | null>;
+  show<P, R>(queue: string, id: string): Promise<MessageDetails<P, R> | null>;
+}
+
+export class Queue<P = unknown, R = unknown> {
+  readonly name: string;
+  readonly #client: QueueMethods;
+
+  /** @internal Made by `client.queue(name)`. */
+  constructor(client: QueueMethods, name: string) {
+    this.#client = client;
+    this.name = name;
+  }
+
+  enqueue(payload: P, options?: EnqueueOptions): Promise<EnqueueResult> {
+    return this.#client.enqueue(this.name, payload, options);
+  }
+
+  enqueueBatch(items: readonly TypedBatchItem<P>[], options?: EnqueueBatchOptions): Promise<EnqueueResult[]> {
+    return this.#client.enqueueBatch(this.name, items, options);
+  }
+
+  worker(handler: Handler<P, R>, options?: WorkerOptions): Worker {
+    // The payload's type is the caller's promise: the worker hands the handler whatever was decoded.
+    return this.#client.worker(this.name, handler as Handler, options);
+  }
+
+  waitFor(id: string, options?: WaitForOptions): Promise<WaitResult<R>> {
+    return this.#client.waitFor<R>(this.name, id, options);
+  }
+
+  status(id: string): Promise<MessageStatus<R> | null> {
+    return this.#client.status<R>(this.name, id);
+  }
+
+  show(id: string): Promise<MessageDetails<P, R> | null> {
+    return this.#client.show<P, R>(this.name, id);
+  }
+}
