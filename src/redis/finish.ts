@@ -1,5 +1,5 @@
 import { errorTail } from '../model/history.js';
-import { isOk, list, text } from './codec.js';
+import { encodeContent, isOk, list, text } from './codec.js';
 import { SCRIPTS } from './scripts.generated.js';
 import type { ScriptArg, Scripts } from './scripts.js';
 import type { Finish, FinishResult } from '../store/contract.js';
@@ -39,6 +39,7 @@ export async function finishMessages(
       f.error === null ? '-' : `+${f.error}`,
       f.startedAt ?? '',
       tail === f.error ? '' : `+${tail}`,
+      f.result === undefined ? '' : encodeContent(f.result.bytes, f.result.encoding),
     );
   }
   const replies = list(await scripts.run(SCRIPTS.finish, queue, args));
@@ -48,7 +49,7 @@ export async function finishMessages(
 }
 
 function isPlainSuccess(f: Finish): boolean {
-  return f.outcome === 'success' && f.backoffMs === 0 && f.error === null;
+  return f.outcome === 'success' && f.backoffMs === 0 && f.error === null && f.result === undefined;
 }
 
 /** Renews locks with one script call; returns the ids no longer held. */

@@ -9,7 +9,8 @@ import {
 } from '../model/types.js';
 import { parseHistory } from '../model/history.js';
 import { DEFAULT_PRIORITY } from '../model/scheduling.js';
-import { decodeOutcome, list, num, storedContent, text } from './codec.js';
+import { decodeContent, decodeOutcome, list, num, storedContent, text } from './codec.js';
+import { decodePayload } from '../model/payload.js';
 import { SCRIPTS } from './scripts.generated.js';
 import { storedReport } from './reports.js';
 import type { Scripts } from './scripts.js';
@@ -17,7 +18,16 @@ import type { StoredDetails } from '../store/contract.js';
 
 export async function messageStatus(scripts: Scripts, queue: string, id: string): Promise<MessageStatus | null> {
   const reply = await scripts.run(SCRIPTS.status, queue, [id]);
-  return reply === null ? null : statusFields(queue, id, list(reply));
+  if (reply === null) return null;
+  const fields = list(reply);
+  return withResult(statusFields(queue, id, fields), fields[STATUS_FIELDS], queue);
+}
+
+/** The status with its `result` when the script read one (encoding tag + bytes), as written by finish. */
+export function withResult(status: MessageStatus, stored: unknown, where: string): MessageStatus {
+  if (stored === null || stored === undefined || stored === false) return status;
+  const { payload, encoding } = decodeContent(stored as Buffer, where);
+  return { ...status, result: decodePayload(payload, encoding) };
 }
 
 /** Status, content, policy and history of one message, in one read-only script call. */
@@ -30,9 +40,10 @@ export async function inspectMessage(
   const reply = await scripts.run(SCRIPTS.inspect, queue, [id]);
   if (reply === null) return null;
   const fields = list(reply);
-  const [content, metadata, filterClass, policy, history, priority, group, progress, log] = fields.slice(STATUS_FIELDS);
+  const [content, metadata, filterClass, policy, history, priority, group, progress, log, result] =
+    fields.slice(STATUS_FIELDS);
   return {
-    status: statusFields(queue, id, fields),
+    status: withResult(statusFields(queue, id, fields), result, where),
     content: storedContent(content, metadata, filterClass, where),
     policy: text(policy),
     history: parseHistory(text(history)),

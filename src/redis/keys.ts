@@ -24,6 +24,7 @@ export const KEY_TYPES = {
   classes: 'set', // filter classes seen; each has a ready list `mid-circle:<class>`
   holders: 'hash', // id → '<consumer> <attempt> <claimed at ms>' (older kvmq: the consumer alone)
   outcomes: 'hash', // id → last outcome (and a newline and the error); absent for a done message that succeeded
+  results: 'hash', // id → encoding tag + the result its run's success returned (only when it returned one)
   'enqueued-at': 'hash', // id → ms
   'updated-at': 'hash', // id → ms (absent: enqueued-at; claims and finishes to done write holders, done-at)
   'requeue-content': 'hash', // id → the payload a requeued run carries (replacePayload)

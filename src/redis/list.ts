@@ -1,7 +1,7 @@
 /** list(): pages of messages by state, read from the queue's indexes by the `list` script. */
 import { makeCursor, readCursor, type ListQuery } from '../model/list.js';
 import { list, storedContent, text } from './codec.js';
-import { STATUS_FIELDS, statusFields } from './inspect.js';
+import { STATUS_FIELDS, statusFields, withResult } from './inspect.js';
 import { SCRIPTS } from './scripts.generated.js';
 import type { Scripts } from './scripts.js';
 import type { StoredListing, StoredPage } from '../store/contract.js';
@@ -19,7 +19,7 @@ export async function listMessages(
 ): Promise<StoredPage> {
   let position = readCursor(query, POSITION_PARTS) ?? ['', '', '', ''];
   const messages: StoredListing[] = [];
-  const per = 1 + STATUS_FIELDS + (query.payload ? 3 : 0);
+  const per = 1 + STATUS_FIELDS + (query.payload ? 4 : 0);
   for (;;) {
     const reply = list(
       await scripts.run(SCRIPTS.list, queue, [
@@ -35,7 +35,9 @@ export async function listMessages(
       const id = text(reply[i]) ?? '';
       const fields = reply.slice(i + 1, i + per);
       messages.push({
-        status: statusFields(queue, id, fields),
+        status: query.payload
+          ? withResult(statusFields(queue, id, fields), fields[10], where)
+          : statusFields(queue, id, fields),
         content: query.payload ? storedContent(fields[7], fields[8], fields[9], where) : null,
       });
     }

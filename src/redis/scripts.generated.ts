@@ -61,18 +61,19 @@ export const SCRIPTS = {
       'debounce-of',
       'progress',
       'logs',
+      'results',
       'idle-workers',
     ],
     readOnly: false,
-    sha: '5611eaa7385130f80ddf208cbc086824e7d1eb67',
-    fn: 'kvmq_56739654b5bb_claim',
+    sha: 'b0d54c0e386e13658bafd4a35ab4405ec8c3530e',
+    fn: 'kvmq_4e34c062548b_claim',
     source: `#!lua flags=allow-oom
 -- The queue's keys are its base (the one key the call passes) and their names.
 local KEY_BASE = KEYS[1]
 -- The keys by name, for the helpers that look a key up by a name they hold.
 local K_TABLE = nil
 local function key_table()
-  if K_TABLE == nil then K_TABLE = { messages = (KEY_BASE .. 'messages'), metadata = (KEY_BASE .. 'metadata'), filters = (KEY_BASE .. 'filters'), classes = (KEY_BASE .. 'classes'), nattempts = (KEY_BASE .. 'nattempts'), locks = (KEY_BASE .. 'locks'), holders = (KEY_BASE .. 'holders'), backoffs = (KEY_BASE .. 'backoffs'), done = (KEY_BASE .. 'done'), done_at = (KEY_BASE .. 'done-at'), requeue = (KEY_BASE .. 'requeue'), schedule = (KEY_BASE .. 'schedule'), lock_expiry = (KEY_BASE .. 'lock-expiry'), updated_at = (KEY_BASE .. 'updated-at'), mid_circle = (KEY_BASE .. 'mid-circle'), eoq_backoff = (KEY_BASE .. 'eoq-backoff?'), ndry_runs = (KEY_BASE .. 'ndry-runs'), policies = (KEY_BASE .. 'policies'), pushes = (KEY_BASE .. 'pushes'), conf = (KEY_BASE .. 'conf'), failed = (KEY_BASE .. 'failed'), lanes = (KEY_BASE .. 'lanes'), rate_tat = (KEY_BASE .. 'rate-tat'), layout = (KEY_BASE .. 'layout'), events = (KEY_BASE .. 'events'), events_seq = (KEY_BASE .. 'events-seq'), events_wake = (KEY_BASE .. 'events-wake'), priorities = (KEY_BASE .. 'priorities'), groups = (KEY_BASE .. 'groups'), group_held = (KEY_BASE .. 'group-held'), parked = (KEY_BASE .. 'parked'), history = (KEY_BASE .. 'history'), losses = (KEY_BASE .. 'losses'), outcomes = (KEY_BASE .. 'outcomes'), enqueued_at = (KEY_BASE .. 'enqueued-at'), requeue_content = (KEY_BASE .. 'requeue-content'), requeue_locks = (KEY_BASE .. 'requeue-locks'), requeue_schedule = (KEY_BASE .. 'requeue-schedule'), dedupe = (KEY_BASE .. 'dedupe'), debounce = (KEY_BASE .. 'debounce'), debounce_of = (KEY_BASE .. 'debounce-of'), progress = (KEY_BASE .. 'progress'), logs = (KEY_BASE .. 'logs'), idle_workers = (KEY_BASE .. 'idle-workers') } end
+  if K_TABLE == nil then K_TABLE = { messages = (KEY_BASE .. 'messages'), metadata = (KEY_BASE .. 'metadata'), filters = (KEY_BASE .. 'filters'), classes = (KEY_BASE .. 'classes'), nattempts = (KEY_BASE .. 'nattempts'), locks = (KEY_BASE .. 'locks'), holders = (KEY_BASE .. 'holders'), backoffs = (KEY_BASE .. 'backoffs'), done = (KEY_BASE .. 'done'), done_at = (KEY_BASE .. 'done-at'), requeue = (KEY_BASE .. 'requeue'), schedule = (KEY_BASE .. 'schedule'), lock_expiry = (KEY_BASE .. 'lock-expiry'), updated_at = (KEY_BASE .. 'updated-at'), mid_circle = (KEY_BASE .. 'mid-circle'), eoq_backoff = (KEY_BASE .. 'eoq-backoff?'), ndry_runs = (KEY_BASE .. 'ndry-runs'), policies = (KEY_BASE .. 'policies'), pushes = (KEY_BASE .. 'pushes'), conf = (KEY_BASE .. 'conf'), failed = (KEY_BASE .. 'failed'), lanes = (KEY_BASE .. 'lanes'), rate_tat = (KEY_BASE .. 'rate-tat'), layout = (KEY_BASE .. 'layout'), events = (KEY_BASE .. 'events'), events_seq = (KEY_BASE .. 'events-seq'), events_wake = (KEY_BASE .. 'events-wake'), priorities = (KEY_BASE .. 'priorities'), groups = (KEY_BASE .. 'groups'), group_held = (KEY_BASE .. 'group-held'), parked = (KEY_BASE .. 'parked'), history = (KEY_BASE .. 'history'), losses = (KEY_BASE .. 'losses'), outcomes = (KEY_BASE .. 'outcomes'), enqueued_at = (KEY_BASE .. 'enqueued-at'), requeue_content = (KEY_BASE .. 'requeue-content'), requeue_locks = (KEY_BASE .. 'requeue-locks'), requeue_schedule = (KEY_BASE .. 'requeue-schedule'), dedupe = (KEY_BASE .. 'dedupe'), debounce = (KEY_BASE .. 'debounce'), debounce_of = (KEY_BASE .. 'debounce-of'), progress = (KEY_BASE .. 'progress'), logs = (KEY_BASE .. 'logs'), results = (KEY_BASE .. 'results'), idle_workers = (KEY_BASE .. 'idle-workers') } end
   return K_TABLE
 end
 -- common: helpers every script includes. K holds the queue's keys by name
@@ -567,11 +568,11 @@ end
 --
 -- KEYS: messages metadata filters policies history losses nattempts locks holders backoffs outcomes
 --       enqueued-at updated-at requeue-content done requeue schedule lock-expiry requeue-locks
---       requeue-schedule done-at dedupe failed priorities groups debounce debounce-of progress logs
+--       requeue-schedule done-at dedupe failed priorities groups debounce debounce-of progress logs results
 
 local FORGET_HASHES = { 'messages', 'metadata', 'filters', 'policies', 'history', 'losses', 'nattempts', 'locks',
   'holders', 'backoffs', 'outcomes', 'enqueued_at', 'updated_at', 'requeue_content', 'priorities', 'groups',
-  'progress', 'logs' }
+  'progress', 'logs', 'results' }
 local FORGET_ZSETS = { 'schedule', 'lock_expiry', 'requeue_locks', 'requeue_schedule', 'done_at', 'dedupe', 'failed' }
 
 -- Whether the queue has a debounce index at all (read once per script), so plain queues pay nothing.
@@ -1342,7 +1343,7 @@ return reply
     ],
     readOnly: false,
     sha: '97163089b9fbb0f73ba453fb3bcb31bf914422e1',
-    fn: 'kvmq_56739654b5bb_clear',
+    fn: 'kvmq_4e34c062548b_clear',
     source: `#!lua flags=allow-oom
 -- The queue's keys are its base (the one key the call passes) and their names.
 local KEY_BASE = KEYS[1]
@@ -1674,7 +1675,7 @@ return 1
     ],
     readOnly: false,
     sha: 'b689e194ee080f3303bf98a863696d812664291e',
-    fn: 'kvmq_56739654b5bb_configure',
+    fn: 'kvmq_4e34c062548b_configure',
     source: `#!lua
 -- The queue's keys are its base (the one key the call passes) and their names.
 local KEY_BASE = KEYS[1]
@@ -2126,7 +2127,7 @@ return 1
     keys: ['consumers', 'holders', 'locks'],
     readOnly: true,
     sha: '2decb7372826376d6fbdb18ab8ff5ca308ea6531',
-    fn: 'kvmq_56739654b5bb_consumers',
+    fn: 'kvmq_4e34c062548b_consumers',
     source: `#!lua flags=no-writes
 -- The queue's keys are its base (the one key the call passes) and their names.
 local KEY_BASE = KEYS[1]
@@ -2494,17 +2495,18 @@ return reply
       'debounce',
       'debounce-of',
       'layout',
+      'results',
     ],
     readOnly: false,
-    sha: 'bd72f75ca91a64c8e6f4a1fe092fdcb8d85cda89',
-    fn: 'kvmq_56739654b5bb_enqueue',
+    sha: 'f3edc9211cf57e3814504812294b3c95c0c026b1',
+    fn: 'kvmq_4e34c062548b_enqueue',
     source: `#!lua
 -- The queue's keys are its base (the one key the call passes) and their names.
 local KEY_BASE = KEYS[1]
 -- The keys by name, for the helpers that look a key up by a name they hold.
 local K_TABLE = nil
 local function key_table()
-  if K_TABLE == nil then K_TABLE = { conf = (KEY_BASE .. 'conf'), events = (KEY_BASE .. 'events'), events_seq = (KEY_BASE .. 'events-seq'), events_wake = (KEY_BASE .. 'events-wake'), done = (KEY_BASE .. 'done'), requeue = (KEY_BASE .. 'requeue'), backoffs = (KEY_BASE .. 'backoffs'), locks = (KEY_BASE .. 'locks'), failed = (KEY_BASE .. 'failed'), filters = (KEY_BASE .. 'filters'), priorities = (KEY_BASE .. 'priorities'), lanes = (KEY_BASE .. 'lanes'), groups = (KEY_BASE .. 'groups'), messages = (KEY_BASE .. 'messages'), metadata = (KEY_BASE .. 'metadata'), nattempts = (KEY_BASE .. 'nattempts'), holders = (KEY_BASE .. 'holders'), lock_expiry = (KEY_BASE .. 'lock-expiry'), policies = (KEY_BASE .. 'policies'), requeue_locks = (KEY_BASE .. 'requeue-locks'), ndry_runs = (KEY_BASE .. 'ndry-runs'), eoq_backoff = (KEY_BASE .. 'eoq-backoff?'), idle_workers = (KEY_BASE .. 'idle-workers'), classes = (KEY_BASE .. 'classes'), outcomes = (KEY_BASE .. 'outcomes'), enqueued_at = (KEY_BASE .. 'enqueued-at'), updated_at = (KEY_BASE .. 'updated-at'), requeue_content = (KEY_BASE .. 'requeue-content'), schedule = (KEY_BASE .. 'schedule'), done_at = (KEY_BASE .. 'done-at'), dedupe = (KEY_BASE .. 'dedupe'), mid_circle = (KEY_BASE .. 'mid-circle'), wake = (KEY_BASE .. 'wake'), losses = (KEY_BASE .. 'losses'), requeue_schedule = (KEY_BASE .. 'requeue-schedule'), pushes = (KEY_BASE .. 'pushes'), debounce = (KEY_BASE .. 'debounce'), debounce_of = (KEY_BASE .. 'debounce-of'), layout = (KEY_BASE .. 'layout') } end
+  if K_TABLE == nil then K_TABLE = { conf = (KEY_BASE .. 'conf'), events = (KEY_BASE .. 'events'), events_seq = (KEY_BASE .. 'events-seq'), events_wake = (KEY_BASE .. 'events-wake'), done = (KEY_BASE .. 'done'), requeue = (KEY_BASE .. 'requeue'), backoffs = (KEY_BASE .. 'backoffs'), locks = (KEY_BASE .. 'locks'), failed = (KEY_BASE .. 'failed'), filters = (KEY_BASE .. 'filters'), priorities = (KEY_BASE .. 'priorities'), lanes = (KEY_BASE .. 'lanes'), groups = (KEY_BASE .. 'groups'), messages = (KEY_BASE .. 'messages'), metadata = (KEY_BASE .. 'metadata'), nattempts = (KEY_BASE .. 'nattempts'), holders = (KEY_BASE .. 'holders'), lock_expiry = (KEY_BASE .. 'lock-expiry'), policies = (KEY_BASE .. 'policies'), requeue_locks = (KEY_BASE .. 'requeue-locks'), ndry_runs = (KEY_BASE .. 'ndry-runs'), eoq_backoff = (KEY_BASE .. 'eoq-backoff?'), idle_workers = (KEY_BASE .. 'idle-workers'), classes = (KEY_BASE .. 'classes'), outcomes = (KEY_BASE .. 'outcomes'), enqueued_at = (KEY_BASE .. 'enqueued-at'), updated_at = (KEY_BASE .. 'updated-at'), requeue_content = (KEY_BASE .. 'requeue-content'), schedule = (KEY_BASE .. 'schedule'), done_at = (KEY_BASE .. 'done-at'), dedupe = (KEY_BASE .. 'dedupe'), mid_circle = (KEY_BASE .. 'mid-circle'), wake = (KEY_BASE .. 'wake'), losses = (KEY_BASE .. 'losses'), requeue_schedule = (KEY_BASE .. 'requeue-schedule'), pushes = (KEY_BASE .. 'pushes'), debounce = (KEY_BASE .. 'debounce'), debounce_of = (KEY_BASE .. 'debounce-of'), layout = (KEY_BASE .. 'layout'), results = (KEY_BASE .. 'results') } end
   return K_TABLE
 end
 -- common: helpers every script includes. K holds the queue's keys by name
@@ -3197,7 +3199,7 @@ end
 --
 -- KEYS: messages metadata filters classes nattempts locks holders backoffs done requeue outcomes
 --       enqueued-at updated-at requeue-content schedule done-at dedupe mid-circle wake policies losses
---       requeue-locks requeue-schedule pushes priorities lanes groups debounce debounce-of layout
+--       requeue-locks requeue-schedule pushes priorities lanes groups debounce debounce-of layout results
 
 -- ARGV from \`first\`: the messages' shapes, one letter each ('p' or 'f'), then each message's arguments in
 -- that order. A plain message ('p': no metadata, filters, backoff, flags, policy or scheduling, most are)
@@ -3361,7 +3363,7 @@ local function enqueue()
   -- What is left of a finished run, before its id starts a new one (its history stays).
   local function forget_run(id)
     for _, key in ipairs({ (KEY_BASE .. 'nattempts'), (KEY_BASE .. 'outcomes'), (KEY_BASE .. 'backoffs'), (KEY_BASE .. 'locks'), (KEY_BASE .. 'holders'), (KEY_BASE .. 'updated-at'), (KEY_BASE .. 'requeue-content'),
-      (KEY_BASE .. 'losses') }) do
+      (KEY_BASE .. 'losses'), (KEY_BASE .. 'results') }) do
       redis.call('HDEL', key, id)
     end
     redis.call('SREM', (KEY_BASE .. 'done'), id)
@@ -3415,6 +3417,8 @@ local function enqueue()
         redis.call('ZADD', (KEY_BASE .. 'requeue-schedule'), ends, id)
         redis.call('HDEL', (KEY_BASE .. 'nattempts'), id)
         redis.call('HDEL', (KEY_BASE .. 'losses'), id)
+        -- The new run starts without the last one's result.
+        redis.call('HDEL', (KEY_BASE .. 'results'), id)
         if replace then redis.call('HSET', (KEY_BASE .. 'messages'), id, content) end
         later(w, 'hset', (KEY_BASE .. 'updated-at'), id, now)
         replies[#replies + 1] = 'requeued'
@@ -3460,7 +3464,7 @@ return replies
     keys: ['events', 'events-seq'],
     readOnly: false,
     sha: 'fe8c959ef09a7707bb15afd1a286b94bcf05211c',
-    fn: 'kvmq_56739654b5bb_events_trim',
+    fn: 'kvmq_4e34c062548b_events_trim',
     source: `#!lua flags=allow-oom
 -- The queue's keys are its base (the one key the call passes) and their names.
 local KEY_BASE = KEYS[1]
@@ -3788,7 +3792,7 @@ return redis.call('XTRIM', (KEY_BASE .. 'events'), 'MINID', string.format('%d', 
     keys: ['locks', 'holders', 'nattempts', 'lock-expiry', 'requeue', 'requeue-locks'],
     readOnly: false,
     sha: 'b46679a68fc986c5a16388d19100b9e46c7e5105',
-    fn: 'kvmq_56739654b5bb_extend',
+    fn: 'kvmq_4e34c062548b_extend',
     source: `#!lua flags=allow-oom
 -- The queue's keys are its base (the one key the call passes) and their names.
 local KEY_BASE = KEYS[1]
@@ -4128,6 +4132,7 @@ return lost
       'pushes',
       'losses',
       'layout',
+      'results',
       'conf',
       'events',
       'events-seq',
@@ -4150,15 +4155,15 @@ return lost
       'logs',
     ],
     readOnly: false,
-    sha: '19d7c5bf1032450c117de370498641ffcbd15418',
-    fn: 'kvmq_56739654b5bb_finish',
+    sha: '6f19a642474bc30d45e22a1432c7ca6f24cd8311',
+    fn: 'kvmq_4e34c062548b_finish',
     source: `#!lua flags=allow-oom
 -- The queue's keys are its base (the one key the call passes) and their names.
 local KEY_BASE = KEYS[1]
 -- The keys by name, for the helpers that look a key up by a name they hold.
 local K_TABLE = nil
 local function key_table()
-  if K_TABLE == nil then K_TABLE = { messages = (KEY_BASE .. 'messages'), filters = (KEY_BASE .. 'filters'), nattempts = (KEY_BASE .. 'nattempts'), locks = (KEY_BASE .. 'locks'), holders = (KEY_BASE .. 'holders'), backoffs = (KEY_BASE .. 'backoffs'), done = (KEY_BASE .. 'done'), done_at = (KEY_BASE .. 'done-at'), dedupe = (KEY_BASE .. 'dedupe'), requeue = (KEY_BASE .. 'requeue'), requeue_content = (KEY_BASE .. 'requeue-content'), schedule = (KEY_BASE .. 'schedule'), lock_expiry = (KEY_BASE .. 'lock-expiry'), outcomes = (KEY_BASE .. 'outcomes'), updated_at = (KEY_BASE .. 'updated-at'), mid_circle = (KEY_BASE .. 'mid-circle'), wake = (KEY_BASE .. 'wake'), pushes = (KEY_BASE .. 'pushes'), losses = (KEY_BASE .. 'losses'), layout = (KEY_BASE .. 'layout'), conf = (KEY_BASE .. 'conf'), events = (KEY_BASE .. 'events'), events_seq = (KEY_BASE .. 'events-seq'), events_wake = (KEY_BASE .. 'events-wake'), priorities = (KEY_BASE .. 'priorities'), lanes = (KEY_BASE .. 'lanes'), groups = (KEY_BASE .. 'groups'), group_held = (KEY_BASE .. 'group-held'), parked = (KEY_BASE .. 'parked'), metadata = (KEY_BASE .. 'metadata'), policies = (KEY_BASE .. 'policies'), history = (KEY_BASE .. 'history'), enqueued_at = (KEY_BASE .. 'enqueued-at'), requeue_locks = (KEY_BASE .. 'requeue-locks'), requeue_schedule = (KEY_BASE .. 'requeue-schedule'), failed = (KEY_BASE .. 'failed'), debounce = (KEY_BASE .. 'debounce'), debounce_of = (KEY_BASE .. 'debounce-of'), progress = (KEY_BASE .. 'progress'), logs = (KEY_BASE .. 'logs') } end
+  if K_TABLE == nil then K_TABLE = { messages = (KEY_BASE .. 'messages'), filters = (KEY_BASE .. 'filters'), nattempts = (KEY_BASE .. 'nattempts'), locks = (KEY_BASE .. 'locks'), holders = (KEY_BASE .. 'holders'), backoffs = (KEY_BASE .. 'backoffs'), done = (KEY_BASE .. 'done'), done_at = (KEY_BASE .. 'done-at'), dedupe = (KEY_BASE .. 'dedupe'), requeue = (KEY_BASE .. 'requeue'), requeue_content = (KEY_BASE .. 'requeue-content'), schedule = (KEY_BASE .. 'schedule'), lock_expiry = (KEY_BASE .. 'lock-expiry'), outcomes = (KEY_BASE .. 'outcomes'), updated_at = (KEY_BASE .. 'updated-at'), mid_circle = (KEY_BASE .. 'mid-circle'), wake = (KEY_BASE .. 'wake'), pushes = (KEY_BASE .. 'pushes'), losses = (KEY_BASE .. 'losses'), layout = (KEY_BASE .. 'layout'), results = (KEY_BASE .. 'results'), conf = (KEY_BASE .. 'conf'), events = (KEY_BASE .. 'events'), events_seq = (KEY_BASE .. 'events-seq'), events_wake = (KEY_BASE .. 'events-wake'), priorities = (KEY_BASE .. 'priorities'), lanes = (KEY_BASE .. 'lanes'), groups = (KEY_BASE .. 'groups'), group_held = (KEY_BASE .. 'group-held'), parked = (KEY_BASE .. 'parked'), metadata = (KEY_BASE .. 'metadata'), policies = (KEY_BASE .. 'policies'), history = (KEY_BASE .. 'history'), enqueued_at = (KEY_BASE .. 'enqueued-at'), requeue_locks = (KEY_BASE .. 'requeue-locks'), requeue_schedule = (KEY_BASE .. 'requeue-schedule'), failed = (KEY_BASE .. 'failed'), debounce = (KEY_BASE .. 'debounce'), debounce_of = (KEY_BASE .. 'debounce-of'), progress = (KEY_BASE .. 'progress'), logs = (KEY_BASE .. 'logs') } end
   return K_TABLE
 end
 -- common: helpers every script includes. K holds the queue's keys by name
@@ -4653,11 +4658,11 @@ end
 --
 -- KEYS: messages metadata filters policies history losses nattempts locks holders backoffs outcomes
 --       enqueued-at updated-at requeue-content done requeue schedule lock-expiry requeue-locks
---       requeue-schedule done-at dedupe failed priorities groups debounce debounce-of progress logs
+--       requeue-schedule done-at dedupe failed priorities groups debounce debounce-of progress logs results
 
 local FORGET_HASHES = { 'messages', 'metadata', 'filters', 'policies', 'history', 'losses', 'nattempts', 'locks',
   'holders', 'backoffs', 'outcomes', 'enqueued_at', 'updated_at', 'requeue_content', 'priorities', 'groups',
-  'progress', 'logs' }
+  'progress', 'logs', 'results' }
 local FORGET_ZSETS = { 'schedule', 'lock_expiry', 'requeue_locks', 'requeue_schedule', 'done_at', 'dedupe', 'failed' }
 
 -- Whether the queue has a debounce index at all (read once per script), so plain queues pay nothing.
@@ -4799,15 +4804,16 @@ end
 -- Runs when Redis is out of memory (allow-oom): draining the queue is how memory comes back.
 --
 -- KEYS: messages filters nattempts locks holders backoffs done done-at dedupe requeue
---       requeue-content schedule lock-expiry outcomes updated-at mid-circle wake pushes losses layout
+--       requeue-content schedule lock-expiry outcomes updated-at mid-circle wake pushes losses layout results
 -- ARGV: consumer id, the number P of plain successes (no backoff, no error), two per plain success: id,
---       attempt; then seven per other finish: id, attempt, outcome ('success', 'error' or 'retry'),
+--       attempt; then eight per other finish: id, attempt, outcome ('success', 'error' or 'retry'),
 --       backoff ms, error ('-' for none, else '+' and the text), started at ms ('' when it never ran),
---       the error as the history keeps it ('' when it is the error itself, else '+' and the text)
+--       the error as the history keeps it ('' when it is the error itself, else '+' and the text), the
+--       success's result ('' for none, else encoding tag + bytes)
 -- Reply: one string per finish, in the order of ARGV: 'ok' or 'lost'
 -- Include: common events lanes groups forget fail
 
-local PER = 7
+local PER = 8
 -- A batch of plain successes touches none of these (errors, retries, requeues and backoffs call check_rare). It reads
 -- holders, nattempts and requeue before its first write.
 check_layout(nil, { 'history', 'losses', 'failed', 'conf', 'requeue_locks', 'requeue_schedule', 'requeue_content',
@@ -4863,7 +4869,7 @@ local w = pending_writes()
 local ready = pending_ready()
 -- A message that ends up done keeps its finish time in done-at, which status reads as its update time:
 -- only those that run again take an updated-at stamp (a failure's is written by fail).
-local unlocked, outcomes, cleared, stamps, done, done_at, dedupe = {}, {}, {}, {}, {}, {}, {}
+local unlocked, outcomes, cleared, stamps, done, done_at, dedupe, results = {}, {}, {}, {}, {}, {}, {}, {}
 local replies = {}
 local woke = false
 local seen = {}
@@ -4881,11 +4887,11 @@ if redis.call('EXISTS', (KEY_BASE .. 'group-held')) == 1 then
   if #letting_go > 0 and release_groups(letting_go, ready) > 0 then woke = true end
 end
 for k, id in ipairs(ids) do
-  local attempt, outcome, backoff, err, started, tail = attempts_in[k], 'success', 0, '-', '', ''
+  local attempt, outcome, backoff, err, started, tail, result = attempts_in[k], 'success', 0, '-', '', '', ''
   if k > plain then
     local base = base_of(k)
     outcome, backoff, err = ARGV[base + 2], tonumber(ARGV[base + 3]), ARGV[base + 4]
-    started, tail = ARGV[base + 5], ARGV[base + 6]
+    started, tail, result = ARGV[base + 5], ARGV[base + 6], ARGV[base + 7]
   end
   if not held[k] or seen[id] then
     replies[k] = 'lost'
@@ -4934,8 +4940,9 @@ for k, id in ipairs(ids) do
       end
       woke = true
     elseif marked[k] then
-      -- The requeue wins over any outcome: a new run.
+      -- The requeue wins over any outcome: a new run, without a result.
       take_replacement(id)
+      later(w, 'hdel', (KEY_BASE .. 'results'), id)
       later(w, 'hdel', (KEY_BASE .. 'nattempts'), id)
       later(w, 'hdel', (KEY_BASE .. 'losses'), id)
       later(w, 'zrem', (KEY_BASE .. 'requeue-locks'), id)
@@ -4955,6 +4962,7 @@ for k, id in ipairs(ids) do
     elseif outcome == 'success' then
       done[#done + 1] = id
       done_at[#done_at + 1], done_at[#done_at + 2] = now_s, id
+      if result ~= '' then results[#results + 1], results[#results + 2] = id, result end
       -- Only a backoff needs a dedupe entry (done-with-backoff, by its end): list reads done-awaiting-gc
       -- from done-at, and one sorted-set insert less is most of what a plain success saves.
       if backoff > 0 then
@@ -4978,6 +4986,7 @@ if #done > 0 then
   call_chunked('ZADD', (KEY_BASE .. 'done-at'), done_at)
 end
 if #dedupe > 0 then call_chunked('ZADD', (KEY_BASE .. 'dedupe'), dedupe) end
+if #results > 0 then call_chunked('HSET', (KEY_BASE .. 'results'), results) end
 flush_writes(w)
 flush_ready(ready)
 events_flush(now)
@@ -5028,17 +5037,18 @@ return replies
       'debounce',
       'debounce-of',
       'layout',
+      'results',
     ],
     readOnly: false,
-    sha: '532ede7fbd8f3a79145aca4565bcc7b51e7a87dc',
-    fn: 'kvmq_56739654b5bb_fire_schedule',
+    sha: '1c31ba87f889834978a72dba1522efb86d7c7efd',
+    fn: 'kvmq_4e34c062548b_fire_schedule',
     source: `#!lua
 -- The queue's keys are its base (the one key the call passes) and their names.
 local KEY_BASE = KEYS[1]
 -- The keys by name, for the helpers that look a key up by a name they hold.
 local K_TABLE = nil
 local function key_table()
-  if K_TABLE == nil then K_TABLE = { schedules = (KEY_BASE .. 'schedules'), conf = (KEY_BASE .. 'conf'), events = (KEY_BASE .. 'events'), events_seq = (KEY_BASE .. 'events-seq'), events_wake = (KEY_BASE .. 'events-wake'), done = (KEY_BASE .. 'done'), requeue = (KEY_BASE .. 'requeue'), backoffs = (KEY_BASE .. 'backoffs'), locks = (KEY_BASE .. 'locks'), failed = (KEY_BASE .. 'failed'), filters = (KEY_BASE .. 'filters'), priorities = (KEY_BASE .. 'priorities'), lanes = (KEY_BASE .. 'lanes'), groups = (KEY_BASE .. 'groups'), messages = (KEY_BASE .. 'messages'), metadata = (KEY_BASE .. 'metadata'), nattempts = (KEY_BASE .. 'nattempts'), holders = (KEY_BASE .. 'holders'), lock_expiry = (KEY_BASE .. 'lock-expiry'), policies = (KEY_BASE .. 'policies'), requeue_locks = (KEY_BASE .. 'requeue-locks'), ndry_runs = (KEY_BASE .. 'ndry-runs'), eoq_backoff = (KEY_BASE .. 'eoq-backoff?'), idle_workers = (KEY_BASE .. 'idle-workers'), classes = (KEY_BASE .. 'classes'), outcomes = (KEY_BASE .. 'outcomes'), enqueued_at = (KEY_BASE .. 'enqueued-at'), updated_at = (KEY_BASE .. 'updated-at'), requeue_content = (KEY_BASE .. 'requeue-content'), schedule = (KEY_BASE .. 'schedule'), done_at = (KEY_BASE .. 'done-at'), dedupe = (KEY_BASE .. 'dedupe'), mid_circle = (KEY_BASE .. 'mid-circle'), wake = (KEY_BASE .. 'wake'), losses = (KEY_BASE .. 'losses'), requeue_schedule = (KEY_BASE .. 'requeue-schedule'), pushes = (KEY_BASE .. 'pushes'), debounce = (KEY_BASE .. 'debounce'), debounce_of = (KEY_BASE .. 'debounce-of'), layout = (KEY_BASE .. 'layout') } end
+  if K_TABLE == nil then K_TABLE = { schedules = (KEY_BASE .. 'schedules'), conf = (KEY_BASE .. 'conf'), events = (KEY_BASE .. 'events'), events_seq = (KEY_BASE .. 'events-seq'), events_wake = (KEY_BASE .. 'events-wake'), done = (KEY_BASE .. 'done'), requeue = (KEY_BASE .. 'requeue'), backoffs = (KEY_BASE .. 'backoffs'), locks = (KEY_BASE .. 'locks'), failed = (KEY_BASE .. 'failed'), filters = (KEY_BASE .. 'filters'), priorities = (KEY_BASE .. 'priorities'), lanes = (KEY_BASE .. 'lanes'), groups = (KEY_BASE .. 'groups'), messages = (KEY_BASE .. 'messages'), metadata = (KEY_BASE .. 'metadata'), nattempts = (KEY_BASE .. 'nattempts'), holders = (KEY_BASE .. 'holders'), lock_expiry = (KEY_BASE .. 'lock-expiry'), policies = (KEY_BASE .. 'policies'), requeue_locks = (KEY_BASE .. 'requeue-locks'), ndry_runs = (KEY_BASE .. 'ndry-runs'), eoq_backoff = (KEY_BASE .. 'eoq-backoff?'), idle_workers = (KEY_BASE .. 'idle-workers'), classes = (KEY_BASE .. 'classes'), outcomes = (KEY_BASE .. 'outcomes'), enqueued_at = (KEY_BASE .. 'enqueued-at'), updated_at = (KEY_BASE .. 'updated-at'), requeue_content = (KEY_BASE .. 'requeue-content'), schedule = (KEY_BASE .. 'schedule'), done_at = (KEY_BASE .. 'done-at'), dedupe = (KEY_BASE .. 'dedupe'), mid_circle = (KEY_BASE .. 'mid-circle'), wake = (KEY_BASE .. 'wake'), losses = (KEY_BASE .. 'losses'), requeue_schedule = (KEY_BASE .. 'requeue-schedule'), pushes = (KEY_BASE .. 'pushes'), debounce = (KEY_BASE .. 'debounce'), debounce_of = (KEY_BASE .. 'debounce-of'), layout = (KEY_BASE .. 'layout'), results = (KEY_BASE .. 'results') } end
   return K_TABLE
 end
 -- common: helpers every script includes. K holds the queue's keys by name
@@ -5731,7 +5741,7 @@ end
 --
 -- KEYS: messages metadata filters classes nattempts locks holders backoffs done requeue outcomes
 --       enqueued-at updated-at requeue-content schedule done-at dedupe mid-circle wake policies losses
---       requeue-locks requeue-schedule pushes priorities lanes groups debounce debounce-of layout
+--       requeue-locks requeue-schedule pushes priorities lanes groups debounce debounce-of layout results
 
 -- ARGV from \`first\`: the messages' shapes, one letter each ('p' or 'f'), then each message's arguments in
 -- that order. A plain message ('p': no metadata, filters, backoff, flags, policy or scheduling, most are)
@@ -5895,7 +5905,7 @@ local function enqueue()
   -- What is left of a finished run, before its id starts a new one (its history stays).
   local function forget_run(id)
     for _, key in ipairs({ (KEY_BASE .. 'nattempts'), (KEY_BASE .. 'outcomes'), (KEY_BASE .. 'backoffs'), (KEY_BASE .. 'locks'), (KEY_BASE .. 'holders'), (KEY_BASE .. 'updated-at'), (KEY_BASE .. 'requeue-content'),
-      (KEY_BASE .. 'losses') }) do
+      (KEY_BASE .. 'losses'), (KEY_BASE .. 'results') }) do
       redis.call('HDEL', key, id)
     end
     redis.call('SREM', (KEY_BASE .. 'done'), id)
@@ -5949,6 +5959,8 @@ local function enqueue()
         redis.call('ZADD', (KEY_BASE .. 'requeue-schedule'), ends, id)
         redis.call('HDEL', (KEY_BASE .. 'nattempts'), id)
         redis.call('HDEL', (KEY_BASE .. 'losses'), id)
+        -- The new run starts without the last one's result.
+        redis.call('HDEL', (KEY_BASE .. 'results'), id)
         if replace then redis.call('HSET', (KEY_BASE .. 'messages'), id, content) end
         later(w, 'hset', (KEY_BASE .. 'updated-at'), id, now)
         replies[#replies + 1] = 'requeued'
@@ -6003,7 +6015,7 @@ return replies
     keys: ['consumers', 'gc-lock'],
     readOnly: false,
     sha: '7cf2f40e08ce9ef0900d4ac2be143e0589474446',
-    fn: 'kvmq_56739654b5bb_gc_finish',
+    fn: 'kvmq_4e34c062548b_gc_finish',
     source: `#!lua flags=allow-oom
 -- The queue's keys are its base (the one key the call passes) and their names.
 local KEY_BASE = KEYS[1]
@@ -6320,7 +6332,7 @@ return #lapsed
     keys: ['gc-lock', 'gc-at'],
     readOnly: false,
     sha: '08bbfb40ad452dfe59535d4451fc0cf0f0fb0d25',
-    fn: 'kvmq_56739654b5bb_gc_start',
+    fn: 'kvmq_4e34c062548b_gc_start',
     source: `#!lua flags=allow-oom
 -- The queue's keys are its base (the one key the call passes) and their names.
 local KEY_BASE = KEYS[1]
@@ -6660,17 +6672,18 @@ return 1
       'debounce-of',
       'progress',
       'logs',
+      'results',
     ],
     readOnly: false,
-    sha: '67045913c92b4074347465f015272924d5956388',
-    fn: 'kvmq_56739654b5bb_gc_sweep',
+    sha: 'dd90bd1a21f8eb9eb077ad59f807a72690c50d5a',
+    fn: 'kvmq_4e34c062548b_gc_sweep',
     source: `#!lua flags=allow-oom
 -- The queue's keys are its base (the one key the call passes) and their names.
 local KEY_BASE = KEYS[1]
 -- The keys by name, for the helpers that look a key up by a name they hold.
 local K_TABLE = nil
 local function key_table()
-  if K_TABLE == nil then K_TABLE = { done_at = (KEY_BASE .. 'done-at'), failed = (KEY_BASE .. 'failed'), messages = (KEY_BASE .. 'messages'), metadata = (KEY_BASE .. 'metadata'), filters = (KEY_BASE .. 'filters'), policies = (KEY_BASE .. 'policies'), history = (KEY_BASE .. 'history'), losses = (KEY_BASE .. 'losses'), nattempts = (KEY_BASE .. 'nattempts'), locks = (KEY_BASE .. 'locks'), holders = (KEY_BASE .. 'holders'), backoffs = (KEY_BASE .. 'backoffs'), outcomes = (KEY_BASE .. 'outcomes'), enqueued_at = (KEY_BASE .. 'enqueued-at'), updated_at = (KEY_BASE .. 'updated-at'), requeue_content = (KEY_BASE .. 'requeue-content'), done = (KEY_BASE .. 'done'), requeue = (KEY_BASE .. 'requeue'), schedule = (KEY_BASE .. 'schedule'), lock_expiry = (KEY_BASE .. 'lock-expiry'), requeue_locks = (KEY_BASE .. 'requeue-locks'), requeue_schedule = (KEY_BASE .. 'requeue-schedule'), dedupe = (KEY_BASE .. 'dedupe'), priorities = (KEY_BASE .. 'priorities'), groups = (KEY_BASE .. 'groups'), debounce = (KEY_BASE .. 'debounce'), debounce_of = (KEY_BASE .. 'debounce-of'), progress = (KEY_BASE .. 'progress'), logs = (KEY_BASE .. 'logs') } end
+  if K_TABLE == nil then K_TABLE = { done_at = (KEY_BASE .. 'done-at'), failed = (KEY_BASE .. 'failed'), messages = (KEY_BASE .. 'messages'), metadata = (KEY_BASE .. 'metadata'), filters = (KEY_BASE .. 'filters'), policies = (KEY_BASE .. 'policies'), history = (KEY_BASE .. 'history'), losses = (KEY_BASE .. 'losses'), nattempts = (KEY_BASE .. 'nattempts'), locks = (KEY_BASE .. 'locks'), holders = (KEY_BASE .. 'holders'), backoffs = (KEY_BASE .. 'backoffs'), outcomes = (KEY_BASE .. 'outcomes'), enqueued_at = (KEY_BASE .. 'enqueued-at'), updated_at = (KEY_BASE .. 'updated-at'), requeue_content = (KEY_BASE .. 'requeue-content'), done = (KEY_BASE .. 'done'), requeue = (KEY_BASE .. 'requeue'), schedule = (KEY_BASE .. 'schedule'), lock_expiry = (KEY_BASE .. 'lock-expiry'), requeue_locks = (KEY_BASE .. 'requeue-locks'), requeue_schedule = (KEY_BASE .. 'requeue-schedule'), dedupe = (KEY_BASE .. 'dedupe'), priorities = (KEY_BASE .. 'priorities'), groups = (KEY_BASE .. 'groups'), debounce = (KEY_BASE .. 'debounce'), debounce_of = (KEY_BASE .. 'debounce-of'), progress = (KEY_BASE .. 'progress'), logs = (KEY_BASE .. 'logs'), results = (KEY_BASE .. 'results') } end
   return K_TABLE
 end
 -- common: helpers every script includes. K holds the queue's keys by name
@@ -6957,11 +6970,11 @@ end
 --
 -- KEYS: messages metadata filters policies history losses nattempts locks holders backoffs outcomes
 --       enqueued-at updated-at requeue-content done requeue schedule lock-expiry requeue-locks
---       requeue-schedule done-at dedupe failed priorities groups debounce debounce-of progress logs
+--       requeue-schedule done-at dedupe failed priorities groups debounce debounce-of progress logs results
 
 local FORGET_HASHES = { 'messages', 'metadata', 'filters', 'policies', 'history', 'losses', 'nattempts', 'locks',
   'holders', 'backoffs', 'outcomes', 'enqueued_at', 'updated_at', 'requeue_content', 'priorities', 'groups',
-  'progress', 'logs' }
+  'progress', 'logs', 'results' }
 local FORGET_ZSETS = { 'schedule', 'lock_expiry', 'requeue_locks', 'requeue_schedule', 'done_at', 'dedupe', 'failed' }
 
 -- Whether the queue has a debounce index at all (read once per script), so plain queues pay nothing.
@@ -7041,6 +7054,7 @@ return { removed, #old }
       'groups',
       'progress',
       'logs',
+      'results',
       'done',
       'requeue',
       'backoffs',
@@ -7054,15 +7068,15 @@ return { removed, #old }
       'done-at',
     ],
     readOnly: true,
-    sha: 'e270744ab15454c98fced666011dde7907708246',
-    fn: 'kvmq_56739654b5bb_inspect',
+    sha: '72319df2a1139463d89283ab9a941658d29e6119',
+    fn: 'kvmq_4e34c062548b_inspect',
     source: `#!lua flags=no-writes
 -- The queue's keys are its base (the one key the call passes) and their names.
 local KEY_BASE = KEYS[1]
 -- The keys by name, for the helpers that look a key up by a name they hold.
 local K_TABLE = nil
 local function key_table()
-  if K_TABLE == nil then K_TABLE = { messages = (KEY_BASE .. 'messages'), metadata = (KEY_BASE .. 'metadata'), filters = (KEY_BASE .. 'filters'), policies = (KEY_BASE .. 'policies'), history = (KEY_BASE .. 'history'), priorities = (KEY_BASE .. 'priorities'), groups = (KEY_BASE .. 'groups'), progress = (KEY_BASE .. 'progress'), logs = (KEY_BASE .. 'logs'), done = (KEY_BASE .. 'done'), requeue = (KEY_BASE .. 'requeue'), backoffs = (KEY_BASE .. 'backoffs'), locks = (KEY_BASE .. 'locks'), failed = (KEY_BASE .. 'failed'), nattempts = (KEY_BASE .. 'nattempts'), holders = (KEY_BASE .. 'holders'), outcomes = (KEY_BASE .. 'outcomes'), enqueued_at = (KEY_BASE .. 'enqueued-at'), updated_at = (KEY_BASE .. 'updated-at'), done_at = (KEY_BASE .. 'done-at') } end
+  if K_TABLE == nil then K_TABLE = { messages = (KEY_BASE .. 'messages'), metadata = (KEY_BASE .. 'metadata'), filters = (KEY_BASE .. 'filters'), policies = (KEY_BASE .. 'policies'), history = (KEY_BASE .. 'history'), priorities = (KEY_BASE .. 'priorities'), groups = (KEY_BASE .. 'groups'), progress = (KEY_BASE .. 'progress'), logs = (KEY_BASE .. 'logs'), results = (KEY_BASE .. 'results'), done = (KEY_BASE .. 'done'), requeue = (KEY_BASE .. 'requeue'), backoffs = (KEY_BASE .. 'backoffs'), locks = (KEY_BASE .. 'locks'), failed = (KEY_BASE .. 'failed'), nattempts = (KEY_BASE .. 'nattempts'), holders = (KEY_BASE .. 'holders'), outcomes = (KEY_BASE .. 'outcomes'), enqueued_at = (KEY_BASE .. 'enqueued-at'), updated_at = (KEY_BASE .. 'updated-at'), done_at = (KEY_BASE .. 'done-at') } end
   return K_TABLE
 end
 -- common: helpers every script includes. K holds the queue's keys by name
@@ -7414,11 +7428,11 @@ local function status_of(id, now)
 end
 -- inspect: everything kept about one message.
 --
--- KEYS: messages metadata filters policies history priorities groups progress logs
+-- KEYS: messages metadata filters policies history priorities groups progress logs results
 -- ARGV: id
 -- Reply: nil when the message is gone, else the seven fields of \`status\`, then content, metadata JSON
 --        or nil, filter class or nil, policy JSON or nil, history JSON or nil, priority or nil, group or nil,
---        progress JSON or nil, log JSON or nil
+--        progress JSON or nil, log JSON or nil, result (encoding tag + bytes) or nil
 -- Include: common state status
 
 check_layout()
@@ -7426,7 +7440,7 @@ local id = ARGV[1]
 local reply = status_of(id, now_ms())
 if reply == nil then return nil end
 for _, key in ipairs({ (KEY_BASE .. 'messages'), (KEY_BASE .. 'metadata'), (KEY_BASE .. 'filters'), (KEY_BASE .. 'policies'), (KEY_BASE .. 'history'), (KEY_BASE .. 'priorities'), (KEY_BASE .. 'groups'), (KEY_BASE .. 'progress'),
-  (KEY_BASE .. 'logs') }) do
+  (KEY_BASE .. 'logs'), (KEY_BASE .. 'results') }) do
   reply[#reply + 1] = redis.call('HGET', key, id)
 end
 return reply
@@ -7450,6 +7464,7 @@ return reply
       'failed',
       'lanes',
       'parked',
+      'results',
       'conf',
       'events',
       'events-seq',
@@ -7476,15 +7491,15 @@ return reply
       'logs',
     ],
     readOnly: false,
-    sha: '61a280fb9648f2d93b32999915a5e473ae06da57',
-    fn: 'kvmq_56739654b5bb_list',
+    sha: 'ee040fd31f9033d62a26f4612fde0b85125ea319',
+    fn: 'kvmq_4e34c062548b_list',
     source: `#!lua flags=allow-oom
 -- The queue's keys are its base (the one key the call passes) and their names.
 local KEY_BASE = KEYS[1]
 -- The keys by name, for the helpers that look a key up by a name they hold.
 local K_TABLE = nil
 local function key_table()
-  if K_TABLE == nil then K_TABLE = { messages = (KEY_BASE .. 'messages'), metadata = (KEY_BASE .. 'metadata'), filters = (KEY_BASE .. 'filters'), classes = (KEY_BASE .. 'classes'), pushes = (KEY_BASE .. 'pushes'), mid_circle = (KEY_BASE .. 'mid-circle'), schedule = (KEY_BASE .. 'schedule'), lock_expiry = (KEY_BASE .. 'lock-expiry'), requeue_locks = (KEY_BASE .. 'requeue-locks'), requeue_schedule = (KEY_BASE .. 'requeue-schedule'), done_at = (KEY_BASE .. 'done-at'), dedupe = (KEY_BASE .. 'dedupe'), failed = (KEY_BASE .. 'failed'), lanes = (KEY_BASE .. 'lanes'), parked = (KEY_BASE .. 'parked'), conf = (KEY_BASE .. 'conf'), events = (KEY_BASE .. 'events'), events_seq = (KEY_BASE .. 'events-seq'), events_wake = (KEY_BASE .. 'events-wake'), done = (KEY_BASE .. 'done'), requeue = (KEY_BASE .. 'requeue'), backoffs = (KEY_BASE .. 'backoffs'), locks = (KEY_BASE .. 'locks'), nattempts = (KEY_BASE .. 'nattempts'), holders = (KEY_BASE .. 'holders'), outcomes = (KEY_BASE .. 'outcomes'), enqueued_at = (KEY_BASE .. 'enqueued-at'), updated_at = (KEY_BASE .. 'updated-at'), priorities = (KEY_BASE .. 'priorities'), groups = (KEY_BASE .. 'groups'), group_held = (KEY_BASE .. 'group-held'), policies = (KEY_BASE .. 'policies'), history = (KEY_BASE .. 'history'), losses = (KEY_BASE .. 'losses'), requeue_content = (KEY_BASE .. 'requeue-content'), debounce = (KEY_BASE .. 'debounce'), debounce_of = (KEY_BASE .. 'debounce-of'), progress = (KEY_BASE .. 'progress'), logs = (KEY_BASE .. 'logs') } end
+  if K_TABLE == nil then K_TABLE = { messages = (KEY_BASE .. 'messages'), metadata = (KEY_BASE .. 'metadata'), filters = (KEY_BASE .. 'filters'), classes = (KEY_BASE .. 'classes'), pushes = (KEY_BASE .. 'pushes'), mid_circle = (KEY_BASE .. 'mid-circle'), schedule = (KEY_BASE .. 'schedule'), lock_expiry = (KEY_BASE .. 'lock-expiry'), requeue_locks = (KEY_BASE .. 'requeue-locks'), requeue_schedule = (KEY_BASE .. 'requeue-schedule'), done_at = (KEY_BASE .. 'done-at'), dedupe = (KEY_BASE .. 'dedupe'), failed = (KEY_BASE .. 'failed'), lanes = (KEY_BASE .. 'lanes'), parked = (KEY_BASE .. 'parked'), results = (KEY_BASE .. 'results'), conf = (KEY_BASE .. 'conf'), events = (KEY_BASE .. 'events'), events_seq = (KEY_BASE .. 'events-seq'), events_wake = (KEY_BASE .. 'events-wake'), done = (KEY_BASE .. 'done'), requeue = (KEY_BASE .. 'requeue'), backoffs = (KEY_BASE .. 'backoffs'), locks = (KEY_BASE .. 'locks'), nattempts = (KEY_BASE .. 'nattempts'), holders = (KEY_BASE .. 'holders'), outcomes = (KEY_BASE .. 'outcomes'), enqueued_at = (KEY_BASE .. 'enqueued-at'), updated_at = (KEY_BASE .. 'updated-at'), priorities = (KEY_BASE .. 'priorities'), groups = (KEY_BASE .. 'groups'), group_held = (KEY_BASE .. 'group-held'), policies = (KEY_BASE .. 'policies'), history = (KEY_BASE .. 'history'), losses = (KEY_BASE .. 'losses'), requeue_content = (KEY_BASE .. 'requeue-content'), debounce = (KEY_BASE .. 'debounce'), debounce_of = (KEY_BASE .. 'debounce-of'), progress = (KEY_BASE .. 'progress'), logs = (KEY_BASE .. 'logs') } end
   return K_TABLE
 end
 -- common: helpers every script includes. K holds the queue's keys by name
@@ -8047,11 +8062,11 @@ end
 --
 -- KEYS: messages metadata filters policies history losses nattempts locks holders backoffs outcomes
 --       enqueued-at updated-at requeue-content done requeue schedule lock-expiry requeue-locks
---       requeue-schedule done-at dedupe failed priorities groups debounce debounce-of progress logs
+--       requeue-schedule done-at dedupe failed priorities groups debounce debounce-of progress logs results
 
 local FORGET_HASHES = { 'messages', 'metadata', 'filters', 'policies', 'history', 'losses', 'nattempts', 'locks',
   'holders', 'backoffs', 'outcomes', 'enqueued_at', 'updated_at', 'requeue_content', 'priorities', 'groups',
-  'progress', 'logs' }
+  'progress', 'logs', 'results' }
 local FORGET_ZSETS = { 'schedule', 'lock_expiry', 'requeue_locks', 'requeue_schedule', 'done_at', 'dedupe', 'failed' }
 
 -- Whether the queue has a debounce index at all (read once per script), so plain queues pay nothing.
@@ -8282,12 +8297,12 @@ end
 -- Runs when Redis is out of memory (allow-oom): it may move due messages, never adds any.
 --
 -- KEYS: messages metadata filters classes pushes mid-circle schedule lock-expiry requeue-locks
---       requeue-schedule done-at dedupe failed lanes parked
+--       requeue-schedule done-at dedupe failed lanes parked results
 -- ARGV: states (comma-separated, in MESSAGE_STATES order), outcome ('' for any), limit, messages to look at
 --       at most, '1' to include content, then the position to go on from: state ('' to start), a, b, c
 -- Reply: { 'end' when the listing is over, else 'more', then the position of the last message looked at
 --        (state, a, b, c), then per message: id, the seven fields of \`status\`, and with content: content,
---        metadata JSON or nil, filter class or nil }
+--        metadata JSON or nil, filter class or nil, result or nil }
 -- Include: common events state status lanes groups forget fail promote
 
 check_layout()
@@ -8324,7 +8339,9 @@ local function look(id, state, a, b, c)
     reply[#reply + 1] = id
     for i = 1, 7 do reply[#reply + 1] = status[i] end
     if with_content then
-      for _, key in ipairs({ (KEY_BASE .. 'messages'), (KEY_BASE .. 'metadata'), (KEY_BASE .. 'filters') }) do reply[#reply + 1] = redis.call('HGET', key, id) end
+      for _, key in ipairs({ (KEY_BASE .. 'messages'), (KEY_BASE .. 'metadata'), (KEY_BASE .. 'filters'), (KEY_BASE .. 'results') }) do
+        reply[#reply + 1] = redis.call('HGET', key, id)
+      end
     end
     listed = listed + 1
   end
@@ -8509,17 +8526,18 @@ return reply
       'debounce-of',
       'progress',
       'logs',
+      'results',
     ],
     readOnly: false,
-    sha: '2846d1d21dcc650fb600650bf0895d388f57f5d5',
-    fn: 'kvmq_56739654b5bb_promote_now',
+    sha: 'd1e5a3e60c07e7642c7dcde5bfb9b91caabf8b1b',
+    fn: 'kvmq_4e34c062548b_promote_now',
     source: `#!lua
 -- The queue's keys are its base (the one key the call passes) and their names.
 local KEY_BASE = KEYS[1]
 -- The keys by name, for the helpers that look a key up by a name they hold.
 local K_TABLE = nil
 local function key_table()
-  if K_TABLE == nil then K_TABLE = { messages = (KEY_BASE .. 'messages'), wake = (KEY_BASE .. 'wake'), pushes = (KEY_BASE .. 'pushes'), mid_circle = (KEY_BASE .. 'mid-circle'), conf = (KEY_BASE .. 'conf'), events = (KEY_BASE .. 'events'), events_seq = (KEY_BASE .. 'events-seq'), events_wake = (KEY_BASE .. 'events-wake'), done = (KEY_BASE .. 'done'), requeue = (KEY_BASE .. 'requeue'), backoffs = (KEY_BASE .. 'backoffs'), locks = (KEY_BASE .. 'locks'), failed = (KEY_BASE .. 'failed'), filters = (KEY_BASE .. 'filters'), priorities = (KEY_BASE .. 'priorities'), lanes = (KEY_BASE .. 'lanes'), groups = (KEY_BASE .. 'groups'), group_held = (KEY_BASE .. 'group-held'), parked = (KEY_BASE .. 'parked'), metadata = (KEY_BASE .. 'metadata'), policies = (KEY_BASE .. 'policies'), history = (KEY_BASE .. 'history'), losses = (KEY_BASE .. 'losses'), nattempts = (KEY_BASE .. 'nattempts'), holders = (KEY_BASE .. 'holders'), outcomes = (KEY_BASE .. 'outcomes'), enqueued_at = (KEY_BASE .. 'enqueued-at'), updated_at = (KEY_BASE .. 'updated-at'), requeue_content = (KEY_BASE .. 'requeue-content'), schedule = (KEY_BASE .. 'schedule'), lock_expiry = (KEY_BASE .. 'lock-expiry'), requeue_locks = (KEY_BASE .. 'requeue-locks'), requeue_schedule = (KEY_BASE .. 'requeue-schedule'), done_at = (KEY_BASE .. 'done-at'), dedupe = (KEY_BASE .. 'dedupe'), debounce = (KEY_BASE .. 'debounce'), debounce_of = (KEY_BASE .. 'debounce-of'), progress = (KEY_BASE .. 'progress'), logs = (KEY_BASE .. 'logs') } end
+  if K_TABLE == nil then K_TABLE = { messages = (KEY_BASE .. 'messages'), wake = (KEY_BASE .. 'wake'), pushes = (KEY_BASE .. 'pushes'), mid_circle = (KEY_BASE .. 'mid-circle'), conf = (KEY_BASE .. 'conf'), events = (KEY_BASE .. 'events'), events_seq = (KEY_BASE .. 'events-seq'), events_wake = (KEY_BASE .. 'events-wake'), done = (KEY_BASE .. 'done'), requeue = (KEY_BASE .. 'requeue'), backoffs = (KEY_BASE .. 'backoffs'), locks = (KEY_BASE .. 'locks'), failed = (KEY_BASE .. 'failed'), filters = (KEY_BASE .. 'filters'), priorities = (KEY_BASE .. 'priorities'), lanes = (KEY_BASE .. 'lanes'), groups = (KEY_BASE .. 'groups'), group_held = (KEY_BASE .. 'group-held'), parked = (KEY_BASE .. 'parked'), metadata = (KEY_BASE .. 'metadata'), policies = (KEY_BASE .. 'policies'), history = (KEY_BASE .. 'history'), losses = (KEY_BASE .. 'losses'), nattempts = (KEY_BASE .. 'nattempts'), holders = (KEY_BASE .. 'holders'), outcomes = (KEY_BASE .. 'outcomes'), enqueued_at = (KEY_BASE .. 'enqueued-at'), updated_at = (KEY_BASE .. 'updated-at'), requeue_content = (KEY_BASE .. 'requeue-content'), schedule = (KEY_BASE .. 'schedule'), lock_expiry = (KEY_BASE .. 'lock-expiry'), requeue_locks = (KEY_BASE .. 'requeue-locks'), requeue_schedule = (KEY_BASE .. 'requeue-schedule'), done_at = (KEY_BASE .. 'done-at'), dedupe = (KEY_BASE .. 'dedupe'), debounce = (KEY_BASE .. 'debounce'), debounce_of = (KEY_BASE .. 'debounce-of'), progress = (KEY_BASE .. 'progress'), logs = (KEY_BASE .. 'logs'), results = (KEY_BASE .. 'results') } end
   return K_TABLE
 end
 -- common: helpers every script includes. K holds the queue's keys by name
@@ -9041,11 +9059,11 @@ end
 --
 -- KEYS: messages metadata filters policies history losses nattempts locks holders backoffs outcomes
 --       enqueued-at updated-at requeue-content done requeue schedule lock-expiry requeue-locks
---       requeue-schedule done-at dedupe failed priorities groups debounce debounce-of progress logs
+--       requeue-schedule done-at dedupe failed priorities groups debounce debounce-of progress logs results
 
 local FORGET_HASHES = { 'messages', 'metadata', 'filters', 'policies', 'history', 'losses', 'nattempts', 'locks',
   'holders', 'backoffs', 'outcomes', 'enqueued_at', 'updated_at', 'requeue_content', 'priorities', 'groups',
-  'progress', 'logs' }
+  'progress', 'logs', 'results' }
 local FORGET_ZSETS = { 'schedule', 'lock_expiry', 'requeue_locks', 'requeue_schedule', 'done_at', 'dedupe', 'failed' }
 
 -- Whether the queue has a debounce index at all (read once per script), so plain queues pay nothing.
@@ -9311,7 +9329,7 @@ return replies
     ],
     readOnly: true,
     sha: '032117af4703aa6e90e9e14d6b7e72fdb43b4451',
-    fn: 'kvmq_56739654b5bb_queue_status',
+    fn: 'kvmq_4e34c062548b_queue_status',
     source: `#!lua flags=no-writes
 -- The queue's keys are its base (the one key the call passes) and their names.
 local KEY_BASE = KEYS[1]
@@ -9676,7 +9694,7 @@ return reply
     keys: ['events', 'events-seq'],
     readOnly: true,
     sha: 'fc35c668baf5f405d05e87a934e0862c75d555c4',
-    fn: 'kvmq_56739654b5bb_read_events',
+    fn: 'kvmq_4e34c062548b_read_events',
     source: `#!lua flags=no-writes
 -- The queue's keys are its base (the one key the call passes) and their names.
 local KEY_BASE = KEYS[1]
@@ -10016,7 +10034,7 @@ return reply
     keys: ['consumers'],
     readOnly: false,
     sha: '72b0f55da164dfd1325e182056371c32a695cd93',
-    fn: 'kvmq_56739654b5bb_register_consumer',
+    fn: 'kvmq_4e34c062548b_register_consumer',
     source: `#!lua flags=allow-oom
 -- The queue's keys are its base (the one key the call passes) and their names.
 local KEY_BASE = KEYS[1]
@@ -10365,17 +10383,18 @@ return 1
       'debounce-of',
       'progress',
       'logs',
+      'results',
     ],
     readOnly: false,
-    sha: '37a8b22dff02f2769815f02a4827a0a4dbaa6fb4',
-    fn: 'kvmq_56739654b5bb_remove',
+    sha: 'af8049712abc99971784f34602cc33443cf63fb8',
+    fn: 'kvmq_4e34c062548b_remove',
     source: `#!lua flags=allow-oom
 -- The queue's keys are its base (the one key the call passes) and their names.
 local KEY_BASE = KEYS[1]
 -- The keys by name, for the helpers that look a key up by a name they hold.
 local K_TABLE = nil
 local function key_table()
-  if K_TABLE == nil then K_TABLE = { mid_circle = (KEY_BASE .. 'mid-circle'), conf = (KEY_BASE .. 'conf'), events = (KEY_BASE .. 'events'), events_seq = (KEY_BASE .. 'events-seq'), events_wake = (KEY_BASE .. 'events-wake'), done = (KEY_BASE .. 'done'), requeue = (KEY_BASE .. 'requeue'), backoffs = (KEY_BASE .. 'backoffs'), locks = (KEY_BASE .. 'locks'), failed = (KEY_BASE .. 'failed'), filters = (KEY_BASE .. 'filters'), priorities = (KEY_BASE .. 'priorities'), lanes = (KEY_BASE .. 'lanes'), groups = (KEY_BASE .. 'groups'), messages = (KEY_BASE .. 'messages'), metadata = (KEY_BASE .. 'metadata'), policies = (KEY_BASE .. 'policies'), history = (KEY_BASE .. 'history'), losses = (KEY_BASE .. 'losses'), nattempts = (KEY_BASE .. 'nattempts'), holders = (KEY_BASE .. 'holders'), outcomes = (KEY_BASE .. 'outcomes'), enqueued_at = (KEY_BASE .. 'enqueued-at'), updated_at = (KEY_BASE .. 'updated-at'), requeue_content = (KEY_BASE .. 'requeue-content'), schedule = (KEY_BASE .. 'schedule'), lock_expiry = (KEY_BASE .. 'lock-expiry'), requeue_locks = (KEY_BASE .. 'requeue-locks'), requeue_schedule = (KEY_BASE .. 'requeue-schedule'), done_at = (KEY_BASE .. 'done-at'), dedupe = (KEY_BASE .. 'dedupe'), debounce = (KEY_BASE .. 'debounce'), debounce_of = (KEY_BASE .. 'debounce-of'), progress = (KEY_BASE .. 'progress'), logs = (KEY_BASE .. 'logs') } end
+  if K_TABLE == nil then K_TABLE = { mid_circle = (KEY_BASE .. 'mid-circle'), conf = (KEY_BASE .. 'conf'), events = (KEY_BASE .. 'events'), events_seq = (KEY_BASE .. 'events-seq'), events_wake = (KEY_BASE .. 'events-wake'), done = (KEY_BASE .. 'done'), requeue = (KEY_BASE .. 'requeue'), backoffs = (KEY_BASE .. 'backoffs'), locks = (KEY_BASE .. 'locks'), failed = (KEY_BASE .. 'failed'), filters = (KEY_BASE .. 'filters'), priorities = (KEY_BASE .. 'priorities'), lanes = (KEY_BASE .. 'lanes'), groups = (KEY_BASE .. 'groups'), messages = (KEY_BASE .. 'messages'), metadata = (KEY_BASE .. 'metadata'), policies = (KEY_BASE .. 'policies'), history = (KEY_BASE .. 'history'), losses = (KEY_BASE .. 'losses'), nattempts = (KEY_BASE .. 'nattempts'), holders = (KEY_BASE .. 'holders'), outcomes = (KEY_BASE .. 'outcomes'), enqueued_at = (KEY_BASE .. 'enqueued-at'), updated_at = (KEY_BASE .. 'updated-at'), requeue_content = (KEY_BASE .. 'requeue-content'), schedule = (KEY_BASE .. 'schedule'), lock_expiry = (KEY_BASE .. 'lock-expiry'), requeue_locks = (KEY_BASE .. 'requeue-locks'), requeue_schedule = (KEY_BASE .. 'requeue-schedule'), done_at = (KEY_BASE .. 'done-at'), dedupe = (KEY_BASE .. 'dedupe'), debounce = (KEY_BASE .. 'debounce'), debounce_of = (KEY_BASE .. 'debounce-of'), progress = (KEY_BASE .. 'progress'), logs = (KEY_BASE .. 'logs'), results = (KEY_BASE .. 'results') } end
   return K_TABLE
 end
 -- common: helpers every script includes. K holds the queue's keys by name
@@ -10807,11 +10826,11 @@ end
 --
 -- KEYS: messages metadata filters policies history losses nattempts locks holders backoffs outcomes
 --       enqueued-at updated-at requeue-content done requeue schedule lock-expiry requeue-locks
---       requeue-schedule done-at dedupe failed priorities groups debounce debounce-of progress logs
+--       requeue-schedule done-at dedupe failed priorities groups debounce debounce-of progress logs results
 
 local FORGET_HASHES = { 'messages', 'metadata', 'filters', 'policies', 'history', 'losses', 'nattempts', 'locks',
   'holders', 'backoffs', 'outcomes', 'enqueued_at', 'updated_at', 'requeue_content', 'priorities', 'groups',
-  'progress', 'logs' }
+  'progress', 'logs', 'results' }
 local FORGET_ZSETS = { 'schedule', 'lock_expiry', 'requeue_locks', 'requeue_schedule', 'done_at', 'dedupe', 'failed' }
 
 -- Whether the queue has a debounce index at all (read once per script), so plain queues pay nothing.
@@ -10880,7 +10899,7 @@ return replies
     keys: ['holders', 'nattempts', 'progress', 'logs', 'conf', 'events', 'events-seq', 'events-wake'],
     readOnly: false,
     sha: 'e7754f40406cc80b183b1a4267a3574dd132e968',
-    fn: 'kvmq_56739654b5bb_report',
+    fn: 'kvmq_4e34c062548b_report',
     source: `#!lua
 -- The queue's keys are its base (the one key the call passes) and their names.
 local KEY_BASE = KEYS[1]
@@ -11341,7 +11360,7 @@ return replies
     ],
     readOnly: false,
     sha: '191a8b749868841614514003729c815abbf02a66',
-    fn: 'kvmq_56739654b5bb_retry',
+    fn: 'kvmq_4e34c062548b_retry',
     source: `#!lua
 -- The queue's keys are its base (the one key the call passes) and their names.
 local KEY_BASE = KEYS[1]
@@ -11827,6 +11846,7 @@ return reply
     name: 'status',
     keys: [
       'messages',
+      'results',
       'done',
       'requeue',
       'backoffs',
@@ -11840,15 +11860,15 @@ return reply
       'done-at',
     ],
     readOnly: true,
-    sha: '311d8496df69c1cfc4def8db72d208fa3c5cc2ab',
-    fn: 'kvmq_56739654b5bb_status',
+    sha: 'ac0d21c46109d3f65989638615120ac764981e15',
+    fn: 'kvmq_4e34c062548b_status',
     source: `#!lua flags=no-writes
 -- The queue's keys are its base (the one key the call passes) and their names.
 local KEY_BASE = KEYS[1]
 -- The keys by name, for the helpers that look a key up by a name they hold.
 local K_TABLE = nil
 local function key_table()
-  if K_TABLE == nil then K_TABLE = { messages = (KEY_BASE .. 'messages'), done = (KEY_BASE .. 'done'), requeue = (KEY_BASE .. 'requeue'), backoffs = (KEY_BASE .. 'backoffs'), locks = (KEY_BASE .. 'locks'), failed = (KEY_BASE .. 'failed'), nattempts = (KEY_BASE .. 'nattempts'), holders = (KEY_BASE .. 'holders'), outcomes = (KEY_BASE .. 'outcomes'), enqueued_at = (KEY_BASE .. 'enqueued-at'), updated_at = (KEY_BASE .. 'updated-at'), done_at = (KEY_BASE .. 'done-at') } end
+  if K_TABLE == nil then K_TABLE = { messages = (KEY_BASE .. 'messages'), results = (KEY_BASE .. 'results'), done = (KEY_BASE .. 'done'), requeue = (KEY_BASE .. 'requeue'), backoffs = (KEY_BASE .. 'backoffs'), locks = (KEY_BASE .. 'locks'), failed = (KEY_BASE .. 'failed'), nattempts = (KEY_BASE .. 'nattempts'), holders = (KEY_BASE .. 'holders'), outcomes = (KEY_BASE .. 'outcomes'), enqueued_at = (KEY_BASE .. 'enqueued-at'), updated_at = (KEY_BASE .. 'updated-at'), done_at = (KEY_BASE .. 'done-at') } end
   return K_TABLE
 end
 -- common: helpers every script includes. K holds the queue's keys by name
@@ -12200,15 +12220,17 @@ local function status_of(id, now)
 end
 -- status: one message's state and what else status() reports.
 --
--- KEYS: messages
+-- KEYS: messages results
 -- ARGV: id
 -- Reply: nil when the message is gone, else { state, attempt, outcome (with a newline and the
 --        last error if any) or nil, enqueued at, updated at, holder (while locked) or nil,
---        the end of the lock or backoff or -1 }
+--        the end of the lock or backoff or -1, the result (encoding tag + bytes) or nil }
 -- Include: common state status
 
 check_layout()
-return status_of(ARGV[1], now_ms())
+local reply = status_of(ARGV[1], now_ms())
+if reply ~= nil then reply[8] = redis.call('HGET', (KEY_BASE .. 'results'), ARGV[1]) end
+return reply
 `,
   },
   unpark: {
@@ -12236,7 +12258,7 @@ return status_of(ARGV[1], now_ms())
     ],
     readOnly: false,
     sha: 'd3c7d273b5a3c3b37b27efb500186145095a2fea',
-    fn: 'kvmq_56739654b5bb_unpark',
+    fn: 'kvmq_4e34c062548b_unpark',
     source: `#!lua flags=allow-oom
 -- The queue's keys are its base (the one key the call passes) and their names.
 local KEY_BASE = KEYS[1]
@@ -12897,7 +12919,7 @@ return entries
     keys: ['consumers'],
     readOnly: false,
     sha: '6da93e8daf2329a5c3be9de7f03238fb342f3889',
-    fn: 'kvmq_56739654b5bb_unregister_consumer',
+    fn: 'kvmq_4e34c062548b_unregister_consumer',
     source: `#!lua flags=allow-oom
 -- The queue's keys are its base (the one key the call passes) and their names.
 local KEY_BASE = KEYS[1]
@@ -13202,8 +13224,8 @@ return redis.call('HDEL', (KEY_BASE .. 'consumers'), ARGV[1])
 
 /** Every script as a function of one Redis Functions library (FUNCTION LOAD), named by its content. */
 export const LIBRARY = {
-  name: 'kvmq_56739654b5bb',
-  source: `#!lua name=kvmq_56739654b5bb
+  name: 'kvmq_4e34c062548b',
+  source: `#!lua name=kvmq_4e34c062548b
 -- kvmq's scripts as one library (scripts/redis-scripts.mjs builds it from src/redis/lua/).
 local KEYS, ARGV, KEY_BASE, KEY_NAMES = {}, {}, nil, {}
 -- The running script's keys by name, each joined to the base when first used.
@@ -13803,11 +13825,11 @@ end
 --
 -- KEYS: messages metadata filters policies history losses nattempts locks holders backoffs outcomes
 --       enqueued-at updated-at requeue-content done requeue schedule lock-expiry requeue-locks
---       requeue-schedule done-at dedupe failed priorities groups debounce debounce-of progress logs
+--       requeue-schedule done-at dedupe failed priorities groups debounce debounce-of progress logs results
 
 local FORGET_HASHES = { 'messages', 'metadata', 'filters', 'policies', 'history', 'losses', 'nattempts', 'locks',
   'holders', 'backoffs', 'outcomes', 'enqueued_at', 'updated_at', 'requeue_content', 'priorities', 'groups',
-  'progress', 'logs' }
+  'progress', 'logs', 'results' }
 local FORGET_ZSETS = { 'schedule', 'lock_expiry', 'requeue_locks', 'requeue_schedule', 'done_at', 'dedupe', 'failed' }
 
 -- Whether the queue has a debounce index at all (read once per script), so plain queues pay nothing.
@@ -14286,7 +14308,7 @@ end
 --
 -- KEYS: messages metadata filters classes nattempts locks holders backoffs done requeue outcomes
 --       enqueued-at updated-at requeue-content schedule done-at dedupe mid-circle wake policies losses
---       requeue-locks requeue-schedule pushes priorities lanes groups debounce debounce-of layout
+--       requeue-locks requeue-schedule pushes priorities lanes groups debounce debounce-of layout results
 
 -- ARGV from \`first\`: the messages' shapes, one letter each ('p' or 'f'), then each message's arguments in
 -- that order. A plain message ('p': no metadata, filters, backoff, flags, policy or scheduling, most are)
@@ -14450,7 +14472,7 @@ local function enqueue()
   -- What is left of a finished run, before its id starts a new one (its history stays).
   local function forget_run(id)
     for _, key in ipairs({ K.nattempts, K.outcomes, K.backoffs, K.locks, K.holders, K.updated_at, K.requeue_content,
-      K.losses }) do
+      K.losses, K.results }) do
       redis.call('HDEL', key, id)
     end
     redis.call('SREM', K.done, id)
@@ -14504,6 +14526,8 @@ local function enqueue()
         redis.call('ZADD', K.requeue_schedule, ends, id)
         redis.call('HDEL', K.nattempts, id)
         redis.call('HDEL', K.losses, id)
+        -- The new run starts without the last one's result.
+        redis.call('HDEL', K.results, id)
         if replace then redis.call('HSET', K.messages, id, content) end
         later(w, 'hset', K.updated_at, id, now)
         replies[#replies + 1] = 'requeued'
@@ -14539,9 +14563,9 @@ local function begin_call(keys, args, names)
   reset_enqueue()
 end
 do
-  local names = { messages = 'messages', metadata = 'metadata', filters = 'filters', classes = 'classes', nattempts = 'nattempts', locks = 'locks', holders = 'holders', backoffs = 'backoffs', done = 'done', done_at = 'done-at', requeue = 'requeue', schedule = 'schedule', lock_expiry = 'lock-expiry', updated_at = 'updated-at', mid_circle = 'mid-circle', eoq_backoff = 'eoq-backoff?', ndry_runs = 'ndry-runs', policies = 'policies', pushes = 'pushes', conf = 'conf', failed = 'failed', lanes = 'lanes', rate_tat = 'rate-tat', layout = 'layout', events = 'events', events_seq = 'events-seq', events_wake = 'events-wake', priorities = 'priorities', groups = 'groups', group_held = 'group-held', parked = 'parked', history = 'history', losses = 'losses', outcomes = 'outcomes', enqueued_at = 'enqueued-at', requeue_content = 'requeue-content', requeue_locks = 'requeue-locks', requeue_schedule = 'requeue-schedule', dedupe = 'dedupe', debounce = 'debounce', debounce_of = 'debounce-of', progress = 'progress', logs = 'logs', idle_workers = 'idle-workers' }
+  local names = { messages = 'messages', metadata = 'metadata', filters = 'filters', classes = 'classes', nattempts = 'nattempts', locks = 'locks', holders = 'holders', backoffs = 'backoffs', done = 'done', done_at = 'done-at', requeue = 'requeue', schedule = 'schedule', lock_expiry = 'lock-expiry', updated_at = 'updated-at', mid_circle = 'mid-circle', eoq_backoff = 'eoq-backoff?', ndry_runs = 'ndry-runs', policies = 'policies', pushes = 'pushes', conf = 'conf', failed = 'failed', lanes = 'lanes', rate_tat = 'rate-tat', layout = 'layout', events = 'events', events_seq = 'events-seq', events_wake = 'events-wake', priorities = 'priorities', groups = 'groups', group_held = 'group-held', parked = 'parked', history = 'history', losses = 'losses', outcomes = 'outcomes', enqueued_at = 'enqueued-at', requeue_content = 'requeue-content', requeue_locks = 'requeue-locks', requeue_schedule = 'requeue-schedule', dedupe = 'dedupe', debounce = 'debounce', debounce_of = 'debounce-of', progress = 'progress', logs = 'logs', results = 'results', idle_workers = 'idle-workers' }
   redis.register_function({
-    function_name = 'kvmq_56739654b5bb_claim',
+    function_name = 'kvmq_4e34c062548b_claim',
     flags = { 'allow-oom' },
     callback = function(keys, args)
 begin_call(keys, args, names)
@@ -14805,7 +14829,7 @@ end
 do
   local names = { messages = 'messages', locks = 'locks', backoffs = 'backoffs', nattempts = 'nattempts', mid_circle = 'mid-circle', done = 'done', requeue = 'requeue', eoq_backoff = 'eoq-backoff?', ndry_runs = 'ndry-runs', metadata = 'metadata', filters = 'filters', classes = 'classes', holders = 'holders', outcomes = 'outcomes', enqueued_at = 'enqueued-at', updated_at = 'updated-at', requeue_content = 'requeue-content', schedule = 'schedule', lock_expiry = 'lock-expiry', done_at = 'done-at', dedupe = 'dedupe', policies = 'policies', history = 'history', losses = 'losses', pushes = 'pushes', requeue_locks = 'requeue-locks', requeue_schedule = 'requeue-schedule', failed = 'failed', events = 'events', priorities = 'priorities', lanes = 'lanes', groups = 'groups', group_held = 'group-held', parked = 'parked', debounce = 'debounce', debounce_of = 'debounce-of', rate_tat = 'rate-tat', layout = 'layout', progress = 'progress', logs = 'logs' }
   redis.register_function({
-    function_name = 'kvmq_56739654b5bb_clear',
+    function_name = 'kvmq_4e34c062548b_clear',
     flags = { 'allow-oom' },
     callback = function(keys, args)
 begin_call(keys, args, names)
@@ -14837,7 +14861,7 @@ end
 do
   local names = { conf = 'conf', wake = 'wake', messages = 'messages', consumers = 'consumers', pushes = 'pushes', mid_circle = 'mid-circle', filters = 'filters', priorities = 'priorities', lanes = 'lanes', groups = 'groups', group_held = 'group-held', parked = 'parked' }
   redis.register_function({
-    function_name = 'kvmq_56739654b5bb_configure',
+    function_name = 'kvmq_4e34c062548b_configure',
     flags = {  },
     callback = function(keys, args)
 begin_call(keys, args, names)
@@ -14886,7 +14910,7 @@ end
 do
   local names = { consumers = 'consumers', holders = 'holders', locks = 'locks' }
   redis.register_function({
-    function_name = 'kvmq_56739654b5bb_consumers',
+    function_name = 'kvmq_4e34c062548b_consumers',
     flags = { 'no-writes' },
     callback = function(keys, args)
 begin_call(keys, args, names)
@@ -14906,9 +14930,9 @@ return reply
 end })
 end
 do
-  local names = { conf = 'conf', events = 'events', events_seq = 'events-seq', events_wake = 'events-wake', done = 'done', requeue = 'requeue', backoffs = 'backoffs', locks = 'locks', failed = 'failed', filters = 'filters', priorities = 'priorities', lanes = 'lanes', groups = 'groups', messages = 'messages', metadata = 'metadata', nattempts = 'nattempts', holders = 'holders', lock_expiry = 'lock-expiry', policies = 'policies', requeue_locks = 'requeue-locks', ndry_runs = 'ndry-runs', eoq_backoff = 'eoq-backoff?', idle_workers = 'idle-workers', classes = 'classes', outcomes = 'outcomes', enqueued_at = 'enqueued-at', updated_at = 'updated-at', requeue_content = 'requeue-content', schedule = 'schedule', done_at = 'done-at', dedupe = 'dedupe', mid_circle = 'mid-circle', wake = 'wake', losses = 'losses', requeue_schedule = 'requeue-schedule', pushes = 'pushes', debounce = 'debounce', debounce_of = 'debounce-of', layout = 'layout' }
+  local names = { conf = 'conf', events = 'events', events_seq = 'events-seq', events_wake = 'events-wake', done = 'done', requeue = 'requeue', backoffs = 'backoffs', locks = 'locks', failed = 'failed', filters = 'filters', priorities = 'priorities', lanes = 'lanes', groups = 'groups', messages = 'messages', metadata = 'metadata', nattempts = 'nattempts', holders = 'holders', lock_expiry = 'lock-expiry', policies = 'policies', requeue_locks = 'requeue-locks', ndry_runs = 'ndry-runs', eoq_backoff = 'eoq-backoff?', idle_workers = 'idle-workers', classes = 'classes', outcomes = 'outcomes', enqueued_at = 'enqueued-at', updated_at = 'updated-at', requeue_content = 'requeue-content', schedule = 'schedule', done_at = 'done-at', dedupe = 'dedupe', mid_circle = 'mid-circle', wake = 'wake', losses = 'losses', requeue_schedule = 'requeue-schedule', pushes = 'pushes', debounce = 'debounce', debounce_of = 'debounce-of', layout = 'layout', results = 'results' }
   redis.register_function({
-    function_name = 'kvmq_56739654b5bb_enqueue',
+    function_name = 'kvmq_4e34c062548b_enqueue',
     flags = {  },
     callback = function(keys, args)
 begin_call(keys, args, names)
@@ -14929,7 +14953,7 @@ end
 do
   local names = { events = 'events', events_seq = 'events-seq' }
   redis.register_function({
-    function_name = 'kvmq_56739654b5bb_events_trim',
+    function_name = 'kvmq_4e34c062548b_events_trim',
     flags = { 'allow-oom' },
     callback = function(keys, args)
 begin_call(keys, args, names)
@@ -14970,7 +14994,7 @@ end
 do
   local names = { locks = 'locks', holders = 'holders', nattempts = 'nattempts', lock_expiry = 'lock-expiry', requeue = 'requeue', requeue_locks = 'requeue-locks' }
   redis.register_function({
-    function_name = 'kvmq_56739654b5bb_extend',
+    function_name = 'kvmq_4e34c062548b_extend',
     flags = { 'allow-oom' },
     callback = function(keys, args)
 begin_call(keys, args, names)
@@ -15003,9 +15027,9 @@ return lost
 end })
 end
 do
-  local names = { messages = 'messages', filters = 'filters', nattempts = 'nattempts', locks = 'locks', holders = 'holders', backoffs = 'backoffs', done = 'done', done_at = 'done-at', dedupe = 'dedupe', requeue = 'requeue', requeue_content = 'requeue-content', schedule = 'schedule', lock_expiry = 'lock-expiry', outcomes = 'outcomes', updated_at = 'updated-at', mid_circle = 'mid-circle', wake = 'wake', pushes = 'pushes', losses = 'losses', layout = 'layout', conf = 'conf', events = 'events', events_seq = 'events-seq', events_wake = 'events-wake', priorities = 'priorities', lanes = 'lanes', groups = 'groups', group_held = 'group-held', parked = 'parked', metadata = 'metadata', policies = 'policies', history = 'history', enqueued_at = 'enqueued-at', requeue_locks = 'requeue-locks', requeue_schedule = 'requeue-schedule', failed = 'failed', debounce = 'debounce', debounce_of = 'debounce-of', progress = 'progress', logs = 'logs' }
+  local names = { messages = 'messages', filters = 'filters', nattempts = 'nattempts', locks = 'locks', holders = 'holders', backoffs = 'backoffs', done = 'done', done_at = 'done-at', dedupe = 'dedupe', requeue = 'requeue', requeue_content = 'requeue-content', schedule = 'schedule', lock_expiry = 'lock-expiry', outcomes = 'outcomes', updated_at = 'updated-at', mid_circle = 'mid-circle', wake = 'wake', pushes = 'pushes', losses = 'losses', layout = 'layout', results = 'results', conf = 'conf', events = 'events', events_seq = 'events-seq', events_wake = 'events-wake', priorities = 'priorities', lanes = 'lanes', groups = 'groups', group_held = 'group-held', parked = 'parked', metadata = 'metadata', policies = 'policies', history = 'history', enqueued_at = 'enqueued-at', requeue_locks = 'requeue-locks', requeue_schedule = 'requeue-schedule', failed = 'failed', debounce = 'debounce', debounce_of = 'debounce-of', progress = 'progress', logs = 'logs' }
   redis.register_function({
-    function_name = 'kvmq_56739654b5bb_finish',
+    function_name = 'kvmq_4e34c062548b_finish',
     flags = { 'allow-oom' },
     callback = function(keys, args)
 begin_call(keys, args, names)
@@ -15021,15 +15045,16 @@ begin_call(keys, args, names)
 -- Runs when Redis is out of memory (allow-oom): draining the queue is how memory comes back.
 --
 -- KEYS: messages filters nattempts locks holders backoffs done done-at dedupe requeue
---       requeue-content schedule lock-expiry outcomes updated-at mid-circle wake pushes losses layout
+--       requeue-content schedule lock-expiry outcomes updated-at mid-circle wake pushes losses layout results
 -- ARGV: consumer id, the number P of plain successes (no backoff, no error), two per plain success: id,
---       attempt; then seven per other finish: id, attempt, outcome ('success', 'error' or 'retry'),
+--       attempt; then eight per other finish: id, attempt, outcome ('success', 'error' or 'retry'),
 --       backoff ms, error ('-' for none, else '+' and the text), started at ms ('' when it never ran),
---       the error as the history keeps it ('' when it is the error itself, else '+' and the text)
+--       the error as the history keeps it ('' when it is the error itself, else '+' and the text), the
+--       success's result ('' for none, else encoding tag + bytes)
 -- Reply: one string per finish, in the order of ARGV: 'ok' or 'lost'
 -- Include: common events lanes groups forget fail
 
-local PER = 7
+local PER = 8
 -- A batch of plain successes touches none of these (errors, retries, requeues and backoffs call check_rare). It reads
 -- holders, nattempts and requeue before its first write.
 check_layout(nil, { 'history', 'losses', 'failed', 'conf', 'requeue_locks', 'requeue_schedule', 'requeue_content',
@@ -15085,7 +15110,7 @@ local w = pending_writes()
 local ready = pending_ready()
 -- A message that ends up done keeps its finish time in done-at, which status reads as its update time:
 -- only those that run again take an updated-at stamp (a failure's is written by fail).
-local unlocked, outcomes, cleared, stamps, done, done_at, dedupe = {}, {}, {}, {}, {}, {}, {}
+local unlocked, outcomes, cleared, stamps, done, done_at, dedupe, results = {}, {}, {}, {}, {}, {}, {}, {}
 local replies = {}
 local woke = false
 local seen = {}
@@ -15103,11 +15128,11 @@ if redis.call('EXISTS', K.group_held) == 1 then
   if #letting_go > 0 and release_groups(letting_go, ready) > 0 then woke = true end
 end
 for k, id in ipairs(ids) do
-  local attempt, outcome, backoff, err, started, tail = attempts_in[k], 'success', 0, '-', '', ''
+  local attempt, outcome, backoff, err, started, tail, result = attempts_in[k], 'success', 0, '-', '', '', ''
   if k > plain then
     local base = base_of(k)
     outcome, backoff, err = ARGV[base + 2], tonumber(ARGV[base + 3]), ARGV[base + 4]
-    started, tail = ARGV[base + 5], ARGV[base + 6]
+    started, tail, result = ARGV[base + 5], ARGV[base + 6], ARGV[base + 7]
   end
   if not held[k] or seen[id] then
     replies[k] = 'lost'
@@ -15156,8 +15181,9 @@ for k, id in ipairs(ids) do
       end
       woke = true
     elseif marked[k] then
-      -- The requeue wins over any outcome: a new run.
+      -- The requeue wins over any outcome: a new run, without a result.
       take_replacement(id)
+      later(w, 'hdel', K.results, id)
       later(w, 'hdel', K.nattempts, id)
       later(w, 'hdel', K.losses, id)
       later(w, 'zrem', K.requeue_locks, id)
@@ -15177,6 +15203,7 @@ for k, id in ipairs(ids) do
     elseif outcome == 'success' then
       done[#done + 1] = id
       done_at[#done_at + 1], done_at[#done_at + 2] = now_s, id
+      if result ~= '' then results[#results + 1], results[#results + 2] = id, result end
       -- Only a backoff needs a dedupe entry (done-with-backoff, by its end): list reads done-awaiting-gc
       -- from done-at, and one sorted-set insert less is most of what a plain success saves.
       if backoff > 0 then
@@ -15200,6 +15227,7 @@ if #done > 0 then
   call_chunked('ZADD', K.done_at, done_at)
 end
 if #dedupe > 0 then call_chunked('ZADD', K.dedupe, dedupe) end
+if #results > 0 then call_chunked('HSET', K.results, results) end
 flush_writes(w)
 flush_ready(ready)
 events_flush(now)
@@ -15208,9 +15236,9 @@ return replies
 end })
 end
 do
-  local names = { schedules = 'schedules', conf = 'conf', events = 'events', events_seq = 'events-seq', events_wake = 'events-wake', done = 'done', requeue = 'requeue', backoffs = 'backoffs', locks = 'locks', failed = 'failed', filters = 'filters', priorities = 'priorities', lanes = 'lanes', groups = 'groups', messages = 'messages', metadata = 'metadata', nattempts = 'nattempts', holders = 'holders', lock_expiry = 'lock-expiry', policies = 'policies', requeue_locks = 'requeue-locks', ndry_runs = 'ndry-runs', eoq_backoff = 'eoq-backoff?', idle_workers = 'idle-workers', classes = 'classes', outcomes = 'outcomes', enqueued_at = 'enqueued-at', updated_at = 'updated-at', requeue_content = 'requeue-content', schedule = 'schedule', done_at = 'done-at', dedupe = 'dedupe', mid_circle = 'mid-circle', wake = 'wake', losses = 'losses', requeue_schedule = 'requeue-schedule', pushes = 'pushes', debounce = 'debounce', debounce_of = 'debounce-of', layout = 'layout' }
+  local names = { schedules = 'schedules', conf = 'conf', events = 'events', events_seq = 'events-seq', events_wake = 'events-wake', done = 'done', requeue = 'requeue', backoffs = 'backoffs', locks = 'locks', failed = 'failed', filters = 'filters', priorities = 'priorities', lanes = 'lanes', groups = 'groups', messages = 'messages', metadata = 'metadata', nattempts = 'nattempts', holders = 'holders', lock_expiry = 'lock-expiry', policies = 'policies', requeue_locks = 'requeue-locks', ndry_runs = 'ndry-runs', eoq_backoff = 'eoq-backoff?', idle_workers = 'idle-workers', classes = 'classes', outcomes = 'outcomes', enqueued_at = 'enqueued-at', updated_at = 'updated-at', requeue_content = 'requeue-content', schedule = 'schedule', done_at = 'done-at', dedupe = 'dedupe', mid_circle = 'mid-circle', wake = 'wake', losses = 'losses', requeue_schedule = 'requeue-schedule', pushes = 'pushes', debounce = 'debounce', debounce_of = 'debounce-of', layout = 'layout', results = 'results' }
   redis.register_function({
-    function_name = 'kvmq_56739654b5bb_fire_schedule',
+    function_name = 'kvmq_4e34c062548b_fire_schedule',
     flags = {  },
     callback = function(keys, args)
 begin_call(keys, args, names)
@@ -15240,7 +15268,7 @@ end
 do
   local names = { consumers = 'consumers', gc_lock = 'gc-lock' }
   redis.register_function({
-    function_name = 'kvmq_56739654b5bb_gc_finish',
+    function_name = 'kvmq_4e34c062548b_gc_finish',
     flags = { 'allow-oom' },
     callback = function(keys, args)
 begin_call(keys, args, names)
@@ -15270,7 +15298,7 @@ end
 do
   local names = { gc_lock = 'gc-lock', gc_at = 'gc-at' }
   redis.register_function({
-    function_name = 'kvmq_56739654b5bb_gc_start',
+    function_name = 'kvmq_4e34c062548b_gc_start',
     flags = { 'allow-oom' },
     callback = function(keys, args)
 begin_call(keys, args, names)
@@ -15294,9 +15322,9 @@ return 1
 end })
 end
 do
-  local names = { done_at = 'done-at', failed = 'failed', messages = 'messages', metadata = 'metadata', filters = 'filters', policies = 'policies', history = 'history', losses = 'losses', nattempts = 'nattempts', locks = 'locks', holders = 'holders', backoffs = 'backoffs', outcomes = 'outcomes', enqueued_at = 'enqueued-at', updated_at = 'updated-at', requeue_content = 'requeue-content', done = 'done', requeue = 'requeue', schedule = 'schedule', lock_expiry = 'lock-expiry', requeue_locks = 'requeue-locks', requeue_schedule = 'requeue-schedule', dedupe = 'dedupe', priorities = 'priorities', groups = 'groups', debounce = 'debounce', debounce_of = 'debounce-of', progress = 'progress', logs = 'logs' }
+  local names = { done_at = 'done-at', failed = 'failed', messages = 'messages', metadata = 'metadata', filters = 'filters', policies = 'policies', history = 'history', losses = 'losses', nattempts = 'nattempts', locks = 'locks', holders = 'holders', backoffs = 'backoffs', outcomes = 'outcomes', enqueued_at = 'enqueued-at', updated_at = 'updated-at', requeue_content = 'requeue-content', done = 'done', requeue = 'requeue', schedule = 'schedule', lock_expiry = 'lock-expiry', requeue_locks = 'requeue-locks', requeue_schedule = 'requeue-schedule', dedupe = 'dedupe', priorities = 'priorities', groups = 'groups', debounce = 'debounce', debounce_of = 'debounce-of', progress = 'progress', logs = 'logs', results = 'results' }
   redis.register_function({
-    function_name = 'kvmq_56739654b5bb_gc_sweep',
+    function_name = 'kvmq_4e34c062548b_gc_sweep',
     flags = { 'allow-oom' },
     callback = function(keys, args)
 begin_call(keys, args, names)
@@ -15342,19 +15370,19 @@ return { removed, #old }
 end })
 end
 do
-  local names = { messages = 'messages', metadata = 'metadata', filters = 'filters', policies = 'policies', history = 'history', priorities = 'priorities', groups = 'groups', progress = 'progress', logs = 'logs', done = 'done', requeue = 'requeue', backoffs = 'backoffs', locks = 'locks', failed = 'failed', nattempts = 'nattempts', holders = 'holders', outcomes = 'outcomes', enqueued_at = 'enqueued-at', updated_at = 'updated-at', done_at = 'done-at' }
+  local names = { messages = 'messages', metadata = 'metadata', filters = 'filters', policies = 'policies', history = 'history', priorities = 'priorities', groups = 'groups', progress = 'progress', logs = 'logs', results = 'results', done = 'done', requeue = 'requeue', backoffs = 'backoffs', locks = 'locks', failed = 'failed', nattempts = 'nattempts', holders = 'holders', outcomes = 'outcomes', enqueued_at = 'enqueued-at', updated_at = 'updated-at', done_at = 'done-at' }
   redis.register_function({
-    function_name = 'kvmq_56739654b5bb_inspect',
+    function_name = 'kvmq_4e34c062548b_inspect',
     flags = { 'no-writes' },
     callback = function(keys, args)
 begin_call(keys, args, names)
 -- inspect: everything kept about one message.
 --
--- KEYS: messages metadata filters policies history priorities groups progress logs
+-- KEYS: messages metadata filters policies history priorities groups progress logs results
 -- ARGV: id
 -- Reply: nil when the message is gone, else the seven fields of \`status\`, then content, metadata JSON
 --        or nil, filter class or nil, policy JSON or nil, history JSON or nil, priority or nil, group or nil,
---        progress JSON or nil, log JSON or nil
+--        progress JSON or nil, log JSON or nil, result (encoding tag + bytes) or nil
 -- Include: common state status
 
 check_layout()
@@ -15362,16 +15390,16 @@ local id = ARGV[1]
 local reply = status_of(id, now_ms())
 if reply == nil then return nil end
 for _, key in ipairs({ K.messages, K.metadata, K.filters, K.policies, K.history, K.priorities, K.groups, K.progress,
-  K.logs }) do
+  K.logs, K.results }) do
   reply[#reply + 1] = redis.call('HGET', key, id)
 end
 return reply
 end })
 end
 do
-  local names = { messages = 'messages', metadata = 'metadata', filters = 'filters', classes = 'classes', pushes = 'pushes', mid_circle = 'mid-circle', schedule = 'schedule', lock_expiry = 'lock-expiry', requeue_locks = 'requeue-locks', requeue_schedule = 'requeue-schedule', done_at = 'done-at', dedupe = 'dedupe', failed = 'failed', lanes = 'lanes', parked = 'parked', conf = 'conf', events = 'events', events_seq = 'events-seq', events_wake = 'events-wake', done = 'done', requeue = 'requeue', backoffs = 'backoffs', locks = 'locks', nattempts = 'nattempts', holders = 'holders', outcomes = 'outcomes', enqueued_at = 'enqueued-at', updated_at = 'updated-at', priorities = 'priorities', groups = 'groups', group_held = 'group-held', policies = 'policies', history = 'history', losses = 'losses', requeue_content = 'requeue-content', debounce = 'debounce', debounce_of = 'debounce-of', progress = 'progress', logs = 'logs' }
+  local names = { messages = 'messages', metadata = 'metadata', filters = 'filters', classes = 'classes', pushes = 'pushes', mid_circle = 'mid-circle', schedule = 'schedule', lock_expiry = 'lock-expiry', requeue_locks = 'requeue-locks', requeue_schedule = 'requeue-schedule', done_at = 'done-at', dedupe = 'dedupe', failed = 'failed', lanes = 'lanes', parked = 'parked', results = 'results', conf = 'conf', events = 'events', events_seq = 'events-seq', events_wake = 'events-wake', done = 'done', requeue = 'requeue', backoffs = 'backoffs', locks = 'locks', nattempts = 'nattempts', holders = 'holders', outcomes = 'outcomes', enqueued_at = 'enqueued-at', updated_at = 'updated-at', priorities = 'priorities', groups = 'groups', group_held = 'group-held', policies = 'policies', history = 'history', losses = 'losses', requeue_content = 'requeue-content', debounce = 'debounce', debounce_of = 'debounce-of', progress = 'progress', logs = 'logs' }
   redis.register_function({
-    function_name = 'kvmq_56739654b5bb_list',
+    function_name = 'kvmq_4e34c062548b_list',
     flags = { 'allow-oom' },
     callback = function(keys, args)
 begin_call(keys, args, names)
@@ -15393,12 +15421,12 @@ begin_call(keys, args, names)
 -- Runs when Redis is out of memory (allow-oom): it may move due messages, never adds any.
 --
 -- KEYS: messages metadata filters classes pushes mid-circle schedule lock-expiry requeue-locks
---       requeue-schedule done-at dedupe failed lanes parked
+--       requeue-schedule done-at dedupe failed lanes parked results
 -- ARGV: states (comma-separated, in MESSAGE_STATES order), outcome ('' for any), limit, messages to look at
 --       at most, '1' to include content, then the position to go on from: state ('' to start), a, b, c
 -- Reply: { 'end' when the listing is over, else 'more', then the position of the last message looked at
 --        (state, a, b, c), then per message: id, the seven fields of \`status\`, and with content: content,
---        metadata JSON or nil, filter class or nil }
+--        metadata JSON or nil, filter class or nil, result or nil }
 -- Include: common events state status lanes groups forget fail promote
 
 check_layout()
@@ -15435,7 +15463,9 @@ local function look(id, state, a, b, c)
     reply[#reply + 1] = id
     for i = 1, 7 do reply[#reply + 1] = status[i] end
     if with_content then
-      for _, key in ipairs({ K.messages, K.metadata, K.filters }) do reply[#reply + 1] = redis.call('HGET', key, id) end
+      for _, key in ipairs({ K.messages, K.metadata, K.filters, K.results }) do
+        reply[#reply + 1] = redis.call('HGET', key, id)
+      end
     end
     listed = listed + 1
   end
@@ -15579,9 +15609,9 @@ return reply
 end })
 end
 do
-  local names = { messages = 'messages', wake = 'wake', pushes = 'pushes', mid_circle = 'mid-circle', conf = 'conf', events = 'events', events_seq = 'events-seq', events_wake = 'events-wake', done = 'done', requeue = 'requeue', backoffs = 'backoffs', locks = 'locks', failed = 'failed', filters = 'filters', priorities = 'priorities', lanes = 'lanes', groups = 'groups', group_held = 'group-held', parked = 'parked', metadata = 'metadata', policies = 'policies', history = 'history', losses = 'losses', nattempts = 'nattempts', holders = 'holders', outcomes = 'outcomes', enqueued_at = 'enqueued-at', updated_at = 'updated-at', requeue_content = 'requeue-content', schedule = 'schedule', lock_expiry = 'lock-expiry', requeue_locks = 'requeue-locks', requeue_schedule = 'requeue-schedule', done_at = 'done-at', dedupe = 'dedupe', debounce = 'debounce', debounce_of = 'debounce-of', progress = 'progress', logs = 'logs' }
+  local names = { messages = 'messages', wake = 'wake', pushes = 'pushes', mid_circle = 'mid-circle', conf = 'conf', events = 'events', events_seq = 'events-seq', events_wake = 'events-wake', done = 'done', requeue = 'requeue', backoffs = 'backoffs', locks = 'locks', failed = 'failed', filters = 'filters', priorities = 'priorities', lanes = 'lanes', groups = 'groups', group_held = 'group-held', parked = 'parked', metadata = 'metadata', policies = 'policies', history = 'history', losses = 'losses', nattempts = 'nattempts', holders = 'holders', outcomes = 'outcomes', enqueued_at = 'enqueued-at', updated_at = 'updated-at', requeue_content = 'requeue-content', schedule = 'schedule', lock_expiry = 'lock-expiry', requeue_locks = 'requeue-locks', requeue_schedule = 'requeue-schedule', done_at = 'done-at', dedupe = 'dedupe', debounce = 'debounce', debounce_of = 'debounce-of', progress = 'progress', logs = 'logs', results = 'results' }
   redis.register_function({
-    function_name = 'kvmq_56739654b5bb_promote_now',
+    function_name = 'kvmq_4e34c062548b_promote_now',
     flags = {  },
     callback = function(keys, args)
 begin_call(keys, args, names)
@@ -15622,7 +15652,7 @@ end
 do
   local names = { messages = 'messages', done = 'done', failed = 'failed', schedule = 'schedule', lock_expiry = 'lock-expiry', dedupe = 'dedupe', requeue_locks = 'requeue-locks', requeue_schedule = 'requeue-schedule', ndry_runs = 'ndry-runs', conf = 'conf', consumers = 'consumers', holders = 'holders', locks = 'locks' }
   redis.register_function({
-    function_name = 'kvmq_56739654b5bb_queue_status',
+    function_name = 'kvmq_4e34c062548b_queue_status',
     flags = { 'no-writes' },
     callback = function(keys, args)
 begin_call(keys, args, names)
@@ -15678,7 +15708,7 @@ end
 do
   local names = { events = 'events', events_seq = 'events-seq' }
   redis.register_function({
-    function_name = 'kvmq_56739654b5bb_read_events',
+    function_name = 'kvmq_4e34c062548b_read_events',
     flags = { 'no-writes' },
     callback = function(keys, args)
 begin_call(keys, args, names)
@@ -15731,7 +15761,7 @@ end
 do
   local names = { consumers = 'consumers' }
   redis.register_function({
-    function_name = 'kvmq_56739654b5bb_register_consumer',
+    function_name = 'kvmq_4e34c062548b_register_consumer',
     flags = { 'allow-oom' },
     callback = function(keys, args)
 begin_call(keys, args, names)
@@ -15758,9 +15788,9 @@ return 1
 end })
 end
 do
-  local names = { mid_circle = 'mid-circle', conf = 'conf', events = 'events', events_seq = 'events-seq', events_wake = 'events-wake', done = 'done', requeue = 'requeue', backoffs = 'backoffs', locks = 'locks', failed = 'failed', filters = 'filters', priorities = 'priorities', lanes = 'lanes', groups = 'groups', messages = 'messages', metadata = 'metadata', policies = 'policies', history = 'history', losses = 'losses', nattempts = 'nattempts', holders = 'holders', outcomes = 'outcomes', enqueued_at = 'enqueued-at', updated_at = 'updated-at', requeue_content = 'requeue-content', schedule = 'schedule', lock_expiry = 'lock-expiry', requeue_locks = 'requeue-locks', requeue_schedule = 'requeue-schedule', done_at = 'done-at', dedupe = 'dedupe', debounce = 'debounce', debounce_of = 'debounce-of', progress = 'progress', logs = 'logs' }
+  local names = { mid_circle = 'mid-circle', conf = 'conf', events = 'events', events_seq = 'events-seq', events_wake = 'events-wake', done = 'done', requeue = 'requeue', backoffs = 'backoffs', locks = 'locks', failed = 'failed', filters = 'filters', priorities = 'priorities', lanes = 'lanes', groups = 'groups', messages = 'messages', metadata = 'metadata', policies = 'policies', history = 'history', losses = 'losses', nattempts = 'nattempts', holders = 'holders', outcomes = 'outcomes', enqueued_at = 'enqueued-at', updated_at = 'updated-at', requeue_content = 'requeue-content', schedule = 'schedule', lock_expiry = 'lock-expiry', requeue_locks = 'requeue-locks', requeue_schedule = 'requeue-schedule', done_at = 'done-at', dedupe = 'dedupe', debounce = 'debounce', debounce_of = 'debounce-of', progress = 'progress', logs = 'logs', results = 'results' }
   redis.register_function({
-    function_name = 'kvmq_56739654b5bb_remove',
+    function_name = 'kvmq_4e34c062548b_remove',
     flags = { 'allow-oom' },
     callback = function(keys, args)
 begin_call(keys, args, names)
@@ -15804,7 +15834,7 @@ end
 do
   local names = { holders = 'holders', nattempts = 'nattempts', progress = 'progress', logs = 'logs', conf = 'conf', events = 'events', events_seq = 'events-seq', events_wake = 'events-wake' }
   redis.register_function({
-    function_name = 'kvmq_56739654b5bb_report',
+    function_name = 'kvmq_4e34c062548b_report',
     flags = {  },
     callback = function(keys, args)
 begin_call(keys, args, names)
@@ -15865,7 +15895,7 @@ end
 do
   local names = { messages = 'messages', filters = 'filters', nattempts = 'nattempts', losses = 'losses', failed = 'failed', updated_at = 'updated-at', mid_circle = 'mid-circle', wake = 'wake', pushes = 'pushes', conf = 'conf', events = 'events', events_seq = 'events-seq', events_wake = 'events-wake', done = 'done', requeue = 'requeue', backoffs = 'backoffs', locks = 'locks', priorities = 'priorities', lanes = 'lanes', groups = 'groups' }
   redis.register_function({
-    function_name = 'kvmq_56739654b5bb_retry',
+    function_name = 'kvmq_4e34c062548b_retry',
     flags = {  },
     callback = function(keys, args)
 begin_call(keys, args, names)
@@ -15918,29 +15948,31 @@ return reply
 end })
 end
 do
-  local names = { messages = 'messages', done = 'done', requeue = 'requeue', backoffs = 'backoffs', locks = 'locks', failed = 'failed', nattempts = 'nattempts', holders = 'holders', outcomes = 'outcomes', enqueued_at = 'enqueued-at', updated_at = 'updated-at', done_at = 'done-at' }
+  local names = { messages = 'messages', results = 'results', done = 'done', requeue = 'requeue', backoffs = 'backoffs', locks = 'locks', failed = 'failed', nattempts = 'nattempts', holders = 'holders', outcomes = 'outcomes', enqueued_at = 'enqueued-at', updated_at = 'updated-at', done_at = 'done-at' }
   redis.register_function({
-    function_name = 'kvmq_56739654b5bb_status',
+    function_name = 'kvmq_4e34c062548b_status',
     flags = { 'no-writes' },
     callback = function(keys, args)
 begin_call(keys, args, names)
 -- status: one message's state and what else status() reports.
 --
--- KEYS: messages
+-- KEYS: messages results
 -- ARGV: id
 -- Reply: nil when the message is gone, else { state, attempt, outcome (with a newline and the
 --        last error if any) or nil, enqueued at, updated at, holder (while locked) or nil,
---        the end of the lock or backoff or -1 }
+--        the end of the lock or backoff or -1, the result (encoding tag + bytes) or nil }
 -- Include: common state status
 
 check_layout()
-return status_of(ARGV[1], now_ms())
+local reply = status_of(ARGV[1], now_ms())
+if reply ~= nil then reply[8] = redis.call('HGET', K.results, ARGV[1]) end
+return reply
 end })
 end
 do
   local names = { conf = 'conf', idle_workers = 'idle-workers', events = 'events', events_seq = 'events-seq', events_wake = 'events-wake', messages = 'messages', metadata = 'metadata', nattempts = 'nattempts', locks = 'locks', holders = 'holders', lock_expiry = 'lock-expiry', policies = 'policies', requeue = 'requeue', requeue_locks = 'requeue-locks', done = 'done', failed = 'failed', ndry_runs = 'ndry-runs', eoq_backoff = 'eoq-backoff?', groups = 'groups' }
   redis.register_function({
-    function_name = 'kvmq_56739654b5bb_unpark',
+    function_name = 'kvmq_4e34c062548b_unpark',
     flags = { 'allow-oom' },
     callback = function(keys, args)
 begin_call(keys, args, names)
@@ -15967,7 +15999,7 @@ end
 do
   local names = { consumers = 'consumers' }
   redis.register_function({
-    function_name = 'kvmq_56739654b5bb_unregister_consumer',
+    function_name = 'kvmq_4e34c062548b_unregister_consumer',
     flags = { 'allow-oom' },
     callback = function(keys, args)
 begin_call(keys, args, names)

@@ -11,15 +11,16 @@
 -- Runs when Redis is out of memory (allow-oom): draining the queue is how memory comes back.
 --
 -- KEYS: messages filters nattempts locks holders backoffs done done-at dedupe requeue
---       requeue-content schedule lock-expiry outcomes updated-at mid-circle wake pushes losses layout
+--       requeue-content schedule lock-expiry outcomes updated-at mid-circle wake pushes losses layout results
 -- ARGV: consumer id, the number P of plain successes (no backoff, no error), two per plain success: id,
---       attempt; then seven per other finish: id, attempt, outcome ('success', 'error' or 'retry'),
+--       attempt; then eight per other finish: id, attempt, outcome ('success', 'error' or 'retry'),
 --       backoff ms, error ('-' for none, else '+' and the text), started at ms ('' when it never ran),
---       the error as the history keeps it ('' when it is the error itself, else '+' and the text)
+--       the error as the history keeps it ('' when it is the error itself, else '+' and the text), the
+--       success's result ('' for none, else encoding tag + bytes)
 -- Reply: one string per finish, in the order of ARGV: 'ok' or 'lost'
 -- Include: common events lanes groups forget fail
 
-local PER = 7
+local PER = 8
 -- A batch of plain successes touches none of these (errors, retries, requeues and backoffs call check_rare). It reads
 -- holders, nattempts and requeue before its first write.
 check_layout(nil, { 'history', 'losses', 'failed', 'conf', 'requeue_locks', 'requeue_schedule', 'requeue_content',
@@ -75,7 +76,7 @@ local w = pending_writes()
 local ready = pending_ready()
 -- A message that ends up done keeps its finish time in done-at, which status reads as its update time:
 -- only those that run again take an updated-at stamp (a failure's is written by fail).
-local unlocked, outcomes, cleared, stamps, done, done_at, dedupe = {}, {}, {}, {}, {}, {}, {}
+local unlocked, outcomes, cleared, stamps, done, done_at, dedupe, results = {}, {}, {}, {}, {}, {}, {}, {}
 local replies = {}
 local woke = false
 local seen = {}
@@ -93,11 +94,11 @@ if redis.call('EXISTS', K.group_held) == 1 then
   if #letting_go > 0 and release_groups(letting_go, ready) > 0 then woke = true end
 end
 for k, id in ipairs(ids) do
-  local attempt, outcome, backoff, err, started, tail = attempts_in[k], 'success', 0, '-', '', ''
+  local attempt, outcome, backoff, err, started, tail, result = attempts_in[k], 'success', 0, '-', '', '', ''
   if k > plain then
     local base = base_of(k)
     outcome, backoff, err = ARGV[base + 2], tonumber(ARGV[base + 3]), ARGV[base + 4]
-    started, tail = ARGV[base + 5], ARGV[base + 6]
+    started, tail, result = ARGV[base + 5], ARGV[base + 6], ARGV[base + 7]
   end
   if not held[k] or seen[id] then
     replies[k] = 'lost'
@@ -146,8 +147,9 @@ for k, id in ipairs(ids) do
       end
       woke = true
     elseif marked[k] then
-      -- The requeue wins over any outcome: a new run.
+      -- The requeue wins over any outcome: a new run, without a result.
       take_replacement(id)
+      later(w, 'hdel', K.results, id)
       later(w, 'hdel', K.nattempts, id)
       later(w, 'hdel', K.losses, id)
       later(w, 'zrem', K.requeue_locks, id)
@@ -167,6 +169,7 @@ for k, id in ipairs(ids) do
     elseif outcome == 'success' then
       done[#done + 1] = id
       done_at[#done_at + 1], done_at[#done_at + 2] = now_s, id
+      if result ~= '' then results[#results + 1], results[#results + 2] = id, result end
       -- Only a backoff needs a dedupe entry (done-with-backoff, by its end): list reads done-awaiting-gc
       -- from done-at, and one sorted-set insert less is most of what a plain success saves.
       if backoff > 0 then
@@ -190,6 +193,7 @@ if #done > 0 then
   call_chunked('ZADD', K.done_at, done_at)
 end
 if #dedupe > 0 then call_chunked('ZADD', K.dedupe, dedupe) end
+if #results > 0 then call_chunked('HSET', K.results, results) end
 flush_writes(w)
 flush_ready(ready)
 events_flush(now)

@@ -17,12 +17,12 @@
 -- Runs when Redis is out of memory (allow-oom): it may move due messages, never adds any.
 --
 -- KEYS: messages metadata filters classes pushes mid-circle schedule lock-expiry requeue-locks
---       requeue-schedule done-at dedupe failed lanes parked
+--       requeue-schedule done-at dedupe failed lanes parked results
 -- ARGV: states (comma-separated, in MESSAGE_STATES order), outcome ('' for any), limit, messages to look at
 --       at most, '1' to include content, then the position to go on from: state ('' to start), a, b, c
 -- Reply: { 'end' when the listing is over, else 'more', then the position of the last message looked at
 --        (state, a, b, c), then per message: id, the seven fields of `status`, and with content: content,
---        metadata JSON or nil, filter class or nil }
+--        metadata JSON or nil, filter class or nil, result or nil }
 -- Include: common events state status lanes groups forget fail promote
 
 check_layout()
@@ -59,7 +59,9 @@ local function look(id, state, a, b, c)
     reply[#reply + 1] = id
     for i = 1, 7 do reply[#reply + 1] = status[i] end
     if with_content then
-      for _, key in ipairs({ K.messages, K.metadata, K.filters }) do reply[#reply + 1] = redis.call('HGET', key, id) end
+      for _, key in ipairs({ K.messages, K.metadata, K.filters, K.results }) do
+        reply[#reply + 1] = redis.call('HGET', key, id)
+      end
     end
     listed = listed + 1
   end

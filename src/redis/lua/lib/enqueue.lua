@@ -9,7 +9,7 @@
 --
 -- KEYS: messages metadata filters classes nattempts locks holders backoffs done requeue outcomes
 --       enqueued-at updated-at requeue-content schedule done-at dedupe mid-circle wake policies losses
---       requeue-locks requeue-schedule pushes priorities lanes groups debounce debounce-of layout
+--       requeue-locks requeue-schedule pushes priorities lanes groups debounce debounce-of layout results
 
 -- ARGV from `first`: the messages' shapes, one letter each ('p' or 'f'), then each message's arguments in
 -- that order. A plain message ('p': no metadata, filters, backoff, flags, policy or scheduling, most are)
@@ -173,7 +173,7 @@ local function enqueue()
   -- What is left of a finished run, before its id starts a new one (its history stays).
   local function forget_run(id)
     for _, key in ipairs({ K.nattempts, K.outcomes, K.backoffs, K.locks, K.holders, K.updated_at, K.requeue_content,
-      K.losses }) do
+      K.losses, K.results }) do
       redis.call('HDEL', key, id)
     end
     redis.call('SREM', K.done, id)
@@ -227,6 +227,8 @@ local function enqueue()
         redis.call('ZADD', K.requeue_schedule, ends, id)
         redis.call('HDEL', K.nattempts, id)
         redis.call('HDEL', K.losses, id)
+        -- The new run starts without the last one's result.
+        redis.call('HDEL', K.results, id)
         if replace then redis.call('HSET', K.messages, id, content) end
         later(w, 'hset', K.updated_at, id, now)
         replies[#replies + 1] = 'requeued'
