@@ -30,3 +30,24 @@ function bounded(encoded: EncodedPayload): EncodedPayload | string {
     'store large results elsewhere and return a reference to them'
   );
 }
+
+/** A result inside a JSON record (ZooKeeper's state node, etcd's message record): JSON as its text, bytes in base64. */
+export interface ResultInRecord {
+  readonly result: string;
+  /** Absent for JSON. */
+  readonly resultEncoding?: 'bytes';
+}
+
+export function resultInRecord(encoded: EncodedPayload): ResultInRecord {
+  const bytes = Buffer.from(encoded.bytes.buffer, encoded.bytes.byteOffset, encoded.bytes.byteLength);
+  if (encoded.encoding === 'bytes') return { result: bytes.toString('base64'), resultEncoding: 'bytes' };
+  return { result: bytes.toString('utf8') };
+}
+
+/** The `result` field of a status from a record's fields: none when the record has no result. */
+export function resultFromRecord(record: Partial<ResultInRecord>): { result?: unknown } {
+  const { result } = record;
+  if (typeof result !== 'string') return {};
+  if (record.resultEncoding === 'bytes') return { result: Buffer.from(result, 'base64') };
+  return { result: JSON.parse(result) as unknown };
+}

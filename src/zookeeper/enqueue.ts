@@ -428,6 +428,9 @@ async function existing(ctx: StoreContext, q: QueueContext, m: NewMessage): Prom
           done: null,
           encoding: m.replacePayload ? m.encoding : state.encoding,
           updatedAt: now,
+          // The new run starts without the last one's result.
+          result: undefined,
+          resultEncoding: undefined,
         },
         now,
       );

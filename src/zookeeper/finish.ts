@@ -13,6 +13,7 @@ import { claimsForFinish, readAheadAfterFinish, recordHandoffs } from './handoff
 import { decodeState, encodeState, entryPrefix, makeState, priorityOf, taskNodes } from './layout.js';
 import { endInFailure, failedState, isDeadLetterClash, withHistory } from './fail.js';
 import { appendHistory } from '../model/history.js';
+import { resultInRecord } from '../model/result.js';
 import type { Held, StoreContext } from './context.js';
 import type { QueueContext } from './queue.js';
 import type { EventRecord } from './events.js';
@@ -25,6 +26,38 @@ const EVENT_OF_OUTCOME: Record<Outcome, QueueEventType> = { success: 'completed'
 
 // After a claim riding on a finish lost a race, finishes claim nothing for this long.
 const CLAIM_AHEAD_PAUSE_MS = 250;
+
+// What the results of one finish multi may take, counted at twice their size (JSON escaping in the state node,
+// base64 for bytes), so a batch of large results stays well inside a multi's MULTI_BYTES.
+const RESULT_BYTES_PER_MULTI = 512 * 1024;
+
+/**
+ * Finishes in as few multis as the results' sizes allow: one for a batch whose results are small (or absent,
+ * the common case), else consecutive parts each within RESULT_BYTES_PER_MULTI.
+ */
+export async function finishInParts(
+  ctx: StoreContext,
+  q: QueueContext,
+  consumer: string,
+  finishes: readonly Finish[],
+): Promise<FinishResult[]> {
+  if (!finishes.some((f) => f.result !== undefined)) return finishMessages(ctx, q, consumer, finishes);
+  const parts: Finish[][] = [[]];
+  let bytes = 0;
+  for (const f of finishes) {
+    const size = 2 * (f.result?.bytes.byteLength ?? 0);
+    if (bytes + size > RESULT_BYTES_PER_MULTI && bytes > 0) {
+      parts.push([]);
+      bytes = 0;
+    }
+    bytes += size;
+    parts[parts.length - 1]?.push(f);
+  }
+  if (parts.length === 1) return finishMessages(ctx, q, consumer, finishes);
+  const results: FinishResult[] = [];
+  for (const part of parts) results.push(...(await finishMessages(ctx, q, consumer, part)));
+  return results;
+}
 
 export async function finishMessages(
   ctx: StoreContext,
@@ -243,8 +276,8 @@ async function finishOps(
         updatedAt: now,
         entry: prefix,
         ...withHistory(history),
-        // A requeued run starts with no lost deliveries.
-        ...(requeued ? { losses: undefined } : {}),
+        // A requeued run starts with no lost deliveries, and without a result.
+        ...(requeued ? { losses: undefined, result: undefined, resultEncoding: undefined } : {}),
       },
       now,
     );
@@ -281,6 +314,8 @@ async function finishOps(
       updatedAt: now,
       entry: null,
       done: prefix,
+      // Kept in the state written anyway: no node, no op more.
+      ...(f.result === undefined ? {} : resultInRecord(f.result)),
     },
     now,
   );

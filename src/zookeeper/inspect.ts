@@ -8,6 +8,7 @@ import {
   type Metadata,
 } from '../model/types.js';
 import { parseFilterClass } from '../model/filters.js';
+import { resultFromRecord } from '../model/result.js';
 import { isZkError, ZkCode } from './client.js';
 import {
   consumerOfNode,
@@ -33,7 +34,14 @@ export async function messageStatus(ctx: StoreContext, q: QueueContext, id: stri
 }
 
 /** A task's status from its state node and whether its claim exists. */
-export function statusOf(q: QueueContext, id: string, s: TaskState, claimed: boolean, now: number): MessageStatus {
+export function statusOf(
+  q: QueueContext,
+  id: string,
+  s: TaskState,
+  claimed: boolean,
+  now: number,
+  withResult = true,
+): MessageStatus {
   const state = deriveState(s, claimed, now);
   return {
     queue: q.name,
@@ -46,6 +54,7 @@ export function statusOf(q: QueueContext, id: string, s: TaskState, claimed: boo
     updatedAt: s.updatedAt,
     consumer: state === 'locked' || state === 'locked-with-requeue' ? s.consumer : null,
     until: stateEndsAt(s, claimed, now),
+    ...(withResult ? resultFromRecord(s) : {}),
   };
 }
 

@@ -277,6 +277,9 @@ export interface TaskState {
   readonly losses?: number;
   /** Attempts that did not end in a plain success, newest last; absent for none. */
   readonly history?: readonly AttemptRecord[];
+  /** Done: what its run's success returned (model/result.ts ResultInRecord); absent for none. */
+  readonly result?: string;
+  readonly resultEncoding?: 'bytes';
   /**
    * False when `metadata` holds `{}`, so a claim need not read it. Missing in
    * states older kvmq wrote: then it is read.

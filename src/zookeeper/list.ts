@@ -131,7 +131,8 @@ async function take(
       if (s == null || !matches(s, entry)) continue;
       if (deriveState(s, claimed.has(n), now) !== state) continue;
       if (query.outcome !== null && s.outcome !== query.outcome) continue;
-      picked.push({ n, listing: { status: statusOf(q, entry.id, s, claimed.has(n), now), content: null } });
+      const status = statusOf(q, entry.id, s, claimed.has(n), now, query.payload);
+      picked.push({ n, listing: { status, content: null } });
       if (out.length + picked.length >= query.limit) break;
     }
     if (query.payload && picked.length > 0) {

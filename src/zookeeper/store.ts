@@ -9,7 +9,7 @@ import { claimMessages } from './claim.js';
 import { readConfig, writeConfig } from './conf.js';
 import { StoreContext } from './context.js';
 import { enqueueMessages, MULTI_BYTES } from './enqueue.js';
-import { extendLocks, finishMessages } from './finish.js';
+import { extendLocks, finishInParts } from './finish.js';
 import { progressOf, writeReports } from './reports.js';
 import { withProgress } from '../store/listing-progress.js';
 import { clearQueue, runGc } from './gc.js';
@@ -116,7 +116,7 @@ class ZookeeperStore implements Store {
   }
 
   finish(queue: string, consumerId: string, finishes: readonly Finish[]): Promise<FinishResult[]> {
-    return this.guard(() => finishMessages(this.ctx, this.ctx.queue(queue), consumerId, finishes));
+    return this.guard(() => finishInParts(this.ctx, this.ctx.queue(queue), consumerId, finishes));
   }
 
   report(queue: string, consumerId: string, reports: readonly Report[]): Promise<FinishResult[]> {

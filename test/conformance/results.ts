@@ -117,6 +117,23 @@ export function results(fixture: StoreFixture): void {
       assert.equal('result' in (await waitForStatus(h.client, q, 'requeued', 'done-awaiting-gc')), false);
     });
 
+    storeTest(fixture, 'a batch of finishes whose results add up to megabytes is stored whole', async (h) => {
+      const q = h.queue('large');
+      const count = 20;
+      const large = (n: number): string => String(n % 10).repeat(RESULT_MAX_BYTES - 2);
+      h.worker(q, ({ payload }) => ({ status: 'success', result: large(payload as number) }), {
+        concurrency: count,
+      });
+      await h.client.enqueueBatch(
+        q,
+        Array.from({ length: count }, (_, n) => ({ payload: n, id: `m${n}` })),
+      );
+      for (let n = 0; n < count; n++) {
+        const status = await waitForStatus(h.client, q, `m${n}`, 'done-awaiting-gc', { timeoutMs: 20_000 });
+        assert.equal(status.result, large(n), `m${n}`);
+      }
+    });
+
     storeTest(fixture, 'one finish batch mixes results and plain successes, each kept with its own', async (h) => {
       const q = h.queue('batch');
       h.worker(
