@@ -431,6 +431,9 @@ async function planExisting(
       losses: 0,
       encoding: m.replacePayload ? m.encoding : r.encoding,
       updatedAt: now,
+      // The new run starts without the last one's result.
+      result: undefined,
+      resultEncoding: undefined,
     };
     return {
       action: 'requeued',

@@ -6,6 +6,7 @@
  */
 import { StoreLayoutError } from '../errors.js';
 import { MESSAGE_STATES, type ConsumerInfo, type MessageState, type MessageStatus } from '../model/types.js';
+import { resultFromRecord } from '../model/result.js';
 import { prefixEnd, type KeyValue, type Kv, type Op } from './kv.js';
 import { decodeRecord, stateEndsAt, stateOf, type MessageRecord } from './record.js';
 import { consumerIdOf } from './transitions.js';
@@ -54,7 +55,7 @@ export function readRecord(kv: KeyValue): MessageRecord {
 }
 
 /** A message's status from its record, as of `now`. */
-export function statusOf(keys: QueueKeys, id: string, r: MessageRecord, now: number): MessageStatus {
+export function statusOf(keys: QueueKeys, id: string, r: MessageRecord, now: number, withResult = true): MessageStatus {
   const state = stateOf(r, now);
   const consumer = state === 'locked' || state === 'locked-with-requeue' ? consumerIdOf(r.consumer) : null;
   return {
@@ -68,6 +69,7 @@ export function statusOf(keys: QueueKeys, id: string, r: MessageRecord, now: num
     updatedAt: r.updatedAt,
     consumer,
     until: stateEndsAt(r, now),
+    ...(withResult ? resultFromRecord(r) : {}),
   };
 }
 

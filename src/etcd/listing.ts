@@ -160,7 +160,7 @@ export async function listMessages(kv: Kv, keys: QueueKeys, query: ListQuery): P
         : [];
       wanted.forEach(({ c, r }, i) => {
         messages.push({
-          status: statusOf(keys, c.id, r, now),
+          status: statusOf(keys, c.id, r, now, query.payload),
           content: query.payload ? content(r, payloads[i] ?? null) : null,
         });
       });

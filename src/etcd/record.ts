@@ -56,6 +56,9 @@ export interface MessageRecord {
   readonly group: string | null;
   /** The debounce id it is the waiting message of, or null. */
   readonly debounceId: string | null;
+  /** Done: what its run's success returned (model/result.ts ResultInRecord); absent for none. */
+  readonly result?: string;
+  readonly resultEncoding?: 'bytes';
 }
 
 // Module-level, not per call: decodeRecord runs for every record a watch or a read brings.
@@ -110,6 +113,8 @@ export function decodeRecord(value: Buffer): MessageRecord | null {
     priority: num(r.priority),
     group: str(r.group),
     debounceId: str(r.debounceId),
+    ...(typeof r.result === 'string' ? { result: r.result } : {}),
+    ...(r.resultEncoding === 'bytes' ? { resultEncoding: 'bytes' as const } : {}),
   };
 }
 
@@ -143,6 +148,8 @@ export function encodeRecord(r: MessageRecord): Buffer {
   if (r.priority !== 0) out.priority = r.priority;
   if (r.group !== null) out.group = r.group;
   if (r.debounceId !== null) out.debounceId = r.debounceId;
+  if (r.result !== undefined) out.result = r.result;
+  if (r.resultEncoding !== undefined) out.resultEncoding = r.resultEncoding;
   return Buffer.from(JSON.stringify(out), 'utf8');
 }
 

@@ -6,6 +6,7 @@
  */
 import { newNonce } from './nonce.js';
 import { appendHistory, maxDeliveriesError } from '../model/history.js';
+import { resultInRecord } from '../model/result.js';
 import { newIdx } from './keys.js';
 import { encodeRecord } from './record.js';
 import type { Finish } from '../store/contract.js';
@@ -247,6 +248,9 @@ export function finished(r: MessageRecord, f: Omit<Finish, 'id' | 'attempt'>, no
       losses: 0,
       nextEncoding: null,
       encoding,
+      // The requeued run starts without this one's result.
+      result: undefined,
+      resultEncoding: undefined,
     };
     return { record, leavesQueue: false, usesNextPayload: next, keepsPayload: false };
   }
@@ -261,6 +265,8 @@ export function finished(r: MessageRecord, f: Omit<Finish, 'id' | 'attempt'>, no
     idx: null,
     backoffUntil: now + f.backoffMs,
     requeue: false,
+    // In the record the finish puts anyway: no key, no op more.
+    ...(f.result === undefined ? {} : resultInRecord(f.result)),
   };
   return { record, leavesQueue: true, usesNextPayload: false, keepsPayload: f.backoffMs > 0 };
 }
