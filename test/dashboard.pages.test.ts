@@ -125,3 +125,20 @@ storeTest(sqlite, "a message's progress shows on its page and in its queue's lis
   const list = unescape(await page(base, `queues/${queue}`));
   assert.match(list, /<td class="mono">\s*\{"done":7,"of":9\}\s*<\/td>/);
 });
+
+storeTest(
+  sqlite,
+  "the message page shows the handler's result beside the payload, and no panel for none",
+  async (h) => {
+    const base = await serveDashboard(h);
+    const queue = h.queue('results');
+    h.worker(queue, ({ id }) => (id === 'none' ? undefined : { status: 'success', result: { total: 42, ok: true } }));
+    for (const id of ['with', 'none']) await h.client.enqueue(queue, id, { id });
+    await waitFor(async () => (await h.client.queueStatus(queue)).counts['done-awaiting-gc'] === 2);
+    const body = await page(base, `queues/${queue}/messages/with`);
+    assert.match(body, /<h2>Result <span class="muted">\(JSON\)<\/span><\/h2>/);
+    const text = /<pre class="code result">([\s\S]*?)<\/pre>/.exec(body)?.[1];
+    assert.equal(unescape(text ?? ''), '{\n  "total": 42,\n  "ok": true\n}');
+    assert.doesNotMatch(await page(base, `queues/${queue}/messages/none`), /<h2>Result/);
+  },
+);

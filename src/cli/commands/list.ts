@@ -10,6 +10,7 @@ import { checkKnownQueues } from '../known-queue.js';
 import { note, printJson, printLine } from '../output.js';
 import { errorLine } from '../outcome-tally.js';
 import { withClient } from '../store.js';
+import { jsonOf, valueText } from '../values.js';
 import { didYouMean } from '../suggest.js';
 
 const OPTIONS = {
@@ -37,7 +38,7 @@ export const list: Command = {
       ['--limit N', 'messages per page, 1 to 1000 (default 100)'],
       ['--cursor C', 'the page after the one that printed this cursor'],
       ['--all', 'every page, to the end'],
-      ['--payload', 'include payload, metadata and filters (with --json)'],
+      ['--payload', "include each message's result (and with --json payload, metadata and filters)"],
     ],
   ),
 
@@ -83,11 +84,7 @@ function stateArgument(text: string): MessageState {
 
 function lineOf(m: ListedMessage): string {
   const error = m.lastError === null ? '' : `  ${errorLine(m.lastError, 120)}`;
-  return `${m.id}  ${m.state}  attempt ${m.attempt}  ${new Date(m.updatedAt).toISOString()}${error}`;
-}
-
-/** Bytes as base64: JSON.stringify would spell a Buffer out byte by byte. */
-export function jsonOf<T extends { payload?: unknown }>(m: T): T {
-  if (!(m.payload instanceof Uint8Array)) return m;
-  return { ...m, payload: { base64: Buffer.from(m.payload).toString('base64') } };
+  // With --payload: the handler's result, cut to a line.
+  const result = 'result' in m ? `  result ${errorLine(valueText(m.result), 120)}` : '';
+  return `${m.id}  ${m.state}  attempt ${m.attempt}  ${new Date(m.updatedAt).toISOString()}${result}${error}`;
 }

@@ -20,7 +20,7 @@ import { readAll } from '../input.js';
 import { note, printJson, printLine } from '../output.js';
 import { parseGroup, parsePriority } from '../scheduling-args.js';
 import { withClient } from '../store.js';
-import { jsonOf } from './list.js';
+import { jsonOf } from '../values.js';
 
 const ADD_OPTIONS = {
   cron: { type: 'string' },

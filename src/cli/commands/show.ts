@@ -6,19 +6,19 @@ import { EXIT_FAILURE, EXIT_OK } from '../errors.js';
 import { commandUsage } from '../help.js';
 import { checkKnownQueues } from '../known-queue.js';
 import { note, printJson, printLine, table } from '../output.js';
-import { printableText } from '../../model/payload.js';
 import { errorLine } from '../outcome-tally.js';
 import { withClient } from '../store.js';
-import { jsonOf } from './list.js';
+import { jsonOf, valueText } from '../values.js';
 import { lastErrorRow, statusRows } from './status.js';
 
 export const show: Command = {
   name: 'show',
-  summary: 'show one message: payload, metadata, filters, priority, history, progress, log',
+  summary: 'show one message: payload, result, metadata, filters, priority, history, progress, log',
   usage: commandUsage(
     'show <queue> <id>',
-    'Shows a message with its payload, metadata, filters, retry policy, priority, group, the history of its\n' +
-      "attempts that did not simply succeed, and its handlers' latest progress and log. Exit 1 when it is not found.",
+    "Shows a message with its payload, its handler's result, metadata, filters, retry policy, priority, group,\n" +
+      "the history of its attempts that did not simply succeed, and its handlers' latest progress and log.\n" +
+      'Exit 1 when it is not found.',
     [],
   ),
 
@@ -49,7 +49,7 @@ function detailsText(m: MessageDetails): string {
     ['policy', JSON.stringify(m.policy)],
     ['priority', String(m.priority)],
     ['group', m.group ?? '-'],
-    ['payload', payloadText(m.payload)],
+    ['payload', valueText(m.payload)],
     lastErrorRow(m),
     ['progress', m.progress === null ? '-' : JSON.stringify(m.progress)],
   ];
@@ -68,14 +68,6 @@ function recordLine(r: AttemptRecord): string {
   const started = r.startedAt === null ? '' : ` started ${time(r.startedAt)}`;
   const error = r.error === null ? '' : `: ${errorLine(r.error, 160)}`;
   return `  attempt ${r.attempt} ${r.outcome} at ${time(r.endedAt)}${started} by ${r.consumer ?? '-'}${error}`;
-}
-
-/** JSON as JSON; bytes as text when they are printable UTF-8 (what `kvmq enqueue` stores), else base64. */
-function payloadText(payload: unknown): string {
-  if (!(payload instanceof Uint8Array)) return JSON.stringify(payload);
-  const bytes = Buffer.from(payload);
-  const text = printableText(bytes);
-  return `${bytes.length} bytes: ${text === null ? `base64 ${bytes.toString('base64')}` : JSON.stringify(text)}`;
 }
 
 function time(ms: number): string {

@@ -8,6 +8,7 @@ import { commandUsage } from '../help.js';
 import { checkKnownQueues } from '../known-queue.js';
 import { note, printJson, printLine, table } from '../output.js';
 import { countOf } from '../progress.js';
+import { jsonOf, valueText } from '../values.js';
 import { withClient } from '../store.js';
 
 const OPTIONS = {
@@ -51,7 +52,7 @@ export const status: Command = {
       }
       // The state first: it is what a reader (or `jq .state`) looks for.
       if (json) {
-        const { state, ...rest } = result;
+        const { state, ...rest } = jsonOf(result);
         printJson({ state, ...rest });
       } else printLine(messageText(result));
       return EXIT_OK;
@@ -75,6 +76,8 @@ export function statusRows(m: MessageStatus): [string, string][] {
     ['updated', time(m.updatedAt)],
     ['consumer', m.consumer ?? '-'],
     ['until', m.until === null ? '-' : time(m.until)],
+    // What the handler returned with its success; '-' for none (a JSON null shows as null).
+    ['result', 'result' in m ? valueText(m.result) : '-'],
   ];
 }
 

@@ -32,6 +32,8 @@ export function messagePage(ctx: PageContext, m: MessageDetails, notice: PageFra
     ['Progress', m.progress === null ? '–' : html`<span class="mono">${JSON.stringify(m.progress)}</span>`],
   ];
   const payload = payloadView(m.payload);
+  // Shown as a payload is; a message without one (no success yet, or it returned none) has no panel.
+  const result = 'result' in m ? payloadView(m.result) : null;
   const body = html`<div class="page-head">
       <h1 class="mono">${m.id}</h1>
       ${stateBadge(m.state)}${actions}
@@ -68,6 +70,14 @@ export function messagePage(ctx: PageContext, m: MessageDetails, notice: PageFra
       <h2>Payload <span class="muted">(${payload.kind})</span></h2>
       <pre class="code payload">${payload.text}</pre>
     </section>
+    ${
+      result === null
+        ? ''
+        : html`<section class="panel">
+            <h2>Result <span class="muted">(${result.kind})</span></h2>
+            <pre class="code result">${result.text}</pre>
+          </section>`
+    }
     <section class="panel">
       <h2>History</h2>
       ${historyTable(m.history, now)}
