@@ -2,7 +2,7 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { connect, type Client } from '../src/index.js';
-import { expectExit, newStore } from './support/cli.js';
+import { expectExit, kvmq, newStore } from './support/cli.js';
 import { waitFor } from './support/wait.js';
 
 const store = newStore();
@@ -54,5 +54,32 @@ void describe('kvmq CLI: results', { concurrency: 3 }, () => {
       .split('\n')
       .map((line) => JSON.parse(line) as { id: string; result?: unknown });
     assert.deepEqual(json.find((m) => m.id === 'json')?.result, { total: 42 });
+  });
+});
+
+void describe('kvmq work --result-stdout', () => {
+  void it("keeps a successful command's stdout as the result; over the limit fails the message", async () => {
+    const own = newStore();
+    await expectExit(0, ['enqueue', 'cmds', 'x', '--id', 'small'], { store: own });
+    await expectExit(0, ['enqueue', 'cmds', 'x', '--id', 'large'], { store: own });
+    const run = await kvmq(
+      [
+        'work',
+        'cmds',
+        '--exec',
+        'if [ "$KVMQ_ID" = large ]; then head -c 70000 /dev/zero; else echo "done $KVMQ_ID"; fi',
+        '--result-stdout',
+        '--max',
+        '2',
+      ],
+      { store: own },
+    );
+    assert.equal(run.code, 1, run.stderr);
+    assert.match(run.stdout, /^done small$/m, 'stdout still passes through');
+    const small = await expectExit(0, ['status', 'cmds', '--id', 'small'], { store: own });
+    assert.match(small.stdout, /^result\s+11 bytes: "done small\\n"$/m);
+    const large = await expectExit(0, ['status', 'cmds', '--id', 'large'], { store: own });
+    assert.match(large.stdout, /^state\s+failed$/m);
+    assert.match(large.stdout, /stdout is 70000 bytes, over the result limit of 65536 bytes/);
   });
 });

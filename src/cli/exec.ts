@@ -1,5 +1,6 @@
 /** Runs one shell command per message for `kvmq work`: payload on stdin, stdout passed through, stderr kept. */
 import { spawn } from 'node:child_process';
+import { RESULT_MAX_BYTES } from '../model/result.js';
 
 export interface ShellResult {
   /** The exit code, or null when a signal ended the command. */
@@ -7,6 +8,10 @@ export interface ShellResult {
   readonly signal: NodeJS.Signals | null;
   /** The end of what the command wrote to stderr, for the message's last error. */
   readonly stderrTail: string;
+  /** With `keepStdout`: what it wrote to stdout, up to RESULT_MAX_BYTES + 1 bytes; else null. */
+  readonly stdout: Buffer | null;
+  /** With `keepStdout`: how many bytes it wrote to stdout in all. */
+  readonly stdoutBytes: number;
 }
 
 /** How much of a command's stderr is kept: enough to see why it failed, small enough for any store. */
@@ -23,12 +28,22 @@ export function runShell(
   input: Uint8Array,
   env: NodeJS.ProcessEnv,
   signal: AbortSignal,
+  keepStdout = false,
 ): Promise<ShellResult> {
   return new Promise((resolve, reject) => {
     // A process group of its own: a Ctrl-C meant for kvmq (a graceful stop) lets running commands finish,
     // and ending the command also ends whatever it started.
-    const child = spawn('sh', ['-c', command], { env, stdio: ['pipe', 'inherit', 'pipe'], detached: true });
+    const stdoutMode = keepStdout ? 'pipe' : 'inherit';
+    const child = spawn('sh', ['-c', command], { env, stdio: ['pipe', stdoutMode, 'pipe'], detached: true });
     let tail = Buffer.alloc(0);
+    const kept: Buffer[] = [];
+    let stdoutBytes = 0;
+    // Still passed through; kept up to one byte past the limit, which is enough to refuse it.
+    child.stdout?.on('data', (chunk: Buffer) => {
+      process.stdout.write(chunk);
+      if (stdoutBytes <= RESULT_MAX_BYTES) kept.push(chunk);
+      stdoutBytes += chunk.length;
+    });
     let killTimer: NodeJS.Timeout | null = null;
 
     const end = (how: NodeJS.Signals): void => {
@@ -48,21 +63,22 @@ export function runShell(
       if (killTimer !== null) clearTimeout(killTimer);
     };
 
-    child.stderr.on('data', (chunk: Buffer) => {
+    child.stderr?.on('data', (chunk: Buffer) => {
       process.stderr.write(chunk);
       tail = Buffer.concat([tail, chunk]);
       if (tail.length > STDERR_TAIL_BYTES) tail = Buffer.from(tail.subarray(tail.length - STDERR_TAIL_BYTES));
     });
     // A command need not read its input; writing to it then fails with EPIPE, which is no error of ours.
-    child.stdin.on('error', () => undefined);
-    child.stdin.end(input);
+    child.stdin?.on('error', () => undefined);
+    child.stdin?.end(input);
     child.on('error', (error) => {
       cleanUp();
       reject(error);
     });
     child.on('close', (code, endedBy) => {
       cleanUp();
-      resolve({ code, signal: endedBy, stderrTail: tail.toString('utf8') });
+      const stdout = keepStdout ? Buffer.concat(kept).subarray(0, RESULT_MAX_BYTES + 1) : null;
+      resolve({ code, signal: endedBy, stderrTail: tail.toString('utf8'), stdout, stdoutBytes });
     });
     if (signal.aborted) onAbort();
     else signal.addEventListener('abort', onAbort, { once: true });

@@ -3,6 +3,7 @@ import { constants } from 'node:os';
 import type { Client, HandlerResult, Job, MonitorInfo, Worker, WorkerFilters } from '../../index.js';
 import { expBackoff } from '../../model/backoff.js';
 import { payloadBytes } from '../../model/payload.js';
+import { RESULT_MAX_BYTES } from '../../model/result.js';
 import { setLongTimeout, type LongTimeout } from '../../model/time.js';
 import { expectPositionals, optionalWholeNumber, parseCommandLine, parseKeyValue } from '../args.js';
 import type { Command } from '../command.js';
@@ -28,6 +29,7 @@ const OPTIONS = {
   filter: { type: 'string', multiple: true },
   metrics: { type: 'string' },
   'no-schedules': { type: 'boolean' },
+  'result-stdout': { type: 'boolean' },
 } as const;
 
 /** sysexits.h's EX_TEMPFAIL: "try again later". */
@@ -46,6 +48,7 @@ interface WorkSettings {
   readonly filters: WorkerFilters | undefined;
   readonly metrics: string | undefined;
   readonly schedules: boolean;
+  readonly resultStdout: boolean;
 }
 
 export const work: Command = {
@@ -74,6 +77,7 @@ export const work: Command = {
       ['--filter NAME=VALUE[:at_least]', "this worker's filter value; at_least also takes lower ones (repeatable)"],
       METRICS_OPTION_HELP,
       ['--no-schedules', "do not fire the queue's schedules (kvmq schedule); other workers still do"],
+      ['--result-stdout', "keep a successful command's stdout (bytes, at most 64 KiB) as the message's result"],
       DURATION_HELP,
     ],
   ),
@@ -95,6 +99,7 @@ export const work: Command = {
       filters: parseWorkerFilters(values.filter),
       metrics: checkMetricsAddress(values.metrics),
       schedules: values['no-schedules'] !== true,
+      resultStdout: values['result-stdout'] === true,
     };
     const queue = positionals[0] ?? '';
     return withClient(values.store, async (client) => {
@@ -213,7 +218,8 @@ class WorkRun {
     // The last one: a graceful stop lets it finish and gives back what was claimed ahead.
     if (this.started === this.settings.max) this.requestStop();
     this.running.add(`${job.id}#${job.attempt}`);
-    const result = await runShell(this.settings.exec, payloadBytes(job.payload), jobEnv(job), job.signal);
+    const { exec, resultStdout } = this.settings;
+    const result = await runShell(exec, payloadBytes(job.payload), jobEnv(job), job.signal, resultStdout);
     // The tally hears what the store kept from the worker: the timeout if it came first, nothing if the lock was lost.
     return outcomeOf(result, job.attempt, this.settings.retryBackoffMs);
   }
@@ -254,12 +260,22 @@ function jobEnv(job: Job): NodeJS.ProcessEnv {
 
 /** Exit 0 → success, 75 → retry, anything else (or a signal) → error; the stderr tail is the last error. */
 function outcomeOf(result: ShellResult, attempt: number, retryBackoffMs: number | undefined): HandlerResult {
-  if (result.code === 0) return { status: 'success' };
+  if (result.code === 0) return successOf(result);
   const tail = result.stderrTail.trimEnd();
   const error = tail === '' ? describe(result) : `${describe(result)}\n${tail}`;
   if (result.code === EX_TEMPFAIL) return { status: 'retry', backoffMs: retryBackoffMs ?? expBackoff(attempt), error };
   // Thrown, so the attempts policy (--max-attempts, or the message's own) decides between a retry and failed.
   throw new CommandFailed(error);
+}
+
+/** A success; with --result-stdout, its stdout is the result (over RESULT_MAX_BYTES: the message fails, saying so). */
+function successOf(result: ShellResult): HandlerResult {
+  if (result.stdout === null) return { status: 'success' };
+  if (result.stdoutBytes > RESULT_MAX_BYTES) {
+    const error = `command's stdout is ${result.stdoutBytes} bytes, over the result limit of ${RESULT_MAX_BYTES} bytes`;
+    return { status: 'error', error };
+  }
+  return { status: 'success', result: result.stdout };
 }
 
 /** A failed command, recorded as its text alone: the stack would only point into kvmq. */
