@@ -8,6 +8,9 @@
  * Redis, the server's (INFO cpu), then the medians of the new/old ratios: on a shared machine the ratio of
  * runs side by side is what holds, not the rates themselves. `--lock-ms` sets the workers' lockMs: a short one
  * renews the held messages every lockMs / 3 during the drain, so the rate includes the renewals.
+ *
+ * `--result-bytes N` (no `--old`) compares this tree with itself instead: "old" handlers return nothing, "new"
+ * ones return a result of N bytes (a JSON string), so the ratios are what storing a result costs.
  */
 import { resolve } from 'node:path';
 import { parseArgs } from 'node:util';
@@ -33,9 +36,11 @@ const { values } = parseArgs({
     concurrency: { type: 'string', default: '64' },
     'busy-us': { type: 'string', default: '0' },
     'lock-ms': { type: 'string' },
+    'result-bytes': { type: 'string' },
   },
 });
-if (values.old === undefined || values.store === '') {
+const resultBytes = values['result-bytes'] === undefined ? null : Number(values['result-bytes']);
+if ((values.old === undefined && resultBytes === null) || values.store === '') {
   throw new TypeError('usage: bench/worker-ab.ts --old DIR --store URL (a checkout to compare with, a store URL)');
 }
 const url = values.store;
@@ -54,7 +59,10 @@ async function serverCpuUs(): Promise<number> {
   return (field('used_cpu_sys') + field('used_cpu_user')) * 1e6;
 }
 
-async function drain(connect: Connect, label: string): Promise<Run> {
+// A JSON string of exactly resultBytes bytes once encoded (its quotes count).
+const result = resultBytes === null ? null : { status: 'success' as const, result: 'r'.repeat(resultBytes - 2) };
+
+async function drain(connect: Connect, label: string, withResult = false): Promise<Run> {
   const client = await connect(url, { maintenance: false });
   const queue = `worker-ab-${label}-${Date.now()}-${Math.random().toString(36).slice(2, 8)}`;
   for (let sent = 0; sent < n; sent += 1000) {
@@ -75,6 +83,7 @@ async function drain(connect: Connect, label: string): Promise<Run> {
       if (busyMs > 0) for (const end = performance.now() + busyMs; performance.now() < end;);
       handled += 1;
       if (handled === n) all.fire();
+      return withResult && result !== null ? result : undefined;
     },
     { concurrency, autoStart: false, ...lockMs },
   );
@@ -90,19 +99,23 @@ async function drain(connect: Connect, label: string): Promise<Run> {
 }
 
 async function main(): Promise<void> {
-  const oldModule = (await import(pathToFileURL(resolve(values.old ?? '', 'src/index.js')).href)) as {
-    connect: Connect;
-  };
-  const connectOld = oldModule.connect;
+  const connectOld =
+    values.old === undefined
+      ? connectNew
+      : (
+          (await import(pathToFileURL(resolve(values.old, 'src/index.js')).href)) as {
+            connect: Connect;
+          }
+        ).connect;
   await drain(connectOld, 'warm');
-  await drain(connectNew, 'warm');
+  await drain(connectNew, 'warm', true);
   const ratios = { rate: [] as number[], client: [] as number[], server: [] as number[] };
   const show = (r: Run): string =>
     `${r.perSec.toFixed(0)}/s, client ${r.clientUs.toFixed(1)} µs, server ${r.serverUs.toFixed(1)} µs`;
   for (let round = 1; round <= rounds; round++) {
     const oldFirst = round % 2 === 1;
-    const first = await drain(oldFirst ? connectOld : connectNew, 'a');
-    const second = await drain(oldFirst ? connectNew : connectOld, 'b');
+    const first = await drain(oldFirst ? connectOld : connectNew, 'a', !oldFirst);
+    const second = await drain(oldFirst ? connectNew : connectOld, 'b', oldFirst);
     const [before, after] = oldFirst ? [first, second] : [second, first];
     ratios.rate.push(after.perSec / before.perSec);
     ratios.client.push(after.clientUs / before.clientUs);
@@ -111,7 +124,9 @@ async function main(): Promise<void> {
   }
   const m = (xs: number[]): string => median(xs).toFixed(3);
   console.log(
-    `median new/old (${n} messages, concurrency ${concurrency}, handler ${values['busy-us']} µs): ` +
+    `median new/old (${n} messages, concurrency ${concurrency}, handler ${values['busy-us']} µs` +
+      (resultBytes === null ? '' : `, new with a ${resultBytes}-byte result`) +
+      '): ' +
       `rate ${m(ratios.rate)}, client CPU per message ${m(ratios.client)}` +
       (redis === null ? '' : `, server CPU per message ${m(ratios.server)}`),
   );
