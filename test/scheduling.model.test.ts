@@ -117,6 +117,27 @@ describe('scheduling checks', () => {
     assert.throws(() => checkConfigPatch({ rateLimit: { max: 0, perMs: 1 } }, 'q'), TypeError);
     assert.throws(() => checkConfigPatch({ groupConcurrency: 0 }, 'q'), TypeError);
   });
+
+  it('keeps, changes and removes keepDone and keepFailed; a bad count is a TypeError naming the field', () => {
+    assert.equal(DEFAULT_QUEUE_CONFIG.keepDone, null);
+    const kept = applyConfigPatch(DEFAULT_QUEUE_CONFIG, checkConfigPatch({ keepDone: 100, keepFailed: 0 }, 'q'));
+    assert.deepEqual([kept.keepDone, kept.keepFailed], [100, 0]);
+    const other = applyConfigPatch(kept, checkConfigPatch({ paused: true }, 'q'));
+    assert.deepEqual([other.keepDone, other.keepFailed], [100, 0]);
+    const removed = applyConfigPatch(other, checkConfigPatch({ keepDone: null }, 'q'));
+    assert.deepEqual([removed.keepDone, removed.keepFailed], [null, 0]);
+    for (const bad of [-1, 1.5, '10', Number.NaN, 2_000_000_000]) {
+      assert.throws(
+        () => checkConfigPatch({ keepDone: bad }, 'q'),
+        (error: unknown) => {
+          assert.ok(error instanceof TypeError);
+          assert.match(error.message, /keepDone/);
+          return true;
+        },
+      );
+    }
+    assert.throws(() => checkConfigPatch({ keepFailed: -3 }, 'q'), /keepFailed/);
+  });
 });
 
 /** One claim under the limit: what it was granted, and the tat it leaves (every grant is claimed). */
