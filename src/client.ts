@@ -32,13 +32,13 @@ import {
   checkPlainObject,
   checkQueueName,
 } from './model/validate.js';
-import { defineSchedule, describeSchedule, type ScheduleInfo, type ScheduleOptions } from './schedule/define.js';
-import { SharedSchedulers } from './schedule/shared.js';
+import type { ScheduleInfo, ScheduleOptions } from './schedule/define.js';
+import type { SharedSchedulers } from './schedule/shared.js';
 import type { ScheduleTiming } from './schedule/timing.js';
 import { openStore, resolveStoreUrl } from './store/url.js';
 import { TickBatcher } from './tick-batcher.js';
 import { traceSend } from './tracing/send.js';
-import { Worker, type WorkerOptions } from './worker/worker.js';
+import type { Worker, WorkerOptions } from './worker/worker.js';
 import { Queue } from './queue.js';
 import { publicEvent, type StoredEvent } from './model/events.js';
 import { EMPTY_LOG } from './model/reports.js';
@@ -116,7 +116,29 @@ export interface PauseResult {
 export async function connect(url?: string, options: ConnectOptions = {}): Promise<Client> {
   checkKnownKeys('connect', checkPlainObject('options', options), ['maintenance', 'onError']);
   const resolved = resolveStoreUrl(url);
-  return construct(resolved, await openStore(resolved), options);
+  const [store] = await Promise.all([openStore(resolved), loadWorkerModules()]);
+  return construct(resolved, store, options);
+}
+
+/**
+ * @internal A client whose `worker()` may not be called (it throws): the CLI's commands that make no worker open
+ * this one, so a `kvmq status` never loads the worker and the schedulers (a start-up cost of its own).
+ */
+export async function connectWithoutWorkers(url: string, options: ConnectOptions = {}): Promise<Client> {
+  checkKnownKeys('connect', checkPlainObject('options', options), ['maintenance', 'onError']);
+  return construct(url, await openStore(url), options);
+}
+
+/** The worker's and the schedulers' modules, loaded by connect() beside the store, so worker() stays synchronous. */
+let workerModules: {
+  readonly worker: typeof import('./worker/worker.js');
+  readonly shared: typeof import('./schedule/shared.js');
+} | null = null;
+
+async function loadWorkerModules(): Promise<void> {
+  if (workerModules !== null) return;
+  const [worker, shared] = await Promise.all([import('./worker/worker.js'), import('./schedule/shared.js')]);
+  workerModules = { worker, shared };
 }
 
 // The only way to build a Client; the constructor is private so its internal parameters stay out of the API.
@@ -130,8 +152,8 @@ export class Client {
   private readonly configCache = new Map<string, { config: QueueConfig; readAt: number }>();
   private readonly lastGc = new Map<string, number>();
   private readonly workers = new Set<Worker>();
-  /** One scheduler per queue, shared by the workers that fire schedules. */
-  private readonly schedulers: SharedSchedulers;
+  /** One scheduler per queue, shared by the workers that fire schedules; made with the first worker. */
+  private schedulers: SharedSchedulers | null = null;
   private readonly background = new Set<Promise<unknown>>();
   // Live event readers and waits, ended when the client closes.
   private readonly followers = new Set<AbortController>();
@@ -149,7 +171,6 @@ export class Client {
   private constructor(url: string, store: Store, options: ConnectOptions) {
     this.url = url;
     this.#store = store;
-    this.schedulers = new SharedSchedulers(store);
     bindStore(this, store);
     this.maintenance = options.maintenance === undefined ? true : checkBoolean('maintenance', options.maintenance);
     this.onError = options.onError ?? ((error) => console.error('kvmq:', error));
@@ -244,7 +265,9 @@ export class Client {
     const stopped = (): void => void this.workers.delete(worker);
     // The payload's type is the caller's promise: the worker hands the handler whatever was decoded.
     const untyped = handler as Handler;
-    const worker = new Worker(this.#store, queue, untyped, options, stopped, this.schedulers);
+    if (workerModules === null) throw new Error('this client was opened without workers: open it with connect()');
+    this.schedulers ??= new workerModules.shared.SharedSchedulers(this.#store);
+    const worker = new workerModules.worker.Worker(this.#store, queue, untyped, options, stopped, this.schedulers);
     this.workers.add(worker);
     if (this.instruments !== null) attachMetrics(worker, this.instruments);
     if (worker.autoStart) worker.startInBackground();
@@ -484,6 +507,7 @@ export class Client {
   ): Promise<{ created: boolean; schedule: ScheduleInfo }> {
     this.checkOpen();
     checkQueueName(queue);
+    const { defineSchedule, describeSchedule } = await import('./schedule/define.js');
     const stored = await defineSchedule(
       {
         queue,
@@ -497,13 +521,14 @@ export class Client {
       Date.now,
     );
     const created = await this.#store.putSchedule(queue, stored);
-    this.schedulers.wake(queue);
+    this.schedulers?.wake(queue);
     return { created, schedule: describeSchedule(stored) };
   }
 
   /** The queue's schedules, sorted by name. */
   async schedules(queue: string): Promise<ScheduleInfo[]> {
     this.checkOpen();
+    const { describeSchedule } = await import('./schedule/define.js');
     return (await this.#store.schedules(checkQueueName(queue))).map(describeSchedule);
   }
 

@@ -13,10 +13,18 @@ export function reportBackgroundError(error: unknown): void {
   reportError(error, null);
 }
 
-/** A client on the command's store. The library loads here, on use: `kvmq --version` and help never pay for it. */
-export async function openClient(flag: string | undefined, options: ConnectOptions = {}): Promise<Client> {
-  const { connect } = await import('../client.js');
-  return connect(storeUrl(flag), { onError: reportBackgroundError, ...options });
+/**
+ * A client on the command's store. The library loads here, on use: `kvmq --version` and help never pay for it,
+ * and only a command that makes workers (`workers: true`) loads the worker.
+ */
+export async function openClient(
+  flag: string | undefined,
+  options: ConnectOptions = {},
+  { workers = false }: { readonly workers?: boolean } = {},
+): Promise<Client> {
+  const { connect, connectWithoutWorkers } = await import('../client.js');
+  const open = workers ? connect : connectWithoutWorkers;
+  return open(storeUrl(flag), { onError: reportBackgroundError, ...options });
 }
 
 /** Connects, runs `body`, and closes the client whatever happens. */
@@ -24,8 +32,9 @@ export async function withClient<T>(
   flag: string | undefined,
   body: (client: Client) => Promise<T>,
   options: ConnectOptions = {},
+  open: { readonly workers?: boolean } = {},
 ): Promise<T> {
-  const client = await openClient(flag, options);
+  const client = await openClient(flag, options, open);
   try {
     return await body(client);
   } finally {

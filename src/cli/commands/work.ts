@@ -102,19 +102,24 @@ export const work: Command = {
       resultStdout: values['result-stdout'] === true,
     };
     const queue = positionals[0] ?? '';
-    return withClient(values.store, async (client) => {
-      const run = new WorkRun(client, queue, settings);
-      // Served before the worker starts: a taken port stops the command before any message is claimed.
-      const metrics =
-        settings.metrics === undefined
-          ? null
-          : await serveMetrics(await client.metrics({ queues: [queue] }), settings.metrics);
-      try {
-        return await run.run();
-      } finally {
-        await metrics?.close();
-      }
-    });
+    return withClient(
+      values.store,
+      async (client) => {
+        const run = new WorkRun(client, queue, settings);
+        // Served before the worker starts: a taken port stops the command before any message is claimed.
+        const metrics =
+          settings.metrics === undefined
+            ? null
+            : await serveMetrics(await client.metrics({ queues: [queue] }), settings.metrics);
+        try {
+          return await run.run();
+        } finally {
+          await metrics?.close();
+        }
+      },
+      {},
+      { workers: true },
+    );
   },
 };
 
