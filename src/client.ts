@@ -4,10 +4,9 @@
  */
 import { bindStore } from './client-store.js';
 import { ClosedError } from './errors.js';
-import { followEvents } from './events/follow.js';
 import { checkCursorText, checkEventsOptions, checkWaitForOptions } from './events/options.js';
 import type { EventsOptions, WaitForOptions } from './events/options.js';
-import { waitForOutcome, type WaitResult } from './events/wait-for.js';
+import type { WaitResult } from './events/wait-for.js';
 import { DEFAULT_QUEUE_CONFIG, checkConfigPatch } from './model/config.js';
 import { checkMessageFilters, filterClass } from './model/filters.js';
 import { newMessageId } from './model/ids.js';
@@ -37,7 +36,6 @@ import type { SharedSchedulers } from './schedule/shared.js';
 import type { ScheduleTiming } from './schedule/timing.js';
 import { openStore, resolveStoreUrl } from './store/url.js';
 import { TickBatcher } from './tick-batcher.js';
-import { traceSend } from './tracing/send.js';
 import type { Worker, WorkerOptions } from './worker/worker.js';
 import { Queue } from './queue.js';
 import { publicEvent, type StoredEvent } from './model/events.js';
@@ -116,7 +114,7 @@ export interface PauseResult {
 export async function connect(url?: string, options: ConnectOptions = {}): Promise<Client> {
   checkKnownKeys('connect', checkPlainObject('options', options), ['maintenance', 'onError']);
   const resolved = resolveStoreUrl(url);
-  const [store] = await Promise.all([openStore(resolved), loadWorkerModules()]);
+  const [store] = await Promise.all([openStore(resolved), loadWorkerModules(), loadSendTracing()]);
   return construct(resolved, store, options);
 }
 
@@ -134,6 +132,14 @@ let workerModules: {
   readonly worker: typeof import('./worker/worker.js');
   readonly shared: typeof import('./schedule/shared.js');
 } | null = null;
+
+/** The producer's tracing, loaded by connect() or by a client without workers on its first enqueue. */
+let sendTracing: typeof import('./tracing/send.js') | null = null;
+
+async function loadSendTracing(): Promise<typeof import('./tracing/send.js')> {
+  sendTracing ??= await import('./tracing/send.js');
+  return sendTracing;
+}
 
 async function loadWorkerModules(): Promise<void> {
   if (workerModules !== null) return;
@@ -192,7 +198,7 @@ export class Client {
     const config = options.filters === undefined ? null : await this.cachedConfig(queue);
     const message = this.prepare(queue, payload, options, config);
     const send = this.sender(queue, options.tx);
-    const [result] = await traceSend(queue, [message], false, send);
+    const [result] = await (sendTracing ?? (await loadSendTracing())).traceSend(queue, [message], false, send);
     this.maybeGcInBackground(queue);
     if (result === undefined) throw new Error('store returned no result for an enqueue');
     return result;
@@ -219,7 +225,7 @@ export class Client {
       checkKnownKeys('enqueue', checkPlainObject('message', item), BATCH_KEYS);
       return this.prepare(queue, item.payload, item, config);
     });
-    const results = await traceSend(queue, messages, true, send);
+    const results = await (sendTracing ?? (await loadSendTracing())).traceSend(queue, messages, true, send);
     this.maybeGcInBackground(queue);
     return results;
   }
@@ -336,7 +342,18 @@ export class Client {
     // The head is read now, so 'now' means this call; a failure is reported when the loop starts.
     start.catch(() => undefined);
     const both = signal === undefined ? stop.signal : AbortSignal.any([stop.signal, signal]);
-    return followEvents(this.#store, queue, start, both, () => this.followers.delete(stop));
+    return this.follow(queue, start, both, () => this.followers.delete(stop));
+  }
+
+  /** events(), its reading module loaded once the loop starts. */
+  private async *follow(
+    queue: string,
+    start: Promise<string | null>,
+    signal: AbortSignal,
+    done: () => void,
+  ): AsyncGenerator<StoredEvent> {
+    const { followEvents } = await import('./events/follow.js');
+    yield* followEvents(this.#store, queue, start, signal, done);
   }
 
   /**
@@ -353,6 +370,7 @@ export class Client {
     const stop = new AbortController();
     this.followers.add(stop);
     try {
+      const { waitForOutcome } = await import('./events/wait-for.js');
       return (await waitForOutcome(
         this.#store,
         queue,
