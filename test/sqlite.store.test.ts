@@ -14,6 +14,7 @@ import { after, describe, test } from 'node:test';
 import Database from 'better-sqlite3';
 import { connect, StoreLayoutError, StoreUnavailableError, StoreUrlError } from '../src/index.js';
 import { SCHEMA_VERSION } from '../src/sqlite/schema.js';
+import { prepareStatements, SQL } from '../src/sqlite/statements.js';
 import { waitFor } from './support/wait.js';
 import { storeOf } from '../src/client-store.js';
 
@@ -257,6 +258,19 @@ describe('sqlite store', () => {
       assert.deepEqual(row, { id: 'm1', filters: 'size=m', metadata: '{"by":"test"}', phase: 0, attempt: 0 });
       const config = db.prepare('SELECT config FROM kvmq_queues WHERE queue = ?').pluck().get('layout') as string;
       assert.deepEqual((JSON.parse(config) as { filterEnums: unknown }).filterEnums, { size: ['s', 'm', 'l'] });
+    } finally {
+      db.close();
+    }
+  });
+
+  test("every one of the store's statements prepares on the current layout", async () => {
+    // Statements are prepared on first use, so one that no test runs would fail only in a user's hands.
+    const url = freshUrl();
+    await (await connect(url)).close();
+    const db = new Database(url.slice('sqlite:'.length));
+    try {
+      const statements = prepareStatements(db);
+      for (const name of Object.keys(SQL) as (keyof typeof SQL)[]) assert.ok(statements[name].source, name);
     } finally {
       db.close();
     }

@@ -10,7 +10,7 @@ export const STATUS_FIELDS =
   'seq, id, phase, ready_at, lock_until, backoff_until, requeue, attempt, outcome, last_error, consumer, enqueued_at, updated_at';
 export const CONTENT_FIELDS = 'payload, encoding, metadata, filters, result, result_encoding';
 
-const SQL = {
+export const SQL = {
   ensureQueue: 'INSERT INTO kvmq_queues (queue) VALUES (?) ON CONFLICT DO NOTHING',
   queueRow: `SELECT size, done, failed, dry_runs, eoq_until, gc_at, gc_lock_until, config, rate_tat FROM kvmq_queues
        WHERE queue = ?`,
@@ -192,12 +192,21 @@ const PLUCKED: ReadonlySet<string> = new Set([
 
 export type Statements = { readonly [K in keyof typeof SQL]: Statement };
 
+/**
+ * Each statement is prepared on first use and kept: a short command (`kvmq status`) runs a handful of the
+ * store's statements, and preparing every one at open is a few milliseconds of its start.
+ */
 export function prepareStatements(db: BetterSqlite3.Database): Statements {
-  const entries = Object.entries(SQL).map(([name, sql]) => {
-    const statement = db.prepare(sql);
-    return [name, PLUCKED.has(name) ? statement.pluck() : statement];
-  });
-  return Object.fromEntries(entries) as Statements;
+  const statements: Partial<Record<keyof typeof SQL, Statement>> = {};
+  const prepare = (name: keyof typeof SQL): Statement => {
+    const statement = db.prepare(SQL[name]);
+    return PLUCKED.has(name) ? statement.pluck() : statement;
+  };
+  const lazy = {};
+  for (const name of Object.keys(SQL) as (keyof typeof SQL)[]) {
+    Object.defineProperty(lazy, name, { enumerable: true, get: () => (statements[name] ??= prepare(name)) });
+  }
+  return lazy as Statements;
 }
 
 /** A message row as claim reads it. */
