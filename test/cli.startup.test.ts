@@ -98,7 +98,7 @@ describe('kvmq CLI start-up', { concurrency: 2 }, () => {
       loaded.some((path) => /\/node_modules\/better-sqlite3\//.test(path)),
       'the log sees the store driver the command uses',
     );
-    const needed = [/\/node_modules\/better-sqlite3\//, /\/src\/sqlite\//, /\/src\/client\.ts$/, /\/src\/worker\//];
+    const needed = [/\/node_modules\/better-sqlite3\//, /\/src\/sqlite\//, /\/src\/client\.ts$/];
     assert.deepEqual(heavyAmong(loaded, needed), []);
   });
 
