@@ -199,3 +199,17 @@ export class JobReportError extends KvmqError {
     super('JOB_REPORT', message);
   }
 }
+
+/** The server could not start: a data directory it cannot use, an address taken. */
+export class ServeError extends KvmqError {
+  constructor(message: string, cause?: unknown) {
+    super('SERVE', message, { cause });
+  }
+}
+
+/** The dashboard server could not start: an address not allowed without a token, or one in use. */
+export class DashboardServerError extends KvmqError {
+  constructor(message: string, cause?: unknown) {
+    super('DASHBOARD', message, { cause });
+  }
+}

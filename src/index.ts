@@ -90,6 +90,8 @@ export {
   MetricsListenError,
   TransactionError,
   JobReportError,
+  ServeError,
+  DashboardServerError,
 } from './errors.js';
 export { createDashboard } from './dashboard/dashboard.js';
 export type { Dashboard, DashboardOptions } from './dashboard/dashboard.js';

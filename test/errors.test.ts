@@ -5,7 +5,6 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import * as kvmq from '../src/index.js';
-import { DashboardServerError } from '../src/dashboard/server.js';
 import { ServeError } from '../src/serve/index.js';
 
 /** One instance of every exported KvmqError subclass, built with arguments of the right shape. */
@@ -26,8 +25,8 @@ const samples: readonly kvmq.KvmqError[] = [
   new kvmq.MetricsListenError('m'),
   new kvmq.TransactionError('m'),
   new kvmq.JobReportError('m'),
-  new ServeError('m'),
-  new DashboardServerError('m'),
+  new kvmq.ServeError('m'),
+  new kvmq.DashboardServerError('m'),
 ];
 
 test('every exported error class is sampled here', () => {
@@ -47,6 +46,10 @@ test('each error class raises a distinct code from KVMQ_ERROR_CODES, and each co
   const codes = samples.map((sample) => sample.code);
   assert.equal(new Set(codes).size, codes.length, `a code is shared: ${codes.join(', ')}`);
   assert.deepEqual([...codes].sort(), [...kvmq.KVMQ_ERROR_CODES].sort());
+});
+
+test("kvmq/serve's ServeError is the one the package exports", () => {
+  assert.equal(ServeError, kvmq.ServeError);
 });
 
 test('an error names its class and says whether retrying may help', () => {

@@ -5,7 +5,7 @@
 import { createServer, type Server } from 'node:http';
 import { isIP } from 'node:net';
 import type { Client } from '../client.js';
-import { KvmqError } from '../errors.js';
+import { DashboardServerError } from '../errors.js';
 import { createDashboard, type Dashboard } from './dashboard.js';
 import type { DashboardOptions } from './options.js';
 
@@ -30,13 +30,6 @@ export interface RunningDashboard {
   readonly url: string;
   readonly port: number;
   close(): Promise<void>;
-}
-
-/** The dashboard server could not start: an address not allowed without a token, or one in use. */
-export class DashboardServerError extends KvmqError {
-  constructor(message: string, cause?: unknown) {
-    super('DASHBOARD', message, { cause });
-  }
 }
 
 export function isLoopback(host: string): boolean {

@@ -9,7 +9,7 @@ import { readFileSync } from 'node:fs';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { hostname } from 'node:os';
 import type { DispatcherLog } from '../etcd/dispatcher/types.js';
-import { KvmqError, StoreLayoutError } from '../errors.js';
+import { ServeError, StoreLayoutError } from '../errors.js';
 import { QueueDispatch } from './dispatch/queues.js';
 import { AutoCompactor } from './mvcc/auto-compact.js';
 import { Engine } from './engine.js';
@@ -106,13 +106,6 @@ export interface RunningServer {
   readonly dispatch: QueueDispatch | null;
   /** Stops listening, applies queued writes and closes the database. */
   close(): Promise<void>;
-}
-
-/** The server could not start: a data directory it cannot use, an address taken. */
-export class ServeError extends KvmqError {
-  constructor(message: string, cause?: unknown) {
-    super('SERVE', message, { cause });
-  }
 }
 
 /** Splits HOST:PORT (or [IPv6]:PORT); throws a message that says what to write. */
