@@ -6,7 +6,7 @@
  *
  * 1. puts from the npm etcd3 client with 64 in flight: puts/s, p50/p99 latency, and each server's CPU time
  *    per put, read from /proc for the server process;
- * 2. the same from a lighter load generator: raw HTTP/2 gRPC calls (bench/serve/h2-load.ts) from two
+ * 2. the same from a lighter load generator: raw HTTP/2 gRPC calls (bench/serve/put-load.ts) from two
  *    processes with 32 in flight each, so the client is less of the limit;
  * 2b. ranges of one key from h2load (bench/serve/h2load.ts), a C load generator: ranges/s and CPU per range;
  * 3. watch fan-out: one key watched by 100 watch streams, and the time from a put to each watcher's event;
@@ -187,7 +187,7 @@ async function h2Puts(server: Server, n: number): Promise<PutFigures> {
         [
           '--import',
           'tsx',
-          join(ROOT, 'bench/serve/h2-load.ts'),
+          join(ROOT, 'bench/serve/put-load.ts'),
           server.endpoint,
           String(each),
           String(IN_FLIGHT / processes),
@@ -197,7 +197,7 @@ async function h2Puts(server: Server, n: number): Promise<PutFigures> {
       return new Promise<{ n: number; ms: number; p50: number; p99: number }>((resolve, reject) => {
         createInterface({ input: child.stdout }).once('line', (line) => resolve(JSON.parse(line) as never));
         child.once('exit', (code) => {
-          if (code !== 0) reject(new Error(`h2-load exited with ${String(code)}`));
+          if (code !== 0) reject(new Error(`put-load exited with ${String(code)}`));
         });
       });
     }),

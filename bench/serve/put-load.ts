@@ -4,7 +4,7 @@
  * child process (several at once, so the client side is not the limit);
  * prints one JSON line: { n, ms, p50, p99 } (latencies in ms).
  *
- *   node --import tsx bench/serve/h2-load.ts HOST:PORT N IN_FLIGHT
+ *   node --import tsx bench/serve/put-load.ts HOST:PORT N IN_FLIGHT
  */
 import { connect, constants } from 'node:http2';
 
@@ -24,7 +24,7 @@ function putFrame(key: string, value: Buffer): Buffer {
 
 const session = connect(`http://${endpoint}`);
 session.on('error', (error: Error) => {
-  console.error(`h2-load: ${error.message}`);
+  console.error(`put-load: ${error.message}`);
   process.exit(1);
 });
 const value = Buffer.alloc(32, 'v');
