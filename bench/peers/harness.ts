@@ -1,10 +1,11 @@
 /**
  * What the peer benches share: the small interface each library sits behind, kvmq's side of it (the
- * public API), the order of the runs (each library in turn, run after run, so drift on a noisy machine
- * hits all alike) and the latency measurement.
+ * public API), the order of the runs (each library in turn, the order reversed every other round, so drift
+ * on a noisy machine hits all alike), the machine's load through the run, and the latency measurement.
  */
+import { loadavg } from 'node:os';
 import { connect, type Client } from '../../src/index.js';
-import { signal, sleepUntil, step } from '../common.js';
+import { median, signal, sleepUntil, step } from '../common.js';
 
 export type Payload = Record<string, number>;
 
@@ -113,22 +114,75 @@ export function phaseMeasurements<P extends string, R>(
     }));
 }
 
-/** A warm-up of every measurement per library, then `runs` rounds of each library in turn. */
+/**
+ * A warm-up of every measurement per library, then `runs` rounds of each library in turn, every other round
+ * in reverse order (a library measured last in one round is first in the next). Returns the 1-minute load
+ * average at the start of each round and at the end.
+ */
 export async function inTurn(
   peers: readonly (readonly [string, PeerFactory])[],
   runs: number,
   measurements: readonly Measurement[],
-): Promise<void> {
+): Promise<number[]> {
   for (const [name, factory] of peers) {
     await step(`${name} warm-up`, async () => {
       for (const m of measurements) await m.run(name, factory, true);
     });
   }
+  const loads: number[] = [];
   for (let run = 0; run < runs; run++) {
-    for (const [name, factory] of peers) {
+    loads.push(loadNow());
+    const order = run % 2 === 0 ? peers : [...peers].reverse();
+    for (const [name, factory] of order) {
       for (const m of measurements) await step(`${name} ${m.label}`, () => m.run(name, factory, false));
     }
   }
+  loads.push(loadNow());
+  return loads;
+}
+
+/**
+ * The 1-minute load average over which this 2-core machine counts as busy. A busy machine flatters kvmq: a
+ * library that sends many commands per message suffers more from a loaded server than one that sends few.
+ */
+export const BUSY_LOAD = 2;
+
+export function loadNow(): number {
+  return loadavg()[0] ?? 0;
+}
+
+export class BusyMachineError extends Error {}
+
+/** Refuses to start a run whose figures would be taken on a busy machine, unless the caller allows it. */
+export function refuseBusy(allowBusy: boolean): void {
+  const load = loadNow();
+  if (load > BUSY_LOAD && !allowBusy) {
+    throw new BusyMachineError(
+      `the machine is busy (load average ${load.toFixed(2)} > ${BUSY_LOAD}), and its figures would flatter kvmq; ` +
+        'wait for a quiet machine, or pass --allow-busy for figures marked as taken busy',
+    );
+  }
+}
+
+/** Round by round, a's figure over b's (the rounds ran side by side, so drift between rounds cancels). */
+export function roundRatios(a: readonly number[], b: readonly number[]): number[] {
+  return a.slice(0, b.length).map((value, round) => value / (b[round] ?? NaN));
+}
+
+/** The median of per-round ratios with their range: "×2.91 (2.70–3.05)". */
+export function ratioText(ratios: readonly number[]): string {
+  if (ratios.length === 0) return '';
+  const low = Math.min(...ratios);
+  const high = Math.max(...ratios);
+  const range = ratios.length > 1 ? ` (${low.toFixed(2)}–${high.toFixed(2)})` : '';
+  return `×${median(ratios).toFixed(2)}${range}`;
+}
+
+/** The load averages of a run, and whether any was over BUSY_LOAD. */
+export function loadText(loads: readonly number[]): { text: string; busy: boolean } {
+  const busy = loads.some((load) => load > BUSY_LOAD);
+  const text = `load average ${loads.map((load) => load.toFixed(2)).join(', ')} (each round's start, then the end)`;
+  return { text: busy ? `${text}: BUSY, over ${BUSY_LOAD}` : text, busy };
 }
 
 /**

@@ -22,6 +22,14 @@ export interface PeerBenchArgs {
   readonly phases: Set<string>;
   /** --peers: the libraries to run. */
   readonly peers: Set<string>;
+  /** --rounds: rounds of each library in turn (the bench's own default when absent). */
+  readonly rounds: number | undefined;
+  /** --allow-busy: run on a busy machine, its figures marked so and never written to the docs. */
+  readonly allowBusy: boolean;
+  /** --cold: every measurement in a fresh process, with no warm-up. */
+  readonly cold: boolean;
+  /** --child NAME: run one measurement of that library and print its figures as JSON (used by --cold). */
+  readonly child: string | undefined;
 }
 
 export function peerBenchArgs(phases: readonly string[], peers: readonly string[], storeEnv: string): PeerBenchArgs {
@@ -32,13 +40,25 @@ export function peerBenchArgs(phases: readonly string[], peers: readonly string[
       'no-write': { type: 'boolean', default: false },
       only: { type: 'string' },
       peers: { type: 'string' },
+      rounds: { type: 'string' },
+      'allow-busy': { type: 'boolean', default: false },
+      cold: { type: 'boolean', default: false },
+      child: { type: 'string' },
     },
   });
+  const rounds = values.rounds === undefined ? undefined : Number(values.rounds);
+  if (rounds !== undefined && !(Number.isInteger(rounds) && rounds >= 1)) {
+    throw new TypeError(`--rounds takes a whole number of at least 1; got ${JSON.stringify(values.rounds)}`);
+  }
   return {
     store: values.store ?? process.env[storeEnv],
     quick: values.quick,
     noWrite: values['no-write'],
     phases: listOption(values.only, phases, '--only'),
     peers: listOption(values.peers, peers, '--peers'),
+    rounds,
+    allowBusy: values['allow-busy'],
+    cold: values.cold,
+    child: values.child,
   };
 }

@@ -37,6 +37,11 @@ import {
   drain,
   fillBatches,
   inTurn,
+  loadText,
+  ratioText,
+  roundRatios,
+  refuseBusy,
+  BusyMachineError,
   measureLatency,
   phaseMeasurements,
   type Peer,
@@ -176,9 +181,7 @@ function rows(
   const rateRow = (label: string, phase: Throughput): string[] => [
     label,
     ...names.map((n) => `${whole.format(median(get(n)[phase].perSec))}/s`),
-    ...(withKvmq
-      ? others.map((o) => `×${(median(get('kvmq')[phase].perSec) / median(get(o)[phase].perSec)).toFixed(2)}`)
-      : []),
+    ...(withKvmq ? others.map((o) => ratioText(roundRatios(get('kvmq')[phase].perSec, get(o)[phase].perSec))) : []),
   ];
   const p = (name: string, q: number): number =>
     quantile(
@@ -222,7 +225,10 @@ async function main(): Promise<void> {
   if (store === undefined || !/^postgres(ql)?:\/\//i.test(store)) {
     throw new TypeError('--store postgres://USER@HOST:PORT/DB is required (or $KVMQ_TEST_POSTGRES_URL)');
   }
-  const sizes = args.quick ? QUICK : FULL;
+  const preset = args.quick ? QUICK : FULL;
+  const sizes = { ...preset, runs: args.rounds ?? preset.runs };
+  if (args.cold || args.child !== undefined) throw new TypeError('--cold is a flag of bench/peers/redis.ts only');
+  refuseBusy(args.allowBusy || args.quick);
   const machine =
     `${cpus().length} cores (${cpus()[0]?.model.trim() ?? '?'}), ${(totalmem() / 1024 ** 3).toFixed(1)} GB RAM, ` +
     `${process.platform} ${release()}, Node ${process.version}, load average ${loadavg()[0]?.toFixed(2) ?? '?'} at start`;
@@ -261,8 +267,9 @@ async function main(): Promise<void> {
     (name) => (name === null ? emptyResults() : (results.get(name) ?? emptyResults())),
     (phase: Throughput, factory, n, into) => measureOne[phase](factory, admin, n, into[phase]),
   );
+  let loads: number[] = [];
   try {
-    await inTurn(peers, sizes.runs, measurements);
+    loads = await inTurn(peers, sizes.runs, measurements);
     for (const [name, factory] of phases.has('latency') ? peers : []) {
       const into = results.get(name) ?? emptyResults();
       const latency = { messages: sizes.latency, perSec: sizes.latencyPerSec, concurrency: CONCURRENCY };
@@ -277,16 +284,17 @@ async function main(): Promise<void> {
   const others = names.filter((name) => name !== 'kvmq');
   const header = ['measurement', ...names, ...(names.includes('kvmq') ? others.map((o) => `kvmq/${o}`) : [])];
   const body = rows(names, results, sizes, phases);
+  const load = loadText(loads);
   const setup =
-    `PostgreSQL ${version} at ${where} (${durability}); ${sizes.runs} run(s) each, median; ` +
+    `PostgreSQL ${version} at ${where} (${durability}); ${sizes.runs} round(s), rates the median, ratios the median of per-round ratios (their range in brackets); ` +
     `enqueue ${sizes.enqueue} msgs, batched ${sizes.batch} msgs, processing ${sizes.process} msgs, ` +
-    `latency ${sizes.latency} msgs`;
+    `latency ${sizes.latency} msgs; ${load.text}`;
   const title = names.join(' vs ');
   console.log(`${title} on PostgreSQL${args.quick ? ', quick' : ''}\n${machine}\n${setup}\n`);
   if (skipped !== null) console.log(`kvmq skipped: ${skipped}\n`);
   console.log(table(header, body, false));
   const partial = phases.size < PHASES.length || names.length < PEERS.length;
-  if (args.noWrite || args.quick || partial) return;
+  if (args.noWrite || args.quick || partial || load.busy) return;
   const command = `node --import tsx bench/peers/postgres.ts ${process.argv.slice(2).join(' ')}`.trim();
   const when = new Date().toISOString().replace('T', ' ').slice(0, 16);
   const section = `## postgres: kvmq, pg-boss and graphile-worker side by side
@@ -323,7 +331,7 @@ ${table(header, body, true)}
 }
 
 main().catch((error: unknown) => {
-  console.error(error);
+  console.error(error instanceof BusyMachineError ? `bench: ${error.message}` : error);
   // A worker that failed mid-run may still hold connections and timers open.
   process.exit(1);
 });

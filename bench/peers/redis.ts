@@ -1,11 +1,16 @@
 /**
  * `node --import tsx bench/peers/redis.ts --store redis://HOST:PORT [--quick] [--no-write]
- *   [--only enqueue,process,latency] [--peers kvmq,BullMQ]`
+ *   [--only enqueue,process,latency] [--peers kvmq,BullMQ] [--rounds N] [--cold] [--allow-busy]`
  *
  * kvmq on Redis side by side with BullMQ and bee-queue, in one run, on one
  * Redis server (so the same durability: its AOF settings), with no-op
- * handlers. Each library is measured in turn, run after run, so drift on a
- * noisy machine hits all three alike:
+ * handlers. Each library is measured in turn, round after round, every other
+ * round in reverse order, so drift on a noisy machine hits all three alike;
+ * kvmq's ratios to BullMQ are taken per round, and their median reported.
+ * Warm (the default): one process, each library warmed up first. Cold
+ * (--cold): each measurement in a fresh process, with no warm-up. A machine
+ * whose load average is over 2 is refused (--allow-busy runs anyway, and the
+ * figures are marked busy and never written to the docs):
  *
  * - enqueue: single adds with 64 in flight;
  * - processing: a queue filled beforehand (untimed, with each library's bulk
@@ -27,13 +32,20 @@ import { tlsOptions } from '../../src/redis/connection.js';
 import { parseRedisUrl, type RedisUrlOptions } from '../../src/redis/url.js';
 import { inFlight, median, quantile, step, table, whole } from '../common.js';
 import { writeSection } from '../doc.js';
+import { spawn } from 'node:child_process';
 import {
   drain,
   fillBatches,
   inTurn,
   kvmqFactory,
+  loadText,
   measureLatency,
   phaseMeasurements,
+  ratioText,
+  BusyMachineError,
+  refuseBusy,
+  roundRatios,
+  type Measurement,
   type Payload,
   type PeerFactory,
 } from './harness.js';
@@ -246,12 +258,21 @@ async function measureProcess(factory: PeerFactory, n: number, stats: CommandSta
 
 // --- report ----------------------------------------------------------------
 
-function rows(names: readonly string[], results: ReadonlyMap<string, Results>, sizes: Sizes): string[][] {
+/** The phase each of rows()'s rows reports, in order: a phase not run leaves its rows out. */
+const ROW_PHASES = ['enqueue', 'process', 'latency', 'latency', 'enqueue', 'enqueue', 'process', 'process'];
+
+function rows(
+  names: readonly string[],
+  results: ReadonlyMap<string, Results>,
+  sizes: Sizes,
+  phases: ReadonlySet<string>,
+): string[][] {
   const get = (name: string): Results => results.get(name) ?? emptyResults();
   const bull = get('BullMQ');
   const kv = get('kvmq');
   const rate = (phase: 'enqueue' | 'process') => names.map((n) => `${whole.format(median(get(n)[phase].perSec))}/s`);
-  const ratio = (phase: 'enqueue' | 'process'): number => median(kv[phase].perSec) / median(bull[phase].perSec);
+  const ratios = (phase: 'enqueue' | 'process'): number[] => roundRatios(kv[phase].perSec, bull[phase].perSec);
+  const ratio = (phase: 'enqueue' | 'process'): number => median(ratios(phase));
   const verdict = (pass: boolean): string => (pass ? 'PASS' : 'FAIL');
   const p = (name: string, q: number): number =>
     quantile(
@@ -266,18 +287,18 @@ function rows(names: readonly string[], results: ReadonlyMap<string, Results>, s
   const enqueueRatio = ratio('enqueue');
   const processRatio = ratio('process');
   const p50 = p('kvmq', 0.5);
-  return [
+  const all = [
     [
       `enqueue, ${IN_FLIGHT} single adds in flight (msgs/s)`,
       ...rate('enqueue'),
-      `×${enqueueRatio.toFixed(2)}`,
+      ratioText(ratios('enqueue')),
       `≥ ×${RATIO_TARGET}`,
       verdict(enqueueRatio >= RATIO_TARGET),
     ],
     [
       `processing, concurrency ${CONCURRENCY}, no-op (msgs/s)`,
       ...rate('process'),
-      `×${processRatio.toFixed(2)}`,
+      ratioText(ratios('process')),
       `≥ ×${RATIO_TARGET}`,
       verdict(processRatio >= RATIO_TARGET),
     ],
@@ -288,15 +309,31 @@ function rows(names: readonly string[], results: ReadonlyMap<string, Results>, s
       `kvmq ≤ ${P50_TARGET_MS} ms`,
       verdict(p50 <= P50_TARGET_MS),
     ],
-    ['latency p99', ...names.map((n) => `${p(n, 0.99).toFixed(2)} ms`), '', '', ''],
+    [
+      'latency p99',
+      ...names.map((n) => `${p(n, 0.99).toFixed(2)} ms`),
+      '',
+      "kvmq ≤ BullMQ's",
+      verdict(p('kvmq', 0.99) <= p('BullMQ', 0.99)),
+    ],
     ['Redis commands per message, enqueue', ...perMessage('enqueue', 'commands'), '', '', ''],
     ['… of which script calls', ...perMessage('enqueue', 'scripts'), '', '', ''],
     ['Redis commands per message, processing', ...perMessage('process', 'commands'), '', '', ''],
     ['… of which script calls', ...perMessage('process', 'scripts'), '', '', ''],
   ];
+  return all.filter((_, row) => phases.has(ROW_PHASES[row] ?? ''));
 }
 
 // --- main ------------------------------------------------------------------
+
+function peerFactories(store: string, url: RedisUrlOptions): [string, PeerFactory][] {
+  const require = peerRequire(['bullmq', 'bee-queue']);
+  return [
+    ['kvmq', kvmqFactory(store)],
+    ['BullMQ', bullmq(url, require('bullmq') as BullModule)],
+    ['bee-queue', beeQueue(url, require('bee-queue') as BeeModule)],
+  ];
+}
 
 async function main(): Promise<void> {
   const args = peerBenchArgs(['enqueue', 'process', 'latency'], ['kvmq', 'BullMQ', 'bee-queue'], 'KVMQ_TEST_REDIS_URL');
@@ -305,16 +342,14 @@ async function main(): Promise<void> {
   if (store === undefined) throw new TypeError('--store redis://HOST:PORT is required (or $KVMQ_TEST_REDIS_URL)');
   const url = parseRedisUrl(store);
   if (url.cluster) throw new TypeError('the peers run on one Redis server: give a URL without cluster=true');
-  const sizes = args.quick ? QUICK : FULL;
+  const preset = args.quick ? QUICK : FULL;
+  const sizes = { ...preset, runs: args.rounds ?? preset.runs };
+  if (args.child !== undefined) return measureInChild(args.child, store, url, sizes, phases);
+  refuseBusy(args.allowBusy || args.quick);
   const machine =
     `${cpus().length} cores (${cpus()[0]?.model.trim() ?? '?'}), ${(totalmem() / 1024 ** 3).toFixed(1)} GB RAM, ` +
     `${process.platform} ${release()}, Node ${process.version}, load average ${loadavg()[0]?.toFixed(2) ?? '?'} at start`;
-  const require = peerRequire(['bullmq', 'bee-queue']);
-  const peers: [string, PeerFactory][] = [
-    ['kvmq', kvmqFactory(store)],
-    ['BullMQ', bullmq(url, require('bullmq') as BullModule)],
-    ['bee-queue', beeQueue(url, require('bee-queue') as BeeModule)],
-  ];
+  const peers = peerFactories(store, url);
   const chosen = args.peers;
   peers.splice(0, peers.length, ...peers.filter(([name]) => chosen.has(name)));
   const names = peers.map(([name]) => name);
@@ -328,18 +363,18 @@ async function main(): Promise<void> {
   const version = /^redis_version:(\S+)/m.exec(await admin.info('server'))?.[1] ?? '?';
   const results = new Map(names.map((name) => [name, emptyResults()]));
   const measureOne = { enqueue: measureEnqueue, process: measureProcess };
-  const measurements = phaseMeasurements(
-    [
-      ['enqueue', 'enqueue'],
-      ['process', 'processing'],
-    ],
-    phases,
-    sizes,
-    (name) => (name === null ? emptyResults() : (results.get(name) ?? emptyResults())),
-    (phase: 'enqueue' | 'process', factory, n, into) => measureOne[phase](factory, n, stats, into[phase]),
-  );
+  const measurements = args.cold
+    ? coldMeasurements(store, phases, results, args.quick)
+    : phaseMeasurements(
+        THROUGHPUT,
+        phases,
+        sizes,
+        (name) => (name === null ? emptyResults() : (results.get(name) ?? emptyResults())),
+        (phase: Throughput, factory, n, into) => measureOne[phase](factory, n, stats, into[phase]),
+      );
+  let loads: number[] = [];
   try {
-    await inTurn(peers, sizes.runs, measurements);
+    loads = await inTurn(peers, sizes.runs, measurements);
     for (const [name, factory] of phases.has('latency') ? peers : []) {
       const into = results.get(name) ?? emptyResults();
       const latency = { messages: sizes.latency, perSec: sizes.latencyPerSec, concurrency: 1 };
@@ -352,20 +387,24 @@ async function main(): Promise<void> {
   }
 
   const header = ['measurement', ...names, 'kvmq/BullMQ', 'target', 'result'];
-  const body = rows(names, results, sizes);
+  const body = rows(names, results, sizes, phases);
   const failed = body.filter((r) => r.at(-1) === 'FAIL').map((r) => r[0]);
-  const verdict = failed.length === 0 ? 'all targets PASS' : `FAIL: ${failed.join('; ')}`;
+  const load = loadText(loads);
+  const verdict =
+    (failed.length === 0 ? 'all targets PASS' : `FAIL: ${failed.join('; ')}`) +
+    (load.busy ? ' (taken on a busy machine: not a verdict)' : '');
   const setup =
-    `Redis ${version} at ${url.where} (${durability}); ${sizes.runs} run(s) each, median; ` +
-    `enqueue ${sizes.enqueue} msgs, processing ${sizes.process} msgs, latency ${sizes.latency} msgs`;
+    `Redis ${version} at ${url.where} (${durability}); ${args.cold ? 'cold, a fresh process per measurement' : 'warm, one process'}; ` +
+    `${sizes.runs} round(s), rates the median, ratios the median of per-round ratios (their range in brackets); ` +
+    `enqueue ${sizes.enqueue} msgs, processing ${sizes.process} msgs, latency ${sizes.latency} msgs; ${load.text}`;
   console.log(`kvmq vs BullMQ vs bee-queue on Redis${args.quick ? ', quick' : ''}\n${machine}\n${setup}\n`);
   console.log(table(header, body, false));
   console.log(`\n${verdict}`);
   const partial = phases.size < 3 || names.length < 3;
-  if (args.noWrite || args.quick || partial) return;
+  if (args.noWrite || args.quick || partial || load.busy) return;
   const command = `node --import tsx bench/peers/redis.ts ${process.argv.slice(2).join(' ')}`.trim();
   const when = new Date().toISOString().replace('T', ' ').slice(0, 16);
-  const section = `## redis: kvmq, BullMQ and bee-queue side by side
+  const section = `## redis${args.cold ? '-cold' : ''}: kvmq, BullMQ and bee-queue side by side
 
 - Date: ${when} UTC
 - Command: \`${command}\` (bench/peers/redis.ts)
@@ -376,13 +415,81 @@ async function main(): Promise<void> {
 
 ${table(header, body, true)}
 
-Targets (issue 4): kvmq ≥ ×${RATIO_TARGET} BullMQ's enqueue and processing rates, kvmq's p50 ≤ ${P50_TARGET_MS} ms: ${verdict}.
+Targets: kvmq ≥ ×${RATIO_TARGET} BullMQ's enqueue and processing rates (median of per-round ratios), kvmq's p50 ≤ ${P50_TARGET_MS} ms and p99 ≤ BullMQ's: ${verdict}.
 `;
-  writeSection(fileURLToPath(new URL('../../docs/benchmarks.md', import.meta.url)), 'redis-peers', section);
-  console.log('wrote the redis-peers section of docs/benchmarks.md');
+  const name = args.cold ? 'redis-peers-cold' : 'redis-peers';
+  writeSection(fileURLToPath(new URL('../../docs/benchmarks.md', import.meta.url)), name, section);
+  console.log(`wrote the ${name} section of docs/benchmarks.md`);
+}
+
+type Throughput = 'enqueue' | 'process';
+const THROUGHPUT: readonly (readonly [Throughput, string])[] = [
+  ['enqueue', 'enqueue'],
+  ['process', 'processing'],
+];
+
+/** --cold: each measurement in a fresh child process (--child), its figures read back; nothing to warm up. */
+function coldMeasurements(
+  store: string,
+  phases: ReadonlySet<string>,
+  results: Map<string, Results>,
+  quick: boolean,
+): Measurement[] {
+  const self = fileURLToPath(import.meta.url);
+  return THROUGHPUT.filter(([phase]) => phases.has(phase)).map(([phase, label]) => ({
+    label: `${label}, cold`,
+    async run(name, _factory, warmUp) {
+      if (warmUp) return;
+      const args = ['--import', 'tsx', self, '--child', name, '--only', phase, '--store', store];
+      if (quick) args.push('--quick');
+      const output = await childOutput(args);
+      const figures = JSON.parse(output.trim().split('\n').at(-1) ?? '') as Phase;
+      const into = results.get(name)?.[phase];
+      if (into === undefined) return;
+      into.perSec.push(...figures.perSec);
+      into.commands += figures.commands;
+      into.scripts += figures.scripts;
+      into.messages += figures.messages;
+    },
+  }));
+}
+
+/** Runs node with `args`; resolves to its stdout. */
+function childOutput(args: readonly string[]): Promise<string> {
+  return new Promise((resolve, reject) => {
+    const child = spawn(process.execPath, args, { stdio: ['ignore', 'pipe', 'inherit'] });
+    let output = '';
+    child.stdout.setEncoding('utf8').on('data', (chunk: string) => (output += chunk));
+    child.on('error', reject);
+    child.on('exit', (code) => (code === 0 ? resolve(output) : reject(new Error(`a cold run exited with ${code}`))));
+  });
+}
+
+/** --child NAME --only PHASE: one measurement of one library, its figures printed as one JSON line. */
+async function measureInChild(
+  name: string,
+  store: string,
+  url: RedisUrlOptions,
+  sizes: Sizes,
+  phases: ReadonlySet<string>,
+): Promise<void> {
+  const phase = THROUGHPUT.map(([p]) => p).find((p) => phases.has(p));
+  if (phase === undefined || phases.size !== 1) throw new TypeError('--child takes one --only enqueue|process');
+  const factory = peerFactories(store, url).find(([peer]) => peer === name)?.[1];
+  if (factory === undefined) throw new TypeError(`--child: no library named ${JSON.stringify(name)}`);
+  const admin = new Redis({ ...ioredisOptions(url), lazyConnect: true });
+  await admin.connect();
+  try {
+    const figures = emptyResults()[phase];
+    const measure = phase === 'enqueue' ? measureEnqueue : measureProcess;
+    await measure(factory, sizes[phase], new CommandStats(admin), figures);
+    console.log(JSON.stringify(figures));
+  } finally {
+    admin.disconnect();
+  }
 }
 
 main().catch((error: unknown) => {
-  console.error(error);
+  console.error(error instanceof BusyMachineError ? `bench: ${error.message}` : error);
   process.exitCode = 1;
 });
