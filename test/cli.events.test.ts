@@ -24,6 +24,27 @@ describe('kvmq events, wait and the events settings', { concurrency: 3 }, () => 
     assert.match((await expectExit(2, ['config', 'q', 'events_max_count=0'], { store })).stderr, /at least 1/);
   });
 
+  it("events prints a completed event's result, as a line and as JSON (bytes in base64)", async () => {
+    const store = newStore();
+    await expectExit(0, ['config', 'jobs', 'events=true'], { store });
+    await expectExit(0, ['enqueue', 'jobs', 'first', '--id', 'm1'], { store });
+    await expectExit(0, ['work', 'jobs', '--exec', 'printf forty-two', '--result-stdout', '--max', '1'], { store });
+    const text = start('src/cli/main.ts', ['events', 'jobs', '--from', 'start'], { store });
+    const json = start('src/cli/main.ts', ['events', 'jobs', '--from', 'start', '--json'], { store });
+    await waitFor(() => text.stdout().includes('completed') && json.stdout().includes('completed'), 'the events');
+    text.child.kill('SIGINT');
+    json.child.kill('SIGTERM');
+    const [textRun, jsonRun] = await Promise.all([text.result, json.result]);
+    const line = textRun.stdout.trim().split('\n').at(-1) ?? '';
+    assert.match(line, /\bcompleted\s+m1\s+attempt 1\s+result 9 bytes: "forty-two"$/);
+    const completed = jsonRun.stdout
+      .trim()
+      .split('\n')
+      .map((l) => JSON.parse(l) as { type: string; result?: unknown })
+      .find((e) => e.type === 'completed');
+    assert.deepEqual(completed?.result, { base64: Buffer.from('forty-two').toString('base64') });
+  });
+
   it('events prints transitions live, as lines and as JSON, and SIGINT ends it with 0', async () => {
     const store = newStore();
     await expectExit(0, ['config', 'jobs', 'events=true'], { store });

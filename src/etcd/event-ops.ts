@@ -1,13 +1,12 @@
 /**
  * How queue events are written on etcd (queue-events.ts reads them): the events of one Txn are one key,
  * `/queue/{q}/kvmq/ev/{at:13}/{writer}{seq}.{n}` (n: how many it holds), value a JSON array of
- * `{"t":type,"id","a":attempt,"e":error}`. A change in a batch carries its notes (ChangeEvents), and
+ * `{"t":type,"id","a":attempt,"e":error}` (`e` also holds a progress value, or a completed event's result). A change in a batch carries its notes (ChangeEvents), and
  * txn-batch.ts puts the notes of a batch's changes as one key in its Txn.
  */
 import { randomBytes } from 'node:crypto';
-import { errorTail } from '../model/history.js';
+import { eventSlotText, type QueueEventType } from '../model/events.js';
 import { timeKey, type QueueKeys } from './keys.js';
-import type { QueueEventType } from '../model/events.js';
 import type { Op } from './kv.js';
 
 /** This process's part of event keys, so that writers never collide. */
@@ -33,7 +32,7 @@ export function eventOps(keys: QueueKeys, on: boolean, at: number, ...notes: Eve
   // Padded, so that keys of one writer in one millisecond sort in the order they were made.
   const key = `${timeKey(keys.events, at)}/${WRITER}${(sequence++).toString(36).padStart(8, '0')}.${notes.length}`;
   const body = notes.map((note) => {
-    const error = note.error === undefined ? null : errorTail(note.error);
+    const error = eventSlotText(note.type, note.error);
     return { t: note.type, id: note.id, a: note.attempt, ...(error === null ? {} : { e: error }) };
   });
   return [{ type: 'put', key, value: Buffer.from(JSON.stringify(body), 'utf8') }];

@@ -16,6 +16,7 @@ import { countChange, DEAD_LETTERED, type CountDelta } from './counts.js';
 import type { Delivery, LocalConsumer } from './consumer.js';
 import type { Compare, Kv, Op, RangeOp } from './kv.js';
 import type { QueueKeys } from './keys.js';
+import { finishEventText } from '../store/finish-event-text.js';
 import type { Finish, FinishResult } from '../store/contract.js';
 
 const MAX_TRIES = 10;
@@ -192,8 +193,10 @@ export async function finishDeliveries(
 /** The event a finish writes: by its outcome; none for a message given back unrun. */
 function finishEvent(id: string, attempt: number, f: Finish): EventNote | null {
   switch (f.outcome) {
-    case 'success':
-      return { type: 'completed', id, attempt };
+    case 'success': {
+      const text = finishEventText(f);
+      return text === null ? { type: 'completed', id, attempt } : { type: 'completed', id, attempt, error: text };
+    }
     case 'error':
       return { type: 'failed', id, attempt, error: f.error };
     case 'retry':

@@ -36,7 +36,9 @@ const EVENT_BYTES = 80;
 const SLOT_BYTES = 240;
 
 function size(change: Change): number {
-  let bytes = 64 + (change.events?.notes.length ?? 0) * EVENT_BYTES;
+  let bytes = 64;
+  // An event's text (an error, cut; a result, whole) on top of its fields.
+  for (const note of change.events?.notes ?? []) bytes += EVENT_BYTES + 2 * (note.error?.length ?? 0);
   for (const c of change.compares) bytes += c.key.length + 24;
   for (const op of change.ops) bytes += op.key.length + 24 + (op.type === 'put' ? op.value.length : 0);
   for (const r of change.reads) bytes += r.key.length + 24;

@@ -30,7 +30,7 @@ export async function* followEvents(
     while (!signal.aborted) {
       const page = await store.readEvents(queue, cursor, PAGE_SIZE);
       if (stopped(signal)) return;
-      if (page.missed) throw new EventsMissedError(queue, page.events, page.cursor);
+      if (page.missed) throw new EventsMissedError(queue, page.events.map(publicEvent), page.cursor);
       cursor = page.cursor;
       for (const event of page.events) {
         yield publicEvent(event);

@@ -1,6 +1,7 @@
 import { failMessage } from './failures.js';
 // The rules of a finish are SQLite's: one statement of them for both stores.
 import { finishEvent, finishHistory, isPlainSuccess, resultColumns, type HeldRow } from '../sqlite/finish.js';
+import { finishEventText } from '../store/finish-event-text.js';
 import type { WriteContext } from './tx.js';
 import type { Finish, FinishResult } from '../store/contract.js';
 
@@ -53,7 +54,7 @@ export async function finishMessages(
     }
     const history = finishHistory(row, f, consumerId, now);
     const event = finishEvent(row, f);
-    if (event !== null) tx.event(event, f.id, f.attempt, f.error);
+    if (event !== null) tx.event(event, f.id, f.attempt, finishEventText(f));
     if (f.outcome === 'retry') {
       await toPending(tx, row.seq, f, history, now + f.backoffMs, 0, false);
       if (f.backoffMs === 0) tx.wake();

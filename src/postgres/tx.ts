@@ -3,8 +3,7 @@
  * (counter changes, events, wake-ups) written in one statement before the commit, so they commit or roll
  * back with the transition and each NOTIFY fires at the commit.
  */
-import { QUEUE_EVENT_TYPES, type QueueEventType } from '../model/events.js';
-import { errorTail } from '../model/history.js';
+import { eventSlotText, QUEUE_EVENT_TYPES, type QueueEventType } from '../model/events.js';
 import type { ConfigCache, QueueRow } from './queue-row.js';
 import type { Queryable } from './queryable.js';
 import { wakeChannel } from './channel.js';
@@ -68,7 +67,7 @@ export function writeContext(
       list.types.push(TYPE_CODES.get(type) ?? 0);
       list.ids.push(id);
       list.attempts.push(attempt);
-      list.errors.push(errorTail(error));
+      list.errors.push(eventSlotText(type, error));
     },
     count(size, done, failed, q = queue) {
       const c = gathered.counts.get(q) ?? [0, 0, 0];

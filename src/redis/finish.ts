@@ -1,4 +1,5 @@
 import { errorTail } from '../model/history.js';
+import { resultEventText } from '../model/events.js';
 import { encodeContent, isOk, list, text } from './codec.js';
 import { SCRIPTS } from './scripts.generated.js';
 import type { ScriptArg, Scripts } from './scripts.js';
@@ -40,6 +41,8 @@ export async function finishMessages(
       f.startedAt ?? '',
       tail === f.error ? '' : `+${tail}`,
       f.result === undefined ? '' : encodeContent(f.result.bytes, f.result.encoding),
+      // A JSON result's event text is its content without the tag: the script cuts it there.
+      f.result?.encoding === 'bytes' ? resultEventText(f.result) : '',
     );
   }
   const replies = list(await scripts.run(SCRIPTS.finish, queue, args));

@@ -66,7 +66,7 @@ export const SCRIPTS = {
     ],
     readOnly: false,
     sha: 'b0d54c0e386e13658bafd4a35ab4405ec8c3530e',
-    fn: 'kvmq_4e34c062548b_claim',
+    fn: 'kvmq_6164d591daef_claim',
     source: `#!lua flags=allow-oom
 -- The queue's keys are its base (the one key the call passes) and their names.
 local KEY_BASE = KEYS[1]
@@ -1343,7 +1343,7 @@ return reply
     ],
     readOnly: false,
     sha: '97163089b9fbb0f73ba453fb3bcb31bf914422e1',
-    fn: 'kvmq_4e34c062548b_clear',
+    fn: 'kvmq_6164d591daef_clear',
     source: `#!lua flags=allow-oom
 -- The queue's keys are its base (the one key the call passes) and their names.
 local KEY_BASE = KEYS[1]
@@ -1675,7 +1675,7 @@ return 1
     ],
     readOnly: false,
     sha: 'b689e194ee080f3303bf98a863696d812664291e',
-    fn: 'kvmq_4e34c062548b_configure',
+    fn: 'kvmq_6164d591daef_configure',
     source: `#!lua
 -- The queue's keys are its base (the one key the call passes) and their names.
 local KEY_BASE = KEYS[1]
@@ -2127,7 +2127,7 @@ return 1
     keys: ['consumers', 'holders', 'locks'],
     readOnly: true,
     sha: '2decb7372826376d6fbdb18ab8ff5ca308ea6531',
-    fn: 'kvmq_4e34c062548b_consumers',
+    fn: 'kvmq_6164d591daef_consumers',
     source: `#!lua flags=no-writes
 -- The queue's keys are its base (the one key the call passes) and their names.
 local KEY_BASE = KEYS[1]
@@ -2499,7 +2499,7 @@ return reply
     ],
     readOnly: false,
     sha: 'f3edc9211cf57e3814504812294b3c95c0c026b1',
-    fn: 'kvmq_4e34c062548b_enqueue',
+    fn: 'kvmq_6164d591daef_enqueue',
     source: `#!lua
 -- The queue's keys are its base (the one key the call passes) and their names.
 local KEY_BASE = KEYS[1]
@@ -3464,7 +3464,7 @@ return replies
     keys: ['events', 'events-seq'],
     readOnly: false,
     sha: 'fe8c959ef09a7707bb15afd1a286b94bcf05211c',
-    fn: 'kvmq_4e34c062548b_events_trim',
+    fn: 'kvmq_6164d591daef_events_trim',
     source: `#!lua flags=allow-oom
 -- The queue's keys are its base (the one key the call passes) and their names.
 local KEY_BASE = KEYS[1]
@@ -3792,7 +3792,7 @@ return redis.call('XTRIM', (KEY_BASE .. 'events'), 'MINID', string.format('%d', 
     keys: ['locks', 'holders', 'nattempts', 'lock-expiry', 'requeue', 'requeue-locks'],
     readOnly: false,
     sha: 'b46679a68fc986c5a16388d19100b9e46c7e5105',
-    fn: 'kvmq_4e34c062548b_extend',
+    fn: 'kvmq_6164d591daef_extend',
     source: `#!lua flags=allow-oom
 -- The queue's keys are its base (the one key the call passes) and their names.
 local KEY_BASE = KEYS[1]
@@ -4155,8 +4155,8 @@ return lost
       'logs',
     ],
     readOnly: false,
-    sha: '6f19a642474bc30d45e22a1432c7ca6f24cd8311',
-    fn: 'kvmq_4e34c062548b_finish',
+    sha: '53bed9aa8e77a2e05bb26fb700333e4a0bfac305',
+    fn: 'kvmq_6164d591daef_finish',
     source: `#!lua flags=allow-oom
 -- The queue's keys are its base (the one key the call passes) and their names.
 local KEY_BASE = KEYS[1]
@@ -4809,11 +4809,12 @@ end
 --       attempt; then eight per other finish: id, attempt, outcome ('success', 'error' or 'retry'),
 --       backoff ms, error ('-' for none, else '+' and the text), started at ms ('' when it never ran),
 --       the error as the history keeps it ('' when it is the error itself, else '+' and the text), the
---       success's result ('' for none, else encoding tag + bytes)
+--       success's result ('' for none, else encoding tag + bytes), its completed event's text when the result
+--       is bytes (base64: and their base64; '' otherwise: a JSON result's event has its JSON text)
 -- Reply: one string per finish, in the order of ARGV: 'ok' or 'lost'
 -- Include: common events lanes groups forget fail
 
-local PER = 8
+local PER = 9
 -- A batch of plain successes touches none of these (errors, retries, requeues and backoffs call check_rare). It reads
 -- holders, nattempts and requeue before its first write.
 check_layout(nil, { 'history', 'losses', 'failed', 'conf', 'requeue_locks', 'requeue_schedule', 'requeue_content',
@@ -4887,11 +4888,11 @@ if redis.call('EXISTS', (KEY_BASE .. 'group-held')) == 1 then
   if #letting_go > 0 and release_groups(letting_go, ready) > 0 then woke = true end
 end
 for k, id in ipairs(ids) do
-  local attempt, outcome, backoff, err, started, tail, result = attempts_in[k], 'success', 0, '-', '', '', ''
+  local attempt, outcome, backoff, err, started, tail, result, told = attempts_in[k], 'success', 0, '-', '', '', '', ''
   if k > plain then
     local base = base_of(k)
     outcome, backoff, err = ARGV[base + 2], tonumber(ARGV[base + 3]), ARGV[base + 4]
-    started, tail, result = ARGV[base + 5], ARGV[base + 6], ARGV[base + 7]
+    started, tail, result, told = ARGV[base + 5], ARGV[base + 6], ARGV[base + 7], ARGV[base + 8]
   end
   if not held[k] or seen[id] then
     replies[k] = 'lost'
@@ -4908,7 +4909,9 @@ for k, id in ipairs(ids) do
     end
     if EV.on then
       if outcome == 'success' then
-        event('completed', id, attempt)
+        -- The result whole, as src/model/events.ts resultEventText writes it.
+        if told == '' and result ~= '' then told = string.sub(result, 2) end
+        event('completed', id, attempt, told ~= '' and told or nil)
       elseif outcome == 'error' then
         event('failed', id, attempt, kept)
       elseif started ~= '' then
@@ -5041,7 +5044,7 @@ return replies
     ],
     readOnly: false,
     sha: '1c31ba87f889834978a72dba1522efb86d7c7efd',
-    fn: 'kvmq_4e34c062548b_fire_schedule',
+    fn: 'kvmq_6164d591daef_fire_schedule',
     source: `#!lua
 -- The queue's keys are its base (the one key the call passes) and their names.
 local KEY_BASE = KEYS[1]
@@ -6015,7 +6018,7 @@ return replies
     keys: ['consumers', 'gc-lock'],
     readOnly: false,
     sha: '7cf2f40e08ce9ef0900d4ac2be143e0589474446',
-    fn: 'kvmq_4e34c062548b_gc_finish',
+    fn: 'kvmq_6164d591daef_gc_finish',
     source: `#!lua flags=allow-oom
 -- The queue's keys are its base (the one key the call passes) and their names.
 local KEY_BASE = KEYS[1]
@@ -6332,7 +6335,7 @@ return #lapsed
     keys: ['gc-lock', 'gc-at'],
     readOnly: false,
     sha: '08bbfb40ad452dfe59535d4451fc0cf0f0fb0d25',
-    fn: 'kvmq_4e34c062548b_gc_start',
+    fn: 'kvmq_6164d591daef_gc_start',
     source: `#!lua flags=allow-oom
 -- The queue's keys are its base (the one key the call passes) and their names.
 local KEY_BASE = KEYS[1]
@@ -6676,7 +6679,7 @@ return 1
     ],
     readOnly: false,
     sha: 'dd90bd1a21f8eb9eb077ad59f807a72690c50d5a',
-    fn: 'kvmq_4e34c062548b_gc_sweep',
+    fn: 'kvmq_6164d591daef_gc_sweep',
     source: `#!lua flags=allow-oom
 -- The queue's keys are its base (the one key the call passes) and their names.
 local KEY_BASE = KEYS[1]
@@ -7069,7 +7072,7 @@ return { removed, #old }
     ],
     readOnly: true,
     sha: '72319df2a1139463d89283ab9a941658d29e6119',
-    fn: 'kvmq_4e34c062548b_inspect',
+    fn: 'kvmq_6164d591daef_inspect',
     source: `#!lua flags=no-writes
 -- The queue's keys are its base (the one key the call passes) and their names.
 local KEY_BASE = KEYS[1]
@@ -7492,7 +7495,7 @@ return reply
     ],
     readOnly: false,
     sha: 'ee040fd31f9033d62a26f4612fde0b85125ea319',
-    fn: 'kvmq_4e34c062548b_list',
+    fn: 'kvmq_6164d591daef_list',
     source: `#!lua flags=allow-oom
 -- The queue's keys are its base (the one key the call passes) and their names.
 local KEY_BASE = KEYS[1]
@@ -8530,7 +8533,7 @@ return reply
     ],
     readOnly: false,
     sha: 'd1e5a3e60c07e7642c7dcde5bfb9b91caabf8b1b',
-    fn: 'kvmq_4e34c062548b_promote_now',
+    fn: 'kvmq_6164d591daef_promote_now',
     source: `#!lua
 -- The queue's keys are its base (the one key the call passes) and their names.
 local KEY_BASE = KEYS[1]
@@ -9329,7 +9332,7 @@ return replies
     ],
     readOnly: true,
     sha: '032117af4703aa6e90e9e14d6b7e72fdb43b4451',
-    fn: 'kvmq_4e34c062548b_queue_status',
+    fn: 'kvmq_6164d591daef_queue_status',
     source: `#!lua flags=no-writes
 -- The queue's keys are its base (the one key the call passes) and their names.
 local KEY_BASE = KEYS[1]
@@ -9694,7 +9697,7 @@ return reply
     keys: ['events', 'events-seq'],
     readOnly: true,
     sha: 'fc35c668baf5f405d05e87a934e0862c75d555c4',
-    fn: 'kvmq_4e34c062548b_read_events',
+    fn: 'kvmq_6164d591daef_read_events',
     source: `#!lua flags=no-writes
 -- The queue's keys are its base (the one key the call passes) and their names.
 local KEY_BASE = KEYS[1]
@@ -10034,7 +10037,7 @@ return reply
     keys: ['consumers'],
     readOnly: false,
     sha: '72b0f55da164dfd1325e182056371c32a695cd93',
-    fn: 'kvmq_4e34c062548b_register_consumer',
+    fn: 'kvmq_6164d591daef_register_consumer',
     source: `#!lua flags=allow-oom
 -- The queue's keys are its base (the one key the call passes) and their names.
 local KEY_BASE = KEYS[1]
@@ -10387,7 +10390,7 @@ return 1
     ],
     readOnly: false,
     sha: 'af8049712abc99971784f34602cc33443cf63fb8',
-    fn: 'kvmq_4e34c062548b_remove',
+    fn: 'kvmq_6164d591daef_remove',
     source: `#!lua flags=allow-oom
 -- The queue's keys are its base (the one key the call passes) and their names.
 local KEY_BASE = KEYS[1]
@@ -10899,7 +10902,7 @@ return replies
     keys: ['holders', 'nattempts', 'progress', 'logs', 'conf', 'events', 'events-seq', 'events-wake'],
     readOnly: false,
     sha: 'e7754f40406cc80b183b1a4267a3574dd132e968',
-    fn: 'kvmq_4e34c062548b_report',
+    fn: 'kvmq_6164d591daef_report',
     source: `#!lua
 -- The queue's keys are its base (the one key the call passes) and their names.
 local KEY_BASE = KEYS[1]
@@ -11360,7 +11363,7 @@ return replies
     ],
     readOnly: false,
     sha: '191a8b749868841614514003729c815abbf02a66',
-    fn: 'kvmq_4e34c062548b_retry',
+    fn: 'kvmq_6164d591daef_retry',
     source: `#!lua
 -- The queue's keys are its base (the one key the call passes) and their names.
 local KEY_BASE = KEYS[1]
@@ -11861,7 +11864,7 @@ return reply
     ],
     readOnly: true,
     sha: 'ac0d21c46109d3f65989638615120ac764981e15',
-    fn: 'kvmq_4e34c062548b_status',
+    fn: 'kvmq_6164d591daef_status',
     source: `#!lua flags=no-writes
 -- The queue's keys are its base (the one key the call passes) and their names.
 local KEY_BASE = KEYS[1]
@@ -12258,7 +12261,7 @@ return reply
     ],
     readOnly: false,
     sha: 'd3c7d273b5a3c3b37b27efb500186145095a2fea',
-    fn: 'kvmq_4e34c062548b_unpark',
+    fn: 'kvmq_6164d591daef_unpark',
     source: `#!lua flags=allow-oom
 -- The queue's keys are its base (the one key the call passes) and their names.
 local KEY_BASE = KEYS[1]
@@ -12919,7 +12922,7 @@ return entries
     keys: ['consumers'],
     readOnly: false,
     sha: '6da93e8daf2329a5c3be9de7f03238fb342f3889',
-    fn: 'kvmq_4e34c062548b_unregister_consumer',
+    fn: 'kvmq_6164d591daef_unregister_consumer',
     source: `#!lua flags=allow-oom
 -- The queue's keys are its base (the one key the call passes) and their names.
 local KEY_BASE = KEYS[1]
@@ -13224,8 +13227,8 @@ return redis.call('HDEL', (KEY_BASE .. 'consumers'), ARGV[1])
 
 /** Every script as a function of one Redis Functions library (FUNCTION LOAD), named by its content. */
 export const LIBRARY = {
-  name: 'kvmq_4e34c062548b',
-  source: `#!lua name=kvmq_4e34c062548b
+  name: 'kvmq_6164d591daef',
+  source: `#!lua name=kvmq_6164d591daef
 -- kvmq's scripts as one library (scripts/redis-scripts.mjs builds it from src/redis/lua/).
 local KEYS, ARGV, KEY_BASE, KEY_NAMES = {}, {}, nil, {}
 -- The running script's keys by name, each joined to the base when first used.
@@ -14565,7 +14568,7 @@ end
 do
   local names = { messages = 'messages', metadata = 'metadata', filters = 'filters', classes = 'classes', nattempts = 'nattempts', locks = 'locks', holders = 'holders', backoffs = 'backoffs', done = 'done', done_at = 'done-at', requeue = 'requeue', schedule = 'schedule', lock_expiry = 'lock-expiry', updated_at = 'updated-at', mid_circle = 'mid-circle', eoq_backoff = 'eoq-backoff?', ndry_runs = 'ndry-runs', policies = 'policies', pushes = 'pushes', conf = 'conf', failed = 'failed', lanes = 'lanes', rate_tat = 'rate-tat', layout = 'layout', events = 'events', events_seq = 'events-seq', events_wake = 'events-wake', priorities = 'priorities', groups = 'groups', group_held = 'group-held', parked = 'parked', history = 'history', losses = 'losses', outcomes = 'outcomes', enqueued_at = 'enqueued-at', requeue_content = 'requeue-content', requeue_locks = 'requeue-locks', requeue_schedule = 'requeue-schedule', dedupe = 'dedupe', debounce = 'debounce', debounce_of = 'debounce-of', progress = 'progress', logs = 'logs', results = 'results', idle_workers = 'idle-workers' }
   redis.register_function({
-    function_name = 'kvmq_4e34c062548b_claim',
+    function_name = 'kvmq_6164d591daef_claim',
     flags = { 'allow-oom' },
     callback = function(keys, args)
 begin_call(keys, args, names)
@@ -14829,7 +14832,7 @@ end
 do
   local names = { messages = 'messages', locks = 'locks', backoffs = 'backoffs', nattempts = 'nattempts', mid_circle = 'mid-circle', done = 'done', requeue = 'requeue', eoq_backoff = 'eoq-backoff?', ndry_runs = 'ndry-runs', metadata = 'metadata', filters = 'filters', classes = 'classes', holders = 'holders', outcomes = 'outcomes', enqueued_at = 'enqueued-at', updated_at = 'updated-at', requeue_content = 'requeue-content', schedule = 'schedule', lock_expiry = 'lock-expiry', done_at = 'done-at', dedupe = 'dedupe', policies = 'policies', history = 'history', losses = 'losses', pushes = 'pushes', requeue_locks = 'requeue-locks', requeue_schedule = 'requeue-schedule', failed = 'failed', events = 'events', priorities = 'priorities', lanes = 'lanes', groups = 'groups', group_held = 'group-held', parked = 'parked', debounce = 'debounce', debounce_of = 'debounce-of', rate_tat = 'rate-tat', layout = 'layout', progress = 'progress', logs = 'logs' }
   redis.register_function({
-    function_name = 'kvmq_4e34c062548b_clear',
+    function_name = 'kvmq_6164d591daef_clear',
     flags = { 'allow-oom' },
     callback = function(keys, args)
 begin_call(keys, args, names)
@@ -14861,7 +14864,7 @@ end
 do
   local names = { conf = 'conf', wake = 'wake', messages = 'messages', consumers = 'consumers', pushes = 'pushes', mid_circle = 'mid-circle', filters = 'filters', priorities = 'priorities', lanes = 'lanes', groups = 'groups', group_held = 'group-held', parked = 'parked' }
   redis.register_function({
-    function_name = 'kvmq_4e34c062548b_configure',
+    function_name = 'kvmq_6164d591daef_configure',
     flags = {  },
     callback = function(keys, args)
 begin_call(keys, args, names)
@@ -14910,7 +14913,7 @@ end
 do
   local names = { consumers = 'consumers', holders = 'holders', locks = 'locks' }
   redis.register_function({
-    function_name = 'kvmq_4e34c062548b_consumers',
+    function_name = 'kvmq_6164d591daef_consumers',
     flags = { 'no-writes' },
     callback = function(keys, args)
 begin_call(keys, args, names)
@@ -14932,7 +14935,7 @@ end
 do
   local names = { conf = 'conf', events = 'events', events_seq = 'events-seq', events_wake = 'events-wake', done = 'done', requeue = 'requeue', backoffs = 'backoffs', locks = 'locks', failed = 'failed', filters = 'filters', priorities = 'priorities', lanes = 'lanes', groups = 'groups', messages = 'messages', metadata = 'metadata', nattempts = 'nattempts', holders = 'holders', lock_expiry = 'lock-expiry', policies = 'policies', requeue_locks = 'requeue-locks', ndry_runs = 'ndry-runs', eoq_backoff = 'eoq-backoff?', idle_workers = 'idle-workers', classes = 'classes', outcomes = 'outcomes', enqueued_at = 'enqueued-at', updated_at = 'updated-at', requeue_content = 'requeue-content', schedule = 'schedule', done_at = 'done-at', dedupe = 'dedupe', mid_circle = 'mid-circle', wake = 'wake', losses = 'losses', requeue_schedule = 'requeue-schedule', pushes = 'pushes', debounce = 'debounce', debounce_of = 'debounce-of', layout = 'layout', results = 'results' }
   redis.register_function({
-    function_name = 'kvmq_4e34c062548b_enqueue',
+    function_name = 'kvmq_6164d591daef_enqueue',
     flags = {  },
     callback = function(keys, args)
 begin_call(keys, args, names)
@@ -14953,7 +14956,7 @@ end
 do
   local names = { events = 'events', events_seq = 'events-seq' }
   redis.register_function({
-    function_name = 'kvmq_4e34c062548b_events_trim',
+    function_name = 'kvmq_6164d591daef_events_trim',
     flags = { 'allow-oom' },
     callback = function(keys, args)
 begin_call(keys, args, names)
@@ -14994,7 +14997,7 @@ end
 do
   local names = { locks = 'locks', holders = 'holders', nattempts = 'nattempts', lock_expiry = 'lock-expiry', requeue = 'requeue', requeue_locks = 'requeue-locks' }
   redis.register_function({
-    function_name = 'kvmq_4e34c062548b_extend',
+    function_name = 'kvmq_6164d591daef_extend',
     flags = { 'allow-oom' },
     callback = function(keys, args)
 begin_call(keys, args, names)
@@ -15029,7 +15032,7 @@ end
 do
   local names = { messages = 'messages', filters = 'filters', nattempts = 'nattempts', locks = 'locks', holders = 'holders', backoffs = 'backoffs', done = 'done', done_at = 'done-at', dedupe = 'dedupe', requeue = 'requeue', requeue_content = 'requeue-content', schedule = 'schedule', lock_expiry = 'lock-expiry', outcomes = 'outcomes', updated_at = 'updated-at', mid_circle = 'mid-circle', wake = 'wake', pushes = 'pushes', losses = 'losses', layout = 'layout', results = 'results', conf = 'conf', events = 'events', events_seq = 'events-seq', events_wake = 'events-wake', priorities = 'priorities', lanes = 'lanes', groups = 'groups', group_held = 'group-held', parked = 'parked', metadata = 'metadata', policies = 'policies', history = 'history', enqueued_at = 'enqueued-at', requeue_locks = 'requeue-locks', requeue_schedule = 'requeue-schedule', failed = 'failed', debounce = 'debounce', debounce_of = 'debounce-of', progress = 'progress', logs = 'logs' }
   redis.register_function({
-    function_name = 'kvmq_4e34c062548b_finish',
+    function_name = 'kvmq_6164d591daef_finish',
     flags = { 'allow-oom' },
     callback = function(keys, args)
 begin_call(keys, args, names)
@@ -15050,11 +15053,12 @@ begin_call(keys, args, names)
 --       attempt; then eight per other finish: id, attempt, outcome ('success', 'error' or 'retry'),
 --       backoff ms, error ('-' for none, else '+' and the text), started at ms ('' when it never ran),
 --       the error as the history keeps it ('' when it is the error itself, else '+' and the text), the
---       success's result ('' for none, else encoding tag + bytes)
+--       success's result ('' for none, else encoding tag + bytes), its completed event's text when the result
+--       is bytes (base64: and their base64; '' otherwise: a JSON result's event has its JSON text)
 -- Reply: one string per finish, in the order of ARGV: 'ok' or 'lost'
 -- Include: common events lanes groups forget fail
 
-local PER = 8
+local PER = 9
 -- A batch of plain successes touches none of these (errors, retries, requeues and backoffs call check_rare). It reads
 -- holders, nattempts and requeue before its first write.
 check_layout(nil, { 'history', 'losses', 'failed', 'conf', 'requeue_locks', 'requeue_schedule', 'requeue_content',
@@ -15128,11 +15132,11 @@ if redis.call('EXISTS', K.group_held) == 1 then
   if #letting_go > 0 and release_groups(letting_go, ready) > 0 then woke = true end
 end
 for k, id in ipairs(ids) do
-  local attempt, outcome, backoff, err, started, tail, result = attempts_in[k], 'success', 0, '-', '', '', ''
+  local attempt, outcome, backoff, err, started, tail, result, told = attempts_in[k], 'success', 0, '-', '', '', '', ''
   if k > plain then
     local base = base_of(k)
     outcome, backoff, err = ARGV[base + 2], tonumber(ARGV[base + 3]), ARGV[base + 4]
-    started, tail, result = ARGV[base + 5], ARGV[base + 6], ARGV[base + 7]
+    started, tail, result, told = ARGV[base + 5], ARGV[base + 6], ARGV[base + 7], ARGV[base + 8]
   end
   if not held[k] or seen[id] then
     replies[k] = 'lost'
@@ -15149,7 +15153,9 @@ for k, id in ipairs(ids) do
     end
     if EV.on then
       if outcome == 'success' then
-        event('completed', id, attempt)
+        -- The result whole, as src/model/events.ts resultEventText writes it.
+        if told == '' and result ~= '' then told = string.sub(result, 2) end
+        event('completed', id, attempt, told ~= '' and told or nil)
       elseif outcome == 'error' then
         event('failed', id, attempt, kept)
       elseif started ~= '' then
@@ -15238,7 +15244,7 @@ end
 do
   local names = { schedules = 'schedules', conf = 'conf', events = 'events', events_seq = 'events-seq', events_wake = 'events-wake', done = 'done', requeue = 'requeue', backoffs = 'backoffs', locks = 'locks', failed = 'failed', filters = 'filters', priorities = 'priorities', lanes = 'lanes', groups = 'groups', messages = 'messages', metadata = 'metadata', nattempts = 'nattempts', holders = 'holders', lock_expiry = 'lock-expiry', policies = 'policies', requeue_locks = 'requeue-locks', ndry_runs = 'ndry-runs', eoq_backoff = 'eoq-backoff?', idle_workers = 'idle-workers', classes = 'classes', outcomes = 'outcomes', enqueued_at = 'enqueued-at', updated_at = 'updated-at', requeue_content = 'requeue-content', schedule = 'schedule', done_at = 'done-at', dedupe = 'dedupe', mid_circle = 'mid-circle', wake = 'wake', losses = 'losses', requeue_schedule = 'requeue-schedule', pushes = 'pushes', debounce = 'debounce', debounce_of = 'debounce-of', layout = 'layout', results = 'results' }
   redis.register_function({
-    function_name = 'kvmq_4e34c062548b_fire_schedule',
+    function_name = 'kvmq_6164d591daef_fire_schedule',
     flags = {  },
     callback = function(keys, args)
 begin_call(keys, args, names)
@@ -15268,7 +15274,7 @@ end
 do
   local names = { consumers = 'consumers', gc_lock = 'gc-lock' }
   redis.register_function({
-    function_name = 'kvmq_4e34c062548b_gc_finish',
+    function_name = 'kvmq_6164d591daef_gc_finish',
     flags = { 'allow-oom' },
     callback = function(keys, args)
 begin_call(keys, args, names)
@@ -15298,7 +15304,7 @@ end
 do
   local names = { gc_lock = 'gc-lock', gc_at = 'gc-at' }
   redis.register_function({
-    function_name = 'kvmq_4e34c062548b_gc_start',
+    function_name = 'kvmq_6164d591daef_gc_start',
     flags = { 'allow-oom' },
     callback = function(keys, args)
 begin_call(keys, args, names)
@@ -15324,7 +15330,7 @@ end
 do
   local names = { done_at = 'done-at', failed = 'failed', messages = 'messages', metadata = 'metadata', filters = 'filters', policies = 'policies', history = 'history', losses = 'losses', nattempts = 'nattempts', locks = 'locks', holders = 'holders', backoffs = 'backoffs', outcomes = 'outcomes', enqueued_at = 'enqueued-at', updated_at = 'updated-at', requeue_content = 'requeue-content', done = 'done', requeue = 'requeue', schedule = 'schedule', lock_expiry = 'lock-expiry', requeue_locks = 'requeue-locks', requeue_schedule = 'requeue-schedule', dedupe = 'dedupe', priorities = 'priorities', groups = 'groups', debounce = 'debounce', debounce_of = 'debounce-of', progress = 'progress', logs = 'logs', results = 'results' }
   redis.register_function({
-    function_name = 'kvmq_4e34c062548b_gc_sweep',
+    function_name = 'kvmq_6164d591daef_gc_sweep',
     flags = { 'allow-oom' },
     callback = function(keys, args)
 begin_call(keys, args, names)
@@ -15372,7 +15378,7 @@ end
 do
   local names = { messages = 'messages', metadata = 'metadata', filters = 'filters', policies = 'policies', history = 'history', priorities = 'priorities', groups = 'groups', progress = 'progress', logs = 'logs', results = 'results', done = 'done', requeue = 'requeue', backoffs = 'backoffs', locks = 'locks', failed = 'failed', nattempts = 'nattempts', holders = 'holders', outcomes = 'outcomes', enqueued_at = 'enqueued-at', updated_at = 'updated-at', done_at = 'done-at' }
   redis.register_function({
-    function_name = 'kvmq_4e34c062548b_inspect',
+    function_name = 'kvmq_6164d591daef_inspect',
     flags = { 'no-writes' },
     callback = function(keys, args)
 begin_call(keys, args, names)
@@ -15399,7 +15405,7 @@ end
 do
   local names = { messages = 'messages', metadata = 'metadata', filters = 'filters', classes = 'classes', pushes = 'pushes', mid_circle = 'mid-circle', schedule = 'schedule', lock_expiry = 'lock-expiry', requeue_locks = 'requeue-locks', requeue_schedule = 'requeue-schedule', done_at = 'done-at', dedupe = 'dedupe', failed = 'failed', lanes = 'lanes', parked = 'parked', results = 'results', conf = 'conf', events = 'events', events_seq = 'events-seq', events_wake = 'events-wake', done = 'done', requeue = 'requeue', backoffs = 'backoffs', locks = 'locks', nattempts = 'nattempts', holders = 'holders', outcomes = 'outcomes', enqueued_at = 'enqueued-at', updated_at = 'updated-at', priorities = 'priorities', groups = 'groups', group_held = 'group-held', policies = 'policies', history = 'history', losses = 'losses', requeue_content = 'requeue-content', debounce = 'debounce', debounce_of = 'debounce-of', progress = 'progress', logs = 'logs' }
   redis.register_function({
-    function_name = 'kvmq_4e34c062548b_list',
+    function_name = 'kvmq_6164d591daef_list',
     flags = { 'allow-oom' },
     callback = function(keys, args)
 begin_call(keys, args, names)
@@ -15611,7 +15617,7 @@ end
 do
   local names = { messages = 'messages', wake = 'wake', pushes = 'pushes', mid_circle = 'mid-circle', conf = 'conf', events = 'events', events_seq = 'events-seq', events_wake = 'events-wake', done = 'done', requeue = 'requeue', backoffs = 'backoffs', locks = 'locks', failed = 'failed', filters = 'filters', priorities = 'priorities', lanes = 'lanes', groups = 'groups', group_held = 'group-held', parked = 'parked', metadata = 'metadata', policies = 'policies', history = 'history', losses = 'losses', nattempts = 'nattempts', holders = 'holders', outcomes = 'outcomes', enqueued_at = 'enqueued-at', updated_at = 'updated-at', requeue_content = 'requeue-content', schedule = 'schedule', lock_expiry = 'lock-expiry', requeue_locks = 'requeue-locks', requeue_schedule = 'requeue-schedule', done_at = 'done-at', dedupe = 'dedupe', debounce = 'debounce', debounce_of = 'debounce-of', progress = 'progress', logs = 'logs', results = 'results' }
   redis.register_function({
-    function_name = 'kvmq_4e34c062548b_promote_now',
+    function_name = 'kvmq_6164d591daef_promote_now',
     flags = {  },
     callback = function(keys, args)
 begin_call(keys, args, names)
@@ -15652,7 +15658,7 @@ end
 do
   local names = { messages = 'messages', done = 'done', failed = 'failed', schedule = 'schedule', lock_expiry = 'lock-expiry', dedupe = 'dedupe', requeue_locks = 'requeue-locks', requeue_schedule = 'requeue-schedule', ndry_runs = 'ndry-runs', conf = 'conf', consumers = 'consumers', holders = 'holders', locks = 'locks' }
   redis.register_function({
-    function_name = 'kvmq_4e34c062548b_queue_status',
+    function_name = 'kvmq_6164d591daef_queue_status',
     flags = { 'no-writes' },
     callback = function(keys, args)
 begin_call(keys, args, names)
@@ -15708,7 +15714,7 @@ end
 do
   local names = { events = 'events', events_seq = 'events-seq' }
   redis.register_function({
-    function_name = 'kvmq_4e34c062548b_read_events',
+    function_name = 'kvmq_6164d591daef_read_events',
     flags = { 'no-writes' },
     callback = function(keys, args)
 begin_call(keys, args, names)
@@ -15761,7 +15767,7 @@ end
 do
   local names = { consumers = 'consumers' }
   redis.register_function({
-    function_name = 'kvmq_4e34c062548b_register_consumer',
+    function_name = 'kvmq_6164d591daef_register_consumer',
     flags = { 'allow-oom' },
     callback = function(keys, args)
 begin_call(keys, args, names)
@@ -15790,7 +15796,7 @@ end
 do
   local names = { mid_circle = 'mid-circle', conf = 'conf', events = 'events', events_seq = 'events-seq', events_wake = 'events-wake', done = 'done', requeue = 'requeue', backoffs = 'backoffs', locks = 'locks', failed = 'failed', filters = 'filters', priorities = 'priorities', lanes = 'lanes', groups = 'groups', messages = 'messages', metadata = 'metadata', policies = 'policies', history = 'history', losses = 'losses', nattempts = 'nattempts', holders = 'holders', outcomes = 'outcomes', enqueued_at = 'enqueued-at', updated_at = 'updated-at', requeue_content = 'requeue-content', schedule = 'schedule', lock_expiry = 'lock-expiry', requeue_locks = 'requeue-locks', requeue_schedule = 'requeue-schedule', done_at = 'done-at', dedupe = 'dedupe', debounce = 'debounce', debounce_of = 'debounce-of', progress = 'progress', logs = 'logs', results = 'results' }
   redis.register_function({
-    function_name = 'kvmq_4e34c062548b_remove',
+    function_name = 'kvmq_6164d591daef_remove',
     flags = { 'allow-oom' },
     callback = function(keys, args)
 begin_call(keys, args, names)
@@ -15834,7 +15840,7 @@ end
 do
   local names = { holders = 'holders', nattempts = 'nattempts', progress = 'progress', logs = 'logs', conf = 'conf', events = 'events', events_seq = 'events-seq', events_wake = 'events-wake' }
   redis.register_function({
-    function_name = 'kvmq_4e34c062548b_report',
+    function_name = 'kvmq_6164d591daef_report',
     flags = {  },
     callback = function(keys, args)
 begin_call(keys, args, names)
@@ -15895,7 +15901,7 @@ end
 do
   local names = { messages = 'messages', filters = 'filters', nattempts = 'nattempts', losses = 'losses', failed = 'failed', updated_at = 'updated-at', mid_circle = 'mid-circle', wake = 'wake', pushes = 'pushes', conf = 'conf', events = 'events', events_seq = 'events-seq', events_wake = 'events-wake', done = 'done', requeue = 'requeue', backoffs = 'backoffs', locks = 'locks', priorities = 'priorities', lanes = 'lanes', groups = 'groups' }
   redis.register_function({
-    function_name = 'kvmq_4e34c062548b_retry',
+    function_name = 'kvmq_6164d591daef_retry',
     flags = {  },
     callback = function(keys, args)
 begin_call(keys, args, names)
@@ -15950,7 +15956,7 @@ end
 do
   local names = { messages = 'messages', results = 'results', done = 'done', requeue = 'requeue', backoffs = 'backoffs', locks = 'locks', failed = 'failed', nattempts = 'nattempts', holders = 'holders', outcomes = 'outcomes', enqueued_at = 'enqueued-at', updated_at = 'updated-at', done_at = 'done-at' }
   redis.register_function({
-    function_name = 'kvmq_4e34c062548b_status',
+    function_name = 'kvmq_6164d591daef_status',
     flags = { 'no-writes' },
     callback = function(keys, args)
 begin_call(keys, args, names)
@@ -15972,7 +15978,7 @@ end
 do
   local names = { conf = 'conf', idle_workers = 'idle-workers', events = 'events', events_seq = 'events-seq', events_wake = 'events-wake', messages = 'messages', metadata = 'metadata', nattempts = 'nattempts', locks = 'locks', holders = 'holders', lock_expiry = 'lock-expiry', policies = 'policies', requeue = 'requeue', requeue_locks = 'requeue-locks', done = 'done', failed = 'failed', ndry_runs = 'ndry-runs', eoq_backoff = 'eoq-backoff?', groups = 'groups' }
   redis.register_function({
-    function_name = 'kvmq_4e34c062548b_unpark',
+    function_name = 'kvmq_6164d591daef_unpark',
     flags = { 'allow-oom' },
     callback = function(keys, args)
 begin_call(keys, args, names)
@@ -15999,7 +16005,7 @@ end
 do
   local names = { consumers = 'consumers' }
   redis.register_function({
-    function_name = 'kvmq_4e34c062548b_unregister_consumer',
+    function_name = 'kvmq_6164d591daef_unregister_consumer',
     flags = { 'allow-oom' },
     callback = function(keys, args)
 begin_call(keys, args, names)

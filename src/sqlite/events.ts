@@ -14,8 +14,7 @@
  * event trimmed, so a reader behind it is told it missed events.
  */
 import type BetterSqlite3 from 'better-sqlite3';
-import { QUEUE_EVENT_TYPES, type QueueEventType, type StoredEvent } from '../model/events.js';
-import { errorTail } from '../model/history.js';
+import { eventSlotText, QUEUE_EVENT_TYPES, type QueueEventType, type StoredEvent } from '../model/events.js';
 import type { EventPage } from '../store/contract.js';
 import type { QueueConfig } from '../model/types.js';
 import { decodeEvents, eventRecord, firstTime, timeRecord, type DecodedEvent } from './event-text.js';
@@ -53,7 +52,7 @@ export function pendingEvent(
   attempt: number,
   error: string | null,
 ): PendingEvent {
-  return [queue, eventRecord(TYPE_CODES.get(type) ?? 0, id, attempt, error === null ? null : errorTail(error))];
+  return [queue, eventRecord(TYPE_CODES.get(type) ?? 0, id, attempt, eventSlotText(type, error))];
 }
 
 /** A position in a queue's events: the row's seq and the index in its list. */

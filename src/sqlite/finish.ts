@@ -1,5 +1,6 @@
 import { failMessage, historyWith, type WriteContext } from './failures.js';
 import { Phase } from './schema.js';
+import { finishEventText } from '../store/finish-event-text.js';
 import type { ChunkedStatement } from './chunked.js';
 import type { Finish, FinishResult } from '../store/contract.js';
 import type { QueueEventType } from '../model/events.js';
@@ -54,7 +55,7 @@ export function finishMessages(
     const history = finishHistory(row, f, consumerId, now);
     const common = { seq: row.seq, outcome: f.outcome, error: f.error, history, now };
     const event = finishEvent(row, f);
-    if (event !== null) tx.event(event, f.id, f.attempt, f.error);
+    if (event !== null) tx.event(event, f.id, f.attempt, finishEventText(f));
     if (f.outcome === 'retry') {
       sql.toPending.run({ ...common, readyAt: now + f.backoffMs, requeue: 0, resetAttempt: 0 });
       if (f.backoffMs === 0) tx.wake(queue);

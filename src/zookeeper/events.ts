@@ -5,7 +5,7 @@
  * `conf/events` is true. `<n>` is how many events the node holds, so that a
  * listing counts events without reading them; its data is a JSON array of
  * `[type, id, attempt, at]`, plus the error's text for `failed` and `retrying`
- * when there is one.
+ * when there is one (a `progress` event's value, a `completed` event's result).
  *
  * ZooKeeper numbers a parent's sequential children from a counter of the
  * parent that grows in commit order and is never reused (it may skip ahead:
@@ -22,8 +22,7 @@
  * MAX_KEPT events (see docs/zookeeper.md).
  */
 import { StoreLayoutError } from '../errors.js';
-import { errorTail } from '../model/history.js';
-import { QUEUE_EVENT_TYPES, type QueueEventType, type StoredEvent } from '../model/events.js';
+import { eventSlotText, QUEUE_EVENT_TYPES, type QueueEventType, type StoredEvent } from '../model/events.js';
 import { isZkError, ZkCode, type ZkOp, type ZkSession } from './client.js';
 import type { EventPage } from '../store/contract.js';
 import type { QueueConfig } from '../model/types.js';
@@ -134,8 +133,8 @@ function parseMark(data: Buffer): number {
 
 function encodeEvent(e: EventRecord): (string | number)[] {
   const fields: (string | number)[] = [e.type, e.id, e.attempt, e.at];
-  // The text the history keeps: cut to its first line and its end.
-  const error = errorTail(e.error ?? null);
+  // An error as the history keeps it (cut to its first line and its end); a progress value or result whole.
+  const error = eventSlotText(e.type, e.error);
   if (error !== null) fields.push(error);
   return fields;
 }

@@ -14,6 +14,7 @@ import { decodeState, encodeState, entryPrefix, makeState, priorityOf, taskNodes
 import { endInFailure, failedState, isDeadLetterClash, withHistory } from './fail.js';
 import { appendHistory } from '../model/history.js';
 import { resultInRecord } from '../model/result.js';
+import { finishEventText } from '../store/finish-event-text.js';
 import type { Held, StoreContext } from './context.js';
 import type { QueueContext } from './queue.js';
 import type { EventRecord } from './events.js';
@@ -27,8 +28,8 @@ const EVENT_OF_OUTCOME: Record<Outcome, QueueEventType> = { success: 'completed'
 // After a claim riding on a finish lost a race, finishes claim nothing for this long.
 const CLAIM_AHEAD_PAUSE_MS = 250;
 
-// What the results of one finish multi may take, counted at twice their size (JSON escaping in the state node,
-// base64 for bytes), so a batch of large results stays well inside a multi's MULTI_BYTES.
+// What the results of one finish multi may take, counted at four times their size (each is in the state node and
+// in the event node, JSON-escaped or in base64), so a batch of large results stays well inside MULTI_BYTES.
 const RESULT_BYTES_PER_MULTI = 512 * 1024;
 
 /**
@@ -45,7 +46,7 @@ export async function finishInParts(
   const parts: Finish[][] = [[]];
   let bytes = 0;
   for (const f of finishes) {
-    const size = 2 * (f.result?.bytes.byteLength ?? 0);
+    const size = 4 * (f.result?.bytes.byteLength ?? 0);
     if (bytes + size > RESULT_BYTES_PER_MULTI && bytes > 0) {
       parts.push([]);
       bytes = 0;
@@ -240,7 +241,7 @@ async function finishOps(
             id: held.id,
             attempt: s.attempt,
             at: now,
-            error: f.outcome === 'success' ? null : f.error,
+            error: finishEventText(f),
           },
         ];
   // A run handed back unrun (startedAt null) leaves no record; a success leaves none either.

@@ -1,7 +1,7 @@
 /** A handler's result: stored with its success, read back by status, show, list and waitFor, bounded. */
 import assert from 'node:assert/strict';
 import { describe } from 'node:test';
-import { RESULT_MAX_BYTES, type CompletedEvent, type Handler } from '../../src/index.js';
+import { RESULT_MAX_BYTES, type CompletedEvent, type Handler, type QueueEvent } from '../../src/index.js';
 import { storeTest } from '../support/harness.js';
 import { JobLog, waitForStatus } from '../support/jobs.js';
 import { gate, waitFor } from '../support/wait.js';
@@ -65,6 +65,55 @@ export function results(fixture: StoreFixture): void {
       assert.equal(nul !== null && 'result' in nul, true);
       assert.equal(nul?.result, null);
       assert.equal((await h.client.status(q, 'backoff'))?.result, 'text');
+    });
+
+    storeTest(fixture, "a completed queue event carries the success's result, whole", async (h) => {
+      const q = h.queue('told');
+      await h.client.configure(q, { events: true });
+      const largest = 'y'.repeat(RESULT_MAX_BYTES - 2);
+      const results: Record<string, unknown> = {
+        json: { sum: 5, text: 'a "quoted"\\ line\nand the next' },
+        bytes: Buffer.from([0, 10, 92, 255]),
+        null: null,
+        largest,
+      };
+      h.worker(
+        q,
+        ({ id }) => {
+          if (id === 'none') return undefined;
+          // A success's error text is no result: its event has none.
+          if (id === 'noted') return { status: 'success', error: 'a note' };
+          return { status: 'success', result: results[id] };
+        },
+        { concurrency: 6 },
+      );
+      // Read by another client, as a process that only watches would.
+      const watcher = await h.connect();
+      const ids = [...Object.keys(results), 'none', 'noted'];
+      const heard = new Map<string, QueueEvent>();
+      const following = (async () => {
+        for await (const event of watcher.events(q, { after: 'start' })) {
+          if (event.type === 'completed') heard.set(event.id, event);
+          if (heard.size === ids.length) return;
+        }
+      })();
+      for (const id of ids) await h.client.enqueue(q, id, { id });
+      await following;
+      assert.deepEqual(heard.get('json')?.result, results.json);
+      const bytes = heard.get('bytes')?.result;
+      assert.ok(Buffer.isBuffer(bytes), 'bytes come back as a Buffer');
+      assert.deepEqual([...bytes], [0, 10, 92, 255]);
+      assert.equal(heard.get('null') !== undefined && 'result' in (heard.get('null') ?? {}), true);
+      assert.equal(heard.get('null')?.result, null);
+      // Compared as a flag: a failure would print 64 KiB.
+      assert.equal(heard.get('largest')?.result === largest, true, 'the largest result is whole');
+      for (const id of ['none', 'noted']) {
+        const event = heard.get(id);
+        assert.equal(event !== undefined && ('result' in event || 'error' in event), false, id);
+      }
+      // A page read gives the same.
+      const page = (await watcher.readEvents(q)).events.filter((e) => e.type === 'completed' && e.id === 'json');
+      assert.deepEqual(page[0]?.result, results.json);
     });
 
     storeTest(fixture, 'a result too large or not encodable fails the attempt, naming why', async (h) => {

@@ -8,6 +8,7 @@ import { commandUsage } from '../help.js';
 import { note, printJson, printLine } from '../output.js';
 import { errorLine } from '../outcome-tally.js';
 import { withClient } from '../store.js';
+import { jsonOf, valueText } from '../values.js';
 
 export const events: Command = {
   name: 'events',
@@ -15,12 +16,12 @@ export const events: Command = {
   usage: commandUsage(
     'events <queue> [--from start|now|CURSOR]',
     "Prints the queue's events as they happen, one line each: time, type, message id, attempt and\n" +
-      'error. The queue must record them: kvmq config <queue> events=true. A reader that falls behind\n' +
-      'their retention is warned on stderr and goes on from the oldest event kept. Runs until\n' +
-      'SIGINT or SIGTERM (exit 0), or until stdout is closed.',
+      "error (a completed event's result). The queue must record them: kvmq config <queue> events=true.\n" +
+      'A reader that falls behind their retention is warned on stderr and goes on from the oldest\n' +
+      'event kept. Runs until SIGINT or SIGTERM (exit 0), or until stdout is closed.',
     [
       ['--from start|now|CURSOR', "where to begin: the oldest event kept, now (default), or after an event's cursor"],
-      ['--json', 'one JSON object per line: type, id, at, attempt, error, cursor'],
+      ['--json', 'one JSON object per line: type, id, at, attempt, error, progress, result, cursor'],
     ],
   ),
 
@@ -29,7 +30,10 @@ export const events: Command = {
     expectPositionals(positionals, 1, 1, '<queue>');
     const [queue = ''] = positionals;
     const from = values.from ?? 'now';
-    const print = values.json === true ? printJson : (event: StoredEvent) => printLine(eventLine(event));
+    const print =
+      values.json === true
+        ? (event: StoredEvent) => printJson(jsonOf(event))
+        : (event: StoredEvent) => printLine(eventLine(event));
     const stop = new AbortController();
     const onSignal = (): void => stop.abort();
     process.on('SIGINT', onSignal);
@@ -58,7 +62,9 @@ export const events: Command = {
 
 function eventLine(e: StoredEvent): string {
   const error = e.error === undefined ? '' : `  ${errorLine(e.error, 160)}`;
-  return `${new Date(e.at).toISOString()}  ${e.type.padEnd(9)}  ${e.id}  attempt ${e.attempt}${error}`;
+  // A result on one line, cut as an error is: the whole of it is in --json and kvmq show.
+  const result = 'result' in e ? `  result ${errorLine(valueText(e.result), 160)}` : '';
+  return `${new Date(e.at).toISOString()}  ${e.type.padEnd(9)}  ${e.id}  attempt ${e.attempt}${error}${result}`;
 }
 
 /** A cursor the store does not know is the command line's mistake. */

@@ -16,11 +16,12 @@
 --       attempt; then eight per other finish: id, attempt, outcome ('success', 'error' or 'retry'),
 --       backoff ms, error ('-' for none, else '+' and the text), started at ms ('' when it never ran),
 --       the error as the history keeps it ('' when it is the error itself, else '+' and the text), the
---       success's result ('' for none, else encoding tag + bytes)
+--       success's result ('' for none, else encoding tag + bytes), its completed event's text when the result
+--       is bytes (base64: and their base64; '' otherwise: a JSON result's event has its JSON text)
 -- Reply: one string per finish, in the order of ARGV: 'ok' or 'lost'
 -- Include: common events lanes groups forget fail
 
-local PER = 8
+local PER = 9
 -- A batch of plain successes touches none of these (errors, retries, requeues and backoffs call check_rare). It reads
 -- holders, nattempts and requeue before its first write.
 check_layout(nil, { 'history', 'losses', 'failed', 'conf', 'requeue_locks', 'requeue_schedule', 'requeue_content',
@@ -94,11 +95,11 @@ if redis.call('EXISTS', K.group_held) == 1 then
   if #letting_go > 0 and release_groups(letting_go, ready) > 0 then woke = true end
 end
 for k, id in ipairs(ids) do
-  local attempt, outcome, backoff, err, started, tail, result = attempts_in[k], 'success', 0, '-', '', '', ''
+  local attempt, outcome, backoff, err, started, tail, result, told = attempts_in[k], 'success', 0, '-', '', '', '', ''
   if k > plain then
     local base = base_of(k)
     outcome, backoff, err = ARGV[base + 2], tonumber(ARGV[base + 3]), ARGV[base + 4]
-    started, tail, result = ARGV[base + 5], ARGV[base + 6], ARGV[base + 7]
+    started, tail, result, told = ARGV[base + 5], ARGV[base + 6], ARGV[base + 7], ARGV[base + 8]
   end
   if not held[k] or seen[id] then
     replies[k] = 'lost'
@@ -115,7 +116,9 @@ for k, id in ipairs(ids) do
     end
     if EV.on then
       if outcome == 'success' then
-        event('completed', id, attempt)
+        -- The result whole, as src/model/events.ts resultEventText writes it.
+        if told == '' and result ~= '' then told = string.sub(result, 2) end
+        event('completed', id, attempt, told ~= '' and told or nil)
       elseif outcome == 'error' then
         event('failed', id, attempt, kept)
       elseif started ~= '' then
