@@ -11,7 +11,15 @@ const CHUNK = 64;
 /** `prefix` binds the statement's leading parameters, the same for every chunk. */
 export type ChunkedStatement = (prefix: readonly unknown[], rows: readonly (readonly unknown[])[]) => unknown[];
 
-export function chunked(db: BetterSqlite3.Database, sqlFor: (rowCount: number) => string): ChunkedStatement {
+/**
+ * `values` orders a chunk's parameters as its statement takes them: the prefix, then the rows, unless a
+ * statement needs some of the prefix after them.
+ */
+export function chunked(
+  db: BetterSqlite3.Database,
+  sqlFor: (rowCount: number) => string,
+  values: (prefix: readonly unknown[], rows: unknown[]) => unknown[] = (prefix, rows) => [...prefix, ...rows],
+): ChunkedStatement {
   const prepared = new Map<number, BetterSqlite3.Statement>();
   const statement = (count: number): BetterSqlite3.Statement => {
     let s = prepared.get(count);
@@ -25,7 +33,7 @@ export function chunked(db: BetterSqlite3.Database, sqlFor: (rowCount: number) =
     const out: unknown[] = [];
     for (let i = 0; i < rows.length; i += CHUNK) {
       const chunk = rows.slice(i, i + CHUNK);
-      out.push(...statement(chunk.length).all(...prefix, ...chunk.flat()));
+      out.push(...statement(chunk.length).all(...values(prefix, chunk.flat())));
     }
     return out;
   };
@@ -80,5 +88,25 @@ export function finishSuccesses(db: BetterSqlite3.Database): ChunkedStatement {
        WHERE queue = ? AND phase = 1 AND consumer = ? AND requeue = 0
          AND (id, attempt) IN (VALUES ${placeholders(n, '(?, ?)')})
        RETURNING id`,
+  );
+}
+
+/**
+ * Prefix (now, queue, consumer), rows of (id, attempt, result, result_encoding): as finishSuccesses, for
+ * successes that keep a result, each written with its own (looked up in the rows: at most a chunk's); returns
+ * the ids done. Matched as finishSuccesses matches, so each row finds its message by the (queue, id) index.
+ */
+export function finishResults(db: BetterSqlite3.Database): ChunkedStatement {
+  return chunked(
+    db,
+    (n) =>
+      `WITH v(id, attempt, result, encoding) AS MATERIALIZED (VALUES ${placeholders(n, '(?, ?, ?, ?)')})
+       UPDATE kvmq_messages SET phase = 2, lock_until = 0, consumer = NULL, backoff_until = 0, outcome = 'success',
+         last_error = NULL, updated_at = ?,
+         (result, result_encoding) = (SELECT result, encoding FROM v WHERE v.id = kvmq_messages.id)
+       WHERE queue = ? AND phase = 1 AND consumer = ? AND requeue = 0 AND (id, attempt) IN (SELECT id, attempt FROM v)
+       RETURNING id`,
+    // The rows come first, in the WITH.
+    (prefix, rows) => [...rows, ...prefix],
   );
 }

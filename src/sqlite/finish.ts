@@ -29,17 +29,28 @@ export interface HeldRow {
  */
 export function finishMessages(
   tx: WriteContext,
-  finishSuccesses: ChunkedStatement,
+  bulk: BulkFinishes,
   consumerId: string,
   finishes: readonly Finish[],
 ): FinishResult[] {
   const { sql, queue, now } = tx;
-  // Plain successes, the common case, go in multi-row updates; the rest one by one.
+  // Plain successes, the common case, go in multi-row updates, and so do successes with a result; the rest one
+  // by one.
   const plain = finishes.filter(isPlainSuccess);
   const rows = plain.map((f) => [f.id, f.attempt]);
-  const done = new Set(finishSuccesses([now, queue, consumerId], rows) as string[]);
-  let doneCount = done.size;
+  const done = new Set(bulk.plain([now, queue, consumerId], rows) as string[]);
   for (const f of plain) if (done.has(f.id)) tx.event('completed', f.id, f.attempt);
+  const kept = finishes.filter(isResultSuccess);
+  if (kept.length > 0) {
+    const keptRows = kept.map((f) => [f.id, f.attempt, ...resultValues(f)]);
+    const keptDone = new Set(bulk.withResult([now, queue, consumerId], keptRows) as string[]);
+    for (const f of kept) {
+      if (!keptDone.has(f.id)) continue;
+      done.add(f.id);
+      tx.event('completed', f.id, f.attempt, finishEventText(f));
+    }
+  }
+  let doneCount = done.size;
 
   const results: FinishResult[] = [];
   for (const f of finishes) {
@@ -78,9 +89,25 @@ export function finishMessages(
   return results;
 }
 
+/** The multi-row finishes: of plain successes, and of successes that keep a result (sqlite/chunked.ts). */
+export interface BulkFinishes {
+  readonly plain: ChunkedStatement;
+  readonly withResult: ChunkedStatement;
+}
+
 /** A success with no backoff, error or result: the finish most messages end with, written in bulk. */
 export function isPlainSuccess(f: Finish): boolean {
   return f.outcome === 'success' && f.backoffMs === 0 && f.error === null && f.result === undefined;
+}
+
+/** A success with a result and nothing else (no backoff, no error): written in bulk too, each with its result. */
+export function isResultSuccess(f: Finish): boolean {
+  return f.outcome === 'success' && f.backoffMs === 0 && f.error === null && f.result !== undefined;
+}
+
+function resultValues(f: Finish): [Uint8Array | null, number | null] {
+  const { result, resultEncoding } = resultColumns(f);
+  return [result, resultEncoding];
 }
 
 /** The result columns a finish to done writes (both SQL stores): NULL for none. */

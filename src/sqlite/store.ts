@@ -18,8 +18,8 @@ import { parseUrlOptions } from '../store/url-options.js';
 import { promoteMessages, removeMessages, retryFailed, retryMessages } from './actions.js';
 import { claimMessages } from './claim.js';
 import { enqueueMessages } from './enqueue.js';
-import { finishMessages } from './finish.js';
-import { finishSuccesses, insertMessages, type ChunkedStatement, type MessageInserts } from './chunked.js';
+import { finishMessages, type BulkFinishes } from './finish.js';
+import { finishResults, finishSuccesses, insertMessages, type MessageInserts } from './chunked.js';
 import { liveConsumers, messageDetails, messageStatus, stateCounts } from './inspect.js';
 import { Lister } from './list.js';
 import { pendingRanges } from './pending.js';
@@ -150,7 +150,7 @@ class SqliteStore implements Store {
   };
   private readonly sql: Statements;
   private readonly insertMessages: MessageInserts;
-  private readonly finishSuccesses: ChunkedStatement;
+  private readonly bulkFinishes: BulkFinishes;
   private readonly wakeups: Wakeups;
   private readonly ensured = new Set<string>();
   private readonly knownClasses = new Map<string, Set<string>>();
@@ -170,7 +170,7 @@ class SqliteStore implements Store {
   ) {
     this.sql = prepareStatements(db);
     this.insertMessages = insertMessages(db);
-    this.finishSuccesses = finishSuccesses(db);
+    this.bulkFinishes = { plain: finishSuccesses(db), withResult: finishResults(db) };
     this.lister = new Lister(db);
     this.events = new EventLog(db);
     this.scheduleTable = new ScheduleTable(db);
@@ -228,7 +228,7 @@ class SqliteStore implements Store {
   }
 
   finish(queue: string, consumerId: string, finishes: readonly Finish[]): Promise<FinishResult[]> {
-    return this.write(queue, (tx) => finishMessages(tx, this.finishSuccesses, consumerId, finishes));
+    return this.write(queue, (tx) => finishMessages(tx, this.bulkFinishes, consumerId, finishes));
   }
 
   report(queue: string, consumerId: string, reports: readonly Report[]): Promise<FinishResult[]> {
