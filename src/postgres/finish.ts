@@ -1,6 +1,13 @@
 import { failMessage } from './failures.js';
 // The rules of a finish are SQLite's: one statement of them for both stores.
-import { finishEvent, finishHistory, isPlainSuccess, resultColumns, type HeldRow } from '../sqlite/finish.js';
+import {
+  finishEvent,
+  finishHistory,
+  isPlainSuccess,
+  isResultSuccess,
+  resultColumns,
+  type HeldRow,
+} from '../sqlite/finish.js';
 import { finishEventText } from '../store/finish-event-text.js';
 import type { WriteContext } from './tx.js';
 import type { Finish, FinishResult } from '../store/contract.js';
@@ -8,8 +15,8 @@ import type { Finish, FinishResult } from '../store/contract.js';
 /**
  * Records handler outcomes in one transaction (the caller's). Only the consumer that holds the message, for
  * the attempt it was handed, may finish it: a late finish after the lock ended and another consumer took it
- * is `lost`. Plain successes, the common case, are one statement for the whole batch; the rest one by one,
- * with the rules of the SQLite store (src/sqlite/finish.ts): a message marked for requeue goes back with
+ * is `lost`. Plain successes, the common case, are one statement for the whole batch, and so are successes with
+ * a result; the rest one by one, with the rules of the SQLite store (src/sqlite/finish.ts): a message marked for requeue goes back with
  * attempt 0 whatever the outcome, an error fails it, a retry waits its backoff, and each stored outcome is a
  * queue event but for a give-back.
  */
@@ -33,8 +40,39 @@ export async function finishMessages(
     );
     for (const r of updated.rows) done.add(r.id);
   }
-  let doneCount = done.size;
   for (const f of plain) if (done.has(f.id)) tx.event('completed', f.id, f.attempt);
+  // Successes with a result, in one statement too, each row given its own.
+  const kept = finishes.filter(isResultSuccess);
+  if (kept.length > 0) {
+    const columns = kept.map(resultColumns);
+    const updated = await db.query<{ id: string }>(
+      `UPDATE ${s}.messages m SET phase = 2, lock_until = 0, consumer = NULL, backoff_until = 0, outcome = 'success',
+         last_error = NULL, updated_at = $1, result = u.result, result_encoding = u.encoding
+       FROM unnest($4::text[], $5::integer[], $6::bytea[], $7::smallint[]) AS u(id, attempt, result, encoding)
+       WHERE m.queue = $2 AND m.id = u.id AND m.phase = 1 AND m.consumer = $3 AND m.attempt = u.attempt
+         AND m.requeue = 0
+       RETURNING m.id`,
+      [
+        now,
+        queue,
+        consumerId,
+        kept.map((f) => f.id),
+        kept.map((f) => f.attempt),
+        // As Buffers: node-postgres writes those in an array as bytea.
+        columns.map((c) =>
+          c.result === null ? null : Buffer.from(c.result.buffer, c.result.byteOffset, c.result.byteLength),
+        ),
+        columns.map((c) => c.resultEncoding),
+      ],
+    );
+    const keptDone = new Set(updated.rows.map((r) => r.id));
+    for (const f of kept) {
+      if (!keptDone.has(f.id)) continue;
+      done.add(f.id);
+      tx.event('completed', f.id, f.attempt, finishEventText(f));
+    }
+  }
+  let doneCount = done.size;
 
   const results: FinishResult[] = [];
   for (const f of finishes) {
