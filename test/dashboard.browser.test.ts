@@ -165,6 +165,9 @@ function browserSuite(fixture: StoreFixture): void {
         await submit(page, 'form[action$="/pause"] button');
         assert.equal((await h.client.queueStatus(queue)).paused, true);
         assert.match(await inPage<string>(page, 'document.body.innerText'), /Paused: workers claim nothing/);
+        // The configuration panel says so too, as the store now holds it.
+        const paused = `document.querySelector('[data-config="paused"]').innerText`;
+        assert.equal(await inPage<string>(page, paused), 'yes: workers claim nothing');
         await h.client.enqueue(queue, 'second', { id: 'second' });
         await waitFor(async () => (await shownCounts(page, queue)).queued === 1, { what: 'the queued count, live' });
         await quietPeriod(500);

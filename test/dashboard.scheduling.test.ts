@@ -1,6 +1,6 @@
 /**
  * The dashboard shows what issue 13 adds: a message's priority and group, and a
- * queue's rate limit and group concurrency when the configuration sets them.
+ * queue's rate limit and group concurrency when the configuration sets them, and its whole configuration.
  */
 import assert from 'node:assert/strict';
 import { serveDashboard } from './fixtures/browser.js';
@@ -47,4 +47,61 @@ storeTest(sqlite, "a queue page shows the queue's rate limit and group concurren
   const changed = await page(url, `queues/${queue}`);
   assert.match(changed, /data-rate-limit[^>]*>at most 5 per 250 ms</);
   assert.doesNotMatch(changed, /data-group-concurrency/);
+});
+
+/** The text of the Configuration panel's cell for `key` on a queue page, tags removed. */
+function configCell(body: string, key: string): string | undefined {
+  const cell = new RegExp(`<td data-config="${key}">([\\s\\S]*?)</td>`).exec(body)?.[1];
+  return cell?.replace(/<[^>]*>/g, '').trim();
+}
+
+function assertCells(body: string, expected: Record<string, string>): void {
+  for (const [key, text] of Object.entries(expected)) assert.equal(configCell(body, key), text, key);
+}
+
+storeTest(sqlite, "a queue page shows the queue's configuration, read only", async (h) => {
+  const queue = h.queue('jobs');
+  const dlq = h.queue('dead');
+  await h.client.enqueue(queue, 'a');
+  const url = await serveDashboard(h);
+  const defaults = await page(url, `queues/${queue}`);
+  assertCells(defaults, {
+    rateLimit: 'none',
+    keepDone: 'by age only',
+    gcLifetimeMs: '5 min',
+    failedLifetimeMs: '7 d',
+    deadLetterQueue: 'none',
+    events: 'off',
+    paused: 'no',
+  });
+
+  await h.client.configure(queue, {
+    rateLimit: { max: 100, perMs: 1000 },
+    groupConcurrency: 3,
+    keepDone: 1000,
+    keepFailed: 50,
+    gcLifetimeMs: 3_600_000,
+    failedLifetimeMs: 90_000,
+    maxDeliveries: 0,
+    deadLetterQueue: dlq,
+    events: true,
+    eventsMaxCount: 500,
+    filterEnums: { tier: ['free', 'paid'] },
+  });
+  const set = await page(url, `queues/${queue}`);
+  assertCells(set, {
+    rateLimit: 'at most 100 per 1 s',
+    groupConcurrency: 'at most 3 per group',
+    keepDone: 'the newest 1,000',
+    keepFailed: 'the newest 50',
+    gcLifetimeMs: '1 h',
+    failedLifetimeMs: '90 s',
+    maxDeliveries: 'never fails for them',
+    events: 'on: the newest 500, for 1 d',
+    filterEnums: '{&quot;tier&quot;:[&quot;free&quot;,&quot;paid&quot;]}',
+  });
+  // The dead-letter queue links to its own page; nothing on the panel changes anything.
+  assert.match(set, new RegExp(`data-config="deadLetterQueue"><a class="mono" href="[^"]*/queues/${dlq}">${dlq}</a>`));
+  const panel = /<section class="panel" data-config-panel>[\s\S]*?<\/section>/.exec(set)?.[0] ?? '';
+  assert.doesNotMatch(panel, /<form|<input|<button/);
 });

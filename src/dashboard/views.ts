@@ -108,7 +108,7 @@ export async function queueView(
     {
       status,
       eventsOn: config.events,
-      limits: { rateLimit: config.rateLimit, groupConcurrency: config.groupConcurrency },
+      config,
       state: paging.state,
       messages: page.messages,
       next,

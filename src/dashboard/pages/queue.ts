@@ -7,12 +7,13 @@ import { grid, numeric } from './grid.js';
 import { STATE_LABELS, count, liveCounted, progressText, stateBadge, when } from './format.js';
 import { actionForm, layout, type PageFrame } from './layout.js';
 import { chartArea, consumersTable, pausedBadge, stateCounts } from './parts.js';
+import { configPanel, period } from './config.js';
 
 export interface QueueView {
   readonly status: QueueStatus;
   readonly eventsOn: boolean;
-  /** The queue's limits, shown when set. */
-  readonly limits: Pick<QueueConfig, 'rateLimit' | 'groupConcurrency'>;
+  /** The queue's configuration: its limits shown by its name when set, all of it in a panel of its own. */
+  readonly config: QueueConfig;
   /** The listed state; null lists every state. */
   readonly state: MessageState | null;
   readonly messages: readonly ListedMessage[];
@@ -37,7 +38,7 @@ export function queuePage(ctx: PageContext, view: QueueView, now: number): Html 
       <h1>${status.queue}</h1>
       ${pausedBadge(status)}
       <span class="muted">${liveCounted('data-total', status.queue, status.total, 'message')}</span
-      >${limitsText(view.limits)}${actions}
+      >${limitsText(view.config)}${actions}
     </div>
     ${stateCounts(ctx, status, view.state)}
     <div class="two">
@@ -71,7 +72,8 @@ export function queuePage(ctx: PageContext, view: QueueView, now: number): Html 
         ${view.paged ? html`<a class="btn" href="${path}${view.state === null ? '' : `?state=${view.state}`}">« First page</a>` : ''}
         ${view.next === null ? '' : html`<a class="btn" rel="next" href="${view.next}">Next page »</a>`}
       </div>
-    </section>`;
+    </section>
+    ${configPanel(ctx, view.config)}`;
   return layout(ctx, {
     title: status.queue,
     crumbs: [{ label: 'Queues', href: `${ctx.base}/` }, { label: status.queue }],
@@ -82,7 +84,7 @@ export function queuePage(ctx: PageContext, view: QueueView, now: number): Html 
 }
 
 /** 'at most 100 per 1 s', 'at most 3 per group': what the queue's configuration holds its workers to. */
-function limitsText({ rateLimit, groupConcurrency }: QueueView['limits']): Html {
+function limitsText({ rateLimit, groupConcurrency }: QueueConfig): Html {
   const rate =
     rateLimit === null
       ? ''
@@ -96,13 +98,6 @@ function limitsText({ rateLimit, groupConcurrency }: QueueView['limits']): Html 
           >at most ${count(groupConcurrency)} per group</span
         >`;
   return html`${rate}${group}`;
-}
-
-function period(ms: number): string {
-  if (ms % 3_600_000 === 0) return `${ms / 3_600_000} h`;
-  if (ms % 60_000 === 0) return `${ms / 60_000} min`;
-  if (ms % 1000 === 0) return `${ms / 1000} s`;
-  return `${ms} ms`;
 }
 
 function stateTabs(path: string, selected: MessageState | null): Html {
