@@ -36,7 +36,7 @@ import type { SharedSchedulers } from './schedule/shared.js';
 import type { ScheduleTiming } from './schedule/timing.js';
 import { openStore, resolveStoreUrl } from './store/url.js';
 import { TickBatcher } from './tick-batcher.js';
-import type { Worker, WorkerOptions } from './worker/worker.js';
+import type { BatchWorkerOptions, Worker, WorkerOptions } from './worker/worker.js';
 import { Queue } from './queue.js';
 import { publicEvent, type StoredEvent } from './model/events.js';
 import { EMPTY_LOG } from './model/reports.js';
@@ -51,6 +51,7 @@ import type {
   EnqueueResult,
   FilterValues,
   GcResult,
+  BatchHandler,
   Handler,
   ListedMessage,
   ListOptions,
@@ -260,20 +261,28 @@ export class Client {
     return new Queue<P, R>(this, checkQueueName(name));
   }
 
-  /** Starts (unless `autoStart: false`) a worker that hands the queue's messages to `handler`. */
+  /**
+   * Starts (unless `autoStart: false`) a worker that hands the queue's messages to `handler`; with the option
+   * `batch`, up to `batch.size` of them to each call of a BatchHandler.
+   */
+  worker<P = Payload, R = unknown>(
+    queue: string,
+    handler: BatchHandler<NoInfer<P>, NoInfer<R>>,
+    options: BatchWorkerOptions,
+  ): Worker;
   worker<P = Payload, R = unknown>(
     queue: string,
     // Given, not inferred from the handler: a handler's several returns would pick one of them.
     handler: Handler<NoInfer<P>, NoInfer<R>>,
-    options: WorkerOptions = {},
-  ): Worker {
+    options?: WorkerOptions,
+  ): Worker;
+  worker(queue: string, handler: Handler | BatchHandler, options: WorkerOptions | BatchWorkerOptions = {}): Worker {
     this.checkOpen();
     const stopped = (): void => void this.workers.delete(worker);
-    // The payload's type is the caller's promise: the worker hands the handler whatever was decoded.
-    const untyped = handler as Handler;
+    // The payload's type is the caller's promise (the overloads): the worker hands whatever was decoded.
     if (workerModules === null) throw new Error('this client was opened without workers: open it with connect()');
     this.schedulers ??= new workerModules.shared.SharedSchedulers(this.#store);
-    const worker = new workerModules.worker.Worker(this.#store, queue, untyped, options, stopped, this.schedulers);
+    const worker = new workerModules.worker.Worker(this.#store, queue, handler, options, stopped, this.schedulers);
     this.workers.add(worker);
     if (this.instruments !== null) attachMetrics(worker, this.instruments);
     if (worker.autoStart) worker.startInBackground();

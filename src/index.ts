@@ -7,6 +7,7 @@ export { RESULT_MAX_BYTES } from './model/result.js';
 export { queueSizeMonitor } from './worker/size-monitor.js';
 export type {
   WorkerOptions,
+  BatchWorkerOptions,
   MonitorInfo,
   Monitor,
   Logger,
@@ -44,6 +45,8 @@ export type {
   EnqueueResult,
   FilterValues,
   GcResult,
+  BatchHandler,
+  BatchOutcome,
   Handler,
   HandlerResult,
   Job,

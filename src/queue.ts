@@ -7,6 +7,7 @@
 import type { WaitForOptions } from './events/options.js';
 import type { WaitResult } from './events/wait-for.js';
 import type {
+  BatchHandler,
   BatchItem,
   EnqueueBatchOptions,
   EnqueueOptions,
@@ -15,7 +16,7 @@ import type {
   MessageDetails,
   MessageStatus,
 } from './model/types.js';
-import type { Worker, WorkerOptions } from './worker/worker.js';
+import type { BatchWorkerOptions, Worker, WorkerOptions } from './worker/worker.js';
 
 /** One message of a typed queue's `enqueueBatch`. */
 export type TypedBatchItem<P> = Omit<BatchItem, 'payload'> & { readonly payload: P };
@@ -24,7 +25,7 @@ export type TypedBatchItem<P> = Omit<BatchItem, 'payload'> & { readonly payload:
 export interface QueueMethods {
   enqueue(queue: string, payload: unknown, options?: EnqueueOptions): Promise<EnqueueResult>;
   enqueueBatch(queue: string, items: readonly BatchItem[], options?: EnqueueBatchOptions): Promise<EnqueueResult[]>;
-  worker(queue: string, handler: Handler, options?: WorkerOptions): Worker;
+  worker(queue: string, handler: Handler | BatchHandler, options?: WorkerOptions | BatchWorkerOptions): Worker;
   waitFor<R>(queue: string, id: string, options?: WaitForOptions): Promise<WaitResult<R>>;
   status<R>(queue: string, id: string): Promise<MessageStatus<R> | null>;
   show<P, R>(queue: string, id: string): Promise<MessageDetails<P, R> | null>;
@@ -48,9 +49,12 @@ export class Queue<P = unknown, R = unknown> {
     return this.#client.enqueueBatch(this.name, items, options);
   }
 
-  worker(handler: Handler<P, R>, options?: WorkerOptions): Worker {
+  /** The queue's worker; with the option `batch`, its handler takes a batch (see `client.worker()`). */
+  worker(handler: BatchHandler<P, R>, options: BatchWorkerOptions): Worker;
+  worker(handler: Handler<P, R>, options?: WorkerOptions): Worker;
+  worker(handler: Handler<P, R> | BatchHandler<P, R>, options?: WorkerOptions | BatchWorkerOptions): Worker {
     // The payload's type is the caller's promise: the worker hands the handler whatever was decoded.
-    return this.#client.worker(this.name, handler as Handler, options);
+    return this.#client.worker(this.name, handler as Handler | BatchHandler, options);
   }
 
   waitFor(id: string, options?: WaitForOptions): Promise<WaitResult<R>> {

@@ -185,6 +185,20 @@ export type Handler<P = Payload, R = unknown> = (
   job: Job<P>,
 ) => Promise<HandlerResult<R> | void> | HandlerResult<R> | void;
 
+/**
+ * What a batch handler returns: one outcome for every message of the batch (a HandlerResult, or nothing: success),
+ * or an array of exactly one outcome per message, in the batch's order (`undefined` in it: that one's success).
+ */
+export type BatchOutcome<R = unknown> = HandlerResult<R> | readonly (HandlerResult<R> | void)[] | void;
+
+/**
+ * A worker's handler with the option `batch`: up to `batch.size` messages at once, oldest claim first. Throwing
+ * counts as a thrown error for each of them (retried per its attempts).
+ */
+export type BatchHandler<P = Payload, R = unknown> = (
+  jobs: readonly Job<P>[],
+) => Promise<BatchOutcome<R>> | BatchOutcome<R>;
+
 export interface MessageStatus<R = unknown> {
   readonly queue: string;
   readonly id: string;

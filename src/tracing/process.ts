@@ -15,12 +15,12 @@ import { ATTR, MESSAGING_SYSTEM, noSdk, tracer } from './tracer.js';
 import type { ClaimedMessage } from '../store/contract.js';
 import type { AttemptFinish } from '../worker/outcome.js';
 import type { FailureReason } from '../worker/events.js';
-import type { Handler, HandlerResult, Job } from '../model/types.js';
+import type { Job } from '../model/types.js';
 
 /** What the worker tells a handling's span. */
 export interface ProcessTrace {
-  /** Calls the handler with the span active. */
-  run(handler: Handler, job: Job): HandlerResult | void | Promise<HandlerResult | void>;
+  /** Calls the handler (a batch's: with its first message's span) with the span active. */
+  run<T>(handler: (job: Job) => T | Promise<T>, job: Job): T | Promise<T>;
   /** Notes the attempt's outcome (status ERROR when it failed); returns `finish` unchanged. */
   outcome(finish: AttemptFinish, reason: FailureReason): AttemptFinish;
   /** Ends the span once the outcome is stored, or once the message was taken away (`takenAway`). */
@@ -73,7 +73,7 @@ class Handling implements ProcessTrace {
     private readonly active: Context,
   ) {}
 
-  async run(handler: Handler, job: Job): Promise<HandlerResult | void> {
+  async run<T>(handler: (job: Job) => T | Promise<T>, job: Job): Promise<T> {
     try {
       return await otel().context.with(this.active, handler, undefined, job);
     } catch (error) {

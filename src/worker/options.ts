@@ -2,6 +2,7 @@ import { expBackoff } from '../model/backoff.js';
 import { checkWorkerFilters, type WorkerFilter, type WorkerFilters } from '../model/filters.js';
 import { MAX_TIMER_MS, SECOND } from '../model/time.js';
 import { checkBoolean, checkCount, checkKnownKeys, checkMs, checkPlainObject } from '../model/validate.js';
+import { checkBatchOptions, type BatchOptions, type CheckedBatchOptions } from './batch.js';
 
 /** Where a worker's warnings go. */
 export interface Logger {
@@ -100,6 +101,18 @@ export interface WorkerOptions {
   readonly transactional?: boolean;
 }
 
+/** A batch worker's options (`client.worker()` with a BatchHandler): a worker's, and `batch`. */
+export interface BatchWorkerOptions extends WorkerOptions {
+  /**
+   * Hand the handler up to `size` messages at once, waiting at most `waitMs` for a fuller batch. `concurrency`
+   * then counts batches: the worker holds up to `concurrency × size + prefetch` messages. Not with `transactional`.
+   */
+  readonly batch: BatchOptions;
+}
+
+/** What the Worker is made with: either kind of options. */
+export type AnyWorkerOptions = WorkerOptions & { readonly batch?: BatchOptions };
+
 export interface CheckedWorkerOptions {
   readonly concurrency: number;
   readonly prefetch: number;
@@ -118,6 +131,7 @@ export interface CheckedWorkerOptions {
   readonly schedules: boolean;
   readonly stopGraceMs: number;
   readonly transactional: boolean;
+  readonly batch: CheckedBatchOptions | null;
 }
 
 const KEYS = [
@@ -138,6 +152,7 @@ const KEYS = [
   'schedules',
   'stopGraceMs',
   'transactional',
+  'batch',
 ] as const;
 
 // setTimeout fires at once for anything longer.
@@ -155,10 +170,10 @@ export const WORKER_DEFAULTS = {
 } as const satisfies WorkerOptions;
 
 /** Validates at construction: a bad option is a TypeError that says how to fix the call. */
-export function checkWorkerOptions(options: WorkerOptions): CheckedWorkerOptions {
+export function checkWorkerOptions(options: AnyWorkerOptions): CheckedWorkerOptions {
   checkKnownKeys('worker', checkPlainObject('worker options', options), KEYS);
   // An option given as undefined means its default, as if left out.
-  const given = Object.fromEntries(Object.entries(options).filter(([, v]) => v !== undefined)) as WorkerOptions;
+  const given = Object.fromEntries(Object.entries(options).filter(([, v]) => v !== undefined)) as AnyWorkerOptions;
   const o = { ...WORKER_DEFAULTS, ...given };
   const filters = o.filters === undefined ? {} : checkWorkerFilters(o.filters);
   return {
@@ -182,6 +197,7 @@ export function checkWorkerOptions(options: WorkerOptions): CheckedWorkerOptions
     schedules: checkBoolean('schedules', o.schedules),
     stopGraceMs: checkMs('stopGraceMs', o.stopGraceMs, 0, MAX_TIMER_MS),
     transactional: checkBoolean('transactional', o.transactional),
+    batch: checkBatchOptions(o.batch),
   };
 }
 

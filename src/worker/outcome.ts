@@ -62,8 +62,12 @@ export function finishFromThrow(
   maxAttempts: number,
   retryBackoffMs: (attempt: number) => number,
 ): AttemptFinish {
-  const error = thrown instanceof Error ? (thrown.stack ?? thrown.message) : String(thrown);
-  return finishFromFailure(id, attempt, error, maxAttempts, retryBackoffMs);
+  return finishFromFailure(id, attempt, thrownText(thrown), maxAttempts, retryBackoffMs);
+}
+
+/** A thrown value as the attempt's error: an Error's stack, else its text. */
+export function thrownText(thrown: unknown): string {
+  return thrown instanceof Error ? (thrown.stack ?? thrown.message) : String(thrown);
 }
 
 /** A failed attempt (thrown or timed out): retried after a backoff while attempts remain, else an `error`. */

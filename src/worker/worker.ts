@@ -11,9 +11,17 @@ import { classMatcher } from '../model/filters.js';
 import { decodePayload } from '../model/payload.js';
 import { expBackoff } from '../model/backoff.js';
 import { checkMs, checkQueueName, checkTurnName } from '../model/validate.js';
-import { checkWorkerOptions, type CheckedWorkerOptions, type WorkerOptions } from './options.js';
+import { checkWorkerOptions, type AnyWorkerOptions, type CheckedWorkerOptions } from './options.js';
 import { decodePolicy, policyBackoffMs } from '../model/policy.js';
-import { finishFromFailure, finishFromResult, finishFromThrow, timeoutError, type AttemptFinish } from './outcome.js';
+import {
+  finishFromFailure,
+  finishFromResult,
+  finishFromThrow,
+  thrownText,
+  timeoutError,
+  type AttemptFinish,
+} from './outcome.js';
+import { failAll, finishesFromBatch, type BatchMember, type CheckedBatchOptions } from './batch.js';
 import type { WorkerEvents } from './events.js';
 import type { SharedSchedulers } from '../schedule/shared.js';
 import type { WorkerInstruments } from './instruments.js';
@@ -31,9 +39,10 @@ import { JobReportError, KvmqError, StoreUnavailableError } from '../errors.js';
 import { MessageReports, ReportWriter } from './reports.js';
 import { UNTRACED, traceProcess } from '../tracing/process.js';
 import { abortSignal, HeldJob, takeAway, type Held } from './held.js';
-import type { Handler, HandlerResult, Job, QueueConfig } from '../model/types.js';
+import type { BatchHandler, Handler, HandlerResult, Job, QueueConfig } from '../model/types.js';
 
-export type { WorkerOptions, MonitorInfo, Monitor, Logger } from './options.js';
+export type { WorkerOptions, BatchWorkerOptions, MonitorInfo, Monitor, Logger } from './options.js';
+export type { BatchOptions } from './batch.js';
 export type {
   CompletedEvent,
   FailedEvent,
@@ -79,7 +88,7 @@ export class Worker extends EventEmitter<WorkerEvents> {
   private readonly held = new Map<string, Held>();
   /** Claimed ahead, not yet started, oldest first. */
   private waiting: Waiting[] = [];
-  /** Handlers running now (at most `concurrency`). */
+  /** Handler calls running now (at most `concurrency`; with `batch`, each call runs a batch). */
   private handlersRunning = 0;
   /** Held messages whose handler returned: their results travel to the store while the next claim does. */
   private handlersDone = 0;
@@ -151,6 +160,10 @@ export class Worker extends EventEmitter<WorkerEvents> {
   private storeFailures = 0;
   /** Store calls under way besides claims and results (a monitor's takeTurn, a give-back); stop() waits for them. */
   private readonly monitoring = new Set<PromiseLike<unknown>>();
+  /** With `batch`: the wait for a fuller batch, while one is armed. */
+  private batchTimer: NodeJS.Timeout | null = null;
+  /** The wait for a fuller batch ran out: the next free handler takes what is ready. */
+  private batchWaitOver = false;
   /** Writes handlers' reports (job.progress, job.log); made on the first. */
   private writer: ReportWriter | null = null;
   /** @internal set by the client when its metrics are asked for; null costs the hot path nothing. */
@@ -160,8 +173,8 @@ export class Worker extends EventEmitter<WorkerEvents> {
   constructor(
     private readonly store: Store,
     queue: string,
-    private readonly handler: Handler,
-    options: WorkerOptions,
+    private readonly handler: Handler | BatchHandler,
+    options: AnyWorkerOptions,
     private readonly onStopped: () => void,
     private readonly schedulers: SharedSchedulers,
   ) {
@@ -176,6 +189,9 @@ export class Worker extends EventEmitter<WorkerEvents> {
         `transactional is not available on this ${store.kind} store: only a PostgreSQL store (postgres://) can run ` +
           "a handler in a transaction with the message's outcome",
       );
+    }
+    if (this.options.transactional && this.options.batch !== null) {
+      throw new TypeError("transactional and batch do not go together: a transaction holds one message's outcome");
     }
     this.fenceMarginMs = Math.min(MAX_FENCE_MARGIN_MS, this.options.lockMs / 10);
     this.claimWithFinishes = store.capabilities.claimWithFinishes;
@@ -311,6 +327,7 @@ export class Worker extends EventEmitter<WorkerEvents> {
     // Forced: the messages released, and the results already on their way, are still worth storing.
     if (this.force.signal.aborted) await this.storeWait(Promise.all([this.releasing, ...this.finishingHandlers()]));
     if (this.renewTimer !== null) clearInterval(this.renewTimer);
+    if (this.batchTimer !== null) clearTimeout(this.batchTimer);
     await this.storeWait(this.renewing);
     this.disarmFence();
     await this.storeWait(this.maintenance);
@@ -522,8 +539,10 @@ export class Worker extends EventEmitter<WorkerEvents> {
     }
   }
 
+  /** Messages this worker holds at most (besides finishes on their way): a batch takes `size` of them. */
   private slots(): number {
-    return this.options.concurrency + this.options.prefetch;
+    const { concurrency, prefetch, batch } = this.options;
+    return concurrency * (batch?.size ?? 1) + prefetch;
   }
 
   /**
@@ -589,55 +608,107 @@ export class Worker extends EventEmitter<WorkerEvents> {
    * ends (nearly) now is not started: it is reported lost and handed back (see unstarted).
    */
   private startWaiting(): void {
+    const { batch } = this.options;
+    if (batch !== null) {
+      this.startBatches(batch);
+      return;
+    }
     while (this.state === 'running' && this.handlersRunning < this.options.concurrency && this.waiting.length > 0) {
-      const { held, message } = this.waiting.shift() as Waiting;
       const now = performance.now();
-      if (!held.takenAway && now >= held.fenceAt) this.unstarted(held, staleLockError(held));
-      if (held.takenAway) {
-        if (this.held.get(held.id) === held) this.held.delete(held.id);
-        continue;
+      const next = this.nextStartable(now);
+      if (next !== null) this.handle(next.held, next.message, now);
+    }
+  }
+
+  /** The oldest waiting message, taken from the queue; null when it can no longer start (see startWaiting). */
+  private nextStartable(now: number): Waiting | null {
+    const next = this.waiting.shift() as Waiting;
+    const { held } = next;
+    if (!held.takenAway && now >= held.fenceAt) this.unstarted(held, staleLockError(held));
+    if (!held.takenAway) return next;
+    if (this.held.get(held.id) === held) this.held.delete(held.id);
+    return null;
+  }
+
+  /**
+   * With `batch`: starts a batch of waiting messages per free handler, a full one if that many wait; fewer once
+   * `waitMs` has passed since a free handler first found fewer (at once with 0). Their locks are renewed meanwhile,
+   * as every held message's.
+   */
+  private startBatches({ size, waitMs }: CheckedBatchOptions): void {
+    while (this.state === 'running' && this.handlersRunning < this.options.concurrency && this.waiting.length > 0) {
+      if (this.waiting.length < size && waitMs > 0 && !this.batchWaitOver) {
+        this.batchTimer ??= setTimeout(() => {
+          this.batchTimer = null;
+          this.batchWaitOver = true;
+          this.startWaiting();
+        }, waitMs);
+        return;
       }
-      this.handle(held, message, now);
+      if (this.batchTimer !== null) clearTimeout(this.batchTimer);
+      this.batchTimer = null;
+      this.batchWaitOver = false;
+      const now = performance.now();
+      const batch: Waiting[] = [];
+      while (batch.length < size && this.waiting.length > 0) {
+        const next = this.nextStartable(now);
+        if (next !== null) batch.push(next);
+      }
+      if (batch.length > 0) this.handleBatch(batch, now);
     }
   }
 
   private handle(held: Held, message: ClaimedMessage, now: number): void {
     this.handlersRunning += 1;
+    const job = this.jobOf(held, message, now);
+    this.handlers.set(held, this.process(held, this.attemptOne(held, job)));
+  }
+
+  /** One handler call for the batch; each message's outcome is then stored on its own, as a single message's. */
+  private handleBatch(batch: readonly Waiting[], now: number): void {
+    this.handlersRunning += 1;
+    const helds = batch.map((w) => w.held);
+    const jobs = batch.map(({ held, message }) => this.jobOf(held, message, now));
+    const finishes = this.attemptBatch(helds, jobs);
+    helds.forEach((held, i) => {
+      const attempted = finishes.then((all) => all[i] as AttemptFinish);
+      this.handlers.set(held, this.process(held, attempted));
+    });
+  }
+
+  /** Marks the message's handling started and makes its job. */
+  private jobOf(held: Held, message: ClaimedMessage, now: number): Job {
     held.startedAt = now;
     held.startedAtWall = Date.now();
     held.trace = traceProcess(this.queue, this.id, message);
     const payload = decodePayload(message.payload, message.encoding);
-    const job = new HeldJob(
-      this.queue,
-      message.id,
-      payload,
-      message.metadata,
-      message.filters,
-      message.attempt,
-      held,
-      this,
-    );
-    this.handlers.set(held, this.process(held, job));
+    return new HeldJob(this.queue, message.id, payload, message.metadata, message.filters, message.attempt, held, this);
   }
 
-  /** One handling, as one async function: a promise chain per message costs a promise and a closure per step. */
-  private async process(held: Held, job: Job): Promise<void> {
+  private async attemptOne(held: Held, job: Job): Promise<AttemptFinish> {
     try {
-      let attemptFinish: AttemptFinish;
-      try {
-        attemptFinish = this.options.transactional
-          ? await this.attemptInTransaction(held, job)
-          : await this.attempt(held, job);
-      } finally {
-        // The slot is free once the handler returns (or times out): a prefetched message starts while this
-        // result travels, and the next claim goes out with the batch of finishes (flush).
-        this.handlersRunning -= 1;
-        this.handlersDone += 1;
-        // The last handler of a stop has returned: the store gets stopGraceMs more to take the results.
-        if (this.handlersRunning === 0 && this.state === 'stopping') this.startGraceTimer();
-        this.startWaiting();
-      }
-      await this.record(held, held.trace.outcome(attemptFinish, held.cause));
+      return this.options.transactional ? await this.attemptInTransaction(held, job) : await this.attempt(held, job);
+    } finally {
+      this.handlerReturned(1);
+    }
+  }
+
+  /**
+   * A handler call returned (or timed out). Its slots are free: a prefetched message starts while its results
+   * travel, and the next claim goes out with the batch of finishes (flush).
+   */
+  private handlerReturned(messages: number): void {
+    this.handlersRunning -= 1;
+    this.handlersDone += messages;
+    // The last handler of a stop has returned: the store gets stopGraceMs more to take the results.
+    if (this.handlersRunning === 0 && this.state === 'stopping') this.startGraceTimer();
+    this.startWaiting();
+  }
+
+  /** One message's handling once its attempt is under way: its finish stored, then everything it held let go. */
+  private async process(held: Held, attempted: Promise<AttemptFinish>): Promise<void> {
+    try {
+      await this.record(held, held.trace.outcome(await attempted, held.cause));
     } catch (error) {
       // Dropped by a stop that gave up on the store: counted in its one error.
       if (error !== this.leftToLocks) this.reportError(error);
@@ -683,19 +754,52 @@ export class Worker extends EventEmitter<WorkerEvents> {
 
   /** The handler's finish, or the timeout's if `timeoutMs` passes first (the handler's late result is dropped). */
   private async invokeWithin(held: Held, job: Job, timeoutMs: number): Promise<AttemptFinish> {
-    let timer: NodeJS.Timeout | undefined;
-    const timeout = new Promise<'timeout'>((resolve) => (timer = setTimeout(() => resolve('timeout'), timeoutMs)));
+    const first = await within(this.invoke(held, job), timeoutMs);
+    return first === 'timeout' ? this.timedOut(held, timeoutMs) : first;
+  }
+
+  /**
+   * A batch's handler call: one finish per message. Its timeout is the shortest of its messages' (or the
+   * worker's); a timeout or a throw fails each message under its own attempts.
+   */
+  private async attemptBatch(batch: readonly Held[], jobs: readonly Job[]): Promise<AttemptFinish[]> {
     try {
-      const first = await Promise.race([this.invoke(held, job), timeout]);
-      return first === 'timeout' ? this.timedOut(held, timeoutMs) : first;
+      let timeoutMs: number | null = this.options.timeoutMs;
+      for (const held of batch) {
+        const own = held.policy?.timeoutMs;
+        if (own !== undefined && (timeoutMs === null || own < timeoutMs)) timeoutMs = own;
+      }
+      const invoked = this.invokeBatch(batch, jobs);
+      const first = timeoutMs === null ? await invoked : await within(invoked, timeoutMs);
+      return first === 'timeout' ? batch.map((held) => this.timedOut(held, timeoutMs as number)) : first;
     } finally {
-      clearTimeout(timer);
+      this.handlerReturned(batch.length);
+    }
+  }
+
+  private async invokeBatch(batch: readonly Held[], jobs: readonly Job[]): Promise<AttemptFinish[]> {
+    const members: BatchMember[] = batch.map((held) => ({
+      id: held.id,
+      attempt: held.attempt,
+      maxAttempts: this.maxAttempts(held),
+      retryBackoffMs: this.retryBackoff(held),
+    }));
+    const handler = this.handler as BatchHandler;
+    try {
+      // One call, run in the first message's span: the others' spans record their own outcomes.
+      const returned = await (batch[0] as Held).trace.run(() => handler(jobs), jobs[0] as Job);
+      const { finishes, wrongLength } = finishesFromBatch(members, returned);
+      if (wrongLength) for (const held of batch) held.cause = 'thrown';
+      return finishes;
+    } catch (thrown) {
+      for (const held of batch) if (held.cause !== 'timeout') held.cause = 'thrown';
+      return failAll(members, thrownText(thrown));
     }
   }
 
   private async invoke(held: Held, job: Job): Promise<AttemptFinish> {
     try {
-      const result: HandlerResult | void = await held.trace.run(this.handler, job);
+      const result: HandlerResult | void = await held.trace.run(this.handler as Handler, job);
       return finishFromResult(job.id, job.attempt, result);
     } catch (thrown) {
       // A throw after the timeout (often the abort itself) changes nothing: the timeout was recorded.
@@ -1164,6 +1268,17 @@ function printError(error: unknown): void {
 
 function isPromiseLike(value: unknown): value is PromiseLike<unknown> {
   return typeof (value as PromiseLike<unknown> | null)?.then === 'function';
+}
+
+/** The work's answer, or 'timeout' if `ms` pass first (the work's late answer is dropped). */
+async function within<T>(work: Promise<T>, ms: number): Promise<T | 'timeout'> {
+  let timer: NodeJS.Timeout | undefined;
+  const timeout = new Promise<'timeout'>((resolve) => (timer = setTimeout(() => resolve('timeout'), ms)));
+  try {
+    return await Promise.race([work, timeout]);
+  } finally {
+    clearTimeout(timer);
+  }
 }
 
 function aborted(signal: AbortSignal): Promise<void> {

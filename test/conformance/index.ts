@@ -8,6 +8,7 @@ import { describe } from 'node:test';
 import { storeTest } from '../support/harness.js';
 import { backoff } from './backoff.js';
 import { badInput } from './bad-input.js';
+import { batch } from './batch.js';
 import { claims } from './claims.js';
 import { consumers } from './consumers.js';
 import { crash } from './crash.js';
@@ -52,6 +53,7 @@ export function conformance(fixture: StoreFixture): void {
     status(fixture);
     requeue(fixture);
     results(fixture);
+    batch(fixture);
     backoff(fixture);
     locks(fixture);
     fencing(fixture);

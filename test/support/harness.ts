@@ -6,6 +6,8 @@ import assert from 'node:assert/strict';
 import { test, type TestContext } from 'node:test';
 import {
   connect,
+  type BatchHandler,
+  type BatchWorkerOptions,
   type Client,
   type ConnectOptions,
   type Handler,
@@ -43,6 +45,12 @@ export interface Harness {
     handler: Handler<NoInfer<P>, NoInfer<R>>,
     options?: WorkerOptions,
     on?: Client,
+  ): Worker;
+  /** A batch worker (option `batch`), force-stopped after the test. */
+  batchWorker<P = unknown, R = unknown>(
+    queue: string,
+    handler: BatchHandler<NoInfer<P>, NoInfer<R>>,
+    options: BatchWorkerOptions,
   ): Worker;
   /** A child process running a fixture script, SIGKILLed after the test if still alive. */
   spawn(script: string, args: readonly string[]): Child;
@@ -118,6 +126,11 @@ async function openHarness(t: TestContext, fixture: StoreFixture): Promise<Harne
     queue: uniqueQueue,
     worker<P, R>(queue: string, handler: Handler<P, R>, options: WorkerOptions = {}, on = client) {
       const worker = on.worker<P, R>(queue, handler, { ...WORKER_DEFAULTS, onError, ...options });
+      workers.push(worker);
+      return worker;
+    },
+    batchWorker<P, R>(queue: string, handler: BatchHandler<P, R>, options: BatchWorkerOptions) {
+      const worker = client.worker<P, R>(queue, handler, { ...WORKER_DEFAULTS, onError, ...options });
       workers.push(worker);
       return worker;
     },
