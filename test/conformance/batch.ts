@@ -4,7 +4,7 @@ import { describe } from 'node:test';
 import type { Job } from '../../src/index.js';
 import { storeTest } from '../support/harness.js';
 import { waitForStatus } from '../support/jobs.js';
-import { waitFor } from '../support/wait.js';
+import { gate, waitFor } from '../support/wait.js';
 import type { StoreFixture } from '../support/fixture.js';
 
 /** Each handler call's messages, as `id#attempt`. */
@@ -153,6 +153,51 @@ export function batch(fixture: StoreFixture): void {
       await new Promise((resolve) => setTimeout(resolve, 500));
       assert.deepEqual(log.handled(), ['eu1#1', 'eu2#1', 'eu3#1']);
       for (const id of ['us1', 'us2']) assert.equal((await h.client.status(q, id))?.state, 'queued');
+    });
+
+    storeTest(fixture, 'concurrency counts batches: two run at once, a batch in priority order', async (h) => {
+      const q = h.queue('slots');
+      for (let n = 0; n < 6; n += 1) await h.client.enqueue(q, n, { id: `low${n}`, priority: 5 });
+      for (const id of ['urgent0', 'urgent1']) await h.client.enqueue(q, id, { id, priority: 0 });
+      const log = new BatchLog();
+      let running = 0;
+      let most = 0;
+      const release = gate();
+      h.batchWorker(
+        q,
+        async (jobs) => {
+          log.record(jobs);
+          running += 1;
+          most = Math.max(most, running);
+          await release.opened;
+          running -= 1;
+        },
+        { batch: { size: 3 }, concurrency: 2 },
+      );
+      await waitFor(() => log.calls.length === 2, { what: () => `two batches (${JSON.stringify(log.calls)})` });
+      assert.deepEqual(log.sizes(), [3, 3]);
+      assert.deepEqual(log.calls[0]?.slice(0, 2).sort(), ['urgent0#1', 'urgent1#1']);
+      release.open();
+      await waitFor(() => log.handled().length === 8);
+      assert.equal(most, 2, 'two batches ran at once, no more');
+    });
+
+    storeTest(fixture, "each message's lock is renewed while its batch runs", async (h) => {
+      const q = h.queue('renewed');
+      for (const id of ['l1', 'l2']) await h.client.enqueue(q, id, { id });
+      const log = new BatchLog();
+      h.batchWorker(
+        q,
+        async (jobs) => {
+          log.record(jobs);
+          await new Promise((resolve) => setTimeout(resolve, 1500));
+          return jobs.map((job) => (job.signal.aborted ? { status: 'error' as const } : undefined));
+        },
+        { batch: { size: 2 }, lockMs: 500 },
+      );
+      for (const id of ['l1', 'l2'])
+        assert.equal((await waitForStatus(h.client, q, id, 'done-awaiting-gc')).attempt, 1);
+      assert.deepEqual(log.calls, [log.calls[0]]);
     });
 
     storeTest(fixture, 'bad batch options are a TypeError naming the field', (h) => {
