@@ -1,6 +1,5 @@
 /** Runs one shell command per message for `kvmq work`: payload on stdin, stdout passed through, stderr kept. */
 import { spawn } from 'node:child_process';
-import { RESULT_MAX_BYTES } from '../model/result.js';
 
 export interface ShellResult {
   /** The exit code, or null when a signal ended the command. */
@@ -8,10 +7,18 @@ export interface ShellResult {
   readonly signal: NodeJS.Signals | null;
   /** The end of what the command wrote to stderr, for the message's last error. */
   readonly stderrTail: string;
-  /** With `keepStdout`: what it wrote to stdout, up to RESULT_MAX_BYTES + 1 bytes; else null. */
+  /** With `keepStdout`: what it wrote to stdout, up to the limit + 1 bytes; else null. */
   readonly stdout: Buffer | null;
   /** With `keepStdout`: how many bytes it wrote to stdout in all. */
   readonly stdoutBytes: number;
+}
+
+/** What becomes of a command's stdout. */
+export interface StdoutHandling {
+  /** Keep up to this many bytes of it (one more, to tell it went over); none kept when absent. */
+  readonly keep?: number;
+  /** Pass it through to kvmq's stdout. @defaultValue true */
+  readonly passThrough?: boolean;
 }
 
 /** How much of a command's stderr is kept: enough to see why it failed, small enough for any store. */
@@ -28,20 +35,22 @@ export function runShell(
   input: Uint8Array,
   env: NodeJS.ProcessEnv,
   signal: AbortSignal,
-  keepStdout = false,
+  { keep, passThrough = true }: StdoutHandling = {},
 ): Promise<ShellResult> {
+  const keepStdout = keep !== undefined;
+  const limit = keep ?? 0;
   return new Promise((resolve, reject) => {
     // A process group of its own: a Ctrl-C meant for kvmq (a graceful stop) lets running commands finish,
     // and ending the command also ends whatever it started.
-    const stdoutMode = keepStdout ? 'pipe' : 'inherit';
+    const stdoutMode = keepStdout || !passThrough ? 'pipe' : 'inherit';
     const child = spawn('sh', ['-c', command], { env, stdio: ['pipe', stdoutMode, 'pipe'], detached: true });
     let tail = Buffer.alloc(0);
     const kept: Buffer[] = [];
     let stdoutBytes = 0;
     // Still passed through; kept up to one byte past the limit, which is enough to refuse it.
     child.stdout?.on('data', (chunk: Buffer) => {
-      process.stdout.write(chunk);
-      if (stdoutBytes <= RESULT_MAX_BYTES) kept.push(chunk);
+      if (passThrough) process.stdout.write(chunk);
+      if (keepStdout && stdoutBytes <= limit) kept.push(chunk);
       stdoutBytes += chunk.length;
     });
     let killTimer: NodeJS.Timeout | null = null;
@@ -77,7 +86,7 @@ export function runShell(
     });
     child.on('close', (code, endedBy) => {
       cleanUp();
-      const stdout = keepStdout ? Buffer.concat(kept).subarray(0, RESULT_MAX_BYTES + 1) : null;
+      const stdout = keepStdout ? Buffer.concat(kept).subarray(0, limit + 1) : null;
       resolve({ code, signal: endedBy, stderrTail: tail.toString('utf8'), stdout, stdoutBytes });
     });
     if (signal.aborted) onAbort();

@@ -1,7 +1,15 @@
 /** `kvmq work`: a worker that runs a shell command per message. */
 import { constants } from 'node:os';
-import type { Client, HandlerResult, Job, MonitorInfo, Worker, WorkerFilters } from '../../index.js';
-import { expBackoff } from '../../model/backoff.js';
+import type {
+  BatchOutcome,
+  Client,
+  HandlerResult,
+  Job,
+  MonitorInfo,
+  Worker,
+  WorkerFilters,
+  WorkerOptions,
+} from '../../index.js';
 import { payloadBytes } from '../../model/payload.js';
 import { RESULT_MAX_BYTES } from '../../model/result.js';
 import { setLongTimeout, type LongTimeout } from '../../model/time.js';
@@ -9,7 +17,9 @@ import { expectPositionals, optionalWholeNumber, parseCommandLine, parseKeyValue
 import type { Command } from '../command.js';
 import { DURATION_HELP, optionalDuration } from '../duration.js';
 import { EXIT_FAILURE, EXIT_OK, UsageError } from '../errors.js';
-import { runShell, type ShellResult } from '../exec.js';
+import { runShell } from '../exec.js';
+import { CommandFailed, outcomeOf } from '../exec-outcome.js';
+import { allAborted, batchInput, batchOutcomeOf, batchStdoutLimit } from '../batch-exec.js';
 import { commandUsage } from '../help.js';
 import { checkMetricsAddress, METRICS_OPTION_HELP, serveMetrics } from '../metrics.js';
 import { note } from '../output.js';
@@ -30,10 +40,9 @@ const OPTIONS = {
   metrics: { type: 'string' },
   'no-schedules': { type: 'boolean' },
   'result-stdout': { type: 'boolean' },
+  batch: { type: 'string' },
+  'batch-wait': { type: 'string' },
 } as const;
-
-/** sysexits.h's EX_TEMPFAIL: "try again later". */
-const EX_TEMPFAIL = 75;
 
 interface WorkSettings {
   readonly exec: string;
@@ -49,6 +58,9 @@ interface WorkSettings {
   readonly metrics: string | undefined;
   readonly schedules: boolean;
   readonly resultStdout: boolean;
+  /** --batch: messages per command, or undefined for one each. */
+  readonly batch: number | undefined;
+  readonly batchWaitMs: number;
 }
 
 export const work: Command = {
@@ -78,6 +90,8 @@ export const work: Command = {
       METRICS_OPTION_HELP,
       ['--no-schedules', "do not fire the queue's schedules (kvmq schedule); other workers still do"],
       ['--result-stdout', "keep a successful command's stdout (bytes, at most 64 KiB) as the message's result"],
+      ['--batch N', 'give each command up to N messages, a JSON array on stdin (see docs/cli.md)'],
+      ['--batch-wait T', 'with fewer than N ready, wait at most T for more (default 0: take what is ready)'],
       DURATION_HELP,
     ],
   ),
@@ -100,7 +114,15 @@ export const work: Command = {
       metrics: checkMetricsAddress(values.metrics),
       schedules: values['no-schedules'] !== true,
       resultStdout: values['result-stdout'] === true,
+      batch: optionalWholeNumber('--batch', values.batch, 1),
+      batchWaitMs: optionalDuration('--batch-wait', values['batch-wait'], 0) ?? 0,
     };
+    if (settings.batch === undefined && values['batch-wait'] !== undefined) {
+      throw new UsageError('--batch-wait needs --batch N');
+    }
+    if (settings.batch !== undefined && settings.resultStdout) {
+      throw new UsageError("--result-stdout does not go with --batch: a batch command's stdout is its outcomes");
+    }
     const queue = positionals[0] ?? '';
     return withClient(
       values.store,
@@ -174,12 +196,14 @@ class WorkRun {
     private readonly settings: WorkSettings,
   ) {
     const { max } = settings;
-    this.worker = client.worker(queue, (job) => this.handle(job), {
+    // With --batch, concurrency counts commands, each of up to `perCall` messages.
+    const perCall = max === undefined ? (settings.batch ?? 1) : Math.min(settings.batch ?? 1, max);
+    const calls = max === undefined ? settings.concurrency : Math.min(settings.concurrency, Math.ceil(max / perCall));
+    const options: WorkerOptions = {
       autoStart: false,
-      concurrency: max === undefined ? settings.concurrency : Math.min(settings.concurrency, max),
+      concurrency: calls,
       // --max bounds what is claimed as well: messages beyond it would only be given back.
-      prefetch:
-        max === undefined ? settings.prefetch : Math.min(settings.prefetch, Math.max(0, max - settings.concurrency)),
+      prefetch: max === undefined ? settings.prefetch : Math.min(settings.prefetch, Math.max(0, max - calls * perCall)),
       // Left out when not given: the worker reads a present `undefined` as a value, not as "default".
       ...(settings.lockMs === undefined ? {} : { lockMs: settings.lockMs }),
       ...(settings.timeoutMs === undefined ? {} : { timeoutMs: settings.timeoutMs }),
@@ -189,7 +213,14 @@ class WorkRun {
       schedules: settings.schedules,
       onError: reportBackgroundError,
       monitor: (info) => this.monitor(info),
-    });
+    };
+    this.worker =
+      settings.batch === undefined
+        ? client.worker(queue, (job) => this.handle(job), options)
+        : client.worker(queue, (jobs) => this.handleBatch(jobs), {
+            ...options,
+            batch: { size: perCall, waitMs: settings.batchWaitMs },
+          });
     this.tally = new OutcomeTally(this.worker, (id, attempt) => this.running.delete(`${id}#${attempt}`));
   }
 
@@ -218,15 +249,45 @@ class WorkRun {
 
   private async handle(job: Job): Promise<HandlerResult> {
     // With concurrency > 1 the last claim may overshoot --max: hand the extra messages back at once, unrun.
-    if (this.settings.max !== undefined && this.started >= this.settings.max) return { status: 'retry', backoffMs: 0 };
+    if (!this.take(job)) return UNRUN;
+    const { exec, resultStdout } = this.settings;
+    const stdout = resultStdout ? { keep: RESULT_MAX_BYTES } : {};
+    const result = await runShell(exec, payloadBytes(job.payload), jobEnv(job), job.signal, stdout);
+    // The tally hears what the store kept from the worker: the timeout if it came first, nothing if the lock was lost.
+    return outcomeOf(result, job.attempt, this.settings.retryBackoffMs);
+  }
+
+  /** --batch: one command for the messages within --max, the others handed back unrun. */
+  private async handleBatch(jobs: readonly Job[]): Promise<BatchOutcome> {
+    const taken = jobs.map((job) => this.take(job));
+    const run = jobs.filter((_, i) => taken[i]);
+    if (run.length === 0) return UNRUN;
+    const { exec, retryBackoffMs } = this.settings;
+    const env = { ...process.env, KVMQ_QUEUE: run[0]?.queue, KVMQ_BATCH_SIZE: String(run.length) };
+    // Ended once no message is ours any more (a timeout, a forced stop): one lost lock leaves the others running.
+    const signal = allAborted(run.map((job) => job.signal));
+    const stdout = { keep: batchStdoutLimit(run.length), passThrough: false };
+    const result = await runShell(exec, batchInput(run), env, signal, stdout);
+    const outcomes = batchOutcomeOf(result, run, retryBackoffMs);
+    if (run.length === jobs.length) return outcomes;
+    // Spread back over the whole batch, the unrun ones in their places.
+    const each = Array.isArray(outcomes) ? [...(outcomes as readonly (HandlerResult | undefined)[])] : null;
+    if (each !== null && each.length !== run.length) {
+      throw new CommandFailed(`command returned ${each.length} outcome(s) for ${run.length} message(s)`);
+    }
+    return jobs.map((_, i) =>
+      taken[i] ? (each === null ? (outcomes as HandlerResult | undefined) : each.shift()) : UNRUN,
+    );
+  }
+
+  /** Counts the message against --max, or says it is one too many (handed back unrun). */
+  private take(job: Job): boolean {
+    if (this.settings.max !== undefined && this.started >= this.settings.max) return false;
     this.started += 1;
     // The last one: a graceful stop lets it finish and gives back what was claimed ahead.
     if (this.started === this.settings.max) this.requestStop();
     this.running.add(`${job.id}#${job.attempt}`);
-    const { exec, resultStdout } = this.settings;
-    const result = await runShell(exec, payloadBytes(job.payload), jobEnv(job), job.signal, resultStdout);
-    // The tally hears what the store kept from the worker: the timeout if it came first, nothing if the lock was lost.
-    return outcomeOf(result, job.attempt, this.settings.retryBackoffMs);
+    return true;
   }
 
   private monitor(info: MonitorInfo): void {
@@ -253,6 +314,9 @@ class WorkRun {
   }
 }
 
+/** A message past --max, handed back at once: its attempt is not counted as handled. */
+const UNRUN: HandlerResult = { status: 'retry', backoffMs: 0 };
+
 function jobEnv(job: Job): NodeJS.ProcessEnv {
   return {
     ...process.env,
@@ -261,39 +325,4 @@ function jobEnv(job: Job): NodeJS.ProcessEnv {
     KVMQ_ATTEMPT: String(job.attempt),
     KVMQ_METADATA: JSON.stringify(job.metadata),
   };
-}
-
-/** Exit 0 → success, 75 → retry, anything else (or a signal) → error; the stderr tail is the last error. */
-function outcomeOf(result: ShellResult, attempt: number, retryBackoffMs: number | undefined): HandlerResult {
-  if (result.code === 0) return successOf(result);
-  const tail = result.stderrTail.trimEnd();
-  const error = tail === '' ? describe(result) : `${describe(result)}\n${tail}`;
-  if (result.code === EX_TEMPFAIL) return { status: 'retry', backoffMs: retryBackoffMs ?? expBackoff(attempt), error };
-  // Thrown, so the attempts policy (--max-attempts, or the message's own) decides between a retry and failed.
-  throw new CommandFailed(error);
-}
-
-/** A success; with --result-stdout, its stdout is the result (over RESULT_MAX_BYTES: the message fails, saying so). */
-function successOf(result: ShellResult): HandlerResult {
-  if (result.stdout === null) return { status: 'success' };
-  if (result.stdoutBytes > RESULT_MAX_BYTES) {
-    const error = `command's stdout is ${result.stdoutBytes} bytes, over the result limit of ${RESULT_MAX_BYTES} bytes`;
-    return { status: 'error', error };
-  }
-  return { status: 'success', result: result.stdout };
-}
-
-/** A failed command, recorded as its text alone: the stack would only point into kvmq. */
-class CommandFailed extends Error {
-  constructor(message: string) {
-    super(message);
-    this.name = 'CommandFailed';
-    this.stack = message;
-  }
-}
-
-function describe(result: ShellResult): string {
-  return result.code === null
-    ? `command was killed by ${result.signal ?? 'a signal'}`
-    : `command exited with code ${result.code}`;
 }
