@@ -4,7 +4,7 @@ import { describe } from 'node:test';
 import type { Job } from '../../src/index.js';
 import { storeTest } from '../support/harness.js';
 import { waitForStatus } from '../support/jobs.js';
-import { gate, waitFor } from '../support/wait.js';
+import { gate, untilAborted, waitFor } from '../support/wait.js';
 import type { StoreFixture } from '../support/fixture.js';
 
 /** Each handler call's messages, as `id#attempt`. */
@@ -198,6 +198,24 @@ export function batch(fixture: StoreFixture): void {
       for (const id of ['l1', 'l2'])
         assert.equal((await waitForStatus(h.client, q, id, 'done-awaiting-gc')).attempt, 1);
       assert.deepEqual(log.calls, [log.calls[0]]);
+    });
+
+    storeTest(fixture, 'a batch past timeoutMs fails each message, every signal aborted', async (h) => {
+      const q = h.queue('timeout');
+      for (const id of ['t1', 't2']) await h.client.enqueue(q, id, { id });
+      const aborted: string[] = [];
+      h.batchWorker(
+        q,
+        async (jobs) => {
+          await Promise.all(jobs.map((job) => untilAborted(job.signal).then(() => aborted.push(job.id))));
+        },
+        { batch: { size: 2 }, timeoutMs: 200 },
+      );
+      for (const id of ['t1', 't2']) {
+        const status = await waitForStatus(h.client, q, id, 'failed');
+        assert.match(status.lastError ?? '', /timed out after 200 ms/);
+      }
+      assert.deepEqual(aborted.sort(), ['t1', 't2']);
     });
 
     storeTest(fixture, 'bad batch options are a TypeError naming the field', (h) => {
