@@ -88,6 +88,7 @@ const MESSAGE_KEYS = [
   'backoff',
   'timeoutMs',
   'priority',
+  'lifo',
   'runAt',
   'group',
   'debounce',
@@ -600,6 +601,7 @@ export class Client {
       replacePayload: item.replacePayload === undefined ? false : checkBoolean('replacePayload', item.replacePayload),
       policy,
       priority: item.priority === undefined ? DEFAULT_PRIORITY : checkPriority(item.priority),
+      lifo: item.lifo === undefined ? false : checkLifo(item),
       group: item.group === undefined ? null : checkGroup(item.group),
       debounceId: debounce === null ? null : debounce.id,
     };
@@ -646,6 +648,17 @@ function initialBackoff(item: EnqueueOptions, debounce: Debounce | null): number
   if (item.runAt !== undefined) return Math.max(0, checkRunAt(item.runAt) - Date.now());
   if (debounce !== null) return debounce.ms;
   return item.initialBackoffMs === undefined ? 0 : checkMs('initialBackoffMs', item.initialBackoffMs);
+}
+
+/** `lifo` as given; true only for a message ready at once, since its place is taken as it is enqueued. */
+function checkLifo(item: EnqueueOptions): boolean {
+  const lifo = checkBoolean('lifo', item.lifo);
+  if (!lifo) return false;
+  const delayed = ['initialBackoffMs', 'runAt', 'debounce'].find(
+    (name) => item[name as keyof EnqueueOptions] !== undefined,
+  );
+  if (delayed !== undefined) throw new TypeError(`lifo is for a message ready at once, not with ${delayed}`);
+  return true;
 }
 
 function decodeContent(content: StoredContent): { payload: Payload; metadata: Metadata; filters: FilterValues } {

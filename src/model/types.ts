@@ -84,6 +84,12 @@ export interface EnqueueOptions {
    * queue's messages a worker accepts, first in first out within one priority.
    */
   readonly priority?: number;
+  /**
+   * Take this message newest first within its priority: it runs before the messages of its priority enqueued
+   * without `lifo`, and before the `lifo` ones enqueued earlier. Only for a message ready at once: not with
+   * `initialBackoffMs`, `runAt` or `debounce`. A retry puts it back in line as any other. @defaultValue false
+   */
+  readonly lifo?: boolean;
   /** Run no earlier than this time (a Date or ms since the epoch). Not with `initialBackoffMs` or `debounce`. */
   readonly runAt?: Date | number;
   /** The message's group: at most the queue's `groupConcurrency` messages of one group are held at once. */

@@ -2,15 +2,12 @@
 import type { NewMessage } from '../store/contract.js';
 
 /** A message's stored columns: payload, encoding, metadata, filter class, ready_at, enqueued_at. */
-export function content(m: NewMessage, now: number): [Buffer, number, string, string, number, number] {
-  return [
-    asBuffer(m.payload),
-    m.encoding === 'json' ? 0 : 1,
-    JSON.stringify(m.metadata),
-    m.filterClass,
-    now + m.initialBackoffMs,
-    now,
-  ];
+export function content(
+  m: NewMessage,
+  now: number,
+  readyAt = now + m.initialBackoffMs,
+): [Buffer, number, string, string, number, number] {
+  return [asBuffer(m.payload), m.encoding === 'json' ? 0 : 1, JSON.stringify(m.metadata), m.filterClass, readyAt, now];
 }
 
 export function asBuffer(bytes: Uint8Array): Buffer {

@@ -67,8 +67,9 @@ function addMessages(tx: WriteContext, inserts: MessageInserts, messages: readon
   const { sql, queue, now } = tx;
   // New ids go in with multi-row inserts; the ids that already existed come back missing.
   const plain = messages.every((m) => m.priority === 0 && m.group === null && m.debounceId === null);
-  const rows = messages.map((m) => {
-    const row = [queue, m.id, ...content(m, now), now, m.policy];
+  const readyAt = readyTimes(tx, messages);
+  const rows = messages.map((m, i) => {
+    const row = [queue, m.id, ...content(m, now, readyAt[i]), now, m.policy];
     return plain ? row : [...row, m.priority, m.group, m.debounceId];
   });
   const inserted = new Set((plain ? inserts.plain : inserts.scheduled)([], rows) as string[]);
@@ -77,7 +78,7 @@ function addMessages(tx: WriteContext, inserts: MessageInserts, messages: readon
   let sizeDelta = 0;
   let doneDelta = 0;
   let readyNow = false;
-  for (const m of messages) {
+  for (const [i, m] of messages.entries()) {
     if (inserted.delete(m.id)) {
       results.push({ ok: true, id: m.id, action: 'added' });
       tx.event('enqueued', m.id, 0);
@@ -87,7 +88,7 @@ function addMessages(tx: WriteContext, inserts: MessageInserts, messages: readon
     }
     const row = sql.existing.get(queue, m.id) as { seq: number; attempt: number } & StateRow;
     const state = stateOf(row, now);
-    const [payload, encoding, metadata, filters, readyAt] = content(m, now);
+    const [payload, encoding, metadata, filters] = content(m, now);
     const replacement = m.replacePayload ? { payload, encoding } : { payload: null, encoding: null };
     if (state === 'done-awaiting-gc') {
       sql.revive.run({
@@ -96,7 +97,7 @@ function addMessages(tx: WriteContext, inserts: MessageInserts, messages: readon
         encoding,
         metadata,
         filters,
-        readyAt,
+        readyAt: readyAt[i],
         now,
         policy: m.policy,
         priority: m.priority,
@@ -125,4 +126,15 @@ function addMessages(tx: WriteContext, inserts: MessageInserts, messages: readon
   }
   if (sizeDelta !== 0) tx.count(sizeDelta, doneDelta);
   return { results, readyNow };
+}
+
+/**
+ * Each message's ready_at: now plus its delay, or for a LIFO message the negation of a number above every seq
+ * so far, so it sorts before the ready times of its priority's other messages and after none enqueued before
+ * it (the pending index orders by ready_at). Only a batch with a LIFO message reads the last seq.
+ */
+function readyTimes(tx: WriteContext, messages: readonly NewMessage[]): number[] {
+  const { sql, now } = tx;
+  let next = messages.some((m) => m.lifo) ? (sql.lastSeq.get() as number) + 1 : 0;
+  return messages.map((m) => (m.lifo ? -next++ : now + m.initialBackoffMs));
 }

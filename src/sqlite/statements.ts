@@ -172,6 +172,8 @@ export const SQL = {
 
   // Queues with a configuration or messages (a row alone is made by any write, e.g. a worker's registration).
   queues: `SELECT queue FROM kvmq_queues WHERE config IS NOT NULL OR size > 0 OR done > 0 OR failed > 0 ORDER BY queue`,
+  // The newest seq so far: LIFO messages sort by its negation, below every ready time (enqueue.ts).
+  lastSeq: 'SELECT coalesce(max(seq), 0) FROM kvmq_messages',
   // The turn is taken when it was never taken, or its window ended; no change means another has it.
   takeTurn: `INSERT INTO kvmq_turns (queue, name, taken_at) VALUES (@queue, @name, @now)
        ON CONFLICT (queue, name) DO UPDATE SET taken_at = excluded.taken_at
@@ -188,6 +190,7 @@ const PLUCKED: ReadonlySet<string> = new Set([
   'nextLockExpiry',
   'holding',
   'doneBackoffCount',
+  'lastSeq',
 ]);
 
 export type Statements = { readonly [K in keyof typeof SQL]: Statement };

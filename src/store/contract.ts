@@ -84,6 +84,11 @@ export interface NewMessage {
    * pending messages are indexed by priority in each store's layout.
    */
   readonly priority: number;
+  /**
+   * Ready at once (initialBackoffMs 0, no debounce id) and taken before every message of its priority enqueued
+   * without it, the newest such first. A retry or an expired lock puts it back in line as any other message.
+   */
+  readonly lifo: boolean;
   /** At most the queue's `groupConcurrency` messages of one group are held (locked) at once; null: no group. */
   readonly group: string | null;
   /**

@@ -18,6 +18,7 @@ export function plainMessage(id: string, payload: Uint8Array, options: Partial<N
     replacePayload: false,
     policy: null,
     priority: DEFAULT_PRIORITY,
+    lifo: false,
     group: null,
     debounceId: null,
     ...options,

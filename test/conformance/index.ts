@@ -21,6 +21,7 @@ import { filters } from './filters.js';
 import { gc } from './gc.js';
 import { groups } from './groups.js';
 import { lifecycle } from './lifecycle.js';
+import { lifo } from './lifo.js';
 import { list } from './list.js';
 import { locks } from './locks.js';
 import { monitor } from './monitor.js';
@@ -71,6 +72,7 @@ export function conformance(fixture: StoreFixture): void {
     badInput(fixture);
     crash(fixture);
     priority(fixture);
+    lifo(fixture);
     runAt(fixture);
     groups(fixture);
     debounce(fixture);

@@ -14,7 +14,12 @@ const CLASSES = ['low', 'standard'];
 const loose = (value: unknown): never => value as never;
 
 /** Runs a one-at-a-time worker until it handled `expected` and then found nothing else; returns the order. */
-async function handledOrder(h: Harness, q: string, expected: number, options: WorkerOptions = {}): Promise<string[]> {
+export async function handledOrder(
+  h: Harness,
+  q: string,
+  expected: number,
+  options: WorkerOptions = {},
+): Promise<string[]> {
   const log = new JobLog();
   const polls: { afterHandled: number; info: MonitorInfo }[] = [];
   h.worker(q, (job) => log.record(job), {
