@@ -35,7 +35,8 @@ export async function enqueueMessages(
       messages.map((m) => (m.encoding === 'json' ? 0 : 1)),
       messages.map((m) => JSON.stringify(m.metadata)),
       messages.map((m) => m.filterClass),
-      messages.map((m) => m.initialBackoffMs),
+      // -1: LIFO (sql-functions.ts)
+      messages.map((m) => (m.lifo ? -1 : m.initialBackoffMs)),
       messages.map((m) => m.policy),
       messages.map((m) => m.priority),
       messages.map((m) => m.group),

@@ -8,7 +8,7 @@
  * rows keyed by (queue, seq), the seq taken from the queue row in the writing transaction.
  *
  * Version 2 adds handlers' reports, version 3 the one-statement finish and claim, version 4 keeps a success's
- * result with the message (result, result_encoding; NULL for none).
+ * result with the message (result, result_encoding; NULL for none), version 5 gives LIFO messages their place.
  *
  * The schema's version is the one row of `version`; kvmq creates and migrates it under a transaction-level
  * advisory lock keyed by the schema's name, so processes starting together migrate it once. The functions
@@ -20,7 +20,7 @@ import { functionsDdl } from './sql-functions.js';
 import type { Queryable } from './queryable.js';
 import { quoteIdent } from './sql-text.js';
 
-export const SCHEMA_VERSION = 4;
+export const SCHEMA_VERSION = 5;
 
 const tables = (s: string): string => `
 CREATE TABLE ${s}.messages (
@@ -166,6 +166,8 @@ const MIGRATIONS: Readonly<Record<number, (schema: string) => string>> = {
     ${toVersion3(schema)}`,
   3: (schema) => `${resultColumns4(schema)}
     ${functionsDdl(schema)}`,
+  // Version 5: enqueue_messages places LIFO messages (a delay of -1).
+  4: (schema) => functionsDdl(schema),
 };
 
 /** Schema 4: each message's result (existing ones: none); enqueue_messages clears it when it revives or requeues. */

@@ -15,6 +15,11 @@ export function functionsDdl(schema: string): string {
   const s = quoteIdent(schema);
   const channel = quoteLiteral(wakeChannel(schema));
   const eventsPrefix = quoteLiteral(eventsPayload(''));
+  // A delay of -1 is a LIFO message (enqueue.ts): ready now, at a ready_at below every ready time, lower for each
+  // later one (a number of the seq column's sequence, negated), so the pending index gives it first.
+  const seqSequence = `pg_get_serial_sequence(${quoteLiteral(`${s}.messages`)}, 'seq')`;
+  const readyAt = (delay: string): string =>
+    `CASE WHEN ${delay} < 0 THEN -nextval(${seqSequence}) ELSE p_now + ${delay} END`;
   return `
 -- A message's state from its phase and times, as src/sqlite/state.ts derives it.
 CREATE OR REPLACE FUNCTION ${s}.state_of(phase smallint, ready_at bigint, lock_until bigint, backoff_until bigint,
@@ -85,7 +90,7 @@ BEGIN
     BEGIN
       INSERT INTO ${s}.messages (queue, id, payload, encoding, metadata, filters, phase, ready_at, enqueued_at,
           updated_at, policy, priority, group_name)
-        SELECT p_queue, u.i, u.p, u.e, u.m, u.f, 0, p_now + u.d, p_now, p_now, u.po, u.pr, u.g
+        SELECT p_queue, u.i, u.p, u.e, u.m, u.f, 0, ${readyAt('u.d')}, p_now, p_now, u.po, u.pr, u.g
         FROM unnest(p_ids, p_payloads, p_encodings, p_metadata, p_filters, p_delays, p_policies, p_priorities,
           p_groups) WITH ORDINALITY AS u(i, p, e, m, f, d, po, pr, g, ord)
         ORDER BY u.ord;
@@ -99,7 +104,7 @@ BEGIN
           array_fill(0, ARRAY[n]), array_fill(NULL::text, ARRAY[n]));
       END IF;
       PERFORM ${s}.add_counts(p_queue, n, 0, 0);
-      IF 0 = ANY(p_delays) THEN
+      IF 0 >= ANY(p_delays) THEN
         PERFORM pg_notify(${channel}, p_queue);
       END IF;
       RETURN;
@@ -107,7 +112,7 @@ BEGIN
     WITH ins AS (
       INSERT INTO ${s}.messages (queue, id, payload, encoding, metadata, filters, phase, ready_at, enqueued_at,
           updated_at, policy, priority, group_name)
-        SELECT p_queue, u.i, u.p, u.e, u.m, u.f, 0, p_now + u.d, p_now, p_now, u.po, u.pr, u.g
+        SELECT p_queue, u.i, u.p, u.e, u.m, u.f, 0, ${readyAt('u.d')}, p_now, p_now, u.po, u.pr, u.g
         FROM unnest(p_ids, p_payloads, p_encodings, p_metadata, p_filters, p_delays, p_policies, p_priorities,
           p_groups) WITH ORDINALITY AS u(i, p, e, m, f, d, po, pr, g, ord)
         ORDER BY u.ord
@@ -144,7 +149,7 @@ BEGIN
         INSERT INTO ${s}.messages (queue, id, payload, encoding, metadata, filters, phase, ready_at, enqueued_at,
             updated_at, policy, priority, group_name, debounce_id)
           VALUES (p_queue, p_ids[i], p_payloads[i], p_encodings[i], p_metadata[i], p_filters[i], 0,
-            p_now + p_delays[i], p_now, p_now, p_policies[i], p_priorities[i], p_groups[i], p_debounce[i])
+            ${readyAt('p_delays[i]')}, p_now, p_now, p_policies[i], p_priorities[i], p_groups[i], p_debounce[i])
           ON CONFLICT (queue, id) DO NOTHING;
         EXIT WHEN FOUND;
         SELECT x.seq, x.phase, x.ready_at, x.lock_until, x.backoff_until, x.requeue, x.attempt INTO m
@@ -158,7 +163,7 @@ BEGIN
         st := ${s}.state_of(m.phase, m.ready_at, m.lock_until, m.backoff_until, m.requeue, p_now);
         IF st = 'done-awaiting-gc' THEN
           UPDATE ${s}.messages SET payload = p_payloads[i], encoding = p_encodings[i], metadata = p_metadata[i],
-              filters = p_filters[i], phase = 0, ready_at = p_now + p_delays[i], lock_until = 0, consumer = NULL,
+              filters = p_filters[i], phase = 0, ready_at = ${readyAt('p_delays[i]')}, lock_until = 0, consumer = NULL,
               backoff_until = 0, requeue = 0, next_payload = NULL, next_encoding = NULL, attempt = 0,
               outcome = NULL, last_error = NULL, result = NULL, result_encoding = NULL, enqueued_at = p_now, updated_at = p_now, policy = p_policies[i],
               losses = 0, priority = p_priorities[i], group_name = p_groups[i], debounce_id = p_debounce[i]
@@ -198,7 +203,7 @@ BEGIN
     END IF;
     -- Added, revived or debounced: waiting from now, ready after its delay.
     size_delta := size_delta + 1;
-    wake := wake OR p_delays[i] = 0;
+    wake := wake OR p_delays[i] <= 0;
     e_ids := e_ids || r_id;
     e_attempts := e_attempts || 0;
     RETURN NEXT;
