@@ -81,7 +81,7 @@ export function pushMessageArgs(
   content: string | Buffer,
   metadata: string,
 ): 'p' | 'f' {
-  const flags = (m.allowRequeue ? 1 : 0) + (m.replacePayload ? 2 : 0);
+  const flags = (m.allowRequeue ? 1 : 0) + (m.replacePayload ? 2 : 0) + (m.lifo ? 4 : 0);
   const policy = m.policy ?? '';
   const scheduled = m.priority !== 0 || m.group !== null || m.debounceId !== null;
   if (

@@ -65,8 +65,8 @@ export const SCRIPTS = {
       'idle-workers',
     ],
     readOnly: false,
-    sha: 'b0d54c0e386e13658bafd4a35ab4405ec8c3530e',
-    fn: 'kvmq_6164d591daef_claim',
+    sha: '8b20d7932999a7c98af19892cc3a4b1e7612a9b0',
+    fn: 'kvmq_68632110e10c_claim',
     source: `#!lua flags=allow-oom
 -- The queue's keys are its base (the one key the call passes) and their names.
 local KEY_BASE = KEYS[1]
@@ -318,13 +318,15 @@ local function later(w, cmd, key, a, b)
 end
 
 -- Ready pushes of this script: \`back\` ones join the end of the line (LPUSH:
--- the list's next is on the right), \`front\` ones are next (RPUSH).
+-- the list's next is on the right), \`front\` ones are next (RPUSH), \`newest\` (LIFO messages) ahead of those,
+-- the latest first.
 local function pending_ready()
-  return { back = {}, front = {}, count = 0 }
+  return { back = {}, front = {}, newest = {}, count = 0 }
 end
 
-local function push_ready(r, class, id, front)
-  local side = front and r.front or r.back
+-- \`side\`: true for front, 'newest' for newest, else back.
+local function push_ready(r, class, id, side_name)
+  local side = side_name == 'newest' and r.newest or side_name and r.front or r.back
   local list = side[class]
   if list == nil then
     list = {}
@@ -348,12 +350,17 @@ local function flush_ready(r)
   for class in pairs(r.back) do
     if string.find(class, '@', 1, true) then redis.call('ZADD', (KEY_BASE .. 'lanes'), select(2, lane_parts(class)), class) end
   end
+  for class in pairs(r.newest) do
+    if string.find(class, '@', 1, true) then redis.call('ZADD', (KEY_BASE .. 'lanes'), select(2, lane_parts(class)), class) end
+  end
   for class, ids in pairs(r.front) do
     -- The earliest is pushed last, so it is the next out.
     local reversed = {}
     for i = #ids, 1, -1 do reversed[#reversed + 1] = ids[i] end
     call_chunked('RPUSH', ready_list(class), reversed)
   end
+  -- The latest is pushed last, so it is the next out.
+  for class, ids in pairs(r.newest) do call_chunked('RPUSH', ready_list(class), ids) end
 end
 -- events: queue events, written by the very script whose transition they describe, while the queue's
 -- configuration has events on (\`events\` '1' in conf, read by that script). A script gathers its events
@@ -1342,8 +1349,8 @@ return reply
       'logs',
     ],
     readOnly: false,
-    sha: '97163089b9fbb0f73ba453fb3bcb31bf914422e1',
-    fn: 'kvmq_6164d591daef_clear',
+    sha: 'e6755139c559d7dcdaf1ab2078708818b64d6b4d',
+    fn: 'kvmq_68632110e10c_clear',
     source: `#!lua flags=allow-oom
 -- The queue's keys are its base (the one key the call passes) and their names.
 local KEY_BASE = KEYS[1]
@@ -1595,13 +1602,15 @@ local function later(w, cmd, key, a, b)
 end
 
 -- Ready pushes of this script: \`back\` ones join the end of the line (LPUSH:
--- the list's next is on the right), \`front\` ones are next (RPUSH).
+-- the list's next is on the right), \`front\` ones are next (RPUSH), \`newest\` (LIFO messages) ahead of those,
+-- the latest first.
 local function pending_ready()
-  return { back = {}, front = {}, count = 0 }
+  return { back = {}, front = {}, newest = {}, count = 0 }
 end
 
-local function push_ready(r, class, id, front)
-  local side = front and r.front or r.back
+-- \`side\`: true for front, 'newest' for newest, else back.
+local function push_ready(r, class, id, side_name)
+  local side = side_name == 'newest' and r.newest or side_name and r.front or r.back
   local list = side[class]
   if list == nil then
     list = {}
@@ -1625,12 +1634,17 @@ local function flush_ready(r)
   for class in pairs(r.back) do
     if string.find(class, '@', 1, true) then redis.call('ZADD', (KEY_BASE .. 'lanes'), select(2, lane_parts(class)), class) end
   end
+  for class in pairs(r.newest) do
+    if string.find(class, '@', 1, true) then redis.call('ZADD', (KEY_BASE .. 'lanes'), select(2, lane_parts(class)), class) end
+  end
   for class, ids in pairs(r.front) do
     -- The earliest is pushed last, so it is the next out.
     local reversed = {}
     for i = #ids, 1, -1 do reversed[#reversed + 1] = ids[i] end
     call_chunked('RPUSH', ready_list(class), reversed)
   end
+  -- The latest is pushed last, so it is the next out.
+  for class, ids in pairs(r.newest) do call_chunked('RPUSH', ready_list(class), ids) end
 end
 -- clear: removes every message of the queue, its ready lists (every priority's, every group's parked
 -- list), its dry-run count, its layout mark, its rate limit's state, its debounce index and its events.
@@ -1674,8 +1688,8 @@ return 1
       'parked',
     ],
     readOnly: false,
-    sha: 'b689e194ee080f3303bf98a863696d812664291e',
-    fn: 'kvmq_6164d591daef_configure',
+    sha: '188c1eb72fcf102c2da4336333fb1fd73490d2ae',
+    fn: 'kvmq_68632110e10c_configure',
     source: `#!lua
 -- The queue's keys are its base (the one key the call passes) and their names.
 local KEY_BASE = KEYS[1]
@@ -1927,13 +1941,15 @@ local function later(w, cmd, key, a, b)
 end
 
 -- Ready pushes of this script: \`back\` ones join the end of the line (LPUSH:
--- the list's next is on the right), \`front\` ones are next (RPUSH).
+-- the list's next is on the right), \`front\` ones are next (RPUSH), \`newest\` (LIFO messages) ahead of those,
+-- the latest first.
 local function pending_ready()
-  return { back = {}, front = {}, count = 0 }
+  return { back = {}, front = {}, newest = {}, count = 0 }
 end
 
-local function push_ready(r, class, id, front)
-  local side = front and r.front or r.back
+-- \`side\`: true for front, 'newest' for newest, else back.
+local function push_ready(r, class, id, side_name)
+  local side = side_name == 'newest' and r.newest or side_name and r.front or r.back
   local list = side[class]
   if list == nil then
     list = {}
@@ -1957,12 +1973,17 @@ local function flush_ready(r)
   for class in pairs(r.back) do
     if string.find(class, '@', 1, true) then redis.call('ZADD', (KEY_BASE .. 'lanes'), select(2, lane_parts(class)), class) end
   end
+  for class in pairs(r.newest) do
+    if string.find(class, '@', 1, true) then redis.call('ZADD', (KEY_BASE .. 'lanes'), select(2, lane_parts(class)), class) end
+  end
   for class, ids in pairs(r.front) do
     -- The earliest is pushed last, so it is the next out.
     local reversed = {}
     for i = #ids, 1, -1 do reversed[#reversed + 1] = ids[i] end
     call_chunked('RPUSH', ready_list(class), reversed)
   end
+  -- The latest is pushed last, so it is the next out.
+  for class, ids in pairs(r.newest) do call_chunked('RPUSH', ready_list(class), ids) end
 end
 -- lanes: where a message waits when ready. A lane is a filter class, with its priority when above 0
 -- (see ready_list in common); a grouped message claimed while its group was full waits in its group's
@@ -2126,8 +2147,8 @@ return 1
     name: 'consumers',
     keys: ['consumers', 'holders', 'locks'],
     readOnly: true,
-    sha: '2decb7372826376d6fbdb18ab8ff5ca308ea6531',
-    fn: 'kvmq_6164d591daef_consumers',
+    sha: '429c14115e335e7eac5b883def15a8a9d909ace2',
+    fn: 'kvmq_68632110e10c_consumers',
     source: `#!lua flags=no-writes
 -- The queue's keys are its base (the one key the call passes) and their names.
 local KEY_BASE = KEYS[1]
@@ -2379,13 +2400,15 @@ local function later(w, cmd, key, a, b)
 end
 
 -- Ready pushes of this script: \`back\` ones join the end of the line (LPUSH:
--- the list's next is on the right), \`front\` ones are next (RPUSH).
+-- the list's next is on the right), \`front\` ones are next (RPUSH), \`newest\` (LIFO messages) ahead of those,
+-- the latest first.
 local function pending_ready()
-  return { back = {}, front = {}, count = 0 }
+  return { back = {}, front = {}, newest = {}, count = 0 }
 end
 
-local function push_ready(r, class, id, front)
-  local side = front and r.front or r.back
+-- \`side\`: true for front, 'newest' for newest, else back.
+local function push_ready(r, class, id, side_name)
+  local side = side_name == 'newest' and r.newest or side_name and r.front or r.back
   local list = side[class]
   if list == nil then
     list = {}
@@ -2409,12 +2432,17 @@ local function flush_ready(r)
   for class in pairs(r.back) do
     if string.find(class, '@', 1, true) then redis.call('ZADD', nil, select(2, lane_parts(class)), class) end
   end
+  for class in pairs(r.newest) do
+    if string.find(class, '@', 1, true) then redis.call('ZADD', nil, select(2, lane_parts(class)), class) end
+  end
   for class, ids in pairs(r.front) do
     -- The earliest is pushed last, so it is the next out.
     local reversed = {}
     for i = #ids, 1, -1 do reversed[#reversed + 1] = ids[i] end
     call_chunked('RPUSH', ready_list(class), reversed)
   end
+  -- The latest is pushed last, so it is the next out.
+  for class, ids in pairs(r.newest) do call_chunked('RPUSH', ready_list(class), ids) end
 end
 -- consumers: the registry as stored, for status replies.
 --
@@ -2498,8 +2526,8 @@ return reply
       'results',
     ],
     readOnly: false,
-    sha: 'f3edc9211cf57e3814504812294b3c95c0c026b1',
-    fn: 'kvmq_6164d591daef_enqueue',
+    sha: '76fc6e93d286fa2529553678a48ecc41bfa8f994',
+    fn: 'kvmq_68632110e10c_enqueue',
     source: `#!lua
 -- The queue's keys are its base (the one key the call passes) and their names.
 local KEY_BASE = KEYS[1]
@@ -2751,13 +2779,15 @@ local function later(w, cmd, key, a, b)
 end
 
 -- Ready pushes of this script: \`back\` ones join the end of the line (LPUSH:
--- the list's next is on the right), \`front\` ones are next (RPUSH).
+-- the list's next is on the right), \`front\` ones are next (RPUSH), \`newest\` (LIFO messages) ahead of those,
+-- the latest first.
 local function pending_ready()
-  return { back = {}, front = {}, count = 0 }
+  return { back = {}, front = {}, newest = {}, count = 0 }
 end
 
-local function push_ready(r, class, id, front)
-  local side = front and r.front or r.back
+-- \`side\`: true for front, 'newest' for newest, else back.
+local function push_ready(r, class, id, side_name)
+  local side = side_name == 'newest' and r.newest or side_name and r.front or r.back
   local list = side[class]
   if list == nil then
     list = {}
@@ -2781,12 +2811,17 @@ local function flush_ready(r)
   for class in pairs(r.back) do
     if string.find(class, '@', 1, true) then redis.call('ZADD', (KEY_BASE .. 'lanes'), select(2, lane_parts(class)), class) end
   end
+  for class in pairs(r.newest) do
+    if string.find(class, '@', 1, true) then redis.call('ZADD', (KEY_BASE .. 'lanes'), select(2, lane_parts(class)), class) end
+  end
   for class, ids in pairs(r.front) do
     -- The earliest is pushed last, so it is the next out.
     local reversed = {}
     for i = #ids, 1, -1 do reversed[#reversed + 1] = ids[i] end
     call_chunked('RPUSH', ready_list(class), reversed)
   end
+  -- The latest is pushed last, so it is the next out.
+  for class, ids in pairs(r.newest) do call_chunked('RPUSH', ready_list(class), ids) end
 end
 -- events: queue events, written by the very script whose transition they describe, while the queue's
 -- configuration has events on (\`events\` '1' in conf, read by that script). A script gathers its events
@@ -3204,7 +3239,8 @@ end
 -- ARGV from \`first\`: the messages' shapes, one letter each ('p' or 'f'), then each message's arguments in
 -- that order. A plain message ('p': no metadata, filters, backoff, flags, policy or scheduling, most are)
 -- has two: id and content (encoding tag + payload). A full one ('f') has eight: id, content, metadata JSON
--- ('' for none), filter class ('' for none), initial backoff ms, flags (1: allowRequeue, 2: replacePayload),
+-- ('' for none), filter class ('' for none), initial backoff ms, flags (1: allowRequeue, 2: replacePayload,
+-- 4: LIFO, ready at once ahead of its lane),
 -- policy JSON ('' for none), scheduling: '' for none, else '<priority>\\n<group>\\n<debounce id>' (each ''
 -- for none). Every argument costs the server a parse, an object and a Lua string: a plain message saves six.
 local FULL = 102 -- 'f'
@@ -3277,9 +3313,11 @@ local function enqueue()
   local ready = pending_ready()
   local replies = {}
   -- Messages made ready, the priority-0 lanes they joined (in order), and whether a backoff was set.
-  local readied, lanes, timed = 0, {}, false
-  local function make_ready(lane, id)
-    push_ready(ready, lane, id, false)
+  -- A LIFO message goes ahead of its lane's messages, so none of them may be handed off before it (no handoff).
+  local readied, lanes, timed, newest = 0, {}, false, false
+  local function make_ready(lane, id, lifo)
+    push_ready(ready, lane, id, lifo and 'newest')
+    newest = newest or lifo
     readied = readied + 1
     if not lanes[lane] and not string.find(lane, '@', 1, true) then
       lanes[lane] = true
@@ -3289,7 +3327,7 @@ local function enqueue()
 
   -- Content, metadata, filters, priority and group of a message that starts a new run, queued now or
   -- after \`backoff\` ms.
-  local function place(id, meta, class, backoff, revived, policy, priority, group)
+  local function place(id, meta, class, backoff, revived, policy, priority, group, lifo)
     if meta ~= '' then later(w, 'hset', (KEY_BASE .. 'metadata'), id, meta) elseif revived then later(w, 'hdel', (KEY_BASE .. 'metadata'), id) end
     if policy ~= '' then later(w, 'hset', (KEY_BASE .. 'policies'), id, policy) elseif revived then later(w, 'hdel', (KEY_BASE .. 'policies'), id) end
     if class ~= '' then
@@ -3313,7 +3351,7 @@ local function enqueue()
       later(w, 'zadd', (KEY_BASE .. 'schedule'), now + backoff, id)
       timed = true
     else
-      make_ready(lane, id)
+      make_ready(lane, id, lifo)
     end
   end
 
@@ -3340,7 +3378,7 @@ local function enqueue()
       redis.call('ZADD', (KEY_BASE .. 'schedule'), now + backoff, wid)
       timed = true
     else
-      make_ready(lane_of(wid), wid)
+      make_ready(lane_of(wid), wid, false)
     end
     event('enqueued', wid, redis.call('HGET', (KEY_BASE .. 'nattempts'), wid) or 0)
     return true
@@ -3378,7 +3416,7 @@ local function enqueue()
       policy, ext = ARGV[i + 6], ARGV[i + 7]
     end
     local priority, group, did = scheduling(ext)
-    local allow_requeue, replace = flags % 2 == 1, flags >= 2
+    local allow_requeue, replace, lifo = flags % 2 == 1, flags % 4 >= 2, flags >= 4
     local waiting = nil
     if did ~= '' then
       -- Earlier messages of the batch are written first: one of them may be the waiting one.
@@ -3390,7 +3428,7 @@ local function enqueue()
     if waiting and debounce(waiting, content, meta, backoff) then
       replies[#replies + 1] = 'debounced ' .. waiting
     elseif redis.call('HSETNX', (KEY_BASE .. 'messages'), id, content) == 1 then
-      place(id, meta, class, backoff, false, policy, priority, group)
+      place(id, meta, class, backoff, false, policy, priority, group, lifo)
       if did ~= '' then index_debounce(id, did) end
       -- event('enqueued', id, 0), without the call: the hottest path there is.
       if EV.on then EV.lines[#EV.lines + 1] = 'enqueued 0 ' .. id end
@@ -3404,7 +3442,7 @@ local function enqueue()
       if state == 'done-awaiting-gc' then
         redis.call('HSET', (KEY_BASE .. 'messages'), id, content)
         forget_run(id)
-        place(id, meta, class, backoff, true, policy, priority, group)
+        place(id, meta, class, backoff, true, policy, priority, group, lifo)
         index_debounce(id, did)
         replies[#replies + 1] = 'revived'
       elseif allow_requeue and state == 'done-with-backoff' then
@@ -3437,7 +3475,7 @@ local function enqueue()
 
   flush_writes(w)
   local handed = 0
-  if conf[3] == '1' and #lanes > 0 then
+  if conf[3] == '1' and #lanes > 0 and not newest then
     handed = hand_off(ready, lanes, { paused = conf[4], rate_limit = conf[5] }, now)
   end
   flush_ready(ready)
@@ -3463,8 +3501,8 @@ return replies
     name: 'events-trim',
     keys: ['events', 'events-seq'],
     readOnly: false,
-    sha: 'fe8c959ef09a7707bb15afd1a286b94bcf05211c',
-    fn: 'kvmq_6164d591daef_events_trim',
+    sha: '8394cfaac2c0dda340943af684a51394f4857827',
+    fn: 'kvmq_68632110e10c_events_trim',
     source: `#!lua flags=allow-oom
 -- The queue's keys are its base (the one key the call passes) and their names.
 local KEY_BASE = KEYS[1]
@@ -3716,13 +3754,15 @@ local function later(w, cmd, key, a, b)
 end
 
 -- Ready pushes of this script: \`back\` ones join the end of the line (LPUSH:
--- the list's next is on the right), \`front\` ones are next (RPUSH).
+-- the list's next is on the right), \`front\` ones are next (RPUSH), \`newest\` (LIFO messages) ahead of those,
+-- the latest first.
 local function pending_ready()
-  return { back = {}, front = {}, count = 0 }
+  return { back = {}, front = {}, newest = {}, count = 0 }
 end
 
-local function push_ready(r, class, id, front)
-  local side = front and r.front or r.back
+-- \`side\`: true for front, 'newest' for newest, else back.
+local function push_ready(r, class, id, side_name)
+  local side = side_name == 'newest' and r.newest or side_name and r.front or r.back
   local list = side[class]
   if list == nil then
     list = {}
@@ -3746,12 +3786,17 @@ local function flush_ready(r)
   for class in pairs(r.back) do
     if string.find(class, '@', 1, true) then redis.call('ZADD', nil, select(2, lane_parts(class)), class) end
   end
+  for class in pairs(r.newest) do
+    if string.find(class, '@', 1, true) then redis.call('ZADD', nil, select(2, lane_parts(class)), class) end
+  end
   for class, ids in pairs(r.front) do
     -- The earliest is pushed last, so it is the next out.
     local reversed = {}
     for i = #ids, 1, -1 do reversed[#reversed + 1] = ids[i] end
     call_chunked('RPUSH', ready_list(class), reversed)
   end
+  -- The latest is pushed last, so it is the next out.
+  for class, ids in pairs(r.newest) do call_chunked('RPUSH', ready_list(class), ids) end
 end
 -- events-trim: GC's exact trim of the queue's events: the newest \`max count\` events stay, and none
 -- written longer ago than \`max age\` ms. Entries go whole: an entry holding both an event within the
@@ -3791,8 +3836,8 @@ return redis.call('XTRIM', (KEY_BASE .. 'events'), 'MINID', string.format('%d', 
     name: 'extend',
     keys: ['locks', 'holders', 'nattempts', 'lock-expiry', 'requeue', 'requeue-locks'],
     readOnly: false,
-    sha: 'b46679a68fc986c5a16388d19100b9e46c7e5105',
-    fn: 'kvmq_6164d591daef_extend',
+    sha: '55cacb0b8b64851a626aadcec818833399a54829',
+    fn: 'kvmq_68632110e10c_extend',
     source: `#!lua flags=allow-oom
 -- The queue's keys are its base (the one key the call passes) and their names.
 local KEY_BASE = KEYS[1]
@@ -4044,13 +4089,15 @@ local function later(w, cmd, key, a, b)
 end
 
 -- Ready pushes of this script: \`back\` ones join the end of the line (LPUSH:
--- the list's next is on the right), \`front\` ones are next (RPUSH).
+-- the list's next is on the right), \`front\` ones are next (RPUSH), \`newest\` (LIFO messages) ahead of those,
+-- the latest first.
 local function pending_ready()
-  return { back = {}, front = {}, count = 0 }
+  return { back = {}, front = {}, newest = {}, count = 0 }
 end
 
-local function push_ready(r, class, id, front)
-  local side = front and r.front or r.back
+-- \`side\`: true for front, 'newest' for newest, else back.
+local function push_ready(r, class, id, side_name)
+  local side = side_name == 'newest' and r.newest or side_name and r.front or r.back
   local list = side[class]
   if list == nil then
     list = {}
@@ -4074,12 +4121,17 @@ local function flush_ready(r)
   for class in pairs(r.back) do
     if string.find(class, '@', 1, true) then redis.call('ZADD', nil, select(2, lane_parts(class)), class) end
   end
+  for class in pairs(r.newest) do
+    if string.find(class, '@', 1, true) then redis.call('ZADD', nil, select(2, lane_parts(class)), class) end
+  end
   for class, ids in pairs(r.front) do
     -- The earliest is pushed last, so it is the next out.
     local reversed = {}
     for i = #ids, 1, -1 do reversed[#reversed + 1] = ids[i] end
     call_chunked('RPUSH', ready_list(class), reversed)
   end
+  -- The latest is pushed last, so it is the next out.
+  for class, ids in pairs(r.newest) do call_chunked('RPUSH', ready_list(class), ids) end
 end
 -- extend: renews the locks a consumer still holds, for the attempts it was handed.
 -- Runs when Redis is out of memory (allow-oom): a running handler keeps its message.
@@ -4155,8 +4207,8 @@ return lost
       'logs',
     ],
     readOnly: false,
-    sha: '53bed9aa8e77a2e05bb26fb700333e4a0bfac305',
-    fn: 'kvmq_6164d591daef_finish',
+    sha: '006b285d85728f4a6f6bdb9069166a58aa3fe663',
+    fn: 'kvmq_68632110e10c_finish',
     source: `#!lua flags=allow-oom
 -- The queue's keys are its base (the one key the call passes) and their names.
 local KEY_BASE = KEYS[1]
@@ -4408,13 +4460,15 @@ local function later(w, cmd, key, a, b)
 end
 
 -- Ready pushes of this script: \`back\` ones join the end of the line (LPUSH:
--- the list's next is on the right), \`front\` ones are next (RPUSH).
+-- the list's next is on the right), \`front\` ones are next (RPUSH), \`newest\` (LIFO messages) ahead of those,
+-- the latest first.
 local function pending_ready()
-  return { back = {}, front = {}, count = 0 }
+  return { back = {}, front = {}, newest = {}, count = 0 }
 end
 
-local function push_ready(r, class, id, front)
-  local side = front and r.front or r.back
+-- \`side\`: true for front, 'newest' for newest, else back.
+local function push_ready(r, class, id, side_name)
+  local side = side_name == 'newest' and r.newest or side_name and r.front or r.back
   local list = side[class]
   if list == nil then
     list = {}
@@ -4438,12 +4492,17 @@ local function flush_ready(r)
   for class in pairs(r.back) do
     if string.find(class, '@', 1, true) then redis.call('ZADD', (KEY_BASE .. 'lanes'), select(2, lane_parts(class)), class) end
   end
+  for class in pairs(r.newest) do
+    if string.find(class, '@', 1, true) then redis.call('ZADD', (KEY_BASE .. 'lanes'), select(2, lane_parts(class)), class) end
+  end
   for class, ids in pairs(r.front) do
     -- The earliest is pushed last, so it is the next out.
     local reversed = {}
     for i = #ids, 1, -1 do reversed[#reversed + 1] = ids[i] end
     call_chunked('RPUSH', ready_list(class), reversed)
   end
+  -- The latest is pushed last, so it is the next out.
+  for class, ids in pairs(r.newest) do call_chunked('RPUSH', ready_list(class), ids) end
 end
 -- events: queue events, written by the very script whose transition they describe, while the queue's
 -- configuration has events on (\`events\` '1' in conf, read by that script). A script gathers its events
@@ -5043,8 +5102,8 @@ return replies
       'results',
     ],
     readOnly: false,
-    sha: '1c31ba87f889834978a72dba1522efb86d7c7efd',
-    fn: 'kvmq_6164d591daef_fire_schedule',
+    sha: 'ba389e5c3afa310650199c31c3d22682fdb913c9',
+    fn: 'kvmq_68632110e10c_fire_schedule',
     source: `#!lua
 -- The queue's keys are its base (the one key the call passes) and their names.
 local KEY_BASE = KEYS[1]
@@ -5296,13 +5355,15 @@ local function later(w, cmd, key, a, b)
 end
 
 -- Ready pushes of this script: \`back\` ones join the end of the line (LPUSH:
--- the list's next is on the right), \`front\` ones are next (RPUSH).
+-- the list's next is on the right), \`front\` ones are next (RPUSH), \`newest\` (LIFO messages) ahead of those,
+-- the latest first.
 local function pending_ready()
-  return { back = {}, front = {}, count = 0 }
+  return { back = {}, front = {}, newest = {}, count = 0 }
 end
 
-local function push_ready(r, class, id, front)
-  local side = front and r.front or r.back
+-- \`side\`: true for front, 'newest' for newest, else back.
+local function push_ready(r, class, id, side_name)
+  local side = side_name == 'newest' and r.newest or side_name and r.front or r.back
   local list = side[class]
   if list == nil then
     list = {}
@@ -5326,12 +5387,17 @@ local function flush_ready(r)
   for class in pairs(r.back) do
     if string.find(class, '@', 1, true) then redis.call('ZADD', (KEY_BASE .. 'lanes'), select(2, lane_parts(class)), class) end
   end
+  for class in pairs(r.newest) do
+    if string.find(class, '@', 1, true) then redis.call('ZADD', (KEY_BASE .. 'lanes'), select(2, lane_parts(class)), class) end
+  end
   for class, ids in pairs(r.front) do
     -- The earliest is pushed last, so it is the next out.
     local reversed = {}
     for i = #ids, 1, -1 do reversed[#reversed + 1] = ids[i] end
     call_chunked('RPUSH', ready_list(class), reversed)
   end
+  -- The latest is pushed last, so it is the next out.
+  for class, ids in pairs(r.newest) do call_chunked('RPUSH', ready_list(class), ids) end
 end
 -- events: queue events, written by the very script whose transition they describe, while the queue's
 -- configuration has events on (\`events\` '1' in conf, read by that script). A script gathers its events
@@ -5749,7 +5815,8 @@ end
 -- ARGV from \`first\`: the messages' shapes, one letter each ('p' or 'f'), then each message's arguments in
 -- that order. A plain message ('p': no metadata, filters, backoff, flags, policy or scheduling, most are)
 -- has two: id and content (encoding tag + payload). A full one ('f') has eight: id, content, metadata JSON
--- ('' for none), filter class ('' for none), initial backoff ms, flags (1: allowRequeue, 2: replacePayload),
+-- ('' for none), filter class ('' for none), initial backoff ms, flags (1: allowRequeue, 2: replacePayload,
+-- 4: LIFO, ready at once ahead of its lane),
 -- policy JSON ('' for none), scheduling: '' for none, else '<priority>\\n<group>\\n<debounce id>' (each ''
 -- for none). Every argument costs the server a parse, an object and a Lua string: a plain message saves six.
 local FULL = 102 -- 'f'
@@ -5822,9 +5889,11 @@ local function enqueue()
   local ready = pending_ready()
   local replies = {}
   -- Messages made ready, the priority-0 lanes they joined (in order), and whether a backoff was set.
-  local readied, lanes, timed = 0, {}, false
-  local function make_ready(lane, id)
-    push_ready(ready, lane, id, false)
+  -- A LIFO message goes ahead of its lane's messages, so none of them may be handed off before it (no handoff).
+  local readied, lanes, timed, newest = 0, {}, false, false
+  local function make_ready(lane, id, lifo)
+    push_ready(ready, lane, id, lifo and 'newest')
+    newest = newest or lifo
     readied = readied + 1
     if not lanes[lane] and not string.find(lane, '@', 1, true) then
       lanes[lane] = true
@@ -5834,7 +5903,7 @@ local function enqueue()
 
   -- Content, metadata, filters, priority and group of a message that starts a new run, queued now or
   -- after \`backoff\` ms.
-  local function place(id, meta, class, backoff, revived, policy, priority, group)
+  local function place(id, meta, class, backoff, revived, policy, priority, group, lifo)
     if meta ~= '' then later(w, 'hset', (KEY_BASE .. 'metadata'), id, meta) elseif revived then later(w, 'hdel', (KEY_BASE .. 'metadata'), id) end
     if policy ~= '' then later(w, 'hset', (KEY_BASE .. 'policies'), id, policy) elseif revived then later(w, 'hdel', (KEY_BASE .. 'policies'), id) end
     if class ~= '' then
@@ -5858,7 +5927,7 @@ local function enqueue()
       later(w, 'zadd', (KEY_BASE .. 'schedule'), now + backoff, id)
       timed = true
     else
-      make_ready(lane, id)
+      make_ready(lane, id, lifo)
     end
   end
 
@@ -5885,7 +5954,7 @@ local function enqueue()
       redis.call('ZADD', (KEY_BASE .. 'schedule'), now + backoff, wid)
       timed = true
     else
-      make_ready(lane_of(wid), wid)
+      make_ready(lane_of(wid), wid, false)
     end
     event('enqueued', wid, redis.call('HGET', (KEY_BASE .. 'nattempts'), wid) or 0)
     return true
@@ -5923,7 +5992,7 @@ local function enqueue()
       policy, ext = ARGV[i + 6], ARGV[i + 7]
     end
     local priority, group, did = scheduling(ext)
-    local allow_requeue, replace = flags % 2 == 1, flags >= 2
+    local allow_requeue, replace, lifo = flags % 2 == 1, flags % 4 >= 2, flags >= 4
     local waiting = nil
     if did ~= '' then
       -- Earlier messages of the batch are written first: one of them may be the waiting one.
@@ -5935,7 +6004,7 @@ local function enqueue()
     if waiting and debounce(waiting, content, meta, backoff) then
       replies[#replies + 1] = 'debounced ' .. waiting
     elseif redis.call('HSETNX', (KEY_BASE .. 'messages'), id, content) == 1 then
-      place(id, meta, class, backoff, false, policy, priority, group)
+      place(id, meta, class, backoff, false, policy, priority, group, lifo)
       if did ~= '' then index_debounce(id, did) end
       -- event('enqueued', id, 0), without the call: the hottest path there is.
       if EV.on then EV.lines[#EV.lines + 1] = 'enqueued 0 ' .. id end
@@ -5949,7 +6018,7 @@ local function enqueue()
       if state == 'done-awaiting-gc' then
         redis.call('HSET', (KEY_BASE .. 'messages'), id, content)
         forget_run(id)
-        place(id, meta, class, backoff, true, policy, priority, group)
+        place(id, meta, class, backoff, true, policy, priority, group, lifo)
         index_debounce(id, did)
         replies[#replies + 1] = 'revived'
       elseif allow_requeue and state == 'done-with-backoff' then
@@ -5982,7 +6051,7 @@ local function enqueue()
 
   flush_writes(w)
   local handed = 0
-  if conf[3] == '1' and #lanes > 0 then
+  if conf[3] == '1' and #lanes > 0 and not newest then
     handed = hand_off(ready, lanes, { paused = conf[4], rate_limit = conf[5] }, now)
   end
   flush_ready(ready)
@@ -6017,8 +6086,8 @@ return replies
     name: 'gc-finish',
     keys: ['consumers', 'gc-lock'],
     readOnly: false,
-    sha: '7cf2f40e08ce9ef0900d4ac2be143e0589474446',
-    fn: 'kvmq_6164d591daef_gc_finish',
+    sha: '2fde42fd583831eb3f3ebd4530c6c87bdd1efab8',
+    fn: 'kvmq_68632110e10c_gc_finish',
     source: `#!lua flags=allow-oom
 -- The queue's keys are its base (the one key the call passes) and their names.
 local KEY_BASE = KEYS[1]
@@ -6270,13 +6339,15 @@ local function later(w, cmd, key, a, b)
 end
 
 -- Ready pushes of this script: \`back\` ones join the end of the line (LPUSH:
--- the list's next is on the right), \`front\` ones are next (RPUSH).
+-- the list's next is on the right), \`front\` ones are next (RPUSH), \`newest\` (LIFO messages) ahead of those,
+-- the latest first.
 local function pending_ready()
-  return { back = {}, front = {}, count = 0 }
+  return { back = {}, front = {}, newest = {}, count = 0 }
 end
 
-local function push_ready(r, class, id, front)
-  local side = front and r.front or r.back
+-- \`side\`: true for front, 'newest' for newest, else back.
+local function push_ready(r, class, id, side_name)
+  local side = side_name == 'newest' and r.newest or side_name and r.front or r.back
   local list = side[class]
   if list == nil then
     list = {}
@@ -6300,12 +6371,17 @@ local function flush_ready(r)
   for class in pairs(r.back) do
     if string.find(class, '@', 1, true) then redis.call('ZADD', nil, select(2, lane_parts(class)), class) end
   end
+  for class in pairs(r.newest) do
+    if string.find(class, '@', 1, true) then redis.call('ZADD', nil, select(2, lane_parts(class)), class) end
+  end
   for class, ids in pairs(r.front) do
     -- The earliest is pushed last, so it is the next out.
     local reversed = {}
     for i = #ids, 1, -1 do reversed[#reversed + 1] = ids[i] end
     call_chunked('RPUSH', ready_list(class), reversed)
   end
+  -- The latest is pushed last, so it is the next out.
+  for class, ids in pairs(r.newest) do call_chunked('RPUSH', ready_list(class), ids) end
 end
 -- gc-finish: removes lapsed consumer registrations and releases the GC lock if the caller still holds it.
 -- Runs when Redis is out of memory (allow-oom): GC frees memory.
@@ -6334,8 +6410,8 @@ return #lapsed
     name: 'gc-start',
     keys: ['gc-lock', 'gc-at'],
     readOnly: false,
-    sha: '08bbfb40ad452dfe59535d4451fc0cf0f0fb0d25',
-    fn: 'kvmq_6164d591daef_gc_start',
+    sha: '5eecfd24e61aa9bb5041186afd8ee95a9cf3d10e',
+    fn: 'kvmq_68632110e10c_gc_start',
     source: `#!lua flags=allow-oom
 -- The queue's keys are its base (the one key the call passes) and their names.
 local KEY_BASE = KEYS[1]
@@ -6587,13 +6663,15 @@ local function later(w, cmd, key, a, b)
 end
 
 -- Ready pushes of this script: \`back\` ones join the end of the line (LPUSH:
--- the list's next is on the right), \`front\` ones are next (RPUSH).
+-- the list's next is on the right), \`front\` ones are next (RPUSH), \`newest\` (LIFO messages) ahead of those,
+-- the latest first.
 local function pending_ready()
-  return { back = {}, front = {}, count = 0 }
+  return { back = {}, front = {}, newest = {}, count = 0 }
 end
 
-local function push_ready(r, class, id, front)
-  local side = front and r.front or r.back
+-- \`side\`: true for front, 'newest' for newest, else back.
+local function push_ready(r, class, id, side_name)
+  local side = side_name == 'newest' and r.newest or side_name and r.front or r.back
   local list = side[class]
   if list == nil then
     list = {}
@@ -6617,12 +6695,17 @@ local function flush_ready(r)
   for class in pairs(r.back) do
     if string.find(class, '@', 1, true) then redis.call('ZADD', nil, select(2, lane_parts(class)), class) end
   end
+  for class in pairs(r.newest) do
+    if string.find(class, '@', 1, true) then redis.call('ZADD', nil, select(2, lane_parts(class)), class) end
+  end
   for class, ids in pairs(r.front) do
     -- The earliest is pushed last, so it is the next out.
     local reversed = {}
     for i = #ids, 1, -1 do reversed[#reversed + 1] = ids[i] end
     call_chunked('RPUSH', ready_list(class), reversed)
   end
+  -- The latest is pushed last, so it is the next out.
+  for class, ids in pairs(r.newest) do call_chunked('RPUSH', ready_list(class), ids) end
 end
 -- gc-start: takes the queue's GC lock, unless another GC holds it or (unless
 -- forced) the stored interval has not passed since the last GC.
@@ -6678,8 +6761,8 @@ return 1
       'results',
     ],
     readOnly: false,
-    sha: 'dd90bd1a21f8eb9eb077ad59f807a72690c50d5a',
-    fn: 'kvmq_6164d591daef_gc_sweep',
+    sha: '39a2bf8d2eb16de3c342159315a10c1edb0e5736',
+    fn: 'kvmq_68632110e10c_gc_sweep',
     source: `#!lua flags=allow-oom
 -- The queue's keys are its base (the one key the call passes) and their names.
 local KEY_BASE = KEYS[1]
@@ -6931,13 +7014,15 @@ local function later(w, cmd, key, a, b)
 end
 
 -- Ready pushes of this script: \`back\` ones join the end of the line (LPUSH:
--- the list's next is on the right), \`front\` ones are next (RPUSH).
+-- the list's next is on the right), \`front\` ones are next (RPUSH), \`newest\` (LIFO messages) ahead of those,
+-- the latest first.
 local function pending_ready()
-  return { back = {}, front = {}, count = 0 }
+  return { back = {}, front = {}, newest = {}, count = 0 }
 end
 
-local function push_ready(r, class, id, front)
-  local side = front and r.front or r.back
+-- \`side\`: true for front, 'newest' for newest, else back.
+local function push_ready(r, class, id, side_name)
+  local side = side_name == 'newest' and r.newest or side_name and r.front or r.back
   local list = side[class]
   if list == nil then
     list = {}
@@ -6961,12 +7046,17 @@ local function flush_ready(r)
   for class in pairs(r.back) do
     if string.find(class, '@', 1, true) then redis.call('ZADD', nil, select(2, lane_parts(class)), class) end
   end
+  for class in pairs(r.newest) do
+    if string.find(class, '@', 1, true) then redis.call('ZADD', nil, select(2, lane_parts(class)), class) end
+  end
   for class, ids in pairs(r.front) do
     -- The earliest is pushed last, so it is the next out.
     local reversed = {}
     for i = #ids, 1, -1 do reversed[#reversed + 1] = ids[i] end
     call_chunked('RPUSH', ready_list(class), reversed)
   end
+  -- The latest is pushed last, so it is the next out.
+  for class, ids in pairs(r.newest) do call_chunked('RPUSH', ready_list(class), ids) end
 end
 -- forget: removes every trace of a message from the queue's hashes, sets and
 -- sorted sets (not from a ready list: the caller knows whether it is in one).
@@ -7071,8 +7161,8 @@ return { removed, #old }
       'done-at',
     ],
     readOnly: true,
-    sha: '72319df2a1139463d89283ab9a941658d29e6119',
-    fn: 'kvmq_6164d591daef_inspect',
+    sha: '80ff2f50ddda547c2c593a8bec5d556d2292cafd',
+    fn: 'kvmq_68632110e10c_inspect',
     source: `#!lua flags=no-writes
 -- The queue's keys are its base (the one key the call passes) and their names.
 local KEY_BASE = KEYS[1]
@@ -7324,13 +7414,15 @@ local function later(w, cmd, key, a, b)
 end
 
 -- Ready pushes of this script: \`back\` ones join the end of the line (LPUSH:
--- the list's next is on the right), \`front\` ones are next (RPUSH).
+-- the list's next is on the right), \`front\` ones are next (RPUSH), \`newest\` (LIFO messages) ahead of those,
+-- the latest first.
 local function pending_ready()
-  return { back = {}, front = {}, count = 0 }
+  return { back = {}, front = {}, newest = {}, count = 0 }
 end
 
-local function push_ready(r, class, id, front)
-  local side = front and r.front or r.back
+-- \`side\`: true for front, 'newest' for newest, else back.
+local function push_ready(r, class, id, side_name)
+  local side = side_name == 'newest' and r.newest or side_name and r.front or r.back
   local list = side[class]
   if list == nil then
     list = {}
@@ -7354,12 +7446,17 @@ local function flush_ready(r)
   for class in pairs(r.back) do
     if string.find(class, '@', 1, true) then redis.call('ZADD', nil, select(2, lane_parts(class)), class) end
   end
+  for class in pairs(r.newest) do
+    if string.find(class, '@', 1, true) then redis.call('ZADD', nil, select(2, lane_parts(class)), class) end
+  end
   for class, ids in pairs(r.front) do
     -- The earliest is pushed last, so it is the next out.
     local reversed = {}
     for i = #ids, 1, -1 do reversed[#reversed + 1] = ids[i] end
     call_chunked('RPUSH', ready_list(class), reversed)
   end
+  -- The latest is pushed last, so it is the next out.
+  for class, ids in pairs(r.newest) do call_chunked('RPUSH', ready_list(class), ids) end
 end
 -- state: a message's state, derived from Carmine's keys as Carmine derives it,
 -- plus kvmq's done-with-requeue and failed. Expired locks and backoffs count as over.
@@ -7494,8 +7591,8 @@ return reply
       'logs',
     ],
     readOnly: false,
-    sha: 'ee040fd31f9033d62a26f4612fde0b85125ea319',
-    fn: 'kvmq_6164d591daef_list',
+    sha: '8c0db6e8a864b089ebc38eb62f86a8334db2944d',
+    fn: 'kvmq_68632110e10c_list',
     source: `#!lua flags=allow-oom
 -- The queue's keys are its base (the one key the call passes) and their names.
 local KEY_BASE = KEYS[1]
@@ -7747,13 +7844,15 @@ local function later(w, cmd, key, a, b)
 end
 
 -- Ready pushes of this script: \`back\` ones join the end of the line (LPUSH:
--- the list's next is on the right), \`front\` ones are next (RPUSH).
+-- the list's next is on the right), \`front\` ones are next (RPUSH), \`newest\` (LIFO messages) ahead of those,
+-- the latest first.
 local function pending_ready()
-  return { back = {}, front = {}, count = 0 }
+  return { back = {}, front = {}, newest = {}, count = 0 }
 end
 
-local function push_ready(r, class, id, front)
-  local side = front and r.front or r.back
+-- \`side\`: true for front, 'newest' for newest, else back.
+local function push_ready(r, class, id, side_name)
+  local side = side_name == 'newest' and r.newest or side_name and r.front or r.back
   local list = side[class]
   if list == nil then
     list = {}
@@ -7777,12 +7876,17 @@ local function flush_ready(r)
   for class in pairs(r.back) do
     if string.find(class, '@', 1, true) then redis.call('ZADD', (KEY_BASE .. 'lanes'), select(2, lane_parts(class)), class) end
   end
+  for class in pairs(r.newest) do
+    if string.find(class, '@', 1, true) then redis.call('ZADD', (KEY_BASE .. 'lanes'), select(2, lane_parts(class)), class) end
+  end
   for class, ids in pairs(r.front) do
     -- The earliest is pushed last, so it is the next out.
     local reversed = {}
     for i = #ids, 1, -1 do reversed[#reversed + 1] = ids[i] end
     call_chunked('RPUSH', ready_list(class), reversed)
   end
+  -- The latest is pushed last, so it is the next out.
+  for class, ids in pairs(r.newest) do call_chunked('RPUSH', ready_list(class), ids) end
 end
 -- events: queue events, written by the very script whose transition they describe, while the queue's
 -- configuration has events on (\`events\` '1' in conf, read by that script). A script gathers its events
@@ -8532,8 +8636,8 @@ return reply
       'results',
     ],
     readOnly: false,
-    sha: 'd1e5a3e60c07e7642c7dcde5bfb9b91caabf8b1b',
-    fn: 'kvmq_6164d591daef_promote_now',
+    sha: '99970fc50a676fa674a6948cec720ccb3c781d06',
+    fn: 'kvmq_68632110e10c_promote_now',
     source: `#!lua
 -- The queue's keys are its base (the one key the call passes) and their names.
 local KEY_BASE = KEYS[1]
@@ -8785,13 +8889,15 @@ local function later(w, cmd, key, a, b)
 end
 
 -- Ready pushes of this script: \`back\` ones join the end of the line (LPUSH:
--- the list's next is on the right), \`front\` ones are next (RPUSH).
+-- the list's next is on the right), \`front\` ones are next (RPUSH), \`newest\` (LIFO messages) ahead of those,
+-- the latest first.
 local function pending_ready()
-  return { back = {}, front = {}, count = 0 }
+  return { back = {}, front = {}, newest = {}, count = 0 }
 end
 
-local function push_ready(r, class, id, front)
-  local side = front and r.front or r.back
+-- \`side\`: true for front, 'newest' for newest, else back.
+local function push_ready(r, class, id, side_name)
+  local side = side_name == 'newest' and r.newest or side_name and r.front or r.back
   local list = side[class]
   if list == nil then
     list = {}
@@ -8815,12 +8921,17 @@ local function flush_ready(r)
   for class in pairs(r.back) do
     if string.find(class, '@', 1, true) then redis.call('ZADD', (KEY_BASE .. 'lanes'), select(2, lane_parts(class)), class) end
   end
+  for class in pairs(r.newest) do
+    if string.find(class, '@', 1, true) then redis.call('ZADD', (KEY_BASE .. 'lanes'), select(2, lane_parts(class)), class) end
+  end
   for class, ids in pairs(r.front) do
     -- The earliest is pushed last, so it is the next out.
     local reversed = {}
     for i = #ids, 1, -1 do reversed[#reversed + 1] = ids[i] end
     call_chunked('RPUSH', ready_list(class), reversed)
   end
+  -- The latest is pushed last, so it is the next out.
+  for class, ids in pairs(r.newest) do call_chunked('RPUSH', ready_list(class), ids) end
 end
 -- events: queue events, written by the very script whose transition they describe, while the queue's
 -- configuration has events on (\`events\` '1' in conf, read by that script). A script gathers its events
@@ -9331,8 +9442,8 @@ return replies
       'locks',
     ],
     readOnly: true,
-    sha: '032117af4703aa6e90e9e14d6b7e72fdb43b4451',
-    fn: 'kvmq_6164d591daef_queue_status',
+    sha: 'ad222a45d0933cf5b5594f97c8eb7f41db82485d',
+    fn: 'kvmq_68632110e10c_queue_status',
     source: `#!lua flags=no-writes
 -- The queue's keys are its base (the one key the call passes) and their names.
 local KEY_BASE = KEYS[1]
@@ -9584,13 +9695,15 @@ local function later(w, cmd, key, a, b)
 end
 
 -- Ready pushes of this script: \`back\` ones join the end of the line (LPUSH:
--- the list's next is on the right), \`front\` ones are next (RPUSH).
+-- the list's next is on the right), \`front\` ones are next (RPUSH), \`newest\` (LIFO messages) ahead of those,
+-- the latest first.
 local function pending_ready()
-  return { back = {}, front = {}, count = 0 }
+  return { back = {}, front = {}, newest = {}, count = 0 }
 end
 
-local function push_ready(r, class, id, front)
-  local side = front and r.front or r.back
+-- \`side\`: true for front, 'newest' for newest, else back.
+local function push_ready(r, class, id, side_name)
+  local side = side_name == 'newest' and r.newest or side_name and r.front or r.back
   local list = side[class]
   if list == nil then
     list = {}
@@ -9614,12 +9727,17 @@ local function flush_ready(r)
   for class in pairs(r.back) do
     if string.find(class, '@', 1, true) then redis.call('ZADD', nil, select(2, lane_parts(class)), class) end
   end
+  for class in pairs(r.newest) do
+    if string.find(class, '@', 1, true) then redis.call('ZADD', nil, select(2, lane_parts(class)), class) end
+  end
   for class, ids in pairs(r.front) do
     -- The earliest is pushed last, so it is the next out.
     local reversed = {}
     for i = #ids, 1, -1 do reversed[#reversed + 1] = ids[i] end
     call_chunked('RPUSH', ready_list(class), reversed)
   end
+  -- The latest is pushed last, so it is the next out.
+  for class, ids in pairs(r.newest) do call_chunked('RPUSH', ready_list(class), ids) end
 end
 -- consumers: the registry as stored, for status replies.
 --
@@ -9696,8 +9814,8 @@ return reply
     name: 'read-events',
     keys: ['events', 'events-seq'],
     readOnly: true,
-    sha: 'fc35c668baf5f405d05e87a934e0862c75d555c4',
-    fn: 'kvmq_6164d591daef_read_events',
+    sha: 'd139ed0d4d22f9e31ce9df7a46f4a825b319137e',
+    fn: 'kvmq_68632110e10c_read_events',
     source: `#!lua flags=no-writes
 -- The queue's keys are its base (the one key the call passes) and their names.
 local KEY_BASE = KEYS[1]
@@ -9949,13 +10067,15 @@ local function later(w, cmd, key, a, b)
 end
 
 -- Ready pushes of this script: \`back\` ones join the end of the line (LPUSH:
--- the list's next is on the right), \`front\` ones are next (RPUSH).
+-- the list's next is on the right), \`front\` ones are next (RPUSH), \`newest\` (LIFO messages) ahead of those,
+-- the latest first.
 local function pending_ready()
-  return { back = {}, front = {}, count = 0 }
+  return { back = {}, front = {}, newest = {}, count = 0 }
 end
 
-local function push_ready(r, class, id, front)
-  local side = front and r.front or r.back
+-- \`side\`: true for front, 'newest' for newest, else back.
+local function push_ready(r, class, id, side_name)
+  local side = side_name == 'newest' and r.newest or side_name and r.front or r.back
   local list = side[class]
   if list == nil then
     list = {}
@@ -9979,12 +10099,17 @@ local function flush_ready(r)
   for class in pairs(r.back) do
     if string.find(class, '@', 1, true) then redis.call('ZADD', nil, select(2, lane_parts(class)), class) end
   end
+  for class in pairs(r.newest) do
+    if string.find(class, '@', 1, true) then redis.call('ZADD', nil, select(2, lane_parts(class)), class) end
+  end
   for class, ids in pairs(r.front) do
     -- The earliest is pushed last, so it is the next out.
     local reversed = {}
     for i = #ids, 1, -1 do reversed[#reversed + 1] = ids[i] end
     call_chunked('RPUSH', ready_list(class), reversed)
   end
+  -- The latest is pushed last, so it is the next out.
+  for class, ids in pairs(r.newest) do call_chunked('RPUSH', ready_list(class), ids) end
 end
 -- read-events: a page of the queue's events (see lib/events.lua) after an event number, oldest first.
 -- XRANGE from that number finds the entry holding the next event at once, so a page costs O(page).
@@ -10036,8 +10161,8 @@ return reply
     name: 'register-consumer',
     keys: ['consumers'],
     readOnly: false,
-    sha: '72b0f55da164dfd1325e182056371c32a695cd93',
-    fn: 'kvmq_6164d591daef_register_consumer',
+    sha: 'c9e4e782382f0fffaf4be651dd85aed6458636e8',
+    fn: 'kvmq_68632110e10c_register_consumer',
     source: `#!lua flags=allow-oom
 -- The queue's keys are its base (the one key the call passes) and their names.
 local KEY_BASE = KEYS[1]
@@ -10289,13 +10414,15 @@ local function later(w, cmd, key, a, b)
 end
 
 -- Ready pushes of this script: \`back\` ones join the end of the line (LPUSH:
--- the list's next is on the right), \`front\` ones are next (RPUSH).
+-- the list's next is on the right), \`front\` ones are next (RPUSH), \`newest\` (LIFO messages) ahead of those,
+-- the latest first.
 local function pending_ready()
-  return { back = {}, front = {}, count = 0 }
+  return { back = {}, front = {}, newest = {}, count = 0 }
 end
 
-local function push_ready(r, class, id, front)
-  local side = front and r.front or r.back
+-- \`side\`: true for front, 'newest' for newest, else back.
+local function push_ready(r, class, id, side_name)
+  local side = side_name == 'newest' and r.newest or side_name and r.front or r.back
   local list = side[class]
   if list == nil then
     list = {}
@@ -10319,12 +10446,17 @@ local function flush_ready(r)
   for class in pairs(r.back) do
     if string.find(class, '@', 1, true) then redis.call('ZADD', nil, select(2, lane_parts(class)), class) end
   end
+  for class in pairs(r.newest) do
+    if string.find(class, '@', 1, true) then redis.call('ZADD', nil, select(2, lane_parts(class)), class) end
+  end
   for class, ids in pairs(r.front) do
     -- The earliest is pushed last, so it is the next out.
     local reversed = {}
     for i = #ids, 1, -1 do reversed[#reversed + 1] = ids[i] end
     call_chunked('RPUSH', ready_list(class), reversed)
   end
+  -- The latest is pushed last, so it is the next out.
+  for class, ids in pairs(r.newest) do call_chunked('RPUSH', ready_list(class), ids) end
 end
 -- register-consumer: adds or renews a consumer's registration, which lapses after its TTL.
 -- Runs when Redis is out of memory (allow-oom): a worker must start to drain the queue.
@@ -10389,8 +10521,8 @@ return 1
       'results',
     ],
     readOnly: false,
-    sha: 'af8049712abc99971784f34602cc33443cf63fb8',
-    fn: 'kvmq_6164d591daef_remove',
+    sha: 'c8db7810942457bb30e21e9bf2b5df2b728a41cb',
+    fn: 'kvmq_68632110e10c_remove',
     source: `#!lua flags=allow-oom
 -- The queue's keys are its base (the one key the call passes) and their names.
 local KEY_BASE = KEYS[1]
@@ -10642,13 +10774,15 @@ local function later(w, cmd, key, a, b)
 end
 
 -- Ready pushes of this script: \`back\` ones join the end of the line (LPUSH:
--- the list's next is on the right), \`front\` ones are next (RPUSH).
+-- the list's next is on the right), \`front\` ones are next (RPUSH), \`newest\` (LIFO messages) ahead of those,
+-- the latest first.
 local function pending_ready()
-  return { back = {}, front = {}, count = 0 }
+  return { back = {}, front = {}, newest = {}, count = 0 }
 end
 
-local function push_ready(r, class, id, front)
-  local side = front and r.front or r.back
+-- \`side\`: true for front, 'newest' for newest, else back.
+local function push_ready(r, class, id, side_name)
+  local side = side_name == 'newest' and r.newest or side_name and r.front or r.back
   local list = side[class]
   if list == nil then
     list = {}
@@ -10672,12 +10806,17 @@ local function flush_ready(r)
   for class in pairs(r.back) do
     if string.find(class, '@', 1, true) then redis.call('ZADD', (KEY_BASE .. 'lanes'), select(2, lane_parts(class)), class) end
   end
+  for class in pairs(r.newest) do
+    if string.find(class, '@', 1, true) then redis.call('ZADD', (KEY_BASE .. 'lanes'), select(2, lane_parts(class)), class) end
+  end
   for class, ids in pairs(r.front) do
     -- The earliest is pushed last, so it is the next out.
     local reversed = {}
     for i = #ids, 1, -1 do reversed[#reversed + 1] = ids[i] end
     call_chunked('RPUSH', ready_list(class), reversed)
   end
+  -- The latest is pushed last, so it is the next out.
+  for class, ids in pairs(r.newest) do call_chunked('RPUSH', ready_list(class), ids) end
 end
 -- events: queue events, written by the very script whose transition they describe, while the queue's
 -- configuration has events on (\`events\` '1' in conf, read by that script). A script gathers its events
@@ -10901,8 +11040,8 @@ return replies
     name: 'report',
     keys: ['holders', 'nattempts', 'progress', 'logs', 'conf', 'events', 'events-seq', 'events-wake'],
     readOnly: false,
-    sha: 'e7754f40406cc80b183b1a4267a3574dd132e968',
-    fn: 'kvmq_6164d591daef_report',
+    sha: '4807f5dcad1fad1793e700b118f5d6892cf77490',
+    fn: 'kvmq_68632110e10c_report',
     source: `#!lua
 -- The queue's keys are its base (the one key the call passes) and their names.
 local KEY_BASE = KEYS[1]
@@ -11154,13 +11293,15 @@ local function later(w, cmd, key, a, b)
 end
 
 -- Ready pushes of this script: \`back\` ones join the end of the line (LPUSH:
--- the list's next is on the right), \`front\` ones are next (RPUSH).
+-- the list's next is on the right), \`front\` ones are next (RPUSH), \`newest\` (LIFO messages) ahead of those,
+-- the latest first.
 local function pending_ready()
-  return { back = {}, front = {}, count = 0 }
+  return { back = {}, front = {}, newest = {}, count = 0 }
 end
 
-local function push_ready(r, class, id, front)
-  local side = front and r.front or r.back
+-- \`side\`: true for front, 'newest' for newest, else back.
+local function push_ready(r, class, id, side_name)
+  local side = side_name == 'newest' and r.newest or side_name and r.front or r.back
   local list = side[class]
   if list == nil then
     list = {}
@@ -11184,12 +11325,17 @@ local function flush_ready(r)
   for class in pairs(r.back) do
     if string.find(class, '@', 1, true) then redis.call('ZADD', nil, select(2, lane_parts(class)), class) end
   end
+  for class in pairs(r.newest) do
+    if string.find(class, '@', 1, true) then redis.call('ZADD', nil, select(2, lane_parts(class)), class) end
+  end
   for class, ids in pairs(r.front) do
     -- The earliest is pushed last, so it is the next out.
     local reversed = {}
     for i = #ids, 1, -1 do reversed[#reversed + 1] = ids[i] end
     call_chunked('RPUSH', ready_list(class), reversed)
   end
+  -- The latest is pushed last, so it is the next out.
+  for class, ids in pairs(r.newest) do call_chunked('RPUSH', ready_list(class), ids) end
 end
 -- events: queue events, written by the very script whose transition they describe, while the queue's
 -- configuration has events on (\`events\` '1' in conf, read by that script). A script gathers its events
@@ -11362,8 +11508,8 @@ return replies
       'groups',
     ],
     readOnly: false,
-    sha: '191a8b749868841614514003729c815abbf02a66',
-    fn: 'kvmq_6164d591daef_retry',
+    sha: '97d290e1d66a68bfa1df1c40cee9f3e79d0e3089',
+    fn: 'kvmq_68632110e10c_retry',
     source: `#!lua
 -- The queue's keys are its base (the one key the call passes) and their names.
 local KEY_BASE = KEYS[1]
@@ -11615,13 +11761,15 @@ local function later(w, cmd, key, a, b)
 end
 
 -- Ready pushes of this script: \`back\` ones join the end of the line (LPUSH:
--- the list's next is on the right), \`front\` ones are next (RPUSH).
+-- the list's next is on the right), \`front\` ones are next (RPUSH), \`newest\` (LIFO messages) ahead of those,
+-- the latest first.
 local function pending_ready()
-  return { back = {}, front = {}, count = 0 }
+  return { back = {}, front = {}, newest = {}, count = 0 }
 end
 
-local function push_ready(r, class, id, front)
-  local side = front and r.front or r.back
+-- \`side\`: true for front, 'newest' for newest, else back.
+local function push_ready(r, class, id, side_name)
+  local side = side_name == 'newest' and r.newest or side_name and r.front or r.back
   local list = side[class]
   if list == nil then
     list = {}
@@ -11645,12 +11793,17 @@ local function flush_ready(r)
   for class in pairs(r.back) do
     if string.find(class, '@', 1, true) then redis.call('ZADD', (KEY_BASE .. 'lanes'), select(2, lane_parts(class)), class) end
   end
+  for class in pairs(r.newest) do
+    if string.find(class, '@', 1, true) then redis.call('ZADD', (KEY_BASE .. 'lanes'), select(2, lane_parts(class)), class) end
+  end
   for class, ids in pairs(r.front) do
     -- The earliest is pushed last, so it is the next out.
     local reversed = {}
     for i = #ids, 1, -1 do reversed[#reversed + 1] = ids[i] end
     call_chunked('RPUSH', ready_list(class), reversed)
   end
+  -- The latest is pushed last, so it is the next out.
+  for class, ids in pairs(r.newest) do call_chunked('RPUSH', ready_list(class), ids) end
 end
 -- events: queue events, written by the very script whose transition they describe, while the queue's
 -- configuration has events on (\`events\` '1' in conf, read by that script). A script gathers its events
@@ -11863,8 +12016,8 @@ return reply
       'done-at',
     ],
     readOnly: true,
-    sha: 'ac0d21c46109d3f65989638615120ac764981e15',
-    fn: 'kvmq_6164d591daef_status',
+    sha: 'cae2d65fa434b2bda893b8a3fea29eff05df65f2',
+    fn: 'kvmq_68632110e10c_status',
     source: `#!lua flags=no-writes
 -- The queue's keys are its base (the one key the call passes) and their names.
 local KEY_BASE = KEYS[1]
@@ -12116,13 +12269,15 @@ local function later(w, cmd, key, a, b)
 end
 
 -- Ready pushes of this script: \`back\` ones join the end of the line (LPUSH:
--- the list's next is on the right), \`front\` ones are next (RPUSH).
+-- the list's next is on the right), \`front\` ones are next (RPUSH), \`newest\` (LIFO messages) ahead of those,
+-- the latest first.
 local function pending_ready()
-  return { back = {}, front = {}, count = 0 }
+  return { back = {}, front = {}, newest = {}, count = 0 }
 end
 
-local function push_ready(r, class, id, front)
-  local side = front and r.front or r.back
+-- \`side\`: true for front, 'newest' for newest, else back.
+local function push_ready(r, class, id, side_name)
+  local side = side_name == 'newest' and r.newest or side_name and r.front or r.back
   local list = side[class]
   if list == nil then
     list = {}
@@ -12146,12 +12301,17 @@ local function flush_ready(r)
   for class in pairs(r.back) do
     if string.find(class, '@', 1, true) then redis.call('ZADD', nil, select(2, lane_parts(class)), class) end
   end
+  for class in pairs(r.newest) do
+    if string.find(class, '@', 1, true) then redis.call('ZADD', nil, select(2, lane_parts(class)), class) end
+  end
   for class, ids in pairs(r.front) do
     -- The earliest is pushed last, so it is the next out.
     local reversed = {}
     for i = #ids, 1, -1 do reversed[#reversed + 1] = ids[i] end
     call_chunked('RPUSH', ready_list(class), reversed)
   end
+  -- The latest is pushed last, so it is the next out.
+  for class, ids in pairs(r.newest) do call_chunked('RPUSH', ready_list(class), ids) end
 end
 -- state: a message's state, derived from Carmine's keys as Carmine derives it,
 -- plus kvmq's done-with-requeue and failed. Expired locks and backoffs count as over.
@@ -12260,8 +12420,8 @@ return reply
       'groups',
     ],
     readOnly: false,
-    sha: 'd3c7d273b5a3c3b37b27efb500186145095a2fea',
-    fn: 'kvmq_6164d591daef_unpark',
+    sha: '38dd24d74014b221967120004566540ae312698e',
+    fn: 'kvmq_68632110e10c_unpark',
     source: `#!lua flags=allow-oom
 -- The queue's keys are its base (the one key the call passes) and their names.
 local KEY_BASE = KEYS[1]
@@ -12513,13 +12673,15 @@ local function later(w, cmd, key, a, b)
 end
 
 -- Ready pushes of this script: \`back\` ones join the end of the line (LPUSH:
--- the list's next is on the right), \`front\` ones are next (RPUSH).
+-- the list's next is on the right), \`front\` ones are next (RPUSH), \`newest\` (LIFO messages) ahead of those,
+-- the latest first.
 local function pending_ready()
-  return { back = {}, front = {}, count = 0 }
+  return { back = {}, front = {}, newest = {}, count = 0 }
 end
 
-local function push_ready(r, class, id, front)
-  local side = front and r.front or r.back
+-- \`side\`: true for front, 'newest' for newest, else back.
+local function push_ready(r, class, id, side_name)
+  local side = side_name == 'newest' and r.newest or side_name and r.front or r.back
   local list = side[class]
   if list == nil then
     list = {}
@@ -12543,12 +12705,17 @@ local function flush_ready(r)
   for class in pairs(r.back) do
     if string.find(class, '@', 1, true) then redis.call('ZADD', nil, select(2, lane_parts(class)), class) end
   end
+  for class in pairs(r.newest) do
+    if string.find(class, '@', 1, true) then redis.call('ZADD', nil, select(2, lane_parts(class)), class) end
+  end
   for class, ids in pairs(r.front) do
     -- The earliest is pushed last, so it is the next out.
     local reversed = {}
     for i = #ids, 1, -1 do reversed[#reversed + 1] = ids[i] end
     call_chunked('RPUSH', ready_list(class), reversed)
   end
+  -- The latest is pushed last, so it is the next out.
+  for class, ids in pairs(r.newest) do call_chunked('RPUSH', ready_list(class), ids) end
 end
 -- events: queue events, written by the very script whose transition they describe, while the queue's
 -- configuration has events on (\`events\` '1' in conf, read by that script). A script gathers its events
@@ -12921,8 +13088,8 @@ return entries
     name: 'unregister-consumer',
     keys: ['consumers'],
     readOnly: false,
-    sha: '6da93e8daf2329a5c3be9de7f03238fb342f3889',
-    fn: 'kvmq_6164d591daef_unregister_consumer',
+    sha: '34e77bea12eba222fb2651e1ec12548809079ab7',
+    fn: 'kvmq_68632110e10c_unregister_consumer',
     source: `#!lua flags=allow-oom
 -- The queue's keys are its base (the one key the call passes) and their names.
 local KEY_BASE = KEYS[1]
@@ -13174,13 +13341,15 @@ local function later(w, cmd, key, a, b)
 end
 
 -- Ready pushes of this script: \`back\` ones join the end of the line (LPUSH:
--- the list's next is on the right), \`front\` ones are next (RPUSH).
+-- the list's next is on the right), \`front\` ones are next (RPUSH), \`newest\` (LIFO messages) ahead of those,
+-- the latest first.
 local function pending_ready()
-  return { back = {}, front = {}, count = 0 }
+  return { back = {}, front = {}, newest = {}, count = 0 }
 end
 
-local function push_ready(r, class, id, front)
-  local side = front and r.front or r.back
+-- \`side\`: true for front, 'newest' for newest, else back.
+local function push_ready(r, class, id, side_name)
+  local side = side_name == 'newest' and r.newest or side_name and r.front or r.back
   local list = side[class]
   if list == nil then
     list = {}
@@ -13204,12 +13373,17 @@ local function flush_ready(r)
   for class in pairs(r.back) do
     if string.find(class, '@', 1, true) then redis.call('ZADD', nil, select(2, lane_parts(class)), class) end
   end
+  for class in pairs(r.newest) do
+    if string.find(class, '@', 1, true) then redis.call('ZADD', nil, select(2, lane_parts(class)), class) end
+  end
   for class, ids in pairs(r.front) do
     -- The earliest is pushed last, so it is the next out.
     local reversed = {}
     for i = #ids, 1, -1 do reversed[#reversed + 1] = ids[i] end
     call_chunked('RPUSH', ready_list(class), reversed)
   end
+  -- The latest is pushed last, so it is the next out.
+  for class, ids in pairs(r.newest) do call_chunked('RPUSH', ready_list(class), ids) end
 end
 -- unregister-consumer: removes a consumer's registration.
 -- Runs when Redis is out of memory (allow-oom): it frees memory.
@@ -13227,8 +13401,8 @@ return redis.call('HDEL', (KEY_BASE .. 'consumers'), ARGV[1])
 
 /** Every script as a function of one Redis Functions library (FUNCTION LOAD), named by its content. */
 export const LIBRARY = {
-  name: 'kvmq_6164d591daef',
-  source: `#!lua name=kvmq_6164d591daef
+  name: 'kvmq_68632110e10c',
+  source: `#!lua name=kvmq_68632110e10c
 -- kvmq's scripts as one library (scripts/redis-scripts.mjs builds it from src/redis/lua/).
 local KEYS, ARGV, KEY_BASE, KEY_NAMES = {}, {}, nil, {}
 -- The running script's keys by name, each joined to the base when first used.
@@ -13488,13 +13662,15 @@ local function later(w, cmd, key, a, b)
 end
 
 -- Ready pushes of this script: \`back\` ones join the end of the line (LPUSH:
--- the list's next is on the right), \`front\` ones are next (RPUSH).
+-- the list's next is on the right), \`front\` ones are next (RPUSH), \`newest\` (LIFO messages) ahead of those,
+-- the latest first.
 local function pending_ready()
-  return { back = {}, front = {}, count = 0 }
+  return { back = {}, front = {}, newest = {}, count = 0 }
 end
 
-local function push_ready(r, class, id, front)
-  local side = front and r.front or r.back
+-- \`side\`: true for front, 'newest' for newest, else back.
+local function push_ready(r, class, id, side_name)
+  local side = side_name == 'newest' and r.newest or side_name and r.front or r.back
   local list = side[class]
   if list == nil then
     list = {}
@@ -13518,12 +13694,17 @@ local function flush_ready(r)
   for class in pairs(r.back) do
     if string.find(class, '@', 1, true) then redis.call('ZADD', K.lanes, select(2, lane_parts(class)), class) end
   end
+  for class in pairs(r.newest) do
+    if string.find(class, '@', 1, true) then redis.call('ZADD', K.lanes, select(2, lane_parts(class)), class) end
+  end
   for class, ids in pairs(r.front) do
     -- The earliest is pushed last, so it is the next out.
     local reversed = {}
     for i = #ids, 1, -1 do reversed[#reversed + 1] = ids[i] end
     call_chunked('RPUSH', ready_list(class), reversed)
   end
+  -- The latest is pushed last, so it is the next out.
+  for class, ids in pairs(r.newest) do call_chunked('RPUSH', ready_list(class), ids) end
 end
 -- events: queue events, written by the very script whose transition they describe, while the queue's
 -- configuration has events on (\`events\` '1' in conf, read by that script). A script gathers its events
@@ -14316,7 +14497,8 @@ end
 -- ARGV from \`first\`: the messages' shapes, one letter each ('p' or 'f'), then each message's arguments in
 -- that order. A plain message ('p': no metadata, filters, backoff, flags, policy or scheduling, most are)
 -- has two: id and content (encoding tag + payload). A full one ('f') has eight: id, content, metadata JSON
--- ('' for none), filter class ('' for none), initial backoff ms, flags (1: allowRequeue, 2: replacePayload),
+-- ('' for none), filter class ('' for none), initial backoff ms, flags (1: allowRequeue, 2: replacePayload,
+-- 4: LIFO, ready at once ahead of its lane),
 -- policy JSON ('' for none), scheduling: '' for none, else '<priority>\\n<group>\\n<debounce id>' (each ''
 -- for none). Every argument costs the server a parse, an object and a Lua string: a plain message saves six.
 local FULL = 102 -- 'f'
@@ -14389,9 +14571,11 @@ local function enqueue()
   local ready = pending_ready()
   local replies = {}
   -- Messages made ready, the priority-0 lanes they joined (in order), and whether a backoff was set.
-  local readied, lanes, timed = 0, {}, false
-  local function make_ready(lane, id)
-    push_ready(ready, lane, id, false)
+  -- A LIFO message goes ahead of its lane's messages, so none of them may be handed off before it (no handoff).
+  local readied, lanes, timed, newest = 0, {}, false, false
+  local function make_ready(lane, id, lifo)
+    push_ready(ready, lane, id, lifo and 'newest')
+    newest = newest or lifo
     readied = readied + 1
     if not lanes[lane] and not string.find(lane, '@', 1, true) then
       lanes[lane] = true
@@ -14401,7 +14585,7 @@ local function enqueue()
 
   -- Content, metadata, filters, priority and group of a message that starts a new run, queued now or
   -- after \`backoff\` ms.
-  local function place(id, meta, class, backoff, revived, policy, priority, group)
+  local function place(id, meta, class, backoff, revived, policy, priority, group, lifo)
     if meta ~= '' then later(w, 'hset', K.metadata, id, meta) elseif revived then later(w, 'hdel', K.metadata, id) end
     if policy ~= '' then later(w, 'hset', K.policies, id, policy) elseif revived then later(w, 'hdel', K.policies, id) end
     if class ~= '' then
@@ -14425,7 +14609,7 @@ local function enqueue()
       later(w, 'zadd', K.schedule, now + backoff, id)
       timed = true
     else
-      make_ready(lane, id)
+      make_ready(lane, id, lifo)
     end
   end
 
@@ -14452,7 +14636,7 @@ local function enqueue()
       redis.call('ZADD', K.schedule, now + backoff, wid)
       timed = true
     else
-      make_ready(lane_of(wid), wid)
+      make_ready(lane_of(wid), wid, false)
     end
     event('enqueued', wid, redis.call('HGET', K.nattempts, wid) or 0)
     return true
@@ -14490,7 +14674,7 @@ local function enqueue()
       policy, ext = ARGV[i + 6], ARGV[i + 7]
     end
     local priority, group, did = scheduling(ext)
-    local allow_requeue, replace = flags % 2 == 1, flags >= 2
+    local allow_requeue, replace, lifo = flags % 2 == 1, flags % 4 >= 2, flags >= 4
     local waiting = nil
     if did ~= '' then
       -- Earlier messages of the batch are written first: one of them may be the waiting one.
@@ -14502,7 +14686,7 @@ local function enqueue()
     if waiting and debounce(waiting, content, meta, backoff) then
       replies[#replies + 1] = 'debounced ' .. waiting
     elseif redis.call('HSETNX', K.messages, id, content) == 1 then
-      place(id, meta, class, backoff, false, policy, priority, group)
+      place(id, meta, class, backoff, false, policy, priority, group, lifo)
       if did ~= '' then index_debounce(id, did) end
       -- event('enqueued', id, 0), without the call: the hottest path there is.
       if EV.on then EV.lines[#EV.lines + 1] = 'enqueued 0 ' .. id end
@@ -14516,7 +14700,7 @@ local function enqueue()
       if state == 'done-awaiting-gc' then
         redis.call('HSET', K.messages, id, content)
         forget_run(id)
-        place(id, meta, class, backoff, true, policy, priority, group)
+        place(id, meta, class, backoff, true, policy, priority, group, lifo)
         index_debounce(id, did)
         replies[#replies + 1] = 'revived'
       elseif allow_requeue and state == 'done-with-backoff' then
@@ -14549,7 +14733,7 @@ local function enqueue()
 
   flush_writes(w)
   local handed = 0
-  if conf[3] == '1' and #lanes > 0 then
+  if conf[3] == '1' and #lanes > 0 and not newest then
     handed = hand_off(ready, lanes, { paused = conf[4], rate_limit = conf[5] }, now)
   end
   flush_ready(ready)
@@ -14568,7 +14752,7 @@ end
 do
   local names = { messages = 'messages', metadata = 'metadata', filters = 'filters', classes = 'classes', nattempts = 'nattempts', locks = 'locks', holders = 'holders', backoffs = 'backoffs', done = 'done', done_at = 'done-at', requeue = 'requeue', schedule = 'schedule', lock_expiry = 'lock-expiry', updated_at = 'updated-at', mid_circle = 'mid-circle', eoq_backoff = 'eoq-backoff?', ndry_runs = 'ndry-runs', policies = 'policies', pushes = 'pushes', conf = 'conf', failed = 'failed', lanes = 'lanes', rate_tat = 'rate-tat', layout = 'layout', events = 'events', events_seq = 'events-seq', events_wake = 'events-wake', priorities = 'priorities', groups = 'groups', group_held = 'group-held', parked = 'parked', history = 'history', losses = 'losses', outcomes = 'outcomes', enqueued_at = 'enqueued-at', requeue_content = 'requeue-content', requeue_locks = 'requeue-locks', requeue_schedule = 'requeue-schedule', dedupe = 'dedupe', debounce = 'debounce', debounce_of = 'debounce-of', progress = 'progress', logs = 'logs', results = 'results', idle_workers = 'idle-workers' }
   redis.register_function({
-    function_name = 'kvmq_6164d591daef_claim',
+    function_name = 'kvmq_68632110e10c_claim',
     flags = { 'allow-oom' },
     callback = function(keys, args)
 begin_call(keys, args, names)
@@ -14832,7 +15016,7 @@ end
 do
   local names = { messages = 'messages', locks = 'locks', backoffs = 'backoffs', nattempts = 'nattempts', mid_circle = 'mid-circle', done = 'done', requeue = 'requeue', eoq_backoff = 'eoq-backoff?', ndry_runs = 'ndry-runs', metadata = 'metadata', filters = 'filters', classes = 'classes', holders = 'holders', outcomes = 'outcomes', enqueued_at = 'enqueued-at', updated_at = 'updated-at', requeue_content = 'requeue-content', schedule = 'schedule', lock_expiry = 'lock-expiry', done_at = 'done-at', dedupe = 'dedupe', policies = 'policies', history = 'history', losses = 'losses', pushes = 'pushes', requeue_locks = 'requeue-locks', requeue_schedule = 'requeue-schedule', failed = 'failed', events = 'events', priorities = 'priorities', lanes = 'lanes', groups = 'groups', group_held = 'group-held', parked = 'parked', debounce = 'debounce', debounce_of = 'debounce-of', rate_tat = 'rate-tat', layout = 'layout', progress = 'progress', logs = 'logs' }
   redis.register_function({
-    function_name = 'kvmq_6164d591daef_clear',
+    function_name = 'kvmq_68632110e10c_clear',
     flags = { 'allow-oom' },
     callback = function(keys, args)
 begin_call(keys, args, names)
@@ -14864,7 +15048,7 @@ end
 do
   local names = { conf = 'conf', wake = 'wake', messages = 'messages', consumers = 'consumers', pushes = 'pushes', mid_circle = 'mid-circle', filters = 'filters', priorities = 'priorities', lanes = 'lanes', groups = 'groups', group_held = 'group-held', parked = 'parked' }
   redis.register_function({
-    function_name = 'kvmq_6164d591daef_configure',
+    function_name = 'kvmq_68632110e10c_configure',
     flags = {  },
     callback = function(keys, args)
 begin_call(keys, args, names)
@@ -14913,7 +15097,7 @@ end
 do
   local names = { consumers = 'consumers', holders = 'holders', locks = 'locks' }
   redis.register_function({
-    function_name = 'kvmq_6164d591daef_consumers',
+    function_name = 'kvmq_68632110e10c_consumers',
     flags = { 'no-writes' },
     callback = function(keys, args)
 begin_call(keys, args, names)
@@ -14935,7 +15119,7 @@ end
 do
   local names = { conf = 'conf', events = 'events', events_seq = 'events-seq', events_wake = 'events-wake', done = 'done', requeue = 'requeue', backoffs = 'backoffs', locks = 'locks', failed = 'failed', filters = 'filters', priorities = 'priorities', lanes = 'lanes', groups = 'groups', messages = 'messages', metadata = 'metadata', nattempts = 'nattempts', holders = 'holders', lock_expiry = 'lock-expiry', policies = 'policies', requeue_locks = 'requeue-locks', ndry_runs = 'ndry-runs', eoq_backoff = 'eoq-backoff?', idle_workers = 'idle-workers', classes = 'classes', outcomes = 'outcomes', enqueued_at = 'enqueued-at', updated_at = 'updated-at', requeue_content = 'requeue-content', schedule = 'schedule', done_at = 'done-at', dedupe = 'dedupe', mid_circle = 'mid-circle', wake = 'wake', losses = 'losses', requeue_schedule = 'requeue-schedule', pushes = 'pushes', debounce = 'debounce', debounce_of = 'debounce-of', layout = 'layout', results = 'results' }
   redis.register_function({
-    function_name = 'kvmq_6164d591daef_enqueue',
+    function_name = 'kvmq_68632110e10c_enqueue',
     flags = {  },
     callback = function(keys, args)
 begin_call(keys, args, names)
@@ -14956,7 +15140,7 @@ end
 do
   local names = { events = 'events', events_seq = 'events-seq' }
   redis.register_function({
-    function_name = 'kvmq_6164d591daef_events_trim',
+    function_name = 'kvmq_68632110e10c_events_trim',
     flags = { 'allow-oom' },
     callback = function(keys, args)
 begin_call(keys, args, names)
@@ -14997,7 +15181,7 @@ end
 do
   local names = { locks = 'locks', holders = 'holders', nattempts = 'nattempts', lock_expiry = 'lock-expiry', requeue = 'requeue', requeue_locks = 'requeue-locks' }
   redis.register_function({
-    function_name = 'kvmq_6164d591daef_extend',
+    function_name = 'kvmq_68632110e10c_extend',
     flags = { 'allow-oom' },
     callback = function(keys, args)
 begin_call(keys, args, names)
@@ -15032,7 +15216,7 @@ end
 do
   local names = { messages = 'messages', filters = 'filters', nattempts = 'nattempts', locks = 'locks', holders = 'holders', backoffs = 'backoffs', done = 'done', done_at = 'done-at', dedupe = 'dedupe', requeue = 'requeue', requeue_content = 'requeue-content', schedule = 'schedule', lock_expiry = 'lock-expiry', outcomes = 'outcomes', updated_at = 'updated-at', mid_circle = 'mid-circle', wake = 'wake', pushes = 'pushes', losses = 'losses', layout = 'layout', results = 'results', conf = 'conf', events = 'events', events_seq = 'events-seq', events_wake = 'events-wake', priorities = 'priorities', lanes = 'lanes', groups = 'groups', group_held = 'group-held', parked = 'parked', metadata = 'metadata', policies = 'policies', history = 'history', enqueued_at = 'enqueued-at', requeue_locks = 'requeue-locks', requeue_schedule = 'requeue-schedule', failed = 'failed', debounce = 'debounce', debounce_of = 'debounce-of', progress = 'progress', logs = 'logs' }
   redis.register_function({
-    function_name = 'kvmq_6164d591daef_finish',
+    function_name = 'kvmq_68632110e10c_finish',
     flags = { 'allow-oom' },
     callback = function(keys, args)
 begin_call(keys, args, names)
@@ -15244,7 +15428,7 @@ end
 do
   local names = { schedules = 'schedules', conf = 'conf', events = 'events', events_seq = 'events-seq', events_wake = 'events-wake', done = 'done', requeue = 'requeue', backoffs = 'backoffs', locks = 'locks', failed = 'failed', filters = 'filters', priorities = 'priorities', lanes = 'lanes', groups = 'groups', messages = 'messages', metadata = 'metadata', nattempts = 'nattempts', holders = 'holders', lock_expiry = 'lock-expiry', policies = 'policies', requeue_locks = 'requeue-locks', ndry_runs = 'ndry-runs', eoq_backoff = 'eoq-backoff?', idle_workers = 'idle-workers', classes = 'classes', outcomes = 'outcomes', enqueued_at = 'enqueued-at', updated_at = 'updated-at', requeue_content = 'requeue-content', schedule = 'schedule', done_at = 'done-at', dedupe = 'dedupe', mid_circle = 'mid-circle', wake = 'wake', losses = 'losses', requeue_schedule = 'requeue-schedule', pushes = 'pushes', debounce = 'debounce', debounce_of = 'debounce-of', layout = 'layout', results = 'results' }
   redis.register_function({
-    function_name = 'kvmq_6164d591daef_fire_schedule',
+    function_name = 'kvmq_68632110e10c_fire_schedule',
     flags = {  },
     callback = function(keys, args)
 begin_call(keys, args, names)
@@ -15274,7 +15458,7 @@ end
 do
   local names = { consumers = 'consumers', gc_lock = 'gc-lock' }
   redis.register_function({
-    function_name = 'kvmq_6164d591daef_gc_finish',
+    function_name = 'kvmq_68632110e10c_gc_finish',
     flags = { 'allow-oom' },
     callback = function(keys, args)
 begin_call(keys, args, names)
@@ -15304,7 +15488,7 @@ end
 do
   local names = { gc_lock = 'gc-lock', gc_at = 'gc-at' }
   redis.register_function({
-    function_name = 'kvmq_6164d591daef_gc_start',
+    function_name = 'kvmq_68632110e10c_gc_start',
     flags = { 'allow-oom' },
     callback = function(keys, args)
 begin_call(keys, args, names)
@@ -15330,7 +15514,7 @@ end
 do
   local names = { done_at = 'done-at', failed = 'failed', messages = 'messages', metadata = 'metadata', filters = 'filters', policies = 'policies', history = 'history', losses = 'losses', nattempts = 'nattempts', locks = 'locks', holders = 'holders', backoffs = 'backoffs', outcomes = 'outcomes', enqueued_at = 'enqueued-at', updated_at = 'updated-at', requeue_content = 'requeue-content', done = 'done', requeue = 'requeue', schedule = 'schedule', lock_expiry = 'lock-expiry', requeue_locks = 'requeue-locks', requeue_schedule = 'requeue-schedule', dedupe = 'dedupe', priorities = 'priorities', groups = 'groups', debounce = 'debounce', debounce_of = 'debounce-of', progress = 'progress', logs = 'logs', results = 'results' }
   redis.register_function({
-    function_name = 'kvmq_6164d591daef_gc_sweep',
+    function_name = 'kvmq_68632110e10c_gc_sweep',
     flags = { 'allow-oom' },
     callback = function(keys, args)
 begin_call(keys, args, names)
@@ -15378,7 +15562,7 @@ end
 do
   local names = { messages = 'messages', metadata = 'metadata', filters = 'filters', policies = 'policies', history = 'history', priorities = 'priorities', groups = 'groups', progress = 'progress', logs = 'logs', results = 'results', done = 'done', requeue = 'requeue', backoffs = 'backoffs', locks = 'locks', failed = 'failed', nattempts = 'nattempts', holders = 'holders', outcomes = 'outcomes', enqueued_at = 'enqueued-at', updated_at = 'updated-at', done_at = 'done-at' }
   redis.register_function({
-    function_name = 'kvmq_6164d591daef_inspect',
+    function_name = 'kvmq_68632110e10c_inspect',
     flags = { 'no-writes' },
     callback = function(keys, args)
 begin_call(keys, args, names)
@@ -15405,7 +15589,7 @@ end
 do
   local names = { messages = 'messages', metadata = 'metadata', filters = 'filters', classes = 'classes', pushes = 'pushes', mid_circle = 'mid-circle', schedule = 'schedule', lock_expiry = 'lock-expiry', requeue_locks = 'requeue-locks', requeue_schedule = 'requeue-schedule', done_at = 'done-at', dedupe = 'dedupe', failed = 'failed', lanes = 'lanes', parked = 'parked', results = 'results', conf = 'conf', events = 'events', events_seq = 'events-seq', events_wake = 'events-wake', done = 'done', requeue = 'requeue', backoffs = 'backoffs', locks = 'locks', nattempts = 'nattempts', holders = 'holders', outcomes = 'outcomes', enqueued_at = 'enqueued-at', updated_at = 'updated-at', priorities = 'priorities', groups = 'groups', group_held = 'group-held', policies = 'policies', history = 'history', losses = 'losses', requeue_content = 'requeue-content', debounce = 'debounce', debounce_of = 'debounce-of', progress = 'progress', logs = 'logs' }
   redis.register_function({
-    function_name = 'kvmq_6164d591daef_list',
+    function_name = 'kvmq_68632110e10c_list',
     flags = { 'allow-oom' },
     callback = function(keys, args)
 begin_call(keys, args, names)
@@ -15617,7 +15801,7 @@ end
 do
   local names = { messages = 'messages', wake = 'wake', pushes = 'pushes', mid_circle = 'mid-circle', conf = 'conf', events = 'events', events_seq = 'events-seq', events_wake = 'events-wake', done = 'done', requeue = 'requeue', backoffs = 'backoffs', locks = 'locks', failed = 'failed', filters = 'filters', priorities = 'priorities', lanes = 'lanes', groups = 'groups', group_held = 'group-held', parked = 'parked', metadata = 'metadata', policies = 'policies', history = 'history', losses = 'losses', nattempts = 'nattempts', holders = 'holders', outcomes = 'outcomes', enqueued_at = 'enqueued-at', updated_at = 'updated-at', requeue_content = 'requeue-content', schedule = 'schedule', lock_expiry = 'lock-expiry', requeue_locks = 'requeue-locks', requeue_schedule = 'requeue-schedule', done_at = 'done-at', dedupe = 'dedupe', debounce = 'debounce', debounce_of = 'debounce-of', progress = 'progress', logs = 'logs', results = 'results' }
   redis.register_function({
-    function_name = 'kvmq_6164d591daef_promote_now',
+    function_name = 'kvmq_68632110e10c_promote_now',
     flags = {  },
     callback = function(keys, args)
 begin_call(keys, args, names)
@@ -15658,7 +15842,7 @@ end
 do
   local names = { messages = 'messages', done = 'done', failed = 'failed', schedule = 'schedule', lock_expiry = 'lock-expiry', dedupe = 'dedupe', requeue_locks = 'requeue-locks', requeue_schedule = 'requeue-schedule', ndry_runs = 'ndry-runs', conf = 'conf', consumers = 'consumers', holders = 'holders', locks = 'locks' }
   redis.register_function({
-    function_name = 'kvmq_6164d591daef_queue_status',
+    function_name = 'kvmq_68632110e10c_queue_status',
     flags = { 'no-writes' },
     callback = function(keys, args)
 begin_call(keys, args, names)
@@ -15714,7 +15898,7 @@ end
 do
   local names = { events = 'events', events_seq = 'events-seq' }
   redis.register_function({
-    function_name = 'kvmq_6164d591daef_read_events',
+    function_name = 'kvmq_68632110e10c_read_events',
     flags = { 'no-writes' },
     callback = function(keys, args)
 begin_call(keys, args, names)
@@ -15767,7 +15951,7 @@ end
 do
   local names = { consumers = 'consumers' }
   redis.register_function({
-    function_name = 'kvmq_6164d591daef_register_consumer',
+    function_name = 'kvmq_68632110e10c_register_consumer',
     flags = { 'allow-oom' },
     callback = function(keys, args)
 begin_call(keys, args, names)
@@ -15796,7 +15980,7 @@ end
 do
   local names = { mid_circle = 'mid-circle', conf = 'conf', events = 'events', events_seq = 'events-seq', events_wake = 'events-wake', done = 'done', requeue = 'requeue', backoffs = 'backoffs', locks = 'locks', failed = 'failed', filters = 'filters', priorities = 'priorities', lanes = 'lanes', groups = 'groups', messages = 'messages', metadata = 'metadata', policies = 'policies', history = 'history', losses = 'losses', nattempts = 'nattempts', holders = 'holders', outcomes = 'outcomes', enqueued_at = 'enqueued-at', updated_at = 'updated-at', requeue_content = 'requeue-content', schedule = 'schedule', lock_expiry = 'lock-expiry', requeue_locks = 'requeue-locks', requeue_schedule = 'requeue-schedule', done_at = 'done-at', dedupe = 'dedupe', debounce = 'debounce', debounce_of = 'debounce-of', progress = 'progress', logs = 'logs', results = 'results' }
   redis.register_function({
-    function_name = 'kvmq_6164d591daef_remove',
+    function_name = 'kvmq_68632110e10c_remove',
     flags = { 'allow-oom' },
     callback = function(keys, args)
 begin_call(keys, args, names)
@@ -15840,7 +16024,7 @@ end
 do
   local names = { holders = 'holders', nattempts = 'nattempts', progress = 'progress', logs = 'logs', conf = 'conf', events = 'events', events_seq = 'events-seq', events_wake = 'events-wake' }
   redis.register_function({
-    function_name = 'kvmq_6164d591daef_report',
+    function_name = 'kvmq_68632110e10c_report',
     flags = {  },
     callback = function(keys, args)
 begin_call(keys, args, names)
@@ -15901,7 +16085,7 @@ end
 do
   local names = { messages = 'messages', filters = 'filters', nattempts = 'nattempts', losses = 'losses', failed = 'failed', updated_at = 'updated-at', mid_circle = 'mid-circle', wake = 'wake', pushes = 'pushes', conf = 'conf', events = 'events', events_seq = 'events-seq', events_wake = 'events-wake', done = 'done', requeue = 'requeue', backoffs = 'backoffs', locks = 'locks', priorities = 'priorities', lanes = 'lanes', groups = 'groups' }
   redis.register_function({
-    function_name = 'kvmq_6164d591daef_retry',
+    function_name = 'kvmq_68632110e10c_retry',
     flags = {  },
     callback = function(keys, args)
 begin_call(keys, args, names)
@@ -15956,7 +16140,7 @@ end
 do
   local names = { messages = 'messages', results = 'results', done = 'done', requeue = 'requeue', backoffs = 'backoffs', locks = 'locks', failed = 'failed', nattempts = 'nattempts', holders = 'holders', outcomes = 'outcomes', enqueued_at = 'enqueued-at', updated_at = 'updated-at', done_at = 'done-at' }
   redis.register_function({
-    function_name = 'kvmq_6164d591daef_status',
+    function_name = 'kvmq_68632110e10c_status',
     flags = { 'no-writes' },
     callback = function(keys, args)
 begin_call(keys, args, names)
@@ -15978,7 +16162,7 @@ end
 do
   local names = { conf = 'conf', idle_workers = 'idle-workers', events = 'events', events_seq = 'events-seq', events_wake = 'events-wake', messages = 'messages', metadata = 'metadata', nattempts = 'nattempts', locks = 'locks', holders = 'holders', lock_expiry = 'lock-expiry', policies = 'policies', requeue = 'requeue', requeue_locks = 'requeue-locks', done = 'done', failed = 'failed', ndry_runs = 'ndry-runs', eoq_backoff = 'eoq-backoff?', groups = 'groups' }
   redis.register_function({
-    function_name = 'kvmq_6164d591daef_unpark',
+    function_name = 'kvmq_68632110e10c_unpark',
     flags = { 'allow-oom' },
     callback = function(keys, args)
 begin_call(keys, args, names)
@@ -16005,7 +16189,7 @@ end
 do
   local names = { consumers = 'consumers' }
   redis.register_function({
-    function_name = 'kvmq_6164d591daef_unregister_consumer',
+    function_name = 'kvmq_68632110e10c_unregister_consumer',
     flags = { 'allow-oom' },
     callback = function(keys, args)
 begin_call(keys, args, names)

@@ -240,13 +240,15 @@ local function later(w, cmd, key, a, b)
 end
 
 -- Ready pushes of this script: `back` ones join the end of the line (LPUSH:
--- the list's next is on the right), `front` ones are next (RPUSH).
+-- the list's next is on the right), `front` ones are next (RPUSH), `newest` (LIFO messages) ahead of those,
+-- the latest first.
 local function pending_ready()
-  return { back = {}, front = {}, count = 0 }
+  return { back = {}, front = {}, newest = {}, count = 0 }
 end
 
-local function push_ready(r, class, id, front)
-  local side = front and r.front or r.back
+-- `side`: true for front, 'newest' for newest, else back.
+local function push_ready(r, class, id, side_name)
+  local side = side_name == 'newest' and r.newest or side_name and r.front or r.back
   local list = side[class]
   if list == nil then
     list = {}
@@ -270,10 +272,15 @@ local function flush_ready(r)
   for class in pairs(r.back) do
     if string.find(class, '@', 1, true) then redis.call('ZADD', K.lanes, select(2, lane_parts(class)), class) end
   end
+  for class in pairs(r.newest) do
+    if string.find(class, '@', 1, true) then redis.call('ZADD', K.lanes, select(2, lane_parts(class)), class) end
+  end
   for class, ids in pairs(r.front) do
     -- The earliest is pushed last, so it is the next out.
     local reversed = {}
     for i = #ids, 1, -1 do reversed[#reversed + 1] = ids[i] end
     call_chunked('RPUSH', ready_list(class), reversed)
   end
+  -- The latest is pushed last, so it is the next out.
+  for class, ids in pairs(r.newest) do call_chunked('RPUSH', ready_list(class), ids) end
 end

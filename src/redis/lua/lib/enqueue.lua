@@ -14,7 +14,8 @@
 -- ARGV from `first`: the messages' shapes, one letter each ('p' or 'f'), then each message's arguments in
 -- that order. A plain message ('p': no metadata, filters, backoff, flags, policy or scheduling, most are)
 -- has two: id and content (encoding tag + payload). A full one ('f') has eight: id, content, metadata JSON
--- ('' for none), filter class ('' for none), initial backoff ms, flags (1: allowRequeue, 2: replacePayload),
+-- ('' for none), filter class ('' for none), initial backoff ms, flags (1: allowRequeue, 2: replacePayload,
+-- 4: LIFO, ready at once ahead of its lane),
 -- policy JSON ('' for none), scheduling: '' for none, else '<priority>\n<group>\n<debounce id>' (each ''
 -- for none). Every argument costs the server a parse, an object and a Lua string: a plain message saves six.
 local FULL = 102 -- 'f'
@@ -87,9 +88,11 @@ local function enqueue()
   local ready = pending_ready()
   local replies = {}
   -- Messages made ready, the priority-0 lanes they joined (in order), and whether a backoff was set.
-  local readied, lanes, timed = 0, {}, false
-  local function make_ready(lane, id)
-    push_ready(ready, lane, id, false)
+  -- A LIFO message goes ahead of its lane's messages, so none of them may be handed off before it (no handoff).
+  local readied, lanes, timed, newest = 0, {}, false, false
+  local function make_ready(lane, id, lifo)
+    push_ready(ready, lane, id, lifo and 'newest')
+    newest = newest or lifo
     readied = readied + 1
     if not lanes[lane] and not string.find(lane, '@', 1, true) then
       lanes[lane] = true
@@ -99,7 +102,7 @@ local function enqueue()
 
   -- Content, metadata, filters, priority and group of a message that starts a new run, queued now or
   -- after `backoff` ms.
-  local function place(id, meta, class, backoff, revived, policy, priority, group)
+  local function place(id, meta, class, backoff, revived, policy, priority, group, lifo)
     if meta ~= '' then later(w, 'hset', K.metadata, id, meta) elseif revived then later(w, 'hdel', K.metadata, id) end
     if policy ~= '' then later(w, 'hset', K.policies, id, policy) elseif revived then later(w, 'hdel', K.policies, id) end
     if class ~= '' then
@@ -123,7 +126,7 @@ local function enqueue()
       later(w, 'zadd', K.schedule, now + backoff, id)
       timed = true
     else
-      make_ready(lane, id)
+      make_ready(lane, id, lifo)
     end
   end
 
@@ -150,7 +153,7 @@ local function enqueue()
       redis.call('ZADD', K.schedule, now + backoff, wid)
       timed = true
     else
-      make_ready(lane_of(wid), wid)
+      make_ready(lane_of(wid), wid, false)
     end
     event('enqueued', wid, redis.call('HGET', K.nattempts, wid) or 0)
     return true
@@ -188,7 +191,7 @@ local function enqueue()
       policy, ext = ARGV[i + 6], ARGV[i + 7]
     end
     local priority, group, did = scheduling(ext)
-    local allow_requeue, replace = flags % 2 == 1, flags >= 2
+    local allow_requeue, replace, lifo = flags % 2 == 1, flags % 4 >= 2, flags >= 4
     local waiting = nil
     if did ~= '' then
       -- Earlier messages of the batch are written first: one of them may be the waiting one.
@@ -200,7 +203,7 @@ local function enqueue()
     if waiting and debounce(waiting, content, meta, backoff) then
       replies[#replies + 1] = 'debounced ' .. waiting
     elseif redis.call('HSETNX', K.messages, id, content) == 1 then
-      place(id, meta, class, backoff, false, policy, priority, group)
+      place(id, meta, class, backoff, false, policy, priority, group, lifo)
       if did ~= '' then index_debounce(id, did) end
       -- event('enqueued', id, 0), without the call: the hottest path there is.
       if EV.on then EV.lines[#EV.lines + 1] = 'enqueued 0 ' .. id end
@@ -214,7 +217,7 @@ local function enqueue()
       if state == 'done-awaiting-gc' then
         redis.call('HSET', K.messages, id, content)
         forget_run(id)
-        place(id, meta, class, backoff, true, policy, priority, group)
+        place(id, meta, class, backoff, true, policy, priority, group, lifo)
         index_debounce(id, did)
         replies[#replies + 1] = 'revived'
       elseif allow_requeue and state == 'done-with-backoff' then
@@ -247,7 +250,7 @@ local function enqueue()
 
   flush_writes(w)
   local handed = 0
-  if conf[3] == '1' and #lanes > 0 then
+  if conf[3] == '1' and #lanes > 0 and not newest then
     handed = hand_off(ready, lanes, { paused = conf[4], rate_limit = conf[5] }, now)
   end
   flush_ready(ready)
