@@ -12,7 +12,7 @@
  */
 import { newNonce } from './nonce.js';
 import { StoreLayoutError } from '../errors.js';
-import { newIdx, type QueueKeys } from './keys.js';
+import { newIdx, newLifoIdx, type QueueKeys } from './keys.js';
 import { decodeRecord, encodeRecord, stateOf, type MessageRecord } from './record.js';
 import { freshRecord, indexOps } from './transitions.js';
 import { changeEvents } from './event-ops.js';
@@ -293,7 +293,7 @@ async function enqueueDebounced(kv: Kv, keys: QueueKeys, message: NewMessage, ev
 function adding(keys: QueueKeys, message: NewMessage, events: boolean, extra: readonly Compare[] = []): Adding {
   const now = Date.now();
   const nonce = newNonce();
-  const idx = newIdx(message.priority);
+  const idx = message.lifo ? newLifoIdx(message.priority) : newIdx(message.priority);
   const record = freshRecord(
     {
       idx,
@@ -383,7 +383,7 @@ async function planExisting(
 ): Promise<{ ops: Op[]; action: 'revived' | 'requeued'; attempt: number; counts: CountDelta[] } | null> {
   const payload = asBuffer(m.payload);
   if (state === 'done-awaiting-gc') {
-    const idx = newIdx(m.priority);
+    const idx = m.lifo ? newLifoIdx(m.priority) : newIdx(m.priority);
     const record = freshRecord(
       {
         idx,

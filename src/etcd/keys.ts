@@ -293,6 +293,33 @@ export function newIdx(priority = 0): string {
   return priority === 0 ? idx : priorityBand(priority) + idx;
 }
 
+let lifoMs = 0;
+let lifoSequence = 0;
+const LIFO_SEQUENCE_MAX = 99_999;
+const MS_COMPLEMENT = 9_999_999_999_999;
+// The first digit of a LIFO idx (after its priority band): below every timestamp's.
+const LIFO_MARK = '0';
+
+/**
+ * The idx of a LIFO message: `0`, then 13 digits of (9999999999999 − ms) and 5 of (99999 − a per-process
+ * sequence), with the priority band in front as newIdx puts it. It sorts before every idx of newIdx in its
+ * priority (their timestamps start above 0), and a later one before an earlier one: the dispatcher takes the
+ * ordered queue in key order, so the newest LIFO message goes first. As many digits as newIdx's, so the loader
+ * reads it as any idx (its time runs backwards, which the loader's windows need not know).
+ */
+export function newLifoIdx(priority = 0): string {
+  const now = Date.now();
+  if (now > lifoMs) {
+    lifoMs = now;
+    lifoSequence = 0;
+  } else if (++lifoSequence > LIFO_SEQUENCE_MAX) {
+    lifoMs += 1;
+    lifoSequence = 0;
+  }
+  const idx = `${LIFO_MARK}${String(MS_COMPLEMENT - lifoMs).padStart(13, '0')}${String(LIFO_SEQUENCE_MAX - lifoSequence).padStart(5, '0')}`;
+  return priority === 0 ? idx : priorityBand(priority) + idx;
+}
+
 /** The mark in front of the idx of a message with a priority above 0. */
 export const PRIORITY_MARK = '9';
 const PRIORITY_IDX_DIGITS = IDX_DIGITS + 1 + PRIORITY_DIGITS;
@@ -315,9 +342,26 @@ export function idxAt(ms: number, priority = 0): string {
   return priority === 0 ? idx : priorityBand(priority) + idx;
 }
 
-/** The millisecond an idx was made in (for kvmq's own idx format, with or without a priority). */
+/**
+ * The millisecond an idx was made in (for kvmq's own idx format, with or without a priority); 0 for a LIFO
+ * idx (newLifoIdx), whose digits count time backwards.
+ */
 export function idxMs(idx: string): number {
-  if (idx.length === IDX_DIGITS) return Number(idx.slice(0, 13));
-  if (idxPriority(idx) > 0) return Number(idx.slice(1 + PRIORITY_DIGITS, 1 + PRIORITY_DIGITS + 13));
+  if (idx.length === IDX_DIGITS) return idx.startsWith(LIFO_MARK) ? 0 : Number(idx.slice(0, 13));
+  if (idxPriority(idx) > 0) {
+    const rest = idx.slice(1 + PRIORITY_DIGITS);
+    return rest.startsWith(LIFO_MARK) ? 0 : Number(rest.slice(0, 13));
+  }
   return 0;
+}
+
+/**
+ * For a LIFO idx, the idx prefix where its priority's LIFO keys end and its FIFO keys start (all of that
+ * priority's LIFO keys are read as one range, however far apart their digits); null for any other idx.
+ */
+export function lifoEnd(idx: string): string | null {
+  if (idx.length === IDX_DIGITS) return idx.startsWith(LIFO_MARK) ? '1' : null;
+  if (idxPriority(idx) === 0) return null;
+  const band = idx.slice(0, 1 + PRIORITY_DIGITS);
+  return idx.startsWith(LIFO_MARK, band.length) ? `${band}1` : null;
 }

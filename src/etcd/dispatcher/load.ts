@@ -7,7 +7,7 @@
  * plain producer keys page by page; payloads it let go; and, when memory
  * holds too many pending messages, forgetting the newest until their turn.
  */
-import { IDX_DIGITS, idxAt, idxMs, idxPriority, priorityBand, PRIORITY_MARK } from '../keys.js';
+import { IDX_DIGITS, idxAt, idxMs, idxPriority, lifoEnd, priorityBand, PRIORITY_MARK } from '../keys.js';
 import { PRIORITY_MAX } from '../../model/scheduling.js';
 import { decodeRecord } from '../record.js';
 import { getMany } from '../txn-batch.js';
@@ -45,15 +45,18 @@ export class Loader {
     const keys = m.keys;
     const from = m.cursor;
     if (from === null) return;
-    const { ms: fromMs, priority } = this.cursorAt(from);
+    const { ms: fromMs, priority, lifo } = this.cursorAt(from);
     const final = fromMs === 0 || fromMs > Date.now() + CLOCK_SKEW_MS;
     // Within a priority's band: up to the next band once past the newest time; then one read finds the next band.
+    // A priority's LIFO keys (few, and out of time order) are read up to its FIFO keys at once.
     const end =
-      fromMs === 0
-        ? keys.orderedEnd
-        : final
-          ? bandEnd(keys.prefix, priority)
-          : keys.prefix + idxAt(fromMs + this.spanMs, priority);
+      lifo !== null
+        ? keys.prefix + lifo
+        : fromMs === 0
+          ? keys.orderedEnd
+          : final
+            ? bandEnd(keys.prefix, priority)
+            : keys.prefix + idxAt(fromMs + this.spanMs, priority);
     const res = await this.kv.range({ key: from, end, limit: WINDOW_LIMIT });
     const found = res.kvs
       .map((kv) => ({ kv, parsed: keys.parse(kv.key) }))
@@ -96,16 +99,17 @@ export class Loader {
 
   /**
    * The idx time and priority a cursor (an ordered key, or a window's end) stands at; time 0 when not kvmq's
-   * idx format (or a band's bare start), which the next read ranges to the end from.
+   * idx format (or a band's bare start), which the next read ranges to the end from; `lifo`: where the
+   * LIFO keys of the cursor's priority end, when it stands among them.
    */
-  private cursorAt(cursor: string): { ms: number; priority: number } {
+  private cursorAt(cursor: string): { ms: number; priority: number; lifo: string | null } {
     const prefix = this.mirror.keys.prefix;
     const rest = cursor.slice(prefix.length);
     const digits = /^\d+/.exec(rest)?.[0] ?? '';
-    if (digits.length === IDX_DIGITS) return { ms: idxMs(digits), priority: 0 };
+    if (digits.length === IDX_DIGITS) return { ms: idxMs(digits), priority: 0, lifo: lifoEnd(digits) };
     const idx = digits.slice(0, IDX_DIGITS + PRIORITY_BAND_DIGITS);
     const priority = idxPriority(idx);
-    return priority > 0 ? { ms: idxMs(idx), priority } : { ms: 0, priority: 0 };
+    return priority > 0 ? { ms: idxMs(idx), priority, lifo: lifoEnd(idx) } : { ms: 0, priority: 0, lifo: null };
   }
 
   /** Reads the next page of plain producer keys that waited while no dispatcher ran. */
