@@ -6,7 +6,16 @@
  */
 import { parseFilterClass } from '../model/filters.js';
 import { ZkCode, type ZkOp } from './client.js';
-import { encodeState, makeState, namesEntry, taskNodes, type Entry, type SubKey, type TaskState } from './layout.js';
+import {
+  compareEntries,
+  encodeState,
+  makeState,
+  namesEntry,
+  taskNodes,
+  type Entry,
+  type SubKey,
+  type TaskState,
+} from './layout.js';
 import { releaseOps } from './group-paths.js';
 import type { ConfRead } from './conf.js';
 import type { EventRecord } from './events.js';
@@ -105,14 +114,14 @@ export function priorityLevels(subs: readonly SubKey[]): SubKey[][] {
   return levels;
 }
 
-/** Claim order: priority, then oldest ready first (FIFO among equal times). */
+/** Claim order: priority, then oldest ready first (FIFO among equal times; LIFO entries of one time newest first). */
 export function byEntry(a: Candidate, b: Candidate): number {
-  return (
-    a.priority - b.priority ||
-    a.entry.at - b.entry.at ||
-    (a.entry.bucket < b.entry.bucket ? -1 : a.entry.bucket > b.entry.bucket ? 1 : 0) ||
-    a.entry.seq - b.entry.seq
-  );
+  return a.priority - b.priority || compareEntries(a.entry, b.entry);
+}
+
+/** A sub-queue's buckets in the order a claim walks them: a LIFO sub-queue's newest first. */
+export function walkOrder(buckets: readonly string[], lifo: boolean): readonly string[] {
+  return lifo ? [...buckets].reverse() : buckets;
 }
 
 /**
@@ -141,7 +150,7 @@ export function cachedCandidates(
     const checks = aboveChecks(unchanged, subsCheck, level[0]?.priority ?? 0);
     for (const key of level) {
       if (accepts !== null && !accepts(key.filterClass)) continue;
-      const sub = q.sub(key.filterClass, key.priority);
+      const sub = q.sub(key.filterClass, key.priority, key.lifo);
       const check = sub.unchangedOp();
       if (check !== null) unchanged.push(check);
       const buckets = sub.peekBuckets();
@@ -150,7 +159,7 @@ export function cachedCandidates(
       if (buckets === null || !sub.trusted()) blind = true;
       if (buckets === null) continue;
       let found = 0;
-      for (const bucket of buckets) {
+      for (const bucket of walkOrder(buckets, key.lifo)) {
         const entries = sub.peek(bucket);
         if (entries === undefined) {
           // A listing not known (or out of date) before `n` were found: the rest of this level is unknown.

@@ -28,6 +28,7 @@ import {
   skipUntil,
   type Candidate,
   type PreparedClaim,
+  walkOrder,
 } from './claim-build.js';
 import { commitIndexed } from './actions.js';
 import { planGroups } from './groups.js';
@@ -231,7 +232,7 @@ async function scanCandidates(
     const checks = aboveChecks(unchanged, subsCheck, level[0]?.priority ?? 0);
     const sizes = await Promise.all(
       level.map(async (key) => {
-        const sub = q.sub(key.filterClass, key.priority);
+        const sub = q.sub(key.filterClass, key.priority, key.lifo);
         // A sub-queue this consumer never takes from, or a level not needed, is only counted (and not watched).
         if (candidates.length >= want || (request.accepts !== null && !request.accepts(key.filterClass))) {
           return sub.totalSize();
@@ -239,7 +240,7 @@ async function scanCandidates(
         const { buckets, unchanged: check } = await sub.watchedBuckets(onChange);
         if (check !== null) unchanged.push(check);
         let found = 0;
-        for (const bucket of buckets) {
+        for (const bucket of walkOrder(buckets, key.lifo)) {
           const entries = await sub.cached(bucket);
           if (entries.length === 0 && bucket !== buckets[buckets.length - 1]) await sub.dropIfEmpty(bucket);
           for (const entry of entries) {

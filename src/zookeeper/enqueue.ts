@@ -13,6 +13,7 @@ import {
   deriveState,
   encodeState,
   entryPrefix,
+  lifoEntryAt,
   makeState,
   taskNodes,
   decodeState,
@@ -155,8 +156,8 @@ function chunks(q: QueueContext, messages: readonly NewMessage[], indexes: reado
 async function newTaskOps(q: QueueContext, m: NewMessage, now: number): Promise<ZkOp[]> {
   const taskPath = q.paths.task(m.id);
   const nodes = taskNodes(taskPath);
-  const readyAt = now + m.initialBackoffMs;
-  const sub = q.sub(m.filterClass, m.priority);
+  const readyAt = m.lifo ? lifoEntryAt(now) : now + m.initialBackoffMs;
+  const sub = q.sub(m.filterClass, m.priority, m.lifo);
   const prefix = `${await sub.tailBucket()}/${entryPrefix(readyAt, m.id)}`;
   const state = makeState(
     {
@@ -282,7 +283,7 @@ async function createChunk(
     const taskOps = await newTaskOps(q, m, now);
     ops.push(...taskOps);
     owner.push(...taskOps.map(() => i));
-    classes.add(q.paths.classDir(m.filterClass, m.priority));
+    classes.add(q.paths.classDir(m.filterClass, m.priority, m.lifo));
   }
   const events = q.events.ops(
     await q.eventsConfig(),
@@ -311,7 +312,7 @@ async function createChunk(
       const op = ops[k];
       if (op?.op === 'create' && op.kind === 'sequential' && r.path !== undefined) {
         const m = messages[owner[k] ?? -1];
-        if (m !== undefined) q.sub(m.filterClass, m.priority).noteCreated(r.path);
+        if (m !== undefined) q.sub(m.filterClass, m.priority, m.lifo).noteCreated(r.path);
       }
     });
     for (const bucket of buckets) q.noteTaskBucket(bucket);
@@ -366,7 +367,7 @@ async function makeParents(q: QueueContext, path: string): Promise<void> {
       .join('/');
     await q.ensure();
     const key = parseSubNode(classDir.slice(q.paths.queue.length + 1));
-    await q.sub(key.filterClass, key.priority).makeTail();
+    await q.sub(key.filterClass, key.priority, key.lifo).makeTail();
     return;
   }
   // The queue's skeleton itself is missing (cleared or deleted by hand): make it again.
@@ -496,8 +497,8 @@ async function reviveOps(
   now: number,
 ): Promise<ZkOp[]> {
   const nodes = taskNodes(q.paths.task(m.id));
-  const readyAt = now + m.initialBackoffMs;
-  const prefix = `${await q.sub(m.filterClass, m.priority).tailBucket()}/${entryPrefix(readyAt, m.id)}`;
+  const readyAt = m.lifo ? lifoEntryAt(now) : now + m.initialBackoffMs;
+  const prefix = `${await q.sub(m.filterClass, m.priority, m.lifo).tailBucket()}/${entryPrefix(readyAt, m.id)}`;
   const state = makeState(
     {
       phase: 'pending',
@@ -539,7 +540,12 @@ async function reviveOps(
   }
   ops.push({ op: 'create', path: prefix, kind: 'sequential' });
   ops.push(...(await q.waitingOps(m.id, readyAt, now)));
-  ops.push({ op: 'set', path: q.paths.classDir(m.filterClass, m.priority), data: Buffer.alloc(0), version: -1 });
+  ops.push({
+    op: 'set',
+    path: q.paths.classDir(m.filterClass, m.priority, m.lifo),
+    data: Buffer.alloc(0),
+    version: -1,
+  });
   return ops;
 }
 

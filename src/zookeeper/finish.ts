@@ -116,7 +116,7 @@ export async function finishMessages(
         ctx.dropHeld(q.name, consumer, p.held.id);
         // The entry is gone: no claim of this process need look at it again.
         ctx.claims.forgetEntry(p.held.entryPath);
-        q.sub(p.held.state.filterClass, priorityOf(p.held.state)).forgetPath(p.held.entryPath);
+        q.listOf(p.held.entryPath)?.forgetPath(p.held.entryPath);
       }
       recordHandoffs(
         ctx,

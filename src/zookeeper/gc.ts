@@ -181,7 +181,7 @@ async function freeStaleClaims(ctx: StoreContext, q: QueueContext, graceMs: numb
   const { children } = await zk.children(q.paths.queue);
   for (const node of children) {
     const key = parseSubNode(node);
-    const sub = q.sub(key.filterClass, key.priority);
+    const sub = q.sub(key.filterClass, key.priority, key.lifo);
     const [first] = await sub.buckets();
     if (first === undefined) continue;
     const oldEnough = Date.now() - graceMs;

@@ -6,6 +6,7 @@
  *     /queue                                 pending entries; data: queue-wide dry runs
  *       /<filter class>                      a sub-queue per filter class ('none': no filters), priority 0
  *       /<filter class>~<pppp>               the same for priority pppp (1..1000), see subNode
+ *       /<filter class>~<pppp>~lifo          LIFO messages of that class and priority (0..1000), see lifoEntryAt
  *         /<bucket>                          at most BUCKET_SIZE entries each
  *           /<readyAt>-<task>-<seq>          an entry, kept while its task is locked
  *     /tasks/<hash bucket>/<task>            filters/<name>, state, metadata, data, claim, next, report (handlers'
@@ -102,8 +103,8 @@ export class QueuePaths {
   }
 
   /** The sub-queue of a filter class and priority (see subNode). */
-  classDir(filterClass: string, priority: number): string {
-    return `${this.queue}/${subNode(filterClass, priority)}`;
+  classDir(filterClass: string, priority: number, lifo = false): string {
+    return `${this.queue}/${subNode(filterClass, priority, lifo)}`;
   }
 
   taskBucket(id: string): string {
@@ -169,9 +170,32 @@ const PRIORITY_MARK = '~';
  * A sub-queue's node name: the class node for priority 0 (the default, so plain messages keep the layout and
  * cost they always had), `<class node>~<4-digit priority>` for others: 'none~0005', 'a=x~0100'.
  */
-export function subNode(filterClass: string, priority: number): string {
+export function subNode(filterClass: string, priority: number, lifo = false): string {
   const node = classNode(filterClass);
+  if (lifo) return `${node}${PRIORITY_MARK}${priorityKey(priority)}${LIFO_SUFFIX}`;
   return priority === DEFAULT_PRIORITY ? node : `${node}${PRIORITY_MARK}${priorityKey(priority)}`;
+}
+
+/** The end of a LIFO sub-queue's name: 'none~0000~lifo'. */
+const LIFO_SUFFIX = `${PRIORITY_MARK}lifo`;
+/** A LIFO entry's time is this minus when it was enqueued (see lifoEntryAt). */
+const LIFO_AT_BASE = 3_000_000_000_000;
+/** Times below this (before 2017) are LIFO entries' (until 2047, when LIFO_AT_BASE − now passes it). */
+const LIFO_AT_BELOW = 1_500_000_000_000;
+
+/**
+ * The ready time a LIFO message's entry and state carry: LIFO_AT_BASE − now, long past, so it is ready and
+ * sorts before every FIFO entry of its priority, a later one before an earlier one (equal times: the higher
+ * sequence first, compareEntries). LIFO entries have sub-queues of their own, whose buckets a claim walks from
+ * the newest, so a backlog of FIFO entries is never read to find them.
+ */
+export function lifoEntryAt(now: number): number {
+  return LIFO_AT_BASE - now;
+}
+
+/** Whether an entry's time is a LIFO entry's (lifoEntryAt). */
+export function isLifoAt(at: number): boolean {
+  return at < LIFO_AT_BELOW;
 }
 
 /** A sub-queue as named by its node. */
@@ -179,12 +203,16 @@ export interface SubKey {
   readonly node: string;
   readonly filterClass: string;
   readonly priority: number;
+  /** Its entries are LIFO messages'. */
+  readonly lifo: boolean;
 }
 
 export function parseSubNode(node: string): SubKey {
-  const mark = node.lastIndexOf(PRIORITY_MARK);
-  if (mark < 0) return { node, filterClass: classOfNode(node), priority: DEFAULT_PRIORITY };
-  return { node, filterClass: classOfNode(node.slice(0, mark)), priority: Number(node.slice(mark + 1)) };
+  const lifo = node.endsWith(LIFO_SUFFIX);
+  const name = lifo ? node.slice(0, -LIFO_SUFFIX.length) : node;
+  const mark = name.lastIndexOf(PRIORITY_MARK);
+  if (mark < 0) return { node, filterClass: classOfNode(name), priority: DEFAULT_PRIORITY, lifo };
+  return { node, filterClass: classOfNode(name.slice(0, mark)), priority: Number(name.slice(mark + 1)), lifo };
 }
 
 function taskBucketOf(id: string): string {
@@ -231,8 +259,10 @@ export function namesEntry(prefix: string | null, entry: Pick<Entry, 'path'>): b
   return prefix !== null && entry.path.length === prefix.length + 10 && entry.path.startsWith(prefix);
 }
 
+/** Oldest first; LIFO entries of one time newest first. */
 export function compareEntries(a: Entry, b: Entry): number {
-  return a.at - b.at || a.bucket.localeCompare(b.bucket) || a.seq - b.seq;
+  const order = a.bucket.localeCompare(b.bucket) || a.seq - b.seq;
+  return a.at - b.at || (isLifoAt(a.at) ? -order : order);
 }
 
 export type Phase = 'pending' | 'locked' | 'done' | 'failed';

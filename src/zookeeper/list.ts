@@ -95,7 +95,7 @@ async function listState(
   // Locked and queued entries were ready: only entries whose ready time has come are read, as far as the page needs.
   const subs = (await children(ctx, q.paths.queue)).map((node) => {
     const key = parseSubNode(node);
-    return { list: q.sub(key.filterClass, key.priority), node };
+    return { list: q.sub(key.filterClass, key.priority, key.lifo), node };
   });
   return walkReady(subs, now, after, (run) => take(ctx, q, query, state, run, out));
 }

@@ -225,7 +225,7 @@ export class QueueContext {
     if (bucketPath.startsWith(`${this.paths.waiting}/`)) return this.waiting;
     if (!bucketPath.startsWith(`${this.paths.queue}/`)) return null;
     const key = parseSubNode(bucketPath.slice(this.paths.queue.length + 1).split('/')[0] ?? '');
-    return this.sub(key.filterClass, key.priority);
+    return this.sub(key.filterClass, key.priority, key.lifo);
   }
 
   /**
@@ -249,13 +249,13 @@ export class QueueContext {
   }
 
   /** The sub-queue of one filter class and priority. */
-  sub(filterClass: string, priority: number): BucketedList {
-    const node = subNode(filterClass, priority);
+  sub(filterClass: string, priority: number, lifo = false): BucketedList {
+    const node = subNode(filterClass, priority, lifo);
     let list = this.classes.get(node);
     if (list === undefined) {
       // Making a sub-queue also sets the queue's dir (same data): claims check its version (see QueueView).
       const made: ZkOp = { op: 'set', path: this.paths.dir, data: Buffer.from(QUEUE_MARKER), version: -1 };
-      list = new BucketedList(this.zk, this.paths.classDir(filterClass, priority), [made]);
+      list = new BucketedList(this.zk, this.paths.classDir(filterClass, priority, lifo), [made]);
       this.classes.set(node, list);
     }
     return list;
