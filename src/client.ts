@@ -654,9 +654,11 @@ function initialBackoff(item: EnqueueOptions, debounce: Debounce | null): number
 function checkLifo(item: EnqueueOptions): boolean {
   const lifo = checkBoolean('lifo', item.lifo);
   if (!lifo) return false;
-  const delayed = ['initialBackoffMs', 'runAt', 'debounce'].find(
-    (name) => item[name as keyof EnqueueOptions] !== undefined,
-  );
+  const delayed = [
+    item.initialBackoffMs === undefined || item.initialBackoffMs === 0 ? null : 'initialBackoffMs',
+    item.runAt === undefined ? null : 'runAt',
+    item.debounce === undefined ? null : 'debounce',
+  ].find((name) => name !== null);
   if (delayed !== undefined) throw new TypeError(`lifo is for a message ready at once, not with ${delayed}`);
   return true;
 }

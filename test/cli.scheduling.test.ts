@@ -117,6 +117,7 @@ describe('kvmq CLI scheduling', { concurrency: 4 }, () => {
         /--debounce-ms must be a duration of at least 0 ms such as 500ms/,
       ],
       [['--delay-ms', '10', '--run-at', '0'], /give at most one of --delay-ms, --run-at and --debounce/],
+      [['--lifo', '--delay-ms', '10'], /--lifo is for a message ready at once, not with --delay-ms/],
       [
         ['--run-at', '0', '--debounce', 'd', '--debounce-ms', '1'],
         /give at most one of .*, not --run-at and --debounce/,
@@ -130,6 +131,15 @@ describe('kvmq CLI scheduling', { concurrency: 4 }, () => {
     }
     // Nothing written: the queue is not even known.
     assert.match((await expectExit(1, ['status', 'bad'], { store })).stderr, /^kvmq: unknown queue 'bad'/);
+  });
+
+  it('--lifo runs a message before the waiting ones, and --file --lifo the last line first', async () => {
+    const store = newStore();
+    await expectExit(0, ['enqueue', 'jobs', 'first', '--id', 'first'], { store });
+    await expectExit(0, ['enqueue', 'jobs', 'urgent', '--id', 'urgent', '--lifo'], { store });
+    await expectExit(0, ['enqueue', 'jobs', '--file', '-', '--lifo'], { store, input: 'line-1\nline-2\n' });
+    const run = await expectExit(0, ['work', 'jobs', '--max', '4', '--exec', 'cat; echo'], { store });
+    assert.equal(run.stdout, 'line-2\nline-1\nurgent\nfirst\n');
   });
 
   it('sets, shows and removes rate_limit and group_concurrency', async () => {

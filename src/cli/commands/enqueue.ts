@@ -29,6 +29,7 @@ const OPTIONS = {
   'backoff-ms': { type: 'string' },
   timeout: { type: 'string' },
   priority: { type: 'string' },
+  lifo: { type: 'boolean' },
   'run-at': { type: 'string' },
   group: { type: 'string' },
   debounce: { type: 'string' },
@@ -52,6 +53,7 @@ export const enqueue: Command = {
       ['--id ID', 'the message id (default: random); an id that exists is refused'],
       ['--filter NAME=VALUE', "a filter value from the queue's configuration (repeatable)"],
       ['--priority N', 'lower runs first: 0 (the default, runs first) to 1000 (runs last)'],
+      ['--lifo', 'newest first within its priority (with --file: the last line first); not with a delay'],
       ['--delay-ms T', 'keep the message back T before a worker may take it'],
       ['--run-at TIME', 'keep it back until TIME: ISO 8601 (2030-01-02T03:04:05Z) or ms since the epoch'],
       ['--group NAME', "its group: at most the queue's group_concurrency of one group run at once"],
@@ -79,6 +81,7 @@ export const enqueue: Command = {
       backoff: optionalDuration('--backoff-ms', values['backoff-ms'], 0),
       timeoutMs: optionalDuration('--timeout', values.timeout),
       priority: parsePriority(values.priority),
+      lifo: values.lifo,
       group: parseGroup(values.group),
       ...readyTime(values),
     };
@@ -108,6 +111,7 @@ export const enqueue: Command = {
 
 /** When the message becomes ready: --delay-ms, --run-at or --debounce, at most one of them. */
 function readyTime(values: {
+  lifo?: boolean;
   'delay-ms'?: string;
   'run-at'?: string;
   debounce?: string;
@@ -115,6 +119,9 @@ function readyTime(values: {
 }): Pick<EnqueueOptions, 'initialBackoffMs' | 'runAt' | 'debounce'> {
   const flags = { '--delay-ms': values['delay-ms'], '--run-at': values['run-at'], '--debounce': values.debounce };
   const given = Object.entries(flags).filter(([, value]) => value !== undefined);
+  if (values.lifo === true && given[0] !== undefined) {
+    throw new UsageError(`--lifo is for a message ready at once, not with ${given[0][0]}`);
+  }
   if (given.length > 1) {
     throw new UsageError(
       `give at most one of --delay-ms, --run-at and --debounce, not ${given.map(([flag]) => flag).join(' and ')}`,
