@@ -502,6 +502,9 @@ export class Client {
           'between two queues atomically (a Redis Cluster keeps them in different hash slots)',
       );
     }
+    if (checked.groupRateLimit != null && !this.#store.capabilities.groupRateLimit) {
+      throw new TypeError(`groupRateLimit is not available on this ${this.#store.kind} store yet; use SQLite`);
+    }
     return (await this.storeConfig(queue, checked)).config;
   }
 

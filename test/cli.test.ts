@@ -293,6 +293,7 @@ describe('kvmq CLI', { concurrency: 4 }, () => {
       eventsMaxAgeMs: 86_400_000,
       rateLimit: null,
       groupConcurrency: null,
+      groupRateLimit: null,
     });
     const failures = await expectExit(
       0,

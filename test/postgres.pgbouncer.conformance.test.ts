@@ -13,5 +13,6 @@ conformance({
     instantRelease: false,
     deadLetterQueue: true,
     overlapClaims: false,
+    groupRateLimit: false,
   },
 });

@@ -24,5 +24,6 @@ conformance({
     instantRelease: false,
     deadLetterQueue: true,
     overlapClaims: false,
+    groupRateLimit: true,
   },
 });

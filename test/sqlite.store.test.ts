@@ -246,6 +246,7 @@ describe('sqlite store', () => {
         'kvmq_classes',
         'kvmq_consumers',
         'kvmq_events',
+        'kvmq_group_rates',
         'kvmq_messages',
         'kvmq_queues',
         'kvmq_reports',

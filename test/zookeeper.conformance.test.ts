@@ -24,5 +24,6 @@ conformance({
     instantRelease: true,
     deadLetterQueue: true,
     overlapClaims: false,
+    groupRateLimit: false,
   },
 });

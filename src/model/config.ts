@@ -27,6 +27,7 @@ export const DEFAULT_QUEUE_CONFIG = {
   eventsMaxAgeMs: DAY,
   rateLimit: null,
   groupConcurrency: null,
+  groupRateLimit: null,
 } as const satisfies QueueConfig;
 
 const CONFIG_KEYS = [
@@ -44,6 +45,7 @@ const CONFIG_KEYS = [
   'eventsMaxAgeMs',
   'rateLimit',
   'groupConcurrency',
+  'groupRateLimit',
 ] as const;
 
 /** Validates a partial configuration as given to `configure`; `queue` is the queue it is for. */
@@ -76,6 +78,9 @@ export function checkConfigPatch(value: unknown, queue: string): Partial<QueueCo
   }
   if (patch.rateLimit !== undefined) checked.rateLimit = checkRateLimit(patch.rateLimit);
   if (patch.groupConcurrency !== undefined) checked.groupConcurrency = checkGroupConcurrency(patch.groupConcurrency);
+  if (patch.groupRateLimit !== undefined) {
+    checked.groupRateLimit = checkRateLimit(patch.groupRateLimit, 'groupRateLimit');
+  }
   if (patch.filterEnums !== undefined) {
     const enums: [string, readonly string[]][] = [];
     for (const [name, values] of Object.entries(checkPlainObject('filterEnums', patch.filterEnums))) {
@@ -113,6 +118,7 @@ export function applyConfigPatch(config: QueueConfig, patch: Partial<QueueConfig
     eventsMaxAgeMs: patch.eventsMaxAgeMs ?? config.eventsMaxAgeMs,
     rateLimit: patch.rateLimit === undefined ? config.rateLimit : patch.rateLimit,
     groupConcurrency: patch.groupConcurrency === undefined ? config.groupConcurrency : patch.groupConcurrency,
+    groupRateLimit: patch.groupRateLimit === undefined ? config.groupRateLimit : patch.groupRateLimit,
   };
 }
 

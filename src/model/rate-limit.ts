@@ -33,3 +33,13 @@ export function rateGrant(limit: RateLimit, tat: number, now: number, want: numb
 export function rateCharge(limit: RateLimit, grant: RateGrant, claimed: number): number {
   return grant.start + claimed * (limit.perMs / limit.max);
 }
+
+/**
+ * A strict rate for one group (groupRateLimit): starts spaced at least `perMs / max` apart, no burst, so no
+ * window of `perMs` ever holds more than `max` of them. `tat` is the earliest time the next may start (0 when
+ * none is stored); returns whether one may start at `now`, and the `tat` to store (or when to look again).
+ */
+export function spacedGrant(limit: RateLimit, tat: number, now: number): { granted: boolean; tat: number } {
+  if (tat > now + EPSILON) return { granted: false, tat };
+  return { granted: true, tat: Math.max(tat, now) + limit.perMs / limit.max };
+}

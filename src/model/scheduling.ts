@@ -77,16 +77,17 @@ export function checkRunAt(value: unknown): number {
   return ms;
 }
 
-export function checkRateLimit(value: unknown): RateLimit | null {
+/** A rate limit as `rateLimit` or `groupRateLimit` (`name`) takes it: `{ max, perMs }`, or null for none. */
+export function checkRateLimit(value: unknown, name = 'rateLimit'): RateLimit | null {
   if (value === null) return null;
-  const limit = checkPlainObject('rateLimit', value);
-  checkKnownKeys('rateLimit', limit, ['max', 'perMs']);
+  const limit = checkPlainObject(name, value);
+  checkKnownKeys(name, limit, ['max', 'perMs']);
   if (limit.max === undefined || limit.perMs === undefined) {
-    throw new TypeError('rateLimit needs max (messages) and perMs (per this many ms), e.g. { max: 100, perMs: 1000 }');
+    throw new TypeError(`${name} needs max (messages) and perMs (per this many ms), e.g. { max: 100, perMs: 1000 }`);
   }
   return {
-    max: checkCount('rateLimit.max', limit.max, 1, RATE_LIMIT_MAX),
-    perMs: checkMs('rateLimit.perMs', limit.perMs, 1),
+    max: checkCount(`${name}.max`, limit.max, 1, RATE_LIMIT_MAX),
+    perMs: checkMs(`${name}.perMs`, limit.perMs, 1),
   };
 }
 

@@ -354,6 +354,11 @@ export interface QueueConfig {
   readonly rateLimit: RateLimit | null;
   /** At most this many messages of one `group` held at once across every worker; null: no limit. */
   readonly groupConcurrency: number | null;
+  /**
+   * At most `max` messages of one `group` start per `perMs` across every worker, kept in the store as
+   * `rateLimit` is; messages without a group are not limited by it. null: no limit.
+   */
+  readonly groupRateLimit: RateLimit | null;
 }
 
 /** A queue's rate limit: `max` messages per `perMs` milliseconds. */

@@ -12,8 +12,8 @@ import { pendingRanges } from './ranges.js';
 import type { WriteContext } from './tx.js';
 import type { ClaimRequest, ClaimResult } from '../store/contract.js';
 // Claimed rows and group limits are SQLite's: one statement of them for both stores.
-import { claimedMessage, takesGroupSlot, type ClaimedRow as SqliteClaimedRow } from '../sqlite/claim.js';
-import type { GroupLimit } from '../sqlite/claim-ready.js';
+import { claimedMessage, type ClaimedRow as SqliteClaimedRow } from '../sqlite/claim.js';
+import { takesGroupSlot, type GroupLimit } from '../sqlite/claim-ready.js';
 
 // A paused queue's workers look again this soon, wake-up or not.
 const PAUSED_RECHECK_MS = 1000;

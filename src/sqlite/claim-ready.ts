@@ -15,10 +15,29 @@ export interface LockParams {
   readonly consumer: string;
 }
 
-/** Held messages per group, and the queue's limit; the claim takes no group past it. */
+/** A per-group rate limit a claim consults: whether a message of `group` may start now (charged if so). */
+export interface GroupRateCheck {
+  take(group: string): boolean;
+}
+
+/**
+ * Held messages per group, and the queue's limit (Infinity for none); the claim takes no group past it, nor past
+ * its rate limit when one is set.
+ */
 export interface GroupLimit {
   readonly max: number;
   readonly held: Map<string, number>;
+  readonly rate?: GroupRateCheck;
+}
+
+/** True when a message of `group` may be held now; counts it for the group (and charges its rate). */
+export function takesGroupSlot(groups: GroupLimit | null, group: string | null): boolean {
+  if (groups === null || group === null) return true;
+  const held = groups.held.get(group) ?? 0;
+  if (held >= groups.max) return false;
+  if (groups.rate !== undefined && !groups.rate.take(group)) return false;
+  groups.held.set(group, held + 1);
+  return true;
 }
 
 interface Candidate {
@@ -111,12 +130,7 @@ function lockPriorityGrouped(
     }
     const next = best?.take();
     if (next === undefined) break;
-    if (next.group_name !== null) {
-      const held = groups.held.get(next.group_name) ?? 0;
-      if (held >= groups.max) continue;
-      groups.held.set(next.group_name, held + 1);
-    }
-    chosen.push(next.seq);
+    if (takesGroupSlot(groups, next.group_name)) chosen.push(next.seq);
   }
   if (chosen.length === 0) return [];
   const order = new Map(chosen.map((seq, i) => [seq, i]));

@@ -1,7 +1,8 @@
 import { parseFilterClass } from '../model/filters.js';
 import { maxDeliveriesError } from '../model/history.js';
 import { rateCharge, rateGrant } from '../model/rate-limit.js';
-import { takeReady, type GroupLimit } from './claim-ready.js';
+import { takeReady, takesGroupSlot, type GroupLimit } from './claim-ready.js';
+import { GroupRates } from './group-rates.js';
 import { failMessage, historyWith, type WriteContext } from './failures.js';
 import { pendingRanges } from './pending.js';
 import type { MessageRow, QueueRow, Statements } from './statements.js';
@@ -43,14 +44,22 @@ export function claimMessages(tx: WriteContext, queueRow: QueueRow, request: Cla
   const max = grant === null ? request.max : grant.granted;
   const classes = (sql.classes.all(queue) as string[]).filter((c) => request.accepts === null || request.accepts(c));
   const accepted = new Set(classes);
+  const rates = config.groupRateLimit === null ? null : new GroupRates(sql, queue, config.groupRateLimit, now);
   const groups: GroupLimit | null =
-    config.groupConcurrency === null
+    config.groupConcurrency === null && rates === null
       ? null
       : {
-          max: config.groupConcurrency,
-          held: new Map(
-            (sql.heldGroups.all(queue, now) as { group_name: string; n: number }[]).map((r) => [r.group_name, r.n]),
-          ),
+          max: config.groupConcurrency ?? Infinity,
+          held:
+            config.groupConcurrency === null
+              ? new Map<string, number>()
+              : new Map(
+                  (sql.heldGroups.all(queue, now) as { group_name: string; n: number }[]).map((r) => [
+                    r.group_name,
+                    r.n,
+                  ]),
+                ),
+          ...(rates === null ? {} : { rate: rates }),
         };
 
   const lock = { lockUntil: now + request.lockMs, consumer: request.consumerId, now, queue };
@@ -78,6 +87,7 @@ export function claimMessages(tx: WriteContext, queueRow: QueueRow, request: Cla
   if (limit !== null && grant !== null && rows.length > 0) {
     sql.setRateTat.run(rateCharge(limit, grant, rows.length), queue);
   }
+  rates?.store();
 
   for (const row of rows) tx.event('started', row.id, row.attempt);
   const messages = rows.map((row) => claimedMessage(row, request.lockMs));
@@ -86,6 +96,10 @@ export function claimMessages(tx: WriteContext, queueRow: QueueRow, request: Cla
   if (messages.length > 0) {
     sql.resetDryRuns.run(queue);
     return { messages, queueSize, dryRuns: 0, wakeAt: null };
+  }
+  // Only messages of groups over their rate waited: not a dry run; look again at the first group's next slot.
+  if (rates !== null && rates.wakeAt !== Infinity) {
+    return { messages, queueSize, dryRuns: queueRow.dry_runs, wakeAt: rates.wakeAt };
   }
   return { messages, queueSize, ...dryRun(sql, queue, request, queueRow, classes, now) };
 }
@@ -112,15 +126,6 @@ export type ClaimedRow = Pick<
   MessageRow,
   'id' | 'payload' | 'encoding' | 'metadata' | 'filters' | 'attempt' | 'policy'
 >;
-
-/** True when a message of `group` may be held now; counts it for the group. */
-export function takesGroupSlot(groups: GroupLimit | null, group: string | null): boolean {
-  if (groups === null || group === null) return true;
-  const held = groups.held.get(group) ?? 0;
-  if (held >= groups.max) return false;
-  groups.held.set(group, held + 1);
-  return true;
-}
 
 /**
  * Nothing to take: count a dry run once per queue-wide end-of-queue backoff

@@ -16,11 +16,12 @@
  * table whose newest row grows until it fills a page. Schema 8 adds handlers' reports (progress, log) in
  * a table of their own, keyed by the message's seq (reports.ts).
  * Schema 9 keeps a success's result with the message (result, result_encoding; NULL for none).
+ * Schema 10 keeps each group's rate limit state (kvmq_group_rates) for a queue's groupRateLimit.
  */
 import type BetterSqlite3 from 'better-sqlite3';
 import { StoreLayoutError } from '../errors.js';
 
-export const SCHEMA_VERSION = 9;
+export const SCHEMA_VERSION = 10;
 
 export const Phase = { Pending: 0, Locked: 1, Done: 2, Failed: 3 } as const;
 
@@ -106,6 +107,17 @@ CREATE TABLE IF NOT EXISTS ${name} (
 CREATE UNIQUE INDEX IF NOT EXISTS kvmq_events_by_seq ON ${name} (queue, seq);
 `;
 
+// The table schema 10 added: per (queue, group), the groupRateLimit's theoretical arrival time
+// (model/rate-limit.ts), as kvmq_queues.rate_tat is the queue's; written only by claims under that limit.
+const GROUP_RATES_10 = `
+CREATE TABLE IF NOT EXISTS kvmq_group_rates (
+  queue      TEXT NOT NULL,
+  group_name TEXT NOT NULL,
+  tat        REAL NOT NULL,
+  PRIMARY KEY (queue, group_name)
+) STRICT, WITHOUT ROWID;
+`;
+
 // The table schema 8 added: a message's progress and log (reports.ts), deleted with its message by a trigger.
 const REPORTS_8 = `
 CREATE TABLE IF NOT EXISTS kvmq_reports (
@@ -175,6 +187,7 @@ ${TURNS_3}
 ${TABLES_5}
 ${eventsTable7('kvmq_events')}
 ${REPORTS_8}
+${GROUP_RATES_10}
 -- Filter classes seen per queue, so a claim asks only for classes a worker accepts.
 CREATE TABLE IF NOT EXISTS kvmq_classes (
   queue   TEXT NOT NULL,
@@ -254,39 +267,33 @@ ALTER TABLE kvmq_events_7 RENAME TO kvmq_events;
 // Schema 7 → 8: the reports table.
 const MIGRATE_7_TO_8 = REPORTS_8;
 
+// Schema 9 → 10: the group rates table.
+const MIGRATE_9_TO_10 = GROUP_RATES_10;
+
 // Schema 8 → 9: each message's result (existing ones: none).
 const MIGRATE_8_TO_9 = `
 ALTER TABLE kvmq_messages ADD COLUMN result BLOB;
 ALTER TABLE kvmq_messages ADD COLUMN result_encoding INTEGER;
 `;
 
-// What brings each older schema up to date, in one transaction.
-const MIGRATIONS: Readonly<Record<number, string>> = {
-  0: DDL,
-  1:
-    MIGRATE_1_TO_2 +
-    MIGRATE_2_TO_3 +
-    MIGRATE_3_TO_4 +
-    MIGRATE_4_TO_5 +
-    MIGRATE_5_TO_6 +
-    MIGRATE_6_TO_7 +
-    MIGRATE_7_TO_8 +
-    MIGRATE_8_TO_9,
-  2:
-    MIGRATE_2_TO_3 +
-    MIGRATE_3_TO_4 +
-    MIGRATE_4_TO_5 +
-    MIGRATE_5_TO_6 +
-    MIGRATE_6_TO_7 +
-    MIGRATE_7_TO_8 +
-    MIGRATE_8_TO_9,
-  3: MIGRATE_3_TO_4 + MIGRATE_4_TO_5 + MIGRATE_5_TO_6 + MIGRATE_6_TO_7 + MIGRATE_7_TO_8 + MIGRATE_8_TO_9,
-  4: MIGRATE_4_TO_5 + MIGRATE_5_TO_6 + MIGRATE_6_TO_7 + MIGRATE_7_TO_8 + MIGRATE_8_TO_9,
-  5: MIGRATE_5_TO_6 + MIGRATE_6_TO_7 + MIGRATE_7_TO_8 + MIGRATE_8_TO_9,
-  6: MIGRATE_6_TO_7 + MIGRATE_7_TO_8 + MIGRATE_8_TO_9,
-  7: MIGRATE_7_TO_8 + MIGRATE_8_TO_9,
-  8: MIGRATE_8_TO_9,
-};
+// The steps from each schema to the next, in order: STEPS[n - 1] brings schema n to n + 1.
+const STEPS: readonly string[] = [
+  MIGRATE_1_TO_2,
+  MIGRATE_2_TO_3,
+  MIGRATE_3_TO_4,
+  MIGRATE_4_TO_5,
+  MIGRATE_5_TO_6,
+  MIGRATE_6_TO_7,
+  MIGRATE_7_TO_8,
+  MIGRATE_8_TO_9,
+  MIGRATE_9_TO_10,
+];
+
+// What brings each older schema up to date, in one transaction: a new file gets the whole DDL.
+const MIGRATIONS: Readonly<Record<number, string>> = Object.fromEntries([
+  [0, DDL],
+  ...STEPS.map((_, i) => [i + 1, STEPS.slice(i).join('')] as const),
+]);
 
 export function migrate(db: BetterSqlite3.Database, path: string): void {
   const check = (): number => {

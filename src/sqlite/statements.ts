@@ -172,6 +172,10 @@ export const SQL = {
 
   // Queues with a configuration or messages (a row alone is made by any write, e.g. a worker's registration).
   queues: `SELECT queue FROM kvmq_queues WHERE config IS NOT NULL OR size > 0 OR done > 0 OR failed > 0 ORDER BY queue`,
+  // A group's groupRateLimit state (group-rates.ts).
+  groupRateTat: 'SELECT tat FROM kvmq_group_rates WHERE queue = ? AND group_name = ?',
+  setGroupRateTat: `INSERT INTO kvmq_group_rates (queue, group_name, tat) VALUES (?, ?, ?)
+       ON CONFLICT (queue, group_name) DO UPDATE SET tat = excluded.tat`,
   // The newest seq so far: LIFO messages sort by its negation, below every ready time (enqueue.ts).
   lastSeq: 'SELECT coalesce(max(seq), 0) FROM kvmq_messages',
   // The turn is taken when it was never taken, or its window ended; no change means another has it.
@@ -191,6 +195,7 @@ const PLUCKED: ReadonlySet<string> = new Set([
   'holding',
   'doneBackoffCount',
   'lastSeq',
+  'groupRateTat',
 ]);
 
 export type Statements = { readonly [K in keyof typeof SQL]: Statement };

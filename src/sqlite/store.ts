@@ -147,6 +147,7 @@ class SqliteStore implements Store {
     deadLetterQueue: true,
     claimWithFinishes: true,
     overlapClaims: false,
+    groupRateLimit: true,
   };
   private readonly sql: Statements;
   private readonly insertMessages: MessageInserts;

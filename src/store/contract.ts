@@ -56,6 +56,8 @@ export interface StoreCapabilities {
    * tick's finishes into one store call, answered when all of it is stored).
    */
   readonly groupCommit?: boolean;
+  /** The store enforces a queue's `groupRateLimit` (per-group rate limits); configure refuses it otherwise. */
+  readonly groupRateLimit: boolean;
   /**
    * The client sends a tick's enqueues in calls of this many messages (a caller's messages are never split),
    * each as soon as it is full, so a store whose calls pipeline on one connection applies one call while the

@@ -86,6 +86,7 @@ class ZookeeperStore implements Store {
     deadLetterQueue: true,
     claimWithFinishes: false,
     overlapClaims: false,
+    groupRateLimit: false,
   };
   private readonly ctx: StoreContext;
   private closed = false;

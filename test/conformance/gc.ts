@@ -29,6 +29,7 @@ export function gc(fixture: StoreFixture): void {
         eventsMaxAgeMs: 24 * HOUR_MS,
         rateLimit: null,
         groupConcurrency: null,
+        groupRateLimit: null,
       };
       assert.deepEqual(await h.client.config(q), defaults);
       const written = await h.client.configure(q, { gcLifetimeMs: 1234, gcIntervalMs: 567 });

@@ -20,6 +20,7 @@ import { fencing } from './fencing.js';
 import { filters } from './filters.js';
 import { gc } from './gc.js';
 import { groups } from './groups.js';
+import { groupRateLimit } from './group-rate-limit.js';
 import { lifecycle } from './lifecycle.js';
 import { lifo } from './lifo.js';
 import { list } from './list.js';
@@ -77,6 +78,7 @@ export function conformance(fixture: StoreFixture): void {
     groups(fixture);
     debounce(fixture);
     rateLimit(fixture);
+    groupRateLimit(fixture);
     schedules(fixture);
     reports(fixture);
   });

@@ -1,0 +1,83 @@
+/** A queue's groupRateLimit: at most `max` messages of one group start per `perMs`, across every worker. */
+import assert from 'node:assert/strict';
+import { describe } from 'node:test';
+import { storeTest } from '../support/harness.js';
+import { JobLog } from '../support/jobs.js';
+import type { StoreFixture } from '../support/fixture.js';
+import { storeOf } from '../../src/client-store.js';
+
+// Clocks read in different places (client, store server) on one machine: a small margin, not a speed bound.
+const CLOCK_SLACK_MS = 30;
+
+/** The start times of a group's messages: no `max` + 1 of them within one window of `perMs`. */
+function assertWithinLimit(starts: readonly number[], max: number, perMs: number, group: string): void {
+  const sorted = [...starts].sort((a, b) => a - b);
+  for (let i = 0; i + max < sorted.length; i += 1) {
+    const span = (sorted[i + max] ?? 0) - (sorted[i] ?? 0);
+    assert.ok(
+      span >= perMs - CLOCK_SLACK_MS,
+      `group ${group}: ${max + 1} starts within ${span} ms (${sorted.join(',')})`,
+    );
+  }
+}
+
+export function groupRateLimit(fixture: StoreFixture): void {
+  void describe('group rate limit', () => {
+    storeTest(
+      fixture,
+      'two workers start at most max of a group per window, while other groups and ungrouped messages run',
+      async (h) => {
+        const q = h.queue('group-rate');
+        const limit = { max: 2, perMs: 700 };
+        await h.client.configure(q, { groupRateLimit: limit });
+        assert.deepEqual((await h.client.config(q)).groupRateLimit, limit);
+        await h.client.enqueueBatch(q, [
+          ...Array.from({ length: 6 }, (_, n) => ({ payload: n, id: `a-${n}`, group: 'a' })),
+          ...Array.from({ length: 3 }, (_, n) => ({ payload: n, id: `b-${n}`, group: 'b' })),
+          ...Array.from({ length: 4 }, (_, n) => ({ payload: n, id: `plain-${n}` })),
+        ]);
+        const log = new JobLog();
+        h.worker(q, (job) => log.record(job), { concurrency: 4, eoqBackoffMs: 20 });
+        h.worker(q, (job) => log.record(job), { concurrency: 4, eoqBackoffMs: 20 }, await h.connect());
+        await log.count(13, { timeoutMs: 15_000 });
+        const startsOf = (prefix: string): number[] => log.seen.filter((s) => s.id.startsWith(prefix)).map((s) => s.at);
+        assertWithinLimit(startsOf('a-'), limit.max, limit.perMs, 'a');
+        assertWithinLimit(startsOf('b-'), limit.max, limit.perMs, 'b');
+        // Group a waiting for its slots held back neither group b nor the ungrouped messages.
+        const firstWindowEnds = Math.min(...startsOf('a-')) + limit.perMs - CLOCK_SLACK_MS;
+        assert.equal(startsOf('b-').filter((at) => at < firstWindowEnds).length, 2, log.ids().join(','));
+        assert.ok(
+          startsOf('plain-').every((at) => at < firstWindowEnds),
+          log.ids().join(','),
+        );
+        assert.equal(startsOf('a-').filter((at) => at < firstWindowEnds).length, 2, log.ids().join(','));
+      },
+      { capability: 'groupRateLimit' },
+    );
+
+    storeTest(
+      fixture,
+      'a bad groupRateLimit is a TypeError naming it, and a store without it refuses it',
+      async (h) => {
+        const q = h.queue('group-rate-bad');
+        for (const bad of [{ max: 0, perMs: 1000 }, { max: 1, perMs: 0 }, { max: 1 }, 5]) {
+          await assert.rejects(
+            h.client.configure(q, { groupRateLimit: bad as never }),
+            (error: unknown) => error instanceof TypeError && /groupRateLimit/.test(error.message),
+            JSON.stringify(bad),
+          );
+        }
+        const set = h.client.configure(q, { groupRateLimit: { max: 1, perMs: 1000 } });
+        if (storeOf(h.client).capabilities.groupRateLimit) await set;
+        else {
+          await assert.rejects(
+            set,
+            (error: unknown) => error instanceof TypeError && /not available/.test(error.message),
+          );
+        }
+        const expected = storeOf(h.client).capabilities.groupRateLimit ? { max: 1, perMs: 1000 } : null;
+        assert.deepEqual((await h.client.config(q)).groupRateLimit, expected);
+      },
+    );
+  });
+}
