@@ -142,6 +142,18 @@ describe('kvmq CLI scheduling', { concurrency: 4 }, () => {
     assert.equal(run.stdout, 'line-2\nline-1\nurgent\nfirst\n');
   });
 
+  it('sets, shows and removes group_rate_limit, and says what a bad one should look like', async () => {
+    const store = newStore();
+    assert.match((await expectExit(0, ['config', 'grl'], { store })).stdout, /^group_rate_limit=none$/m);
+    const set = await expectExit(0, ['config', 'grl', 'group_rate_limit=2/1s'], { store });
+    assert.match(set.stdout, /^group_rate_limit=2\/1s$/m);
+    assert.deepEqual((await configJson(store, 'grl')).groupRateLimit, { max: 2, perMs: 1000 });
+    const bad = await expectExit(2, ['config', 'grl', 'group_rate_limit=0/1s'], { store });
+    assert.match(bad.stderr, /^kvmq: group_rate_limit must look like MAX\/PERIOD/);
+    const removed = await expectExit(0, ['config', 'grl', 'group_rate_limit=none'], { store });
+    assert.match(removed.stdout, /^group_rate_limit=none$/m);
+  });
+
   it('sets, shows and removes rate_limit and group_concurrency', async () => {
     const store = newStore();
     const defaults = await expectExit(0, ['config', 'lim'], { store });

@@ -33,21 +33,30 @@ storeTest(sqlite, "a message page shows the message's priority and group", async
   assert.equal(field(plain, 'Group'), '–');
 });
 
-storeTest(sqlite, "a queue page shows the queue's rate limit and group concurrency when set", async (h) => {
-  const queue = h.queue('jobs');
-  await h.client.enqueue(queue, 'a');
-  const url = await serveDashboard(h);
-  const plain = await page(url, `queues/${queue}`);
-  assert.doesNotMatch(plain, /data-rate-limit|data-group-concurrency/);
-  await h.client.configure(queue, { rateLimit: { max: 100, perMs: 1000 }, groupConcurrency: 3 });
-  const limited = await page(url, `queues/${queue}`);
-  assert.match(limited, /data-rate-limit[^>]*>at most 100 per 1 s</);
-  assert.match(limited, /data-group-concurrency[^>]*>at most 3 per group</);
-  await h.client.configure(queue, { rateLimit: { max: 5, perMs: 250 }, groupConcurrency: null });
-  const changed = await page(url, `queues/${queue}`);
-  assert.match(changed, /data-rate-limit[^>]*>at most 5 per 250 ms</);
-  assert.doesNotMatch(changed, /data-group-concurrency/);
-});
+storeTest(
+  sqlite,
+  "a queue page shows the queue's rate limit, group concurrency and group rate limit when set",
+  async (h) => {
+    const queue = h.queue('jobs');
+    await h.client.enqueue(queue, 'a');
+    const url = await serveDashboard(h);
+    const plain = await page(url, `queues/${queue}`);
+    assert.doesNotMatch(plain, /data-rate-limit|data-group-concurrency|data-group-rate-limit/);
+    await h.client.configure(queue, {
+      rateLimit: { max: 100, perMs: 1000 },
+      groupConcurrency: 3,
+      groupRateLimit: { max: 2, perMs: 60_000 },
+    });
+    const limited = await page(url, `queues/${queue}`);
+    assert.match(limited, /data-rate-limit[^>]*>at most 100 per 1 s</);
+    assert.match(limited, /data-group-concurrency[^>]*>at most 3 per group</);
+    assert.match(limited, /data-group-rate-limit[^>]*>at most 2 per 1 min per group</);
+    await h.client.configure(queue, { rateLimit: { max: 5, perMs: 250 }, groupConcurrency: null });
+    const changed = await page(url, `queues/${queue}`);
+    assert.match(changed, /data-rate-limit[^>]*>at most 5 per 250 ms</);
+    assert.doesNotMatch(changed, /data-group-concurrency/);
+  },
+);
 
 /** The text of the Configuration panel's cell for `key` on a queue page, tags removed. */
 function configCell(body: string, key: string): string | undefined {
@@ -78,6 +87,7 @@ storeTest(sqlite, "a queue page shows the queue's configuration, read only", asy
   await h.client.configure(queue, {
     rateLimit: { max: 100, perMs: 1000 },
     groupConcurrency: 3,
+    groupRateLimit: { max: 2, perMs: 60_000 },
     keepDone: 1000,
     keepFailed: 50,
     gcLifetimeMs: 3_600_000,
@@ -92,6 +102,7 @@ storeTest(sqlite, "a queue page shows the queue's configuration, read only", asy
   assertCells(set, {
     rateLimit: 'at most 100 per 1 s',
     groupConcurrency: 'at most 3 per group',
+    groupRateLimit: 'at most 2 per 1 min per group',
     keepDone: 'the newest 1,000',
     keepFailed: 'the newest 50',
     gcLifetimeMs: '1 h',

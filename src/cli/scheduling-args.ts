@@ -76,19 +76,20 @@ export function parseDebounce(id: string | undefined, msText: string | undefined
 const NONE = 'none';
 
 /**
- * `rate_limit=` values: MAX/PERIOD, the period a duration as everywhere on the command line (`100/1s`,
- * `5/250ms`, `10/1h30m`, `1000/1d`, bare ms) or a lone unit for one of it (`1000/m`); `none` or empty removes it.
+ * `rate_limit=` (and `group_rate_limit=`, `key`) values: MAX/PERIOD, the period a duration as everywhere on the
+ * command line (`100/1s`, `5/250ms`, `10/1h30m`, `1000/1d`, bare ms) or a lone unit for one of it (`1000/m`);
+ * `none` or empty removes it.
  */
-export function parseRateLimit(text: string): RateLimit | null {
+export function parseRateLimit(text: string, key = 'rate_limit'): RateLimit | null {
   if (text === NONE || text === '') return null;
   const allowed =
-    `rate_limit must look like MAX/PERIOD with MAX from 1 to ${RATE_LIMIT_MAX} and PERIOD a duration like 1s, ` +
+    `${key} must look like MAX/PERIOD with MAX from 1 to ${RATE_LIMIT_MAX} and PERIOD a duration like 1s, ` +
     `250ms, 1m, 1h or 1d (e.g. 100/1s), or none to remove it; got '${text}'`;
   const match = /^(\d+)\/(.+)$/.exec(text);
   if (match === null) throw new UsageError(allowed);
   const [, max = '', period = ''] = match;
   try {
-    const perMs = parseDuration('rate_limit', /^[a-z]+$/.test(period) ? `1${period}` : period);
+    const perMs = parseDuration(key, /^[a-z]+$/.test(period) ? `1${period}` : period);
     return checkRateLimit({ max: Number(max), perMs });
   } catch {
     throw new UsageError(allowed);

@@ -32,6 +32,7 @@ const OTHER_KEYS = [
   'dead_letter_queue',
   'rate_limit',
   'group_concurrency',
+  'group_rate_limit',
   'keep_done',
   'keep_failed',
 ];
@@ -57,6 +58,8 @@ export const config: Command = {
       '                          1000/1m, 50000/1d; none removes it (default none)\n' +
       '  group_concurrency=N     at most N messages of one group (enqueue --group) run at once; none: no\n' +
       '                          limit (default none)\n' +
+      '  group_rate_limit=MAX/PERIOD  at most MAX messages of one group start per PERIOD across all workers,\n' +
+      '                          spaced PERIOD/MAX apart; none removes it (default none; SQLite only)\n' +
       '  filter.NAME=v1,v2,...   the values of filter NAME, lowest first; empty removes the filter',
     [DURATION_HELP],
   ),
@@ -83,6 +86,7 @@ function parsePatch(assignments: readonly string[]): Partial<QueueConfig> {
     deadLetterQueue?: string | null;
     rateLimit?: QueueConfig['rateLimit'];
     groupConcurrency?: number | null;
+    groupRateLimit?: QueueConfig['groupRateLimit'];
     keepDone?: number | null;
     keepFailed?: number | null;
   } = {};
@@ -105,6 +109,8 @@ function parsePatch(assignments: readonly string[]): Partial<QueueConfig> {
       others.rateLimit = parseRateLimit(value);
     } else if (key === 'group_concurrency') {
       others.groupConcurrency = parseGroupConcurrency(value);
+    } else if (key === 'group_rate_limit') {
+      others.groupRateLimit = parseRateLimit(value, key);
     } else if (key === 'keep_done' || key === 'keep_failed') {
       others[key === 'keep_done' ? 'keepDone' : 'keepFailed'] =
         value === 'none' ? null : parseWholeNumber(key, value, 0);
@@ -114,7 +120,7 @@ function parsePatch(assignments: readonly string[]): Partial<QueueConfig> {
       throw new UsageError(
         `unknown setting '${key}'${didYouMean(key, [...Object.keys(NUMBER_KEYS), ...OTHER_KEYS])}; known: gc_lifetime_ms, failed_lifetime_ms, gc_interval_ms, max_deliveries, ` +
           'dead_letter_queue, paused, events, events_max_count, events_max_age_ms, rate_limit, ' +
-          'group_concurrency, keep_done, keep_failed, filter.NAME ' +
+          'group_concurrency, group_rate_limit, keep_done, keep_failed, filter.NAME ' +
           '(and the zkmq names task_gc_lifetime, task_gc_interval)',
       );
     }
@@ -137,6 +143,7 @@ function configText(c: QueueConfig): string {
     `events_max_age_ms=${c.eventsMaxAgeMs}`,
     `rate_limit=${formatRateLimit(c.rateLimit)}`,
     `group_concurrency=${formatGroupConcurrency(c.groupConcurrency)}`,
+    `group_rate_limit=${formatRateLimit(c.groupRateLimit)}`,
     `keep_done=${c.keepDone ?? 'none'}`,
     `keep_failed=${c.keepFailed ?? 'none'}`,
     ...Object.entries(c.filterEnums).map(([name, list]) => `filter.${name}=${list.join(',')}`),

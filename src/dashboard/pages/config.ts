@@ -8,7 +8,7 @@ import { count } from './format.js';
 const NONE = html`<span class="muted">none</span>`;
 
 export function configPanel(ctx: PageContext, config: QueueConfig): Html {
-  const { rateLimit, groupConcurrency, keepDone, keepFailed, deadLetterQueue, filterEnums } = config;
+  const { rateLimit, groupConcurrency, groupRateLimit, keepDone, keepFailed, deadLetterQueue, filterEnums } = config;
   const rows: [key: keyof QueueConfig, label: string, value: Html | string][] = [
     ['paused', 'Paused', config.paused ? 'yes: workers claim nothing' : 'no'],
     [
@@ -20,6 +20,13 @@ export function configPanel(ctx: PageContext, config: QueueConfig): Html {
       'groupConcurrency',
       'Group concurrency',
       groupConcurrency === null ? NONE : `at most ${count(groupConcurrency)} per group`,
+    ],
+    [
+      'groupRateLimit',
+      'Group rate limit',
+      groupRateLimit === null
+        ? NONE
+        : `at most ${count(groupRateLimit.max)} per ${period(groupRateLimit.perMs)} per group`,
     ],
     ['gcLifetimeMs', 'Done kept for', period(config.gcLifetimeMs)],
     [

@@ -83,8 +83,11 @@ export function queuePage(ctx: PageContext, view: QueueView, now: number): Html 
   });
 }
 
-/** 'at most 100 per 1 s', 'at most 3 per group': what the queue's configuration holds its workers to. */
-function limitsText({ rateLimit, groupConcurrency }: QueueConfig): Html {
+/**
+ * 'at most 100 per 1 s', 'at most 3 per group', 'at most 2 per 1 s per group': what the queue's configuration
+ * holds its workers to.
+ */
+function limitsText({ rateLimit, groupConcurrency, groupRateLimit }: QueueConfig): Html {
   const rate =
     rateLimit === null
       ? ''
@@ -97,7 +100,13 @@ function limitsText({ rateLimit, groupConcurrency }: QueueConfig): Html {
       : html`<span class="muted" data-group-concurrency title="group concurrency: held at once per group"
           >at most ${count(groupConcurrency)} per group</span
         >`;
-  return html`${rate}${group}`;
+  const groupRate =
+    groupRateLimit === null
+      ? ''
+      : html`<span class="muted" data-group-rate-limit title="group rate limit: starts per group, across all workers"
+          >at most ${count(groupRateLimit.max)} per ${period(groupRateLimit.perMs)} per group</span
+        >`;
+  return html`${rate}${group}${groupRate}`;
 }
 
 function stateTabs(path: string, selected: MessageState | null): Html {
