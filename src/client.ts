@@ -503,7 +503,9 @@ export class Client {
       );
     }
     if (checked.groupRateLimit != null && !this.#store.capabilities.groupRateLimit) {
-      throw new TypeError(`groupRateLimit is not available on this ${this.#store.kind} store yet; use SQLite`);
+      throw new TypeError(
+        `groupRateLimit is not available on this ${this.#store.kind} store yet; use SQLite or PostgreSQL`,
+      );
     }
     return (await this.storeConfig(queue, checked)).config;
   }

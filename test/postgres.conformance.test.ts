@@ -10,6 +10,6 @@ conformance({
     instantRelease: true,
     deadLetterQueue: true,
     overlapClaims: false,
-    groupRateLimit: false,
+    groupRateLimit: true,
   },
 });

@@ -13,6 +13,6 @@ conformance({
     instantRelease: false,
     deadLetterQueue: true,
     overlapClaims: false,
-    groupRateLimit: false,
+    groupRateLimit: true,
   },
 });

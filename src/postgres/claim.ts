@@ -14,6 +14,8 @@ import type { ClaimRequest, ClaimResult } from '../store/contract.js';
 // Claimed rows and group limits are SQLite's: one statement of them for both stores.
 import { claimedMessage, type ClaimedRow as SqliteClaimedRow } from '../sqlite/claim.js';
 import { takesGroupSlot, type GroupLimit } from '../sqlite/claim-ready.js';
+import { GroupRates } from '../sqlite/group-rates.js';
+import type { RateLimit } from '../model/types.js';
 
 // A paused queue's workers look again this soon, wake-up or not.
 const PAUSED_RECHECK_MS = 1000;
@@ -45,7 +47,7 @@ export async function claimMessages(tx: WriteContext, request: ClaimRequest, rel
   }
   const limit = config.rateLimit;
   let rateTat = row.rate_tat;
-  if (limit !== null || config.groupConcurrency !== null) {
+  if (limit !== null || config.groupConcurrency !== null || config.groupRateLimit !== null) {
     const locked = await db.query<{ rate_tat: number }>(
       `SELECT rate_tat FROM ${s}.queues WHERE queue = $1 FOR UPDATE`,
       [queue],
@@ -60,7 +62,16 @@ export async function claimMessages(tx: WriteContext, request: ClaimRequest, rel
   const max = grant === null ? request.max : grant.granted;
   const classes = row.classes.filter((c) => request.accepts === null || request.accepts(c));
   const accepted = new Set(classes);
-  const groups = config.groupConcurrency === null ? null : await heldGroups(tx, config.groupConcurrency);
+  const rates = config.groupRateLimit === null ? null : await groupRates(tx, config.groupRateLimit);
+  const groups =
+    config.groupConcurrency === null && rates === null
+      ? null
+      : {
+          ...(config.groupConcurrency === null
+            ? { max: Infinity, held: new Map<string, number>() }
+            : await heldGroups(tx, config.groupConcurrency)),
+          ...(rates === null ? {} : { rate: rates }),
+        };
   const lockUntil = now + request.lockMs;
 
   // Expired locks are looked for only when the queue row's read says one has ended (or some were just freed).
@@ -127,6 +138,15 @@ export async function claimMessages(tx: WriteContext, request: ClaimRequest, rel
     ]);
   }
 
+  const charged = rates?.charged() ?? [];
+  if (charged.length > 0) {
+    await db.query(
+      `INSERT INTO ${s}.group_rates (queue, group_name, tat) SELECT $1, u.g, u.t FROM unnest($2::text[], $3::float8[]) AS u(g, t)
+       ON CONFLICT (queue, group_name) DO UPDATE SET tat = excluded.tat`,
+      [queue, charged.map(([group]) => group), charged.map(([, tat]) => tat)],
+    );
+  }
+
   for (const r of rows) tx.event('started', r.id, r.attempt);
   const messages = rows.map((r) => claimedMessage(r, request.lockMs));
   const queueSize = row.size - failed;
@@ -135,6 +155,10 @@ export async function claimMessages(tx: WriteContext, request: ClaimRequest, rel
       await db.query(`UPDATE ${s}.queues SET dry_runs = 0, eoq_until = 0 WHERE queue = $1`, [queue]);
     }
     return { messages, queueSize, dryRuns: 0, wakeAt: null };
+  }
+  // Only messages of groups over their rate waited: not a dry run; look again at the first group's next slot.
+  if (rates !== null && rates.wakeAt !== Infinity) {
+    return { messages, queueSize, dryRuns: row.dry_runs, wakeAt: rates.wakeAt };
   }
   return { messages, queueSize, ...(await dryRun(tx, request, classes)) };
 }
@@ -223,6 +247,16 @@ async function lockReadyGrouped(
     [chosen, lockUntil, consumer, now],
   );
   return result.rows;
+}
+
+/** The queue's groups' rate state, read whole (claims take turns on the queue row meanwhile). */
+async function groupRates(tx: WriteContext, limit: RateLimit): Promise<GroupRates> {
+  const stored = await tx.db.query<{ group_name: string; tat: number }>(
+    `SELECT group_name, tat FROM ${tx.s}.group_rates WHERE queue = $1`,
+    [tx.queue],
+  );
+  const tats = new Map(stored.rows.map((r) => [r.group_name, r.tat]));
+  return new GroupRates(limit, tx.now, (group) => tats.get(group) ?? 0);
 }
 
 async function heldGroups(tx: WriteContext, max: number): Promise<GroupLimit> {

@@ -39,7 +39,7 @@ interface Row {
  */
 export function coversWork(known: KnownQueue, finishes: readonly Finish[], claim: ClaimRequest | null): boolean {
   const { config } = known;
-  if (config.groupConcurrency !== null) return false;
+  if (config.groupConcurrency !== null || config.groupRateLimit !== null) return false;
   if (claim !== null && (config.paused || config.rateLimit !== null)) return false;
   // A result is written by the general finish (finish.ts), in the same transaction as its outcome.
   return finishes.every(

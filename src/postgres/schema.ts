@@ -156,19 +156,34 @@ const MIGRATIONS: Readonly<Record<number, (schema: string) => string>> = {
       ${tables(s)}
       INSERT INTO ${s}.version (version) VALUES (0);
       ${reports2(s)}
-      ${toVersion3(schema)}`;
+      ${toVersion3(schema)}
+      ${groupRates5(s)}`;
   },
   // Each message's result (version 4) before the functions that read it.
   1: (schema) => `${resultColumns4(schema)}
     ${reports2(quoteIdent(schema))}
-    ${toVersion3(schema)}`,
+    ${toVersion3(schema)}
+    ${groupRates5(quoteIdent(schema))}`,
   2: (schema) => `${resultColumns4(schema)}
-    ${toVersion3(schema)}`,
+    ${toVersion3(schema)}
+    ${groupRates5(quoteIdent(schema))}`,
   3: (schema) => `${resultColumns4(schema)}
-    ${functionsDdl(schema)}`,
-  // Version 5: enqueue_messages places LIFO messages (a delay of -1).
-  4: (schema) => functionsDdl(schema),
+    ${functionsDdl(schema)}
+    ${groupRates5(quoteIdent(schema))}`,
+  // Version 5: enqueue_messages places LIFO messages (a delay of -1); groups' rate state.
+  4: (schema) => `${functionsDdl(schema)}
+    ${groupRates5(quoteIdent(schema))}`,
 };
+
+/** Schema 5: per (queue, group), when the group's next message may start under groupRateLimit. */
+function groupRates5(s: string): string {
+  return `CREATE TABLE IF NOT EXISTS ${s}.group_rates (
+    queue      text             NOT NULL,
+    group_name text             NOT NULL,
+    tat        double precision NOT NULL,
+    PRIMARY KEY (queue, group_name)
+  );`;
+}
 
 /** Schema 4: each message's result (existing ones: none); enqueue_messages clears it when it revives or requeues. */
 function resultColumns4(schema: string): string {

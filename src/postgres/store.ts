@@ -151,7 +151,7 @@ class PostgresStore implements Store {
       claimWithFinishes: true,
       // A claim sent ahead at a trickle came back dry, and the idle worker then waited out its backoff.
       overlapClaims: false,
-      groupRateLimit: false,
+      groupRateLimit: true,
     };
     this.schema = options.schema;
     this.s = quoteIdent(options.schema);

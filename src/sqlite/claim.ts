@@ -44,7 +44,14 @@ export function claimMessages(tx: WriteContext, queueRow: QueueRow, request: Cla
   const max = grant === null ? request.max : grant.granted;
   const classes = (sql.classes.all(queue) as string[]).filter((c) => request.accepts === null || request.accepts(c));
   const accepted = new Set(classes);
-  const rates = config.groupRateLimit === null ? null : new GroupRates(sql, queue, config.groupRateLimit, now);
+  const rates =
+    config.groupRateLimit === null
+      ? null
+      : new GroupRates(
+          config.groupRateLimit,
+          now,
+          (group) => (sql.groupRateTat.get(queue, group) as number | undefined) ?? 0,
+        );
   const groups: GroupLimit | null =
     config.groupConcurrency === null && rates === null
       ? null
@@ -87,7 +94,7 @@ export function claimMessages(tx: WriteContext, queueRow: QueueRow, request: Cla
   if (limit !== null && grant !== null && rows.length > 0) {
     sql.setRateTat.run(rateCharge(limit, grant, rows.length), queue);
   }
-  rates?.store();
+  for (const [group, tat] of rates?.charged() ?? []) sql.setGroupRateTat.run(queue, group, tat);
 
   for (const row of rows) tx.event('started', row.id, row.attempt);
   const messages = rows.map((row) => claimedMessage(row, request.lockMs));
