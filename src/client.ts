@@ -3,10 +3,11 @@
  * boundary, then speaks only the store contract.
  */
 import { bindStore } from './client-store.js';
-import { ClosedError } from './errors.js';
+import { ClosedError, MessageGoneError } from './errors.js';
 import { checkCursorText, checkEventsOptions, checkWaitForOptions } from './events/options.js';
 import type { EventsOptions, WaitForOptions } from './events/options.js';
 import type { WaitResult } from './events/wait-for.js';
+import { cancelError } from './model/cancel.js';
 import { DEFAULT_QUEUE_CONFIG, checkConfigPatch } from './model/config.js';
 import { checkMessageFilters, filterClass } from './model/filters.js';
 import { newMessageId } from './model/ids.js';
@@ -463,6 +464,24 @@ export class Client {
   async remove(queue: string, id: string): Promise<ActionResult> {
     this.checkOpen();
     return one(await this.#store.remove(checkQueueName(queue), [checkMessageId(id)]));
+  }
+
+  /**
+   * Cancels a waiting, delayed or running message: it fails at once with the error `canceled` (and `reason`), or
+   * moves to the dead-letter queue as a final failure would; a running handler's `job.signal` is aborted with a
+   * CanceledError, and what it then returns is not stored. Refused with its state once finished; a
+   * MessageGoneError when there is no such message.
+   */
+  async cancel(queue: string, id: string, reason?: string): Promise<ActionResult> {
+    this.checkOpen();
+    const error = cancelError(reason);
+    const store = this.#store;
+    checkQueueName(queue);
+    checkMessageId(id);
+    if (store.cancel === undefined) throw new Error(`the ${store.kind} store cannot cancel messages`);
+    const result = await store.cancel(queue, id, error);
+    if (!result.ok && result.state === null) throw new MessageGoneError(queue, id);
+    return result;
   }
 
   /** Ends a message's backoff now (queued-with-backoff or done-with-requeue → queued). */

@@ -20,6 +20,7 @@ export const KVMQ_ERROR_CODES = [
   'DASHBOARD',
   'TRANSACTION',
   'JOB_REPORT',
+  'CANCELED',
 ] as const;
 
 export type KvmqErrorCode = (typeof KVMQ_ERROR_CODES)[number];
@@ -211,5 +212,20 @@ export class ServeError extends KvmqError {
 export class DashboardServerError extends KvmqError {
   constructor(message: string, cause?: unknown) {
     super('DASHBOARD', message, { cause });
+  }
+}
+
+/**
+ * Why a handler's `job.signal` was aborted when its message was canceled (`client.cancel`): the message is failed
+ * already, and whatever the handler returns is not stored.
+ */
+export class CanceledError extends KvmqError {
+  readonly queue: string;
+  readonly id: string;
+
+  constructor(queue: string, id: string) {
+    super('CANCELED', `message '${id}' of queue '${queue}' was canceled`);
+    this.queue = queue;
+    this.id = id;
   }
 }

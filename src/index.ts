@@ -4,6 +4,7 @@ export type { ConnectOptions, PauseResult } from './client.js';
 export { Worker } from './worker/worker.js';
 export { Queue, type TypedBatchItem } from './queue.js';
 export { RESULT_MAX_BYTES } from './model/result.js';
+export { CANCEL_REASON_MAX_CHARS } from './model/cancel.js';
 export { queueSizeMonitor } from './worker/size-monitor.js';
 export type {
   WorkerOptions,
@@ -95,6 +96,7 @@ export {
   JobReportError,
   ServeError,
   DashboardServerError,
+  CanceledError,
 } from './errors.js';
 export { createDashboard } from './dashboard/dashboard.js';
 export type { Dashboard, DashboardOptions } from './dashboard/dashboard.js';

@@ -3,8 +3,8 @@
  * stored the outcome, so a listener never hears of a result the store did not keep.
  */
 
-/** Why an attempt did not succeed: the handler said so, it threw, or it ran past `timeoutMs`. */
-export type FailureReason = 'handler' | 'thrown' | 'timeout';
+/** Why an attempt did not succeed: the handler said so, it threw, it ran past `timeoutMs`, or it was canceled. */
+export type FailureReason = 'handler' | 'thrown' | 'timeout' | 'canceled';
 
 interface AttemptEvent {
   readonly queue: string;

@@ -26,6 +26,7 @@ import type { WorkerEvents } from './events.js';
 import type { SharedSchedulers } from '../schedule/shared.js';
 import type { WorkerInstruments } from './instruments.js';
 import type {
+  CanceledMessage,
   ClaimResult,
   ClaimedMessage,
   Finish,
@@ -35,7 +36,7 @@ import type {
   Store,
 } from '../store/contract.js';
 import { setLongTimeout, sleep } from '../model/time.js';
-import { JobReportError, KvmqError, StoreUnavailableError } from '../errors.js';
+import { CanceledError, JobReportError, KvmqError, StoreUnavailableError } from '../errors.js';
 import { MessageReports, ReportWriter } from './reports.js';
 import { UNTRACED, traceProcess } from '../tracing/process.js';
 import { abortSignal, HeldJob, takeAway, type Held } from './held.js';
@@ -152,6 +153,9 @@ export class Worker extends EventEmitter<WorkerEvents> {
   private readonly fenceMarginMs: number;
   /** The renewal under way, if any; stop() waits for it, and renewals never overlap. */
   private renewing: Promise<void> | null = null;
+  /** A cancel was heard while a renewal was on its way, which may have left before it: renew once more. */
+  private renewAgain = false;
+  private unsubscribeCancels: (() => void) | null = null;
   /** The GC and configuration loop; stop() waits for it so no store call outlives the worker. */
   private maintenance: Promise<void> | null = null;
   /** This worker's part in the client's scheduler of the queue (option `schedules`); stop() waits for it. */
@@ -255,6 +259,7 @@ export class Worker extends EventEmitter<WorkerEvents> {
     // stop() came while starting: it unregisters; start nothing.
     if (this.state !== 'running') return;
     this.unsubscribe = this.store.subscribe(this.queue, () => this.kick());
+    this.unsubscribeCancels = this.store.subscribeCancels?.(this.queue, this.canceled) ?? null;
     if (this.accepts === null && this.store.receiveHandoffs !== undefined) {
       this.handoffs = this.store.receiveHandoffs(this.queue, this.id, {
         delivered: (messages, size, since) => this.handed(messages, size, since),
@@ -334,6 +339,7 @@ export class Worker extends EventEmitter<WorkerEvents> {
     await this.storeWait(this.scheduling);
     await this.storeWait(Promise.allSettled(this.monitoring));
     this.unsubscribe?.();
+    this.unsubscribeCancels?.();
     if (this.registered) await this.storeWait(this.store.unregisterConsumer(this.queue, this.id));
     if (this.giveUpTimer !== null) clearTimeout(this.giveUpTimer);
     this.leaveToLocks();
@@ -952,6 +958,48 @@ export class Worker extends EventEmitter<WorkerEvents> {
       .then(() => undefined, this.reportError)
       .finally(() => this.monitoring.delete(handing));
     this.monitoring.add(handing);
+  }
+
+  /**
+   * The store says a held message was canceled (null: one may have been, and a renewal now finds which). It is
+   * failed already: its handler is told to stop, and what it returns is not stored.
+   */
+  private readonly canceled = (canceled: CanceledMessage | null): void => {
+    if (canceled === null) {
+      this.renewNow();
+      return;
+    }
+    const held = this.held.get(canceled.id);
+    if (held === undefined || held.attempt !== canceled.attempt || held.takenAway) return;
+    takeAway(held, new CanceledError(this.queue, held.id));
+    this.instruments?.handled(this.queue, 'error');
+    if (this.listenerCount('failed') > 0) {
+      const durationMs = held.startedAt === 0 ? 0 : performance.now() - held.startedAt;
+      const { queue } = this;
+      this.tell('failed', {
+        queue,
+        id: held.id,
+        attempt: held.attempt,
+        durationMs,
+        error: 'canceled',
+        reason: 'canceled',
+      });
+    }
+  };
+
+  /** Renews now, or once more after the renewal under way, which may have left before what asks for this. */
+  private renewNow(): void {
+    if (this.state !== 'running') return;
+    if (this.renewing !== null) {
+      this.renewAgain = true;
+      return;
+    }
+    this.renewing = this.renew().finally(() => {
+      this.renewing = null;
+      if (!this.renewAgain) return;
+      this.renewAgain = false;
+      this.renewNow();
+    });
   }
 
   /** A message claimed while this worker still runs an earlier attempt of it: not held, reported as stalled. */
