@@ -1,7 +1,10 @@
 /** retry, remove and promote: each id in the caller's transaction, refused with its state when it does not apply. */
 import { Phase } from './schema.js';
 import { stateOf, type StateRow } from './state.js';
-import type { WriteContext } from './failures.js';
+import { failMessage, historyWith, type WriteContext } from './failures.js';
+import { CANCELABLE_STATES } from '../model/cancel.js';
+import type { HeldRow } from './finish.js';
+import type { CanceledMessage } from '../store/contract.js';
 import type { ActionResult, MessageState } from '../model/types.js';
 
 type Action = (
@@ -74,4 +77,41 @@ export function promoteMessages(tx: WriteContext, ids: readonly string[]): Actio
   });
   if (results.some((r) => r.ok)) tx.wake(tx.queue);
   return results;
+}
+
+/**
+ * Cancels a waiting, delayed or running message: it fails with `error` (failMessage: failed here, or moved to the
+ * dead-letter queue). A running one gets a history record naming its holder, and is returned to be told.
+ */
+export function cancelMessage(
+  tx: WriteContext,
+  id: string,
+  error: string,
+): { result: ActionResult; held: CanceledMessage | null } {
+  const { sql, queue, now } = tx;
+  const row = sql.existing.get(queue, id) as StateRow | undefined;
+  if (row === undefined) return { result: { ok: false, id, state: null }, held: null };
+  const state = stateOf(row, now);
+  if (!CANCELABLE_STATES.has(state)) return { result: { ok: false, id, state }, held: null };
+  const full = sql.held.get(queue, id) as HeldRow;
+  const running = full.phase === Phase.Locked;
+  const history = running
+    ? historyWith(full.history, {
+        attempt: full.attempt,
+        startedAt: null,
+        endedAt: now,
+        consumer: full.consumer,
+        outcome: 'error',
+        error,
+      })
+    : null;
+  const dlq = tx.config().deadLetterQueue;
+  failMessage(tx, full, error, history);
+  // A held message frees its group's slot.
+  if (running) tx.wake(queue);
+  const moved = dlq !== null && sql.existing.get(queue, id) === undefined;
+  return {
+    result: { ok: true, id, state: moved ? null : 'failed' },
+    held: running ? { id, attempt: full.attempt } : null,
+  };
 }

@@ -15,7 +15,7 @@ import { StoreLayoutError, StoreUnavailableError, StoreUrlError } from '../error
 import { applyConfigPatch, DEFAULT_QUEUE_CONFIG, withConfigDefaults } from '../model/config.js';
 import { sleep } from '../model/time.js';
 import { parseUrlOptions } from '../store/url-options.js';
-import { promoteMessages, removeMessages, retryFailed, retryMessages } from './actions.js';
+import { cancelMessage, promoteMessages, removeMessages, retryFailed, retryMessages } from './actions.js';
 import { claimMessages } from './claim.js';
 import { enqueueMessages } from './enqueue.js';
 import { finishMessages, type BulkFinishes } from './finish.js';
@@ -34,6 +34,7 @@ import { EventLog, pendingEvent, type PendingEvent } from './events.js';
 import type {
   ClaimRequest,
   ClaimResult,
+  CanceledMessage,
   Configured,
   ConsumerRegistration,
   EventPage,
@@ -153,6 +154,8 @@ class SqliteStore implements Store {
   private readonly insertMessages: MessageInserts;
   private readonly bulkFinishes: BulkFinishes;
   private readonly wakeups: Wakeups;
+  /** Cancels of held messages, told to their workers (its own file: claims and finishes never touch it). */
+  private readonly cancels: Wakeups<CanceledMessage>;
   private readonly ensured = new Set<string>();
   private readonly knownClasses = new Map<string, Set<string>>();
   // Each queue's configuration as last parsed, with the JSON it came from.
@@ -177,6 +180,8 @@ class SqliteStore implements Store {
     this.scheduleTable = new ScheduleTable(db);
     this.reports = new ReportTable(db);
     this.inTransaction = db.transaction((fn: () => unknown): unknown => fn());
+    // Another process's cancel is a hint to renew; this process's own were told with their ids already.
+    this.cancels = new Wakeups<CanceledMessage>(path, () => !this.closed, '-cancel');
     let dataVersion = -1;
     this.wakeups = new Wakeups(path, () => {
       if (this.closed) return false;
@@ -286,6 +291,16 @@ class SqliteStore implements Store {
 
   remove(queue: string, ids: readonly string[]): Promise<ActionResult[]> {
     return this.write(queue, (tx) => removeMessages(tx, ids));
+  }
+
+  async cancel(queue: string, id: string, error: string): Promise<ActionResult> {
+    const { result, held } = await this.write(queue, (tx) => cancelMessage(tx, id, error));
+    if (held !== null) this.cancels.notifyWith(queue, held);
+    return result;
+  }
+
+  subscribeCancels(queue: string, listener: (canceled: CanceledMessage | null) => void): () => void {
+    return this.cancels.subscribe(queue, listener);
   }
 
   promote(queue: string, ids: readonly string[]): Promise<ActionResult[]> {
@@ -425,6 +440,7 @@ class SqliteStore implements Store {
     if (!this.closed) {
       this.closed = true;
       this.wakeups.close();
+      this.cancels.close();
       this.db.close();
     }
     return Promise.resolve();

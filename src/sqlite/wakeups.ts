@@ -10,6 +10,9 @@
  * The byte is written after the commit, so the check cannot come too early.
  * A wake-up is only a hint to claim again: a spurious one is cheap, a missed
  * one would leave a worker idle until its end-of-queue backoff.
+ *
+ * The same machinery, on a file of its own (`<db>-cancel`), tells workers of cancels (src/sqlite/cancels.ts):
+ * within the process with the canceled message, across processes as a bare hint (null).
  */
 import { EventEmitter } from 'node:events';
 import { closeSync, constants, openSync, watch, writeSync, type FSWatcher } from 'node:fs';
@@ -21,9 +24,13 @@ const BYTE = Buffer.from([1]);
 // finish a write and a wake-up of each watcher, while an event reader can wait a few ms.
 const EVENTS_TELL_MS = 15;
 
-export class Wakeups {
+/** Told a value where the change happened in this process; null when it was heard of from another. */
+type Listener<V> = (value: V | null) => void;
+
+export class Wakeups<V = never> {
   private readonly hub: EventEmitter;
-  private readonly listeners = new Map<string, Set<() => void>>();
+  private readonly listeners = new Map<string, Set<Listener<V>>>();
+  private readonly hubKey: string;
   private readonly wakeFile: string;
   private wakeFd: number | null;
   private watcher: FSWatcher | null = null;
@@ -34,20 +41,23 @@ export class Wakeups {
    * @param changedElsewhere true when another connection committed since the
    *   last call (SQLite's data_version), so this process's own commits, which
    *   already woke its subscribers, do not wake them again.
+   * @param suffix names the watched file beside the database, and keeps its subscribers apart from another's.
    */
   constructor(
-    private readonly file: string,
+    file: string,
     private readonly changedElsewhere: () => boolean,
+    suffix = '-wake',
   ) {
-    let hub = hubs.get(file);
+    this.wakeFile = `${file}${suffix}`;
+    this.hubKey = this.wakeFile;
+    let hub = hubs.get(this.hubKey);
     if (hub === undefined) {
       hub = { emitter: new EventEmitter(), users: 0 };
       hub.emitter.setMaxListeners(0);
-      hubs.set(file, hub);
+      hubs.set(this.hubKey, hub);
     }
     hub.users += 1;
     this.hub = hub.emitter;
-    this.wakeFile = `${file}-wake`;
     this.wakeFd = openSync(this.wakeFile, constants.O_CREAT | constants.O_WRONLY);
   }
 
@@ -56,13 +66,19 @@ export class Wakeups {
    * in other processes, that something changed. Call after the commit; one byte tells the other processes.
    */
   notify(...channels: readonly string[]): void {
-    for (const channel of channels) this.hub.emit(channel);
+    for (const channel of channels) this.hub.emit(channel, null);
+    if (this.wakeFd !== null) writeSync(this.wakeFd, BYTE, 0, 1, 0);
+  }
+
+  /** Like notify for one channel, its subscribers in this process told `value`. */
+  notifyWith(channel: string, value: V): void {
+    this.hub.emit(channel, value);
     if (this.wakeFd !== null) writeSync(this.wakeFd, BYTE, 0, 1, 0);
   }
 
   /** Like notify for event channels: this process's readers at once, other processes' within EVENTS_TELL_MS. */
   notifySoon(...channels: readonly string[]): void {
-    for (const channel of channels) this.hub.emit(channel);
+    for (const channel of channels) this.hub.emit(channel, null);
     if (this.eventsTimer !== null || this.wakeFd === null) return;
     this.eventsTimer = setTimeout(() => {
       this.eventsTimer = null;
@@ -71,7 +87,7 @@ export class Wakeups {
     this.eventsTimer.unref();
   }
 
-  subscribe(channel: string, listener: () => void): () => void {
+  subscribe(channel: string, listener: Listener<V>): () => void {
     let set = this.listeners.get(channel);
     if (set === undefined) {
       set = new Set();
@@ -94,8 +110,8 @@ export class Wakeups {
     if (this.eventsTimer !== null) clearTimeout(this.eventsTimer);
     if (this.wakeFd !== null) closeSync(this.wakeFd);
     this.wakeFd = null;
-    const hub = hubs.get(this.file);
-    if (hub !== undefined && --hub.users === 0) hubs.delete(this.file);
+    const hub = hubs.get(this.hubKey);
+    if (hub !== undefined && --hub.users === 0) hubs.delete(this.hubKey);
   }
 
   private watchWakeFile(): void {
@@ -116,7 +132,7 @@ export class Wakeups {
     setImmediate(() => {
       this.pending = false;
       if (!this.changedElsewhere()) return;
-      for (const set of this.listeners.values()) for (const listener of set) listener();
+      for (const set of this.listeners.values()) for (const listener of set) listener(null);
     });
   }
 }

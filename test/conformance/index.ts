@@ -9,6 +9,7 @@ import { storeTest } from '../support/harness.js';
 import { backoff } from './backoff.js';
 import { badInput } from './bad-input.js';
 import { batch } from './batch.js';
+import { cancel } from './cancel.js';
 import { claims } from './claims.js';
 import { consumers } from './consumers.js';
 import { crash } from './crash.js';
@@ -81,5 +82,6 @@ export function conformance(fixture: StoreFixture): void {
     groupRateLimit(fixture);
     schedules(fixture);
     reports(fixture);
+    cancel(fixture);
   });
 }
