@@ -77,6 +77,8 @@ const MAX_FENCE_MARGIN_MS = 250;
 // Fewer slots than this never claim ahead: few messages a round trip leave little client work to overlap, and a
 // worker of few slots is often one of many sharing a queue (messages claimed ahead are not theirs to take).
 const MIN_OVERLAP_SLOTS = 8;
+// Cancels of messages not held are remembered this many at most (a claim's answer arrives within moments).
+const RECENT_CANCELS = 1000;
 
 /** Listeners for `completed`, `failed`, `retrying`, `stalled` and `error`: see WorkerEvents. */
 export class Worker extends EventEmitter<WorkerEvents> {
@@ -156,6 +158,8 @@ export class Worker extends EventEmitter<WorkerEvents> {
   /** A cancel was heard while a renewal was on its way, which may have left before it: renew once more. */
   private renewAgain = false;
   private unsubscribeCancels: (() => void) | null = null;
+  /** Cancels heard for messages not held here (yet), id → attempt: one whose claim arrives later is not run. */
+  private readonly recentCancels = new Map<string, number>();
   /** The GC and configuration loop; stop() waits for it so no store call outlives the worker. */
   private maintenance: Promise<void> | null = null;
   /** This worker's part in the client's scheduler of the queue (option `schedules`); stop() waits for it. */
@@ -572,6 +576,8 @@ export class Worker extends EventEmitter<WorkerEvents> {
 
   /** Holds a claimed message; `since`: when the request that locked it was sent (see ClaimedMessage.lockLeftMs). */
   private accept(message: ClaimedMessage, since: number): void {
+    // Its cancel was heard before the claim's answer (another connection, a handoff on its way): never run.
+    if (this.recentCancels.get(message.id) === message.attempt) return;
     const prior = this.held.get(message.id);
     if (prior !== undefined) {
       // The attempt held here, delivered again (a store that lists its deliveries anew after a reconnect, while
@@ -966,11 +972,17 @@ export class Worker extends EventEmitter<WorkerEvents> {
    */
   private readonly canceled = (canceled: CanceledMessage | null): void => {
     if (canceled === null) {
-      this.renewNow();
+      if (this.held.size > 0) this.renewNow();
       return;
     }
     const held = this.held.get(canceled.id);
-    if (held === undefined || held.attempt !== canceled.attempt || held.takenAway) return;
+    if (held === undefined) {
+      this.recentCancels.set(canceled.id, canceled.attempt);
+      if (this.recentCancels.size > RECENT_CANCELS)
+        this.recentCancels.delete(this.recentCancels.keys().next().value as string);
+      return;
+    }
+    if (held.attempt !== canceled.attempt || held.takenAway) return;
     takeAway(held, new CanceledError(this.queue, held.id));
     this.instruments?.handled(this.queue, 'error');
     if (this.listenerCount('failed') > 0) {
@@ -987,6 +999,17 @@ export class Worker extends EventEmitter<WorkerEvents> {
     }
   };
 
+  /** A held message a renewal found gone after a cancel hint: canceled if its status says so, else lost. */
+  private async lostOrCanceled(held: Held): Promise<void> {
+    const status = await this.store.status(this.queue, held.id).catch(() => null);
+    if (status?.state === 'failed' && status.lastError?.startsWith('canceled') === true) {
+      this.canceled({ id: held.id, attempt: held.attempt });
+    } else {
+      this.instruments?.lockLost(this.queue);
+      this.lost(held);
+    }
+  }
+
   /** Renews now, or once more after the renewal under way, which may have left before what asks for this. */
   private renewNow(): void {
     if (this.state !== 'running') return;
@@ -994,7 +1017,7 @@ export class Worker extends EventEmitter<WorkerEvents> {
       this.renewAgain = true;
       return;
     }
-    this.renewing = this.renew().finally(() => {
+    this.renewing = this.renew(true).finally(() => {
       this.renewing = null;
       if (!this.renewAgain) return;
       this.renewAgain = false;
@@ -1114,7 +1137,8 @@ export class Worker extends EventEmitter<WorkerEvents> {
     this.flushScheduled = false;
   }
 
-  private async renew(): Promise<void> {
+  /** `afterCancel`: a store said a message may have been canceled; those found gone are looked up to tell which. */
+  private async renew(afterCancel = false): Promise<void> {
     try {
       // A message given up is not renewed: its lock ends, and the store hands it to another worker.
       const held = [...this.held.values()].filter((h) => !h.takenAway);
@@ -1130,7 +1154,9 @@ export class Worker extends EventEmitter<WorkerEvents> {
         for (const id of lost) {
           const held = this.held.get(id);
           // A finishing message may be gone because its finish was just stored: the finish's own result says.
-          if (held !== undefined && !held.finishing) {
+          if (held === undefined || held.finishing) continue;
+          if (afterCancel) this.awaitMonitor(this.lostOrCanceled(held));
+          else {
             this.instruments?.lockLost(this.queue);
             this.lost(held);
           }
