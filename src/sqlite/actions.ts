@@ -1,9 +1,8 @@
-/** retry, remove and promote: each id in the caller's transaction, refused with its state when it does not apply. */
+/** retry, remove, promote and cancel: each id in the caller's transaction, refused with its state when it does not apply. */
 import { Phase } from './schema.js';
 import { stateOf, type StateRow } from './state.js';
-import { failMessage, historyWith, type WriteContext } from './failures.js';
-import { CANCELABLE_STATES } from '../model/cancel.js';
-import type { HeldRow } from './finish.js';
+import { failMessage, type WriteContext } from './failures.js';
+import { cancelPlan, type CancelRow } from './cancel-plan.js';
 import type { CanceledMessage } from '../store/contract.js';
 import type { ActionResult, MessageState } from '../model/types.js';
 
@@ -81,7 +80,7 @@ export function promoteMessages(tx: WriteContext, ids: readonly string[]): Actio
 
 /**
  * Cancels a waiting, delayed or running message: it fails with `error` (failMessage: failed here, or moved to the
- * dead-letter queue). A running one gets a history record naming its holder, and is returned to be told.
+ * dead-letter queue). A running one is returned, for its holder to be told.
  */
 export function cancelMessage(
   tx: WriteContext,
@@ -89,29 +88,16 @@ export function cancelMessage(
   error: string,
 ): { result: ActionResult; held: CanceledMessage | null } {
   const { sql, queue, now } = tx;
-  const row = sql.existing.get(queue, id) as StateRow | undefined;
-  if (row === undefined) return { result: { ok: false, id, state: null }, held: null };
-  const state = stateOf(row, now);
-  if (!CANCELABLE_STATES.has(state)) return { result: { ok: false, id, state }, held: null };
-  const full = sql.held.get(queue, id) as HeldRow;
-  const running = full.phase === Phase.Locked;
-  const history = running
-    ? historyWith(full.history, {
-        attempt: full.attempt,
-        startedAt: null,
-        endedAt: now,
-        consumer: full.consumer,
-        outcome: 'error',
-        error,
-      })
-    : null;
-  const dlq = tx.config().deadLetterQueue;
-  failMessage(tx, full, error, history);
+  const row = sql.cancelRow.get(queue, id) as CancelRow | undefined;
+  const plan = cancelPlan(id, row, now, error);
+  if (plan.refused !== null || row === undefined)
+    return { result: plan.refused ?? { ok: false, id, state: null }, held: null };
+  failMessage(tx, row, error, plan.history);
   // A held message frees its group's slot.
-  if (running) tx.wake(queue);
-  const moved = dlq !== null && sql.existing.get(queue, id) === undefined;
+  if (plan.running) tx.wake(queue);
+  const moved = sql.existing.get(queue, id) === undefined;
   return {
     result: { ok: true, id, state: moved ? null : 'failed' },
-    held: running ? { id, attempt: full.attempt } : null,
+    held: plan.running ? { id, attempt: row.attempt } : null,
   };
 }

@@ -96,6 +96,8 @@ export const SQL = {
 
   held: `SELECT seq, id, phase, consumer, attempt, requeue, filters, history FROM kvmq_messages
        WHERE queue = ? AND id = ?`,
+  cancelRow: `SELECT seq, id, phase, ready_at, lock_until, backoff_until, requeue, consumer, attempt, filters, history
+       FROM kvmq_messages WHERE queue = ? AND id = ?`,
   toDone: `UPDATE kvmq_messages SET phase = 2, lock_until = 0, consumer = NULL, backoff_until = @backoffUntil,
          outcome = @outcome, last_error = @error, updated_at = @now, result = @result, result_encoding = @resultEncoding
        WHERE seq = @seq`,
