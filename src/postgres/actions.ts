@@ -1,7 +1,10 @@
-/** retry, remove and promote: each id in the caller's transaction, refused with its state when it does not apply. */
+/** retry, remove, promote and cancel: each id in the caller's transaction, refused with its state when it does not apply. */
 // The row layout and its states are SQLite's: one derivation for both.
 import { stateOf, type StateRow } from '../sqlite/state.js';
 import type { WriteContext } from './tx.js';
+import { failMessage } from './failures.js';
+import { cancelPayload, wakeChannel } from './channel.js';
+import { cancelPlan, type CancelRow } from '../sqlite/cancel-plan.js';
 import type { ActionResult, MessageState } from '../model/types.js';
 
 type Row = { seq: number; attempt: number } & { -readonly [K in keyof StateRow]: StateRow[K] };
@@ -102,4 +105,27 @@ export async function promoteMessages(tx: WriteContext, ids: readonly string[]):
   });
   if (results.some((r) => r.ok)) tx.wake();
   return results;
+}
+
+/**
+ * Cancels a waiting, delayed or running message: it fails with `error` (failMessage: failed here, or moved to the
+ * dead-letter queue). A running one's holder is told by a NOTIFY that names it, sent at the commit.
+ */
+export async function cancelMessage(tx: WriteContext, id: string, error: string): Promise<ActionResult> {
+  const { rows } = await tx.db.query<CancelRow>(
+    `SELECT seq, id, phase, ready_at, lock_until, backoff_until, requeue, consumer, attempt, filters, history
+     FROM ${tx.s}.messages WHERE queue = $1 AND id = $2 FOR UPDATE`,
+    [tx.queue, id],
+  );
+  const [row] = rows;
+  const plan = cancelPlan(id, row, tx.now, error);
+  if (plan.refused !== null || row === undefined) return plan.refused ?? { ok: false, id, state: null };
+  await failMessage(tx, row, error, plan.history);
+  if (plan.running) {
+    // A held message frees its group's slot.
+    tx.wake();
+    await tx.db.query('SELECT pg_notify($1, $2)', [wakeChannel(tx.schema), cancelPayload(tx.queue, row)]);
+  }
+  const left = await tx.db.query(`SELECT 1 FROM ${tx.s}.messages WHERE queue = $1 AND id = $2`, [tx.queue, id]);
+  return { ok: true, id, state: left.rowCount === 0 ? null : 'failed' };
 }

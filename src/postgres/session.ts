@@ -8,7 +8,11 @@
  * called every POLL_MS instead: the poll fallback.
  */
 import type { Client } from 'pg';
-import { wakeChannel } from './channel.js';
+import { parseCancelPayload, wakeChannel } from './channel.js';
+import type { CanceledMessage } from '../store/contract.js';
+
+/** Told the canceled message a cancel's payload names; nothing for any other payload, or a possible miss. */
+export type SessionListener = (canceled?: CanceledMessage) => void;
 import { quoteIdent } from './sql-text.js';
 
 const POLL_MS = 1000;
@@ -21,7 +25,7 @@ const TRUST_MS = 5000;
 export class Session {
   private client: Client | null = null;
   private connecting: Promise<Client> | null = null;
-  private readonly listeners = new Map<string, Set<() => void>>();
+  private readonly listeners = new Map<string, Set<SessionListener>>();
   private readonly locks = new Set<number>();
   private poll: NodeJS.Timeout | null = null;
   private retry: NodeJS.Timeout | null = null;
@@ -43,7 +47,7 @@ export class Session {
   ) {}
 
   /** Calls `listener` when a notification with this payload arrives (or may have been missed). */
-  subscribe(payload: string, listener: () => void): () => void {
+  subscribe(payload: string, listener: SessionListener): () => void {
     let set = this.listeners.get(payload);
     if (set === undefined) {
       set = new Set();
@@ -188,6 +192,11 @@ export class Session {
   }
 
   private tell(payload: string): void {
+    const cancel = parseCancelPayload(payload);
+    if (cancel !== null) {
+      for (const listener of this.listeners.get(cancel.key) ?? []) listener(cancel.message);
+      return;
+    }
     for (const listener of this.listeners.get(payload) ?? []) listener();
   }
 

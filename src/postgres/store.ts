@@ -9,8 +9,8 @@
 import type { ClientConfig, Pool, PoolClient } from 'pg';
 import { StoreUnavailableError } from '../errors.js';
 import { applyConfigPatch } from '../model/config.js';
-import { promoteMessages, removeMessages, retryFailed, retryMessages } from './actions.js';
-import { eventsPayload, wakeChannel } from './channel.js';
+import { cancelMessage, promoteMessages, removeMessages, retryFailed, retryMessages } from './actions.js';
+import { cancelsPayload, eventsPayload, wakeChannel } from './channel.js';
 import { enqueueInCallerTransaction } from './caller-tx.js';
 import { claimMessages } from './claim.js';
 import { beginHandlerTransaction } from './handler-tx.js';
@@ -35,6 +35,7 @@ import { parsePostgresUrl, type PostgresUrlOptions } from './url.js';
 import type {
   ClaimRequest,
   ClaimResult,
+  CanceledMessage,
   Configured,
   ConsumerRegistration,
   EventPage,
@@ -277,6 +278,15 @@ class PostgresStore implements Store {
 
   remove(queue: string, ids: readonly string[]): Promise<ActionResult[]> {
     return this.write(queue, (tx) => removeMessages(tx, ids));
+  }
+
+  cancel(queue: string, id: string, error: string): Promise<ActionResult> {
+    return this.write(queue, (tx) => cancelMessage(tx, id, error));
+  }
+
+  /** By the NOTIFY the cancel sends; behind a pooler in transaction mode, a poll that renews (polling-session.ts). */
+  subscribeCancels(queue: string, listener: (canceled: CanceledMessage | null) => void): () => void {
+    return this.session.subscribe(cancelsPayload(queue), (canceled) => listener(canceled ?? null));
   }
 
   promote(queue: string, ids: readonly string[]): Promise<ActionResult[]> {
