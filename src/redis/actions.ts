@@ -1,4 +1,4 @@
-/** retry, retryFailed, remove and promote: one script call each, each id changed atomically. */
+/** retry, retryFailed, remove, promote and cancel: one script call each, each id changed atomically. */
 import { list, num, text } from './codec.js';
 import { SCRIPTS } from './scripts.generated.js';
 import type { LuaScript } from './scripts.generated.js';
@@ -36,3 +36,10 @@ export const removeMessages = (scripts: Scripts, queue: string, ids: readonly st
 
 export const promoteMessages = (scripts: Scripts, queue: string, ids: readonly string[]): Promise<ActionResult[]> =>
   act(scripts, SCRIPTS.promoteNow, queue, ids, 'queued');
+
+/** Cancels a waiting, delayed or running message (cancel.lua); its holder hears of it on the wake channel. */
+export async function cancelMessage(scripts: Scripts, queue: string, id: string, error: string): Promise<ActionResult> {
+  const [reply, , moved] = list(await scripts.run(SCRIPTS.cancel, queue, [id, error])).map((r) => text(r) ?? '');
+  if (reply === 'ok') return { ok: true, id, state: moved === '1' ? null : 'failed' };
+  return { ok: false, id, state: reply === '' || reply === undefined ? null : (reply as MessageState) };
+}

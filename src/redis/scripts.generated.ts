@@ -15,6 +15,765 @@ export interface LuaScript {
 }
 
 export const SCRIPTS = {
+  cancel: {
+    name: 'cancel',
+    keys: [
+      'messages',
+      'nattempts',
+      'holders',
+      'wake',
+      'mid-circle',
+      'done',
+      'conf',
+      'events',
+      'events-seq',
+      'events-wake',
+      'requeue',
+      'backoffs',
+      'locks',
+      'failed',
+      'filters',
+      'priorities',
+      'lanes',
+      'groups',
+      'group-held',
+      'parked',
+      'pushes',
+      'metadata',
+      'policies',
+      'history',
+      'losses',
+      'outcomes',
+      'enqueued-at',
+      'updated-at',
+      'requeue-content',
+      'schedule',
+      'lock-expiry',
+      'requeue-locks',
+      'requeue-schedule',
+      'done-at',
+      'dedupe',
+      'debounce',
+      'debounce-of',
+      'progress',
+      'logs',
+      'results',
+    ],
+    readOnly: false,
+    sha: 'c15d64a9d74a287e2abc96f2dead85e55723d316',
+    fn: 'kvmq_5dfe2c5ac3b5_cancel',
+    source: `#!lua flags=allow-oom
+-- The queue's keys are its base (the one key the call passes) and their names.
+local KEY_BASE = KEYS[1]
+-- The keys by name, for the helpers that look a key up by a name they hold.
+local K_TABLE = nil
+local function key_table()
+  if K_TABLE == nil then K_TABLE = { messages = (KEY_BASE .. 'messages'), nattempts = (KEY_BASE .. 'nattempts'), holders = (KEY_BASE .. 'holders'), wake = (KEY_BASE .. 'wake'), mid_circle = (KEY_BASE .. 'mid-circle'), done = (KEY_BASE .. 'done'), conf = (KEY_BASE .. 'conf'), events = (KEY_BASE .. 'events'), events_seq = (KEY_BASE .. 'events-seq'), events_wake = (KEY_BASE .. 'events-wake'), requeue = (KEY_BASE .. 'requeue'), backoffs = (KEY_BASE .. 'backoffs'), locks = (KEY_BASE .. 'locks'), failed = (KEY_BASE .. 'failed'), filters = (KEY_BASE .. 'filters'), priorities = (KEY_BASE .. 'priorities'), lanes = (KEY_BASE .. 'lanes'), groups = (KEY_BASE .. 'groups'), group_held = (KEY_BASE .. 'group-held'), parked = (KEY_BASE .. 'parked'), pushes = (KEY_BASE .. 'pushes'), metadata = (KEY_BASE .. 'metadata'), policies = (KEY_BASE .. 'policies'), history = (KEY_BASE .. 'history'), losses = (KEY_BASE .. 'losses'), outcomes = (KEY_BASE .. 'outcomes'), enqueued_at = (KEY_BASE .. 'enqueued-at'), updated_at = (KEY_BASE .. 'updated-at'), requeue_content = (KEY_BASE .. 'requeue-content'), schedule = (KEY_BASE .. 'schedule'), lock_expiry = (KEY_BASE .. 'lock-expiry'), requeue_locks = (KEY_BASE .. 'requeue-locks'), requeue_schedule = (KEY_BASE .. 'requeue-schedule'), done_at = (KEY_BASE .. 'done-at'), dedupe = (KEY_BASE .. 'dedupe'), debounce = (KEY_BASE .. 'debounce'), debounce_of = (KEY_BASE .. 'debounce-of'), progress = (KEY_BASE .. 'progress'), logs = (KEY_BASE .. 'logs'), results = (KEY_BASE .. 'results') } end
+  return K_TABLE
+end
+-- common: helpers every script includes. K holds the queue's keys by name
+-- (see src/redis/keys.ts; in Lua '-' becomes '_' and '?' is dropped).
+--
+-- KEYS: (none of its own)
+
+-- The types kvmq keeps in each key, to refuse foreign data before writing anything. Built when a check
+-- first needs it: a script whose queue is marked (see LAYOUT_FIELD) mostly makes no check at all.
+local KEY_TYPES = nil
+local function key_type(name)
+  if KEY_TYPES == nil then
+    KEY_TYPES = {
+      messages = 'hash', locks = 'hash', backoffs = 'hash', nattempts = 'hash', mid_circle = 'list',
+      done = 'set', requeue = 'set', eoq_backoff = 'string', ndry_runs = 'string', metadata = 'hash',
+      filters = 'hash', classes = 'set', holders = 'hash', outcomes = 'hash', enqueued_at = 'hash',
+      updated_at = 'hash', requeue_content = 'hash', schedule = 'zset', lock_expiry = 'zset',
+      done_at = 'zset', dedupe = 'zset', conf = 'hash', consumers = 'hash', gc_lock = 'string',
+      gc_at = 'string', policies = 'hash', history = 'hash', losses = 'hash', pushes = 'hash',
+      requeue_locks = 'zset', requeue_schedule = 'zset', failed = 'zset', events = 'stream', events_seq = 'string',
+      priorities = 'hash', lanes = 'zset', groups = 'hash', group_held = 'hash', parked = 'set', debounce = 'hash',
+      debounce_of = 'hash', rate_tat = 'string', schedules = 'hash', layout = 'string', idle_workers = 'hash',
+    }
+  end
+  return KEY_TYPES[name]
+end
+
+-- The \`layout\` key (a string) marks a queue whose keys a full check_layout found to be kvmq's: an enqueue
+-- writes it after its check; clear deletes it with the rest. The hot paths (enqueue, claim, finish) of a
+-- marked queue skip their TYPE calls (about a µs each, a dozen or more per call): a key another program
+-- creates under the prefix later fails the call with Redis's WRONGTYPE, which the client reports as a
+-- StoreLayoutError too, but maybe after part of the call's writes. Keys read before any write and those of
+-- rare paths are still checked on every call.
+local LAYOUT_VERSION = '1'
+
+-- Lua's unpack has a stack limit; variadic commands go in chunks of this many arguments.
+local CHUNK = 1000
+
+-- One clock for every decision: the Redis server's. Redis 7 replicates a
+-- script's effects, not the script, so reading TIME before writing is safe.
+local function now_ms()
+  local t = redis.call('TIME')
+  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+end
+
+-- A number as a command argument. Redis formats a Lua number with printf's %.17g, a few hundred ns a
+-- call, paid per message in the hot paths: they pass whole numbers (times, attempts) as strings made here,
+-- once per call (and once per attempt count) instead.
+local INT_STRINGS = {}
+local function num_str(x)
+  if x ~= math.floor(x) or x > 9007199254740991 or x < -9007199254740991 then return string.format('%.17g', x) end
+  local s = INT_STRINGS[x]
+  if s == nil then
+    s = string.format('%d', x)
+    if x >= 0 and x < 64 then INT_STRINGS[x] = s end
+  end
+  return s
+end
+
+local function layout_error(key, found, expected)
+  error({ err = 'KVMQ_LAYOUT key ' .. key .. ' holds a ' .. found .. ', not the ' .. expected .. ' kvmq keeps there' })
+end
+
+local function check_type(key, expected)
+  local found = redis.call('TYPE', key).ok
+  if found ~= 'none' and found ~= expected then layout_error(key, found, expected) end
+end
+
+-- Whether the queue carries the layout mark (the script must take the \`layout\` key).
+local function layout_marked()
+  local mark = redis.pcall('GET', nil)
+  if type(mark) == 'table' and mark.err then layout_error(nil, redis.call('TYPE', nil).ok, 'string') end
+  return mark == LAYOUT_VERSION
+end
+
+-- Marks the queue after a full check_layout found its keys kvmq's.
+local function mark_layout()
+  redis.call('SET', nil, LAYOUT_VERSION)
+end
+
+-- A lock's holder (\`holders\`): the consumer, the attempt it was handed and when it took the message, as
+-- \`<consumer> <attempt> <ms>\`, one field: a claim writes one value where it wrote three keys, a finish reads one.
+-- Parsed from the end (worker ids hold no spaces; the parse would not need that). A holder written before the
+-- attempt was part of it is the consumer alone.
+local function holder_value(consumer, attempt_s, claimed_s)
+  return consumer .. ' ' .. attempt_s .. ' ' .. claimed_s
+end
+
+-- The consumer and claim time of a holder (the time nil for a consumer alone); the attempt is checked by holds.
+local function holder_parts(holder)
+  local consumer, claimed = string.match(holder, '^(.*) %d+ (%d+)$')
+  if consumer == nil then return holder, nil end
+  return consumer, tonumber(claimed)
+end
+
+-- Whether \`holder\` (a holders value or false) is \`consumer\` at \`attempt\` (a string) of message \`id\`.
+local function holds(holder, consumer, attempt, id)
+  if not holder then return false end
+  local prefix = consumer .. ' ' .. attempt .. ' '
+  if string.sub(holder, 1, #prefix) == prefix then return true end
+  return holder == consumer and redis.call('HGET', (KEY_BASE .. 'nattempts'), id) == attempt
+end
+
+-- The conf fields \`fields\` (HMGET), a conf of another type refused before any write.
+local function read_conf(fields)
+  local conf = redis.pcall('HMGET', (KEY_BASE .. 'conf'), unpack(fields))
+  if conf.err then layout_error((KEY_BASE .. 'conf'), redis.call('TYPE', (KEY_BASE .. 'conf')).ok, 'hash') end
+  return conf
+end
+
+-- The ready list of a lane: a filter class (\`mid-circle\` for messages without filters), followed by '@'
+-- and a 4-digit priority when above 0 (\`mid-circle:a=x@0003\`, \`mid-circle@0003\`); '#<group>' is the list
+-- of a full group's parked messages (\`mid-circle#<group>\`).
+local function ready_list(lane)
+  if lane == '' then return (KEY_BASE .. 'mid-circle') end
+  local c = string.byte(lane, 1)
+  if c == 64 or c == 35 then return (KEY_BASE .. 'mid-circle') .. lane end
+  return (KEY_BASE .. 'mid-circle') .. ':' .. lane
+end
+
+-- The lane of a class and a priority (a number, a string or nil: 0).
+local function lane_for(class, priority)
+  local p = tonumber(priority) or 0
+  if p == 0 then return class end
+  return class .. '@' .. string.format('%04d', p)
+end
+
+-- A lane's filter class and priority.
+local function lane_parts(lane)
+  local at = string.find(lane, '@', 1, true)
+  if at == nil then return lane, 0 end
+  return string.sub(lane, 1, at - 1), tonumber(string.sub(lane, at + 1))
+end
+
+-- A message's filter class ('' for none); the script must take the \`filters\` key.
+local function class_of(id)
+  return redis.call('HGET', (KEY_BASE .. 'filters'), id) or ''
+end
+
+-- Checks every key the script was given, and the ready list of every filter
+-- class known or about to be added, before the script writes anything: a
+-- script that stopped half-way would leave messages half-written.
+-- Keys a script touches only on its rare paths (see check_rare).
+local RARE, RARE_NAMES = {}, {}
+local rare_checked = false
+-- Keys a helper checks itself, only when it is about to use them (lib/events.lua: with events on).
+local CHECKED_BY_HELPER = {}
+-- What a call starts from (only a library's functions need it: a script starts fresh each call).
+local function reset_common()
+  RARE, RARE_NAMES, rare_checked = {}, {}, false
+end
+
+-- \`rare\` (optional) names keys left to check_rare, so a hot path pays no TYPE call for them. \`read_first\`
+-- (optional) names keys the script reads, with a command that refuses another type, before it writes
+-- anything: that read is their check. Each TYPE call costs about a µs of the server's time, on every call.
+-- \`marked\` (optional): the queue carries the layout mark; only the lists of \`new_classes\` are checked.
+local function check_layout(new_classes, rare, read_first, marked)
+  -- A marked queue's hot path only keeps the list: check_rare reads it, and a set is built only below.
+  RARE_NAMES = rare or RARE_NAMES
+  if marked then
+    if (KEY_BASE .. 'mid-circle') ~= nil then
+      for _, class in ipairs(new_classes or {}) do check_type(ready_list(class), 'list') end
+    end
+    return
+  end
+  for _, name in ipairs(RARE_NAMES) do RARE[name] = true end
+  local skip = {}
+  for _, name in ipairs(read_first or {}) do skip[name] = true end
+  local lists = nil ~= nil and (KEY_BASE .. 'mid-circle') ~= nil
+  -- SMEMBERS below checks \`classes\` itself.
+  if lists then skip.classes = true end
+  for name, key in pairs(key_table()) do
+    local expected = key_type(name)
+    if expected ~= nil and not RARE[name] and not CHECKED_BY_HELPER[name] and not skip[name] then
+      check_type(key, expected)
+    end
+  end
+  if lists then
+    for _, class in ipairs(redis.call('SMEMBERS', nil)) do check_type(ready_list(class), 'list') end
+    for _, class in ipairs(new_classes or {}) do check_type(ready_list(class), 'list') end
+  end
+end
+
+-- Checks the keys check_layout left out, once, when a rare path (a failure, a lost lock) starts:
+-- the caller calls it before that path writes anything.
+local function check_rare()
+  if rare_checked then return end
+  rare_checked = true
+  for _, name in ipairs(RARE_NAMES) do
+    if key_table()[name] ~= nil and not CHECKED_BY_HELPER[name] then check_type(key_table()[name], key_type(name)) end
+  end
+end
+
+-- Runs \`cmd key ...args\` in chunks (args must come in whole pairs for HSET/ZADD: CHUNK is even).
+local function call_chunked(cmd, key, args)
+  for i = 1, #args, CHUNK do
+    redis.call(cmd, key, unpack(args, i, math.min(i + CHUNK - 1, #args)))
+  end
+end
+
+-- HMGET in chunks; the values line up with \`fields\`.
+local function hmget(key, fields)
+  if #fields <= CHUNK then return redis.call('HMGET', key, unpack(fields)) end
+  local values = {}
+  for i = 1, #fields, CHUNK do
+    local part = redis.call('HMGET', key, unpack(fields, i, math.min(i + CHUNK - 1, #fields)))
+    for j = 1, #part do values[i + j - 1] = part[j] end
+  end
+  return values
+end
+
+-- As hmget, for a hash many queues never write (metadata, policies): an absent hash costs one EXISTS, not a
+-- lookup per field. Its values are nil where HMGET's are false: callers that keep them write \`or false\`.
+local function hmget_kept(key, fields)
+  if redis.call('EXISTS', key) == 0 then return {} end
+  return hmget(key, fields)
+end
+
+-- Writes gathered during a script and sent at its end, one command per key.
+local function pending_writes()
+  return { hset = {}, hdel = {}, zadd = {}, zrem = {}, sadd = {}, srem = {} }
+end
+
+-- Removals go first, so a field removed and set by one script ends up set.
+local function flush_writes(w)
+  for _, cmd in ipairs({ 'hdel', 'srem', 'zrem', 'hset', 'sadd', 'zadd' }) do
+    for key, args in pairs(w[cmd]) do
+      call_chunked(string.upper(cmd), key, args)
+    end
+  end
+end
+
+-- Queues \`cmd key a [b]\` in \`w\` (b for the pair commands hset and zadd).
+local function later(w, cmd, key, a, b)
+  local args = w[cmd][key]
+  if args == nil then
+    args = {}
+    w[cmd][key] = args
+  end
+  args[#args + 1] = a
+  if b ~= nil then args[#args + 1] = b end
+end
+
+-- Ready pushes of this script: \`back\` ones join the end of the line (LPUSH:
+-- the list's next is on the right), \`front\` ones are next (RPUSH), \`newest\` (LIFO messages) ahead of those,
+-- the latest first.
+local function pending_ready()
+  return { back = {}, front = {}, newest = {}, count = 0 }
+end
+
+-- \`side\`: true for front, 'newest' for newest, else back.
+local function push_ready(r, class, id, side_name)
+  local side = side_name == 'newest' and r.newest or side_name and r.front or r.back
+  local list = side[class]
+  if list == nil then
+    list = {}
+    side[class] = list
+  end
+  list[#list + 1] = id
+  r.count = r.count + 1
+end
+
+-- Back pushes are counted per list (\`pushes\`): a listing's cursor holds an index
+-- from the back, which only these pushes shift (claims pop the front; nothing is cut from the middle).
+-- A lane of a priority above 0 joins \`lanes\`, which claims read in priority order.
+local function flush_ready(r)
+  for class, ids in pairs(r.back) do
+    call_chunked('LPUSH', ready_list(class), ids)
+    redis.call('HINCRBY', (KEY_BASE .. 'pushes'), class, #ids)
+  end
+  for class, ids in pairs(r.front) do
+    if string.find(class, '@', 1, true) then redis.call('ZADD', (KEY_BASE .. 'lanes'), select(2, lane_parts(class)), class) end
+  end
+  for class in pairs(r.back) do
+    if string.find(class, '@', 1, true) then redis.call('ZADD', (KEY_BASE .. 'lanes'), select(2, lane_parts(class)), class) end
+  end
+  for class in pairs(r.newest) do
+    if string.find(class, '@', 1, true) then redis.call('ZADD', (KEY_BASE .. 'lanes'), select(2, lane_parts(class)), class) end
+  end
+  for class, ids in pairs(r.front) do
+    -- The earliest is pushed last, so it is the next out.
+    local reversed = {}
+    for i = #ids, 1, -1 do reversed[#reversed + 1] = ids[i] end
+    call_chunked('RPUSH', ready_list(class), reversed)
+  end
+  -- The latest is pushed last, so it is the next out.
+  for class, ids in pairs(r.newest) do call_chunked('RPUSH', ready_list(class), ids) end
+end
+-- events: queue events, written by the very script whose transition they describe, while the queue's
+-- configuration has events on (\`events\` '1' in conf, read by that script). A script gathers its events
+-- and appends them at its end to the \`events\` stream, up to ENTRY_EVENTS per entry. \`events-seq\` counts
+-- every event ever written, so events have dense numbers; an entry's id is \`<n>-0\`, n the number of its
+-- last event, and its fields are \`at\` (the server's ms), \`n\` (how many events it holds) and \`events\`: one
+-- line per event, '<type> <attempt> <id>', then ' ' and the error (newlines and backslashes escaped) for
+-- failed and retrying events that have one. One string per entry, not a field pair per event: XADD then
+-- takes five arguments, whatever the batch, and an entry is a single listpack value.
+-- Dense numbers let a reader see trimmed events as a gap, and make trimming by count a MINID.
+--
+-- KEYS: conf events events-seq events-wake
+
+-- Events per stream entry: an entry stays within one listpack node (4 KB), so reads and GC stay cheap.
+local ENTRY_EVENTS = 100
+-- model/events.ts EVENTS_MAX_COUNT
+local DEFAULT_EVENTS_MAX_COUNT = 10000
+
+-- events_begin checks these when events are on; with events off a script neither pays for them nor
+-- minds what they hold.
+CHECKED_BY_HELPER.events = true
+CHECKED_BY_HELPER.events_seq = true
+
+-- on: nil until events_begin, then whether this queue writes events.
+local EV = { on = nil, max = DEFAULT_EVENTS_MAX_COUNT, lines = {} }
+local function reset_events()
+  EV.on, EV.max, EV.lines = nil, DEFAULT_EVENTS_MAX_COUNT, {}
+end
+
+-- The conf fields events_begin takes, for a script that reads them with others of its own.
+local EVENTS_CONF = { 'events', 'events_max_count' }
+
+-- Reads the queue's events flag and bound (or takes them as read: \`read\`, the values of EVENTS_CONF).
+-- Call it before the script writes anything.
+local function events_begin(read)
+  -- A conf of another type fails here, before any write (scripts on a hot path leave it out of check_layout).
+  local conf = read or read_conf(EVENTS_CONF)
+  EV.on = conf[1] == '1'
+  if EV.on then
+    EV.max = tonumber(conf[2]) or DEFAULT_EVENTS_MAX_COUNT
+    check_type((KEY_BASE .. 'events'), 'stream')
+    check_type((KEY_BASE .. 'events-seq'), 'string')
+  end
+end
+
+-- An error's text on one line (src/redis/events.ts unescapes it).
+local ESCAPES = { ['\\\\'] = '\\\\\\\\', ['\\n'] = '\\\\n' }
+
+-- Attempts as text, made once: Lua formats a number with sprintf, which would cost more than the rest
+-- of an event.
+local ATTEMPT_TEXT = {}
+local function attempt_text(attempt)
+  if type(attempt) == 'string' then return attempt end
+  local n = attempt or 0
+  local text = ATTEMPT_TEXT[n]
+  if text == nil then
+    text = string.format('%d', n)
+    ATTEMPT_TEXT[n] = text
+  end
+  return text
+end
+
+-- Notes an event of this script's transition (the attempt a number, or its text); written by events_flush.
+-- Hot loops test EV.on first; the hottest (enqueue) appends its line to EV.lines itself.
+local function event(kind, id, attempt, err)
+  if EV.on == nil then error('kvmq: event() before events_begin()') end
+  if not EV.on then return end
+  local line = kind .. ' ' .. attempt_text(attempt) .. ' ' .. id
+  if err then line = line .. ' ' .. string.gsub(err, '[\\\\\\n]', ESCAPES) end
+  EV.lines[#EV.lines + 1] = line
+end
+
+-- Appends event lines to a queue's stream, numbering them from its \`seq\` key, and trims inline to about
+-- \`max\` events: MINID ~ drops whole stream nodes only, never an event within the bound.
+local function append_events(stream, seq, wake, max, now, lines)
+  local count = #lines
+  if count == 0 then return end
+  local last = redis.call('INCRBY', seq, count)
+  local first = last - count + 1
+  local keep = string.format('%d', math.max(1, last - max + 1))
+  for i = 1, count, ENTRY_EVENTS do
+    local j = math.min(i + ENTRY_EVENTS - 1, count)
+    redis.call('XADD', stream, 'MINID', '~', keep, string.format('%d-0', first + j - 1), 'at', now, 'n', j - i + 1,
+      'events', table.concat(lines, '\\n', i, j))
+  end
+  redis.call('PUBLISH', wake, '')
+end
+
+-- Writes the events noted by this script.
+local function events_flush(now)
+  if EV.on and #EV.lines > 0 then append_events((KEY_BASE .. 'events'), (KEY_BASE .. 'events-seq'), (KEY_BASE .. 'events-wake'), EV.max, now, EV.lines) end
+  EV.lines = {}
+end
+-- state: a message's state, derived from Carmine's keys as Carmine derives it,
+-- plus kvmq's done-with-requeue and failed. Expired locks and backoffs count as over.
+--
+-- KEYS: done requeue backoffs locks failed
+
+-- The state of a message known to exist, at \`now\`.
+local function state_of(id, now)
+  if redis.call('ZSCORE', (KEY_BASE .. 'failed'), id) then return 'failed', nil end
+  local backoff = tonumber(redis.call('HGET', (KEY_BASE .. 'backoffs'), id)) or 0
+  if redis.call('SISMEMBER', (KEY_BASE .. 'done'), id) == 1 then
+    local requeued = redis.call('SISMEMBER', (KEY_BASE .. 'requeue'), id) == 1
+    if backoff > now then
+      if requeued then return 'done-with-requeue', backoff end
+      return 'done-with-backoff', backoff
+    end
+    -- A requeue whose backoff ended is queued, even before a claim moves it to its ready list.
+    if requeued then return 'queued', nil end
+    return 'done-awaiting-gc', nil
+  end
+  local lock = tonumber(redis.call('HGET', (KEY_BASE .. 'locks'), id)) or 0
+  if lock > now then
+    if redis.call('SISMEMBER', (KEY_BASE .. 'requeue'), id) == 1 then return 'locked-with-requeue', lock end
+    return 'locked', lock
+  end
+  if backoff > now then return 'queued-with-backoff', backoff end
+  return 'queued', nil
+end
+-- lanes: where a message waits when ready. A lane is a filter class, with its priority when above 0
+-- (see ready_list in common); a grouped message claimed while its group was full waits in its group's
+-- parked list instead (lib/groups.lua).
+--
+-- KEYS: filters priorities lanes groups
+
+-- The lane a message joins when it becomes ready.
+local function lane_of(id)
+  return lane_for(class_of(id), redis.call('HGET', (KEY_BASE .. 'priorities'), id))
+end
+
+-- Blanks a queued message's entry where it waits (its ready list, else its group's parked list), in
+-- place, so list cursors keep their positions; a claim drops blank entries. False when not found.
+local function unready(id)
+  local list = ready_list(lane_of(id))
+  local at = redis.call('LPOS', list, id)
+  if not at then
+    local group = redis.call('HGET', (KEY_BASE .. 'groups'), id)
+    if not group then return false end
+    list = ready_list('#' .. group)
+    at = redis.call('LPOS', list, id)
+    if not at then return false end
+  end
+  redis.call('LSET', list, at, '')
+  return true
+end
+-- groups: at most the queue's group_concurrency messages of one group held (locked) at once. group-held
+-- counts each group's held messages (claim adds, every way out of a lock subtracts). A claim that pops a
+-- message whose group is full parks it in the group's list (\`mid-circle#<group>\`, a lane of its own,
+-- see common) instead of handing it out; when a held message of that group lets go, as many parked
+-- messages as the group has room for go back to the front of their lanes, and the caller publishes a
+-- wake-up. So a full group's messages are read once per release, not by every claim. Scripts include
+-- common and lanes before it.
+--
+-- KEYS: groups group-held parked conf messages pushes
+
+-- The queue's limit, or nil for none.
+local function group_limit()
+  return tonumber(redis.call('HGET', (KEY_BASE .. 'conf'), 'group_concurrency'))
+end
+
+-- Moves up to \`free\` (nil: all) of the group's parked messages back to the front of their lanes.
+-- Returns how many it moved.
+local function unpark(group, free, ready)
+  local list = ready_list('#' .. group)
+  local moved = 0
+  while free == nil or moved < free do
+    local ids = redis.call('RPOP', list, free and (free - moved) or 100)
+    if not ids then break end
+    for _, id in ipairs(ids) do
+      -- Blank entries (removed or debounced messages) and messages gone meanwhile are dropped.
+      if id ~= '' and redis.call('HGET', (KEY_BASE .. 'groups'), id) == group then
+        push_ready(ready, lane_of(id), id, true)
+        moved = moved + 1
+      end
+    end
+  end
+  if redis.call('EXISTS', list) == 0 then
+    -- Groups come and go (tenants): nothing of an emptied parked list stays behind.
+    redis.call('SREM', (KEY_BASE .. 'parked'), group)
+    redis.call('HDEL', (KEY_BASE .. 'pushes'), '#' .. group)
+  end
+  return moved
+end
+
+-- Parks a message popped while its group was full, at the back of the group's line.
+local function park(group, id)
+  local lane = '#' .. group
+  redis.call('LPUSH', ready_list(lane), id)
+  redis.call('HINCRBY', (KEY_BASE .. 'pushes'), lane, 1)
+  redis.call('SADD', (KEY_BASE .. 'parked'), group)
+end
+
+-- The held messages \`ids\` let go of their locks (finished, lock expired): their groups' counts go down,
+-- and parked messages of those groups get the room, unless \`keep\` (the messages go back to the front
+-- of their lanes and take the room themselves: an expired lock). Returns how many went back to their lanes.
+local function release_groups(ids, ready, keep)
+  if redis.call('EXISTS', (KEY_BASE .. 'group-held')) == 0 then return 0 end
+  check_rare()
+  local groups = hmget((KEY_BASE .. 'groups'), ids)
+  local limit, moved = false, 0
+  for i = 1, #ids do
+    local group = groups[i]
+    if group then
+      local held = redis.call('HINCRBY', (KEY_BASE .. 'group-held'), group, -1)
+      if held <= 0 then
+        redis.call('HDEL', (KEY_BASE .. 'group-held'), group)
+        held = 0
+      end
+      if not keep and redis.call('SISMEMBER', (KEY_BASE .. 'parked'), group) == 1 then
+        if limit == false then limit = group_limit() end
+        if limit == nil then
+          moved = moved + unpark(group, nil, ready)
+        elseif held < limit then
+          moved = moved + unpark(group, limit - held, ready)
+        end
+      end
+    end
+  end
+  return moved
+end
+
+-- After the limit changed: every parked group gets the room the new limit gives it.
+local function unpark_all(ready)
+  local limit = group_limit()
+  local moved = 0
+  for _, group in ipairs(redis.call('SMEMBERS', (KEY_BASE .. 'parked'))) do
+    local held = tonumber(redis.call('HGET', (KEY_BASE .. 'group-held'), group)) or 0
+    if limit == nil then
+      moved = moved + unpark(group, nil, ready)
+    elseif held < limit then
+      moved = moved + unpark(group, limit - held, ready)
+    end
+  end
+  return moved
+end
+-- forget: removes every trace of a message from the queue's hashes, sets and
+-- sorted sets (not from a ready list: the caller knows whether it is in one).
+--
+-- KEYS: messages metadata filters policies history losses nattempts locks holders backoffs outcomes
+--       enqueued-at updated-at requeue-content done requeue schedule lock-expiry requeue-locks
+--       requeue-schedule done-at dedupe failed priorities groups debounce debounce-of progress logs results
+
+local FORGET_HASHES = { 'messages', 'metadata', 'filters', 'policies', 'history', 'losses', 'nattempts', 'locks',
+  'holders', 'backoffs', 'outcomes', 'enqueued_at', 'updated_at', 'requeue_content', 'priorities', 'groups',
+  'progress', 'logs', 'results' }
+local FORGET_ZSETS = { 'schedule', 'lock_expiry', 'requeue_locks', 'requeue_schedule', 'done_at', 'dedupe', 'failed' }
+
+-- Whether the queue has a debounce index at all (read once per script), so plain queues pay nothing.
+local has_debounce = nil
+local function reset_forget()
+  has_debounce = nil
+end
+
+-- With \`w\`, the removals are queued there (many ids in one command per key); else made now.
+local function forget(id, w)
+  for _, name in ipairs(FORGET_HASHES) do
+    if w then later(w, 'hdel', key_table()[name], id) else redis.call('HDEL', key_table()[name], id) end
+  end
+  for _, name in ipairs(FORGET_ZSETS) do
+    if w then later(w, 'zrem', key_table()[name], id) else redis.call('ZREM', key_table()[name], id) end
+  end
+  for _, name in ipairs({ 'done', 'requeue' }) do
+    if w then later(w, 'srem', key_table()[name], id) else redis.call('SREM', key_table()[name], id) end
+  end
+  if has_debounce == nil then has_debounce = redis.call('EXISTS', (KEY_BASE .. 'debounce-of')) == 1 end
+  local did = has_debounce and redis.call('HGET', (KEY_BASE .. 'debounce-of'), id)
+  if did then
+    redis.call('HDEL', (KEY_BASE .. 'debounce-of'), id)
+    if redis.call('HGET', (KEY_BASE .. 'debounce'), did) == id then redis.call('HDEL', (KEY_BASE .. 'debounce'), did) end
+  end
+end
+-- fail: a message's last run ended in a final error: it becomes failed, or
+-- moves to the queue's dead-letter queue (which writes its own \`enqueued\` event when it has events on;
+-- the caller writes the \`failed\` one). Also the history of attempts. Scripts include events before it.
+--
+-- KEYS: messages metadata filters policies history outcomes updated-at locks holders lock-expiry
+--       backoffs schedule requeue requeue-locks requeue-content failed conf priorities groups progress logs
+
+-- Attempt records kept per message (model/history.ts HISTORY_LIMIT).
+local HISTORY_LIMIT = 10
+
+-- Appends an attempt record (a table; absent fields are written as null) to the message's history.
+local function append_history(id, attempt, started, now, consumer, outcome, err)
+  check_rare()
+  local history = {}
+  local stored = redis.call('HGET', (KEY_BASE .. 'history'), id)
+  if stored then
+    local ok, value = pcall(cjson.decode, stored)
+    if ok and type(value) == 'table' then history = value end
+  end
+  history[#history + 1] = {
+    attempt = tonumber(attempt) or 0,
+    startedAt = started or cjson.null,
+    endedAt = now,
+    consumer = consumer or cjson.null,
+    outcome = outcome,
+    error = err or cjson.null,
+  }
+  while #history > HISTORY_LIMIT do table.remove(history, 1) end
+  redis.call('HSET', (KEY_BASE .. 'history'), id, cjson.encode(history))
+end
+
+-- The keys of the dead-letter queue \`name\`: same prefix, its own hash tag (so never on a cluster:
+-- configure refuses a dead-letter queue there).
+local function dead_letter_key(name, key)
+  local prefix = string.match((KEY_BASE .. 'conf'), '^([^{]*):{')
+  return prefix .. ':{' .. name .. '}:' .. key
+end
+
+-- Moves the message to the dead-letter queue \`dlq\`, queued there at attempt 0; false when the id is taken there.
+local function dead_letter(id, dlq, now)
+  local dk = function(key) return dead_letter_key(dlq, key) end
+  local class = redis.call('HGET', (KEY_BASE .. 'filters'), id) or ''
+  local priority = redis.call('HGET', (KEY_BASE .. 'priorities'), id)
+  -- The message keeps its priority and group there (see ready_list in common).
+  local lane = lane_for(class, priority)
+  local list = dk('mid-circle')
+  if lane ~= '' then
+    if string.byte(lane, 1) == 64 then list = list .. lane else list = list .. ':' .. lane end
+  end
+  local hashes = { 'messages', 'metadata', 'filters', 'policies', 'history', 'outcomes', 'enqueued-at', 'updated-at',
+    'pushes', 'priorities', 'groups', 'progress', 'logs' }
+  for _, key in ipairs(hashes) do check_type(dk(key), 'hash') end
+  check_type(dk('classes'), 'set')
+  check_type(dk('lanes'), 'zset')
+  check_type(list, 'list')
+  check_type(dk('conf'), 'hash')
+  -- The dead-letter queue's own events: an \`enqueued\` there when its configuration has them on.
+  local events = redis.call('HMGET', dk('conf'), 'events', 'events_max_count')
+  if events[1] == '1' then
+    check_type(dk('events'), 'stream')
+    check_type(dk('events-seq'), 'string')
+  end
+  if redis.call('HEXISTS', dk('messages'), id) == 1 then return false end
+  for _, pair in ipairs({ { 'messages', (KEY_BASE .. 'messages') }, { 'metadata', (KEY_BASE .. 'metadata') }, { 'policies', (KEY_BASE .. 'policies') },
+    { 'history', (KEY_BASE .. 'history') }, { 'outcomes', (KEY_BASE .. 'outcomes') }, { 'priorities', (KEY_BASE .. 'priorities') }, { 'groups', (KEY_BASE .. 'groups') },
+    { 'progress', (KEY_BASE .. 'progress') }, { 'logs', (KEY_BASE .. 'logs') } }) do
+    local value = redis.call('HGET', pair[2], id)
+    if value then redis.call('HSET', dk(pair[1]), id, value) end
+  end
+  if class ~= '' then
+    redis.call('HSET', dk('filters'), id, class)
+    redis.call('SADD', dk('classes'), class)
+  end
+  redis.call('HSET', dk('enqueued-at'), id, now)
+  redis.call('LPUSH', list, id)
+  redis.call('HINCRBY', dk('pushes'), lane, 1)
+  if lane ~= class then
+    redis.call('ZADD', dk('lanes'), tonumber(priority), lane)
+  end
+  redis.call('PUBLISH', dk('wake'), 'dead-letter')
+  if events[1] == '1' then
+    append_events(dk('events'), dk('events-seq'), dk('events-wake'), tonumber(events[2]) or DEFAULT_EVENTS_MAX_COUNT,
+      now, { 'enqueued 0 ' .. id })
+  end
+  return true
+end
+
+-- Ends the message's run with \`outcome\` (the outcomes field: 'error', a newline, the error): failed,
+-- or dead-lettered. The caller has recorded the failing attempt in the history.
+local function fail(id, now, outcome)
+  check_rare()
+  for _, key in ipairs({ (KEY_BASE .. 'locks'), (KEY_BASE .. 'holders'), (KEY_BASE .. 'backoffs'), (KEY_BASE .. 'requeue-content') }) do redis.call('HDEL', key, id) end
+  for _, key in ipairs({ (KEY_BASE .. 'lock-expiry'), (KEY_BASE .. 'schedule'), (KEY_BASE .. 'requeue-locks') }) do redis.call('ZREM', key, id) end
+  redis.call('SREM', (KEY_BASE .. 'requeue'), id)
+  redis.call('HSET', (KEY_BASE .. 'outcomes'), id, outcome)
+  redis.call('HSET', (KEY_BASE .. 'updated-at'), id, now)
+  local dlq = redis.call('HGET', (KEY_BASE .. 'conf'), 'dead_letter_queue')
+  if dlq and dlq ~= '' and dead_letter(id, dlq, now) then
+    forget(id)
+    return
+  end
+  redis.call('ZADD', (KEY_BASE .. 'failed'), now, id)
+end
+-- cancel: a waiting, delayed or running message fails at once with the caller's error (its \`failed\`
+-- event, in the failed set or moved to the dead-letter queue, as a final error is). One waiting in a
+-- ready list (or its group's parked list) has its entry blanked in place, as remove does. A running
+-- one (it has a holder, even with its lock ended) gets a history record naming its holder, its group's
+-- room is given back, and the cancel is published on the queue's wake channel as
+-- \`cancel <attempt> <id>\`: the holder's worker aborts that handler, and its finish is refused as a
+-- stale holder's. A message done (even one waiting to be requeued) or failed is refused.
+-- Runs when Redis is out of memory (allow-oom): it frees memory.
+--
+-- KEYS: messages nattempts holders wake mid-circle done
+-- ARGV: id, error
+-- Reply: 'ok' and 'running' or 'waiting', and whether it moved to the dead-letter queue ('1' or '0');
+--        else its state ('' when unknown)
+-- Include: common events state lanes groups forget fail
+
+check_layout()
+local id, err = ARGV[1], ARGV[2]
+if redis.call('HEXISTS', (KEY_BASE .. 'messages'), id) == 0 then return { '' } end
+local now = now_ms()
+local state = state_of(id, now)
+local cancelable = state == 'queued' or state == 'queued-with-backoff' or state == 'locked'
+  or state == 'locked-with-requeue'
+if not cancelable or redis.call('SISMEMBER', (KEY_BASE .. 'done'), id) == 1 then return { state } end
+events_begin()
+local holder = redis.call('HGET', (KEY_BASE .. 'holders'), id)
+local attempt = redis.call('HGET', (KEY_BASE .. 'nattempts'), id) or '0'
+local ready = pending_ready()
+if holder then
+  append_history(id, attempt, nil, now, (holder_parts(holder)), 'error', err)
+  release_groups({ id }, ready)
+elseif state == 'queued' and not redis.call('ZSCORE', (KEY_BASE .. 'schedule'), id) and not redis.call('ZSCORE', (KEY_BASE .. 'lock-expiry'), id) then
+  unready(id)
+end
+if EV.on then event('failed', id, attempt, err) end
+fail(id, now, 'error\\n' .. err)
+local moved = redis.call('HEXISTS', (KEY_BASE .. 'messages'), id) == 0
+flush_ready(ready)
+if ready.count > 0 then redis.call('PUBLISH', (KEY_BASE .. 'wake'), 'cancel') end
+if holder then redis.call('PUBLISH', (KEY_BASE .. 'wake'), 'cancel ' .. attempt .. ' ' .. id) end
+events_flush(now)
+return { 'ok', holder and 'running' or 'waiting', moved and '1' or '0' }
+`,
+  },
   claim: {
     name: 'claim',
     keys: [
@@ -66,7 +825,7 @@ export const SCRIPTS = {
     ],
     readOnly: false,
     sha: '8b20d7932999a7c98af19892cc3a4b1e7612a9b0',
-    fn: 'kvmq_68632110e10c_claim',
+    fn: 'kvmq_5dfe2c5ac3b5_claim',
     source: `#!lua flags=allow-oom
 -- The queue's keys are its base (the one key the call passes) and their names.
 local KEY_BASE = KEYS[1]
@@ -1350,7 +2109,7 @@ return reply
     ],
     readOnly: false,
     sha: 'e6755139c559d7dcdaf1ab2078708818b64d6b4d',
-    fn: 'kvmq_68632110e10c_clear',
+    fn: 'kvmq_5dfe2c5ac3b5_clear',
     source: `#!lua flags=allow-oom
 -- The queue's keys are its base (the one key the call passes) and their names.
 local KEY_BASE = KEYS[1]
@@ -1689,7 +2448,7 @@ return 1
     ],
     readOnly: false,
     sha: '188c1eb72fcf102c2da4336333fb1fd73490d2ae',
-    fn: 'kvmq_68632110e10c_configure',
+    fn: 'kvmq_5dfe2c5ac3b5_configure',
     source: `#!lua
 -- The queue's keys are its base (the one key the call passes) and their names.
 local KEY_BASE = KEYS[1]
@@ -2148,7 +2907,7 @@ return 1
     keys: ['consumers', 'holders', 'locks'],
     readOnly: true,
     sha: '429c14115e335e7eac5b883def15a8a9d909ace2',
-    fn: 'kvmq_68632110e10c_consumers',
+    fn: 'kvmq_5dfe2c5ac3b5_consumers',
     source: `#!lua flags=no-writes
 -- The queue's keys are its base (the one key the call passes) and their names.
 local KEY_BASE = KEYS[1]
@@ -2527,7 +3286,7 @@ return reply
     ],
     readOnly: false,
     sha: '76fc6e93d286fa2529553678a48ecc41bfa8f994',
-    fn: 'kvmq_68632110e10c_enqueue',
+    fn: 'kvmq_5dfe2c5ac3b5_enqueue',
     source: `#!lua
 -- The queue's keys are its base (the one key the call passes) and their names.
 local KEY_BASE = KEYS[1]
@@ -3502,7 +4261,7 @@ return replies
     keys: ['events', 'events-seq'],
     readOnly: false,
     sha: '8394cfaac2c0dda340943af684a51394f4857827',
-    fn: 'kvmq_68632110e10c_events_trim',
+    fn: 'kvmq_5dfe2c5ac3b5_events_trim',
     source: `#!lua flags=allow-oom
 -- The queue's keys are its base (the one key the call passes) and their names.
 local KEY_BASE = KEYS[1]
@@ -3837,7 +4596,7 @@ return redis.call('XTRIM', (KEY_BASE .. 'events'), 'MINID', string.format('%d', 
     keys: ['locks', 'holders', 'nattempts', 'lock-expiry', 'requeue', 'requeue-locks'],
     readOnly: false,
     sha: '55cacb0b8b64851a626aadcec818833399a54829',
-    fn: 'kvmq_68632110e10c_extend',
+    fn: 'kvmq_5dfe2c5ac3b5_extend',
     source: `#!lua flags=allow-oom
 -- The queue's keys are its base (the one key the call passes) and their names.
 local KEY_BASE = KEYS[1]
@@ -4208,7 +4967,7 @@ return lost
     ],
     readOnly: false,
     sha: '006b285d85728f4a6f6bdb9069166a58aa3fe663',
-    fn: 'kvmq_68632110e10c_finish',
+    fn: 'kvmq_5dfe2c5ac3b5_finish',
     source: `#!lua flags=allow-oom
 -- The queue's keys are its base (the one key the call passes) and their names.
 local KEY_BASE = KEYS[1]
@@ -5103,7 +5862,7 @@ return replies
     ],
     readOnly: false,
     sha: 'ba389e5c3afa310650199c31c3d22682fdb913c9',
-    fn: 'kvmq_68632110e10c_fire_schedule',
+    fn: 'kvmq_5dfe2c5ac3b5_fire_schedule',
     source: `#!lua
 -- The queue's keys are its base (the one key the call passes) and their names.
 local KEY_BASE = KEYS[1]
@@ -6087,7 +6846,7 @@ return replies
     keys: ['consumers', 'gc-lock'],
     readOnly: false,
     sha: '2fde42fd583831eb3f3ebd4530c6c87bdd1efab8',
-    fn: 'kvmq_68632110e10c_gc_finish',
+    fn: 'kvmq_5dfe2c5ac3b5_gc_finish',
     source: `#!lua flags=allow-oom
 -- The queue's keys are its base (the one key the call passes) and their names.
 local KEY_BASE = KEYS[1]
@@ -6411,7 +7170,7 @@ return #lapsed
     keys: ['gc-lock', 'gc-at'],
     readOnly: false,
     sha: '5eecfd24e61aa9bb5041186afd8ee95a9cf3d10e',
-    fn: 'kvmq_68632110e10c_gc_start',
+    fn: 'kvmq_5dfe2c5ac3b5_gc_start',
     source: `#!lua flags=allow-oom
 -- The queue's keys are its base (the one key the call passes) and their names.
 local KEY_BASE = KEYS[1]
@@ -6762,7 +7521,7 @@ return 1
     ],
     readOnly: false,
     sha: '39a2bf8d2eb16de3c342159315a10c1edb0e5736',
-    fn: 'kvmq_68632110e10c_gc_sweep',
+    fn: 'kvmq_5dfe2c5ac3b5_gc_sweep',
     source: `#!lua flags=allow-oom
 -- The queue's keys are its base (the one key the call passes) and their names.
 local KEY_BASE = KEYS[1]
@@ -7162,7 +7921,7 @@ return { removed, #old }
     ],
     readOnly: true,
     sha: '80ff2f50ddda547c2c593a8bec5d556d2292cafd',
-    fn: 'kvmq_68632110e10c_inspect',
+    fn: 'kvmq_5dfe2c5ac3b5_inspect',
     source: `#!lua flags=no-writes
 -- The queue's keys are its base (the one key the call passes) and their names.
 local KEY_BASE = KEYS[1]
@@ -7592,7 +8351,7 @@ return reply
     ],
     readOnly: false,
     sha: '8c0db6e8a864b089ebc38eb62f86a8334db2944d',
-    fn: 'kvmq_68632110e10c_list',
+    fn: 'kvmq_5dfe2c5ac3b5_list',
     source: `#!lua flags=allow-oom
 -- The queue's keys are its base (the one key the call passes) and their names.
 local KEY_BASE = KEYS[1]
@@ -8637,7 +9396,7 @@ return reply
     ],
     readOnly: false,
     sha: '99970fc50a676fa674a6948cec720ccb3c781d06',
-    fn: 'kvmq_68632110e10c_promote_now',
+    fn: 'kvmq_5dfe2c5ac3b5_promote_now',
     source: `#!lua
 -- The queue's keys are its base (the one key the call passes) and their names.
 local KEY_BASE = KEYS[1]
@@ -9443,7 +10202,7 @@ return replies
     ],
     readOnly: true,
     sha: 'ad222a45d0933cf5b5594f97c8eb7f41db82485d',
-    fn: 'kvmq_68632110e10c_queue_status',
+    fn: 'kvmq_5dfe2c5ac3b5_queue_status',
     source: `#!lua flags=no-writes
 -- The queue's keys are its base (the one key the call passes) and their names.
 local KEY_BASE = KEYS[1]
@@ -9815,7 +10574,7 @@ return reply
     keys: ['events', 'events-seq'],
     readOnly: true,
     sha: 'd139ed0d4d22f9e31ce9df7a46f4a825b319137e',
-    fn: 'kvmq_68632110e10c_read_events',
+    fn: 'kvmq_5dfe2c5ac3b5_read_events',
     source: `#!lua flags=no-writes
 -- The queue's keys are its base (the one key the call passes) and their names.
 local KEY_BASE = KEYS[1]
@@ -10162,7 +10921,7 @@ return reply
     keys: ['consumers'],
     readOnly: false,
     sha: 'c9e4e782382f0fffaf4be651dd85aed6458636e8',
-    fn: 'kvmq_68632110e10c_register_consumer',
+    fn: 'kvmq_5dfe2c5ac3b5_register_consumer',
     source: `#!lua flags=allow-oom
 -- The queue's keys are its base (the one key the call passes) and their names.
 local KEY_BASE = KEYS[1]
@@ -10522,7 +11281,7 @@ return 1
     ],
     readOnly: false,
     sha: 'c8db7810942457bb30e21e9bf2b5df2b728a41cb',
-    fn: 'kvmq_68632110e10c_remove',
+    fn: 'kvmq_5dfe2c5ac3b5_remove',
     source: `#!lua flags=allow-oom
 -- The queue's keys are its base (the one key the call passes) and their names.
 local KEY_BASE = KEYS[1]
@@ -11041,7 +11800,7 @@ return replies
     keys: ['holders', 'nattempts', 'progress', 'logs', 'conf', 'events', 'events-seq', 'events-wake'],
     readOnly: false,
     sha: '4807f5dcad1fad1793e700b118f5d6892cf77490',
-    fn: 'kvmq_68632110e10c_report',
+    fn: 'kvmq_5dfe2c5ac3b5_report',
     source: `#!lua
 -- The queue's keys are its base (the one key the call passes) and their names.
 local KEY_BASE = KEYS[1]
@@ -11509,7 +12268,7 @@ return replies
     ],
     readOnly: false,
     sha: '97d290e1d66a68bfa1df1c40cee9f3e79d0e3089',
-    fn: 'kvmq_68632110e10c_retry',
+    fn: 'kvmq_5dfe2c5ac3b5_retry',
     source: `#!lua
 -- The queue's keys are its base (the one key the call passes) and their names.
 local KEY_BASE = KEYS[1]
@@ -12017,7 +12776,7 @@ return reply
     ],
     readOnly: true,
     sha: 'cae2d65fa434b2bda893b8a3fea29eff05df65f2',
-    fn: 'kvmq_68632110e10c_status',
+    fn: 'kvmq_5dfe2c5ac3b5_status',
     source: `#!lua flags=no-writes
 -- The queue's keys are its base (the one key the call passes) and their names.
 local KEY_BASE = KEYS[1]
@@ -12421,7 +13180,7 @@ return reply
     ],
     readOnly: false,
     sha: '38dd24d74014b221967120004566540ae312698e',
-    fn: 'kvmq_68632110e10c_unpark',
+    fn: 'kvmq_5dfe2c5ac3b5_unpark',
     source: `#!lua flags=allow-oom
 -- The queue's keys are its base (the one key the call passes) and their names.
 local KEY_BASE = KEYS[1]
@@ -13089,7 +13848,7 @@ return entries
     keys: ['consumers'],
     readOnly: false,
     sha: '34e77bea12eba222fb2651e1ec12548809079ab7',
-    fn: 'kvmq_68632110e10c_unregister_consumer',
+    fn: 'kvmq_5dfe2c5ac3b5_unregister_consumer',
     source: `#!lua flags=allow-oom
 -- The queue's keys are its base (the one key the call passes) and their names.
 local KEY_BASE = KEYS[1]
@@ -13401,8 +14160,8 @@ return redis.call('HDEL', (KEY_BASE .. 'consumers'), ARGV[1])
 
 /** Every script as a function of one Redis Functions library (FUNCTION LOAD), named by its content. */
 export const LIBRARY = {
-  name: 'kvmq_68632110e10c',
-  source: `#!lua name=kvmq_68632110e10c
+  name: 'kvmq_5dfe2c5ac3b5',
+  source: `#!lua name=kvmq_5dfe2c5ac3b5
 -- kvmq's scripts as one library (scripts/redis-scripts.mjs builds it from src/redis/lua/).
 local KEYS, ARGV, KEY_BASE, KEY_NAMES = {}, {}, nil, {}
 -- The running script's keys by name, each joined to the base when first used.
@@ -13798,28 +14557,6 @@ local function events_flush(now)
   if EV.on and #EV.lines > 0 then append_events(K.events, K.events_seq, K.events_wake, EV.max, now, EV.lines) end
   EV.lines = {}
 end
--- consumers: the registry as stored, for status replies.
---
--- KEYS: consumers holders locks
-
--- { registrations as id, JSON pairs..., then id, holder pairs of live locks } and how many pairs the first part has.
-local function consumer_entries(now)
-  local reply = redis.call('HGETALL', K.consumers)
-  local registrations = #reply / 2
-  local held = redis.call('HGETALL', K.holders)
-  if #held > 0 then
-    local ids = {}
-    for i = 1, #held, 2 do ids[#ids + 1] = held[i] end
-    local locks = redis.call('HMGET', K.locks, unpack(ids))
-    for i, id in ipairs(ids) do
-      if (tonumber(locks[i]) or 0) > now then
-        reply[#reply + 1] = id
-        reply[#reply + 1] = (holder_parts(held[i * 2]))
-      end
-    end
-  end
-  return reply, registrations
-end
 -- state: a message's state, derived from Carmine's keys as Carmine derives it,
 -- plus kvmq's done-with-requeue and failed. Expired locks and backoffs count as over.
 --
@@ -13846,6 +14583,28 @@ local function state_of(id, now)
   end
   if backoff > now then return 'queued-with-backoff', backoff end
   return 'queued', nil
+end
+-- consumers: the registry as stored, for status replies.
+--
+-- KEYS: consumers holders locks
+
+-- { registrations as id, JSON pairs..., then id, holder pairs of live locks } and how many pairs the first part has.
+local function consumer_entries(now)
+  local reply = redis.call('HGETALL', K.consumers)
+  local registrations = #reply / 2
+  local held = redis.call('HGETALL', K.holders)
+  if #held > 0 then
+    local ids = {}
+    for i = 1, #held, 2 do ids[#ids + 1] = held[i] end
+    local locks = redis.call('HMGET', K.locks, unpack(ids))
+    for i, id in ipairs(ids) do
+      if (tonumber(locks[i]) or 0) > now then
+        reply[#reply + 1] = id
+        reply[#reply + 1] = (holder_parts(held[i * 2]))
+      end
+    end
+  end
+  return reply, registrations
 end
 -- status: what status() reports of one message.
 --
@@ -14750,9 +15509,59 @@ local function begin_call(keys, args, names)
   reset_enqueue()
 end
 do
+  local names = { messages = 'messages', nattempts = 'nattempts', holders = 'holders', wake = 'wake', mid_circle = 'mid-circle', done = 'done', conf = 'conf', events = 'events', events_seq = 'events-seq', events_wake = 'events-wake', requeue = 'requeue', backoffs = 'backoffs', locks = 'locks', failed = 'failed', filters = 'filters', priorities = 'priorities', lanes = 'lanes', groups = 'groups', group_held = 'group-held', parked = 'parked', pushes = 'pushes', metadata = 'metadata', policies = 'policies', history = 'history', losses = 'losses', outcomes = 'outcomes', enqueued_at = 'enqueued-at', updated_at = 'updated-at', requeue_content = 'requeue-content', schedule = 'schedule', lock_expiry = 'lock-expiry', requeue_locks = 'requeue-locks', requeue_schedule = 'requeue-schedule', done_at = 'done-at', dedupe = 'dedupe', debounce = 'debounce', debounce_of = 'debounce-of', progress = 'progress', logs = 'logs', results = 'results' }
+  redis.register_function({
+    function_name = 'kvmq_5dfe2c5ac3b5_cancel',
+    flags = { 'allow-oom' },
+    callback = function(keys, args)
+begin_call(keys, args, names)
+-- cancel: a waiting, delayed or running message fails at once with the caller's error (its \`failed\`
+-- event, in the failed set or moved to the dead-letter queue, as a final error is). One waiting in a
+-- ready list (or its group's parked list) has its entry blanked in place, as remove does. A running
+-- one (it has a holder, even with its lock ended) gets a history record naming its holder, its group's
+-- room is given back, and the cancel is published on the queue's wake channel as
+-- \`cancel <attempt> <id>\`: the holder's worker aborts that handler, and its finish is refused as a
+-- stale holder's. A message done (even one waiting to be requeued) or failed is refused.
+-- Runs when Redis is out of memory (allow-oom): it frees memory.
+--
+-- KEYS: messages nattempts holders wake mid-circle done
+-- ARGV: id, error
+-- Reply: 'ok' and 'running' or 'waiting', and whether it moved to the dead-letter queue ('1' or '0');
+--        else its state ('' when unknown)
+-- Include: common events state lanes groups forget fail
+
+check_layout()
+local id, err = ARGV[1], ARGV[2]
+if redis.call('HEXISTS', K.messages, id) == 0 then return { '' } end
+local now = now_ms()
+local state = state_of(id, now)
+local cancelable = state == 'queued' or state == 'queued-with-backoff' or state == 'locked'
+  or state == 'locked-with-requeue'
+if not cancelable or redis.call('SISMEMBER', K.done, id) == 1 then return { state } end
+events_begin()
+local holder = redis.call('HGET', K.holders, id)
+local attempt = redis.call('HGET', K.nattempts, id) or '0'
+local ready = pending_ready()
+if holder then
+  append_history(id, attempt, nil, now, (holder_parts(holder)), 'error', err)
+  release_groups({ id }, ready)
+elseif state == 'queued' and not redis.call('ZSCORE', K.schedule, id) and not redis.call('ZSCORE', K.lock_expiry, id) then
+  unready(id)
+end
+if EV.on then event('failed', id, attempt, err) end
+fail(id, now, 'error\\n' .. err)
+local moved = redis.call('HEXISTS', K.messages, id) == 0
+flush_ready(ready)
+if ready.count > 0 then redis.call('PUBLISH', K.wake, 'cancel') end
+if holder then redis.call('PUBLISH', K.wake, 'cancel ' .. attempt .. ' ' .. id) end
+events_flush(now)
+return { 'ok', holder and 'running' or 'waiting', moved and '1' or '0' }
+end })
+end
+do
   local names = { messages = 'messages', metadata = 'metadata', filters = 'filters', classes = 'classes', nattempts = 'nattempts', locks = 'locks', holders = 'holders', backoffs = 'backoffs', done = 'done', done_at = 'done-at', requeue = 'requeue', schedule = 'schedule', lock_expiry = 'lock-expiry', updated_at = 'updated-at', mid_circle = 'mid-circle', eoq_backoff = 'eoq-backoff?', ndry_runs = 'ndry-runs', policies = 'policies', pushes = 'pushes', conf = 'conf', failed = 'failed', lanes = 'lanes', rate_tat = 'rate-tat', layout = 'layout', events = 'events', events_seq = 'events-seq', events_wake = 'events-wake', priorities = 'priorities', groups = 'groups', group_held = 'group-held', parked = 'parked', history = 'history', losses = 'losses', outcomes = 'outcomes', enqueued_at = 'enqueued-at', requeue_content = 'requeue-content', requeue_locks = 'requeue-locks', requeue_schedule = 'requeue-schedule', dedupe = 'dedupe', debounce = 'debounce', debounce_of = 'debounce-of', progress = 'progress', logs = 'logs', results = 'results', idle_workers = 'idle-workers' }
   redis.register_function({
-    function_name = 'kvmq_68632110e10c_claim',
+    function_name = 'kvmq_5dfe2c5ac3b5_claim',
     flags = { 'allow-oom' },
     callback = function(keys, args)
 begin_call(keys, args, names)
@@ -15016,7 +15825,7 @@ end
 do
   local names = { messages = 'messages', locks = 'locks', backoffs = 'backoffs', nattempts = 'nattempts', mid_circle = 'mid-circle', done = 'done', requeue = 'requeue', eoq_backoff = 'eoq-backoff?', ndry_runs = 'ndry-runs', metadata = 'metadata', filters = 'filters', classes = 'classes', holders = 'holders', outcomes = 'outcomes', enqueued_at = 'enqueued-at', updated_at = 'updated-at', requeue_content = 'requeue-content', schedule = 'schedule', lock_expiry = 'lock-expiry', done_at = 'done-at', dedupe = 'dedupe', policies = 'policies', history = 'history', losses = 'losses', pushes = 'pushes', requeue_locks = 'requeue-locks', requeue_schedule = 'requeue-schedule', failed = 'failed', events = 'events', priorities = 'priorities', lanes = 'lanes', groups = 'groups', group_held = 'group-held', parked = 'parked', debounce = 'debounce', debounce_of = 'debounce-of', rate_tat = 'rate-tat', layout = 'layout', progress = 'progress', logs = 'logs' }
   redis.register_function({
-    function_name = 'kvmq_68632110e10c_clear',
+    function_name = 'kvmq_5dfe2c5ac3b5_clear',
     flags = { 'allow-oom' },
     callback = function(keys, args)
 begin_call(keys, args, names)
@@ -15048,7 +15857,7 @@ end
 do
   local names = { conf = 'conf', wake = 'wake', messages = 'messages', consumers = 'consumers', pushes = 'pushes', mid_circle = 'mid-circle', filters = 'filters', priorities = 'priorities', lanes = 'lanes', groups = 'groups', group_held = 'group-held', parked = 'parked' }
   redis.register_function({
-    function_name = 'kvmq_68632110e10c_configure',
+    function_name = 'kvmq_5dfe2c5ac3b5_configure',
     flags = {  },
     callback = function(keys, args)
 begin_call(keys, args, names)
@@ -15097,7 +15906,7 @@ end
 do
   local names = { consumers = 'consumers', holders = 'holders', locks = 'locks' }
   redis.register_function({
-    function_name = 'kvmq_68632110e10c_consumers',
+    function_name = 'kvmq_5dfe2c5ac3b5_consumers',
     flags = { 'no-writes' },
     callback = function(keys, args)
 begin_call(keys, args, names)
@@ -15119,7 +15928,7 @@ end
 do
   local names = { conf = 'conf', events = 'events', events_seq = 'events-seq', events_wake = 'events-wake', done = 'done', requeue = 'requeue', backoffs = 'backoffs', locks = 'locks', failed = 'failed', filters = 'filters', priorities = 'priorities', lanes = 'lanes', groups = 'groups', messages = 'messages', metadata = 'metadata', nattempts = 'nattempts', holders = 'holders', lock_expiry = 'lock-expiry', policies = 'policies', requeue_locks = 'requeue-locks', ndry_runs = 'ndry-runs', eoq_backoff = 'eoq-backoff?', idle_workers = 'idle-workers', classes = 'classes', outcomes = 'outcomes', enqueued_at = 'enqueued-at', updated_at = 'updated-at', requeue_content = 'requeue-content', schedule = 'schedule', done_at = 'done-at', dedupe = 'dedupe', mid_circle = 'mid-circle', wake = 'wake', losses = 'losses', requeue_schedule = 'requeue-schedule', pushes = 'pushes', debounce = 'debounce', debounce_of = 'debounce-of', layout = 'layout', results = 'results' }
   redis.register_function({
-    function_name = 'kvmq_68632110e10c_enqueue',
+    function_name = 'kvmq_5dfe2c5ac3b5_enqueue',
     flags = {  },
     callback = function(keys, args)
 begin_call(keys, args, names)
@@ -15140,7 +15949,7 @@ end
 do
   local names = { events = 'events', events_seq = 'events-seq' }
   redis.register_function({
-    function_name = 'kvmq_68632110e10c_events_trim',
+    function_name = 'kvmq_5dfe2c5ac3b5_events_trim',
     flags = { 'allow-oom' },
     callback = function(keys, args)
 begin_call(keys, args, names)
@@ -15181,7 +15990,7 @@ end
 do
   local names = { locks = 'locks', holders = 'holders', nattempts = 'nattempts', lock_expiry = 'lock-expiry', requeue = 'requeue', requeue_locks = 'requeue-locks' }
   redis.register_function({
-    function_name = 'kvmq_68632110e10c_extend',
+    function_name = 'kvmq_5dfe2c5ac3b5_extend',
     flags = { 'allow-oom' },
     callback = function(keys, args)
 begin_call(keys, args, names)
@@ -15216,7 +16025,7 @@ end
 do
   local names = { messages = 'messages', filters = 'filters', nattempts = 'nattempts', locks = 'locks', holders = 'holders', backoffs = 'backoffs', done = 'done', done_at = 'done-at', dedupe = 'dedupe', requeue = 'requeue', requeue_content = 'requeue-content', schedule = 'schedule', lock_expiry = 'lock-expiry', outcomes = 'outcomes', updated_at = 'updated-at', mid_circle = 'mid-circle', wake = 'wake', pushes = 'pushes', losses = 'losses', layout = 'layout', results = 'results', conf = 'conf', events = 'events', events_seq = 'events-seq', events_wake = 'events-wake', priorities = 'priorities', lanes = 'lanes', groups = 'groups', group_held = 'group-held', parked = 'parked', metadata = 'metadata', policies = 'policies', history = 'history', enqueued_at = 'enqueued-at', requeue_locks = 'requeue-locks', requeue_schedule = 'requeue-schedule', failed = 'failed', debounce = 'debounce', debounce_of = 'debounce-of', progress = 'progress', logs = 'logs' }
   redis.register_function({
-    function_name = 'kvmq_68632110e10c_finish',
+    function_name = 'kvmq_5dfe2c5ac3b5_finish',
     flags = { 'allow-oom' },
     callback = function(keys, args)
 begin_call(keys, args, names)
@@ -15428,7 +16237,7 @@ end
 do
   local names = { schedules = 'schedules', conf = 'conf', events = 'events', events_seq = 'events-seq', events_wake = 'events-wake', done = 'done', requeue = 'requeue', backoffs = 'backoffs', locks = 'locks', failed = 'failed', filters = 'filters', priorities = 'priorities', lanes = 'lanes', groups = 'groups', messages = 'messages', metadata = 'metadata', nattempts = 'nattempts', holders = 'holders', lock_expiry = 'lock-expiry', policies = 'policies', requeue_locks = 'requeue-locks', ndry_runs = 'ndry-runs', eoq_backoff = 'eoq-backoff?', idle_workers = 'idle-workers', classes = 'classes', outcomes = 'outcomes', enqueued_at = 'enqueued-at', updated_at = 'updated-at', requeue_content = 'requeue-content', schedule = 'schedule', done_at = 'done-at', dedupe = 'dedupe', mid_circle = 'mid-circle', wake = 'wake', losses = 'losses', requeue_schedule = 'requeue-schedule', pushes = 'pushes', debounce = 'debounce', debounce_of = 'debounce-of', layout = 'layout', results = 'results' }
   redis.register_function({
-    function_name = 'kvmq_68632110e10c_fire_schedule',
+    function_name = 'kvmq_5dfe2c5ac3b5_fire_schedule',
     flags = {  },
     callback = function(keys, args)
 begin_call(keys, args, names)
@@ -15458,7 +16267,7 @@ end
 do
   local names = { consumers = 'consumers', gc_lock = 'gc-lock' }
   redis.register_function({
-    function_name = 'kvmq_68632110e10c_gc_finish',
+    function_name = 'kvmq_5dfe2c5ac3b5_gc_finish',
     flags = { 'allow-oom' },
     callback = function(keys, args)
 begin_call(keys, args, names)
@@ -15488,7 +16297,7 @@ end
 do
   local names = { gc_lock = 'gc-lock', gc_at = 'gc-at' }
   redis.register_function({
-    function_name = 'kvmq_68632110e10c_gc_start',
+    function_name = 'kvmq_5dfe2c5ac3b5_gc_start',
     flags = { 'allow-oom' },
     callback = function(keys, args)
 begin_call(keys, args, names)
@@ -15514,7 +16323,7 @@ end
 do
   local names = { done_at = 'done-at', failed = 'failed', messages = 'messages', metadata = 'metadata', filters = 'filters', policies = 'policies', history = 'history', losses = 'losses', nattempts = 'nattempts', locks = 'locks', holders = 'holders', backoffs = 'backoffs', outcomes = 'outcomes', enqueued_at = 'enqueued-at', updated_at = 'updated-at', requeue_content = 'requeue-content', done = 'done', requeue = 'requeue', schedule = 'schedule', lock_expiry = 'lock-expiry', requeue_locks = 'requeue-locks', requeue_schedule = 'requeue-schedule', dedupe = 'dedupe', priorities = 'priorities', groups = 'groups', debounce = 'debounce', debounce_of = 'debounce-of', progress = 'progress', logs = 'logs', results = 'results' }
   redis.register_function({
-    function_name = 'kvmq_68632110e10c_gc_sweep',
+    function_name = 'kvmq_5dfe2c5ac3b5_gc_sweep',
     flags = { 'allow-oom' },
     callback = function(keys, args)
 begin_call(keys, args, names)
@@ -15562,7 +16371,7 @@ end
 do
   local names = { messages = 'messages', metadata = 'metadata', filters = 'filters', policies = 'policies', history = 'history', priorities = 'priorities', groups = 'groups', progress = 'progress', logs = 'logs', results = 'results', done = 'done', requeue = 'requeue', backoffs = 'backoffs', locks = 'locks', failed = 'failed', nattempts = 'nattempts', holders = 'holders', outcomes = 'outcomes', enqueued_at = 'enqueued-at', updated_at = 'updated-at', done_at = 'done-at' }
   redis.register_function({
-    function_name = 'kvmq_68632110e10c_inspect',
+    function_name = 'kvmq_5dfe2c5ac3b5_inspect',
     flags = { 'no-writes' },
     callback = function(keys, args)
 begin_call(keys, args, names)
@@ -15589,7 +16398,7 @@ end
 do
   local names = { messages = 'messages', metadata = 'metadata', filters = 'filters', classes = 'classes', pushes = 'pushes', mid_circle = 'mid-circle', schedule = 'schedule', lock_expiry = 'lock-expiry', requeue_locks = 'requeue-locks', requeue_schedule = 'requeue-schedule', done_at = 'done-at', dedupe = 'dedupe', failed = 'failed', lanes = 'lanes', parked = 'parked', results = 'results', conf = 'conf', events = 'events', events_seq = 'events-seq', events_wake = 'events-wake', done = 'done', requeue = 'requeue', backoffs = 'backoffs', locks = 'locks', nattempts = 'nattempts', holders = 'holders', outcomes = 'outcomes', enqueued_at = 'enqueued-at', updated_at = 'updated-at', priorities = 'priorities', groups = 'groups', group_held = 'group-held', policies = 'policies', history = 'history', losses = 'losses', requeue_content = 'requeue-content', debounce = 'debounce', debounce_of = 'debounce-of', progress = 'progress', logs = 'logs' }
   redis.register_function({
-    function_name = 'kvmq_68632110e10c_list',
+    function_name = 'kvmq_5dfe2c5ac3b5_list',
     flags = { 'allow-oom' },
     callback = function(keys, args)
 begin_call(keys, args, names)
@@ -15801,7 +16610,7 @@ end
 do
   local names = { messages = 'messages', wake = 'wake', pushes = 'pushes', mid_circle = 'mid-circle', conf = 'conf', events = 'events', events_seq = 'events-seq', events_wake = 'events-wake', done = 'done', requeue = 'requeue', backoffs = 'backoffs', locks = 'locks', failed = 'failed', filters = 'filters', priorities = 'priorities', lanes = 'lanes', groups = 'groups', group_held = 'group-held', parked = 'parked', metadata = 'metadata', policies = 'policies', history = 'history', losses = 'losses', nattempts = 'nattempts', holders = 'holders', outcomes = 'outcomes', enqueued_at = 'enqueued-at', updated_at = 'updated-at', requeue_content = 'requeue-content', schedule = 'schedule', lock_expiry = 'lock-expiry', requeue_locks = 'requeue-locks', requeue_schedule = 'requeue-schedule', done_at = 'done-at', dedupe = 'dedupe', debounce = 'debounce', debounce_of = 'debounce-of', progress = 'progress', logs = 'logs', results = 'results' }
   redis.register_function({
-    function_name = 'kvmq_68632110e10c_promote_now',
+    function_name = 'kvmq_5dfe2c5ac3b5_promote_now',
     flags = {  },
     callback = function(keys, args)
 begin_call(keys, args, names)
@@ -15842,7 +16651,7 @@ end
 do
   local names = { messages = 'messages', done = 'done', failed = 'failed', schedule = 'schedule', lock_expiry = 'lock-expiry', dedupe = 'dedupe', requeue_locks = 'requeue-locks', requeue_schedule = 'requeue-schedule', ndry_runs = 'ndry-runs', conf = 'conf', consumers = 'consumers', holders = 'holders', locks = 'locks' }
   redis.register_function({
-    function_name = 'kvmq_68632110e10c_queue_status',
+    function_name = 'kvmq_5dfe2c5ac3b5_queue_status',
     flags = { 'no-writes' },
     callback = function(keys, args)
 begin_call(keys, args, names)
@@ -15898,7 +16707,7 @@ end
 do
   local names = { events = 'events', events_seq = 'events-seq' }
   redis.register_function({
-    function_name = 'kvmq_68632110e10c_read_events',
+    function_name = 'kvmq_5dfe2c5ac3b5_read_events',
     flags = { 'no-writes' },
     callback = function(keys, args)
 begin_call(keys, args, names)
@@ -15951,7 +16760,7 @@ end
 do
   local names = { consumers = 'consumers' }
   redis.register_function({
-    function_name = 'kvmq_68632110e10c_register_consumer',
+    function_name = 'kvmq_5dfe2c5ac3b5_register_consumer',
     flags = { 'allow-oom' },
     callback = function(keys, args)
 begin_call(keys, args, names)
@@ -15980,7 +16789,7 @@ end
 do
   local names = { mid_circle = 'mid-circle', conf = 'conf', events = 'events', events_seq = 'events-seq', events_wake = 'events-wake', done = 'done', requeue = 'requeue', backoffs = 'backoffs', locks = 'locks', failed = 'failed', filters = 'filters', priorities = 'priorities', lanes = 'lanes', groups = 'groups', messages = 'messages', metadata = 'metadata', policies = 'policies', history = 'history', losses = 'losses', nattempts = 'nattempts', holders = 'holders', outcomes = 'outcomes', enqueued_at = 'enqueued-at', updated_at = 'updated-at', requeue_content = 'requeue-content', schedule = 'schedule', lock_expiry = 'lock-expiry', requeue_locks = 'requeue-locks', requeue_schedule = 'requeue-schedule', done_at = 'done-at', dedupe = 'dedupe', debounce = 'debounce', debounce_of = 'debounce-of', progress = 'progress', logs = 'logs', results = 'results' }
   redis.register_function({
-    function_name = 'kvmq_68632110e10c_remove',
+    function_name = 'kvmq_5dfe2c5ac3b5_remove',
     flags = { 'allow-oom' },
     callback = function(keys, args)
 begin_call(keys, args, names)
@@ -16024,7 +16833,7 @@ end
 do
   local names = { holders = 'holders', nattempts = 'nattempts', progress = 'progress', logs = 'logs', conf = 'conf', events = 'events', events_seq = 'events-seq', events_wake = 'events-wake' }
   redis.register_function({
-    function_name = 'kvmq_68632110e10c_report',
+    function_name = 'kvmq_5dfe2c5ac3b5_report',
     flags = {  },
     callback = function(keys, args)
 begin_call(keys, args, names)
@@ -16085,7 +16894,7 @@ end
 do
   local names = { messages = 'messages', filters = 'filters', nattempts = 'nattempts', losses = 'losses', failed = 'failed', updated_at = 'updated-at', mid_circle = 'mid-circle', wake = 'wake', pushes = 'pushes', conf = 'conf', events = 'events', events_seq = 'events-seq', events_wake = 'events-wake', done = 'done', requeue = 'requeue', backoffs = 'backoffs', locks = 'locks', priorities = 'priorities', lanes = 'lanes', groups = 'groups' }
   redis.register_function({
-    function_name = 'kvmq_68632110e10c_retry',
+    function_name = 'kvmq_5dfe2c5ac3b5_retry',
     flags = {  },
     callback = function(keys, args)
 begin_call(keys, args, names)
@@ -16140,7 +16949,7 @@ end
 do
   local names = { messages = 'messages', results = 'results', done = 'done', requeue = 'requeue', backoffs = 'backoffs', locks = 'locks', failed = 'failed', nattempts = 'nattempts', holders = 'holders', outcomes = 'outcomes', enqueued_at = 'enqueued-at', updated_at = 'updated-at', done_at = 'done-at' }
   redis.register_function({
-    function_name = 'kvmq_68632110e10c_status',
+    function_name = 'kvmq_5dfe2c5ac3b5_status',
     flags = { 'no-writes' },
     callback = function(keys, args)
 begin_call(keys, args, names)
@@ -16162,7 +16971,7 @@ end
 do
   local names = { conf = 'conf', idle_workers = 'idle-workers', events = 'events', events_seq = 'events-seq', events_wake = 'events-wake', messages = 'messages', metadata = 'metadata', nattempts = 'nattempts', locks = 'locks', holders = 'holders', lock_expiry = 'lock-expiry', policies = 'policies', requeue = 'requeue', requeue_locks = 'requeue-locks', done = 'done', failed = 'failed', ndry_runs = 'ndry-runs', eoq_backoff = 'eoq-backoff?', groups = 'groups' }
   redis.register_function({
-    function_name = 'kvmq_68632110e10c_unpark',
+    function_name = 'kvmq_5dfe2c5ac3b5_unpark',
     flags = { 'allow-oom' },
     callback = function(keys, args)
 begin_call(keys, args, names)
@@ -16189,7 +16998,7 @@ end
 do
   local names = { consumers = 'consumers' }
   redis.register_function({
-    function_name = 'kvmq_68632110e10c_unregister_consumer',
+    function_name = 'kvmq_5dfe2c5ac3b5_unregister_consumer',
     flags = { 'allow-oom' },
     callback = function(keys, args)
 begin_call(keys, args, names)

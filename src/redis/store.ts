@@ -15,7 +15,7 @@ import { withProgress } from '../store/listing-progress.js';
 import { collectGarbage } from './gc.js';
 import { consumers, inspectMessage, messageStatus, queueStatus } from './inspect.js';
 import { listMessages } from './list.js';
-import { promoteMessages, removeMessages, retryMessages, retryOldestFailed } from './actions.js';
+import { cancelMessage, promoteMessages, removeMessages, retryMessages, retryOldestFailed } from './actions.js';
 import { queueKey, turnKey } from './keys.js';
 import { QueueRegistry } from './registry.js';
 import { Handoffs } from './handoffs.js';
@@ -26,6 +26,7 @@ import { parseRedisUrl, type RedisUrlOptions } from './url.js';
 import { Wakeups } from './wakeups.js';
 import type { ListQuery } from '../model/list.js';
 import type {
+  CanceledMessage,
   HandoffListener,
   ClaimRequest,
   ClaimResult,
@@ -189,6 +190,15 @@ class RedisStore implements Store {
 
   remove(queue: string, ids: readonly string[]): Promise<ActionResult[]> {
     return this.guard(() => removeMessages(this.scripts, queue, ids));
+  }
+
+  cancel(queue: string, id: string, error: string): Promise<ActionResult> {
+    return this.guard(() => cancelMessage(this.scripts, queue, id, error));
+  }
+
+  /** cancel.lua publishes on the queue's wake channel, heard by the wake-ups' subscriber. */
+  subscribeCancels(queue: string, listener: (canceled: CanceledMessage | null) => void): () => void {
+    return this.wakeups.subscribeCancels(queueKey(this.prefix, queue, 'wake'), listener);
   }
 
   promote(queue: string, ids: readonly string[]): Promise<ActionResult[]> {

@@ -7,11 +7,19 @@
  * each listener is also called once its subscription is confirmed and after
  * every reconnect: a wake-up is a hint to claim again, so a spurious one is
  * cheap and a missed one must not happen.
+ *
+ * A cancel of a held message is published on the same channel as `cancel <attempt> <id>` (cancel.lua): its
+ * cancel listeners hear the message, and its wake listeners nothing. After a reconnect, cancel listeners are
+ * told one may have been missed (null).
  */
 import { closeConnection, type RedisConnection } from './connection.js';
+import type { CanceledMessage } from '../store/contract.js';
+
+type CancelListener = (canceled: CanceledMessage | null) => void;
 
 export class Wakeups {
   private readonly listeners = new Map<string, Set<() => void>>();
+  private readonly cancelListeners = new Map<string, Set<CancelListener>>();
   private subscriber: Promise<RedisConnection> | null = null;
   private closed = false;
 
@@ -21,30 +29,52 @@ export class Wakeups {
   ) {}
 
   subscribe(channel: string, listener: () => void): () => void {
-    let set = this.listeners.get(channel);
+    return this.add(this.listeners, channel, listener);
+  }
+
+  /** Cancels of held messages published on a queue's wake channel. */
+  subscribeCancels(channel: string, listener: CancelListener): () => void {
+    return this.add(this.cancelListeners, channel, listener);
+  }
+
+  /** Adds a listener; the channel is subscribed while it has listeners of either kind. */
+  private add<L>(map: Map<string, Set<L>>, channel: string, listener: L): () => void {
+    let set = map.get(channel);
     if (set === undefined) {
       set = new Set();
-      this.listeners.set(channel, set);
-      void this.connection()
-        .then((redis) => redis.subscribe(channel))
-        .then(() => this.fire(channel))
-        .catch(this.onError);
+      map.set(channel, set);
+      if (!this.heard(channel, map)) {
+        void this.connection()
+          .then((redis) => redis.subscribe(channel))
+          .then(() => this.fire(channel))
+          .catch(this.onError);
+      }
     }
     set.add(listener);
     const listeners = set;
     return () => {
       listeners.delete(listener);
-      if (listeners.size > 0 || this.listeners.get(channel) !== listeners) return;
-      this.listeners.delete(channel);
+      if (listeners.size > 0 || map.get(channel) !== listeners) return;
+      map.delete(channel);
+      if (this.heard(channel)) return;
       void this.connection()
         .then((redis) => redis.unsubscribe(channel))
         .catch(this.onError);
     };
   }
 
+  /** Whether any listener (but those of `except`) listens on the channel. */
+  private heard(channel: string, except?: Map<string, unknown>): boolean {
+    return (
+      (except !== this.listeners && this.listeners.has(channel)) ||
+      (except !== this.cancelListeners && this.cancelListeners.has(channel))
+    );
+  }
+
   async close(): Promise<void> {
     this.closed = true;
     this.listeners.clear();
+    this.cancelListeners.clear();
     const subscriber = this.subscriber;
     this.subscriber = null;
     if (subscriber === null) return;
@@ -56,11 +86,15 @@ export class Wakeups {
   private connection(): Promise<RedisConnection> {
     if (this.closed) return Promise.reject(new Error('the Redis store is closed'));
     this.subscriber ??= this.open().then((redis) => {
-      redis.on('message', (channel: string) => this.fire(channel));
+      redis.on('message', (channel: string, message: string) => {
+        if (message.startsWith('cancel ')) this.canceled(channel, message);
+        else this.fire(channel);
+      });
       // After a reconnect ioredis subscribes again; what was published meanwhile is lost.
       let connectedBefore = false;
       redis.on('ready', () => {
-        if (connectedBefore) for (const channel of this.listeners.keys()) this.fire(channel);
+        if (connectedBefore)
+          for (const channel of new Set([...this.listeners.keys(), ...this.cancelListeners.keys()])) this.fire(channel);
         connectedBefore = true;
       });
       // Connection errors surface through the store's commands; reconnects are automatic.
@@ -70,7 +104,15 @@ export class Wakeups {
     return this.subscriber;
   }
 
+  /** A subscription confirmed, or a reconnect: wake listeners claim again, cancel listeners renew. */
   private fire(channel: string): void {
     for (const listener of this.listeners.get(channel) ?? []) listener();
+    for (const listener of this.cancelListeners.get(channel) ?? []) listener(null);
+  }
+
+  private canceled(channel: string, message: string): void {
+    const at = message.indexOf(' ', 7);
+    const canceled = { attempt: Number(message.slice(7, at)), id: message.slice(at + 1) };
+    for (const listener of this.cancelListeners.get(channel) ?? []) listener(canceled);
   }
 }
