@@ -411,6 +411,18 @@ describe('kvmq CLI', { concurrency: 4 }, () => {
     assert.equal((await expectExit(0, ['promote', 'jobs', 'l'], { store })).stdout, 'l queued\n');
     assert.equal((await expectExit(0, ['remove', 'jobs', 'l'], { store })).stdout, 'l removed\n');
 
+    await expectExit(0, ['enqueue', 'jobs', 'unwanted', '--id', 'c', '--delay-ms', '600000'], { store });
+    assert.equal(
+      (await expectExit(0, ['cancel', 'jobs', 'c', '--reason', 'not needed'], { store })).stdout,
+      'c failed\n',
+    );
+    assert.match(
+      (await expectExit(3, ['cancel', 'jobs', 'c'], { store })).stderr,
+      /message c was refused: it is failed/,
+    );
+    assert.match((await expectExit(1, ['cancel', 'jobs', 'nobody'], { store })).stderr, /message nobody not found/);
+    assert.match((await expectExit(0, ['show', 'jobs', 'c'], { store })).stdout, /canceled: not needed/);
+
     assert.equal(
       (await expectExit(0, ['pause', 'jobs'], { store })).stdout,
       "paused jobs: workers claim nothing from it until 'kvmq resume jobs'\n",

@@ -23,6 +23,7 @@ export const COMMANDS: readonly CommandEntry[] = [
   { name: 'retry', load: async () => (await import('./commands/actions.js')).retry },
   { name: 'remove', load: async () => (await import('./commands/actions.js')).remove },
   { name: 'promote', load: async () => (await import('./commands/actions.js')).promote },
+  { name: 'cancel', load: async () => (await import('./commands/cancel.js')).cancel },
   { name: 'pause', load: async () => (await import('./commands/actions.js')).pause },
   { name: 'resume', load: async () => (await import('./commands/actions.js')).resume },
   { name: 'config', load: async () => (await import('./commands/config.js')).config },
