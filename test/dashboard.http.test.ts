@@ -354,3 +354,28 @@ storeTest(sqlite, 'mounted on https, its cookies are marked Secure', async (h) =
   assert.ok(cookies.length > 0);
   for (const cookie of cookies) assert.match(cookie, /; HttpOnly; SameSite=Strict; Secure$/);
 });
+
+storeTest(sqlite, "the message page's Cancel fails a waiting message; a finished one is refused", async (h) => {
+  const queue = h.queue('jobs');
+  await h.client.enqueue(queue, 1, { id: 'later', initialBackoffMs: 600_000 });
+  const url = await serveDashboard(h);
+  const page = `/queues/${queue}/messages/later`;
+  const { cookie, csrf } = await session(url, page);
+  assert.match((await call(url, page)).body, /action="[^"]*\/later\/cancel"/, 'a delayed message offers Cancel');
+  const cancel = (): Promise<Answer> => {
+    const f = form({ _csrf: csrf });
+    return call(url, `${page}/cancel`, {
+      method: 'POST',
+      headers: { ...f.headers, cookie, origin: new URL(url).origin },
+      body: f.body,
+    });
+  };
+  const done = await cancel();
+  assert.equal(done.status, 303);
+  assert.match(String(done.headers.location), /done=canceled/);
+  const status = await h.client.status(queue, 'later');
+  assert.equal(status?.state, 'failed');
+  assert.equal(status.lastError, 'canceled');
+  assert.doesNotMatch((await call(url, page)).body, /\/later\/cancel"/, 'a failed message offers no Cancel');
+  assert.match(String((await cancel()).headers.location), /done=refused&state=failed/);
+});

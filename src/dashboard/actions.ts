@@ -1,6 +1,7 @@
 /** The POST actions: each calls one client method and answers with where the browser goes next. */
 import type { Client } from '../client.js';
 import type { ActionResult } from '../model/types.js';
+import { MessageGoneError } from '../errors.js';
 import { HttpError } from './http.js';
 import { noticeQuery } from './notices.js';
 import { messagePath, queuePath } from './paths.js';
@@ -47,16 +48,29 @@ export async function messageAction(
   action: MessageAction,
 ): Promise<string> {
   const path = messagePath(base, queue, id);
-  const result: ActionResult =
-    action === 'retry'
-      ? await client.retry(queue, id)
-      : action === 'promote'
-        ? await client.promote(queue, id)
-        : await client.remove(queue, id);
+  const gone = (): HttpError => new HttpError(404, `There is no message '${id}' in queue '${queue}'.`);
+  const result: ActionResult = await actOn(client, queue, id, action).catch((error: unknown) => {
+    throw error instanceof MessageGoneError ? gone() : error;
+  });
   if (!result.ok) {
-    if (result.state === null) throw new HttpError(404, `There is no message '${id}' in queue '${queue}'.`);
+    if (result.state === null) throw gone();
     return path + noticeQuery('refused', { state: result.state });
   }
   if (action === 'remove') return queuePath(base, queue) + noticeQuery('removed');
+  // Canceled into the dead-letter queue: nothing is left here to show.
+  if (action === 'cancel') return (result.state === null ? queuePath(base, queue) : path) + noticeQuery('canceled');
   return path + noticeQuery(action === 'retry' ? 'retried' : 'promoted');
+}
+
+function actOn(client: Client, queue: string, id: string, action: MessageAction): Promise<ActionResult> {
+  switch (action) {
+    case 'retry':
+      return client.retry(queue, id);
+    case 'promote':
+      return client.promote(queue, id);
+    case 'cancel':
+      return client.cancel(queue, id);
+    case 'remove':
+      return client.remove(queue, id);
+  }
 }

@@ -15,6 +15,7 @@ const TEXTS: Readonly<Record<string, string>> = {
   retried: 'Queued again at attempt 1.',
   promoted: 'Its backoff is over: it is queued now.',
   removed: 'Removed the message.',
+  canceled: 'Canceled: the message failed, and a running handler was told to stop.',
 };
 
 /** The query string that carries a notice: `done=CODE`, with a count or a state where the text needs one. */

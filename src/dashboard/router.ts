@@ -10,7 +10,7 @@ export type Route =
   | { readonly page: 'message'; readonly queue: string; readonly id: string; readonly sub: MessageSub };
 
 export const QUEUE_ACTIONS = ['pause', 'resume', 'retry-failed', 'clear', 'events'] as const;
-export const MESSAGE_ACTIONS = ['retry', 'remove', 'promote'] as const;
+export const MESSAGE_ACTIONS = ['retry', 'remove', 'promote', 'cancel'] as const;
 export type QueueAction = (typeof QUEUE_ACTIONS)[number];
 export type MessageAction = (typeof MESSAGE_ACTIONS)[number];
 

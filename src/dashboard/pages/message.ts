@@ -13,9 +13,11 @@ export function messagePage(ctx: PageContext, m: MessageDetails, notice: PageFra
   const path = messagePath(ctx.base, m.queue, m.id);
   const canPromote = m.state === 'queued-with-backoff' || m.state === 'done-with-requeue';
   const locked = m.state === 'locked' || m.state === 'locked-with-requeue';
+  const canCancel = locked || m.state === 'queued' || m.state === 'queued-with-backoff';
   const actions = html`<div class="actions">
     ${m.state === 'failed' ? actionForm(ctx, `${path}/retry`, 'Retry') : ''}
     ${canPromote ? actionForm(ctx, `${path}/promote`, 'Run now') : ''}
+    ${canCancel ? actionForm(ctx, `${path}/cancel`, 'Cancel', { danger: true }) : ''}
     ${locked ? '' : actionForm(ctx, `${path}/remove`, 'Remove', { danger: true })}
   </div>`;
   const rows: [string, Html | string][] = [
