@@ -92,7 +92,9 @@ export function cancel(fixture: StoreFixture): void {
         await h.client.enqueue(q, 'r', { id: 'r' });
         await within(10_000, started.opened, 'the handler starting');
         assert.equal((await h.client.status(q, 'r'))?.state, 'locked');
-        assert.deepEqual(await h.client.cancel(q, 'r', 'stop it'), { ok: true, id: 'r', state: 'failed' });
+        // From a second client, with connections of its own: the holder hears of it through the store's server.
+        const other = await h.connect();
+        assert.deepEqual(await other.cancel(q, 'r', 'stop it'), { ok: true, id: 'r', state: 'failed' });
         // Far sooner than a renewal (a third of the lock) could tell it.
         await within(10_000, returned.opened, 'the signal aborting');
         assert.ok(reason instanceof CanceledError, `the reason is a CanceledError, not ${String(reason)}`);
