@@ -7,14 +7,16 @@
  * redrives the oldest failures in one Txn.
  */
 import { MAX_PAYLOAD_BYTES, newIdx, parseTimeKey, type QueueKeys } from './keys.js';
-import { prefixEnd, type KeyValue, type Kv, type Op } from './kv.js';
+import { prefixEnd, type Compare, type KeyValue, type Kv, type Op } from './kv.js';
 import { encodeRecord, stateOf, type MessageRecord } from './record.js';
 import { readRecord } from './inspect.js';
 import { payloadKeyOf } from './listing.js';
-import { indexOps } from './transitions.js';
+import { consumerIdOf, deadLetterCompare, deadLetterOps, failedRecord, indexOps } from './transitions.js';
+import { appendHistory } from '../model/history.js';
+import { CANCELABLE_STATES } from '../model/cancel.js';
 import { getMany, pack, runBatch, type Change } from './txn-batch.js';
 import { changeEvents, eventOps } from './event-ops.js';
-import { countChange, type CountDelta } from './counts.js';
+import { countChange, DEAD_LETTERED, type CountDelta } from './counts.js';
 import type { ActionResult, MessageState } from '../model/types.js';
 
 const MAX_TRIES = 10;
@@ -22,7 +24,12 @@ const MAX_TRIES = 10;
 const REDRIVE_PER_TXN = 30;
 
 type Plan =
-  | { readonly ops: Op[]; readonly state: MessageState | null; readonly counts?: CountDelta[] }
+  | {
+      readonly ops: Op[];
+      readonly state: MessageState | null;
+      readonly counts?: CountDelta[];
+      readonly compares?: readonly Compare[];
+    }
   | { readonly refused: MessageState };
 
 interface Current {
@@ -54,6 +61,7 @@ async function act(
         if ('refused' in p) return { ok: false, id, state: p.refused };
         const compares = [
           { key: keys.record(id), target: 'mod' as const, result: '=' as const, operand: item.modRevision },
+          ...(p.compares ?? []),
         ];
         const { results } = await runBatch(kv, [{ compares, ops: p.ops, reads: [], counts: p.counts }]);
         if (results[0]?.ok === true) return { ok: true, id, state: p.state };
@@ -203,4 +211,60 @@ export async function retryOldestFailed(kv: Kv, keys: QueueKeys, max: number, ev
     if (results[0]?.ok === true) return batch.length;
   }
   return 0;
+}
+
+/**
+ * Cancels a waiting, delayed or running message: it fails with `error` (or moves to the dead-letter queue `dlq`),
+ * in one Txn guarded by its record (and, for a move, the id's absence there). A held message's delivery goes in
+ * the same Txn: its consumer's inbox watch sees it go, and its worker renews at once and finds it canceled.
+ */
+export async function cancelMessage(
+  kv: Kv,
+  keys: QueueKeys,
+  id: string,
+  error: string,
+  events: boolean,
+  dlq: QueueKeys | null,
+): Promise<ActionResult> {
+  const [result] = await act(
+    kv,
+    keys,
+    [id],
+    (_, { record: r, payload }, now): Plan => {
+      const state = stateOf(r, now);
+      if (!CANCELABLE_STATES.has(state)) return { refused: state };
+      const running = r.phase === 'locked';
+      const history = running
+        ? appendHistory(r.history, {
+            attempt: r.attempt,
+            startedAt: null,
+            endedAt: now,
+            consumer: consumerIdOf(r.consumer),
+            outcome: 'error',
+            error,
+          })
+        : r.history;
+      const failed = failedRecord({ ...r, history }, error, now);
+      const ordered = r.idx === null ? null : keys.ordered(r.idx, id);
+      const ops: Op[] = [];
+      if (running && r.consumer !== null && r.idx !== null) {
+        ops.push({ type: 'delete', key: keys.delivery(r.consumer, r.idx, id) });
+      }
+      ops.push(...eventOps(keys, events, now, { type: 'failed', id, attempt: r.attempt, error }));
+      const bytes = payload?.value ?? Buffer.alloc(0);
+      if (dlq !== null) {
+        ops.push(...deadLetterOps(keys, dlq, id, r, failed, ordered, bytes, now));
+        const counts = [...countChange(keys, r, null), ...countChange(dlq, null, DEAD_LETTERED)];
+        return { ops, state: null, counts, compares: [deadLetterCompare(dlq, id)] };
+      }
+      ops.push({ type: 'put', key: keys.record(id), value: encodeRecord(failed) });
+      if (ordered !== null) ops.push({ type: 'delete', key: ordered });
+      // Kept where a retry reads a failed message's payload.
+      if (r.payloadKey === null && payload !== null) ops.push({ type: 'put', key: keys.payload(id), value: bytes });
+      ops.push(...indexOps(keys, id, r, failed));
+      return { ops, state: 'failed', counts: countChange(keys, r, failed) };
+    },
+    (r) => r.phase === 'pending' || r.phase === 'locked',
+  );
+  return result ?? { ok: false, id, state: null };
 }

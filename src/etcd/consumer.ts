@@ -28,6 +28,8 @@ export interface Delivery {
   readonly queueSize: number;
   /** Handed to the worker by a claim. */
   claimed: boolean;
+  /** This consumer is deleting it (a finish, a release): its delete is no news. */
+  leaving?: boolean;
   /** Its reports as stored, once a handler reported (only this holder writes them while it holds it). */
   report?: StoredReport;
 }
@@ -77,6 +79,8 @@ export class LocalConsumer {
     readonly id: string,
     info: { host: string; pid: number; lockMs: number },
     private readonly onDelivery: () => void,
+    /** A delivery its worker holds was deleted by another writer (a cancel, a lock taken back). */
+    private readonly onTakenAway: () => void = () => undefined,
   ) {
     this.key = keys.consumer(id);
     const now = Date.now();
@@ -293,7 +297,10 @@ export class LocalConsumer {
       const revision = event.kv.modRevision;
       if (event.type === 'delete') {
         // A late delete of an earlier delivery under the same key leaves a newer one alone.
-        if (known === undefined || known.deliveredAt < revision) this.deliveries.delete(event.kv.key);
+        if (known === undefined || known.deliveredAt < revision) {
+          this.deliveries.delete(event.kv.key);
+          if (known?.claimed === true && known.leaving !== true) this.onTakenAway();
+        }
         if ((this.gone.get(event.kv.key) ?? 0) <= revision) this.gone.delete(event.kv.key);
       } else {
         // Seen already (from this process's dispatcher, or a newer one), or finished before its watch event came.

@@ -145,6 +145,7 @@ export async function finishDeliveries(
       held.set(f.id, { delivery, finish: f });
     }
   }
+  for (const h of held.values()) h.delivery.leaving = true;
   // Handlers' reports move with a message to the dead-letter queue: read for the failures only (a rare path).
   const failing = deadLetter === null ? [] : [...held.values()].filter((h) => h.finish.outcome === 'error');
   const reports = new Map<string, Buffer>();
@@ -241,6 +242,7 @@ export async function releaseDeliveries(
   consumer: LocalConsumer,
   deliveries: readonly Delivery[],
 ): Promise<void> {
+  for (const d of deliveries) d.leaving = true;
   await guarded(
     kv,
     keys,

@@ -33,7 +33,7 @@ import { parseEtcdUrl } from './url.js';
 import type { DeliveryListener, DispatcherLog } from './dispatcher/types.js';
 import type { Kv, Watch } from './kv.js';
 import { inspectMessage, listMessages } from './listing.js';
-import { promoteMessages, removeMessages, retryMessages, retryOldestFailed } from './actions.js';
+import { cancelMessage, promoteMessages, removeMessages, retryMessages, retryOldestFailed } from './actions.js';
 import { EventSubscriptions, eventsHead, readEvents } from './queue-events.js';
 import { listQueues, registerOp } from './queue-registry.js';
 import { takeTurn } from './turns.js';
@@ -43,6 +43,7 @@ import type {
   ClaimRequest,
   ClaimResult,
   ClaimedMessage,
+  CanceledMessage,
   Configured,
   ConsumerRegistration,
   EventPage,
@@ -126,6 +127,7 @@ export class EtcdStore implements Store {
   /** The same consumers by registration key, for deliveries this process's dispatcher makes. */
   private readonly byKey = new Map<string, LocalConsumer>();
   private readonly listeners = new Map<string, Set<() => void>>();
+  private readonly cancelListeners = new Map<string, Set<(canceled: CanceledMessage | null) => void>>();
   private readonly queueWatches = new Map<string, Promise<QueueWatch>>();
   private readonly keyCache = new Map<string, QueueKeys>();
   private readonly configReads = new Map<string, Promise<void>>();
@@ -595,6 +597,7 @@ export class EtcdStore implements Store {
         id,
         { host: info.host ?? hostname(), pid: info.pid ?? process.pid, lockMs: info.lockMs },
         () => this.notify(queue),
+        () => this.takenAway(queue),
       );
       entry = { consumer, release: this.host.hold(queue) };
       this.locals.set(key, entry);
@@ -618,6 +621,30 @@ export class EtcdStore implements Store {
       done = written;
     }
     return done;
+  }
+
+  /** A held delivery deleted by another writer: the queue's workers renew, and find which and why. */
+  private takenAway(queue: string): void {
+    for (const listener of this.cancelListeners.get(queue) ?? []) listener(null);
+  }
+
+  /** Its holder's delivery goes in the cancel's Txn: the consumer's inbox watch sees it go (takenAway). */
+  subscribeCancels(queue: string, listener: (canceled: CanceledMessage | null) => void): () => void {
+    let set = this.cancelListeners.get(queue);
+    if (set === undefined) {
+      set = new Set();
+      this.cancelListeners.set(queue, set);
+    }
+    set.add(listener);
+    return () => set.delete(listener);
+  }
+
+  async cancel(queue: string, id: string, error: string): Promise<ActionResult> {
+    this.checkOpen();
+    const config = (await this.queueWatch(queue)).config;
+    const dlq = config?.deadLetterQueue ?? null;
+    const dlqKeys = dlq === null ? null : this.keys(dlq);
+    return cancelMessage(this.kv, this.keys(queue), id, error, config?.events === true, dlqKeys);
   }
 
   private notify(queue: string): void {
