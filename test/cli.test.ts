@@ -275,7 +275,7 @@ describe('kvmq CLI', { concurrency: 4 }, () => {
     const settings =
       'gc_lifetime_ms=60000\nfailed_lifetime_ms=604800000\ngc_interval_ms=5000\nmax_deliveries=10\n' +
       'dead_letter_queue=\npaused=false\nevents=false\nevents_max_count=10000\nevents_max_age_ms=86400000\n' +
-      'rate_limit=none\ngroup_concurrency=none\nkeep_done=none\nkeep_failed=none\n';
+      'rate_limit=none\ngroup_concurrency=none\ngroup_rate_limit=none\nkeep_done=none\nkeep_failed=none\n';
     assert.equal(set.stdout, `${settings}filter.size=small,medium,large\n`);
     const json = await expectExit(0, ['config', 'cfg', '--json'], { store });
     assert.deepEqual(JSON.parse(json.stdout), {
