@@ -22,7 +22,7 @@ import {
 } from './model/scheduling.js';
 import { checkListOptions } from './model/list.js';
 import { decodePayload, encodePayload } from './model/payload.js';
-import { checkPolicy, decodePolicy, encodePolicy } from './model/policy.js';
+import { checkPolicy, decodePolicy, encodePolicy, withExpiry } from './model/policy.js';
 import {
   checkBoolean,
   checkCount,
@@ -93,6 +93,7 @@ const MESSAGE_KEYS = [
   'runAt',
   'group',
   'debounce',
+  'expireAfterMs',
 ] as const;
 const ENQUEUE_KEYS = [...MESSAGE_KEYS, 'tx'] as const;
 const BATCH_KEYS = ['payload', ...MESSAGE_KEYS] as const;
@@ -611,8 +612,9 @@ export class Client {
     const encoded = encodePayload(payload, this.#store.capabilities.maxPayloadBytes);
     const filters =
       item.filters === undefined || config === null ? {} : checkMessageFilters(queue, item.filters, config);
-    const policy = encodePolicy(checkPolicy(item));
     const debounce = item.debounce === undefined ? null : checkDebounce(item.debounce);
+    const delayMs = initialBackoff(item, debounce);
+    const policy = encodePolicy(withExpiry(checkPolicy(item), item.expireAfterMs, delayMs));
     return {
       id: item.id === undefined ? newMessageId() : checkMessageId(item.id),
       payload: encoded.bytes,
@@ -620,7 +622,7 @@ export class Client {
       metadata: item.metadata === undefined ? {} : checkPlainObject('metadata', item.metadata),
       filters,
       filterClass: item.filters === undefined ? '' : filterClass(filters),
-      initialBackoffMs: initialBackoff(item, debounce),
+      initialBackoffMs: delayMs,
       allowRequeue: item.allowRequeue === undefined ? false : checkBoolean('allowRequeue', item.allowRequeue),
       replacePayload: item.replacePayload === undefined ? false : checkBoolean('replacePayload', item.replacePayload),
       policy,

@@ -20,6 +20,33 @@ export function checkPolicy(options: {
   return Object.keys(policy).length === 0 ? null : policy;
 }
 
+/**
+ * `policy` with the deadline of a time to live of `expireAfterMs` from now (EnqueueOptions.expireAfterMs): a
+ * positive whole number of ms, longer than the message's delay `delayMs` (it would expire before it could run).
+ */
+export function withExpiry(
+  policy: MessagePolicy | null,
+  expireAfterMs: unknown,
+  delayMs: number,
+): MessagePolicy | null {
+  if (expireAfterMs === undefined) return policy;
+  const ttl = checkMs('expireAfterMs', expireAfterMs, 1);
+  if (ttl <= delayMs) {
+    throw new TypeError(
+      `expireAfterMs (${ttl}) must be longer than the message's delay (${delayMs} ms): it would expire before it could run`,
+    );
+  }
+  return { ...policy, expireAt: Date.now() + ttl };
+}
+
+/** The message's time to live ended (a handler did not start it by `policy.expireAt`). */
+export function expired(policy: MessagePolicy | null, now: number): boolean {
+  return policy?.expireAt !== undefined && now >= policy.expireAt;
+}
+
+/** The error a message fails with when its time to live ended before a handler started it. */
+export const EXPIRED_ERROR = 'expired';
+
 function checkBackoff(value: unknown): BackoffPolicy {
   if (typeof value === 'number') return checkMs('backoff', value);
   const backoff = checkPlainObject('backoff', value);

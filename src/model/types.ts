@@ -92,6 +92,13 @@ export interface EnqueueOptions {
   readonly lifo?: boolean;
   /** Run no earlier than this time (a Date or ms since the epoch). Not with `initialBackoffMs` or `debounce`. */
   readonly runAt?: Date | number;
+  /**
+   * The message's time to live, from this enqueue: one not started by a handler within it fails with the error
+   * `expired` (a `failed` event, counted as a failure, dead-lettered where the queue says so), whether a worker
+   * claims it (its handler is not called) or the queue's GC finds it waiting. Longer than any delay
+   * (`initialBackoffMs`, `runAt`, `debounce.ms`). @defaultValue none: the message waits as long as it takes
+   */
+  readonly expireAfterMs?: number;
   /** The message's group: at most the queue's `groupConcurrency` messages of one group are held at once. */
   readonly group?: string;
   /**
@@ -113,6 +120,11 @@ export interface MessagePolicy {
   readonly attempts?: number;
   readonly backoff?: BackoffPolicy;
   readonly timeoutMs?: number;
+  /**
+   * The deadline (ms since the epoch) by which a handler must have started the message, set from the enqueue's
+   * `expireAfterMs`; past it the message fails with the error `expired` instead of running.
+   */
+  readonly expireAt?: number;
 }
 
 /** One message of `enqueueBatch`: its payload and options (the transaction is the call's, not an item's). */

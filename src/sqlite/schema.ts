@@ -17,11 +17,12 @@
  * a table of their own, keyed by the message's seq (reports.ts).
  * Schema 9 keeps a success's result with the message (result, result_encoding; NULL for none).
  * Schema 10 keeps each group's rate limit state (kvmq_group_rates) for a queue's groupRateLimit.
+ * Schema 11 indexes waiting messages by the deadline of their time to live (in their policy), for the GC.
  */
 import type BetterSqlite3 from 'better-sqlite3';
 import { StoreLayoutError } from '../errors.js';
 
-export const SCHEMA_VERSION = 10;
+export const SCHEMA_VERSION = 11;
 
 export const Phase = { Pending: 0, Locked: 1, Done: 2, Failed: 3 } as const;
 
@@ -130,6 +131,13 @@ CREATE TRIGGER IF NOT EXISTS kvmq_reports_gone AFTER DELETE ON kvmq_messages
   BEGIN DELETE FROM kvmq_reports WHERE seq = old.seq; END;
 `;
 
+// Waiting messages with a time to live, by its deadline (model/policy.ts expireAt), for the GC's sweep. Only those
+// are in it: a message without one costs its insert the evaluation of this WHERE, nothing more.
+const EXPIRY_11 = `
+CREATE INDEX IF NOT EXISTS kvmq_messages_expiry ON kvmq_messages (queue, json_extract(policy, '$.expireAt'))
+  WHERE phase = 0 AND json_extract(policy, '$.expireAt') IS NOT NULL;
+`;
+
 const DDL = `
 CREATE TABLE IF NOT EXISTS kvmq_messages (
   seq           INTEGER PRIMARY KEY,            -- arrival order, for FIFO among equals
@@ -188,6 +196,7 @@ ${TABLES_5}
 ${eventsTable7('kvmq_events')}
 ${REPORTS_8}
 ${GROUP_RATES_10}
+${EXPIRY_11}
 -- Filter classes seen per queue, so a claim asks only for classes a worker accepts.
 CREATE TABLE IF NOT EXISTS kvmq_classes (
   queue   TEXT NOT NULL,
@@ -269,6 +278,7 @@ const MIGRATE_7_TO_8 = REPORTS_8;
 
 // Schema 9 → 10: the group rates table.
 const MIGRATE_9_TO_10 = GROUP_RATES_10;
+const MIGRATE_10_TO_11 = EXPIRY_11;
 
 // Schema 8 → 9: each message's result (existing ones: none).
 const MIGRATE_8_TO_9 = `
@@ -287,6 +297,7 @@ const STEPS: readonly string[] = [
   MIGRATE_7_TO_8,
   MIGRATE_8_TO_9,
   MIGRATE_9_TO_10,
+  MIGRATE_10_TO_11,
 ];
 
 // What brings each older schema up to date, in one transaction: a new file gets the whole DDL.

@@ -150,6 +150,11 @@ export const SQL = {
   takeGcLock: `UPDATE kvmq_queues SET gc_lock_until = @lockUntil, gc_at = @now
        WHERE queue = @queue AND gc_lock_until <= @now AND (@force OR gc_at + @interval <= @now)`,
   releaseGcLock: 'UPDATE kvmq_queues SET gc_lock_until = 0 WHERE queue = ?',
+  // Waiting messages never handed out (attempt 0) past their time to live, on the expiry index (schema.ts EXPIRY_10: the same expression).
+  expiredWaiting: `SELECT seq, id, filters, attempt FROM kvmq_messages
+       WHERE queue = @queue AND phase = 0 AND json_extract(policy, '$.expireAt') IS NOT NULL
+         AND json_extract(policy, '$.expireAt') <= @now AND attempt = 0
+       LIMIT @limit`,
   gcBatch: `DELETE FROM kvmq_messages WHERE seq IN (
          SELECT seq FROM kvmq_messages
          WHERE queue = @queue AND phase = 2 AND updated_at <= @before AND backoff_until <= @now LIMIT @limit)`,

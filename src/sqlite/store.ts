@@ -18,6 +18,7 @@ import { parseUrlOptions } from '../store/url-options.js';
 import { cancelMessage, promoteMessages, removeMessages, retryFailed, retryMessages } from './actions.js';
 import { claimMessages } from './claim.js';
 import { enqueueMessages } from './enqueue.js';
+import { expireWaiting } from './expiry.js';
 import { finishMessages, type BulkFinishes } from './finish.js';
 import { finishResults, finishSuccesses, insertMessages, type MessageInserts } from './chunked.js';
 import { liveConsumers, messageDetails, messageStatus, stateCounts } from './inspect.js';
@@ -347,6 +348,7 @@ class SqliteStore implements Store {
     let removed = 0;
     try {
       await this.transaction(() => this.events.trim(queue, config, Date.now()));
+      await this.expireChunks(queue);
       const sql = this.sql;
       const age = (batch: Statement, lifetimeMs: number) => (now: number) =>
         batch.run({ queue, now, before: now - lifetimeMs, limit: GC_CHUNK }).changes;
@@ -446,7 +448,11 @@ class SqliteStore implements Store {
     return Promise.resolve();
   }
 
-  /** Deletes finished (`done`) or `failed` rows older than `lifetimeMs`, in chunks; returns how many. */
+  /** Fails waiting messages past their time to live, in chunks: each its own write, so claims go on between. */
+  private async expireChunks(queue: string): Promise<void> {
+    while ((await this.write(queue, (tx) => expireWaiting(tx, GC_CHUNK))) === GC_CHUNK) await sleep(0);
+  }
+
   /** Runs `deleteChunk` (at most GC_CHUNK rows, returns how many) until it deletes fewer, keeping the counts. */
   private async gcChunks(
     queue: string,

@@ -3,8 +3,11 @@
  * stored the outcome, so a listener never hears of a result the store did not keep.
  */
 
-/** Why an attempt did not succeed: the handler said so, it threw, it ran past `timeoutMs`, or it was canceled. */
-export type FailureReason = 'handler' | 'thrown' | 'timeout' | 'canceled';
+/**
+ * Why an attempt did not succeed: the handler said so, it threw, it ran past `timeoutMs`, it was canceled, or the
+ * message's time to live (`expireAfterMs`) ended before it started (the handler was not called).
+ */
+export type FailureReason = 'handler' | 'thrown' | 'timeout' | 'canceled' | 'expired';
 
 interface AttemptEvent {
   readonly queue: string;

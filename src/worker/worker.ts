@@ -12,7 +12,7 @@ import { decodePayload } from '../model/payload.js';
 import { expBackoff } from '../model/backoff.js';
 import { checkMs, checkQueueName, checkTurnName } from '../model/validate.js';
 import { checkWorkerOptions, type AnyWorkerOptions, type CheckedWorkerOptions } from './options.js';
-import { decodePolicy, policyBackoffMs } from '../model/policy.js';
+import { decodePolicy, EXPIRED_ERROR, expired, policyBackoffMs } from '../model/policy.js';
 import {
   finishFromFailure,
   finishFromResult,
@@ -677,7 +677,12 @@ export class Worker extends EventEmitter<WorkerEvents> {
   }
 
   /** One handler call for the batch; each message's outcome is then stored on its own, as a single message's. */
-  private handleBatch(batch: readonly Waiting[], now: number): void {
+  private handleBatch(waiting: readonly Waiting[], now: number): void {
+    // One past its time to live fails alone, as handle() fails it, and never reaches the batch's handler.
+    const wallNow = Date.now();
+    const batch = waiting.filter((w) => !this.pastTimeToLive(w.held, wallNow));
+    for (const w of waiting) if (!batch.includes(w)) this.handle(w.held, w.message, now);
+    if (batch.length === 0) return;
     this.handlersRunning += 1;
     const helds = batch.map((w) => w.held);
     const jobs = batch.map(({ held, message }) => this.jobOf(held, message, now));
@@ -699,6 +704,7 @@ export class Worker extends EventEmitter<WorkerEvents> {
 
   private async attemptOne(held: Held, job: Job): Promise<AttemptFinish> {
     try {
+      if (this.pastTimeToLive(held, held.startedAtWall)) return this.expiredFinish(held);
       return this.options.transactional ? await this.attemptInTransaction(held, job) : await this.attempt(held, job);
     } finally {
       this.handlerReturned(1);
@@ -756,6 +762,19 @@ export class Worker extends EventEmitter<WorkerEvents> {
       return { id: held.id, attempt: held.attempt, outcome: 'retry', backoffMs: 0, error: message };
     }
     return this.attempt(held, job);
+  }
+
+  /**
+   * Past its time to live at its first delivery (a retried attempt had started in time). The property read is all
+   * a message without one costs.
+   */
+  private pastTimeToLive(held: Held, wallNow: number): boolean {
+    return held.policy?.expireAt !== undefined && held.attempt === 1 && expired(held.policy, wallNow);
+  }
+
+  private expiredFinish(held: Held): AttemptFinish {
+    held.cause = 'expired';
+    return { id: held.id, attempt: held.attempt, outcome: 'error', backoffMs: 0, error: EXPIRED_ERROR };
   }
 
   private attempt(held: Held, job: Job): Promise<AttemptFinish> {

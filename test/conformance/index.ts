@@ -16,6 +16,7 @@ import { crash } from './crash.js';
 import { debounce } from './debounce.js';
 import { enqueue } from './enqueue.js';
 import { events } from './events.js';
+import { expiry } from './expiry.js';
 import { failures } from './failures.js';
 import { fencing } from './fencing.js';
 import { filters } from './filters.js';
@@ -70,6 +71,7 @@ export function conformance(fixture: StoreFixture): void {
     monitor(fixture);
     timeout(fixture);
     failures(fixture);
+    expiry(fixture);
     list(fixture);
     badInput(fixture);
     crash(fixture);
