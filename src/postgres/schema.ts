@@ -8,7 +8,8 @@
  * rows keyed by (queue, seq), the seq taken from the queue row in the writing transaction.
  *
  * Version 2 adds handlers' reports, version 3 the one-statement finish and claim, version 4 keeps a success's
- * result with the message (result, result_encoding; NULL for none), version 5 gives LIFO messages their place.
+ * result with the message (result, result_encoding; NULL for none), version 5 gives LIFO messages their place,
+ * version 6 indexes waiting messages by the deadline of their time to live (expiry.ts).
  *
  * The schema's version is the one row of `version`; kvmq creates and migrates it under a transaction-level
  * advisory lock keyed by the schema's name, so processes starting together migrate it once. The functions
@@ -20,7 +21,12 @@ import { functionsDdl } from './sql-functions.js';
 import type { Queryable } from './queryable.js';
 import { quoteIdent } from './sql-text.js';
 
-export const SCHEMA_VERSION = 5;
+export const SCHEMA_VERSION = 6;
+
+/** A message's time-to-live deadline, as the expiry index keys it (model/policy.ts expireAt). */
+export const EXPIRE_AT_SQL = `((policy::jsonb ->> 'expireAt')::bigint)`;
+/** The expiry index's predicate: waiting messages whose policy names a deadline. */
+export const EXPIRING_SQL = `phase = 0 AND policy LIKE '%"expireAt":%'`;
 
 const tables = (s: string): string => `
 CREATE TABLE ${s}.messages (
@@ -157,22 +163,27 @@ const MIGRATIONS: Readonly<Record<number, (schema: string) => string>> = {
       INSERT INTO ${s}.version (version) VALUES (0);
       ${reports2(s)}
       ${toVersion3(schema)}
-      ${groupRates5(s)}`;
+      ${groupRates5(s)}
+      ${expiryIndex6(schema)}`;
   },
   // Each message's result (version 4) before the functions that read it.
   1: (schema) => `${resultColumns4(schema)}
     ${reports2(quoteIdent(schema))}
     ${toVersion3(schema)}
-    ${groupRates5(quoteIdent(schema))}`,
+    ${groupRates5(quoteIdent(schema))}
+    ${expiryIndex6(schema)}`,
   2: (schema) => `${resultColumns4(schema)}
     ${toVersion3(schema)}
-    ${groupRates5(quoteIdent(schema))}`,
+    ${groupRates5(quoteIdent(schema))}
+    ${expiryIndex6(schema)}`,
   3: (schema) => `${resultColumns4(schema)}
     ${functionsDdl(schema)}
-    ${groupRates5(quoteIdent(schema))}`,
+    ${groupRates5(quoteIdent(schema))}
+    ${expiryIndex6(schema)}`,
   // Version 5: enqueue_messages places LIFO messages (a delay of -1); groups' rate state.
   4: (schema) => `${functionsDdl(schema)}
-    ${groupRates5(quoteIdent(schema))}`,
+    ${groupRates5(quoteIdent(schema))}
+    ${expiryIndex6(schema)}`,
 };
 
 /** Schema 5: per (queue, group), when the group's next message may start under groupRateLimit. */
@@ -183,6 +194,16 @@ function groupRates5(s: string): string {
     tat        double precision NOT NULL,
     PRIMARY KEY (queue, group_name)
   );`;
+}
+
+/**
+ * Schema 6: waiting messages with a time to live, by its deadline (the policy's expireAt), for the GC's sweep
+ * (expiry.ts repeats the predicate and the expression, so the planner uses it). A message without one costs its
+ * insert only the predicate: its policy is NULL or names no deadline.
+ */
+function expiryIndex6(schema: string): string {
+  return `CREATE INDEX IF NOT EXISTS messages_expiry ON ${quoteIdent(schema)}.messages
+    (queue, ${EXPIRE_AT_SQL}) WHERE ${EXPIRING_SQL};`;
 }
 
 /** Schema 4: each message's result (existing ones: none); enqueue_messages clears it when it revives or requeues. */

@@ -31,6 +31,7 @@ import { lockKey, Session } from './session.js';
 import { quoteIdent } from './sql-text.js';
 import { translatePgError } from './translate-error.js';
 import { writeContext, type WriteContext } from './tx.js';
+import { expireWaiting } from './expiry.js';
 import { parsePostgresUrl, type PostgresUrlOptions } from './url.js';
 import type {
   ClaimRequest,
@@ -345,6 +346,8 @@ class PostgresStore implements Store {
     let removed = 0;
     try {
       await this.withClient((client) => trimEvents(client, this.s, queue, config, Date.now()));
+      // Expired messages first: one failed now is removed with the failed ones once past its lifetime.
+      while ((await this.write(queue, (tx) => expireWaiting(tx, GC_CHUNK))) === GC_CHUNK);
       removed += await this.gcChunks(queue, 2, config.gcLifetimeMs, null);
       removed += await this.gcChunks(queue, 3, config.failedLifetimeMs, null);
       if (config.keepDone !== null) removed += await this.gcChunks(queue, 2, 0, config.keepDone);
