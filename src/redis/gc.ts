@@ -26,6 +26,8 @@ export async function collectGarbage(
   if (took !== 1) return { ran: false, removed: 0 };
   let removed = 0;
   try {
+    // Expired messages first: one failed now is removed with the failed ones once past its lifetime.
+    while (num(list(await scripts.run(SCRIPTS.gcExpire, queue, [GC_PAGE]))[1]) === GC_PAGE);
     for (const [which, lifetime, keep] of [
       ['done', config.gcLifetimeMs, config.keepDone],
       ['failed', config.failedLifetimeMs, config.keepFailed],

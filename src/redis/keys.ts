@@ -39,6 +39,7 @@ export const KEY_TYPES = {
   'done-at': 'zset', // finished ids, by finish time (GC)
   dedupe: 'zset', // successes with a backoff (not marked for requeue), by its end (older kvmq: all, by finish time)
   failed: 'zset', // failed ids, by failure time
+  expiry: 'zset', // ids enqueued with a time to live, by its deadline; dropped when due (gc-expire.lua)
   conf: 'hash', // configuration: task_gc_lifetime, task_gc_interval, failed_lifetime (ms), filter_enums (JSON),
   // paused ('1'), max_deliveries, dead_letter_queue, events ('1'), events_max_count, events_max_age
   consumers: 'hash', // consumer id → JSON registration

@@ -60,8 +60,8 @@ export const SCRIPTS = {
       'results',
     ],
     readOnly: false,
-    sha: 'c15d64a9d74a287e2abc96f2dead85e55723d316',
-    fn: 'kvmq_5dfe2c5ac3b5_cancel',
+    sha: '83fbe8f7401986fa0073de89e9fcb211d5737463',
+    fn: 'kvmq_d6e28eb161fe_cancel',
     source: `#!lua flags=allow-oom
 -- The queue's keys are its base (the one key the call passes) and their names.
 local KEY_BASE = KEYS[1]
@@ -88,7 +88,7 @@ local function key_type(name)
       updated_at = 'hash', requeue_content = 'hash', schedule = 'zset', lock_expiry = 'zset',
       done_at = 'zset', dedupe = 'zset', conf = 'hash', consumers = 'hash', gc_lock = 'string',
       gc_at = 'string', policies = 'hash', history = 'hash', losses = 'hash', pushes = 'hash',
-      requeue_locks = 'zset', requeue_schedule = 'zset', failed = 'zset', events = 'stream', events_seq = 'string',
+      requeue_locks = 'zset', requeue_schedule = 'zset', failed = 'zset', expiry = 'zset', events = 'stream', events_seq = 'string',
       priorities = 'hash', lanes = 'zset', groups = 'hash', group_held = 'hash', parked = 'set', debounce = 'hash',
       debounce_of = 'hash', rate_tat = 'string', schedules = 'hash', layout = 'string', idle_workers = 'hash',
     }
@@ -824,8 +824,8 @@ return { 'ok', holder and 'running' or 'waiting', moved and '1' or '0' }
       'idle-workers',
     ],
     readOnly: false,
-    sha: '8b20d7932999a7c98af19892cc3a4b1e7612a9b0',
-    fn: 'kvmq_5dfe2c5ac3b5_claim',
+    sha: '3a3e23bb06a14700b3408d6f2781c42f048ef646',
+    fn: 'kvmq_d6e28eb161fe_claim',
     source: `#!lua flags=allow-oom
 -- The queue's keys are its base (the one key the call passes) and their names.
 local KEY_BASE = KEYS[1]
@@ -852,7 +852,7 @@ local function key_type(name)
       updated_at = 'hash', requeue_content = 'hash', schedule = 'zset', lock_expiry = 'zset',
       done_at = 'zset', dedupe = 'zset', conf = 'hash', consumers = 'hash', gc_lock = 'string',
       gc_at = 'string', policies = 'hash', history = 'hash', losses = 'hash', pushes = 'hash',
-      requeue_locks = 'zset', requeue_schedule = 'zset', failed = 'zset', events = 'stream', events_seq = 'string',
+      requeue_locks = 'zset', requeue_schedule = 'zset', failed = 'zset', expiry = 'zset', events = 'stream', events_seq = 'string',
       priorities = 'hash', lanes = 'zset', groups = 'hash', group_held = 'hash', parked = 'set', debounce = 'hash',
       debounce_of = 'hash', rate_tat = 'string', schedules = 'hash', layout = 'string', idle_workers = 'hash',
     }
@@ -2106,17 +2106,18 @@ return reply
       'layout',
       'progress',
       'logs',
+      'expiry',
     ],
     readOnly: false,
-    sha: 'e6755139c559d7dcdaf1ab2078708818b64d6b4d',
-    fn: 'kvmq_5dfe2c5ac3b5_clear',
+    sha: 'c87dc1a9cf5004f4887ba3c07aafb71665472564',
+    fn: 'kvmq_d6e28eb161fe_clear',
     source: `#!lua flags=allow-oom
 -- The queue's keys are its base (the one key the call passes) and their names.
 local KEY_BASE = KEYS[1]
 -- The keys by name, for the helpers that look a key up by a name they hold.
 local K_TABLE = nil
 local function key_table()
-  if K_TABLE == nil then K_TABLE = { messages = (KEY_BASE .. 'messages'), locks = (KEY_BASE .. 'locks'), backoffs = (KEY_BASE .. 'backoffs'), nattempts = (KEY_BASE .. 'nattempts'), mid_circle = (KEY_BASE .. 'mid-circle'), done = (KEY_BASE .. 'done'), requeue = (KEY_BASE .. 'requeue'), eoq_backoff = (KEY_BASE .. 'eoq-backoff?'), ndry_runs = (KEY_BASE .. 'ndry-runs'), metadata = (KEY_BASE .. 'metadata'), filters = (KEY_BASE .. 'filters'), classes = (KEY_BASE .. 'classes'), holders = (KEY_BASE .. 'holders'), outcomes = (KEY_BASE .. 'outcomes'), enqueued_at = (KEY_BASE .. 'enqueued-at'), updated_at = (KEY_BASE .. 'updated-at'), requeue_content = (KEY_BASE .. 'requeue-content'), schedule = (KEY_BASE .. 'schedule'), lock_expiry = (KEY_BASE .. 'lock-expiry'), done_at = (KEY_BASE .. 'done-at'), dedupe = (KEY_BASE .. 'dedupe'), policies = (KEY_BASE .. 'policies'), history = (KEY_BASE .. 'history'), losses = (KEY_BASE .. 'losses'), pushes = (KEY_BASE .. 'pushes'), requeue_locks = (KEY_BASE .. 'requeue-locks'), requeue_schedule = (KEY_BASE .. 'requeue-schedule'), failed = (KEY_BASE .. 'failed'), events = (KEY_BASE .. 'events'), priorities = (KEY_BASE .. 'priorities'), lanes = (KEY_BASE .. 'lanes'), groups = (KEY_BASE .. 'groups'), group_held = (KEY_BASE .. 'group-held'), parked = (KEY_BASE .. 'parked'), debounce = (KEY_BASE .. 'debounce'), debounce_of = (KEY_BASE .. 'debounce-of'), rate_tat = (KEY_BASE .. 'rate-tat'), layout = (KEY_BASE .. 'layout'), progress = (KEY_BASE .. 'progress'), logs = (KEY_BASE .. 'logs') } end
+  if K_TABLE == nil then K_TABLE = { messages = (KEY_BASE .. 'messages'), locks = (KEY_BASE .. 'locks'), backoffs = (KEY_BASE .. 'backoffs'), nattempts = (KEY_BASE .. 'nattempts'), mid_circle = (KEY_BASE .. 'mid-circle'), done = (KEY_BASE .. 'done'), requeue = (KEY_BASE .. 'requeue'), eoq_backoff = (KEY_BASE .. 'eoq-backoff?'), ndry_runs = (KEY_BASE .. 'ndry-runs'), metadata = (KEY_BASE .. 'metadata'), filters = (KEY_BASE .. 'filters'), classes = (KEY_BASE .. 'classes'), holders = (KEY_BASE .. 'holders'), outcomes = (KEY_BASE .. 'outcomes'), enqueued_at = (KEY_BASE .. 'enqueued-at'), updated_at = (KEY_BASE .. 'updated-at'), requeue_content = (KEY_BASE .. 'requeue-content'), schedule = (KEY_BASE .. 'schedule'), lock_expiry = (KEY_BASE .. 'lock-expiry'), done_at = (KEY_BASE .. 'done-at'), dedupe = (KEY_BASE .. 'dedupe'), policies = (KEY_BASE .. 'policies'), history = (KEY_BASE .. 'history'), losses = (KEY_BASE .. 'losses'), pushes = (KEY_BASE .. 'pushes'), requeue_locks = (KEY_BASE .. 'requeue-locks'), requeue_schedule = (KEY_BASE .. 'requeue-schedule'), failed = (KEY_BASE .. 'failed'), events = (KEY_BASE .. 'events'), priorities = (KEY_BASE .. 'priorities'), lanes = (KEY_BASE .. 'lanes'), groups = (KEY_BASE .. 'groups'), group_held = (KEY_BASE .. 'group-held'), parked = (KEY_BASE .. 'parked'), debounce = (KEY_BASE .. 'debounce'), debounce_of = (KEY_BASE .. 'debounce-of'), rate_tat = (KEY_BASE .. 'rate-tat'), layout = (KEY_BASE .. 'layout'), progress = (KEY_BASE .. 'progress'), logs = (KEY_BASE .. 'logs'), expiry = (KEY_BASE .. 'expiry') } end
   return K_TABLE
 end
 -- common: helpers every script includes. K holds the queue's keys by name
@@ -2136,7 +2137,7 @@ local function key_type(name)
       updated_at = 'hash', requeue_content = 'hash', schedule = 'zset', lock_expiry = 'zset',
       done_at = 'zset', dedupe = 'zset', conf = 'hash', consumers = 'hash', gc_lock = 'string',
       gc_at = 'string', policies = 'hash', history = 'hash', losses = 'hash', pushes = 'hash',
-      requeue_locks = 'zset', requeue_schedule = 'zset', failed = 'zset', events = 'stream', events_seq = 'string',
+      requeue_locks = 'zset', requeue_schedule = 'zset', failed = 'zset', expiry = 'zset', events = 'stream', events_seq = 'string',
       priorities = 'hash', lanes = 'zset', groups = 'hash', group_held = 'hash', parked = 'set', debounce = 'hash',
       debounce_of = 'hash', rate_tat = 'string', schedules = 'hash', layout = 'string', idle_workers = 'hash',
     }
@@ -2415,7 +2416,7 @@ end
 -- KEYS: messages locks backoffs nattempts mid-circle done requeue eoq-backoff? ndry-runs metadata
 --       filters classes holders outcomes enqueued-at updated-at requeue-content schedule lock-expiry
 --       done-at dedupe policies history losses pushes requeue-locks requeue-schedule failed events
---       priorities lanes groups group-held parked debounce debounce-of rate-tat layout progress logs
+--       priorities lanes groups group-held parked debounce debounce-of rate-tat layout progress logs expiry
 -- ARGV: none
 -- Reply: 1
 -- Include: common
@@ -2447,8 +2448,8 @@ return 1
       'parked',
     ],
     readOnly: false,
-    sha: '188c1eb72fcf102c2da4336333fb1fd73490d2ae',
-    fn: 'kvmq_5dfe2c5ac3b5_configure',
+    sha: 'c2164dbd2f77b093319abfb17a9b04c715b5042e',
+    fn: 'kvmq_d6e28eb161fe_configure',
     source: `#!lua
 -- The queue's keys are its base (the one key the call passes) and their names.
 local KEY_BASE = KEYS[1]
@@ -2475,7 +2476,7 @@ local function key_type(name)
       updated_at = 'hash', requeue_content = 'hash', schedule = 'zset', lock_expiry = 'zset',
       done_at = 'zset', dedupe = 'zset', conf = 'hash', consumers = 'hash', gc_lock = 'string',
       gc_at = 'string', policies = 'hash', history = 'hash', losses = 'hash', pushes = 'hash',
-      requeue_locks = 'zset', requeue_schedule = 'zset', failed = 'zset', events = 'stream', events_seq = 'string',
+      requeue_locks = 'zset', requeue_schedule = 'zset', failed = 'zset', expiry = 'zset', events = 'stream', events_seq = 'string',
       priorities = 'hash', lanes = 'zset', groups = 'hash', group_held = 'hash', parked = 'set', debounce = 'hash',
       debounce_of = 'hash', rate_tat = 'string', schedules = 'hash', layout = 'string', idle_workers = 'hash',
     }
@@ -2906,8 +2907,8 @@ return 1
     name: 'consumers',
     keys: ['consumers', 'holders', 'locks'],
     readOnly: true,
-    sha: '429c14115e335e7eac5b883def15a8a9d909ace2',
-    fn: 'kvmq_5dfe2c5ac3b5_consumers',
+    sha: '13547f15691346db9c2e495309f0fd63f71bd34a',
+    fn: 'kvmq_d6e28eb161fe_consumers',
     source: `#!lua flags=no-writes
 -- The queue's keys are its base (the one key the call passes) and their names.
 local KEY_BASE = KEYS[1]
@@ -2934,7 +2935,7 @@ local function key_type(name)
       updated_at = 'hash', requeue_content = 'hash', schedule = 'zset', lock_expiry = 'zset',
       done_at = 'zset', dedupe = 'zset', conf = 'hash', consumers = 'hash', gc_lock = 'string',
       gc_at = 'string', policies = 'hash', history = 'hash', losses = 'hash', pushes = 'hash',
-      requeue_locks = 'zset', requeue_schedule = 'zset', failed = 'zset', events = 'stream', events_seq = 'string',
+      requeue_locks = 'zset', requeue_schedule = 'zset', failed = 'zset', expiry = 'zset', events = 'stream', events_seq = 'string',
       priorities = 'hash', lanes = 'zset', groups = 'hash', group_held = 'hash', parked = 'set', debounce = 'hash',
       debounce_of = 'hash', rate_tat = 'string', schedules = 'hash', layout = 'string', idle_workers = 'hash',
     }
@@ -3283,17 +3284,18 @@ return reply
       'debounce-of',
       'layout',
       'results',
+      'expiry',
     ],
     readOnly: false,
-    sha: '76fc6e93d286fa2529553678a48ecc41bfa8f994',
-    fn: 'kvmq_5dfe2c5ac3b5_enqueue',
+    sha: '212998725baf0f23357dcf6330f0ef81fdeedf26',
+    fn: 'kvmq_d6e28eb161fe_enqueue',
     source: `#!lua
 -- The queue's keys are its base (the one key the call passes) and their names.
 local KEY_BASE = KEYS[1]
 -- The keys by name, for the helpers that look a key up by a name they hold.
 local K_TABLE = nil
 local function key_table()
-  if K_TABLE == nil then K_TABLE = { conf = (KEY_BASE .. 'conf'), events = (KEY_BASE .. 'events'), events_seq = (KEY_BASE .. 'events-seq'), events_wake = (KEY_BASE .. 'events-wake'), done = (KEY_BASE .. 'done'), requeue = (KEY_BASE .. 'requeue'), backoffs = (KEY_BASE .. 'backoffs'), locks = (KEY_BASE .. 'locks'), failed = (KEY_BASE .. 'failed'), filters = (KEY_BASE .. 'filters'), priorities = (KEY_BASE .. 'priorities'), lanes = (KEY_BASE .. 'lanes'), groups = (KEY_BASE .. 'groups'), messages = (KEY_BASE .. 'messages'), metadata = (KEY_BASE .. 'metadata'), nattempts = (KEY_BASE .. 'nattempts'), holders = (KEY_BASE .. 'holders'), lock_expiry = (KEY_BASE .. 'lock-expiry'), policies = (KEY_BASE .. 'policies'), requeue_locks = (KEY_BASE .. 'requeue-locks'), ndry_runs = (KEY_BASE .. 'ndry-runs'), eoq_backoff = (KEY_BASE .. 'eoq-backoff?'), idle_workers = (KEY_BASE .. 'idle-workers'), classes = (KEY_BASE .. 'classes'), outcomes = (KEY_BASE .. 'outcomes'), enqueued_at = (KEY_BASE .. 'enqueued-at'), updated_at = (KEY_BASE .. 'updated-at'), requeue_content = (KEY_BASE .. 'requeue-content'), schedule = (KEY_BASE .. 'schedule'), done_at = (KEY_BASE .. 'done-at'), dedupe = (KEY_BASE .. 'dedupe'), mid_circle = (KEY_BASE .. 'mid-circle'), wake = (KEY_BASE .. 'wake'), losses = (KEY_BASE .. 'losses'), requeue_schedule = (KEY_BASE .. 'requeue-schedule'), pushes = (KEY_BASE .. 'pushes'), debounce = (KEY_BASE .. 'debounce'), debounce_of = (KEY_BASE .. 'debounce-of'), layout = (KEY_BASE .. 'layout'), results = (KEY_BASE .. 'results') } end
+  if K_TABLE == nil then K_TABLE = { conf = (KEY_BASE .. 'conf'), events = (KEY_BASE .. 'events'), events_seq = (KEY_BASE .. 'events-seq'), events_wake = (KEY_BASE .. 'events-wake'), done = (KEY_BASE .. 'done'), requeue = (KEY_BASE .. 'requeue'), backoffs = (KEY_BASE .. 'backoffs'), locks = (KEY_BASE .. 'locks'), failed = (KEY_BASE .. 'failed'), filters = (KEY_BASE .. 'filters'), priorities = (KEY_BASE .. 'priorities'), lanes = (KEY_BASE .. 'lanes'), groups = (KEY_BASE .. 'groups'), messages = (KEY_BASE .. 'messages'), metadata = (KEY_BASE .. 'metadata'), nattempts = (KEY_BASE .. 'nattempts'), holders = (KEY_BASE .. 'holders'), lock_expiry = (KEY_BASE .. 'lock-expiry'), policies = (KEY_BASE .. 'policies'), requeue_locks = (KEY_BASE .. 'requeue-locks'), ndry_runs = (KEY_BASE .. 'ndry-runs'), eoq_backoff = (KEY_BASE .. 'eoq-backoff?'), idle_workers = (KEY_BASE .. 'idle-workers'), classes = (KEY_BASE .. 'classes'), outcomes = (KEY_BASE .. 'outcomes'), enqueued_at = (KEY_BASE .. 'enqueued-at'), updated_at = (KEY_BASE .. 'updated-at'), requeue_content = (KEY_BASE .. 'requeue-content'), schedule = (KEY_BASE .. 'schedule'), done_at = (KEY_BASE .. 'done-at'), dedupe = (KEY_BASE .. 'dedupe'), mid_circle = (KEY_BASE .. 'mid-circle'), wake = (KEY_BASE .. 'wake'), losses = (KEY_BASE .. 'losses'), requeue_schedule = (KEY_BASE .. 'requeue-schedule'), pushes = (KEY_BASE .. 'pushes'), debounce = (KEY_BASE .. 'debounce'), debounce_of = (KEY_BASE .. 'debounce-of'), layout = (KEY_BASE .. 'layout'), results = (KEY_BASE .. 'results'), expiry = (KEY_BASE .. 'expiry') } end
   return K_TABLE
 end
 -- common: helpers every script includes. K holds the queue's keys by name
@@ -3313,7 +3315,7 @@ local function key_type(name)
       updated_at = 'hash', requeue_content = 'hash', schedule = 'zset', lock_expiry = 'zset',
       done_at = 'zset', dedupe = 'zset', conf = 'hash', consumers = 'hash', gc_lock = 'string',
       gc_at = 'string', policies = 'hash', history = 'hash', losses = 'hash', pushes = 'hash',
-      requeue_locks = 'zset', requeue_schedule = 'zset', failed = 'zset', events = 'stream', events_seq = 'string',
+      requeue_locks = 'zset', requeue_schedule = 'zset', failed = 'zset', expiry = 'zset', events = 'stream', events_seq = 'string',
       priorities = 'hash', lanes = 'zset', groups = 'hash', group_held = 'hash', parked = 'set', debounce = 'hash',
       debounce_of = 'hash', rate_tat = 'string', schedules = 'hash', layout = 'string', idle_workers = 'hash',
     }
@@ -3994,6 +3996,7 @@ end
 -- KEYS: messages metadata filters classes nattempts locks holders backoffs done requeue outcomes
 --       enqueued-at updated-at requeue-content schedule done-at dedupe mid-circle wake policies losses
 --       requeue-locks requeue-schedule pushes priorities lanes groups debounce debounce-of layout results
+--       expiry
 
 -- ARGV from \`first\`: the messages' shapes, one letter each ('p' or 'f'), then each message's arguments in
 -- that order. A plain message ('p': no metadata, filters, backoff, flags, policy or scheduling, most are)
@@ -4088,7 +4091,14 @@ local function enqueue()
   -- after \`backoff\` ms.
   local function place(id, meta, class, backoff, revived, policy, priority, group, lifo)
     if meta ~= '' then later(w, 'hset', (KEY_BASE .. 'metadata'), id, meta) elseif revived then later(w, 'hdel', (KEY_BASE .. 'metadata'), id) end
-    if policy ~= '' then later(w, 'hset', (KEY_BASE .. 'policies'), id, policy) elseif revived then later(w, 'hdel', (KEY_BASE .. 'policies'), id) end
+    if policy ~= '' then
+      later(w, 'hset', (KEY_BASE .. 'policies'), id, policy)
+      -- A time to live (model/policy.ts expireAt): indexed for the GC's sweep (gc-expire.lua).
+      local expire_at = string.match(policy, '"expireAt":(%d+)')
+      if expire_at then later(w, 'zadd', (KEY_BASE .. 'expiry'), expire_at, id) end
+    elseif revived then
+      later(w, 'hdel', (KEY_BASE .. 'policies'), id)
+    end
     if class ~= '' then
       later(w, 'hset', (KEY_BASE .. 'filters'), id, class)
       later(w, 'sadd', (KEY_BASE .. 'classes'), class)
@@ -4260,8 +4270,8 @@ return replies
     name: 'events-trim',
     keys: ['events', 'events-seq'],
     readOnly: false,
-    sha: '8394cfaac2c0dda340943af684a51394f4857827',
-    fn: 'kvmq_5dfe2c5ac3b5_events_trim',
+    sha: 'd5c9c8455864f578aed4c3a58300efac1f41db17',
+    fn: 'kvmq_d6e28eb161fe_events_trim',
     source: `#!lua flags=allow-oom
 -- The queue's keys are its base (the one key the call passes) and their names.
 local KEY_BASE = KEYS[1]
@@ -4288,7 +4298,7 @@ local function key_type(name)
       updated_at = 'hash', requeue_content = 'hash', schedule = 'zset', lock_expiry = 'zset',
       done_at = 'zset', dedupe = 'zset', conf = 'hash', consumers = 'hash', gc_lock = 'string',
       gc_at = 'string', policies = 'hash', history = 'hash', losses = 'hash', pushes = 'hash',
-      requeue_locks = 'zset', requeue_schedule = 'zset', failed = 'zset', events = 'stream', events_seq = 'string',
+      requeue_locks = 'zset', requeue_schedule = 'zset', failed = 'zset', expiry = 'zset', events = 'stream', events_seq = 'string',
       priorities = 'hash', lanes = 'zset', groups = 'hash', group_held = 'hash', parked = 'set', debounce = 'hash',
       debounce_of = 'hash', rate_tat = 'string', schedules = 'hash', layout = 'string', idle_workers = 'hash',
     }
@@ -4595,8 +4605,8 @@ return redis.call('XTRIM', (KEY_BASE .. 'events'), 'MINID', string.format('%d', 
     name: 'extend',
     keys: ['locks', 'holders', 'nattempts', 'lock-expiry', 'requeue', 'requeue-locks'],
     readOnly: false,
-    sha: '55cacb0b8b64851a626aadcec818833399a54829',
-    fn: 'kvmq_5dfe2c5ac3b5_extend',
+    sha: '7347c6f5b4518c157ad506a8b934a81e9db8c392',
+    fn: 'kvmq_d6e28eb161fe_extend',
     source: `#!lua flags=allow-oom
 -- The queue's keys are its base (the one key the call passes) and their names.
 local KEY_BASE = KEYS[1]
@@ -4623,7 +4633,7 @@ local function key_type(name)
       updated_at = 'hash', requeue_content = 'hash', schedule = 'zset', lock_expiry = 'zset',
       done_at = 'zset', dedupe = 'zset', conf = 'hash', consumers = 'hash', gc_lock = 'string',
       gc_at = 'string', policies = 'hash', history = 'hash', losses = 'hash', pushes = 'hash',
-      requeue_locks = 'zset', requeue_schedule = 'zset', failed = 'zset', events = 'stream', events_seq = 'string',
+      requeue_locks = 'zset', requeue_schedule = 'zset', failed = 'zset', expiry = 'zset', events = 'stream', events_seq = 'string',
       priorities = 'hash', lanes = 'zset', groups = 'hash', group_held = 'hash', parked = 'set', debounce = 'hash',
       debounce_of = 'hash', rate_tat = 'string', schedules = 'hash', layout = 'string', idle_workers = 'hash',
     }
@@ -4966,8 +4976,8 @@ return lost
       'logs',
     ],
     readOnly: false,
-    sha: '006b285d85728f4a6f6bdb9069166a58aa3fe663',
-    fn: 'kvmq_5dfe2c5ac3b5_finish',
+    sha: '6ab4f9640f69f0ebb3e519cfc3c6c66ac0c2202d',
+    fn: 'kvmq_d6e28eb161fe_finish',
     source: `#!lua flags=allow-oom
 -- The queue's keys are its base (the one key the call passes) and their names.
 local KEY_BASE = KEYS[1]
@@ -4994,7 +5004,7 @@ local function key_type(name)
       updated_at = 'hash', requeue_content = 'hash', schedule = 'zset', lock_expiry = 'zset',
       done_at = 'zset', dedupe = 'zset', conf = 'hash', consumers = 'hash', gc_lock = 'string',
       gc_at = 'string', policies = 'hash', history = 'hash', losses = 'hash', pushes = 'hash',
-      requeue_locks = 'zset', requeue_schedule = 'zset', failed = 'zset', events = 'stream', events_seq = 'string',
+      requeue_locks = 'zset', requeue_schedule = 'zset', failed = 'zset', expiry = 'zset', events = 'stream', events_seq = 'string',
       priorities = 'hash', lanes = 'zset', groups = 'hash', group_held = 'hash', parked = 'set', debounce = 'hash',
       debounce_of = 'hash', rate_tat = 'string', schedules = 'hash', layout = 'string', idle_workers = 'hash',
     }
@@ -5859,17 +5869,18 @@ return replies
       'debounce-of',
       'layout',
       'results',
+      'expiry',
     ],
     readOnly: false,
-    sha: 'ba389e5c3afa310650199c31c3d22682fdb913c9',
-    fn: 'kvmq_5dfe2c5ac3b5_fire_schedule',
+    sha: '311faaf43c37f9693299c8c2d53c595f759a80de',
+    fn: 'kvmq_d6e28eb161fe_fire_schedule',
     source: `#!lua
 -- The queue's keys are its base (the one key the call passes) and their names.
 local KEY_BASE = KEYS[1]
 -- The keys by name, for the helpers that look a key up by a name they hold.
 local K_TABLE = nil
 local function key_table()
-  if K_TABLE == nil then K_TABLE = { schedules = (KEY_BASE .. 'schedules'), conf = (KEY_BASE .. 'conf'), events = (KEY_BASE .. 'events'), events_seq = (KEY_BASE .. 'events-seq'), events_wake = (KEY_BASE .. 'events-wake'), done = (KEY_BASE .. 'done'), requeue = (KEY_BASE .. 'requeue'), backoffs = (KEY_BASE .. 'backoffs'), locks = (KEY_BASE .. 'locks'), failed = (KEY_BASE .. 'failed'), filters = (KEY_BASE .. 'filters'), priorities = (KEY_BASE .. 'priorities'), lanes = (KEY_BASE .. 'lanes'), groups = (KEY_BASE .. 'groups'), messages = (KEY_BASE .. 'messages'), metadata = (KEY_BASE .. 'metadata'), nattempts = (KEY_BASE .. 'nattempts'), holders = (KEY_BASE .. 'holders'), lock_expiry = (KEY_BASE .. 'lock-expiry'), policies = (KEY_BASE .. 'policies'), requeue_locks = (KEY_BASE .. 'requeue-locks'), ndry_runs = (KEY_BASE .. 'ndry-runs'), eoq_backoff = (KEY_BASE .. 'eoq-backoff?'), idle_workers = (KEY_BASE .. 'idle-workers'), classes = (KEY_BASE .. 'classes'), outcomes = (KEY_BASE .. 'outcomes'), enqueued_at = (KEY_BASE .. 'enqueued-at'), updated_at = (KEY_BASE .. 'updated-at'), requeue_content = (KEY_BASE .. 'requeue-content'), schedule = (KEY_BASE .. 'schedule'), done_at = (KEY_BASE .. 'done-at'), dedupe = (KEY_BASE .. 'dedupe'), mid_circle = (KEY_BASE .. 'mid-circle'), wake = (KEY_BASE .. 'wake'), losses = (KEY_BASE .. 'losses'), requeue_schedule = (KEY_BASE .. 'requeue-schedule'), pushes = (KEY_BASE .. 'pushes'), debounce = (KEY_BASE .. 'debounce'), debounce_of = (KEY_BASE .. 'debounce-of'), layout = (KEY_BASE .. 'layout'), results = (KEY_BASE .. 'results') } end
+  if K_TABLE == nil then K_TABLE = { schedules = (KEY_BASE .. 'schedules'), conf = (KEY_BASE .. 'conf'), events = (KEY_BASE .. 'events'), events_seq = (KEY_BASE .. 'events-seq'), events_wake = (KEY_BASE .. 'events-wake'), done = (KEY_BASE .. 'done'), requeue = (KEY_BASE .. 'requeue'), backoffs = (KEY_BASE .. 'backoffs'), locks = (KEY_BASE .. 'locks'), failed = (KEY_BASE .. 'failed'), filters = (KEY_BASE .. 'filters'), priorities = (KEY_BASE .. 'priorities'), lanes = (KEY_BASE .. 'lanes'), groups = (KEY_BASE .. 'groups'), messages = (KEY_BASE .. 'messages'), metadata = (KEY_BASE .. 'metadata'), nattempts = (KEY_BASE .. 'nattempts'), holders = (KEY_BASE .. 'holders'), lock_expiry = (KEY_BASE .. 'lock-expiry'), policies = (KEY_BASE .. 'policies'), requeue_locks = (KEY_BASE .. 'requeue-locks'), ndry_runs = (KEY_BASE .. 'ndry-runs'), eoq_backoff = (KEY_BASE .. 'eoq-backoff?'), idle_workers = (KEY_BASE .. 'idle-workers'), classes = (KEY_BASE .. 'classes'), outcomes = (KEY_BASE .. 'outcomes'), enqueued_at = (KEY_BASE .. 'enqueued-at'), updated_at = (KEY_BASE .. 'updated-at'), requeue_content = (KEY_BASE .. 'requeue-content'), schedule = (KEY_BASE .. 'schedule'), done_at = (KEY_BASE .. 'done-at'), dedupe = (KEY_BASE .. 'dedupe'), mid_circle = (KEY_BASE .. 'mid-circle'), wake = (KEY_BASE .. 'wake'), losses = (KEY_BASE .. 'losses'), requeue_schedule = (KEY_BASE .. 'requeue-schedule'), pushes = (KEY_BASE .. 'pushes'), debounce = (KEY_BASE .. 'debounce'), debounce_of = (KEY_BASE .. 'debounce-of'), layout = (KEY_BASE .. 'layout'), results = (KEY_BASE .. 'results'), expiry = (KEY_BASE .. 'expiry') } end
   return K_TABLE
 end
 -- common: helpers every script includes. K holds the queue's keys by name
@@ -5889,7 +5900,7 @@ local function key_type(name)
       updated_at = 'hash', requeue_content = 'hash', schedule = 'zset', lock_expiry = 'zset',
       done_at = 'zset', dedupe = 'zset', conf = 'hash', consumers = 'hash', gc_lock = 'string',
       gc_at = 'string', policies = 'hash', history = 'hash', losses = 'hash', pushes = 'hash',
-      requeue_locks = 'zset', requeue_schedule = 'zset', failed = 'zset', events = 'stream', events_seq = 'string',
+      requeue_locks = 'zset', requeue_schedule = 'zset', failed = 'zset', expiry = 'zset', events = 'stream', events_seq = 'string',
       priorities = 'hash', lanes = 'zset', groups = 'hash', group_held = 'hash', parked = 'set', debounce = 'hash',
       debounce_of = 'hash', rate_tat = 'string', schedules = 'hash', layout = 'string', idle_workers = 'hash',
     }
@@ -6570,6 +6581,7 @@ end
 -- KEYS: messages metadata filters classes nattempts locks holders backoffs done requeue outcomes
 --       enqueued-at updated-at requeue-content schedule done-at dedupe mid-circle wake policies losses
 --       requeue-locks requeue-schedule pushes priorities lanes groups debounce debounce-of layout results
+--       expiry
 
 -- ARGV from \`first\`: the messages' shapes, one letter each ('p' or 'f'), then each message's arguments in
 -- that order. A plain message ('p': no metadata, filters, backoff, flags, policy or scheduling, most are)
@@ -6664,7 +6676,14 @@ local function enqueue()
   -- after \`backoff\` ms.
   local function place(id, meta, class, backoff, revived, policy, priority, group, lifo)
     if meta ~= '' then later(w, 'hset', (KEY_BASE .. 'metadata'), id, meta) elseif revived then later(w, 'hdel', (KEY_BASE .. 'metadata'), id) end
-    if policy ~= '' then later(w, 'hset', (KEY_BASE .. 'policies'), id, policy) elseif revived then later(w, 'hdel', (KEY_BASE .. 'policies'), id) end
+    if policy ~= '' then
+      later(w, 'hset', (KEY_BASE .. 'policies'), id, policy)
+      -- A time to live (model/policy.ts expireAt): indexed for the GC's sweep (gc-expire.lua).
+      local expire_at = string.match(policy, '"expireAt":(%d+)')
+      if expire_at then later(w, 'zadd', (KEY_BASE .. 'expiry'), expire_at, id) end
+    elseif revived then
+      later(w, 'hdel', (KEY_BASE .. 'policies'), id)
+    end
     if class ~= '' then
       later(w, 'hset', (KEY_BASE .. 'filters'), id, class)
       later(w, 'sadd', (KEY_BASE .. 'classes'), class)
@@ -6841,12 +6860,670 @@ if changed then redis.call('PUBLISH', (KEY_BASE .. 'wake'), 'schedule') end
 return replies
 `,
   },
+  gcExpire: {
+    name: 'gc-expire',
+    keys: [
+      'expiry',
+      'nattempts',
+      'policies',
+      'schedule',
+      'mid-circle',
+      'conf',
+      'events',
+      'events-seq',
+      'events-wake',
+      'done',
+      'requeue',
+      'backoffs',
+      'locks',
+      'failed',
+      'filters',
+      'priorities',
+      'lanes',
+      'groups',
+      'messages',
+      'metadata',
+      'history',
+      'losses',
+      'holders',
+      'outcomes',
+      'enqueued-at',
+      'updated-at',
+      'requeue-content',
+      'lock-expiry',
+      'requeue-locks',
+      'requeue-schedule',
+      'done-at',
+      'dedupe',
+      'debounce',
+      'debounce-of',
+      'progress',
+      'logs',
+      'results',
+    ],
+    readOnly: false,
+    sha: '36f6ffcd18d3f01df7030bcdc951aa6ffdb3ae72',
+    fn: 'kvmq_d6e28eb161fe_gc_expire',
+    source: `#!lua flags=allow-oom
+-- The queue's keys are its base (the one key the call passes) and their names.
+local KEY_BASE = KEYS[1]
+-- The keys by name, for the helpers that look a key up by a name they hold.
+local K_TABLE = nil
+local function key_table()
+  if K_TABLE == nil then K_TABLE = { expiry = (KEY_BASE .. 'expiry'), nattempts = (KEY_BASE .. 'nattempts'), policies = (KEY_BASE .. 'policies'), schedule = (KEY_BASE .. 'schedule'), mid_circle = (KEY_BASE .. 'mid-circle'), conf = (KEY_BASE .. 'conf'), events = (KEY_BASE .. 'events'), events_seq = (KEY_BASE .. 'events-seq'), events_wake = (KEY_BASE .. 'events-wake'), done = (KEY_BASE .. 'done'), requeue = (KEY_BASE .. 'requeue'), backoffs = (KEY_BASE .. 'backoffs'), locks = (KEY_BASE .. 'locks'), failed = (KEY_BASE .. 'failed'), filters = (KEY_BASE .. 'filters'), priorities = (KEY_BASE .. 'priorities'), lanes = (KEY_BASE .. 'lanes'), groups = (KEY_BASE .. 'groups'), messages = (KEY_BASE .. 'messages'), metadata = (KEY_BASE .. 'metadata'), history = (KEY_BASE .. 'history'), losses = (KEY_BASE .. 'losses'), holders = (KEY_BASE .. 'holders'), outcomes = (KEY_BASE .. 'outcomes'), enqueued_at = (KEY_BASE .. 'enqueued-at'), updated_at = (KEY_BASE .. 'updated-at'), requeue_content = (KEY_BASE .. 'requeue-content'), lock_expiry = (KEY_BASE .. 'lock-expiry'), requeue_locks = (KEY_BASE .. 'requeue-locks'), requeue_schedule = (KEY_BASE .. 'requeue-schedule'), done_at = (KEY_BASE .. 'done-at'), dedupe = (KEY_BASE .. 'dedupe'), debounce = (KEY_BASE .. 'debounce'), debounce_of = (KEY_BASE .. 'debounce-of'), progress = (KEY_BASE .. 'progress'), logs = (KEY_BASE .. 'logs'), results = (KEY_BASE .. 'results') } end
+  return K_TABLE
+end
+-- common: helpers every script includes. K holds the queue's keys by name
+-- (see src/redis/keys.ts; in Lua '-' becomes '_' and '?' is dropped).
+--
+-- KEYS: (none of its own)
+
+-- The types kvmq keeps in each key, to refuse foreign data before writing anything. Built when a check
+-- first needs it: a script whose queue is marked (see LAYOUT_FIELD) mostly makes no check at all.
+local KEY_TYPES = nil
+local function key_type(name)
+  if KEY_TYPES == nil then
+    KEY_TYPES = {
+      messages = 'hash', locks = 'hash', backoffs = 'hash', nattempts = 'hash', mid_circle = 'list',
+      done = 'set', requeue = 'set', eoq_backoff = 'string', ndry_runs = 'string', metadata = 'hash',
+      filters = 'hash', classes = 'set', holders = 'hash', outcomes = 'hash', enqueued_at = 'hash',
+      updated_at = 'hash', requeue_content = 'hash', schedule = 'zset', lock_expiry = 'zset',
+      done_at = 'zset', dedupe = 'zset', conf = 'hash', consumers = 'hash', gc_lock = 'string',
+      gc_at = 'string', policies = 'hash', history = 'hash', losses = 'hash', pushes = 'hash',
+      requeue_locks = 'zset', requeue_schedule = 'zset', failed = 'zset', expiry = 'zset', events = 'stream', events_seq = 'string',
+      priorities = 'hash', lanes = 'zset', groups = 'hash', group_held = 'hash', parked = 'set', debounce = 'hash',
+      debounce_of = 'hash', rate_tat = 'string', schedules = 'hash', layout = 'string', idle_workers = 'hash',
+    }
+  end
+  return KEY_TYPES[name]
+end
+
+-- The \`layout\` key (a string) marks a queue whose keys a full check_layout found to be kvmq's: an enqueue
+-- writes it after its check; clear deletes it with the rest. The hot paths (enqueue, claim, finish) of a
+-- marked queue skip their TYPE calls (about a µs each, a dozen or more per call): a key another program
+-- creates under the prefix later fails the call with Redis's WRONGTYPE, which the client reports as a
+-- StoreLayoutError too, but maybe after part of the call's writes. Keys read before any write and those of
+-- rare paths are still checked on every call.
+local LAYOUT_VERSION = '1'
+
+-- Lua's unpack has a stack limit; variadic commands go in chunks of this many arguments.
+local CHUNK = 1000
+
+-- One clock for every decision: the Redis server's. Redis 7 replicates a
+-- script's effects, not the script, so reading TIME before writing is safe.
+local function now_ms()
+  local t = redis.call('TIME')
+  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+end
+
+-- A number as a command argument. Redis formats a Lua number with printf's %.17g, a few hundred ns a
+-- call, paid per message in the hot paths: they pass whole numbers (times, attempts) as strings made here,
+-- once per call (and once per attempt count) instead.
+local INT_STRINGS = {}
+local function num_str(x)
+  if x ~= math.floor(x) or x > 9007199254740991 or x < -9007199254740991 then return string.format('%.17g', x) end
+  local s = INT_STRINGS[x]
+  if s == nil then
+    s = string.format('%d', x)
+    if x >= 0 and x < 64 then INT_STRINGS[x] = s end
+  end
+  return s
+end
+
+local function layout_error(key, found, expected)
+  error({ err = 'KVMQ_LAYOUT key ' .. key .. ' holds a ' .. found .. ', not the ' .. expected .. ' kvmq keeps there' })
+end
+
+local function check_type(key, expected)
+  local found = redis.call('TYPE', key).ok
+  if found ~= 'none' and found ~= expected then layout_error(key, found, expected) end
+end
+
+-- Whether the queue carries the layout mark (the script must take the \`layout\` key).
+local function layout_marked()
+  local mark = redis.pcall('GET', nil)
+  if type(mark) == 'table' and mark.err then layout_error(nil, redis.call('TYPE', nil).ok, 'string') end
+  return mark == LAYOUT_VERSION
+end
+
+-- Marks the queue after a full check_layout found its keys kvmq's.
+local function mark_layout()
+  redis.call('SET', nil, LAYOUT_VERSION)
+end
+
+-- A lock's holder (\`holders\`): the consumer, the attempt it was handed and when it took the message, as
+-- \`<consumer> <attempt> <ms>\`, one field: a claim writes one value where it wrote three keys, a finish reads one.
+-- Parsed from the end (worker ids hold no spaces; the parse would not need that). A holder written before the
+-- attempt was part of it is the consumer alone.
+local function holder_value(consumer, attempt_s, claimed_s)
+  return consumer .. ' ' .. attempt_s .. ' ' .. claimed_s
+end
+
+-- The consumer and claim time of a holder (the time nil for a consumer alone); the attempt is checked by holds.
+local function holder_parts(holder)
+  local consumer, claimed = string.match(holder, '^(.*) %d+ (%d+)$')
+  if consumer == nil then return holder, nil end
+  return consumer, tonumber(claimed)
+end
+
+-- Whether \`holder\` (a holders value or false) is \`consumer\` at \`attempt\` (a string) of message \`id\`.
+local function holds(holder, consumer, attempt, id)
+  if not holder then return false end
+  local prefix = consumer .. ' ' .. attempt .. ' '
+  if string.sub(holder, 1, #prefix) == prefix then return true end
+  return holder == consumer and redis.call('HGET', (KEY_BASE .. 'nattempts'), id) == attempt
+end
+
+-- The conf fields \`fields\` (HMGET), a conf of another type refused before any write.
+local function read_conf(fields)
+  local conf = redis.pcall('HMGET', (KEY_BASE .. 'conf'), unpack(fields))
+  if conf.err then layout_error((KEY_BASE .. 'conf'), redis.call('TYPE', (KEY_BASE .. 'conf')).ok, 'hash') end
+  return conf
+end
+
+-- The ready list of a lane: a filter class (\`mid-circle\` for messages without filters), followed by '@'
+-- and a 4-digit priority when above 0 (\`mid-circle:a=x@0003\`, \`mid-circle@0003\`); '#<group>' is the list
+-- of a full group's parked messages (\`mid-circle#<group>\`).
+local function ready_list(lane)
+  if lane == '' then return (KEY_BASE .. 'mid-circle') end
+  local c = string.byte(lane, 1)
+  if c == 64 or c == 35 then return (KEY_BASE .. 'mid-circle') .. lane end
+  return (KEY_BASE .. 'mid-circle') .. ':' .. lane
+end
+
+-- The lane of a class and a priority (a number, a string or nil: 0).
+local function lane_for(class, priority)
+  local p = tonumber(priority) or 0
+  if p == 0 then return class end
+  return class .. '@' .. string.format('%04d', p)
+end
+
+-- A lane's filter class and priority.
+local function lane_parts(lane)
+  local at = string.find(lane, '@', 1, true)
+  if at == nil then return lane, 0 end
+  return string.sub(lane, 1, at - 1), tonumber(string.sub(lane, at + 1))
+end
+
+-- A message's filter class ('' for none); the script must take the \`filters\` key.
+local function class_of(id)
+  return redis.call('HGET', (KEY_BASE .. 'filters'), id) or ''
+end
+
+-- Checks every key the script was given, and the ready list of every filter
+-- class known or about to be added, before the script writes anything: a
+-- script that stopped half-way would leave messages half-written.
+-- Keys a script touches only on its rare paths (see check_rare).
+local RARE, RARE_NAMES = {}, {}
+local rare_checked = false
+-- Keys a helper checks itself, only when it is about to use them (lib/events.lua: with events on).
+local CHECKED_BY_HELPER = {}
+-- What a call starts from (only a library's functions need it: a script starts fresh each call).
+local function reset_common()
+  RARE, RARE_NAMES, rare_checked = {}, {}, false
+end
+
+-- \`rare\` (optional) names keys left to check_rare, so a hot path pays no TYPE call for them. \`read_first\`
+-- (optional) names keys the script reads, with a command that refuses another type, before it writes
+-- anything: that read is their check. Each TYPE call costs about a µs of the server's time, on every call.
+-- \`marked\` (optional): the queue carries the layout mark; only the lists of \`new_classes\` are checked.
+local function check_layout(new_classes, rare, read_first, marked)
+  -- A marked queue's hot path only keeps the list: check_rare reads it, and a set is built only below.
+  RARE_NAMES = rare or RARE_NAMES
+  if marked then
+    if (KEY_BASE .. 'mid-circle') ~= nil then
+      for _, class in ipairs(new_classes or {}) do check_type(ready_list(class), 'list') end
+    end
+    return
+  end
+  for _, name in ipairs(RARE_NAMES) do RARE[name] = true end
+  local skip = {}
+  for _, name in ipairs(read_first or {}) do skip[name] = true end
+  local lists = nil ~= nil and (KEY_BASE .. 'mid-circle') ~= nil
+  -- SMEMBERS below checks \`classes\` itself.
+  if lists then skip.classes = true end
+  for name, key in pairs(key_table()) do
+    local expected = key_type(name)
+    if expected ~= nil and not RARE[name] and not CHECKED_BY_HELPER[name] and not skip[name] then
+      check_type(key, expected)
+    end
+  end
+  if lists then
+    for _, class in ipairs(redis.call('SMEMBERS', nil)) do check_type(ready_list(class), 'list') end
+    for _, class in ipairs(new_classes or {}) do check_type(ready_list(class), 'list') end
+  end
+end
+
+-- Checks the keys check_layout left out, once, when a rare path (a failure, a lost lock) starts:
+-- the caller calls it before that path writes anything.
+local function check_rare()
+  if rare_checked then return end
+  rare_checked = true
+  for _, name in ipairs(RARE_NAMES) do
+    if key_table()[name] ~= nil and not CHECKED_BY_HELPER[name] then check_type(key_table()[name], key_type(name)) end
+  end
+end
+
+-- Runs \`cmd key ...args\` in chunks (args must come in whole pairs for HSET/ZADD: CHUNK is even).
+local function call_chunked(cmd, key, args)
+  for i = 1, #args, CHUNK do
+    redis.call(cmd, key, unpack(args, i, math.min(i + CHUNK - 1, #args)))
+  end
+end
+
+-- HMGET in chunks; the values line up with \`fields\`.
+local function hmget(key, fields)
+  if #fields <= CHUNK then return redis.call('HMGET', key, unpack(fields)) end
+  local values = {}
+  for i = 1, #fields, CHUNK do
+    local part = redis.call('HMGET', key, unpack(fields, i, math.min(i + CHUNK - 1, #fields)))
+    for j = 1, #part do values[i + j - 1] = part[j] end
+  end
+  return values
+end
+
+-- As hmget, for a hash many queues never write (metadata, policies): an absent hash costs one EXISTS, not a
+-- lookup per field. Its values are nil where HMGET's are false: callers that keep them write \`or false\`.
+local function hmget_kept(key, fields)
+  if redis.call('EXISTS', key) == 0 then return {} end
+  return hmget(key, fields)
+end
+
+-- Writes gathered during a script and sent at its end, one command per key.
+local function pending_writes()
+  return { hset = {}, hdel = {}, zadd = {}, zrem = {}, sadd = {}, srem = {} }
+end
+
+-- Removals go first, so a field removed and set by one script ends up set.
+local function flush_writes(w)
+  for _, cmd in ipairs({ 'hdel', 'srem', 'zrem', 'hset', 'sadd', 'zadd' }) do
+    for key, args in pairs(w[cmd]) do
+      call_chunked(string.upper(cmd), key, args)
+    end
+  end
+end
+
+-- Queues \`cmd key a [b]\` in \`w\` (b for the pair commands hset and zadd).
+local function later(w, cmd, key, a, b)
+  local args = w[cmd][key]
+  if args == nil then
+    args = {}
+    w[cmd][key] = args
+  end
+  args[#args + 1] = a
+  if b ~= nil then args[#args + 1] = b end
+end
+
+-- Ready pushes of this script: \`back\` ones join the end of the line (LPUSH:
+-- the list's next is on the right), \`front\` ones are next (RPUSH), \`newest\` (LIFO messages) ahead of those,
+-- the latest first.
+local function pending_ready()
+  return { back = {}, front = {}, newest = {}, count = 0 }
+end
+
+-- \`side\`: true for front, 'newest' for newest, else back.
+local function push_ready(r, class, id, side_name)
+  local side = side_name == 'newest' and r.newest or side_name and r.front or r.back
+  local list = side[class]
+  if list == nil then
+    list = {}
+    side[class] = list
+  end
+  list[#list + 1] = id
+  r.count = r.count + 1
+end
+
+-- Back pushes are counted per list (\`pushes\`): a listing's cursor holds an index
+-- from the back, which only these pushes shift (claims pop the front; nothing is cut from the middle).
+-- A lane of a priority above 0 joins \`lanes\`, which claims read in priority order.
+local function flush_ready(r)
+  for class, ids in pairs(r.back) do
+    call_chunked('LPUSH', ready_list(class), ids)
+    redis.call('HINCRBY', nil, class, #ids)
+  end
+  for class, ids in pairs(r.front) do
+    if string.find(class, '@', 1, true) then redis.call('ZADD', (KEY_BASE .. 'lanes'), select(2, lane_parts(class)), class) end
+  end
+  for class in pairs(r.back) do
+    if string.find(class, '@', 1, true) then redis.call('ZADD', (KEY_BASE .. 'lanes'), select(2, lane_parts(class)), class) end
+  end
+  for class in pairs(r.newest) do
+    if string.find(class, '@', 1, true) then redis.call('ZADD', (KEY_BASE .. 'lanes'), select(2, lane_parts(class)), class) end
+  end
+  for class, ids in pairs(r.front) do
+    -- The earliest is pushed last, so it is the next out.
+    local reversed = {}
+    for i = #ids, 1, -1 do reversed[#reversed + 1] = ids[i] end
+    call_chunked('RPUSH', ready_list(class), reversed)
+  end
+  -- The latest is pushed last, so it is the next out.
+  for class, ids in pairs(r.newest) do call_chunked('RPUSH', ready_list(class), ids) end
+end
+-- events: queue events, written by the very script whose transition they describe, while the queue's
+-- configuration has events on (\`events\` '1' in conf, read by that script). A script gathers its events
+-- and appends them at its end to the \`events\` stream, up to ENTRY_EVENTS per entry. \`events-seq\` counts
+-- every event ever written, so events have dense numbers; an entry's id is \`<n>-0\`, n the number of its
+-- last event, and its fields are \`at\` (the server's ms), \`n\` (how many events it holds) and \`events\`: one
+-- line per event, '<type> <attempt> <id>', then ' ' and the error (newlines and backslashes escaped) for
+-- failed and retrying events that have one. One string per entry, not a field pair per event: XADD then
+-- takes five arguments, whatever the batch, and an entry is a single listpack value.
+-- Dense numbers let a reader see trimmed events as a gap, and make trimming by count a MINID.
+--
+-- KEYS: conf events events-seq events-wake
+
+-- Events per stream entry: an entry stays within one listpack node (4 KB), so reads and GC stay cheap.
+local ENTRY_EVENTS = 100
+-- model/events.ts EVENTS_MAX_COUNT
+local DEFAULT_EVENTS_MAX_COUNT = 10000
+
+-- events_begin checks these when events are on; with events off a script neither pays for them nor
+-- minds what they hold.
+CHECKED_BY_HELPER.events = true
+CHECKED_BY_HELPER.events_seq = true
+
+-- on: nil until events_begin, then whether this queue writes events.
+local EV = { on = nil, max = DEFAULT_EVENTS_MAX_COUNT, lines = {} }
+local function reset_events()
+  EV.on, EV.max, EV.lines = nil, DEFAULT_EVENTS_MAX_COUNT, {}
+end
+
+-- The conf fields events_begin takes, for a script that reads them with others of its own.
+local EVENTS_CONF = { 'events', 'events_max_count' }
+
+-- Reads the queue's events flag and bound (or takes them as read: \`read\`, the values of EVENTS_CONF).
+-- Call it before the script writes anything.
+local function events_begin(read)
+  -- A conf of another type fails here, before any write (scripts on a hot path leave it out of check_layout).
+  local conf = read or read_conf(EVENTS_CONF)
+  EV.on = conf[1] == '1'
+  if EV.on then
+    EV.max = tonumber(conf[2]) or DEFAULT_EVENTS_MAX_COUNT
+    check_type((KEY_BASE .. 'events'), 'stream')
+    check_type((KEY_BASE .. 'events-seq'), 'string')
+  end
+end
+
+-- An error's text on one line (src/redis/events.ts unescapes it).
+local ESCAPES = { ['\\\\'] = '\\\\\\\\', ['\\n'] = '\\\\n' }
+
+-- Attempts as text, made once: Lua formats a number with sprintf, which would cost more than the rest
+-- of an event.
+local ATTEMPT_TEXT = {}
+local function attempt_text(attempt)
+  if type(attempt) == 'string' then return attempt end
+  local n = attempt or 0
+  local text = ATTEMPT_TEXT[n]
+  if text == nil then
+    text = string.format('%d', n)
+    ATTEMPT_TEXT[n] = text
+  end
+  return text
+end
+
+-- Notes an event of this script's transition (the attempt a number, or its text); written by events_flush.
+-- Hot loops test EV.on first; the hottest (enqueue) appends its line to EV.lines itself.
+local function event(kind, id, attempt, err)
+  if EV.on == nil then error('kvmq: event() before events_begin()') end
+  if not EV.on then return end
+  local line = kind .. ' ' .. attempt_text(attempt) .. ' ' .. id
+  if err then line = line .. ' ' .. string.gsub(err, '[\\\\\\n]', ESCAPES) end
+  EV.lines[#EV.lines + 1] = line
+end
+
+-- Appends event lines to a queue's stream, numbering them from its \`seq\` key, and trims inline to about
+-- \`max\` events: MINID ~ drops whole stream nodes only, never an event within the bound.
+local function append_events(stream, seq, wake, max, now, lines)
+  local count = #lines
+  if count == 0 then return end
+  local last = redis.call('INCRBY', seq, count)
+  local first = last - count + 1
+  local keep = string.format('%d', math.max(1, last - max + 1))
+  for i = 1, count, ENTRY_EVENTS do
+    local j = math.min(i + ENTRY_EVENTS - 1, count)
+    redis.call('XADD', stream, 'MINID', '~', keep, string.format('%d-0', first + j - 1), 'at', now, 'n', j - i + 1,
+      'events', table.concat(lines, '\\n', i, j))
+  end
+  redis.call('PUBLISH', wake, '')
+end
+
+-- Writes the events noted by this script.
+local function events_flush(now)
+  if EV.on and #EV.lines > 0 then append_events((KEY_BASE .. 'events'), (KEY_BASE .. 'events-seq'), (KEY_BASE .. 'events-wake'), EV.max, now, EV.lines) end
+  EV.lines = {}
+end
+-- state: a message's state, derived from Carmine's keys as Carmine derives it,
+-- plus kvmq's done-with-requeue and failed. Expired locks and backoffs count as over.
+--
+-- KEYS: done requeue backoffs locks failed
+
+-- The state of a message known to exist, at \`now\`.
+local function state_of(id, now)
+  if redis.call('ZSCORE', (KEY_BASE .. 'failed'), id) then return 'failed', nil end
+  local backoff = tonumber(redis.call('HGET', (KEY_BASE .. 'backoffs'), id)) or 0
+  if redis.call('SISMEMBER', (KEY_BASE .. 'done'), id) == 1 then
+    local requeued = redis.call('SISMEMBER', (KEY_BASE .. 'requeue'), id) == 1
+    if backoff > now then
+      if requeued then return 'done-with-requeue', backoff end
+      return 'done-with-backoff', backoff
+    end
+    -- A requeue whose backoff ended is queued, even before a claim moves it to its ready list.
+    if requeued then return 'queued', nil end
+    return 'done-awaiting-gc', nil
+  end
+  local lock = tonumber(redis.call('HGET', (KEY_BASE .. 'locks'), id)) or 0
+  if lock > now then
+    if redis.call('SISMEMBER', (KEY_BASE .. 'requeue'), id) == 1 then return 'locked-with-requeue', lock end
+    return 'locked', lock
+  end
+  if backoff > now then return 'queued-with-backoff', backoff end
+  return 'queued', nil
+end
+-- lanes: where a message waits when ready. A lane is a filter class, with its priority when above 0
+-- (see ready_list in common); a grouped message claimed while its group was full waits in its group's
+-- parked list instead (lib/groups.lua).
+--
+-- KEYS: filters priorities lanes groups
+
+-- The lane a message joins when it becomes ready.
+local function lane_of(id)
+  return lane_for(class_of(id), redis.call('HGET', (KEY_BASE .. 'priorities'), id))
+end
+
+-- Blanks a queued message's entry where it waits (its ready list, else its group's parked list), in
+-- place, so list cursors keep their positions; a claim drops blank entries. False when not found.
+local function unready(id)
+  local list = ready_list(lane_of(id))
+  local at = redis.call('LPOS', list, id)
+  if not at then
+    local group = redis.call('HGET', (KEY_BASE .. 'groups'), id)
+    if not group then return false end
+    list = ready_list('#' .. group)
+    at = redis.call('LPOS', list, id)
+    if not at then return false end
+  end
+  redis.call('LSET', list, at, '')
+  return true
+end
+-- forget: removes every trace of a message from the queue's hashes, sets and
+-- sorted sets (not from a ready list: the caller knows whether it is in one).
+--
+-- KEYS: messages metadata filters policies history losses nattempts locks holders backoffs outcomes
+--       enqueued-at updated-at requeue-content done requeue schedule lock-expiry requeue-locks
+--       requeue-schedule done-at dedupe failed priorities groups debounce debounce-of progress logs results
+
+local FORGET_HASHES = { 'messages', 'metadata', 'filters', 'policies', 'history', 'losses', 'nattempts', 'locks',
+  'holders', 'backoffs', 'outcomes', 'enqueued_at', 'updated_at', 'requeue_content', 'priorities', 'groups',
+  'progress', 'logs', 'results' }
+local FORGET_ZSETS = { 'schedule', 'lock_expiry', 'requeue_locks', 'requeue_schedule', 'done_at', 'dedupe', 'failed' }
+
+-- Whether the queue has a debounce index at all (read once per script), so plain queues pay nothing.
+local has_debounce = nil
+local function reset_forget()
+  has_debounce = nil
+end
+
+-- With \`w\`, the removals are queued there (many ids in one command per key); else made now.
+local function forget(id, w)
+  for _, name in ipairs(FORGET_HASHES) do
+    if w then later(w, 'hdel', key_table()[name], id) else redis.call('HDEL', key_table()[name], id) end
+  end
+  for _, name in ipairs(FORGET_ZSETS) do
+    if w then later(w, 'zrem', key_table()[name], id) else redis.call('ZREM', key_table()[name], id) end
+  end
+  for _, name in ipairs({ 'done', 'requeue' }) do
+    if w then later(w, 'srem', key_table()[name], id) else redis.call('SREM', key_table()[name], id) end
+  end
+  if has_debounce == nil then has_debounce = redis.call('EXISTS', (KEY_BASE .. 'debounce-of')) == 1 end
+  local did = has_debounce and redis.call('HGET', (KEY_BASE .. 'debounce-of'), id)
+  if did then
+    redis.call('HDEL', (KEY_BASE .. 'debounce-of'), id)
+    if redis.call('HGET', (KEY_BASE .. 'debounce'), did) == id then redis.call('HDEL', (KEY_BASE .. 'debounce'), did) end
+  end
+end
+-- fail: a message's last run ended in a final error: it becomes failed, or
+-- moves to the queue's dead-letter queue (which writes its own \`enqueued\` event when it has events on;
+-- the caller writes the \`failed\` one). Also the history of attempts. Scripts include events before it.
+--
+-- KEYS: messages metadata filters policies history outcomes updated-at locks holders lock-expiry
+--       backoffs schedule requeue requeue-locks requeue-content failed conf priorities groups progress logs
+
+-- Attempt records kept per message (model/history.ts HISTORY_LIMIT).
+local HISTORY_LIMIT = 10
+
+-- Appends an attempt record (a table; absent fields are written as null) to the message's history.
+local function append_history(id, attempt, started, now, consumer, outcome, err)
+  check_rare()
+  local history = {}
+  local stored = redis.call('HGET', (KEY_BASE .. 'history'), id)
+  if stored then
+    local ok, value = pcall(cjson.decode, stored)
+    if ok and type(value) == 'table' then history = value end
+  end
+  history[#history + 1] = {
+    attempt = tonumber(attempt) or 0,
+    startedAt = started or cjson.null,
+    endedAt = now,
+    consumer = consumer or cjson.null,
+    outcome = outcome,
+    error = err or cjson.null,
+  }
+  while #history > HISTORY_LIMIT do table.remove(history, 1) end
+  redis.call('HSET', (KEY_BASE .. 'history'), id, cjson.encode(history))
+end
+
+-- The keys of the dead-letter queue \`name\`: same prefix, its own hash tag (so never on a cluster:
+-- configure refuses a dead-letter queue there).
+local function dead_letter_key(name, key)
+  local prefix = string.match((KEY_BASE .. 'conf'), '^([^{]*):{')
+  return prefix .. ':{' .. name .. '}:' .. key
+end
+
+-- Moves the message to the dead-letter queue \`dlq\`, queued there at attempt 0; false when the id is taken there.
+local function dead_letter(id, dlq, now)
+  local dk = function(key) return dead_letter_key(dlq, key) end
+  local class = redis.call('HGET', (KEY_BASE .. 'filters'), id) or ''
+  local priority = redis.call('HGET', (KEY_BASE .. 'priorities'), id)
+  -- The message keeps its priority and group there (see ready_list in common).
+  local lane = lane_for(class, priority)
+  local list = dk('mid-circle')
+  if lane ~= '' then
+    if string.byte(lane, 1) == 64 then list = list .. lane else list = list .. ':' .. lane end
+  end
+  local hashes = { 'messages', 'metadata', 'filters', 'policies', 'history', 'outcomes', 'enqueued-at', 'updated-at',
+    'pushes', 'priorities', 'groups', 'progress', 'logs' }
+  for _, key in ipairs(hashes) do check_type(dk(key), 'hash') end
+  check_type(dk('classes'), 'set')
+  check_type(dk('lanes'), 'zset')
+  check_type(list, 'list')
+  check_type(dk('conf'), 'hash')
+  -- The dead-letter queue's own events: an \`enqueued\` there when its configuration has them on.
+  local events = redis.call('HMGET', dk('conf'), 'events', 'events_max_count')
+  if events[1] == '1' then
+    check_type(dk('events'), 'stream')
+    check_type(dk('events-seq'), 'string')
+  end
+  if redis.call('HEXISTS', dk('messages'), id) == 1 then return false end
+  for _, pair in ipairs({ { 'messages', (KEY_BASE .. 'messages') }, { 'metadata', (KEY_BASE .. 'metadata') }, { 'policies', (KEY_BASE .. 'policies') },
+    { 'history', (KEY_BASE .. 'history') }, { 'outcomes', (KEY_BASE .. 'outcomes') }, { 'priorities', (KEY_BASE .. 'priorities') }, { 'groups', (KEY_BASE .. 'groups') },
+    { 'progress', (KEY_BASE .. 'progress') }, { 'logs', (KEY_BASE .. 'logs') } }) do
+    local value = redis.call('HGET', pair[2], id)
+    if value then redis.call('HSET', dk(pair[1]), id, value) end
+  end
+  if class ~= '' then
+    redis.call('HSET', dk('filters'), id, class)
+    redis.call('SADD', dk('classes'), class)
+  end
+  redis.call('HSET', dk('enqueued-at'), id, now)
+  redis.call('LPUSH', list, id)
+  redis.call('HINCRBY', dk('pushes'), lane, 1)
+  if lane ~= class then
+    redis.call('ZADD', dk('lanes'), tonumber(priority), lane)
+  end
+  redis.call('PUBLISH', dk('wake'), 'dead-letter')
+  if events[1] == '1' then
+    append_events(dk('events'), dk('events-seq'), dk('events-wake'), tonumber(events[2]) or DEFAULT_EVENTS_MAX_COUNT,
+      now, { 'enqueued 0 ' .. id })
+  end
+  return true
+end
+
+-- Ends the message's run with \`outcome\` (the outcomes field: 'error', a newline, the error): failed,
+-- or dead-lettered. The caller has recorded the failing attempt in the history.
+local function fail(id, now, outcome)
+  check_rare()
+  for _, key in ipairs({ (KEY_BASE .. 'locks'), (KEY_BASE .. 'holders'), (KEY_BASE .. 'backoffs'), (KEY_BASE .. 'requeue-content') }) do redis.call('HDEL', key, id) end
+  for _, key in ipairs({ (KEY_BASE .. 'lock-expiry'), (KEY_BASE .. 'schedule'), (KEY_BASE .. 'requeue-locks') }) do redis.call('ZREM', key, id) end
+  redis.call('SREM', (KEY_BASE .. 'requeue'), id)
+  redis.call('HSET', (KEY_BASE .. 'outcomes'), id, outcome)
+  redis.call('HSET', (KEY_BASE .. 'updated-at'), id, now)
+  local dlq = redis.call('HGET', (KEY_BASE .. 'conf'), 'dead_letter_queue')
+  if dlq and dlq ~= '' and dead_letter(id, dlq, now) then
+    forget(id)
+    return
+  end
+  redis.call('ZADD', (KEY_BASE .. 'failed'), now, id)
+end
+-- gc-expire: fails waiting messages never handed out (attempt 0) whose time to live has ended (their
+-- policy's expireAt), from one page of the expiry index's due entries: each becomes failed with the error
+-- \`expired\` (or moves to the dead-letter queue), with a \`failed\` event. An entry whose message is gone,
+-- was handed out, or no longer has that deadline (its id enqueued anew) is only dropped.
+-- Runs when Redis is out of memory (allow-oom): it ends messages, which GC later frees.
+--
+-- KEYS: expiry nattempts policies schedule mid-circle
+-- ARGV: page size
+-- Reply: { failed, looked at }
+-- Include: common events state lanes forget fail
+
+check_layout()
+events_begin()
+local now = now_ms()
+local due = redis.call('ZRANGEBYSCORE', (KEY_BASE .. 'expiry'), '-inf', now, 'LIMIT', 0, tonumber(ARGV[1]))
+local failed = 0
+for _, id in ipairs(due) do
+  redis.call('ZREM', (KEY_BASE .. 'expiry'), id)
+  local policy = redis.call('HGET', (KEY_BASE .. 'policies'), id)
+  local at = policy and tonumber(string.match(policy, '"expireAt":(%d+)'))
+  if at and at <= now and (tonumber(redis.call('HGET', (KEY_BASE .. 'nattempts'), id)) or 0) == 0 then
+    local state = state_of(id, now)
+    if state == 'queued' or state == 'queued-with-backoff' then
+      -- Waiting in a ready list (not a backoff that ended before a claim moved it there): blanked in place.
+      if state == 'queued' and not redis.call('ZSCORE', (KEY_BASE .. 'schedule'), id) then unready(id) end
+      if EV.on then event('failed', id, 0, 'expired') end
+      fail(id, now, 'error\\nexpired')
+      failed = failed + 1
+    end
+  end
+end
+events_flush(now)
+return { failed, #due }
+`,
+  },
   gcFinish: {
     name: 'gc-finish',
     keys: ['consumers', 'gc-lock'],
     readOnly: false,
-    sha: '2fde42fd583831eb3f3ebd4530c6c87bdd1efab8',
-    fn: 'kvmq_5dfe2c5ac3b5_gc_finish',
+    sha: '9c25fbca4fe499e198615f7eff1cc99ee5ea7f1d',
+    fn: 'kvmq_d6e28eb161fe_gc_finish',
     source: `#!lua flags=allow-oom
 -- The queue's keys are its base (the one key the call passes) and their names.
 local KEY_BASE = KEYS[1]
@@ -6873,7 +7550,7 @@ local function key_type(name)
       updated_at = 'hash', requeue_content = 'hash', schedule = 'zset', lock_expiry = 'zset',
       done_at = 'zset', dedupe = 'zset', conf = 'hash', consumers = 'hash', gc_lock = 'string',
       gc_at = 'string', policies = 'hash', history = 'hash', losses = 'hash', pushes = 'hash',
-      requeue_locks = 'zset', requeue_schedule = 'zset', failed = 'zset', events = 'stream', events_seq = 'string',
+      requeue_locks = 'zset', requeue_schedule = 'zset', failed = 'zset', expiry = 'zset', events = 'stream', events_seq = 'string',
       priorities = 'hash', lanes = 'zset', groups = 'hash', group_held = 'hash', parked = 'set', debounce = 'hash',
       debounce_of = 'hash', rate_tat = 'string', schedules = 'hash', layout = 'string', idle_workers = 'hash',
     }
@@ -7169,8 +7846,8 @@ return #lapsed
     name: 'gc-start',
     keys: ['gc-lock', 'gc-at'],
     readOnly: false,
-    sha: '5eecfd24e61aa9bb5041186afd8ee95a9cf3d10e',
-    fn: 'kvmq_5dfe2c5ac3b5_gc_start',
+    sha: '4a4607d2b607cc4c44bd446d4db506c99163cf07',
+    fn: 'kvmq_d6e28eb161fe_gc_start',
     source: `#!lua flags=allow-oom
 -- The queue's keys are its base (the one key the call passes) and their names.
 local KEY_BASE = KEYS[1]
@@ -7197,7 +7874,7 @@ local function key_type(name)
       updated_at = 'hash', requeue_content = 'hash', schedule = 'zset', lock_expiry = 'zset',
       done_at = 'zset', dedupe = 'zset', conf = 'hash', consumers = 'hash', gc_lock = 'string',
       gc_at = 'string', policies = 'hash', history = 'hash', losses = 'hash', pushes = 'hash',
-      requeue_locks = 'zset', requeue_schedule = 'zset', failed = 'zset', events = 'stream', events_seq = 'string',
+      requeue_locks = 'zset', requeue_schedule = 'zset', failed = 'zset', expiry = 'zset', events = 'stream', events_seq = 'string',
       priorities = 'hash', lanes = 'zset', groups = 'hash', group_held = 'hash', parked = 'set', debounce = 'hash',
       debounce_of = 'hash', rate_tat = 'string', schedules = 'hash', layout = 'string', idle_workers = 'hash',
     }
@@ -7520,8 +8197,8 @@ return 1
       'results',
     ],
     readOnly: false,
-    sha: '39a2bf8d2eb16de3c342159315a10c1edb0e5736',
-    fn: 'kvmq_5dfe2c5ac3b5_gc_sweep',
+    sha: 'ee86e42e3aa31db8865942af39dc41acb90edef1',
+    fn: 'kvmq_d6e28eb161fe_gc_sweep',
     source: `#!lua flags=allow-oom
 -- The queue's keys are its base (the one key the call passes) and their names.
 local KEY_BASE = KEYS[1]
@@ -7548,7 +8225,7 @@ local function key_type(name)
       updated_at = 'hash', requeue_content = 'hash', schedule = 'zset', lock_expiry = 'zset',
       done_at = 'zset', dedupe = 'zset', conf = 'hash', consumers = 'hash', gc_lock = 'string',
       gc_at = 'string', policies = 'hash', history = 'hash', losses = 'hash', pushes = 'hash',
-      requeue_locks = 'zset', requeue_schedule = 'zset', failed = 'zset', events = 'stream', events_seq = 'string',
+      requeue_locks = 'zset', requeue_schedule = 'zset', failed = 'zset', expiry = 'zset', events = 'stream', events_seq = 'string',
       priorities = 'hash', lanes = 'zset', groups = 'hash', group_held = 'hash', parked = 'set', debounce = 'hash',
       debounce_of = 'hash', rate_tat = 'string', schedules = 'hash', layout = 'string', idle_workers = 'hash',
     }
@@ -7920,8 +8597,8 @@ return { removed, #old }
       'done-at',
     ],
     readOnly: true,
-    sha: '80ff2f50ddda547c2c593a8bec5d556d2292cafd',
-    fn: 'kvmq_5dfe2c5ac3b5_inspect',
+    sha: '8bca261183cc871560271d6747f22ab78dc47662',
+    fn: 'kvmq_d6e28eb161fe_inspect',
     source: `#!lua flags=no-writes
 -- The queue's keys are its base (the one key the call passes) and their names.
 local KEY_BASE = KEYS[1]
@@ -7948,7 +8625,7 @@ local function key_type(name)
       updated_at = 'hash', requeue_content = 'hash', schedule = 'zset', lock_expiry = 'zset',
       done_at = 'zset', dedupe = 'zset', conf = 'hash', consumers = 'hash', gc_lock = 'string',
       gc_at = 'string', policies = 'hash', history = 'hash', losses = 'hash', pushes = 'hash',
-      requeue_locks = 'zset', requeue_schedule = 'zset', failed = 'zset', events = 'stream', events_seq = 'string',
+      requeue_locks = 'zset', requeue_schedule = 'zset', failed = 'zset', expiry = 'zset', events = 'stream', events_seq = 'string',
       priorities = 'hash', lanes = 'zset', groups = 'hash', group_held = 'hash', parked = 'set', debounce = 'hash',
       debounce_of = 'hash', rate_tat = 'string', schedules = 'hash', layout = 'string', idle_workers = 'hash',
     }
@@ -8350,8 +9027,8 @@ return reply
       'logs',
     ],
     readOnly: false,
-    sha: '8c0db6e8a864b089ebc38eb62f86a8334db2944d',
-    fn: 'kvmq_5dfe2c5ac3b5_list',
+    sha: 'b1594631f24d3112cbbfa2537b4db91c44c35918',
+    fn: 'kvmq_d6e28eb161fe_list',
     source: `#!lua flags=allow-oom
 -- The queue's keys are its base (the one key the call passes) and their names.
 local KEY_BASE = KEYS[1]
@@ -8378,7 +9055,7 @@ local function key_type(name)
       updated_at = 'hash', requeue_content = 'hash', schedule = 'zset', lock_expiry = 'zset',
       done_at = 'zset', dedupe = 'zset', conf = 'hash', consumers = 'hash', gc_lock = 'string',
       gc_at = 'string', policies = 'hash', history = 'hash', losses = 'hash', pushes = 'hash',
-      requeue_locks = 'zset', requeue_schedule = 'zset', failed = 'zset', events = 'stream', events_seq = 'string',
+      requeue_locks = 'zset', requeue_schedule = 'zset', failed = 'zset', expiry = 'zset', events = 'stream', events_seq = 'string',
       priorities = 'hash', lanes = 'zset', groups = 'hash', group_held = 'hash', parked = 'set', debounce = 'hash',
       debounce_of = 'hash', rate_tat = 'string', schedules = 'hash', layout = 'string', idle_workers = 'hash',
     }
@@ -9395,8 +10072,8 @@ return reply
       'results',
     ],
     readOnly: false,
-    sha: '99970fc50a676fa674a6948cec720ccb3c781d06',
-    fn: 'kvmq_5dfe2c5ac3b5_promote_now',
+    sha: 'e4c926255e9beaaabae3c7f5bd94202343103a13',
+    fn: 'kvmq_d6e28eb161fe_promote_now',
     source: `#!lua
 -- The queue's keys are its base (the one key the call passes) and their names.
 local KEY_BASE = KEYS[1]
@@ -9423,7 +10100,7 @@ local function key_type(name)
       updated_at = 'hash', requeue_content = 'hash', schedule = 'zset', lock_expiry = 'zset',
       done_at = 'zset', dedupe = 'zset', conf = 'hash', consumers = 'hash', gc_lock = 'string',
       gc_at = 'string', policies = 'hash', history = 'hash', losses = 'hash', pushes = 'hash',
-      requeue_locks = 'zset', requeue_schedule = 'zset', failed = 'zset', events = 'stream', events_seq = 'string',
+      requeue_locks = 'zset', requeue_schedule = 'zset', failed = 'zset', expiry = 'zset', events = 'stream', events_seq = 'string',
       priorities = 'hash', lanes = 'zset', groups = 'hash', group_held = 'hash', parked = 'set', debounce = 'hash',
       debounce_of = 'hash', rate_tat = 'string', schedules = 'hash', layout = 'string', idle_workers = 'hash',
     }
@@ -10201,8 +10878,8 @@ return replies
       'locks',
     ],
     readOnly: true,
-    sha: 'ad222a45d0933cf5b5594f97c8eb7f41db82485d',
-    fn: 'kvmq_5dfe2c5ac3b5_queue_status',
+    sha: '4459ff960912a45a7f2cc4dd4048e73deae50e67',
+    fn: 'kvmq_d6e28eb161fe_queue_status',
     source: `#!lua flags=no-writes
 -- The queue's keys are its base (the one key the call passes) and their names.
 local KEY_BASE = KEYS[1]
@@ -10229,7 +10906,7 @@ local function key_type(name)
       updated_at = 'hash', requeue_content = 'hash', schedule = 'zset', lock_expiry = 'zset',
       done_at = 'zset', dedupe = 'zset', conf = 'hash', consumers = 'hash', gc_lock = 'string',
       gc_at = 'string', policies = 'hash', history = 'hash', losses = 'hash', pushes = 'hash',
-      requeue_locks = 'zset', requeue_schedule = 'zset', failed = 'zset', events = 'stream', events_seq = 'string',
+      requeue_locks = 'zset', requeue_schedule = 'zset', failed = 'zset', expiry = 'zset', events = 'stream', events_seq = 'string',
       priorities = 'hash', lanes = 'zset', groups = 'hash', group_held = 'hash', parked = 'set', debounce = 'hash',
       debounce_of = 'hash', rate_tat = 'string', schedules = 'hash', layout = 'string', idle_workers = 'hash',
     }
@@ -10573,8 +11250,8 @@ return reply
     name: 'read-events',
     keys: ['events', 'events-seq'],
     readOnly: true,
-    sha: 'd139ed0d4d22f9e31ce9df7a46f4a825b319137e',
-    fn: 'kvmq_5dfe2c5ac3b5_read_events',
+    sha: '9f3a58db2297e5cee354cfad215ab40cc2c8c67a',
+    fn: 'kvmq_d6e28eb161fe_read_events',
     source: `#!lua flags=no-writes
 -- The queue's keys are its base (the one key the call passes) and their names.
 local KEY_BASE = KEYS[1]
@@ -10601,7 +11278,7 @@ local function key_type(name)
       updated_at = 'hash', requeue_content = 'hash', schedule = 'zset', lock_expiry = 'zset',
       done_at = 'zset', dedupe = 'zset', conf = 'hash', consumers = 'hash', gc_lock = 'string',
       gc_at = 'string', policies = 'hash', history = 'hash', losses = 'hash', pushes = 'hash',
-      requeue_locks = 'zset', requeue_schedule = 'zset', failed = 'zset', events = 'stream', events_seq = 'string',
+      requeue_locks = 'zset', requeue_schedule = 'zset', failed = 'zset', expiry = 'zset', events = 'stream', events_seq = 'string',
       priorities = 'hash', lanes = 'zset', groups = 'hash', group_held = 'hash', parked = 'set', debounce = 'hash',
       debounce_of = 'hash', rate_tat = 'string', schedules = 'hash', layout = 'string', idle_workers = 'hash',
     }
@@ -10920,8 +11597,8 @@ return reply
     name: 'register-consumer',
     keys: ['consumers'],
     readOnly: false,
-    sha: 'c9e4e782382f0fffaf4be651dd85aed6458636e8',
-    fn: 'kvmq_5dfe2c5ac3b5_register_consumer',
+    sha: 'f18b58612d5dd4e302038ae2710479559db64f2f',
+    fn: 'kvmq_d6e28eb161fe_register_consumer',
     source: `#!lua flags=allow-oom
 -- The queue's keys are its base (the one key the call passes) and their names.
 local KEY_BASE = KEYS[1]
@@ -10948,7 +11625,7 @@ local function key_type(name)
       updated_at = 'hash', requeue_content = 'hash', schedule = 'zset', lock_expiry = 'zset',
       done_at = 'zset', dedupe = 'zset', conf = 'hash', consumers = 'hash', gc_lock = 'string',
       gc_at = 'string', policies = 'hash', history = 'hash', losses = 'hash', pushes = 'hash',
-      requeue_locks = 'zset', requeue_schedule = 'zset', failed = 'zset', events = 'stream', events_seq = 'string',
+      requeue_locks = 'zset', requeue_schedule = 'zset', failed = 'zset', expiry = 'zset', events = 'stream', events_seq = 'string',
       priorities = 'hash', lanes = 'zset', groups = 'hash', group_held = 'hash', parked = 'set', debounce = 'hash',
       debounce_of = 'hash', rate_tat = 'string', schedules = 'hash', layout = 'string', idle_workers = 'hash',
     }
@@ -11280,8 +11957,8 @@ return 1
       'results',
     ],
     readOnly: false,
-    sha: 'c8db7810942457bb30e21e9bf2b5df2b728a41cb',
-    fn: 'kvmq_5dfe2c5ac3b5_remove',
+    sha: 'e7bac6c9185c513c9faebb318b8fb958edab17e3',
+    fn: 'kvmq_d6e28eb161fe_remove',
     source: `#!lua flags=allow-oom
 -- The queue's keys are its base (the one key the call passes) and their names.
 local KEY_BASE = KEYS[1]
@@ -11308,7 +11985,7 @@ local function key_type(name)
       updated_at = 'hash', requeue_content = 'hash', schedule = 'zset', lock_expiry = 'zset',
       done_at = 'zset', dedupe = 'zset', conf = 'hash', consumers = 'hash', gc_lock = 'string',
       gc_at = 'string', policies = 'hash', history = 'hash', losses = 'hash', pushes = 'hash',
-      requeue_locks = 'zset', requeue_schedule = 'zset', failed = 'zset', events = 'stream', events_seq = 'string',
+      requeue_locks = 'zset', requeue_schedule = 'zset', failed = 'zset', expiry = 'zset', events = 'stream', events_seq = 'string',
       priorities = 'hash', lanes = 'zset', groups = 'hash', group_held = 'hash', parked = 'set', debounce = 'hash',
       debounce_of = 'hash', rate_tat = 'string', schedules = 'hash', layout = 'string', idle_workers = 'hash',
     }
@@ -11799,8 +12476,8 @@ return replies
     name: 'report',
     keys: ['holders', 'nattempts', 'progress', 'logs', 'conf', 'events', 'events-seq', 'events-wake'],
     readOnly: false,
-    sha: '4807f5dcad1fad1793e700b118f5d6892cf77490',
-    fn: 'kvmq_5dfe2c5ac3b5_report',
+    sha: 'e07dda078ac044691e814b40dc0696c530739b11',
+    fn: 'kvmq_d6e28eb161fe_report',
     source: `#!lua
 -- The queue's keys are its base (the one key the call passes) and their names.
 local KEY_BASE = KEYS[1]
@@ -11827,7 +12504,7 @@ local function key_type(name)
       updated_at = 'hash', requeue_content = 'hash', schedule = 'zset', lock_expiry = 'zset',
       done_at = 'zset', dedupe = 'zset', conf = 'hash', consumers = 'hash', gc_lock = 'string',
       gc_at = 'string', policies = 'hash', history = 'hash', losses = 'hash', pushes = 'hash',
-      requeue_locks = 'zset', requeue_schedule = 'zset', failed = 'zset', events = 'stream', events_seq = 'string',
+      requeue_locks = 'zset', requeue_schedule = 'zset', failed = 'zset', expiry = 'zset', events = 'stream', events_seq = 'string',
       priorities = 'hash', lanes = 'zset', groups = 'hash', group_held = 'hash', parked = 'set', debounce = 'hash',
       debounce_of = 'hash', rate_tat = 'string', schedules = 'hash', layout = 'string', idle_workers = 'hash',
     }
@@ -12267,8 +12944,8 @@ return replies
       'groups',
     ],
     readOnly: false,
-    sha: '97d290e1d66a68bfa1df1c40cee9f3e79d0e3089',
-    fn: 'kvmq_5dfe2c5ac3b5_retry',
+    sha: '8806ed7c189db24eb31cd536a95d6e17e12ec270',
+    fn: 'kvmq_d6e28eb161fe_retry',
     source: `#!lua
 -- The queue's keys are its base (the one key the call passes) and their names.
 local KEY_BASE = KEYS[1]
@@ -12295,7 +12972,7 @@ local function key_type(name)
       updated_at = 'hash', requeue_content = 'hash', schedule = 'zset', lock_expiry = 'zset',
       done_at = 'zset', dedupe = 'zset', conf = 'hash', consumers = 'hash', gc_lock = 'string',
       gc_at = 'string', policies = 'hash', history = 'hash', losses = 'hash', pushes = 'hash',
-      requeue_locks = 'zset', requeue_schedule = 'zset', failed = 'zset', events = 'stream', events_seq = 'string',
+      requeue_locks = 'zset', requeue_schedule = 'zset', failed = 'zset', expiry = 'zset', events = 'stream', events_seq = 'string',
       priorities = 'hash', lanes = 'zset', groups = 'hash', group_held = 'hash', parked = 'set', debounce = 'hash',
       debounce_of = 'hash', rate_tat = 'string', schedules = 'hash', layout = 'string', idle_workers = 'hash',
     }
@@ -12775,8 +13452,8 @@ return reply
       'done-at',
     ],
     readOnly: true,
-    sha: 'cae2d65fa434b2bda893b8a3fea29eff05df65f2',
-    fn: 'kvmq_5dfe2c5ac3b5_status',
+    sha: '53387b250a43cba8fcc9cb2a854d090d61d58dc8',
+    fn: 'kvmq_d6e28eb161fe_status',
     source: `#!lua flags=no-writes
 -- The queue's keys are its base (the one key the call passes) and their names.
 local KEY_BASE = KEYS[1]
@@ -12803,7 +13480,7 @@ local function key_type(name)
       updated_at = 'hash', requeue_content = 'hash', schedule = 'zset', lock_expiry = 'zset',
       done_at = 'zset', dedupe = 'zset', conf = 'hash', consumers = 'hash', gc_lock = 'string',
       gc_at = 'string', policies = 'hash', history = 'hash', losses = 'hash', pushes = 'hash',
-      requeue_locks = 'zset', requeue_schedule = 'zset', failed = 'zset', events = 'stream', events_seq = 'string',
+      requeue_locks = 'zset', requeue_schedule = 'zset', failed = 'zset', expiry = 'zset', events = 'stream', events_seq = 'string',
       priorities = 'hash', lanes = 'zset', groups = 'hash', group_held = 'hash', parked = 'set', debounce = 'hash',
       debounce_of = 'hash', rate_tat = 'string', schedules = 'hash', layout = 'string', idle_workers = 'hash',
     }
@@ -13179,8 +13856,8 @@ return reply
       'groups',
     ],
     readOnly: false,
-    sha: '38dd24d74014b221967120004566540ae312698e',
-    fn: 'kvmq_5dfe2c5ac3b5_unpark',
+    sha: 'c4d9b35bc3c1afc5ad09748e7c9176f49d88c027',
+    fn: 'kvmq_d6e28eb161fe_unpark',
     source: `#!lua flags=allow-oom
 -- The queue's keys are its base (the one key the call passes) and their names.
 local KEY_BASE = KEYS[1]
@@ -13207,7 +13884,7 @@ local function key_type(name)
       updated_at = 'hash', requeue_content = 'hash', schedule = 'zset', lock_expiry = 'zset',
       done_at = 'zset', dedupe = 'zset', conf = 'hash', consumers = 'hash', gc_lock = 'string',
       gc_at = 'string', policies = 'hash', history = 'hash', losses = 'hash', pushes = 'hash',
-      requeue_locks = 'zset', requeue_schedule = 'zset', failed = 'zset', events = 'stream', events_seq = 'string',
+      requeue_locks = 'zset', requeue_schedule = 'zset', failed = 'zset', expiry = 'zset', events = 'stream', events_seq = 'string',
       priorities = 'hash', lanes = 'zset', groups = 'hash', group_held = 'hash', parked = 'set', debounce = 'hash',
       debounce_of = 'hash', rate_tat = 'string', schedules = 'hash', layout = 'string', idle_workers = 'hash',
     }
@@ -13847,8 +14524,8 @@ return entries
     name: 'unregister-consumer',
     keys: ['consumers'],
     readOnly: false,
-    sha: '34e77bea12eba222fb2651e1ec12548809079ab7',
-    fn: 'kvmq_5dfe2c5ac3b5_unregister_consumer',
+    sha: '59ee20027853e2afc7c194c869c4f39157648bad',
+    fn: 'kvmq_d6e28eb161fe_unregister_consumer',
     source: `#!lua flags=allow-oom
 -- The queue's keys are its base (the one key the call passes) and their names.
 local KEY_BASE = KEYS[1]
@@ -13875,7 +14552,7 @@ local function key_type(name)
       updated_at = 'hash', requeue_content = 'hash', schedule = 'zset', lock_expiry = 'zset',
       done_at = 'zset', dedupe = 'zset', conf = 'hash', consumers = 'hash', gc_lock = 'string',
       gc_at = 'string', policies = 'hash', history = 'hash', losses = 'hash', pushes = 'hash',
-      requeue_locks = 'zset', requeue_schedule = 'zset', failed = 'zset', events = 'stream', events_seq = 'string',
+      requeue_locks = 'zset', requeue_schedule = 'zset', failed = 'zset', expiry = 'zset', events = 'stream', events_seq = 'string',
       priorities = 'hash', lanes = 'zset', groups = 'hash', group_held = 'hash', parked = 'set', debounce = 'hash',
       debounce_of = 'hash', rate_tat = 'string', schedules = 'hash', layout = 'string', idle_workers = 'hash',
     }
@@ -14160,8 +14837,8 @@ return redis.call('HDEL', (KEY_BASE .. 'consumers'), ARGV[1])
 
 /** Every script as a function of one Redis Functions library (FUNCTION LOAD), named by its content. */
 export const LIBRARY = {
-  name: 'kvmq_5dfe2c5ac3b5',
-  source: `#!lua name=kvmq_5dfe2c5ac3b5
+  name: 'kvmq_d6e28eb161fe',
+  source: `#!lua name=kvmq_d6e28eb161fe
 -- kvmq's scripts as one library (scripts/redis-scripts.mjs builds it from src/redis/lua/).
 local KEYS, ARGV, KEY_BASE, KEY_NAMES = {}, {}, nil, {}
 -- The running script's keys by name, each joined to the base when first used.
@@ -14196,7 +14873,7 @@ local function key_type(name)
       updated_at = 'hash', requeue_content = 'hash', schedule = 'zset', lock_expiry = 'zset',
       done_at = 'zset', dedupe = 'zset', conf = 'hash', consumers = 'hash', gc_lock = 'string',
       gc_at = 'string', policies = 'hash', history = 'hash', losses = 'hash', pushes = 'hash',
-      requeue_locks = 'zset', requeue_schedule = 'zset', failed = 'zset', events = 'stream', events_seq = 'string',
+      requeue_locks = 'zset', requeue_schedule = 'zset', failed = 'zset', expiry = 'zset', events = 'stream', events_seq = 'string',
       priorities = 'hash', lanes = 'zset', groups = 'hash', group_held = 'hash', parked = 'set', debounce = 'hash',
       debounce_of = 'hash', rate_tat = 'string', schedules = 'hash', layout = 'string', idle_workers = 'hash',
     }
@@ -15252,6 +15929,7 @@ end
 -- KEYS: messages metadata filters classes nattempts locks holders backoffs done requeue outcomes
 --       enqueued-at updated-at requeue-content schedule done-at dedupe mid-circle wake policies losses
 --       requeue-locks requeue-schedule pushes priorities lanes groups debounce debounce-of layout results
+--       expiry
 
 -- ARGV from \`first\`: the messages' shapes, one letter each ('p' or 'f'), then each message's arguments in
 -- that order. A plain message ('p': no metadata, filters, backoff, flags, policy or scheduling, most are)
@@ -15346,7 +16024,14 @@ local function enqueue()
   -- after \`backoff\` ms.
   local function place(id, meta, class, backoff, revived, policy, priority, group, lifo)
     if meta ~= '' then later(w, 'hset', K.metadata, id, meta) elseif revived then later(w, 'hdel', K.metadata, id) end
-    if policy ~= '' then later(w, 'hset', K.policies, id, policy) elseif revived then later(w, 'hdel', K.policies, id) end
+    if policy ~= '' then
+      later(w, 'hset', K.policies, id, policy)
+      -- A time to live (model/policy.ts expireAt): indexed for the GC's sweep (gc-expire.lua).
+      local expire_at = string.match(policy, '"expireAt":(%d+)')
+      if expire_at then later(w, 'zadd', K.expiry, expire_at, id) end
+    elseif revived then
+      later(w, 'hdel', K.policies, id)
+    end
     if class ~= '' then
       later(w, 'hset', K.filters, id, class)
       later(w, 'sadd', K.classes, class)
@@ -15511,7 +16196,7 @@ end
 do
   local names = { messages = 'messages', nattempts = 'nattempts', holders = 'holders', wake = 'wake', mid_circle = 'mid-circle', done = 'done', conf = 'conf', events = 'events', events_seq = 'events-seq', events_wake = 'events-wake', requeue = 'requeue', backoffs = 'backoffs', locks = 'locks', failed = 'failed', filters = 'filters', priorities = 'priorities', lanes = 'lanes', groups = 'groups', group_held = 'group-held', parked = 'parked', pushes = 'pushes', metadata = 'metadata', policies = 'policies', history = 'history', losses = 'losses', outcomes = 'outcomes', enqueued_at = 'enqueued-at', updated_at = 'updated-at', requeue_content = 'requeue-content', schedule = 'schedule', lock_expiry = 'lock-expiry', requeue_locks = 'requeue-locks', requeue_schedule = 'requeue-schedule', done_at = 'done-at', dedupe = 'dedupe', debounce = 'debounce', debounce_of = 'debounce-of', progress = 'progress', logs = 'logs', results = 'results' }
   redis.register_function({
-    function_name = 'kvmq_5dfe2c5ac3b5_cancel',
+    function_name = 'kvmq_d6e28eb161fe_cancel',
     flags = { 'allow-oom' },
     callback = function(keys, args)
 begin_call(keys, args, names)
@@ -15561,7 +16246,7 @@ end
 do
   local names = { messages = 'messages', metadata = 'metadata', filters = 'filters', classes = 'classes', nattempts = 'nattempts', locks = 'locks', holders = 'holders', backoffs = 'backoffs', done = 'done', done_at = 'done-at', requeue = 'requeue', schedule = 'schedule', lock_expiry = 'lock-expiry', updated_at = 'updated-at', mid_circle = 'mid-circle', eoq_backoff = 'eoq-backoff?', ndry_runs = 'ndry-runs', policies = 'policies', pushes = 'pushes', conf = 'conf', failed = 'failed', lanes = 'lanes', rate_tat = 'rate-tat', layout = 'layout', events = 'events', events_seq = 'events-seq', events_wake = 'events-wake', priorities = 'priorities', groups = 'groups', group_held = 'group-held', parked = 'parked', history = 'history', losses = 'losses', outcomes = 'outcomes', enqueued_at = 'enqueued-at', requeue_content = 'requeue-content', requeue_locks = 'requeue-locks', requeue_schedule = 'requeue-schedule', dedupe = 'dedupe', debounce = 'debounce', debounce_of = 'debounce-of', progress = 'progress', logs = 'logs', results = 'results', idle_workers = 'idle-workers' }
   redis.register_function({
-    function_name = 'kvmq_5dfe2c5ac3b5_claim',
+    function_name = 'kvmq_d6e28eb161fe_claim',
     flags = { 'allow-oom' },
     callback = function(keys, args)
 begin_call(keys, args, names)
@@ -15823,9 +16508,9 @@ return reply
 end })
 end
 do
-  local names = { messages = 'messages', locks = 'locks', backoffs = 'backoffs', nattempts = 'nattempts', mid_circle = 'mid-circle', done = 'done', requeue = 'requeue', eoq_backoff = 'eoq-backoff?', ndry_runs = 'ndry-runs', metadata = 'metadata', filters = 'filters', classes = 'classes', holders = 'holders', outcomes = 'outcomes', enqueued_at = 'enqueued-at', updated_at = 'updated-at', requeue_content = 'requeue-content', schedule = 'schedule', lock_expiry = 'lock-expiry', done_at = 'done-at', dedupe = 'dedupe', policies = 'policies', history = 'history', losses = 'losses', pushes = 'pushes', requeue_locks = 'requeue-locks', requeue_schedule = 'requeue-schedule', failed = 'failed', events = 'events', priorities = 'priorities', lanes = 'lanes', groups = 'groups', group_held = 'group-held', parked = 'parked', debounce = 'debounce', debounce_of = 'debounce-of', rate_tat = 'rate-tat', layout = 'layout', progress = 'progress', logs = 'logs' }
+  local names = { messages = 'messages', locks = 'locks', backoffs = 'backoffs', nattempts = 'nattempts', mid_circle = 'mid-circle', done = 'done', requeue = 'requeue', eoq_backoff = 'eoq-backoff?', ndry_runs = 'ndry-runs', metadata = 'metadata', filters = 'filters', classes = 'classes', holders = 'holders', outcomes = 'outcomes', enqueued_at = 'enqueued-at', updated_at = 'updated-at', requeue_content = 'requeue-content', schedule = 'schedule', lock_expiry = 'lock-expiry', done_at = 'done-at', dedupe = 'dedupe', policies = 'policies', history = 'history', losses = 'losses', pushes = 'pushes', requeue_locks = 'requeue-locks', requeue_schedule = 'requeue-schedule', failed = 'failed', events = 'events', priorities = 'priorities', lanes = 'lanes', groups = 'groups', group_held = 'group-held', parked = 'parked', debounce = 'debounce', debounce_of = 'debounce-of', rate_tat = 'rate-tat', layout = 'layout', progress = 'progress', logs = 'logs', expiry = 'expiry' }
   redis.register_function({
-    function_name = 'kvmq_5dfe2c5ac3b5_clear',
+    function_name = 'kvmq_d6e28eb161fe_clear',
     flags = { 'allow-oom' },
     callback = function(keys, args)
 begin_call(keys, args, names)
@@ -15839,7 +16524,7 @@ begin_call(keys, args, names)
 -- KEYS: messages locks backoffs nattempts mid-circle done requeue eoq-backoff? ndry-runs metadata
 --       filters classes holders outcomes enqueued-at updated-at requeue-content schedule lock-expiry
 --       done-at dedupe policies history losses pushes requeue-locks requeue-schedule failed events
---       priorities lanes groups group-held parked debounce debounce-of rate-tat layout progress logs
+--       priorities lanes groups group-held parked debounce debounce-of rate-tat layout progress logs expiry
 -- ARGV: none
 -- Reply: 1
 -- Include: common
@@ -15857,7 +16542,7 @@ end
 do
   local names = { conf = 'conf', wake = 'wake', messages = 'messages', consumers = 'consumers', pushes = 'pushes', mid_circle = 'mid-circle', filters = 'filters', priorities = 'priorities', lanes = 'lanes', groups = 'groups', group_held = 'group-held', parked = 'parked' }
   redis.register_function({
-    function_name = 'kvmq_5dfe2c5ac3b5_configure',
+    function_name = 'kvmq_d6e28eb161fe_configure',
     flags = {  },
     callback = function(keys, args)
 begin_call(keys, args, names)
@@ -15906,7 +16591,7 @@ end
 do
   local names = { consumers = 'consumers', holders = 'holders', locks = 'locks' }
   redis.register_function({
-    function_name = 'kvmq_5dfe2c5ac3b5_consumers',
+    function_name = 'kvmq_d6e28eb161fe_consumers',
     flags = { 'no-writes' },
     callback = function(keys, args)
 begin_call(keys, args, names)
@@ -15926,9 +16611,9 @@ return reply
 end })
 end
 do
-  local names = { conf = 'conf', events = 'events', events_seq = 'events-seq', events_wake = 'events-wake', done = 'done', requeue = 'requeue', backoffs = 'backoffs', locks = 'locks', failed = 'failed', filters = 'filters', priorities = 'priorities', lanes = 'lanes', groups = 'groups', messages = 'messages', metadata = 'metadata', nattempts = 'nattempts', holders = 'holders', lock_expiry = 'lock-expiry', policies = 'policies', requeue_locks = 'requeue-locks', ndry_runs = 'ndry-runs', eoq_backoff = 'eoq-backoff?', idle_workers = 'idle-workers', classes = 'classes', outcomes = 'outcomes', enqueued_at = 'enqueued-at', updated_at = 'updated-at', requeue_content = 'requeue-content', schedule = 'schedule', done_at = 'done-at', dedupe = 'dedupe', mid_circle = 'mid-circle', wake = 'wake', losses = 'losses', requeue_schedule = 'requeue-schedule', pushes = 'pushes', debounce = 'debounce', debounce_of = 'debounce-of', layout = 'layout', results = 'results' }
+  local names = { conf = 'conf', events = 'events', events_seq = 'events-seq', events_wake = 'events-wake', done = 'done', requeue = 'requeue', backoffs = 'backoffs', locks = 'locks', failed = 'failed', filters = 'filters', priorities = 'priorities', lanes = 'lanes', groups = 'groups', messages = 'messages', metadata = 'metadata', nattempts = 'nattempts', holders = 'holders', lock_expiry = 'lock-expiry', policies = 'policies', requeue_locks = 'requeue-locks', ndry_runs = 'ndry-runs', eoq_backoff = 'eoq-backoff?', idle_workers = 'idle-workers', classes = 'classes', outcomes = 'outcomes', enqueued_at = 'enqueued-at', updated_at = 'updated-at', requeue_content = 'requeue-content', schedule = 'schedule', done_at = 'done-at', dedupe = 'dedupe', mid_circle = 'mid-circle', wake = 'wake', losses = 'losses', requeue_schedule = 'requeue-schedule', pushes = 'pushes', debounce = 'debounce', debounce_of = 'debounce-of', layout = 'layout', results = 'results', expiry = 'expiry' }
   redis.register_function({
-    function_name = 'kvmq_5dfe2c5ac3b5_enqueue',
+    function_name = 'kvmq_d6e28eb161fe_enqueue',
     flags = {  },
     callback = function(keys, args)
 begin_call(keys, args, names)
@@ -15949,7 +16634,7 @@ end
 do
   local names = { events = 'events', events_seq = 'events-seq' }
   redis.register_function({
-    function_name = 'kvmq_5dfe2c5ac3b5_events_trim',
+    function_name = 'kvmq_d6e28eb161fe_events_trim',
     flags = { 'allow-oom' },
     callback = function(keys, args)
 begin_call(keys, args, names)
@@ -15990,7 +16675,7 @@ end
 do
   local names = { locks = 'locks', holders = 'holders', nattempts = 'nattempts', lock_expiry = 'lock-expiry', requeue = 'requeue', requeue_locks = 'requeue-locks' }
   redis.register_function({
-    function_name = 'kvmq_5dfe2c5ac3b5_extend',
+    function_name = 'kvmq_d6e28eb161fe_extend',
     flags = { 'allow-oom' },
     callback = function(keys, args)
 begin_call(keys, args, names)
@@ -16025,7 +16710,7 @@ end
 do
   local names = { messages = 'messages', filters = 'filters', nattempts = 'nattempts', locks = 'locks', holders = 'holders', backoffs = 'backoffs', done = 'done', done_at = 'done-at', dedupe = 'dedupe', requeue = 'requeue', requeue_content = 'requeue-content', schedule = 'schedule', lock_expiry = 'lock-expiry', outcomes = 'outcomes', updated_at = 'updated-at', mid_circle = 'mid-circle', wake = 'wake', pushes = 'pushes', losses = 'losses', layout = 'layout', results = 'results', conf = 'conf', events = 'events', events_seq = 'events-seq', events_wake = 'events-wake', priorities = 'priorities', lanes = 'lanes', groups = 'groups', group_held = 'group-held', parked = 'parked', metadata = 'metadata', policies = 'policies', history = 'history', enqueued_at = 'enqueued-at', requeue_locks = 'requeue-locks', requeue_schedule = 'requeue-schedule', failed = 'failed', debounce = 'debounce', debounce_of = 'debounce-of', progress = 'progress', logs = 'logs' }
   redis.register_function({
-    function_name = 'kvmq_5dfe2c5ac3b5_finish',
+    function_name = 'kvmq_d6e28eb161fe_finish',
     flags = { 'allow-oom' },
     callback = function(keys, args)
 begin_call(keys, args, names)
@@ -16235,9 +16920,9 @@ return replies
 end })
 end
 do
-  local names = { schedules = 'schedules', conf = 'conf', events = 'events', events_seq = 'events-seq', events_wake = 'events-wake', done = 'done', requeue = 'requeue', backoffs = 'backoffs', locks = 'locks', failed = 'failed', filters = 'filters', priorities = 'priorities', lanes = 'lanes', groups = 'groups', messages = 'messages', metadata = 'metadata', nattempts = 'nattempts', holders = 'holders', lock_expiry = 'lock-expiry', policies = 'policies', requeue_locks = 'requeue-locks', ndry_runs = 'ndry-runs', eoq_backoff = 'eoq-backoff?', idle_workers = 'idle-workers', classes = 'classes', outcomes = 'outcomes', enqueued_at = 'enqueued-at', updated_at = 'updated-at', requeue_content = 'requeue-content', schedule = 'schedule', done_at = 'done-at', dedupe = 'dedupe', mid_circle = 'mid-circle', wake = 'wake', losses = 'losses', requeue_schedule = 'requeue-schedule', pushes = 'pushes', debounce = 'debounce', debounce_of = 'debounce-of', layout = 'layout', results = 'results' }
+  local names = { schedules = 'schedules', conf = 'conf', events = 'events', events_seq = 'events-seq', events_wake = 'events-wake', done = 'done', requeue = 'requeue', backoffs = 'backoffs', locks = 'locks', failed = 'failed', filters = 'filters', priorities = 'priorities', lanes = 'lanes', groups = 'groups', messages = 'messages', metadata = 'metadata', nattempts = 'nattempts', holders = 'holders', lock_expiry = 'lock-expiry', policies = 'policies', requeue_locks = 'requeue-locks', ndry_runs = 'ndry-runs', eoq_backoff = 'eoq-backoff?', idle_workers = 'idle-workers', classes = 'classes', outcomes = 'outcomes', enqueued_at = 'enqueued-at', updated_at = 'updated-at', requeue_content = 'requeue-content', schedule = 'schedule', done_at = 'done-at', dedupe = 'dedupe', mid_circle = 'mid-circle', wake = 'wake', losses = 'losses', requeue_schedule = 'requeue-schedule', pushes = 'pushes', debounce = 'debounce', debounce_of = 'debounce-of', layout = 'layout', results = 'results', expiry = 'expiry' }
   redis.register_function({
-    function_name = 'kvmq_5dfe2c5ac3b5_fire_schedule',
+    function_name = 'kvmq_d6e28eb161fe_fire_schedule',
     flags = {  },
     callback = function(keys, args)
 begin_call(keys, args, names)
@@ -16265,9 +16950,51 @@ return replies
 end })
 end
 do
+  local names = { expiry = 'expiry', nattempts = 'nattempts', policies = 'policies', schedule = 'schedule', mid_circle = 'mid-circle', conf = 'conf', events = 'events', events_seq = 'events-seq', events_wake = 'events-wake', done = 'done', requeue = 'requeue', backoffs = 'backoffs', locks = 'locks', failed = 'failed', filters = 'filters', priorities = 'priorities', lanes = 'lanes', groups = 'groups', messages = 'messages', metadata = 'metadata', history = 'history', losses = 'losses', holders = 'holders', outcomes = 'outcomes', enqueued_at = 'enqueued-at', updated_at = 'updated-at', requeue_content = 'requeue-content', lock_expiry = 'lock-expiry', requeue_locks = 'requeue-locks', requeue_schedule = 'requeue-schedule', done_at = 'done-at', dedupe = 'dedupe', debounce = 'debounce', debounce_of = 'debounce-of', progress = 'progress', logs = 'logs', results = 'results' }
+  redis.register_function({
+    function_name = 'kvmq_d6e28eb161fe_gc_expire',
+    flags = { 'allow-oom' },
+    callback = function(keys, args)
+begin_call(keys, args, names)
+-- gc-expire: fails waiting messages never handed out (attempt 0) whose time to live has ended (their
+-- policy's expireAt), from one page of the expiry index's due entries: each becomes failed with the error
+-- \`expired\` (or moves to the dead-letter queue), with a \`failed\` event. An entry whose message is gone,
+-- was handed out, or no longer has that deadline (its id enqueued anew) is only dropped.
+-- Runs when Redis is out of memory (allow-oom): it ends messages, which GC later frees.
+--
+-- KEYS: expiry nattempts policies schedule mid-circle
+-- ARGV: page size
+-- Reply: { failed, looked at }
+-- Include: common events state lanes forget fail
+
+check_layout()
+events_begin()
+local now = now_ms()
+local due = redis.call('ZRANGEBYSCORE', K.expiry, '-inf', now, 'LIMIT', 0, tonumber(ARGV[1]))
+local failed = 0
+for _, id in ipairs(due) do
+  redis.call('ZREM', K.expiry, id)
+  local policy = redis.call('HGET', K.policies, id)
+  local at = policy and tonumber(string.match(policy, '"expireAt":(%d+)'))
+  if at and at <= now and (tonumber(redis.call('HGET', K.nattempts, id)) or 0) == 0 then
+    local state = state_of(id, now)
+    if state == 'queued' or state == 'queued-with-backoff' then
+      -- Waiting in a ready list (not a backoff that ended before a claim moved it there): blanked in place.
+      if state == 'queued' and not redis.call('ZSCORE', K.schedule, id) then unready(id) end
+      if EV.on then event('failed', id, 0, 'expired') end
+      fail(id, now, 'error\\nexpired')
+      failed = failed + 1
+    end
+  end
+end
+events_flush(now)
+return { failed, #due }
+end })
+end
+do
   local names = { consumers = 'consumers', gc_lock = 'gc-lock' }
   redis.register_function({
-    function_name = 'kvmq_5dfe2c5ac3b5_gc_finish',
+    function_name = 'kvmq_d6e28eb161fe_gc_finish',
     flags = { 'allow-oom' },
     callback = function(keys, args)
 begin_call(keys, args, names)
@@ -16297,7 +17024,7 @@ end
 do
   local names = { gc_lock = 'gc-lock', gc_at = 'gc-at' }
   redis.register_function({
-    function_name = 'kvmq_5dfe2c5ac3b5_gc_start',
+    function_name = 'kvmq_d6e28eb161fe_gc_start',
     flags = { 'allow-oom' },
     callback = function(keys, args)
 begin_call(keys, args, names)
@@ -16323,7 +17050,7 @@ end
 do
   local names = { done_at = 'done-at', failed = 'failed', messages = 'messages', metadata = 'metadata', filters = 'filters', policies = 'policies', history = 'history', losses = 'losses', nattempts = 'nattempts', locks = 'locks', holders = 'holders', backoffs = 'backoffs', outcomes = 'outcomes', enqueued_at = 'enqueued-at', updated_at = 'updated-at', requeue_content = 'requeue-content', done = 'done', requeue = 'requeue', schedule = 'schedule', lock_expiry = 'lock-expiry', requeue_locks = 'requeue-locks', requeue_schedule = 'requeue-schedule', dedupe = 'dedupe', priorities = 'priorities', groups = 'groups', debounce = 'debounce', debounce_of = 'debounce-of', progress = 'progress', logs = 'logs', results = 'results' }
   redis.register_function({
-    function_name = 'kvmq_5dfe2c5ac3b5_gc_sweep',
+    function_name = 'kvmq_d6e28eb161fe_gc_sweep',
     flags = { 'allow-oom' },
     callback = function(keys, args)
 begin_call(keys, args, names)
@@ -16371,7 +17098,7 @@ end
 do
   local names = { messages = 'messages', metadata = 'metadata', filters = 'filters', policies = 'policies', history = 'history', priorities = 'priorities', groups = 'groups', progress = 'progress', logs = 'logs', results = 'results', done = 'done', requeue = 'requeue', backoffs = 'backoffs', locks = 'locks', failed = 'failed', nattempts = 'nattempts', holders = 'holders', outcomes = 'outcomes', enqueued_at = 'enqueued-at', updated_at = 'updated-at', done_at = 'done-at' }
   redis.register_function({
-    function_name = 'kvmq_5dfe2c5ac3b5_inspect',
+    function_name = 'kvmq_d6e28eb161fe_inspect',
     flags = { 'no-writes' },
     callback = function(keys, args)
 begin_call(keys, args, names)
@@ -16398,7 +17125,7 @@ end
 do
   local names = { messages = 'messages', metadata = 'metadata', filters = 'filters', classes = 'classes', pushes = 'pushes', mid_circle = 'mid-circle', schedule = 'schedule', lock_expiry = 'lock-expiry', requeue_locks = 'requeue-locks', requeue_schedule = 'requeue-schedule', done_at = 'done-at', dedupe = 'dedupe', failed = 'failed', lanes = 'lanes', parked = 'parked', results = 'results', conf = 'conf', events = 'events', events_seq = 'events-seq', events_wake = 'events-wake', done = 'done', requeue = 'requeue', backoffs = 'backoffs', locks = 'locks', nattempts = 'nattempts', holders = 'holders', outcomes = 'outcomes', enqueued_at = 'enqueued-at', updated_at = 'updated-at', priorities = 'priorities', groups = 'groups', group_held = 'group-held', policies = 'policies', history = 'history', losses = 'losses', requeue_content = 'requeue-content', debounce = 'debounce', debounce_of = 'debounce-of', progress = 'progress', logs = 'logs' }
   redis.register_function({
-    function_name = 'kvmq_5dfe2c5ac3b5_list',
+    function_name = 'kvmq_d6e28eb161fe_list',
     flags = { 'allow-oom' },
     callback = function(keys, args)
 begin_call(keys, args, names)
@@ -16610,7 +17337,7 @@ end
 do
   local names = { messages = 'messages', wake = 'wake', pushes = 'pushes', mid_circle = 'mid-circle', conf = 'conf', events = 'events', events_seq = 'events-seq', events_wake = 'events-wake', done = 'done', requeue = 'requeue', backoffs = 'backoffs', locks = 'locks', failed = 'failed', filters = 'filters', priorities = 'priorities', lanes = 'lanes', groups = 'groups', group_held = 'group-held', parked = 'parked', metadata = 'metadata', policies = 'policies', history = 'history', losses = 'losses', nattempts = 'nattempts', holders = 'holders', outcomes = 'outcomes', enqueued_at = 'enqueued-at', updated_at = 'updated-at', requeue_content = 'requeue-content', schedule = 'schedule', lock_expiry = 'lock-expiry', requeue_locks = 'requeue-locks', requeue_schedule = 'requeue-schedule', done_at = 'done-at', dedupe = 'dedupe', debounce = 'debounce', debounce_of = 'debounce-of', progress = 'progress', logs = 'logs', results = 'results' }
   redis.register_function({
-    function_name = 'kvmq_5dfe2c5ac3b5_promote_now',
+    function_name = 'kvmq_d6e28eb161fe_promote_now',
     flags = {  },
     callback = function(keys, args)
 begin_call(keys, args, names)
@@ -16651,7 +17378,7 @@ end
 do
   local names = { messages = 'messages', done = 'done', failed = 'failed', schedule = 'schedule', lock_expiry = 'lock-expiry', dedupe = 'dedupe', requeue_locks = 'requeue-locks', requeue_schedule = 'requeue-schedule', ndry_runs = 'ndry-runs', conf = 'conf', consumers = 'consumers', holders = 'holders', locks = 'locks' }
   redis.register_function({
-    function_name = 'kvmq_5dfe2c5ac3b5_queue_status',
+    function_name = 'kvmq_d6e28eb161fe_queue_status',
     flags = { 'no-writes' },
     callback = function(keys, args)
 begin_call(keys, args, names)
@@ -16707,7 +17434,7 @@ end
 do
   local names = { events = 'events', events_seq = 'events-seq' }
   redis.register_function({
-    function_name = 'kvmq_5dfe2c5ac3b5_read_events',
+    function_name = 'kvmq_d6e28eb161fe_read_events',
     flags = { 'no-writes' },
     callback = function(keys, args)
 begin_call(keys, args, names)
@@ -16760,7 +17487,7 @@ end
 do
   local names = { consumers = 'consumers' }
   redis.register_function({
-    function_name = 'kvmq_5dfe2c5ac3b5_register_consumer',
+    function_name = 'kvmq_d6e28eb161fe_register_consumer',
     flags = { 'allow-oom' },
     callback = function(keys, args)
 begin_call(keys, args, names)
@@ -16789,7 +17516,7 @@ end
 do
   local names = { mid_circle = 'mid-circle', conf = 'conf', events = 'events', events_seq = 'events-seq', events_wake = 'events-wake', done = 'done', requeue = 'requeue', backoffs = 'backoffs', locks = 'locks', failed = 'failed', filters = 'filters', priorities = 'priorities', lanes = 'lanes', groups = 'groups', messages = 'messages', metadata = 'metadata', policies = 'policies', history = 'history', losses = 'losses', nattempts = 'nattempts', holders = 'holders', outcomes = 'outcomes', enqueued_at = 'enqueued-at', updated_at = 'updated-at', requeue_content = 'requeue-content', schedule = 'schedule', lock_expiry = 'lock-expiry', requeue_locks = 'requeue-locks', requeue_schedule = 'requeue-schedule', done_at = 'done-at', dedupe = 'dedupe', debounce = 'debounce', debounce_of = 'debounce-of', progress = 'progress', logs = 'logs', results = 'results' }
   redis.register_function({
-    function_name = 'kvmq_5dfe2c5ac3b5_remove',
+    function_name = 'kvmq_d6e28eb161fe_remove',
     flags = { 'allow-oom' },
     callback = function(keys, args)
 begin_call(keys, args, names)
@@ -16833,7 +17560,7 @@ end
 do
   local names = { holders = 'holders', nattempts = 'nattempts', progress = 'progress', logs = 'logs', conf = 'conf', events = 'events', events_seq = 'events-seq', events_wake = 'events-wake' }
   redis.register_function({
-    function_name = 'kvmq_5dfe2c5ac3b5_report',
+    function_name = 'kvmq_d6e28eb161fe_report',
     flags = {  },
     callback = function(keys, args)
 begin_call(keys, args, names)
@@ -16894,7 +17621,7 @@ end
 do
   local names = { messages = 'messages', filters = 'filters', nattempts = 'nattempts', losses = 'losses', failed = 'failed', updated_at = 'updated-at', mid_circle = 'mid-circle', wake = 'wake', pushes = 'pushes', conf = 'conf', events = 'events', events_seq = 'events-seq', events_wake = 'events-wake', done = 'done', requeue = 'requeue', backoffs = 'backoffs', locks = 'locks', priorities = 'priorities', lanes = 'lanes', groups = 'groups' }
   redis.register_function({
-    function_name = 'kvmq_5dfe2c5ac3b5_retry',
+    function_name = 'kvmq_d6e28eb161fe_retry',
     flags = {  },
     callback = function(keys, args)
 begin_call(keys, args, names)
@@ -16949,7 +17676,7 @@ end
 do
   local names = { messages = 'messages', results = 'results', done = 'done', requeue = 'requeue', backoffs = 'backoffs', locks = 'locks', failed = 'failed', nattempts = 'nattempts', holders = 'holders', outcomes = 'outcomes', enqueued_at = 'enqueued-at', updated_at = 'updated-at', done_at = 'done-at' }
   redis.register_function({
-    function_name = 'kvmq_5dfe2c5ac3b5_status',
+    function_name = 'kvmq_d6e28eb161fe_status',
     flags = { 'no-writes' },
     callback = function(keys, args)
 begin_call(keys, args, names)
@@ -16971,7 +17698,7 @@ end
 do
   local names = { conf = 'conf', idle_workers = 'idle-workers', events = 'events', events_seq = 'events-seq', events_wake = 'events-wake', messages = 'messages', metadata = 'metadata', nattempts = 'nattempts', locks = 'locks', holders = 'holders', lock_expiry = 'lock-expiry', policies = 'policies', requeue = 'requeue', requeue_locks = 'requeue-locks', done = 'done', failed = 'failed', ndry_runs = 'ndry-runs', eoq_backoff = 'eoq-backoff?', groups = 'groups' }
   redis.register_function({
-    function_name = 'kvmq_5dfe2c5ac3b5_unpark',
+    function_name = 'kvmq_d6e28eb161fe_unpark',
     flags = { 'allow-oom' },
     callback = function(keys, args)
 begin_call(keys, args, names)
@@ -16998,7 +17725,7 @@ end
 do
   local names = { consumers = 'consumers' }
   redis.register_function({
-    function_name = 'kvmq_5dfe2c5ac3b5_unregister_consumer',
+    function_name = 'kvmq_d6e28eb161fe_unregister_consumer',
     flags = { 'allow-oom' },
     callback = function(keys, args)
 begin_call(keys, args, names)

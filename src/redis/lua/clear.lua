@@ -9,7 +9,7 @@
 -- KEYS: messages locks backoffs nattempts mid-circle done requeue eoq-backoff? ndry-runs metadata
 --       filters classes holders outcomes enqueued-at updated-at requeue-content schedule lock-expiry
 --       done-at dedupe policies history losses pushes requeue-locks requeue-schedule failed events
---       priorities lanes groups group-held parked debounce debounce-of rate-tat layout progress logs
+--       priorities lanes groups group-held parked debounce debounce-of rate-tat layout progress logs expiry
 -- ARGV: none
 -- Reply: 1
 -- Include: common

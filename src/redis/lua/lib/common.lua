@@ -15,7 +15,7 @@ local function key_type(name)
       updated_at = 'hash', requeue_content = 'hash', schedule = 'zset', lock_expiry = 'zset',
       done_at = 'zset', dedupe = 'zset', conf = 'hash', consumers = 'hash', gc_lock = 'string',
       gc_at = 'string', policies = 'hash', history = 'hash', losses = 'hash', pushes = 'hash',
-      requeue_locks = 'zset', requeue_schedule = 'zset', failed = 'zset', events = 'stream', events_seq = 'string',
+      requeue_locks = 'zset', requeue_schedule = 'zset', failed = 'zset', expiry = 'zset', events = 'stream', events_seq = 'string',
       priorities = 'hash', lanes = 'zset', groups = 'hash', group_held = 'hash', parked = 'set', debounce = 'hash',
       debounce_of = 'hash', rate_tat = 'string', schedules = 'hash', layout = 'string', idle_workers = 'hash',
     }

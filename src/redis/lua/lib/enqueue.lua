@@ -10,6 +10,7 @@
 -- KEYS: messages metadata filters classes nattempts locks holders backoffs done requeue outcomes
 --       enqueued-at updated-at requeue-content schedule done-at dedupe mid-circle wake policies losses
 --       requeue-locks requeue-schedule pushes priorities lanes groups debounce debounce-of layout results
+--       expiry
 
 -- ARGV from `first`: the messages' shapes, one letter each ('p' or 'f'), then each message's arguments in
 -- that order. A plain message ('p': no metadata, filters, backoff, flags, policy or scheduling, most are)
@@ -104,7 +105,14 @@ local function enqueue()
   -- after `backoff` ms.
   local function place(id, meta, class, backoff, revived, policy, priority, group, lifo)
     if meta ~= '' then later(w, 'hset', K.metadata, id, meta) elseif revived then later(w, 'hdel', K.metadata, id) end
-    if policy ~= '' then later(w, 'hset', K.policies, id, policy) elseif revived then later(w, 'hdel', K.policies, id) end
+    if policy ~= '' then
+      later(w, 'hset', K.policies, id, policy)
+      -- A time to live (model/policy.ts expireAt): indexed for the GC's sweep (gc-expire.lua).
+      local expire_at = string.match(policy, '"expireAt":(%d+)')
+      if expire_at then later(w, 'zadd', K.expiry, expire_at, id) end
+    elseif revived then
+      later(w, 'hdel', K.policies, id)
+    end
     if class ~= '' then
       later(w, 'hset', K.filters, id, class)
       later(w, 'sadd', K.classes, class)
