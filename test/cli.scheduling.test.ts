@@ -76,6 +76,27 @@ describe('kvmq CLI scheduling', { concurrency: 4 }, () => {
     assert.equal(run.stdout, 'c\n', 'only the message whose time has come runs');
   });
 
+  it('--expire-after gives a time to live: a message not started within it fails as expired', async () => {
+    const store = newStore();
+    const before = Date.now();
+    await expectExit(0, ['enqueue', 'ttl', 'a', '--id', 'kept', '--expire-after', '1h'], { store });
+    await expectExit(0, ['enqueue', 'ttl', 'b', '--id', 'short', '--expire-after', '200ms'], { store });
+    const kept = (await showJson(store, 'ttl', 'kept')).policy as { expireAt: number };
+    assert.ok(kept.expireAt >= before + 3_600_000 && kept.expireAt <= Date.now() + 3_600_000, 'the deadline is kept');
+    await new Promise((resolve) => setTimeout(resolve, 300));
+    const run = await expectExit(0, ['work', 'ttl', '--idle-exit-ms', '300', '--exec', 'cat; echo'], { store });
+    assert.equal(run.stdout, 'a\n', 'the expired message does not run');
+    const short = await showJson(store, 'ttl', 'short');
+    assert.equal(short.state, 'failed');
+    assert.equal(short.lastError, 'expired');
+    for (const bad of ['0', 'soon', '-5s']) {
+      await expectExit(2, ['enqueue', 'ttl', 'x', '--expire-after', bad], { store });
+    }
+    const late = await expectExit(1, ['enqueue', 'ttl', 'x', '--expire-after', '1s', '--delay-ms', '5s'], { store });
+    assert.match(late.stderr, /expireAfterMs \(1000\) must be longer than the message's delay/);
+    assert.equal(await total(store, 'ttl'), 2, 'a refused enqueue writes nothing');
+  });
+
   it('--debounce replaces the waiting message of that id and prints its id', async () => {
     const store = newStore();
     const first = await expectExit(

@@ -33,6 +33,21 @@ storeTest(sqlite, "a message page shows the message's priority and group", async
   assert.equal(field(plain, 'Group'), '–');
 });
 
+storeTest(sqlite, "a message page shows its time to live's deadline when it has one", async (h) => {
+  const queue = h.queue('jobs');
+  await h.client.enqueue(queue, 'a', { id: 'ttl', expireAfterMs: 3_600_000 });
+  await h.client.enqueue(queue, 'b', { id: 'plain' });
+  const url = await serveDashboard(h);
+  const expireAt = (await h.client.show(queue, 'ttl'))?.policy.expireAt ?? 0;
+  const ttl = await page(url, `queues/${queue}/messages/ttl`);
+  const deadline = new Date(expireAt).toISOString().slice(0, 19).replace('T', ' ');
+  assert.match(
+    ttl,
+    new RegExp(`<th>Expires</th>\\s*<td>${deadline} UTC \\(<time datetime="${new Date(expireAt).toISOString()}"`),
+  );
+  assert.equal(field(await page(url, `queues/${queue}/messages/plain`), 'Expires'), '–');
+});
+
 storeTest(
   sqlite,
   "a queue page shows the queue's rate limit, group concurrency and group rate limit when set",

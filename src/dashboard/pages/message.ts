@@ -9,6 +9,12 @@ import { stateBadge, utc, when } from './format.js';
 import { actionForm, layout, type PageFrame } from './layout.js';
 import { payloadView } from './payload.js';
 
+/** The deadline of the message's time to live (policy.expireAt), or a dash: a message without one waits as long as it takes. */
+function expiry(m: MessageDetails, now: number): Html | string {
+  const at = m.policy.expireAt;
+  return at === undefined ? '–' : html`${utc(at)} UTC (${when(at, now)})`;
+}
+
 export function messagePage(ctx: PageContext, m: MessageDetails, notice: PageFrame['notice'], now: number): Html {
   const path = messagePath(ctx.base, m.queue, m.id);
   const canPromote = m.state === 'queued-with-backoff' || m.state === 'done-with-requeue';
@@ -30,6 +36,7 @@ export function messagePage(ctx: PageContext, m: MessageDetails, notice: PageFra
     ['Until', m.until === null ? '–' : html`${utc(m.until)} UTC (${when(m.until, now)})`],
     ['Priority', m.priority === DEFAULT_PRIORITY ? `${m.priority} (default, runs first)` : String(m.priority)],
     ['Group', m.group ?? '–'],
+    ['Expires', expiry(m, now)],
     ['Policy', Object.keys(m.policy).length === 0 ? '–' : JSON.stringify(m.policy)],
     ['Progress', m.progress === null ? '–' : html`<span class="mono">${JSON.stringify(m.progress)}</span>`],
   ];
