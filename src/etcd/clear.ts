@@ -34,6 +34,7 @@ export async function clearQueue(kv: Kv, keys: QueueKeys): Promise<void> {
       keys.failedIndex,
       keys.backoffIndex,
       keys.refuseIndex,
+      keys.expiryIndex,
       keys.stuckIndex,
       keys.debounceIndex,
       keys.events,

@@ -7,6 +7,7 @@
  * need no GC: their registrations live on leases.
  */
 import { parseTimeKey, timeKey } from './keys.js';
+import { expireWaiting } from './expiry.js';
 import { decodeRecord } from './record.js';
 import { indexOps } from './transitions.js';
 import { getMany, runBatch } from './txn-batch.js';
@@ -46,6 +47,8 @@ export async function runGc(kv: Kv, keys: QueueKeys, config: QueueConfig, force:
   if (!took.succeeded) return { ran: false, removed: 0 };
   let removed = 0;
   try {
+    // Expired messages first: one failed now is removed with the failed ones once past its lifetime.
+    await expireWaiting(kv, keys, config);
     removed += await sweep(kv, keys, keys.doneIndex, config.gcLifetimeMs, config.keepDone);
     removed += await sweep(kv, keys, keys.failedIndex, config.failedLifetimeMs, config.keepFailed);
     // Events are trimmed even with events off: those left from before still age out.

@@ -66,6 +66,8 @@ export class QueueKeys {
   readonly backoffIndex: string;
   /** Finished messages refusing duplicates, by the end of that: `/kvmq/refuse/{backoffUntil:13}/{id}`. */
   readonly refuseIndex: string;
+  /** Pending messages never delivered with a time to live, by its deadline: `/kvmq/expiry/{expireAt:13}/{id}`. */
+  readonly expiryIndex: string;
   /** Failed messages whose payload stayed at a plain producer's key: `/kvmq/stuck/{id}`. */
   readonly stuckIndex: string;
   /** Queue events, one key each: `/kvmq/ev/{at:13}/{writer}{seq}` (queue-events.ts); read by mod revision. */
@@ -107,6 +109,7 @@ export class QueueKeys {
     this.failedIndex = `${long}/kvmq/failed/`;
     this.backoffIndex = `${long}/kvmq/backoff/`;
     this.refuseIndex = `${long}/kvmq/refuse/`;
+    this.expiryIndex = `${long}/kvmq/expiry/`;
     this.stuckIndex = `${long}/kvmq/stuck/`;
     this.events = `${long}/kvmq/ev/`;
     this.eventsTrimmed = `${long}/kvmq/evtrim`;
@@ -166,6 +169,10 @@ export class QueueKeys {
 
   failed(failedAt: number, id: string): string {
     return `${timeKey(this.failedIndex, failedAt)}/${id}`;
+  }
+
+  expiry(expireAt: number, id: string): string {
+    return `${timeKey(this.expiryIndex, expireAt)}/${id}`;
   }
 
   backoff(readyAt: number, id: string): string {

@@ -5,6 +5,7 @@
  * one Txn guarded by the record's mod revision.
  */
 import { newNonce } from './nonce.js';
+import { decodePolicy } from '../model/policy.js';
 import { appendHistory, maxDeliveriesError } from '../model/history.js';
 import { resultInRecord } from '../model/result.js';
 import { newIdx } from './keys.js';
@@ -88,6 +89,11 @@ export function indexEntries(keys: QueueKeys, id: string, r: MessageRecord | nul
       // The message a debounce replaces: never delivered yet (a retry or a requeue is a run of its own).
       if (r.debounceId !== null && r.attempt === 0 && !r.requeue) {
         entries.push({ key: keys.debounce(r.debounceId), value: Buffer.from(id) });
+      }
+      // A time to live, for the GC's sweep (expiry.ts): only a message with a policy reads it.
+      if (r.policy !== null && r.attempt === 0) {
+        const expireAt = decodePolicy(r.policy)?.expireAt;
+        if (expireAt !== undefined) entries.push({ key: keys.expiry(expireAt, id), value: empty });
       }
       return entries;
     }

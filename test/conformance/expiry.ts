@@ -85,6 +85,13 @@ export function expiry(fixture: StoreFixture): void {
       // Later GCs find nothing more to fail.
       await h.client.gc(q);
       assert.equal((await h.client.queueStatus(q)).counts.failed, 2);
+      // A worker that starts now runs the others, never the expired ones.
+      const log = new JobLog();
+      h.worker(q, (job) => log.record(job));
+      await log.handled('kept');
+      await log.handled('plain');
+      await waitForStatus(h.client, q, 'plain', 'done-awaiting-gc');
+      assert.deepEqual(log.ids().sort(), ['kept', 'plain']);
     });
 
     storeTest(fixture, 'an expired message moves to the dead-letter queue', async (h) => {
