@@ -195,6 +195,7 @@ async function newTaskOps(q: QueueContext, m: NewMessage, now: number): Promise<
     { op: 'create', path: nodes.data, data: asBuffer(m.payload) },
     { op: 'create', path: prefix, kind: 'sequential' },
     ...(await q.waitingOps(m.id, readyAt, now)),
+    ...(await q.expiryOps(m.id, m.policy)),
   ];
   return ops;
 }
@@ -540,6 +541,7 @@ async function reviveOps(
   }
   ops.push({ op: 'create', path: prefix, kind: 'sequential' });
   ops.push(...(await q.waitingOps(m.id, readyAt, now)));
+  ops.push(...(await q.expiryOps(m.id, m.policy)));
   ops.push({
     op: 'set',
     path: q.paths.classDir(m.filterClass, m.priority, m.lifo),

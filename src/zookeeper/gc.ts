@@ -9,6 +9,7 @@
  * the queue's events to its `eventsMaxCount` and `eventsMaxAgeMs` (events.ts).
  */
 import { reportRemovals } from './reports.js';
+import { expireWaiting } from './expiry.js';
 import { isZkError, ZkCode, type ZkOp } from './client.js';
 import { decodeState, parseSubNode, taskNodes, type Entry, type TaskState } from './layout.js';
 import { parseFilterClass } from '../model/filters.js';
@@ -46,6 +47,8 @@ export async function runGc(ctx: StoreContext, q: QueueContext, force: boolean):
     throw error;
   }
   try {
+    // Expired messages first: one failed now is removed with the failed ones once past its lifetime.
+    await expireWaiting(ctx, q);
     const removed =
       (await removeOldTasks(ctx, q, q.done, 'done', config.gcLifetimeMs, config.keepDone)) +
       (await removeOldTasks(ctx, q, q.failed, 'failed', config.failedLifetimeMs, config.keepFailed));
@@ -249,6 +252,7 @@ export async function clearQueue(ctx: StoreContext, q: QueueContext): Promise<vo
     ...(await subtree(zk, q.paths.done, true)),
     ...(await subtree(zk, q.paths.failed, true)),
     ...(await subtree(zk, q.paths.waiting, true)),
+    ...(await subtree(zk, q.paths.expiry, true)),
     ...(await subtree(zk, q.paths.debounce, true)),
   ];
   await removeAll(zk, paths);

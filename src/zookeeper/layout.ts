@@ -14,6 +14,7 @@
  *     /done/<bucket>/<doneAt>-<task>-<seq>   finished tasks in finishing order, for GC
  *     /failed/<bucket>/<failedAt>-<task>-<seq> failed tasks in failing order, for GC and listings
  *     /waiting/<bucket>/<until>-<task>-<seq>  a backoff's end (pending or done), for counts; GC prunes ended ones
+ *     /expiry/<bucket>/<expireAt>-<task>-<seq> a time to live's deadline (expireAfterMs), for GC's sweep (expiry.ts)
  *     /consumers/<id>                        a consumer; /current (ephemeral) what it holds
  *     /conf/task_gc_lifetime, task_gc_interval, filters, failed_lifetime, paused, max_deliveries,
  *           dead_letter_queue; /conf's own data version moves with every configure (claims check it)
@@ -48,6 +49,7 @@ export class QueuePaths {
   readonly done: string;
   readonly failed: string;
   readonly waiting: string;
+  readonly expiry: string;
   readonly consumers: string;
   readonly conf: string;
   readonly lock: string;
@@ -66,6 +68,7 @@ export class QueuePaths {
     this.done = `${this.dir}/done`;
     this.failed = `${this.dir}/failed`;
     this.waiting = `${this.dir}/waiting`;
+    this.expiry = `${this.dir}/expiry`;
     this.consumers = `${this.dir}/consumers`;
     this.conf = `${this.dir}/conf`;
     this.lock = `${this.dir}/lock`;
@@ -90,6 +93,7 @@ export class QueuePaths {
       { path: this.done, data: '' },
       { path: this.failed, data: '' },
       { path: this.waiting, data: '' },
+      { path: this.expiry, data: '' },
       { path: this.consumers, data: '' },
       { path: this.conf, data: '' },
       { path: this.lock, data: JSON.stringify({ gcAt: 0 }) },

@@ -10,6 +10,7 @@ import { BucketedList } from './buckets.js';
 import { isZkError, ZkCode, type ZkOp, type ZkSession } from './client.js';
 import { readConf, type ConfRead } from './conf.js';
 import { EventLog } from './events.js';
+import { decodePolicy } from '../model/policy.js';
 import { QUEUE_MARKER, QueuePaths, classNode, entryPrefix, parseSubNode, subNode, type SubKey } from './layout.js';
 import type { QueueConfig } from '../model/types.js';
 
@@ -45,6 +46,8 @@ export class QueueContext {
   readonly failed: BucketedList;
   /** Backoffs (pending or done) by their end: what a count walks instead of the ready backlog. */
   readonly waiting: BucketedList;
+  /** Messages with a time to live by its deadline, written at their enqueue: what the GC's sweep walks. */
+  readonly expiring: BucketedList;
   readonly events: EventLog;
   private readonly classes = new Map<string, BucketedList>();
   private readonly taskBuckets = new Set<string>();
@@ -67,6 +70,7 @@ export class QueueContext {
     this.done = new BucketedList(zk, this.paths.done);
     this.failed = new BucketedList(zk, this.paths.failed);
     this.waiting = new BucketedList(zk, this.paths.waiting);
+    this.expiring = new BucketedList(zk, this.paths.expiry);
     this.events = new EventLog(zk, this.paths.events);
   }
 
@@ -77,6 +81,19 @@ export class QueueContext {
   async waitingOps(id: string, until: number, now: number): Promise<ZkOp[]> {
     if (until <= now) return [];
     return [{ op: 'create', path: `${await this.waiting.tailBucket()}/${entryPrefix(until, id)}`, kind: 'sequential' }];
+  }
+
+  /**
+   * The create of an `/expiry` entry for a message whose policy names a time to live's deadline; none for a
+   * message without a policy (most), which costs nothing more.
+   */
+  async expiryOps(id: string, policy: string | null): Promise<ZkOp[]> {
+    if (policy === null) return [];
+    const expireAt = decodePolicy(policy)?.expireAt;
+    if (expireAt === undefined) return [];
+    return [
+      { op: 'create', path: `${await this.expiring.tailBucket()}/${entryPrefix(expireAt, id)}`, kind: 'sequential' },
+    ];
   }
 
   /**
@@ -223,6 +240,7 @@ export class QueueContext {
     if (bucketPath.startsWith(`${this.paths.done}/`)) return this.done;
     if (bucketPath.startsWith(`${this.paths.failed}/`)) return this.failed;
     if (bucketPath.startsWith(`${this.paths.waiting}/`)) return this.waiting;
+    if (bucketPath.startsWith(`${this.paths.expiry}/`)) return this.expiring;
     if (!bucketPath.startsWith(`${this.paths.queue}/`)) return null;
     const key = parseSubNode(bucketPath.slice(this.paths.queue.length + 1).split('/')[0] ?? '');
     return this.sub(key.filterClass, key.priority, key.lifo);
@@ -301,6 +319,7 @@ export class QueueContext {
     this.done.reset();
     this.failed.reset();
     this.waiting.reset();
+    this.expiring.reset();
     this.taskBuckets.clear();
     this.view = null;
     this.invalidate();
