@@ -161,6 +161,7 @@ describe('zookeeper: the zkmq layout, as a plain client reads it', () => {
       'debounce',
       'done',
       'events',
+      'expiry',
       'failed',
       'groups',
       'lock',
