@@ -25,6 +25,7 @@ const samples: readonly kvmq.KvmqError[] = [
   new kvmq.MetricsListenError('m'),
   new kvmq.TransactionError('m'),
   new kvmq.JobReportError('m'),
+  new kvmq.CanceledError('q', 'id'),
   new kvmq.ServeError('m'),
   new kvmq.DashboardServerError('m'),
 ];
