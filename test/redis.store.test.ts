@@ -509,7 +509,7 @@ void describe('redis store', () => {
   });
 
   void test('Redis out of memory: enqueue fails whole with a clear error; workers still drain, GC frees room', async () => {
-    const server = await dedicated({ args: ['--maxmemory', '3mb', '--maxmemory-policy', 'noeviction'] });
+    const server = await dedicated({ args: ['--maxmemory', '4mb', '--maxmemory-policy', 'noeviction'] });
     const client = await open(`${server.url}?prefix=oom`);
     const q = 'oom';
     await client.configure(q, { gcLifetimeMs: 0, gcIntervalMs: 3_600_000 });
