@@ -35,9 +35,10 @@ void test('calls failing for the stall time stall the watch; answered ones do no
       await sleep(200);
     }
     await waitFor(() => stalls.length > 0, { timeoutMs: 5000, what: 'a stall' });
+    // A failing read may be under way when the stall is seen (on a loaded machine a call takes long).
     assert.match(
       stalls.join('\n'),
-      /no store call answered for \d+ ms \(0 under way, the last failed: .*future revision/,
+      /no store call answered for \d+ ms \([01] under way, the last failed: .*future revision/,
     );
   } finally {
     watch.stop();
