@@ -680,8 +680,11 @@ export class Worker extends EventEmitter<WorkerEvents> {
   private handleBatch(waiting: readonly Waiting[], now: number): void {
     // One past its time to live fails alone, as handle() fails it, and never reaches the batch's handler.
     const wallNow = Date.now();
-    const batch = waiting.filter((w) => !this.pastTimeToLive(w.held, wallNow));
-    for (const w of waiting) if (!batch.includes(w)) this.handle(w.held, w.message, now);
+    const batch: Waiting[] = [];
+    for (const w of waiting) {
+      if (this.pastTimeToLive(w.held, wallNow)) this.handle(w.held, w.message, now);
+      else batch.push(w);
+    }
     if (batch.length === 0) return;
     this.handlersRunning += 1;
     const helds = batch.map((w) => w.held);
