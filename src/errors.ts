@@ -7,6 +7,7 @@ export const KVMQ_ERROR_CODES = [
   'STORE_LIMIT',
   'STORE_UNAVAILABLE',
   'STORE_LAYOUT',
+  'STORE_DRIVER',
   'ZOOKEEPER',
   'PAYLOAD_TOO_LARGE',
   'MESSAGE_TOO_LARGE',
@@ -52,6 +53,18 @@ export class StoreUrlError extends KvmqError {
 export class StoreAuthError extends KvmqError {
   constructor(message: string, cause?: unknown) {
     super('STORE_AUTH', message, { cause });
+  }
+}
+
+/** The URL's store needs a driver package that is not installed (drivers are optional peer dependencies). */
+export class StoreDriverMissingError extends KvmqError {
+  readonly store: string;
+  readonly driver: string;
+
+  constructor(store: string, driver: string, cause?: unknown) {
+    super('STORE_DRIVER', `a ${store} store needs the '${driver}' package: npm install ${driver}`, { cause });
+    this.store = store;
+    this.driver = driver;
   }
 }
 

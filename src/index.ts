@@ -87,6 +87,7 @@ export {
   FilterError,
   StoreUnavailableError,
   StoreLayoutError,
+  StoreDriverMissingError,
   ClosedError,
   EventsMissedError,
   TimeoutError,

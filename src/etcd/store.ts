@@ -7,6 +7,7 @@
  */
 import { randomUUID } from 'node:crypto';
 import { hostname } from 'node:os';
+import { importDriver } from '../store/driver.js';
 import { ClosedError, StoreUnavailableError } from '../errors.js';
 import { clearQueue } from './clear.js';
 import { LocalConsumer, type Delivery } from './consumer.js';
@@ -77,7 +78,7 @@ const QUEUE_SIZE_FRESH_MS = 100;
 
 export async function openEtcdStore(url: string, log?: DispatcherLog): Promise<EtcdStore> {
   const options = parseEtcdUrl(url);
-  const lib = await import('etcd3');
+  const lib = await importDriver('etcd', () => import('etcd3'));
   const { Etcd3Kv } = await import('./etcd3-kv.js');
   const kv = new Etcd3Kv(lib, options);
   // Fail now, with a clear error, if etcd is unreachable or refuses the credentials.

@@ -7,6 +7,7 @@
  * READ snapshot. Commits are PostgreSQL's, durable as the server is configured (fsync on by default).
  */
 import type { ClientConfig, Pool, PoolClient } from 'pg';
+import { importDriver } from '../store/driver.js';
 import { StoreUnavailableError } from '../errors.js';
 import { applyConfigPatch } from '../model/config.js';
 import { cancelMessage, promoteMessages, removeMessages, retryFailed, retryMessages } from './actions.js';
@@ -74,7 +75,7 @@ const RELEASE_SWEEP_MS = 200;
 
 export async function openPostgresStore(url: string): Promise<Store> {
   const options = parsePostgresUrl(url);
-  const pg = (await import('pg')).default;
+  const pg = (await importDriver('postgres', () => import('pg'))).default;
   // bigint (counts, times) and numeric (sums) read as numbers: every value kvmq keeps fits a double.
   type GetTypeParser = NonNullable<ClientConfig['types']>['getTypeParser'];
   const builtIn: (oid: number, format?: string) => unknown = pg.types.getTypeParser.bind(pg.types) as never;

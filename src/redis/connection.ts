@@ -5,6 +5,7 @@
 import { isIP } from 'node:net';
 import type { ConnectionOptions } from 'node:tls';
 import type { Cluster, Redis, RedisOptions } from 'ioredis';
+import { importDriver } from '../store/driver.js';
 import { KvmqError, StoreLayoutError, StoreUnavailableError, StoreUrlError } from '../errors.js';
 import type { RedisUrlOptions } from './url.js';
 import { within } from '../model/time.js';
@@ -56,7 +57,7 @@ async function createConnection(
   retry: (times: number) => number | null,
   extra: { lazyConnect: boolean; maxRetriesPerRequest?: number | null; autoResendUnfulfilledCommands?: boolean },
 ): Promise<RedisConnection> {
-  const ioredis = await import('ioredis');
+  const ioredis = await importDriver('redis', () => import('ioredis'));
   const options = { ...nodeOptions(url, name), ...extra };
   if (url.cluster) {
     const { lazyConnect, ...redisOptions } = options;

@@ -3,6 +3,7 @@
  * change one Lua script (src/redis/lua/), the Redis server's clock for every
  * time, pub/sub wake-ups. See docs/redis.md.
  */
+import { importDriver } from '../store/driver.js';
 import { claimMessages } from './claim.js';
 import { StoreUnavailableError } from '../errors.js';
 import { closeConnection, openBlocking, openConnection, openSubscriber, type RedisConnection } from './connection.js';
@@ -60,7 +61,7 @@ const MAX_PAYLOAD_BYTES = 1024 * 1024;
 export async function openRedisStore(url: string): Promise<Store> {
   const options = parseRedisUrl(url);
   const redis = await openConnection(options, 'kvmq');
-  const { Command } = await import('ioredis');
+  const { Command } = await importDriver('redis', () => import('ioredis'));
   const scripts = new Scripts(redis, options.prefix, options.where, Command);
   try {
     await scripts.loadAll();

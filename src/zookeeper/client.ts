@@ -9,8 +9,8 @@
  * - `multi` with exact versions (its Transaction turns version 0 into -1) and
  *   the index of the operation that failed.
  */
-import { createRequire } from 'node:module';
 import type * as Zk from 'node-zookeeper-client';
+import { requireDriver } from '../store/driver.js';
 import { StoreUnavailableError } from '../errors.js';
 import { parseWholeFrames } from './frames.js';
 import { DirectRequests, type DirectOp, type EncodedAcl, type ReadResult } from './direct.js';
@@ -21,7 +21,7 @@ let zkModule: ZkModule | null = null;
 
 /** node-zookeeper-client is CommonJS; loaded only when a zookeeper:// store is opened. */
 function zk(): ZkModule {
-  zkModule ??= createRequire(import.meta.url)('node-zookeeper-client') as ZkModule;
+  zkModule ??= requireDriver('zookeeper') as ZkModule;
   return zkModule;
 }
 
