@@ -13,9 +13,10 @@ import type {
 import { payloadBytes } from '../../model/payload.js';
 import { RESULT_MAX_BYTES } from '../../model/result.js';
 import { setLongTimeout, type LongTimeout } from '../../model/time.js';
+import { WORKER_DEFAULTS } from '../../worker/options.js';
 import { expectPositionals, optionalWholeNumber, parseCommandLine, parseKeyValue } from '../args.js';
 import type { Command } from '../command.js';
-import { DURATION_HELP, optionalDuration } from '../duration.js';
+import { DURATION_HELP, formatDuration, optionalDuration } from '../duration.js';
 import { EXIT_FAILURE, EXIT_OK, UsageError } from '../errors.js';
 import { runShell } from '../exec.js';
 import { CommandFailed, outcomeOf } from '../exec-outcome.js';
@@ -78,13 +79,19 @@ export const work: Command = {
       'handing unfinished messages back to the queue.',
     [
       ['--exec CMD', 'the command to run per message (required)'],
-      ['--concurrency N', 'commands running at once (default 1)'],
-      ['--prefetch N', 'messages claimed ahead, waiting for a free slot (default 0)'],
+      ['--concurrency N', `commands running at once (default ${WORKER_DEFAULTS.concurrency})`],
+      ['--prefetch N', `messages claimed ahead, waiting for a free slot (default ${WORKER_DEFAULTS.prefetch})`],
       ['--max N', 'exit after handling N messages'],
       ['--idle-exit-ms T', 'exit after T with nothing to do'],
-      ['--lock-ms T', 'lock duration, renewed while the command runs (default 30s)'],
+      [
+        '--lock-ms T',
+        `lock duration, renewed while the command runs (default ${formatDuration(WORKER_DEFAULTS.lockMs)})`,
+      ],
       ['--retry-backoff-ms T', 'wait T before a retry (default: exponential, 1-2 s first)'],
-      ['--max-attempts N', 'retry a failing command until attempt N (default 1; a message may set its own)'],
+      [
+        '--max-attempts N',
+        `retry a failing command until attempt N (default ${WORKER_DEFAULTS.maxAttempts}; a message may set its own)`,
+      ],
       ['--timeout T', 'a command running longer is ended (SIGTERM, then SIGKILL) and its message failed'],
       ['--filter NAME=VALUE[:at_least]', "this worker's filter value; at_least also takes lower ones (repeatable)"],
       METRICS_OPTION_HELP,
@@ -204,11 +211,11 @@ class WorkRun {
       concurrency: calls,
       // --max bounds what is claimed as well: messages beyond it would only be given back.
       prefetch: max === undefined ? settings.prefetch : Math.min(settings.prefetch, Math.max(0, max - calls * perCall)),
-      // Left out when not given: the worker reads a present `undefined` as a value, not as "default".
-      ...(settings.lockMs === undefined ? {} : { lockMs: settings.lockMs }),
-      ...(settings.timeoutMs === undefined ? {} : { timeoutMs: settings.timeoutMs }),
-      ...(settings.maxAttempts === undefined ? {} : { maxAttempts: settings.maxAttempts }),
-      ...(settings.retryBackoffMs === undefined ? {} : { retryBackoffMs: settings.retryBackoffMs }),
+      // Undefined when not given: the worker then takes its default.
+      lockMs: settings.lockMs,
+      timeoutMs: settings.timeoutMs,
+      maxAttempts: settings.maxAttempts,
+      retryBackoffMs: settings.retryBackoffMs,
       filters: settings.filters,
       schedules: settings.schedules,
       onError: reportBackgroundError,
