@@ -1,6 +1,7 @@
 import { expBackoff } from '../model/backoff.js';
 import { checkWorkerFilters, type WorkerFilter, type WorkerFilters } from '../model/filters.js';
-import { MAX_TIMER_MS, SECOND } from '../model/time.js';
+import { MAX_TIMER_MS } from '../model/time.js';
+import { WORKER_DEFAULTS } from '../model/worker-defaults.js';
 import { checkBoolean, checkCount, checkKnownKeys, checkMs, checkPlainObject } from '../model/validate.js';
 import { checkBatchOptions, type BatchOptions, type CheckedBatchOptions } from './batch.js';
 
@@ -157,17 +158,8 @@ const KEYS = [
 
 // setTimeout fires at once for anything longer.
 
-export const WORKER_DEFAULTS = {
-  concurrency: 1,
-  prefetch: 0,
-  lockMs: 30 * SECOND,
-  throttleMs: 0,
-  maxAttempts: 1,
-  autoStart: true,
-  schedules: true,
-  stopGraceMs: 5 * SECOND,
-  transactional: false,
-} as const satisfies WorkerOptions;
+// Checked here, where the options' type is known.
+WORKER_DEFAULTS satisfies WorkerOptions;
 
 /** Validates at construction: a bad option is a TypeError that says how to fix the call. */
 export function checkWorkerOptions(options: AnyWorkerOptions): CheckedWorkerOptions {

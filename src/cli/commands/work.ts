@@ -13,7 +13,7 @@ import type {
 import { payloadBytes } from '../../model/payload.js';
 import { RESULT_MAX_BYTES } from '../../model/result.js';
 import { setLongTimeout, type LongTimeout } from '../../model/time.js';
-import { WORKER_DEFAULTS } from '../../worker/options.js';
+import { WORKER_DEFAULTS } from '../../model/worker-defaults.js';
 import { expectPositionals, optionalWholeNumber, parseCommandLine, parseKeyValue } from '../args.js';
 import type { Command } from '../command.js';
 import { DURATION_HELP, formatDuration, optionalDuration } from '../duration.js';
