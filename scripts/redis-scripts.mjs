@@ -256,15 +256,18 @@ export interface LuaScript {
   readonly source: string;
 }
 
-export const SCRIPTS = {
+export type ScriptName = ${scripts.map((s) => `'${camel(s.name)}'`).join(' | ')};
+
+// Typed rather than \`as const\`: the declarations the build emits then hold no copy of every source.
+export const SCRIPTS: { readonly [Name in ScriptName]: LuaScript } = {
 ${entries.join('\n')}
-} as const satisfies Record<string, LuaScript>;
+};
 
 /** Every script as a function of one Redis Functions library (FUNCTION LOAD), named by its content. */
-export const LIBRARY = {
+export const LIBRARY: { readonly name: string; readonly source: string } = {
   name: '${library.name}',
   source: ${literal(library.source)},
-} as const;
+};
 `;
   const prettier = await import('prettier');
   const options = (await prettier.resolveConfig(OUTPUT)) ?? {};

@@ -14,7 +14,36 @@ export interface LuaScript {
   readonly source: string;
 }
 
-export const SCRIPTS = {
+export type ScriptName =
+  | 'cancel'
+  | 'claim'
+  | 'clear'
+  | 'configure'
+  | 'consumers'
+  | 'enqueue'
+  | 'eventsTrim'
+  | 'extend'
+  | 'finish'
+  | 'fireSchedule'
+  | 'gcExpire'
+  | 'gcFinish'
+  | 'gcStart'
+  | 'gcSweep'
+  | 'inspect'
+  | 'list'
+  | 'promoteNow'
+  | 'queueStatus'
+  | 'readEvents'
+  | 'registerConsumer'
+  | 'remove'
+  | 'report'
+  | 'retry'
+  | 'status'
+  | 'unpark'
+  | 'unregisterConsumer';
+
+// Typed rather than `as const`: the declarations the build emits then hold no copy of every source.
+export const SCRIPTS: { readonly [Name in ScriptName]: LuaScript } = {
   cancel: {
     name: 'cancel',
     keys: [
@@ -14833,10 +14862,10 @@ check_layout()
 return redis.call('HDEL', (KEY_BASE .. 'consumers'), ARGV[1])
 `,
   },
-} as const satisfies Record<string, LuaScript>;
+};
 
 /** Every script as a function of one Redis Functions library (FUNCTION LOAD), named by its content. */
-export const LIBRARY = {
+export const LIBRARY: { readonly name: string; readonly source: string } = {
   name: 'kvmq_d6e28eb161fe',
   source: `#!lua name=kvmq_d6e28eb161fe
 -- kvmq's scripts as one library (scripts/redis-scripts.mjs builds it from src/redis/lua/).
@@ -17742,4 +17771,4 @@ return redis.call('HDEL', K.consumers, ARGV[1])
 end })
 end
 `,
-} as const;
+};

@@ -74,7 +74,7 @@ export class Scripts {
     if (await this.loadLibrary()) return;
     for (const server of this.servers()) {
       const pipeline = server.pipeline();
-      for (const script of Object.values(SCRIPTS) as LuaScript[]) pipeline.script('LOAD', script.source);
+      for (const script of Object.values(SCRIPTS)) pipeline.script('LOAD', script.source);
       const results = (await pipeline.exec()) ?? [];
       for (const [error] of results) if (error !== null) throw translate(error, this.where);
     }
