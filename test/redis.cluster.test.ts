@@ -48,7 +48,7 @@ conformance({
     instantRelease: false,
     deadLetterQueue: false,
     overlapClaims: true,
-    groupRateLimit: false,
+    groupRateLimit: true,
   },
 });
 

@@ -24,6 +24,6 @@ conformance({
     instantRelease: false,
     deadLetterQueue: true,
     overlapClaims: true,
-    groupRateLimit: false,
+    groupRateLimit: true,
   },
 });

@@ -1,6 +1,7 @@
 /**
  * Scheduling on the Redis store (issue 13), on a single server and on a three-master cluster: priorities
- * in lanes, debounce, group concurrency, the rate limit and schedules, through the store contract.
+ * in lanes, debounce, group concurrency, the rate limits (queue-wide and per group) and schedules, through the
+ * store contract.
  */
 import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
@@ -8,6 +9,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
+import { Redis } from 'ioredis';
 import { connect, type Client } from '../src/index.js';
 import { startCluster, type RedisCluster } from '../scripts/servers/redis.mjs';
 import { deletePrefixes, redisTestUrl } from './fixtures/redis-server.js';
@@ -18,6 +20,8 @@ import { storeOf } from '../src/client-store.js';
 const base = redisTestUrl();
 const dir = mkdtempSync(join(tmpdir(), 'kvmq-redis-scheduling-'));
 const prefixes: string[] = [];
+// The prefix of the client `open` made last (its keys are `<prefix>:{<queue>}:<name>`).
+let lastPrefix = '';
 const clients: Client[] = [];
 let cluster: RedisCluster | null = null;
 
@@ -43,6 +47,7 @@ const SERVERS = {
 async function open(server: keyof typeof SERVERS): Promise<Client> {
   const prefix = `kvmq-test-sched-${process.pid}-${randomBytes(3).toString('hex')}`;
   prefixes.push(prefix);
+  lastPrefix = prefix;
   const client = await connect(SERVERS[server](prefix), { maintenance: false });
   clients.push(client);
   return client;
@@ -248,6 +253,19 @@ for (const server of Object.keys(SERVERS) as (keyof typeof SERVERS)[]) {
   });
 }
 
+/** Enqueues a1, a2, a3 (group a), b1 (group b) and p (no group) on queue q, in that order. */
+async function enqueueGroups(c: Client): Promise<void> {
+  for (const [id, group] of [
+    ['a1', 'a'],
+    ['a2', 'a'],
+    ['a3', 'a'],
+    ['b1', 'b'],
+    ['p', undefined],
+  ] as const) {
+    await c.enqueue('q', id, { id, ...(group === undefined ? {} : { group }) });
+  }
+}
+
 function finishOk(c: Client, queue: string, id: string, attempt = 1): Promise<unknown> {
   return storeOf(c).finish(queue, 'c1', [
     { id, attempt, outcome: 'success', backoffMs: 0, error: null, startedAt: Date.now() },
@@ -259,15 +277,7 @@ for (const server of Object.keys(SERVERS) as (keyof typeof SERVERS)[]) {
     void test('a full group is skipped while other groups and ungrouped messages flow; a finish wakes', async () => {
       const c = await open(server);
       await c.configure('q', { groupConcurrency: 1 });
-      for (const [id, group] of [
-        ['a1', 'a'],
-        ['a2', 'a'],
-        ['a3', 'a'],
-        ['b1', 'b'],
-        ['p', undefined],
-      ] as const) {
-        await c.enqueue('q', id, { id, ...(group === undefined ? {} : { group }) });
-      }
+      await enqueueGroups(c);
       assert.deepEqual(await claimIds(c, 'q', 10), ['a1', 'b1', 'p']);
       assert.deepEqual(await claimIds(c, 'q', 10), []);
       assert.equal((await c.status('q', 'a2'))?.state, 'queued');
@@ -334,6 +344,57 @@ for (const server of Object.keys(SERVERS) as (keyof typeof SERVERS)[]) {
     });
   });
 }
+
+for (const server of Object.keys(SERVERS) as (keyof typeof SERVERS)[]) {
+  void describe(`redis ${server}: group rate limit`, () => {
+    void test('a group waits for its slot, first in line, while others flow; no dry run; lifting it frees all', async () => {
+      const c = await open(server);
+      await c.configure('q', { groupRateLimit: { max: 1, perMs: 400 } });
+      await enqueueGroups(c);
+      assert.deepEqual(await claimIds(c, 'q', 10), ['a1', 'b1', 'p']);
+      const waiting = await claim(c, 'q', 10);
+      assert.deepEqual(waiting.messages, []);
+      assert.equal(waiting.dryRuns, 0, 'a claim that finds only groups waiting for their rate is no dry run');
+      const wait = (waiting.wakeAt ?? 0) - Date.now();
+      assert.ok(wait > 200 && wait <= 450, `group a's next slot is one interval (400 ms) away, got ${wait} ms`);
+      assert.deepEqual(
+        (await c.list('q', { state: 'queued' })).messages.map((m) => m.id),
+        ['a2', 'a3'],
+      );
+      await c.enqueue('q', 'a4', { id: 'a4', group: 'a' });
+      await c.enqueue('q', 'p2', { id: 'p2' });
+      assert.deepEqual(await claimIds(c, 'q', 10), ['p2']);
+      await new Promise((r) => setTimeout(r, Math.max(0, (waiting.wakeAt ?? 0) - Date.now()) + 20));
+      // The parked one goes first, and only one per slot, across consumers.
+      assert.deepEqual(await claimIds(c, 'q', 10, { consumerId: 'c2' }), ['a2']);
+      assert.deepEqual(await claimIds(c, 'q', 10), []);
+      await c.configure('q', { groupRateLimit: null });
+      assert.deepEqual(await claimIds(c, 'q', 10), ['a3', 'a4']);
+    });
+  });
+}
+
+void test('redis single: the per-group rate state of groups that stopped sending goes away', async () => {
+  const c = await open('single');
+  const redis = new Redis(base);
+  try {
+    const key = (name: string): string => `${lastPrefix}:{q}:${name}`;
+    await c.configure('q', { groupRateLimit: { max: 1, perMs: 200 } });
+    for (let i = 0; i < 5; i++) await c.enqueue('q', i, { id: `g${i}`, group: `g${i}` });
+    await c.enqueue('q', 'g0b', { id: 'g0b', group: 'g0' });
+    assert.equal((await claimIds(c, 'q', 10)).length, 5);
+    assert.equal(await redis.zcard(key('group-rates')), 5);
+    assert.deepEqual(await redis.zrange(key('group-waits'), 0, -1), ['g0']);
+    await new Promise((r) => setTimeout(r, 250));
+    assert.deepEqual(await claimIds(c, 'q', 10), ['g0b']);
+    assert.deepEqual(await redis.zrange(key('group-rates'), 0, -1), ['g0']);
+    await new Promise((r) => setTimeout(r, 250));
+    assert.deepEqual(await claimIds(c, 'q', 10), []);
+    assert.equal(await redis.exists(key('group-rates'), key('group-waits'), key('parked')), 0);
+  } finally {
+    redis.disconnect();
+  }
+});
 
 function newMessage(id: string, more: Partial<NewMessage> = {}): NewMessage {
   return plainMessage(id, Buffer.from(JSON.stringify(id)), more);

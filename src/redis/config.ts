@@ -3,7 +3,8 @@
  * too): task_gc_lifetime, task_gc_interval and failed_lifetime in ms,
  * filter_enums as JSON, paused ('1' or '0'), max_deliveries, dead_letter_queue
  * ('' for none), events ('1' or '0'), events_max_count, events_max_age (ms), rate_limit ('<max>/<perMs>',
- * '' for none), group_concurrency ('' for none), keep_done and keep_failed ('' for none). Fields an older kvmq
+ * '' for none), group_concurrency ('' for none), keep_done and keep_failed ('' for none), group_rate_limit
+ * ('<max>/<perMs>', '' for none). Fields an older kvmq
  * did not write read as their defaults.
  */
 import { StoreLayoutError } from '../errors.js';
@@ -29,6 +30,7 @@ const FIELDS = [
   'group_concurrency',
   'keep_done',
   'keep_failed',
+  'group_rate_limit',
 ] as const;
 
 type RawConfig = readonly string[];
@@ -54,6 +56,7 @@ function parse(raw: RawConfig, key: string): QueueConfig {
     groupConcurrency,
     keepDone,
     keepFailed,
+    groupRateLimit,
   ] = raw;
   const patch: { -readonly [K in keyof QueueConfig]?: QueueConfig[K] } = {};
   const bad = (field: string): never => {
@@ -82,11 +85,13 @@ function parse(raw: RawConfig, key: string): QueueConfig {
   patch.groupConcurrency = integer(groupConcurrency, 'group_concurrency');
   patch.keepDone = integer(keepDone, 'keep_done');
   patch.keepFailed = integer(keepFailed, 'keep_failed');
-  if (rateLimit !== undefined && rateLimit !== '') {
-    const [max, perMs] = rateLimit.split('/').map((part) => integer(part, 'rate_limit'));
-    if (max === undefined || perMs === undefined) bad('rate_limit');
-    else patch.rateLimit = { max, perMs };
-  }
+  const limit = (value: string | undefined, field: string): QueueConfig['rateLimit'] | undefined => {
+    if (value === undefined || value === '') return undefined;
+    const [max, perMs] = value.split('/').map((part) => integer(part, field));
+    return max === undefined || perMs === undefined ? bad(field) : { max, perMs };
+  };
+  patch.rateLimit = limit(rateLimit, 'rate_limit');
+  patch.groupRateLimit = limit(groupRateLimit, 'group_rate_limit');
   return withConfigDefaults(patch);
 }
 
@@ -131,6 +136,7 @@ export async function writeConfig(
       next.groupConcurrency ?? '',
       next.keepDone ?? '',
       next.keepFailed ?? '',
+      next.groupRateLimit === null ? '' : `${next.groupRateLimit.max}/${next.groupRateLimit.perMs}`,
     ]);
     if (written !== 0) return { config: next, created: written === 2 };
   }

@@ -58,6 +58,8 @@ export const KEY_TYPES = {
   debounce: 'hash', // debounce id → the id of the message that took it last (lazy: checked for still waiting)
   'debounce-of': 'hash', // id → its debounce id, so the index entry goes with the message
   'rate-tat': 'string', // the rate limit's theoretical arrival time (GCRA, model/rate-limit.ts)
+  'group-rates': 'zset', // group → when its next message may start (group_rate_limit; only times still to come)
+  'group-waits': 'zset', // groups with messages parked for their rate, by that time (lua/lib/group-rates.lua)
   schedules: 'hash', // schedule name → its next slot (ms), a space, then its body
   // Hot path (issue 14).
   'idle-workers': 'hash', // consumer → '<free slots> <lock ms> <until ms>' of parked workers; each has a list

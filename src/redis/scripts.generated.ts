@@ -68,6 +68,7 @@ export const SCRIPTS: { readonly [Name in ScriptName]: LuaScript } = {
       'group-held',
       'parked',
       'pushes',
+      'group-waits',
       'metadata',
       'policies',
       'history',
@@ -89,15 +90,15 @@ export const SCRIPTS: { readonly [Name in ScriptName]: LuaScript } = {
       'results',
     ],
     readOnly: false,
-    sha: '83fbe8f7401986fa0073de89e9fcb211d5737463',
-    fn: 'kvmq_d6e28eb161fe_cancel',
+    sha: 'badd0a1d2c5503f5f8dbf273f7601d66ae39c892',
+    fn: 'kvmq_8acaaec00654_cancel',
     source: `#!lua flags=allow-oom
 -- The queue's keys are its base (the one key the call passes) and their names.
 local KEY_BASE = KEYS[1]
 -- The keys by name, for the helpers that look a key up by a name they hold.
 local K_TABLE = nil
 local function key_table()
-  if K_TABLE == nil then K_TABLE = { messages = (KEY_BASE .. 'messages'), nattempts = (KEY_BASE .. 'nattempts'), holders = (KEY_BASE .. 'holders'), wake = (KEY_BASE .. 'wake'), mid_circle = (KEY_BASE .. 'mid-circle'), done = (KEY_BASE .. 'done'), conf = (KEY_BASE .. 'conf'), events = (KEY_BASE .. 'events'), events_seq = (KEY_BASE .. 'events-seq'), events_wake = (KEY_BASE .. 'events-wake'), requeue = (KEY_BASE .. 'requeue'), backoffs = (KEY_BASE .. 'backoffs'), locks = (KEY_BASE .. 'locks'), failed = (KEY_BASE .. 'failed'), filters = (KEY_BASE .. 'filters'), priorities = (KEY_BASE .. 'priorities'), lanes = (KEY_BASE .. 'lanes'), groups = (KEY_BASE .. 'groups'), group_held = (KEY_BASE .. 'group-held'), parked = (KEY_BASE .. 'parked'), pushes = (KEY_BASE .. 'pushes'), metadata = (KEY_BASE .. 'metadata'), policies = (KEY_BASE .. 'policies'), history = (KEY_BASE .. 'history'), losses = (KEY_BASE .. 'losses'), outcomes = (KEY_BASE .. 'outcomes'), enqueued_at = (KEY_BASE .. 'enqueued-at'), updated_at = (KEY_BASE .. 'updated-at'), requeue_content = (KEY_BASE .. 'requeue-content'), schedule = (KEY_BASE .. 'schedule'), lock_expiry = (KEY_BASE .. 'lock-expiry'), requeue_locks = (KEY_BASE .. 'requeue-locks'), requeue_schedule = (KEY_BASE .. 'requeue-schedule'), done_at = (KEY_BASE .. 'done-at'), dedupe = (KEY_BASE .. 'dedupe'), debounce = (KEY_BASE .. 'debounce'), debounce_of = (KEY_BASE .. 'debounce-of'), progress = (KEY_BASE .. 'progress'), logs = (KEY_BASE .. 'logs'), results = (KEY_BASE .. 'results') } end
+  if K_TABLE == nil then K_TABLE = { messages = (KEY_BASE .. 'messages'), nattempts = (KEY_BASE .. 'nattempts'), holders = (KEY_BASE .. 'holders'), wake = (KEY_BASE .. 'wake'), mid_circle = (KEY_BASE .. 'mid-circle'), done = (KEY_BASE .. 'done'), conf = (KEY_BASE .. 'conf'), events = (KEY_BASE .. 'events'), events_seq = (KEY_BASE .. 'events-seq'), events_wake = (KEY_BASE .. 'events-wake'), requeue = (KEY_BASE .. 'requeue'), backoffs = (KEY_BASE .. 'backoffs'), locks = (KEY_BASE .. 'locks'), failed = (KEY_BASE .. 'failed'), filters = (KEY_BASE .. 'filters'), priorities = (KEY_BASE .. 'priorities'), lanes = (KEY_BASE .. 'lanes'), groups = (KEY_BASE .. 'groups'), group_held = (KEY_BASE .. 'group-held'), parked = (KEY_BASE .. 'parked'), pushes = (KEY_BASE .. 'pushes'), group_waits = (KEY_BASE .. 'group-waits'), metadata = (KEY_BASE .. 'metadata'), policies = (KEY_BASE .. 'policies'), history = (KEY_BASE .. 'history'), losses = (KEY_BASE .. 'losses'), outcomes = (KEY_BASE .. 'outcomes'), enqueued_at = (KEY_BASE .. 'enqueued-at'), updated_at = (KEY_BASE .. 'updated-at'), requeue_content = (KEY_BASE .. 'requeue-content'), schedule = (KEY_BASE .. 'schedule'), lock_expiry = (KEY_BASE .. 'lock-expiry'), requeue_locks = (KEY_BASE .. 'requeue-locks'), requeue_schedule = (KEY_BASE .. 'requeue-schedule'), done_at = (KEY_BASE .. 'done-at'), dedupe = (KEY_BASE .. 'dedupe'), debounce = (KEY_BASE .. 'debounce'), debounce_of = (KEY_BASE .. 'debounce-of'), progress = (KEY_BASE .. 'progress'), logs = (KEY_BASE .. 'logs'), results = (KEY_BASE .. 'results') } end
   return K_TABLE
 end
 -- common: helpers every script includes. K holds the queue's keys by name
@@ -119,7 +120,7 @@ local function key_type(name)
       gc_at = 'string', policies = 'hash', history = 'hash', losses = 'hash', pushes = 'hash',
       requeue_locks = 'zset', requeue_schedule = 'zset', failed = 'zset', expiry = 'zset', events = 'stream', events_seq = 'string',
       priorities = 'hash', lanes = 'zset', groups = 'hash', group_held = 'hash', parked = 'set', debounce = 'hash',
-      debounce_of = 'hash', rate_tat = 'string', schedules = 'hash', layout = 'string', idle_workers = 'hash',
+      debounce_of = 'hash', rate_tat = 'string', group_rates = 'zset', group_waits = 'zset', schedules = 'hash', layout = 'string', idle_workers = 'hash',
     }
   end
   return KEY_TYPES[name]
@@ -536,14 +537,22 @@ end
 -- message whose group is full parks it in the group's list (\`mid-circle#<group>\`, a lane of its own,
 -- see common) instead of handing it out; when a held message of that group lets go, as many parked
 -- messages as the group has room for go back to the front of their lanes, and the caller publishes a
--- wake-up. So a full group's messages are read once per release, not by every claim. Scripts include
--- common and lanes before it.
+-- wake-up. So a full group's messages are read once per release, not by every claim. A group whose parked
+-- messages wait for its rate (\`group-waits\`, lib/group-rates.lua) is left to the claims that take them when
+-- its time comes. Scripts include common and lanes before it.
 --
--- KEYS: groups group-held parked conf messages pushes
+-- KEYS: groups group-held parked conf messages pushes group-waits
 
 -- The queue's limit, or nil for none.
 local function group_limit()
   return tonumber(redis.call('HGET', (KEY_BASE .. 'conf'), 'group_concurrency'))
+end
+
+-- The group's parked list is empty: nothing of it stays behind (groups come and go: tenants).
+local function forget_parked(group)
+  redis.call('SREM', (KEY_BASE .. 'parked'), group)
+  redis.call('HDEL', (KEY_BASE .. 'pushes'), '#' .. group)
+  redis.call('ZREM', (KEY_BASE .. 'group-waits'), group)
 end
 
 -- Moves up to \`free\` (nil: all) of the group's parked messages back to the front of their lanes.
@@ -562,11 +571,7 @@ local function unpark(group, free, ready)
       end
     end
   end
-  if redis.call('EXISTS', list) == 0 then
-    -- Groups come and go (tenants): nothing of an emptied parked list stays behind.
-    redis.call('SREM', (KEY_BASE .. 'parked'), group)
-    redis.call('HDEL', (KEY_BASE .. 'pushes'), '#' .. group)
-  end
+  if redis.call('EXISTS', list) == 0 then forget_parked(group) end
   return moved
 end
 
@@ -594,7 +599,11 @@ local function release_groups(ids, ready, keep)
         redis.call('HDEL', (KEY_BASE .. 'group-held'), group)
         held = 0
       end
-      if not keep and redis.call('SISMEMBER', (KEY_BASE .. 'parked'), group) == 1 then
+      if
+        not keep
+        and redis.call('SISMEMBER', (KEY_BASE .. 'parked'), group) == 1
+        and not redis.call('ZSCORE', (KEY_BASE .. 'group-waits'), group)
+      then
         if limit == false then limit = group_limit() end
         if limit == nil then
           moved = moved + unpark(group, nil, ready)
@@ -607,15 +616,17 @@ local function release_groups(ids, ready, keep)
   return moved
 end
 
--- After the limit changed: every parked group gets the room the new limit gives it.
+-- After the limit changed: every parked group gets the room the new limit gives it (but those waiting for
+-- their rate).
 local function unpark_all(ready)
   local limit = group_limit()
   local moved = 0
   for _, group in ipairs(redis.call('SMEMBERS', (KEY_BASE .. 'parked'))) do
     local held = tonumber(redis.call('HGET', (KEY_BASE .. 'group-held'), group)) or 0
-    if limit == nil then
+    local waiting = redis.call('ZSCORE', (KEY_BASE .. 'group-waits'), group)
+    if not waiting and limit == nil then
       moved = moved + unpark(group, nil, ready)
-    elseif held < limit then
+    elseif not waiting and held < limit then
       moved = moved + unpark(group, limit - held, ready)
     end
   end
@@ -830,6 +841,8 @@ return { 'ok', holder and 'running' or 'waiting', moved and '1' or '0' }
       'lanes',
       'rate-tat',
       'layout',
+      'group-rates',
+      'group-waits',
       'events',
       'events-seq',
       'events-wake',
@@ -853,15 +866,15 @@ return { 'ok', holder and 'running' or 'waiting', moved and '1' or '0' }
       'idle-workers',
     ],
     readOnly: false,
-    sha: '3a3e23bb06a14700b3408d6f2781c42f048ef646',
-    fn: 'kvmq_d6e28eb161fe_claim',
+    sha: '529692028b2641a196843d53a4774c385a61db65',
+    fn: 'kvmq_8acaaec00654_claim',
     source: `#!lua flags=allow-oom
 -- The queue's keys are its base (the one key the call passes) and their names.
 local KEY_BASE = KEYS[1]
 -- The keys by name, for the helpers that look a key up by a name they hold.
 local K_TABLE = nil
 local function key_table()
-  if K_TABLE == nil then K_TABLE = { messages = (KEY_BASE .. 'messages'), metadata = (KEY_BASE .. 'metadata'), filters = (KEY_BASE .. 'filters'), classes = (KEY_BASE .. 'classes'), nattempts = (KEY_BASE .. 'nattempts'), locks = (KEY_BASE .. 'locks'), holders = (KEY_BASE .. 'holders'), backoffs = (KEY_BASE .. 'backoffs'), done = (KEY_BASE .. 'done'), done_at = (KEY_BASE .. 'done-at'), requeue = (KEY_BASE .. 'requeue'), schedule = (KEY_BASE .. 'schedule'), lock_expiry = (KEY_BASE .. 'lock-expiry'), updated_at = (KEY_BASE .. 'updated-at'), mid_circle = (KEY_BASE .. 'mid-circle'), eoq_backoff = (KEY_BASE .. 'eoq-backoff?'), ndry_runs = (KEY_BASE .. 'ndry-runs'), policies = (KEY_BASE .. 'policies'), pushes = (KEY_BASE .. 'pushes'), conf = (KEY_BASE .. 'conf'), failed = (KEY_BASE .. 'failed'), lanes = (KEY_BASE .. 'lanes'), rate_tat = (KEY_BASE .. 'rate-tat'), layout = (KEY_BASE .. 'layout'), events = (KEY_BASE .. 'events'), events_seq = (KEY_BASE .. 'events-seq'), events_wake = (KEY_BASE .. 'events-wake'), priorities = (KEY_BASE .. 'priorities'), groups = (KEY_BASE .. 'groups'), group_held = (KEY_BASE .. 'group-held'), parked = (KEY_BASE .. 'parked'), history = (KEY_BASE .. 'history'), losses = (KEY_BASE .. 'losses'), outcomes = (KEY_BASE .. 'outcomes'), enqueued_at = (KEY_BASE .. 'enqueued-at'), requeue_content = (KEY_BASE .. 'requeue-content'), requeue_locks = (KEY_BASE .. 'requeue-locks'), requeue_schedule = (KEY_BASE .. 'requeue-schedule'), dedupe = (KEY_BASE .. 'dedupe'), debounce = (KEY_BASE .. 'debounce'), debounce_of = (KEY_BASE .. 'debounce-of'), progress = (KEY_BASE .. 'progress'), logs = (KEY_BASE .. 'logs'), results = (KEY_BASE .. 'results'), idle_workers = (KEY_BASE .. 'idle-workers') } end
+  if K_TABLE == nil then K_TABLE = { messages = (KEY_BASE .. 'messages'), metadata = (KEY_BASE .. 'metadata'), filters = (KEY_BASE .. 'filters'), classes = (KEY_BASE .. 'classes'), nattempts = (KEY_BASE .. 'nattempts'), locks = (KEY_BASE .. 'locks'), holders = (KEY_BASE .. 'holders'), backoffs = (KEY_BASE .. 'backoffs'), done = (KEY_BASE .. 'done'), done_at = (KEY_BASE .. 'done-at'), requeue = (KEY_BASE .. 'requeue'), schedule = (KEY_BASE .. 'schedule'), lock_expiry = (KEY_BASE .. 'lock-expiry'), updated_at = (KEY_BASE .. 'updated-at'), mid_circle = (KEY_BASE .. 'mid-circle'), eoq_backoff = (KEY_BASE .. 'eoq-backoff?'), ndry_runs = (KEY_BASE .. 'ndry-runs'), policies = (KEY_BASE .. 'policies'), pushes = (KEY_BASE .. 'pushes'), conf = (KEY_BASE .. 'conf'), failed = (KEY_BASE .. 'failed'), lanes = (KEY_BASE .. 'lanes'), rate_tat = (KEY_BASE .. 'rate-tat'), layout = (KEY_BASE .. 'layout'), group_rates = (KEY_BASE .. 'group-rates'), group_waits = (KEY_BASE .. 'group-waits'), events = (KEY_BASE .. 'events'), events_seq = (KEY_BASE .. 'events-seq'), events_wake = (KEY_BASE .. 'events-wake'), priorities = (KEY_BASE .. 'priorities'), groups = (KEY_BASE .. 'groups'), group_held = (KEY_BASE .. 'group-held'), parked = (KEY_BASE .. 'parked'), history = (KEY_BASE .. 'history'), losses = (KEY_BASE .. 'losses'), outcomes = (KEY_BASE .. 'outcomes'), enqueued_at = (KEY_BASE .. 'enqueued-at'), requeue_content = (KEY_BASE .. 'requeue-content'), requeue_locks = (KEY_BASE .. 'requeue-locks'), requeue_schedule = (KEY_BASE .. 'requeue-schedule'), dedupe = (KEY_BASE .. 'dedupe'), debounce = (KEY_BASE .. 'debounce'), debounce_of = (KEY_BASE .. 'debounce-of'), progress = (KEY_BASE .. 'progress'), logs = (KEY_BASE .. 'logs'), results = (KEY_BASE .. 'results'), idle_workers = (KEY_BASE .. 'idle-workers') } end
   return K_TABLE
 end
 -- common: helpers every script includes. K holds the queue's keys by name
@@ -883,7 +896,7 @@ local function key_type(name)
       gc_at = 'string', policies = 'hash', history = 'hash', losses = 'hash', pushes = 'hash',
       requeue_locks = 'zset', requeue_schedule = 'zset', failed = 'zset', expiry = 'zset', events = 'stream', events_seq = 'string',
       priorities = 'hash', lanes = 'zset', groups = 'hash', group_held = 'hash', parked = 'set', debounce = 'hash',
-      debounce_of = 'hash', rate_tat = 'string', schedules = 'hash', layout = 'string', idle_workers = 'hash',
+      debounce_of = 'hash', rate_tat = 'string', group_rates = 'zset', group_waits = 'zset', schedules = 'hash', layout = 'string', idle_workers = 'hash',
     }
   end
   return KEY_TYPES[name]
@@ -1273,14 +1286,22 @@ end
 -- message whose group is full parks it in the group's list (\`mid-circle#<group>\`, a lane of its own,
 -- see common) instead of handing it out; when a held message of that group lets go, as many parked
 -- messages as the group has room for go back to the front of their lanes, and the caller publishes a
--- wake-up. So a full group's messages are read once per release, not by every claim. Scripts include
--- common and lanes before it.
+-- wake-up. So a full group's messages are read once per release, not by every claim. A group whose parked
+-- messages wait for its rate (\`group-waits\`, lib/group-rates.lua) is left to the claims that take them when
+-- its time comes. Scripts include common and lanes before it.
 --
--- KEYS: groups group-held parked conf messages pushes
+-- KEYS: groups group-held parked conf messages pushes group-waits
 
 -- The queue's limit, or nil for none.
 local function group_limit()
   return tonumber(redis.call('HGET', (KEY_BASE .. 'conf'), 'group_concurrency'))
+end
+
+-- The group's parked list is empty: nothing of it stays behind (groups come and go: tenants).
+local function forget_parked(group)
+  redis.call('SREM', (KEY_BASE .. 'parked'), group)
+  redis.call('HDEL', (KEY_BASE .. 'pushes'), '#' .. group)
+  redis.call('ZREM', (KEY_BASE .. 'group-waits'), group)
 end
 
 -- Moves up to \`free\` (nil: all) of the group's parked messages back to the front of their lanes.
@@ -1299,11 +1320,7 @@ local function unpark(group, free, ready)
       end
     end
   end
-  if redis.call('EXISTS', list) == 0 then
-    -- Groups come and go (tenants): nothing of an emptied parked list stays behind.
-    redis.call('SREM', (KEY_BASE .. 'parked'), group)
-    redis.call('HDEL', (KEY_BASE .. 'pushes'), '#' .. group)
-  end
+  if redis.call('EXISTS', list) == 0 then forget_parked(group) end
   return moved
 end
 
@@ -1331,7 +1348,11 @@ local function release_groups(ids, ready, keep)
         redis.call('HDEL', (KEY_BASE .. 'group-held'), group)
         held = 0
       end
-      if not keep and redis.call('SISMEMBER', (KEY_BASE .. 'parked'), group) == 1 then
+      if
+        not keep
+        and redis.call('SISMEMBER', (KEY_BASE .. 'parked'), group) == 1
+        and not redis.call('ZSCORE', (KEY_BASE .. 'group-waits'), group)
+      then
         if limit == false then limit = group_limit() end
         if limit == nil then
           moved = moved + unpark(group, nil, ready)
@@ -1344,19 +1365,119 @@ local function release_groups(ids, ready, keep)
   return moved
 end
 
--- After the limit changed: every parked group gets the room the new limit gives it.
+-- After the limit changed: every parked group gets the room the new limit gives it (but those waiting for
+-- their rate).
 local function unpark_all(ready)
   local limit = group_limit()
   local moved = 0
   for _, group in ipairs(redis.call('SMEMBERS', (KEY_BASE .. 'parked'))) do
     local held = tonumber(redis.call('HGET', (KEY_BASE .. 'group-held'), group)) or 0
-    if limit == nil then
+    local waiting = redis.call('ZSCORE', (KEY_BASE .. 'group-waits'), group)
+    if not waiting and limit == nil then
       moved = moved + unpark(group, nil, ready)
-    elseif held < limit then
+    elseif not waiting and held < limit then
       moved = moved + unpark(group, limit - held, ready)
     end
   end
   return moved
+end
+-- group-rates: a queue's group_rate_limit ('<max>/<perMs>' in conf): a group's messages start at least
+-- perMs/max apart across every worker, as model/rate-limit.ts spacedGrant says. \`group-rates\` scores each
+-- group by the earliest time its next message may start; an entry whose time has come says no more than no
+-- entry, so every claim under the limit drops those first, and a group that stopped sending leaves nothing
+-- behind. A claim that pops a message of a group whose time has not come parks it in the group's parked list
+-- (lib/groups.lua) and scores the group in \`group-waits\` by that time; claims take the next parked message
+-- of each group whose time came before their ready lists. \`group-waits\` is an index only: its score is
+-- checked against \`group-rates\`, and a group with no parked message left leaves it. Scripts include common,
+-- lanes and groups before it.
+--
+-- KEYS: group-rates group-waits groups
+
+-- Guards a comparison of times with fractions, as model/rate-limit.ts does.
+local RATE_EPSILON = 1e-9
+
+-- One claim's view of the limit (nil without one: conf's field \`value\` is '' or absent). Reads each group's
+-- time once; \`group_rates_end\` writes the charged ones.
+local function group_rates_begin(value, now)
+  if not value or value == '' then return nil end
+  local max, per_ms = string.match(value, '^(%d+)/(%d+)$')
+  redis.call('ZREMRANGEBYSCORE', (KEY_BASE .. 'group-rates'), '-inf', now)
+  return { interval = tonumber(per_ms) / tonumber(max), now = now, tats = {}, charged = {} }
+end
+
+-- When the group's next message may start (0: it may now).
+local function group_tat(rates, group)
+  local tat = rates.tats[group]
+  if tat == nil then
+    tat = tonumber(redis.call('ZSCORE', (KEY_BASE .. 'group-rates'), group)) or 0
+    rates.tats[group] = tat
+  end
+  return tat
+end
+
+local function group_rate_due(rates, group)
+  return group_tat(rates, group) <= rates.now + RATE_EPSILON
+end
+
+-- A message of the group starts now: its next may start one interval later.
+local function group_rate_charge(rates, group)
+  rates.tats[group] = math.max(group_tat(rates, group), rates.now) + rates.interval
+  rates.charged[group] = true
+end
+
+-- Parks a message whose group's time has not come, at the back of the group's line; the group waits for it.
+local function group_rate_park(rates, group, id)
+  park(group, id)
+  redis.call('ZADD', (KEY_BASE .. 'group-waits'), string.format('%.3f', group_tat(rates, group)), group)
+end
+
+-- The next parked message of a waiting group and its filter class, taken off the list, when \`accepts(class)\`;
+-- nil when the front one is not accepted, or none is left (the group then stops waiting).
+local function take_parked(group, accepts)
+  local list = ready_list('#' .. group)
+  while true do
+    local id = redis.call('LINDEX', list, -1)
+    if not id then
+      forget_parked(group)
+      return nil
+    end
+    -- Blank entries (removed or debounced messages) and messages gone meanwhile are dropped.
+    if id == '' or redis.call('HGET', (KEY_BASE .. 'groups'), id) ~= group then
+      redis.call('RPOP', list)
+    else
+      local class = class_of(id)
+      if not accepts(class) then return nil end
+      redis.call('RPOP', list)
+      return id, class
+    end
+  end
+end
+
+-- The groups waiting for their parked messages whose time came (at most \`count\`, earliest first).
+local function due_waits(rates, count)
+  return redis.call('ZRANGE', (KEY_BASE .. 'group-waits'), '-inf', rates.now, 'BYSCORE', 'LIMIT', 0, count)
+end
+
+-- A waiting group's time is its entry in \`group-rates\` (another claim may have charged it): rescored so.
+local function rewait(rates, group)
+  redis.call('ZADD', (KEY_BASE .. 'group-waits'), 'XX', string.format('%.3f', group_tat(rates, group)), group)
+end
+
+-- The first time a waiting group's next message may start after now, or nil.
+local function next_wait(rates)
+  local first = redis.call('ZRANGE', (KEY_BASE .. 'group-waits'), '(' .. rates.now, '+inf', 'BYSCORE', 'LIMIT', 0, 1, 'WITHSCORES')
+  if first[2] == nil then return nil end
+  return math.ceil(tonumber(first[2]))
+end
+
+-- Stores the charged groups' times, and the new time of those of them still waiting.
+local function group_rates_end(rates)
+  local waiting = redis.call('EXISTS', (KEY_BASE .. 'group-waits')) == 1
+  for group in pairs(rates.charged) do
+    local tat = string.format('%.3f', rates.tats[group])
+    redis.call('ZADD', (KEY_BASE .. 'group-rates'), tat, group)
+    if waiting then redis.call('ZADD', (KEY_BASE .. 'group-waits'), 'XX', tat, group) end
+  end
 end
 -- forget: removes every trace of a message from the queue's hashes, sets and
 -- sorted sets (not from a ready list: the caller knows whether it is in one).
@@ -1844,7 +1965,9 @@ end
 -- starts after pause() returned). Each message handed out writes a \`started\` event (events on).
 -- Order: the priority-0 lanes of the accepted classes in turn, then the lanes of lower priorities in
 -- priority order (\`lanes\`). A message whose group already holds group_concurrency is parked instead
--- (lib/groups.lua). With a rate limit (rate_limit in conf), at most what it grants (\`rate-tat\`).
+-- (lib/groups.lua). With a rate limit (rate_limit in conf), at most what it grants (\`rate-tat\`). With a
+-- per-group rate limit (group_rate_limit), a message of a group whose next start has not come is parked, and
+-- the next parked message of each group whose time came is taken first (lib/group-rates.lua).
 -- A worker that takes handoffs and is left with free slots and nothing to take is parked (lib/handoff.lua):
 -- enqueues then hand it messages directly. Its next claim unparks it first, and takes fewer by the messages
 -- handed to it that it had not received when it sent the claim (they stay owed until a claim sent after
@@ -1853,7 +1976,7 @@ end
 --
 -- KEYS: messages metadata filters classes nattempts locks holders backoffs done done-at requeue
 --       schedule lock-expiry updated-at mid-circle eoq-backoff? ndry-runs policies pushes conf failed lanes
---       rate-tat layout
+--       rate-tat layout group-rates group-waits
 -- ARGV: consumer id, max, lock ms, the number of filter classes the consumer knows of,
 --       five end-of-queue backoffs in ms (after dry run 1, 2, 3, 4, 5 and more), handoffs ('' when the
 --       consumer takes none, else '<this claim's token> <the last claim's token> <handed messages received
@@ -1863,7 +1986,7 @@ end
 --        (it claimed nothing), else { 'ok', queue size, dry runs, wake-at ms (-1: look again at once; set
 --        when it claimed nothing, or took the last ready messages),
 --        then six per message: id, content, metadata JSON or nil, filter class, attempt, policy or nil }
--- Include: common events lanes groups forget fail promote hold handoff
+-- Include: common events lanes groups group-rates forget fail promote hold handoff
 
 -- The layout mark and the dry runs in one read (MGET reads a key of another type as nil: without the mark,
 -- check_layout checks both keys and names the foreign one).
@@ -1872,7 +1995,7 @@ local marks = redis.call('MGET', (KEY_BASE .. 'layout'), (KEY_BASE .. 'ndry-runs
 -- check_rare). It reads conf, then schedule and lock-expiry (promote), before its first write.
 check_layout(nil, { 'history', 'losses', 'outcomes', 'enqueued_at', 'requeue_content', 'requeue_schedule', 'dedupe',
   'done_at', 'backoffs', 'priorities', 'lanes', 'groups', 'debounce', 'debounce_of', 'group_held', 'parked',
-  'rate_tat', 'filters', 'pushes' }, { 'conf', 'schedule', 'lock_expiry' }, marks[1] == LAYOUT_VERSION)
+  'rate_tat', 'filters', 'pushes', 'group_rates', 'group_waits' }, { 'conf', 'schedule', 'lock_expiry' }, marks[1] == LAYOUT_VERSION)
 -- At most this many ready lists are read to tell a full claim that it took the last ready messages.
 local MAX_DRAINED_READS = 8
 local consumer, max, lock_ms, known = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
@@ -1886,7 +2009,7 @@ end
 
 local now = now_ms()
 local conf = redis.call('HMGET', (KEY_BASE .. 'conf'), 'paused', 'events', 'events_max_count', 'group_concurrency', 'rate_limit',
-  'handoff')
+  'handoff', 'group_rate_limit')
 local token, last_token, received = string.match(ARGV[10], '^(%S+) (%S+) (%d+)$')
 local parked_any, on_the_way, owed_until = unpark_worker(consumer, conf[6] == '1', last_token, received, now)
 max = math.max(0, max - on_the_way)
@@ -1953,7 +2076,25 @@ local ids, class_at, n = {}, {}, 0
 local locked_until = nil
 -- Held messages per group (read once per group), counting those this claim takes.
 local held, taken_groups = {}, {}
--- Pops up to \`want\` from a lane; returns how many it popped. A message of a full group is parked.
+-- The per-group rate limit's state for this claim (nil without one, or without grouped messages).
+local rates = grouped and group_rates_begin(conf[7], now) or nil
+local function held_of(group)
+  local h = held[group] or tonumber(redis.call('HGET', (KEY_BASE .. 'group-held'), group)) or 0
+  held[group] = h
+  return h
+end
+local function add(id, class, group)
+  if group then
+    held[group] = held_of(group) + 1
+    taken_groups[group] = (taken_groups[group] or 0) + 1
+    if rates then group_rate_charge(rates, group) end
+  end
+  n = n + 1
+  ids[n] = id
+  class_at[n] = class
+end
+-- Pops up to \`want\` from a lane; returns how many it popped. A message of a full group is parked, and one
+-- of a group whose next start has not come.
 local function take(lane, class, want)
   local popped = redis.call('RPOP', ready_list(lane), want)
   if not popped then return 0 end
@@ -1968,21 +2109,14 @@ local function take(lane, class, want)
   local groups = hmget((KEY_BASE .. 'groups'), popped)
   for i, id in ipairs(popped) do
     local group = groups[i]
-    if group then
-      local h = held[group] or tonumber(redis.call('HGET', (KEY_BASE .. 'group-held'), group)) or 0
-      if group_max and h >= group_max then
-        park(group, id)
-      else
-        held[group] = h + 1
-        taken_groups[group] = (taken_groups[group] or 0) + 1
-        n = n + 1
-        ids[n] = id
-        class_at[n] = class
-      end
+    if not group then
+      add(id, class, nil)
+    elseif rates and not group_rate_due(rates, group) then
+      group_rate_park(rates, group, id)
+    elseif group_max and held_of(group) >= group_max then
+      park(group, id)
     else
-      n = n + 1
-      ids[n] = id
-      class_at[n] = class
+      add(id, class, group)
     end
   end
   return #popped
@@ -1994,6 +2128,25 @@ local function drain(lane, class)
     if take(lane, class, want) < want then return false end
   end
   return true
+end
+
+-- Groups whose parked messages waited for their rate and whose time came: the next of each, before the
+-- lanes (it was ahead of what they hold). A full group stops waiting: its next release unparks it.
+if rates then
+  local function accepts(class)
+    return accept_all or accepted[class] == true
+  end
+  for _, group in ipairs(due_waits(rates, max + 10)) do
+    if n >= max then break end
+    if not group_rate_due(rates, group) then
+      rewait(rates, group)
+    elseif group_max and held_of(group) >= group_max then
+      redis.call('ZREM', (KEY_BASE .. 'group-waits'), group)
+    else
+      local id, class = take_parked(group, accepts)
+      if id then add(id, class, group) end
+    end
+  end
 end
 
 -- Priority 0 first: the classes in turn from a rotating start, so no class waits behind another for good.
@@ -2030,6 +2183,12 @@ if n > 0 then
     redis.call('SET', (KEY_BASE .. 'rate-tat'), string.format('%.3f', rate_start + m * rate_interval))
   end
 end
+-- When the first group waiting for its rate may start its next message (nil: none waits).
+local waits_until = nil
+if rates then
+  group_rates_end(rates)
+  waits_until = next_wait(rates)
+end
 
 -- Whether the accepted lanes are empty now: fewer than asked were there, or as many and none left (read
 -- for a few plain lanes only; with more, or lanes of lower priorities, the worker just claims again).
@@ -2046,9 +2205,9 @@ end
 local function wake_after(ttl)
   if more then return now end
   local wake_at = now + ttl
-  local firsts = { heads.schedule, heads.expiry, locked_until }
-  if promoted then firsts = { head((KEY_BASE .. 'schedule')), head((KEY_BASE .. 'lock-expiry')), nil } end
-  for i = 1, 3 do
+  local firsts = { heads.schedule, heads.expiry, locked_until, waits_until }
+  if promoted then firsts = { head((KEY_BASE .. 'schedule')), head((KEY_BASE .. 'lock-expiry')), nil, waits_until } end
+  for i = 1, 4 do
     if firsts[i] ~= nil then wake_at = math.min(wake_at, firsts[i]) end
   end
   return wake_at
@@ -2066,6 +2225,10 @@ if #reply > 4 or on_the_way > 0 then
     -- a connection, stop being owed after a lock.
     reply[4] = math.min(tonumber(owed_until) or now + lock_ms, now + PARK_MS)
   end
+elseif waits_until then
+  -- Only messages of groups waiting for their rate are left: no dry run; look again at the first one's time.
+  reply[3] = tonumber(marks[2]) or 0
+  reply[4] = wake_after(waits_until - now)
 else
   local ttl = redis.call('PTTL', (KEY_BASE .. 'eoq-backoff?'))
   local dry
@@ -2136,17 +2299,19 @@ return reply
       'progress',
       'logs',
       'expiry',
+      'group-rates',
+      'group-waits',
     ],
     readOnly: false,
-    sha: 'c87dc1a9cf5004f4887ba3c07aafb71665472564',
-    fn: 'kvmq_d6e28eb161fe_clear',
+    sha: 'e1d640554b1c4c75bf77f3e1b5885b4feffb1410',
+    fn: 'kvmq_8acaaec00654_clear',
     source: `#!lua flags=allow-oom
 -- The queue's keys are its base (the one key the call passes) and their names.
 local KEY_BASE = KEYS[1]
 -- The keys by name, for the helpers that look a key up by a name they hold.
 local K_TABLE = nil
 local function key_table()
-  if K_TABLE == nil then K_TABLE = { messages = (KEY_BASE .. 'messages'), locks = (KEY_BASE .. 'locks'), backoffs = (KEY_BASE .. 'backoffs'), nattempts = (KEY_BASE .. 'nattempts'), mid_circle = (KEY_BASE .. 'mid-circle'), done = (KEY_BASE .. 'done'), requeue = (KEY_BASE .. 'requeue'), eoq_backoff = (KEY_BASE .. 'eoq-backoff?'), ndry_runs = (KEY_BASE .. 'ndry-runs'), metadata = (KEY_BASE .. 'metadata'), filters = (KEY_BASE .. 'filters'), classes = (KEY_BASE .. 'classes'), holders = (KEY_BASE .. 'holders'), outcomes = (KEY_BASE .. 'outcomes'), enqueued_at = (KEY_BASE .. 'enqueued-at'), updated_at = (KEY_BASE .. 'updated-at'), requeue_content = (KEY_BASE .. 'requeue-content'), schedule = (KEY_BASE .. 'schedule'), lock_expiry = (KEY_BASE .. 'lock-expiry'), done_at = (KEY_BASE .. 'done-at'), dedupe = (KEY_BASE .. 'dedupe'), policies = (KEY_BASE .. 'policies'), history = (KEY_BASE .. 'history'), losses = (KEY_BASE .. 'losses'), pushes = (KEY_BASE .. 'pushes'), requeue_locks = (KEY_BASE .. 'requeue-locks'), requeue_schedule = (KEY_BASE .. 'requeue-schedule'), failed = (KEY_BASE .. 'failed'), events = (KEY_BASE .. 'events'), priorities = (KEY_BASE .. 'priorities'), lanes = (KEY_BASE .. 'lanes'), groups = (KEY_BASE .. 'groups'), group_held = (KEY_BASE .. 'group-held'), parked = (KEY_BASE .. 'parked'), debounce = (KEY_BASE .. 'debounce'), debounce_of = (KEY_BASE .. 'debounce-of'), rate_tat = (KEY_BASE .. 'rate-tat'), layout = (KEY_BASE .. 'layout'), progress = (KEY_BASE .. 'progress'), logs = (KEY_BASE .. 'logs'), expiry = (KEY_BASE .. 'expiry') } end
+  if K_TABLE == nil then K_TABLE = { messages = (KEY_BASE .. 'messages'), locks = (KEY_BASE .. 'locks'), backoffs = (KEY_BASE .. 'backoffs'), nattempts = (KEY_BASE .. 'nattempts'), mid_circle = (KEY_BASE .. 'mid-circle'), done = (KEY_BASE .. 'done'), requeue = (KEY_BASE .. 'requeue'), eoq_backoff = (KEY_BASE .. 'eoq-backoff?'), ndry_runs = (KEY_BASE .. 'ndry-runs'), metadata = (KEY_BASE .. 'metadata'), filters = (KEY_BASE .. 'filters'), classes = (KEY_BASE .. 'classes'), holders = (KEY_BASE .. 'holders'), outcomes = (KEY_BASE .. 'outcomes'), enqueued_at = (KEY_BASE .. 'enqueued-at'), updated_at = (KEY_BASE .. 'updated-at'), requeue_content = (KEY_BASE .. 'requeue-content'), schedule = (KEY_BASE .. 'schedule'), lock_expiry = (KEY_BASE .. 'lock-expiry'), done_at = (KEY_BASE .. 'done-at'), dedupe = (KEY_BASE .. 'dedupe'), policies = (KEY_BASE .. 'policies'), history = (KEY_BASE .. 'history'), losses = (KEY_BASE .. 'losses'), pushes = (KEY_BASE .. 'pushes'), requeue_locks = (KEY_BASE .. 'requeue-locks'), requeue_schedule = (KEY_BASE .. 'requeue-schedule'), failed = (KEY_BASE .. 'failed'), events = (KEY_BASE .. 'events'), priorities = (KEY_BASE .. 'priorities'), lanes = (KEY_BASE .. 'lanes'), groups = (KEY_BASE .. 'groups'), group_held = (KEY_BASE .. 'group-held'), parked = (KEY_BASE .. 'parked'), debounce = (KEY_BASE .. 'debounce'), debounce_of = (KEY_BASE .. 'debounce-of'), rate_tat = (KEY_BASE .. 'rate-tat'), layout = (KEY_BASE .. 'layout'), progress = (KEY_BASE .. 'progress'), logs = (KEY_BASE .. 'logs'), expiry = (KEY_BASE .. 'expiry'), group_rates = (KEY_BASE .. 'group-rates'), group_waits = (KEY_BASE .. 'group-waits') } end
   return K_TABLE
 end
 -- common: helpers every script includes. K holds the queue's keys by name
@@ -2168,7 +2333,7 @@ local function key_type(name)
       gc_at = 'string', policies = 'hash', history = 'hash', losses = 'hash', pushes = 'hash',
       requeue_locks = 'zset', requeue_schedule = 'zset', failed = 'zset', expiry = 'zset', events = 'stream', events_seq = 'string',
       priorities = 'hash', lanes = 'zset', groups = 'hash', group_held = 'hash', parked = 'set', debounce = 'hash',
-      debounce_of = 'hash', rate_tat = 'string', schedules = 'hash', layout = 'string', idle_workers = 'hash',
+      debounce_of = 'hash', rate_tat = 'string', group_rates = 'zset', group_waits = 'zset', schedules = 'hash', layout = 'string', idle_workers = 'hash',
     }
   end
   return KEY_TYPES[name]
@@ -2436,7 +2601,7 @@ local function flush_ready(r)
   for class, ids in pairs(r.newest) do call_chunked('RPUSH', ready_list(class), ids) end
 end
 -- clear: removes every message of the queue, its ready lists (every priority's, every group's parked
--- list), its dry-run count, its layout mark, its rate limit's state, its debounce index and its events.
+-- list), its dry-run count, its layout mark, its rate limits' state, its debounce index and its events.
 -- The configuration, the schedules, the consumer registry and the events' numbering (\`events-seq\`) stay, so
 -- a reader behind is told it missed events. UNLINK frees large keys in the background, so a big queue does
 -- not stall Redis.
@@ -2446,6 +2611,7 @@ end
 --       filters classes holders outcomes enqueued-at updated-at requeue-content schedule lock-expiry
 --       done-at dedupe policies history losses pushes requeue-locks requeue-schedule failed events
 --       priorities lanes groups group-held parked debounce debounce-of rate-tat layout progress logs expiry
+--       group-rates group-waits
 -- ARGV: none
 -- Reply: 1
 -- Include: common
@@ -2469,6 +2635,8 @@ return 1
       'consumers',
       'pushes',
       'mid-circle',
+      'group-rates',
+      'group-waits',
       'filters',
       'priorities',
       'lanes',
@@ -2477,15 +2645,15 @@ return 1
       'parked',
     ],
     readOnly: false,
-    sha: 'c2164dbd2f77b093319abfb17a9b04c715b5042e',
-    fn: 'kvmq_d6e28eb161fe_configure',
+    sha: 'a4306dd80ab77fd09cebaf83c58e66583160d40c',
+    fn: 'kvmq_8acaaec00654_configure',
     source: `#!lua
 -- The queue's keys are its base (the one key the call passes) and their names.
 local KEY_BASE = KEYS[1]
 -- The keys by name, for the helpers that look a key up by a name they hold.
 local K_TABLE = nil
 local function key_table()
-  if K_TABLE == nil then K_TABLE = { conf = (KEY_BASE .. 'conf'), wake = (KEY_BASE .. 'wake'), messages = (KEY_BASE .. 'messages'), consumers = (KEY_BASE .. 'consumers'), pushes = (KEY_BASE .. 'pushes'), mid_circle = (KEY_BASE .. 'mid-circle'), filters = (KEY_BASE .. 'filters'), priorities = (KEY_BASE .. 'priorities'), lanes = (KEY_BASE .. 'lanes'), groups = (KEY_BASE .. 'groups'), group_held = (KEY_BASE .. 'group-held'), parked = (KEY_BASE .. 'parked') } end
+  if K_TABLE == nil then K_TABLE = { conf = (KEY_BASE .. 'conf'), wake = (KEY_BASE .. 'wake'), messages = (KEY_BASE .. 'messages'), consumers = (KEY_BASE .. 'consumers'), pushes = (KEY_BASE .. 'pushes'), mid_circle = (KEY_BASE .. 'mid-circle'), group_rates = (KEY_BASE .. 'group-rates'), group_waits = (KEY_BASE .. 'group-waits'), filters = (KEY_BASE .. 'filters'), priorities = (KEY_BASE .. 'priorities'), lanes = (KEY_BASE .. 'lanes'), groups = (KEY_BASE .. 'groups'), group_held = (KEY_BASE .. 'group-held'), parked = (KEY_BASE .. 'parked') } end
   return K_TABLE
 end
 -- common: helpers every script includes. K holds the queue's keys by name
@@ -2507,7 +2675,7 @@ local function key_type(name)
       gc_at = 'string', policies = 'hash', history = 'hash', losses = 'hash', pushes = 'hash',
       requeue_locks = 'zset', requeue_schedule = 'zset', failed = 'zset', expiry = 'zset', events = 'stream', events_seq = 'string',
       priorities = 'hash', lanes = 'zset', groups = 'hash', group_held = 'hash', parked = 'set', debounce = 'hash',
-      debounce_of = 'hash', rate_tat = 'string', schedules = 'hash', layout = 'string', idle_workers = 'hash',
+      debounce_of = 'hash', rate_tat = 'string', group_rates = 'zset', group_waits = 'zset', schedules = 'hash', layout = 'string', idle_workers = 'hash',
     }
   end
   return KEY_TYPES[name]
@@ -2805,14 +2973,22 @@ end
 -- message whose group is full parks it in the group's list (\`mid-circle#<group>\`, a lane of its own,
 -- see common) instead of handing it out; when a held message of that group lets go, as many parked
 -- messages as the group has room for go back to the front of their lanes, and the caller publishes a
--- wake-up. So a full group's messages are read once per release, not by every claim. Scripts include
--- common and lanes before it.
+-- wake-up. So a full group's messages are read once per release, not by every claim. A group whose parked
+-- messages wait for its rate (\`group-waits\`, lib/group-rates.lua) is left to the claims that take them when
+-- its time comes. Scripts include common and lanes before it.
 --
--- KEYS: groups group-held parked conf messages pushes
+-- KEYS: groups group-held parked conf messages pushes group-waits
 
 -- The queue's limit, or nil for none.
 local function group_limit()
   return tonumber(redis.call('HGET', (KEY_BASE .. 'conf'), 'group_concurrency'))
+end
+
+-- The group's parked list is empty: nothing of it stays behind (groups come and go: tenants).
+local function forget_parked(group)
+  redis.call('SREM', (KEY_BASE .. 'parked'), group)
+  redis.call('HDEL', (KEY_BASE .. 'pushes'), '#' .. group)
+  redis.call('ZREM', (KEY_BASE .. 'group-waits'), group)
 end
 
 -- Moves up to \`free\` (nil: all) of the group's parked messages back to the front of their lanes.
@@ -2831,11 +3007,7 @@ local function unpark(group, free, ready)
       end
     end
   end
-  if redis.call('EXISTS', list) == 0 then
-    -- Groups come and go (tenants): nothing of an emptied parked list stays behind.
-    redis.call('SREM', (KEY_BASE .. 'parked'), group)
-    redis.call('HDEL', (KEY_BASE .. 'pushes'), '#' .. group)
-  end
+  if redis.call('EXISTS', list) == 0 then forget_parked(group) end
   return moved
 end
 
@@ -2863,7 +3035,11 @@ local function release_groups(ids, ready, keep)
         redis.call('HDEL', (KEY_BASE .. 'group-held'), group)
         held = 0
       end
-      if not keep and redis.call('SISMEMBER', (KEY_BASE .. 'parked'), group) == 1 then
+      if
+        not keep
+        and redis.call('SISMEMBER', (KEY_BASE .. 'parked'), group) == 1
+        and not redis.call('ZSCORE', (KEY_BASE .. 'group-waits'), group)
+      then
         if limit == false then limit = group_limit() end
         if limit == nil then
           moved = moved + unpark(group, nil, ready)
@@ -2876,15 +3052,17 @@ local function release_groups(ids, ready, keep)
   return moved
 end
 
--- After the limit changed: every parked group gets the room the new limit gives it.
+-- After the limit changed: every parked group gets the room the new limit gives it (but those waiting for
+-- their rate).
 local function unpark_all(ready)
   local limit = group_limit()
   local moved = 0
   for _, group in ipairs(redis.call('SMEMBERS', (KEY_BASE .. 'parked'))) do
     local held = tonumber(redis.call('HGET', (KEY_BASE .. 'group-held'), group)) or 0
-    if limit == nil then
+    local waiting = redis.call('ZSCORE', (KEY_BASE .. 'group-waits'), group)
+    if not waiting and limit == nil then
       moved = moved + unpark(group, nil, ready)
-    elseif held < limit then
+    elseif not waiting and held < limit then
       moved = moved + unpark(group, limit - held, ready)
     end
   end
@@ -2893,12 +3071,14 @@ end
 -- configure: writes the queue's configuration if it is still what the caller
 -- read (compare and set), so two concurrent configure() calls never lose a change.
 -- Unpausing wakes the queue's idle workers; a changed group_concurrency gives parked messages the
--- room the new limit makes (lib/groups.lua) and wakes the workers too.
+-- room the new limit makes (lib/groups.lua) and wakes the workers too. Removing group_rate_limit drops
+-- its state (lib/group-rates.lua) and gives the messages parked for it their room, as a new limit does.
 --
--- KEYS: conf wake messages consumers pushes mid-circle
--- ARGV: the fourteen fields as read (task_gc_lifetime, task_gc_interval, filter_enums, failed_lifetime,
+-- KEYS: conf wake messages consumers pushes mid-circle group-rates group-waits
+-- ARGV: the fifteen fields as read (task_gc_lifetime, task_gc_interval, filter_enums, failed_lifetime,
 --       paused, max_deliveries, dead_letter_queue, events, events_max_count, events_max_age,
---       rate_limit ('<max>/<perMs>'), group_concurrency, keep_done, keep_failed; '' for absent or none), then
+--       rate_limit ('<max>/<perMs>'), group_concurrency, keep_done, keep_failed, group_rate_limit
+--       ('<max>/<perMs>'); '' for absent or none), then
 --       the new ones
 -- Reply: 0 when the configuration changed meanwhile, else 1 when written (2: the queue did not exist:
 --        no configuration, messages or consumers)
@@ -2907,7 +3087,7 @@ end
 check_layout()
 local fields = { 'task_gc_lifetime', 'task_gc_interval', 'filter_enums', 'failed_lifetime', 'paused', 'max_deliveries',
   'dead_letter_queue', 'events', 'events_max_count', 'events_max_age', 'rate_limit', 'group_concurrency',
-  'keep_done', 'keep_failed' }
+  'keep_done', 'keep_failed', 'group_rate_limit' }
 local n = #fields
 local current = redis.call('HMGET', (KEY_BASE .. 'conf'), unpack(fields))
 for i = 1, n do
@@ -2921,7 +3101,9 @@ for i = 1, n do
 end
 redis.call('HSET', (KEY_BASE .. 'conf'), unpack(pairs_))
 if ARGV[5] == '1' and ARGV[n + 5] ~= '1' then redis.call('PUBLISH', (KEY_BASE .. 'wake'), 'resume') end
-if ARGV[12] ~= ARGV[n + 12] then
+local rates_removed = ARGV[15] ~= '' and ARGV[n + 15] == ''
+if rates_removed then redis.call('DEL', (KEY_BASE .. 'group-rates'), (KEY_BASE .. 'group-waits')) end
+if ARGV[12] ~= ARGV[n + 12] or rates_removed then
   local ready = pending_ready()
   if unpark_all(ready) > 0 then
     flush_ready(ready)
@@ -2936,8 +3118,8 @@ return 1
     name: 'consumers',
     keys: ['consumers', 'holders', 'locks'],
     readOnly: true,
-    sha: '13547f15691346db9c2e495309f0fd63f71bd34a',
-    fn: 'kvmq_d6e28eb161fe_consumers',
+    sha: '3000c2761245d93fe53e63c3bc9be083eab74d12',
+    fn: 'kvmq_8acaaec00654_consumers',
     source: `#!lua flags=no-writes
 -- The queue's keys are its base (the one key the call passes) and their names.
 local KEY_BASE = KEYS[1]
@@ -2966,7 +3148,7 @@ local function key_type(name)
       gc_at = 'string', policies = 'hash', history = 'hash', losses = 'hash', pushes = 'hash',
       requeue_locks = 'zset', requeue_schedule = 'zset', failed = 'zset', expiry = 'zset', events = 'stream', events_seq = 'string',
       priorities = 'hash', lanes = 'zset', groups = 'hash', group_held = 'hash', parked = 'set', debounce = 'hash',
-      debounce_of = 'hash', rate_tat = 'string', schedules = 'hash', layout = 'string', idle_workers = 'hash',
+      debounce_of = 'hash', rate_tat = 'string', group_rates = 'zset', group_waits = 'zset', schedules = 'hash', layout = 'string', idle_workers = 'hash',
     }
   end
   return KEY_TYPES[name]
@@ -3316,8 +3498,8 @@ return reply
       'expiry',
     ],
     readOnly: false,
-    sha: '212998725baf0f23357dcf6330f0ef81fdeedf26',
-    fn: 'kvmq_d6e28eb161fe_enqueue',
+    sha: '23862fd44198e37a1edaab698d9f3b8a29c01d7e',
+    fn: 'kvmq_8acaaec00654_enqueue',
     source: `#!lua
 -- The queue's keys are its base (the one key the call passes) and their names.
 local KEY_BASE = KEYS[1]
@@ -3346,7 +3528,7 @@ local function key_type(name)
       gc_at = 'string', policies = 'hash', history = 'hash', losses = 'hash', pushes = 'hash',
       requeue_locks = 'zset', requeue_schedule = 'zset', failed = 'zset', expiry = 'zset', events = 'stream', events_seq = 'string',
       priorities = 'hash', lanes = 'zset', groups = 'hash', group_held = 'hash', parked = 'set', debounce = 'hash',
-      debounce_of = 'hash', rate_tat = 'string', schedules = 'hash', layout = 'string', idle_workers = 'hash',
+      debounce_of = 'hash', rate_tat = 'string', group_rates = 'zset', group_waits = 'zset', schedules = 'hash', layout = 'string', idle_workers = 'hash',
     }
   end
   return KEY_TYPES[name]
@@ -4299,8 +4481,8 @@ return replies
     name: 'events-trim',
     keys: ['events', 'events-seq'],
     readOnly: false,
-    sha: 'd5c9c8455864f578aed4c3a58300efac1f41db17',
-    fn: 'kvmq_d6e28eb161fe_events_trim',
+    sha: 'c676ae5c844649e39e3f811e968dd1ac06178adb',
+    fn: 'kvmq_8acaaec00654_events_trim',
     source: `#!lua flags=allow-oom
 -- The queue's keys are its base (the one key the call passes) and their names.
 local KEY_BASE = KEYS[1]
@@ -4329,7 +4511,7 @@ local function key_type(name)
       gc_at = 'string', policies = 'hash', history = 'hash', losses = 'hash', pushes = 'hash',
       requeue_locks = 'zset', requeue_schedule = 'zset', failed = 'zset', expiry = 'zset', events = 'stream', events_seq = 'string',
       priorities = 'hash', lanes = 'zset', groups = 'hash', group_held = 'hash', parked = 'set', debounce = 'hash',
-      debounce_of = 'hash', rate_tat = 'string', schedules = 'hash', layout = 'string', idle_workers = 'hash',
+      debounce_of = 'hash', rate_tat = 'string', group_rates = 'zset', group_waits = 'zset', schedules = 'hash', layout = 'string', idle_workers = 'hash',
     }
   end
   return KEY_TYPES[name]
@@ -4634,8 +4816,8 @@ return redis.call('XTRIM', (KEY_BASE .. 'events'), 'MINID', string.format('%d', 
     name: 'extend',
     keys: ['locks', 'holders', 'nattempts', 'lock-expiry', 'requeue', 'requeue-locks'],
     readOnly: false,
-    sha: '7347c6f5b4518c157ad506a8b934a81e9db8c392',
-    fn: 'kvmq_d6e28eb161fe_extend',
+    sha: '7bb877cdbede1d3676fc2884139cc520a86fb82f',
+    fn: 'kvmq_8acaaec00654_extend',
     source: `#!lua flags=allow-oom
 -- The queue's keys are its base (the one key the call passes) and their names.
 local KEY_BASE = KEYS[1]
@@ -4664,7 +4846,7 @@ local function key_type(name)
       gc_at = 'string', policies = 'hash', history = 'hash', losses = 'hash', pushes = 'hash',
       requeue_locks = 'zset', requeue_schedule = 'zset', failed = 'zset', expiry = 'zset', events = 'stream', events_seq = 'string',
       priorities = 'hash', lanes = 'zset', groups = 'hash', group_held = 'hash', parked = 'set', debounce = 'hash',
-      debounce_of = 'hash', rate_tat = 'string', schedules = 'hash', layout = 'string', idle_workers = 'hash',
+      debounce_of = 'hash', rate_tat = 'string', group_rates = 'zset', group_waits = 'zset', schedules = 'hash', layout = 'string', idle_workers = 'hash',
     }
   end
   return KEY_TYPES[name]
@@ -4992,6 +5174,7 @@ return lost
       'groups',
       'group-held',
       'parked',
+      'group-waits',
       'metadata',
       'policies',
       'history',
@@ -5005,15 +5188,15 @@ return lost
       'logs',
     ],
     readOnly: false,
-    sha: '6ab4f9640f69f0ebb3e519cfc3c6c66ac0c2202d',
-    fn: 'kvmq_d6e28eb161fe_finish',
+    sha: 'c6eecea356f4dd9f3d4bde7e4ae89dccfff6fd1b',
+    fn: 'kvmq_8acaaec00654_finish',
     source: `#!lua flags=allow-oom
 -- The queue's keys are its base (the one key the call passes) and their names.
 local KEY_BASE = KEYS[1]
 -- The keys by name, for the helpers that look a key up by a name they hold.
 local K_TABLE = nil
 local function key_table()
-  if K_TABLE == nil then K_TABLE = { messages = (KEY_BASE .. 'messages'), filters = (KEY_BASE .. 'filters'), nattempts = (KEY_BASE .. 'nattempts'), locks = (KEY_BASE .. 'locks'), holders = (KEY_BASE .. 'holders'), backoffs = (KEY_BASE .. 'backoffs'), done = (KEY_BASE .. 'done'), done_at = (KEY_BASE .. 'done-at'), dedupe = (KEY_BASE .. 'dedupe'), requeue = (KEY_BASE .. 'requeue'), requeue_content = (KEY_BASE .. 'requeue-content'), schedule = (KEY_BASE .. 'schedule'), lock_expiry = (KEY_BASE .. 'lock-expiry'), outcomes = (KEY_BASE .. 'outcomes'), updated_at = (KEY_BASE .. 'updated-at'), mid_circle = (KEY_BASE .. 'mid-circle'), wake = (KEY_BASE .. 'wake'), pushes = (KEY_BASE .. 'pushes'), losses = (KEY_BASE .. 'losses'), layout = (KEY_BASE .. 'layout'), results = (KEY_BASE .. 'results'), conf = (KEY_BASE .. 'conf'), events = (KEY_BASE .. 'events'), events_seq = (KEY_BASE .. 'events-seq'), events_wake = (KEY_BASE .. 'events-wake'), priorities = (KEY_BASE .. 'priorities'), lanes = (KEY_BASE .. 'lanes'), groups = (KEY_BASE .. 'groups'), group_held = (KEY_BASE .. 'group-held'), parked = (KEY_BASE .. 'parked'), metadata = (KEY_BASE .. 'metadata'), policies = (KEY_BASE .. 'policies'), history = (KEY_BASE .. 'history'), enqueued_at = (KEY_BASE .. 'enqueued-at'), requeue_locks = (KEY_BASE .. 'requeue-locks'), requeue_schedule = (KEY_BASE .. 'requeue-schedule'), failed = (KEY_BASE .. 'failed'), debounce = (KEY_BASE .. 'debounce'), debounce_of = (KEY_BASE .. 'debounce-of'), progress = (KEY_BASE .. 'progress'), logs = (KEY_BASE .. 'logs') } end
+  if K_TABLE == nil then K_TABLE = { messages = (KEY_BASE .. 'messages'), filters = (KEY_BASE .. 'filters'), nattempts = (KEY_BASE .. 'nattempts'), locks = (KEY_BASE .. 'locks'), holders = (KEY_BASE .. 'holders'), backoffs = (KEY_BASE .. 'backoffs'), done = (KEY_BASE .. 'done'), done_at = (KEY_BASE .. 'done-at'), dedupe = (KEY_BASE .. 'dedupe'), requeue = (KEY_BASE .. 'requeue'), requeue_content = (KEY_BASE .. 'requeue-content'), schedule = (KEY_BASE .. 'schedule'), lock_expiry = (KEY_BASE .. 'lock-expiry'), outcomes = (KEY_BASE .. 'outcomes'), updated_at = (KEY_BASE .. 'updated-at'), mid_circle = (KEY_BASE .. 'mid-circle'), wake = (KEY_BASE .. 'wake'), pushes = (KEY_BASE .. 'pushes'), losses = (KEY_BASE .. 'losses'), layout = (KEY_BASE .. 'layout'), results = (KEY_BASE .. 'results'), conf = (KEY_BASE .. 'conf'), events = (KEY_BASE .. 'events'), events_seq = (KEY_BASE .. 'events-seq'), events_wake = (KEY_BASE .. 'events-wake'), priorities = (KEY_BASE .. 'priorities'), lanes = (KEY_BASE .. 'lanes'), groups = (KEY_BASE .. 'groups'), group_held = (KEY_BASE .. 'group-held'), parked = (KEY_BASE .. 'parked'), group_waits = (KEY_BASE .. 'group-waits'), metadata = (KEY_BASE .. 'metadata'), policies = (KEY_BASE .. 'policies'), history = (KEY_BASE .. 'history'), enqueued_at = (KEY_BASE .. 'enqueued-at'), requeue_locks = (KEY_BASE .. 'requeue-locks'), requeue_schedule = (KEY_BASE .. 'requeue-schedule'), failed = (KEY_BASE .. 'failed'), debounce = (KEY_BASE .. 'debounce'), debounce_of = (KEY_BASE .. 'debounce-of'), progress = (KEY_BASE .. 'progress'), logs = (KEY_BASE .. 'logs') } end
   return K_TABLE
 end
 -- common: helpers every script includes. K holds the queue's keys by name
@@ -5035,7 +5218,7 @@ local function key_type(name)
       gc_at = 'string', policies = 'hash', history = 'hash', losses = 'hash', pushes = 'hash',
       requeue_locks = 'zset', requeue_schedule = 'zset', failed = 'zset', expiry = 'zset', events = 'stream', events_seq = 'string',
       priorities = 'hash', lanes = 'zset', groups = 'hash', group_held = 'hash', parked = 'set', debounce = 'hash',
-      debounce_of = 'hash', rate_tat = 'string', schedules = 'hash', layout = 'string', idle_workers = 'hash',
+      debounce_of = 'hash', rate_tat = 'string', group_rates = 'zset', group_waits = 'zset', schedules = 'hash', layout = 'string', idle_workers = 'hash',
     }
   end
   return KEY_TYPES[name]
@@ -5425,14 +5608,22 @@ end
 -- message whose group is full parks it in the group's list (\`mid-circle#<group>\`, a lane of its own,
 -- see common) instead of handing it out; when a held message of that group lets go, as many parked
 -- messages as the group has room for go back to the front of their lanes, and the caller publishes a
--- wake-up. So a full group's messages are read once per release, not by every claim. Scripts include
--- common and lanes before it.
+-- wake-up. So a full group's messages are read once per release, not by every claim. A group whose parked
+-- messages wait for its rate (\`group-waits\`, lib/group-rates.lua) is left to the claims that take them when
+-- its time comes. Scripts include common and lanes before it.
 --
--- KEYS: groups group-held parked conf messages pushes
+-- KEYS: groups group-held parked conf messages pushes group-waits
 
 -- The queue's limit, or nil for none.
 local function group_limit()
   return tonumber(redis.call('HGET', (KEY_BASE .. 'conf'), 'group_concurrency'))
+end
+
+-- The group's parked list is empty: nothing of it stays behind (groups come and go: tenants).
+local function forget_parked(group)
+  redis.call('SREM', (KEY_BASE .. 'parked'), group)
+  redis.call('HDEL', (KEY_BASE .. 'pushes'), '#' .. group)
+  redis.call('ZREM', (KEY_BASE .. 'group-waits'), group)
 end
 
 -- Moves up to \`free\` (nil: all) of the group's parked messages back to the front of their lanes.
@@ -5451,11 +5642,7 @@ local function unpark(group, free, ready)
       end
     end
   end
-  if redis.call('EXISTS', list) == 0 then
-    -- Groups come and go (tenants): nothing of an emptied parked list stays behind.
-    redis.call('SREM', (KEY_BASE .. 'parked'), group)
-    redis.call('HDEL', (KEY_BASE .. 'pushes'), '#' .. group)
-  end
+  if redis.call('EXISTS', list) == 0 then forget_parked(group) end
   return moved
 end
 
@@ -5483,7 +5670,11 @@ local function release_groups(ids, ready, keep)
         redis.call('HDEL', (KEY_BASE .. 'group-held'), group)
         held = 0
       end
-      if not keep and redis.call('SISMEMBER', (KEY_BASE .. 'parked'), group) == 1 then
+      if
+        not keep
+        and redis.call('SISMEMBER', (KEY_BASE .. 'parked'), group) == 1
+        and not redis.call('ZSCORE', (KEY_BASE .. 'group-waits'), group)
+      then
         if limit == false then limit = group_limit() end
         if limit == nil then
           moved = moved + unpark(group, nil, ready)
@@ -5496,15 +5687,17 @@ local function release_groups(ids, ready, keep)
   return moved
 end
 
--- After the limit changed: every parked group gets the room the new limit gives it.
+-- After the limit changed: every parked group gets the room the new limit gives it (but those waiting for
+-- their rate).
 local function unpark_all(ready)
   local limit = group_limit()
   local moved = 0
   for _, group in ipairs(redis.call('SMEMBERS', (KEY_BASE .. 'parked'))) do
     local held = tonumber(redis.call('HGET', (KEY_BASE .. 'group-held'), group)) or 0
-    if limit == nil then
+    local waiting = redis.call('ZSCORE', (KEY_BASE .. 'group-waits'), group)
+    if not waiting and limit == nil then
       moved = moved + unpark(group, nil, ready)
-    elseif held < limit then
+    elseif not waiting and held < limit then
       moved = moved + unpark(group, limit - held, ready)
     end
   end
@@ -5901,8 +6094,8 @@ return replies
       'expiry',
     ],
     readOnly: false,
-    sha: '311faaf43c37f9693299c8c2d53c595f759a80de',
-    fn: 'kvmq_d6e28eb161fe_fire_schedule',
+    sha: '193481b2dbd824ad54c1e01b3871ec3b5bc34a77',
+    fn: 'kvmq_8acaaec00654_fire_schedule',
     source: `#!lua
 -- The queue's keys are its base (the one key the call passes) and their names.
 local KEY_BASE = KEYS[1]
@@ -5931,7 +6124,7 @@ local function key_type(name)
       gc_at = 'string', policies = 'hash', history = 'hash', losses = 'hash', pushes = 'hash',
       requeue_locks = 'zset', requeue_schedule = 'zset', failed = 'zset', expiry = 'zset', events = 'stream', events_seq = 'string',
       priorities = 'hash', lanes = 'zset', groups = 'hash', group_held = 'hash', parked = 'set', debounce = 'hash',
-      debounce_of = 'hash', rate_tat = 'string', schedules = 'hash', layout = 'string', idle_workers = 'hash',
+      debounce_of = 'hash', rate_tat = 'string', group_rates = 'zset', group_waits = 'zset', schedules = 'hash', layout = 'string', idle_workers = 'hash',
     }
   end
   return KEY_TYPES[name]
@@ -6931,8 +7124,8 @@ return replies
       'results',
     ],
     readOnly: false,
-    sha: '36f6ffcd18d3f01df7030bcdc951aa6ffdb3ae72',
-    fn: 'kvmq_d6e28eb161fe_gc_expire',
+    sha: '5c9b42c967d50c22cdea168963b34fa1ab4c0334',
+    fn: 'kvmq_8acaaec00654_gc_expire',
     source: `#!lua flags=allow-oom
 -- The queue's keys are its base (the one key the call passes) and their names.
 local KEY_BASE = KEYS[1]
@@ -6961,7 +7154,7 @@ local function key_type(name)
       gc_at = 'string', policies = 'hash', history = 'hash', losses = 'hash', pushes = 'hash',
       requeue_locks = 'zset', requeue_schedule = 'zset', failed = 'zset', expiry = 'zset', events = 'stream', events_seq = 'string',
       priorities = 'hash', lanes = 'zset', groups = 'hash', group_held = 'hash', parked = 'set', debounce = 'hash',
-      debounce_of = 'hash', rate_tat = 'string', schedules = 'hash', layout = 'string', idle_workers = 'hash',
+      debounce_of = 'hash', rate_tat = 'string', group_rates = 'zset', group_waits = 'zset', schedules = 'hash', layout = 'string', idle_workers = 'hash',
     }
   end
   return KEY_TYPES[name]
@@ -7551,8 +7744,8 @@ return { failed, #due }
     name: 'gc-finish',
     keys: ['consumers', 'gc-lock'],
     readOnly: false,
-    sha: '9c25fbca4fe499e198615f7eff1cc99ee5ea7f1d',
-    fn: 'kvmq_d6e28eb161fe_gc_finish',
+    sha: '0b1b14c52aca2d76734a52d31dea62776020d0fd',
+    fn: 'kvmq_8acaaec00654_gc_finish',
     source: `#!lua flags=allow-oom
 -- The queue's keys are its base (the one key the call passes) and their names.
 local KEY_BASE = KEYS[1]
@@ -7581,7 +7774,7 @@ local function key_type(name)
       gc_at = 'string', policies = 'hash', history = 'hash', losses = 'hash', pushes = 'hash',
       requeue_locks = 'zset', requeue_schedule = 'zset', failed = 'zset', expiry = 'zset', events = 'stream', events_seq = 'string',
       priorities = 'hash', lanes = 'zset', groups = 'hash', group_held = 'hash', parked = 'set', debounce = 'hash',
-      debounce_of = 'hash', rate_tat = 'string', schedules = 'hash', layout = 'string', idle_workers = 'hash',
+      debounce_of = 'hash', rate_tat = 'string', group_rates = 'zset', group_waits = 'zset', schedules = 'hash', layout = 'string', idle_workers = 'hash',
     }
   end
   return KEY_TYPES[name]
@@ -7875,8 +8068,8 @@ return #lapsed
     name: 'gc-start',
     keys: ['gc-lock', 'gc-at'],
     readOnly: false,
-    sha: '4a4607d2b607cc4c44bd446d4db506c99163cf07',
-    fn: 'kvmq_d6e28eb161fe_gc_start',
+    sha: '8d582a6b9e85f6bf9ba07c4d3c87a9ec3b429ef4',
+    fn: 'kvmq_8acaaec00654_gc_start',
     source: `#!lua flags=allow-oom
 -- The queue's keys are its base (the one key the call passes) and their names.
 local KEY_BASE = KEYS[1]
@@ -7905,7 +8098,7 @@ local function key_type(name)
       gc_at = 'string', policies = 'hash', history = 'hash', losses = 'hash', pushes = 'hash',
       requeue_locks = 'zset', requeue_schedule = 'zset', failed = 'zset', expiry = 'zset', events = 'stream', events_seq = 'string',
       priorities = 'hash', lanes = 'zset', groups = 'hash', group_held = 'hash', parked = 'set', debounce = 'hash',
-      debounce_of = 'hash', rate_tat = 'string', schedules = 'hash', layout = 'string', idle_workers = 'hash',
+      debounce_of = 'hash', rate_tat = 'string', group_rates = 'zset', group_waits = 'zset', schedules = 'hash', layout = 'string', idle_workers = 'hash',
     }
   end
   return KEY_TYPES[name]
@@ -8226,8 +8419,8 @@ return 1
       'results',
     ],
     readOnly: false,
-    sha: 'ee86e42e3aa31db8865942af39dc41acb90edef1',
-    fn: 'kvmq_d6e28eb161fe_gc_sweep',
+    sha: '58fb69625cf3d020d3aeff7dbc97aaf64f54fe38',
+    fn: 'kvmq_8acaaec00654_gc_sweep',
     source: `#!lua flags=allow-oom
 -- The queue's keys are its base (the one key the call passes) and their names.
 local KEY_BASE = KEYS[1]
@@ -8256,7 +8449,7 @@ local function key_type(name)
       gc_at = 'string', policies = 'hash', history = 'hash', losses = 'hash', pushes = 'hash',
       requeue_locks = 'zset', requeue_schedule = 'zset', failed = 'zset', expiry = 'zset', events = 'stream', events_seq = 'string',
       priorities = 'hash', lanes = 'zset', groups = 'hash', group_held = 'hash', parked = 'set', debounce = 'hash',
-      debounce_of = 'hash', rate_tat = 'string', schedules = 'hash', layout = 'string', idle_workers = 'hash',
+      debounce_of = 'hash', rate_tat = 'string', group_rates = 'zset', group_waits = 'zset', schedules = 'hash', layout = 'string', idle_workers = 'hash',
     }
   end
   return KEY_TYPES[name]
@@ -8626,8 +8819,8 @@ return { removed, #old }
       'done-at',
     ],
     readOnly: true,
-    sha: '8bca261183cc871560271d6747f22ab78dc47662',
-    fn: 'kvmq_d6e28eb161fe_inspect',
+    sha: 'abf204cdb663116ceb068022ee0fea36d2103c32',
+    fn: 'kvmq_8acaaec00654_inspect',
     source: `#!lua flags=no-writes
 -- The queue's keys are its base (the one key the call passes) and their names.
 local KEY_BASE = KEYS[1]
@@ -8656,7 +8849,7 @@ local function key_type(name)
       gc_at = 'string', policies = 'hash', history = 'hash', losses = 'hash', pushes = 'hash',
       requeue_locks = 'zset', requeue_schedule = 'zset', failed = 'zset', expiry = 'zset', events = 'stream', events_seq = 'string',
       priorities = 'hash', lanes = 'zset', groups = 'hash', group_held = 'hash', parked = 'set', debounce = 'hash',
-      debounce_of = 'hash', rate_tat = 'string', schedules = 'hash', layout = 'string', idle_workers = 'hash',
+      debounce_of = 'hash', rate_tat = 'string', group_rates = 'zset', group_waits = 'zset', schedules = 'hash', layout = 'string', idle_workers = 'hash',
     }
   end
   return KEY_TYPES[name]
@@ -9046,6 +9239,7 @@ return reply
       'priorities',
       'groups',
       'group-held',
+      'group-waits',
       'policies',
       'history',
       'losses',
@@ -9056,15 +9250,15 @@ return reply
       'logs',
     ],
     readOnly: false,
-    sha: 'b1594631f24d3112cbbfa2537b4db91c44c35918',
-    fn: 'kvmq_d6e28eb161fe_list',
+    sha: '1830157120d467a6b1286ec2d32c01ad74eb8130',
+    fn: 'kvmq_8acaaec00654_list',
     source: `#!lua flags=allow-oom
 -- The queue's keys are its base (the one key the call passes) and their names.
 local KEY_BASE = KEYS[1]
 -- The keys by name, for the helpers that look a key up by a name they hold.
 local K_TABLE = nil
 local function key_table()
-  if K_TABLE == nil then K_TABLE = { messages = (KEY_BASE .. 'messages'), metadata = (KEY_BASE .. 'metadata'), filters = (KEY_BASE .. 'filters'), classes = (KEY_BASE .. 'classes'), pushes = (KEY_BASE .. 'pushes'), mid_circle = (KEY_BASE .. 'mid-circle'), schedule = (KEY_BASE .. 'schedule'), lock_expiry = (KEY_BASE .. 'lock-expiry'), requeue_locks = (KEY_BASE .. 'requeue-locks'), requeue_schedule = (KEY_BASE .. 'requeue-schedule'), done_at = (KEY_BASE .. 'done-at'), dedupe = (KEY_BASE .. 'dedupe'), failed = (KEY_BASE .. 'failed'), lanes = (KEY_BASE .. 'lanes'), parked = (KEY_BASE .. 'parked'), results = (KEY_BASE .. 'results'), conf = (KEY_BASE .. 'conf'), events = (KEY_BASE .. 'events'), events_seq = (KEY_BASE .. 'events-seq'), events_wake = (KEY_BASE .. 'events-wake'), done = (KEY_BASE .. 'done'), requeue = (KEY_BASE .. 'requeue'), backoffs = (KEY_BASE .. 'backoffs'), locks = (KEY_BASE .. 'locks'), nattempts = (KEY_BASE .. 'nattempts'), holders = (KEY_BASE .. 'holders'), outcomes = (KEY_BASE .. 'outcomes'), enqueued_at = (KEY_BASE .. 'enqueued-at'), updated_at = (KEY_BASE .. 'updated-at'), priorities = (KEY_BASE .. 'priorities'), groups = (KEY_BASE .. 'groups'), group_held = (KEY_BASE .. 'group-held'), policies = (KEY_BASE .. 'policies'), history = (KEY_BASE .. 'history'), losses = (KEY_BASE .. 'losses'), requeue_content = (KEY_BASE .. 'requeue-content'), debounce = (KEY_BASE .. 'debounce'), debounce_of = (KEY_BASE .. 'debounce-of'), progress = (KEY_BASE .. 'progress'), logs = (KEY_BASE .. 'logs') } end
+  if K_TABLE == nil then K_TABLE = { messages = (KEY_BASE .. 'messages'), metadata = (KEY_BASE .. 'metadata'), filters = (KEY_BASE .. 'filters'), classes = (KEY_BASE .. 'classes'), pushes = (KEY_BASE .. 'pushes'), mid_circle = (KEY_BASE .. 'mid-circle'), schedule = (KEY_BASE .. 'schedule'), lock_expiry = (KEY_BASE .. 'lock-expiry'), requeue_locks = (KEY_BASE .. 'requeue-locks'), requeue_schedule = (KEY_BASE .. 'requeue-schedule'), done_at = (KEY_BASE .. 'done-at'), dedupe = (KEY_BASE .. 'dedupe'), failed = (KEY_BASE .. 'failed'), lanes = (KEY_BASE .. 'lanes'), parked = (KEY_BASE .. 'parked'), results = (KEY_BASE .. 'results'), conf = (KEY_BASE .. 'conf'), events = (KEY_BASE .. 'events'), events_seq = (KEY_BASE .. 'events-seq'), events_wake = (KEY_BASE .. 'events-wake'), done = (KEY_BASE .. 'done'), requeue = (KEY_BASE .. 'requeue'), backoffs = (KEY_BASE .. 'backoffs'), locks = (KEY_BASE .. 'locks'), nattempts = (KEY_BASE .. 'nattempts'), holders = (KEY_BASE .. 'holders'), outcomes = (KEY_BASE .. 'outcomes'), enqueued_at = (KEY_BASE .. 'enqueued-at'), updated_at = (KEY_BASE .. 'updated-at'), priorities = (KEY_BASE .. 'priorities'), groups = (KEY_BASE .. 'groups'), group_held = (KEY_BASE .. 'group-held'), group_waits = (KEY_BASE .. 'group-waits'), policies = (KEY_BASE .. 'policies'), history = (KEY_BASE .. 'history'), losses = (KEY_BASE .. 'losses'), requeue_content = (KEY_BASE .. 'requeue-content'), debounce = (KEY_BASE .. 'debounce'), debounce_of = (KEY_BASE .. 'debounce-of'), progress = (KEY_BASE .. 'progress'), logs = (KEY_BASE .. 'logs') } end
   return K_TABLE
 end
 -- common: helpers every script includes. K holds the queue's keys by name
@@ -9086,7 +9280,7 @@ local function key_type(name)
       gc_at = 'string', policies = 'hash', history = 'hash', losses = 'hash', pushes = 'hash',
       requeue_locks = 'zset', requeue_schedule = 'zset', failed = 'zset', expiry = 'zset', events = 'stream', events_seq = 'string',
       priorities = 'hash', lanes = 'zset', groups = 'hash', group_held = 'hash', parked = 'set', debounce = 'hash',
-      debounce_of = 'hash', rate_tat = 'string', schedules = 'hash', layout = 'string', idle_workers = 'hash',
+      debounce_of = 'hash', rate_tat = 'string', group_rates = 'zset', group_waits = 'zset', schedules = 'hash', layout = 'string', idle_workers = 'hash',
     }
   end
   return KEY_TYPES[name]
@@ -9544,14 +9738,22 @@ end
 -- message whose group is full parks it in the group's list (\`mid-circle#<group>\`, a lane of its own,
 -- see common) instead of handing it out; when a held message of that group lets go, as many parked
 -- messages as the group has room for go back to the front of their lanes, and the caller publishes a
--- wake-up. So a full group's messages are read once per release, not by every claim. Scripts include
--- common and lanes before it.
+-- wake-up. So a full group's messages are read once per release, not by every claim. A group whose parked
+-- messages wait for its rate (\`group-waits\`, lib/group-rates.lua) is left to the claims that take them when
+-- its time comes. Scripts include common and lanes before it.
 --
--- KEYS: groups group-held parked conf messages pushes
+-- KEYS: groups group-held parked conf messages pushes group-waits
 
 -- The queue's limit, or nil for none.
 local function group_limit()
   return tonumber(redis.call('HGET', (KEY_BASE .. 'conf'), 'group_concurrency'))
+end
+
+-- The group's parked list is empty: nothing of it stays behind (groups come and go: tenants).
+local function forget_parked(group)
+  redis.call('SREM', (KEY_BASE .. 'parked'), group)
+  redis.call('HDEL', (KEY_BASE .. 'pushes'), '#' .. group)
+  redis.call('ZREM', (KEY_BASE .. 'group-waits'), group)
 end
 
 -- Moves up to \`free\` (nil: all) of the group's parked messages back to the front of their lanes.
@@ -9570,11 +9772,7 @@ local function unpark(group, free, ready)
       end
     end
   end
-  if redis.call('EXISTS', list) == 0 then
-    -- Groups come and go (tenants): nothing of an emptied parked list stays behind.
-    redis.call('SREM', (KEY_BASE .. 'parked'), group)
-    redis.call('HDEL', (KEY_BASE .. 'pushes'), '#' .. group)
-  end
+  if redis.call('EXISTS', list) == 0 then forget_parked(group) end
   return moved
 end
 
@@ -9602,7 +9800,11 @@ local function release_groups(ids, ready, keep)
         redis.call('HDEL', (KEY_BASE .. 'group-held'), group)
         held = 0
       end
-      if not keep and redis.call('SISMEMBER', (KEY_BASE .. 'parked'), group) == 1 then
+      if
+        not keep
+        and redis.call('SISMEMBER', (KEY_BASE .. 'parked'), group) == 1
+        and not redis.call('ZSCORE', (KEY_BASE .. 'group-waits'), group)
+      then
         if limit == false then limit = group_limit() end
         if limit == nil then
           moved = moved + unpark(group, nil, ready)
@@ -9615,15 +9817,17 @@ local function release_groups(ids, ready, keep)
   return moved
 end
 
--- After the limit changed: every parked group gets the room the new limit gives it.
+-- After the limit changed: every parked group gets the room the new limit gives it (but those waiting for
+-- their rate).
 local function unpark_all(ready)
   local limit = group_limit()
   local moved = 0
   for _, group in ipairs(redis.call('SMEMBERS', (KEY_BASE .. 'parked'))) do
     local held = tonumber(redis.call('HGET', (KEY_BASE .. 'group-held'), group)) or 0
-    if limit == nil then
+    local waiting = redis.call('ZSCORE', (KEY_BASE .. 'group-waits'), group)
+    if not waiting and limit == nil then
       moved = moved + unpark(group, nil, ready)
-    elseif held < limit then
+    elseif not waiting and held < limit then
       moved = moved + unpark(group, limit - held, ready)
     end
   end
@@ -10078,6 +10282,7 @@ return reply
       'groups',
       'group-held',
       'parked',
+      'group-waits',
       'metadata',
       'policies',
       'history',
@@ -10101,15 +10306,15 @@ return reply
       'results',
     ],
     readOnly: false,
-    sha: 'e4c926255e9beaaabae3c7f5bd94202343103a13',
-    fn: 'kvmq_d6e28eb161fe_promote_now',
+    sha: 'be3c14496b39a18229d6da9d25e3ba4990064a78',
+    fn: 'kvmq_8acaaec00654_promote_now',
     source: `#!lua
 -- The queue's keys are its base (the one key the call passes) and their names.
 local KEY_BASE = KEYS[1]
 -- The keys by name, for the helpers that look a key up by a name they hold.
 local K_TABLE = nil
 local function key_table()
-  if K_TABLE == nil then K_TABLE = { messages = (KEY_BASE .. 'messages'), wake = (KEY_BASE .. 'wake'), pushes = (KEY_BASE .. 'pushes'), mid_circle = (KEY_BASE .. 'mid-circle'), conf = (KEY_BASE .. 'conf'), events = (KEY_BASE .. 'events'), events_seq = (KEY_BASE .. 'events-seq'), events_wake = (KEY_BASE .. 'events-wake'), done = (KEY_BASE .. 'done'), requeue = (KEY_BASE .. 'requeue'), backoffs = (KEY_BASE .. 'backoffs'), locks = (KEY_BASE .. 'locks'), failed = (KEY_BASE .. 'failed'), filters = (KEY_BASE .. 'filters'), priorities = (KEY_BASE .. 'priorities'), lanes = (KEY_BASE .. 'lanes'), groups = (KEY_BASE .. 'groups'), group_held = (KEY_BASE .. 'group-held'), parked = (KEY_BASE .. 'parked'), metadata = (KEY_BASE .. 'metadata'), policies = (KEY_BASE .. 'policies'), history = (KEY_BASE .. 'history'), losses = (KEY_BASE .. 'losses'), nattempts = (KEY_BASE .. 'nattempts'), holders = (KEY_BASE .. 'holders'), outcomes = (KEY_BASE .. 'outcomes'), enqueued_at = (KEY_BASE .. 'enqueued-at'), updated_at = (KEY_BASE .. 'updated-at'), requeue_content = (KEY_BASE .. 'requeue-content'), schedule = (KEY_BASE .. 'schedule'), lock_expiry = (KEY_BASE .. 'lock-expiry'), requeue_locks = (KEY_BASE .. 'requeue-locks'), requeue_schedule = (KEY_BASE .. 'requeue-schedule'), done_at = (KEY_BASE .. 'done-at'), dedupe = (KEY_BASE .. 'dedupe'), debounce = (KEY_BASE .. 'debounce'), debounce_of = (KEY_BASE .. 'debounce-of'), progress = (KEY_BASE .. 'progress'), logs = (KEY_BASE .. 'logs'), results = (KEY_BASE .. 'results') } end
+  if K_TABLE == nil then K_TABLE = { messages = (KEY_BASE .. 'messages'), wake = (KEY_BASE .. 'wake'), pushes = (KEY_BASE .. 'pushes'), mid_circle = (KEY_BASE .. 'mid-circle'), conf = (KEY_BASE .. 'conf'), events = (KEY_BASE .. 'events'), events_seq = (KEY_BASE .. 'events-seq'), events_wake = (KEY_BASE .. 'events-wake'), done = (KEY_BASE .. 'done'), requeue = (KEY_BASE .. 'requeue'), backoffs = (KEY_BASE .. 'backoffs'), locks = (KEY_BASE .. 'locks'), failed = (KEY_BASE .. 'failed'), filters = (KEY_BASE .. 'filters'), priorities = (KEY_BASE .. 'priorities'), lanes = (KEY_BASE .. 'lanes'), groups = (KEY_BASE .. 'groups'), group_held = (KEY_BASE .. 'group-held'), parked = (KEY_BASE .. 'parked'), group_waits = (KEY_BASE .. 'group-waits'), metadata = (KEY_BASE .. 'metadata'), policies = (KEY_BASE .. 'policies'), history = (KEY_BASE .. 'history'), losses = (KEY_BASE .. 'losses'), nattempts = (KEY_BASE .. 'nattempts'), holders = (KEY_BASE .. 'holders'), outcomes = (KEY_BASE .. 'outcomes'), enqueued_at = (KEY_BASE .. 'enqueued-at'), updated_at = (KEY_BASE .. 'updated-at'), requeue_content = (KEY_BASE .. 'requeue-content'), schedule = (KEY_BASE .. 'schedule'), lock_expiry = (KEY_BASE .. 'lock-expiry'), requeue_locks = (KEY_BASE .. 'requeue-locks'), requeue_schedule = (KEY_BASE .. 'requeue-schedule'), done_at = (KEY_BASE .. 'done-at'), dedupe = (KEY_BASE .. 'dedupe'), debounce = (KEY_BASE .. 'debounce'), debounce_of = (KEY_BASE .. 'debounce-of'), progress = (KEY_BASE .. 'progress'), logs = (KEY_BASE .. 'logs'), results = (KEY_BASE .. 'results') } end
   return K_TABLE
 end
 -- common: helpers every script includes. K holds the queue's keys by name
@@ -10131,7 +10336,7 @@ local function key_type(name)
       gc_at = 'string', policies = 'hash', history = 'hash', losses = 'hash', pushes = 'hash',
       requeue_locks = 'zset', requeue_schedule = 'zset', failed = 'zset', expiry = 'zset', events = 'stream', events_seq = 'string',
       priorities = 'hash', lanes = 'zset', groups = 'hash', group_held = 'hash', parked = 'set', debounce = 'hash',
-      debounce_of = 'hash', rate_tat = 'string', schedules = 'hash', layout = 'string', idle_workers = 'hash',
+      debounce_of = 'hash', rate_tat = 'string', group_rates = 'zset', group_waits = 'zset', schedules = 'hash', layout = 'string', idle_workers = 'hash',
     }
   end
   return KEY_TYPES[name]
@@ -10548,14 +10753,22 @@ end
 -- message whose group is full parks it in the group's list (\`mid-circle#<group>\`, a lane of its own,
 -- see common) instead of handing it out; when a held message of that group lets go, as many parked
 -- messages as the group has room for go back to the front of their lanes, and the caller publishes a
--- wake-up. So a full group's messages are read once per release, not by every claim. Scripts include
--- common and lanes before it.
+-- wake-up. So a full group's messages are read once per release, not by every claim. A group whose parked
+-- messages wait for its rate (\`group-waits\`, lib/group-rates.lua) is left to the claims that take them when
+-- its time comes. Scripts include common and lanes before it.
 --
--- KEYS: groups group-held parked conf messages pushes
+-- KEYS: groups group-held parked conf messages pushes group-waits
 
 -- The queue's limit, or nil for none.
 local function group_limit()
   return tonumber(redis.call('HGET', (KEY_BASE .. 'conf'), 'group_concurrency'))
+end
+
+-- The group's parked list is empty: nothing of it stays behind (groups come and go: tenants).
+local function forget_parked(group)
+  redis.call('SREM', (KEY_BASE .. 'parked'), group)
+  redis.call('HDEL', (KEY_BASE .. 'pushes'), '#' .. group)
+  redis.call('ZREM', (KEY_BASE .. 'group-waits'), group)
 end
 
 -- Moves up to \`free\` (nil: all) of the group's parked messages back to the front of their lanes.
@@ -10574,11 +10787,7 @@ local function unpark(group, free, ready)
       end
     end
   end
-  if redis.call('EXISTS', list) == 0 then
-    -- Groups come and go (tenants): nothing of an emptied parked list stays behind.
-    redis.call('SREM', (KEY_BASE .. 'parked'), group)
-    redis.call('HDEL', (KEY_BASE .. 'pushes'), '#' .. group)
-  end
+  if redis.call('EXISTS', list) == 0 then forget_parked(group) end
   return moved
 end
 
@@ -10606,7 +10815,11 @@ local function release_groups(ids, ready, keep)
         redis.call('HDEL', (KEY_BASE .. 'group-held'), group)
         held = 0
       end
-      if not keep and redis.call('SISMEMBER', (KEY_BASE .. 'parked'), group) == 1 then
+      if
+        not keep
+        and redis.call('SISMEMBER', (KEY_BASE .. 'parked'), group) == 1
+        and not redis.call('ZSCORE', (KEY_BASE .. 'group-waits'), group)
+      then
         if limit == false then limit = group_limit() end
         if limit == nil then
           moved = moved + unpark(group, nil, ready)
@@ -10619,15 +10832,17 @@ local function release_groups(ids, ready, keep)
   return moved
 end
 
--- After the limit changed: every parked group gets the room the new limit gives it.
+-- After the limit changed: every parked group gets the room the new limit gives it (but those waiting for
+-- their rate).
 local function unpark_all(ready)
   local limit = group_limit()
   local moved = 0
   for _, group in ipairs(redis.call('SMEMBERS', (KEY_BASE .. 'parked'))) do
     local held = tonumber(redis.call('HGET', (KEY_BASE .. 'group-held'), group)) or 0
-    if limit == nil then
+    local waiting = redis.call('ZSCORE', (KEY_BASE .. 'group-waits'), group)
+    if not waiting and limit == nil then
       moved = moved + unpark(group, nil, ready)
-    elseif held < limit then
+    elseif not waiting and held < limit then
       moved = moved + unpark(group, limit - held, ready)
     end
   end
@@ -10907,8 +11122,8 @@ return replies
       'locks',
     ],
     readOnly: true,
-    sha: '4459ff960912a45a7f2cc4dd4048e73deae50e67',
-    fn: 'kvmq_d6e28eb161fe_queue_status',
+    sha: '0a52e75ab1a6e47218a82c45a50a04d3435b5fe6',
+    fn: 'kvmq_8acaaec00654_queue_status',
     source: `#!lua flags=no-writes
 -- The queue's keys are its base (the one key the call passes) and their names.
 local KEY_BASE = KEYS[1]
@@ -10937,7 +11152,7 @@ local function key_type(name)
       gc_at = 'string', policies = 'hash', history = 'hash', losses = 'hash', pushes = 'hash',
       requeue_locks = 'zset', requeue_schedule = 'zset', failed = 'zset', expiry = 'zset', events = 'stream', events_seq = 'string',
       priorities = 'hash', lanes = 'zset', groups = 'hash', group_held = 'hash', parked = 'set', debounce = 'hash',
-      debounce_of = 'hash', rate_tat = 'string', schedules = 'hash', layout = 'string', idle_workers = 'hash',
+      debounce_of = 'hash', rate_tat = 'string', group_rates = 'zset', group_waits = 'zset', schedules = 'hash', layout = 'string', idle_workers = 'hash',
     }
   end
   return KEY_TYPES[name]
@@ -11279,8 +11494,8 @@ return reply
     name: 'read-events',
     keys: ['events', 'events-seq'],
     readOnly: true,
-    sha: '9f3a58db2297e5cee354cfad215ab40cc2c8c67a',
-    fn: 'kvmq_d6e28eb161fe_read_events',
+    sha: '14a098880d44138e31f07e6d34ab08c9e0e62a00',
+    fn: 'kvmq_8acaaec00654_read_events',
     source: `#!lua flags=no-writes
 -- The queue's keys are its base (the one key the call passes) and their names.
 local KEY_BASE = KEYS[1]
@@ -11309,7 +11524,7 @@ local function key_type(name)
       gc_at = 'string', policies = 'hash', history = 'hash', losses = 'hash', pushes = 'hash',
       requeue_locks = 'zset', requeue_schedule = 'zset', failed = 'zset', expiry = 'zset', events = 'stream', events_seq = 'string',
       priorities = 'hash', lanes = 'zset', groups = 'hash', group_held = 'hash', parked = 'set', debounce = 'hash',
-      debounce_of = 'hash', rate_tat = 'string', schedules = 'hash', layout = 'string', idle_workers = 'hash',
+      debounce_of = 'hash', rate_tat = 'string', group_rates = 'zset', group_waits = 'zset', schedules = 'hash', layout = 'string', idle_workers = 'hash',
     }
   end
   return KEY_TYPES[name]
@@ -11626,8 +11841,8 @@ return reply
     name: 'register-consumer',
     keys: ['consumers'],
     readOnly: false,
-    sha: 'f18b58612d5dd4e302038ae2710479559db64f2f',
-    fn: 'kvmq_d6e28eb161fe_register_consumer',
+    sha: '5e792f05be490d0628eae5b0d77f5003e5b6fca7',
+    fn: 'kvmq_8acaaec00654_register_consumer',
     source: `#!lua flags=allow-oom
 -- The queue's keys are its base (the one key the call passes) and their names.
 local KEY_BASE = KEYS[1]
@@ -11656,7 +11871,7 @@ local function key_type(name)
       gc_at = 'string', policies = 'hash', history = 'hash', losses = 'hash', pushes = 'hash',
       requeue_locks = 'zset', requeue_schedule = 'zset', failed = 'zset', expiry = 'zset', events = 'stream', events_seq = 'string',
       priorities = 'hash', lanes = 'zset', groups = 'hash', group_held = 'hash', parked = 'set', debounce = 'hash',
-      debounce_of = 'hash', rate_tat = 'string', schedules = 'hash', layout = 'string', idle_workers = 'hash',
+      debounce_of = 'hash', rate_tat = 'string', group_rates = 'zset', group_waits = 'zset', schedules = 'hash', layout = 'string', idle_workers = 'hash',
     }
   end
   return KEY_TYPES[name]
@@ -11986,8 +12201,8 @@ return 1
       'results',
     ],
     readOnly: false,
-    sha: 'e7bac6c9185c513c9faebb318b8fb958edab17e3',
-    fn: 'kvmq_d6e28eb161fe_remove',
+    sha: 'e2f84c20e351c84e5828a2e51d004b382f504217',
+    fn: 'kvmq_8acaaec00654_remove',
     source: `#!lua flags=allow-oom
 -- The queue's keys are its base (the one key the call passes) and their names.
 local KEY_BASE = KEYS[1]
@@ -12016,7 +12231,7 @@ local function key_type(name)
       gc_at = 'string', policies = 'hash', history = 'hash', losses = 'hash', pushes = 'hash',
       requeue_locks = 'zset', requeue_schedule = 'zset', failed = 'zset', expiry = 'zset', events = 'stream', events_seq = 'string',
       priorities = 'hash', lanes = 'zset', groups = 'hash', group_held = 'hash', parked = 'set', debounce = 'hash',
-      debounce_of = 'hash', rate_tat = 'string', schedules = 'hash', layout = 'string', idle_workers = 'hash',
+      debounce_of = 'hash', rate_tat = 'string', group_rates = 'zset', group_waits = 'zset', schedules = 'hash', layout = 'string', idle_workers = 'hash',
     }
   end
   return KEY_TYPES[name]
@@ -12505,8 +12720,8 @@ return replies
     name: 'report',
     keys: ['holders', 'nattempts', 'progress', 'logs', 'conf', 'events', 'events-seq', 'events-wake'],
     readOnly: false,
-    sha: 'e07dda078ac044691e814b40dc0696c530739b11',
-    fn: 'kvmq_d6e28eb161fe_report',
+    sha: '98635cacfe85abf5d1ac88b89f3c077801869705',
+    fn: 'kvmq_8acaaec00654_report',
     source: `#!lua
 -- The queue's keys are its base (the one key the call passes) and their names.
 local KEY_BASE = KEYS[1]
@@ -12535,7 +12750,7 @@ local function key_type(name)
       gc_at = 'string', policies = 'hash', history = 'hash', losses = 'hash', pushes = 'hash',
       requeue_locks = 'zset', requeue_schedule = 'zset', failed = 'zset', expiry = 'zset', events = 'stream', events_seq = 'string',
       priorities = 'hash', lanes = 'zset', groups = 'hash', group_held = 'hash', parked = 'set', debounce = 'hash',
-      debounce_of = 'hash', rate_tat = 'string', schedules = 'hash', layout = 'string', idle_workers = 'hash',
+      debounce_of = 'hash', rate_tat = 'string', group_rates = 'zset', group_waits = 'zset', schedules = 'hash', layout = 'string', idle_workers = 'hash',
     }
   end
   return KEY_TYPES[name]
@@ -12973,8 +13188,8 @@ return replies
       'groups',
     ],
     readOnly: false,
-    sha: '8806ed7c189db24eb31cd536a95d6e17e12ec270',
-    fn: 'kvmq_d6e28eb161fe_retry',
+    sha: 'ad327af6ec48554e59ea54ca5a37f65ff6200624',
+    fn: 'kvmq_8acaaec00654_retry',
     source: `#!lua
 -- The queue's keys are its base (the one key the call passes) and their names.
 local KEY_BASE = KEYS[1]
@@ -13003,7 +13218,7 @@ local function key_type(name)
       gc_at = 'string', policies = 'hash', history = 'hash', losses = 'hash', pushes = 'hash',
       requeue_locks = 'zset', requeue_schedule = 'zset', failed = 'zset', expiry = 'zset', events = 'stream', events_seq = 'string',
       priorities = 'hash', lanes = 'zset', groups = 'hash', group_held = 'hash', parked = 'set', debounce = 'hash',
-      debounce_of = 'hash', rate_tat = 'string', schedules = 'hash', layout = 'string', idle_workers = 'hash',
+      debounce_of = 'hash', rate_tat = 'string', group_rates = 'zset', group_waits = 'zset', schedules = 'hash', layout = 'string', idle_workers = 'hash',
     }
   end
   return KEY_TYPES[name]
@@ -13481,8 +13696,8 @@ return reply
       'done-at',
     ],
     readOnly: true,
-    sha: '53387b250a43cba8fcc9cb2a854d090d61d58dc8',
-    fn: 'kvmq_d6e28eb161fe_status',
+    sha: '4ec33dcf72ddcdd5df649042b4ec1c51f9268955',
+    fn: 'kvmq_8acaaec00654_status',
     source: `#!lua flags=no-writes
 -- The queue's keys are its base (the one key the call passes) and their names.
 local KEY_BASE = KEYS[1]
@@ -13511,7 +13726,7 @@ local function key_type(name)
       gc_at = 'string', policies = 'hash', history = 'hash', losses = 'hash', pushes = 'hash',
       requeue_locks = 'zset', requeue_schedule = 'zset', failed = 'zset', expiry = 'zset', events = 'stream', events_seq = 'string',
       priorities = 'hash', lanes = 'zset', groups = 'hash', group_held = 'hash', parked = 'set', debounce = 'hash',
-      debounce_of = 'hash', rate_tat = 'string', schedules = 'hash', layout = 'string', idle_workers = 'hash',
+      debounce_of = 'hash', rate_tat = 'string', group_rates = 'zset', group_waits = 'zset', schedules = 'hash', layout = 'string', idle_workers = 'hash',
     }
   end
   return KEY_TYPES[name]
@@ -13885,8 +14100,8 @@ return reply
       'groups',
     ],
     readOnly: false,
-    sha: 'c4d9b35bc3c1afc5ad09748e7c9176f49d88c027',
-    fn: 'kvmq_d6e28eb161fe_unpark',
+    sha: '74db237910878b85894fbf96053a16a97d7dadd5',
+    fn: 'kvmq_8acaaec00654_unpark',
     source: `#!lua flags=allow-oom
 -- The queue's keys are its base (the one key the call passes) and their names.
 local KEY_BASE = KEYS[1]
@@ -13915,7 +14130,7 @@ local function key_type(name)
       gc_at = 'string', policies = 'hash', history = 'hash', losses = 'hash', pushes = 'hash',
       requeue_locks = 'zset', requeue_schedule = 'zset', failed = 'zset', expiry = 'zset', events = 'stream', events_seq = 'string',
       priorities = 'hash', lanes = 'zset', groups = 'hash', group_held = 'hash', parked = 'set', debounce = 'hash',
-      debounce_of = 'hash', rate_tat = 'string', schedules = 'hash', layout = 'string', idle_workers = 'hash',
+      debounce_of = 'hash', rate_tat = 'string', group_rates = 'zset', group_waits = 'zset', schedules = 'hash', layout = 'string', idle_workers = 'hash',
     }
   end
   return KEY_TYPES[name]
@@ -14553,8 +14768,8 @@ return entries
     name: 'unregister-consumer',
     keys: ['consumers'],
     readOnly: false,
-    sha: '59ee20027853e2afc7c194c869c4f39157648bad',
-    fn: 'kvmq_d6e28eb161fe_unregister_consumer',
+    sha: '504e5de73da5e3de5f4f8031e2886cb7f1eb7f4a',
+    fn: 'kvmq_8acaaec00654_unregister_consumer',
     source: `#!lua flags=allow-oom
 -- The queue's keys are its base (the one key the call passes) and their names.
 local KEY_BASE = KEYS[1]
@@ -14583,7 +14798,7 @@ local function key_type(name)
       gc_at = 'string', policies = 'hash', history = 'hash', losses = 'hash', pushes = 'hash',
       requeue_locks = 'zset', requeue_schedule = 'zset', failed = 'zset', expiry = 'zset', events = 'stream', events_seq = 'string',
       priorities = 'hash', lanes = 'zset', groups = 'hash', group_held = 'hash', parked = 'set', debounce = 'hash',
-      debounce_of = 'hash', rate_tat = 'string', schedules = 'hash', layout = 'string', idle_workers = 'hash',
+      debounce_of = 'hash', rate_tat = 'string', group_rates = 'zset', group_waits = 'zset', schedules = 'hash', layout = 'string', idle_workers = 'hash',
     }
   end
   return KEY_TYPES[name]
@@ -14866,8 +15081,8 @@ return redis.call('HDEL', (KEY_BASE .. 'consumers'), ARGV[1])
 
 /** Every script as a function of one Redis Functions library (FUNCTION LOAD), named by its content. */
 export const LIBRARY: { readonly name: string; readonly source: string } = {
-  name: 'kvmq_d6e28eb161fe',
-  source: `#!lua name=kvmq_d6e28eb161fe
+  name: 'kvmq_8acaaec00654',
+  source: `#!lua name=kvmq_8acaaec00654
 -- kvmq's scripts as one library (scripts/redis-scripts.mjs builds it from src/redis/lua/).
 local KEYS, ARGV, KEY_BASE, KEY_NAMES = {}, {}, nil, {}
 -- The running script's keys by name, each joined to the base when first used.
@@ -14904,7 +15119,7 @@ local function key_type(name)
       gc_at = 'string', policies = 'hash', history = 'hash', losses = 'hash', pushes = 'hash',
       requeue_locks = 'zset', requeue_schedule = 'zset', failed = 'zset', expiry = 'zset', events = 'stream', events_seq = 'string',
       priorities = 'hash', lanes = 'zset', groups = 'hash', group_held = 'hash', parked = 'set', debounce = 'hash',
-      debounce_of = 'hash', rate_tat = 'string', schedules = 'hash', layout = 'string', idle_workers = 'hash',
+      debounce_of = 'hash', rate_tat = 'string', group_rates = 'zset', group_waits = 'zset', schedules = 'hash', layout = 'string', idle_workers = 'hash',
     }
   end
   return KEY_TYPES[name]
@@ -15384,14 +15599,22 @@ end
 -- message whose group is full parks it in the group's list (\`mid-circle#<group>\`, a lane of its own,
 -- see common) instead of handing it out; when a held message of that group lets go, as many parked
 -- messages as the group has room for go back to the front of their lanes, and the caller publishes a
--- wake-up. So a full group's messages are read once per release, not by every claim. Scripts include
--- common and lanes before it.
+-- wake-up. So a full group's messages are read once per release, not by every claim. A group whose parked
+-- messages wait for its rate (\`group-waits\`, lib/group-rates.lua) is left to the claims that take them when
+-- its time comes. Scripts include common and lanes before it.
 --
--- KEYS: groups group-held parked conf messages pushes
+-- KEYS: groups group-held parked conf messages pushes group-waits
 
 -- The queue's limit, or nil for none.
 local function group_limit()
   return tonumber(redis.call('HGET', K.conf, 'group_concurrency'))
+end
+
+-- The group's parked list is empty: nothing of it stays behind (groups come and go: tenants).
+local function forget_parked(group)
+  redis.call('SREM', K.parked, group)
+  redis.call('HDEL', K.pushes, '#' .. group)
+  redis.call('ZREM', K.group_waits, group)
 end
 
 -- Moves up to \`free\` (nil: all) of the group's parked messages back to the front of their lanes.
@@ -15410,11 +15633,7 @@ local function unpark(group, free, ready)
       end
     end
   end
-  if redis.call('EXISTS', list) == 0 then
-    -- Groups come and go (tenants): nothing of an emptied parked list stays behind.
-    redis.call('SREM', K.parked, group)
-    redis.call('HDEL', K.pushes, '#' .. group)
-  end
+  if redis.call('EXISTS', list) == 0 then forget_parked(group) end
   return moved
 end
 
@@ -15442,7 +15661,11 @@ local function release_groups(ids, ready, keep)
         redis.call('HDEL', K.group_held, group)
         held = 0
       end
-      if not keep and redis.call('SISMEMBER', K.parked, group) == 1 then
+      if
+        not keep
+        and redis.call('SISMEMBER', K.parked, group) == 1
+        and not redis.call('ZSCORE', K.group_waits, group)
+      then
         if limit == false then limit = group_limit() end
         if limit == nil then
           moved = moved + unpark(group, nil, ready)
@@ -15455,19 +15678,119 @@ local function release_groups(ids, ready, keep)
   return moved
 end
 
--- After the limit changed: every parked group gets the room the new limit gives it.
+-- After the limit changed: every parked group gets the room the new limit gives it (but those waiting for
+-- their rate).
 local function unpark_all(ready)
   local limit = group_limit()
   local moved = 0
   for _, group in ipairs(redis.call('SMEMBERS', K.parked)) do
     local held = tonumber(redis.call('HGET', K.group_held, group)) or 0
-    if limit == nil then
+    local waiting = redis.call('ZSCORE', K.group_waits, group)
+    if not waiting and limit == nil then
       moved = moved + unpark(group, nil, ready)
-    elseif held < limit then
+    elseif not waiting and held < limit then
       moved = moved + unpark(group, limit - held, ready)
     end
   end
   return moved
+end
+-- group-rates: a queue's group_rate_limit ('<max>/<perMs>' in conf): a group's messages start at least
+-- perMs/max apart across every worker, as model/rate-limit.ts spacedGrant says. \`group-rates\` scores each
+-- group by the earliest time its next message may start; an entry whose time has come says no more than no
+-- entry, so every claim under the limit drops those first, and a group that stopped sending leaves nothing
+-- behind. A claim that pops a message of a group whose time has not come parks it in the group's parked list
+-- (lib/groups.lua) and scores the group in \`group-waits\` by that time; claims take the next parked message
+-- of each group whose time came before their ready lists. \`group-waits\` is an index only: its score is
+-- checked against \`group-rates\`, and a group with no parked message left leaves it. Scripts include common,
+-- lanes and groups before it.
+--
+-- KEYS: group-rates group-waits groups
+
+-- Guards a comparison of times with fractions, as model/rate-limit.ts does.
+local RATE_EPSILON = 1e-9
+
+-- One claim's view of the limit (nil without one: conf's field \`value\` is '' or absent). Reads each group's
+-- time once; \`group_rates_end\` writes the charged ones.
+local function group_rates_begin(value, now)
+  if not value or value == '' then return nil end
+  local max, per_ms = string.match(value, '^(%d+)/(%d+)$')
+  redis.call('ZREMRANGEBYSCORE', K.group_rates, '-inf', now)
+  return { interval = tonumber(per_ms) / tonumber(max), now = now, tats = {}, charged = {} }
+end
+
+-- When the group's next message may start (0: it may now).
+local function group_tat(rates, group)
+  local tat = rates.tats[group]
+  if tat == nil then
+    tat = tonumber(redis.call('ZSCORE', K.group_rates, group)) or 0
+    rates.tats[group] = tat
+  end
+  return tat
+end
+
+local function group_rate_due(rates, group)
+  return group_tat(rates, group) <= rates.now + RATE_EPSILON
+end
+
+-- A message of the group starts now: its next may start one interval later.
+local function group_rate_charge(rates, group)
+  rates.tats[group] = math.max(group_tat(rates, group), rates.now) + rates.interval
+  rates.charged[group] = true
+end
+
+-- Parks a message whose group's time has not come, at the back of the group's line; the group waits for it.
+local function group_rate_park(rates, group, id)
+  park(group, id)
+  redis.call('ZADD', K.group_waits, string.format('%.3f', group_tat(rates, group)), group)
+end
+
+-- The next parked message of a waiting group and its filter class, taken off the list, when \`accepts(class)\`;
+-- nil when the front one is not accepted, or none is left (the group then stops waiting).
+local function take_parked(group, accepts)
+  local list = ready_list('#' .. group)
+  while true do
+    local id = redis.call('LINDEX', list, -1)
+    if not id then
+      forget_parked(group)
+      return nil
+    end
+    -- Blank entries (removed or debounced messages) and messages gone meanwhile are dropped.
+    if id == '' or redis.call('HGET', K.groups, id) ~= group then
+      redis.call('RPOP', list)
+    else
+      local class = class_of(id)
+      if not accepts(class) then return nil end
+      redis.call('RPOP', list)
+      return id, class
+    end
+  end
+end
+
+-- The groups waiting for their parked messages whose time came (at most \`count\`, earliest first).
+local function due_waits(rates, count)
+  return redis.call('ZRANGE', K.group_waits, '-inf', rates.now, 'BYSCORE', 'LIMIT', 0, count)
+end
+
+-- A waiting group's time is its entry in \`group-rates\` (another claim may have charged it): rescored so.
+local function rewait(rates, group)
+  redis.call('ZADD', K.group_waits, 'XX', string.format('%.3f', group_tat(rates, group)), group)
+end
+
+-- The first time a waiting group's next message may start after now, or nil.
+local function next_wait(rates)
+  local first = redis.call('ZRANGE', K.group_waits, '(' .. rates.now, '+inf', 'BYSCORE', 'LIMIT', 0, 1, 'WITHSCORES')
+  if first[2] == nil then return nil end
+  return math.ceil(tonumber(first[2]))
+end
+
+-- Stores the charged groups' times, and the new time of those of them still waiting.
+local function group_rates_end(rates)
+  local waiting = redis.call('EXISTS', K.group_waits) == 1
+  for group in pairs(rates.charged) do
+    local tat = string.format('%.3f', rates.tats[group])
+    redis.call('ZADD', K.group_rates, tat, group)
+    if waiting then redis.call('ZADD', K.group_waits, 'XX', tat, group) end
+  end
 end
 -- forget: removes every trace of a message from the queue's hashes, sets and
 -- sorted sets (not from a ready list: the caller knows whether it is in one).
@@ -16223,9 +16546,9 @@ local function begin_call(keys, args, names)
   reset_enqueue()
 end
 do
-  local names = { messages = 'messages', nattempts = 'nattempts', holders = 'holders', wake = 'wake', mid_circle = 'mid-circle', done = 'done', conf = 'conf', events = 'events', events_seq = 'events-seq', events_wake = 'events-wake', requeue = 'requeue', backoffs = 'backoffs', locks = 'locks', failed = 'failed', filters = 'filters', priorities = 'priorities', lanes = 'lanes', groups = 'groups', group_held = 'group-held', parked = 'parked', pushes = 'pushes', metadata = 'metadata', policies = 'policies', history = 'history', losses = 'losses', outcomes = 'outcomes', enqueued_at = 'enqueued-at', updated_at = 'updated-at', requeue_content = 'requeue-content', schedule = 'schedule', lock_expiry = 'lock-expiry', requeue_locks = 'requeue-locks', requeue_schedule = 'requeue-schedule', done_at = 'done-at', dedupe = 'dedupe', debounce = 'debounce', debounce_of = 'debounce-of', progress = 'progress', logs = 'logs', results = 'results' }
+  local names = { messages = 'messages', nattempts = 'nattempts', holders = 'holders', wake = 'wake', mid_circle = 'mid-circle', done = 'done', conf = 'conf', events = 'events', events_seq = 'events-seq', events_wake = 'events-wake', requeue = 'requeue', backoffs = 'backoffs', locks = 'locks', failed = 'failed', filters = 'filters', priorities = 'priorities', lanes = 'lanes', groups = 'groups', group_held = 'group-held', parked = 'parked', pushes = 'pushes', group_waits = 'group-waits', metadata = 'metadata', policies = 'policies', history = 'history', losses = 'losses', outcomes = 'outcomes', enqueued_at = 'enqueued-at', updated_at = 'updated-at', requeue_content = 'requeue-content', schedule = 'schedule', lock_expiry = 'lock-expiry', requeue_locks = 'requeue-locks', requeue_schedule = 'requeue-schedule', done_at = 'done-at', dedupe = 'dedupe', debounce = 'debounce', debounce_of = 'debounce-of', progress = 'progress', logs = 'logs', results = 'results' }
   redis.register_function({
-    function_name = 'kvmq_d6e28eb161fe_cancel',
+    function_name = 'kvmq_8acaaec00654_cancel',
     flags = { 'allow-oom' },
     callback = function(keys, args)
 begin_call(keys, args, names)
@@ -16273,9 +16596,9 @@ return { 'ok', holder and 'running' or 'waiting', moved and '1' or '0' }
 end })
 end
 do
-  local names = { messages = 'messages', metadata = 'metadata', filters = 'filters', classes = 'classes', nattempts = 'nattempts', locks = 'locks', holders = 'holders', backoffs = 'backoffs', done = 'done', done_at = 'done-at', requeue = 'requeue', schedule = 'schedule', lock_expiry = 'lock-expiry', updated_at = 'updated-at', mid_circle = 'mid-circle', eoq_backoff = 'eoq-backoff?', ndry_runs = 'ndry-runs', policies = 'policies', pushes = 'pushes', conf = 'conf', failed = 'failed', lanes = 'lanes', rate_tat = 'rate-tat', layout = 'layout', events = 'events', events_seq = 'events-seq', events_wake = 'events-wake', priorities = 'priorities', groups = 'groups', group_held = 'group-held', parked = 'parked', history = 'history', losses = 'losses', outcomes = 'outcomes', enqueued_at = 'enqueued-at', requeue_content = 'requeue-content', requeue_locks = 'requeue-locks', requeue_schedule = 'requeue-schedule', dedupe = 'dedupe', debounce = 'debounce', debounce_of = 'debounce-of', progress = 'progress', logs = 'logs', results = 'results', idle_workers = 'idle-workers' }
+  local names = { messages = 'messages', metadata = 'metadata', filters = 'filters', classes = 'classes', nattempts = 'nattempts', locks = 'locks', holders = 'holders', backoffs = 'backoffs', done = 'done', done_at = 'done-at', requeue = 'requeue', schedule = 'schedule', lock_expiry = 'lock-expiry', updated_at = 'updated-at', mid_circle = 'mid-circle', eoq_backoff = 'eoq-backoff?', ndry_runs = 'ndry-runs', policies = 'policies', pushes = 'pushes', conf = 'conf', failed = 'failed', lanes = 'lanes', rate_tat = 'rate-tat', layout = 'layout', group_rates = 'group-rates', group_waits = 'group-waits', events = 'events', events_seq = 'events-seq', events_wake = 'events-wake', priorities = 'priorities', groups = 'groups', group_held = 'group-held', parked = 'parked', history = 'history', losses = 'losses', outcomes = 'outcomes', enqueued_at = 'enqueued-at', requeue_content = 'requeue-content', requeue_locks = 'requeue-locks', requeue_schedule = 'requeue-schedule', dedupe = 'dedupe', debounce = 'debounce', debounce_of = 'debounce-of', progress = 'progress', logs = 'logs', results = 'results', idle_workers = 'idle-workers' }
   redis.register_function({
-    function_name = 'kvmq_d6e28eb161fe_claim',
+    function_name = 'kvmq_8acaaec00654_claim',
     flags = { 'allow-oom' },
     callback = function(keys, args)
 begin_call(keys, args, names)
@@ -16288,7 +16611,9 @@ begin_call(keys, args, names)
 -- starts after pause() returned). Each message handed out writes a \`started\` event (events on).
 -- Order: the priority-0 lanes of the accepted classes in turn, then the lanes of lower priorities in
 -- priority order (\`lanes\`). A message whose group already holds group_concurrency is parked instead
--- (lib/groups.lua). With a rate limit (rate_limit in conf), at most what it grants (\`rate-tat\`).
+-- (lib/groups.lua). With a rate limit (rate_limit in conf), at most what it grants (\`rate-tat\`). With a
+-- per-group rate limit (group_rate_limit), a message of a group whose next start has not come is parked, and
+-- the next parked message of each group whose time came is taken first (lib/group-rates.lua).
 -- A worker that takes handoffs and is left with free slots and nothing to take is parked (lib/handoff.lua):
 -- enqueues then hand it messages directly. Its next claim unparks it first, and takes fewer by the messages
 -- handed to it that it had not received when it sent the claim (they stay owed until a claim sent after
@@ -16297,7 +16622,7 @@ begin_call(keys, args, names)
 --
 -- KEYS: messages metadata filters classes nattempts locks holders backoffs done done-at requeue
 --       schedule lock-expiry updated-at mid-circle eoq-backoff? ndry-runs policies pushes conf failed lanes
---       rate-tat layout
+--       rate-tat layout group-rates group-waits
 -- ARGV: consumer id, max, lock ms, the number of filter classes the consumer knows of,
 --       five end-of-queue backoffs in ms (after dry run 1, 2, 3, 4, 5 and more), handoffs ('' when the
 --       consumer takes none, else '<this claim's token> <the last claim's token> <handed messages received
@@ -16307,7 +16632,7 @@ begin_call(keys, args, names)
 --        (it claimed nothing), else { 'ok', queue size, dry runs, wake-at ms (-1: look again at once; set
 --        when it claimed nothing, or took the last ready messages),
 --        then six per message: id, content, metadata JSON or nil, filter class, attempt, policy or nil }
--- Include: common events lanes groups forget fail promote hold handoff
+-- Include: common events lanes groups group-rates forget fail promote hold handoff
 
 -- The layout mark and the dry runs in one read (MGET reads a key of another type as nil: without the mark,
 -- check_layout checks both keys and names the foreign one).
@@ -16316,7 +16641,7 @@ local marks = redis.call('MGET', K.layout, K.ndry_runs)
 -- check_rare). It reads conf, then schedule and lock-expiry (promote), before its first write.
 check_layout(nil, { 'history', 'losses', 'outcomes', 'enqueued_at', 'requeue_content', 'requeue_schedule', 'dedupe',
   'done_at', 'backoffs', 'priorities', 'lanes', 'groups', 'debounce', 'debounce_of', 'group_held', 'parked',
-  'rate_tat', 'filters', 'pushes' }, { 'conf', 'schedule', 'lock_expiry' }, marks[1] == LAYOUT_VERSION)
+  'rate_tat', 'filters', 'pushes', 'group_rates', 'group_waits' }, { 'conf', 'schedule', 'lock_expiry' }, marks[1] == LAYOUT_VERSION)
 -- At most this many ready lists are read to tell a full claim that it took the last ready messages.
 local MAX_DRAINED_READS = 8
 local consumer, max, lock_ms, known = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
@@ -16330,7 +16655,7 @@ end
 
 local now = now_ms()
 local conf = redis.call('HMGET', K.conf, 'paused', 'events', 'events_max_count', 'group_concurrency', 'rate_limit',
-  'handoff')
+  'handoff', 'group_rate_limit')
 local token, last_token, received = string.match(ARGV[10], '^(%S+) (%S+) (%d+)$')
 local parked_any, on_the_way, owed_until = unpark_worker(consumer, conf[6] == '1', last_token, received, now)
 max = math.max(0, max - on_the_way)
@@ -16397,7 +16722,25 @@ local ids, class_at, n = {}, {}, 0
 local locked_until = nil
 -- Held messages per group (read once per group), counting those this claim takes.
 local held, taken_groups = {}, {}
--- Pops up to \`want\` from a lane; returns how many it popped. A message of a full group is parked.
+-- The per-group rate limit's state for this claim (nil without one, or without grouped messages).
+local rates = grouped and group_rates_begin(conf[7], now) or nil
+local function held_of(group)
+  local h = held[group] or tonumber(redis.call('HGET', K.group_held, group)) or 0
+  held[group] = h
+  return h
+end
+local function add(id, class, group)
+  if group then
+    held[group] = held_of(group) + 1
+    taken_groups[group] = (taken_groups[group] or 0) + 1
+    if rates then group_rate_charge(rates, group) end
+  end
+  n = n + 1
+  ids[n] = id
+  class_at[n] = class
+end
+-- Pops up to \`want\` from a lane; returns how many it popped. A message of a full group is parked, and one
+-- of a group whose next start has not come.
 local function take(lane, class, want)
   local popped = redis.call('RPOP', ready_list(lane), want)
   if not popped then return 0 end
@@ -16412,21 +16755,14 @@ local function take(lane, class, want)
   local groups = hmget(K.groups, popped)
   for i, id in ipairs(popped) do
     local group = groups[i]
-    if group then
-      local h = held[group] or tonumber(redis.call('HGET', K.group_held, group)) or 0
-      if group_max and h >= group_max then
-        park(group, id)
-      else
-        held[group] = h + 1
-        taken_groups[group] = (taken_groups[group] or 0) + 1
-        n = n + 1
-        ids[n] = id
-        class_at[n] = class
-      end
+    if not group then
+      add(id, class, nil)
+    elseif rates and not group_rate_due(rates, group) then
+      group_rate_park(rates, group, id)
+    elseif group_max and held_of(group) >= group_max then
+      park(group, id)
     else
-      n = n + 1
-      ids[n] = id
-      class_at[n] = class
+      add(id, class, group)
     end
   end
   return #popped
@@ -16438,6 +16774,25 @@ local function drain(lane, class)
     if take(lane, class, want) < want then return false end
   end
   return true
+end
+
+-- Groups whose parked messages waited for their rate and whose time came: the next of each, before the
+-- lanes (it was ahead of what they hold). A full group stops waiting: its next release unparks it.
+if rates then
+  local function accepts(class)
+    return accept_all or accepted[class] == true
+  end
+  for _, group in ipairs(due_waits(rates, max + 10)) do
+    if n >= max then break end
+    if not group_rate_due(rates, group) then
+      rewait(rates, group)
+    elseif group_max and held_of(group) >= group_max then
+      redis.call('ZREM', K.group_waits, group)
+    else
+      local id, class = take_parked(group, accepts)
+      if id then add(id, class, group) end
+    end
+  end
 end
 
 -- Priority 0 first: the classes in turn from a rotating start, so no class waits behind another for good.
@@ -16474,6 +16829,12 @@ if n > 0 then
     redis.call('SET', K.rate_tat, string.format('%.3f', rate_start + m * rate_interval))
   end
 end
+-- When the first group waiting for its rate may start its next message (nil: none waits).
+local waits_until = nil
+if rates then
+  group_rates_end(rates)
+  waits_until = next_wait(rates)
+end
 
 -- Whether the accepted lanes are empty now: fewer than asked were there, or as many and none left (read
 -- for a few plain lanes only; with more, or lanes of lower priorities, the worker just claims again).
@@ -16490,9 +16851,9 @@ end
 local function wake_after(ttl)
   if more then return now end
   local wake_at = now + ttl
-  local firsts = { heads.schedule, heads.expiry, locked_until }
-  if promoted then firsts = { head(K.schedule), head(K.lock_expiry), nil } end
-  for i = 1, 3 do
+  local firsts = { heads.schedule, heads.expiry, locked_until, waits_until }
+  if promoted then firsts = { head(K.schedule), head(K.lock_expiry), nil, waits_until } end
+  for i = 1, 4 do
     if firsts[i] ~= nil then wake_at = math.min(wake_at, firsts[i]) end
   end
   return wake_at
@@ -16510,6 +16871,10 @@ if #reply > 4 or on_the_way > 0 then
     -- a connection, stop being owed after a lock.
     reply[4] = math.min(tonumber(owed_until) or now + lock_ms, now + PARK_MS)
   end
+elseif waits_until then
+  -- Only messages of groups waiting for their rate are left: no dry run; look again at the first one's time.
+  reply[3] = tonumber(marks[2]) or 0
+  reply[4] = wake_after(waits_until - now)
 else
   local ttl = redis.call('PTTL', K.eoq_backoff)
   local dry
@@ -16537,14 +16902,14 @@ return reply
 end })
 end
 do
-  local names = { messages = 'messages', locks = 'locks', backoffs = 'backoffs', nattempts = 'nattempts', mid_circle = 'mid-circle', done = 'done', requeue = 'requeue', eoq_backoff = 'eoq-backoff?', ndry_runs = 'ndry-runs', metadata = 'metadata', filters = 'filters', classes = 'classes', holders = 'holders', outcomes = 'outcomes', enqueued_at = 'enqueued-at', updated_at = 'updated-at', requeue_content = 'requeue-content', schedule = 'schedule', lock_expiry = 'lock-expiry', done_at = 'done-at', dedupe = 'dedupe', policies = 'policies', history = 'history', losses = 'losses', pushes = 'pushes', requeue_locks = 'requeue-locks', requeue_schedule = 'requeue-schedule', failed = 'failed', events = 'events', priorities = 'priorities', lanes = 'lanes', groups = 'groups', group_held = 'group-held', parked = 'parked', debounce = 'debounce', debounce_of = 'debounce-of', rate_tat = 'rate-tat', layout = 'layout', progress = 'progress', logs = 'logs', expiry = 'expiry' }
+  local names = { messages = 'messages', locks = 'locks', backoffs = 'backoffs', nattempts = 'nattempts', mid_circle = 'mid-circle', done = 'done', requeue = 'requeue', eoq_backoff = 'eoq-backoff?', ndry_runs = 'ndry-runs', metadata = 'metadata', filters = 'filters', classes = 'classes', holders = 'holders', outcomes = 'outcomes', enqueued_at = 'enqueued-at', updated_at = 'updated-at', requeue_content = 'requeue-content', schedule = 'schedule', lock_expiry = 'lock-expiry', done_at = 'done-at', dedupe = 'dedupe', policies = 'policies', history = 'history', losses = 'losses', pushes = 'pushes', requeue_locks = 'requeue-locks', requeue_schedule = 'requeue-schedule', failed = 'failed', events = 'events', priorities = 'priorities', lanes = 'lanes', groups = 'groups', group_held = 'group-held', parked = 'parked', debounce = 'debounce', debounce_of = 'debounce-of', rate_tat = 'rate-tat', layout = 'layout', progress = 'progress', logs = 'logs', expiry = 'expiry', group_rates = 'group-rates', group_waits = 'group-waits' }
   redis.register_function({
-    function_name = 'kvmq_d6e28eb161fe_clear',
+    function_name = 'kvmq_8acaaec00654_clear',
     flags = { 'allow-oom' },
     callback = function(keys, args)
 begin_call(keys, args, names)
 -- clear: removes every message of the queue, its ready lists (every priority's, every group's parked
--- list), its dry-run count, its layout mark, its rate limit's state, its debounce index and its events.
+-- list), its dry-run count, its layout mark, its rate limits' state, its debounce index and its events.
 -- The configuration, the schedules, the consumer registry and the events' numbering (\`events-seq\`) stay, so
 -- a reader behind is told it missed events. UNLINK frees large keys in the background, so a big queue does
 -- not stall Redis.
@@ -16554,6 +16919,7 @@ begin_call(keys, args, names)
 --       filters classes holders outcomes enqueued-at updated-at requeue-content schedule lock-expiry
 --       done-at dedupe policies history losses pushes requeue-locks requeue-schedule failed events
 --       priorities lanes groups group-held parked debounce debounce-of rate-tat layout progress logs expiry
+--       group-rates group-waits
 -- ARGV: none
 -- Reply: 1
 -- Include: common
@@ -16569,21 +16935,23 @@ return 1
 end })
 end
 do
-  local names = { conf = 'conf', wake = 'wake', messages = 'messages', consumers = 'consumers', pushes = 'pushes', mid_circle = 'mid-circle', filters = 'filters', priorities = 'priorities', lanes = 'lanes', groups = 'groups', group_held = 'group-held', parked = 'parked' }
+  local names = { conf = 'conf', wake = 'wake', messages = 'messages', consumers = 'consumers', pushes = 'pushes', mid_circle = 'mid-circle', group_rates = 'group-rates', group_waits = 'group-waits', filters = 'filters', priorities = 'priorities', lanes = 'lanes', groups = 'groups', group_held = 'group-held', parked = 'parked' }
   redis.register_function({
-    function_name = 'kvmq_d6e28eb161fe_configure',
+    function_name = 'kvmq_8acaaec00654_configure',
     flags = {  },
     callback = function(keys, args)
 begin_call(keys, args, names)
 -- configure: writes the queue's configuration if it is still what the caller
 -- read (compare and set), so two concurrent configure() calls never lose a change.
 -- Unpausing wakes the queue's idle workers; a changed group_concurrency gives parked messages the
--- room the new limit makes (lib/groups.lua) and wakes the workers too.
+-- room the new limit makes (lib/groups.lua) and wakes the workers too. Removing group_rate_limit drops
+-- its state (lib/group-rates.lua) and gives the messages parked for it their room, as a new limit does.
 --
--- KEYS: conf wake messages consumers pushes mid-circle
--- ARGV: the fourteen fields as read (task_gc_lifetime, task_gc_interval, filter_enums, failed_lifetime,
+-- KEYS: conf wake messages consumers pushes mid-circle group-rates group-waits
+-- ARGV: the fifteen fields as read (task_gc_lifetime, task_gc_interval, filter_enums, failed_lifetime,
 --       paused, max_deliveries, dead_letter_queue, events, events_max_count, events_max_age,
---       rate_limit ('<max>/<perMs>'), group_concurrency, keep_done, keep_failed; '' for absent or none), then
+--       rate_limit ('<max>/<perMs>'), group_concurrency, keep_done, keep_failed, group_rate_limit
+--       ('<max>/<perMs>'); '' for absent or none), then
 --       the new ones
 -- Reply: 0 when the configuration changed meanwhile, else 1 when written (2: the queue did not exist:
 --        no configuration, messages or consumers)
@@ -16592,7 +16960,7 @@ begin_call(keys, args, names)
 check_layout()
 local fields = { 'task_gc_lifetime', 'task_gc_interval', 'filter_enums', 'failed_lifetime', 'paused', 'max_deliveries',
   'dead_letter_queue', 'events', 'events_max_count', 'events_max_age', 'rate_limit', 'group_concurrency',
-  'keep_done', 'keep_failed' }
+  'keep_done', 'keep_failed', 'group_rate_limit' }
 local n = #fields
 local current = redis.call('HMGET', K.conf, unpack(fields))
 for i = 1, n do
@@ -16606,7 +16974,9 @@ for i = 1, n do
 end
 redis.call('HSET', K.conf, unpack(pairs_))
 if ARGV[5] == '1' and ARGV[n + 5] ~= '1' then redis.call('PUBLISH', K.wake, 'resume') end
-if ARGV[12] ~= ARGV[n + 12] then
+local rates_removed = ARGV[15] ~= '' and ARGV[n + 15] == ''
+if rates_removed then redis.call('DEL', K.group_rates, K.group_waits) end
+if ARGV[12] ~= ARGV[n + 12] or rates_removed then
   local ready = pending_ready()
   if unpark_all(ready) > 0 then
     flush_ready(ready)
@@ -16620,7 +16990,7 @@ end
 do
   local names = { consumers = 'consumers', holders = 'holders', locks = 'locks' }
   redis.register_function({
-    function_name = 'kvmq_d6e28eb161fe_consumers',
+    function_name = 'kvmq_8acaaec00654_consumers',
     flags = { 'no-writes' },
     callback = function(keys, args)
 begin_call(keys, args, names)
@@ -16642,7 +17012,7 @@ end
 do
   local names = { conf = 'conf', events = 'events', events_seq = 'events-seq', events_wake = 'events-wake', done = 'done', requeue = 'requeue', backoffs = 'backoffs', locks = 'locks', failed = 'failed', filters = 'filters', priorities = 'priorities', lanes = 'lanes', groups = 'groups', messages = 'messages', metadata = 'metadata', nattempts = 'nattempts', holders = 'holders', lock_expiry = 'lock-expiry', policies = 'policies', requeue_locks = 'requeue-locks', ndry_runs = 'ndry-runs', eoq_backoff = 'eoq-backoff?', idle_workers = 'idle-workers', classes = 'classes', outcomes = 'outcomes', enqueued_at = 'enqueued-at', updated_at = 'updated-at', requeue_content = 'requeue-content', schedule = 'schedule', done_at = 'done-at', dedupe = 'dedupe', mid_circle = 'mid-circle', wake = 'wake', losses = 'losses', requeue_schedule = 'requeue-schedule', pushes = 'pushes', debounce = 'debounce', debounce_of = 'debounce-of', layout = 'layout', results = 'results', expiry = 'expiry' }
   redis.register_function({
-    function_name = 'kvmq_d6e28eb161fe_enqueue',
+    function_name = 'kvmq_8acaaec00654_enqueue',
     flags = {  },
     callback = function(keys, args)
 begin_call(keys, args, names)
@@ -16663,7 +17033,7 @@ end
 do
   local names = { events = 'events', events_seq = 'events-seq' }
   redis.register_function({
-    function_name = 'kvmq_d6e28eb161fe_events_trim',
+    function_name = 'kvmq_8acaaec00654_events_trim',
     flags = { 'allow-oom' },
     callback = function(keys, args)
 begin_call(keys, args, names)
@@ -16704,7 +17074,7 @@ end
 do
   local names = { locks = 'locks', holders = 'holders', nattempts = 'nattempts', lock_expiry = 'lock-expiry', requeue = 'requeue', requeue_locks = 'requeue-locks' }
   redis.register_function({
-    function_name = 'kvmq_d6e28eb161fe_extend',
+    function_name = 'kvmq_8acaaec00654_extend',
     flags = { 'allow-oom' },
     callback = function(keys, args)
 begin_call(keys, args, names)
@@ -16737,9 +17107,9 @@ return lost
 end })
 end
 do
-  local names = { messages = 'messages', filters = 'filters', nattempts = 'nattempts', locks = 'locks', holders = 'holders', backoffs = 'backoffs', done = 'done', done_at = 'done-at', dedupe = 'dedupe', requeue = 'requeue', requeue_content = 'requeue-content', schedule = 'schedule', lock_expiry = 'lock-expiry', outcomes = 'outcomes', updated_at = 'updated-at', mid_circle = 'mid-circle', wake = 'wake', pushes = 'pushes', losses = 'losses', layout = 'layout', results = 'results', conf = 'conf', events = 'events', events_seq = 'events-seq', events_wake = 'events-wake', priorities = 'priorities', lanes = 'lanes', groups = 'groups', group_held = 'group-held', parked = 'parked', metadata = 'metadata', policies = 'policies', history = 'history', enqueued_at = 'enqueued-at', requeue_locks = 'requeue-locks', requeue_schedule = 'requeue-schedule', failed = 'failed', debounce = 'debounce', debounce_of = 'debounce-of', progress = 'progress', logs = 'logs' }
+  local names = { messages = 'messages', filters = 'filters', nattempts = 'nattempts', locks = 'locks', holders = 'holders', backoffs = 'backoffs', done = 'done', done_at = 'done-at', dedupe = 'dedupe', requeue = 'requeue', requeue_content = 'requeue-content', schedule = 'schedule', lock_expiry = 'lock-expiry', outcomes = 'outcomes', updated_at = 'updated-at', mid_circle = 'mid-circle', wake = 'wake', pushes = 'pushes', losses = 'losses', layout = 'layout', results = 'results', conf = 'conf', events = 'events', events_seq = 'events-seq', events_wake = 'events-wake', priorities = 'priorities', lanes = 'lanes', groups = 'groups', group_held = 'group-held', parked = 'parked', group_waits = 'group-waits', metadata = 'metadata', policies = 'policies', history = 'history', enqueued_at = 'enqueued-at', requeue_locks = 'requeue-locks', requeue_schedule = 'requeue-schedule', failed = 'failed', debounce = 'debounce', debounce_of = 'debounce-of', progress = 'progress', logs = 'logs' }
   redis.register_function({
-    function_name = 'kvmq_d6e28eb161fe_finish',
+    function_name = 'kvmq_8acaaec00654_finish',
     flags = { 'allow-oom' },
     callback = function(keys, args)
 begin_call(keys, args, names)
@@ -16951,7 +17321,7 @@ end
 do
   local names = { schedules = 'schedules', conf = 'conf', events = 'events', events_seq = 'events-seq', events_wake = 'events-wake', done = 'done', requeue = 'requeue', backoffs = 'backoffs', locks = 'locks', failed = 'failed', filters = 'filters', priorities = 'priorities', lanes = 'lanes', groups = 'groups', messages = 'messages', metadata = 'metadata', nattempts = 'nattempts', holders = 'holders', lock_expiry = 'lock-expiry', policies = 'policies', requeue_locks = 'requeue-locks', ndry_runs = 'ndry-runs', eoq_backoff = 'eoq-backoff?', idle_workers = 'idle-workers', classes = 'classes', outcomes = 'outcomes', enqueued_at = 'enqueued-at', updated_at = 'updated-at', requeue_content = 'requeue-content', schedule = 'schedule', done_at = 'done-at', dedupe = 'dedupe', mid_circle = 'mid-circle', wake = 'wake', losses = 'losses', requeue_schedule = 'requeue-schedule', pushes = 'pushes', debounce = 'debounce', debounce_of = 'debounce-of', layout = 'layout', results = 'results', expiry = 'expiry' }
   redis.register_function({
-    function_name = 'kvmq_d6e28eb161fe_fire_schedule',
+    function_name = 'kvmq_8acaaec00654_fire_schedule',
     flags = {  },
     callback = function(keys, args)
 begin_call(keys, args, names)
@@ -16981,7 +17351,7 @@ end
 do
   local names = { expiry = 'expiry', nattempts = 'nattempts', policies = 'policies', schedule = 'schedule', mid_circle = 'mid-circle', conf = 'conf', events = 'events', events_seq = 'events-seq', events_wake = 'events-wake', done = 'done', requeue = 'requeue', backoffs = 'backoffs', locks = 'locks', failed = 'failed', filters = 'filters', priorities = 'priorities', lanes = 'lanes', groups = 'groups', messages = 'messages', metadata = 'metadata', history = 'history', losses = 'losses', holders = 'holders', outcomes = 'outcomes', enqueued_at = 'enqueued-at', updated_at = 'updated-at', requeue_content = 'requeue-content', lock_expiry = 'lock-expiry', requeue_locks = 'requeue-locks', requeue_schedule = 'requeue-schedule', done_at = 'done-at', dedupe = 'dedupe', debounce = 'debounce', debounce_of = 'debounce-of', progress = 'progress', logs = 'logs', results = 'results' }
   redis.register_function({
-    function_name = 'kvmq_d6e28eb161fe_gc_expire',
+    function_name = 'kvmq_8acaaec00654_gc_expire',
     flags = { 'allow-oom' },
     callback = function(keys, args)
 begin_call(keys, args, names)
@@ -17023,7 +17393,7 @@ end
 do
   local names = { consumers = 'consumers', gc_lock = 'gc-lock' }
   redis.register_function({
-    function_name = 'kvmq_d6e28eb161fe_gc_finish',
+    function_name = 'kvmq_8acaaec00654_gc_finish',
     flags = { 'allow-oom' },
     callback = function(keys, args)
 begin_call(keys, args, names)
@@ -17053,7 +17423,7 @@ end
 do
   local names = { gc_lock = 'gc-lock', gc_at = 'gc-at' }
   redis.register_function({
-    function_name = 'kvmq_d6e28eb161fe_gc_start',
+    function_name = 'kvmq_8acaaec00654_gc_start',
     flags = { 'allow-oom' },
     callback = function(keys, args)
 begin_call(keys, args, names)
@@ -17079,7 +17449,7 @@ end
 do
   local names = { done_at = 'done-at', failed = 'failed', messages = 'messages', metadata = 'metadata', filters = 'filters', policies = 'policies', history = 'history', losses = 'losses', nattempts = 'nattempts', locks = 'locks', holders = 'holders', backoffs = 'backoffs', outcomes = 'outcomes', enqueued_at = 'enqueued-at', updated_at = 'updated-at', requeue_content = 'requeue-content', done = 'done', requeue = 'requeue', schedule = 'schedule', lock_expiry = 'lock-expiry', requeue_locks = 'requeue-locks', requeue_schedule = 'requeue-schedule', dedupe = 'dedupe', priorities = 'priorities', groups = 'groups', debounce = 'debounce', debounce_of = 'debounce-of', progress = 'progress', logs = 'logs', results = 'results' }
   redis.register_function({
-    function_name = 'kvmq_d6e28eb161fe_gc_sweep',
+    function_name = 'kvmq_8acaaec00654_gc_sweep',
     flags = { 'allow-oom' },
     callback = function(keys, args)
 begin_call(keys, args, names)
@@ -17127,7 +17497,7 @@ end
 do
   local names = { messages = 'messages', metadata = 'metadata', filters = 'filters', policies = 'policies', history = 'history', priorities = 'priorities', groups = 'groups', progress = 'progress', logs = 'logs', results = 'results', done = 'done', requeue = 'requeue', backoffs = 'backoffs', locks = 'locks', failed = 'failed', nattempts = 'nattempts', holders = 'holders', outcomes = 'outcomes', enqueued_at = 'enqueued-at', updated_at = 'updated-at', done_at = 'done-at' }
   redis.register_function({
-    function_name = 'kvmq_d6e28eb161fe_inspect',
+    function_name = 'kvmq_8acaaec00654_inspect',
     flags = { 'no-writes' },
     callback = function(keys, args)
 begin_call(keys, args, names)
@@ -17152,9 +17522,9 @@ return reply
 end })
 end
 do
-  local names = { messages = 'messages', metadata = 'metadata', filters = 'filters', classes = 'classes', pushes = 'pushes', mid_circle = 'mid-circle', schedule = 'schedule', lock_expiry = 'lock-expiry', requeue_locks = 'requeue-locks', requeue_schedule = 'requeue-schedule', done_at = 'done-at', dedupe = 'dedupe', failed = 'failed', lanes = 'lanes', parked = 'parked', results = 'results', conf = 'conf', events = 'events', events_seq = 'events-seq', events_wake = 'events-wake', done = 'done', requeue = 'requeue', backoffs = 'backoffs', locks = 'locks', nattempts = 'nattempts', holders = 'holders', outcomes = 'outcomes', enqueued_at = 'enqueued-at', updated_at = 'updated-at', priorities = 'priorities', groups = 'groups', group_held = 'group-held', policies = 'policies', history = 'history', losses = 'losses', requeue_content = 'requeue-content', debounce = 'debounce', debounce_of = 'debounce-of', progress = 'progress', logs = 'logs' }
+  local names = { messages = 'messages', metadata = 'metadata', filters = 'filters', classes = 'classes', pushes = 'pushes', mid_circle = 'mid-circle', schedule = 'schedule', lock_expiry = 'lock-expiry', requeue_locks = 'requeue-locks', requeue_schedule = 'requeue-schedule', done_at = 'done-at', dedupe = 'dedupe', failed = 'failed', lanes = 'lanes', parked = 'parked', results = 'results', conf = 'conf', events = 'events', events_seq = 'events-seq', events_wake = 'events-wake', done = 'done', requeue = 'requeue', backoffs = 'backoffs', locks = 'locks', nattempts = 'nattempts', holders = 'holders', outcomes = 'outcomes', enqueued_at = 'enqueued-at', updated_at = 'updated-at', priorities = 'priorities', groups = 'groups', group_held = 'group-held', group_waits = 'group-waits', policies = 'policies', history = 'history', losses = 'losses', requeue_content = 'requeue-content', debounce = 'debounce', debounce_of = 'debounce-of', progress = 'progress', logs = 'logs' }
   redis.register_function({
-    function_name = 'kvmq_d6e28eb161fe_list',
+    function_name = 'kvmq_8acaaec00654_list',
     flags = { 'allow-oom' },
     callback = function(keys, args)
 begin_call(keys, args, names)
@@ -17364,9 +17734,9 @@ return reply
 end })
 end
 do
-  local names = { messages = 'messages', wake = 'wake', pushes = 'pushes', mid_circle = 'mid-circle', conf = 'conf', events = 'events', events_seq = 'events-seq', events_wake = 'events-wake', done = 'done', requeue = 'requeue', backoffs = 'backoffs', locks = 'locks', failed = 'failed', filters = 'filters', priorities = 'priorities', lanes = 'lanes', groups = 'groups', group_held = 'group-held', parked = 'parked', metadata = 'metadata', policies = 'policies', history = 'history', losses = 'losses', nattempts = 'nattempts', holders = 'holders', outcomes = 'outcomes', enqueued_at = 'enqueued-at', updated_at = 'updated-at', requeue_content = 'requeue-content', schedule = 'schedule', lock_expiry = 'lock-expiry', requeue_locks = 'requeue-locks', requeue_schedule = 'requeue-schedule', done_at = 'done-at', dedupe = 'dedupe', debounce = 'debounce', debounce_of = 'debounce-of', progress = 'progress', logs = 'logs', results = 'results' }
+  local names = { messages = 'messages', wake = 'wake', pushes = 'pushes', mid_circle = 'mid-circle', conf = 'conf', events = 'events', events_seq = 'events-seq', events_wake = 'events-wake', done = 'done', requeue = 'requeue', backoffs = 'backoffs', locks = 'locks', failed = 'failed', filters = 'filters', priorities = 'priorities', lanes = 'lanes', groups = 'groups', group_held = 'group-held', parked = 'parked', group_waits = 'group-waits', metadata = 'metadata', policies = 'policies', history = 'history', losses = 'losses', nattempts = 'nattempts', holders = 'holders', outcomes = 'outcomes', enqueued_at = 'enqueued-at', updated_at = 'updated-at', requeue_content = 'requeue-content', schedule = 'schedule', lock_expiry = 'lock-expiry', requeue_locks = 'requeue-locks', requeue_schedule = 'requeue-schedule', done_at = 'done-at', dedupe = 'dedupe', debounce = 'debounce', debounce_of = 'debounce-of', progress = 'progress', logs = 'logs', results = 'results' }
   redis.register_function({
-    function_name = 'kvmq_d6e28eb161fe_promote_now',
+    function_name = 'kvmq_8acaaec00654_promote_now',
     flags = {  },
     callback = function(keys, args)
 begin_call(keys, args, names)
@@ -17407,7 +17777,7 @@ end
 do
   local names = { messages = 'messages', done = 'done', failed = 'failed', schedule = 'schedule', lock_expiry = 'lock-expiry', dedupe = 'dedupe', requeue_locks = 'requeue-locks', requeue_schedule = 'requeue-schedule', ndry_runs = 'ndry-runs', conf = 'conf', consumers = 'consumers', holders = 'holders', locks = 'locks' }
   redis.register_function({
-    function_name = 'kvmq_d6e28eb161fe_queue_status',
+    function_name = 'kvmq_8acaaec00654_queue_status',
     flags = { 'no-writes' },
     callback = function(keys, args)
 begin_call(keys, args, names)
@@ -17463,7 +17833,7 @@ end
 do
   local names = { events = 'events', events_seq = 'events-seq' }
   redis.register_function({
-    function_name = 'kvmq_d6e28eb161fe_read_events',
+    function_name = 'kvmq_8acaaec00654_read_events',
     flags = { 'no-writes' },
     callback = function(keys, args)
 begin_call(keys, args, names)
@@ -17516,7 +17886,7 @@ end
 do
   local names = { consumers = 'consumers' }
   redis.register_function({
-    function_name = 'kvmq_d6e28eb161fe_register_consumer',
+    function_name = 'kvmq_8acaaec00654_register_consumer',
     flags = { 'allow-oom' },
     callback = function(keys, args)
 begin_call(keys, args, names)
@@ -17545,7 +17915,7 @@ end
 do
   local names = { mid_circle = 'mid-circle', conf = 'conf', events = 'events', events_seq = 'events-seq', events_wake = 'events-wake', done = 'done', requeue = 'requeue', backoffs = 'backoffs', locks = 'locks', failed = 'failed', filters = 'filters', priorities = 'priorities', lanes = 'lanes', groups = 'groups', messages = 'messages', metadata = 'metadata', policies = 'policies', history = 'history', losses = 'losses', nattempts = 'nattempts', holders = 'holders', outcomes = 'outcomes', enqueued_at = 'enqueued-at', updated_at = 'updated-at', requeue_content = 'requeue-content', schedule = 'schedule', lock_expiry = 'lock-expiry', requeue_locks = 'requeue-locks', requeue_schedule = 'requeue-schedule', done_at = 'done-at', dedupe = 'dedupe', debounce = 'debounce', debounce_of = 'debounce-of', progress = 'progress', logs = 'logs', results = 'results' }
   redis.register_function({
-    function_name = 'kvmq_d6e28eb161fe_remove',
+    function_name = 'kvmq_8acaaec00654_remove',
     flags = { 'allow-oom' },
     callback = function(keys, args)
 begin_call(keys, args, names)
@@ -17589,7 +17959,7 @@ end
 do
   local names = { holders = 'holders', nattempts = 'nattempts', progress = 'progress', logs = 'logs', conf = 'conf', events = 'events', events_seq = 'events-seq', events_wake = 'events-wake' }
   redis.register_function({
-    function_name = 'kvmq_d6e28eb161fe_report',
+    function_name = 'kvmq_8acaaec00654_report',
     flags = {  },
     callback = function(keys, args)
 begin_call(keys, args, names)
@@ -17650,7 +18020,7 @@ end
 do
   local names = { messages = 'messages', filters = 'filters', nattempts = 'nattempts', losses = 'losses', failed = 'failed', updated_at = 'updated-at', mid_circle = 'mid-circle', wake = 'wake', pushes = 'pushes', conf = 'conf', events = 'events', events_seq = 'events-seq', events_wake = 'events-wake', done = 'done', requeue = 'requeue', backoffs = 'backoffs', locks = 'locks', priorities = 'priorities', lanes = 'lanes', groups = 'groups' }
   redis.register_function({
-    function_name = 'kvmq_d6e28eb161fe_retry',
+    function_name = 'kvmq_8acaaec00654_retry',
     flags = {  },
     callback = function(keys, args)
 begin_call(keys, args, names)
@@ -17705,7 +18075,7 @@ end
 do
   local names = { messages = 'messages', results = 'results', done = 'done', requeue = 'requeue', backoffs = 'backoffs', locks = 'locks', failed = 'failed', nattempts = 'nattempts', holders = 'holders', outcomes = 'outcomes', enqueued_at = 'enqueued-at', updated_at = 'updated-at', done_at = 'done-at' }
   redis.register_function({
-    function_name = 'kvmq_d6e28eb161fe_status',
+    function_name = 'kvmq_8acaaec00654_status',
     flags = { 'no-writes' },
     callback = function(keys, args)
 begin_call(keys, args, names)
@@ -17727,7 +18097,7 @@ end
 do
   local names = { conf = 'conf', idle_workers = 'idle-workers', events = 'events', events_seq = 'events-seq', events_wake = 'events-wake', messages = 'messages', metadata = 'metadata', nattempts = 'nattempts', locks = 'locks', holders = 'holders', lock_expiry = 'lock-expiry', policies = 'policies', requeue = 'requeue', requeue_locks = 'requeue-locks', done = 'done', failed = 'failed', ndry_runs = 'ndry-runs', eoq_backoff = 'eoq-backoff?', groups = 'groups' }
   redis.register_function({
-    function_name = 'kvmq_d6e28eb161fe_unpark',
+    function_name = 'kvmq_8acaaec00654_unpark',
     flags = { 'allow-oom' },
     callback = function(keys, args)
 begin_call(keys, args, names)
@@ -17754,7 +18124,7 @@ end
 do
   local names = { consumers = 'consumers' }
   redis.register_function({
-    function_name = 'kvmq_d6e28eb161fe_unregister_consumer',
+    function_name = 'kvmq_8acaaec00654_unregister_consumer',
     flags = { 'allow-oom' },
     callback = function(keys, args)
 begin_call(keys, args, names)

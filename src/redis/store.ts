@@ -100,7 +100,7 @@ class RedisStore implements Store {
       deadLetterQueue: !redis.isCluster,
       claimWithFinishes: true,
       overlapClaims: true,
-      groupRateLimit: false,
+      groupRateLimit: true,
       enqueueCallMessages: ENQUEUE_CALL_MESSAGES,
     };
     this.registry = new QueueRegistry(scripts, url.prefix);

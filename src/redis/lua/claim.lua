@@ -8,7 +8,9 @@
 -- starts after pause() returned). Each message handed out writes a `started` event (events on).
 -- Order: the priority-0 lanes of the accepted classes in turn, then the lanes of lower priorities in
 -- priority order (`lanes`). A message whose group already holds group_concurrency is parked instead
--- (lib/groups.lua). With a rate limit (rate_limit in conf), at most what it grants (`rate-tat`).
+-- (lib/groups.lua). With a rate limit (rate_limit in conf), at most what it grants (`rate-tat`). With a
+-- per-group rate limit (group_rate_limit), a message of a group whose next start has not come is parked, and
+-- the next parked message of each group whose time came is taken first (lib/group-rates.lua).
 -- A worker that takes handoffs and is left with free slots and nothing to take is parked (lib/handoff.lua):
 -- enqueues then hand it messages directly. Its next claim unparks it first, and takes fewer by the messages
 -- handed to it that it had not received when it sent the claim (they stay owed until a claim sent after
@@ -17,7 +19,7 @@
 --
 -- KEYS: messages metadata filters classes nattempts locks holders backoffs done done-at requeue
 --       schedule lock-expiry updated-at mid-circle eoq-backoff? ndry-runs policies pushes conf failed lanes
---       rate-tat layout
+--       rate-tat layout group-rates group-waits
 -- ARGV: consumer id, max, lock ms, the number of filter classes the consumer knows of,
 --       five end-of-queue backoffs in ms (after dry run 1, 2, 3, 4, 5 and more), handoffs ('' when the
 --       consumer takes none, else '<this claim's token> <the last claim's token> <handed messages received
@@ -27,7 +29,7 @@
 --        (it claimed nothing), else { 'ok', queue size, dry runs, wake-at ms (-1: look again at once; set
 --        when it claimed nothing, or took the last ready messages),
 --        then six per message: id, content, metadata JSON or nil, filter class, attempt, policy or nil }
--- Include: common events lanes groups forget fail promote hold handoff
+-- Include: common events lanes groups group-rates forget fail promote hold handoff
 
 -- The layout mark and the dry runs in one read (MGET reads a key of another type as nil: without the mark,
 -- check_layout checks both keys and names the foreign one).
@@ -36,7 +38,7 @@ local marks = redis.call('MGET', K.layout, K.ndry_runs)
 -- check_rare). It reads conf, then schedule and lock-expiry (promote), before its first write.
 check_layout(nil, { 'history', 'losses', 'outcomes', 'enqueued_at', 'requeue_content', 'requeue_schedule', 'dedupe',
   'done_at', 'backoffs', 'priorities', 'lanes', 'groups', 'debounce', 'debounce_of', 'group_held', 'parked',
-  'rate_tat', 'filters', 'pushes' }, { 'conf', 'schedule', 'lock_expiry' }, marks[1] == LAYOUT_VERSION)
+  'rate_tat', 'filters', 'pushes', 'group_rates', 'group_waits' }, { 'conf', 'schedule', 'lock_expiry' }, marks[1] == LAYOUT_VERSION)
 -- At most this many ready lists are read to tell a full claim that it took the last ready messages.
 local MAX_DRAINED_READS = 8
 local consumer, max, lock_ms, known = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
@@ -50,7 +52,7 @@ end
 
 local now = now_ms()
 local conf = redis.call('HMGET', K.conf, 'paused', 'events', 'events_max_count', 'group_concurrency', 'rate_limit',
-  'handoff')
+  'handoff', 'group_rate_limit')
 local token, last_token, received = string.match(ARGV[10], '^(%S+) (%S+) (%d+)$')
 local parked_any, on_the_way, owed_until = unpark_worker(consumer, conf[6] == '1', last_token, received, now)
 max = math.max(0, max - on_the_way)
@@ -117,7 +119,25 @@ local ids, class_at, n = {}, {}, 0
 local locked_until = nil
 -- Held messages per group (read once per group), counting those this claim takes.
 local held, taken_groups = {}, {}
--- Pops up to `want` from a lane; returns how many it popped. A message of a full group is parked.
+-- The per-group rate limit's state for this claim (nil without one, or without grouped messages).
+local rates = grouped and group_rates_begin(conf[7], now) or nil
+local function held_of(group)
+  local h = held[group] or tonumber(redis.call('HGET', K.group_held, group)) or 0
+  held[group] = h
+  return h
+end
+local function add(id, class, group)
+  if group then
+    held[group] = held_of(group) + 1
+    taken_groups[group] = (taken_groups[group] or 0) + 1
+    if rates then group_rate_charge(rates, group) end
+  end
+  n = n + 1
+  ids[n] = id
+  class_at[n] = class
+end
+-- Pops up to `want` from a lane; returns how many it popped. A message of a full group is parked, and one
+-- of a group whose next start has not come.
 local function take(lane, class, want)
   local popped = redis.call('RPOP', ready_list(lane), want)
   if not popped then return 0 end
@@ -132,21 +152,14 @@ local function take(lane, class, want)
   local groups = hmget(K.groups, popped)
   for i, id in ipairs(popped) do
     local group = groups[i]
-    if group then
-      local h = held[group] or tonumber(redis.call('HGET', K.group_held, group)) or 0
-      if group_max and h >= group_max then
-        park(group, id)
-      else
-        held[group] = h + 1
-        taken_groups[group] = (taken_groups[group] or 0) + 1
-        n = n + 1
-        ids[n] = id
-        class_at[n] = class
-      end
+    if not group then
+      add(id, class, nil)
+    elseif rates and not group_rate_due(rates, group) then
+      group_rate_park(rates, group, id)
+    elseif group_max and held_of(group) >= group_max then
+      park(group, id)
     else
-      n = n + 1
-      ids[n] = id
-      class_at[n] = class
+      add(id, class, group)
     end
   end
   return #popped
@@ -158,6 +171,25 @@ local function drain(lane, class)
     if take(lane, class, want) < want then return false end
   end
   return true
+end
+
+-- Groups whose parked messages waited for their rate and whose time came: the next of each, before the
+-- lanes (it was ahead of what they hold). A full group stops waiting: its next release unparks it.
+if rates then
+  local function accepts(class)
+    return accept_all or accepted[class] == true
+  end
+  for _, group in ipairs(due_waits(rates, max + 10)) do
+    if n >= max then break end
+    if not group_rate_due(rates, group) then
+      rewait(rates, group)
+    elseif group_max and held_of(group) >= group_max then
+      redis.call('ZREM', K.group_waits, group)
+    else
+      local id, class = take_parked(group, accepts)
+      if id then add(id, class, group) end
+    end
+  end
 end
 
 -- Priority 0 first: the classes in turn from a rotating start, so no class waits behind another for good.
@@ -194,6 +226,12 @@ if n > 0 then
     redis.call('SET', K.rate_tat, string.format('%.3f', rate_start + m * rate_interval))
   end
 end
+-- When the first group waiting for its rate may start its next message (nil: none waits).
+local waits_until = nil
+if rates then
+  group_rates_end(rates)
+  waits_until = next_wait(rates)
+end
 
 -- Whether the accepted lanes are empty now: fewer than asked were there, or as many and none left (read
 -- for a few plain lanes only; with more, or lanes of lower priorities, the worker just claims again).
@@ -210,9 +248,9 @@ end
 local function wake_after(ttl)
   if more then return now end
   local wake_at = now + ttl
-  local firsts = { heads.schedule, heads.expiry, locked_until }
-  if promoted then firsts = { head(K.schedule), head(K.lock_expiry), nil } end
-  for i = 1, 3 do
+  local firsts = { heads.schedule, heads.expiry, locked_until, waits_until }
+  if promoted then firsts = { head(K.schedule), head(K.lock_expiry), nil, waits_until } end
+  for i = 1, 4 do
     if firsts[i] ~= nil then wake_at = math.min(wake_at, firsts[i]) end
   end
   return wake_at
@@ -230,6 +268,10 @@ if #reply > 4 or on_the_way > 0 then
     -- a connection, stop being owed after a lock.
     reply[4] = math.min(tonumber(owed_until) or now + lock_ms, now + PARK_MS)
   end
+elseif waits_until then
+  -- Only messages of groups waiting for their rate are left: no dry run; look again at the first one's time.
+  reply[3] = tonumber(marks[2]) or 0
+  reply[4] = wake_after(waits_until - now)
 else
   local ttl = redis.call('PTTL', K.eoq_backoff)
   local dry

@@ -1,6 +1,6 @@
 #!lua flags=allow-oom
 -- clear: removes every message of the queue, its ready lists (every priority's, every group's parked
--- list), its dry-run count, its layout mark, its rate limit's state, its debounce index and its events.
+-- list), its dry-run count, its layout mark, its rate limits' state, its debounce index and its events.
 -- The configuration, the schedules, the consumer registry and the events' numbering (`events-seq`) stay, so
 -- a reader behind is told it missed events. UNLINK frees large keys in the background, so a big queue does
 -- not stall Redis.
@@ -10,6 +10,7 @@
 --       filters classes holders outcomes enqueued-at updated-at requeue-content schedule lock-expiry
 --       done-at dedupe policies history losses pushes requeue-locks requeue-schedule failed events
 --       priorities lanes groups group-held parked debounce debounce-of rate-tat layout progress logs expiry
+--       group-rates group-waits
 -- ARGV: none
 -- Reply: 1
 -- Include: common

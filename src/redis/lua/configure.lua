@@ -2,12 +2,14 @@
 -- configure: writes the queue's configuration if it is still what the caller
 -- read (compare and set), so two concurrent configure() calls never lose a change.
 -- Unpausing wakes the queue's idle workers; a changed group_concurrency gives parked messages the
--- room the new limit makes (lib/groups.lua) and wakes the workers too.
+-- room the new limit makes (lib/groups.lua) and wakes the workers too. Removing group_rate_limit drops
+-- its state (lib/group-rates.lua) and gives the messages parked for it their room, as a new limit does.
 --
--- KEYS: conf wake messages consumers pushes mid-circle
--- ARGV: the fourteen fields as read (task_gc_lifetime, task_gc_interval, filter_enums, failed_lifetime,
+-- KEYS: conf wake messages consumers pushes mid-circle group-rates group-waits
+-- ARGV: the fifteen fields as read (task_gc_lifetime, task_gc_interval, filter_enums, failed_lifetime,
 --       paused, max_deliveries, dead_letter_queue, events, events_max_count, events_max_age,
---       rate_limit ('<max>/<perMs>'), group_concurrency, keep_done, keep_failed; '' for absent or none), then
+--       rate_limit ('<max>/<perMs>'), group_concurrency, keep_done, keep_failed, group_rate_limit
+--       ('<max>/<perMs>'); '' for absent or none), then
 --       the new ones
 -- Reply: 0 when the configuration changed meanwhile, else 1 when written (2: the queue did not exist:
 --        no configuration, messages or consumers)
@@ -16,7 +18,7 @@
 check_layout()
 local fields = { 'task_gc_lifetime', 'task_gc_interval', 'filter_enums', 'failed_lifetime', 'paused', 'max_deliveries',
   'dead_letter_queue', 'events', 'events_max_count', 'events_max_age', 'rate_limit', 'group_concurrency',
-  'keep_done', 'keep_failed' }
+  'keep_done', 'keep_failed', 'group_rate_limit' }
 local n = #fields
 local current = redis.call('HMGET', K.conf, unpack(fields))
 for i = 1, n do
@@ -30,7 +32,9 @@ for i = 1, n do
 end
 redis.call('HSET', K.conf, unpack(pairs_))
 if ARGV[5] == '1' and ARGV[n + 5] ~= '1' then redis.call('PUBLISH', K.wake, 'resume') end
-if ARGV[12] ~= ARGV[n + 12] then
+local rates_removed = ARGV[15] ~= '' and ARGV[n + 15] == ''
+if rates_removed then redis.call('DEL', K.group_rates, K.group_waits) end
+if ARGV[12] ~= ARGV[n + 12] or rates_removed then
   local ready = pending_ready()
   if unpark_all(ready) > 0 then
     flush_ready(ready)

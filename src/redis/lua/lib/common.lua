@@ -17,7 +17,7 @@ local function key_type(name)
       gc_at = 'string', policies = 'hash', history = 'hash', losses = 'hash', pushes = 'hash',
       requeue_locks = 'zset', requeue_schedule = 'zset', failed = 'zset', expiry = 'zset', events = 'stream', events_seq = 'string',
       priorities = 'hash', lanes = 'zset', groups = 'hash', group_held = 'hash', parked = 'set', debounce = 'hash',
-      debounce_of = 'hash', rate_tat = 'string', schedules = 'hash', layout = 'string', idle_workers = 'hash',
+      debounce_of = 'hash', rate_tat = 'string', group_rates = 'zset', group_waits = 'zset', schedules = 'hash', layout = 'string', idle_workers = 'hash',
     }
   end
   return KEY_TYPES[name]

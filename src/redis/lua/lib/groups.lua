@@ -3,14 +3,22 @@
 -- message whose group is full parks it in the group's list (`mid-circle#<group>`, a lane of its own,
 -- see common) instead of handing it out; when a held message of that group lets go, as many parked
 -- messages as the group has room for go back to the front of their lanes, and the caller publishes a
--- wake-up. So a full group's messages are read once per release, not by every claim. Scripts include
--- common and lanes before it.
+-- wake-up. So a full group's messages are read once per release, not by every claim. A group whose parked
+-- messages wait for its rate (`group-waits`, lib/group-rates.lua) is left to the claims that take them when
+-- its time comes. Scripts include common and lanes before it.
 --
--- KEYS: groups group-held parked conf messages pushes
+-- KEYS: groups group-held parked conf messages pushes group-waits
 
 -- The queue's limit, or nil for none.
 local function group_limit()
   return tonumber(redis.call('HGET', K.conf, 'group_concurrency'))
+end
+
+-- The group's parked list is empty: nothing of it stays behind (groups come and go: tenants).
+local function forget_parked(group)
+  redis.call('SREM', K.parked, group)
+  redis.call('HDEL', K.pushes, '#' .. group)
+  redis.call('ZREM', K.group_waits, group)
 end
 
 -- Moves up to `free` (nil: all) of the group's parked messages back to the front of their lanes.
@@ -29,11 +37,7 @@ local function unpark(group, free, ready)
       end
     end
   end
-  if redis.call('EXISTS', list) == 0 then
-    -- Groups come and go (tenants): nothing of an emptied parked list stays behind.
-    redis.call('SREM', K.parked, group)
-    redis.call('HDEL', K.pushes, '#' .. group)
-  end
+  if redis.call('EXISTS', list) == 0 then forget_parked(group) end
   return moved
 end
 
@@ -61,7 +65,11 @@ local function release_groups(ids, ready, keep)
         redis.call('HDEL', K.group_held, group)
         held = 0
       end
-      if not keep and redis.call('SISMEMBER', K.parked, group) == 1 then
+      if
+        not keep
+        and redis.call('SISMEMBER', K.parked, group) == 1
+        and not redis.call('ZSCORE', K.group_waits, group)
+      then
         if limit == false then limit = group_limit() end
         if limit == nil then
           moved = moved + unpark(group, nil, ready)
@@ -74,15 +82,17 @@ local function release_groups(ids, ready, keep)
   return moved
 end
 
--- After the limit changed: every parked group gets the room the new limit gives it.
+-- After the limit changed: every parked group gets the room the new limit gives it (but those waiting for
+-- their rate).
 local function unpark_all(ready)
   local limit = group_limit()
   local moved = 0
   for _, group in ipairs(redis.call('SMEMBERS', K.parked)) do
     local held = tonumber(redis.call('HGET', K.group_held, group)) or 0
-    if limit == nil then
+    local waiting = redis.call('ZSCORE', K.group_waits, group)
+    if not waiting and limit == nil then
       moved = moved + unpark(group, nil, ready)
-    elseif held < limit then
+    elseif not waiting and held < limit then
       moved = moved + unpark(group, limit - held, ready)
     end
   end
