@@ -91,7 +91,7 @@ export const SCRIPTS: { readonly [Name in ScriptName]: LuaScript } = {
     ],
     readOnly: false,
     sha: 'badd0a1d2c5503f5f8dbf273f7601d66ae39c892',
-    fn: 'kvmq_8acaaec00654_cancel',
+    fn: 'kvmq_50d0f7b2c8e2_cancel',
     source: `#!lua flags=allow-oom
 -- The queue's keys are its base (the one key the call passes) and their names.
 local KEY_BASE = KEYS[1]
@@ -866,8 +866,8 @@ return { 'ok', holder and 'running' or 'waiting', moved and '1' or '0' }
       'idle-workers',
     ],
     readOnly: false,
-    sha: '529692028b2641a196843d53a4774c385a61db65',
-    fn: 'kvmq_8acaaec00654_claim',
+    sha: '95ba5b3878e63c5f84df1d9281afadf50aec72a5',
+    fn: 'kvmq_50d0f7b2c8e2_claim',
     source: `#!lua flags=allow-oom
 -- The queue's keys are its base (the one key the call passes) and their names.
 local KEY_BASE = KEYS[1]
@@ -1995,7 +1995,7 @@ local marks = redis.call('MGET', (KEY_BASE .. 'layout'), (KEY_BASE .. 'ndry-runs
 -- check_rare). It reads conf, then schedule and lock-expiry (promote), before its first write.
 check_layout(nil, { 'history', 'losses', 'outcomes', 'enqueued_at', 'requeue_content', 'requeue_schedule', 'dedupe',
   'done_at', 'backoffs', 'priorities', 'lanes', 'groups', 'debounce', 'debounce_of', 'group_held', 'parked',
-  'rate_tat', 'filters', 'pushes', 'group_rates', 'group_waits' }, { 'conf', 'schedule', 'lock_expiry' }, marks[1] == LAYOUT_VERSION)
+  'rate_tat', 'filters', 'pushes' }, { 'conf', 'schedule', 'lock_expiry' }, marks[1] == LAYOUT_VERSION)
 -- At most this many ready lists are read to tell a full claim that it took the last ready messages.
 local MAX_DRAINED_READS = 8
 local consumer, max, lock_ms, known = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
@@ -2010,6 +2010,11 @@ end
 local now = now_ms()
 local conf = redis.call('HMGET', (KEY_BASE .. 'conf'), 'paused', 'events', 'events_max_count', 'group_concurrency', 'rate_limit',
   'handoff', 'group_rate_limit')
+-- The per-group rate limit's keys, checked before any write, only on a queue that has one (lib/group-rates.lua).
+if conf[7] and conf[7] ~= '' then
+  check_type((KEY_BASE .. 'group-rates'), 'zset')
+  check_type((KEY_BASE .. 'group-waits'), 'zset')
+end
 local token, last_token, received = string.match(ARGV[10], '^(%S+) (%S+) (%d+)$')
 local parked_any, on_the_way, owed_until = unpark_worker(consumer, conf[6] == '1', last_token, received, now)
 max = math.max(0, max - on_the_way)
@@ -2304,7 +2309,7 @@ return reply
     ],
     readOnly: false,
     sha: 'e1d640554b1c4c75bf77f3e1b5885b4feffb1410',
-    fn: 'kvmq_8acaaec00654_clear',
+    fn: 'kvmq_50d0f7b2c8e2_clear',
     source: `#!lua flags=allow-oom
 -- The queue's keys are its base (the one key the call passes) and their names.
 local KEY_BASE = KEYS[1]
@@ -2646,7 +2651,7 @@ return 1
     ],
     readOnly: false,
     sha: 'a4306dd80ab77fd09cebaf83c58e66583160d40c',
-    fn: 'kvmq_8acaaec00654_configure',
+    fn: 'kvmq_50d0f7b2c8e2_configure',
     source: `#!lua
 -- The queue's keys are its base (the one key the call passes) and their names.
 local KEY_BASE = KEYS[1]
@@ -3119,7 +3124,7 @@ return 1
     keys: ['consumers', 'holders', 'locks'],
     readOnly: true,
     sha: '3000c2761245d93fe53e63c3bc9be083eab74d12',
-    fn: 'kvmq_8acaaec00654_consumers',
+    fn: 'kvmq_50d0f7b2c8e2_consumers',
     source: `#!lua flags=no-writes
 -- The queue's keys are its base (the one key the call passes) and their names.
 local KEY_BASE = KEYS[1]
@@ -3499,7 +3504,7 @@ return reply
     ],
     readOnly: false,
     sha: '23862fd44198e37a1edaab698d9f3b8a29c01d7e',
-    fn: 'kvmq_8acaaec00654_enqueue',
+    fn: 'kvmq_50d0f7b2c8e2_enqueue',
     source: `#!lua
 -- The queue's keys are its base (the one key the call passes) and their names.
 local KEY_BASE = KEYS[1]
@@ -4482,7 +4487,7 @@ return replies
     keys: ['events', 'events-seq'],
     readOnly: false,
     sha: 'c676ae5c844649e39e3f811e968dd1ac06178adb',
-    fn: 'kvmq_8acaaec00654_events_trim',
+    fn: 'kvmq_50d0f7b2c8e2_events_trim',
     source: `#!lua flags=allow-oom
 -- The queue's keys are its base (the one key the call passes) and their names.
 local KEY_BASE = KEYS[1]
@@ -4817,7 +4822,7 @@ return redis.call('XTRIM', (KEY_BASE .. 'events'), 'MINID', string.format('%d', 
     keys: ['locks', 'holders', 'nattempts', 'lock-expiry', 'requeue', 'requeue-locks'],
     readOnly: false,
     sha: '7bb877cdbede1d3676fc2884139cc520a86fb82f',
-    fn: 'kvmq_8acaaec00654_extend',
+    fn: 'kvmq_50d0f7b2c8e2_extend',
     source: `#!lua flags=allow-oom
 -- The queue's keys are its base (the one key the call passes) and their names.
 local KEY_BASE = KEYS[1]
@@ -5189,7 +5194,7 @@ return lost
     ],
     readOnly: false,
     sha: 'c6eecea356f4dd9f3d4bde7e4ae89dccfff6fd1b',
-    fn: 'kvmq_8acaaec00654_finish',
+    fn: 'kvmq_50d0f7b2c8e2_finish',
     source: `#!lua flags=allow-oom
 -- The queue's keys are its base (the one key the call passes) and their names.
 local KEY_BASE = KEYS[1]
@@ -6095,7 +6100,7 @@ return replies
     ],
     readOnly: false,
     sha: '193481b2dbd824ad54c1e01b3871ec3b5bc34a77',
-    fn: 'kvmq_8acaaec00654_fire_schedule',
+    fn: 'kvmq_50d0f7b2c8e2_fire_schedule',
     source: `#!lua
 -- The queue's keys are its base (the one key the call passes) and their names.
 local KEY_BASE = KEYS[1]
@@ -7125,7 +7130,7 @@ return replies
     ],
     readOnly: false,
     sha: '5c9b42c967d50c22cdea168963b34fa1ab4c0334',
-    fn: 'kvmq_8acaaec00654_gc_expire',
+    fn: 'kvmq_50d0f7b2c8e2_gc_expire',
     source: `#!lua flags=allow-oom
 -- The queue's keys are its base (the one key the call passes) and their names.
 local KEY_BASE = KEYS[1]
@@ -7745,7 +7750,7 @@ return { failed, #due }
     keys: ['consumers', 'gc-lock'],
     readOnly: false,
     sha: '0b1b14c52aca2d76734a52d31dea62776020d0fd',
-    fn: 'kvmq_8acaaec00654_gc_finish',
+    fn: 'kvmq_50d0f7b2c8e2_gc_finish',
     source: `#!lua flags=allow-oom
 -- The queue's keys are its base (the one key the call passes) and their names.
 local KEY_BASE = KEYS[1]
@@ -8069,7 +8074,7 @@ return #lapsed
     keys: ['gc-lock', 'gc-at'],
     readOnly: false,
     sha: '8d582a6b9e85f6bf9ba07c4d3c87a9ec3b429ef4',
-    fn: 'kvmq_8acaaec00654_gc_start',
+    fn: 'kvmq_50d0f7b2c8e2_gc_start',
     source: `#!lua flags=allow-oom
 -- The queue's keys are its base (the one key the call passes) and their names.
 local KEY_BASE = KEYS[1]
@@ -8420,7 +8425,7 @@ return 1
     ],
     readOnly: false,
     sha: '58fb69625cf3d020d3aeff7dbc97aaf64f54fe38',
-    fn: 'kvmq_8acaaec00654_gc_sweep',
+    fn: 'kvmq_50d0f7b2c8e2_gc_sweep',
     source: `#!lua flags=allow-oom
 -- The queue's keys are its base (the one key the call passes) and their names.
 local KEY_BASE = KEYS[1]
@@ -8820,7 +8825,7 @@ return { removed, #old }
     ],
     readOnly: true,
     sha: 'abf204cdb663116ceb068022ee0fea36d2103c32',
-    fn: 'kvmq_8acaaec00654_inspect',
+    fn: 'kvmq_50d0f7b2c8e2_inspect',
     source: `#!lua flags=no-writes
 -- The queue's keys are its base (the one key the call passes) and their names.
 local KEY_BASE = KEYS[1]
@@ -9251,7 +9256,7 @@ return reply
     ],
     readOnly: false,
     sha: '1830157120d467a6b1286ec2d32c01ad74eb8130',
-    fn: 'kvmq_8acaaec00654_list',
+    fn: 'kvmq_50d0f7b2c8e2_list',
     source: `#!lua flags=allow-oom
 -- The queue's keys are its base (the one key the call passes) and their names.
 local KEY_BASE = KEYS[1]
@@ -10307,7 +10312,7 @@ return reply
     ],
     readOnly: false,
     sha: 'be3c14496b39a18229d6da9d25e3ba4990064a78',
-    fn: 'kvmq_8acaaec00654_promote_now',
+    fn: 'kvmq_50d0f7b2c8e2_promote_now',
     source: `#!lua
 -- The queue's keys are its base (the one key the call passes) and their names.
 local KEY_BASE = KEYS[1]
@@ -11123,7 +11128,7 @@ return replies
     ],
     readOnly: true,
     sha: '0a52e75ab1a6e47218a82c45a50a04d3435b5fe6',
-    fn: 'kvmq_8acaaec00654_queue_status',
+    fn: 'kvmq_50d0f7b2c8e2_queue_status',
     source: `#!lua flags=no-writes
 -- The queue's keys are its base (the one key the call passes) and their names.
 local KEY_BASE = KEYS[1]
@@ -11495,7 +11500,7 @@ return reply
     keys: ['events', 'events-seq'],
     readOnly: true,
     sha: '14a098880d44138e31f07e6d34ab08c9e0e62a00',
-    fn: 'kvmq_8acaaec00654_read_events',
+    fn: 'kvmq_50d0f7b2c8e2_read_events',
     source: `#!lua flags=no-writes
 -- The queue's keys are its base (the one key the call passes) and their names.
 local KEY_BASE = KEYS[1]
@@ -11842,7 +11847,7 @@ return reply
     keys: ['consumers'],
     readOnly: false,
     sha: '5e792f05be490d0628eae5b0d77f5003e5b6fca7',
-    fn: 'kvmq_8acaaec00654_register_consumer',
+    fn: 'kvmq_50d0f7b2c8e2_register_consumer',
     source: `#!lua flags=allow-oom
 -- The queue's keys are its base (the one key the call passes) and their names.
 local KEY_BASE = KEYS[1]
@@ -12202,7 +12207,7 @@ return 1
     ],
     readOnly: false,
     sha: 'e2f84c20e351c84e5828a2e51d004b382f504217',
-    fn: 'kvmq_8acaaec00654_remove',
+    fn: 'kvmq_50d0f7b2c8e2_remove',
     source: `#!lua flags=allow-oom
 -- The queue's keys are its base (the one key the call passes) and their names.
 local KEY_BASE = KEYS[1]
@@ -12721,7 +12726,7 @@ return replies
     keys: ['holders', 'nattempts', 'progress', 'logs', 'conf', 'events', 'events-seq', 'events-wake'],
     readOnly: false,
     sha: '98635cacfe85abf5d1ac88b89f3c077801869705',
-    fn: 'kvmq_8acaaec00654_report',
+    fn: 'kvmq_50d0f7b2c8e2_report',
     source: `#!lua
 -- The queue's keys are its base (the one key the call passes) and their names.
 local KEY_BASE = KEYS[1]
@@ -13189,7 +13194,7 @@ return replies
     ],
     readOnly: false,
     sha: 'ad327af6ec48554e59ea54ca5a37f65ff6200624',
-    fn: 'kvmq_8acaaec00654_retry',
+    fn: 'kvmq_50d0f7b2c8e2_retry',
     source: `#!lua
 -- The queue's keys are its base (the one key the call passes) and their names.
 local KEY_BASE = KEYS[1]
@@ -13697,7 +13702,7 @@ return reply
     ],
     readOnly: true,
     sha: '4ec33dcf72ddcdd5df649042b4ec1c51f9268955',
-    fn: 'kvmq_8acaaec00654_status',
+    fn: 'kvmq_50d0f7b2c8e2_status',
     source: `#!lua flags=no-writes
 -- The queue's keys are its base (the one key the call passes) and their names.
 local KEY_BASE = KEYS[1]
@@ -14101,7 +14106,7 @@ return reply
     ],
     readOnly: false,
     sha: '74db237910878b85894fbf96053a16a97d7dadd5',
-    fn: 'kvmq_8acaaec00654_unpark',
+    fn: 'kvmq_50d0f7b2c8e2_unpark',
     source: `#!lua flags=allow-oom
 -- The queue's keys are its base (the one key the call passes) and their names.
 local KEY_BASE = KEYS[1]
@@ -14769,7 +14774,7 @@ return entries
     keys: ['consumers'],
     readOnly: false,
     sha: '504e5de73da5e3de5f4f8031e2886cb7f1eb7f4a',
-    fn: 'kvmq_8acaaec00654_unregister_consumer',
+    fn: 'kvmq_50d0f7b2c8e2_unregister_consumer',
     source: `#!lua flags=allow-oom
 -- The queue's keys are its base (the one key the call passes) and their names.
 local KEY_BASE = KEYS[1]
@@ -15081,8 +15086,8 @@ return redis.call('HDEL', (KEY_BASE .. 'consumers'), ARGV[1])
 
 /** Every script as a function of one Redis Functions library (FUNCTION LOAD), named by its content. */
 export const LIBRARY: { readonly name: string; readonly source: string } = {
-  name: 'kvmq_8acaaec00654',
-  source: `#!lua name=kvmq_8acaaec00654
+  name: 'kvmq_50d0f7b2c8e2',
+  source: `#!lua name=kvmq_50d0f7b2c8e2
 -- kvmq's scripts as one library (scripts/redis-scripts.mjs builds it from src/redis/lua/).
 local KEYS, ARGV, KEY_BASE, KEY_NAMES = {}, {}, nil, {}
 -- The running script's keys by name, each joined to the base when first used.
@@ -16548,7 +16553,7 @@ end
 do
   local names = { messages = 'messages', nattempts = 'nattempts', holders = 'holders', wake = 'wake', mid_circle = 'mid-circle', done = 'done', conf = 'conf', events = 'events', events_seq = 'events-seq', events_wake = 'events-wake', requeue = 'requeue', backoffs = 'backoffs', locks = 'locks', failed = 'failed', filters = 'filters', priorities = 'priorities', lanes = 'lanes', groups = 'groups', group_held = 'group-held', parked = 'parked', pushes = 'pushes', group_waits = 'group-waits', metadata = 'metadata', policies = 'policies', history = 'history', losses = 'losses', outcomes = 'outcomes', enqueued_at = 'enqueued-at', updated_at = 'updated-at', requeue_content = 'requeue-content', schedule = 'schedule', lock_expiry = 'lock-expiry', requeue_locks = 'requeue-locks', requeue_schedule = 'requeue-schedule', done_at = 'done-at', dedupe = 'dedupe', debounce = 'debounce', debounce_of = 'debounce-of', progress = 'progress', logs = 'logs', results = 'results' }
   redis.register_function({
-    function_name = 'kvmq_8acaaec00654_cancel',
+    function_name = 'kvmq_50d0f7b2c8e2_cancel',
     flags = { 'allow-oom' },
     callback = function(keys, args)
 begin_call(keys, args, names)
@@ -16598,7 +16603,7 @@ end
 do
   local names = { messages = 'messages', metadata = 'metadata', filters = 'filters', classes = 'classes', nattempts = 'nattempts', locks = 'locks', holders = 'holders', backoffs = 'backoffs', done = 'done', done_at = 'done-at', requeue = 'requeue', schedule = 'schedule', lock_expiry = 'lock-expiry', updated_at = 'updated-at', mid_circle = 'mid-circle', eoq_backoff = 'eoq-backoff?', ndry_runs = 'ndry-runs', policies = 'policies', pushes = 'pushes', conf = 'conf', failed = 'failed', lanes = 'lanes', rate_tat = 'rate-tat', layout = 'layout', group_rates = 'group-rates', group_waits = 'group-waits', events = 'events', events_seq = 'events-seq', events_wake = 'events-wake', priorities = 'priorities', groups = 'groups', group_held = 'group-held', parked = 'parked', history = 'history', losses = 'losses', outcomes = 'outcomes', enqueued_at = 'enqueued-at', requeue_content = 'requeue-content', requeue_locks = 'requeue-locks', requeue_schedule = 'requeue-schedule', dedupe = 'dedupe', debounce = 'debounce', debounce_of = 'debounce-of', progress = 'progress', logs = 'logs', results = 'results', idle_workers = 'idle-workers' }
   redis.register_function({
-    function_name = 'kvmq_8acaaec00654_claim',
+    function_name = 'kvmq_50d0f7b2c8e2_claim',
     flags = { 'allow-oom' },
     callback = function(keys, args)
 begin_call(keys, args, names)
@@ -16641,7 +16646,7 @@ local marks = redis.call('MGET', K.layout, K.ndry_runs)
 -- check_rare). It reads conf, then schedule and lock-expiry (promote), before its first write.
 check_layout(nil, { 'history', 'losses', 'outcomes', 'enqueued_at', 'requeue_content', 'requeue_schedule', 'dedupe',
   'done_at', 'backoffs', 'priorities', 'lanes', 'groups', 'debounce', 'debounce_of', 'group_held', 'parked',
-  'rate_tat', 'filters', 'pushes', 'group_rates', 'group_waits' }, { 'conf', 'schedule', 'lock_expiry' }, marks[1] == LAYOUT_VERSION)
+  'rate_tat', 'filters', 'pushes' }, { 'conf', 'schedule', 'lock_expiry' }, marks[1] == LAYOUT_VERSION)
 -- At most this many ready lists are read to tell a full claim that it took the last ready messages.
 local MAX_DRAINED_READS = 8
 local consumer, max, lock_ms, known = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
@@ -16656,6 +16661,11 @@ end
 local now = now_ms()
 local conf = redis.call('HMGET', K.conf, 'paused', 'events', 'events_max_count', 'group_concurrency', 'rate_limit',
   'handoff', 'group_rate_limit')
+-- The per-group rate limit's keys, checked before any write, only on a queue that has one (lib/group-rates.lua).
+if conf[7] and conf[7] ~= '' then
+  check_type(K.group_rates, 'zset')
+  check_type(K.group_waits, 'zset')
+end
 local token, last_token, received = string.match(ARGV[10], '^(%S+) (%S+) (%d+)$')
 local parked_any, on_the_way, owed_until = unpark_worker(consumer, conf[6] == '1', last_token, received, now)
 max = math.max(0, max - on_the_way)
@@ -16904,7 +16914,7 @@ end
 do
   local names = { messages = 'messages', locks = 'locks', backoffs = 'backoffs', nattempts = 'nattempts', mid_circle = 'mid-circle', done = 'done', requeue = 'requeue', eoq_backoff = 'eoq-backoff?', ndry_runs = 'ndry-runs', metadata = 'metadata', filters = 'filters', classes = 'classes', holders = 'holders', outcomes = 'outcomes', enqueued_at = 'enqueued-at', updated_at = 'updated-at', requeue_content = 'requeue-content', schedule = 'schedule', lock_expiry = 'lock-expiry', done_at = 'done-at', dedupe = 'dedupe', policies = 'policies', history = 'history', losses = 'losses', pushes = 'pushes', requeue_locks = 'requeue-locks', requeue_schedule = 'requeue-schedule', failed = 'failed', events = 'events', priorities = 'priorities', lanes = 'lanes', groups = 'groups', group_held = 'group-held', parked = 'parked', debounce = 'debounce', debounce_of = 'debounce-of', rate_tat = 'rate-tat', layout = 'layout', progress = 'progress', logs = 'logs', expiry = 'expiry', group_rates = 'group-rates', group_waits = 'group-waits' }
   redis.register_function({
-    function_name = 'kvmq_8acaaec00654_clear',
+    function_name = 'kvmq_50d0f7b2c8e2_clear',
     flags = { 'allow-oom' },
     callback = function(keys, args)
 begin_call(keys, args, names)
@@ -16937,7 +16947,7 @@ end
 do
   local names = { conf = 'conf', wake = 'wake', messages = 'messages', consumers = 'consumers', pushes = 'pushes', mid_circle = 'mid-circle', group_rates = 'group-rates', group_waits = 'group-waits', filters = 'filters', priorities = 'priorities', lanes = 'lanes', groups = 'groups', group_held = 'group-held', parked = 'parked' }
   redis.register_function({
-    function_name = 'kvmq_8acaaec00654_configure',
+    function_name = 'kvmq_50d0f7b2c8e2_configure',
     flags = {  },
     callback = function(keys, args)
 begin_call(keys, args, names)
@@ -16990,7 +17000,7 @@ end
 do
   local names = { consumers = 'consumers', holders = 'holders', locks = 'locks' }
   redis.register_function({
-    function_name = 'kvmq_8acaaec00654_consumers',
+    function_name = 'kvmq_50d0f7b2c8e2_consumers',
     flags = { 'no-writes' },
     callback = function(keys, args)
 begin_call(keys, args, names)
@@ -17012,7 +17022,7 @@ end
 do
   local names = { conf = 'conf', events = 'events', events_seq = 'events-seq', events_wake = 'events-wake', done = 'done', requeue = 'requeue', backoffs = 'backoffs', locks = 'locks', failed = 'failed', filters = 'filters', priorities = 'priorities', lanes = 'lanes', groups = 'groups', messages = 'messages', metadata = 'metadata', nattempts = 'nattempts', holders = 'holders', lock_expiry = 'lock-expiry', policies = 'policies', requeue_locks = 'requeue-locks', ndry_runs = 'ndry-runs', eoq_backoff = 'eoq-backoff?', idle_workers = 'idle-workers', classes = 'classes', outcomes = 'outcomes', enqueued_at = 'enqueued-at', updated_at = 'updated-at', requeue_content = 'requeue-content', schedule = 'schedule', done_at = 'done-at', dedupe = 'dedupe', mid_circle = 'mid-circle', wake = 'wake', losses = 'losses', requeue_schedule = 'requeue-schedule', pushes = 'pushes', debounce = 'debounce', debounce_of = 'debounce-of', layout = 'layout', results = 'results', expiry = 'expiry' }
   redis.register_function({
-    function_name = 'kvmq_8acaaec00654_enqueue',
+    function_name = 'kvmq_50d0f7b2c8e2_enqueue',
     flags = {  },
     callback = function(keys, args)
 begin_call(keys, args, names)
@@ -17033,7 +17043,7 @@ end
 do
   local names = { events = 'events', events_seq = 'events-seq' }
   redis.register_function({
-    function_name = 'kvmq_8acaaec00654_events_trim',
+    function_name = 'kvmq_50d0f7b2c8e2_events_trim',
     flags = { 'allow-oom' },
     callback = function(keys, args)
 begin_call(keys, args, names)
@@ -17074,7 +17084,7 @@ end
 do
   local names = { locks = 'locks', holders = 'holders', nattempts = 'nattempts', lock_expiry = 'lock-expiry', requeue = 'requeue', requeue_locks = 'requeue-locks' }
   redis.register_function({
-    function_name = 'kvmq_8acaaec00654_extend',
+    function_name = 'kvmq_50d0f7b2c8e2_extend',
     flags = { 'allow-oom' },
     callback = function(keys, args)
 begin_call(keys, args, names)
@@ -17109,7 +17119,7 @@ end
 do
   local names = { messages = 'messages', filters = 'filters', nattempts = 'nattempts', locks = 'locks', holders = 'holders', backoffs = 'backoffs', done = 'done', done_at = 'done-at', dedupe = 'dedupe', requeue = 'requeue', requeue_content = 'requeue-content', schedule = 'schedule', lock_expiry = 'lock-expiry', outcomes = 'outcomes', updated_at = 'updated-at', mid_circle = 'mid-circle', wake = 'wake', pushes = 'pushes', losses = 'losses', layout = 'layout', results = 'results', conf = 'conf', events = 'events', events_seq = 'events-seq', events_wake = 'events-wake', priorities = 'priorities', lanes = 'lanes', groups = 'groups', group_held = 'group-held', parked = 'parked', group_waits = 'group-waits', metadata = 'metadata', policies = 'policies', history = 'history', enqueued_at = 'enqueued-at', requeue_locks = 'requeue-locks', requeue_schedule = 'requeue-schedule', failed = 'failed', debounce = 'debounce', debounce_of = 'debounce-of', progress = 'progress', logs = 'logs' }
   redis.register_function({
-    function_name = 'kvmq_8acaaec00654_finish',
+    function_name = 'kvmq_50d0f7b2c8e2_finish',
     flags = { 'allow-oom' },
     callback = function(keys, args)
 begin_call(keys, args, names)
@@ -17321,7 +17331,7 @@ end
 do
   local names = { schedules = 'schedules', conf = 'conf', events = 'events', events_seq = 'events-seq', events_wake = 'events-wake', done = 'done', requeue = 'requeue', backoffs = 'backoffs', locks = 'locks', failed = 'failed', filters = 'filters', priorities = 'priorities', lanes = 'lanes', groups = 'groups', messages = 'messages', metadata = 'metadata', nattempts = 'nattempts', holders = 'holders', lock_expiry = 'lock-expiry', policies = 'policies', requeue_locks = 'requeue-locks', ndry_runs = 'ndry-runs', eoq_backoff = 'eoq-backoff?', idle_workers = 'idle-workers', classes = 'classes', outcomes = 'outcomes', enqueued_at = 'enqueued-at', updated_at = 'updated-at', requeue_content = 'requeue-content', schedule = 'schedule', done_at = 'done-at', dedupe = 'dedupe', mid_circle = 'mid-circle', wake = 'wake', losses = 'losses', requeue_schedule = 'requeue-schedule', pushes = 'pushes', debounce = 'debounce', debounce_of = 'debounce-of', layout = 'layout', results = 'results', expiry = 'expiry' }
   redis.register_function({
-    function_name = 'kvmq_8acaaec00654_fire_schedule',
+    function_name = 'kvmq_50d0f7b2c8e2_fire_schedule',
     flags = {  },
     callback = function(keys, args)
 begin_call(keys, args, names)
@@ -17351,7 +17361,7 @@ end
 do
   local names = { expiry = 'expiry', nattempts = 'nattempts', policies = 'policies', schedule = 'schedule', mid_circle = 'mid-circle', conf = 'conf', events = 'events', events_seq = 'events-seq', events_wake = 'events-wake', done = 'done', requeue = 'requeue', backoffs = 'backoffs', locks = 'locks', failed = 'failed', filters = 'filters', priorities = 'priorities', lanes = 'lanes', groups = 'groups', messages = 'messages', metadata = 'metadata', history = 'history', losses = 'losses', holders = 'holders', outcomes = 'outcomes', enqueued_at = 'enqueued-at', updated_at = 'updated-at', requeue_content = 'requeue-content', lock_expiry = 'lock-expiry', requeue_locks = 'requeue-locks', requeue_schedule = 'requeue-schedule', done_at = 'done-at', dedupe = 'dedupe', debounce = 'debounce', debounce_of = 'debounce-of', progress = 'progress', logs = 'logs', results = 'results' }
   redis.register_function({
-    function_name = 'kvmq_8acaaec00654_gc_expire',
+    function_name = 'kvmq_50d0f7b2c8e2_gc_expire',
     flags = { 'allow-oom' },
     callback = function(keys, args)
 begin_call(keys, args, names)
@@ -17393,7 +17403,7 @@ end
 do
   local names = { consumers = 'consumers', gc_lock = 'gc-lock' }
   redis.register_function({
-    function_name = 'kvmq_8acaaec00654_gc_finish',
+    function_name = 'kvmq_50d0f7b2c8e2_gc_finish',
     flags = { 'allow-oom' },
     callback = function(keys, args)
 begin_call(keys, args, names)
@@ -17423,7 +17433,7 @@ end
 do
   local names = { gc_lock = 'gc-lock', gc_at = 'gc-at' }
   redis.register_function({
-    function_name = 'kvmq_8acaaec00654_gc_start',
+    function_name = 'kvmq_50d0f7b2c8e2_gc_start',
     flags = { 'allow-oom' },
     callback = function(keys, args)
 begin_call(keys, args, names)
@@ -17449,7 +17459,7 @@ end
 do
   local names = { done_at = 'done-at', failed = 'failed', messages = 'messages', metadata = 'metadata', filters = 'filters', policies = 'policies', history = 'history', losses = 'losses', nattempts = 'nattempts', locks = 'locks', holders = 'holders', backoffs = 'backoffs', outcomes = 'outcomes', enqueued_at = 'enqueued-at', updated_at = 'updated-at', requeue_content = 'requeue-content', done = 'done', requeue = 'requeue', schedule = 'schedule', lock_expiry = 'lock-expiry', requeue_locks = 'requeue-locks', requeue_schedule = 'requeue-schedule', dedupe = 'dedupe', priorities = 'priorities', groups = 'groups', debounce = 'debounce', debounce_of = 'debounce-of', progress = 'progress', logs = 'logs', results = 'results' }
   redis.register_function({
-    function_name = 'kvmq_8acaaec00654_gc_sweep',
+    function_name = 'kvmq_50d0f7b2c8e2_gc_sweep',
     flags = { 'allow-oom' },
     callback = function(keys, args)
 begin_call(keys, args, names)
@@ -17497,7 +17507,7 @@ end
 do
   local names = { messages = 'messages', metadata = 'metadata', filters = 'filters', policies = 'policies', history = 'history', priorities = 'priorities', groups = 'groups', progress = 'progress', logs = 'logs', results = 'results', done = 'done', requeue = 'requeue', backoffs = 'backoffs', locks = 'locks', failed = 'failed', nattempts = 'nattempts', holders = 'holders', outcomes = 'outcomes', enqueued_at = 'enqueued-at', updated_at = 'updated-at', done_at = 'done-at' }
   redis.register_function({
-    function_name = 'kvmq_8acaaec00654_inspect',
+    function_name = 'kvmq_50d0f7b2c8e2_inspect',
     flags = { 'no-writes' },
     callback = function(keys, args)
 begin_call(keys, args, names)
@@ -17524,7 +17534,7 @@ end
 do
   local names = { messages = 'messages', metadata = 'metadata', filters = 'filters', classes = 'classes', pushes = 'pushes', mid_circle = 'mid-circle', schedule = 'schedule', lock_expiry = 'lock-expiry', requeue_locks = 'requeue-locks', requeue_schedule = 'requeue-schedule', done_at = 'done-at', dedupe = 'dedupe', failed = 'failed', lanes = 'lanes', parked = 'parked', results = 'results', conf = 'conf', events = 'events', events_seq = 'events-seq', events_wake = 'events-wake', done = 'done', requeue = 'requeue', backoffs = 'backoffs', locks = 'locks', nattempts = 'nattempts', holders = 'holders', outcomes = 'outcomes', enqueued_at = 'enqueued-at', updated_at = 'updated-at', priorities = 'priorities', groups = 'groups', group_held = 'group-held', group_waits = 'group-waits', policies = 'policies', history = 'history', losses = 'losses', requeue_content = 'requeue-content', debounce = 'debounce', debounce_of = 'debounce-of', progress = 'progress', logs = 'logs' }
   redis.register_function({
-    function_name = 'kvmq_8acaaec00654_list',
+    function_name = 'kvmq_50d0f7b2c8e2_list',
     flags = { 'allow-oom' },
     callback = function(keys, args)
 begin_call(keys, args, names)
@@ -17736,7 +17746,7 @@ end
 do
   local names = { messages = 'messages', wake = 'wake', pushes = 'pushes', mid_circle = 'mid-circle', conf = 'conf', events = 'events', events_seq = 'events-seq', events_wake = 'events-wake', done = 'done', requeue = 'requeue', backoffs = 'backoffs', locks = 'locks', failed = 'failed', filters = 'filters', priorities = 'priorities', lanes = 'lanes', groups = 'groups', group_held = 'group-held', parked = 'parked', group_waits = 'group-waits', metadata = 'metadata', policies = 'policies', history = 'history', losses = 'losses', nattempts = 'nattempts', holders = 'holders', outcomes = 'outcomes', enqueued_at = 'enqueued-at', updated_at = 'updated-at', requeue_content = 'requeue-content', schedule = 'schedule', lock_expiry = 'lock-expiry', requeue_locks = 'requeue-locks', requeue_schedule = 'requeue-schedule', done_at = 'done-at', dedupe = 'dedupe', debounce = 'debounce', debounce_of = 'debounce-of', progress = 'progress', logs = 'logs', results = 'results' }
   redis.register_function({
-    function_name = 'kvmq_8acaaec00654_promote_now',
+    function_name = 'kvmq_50d0f7b2c8e2_promote_now',
     flags = {  },
     callback = function(keys, args)
 begin_call(keys, args, names)
@@ -17777,7 +17787,7 @@ end
 do
   local names = { messages = 'messages', done = 'done', failed = 'failed', schedule = 'schedule', lock_expiry = 'lock-expiry', dedupe = 'dedupe', requeue_locks = 'requeue-locks', requeue_schedule = 'requeue-schedule', ndry_runs = 'ndry-runs', conf = 'conf', consumers = 'consumers', holders = 'holders', locks = 'locks' }
   redis.register_function({
-    function_name = 'kvmq_8acaaec00654_queue_status',
+    function_name = 'kvmq_50d0f7b2c8e2_queue_status',
     flags = { 'no-writes' },
     callback = function(keys, args)
 begin_call(keys, args, names)
@@ -17833,7 +17843,7 @@ end
 do
   local names = { events = 'events', events_seq = 'events-seq' }
   redis.register_function({
-    function_name = 'kvmq_8acaaec00654_read_events',
+    function_name = 'kvmq_50d0f7b2c8e2_read_events',
     flags = { 'no-writes' },
     callback = function(keys, args)
 begin_call(keys, args, names)
@@ -17886,7 +17896,7 @@ end
 do
   local names = { consumers = 'consumers' }
   redis.register_function({
-    function_name = 'kvmq_8acaaec00654_register_consumer',
+    function_name = 'kvmq_50d0f7b2c8e2_register_consumer',
     flags = { 'allow-oom' },
     callback = function(keys, args)
 begin_call(keys, args, names)
@@ -17915,7 +17925,7 @@ end
 do
   local names = { mid_circle = 'mid-circle', conf = 'conf', events = 'events', events_seq = 'events-seq', events_wake = 'events-wake', done = 'done', requeue = 'requeue', backoffs = 'backoffs', locks = 'locks', failed = 'failed', filters = 'filters', priorities = 'priorities', lanes = 'lanes', groups = 'groups', messages = 'messages', metadata = 'metadata', policies = 'policies', history = 'history', losses = 'losses', nattempts = 'nattempts', holders = 'holders', outcomes = 'outcomes', enqueued_at = 'enqueued-at', updated_at = 'updated-at', requeue_content = 'requeue-content', schedule = 'schedule', lock_expiry = 'lock-expiry', requeue_locks = 'requeue-locks', requeue_schedule = 'requeue-schedule', done_at = 'done-at', dedupe = 'dedupe', debounce = 'debounce', debounce_of = 'debounce-of', progress = 'progress', logs = 'logs', results = 'results' }
   redis.register_function({
-    function_name = 'kvmq_8acaaec00654_remove',
+    function_name = 'kvmq_50d0f7b2c8e2_remove',
     flags = { 'allow-oom' },
     callback = function(keys, args)
 begin_call(keys, args, names)
@@ -17959,7 +17969,7 @@ end
 do
   local names = { holders = 'holders', nattempts = 'nattempts', progress = 'progress', logs = 'logs', conf = 'conf', events = 'events', events_seq = 'events-seq', events_wake = 'events-wake' }
   redis.register_function({
-    function_name = 'kvmq_8acaaec00654_report',
+    function_name = 'kvmq_50d0f7b2c8e2_report',
     flags = {  },
     callback = function(keys, args)
 begin_call(keys, args, names)
@@ -18020,7 +18030,7 @@ end
 do
   local names = { messages = 'messages', filters = 'filters', nattempts = 'nattempts', losses = 'losses', failed = 'failed', updated_at = 'updated-at', mid_circle = 'mid-circle', wake = 'wake', pushes = 'pushes', conf = 'conf', events = 'events', events_seq = 'events-seq', events_wake = 'events-wake', done = 'done', requeue = 'requeue', backoffs = 'backoffs', locks = 'locks', priorities = 'priorities', lanes = 'lanes', groups = 'groups' }
   redis.register_function({
-    function_name = 'kvmq_8acaaec00654_retry',
+    function_name = 'kvmq_50d0f7b2c8e2_retry',
     flags = {  },
     callback = function(keys, args)
 begin_call(keys, args, names)
@@ -18075,7 +18085,7 @@ end
 do
   local names = { messages = 'messages', results = 'results', done = 'done', requeue = 'requeue', backoffs = 'backoffs', locks = 'locks', failed = 'failed', nattempts = 'nattempts', holders = 'holders', outcomes = 'outcomes', enqueued_at = 'enqueued-at', updated_at = 'updated-at', done_at = 'done-at' }
   redis.register_function({
-    function_name = 'kvmq_8acaaec00654_status',
+    function_name = 'kvmq_50d0f7b2c8e2_status',
     flags = { 'no-writes' },
     callback = function(keys, args)
 begin_call(keys, args, names)
@@ -18097,7 +18107,7 @@ end
 do
   local names = { conf = 'conf', idle_workers = 'idle-workers', events = 'events', events_seq = 'events-seq', events_wake = 'events-wake', messages = 'messages', metadata = 'metadata', nattempts = 'nattempts', locks = 'locks', holders = 'holders', lock_expiry = 'lock-expiry', policies = 'policies', requeue = 'requeue', requeue_locks = 'requeue-locks', done = 'done', failed = 'failed', ndry_runs = 'ndry-runs', eoq_backoff = 'eoq-backoff?', groups = 'groups' }
   redis.register_function({
-    function_name = 'kvmq_8acaaec00654_unpark',
+    function_name = 'kvmq_50d0f7b2c8e2_unpark',
     flags = { 'allow-oom' },
     callback = function(keys, args)
 begin_call(keys, args, names)
@@ -18124,7 +18134,7 @@ end
 do
   local names = { consumers = 'consumers' }
   redis.register_function({
-    function_name = 'kvmq_8acaaec00654_unregister_consumer',
+    function_name = 'kvmq_50d0f7b2c8e2_unregister_consumer',
     flags = { 'allow-oom' },
     callback = function(keys, args)
 begin_call(keys, args, names)

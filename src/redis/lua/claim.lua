@@ -38,7 +38,7 @@ local marks = redis.call('MGET', K.layout, K.ndry_runs)
 -- check_rare). It reads conf, then schedule and lock-expiry (promote), before its first write.
 check_layout(nil, { 'history', 'losses', 'outcomes', 'enqueued_at', 'requeue_content', 'requeue_schedule', 'dedupe',
   'done_at', 'backoffs', 'priorities', 'lanes', 'groups', 'debounce', 'debounce_of', 'group_held', 'parked',
-  'rate_tat', 'filters', 'pushes', 'group_rates', 'group_waits' }, { 'conf', 'schedule', 'lock_expiry' }, marks[1] == LAYOUT_VERSION)
+  'rate_tat', 'filters', 'pushes' }, { 'conf', 'schedule', 'lock_expiry' }, marks[1] == LAYOUT_VERSION)
 -- At most this many ready lists are read to tell a full claim that it took the last ready messages.
 local MAX_DRAINED_READS = 8
 local consumer, max, lock_ms, known = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
@@ -53,6 +53,11 @@ end
 local now = now_ms()
 local conf = redis.call('HMGET', K.conf, 'paused', 'events', 'events_max_count', 'group_concurrency', 'rate_limit',
   'handoff', 'group_rate_limit')
+-- The per-group rate limit's keys, checked before any write, only on a queue that has one (lib/group-rates.lua).
+if conf[7] and conf[7] ~= '' then
+  check_type(K.group_rates, 'zset')
+  check_type(K.group_waits, 'zset')
+end
 local token, last_token, received = string.match(ARGV[10], '^(%S+) (%S+) (%d+)$')
 local parked_any, on_the_way, owed_until = unpark_worker(consumer, conf[6] == '1', last_token, received, now)
 max = math.max(0, max - on_the_way)
