@@ -524,7 +524,7 @@ export class Client {
     }
     if (checked.groupRateLimit != null && !this.#store.capabilities.groupRateLimit) {
       throw new TypeError(
-        `groupRateLimit is not available on this ${this.#store.kind} store yet; use SQLite, PostgreSQL or Redis`,
+        `groupRateLimit is not available on this ${this.#store.kind} store yet; use SQLite, PostgreSQL, Redis or ZooKeeper`,
       );
     }
     return (await this.storeConfig(queue, checked)).config;

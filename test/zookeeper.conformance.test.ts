@@ -24,6 +24,6 @@ conformance({
     instantRelease: true,
     deadLetterQueue: true,
     overlapClaims: false,
-    groupRateLimit: false,
+    groupRateLimit: true,
   },
 });

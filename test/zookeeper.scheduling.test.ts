@@ -1,6 +1,6 @@
 /**
  * Issue 13 on ZooKeeper, at the store: priorities (a sub-queue per filter class and priority), debounce,
- * group concurrency, rate limits and schedules, on the server `npm test` started.
+ * group concurrency, rate limits (queue-wide and per group) and schedules, on the server `npm test` started.
  */
 import assert from 'node:assert/strict';
 import { after, describe, test } from 'node:test';
@@ -327,6 +327,61 @@ describe('zookeeper scheduling: rate limit', () => {
     await client.clear('c');
     await client.enqueueBatch('c', [{ payload: 1 }, { payload: 2 }, { payload: 3 }]);
     assert.equal((await storeOf(client).claim('c', request('c1', 10))).messages.length, 2);
+  });
+});
+
+describe('zookeeper scheduling: group rate limit', () => {
+  test('a group waits for its slot while others flow, with no dry run; one start per slot across clients', async () => {
+    const { client, url } = await open();
+    const other = await connect(url, { maintenance: false });
+    clients.push(other);
+    await client.configure('gr', { groupRateLimit: { max: 1, perMs: 60_000 } });
+    await client.enqueueBatch('gr', [
+      ...Array.from({ length: 6 }, (_, i) => ({ payload: i, id: `a${i}`, group: 'a' })),
+      { payload: 'b', id: 'b0', group: 'b' },
+      { payload: 'p', id: 'p0' },
+    ]);
+    const claims = await Promise.all(
+      Array.from({ length: 6 }, (_, i) => storeOf(i % 2 === 0 ? client : other).claim('gr', request(`c${i}`, 2))),
+    );
+    const ids = claims.flatMap((c) => c.messages.map((m) => m.id)).sort();
+    assert.deepEqual(ids.filter((id) => id.startsWith('a')).length, 1, ids.join(','));
+    assert.deepEqual(
+      ids.filter((id) => !id.startsWith('a')),
+      ['b0', 'p0'],
+    );
+    const before = Date.now();
+    const waiting = await storeOf(client).claim('gr', request('c1', 10));
+    assert.deepEqual(waiting.messages, []);
+    assert.equal(waiting.dryRuns, 0, 'a claim that finds only groups waiting for their rate is no dry run');
+    // Not before the group's slot or a held message's lock ends (30 s).
+    assert.ok(waiting.wakeAt !== null && waiting.wakeAt > before + 20_000, `${(waiting.wakeAt ?? 0) - before}`);
+  });
+
+  test("GC deletes the node of a group whose next start has come; lifting the limit frees the group's messages", async () => {
+    const { client, url, plain: p } = await open();
+    const dir = `${new URL(url).pathname}/g/group-rates`;
+    await client.configure('g', { groupRateLimit: { max: 1, perMs: 300 } });
+    await client.enqueueBatch('g', [
+      { payload: 1, id: 'x1', group: 'x' },
+      { payload: 2, id: 'x2', group: 'x' },
+      { payload: 3, id: 'x3', group: 'x' },
+      { payload: 4, id: 'y1', group: 'y' },
+    ]);
+    assert.deepEqual((await claimIds(client, 'g', 10)).sort(), ['x1', 'y1']);
+    assert.deepEqual((await p.children(dir)).sort(), ['x', 'y']);
+    await client.gc('g');
+    assert.deepEqual((await p.children(dir)).sort(), ['x', 'y'], 'nodes whose time is still to come stay');
+    await waitFor(async () => (await claimIds(client, 'g', 10)).includes('x2'), { timeoutMs: 5000 });
+    await new Promise((r) => setTimeout(r, 350));
+    await client.gc('g');
+    assert.deepEqual(await p.children(dir), []);
+    await client.configure('g', { groupRateLimit: { max: 1, perMs: 60_000 } });
+    assert.deepEqual(await claimIds(client, 'g', 10), ['x3']);
+    await client.enqueue('g', 4, { id: 'x4', group: 'x' });
+    assert.deepEqual(await claimIds(client, 'g', 10), []);
+    await client.configure('g', { groupRateLimit: null });
+    assert.deepEqual(await claimIds(client, 'g', 10), ['x4']);
   });
 });
 

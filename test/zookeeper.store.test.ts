@@ -163,6 +163,7 @@ describe('zookeeper: the zkmq layout, as a plain client reads it', () => {
       'events',
       'expiry',
       'failed',
+      'group-rates',
       'groups',
       'lock',
       'queue',

@@ -88,6 +88,9 @@ export function skipUntil(cache: ClaimCache, entry: Entry, now: number): number 
   if (until !== undefined && until > now) return until;
   // Its group is full: a removal in the group (its watch) says when to look again.
   if (cache.blocked.has(entry.path)) return Infinity;
+  // Its group waits for its rate (group-rates.ts).
+  const rate = cache.rateSkips.get(entry.path);
+  if (rate !== undefined && rate > now) return rate;
   return cache.trying.has(entry.path) ? Infinity : null;
 }
 

@@ -63,6 +63,10 @@ export class ClaimCache {
   readonly blockedAt = new Map<string, number>();
   /** Group node paths with a child watch set now. */
   readonly groupWatches = new Set<string>();
+  /** Entries of a group waiting for its rate (group-rates.ts) -> when the group's next start comes. */
+  readonly rateSkips = new Map<string, number>();
+  /** Per queue, when the first group whose messages wait for its rate may start one. */
+  readonly groupRateWaits = new Map<string, number>();
   /** Per queue, the queue size the last full claim saw (for monitors, when a claim reads nothing). */
   readonly queueSizes = new Map<string, number>();
   private readonly reads = new Map<string, CachedRead>();
@@ -96,6 +100,7 @@ export class ClaimCache {
   forgetEntry(path: string): void {
     this.reads.delete(path);
     this.lockedUntil.delete(path);
+    this.rateSkips.delete(path);
     this.suspect.delete(path);
   }
 
@@ -150,10 +155,24 @@ export class ClaimCache {
     return true;
   }
 
-  /** The queue's configuration changed (groupConcurrency may have): every blocked entry is looked at again. */
+  /**
+   * The queue's configuration changed (groupConcurrency or groupRateLimit may have): every blocked entry, and
+   * every entry waiting for its group's rate, is looked at again.
+   */
   unblockAll(): void {
     this.groupBlocked.clear();
     this.blocked.clear();
+    this.rateSkips.clear();
+    this.groupRateWaits.clear();
+  }
+
+  /** An entry of a group waiting for its rate: skipped until `until`, or until the configuration changes. */
+  skipForRate(path: string, until: number): void {
+    this.rateSkips.set(path, until);
+    if (this.rateSkips.size > MAX_LOCKED) {
+      const now = Date.now();
+      for (const [p, at] of this.rateSkips) if (at <= now) this.rateSkips.delete(p);
+    }
   }
 
   /** Everything, after a new session: claims and watches of the old one are gone. */

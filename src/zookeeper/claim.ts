@@ -32,6 +32,7 @@ import {
 } from './claim-build.js';
 import { commitIndexed } from './actions.js';
 import { planGroups } from './groups.js';
+import { planGroupRates } from './group-rates.js';
 import { chargeOp, readRate } from './rate.js';
 import { rateGrant } from '../model/rate-limit.js';
 import { releaseOps } from './group-paths.js';
@@ -90,6 +91,8 @@ export async function claimMessages(ctx: StoreContext, q: QueueContext, request:
   const limit = conf.config.rateLimit;
   // When the rate limit allows nothing now: the next slot.
   let rateWake: number | null = null;
+  // When the first message this claim passed over for its group's rate may start.
+  let groupRateWake = Infinity;
   // Whether the last round lost to messages new in a higher priority: they are looked at first.
   let rescan = false;
   // A round that skipped entries of a full group looks again past them (they are skipped from then on).
@@ -114,6 +117,7 @@ export async function claimMessages(ctx: StoreContext, q: QueueContext, request:
       messages.push(...done.messages);
       blocked += done.blocked;
       wakeAt = Math.min(wakeAt, done.wakeAt);
+      groupRateWake = Math.min(groupRateWake, done.rateWake);
       if (done.rescan) {
         // The candidates left are of lower priorities than messages just added: choose again.
         rescan = true;
@@ -132,12 +136,32 @@ export async function claimMessages(ctx: StoreContext, q: QueueContext, request:
     // Every round lost to new messages of a higher priority: not an empty queue; look again at once.
     return { messages, queueSize, dryRuns: q.peekView()?.counters.dryRuns ?? 0, wakeAt: Date.now() };
   }
+  const groupWait = groupRateWait(cache, q.name, groupRateWake, now);
+  if (messages.length === 0 && groupWait !== null) {
+    // Only messages of groups waiting for their rate: no dry run; look again at the first one's time.
+    return { messages, queueSize, dryRuns: q.peekView()?.counters.dryRuns ?? 0, wakeAt: Math.min(wakeAt, groupWait) };
+  }
 
   if (messages.length > 0) {
     await resetCounters(ctx, q);
     return { messages, queueSize, dryRuns: 0, wakeAt: null };
   }
   return { messages, queueSize, ...(await dryRun(ctx, q, request, wakeAt)) };
+}
+
+/**
+ * When the first group whose messages wait for its rate may start one, or null: what this claim passed over, or
+ * what an earlier claim did (later claims skip those messages, yet they are no empty queue either).
+ */
+function groupRateWait(cache: ClaimCache, queue: string, passedOver: number, now: number): number | null {
+  const known = cache.groupRateWaits.get(queue);
+  const first = Math.min(passedOver, known !== undefined && known > now ? known : Infinity);
+  if (first === Infinity) {
+    cache.groupRateWaits.delete(queue);
+    return null;
+  }
+  cache.groupRateWaits.set(queue, first);
+  return first;
 }
 
 /** What the rate limit lets a batch of up to `size` claims take: how many, the op charging the k-th, or when. */
@@ -168,7 +192,7 @@ async function claimBatch(
   upcoming: readonly Candidate[],
   charge: ((k: number) => ZkOp) | null,
   now: number,
-): Promise<{ messages: ClaimedMessage[]; blocked: number; wakeAt: number; rescan: boolean }> {
+): Promise<{ messages: ClaimedMessage[]; blocked: number; rateWake: number; wakeAt: number; rescan: boolean }> {
   const cache = ctx.claims;
   let wakeAt = Infinity;
   for (const c of batch) cache.trying.add(c.entry.path);
@@ -176,7 +200,10 @@ async function claimBatch(
     const prepared = await Promise.all(batch.map((c) => prepare(ctx, cache, q, c, request, conf, now)));
     const ready = prepared.filter((p): p is PreparedClaim => typeof p === 'object' && p !== null);
     for (const p of prepared) if (typeof p === 'number') wakeAt = Math.min(wakeAt, p);
-    const claims = await planGroups(ctx, q, ready, conf.config.groupConcurrency);
+    // The groups' rates first: dropping a claim after planGroups would break its group's chain of versions.
+    const rated = await planGroupRates(ctx, q, ready, conf.config.groupRateLimit);
+    wakeAt = Math.min(wakeAt, rated.wakeAt);
+    const claims = await planGroups(ctx, q, rated.kept, conf.config.groupConcurrency);
     if (charge !== null) claims.forEach((p, k) => p.ops.push(charge(k)));
     // One write of the consumer's `current` (what it holds) rides on the last multi.
     const current = ctx.currentPath(q.name, request.consumerId);
@@ -201,7 +228,8 @@ async function claimBatch(
     );
     const outcomes = await committing;
     const messages = outcomes.filter((m): m is ClaimedMessage => m !== null && m !== RESCAN);
-    return { messages, blocked: ready.length - claims.length, wakeAt, rescan: outcomes.includes(RESCAN) };
+    const blocked = ready.length - claims.length;
+    return { messages, blocked, rateWake: rated.wakeAt, wakeAt, rescan: outcomes.includes(RESCAN) };
   } finally {
     for (const c of batch) cache.trying.delete(c.entry.path);
   }

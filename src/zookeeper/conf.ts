@@ -5,7 +5,8 @@
  * numbers, `paused` as `true` / `false`, `dead_letter_queue` as a queue name
  * (empty for none), `filters` as JSON: filter name → ordered values, `events` as
  * `true` / `false`, `events_max_count` and `events_max_age` (ms) as decimal numbers, `group_concurrency` as
- * a decimal number (empty for none), `rate_limit` as JSON `{"max":n,"perMs":ms}` (empty for none).
+ * a decimal number (empty for none), `rate_limit` and `group_rate_limit` as JSON `{"max":n,"perMs":ms}` (empty
+ * for none).
  * A missing node reads as its default (queues written before it existed).
  *
  * Every configure also sets the data of `conf` itself, in the same multi: its
@@ -33,6 +34,7 @@ const NODES = [
   'rate_limit',
   'keep_done',
   'keep_failed',
+  'group_rate_limit',
 ] as const;
 type Node = (typeof NODES)[number];
 
@@ -101,15 +103,18 @@ export async function readConf(zk: ZkSession, confPath: string, watch?: () => vo
   }
   const dlq = text('dead_letter_queue');
   const groups = text('group_concurrency');
-  const rate = text('rate_limit');
-  let rateLimit: QueueConfig['rateLimit'] | undefined;
-  if (rate !== null) {
+  // A rate limit as JSON, or '' for none (null).
+  const limit = (node: 'rate_limit' | 'group_rate_limit'): QueueConfig['rateLimit'] | undefined => {
+    const value = text(node);
+    if (value === null) return undefined;
     try {
-      rateLimit = rate === '' ? null : (JSON.parse(rate) as QueueConfig['rateLimit']);
+      return value === '' ? null : (JSON.parse(value) as QueueConfig['rateLimit']);
     } catch {
-      throw new StoreLayoutError(`${confPath}/rate_limit does not hold JSON; set it with kvmq config`);
+      throw new StoreLayoutError(`${confPath}/${node} does not hold JSON; set it with kvmq config`);
     }
-  }
+  };
+  const rateLimit = limit('rate_limit');
+  const groupRateLimit = limit('group_rate_limit');
   const config = applyConfigPatch(DEFAULT_QUEUE_CONFIG, {
     gcLifetimeMs: number('task_gc_lifetime'),
     gcIntervalMs: number('task_gc_interval'),
@@ -123,6 +128,7 @@ export async function readConf(zk: ZkSession, confPath: string, watch?: () => vo
     ...(dlq === null ? {} : { deadLetterQueue: dlq === '' ? null : dlq }),
     ...(groups === null ? {} : { groupConcurrency: groups === '' ? null : number('group_concurrency') }),
     ...(rateLimit === undefined ? {} : { rateLimit }),
+    ...(groupRateLimit === undefined ? {} : { groupRateLimit }),
     ...keep('keep_done', 'keepDone'),
     ...keep('keep_failed', 'keepFailed'),
   });
@@ -150,6 +156,7 @@ function values(config: QueueConfig): Record<Node, string> {
     rate_limit: config.rateLimit === null ? '' : JSON.stringify(config.rateLimit),
     keep_done: config.keepDone === null ? '' : String(config.keepDone),
     keep_failed: config.keepFailed === null ? '' : String(config.keepFailed),
+    group_rate_limit: config.groupRateLimit === null ? '' : JSON.stringify(config.groupRateLimit),
   };
 }
 

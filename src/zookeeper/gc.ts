@@ -18,6 +18,7 @@ import { readConfig } from './conf.js';
 import { indexRemovals } from './debounce-index.js';
 import { releaseOps } from './group-paths.js';
 import { resetRateOp } from './rate.js';
+import { pruneGroupRates } from './group-rates.js';
 import type { BucketedList } from './buckets.js';
 import type { StoreContext } from './context.js';
 import type { QueueContext } from './queue.js';
@@ -54,6 +55,7 @@ export async function runGc(ctx: StoreContext, q: QueueContext, force: boolean):
       (await removeOldTasks(ctx, q, q.failed, 'failed', config.failedLifetimeMs, config.keepFailed));
     await freeStaleClaims(ctx, q, config.gcLifetimeMs);
     await pruneWaiting(ctx, q);
+    await pruneGroupRates(zk, q);
     await removeLapsedConsumers(ctx, q);
     await q.events.trim(config);
     return { ran: true, removed };
@@ -254,12 +256,13 @@ export async function clearQueue(ctx: StoreContext, q: QueueContext): Promise<vo
     ...(await subtree(zk, q.paths.waiting, true)),
     ...(await subtree(zk, q.paths.expiry, true)),
     ...(await subtree(zk, q.paths.debounce, true)),
+    ...(await subtree(zk, q.paths.groupRates, true)),
   ];
   await removeAll(zk, paths);
   // Its events go too; the mark they leave tells a reader behind them that it missed some.
   await q.events.clear();
   await zk.set(q.paths.queue, Buffer.from(JSON.stringify({ dryRuns: 0, eoqUntil: 0 })), -1);
-  // The rate limit starts afresh.
+  // The rate limits start afresh (the groups' nodes went above).
   try {
     await zk.multi([resetRateOp(q.paths)]);
   } catch (error) {

@@ -63,8 +63,9 @@ export function claimsForFinish(
     if (read === undefined || read === null || cache.suspect.has(path)) break;
     const state = read.state;
     if (state.phase !== 'pending' || state.readyAt > now || !entryMatches(state, candidate.entry)) break;
-    // A grouped message needs its group's count checked (claim.ts): not claimed blind.
-    if (state.group !== undefined && conf.config.groupConcurrency !== null) break;
+    // A grouped message needs its group's count and rate checked (claim.ts): not claimed blind.
+    const { groupConcurrency, groupRateLimit } = conf.config;
+    if (state.group !== undefined && (groupConcurrency !== null || groupRateLimit !== null)) break;
     chosen.push({ candidate, read });
     cache.trying.add(path);
   }

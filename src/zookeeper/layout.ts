@@ -25,6 +25,7 @@
  *     /debounce/<debounce id>                data: the id of the message that debounce id last added, see debounce.ts
  *     /groups/<group>/<task>                 EPHEMERAL: a held message of the group (groupConcurrency), see groups.ts
  *     /rate                                  data: the rate limit's GCRA tat (ms), see rate.ts
+ *     /group-rates/<group>                   data: when the group's next message may start (ms), see group-rates.ts
  *     /schedules/<name>                      data: {"body","nextAt"}, see schedules.ts
  */
 import { StoreLayoutError } from '../errors.js';
@@ -59,6 +60,7 @@ export class QueuePaths {
   readonly debounce: string;
   readonly groups: string;
   readonly rate: string;
+  readonly groupRates: string;
   readonly schedules: string;
 
   constructor(readonly name: string) {
@@ -78,6 +80,7 @@ export class QueuePaths {
     this.debounce = `${this.dir}/debounce`;
     this.groups = `${this.dir}/groups`;
     this.rate = `${this.dir}/rate`;
+    this.groupRates = `${this.dir}/group-rates`;
     this.schedules = `${this.dir}/schedules`;
   }
 
@@ -102,6 +105,7 @@ export class QueuePaths {
       { path: this.debounce, data: '' },
       { path: this.groups, data: '' },
       { path: this.rate, data: '0' },
+      { path: this.groupRates, data: '' },
       { path: this.schedules, data: '' },
     ];
   }

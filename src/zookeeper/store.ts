@@ -86,7 +86,7 @@ class ZookeeperStore implements Store {
     deadLetterQueue: true,
     claimWithFinishes: false,
     overlapClaims: false,
-    groupRateLimit: false,
+    groupRateLimit: true,
   };
   private readonly ctx: StoreContext;
   private closed = false;

@@ -60,7 +60,7 @@ export const config: Command = {
       '                          limit (default none)\n' +
       '  group_rate_limit=MAX/PERIOD  at most MAX messages of one group start per PERIOD across all workers,\n' +
       '                          spaced PERIOD/MAX apart; none removes it (default none; SQLite,\n' +
-      '                          PostgreSQL, Redis)\n' +
+      '                          PostgreSQL, Redis, ZooKeeper)\n' +
       '  filter.NAME=v1,v2,...   the values of filter NAME, lowest first; empty removes the filter',
     [DURATION_HELP],
   ),
