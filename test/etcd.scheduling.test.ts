@@ -6,12 +6,12 @@
 import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
 import { describe } from 'node:test';
-import { openEtcdStore } from '../src/etcd/store.js';
+import { openEtcdStore, type EtcdStore } from '../src/etcd/store.js';
 import { prefixEnd } from '../src/etcd/kv.js';
 import { idxPriority } from '../src/etcd/keys.js';
-import { storeTest } from './support/harness.js';
+import { storeTest, type Harness } from './support/harness.js';
 import { JobLog } from './support/jobs.js';
-import { gate } from './support/wait.js';
+import { gate, waitFor } from './support/wait.js';
 import { etcdTestUrl } from './fixtures/etcd-support.js';
 import type { StoreFixture } from './support/fixture.js';
 import { plainMessage } from '../src/store/new-message.js';
@@ -21,6 +21,29 @@ const fixture: StoreFixture = {
   name: 'etcd',
   url: () => Promise.resolve(`${base}/t-${randomBytes(6).toString('hex')}`),
 };
+
+/**
+ * A worker on a client of its own that has started `count` messages of `queue`, with a store to read etcd;
+ * `replace` stops that process's client (its dispatcher with it) and starts a worker on another.
+ */
+async function workingProcess(
+  h: Harness,
+  queue: string,
+  count: number,
+): Promise<{ log: JobLog; store: EtcdStore; replace: () => Promise<void> }> {
+  const first = await h.connect();
+  const log = new JobLog();
+  const worker = h.worker(queue, (job) => log.record(job), { concurrency: 4 }, first);
+  await log.count(count);
+  const store = await openEtcdStore(h.url, () => undefined);
+  h.cleanup(() => store.close());
+  const replace = async (): Promise<void> => {
+    await worker.stop();
+    await first.close();
+    h.worker(queue, (job) => log.record(job), { concurrency: 4 }, await h.connect());
+  };
+  return { log, store, replace };
+}
 
 void describe('etcd scheduling', () => {
   storeTest(fixture, 'priority: lowest number first, oldest first within one, across filter classes', async (h) => {
@@ -189,26 +212,69 @@ void describe('etcd scheduling', () => {
       q,
       Array.from({ length: 5 }, (_, n) => ({ payload: n, id: `r-${n}` })),
     );
-    const first = await h.connect();
-    const log = new JobLog();
-    const worker = h.worker(q, (job) => log.record(job), { concurrency: 4 }, first);
-    await log.count(2);
-    const store = await openEtcdStore(h.url, () => undefined);
-    h.cleanup(() => store.close());
+    const { log, store, replace } = await workingProcess(h, q, 2);
     const stored = await store.kv.range({ key: store.keys(q).rate });
     const tat = Number(stored.kvs[0]?.value.toString());
     assert.ok(tat > Date.now(), `the stored tat ${tat} is ahead: the window's two slots are spent`);
     // The first process goes (its dispatcher with it); another takes over and still grants nothing more.
-    await worker.stop();
-    await first.close();
-    const second = await h.connect();
-    h.worker(q, (job) => log.record(job), { concurrency: 4 }, second);
+    await replace();
     await new Promise((resolve) => setTimeout(resolve, 1500));
     assert.equal(log.seen.length, 2, log.ids().join(','));
     assert.equal((await h.client.queueStatus(q)).counts.queued, 3);
     // clear resets it.
     await h.client.clear(q);
     assert.equal((await store.kv.range({ key: store.keys(q).rate })).kvs.length, 0);
+  });
+
+  storeTest(fixture, "group rate limit: each group's next start is kept in etcd for a new dispatcher", async (h) => {
+    const q = h.queue('group-rate-failover');
+    await h.client.configure(q, { groupRateLimit: { max: 1, perMs: 60_000 } });
+    await h.client.enqueueBatch(q, [
+      ...Array.from({ length: 3 }, (_, n) => ({ payload: n, id: `g-${n}`, group: 'g' })),
+      { payload: 0, id: 'h-0', group: 'h' },
+    ]);
+    const { log, store, replace } = await workingProcess(h, q, 2);
+    const prefix = store.keys(q).groupRates;
+    const stored = await store.kv.range({ key: prefix, end: prefixEnd(prefix) });
+    assert.deepEqual(
+      stored.kvs.map((kv) => kv.key.slice(prefix.length)),
+      ['g', 'h'],
+    );
+    for (const kv of stored.kvs) assert.ok(Number(kv.value.toString()) > Date.now() + 50_000, kv.value.toString());
+    // The first process goes (its dispatcher with it); another takes over and starts nothing more of g.
+    await replace();
+    await h.client.enqueue(q, 1, { id: 'u-1' });
+    await log.handled('u-1');
+    await new Promise((resolve) => setTimeout(resolve, 1000));
+    assert.deepEqual(log.ids().sort(), ['g-0', 'h-0', 'u-1']);
+    assert.equal((await h.client.status(q, 'g-1'))?.state, 'queued');
+    // clear resets it.
+    await h.client.clear(q);
+    assert.equal((await store.kv.range({ key: prefix, end: prefixEnd(prefix) })).kvs.length, 0);
+  });
+
+  storeTest(fixture, "group rate limit: a group's key goes once its next start time has passed", async (h) => {
+    const q = h.queue('group-rate-sweep');
+    await h.client.configure(q, { groupRateLimit: { max: 2, perMs: 400 } });
+    await h.client.enqueueBatch(
+      q,
+      Array.from({ length: 8 }, (_, n) => ({ payload: n, id: `g${n % 4}-${n}`, group: `g${n % 4}` })),
+    );
+    const log = new JobLog();
+    h.worker(q, (job) => log.record(job), { concurrency: 4 });
+    await log.count(8);
+    const starts = (group: string): number[] => log.seen.filter((s) => s.id.startsWith(`${group}-`)).map((s) => s.at);
+    for (const n of [0, 1, 2, 3]) {
+      const [a = 0, b = 0] = starts(`g${n}`);
+      assert.ok(Math.abs(b - a) >= 150, `g${n} started at ${a} and ${b}`);
+    }
+    const store = await openEtcdStore(h.url, () => undefined);
+    h.cleanup(() => store.close());
+    const prefix = store.keys(q).groupRates;
+    await waitFor(
+      async () => (await store.kv.range({ key: prefix, end: prefixEnd(prefix), countOnly: true })).count === 0,
+      { what: "the groups' keys to go", timeoutMs: 10_000 },
+    );
   });
 
   storeTest(fixture, 'groups: a new dispatcher counts what is held from etcd after a failover', async (h) => {

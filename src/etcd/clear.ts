@@ -43,8 +43,9 @@ export async function clearQueue(kv: Kv, keys: QueueKeys): Promise<void> {
     // The counts start again from zero; writers whose slot went fail their compare and read it again.
     ...resetCountOps(keys),
     ...registrations.map((r) => range(`${r}/0`, `${r}/:`)),
-    // The rate limit starts afresh (the dispatcher reads the delete through its watch).
+    // The rate limits start afresh (the dispatcher reads the deletes through its watch).
     { type: 'delete', key: keys.rate },
+    range(keys.groupRates, prefixEnd(keys.groupRates)),
   ];
   for (let i = 0; i < ops.length; i += 120) await kv.txn({ compare: [], success: ops.slice(i, i + 120) });
 }

@@ -85,6 +85,8 @@ export class QueueKeys {
   readonly config: string;
   /** The rate limit's state: the GCRA `tat` (model/rate-limit.ts), written by the dispatcher with its deliveries. */
   readonly rate: string;
+  /** groupRateLimit's state: `/kvmq/grate/{group}`, the group's next start time (group-rates.ts). */
+  readonly groupRates: string;
   readonly eoq: string;
   readonly gcLock: string;
 
@@ -120,6 +122,7 @@ export class QueueKeys {
     this.config = `${long}/kvmq/config`;
     this.eoq = `${long}/kvmq/eoq`;
     this.rate = `${long}/kvmq/rate`;
+    this.groupRates = `${long}/kvmq/grate/`;
     this.gcLock = `${long}/kvmq/gc`;
   }
 

@@ -117,7 +117,7 @@ export class EtcdStore implements Store {
     deadLetterQueue: true,
     claimWithFinishes: false,
     overlapClaims: false,
-    groupRateLimit: false,
+    groupRateLimit: true,
     // Finishes (and enqueueEach) go through a lane per queue (txn-lane.ts).
     groupCommit: true,
   };
@@ -212,7 +212,8 @@ export class EtcdStore implements Store {
         : acceptedPairs(state.config ?? (await readConfig(this.kv, keys)), request.accepts);
     // With group or rate limits a slot freed by another consumer's finish, or a new limit, is the dispatcher's to
     // hand out: ask, so the answer comes after it has seen them (a plain claim takes what its inbox holds).
-    const limited = state.config?.groupConcurrency != null || state.config?.rateLimit != null;
+    const limited =
+      state.config?.groupConcurrency != null || state.config?.rateLimit != null || state.config?.groupRateLimit != null;
     const ask = limited && consumer.unclaimedCount() < request.max;
     await consumer.demand({ capacity: consumer.claimedCount() + request.max, lockMs: request.lockMs, accepts }, ask);
     const answered = await consumer.waitForAnswer(ANSWER_WAIT_MS, () => consumer.unclaimedCount() >= request.max);

@@ -209,7 +209,15 @@ export class Dispatcher {
         this.loader.dropTail();
       }
     }
-    let next = Math.min(m.ready.nextLater(), m.locks.peekTime(), m.rateWakeAt ?? Infinity, this.planner.holdEndsAt);
+    let next = Math.min(
+      m.ready.nextLater(),
+      m.locks.peekTime(),
+      m.rateWakeAt ?? Infinity,
+      this.planner.holdEndsAt,
+      // Groups waiting for their slot are looked at only while the queue runs; keys past their time, always.
+      m.config.paused ? Infinity : m.groupRates.wakeAt,
+      m.groupRates.sweepAt(),
+    );
     for (const msg of m.expired) next = Math.min(next, (msg.record.lockUntil ?? Infinity) + STALE_LOCK_GRACE_MS);
     if (next < Infinity) this.arm(next);
   }

@@ -90,6 +90,8 @@ export class EventIntake {
           if (event.kv.key === this.mirror.keys.config)
             this.mirror.onConfig(event.type === 'put' ? event.kv.value : null);
           else if (event.kv.key === this.mirror.keys.rate) this.mirror.onRate(event);
+          else if (event.type === 'delete' && event.kv.key.startsWith(this.mirror.keys.groupRates))
+            this.mirror.groupRates.deleted(event.kv.key, event.kv.modRevision);
           break;
         case 'answer':
           break;

@@ -88,13 +88,24 @@ export class GroupGate {
     set.add(msg);
   }
 
+  /** A group's parked messages are looked at again (its rate limit's slot came). */
+  free(group: string): void {
+    this.freed?.add(group);
+  }
+
   /** The limit changed, or a consumer asks: every parked message is looked at again. */
   limitChanged(): void {
     this.freed = null;
   }
 
-  /** Parked messages of groups that have room now (as many as fit), taken out; `valid` skips stale ones. */
-  unpark(limit: number | null, valid: (msg: Msg) => boolean): readonly Msg[] {
+  /**
+   * Parked messages of groups that have room now (as many as fit), taken out; `valid` skips stale ones. `limit`
+   * is groupConcurrency, or what room a group with `held` messages has.
+   */
+  unpark(
+    limit: number | null | ((group: string, held: number) => number),
+    valid: (msg: Msg) => boolean,
+  ): readonly Msg[] {
     // Nothing parked (no groups, or none full): nothing to look at; planned before every delivery round.
     if (this.parked.size === 0) {
       if (this.freed === null) this.freed = new Set();
@@ -107,7 +118,8 @@ export class GroupGate {
     for (const group of groups) {
       const set = this.parked.get(group);
       if (set === undefined) continue;
-      let room = limit === null ? Infinity : limit - (this.counts.get(group) ?? 0);
+      const held = this.counts.get(group) ?? 0;
+      let room = limit === null ? Infinity : typeof limit === 'number' ? limit - held : limit(group, held);
       // Oldest first (ordered-key order): parking again may have moved a message to the end of the set.
       const waiting = [...set].sort((a, b) => (a.orderedKey < b.orderedKey ? -1 : a.orderedKey > b.orderedKey ? 1 : 0));
       for (const msg of waiting) {

@@ -15,6 +15,7 @@ import { decodeRecord, type MessageRecord } from '../record.js';
 import { acceptedByPairs, parseRegistration, type Registration } from '../registration.js';
 import { TimeHeap } from './heap.js';
 import { GroupGate } from './groups.js';
+import { GroupRates } from './group-rates.js';
 import { ReadyIndex, type Consumer, type Msg, type ProducerPut } from './model.js';
 import type { KeyValue, WatchEvent } from '../kv.js';
 import type { DispatcherLog } from './types.js';
@@ -31,6 +32,8 @@ export class QueueMirror {
   readonly ready = new ReadyIndex();
   readonly locks = new TimeHeap<Msg>();
   readonly groups = new GroupGate();
+  /** groupRateLimit: each group's next start time, as stored (group-rates.ts). */
+  readonly groupRates: GroupRates;
   readonly consumers = new Map<string, Consumer>();
   readonly producers = new Map<string, ProducerPut>();
   /** Plain producer puts whose id exists: refuse or revive, with the record read. */
@@ -67,7 +70,9 @@ export class QueueMirror {
   constructor(
     readonly keys: QueueKeys,
     private readonly log: DispatcherLog,
-  ) {}
+  ) {
+    this.groupRates = new GroupRates(keys);
+  }
 
   /** Messages waiting or held (for envelopes and answers). */
   queueSize(): number {
@@ -89,6 +94,7 @@ export class QueueMirror {
   adoptSnapshot(s: Snapshot): void {
     if (s.config !== null) this.onConfig(s.config.value);
     if (s.rate !== null) this.rate = { tat: Number(s.rate.value.toString('utf8')) || 0, rev: s.rate.modRevision };
+    this.groupRates.adopt(s.groupRates);
     for (const kv of s.consumerKvs) {
       const parsed = this.keys.parse(kv.key);
       if (parsed.kind === 'registration') this.onRegistration(kv);
@@ -212,7 +218,12 @@ export class QueueMirror {
         this.warnOnce(this.keys.config, `ignoring ${this.keys.config}: not a kvmq configuration`);
       }
     }
-    if (config.groupConcurrency !== this.config.groupConcurrency) this.groups.limitChanged();
+    if (
+      config.groupConcurrency !== this.config.groupConcurrency ||
+      config.groupRateLimit?.max !== this.config.groupRateLimit?.max ||
+      config.groupRateLimit?.perMs !== this.config.groupRateLimit?.perMs
+    )
+      this.groups.limitChanged();
     this.config = config;
     for (const consumer of this.consumers.values()) consumer.accepts = this.matcher(consumer.key, consumer.reg);
   }
@@ -313,9 +324,17 @@ export class QueueMirror {
     this.rate = { tat, rev: event.type === 'put' ? event.kv.modRevision : 0 };
   }
 
-  /** Files again the parked messages of groups that have room now. */
+  /** Files again the parked messages of groups that have room now (and, under groupRateLimit, their slot). */
   unparkGroups(now: number): void {
-    for (const msg of this.groups.unpark(this.config.groupConcurrency, this.unparkable)) this.ready.file(msg, now);
+    for (const group of this.groupRates.due(now)) this.groups.free(group);
+    const limit = this.config.groupConcurrency;
+    const rate = this.config.groupRateLimit;
+    const room =
+      rate === null
+        ? limit
+        : (group: string, held: number): number =>
+            this.groupRates.free(rate, group, now) ? Math.min(1, (limit ?? Infinity) - held) : 0;
+    for (const msg of this.groups.unpark(room, this.unparkable)) this.ready.file(msg, now);
   }
 
   // One function for every plan (planned before each delivery round), not a closure each time.

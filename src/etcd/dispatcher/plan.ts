@@ -15,6 +15,7 @@ import { registerOp } from '../queue-registry.js';
 import { rateCharge, rateGrant, type RateGrant } from '../../model/rate-limit.js';
 import { chargeRate, RATE_TXN_BYTES, RATE_TXN_MESSAGES } from './rate.js';
 import { Appetite } from './groups.js';
+import type { GroupCharge } from './group-rates.js';
 import { priorityGuard, unseenRevision, type PriorityGuard } from './priority-guard.js';
 import type { RateLimit } from '../../model/types.js';
 import * as changes from './changes.js';
@@ -153,6 +154,8 @@ export class Planner {
       ? [...this.mirror.consumers.values()].filter((c) => c.accepts !== null && freeSlots(c) > 0)
       : this.planReady(planned, size, now);
     this.planProducers(planned, size, now, paused);
+    const sweep = this.mirror.groupRates.sweep(now);
+    if (sweep !== null) planned.push(sweep);
     return { planned, starving };
   }
 
@@ -352,7 +355,7 @@ export class Planner {
         const msg = head.msg;
         if (best !== null && msg.orderedKey >= best.orderedKey) continue;
         if (msg.record.priority > ceiling) continue;
-        if (this.parkIfFull(msg, limit)) {
+        if (this.parkIfFull(msg, limit) || this.parkIfRated(msg, now)) {
           parked = true;
           continue;
         }
@@ -392,8 +395,11 @@ export class Planner {
       this.appetite.given(consumer);
       const ops = this.delivery(changes.deliver(this.mirror.keys, best, consumer, best.payload, size, now), best.id);
       const msg = best;
+      const charge = this.chargeGroup(best, now);
+      if (charge !== null) ops.ops.push(charge.op);
       const change = this.grouped(
         best,
+        charge,
         this.guarded(best, ops, (guarded) => this.deps.change(msg, consumer, guarded)),
       );
       ceiling = Math.min(ceiling, best.record.priority);
@@ -441,8 +447,32 @@ export class Planner {
     return true;
   }
 
-  /** A delivery counts against its group from planning until its Txn answered (then the record counts). */
-  private grouped(msg: Msg, change: Planned): Planned {
+  /**
+   * A ready message of a group whose groupRateLimit slot has not come (or whose key has a Txn in flight) is
+   * parked until it comes, so what follows it in its queue goes meanwhile.
+   */
+  private parkIfRated(msg: Msg, now: number): boolean {
+    const group = msg.record.group;
+    const limit = this.mirror.config.groupRateLimit;
+    if (group === null || limit === null || this.mirror.groupRates.free(limit, group, now)) return false;
+    this.mirror.ready.unfile(msg);
+    this.mirror.groups.park(msg, group);
+    this.mirror.groupRates.wait(group);
+    return true;
+  }
+
+  /** Under groupRateLimit, a delivery of a group's message spends the group's slot (its put goes in the Txn). */
+  private chargeGroup(msg: Msg, now: number): GroupCharge | null {
+    const group = msg.record.group;
+    const limit = this.mirror.config.groupRateLimit;
+    return group === null || limit === null ? null : this.mirror.groupRates.take(limit, group, now);
+  }
+
+  /**
+   * A delivery counts against its group from planning until its Txn answered (then the record counts); its
+   * rate charge, if any, learns the answer.
+   */
+  private grouped(msg: Msg, charge: GroupCharge | null, change: Planned): Planned {
     const group = msg.record.group;
     if (group === null) return change;
     const release = this.mirror.groups.reserve(group);
@@ -450,14 +480,17 @@ export class Planner {
       ...change,
       onOk: (revision) => {
         release();
+        charge?.ok(revision);
         change.onOk(revision);
       },
       onFail: (reads) => {
         release();
+        charge?.fail();
         change.onFail(reads);
       },
       onError: () => {
         release();
+        charge?.error();
         change.onError();
       },
     };
@@ -527,6 +560,9 @@ export class Planner {
   answers(starving: readonly Consumer[], size: number): void {
     // While a guard failed, what looks like nothing for a consumer may be the refill the mirror has not seen.
     const loadingMore = this.mirror.cursor !== null || this.held(Date.now());
+    // Messages held back by a rate limit, the queue's or their group's: the first slot.
+    const firstSlot = Math.min(this.mirror.rateWakeAt ?? Infinity, this.mirror.groupRates.wakeAt);
+    const wakeAt = firstSlot === Infinity ? null : firstSlot;
     for (const consumer of this.mirror.consumers.values()) {
       if ((consumer.reg.ask <= consumer.answered && !consumer.owed) || consumer.reserved > 0) continue;
       const full = freeSlots(consumer) <= 0 || consumer.accepts === null;
@@ -536,7 +572,7 @@ export class Planner {
       consumer.answered = ask;
       this.appetite.answered(consumer);
       consumer.owed = false;
-      const ops = changes.answer(this.mirror.keys, consumer, size, this.mirror.rateWakeAt);
+      const ops = changes.answer(this.mirror.keys, consumer, size, wakeAt);
       // On its own: the consumer's lease may have ended, which fails the whole Txn.
       this.deps.kv.txn({ compare: [], success: ops.ops }).catch((error: unknown) => {
         if (consumer.answered === ask && this.mirror.consumers.get(consumer.key) === consumer)

@@ -22,6 +22,8 @@ export interface Snapshot {
   readonly config: KeyValue | null;
   /** The rate limit's `tat` (keys.rate), as the last dispatcher left it. */
   readonly rate: KeyValue | null;
+  /** groupRateLimit's per-group next start times (keys.groupRates), as the last dispatcher left them. */
+  readonly groupRates: readonly KeyValue[];
 }
 
 export interface ProducerPage {
@@ -89,6 +91,7 @@ export async function readSnapshot(kv: Kv, keys: QueueKeys): Promise<Snapshot> {
   );
   const config = await kv.range({ key: keys.config, revision });
   const rate = await kv.range({ key: keys.rate, revision });
+  const groupRates = await readAll(kv, keys.groupRates, revision);
   return {
     revision,
     consumerKvs,
@@ -98,5 +101,6 @@ export async function readSnapshot(kv: Kv, keys: QueueKeys): Promise<Snapshot> {
     orderedCount: first.count,
     config: config.kvs[0] ?? null,
     rate: rate.kvs[0] ?? null,
+    groupRates,
   };
 }
