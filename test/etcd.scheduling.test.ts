@@ -277,6 +277,30 @@ void describe('etcd scheduling', () => {
     );
   });
 
+  storeTest(
+    fixture,
+    "group rate limit: a killed worker's message goes again only at its group's next slot",
+    async (h) => {
+      const q = h.queue('group-rate-lost');
+      const spacingMs = 3000;
+      await h.client.configure(q, { groupRateLimit: { max: 1, perMs: spacingMs } });
+      await h.client.enqueue(q, 'x', { id: 'lost', group: 'g' });
+      // The dispatcher lives here, so it sees the lock end when the child is killed.
+      const store = await openEtcdStore(h.url, () => undefined);
+      h.cleanup(() => store.close());
+      h.cleanup(store.dispatch(q));
+      const child = h.spawn('worker-process.ts', [h.url, q, 'hang', '1000']);
+      await child.line(/^claimed lost 1$/);
+      const firstStart = Date.now();
+      const log = new JobLog();
+      h.worker(q, (job) => log.record(job), { concurrency: 2, eoqBackoffMs: 50 });
+      await child.kill('SIGKILL');
+      // Its lock ends after a second; the delivery to this worker is a new start of g, spaced as any other.
+      const again = await log.handled('lost', 2, { timeoutMs: 15_000 });
+      assert.ok(again.at - firstStart >= spacingMs - 200, `started again ${again.at - firstStart} ms after the first`);
+    },
+  );
+
   storeTest(fixture, 'groups: a new dispatcher counts what is held from etcd after a failover', async (h) => {
     const q = h.queue('group-failover');
     await h.client.configure(q, { groupConcurrency: 1 });

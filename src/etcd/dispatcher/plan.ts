@@ -201,15 +201,13 @@ export class Planner {
         planned.push(this.fail(msg, lost, msg.payload, now));
         continue;
       }
-      const consumer = paused ? null : this.pick(msg, null);
+      const consumer = paused || !this.groupSlot(msg, now) ? null : this.pick(msg, null);
       if (consumer !== null) {
-        planned.push(
-          this.deps.change(
-            msg,
-            consumer,
-            this.delivery(changes.deliver(this.mirror.keys, msg, consumer, msg.payload, size, now, lost), msg.id),
-          ),
+        const ops = this.delivery(
+          changes.deliver(this.mirror.keys, msg, consumer, msg.payload, size, now, lost),
+          msg.id,
         );
+        planned.push(this.charged(this.chargeGroup(msg, now, ops), this.deps.change(msg, consumer, ops)));
       } else {
         planned.push(this.deps.change(msg, null, changes.undeliver(this.mirror.keys, msg, now, lost)));
       }
@@ -223,7 +221,7 @@ export class Planner {
       // The holder let the lock run out: someone else takes it; it stays with the holder until then, unless
       // the holder stays silent so long that it has surely lost it: then it goes back to the queue, for anyone.
       const holder = msg.consumerKey;
-      const consumer = paused ? null : this.pick(msg, holder);
+      const consumer = paused || !this.groupSlot(msg, now) ? null : this.pick(msg, holder);
       const stale = now >= (msg.record.lockUntil ?? now) + STALE_LOCK_GRACE_MS;
       if (consumer === null && !stale) continue;
       const lost = changes.lose(msg, max, now);
@@ -236,11 +234,8 @@ export class Planner {
         planned.push(this.deps.change(msg, null, changes.undeliver(this.mirror.keys, msg, now, lost)));
         continue;
       }
-      const change = this.deps.change(
-        msg,
-        consumer,
-        this.delivery(changes.deliver(this.mirror.keys, msg, consumer, msg.payload, size, now, lost), msg.id),
-      );
+      const ops = this.delivery(changes.deliver(this.mirror.keys, msg, consumer, msg.payload, size, now, lost), msg.id);
+      const change = this.charged(this.chargeGroup(msg, now, ops), this.deps.change(msg, consumer, ops));
       planned.push({
         ...change,
         onOk: (revision) => {
@@ -395,12 +390,10 @@ export class Planner {
       this.appetite.given(consumer);
       const ops = this.delivery(changes.deliver(this.mirror.keys, best, consumer, best.payload, size, now), best.id);
       const msg = best;
-      const charge = this.chargeGroup(best, now);
-      if (charge !== null) ops.ops.push(charge.op);
+      const charge = this.chargeGroup(best, now, ops);
       const change = this.grouped(
         best,
-        charge,
-        this.guarded(best, ops, (guarded) => this.deps.change(msg, consumer, guarded)),
+        this.guarded(best, ops, (guarded) => this.charged(charge, this.deps.change(msg, consumer, guarded))),
       );
       ceiling = Math.min(ceiling, best.record.priority);
       if (rate === null) planned.push(change);
@@ -453,26 +446,56 @@ export class Planner {
    */
   private parkIfRated(msg: Msg, now: number): boolean {
     const group = msg.record.group;
-    const limit = this.mirror.config.groupRateLimit;
-    if (group === null || limit === null || this.mirror.groupRates.free(limit, group, now)) return false;
+    if (group === null || this.groupSlot(msg, now)) return false;
     this.mirror.ready.unfile(msg);
     this.mirror.groups.park(msg, group);
-    this.mirror.groupRates.wait(group);
     return true;
   }
 
-  /** Under groupRateLimit, a delivery of a group's message spends the group's slot (its put goes in the Txn). */
-  private chargeGroup(msg: Msg, now: number): GroupCharge | null {
+  /**
+   * Whether a message may start now under its group's groupRateLimit (a lost delivery given to another consumer
+   * too: a new start, as a claim of an expired lock is elsewhere); if not, the plan looks again at the slot.
+   */
+  private groupSlot(msg: Msg, now: number): boolean {
     const group = msg.record.group;
     const limit = this.mirror.config.groupRateLimit;
-    return group === null || limit === null ? null : this.mirror.groupRates.take(limit, group, now);
+    if (group === null || limit === null || this.mirror.groupRates.free(limit, group, now)) return true;
+    this.mirror.groupRates.wait(group);
+    return false;
   }
 
-  /**
-   * A delivery counts against its group from planning until its Txn answered (then the record counts); its
-   * rate charge, if any, learns the answer.
-   */
-  private grouped(msg: Msg, charge: GroupCharge | null, change: Planned): Planned {
+  /** Under groupRateLimit, a delivery of a group's message spends the group's slot: its put goes in `ops`. */
+  private chargeGroup(msg: Msg, now: number, ops: changes.Ops): GroupCharge | null {
+    const group = msg.record.group;
+    const limit = this.mirror.config.groupRateLimit;
+    if (group === null || limit === null) return null;
+    const charge = this.mirror.groupRates.take(limit, group, now);
+    ops.ops.push(charge.op);
+    return charge;
+  }
+
+  /** A delivery that spent its group's slot: the charge learns the Txn's answer. */
+  private charged(charge: GroupCharge | null, change: Planned): Planned {
+    if (charge === null) return change;
+    return {
+      ...change,
+      onOk: (revision) => {
+        charge.ok(revision);
+        change.onOk(revision);
+      },
+      onFail: (reads) => {
+        charge.fail();
+        change.onFail(reads);
+      },
+      onError: () => {
+        charge.error();
+        change.onError();
+      },
+    };
+  }
+
+  /** A delivery counts against its group from planning until its Txn answered (then the record counts). */
+  private grouped(msg: Msg, change: Planned): Planned {
     const group = msg.record.group;
     if (group === null) return change;
     const release = this.mirror.groups.reserve(group);
@@ -480,17 +503,14 @@ export class Planner {
       ...change,
       onOk: (revision) => {
         release();
-        charge?.ok(revision);
         change.onOk(revision);
       },
       onFail: (reads) => {
         release();
-        charge?.fail();
         change.onFail(reads);
       },
       onError: () => {
         release();
-        charge?.error();
         change.onError();
       },
     };
