@@ -274,21 +274,8 @@ export class Planner {
    */
   private counted(priority: number, change: Planned): Planned {
     this.flying.set(priority, (this.flying.get(priority) ?? 0) + 1);
-    return {
-      ...change,
-      onOk: (revision) => {
-        this.land(priority);
-        change.onOk(revision);
-      },
-      onFail: (reads) => {
-        this.land(priority);
-        change.onFail(reads);
-      },
-      onError: () => {
-        this.land(priority);
-        change.onError();
-      },
-    };
+    const land = (): void => this.land(priority);
+    return firstTold(change, { ok: land, fail: land, error: land });
   }
 
   /** A delivery counted in `flying` answered. */
@@ -476,22 +463,7 @@ export class Planner {
 
   /** A delivery that spent its group's slot: the charge learns the Txn's answer. */
   private charged(charge: GroupCharge | null, change: Planned): Planned {
-    if (charge === null) return change;
-    return {
-      ...change,
-      onOk: (revision) => {
-        charge.ok(revision);
-        change.onOk(revision);
-      },
-      onFail: (reads) => {
-        charge.fail();
-        change.onFail(reads);
-      },
-      onError: () => {
-        charge.error();
-        change.onError();
-      },
-    };
+    return charge === null ? change : firstTold(change, charge);
   }
 
   /** A delivery counts against its group from planning until its Txn answered (then the record counts). */
@@ -499,21 +471,7 @@ export class Planner {
     const group = msg.record.group;
     if (group === null) return change;
     const release = this.mirror.groups.reserve(group);
-    return {
-      ...change,
-      onOk: (revision) => {
-        release();
-        change.onOk(revision);
-      },
-      onFail: (reads) => {
-        release();
-        change.onFail(reads);
-      },
-      onError: () => {
-        release();
-        change.onError();
-      },
-    };
+    return firstTold(change, { ok: release, fail: release, error: release });
   }
 
   /** Plain producers' puts move into the ordered queue; straight to a consumer when one has room and nothing older waits. */
@@ -627,6 +585,25 @@ export class Planner {
     }
     return best;
   }
+}
+
+/** The change, with `first` told of its Txn's answer before the change itself. */
+function firstTold(change: Planned, first: { ok(revision: number): void; fail(): void; error(): void }): Planned {
+  return {
+    ...change,
+    onOk: (revision) => {
+      first.ok(revision);
+      change.onOk(revision);
+    },
+    onFail: (reads) => {
+      first.fail();
+      change.onFail(reads);
+    },
+    onError: () => {
+      first.error();
+      change.onError();
+    },
+  };
 }
 
 function longestWaiting(candidates: readonly Consumer[]): Consumer | null {
