@@ -253,16 +253,17 @@ void describe('etcd scheduling', () => {
     assert.equal((await store.kv.range({ key: prefix, end: prefixEnd(prefix) })).kvs.length, 0);
   });
 
-  storeTest(fixture, "group rate limit: a group's key goes once its next start time has passed", async (h) => {
+  storeTest(fixture, "group rate limit: groups' keys go once their next start time has passed", async (h) => {
     const q = h.queue('group-rate-sweep');
     await h.client.configure(q, { groupRateLimit: { max: 2, perMs: 400 } });
-    await h.client.enqueueBatch(
-      q,
-      Array.from({ length: 8 }, (_, n) => ({ payload: n, id: `g${n % 4}-${n}`, group: `g${n % 4}` })),
-    );
+    await h.client.enqueueBatch(q, [
+      ...Array.from({ length: 8 }, (_, n) => ({ payload: n, id: `g${n % 4}-${n}`, group: `g${n % 4}` })),
+      // More groups than one sweep Txn deletes.
+      ...Array.from({ length: 150 }, (_, n) => ({ payload: n, id: `once-${n}`, group: `once-${n}` })),
+    ]);
     const log = new JobLog();
-    h.worker(q, (job) => log.record(job), { concurrency: 4 });
-    await log.count(8);
+    h.worker(q, (job) => log.record(job), { concurrency: 16 });
+    await log.count(158, { timeoutMs: 15_000 });
     const starts = (group: string): number[] => log.seen.filter((s) => s.id.startsWith(`${group}-`)).map((s) => s.at);
     for (const n of [0, 1, 2, 3]) {
       const [a = 0, b = 0] = starts(`g${n}`);

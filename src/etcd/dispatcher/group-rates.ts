@@ -3,7 +3,8 @@
  * memory and at `/queue/{q}/kvmq/grate/{group}`, put in the Txn of the delivery that charges it, so a
  * dispatcher taking over reads where the last one left off (snapshot.ts). A group with a charge in flight
  * starts nothing more until it answers. A time that has passed says no more than no key at all, so such keys
- * are deleted in a sweep (at most once per SWEEP_EVERY_MS): only groups that started something lately are kept.
+ * are deleted in a sweep (once per SWEEP_EVERY_MS, or right after the last while it leaves some behind): only
+ * groups that started something lately are kept.
  */
 import { spacedGrant } from '../../model/rate-limit.js';
 import { TimeHeap } from './heap.js';
@@ -13,8 +14,9 @@ import type { RateLimit } from '../../model/types.js';
 import type { Planned } from './types.js';
 
 export const SWEEP_EVERY_MS = 1000;
-// Deletes per sweep Txn (etcd takes 128 ops, the fence among them).
+// Deletes per sweep change (etcd takes 128 ops in a Txn, the fence among them), and per sweep.
 const SWEEP_MAX = 100;
+const SWEEP_ROUND = 1000;
 
 interface Entry {
   tat: number;
@@ -44,6 +46,10 @@ export class GroupRates {
   /** Groups by their `tat`: the sweep's candidates once it has passed (stale items are skipped). */
   private readonly expiring = new TimeHeap<string>();
   private lastSweep = 0;
+  /** Sweep changes in flight: the next sweep waits for them. */
+  private sweeping = 0;
+  /** The last sweep stopped at SWEEP_ROUND with more keys past their time. */
+  private backlog = false;
 
   constructor(private readonly keys: QueueKeys) {}
 
@@ -128,18 +134,20 @@ export class GroupRates {
     if (this.afterFlight.delete(group)) this.wait(group);
   }
 
-  /** When a sweep is next worth planning (Infinity: nothing to sweep). */
+  /** When a sweep is next worth planning (Infinity: nothing to sweep, or a sweep in flight). */
   sweepAt(): number {
     const first = this.expiring.peekTime();
-    return first === Infinity ? Infinity : Math.max(first, this.lastSweep + SWEEP_EVERY_MS);
+    if (first === Infinity || this.sweeping > 0) return Infinity;
+    // A sweep that left keys past their time goes on as soon as it answered: sweeps keep up with any churn.
+    return this.backlog ? first : Math.max(first, this.lastSweep + SWEEP_EVERY_MS);
   }
 
-  /** Deletes the keys of groups whose time has passed, in one change, or null when none is due. */
-  sweep(now: number): Planned | null {
-    if (now < this.sweepAt()) return null;
+  /** Deletes the keys of groups whose time has passed, up to SWEEP_ROUND in changes of SWEEP_MAX. */
+  sweep(now: number): Planned[] {
+    if (now < this.sweepAt()) return [];
     this.lastSweep = now;
     const swept: [string, Entry][] = [];
-    while (swept.length < SWEEP_MAX) {
+    while (swept.length < SWEEP_ROUND) {
       const due = this.expiring.popDue(now);
       if (due === null) break;
       const entry = this.entries.get(due.item);
@@ -148,8 +156,17 @@ export class GroupRates {
       entry.flying = true;
       swept.push([due.item, entry]);
     }
-    if (swept.length === 0) return null;
+    this.backlog = swept.length === SWEEP_ROUND;
+    const changes: Planned[] = [];
+    for (let at = 0; at < swept.length; at += SWEEP_MAX) changes.push(this.deletes(swept.slice(at, at + SWEEP_MAX)));
+    return changes;
+  }
+
+  /** One change deleting the keys of `swept`, each group's entry dropped once it succeeded. */
+  private deletes(swept: readonly [string, Entry][]): Planned {
+    this.sweeping += 1;
     const answered = (ok: boolean): void => {
+      this.sweeping -= 1;
       for (const [group, entry] of swept) {
         if (ok && this.entries.get(group) === entry) this.entries.delete(group);
         else if (!ok) this.expiring.push(entry.tat, group);

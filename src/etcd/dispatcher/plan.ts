@@ -154,8 +154,7 @@ export class Planner {
       ? [...this.mirror.consumers.values()].filter((c) => c.accepts !== null && freeSlots(c) > 0)
       : this.planReady(planned, size, now);
     this.planProducers(planned, size, now, paused);
-    const sweep = this.mirror.groupRates.sweep(now);
-    if (sweep !== null) planned.push(sweep);
+    for (const sweep of this.mirror.groupRates.sweep(now)) planned.push(sweep);
     return { planned, starving };
   }
 
