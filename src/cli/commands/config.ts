@@ -59,8 +59,7 @@ export const config: Command = {
       '  group_concurrency=N     at most N messages of one group (enqueue --group) run at once; none: no\n' +
       '                          limit (default none)\n' +
       '  group_rate_limit=MAX/PERIOD  at most MAX messages of one group start per PERIOD across all workers,\n' +
-      '                          spaced PERIOD/MAX apart; none removes it (default none; SQLite,\n' +
-      '                          PostgreSQL, Redis, ZooKeeper)\n' +
+      '                          spaced PERIOD/MAX apart; none removes it (default none)\n' +
       '  filter.NAME=v1,v2,...   the values of filter NAME, lowest first; empty removes the filter',
     [DURATION_HELP],
   ),
