@@ -33,7 +33,7 @@ const TRIES = 10;
 const REDRIVE_BYTES = 800_000;
 const REDRIVE_OPS = 1500;
 
-interface TaskRead {
+export interface TaskRead {
   readonly state: TaskState;
   readonly version: number;
   /** The claim's version, when a claim node exists (a stale one, unless the message is locked). */
@@ -41,7 +41,8 @@ interface TaskRead {
   readonly current: MessageState;
 }
 
-async function readTask(ctx: StoreContext, q: QueueContext, id: string): Promise<TaskRead | null> {
+/** A task's `state` (with its version) and whether its claim exists; null when there is no such task. */
+export async function readTask(ctx: StoreContext, q: QueueContext, id: string): Promise<TaskRead | null> {
   const nodes = taskNodes(q.paths.task(id));
   try {
     const [read, claim] = await Promise.all([ctx.zk.get(nodes.state), ctx.zk.exists(nodes.claim)]);

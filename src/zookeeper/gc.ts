@@ -13,6 +13,7 @@ import { expireWaiting } from './expiry.js';
 import { isZkError, ZkCode, type ZkOp } from './client.js';
 import { decodeState, parseSubNode, taskNodes, type Entry, type TaskState } from './layout.js';
 import { parseFilterClass } from '../model/filters.js';
+import { removeConsumerNode } from './cancel-notes.js';
 import { mapLimit, removeAll, removeQuietly, subtree } from './tree.js';
 import { readConfig } from './conf.js';
 import { indexRemovals } from './debounce-index.js';
@@ -232,16 +233,8 @@ async function pruneWaiting(ctx: StoreContext, q: QueueContext): Promise<void> {
 async function removeLapsedConsumers(ctx: StoreContext, q: QueueContext): Promise<void> {
   const zk = ctx.zk;
   const { children } = await zk.children(q.paths.consumers);
-  await mapLimit(children, 32, async (node) => {
-    const path = `${q.paths.consumers}/${node}`;
-    try {
-      await zk.remove(path, -1);
-    } catch (error) {
-      // NOT_EMPTY: its `current` lives, the consumer too.
-      if (isZkError(error, ZkCode.NotEmpty) || isZkError(error, ZkCode.NoNode)) return;
-      throw error;
-    }
-  });
+  // A consumer whose `current` lives stays; cancel notes it never heard go with a lapsed one.
+  await mapLimit(children, 32, (node) => removeConsumerNode(zk, `${q.paths.consumers}/${node}`));
 }
 
 /** Removes every message of a queue, and its events; its configuration and consumers stay. */

@@ -20,6 +20,7 @@ import {
   type TaskState,
 } from './layout.js';
 import { mapLimit } from './tree.js';
+import { removeConsumerNode } from './cancel-notes.js';
 import { putBackAll } from './handoff.js';
 import { registrationKey, type StoreContext } from './context.js';
 import type { QueueContext } from './queue.js';
@@ -273,11 +274,11 @@ export async function unregisterConsumer(ctx: StoreContext, q: QueueContext, id:
   await putBackAll(ctx, q, id);
   ctx.claims.forgetConsumer(q.name, id);
   ctx.registered.delete(registrationKey(q.name, id));
-  for (const path of [q.paths.current(id), q.paths.consumer(id)]) {
-    try {
-      await ctx.zk.remove(path, -1);
-    } catch (error) {
-      if (!isZkError(error, ZkCode.NoNode) && !isZkError(error, ZkCode.NotEmpty)) throw error;
-    }
+  try {
+    await ctx.zk.remove(q.paths.current(id), -1);
+  } catch (error) {
+    if (!isZkError(error, ZkCode.NoNode)) throw error;
   }
+  // With the cancel notes it has not heard yet.
+  await removeConsumerNode(ctx.zk, q.paths.consumer(id));
 }

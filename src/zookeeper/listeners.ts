@@ -1,9 +1,9 @@
-/** Listeners kept per queue, for the wake-ups and event subscriptions of one process. */
-export class QueueListeners {
-  private readonly sets = new Map<string, Set<() => void>>();
+/** Listeners kept per queue, for the wake-ups, event and cancel subscriptions of one process (`T`: what they are told). */
+export class QueueListeners<T = void> {
+  private readonly sets = new Map<string, Set<(value: T) => void>>();
 
   /** Adds `listener` for `queue`; returns its removal. */
-  add(queue: string, listener: () => void): () => void {
+  add(queue: string, listener: (value: T) => void): () => void {
     let set = this.sets.get(queue);
     if (set === undefined) {
       set = new Set();
@@ -16,8 +16,8 @@ export class QueueListeners {
     };
   }
 
-  notify(queue: string): void {
-    for (const listener of [...(this.sets.get(queue) ?? [])]) listener();
+  notify(queue: string, value: T): void {
+    for (const listener of [...(this.sets.get(queue) ?? [])]) listener(value);
   }
 
   has(queue: string): boolean {

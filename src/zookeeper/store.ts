@@ -25,11 +25,14 @@ import { listMessages } from './list.js';
 import { promoteMessages, removeMessages, retryFailedMessages, retryMessages } from './actions.js';
 import { checkRoot, listQueues } from './root.js';
 import { EventWatches } from './event-watches.js';
+import { CancelWatches } from './cancel-watches.js';
+import { cancelMessage } from './cancel.js';
 import { fireSchedule, listSchedules, putSchedule, removeSchedule } from './schedules.js';
 import { takeTurn } from './turns.js';
 import { parseZookeeperUrl } from './url.js';
 import { Wakeups } from './wakeups.js';
 import type {
+  CanceledMessage,
   ClaimRequest,
   ClaimResult,
   Configured,
@@ -92,10 +95,12 @@ class ZookeeperStore implements Store {
   private closed = false;
 
   private readonly events: EventWatches;
+  private readonly cancels: CancelWatches;
 
   constructor(private readonly zk: ZkSession) {
     this.ctx = new StoreContext(zk, new Wakeups(zk));
     this.events = new EventWatches(zk, (queue) => this.ctx.queue(queue).paths.events);
+    this.cancels = new CancelWatches(zk, (queue) => this.ctx.queue(queue).paths);
   }
 
   enqueue(queue: string, messages: readonly NewMessage[]): Promise<EnqueueResult[]> {
@@ -166,6 +171,15 @@ class ZookeeperStore implements Store {
     return this.guard(() => removeMessages(this.ctx, this.ctx.queue(queue), ids));
   }
 
+  cancel(queue: string, id: string, error: string): Promise<ActionResult> {
+    return this.guard(() => cancelMessage(this.ctx, this.ctx.queue(queue), id, error));
+  }
+
+  /** Holders hear of a cancel through the note it leaves under their consumer node (cancel-watches.ts). */
+  subscribeCancels(queue: string, listener: (canceled: CanceledMessage | null) => void): () => void {
+    return this.cancels.subscribe(queue, listener);
+  }
+
   promote(queue: string, ids: readonly string[]): Promise<ActionResult[]> {
     return this.guard(() => promoteMessages(this.ctx, this.ctx.queue(queue), ids));
   }
@@ -195,10 +209,14 @@ class ZookeeperStore implements Store {
   }
 
   registerConsumer(queue: string, consumer: ConsumerRegistration): Promise<void> {
-    return this.guard(() => registerConsumer(this.ctx, this.ctx.queue(queue), consumer));
+    return this.guard(async () => {
+      await registerConsumer(this.ctx, this.ctx.queue(queue), consumer);
+      this.cancels.watch(queue, consumer.id);
+    });
   }
 
   unregisterConsumer(queue: string, consumerId: string): Promise<void> {
+    this.cancels.unwatch(queue, consumerId);
     return this.guard(() => unregisterConsumer(this.ctx, this.ctx.queue(queue), consumerId));
   }
 
@@ -260,6 +278,7 @@ class ZookeeperStore implements Store {
     if (!this.closed) {
       this.closed = true;
       this.events.close();
+      this.cancels.close();
       this.zk.close();
     }
     return Promise.resolve();

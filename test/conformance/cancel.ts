@@ -11,21 +11,6 @@ import { gate, quietPeriod, untilAborted, waitFor, within } from '../support/wai
 import type { StoreFixture } from '../support/fixture.js';
 import { CanceledError, MessageGoneError } from '../../src/errors.js';
 import type { FailedEvent } from '../../src/worker/events.js';
-import { storeOf } from '../../src/client-store.js';
-import type { Harness } from '../support/harness.js';
-
-/**
- * On a store with no cancel yet (ZooKeeper), each case checks instead that cancel is refused with an error that
- * says so and changes nothing, and ends there.
- */
-async function refusedWithoutCancel(h: Harness): Promise<boolean> {
-  if (storeOf(h.client).cancel !== undefined) return false;
-  const q = h.queue('cancel-refused');
-  await h.client.enqueue(q, 'w', { id: 'w' });
-  await assert.rejects(h.client.cancel(q, 'w'), /store cannot cancel messages/);
-  assert.equal((await h.client.status(q, 'w'))?.state, 'queued');
-  return true;
-}
 
 // Renewals come every third of this: far later than any test waits for a cancel to arrive.
 const LONG_LOCK_MS = 90_000;
@@ -33,7 +18,6 @@ const LONG_LOCK_MS = 90_000;
 export function cancel(fixture: StoreFixture): void {
   void describe('cancel', () => {
     storeTest(fixture, 'a waiting message fails at once, with the reason, counted and told as failed', async (h) => {
-      if (await refusedWithoutCancel(h)) return;
       const q = h.queue('cancel-waiting');
       await h.client.configure(q, { events: true });
       await h.client.enqueue(q, 'w', { id: 'w' });
@@ -62,7 +46,6 @@ export function cancel(fixture: StoreFixture): void {
     });
 
     storeTest(fixture, 'a delayed message fails at once, `canceled` without a reason', async (h) => {
-      if (await refusedWithoutCancel(h)) return;
       const q = h.queue('cancel-delayed');
       await h.client.enqueue(q, 'd', { id: 'd', initialBackoffMs: 60_000 });
       assert.equal((await h.client.status(q, 'd'))?.state, 'queued-with-backoff');
@@ -73,7 +56,6 @@ export function cancel(fixture: StoreFixture): void {
     });
 
     storeTest(fixture, "a running handler's signal is aborted promptly, and its success is not stored", async (h) => {
-      if (await refusedWithoutCancel(h)) return;
       const q = h.queue('cancel-running');
       const started = gate();
       const returned = gate();
@@ -120,7 +102,6 @@ export function cancel(fixture: StoreFixture): void {
     });
 
     storeTest(fixture, 'an unknown id is MESSAGE_GONE; a finished message is refused with its state', async (h) => {
-      if (await refusedWithoutCancel(h)) return;
       const q = h.queue('cancel-refused');
       await assert.rejects(h.client.cancel(q, 'nobody'), MessageGoneError);
       h.worker(q, (job) => (job.id === 'bad' ? { status: 'error', error: 'broken' } : undefined));
@@ -139,7 +120,6 @@ export function cancel(fixture: StoreFixture): void {
       fixture,
       'a canceled message goes to the dead-letter queue as a final failure does',
       async (h) => {
-        if (await refusedWithoutCancel(h)) return;
         const q = h.queue('cancel-dlq');
         const dlq = h.queue('cancel-dlq-dead');
         await h.client.configure(q, { deadLetterQueue: dlq });
@@ -157,7 +137,6 @@ export function cancel(fixture: StoreFixture): void {
       fixture,
       'a cancel racing claims: each message either never runs or has its signal aborted',
       async (h) => {
-        if (await refusedWithoutCancel(h)) return;
         const q = h.queue('cancel-race');
         const ids = Array.from({ length: 20 }, (_, i) => `m${i}`);
         for (const id of ids) await h.client.enqueue(q, id, { id });
