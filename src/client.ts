@@ -476,11 +476,9 @@ export class Client {
   async cancel(queue: string, id: string, reason?: string): Promise<ActionResult> {
     this.checkOpen();
     const error = cancelError(reason);
-    const store = this.#store;
     checkQueueName(queue);
     checkMessageId(id);
-    if (store.cancel === undefined) throw new Error(`the ${store.kind} store cannot cancel messages`);
-    const result = await store.cancel(queue, id, error);
+    const result = await this.#store.cancel(queue, id, error);
     if (!result.ok && result.state === null) throw new MessageGoneError(queue, id);
     return result;
   }

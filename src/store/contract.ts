@@ -361,19 +361,19 @@ export interface Store {
   /** Removes messages in any state but `locked` and `locked-with-requeue`. */
   remove(queue: string, ids: readonly string[]): Promise<ActionResult[]>;
   /**
-   * Optional: cancels a message that has not finished (model/cancel.ts CANCELABLE_STATES), in one atomic write:
+   * Cancels a message that has not finished (model/cancel.ts CANCELABLE_STATES), in one atomic write:
    * it fails with `error` (its event `failed`, its failure counted), or moves to the dead-letter queue as a final
    * failure would. A held one is no longer its holder's (that holder's finish, extend and report are `lost`), and
    * the holder is told at once through `subscribeCancels`. `ok` with the state after (null once moved to the
    * dead-letter queue); refused with its state (null: no such message), nothing written.
    */
-  cancel?(queue: string, id: string, error: string): Promise<ActionResult>;
+  cancel(queue: string, id: string, error: string): Promise<ActionResult>;
   /**
-   * Optional, with `cancel`: calls `listener` when a held message of the queue was canceled, by the store's own
+   * Calls `listener` when a held message of the queue was canceled, by the store's own
    * notification: with its id and attempt, or with null when the store tells only that one may have been (the
    * worker then renews at once, and hears of it as a lost lock). Returns the unsubscribe.
    */
-  subscribeCancels?(queue: string, listener: (canceled: CanceledMessage | null) => void): () => void;
+  subscribeCancels(queue: string, listener: (canceled: CanceledMessage | null) => void): () => void;
   /** Ends a backoff now: `queued-with-backoff` or `done-with-requeue` → `queued`. */
   promote(queue: string, ids: readonly string[]): Promise<ActionResult[]>;
   /** Removes every message and the dry-run count of each queue; configuration stays. */

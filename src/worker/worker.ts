@@ -263,7 +263,7 @@ export class Worker extends EventEmitter<WorkerEvents> {
     // stop() came while starting: it unregisters; start nothing.
     if (this.state !== 'running') return;
     this.unsubscribe = this.store.subscribe(this.queue, () => this.kick());
-    this.unsubscribeCancels = this.store.subscribeCancels?.(this.queue, this.canceled) ?? null;
+    this.unsubscribeCancels = this.store.subscribeCancels(this.queue, this.canceled);
     if (this.accepts === null && this.store.receiveHandoffs !== undefined) {
       this.handoffs = this.store.receiveHandoffs(this.queue, this.id, {
         delivered: (messages, size, since) => this.handed(messages, size, since),
