@@ -29,6 +29,8 @@ type Plan =
       readonly state: MessageState | null;
       readonly counts?: CountDelta[];
       readonly compares?: readonly Compare[];
+      /** After a Txn that failed its compares: finds whether one of `compares` failed, for the next plan. */
+      readonly afterConflict?: () => Promise<void>;
     }
   | { readonly refused: MessageState };
 
@@ -65,6 +67,7 @@ async function act(
         ];
         const { results } = await runBatch(kv, [{ compares, ops: p.ops, reads: [], counts: p.counts }]);
         if (results[0]?.ok === true) return { ok: true, id, state: p.state };
+        await p.afterConflict?.();
       }
       throw new Error(`kvmq: an action on ${id} in ${keys.queue} kept conflicting with other writers; try again`);
     }),
@@ -226,6 +229,8 @@ export async function cancelMessage(
   events: boolean,
   dlq: QueueKeys | null,
 ): Promise<ActionResult> {
+  // Null once the id is found in the dead-letter queue: the message then fails here, as a final failure does.
+  let target = dlq;
   const [result] = await act(
     kv,
     keys,
@@ -252,10 +257,14 @@ export async function cancelMessage(
       }
       ops.push(...eventOps(keys, events, now, { type: 'failed', id, attempt: r.attempt, error }));
       const bytes = payload?.value ?? Buffer.alloc(0);
-      if (dlq !== null) {
-        ops.push(...deadLetterOps(keys, dlq, id, r, failed, ordered, bytes, now));
-        const counts = [...countChange(keys, r, null), ...countChange(dlq, null, DEAD_LETTERED)];
-        return { ops, state: null, counts, compares: [deadLetterCompare(dlq, id)] };
+      if (target !== null) {
+        const to = target;
+        ops.push(...deadLetterOps(keys, to, id, r, failed, ordered, bytes, now));
+        const counts = [...countChange(keys, r, null), ...countChange(to, null, DEAD_LETTERED)];
+        const afterConflict = async (): Promise<void> => {
+          if ((await kv.range({ key: to.record(id) })).kvs.length > 0) target = null;
+        };
+        return { ops, state: null, counts, compares: [deadLetterCompare(to, id)], afterConflict };
       }
       ops.push({ type: 'put', key: keys.record(id), value: encodeRecord(failed) });
       if (ordered !== null) ops.push({ type: 'delete', key: ordered });

@@ -135,6 +135,26 @@ export function cancel(fixture: StoreFixture): void {
 
     storeTest(
       fixture,
+      'a canceled message whose id the dead-letter queue holds fails in its own queue, as a failure does',
+      async (h) => {
+        const q = h.queue('cancel-clash');
+        const dlq = h.queue('cancel-clash-dead');
+        await h.client.configure(q, { deadLetterQueue: dlq });
+        await h.client.enqueue(dlq, 'there first', { id: 'x' });
+        await h.client.enqueue(q, 'here', { id: 'x' });
+        assert.deepEqual(await h.client.cancel(q, 'x', 'clash'), { ok: true, id: 'x', state: 'failed' });
+        const status = await h.client.status(q, 'x');
+        assert.equal(status?.state, 'failed');
+        assert.equal(status.lastError, 'canceled: clash');
+        assert.equal((await h.client.queueStatus(q)).counts.failed, 1);
+        const other = await h.client.show(dlq, 'x');
+        assert.deepEqual([other?.state, other?.payload, other?.lastError], ['queued', 'there first', null]);
+      },
+      { capability: 'deadLetterQueue' },
+    );
+
+    storeTest(
+      fixture,
       'a cancel racing claims: each message either never runs or has its signal aborted',
       async (h) => {
         const q = h.queue('cancel-race');
