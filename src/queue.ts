@@ -7,6 +7,7 @@
 import type { WaitForOptions } from './events/options.js';
 import type { WaitResult } from './events/wait-for.js';
 import type {
+  ActionResult,
   BatchHandler,
   BatchItem,
   EnqueueBatchOptions,
@@ -29,6 +30,7 @@ export interface QueueMethods {
   waitFor<R>(queue: string, id: string, options?: WaitForOptions): Promise<WaitResult<R>>;
   status<R>(queue: string, id: string): Promise<MessageStatus<R> | null>;
   show<P, R>(queue: string, id: string): Promise<MessageDetails<P, R> | null>;
+  cancel(queue: string, id: string, reason?: string): Promise<ActionResult>;
 }
 
 export class Queue<P = unknown, R = unknown> {
@@ -67,5 +69,10 @@ export class Queue<P = unknown, R = unknown> {
 
   show(id: string): Promise<MessageDetails<P, R> | null> {
     return this.#client.show<P, R>(this.name, id);
+  }
+
+  /** Cancels a waiting, delayed or running message of the queue (see `client.cancel()`). */
+  cancel(id: string, reason?: string): Promise<ActionResult> {
+    return this.#client.cancel(this.name, id, reason);
   }
 }

@@ -45,15 +45,20 @@ export function cancel(fixture: StoreFixture): void {
       assert.equal((await h.client.status(q, 'w'))?.state, 'failed');
     });
 
-    storeTest(fixture, 'a delayed message fails at once, `canceled` without a reason', async (h) => {
-      const q = h.queue('cancel-delayed');
-      await h.client.enqueue(q, 'd', { id: 'd', initialBackoffMs: 60_000 });
-      assert.equal((await h.client.status(q, 'd'))?.state, 'queued-with-backoff');
-      assert.deepEqual(await h.client.cancel(q, 'd'), { ok: true, id: 'd', state: 'failed' });
-      const status = await h.client.status(q, 'd');
-      assert.equal(status?.state, 'failed');
-      assert.equal(status.lastError, 'canceled');
-    });
+    storeTest(
+      fixture,
+      'a delayed message fails at once, `canceled` without a reason (through the typed queue)',
+      async (h) => {
+        const q = h.queue('cancel-delayed');
+        await h.client.enqueue(q, 'd', { id: 'd', initialBackoffMs: 60_000 });
+        assert.equal((await h.client.status(q, 'd'))?.state, 'queued-with-backoff');
+        // Through the typed queue, which cancels as the client does.
+        assert.deepEqual(await h.client.queue<number>(q).cancel('d'), { ok: true, id: 'd', state: 'failed' });
+        const status = await h.client.status(q, 'd');
+        assert.equal(status?.state, 'failed');
+        assert.equal(status.lastError, 'canceled');
+      },
+    );
 
     storeTest(fixture, "a running handler's signal is aborted promptly, and its success is not stored", async (h) => {
       const q = h.queue('cancel-running');
