@@ -15,7 +15,8 @@
  *     /failed/<bucket>/<failedAt>-<task>-<seq> failed tasks in failing order, for GC and listings
  *     /waiting/<bucket>/<until>-<task>-<seq>  a backoff's end (pending or done), for counts; GC prunes ended ones
  *     /expiry/<bucket>/<expireAt>-<task>-<seq> a time to live's deadline (expireAfterMs), for GC's sweep (expiry.ts)
- *     /consumers/<id>                        a consumer; /current (ephemeral) what it holds
+ *     /consumers/<id>                        a consumer; /current (ephemeral) what it holds; /canceled-<attempt>-<task>
+ *                                            a cancel's note to the holder (cancel-notes.ts)
  *     /conf/task_gc_lifetime, task_gc_interval, filters, failed_lifetime, paused, max_deliveries,
  *           dead_letter_queue; /conf's own data version moves with every configure (claims check it)
  *     /lock                                  data: last GC time; /lock/gc (ephemeral) while a GC runs
