@@ -72,6 +72,39 @@ describe('zookeeper: cancel', () => {
     assert.equal(await p.exists(consumer), null);
   });
 
+  test('a message a finish claimed ahead for its consumer, canceled before collected, is never handed over', async () => {
+    const url = await freshStoreUrl(server);
+    const client = await open(url);
+    const other = await open(url);
+    const q = 'ahead';
+    const store = storeOf(client);
+    const heard: (CanceledMessage | null)[] = [];
+    store.subscribeCancels(q, (canceled) => heard.push(canceled));
+    await client.enqueueBatch(q, [
+      { payload: 'a', id: 'a' },
+      { payload: 'b', id: 'b' },
+    ]);
+    await store.registerConsumer(q, { id: 'c', host: 'here', pid: 1, ttlMs: 30_000 });
+    const request = { consumerId: 'c', max: 1, lockMs: 30_000, accepts: null, eoqBackoffMs: () => 1000 };
+    assert.deepEqual(
+      (await store.claim(q, request)).messages.map((m) => m.id),
+      ['a'],
+    );
+    // Asked after the claim's reads ahead on the same session: the finish can claim `b` with them.
+    await client.status(q, 'b');
+    const finish: Finish = { id: 'a', attempt: 1, outcome: 'success', error: null, backoffMs: 0, startedAt: null };
+    assert.deepEqual(await store.finish(q, 'c', [finish]), ['ok']);
+    assert.equal((await client.status(q, 'b'))?.consumer, 'c', 'claimed ahead for the consumer');
+    assert.deepEqual(await other.cancel(q, 'b'), { ok: true, id: 'b', state: 'failed' });
+    await waitFor(() => heard.length > 0, { timeoutMs: 10_000, what: 'the holder hearing of the cancel' });
+    assert.deepEqual(heard, [{ id: 'b', attempt: 1 }]);
+    assert.deepEqual((await store.claim(q, request)).messages, []);
+    const status = await client.status(q, 'b');
+    assert.deepEqual([status?.state, status?.lastError], ['failed', 'canceled']);
+    await store.unregisterConsumer(q, 'c');
+    assert.equal((await client.status(q, 'b'))?.state, 'failed');
+  });
+
   test('GC removes a lapsed consumer with the cancel notes it never heard; a live one stays', async () => {
     const url = await freshStoreUrl(server);
     const client = await open(url);

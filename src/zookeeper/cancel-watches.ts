@@ -35,6 +35,8 @@ export class CancelWatches {
   constructor(
     private readonly zk: ZkSession,
     private readonly pathsOf: (queue: string) => QueuePaths,
+    /** Before the listeners: the store lets go of its claim, so a handoff of it is never delivered. */
+    private readonly onHeard: (queue: string, consumer: string, canceled: CanceledMessage) => void,
   ) {
     zk.onNewSession(() => {
       for (const w of this.watched.values()) {
@@ -85,7 +87,7 @@ export class CancelWatches {
       this.arm(w);
     };
     this.zk.children(path, fire).then(
-      ({ children }) => this.heard(w.queue, path, children),
+      ({ children }) => this.heard(w, path, children),
       (error: unknown) => {
         if (w.armed === epoch) w.armed = null;
         // Gone (unregistered, or taken by GC): the next registration makes it and watches it again.
@@ -100,13 +102,16 @@ export class CancelWatches {
     );
   }
 
-  private heard(queue: string, parent: string, children: readonly string[]): void {
+  private heard(w: Watched, parent: string, children: readonly string[]): void {
     for (const child of children) {
       const canceled = parseCancelNote(child);
       const path = `${parent}/${child}`;
       if (canceled === null || this.removing.has(path)) continue;
       this.removing.add(path);
-      if (!this.closed) this.listeners.notify(queue, canceled);
+      if (!this.closed) {
+        this.onHeard(w.queue, w.consumer, canceled);
+        this.listeners.notify(w.queue, canceled);
+      }
       this.zk
         .remove(path, -1)
         .catch(() => undefined)

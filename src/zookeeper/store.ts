@@ -100,7 +100,15 @@ class ZookeeperStore implements Store {
   constructor(private readonly zk: ZkSession) {
     this.ctx = new StoreContext(zk, new Wakeups(zk));
     this.events = new EventWatches(zk, (queue) => this.ctx.queue(queue).paths.events);
-    this.cancels = new CancelWatches(zk, (queue) => this.ctx.queue(queue).paths);
+    this.cancels = new CancelWatches(
+      zk,
+      (queue) => this.ctx.queue(queue).paths,
+      (queue, consumer, canceled) => {
+        if (this.ctx.getHeld(queue, consumer, canceled.id)?.attempt === canceled.attempt) {
+          this.ctx.dropHeld(queue, consumer, canceled.id);
+        }
+      },
+    );
   }
 
   enqueue(queue: string, messages: readonly NewMessage[]): Promise<EnqueueResult[]> {
