@@ -8,6 +8,7 @@ import { checkCursorText, checkEventsOptions, checkWaitForOptions } from './even
 import type { EventsOptions, WaitForOptions } from './events/options.js';
 import type { WaitResult } from './events/wait-for.js';
 import { cancelError } from './model/cancel.js';
+import { emptyEdit, type MessageEdit, type UpdateOptions } from './model/update.js';
 import { DEFAULT_QUEUE_CONFIG, checkConfigPatch } from './model/config.js';
 import { checkMessageFilters, filterClass } from './model/filters.js';
 import { newMessageId } from './model/ids.js';
@@ -96,6 +97,8 @@ const MESSAGE_KEYS = [
   'expireAfterMs',
 ] as const;
 const ENQUEUE_KEYS = [...MESSAGE_KEYS, 'tx'] as const;
+// What update changes of a waiting message.
+const UPDATE_KEYS = ['payload', 'priority', 'runAt', 'delayMs', 'filters'] as const;
 const BATCH_KEYS = ['payload', ...MESSAGE_KEYS] as const;
 // Failed messages redriven per atomic step of retryFailed.
 const REDRIVE_BATCH = 500;
@@ -483,6 +486,27 @@ export class Client {
     return result;
   }
 
+  /**
+   * Changes a waiting (queued or delayed) message: its payload, priority, ready time (`runAt` or `delayMs`) or
+   * filters, checked as at enqueue, all in one atomic write; its id, attempts, history and enqueue time stay. A
+   * claim at the same moment either takes the old content (the update is then refused) or the new. Refused with
+   * its state once held or finished; a MessageGoneError when there is no such message.
+   */
+  async update(queue: string, id: string, changes: UpdateOptions): Promise<ActionResult> {
+    checkKnownKeys('update', checkPlainObject('changes', changes), UPDATE_KEYS);
+    this.checkOpen();
+    const store = this.#store;
+    checkQueueName(queue);
+    checkMessageId(id);
+    const config = changes.filters === undefined ? null : await this.cachedConfig(queue);
+    const edit = this.prepareEdit(queue, changes, config);
+    if (emptyEdit(edit)) throw new TypeError(`update needs at least one of ${UPDATE_KEYS.join(', ')}`);
+    if (store.update === undefined) throw new Error(`the ${store.kind} store cannot update messages`);
+    const result = await store.update(queue, id, edit);
+    if (!result.ok && result.state === null) throw new MessageGoneError(queue, id);
+    return result;
+  }
+
   /** Ends a message's backoff now (queued-with-backoff or done-with-requeue → queued). */
   async promote(queue: string, id: string): Promise<ActionResult> {
     this.checkOpen();
@@ -628,6 +652,28 @@ export class Client {
       lifo: item.lifo === undefined ? false : checkLifo(item),
       group: item.group === undefined ? null : checkGroup(item.group),
       debounceId: debounce === null ? null : debounce.id,
+    };
+  }
+
+  /** An update's checked changes (keys already checked against UPDATE_KEYS); filters need the queue's config. */
+  private prepareEdit(queue: string, changes: UpdateOptions, config: QueueConfig | null): MessageEdit {
+    const payload =
+      changes.payload === undefined ? null : encodePayload(changes.payload, this.#store.capabilities.maxPayloadBytes);
+    if (changes.runAt !== undefined && changes.delayMs !== undefined)
+      throw new TypeError('give at most one of runAt and delayMs, not runAt and delayMs');
+    const delayMs =
+      changes.runAt !== undefined
+        ? Math.max(0, checkRunAt(changes.runAt) - Date.now())
+        : changes.delayMs === undefined
+          ? null
+          : checkMs('delayMs', changes.delayMs);
+    const filters =
+      changes.filters === undefined || config === null ? null : checkMessageFilters(queue, changes.filters, config);
+    return {
+      payload,
+      priority: changes.priority === undefined ? null : checkPriority(changes.priority),
+      delayMs,
+      filters: filters === null ? null : { values: filters, filterClass: filterClass(filters) },
     };
   }
 

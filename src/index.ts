@@ -5,6 +5,7 @@ export { Worker } from './worker/worker.js';
 export { Queue, type TypedBatchItem } from './queue.js';
 export { RESULT_MAX_BYTES } from './model/result.js';
 export { CANCEL_REASON_MAX_CHARS } from './model/cancel.js';
+export type { UpdateOptions } from './model/update.js';
 export { queueSizeMonitor } from './worker/size-monitor.js';
 export type {
   WorkerOptions,

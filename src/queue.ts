@@ -17,6 +17,7 @@ import type {
   MessageDetails,
   MessageStatus,
 } from './model/types.js';
+import type { UpdateOptions } from './model/update.js';
 import type { BatchWorkerOptions, Worker, WorkerOptions } from './worker/worker.js';
 
 /** One message of a typed queue's `enqueueBatch`. */
@@ -31,6 +32,7 @@ export interface QueueMethods {
   status<R>(queue: string, id: string): Promise<MessageStatus<R> | null>;
   show<P, R>(queue: string, id: string): Promise<MessageDetails<P, R> | null>;
   cancel(queue: string, id: string, reason?: string): Promise<ActionResult>;
+  update(queue: string, id: string, changes: UpdateOptions): Promise<ActionResult>;
 }
 
 export class Queue<P = unknown, R = unknown> {
@@ -57,6 +59,11 @@ export class Queue<P = unknown, R = unknown> {
   worker(handler: Handler<P, R> | BatchHandler<P, R>, options?: WorkerOptions | BatchWorkerOptions): Worker {
     // The payload's type is the caller's promise: the worker hands the handler whatever was decoded.
     return this.#client.worker(this.name, handler as Handler | BatchHandler, options);
+  }
+
+  /** Changes a waiting message: its payload, priority, ready time or filters (see `client.update()`). */
+  update(id: string, changes: UpdateOptions<P>): Promise<ActionResult> {
+    return this.#client.update(this.name, id, changes);
   }
 
   waitFor(id: string, options?: WaitForOptions): Promise<WaitResult<R>> {

@@ -13,6 +13,7 @@ export const QUEUE_EVENT_TYPES = [
   'retrying',
   'removed',
   'progress',
+  'updated',
 ] as const;
 
 /**
@@ -23,6 +24,7 @@ export const QUEUE_EVENT_TYPES = [
  *   fails it at a claim, or a dead-letter move takes it away).
  * - `removed`: `remove` deleted it.
  * - `progress`: a handler's `job.progress(value)` was stored (coalesced: at most a few per second per message).
+ * - `updated`: `update` changed the waiting message (payload, priority, ready time or filters).
  */
 export type QueueEventType = (typeof QUEUE_EVENT_TYPES)[number];
 

@@ -1,10 +1,12 @@
-/** retry, remove, promote and cancel: each id in the caller's transaction, refused with its state when it does not apply. */
+/** retry, remove, promote, cancel and update: each id in the caller's transaction, refused with its state when it does not apply. */
 // The row layout and its states are SQLite's: one derivation for both.
 import { stateOf, type StateRow } from '../sqlite/state.js';
 import type { WriteContext } from './tx.js';
 import { failMessage } from './failures.js';
 import { cancelPayload, wakeChannel } from './channel.js';
 import { cancelPlan, type CancelRow } from '../sqlite/cancel-plan.js';
+import { updatePlan } from '../sqlite/update-plan.js';
+import type { MessageEdit } from '../model/update.js';
 import type { ActionResult, MessageState } from '../model/types.js';
 
 type Row = { seq: number; attempt: number } & { -readonly [K in keyof StateRow]: StateRow[K] };
@@ -128,4 +130,37 @@ export async function cancelMessage(tx: WriteContext, id: string, error: string)
   }
   const left = await tx.db.query(`SELECT 1 FROM ${tx.s}.messages WHERE queue = $1 AND id = $2`, [tx.queue, id]);
   return { ok: true, id, state: left.rowCount === 0 ? null : 'failed' };
+}
+
+/**
+ * Changes a waiting message (sqlite/update-plan.ts) under its row lock: a claim that locked it first has it
+ * held by now (refused), one that comes after waits for this commit and takes the new content.
+ */
+export async function updateMessage(tx: WriteContext, id: string, edit: MessageEdit): Promise<ActionResult> {
+  const { rows } = await tx.db.query<Row>(
+    `SELECT seq, phase, ready_at, lock_until, backoff_until, requeue, attempt FROM ${tx.s}.messages
+     WHERE queue = $1 AND id = $2 FOR UPDATE`,
+    [tx.queue, id],
+  );
+  const [row] = rows;
+  const plan = updatePlan(id, row, tx.now, edit);
+  if (plan.refused !== null || row === undefined) return plan.refused ?? { ok: false, id, state: null };
+  const c = plan.columns;
+  if (c.filters !== null) {
+    await tx.db.query(`INSERT INTO ${tx.s}.classes (queue, filters) VALUES ($1, $2) ON CONFLICT DO NOTHING`, [
+      tx.queue,
+      c.filters,
+    ]);
+  }
+  await tx.db.query(
+    `UPDATE ${tx.s}.messages SET payload = coalesce($2::bytea, payload), encoding = coalesce($3::smallint, encoding),
+       priority = coalesce($4::integer, priority), ready_at = coalesce($5::bigint, ready_at),
+       requeue = CASE WHEN $5::bigint IS NULL THEN requeue ELSE 0 END, filters = coalesce($6::text, filters)
+     WHERE seq = $1`,
+    [c.seq, c.payload, c.encoding, c.priority, c.readyAt, c.filters],
+  );
+  tx.event('updated', id, row.attempt);
+  // Ready now, or at another time than the one a sleeping worker waits for.
+  tx.wake();
+  return plan.result;
 }

@@ -10,7 +10,14 @@ import type { ClientConfig, Pool, PoolClient } from 'pg';
 import { importDriver } from '../store/driver.js';
 import { StoreUnavailableError } from '../errors.js';
 import { applyConfigPatch } from '../model/config.js';
-import { cancelMessage, promoteMessages, removeMessages, retryFailed, retryMessages } from './actions.js';
+import {
+  cancelMessage,
+  promoteMessages,
+  updateMessage,
+  removeMessages,
+  retryFailed,
+  retryMessages,
+} from './actions.js';
 import { cancelsPayload, eventsPayload, wakeChannel } from './channel.js';
 import { enqueueInCallerTransaction } from './caller-tx.js';
 import { claimMessages } from './claim.js';
@@ -34,6 +41,7 @@ import { translatePgError } from './translate-error.js';
 import { writeContext, type WriteContext } from './tx.js';
 import { expireWaiting } from './expiry.js';
 import { parsePostgresUrl, type PostgresUrlOptions } from './url.js';
+import type { MessageEdit } from '../model/update.js';
 import type {
   ClaimRequest,
   ClaimResult,
@@ -289,6 +297,10 @@ class PostgresStore implements Store {
   /** By the NOTIFY the cancel sends; behind a pooler in transaction mode, a poll that renews (polling-session.ts). */
   subscribeCancels(queue: string, listener: (canceled: CanceledMessage | null) => void): () => void {
     return this.session.subscribe(cancelsPayload(queue), (canceled) => listener(canceled ?? null));
+  }
+
+  update(queue: string, id: string, edit: MessageEdit): Promise<ActionResult> {
+    return this.write(queue, (tx) => updateMessage(tx, id, edit));
   }
 
   promote(queue: string, ids: readonly string[]): Promise<ActionResult[]> {

@@ -1,8 +1,10 @@
-/** retry, remove, promote and cancel: each id in the caller's transaction, refused with its state when it does not apply. */
+/** retry, remove, promote, cancel and update: each id in the caller's transaction, refused with its state when it does not apply. */
 import { Phase } from './schema.js';
 import { stateOf, type StateRow } from './state.js';
 import { failMessage, type WriteContext } from './failures.js';
 import { cancelPlan, type CancelRow } from './cancel-plan.js';
+import { updatePlan } from './update-plan.js';
+import type { MessageEdit } from '../model/update.js';
 import type { CanceledMessage } from '../store/contract.js';
 import type { ActionResult, MessageState } from '../model/types.js';
 
@@ -100,4 +102,30 @@ export function cancelMessage(
     result: { ok: true, id, state: moved ? null : 'failed' },
     held: plan.running ? { id, attempt: row.attempt } : null,
   };
+}
+
+/**
+ * Changes a waiting message (update-plan.ts), in the caller's transaction: a claim's transaction comes before or
+ * after it, never between its read and its write. A new filter class is recorded for claims to read.
+ */
+export function updateMessage(
+  tx: WriteContext,
+  id: string,
+  edit: MessageEdit,
+  knownClasses: Set<string>,
+): ActionResult {
+  const { sql, queue, now } = tx;
+  const row = sql.existing.get(queue, id) as ({ seq: number; attempt: number } & StateRow) | undefined;
+  const plan = updatePlan(id, row, now, edit);
+  if (plan.refused !== null || row === undefined) return plan.refused ?? { ok: false, id, state: null };
+  const filterClass = plan.columns.filters;
+  if (filterClass !== null && !knownClasses.has(filterClass)) {
+    sql.addClass.run(queue, filterClass);
+    knownClasses.add(filterClass);
+  }
+  sql.update.run(plan.columns);
+  tx.event('updated', id, row.attempt);
+  // Ready now, or at another time than the one a sleeping worker waits for.
+  tx.wake(queue);
+  return plan.result;
 }

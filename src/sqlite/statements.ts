@@ -46,6 +46,12 @@ export const SQL = {
   debounce: `UPDATE kvmq_messages SET payload = @payload, encoding = @encoding, metadata = @metadata,
          ready_at = @readyAt, requeue = 0, updated_at = @now
        WHERE seq = @seq`,
+  // An update of a waiting message: each column given (not null) replaces its own; a new ready time ends a
+  // requeue's wait as a new delay, not the done message's backoff (state.ts).
+  update: `UPDATE kvmq_messages SET payload = coalesce(@payload, payload), encoding = coalesce(@encoding, encoding),
+         priority = coalesce(@priority, priority), ready_at = coalesce(@readyAt, ready_at),
+         requeue = CASE WHEN @readyAt IS NULL THEN requeue ELSE 0 END, filters = coalesce(@filters, filters)
+       WHERE seq = @seq`,
   requeueDone: `UPDATE kvmq_messages SET phase = 0, ready_at = backoff_until, requeue = 1, attempt = 0, losses = 0,
          result = NULL, result_encoding = NULL, payload = coalesce(@payload, payload), encoding = coalesce(@encoding, encoding), updated_at = @now
        WHERE seq = @seq`,

@@ -15,7 +15,14 @@ import { StoreLayoutError, StoreUnavailableError, StoreUrlError } from '../error
 import { applyConfigPatch, DEFAULT_QUEUE_CONFIG, withConfigDefaults } from '../model/config.js';
 import { sleep } from '../model/time.js';
 import { parseUrlOptions } from '../store/url-options.js';
-import { cancelMessage, promoteMessages, removeMessages, retryFailed, retryMessages } from './actions.js';
+import {
+  cancelMessage,
+  promoteMessages,
+  updateMessage,
+  removeMessages,
+  retryFailed,
+  retryMessages,
+} from './actions.js';
 import { claimMessages } from './claim.js';
 import { enqueueMessages } from './enqueue.js';
 import { expireWaiting } from './expiry.js';
@@ -32,6 +39,7 @@ import { migrate } from './schema.js';
 import { prepareStatements, type QueueRow, type Statement, type Statements } from './statements.js';
 import { eventsChannel, Wakeups } from './wakeups.js';
 import { EventLog, pendingEvent, type PendingEvent } from './events.js';
+import type { MessageEdit } from '../model/update.js';
 import type {
   ClaimRequest,
   ClaimResult,
@@ -200,14 +208,19 @@ class SqliteStore implements Store {
   /** Enqueue's work inside a write transaction: what `enqueue` and `fireSchedule` both do. */
   private addMessages(tx: WriteContext, messages: readonly NewMessage[]): EnqueueResult[] {
     const { queue } = tx;
+    const { results, readyNow } = enqueueMessages(tx, this.insertMessages, this.classesOf(queue), messages);
+    if (readyNow) tx.wake(queue);
+    return results;
+  }
+
+  /** The filter classes this process knows the queue has (recorded in kvmq_classes). */
+  private classesOf(queue: string): Set<string> {
     let classes = this.knownClasses.get(queue);
     if (classes === undefined) {
       classes = new Set();
       this.knownClasses.set(queue, classes);
     }
-    const { results, readyNow } = enqueueMessages(tx, this.insertMessages, classes, messages);
-    if (readyNow) tx.wake(queue);
-    return results;
+    return classes;
   }
 
   claim(queue: string, request: ClaimRequest): Promise<ClaimResult> {
@@ -302,6 +315,10 @@ class SqliteStore implements Store {
 
   subscribeCancels(queue: string, listener: (canceled: CanceledMessage | null) => void): () => void {
     return this.cancels.subscribe(queue, listener);
+  }
+
+  update(queue: string, id: string, edit: MessageEdit): Promise<ActionResult> {
+    return this.write(queue, (tx) => updateMessage(tx, id, edit, this.classesOf(queue)));
   }
 
   promote(queue: string, ids: readonly string[]): Promise<ActionResult[]> {

@@ -38,6 +38,7 @@ import { runAt } from './run-at.js';
 import { schedules } from './schedules.js';
 import { status } from './status.js';
 import { timeout } from './timeout.js';
+import { update } from './update.js';
 import { worker } from './worker.js';
 import type { StoreFixture } from '../support/fixture.js';
 import { storeOf } from '../../src/client-store.js';
@@ -78,6 +79,7 @@ export function conformance(fixture: StoreFixture): void {
     priority(fixture);
     lifo(fixture);
     runAt(fixture);
+    update(fixture);
     groups(fixture);
     debounce(fixture);
     rateLimit(fixture);
