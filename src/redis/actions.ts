@@ -1,5 +1,6 @@
-/** retry, retryFailed, remove, promote and cancel: one script call each, each id changed atomically. */
-import { list, num, text } from './codec.js';
+/** retry, retryFailed, remove, promote, cancel and update: one script call each, each id changed atomically. */
+import { encodeContent, list, num, text } from './codec.js';
+import type { MessageEdit } from '../model/update.js';
 import { SCRIPTS } from './scripts.generated.js';
 import type { LuaScript } from './scripts.generated.js';
 import type { ScriptArg, Scripts } from './scripts.js';
@@ -41,5 +42,31 @@ export const promoteMessages = (scripts: Scripts, queue: string, ids: readonly s
 export async function cancelMessage(scripts: Scripts, queue: string, id: string, error: string): Promise<ActionResult> {
   const [reply, , moved] = list(await scripts.run(SCRIPTS.cancel, queue, [id, error])).map((r) => text(r) ?? '');
   if (reply === 'ok') return { ok: true, id, state: moved === '1' ? null : 'failed' };
+  return { ok: false, id, state: reply === '' || reply === undefined ? null : (reply as MessageState) };
+}
+
+/** Changes a waiting message (update.lua): one script, so a claim comes wholly before or after it. */
+export async function updateMessage(
+  scripts: Scripts,
+  queue: string,
+  id: string,
+  edit: MessageEdit,
+): Promise<ActionResult> {
+  const which = [
+    edit.payload === null ? '' : 'c',
+    edit.priority === null ? '' : 'p',
+    edit.filters === null ? '' : 'f',
+    edit.delayMs === null ? '' : 'd',
+  ].join('');
+  const args: ScriptArg[] = [
+    id,
+    which,
+    edit.payload === null ? '' : encodeContent(edit.payload.bytes, edit.payload.encoding),
+    edit.priority ?? 0,
+    edit.filters?.filterClass ?? '',
+    edit.delayMs ?? 0,
+  ];
+  const [reply, after] = list(await scripts.run(SCRIPTS.update, queue, args)).map((r) => text(r) ?? '');
+  if (reply === 'ok') return { ok: true, id, state: after as MessageState };
   return { ok: false, id, state: reply === '' || reply === undefined ? null : (reply as MessageState) };
 }

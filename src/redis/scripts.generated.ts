@@ -40,7 +40,8 @@ export type ScriptName =
   | 'retry'
   | 'status'
   | 'unpark'
-  | 'unregisterConsumer';
+  | 'unregisterConsumer'
+  | 'update';
 
 // Typed rather than `as const`: the declarations the build emits then hold no copy of every source.
 export const SCRIPTS: { readonly [Name in ScriptName]: LuaScript } = {
@@ -91,7 +92,7 @@ export const SCRIPTS: { readonly [Name in ScriptName]: LuaScript } = {
     ],
     readOnly: false,
     sha: 'badd0a1d2c5503f5f8dbf273f7601d66ae39c892',
-    fn: 'kvmq_50d0f7b2c8e2_cancel',
+    fn: 'kvmq_98d435b8b2fd_cancel',
     source: `#!lua flags=allow-oom
 -- The queue's keys are its base (the one key the call passes) and their names.
 local KEY_BASE = KEYS[1]
@@ -867,7 +868,7 @@ return { 'ok', holder and 'running' or 'waiting', moved and '1' or '0' }
     ],
     readOnly: false,
     sha: '95ba5b3878e63c5f84df1d9281afadf50aec72a5',
-    fn: 'kvmq_50d0f7b2c8e2_claim',
+    fn: 'kvmq_98d435b8b2fd_claim',
     source: `#!lua flags=allow-oom
 -- The queue's keys are its base (the one key the call passes) and their names.
 local KEY_BASE = KEYS[1]
@@ -2309,7 +2310,7 @@ return reply
     ],
     readOnly: false,
     sha: 'e1d640554b1c4c75bf77f3e1b5885b4feffb1410',
-    fn: 'kvmq_50d0f7b2c8e2_clear',
+    fn: 'kvmq_98d435b8b2fd_clear',
     source: `#!lua flags=allow-oom
 -- The queue's keys are its base (the one key the call passes) and their names.
 local KEY_BASE = KEYS[1]
@@ -2651,7 +2652,7 @@ return 1
     ],
     readOnly: false,
     sha: 'a4306dd80ab77fd09cebaf83c58e66583160d40c',
-    fn: 'kvmq_50d0f7b2c8e2_configure',
+    fn: 'kvmq_98d435b8b2fd_configure',
     source: `#!lua
 -- The queue's keys are its base (the one key the call passes) and their names.
 local KEY_BASE = KEYS[1]
@@ -3124,7 +3125,7 @@ return 1
     keys: ['consumers', 'holders', 'locks'],
     readOnly: true,
     sha: '3000c2761245d93fe53e63c3bc9be083eab74d12',
-    fn: 'kvmq_50d0f7b2c8e2_consumers',
+    fn: 'kvmq_98d435b8b2fd_consumers',
     source: `#!lua flags=no-writes
 -- The queue's keys are its base (the one key the call passes) and their names.
 local KEY_BASE = KEYS[1]
@@ -3504,7 +3505,7 @@ return reply
     ],
     readOnly: false,
     sha: '23862fd44198e37a1edaab698d9f3b8a29c01d7e',
-    fn: 'kvmq_50d0f7b2c8e2_enqueue',
+    fn: 'kvmq_98d435b8b2fd_enqueue',
     source: `#!lua
 -- The queue's keys are its base (the one key the call passes) and their names.
 local KEY_BASE = KEYS[1]
@@ -4487,7 +4488,7 @@ return replies
     keys: ['events', 'events-seq'],
     readOnly: false,
     sha: 'c676ae5c844649e39e3f811e968dd1ac06178adb',
-    fn: 'kvmq_50d0f7b2c8e2_events_trim',
+    fn: 'kvmq_98d435b8b2fd_events_trim',
     source: `#!lua flags=allow-oom
 -- The queue's keys are its base (the one key the call passes) and their names.
 local KEY_BASE = KEYS[1]
@@ -4822,7 +4823,7 @@ return redis.call('XTRIM', (KEY_BASE .. 'events'), 'MINID', string.format('%d', 
     keys: ['locks', 'holders', 'nattempts', 'lock-expiry', 'requeue', 'requeue-locks'],
     readOnly: false,
     sha: '7bb877cdbede1d3676fc2884139cc520a86fb82f',
-    fn: 'kvmq_50d0f7b2c8e2_extend',
+    fn: 'kvmq_98d435b8b2fd_extend',
     source: `#!lua flags=allow-oom
 -- The queue's keys are its base (the one key the call passes) and their names.
 local KEY_BASE = KEYS[1]
@@ -5194,7 +5195,7 @@ return lost
     ],
     readOnly: false,
     sha: 'c6eecea356f4dd9f3d4bde7e4ae89dccfff6fd1b',
-    fn: 'kvmq_50d0f7b2c8e2_finish',
+    fn: 'kvmq_98d435b8b2fd_finish',
     source: `#!lua flags=allow-oom
 -- The queue's keys are its base (the one key the call passes) and their names.
 local KEY_BASE = KEYS[1]
@@ -6100,7 +6101,7 @@ return replies
     ],
     readOnly: false,
     sha: '193481b2dbd824ad54c1e01b3871ec3b5bc34a77',
-    fn: 'kvmq_50d0f7b2c8e2_fire_schedule',
+    fn: 'kvmq_98d435b8b2fd_fire_schedule',
     source: `#!lua
 -- The queue's keys are its base (the one key the call passes) and their names.
 local KEY_BASE = KEYS[1]
@@ -7130,7 +7131,7 @@ return replies
     ],
     readOnly: false,
     sha: '5c9b42c967d50c22cdea168963b34fa1ab4c0334',
-    fn: 'kvmq_50d0f7b2c8e2_gc_expire',
+    fn: 'kvmq_98d435b8b2fd_gc_expire',
     source: `#!lua flags=allow-oom
 -- The queue's keys are its base (the one key the call passes) and their names.
 local KEY_BASE = KEYS[1]
@@ -7750,7 +7751,7 @@ return { failed, #due }
     keys: ['consumers', 'gc-lock'],
     readOnly: false,
     sha: '0b1b14c52aca2d76734a52d31dea62776020d0fd',
-    fn: 'kvmq_50d0f7b2c8e2_gc_finish',
+    fn: 'kvmq_98d435b8b2fd_gc_finish',
     source: `#!lua flags=allow-oom
 -- The queue's keys are its base (the one key the call passes) and their names.
 local KEY_BASE = KEYS[1]
@@ -8074,7 +8075,7 @@ return #lapsed
     keys: ['gc-lock', 'gc-at'],
     readOnly: false,
     sha: '8d582a6b9e85f6bf9ba07c4d3c87a9ec3b429ef4',
-    fn: 'kvmq_50d0f7b2c8e2_gc_start',
+    fn: 'kvmq_98d435b8b2fd_gc_start',
     source: `#!lua flags=allow-oom
 -- The queue's keys are its base (the one key the call passes) and their names.
 local KEY_BASE = KEYS[1]
@@ -8425,7 +8426,7 @@ return 1
     ],
     readOnly: false,
     sha: '58fb69625cf3d020d3aeff7dbc97aaf64f54fe38',
-    fn: 'kvmq_50d0f7b2c8e2_gc_sweep',
+    fn: 'kvmq_98d435b8b2fd_gc_sweep',
     source: `#!lua flags=allow-oom
 -- The queue's keys are its base (the one key the call passes) and their names.
 local KEY_BASE = KEYS[1]
@@ -8825,7 +8826,7 @@ return { removed, #old }
     ],
     readOnly: true,
     sha: 'abf204cdb663116ceb068022ee0fea36d2103c32',
-    fn: 'kvmq_50d0f7b2c8e2_inspect',
+    fn: 'kvmq_98d435b8b2fd_inspect',
     source: `#!lua flags=no-writes
 -- The queue's keys are its base (the one key the call passes) and their names.
 local KEY_BASE = KEYS[1]
@@ -9256,7 +9257,7 @@ return reply
     ],
     readOnly: false,
     sha: '1830157120d467a6b1286ec2d32c01ad74eb8130',
-    fn: 'kvmq_50d0f7b2c8e2_list',
+    fn: 'kvmq_98d435b8b2fd_list',
     source: `#!lua flags=allow-oom
 -- The queue's keys are its base (the one key the call passes) and their names.
 local KEY_BASE = KEYS[1]
@@ -10312,7 +10313,7 @@ return reply
     ],
     readOnly: false,
     sha: 'be3c14496b39a18229d6da9d25e3ba4990064a78',
-    fn: 'kvmq_50d0f7b2c8e2_promote_now',
+    fn: 'kvmq_98d435b8b2fd_promote_now',
     source: `#!lua
 -- The queue's keys are its base (the one key the call passes) and their names.
 local KEY_BASE = KEYS[1]
@@ -11128,7 +11129,7 @@ return replies
     ],
     readOnly: true,
     sha: '0a52e75ab1a6e47218a82c45a50a04d3435b5fe6',
-    fn: 'kvmq_50d0f7b2c8e2_queue_status',
+    fn: 'kvmq_98d435b8b2fd_queue_status',
     source: `#!lua flags=no-writes
 -- The queue's keys are its base (the one key the call passes) and their names.
 local KEY_BASE = KEYS[1]
@@ -11500,7 +11501,7 @@ return reply
     keys: ['events', 'events-seq'],
     readOnly: true,
     sha: '14a098880d44138e31f07e6d34ab08c9e0e62a00',
-    fn: 'kvmq_50d0f7b2c8e2_read_events',
+    fn: 'kvmq_98d435b8b2fd_read_events',
     source: `#!lua flags=no-writes
 -- The queue's keys are its base (the one key the call passes) and their names.
 local KEY_BASE = KEYS[1]
@@ -11847,7 +11848,7 @@ return reply
     keys: ['consumers'],
     readOnly: false,
     sha: '5e792f05be490d0628eae5b0d77f5003e5b6fca7',
-    fn: 'kvmq_50d0f7b2c8e2_register_consumer',
+    fn: 'kvmq_98d435b8b2fd_register_consumer',
     source: `#!lua flags=allow-oom
 -- The queue's keys are its base (the one key the call passes) and their names.
 local KEY_BASE = KEYS[1]
@@ -12207,7 +12208,7 @@ return 1
     ],
     readOnly: false,
     sha: 'e2f84c20e351c84e5828a2e51d004b382f504217',
-    fn: 'kvmq_50d0f7b2c8e2_remove',
+    fn: 'kvmq_98d435b8b2fd_remove',
     source: `#!lua flags=allow-oom
 -- The queue's keys are its base (the one key the call passes) and their names.
 local KEY_BASE = KEYS[1]
@@ -12726,7 +12727,7 @@ return replies
     keys: ['holders', 'nattempts', 'progress', 'logs', 'conf', 'events', 'events-seq', 'events-wake'],
     readOnly: false,
     sha: '98635cacfe85abf5d1ac88b89f3c077801869705',
-    fn: 'kvmq_50d0f7b2c8e2_report',
+    fn: 'kvmq_98d435b8b2fd_report',
     source: `#!lua
 -- The queue's keys are its base (the one key the call passes) and their names.
 local KEY_BASE = KEYS[1]
@@ -13194,7 +13195,7 @@ return replies
     ],
     readOnly: false,
     sha: 'ad327af6ec48554e59ea54ca5a37f65ff6200624',
-    fn: 'kvmq_50d0f7b2c8e2_retry',
+    fn: 'kvmq_98d435b8b2fd_retry',
     source: `#!lua
 -- The queue's keys are its base (the one key the call passes) and their names.
 local KEY_BASE = KEYS[1]
@@ -13702,7 +13703,7 @@ return reply
     ],
     readOnly: true,
     sha: '4ec33dcf72ddcdd5df649042b4ec1c51f9268955',
-    fn: 'kvmq_50d0f7b2c8e2_status',
+    fn: 'kvmq_98d435b8b2fd_status',
     source: `#!lua flags=no-writes
 -- The queue's keys are its base (the one key the call passes) and their names.
 local KEY_BASE = KEYS[1]
@@ -14106,7 +14107,7 @@ return reply
     ],
     readOnly: false,
     sha: '74db237910878b85894fbf96053a16a97d7dadd5',
-    fn: 'kvmq_50d0f7b2c8e2_unpark',
+    fn: 'kvmq_98d435b8b2fd_unpark',
     source: `#!lua flags=allow-oom
 -- The queue's keys are its base (the one key the call passes) and their names.
 local KEY_BASE = KEYS[1]
@@ -14774,7 +14775,7 @@ return entries
     keys: ['consumers'],
     readOnly: false,
     sha: '504e5de73da5e3de5f4f8031e2886cb7f1eb7f4a',
-    fn: 'kvmq_50d0f7b2c8e2_unregister_consumer',
+    fn: 'kvmq_98d435b8b2fd_unregister_consumer',
     source: `#!lua flags=allow-oom
 -- The queue's keys are its base (the one key the call passes) and their names.
 local KEY_BASE = KEYS[1]
@@ -15082,12 +15083,558 @@ check_layout()
 return redis.call('HDEL', (KEY_BASE .. 'consumers'), ARGV[1])
 `,
   },
+  update: {
+    name: 'update',
+    keys: [
+      'messages',
+      'nattempts',
+      'locks',
+      'backoffs',
+      'done',
+      'requeue',
+      'failed',
+      'schedule',
+      'filters',
+      'classes',
+      'priorities',
+      'lanes',
+      'groups',
+      'mid-circle',
+      'pushes',
+      'updated-at',
+      'wake',
+      'conf',
+      'events',
+      'events-seq',
+      'events-wake',
+    ],
+    readOnly: false,
+    sha: '40fa1f80fecd978c25b63ff99e173c90098e3613',
+    fn: 'kvmq_98d435b8b2fd_update',
+    source: `#!lua
+-- The queue's keys are its base (the one key the call passes) and their names.
+local KEY_BASE = KEYS[1]
+-- The keys by name, for the helpers that look a key up by a name they hold.
+local K_TABLE = nil
+local function key_table()
+  if K_TABLE == nil then K_TABLE = { messages = (KEY_BASE .. 'messages'), nattempts = (KEY_BASE .. 'nattempts'), locks = (KEY_BASE .. 'locks'), backoffs = (KEY_BASE .. 'backoffs'), done = (KEY_BASE .. 'done'), requeue = (KEY_BASE .. 'requeue'), failed = (KEY_BASE .. 'failed'), schedule = (KEY_BASE .. 'schedule'), filters = (KEY_BASE .. 'filters'), classes = (KEY_BASE .. 'classes'), priorities = (KEY_BASE .. 'priorities'), lanes = (KEY_BASE .. 'lanes'), groups = (KEY_BASE .. 'groups'), mid_circle = (KEY_BASE .. 'mid-circle'), pushes = (KEY_BASE .. 'pushes'), updated_at = (KEY_BASE .. 'updated-at'), wake = (KEY_BASE .. 'wake'), conf = (KEY_BASE .. 'conf'), events = (KEY_BASE .. 'events'), events_seq = (KEY_BASE .. 'events-seq'), events_wake = (KEY_BASE .. 'events-wake') } end
+  return K_TABLE
+end
+-- common: helpers every script includes. K holds the queue's keys by name
+-- (see src/redis/keys.ts; in Lua '-' becomes '_' and '?' is dropped).
+--
+-- KEYS: (none of its own)
+
+-- The types kvmq keeps in each key, to refuse foreign data before writing anything. Built when a check
+-- first needs it: a script whose queue is marked (see LAYOUT_FIELD) mostly makes no check at all.
+local KEY_TYPES = nil
+local function key_type(name)
+  if KEY_TYPES == nil then
+    KEY_TYPES = {
+      messages = 'hash', locks = 'hash', backoffs = 'hash', nattempts = 'hash', mid_circle = 'list',
+      done = 'set', requeue = 'set', eoq_backoff = 'string', ndry_runs = 'string', metadata = 'hash',
+      filters = 'hash', classes = 'set', holders = 'hash', outcomes = 'hash', enqueued_at = 'hash',
+      updated_at = 'hash', requeue_content = 'hash', schedule = 'zset', lock_expiry = 'zset',
+      done_at = 'zset', dedupe = 'zset', conf = 'hash', consumers = 'hash', gc_lock = 'string',
+      gc_at = 'string', policies = 'hash', history = 'hash', losses = 'hash', pushes = 'hash',
+      requeue_locks = 'zset', requeue_schedule = 'zset', failed = 'zset', expiry = 'zset', events = 'stream', events_seq = 'string',
+      priorities = 'hash', lanes = 'zset', groups = 'hash', group_held = 'hash', parked = 'set', debounce = 'hash',
+      debounce_of = 'hash', rate_tat = 'string', group_rates = 'zset', group_waits = 'zset', schedules = 'hash', layout = 'string', idle_workers = 'hash',
+    }
+  end
+  return KEY_TYPES[name]
+end
+
+-- The \`layout\` key (a string) marks a queue whose keys a full check_layout found to be kvmq's: an enqueue
+-- writes it after its check; clear deletes it with the rest. The hot paths (enqueue, claim, finish) of a
+-- marked queue skip their TYPE calls (about a µs each, a dozen or more per call): a key another program
+-- creates under the prefix later fails the call with Redis's WRONGTYPE, which the client reports as a
+-- StoreLayoutError too, but maybe after part of the call's writes. Keys read before any write and those of
+-- rare paths are still checked on every call.
+local LAYOUT_VERSION = '1'
+
+-- Lua's unpack has a stack limit; variadic commands go in chunks of this many arguments.
+local CHUNK = 1000
+
+-- One clock for every decision: the Redis server's. Redis 7 replicates a
+-- script's effects, not the script, so reading TIME before writing is safe.
+local function now_ms()
+  local t = redis.call('TIME')
+  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+end
+
+-- A number as a command argument. Redis formats a Lua number with printf's %.17g, a few hundred ns a
+-- call, paid per message in the hot paths: they pass whole numbers (times, attempts) as strings made here,
+-- once per call (and once per attempt count) instead.
+local INT_STRINGS = {}
+local function num_str(x)
+  if x ~= math.floor(x) or x > 9007199254740991 or x < -9007199254740991 then return string.format('%.17g', x) end
+  local s = INT_STRINGS[x]
+  if s == nil then
+    s = string.format('%d', x)
+    if x >= 0 and x < 64 then INT_STRINGS[x] = s end
+  end
+  return s
+end
+
+local function layout_error(key, found, expected)
+  error({ err = 'KVMQ_LAYOUT key ' .. key .. ' holds a ' .. found .. ', not the ' .. expected .. ' kvmq keeps there' })
+end
+
+local function check_type(key, expected)
+  local found = redis.call('TYPE', key).ok
+  if found ~= 'none' and found ~= expected then layout_error(key, found, expected) end
+end
+
+-- Whether the queue carries the layout mark (the script must take the \`layout\` key).
+local function layout_marked()
+  local mark = redis.pcall('GET', nil)
+  if type(mark) == 'table' and mark.err then layout_error(nil, redis.call('TYPE', nil).ok, 'string') end
+  return mark == LAYOUT_VERSION
+end
+
+-- Marks the queue after a full check_layout found its keys kvmq's.
+local function mark_layout()
+  redis.call('SET', nil, LAYOUT_VERSION)
+end
+
+-- A lock's holder (\`holders\`): the consumer, the attempt it was handed and when it took the message, as
+-- \`<consumer> <attempt> <ms>\`, one field: a claim writes one value where it wrote three keys, a finish reads one.
+-- Parsed from the end (worker ids hold no spaces; the parse would not need that). A holder written before the
+-- attempt was part of it is the consumer alone.
+local function holder_value(consumer, attempt_s, claimed_s)
+  return consumer .. ' ' .. attempt_s .. ' ' .. claimed_s
+end
+
+-- The consumer and claim time of a holder (the time nil for a consumer alone); the attempt is checked by holds.
+local function holder_parts(holder)
+  local consumer, claimed = string.match(holder, '^(.*) %d+ (%d+)$')
+  if consumer == nil then return holder, nil end
+  return consumer, tonumber(claimed)
+end
+
+-- Whether \`holder\` (a holders value or false) is \`consumer\` at \`attempt\` (a string) of message \`id\`.
+local function holds(holder, consumer, attempt, id)
+  if not holder then return false end
+  local prefix = consumer .. ' ' .. attempt .. ' '
+  if string.sub(holder, 1, #prefix) == prefix then return true end
+  return holder == consumer and redis.call('HGET', (KEY_BASE .. 'nattempts'), id) == attempt
+end
+
+-- The conf fields \`fields\` (HMGET), a conf of another type refused before any write.
+local function read_conf(fields)
+  local conf = redis.pcall('HMGET', (KEY_BASE .. 'conf'), unpack(fields))
+  if conf.err then layout_error((KEY_BASE .. 'conf'), redis.call('TYPE', (KEY_BASE .. 'conf')).ok, 'hash') end
+  return conf
+end
+
+-- The ready list of a lane: a filter class (\`mid-circle\` for messages without filters), followed by '@'
+-- and a 4-digit priority when above 0 (\`mid-circle:a=x@0003\`, \`mid-circle@0003\`); '#<group>' is the list
+-- of a full group's parked messages (\`mid-circle#<group>\`).
+local function ready_list(lane)
+  if lane == '' then return (KEY_BASE .. 'mid-circle') end
+  local c = string.byte(lane, 1)
+  if c == 64 or c == 35 then return (KEY_BASE .. 'mid-circle') .. lane end
+  return (KEY_BASE .. 'mid-circle') .. ':' .. lane
+end
+
+-- The lane of a class and a priority (a number, a string or nil: 0).
+local function lane_for(class, priority)
+  local p = tonumber(priority) or 0
+  if p == 0 then return class end
+  return class .. '@' .. string.format('%04d', p)
+end
+
+-- A lane's filter class and priority.
+local function lane_parts(lane)
+  local at = string.find(lane, '@', 1, true)
+  if at == nil then return lane, 0 end
+  return string.sub(lane, 1, at - 1), tonumber(string.sub(lane, at + 1))
+end
+
+-- A message's filter class ('' for none); the script must take the \`filters\` key.
+local function class_of(id)
+  return redis.call('HGET', (KEY_BASE .. 'filters'), id) or ''
+end
+
+-- Checks every key the script was given, and the ready list of every filter
+-- class known or about to be added, before the script writes anything: a
+-- script that stopped half-way would leave messages half-written.
+-- Keys a script touches only on its rare paths (see check_rare).
+local RARE, RARE_NAMES = {}, {}
+local rare_checked = false
+-- Keys a helper checks itself, only when it is about to use them (lib/events.lua: with events on).
+local CHECKED_BY_HELPER = {}
+-- What a call starts from (only a library's functions need it: a script starts fresh each call).
+local function reset_common()
+  RARE, RARE_NAMES, rare_checked = {}, {}, false
+end
+
+-- \`rare\` (optional) names keys left to check_rare, so a hot path pays no TYPE call for them. \`read_first\`
+-- (optional) names keys the script reads, with a command that refuses another type, before it writes
+-- anything: that read is their check. Each TYPE call costs about a µs of the server's time, on every call.
+-- \`marked\` (optional): the queue carries the layout mark; only the lists of \`new_classes\` are checked.
+local function check_layout(new_classes, rare, read_first, marked)
+  -- A marked queue's hot path only keeps the list: check_rare reads it, and a set is built only below.
+  RARE_NAMES = rare or RARE_NAMES
+  if marked then
+    if (KEY_BASE .. 'mid-circle') ~= nil then
+      for _, class in ipairs(new_classes or {}) do check_type(ready_list(class), 'list') end
+    end
+    return
+  end
+  for _, name in ipairs(RARE_NAMES) do RARE[name] = true end
+  local skip = {}
+  for _, name in ipairs(read_first or {}) do skip[name] = true end
+  local lists = (KEY_BASE .. 'classes') ~= nil and (KEY_BASE .. 'mid-circle') ~= nil
+  -- SMEMBERS below checks \`classes\` itself.
+  if lists then skip.classes = true end
+  for name, key in pairs(key_table()) do
+    local expected = key_type(name)
+    if expected ~= nil and not RARE[name] and not CHECKED_BY_HELPER[name] and not skip[name] then
+      check_type(key, expected)
+    end
+  end
+  if lists then
+    for _, class in ipairs(redis.call('SMEMBERS', (KEY_BASE .. 'classes'))) do check_type(ready_list(class), 'list') end
+    for _, class in ipairs(new_classes or {}) do check_type(ready_list(class), 'list') end
+  end
+end
+
+-- Checks the keys check_layout left out, once, when a rare path (a failure, a lost lock) starts:
+-- the caller calls it before that path writes anything.
+local function check_rare()
+  if rare_checked then return end
+  rare_checked = true
+  for _, name in ipairs(RARE_NAMES) do
+    if key_table()[name] ~= nil and not CHECKED_BY_HELPER[name] then check_type(key_table()[name], key_type(name)) end
+  end
+end
+
+-- Runs \`cmd key ...args\` in chunks (args must come in whole pairs for HSET/ZADD: CHUNK is even).
+local function call_chunked(cmd, key, args)
+  for i = 1, #args, CHUNK do
+    redis.call(cmd, key, unpack(args, i, math.min(i + CHUNK - 1, #args)))
+  end
+end
+
+-- HMGET in chunks; the values line up with \`fields\`.
+local function hmget(key, fields)
+  if #fields <= CHUNK then return redis.call('HMGET', key, unpack(fields)) end
+  local values = {}
+  for i = 1, #fields, CHUNK do
+    local part = redis.call('HMGET', key, unpack(fields, i, math.min(i + CHUNK - 1, #fields)))
+    for j = 1, #part do values[i + j - 1] = part[j] end
+  end
+  return values
+end
+
+-- As hmget, for a hash many queues never write (metadata, policies): an absent hash costs one EXISTS, not a
+-- lookup per field. Its values are nil where HMGET's are false: callers that keep them write \`or false\`.
+local function hmget_kept(key, fields)
+  if redis.call('EXISTS', key) == 0 then return {} end
+  return hmget(key, fields)
+end
+
+-- Writes gathered during a script and sent at its end, one command per key.
+local function pending_writes()
+  return { hset = {}, hdel = {}, zadd = {}, zrem = {}, sadd = {}, srem = {} }
+end
+
+-- Removals go first, so a field removed and set by one script ends up set.
+local function flush_writes(w)
+  for _, cmd in ipairs({ 'hdel', 'srem', 'zrem', 'hset', 'sadd', 'zadd' }) do
+    for key, args in pairs(w[cmd]) do
+      call_chunked(string.upper(cmd), key, args)
+    end
+  end
+end
+
+-- Queues \`cmd key a [b]\` in \`w\` (b for the pair commands hset and zadd).
+local function later(w, cmd, key, a, b)
+  local args = w[cmd][key]
+  if args == nil then
+    args = {}
+    w[cmd][key] = args
+  end
+  args[#args + 1] = a
+  if b ~= nil then args[#args + 1] = b end
+end
+
+-- Ready pushes of this script: \`back\` ones join the end of the line (LPUSH:
+-- the list's next is on the right), \`front\` ones are next (RPUSH), \`newest\` (LIFO messages) ahead of those,
+-- the latest first.
+local function pending_ready()
+  return { back = {}, front = {}, newest = {}, count = 0 }
+end
+
+-- \`side\`: true for front, 'newest' for newest, else back.
+local function push_ready(r, class, id, side_name)
+  local side = side_name == 'newest' and r.newest or side_name and r.front or r.back
+  local list = side[class]
+  if list == nil then
+    list = {}
+    side[class] = list
+  end
+  list[#list + 1] = id
+  r.count = r.count + 1
+end
+
+-- Back pushes are counted per list (\`pushes\`): a listing's cursor holds an index
+-- from the back, which only these pushes shift (claims pop the front; nothing is cut from the middle).
+-- A lane of a priority above 0 joins \`lanes\`, which claims read in priority order.
+local function flush_ready(r)
+  for class, ids in pairs(r.back) do
+    call_chunked('LPUSH', ready_list(class), ids)
+    redis.call('HINCRBY', (KEY_BASE .. 'pushes'), class, #ids)
+  end
+  for class, ids in pairs(r.front) do
+    if string.find(class, '@', 1, true) then redis.call('ZADD', (KEY_BASE .. 'lanes'), select(2, lane_parts(class)), class) end
+  end
+  for class in pairs(r.back) do
+    if string.find(class, '@', 1, true) then redis.call('ZADD', (KEY_BASE .. 'lanes'), select(2, lane_parts(class)), class) end
+  end
+  for class in pairs(r.newest) do
+    if string.find(class, '@', 1, true) then redis.call('ZADD', (KEY_BASE .. 'lanes'), select(2, lane_parts(class)), class) end
+  end
+  for class, ids in pairs(r.front) do
+    -- The earliest is pushed last, so it is the next out.
+    local reversed = {}
+    for i = #ids, 1, -1 do reversed[#reversed + 1] = ids[i] end
+    call_chunked('RPUSH', ready_list(class), reversed)
+  end
+  -- The latest is pushed last, so it is the next out.
+  for class, ids in pairs(r.newest) do call_chunked('RPUSH', ready_list(class), ids) end
+end
+-- events: queue events, written by the very script whose transition they describe, while the queue's
+-- configuration has events on (\`events\` '1' in conf, read by that script). A script gathers its events
+-- and appends them at its end to the \`events\` stream, up to ENTRY_EVENTS per entry. \`events-seq\` counts
+-- every event ever written, so events have dense numbers; an entry's id is \`<n>-0\`, n the number of its
+-- last event, and its fields are \`at\` (the server's ms), \`n\` (how many events it holds) and \`events\`: one
+-- line per event, '<type> <attempt> <id>', then ' ' and the error (newlines and backslashes escaped) for
+-- failed and retrying events that have one. One string per entry, not a field pair per event: XADD then
+-- takes five arguments, whatever the batch, and an entry is a single listpack value.
+-- Dense numbers let a reader see trimmed events as a gap, and make trimming by count a MINID.
+--
+-- KEYS: conf events events-seq events-wake
+
+-- Events per stream entry: an entry stays within one listpack node (4 KB), so reads and GC stay cheap.
+local ENTRY_EVENTS = 100
+-- model/events.ts EVENTS_MAX_COUNT
+local DEFAULT_EVENTS_MAX_COUNT = 10000
+
+-- events_begin checks these when events are on; with events off a script neither pays for them nor
+-- minds what they hold.
+CHECKED_BY_HELPER.events = true
+CHECKED_BY_HELPER.events_seq = true
+
+-- on: nil until events_begin, then whether this queue writes events.
+local EV = { on = nil, max = DEFAULT_EVENTS_MAX_COUNT, lines = {} }
+local function reset_events()
+  EV.on, EV.max, EV.lines = nil, DEFAULT_EVENTS_MAX_COUNT, {}
+end
+
+-- The conf fields events_begin takes, for a script that reads them with others of its own.
+local EVENTS_CONF = { 'events', 'events_max_count' }
+
+-- Reads the queue's events flag and bound (or takes them as read: \`read\`, the values of EVENTS_CONF).
+-- Call it before the script writes anything.
+local function events_begin(read)
+  -- A conf of another type fails here, before any write (scripts on a hot path leave it out of check_layout).
+  local conf = read or read_conf(EVENTS_CONF)
+  EV.on = conf[1] == '1'
+  if EV.on then
+    EV.max = tonumber(conf[2]) or DEFAULT_EVENTS_MAX_COUNT
+    check_type((KEY_BASE .. 'events'), 'stream')
+    check_type((KEY_BASE .. 'events-seq'), 'string')
+  end
+end
+
+-- An error's text on one line (src/redis/events.ts unescapes it).
+local ESCAPES = { ['\\\\'] = '\\\\\\\\', ['\\n'] = '\\\\n' }
+
+-- Attempts as text, made once: Lua formats a number with sprintf, which would cost more than the rest
+-- of an event.
+local ATTEMPT_TEXT = {}
+local function attempt_text(attempt)
+  if type(attempt) == 'string' then return attempt end
+  local n = attempt or 0
+  local text = ATTEMPT_TEXT[n]
+  if text == nil then
+    text = string.format('%d', n)
+    ATTEMPT_TEXT[n] = text
+  end
+  return text
+end
+
+-- Notes an event of this script's transition (the attempt a number, or its text); written by events_flush.
+-- Hot loops test EV.on first; the hottest (enqueue) appends its line to EV.lines itself.
+local function event(kind, id, attempt, err)
+  if EV.on == nil then error('kvmq: event() before events_begin()') end
+  if not EV.on then return end
+  local line = kind .. ' ' .. attempt_text(attempt) .. ' ' .. id
+  if err then line = line .. ' ' .. string.gsub(err, '[\\\\\\n]', ESCAPES) end
+  EV.lines[#EV.lines + 1] = line
+end
+
+-- Appends event lines to a queue's stream, numbering them from its \`seq\` key, and trims inline to about
+-- \`max\` events: MINID ~ drops whole stream nodes only, never an event within the bound.
+local function append_events(stream, seq, wake, max, now, lines)
+  local count = #lines
+  if count == 0 then return end
+  local last = redis.call('INCRBY', seq, count)
+  local first = last - count + 1
+  local keep = string.format('%d', math.max(1, last - max + 1))
+  for i = 1, count, ENTRY_EVENTS do
+    local j = math.min(i + ENTRY_EVENTS - 1, count)
+    redis.call('XADD', stream, 'MINID', '~', keep, string.format('%d-0', first + j - 1), 'at', now, 'n', j - i + 1,
+      'events', table.concat(lines, '\\n', i, j))
+  end
+  redis.call('PUBLISH', wake, '')
+end
+
+-- Writes the events noted by this script.
+local function events_flush(now)
+  if EV.on and #EV.lines > 0 then append_events((KEY_BASE .. 'events'), (KEY_BASE .. 'events-seq'), (KEY_BASE .. 'events-wake'), EV.max, now, EV.lines) end
+  EV.lines = {}
+end
+-- state: a message's state, derived from Carmine's keys as Carmine derives it,
+-- plus kvmq's done-with-requeue and failed. Expired locks and backoffs count as over.
+--
+-- KEYS: done requeue backoffs locks failed
+
+-- The state of a message known to exist, at \`now\`.
+local function state_of(id, now)
+  if redis.call('ZSCORE', (KEY_BASE .. 'failed'), id) then return 'failed', nil end
+  local backoff = tonumber(redis.call('HGET', (KEY_BASE .. 'backoffs'), id)) or 0
+  if redis.call('SISMEMBER', (KEY_BASE .. 'done'), id) == 1 then
+    local requeued = redis.call('SISMEMBER', (KEY_BASE .. 'requeue'), id) == 1
+    if backoff > now then
+      if requeued then return 'done-with-requeue', backoff end
+      return 'done-with-backoff', backoff
+    end
+    -- A requeue whose backoff ended is queued, even before a claim moves it to its ready list.
+    if requeued then return 'queued', nil end
+    return 'done-awaiting-gc', nil
+  end
+  local lock = tonumber(redis.call('HGET', (KEY_BASE .. 'locks'), id)) or 0
+  if lock > now then
+    if redis.call('SISMEMBER', (KEY_BASE .. 'requeue'), id) == 1 then return 'locked-with-requeue', lock end
+    return 'locked', lock
+  end
+  if backoff > now then return 'queued-with-backoff', backoff end
+  return 'queued', nil
+end
+-- lanes: where a message waits when ready. A lane is a filter class, with its priority when above 0
+-- (see ready_list in common); a grouped message claimed while its group was full waits in its group's
+-- parked list instead (lib/groups.lua).
+--
+-- KEYS: filters priorities lanes groups
+
+-- The lane a message joins when it becomes ready.
+local function lane_of(id)
+  return lane_for(class_of(id), redis.call('HGET', (KEY_BASE .. 'priorities'), id))
+end
+
+-- Blanks a queued message's entry where it waits (its ready list, else its group's parked list), in
+-- place, so list cursors keep their positions; a claim drops blank entries. False when not found.
+local function unready(id)
+  local list = ready_list(lane_of(id))
+  local at = redis.call('LPOS', list, id)
+  if not at then
+    local group = redis.call('HGET', (KEY_BASE .. 'groups'), id)
+    if not group then return false end
+    list = ready_list('#' .. group)
+    at = redis.call('LPOS', list, id)
+    if not at then return false end
+  end
+  redis.call('LSET', list, at, '')
+  return true
+end
+-- update: a waiting message (queued or queued-with-backoff; not held, even with its lock ended, and not a
+-- requeue's new run, which stays its done run's) takes the caller's changes, in this one script, so a claim
+-- runs before it (the message is held: refused) or after it (the claim takes the new content). Content is
+-- replaced in place; a new priority or filter class moves a ready message to the back of its new lane (a
+-- delayed one finds its lane when its wait ends); a new ready time takes it out of its lane or schedule and
+-- puts it back: at the back of its lane when 0, in the schedule otherwise. Its id, attempt, history and
+-- enqueue time stay; its debounce id stays (lib/enqueue.lua finds it still waiting). An \`updated\` event.
+--
+-- KEYS: messages nattempts locks backoffs done requeue failed schedule filters classes priorities lanes
+--       groups mid-circle pushes updated-at wake conf events events-seq events-wake
+-- ARGV: id, which changes (letters: c content, p priority, f filter class, d delay), content (encoding tag +
+--       payload), priority, filter class ('' for none), delay ms; those not named are ignored
+-- Reply: 'ok' and the state after; else its state ('' when unknown)
+-- Include: common events state lanes
+
+local id, which = ARGV[1], ARGV[2]
+local function has(letter) return string.find(which, letter, 1, true) ~= nil end
+if redis.call('HEXISTS', (KEY_BASE .. 'messages'), id) == 0 then return { '' } end
+local now = now_ms()
+local state = state_of(id, now)
+-- A requeue whose backoff ended reads as queued, but its run is the done one's until a claim starts it.
+if redis.call('SISMEMBER', (KEY_BASE .. 'done'), id) == 1 then return { state == 'queued' and 'done-with-requeue' or state } end
+-- A holder whose lock ended may still finish its message.
+if redis.call('HEXISTS', (KEY_BASE .. 'locks'), id) == 1 then return { state == 'queued' and 'locked' or state } end
+if state ~= 'queued' and state ~= 'queued-with-backoff' then return { state } end
+
+local class = has('f') and ARGV[5] or class_of(id)
+local priority = has('p') and ARGV[4] or redis.call('HGET', (KEY_BASE .. 'priorities'), id)
+local lane, old_lane = lane_for(class, priority), lane_of(id)
+check_layout({ lane })
+local scheduled = redis.call('ZSCORE', (KEY_BASE .. 'schedule'), id)
+local delay = has('d') and tonumber(ARGV[6]) or nil
+-- A ready message leaves its list when it waits again or changes lane; a scheduled one only for a new time.
+local moves = delay ~= nil or (not scheduled and lane ~= old_lane)
+if moves and not scheduled and not unready(id) then return { state } end
+events_begin()
+
+if has('c') then redis.call('HSET', (KEY_BASE .. 'messages'), id, ARGV[3]) end
+if has('p') then
+  if (tonumber(priority) or 0) == 0 then
+    redis.call('HDEL', (KEY_BASE .. 'priorities'), id)
+  else
+    redis.call('HSET', (KEY_BASE .. 'priorities'), id, priority)
+  end
+end
+if has('f') then
+  if class == '' then
+    redis.call('HDEL', (KEY_BASE .. 'filters'), id)
+  else
+    redis.call('HSET', (KEY_BASE .. 'filters'), id, class)
+    redis.call('SADD', (KEY_BASE .. 'classes'), class)
+  end
+end
+redis.call('HSET', (KEY_BASE .. 'updated-at'), id, now)
+local ready = pending_ready()
+local after = state
+if moves then
+  if scheduled then
+    redis.call('ZREM', (KEY_BASE .. 'schedule'), id)
+    redis.call('HDEL', (KEY_BASE .. 'backoffs'), id)
+  end
+  if delay ~= nil and delay > 0 then
+    redis.call('HSET', (KEY_BASE .. 'backoffs'), id, now + delay)
+    redis.call('ZADD', (KEY_BASE .. 'schedule'), now + delay, id)
+    after = 'queued-with-backoff'
+  else
+    push_ready(ready, lane, id)
+    after = 'queued'
+  end
+end
+flush_ready(ready)
+if EV.on then event('updated', id, redis.call('HGET', (KEY_BASE .. 'nattempts'), id) or 0) end
+events_flush(now)
+-- Ready now, or at another time than the one a sleeping worker waits for.
+redis.call('PUBLISH', (KEY_BASE .. 'wake'), 'update')
+return { 'ok', after }
+`,
+  },
 };
 
 /** Every script as a function of one Redis Functions library (FUNCTION LOAD), named by its content. */
 export const LIBRARY: { readonly name: string; readonly source: string } = {
-  name: 'kvmq_50d0f7b2c8e2',
-  source: `#!lua name=kvmq_50d0f7b2c8e2
+  name: 'kvmq_98d435b8b2fd',
+  source: `#!lua name=kvmq_98d435b8b2fd
 -- kvmq's scripts as one library (scripts/redis-scripts.mjs builds it from src/redis/lua/).
 local KEYS, ARGV, KEY_BASE, KEY_NAMES = {}, {}, nil, {}
 -- The running script's keys by name, each joined to the base when first used.
@@ -16553,7 +17100,7 @@ end
 do
   local names = { messages = 'messages', nattempts = 'nattempts', holders = 'holders', wake = 'wake', mid_circle = 'mid-circle', done = 'done', conf = 'conf', events = 'events', events_seq = 'events-seq', events_wake = 'events-wake', requeue = 'requeue', backoffs = 'backoffs', locks = 'locks', failed = 'failed', filters = 'filters', priorities = 'priorities', lanes = 'lanes', groups = 'groups', group_held = 'group-held', parked = 'parked', pushes = 'pushes', group_waits = 'group-waits', metadata = 'metadata', policies = 'policies', history = 'history', losses = 'losses', outcomes = 'outcomes', enqueued_at = 'enqueued-at', updated_at = 'updated-at', requeue_content = 'requeue-content', schedule = 'schedule', lock_expiry = 'lock-expiry', requeue_locks = 'requeue-locks', requeue_schedule = 'requeue-schedule', done_at = 'done-at', dedupe = 'dedupe', debounce = 'debounce', debounce_of = 'debounce-of', progress = 'progress', logs = 'logs', results = 'results' }
   redis.register_function({
-    function_name = 'kvmq_50d0f7b2c8e2_cancel',
+    function_name = 'kvmq_98d435b8b2fd_cancel',
     flags = { 'allow-oom' },
     callback = function(keys, args)
 begin_call(keys, args, names)
@@ -16603,7 +17150,7 @@ end
 do
   local names = { messages = 'messages', metadata = 'metadata', filters = 'filters', classes = 'classes', nattempts = 'nattempts', locks = 'locks', holders = 'holders', backoffs = 'backoffs', done = 'done', done_at = 'done-at', requeue = 'requeue', schedule = 'schedule', lock_expiry = 'lock-expiry', updated_at = 'updated-at', mid_circle = 'mid-circle', eoq_backoff = 'eoq-backoff?', ndry_runs = 'ndry-runs', policies = 'policies', pushes = 'pushes', conf = 'conf', failed = 'failed', lanes = 'lanes', rate_tat = 'rate-tat', layout = 'layout', group_rates = 'group-rates', group_waits = 'group-waits', events = 'events', events_seq = 'events-seq', events_wake = 'events-wake', priorities = 'priorities', groups = 'groups', group_held = 'group-held', parked = 'parked', history = 'history', losses = 'losses', outcomes = 'outcomes', enqueued_at = 'enqueued-at', requeue_content = 'requeue-content', requeue_locks = 'requeue-locks', requeue_schedule = 'requeue-schedule', dedupe = 'dedupe', debounce = 'debounce', debounce_of = 'debounce-of', progress = 'progress', logs = 'logs', results = 'results', idle_workers = 'idle-workers' }
   redis.register_function({
-    function_name = 'kvmq_50d0f7b2c8e2_claim',
+    function_name = 'kvmq_98d435b8b2fd_claim',
     flags = { 'allow-oom' },
     callback = function(keys, args)
 begin_call(keys, args, names)
@@ -16914,7 +17461,7 @@ end
 do
   local names = { messages = 'messages', locks = 'locks', backoffs = 'backoffs', nattempts = 'nattempts', mid_circle = 'mid-circle', done = 'done', requeue = 'requeue', eoq_backoff = 'eoq-backoff?', ndry_runs = 'ndry-runs', metadata = 'metadata', filters = 'filters', classes = 'classes', holders = 'holders', outcomes = 'outcomes', enqueued_at = 'enqueued-at', updated_at = 'updated-at', requeue_content = 'requeue-content', schedule = 'schedule', lock_expiry = 'lock-expiry', done_at = 'done-at', dedupe = 'dedupe', policies = 'policies', history = 'history', losses = 'losses', pushes = 'pushes', requeue_locks = 'requeue-locks', requeue_schedule = 'requeue-schedule', failed = 'failed', events = 'events', priorities = 'priorities', lanes = 'lanes', groups = 'groups', group_held = 'group-held', parked = 'parked', debounce = 'debounce', debounce_of = 'debounce-of', rate_tat = 'rate-tat', layout = 'layout', progress = 'progress', logs = 'logs', expiry = 'expiry', group_rates = 'group-rates', group_waits = 'group-waits' }
   redis.register_function({
-    function_name = 'kvmq_50d0f7b2c8e2_clear',
+    function_name = 'kvmq_98d435b8b2fd_clear',
     flags = { 'allow-oom' },
     callback = function(keys, args)
 begin_call(keys, args, names)
@@ -16947,7 +17494,7 @@ end
 do
   local names = { conf = 'conf', wake = 'wake', messages = 'messages', consumers = 'consumers', pushes = 'pushes', mid_circle = 'mid-circle', group_rates = 'group-rates', group_waits = 'group-waits', filters = 'filters', priorities = 'priorities', lanes = 'lanes', groups = 'groups', group_held = 'group-held', parked = 'parked' }
   redis.register_function({
-    function_name = 'kvmq_50d0f7b2c8e2_configure',
+    function_name = 'kvmq_98d435b8b2fd_configure',
     flags = {  },
     callback = function(keys, args)
 begin_call(keys, args, names)
@@ -17000,7 +17547,7 @@ end
 do
   local names = { consumers = 'consumers', holders = 'holders', locks = 'locks' }
   redis.register_function({
-    function_name = 'kvmq_50d0f7b2c8e2_consumers',
+    function_name = 'kvmq_98d435b8b2fd_consumers',
     flags = { 'no-writes' },
     callback = function(keys, args)
 begin_call(keys, args, names)
@@ -17022,7 +17569,7 @@ end
 do
   local names = { conf = 'conf', events = 'events', events_seq = 'events-seq', events_wake = 'events-wake', done = 'done', requeue = 'requeue', backoffs = 'backoffs', locks = 'locks', failed = 'failed', filters = 'filters', priorities = 'priorities', lanes = 'lanes', groups = 'groups', messages = 'messages', metadata = 'metadata', nattempts = 'nattempts', holders = 'holders', lock_expiry = 'lock-expiry', policies = 'policies', requeue_locks = 'requeue-locks', ndry_runs = 'ndry-runs', eoq_backoff = 'eoq-backoff?', idle_workers = 'idle-workers', classes = 'classes', outcomes = 'outcomes', enqueued_at = 'enqueued-at', updated_at = 'updated-at', requeue_content = 'requeue-content', schedule = 'schedule', done_at = 'done-at', dedupe = 'dedupe', mid_circle = 'mid-circle', wake = 'wake', losses = 'losses', requeue_schedule = 'requeue-schedule', pushes = 'pushes', debounce = 'debounce', debounce_of = 'debounce-of', layout = 'layout', results = 'results', expiry = 'expiry' }
   redis.register_function({
-    function_name = 'kvmq_50d0f7b2c8e2_enqueue',
+    function_name = 'kvmq_98d435b8b2fd_enqueue',
     flags = {  },
     callback = function(keys, args)
 begin_call(keys, args, names)
@@ -17043,7 +17590,7 @@ end
 do
   local names = { events = 'events', events_seq = 'events-seq' }
   redis.register_function({
-    function_name = 'kvmq_50d0f7b2c8e2_events_trim',
+    function_name = 'kvmq_98d435b8b2fd_events_trim',
     flags = { 'allow-oom' },
     callback = function(keys, args)
 begin_call(keys, args, names)
@@ -17084,7 +17631,7 @@ end
 do
   local names = { locks = 'locks', holders = 'holders', nattempts = 'nattempts', lock_expiry = 'lock-expiry', requeue = 'requeue', requeue_locks = 'requeue-locks' }
   redis.register_function({
-    function_name = 'kvmq_50d0f7b2c8e2_extend',
+    function_name = 'kvmq_98d435b8b2fd_extend',
     flags = { 'allow-oom' },
     callback = function(keys, args)
 begin_call(keys, args, names)
@@ -17119,7 +17666,7 @@ end
 do
   local names = { messages = 'messages', filters = 'filters', nattempts = 'nattempts', locks = 'locks', holders = 'holders', backoffs = 'backoffs', done = 'done', done_at = 'done-at', dedupe = 'dedupe', requeue = 'requeue', requeue_content = 'requeue-content', schedule = 'schedule', lock_expiry = 'lock-expiry', outcomes = 'outcomes', updated_at = 'updated-at', mid_circle = 'mid-circle', wake = 'wake', pushes = 'pushes', losses = 'losses', layout = 'layout', results = 'results', conf = 'conf', events = 'events', events_seq = 'events-seq', events_wake = 'events-wake', priorities = 'priorities', lanes = 'lanes', groups = 'groups', group_held = 'group-held', parked = 'parked', group_waits = 'group-waits', metadata = 'metadata', policies = 'policies', history = 'history', enqueued_at = 'enqueued-at', requeue_locks = 'requeue-locks', requeue_schedule = 'requeue-schedule', failed = 'failed', debounce = 'debounce', debounce_of = 'debounce-of', progress = 'progress', logs = 'logs' }
   redis.register_function({
-    function_name = 'kvmq_50d0f7b2c8e2_finish',
+    function_name = 'kvmq_98d435b8b2fd_finish',
     flags = { 'allow-oom' },
     callback = function(keys, args)
 begin_call(keys, args, names)
@@ -17331,7 +17878,7 @@ end
 do
   local names = { schedules = 'schedules', conf = 'conf', events = 'events', events_seq = 'events-seq', events_wake = 'events-wake', done = 'done', requeue = 'requeue', backoffs = 'backoffs', locks = 'locks', failed = 'failed', filters = 'filters', priorities = 'priorities', lanes = 'lanes', groups = 'groups', messages = 'messages', metadata = 'metadata', nattempts = 'nattempts', holders = 'holders', lock_expiry = 'lock-expiry', policies = 'policies', requeue_locks = 'requeue-locks', ndry_runs = 'ndry-runs', eoq_backoff = 'eoq-backoff?', idle_workers = 'idle-workers', classes = 'classes', outcomes = 'outcomes', enqueued_at = 'enqueued-at', updated_at = 'updated-at', requeue_content = 'requeue-content', schedule = 'schedule', done_at = 'done-at', dedupe = 'dedupe', mid_circle = 'mid-circle', wake = 'wake', losses = 'losses', requeue_schedule = 'requeue-schedule', pushes = 'pushes', debounce = 'debounce', debounce_of = 'debounce-of', layout = 'layout', results = 'results', expiry = 'expiry' }
   redis.register_function({
-    function_name = 'kvmq_50d0f7b2c8e2_fire_schedule',
+    function_name = 'kvmq_98d435b8b2fd_fire_schedule',
     flags = {  },
     callback = function(keys, args)
 begin_call(keys, args, names)
@@ -17361,7 +17908,7 @@ end
 do
   local names = { expiry = 'expiry', nattempts = 'nattempts', policies = 'policies', schedule = 'schedule', mid_circle = 'mid-circle', conf = 'conf', events = 'events', events_seq = 'events-seq', events_wake = 'events-wake', done = 'done', requeue = 'requeue', backoffs = 'backoffs', locks = 'locks', failed = 'failed', filters = 'filters', priorities = 'priorities', lanes = 'lanes', groups = 'groups', messages = 'messages', metadata = 'metadata', history = 'history', losses = 'losses', holders = 'holders', outcomes = 'outcomes', enqueued_at = 'enqueued-at', updated_at = 'updated-at', requeue_content = 'requeue-content', lock_expiry = 'lock-expiry', requeue_locks = 'requeue-locks', requeue_schedule = 'requeue-schedule', done_at = 'done-at', dedupe = 'dedupe', debounce = 'debounce', debounce_of = 'debounce-of', progress = 'progress', logs = 'logs', results = 'results' }
   redis.register_function({
-    function_name = 'kvmq_50d0f7b2c8e2_gc_expire',
+    function_name = 'kvmq_98d435b8b2fd_gc_expire',
     flags = { 'allow-oom' },
     callback = function(keys, args)
 begin_call(keys, args, names)
@@ -17403,7 +17950,7 @@ end
 do
   local names = { consumers = 'consumers', gc_lock = 'gc-lock' }
   redis.register_function({
-    function_name = 'kvmq_50d0f7b2c8e2_gc_finish',
+    function_name = 'kvmq_98d435b8b2fd_gc_finish',
     flags = { 'allow-oom' },
     callback = function(keys, args)
 begin_call(keys, args, names)
@@ -17433,7 +17980,7 @@ end
 do
   local names = { gc_lock = 'gc-lock', gc_at = 'gc-at' }
   redis.register_function({
-    function_name = 'kvmq_50d0f7b2c8e2_gc_start',
+    function_name = 'kvmq_98d435b8b2fd_gc_start',
     flags = { 'allow-oom' },
     callback = function(keys, args)
 begin_call(keys, args, names)
@@ -17459,7 +18006,7 @@ end
 do
   local names = { done_at = 'done-at', failed = 'failed', messages = 'messages', metadata = 'metadata', filters = 'filters', policies = 'policies', history = 'history', losses = 'losses', nattempts = 'nattempts', locks = 'locks', holders = 'holders', backoffs = 'backoffs', outcomes = 'outcomes', enqueued_at = 'enqueued-at', updated_at = 'updated-at', requeue_content = 'requeue-content', done = 'done', requeue = 'requeue', schedule = 'schedule', lock_expiry = 'lock-expiry', requeue_locks = 'requeue-locks', requeue_schedule = 'requeue-schedule', dedupe = 'dedupe', priorities = 'priorities', groups = 'groups', debounce = 'debounce', debounce_of = 'debounce-of', progress = 'progress', logs = 'logs', results = 'results' }
   redis.register_function({
-    function_name = 'kvmq_50d0f7b2c8e2_gc_sweep',
+    function_name = 'kvmq_98d435b8b2fd_gc_sweep',
     flags = { 'allow-oom' },
     callback = function(keys, args)
 begin_call(keys, args, names)
@@ -17507,7 +18054,7 @@ end
 do
   local names = { messages = 'messages', metadata = 'metadata', filters = 'filters', policies = 'policies', history = 'history', priorities = 'priorities', groups = 'groups', progress = 'progress', logs = 'logs', results = 'results', done = 'done', requeue = 'requeue', backoffs = 'backoffs', locks = 'locks', failed = 'failed', nattempts = 'nattempts', holders = 'holders', outcomes = 'outcomes', enqueued_at = 'enqueued-at', updated_at = 'updated-at', done_at = 'done-at' }
   redis.register_function({
-    function_name = 'kvmq_50d0f7b2c8e2_inspect',
+    function_name = 'kvmq_98d435b8b2fd_inspect',
     flags = { 'no-writes' },
     callback = function(keys, args)
 begin_call(keys, args, names)
@@ -17534,7 +18081,7 @@ end
 do
   local names = { messages = 'messages', metadata = 'metadata', filters = 'filters', classes = 'classes', pushes = 'pushes', mid_circle = 'mid-circle', schedule = 'schedule', lock_expiry = 'lock-expiry', requeue_locks = 'requeue-locks', requeue_schedule = 'requeue-schedule', done_at = 'done-at', dedupe = 'dedupe', failed = 'failed', lanes = 'lanes', parked = 'parked', results = 'results', conf = 'conf', events = 'events', events_seq = 'events-seq', events_wake = 'events-wake', done = 'done', requeue = 'requeue', backoffs = 'backoffs', locks = 'locks', nattempts = 'nattempts', holders = 'holders', outcomes = 'outcomes', enqueued_at = 'enqueued-at', updated_at = 'updated-at', priorities = 'priorities', groups = 'groups', group_held = 'group-held', group_waits = 'group-waits', policies = 'policies', history = 'history', losses = 'losses', requeue_content = 'requeue-content', debounce = 'debounce', debounce_of = 'debounce-of', progress = 'progress', logs = 'logs' }
   redis.register_function({
-    function_name = 'kvmq_50d0f7b2c8e2_list',
+    function_name = 'kvmq_98d435b8b2fd_list',
     flags = { 'allow-oom' },
     callback = function(keys, args)
 begin_call(keys, args, names)
@@ -17746,7 +18293,7 @@ end
 do
   local names = { messages = 'messages', wake = 'wake', pushes = 'pushes', mid_circle = 'mid-circle', conf = 'conf', events = 'events', events_seq = 'events-seq', events_wake = 'events-wake', done = 'done', requeue = 'requeue', backoffs = 'backoffs', locks = 'locks', failed = 'failed', filters = 'filters', priorities = 'priorities', lanes = 'lanes', groups = 'groups', group_held = 'group-held', parked = 'parked', group_waits = 'group-waits', metadata = 'metadata', policies = 'policies', history = 'history', losses = 'losses', nattempts = 'nattempts', holders = 'holders', outcomes = 'outcomes', enqueued_at = 'enqueued-at', updated_at = 'updated-at', requeue_content = 'requeue-content', schedule = 'schedule', lock_expiry = 'lock-expiry', requeue_locks = 'requeue-locks', requeue_schedule = 'requeue-schedule', done_at = 'done-at', dedupe = 'dedupe', debounce = 'debounce', debounce_of = 'debounce-of', progress = 'progress', logs = 'logs', results = 'results' }
   redis.register_function({
-    function_name = 'kvmq_50d0f7b2c8e2_promote_now',
+    function_name = 'kvmq_98d435b8b2fd_promote_now',
     flags = {  },
     callback = function(keys, args)
 begin_call(keys, args, names)
@@ -17787,7 +18334,7 @@ end
 do
   local names = { messages = 'messages', done = 'done', failed = 'failed', schedule = 'schedule', lock_expiry = 'lock-expiry', dedupe = 'dedupe', requeue_locks = 'requeue-locks', requeue_schedule = 'requeue-schedule', ndry_runs = 'ndry-runs', conf = 'conf', consumers = 'consumers', holders = 'holders', locks = 'locks' }
   redis.register_function({
-    function_name = 'kvmq_50d0f7b2c8e2_queue_status',
+    function_name = 'kvmq_98d435b8b2fd_queue_status',
     flags = { 'no-writes' },
     callback = function(keys, args)
 begin_call(keys, args, names)
@@ -17843,7 +18390,7 @@ end
 do
   local names = { events = 'events', events_seq = 'events-seq' }
   redis.register_function({
-    function_name = 'kvmq_50d0f7b2c8e2_read_events',
+    function_name = 'kvmq_98d435b8b2fd_read_events',
     flags = { 'no-writes' },
     callback = function(keys, args)
 begin_call(keys, args, names)
@@ -17896,7 +18443,7 @@ end
 do
   local names = { consumers = 'consumers' }
   redis.register_function({
-    function_name = 'kvmq_50d0f7b2c8e2_register_consumer',
+    function_name = 'kvmq_98d435b8b2fd_register_consumer',
     flags = { 'allow-oom' },
     callback = function(keys, args)
 begin_call(keys, args, names)
@@ -17925,7 +18472,7 @@ end
 do
   local names = { mid_circle = 'mid-circle', conf = 'conf', events = 'events', events_seq = 'events-seq', events_wake = 'events-wake', done = 'done', requeue = 'requeue', backoffs = 'backoffs', locks = 'locks', failed = 'failed', filters = 'filters', priorities = 'priorities', lanes = 'lanes', groups = 'groups', messages = 'messages', metadata = 'metadata', policies = 'policies', history = 'history', losses = 'losses', nattempts = 'nattempts', holders = 'holders', outcomes = 'outcomes', enqueued_at = 'enqueued-at', updated_at = 'updated-at', requeue_content = 'requeue-content', schedule = 'schedule', lock_expiry = 'lock-expiry', requeue_locks = 'requeue-locks', requeue_schedule = 'requeue-schedule', done_at = 'done-at', dedupe = 'dedupe', debounce = 'debounce', debounce_of = 'debounce-of', progress = 'progress', logs = 'logs', results = 'results' }
   redis.register_function({
-    function_name = 'kvmq_50d0f7b2c8e2_remove',
+    function_name = 'kvmq_98d435b8b2fd_remove',
     flags = { 'allow-oom' },
     callback = function(keys, args)
 begin_call(keys, args, names)
@@ -17969,7 +18516,7 @@ end
 do
   local names = { holders = 'holders', nattempts = 'nattempts', progress = 'progress', logs = 'logs', conf = 'conf', events = 'events', events_seq = 'events-seq', events_wake = 'events-wake' }
   redis.register_function({
-    function_name = 'kvmq_50d0f7b2c8e2_report',
+    function_name = 'kvmq_98d435b8b2fd_report',
     flags = {  },
     callback = function(keys, args)
 begin_call(keys, args, names)
@@ -18030,7 +18577,7 @@ end
 do
   local names = { messages = 'messages', filters = 'filters', nattempts = 'nattempts', losses = 'losses', failed = 'failed', updated_at = 'updated-at', mid_circle = 'mid-circle', wake = 'wake', pushes = 'pushes', conf = 'conf', events = 'events', events_seq = 'events-seq', events_wake = 'events-wake', done = 'done', requeue = 'requeue', backoffs = 'backoffs', locks = 'locks', priorities = 'priorities', lanes = 'lanes', groups = 'groups' }
   redis.register_function({
-    function_name = 'kvmq_50d0f7b2c8e2_retry',
+    function_name = 'kvmq_98d435b8b2fd_retry',
     flags = {  },
     callback = function(keys, args)
 begin_call(keys, args, names)
@@ -18085,7 +18632,7 @@ end
 do
   local names = { messages = 'messages', results = 'results', done = 'done', requeue = 'requeue', backoffs = 'backoffs', locks = 'locks', failed = 'failed', nattempts = 'nattempts', holders = 'holders', outcomes = 'outcomes', enqueued_at = 'enqueued-at', updated_at = 'updated-at', done_at = 'done-at' }
   redis.register_function({
-    function_name = 'kvmq_50d0f7b2c8e2_status',
+    function_name = 'kvmq_98d435b8b2fd_status',
     flags = { 'no-writes' },
     callback = function(keys, args)
 begin_call(keys, args, names)
@@ -18107,7 +18654,7 @@ end
 do
   local names = { conf = 'conf', idle_workers = 'idle-workers', events = 'events', events_seq = 'events-seq', events_wake = 'events-wake', messages = 'messages', metadata = 'metadata', nattempts = 'nattempts', locks = 'locks', holders = 'holders', lock_expiry = 'lock-expiry', policies = 'policies', requeue = 'requeue', requeue_locks = 'requeue-locks', done = 'done', failed = 'failed', ndry_runs = 'ndry-runs', eoq_backoff = 'eoq-backoff?', groups = 'groups' }
   redis.register_function({
-    function_name = 'kvmq_50d0f7b2c8e2_unpark',
+    function_name = 'kvmq_98d435b8b2fd_unpark',
     flags = { 'allow-oom' },
     callback = function(keys, args)
 begin_call(keys, args, names)
@@ -18134,7 +18681,7 @@ end
 do
   local names = { consumers = 'consumers' }
   redis.register_function({
-    function_name = 'kvmq_50d0f7b2c8e2_unregister_consumer',
+    function_name = 'kvmq_98d435b8b2fd_unregister_consumer',
     flags = { 'allow-oom' },
     callback = function(keys, args)
 begin_call(keys, args, names)
@@ -18148,6 +18695,91 @@ begin_call(keys, args, names)
 
 check_layout()
 return redis.call('HDEL', K.consumers, ARGV[1])
+end })
+end
+do
+  local names = { messages = 'messages', nattempts = 'nattempts', locks = 'locks', backoffs = 'backoffs', done = 'done', requeue = 'requeue', failed = 'failed', schedule = 'schedule', filters = 'filters', classes = 'classes', priorities = 'priorities', lanes = 'lanes', groups = 'groups', mid_circle = 'mid-circle', pushes = 'pushes', updated_at = 'updated-at', wake = 'wake', conf = 'conf', events = 'events', events_seq = 'events-seq', events_wake = 'events-wake' }
+  redis.register_function({
+    function_name = 'kvmq_98d435b8b2fd_update',
+    flags = {  },
+    callback = function(keys, args)
+begin_call(keys, args, names)
+-- update: a waiting message (queued or queued-with-backoff; not held, even with its lock ended, and not a
+-- requeue's new run, which stays its done run's) takes the caller's changes, in this one script, so a claim
+-- runs before it (the message is held: refused) or after it (the claim takes the new content). Content is
+-- replaced in place; a new priority or filter class moves a ready message to the back of its new lane (a
+-- delayed one finds its lane when its wait ends); a new ready time takes it out of its lane or schedule and
+-- puts it back: at the back of its lane when 0, in the schedule otherwise. Its id, attempt, history and
+-- enqueue time stay; its debounce id stays (lib/enqueue.lua finds it still waiting). An \`updated\` event.
+--
+-- KEYS: messages nattempts locks backoffs done requeue failed schedule filters classes priorities lanes
+--       groups mid-circle pushes updated-at wake conf events events-seq events-wake
+-- ARGV: id, which changes (letters: c content, p priority, f filter class, d delay), content (encoding tag +
+--       payload), priority, filter class ('' for none), delay ms; those not named are ignored
+-- Reply: 'ok' and the state after; else its state ('' when unknown)
+-- Include: common events state lanes
+
+local id, which = ARGV[1], ARGV[2]
+local function has(letter) return string.find(which, letter, 1, true) ~= nil end
+if redis.call('HEXISTS', K.messages, id) == 0 then return { '' } end
+local now = now_ms()
+local state = state_of(id, now)
+-- A requeue whose backoff ended reads as queued, but its run is the done one's until a claim starts it.
+if redis.call('SISMEMBER', K.done, id) == 1 then return { state == 'queued' and 'done-with-requeue' or state } end
+-- A holder whose lock ended may still finish its message.
+if redis.call('HEXISTS', K.locks, id) == 1 then return { state == 'queued' and 'locked' or state } end
+if state ~= 'queued' and state ~= 'queued-with-backoff' then return { state } end
+
+local class = has('f') and ARGV[5] or class_of(id)
+local priority = has('p') and ARGV[4] or redis.call('HGET', K.priorities, id)
+local lane, old_lane = lane_for(class, priority), lane_of(id)
+check_layout({ lane })
+local scheduled = redis.call('ZSCORE', K.schedule, id)
+local delay = has('d') and tonumber(ARGV[6]) or nil
+-- A ready message leaves its list when it waits again or changes lane; a scheduled one only for a new time.
+local moves = delay ~= nil or (not scheduled and lane ~= old_lane)
+if moves and not scheduled and not unready(id) then return { state } end
+events_begin()
+
+if has('c') then redis.call('HSET', K.messages, id, ARGV[3]) end
+if has('p') then
+  if (tonumber(priority) or 0) == 0 then
+    redis.call('HDEL', K.priorities, id)
+  else
+    redis.call('HSET', K.priorities, id, priority)
+  end
+end
+if has('f') then
+  if class == '' then
+    redis.call('HDEL', K.filters, id)
+  else
+    redis.call('HSET', K.filters, id, class)
+    redis.call('SADD', K.classes, class)
+  end
+end
+redis.call('HSET', K.updated_at, id, now)
+local ready = pending_ready()
+local after = state
+if moves then
+  if scheduled then
+    redis.call('ZREM', K.schedule, id)
+    redis.call('HDEL', K.backoffs, id)
+  end
+  if delay ~= nil and delay > 0 then
+    redis.call('HSET', K.backoffs, id, now + delay)
+    redis.call('ZADD', K.schedule, now + delay, id)
+    after = 'queued-with-backoff'
+  else
+    push_ready(ready, lane, id)
+    after = 'queued'
+  end
+end
+flush_ready(ready)
+if EV.on then event('updated', id, redis.call('HGET', K.nattempts, id) or 0) end
+events_flush(now)
+-- Ready now, or at another time than the one a sleeping worker waits for.
+redis.call('PUBLISH', K.wake, 'update')
+return { 'ok', after }
 end })
 end
 `,

@@ -16,7 +16,14 @@ import { withProgress } from '../store/listing-progress.js';
 import { collectGarbage } from './gc.js';
 import { consumers, inspectMessage, messageStatus, queueStatus } from './inspect.js';
 import { listMessages } from './list.js';
-import { cancelMessage, promoteMessages, removeMessages, retryMessages, retryOldestFailed } from './actions.js';
+import {
+  cancelMessage,
+  promoteMessages,
+  removeMessages,
+  retryMessages,
+  retryOldestFailed,
+  updateMessage,
+} from './actions.js';
 import { queueKey, turnKey } from './keys.js';
 import { QueueRegistry } from './registry.js';
 import { Handoffs } from './handoffs.js';
@@ -26,6 +33,7 @@ import { SCRIPTS } from './scripts.generated.js';
 import { parseRedisUrl, type RedisUrlOptions } from './url.js';
 import { Wakeups } from './wakeups.js';
 import type { ListQuery } from '../model/list.js';
+import type { MessageEdit } from '../model/update.js';
 import type {
   CanceledMessage,
   HandoffListener,
@@ -195,6 +203,10 @@ class RedisStore implements Store {
 
   cancel(queue: string, id: string, error: string): Promise<ActionResult> {
     return this.guard(() => cancelMessage(this.scripts, queue, id, error));
+  }
+
+  update(queue: string, id: string, edit: MessageEdit): Promise<ActionResult> {
+    return this.guard(() => updateMessage(this.scripts, queue, id, edit));
   }
 
   /** cancel.lua publishes on the queue's wake channel, heard by the wake-ups' subscriber. */
