@@ -423,6 +423,35 @@ describe('kvmq CLI', { concurrency: 4 }, () => {
     assert.match((await expectExit(1, ['cancel', 'jobs', 'nobody'], { store })).stderr, /message nobody not found/);
     assert.match((await expectExit(0, ['show', 'jobs', 'c'], { store })).stdout, /canceled: not needed/);
 
+    await expectExit(0, ['enqueue', 'jobs', 'first', '--id', 'u', '--delay-ms', '600000'], { store });
+    assert.equal(
+      (
+        await expectExit(0, ['update', 'jobs', 'u', '--payload', 'second', '--priority', '7', '--delay-ms', '0'], {
+          store,
+        })
+      ).stdout,
+      'u queued\n',
+    );
+    assert.match((await expectExit(0, ['show', 'jobs', 'u'], { store })).stdout, /second/);
+    assert.equal(
+      (await expectExit(0, ['update', 'jobs', 'u', '--run-at', '2099-01-01T00:00:00Z'], { store })).stdout,
+      'u queued-with-backoff\n',
+    );
+    assert.match(
+      (await expectExit(2, ['update', 'jobs', 'u', '--run-at', '2099-01-01T00:00:00Z', '--delay-ms', '1s'], { store }))
+        .stderr,
+      /--run-at or --delay-ms, not both/,
+    );
+    assert.match((await expectExit(2, ['update', 'jobs', 'u'], { store })).stderr, /give something to change/);
+    assert.match(
+      (await expectExit(3, ['update', 'jobs', 'c', '--priority', '1'], { store })).stderr,
+      /message c was refused: it is failed/,
+    );
+    assert.match(
+      (await expectExit(1, ['update', 'jobs', 'nobody', '--priority', '1'], { store })).stderr,
+      /message nobody not found/,
+    );
+
     assert.equal(
       (await expectExit(0, ['pause', 'jobs'], { store })).stdout,
       "paused jobs: workers claim nothing from it until 'kvmq resume jobs'\n",

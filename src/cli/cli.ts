@@ -24,6 +24,7 @@ export const COMMANDS: readonly CommandEntry[] = [
   { name: 'remove', load: async () => (await import('./commands/actions.js')).remove },
   { name: 'promote', load: async () => (await import('./commands/actions.js')).promote },
   { name: 'cancel', load: async () => (await import('./commands/cancel.js')).cancel },
+  { name: 'update', load: async () => (await import('./commands/update.js')).update },
   { name: 'pause', load: async () => (await import('./commands/actions.js')).pause },
   { name: 'resume', load: async () => (await import('./commands/actions.js')).resume },
   { name: 'config', load: async () => (await import('./commands/config.js')).config },
