@@ -4,9 +4,10 @@
  * one Txn guarded by its record's mod revision, read again and replanned when
  * another writer got there first. The dispatcher sees the record change (and a
  * new ordered key) in its watch and delivers, as for an enqueue. retryFailed
- * redrives the oldest failures in one Txn.
+ * redrives the oldest failures in one Txn. update changes a waiting message's
+ * content, priority, ready time or filters, guarded by its record as the others.
  */
-import { MAX_PAYLOAD_BYTES, newIdx, parseTimeKey, type QueueKeys } from './keys.js';
+import { MAX_PAYLOAD_BYTES, idxWithPriority, newIdx, parseTimeKey, type QueueKeys } from './keys.js';
 import { prefixEnd, type Compare, type KeyValue, type Kv, type Op } from './kv.js';
 import { encodeRecord, stateOf, type MessageRecord } from './record.js';
 import { readRecord } from './inspect.js';
@@ -14,6 +15,7 @@ import { payloadKeyOf } from './listing.js';
 import { consumerIdOf, deadLetterCompare, deadLetterOps, failedRecord, indexOps } from './transitions.js';
 import { appendHistory } from '../model/history.js';
 import { CANCELABLE_STATES } from '../model/cancel.js';
+import { UPDATABLE_STATES, type MessageEdit } from '../model/update.js';
 import { getMany, pack, runBatch, type Change } from './txn-batch.js';
 import { changeEvents, eventOps } from './event-ops.js';
 import { countChange, DEAD_LETTERED, type CountDelta } from './counts.js';
@@ -72,6 +74,18 @@ async function act(
       throw new Error(`kvmq: an action on ${id} in ${keys.queue} kept conflicting with other writers; try again`);
     }),
   );
+}
+
+/** `act` on one id. */
+async function actOne(
+  kv: Kv,
+  keys: QueueKeys,
+  id: string,
+  plan: (current: Current, now: number) => Plan,
+  needsPayload: (r: MessageRecord) => boolean,
+): Promise<ActionResult> {
+  const [result] = await act(kv, keys, [id], (_, current, now) => plan(current, now), needsPayload);
+  return result ?? { ok: false, id, state: null };
 }
 
 /** What a retry makes of a failed message: pending (retried below). */
@@ -231,11 +245,11 @@ export async function cancelMessage(
 ): Promise<ActionResult> {
   // Null once the id is found in the dead-letter queue: the message then fails here, as a final failure does.
   let target = dlq;
-  const [result] = await act(
+  return actOne(
     kv,
     keys,
-    [id],
-    (_, { record: r, payload }, now): Plan => {
+    id,
+    ({ record: r, payload }, now): Plan => {
       const state = stateOf(r, now);
       if (!CANCELABLE_STATES.has(state)) return { refused: state };
       const running = r.phase === 'locked';
@@ -275,5 +289,52 @@ export async function cancelMessage(
     },
     (r) => r.phase === 'pending' || r.phase === 'locked',
   );
-  return result ?? { ok: false, id, state: null };
+}
+
+/**
+ * Changes a waiting message in one Txn guarded by its record's mod revision, the revision a dispatcher's delivery
+ * compares too: of the two, the first wins and the other fails (a delivery then reads the record again and takes
+ * the new content). The payload lives at its ordered key, which a new priority moves to that priority's band (its
+ * place by time kept); the dispatcher's watch sees the record and the ordered key change in one revision.
+ */
+export async function updateMessage(
+  kv: Kv,
+  keys: QueueKeys,
+  id: string,
+  edit: MessageEdit,
+  events: boolean,
+): Promise<ActionResult> {
+  return actOne(
+    kv,
+    keys,
+    id,
+    ({ record: r, payload }, now): Plan => {
+      const read = stateOf(r, now);
+      // A holder whose lock ended may still finish its message.
+      const state = r.phase === 'locked' && read === 'queued' ? 'locked' : read;
+      if (!UPDATABLE_STATES.has(state) || r.idx === null || payload === null) return { refused: state };
+      const priority = edit.priority ?? r.priority;
+      const idx = priority === r.priority ? r.idx : idxWithPriority(r.idx, priority);
+      const next: MessageRecord = {
+        ...r,
+        idx,
+        priority,
+        encoding: edit.payload?.encoding ?? r.encoding,
+        filterClass: edit.filters?.filterClass ?? r.filterClass,
+        ...(edit.delayMs === null ? {} : { readyAt: now + edit.delayMs, requeue: false }),
+        updatedAt: now,
+      };
+      const ops: Op[] = [];
+      if (idx !== r.idx) ops.push({ type: 'delete', key: keys.ordered(r.idx, id) });
+      if (idx !== r.idx || edit.payload !== null) {
+        const value = edit.payload === null ? payload.value : Buffer.from(edit.payload.bytes);
+        ops.push({ type: 'put', key: keys.ordered(idx, id), value });
+      }
+      ops.push({ type: 'put', key: keys.record(id), value: encodeRecord(next) });
+      ops.push(...indexOps(keys, id, r, next));
+      ops.push(...eventOps(keys, events, now, { type: 'updated', id, attempt: r.attempt }));
+      return { ops, state: stateOf(next, now) };
+    },
+    (r) => r.phase === 'pending',
+  );
 }

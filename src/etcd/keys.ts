@@ -366,6 +366,16 @@ export function idxMs(idx: string): number {
 }
 
 /**
+ * The idx of the same place in another priority's band: its time (or LIFO) digits kept, so a message whose priority
+ * changes keeps its place among the new priority's messages by when it was enqueued. A foreign idx gets a new one.
+ */
+export function idxWithPriority(idx: string, priority: number): string {
+  const base = idxPriority(idx) > 0 ? idx.slice(1 + PRIORITY_DIGITS) : idx;
+  if (base.length !== IDX_DIGITS) return newIdx(priority);
+  return priority === 0 ? base : priorityBand(priority) + base;
+}
+
+/**
  * For a LIFO idx, the idx prefix where its priority's LIFO keys end and its FIFO keys start (all of that
  * priority's LIFO keys are read as one range, however far apart their digits); null for any other idx.
  */

@@ -34,7 +34,14 @@ import { parseEtcdUrl } from './url.js';
 import type { DeliveryListener, DispatcherLog } from './dispatcher/types.js';
 import type { Kv, Watch } from './kv.js';
 import { inspectMessage, listMessages } from './listing.js';
-import { cancelMessage, promoteMessages, removeMessages, retryMessages, retryOldestFailed } from './actions.js';
+import {
+  cancelMessage,
+  promoteMessages,
+  removeMessages,
+  retryMessages,
+  retryOldestFailed,
+  updateMessage,
+} from './actions.js';
 import { EventSubscriptions, eventsHead, readEvents } from './queue-events.js';
 import { listQueues, registerOp } from './queue-registry.js';
 import { takeTurn } from './turns.js';
@@ -58,6 +65,7 @@ import type {
   StoredPage,
   StoredSchedule,
 } from '../store/contract.js';
+import type { MessageEdit } from '../model/update.js';
 import type {
   ActionResult,
   ConsumerInfo,
@@ -647,6 +655,12 @@ export class EtcdStore implements Store {
     const dlq = config?.deadLetterQueue ?? null;
     const dlqKeys = dlq === null ? null : this.keys(dlq);
     return cancelMessage(this.kv, this.keys(queue), id, error, config?.events === true, dlqKeys);
+  }
+
+  async update(queue: string, id: string, edit: MessageEdit): Promise<ActionResult> {
+    this.checkOpen();
+    const config = (await this.queueWatch(queue)).config;
+    return updateMessage(this.kv, this.keys(queue), id, edit, config?.events === true);
   }
 
   private notify(queue: string): void {

@@ -185,11 +185,10 @@ export function update(fixture: StoreFixture): void {
       await h.client.enqueue(q, 'plain', { id: 'plain', priority: 4 });
       await h.client.enqueue(q, 'lifo', { id: 'lifo', priority: 4, lifo: true });
       await h.client.update(q, 'lifo', { payload: 'lifo-new' });
+      assert.equal((await h.client.show(q, 'deb'))?.payload, 'three');
       const order = await handledOrder(h, q, 3);
       assert.equal(order[0], 'lifo');
       assert.deepEqual(new Set(order), new Set(['lifo', 'deb', 'plain']));
-      const details = await h.client.show(q, 'deb');
-      assert.equal(details?.payload, 'three');
     });
 
     storeTest(
