@@ -1,5 +1,5 @@
 /**
- * Actions on single messages (retry, remove, promote) and the redrive of
+ * Actions on single messages (retry, remove, promote, update) and the redrive of
  * failed ones: each id one multi, checked against the `state` version read,
  * retried when the message changed in between. Index entries are sequential
  * nodes whose state keeps only their prefix: an action finds the entry's full
@@ -27,6 +27,7 @@ import type { EventRecord } from './events.js';
 import type { StoreContext } from './context.js';
 import type { QueueContext } from './queue.js';
 import type { ActionResult, MessageState } from '../model/types.js';
+import { UPDATABLE_STATES, type MessageEdit } from '../model/update.js';
 
 const TRIES = 10;
 /** A redrive's multi stays below the packet limit (1 MiB) and ZooKeeper's taste for huge multis. */
@@ -81,7 +82,11 @@ async function each(
   ctx: StoreContext,
   q: QueueContext,
   ids: readonly string[],
-  plan: (id: string, task: TaskRead, now: number) => Promise<{ ops: ZkOp[]; state: MessageState | null } | null>,
+  plan: (
+    id: string,
+    task: TaskRead,
+    now: number,
+  ) => Promise<{ ops: ZkOp[]; state: MessageState | null } | { refused: MessageState } | null>,
 ): Promise<ActionResult[]> {
   if (!(await q.exists())) return ids.map((id) => ({ ok: false, id, state: null }));
   const results: ActionResult[] = [];
@@ -95,13 +100,13 @@ async function each(
         break;
       }
       const planned = await plan(id, task, Date.now());
-      if (planned === null) {
-        result = { ok: false, id, state: task.current };
+      if (planned === null || 'refused' in planned) {
+        result = { ok: false, id, state: planned?.refused ?? task.current };
         break;
       }
       if ((await commitIndexed(ctx, q, planned.ops)) === null) {
         result = { ok: true, id, state: planned.state };
-        wake ||= planned.state === 'queued';
+        wake ||= planned.state === 'queued' || planned.state === 'queued-with-backoff';
       }
     }
     if (result === null) throw new Error(`${id}: its state kept changing; try again`);
@@ -243,6 +248,70 @@ export function removeMessages(ctx: StoreContext, q: QueueContext, ids: readonly
     ops.push(...(await indexRemovals(ctx.zk, q, [{ id, state: s }])));
     ops.push(...q.events.ops(await q.eventsConfig(), [{ type: 'removed', id, attempt: s.attempt, at: Date.now() }]));
     return { ops, state: null };
+  });
+}
+
+/**
+ * Changes a waiting message in one multi that sets its `state` with the version read, as a claim does: of the two,
+ * one commits and the other fails (a claim then reads the task again, its data no older than its state). Its entry
+ * moves to the sub-queue of its new filter class and priority, named by its ready time (kept unless changed, so it
+ * keeps its place by time); a LIFO message's entry stays where it is while only its payload changes.
+ */
+export function updateMessage(
+  ctx: StoreContext,
+  q: QueueContext,
+  id: string,
+  edit: MessageEdit,
+): Promise<ActionResult[]> {
+  return each(ctx, q, [id], async (_, task, now) => {
+    const s = task.state;
+    // A holder whose lock ended may still finish its message.
+    if (s.phase === 'locked') return { refused: task.current === 'queued' ? 'locked' : task.current };
+    if (!UPDATABLE_STATES.has(task.current)) return null;
+    const nodes = taskNodes(q.paths.task(id));
+    const filterClass = edit.filters?.filterClass ?? s.filterClass;
+    const priority = edit.priority ?? priorityOf(s);
+    const readyAt = edit.delayMs === null ? s.readyAt : now + edit.delayMs;
+    const otherSub = filterClass !== s.filterClass || priority !== priorityOf(s);
+    const moves = otherSub || readyAt !== s.readyAt;
+    const sub = q.sub(filterClass, priority);
+    // A sub-queue no message had yet is made first: a multi's bucket creates need their sub-queue there.
+    if (otherSub) await sub.makeTail();
+    const prefix = moves ? `${await sub.tailBucket()}/${entryPrefix(readyAt, id)}` : s.entry;
+    const next = makeState(
+      {
+        ...s,
+        filterClass,
+        priority,
+        readyAt,
+        requeue: edit.delayMs === null ? s.requeue : false,
+        encoding: edit.payload?.encoding ?? s.encoding,
+        entry: prefix,
+        updatedAt: now,
+      },
+      now,
+    );
+    const ops: ZkOp[] = [{ op: 'set', path: nodes.state, data: encodeState(next), version: task.version }];
+    if (edit.payload !== null)
+      ops.push({ op: 'set', path: nodes.data, data: Buffer.from(edit.payload.bytes), version: -1 });
+    if (filterClass !== s.filterClass) {
+      for (const name of Object.keys(parseFilterClass(s.filterClass))) {
+        ops.push({ op: 'remove', path: `${nodes.filters}/${name}`, version: -1 });
+      }
+      for (const [name, value] of Object.entries(edit.filters?.values ?? {})) {
+        ops.push({ op: 'create', path: `${nodes.filters}/${name}`, data: Buffer.from(value) });
+      }
+    }
+    if (moves && prefix !== null) {
+      const oldEntry = await resolveEntry(ctx.zk, s.entry);
+      if (oldEntry !== null) ops.push({ op: 'remove', path: oldEntry, version: -1 });
+      ops.push({ op: 'create', path: prefix, kind: 'sequential' });
+      ops.push(...(await q.waitingOps(id, readyAt, now)));
+      // Touching the sub-queue wakes idle workers, as an enqueue does.
+      ops.push({ op: 'set', path: q.paths.classDir(filterClass, priority), data: Buffer.alloc(0), version: -1 });
+    }
+    ops.push(...q.events.ops(await q.eventsConfig(), [{ type: 'updated', id, attempt: s.attempt, at: now }]));
+    return { ops, state: next.state };
   });
 }
 

@@ -22,7 +22,8 @@ import {
   unregisterConsumer,
 } from './inspect.js';
 import { listMessages } from './list.js';
-import { promoteMessages, removeMessages, retryFailedMessages, retryMessages } from './actions.js';
+import { promoteMessages, removeMessages, retryFailedMessages, retryMessages, updateMessage } from './actions.js';
+import type { MessageEdit } from '../model/update.js';
 import { checkRoot, listQueues } from './root.js';
 import { EventWatches } from './event-watches.js';
 import { CancelWatches } from './cancel-watches.js';
@@ -190,6 +191,11 @@ class ZookeeperStore implements Store {
 
   promote(queue: string, ids: readonly string[]): Promise<ActionResult[]> {
     return this.guard(() => promoteMessages(this.ctx, this.ctx.queue(queue), ids));
+  }
+
+  async update(queue: string, id: string, edit: MessageEdit): Promise<ActionResult> {
+    const [result] = await this.guard(() => updateMessage(this.ctx, this.ctx.queue(queue), id, edit));
+    return result ?? { ok: false, id, state: null };
   }
 
   clear(queues: readonly string[]): Promise<void> {
