@@ -501,7 +501,6 @@ export class Client {
     const config = changes.filters === undefined ? null : await this.cachedConfig(queue);
     const edit = this.prepareEdit(queue, changes, config);
     if (emptyEdit(edit)) throw new TypeError(`update needs at least one of ${UPDATE_KEYS.join(', ')}`);
-    if (store.update === undefined) throw new Error(`the ${store.kind} store cannot update messages`);
     const result = await store.update(queue, id, edit);
     if (!result.ok && result.state === null) throw new MessageGoneError(queue, id);
     return result;

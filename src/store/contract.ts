@@ -376,14 +376,14 @@ export interface Store {
    */
   subscribeCancels(queue: string, listener: (canceled: CanceledMessage | null) => void): () => void;
   /**
-   * Optional: changes a waiting message (model/update.ts UPDATABLE_STATES) in one atomic write, against a claim:
+   * Changes a waiting message (model/update.ts UPDATABLE_STATES) in one atomic write, against a claim:
    * either the claim takes the old content and the edit is refused, or the edit is stored and a later claim takes
    * the new. Its id, attempt, history and enqueue time stay; a new ready time makes it queued or delayed, a new
    * priority or filter class re-indexes it; with events on, an `updated` event. `ok` with its state after;
    * refused with its state (null: no such message; `locked` for one whose lock ended but is still held),
    * nothing written.
    */
-  update?(queue: string, id: string, edit: MessageEdit): Promise<ActionResult>;
+  update(queue: string, id: string, edit: MessageEdit): Promise<ActionResult>;
   /** Ends a backoff now: `queued-with-backoff` or `done-with-requeue` → `queued`. */
   promote(queue: string, ids: readonly string[]): Promise<ActionResult[]>;
   /** Removes every message and the dry-run count of each queue; configuration stays. */

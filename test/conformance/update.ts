@@ -6,7 +6,7 @@
  */
 import assert from 'node:assert/strict';
 import { describe } from 'node:test';
-import { storeTest, type Harness } from '../support/harness.js';
+import { storeTest } from '../support/harness.js';
 import { JobLog, waitForStatus } from '../support/jobs.js';
 import { gate, quietPeriod, waitFor, within } from '../support/wait.js';
 import { handledOrder } from './priority.js';
@@ -20,23 +20,9 @@ const loose = (value: unknown): never => value as never;
 // Far beyond any wait of these tests: a delayed message stays delayed until updated.
 const LATER_MS = 600_000;
 
-/**
- * On a store with no update, each case checks instead that update is refused with an error that says so and
- * changes nothing, and ends there.
- */
-async function refusedWithoutUpdate(h: Harness): Promise<boolean> {
-  if (storeOf(h.client).update !== undefined) return false;
-  const q = h.queue('update-refused');
-  await h.client.enqueue(q, 'w', { id: 'w' });
-  await assert.rejects(h.client.update(q, 'w', { priority: 1 }), /store cannot update messages/);
-  assert.equal((await h.client.status(q, 'w'))?.state, 'queued');
-  return true;
-}
-
 export function update(fixture: StoreFixture): void {
   void describe('update', () => {
     storeTest(fixture, 'a queued message runs with its new payload, in its new priority order', async (h) => {
-      if (await refusedWithoutUpdate(h)) return;
       const q = h.queue('update-queued');
       await h.client.configure(q, { events: true });
       for (const id of ['a', 'b', 'c']) await h.client.enqueue(q, `old-${id}`, { id, priority: 5 });
@@ -72,7 +58,6 @@ export function update(fixture: StoreFixture): void {
     });
 
     storeTest(fixture, 'a new ready time delays a queued message, and a past one runs a delayed one now', async (h) => {
-      if (await refusedWithoutUpdate(h)) return;
       const q = h.queue('update-delay');
       await h.client.enqueue(q, 'first', { id: 'd', initialBackoffMs: LATER_MS });
       await h.client.enqueue(q, 'q', { id: 'q' });
@@ -99,7 +84,6 @@ export function update(fixture: StoreFixture): void {
     });
 
     storeTest(fixture, 'new filters move a message to the workers that accept them', async (h) => {
-      if (await refusedWithoutUpdate(h)) return;
       const q = h.queue('update-filters');
       await h.client.configure(q, { filterEnums: { tier: ['low', 'high'] } });
       await h.client.enqueue(q, 'x', { id: 'x', filters: { tier: 'low' } });
@@ -118,7 +102,6 @@ export function update(fixture: StoreFixture): void {
     });
 
     storeTest(fixture, 'changes are checked as at enqueue, and a refused one changes nothing', async (h) => {
-      if (await refusedWithoutUpdate(h)) return;
       const q = h.queue('update-checked');
       await h.client.enqueue(q, 'kept', { id: 'm', priority: 3 });
       await assert.rejects(h.client.update(q, 'm', { runAt: Date.now(), delayMs: 5 }), /runAt and delayMs/);
@@ -137,7 +120,6 @@ export function update(fixture: StoreFixture): void {
     });
 
     storeTest(fixture, 'unknown, held and finished messages are refused, nothing changed', async (h) => {
-      if (await refusedWithoutUpdate(h)) return;
       const q = h.queue('update-refusals');
       await assert.rejects(h.client.update(q, 'nope', { priority: 1 }), MessageGoneError);
       const started = gate();
@@ -176,7 +158,6 @@ export function update(fixture: StoreFixture): void {
     });
 
     storeTest(fixture, 'a debounced message still takes later enqueues; a LIFO one still runs first', async (h) => {
-      if (await refusedWithoutUpdate(h)) return;
       const q = h.queue('update-debounce-lifo');
       await h.client.enqueue(q, 'one', { id: 'deb', debounce: { id: 'k', ms: LATER_MS } });
       await h.client.update(q, 'deb', { payload: 'two', priority: 4 });
@@ -195,7 +176,6 @@ export function update(fixture: StoreFixture): void {
       fixture,
       'updates racing claims: each message runs once, wholly old (update refused) or wholly new',
       async (h) => {
-        if (await refusedWithoutUpdate(h)) return;
         const q = h.queue('update-race');
         const ids = Array.from({ length: 40 }, (_, i) => `m${i}`);
         for (const id of ids) await h.client.enqueue(q, { v: 'old', id }, { id, priority: 5 });
