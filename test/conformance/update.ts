@@ -13,6 +13,8 @@ import { handledOrder } from './priority.js';
 import type { StoreFixture } from '../support/fixture.js';
 import { FilterError, MessageGoneError, PayloadTooLargeError } from '../../src/errors.js';
 import { storeOf } from '../../src/client-store.js';
+import { sleep } from '../../src/model/time.js';
+import type { Job } from '../../src/index.js';
 
 /** A value as a caller without types might pass it. */
 const loose = (value: unknown): never => value as never;
@@ -181,8 +183,14 @@ export function update(fixture: StoreFixture): void {
         for (const id of ids) await h.client.enqueue(q, { v: 'old', id }, { id, priority: 5 });
         const log = new JobLog();
         const other = await h.connect();
-        h.worker(q, (job) => log.record(job), { concurrency: 4 });
-        h.worker(q, (job) => log.record(job), { concurrency: 4 }, other);
+        // Handlers that take a moment keep the queue from draining before the updates arrive.
+        const handle = async (job: Job): Promise<undefined> => {
+          log.record(job);
+          await sleep(20);
+          return undefined;
+        };
+        h.worker(q, handle, { concurrency: 2 });
+        h.worker(q, handle, { concurrency: 2 }, other);
         await waitFor(() => log.seen.length > 0, { what: 'a first claim' });
         const results = await Promise.all(
           ids.map((id) => h.client.update(q, id, { payload: { v: 'new', id }, priority: 1 })),
