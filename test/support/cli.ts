@@ -4,11 +4,12 @@
  */
 import assert from 'node:assert/strict';
 import { spawn, type ChildProcess } from 'node:child_process';
-import { mkdtemp, rm } from 'node:fs/promises';
+import { mkdtempSync } from 'node:fs';
+import { rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { after, before } from 'node:test';
+import { after } from 'node:test';
 
 /** The repository's root, where the CLI's scripts run. */
 export const ROOT = fileURLToPath(new URL('../..', import.meta.url));
@@ -30,12 +31,9 @@ export interface RunOptions {
 }
 
 const children = new Set<ChildProcess>();
-let dir = '';
+// Made at import, so a store named while the tests are collected (before any hook runs) lands here too.
+const dir = mkdtempSync(join(tmpdir(), 'kvmq-cli-'));
 let stores = 0;
-
-before(async () => {
-  dir = await mkdtemp(join(tmpdir(), 'kvmq-cli-'));
-});
 
 after(async () => {
   for (const child of children) child.kill('SIGKILL');
