@@ -22,6 +22,7 @@ import {
   type Debounce,
 } from './model/scheduling.js';
 import { checkListOptions } from './model/list.js';
+import { flowIds, flowSteps, type FlowIds, type FlowNode, type FlowTree } from './model/flow.js';
 import { decodePayload, encodePayload } from './model/payload.js';
 import { checkPolicy, decodePolicy, encodePolicy, withExpiry } from './model/policy.js';
 import {
@@ -238,6 +239,49 @@ export class Client {
   }
 
   /**
+   * Writes a flow: the tree's messages, every one or none (FlowRefusedError when an id exists), each parent
+   * `waiting-children` until its children have ended. Children may be in other queues. Resolves with the ids.
+   */
+  async flow(tree: FlowTree): Promise<FlowIds> {
+    this.checkOpen();
+    const steps = flowSteps(tree);
+    const store = this.#store;
+    if (!store.capabilities.flows || store.flow === undefined) {
+      throw new TypeError(`flows are not available on this ${store.kind} store yet; use SQLite`);
+    }
+    const configs = new Map<string, QueueConfig>();
+    for (const { queue, tree: node } of steps) {
+      if (node.filters !== undefined && !configs.has(queue)) configs.set(queue, await this.cachedConfig(queue));
+    }
+    const messages = steps.map((step) => ({
+      queue: step.queue,
+      message: this.prepare(step.queue, step.tree.payload, step.tree, configs.get(step.queue) ?? null),
+      parent: step.parent,
+      children: step.children,
+      onChildFailure: step.onChildFailure,
+    }));
+    const ids = new Set(messages.map(({ queue, message }) => `${queue}\n${message.id}`));
+    if (ids.size < messages.length) throw new TypeError('a flow names one message (queue and id) twice');
+    await store.flow(messages);
+    return flowIds(
+      steps,
+      messages.map(({ message }) => message.id),
+    );
+  }
+
+  /** The tree of the flow the message belongs to, from its root, each node with its status; null once it is gone. */
+  async getFlow(queue: string, id: string): Promise<FlowNode | null> {
+    this.checkOpen();
+    const store = this.#store;
+    checkQueueName(queue);
+    checkMessageId(id);
+    if (store.flowTree === undefined) {
+      throw new TypeError(`flows are not available on this ${store.kind} store yet; use SQLite`);
+    }
+    return store.flowTree(queue, id);
+  }
+
+  /**
    * Where an enqueue's messages go: the tick's shared call, or, with `tx`, the caller's transaction on its own
    * (a transaction cannot be shared with other callers' messages). A store that cannot is a TypeError.
    */
@@ -414,7 +458,13 @@ export class Client {
   async list(queue: string, options: ListOptions = {}): Promise<ListPage> {
     this.checkOpen();
     checkQueueName(queue);
-    const query = checkListOptions(options);
+    let query = checkListOptions(options);
+    if (!this.#store.capabilities.flows) {
+      // A store without flows has no `waiting-children`: it is never asked for that state.
+      const states = query.states.filter((state) => state !== 'waiting-children');
+      if (states.length === 0) return { messages: [], cursor: null };
+      query = { ...query, states };
+    }
     const page = await this.#store.list(queue, query);
     const messages = page.messages.map(({ status, content, progress }): ListedMessage => {
       const listed = content === null ? status : { ...status, ...decodeContent(content) };

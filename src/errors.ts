@@ -22,6 +22,7 @@ export const KVMQ_ERROR_CODES = [
   'TRANSACTION',
   'JOB_REPORT',
   'CANCELED',
+  'FLOW_REFUSED',
 ] as const;
 
 export type KvmqErrorCode = (typeof KVMQ_ERROR_CODES)[number];
@@ -240,5 +241,19 @@ export class CanceledError extends KvmqError {
     super('CANCELED', `message '${id}' of queue '${queue}' was canceled`);
     this.queue = queue;
     this.id = id;
+  }
+}
+
+/** A flow was not written, not one of its messages: this one's id exists in its queue (`state` is its state). */
+export class FlowRefusedError extends KvmqError {
+  readonly queue: string;
+  readonly id: string;
+  readonly state: string;
+
+  constructor(queue: string, id: string, state: string) {
+    super('FLOW_REFUSED', `flow not written: message '${id}' of queue '${queue}' exists (${state})`);
+    this.queue = queue;
+    this.id = id;
+    this.state = state;
   }
 }

@@ -28,6 +28,8 @@ export type { ScheduleTiming, CronTiming, EveryTiming } from './schedule/timing.
 export { TRACE_METADATA_KEY } from './tracing/carrier.js';
 export type { ExpBackoffOptions } from './model/backoff.js';
 export { MESSAGE_STATES } from './model/types.js';
+export { FLOW_MAX_NODES } from './model/flow.js';
+export type { ChildFailurePolicy, ChildStatus, FlowIds, FlowNode, FlowTree } from './model/flow.js';
 export { QUEUE_EVENT_TYPES } from './model/events.js';
 export type { QueueEvent, QueueEventType, StoredEvent } from './model/events.js';
 export type { EventPage } from './store/contract.js';
@@ -99,6 +101,7 @@ export {
   ServeError,
   DashboardServerError,
   CanceledError,
+  FlowRefusedError,
 } from './errors.js';
 export { createDashboard } from './dashboard/dashboard.js';
 export type { Dashboard, DashboardOptions } from './dashboard/dashboard.js';

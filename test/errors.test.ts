@@ -27,6 +27,7 @@ const samples: readonly kvmq.KvmqError[] = [
   new kvmq.TransactionError('m'),
   new kvmq.JobReportError('m'),
   new kvmq.CanceledError('q', 'id'),
+  new kvmq.FlowRefusedError('q', 'id', 'queued'),
   new kvmq.ServeError('m'),
   new kvmq.DashboardServerError('m'),
 ];

@@ -11,5 +11,6 @@ conformance({
     deadLetterQueue: true,
     overlapClaims: false,
     groupRateLimit: true,
+    flows: false,
   },
 });

@@ -14,5 +14,6 @@ conformance({
     deadLetterQueue: true,
     overlapClaims: false,
     groupRateLimit: true,
+    flows: false,
   },
 });

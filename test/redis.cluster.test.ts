@@ -49,6 +49,7 @@ conformance({
     deadLetterQueue: false,
     overlapClaims: true,
     groupRateLimit: true,
+    flows: false,
   },
 });
 

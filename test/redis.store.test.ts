@@ -634,6 +634,7 @@ void describe('redis store: failures, listings and counts', () => {
       'done-with-backoff': ['done-backoff'],
       'done-with-requeue': ['done-requeue'],
       failed: ['failed'],
+      'waiting-children': [],
     };
     const status = await client.queueStatus(q);
     for (const state of MESSAGE_STATES) {

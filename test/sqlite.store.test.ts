@@ -78,9 +78,13 @@ function assertCountersMatchRows(url: string, queue: string): void {
 }
 
 // The layout kvmq wrote before schema 2, to check the migration.
-// What schema 9 added, dropped to write an older layout.
-const DROP_RESULT_9 =
-  'ALTER TABLE kvmq_messages DROP COLUMN result; ALTER TABLE kvmq_messages DROP COLUMN result_encoding;';
+// What schema 12 added (flows), dropped to write an older layout.
+const DROP_FLOWS_12 = `DROP INDEX kvmq_messages_children; DROP INDEX kvmq_messages_waiting;
+  ${['parent_seq', 'parent_wait', 'child_failure', 'children_left'].map((c) => `ALTER TABLE kvmq_messages DROP COLUMN ${c};`).join(' ')}
+  ALTER TABLE kvmq_queues DROP COLUMN waiting;`;
+// What schemas 9 and later added, dropped to write an older layout.
+const DROP_RESULT_9 = `${DROP_FLOWS_12}
+  ALTER TABLE kvmq_messages DROP COLUMN result; ALTER TABLE kvmq_messages DROP COLUMN result_encoding;`;
 
 const SCHEMA_1 = `
 CREATE TABLE kvmq_messages (
@@ -368,6 +372,7 @@ describe('sqlite store', () => {
           'done-with-backoff': 1,
           'done-with-requeue': 0,
           failed: 0,
+          'waiting-children': 0,
           total: 7,
         },
       );

@@ -25,5 +25,6 @@ conformance({
     deadLetterQueue: true,
     overlapClaims: false,
     groupRateLimit: true,
+    flows: false,
   },
 });

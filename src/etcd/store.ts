@@ -126,6 +126,7 @@ export class EtcdStore implements Store {
     claimWithFinishes: false,
     overlapClaims: false,
     groupRateLimit: true,
+    flows: false,
     // Finishes (and enqueueEach) go through a lane per queue (txn-lane.ts).
     groupCommit: true,
   };

@@ -4,7 +4,7 @@
  */
 import { MESSAGE_STATES, type MessageState } from './types.js';
 
-/** Short labels for the eight states, in the order a message usually moves. */
+/** Short labels for the nine states, in the order a message usually moves. */
 export const STATE_LABELS: Readonly<Record<MessageState, string>> = {
   queued: 'Queued',
   'queued-with-backoff': 'Delayed',
@@ -14,6 +14,7 @@ export const STATE_LABELS: Readonly<Record<MessageState, string>> = {
   'done-with-backoff': 'Done, held',
   'done-with-requeue': 'Done, requeue',
   failed: 'Failed',
+  'waiting-children': 'Awaiting children',
 };
 
 /** 'Running, requeue' → 'running-requeue': a label as one word, the way it is typed on a command line. */

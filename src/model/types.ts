@@ -18,7 +18,12 @@ export type MessageState =
    * out, lost its lock `maxDeliveries` times, or not takeable). Kept apart from
    * successes for the queue's `failedLifetimeMs`; refuses its id until retried or removed.
    */
-  | 'failed';
+  | 'failed'
+  /**
+   * A flow's parent (`client.flow`) waiting until every one of its children has ended; then it is `queued`. Not
+   * takeable meanwhile; a cancel fails it and cancels its waiting children.
+   */
+  | 'waiting-children';
 
 export const MESSAGE_STATES: readonly MessageState[] = [
   'queued',
@@ -29,6 +34,7 @@ export const MESSAGE_STATES: readonly MessageState[] = [
   'done-with-backoff',
   'done-with-requeue',
   'failed',
+  'waiting-children',
 ];
 
 /** What a handler decided. `retry` queues the message again (after `backoffMs`). */
@@ -180,6 +186,12 @@ export interface Job<P = Payload> {
    * with progress; returns false, as `progress` does, once the worker no longer holds the message.
    */
   readonly log: (line: string) => boolean;
+  /**
+   * A flow's parent reads its children's statuses (`client.flow`): state, outcome, lastError and `result`, in the
+   * order they were written; none for a message without children. A child removed (or garbage-collected) is
+   * absent. Bound as `progress` is. Rejects with a TypeError on a store without flows.
+   */
+  readonly children: () => Promise<MessageStatus[]>;
 }
 
 export interface HandlerResult<R = unknown> {

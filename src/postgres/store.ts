@@ -163,6 +163,7 @@ class PostgresStore implements Store {
       // A claim sent ahead at a trickle came back dry, and the idle worker then waited out its backoff.
       overlapClaims: false,
       groupRateLimit: true,
+      flows: false,
     };
     this.schema = options.schema;
     this.s = quoteIdent(options.schema);

@@ -109,6 +109,7 @@ class RedisStore implements Store {
       claimWithFinishes: true,
       overlapClaims: true,
       groupRateLimit: true,
+      flows: false,
       enqueueCallMessages: ENQUEUE_CALL_MESSAGES,
     };
     this.registry = new QueueRegistry(scripts, url.prefix);

@@ -5,12 +5,13 @@ import { failMessage, type WriteContext } from './failures.js';
 import { cancelPlan, type CancelRow } from './cancel-plan.js';
 import { updatePlan } from './update-plan.js';
 import type { MessageEdit } from '../model/update.js';
+import { cancelWaitingParent, childEnded, childRetried, parentRow } from './flows.js';
 import type { CanceledMessage } from '../store/contract.js';
 import type { ActionResult, MessageState } from '../model/types.js';
 
 type Action = (
   tx: WriteContext,
-  row: { seq: number; attempt: number } & StateRow,
+  row: { seq: number; attempt: number; parent_seq: number | null; parent_wait: number } & StateRow,
   state: MessageState,
   id: string,
 ) => MessageState | null;
@@ -35,6 +36,7 @@ export function retryMessages(tx: WriteContext, ids: readonly string[]): ActionR
   const results = each(tx, ids, ({ sql, now }, row, state, id) => {
     if (state !== 'failed') return undefined;
     sql.retry.run({ seq: row.seq, now });
+    childRetried(tx, row);
     tx.event('enqueued', id, 0);
     return 'queued';
   });
@@ -60,8 +62,14 @@ function redriven(tx: WriteContext, count: number): void {
 export function removeMessages(tx: WriteContext, ids: readonly string[]): ActionResult[] {
   return each(tx, ids, ({ sql, queue }, row, state, id) => {
     if (state === 'locked' || state === 'locked-with-requeue') return undefined;
+    // A flow's child removed before it ended ends for its parent as a failure would.
+    if (row.parent_wait === 1) childEnded(tx, row.seq, true, 'removed');
     sql.remove.run(row.seq);
     tx.event('removed', id, row.attempt);
+    if (row.phase === Phase.WaitingChildren) {
+      sql.addFlowCounts.run({ queue, size: 0, waiting: -1, failed: 0 });
+      return null;
+    }
     const done = row.phase === Phase.Done ? 1 : 0;
     const failed = row.phase === Phase.Failed ? 1 : 0;
     sql.addCounts.run({ queue, size: done + failed - 1, done: -done, failed: -failed });
@@ -94,6 +102,12 @@ export function cancelMessage(
   const plan = cancelPlan(id, row, now, error);
   if (plan.refused !== null || row === undefined)
     return { result: plan.refused ?? { ok: false, id, state: null }, held: null };
+  if (row.phase === Phase.WaitingChildren) {
+    // Its children that have not started are canceled with it, each failing as a cancel fails it in its queue.
+    const inQueue = (q: string): WriteContext => ({ ...tx, queue: q, config: () => tx.configOf(q) });
+    cancelWaitingParent(tx, parentRow(sql, row.seq), error, (q, child) => failMessage(inQueue(q), child, error, null));
+    return { result: { ok: true, id, state: 'failed' }, held: null };
+  }
   failMessage(tx, row, error, plan.history);
   // A held message frees its group's slot.
   if (plan.running) tx.wake(queue);

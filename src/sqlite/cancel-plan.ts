@@ -13,6 +13,8 @@ export interface CancelRow extends StateRow {
   readonly attempt: number;
   readonly filters: string;
   readonly history: string | null;
+  /** 1 while a flow's parent waits for this message (sqlite/flows.ts). */
+  readonly parent_wait: number;
 }
 
 /**

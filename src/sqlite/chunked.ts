@@ -77,7 +77,8 @@ export function insertMessages(db: BetterSqlite3.Database): MessageInserts {
 
 /**
  * Prefix (now, queue, consumer), rows of (id, attempt): marks plain successes done,
- * only where that consumer holds that attempt and no requeue waits; returns the ids done.
+ * only where that consumer holds that attempt and no requeue waits; returns the ids done. A flow's child whose
+ * parent waits (parent_wait) is left to the one-by-one finish, which counts it for the parent (flows.ts).
  */
 export function finishSuccesses(db: BetterSqlite3.Database): ChunkedStatement {
   return chunked(
@@ -85,7 +86,7 @@ export function finishSuccesses(db: BetterSqlite3.Database): ChunkedStatement {
     (n) =>
       `UPDATE kvmq_messages SET phase = 2, lock_until = 0, consumer = NULL, backoff_until = 0, outcome = 'success',
          last_error = NULL, updated_at = ?
-       WHERE queue = ? AND phase = 1 AND consumer = ? AND requeue = 0
+       WHERE queue = ? AND phase = 1 AND consumer = ? AND requeue = 0 AND parent_wait = 0
          AND (id, attempt) IN (VALUES ${placeholders(n, '(?, ?)')})
        RETURNING id`,
   );
@@ -104,7 +105,8 @@ export function finishResults(db: BetterSqlite3.Database): ChunkedStatement {
        UPDATE kvmq_messages SET phase = 2, lock_until = 0, consumer = NULL, backoff_until = 0, outcome = 'success',
          last_error = NULL, updated_at = ?,
          (result, result_encoding) = (SELECT result, encoding FROM v WHERE v.id = kvmq_messages.id)
-       WHERE queue = ? AND phase = 1 AND consumer = ? AND requeue = 0 AND (id, attempt) IN (SELECT id, attempt FROM v)
+       WHERE queue = ? AND phase = 1 AND consumer = ? AND requeue = 0 AND parent_wait = 0
+         AND (id, attempt) IN (SELECT id, attempt FROM v)
        RETURNING id`,
     // The rows come first, in the WITH.
     (prefix, rows) => [...rows, ...prefix],

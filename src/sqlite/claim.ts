@@ -17,6 +17,7 @@ interface ExpiredRow extends MessageRow {
   readonly losses: number;
   readonly history: string | null;
   readonly group_name: string | null;
+  readonly parent_wait: number;
 }
 
 /**

@@ -1,34 +1,10 @@
 /** What happens to a message that fails: it stays `failed` in its queue, or moves to the dead-letter queue. */
 import { appendHistory, parseHistory } from '../model/history.js';
-import type { Statements } from './statements.js';
-import type { QueueEventType } from '../model/events.js';
-import type { AttemptRecord, QueueConfig } from '../model/types.js';
+import { childEnded } from './flows.js';
+import type { FailingRow, WriteContext } from './write-context.js';
+import type { AttemptRecord } from '../model/types.js';
 
-/** The statements and context of one write transaction. */
-export interface WriteContext {
-  readonly sql: Statements;
-  readonly queue: string;
-  readonly now: number;
-  /** The queue's configuration, read (once) inside the transaction. */
-  readonly config: () => QueueConfig;
-  /** Wakes a queue's workers once the transaction has committed. */
-  readonly wake: (queue: string) => void;
-  /** Records a queue event in this transaction, if the queue (default: this one) has events on. */
-  readonly event: (type: QueueEventType, id: string, attempt: number, error?: string | null, queue?: string) => void;
-  /**
-   * Adds to this queue's `size` and `done` counters at the transaction's end, in the statement that appends its
-   * events when it has any (one write of the queue row, not two).
-   */
-  readonly count: (size: number, done: number) => void;
-}
-
-/** A locked message that fails, as the store read it. */
-export interface FailingRow {
-  readonly seq: number;
-  readonly id: string;
-  readonly filters: string;
-  readonly attempt: number;
-}
+export type { FailingRow, WriteContext } from './write-context.js';
 
 /** The stored history with `record` appended, as JSON. */
 export function historyWith(stored: string | null, record: AttemptRecord): string {
@@ -46,6 +22,8 @@ export function failMessage(tx: WriteContext, row: FailingRow, error: string | n
   const { sql, queue, now } = tx;
   const dlq = tx.config().deadLetterQueue;
   tx.event('failed', row.id, row.attempt, error);
+  // A flow's child ends for its parent here, before the row moves.
+  if (row.parent_wait === 1) childEnded(tx, row.seq, true, error);
   if (dlq !== null && sql.existing.get(dlq, row.id) === undefined) {
     sql.ensureQueue.run(dlq);
     sql.addClass.run(dlq, row.filters);

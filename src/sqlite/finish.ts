@@ -1,4 +1,5 @@
 import { failMessage, historyWith, type WriteContext } from './failures.js';
+import { childEnded } from './flows.js';
 import { Phase } from './schema.js';
 import { finishEventText } from '../store/finish-event-text.js';
 import type { ChunkedStatement } from './chunked.js';
@@ -15,6 +16,8 @@ export interface HeldRow {
   readonly requeue: number;
   readonly filters: string;
   readonly history: string | null;
+  /** 1 while a flow's parent waits for this message (sqlite/flows.ts). */
+  readonly parent_wait: number;
 }
 
 /**
@@ -80,6 +83,8 @@ export function finishMessages(
     } else {
       sql.toDone.run({ ...common, backoffUntil: f.backoffMs > 0 ? now + f.backoffMs : 0, ...resultColumns(f) });
       doneCount += 1;
+      // A flow's child (never in the bulk updates above) counts for its parent in this transaction.
+      if (row.parent_wait === 1) childEnded(tx, row.seq, false, null);
     }
     results.push('ok');
   }

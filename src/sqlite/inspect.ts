@@ -124,6 +124,7 @@ export function stateCounts(
   counts['done-with-backoff'] = withBackoff;
   counts['done-awaiting-gc'] = row.done - withBackoff;
   counts.failed = row.failed;
+  counts['waiting-children'] = row.waiting;
   return counts;
 }
 

@@ -48,6 +48,8 @@ const SOURCES: Readonly<Record<MessageState, readonly Source[]>> = {
   ],
   'done-with-requeue': [{ ...PENDING, where: `${IN_RANGE} AND ready_at > @now AND requeue = 1` }],
   failed: [{ index: 'kvmq_messages_failed', where: 'phase = 3', time: 'updated_at' }],
+  // Flow parents by when they began to wait.
+  'waiting-children': [{ index: 'kvmq_messages_waiting', where: 'phase = 4', time: 'updated_at' }],
 };
 
 /** A listed row: its status, its content when asked for, and its index time. */

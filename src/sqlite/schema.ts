@@ -18,13 +18,15 @@
  * Schema 9 keeps a success's result with the message (result, result_encoding; NULL for none).
  * Schema 10 keeps each group's rate limit state (kvmq_group_rates) for a queue's groupRateLimit.
  * Schema 11 indexes waiting messages by the deadline of their time to live (in their policy), for the GC.
+ * Schema 12 adds flows (flows.ts): a child's parent, a parent's count of children not ended, phase 4
+ * (`waiting-children`) and each queue's count of parents in it.
  */
 import type BetterSqlite3 from 'better-sqlite3';
 import { StoreLayoutError } from '../errors.js';
 
-export const SCHEMA_VERSION = 11;
+export const SCHEMA_VERSION = 12;
 
-export const Phase = { Pending: 0, Locked: 1, Done: 2, Failed: 3 } as const;
+export const Phase = { Pending: 0, Locked: 1, Done: 2, Failed: 3, WaitingChildren: 4 } as const;
 
 // Indexes schema 2 added: failed messages by finish time, done messages by the end of their backoff
 // (plain successes, backoff_until 0, stay out of it).
@@ -138,6 +140,22 @@ CREATE INDEX IF NOT EXISTS kvmq_messages_expiry ON kvmq_messages (queue, json_ex
   WHERE phase = 0 AND json_extract(policy, '$.expireAt') IS NOT NULL;
 `;
 
+// Schema 12: flows. A child names its parent by seq (kept when it moves to a dead-letter queue) and owes it one
+// count while parent_wait is 1; a parent in phase 4 counts its children not ended in children_left. Plain
+// messages keep the defaults (NULL, 0), so their finishes never look further. Waiting parents are counted per
+// queue in kvmq_queues.waiting (not in size: they are neither pending nor held).
+const FLOWS_12 = `
+ALTER TABLE kvmq_messages ADD COLUMN parent_seq INTEGER;
+ALTER TABLE kvmq_messages ADD COLUMN parent_wait INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE kvmq_messages ADD COLUMN child_failure INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE kvmq_messages ADD COLUMN children_left INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE kvmq_queues ADD COLUMN waiting INTEGER NOT NULL DEFAULT 0;
+`;
+const FLOW_INDEXES_12 = `
+CREATE INDEX IF NOT EXISTS kvmq_messages_children ON kvmq_messages (parent_seq) WHERE parent_seq IS NOT NULL;
+CREATE INDEX IF NOT EXISTS kvmq_messages_waiting ON kvmq_messages (queue, updated_at) WHERE phase = 4;
+`;
+
 const DDL = `
 CREATE TABLE IF NOT EXISTS kvmq_messages (
   seq           INTEGER PRIMARY KEY,            -- arrival order, for FIFO among equals
@@ -167,7 +185,11 @@ CREATE TABLE IF NOT EXISTS kvmq_messages (
   group_name    TEXT,                           -- at most the queue's groupConcurrency held at once; NULL: no group
   debounce_id   TEXT,                           -- a later enqueue with this id replaces the message while it waits
   result        BLOB,                           -- what the current run's success returned; NULL for none
-  result_encoding INTEGER                       -- 0 JSON, 1 bytes
+  result_encoding INTEGER,                      -- 0 JSON, 1 bytes
+  parent_seq    INTEGER,                        -- a flow's child: its parent's seq; NULL for none
+  parent_wait   INTEGER NOT NULL DEFAULT 0,     -- 1 while the parent counts this child as not ended
+  child_failure INTEGER NOT NULL DEFAULT 0,     -- what its final failure does to the parent (flows.ts)
+  children_left INTEGER NOT NULL DEFAULT 0      -- a waiting parent: its children not ended
 ) STRICT;
 CREATE UNIQUE INDEX IF NOT EXISTS kvmq_messages_by_id ON kvmq_messages (queue, id);
 ${INDEXES_4}
@@ -189,7 +211,8 @@ CREATE TABLE IF NOT EXISTS kvmq_queues (
   events_trimmed_index INTEGER NOT NULL DEFAULT 0, -- behind it are told they missed events
   rate_tat      REAL    NOT NULL DEFAULT 0,     -- the rate limit's theoretical arrival time (model/rate-limit.ts)
   events_buffer TEXT    NOT NULL DEFAULT '',    -- the newest events, not yet in kvmq_events (event-text.ts)
-  events_buffered INTEGER NOT NULL DEFAULT 0    -- how many events events_buffer holds
+  events_buffered INTEGER NOT NULL DEFAULT 0,   -- how many events events_buffer holds
+  waiting       INTEGER NOT NULL DEFAULT 0      -- phase 4: flow parents waiting for their children
 ) STRICT, WITHOUT ROWID;
 ${TURNS_3}
 ${TABLES_5}
@@ -197,6 +220,7 @@ ${eventsTable7('kvmq_events')}
 ${REPORTS_8}
 ${GROUP_RATES_10}
 ${EXPIRY_11}
+${FLOW_INDEXES_12}
 -- Filter classes seen per queue, so a claim asks only for classes a worker accepts.
 CREATE TABLE IF NOT EXISTS kvmq_classes (
   queue   TEXT NOT NULL,
@@ -279,6 +303,7 @@ const MIGRATE_7_TO_8 = REPORTS_8;
 // Schema 9 → 10: the group rates table.
 const MIGRATE_9_TO_10 = GROUP_RATES_10;
 const MIGRATE_10_TO_11 = EXPIRY_11;
+const MIGRATE_11_TO_12 = FLOWS_12 + FLOW_INDEXES_12;
 
 // Schema 8 → 9: each message's result (existing ones: none).
 const MIGRATE_8_TO_9 = `
@@ -298,6 +323,7 @@ const STEPS: readonly string[] = [
   MIGRATE_8_TO_9,
   MIGRATE_9_TO_10,
   MIGRATE_10_TO_11,
+  MIGRATE_11_TO_12,
 ];
 
 // What brings each older schema up to date, in one transaction: a new file gets the whole DDL.

@@ -21,6 +21,8 @@ export function stateOf(row: StateRow, now: number): MessageState {
       return row.requeue === 1 ? 'locked-with-requeue' : 'locked';
     case Phase.Done:
       return row.backoff_until > now ? 'done-with-backoff' : 'done-awaiting-gc';
+    case Phase.WaitingChildren:
+      return 'waiting-children';
     default:
       return 'failed';
   }
@@ -28,7 +30,7 @@ export function stateOf(row: StateRow, now: number): MessageState {
 
 /** When the current state ends by itself, or null. */
 export function stateEndsAt(row: StateRow, now: number): number | null {
-  if (row.phase === Phase.Failed) return null;
+  if (row.phase === Phase.Failed || row.phase === Phase.WaitingChildren) return null;
   const at =
     row.phase === Phase.Pending ? row.ready_at : row.phase === Phase.Locked ? row.lock_until : row.backoff_until;
   return at > now ? at : null;

@@ -12,7 +12,7 @@ export const CONTENT_FIELDS = 'payload, encoding, metadata, filters, result, res
 
 export const SQL = {
   ensureQueue: 'INSERT INTO kvmq_queues (queue) VALUES (?) ON CONFLICT DO NOTHING',
-  queueRow: `SELECT size, done, failed, dry_runs, eoq_until, gc_at, gc_lock_until, config, rate_tat FROM kvmq_queues
+  queueRow: `SELECT size, done, failed, dry_runs, eoq_until, gc_at, gc_lock_until, config, rate_tat, waiting FROM kvmq_queues
        WHERE queue = ?`,
   // The per-queue counters, changed in the transaction that changes the rows.
   addCounts:
@@ -20,16 +20,16 @@ export const SQL = {
   setDryRuns: 'UPDATE kvmq_queues SET dry_runs = ?, eoq_until = ? WHERE queue = ?',
   resetDryRuns: 'UPDATE kvmq_queues SET dry_runs = 0, eoq_until = 0 WHERE queue = ? AND dry_runs <> 0',
   setConfig: 'UPDATE kvmq_queues SET config = ? WHERE queue = ?',
-  clearQueue:
-    'UPDATE kvmq_queues SET size = 0, done = 0, failed = 0, dry_runs = 0, eoq_until = 0, rate_tat = 0 WHERE queue = ?',
+  clearQueue: `UPDATE kvmq_queues SET size = 0, done = 0, failed = 0, dry_runs = 0, eoq_until = 0, rate_tat = 0, waiting = 0
+       WHERE queue = ?`,
   setRateTat: 'UPDATE kvmq_queues SET rate_tat = ? WHERE queue = ?',
 
   addClass: 'INSERT INTO kvmq_classes (queue, filters) VALUES (?, ?) ON CONFLICT DO NOTHING',
   classes: 'SELECT filters FROM kvmq_classes WHERE queue = ?',
   clearClasses: 'DELETE FROM kvmq_classes WHERE queue = ?',
 
-  existing: `SELECT seq, phase, ready_at, lock_until, backoff_until, requeue, attempt FROM kvmq_messages
-       WHERE queue = ? AND id = ?`,
+  existing: `SELECT seq, phase, ready_at, lock_until, backoff_until, requeue, attempt, parent_seq, parent_wait
+       FROM kvmq_messages WHERE queue = ? AND id = ?`,
   // A revive keeps the history and takes the new message's content, policy and scheduling.
   revive: `UPDATE kvmq_messages SET payload = @payload, encoding = @encoding, metadata = @metadata, filters = @filters,
          phase = 0, ready_at = @readyAt, lock_until = 0, consumer = NULL, backoff_until = 0, requeue = 0,
@@ -86,7 +86,7 @@ export const SQL = {
   // Messages held per group (unexpired locks).
   heldGroups: `SELECT group_name, count(*) AS n FROM kvmq_messages
        WHERE queue = ? AND phase = 1 AND group_name IS NOT NULL AND lock_until > ? GROUP BY group_name`,
-  expiredLocks: `SELECT ${MESSAGE_FIELDS}, consumer, losses, history, group_name FROM kvmq_messages
+  expiredLocks: `SELECT ${MESSAGE_FIELDS}, consumer, losses, history, group_name, parent_wait FROM kvmq_messages
        WHERE queue = ? AND phase = 1 AND lock_until <= ? ORDER BY lock_until LIMIT ?`,
   nextLockExpiry:
     'SELECT lock_until FROM kvmq_messages WHERE queue = ? AND phase = 1 AND lock_until > ? ORDER BY lock_until LIMIT 1',
@@ -100,9 +100,10 @@ export const SQL = {
   extend: `UPDATE kvmq_messages SET lock_until = @lockUntil
        WHERE queue = @queue AND id = @id AND phase = 1 AND consumer = @consumer AND attempt = @attempt`,
 
-  held: `SELECT seq, id, phase, consumer, attempt, requeue, filters, history FROM kvmq_messages
+  held: `SELECT seq, id, phase, consumer, attempt, requeue, filters, history, parent_wait FROM kvmq_messages
        WHERE queue = ? AND id = ?`,
-  cancelRow: `SELECT seq, id, phase, ready_at, lock_until, backoff_until, requeue, consumer, attempt, filters, history
+  cancelRow: `SELECT seq, id, phase, ready_at, lock_until, backoff_until, requeue, consumer, attempt, filters, history,
+         parent_wait
        FROM kvmq_messages WHERE queue = ? AND id = ?`,
   toDone: `UPDATE kvmq_messages SET phase = 2, lock_until = 0, consumer = NULL, backoff_until = @backoffUntil,
          outcome = @outcome, last_error = @error, updated_at = @now, result = @result, result_encoding = @resultEncoding
@@ -121,10 +122,11 @@ export const SQL = {
          history = coalesce(@history, history), updated_at = @now
        WHERE seq = @seq`,
   // A message that fails moves to the dead-letter queue instead: queued there now, at attempt 0.
-  // It leaves its debounce id behind: enqueues to the dead-letter queue never replace it.
+  // It leaves its debounce id behind: enqueues to the dead-letter queue never replace it; and a flow's child
+  // has ended for its parent (flows.ts), which its run there no longer concerns.
   deadLetter: `UPDATE kvmq_messages SET queue = @dlq, phase = 0, ready_at = @now, lock_until = 0, consumer = NULL,
          backoff_until = 0, requeue = 0, next_payload = NULL, next_encoding = NULL, attempt = 0, losses = 0,
-         debounce_id = NULL,
+         debounce_id = NULL, parent_wait = 0,
          outcome = 'error', last_error = @error, history = coalesce(@history, history), updated_at = @now
        WHERE seq = @seq`,
 
@@ -157,7 +159,7 @@ export const SQL = {
        WHERE queue = @queue AND gc_lock_until <= @now AND (@force OR gc_at + @interval <= @now)`,
   releaseGcLock: 'UPDATE kvmq_queues SET gc_lock_until = 0 WHERE queue = ?',
   // Waiting messages never handed out (attempt 0) past their time to live, on the expiry index (schema.ts EXPIRY_10: the same expression).
-  expiredWaiting: `SELECT seq, id, filters, attempt FROM kvmq_messages
+  expiredWaiting: `SELECT seq, id, filters, attempt, parent_wait FROM kvmq_messages
        WHERE queue = @queue AND phase = 0 AND json_extract(policy, '$.expireAt') IS NOT NULL
          AND json_extract(policy, '$.expireAt') <= @now AND attempt = 0
        LIMIT @limit`,
@@ -184,7 +186,8 @@ export const SQL = {
   lapsedConsumers: 'DELETE FROM kvmq_consumers WHERE queue = ? AND expires_at <= ?',
 
   // Queues with a configuration or messages (a row alone is made by any write, e.g. a worker's registration).
-  queues: `SELECT queue FROM kvmq_queues WHERE config IS NOT NULL OR size > 0 OR done > 0 OR failed > 0 ORDER BY queue`,
+  queues: `SELECT queue FROM kvmq_queues
+       WHERE config IS NOT NULL OR size > 0 OR done > 0 OR failed > 0 OR waiting > 0 ORDER BY queue`,
   // A group's groupRateLimit state (group-rates.ts).
   groupRateTat: 'SELECT tat FROM kvmq_group_rates WHERE queue = ? AND group_name = ?',
   setGroupRateTat: `INSERT INTO kvmq_group_rates (queue, group_name, tat) VALUES (?, ?, ?)
@@ -195,6 +198,36 @@ export const SQL = {
   takeTurn: `INSERT INTO kvmq_turns (queue, name, taken_at) VALUES (@queue, @name, @now)
        ON CONFLICT (queue, name) DO UPDATE SET taken_at = excluded.taken_at
        WHERE kvmq_turns.taken_at + @everyMs <= excluded.taken_at OR kvmq_turns.taken_at > excluded.taken_at`,
+
+  // Flows (flows.ts). A flow's message, parents first: its parent's seq, whether it waits (phase 4) and for how many.
+  flowInsert: `INSERT INTO kvmq_messages (queue, id, payload, encoding, metadata, filters, phase, ready_at, enqueued_at,
+         updated_at, policy, priority, group_name, parent_seq, parent_wait, child_failure, children_left)
+       VALUES (@queue, @id, @payload, @encoding, @metadata, @filters, @phase, @readyAt, @now, @now, @policy, @priority,
+         @group, @parentSeq, @parentWait, @childFailure, @childrenLeft)
+       ON CONFLICT (queue, id) DO NOTHING RETURNING seq`,
+  // A child that ended: its parent and policy; parent_wait goes to 0 so it is counted once.
+  childEnds: `UPDATE kvmq_messages SET parent_wait = 0 WHERE seq = ? AND parent_wait = 1
+       RETURNING parent_seq, child_failure, queue, id`,
+  // A retried child whose parent still waits owes it a count again.
+  childWaitsAgain: 'UPDATE kvmq_messages SET parent_wait = 1 WHERE seq = ?',
+  flowParent: `SELECT seq, queue, id, phase, children_left, attempt, filters, parent_wait, ready_at FROM kvmq_messages
+       WHERE seq = ?`,
+  addChildrenLeft: 'UPDATE kvmq_messages SET children_left = children_left + @delta WHERE seq = @seq',
+  releaseParent: 'UPDATE kvmq_messages SET phase = 0, children_left = 0, updated_at = @now WHERE seq = @seq',
+  failParent: `UPDATE kvmq_messages SET phase = 3, children_left = 0, outcome = 'error', last_error = @error,
+         updated_at = @now
+       WHERE seq = @seq`,
+  // A parent's children that have not started (pending or waiting themselves), for a cancel or `remove`.
+  waitingChildren: `SELECT seq, queue, id, phase, attempt, filters, history, parent_wait FROM kvmq_messages
+       WHERE parent_seq = ? AND parent_wait = 1 AND phase IN (0, 4)`,
+  addFlowCounts:
+    'UPDATE kvmq_queues SET size = size + @size, waiting = waiting + @waiting, failed = failed + @failed WHERE queue = @queue',
+  // A flow's tree: a node by id or seq, and a node's children in the order they were written.
+  flowNodeOf: 'SELECT seq, parent_seq FROM kvmq_messages WHERE queue = ? AND id = ?',
+  flowUp: 'SELECT parent_seq FROM kvmq_messages WHERE seq = ?',
+  flowNode: `SELECT ${STATUS_FIELDS}, result, result_encoding, queue FROM kvmq_messages WHERE seq = ?`,
+  flowChildren: `SELECT ${STATUS_FIELDS}, result, result_encoding, queue FROM kvmq_messages
+       WHERE parent_seq = ? ORDER BY seq`,
 } as const;
 
 // Statements that return the first column's value instead of a row object.
@@ -209,6 +242,7 @@ const PLUCKED: ReadonlySet<string> = new Set([
   'doneBackoffCount',
   'lastSeq',
   'groupRateTat',
+  'flowUp',
 ]);
 
 export type Statements = { readonly [K in keyof typeof SQL]: Statement };
@@ -255,4 +289,5 @@ export interface QueueRow {
   readonly gc_lock_until: number;
   readonly config: string | null;
   readonly rate_tat: number;
+  readonly waiting: number;
 }

@@ -27,6 +27,7 @@ import { claimMessages } from './claim.js';
 import { enqueueMessages } from './enqueue.js';
 import { expireWaiting } from './expiry.js';
 import { finishMessages, type BulkFinishes } from './finish.js';
+import { flowChildren, flowTree, writeFlow } from './flows.js';
 import { finishResults, finishSuccesses, insertMessages, type MessageInserts } from './chunked.js';
 import { liveConsumers, messageDetails, messageStatus, stateCounts } from './inspect.js';
 import { Lister } from './list.js';
@@ -49,6 +50,7 @@ import type {
   EventPage,
   Finish,
   FinishResult,
+  FlowMessage,
   NewMessage,
   Report,
   Store,
@@ -57,6 +59,7 @@ import type {
   StoredPage,
   StoredSchedule,
 } from '../store/contract.js';
+import type { FlowNode } from '../model/flow.js';
 import type { ListQuery } from '../model/list.js';
 import type {
   ActionResult,
@@ -158,6 +161,7 @@ class SqliteStore implements Store {
     claimWithFinishes: true,
     overlapClaims: false,
     groupRateLimit: true,
+    flows: true,
   };
   private readonly sql: Statements;
   private readonly insertMessages: MessageInserts;
@@ -213,7 +217,7 @@ class SqliteStore implements Store {
     return results;
   }
 
-  /** The filter classes this process knows the queue has (recorded in kvmq_classes). */
+  /** The filter classes this process knows the queue has (each recorded once in kvmq_classes). */
   private classesOf(queue: string): Set<string> {
     let classes = this.knownClasses.get(queue);
     if (classes === undefined) {
@@ -221,6 +225,29 @@ class SqliteStore implements Store {
       this.knownClasses.set(queue, classes);
     }
     return classes;
+  }
+
+  async flow(messages: readonly FlowMessage[]): Promise<void> {
+    const root = messages[0];
+    if (root === undefined) return;
+    const added: [string, string][] = [];
+    const addClass = (queue: string, filterClass: string): void => {
+      const classes = this.classesOf(queue);
+      if (classes.has(filterClass)) return;
+      this.sql.addClass.run(queue, filterClass);
+      added.push([queue, filterClass]);
+    };
+    await this.write(root.queue, (tx) => writeFlow(tx, messages, addClass));
+    // Known once committed: a flow refused rolled its classes back with it.
+    for (const [queue, filterClass] of added) this.classesOf(queue).add(filterClass);
+  }
+
+  flowTree(queue: string, id: string): Promise<FlowNode | null> {
+    return this.snapshot(() => flowTree(this.sql, queue, id, Date.now()));
+  }
+
+  flowChildren(queue: string, id: string): Promise<MessageStatus[]> {
+    return this.snapshot(() => flowChildren(this.sql, queue, id, Date.now()));
   }
 
   claim(queue: string, request: ClaimRequest): Promise<ClaimResult> {
@@ -529,6 +556,7 @@ class SqliteStore implements Store {
         queue,
         now,
         config: () => configOf(queue),
+        configOf,
         wake: (woken) => wakes.add(woken),
         event: (type, id, attempt, error = null, of = queue) => {
           if (configOf(of).events) events.push(pendingEvent(of, type, id, attempt, error));

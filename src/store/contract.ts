@@ -7,6 +7,7 @@
  * resolves only after the store has applied the change.
  */
 import type { StoredEvent } from '../model/events.js';
+import type { ChildFailurePolicy, FlowNode } from '../model/flow.js';
 import type { ListQuery } from '../model/list.js';
 import type { EncodedPayload, PayloadEncoding } from '../model/payload.js';
 import type { StoredLog } from '../model/reports.js';
@@ -59,6 +60,8 @@ export interface StoreCapabilities {
   readonly groupCommit?: boolean;
   /** The store enforces a queue's `groupRateLimit` (per-group rate limits); configure refuses it otherwise. */
   readonly groupRateLimit: boolean;
+  /** The store writes flows (`Store.flow`, `Store.flowTree`); `client.flow` refuses them otherwise. */
+  readonly flows: boolean;
   /**
    * The client sends a tick's enqueues in calls of this many messages (a caller's messages are never split),
    * each as soon as it is full, so a store whose calls pipeline on one connection applies one call while the
@@ -300,6 +303,18 @@ export interface HandlerTransaction {
   rollback(): Promise<void>;
 }
 
+/** One message of a flow as the client hands it to a store (Store.flow): every parent before its children. */
+export interface FlowMessage {
+  readonly queue: string;
+  readonly message: NewMessage;
+  /** Its parent's index in the flow's list; null for the root. */
+  readonly parent: number | null;
+  /** How many children it waits for: with any, it is written `waiting-children`; else as an enqueue would. */
+  readonly children: number;
+  /** What its final failure does to its parent. */
+  readonly onChildFailure: ChildFailurePolicy;
+}
+
 /** A held message that was canceled, as `subscribeCancels` tells it. */
 export interface CanceledMessage {
   readonly id: string;
@@ -328,6 +343,18 @@ export interface Store {
    * worker ends with the message's finish (`commit`) or a `rollback`.
    */
   beginHandlerTransaction?(): Promise<HandlerTransaction>;
+  /**
+   * Optional, with `capabilities.flows`: writes a flow's messages in one atomic write, every one or none. A
+   * message whose id exists in its queue refuses the whole flow with FlowRefusedError, nothing written. A child
+   * counts for its parent until its final end (success, final failure, dead-lettered, canceled, expired,
+   * removed), and the parent's count changes in the atomic write of that end; at 0 the parent is queued, and a
+   * child's final failure applies its `onChildFailure` there too.
+   */
+  flow?(messages: readonly FlowMessage[]): Promise<void>;
+  /** Optional, with `flow`: the whole tree of the flow the message belongs to, from its root; null when it is gone. */
+  flowTree?(queue: string, id: string): Promise<FlowNode | null>;
+  /** Optional, with `flow`: the statuses of a message's children (`job.children()`), in the order written. */
+  flowChildren?(queue: string, id: string): Promise<MessageStatus[]>;
   claim(queue: string, request: ClaimRequest): Promise<ClaimResult>;
   /** Extends the locks of held messages; returns the ids no longer held by this consumer. */
   extend(

@@ -6,7 +6,15 @@ import type { FailureReason } from './events.js';
 import type { HandlerTransaction } from '../store/contract.js';
 import type { ProcessTrace } from '../tracing/process.js';
 import type { MessageReports } from './reports.js';
-import type { FilterValues, Job, MessagePolicy, Metadata, Payload, SqlTransaction } from '../model/types.js';
+import type {
+  FilterValues,
+  Job,
+  MessagePolicy,
+  MessageStatus,
+  Metadata,
+  Payload,
+  SqlTransaction,
+} from '../model/types.js';
 
 export interface Held {
   readonly id: string;
@@ -44,6 +52,8 @@ export interface Held {
 export interface JobReporter {
   reportProgress(held: Held, value: unknown): boolean;
   reportLine(held: Held, line: string): boolean;
+  /** job.children: the statuses of the message's children. */
+  readChildren(id: string): Promise<MessageStatus[]>;
 }
 
 export function abortSignal(held: Held, reason: Error): void {
@@ -88,6 +98,12 @@ export class HeldJob implements Job {
     const held = this.#held;
     const reporter = this.#reporter;
     return (line) => reporter.reportLine(held, line);
+  }
+
+  get children(): () => Promise<MessageStatus[]> {
+    const reporter = this.#reporter;
+    const { id } = this;
+    return () => reporter.readChildren(id);
   }
 
   /** Made on first read: most handlers never read it, and one per message costs. */

@@ -40,7 +40,7 @@ import { CanceledError, JobReportError, KvmqError, StoreUnavailableError } from 
 import { MessageReports, ReportWriter } from './reports.js';
 import { UNTRACED, traceProcess } from '../tracing/process.js';
 import { abortSignal, HeldJob, takeAway, type Held } from './held.js';
-import type { BatchHandler, Handler, HandlerResult, Job, QueueConfig } from '../model/types.js';
+import type { BatchHandler, Handler, HandlerResult, Job, MessageStatus, QueueConfig } from '../model/types.js';
 
 export type { WorkerOptions, BatchWorkerOptions, MonitorInfo, Monitor, Logger } from './options.js';
 export type { BatchOptions } from './batch.js';
@@ -909,6 +909,15 @@ export class Worker extends EventEmitter<WorkerEvents> {
   /** @internal job.log */
   reportLine(held: Held, line: string): boolean {
     return this.reportWriter().log(this.reportsOf(held), line);
+  }
+
+  /** @internal job.children */
+  readChildren(id: string): Promise<MessageStatus[]> {
+    const { store } = this;
+    if (store.flowChildren === undefined) {
+      return Promise.reject(new TypeError(`job.children() is not available on the ${store.kind} store: no flows`));
+    }
+    return store.flowChildren(this.queue, id);
   }
 
   /** The writer of handlers' reports, made on the first one. */

@@ -91,6 +91,7 @@ class ZookeeperStore implements Store {
     claimWithFinishes: false,
     overlapClaims: false,
     groupRateLimit: true,
+    flows: false,
   };
   private readonly ctx: StoreContext;
   private closed = false;

@@ -23,6 +23,7 @@ import { filters } from './filters.js';
 import { gc } from './gc.js';
 import { groups } from './groups.js';
 import { groupRateLimit } from './group-rate-limit.js';
+import { flows } from './flows.js';
 import { lifecycle } from './lifecycle.js';
 import { lifo } from './lifo.js';
 import { list } from './list.js';
@@ -84,6 +85,7 @@ export function conformance(fixture: StoreFixture): void {
     debounce(fixture);
     rateLimit(fixture);
     groupRateLimit(fixture);
+    flows(fixture);
     schedules(fixture);
     reports(fixture);
     cancel(fixture);
