@@ -22,6 +22,7 @@ import {
   type Debounce,
 } from './model/scheduling.js';
 import { checkListOptions } from './model/list.js';
+import { MESSAGE_STATES } from './model/types.js';
 import { flowIds, flowSteps, type FlowIds, type FlowNode, type FlowTree } from './model/flow.js';
 import { decodePayload, encodePayload } from './model/payload.js';
 import { checkPolicy, decodePolicy, encodePolicy, withExpiry } from './model/policy.js';
@@ -101,6 +102,8 @@ const ENQUEUE_KEYS = [...MESSAGE_KEYS, 'tx'] as const;
 // What update changes of a waiting message.
 const UPDATE_KEYS = ['payload', 'priority', 'runAt', 'delayMs', 'filters'] as const;
 const BATCH_KEYS = ['payload', ...MESSAGE_KEYS] as const;
+// The states of a store without flows.
+const WITHOUT_FLOWS = MESSAGE_STATES.filter((state) => state !== 'waiting-children');
 // Failed messages redriven per atomic step of retryFailed.
 const REDRIVE_BATCH = 500;
 // Filter enums change rarely; a short cache keeps enqueue from reading them every time.
@@ -458,13 +461,10 @@ export class Client {
   async list(queue: string, options: ListOptions = {}): Promise<ListPage> {
     this.checkOpen();
     checkQueueName(queue);
-    let query = checkListOptions(options);
-    if (!this.#store.capabilities.flows) {
-      // A store without flows has no `waiting-children`: it is never asked for that state.
-      const states = query.states.filter((state) => state !== 'waiting-children');
-      if (states.length === 0) return { messages: [], cursor: null };
-      query = { ...query, states };
-    }
+    // A store without flows has no `waiting-children`: it is never asked for that state.
+    const available = this.#store.capabilities.flows ? undefined : WITHOUT_FLOWS;
+    const query = checkListOptions(options, available);
+    if (query.states.length === 0) return { messages: [], cursor: null };
     const page = await this.#store.list(queue, query);
     const messages = page.messages.map(({ status, content, progress }): ListedMessage => {
       const listed = content === null ? status : { ...status, ...decodeContent(content) };

@@ -21,7 +21,11 @@ export interface ListQuery {
   readonly payload: boolean;
 }
 
-export function checkListOptions(value: unknown): ListQuery {
+/**
+ * `available`: the states the store has (a store without flows has no `waiting-children`); the query keeps only
+ * those, so it may have none, and a cursor is checked against what is kept.
+ */
+export function checkListOptions(value: unknown, available: readonly MessageState[] = MESSAGE_STATES): ListQuery {
   const options = checkPlainObject('list options', value) as ListOptions;
   checkKnownKeys('list', options, LIST_KEYS);
   if (options.state !== undefined && options.states !== undefined) {
@@ -46,7 +50,7 @@ export function checkListOptions(value: unknown): ListQuery {
     throw new TypeError('cursor must be the cursor string of a previous page of the same listing');
   }
   const query: ListQuery = {
-    states: MESSAGE_STATES.filter((state) => wanted.includes(state)),
+    states: available.filter((state) => wanted.includes(state)),
     outcome: (outcome as Outcome | undefined) ?? null,
     limit: options.limit === undefined ? DEFAULT_LIST_LIMIT : checkCount('limit', options.limit, 1, MAX_LIST_LIMIT),
     cursor: cursor ?? null,
