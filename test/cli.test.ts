@@ -8,6 +8,7 @@ import { readFile, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { describe, it } from 'node:test';
 import { cliDir, expectExit, kvmq, newStore, ROOT, start, waitFor, type RunResult } from './support/cli.js';
+import { connect } from '../src/index.js';
 
 async function statusOf(store: string, queue: string, id: string): Promise<Record<string, unknown>> {
   const { stdout } = await expectExit(0, ['status', queue, '--id', id, '--json'], { store });
@@ -66,6 +67,53 @@ describe('kvmq CLI', { concurrency: 4 }, () => {
     assert.deepEqual(Object.keys(queue), ['counts', 'consumers', 'dryRuns', 'total', 'paused']);
     assert.equal(queue.counts.queued, 2);
     assert.equal(queue.total, 2);
+  });
+
+  it("flow show prints a flow's tree from any node of it, as text and as JSON", async () => {
+    const store = newStore();
+    const client = await connect(store, { maintenance: false });
+    try {
+      await client.flow({
+        queue: 'jobs',
+        payload: 'p',
+        id: 'p',
+        children: [
+          { queue: 'jobs', payload: 'a', id: 'a' },
+          { queue: 'parts', payload: 'b', id: 'b', children: [{ queue: 'parts', payload: 'c', id: 'c' }] },
+        ],
+      });
+      await client.cancel('parts', 'c', 'gone');
+    } finally {
+      await client.close();
+    }
+    const text = await expectExit(0, ['flow', 'show', 'parts', 'c'], { store });
+    assert.equal(
+      text.stdout,
+      [
+        'jobs/p failed  child parts/b failed: child parts/c failed: canceled: gone',
+        '  jobs/a queued',
+        '  parts/b failed  child parts/c failed: canceled: gone',
+        '    parts/c failed  canceled: gone',
+        '',
+      ].join('\n'),
+    );
+    const json = JSON.parse((await expectExit(0, ['flow', 'show', 'jobs', 'a', '--json'], { store })).stdout) as {
+      id: string;
+      children: { id: string; state: string }[];
+    };
+    assert.equal(json.id, 'p');
+    assert.deepEqual(
+      json.children.map((child) => [child.id, child.state]),
+      [
+        ['a', 'queued'],
+        ['b', 'failed'],
+      ],
+    );
+    assert.match(
+      (await expectExit(1, ['flow', 'show', 'jobs', 'nobody'], { store })).stderr,
+      /message nobody not found/,
+    );
+    assert.match((await expectExit(2, ['flow', 'list', 'jobs', 'a'], { store })).stderr, /unknown subcommand 'list'/);
   });
 
   it('reports a missing message with exit 1', async () => {
@@ -374,7 +422,7 @@ describe('kvmq CLI', { concurrency: 4 }, () => {
     );
     assert.match(
       (await expectExit(2, ['list', 'jobs', '--state', 'broken'], { store })).stderr,
-      /^kvmq: state "broken" is not one of queued, .*failed\n/,
+      /^kvmq: state "broken" is not one of queued, .*awaiting-children\n/,
     );
 
     const shown = await expectExit(0, ['show', 'jobs', 'a'], { store });

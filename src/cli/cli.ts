@@ -28,6 +28,7 @@ export const COMMANDS: readonly CommandEntry[] = [
   { name: 'pause', load: async () => (await import('./commands/actions.js')).pause },
   { name: 'resume', load: async () => (await import('./commands/actions.js')).resume },
   { name: 'config', load: async () => (await import('./commands/config.js')).config },
+  { name: 'flow', load: async () => (await import('./commands/flow.js')).flow },
   { name: 'schedule', load: async () => (await import('./commands/schedule.js')).schedule },
   { name: 'gc', load: async () => (await import('./commands/gc.js')).gc },
   { name: 'clear', load: async () => (await import('./commands/clear.js')).clear },
