@@ -142,3 +142,28 @@ storeTest(
     assert.doesNotMatch(await page(base, `queues/${queue}/messages/none`), /<h2>Result/);
   },
 );
+
+storeTest(sqlite, "a flow's message page shows its tree, each node linked with its state", async (h) => {
+  const base = await serveDashboard(h);
+  const queue = h.queue('flow');
+  const other = h.queue('flow-other');
+  await h.client.flow({
+    queue,
+    payload: 'p',
+    id: 'p',
+    children: [
+      { queue, payload: 'a', id: 'a' },
+      { queue: other, payload: 'b', id: 'b' },
+    ],
+  });
+  const body = await page(base, `queues/${other}/messages/b`);
+  const panel = /<h2>Flow<\/h2>([\s\S]*?)<\/section>/.exec(body)?.[1] ?? '';
+  assert.match(panel, new RegExp(`href="[^"]*queues/${queue}/messages/p"`));
+  assert.match(panel, new RegExp(`href="[^"]*queues/${queue}/messages/a"`));
+  assert.match(panel, new RegExp(`<strong><span class="mono">${other}/b</span></strong>`));
+  assert.match(panel, /title="waiting-children"/);
+  assert.equal(panel.match(/title="queued"/g)?.length, 2);
+  // A message in no flow has no such panel.
+  await h.client.enqueue(queue, 'plain', { id: 'plain' });
+  assert.doesNotMatch(await page(base, `queues/${queue}/messages/plain`), /<h2>Flow<\/h2>/);
+});

@@ -135,7 +135,12 @@ export async function messageView(
       404,
       `There is no message '${id}' in queue '${queue}' (it may have been removed or collected).`,
     );
-  return messagePage(ctx, details, noticeFrom(params), now);
+  // A store without flows refuses getFlow: its messages are in none.
+  const flow = await client.getFlow(queue, id).catch((error: unknown) => {
+    if (error instanceof TypeError) return null;
+    throw error;
+  });
+  return messagePage(ctx, details, noticeFrom(params), now, flow);
 }
 
 export async function clearView(client: Client, ctx: PageContext, queue: string): Promise<Html> {

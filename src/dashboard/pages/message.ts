@@ -8,6 +8,8 @@ import { grid, numeric } from './grid.js';
 import { stateBadge, utc, when } from './format.js';
 import { actionForm, layout, type PageFrame } from './layout.js';
 import { payloadView } from './payload.js';
+import { flowPanel } from './flow-tree.js';
+import type { FlowNode } from '../../model/flow.js';
 
 /** The deadline of the message's time to live (policy.expireAt), or a dash: a message without one waits as long as it takes. */
 function expiry(m: MessageDetails, now: number): Html | string {
@@ -15,11 +17,18 @@ function expiry(m: MessageDetails, now: number): Html | string {
   return at === undefined ? '–' : html`${utc(at)} UTC (${when(at, now)})`;
 }
 
-export function messagePage(ctx: PageContext, m: MessageDetails, notice: PageFrame['notice'], now: number): Html {
+export function messagePage(
+  ctx: PageContext,
+  m: MessageDetails,
+  notice: PageFrame['notice'],
+  now: number,
+  flow: FlowNode | null = null,
+): Html {
   const path = messagePath(ctx.base, m.queue, m.id);
   const canPromote = m.state === 'queued-with-backoff' || m.state === 'done-with-requeue';
   const locked = m.state === 'locked' || m.state === 'locked-with-requeue';
-  const canCancel = locked || m.state === 'queued' || m.state === 'queued-with-backoff';
+  const canCancel =
+    locked || m.state === 'queued' || m.state === 'queued-with-backoff' || m.state === 'waiting-children';
   const actions = html`<div class="actions">
     ${m.state === 'failed' ? actionForm(ctx, `${path}/retry`, 'Retry') : ''}
     ${canPromote ? actionForm(ctx, `${path}/promote`, 'Run now') : ''}
@@ -75,6 +84,7 @@ export function messagePage(ctx: PageContext, m: MessageDetails, notice: PageFra
         <pre class="code">${JSON.stringify(m.metadata, null, 2)}</pre>
       </section>
     </div>
+    ${flowPanel(ctx, flow, m)}
     <section class="panel">
       <h2>Payload <span class="muted">(${payload.kind})</span></h2>
       <pre class="code payload">${payload.text}</pre>
