@@ -5,7 +5,7 @@
 import assert from 'node:assert/strict';
 import { describe } from 'node:test';
 import { register as globalRegistry } from 'prom-client';
-import type { Job } from '../../src/index.js';
+import { MESSAGE_STATES, type Job } from '../../src/index.js';
 import type { StoreFixture } from '../support/fixture.js';
 import { storeTest, type Harness } from '../support/harness.js';
 import { waitFor } from '../support/wait.js';
@@ -73,7 +73,7 @@ export function metricsSuite(fixture: StoreFixture): void {
       assert.equal(e.value('kvmq_queue_messages', { queue, state: 'failed' }), 2);
       assert.equal(e.value('kvmq_queue_messages', { queue, state: 'queued' }), 0);
       assert.equal(e.value('kvmq_queue_messages', { queue, state: 'locked' }), 0);
-      assert.equal(e.series('kvmq_queue_messages').length, 8, 'one series per state');
+      assert.equal(e.series('kvmq_queue_messages').length, MESSAGE_STATES.length, 'one series per state');
       assert.equal(e.value('kvmq_queue_consumers', { queue }), 1);
       assert.equal(e.value('kvmq_queue_paused', { queue }), 0);
       assert.equal(e.value('kvmq_queue_oldest_waiting_age_seconds', { queue }), 0);
