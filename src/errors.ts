@@ -7,7 +7,7 @@ export const KVMQ_ERROR_CODES = [
   'STORE_LIMIT',
   'STORE_UNAVAILABLE',
   'STORE_LAYOUT',
-  'STORE_DRIVER',
+  'PACKAGE_MISSING',
   'ZOOKEEPER',
   'PAYLOAD_TOO_LARGE',
   'MESSAGE_TOO_LARGE',
@@ -57,15 +57,19 @@ export class StoreAuthError extends KvmqError {
   }
 }
 
-/** The URL's store needs a driver package that is not installed (drivers are optional peer dependencies). */
-export class StoreDriverMissingError extends KvmqError {
-  readonly store: string;
-  readonly driver: string;
+/**
+ * A feature needs a package that is not installed: a store's driver, prom-client for metrics (they are optional
+ * peer dependencies, installed by the apps that use them).
+ */
+export class PackageMissingError extends KvmqError {
+  /** What needs it: "a redis store", "metrics". */
+  readonly feature: string;
+  readonly package: string;
 
-  constructor(store: string, driver: string, cause?: unknown) {
-    super('STORE_DRIVER', `a ${store} store needs the '${driver}' package: npm install ${driver}`, { cause });
-    this.store = store;
-    this.driver = driver;
+  constructor(feature: string, name: string, cause?: unknown) {
+    super('PACKAGE_MISSING', `${feature} needs the '${name}' package: npm install ${name}`, { cause });
+    this.feature = feature;
+    this.package = name;
   }
 }
 

@@ -90,7 +90,7 @@ export {
   FilterError,
   StoreUnavailableError,
   StoreLayoutError,
-  StoreDriverMissingError,
+  PackageMissingError,
   ClosedError,
   EventsMissedError,
   TimeoutError,

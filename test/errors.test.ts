@@ -14,7 +14,7 @@ const samples: readonly kvmq.KvmqError[] = [
   new kvmq.StoreLimitError('m'),
   new kvmq.StoreUnavailableError('m'),
   new kvmq.StoreLayoutError('m'),
-  new kvmq.StoreDriverMissingError('redis', 'ioredis'),
+  new kvmq.PackageMissingError('a redis store', 'ioredis'),
   new kvmq.ZookeeperReplyError('m', undefined, true),
   new kvmq.PayloadTooLargeError(2, 1),
   new kvmq.MessageTooLargeError('id', 2, 1),

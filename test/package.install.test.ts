@@ -21,6 +21,8 @@ const run = promisify(execFile);
 const ROOT = resolve(import.meta.dirname, '..');
 const NPM_FLAGS = ['--ignore-scripts', '--prefer-offline', '--no-audit', '--no-fund', '--loglevel=error'];
 const DRIVERS = ['ioredis', 'pg', 'etcd3', 'node-zookeeper-client'];
+// Optional peer dependencies too: metrics and tracing.
+const OPTIONAL = [...DRIVERS, 'prom-client', '@opentelemetry/api'];
 
 interface ExportTarget {
   readonly types: string;
@@ -125,8 +127,8 @@ describe('the package as installed', () => {
     });
   });
 
-  test('no store driver is installed with the package, and the embedded SQLite default works', async () => {
-    for (const driver of DRIVERS) assert.equal(existsSync(join(modules, driver)), false, `${driver} was installed`);
+  test('no optional package is installed with it, and the embedded SQLite default works', async () => {
+    for (const name of OPTIONAL) assert.equal(existsSync(join(modules, name)), false, `${name} was installed`);
     const db = join(dir, 'default.db');
     const stdout = await inProject(
       app,
@@ -142,11 +144,17 @@ describe('the package as installed', () => {
         void worker;
       });
       const done = await client.waitFor('mail', 'm1', { timeoutMs: 10000 });
+      const metrics = await client.metrics().then(() => 'served', (error) => error.code + ' ' + error.package);
       await client.close();
-      process.stdout.write(JSON.stringify({ handled, outcome: done.outcome, result: done.result }));
+      process.stdout.write(JSON.stringify({ handled, outcome: done.outcome, result: done.result, metrics }));
     `,
     );
-    assert.deepEqual(JSON.parse(stdout), { handled: 'a@example.com', outcome: 'completed', result: 'sent' });
+    assert.deepEqual(JSON.parse(stdout), {
+      handled: 'a@example.com',
+      outcome: 'completed',
+      result: 'sent',
+      metrics: 'PACKAGE_MISSING prom-client',
+    });
   });
 
   test("another store's URL names the driver to install, from the API and the command line", async () => {
@@ -166,19 +174,19 @@ describe('the package as installed', () => {
           await connect(url);
           seen[driver] = 'connected';
         } catch (error) {
-          seen[driver] = { name: error.name, code: error.code, driver: error.driver, message: error.message };
+          seen[driver] = { name: error.name, code: error.code, package: error.package, message: error.message };
         }
       }
       process.stdout.write(JSON.stringify(seen));
     `,
     );
-    type Seen = { name: string; code: string; driver: string; message: string } | undefined;
+    type Seen = { name: string; code: string; package: string; message: string } | undefined;
     const seen = JSON.parse(stdout) as Record<string, Seen>;
     for (const driver of Object.keys(urls)) {
       const error = seen[driver];
-      assert.equal(error?.name, 'StoreDriverMissingError', JSON.stringify(error));
-      assert.equal(error.code, 'STORE_DRIVER');
-      assert.equal(error.driver, driver);
+      assert.equal(error?.name, 'PackageMissingError', JSON.stringify(error));
+      assert.equal(error.code, 'PACKAGE_MISSING');
+      assert.equal(error.package, driver);
       assert.match(error.message, new RegExp(`npm install ${driver}`));
     }
     const cli = join(dist, 'cli/main.js');

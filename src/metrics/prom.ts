@@ -1,4 +1,9 @@
-/** prom-client, loaded on first use: a process that never asks for metrics never loads it. */
+/**
+ * prom-client, loaded on first use: a process that never asks for metrics never loads it. It is an optional peer
+ * dependency, installed by an app that exports metrics; without it, asking for them says so.
+ */
+import { importOptional } from '../optional-package.js';
+
 type PromClient = typeof import('prom-client');
 
 let loading: Promise<PromClient> | null = null;
@@ -6,7 +11,9 @@ let loading: Promise<PromClient> | null = null;
 export type { PromClient };
 
 export function loadPromClient(): Promise<PromClient> {
-  loading ??= import('prom-client');
+  loading ??= importOptional('prom-client', 'metrics', () => import('prom-client'));
+  // A failed load is tried again on the next use (the package may be installed by then).
+  loading.catch(() => (loading = null));
   return loading;
 }
 

@@ -6,8 +6,12 @@
  *
  * The members kvmq uses are copied out once: the module's exports are getters (as TypeScript compiles
  * re-exports), and reading them on every message cost the hot path more than the spans themselves.
+ *
+ * It is an optional peer dependency: an app that traces has it installed (its SDK needs it), and kvmq then finds
+ * that same copy; without it nothing is traced and no span is built.
  */
 import { createRequire } from 'node:module';
+import { isMissing } from '../optional-package.js';
 
 type OtelModule = typeof import('@opentelemetry/api');
 
@@ -17,6 +21,21 @@ export type OtelApi = Pick<
 >;
 
 let api: OtelApi | null = null;
+let installed: boolean | null = null;
+
+/** Whether `@opentelemetry/api` can be loaded; looked for once. Without it every trace is skipped. */
+export function otelInstalled(): boolean {
+  if (installed === null) {
+    try {
+      otel();
+      installed = true;
+    } catch (error) {
+      if (!isMissing(error, '@opentelemetry/api')) throw error;
+      installed = false;
+    }
+  }
+  return installed;
+}
 
 export function otel(): OtelApi {
   if (api === null) {
