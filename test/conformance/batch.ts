@@ -111,7 +111,9 @@ export function batch(fixture: StoreFixture): void {
         },
         { batch: { size: 2 }, maxAttempts: 2, retryBackoffMs: 0 },
       );
-      const p = await waitForStatus(h.client, q, 'p', 'done-awaiting-gc');
+      // On etcd the second delivery sometimes waits a second or two for the dispatcher's answer; a loaded machine
+      // stretches that past the default wait.
+      const p = await waitForStatus(h.client, q, 'p', 'done-awaiting-gc', { timeoutMs: 20_000 });
       assert.equal(p.attempt, 2);
       // Its own attempts: one, so the thrown error is its last.
       const failed = await waitForStatus(h.client, q, 'q', 'failed');
