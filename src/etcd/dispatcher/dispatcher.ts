@@ -388,7 +388,8 @@ export class Dispatcher {
       this.mirror.forget(msg);
       return;
     }
-    if (kv.modRevision !== msg.rev) this.mirror.reconcile(msg, record, kv.modRevision, null);
+    // The read is as of the Txn, which the watch may have overtaken (an update's new record seen first): only newer.
+    if (kv.modRevision > msg.rev) this.mirror.reconcile(msg, record, kv.modRevision, null);
     else this.mirror.place(msg, Date.now());
   }
 
