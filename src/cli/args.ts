@@ -41,6 +41,16 @@ export function parseCommandLine<O extends OptionsConfig>(argv: string[], option
   }
 }
 
+/** Parses a command on one queue (its only positional argument): the options and the queue. */
+export function parseQueueCommandLine<O extends OptionsConfig>(
+  argv: string[],
+  options: O,
+): { values: ParsedCommandLine<O>['values']; queue: string } {
+  const { values, positionals } = parseCommandLine(argv, options);
+  expectPositionals(positionals, 1, 1, '<queue>');
+  return { values, queue: positionals[0] ?? '' };
+}
+
 /** `--name` for each option (and `-x` for its short form): what a mistyped option is compared with. */
 function optionNames(options: OptionsConfig): string[] {
   return Object.entries(options).flatMap(([name, option]) =>

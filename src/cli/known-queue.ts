@@ -3,7 +3,8 @@
  * show as an empty queue and exit 0.
  */
 import type { Client } from '../index.js';
-import { UnknownQueueError } from './errors.js';
+import { EXIT_FAILURE, UnknownQueueError } from './errors.js';
+import { note, printJson } from './output.js';
 import { didYouMean } from './suggest.js';
 
 // More known names than this are not listed in the message.
@@ -25,4 +26,12 @@ export async function checkKnownQueues(client: Client, queues: readonly string[]
       `unknown queue '${queue}': no messages, configuration or consumers${didYouMean(queue, known)}${listed}`,
     );
   }
+}
+
+/** A message not found: an unknown queue is refused as above; otherwise it says so (`{"state":null}`), exit 1. */
+export async function messageNotFound(client: Client, queue: string, id: string, json: boolean): Promise<number> {
+  await checkKnownQueues(client, [queue]);
+  if (json) printJson({ state: null });
+  else note(`message ${id} not found in queue '${queue}'`);
+  return EXIT_FAILURE;
 }

@@ -4,7 +4,7 @@
  * found says so (exit 1).
  */
 import type { ActionResult, Client } from '../../index.js';
-import { expectPositionals, parseCommandLine } from '../args.js';
+import { expectPositionals, parseCommandLine, parseQueueCommandLine } from '../args.js';
 import type { Command } from '../command.js';
 import { EXIT_FAILURE, EXIT_OK, EXIT_REFUSED } from '../errors.js';
 import { commandUsage } from '../help.js';
@@ -119,9 +119,7 @@ function pauseCommand(name: 'pause' | 'resume'): Command {
       [],
     ),
     async run(argv) {
-      const { values, positionals } = parseCommandLine(argv, {});
-      expectPositionals(positionals, 1, 1, '<queue>');
-      const queue = positionals[0] ?? '';
+      const { values, queue } = parseQueueCommandLine(argv, {});
       return withClient(values.store, async (client) => {
         const result = paused ? await client.pause(queue) : await client.resume(queue);
         if (values.json === true) printJson(result);

@@ -1,7 +1,7 @@
 /** `kvmq events`: prints a queue's events live, one line each, until SIGINT/SIGTERM. */
 import { EventsMissedError } from '../../errors.js';
 import type { StoredEvent } from '../../index.js';
-import { expectPositionals, parseCommandLine } from '../args.js';
+import { parseQueueCommandLine } from '../args.js';
 import type { Command } from '../command.js';
 import { EXIT_OK, UsageError } from '../errors.js';
 import { commandUsage } from '../help.js';
@@ -26,9 +26,7 @@ export const events: Command = {
   ),
 
   async run(argv) {
-    const { values, positionals } = parseCommandLine(argv, { from: { type: 'string' } });
-    expectPositionals(positionals, 1, 1, '<queue>');
-    const [queue = ''] = positionals;
+    const { values, queue } = parseQueueCommandLine(argv, { from: { type: 'string' } });
     const from = values.from ?? 'now';
     const print =
       values.json === true

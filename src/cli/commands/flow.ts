@@ -2,10 +2,10 @@
 import type { FlowNode } from '../../index.js';
 import { expectPositionals, parseCommandLine } from '../args.js';
 import type { Command } from '../command.js';
-import { EXIT_FAILURE, EXIT_OK, UsageError } from '../errors.js';
+import { EXIT_OK, UsageError } from '../errors.js';
 import { commandUsage } from '../help.js';
-import { checkKnownQueues } from '../known-queue.js';
-import { note, printJson, printLine } from '../output.js';
+import { messageNotFound } from '../known-queue.js';
+import { printJson, printLine } from '../output.js';
 import { withClient } from '../store.js';
 import { jsonOf } from '../values.js';
 
@@ -30,12 +30,7 @@ export const flow: Command = {
     const [queue = '', id = ''] = positionals;
     return withClient(values.store, async (client) => {
       const tree = await client.getFlow(queue, id);
-      if (tree === null) {
-        await checkKnownQueues(client, [queue]);
-        if (values.json === true) printJson({ state: null });
-        else note(`message ${id} not found in queue '${queue}'`);
-        return EXIT_FAILURE;
-      }
+      if (tree === null) return messageNotFound(client, queue, id, values.json === true);
       if (values.json === true) printJson(nodeJson(tree));
       else printLine(treeLines(tree, '').join('\n'));
       return EXIT_OK;

@@ -1,5 +1,5 @@
 /** `kvmq gc`: runs the queue's GC now and prints how many finished messages it removed. */
-import { expectPositionals, parseCommandLine } from '../args.js';
+import { parseQueueCommandLine } from '../args.js';
 import type { Command } from '../command.js';
 import { EXIT_OK } from '../errors.js';
 import { commandUsage } from '../help.js';
@@ -19,9 +19,7 @@ export const gc: Command = {
   ),
 
   async run(argv) {
-    const { values, positionals } = parseCommandLine(argv, {});
-    expectPositionals(positionals, 1, 1, '<queue>');
-    const queue = positionals[0] ?? '';
+    const { values, queue } = parseQueueCommandLine(argv, {});
     return withClient(values.store, async (client) => {
       const result = await client.gc(queue);
       if (result.ran && result.removed === 0) await checkKnownQueues(client, [queue]);

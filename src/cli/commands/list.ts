@@ -1,6 +1,6 @@
 /** `kvmq list`: a queue's messages by state, a page at a time (or all pages with --all). */
 import type { ListedMessage, ListOptions, MessageState, Outcome } from '../../index.js';
-import { expectPositionals, optionalWholeNumber, parseCommandLine } from '../args.js';
+import { optionalWholeNumber, parseQueueCommandLine } from '../args.js';
 import type { Command } from '../command.js';
 import { EXIT_OK, UsageError } from '../errors.js';
 import { labelWord, STATE_LABELS, STATE_WORDS, stateOfWord } from '../../model/state-labels.js';
@@ -43,9 +43,7 @@ export const list: Command = {
   ),
 
   async run(argv) {
-    const { values, positionals } = parseCommandLine(argv, OPTIONS);
-    expectPositionals(positionals, 1, 1, '<queue>');
-    const queue = positionals[0] ?? '';
+    const { values, queue } = parseQueueCommandLine(argv, OPTIONS);
     const json = values.json === true;
     const states = values.state?.map(stateArgument);
     const limit = optionalWholeNumber('--limit', values.limit);

@@ -10,6 +10,7 @@ import {
   parseCommandLine,
   parseFilterPairs,
   parseJsonObject,
+  parseQueueCommandLine,
   parseWholeNumber,
 } from '../args.js';
 import type { Command } from '../command.js';
@@ -106,9 +107,7 @@ async function add(argv: string[]): Promise<number> {
 }
 
 async function ls(argv: string[]): Promise<number> {
-  const { values, positionals } = parseCommandLine(argv, {});
-  expectPositionals(positionals, 1, 1, '<queue>');
-  const [queue = ''] = positionals;
+  const { values, queue } = parseQueueCommandLine(argv, {});
   return withClient(values.store, async (client: Client) => {
     for (const info of await client.schedules(queue)) {
       if (values.json === true) printJson(jsonOf(info));

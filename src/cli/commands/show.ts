@@ -2,10 +2,10 @@
 import type { AttemptRecord, MessageDetails } from '../../index.js';
 import { expectPositionals, parseCommandLine } from '../args.js';
 import type { Command } from '../command.js';
-import { EXIT_FAILURE, EXIT_OK } from '../errors.js';
+import { EXIT_OK } from '../errors.js';
 import { commandUsage } from '../help.js';
-import { checkKnownQueues } from '../known-queue.js';
-import { note, printJson, printLine, table } from '../output.js';
+import { messageNotFound } from '../known-queue.js';
+import { printJson, printLine, table } from '../output.js';
 import { errorLine } from '../outcome-tally.js';
 import { withClient } from '../store.js';
 import { jsonOf, valueText } from '../values.js';
@@ -28,12 +28,7 @@ export const show: Command = {
     const [queue = '', id = ''] = positionals;
     return withClient(values.store, async (client) => {
       const details = await client.show(queue, id);
-      if (details === null) {
-        await checkKnownQueues(client, [queue]);
-        if (values.json === true) printJson({ state: null });
-        else note(`message ${id} not found in queue '${queue}'`);
-        return EXIT_FAILURE;
-      }
+      if (details === null) return messageNotFound(client, queue, id, values.json === true);
       if (values.json === true) printJson(jsonOf(details));
       else printLine(detailsText(details));
       return EXIT_OK;

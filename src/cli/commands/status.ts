@@ -1,12 +1,12 @@
 /** `kvmq status`: a message's state, or a queue's counts and consumers. */
 import type { MessageStatus, QueueStatus } from '../../index.js';
 import { MESSAGE_STATES } from '../../model/types.js';
-import { expectPositionals, parseCommandLine } from '../args.js';
+import { parseQueueCommandLine } from '../args.js';
 import type { Command } from '../command.js';
-import { EXIT_FAILURE, EXIT_OK } from '../errors.js';
+import { EXIT_OK } from '../errors.js';
 import { commandUsage } from '../help.js';
-import { checkKnownQueues } from '../known-queue.js';
-import { note, printJson, printLine, table } from '../output.js';
+import { checkKnownQueues, messageNotFound } from '../known-queue.js';
+import { printJson, printLine, table } from '../output.js';
 import { countOf } from '../progress.js';
 import { jsonOf, valueText } from '../values.js';
 import { withClient } from '../store.js';
@@ -28,9 +28,7 @@ export const status: Command = {
   ),
 
   async run(argv) {
-    const { values, positionals } = parseCommandLine(argv, OPTIONS);
-    expectPositionals(positionals, 1, 1, '<queue>');
-    const queue = positionals[0] ?? '';
+    const { values, queue } = parseQueueCommandLine(argv, OPTIONS);
     const json = values.json === true;
     const id = values.id;
     return withClient(values.store, async (client) => {
@@ -44,12 +42,7 @@ export const status: Command = {
         return EXIT_OK;
       }
       const result = await client.status(queue, id);
-      if (result === null) {
-        await checkKnownQueues(client, [queue]);
-        if (json) printJson({ state: null });
-        else note(`message ${id} not found in queue '${queue}'`);
-        return EXIT_FAILURE;
-      }
+      if (result === null) return messageNotFound(client, queue, id, json);
       // The state first: it is what a reader (or `jq .state`) looks for.
       if (json) {
         const { state, ...rest } = jsonOf(result);
