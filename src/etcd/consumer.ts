@@ -162,12 +162,7 @@ export class LocalConsumer {
         },
       );
     }
-    this.registration = { ...this.registration, seenAt: Date.now(), ask: this.registration.ask + 1 };
-    await this.kv.txn({
-      compare: [],
-      success: [{ type: 'put', key: this.key, value: encodeKvmqRegistration(this.registration), lease }],
-    });
-    this.registeredLease = lease;
+    await this.write(lease, true);
   }
 
   /** The session lease was lost: etcd removed the registration; write it again on next use. */
@@ -197,7 +192,11 @@ export class LocalConsumer {
   }
 
   private async put(ask: boolean): Promise<void> {
-    const lease = await this.kv.session.leaseId();
+    await this.write(await this.kv.session.leaseId(), ask);
+  }
+
+  /** Writes the registration under `lease`; `ask`: as a new request, which the dispatcher answers. */
+  private async write(lease: string, ask: boolean): Promise<void> {
     this.registration = { ...this.registration, seenAt: Date.now(), ask: this.registration.ask + (ask ? 1 : 0) };
     await this.kv.txn({
       compare: [],

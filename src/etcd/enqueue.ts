@@ -373,6 +373,35 @@ async function enqueueExisting(
   throw new Error(`kvmq: enqueue of ${message.id} to ${keys.queue} kept conflicting; try again`);
 }
 
+interface RunAgain {
+  ops: Op[];
+  action: 'revived' | 'requeued';
+  attempt: number;
+  counts: CountDelta[];
+}
+
+/** A finished message queued to run again from attempt 1 with `value`: its new record, the kept payload dropped. */
+function runAgain(
+  keys: QueueKeys,
+  id: string,
+  old: MessageRecord,
+  record: MessageRecord,
+  value: Buffer,
+  action: RunAgain['action'],
+): RunAgain {
+  return {
+    action,
+    attempt: 0,
+    counts: countChange(keys, old, record),
+    ops: [
+      { type: 'put', key: keys.ordered(record.idx ?? '', id), value },
+      { type: 'put', key: keys.record(id), value: encodeRecord(record) },
+      { type: 'delete', key: keys.payload(id) },
+      ...indexOps(keys, id, old, record),
+    ],
+  };
+}
+
 async function planExisting(
   kv: Kv,
   keys: QueueKeys,
@@ -380,7 +409,7 @@ async function planExisting(
   r: MessageRecord,
   state: ReturnType<typeof stateOf>,
   now: number,
-): Promise<{ ops: Op[]; action: 'revived' | 'requeued'; attempt: number; counts: CountDelta[] } | null> {
+): Promise<RunAgain | null> {
   const payload = asBuffer(m.payload);
   if (state === 'done-awaiting-gc') {
     const idx = m.lifo ? newLifoIdx(m.priority) : newIdx(m.priority);
@@ -401,17 +430,7 @@ async function planExisting(
       },
       now,
     );
-    return {
-      action: 'revived',
-      attempt: 0,
-      counts: countChange(keys, r, record),
-      ops: [
-        { type: 'put', key: keys.ordered(idx, m.id), value: payload },
-        { type: 'put', key: keys.record(m.id), value: encodeRecord(record) },
-        { type: 'delete', key: keys.payload(m.id) },
-        ...indexOps(keys, m.id, r, record),
-      ],
-    };
+    return runAgain(keys, m.id, r, record, payload, 'revived');
   }
   if (m.allowRequeue && state === 'done-with-backoff') {
     // The requeued run carries the new payload, or the one that ran (kept while the backoff lasts).
@@ -435,17 +454,7 @@ async function planExisting(
       result: undefined,
       resultEncoding: undefined,
     };
-    return {
-      action: 'requeued',
-      attempt: 0,
-      counts: countChange(keys, r, record),
-      ops: [
-        { type: 'put', key: keys.ordered(idx, m.id), value },
-        { type: 'put', key: keys.record(m.id), value: encodeRecord(record) },
-        { type: 'delete', key: keys.payload(m.id) },
-        ...indexOps(keys, m.id, r, record),
-      ],
-    };
+    return runAgain(keys, m.id, r, record, value, 'requeued');
   }
   if (m.allowRequeue && state === 'locked') {
     const record: MessageRecord = {

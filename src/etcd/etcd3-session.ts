@@ -4,6 +4,7 @@
  * marks its member failing and is tried again on another at once. A lease with a TTL of seconds thus survives
  * a member that lost its leader (etcd3's own keep-alive stays on one stream until the lease's TTL passes).
  */
+import { LeaseLostListeners } from './lease-listeners.js';
 import type * as Etcd3 from 'etcd3';
 import { StoreUnavailableError } from '../errors.js';
 import type { Session } from './kv.js';
@@ -109,7 +110,7 @@ class KeptLease {
 export class EtcdSession implements Session {
   private lease: KeptLease | null = null;
   private granted: Promise<string> | null = null;
-  private readonly listeners = new Set<(leaseId: string) => void>();
+  private readonly lostListeners = new LeaseLostListeners();
   private closed = false;
 
   constructor(
@@ -146,8 +147,7 @@ export class EtcdSession implements Session {
   }
 
   onLost(listener: (leaseId: string) => void): () => void {
-    this.listeners.add(listener);
-    return () => this.listeners.delete(listener);
+    return this.lostListeners.add(listener);
   }
 
   async close(): Promise<void> {
@@ -166,6 +166,6 @@ export class EtcdSession implements Session {
     this.lease = null;
     this.granted = null;
     if (id === undefined) return;
-    for (const listener of [...this.listeners]) listener(id);
+    this.lostListeners.tell(id);
   }
 }

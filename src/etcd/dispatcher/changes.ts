@@ -72,6 +72,24 @@ function plainRecord(idx: string, now: number, history: MessageRecord['history']
   return freshRecord({ ...fields, idx, readyAt: now, history }, now);
 }
 
+/** A change of a plain producer's put: guarded by its key's revision and `record` (the id's record), reading both. */
+function producerGuard(keys: QueueKeys, put: ProducerPut, record: Compare): Pick<Ops, 'compares' | 'reads'> {
+  return {
+    compares: [{ key: put.key, target: 'mod', result: '=', operand: put.modRevision }, record],
+    reads: [
+      { type: 'range', key: put.key },
+      { type: 'range', key: keys.record(put.id) },
+    ],
+  };
+}
+
+const noRecordYet = (keys: QueueKeys, id: string): Compare => ({
+  key: keys.record(id),
+  target: 'version',
+  result: '=',
+  operand: 0,
+});
+
 /**
  * A pending message, or one taken from another consumer (lock over, consumer gone: `lost`, the
  * record with that loss counted), handed to `c`.
@@ -192,15 +210,8 @@ export function move(
   ];
   if (c !== null) ops.push(deliveryOps(keys, record, put.id, c, put.value, size));
   return {
-    compares: [
-      { key: put.key, target: 'mod', result: '=', operand: put.modRevision },
-      { key: keys.record(put.id), target: 'version', result: '=', operand: 0 },
-    ],
+    ...producerGuard(keys, put, noRecordYet(keys, put.id)),
     ops,
-    reads: [
-      { type: 'range', key: put.key },
-      { type: 'range', key: keys.record(put.id) },
-    ],
     record,
     counts: countChange(keys, null, record),
   };
@@ -217,20 +228,13 @@ export function revive(
 ): Ops {
   const record = plainRecord(idx, now, old.history);
   return {
-    compares: [
-      { key: put.key, target: 'mod', result: '=', operand: put.modRevision },
-      { key: keys.record(put.id), target: 'mod', result: '=', operand: recordRev },
-    ],
+    ...producerGuard(keys, put, { key: keys.record(put.id), target: 'mod', result: '=', operand: recordRev }),
     ops: [
       { type: 'delete', key: put.key },
       { type: 'put', key: keys.ordered(idx, put.id), value: put.value },
       { type: 'put', key: keys.record(put.id), value: encodeRecord(record) },
       { type: 'delete', key: keys.payload(put.id) },
       ...indexOps(keys, put.id, old, record),
-    ],
-    reads: [
-      { type: 'range', key: put.key },
-      { type: 'range', key: keys.record(put.id) },
     ],
     record,
     counts: countChange(keys, old, record),
@@ -249,17 +253,10 @@ export function refuseTooLarge(keys: QueueKeys, put: ProducerPut, now: number): 
     `it stays at ${put.key}`;
   const record: MessageRecord = { ...failedRecord(fresh, error, now), payloadKey: put.key };
   return {
-    compares: [
-      { key: put.key, target: 'mod', result: '=', operand: put.modRevision },
-      { key: keys.record(put.id), target: 'version', result: '=', operand: 0 },
-    ],
+    ...producerGuard(keys, put, noRecordYet(keys, put.id)),
     ops: [
       { type: 'put', key: keys.record(put.id), value: encodeRecord(record) },
       ...indexOps(keys, put.id, null, record),
-    ],
-    reads: [
-      { type: 'range', key: put.key },
-      { type: 'range', key: keys.record(put.id) },
     ],
     record: null,
     failedError: error,

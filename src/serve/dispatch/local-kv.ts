@@ -8,6 +8,7 @@
  * with what it reads is write, and its writes come after those batches in
  * the WAL, so a crash cannot keep them without what they read.
  */
+import { LeaseLostListeners } from '../../etcd/lease-listeners.js';
 import { SYSTEM_AUTH } from '../auth/store.js';
 import type { Engine } from '../engine.js';
 import { keyString } from '../bytes.js';
@@ -147,7 +148,7 @@ function opResult(res: ResponseOp | undefined): OpResult {
 class LocalSession implements Session {
   private granted: Promise<string> | null = null;
   private timer: NodeJS.Timeout | null = null;
-  private readonly listeners = new Set<(leaseId: string) => void>();
+  private readonly lostListeners = new LeaseLostListeners();
   private closed = false;
 
   constructor(
@@ -178,12 +179,11 @@ class LocalSession implements Session {
     if (this.timer !== null) clearInterval(this.timer);
     this.timer = null;
     this.granted = null;
-    for (const listener of [...this.listeners]) listener(id.toString());
+    this.lostListeners.tell(id.toString());
   }
 
   onLost(listener: (leaseId: string) => void): () => void {
-    this.listeners.add(listener);
-    return () => this.listeners.delete(listener);
+    return this.lostListeners.add(listener);
   }
 
   /** Revokes the lease, so the queues' election keys go now rather than at the TTL. */
