@@ -9,8 +9,10 @@ import { randomUUID } from 'node:crypto';
 import { hostname } from 'node:os';
 import { importDriver } from '../store/driver.js';
 import { ClosedError, StoreUnavailableError } from '../errors.js';
+import { ANSWER_WAIT_MS, claimFromInbox } from './claim.js';
 import { clearQueue } from './clear.js';
-import { LocalConsumer, type Delivery } from './consumer.js';
+import { QueueWatches } from './queue-watches.js';
+import { LocalConsumer } from './consumer.js';
 import { DispatcherHost } from './dispatcher/host.js';
 import { enqueueMessages, submitEnqueues, type Answer } from './enqueue.js';
 import { extendDeliveries, finishDeliveries, releaseDeliveries } from './finish.js';
@@ -19,20 +21,12 @@ import { decodeReport } from '../store/report-codec.js';
 import { getMany } from './txn-batch.js';
 import { withProgress } from '../store/listing-progress.js';
 import { runGc } from './gc.js';
-import { liveConsumers, messageStatus, queueSize, stateCounts } from './inspect.js';
+import { liveConsumers, messageStatus, stateCounts } from './inspect.js';
 import { MAX_PAYLOAD_BYTES, QueueKeys } from './keys.js';
-import {
-  countDryRun,
-  decodeConfig,
-  decodeEoq,
-  readConfig,
-  resetDryRuns,
-  writeConfig,
-  type Eoq,
-} from './queue-state.js';
+import { decodeEoq, readConfig, writeConfig } from './queue-state.js';
 import { parseEtcdUrl } from './url.js';
 import type { DeliveryListener, DispatcherLog } from './dispatcher/types.js';
-import type { Kv, Watch } from './kv.js';
+import type { Kv } from './kv.js';
 import { inspectMessage, listMessages } from './listing.js';
 import {
   cancelMessage,
@@ -50,7 +44,6 @@ import type { ListQuery } from '../model/list.js';
 import type {
   ClaimRequest,
   ClaimResult,
-  ClaimedMessage,
   CanceledMessage,
   Configured,
   ConsumerRegistration,
@@ -75,14 +68,6 @@ import type {
   QueueConfig,
   QueueStatus,
 } from '../model/types.js';
-import { parseFilterClass } from '../model/filters.js';
-
-// How long a claim waits for the dispatcher to answer a request for more messages.
-const ANSWER_WAIT_MS = 1000;
-// How soon a claim that got no answer (no dispatcher yet) is worth repeating.
-const UNANSWERED_RETRY_MS = 200;
-// A queue size the dispatcher reported this recently is used as is.
-const QUEUE_SIZE_FRESH_MS = 100;
 
 export async function openEtcdStore(url: string, log?: DispatcherLog): Promise<EtcdStore> {
   const options = parseEtcdUrl(url);
@@ -104,17 +89,6 @@ export async function openEtcdStore(url: string, log?: DispatcherLog): Promise<E
 const defaultLog: DispatcherLog = (level, message) => {
   if (level !== 'info') console.error(`kvmq etcd ${level}: ${message}`);
 };
-
-interface QueueWatch {
-  eoq: Eoq;
-  config: QueueConfig | null;
-  /** The mod revision of the configuration held (a watch event older than it is not applied). */
-  configRev: number;
-  watch: Watch;
-}
-
-// A claim on a paused queue asks the worker to look again within this long.
-const PAUSED_RETRY_MS = 1000;
 
 export class EtcdStore implements Store {
   readonly kind = 'etcd';
@@ -138,7 +112,7 @@ export class EtcdStore implements Store {
   private readonly byKey = new Map<string, LocalConsumer>();
   private readonly listeners = new Map<string, Set<() => void>>();
   private readonly cancelListeners = new Map<string, Set<(canceled: CanceledMessage | null) => void>>();
-  private readonly queueWatches = new Map<string, Promise<QueueWatch>>();
+  private readonly queueWatches: QueueWatches;
   private readonly keyCache = new Map<string, QueueKeys>();
   private readonly configReads = new Map<string, Promise<void>>();
   /** Queues this process has put in the queue registry (at its first enqueue to each). */
@@ -159,6 +133,7 @@ export class EtcdStore implements Store {
     };
     this.host = new DispatcherHost(kv, root, this.nodeId, log, told, dispatcherStallMs);
     this.eventSubscriptions = new EventSubscriptions(kv, (queue) => this.keys(queue));
+    this.queueWatches = new QueueWatches(kv, (queue) => this.keys(queue));
     this.stopLeaseWatch = kv.session.onLost(() => {
       for (const { consumer } of this.locals.values()) consumer.leaseLost();
     });
@@ -177,7 +152,7 @@ export class EtcdStore implements Store {
     this.checkOpen();
     if (messages.length === 0) return [];
     // The configuration as the queue's watch holds it: events on or off, with no read per enqueue.
-    const [state] = await Promise.all([this.queueWatch(queue), this.register(queue)]);
+    const [state] = await Promise.all([this.queueWatches.get(queue), this.register(queue)]);
     return enqueueMessages(this.kv, this.keys(queue), messages, state.config?.events === true);
   }
 
@@ -193,7 +168,7 @@ export class EtcdStore implements Store {
       fail(error);
       return results;
     }
-    Promise.all([this.queueWatch(queue), this.register(queue)]).then(([state]) => {
+    Promise.all([this.queueWatches.get(queue), this.register(queue)]).then(([state]) => {
       submitEnqueues(this.kv, this.keys(queue), messages, state.config?.events === true, answers);
     }, fail);
     return results;
@@ -202,101 +177,7 @@ export class EtcdStore implements Store {
   async claim(queue: string, request: ClaimRequest): Promise<ClaimResult> {
     this.checkOpen();
     const consumer = this.consumer(queue, request.consumerId, { lockMs: request.lockMs });
-    const keys = this.keys(queue);
-    const state = await this.queueWatch(queue);
-    if (state.config?.paused === true) {
-      // Paused: nothing is taken, and no dry run counted. Deliveries made before the pause go back unrun.
-      const unclaimed = consumer.unclaimed();
-      if (unclaimed.length > 0) await releaseDeliveries(this.kv, keys, consumer, unclaimed);
-      return {
-        messages: [],
-        queueSize: consumer.knownQueueSize(),
-        dryRuns: state.eoq.dryRuns,
-        wakeAt: Date.now() + PAUSED_RETRY_MS,
-      };
-    }
-    const accepts =
-      request.accepts === null
-        ? null
-        : acceptedPairs(state.config ?? (await readConfig(this.kv, keys)), request.accepts);
-    // With group or rate limits a slot freed by another consumer's finish, or a new limit, is the dispatcher's to
-    // hand out: ask, so the answer comes after it has seen them (a plain claim takes what its inbox holds).
-    const limited =
-      state.config?.groupConcurrency != null || state.config?.rateLimit != null || state.config?.groupRateLimit != null;
-    const ask = limited && consumer.unclaimedCount() < request.max;
-    await consumer.demand({ capacity: consumer.claimedCount() + request.max, lockMs: request.lockMs, accepts }, ask);
-    const answered = await consumer.waitForAnswer(ANSWER_WAIT_MS, () => consumer.unclaimedCount() >= request.max);
-    const taken = consumer.unclaimed().slice(0, request.max);
-    if (taken.length > 0) {
-      for (const d of taken) d.claimed = true;
-      if (state.eoq.dryRuns !== 0 || state.eoq.until !== 0) await resetDryRuns(this.kv, keys);
-      // The dispatcher locked them when it delivered, perhaps long before this claim: what is left now (read
-      // after the claim was made), on this process's clock against the dispatcher's, never more than a lock.
-      const now = Date.now();
-      const renewed = await this.renewLate(keys, consumer, taken, request.lockMs, now);
-      const messages: ClaimedMessage[] = taken
-        .filter((d) => renewed.get(d.id) !== false)
-        .map((d) => ({
-          id: d.id,
-          payload: d.payload,
-          encoding: d.record.encoding,
-          metadata: d.record.metadata,
-          filters: parseFilterClass(d.record.filterClass),
-          attempt: d.record.attempt,
-          policy: d.record.policy,
-          // Renewed during this claim, so after the worker sent it: a whole lock from the worker's send time.
-          lockLeftMs:
-            renewed.get(d.id) === true
-              ? request.lockMs
-              : Math.min(request.lockMs, (d.record.lockUntil ?? Infinity) - now),
-        }));
-      return { messages, queueSize: Math.max(...taken.map((d) => d.queueSize)), dryRuns: 0, wakeAt: null };
-    }
-    if (!answered) {
-      // No dispatcher answered yet (one is being elected): look again soon, without counting a dry run.
-      const size = await queueSize(this.kv, keys);
-      return { messages: [], queueSize: size, dryRuns: state.eoq.dryRuns, wakeAt: Date.now() + UNANSWERED_RETRY_MS };
-    }
-    const rateWakeAt = consumer.rateWakeAt;
-    if (rateWakeAt !== null && rateWakeAt > Date.now()) {
-      // Held back by the queue's rate limit: sleep until the next slot (its delivery wakes the worker too).
-      return { messages: [], queueSize: consumer.knownQueueSize(), dryRuns: state.eoq.dryRuns, wakeAt: rateWakeAt };
-    }
-    if (consumer.claimedCount() > 0) {
-      // Busy, with nothing more for now: its handlers finishing, or a delivery, wake it. Not a dry run.
-      return { messages: [], queueSize: consumer.knownQueueSize(), dryRuns: state.eoq.dryRuns, wakeAt: null };
-    }
-    // The dispatcher's answer says how long the queue was; a count reads it when that is old news.
-    const size = consumer.freshQueueSize(QUEUE_SIZE_FRESH_MS) ?? (await queueSize(this.kv, keys));
-    const eoq = await countDryRun(this.kv, keys, request.eoqBackoffMs);
-    state.eoq = eoq.rev >= state.eoq.rev ? eoq : state.eoq;
-    return { messages: [], queueSize: size, dryRuns: eoq.dryRuns, wakeAt: eoq.until };
-  }
-
-  /**
-   * Deliveries that waited in the consumer's inbox for more than half a lock are renewed before the worker gets
-   * them, as a held message's renewal would be: the time they spent unclaimed is not the handler's to lose. The
-   * map says, per renewed id, whether this consumer still held it (false: the dispatcher gave it to another). A
-   * renewal that fails leaves them as they are; the worker then judges each by the lock it has left.
-   */
-  private async renewLate(
-    keys: QueueKeys,
-    consumer: LocalConsumer,
-    taken: readonly Delivery[],
-    lockMs: number,
-    now: number,
-  ): Promise<Map<string, boolean>> {
-    const renewed = new Map<string, boolean>();
-    const late = taken.filter((d) => (d.record.lockUntil ?? Infinity) - now < lockMs / 2);
-    if (late.length === 0) return renewed;
-    try {
-      const held = late.map((d) => ({ id: d.id, attempt: d.record.attempt }));
-      const lost = new Set(await extendDeliveries(this.kv, keys, consumer, held, lockMs));
-      for (const d of late) renewed.set(d.id, !lost.has(d.id));
-    } catch {
-      // The worker's own renewals go on; the lock left as delivered decides.
-    }
-    return renewed;
+    return claimFromInbox(this.kv, this.keys(queue), consumer, await this.queueWatches.get(queue), request);
   }
 
   async extend(
@@ -322,7 +203,7 @@ export class EtcdStore implements Store {
       await entry.consumer.demand({ capacity: Math.max(0, capacity - givenBack), lockMs, accepts });
     }
     // The configuration as the queue's watch holds it: no read per finish.
-    const config = (await this.queueWatch(queue)).config;
+    const config = (await this.queueWatches.get(queue)).config;
     const dlq = config?.deadLetterQueue ?? null;
     return finishDeliveries(
       this.kv,
@@ -338,7 +219,7 @@ export class EtcdStore implements Store {
     this.checkOpen();
     const entry = this.locals.get(consumerKey(queue, consumerId));
     if (entry === undefined) return reports.map(() => 'lost');
-    const config = (await this.queueWatch(queue)).config;
+    const config = (await this.queueWatches.get(queue)).config;
     return writeReports(this.kv, this.keys(queue), entry.consumer, reports, config?.events === true);
   }
 
@@ -440,7 +321,7 @@ export class EtcdStore implements Store {
     this.checkOpen();
     const { config, created, revision } = await writeConfig(this.kv, this.keys(queue), patch);
     // This process's claims see the change at once (a pause stops them), before the watch brings it.
-    const watched = this.queueWatches.get(queue);
+    const watched = this.queueWatches.peek(queue);
     if (watched !== undefined) {
       const state = await watched.catch(() => null);
       if (state !== null && state.configRev < revision) {
@@ -544,7 +425,7 @@ export class EtcdStore implements Store {
   ): Promise<EnqueueResult[] | null> {
     this.checkOpen();
     // As enqueue: the configuration as the queue's watch holds it, and the queue in the registry.
-    const [state] = await Promise.all([this.queueWatch(queue), this.register(queue)]);
+    const [state] = await Promise.all([this.queueWatches.get(queue), this.register(queue)]);
     return fireSchedule(this.kv, this.keys(queue), expected, nextAt, messages, state.config?.events === true);
   }
 
@@ -593,8 +474,7 @@ export class EtcdStore implements Store {
     }
     this.locals.clear();
     this.byKey.clear();
-    for (const state of this.queueWatches.values()) void state.then((s) => s.watch.cancel()).catch(() => undefined);
-    this.queueWatches.clear();
+    this.queueWatches.close();
     await this.closeKv();
   }
 
@@ -619,7 +499,7 @@ export class EtcdStore implements Store {
 
   /** Whether the queue's configuration, as its watch holds it, has events on. */
   private async eventsOn(queue: string): Promise<boolean> {
-    return (await this.queueWatch(queue)).config?.events === true;
+    return (await this.queueWatches.get(queue)).config?.events === true;
   }
 
   /** Puts the queue in the registry once per process (the first enqueue to it). */
@@ -652,7 +532,7 @@ export class EtcdStore implements Store {
 
   async cancel(queue: string, id: string, error: string): Promise<ActionResult> {
     this.checkOpen();
-    const config = (await this.queueWatch(queue)).config;
+    const config = (await this.queueWatches.get(queue)).config;
     const dlq = config?.deadLetterQueue ?? null;
     const dlqKeys = dlq === null ? null : this.keys(dlq);
     return cancelMessage(this.kv, this.keys(queue), id, error, config?.events === true, dlqKeys);
@@ -660,7 +540,7 @@ export class EtcdStore implements Store {
 
   async update(queue: string, id: string, edit: MessageEdit): Promise<ActionResult> {
     this.checkOpen();
-    const config = (await this.queueWatch(queue)).config;
+    const config = (await this.queueWatches.get(queue)).config;
     return updateMessage(this.kv, this.keys(queue), id, edit, config?.events === true);
   }
 
@@ -670,66 +550,6 @@ export class EtcdStore implements Store {
     for (const listener of set) listener();
   }
 
-  /** The queue's dry-run state and configuration, kept current by one watch per queue. */
-  private queueWatch(queue: string): Promise<QueueWatch> {
-    let state = this.queueWatches.get(queue);
-    if (state === undefined) {
-      const keys = this.keys(queue);
-      state = (async () => {
-        const res = await this.kv.txn({
-          compare: [],
-          success: [
-            { type: 'range', key: keys.eoq },
-            { type: 'range', key: keys.config },
-          ],
-        });
-        const [eoqRes, configRes] = res.responses;
-        const eoqKv = eoqRes?.type === 'range' ? eoqRes.kvs[0] : undefined;
-        const configKv = configRes?.type === 'range' ? configRes.kvs[0] : undefined;
-        const s: QueueWatch = {
-          eoq: decodeEoq(eoqKv?.value, eoqKv?.modRevision ?? 0),
-          config: decodeConfig(keys, configKv?.value),
-          configRev: configKv?.modRevision ?? 0,
-          watch: { cancel: () => Promise.resolve() },
-        };
-        const handler = {
-          events: (events: readonly import('./kv.js').WatchEvent[]) => {
-            for (const e of events) {
-              if (e.kv.key === keys.eoq) {
-                s.eoq =
-                  e.type === 'delete'
-                    ? { dryRuns: 0, until: 0, rev: e.kv.modRevision }
-                    : decodeEoq(e.kv.value, e.kv.modRevision);
-              } else if (e.kv.key === keys.config && e.kv.modRevision > s.configRev) {
-                s.configRev = e.kv.modRevision;
-                try {
-                  s.config = decodeConfig(keys, e.type === 'delete' ? undefined : e.kv.value);
-                } catch {
-                  s.config = null;
-                }
-              }
-            }
-          },
-          broken: () => {
-            this.queueWatches.delete(queue);
-          },
-        };
-        // eoq and config sort next to each other only with the GC index between; two small watches instead.
-        const w1 = this.kv.watch({ key: keys.eoq, startRevision: res.revision + 1 }, handler);
-        const w2 = this.kv.watch({ key: keys.config, startRevision: res.revision + 1 }, handler);
-        s.watch = {
-          cancel: async () => {
-            await Promise.all([w1.cancel(), w2.cancel()]);
-          },
-        };
-        return s;
-      })();
-      this.queueWatches.set(queue, state);
-      state.catch(() => this.queueWatches.delete(queue));
-    }
-    return state;
-  }
-
   private checkOpen(): void {
     if (this.closed) throw new ClosedError('the etcd store');
   }
@@ -737,13 +557,4 @@ export class EtcdStore implements Store {
 
 function consumerKey(queue: string, id: string): string {
   return `${queue}\0${id}`;
-}
-
-/** The `name=value` pairs a claim's class matcher accepts, over the queue's configured filter values. */
-function acceptedPairs(config: QueueConfig, accepts: (filterClass: string) => boolean): string[] {
-  const pairs: string[] = [];
-  for (const [name, values] of Object.entries(config.filterEnums)) {
-    for (const value of values) if (accepts(`${name}=${value}`)) pairs.push(`${name}=${value}`);
-  }
-  return pairs.sort();
 }
