@@ -315,12 +315,7 @@ export class Dispatcher {
     msg.busy = true;
     this.mirror.ready.unfile(msg);
     if (consumer !== null) consumer.reserved += 1;
-    return {
-      compares: ops.compares,
-      ops: ops.ops,
-      reads: ops.reads,
-      events: ops.events,
-      counts: ops.counts,
+    return plannedChange(ops, {
       onOk: (revision) => {
         settled(msg, consumer);
         if (consumer !== null) {
@@ -347,7 +342,7 @@ export class Dispatcher {
         if (this.mirror.msgs.get(msg.id) === msg) this.mirror.place(msg, Date.now());
         this.afterChange(msg);
       },
-    };
+    });
   }
 
   /** After a change answered: an ack of the delivery it made or kept, seen meanwhile, is made now. */
@@ -400,12 +395,7 @@ export class Dispatcher {
       put.busy = false;
       if (consumer !== null) consumer.reserved -= 1;
     };
-    return {
-      compares: ops.compares,
-      ops: ops.ops,
-      reads: ops.reads,
-      events: ops.events,
-      counts: ops.counts,
+    return plannedChange(ops, {
       onOk: (revision) => {
         settle();
         if (this.mirror.producers.get(put.key) === put) this.mirror.producers.delete(put.key);
@@ -436,7 +426,7 @@ export class Dispatcher {
         }
       },
       onError: settle,
-    };
+    });
   }
 
   private submit(planned: readonly Planned[]): void {
@@ -491,4 +481,9 @@ export class Dispatcher {
       this.schedule(delay);
     }
   }
+}
+
+/** A change's Txn parts, with what to do on each answer. */
+function plannedChange(ops: changes.Ops, answers: Pick<Planned, 'onOk' | 'onFail' | 'onError'>): Planned {
+  return { compares: ops.compares, ops: ops.ops, reads: ops.reads, events: ops.events, counts: ops.counts, ...answers };
 }

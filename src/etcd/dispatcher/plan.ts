@@ -16,7 +16,7 @@ import { rateCharge, rateGrant, type RateGrant } from '../../model/rate-limit.js
 import { chargeRate, RATE_TXN_BYTES, RATE_TXN_MESSAGES } from './rate.js';
 import { Appetite } from './groups.js';
 import type { GroupCharge } from './group-rates.js';
-import { priorityGuard, unseenRevision, type PriorityGuard } from './priority-guard.js';
+import { firstTold, PriorityOrder } from './priority-order.js';
 import type { RateLimit } from '../../model/types.js';
 import * as changes from './changes.js';
 import { freeSlots, type Consumer, type Msg, type ProducerPut } from './model.js';
@@ -26,8 +26,6 @@ import type { QueueMirror } from './mirror.js';
 
 // An expired lock whose holder has not renewed it for this long more is given back to the queue.
 export const STALE_LOCK_GRACE_MS = 10_000;
-// A hold on guarded deliveries ends after this long even if the watch never showed the key (then plans try again).
-const PRIORITY_HOLD_MAX_MS = 1000;
 
 export interface PlannerDeps {
   readonly kv: Kv;
@@ -50,21 +48,20 @@ export class Planner {
   private readonly appetite = new Appetite();
   /** The queue's registry entry: written with the first plain put this dispatcher moves (once per Txn at most). */
   private registry: 'unwritten' | 'writing' | 'written' = 'unwritten';
-  /**
-   * A priority guard failed on an ordered key created at this revision: deliveries of priorities above 0
-   * wait until the mirror has seen it (or `PRIORITY_HOLD_MAX_MS` passed since `heldAt`).
-   */
-  private holdUntilSeen = 0;
-  private heldAt = 0;
-  /** The last guard made per priority: deliveries planned from the same revision share it (one compare per Txn). */
-  private readonly guards = new Map<number, { seen: number; guard: PriorityGuard }>();
-  /** Deliveries of ready messages in Txns in flight, by priority: none of a lower priority goes meanwhile. */
-  private readonly flying = new Map<number, number>();
+  /** Deliveries keep priority order across Txns in flight (priority-order.ts). */
+  private readonly order: PriorityOrder;
 
   constructor(
     private readonly mirror: QueueMirror,
     private readonly deps: PlannerDeps,
-  ) {}
+  ) {
+    this.order = new PriorityOrder(mirror.keys, () => deps.seenRevision());
+  }
+
+  /** When a hold on guarded deliveries ends at the latest (Infinity: none), to plan again then. */
+  get holdEndsAt(): number {
+    return this.order.holdEndsAt;
+  }
 
   /** The keys of the dead-letter queue the configuration names, or null. */
   private deadLetter(): QueueKeys | null {
@@ -245,75 +242,6 @@ export class Planner {
     }
   }
 
-  /** True while guarded deliveries wait for the mirror to see a key that failed one. */
-  held(now: number): boolean {
-    if (this.holdUntilSeen === 0) return false;
-    if (this.deps.seenRevision() >= this.holdUntilSeen || now - this.heldAt > PRIORITY_HOLD_MAX_MS) {
-      this.holdUntilSeen = 0;
-      return false;
-    }
-    return true;
-  }
-
-  /** When a hold ends at the latest (Infinity: none), to plan again then. */
-  get holdEndsAt(): number {
-    return this.holdUntilSeen === 0 ? Infinity : this.heldAt + PRIORITY_HOLD_MAX_MS + 1;
-  }
-
-  /** The highest priority (lowest number) of the deliveries in flight; Infinity when none is. */
-  private flyingCeiling(): number {
-    let ceiling = Infinity;
-    for (const priority of this.flying.keys()) ceiling = Math.min(ceiling, priority);
-    return ceiling;
-  }
-
-  /**
-   * A delivery of a ready message counts in `flying` until its Txn answered: a delivery of a lower priority
-   * planned meanwhile could commit first (another Txn), or stay while this one fails and goes again.
-   */
-  private counted(priority: number, change: Planned): Planned {
-    this.flying.set(priority, (this.flying.get(priority) ?? 0) + 1);
-    const land = (): void => this.land(priority);
-    return firstTold(change, { ok: land, fail: land, error: land });
-  }
-
-  /** A delivery counted in `flying` answered. */
-  private land(priority: number): void {
-    const left = (this.flying.get(priority) ?? 1) - 1;
-    if (left > 0) this.flying.set(priority, left);
-    else this.flying.delete(priority);
-  }
-
-  /**
-   * A delivery of a priority above 0 carries the priority guard (its read last); a failure on the guard holds
-   * such deliveries until the mirror has seen the key that failed it.
-   */
-  private guarded(msg: Msg, ops: changes.Ops, wrap: (ops: changes.Ops) => Planned): Planned {
-    const seen = this.deps.seenRevision();
-    const priority = msg.record.priority;
-    let guard = this.guards.get(priority)?.seen === seen ? (this.guards.get(priority)?.guard ?? null) : null;
-    if (guard === null) {
-      guard = priorityGuard(this.mirror.keys, priority, seen);
-      if (guard !== null) this.guards.set(priority, { seen, guard });
-    }
-    if (guard === null) return this.counted(priority, wrap(ops));
-    ops.compares.push(guard.compare);
-    ops.reads.push(guard.read);
-    const change = this.counted(priority, wrap(ops));
-    return {
-      ...change,
-      onFail: (reads) => {
-        const unseen = unseenRevision(reads.at(-1), seen);
-        if (unseen > 0)
-          if (unseen > this.holdUntilSeen) {
-            this.holdUntilSeen = unseen;
-            this.heldAt = Date.now();
-          }
-        change.onFail(reads);
-      },
-    };
-  }
-
   /** Oldest ready message first, each to the consumer with the most room among those that take its class. */
   private planReady(planned: Planned[], size: number, now: number): Consumer[] {
     let free = [...this.mirror.consumers.values()].filter((c) => c.accepts !== null && freeSlots(c) > 0);
@@ -326,7 +254,7 @@ export class Planner {
     let ratedBytes = 0;
     // Lower priorities wait while a higher one's payload is read or delivery is in flight, or while a guard
     // failed (see held).
-    let ceiling = this.held(now) ? 0 : this.flyingCeiling();
+    let ceiling = this.order.held(now) ? 0 : this.order.flyingCeiling();
     while (free.length > 0) {
       if (rate !== null && rated.length >= rate.grant.granted) break;
       let best: Msg | null = null;
@@ -379,7 +307,7 @@ export class Planner {
       const charge = this.chargeGroup(best, now, ops);
       const change = this.grouped(
         best,
-        this.guarded(best, ops, (guarded) => this.charged(charge, this.deps.change(msg, consumer, guarded))),
+        this.order.guarded(best, ops, (guarded) => this.charged(charge, this.deps.change(msg, consumer, guarded))),
       );
       ceiling = Math.min(ceiling, best.record.priority);
       if (rate === null) planned.push(change);
@@ -536,7 +464,7 @@ export class Planner {
    */
   answers(starving: readonly Consumer[], size: number): void {
     // While a guard failed, what looks like nothing for a consumer may be the refill the mirror has not seen.
-    const loadingMore = this.mirror.cursor !== null || this.held(Date.now());
+    const loadingMore = this.mirror.cursor !== null || this.order.held(Date.now());
     // Messages held back by a rate limit, the queue's or their group's: the first slot.
     const firstSlot = Math.min(this.mirror.rateWakeAt ?? Infinity, this.mirror.groupRates.wakeAt);
     const wakeAt = firstSlot === Infinity ? null : firstSlot;
@@ -584,25 +512,6 @@ export class Planner {
     }
     return best;
   }
-}
-
-/** The change, with `first` told of its Txn's answer before the change itself. */
-function firstTold(change: Planned, first: { ok(revision: number): void; fail(): void; error(): void }): Planned {
-  return {
-    ...change,
-    onOk: (revision) => {
-      first.ok(revision);
-      change.onOk(revision);
-    },
-    onFail: (reads) => {
-      first.fail();
-      change.onFail(reads);
-    },
-    onError: () => {
-      first.error();
-      change.onError();
-    },
-  };
 }
 
 function longestWaiting(candidates: readonly Consumer[]): Consumer | null {
