@@ -16,37 +16,54 @@ import { messageMethod, type RequestType } from './message-method.js';
 
 type Changed = pb.AuthEnableResponse.$Properties;
 
-export function authMethods(engine: Engine): Record<string, Method> {
-  const auth = engine.auth;
-  const header = (): HeaderFields => engine.header.top(engine.currentRev);
+/** The method builders every Auth method is made with. */
+interface Builders {
+  readonly header: () => HeaderFields;
   /** A method that reads: any caller with a valid token (or none while auth is off), then `handle`. */
+  readonly read: <Q, R>(
+    request: RequestType<Q>,
+    response: Encoder<R>,
+    handle: (req: Q, ai: AuthInfo) => R | Promise<R>,
+  ) => Method;
+  /** A change: root only (when enabled), checked again when applied; all answers are a header alone. */
+  readonly change: <Q extends object>(
+    request: RequestType<Q>,
+    apply: (req: Q) => void,
+    prepare?: (req: Q) => Promise<void>,
+  ) => Method;
+}
+
+function builders(engine: Engine): Builders {
+  const auth = engine.auth;
   const read = <Q, R>(
     request: RequestType<Q>,
     response: Encoder<R>,
     handle: (req: Q, ai: AuthInfo) => R | Promise<R>,
   ): Method => messageMethod(request, response, (req, call) => handle(req, auth.authInfo(call.token)));
-  /** A change: root only (when enabled), checked again when applied; all answers are a header alone. */
-  const change = <Q extends object>(
-    request: RequestType<Q>,
-    apply: (req: Q) => void,
-    prepare?: (req: Q) => Promise<void>,
-  ): Method =>
-    read(request, pb.AuthEnableResponse, async (req, ai): Promise<Changed> => {
-      auth.checkAdmin(ai);
-      if (prepare !== undefined) await prepare(req);
-      await engine.write(() => {
+  return {
+    header: () => engine.header.top(engine.currentRev),
+    read,
+    change: (request, apply, prepare) =>
+      read(request, pb.AuthEnableResponse, async (req, ai): Promise<Changed> => {
         auth.checkAdmin(ai);
-        apply(req);
-      });
-      return { header: engine.header.top(engine.durableRev) };
-    });
-
-  const hashes = new WeakMap<object, string>();
-  const hashInto = async (req: { password: string; options?: authpb.UserAddOptions.$Properties | null }) => {
-    if (req.options?.no_password === true) return;
-    hashes.set(req, await hashPassword(req.password));
+        if (prepare !== undefined) await prepare(req);
+        await engine.write(() => {
+          auth.checkAdmin(ai);
+          apply(req);
+        });
+        return { header: engine.header.top(engine.durableRev) };
+      }),
   };
+}
 
+export function authMethods(engine: Engine): Record<string, Method> {
+  const b = builders(engine);
+  return { ...stateMethods(engine, b), ...userMethods(engine, b), ...roleMethods(engine, b) };
+}
+
+/** Turning auth on and off, asking whether it is on, and logging in. */
+function stateMethods(engine: Engine, { header, read, change }: Builders): Record<string, Method> {
+  const auth = engine.auth;
   return {
     AuthEnable: change(pb.AuthEnableRequest, () => auth.enable()),
     AuthDisable: change(pb.AuthDisableRequest, () => auth.disable()),
@@ -71,6 +88,18 @@ export function authMethods(engine: Engine): Record<string, Method> {
         return { header: header(), token: auth.assignToken(name) };
       });
     }),
+  };
+}
+
+function userMethods(engine: Engine, { header, read, change }: Builders): Record<string, Method> {
+  const auth = engine.auth;
+  // Passwords are hashed before the write (slowly, off the write path) and applied from here.
+  const hashes = new WeakMap<object, string>();
+  const hashInto = async (req: { password: string; options?: authpb.UserAddOptions.$Properties | null }) => {
+    if (req.options?.no_password === true) return;
+    hashes.set(req, await hashPassword(req.password));
+  };
+  return {
     UserAdd: change(
       pb.AuthUserAddRequest,
       (req) => auth.userAdd(req.name, hashes.get(req) ?? '', req.options?.no_password === true),
@@ -97,6 +126,12 @@ export function authMethods(engine: Engine): Record<string, Method> {
     ),
     UserGrantRole: change(pb.AuthUserGrantRoleRequest, (req) => auth.userGrantRole(req.user, req.role)),
     UserRevokeRole: change(pb.AuthUserRevokeRoleRequest, (req) => auth.userRevokeRole(req.name, req.role)),
+  };
+}
+
+function roleMethods(engine: Engine, { header, read, change }: Builders): Record<string, Method> {
+  const auth = engine.auth;
+  return {
     RoleAdd: change(pb.AuthRoleAddRequest, (req) => auth.roleAdd(req.name)),
     RoleGet: read(pb.AuthRoleGetRequest, pb.AuthRoleGetResponse, (req, ai) => {
       if (!auth.isAdmin(ai) && !auth.hasRole(ai.username, req.role)) auth.checkAdmin(ai);

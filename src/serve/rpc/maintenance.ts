@@ -42,8 +42,6 @@ export function maintenanceMethods(engine: Engine, settings: RpcSettings): Recor
       throw error;
     }
   };
-  const snapshotChunk = (remaining: number, blob: Buffer): Buffer =>
-    encodeMessage(pb.SnapshotResponse, { remaining_bytes: remaining, blob });
   return {
     Alarm: messageMethod(pb.AlarmRequest, pb.AlarmResponse, async (req, call) => {
       engine.auth.authInfo(call.token);
@@ -96,48 +94,7 @@ export function maintenanceMethods(engine: Engine, settings: RpcSettings): Recor
       }
       return {};
     }),
-    Snapshot: {
-      kind: 'server',
-      handle(_buf, call, sink) {
-        admin(call);
-        const path = join(dirname(engine.backend.path), `snapshot-${randomBytes(6).toString('hex')}.tmp`);
-        // A function, so the client's cancel is seen again after each await.
-        const ended = (): boolean => sink.ended;
-        void (async () => {
-          try {
-            await engine.snapshot(path);
-            const file = await open(path, 'r');
-            try {
-              const total = (await file.stat()).size;
-              const sha = createHash('sha256');
-              let sent = 0;
-              while (total - sent > 0 && !sink.ended) {
-                const chunk = Buffer.alloc(Math.min(SNAPSHOT_CHUNK, total - sent));
-                const { bytesRead } = await file.read(chunk, 0, chunk.length, sent);
-                if (bytesRead === 0) break;
-                sent += bytesRead;
-                const blob = chunk.subarray(0, bytesRead);
-                sha.update(blob);
-                sink.send(snapshotChunk(total - sent, blob));
-                // Read on only as fast as the client takes it, so a large file is never all in memory.
-                while (sink.backlog() > SNAPSHOT_BACKLOG && !ended()) await sleep(5);
-              }
-              if (!sink.ended) {
-                sink.send(snapshotChunk(0, sha.digest()));
-                sink.end();
-              }
-            } finally {
-              await file.close();
-            }
-          } catch (error) {
-            const message = error instanceof Error ? error.message : String(error);
-            if (!sink.ended) sink.end(new EtcdError(Code.UNKNOWN, message));
-          } finally {
-            await rm(path, { force: true });
-          }
-        })();
-      },
-    },
+    Snapshot: snapshotMethod(engine, admin),
   };
 }
 
@@ -164,4 +121,54 @@ export function clusterMethods(engine: Engine, settings: RpcSettings): Record<st
     MemberUpdate: messageMethod(pb.MemberUpdateRequest, pb.MemberUpdateResponse, single),
     MemberPromote: messageMethod(pb.MemberPromoteRequest, pb.MemberPromoteResponse, single),
   };
+}
+
+/** Streams a snapshot of the database in chunks, as fast as the client reads them, ending with its SHA-256. */
+function snapshotMethod(engine: Engine, admin: (call: CallContext) => AuthInfo): Method {
+  return {
+    kind: 'server',
+    handle(_buf, call, sink) {
+      admin(call);
+      const path = join(dirname(engine.backend.path), `snapshot-${randomBytes(6).toString('hex')}.tmp`);
+      // A function, so the client's cancel is seen again after each await.
+      const ended = (): boolean => sink.ended;
+      void (async () => {
+        try {
+          await engine.snapshot(path);
+          const file = await open(path, 'r');
+          try {
+            const total = (await file.stat()).size;
+            const sha = createHash('sha256');
+            let sent = 0;
+            while (total - sent > 0 && !sink.ended) {
+              const chunk = Buffer.alloc(Math.min(SNAPSHOT_CHUNK, total - sent));
+              const { bytesRead } = await file.read(chunk, 0, chunk.length, sent);
+              if (bytesRead === 0) break;
+              sent += bytesRead;
+              const blob = chunk.subarray(0, bytesRead);
+              sha.update(blob);
+              sink.send(snapshotChunk(total - sent, blob));
+              // Read on only as fast as the client takes it, so a large file is never all in memory.
+              while (sink.backlog() > SNAPSHOT_BACKLOG && !ended()) await sleep(5);
+            }
+            if (!sink.ended) {
+              sink.send(snapshotChunk(0, sha.digest()));
+              sink.end();
+            }
+          } finally {
+            await file.close();
+          }
+        } catch (error) {
+          const message = error instanceof Error ? error.message : String(error);
+          if (!sink.ended) sink.end(new EtcdError(Code.UNKNOWN, message));
+        } finally {
+          await rm(path, { force: true });
+        }
+      })();
+    },
+  };
+}
+
+function snapshotChunk(remaining: number, blob: Buffer): Buffer {
+  return encodeMessage(pb.SnapshotResponse, { remaining_bytes: remaining, blob });
 }
