@@ -9,11 +9,11 @@
  * for the gateway's JSON reading and writing; so the server needs no .proto file at run time.
  *
  *   node scripts/proto.mjs           regenerate (npm run proto)
- *   node scripts/proto.mjs --check   exit 1 if the committed files are not what this makes
- *   node scripts/proto.mjs --copy-to DIR   copy the committed files into the build (tsc emits no .js files)
+ *   node scripts/proto.mjs --check   exit 1 if the files in src are not what this makes
+ *   node scripts/proto.mjs --copy-to DIR   copy the generated files into the build (tsc emits no .js files)
  */
 import { execFileSync } from 'node:child_process';
-import { cpSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { cpSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
@@ -129,10 +129,12 @@ if (process.argv[2] === '--copy-to' && process.argv[3] !== undefined) {
   const files = { ...generate(), 'services.ts': generateServices(), 'descriptor.json': generateDescriptor() };
   const check = process.argv.includes('--check');
   let stale = false;
+  // A clean clone has no output yet: the build makes it.
+  if (!check) mkdirSync(OUT_DIR, { recursive: true });
   for (const [name, text] of Object.entries(files)) {
     const path = join(OUT_DIR, name);
     if (!check) writeFileSync(path, text);
-    else if (readFileSync(path, 'utf8') !== text) stale = true;
+    else if (!existsSync(path) || readFileSync(path, 'utf8') !== text) stale = true;
   }
   if (stale) {
     console.error('src/serve/proto/generated/ is out of date: run npm run proto');

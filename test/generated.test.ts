@@ -1,0 +1,50 @@
+/**
+ * Generated code is made by the build (`npm run generate`), never stored in git. The build's output, what the
+ * package ships in dist/, must be what the generators make of today's sources: a dist built before a .lua,
+ * .proto or dashboard source changed fails here (each generator's own test checks the copy in src/).
+ */
+import assert from 'node:assert/strict';
+import { existsSync, readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { test } from 'node:test';
+import { fileURLToPath, pathToFileURL } from 'node:url';
+
+const ROOT = fileURLToPath(new URL('..', import.meta.url));
+const DIST = join(ROOT, 'dist');
+
+function built(path: string): string {
+  const file = join(DIST, path);
+  assert.ok(existsSync(file), `${file} is missing: run npm run build`);
+  return file;
+}
+
+void test("dist's Redis scripts are what the generator makes of src/redis/lua/", async () => {
+  const generator = (await import(pathToFileURL(join(ROOT, 'scripts/redis-scripts.mjs')).href)) as {
+    generate(): Promise<string>;
+  };
+  const shipped = (await import(pathToFileURL(built('redis/scripts.generated.js')).href)) as {
+    LIBRARY: { name: string; source: string };
+  };
+  // The library is named by a hash of its whole source.
+  assert.ok(
+    (await generator.generate()).includes(`name: '${shipped.LIBRARY.name}'`),
+    `dist holds library ${shipped.LIBRARY.name}, which the .lua files do not make`,
+  );
+});
+
+void test("dist's dashboard bundle is what the generator makes of src/dashboard/browser/", async () => {
+  const generator = (await import(pathToFileURL(join(ROOT, 'scripts/dashboard-assets.mjs')).href)) as {
+    generate(): Promise<string>;
+  };
+  const shipped = (await import(pathToFileURL(built('dashboard/assets.generated.js')).href)) as {
+    ASSETS_VERSION: string;
+  };
+  assert.ok((await generator.generate()).includes(JSON.stringify(shipped.ASSETS_VERSION)), 'dist holds another bundle');
+});
+
+void test("dist's etcd codecs are the generated ones in src/serve/proto/generated/", () => {
+  for (const name of ['etcd.js', 'etcd.d.ts', 'descriptor.json']) {
+    const source = readFileSync(join(ROOT, 'src/serve/proto/generated', name), 'utf8');
+    assert.equal(readFileSync(built(join('serve/proto/generated', name)), 'utf8'), source, name);
+  }
+});
