@@ -12,7 +12,7 @@ import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import { Etcd3 } from 'etcd3';
-import { ServeMetrics } from '../src/metrics/serve-metrics.js';
+import { ServeMetrics } from '../src/serve/metrics.js';
 import { startGatewayServe, type GatewayServe } from './fixtures/gateway-support.js';
 import { httpRequest, startWithMetrics } from './fixtures/metrics-process.js';
 import { parseExposition, type Exposition } from './metrics/exposition.js';

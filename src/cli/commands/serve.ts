@@ -78,9 +78,7 @@ export const serve: Command = {
     // Loaded on use, like every store: other commands never pay for the server's modules.
     const { startServer, SERVE_DEFAULTS } = await import('../../serve/index.js');
     const metrics =
-      metricsAddress === undefined
-        ? null
-        : await (await import('../../metrics/serve-metrics.js')).ServeMetrics.create();
+      metricsAddress === undefined ? null : await (await import('../../serve/metrics.js')).ServeMetrics.create();
     const dataDir = values.data ?? SERVE_DEFAULTS.dataDir;
     const retention = values['auto-compaction-retention'];
     const listen = values.listen ?? SERVE_DEFAULTS.listen;

@@ -4,10 +4,10 @@
  * queue it serves.
  */
 import type { Counter, Histogram, Registry } from 'prom-client';
-import type { RunningServer, ServeInstruments } from '../serve/index.js';
-import { SORT_ASCEND, SORT_BY_CREATE, newRangeRequest } from '../serve/proto/types.js';
-import { SYSTEM_AUTH } from '../serve/auth/store.js';
-import { loadPromClient, ROUND_TRIP_BUCKETS, type PromClient } from './prom.js';
+import type { RunningServer, ServeInstruments } from './index.js';
+import { SORT_ASCEND, SORT_BY_CREATE, newRangeRequest } from './proto/types.js';
+import { SYSTEM_AUTH } from './auth/store.js';
+import { loadPromClient, ROUND_TRIP_BUCKETS, type PromClient } from '../metrics/prom.js';
 
 /** The etcds protocol's two spellings of a queue's producer prefix. */
 const PRODUCER_PREFIXES = [(queue: string) => `/queue/${queue}/producer/`, (queue: string) => `/q/${queue}/p/`];
