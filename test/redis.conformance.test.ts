@@ -25,6 +25,6 @@ conformance({
     deadLetterQueue: true,
     overlapClaims: true,
     groupRateLimit: true,
-    flows: false,
+    flows: true,
   },
 });

@@ -72,18 +72,18 @@ export function statusFields(queue: string, id: string, fields: readonly unknown
   };
 }
 
-// The states the queue status script counts, in its order: a store without flows has no `waiting-children`.
-const SCRIPT_STATES = MESSAGE_STATES.filter((state) => state !== 'waiting-children');
-
 export async function queueStatus(scripts: Scripts, queue: string, where: string): Promise<QueueStatus> {
   const reply = list(await scripts.run(SCRIPTS.queueStatus, queue, []));
-  const counts = Object.fromEntries(MESSAGE_STATES.map((state) => [state, 0])) as Record<MessageState, number>;
-  for (const [i, state] of SCRIPT_STATES.entries()) counts[state] = num(reply[3 + i]);
+  // The script counts every state, in MESSAGE_STATES order.
+  const counts = Object.fromEntries(MESSAGE_STATES.map((state, i) => [state, num(reply[3 + i])])) as Record<
+    MessageState,
+    number
+  >;
   return {
     queue,
     counts,
     total: Object.values(counts).reduce((a, b) => a + b, 0),
-    consumers: consumerInfos(num(reply[0]), reply.slice(3 + SCRIPT_STATES.length), where),
+    consumers: consumerInfos(num(reply[0]), reply.slice(3 + MESSAGE_STATES.length), where),
     dryRuns: num(reply[1]),
     paused: num(reply[2]) === 1,
   };

@@ -67,7 +67,14 @@ export const KEY_TYPES = {
   // Handlers' reports.
   progress: 'hash', // id → the latest progress JSON (only once a handler reported one)
   logs: 'hash', // id → the log as JSON {d: lines dropped, l: lines kept} (only once a handler logged)
-  layout: 'string', // '1' once an enqueue's full check found the queue's keys kvmq's: hot paths skip TYPE checks
+  // Flows (lua/lib/flows.lua).
+  'waiting-children': 'zset', // flow parents waiting for their children, by when each may run once they have ended
+  'children-left': 'hash', // parent id → its children that have not ended yet
+  children: 'hash', // parent id → its children, one '<queue> <id>' line each, in the order written
+  parent: 'hash', // child id → '<onChildFailure: f, i or r> <parent queue> <parent id>'
+  owes: 'hash', // child id → as `parent`, while the child owes its parent a count (until its final end)
+  layout: 'string', // '1' once an enqueue's full check found the queue's keys kvmq's: hot paths skip TYPE checks;
+  // '1f' while some of its messages owe a flow's parent a count (its finishes look them up)
 } as const;
 
 export type KeyName = keyof typeof KEY_TYPES;

@@ -11,6 +11,7 @@ import { readConfig, writeConfig } from './config.js';
 import { ENQUEUE_CALL_MESSAGES, enqueueMessages } from './enqueue.js';
 import { eventsHead, readEvents } from './events.js';
 import { extendLocks, finishMessages } from './finish.js';
+import { flowChildren, flowTree, linkReader, writeFlow } from './flows.js';
 import { writeReports } from './reports.js';
 import { withProgress } from '../store/listing-progress.js';
 import { collectGarbage } from './gc.js';
@@ -32,6 +33,7 @@ import { Scripts } from './scripts.js';
 import { SCRIPTS } from './scripts.generated.js';
 import { parseRedisUrl, type RedisUrlOptions } from './url.js';
 import { Wakeups } from './wakeups.js';
+import type { FlowNode } from '../model/flow.js';
 import type { ListQuery } from '../model/list.js';
 import type { MessageEdit } from '../model/update.js';
 import type {
@@ -44,6 +46,7 @@ import type {
   EventPage,
   Finish,
   FinishResult,
+  FlowMessage,
   HandoffReceiver,
   NewMessage,
   Report,
@@ -92,6 +95,10 @@ class RedisStore implements Store {
   /** The handoff receivers of this process's workers, by queue and consumer (handoffKey). */
   private readonly handoffs = new Map<string, Handoffs>();
   private closed = false;
+  // Flows: a flow's messages may be in two queues, whose keys a cluster may keep on two slots; none there.
+  readonly flow?: (messages: readonly FlowMessage[]) => Promise<void>;
+  readonly flowTree?: (queue: string, id: string) => Promise<FlowNode | null>;
+  readonly flowChildren?: (queue: string, id: string) => Promise<MessageStatus[]>;
 
   constructor(
     private readonly redis: RedisConnection,
@@ -109,7 +116,7 @@ class RedisStore implements Store {
       claimWithFinishes: true,
       overlapClaims: true,
       groupRateLimit: true,
-      flows: false,
+      flows: !redis.isCluster,
       enqueueCallMessages: ENQUEUE_CALL_MESSAGES,
     };
     this.registry = new QueueRegistry(scripts, url.prefix);
@@ -117,6 +124,16 @@ class RedisStore implements Store {
       () => openSubscriber(url, 'kvmq-wakeups'),
       () => undefined,
     );
+    if (!redis.isCluster) {
+      const links = linkReader(scripts, url.prefix);
+      this.flow = (messages) =>
+        this.guard(async () => {
+          for (const queue of new Set(messages.map((m) => m.queue))) await this.registry.add(queue);
+          await writeFlow(scripts, messages);
+        });
+      this.flowTree = (queue, id) => this.guard(() => flowTree(scripts, links, queue, id));
+      this.flowChildren = (queue, id) => this.guard(() => flowChildren(scripts, links, queue, id));
+    }
     // Failures reach callers through their commands; reconnects are automatic.
     redis.on('error', () => undefined);
   }

@@ -5,20 +5,28 @@
 -- one (it has a holder, even with its lock ended) gets a history record naming its holder, its group's
 -- room is given back, and the cancel is published on the queue's wake channel as
 -- `cancel <attempt> <id>`: the holder's worker aborts that handler, and its finish is refused as a
--- stale holder's. A message done (even one waiting to be requeued) or failed is refused.
+-- stale holder's. A flow's parent waiting for its children fails with those of them not started yet. A
+-- message done (even one waiting to be requeued) or failed is refused.
 -- Runs when Redis is out of memory (allow-oom): it frees memory.
 --
 -- KEYS: messages nattempts holders wake mid-circle done
 -- ARGV: id, error
 -- Reply: 'ok' and 'running' or 'waiting', and whether it moved to the dead-letter queue ('1' or '0');
 --        else its state ('' when unknown)
--- Include: common events state lanes groups forget fail
+-- Include: common events state lanes groups forget flows fail
 
 check_layout()
 local id, err = ARGV[1], ARGV[2]
 if redis.call('HEXISTS', K.messages, id) == 0 then return { '' } end
 local now = now_ms()
 local state = state_of(id, now)
+if state == 'waiting-children' then
+  -- A flow's parent: it fails, and so do its children that have not started (lib/flows.lua).
+  events_begin()
+  flow_cancel_parent(flow_queue(), id, err, now)
+  events_flush(now)
+  return { 'ok', 'waiting', '0' }
+end
 local cancelable = state == 'queued' or state == 'queued-with-backoff' or state == 'locked'
   or state == 'locked-with-requeue'
 if not cancelable or redis.call('SISMEMBER', K.done, id) == 1 then return { state } end

@@ -29,7 +29,7 @@
 --        (it claimed nothing), else { 'ok', queue size, dry runs, wake-at ms (-1: look again at once; set
 --        when it claimed nothing, or took the last ready messages),
 --        then six per message: id, content, metadata JSON or nil, filter class, attempt, policy or nil }
--- Include: common events lanes groups group-rates forget fail promote hold handoff
+-- Include: common events lanes groups group-rates forget flows fail promote hold handoff
 
 -- The layout mark and the dry runs in one read (MGET reads a key of another type as nil: without the mark,
 -- check_layout checks both keys and names the foreign one).
@@ -38,7 +38,7 @@ local marks = redis.call('MGET', K.layout, K.ndry_runs)
 -- check_rare). It reads conf, then schedule and lock-expiry (promote), before its first write.
 check_layout(nil, { 'history', 'losses', 'outcomes', 'enqueued_at', 'requeue_content', 'requeue_schedule', 'dedupe',
   'done_at', 'backoffs', 'priorities', 'lanes', 'groups', 'debounce', 'debounce_of', 'group_held', 'parked',
-  'rate_tat', 'filters', 'pushes' }, { 'conf', 'schedule', 'lock_expiry' }, marks[1] == LAYOUT_VERSION)
+  'rate_tat', 'filters', 'pushes' }, { 'conf', 'schedule', 'lock_expiry' }, is_layout_mark(marks[1]))
 -- At most this many ready lists are read to tell a full claim that it took the last ready messages.
 local MAX_DRAINED_READS = 8
 local consumer, max, lock_ms, known = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])

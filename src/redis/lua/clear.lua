@@ -10,7 +10,7 @@
 --       filters classes holders outcomes enqueued-at updated-at requeue-content schedule lock-expiry
 --       done-at dedupe policies history losses pushes requeue-locks requeue-schedule failed events
 --       priorities lanes groups group-held parked debounce debounce-of rate-tat layout progress logs expiry
---       group-rates group-waits
+--       group-rates group-waits parent owes children children-left waiting-children
 -- ARGV: none
 -- Reply: 1
 -- Include: common

@@ -11,7 +11,7 @@
 -- Runs when Redis is out of memory (allow-oom): draining the queue is how memory comes back.
 --
 -- KEYS: messages filters nattempts locks holders backoffs done done-at dedupe requeue
---       requeue-content schedule lock-expiry outcomes updated-at mid-circle wake pushes losses layout results
+--       requeue-content schedule lock-expiry outcomes updated-at mid-circle wake pushes losses layout results owes
 -- ARGV: consumer id, the number P of plain successes (no backoff, no error), two per plain success: id,
 --       attempt; then eight per other finish: id, attempt, outcome ('success', 'error' or 'retry'),
 --       backoff ms, error ('-' for none, else '+' and the text), started at ms ('' when it never ran),
@@ -19,15 +19,18 @@
 --       success's result ('' for none, else encoding tag + bytes), its completed event's text when the result
 --       is bytes (base64: and their base64; '' otherwise: a JSON result's event has its JSON text)
 -- Reply: one string per finish, in the order of ARGV: 'ok' or 'lost'
--- Include: common events lanes groups forget fail
+-- Include: common events lanes groups forget flows fail
 
 local PER = 9
+-- Whether messages of the queue may owe a flow's parent a count: its mark says so (an unmarked queue looks).
+local layout_ok, flows = layout_marked()
 -- A batch of plain successes touches none of these (errors, retries, requeues and backoffs call check_rare). It reads
 -- holders, nattempts and requeue before its first write.
 check_layout(nil, { 'history', 'losses', 'failed', 'conf', 'requeue_locks', 'requeue_schedule', 'requeue_content',
   'metadata', 'policies', 'enqueued_at', 'schedule', 'mid_circle', 'filters', 'pushes', 'priorities', 'lanes', 'groups',
-  'debounce', 'debounce_of', 'group_held', 'parked', 'messages', 'dedupe' }, { 'holders', 'nattempts', 'requeue' },
-  layout_marked())
+  'debounce', 'debounce_of', 'group_held', 'parked', 'messages', 'dedupe' }, { 'holders', 'nattempts', 'requeue', 'owes' },
+  layout_ok)
+if not layout_ok then flows = redis.call('EXISTS', K.owes) == 1 end
 local consumer = ARGV[1]
 -- Plain successes come as id and attempt only: most finishes are, and each argument costs the server.
 local plain = tonumber(ARGV[2])
@@ -50,6 +53,8 @@ local holders = hmget(K.holders, ids)
 -- Whether finish k's consumer still holds its message, at the attempt it was handed.
 local held = {}
 for k, id in ipairs(ids) do held[k] = holds(holders[k], consumer, attempts_in[k], id) end
+-- The parents the messages owe a count (read before any write: a foreign `owes` fails here).
+local owing = flows and hmget(K.owes, ids) or nil
 local marked = {}
 if redis.call('SCARD', K.requeue) > 0 then
   for k, id in ipairs(ids) do
@@ -78,6 +83,8 @@ local ready = pending_ready()
 -- A message that ends up done keeps its finish time in done-at, which status reads as its update time:
 -- only those that run again take an updated-at stamp (a failure's is written by fail).
 local unlocked, outcomes, cleared, stamps, done, done_at, dedupe, results = {}, {}, {}, {}, {}, {}, {}, {}
+-- Successes that end a flow's child: its parent counts them.
+local ended = {}
 local replies = {}
 local woke = false
 local seen = {}
@@ -170,6 +177,7 @@ for k, id in ipairs(ids) do
       end
       woke = true
     elseif outcome == 'success' then
+      if owing and owing[k] then ended[#ended + 1] = id end
       done[#done + 1] = id
       done_at[#done_at + 1], done_at[#done_at + 2] = now_s, id
       if result ~= '' then results[#results + 1], results[#results + 2] = id, result end
@@ -199,6 +207,7 @@ if #dedupe > 0 then call_chunked('ZADD', K.dedupe, dedupe) end
 if #results > 0 then call_chunked('HSET', K.results, results) end
 flush_writes(w)
 flush_ready(ready)
+for _, id in ipairs(ended) do flow_child_end(flow_queue(), id, false, nil, now) end
 events_flush(now)
 if woke then redis.call('PUBLISH', K.wake, 'finish') end
 return replies

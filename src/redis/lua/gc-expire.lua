@@ -8,7 +8,7 @@
 -- KEYS: expiry nattempts policies schedule mid-circle
 -- ARGV: page size
 -- Reply: { failed, looked at }
--- Include: common events state lanes forget fail
+-- Include: common events state lanes forget flows fail
 
 check_layout()
 events_begin()

@@ -12,18 +12,19 @@
 --   done-with-backoff    dedupe after now
 --   done-with-requeue    requeue-schedule after now
 --   failed               failed
+--   waiting-children     waiting-children, by the time each may run once its children have ended
 -- A position is the state and three strings: (score, id, '') in a sorted set; in a ready list
 -- (class, index from the back, the list's back pushes then), so pushes between pages shift it exactly.
 -- Runs when Redis is out of memory (allow-oom): it may move due messages, never adds any.
 --
 -- KEYS: messages metadata filters classes pushes mid-circle schedule lock-expiry requeue-locks
---       requeue-schedule done-at dedupe failed lanes parked results
+--       requeue-schedule done-at dedupe failed lanes parked results waiting-children
 -- ARGV: states (comma-separated, in MESSAGE_STATES order), outcome ('' for any), limit, messages to look at
 --       at most, '1' to include content, then the position to go on from: state ('' to start), a, b, c
 -- Reply: { 'end' when the listing is over, else 'more', then the position of the last message looked at
 --        (state, a, b, c), then per message: id, the seven fields of `status`, and with content: content,
 --        metadata JSON or nil, filter class or nil, result or nil }
--- Include: common events state status lanes groups forget fail promote
+-- Include: common events state status lanes groups forget flows fail promote
 
 check_layout()
 events_begin()
@@ -91,6 +92,7 @@ local SORTED = {
   ['done-with-backoff'] = { K.dedupe, 'after' },
   ['done-with-requeue'] = { K.requeue_schedule, 'after' },
   failed = { K.failed, 'all' },
+  ['waiting-children'] = { K.waiting_children, 'all' },
 }
 
 -- done-at also holds the finished messages whose backoff lasts (done-with-backoff, done-with-requeue): one

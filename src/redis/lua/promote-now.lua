@@ -5,7 +5,7 @@
 -- KEYS: messages wake pushes mid-circle
 -- ARGV: ids
 -- Reply: one string per id: 'ok', else its state ('' when unknown)
--- Include: common events state lanes groups forget fail promote
+-- Include: common events state lanes groups forget flows fail promote
 
 check_layout()
 local now = now_ms()

@@ -5,10 +5,10 @@
 -- (the registry's holdings walk the locked messages).
 --
 -- KEYS: messages done failed schedule lock-expiry dedupe requeue-locks requeue-schedule ndry-runs conf
---       consumers holders locks
+--       consumers holders locks waiting-children
 -- ARGV: none
 -- Reply: { now, dry runs, paused (1 or 0), queued, queued-with-backoff, locked, locked-with-requeue,
---          done-awaiting-gc, done-with-backoff, done-with-requeue, failed, registrations (pairs),
+--          done-awaiting-gc, done-with-backoff, done-with-requeue, failed, waiting-children, registrations (pairs),
 --          then consumer id, JSON pairs, then message id, holder pairs of live locks }
 -- Include: common consumers
 
@@ -33,6 +33,7 @@ local counts = {
   done_backoff,
   done_requeue,
   failed,
+  redis.call('ZCARD', K.waiting_children),
 }
 local others = 0
 for i = 2, #counts do others = others + counts[i] end

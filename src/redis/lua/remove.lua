@@ -9,7 +9,7 @@
 -- KEYS: mid-circle
 -- ARGV: ids
 -- Reply: one string per id: 'ok', else its state ('' when unknown)
--- Include: common events state lanes forget
+-- Include: common events state lanes forget flows
 
 check_layout()
 events_begin()
@@ -27,6 +27,8 @@ for i, id in ipairs(ARGV) do
         unready(id)
       end
       if EV.on then event('removed', id, redis.call('HGET', K.nattempts, id)) end
+      -- A flow's child ends for its parent (lib/flows.lua).
+      flow_child_end(flow_queue(), id, true, 'removed', now)
       forget(id)
       replies[i] = 'ok'
     end

@@ -7,7 +7,7 @@
 -- KEYS: messages filters nattempts losses failed updated-at mid-circle wake pushes
 -- ARGV: 'ids' then the ids, or 'oldest' and max
 -- Reply: with ids, one string per id: 'ok', else its state ('' when unknown); with 'oldest', the count
--- Include: common events state lanes
+-- Include: common events state lanes flows
 
 check_layout()
 events_begin()
@@ -20,6 +20,8 @@ local function requeue(id)
   redis.call('HDEL', K.losses, id)
   redis.call('HSET', K.updated_at, id, now)
   push_ready(ready, lane_of(id), id, false)
+  -- A flow's child whose parent still waits counts for it again (lib/flows.lua).
+  flow_child_retried(flow_queue(), id)
   event('enqueued', id, 0)
 end
 

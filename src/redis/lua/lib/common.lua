@@ -18,6 +18,7 @@ local function key_type(name)
       requeue_locks = 'zset', requeue_schedule = 'zset', failed = 'zset', expiry = 'zset', events = 'stream', events_seq = 'string',
       priorities = 'hash', lanes = 'zset', groups = 'hash', group_held = 'hash', parked = 'set', debounce = 'hash',
       debounce_of = 'hash', rate_tat = 'string', group_rates = 'zset', group_waits = 'zset', schedules = 'hash', layout = 'string', idle_workers = 'hash',
+      parent = 'hash', owes = 'hash', children = 'hash', children_left = 'hash', waiting_children = 'zset',
     }
   end
   return KEY_TYPES[name]
@@ -30,6 +31,14 @@ end
 -- StoreLayoutError too, but maybe after part of the call's writes. Keys read before any write and those of
 -- rare paths are still checked on every call.
 local LAYOUT_VERSION = '1'
+-- The mark of a queue some of whose messages owe a flow's parent a count (lib/flows.lua): its finishes look
+-- them up, where a queue marked LAYOUT_VERSION pays nothing for flows.
+local LAYOUT_FLOWS = '1f'
+
+-- Whether a `layout` value marks the queue.
+local function is_layout_mark(mark)
+  return mark == LAYOUT_VERSION or mark == LAYOUT_FLOWS
+end
 
 -- Lua's unpack has a stack limit; variadic commands go in chunks of this many arguments.
 local CHUNK = 1000
@@ -64,16 +73,17 @@ local function check_type(key, expected)
   if found ~= 'none' and found ~= expected then layout_error(key, found, expected) end
 end
 
--- Whether the queue carries the layout mark (the script must take the `layout` key).
+-- Whether the queue carries the layout mark (the script must take the `layout` key), and whether that mark
+-- says some of its messages owe a flow's parent a count.
 local function layout_marked()
   local mark = redis.pcall('GET', K.layout)
   if type(mark) == 'table' and mark.err then layout_error(K.layout, redis.call('TYPE', K.layout).ok, 'string') end
-  return mark == LAYOUT_VERSION
+  return is_layout_mark(mark), mark == LAYOUT_FLOWS
 end
 
--- Marks the queue after a full check_layout found its keys kvmq's.
-local function mark_layout()
-  redis.call('SET', K.layout, LAYOUT_VERSION)
+-- Marks the queue after a full check_layout found its keys kvmq's (`flows`: some of its messages owe counts).
+local function mark_layout(flows)
+  redis.call('SET', K.layout, flows and LAYOUT_FLOWS or LAYOUT_VERSION)
 end
 
 -- A lock's holder (`holders`): the consumer, the attempt it was handed and when it took the message, as

@@ -10,7 +10,7 @@
 -- KEYS: messages metadata filters classes nattempts locks holders backoffs done requeue outcomes
 --       enqueued-at updated-at requeue-content schedule done-at dedupe mid-circle wake policies losses
 --       requeue-locks requeue-schedule pushes priorities lanes groups debounce debounce-of layout results
---       expiry
+--       expiry owes
 
 -- ARGV from `first`: the messages' shapes, one letter each ('p' or 'f'), then each message's arguments in
 -- that order. A plain message ('p': no metadata, filters, backoff, flags, policy or scheduling, most are)
@@ -263,6 +263,6 @@ local function enqueue()
   end
   flush_ready(ready)
   events_flush(now)
-  if not enqueue_marked then mark_layout() end
+  if not enqueue_marked then mark_layout(redis.call('EXISTS', K.owes) == 1) end
   return replies, timed or readied > handed
 end

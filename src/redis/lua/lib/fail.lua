@@ -89,6 +89,8 @@ end
 -- or dead-lettered. The caller has recorded the failing attempt in the history.
 local function fail(id, now, outcome)
   check_rare()
+  -- A flow's child ends for its parent here, before it moves (lib/flows.lua).
+  flow_child_end(flow_queue(), id, true, string.match(outcome, '^[^\n]*\n(.*)$'), now)
   for _, key in ipairs({ K.locks, K.holders, K.backoffs, K.requeue_content }) do redis.call('HDEL', key, id) end
   for _, key in ipairs({ K.lock_expiry, K.schedule, K.requeue_locks }) do redis.call('ZREM', key, id) end
   redis.call('SREM', K.requeue, id)

@@ -4,11 +4,13 @@
 -- KEYS: messages metadata filters policies history losses nattempts locks holders backoffs outcomes
 --       enqueued-at updated-at requeue-content done requeue schedule lock-expiry requeue-locks
 --       requeue-schedule done-at dedupe failed priorities groups debounce debounce-of progress logs results
+--       parent owes children children-left waiting-children
 
 local FORGET_HASHES = { 'messages', 'metadata', 'filters', 'policies', 'history', 'losses', 'nattempts', 'locks',
   'holders', 'backoffs', 'outcomes', 'enqueued_at', 'updated_at', 'requeue_content', 'priorities', 'groups',
-  'progress', 'logs', 'results' }
-local FORGET_ZSETS = { 'schedule', 'lock_expiry', 'requeue_locks', 'requeue_schedule', 'done_at', 'dedupe', 'failed' }
+  'progress', 'logs', 'results', 'parent', 'owes', 'children', 'children_left' }
+local FORGET_ZSETS = { 'schedule', 'lock_expiry', 'requeue_locks', 'requeue_schedule', 'done_at', 'dedupe', 'failed',
+  'waiting_children' }
 
 -- Whether the queue has a debounce index at all (read once per script), so plain queues pay nothing.
 local has_debounce = nil

@@ -1,7 +1,7 @@
 -- state: a message's state, derived from Carmine's keys as Carmine derives it,
--- plus kvmq's done-with-requeue and failed. Expired locks and backoffs count as over.
+-- plus kvmq's done-with-requeue, failed and waiting-children. Expired locks and backoffs count as over.
 --
--- KEYS: done requeue backoffs locks failed
+-- KEYS: done requeue backoffs locks failed waiting-children
 
 -- The state of a message known to exist, at `now`.
 local function state_of(id, now)
@@ -23,5 +23,7 @@ local function state_of(id, now)
     return 'locked', lock
   end
   if backoff > now then return 'queued-with-backoff', backoff end
+  -- A flow's parent has no lock, backoff or ready entry until its children have ended (lib/flows.lua).
+  if redis.call('ZSCORE', K.waiting_children, id) then return 'waiting-children', nil end
   return 'queued', nil
 end
