@@ -32,7 +32,7 @@ local FLOW_TYPES = {
   string = { 'layout' },
 }
 
--- Each queue once: its keys' types checked, its events flag and bound read.
+-- Each queue once: its keys' types checked (and each ready list's, keyed by its name), its events flag read.
 local queues = {}
 for _, node in ipairs(nodes) do
   local q = queues[node.queue]
@@ -49,7 +49,13 @@ for _, node in ipairs(nodes) do
     queues[node.queue] = q
   end
   node.lane = lane_for(node.class, node.priority)
-  if node.children == 0 and node.backoff == 0 then check_type(flow_ready_list(node.queue, node.lane), 'list') end
+  if node.children == 0 and node.backoff == 0 then
+    local list = flow_ready_list(node.queue, node.lane)
+    if not q[list] then
+      q[list] = true
+      check_type(list, 'list')
+    end
+  end
 end
 
 for _, node in ipairs(nodes) do

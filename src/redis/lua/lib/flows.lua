@@ -11,9 +11,25 @@
 --
 -- KEYS: (none of its own)
 
+-- Key names made in this call, by queue then name ('' holds the queue's base): a flow names thousands.
+local FLOW_KEYS = {}
+local function reset_flows()
+  FLOW_KEYS = {}
+end
+
 -- The key `name` of any queue of the store.
 local function flow_key(queue, name)
-  return string.match(KEY_BASE, '^([^{]*){') .. '{' .. queue .. '}:' .. name
+  local keys = FLOW_KEYS[queue]
+  if keys == nil then
+    keys = { [''] = string.match(KEY_BASE, '^([^{]*){') .. '{' .. queue .. '}:' }
+    FLOW_KEYS[queue] = keys
+  end
+  local key = keys[name]
+  if key == nil then
+    key = keys[''] .. name
+    keys[name] = key
+  end
+  return key
 end
 
 -- The name of the queue the script was called for.
