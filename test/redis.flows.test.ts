@@ -1,0 +1,137 @@
+/**
+ * Flows on Redis, as redis-cli sees them: the keys a flow writes, the layout mark that tells a finish to look
+ * for flow children (and leaves plain queues without that look), and a flow refused by a foreign key, nothing
+ * written.
+ */
+import assert from 'node:assert/strict';
+import { spawnSync } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { after, describe, test } from 'node:test';
+import { connect, StoreLayoutError, type Client } from '../src/index.js';
+import { storeOf } from '../src/client-store.js';
+import { deletePrefixes, redisTestUrl } from './fixtures/redis-server.js';
+
+const base = redisTestUrl();
+const clients: Client[] = [];
+const prefixes: string[] = [];
+
+after(async () => {
+  await Promise.all(clients.map((client) => client.close().catch(() => undefined)));
+  await deletePrefixes(base, prefixes);
+});
+
+/** A client on a fresh prefix, and the key `name` of queue `q` there. */
+async function open(label: string): Promise<{ client: Client; key: (q: string, name: string) => string }> {
+  const prefix = `kvmq-test-${label}-${process.pid}-${randomBytes(3).toString('hex')}`;
+  prefixes.push(prefix);
+  const client = await connect(`${base}?prefix=${prefix}`, { maintenance: false });
+  clients.push(client);
+  return { client, key: (q, name) => `${prefix}:{${q}}:${name}` };
+}
+
+/** redis-cli against the test server, raw replies as lines. */
+function cli(...args: string[]): string[] {
+  const { hostname, port } = new URL(base);
+  const run = spawnSync('redis-cli', ['-h', hostname, '-p', port || '6379', '--raw', ...args], { encoding: 'utf8' });
+  assert.equal(run.status, 0, `redis-cli ${args.join(' ')}: ${run.stderr}`);
+  return run.stdout.split('\n').filter((line, i, all) => line !== '' || i < all.length - 1);
+}
+
+/** Claims and finishes `q`'s ready messages as successes, `max` at a time; returns the ids finished. */
+async function finishReady(client: Client, q: string, max: number): Promise<string[]> {
+  const store = storeOf(client);
+  const claim = { consumerId: 'c', max, lockMs: 60_000, accepts: null, eoqBackoffMs: () => 1000 };
+  const { messages } = await store.claim(q, claim);
+  const finishes = messages.map((m) => ({
+    id: m.id,
+    attempt: m.attempt,
+    outcome: 'success' as const,
+    backoffMs: 0,
+    error: null,
+    startedAt: 1,
+  }));
+  assert.deepEqual(
+    await store.finish(q, 'c', finishes),
+    finishes.map(() => 'ok'),
+  );
+  return messages.map((m) => m.id);
+}
+
+void describe('redis flows', () => {
+  void test('the keys of a flow: the waiting parent, its count and children, each child its link', async () => {
+    const { client, key } = await open('flow-keys');
+    await client.flow({
+      queue: 'p',
+      payload: 'parent',
+      id: 'root',
+      runAt: new Date(Date.now() + 3_600_000),
+      children: [
+        { queue: 'c', payload: 1, id: 'a', onChildFailure: 'ignore' },
+        { queue: 'p', payload: 2, id: 'b' },
+      ],
+    });
+    const [score] = cli('ZSCORE', key('p', 'waiting-children'), 'root');
+    assert.ok(Number(score) > Date.now() + 3_000_000, 'scored by its runAt');
+    assert.equal(cli('HGET', key('p', 'children-left'), 'root')[0], '2');
+    assert.deepEqual(cli('HGET', key('p', 'children'), 'root'), ['c a', 'p b']);
+    assert.equal(cli('HGET', key('c', 'parent'), 'a')[0], 'i p root');
+    assert.equal(cli('HGET', key('c', 'owes'), 'a')[0], 'i p root');
+    assert.equal(cli('HGET', key('p', 'owes'), 'b')[0], 'f p root');
+    // Not in a ready list nor the schedule until its children have ended.
+    assert.deepEqual(cli('LRANGE', key('p', 'mid-circle'), '0', '-1'), ['b']);
+    assert.equal(cli('ZSCORE', key('p', 'schedule'), 'root')[0], '');
+
+    await finishReady(client, 'c', 10);
+    assert.equal(cli('HEXISTS', key('c', 'owes'), 'a')[0], '0');
+    assert.equal(cli('HGET', key('p', 'children-left'), 'root')[0], '1');
+    await finishReady(client, 'p', 10);
+    // Released: scheduled for its runAt, its links kept for the tree.
+    assert.equal(cli('EXISTS', key('p', 'waiting-children'), key('p', 'children-left'))[0], '0');
+    assert.equal((await client.status('p', 'root'))?.state, 'queued-with-backoff');
+    assert.equal(cli('HGET', key('c', 'parent'), 'a')[0], 'i p root');
+  });
+
+  void test('the layout mark: 1f while a queue has messages that owe a count, 1 again after; plain queues stay 1', async () => {
+    const { client, key } = await open('flow-mark');
+    await client.enqueue('plain', 'x', { id: 'x' });
+    await client.enqueue('kids', 'y', { id: 'y' });
+    assert.equal(cli('GET', key('kids', 'layout'))[0], '1');
+    await client.flow({
+      queue: 'top',
+      payload: 'p',
+      id: 'p',
+      children: [
+        { queue: 'kids', payload: 1, id: 'k1' },
+        { queue: 'kids', payload: 2, id: 'k2' },
+      ],
+    });
+    assert.equal(cli('GET', key('kids', 'layout'))[0], '1f');
+    assert.equal(cli('GET', key('plain', 'layout'))[0], '1');
+    // A queue without its mark yet (never enqueued to): an enqueue that marks it sees the owed counts.
+    await client.flow({ queue: 'top', payload: 'q', id: 'q', children: [{ queue: 'fresh', payload: 3, id: 'f' }] });
+    assert.equal(cli('EXISTS', key('fresh', 'layout'))[0], '0');
+    await client.enqueue('fresh', 'z', { id: 'z' });
+    assert.equal(cli('GET', key('fresh', 'layout'))[0], '1f');
+
+    await finishReady(client, 'plain', 10);
+    assert.equal(cli('GET', key('plain', 'layout'))[0], '1');
+    assert.deepEqual((await finishReady(client, 'kids', 10)).sort(), ['k1', 'k2', 'y']);
+    assert.equal(cli('GET', key('kids', 'layout'))[0], '1');
+    assert.equal((await client.status('top', 'p'))?.state, 'queued');
+    assert.deepEqual((await finishReady(client, 'fresh', 10)).sort(), ['f', 'z']);
+    assert.equal(cli('GET', key('fresh', 'layout'))[0], '1');
+  });
+
+  void test('a flow meeting a foreign key in any of its queues is refused, nothing written', async () => {
+    const { client, key } = await open('flow-foreign');
+    cli('SET', key('other', 'owes'), 'not kvmq');
+    await assert.rejects(
+      client.flow({ queue: 'home', payload: 'p', id: 'p', children: [{ queue: 'other', payload: 1, id: 'c' }] }),
+      (error: unknown) => error instanceof StoreLayoutError && /:owes holds a string/.test(error.message),
+    );
+    assert.equal(
+      cli('EXISTS', key('home', 'messages'), key('other', 'messages'), key('home', 'waiting-children'))[0],
+      '0',
+    );
+  });
+});
