@@ -122,6 +122,36 @@ void describe('redis flows', () => {
     assert.equal(cli('GET', key('fresh', 'layout'))[0], '1');
   });
 
+  void test('a failed child retried while its parent waits owes its count again, and pays it once', async () => {
+    const { client, key } = await open('flow-retry');
+    await client.flow({
+      queue: 'p',
+      payload: 'p',
+      id: 'p',
+      children: [
+        { queue: 'c', payload: 1, id: 'a', onChildFailure: 'ignore' },
+        { queue: 'c', payload: 2, id: 'b' },
+      ],
+    });
+    const store = storeOf(client);
+    const claim = { consumerId: 'c', max: 1, lockMs: 60_000, accepts: null, eoqBackoffMs: () => 1000 };
+    const [first] = (await store.claim('c', claim)).messages;
+    assert.equal(first?.id, 'a');
+    const error = { id: 'a', attempt: 1, outcome: 'error' as const, backoffMs: 0, error: 'no', startedAt: 1 };
+    assert.deepEqual(await store.finish('c', 'c', [error]), ['ok']);
+    assert.equal(cli('HEXISTS', key('c', 'owes'), 'a')[0], '0');
+    assert.equal(cli('HGET', key('p', 'children-left'), 'p')[0], '1');
+    assert.deepEqual(await client.retry('c', 'a'), { ok: true, id: 'a', state: 'queued' });
+    assert.equal(cli('HGET', key('c', 'owes'), 'a')[0], 'i p p');
+    assert.equal(cli('HGET', key('p', 'children-left'), 'p')[0], '2');
+    assert.deepEqual(await finishReady(client, 'c', 1), ['b']);
+    assert.equal((await client.status('p', 'p'))?.state, 'waiting-children');
+    assert.deepEqual(await finishReady(client, 'c', 1), ['a']);
+    assert.equal((await client.status('p', 'p'))?.state, 'queued');
+    // Paid once: it owes nothing now.
+    assert.equal(cli('HEXISTS', key('c', 'owes'), 'a')[0], '0');
+  });
+
   void test('a flow meeting a foreign key in any of its queues is refused, nothing written', async () => {
     const { client, key } = await open('flow-foreign');
     cli('SET', key('other', 'owes'), 'not kvmq');

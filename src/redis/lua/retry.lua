@@ -4,7 +4,7 @@
 -- until the next outcome. By ids (other states refused with theirs), or the
 -- `max` oldest failures. Each writes an `enqueued` event at attempt 0 (events on).
 --
--- KEYS: messages filters nattempts losses failed updated-at mid-circle wake pushes
+-- KEYS: messages filters nattempts losses failed updated-at mid-circle wake pushes parent owes
 -- ARGV: 'ids' then the ids, or 'oldest' and max
 -- Reply: with ids, one string per id: 'ok', else its state ('' when unknown); with 'oldest', the count
 -- Include: common events state lanes flows
