@@ -152,6 +152,28 @@ void describe('redis flows', () => {
     assert.equal(cli('HEXISTS', key('c', 'owes'), 'a')[0], '0');
   });
 
+  void test("clear of a child's queue ends its children for their parents in other queues, as removals", async () => {
+    const { client, key } = await open('flow-clear');
+    await client.flow({
+      queue: 'p',
+      payload: 'p',
+      id: 'p',
+      children: [
+        { queue: 'c', payload: 1, id: 'a', onChildFailure: 'ignore' },
+        { queue: 'p', payload: 2, id: 'b' },
+      ],
+    });
+    await client.flow({ queue: 'p', payload: 'q', id: 'q', children: [{ queue: 'c', payload: 3, id: 'x' }] });
+    await client.clear('c');
+    assert.equal(cli('EXISTS', key('c', 'owes'))[0], '0');
+    assert.equal(cli('HGET', key('p', 'children-left'), 'p')[0], '1');
+    const failed = await client.status('p', 'q');
+    assert.equal(failed?.state, 'failed');
+    assert.equal(failed.lastError, 'child c/x failed: removed');
+    assert.deepEqual(await finishReady(client, 'p', 10), ['b']);
+    assert.equal((await client.status('p', 'p'))?.state, 'queued');
+  });
+
   void test('a flow meeting a foreign key in any of its queues is refused, nothing written', async () => {
     const { client, key } = await open('flow-foreign');
     cli('SET', key('other', 'owes'), 'not kvmq');
