@@ -57,6 +57,19 @@ async function finishReady(client: Client, q: string, max: number): Promise<stri
   return messages.map((m) => m.id);
 }
 
+/** The parent p/p of c/a (onChildFailure 'ignore') and of `bQueue`/b. */
+async function ignoringParent(client: Client, bQueue: string): Promise<void> {
+  await client.flow({
+    queue: 'p',
+    payload: 'p',
+    id: 'p',
+    children: [
+      { queue: 'c', payload: 1, id: 'a', onChildFailure: 'ignore' },
+      { queue: bQueue, payload: 2, id: 'b' },
+    ],
+  });
+}
+
 void describe('redis flows', () => {
   void test('the keys of a flow: the waiting parent, its count and children, each child its link', async () => {
     const { client, key } = await open('flow-keys');
@@ -124,15 +137,7 @@ void describe('redis flows', () => {
 
   void test('a failed child retried while its parent waits owes its count again, and pays it once', async () => {
     const { client, key } = await open('flow-retry');
-    await client.flow({
-      queue: 'p',
-      payload: 'p',
-      id: 'p',
-      children: [
-        { queue: 'c', payload: 1, id: 'a', onChildFailure: 'ignore' },
-        { queue: 'c', payload: 2, id: 'b' },
-      ],
-    });
+    await ignoringParent(client, 'c');
     const store = storeOf(client);
     const claim = { consumerId: 'c', max: 1, lockMs: 60_000, accepts: null, eoqBackoffMs: () => 1000 };
     const [first] = (await store.claim('c', claim)).messages;
@@ -154,15 +159,7 @@ void describe('redis flows', () => {
 
   void test("clear of a child's queue ends its children for their parents in other queues, as removals", async () => {
     const { client, key } = await open('flow-clear');
-    await client.flow({
-      queue: 'p',
-      payload: 'p',
-      id: 'p',
-      children: [
-        { queue: 'c', payload: 1, id: 'a', onChildFailure: 'ignore' },
-        { queue: 'p', payload: 2, id: 'b' },
-      ],
-    });
+    await ignoringParent(client, 'p');
     await client.flow({ queue: 'p', payload: 'q', id: 'q', children: [{ queue: 'c', payload: 3, id: 'x' }] });
     await client.clear('c');
     assert.equal(cli('EXISTS', key('c', 'owes'))[0], '0');
