@@ -250,7 +250,9 @@ export class Client {
     const steps = flowSteps(tree);
     const store = this.#store;
     if (!store.capabilities.flows || store.flow === undefined) {
-      throw new TypeError(`flows are not available on this ${store.kind} store yet; use SQLite`);
+      throw new TypeError(
+        `flows are not available on this ${store.kind} store yet; use SQLite or Redis (not a cluster)`,
+      );
     }
     const configs = new Map<string, QueueConfig>();
     for (const { queue, tree: node } of steps) {
@@ -279,7 +281,9 @@ export class Client {
     checkQueueName(queue);
     checkMessageId(id);
     if (store.flowTree === undefined) {
-      throw new TypeError(`flows are not available on this ${store.kind} store yet; use SQLite`);
+      throw new TypeError(
+        `flows are not available on this ${store.kind} store yet; use SQLite or Redis (not a cluster)`,
+      );
     }
     return store.flowTree(queue, id);
   }
