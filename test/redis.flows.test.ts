@@ -171,6 +171,31 @@ void describe('redis flows', () => {
     assert.equal((await client.status('p', 'p'))?.state, 'queued');
   });
 
+  void test('a child moved to a dead-letter queue has ended for its parent, and stays among its children', async () => {
+    const { client, key } = await open('flow-dlq');
+    await client.configure('c', { deadLetterQueue: 'dead' });
+    await ignoringParent(client, 'p');
+    const store = storeOf(client);
+    const claim = { consumerId: 'c', max: 1, lockMs: 60_000, accepts: null, eoqBackoffMs: () => 1000 };
+    assert.equal((await store.claim('c', claim)).messages[0]?.id, 'a');
+    const error = { id: 'a', attempt: 1, outcome: 'error' as const, backoffMs: 0, error: 'no', startedAt: 1 };
+    assert.deepEqual(await store.finish('c', 'c', [error]), ['ok']);
+    assert.equal((await client.status('dead', 'a'))?.state, 'queued');
+    assert.equal(cli('HGET', key('p', 'children-left'), 'p')[0], '1');
+    assert.equal(cli('HGET', key('dead', 'parent'), 'a')[0], 'i p p');
+    assert.equal(cli('HEXISTS', key('dead', 'owes'), 'a')[0], '0');
+    const children = await store.flowChildren?.('p', 'p');
+    assert.deepEqual(
+      children?.map((child) => [child.queue, child.id, child.state]),
+      [
+        ['dead', 'a', 'queued'],
+        ['p', 'b', 'queued'],
+      ],
+    );
+    const tree = await client.getFlow('dead', 'a');
+    assert.equal(tree?.id, 'p');
+  });
+
   void test('a flow meeting a foreign key in any of its queues is refused, nothing written', async () => {
     const { client, key } = await open('flow-foreign');
     cli('SET', key('other', 'owes'), 'not kvmq');

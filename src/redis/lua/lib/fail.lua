@@ -48,7 +48,7 @@ local function dead_letter(id, dlq, now)
     if string.byte(lane, 1) == 64 then list = list .. lane else list = list .. ':' .. lane end
   end
   local hashes = { 'messages', 'metadata', 'filters', 'policies', 'history', 'outcomes', 'enqueued-at', 'updated-at',
-    'pushes', 'priorities', 'groups', 'progress', 'logs' }
+    'pushes', 'priorities', 'groups', 'progress', 'logs', 'parent' }
   for _, key in ipairs(hashes) do check_type(dk(key), 'hash') end
   check_type(dk('classes'), 'set')
   check_type(dk('lanes'), 'zset')
@@ -98,6 +98,7 @@ local function fail(id, now, outcome)
   redis.call('HSET', K.updated_at, id, now)
   local dlq = redis.call('HGET', K.conf, 'dead_letter_queue')
   if dlq and dlq ~= '' and dead_letter(id, dlq, now) then
+    flow_child_moved(flow_queue(), id, dlq)
     forget(id)
     return
   end

@@ -213,6 +213,24 @@ local function flow_cancel_parent(queue, id, err, now)
   end
 end
 
+-- A child moved to another queue (a dead-letter move, after its end was counted) stays its parent's child:
+-- its link goes with it, and its parent's list of children names its new queue.
+local function flow_child_moved(queue, id, to)
+  local link = redis.call('HGET', flow_key(queue, 'parent'), id)
+  if not link then return end
+  redis.call('HSET', flow_key(to, 'parent'), id, link)
+  local _, pq, pid = string.match(link, '^(%a) (%S+) (%S+)$')
+  local key = flow_key(pq, 'children')
+  local refs = redis.call('HGET', key, pid)
+  if not refs then return end
+  local lines = {}
+  for q, c in string.gmatch(refs, '(%S+) (%S+)') do
+    if q == queue and c == id then q = to end
+    lines[#lines + 1] = q .. ' ' .. c
+  end
+  redis.call('HSET', key, pid, table.concat(lines, '\n'))
+end
+
 -- A failed child retried while its parent still waits owes it a count again (it will end anew).
 local function flow_child_retried(queue, id)
   local link = redis.call('HGET', flow_key(queue, 'parent'), id)
