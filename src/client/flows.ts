@@ -1,0 +1,48 @@
+/**
+ * Flows through a client: writing a tree of messages at once (each parent `waiting-children` until its children
+ * have ended), and reading a message's flow back.
+ */
+import { flowIds, flowSteps, type FlowIds, type FlowNode, type FlowTree } from '../model/flow.js';
+import type { Payload, QueueConfig } from '../model/types.js';
+import type { EnqueueOptions } from '../model/types.js';
+import type { NewMessage, Store } from '../store/contract.js';
+
+/** How a flow's messages are made: the queue's configuration (for filters), then the checked message. */
+export interface FlowMessages {
+  config(queue: string): Promise<QueueConfig>;
+  prepare(queue: string, payload: Payload, options: EnqueueOptions, config: QueueConfig | null): NewMessage;
+}
+
+/** Writes the flow's messages, every one or none; resolves with their ids. */
+export async function writeFlow(store: Store, tree: FlowTree, make: FlowMessages): Promise<FlowIds> {
+  const steps = flowSteps(tree);
+  if (!store.capabilities.flows || store.flow === undefined) throw noFlows(store);
+  const configs = new Map<string, QueueConfig>();
+  for (const { queue, tree: node } of steps) {
+    if (node.filters !== undefined && !configs.has(queue)) configs.set(queue, await make.config(queue));
+  }
+  const messages = steps.map((step) => ({
+    queue: step.queue,
+    message: make.prepare(step.queue, step.tree.payload, step.tree, configs.get(step.queue) ?? null),
+    parent: step.parent,
+    children: step.children,
+    onChildFailure: step.onChildFailure,
+  }));
+  const ids = new Set(messages.map(({ queue, message }) => `${queue}\n${message.id}`));
+  if (ids.size < messages.length) throw new TypeError('a flow names one message (queue and id) twice');
+  await store.flow(messages);
+  return flowIds(
+    steps,
+    messages.map(({ message }) => message.id),
+  );
+}
+
+/** The tree of the message's flow from its root (queue and id already checked); null once it is gone. */
+export function readFlow(store: Store, queue: string, id: string): Promise<FlowNode | null> {
+  if (store.flowTree === undefined) throw noFlows(store);
+  return store.flowTree(queue, id);
+}
+
+function noFlows(store: Store): TypeError {
+  return new TypeError(`flows are not available on this ${store.kind} store yet; use SQLite or Redis (not a cluster)`);
+}
