@@ -7,10 +7,12 @@
  * A batch of finishes is one multi; a conflict sends each through alone.
  */
 import { releaseOps } from './group-paths.js';
-import { claimFailed } from './claim-build.js';
-import { isZkError, ZkCode, type ZkOp } from './client.js';
+import { claimFailed, type PreparedClaim } from './claim-build.js';
+import { isZkError, ZkCode, type ZkError, type ZkOp, type ZkOpResult } from './client.js';
+import { MultiParts } from './multi-parts.js';
+import { heldFor } from './held.js';
 import { claimsForFinish, readAheadAfterFinish, recordHandoffs } from './handoff.js';
-import { decodeState, encodeState, entryPrefix, makeState, priorityOf, taskNodes } from './layout.js';
+import { encodeState, entryPrefix, makeState, priorityOf, taskNodes } from './layout.js';
 import { endInFailure, failedState, isDeadLetterClash, withHistory } from './fail.js';
 import { appendHistory } from '../model/history.js';
 import { resultInRecord } from '../model/result.js';
@@ -20,7 +22,7 @@ import type { QueueContext } from './queue.js';
 import type { EventRecord } from './events.js';
 import type { Finish, FinishResult } from '../store/contract.js';
 import type { QueueEventType } from '../model/events.js';
-import type { Outcome } from '../model/types.js';
+import type { AttemptRecord, Outcome } from '../model/types.js';
 
 /** The event a finish writes, by its outcome (a failure's is written where it ends: fail.ts). */
 const EVENT_OF_OUTCOME: Record<Outcome, QueueEventType> = { success: 'completed', retry: 'retrying', error: 'failed' };
@@ -60,6 +62,25 @@ export async function finishInParts(
   return results;
 }
 
+/** A finish of the batch (its index in `pending`), or a claim riding on the multi (its index in `claims`). */
+type Part = { readonly finish: number } | { readonly claim: number };
+
+/** One finish multi as planned: its parts, the claims riding on it, and what to do once it committed. */
+interface FinishPlan {
+  readonly multi: MultiParts<Part>;
+  readonly claims: PreparedClaim[];
+  readonly claimParts: Part[];
+  readonly newBuckets: string[];
+  /** The consumer's `current` node, set in the multi (null: not registered). */
+  readonly current: string | null;
+  readonly dlqs: Set<string>;
+}
+
+interface Pending {
+  readonly index: number;
+  readonly held: Held;
+}
+
 export async function finishMessages(
   ctx: StoreContext,
   q: QueueContext,
@@ -67,154 +88,163 @@ export async function finishMessages(
   finishes: readonly Finish[],
 ): Promise<FinishResult[]> {
   const results = new Array<FinishResult>(finishes.length).fill('lost');
-  let pending: { index: number; held: Held }[] = [];
+  let pending: Pending[] = [];
   for (const [index, f] of finishes.entries()) {
     const held = await heldFor(ctx, q, consumer, f.id, f.attempt);
     if (held !== null) pending.push({ index, held });
   }
-  let claimAhead = true;
-  // Ids taken in the dead-letter queue: those fail in place.
-  const clashes = new Set<string>();
+  const retry = { claimAhead: true, clashes: new Set<string>() };
   // One multi for them all; a failure names the message at fault, which goes alone (or is lost).
   for (let tries = 0; pending.length > 0 && tries < 3 * finishes.length + 3; tries++) {
-    const dlqs = new Set<string>();
-    const config = await q.eventsConfig();
-    const finished = await Promise.all(
-      pending.map((p) => finishOps(ctx, q, p.held, finishes[p.index] as Finish, !clashes.has(p.held.id), dlqs)),
-    );
-    const built = finished.map((f) => f.ops);
-    // The done list's (or a sub-queue's) next bucket, when the last one filled up, is made in the same multi.
-    const bucketOps = q.bucketCreates(built.flat());
-    const newBuckets = bucketOps.map((op) => op.path);
-    const ops: ZkOp[] = [...bucketOps, ...built.flat()];
-    const owner = [...bucketOps.map(() => undefined), ...built.flatMap((list, k) => list.map(() => k))];
-    // The slots these finishes free are filled in the same multi (see handoff.ts).
-    // Messages this finish queues again come before any lower priority the claims ahead could take.
-    const requeued = pending.filter((p) => finishes[p.index]?.outcome === 'retry' || p.held.state.requeue);
-    const upTo = Math.min(Infinity, ...requeued.map((p) => priorityOf(p.held.state)));
-    const claims = claimAhead ? claimsForFinish(ctx, q, consumer, pending.length, Date.now(), upTo) : [];
-    const claimsFrom = ops.length;
-    const offsets = claims.map((c) => ops.push(...c.ops) - c.ops.length);
-    const claimsTo = ops.length;
-    const current = ctx.currentPath(q.name, consumer);
-    if (current !== null) {
-      const without = pending.map((p) => p.held.id);
-      const extra = claims.map((c) => c.candidate.entry.id);
-      ops.push({ op: 'set', path: current, data: ctx.currentData(q.name, consumer, extra, without), version: -1 });
-    }
-    // Every event of this multi in one node: the finishes' and the claims' riding on them.
-    ops.push(...q.events.ops(config, [...finished.flatMap((f) => f.events), ...claims.map((c) => c.event)]));
+    const plan = await planFinish(ctx, q, consumer, finishes, pending, retry);
     const epoch = ctx.zk.epoch;
     try {
-      const committing = ctx.zk.multi(ops);
-      if (claimAhead) readAheadAfterFinish(ctx, q, consumer, pending.length);
+      const committing = ctx.zk.multi(plan.multi.ops);
+      if (retry.claimAhead) readAheadAfterFinish(ctx, q, consumer, pending.length);
       const created = await committing;
-      q.noteBucketsMade(newBuckets);
-      created.forEach((r, k) => notePath(ctx, ops[k], r.path));
-      for (const p of pending) {
-        results[p.index] = 'ok';
-        ctx.dropHeld(q.name, consumer, p.held.id);
-        // The entry is gone: no claim of this process need look at it again.
-        ctx.claims.forgetEntry(p.held.entryPath);
-        q.listOf(p.held.entryPath)?.forgetPath(p.held.entryPath);
-      }
-      recordHandoffs(
-        ctx,
-        q,
-        consumer,
-        claims.map((claim, k) => ({ claim, stateVersion: created[(offsets[k] ?? 0) + claim.stateOp]?.version })),
-        epoch,
-      );
-      if (pending.some((p) => finishes[p.index]?.outcome === 'retry' || p.held.state.requeue)) {
-        ctx.wakeups.notify(q.name);
-      }
-      for (const dlq of dlqs) ctx.wakeups.notify(dlq);
+      finished(ctx, q, consumer, finishes, pending, plan, created, epoch);
+      for (const p of pending) results[p.index] = 'ok';
       return results;
     } catch (error) {
       if (!isZkError(error) || error.opIndex < 0) throw error;
-      if (error.opIndex >= claimsFrom && error.opIndex < claimsTo) {
-        // A claim riding along lost a race: finish alone, and leave claiming to the next claim.
-        const k = offsets.findLastIndex((at) => at <= error.opIndex);
-        const failed = claims[k];
-        if (failed !== undefined) claimFailed(ctx, q, failed, error.code, error.opIndex - (offsets[k] ?? 0));
-        // Others take from the same place: give them a moment before riding claims on finishes again.
-        ctx.claims.pauseClaimAhead(q.name, consumer, CLAIM_AHEAD_PAUSE_MS);
-        claimAhead = false;
-        continue;
-      }
-      const failedOp = ops[error.opIndex];
-      if (isDeadLetterClash(q, error.code, failedOp)) {
-        const k = owner[error.opIndex];
-        const culprit = k === undefined ? undefined : pending[k];
-        if (culprit === undefined) throw error;
-        clashes.add(culprit.held.id);
-        continue;
-      }
-      if (error.code === ZkCode.NodeExists && failedOp !== undefined && newBuckets.includes(failedOp.path)) {
-        // Another writer made that bucket first.
-        q.noteBucketsMade([failedOp.path]);
-        continue;
-      }
-      if (error.code === ZkCode.NoNode && failedOp?.op === 'create') {
-        // The sub-queue or done bucket to write to is missing: make it, try again.
-        await makeBucket(q, failedOp.path);
-        continue;
-      }
-      if (failedOp?.path === current) {
-        ctx.registered.delete(`${q.name}\u0000${consumer}`);
-        continue;
-      }
-      const k = owner[error.opIndex];
-      const culprit = k === undefined ? undefined : pending[k];
-      if (culprit === undefined) throw error;
+      const culprit = await recoverFinish(ctx, q, consumer, pending, plan, error, retry);
+      if (culprit === null) continue;
       // Look again at the culprit: still ours (the state changed, e.g. a requeue mark), or lost.
       const again = await heldFor(ctx, q, consumer, culprit.held.id, culprit.held.attempt, true);
       pending = pending.filter((p) => p !== culprit);
       if (again !== null) pending.push({ index: culprit.index, held: again });
     } finally {
-      for (const c of claims) ctx.claims.trying.delete(c.candidate.entry.path);
+      for (const c of plan.claims) ctx.claims.trying.delete(c.candidate.entry.path);
     }
   }
   return results;
 }
 
-/** The claim as this store holds it; re-read from the server when missing or stale (`reread`). */
-export async function heldFor(
+/** The multi of a batch's finishes, the claims riding on it, the consumer's `current` and the events. */
+async function planFinish(
   ctx: StoreContext,
   q: QueueContext,
   consumer: string,
-  id: string,
-  attempt: number,
-  reread = false,
-): Promise<Held | null> {
-  const known = ctx.getHeld(q.name, consumer, id);
-  if (known !== undefined && known.attempt === attempt && !reread) return known;
-  const nodes = taskNodes(q.paths.task(id));
-  try {
-    const [read, claim] = await Promise.all([ctx.zk.get(nodes.state), ctx.zk.exists(nodes.claim)]);
-    const state = decodeState(nodes.state, read.data);
-    const ours =
-      state.phase === 'locked' &&
-      state.consumer === consumer &&
-      state.attempt === attempt &&
-      claim !== null &&
-      claim.ephemeralOwner === ctx.zk.sessionId &&
-      known !== undefined &&
-      known.epoch === ctx.zk.epoch;
-    if (!ours) {
-      ctx.dropHeld(q.name, consumer, id);
-      return null;
-    }
-    const held: Held = { ...known, stateVersion: read.stat.version, state };
-    ctx.setHeld(held);
-    return held;
-  } catch (error) {
-    if (isZkError(error, ZkCode.NoNode)) {
-      ctx.dropHeld(q.name, consumer, id);
-      return null;
-    }
-    throw error;
+  finishes: readonly Finish[],
+  pending: readonly Pending[],
+  retry: { readonly claimAhead: boolean; readonly clashes: ReadonlySet<string> },
+): Promise<FinishPlan> {
+  const dlqs = new Set<string>();
+  const config = await q.eventsConfig();
+  const built = await Promise.all(
+    pending.map((p) => finishOps(ctx, q, p.held, finishes[p.index] as Finish, !retry.clashes.has(p.held.id), dlqs)),
+  );
+  const multi = new MultiParts<Part>();
+  // The done list's (or a sub-queue's) next bucket, when the last one filled up, is made in the same multi.
+  const bucketOps = q.bucketCreates(built.flatMap((b) => b.ops));
+  multi.add(undefined, bucketOps);
+  built.forEach((b, k) => multi.add({ finish: k }, b.ops));
+  // The slots these finishes free are filled in the same multi (see handoff.ts).
+  // Messages this finish queues again come before any lower priority the claims ahead could take.
+  const requeued = pending.filter((p) => finishes[p.index]?.outcome === 'retry' || p.held.state.requeue);
+  const upTo = Math.min(Infinity, ...requeued.map((p) => priorityOf(p.held.state)));
+  const claims = retry.claimAhead ? claimsForFinish(ctx, q, consumer, pending.length, Date.now(), upTo) : [];
+  const claimParts = claims.map((c, k): Part => {
+    const part = { claim: k };
+    multi.add(part, c.ops);
+    return part;
+  });
+  const current = ctx.currentPath(q.name, consumer);
+  if (current !== null) {
+    const without = pending.map((p) => p.held.id);
+    const extra = claims.map((c) => c.candidate.entry.id);
+    const data = ctx.currentData(q.name, consumer, extra, without);
+    multi.add(undefined, [{ op: 'set', path: current, data, version: -1 }]);
   }
+  // Every event of this multi in one node: the finishes' and the claims' riding on them.
+  multi.add(undefined, q.events.ops(config, [...built.flatMap((b) => b.events), ...claims.map((c) => c.event)]));
+  const newBuckets = bucketOps.map((op) => op.path);
+  return { multi, claims, claimParts, newBuckets, current, dlqs };
+}
+
+/** After the finish multi committed: what this process keeps, the claims it made, and wake-ups. */
+function finished(
+  ctx: StoreContext,
+  q: QueueContext,
+  consumer: string,
+  finishes: readonly Finish[],
+  pending: readonly Pending[],
+  plan: FinishPlan,
+  created: readonly ZkOpResult[],
+  epoch: number,
+): void {
+  q.noteBucketsMade(plan.newBuckets);
+  created.forEach((r, k) => notePath(ctx, plan.multi.ops[k], r.path));
+  for (const p of pending) {
+    ctx.dropHeld(q.name, consumer, p.held.id);
+    // The entry is gone: no claim of this process need look at it again.
+    ctx.claims.forgetEntry(p.held.entryPath);
+    q.listOf(p.held.entryPath)?.forgetPath(p.held.entryPath);
+  }
+  const handoffs = plan.claims.map((claim, k) => {
+    const at = plan.multi.startOf(plan.claimParts[k] as Part) + claim.stateOp;
+    return { claim, stateVersion: created[at]?.version };
+  });
+  recordHandoffs(ctx, q, consumer, handoffs, epoch);
+  if (pending.some((p) => finishes[p.index]?.outcome === 'retry' || p.held.state.requeue)) {
+    ctx.wakeups.notify(q.name);
+  }
+  for (const dlq of plan.dlqs) ctx.wakeups.notify(dlq);
+}
+
+/**
+ * After the finish multi failed on `error`: sets up the next try and returns null, or returns the finish at
+ * fault (to be read again). Throws what no try can mend.
+ */
+async function recoverFinish(
+  ctx: StoreContext,
+  q: QueueContext,
+  consumer: string,
+  pending: readonly Pending[],
+  plan: FinishPlan,
+  error: ZkError,
+  retry: { claimAhead: boolean; readonly clashes: Set<string> },
+): Promise<Pending | null> {
+  const part = plan.multi.partAt(error.opIndex);
+  if (part !== undefined && 'claim' in part) {
+    // A claim riding along lost a race: finish alone, and leave claiming to the next claim.
+    const failed = plan.claims[part.claim];
+    const at = error.opIndex - plan.multi.startOf(part);
+    if (failed !== undefined) claimFailed(ctx, q, failed, error.code, at);
+    // Others take from the same place: give them a moment before riding claims on finishes again.
+    ctx.claims.pauseClaimAhead(q.name, consumer, CLAIM_AHEAD_PAUSE_MS);
+    retry.claimAhead = false;
+    return null;
+  }
+  const failedOp = plan.multi.ops[error.opIndex];
+  const culprit = part === undefined ? undefined : pending[part.finish];
+  if (isDeadLetterClash(q, error.code, failedOp)) {
+    if (culprit === undefined) throw error;
+    retry.clashes.add(culprit.held.id);
+    return null;
+  }
+  if (error.code === ZkCode.NodeExists && failedOp !== undefined && plan.newBuckets.includes(failedOp.path)) {
+    // Another writer made that bucket first.
+    q.noteBucketsMade([failedOp.path]);
+    return null;
+  }
+  if (error.code === ZkCode.NoNode && failedOp?.op === 'create') {
+    // The sub-queue or done bucket to write to is missing: make it, try again.
+    await makeBucket(q, failedOp.path);
+    return null;
+  }
+  if (failedOp?.path === plan.current) {
+    ctx.registered.delete(`${q.name}\u0000${consumer}`);
+    return null;
+  }
+  if (culprit === undefined) throw error;
+  return culprit;
+}
+
+/** A finish's ops and events. */
+interface FinishOps {
+  readonly ops: ZkOp[];
+  readonly events: EventRecord[];
 }
 
 /** `deadLetter`: a failure may move to the dead-letter queue; `dlqs` gathers the queues moved to. */
@@ -225,75 +255,16 @@ async function finishOps(
   f: Finish,
   deadLetter: boolean,
   dlqs: Set<string>,
-): Promise<{ ops: ZkOp[]; events: EventRecord[] }> {
+): Promise<FinishOps> {
   const now = Date.now();
   const s = held.state;
-  const nodes = taskNodes(held.taskPath);
-  const ops: ZkOp[] = [{ op: 'remove', path: nodes.claim, version: -1 }, ...releaseOps(q, held.id, s)];
-  const requeued = f.outcome !== 'retry' && s.requeue;
-  // A run handed back unrun (startedAt null) is no outcome: no event.
-  const event: EventRecord[] =
-    f.startedAt === null
-      ? []
-      : [
-          {
-            type: EVENT_OF_OUTCOME[f.outcome],
-            id: held.id,
-            attempt: s.attempt,
-            at: now,
-            error: finishEventText(f),
-          },
-        ];
-  // A run handed back unrun (startedAt null) leaves no record; a success leaves none either.
-  const history =
-    f.startedAt !== null && f.outcome !== 'success'
-      ? appendHistory(s.history ?? [], {
-          attempt: s.attempt,
-          startedAt: f.startedAt,
-          endedAt: now,
-          consumer: held.consumer,
-          outcome: f.outcome,
-          error: f.error,
-        })
-      : s.history;
-  if (f.outcome === 'retry' || requeued) {
-    const readyAt = now + f.backoffMs;
-    const sub = q.sub(s.filterClass, priorityOf(s));
-    const prefix = `${await sub.tailBucket()}/${entryPrefix(readyAt, held.id)}`;
-    const next = makeState(
-      {
-        ...s,
-        phase: 'pending',
-        readyAt,
-        lockUntil: 0,
-        consumer: null,
-        // A requeued run starts again at attempt 0; with a backoff it waits as done-with-requeue.
-        attempt: requeued ? 0 : s.attempt,
-        requeue: requeued && f.backoffMs > 0,
-        nextEncoding: null,
-        encoding: s.nextEncoding ?? s.encoding,
-        outcome: f.outcome,
-        lastError: f.error,
-        updatedAt: now,
-        entry: prefix,
-        ...withHistory(history),
-        // A requeued run starts with no lost deliveries, and without a result.
-        ...(requeued ? { losses: undefined, result: undefined, resultEncoding: undefined } : {}),
-      },
-      now,
-    );
-    ops.push({ op: 'set', path: nodes.state, data: encodeState(next), version: held.stateVersion });
-    if (s.nextEncoding !== null) {
-      // The requeue replaced the payload: the next run carries it.
-      const replacement = await ctx.zk.get(nodes.next);
-      ops.push({ op: 'set', path: nodes.data, data: replacement.data, version: -1 });
-      ops.push({ op: 'remove', path: nodes.next, version: -1 });
-    }
-    ops.push({ op: 'remove', path: held.entryPath, version: -1 });
-    ops.push({ op: 'create', path: prefix, kind: 'sequential' });
-    ops.push(...(await q.waitingOps(held.id, readyAt, now)));
-    ops.push({ op: 'set', path: q.paths.classDir(s.filterClass, priorityOf(s)), data: Buffer.alloc(0), version: -1 });
-    return { ops, events: event };
+  const ops: ZkOp[] = [
+    { op: 'remove', path: taskNodes(held.taskPath).claim, version: -1 },
+    ...releaseOps(q, held.id, s),
+  ];
+  const { event, history } = finishRecords(held, f, now);
+  if (f.outcome === 'retry' || s.requeue) {
+    return { ops: [...ops, ...(await againOps(ctx, q, held, f, history, now))], events: event };
   }
   if (f.outcome === 'error') {
     const failed = failedState(s, now, f.error, history);
@@ -320,11 +291,88 @@ async function finishOps(
     },
     now,
   );
-  ops.push({ op: 'set', path: nodes.state, data: encodeState(done), version: held.stateVersion });
+  ops.push({ op: 'set', path: taskNodes(held.taskPath).state, data: encodeState(done), version: held.stateVersion });
   ops.push({ op: 'remove', path: held.entryPath, version: -1 });
   ops.push({ op: 'create', path: prefix, kind: 'sequential' });
   ops.push(...(await q.waitingOps(held.id, done.backoffUntil, now)));
   return { ops, events: event };
+}
+
+/** A finish's event and the history it leaves: a run handed back unrun (startedAt null) has neither. */
+function finishRecords(
+  held: Held,
+  f: Finish,
+  now: number,
+): { event: EventRecord[]; history: readonly AttemptRecord[] | undefined } {
+  const s = held.state;
+  const event: EventRecord[] =
+    f.startedAt === null
+      ? []
+      : [{ type: EVENT_OF_OUTCOME[f.outcome], id: held.id, attempt: s.attempt, at: now, error: finishEventText(f) }];
+  // A success leaves no record either.
+  const history =
+    f.startedAt !== null && f.outcome !== 'success'
+      ? appendHistory(s.history ?? [], {
+          attempt: s.attempt,
+          startedAt: f.startedAt,
+          endedAt: now,
+          consumer: held.consumer,
+          outcome: f.outcome,
+          error: f.error,
+        })
+      : s.history;
+  return { event, history };
+}
+
+/** A retry, or a requeued run: the message is queued again (after its backoff), a new entry in its sub-queue. */
+async function againOps(
+  ctx: StoreContext,
+  q: QueueContext,
+  held: Held,
+  f: Finish,
+  history: readonly AttemptRecord[] | undefined,
+  now: number,
+): Promise<ZkOp[]> {
+  const s = held.state;
+  const nodes = taskNodes(held.taskPath);
+  const requeued = f.outcome !== 'retry' && s.requeue;
+  const readyAt = now + f.backoffMs;
+  const sub = q.sub(s.filterClass, priorityOf(s));
+  const prefix = `${await sub.tailBucket()}/${entryPrefix(readyAt, held.id)}`;
+  const next = makeState(
+    {
+      ...s,
+      phase: 'pending',
+      readyAt,
+      lockUntil: 0,
+      consumer: null,
+      // A requeued run starts again at attempt 0; with a backoff it waits as done-with-requeue.
+      attempt: requeued ? 0 : s.attempt,
+      requeue: requeued && f.backoffMs > 0,
+      nextEncoding: null,
+      encoding: s.nextEncoding ?? s.encoding,
+      outcome: f.outcome,
+      lastError: f.error,
+      updatedAt: now,
+      entry: prefix,
+      ...withHistory(history),
+      // A requeued run starts with no lost deliveries, and without a result.
+      ...(requeued ? { losses: undefined, result: undefined, resultEncoding: undefined } : {}),
+    },
+    now,
+  );
+  const ops: ZkOp[] = [{ op: 'set', path: nodes.state, data: encodeState(next), version: held.stateVersion }];
+  if (s.nextEncoding !== null) {
+    // The requeue replaced the payload: the next run carries it.
+    const replacement = await ctx.zk.get(nodes.next);
+    ops.push({ op: 'set', path: nodes.data, data: replacement.data, version: -1 });
+    ops.push({ op: 'remove', path: nodes.next, version: -1 });
+  }
+  ops.push({ op: 'remove', path: held.entryPath, version: -1 });
+  ops.push({ op: 'create', path: prefix, kind: 'sequential' });
+  ops.push(...(await q.waitingOps(held.id, readyAt, now)));
+  ops.push({ op: 'set', path: q.paths.classDir(s.filterClass, priorityOf(s)), data: Buffer.alloc(0), version: -1 });
+  return ops;
 }
 
 /** After a multi: a sequential create moves its list's tail on once the bucket is full (in any queue). */

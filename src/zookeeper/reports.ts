@@ -6,7 +6,7 @@
  */
 import { applyReport, decodeReport, encodeReport } from '../store/report-codec.js';
 import { isZkError, ZkCode, type ZkOp, type ZkSession } from './client.js';
-import { heldFor } from './finish.js';
+import { heldFor } from './held.js';
 import { taskNodes } from './layout.js';
 import type { StoreContext } from './context.js';
 import type { QueueContext } from './queue.js';
