@@ -14,6 +14,8 @@ conformance({
   name: 'zookeeper',
   overNetwork: true,
   shortSession: { option: 'sessionTimeoutMs=4000', ms: 4000 },
+  // A flow is one multi, within jute.maxbuffer (1 MiB): about 700 small messages (test/zookeeper.flows.test.ts).
+  flowNodes: 600,
   async url() {
     plain ??= PlainClient.connect(hostsOf(server));
     return freshStoreUrl(server, await plain);
@@ -25,6 +27,6 @@ conformance({
     deadLetterQueue: true,
     overlapClaims: false,
     groupRateLimit: true,
-    flows: false,
+    flows: true,
   },
 });

@@ -166,6 +166,7 @@ describe('zookeeper: the zkmq layout, as a plain client reads it', () => {
       'group-rates',
       'groups',
       'lock',
+      'parents',
       'queue',
       'rate',
       'schedules',

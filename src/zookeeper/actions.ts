@@ -5,11 +5,8 @@
  * nodes whose state keeps only their prefix: an action finds the entry's full
  * name in its bucket (one listing of at most 2,000 names).
  */
-import { reportRemovals } from './reports.js';
-import { indexRemovals } from './debounce-index.js';
-import { releaseOps } from './group-paths.js';
 import { parseFilterClass } from '../model/filters.js';
-import { isZkError, ZkCode, type ZkOp, type ZkSession } from './client.js';
+import { isZkError, ZkCode, type ZkOp } from './client.js';
 import {
   decodeState,
   deriveState,
@@ -23,11 +20,15 @@ import {
   priorityOf,
 } from './layout.js';
 import { notePath } from './finish.js';
+import { FlowEnds } from './flow-ends.js';
+import { removalOps, resolveEntry } from './task-removal.js';
 import type { EventRecord } from './events.js';
 import type { StoreContext } from './context.js';
 import type { QueueContext } from './queue.js';
 import type { ActionResult, MessageState } from '../model/types.js';
 import { UPDATABLE_STATES, type MessageEdit } from '../model/update.js';
+
+export { resolveEntry };
 
 const TRIES = 10;
 /** A redrive's multi stays below the packet limit (1 MiB) and ZooKeeper's taste for huge multis. */
@@ -54,20 +55,6 @@ export async function readTask(ctx: StoreContext, q: QueueContext, id: string): 
       claim: claim?.version ?? null,
       current: deriveState(state, claim !== null, Date.now()),
     };
-  } catch (error) {
-    if (isZkError(error, ZkCode.NoNode)) return null;
-    throw error;
-  }
-}
-
-/** The full path of the entry made from `prefix`, or null when it is gone. */
-export async function resolveEntry(zk: ZkSession, prefix: string | null): Promise<string | null> {
-  if (prefix === null) return null;
-  const bucket = prefix.slice(0, prefix.lastIndexOf('/'));
-  try {
-    const { children } = await zk.children(bucket);
-    const name = children.find((child) => namesEntry(prefix, { path: `${bucket}/${child}` }));
-    return name === undefined ? null : `${bucket}/${name}`;
   } catch (error) {
     if (isZkError(error, ZkCode.NoNode)) return null;
     throw error;
@@ -180,8 +167,11 @@ async function requeueOps(
   return ops;
 }
 
-/** A failed task as it is queued again: attempt 0, no lost deliveries, history and last outcome kept. */
-function retried(s: TaskState, now: number): Omit<TaskState, 'entry' | 'state'> {
+/**
+ * A failed task as it is queued again: attempt 0, no lost deliveries, history and last outcome kept; `owes`: a
+ * flow's child whose parent still waits, which counts it again (FlowEnds.childAgain).
+ */
+function retried(s: TaskState, now: number, owes = false): Omit<TaskState, 'entry' | 'state'> {
   return {
     ...s,
     phase: 'pending',
@@ -194,6 +184,7 @@ function retried(s: TaskState, now: number): Omit<TaskState, 'entry' | 'state'> 
     losses: undefined,
     updatedAt: now,
     done: null,
+    ...(owes ? { owes } : {}),
   };
 }
 
@@ -206,8 +197,9 @@ export function retryMessages(ctx: StoreContext, q: QueueContext, ids: readonly 
   return each(ctx, q, ids, async (id, task, now) => {
     if (task.current !== 'failed') return null;
     const entry = await resolveEntry(ctx.zk, task.state.done);
-    const ops = await requeueOps(q, id, retried(task.state, now), task.version, entry, now);
-    ops.push(...q.events.ops(await q.eventsConfig(), [requeued(id, now)]));
+    const again = await new FlowEnds(ctx).childAgain(task.state);
+    const ops = await requeueOps(q, id, retried(task.state, now, again !== null), task.version, entry, now);
+    ops.push(...q.events.ops(await q.eventsConfig(), [requeued(id, now)]), ...(again ?? []));
     return { ops, state: 'queued' };
   });
 }
@@ -225,28 +217,10 @@ export function promoteMessages(ctx: StoreContext, q: QueueContext, ids: readonl
 export function removeMessages(ctx: StoreContext, q: QueueContext, ids: readonly string[]): Promise<ActionResult[]> {
   return each(ctx, q, ids, async (id, task) => {
     if (task.current === 'locked' || task.current === 'locked-with-requeue') return null;
-    const s = task.state;
-    const entry = await resolveEntry(ctx.zk, s.phase === 'done' || s.phase === 'failed' ? s.done : s.entry);
-    const taskPath = q.paths.task(id);
-    const nodes = taskNodes(taskPath);
-    const ops: ZkOp[] = [];
-    // A lock that ended but whose claim node lingers (a stalled consumer): it goes too.
-    if (task.claim !== null)
-      ops.push({ op: 'remove', path: nodes.claim, version: task.claim }, ...releaseOps(q, id, s));
-    for (const name of Object.keys(parseFilterClass(s.filterClass))) {
-      ops.push({ op: 'remove', path: `${nodes.filters}/${name}`, version: -1 });
-    }
-    ops.push(
-      { op: 'remove', path: nodes.filters, version: -1 },
-      { op: 'remove', path: nodes.state, version: task.version },
-      { op: 'remove', path: nodes.metadata, version: -1 },
-      { op: 'remove', path: nodes.data, version: -1 },
-    );
-    if (s.nextEncoding !== null) ops.push({ op: 'remove', path: nodes.next, version: -1 });
-    ops.push(...(await reportRemovals(ctx.zk, [taskPath])), { op: 'remove', path: taskPath, version: -1 });
-    if (entry !== null) ops.push({ op: 'remove', path: entry, version: -1 });
-    ops.push(...(await indexRemovals(ctx.zk, q, [{ id, state: s }])));
-    ops.push(...q.events.ops(await q.eventsConfig(), [{ type: 'removed', id, attempt: s.attempt, at: Date.now() }]));
+    const ops = await removalOps(ctx, q, id, task);
+    // A flow's child removed before it ended ends for its parent as a failure would.
+    if (task.state.owes === true)
+      ops.push(...(await new FlowEnds(ctx).childEnded(q, id, task.state, { error: 'removed' })));
     return { ops, state: null };
   });
 }
@@ -341,8 +315,11 @@ export async function retryFailedMessages(ctx: StoreContext, q: QueueContext, ma
     if (picked.length === 0) return 0;
     const now = Date.now();
     const ops: ZkOp[] = [];
+    const flow = new FlowEnds(ctx);
     for (const p of picked) {
-      ops.push(...(await requeueOps(q, p.entry.id, retried(p.state, now), p.version, p.entry.path, now)));
+      const again = await flow.childAgain(p.state);
+      const next = retried(p.state, now, again !== null);
+      ops.push(...(await requeueOps(q, p.entry.id, next, p.version, p.entry.path, now)), ...(again ?? []));
     }
     ops.push(
       ...q.events.ops(

@@ -13,6 +13,7 @@ import { cancelNotePath } from './cancel-notes.js';
 import { ZkCode, type ZkOp } from './client.js';
 import { endInFailure, failedState, isDeadLetterClash } from './fail.js';
 import { releaseOps } from './group-paths.js';
+import { FlowEnds } from './flow-ends.js';
 import { taskNodes } from './layout.js';
 import type { StoreContext } from './context.js';
 import type { QueueContext } from './queue.js';
@@ -36,6 +37,17 @@ export async function cancelMessage(
     if (task === null) return { ok: false, id, state: null };
     if (!CANCELABLE_STATES.has(task.current)) return { ok: false, id, state: task.current };
     const s = task.state;
+    if (s.phase === 'waiting') {
+      // A flow's waiting parent: it fails, and so do its children that have not started.
+      const flow = new FlowEnds(ctx, deadLetter);
+      const failure = await commitIndexed(ctx, q, await flow.cancelParent(q, id, task, error));
+      if (failure === null) {
+        for (const woken of flow.wakes) ctx.wakeups.notify(woken);
+        return { ok: true, id, state: 'failed' };
+      }
+      if (isDeadLetterClash(q, failure.code, failure.op)) deadLetter = false;
+      continue;
+    }
     const now = Date.now();
     // Held, even with its lock ended (its holder may still finish it): the attempt gets its record.
     const held = s.phase === 'locked';
@@ -61,13 +73,16 @@ export async function cancelMessage(
     const failed = failedState(s, now, error, history);
     const ended = await endInFailure(ctx, q, id, failed, task.version, entry, deadLetter);
     ops.push(...ended.ops, ...q.events.ops(await q.eventsConfig(), [ended.event]));
+    const flow = new FlowEnds(ctx);
+    // A flow's child ends for its parent in this multi.
+    if (s.owes === true) ops.push(...(await flow.childEnded(q, id, s, { error })));
     const failure = await commitIndexed(ctx, q, ops);
     if (failure === null) {
       if (entry !== null) {
         ctx.claims.forgetEntry(entry);
         q.listOf(entry)?.forgetPath(entry);
       }
-      if (ended.dlq !== null) ctx.wakeups.notify(ended.dlq);
+      for (const woken of [...flow.wakes, ...(ended.dlq === null ? [] : [ended.dlq])]) ctx.wakeups.notify(woken);
       return { ok: true, id, state: ended.dlq === null ? 'failed' : null };
     }
     if (isDeadLetterClash(q, failure.code, failure.op)) deadLetter = false;

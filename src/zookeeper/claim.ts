@@ -37,6 +37,7 @@ import { chargeOp, readRate } from './rate.js';
 import { rateGrant } from '../model/rate-limit.js';
 import { releaseOps } from './group-paths.js';
 import { endInFailure, failedState, isDeadLetterClash } from './fail.js';
+import { FlowEnds } from './flow-ends.js';
 import { appendHistory, maxDeliveriesError } from '../model/history.js';
 import type { ConfRead } from './conf.js';
 import { parseCounters, type QueueContext } from './queue.js';
@@ -376,11 +377,14 @@ async function failLost(
   for (const deadLetter of [true, false]) {
     const ended = await endInFailure(ctx, q, entry.id, failed, read.version, entry.path, deadLetter);
     const event = q.events.ops(await q.eventsConfig(), [ended.event]);
-    const failure = await commitIndexed(ctx, q, [...removeClaim, ...ended.ops, ...event]);
+    // A flow's child ends for its parent in this multi.
+    const flow = new FlowEnds(ctx);
+    const paid = state.owes === true ? await flow.childEnded(q, entry.id, state, { error: failed.lastError }) : [];
+    const failure = await commitIndexed(ctx, q, [...removeClaim, ...ended.ops, ...event, ...paid]);
     if (failure === null) {
       ctx.claims.forgetEntry(entry.path);
       sub.forget(entry);
-      if (ended.dlq !== null) ctx.wakeups.notify(ended.dlq);
+      for (const woken of [...flow.wakes, ...(ended.dlq === null ? [] : [ended.dlq])]) ctx.wakeups.notify(woken);
       return;
     }
     // Taken or changed meanwhile: read it afresh next time.

@@ -152,16 +152,23 @@ function chunks(q: QueueContext, messages: readonly NewMessage[], indexes: reado
   return out;
 }
 
-/** Ops that create one task and its entry. */
-async function newTaskOps(q: QueueContext, m: NewMessage, now: number): Promise<ZkOp[]> {
+/** A flow's node (flow-write.ts): what its state adds, and whether it waits for children (in `/parents`). */
+export interface FlowFields {
+  readonly state: Partial<TaskState>;
+  readonly waits: boolean;
+}
+
+/** Ops that create one task and its entry (a waiting flow parent's: in `/parents`, not in a sub-queue). */
+export async function newTaskOps(q: QueueContext, m: NewMessage, now: number, flow?: FlowFields): Promise<ZkOp[]> {
   const taskPath = q.paths.task(m.id);
   const nodes = taskNodes(taskPath);
   const readyAt = m.lifo ? lifoEntryAt(now) : now + m.initialBackoffMs;
-  const sub = q.sub(m.filterClass, m.priority, m.lifo);
-  const prefix = `${await sub.tailBucket()}/${entryPrefix(readyAt, m.id)}`;
+  const waits = flow?.waits === true;
+  const list = waits ? q.parents : q.sub(m.filterClass, m.priority, m.lifo);
+  const prefix = `${await list.tailBucket()}/${entryPrefix(waits ? now : readyAt, m.id)}`;
   const state = makeState(
     {
-      phase: 'pending',
+      phase: waits ? 'waiting' : 'pending',
       readyAt,
       lockUntil: 0,
       consumer: null,
@@ -179,6 +186,7 @@ async function newTaskOps(q: QueueContext, m: NewMessage, now: number): Promise<
       done: null,
       hasMetadata: hasMetadata(m),
       ...withPolicy(m),
+      ...flow?.state,
     },
     now,
   );
@@ -194,7 +202,7 @@ async function newTaskOps(q: QueueContext, m: NewMessage, now: number): Promise<
     { op: 'create', path: nodes.metadata, data: Buffer.from(JSON.stringify(m.metadata)) },
     { op: 'create', path: nodes.data, data: asBuffer(m.payload) },
     { op: 'create', path: prefix, kind: 'sequential' },
-    ...(await q.waitingOps(m.id, readyAt, now)),
+    ...(waits ? [] : await q.waitingOps(m.id, readyAt, now)),
     ...(await q.expiryOps(m.id, m.policy)),
   ];
   return ops;

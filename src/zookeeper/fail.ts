@@ -38,6 +38,9 @@ export function failedState(
       updatedAt: now,
       entry: null,
       done: null,
+      // A final failure pays a flow child's count (flow-ends.ts), in the multi that writes this state.
+      owes: undefined,
+      childrenLeft: undefined,
       ...withHistory(history),
     },
     now,

@@ -9,6 +9,7 @@
 import { releaseOps } from './group-paths.js';
 import { claimFailed, type PreparedClaim } from './claim-build.js';
 import { isZkError, ZkCode, type ZkError, type ZkOp, type ZkOpResult } from './client.js';
+import { FlowEnds, type ChildEnd } from './flow-ends.js';
 import { MultiParts } from './multi-parts.js';
 import { heldFor } from './held.js';
 import { claimsForFinish, readAheadAfterFinish, recordHandoffs } from './handoff.js';
@@ -73,6 +74,7 @@ interface FinishPlan {
   readonly newBuckets: string[];
   /** The consumer's `current` node, set in the multi (null: not registered). */
   readonly current: string | null;
+  readonly flow: FlowEnds;
   readonly dlqs: Set<string>;
 }
 
@@ -134,6 +136,14 @@ async function planFinish(
   const built = await Promise.all(
     pending.map((p) => finishOps(ctx, q, p.held, finishes[p.index] as Finish, !retry.clashes.has(p.held.id), dlqs)),
   );
+  // A flow child's end counts for its parent in this multi; in batch order, so siblings chain the parent's version.
+  const flow = new FlowEnds(ctx);
+  for (const [k, p] of pending.entries()) {
+    const b = built[k];
+    if (p.held.state.owes === true && b?.end !== undefined) {
+      b.ops.push(...(await flow.childEnded(q, p.held.id, p.held.state, b.end)));
+    }
+  }
   const multi = new MultiParts<Part>();
   // The done list's (or a sub-queue's) next bucket, when the last one filled up, is made in the same multi.
   const bucketOps = q.bucketCreates(built.flatMap((b) => b.ops));
@@ -159,7 +169,7 @@ async function planFinish(
   // Every event of this multi in one node: the finishes' and the claims' riding on them.
   multi.add(undefined, q.events.ops(config, [...built.flatMap((b) => b.events), ...claims.map((c) => c.event)]));
   const newBuckets = bucketOps.map((op) => op.path);
-  return { multi, claims, claimParts, newBuckets, current, dlqs };
+  return { multi, claims, claimParts, newBuckets, current, flow, dlqs };
 }
 
 /** After the finish multi committed: what this process keeps, the claims it made, and wake-ups. */
@@ -189,7 +199,7 @@ function finished(
   if (pending.some((p) => finishes[p.index]?.outcome === 'retry' || p.held.state.requeue)) {
     ctx.wakeups.notify(q.name);
   }
-  for (const dlq of plan.dlqs) ctx.wakeups.notify(dlq);
+  for (const woken of [...plan.dlqs, ...plan.flow.wakes]) ctx.wakeups.notify(woken);
 }
 
 /**
@@ -237,14 +247,17 @@ async function recoverFinish(
     ctx.registered.delete(`${q.name}\u0000${consumer}`);
     return null;
   }
+  // A flow parent another end wrote meanwhile: plan again from a fresh read.
+  if (failedOp !== undefined && plan.flow.parentPaths.has(failedOp.path)) return null;
   if (culprit === undefined) throw error;
   return culprit;
 }
 
-/** A finish's ops and events. */
+/** A finish's ops and events, and how it ends the message for a flow's parent (undefined: it runs again). */
 interface FinishOps {
   readonly ops: ZkOp[];
   readonly events: EventRecord[];
+  readonly end?: ChildEnd;
 }
 
 /** `deadLetter`: a failure may move to the dead-letter queue; `dlqs` gathers the queues moved to. */
@@ -270,7 +283,7 @@ async function finishOps(
     const failed = failedState(s, now, f.error, history);
     const ended = await endInFailure(ctx, q, held.id, failed, held.stateVersion, held.entryPath, deadLetter);
     if (ended.dlq !== null) dlqs.add(ended.dlq);
-    return { ops: [...ops, ...ended.ops], events: f.startedAt === null ? [] : [ended.event] };
+    return { ops: [...ops, ...ended.ops], events: f.startedAt === null ? [] : [ended.event], end: { error: f.error } };
   }
   const prefix = `${await q.done.tailBucket()}/${entryPrefix(now, held.id)}`;
   const done = makeState(
@@ -286,6 +299,8 @@ async function finishOps(
       updatedAt: now,
       entry: null,
       done: prefix,
+      // Its end pays a flow child's count (flow-ends.ts), in this multi.
+      owes: undefined,
       // Kept in the state written anyway: no node, no op more.
       ...(f.result === undefined ? {} : resultInRecord(f.result)),
     },
@@ -295,7 +310,7 @@ async function finishOps(
   ops.push({ op: 'remove', path: held.entryPath, version: -1 });
   ops.push({ op: 'create', path: prefix, kind: 'sequential' });
   ops.push(...(await q.waitingOps(held.id, done.backoffUntil, now)));
-  return { ops, events: event };
+  return { ops, events: event, end: null };
 }
 
 /** A finish's event and the history it leaves: a run handed back unrun (startedAt null) has neither. */

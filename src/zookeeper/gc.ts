@@ -248,6 +248,7 @@ export async function clearQueue(ctx: StoreContext, q: QueueContext): Promise<vo
     ...(await subtree(zk, q.paths.failed, true)),
     ...(await subtree(zk, q.paths.waiting, true)),
     ...(await subtree(zk, q.paths.expiry, true)),
+    ...(await subtree(zk, q.paths.parents, true)),
     ...(await subtree(zk, q.paths.debounce, true)),
     ...(await subtree(zk, q.paths.groupRates, true)),
   ];

@@ -108,10 +108,11 @@ export async function stateCounts(
   const counts = Object.fromEntries(MESSAGE_STATES.map((s) => [s, 0])) as Record<MessageState, number>;
   if (!(await q.exists())) return counts;
   const classes = await childrenOf(ctx, q.paths.queue);
-  const [pending, done, failed, held, waiting] = await Promise.all([
+  const [pending, done, failed, parents, held, waiting] = await Promise.all([
     Promise.all(classes.map((node) => entriesIn(ctx, `${q.paths.queue}/${node}`))),
     entriesIn(ctx, q.paths.done),
     entriesIn(ctx, q.paths.failed),
+    entriesIn(ctx, q.paths.parents),
     heldStates(ctx, q, consumers),
     waitingStates(ctx, q),
   ]);
@@ -123,6 +124,7 @@ export async function stateCounts(
   counts.queued = Math.max(0, inSubQueues - timed);
   counts['done-awaiting-gc'] = Math.max(0, done - counts['done-with-backoff']);
   counts.failed = failed;
+  counts['waiting-children'] = parents;
   return counts;
 }
 

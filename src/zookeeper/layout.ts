@@ -15,6 +15,7 @@
  *     /failed/<bucket>/<failedAt>-<task>-<seq> failed tasks in failing order, for GC and listings
  *     /waiting/<bucket>/<until>-<task>-<seq>  a backoff's end (pending or done), for counts; GC prunes ended ones
  *     /expiry/<bucket>/<expireAt>-<task>-<seq> a time to live's deadline (expireAfterMs), for GC's sweep (expiry.ts)
+ *     /parents/<bucket>/<at>-<task>-<seq>    a flow's parent waiting for its children, for counts and listings
  *     /consumers/<id>                        a consumer; /current (ephemeral) what it holds; /canceled-<attempt>-<task>
  *                                            a cancel's note to the holder (cancel-notes.ts)
  *     /conf/task_gc_lifetime, task_gc_interval, filters, failed_lifetime, paused, max_deliveries,
@@ -52,6 +53,7 @@ export class QueuePaths {
   readonly failed: string;
   readonly waiting: string;
   readonly expiry: string;
+  readonly parents: string;
   readonly consumers: string;
   readonly conf: string;
   readonly lock: string;
@@ -72,6 +74,7 @@ export class QueuePaths {
     this.failed = `${this.dir}/failed`;
     this.waiting = `${this.dir}/waiting`;
     this.expiry = `${this.dir}/expiry`;
+    this.parents = `${this.dir}/parents`;
     this.consumers = `${this.dir}/consumers`;
     this.conf = `${this.dir}/conf`;
     this.lock = `${this.dir}/lock`;
@@ -98,6 +101,7 @@ export class QueuePaths {
       { path: this.failed, data: '' },
       { path: this.waiting, data: '' },
       { path: this.expiry, data: '' },
+      { path: this.parents, data: '' },
       { path: this.consumers, data: '' },
       { path: this.conf, data: '' },
       { path: this.lock, data: JSON.stringify({ gcAt: 0 }) },
@@ -274,7 +278,8 @@ export function compareEntries(a: Entry, b: Entry): number {
   return a.at - b.at || (isLifoAt(a.at) ? -order : order);
 }
 
-export type Phase = 'pending' | 'locked' | 'done' | 'failed';
+/** `waiting`: a flow's parent waiting for its children (flow-state.ts), with no entry in a sub-queue. */
+export type Phase = 'pending' | 'locked' | 'done' | 'failed' | 'waiting';
 
 /**
  * The `state` node: the state enum as of the last write (what a plain client
@@ -298,7 +303,7 @@ export interface TaskState {
   readonly updatedAt: number;
   readonly encoding: PayloadEncoding;
   readonly filterClass: string;
-  /** The queue entry (pending and locked), or null. */
+  /** The queue entry (pending and locked), the `/parents` entry (waiting), or null. */
   readonly entry: string | null;
   /** The done entry (done) or failed entry (failed), or null. */
   readonly done: string | null;
@@ -319,6 +324,16 @@ export interface TaskState {
   /** Done: what its run's success returned (model/result.ts ResultInRecord); absent for none. */
   readonly result?: string;
   readonly resultEncoding?: 'bytes';
+  /** A flow's parent: its children as [queue, id], in the order written; absent for none. */
+  readonly children?: readonly (readonly [string, string])[];
+  /** A waiting parent (phase `waiting`): its children that have not ended yet. */
+  readonly childrenLeft?: number;
+  /** A flow's child: its parent as [queue, id]; absent for none. */
+  readonly parent?: readonly [string, string];
+  /** A flow's child that has not ended yet: it owes its parent one count (flow-ends.ts); absent once paid. */
+  readonly owes?: true;
+  /** A flow's child: what its final failure does to its parent, when not `fail`. */
+  readonly onChildFailure?: 'ignore' | 'remove';
   /**
    * False when `metadata` holds `{}`, so a claim need not read it. Missing in
    * states older kvmq wrote: then it is read.
@@ -349,12 +364,14 @@ export function deriveState(s: StateFields, claimed: boolean, now: number): Mess
       return s.backoffUntil > now ? 'done-with-backoff' : 'done-awaiting-gc';
     case 'failed':
       return 'failed';
+    case 'waiting':
+      return 'waiting-children';
   }
 }
 
 /** When the current state ends by itself, or null. */
 export function stateEndsAt(s: TaskState, claimed: boolean, now: number): number | null {
-  if (s.phase === 'failed') return null;
+  if (s.phase === 'failed' || s.phase === 'waiting') return null;
   const at = s.phase === 'pending' ? s.readyAt : s.phase === 'locked' ? (claimed ? s.lockUntil : 0) : s.backoffUntil;
   return at > now ? at : null;
 }

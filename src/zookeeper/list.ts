@@ -1,12 +1,12 @@
 /**
  * Listings by state, from the index sub-trees the state changes keep in their
- * own multis: `/failed` (failed), `/done` (done-awaiting-gc, done-with-backoff),
+ * own multis: `/failed` (failed), `/parents` (waiting-children), `/done` (done-awaiting-gc, done-with-backoff),
  * `/waiting` (queued-with-backoff, done-with-requeue) and the sub-queues
  * (queued, locked, locked-with-requeue). Each listed entry's task state is read (in shared
  * requests) and its status derived exactly as status() does; entries that no
  * longer match their task are skipped.
  *
- * Order within a state: for `/done` and `/failed`, their finishing order
+ * Order within a state: for `/done` and `/failed`, their finishing order (for `/parents`, their writing order)
  * (bucket by bucket, oldest first), so a page reads only the buckets it walks;
  * for backoffs (queued-with-backoff, done-with-requeue), their end, from
  * `/waiting`; for locked and queued, ready time across every sub-queue (bucket
@@ -58,8 +58,13 @@ async function listState(
   after: string | null,
   out: StoredListing[],
 ): Promise<string | null> {
-  if (state === 'failed' || state === 'done-awaiting-gc' || state === 'done-with-backoff') {
-    const list = state === 'failed' ? q.failed : q.done;
+  if (
+    state === 'failed' ||
+    state === 'waiting-children' ||
+    state === 'done-awaiting-gc' ||
+    state === 'done-with-backoff'
+  ) {
+    const list = state === 'failed' ? q.failed : state === 'waiting-children' ? q.parents : q.done;
     const buckets = await list.buckets();
     const from = after === null ? '' : after.slice(0, 10);
     for (const bucket of buckets) {

@@ -48,6 +48,8 @@ export class QueueContext {
   readonly waiting: BucketedList;
   /** Messages with a time to live by its deadline, written at their enqueue: what the GC's sweep walks. */
   readonly expiring: BucketedList;
+  /** Flows' parents waiting for their children: what counts and listings of `waiting-children` read. */
+  readonly parents: BucketedList;
   readonly events: EventLog;
   private readonly classes = new Map<string, BucketedList>();
   private readonly taskBuckets = new Set<string>();
@@ -71,6 +73,7 @@ export class QueueContext {
     this.failed = new BucketedList(zk, this.paths.failed);
     this.waiting = new BucketedList(zk, this.paths.waiting);
     this.expiring = new BucketedList(zk, this.paths.expiry);
+    this.parents = new BucketedList(zk, this.paths.parents);
     this.events = new EventLog(zk, this.paths.events);
   }
 
@@ -241,6 +244,7 @@ export class QueueContext {
     if (bucketPath.startsWith(`${this.paths.failed}/`)) return this.failed;
     if (bucketPath.startsWith(`${this.paths.waiting}/`)) return this.waiting;
     if (bucketPath.startsWith(`${this.paths.expiry}/`)) return this.expiring;
+    if (bucketPath.startsWith(`${this.paths.parents}/`)) return this.parents;
     if (!bucketPath.startsWith(`${this.paths.queue}/`)) return null;
     const key = parseSubNode(bucketPath.slice(this.paths.queue.length + 1).split('/')[0] ?? '');
     return this.sub(key.filterClass, key.priority, key.lifo);
@@ -320,6 +324,7 @@ export class QueueContext {
     this.failed.reset();
     this.waiting.reset();
     this.expiring.reset();
+    this.parents.reset();
     this.taskBuckets.clear();
     this.view = null;
     this.invalidate();

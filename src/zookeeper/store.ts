@@ -28,6 +28,9 @@ import { checkRoot, listQueues } from './root.js';
 import { EventWatches } from './event-watches.js';
 import { CancelWatches } from './cancel-watches.js';
 import { cancelMessage } from './cancel.js';
+import { writeFlow } from './flow-write.js';
+import { flowChildren, flowTree } from './flow-read.js';
+import type { FlowNode } from '../model/flow.js';
 import { fireSchedule, listSchedules, putSchedule, removeSchedule } from './schedules.js';
 import { takeTurn } from './turns.js';
 import { parseZookeeperUrl } from './url.js';
@@ -41,6 +44,7 @@ import type {
   EventPage,
   Finish,
   FinishResult,
+  FlowMessage,
   NewMessage,
   Report,
   Store,
@@ -91,7 +95,7 @@ class ZookeeperStore implements Store {
     claimWithFinishes: false,
     overlapClaims: false,
     groupRateLimit: true,
-    flows: false,
+    flows: true,
   };
   private readonly ctx: StoreContext;
   private closed = false;
@@ -116,6 +120,18 @@ class ZookeeperStore implements Store {
   enqueue(queue: string, messages: readonly NewMessage[]): Promise<EnqueueResult[]> {
     if (messages.length === 0) return Promise.resolve([]);
     return this.guard(() => enqueueMessages(this.ctx, this.ctx.queue(queue), messages));
+  }
+
+  flow(messages: readonly FlowMessage[]): Promise<void> {
+    return this.guard(() => writeFlow(this.ctx, messages));
+  }
+
+  flowTree(queue: string, id: string): Promise<FlowNode | null> {
+    return this.guard(() => flowTree(this.ctx, queue, id));
+  }
+
+  flowChildren(queue: string, id: string): Promise<MessageStatus[]> {
+    return this.guard(() => flowChildren(this.ctx, queue, id));
   }
 
   claim(queue: string, request: ClaimRequest): Promise<ClaimResult> {

@@ -23,6 +23,11 @@ export interface StoreFixture {
    * the session end `ms` after the server last heard from it.
    */
   readonly shortSession?: { readonly option: string; readonly ms: number };
+  /**
+   * The nodes of the big tree the flows suite writes at once (a root, 9 parents and their leaves), where the store's
+   * one atomic write holds fewer than the default 1,000 (ZooKeeper: a multi within jute.maxbuffer).
+   */
+  readonly flowNodes?: number;
   /** What the store is expected to declare; the suite checks the store says the same. */
   readonly capabilities?: Partial<Capabilities>;
 }

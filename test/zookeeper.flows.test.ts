@@ -1,0 +1,110 @@
+/**
+ * Flows on ZooKeeper as a plain client sees them, and their one limit: a flow is one multi, so it must fit
+ * ZooKeeper's packet limit (jute.maxbuffer, 1 MiB), which a bigger one would pass, closing the connection. Such a
+ * flow is refused before it is sent, nothing written, and the session goes on.
+ */
+import assert from 'node:assert/strict';
+import { after, describe, test } from 'node:test';
+import { connect, StoreLimitError, type Client, type FlowTree } from '../src/index.js';
+import { waitFor } from './support/wait.js';
+import { freshStoreUrl, hostsOf, PlainClient, serverUrl } from './fixtures/zookeeper-env.js';
+
+const server = serverUrl();
+const clients: Client[] = [];
+const plains: PlainClient[] = [];
+
+after(async () => {
+  await Promise.all(clients.map((c) => c.close()));
+  for (const p of plains) p.close();
+});
+
+async function open(url: string): Promise<Client> {
+  const client = await connect(url, { maintenance: false });
+  clients.push(client);
+  return client;
+}
+
+function dirOf(url: string): string {
+  return new URL(url.replace(/^zookeeper:/, 'http:')).pathname;
+}
+
+/** A root, 9 parents and `leaves` leaves under each, in the queues `q` (parents) and `leafQueue`. */
+function tree(q: string, leafQueue: string, leaves: number): FlowTree {
+  return {
+    queue: q,
+    payload: 'root',
+    id: 'root',
+    children: Array.from({ length: 9 }, (_, i) => ({
+      queue: q,
+      payload: i,
+      id: `mid-${i}`,
+      children: Array.from({ length: leaves }, (__, j) => ({ queue: leafQueue, payload: j, id: `leaf-${i}-${j}` })),
+    })),
+  };
+}
+
+describe('zookeeper: flows', () => {
+  test('a flow past the packet limit is refused with StoreLimitError before it is sent: nothing written', async () => {
+    const client = await open(await freshStoreUrl(server));
+    await assert.rejects(client.flow(tree('big', 'big-leaves', 110)), (error: unknown) => {
+      assert.ok(error instanceof StoreLimitError, String(error));
+      assert.match(error.message, /a flow of 1000 messages needs one ZooKeeper write of about \d+ bytes/);
+      return true;
+    });
+    assert.equal(await client.status('big', 'root'), null);
+    assert.equal(await client.status('big-leaves', 'leaf-0-0'), null);
+    assert.equal((await client.queueStatus('big')).total, 0);
+    assert.equal((await client.queueStatus('big-leaves')).total, 0);
+    // The session is whole: the same tree, smaller, is written at once.
+    const ids = await client.flow(tree('big', 'big-leaves', 70));
+    assert.equal(ids.children[8]?.children[69]?.id, 'leaf-8-69');
+    assert.equal((await client.queueStatus('big')).counts['waiting-children'], 10);
+    assert.equal((await client.queueStatus('big-leaves')).counts.queued, 630);
+  });
+
+  test("the layout: the parent's count and its /parents entry, the child's link, paid by its finish", async () => {
+    const url = await freshStoreUrl(server);
+    const client = await open(url);
+    const plain = await PlainClient.connect(hostsOf(server));
+    plains.push(plain);
+    const dir = dirOf(url);
+    await client.flow({
+      queue: 'p',
+      payload: 'p',
+      id: 'p',
+      children: [
+        { queue: 'c', payload: 1, id: 'c1', onChildFailure: 'ignore' },
+        { queue: 'c', payload: 2, id: 'c2' },
+      ],
+    });
+    const stateOf = async (queue: string, id: string): Promise<Record<string, unknown>> => {
+      const buckets = await plain.children(`${dir}/${queue}/tasks`);
+      for (const bucket of buckets) {
+        if ((await plain.children(`${dir}/${queue}/tasks/${bucket}`)).includes(id)) {
+          return JSON.parse((await plain.get(`${dir}/${queue}/tasks/${bucket}/${id}/state`)).toString()) as never;
+        }
+      }
+      throw new Error(`${queue}/${id} not found`);
+    };
+    const parent = await stateOf('p', 'p');
+    assert.equal(parent.state, 'waiting-children');
+    assert.equal(parent.childrenLeft, 2);
+    assert.deepEqual(parent.children, [
+      ['c', 'c1'],
+      ['c', 'c2'],
+    ]);
+    const [bucket] = await plain.children(`${dir}/p/parents`);
+    assert.equal((await plain.children(`${dir}/p/parents/${bucket}`)).length, 1);
+    const child = await stateOf('c', 'c1');
+    assert.deepEqual([child.parent, child.owes, child.onChildFailure], [['p', 'p'], true, 'ignore']);
+
+    const worker = client.worker('c', () => undefined);
+    await waitFor(async () => (await client.status('p', 'p'))?.state === 'queued', { what: 'the parent to be queued' });
+    await worker.stop();
+    const released = await stateOf('p', 'p');
+    assert.deepEqual([released.state, released.phase, released.childrenLeft], ['queued', 'pending', undefined]);
+    assert.equal((await plain.children(`${dir}/p/parents/${bucket}`)).length, 0);
+    const paid = await stateOf('c', 'c1');
+    assert.deepEqual([paid.state, paid.owes, paid.parent], ['done-awaiting-gc', undefined, ['p', 'p']]);
+  });
+});
