@@ -74,7 +74,8 @@ interface FinishPlan {
   readonly newBuckets: string[];
   /** The consumer's `current` node, set in the multi (null: not registered). */
   readonly current: string | null;
-  readonly flow: FlowEnds;
+  /** Counts the flow children's ends for their parents; null when none of the batch owes one. */
+  readonly flow: FlowEnds | null;
   readonly dlqs: Set<string>;
 }
 
@@ -137,10 +138,11 @@ async function planFinish(
     pending.map((p) => finishOps(ctx, q, p.held, finishes[p.index] as Finish, !retry.clashes.has(p.held.id), dlqs)),
   );
   // A flow child's end counts for its parent in this multi; in batch order, so siblings chain the parent's version.
-  const flow = new FlowEnds(ctx);
+  // Messages outside flows owe nothing: no read, no op, not even the planner.
+  const flow = pending.some((p) => p.held.state.owes === true) ? new FlowEnds(ctx) : null;
   for (const [k, p] of pending.entries()) {
     const b = built[k];
-    if (p.held.state.owes === true && b?.end !== undefined) {
+    if (flow !== null && p.held.state.owes === true && b?.end !== undefined) {
       b.ops.push(...(await flow.childEnded(q, p.held.id, p.held.state, b.end)));
     }
   }
@@ -199,7 +201,7 @@ function finished(
   if (pending.some((p) => finishes[p.index]?.outcome === 'retry' || p.held.state.requeue)) {
     ctx.wakeups.notify(q.name);
   }
-  for (const woken of [...plan.dlqs, ...plan.flow.wakes]) ctx.wakeups.notify(woken);
+  for (const woken of [...plan.dlqs, ...(plan.flow?.wakes ?? [])]) ctx.wakeups.notify(woken);
 }
 
 /**
@@ -248,7 +250,7 @@ async function recoverFinish(
     return null;
   }
   // A flow parent another end wrote meanwhile: plan again from a fresh read.
-  if (failedOp !== undefined && plan.flow.parentPaths.has(failedOp.path)) return null;
+  if (failedOp !== undefined && plan.flow?.parentPaths.has(failedOp.path) === true) return null;
   if (culprit === undefined) throw error;
   return culprit;
 }
