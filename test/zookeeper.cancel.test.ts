@@ -3,37 +3,15 @@
  * through the holder's child watch and removed, and GC taking a lapsed consumer with the notes it never heard.
  */
 import assert from 'node:assert/strict';
-import { after, describe, test } from 'node:test';
-import { connect, type Client } from '../src/index.js';
+import { describe, test } from 'node:test';
 import { waitFor } from './support/wait.js';
-import { freshStoreUrl, hostsOf, PlainClient, serverUrl } from './fixtures/zookeeper-env.js';
+import { freshStoreUrl, serverUrl } from './fixtures/zookeeper-env.js';
+import { dirOf, fileClients } from './fixtures/zookeeper-clients.js';
 import { storeOf } from '../src/client-store.js';
 import type { CanceledMessage, Finish } from '../src/store/contract.js';
 
 const server = serverUrl();
-const clients: Client[] = [];
-const plains: PlainClient[] = [];
-
-after(async () => {
-  await Promise.all(clients.map((c) => c.close()));
-  for (const p of plains) p.close();
-});
-
-async function open(url: string): Promise<Client> {
-  const client = await connect(url, { maintenance: false });
-  clients.push(client);
-  return client;
-}
-
-async function plain(): Promise<PlainClient> {
-  const p = await PlainClient.connect(hostsOf(server));
-  plains.push(p);
-  return p;
-}
-
-function dirOf(url: string): string {
-  return new URL(url.replace(/^zookeeper:/, 'http:')).pathname;
-}
+const { open, plain } = fileClients(server);
 
 describe('zookeeper: cancel', () => {
   test("a held message's cancel is told to its holder's process with id and attempt; the note goes", async () => {

@@ -4,29 +4,14 @@
  * flow is refused before it is sent, nothing written, and the session goes on.
  */
 import assert from 'node:assert/strict';
-import { after, describe, test } from 'node:test';
-import { connect, StoreLimitError, type Client, type FlowTree } from '../src/index.js';
+import { describe, test } from 'node:test';
+import { StoreLimitError, type FlowTree } from '../src/index.js';
 import { waitFor } from './support/wait.js';
-import { freshStoreUrl, hostsOf, PlainClient, serverUrl } from './fixtures/zookeeper-env.js';
+import { freshStoreUrl, serverUrl } from './fixtures/zookeeper-env.js';
+import { dirOf, fileClients } from './fixtures/zookeeper-clients.js';
 
 const server = serverUrl();
-const clients: Client[] = [];
-const plains: PlainClient[] = [];
-
-after(async () => {
-  await Promise.all(clients.map((c) => c.close()));
-  for (const p of plains) p.close();
-});
-
-async function open(url: string): Promise<Client> {
-  const client = await connect(url, { maintenance: false });
-  clients.push(client);
-  return client;
-}
-
-function dirOf(url: string): string {
-  return new URL(url.replace(/^zookeeper:/, 'http:')).pathname;
-}
+const { open, plain } = fileClients(server);
 
 /** A root, 9 parents and `leaves` leaves under each, in the queues `q` (parents) and `leafQueue`. */
 function tree(q: string, leafQueue: string, leaves: number): FlowTree {
@@ -65,8 +50,7 @@ describe('zookeeper: flows', () => {
   test("the layout: the parent's count and its /parents entry, the child's link, paid by its finish", async () => {
     const url = await freshStoreUrl(server);
     const client = await open(url);
-    const plain = await PlainClient.connect(hostsOf(server));
-    plains.push(plain);
+    const zk = await plain();
     const dir = dirOf(url);
     await client.flow({
       queue: 'p',
@@ -78,10 +62,10 @@ describe('zookeeper: flows', () => {
       ],
     });
     const stateOf = async (queue: string, id: string): Promise<Record<string, unknown>> => {
-      const buckets = await plain.children(`${dir}/${queue}/tasks`);
+      const buckets = await zk.children(`${dir}/${queue}/tasks`);
       for (const bucket of buckets) {
-        if ((await plain.children(`${dir}/${queue}/tasks/${bucket}`)).includes(id)) {
-          return JSON.parse((await plain.get(`${dir}/${queue}/tasks/${bucket}/${id}/state`)).toString()) as never;
+        if ((await zk.children(`${dir}/${queue}/tasks/${bucket}`)).includes(id)) {
+          return JSON.parse((await zk.get(`${dir}/${queue}/tasks/${bucket}/${id}/state`)).toString()) as never;
         }
       }
       throw new Error(`${queue}/${id} not found`);
@@ -93,8 +77,8 @@ describe('zookeeper: flows', () => {
       ['c', 'c1'],
       ['c', 'c2'],
     ]);
-    const [bucket] = await plain.children(`${dir}/p/parents`);
-    assert.equal((await plain.children(`${dir}/p/parents/${bucket}`)).length, 1);
+    const [bucket] = await zk.children(`${dir}/p/parents`);
+    assert.equal((await zk.children(`${dir}/p/parents/${bucket}`)).length, 1);
     const child = await stateOf('c', 'c1');
     assert.deepEqual([child.parent, child.owes, child.onChildFailure], [['p', 'p'], true, 'ignore']);
 
@@ -103,7 +87,7 @@ describe('zookeeper: flows', () => {
     await worker.stop();
     const released = await stateOf('p', 'p');
     assert.deepEqual([released.state, released.phase, released.childrenLeft], ['queued', 'pending', undefined]);
-    assert.equal((await plain.children(`${dir}/p/parents/${bucket}`)).length, 0);
+    assert.equal((await zk.children(`${dir}/p/parents/${bucket}`)).length, 0);
     const paid = await stateOf('c', 'c1');
     assert.deepEqual([paid.state, paid.owes, paid.parent], ['done-awaiting-gc', undefined, ['p', 'p']]);
   });
