@@ -91,4 +91,27 @@ describe('zookeeper: flows', () => {
     const paid = await stateOf('c', 'c1');
     assert.deepEqual([paid.state, paid.owes, paid.parent], ['done-awaiting-gc', undefined, ['p', 'p']]);
   });
+
+  test('children ending at once in four sessions and in one batch: each counted once, the parent runs once', async () => {
+    const url = await freshStoreUrl(server);
+    const clients = await Promise.all([open(url), open(url), open(url), open(url)]);
+    const [first] = clients;
+    const children = Array.from({ length: 40 }, (_, i) => ({ queue: 'kids', payload: i, id: `k${i}` }));
+    await first.flow({ queue: 'top', payload: 'p', id: 'p', children });
+    const runs: string[] = [];
+    first.worker('top', (job) => {
+      runs.push(job.id);
+    });
+    // Sibling finishes race across sessions, and chain the parent's version inside one batch's multi.
+    for (const client of clients) client.worker('kids', () => undefined, { concurrency: 8 });
+    await waitFor(async () => (await first.status('top', 'p'))?.state === 'done-awaiting-gc', {
+      what: 'the parent to run',
+      timeoutMs: 20_000,
+    });
+    await new Promise((resolve) => setTimeout(resolve, 300));
+    assert.deepEqual(runs, ['p']);
+    assert.equal((await first.queueStatus('kids')).counts['done-awaiting-gc'], 40);
+    const seen = await first.getFlow('top', 'p');
+    assert.equal(seen?.children.length, 40);
+  });
 });
