@@ -11,6 +11,6 @@ conformance({
     deadLetterQueue: true,
     overlapClaims: false,
     groupRateLimit: true,
-    flows: false,
+    flows: true,
   },
 });

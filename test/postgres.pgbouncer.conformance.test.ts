@@ -14,6 +14,6 @@ conformance({
     deadLetterQueue: true,
     overlapClaims: false,
     groupRateLimit: true,
-    flows: false,
+    flows: true,
   },
 });

@@ -19,6 +19,7 @@ import {
   StoreUnavailableError,
   StoreUrlError,
   type Client,
+  type MessageStatus,
 } from '../src/index.js';
 import { storeOf } from '../src/client-store.js';
 import { lockReadySql } from '../src/postgres/claim.js';
@@ -59,6 +60,30 @@ async function open(url: string): Promise<Client> {
   const client = await connect(url, { maintenance: false });
   clients.push(client);
   return client;
+}
+
+/**
+ * A fresh schema holding the message `old` of queue `q`, taken back to an older version by `downgrade` (SQL, given
+ * the schema), then opened again: the client, once it has checked the schema is at SCHEMA_VERSION.
+ */
+async function migratedFrom(downgrade: (schema: string) => string): Promise<Client> {
+  const { url, schema } = schemaUrl();
+  const before = await open(url);
+  await before.enqueue('q', 'old', { id: 'old' });
+  await before.close();
+  await sql(base, downgrade(schema));
+  const client = await open(url);
+  const version = await sql(base, `SELECT version FROM "${schema}".version`);
+  assert.deepEqual(version.rows, [{ version: SCHEMA_VERSION }]);
+  return client;
+}
+
+/** The status of message `id` of queue `q`, once it is done. */
+function doneStatus(client: Client, id: string): Promise<MessageStatus> {
+  return waitFor(async () => {
+    const s = await client.status('q', id);
+    return s?.state === 'done-awaiting-gc' ? s : null;
+  });
 }
 
 async function dedicated(): Promise<PostgresServer> {
@@ -156,30 +181,38 @@ void describe('postgres store', () => {
   });
 
   void test('a version 3 schema is migrated: its messages stay, results are kept from then on', async () => {
-    const { url, schema } = schemaUrl();
-    const before = await open(url);
-    await before.enqueue('q', 'old', { id: 'old' });
-    await before.close();
     // What version 3 was: no result columns (its functions are replaced by the migration).
-    await sql(
-      base,
-      `ALTER TABLE "${schema}".messages DROP COLUMN result, DROP COLUMN result_encoding;
+    const client = await migratedFrom(
+      (schema) => `ALTER TABLE "${schema}".messages DROP COLUMN result, DROP COLUMN result_encoding;
        UPDATE "${schema}".version SET version = 3`,
     );
-    const client = await open(url);
-    const version = await sql(base, `SELECT version FROM "${schema}".version`);
-    assert.deepEqual(version.rows, [{ version: SCHEMA_VERSION }]);
     const worker = client.worker('q', ({ id }) => ({ status: 'success', result: `${id} done` }));
     try {
       await client.enqueue('q', 'new', { id: 'new' });
       for (const id of ['old', 'new']) {
-        const status = await waitFor(async () => {
-          const s = await client.status('q', id);
-          return s?.state === 'done-awaiting-gc' ? s : null;
-        });
-        assert.equal(status.result, `${id} done`);
+        assert.equal((await doneStatus(client, id)).result, `${id} done`);
       }
       assert.equal((await client.enqueue('q', 'again', { id: 'old' })).ok, true);
+    } finally {
+      await worker.stop();
+    }
+  });
+
+  void test('a version 6 schema is migrated: its messages stay, and it writes flows', async () => {
+    // What version 6 was: no flow columns nor their indexes (its functions are replaced by the migration).
+    const client = await migratedFrom(
+      (schema) => `DROP INDEX "${schema}".messages_waiting;
+       ALTER TABLE "${schema}".messages DROP COLUMN parent_seq, DROP COLUMN parent_wait, DROP COLUMN child_failure,
+         DROP COLUMN children_left;
+       UPDATE "${schema}".version SET version = 6`,
+    );
+    await client.flow({ queue: 'q', payload: 'p', id: 'p', children: [{ queue: 'q', payload: 'c', id: 'c' }] });
+    assert.equal((await client.status('q', 'p'))?.state, 'waiting-children');
+    const worker = client.worker('q', ({ id }) => ({ status: 'success', result: `${id} done` }));
+    try {
+      for (const id of ['old', 'c', 'p']) {
+        assert.equal((await doneStatus(client, id)).result, `${id} done`);
+      }
     } finally {
       await worker.stop();
     }

@@ -3,13 +3,16 @@
 import { stateOf, type StateRow } from '../sqlite/state.js';
 import type { WriteContext } from './tx.js';
 import { failMessage } from './failures.js';
+import { cancelWaitingParent, childEnded, childrenRetried } from './flows.js';
 import { cancelPayload, wakeChannel } from './channel.js';
 import { cancelPlan, type CancelRow } from '../sqlite/cancel-plan.js';
 import { updatePlan } from '../sqlite/update-plan.js';
 import type { MessageEdit } from '../model/update.js';
 import type { ActionResult, MessageState } from '../model/types.js';
 
-type Row = { seq: number; attempt: number } & { -readonly [K in keyof StateRow]: StateRow[K] };
+type Row = { seq: number; attempt: number; parent_seq: number | null; parent_wait: number } & {
+  -readonly [K in keyof StateRow]: StateRow[K];
+};
 
 /** Applies `action` to each id that exists (its row locked); it returns the state after, or undefined to refuse. */
 async function each(
@@ -18,8 +21,8 @@ async function each(
   action: (row: Row, state: MessageState, id: string) => Promise<MessageState | null | undefined>,
 ): Promise<ActionResult[]> {
   const found = await tx.db.query<Row & { id: string }>(
-    `SELECT seq, id, phase, ready_at, lock_until, backoff_until, requeue, attempt FROM ${tx.s}.messages
-     WHERE queue = $1 AND id = ANY($2::text[]) ORDER BY seq FOR UPDATE`,
+    `SELECT seq, id, phase, ready_at, lock_until, backoff_until, requeue, attempt, parent_seq, parent_wait
+     FROM ${tx.s}.messages WHERE queue = $1 AND id = ANY($2::text[]) ORDER BY seq FOR UPDATE`,
     [tx.queue, [...new Set(ids)]],
   );
   const rows = new Map(found.rows.map((r) => [r.id, r]));
@@ -52,6 +55,7 @@ export async function retryMessages(tx: WriteContext, ids: readonly string[]): P
     );
     row.phase = 0;
     row.ready_at = tx.now;
+    await childrenRetried(tx, [row]);
     tx.event('enqueued', id, 0);
     return 'queued';
   });
@@ -60,16 +64,20 @@ export async function retryMessages(tx: WriteContext, ids: readonly string[]): P
   return results;
 }
 
-/** Up to `max` failed messages, oldest failure first, → `queued`. */
+/**
+ * Up to `max` failed messages, oldest failure first, → `queued`; a flow's child among them owes its parent a count
+ * again if the parent still waits, as with retry (flows.ts childrenRetried).
+ */
 export async function retryFailed(tx: WriteContext, max: number): Promise<number> {
-  const { rows } = await tx.db.query<{ id: string }>(
+  const { rows } = await tx.db.query<{ id: string; seq: number; parent_seq: number | null; parent_wait: number }>(
     `UPDATE ${tx.s}.messages SET phase = 0, ready_at = $2, attempt = 0, losses = 0, requeue = 0, backoff_until = 0,
        updated_at = $2
      WHERE seq IN (SELECT seq FROM ${tx.s}.messages WHERE queue = $1 AND phase = 3 ORDER BY updated_at, seq LIMIT $3
        FOR UPDATE)
-     RETURNING id`,
+     RETURNING id, seq, parent_seq, parent_wait`,
     [tx.queue, tx.now, max],
   );
+  await childrenRetried(tx, rows);
   for (const { id } of rows) tx.event('enqueued', id, 0);
   if (rows.length > 0) redriven(tx, rows.length);
   return rows.length;
@@ -84,8 +92,14 @@ function redriven(tx: WriteContext, count: number): void {
 export function removeMessages(tx: WriteContext, ids: readonly string[]): Promise<ActionResult[]> {
   return each(tx, ids, async (row, state, id) => {
     if (state === 'locked' || state === 'locked-with-requeue') return undefined;
-    await tx.db.query(`DELETE FROM ${tx.s}.messages WHERE seq = $1`, [row.seq]);
+    // A flow's child removed before it ended ends for its parent as a failure would.
+    if (row.parent_wait === 1) await childEnded(tx, row.seq, true, 'removed');
+    // Gone already when a sibling's end removed it (onChildFailure 'remove').
+    const deleted = await tx.db.query(`DELETE FROM ${tx.s}.messages WHERE seq = $1`, [row.seq]);
+    if (deleted.rowCount === 0) return null;
     tx.event('removed', id, row.attempt);
+    // A waiting parent is in no counter (inspect.ts counts them from their index).
+    if (row.phase === 4) return null;
     const done = row.phase === 2 ? 1 : 0;
     const failed = row.phase === 3 ? 1 : 0;
     tx.count(done + failed - 1, -done, -failed);
@@ -114,14 +128,20 @@ export async function promoteMessages(tx: WriteContext, ids: readonly string[]):
  * dead-letter queue). A running one's holder is told by a NOTIFY that names it, sent at the commit.
  */
 export async function cancelMessage(tx: WriteContext, id: string, error: string): Promise<ActionResult> {
-  const { rows } = await tx.db.query<CancelRow>(
-    `SELECT seq, id, phase, ready_at, lock_until, backoff_until, requeue, consumer, attempt, filters, history
+  const { rows } = await tx.db.query<CancelRow & { queue: string }>(
+    `SELECT seq, queue, id, phase, ready_at, lock_until, backoff_until, requeue, consumer, attempt, filters, history,
+       parent_wait
      FROM ${tx.s}.messages WHERE queue = $1 AND id = $2 FOR UPDATE`,
     [tx.queue, id],
   );
   const [row] = rows;
   const plan = cancelPlan(id, row, tx.now, error);
   if (plan.refused !== null || row === undefined) return plan.refused ?? { ok: false, id, state: null };
+  if (row.phase === 4) {
+    // Its children that have not started are canceled with it, each failing as a cancel fails it in its queue.
+    await cancelWaitingParent(tx, row, error, (inQueue, child) => failMessage(inQueue, child, error, null));
+    return { ok: true, id, state: 'failed' };
+  }
   await failMessage(tx, row, error, plan.history);
   if (plan.running) {
     // A held message frees its group's slot.

@@ -37,6 +37,7 @@ interface ExpiredRow extends ClaimedRow {
   readonly losses: number;
   readonly history: string | null;
   readonly group_name: string | null;
+  readonly parent_wait: number;
 }
 
 /** `released`: messages of dead consumers this transaction just freed (release.ts), which it may take. */
@@ -74,54 +75,10 @@ export async function claimMessages(tx: WriteContext, request: ClaimRequest, rel
         };
   const lockUntil = now + request.lockMs;
 
-  // Expired locks are looked for only when the queue row's read says one has ended (or some were just freed).
   const lockEnded = released > 0 || (row.next_lock !== null && row.next_lock <= now);
-  const expired = !lockEnded
-    ? { rows: [] as ExpiredRow[] }
-    : await db.query<ExpiredRow>(
-        `SELECT ${CLAIMED_FIELDS}, m.consumer, m.losses, m.history, m.group_name FROM ${s}.messages m
-         WHERE m.queue = $1 AND m.phase = 1 AND m.lock_until <= $2 ORDER BY m.lock_until LIMIT $3
-         FOR UPDATE SKIP LOCKED`,
-        [queue, now, max],
-      );
-  const relock: { seq: number; losses: number; history: string }[] = [];
-  let failed = 0;
-  for (const lost of expired.rows) {
-    const losses = lost.losses + 1;
-    const history = historyWith(lost.history, {
-      attempt: lost.attempt,
-      startedAt: null,
-      endedAt: now,
-      consumer: lost.consumer,
-      outcome: 'lost',
-      error: null,
-    });
-    if (config.maxDeliveries > 0 && losses >= config.maxDeliveries) {
-      await failMessage(tx, lost, maxDeliveriesError(losses), history);
-      failed += 1;
-    } else if (accepted.has(lost.filters) && takesGroupSlot(groups, lost.group_name)) {
-      relock.push({ seq: lost.seq, losses, history });
-    }
-  }
-  const rows: ClaimedRow[] = [];
-  if (relock.length > 0) {
-    const relocked = await db.query<ClaimedRow>(
-      `UPDATE ${s}.messages m SET lock_until = $1, consumer = $2, attempt = m.attempt + 1, updated_at = $3,
-         losses = u.losses, history = u.history
-       FROM unnest($4::bigint[], $5::integer[], $6::text[]) AS u(seq, losses, history)
-       WHERE m.seq = u.seq
-       RETURNING ${CLAIMED_FIELDS}`,
-      [
-        lockUntil,
-        request.consumerId,
-        now,
-        relock.map((r) => r.seq),
-        relock.map((r) => r.losses),
-        relock.map((r) => r.history),
-      ],
-    );
-    rows.push(...relocked.rows);
-  }
+  const { rows, failed } = lockEnded
+    ? await takeExpired(tx, { max, accepted, groups, lockUntil, consumerId: request.consumerId })
+    : { rows: [] as ClaimedRow[], failed: 0 };
   if (rows.length < max && classes.length > 0) {
     const want = max - rows.length;
     const ready =
@@ -161,6 +118,66 @@ export async function claimMessages(tx: WriteContext, request: ClaimRequest, rel
     return { messages, queueSize, dryRuns: row.dry_runs, wakeAt: rates.wakeAt };
   }
   return { messages, queueSize, ...(await dryRun(tx, request, classes)) };
+}
+
+/** What a claim's look at expired locks needs: how many it may take, which classes and groups, the new lock. */
+interface ExpiredTake {
+  readonly max: number;
+  readonly accepted: ReadonlySet<string>;
+  readonly groups: GroupLimit | null;
+  readonly lockUntil: number;
+  readonly consumerId: string;
+}
+
+/**
+ * Messages whose lock ended (looked for only when the queue row's read says one has, or some were just freed):
+ * each counts a lost delivery; at the queue's `maxDeliveries` it fails, else the claim takes it again if it
+ * accepts its class and its group has a slot. Returns those taken and how many failed.
+ */
+async function takeExpired(tx: WriteContext, take: ExpiredTake): Promise<{ rows: ClaimedRow[]; failed: number }> {
+  const { db, s, queue, now, config } = tx;
+  const expired = await db.query<ExpiredRow>(
+    `SELECT ${CLAIMED_FIELDS}, m.consumer, m.losses, m.history, m.group_name, m.parent_wait FROM ${s}.messages m
+     WHERE m.queue = $1 AND m.phase = 1 AND m.lock_until <= $2 ORDER BY m.lock_until LIMIT $3
+     FOR UPDATE SKIP LOCKED`,
+    [queue, now, take.max],
+  );
+  const relock: { seq: number; losses: number; history: string }[] = [];
+  let failed = 0;
+  for (const lost of expired.rows) {
+    const losses = lost.losses + 1;
+    const history = historyWith(lost.history, {
+      attempt: lost.attempt,
+      startedAt: null,
+      endedAt: now,
+      consumer: lost.consumer,
+      outcome: 'lost',
+      error: null,
+    });
+    if (config.maxDeliveries > 0 && losses >= config.maxDeliveries) {
+      await failMessage(tx, lost, maxDeliveriesError(losses), history);
+      failed += 1;
+    } else if (take.accepted.has(lost.filters) && takesGroupSlot(take.groups, lost.group_name)) {
+      relock.push({ seq: lost.seq, losses, history });
+    }
+  }
+  if (relock.length === 0) return { rows: [], failed };
+  const relocked = await db.query<ClaimedRow>(
+    `UPDATE ${s}.messages m SET lock_until = $1, consumer = $2, attempt = m.attempt + 1, updated_at = $3,
+       losses = u.losses, history = u.history
+     FROM unnest($4::bigint[], $5::integer[], $6::text[]) AS u(seq, losses, history)
+     WHERE m.seq = u.seq
+     RETURNING ${CLAIMED_FIELDS}`,
+    [
+      take.lockUntil,
+      take.consumerId,
+      now,
+      relock.map((r) => r.seq),
+      relock.map((r) => r.losses),
+      relock.map((r) => r.history),
+    ],
+  );
+  return { rows: relocked.rows, failed };
 }
 
 /**

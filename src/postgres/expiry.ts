@@ -10,7 +10,7 @@ import type { WriteContext } from './tx.js';
  */
 export async function expireWaiting(tx: WriteContext, limit: number): Promise<number> {
   const { rows } = await tx.db.query<FailingRow>(
-    `SELECT seq, id, filters, attempt FROM ${tx.s}.messages
+    `SELECT seq, id, filters, attempt, parent_wait FROM ${tx.s}.messages
      WHERE queue = $1 AND ${EXPIRING_SQL} AND ${EXPIRE_AT_SQL} <= $2 AND attempt = 0
      LIMIT $3 FOR UPDATE SKIP LOCKED`,
     [tx.queue, tx.now, limit],

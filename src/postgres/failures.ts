@@ -1,4 +1,5 @@
 /** What happens to a message that fails: it stays `failed` in its queue, or moves to the dead-letter queue. */
+import { childEnded } from './flows.js';
 import type { WriteContext } from './tx.js';
 
 export { historyWith } from '../sqlite/failures.js';
@@ -9,6 +10,8 @@ export interface FailingRow {
   readonly id: string;
   readonly filters: string;
   readonly attempt: number;
+  /** 1 while a flow's parent waits for this message (flows.ts). */
+  readonly parent_wait: number;
 }
 
 /**
@@ -26,6 +29,8 @@ export async function failMessage(
   const { db, s, now } = tx;
   const dlq = tx.config.deadLetterQueue;
   tx.event('failed', row.id, row.attempt, error);
+  // A flow's child ends for its parent here, before the row moves.
+  if (row.parent_wait === 1) await childEnded(tx, row.seq, true, error);
   if (dlq !== null) {
     const moved = await db.query(
       `WITH q AS (INSERT INTO ${s}.queues (queue) VALUES ($2) ON CONFLICT DO NOTHING),

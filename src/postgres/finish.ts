@@ -1,4 +1,5 @@
 import { failMessage } from './failures.js';
+import { childEnded } from './flows.js';
 // The rules of a finish are SQLite's: one statement of them for both stores.
 import {
   finishEvent,
@@ -16,8 +17,9 @@ import type { Finish, FinishResult } from '../store/contract.js';
  * Records handler outcomes in one transaction (the caller's). Only the consumer that holds the message, for
  * the attempt it was handed, may finish it: a late finish after the lock ended and another consumer took it
  * is `lost`. Plain successes, the common case, are one statement for the whole batch, and so are successes with
- * a result; the rest one by one, with the rules of the SQLite store (src/sqlite/finish.ts): a message marked for requeue goes back with
- * attempt 0 whatever the outcome, an error fails it, a retry waits its backoff, and each stored outcome is a
+ * a result (a flow's child whose parent waits is left to the one-by-one finish, which counts it: flows.ts); the
+ * rest one by one, with the rules of the SQLite store (src/sqlite/finish.ts): a message marked for requeue goes
+ * back with attempt 0 whatever the outcome, an error fails it, a retry waits its backoff, and each stored outcome is a
  * queue event but for a give-back.
  */
 export async function finishMessages(
@@ -34,7 +36,7 @@ export async function finishMessages(
          last_error = NULL, updated_at = $1
        FROM unnest($4::text[], $5::integer[]) AS u(id, attempt)
        WHERE m.queue = $2 AND m.id = u.id AND m.phase = 1 AND m.consumer = $3 AND m.attempt = u.attempt
-         AND m.requeue = 0
+         AND m.requeue = 0 AND m.parent_wait = 0
        RETURNING m.id`,
       [now, queue, consumerId, plain.map((f) => f.id), plain.map((f) => f.attempt)],
     );
@@ -50,7 +52,7 @@ export async function finishMessages(
          last_error = NULL, updated_at = $1, result = u.result, result_encoding = u.encoding
        FROM unnest($4::text[], $5::integer[], $6::bytea[], $7::smallint[]) AS u(id, attempt, result, encoding)
        WHERE m.queue = $2 AND m.id = u.id AND m.phase = 1 AND m.consumer = $3 AND m.attempt = u.attempt
-         AND m.requeue = 0
+         AND m.requeue = 0 AND m.parent_wait = 0
        RETURNING m.id`,
       [
         now,
@@ -81,7 +83,7 @@ export async function finishMessages(
       continue;
     }
     const held = await db.query<HeldRow>(
-      `SELECT seq, id, phase, consumer, attempt, requeue, filters, history FROM ${s}.messages
+      `SELECT seq, id, phase, consumer, attempt, requeue, filters, history, parent_wait FROM ${s}.messages
        WHERE queue = $1 AND id = $2 FOR UPDATE`,
       [queue, f.id],
     );
@@ -112,6 +114,8 @@ export async function finishMessages(
         [row.seq, f.backoffMs > 0 ? now + f.backoffMs : 0, f.outcome, f.error, now, result, resultEncoding],
       );
       doneCount += 1;
+      // A flow's child (never in the bulk updates above) counts for its parent in this transaction.
+      if (row.parent_wait === 1) await childEnded(tx, row.seq, false, null);
     }
     results.push('ok');
   }

@@ -69,6 +69,7 @@ interface CountsRow {
  * Counts per state from the queue's counters (pending + locked, done, failed), summed over their slots. A
  * state split by time is counted by walking only the rows of the time-limited side: every lock, pending
  * backoffs (per filter class and priority) and duplicate backoffs; never the ready backlog nor the finished rows.
+ * Flows' parents waiting for their children are in no counter: they are counted from their own index.
  * Run in one snapshot (the caller's REPEATABLE READ transaction).
  */
 export async function stateCounts(
@@ -98,13 +99,15 @@ export async function stateCounts(
        GROUP BY 1
      UNION ALL
      SELECT 'done-with-backoff', count(*) FROM ${s}.messages
-       WHERE queue = $1 AND phase = 2 AND backoff_until > 0 AND backoff_until > $3`,
+       WHERE queue = $1 AND phase = 2 AND backoff_until > 0 AND backoff_until > $3
+     UNION ALL
+     SELECT 'waiting-children', count(*) FROM ${s}.messages WHERE queue = $1 AND phase = 4`,
     [queue, row.classes, now],
   );
   let pending = row.size;
   for (const { kind, n } of split.rows) {
     counts[kind as MessageState] += n;
-    if (kind !== 'done-with-backoff') pending -= n;
+    if (kind !== 'done-with-backoff' && kind !== 'waiting-children') pending -= n;
   }
   counts.queued += pending;
   counts['done-awaiting-gc'] = row.done - counts['done-with-backoff'];

@@ -36,8 +36,8 @@ const SOURCES: Readonly<Record<MessageState, readonly Source[]>> = {
   'done-with-backoff': [{ where: 'phase = 2 AND backoff_until > 0 AND backoff_until > @now', time: 'backoff_until' }],
   'done-with-requeue': [{ ...PENDING, where: 'phase = 0 AND ready_at > @now AND requeue = 1' }],
   failed: [{ where: 'phase = 3', time: 'updated_at' }],
-  // Flows are not written on this store yet (capabilities.flows).
-  'waiting-children': [],
+  // Flow parents by when they began to wait (the messages_waiting index).
+  'waiting-children': [{ where: 'phase = 4', time: 'updated_at' }],
 };
 
 /** A page of the query; the caller runs it in a read-only snapshot, so every range read sees one state. */

@@ -9,7 +9,8 @@
  *
  * Version 2 adds handlers' reports, version 3 the one-statement finish and claim, version 4 keeps a success's
  * result with the message (result, result_encoding; NULL for none), version 5 gives LIFO messages their place,
- * version 6 indexes waiting messages by the deadline of their time to live (expiry.ts).
+ * version 6 indexes waiting messages by the deadline of their time to live (expiry.ts), version 7 adds flows
+ * (flows.ts): a child's parent and its debt to it, a waiting parent's count of children not ended.
  *
  * The schema's version is the one row of `version`; kvmq creates and migrates it under a transaction-level
  * advisory lock keyed by the schema's name, so processes starting together migrate it once. The functions
@@ -21,14 +22,15 @@ import { functionsDdl } from './sql-functions.js';
 import type { Queryable } from './queryable.js';
 import { quoteIdent } from './sql-text.js';
 
-export const SCHEMA_VERSION = 6;
+export const SCHEMA_VERSION = 7;
 
 /** A message's time-to-live deadline, as the expiry index keys it (model/policy.ts expireAt). */
 export const EXPIRE_AT_SQL = `((policy::jsonb ->> 'expireAt')::bigint)`;
 /** The expiry index's predicate: waiting messages whose policy names a deadline. */
 export const EXPIRING_SQL = `phase = 0 AND policy LIKE '%"expireAt":%'`;
 
-const tables = (s: string): string => `
+/** The messages table and its indexes, as version 1 made them (later versions alter them). */
+const messagesTable = (s: string): string => `
 CREATE TABLE ${s}.messages (
   seq           bigint   GENERATED ALWAYS AS IDENTITY PRIMARY KEY, -- arrival order, for FIFO among equals
   queue         text     NOT NULL,
@@ -69,7 +71,10 @@ CREATE INDEX messages_done ON ${s}.messages (queue, updated_at, seq) WHERE phase
 CREATE INDEX messages_backoff ON ${s}.messages (queue, backoff_until, seq) WHERE phase = 2 AND backoff_until > 0;
 CREATE INDEX messages_failed ON ${s}.messages (queue, updated_at, seq) WHERE phase = 3;
 CREATE INDEX messages_debounce ON ${s}.messages (queue, debounce_id, seq) WHERE phase = 0 AND debounce_id IS NOT NULL;
+`;
 
+/** What a queue shares besides its messages: its row, counters, classes, consumers, events, turns, schedules. */
+const queueTables = (s: string): string => `
 -- One row per queue: the configuration and what claims and GC share.
 CREATE TABLE ${s}.queues (
   queue          text   PRIMARY KEY,
@@ -153,38 +158,60 @@ CREATE TABLE ${s}.reports (
 
 /**
  * What brings each older version up to date, in the one transaction of migrate(). A later schema adds its
- * step here (N → N+1 appended to every older version's steps), as the SQLite store's MIGRATIONS do.
+ * step here (N → N+1 appended to every older version's steps), as the SQLite store's MIGRATIONS do. The last
+ * step installs the functions (sql-functions.ts, sql-finish-claim.ts) as this kvmq writes them, after every
+ * column they read: version 3's finish_and_claim, version 4's result, version 5's LIFO places.
  */
 const MIGRATIONS: Readonly<Record<number, (schema: string) => string>> = {
   0: (schema) => {
     const s = quoteIdent(schema);
     return `CREATE SCHEMA IF NOT EXISTS ${s};
-      ${tables(s)}
+      ${messagesTable(s)}
+      ${queueTables(s)}
       INSERT INTO ${s}.version (version) VALUES (0);
       ${reports2(s)}
-      ${toVersion3(schema)}
       ${groupRates5(s)}
-      ${expiryIndex6(schema)}`;
+      ${expiryIndex6(schema)}
+      ${flows7(schema)}`;
   },
-  // Each message's result (version 4) before the functions that read it.
   1: (schema) => `${resultColumns4(schema)}
     ${reports2(quoteIdent(schema))}
-    ${toVersion3(schema)}
     ${groupRates5(quoteIdent(schema))}
-    ${expiryIndex6(schema)}`,
+    ${expiryIndex6(schema)}
+    ${flows7(schema)}`,
   2: (schema) => `${resultColumns4(schema)}
-    ${toVersion3(schema)}
     ${groupRates5(quoteIdent(schema))}
-    ${expiryIndex6(schema)}`,
+    ${expiryIndex6(schema)}
+    ${flows7(schema)}`,
   3: (schema) => `${resultColumns4(schema)}
-    ${functionsDdl(schema)}
     ${groupRates5(quoteIdent(schema))}
-    ${expiryIndex6(schema)}`,
-  // Version 5: enqueue_messages places LIFO messages (a delay of -1); groups' rate state.
-  4: (schema) => `${functionsDdl(schema)}
-    ${groupRates5(quoteIdent(schema))}
-    ${expiryIndex6(schema)}`,
+    ${expiryIndex6(schema)}
+    ${flows7(schema)}`,
+  4: (schema) => `${groupRates5(quoteIdent(schema))}
+    ${expiryIndex6(schema)}
+    ${flows7(schema)}`,
+  5: (schema) => `${expiryIndex6(schema)}
+    ${flows7(schema)}`,
+  6: (schema) => flows7(schema),
 };
+
+/**
+ * Schema 7: flows (flows.ts). A child names its parent by seq (kept when it moves to a dead-letter queue) and owes
+ * it one count while parent_wait is 1; a parent in phase 4 (`waiting-children`) counts its children not ended in
+ * children_left. Plain messages keep the defaults (NULL, 0), so their finishes never look further. The functions
+ * are replaced: state_of knows phase 4, and finish_and_claim leaves a flow's child to the general finish.
+ */
+function flows7(schema: string): string {
+  const s = quoteIdent(schema);
+  return `ALTER TABLE ${s}.messages ADD COLUMN IF NOT EXISTS parent_seq bigint,
+      ADD COLUMN IF NOT EXISTS parent_wait smallint NOT NULL DEFAULT 0,
+      ADD COLUMN IF NOT EXISTS child_failure smallint NOT NULL DEFAULT 0,
+      ADD COLUMN IF NOT EXISTS children_left integer NOT NULL DEFAULT 0;
+    CREATE INDEX IF NOT EXISTS messages_children ON ${s}.messages (parent_seq) WHERE parent_seq IS NOT NULL;
+    CREATE INDEX IF NOT EXISTS messages_waiting ON ${s}.messages (queue, updated_at, seq) WHERE phase = 4;
+    ${functionsDdl(schema)}
+    ${finishClaimDdl(schema)}`;
+}
 
 /** Schema 5: per (queue, group), when the group's next message may start under groupRateLimit. */
 function groupRates5(s: string): string {
@@ -210,15 +237,6 @@ function expiryIndex6(schema: string): string {
 function resultColumns4(schema: string): string {
   return `ALTER TABLE ${quoteIdent(schema)}.messages ADD COLUMN IF NOT EXISTS result bytea,
     ADD COLUMN IF NOT EXISTS result_encoding smallint;`;
-}
-
-/**
- * Schema 3: the worker's finishes and next claim in one statement (sql-finish-claim.ts); an enqueue of new ids
- * is a plain insert and answers no rows (the functions are replaced).
- */
-function toVersion3(schema: string): string {
-  return `${functionsDdl(schema)}
-    ${finishClaimDdl(schema)}`;
 }
 
 /**

@@ -46,9 +46,11 @@ BEGIN
         last_error = NULL, updated_at = p_now
       FROM unnest(p_ids, p_attempts) AS u(id, attempt)
       WHERE x.queue = p_queue AND x.id = u.id AND x.phase = 1 AND x.consumer = p_consumer AND x.attempt = u.attempt
-        AND x.requeue = 0;
+        AND x.requeue = 0 AND x.parent_wait = 0;
     GET DIAGNOSTICS claimed = ROW_COUNT;
-    IF claimed <> n THEN -- one was not held as sent, or marked for requeue, or an id came twice
+    -- One was not held as sent, or marked for requeue, or a flow's child owing its parent a count (flows.ts), or
+    -- an id came twice.
+    IF claimed <> n THEN
       RAISE EXCEPTION 'kvmq: finish_and_claim needs the general path' USING ERRCODE = '${KVMQ_FALLBACK}';
     END IF;
     claimed := 0;

@@ -13,13 +13,15 @@ import { eventsPayload, wakeChannel } from './channel.js';
 
 export function functionsDdl(schema: string): string {
   const s = quoteIdent(schema);
+  return `${sharedDdl(s, schema)}
+${enqueueMessagesDdl(s, quoteLiteral(wakeChannel(schema)))}
+${enqueueDdl(s)}`;
+}
+
+/** state_of, add_counts and add_events: what the enqueue and the store's other statements share. */
+function sharedDdl(s: string, schema: string): string {
   const channel = quoteLiteral(wakeChannel(schema));
   const eventsPrefix = quoteLiteral(eventsPayload(''));
-  // A delay of -1 is a LIFO message (enqueue.ts): ready now, at a ready_at below every ready time, lower for each
-  // later one (a number of the seq column's sequence, negated), so the pending index gives it first.
-  const seqSequence = `pg_get_serial_sequence(${quoteLiteral(`${s}.messages`)}, 'seq')`;
-  const readyAt = (delay: string): string =>
-    `CASE WHEN ${delay} < 0 THEN -nextval(${seqSequence}) ELSE p_now + ${delay} END`;
   return `
 -- A message's state from its phase and times, as src/sqlite/state.ts derives it.
 CREATE OR REPLACE FUNCTION ${s}.state_of(phase smallint, ready_at bigint, lock_until bigint, backoff_until bigint,
@@ -30,6 +32,7 @@ CREATE OR REPLACE FUNCTION ${s}.state_of(phase smallint, ready_at bigint, lock_u
     WHEN 1 THEN CASE WHEN lock_until <= now THEN 'queued' WHEN requeue = 1 THEN 'locked-with-requeue'
                      ELSE 'locked' END
     WHEN 2 THEN CASE WHEN backoff_until > now THEN 'done-with-backoff' ELSE 'done-awaiting-gc' END
+    WHEN 4 THEN 'waiting-children'
     ELSE 'failed' END
 $fn$;
 
@@ -57,7 +60,22 @@ BEGIN
   PERFORM pg_notify(${channel}, ${eventsPrefix} || p_queue);
 END
 $fn$;
+`;
+}
 
+/**
+ * A delay of -1 is a LIFO message (enqueue.ts): ready now, at a ready_at below every ready time, lower for each
+ * later one (a number of the seq column's sequence, negated), so the pending index gives it first.
+ */
+function readyAtSql(s: string, delay: string): string {
+  const seqSequence = `pg_get_serial_sequence(${quoteLiteral(`${s}.messages`)}, 'seq')`;
+  return `CASE WHEN ${delay} < 0 THEN -nextval(${seqSequence}) ELSE p_now + ${delay} END`;
+}
+
+/** enqueue_messages: every id new goes in with one insert; the others are handled one by one (enqueueEachSql). */
+function enqueueMessagesDdl(s: string, channel: string): string {
+  const readyAt = (delay: string): string => readyAtSql(s, delay);
+  return `
 CREATE OR REPLACE FUNCTION ${s}.enqueue_messages(p_queue text, p_now bigint, p_ids text[], p_payloads bytea[],
     p_encodings smallint[], p_metadata text[], p_filters text[], p_delays bigint[], p_policies text[],
     p_priorities integer[], p_groups text[], p_debounce text[], p_requeue boolean[], p_replace boolean[])
@@ -120,6 +138,16 @@ BEGIN
         RETURNING id)
     SELECT coalesce(array_agg(ins.id), '{}') INTO inserted FROM ins;
   END IF;
+${enqueueEachSql(s, channel)}`;
+}
+
+/**
+ * enqueue_messages' loop over its messages: an id inserted is added, a debounce id replaces the message still
+ * waiting, an existing id is revived, requeued or refused by its state (existingIdSql); then the counters,
+ * events and one NOTIFY.
+ */
+function enqueueEachSql(s: string, channel: string): string {
+  return `
   FOR i IN 1 .. n LOOP
     r_id := p_ids[i];
     r_ok := true;
@@ -143,6 +171,33 @@ BEGIN
         size_delta := size_delta - 1; -- counted as added below, but it replaced one
       END IF;
     END IF;
+${existingIdSql(s)}
+    -- Added, revived or debounced: waiting from now, ready after its delay.
+    size_delta := size_delta + 1;
+    wake := wake OR p_delays[i] <= 0;
+    e_ids := e_ids || r_id;
+    e_attempts := e_attempts || 0;
+    RETURN NEXT;
+  END LOOP;
+  -- The queue row (events) before the counter slot: the order every transaction takes them in.
+  IF events_on AND cardinality(e_ids) > 0 THEN
+    PERFORM ${s}.add_events(p_queue, p_now, array_fill(0::smallint, ARRAY[cardinality(e_ids)]), e_ids, e_attempts,
+      array_fill(NULL::text, ARRAY[cardinality(e_ids)]));
+  END IF;
+  IF size_delta <> 0 OR done_delta <> 0 THEN
+    PERFORM ${s}.add_counts(p_queue, size_delta, done_delta, 0);
+  END IF;
+  IF wake THEN
+    PERFORM pg_notify(${channel}, p_queue);
+  END IF;
+END
+$fn$;`;
+}
+
+/** An id not inserted (it exists): revived when done, requeued when asked and it may be, else refused. */
+function existingIdSql(s: string): string {
+  const readyAt = (delay: string): string => readyAtSql(s, delay);
+  return `
     IF r_action IS NULL THEN
       existing := false;
       LOOP
@@ -200,27 +255,12 @@ BEGIN
           CONTINUE;
         END IF;
       END IF;
-    END IF;
-    -- Added, revived or debounced: waiting from now, ready after its delay.
-    size_delta := size_delta + 1;
-    wake := wake OR p_delays[i] <= 0;
-    e_ids := e_ids || r_id;
-    e_attempts := e_attempts || 0;
-    RETURN NEXT;
-  END LOOP;
-  -- The queue row (events) before the counter slot: the order every transaction takes them in.
-  IF events_on AND cardinality(e_ids) > 0 THEN
-    PERFORM ${s}.add_events(p_queue, p_now, array_fill(0::smallint, ARRAY[cardinality(e_ids)]), e_ids, e_attempts,
-      array_fill(NULL::text, ARRAY[cardinality(e_ids)]));
-  END IF;
-  IF size_delta <> 0 OR done_delta <> 0 THEN
-    PERFORM ${s}.add_counts(p_queue, size_delta, done_delta, 0);
-  END IF;
-  IF wake THEN
-    PERFORM pg_notify(${channel}, p_queue);
-  END IF;
-END
-$fn$;
+    END IF;`;
+}
+
+/** enqueue(queue, payload, options): one JSON message from SQL, in the caller's transaction. */
+function enqueueDdl(s: string): string {
+  return `
 
 -- Enqueues one JSON message from SQL, in the caller's transaction; answers as the API's enqueue does:
 -- {"ok": true, "id": ..., "action": "added"} or {"ok": false, "id": ..., "state": ...}. Options (JSON): id,

@@ -23,8 +23,11 @@ import { enqueueInCallerTransaction } from './caller-tx.js';
 import { claimMessages } from './claim.js';
 import { beginHandlerTransaction } from './handler-tx.js';
 import { enqueueMessages } from './enqueue.js';
-import { emptyEvents, eventsHead, readEvents, trimEvents } from './events.js';
+import { eventsHead, readEvents } from './events.js';
 import { finishMessages } from './finish.js';
+import { flowChildren, flowTree, writeFlow } from './flows.js';
+import { clearQueues } from './clear.js';
+import { runGc, type GcAccess } from './gc.js';
 import { coversWork, finishAndClaim, type KnownQueue } from './finish-claim.js';
 import { ConsumerLanes } from './lanes.js';
 import { readProgress, readReport, writeReports } from './reports.js';
@@ -39,7 +42,6 @@ import { lockKey, Session } from './session.js';
 import { quoteIdent } from './sql-text.js';
 import { translatePgError } from './translate-error.js';
 import { writeContext, type WriteContext } from './tx.js';
-import { expireWaiting } from './expiry.js';
 import { parsePostgresUrl, type PostgresUrlOptions } from './url.js';
 import type { MessageEdit } from '../model/update.js';
 import type {
@@ -51,6 +53,7 @@ import type {
   EventPage,
   Finish,
   FinishResult,
+  FlowMessage,
   HandlerTransaction,
   NewMessage,
   Report,
@@ -61,6 +64,7 @@ import type {
   StoredSchedule,
 } from '../store/contract.js';
 import type { ListQuery } from '../model/list.js';
+import type { FlowNode } from '../model/flow.js';
 import type {
   ActionResult,
   ConsumerInfo,
@@ -73,10 +77,6 @@ import type {
 } from '../model/types.js';
 
 const MAX_PAYLOAD_BYTES = 1024 * 1024;
-// Rows GC deletes per statement, so a large GC never holds many row locks for long.
-const GC_CHUNK = 5000;
-// A crashed GC's lock lapses after this.
-const GC_LOCK_MS = 60_000;
 const CONNECT_TIMEOUT_MS = 10_000;
 // A claim looks for dead consumers' messages at most this often per queue (pg_locks is not free).
 const RELEASE_SWEEP_MS = 200;
@@ -144,6 +144,7 @@ class PostgresStore implements Store {
   private readonly lanes = new ConsumerLanes((queue, consumerId, finishes, claim) =>
     this.finishAndClaim(queue, consumerId, finishes, claim),
   );
+  private readonly gcAccess: GcAccess;
   private closed = false;
 
   constructor(
@@ -163,10 +164,16 @@ class PostgresStore implements Store {
       // A claim sent ahead at a trickle came back dry, and the idle worker then waited out its backoff.
       overlapClaims: false,
       groupRateLimit: true,
-      flows: false,
+      flows: true,
     };
     this.schema = options.schema;
     this.s = quoteIdent(options.schema);
+    this.gcAccess = {
+      s: this.s,
+      config: (queue) => this.config(queue),
+      write: (queue, fn) => this.write(queue, fn),
+      withClient: (fn) => this.withClient(fn),
+    };
   }
 
   enqueue(queue: string, messages: readonly NewMessage[]): Promise<EnqueueResult[]> {
@@ -190,6 +197,19 @@ class PostgresStore implements Store {
         return committed;
       },
     };
+  }
+
+  async flow(messages: readonly FlowMessage[]): Promise<void> {
+    const root = messages[0];
+    if (root !== undefined) await this.write(root.queue, (tx) => writeFlow(tx, messages));
+  }
+
+  flowTree(queue: string, id: string): Promise<FlowNode | null> {
+    return this.withClient((client) => flowTree(client, this.s, queue, id));
+  }
+
+  flowChildren(queue: string, id: string): Promise<MessageStatus[]> {
+    return this.withClient((client) => flowChildren(client, this.s, queue, id));
   }
 
   claim(queue: string, request: ClaimRequest): Promise<ClaimResult> {
@@ -235,6 +255,7 @@ class PostgresStore implements Store {
          GROUP BY q.queue, q.config
          HAVING q.config IS NOT NULL OR coalesce(sum(c.size), 0) > 0 OR coalesce(sum(c.done), 0) > 0
            OR coalesce(sum(c.failed), 0) > 0
+           OR EXISTS (SELECT 1 FROM ${this.s}.messages m WHERE m.queue = q.queue AND m.phase = 4)
          ORDER BY q.queue COLLATE "C"`,
       );
       return rows.map((r) => r.queue);
@@ -309,17 +330,7 @@ class PostgresStore implements Store {
   }
 
   async clear(queues: readonly string[]): Promise<void> {
-    await this.transaction(async (client) => {
-      for (const queue of queues) {
-        for (const table of ['messages', 'classes', 'counts']) {
-          await client.query(`DELETE FROM ${this.s}.${table} WHERE queue = $1`, [queue]);
-        }
-        await client.query(`UPDATE ${this.s}.queues SET dry_runs = 0, eoq_until = 0, rate_tat = 0 WHERE queue = $1`, [
-          queue,
-        ]);
-        await emptyEvents(client, this.s, queue);
-      }
-    });
+    await this.transaction((client) => clearQueues(client, this.schema, queues, this.configs));
   }
 
   config(queue: string): Promise<QueueConfig> {
@@ -346,35 +357,8 @@ class PostgresStore implements Store {
     });
   }
 
-  async gc(queue: string, force: boolean): Promise<GcResult> {
-    const config = await this.config(queue);
-    const took = await this.write(queue, async (tx) => {
-      const taken = await tx.db.query(
-        `UPDATE ${this.s}.queues SET gc_lock_until = $2, gc_at = $3
-         WHERE queue = $1 AND gc_lock_until <= $3 AND ($4 OR gc_at + $5 <= $3)`,
-        [queue, tx.now + GC_LOCK_MS, tx.now, force, config.gcIntervalMs],
-      );
-      return taken.rowCount === 1;
-    });
-    if (!took) return { ran: false, removed: 0 };
-    let removed = 0;
-    try {
-      await this.withClient((client) => trimEvents(client, this.s, queue, config, Date.now()));
-      // Expired messages first: one failed now is removed with the failed ones once past its lifetime.
-      while ((await this.write(queue, (tx) => expireWaiting(tx, GC_CHUNK))) === GC_CHUNK);
-      removed += await this.gcChunks(queue, 2, config.gcLifetimeMs, null);
-      removed += await this.gcChunks(queue, 3, config.failedLifetimeMs, null);
-      if (config.keepDone !== null) removed += await this.gcChunks(queue, 2, 0, config.keepDone);
-      if (config.keepFailed !== null) removed += await this.gcChunks(queue, 3, 0, config.keepFailed);
-      await this.withClient((client) =>
-        client.query(`DELETE FROM ${this.s}.consumers WHERE queue = $1 AND expires_at <= $2`, [queue, Date.now()]),
-      );
-    } finally {
-      await this.withClient((client) =>
-        client.query(`UPDATE ${this.s}.queues SET gc_lock_until = 0 WHERE queue = $1`, [queue]),
-      );
-    }
-    return { ran: true, removed };
+  gc(queue: string, force: boolean): Promise<GcResult> {
+    return runGc(this.gcAccess, queue, force);
   }
 
   async registerConsumer(queue: string, consumer: ConsumerRegistration): Promise<void> {
@@ -497,38 +481,6 @@ class PostgresStore implements Store {
     this.closed = true;
     await this.session.close();
     await this.pool.end().catch(() => undefined);
-  }
-
-  /** Deletes finished (phase 2) or failed (3) rows older than `lifetimeMs`, in chunks; returns how many. */
-  /**
-   * Deletes, a chunk at a time, the done (phase 2) or failed (3) messages finished `lifetimeMs` ago, or with
-   * `keep`, those finished before the newest `keep`; a success still refusing duplicates stays.
-   */
-  private async gcChunks(queue: string, phase: 2 | 3, lifetimeMs: number, keep: number | null): Promise<number> {
-    const doomed =
-      keep === null
-        ? `SELECT seq FROM ${this.s}.messages
-           WHERE queue = $1 AND phase = $2 AND updated_at <= $3 AND ($2 = 3 OR backoff_until <= $4)
-           ORDER BY updated_at LIMIT $5 FOR UPDATE SKIP LOCKED`
-        : `SELECT seq FROM (SELECT seq, backoff_until FROM ${this.s}.messages WHERE queue = $1 AND phase = $2
-             ORDER BY updated_at DESC, seq DESC OFFSET $5) beyond
-           WHERE $2 = 3 OR backoff_until <= $3 LIMIT $4`;
-    let removed = 0;
-    for (;;) {
-      const deleted = await this.withClient(async (client) => {
-        const now = Date.now();
-        const { rows } = await client.query<{ n: number }>(
-          `WITH gone AS (DELETE FROM ${this.s}.messages WHERE seq IN (${doomed}) RETURNING 1),
-           n AS (SELECT count(*) AS n FROM gone)
-           SELECT n.n, CASE WHEN n.n > 0 THEN ${this.s}.add_counts($1, 0, CASE WHEN $2 = 2 THEN -n.n ELSE 0 END,
-             CASE WHEN $2 = 3 THEN -n.n ELSE 0 END) END AS counted FROM n`,
-          keep === null ? [queue, phase, now - lifetimeMs, now, GC_CHUNK] : [queue, phase, now, GC_CHUNK, keep],
-        );
-        return rows[0]?.n ?? 0;
-      });
-      removed += deleted;
-      if (deleted < GC_CHUNK) return removed;
-    }
   }
 
   /**

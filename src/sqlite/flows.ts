@@ -15,8 +15,8 @@ import type { FlowMessage } from '../store/contract.js';
 import type { ChildFailurePolicy, FlowNode } from '../model/flow.js';
 import type { MessageStatus } from '../model/types.js';
 
-/** child_failure as stored. */
-const CHILD_FAILURE: Readonly<Record<ChildFailurePolicy, number>> = { fail: 0, ignore: 1, remove: 2 };
+/** child_failure as stored (both SQL stores). */
+export const CHILD_FAILURE: Readonly<Record<ChildFailurePolicy, number>> = { fail: 0, ignore: 1, remove: 2 };
 
 /** A parent's row as a child's end reads it. */
 interface ParentRow extends FailingRow {

@@ -1,0 +1,40 @@
+/**
+ * clear(queues): every message, filter class, counter and event of the queues deleted in one transaction. A
+ * flow's child among them that still owes its parent a count ends for it first, as a removal does (flows.ts
+ * clearedChildrenEnd), so a parent in a queue not cleared is queued or failed instead of waiting forever.
+ */
+import { emptyEvents } from './events.js';
+import { clearedChildrenEnd } from './flows.js';
+import { ensureQueueRow, type ConfigCache } from './queue-row.js';
+import { quoteIdent } from './sql-text.js';
+import { writeContext } from './tx.js';
+import type { Queryable } from './queryable.js';
+
+/** In the caller's transaction. */
+export async function clearQueues(
+  db: Queryable,
+  schema: string,
+  queues: readonly string[],
+  configs: ConfigCache,
+): Promise<void> {
+  const s = quoteIdent(schema);
+  const [first] = queues;
+  if (first === undefined) return;
+  const owing = await db.query(
+    `SELECT 1 FROM ${s}.messages WHERE queue = ANY($1::text[]) AND parent_wait = 1 LIMIT 1`,
+    [queues],
+  );
+  if (owing.rows.length > 0) {
+    const { tx, finish } = writeContext(db, schema, first, await ensureQueueRow(db, s, first), configs);
+    await clearedChildrenEnd(tx, queues);
+    // What the ends wrote to the cleared queues' counters and events goes with them below.
+    await finish();
+  }
+  for (const queue of queues) {
+    for (const table of ['messages', 'classes', 'counts']) {
+      await db.query(`DELETE FROM ${s}.${table} WHERE queue = $1`, [queue]);
+    }
+    await db.query(`UPDATE ${s}.queues SET dry_runs = 0, eoq_until = 0, rate_tat = 0 WHERE queue = $1`, [queue]);
+    await emptyEvents(db, s, queue);
+  }
+}
