@@ -45,12 +45,20 @@ export function retryMessages(tx: WriteContext, ids: readonly string[]): ActionR
   return results;
 }
 
-/** Up to `max` failed messages, oldest failure first, → `queued`. */
+/**
+ * Up to `max` failed messages, oldest failure first, → `queued`; a flow's child among them owes its parent a count
+ * again if the parent still waits, as with retry (flows.ts childRetried).
+ */
 export function retryFailed(tx: WriteContext, max: number): number {
-  const ids = tx.sql.retryFailed.all({ queue: tx.queue, now: tx.now, limit: max }) as string[];
-  for (const id of ids) tx.event('enqueued', id, 0);
-  if (ids.length > 0) redriven(tx, ids.length);
-  return ids.length;
+  const rows = tx.sql.retryFailed.all({ queue: tx.queue, now: tx.now, limit: max }) as ({
+    id: string;
+  } & Parameters<typeof childRetried>[1])[];
+  for (const row of rows) {
+    childRetried(tx, row);
+    tx.event('enqueued', row.id, 0);
+  }
+  if (rows.length > 0) redriven(tx, rows.length);
+  return rows.length;
 }
 
 function redriven(tx: WriteContext, count: number): void {

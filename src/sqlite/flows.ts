@@ -159,6 +159,14 @@ export function childRetried(
   tx.sql.addChildrenLeft.run({ seq: parent.seq, delta: 1 });
 }
 
+/**
+ * Clear of `queue`: each message there that owes a parent a count ends for it as a removal does (a failure with
+ * the error `removed`, under the child's onChildFailure), so a parent in another queue never waits for it forever.
+ */
+export function clearedChildrenEnd(tx: WriteContext, queue: string): void {
+  for (const seq of tx.sql.owingChildren.all(queue) as number[]) childEnded(tx, seq, true, 'removed');
+}
+
 type NodeRow = StatusRow & { readonly queue: string };
 
 /** The tree of the flow the message belongs to, from its root (a message in none: itself alone); null if gone. */

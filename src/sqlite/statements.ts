@@ -137,7 +137,7 @@ export const SQL = {
   retryFailed: `UPDATE kvmq_messages SET phase = 0, ready_at = @now, attempt = 0, losses = 0, requeue = 0,
          backoff_until = 0, updated_at = @now
        WHERE seq IN (SELECT seq FROM kvmq_messages WHERE queue = @queue AND phase = 3 ORDER BY updated_at, seq LIMIT @limit)
-       RETURNING id`,
+       RETURNING id, seq, parent_seq, parent_wait`,
   promote: 'UPDATE kvmq_messages SET ready_at = @now, requeue = 0, updated_at = @now WHERE seq = @seq',
   remove: 'DELETE FROM kvmq_messages WHERE seq = ?',
 
@@ -154,6 +154,8 @@ export const SQL = {
        WHERE queue = @queue AND phase = 2 AND backoff_until > 0 AND backoff_until > @now`,
   holding: `SELECT id FROM kvmq_messages WHERE queue = ? AND phase = 1 AND lock_until > ? AND consumer = ?`,
   clearMessages: 'DELETE FROM kvmq_messages WHERE queue = ?',
+  // A queue's messages that owe a flow's parent a count, which a clear ends as removals (flows.ts).
+  owingChildren: 'SELECT seq FROM kvmq_messages WHERE queue = ? AND parent_wait = 1 ORDER BY seq',
 
   takeGcLock: `UPDATE kvmq_queues SET gc_lock_until = @lockUntil, gc_at = @now
        WHERE queue = @queue AND gc_lock_until <= @now AND (@force OR gc_at + @interval <= @now)`,
@@ -233,7 +235,6 @@ export const SQL = {
 // Statements that return the first column's value instead of a row object.
 const PLUCKED: ReadonlySet<string> = new Set([
   'queues',
-  'retryFailed',
   'classes',
   'nextReady',
   'nextPriority',
@@ -243,6 +244,7 @@ const PLUCKED: ReadonlySet<string> = new Set([
   'lastSeq',
   'groupRateTat',
   'flowUp',
+  'owingChildren',
 ]);
 
 export type Statements = { readonly [K in keyof typeof SQL]: Statement };

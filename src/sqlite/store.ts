@@ -27,7 +27,7 @@ import { claimMessages } from './claim.js';
 import { enqueueMessages } from './enqueue.js';
 import { expireWaiting } from './expiry.js';
 import { finishMessages, type BulkFinishes } from './finish.js';
-import { flowChildren, flowTree, writeFlow } from './flows.js';
+import { clearedChildrenEnd, flowChildren, flowTree, writeFlow } from './flows.js';
 import { finishResults, finishSuccesses, insertMessages, type MessageInserts } from './chunked.js';
 import { liveConsumers, messageDetails, messageStatus, stateCounts } from './inspect.js';
 import { Lister } from './list.js';
@@ -354,6 +354,9 @@ class SqliteStore implements Store {
 
   async clear(queues: readonly string[]): Promise<void> {
     await this.transaction(() => {
+      // Flows' children there end for their parents first, as removals (flows.ts); their events go below.
+      const first = queues.find((q) => this.sql.owingChildren.get(q) !== undefined);
+      if (first !== undefined) this.writeIn(first, (tx) => queues.forEach((q) => clearedChildrenEnd(tx, q)));
       for (const queue of queues) {
         this.sql.clearMessages.run(queue);
         this.sql.clearClasses.run(queue);
@@ -536,46 +539,49 @@ class SqliteStore implements Store {
 
   /**
    * A write transaction on a queue whose row exists; `now` is read inside it. The events it records are
-   * inserted at its end, and every wake-up it asks for goes out once, after the commit.
+   * inserted at its end, and every wake-up it asks for goes out once, after the commit. `writeIn`: the same in
+   * the caller's transaction.
    */
   private write<T>(queue: string, fn: (tx: WriteContext) => T): Promise<T> {
-    return this.transaction(() => {
-      if (!this.ensured.has(queue)) {
-        this.sql.ensureQueue.run(queue);
-        this.ensured.add(queue);
-      }
-      let config: QueueConfig | undefined;
-      const configOf = (q: string): QueueConfig =>
-        q === queue ? (config ??= this.readConfig(queue)) : this.readConfig(q);
-      const now = Date.now();
-      const wakes = new Set<string>();
-      const events: PendingEvent[] = [];
-      const counts = { queue, size: 0, done: 0 };
-      const result = fn({
-        sql: this.sql,
-        queue,
-        now,
-        config: () => configOf(queue),
-        configOf,
-        wake: (woken) => wakes.add(woken),
-        event: (type, id, attempt, error = null, of = queue) => {
-          if (configOf(of).events) events.push(pendingEvent(of, type, id, attempt, error));
-        },
-        count: (size, done) => {
-          counts.size += size;
-          counts.done += done;
-        },
-      });
-      if (wakes.size > 0) this.afterCommit(...wakes);
-      const counted = counts.size !== 0 || counts.done !== 0 ? counts : null;
-      if (events.length > 0) {
-        const channels = [...this.events.write(events, now, configOf, counted)].map(eventsChannel);
-        queueMicrotask(() => this.wakeups.notifySoon(...channels));
-      } else if (counted !== null) {
-        this.sql.addCounts.run({ ...counted, failed: 0 });
-      }
-      return result;
+    return this.transaction(() => this.writeIn(queue, fn));
+  }
+
+  private writeIn<T>(queue: string, fn: (tx: WriteContext) => T): T {
+    if (!this.ensured.has(queue)) {
+      this.sql.ensureQueue.run(queue);
+      this.ensured.add(queue);
+    }
+    let config: QueueConfig | undefined;
+    const configOf = (q: string): QueueConfig =>
+      q === queue ? (config ??= this.readConfig(queue)) : this.readConfig(q);
+    const now = Date.now();
+    const wakes = new Set<string>();
+    const events: PendingEvent[] = [];
+    const counts = { queue, size: 0, done: 0 };
+    const result = fn({
+      sql: this.sql,
+      queue,
+      now,
+      config: () => configOf(queue),
+      configOf,
+      wake: (woken) => wakes.add(woken),
+      event: (type, id, attempt, error = null, of = queue) => {
+        if (configOf(of).events) events.push(pendingEvent(of, type, id, attempt, error));
+      },
+      count: (size, done) => {
+        counts.size += size;
+        counts.done += done;
+      },
     });
+    if (wakes.size > 0) this.afterCommit(...wakes);
+    const counted = counts.size !== 0 || counts.done !== 0 ? counts : null;
+    if (events.length > 0) {
+      const channels = [...this.events.write(events, now, configOf, counted)].map(eventsChannel);
+      queueMicrotask(() => this.wakeups.notifySoon(...channels));
+    } else if (counted !== null) {
+      this.sql.addCounts.run({ ...counted, failed: 0 });
+    }
+    return result;
   }
 
   /** Reads in one transaction, so every statement sees the same snapshot. */

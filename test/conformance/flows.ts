@@ -346,6 +346,79 @@ export function flows(fixture: StoreFixture): void {
 
     storeTest(
       fixture,
+      'a redriven child (retryFailed) whose parent still waits owes it one count again, never two',
+      async (h) => {
+        const q = h.queue('flow-redrive');
+        const cq = h.queue('flow-redrive-children');
+        const idle = h.queue('flow-redrive-idle');
+        await h.client.flow({
+          queue: q,
+          payload: 'p',
+          id: 'p',
+          children: [
+            { queue: cq, payload: 'bad', id: 'bad', attempts: 1, onChildFailure: 'ignore' },
+            { queue: idle, payload: 'later', id: 'later' },
+          ],
+        });
+        const failing = h.worker(cq, () => ({ status: 'error', error: 'broken' }));
+        await waitForStatus(h.client, cq, 'bad', 'failed');
+        await failing.stop();
+        assert.deepEqual(await h.client.retryFailed(cq), { retried: 1 });
+        // 'later' ends: the parent still waits for the redriven child's new end.
+        h.worker(idle, () => undefined);
+        await waitForStatus(h.client, idle, 'later', 'done-awaiting-gc');
+        await quietPeriod(300);
+        assert.equal((await h.client.status(q, 'p'))?.state, 'waiting-children');
+        const { log, children } = parentWorker(h, q);
+        h.worker(cq, () => ({ status: 'success', result: 'fixed' }));
+        await waitForStatus(h.client, q, 'p', 'done-awaiting-gc');
+        await quietPeriod(200);
+        assert.deepEqual(log.ids(), ['p']);
+        assert.deepEqual(
+          children[0]?.map((c) => [c.id, c.state, c.result]),
+          [
+            ['bad', 'done-awaiting-gc', 'fixed'],
+            ['later', 'done-awaiting-gc', undefined],
+          ],
+        );
+      },
+      { capability: 'flows' },
+    );
+
+    storeTest(
+      fixture,
+      "clear of a child's queue ends its children for their parents as removals, under onChildFailure",
+      async (h) => {
+        const q = h.queue('flow-clear');
+        const cq = h.queue('flow-clear-children');
+        await h.client.flow({ queue: q, payload: 'p1', id: 'p1', children: [{ queue: cq, payload: 'a', id: 'a' }] });
+        await h.client.flow({
+          queue: q,
+          payload: 'p2',
+          id: 'p2',
+          children: [{ queue: cq, payload: 'b', id: 'b', onChildFailure: 'ignore' }],
+        });
+        await h.client.clear(cq);
+        assert.equal((await h.client.queueStatus(cq)).total, 0);
+        const failed = await h.client.status(q, 'p1');
+        assert.equal(failed?.state, 'failed');
+        assert.equal(failed.lastError, `child ${cq}/a failed: removed`);
+        assert.equal((await h.client.status(q, 'p2'))?.state, 'queued');
+        const counts = (await h.client.queueStatus(q)).counts;
+        assert.deepEqual([counts['waiting-children'], counts.queued, counts.failed], [0, 1, 1]);
+        const log = new JobLog();
+        h.worker(q, (job) => log.record(job));
+        await waitForStatus(h.client, q, 'p2', 'done-awaiting-gc');
+        assert.deepEqual(log.ids(), ['p2']);
+        const tree = await h.client.getFlow(q, 'p2');
+        assert.ok(tree !== null);
+        assert.deepEqual(shape(tree), [`${q}/p2:done-awaiting-gc`]);
+      },
+      { capability: 'flows' },
+    );
+
+    storeTest(
+      fixture,
       'cancel of a waiting parent cancels its waiting children',
       async (h) => {
         const q = h.queue('flow-cancel');
