@@ -294,6 +294,32 @@ export function flows(fixture: StoreFixture): void {
       { capability: 'flows', timeoutMs: 60_000 },
     );
 
+    storeTest(
+      fixture,
+      'children finished by concurrent workers and clients count once each: the parent runs once, after the last',
+      async (h) => {
+        const q = h.queue('flow-many');
+        const cq = h.queue('flow-many-children');
+        const n = 200;
+        const kids = Array.from({ length: n }, (_, i): FlowTree => ({ queue: cq, payload: i, id: `c${i}` }));
+        await h.client.flow({ queue: q, payload: 'p', id: 'p', children: kids });
+        const { log, children } = parentWorker(h, q);
+        const other = await h.connect();
+        for (const on of [h.client, h.client, other]) h.worker(cq, () => undefined, { concurrency: 16 }, on);
+        await waitForStatus(h.client, q, 'p', 'done-awaiting-gc', { timeoutMs: 30_000 });
+        await quietPeriod(200);
+        assert.deepEqual(log.ids(), ['p']);
+        const [seen] = children;
+        assert.ok(seen !== undefined);
+        assert.equal(seen.length, n);
+        assert.deepEqual(
+          seen.filter((c) => c.state !== 'done-awaiting-gc'),
+          [],
+        );
+      },
+      { capability: 'flows', timeoutMs: 60_000 },
+    );
+
     // 1,000 nodes (110 leaves under each of 9 parents), or as many as the store's one atomic write holds.
     const perParent = Math.floor((fixture.flowNodes ?? 1000) / 9) - 1;
     storeTest(
