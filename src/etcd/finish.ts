@@ -17,7 +17,7 @@ import type { Delivery, LocalConsumer } from './consumer.js';
 import type { Compare, Kv, Op, RangeOp } from './kv.js';
 import type { QueueKeys } from './keys.js';
 import { finishEventText } from '../store/finish-event-text.js';
-import type { Finish, FinishResult } from '../store/contract.js';
+import type { Finish, FinishResult, HeldAttempt } from '../store/contract.js';
 
 const MAX_TRIES = 10;
 const NO_PAYLOADS: ReadonlyMap<string, Buffer> = new Map();
@@ -210,7 +210,7 @@ export async function extendDeliveries(
   kv: Kv,
   keys: QueueKeys,
   consumer: LocalConsumer,
-  held: readonly { id: string; attempt: number }[],
+  held: readonly HeldAttempt[],
   lockMs: number,
 ): Promise<string[]> {
   const mine: Delivery[] = [];

@@ -42,14 +42,15 @@ import { takeTurn } from './turns.js';
 import { fireSchedule, listSchedules, putSchedule, removeSchedule } from './schedules.js';
 import type { ListQuery } from '../model/list.js';
 import type {
+  CanceledMessage,
   ClaimRequest,
   ClaimResult,
-  CanceledMessage,
   Configured,
   ConsumerRegistration,
   EventPage,
   Finish,
   FinishResult,
+  HeldAttempt,
   NewMessage,
   Report,
   Store,
@@ -180,12 +181,7 @@ export class EtcdStore implements Store {
     return claimFromInbox(this.kv, this.keys(queue), consumer, await this.queueWatches.get(queue), request);
   }
 
-  async extend(
-    queue: string,
-    consumerId: string,
-    held: readonly { id: string; attempt: number }[],
-    lockMs: number,
-  ): Promise<string[]> {
+  async extend(queue: string, consumerId: string, held: readonly HeldAttempt[], lockMs: number): Promise<string[]> {
     this.checkOpen();
     const entry = this.locals.get(consumerKey(queue, consumerId));
     if (entry === undefined) return held.map((h) => h.id);

@@ -45,9 +45,9 @@ import { writeContext, type WriteContext } from './tx.js';
 import { parsePostgresUrl, type PostgresUrlOptions } from './url.js';
 import type { MessageEdit } from '../model/update.js';
 import type {
+  CanceledMessage,
   ClaimRequest,
   ClaimResult,
-  CanceledMessage,
   Configured,
   ConsumerRegistration,
   EventPage,
@@ -55,6 +55,7 @@ import type {
   FinishResult,
   FlowMessage,
   HandlerTransaction,
+  HeldAttempt,
   NewMessage,
   Report,
   Store,
@@ -221,12 +222,7 @@ class PostgresStore implements Store {
     return this.lanes.claim(queue, request.consumerId, request);
   }
 
-  extend(
-    queue: string,
-    consumerId: string,
-    held: readonly { id: string; attempt: number }[],
-    lockMs: number,
-  ): Promise<string[]> {
+  extend(queue: string, consumerId: string, held: readonly HeldAttempt[], lockMs: number): Promise<string[]> {
     return this.withClient(async (client) => {
       const { rows } = await client.query<{ id: string }>(
         `UPDATE ${this.s}.messages m SET lock_until = $3

@@ -3,7 +3,7 @@ import { resultEventText } from '../model/events.js';
 import { encodeContent, isOk, list, text } from './codec.js';
 import { SCRIPTS } from './scripts.generated.js';
 import type { ScriptArg, Scripts } from './scripts.js';
-import type { Finish, FinishResult } from '../store/contract.js';
+import type { Finish, FinishResult, HeldAttempt } from '../store/contract.js';
 
 /** Records outcomes with one script call; each result says whether the consumer still held its message. */
 export async function finishMessages(
@@ -60,7 +60,7 @@ export async function extendLocks(
   scripts: Scripts,
   queue: string,
   consumerId: string,
-  held: readonly { id: string; attempt: number }[],
+  held: readonly HeldAttempt[],
   lockMs: number,
 ): Promise<string[]> {
   if (held.length === 0) return [];

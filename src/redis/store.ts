@@ -38,7 +38,6 @@ import type { ListQuery } from '../model/list.js';
 import type { MessageEdit } from '../model/update.js';
 import type {
   CanceledMessage,
-  HandoffListener,
   ClaimRequest,
   ClaimResult,
   Configured,
@@ -47,7 +46,9 @@ import type {
   Finish,
   FinishResult,
   FlowMessage,
+  HandoffListener,
   HandoffReceiver,
+  HeldAttempt,
   NewMessage,
   Report,
   Store,
@@ -165,12 +166,7 @@ class RedisStore implements Store {
     };
   }
 
-  extend(
-    queue: string,
-    consumerId: string,
-    held: readonly { id: string; attempt: number }[],
-    lockMs: number,
-  ): Promise<string[]> {
+  extend(queue: string, consumerId: string, held: readonly HeldAttempt[], lockMs: number): Promise<string[]> {
     return this.guard(() => extendLocks(this.scripts, queue, consumerId, held, lockMs));
   }
 

@@ -257,6 +257,12 @@ export interface Configured {
 /** `lost`: the consumer no longer holds the message (lock expired and taken, or cleared). */
 export type FinishResult = 'ok' | 'lost';
 
+/** A message a consumer holds: its id and the attempt it runs (what `extend` renews). */
+export interface HeldAttempt {
+  readonly id: string;
+  readonly attempt: number;
+}
+
 export interface ConsumerRegistration {
   readonly id: string;
   readonly host: string;
@@ -357,12 +363,7 @@ export interface Store {
   flowChildren?(queue: string, id: string): Promise<MessageStatus[]>;
   claim(queue: string, request: ClaimRequest): Promise<ClaimResult>;
   /** Extends the locks of held messages; returns the ids no longer held by this consumer. */
-  extend(
-    queue: string,
-    consumerId: string,
-    held: readonly { id: string; attempt: number }[],
-    lockMs: number,
-  ): Promise<string[]>;
+  extend(queue: string, consumerId: string, held: readonly HeldAttempt[], lockMs: number): Promise<string[]>;
   finish(queue: string, consumerId: string, finishes: readonly Finish[]): Promise<FinishResult[]>;
   /**
    * Optional: stores what handlers reported (progress, log lines) on messages this consumer holds, each in one

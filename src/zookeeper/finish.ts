@@ -21,7 +21,7 @@ import { finishEventText } from '../store/finish-event-text.js';
 import type { Held, StoreContext } from './context.js';
 import type { QueueContext } from './queue.js';
 import type { EventRecord } from './events.js';
-import type { Finish, FinishResult } from '../store/contract.js';
+import type { Finish, FinishResult, HeldAttempt } from '../store/contract.js';
 import type { QueueEventType } from '../model/events.js';
 import type { AttemptRecord, Outcome } from '../model/types.js';
 
@@ -412,7 +412,7 @@ export async function extendLocks(
   ctx: StoreContext,
   q: QueueContext,
   consumer: string,
-  held: readonly { id: string; attempt: number }[],
+  held: readonly HeldAttempt[],
   lockMs: number,
 ): Promise<string[]> {
   const lost = await Promise.all(

@@ -45,6 +45,7 @@ import type {
   Finish,
   FinishResult,
   FlowMessage,
+  HeldAttempt,
   NewMessage,
   Report,
   Store,
@@ -138,12 +139,7 @@ class ZookeeperStore implements Store {
     return this.guard(() => claimMessages(this.ctx, this.ctx.queue(queue), request));
   }
 
-  extend(
-    queue: string,
-    consumerId: string,
-    held: readonly { id: string; attempt: number }[],
-    lockMs: number,
-  ): Promise<string[]> {
+  extend(queue: string, consumerId: string, held: readonly HeldAttempt[], lockMs: number): Promise<string[]> {
     return this.guard(() => extendLocks(this.ctx, this.ctx.queue(queue), consumerId, held, lockMs));
   }
 
