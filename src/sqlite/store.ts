@@ -25,7 +25,7 @@ import {
 } from './actions.js';
 import { claimMessages } from './claim.js';
 import { enqueueMessages } from './enqueue.js';
-import { expireWaiting } from './expiry.js';
+import { runGc } from './gc.js';
 import { finishMessages, type BulkFinishes } from './finish.js';
 import { clearedChildrenEnd, flowChildren, flowTree, writeFlow } from './flows.js';
 import { finishResults, finishSuccesses, insertMessages, type MessageInserts } from './chunked.js';
@@ -37,20 +37,21 @@ import { ScheduleTable } from './schedules.js';
 import { ReportTable } from './reports.js';
 import { withProgress } from '../store/listing-progress.js';
 import { migrate } from './schema.js';
-import { prepareStatements, type QueueRow, type Statement, type Statements } from './statements.js';
+import { prepareStatements, type QueueRow, type Statements } from './statements.js';
 import { eventsChannel, Wakeups } from './wakeups.js';
 import { EventLog, pendingEvent, type PendingEvent } from './events.js';
 import type { MessageEdit } from '../model/update.js';
 import type {
+  CanceledMessage,
   ClaimRequest,
   ClaimResult,
-  CanceledMessage,
   Configured,
   ConsumerRegistration,
   EventPage,
   Finish,
   FinishResult,
   FlowMessage,
+  HeldAttempt,
   NewMessage,
   Report,
   Store,
@@ -72,10 +73,6 @@ import type {
 } from '../model/types.js';
 
 const MAX_PAYLOAD_BYTES = 1024 * 1024;
-// Rows GC deletes per transaction, so a large GC never holds the write lock for long.
-const GC_CHUNK = 5000;
-// A crashed GC's lock lapses after this.
-const GC_LOCK_MS = 60_000;
 const BUSY_TIMEOUT_MS = 10_000;
 
 export interface SqliteOptions {
@@ -258,12 +255,7 @@ class SqliteStore implements Store {
     });
   }
 
-  extend(
-    queue: string,
-    consumerId: string,
-    held: readonly { id: string; attempt: number }[],
-    lockMs: number,
-  ): Promise<string[]> {
+  extend(queue: string, consumerId: string, held: readonly HeldAttempt[], lockMs: number): Promise<string[]> {
     return this.write(queue, ({ now }) =>
       held
         .filter(({ id, attempt }) => {
@@ -386,33 +378,13 @@ class SqliteStore implements Store {
   }
 
   async gc(queue: string, force: boolean): Promise<GcResult> {
-    const config = await this.config(queue);
-    const took = await this.write(queue, ({ now }) => {
-      const params = { queue, now, force: force ? 1 : 0, interval: config.gcIntervalMs, lockUntil: now + GC_LOCK_MS };
-      return this.sql.takeGcLock.run(params).changes === 1;
-    });
-    if (!took) return { ran: false, removed: 0 };
-    let removed = 0;
-    try {
-      await this.transaction(() => this.events.trim(queue, config, Date.now()));
-      await this.expireChunks(queue);
-      const sql = this.sql;
-      const age = (batch: Statement, lifetimeMs: number) => (now: number) =>
-        batch.run({ queue, now, before: now - lifetimeMs, limit: GC_CHUNK }).changes;
-      const beyond = (batch: Statement, keep: number) => (now: number) =>
-        batch.run({ queue, now, keep, limit: GC_CHUNK }).changes;
-      removed += await this.gcChunks(queue, age(sql.gcBatch, config.gcLifetimeMs), 'done');
-      removed += await this.gcChunks(queue, age(sql.gcFailedBatch, config.failedLifetimeMs), 'failed');
-      if (config.keepDone !== null)
-        removed += await this.gcChunks(queue, beyond(sql.gcDoneBeyond, config.keepDone), 'done');
-      if (config.keepFailed !== null) {
-        removed += await this.gcChunks(queue, beyond(sql.gcFailedBeyond, config.keepFailed), 'failed');
-      }
-      await this.transaction(() => this.sql.lapsedConsumers.run(queue, Date.now()));
-    } finally {
-      await this.transaction(() => this.sql.releaseGcLock.run(queue));
-    }
-    return { ran: true, removed };
+    const store = {
+      sql: this.sql,
+      events: this.events,
+      write: <T>(fn: (tx: WriteContext) => T) => this.write(queue, fn),
+      transaction: <T>(fn: () => T) => this.transaction(fn),
+    };
+    return runGc(store, queue, await this.config(queue), force);
   }
 
   async registerConsumer(queue: string, consumer: ConsumerRegistration): Promise<void> {
@@ -493,34 +465,6 @@ class SqliteStore implements Store {
       this.db.close();
     }
     return Promise.resolve();
-  }
-
-  /** Fails waiting messages past their time to live, in chunks: each its own write, so claims go on between. */
-  private async expireChunks(queue: string): Promise<void> {
-    while ((await this.write(queue, (tx) => expireWaiting(tx, GC_CHUNK))) === GC_CHUNK) await sleep(0);
-  }
-
-  /** Runs `deleteChunk` (at most GC_CHUNK rows, returns how many) until it deletes fewer, keeping the counts. */
-  private async gcChunks(
-    queue: string,
-    deleteChunk: (now: number) => number,
-    counter: 'done' | 'failed',
-  ): Promise<number> {
-    let removed = 0;
-    for (;;) {
-      const deleted = await this.transaction(() => {
-        const changes = deleteChunk(Date.now());
-        if (changes > 0) {
-          const counts = { queue, size: 0, done: 0, failed: 0 };
-          counts[counter] = -changes;
-          this.sql.addCounts.run(counts);
-        }
-        return changes;
-      });
-      removed += deleted;
-      if (deleted < GC_CHUNK) return removed;
-      await sleep(0); // let the process breathe between chunks
-    }
   }
 
   private readConfig(queue: string): QueueConfig {
