@@ -44,5 +44,7 @@ export function readFlow(store: Store, queue: string, id: string): Promise<FlowN
 }
 
 function noFlows(store: Store): TypeError {
-  return new TypeError(`flows are not available on this ${store.kind} store yet; use SQLite or Redis (not a cluster)`);
+  return new TypeError(
+    `flows are not available on this ${store.kind} store yet; use SQLite, PostgreSQL, Redis (not a cluster) or ZooKeeper`,
+  );
 }
