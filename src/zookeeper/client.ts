@@ -13,7 +13,14 @@ import type * as Zk from 'node-zookeeper-client';
 import { requireDriver } from '../store/driver.js';
 import { StoreUnavailableError } from '../errors.js';
 import { parseWholeFrames } from './frames.js';
-import { DirectRequests, type DirectOp, type EncodedAcl, type ReadResult } from './direct.js';
+import {
+  DirectRequests,
+  type DirectOp,
+  type EncodedAcl,
+  type MultiResult,
+  type ReadResult,
+  type VersionedOp,
+} from './direct.js';
 import { SessionHeard } from './heard.js';
 
 type ZkModule = typeof Zk;
@@ -43,16 +50,10 @@ export interface ZkStat {
 export type CreateKind = 'persistent' | 'sequential' | 'ephemeral';
 
 export type ZkOp =
-  | { readonly op: 'create'; readonly path: string; readonly data?: Buffer; readonly kind?: CreateKind }
-  | { readonly op: 'set'; readonly path: string; readonly data: Buffer; readonly version: number }
-  | { readonly op: 'remove'; readonly path: string; readonly version: number }
-  | { readonly op: 'check'; readonly path: string; readonly version: number };
+  { readonly op: 'create'; readonly path: string; readonly data?: Buffer; readonly kind?: CreateKind } | VersionedOp;
 
 /** A multi's result per operation: the created path for creates, the new version for sets. */
-export interface ZkOpResult {
-  readonly path?: string;
-  readonly version?: number;
-}
+export type ZkOpResult = MultiResult;
 
 export interface ZkOptions {
   /** host:port,host:port */

@@ -45,16 +45,23 @@ interface Manager {
 
 /** A multi's operation, paths relative to the chroot; `flags`: 0 persistent, 1 ephemeral, 2 sequential. */
 export type DirectOp =
-  | { readonly op: 'create'; readonly path: string; readonly data: Buffer; readonly flags: number }
+  { readonly op: 'create'; readonly path: string; readonly data: Buffer; readonly flags: number } | VersionedOp;
+
+/** A multi's operations other than create, the same for kvmq's callers as on the wire. */
+export type VersionedOp =
   | { readonly op: 'set'; readonly path: string; readonly data: Buffer; readonly version: number }
   | { readonly op: 'remove'; readonly path: string; readonly version: number }
   | { readonly op: 'check'; readonly path: string; readonly version: number };
 
-/** Per operation: the created path (creates), the new version (sets), or the error code of a failed multi. */
-export interface DirectResult {
-  readonly err: number;
+/** A multi's result per operation: the created path for creates, the new version for sets. */
+export interface MultiResult {
   readonly path?: string;
   readonly version?: number;
+}
+
+/** Per operation: the created path (creates), the new version (sets), or the error code of a failed multi. */
+export interface DirectResult extends MultiResult {
+  readonly err: number;
 }
 
 /** The ACL given to every node a multi creates, as ZooKeeper encodes it. */

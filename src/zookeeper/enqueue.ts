@@ -17,6 +17,7 @@ import {
   makeState,
   taskNodes,
   decodeState,
+  type StateFields,
   type TaskState,
   parseSubNode,
   priorityOf,
@@ -158,17 +159,18 @@ export interface FlowFields {
   readonly waits: boolean;
 }
 
-/** Ops that create one task and its entry (a waiting flow parent's: in `/parents`, not in a sub-queue). */
-export async function newTaskOps(q: QueueContext, m: NewMessage, now: number, flow?: FlowFields): Promise<ZkOp[]> {
-  const taskPath = q.paths.task(m.id);
-  const nodes = taskNodes(taskPath);
-  const readyAt = m.lifo ? lifoEntryAt(now) : now + m.initialBackoffMs;
-  const waits = flow?.waits === true;
-  const list = waits ? q.parents : q.sub(m.filterClass, m.priority, m.lifo);
-  const prefix = `${await list.tailBucket()}/${entryPrefix(waits ? now : readyAt, m.id)}`;
-  const state = makeState(
+/** The state of a run about to start: queued (or a waiting flow parent), nothing held, tried or finished yet. */
+function runState(
+  m: NewMessage,
+  phase: 'pending' | 'waiting',
+  readyAt: number,
+  entry: string,
+  now: number,
+  extra: Partial<StateFields> | undefined,
+): TaskState {
+  return makeState(
     {
-      phase: waits ? 'waiting' : 'pending',
+      phase,
       readyAt,
       lockUntil: 0,
       consumer: null,
@@ -182,14 +184,25 @@ export async function newTaskOps(q: QueueContext, m: NewMessage, now: number, fl
       updatedAt: now,
       encoding: m.encoding,
       filterClass: m.filterClass,
-      entry: prefix,
+      entry,
       done: null,
       hasMetadata: hasMetadata(m),
       ...withPolicy(m),
-      ...flow?.state,
+      ...extra,
     },
     now,
   );
+}
+
+/** Ops that create one task and its entry (a waiting flow parent's: in `/parents`, not in a sub-queue). */
+export async function newTaskOps(q: QueueContext, m: NewMessage, now: number, flow?: FlowFields): Promise<ZkOp[]> {
+  const taskPath = q.paths.task(m.id);
+  const nodes = taskNodes(taskPath);
+  const readyAt = m.lifo ? lifoEntryAt(now) : now + m.initialBackoffMs;
+  const waits = flow?.waits === true;
+  const list = waits ? q.parents : q.sub(m.filterClass, m.priority, m.lifo);
+  const prefix = `${await list.tailBucket()}/${entryPrefix(waits ? now : readyAt, m.id)}`;
+  const state = runState(m, waits ? 'waiting' : 'pending', readyAt, prefix, now, flow?.state);
   const ops: ZkOp[] = [
     { op: 'create', path: taskPath },
     { op: 'create', path: nodes.filters },
@@ -254,16 +267,11 @@ async function enqueueDebounced(ctx: StoreContext, q: QueueContext, m: NewMessag
       continue;
     }
     const ops = [...replace.ops, ...q.events.ops(await q.eventsConfig(), [replace.event])];
-    try {
-      await ctx.zk.multi(ops);
+    if (await applied(ctx, q, ops)) {
       if (replace.oldEntry !== null) q.listOf(parentOf(replace.oldEntry))?.forgetPath(replace.oldEntry);
       return { ok: true, id: replace.event.id, action: 'debounced' };
-    } catch (error) {
-      if (!isZkError(error)) throw error;
-      const failed = ops[error.opIndex];
-      if (error.code === ZkCode.NoNode && failed?.op === 'create') await makeParents(q, failed.path);
-      // Otherwise the index or the message changed (BAD_VERSION), or its entry went: read again.
     }
+    // The index or the message changed (BAD_VERSION), or its entry went: read again.
   }
   throw new Error(`enqueue of ${m.id}: its debounce id ${m.debounceId ?? ''} kept changing; try again`);
 }
@@ -478,15 +486,8 @@ async function existing(ctx: StoreContext, q: QueueContext, m: NewMessage): Prom
       return { ok: false, id: m.id, state: current };
     }
     ops.push(...q.events.ops(await q.eventsConfig(), [{ type: 'enqueued', id: m.id, attempt, at: now }]));
-    try {
-      await ctx.zk.multi(ops);
-      return { ok: true, id: m.id, action };
-    } catch (error) {
-      if (!isZkError(error)) throw error;
-      const failed = ops[error.opIndex];
-      if (error.code === ZkCode.NoNode && failed?.op === 'create') await makeParents(q, failed.path);
-      // Otherwise the state changed (BAD_VERSION) or a node came or went: look again.
-    }
+    if (await applied(ctx, q, ops)) return { ok: true, id: m.id, action };
+    // The state changed (BAD_VERSION) or a node came or went: look again.
   }
   throw new Error(`enqueue of ${m.id}: its state kept changing; try again`);
 }
@@ -508,31 +509,8 @@ async function reviveOps(
   const nodes = taskNodes(q.paths.task(m.id));
   const readyAt = m.lifo ? lifoEntryAt(now) : now + m.initialBackoffMs;
   const prefix = `${await q.sub(m.filterClass, m.priority, m.lifo).tailBucket()}/${entryPrefix(readyAt, m.id)}`;
-  const state = makeState(
-    {
-      phase: 'pending',
-      readyAt,
-      lockUntil: 0,
-      consumer: null,
-      backoffUntil: 0,
-      requeue: false,
-      nextEncoding: null,
-      attempt: 0,
-      outcome: null,
-      lastError: null,
-      enqueuedAt: now,
-      updatedAt: now,
-      encoding: m.encoding,
-      filterClass: m.filterClass,
-      entry: prefix,
-      done: null,
-      hasMetadata: hasMetadata(m),
-      ...withPolicy(m),
-      // The history stays; lost deliveries start again from none.
-      ...withHistory(old.history),
-    },
-    now,
-  );
+  // The history stays; lost deliveries start again from none.
+  const state = runState(m, 'pending', readyAt, prefix, now, withHistory(old.history));
   const ops: ZkOp[] = [
     { op: 'set', path: nodes.state, data: encodeState(state), version },
     { op: 'set', path: nodes.data, data: asBuffer(m.payload), version: -1 },
@@ -575,4 +553,20 @@ function hasMetadata(m: NewMessage): boolean {
 
 export function asBuffer(bytes: Uint8Array): Buffer {
   return Buffer.isBuffer(bytes) ? bytes : Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
+}
+
+/**
+ * Runs the multi: false when it failed on something read before it (a version, a node that came or went), to
+ * plan again; a parent node it lacked (a new bucket) is made first.
+ */
+async function applied(ctx: StoreContext, q: QueueContext, ops: readonly ZkOp[]): Promise<boolean> {
+  try {
+    await ctx.zk.multi(ops);
+    return true;
+  } catch (error) {
+    if (!isZkError(error)) throw error;
+    const failed = ops[error.opIndex];
+    if (error.code === ZkCode.NoNode && failed?.op === 'create') await makeParents(q, failed.path);
+    return false;
+  }
 }

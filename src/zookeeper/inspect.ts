@@ -178,7 +178,8 @@ async function waitingStates(ctx: StoreContext, q: QueueContext): Promise<Messag
   });
 }
 
-async function childrenOf(ctx: StoreContext, path: string): Promise<string[]> {
+/** The node's children; none when it does not exist (yet). */
+export async function childrenOf(ctx: StoreContext, path: string): Promise<string[]> {
   try {
     return (await ctx.zk.children(path)).children;
   } catch (error) {

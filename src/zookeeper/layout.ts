@@ -341,7 +341,7 @@ export interface TaskState {
   readonly hasMetadata?: boolean;
 }
 
-type StateFields = Omit<TaskState, 'state'>;
+export type StateFields = Omit<TaskState, 'state'>;
 
 /** A state to write: the enum field is computed from the rest. */
 export function makeState(fields: StateFields & { state?: MessageState }, now: number): TaskState {

@@ -14,9 +14,8 @@
  */
 import { makeCursor, readCursor, type ListQuery } from '../model/list.js';
 import { decodeState, parseSubNode, deriveState, namesEntry, taskNodes, type Entry, type TaskState } from './layout.js';
-import { contentOf, statusOf } from './inspect.js';
+import { childrenOf, contentOf, statusOf } from './inspect.js';
 import { sorted, walkReady, type Keyed } from './ready-entries.js';
-import { isZkError, ZkCode } from './client.js';
 import type { StoreContext } from './context.js';
 import type { QueueContext } from './queue.js';
 import type { StoredListing, StoredPage } from '../store/contract.js';
@@ -98,7 +97,7 @@ async function listState(
     );
   }
   // Locked and queued entries were ready: only entries whose ready time has come are read, as far as the page needs.
-  const subs = (await children(ctx, q.paths.queue)).map((node) => {
+  const subs = (await childrenOf(ctx, q.paths.queue)).map((node) => {
     const key = parseSubNode(node);
     return { list: q.sub(key.filterClass, key.priority, key.lifo), node };
   });
@@ -167,13 +166,4 @@ function at(entry: Entry): string {
 
 function seq(entry: Entry): string {
   return entry.name.slice(-10);
-}
-
-async function children(ctx: StoreContext, path: string): Promise<string[]> {
-  try {
-    return (await ctx.zk.children(path)).children;
-  } catch (error) {
-    if (isZkError(error, ZkCode.NoNode)) return [];
-    throw error;
-  }
 }
