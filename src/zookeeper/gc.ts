@@ -8,6 +8,7 @@
  * ago (stale claims of stalled consumers); removes lapsed consumers; and trims
  * the queue's events to its `eventsMaxCount` and `eventsMaxAgeMs` (events.ts).
  */
+import { endOwingChildren } from './clear-flows.js';
 import { reportRemovals } from './reports.js';
 import { expireWaiting } from './expiry.js';
 import { isZkError, ZkCode, type ZkOp } from './client.js';
@@ -240,6 +241,8 @@ async function removeLapsedConsumers(ctx: StoreContext, q: QueueContext): Promis
 /** Removes every message of a queue, and its events; its configuration and consumers stay. */
 export async function clearQueue(ctx: StoreContext, q: QueueContext): Promise<void> {
   if (!(await q.exists())) return;
+  // Its flow children end for their parents in other queues first, as removals, rather than leave them waiting.
+  await endOwingChildren(ctx, q);
   const zk = ctx.zk;
   const paths = [
     ...(await subtree(zk, q.paths.queue, true)),
