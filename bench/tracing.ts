@@ -12,7 +12,7 @@ import { NodeTracerProvider } from '@opentelemetry/sdk-trace-node';
 import { traceProcess, UNTRACED } from '../src/tracing/process.js';
 import { traceSend } from '../src/tracing/send.js';
 import type { ClaimedMessage, NewMessage } from '../src/store/contract.js';
-import type { AttemptFinish } from '../src/worker/outcome.js';
+import type { AttemptFinish } from '../src/store/contract.js';
 import type { Job } from '../src/model/types.js';
 import { plainMessage } from '../src/store/new-message.js';
 

@@ -1,10 +1,10 @@
 /**
  * The worker metrics of one client: counters and histograms fed by its workers' instruments hook
- * (src/worker/instruments.ts), and the in-flight gauge read from the workers at scrape time.
+ * (src/metrics/instruments.ts), and the in-flight gauge read from the workers at scrape time.
  * Made once per client, registered in every registry `client.metrics()` returns.
  */
 import type { Counter, Gauge, Histogram, Metric } from 'prom-client';
-import type { HandledOutcome, WorkerInstruments, WorkerStoreOperation } from '../worker/instruments.js';
+import type { HandledOutcome, WorkerInstruments, WorkerStoreOperation } from './instruments.js';
 import { HANDLER_BUCKETS, ROUND_TRIP_BUCKETS, type PromClient } from './prom.js';
 
 /** What the in-flight gauge reads: each running worker's queue and the messages it holds. */

@@ -397,3 +397,9 @@ export interface GcResult {
   /** Finished and failed messages removed. */
   readonly removed: number;
 }
+
+/**
+ * Why an attempt did not succeed: the handler said so, it threw, it ran past `timeoutMs`, it was canceled, or the
+ * message's time to live (`expireAfterMs`) ended before it started (the handler was not called).
+ */
+export type FailureReason = 'handler' | 'thrown' | 'timeout' | 'canceled' | 'expired';

@@ -255,6 +255,9 @@ export interface Configured {
 }
 
 /** `lost`: the consumer no longer holds the message (lock expired and taken, or cleared). */
+/** A finish before the worker stamps it with the handler's start time. */
+export type AttemptFinish = Omit<Finish, 'startedAt'>;
+
 export type FinishResult = 'ok' | 'lost';
 
 /** A message a consumer holds: its id and the attempt it runs (what `extend` renews). */

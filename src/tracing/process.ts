@@ -12,10 +12,8 @@ import type { Context, Span } from '@opentelemetry/api';
 import { otel, otelInstalled } from './api.js';
 import { TRACE_METADATA_KEY, hasValidContext, producerContext } from './carrier.js';
 import { ATTR, MESSAGING_SYSTEM, noSdk, tracer } from './tracer.js';
-import type { ClaimedMessage } from '../store/contract.js';
-import type { AttemptFinish } from '../worker/outcome.js';
-import type { FailureReason } from '../worker/events.js';
-import type { Job } from '../model/types.js';
+import type { AttemptFinish, ClaimedMessage } from '../store/contract.js';
+import type { FailureReason, Job } from '../model/types.js';
 
 /** What the worker tells a handling's span. */
 export interface ProcessTrace {

@@ -5,18 +5,11 @@
  */
 import { EXPIRED_ERROR, expired, policyBackoffMs } from '../model/policy.js';
 import type { BatchHandler, Handler, HandlerResult, Job } from '../model/types.js';
-import type { Store } from '../store/contract.js';
+import type { AttemptFinish, Store } from '../store/contract.js';
 import { failAll, finishesFromBatch, type BatchMember } from './batch.js';
 import { abortSignal, type Held } from './held.js';
 import type { CheckedWorkerOptions } from './options.js';
-import {
-  finishFromFailure,
-  finishFromResult,
-  finishFromThrow,
-  thrownText,
-  timeoutError,
-  type AttemptFinish,
-} from './outcome.js';
+import { finishFromFailure, finishFromResult, finishFromThrow, thrownText, timeoutError } from './outcome.js';
 import type { WorkerView } from './view.js';
 
 export class Attempts {

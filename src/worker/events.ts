@@ -2,12 +2,9 @@
  * What a worker tells its listeners. Outcome events come once the store has
  * stored the outcome, so a listener never hears of a result the store did not keep.
  */
+import type { FailureReason } from '../model/types.js';
 
-/**
- * Why an attempt did not succeed: the handler said so, it threw, it ran past `timeoutMs`, it was canceled, or the
- * message's time to live (`expireAfterMs`) ended before it started (the handler was not called).
- */
-export type FailureReason = 'handler' | 'thrown' | 'timeout' | 'canceled' | 'expired';
+export type { FailureReason };
 
 interface AttemptEvent {
   readonly queue: string;

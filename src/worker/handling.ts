@@ -5,7 +5,7 @@
 import { decodePayload } from '../model/payload.js';
 import { decodePolicy } from '../model/policy.js';
 import type { BatchHandler, Handler, Job } from '../model/types.js';
-import type { ClaimedMessage, Finish, Store } from '../store/contract.js';
+import type { AttemptFinish, ClaimedMessage, Finish, Store } from '../store/contract.js';
 import { UNTRACED, traceProcess } from '../tracing/process.js';
 import type { Announcer } from './announcer.js';
 import { Attempts, pastTimeToLive } from './attempts.js';
@@ -16,7 +16,6 @@ import type { JobReports } from './job-reports.js';
 import type { LockKeeper } from './locks.js';
 import type { MonitorCalls } from './monitor-calls.js';
 import type { CheckedWorkerOptions } from './options.js';
-import type { AttemptFinish } from './outcome.js';
 import type { StopSignals } from './stop-signals.js';
 import type { WorkerView } from './view.js';
 

@@ -1,7 +1,4 @@
-import type { Finish } from '../store/contract.js';
-
-/** A finish before the worker stamps it with the handler's start time. */
-export type AttemptFinish = Omit<Finish, 'startedAt'>;
+import type { AttemptFinish } from '../store/contract.js';
 import { encodeResult } from '../model/result.js';
 import type { HandlerResult, Outcome } from '../model/types.js';
 

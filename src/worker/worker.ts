@@ -21,7 +21,7 @@ import type { WorkerEvents } from './events.js';
 import { FinishQueue } from './finishes.js';
 import { Handling } from './handling.js';
 import type { Held } from './held.js';
-import type { WorkerInstruments } from './instruments.js';
+import type { WorkerInstruments } from '../metrics/instruments.js';
 import { JobReports } from './job-reports.js';
 import { LockKeeper } from './locks.js';
 import { MonitorCalls } from './monitor-calls.js';
