@@ -17,7 +17,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import { Command } from 'ioredis';
-import { successFinish } from './common.js';
+import { median } from './common.js';
+import { BATCH, collectRounds, newLane, PHASES, runLanes, type Lane, type Measure, type Phase } from './redis-lanes.js';
 import { claimMessages } from '../src/redis/claim.js';
 import { writeConfig } from '../src/redis/config.js';
 import { openConnection } from '../src/redis/connection.js';
@@ -26,8 +27,6 @@ import { finishMessages } from '../src/redis/finish.js';
 import { Scripts, type ScriptArg } from '../src/redis/scripts.js';
 import { parseRedisUrl } from '../src/redis/url.js';
 import { SCRIPTS, type LuaScript } from '../src/redis/scripts.generated.js';
-import type { NewMessage } from '../src/store/contract.js';
-import { plainMessage } from '../src/store/new-message.js';
 
 const { values } = parseArgs({
   options: {
@@ -40,7 +39,6 @@ const { values } = parseArgs({
 if (values.store === undefined) throw new Error('--store redis://HOST:PORT is required');
 const rounds = Number(values.rounds);
 const messages = Number(values.messages);
-const BATCH = 64;
 
 /** The generated scripts module of another commit, by script name. */
 async function scriptsAt(ref: string): Promise<Map<string, LuaScript>> {
@@ -82,113 +80,35 @@ const variants = {
   on: current,
 } as const;
 type Variant = keyof typeof variants;
-type Phase = 'enqueue' | 'claim' | 'finish';
-type Measure = 'script' | 'cpu';
-const PHASES = ['enqueue', 'claim', 'finish'] as const;
-const MEASURES = ['script', 'cpu'] as const;
+const MEASURES = ['script', 'cpu'] as const satisfies readonly Measure[];
 const order: Variant[] = ['before', 'off', 'on'];
 
-/**
- * Server time so far, µs: `script`, what INFO commandstats counts for FCALL, EVALSHA and EVAL (wall time inside
- * Redis, which counts the moments another process had the CPU); `cpu`, the main thread's CPU time (every
- * command, steadier on a loaded machine).
- */
-async function serverMicros(): Promise<Record<Measure, number>> {
-  const [stats, cpu] = await Promise.all([redis.info('commandstats'), redis.info('cpu')]);
-  let script = 0;
-  for (const [, usec] of stats.matchAll(/^cmdstat_(?:eval(?:sha)?|fcall):calls=\d+,usec=(\d+)/gm))
-    script += Number(usec);
-  const seconds = (name: string): number => Number(new RegExp(`^${name}:([\\d.]+)`, 'm').exec(cpu)?.[1] ?? NaN);
-  return { script, cpu: 1e6 * (seconds('used_cpu_user_main_thread') + seconds('used_cpu_sys_main_thread')) };
-}
-
-function newMessage(id: string): NewMessage {
-  return plainMessage(id, Buffer.from(JSON.stringify({ id })));
-}
-
-/** A variant's queue in a round, and the messages it holds. */
-interface Lane {
-  readonly variant: Variant;
-  readonly queue: string;
-  readonly held: { id: string; attempt: number }[];
-  readonly micros: Record<Measure, Record<Phase, number>>;
-}
-
-const CHUNK = 10 * BATCH;
-const ids = Array.from({ length: messages }, (_, i) => `m${i}`);
-
-/** Chunk `c` of a phase on a lane: ten script calls of 64 messages. */
-async function work(lane: Lane, phase: Phase, c: number): Promise<void> {
-  const scripts = variants[lane.variant];
-  const slice = ids.slice(c * CHUNK, (c + 1) * CHUNK);
-  if (phase === 'enqueue') {
-    for (let i = 0; i < slice.length; i += BATCH) {
-      await enqueueMessages(scripts, lane.queue, slice.slice(i, i + BATCH).map(newMessage));
-    }
-  } else if (phase === 'claim') {
-    const request = { consumerId: 'bench', max: BATCH, lockMs: 600_000, accepts: null, eoqBackoffMs: () => 1 };
-    while (lane.held.length < (c + 1) * CHUNK && lane.held.length < messages) {
-      const claimed = await claimMessages(scripts, new Map(), lane.queue, request, url.where);
-      lane.held.push(...claimed.messages.map((m) => ({ id: m.id, attempt: m.attempt })));
-    }
-  } else {
-    const held = lane.held.slice(c * CHUNK, (c + 1) * CHUNK);
-    for (let i = 0; i < held.length; i += BATCH) {
-      const batch = held.slice(i, i + BATCH).map(successFinish);
-      await finishMessages(scripts, lane.queue, 'bench', batch);
-    }
-  }
-}
-
-/**
- * One round: a fresh queue per variant; each phase goes a chunk at a time, variant after variant, so the
- * load of a shared machine falls on all three alike. Returns µs of server time per message per phase.
- */
-async function round(n: number): Promise<Lane[]> {
-  const lanes: Lane[] = order.map((variant) => ({
-    variant,
-    queue: `q-${variant}-${n}`,
-    held: [],
-    micros: { script: { enqueue: 0, claim: 0, finish: 0 }, cpu: { enqueue: 0, claim: 0, finish: 0 } },
-  }));
+/** One round: a fresh queue per variant, events on for `on`. */
+async function round(n: number): Promise<Lane<Variant>[]> {
+  const lanes = order.map((variant) =>
+    newLane(variant, `q-${variant}-${n}`, {
+      scripts: variants[variant],
+      enqueueMessages,
+      claimMessages,
+      finishMessages,
+    }),
+  );
   for (const lane of lanes) {
     if (lane.variant === 'on') await writeConfig(current, prefix, lane.queue, { events: true }, false);
   }
-  for (const phase of PHASES) {
-    for (let c = 0; c * CHUNK < messages; c++) {
-      for (let k = 0; k < lanes.length; k++) {
-        const lane = lanes[(c + k) % lanes.length] as Lane;
-        const start = await serverMicros();
-        await work(lane, phase, c);
-        const end = await serverMicros();
-        for (const measure of MEASURES) lane.micros[measure][phase] += end[measure] - start[measure];
-      }
-    }
-  }
+  await runLanes(redis, url.where, lanes, messages);
   for (const lane of lanes) {
     await current.run(SCRIPTS.clear, lane.queue, []);
     await redis.del(`${prefix}:{${lane.queue}}:conf`, `${prefix}:{${lane.queue}}:events-seq`);
-    for (const measure of MEASURES) for (const phase of PHASES) lane.micros[measure][phase] /= messages;
   }
   return lanes;
 }
 
-const median = (xs: number[]): number => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)] ?? NaN;
-const figures = new Map<Variant, Record<Measure, Record<Phase, number>>[]>(order.map((v) => [v, []]));
-try {
-  // A warm-up round (loads the older scripts, which are not in the server's cache yet).
-  await round(-1);
-  for (let n = 0; n < rounds; n++) {
-    for (const lane of await round(n)) figures.get(lane.variant)?.push(lane.micros);
-    process.stderr.write(`round ${n + 1}/${rounds}\n`);
-  }
-} finally {
-  redis.disconnect();
-}
+const figures = await collectRounds(order, rounds, round).finally(() => redis.disconnect());
 
 const med = (variant: Variant, measure: Measure, phase: Phase): number =>
   median((figures.get(variant) ?? []).map((r) => r[measure][phase]));
-const TITLES: Record<Measure, string> = {
+const TITLES: Record<(typeof MEASURES)[number], string> = {
   script: 'script time (INFO commandstats, EVALSHA + EVAL)',
   cpu: 'main-thread CPU time (INFO cpu)',
 };
