@@ -1,4 +1,5 @@
 /** Small helpers shared by the measurements: timing, concurrency, sizes. */
+import { cpus, loadavg, release, totalmem } from 'node:os';
 import type { Client } from '../src/index.js';
 import type { Finish } from '../src/store/contract.js';
 
@@ -188,4 +189,29 @@ export function lifecycleSizes(n: number, runs: number): BenchSizes {
 /** A success for a message a bench took with the store's own claim. */
 export function successFinish(m: { readonly id: string; readonly attempt: number }): Finish {
   return { id: m.id, attempt: m.attempt, outcome: 'success', backoffMs: 0, error: null, startedAt: Date.now() };
+}
+
+/** The machine a run measured, for the reports: cores, memory, OS, Node, and the load when the run began. */
+export function describeMachine(): string {
+  const cores = cpus();
+  const model = cores[0]?.model.trim() ?? 'unknown CPU';
+  const gb = (totalmem() / 1024 ** 3).toFixed(1);
+  const load = loadavg()[0]?.toFixed(2) ?? '?';
+  return (
+    `${cores.length} cores (${model}), ${gb} GB RAM, ${process.platform} ${release()}, Node ${process.version}, ` +
+    `load average ${load} at start`
+  );
+}
+
+/** Queue names no earlier run used (`prefix-<time>-<label>`), and the list of those handed out, to clear. */
+export function freshQueues(prefix: string): { readonly queue: (label: string) => string; readonly made: string[] } {
+  const made: string[] = [];
+  return {
+    made,
+    queue: (label) => {
+      const name = `${prefix}-${Date.now().toString(36)}-${label}`;
+      made.push(name);
+      return name;
+    },
+  };
 }

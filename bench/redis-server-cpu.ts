@@ -16,7 +16,7 @@ import { Redis } from 'ioredis';
 import { connect } from '../src/index.js';
 import { openStore } from '../src/store/url.js';
 import { plainMessage } from '../src/store/new-message.js';
-import { successFinish } from './common.js';
+import { fill, successFinish } from './common.js';
 import type { ClaimedMessage, ClaimRequest } from '../src/store/contract.js';
 
 const { values } = parseArgs({
@@ -114,15 +114,7 @@ async function idleWorker(): Promise<{ scriptCalls: number; cpu: number }> {
 
 try {
   const claimed: ClaimedMessage[][] = [];
-  const enqueueUs = await perMessage(async () => {
-    for (let sent = 0; sent < n; sent += 1000) {
-      const size = Math.min(1000, n - sent);
-      await client.enqueueBatch(
-        queue,
-        Array.from({ length: size }, (_, i) => ({ payload: { i: sent + i } })),
-      );
-    }
-  });
+  const enqueueUs = await perMessage(() => fill(client, queue, n, 1000));
   const request: ClaimRequest = {
     consumerId: 'bench',
     max: batch,

@@ -6,13 +6,13 @@
  * is reported, never enforced: a missed target is a FAIL row, not an exit code.
  */
 import { mkdtempSync, rmSync } from 'node:fs';
-import { cpus, loadavg, release, tmpdir, totalmem } from 'node:os';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import { connect } from '../src/index.js';
 import { measureBacklog } from './backlog.js';
-import { rssMb, short, type BenchContext, type BenchSizes } from './common.js';
+import { describeMachine, rssMb, short, type BenchContext, type BenchSizes } from './common.js';
 import { writeSection } from './doc.js';
 import { measureEnqueue } from './enqueue.js';
 import { measureLatency } from './latency.js';
@@ -219,17 +219,6 @@ function report(args: Args, run: RunInfo, figures: BenchFigures): void {
   const path = fileURLToPath(new URL('../docs/benchmarks.md', import.meta.url));
   writeSection(path, run.kind, docSection(run, command, markdownTable(rows), verdictNote, args.quick));
   console.log(`wrote the ${run.kind} section of docs/benchmarks.md`);
-}
-
-function describeMachine(): string {
-  const cores = cpus();
-  const model = cores[0]?.model.trim() ?? 'unknown CPU';
-  const gb = (totalmem() / 1024 ** 3).toFixed(1);
-  const load = loadavg()[0]?.toFixed(2) ?? '?';
-  return (
-    `${cores.length} cores (${model}), ${gb} GB RAM, ${process.platform} ${release()}, Node ${process.version}, ` +
-    `load average ${load} at start`
-  );
 }
 
 function docSection(run: RunInfo, command: string, table: string, verdict: string, quick: boolean): string {

@@ -17,7 +17,7 @@ import { parseArgs } from 'node:util';
 import { pathToFileURL } from 'node:url';
 import { Redis } from 'ioredis';
 import { connect as connectNew } from '../src/index.js';
-import { median, signal } from './common.js';
+import { fill, median, signal } from './common.js';
 
 type Connect = typeof connectNew;
 
@@ -65,13 +65,7 @@ const result = resultBytes === null ? null : { status: 'success' as const, resul
 async function drain(connect: Connect, label: string, withResult = false): Promise<Run> {
   const client = await connect(url, { maintenance: false });
   const queue = `worker-ab-${label}-${Date.now()}-${Math.random().toString(36).slice(2, 8)}`;
-  for (let sent = 0; sent < n; sent += 1000) {
-    const size = Math.min(1000, n - sent);
-    await client.enqueueBatch(
-      queue,
-      Array.from({ length: size }, (_, i) => ({ payload: { i: sent + i } })),
-    );
-  }
+  await fill(client, queue, n, 1000);
   let handled = 0;
   const all = signal();
   const server = await serverCpuUs();

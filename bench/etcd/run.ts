@@ -25,7 +25,7 @@
  */
 import { spawn } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
-import { cpus, loadavg, release, tmpdir, totalmem } from 'node:os';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
@@ -34,9 +34,22 @@ import { connect } from '../../src/index.js';
 import { openEtcdStore } from '../../src/etcd/store.js';
 import { QueueKeys } from '../../src/etcd/keys.js';
 import { prefixEnd, type WatchEvent } from '../../src/etcd/kv.js';
-import { median, quantile, signal, sleepUntil, step, table, whole, type BenchSizes } from '../common.js';
+import {
+  describeMachine,
+  fill,
+  freshQueues,
+  median,
+  quantile,
+  signal,
+  sleepUntil,
+  step,
+  table,
+  whole,
+  type BenchSizes,
+} from '../common.js';
 import { writeSection } from '../doc.js';
 import { measureLifecycle } from '../lifecycle.js';
+import { oneByOne } from '../one-by-one.js';
 import { measureRaw, rawEtcd, RAW_IN_FLIGHT } from '../raw/etcd.js';
 
 const ROOT = fileURLToPath(new URL('../../', import.meta.url));
@@ -88,25 +101,18 @@ async function limitRound(url: string, sizes: Sizes, into: Limit): Promise<void>
   into.raw.push((await measureRaw(url, bench, { keepKeys: true })).single.perSec);
   const raw = await rawEtcd(url);
   const client = await connect(url);
-  const queues: string[] = [];
+  const queues = freshQueues('limit');
   try {
     const before = await raw.revision();
     const figure = await measureLifecycle(
-      {
-        client,
-        sizes: bench,
-        queue: (label) => {
-          queues.push(`limit-${Date.now().toString(36)}-${label}`);
-          return queues.at(-1) ?? label;
-        },
-      },
+      { client, sizes: bench, queue: queues.queue },
       LIFECYCLE_CONCURRENCY,
       sizes.limitN,
     );
     into.revisions += (await raw.revision()) - before;
     into.messages += sizes.limitN + Math.round(sizes.limitN * bench.warmFraction);
     into.kvmq.push(figure.perSec);
-    await client.clear(...queues);
+    await client.clear(...queues.made);
   } finally {
     await client.close();
     await raw.close(true);
@@ -138,12 +144,8 @@ async function writesOneByOne(url: string, n: number): Promise<{ perMessage: num
   const queue = `writes-${Date.now().toString(36)}`;
   const keys = store.keys(queue);
   const kinds = new Map<string, number>();
-  let next = signal();
   try {
-    const worker = client.worker(queue, () => next.fire(), { concurrency: 1 });
-    await client.enqueue(queue, 'warm-up');
-    await next.promise;
-    await new Promise((resolve) => setTimeout(resolve, 500));
+    const one = await oneByOne(client, queue, 500, 5);
     const from = (await store.kv.range({ key: keys.election })).revision + 1;
     const byRevision = new Map<number, WatchEvent[]>();
     const watch = store.kv.watch(
@@ -159,19 +161,9 @@ async function writesOneByOne(url: string, n: number): Promise<{ perMessage: num
         broken: () => undefined,
       },
     );
-    let last = '';
-    for (let i = 0; i < n; i++) {
-      next = signal();
-      const result = await client.enqueue(queue, { i });
-      last = result.id;
-      await next.promise;
-    }
-    // Counted up to the last message's finish: the idle polling after it is nobody's write.
-    while ((await client.status(queue, last))?.state !== 'done-awaiting-gc') {
-      await new Promise((resolve) => setTimeout(resolve, 5));
-    }
+    await one.send(n);
     const to = (await store.kv.range({ key: keys.election })).revision;
-    await worker.stop();
+    await one.worker.stop();
     await new Promise((resolve) => setTimeout(resolve, 500));
     await watch.cancel();
     for (const [revision, events] of byRevision) {
@@ -306,13 +298,7 @@ async function bigBacklog(url: string, endpoints: string, n: number, probe: numb
   const queue = `backlog-${Date.now().toString(36)}`;
   try {
     const begin = performance.now();
-    for (let sent = 0; sent < n; sent += 1000) {
-      const size = Math.min(1000, n - sent);
-      await client.enqueueBatch(
-        queue,
-        Array.from({ length: size }, (_, i) => ({ payload: { i: sent + i } })),
-      );
-    }
+    await fill(client, queue, n, 1000);
     const buildPerSec = (n * 1000) / (performance.now() - begin);
     const dbAfterBuild = await dbSize(endpoints);
     let handled = 0;
@@ -400,9 +386,7 @@ async function main(): Promise<void> {
       only: { type: 'string' },
     },
   });
-  const machine =
-    `${cpus().length} cores (${cpus()[0]?.model.trim() ?? '?'}), ${(totalmem() / 1024 ** 3).toFixed(1)} GB RAM, ` +
-    `${process.platform} ${release()}, Node ${process.version}, load average ${loadavg()[0]?.toFixed(2) ?? '?'} at start`;
+  const machine = describeMachine();
   const sizes = values.quick ? QUICK : FULL;
   const backlog = Number((values.quick ? '20000' : values.backlog).replaceAll('_', ''));
   const standardBacklog = Number((values.quick ? '5000' : values['standard-backlog']).replaceAll('_', ''));

@@ -19,16 +19,27 @@
  */
 import { execFile, spawn, spawnSync } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
-import { cpus, loadavg, release, tmpdir, totalmem } from 'node:os';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs, promisify } from 'node:util';
 import { classpath, fourLetterWord, start } from '../../scripts/servers/zookeeper.mjs';
 import { ZkSession } from '../../src/zookeeper/client.js';
 import { connect } from '../../src/index.js';
-import { inFlight, median, signal, step, table, whole, type BenchSizes } from '../common.js';
+import {
+  describeMachine,
+  freshQueues,
+  inFlight,
+  median,
+  signal,
+  step,
+  table,
+  whole,
+  type BenchSizes,
+} from '../common.js';
 import { writeSection } from '../doc.js';
 import { measureLifecycle } from '../lifecycle.js';
+import { oneByOne } from '../one-by-one.js';
 import { measureRaw } from '../raw/zookeeper.js';
 import { storeOf } from '../../src/client-store.js';
 
@@ -150,19 +161,12 @@ async function measureLimit(url: string, port: number, sizes: Sizes, into: Limit
   into.rawOpsPerSec.push(raw.batched.perSec);
   const client = await connect(url);
   const sent = (storeOf(client) as unknown as { zk: ZkSession }).zk.sent;
-  const queues: string[] = [];
+  const queues = freshQueues('limit');
   try {
     const before = await zxid(port);
     const { writes, reads, readRequests } = sent;
     const figure = await measureLifecycle(
-      {
-        client,
-        sizes: bench,
-        queue: (label) => {
-          queues.push(`limit-${Date.now().toString(36)}-${label}`);
-          return queues.at(-1) ?? label;
-        },
-      },
+      { client, sizes: bench, queue: queues.queue },
       LIFECYCLE_CONCURRENCY,
       sizes.limitN,
     );
@@ -172,7 +176,7 @@ async function measureLimit(url: string, port: number, sizes: Sizes, into: Limit
     into.readRequests += sent.readRequests - readRequests;
     into.messages += sizes.limitN + Math.round(sizes.limitN * bench.warmFraction);
     into.kvmqPerSec.push(figure.perSec);
-    await client.clear(...queues);
+    await client.clear(...queues.made);
   } finally {
     await client.close();
   }
@@ -185,25 +189,12 @@ async function measureLimit(url: string, port: number, sizes: Sizes, into: Limit
 async function transactionsOneByOne(url: string, port: number, n: number): Promise<number> {
   const client = await connect(url);
   const queue = freshName('one-by-one');
-  let next = signal();
   try {
-    const worker = client.worker(queue, () => next.fire(), { concurrency: 1 });
-    await client.enqueue(queue, 'warm-up');
-    await next.promise;
-    await new Promise((resolve) => setTimeout(resolve, 200));
+    const one = await oneByOne(client, queue, 200, 2);
     const before = await zxid(port);
-    let last = '';
-    for (let i = 0; i < n; i++) {
-      next = signal();
-      last = (await client.enqueue(queue, { i })).id;
-      await next.promise;
-    }
-    // Counted up to the last message's finish: an idle worker's later polls are nobody's.
-    while ((await client.status(queue, last))?.state !== 'done-awaiting-gc') {
-      await new Promise((resolve) => setTimeout(resolve, 2));
-    }
+    await one.send(n);
     const transactions = (await zxid(port)) - before;
-    await worker.stop();
+    await one.worker.stop();
     await client.clear(queue);
     return transactions / n;
   } finally {
@@ -405,9 +396,7 @@ async function main(): Promise<void> {
       only: { type: 'string' },
     },
   });
-  const machine =
-    `${cpus().length} cores (${cpus()[0]?.model.trim() ?? '?'}), ${(totalmem() / 1024 ** 3).toFixed(1)} GB RAM, ` +
-    `${process.platform} ${release()}, Node ${process.version}, load average ${loadavg()[0]?.toFixed(2) ?? '?'} at start`;
+  const machine = describeMachine();
   ensurePackages();
   const sizes = values.quick ? QUICK : FULL;
   const temp = mkdtempSync(join(tmpdir(), 'kvmq-zk-bench-'));
