@@ -93,16 +93,18 @@ export interface Measurement {
 }
 
 /**
- * One measurement per phase in `chosen`: `measureOne` at the phase's size into the library's figures, or
- * at a tenth of it into scratch figures to warm up.
+ * One measurement per phase in `chosen`: `measureOne` at the phase's size into the library's figures in
+ * `results`, or at a tenth of it into scratch figures (`empty()`) to warm up.
  */
 export function phaseMeasurements<P extends string, R>(
   phases: readonly (readonly [phase: P, label: string])[],
   chosen: ReadonlySet<string>,
   sizes: Readonly<Record<P, number>>,
-  figures: (name: string | null) => R,
+  results: ReadonlyMap<string, R>,
+  empty: () => R,
   measureOne: (phase: P, factory: PeerFactory, n: number, into: R) => Promise<void>,
 ): Measurement[] {
+  const figures = (name: string | null): R => (name === null ? empty() : (results.get(name) ?? empty()));
   return phases
     .filter(([phase]) => chosen.has(phase))
     .map(([phase, label]) => ({
@@ -114,15 +116,23 @@ export function phaseMeasurements<P extends string, R>(
     }));
 }
 
+/** The latency phase: measureLatency's options, fresh queues, and each library's samples by name. */
+export interface LatencyPhase {
+  readonly options: { messages: number; perSec: number; concurrency: number };
+  readonly freshQueue: () => string;
+  readonly results: ReadonlyMap<string, { readonly latency: number[] }>;
+}
+
 /**
  * A warm-up of every measurement per library, then `runs` rounds of each library in turn, every other round
- * in reverse order (a library measured last in one round is first in the next). Returns the 1-minute load
- * average at the start of each round and at the end.
+ * in reverse order (a library measured last in one round is first in the next); then, when given, each
+ * library's latencies. Returns the 1-minute load average at the start of each round and at the end.
  */
 export async function inTurn(
   peers: readonly (readonly [string, PeerFactory])[],
   runs: number,
   measurements: readonly Measurement[],
+  latency: LatencyPhase | null,
 ): Promise<number[]> {
   for (const [name, factory] of peers) {
     await step(`${name} warm-up`, async () => {
@@ -138,6 +148,14 @@ export async function inTurn(
     }
   }
   loads.push(loadNow());
+  if (latency !== null) {
+    const { options, freshQueue, results } = latency;
+    for (const [name, factory] of peers) {
+      await step(`${name} latency`, async () => {
+        results.get(name)?.latency.push(...(await measureLatency(factory, freshQueue(), options)));
+      });
+    }
+  }
   return loads;
 }
 

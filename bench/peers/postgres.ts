@@ -27,10 +27,9 @@
  * Writes the `postgres-peers` section of docs/benchmarks.md (bench/doc.ts), unless --quick, --only or
  * --peers (or a skipped kvmq) leave something out.
  */
-import { cpus, loadavg, release, totalmem } from 'node:os';
 import { fileURLToPath } from 'node:url';
 import pg from 'pg';
-import { inFlight, median, quantile, step, table, whole } from '../common.js';
+import { describeMachine, inFlight, median, quantile, table, whole } from '../common.js';
 import { writeSection } from '../doc.js';
 import { peerRequire } from './install.js';
 import {
@@ -42,7 +41,6 @@ import {
   roundRatios,
   refuseBusy,
   BusyMachineError,
-  measureLatency,
   phaseMeasurements,
   type Peer,
   type PeerFactory,
@@ -229,9 +227,7 @@ async function main(): Promise<void> {
   const sizes = { ...preset, runs: args.rounds ?? preset.runs };
   if (args.cold || args.child !== undefined) throw new TypeError('--cold is a flag of bench/peers/redis.ts only');
   refuseBusy(args.allowBusy || args.quick);
-  const machine =
-    `${cpus().length} cores (${cpus()[0]?.model.trim() ?? '?'}), ${(totalmem() / 1024 ** 3).toFixed(1)} GB RAM, ` +
-    `${process.platform} ${release()}, Node ${process.version}, load average ${loadavg()[0]?.toFixed(2) ?? '?'} at start`;
+  const machine = describeMachine();
   const client = new pg.Client({ connectionString: store });
   await client.connect();
   const admin = new Admin(client);
@@ -264,19 +260,15 @@ async function main(): Promise<void> {
     ],
     phases,
     sizes,
-    (name) => (name === null ? emptyResults() : (results.get(name) ?? emptyResults())),
+    results,
+    emptyResults,
     (phase: Throughput, factory, n, into) => measureOne[phase](factory, admin, n, into[phase]),
   );
   let loads: number[] = [];
   try {
-    loads = await inTurn(peers, sizes.runs, measurements);
-    for (const [name, factory] of phases.has('latency') ? peers : []) {
-      const into = results.get(name) ?? emptyResults();
-      const latency = { messages: sizes.latency, perSec: sizes.latencyPerSec, concurrency: CONCURRENCY };
-      await step(`${name} latency`, async () =>
-        into.latency.push(...(await measureLatency(factory, freshQueue('latency'), latency))),
-      );
-    }
+    const latency = { messages: sizes.latency, perSec: sizes.latencyPerSec, concurrency: CONCURRENCY };
+    const latencyPhase = { options: latency, freshQueue: () => freshQueue('latency'), results };
+    loads = await inTurn(peers, sizes.runs, measurements, phases.has('latency') ? latencyPhase : null);
   } finally {
     await client.end();
   }

@@ -25,12 +25,11 @@
  * Writes the `redis-peers` section of docs/benchmarks.md (bench/doc.ts), unless --only or --peers leave a
  * phase or a library out.
  */
-import { cpus, loadavg, release, totalmem } from 'node:os';
 import { fileURLToPath } from 'node:url';
 import { Redis } from 'ioredis';
 import { tlsOptions } from '../../src/redis/connection.js';
 import { parseRedisUrl, type RedisUrlOptions } from '../../src/redis/url.js';
-import { inFlight, median, quantile, step, table, whole } from '../common.js';
+import { describeMachine, inFlight, median, quantile, table, whole } from '../common.js';
 import { writeSection } from '../doc.js';
 import { spawn } from 'node:child_process';
 import {
@@ -39,7 +38,6 @@ import {
   inTurn,
   kvmqFactory,
   loadText,
-  measureLatency,
   phaseMeasurements,
   ratioText,
   BusyMachineError,
@@ -224,15 +222,7 @@ function freshQueue(label: string): string {
 async function measureEnqueue(factory: PeerFactory, n: number, stats: CommandStats, into: Phase): Promise<void> {
   const peer = await factory(freshQueue('enqueue'));
   try {
-    await stats.reset();
-    const start = performance.now();
-    await inFlight(n, IN_FLIGHT, (i) => peer.enqueue({ i }));
-    const ms = performance.now() - start;
-    const counted = await stats.read();
-    into.perSec.push((n * 1000) / ms);
-    into.commands += counted.all;
-    into.scripts += counted.scripts;
-    into.messages += n;
+    await counted(n, stats, into, () => inFlight(n, IN_FLIGHT, (i) => peer.enqueue({ i })));
   } finally {
     await peer.close();
   }
@@ -242,18 +232,23 @@ async function measureProcess(factory: PeerFactory, n: number, stats: CommandSta
   const peer = await factory(freshQueue('process'));
   try {
     await fillBatches(peer, n, FILL_BATCH);
-    await stats.reset();
-    const start = performance.now();
-    await drain(peer, n, CONCURRENCY);
-    const ms = performance.now() - start;
-    const counted = await stats.read();
-    into.perSec.push((n * 1000) / ms);
-    into.commands += counted.all;
-    into.scripts += counted.scripts;
-    into.messages += n;
+    await counted(n, stats, into, () => drain(peer, n, CONCURRENCY));
   } finally {
     await peer.close();
   }
+}
+
+/** Times `run` over n messages and adds its rate and the Redis commands it sent to `into`. */
+async function counted(n: number, stats: CommandStats, into: Phase, run: () => Promise<void>): Promise<void> {
+  await stats.reset();
+  const start = performance.now();
+  await run();
+  const ms = performance.now() - start;
+  const sent = await stats.read();
+  into.perSec.push((n * 1000) / ms);
+  into.commands += sent.all;
+  into.scripts += sent.scripts;
+  into.messages += n;
 }
 
 // --- report ----------------------------------------------------------------
@@ -346,9 +341,7 @@ async function main(): Promise<void> {
   const sizes = { ...preset, runs: args.rounds ?? preset.runs };
   if (args.child !== undefined) return measureInChild(args.child, store, url, sizes, phases);
   refuseBusy(args.allowBusy || args.quick);
-  const machine =
-    `${cpus().length} cores (${cpus()[0]?.model.trim() ?? '?'}), ${(totalmem() / 1024 ** 3).toFixed(1)} GB RAM, ` +
-    `${process.platform} ${release()}, Node ${process.version}, load average ${loadavg()[0]?.toFixed(2) ?? '?'} at start`;
+  const machine = describeMachine();
   const peers = peerFactories(store, url);
   const chosen = args.peers;
   peers.splice(0, peers.length, ...peers.filter(([name]) => chosen.has(name)));
@@ -365,23 +358,14 @@ async function main(): Promise<void> {
   const measureOne = { enqueue: measureEnqueue, process: measureProcess };
   const measurements = args.cold
     ? coldMeasurements(store, phases, results, args.quick)
-    : phaseMeasurements(
-        THROUGHPUT,
-        phases,
-        sizes,
-        (name) => (name === null ? emptyResults() : (results.get(name) ?? emptyResults())),
-        (phase: Throughput, factory, n, into) => measureOne[phase](factory, n, stats, into[phase]),
+    : phaseMeasurements(THROUGHPUT, phases, sizes, results, emptyResults, (phase: Throughput, factory, n, into) =>
+        measureOne[phase](factory, n, stats, into[phase]),
       );
   let loads: number[] = [];
   try {
-    loads = await inTurn(peers, sizes.runs, measurements);
-    for (const [name, factory] of phases.has('latency') ? peers : []) {
-      const into = results.get(name) ?? emptyResults();
-      const latency = { messages: sizes.latency, perSec: sizes.latencyPerSec, concurrency: 1 };
-      await step(`${name} latency`, async () => {
-        into.latency.push(...(await measureLatency(factory, freshQueue('latency'), latency)));
-      });
-    }
+    const latency = { messages: sizes.latency, perSec: sizes.latencyPerSec, concurrency: 1 };
+    const latencyPhase = { options: latency, freshQueue: () => freshQueue('latency'), results };
+    loads = await inTurn(peers, sizes.runs, measurements, phases.has('latency') ? latencyPhase : null);
   } finally {
     admin.disconnect();
   }
