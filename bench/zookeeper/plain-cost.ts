@@ -11,6 +11,7 @@
 import { parseArgs } from 'node:util';
 import { connect } from '../../src/index.js';
 import { storeOf } from '../../src/client-store.js';
+import { successFinish } from '../common.js';
 
 const { values } = parseArgs({
   options: {
@@ -57,9 +58,7 @@ try {
     });
     const message = messages[0];
     if (message === undefined) continue;
-    await storeOf(client).finish(queue, 'bench', [
-      { id: message.id, attempt: message.attempt, outcome: 'success', backoffMs: 0, error: null, startedAt: 0 },
-    ]);
+    await storeOf(client).finish(queue, 'bench', [successFinish(message)]);
     claimed += 1;
   }
   const claimMs = performance.now() - claimStart;

@@ -17,6 +17,7 @@ import { parseArgs } from 'node:util';
 import { connect } from '../../src/index.js';
 import { storeOf } from '../../src/client-store.js';
 import type { ZkOp, ZkSession } from '../../src/zookeeper/client.js';
+import { successFinish } from '../common.js';
 
 const { values } = parseArgs({
   options: {
@@ -103,9 +104,7 @@ try {
     claiming.readRequests += after.readRequests - before.readRequests;
     const message = messages[0];
     if (message === undefined) continue;
-    await storeOf(client).finish(queue, 'bench', [
-      { id: message.id, attempt: message.attempt, outcome: 'success', backoffMs: 0, error: null, startedAt: 0 },
-    ]);
+    await storeOf(client).finish(queue, 'bench', [successFinish(message)]);
     claimed += 1;
   }
   await client.clear(queue);
