@@ -11,22 +11,12 @@ import { after, before } from 'node:test';
 import { start as startPgBouncer, type PgBouncer } from '../../scripts/servers/pgbouncer.mjs';
 import { dropSchemas, freshSchema, postgresTestUrl } from '../fixtures/postgres-server.js';
 import { deletePrefixes, redisTestUrl } from '../fixtures/redis-server.js';
+import { tempSqlite } from '../fixtures/sqlite-temp.js';
 import type { StoreFixture } from './fixture.js';
 
 /** A fresh SQLite file per url(); the dirs go when the file's tests end. */
 export function sqliteFixture(): StoreFixture {
-  const dirs: string[] = [];
-  after(async () => {
-    await Promise.all(dirs.map((dir) => rm(dir, { recursive: true, force: true })));
-  });
-  return {
-    name: 'sqlite',
-    async url() {
-      const dir = await mkdtemp(join(tmpdir(), 'kvmq-test-'));
-      dirs.push(dir);
-      return `sqlite:${join(dir, 'kvmq.db')}`;
-    },
-  };
+  return tempSqlite('test');
 }
 
 /** A fresh key prefix per url() on the test Redis; its keys go when the file's tests end. */
