@@ -12,11 +12,12 @@ import { createInterface } from 'node:readline';
 import { setTimeout as delay } from 'node:timers/promises';
 import { after, describe, test } from 'node:test';
 import Database from 'better-sqlite3';
-import { connect, StoreLayoutError, StoreUnavailableError, StoreUrlError } from '../src/index.js';
+import { connect, StoreLayoutError, StoreUnavailableError, StoreUrlError, type Client } from '../src/index.js';
 import { SCHEMA_VERSION } from '../src/sqlite/schema.js';
 import { prepareStatements, SQL } from '../src/sqlite/statements.js';
 import { waitFor } from './support/wait.js';
 import { storeOf } from '../src/client-store.js';
+import type { Store } from '../src/store/contract.js';
 
 const dir = mkdtempSync(join(tmpdir(), 'kvmq-sqlite-'));
 const children = new Set<ChildProcessWithoutNullStreams>();
@@ -75,6 +76,44 @@ function assertCountersMatchRows(url: string, queue: string): void {
   } finally {
     db.close();
   }
+}
+
+/**
+ * A file of an older schema: written by this build (after `seed`), then taken back to that layout by `sql`,
+ * which ends by setting its user_version. Returns its URL and path.
+ */
+async function olderFile(seed: (client: Client) => Promise<void>, sql: string): Promise<{ url: string; path: string }> {
+  const url = freshUrl();
+  const before = await connect(url, { maintenance: false });
+  await seed(before);
+  await before.close();
+  const path = url.slice('sqlite:'.length);
+  const db = new Database(path);
+  db.exec(sql);
+  db.close();
+  return { url, path };
+}
+
+/** Once a migrated file's client has closed: the file is at this build's schema version, and `more` holds. */
+function assertMigrated(path: string, more: (db: Database.Database) => void = () => undefined): void {
+  const db = new Database(path, { readonly: true });
+  try {
+    assert.equal(db.pragma('user_version', { simple: true }), SCHEMA_VERSION);
+    more(db);
+  } finally {
+    db.close();
+  }
+}
+
+/** Claims up to `max` of queue old's messages as consumer c. */
+function claimAsC(client: Client, max: number): ReturnType<Store['claim']> {
+  return storeOf(client).claim('old', {
+    consumerId: 'c',
+    max,
+    lockMs: 10_000,
+    accepts: null,
+    eoqBackoffMs: () => 1000,
+  });
 }
 
 // The layout kvmq wrote before schema 2, to check the migration.
@@ -390,13 +429,7 @@ describe('sqlite store', () => {
         ],
       );
       await client.enqueue('old', 'new', { id: 'n1', attempts: 3 });
-      const claimed = await storeOf(client).claim('old', {
-        consumerId: 'c',
-        max: 10,
-        lockMs: 10_000,
-        accepts: null,
-        eoqBackoffMs: () => 1000,
-      });
+      const claimed = await claimAsC(client, 10);
       assert.deepEqual(
         claimed.messages.map((m) => [m.id, m.policy]),
         [
@@ -409,31 +442,24 @@ describe('sqlite store', () => {
     } finally {
       await client.close();
     }
-    const after = new Database(path, { readonly: true });
-    try {
-      assert.equal(after.pragma('user_version', { simple: true }), SCHEMA_VERSION);
-    } finally {
-      after.close();
-    }
+    assertMigrated(path);
     assertCountersMatchRows(url, 'old');
   });
 
   test('a schema 4 file is migrated: schedules work, messages, configuration and event rows stay', async () => {
-    const url = freshUrl();
-    const path = url.slice('sqlite:'.length);
-    const before = await connect(url, { maintenance: false });
-    await before.configure('old', { gcLifetimeMs: 4321, events: true });
-    await before.enqueue('old', 'kept', { id: 'm1', priority: 3 });
-    await before.close();
-    // Back to schema 4's layout: what schemas 5 and 6 added goes; its event rows had no time per event.
-    const db = new Database(path);
-    db.exec(`DROP TABLE kvmq_schedules;
+    const { url, path } = await olderFile(
+      async (c) => {
+        await c.configure('old', { gcLifetimeMs: 4321, events: true });
+        await c.enqueue('old', 'kept', { id: 'm1', priority: 3 });
+      },
+      // Back to schema 4's layout: what schemas 5 and 6 added goes; its event rows had no time per event.
+      `DROP TABLE kvmq_schedules;
       ALTER TABLE kvmq_queues DROP COLUMN events_buffer; ALTER TABLE kvmq_queues DROP COLUMN events_buffered;
       DELETE FROM kvmq_events;
       INSERT INTO kvmq_events (queue, seq, at, count, events) VALUES ('old', 1, 1000, 2, '[[0,"m1",0],[3,"x",1,"boom"]]');
       ${DROP_RESULT_9}
-      PRAGMA user_version = 4`);
-    db.close();
+      PRAGMA user_version = 4`,
+    );
 
     const client = await connect(url, { maintenance: false });
     try {
@@ -459,35 +485,19 @@ describe('sqlite store', () => {
     } finally {
       await client.close();
     }
-    const after = new Database(path, { readonly: true });
-    try {
-      assert.equal(after.pragma('user_version', { simple: true }), SCHEMA_VERSION);
-    } finally {
-      after.close();
-    }
+    assertMigrated(path);
   });
 
   test("a schema 7 file gains the reports table; a message's reports are deleted with it", async () => {
-    const url = freshUrl();
-    const path = url.slice('sqlite:'.length);
-    const before = await connect(url, { maintenance: false });
-    await before.enqueue('old', 'kept', { id: 'm1' });
-    await before.close();
-    const db = new Database(path);
-    db.exec(`DROP TRIGGER kvmq_reports_gone; DROP TABLE kvmq_reports; ${DROP_RESULT_9} PRAGMA user_version = 7`);
-    db.close();
+    const { url, path } = await olderFile(async (c) => {
+      await c.enqueue('old', 'kept', { id: 'm1' });
+    }, `DROP TRIGGER kvmq_reports_gone; DROP TABLE kvmq_reports; ${DROP_RESULT_9} PRAGMA user_version = 7`);
 
     const client = await connect(url, { maintenance: false });
     try {
       assert.deepEqual((await client.show('old', 'm1'))?.log, []);
       const store = storeOf(client);
-      const claimed = await store.claim('old', {
-        consumerId: 'c',
-        max: 1,
-        lockMs: 10_000,
-        accepts: null,
-        eoqBackoffMs: () => 50,
-      });
+      const claimed = await claimAsC(client, 1);
       assert.equal(claimed.messages.length, 1);
       assert.deepEqual(await store.report?.('old', 'c', [{ id: 'm1', attempt: 1, progress: '7', lines: ['a'] }]), [
         'ok',
@@ -499,24 +509,18 @@ describe('sqlite store', () => {
     } finally {
       await client.close();
     }
-    const after = new Database(path, { readonly: true });
-    try {
-      assert.equal(after.pragma('user_version', { simple: true }), SCHEMA_VERSION);
-      assert.deepEqual(after.prepare('SELECT count(*) AS n FROM kvmq_reports').get(), { n: 0 });
-    } finally {
-      after.close();
-    }
+    assertMigrated(path, (db) => {
+      assert.deepEqual(db.prepare('SELECT count(*) AS n FROM kvmq_reports').get(), { n: 0 });
+    });
   });
 
   test('a schema 6 file is migrated: its JSON events, buffered ones included, read back with their cursors', async () => {
-    const url = freshUrl();
-    const path = url.slice('sqlite:'.length);
-    const before = await connect(url, { maintenance: false });
-    await before.configure('old', { events: true });
-    await before.close();
-    // Back to schema 6's layout: a WITHOUT ROWID events table of JSON lists, and JSON items in the queue row.
-    const db = new Database(path);
-    db.exec(`DROP TABLE kvmq_events;
+    const { url, path } = await olderFile(
+      async (c) => {
+        await c.configure('old', { events: true });
+      },
+      // Back to schema 6's layout: a WITHOUT ROWID events table of JSON lists, and JSON items in the queue row.
+      `DROP TABLE kvmq_events;
       CREATE TABLE kvmq_events (queue TEXT NOT NULL, seq INTEGER NOT NULL, at INTEGER NOT NULL,
         first INTEGER NOT NULL DEFAULT 0, count INTEGER NOT NULL, events TEXT NOT NULL, PRIMARY KEY (queue, seq))
         STRICT, WITHOUT ROWID;
@@ -525,8 +529,8 @@ describe('sqlite store', () => {
       UPDATE kvmq_queues SET events_trimmed = 1, events_trimmed_index = 0, events_buffered = 2,
         events_buffer = '[0,"m2",0,null,2000],[3,"m3",1,"boom",2001]' WHERE queue = 'old';
       ${DROP_RESULT_9}
-      PRAGMA user_version = 6`);
-    db.close();
+      PRAGMA user_version = 6`,
+    );
 
     const client = await connect(url, { maintenance: false });
     try {
@@ -562,26 +566,20 @@ describe('sqlite store', () => {
     } finally {
       await client.close();
     }
-    const after = new Database(path, { readonly: true });
-    try {
-      assert.equal(after.pragma('user_version', { simple: true }), SCHEMA_VERSION);
-      const columns = after.prepare("SELECT name FROM pragma_table_info('kvmq_events')").pluck().all();
+    assertMigrated(path, (db) => {
+      const columns = db.prepare("SELECT name FROM pragma_table_info('kvmq_events')").pluck().all();
       assert.deepEqual(columns, ['id', 'queue', 'seq', 'at', 'first', 'count', 'events']);
-    } finally {
-      after.close();
-    }
+    });
   });
 
   test('a schema 2 file is migrated: events, turns and priorities work, its configuration reads events off', async () => {
-    const url = freshUrl();
-    const path = url.slice('sqlite:'.length);
-    const before = await connect(url, { maintenance: false });
-    await before.configure('old', { gcLifetimeMs: 4321 });
-    await before.enqueue('old', 'kept', { id: 'm1' });
-    await before.close();
-    // Back to schema 2's layout: what schemas 3 to 6 added goes.
-    const db = new Database(path);
-    db.exec(`DROP TABLE kvmq_schedules;
+    const { url, path } = await olderFile(
+      async (c) => {
+        await c.configure('old', { gcLifetimeMs: 4321 });
+        await c.enqueue('old', 'kept', { id: 'm1' });
+      },
+      // Back to schema 2's layout: what schemas 3 to 6 added goes.
+      `DROP TABLE kvmq_schedules;
       ALTER TABLE kvmq_queues DROP COLUMN events_buffer; ALTER TABLE kvmq_queues DROP COLUMN events_buffered;
       DROP INDEX kvmq_messages_pending; DROP INDEX kvmq_messages_group_held; DROP INDEX kvmq_messages_debounce;
       ALTER TABLE kvmq_messages DROP COLUMN priority; ALTER TABLE kvmq_messages DROP COLUMN group_name;
@@ -591,8 +589,8 @@ describe('sqlite store', () => {
       ALTER TABLE kvmq_queues DROP COLUMN events_trimmed_index;
       UPDATE kvmq_queues SET config = json_remove(config, '$.events', '$.eventsMaxCount', '$.eventsMaxAgeMs');
       ${DROP_RESULT_9}
-      PRAGMA user_version = 2`);
-    db.close();
+      PRAGMA user_version = 2`,
+    );
 
     const client = await connect(url, { maintenance: false });
     try {
@@ -612,13 +610,7 @@ describe('sqlite store', () => {
       await client.enqueue('old', 'late', { id: 'm3', priority: 5 });
       await client.enqueue('old', 'urgent', { id: 'm4', priority: 1 });
       assert.equal((await client.show('old', 'm1'))?.priority, 0);
-      const claimed = await storeOf(client).claim('old', {
-        consumerId: 'c',
-        max: 10,
-        lockMs: 10_000,
-        accepts: null,
-        eoqBackoffMs: () => 1000,
-      });
+      const claimed = await claimAsC(client, 10);
       assert.deepEqual(
         claimed.messages.map((m) => m.id),
         ['m1', 'm2', 'm4', 'm3'],
@@ -626,12 +618,7 @@ describe('sqlite store', () => {
     } finally {
       await client.close();
     }
-    const after = new Database(path, { readonly: true });
-    try {
-      assert.equal(after.pragma('user_version', { simple: true }), SCHEMA_VERSION);
-    } finally {
-      after.close();
-    }
+    assertMigrated(path);
   });
 
   test('events: trimmed as written and within a row, readers told of the gap', async () => {
