@@ -127,8 +127,7 @@ export function locks(fixture: StoreFixture): void {
       const worker = h.worker(
         q,
         async (job) => {
-          log.record(job);
-          await new Promise((resolve) => job.signal.addEventListener('abort', resolve, { once: true }));
+          await log.recordUntilAborted(job);
           return { status: 'error', error: 'should not be recorded' };
         },
         { lockMs: 1000 },

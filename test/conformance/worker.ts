@@ -95,14 +95,7 @@ export function worker(fixture: StoreFixture): void {
     storeTest(fixture, 'a second stop() releases prefetched messages with the running ones', async (h) => {
       const q = h.queue('prefetch-forced');
       const log = new JobLog();
-      const worker = h.worker(
-        q,
-        async (job) => {
-          log.record(job);
-          await new Promise((resolve) => job.signal.addEventListener('abort', resolve, { once: true }));
-        },
-        { concurrency: 1, prefetch: 2, lockMs: 30_000 },
-      );
+      const worker = h.worker(q, (job) => log.recordUntilAborted(job), { concurrency: 1, prefetch: 2, lockMs: 30_000 });
       await h.client.enqueueBatch(
         q,
         Array.from({ length: 3 }, (_, i) => ({ payload: i, id: `m${i}` })),
@@ -171,14 +164,7 @@ export function worker(fixture: StoreFixture): void {
     storeTest(fixture, 'a second stop() while a handler hangs returns promptly and releases the message', async (h) => {
       const q = h.queue('forced');
       const log = new JobLog();
-      const worker = h.worker(
-        q,
-        async (job) => {
-          log.record(job);
-          await new Promise((resolve) => job.signal.addEventListener('abort', resolve, { once: true }));
-        },
-        { lockMs: 30_000 },
-      );
+      const worker = h.worker(q, (job) => log.recordUntilAborted(job), { lockMs: 30_000 });
       await h.client.enqueue(q, 'x', { id: 'm' });
       const seen = await log.handled('m');
       const first = worker.stop();

@@ -19,6 +19,12 @@ export class JobLog {
     this.seen.push({ id: job.id, attempt: job.attempt, payload: job.payload, at: Date.now(), job });
   }
 
+  /** Records the call, then holds the message until its job.signal aborts (a stop, a lost lock). */
+  async recordUntilAborted(job: Job): Promise<void> {
+    this.record(job);
+    await new Promise((resolve) => job.signal.addEventListener('abort', resolve, { once: true }));
+  }
+
   ids(): string[] {
     return this.seen.map((s) => s.id);
   }
