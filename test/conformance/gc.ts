@@ -36,7 +36,7 @@ export function gc(fixture: StoreFixture): void {
       assert.deepEqual(written, { ...defaults, gcLifetimeMs: 1234, gcIntervalMs: 567 });
       // A store that cannot move messages between queues atomically refuses a dead-letter queue.
       const dlq = storeOf(h.client).capabilities.deadLetterQueue ? h.queue('config-dlq') : null;
-      const every = await h.client.configure(q, {
+      const patch = {
         failedLifetimeMs: 4321,
         maxDeliveries: 3,
         deadLetterQueue: dlq,
@@ -48,21 +48,9 @@ export function gc(fixture: StoreFixture): void {
         groupConcurrency: 2,
         keepDone: 100,
         keepFailed: 0,
-      });
-      assert.deepEqual(every, {
-        ...written,
-        failedLifetimeMs: 4321,
-        maxDeliveries: 3,
-        deadLetterQueue: dlq,
-        paused: true,
-        events: true,
-        eventsMaxCount: 50,
-        eventsMaxAgeMs: 60_000,
-        rateLimit: { max: 5, perMs: 1000 },
-        groupConcurrency: 2,
-        keepDone: 100,
-        keepFailed: 0,
-      });
+      };
+      const every = await h.client.configure(q, patch);
+      assert.deepEqual(every, { ...written, ...patch });
       assert.deepEqual(await h.client.config(q), every);
       await h.client.configure(q, {
         failedLifetimeMs: 7 * 24 * HOUR_MS,
