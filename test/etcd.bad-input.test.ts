@@ -4,34 +4,27 @@
  * refused or ignored with a logged reason; the dispatcher keeps going and no accepted message is lost.
  */
 import assert from 'node:assert/strict';
-import { after, describe, test } from 'node:test';
+import { describe, test } from 'node:test';
 import { connect, KvmqError, StoreUnavailableError, type Client } from '../src/index.js';
 import { openEtcdStore, type EtcdStore } from '../src/etcd/store.js';
 import { JobLog, waitForStatus } from './support/jobs.js';
 import { waitFor } from './support/wait.js';
-import { endpointsOf, etcdctl, isolatedUrl, startEtcd } from './fixtures/etcd-support.js';
+import { closedAfterAll, endpointsOf, etcdctl, isolatedUrl, startEtcd } from './fixtures/etcd-support.js';
 
 const TIMEOUT_MS = 60_000;
-const cleanups: (() => Promise<void> | void)[] = [];
-after(async () => {
-  for (const fn of cleanups.reverse()) await fn();
-});
+const opened = closedAfterAll();
 
 /** A store that dispatches `queue`, with its log kept for the test to read. */
 async function dispatching(url: string, queue: string): Promise<{ store: EtcdStore; log: string[] }> {
   const log: string[] = [];
   const store = await openEtcdStore(url, (level, message) => log.push(`${level}: ${message}`));
-  cleanups.push(() => store.close());
+  opened.add(() => store.close());
   store.dispatch(queue);
   await waitFor(() => store.host.dispatching(queue), { what: `a dispatcher for ${queue}` });
   return { store, log };
 }
 
-async function client(url: string): Promise<Client> {
-  const c = await connect(url, { maintenance: false });
-  cleanups.push(() => c.close());
-  return c;
-}
+const client = (url: string): Promise<Client> => opened.client(url);
 
 function prefixOf(url: string): string {
   return /\/t-[0-9a-f]+/.exec(url)?.[0] ?? '';
@@ -203,7 +196,7 @@ void describe('etcd bad input', () => {
     { timeout: 90_000 },
     async () => {
       const { node, cleanup } = await startEtcd();
-      cleanups.push(cleanup);
+      opened.add(cleanup);
       const ep = node.endpoints;
       const root = ['--user=root:rootpw'];
       await ctl(ep, ['user', 'add', 'root', '--new-user-password=rootpw', '--interactive=false']);
@@ -247,7 +240,7 @@ void describe('etcd bad input', () => {
           concurrency: 1,
         },
       );
-      cleanups.push(async () => {
+      opened.add(async () => {
         await Promise.all([holder.stop(), holder.stop()]);
       });
       await kvmq.enqueue('jobs', 'held by kvmq', { id: 'held' });

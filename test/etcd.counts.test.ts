@@ -11,7 +11,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, test } from 'node:test';
 import type { Client, Handler } from '../src/index.js';
-import { openEtcdStore, type EtcdStore } from '../src/etcd/store.js';
+import type { EtcdStore } from '../src/etcd/store.js';
 import { prefixEnd } from '../src/etcd/kv.js';
 import { decodeRecord, stateOf } from '../src/etcd/record.js';
 import { countBaseKey, countReads, countSlotsPrefix, sumCounts, type Counts } from '../src/etcd/counts.js';
@@ -28,11 +28,7 @@ const TIMEOUT_MS = 120_000;
 const opened = closedAfterAll();
 const client = (url: string): Promise<Client> => opened.client(url);
 
-async function store(url: string): Promise<EtcdStore> {
-  const s = await openEtcdStore(url, () => undefined);
-  opened.add(() => s.close());
-  return s;
-}
+const store = (url: string): Promise<EtcdStore> => opened.store(url);
 
 interface Snapshot {
   readonly counts: Counts | null;

@@ -18,11 +18,7 @@ const TIMEOUT_MS = 90_000;
 const opened = closedAfterAll();
 const client = (url: string): Promise<Client> => opened.client(url);
 
-async function store(url: string): Promise<EtcdStore> {
-  const s = await openEtcdStore(url, () => undefined);
-  opened.add(() => s.close());
-  return s;
-}
+const store = (url: string): Promise<EtcdStore> => opened.store(url);
 
 /** Every change under the queue's prefix from now on, by revision, until `stop`. */
 function recordChanges(

@@ -7,7 +7,7 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import type { Client } from '../src/index.js';
-import { openEtcdStore, type EtcdStore } from '../src/etcd/store.js';
+import type { EtcdStore } from '../src/etcd/store.js';
 import { prefixEnd } from '../src/etcd/kv.js';
 import { decodeRecord } from '../src/etcd/record.js';
 import { indexEntries } from '../src/etcd/transitions.js';
@@ -43,8 +43,7 @@ void describe('etcd index keys', () => {
     { timeout: TIMEOUT_MS },
     async () => {
       const url = isolatedUrl();
-      const store = await openEtcdStore(url, () => undefined);
-      opened.add(() => store.close());
+      const store = await opened.store(url);
       const q = 'mix';
       const producer = await client(url);
       const actor = await client(url);

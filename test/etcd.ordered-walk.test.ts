@@ -6,7 +6,7 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import type { Client } from '../src/index.js';
-import { openEtcdStore, type EtcdStore } from '../src/etcd/store.js';
+import type { EtcdStore } from '../src/etcd/store.js';
 import { idxAt } from '../src/etcd/keys.js';
 import { headHintKey } from '../src/etcd/ordered-walk.js';
 import { closedAfterAll, isolatedUrl } from './fixtures/etcd-support.js';
@@ -16,8 +16,7 @@ const opened = closedAfterAll();
 
 async function setup(): Promise<{ s: EtcdStore; c: Client; q: string; ids: string[] }> {
   const url = isolatedUrl();
-  const s = await openEtcdStore(url, () => undefined);
-  opened.add(() => s.close());
+  const s = await opened.store(url);
   const c = await opened.client(url);
   const q = 'walked';
   const ids: string[] = [];

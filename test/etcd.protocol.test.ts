@@ -3,21 +3,18 @@
  * lease, watch their prefix and delete each delivery; kvmq's producer and worker speak the same keys.
  */
 import assert from 'node:assert/strict';
-import { after, describe, test } from 'node:test';
-import { connect, type Client } from '../src/index.js';
+import { describe, test } from 'node:test';
+import type { Client } from '../src/index.js';
 import { spawnChild, type Child } from './support/child.js';
 import { JobLog, waitForStatus } from './support/jobs.js';
 import { waitFor } from './support/wait.js';
-import { endpointsOf, etcdctl, EtcdctlConsumer, isolatedUrl } from './fixtures/etcd-support.js';
+import { closedAfterAll, endpointsOf, etcdctl, EtcdctlConsumer, isolatedUrl } from './fixtures/etcd-support.js';
 import { queueRegistry } from '../src/etcd/keys.js';
 
 const TIMEOUT_MS = 60_000;
 const IDX = /^\d{19}$/;
 
-const cleanups: (() => Promise<void> | void)[] = [];
-after(async () => {
-  for (const fn of cleanups.reverse()) await fn();
-});
+const opened = closedAfterAll();
 
 /** A fresh namespace: its URL (short leases for quick takeovers), endpoints and key prefix. */
 function namespace(): { url: string; endpoints: string; prefix: string } {
@@ -26,22 +23,18 @@ function namespace(): { url: string; endpoints: string; prefix: string } {
   return { url, endpoints: endpointsOf(url), prefix };
 }
 
-async function client(url: string): Promise<Client> {
-  const c = await connect(url, { maintenance: false });
-  cleanups.push(() => c.close());
-  return c;
-}
+const client = (url: string): Promise<Client> => opened.client(url);
 
 function consumer(...args: Parameters<typeof EtcdctlConsumer.start>): Promise<EtcdctlConsumer> {
   return EtcdctlConsumer.start(...args).then((c) => {
-    cleanups.push(() => c.stop());
+    opened.add(() => c.stop());
     return c;
   });
 }
 
 async function dispatcher(url: string, queue: string): Promise<Child> {
   const child = spawnChild('etcd-dispatcher.ts', [url, queue]);
-  cleanups.push(async () => {
+  opened.add(async () => {
     await child.kill('SIGKILL');
   });
   await child.line(new RegExp(`^dispatching ${queue}$`));
