@@ -5,7 +5,7 @@
  */
 import assert from 'node:assert/strict';
 import { FilterError, StoreUnavailableError, type Client } from '../src/index.js';
-import { smallDisks, smallDiskSkipReason } from './fixtures/small-disk.js';
+import { smallDisks, smallDiskSkipReason, type SmallDisk } from './fixtures/small-disk.js';
 import { gatedHandlers, timedStop } from './support/gate.js';
 import { storeTest, type Harness } from './support/harness.js';
 import { waitFor } from './support/wait.js';
@@ -52,6 +52,15 @@ async function waitUntilAllDone(h: Harness, queue: string, handled: Set<string>,
     },
     { what: 'every outcome stored' },
   );
+}
+
+/** Frees the disk, then a fresh worker takes every message to done, none lost; the errors so far are read. */
+async function drainWithRoom(h: Harness, disk: SmallDisk, queue: string, ids: string[]): Promise<void> {
+  disk.free();
+  const handled = new Set<string>();
+  h.worker(queue, (job) => void handled.add(job.id), { concurrency: 4 });
+  await waitUntilAllDone(h, queue, handled, ids);
+  h.errors.length = 0;
 }
 
 fullDiskTest('a worker started on a full disk keeps trying, then handles every waiting message', async (h) => {
@@ -116,11 +125,7 @@ fullDiskTest('a worker running when the disk fills returns from stop() and leave
   );
   takeDiskFullErrors(h);
 
-  disk.free();
-  const handled = new Set<string>();
-  h.worker(q, (job) => void handled.add(job.id), { concurrency: 4 });
-  await waitUntilAllDone(h, q, handled, ids);
-  h.errors.length = 0;
+  await drainWithRoom(h, disk, q, ids);
 });
 
 fullDiskTest('a forced stop on a full disk returns too, its releases left to the locks', async (h) => {
@@ -141,11 +146,7 @@ fullDiskTest('a forced stop on a full disk returns too, its releases left to the
   takeDiskFullErrors(h);
   gated.release();
 
-  disk.free();
-  const handled = new Set<string>();
-  h.worker(q, (job) => void handled.add(job.id), { concurrency: 4 });
-  await waitUntilAllDone(h, q, handled, ids);
-  h.errors.length = 0;
+  await drainWithRoom(h, disk, q, ids);
 });
 
 fullDiskTest('a worker resumes within seconds once there is room again after a long spell of failures', async (h) => {
