@@ -5,18 +5,12 @@
  */
 import assert from 'node:assert/strict';
 import type { Payload } from '../src/index.js';
-import { serveDashboard } from './fixtures/browser.js';
+import { fetchPage, serveDashboard } from './fixtures/browser.js';
 import { tempSqlite } from './fixtures/sqlite-temp.js';
 import { storeTest, type Harness } from './support/harness.js';
 import { waitFor } from './support/wait.js';
 
 const sqlite = tempSqlite('dashboard-pages');
-
-async function page(base: string, path: string): Promise<string> {
-  const answer = await fetch(new URL(path, base));
-  assert.equal(answer.status, 200, path);
-  return answer.text();
-}
 
 function unescape(html: string): string {
   return html
@@ -31,7 +25,7 @@ function unescape(html: string): string {
 async function shownPayload(h: Harness, base: string, payload: Payload): Promise<{ kind: string; text: string }> {
   const queue = h.queue('payloads');
   const added = await h.client.enqueue(queue, payload);
-  const body = await page(base, `queues/${queue}/messages/${added.id}`);
+  const body = await fetchPage(base, `queues/${queue}/messages/${added.id}`);
   const kind = /<h2>Payload <span class="muted">\(([^)]*)\)<\/span><\/h2>/.exec(body)?.[1];
   const text = /<pre class="code payload">([\s\S]*?)<\/pre>/.exec(body)?.[1];
   assert.ok(kind !== undefined && text !== undefined, 'the page shows a payload');
@@ -97,16 +91,16 @@ storeTest(sqlite, 'every count with a noun agrees with it: 1 message, 2 messages
   h.worker(queue, () => undefined);
   await waitFor(async () => (await h.client.queueStatus(queue)).consumers.length === 1, { what: 'consumer' });
   const singular = /1 message<[\s\S]*1 consumer</;
-  assert.match(await page(base, ''), singular);
-  assert.match(await page(base, `queues/${queue}`), />1 message</);
-  assert.match(await page(base, `queues/${queue}/clear`), /Remove 1 message\s*</);
-  assert.match(await page(base, `queues/${queue}?done=retried-failed&n=1`), /Queued 1 failed message again\./);
+  assert.match(await fetchPage(base, ''), singular);
+  assert.match(await fetchPage(base, `queues/${queue}`), />1 message</);
+  assert.match(await fetchPage(base, `queues/${queue}/clear`), /Remove 1 message\s*</);
+  assert.match(await fetchPage(base, `queues/${queue}?done=retried-failed&n=1`), /Queued 1 failed message again\./);
   await h.client.enqueue(queue, 'another');
-  assert.match(await page(base, ''), />2 messages</);
-  assert.match(await page(base, `queues/${queue}/clear`), /Remove 2 messages\s*</);
-  assert.match(await page(base, `queues/${queue}?done=retried-failed&n=0`), /Queued 0 failed messages again\./);
+  assert.match(await fetchPage(base, ''), />2 messages</);
+  assert.match(await fetchPage(base, `queues/${queue}/clear`), /Remove 2 messages\s*</);
+  assert.match(await fetchPage(base, `queues/${queue}?done=retried-failed&n=0`), /Queued 0 failed messages again\./);
   // The live updates rewrite number and noun together, from the nouns the page gives.
-  assert.match(await page(base, ''), /data-total="[^"]+" data-one="message" data-many="messages"/);
+  assert.match(await fetchPage(base, ''), /data-total="[^"]+" data-one="message" data-many="messages"/);
 });
 
 storeTest(sqlite, "a message's progress shows on its page and in its queue's list; its log on its page", async (h) => {
@@ -119,10 +113,10 @@ storeTest(sqlite, "a message's progress shows on its page and in its queue's lis
   });
   await h.client.enqueue(queue, 'x', { id: 'm' });
   await waitFor(async () => (await h.client.status(queue, 'm'))?.state === 'done-awaiting-gc');
-  const message = unescape(await page(base, `queues/${queue}/messages/m`));
+  const message = unescape(await fetchPage(base, `queues/${queue}/messages/m`));
   assert.match(message, /<th>Progress<\/th>\s*<td><span class="mono">\{"done":7,"of":9\}<\/span><\/td>/);
   assert.match(message, /<pre class="code log">fetched <rows>\nsecond line<\/pre>/);
-  const list = unescape(await page(base, `queues/${queue}`));
+  const list = unescape(await fetchPage(base, `queues/${queue}`));
   assert.match(list, /<td class="mono">\s*\{"done":7,"of":9\}\s*<\/td>/);
 });
 
@@ -135,11 +129,11 @@ storeTest(
     h.worker(queue, ({ id }) => (id === 'none' ? undefined : { status: 'success', result: { total: 42, ok: true } }));
     for (const id of ['with', 'none']) await h.client.enqueue(queue, id, { id });
     await waitFor(async () => (await h.client.queueStatus(queue)).counts['done-awaiting-gc'] === 2);
-    const body = await page(base, `queues/${queue}/messages/with`);
+    const body = await fetchPage(base, `queues/${queue}/messages/with`);
     assert.match(body, /<h2>Result <span class="muted">\(JSON\)<\/span><\/h2>/);
     const text = /<pre class="code result">([\s\S]*?)<\/pre>/.exec(body)?.[1];
     assert.equal(unescape(text ?? ''), '{\n  "total": 42,\n  "ok": true\n}');
-    assert.doesNotMatch(await page(base, `queues/${queue}/messages/none`), /<h2>Result/);
+    assert.doesNotMatch(await fetchPage(base, `queues/${queue}/messages/none`), /<h2>Result/);
   },
 );
 
@@ -156,7 +150,7 @@ storeTest(sqlite, "a flow's message page shows its tree, each node linked with i
       { queue: other, payload: 'b', id: 'b' },
     ],
   });
-  const body = await page(base, `queues/${other}/messages/b`);
+  const body = await fetchPage(base, `queues/${other}/messages/b`);
   const panel = /<h2>Flow<\/h2>([\s\S]*?)<\/section>/.exec(body)?.[1] ?? '';
   assert.match(panel, new RegExp(`href="[^"]*queues/${queue}/messages/p"`));
   assert.match(panel, new RegExp(`href="[^"]*queues/${queue}/messages/a"`));
@@ -165,5 +159,5 @@ storeTest(sqlite, "a flow's message page shows its tree, each node linked with i
   assert.equal(panel.match(/title="queued"/g)?.length, 2);
   // A message in no flow has no such panel.
   await h.client.enqueue(queue, 'plain', { id: 'plain' });
-  assert.doesNotMatch(await page(base, `queues/${queue}/messages/plain`), /<h2>Flow<\/h2>/);
+  assert.doesNotMatch(await fetchPage(base, `queues/${queue}/messages/plain`), /<h2>Flow<\/h2>/);
 });

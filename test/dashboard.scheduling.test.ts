@@ -3,17 +3,11 @@
  * queue's rate limit and group concurrency when the configuration sets them, and its whole configuration.
  */
 import assert from 'node:assert/strict';
-import { serveDashboard } from './fixtures/browser.js';
+import { fetchPage, serveDashboard } from './fixtures/browser.js';
 import { tempSqlite } from './fixtures/sqlite-temp.js';
 import { storeTest } from './support/harness.js';
 
 const sqlite = tempSqlite('dashboard-scheduling');
-
-async function page(base: string, path: string): Promise<string> {
-  const answer = await fetch(new URL(path, base));
-  assert.equal(answer.status, 200, path);
-  return answer.text();
-}
 
 /** The text of the Status table's row `label` on a message page. */
 function field(body: string, label: string): string | undefined {
@@ -25,10 +19,10 @@ storeTest(sqlite, "a message page shows the message's priority and group", async
   await h.client.enqueue(queue, 'a', { id: 'urgent', priority: 3, group: 'tenant-7' });
   await h.client.enqueue(queue, 'b', { id: 'plain' });
   const url = await serveDashboard(h);
-  const urgent = await page(url, `queues/${queue}/messages/urgent`);
+  const urgent = await fetchPage(url, `queues/${queue}/messages/urgent`);
   assert.equal(field(urgent, 'Priority'), '3');
   assert.equal(field(urgent, 'Group'), 'tenant-7');
-  const plain = await page(url, `queues/${queue}/messages/plain`);
+  const plain = await fetchPage(url, `queues/${queue}/messages/plain`);
   assert.equal(field(plain, 'Priority'), '0 (default, runs first)');
   assert.equal(field(plain, 'Group'), '–');
 });
@@ -39,13 +33,13 @@ storeTest(sqlite, "a message page shows its time to live's deadline when it has 
   await h.client.enqueue(queue, 'b', { id: 'plain' });
   const url = await serveDashboard(h);
   const expireAt = (await h.client.show(queue, 'ttl'))?.policy.expireAt ?? 0;
-  const ttl = await page(url, `queues/${queue}/messages/ttl`);
+  const ttl = await fetchPage(url, `queues/${queue}/messages/ttl`);
   const deadline = new Date(expireAt).toISOString().slice(0, 19).replace('T', ' ');
   assert.match(
     ttl,
     new RegExp(`<th>Expires</th>\\s*<td>${deadline} UTC \\(<time datetime="${new Date(expireAt).toISOString()}"`),
   );
-  assert.equal(field(await page(url, `queues/${queue}/messages/plain`), 'Expires'), '–');
+  assert.equal(field(await fetchPage(url, `queues/${queue}/messages/plain`), 'Expires'), '–');
 });
 
 storeTest(
@@ -55,19 +49,19 @@ storeTest(
     const queue = h.queue('jobs');
     await h.client.enqueue(queue, 'a');
     const url = await serveDashboard(h);
-    const plain = await page(url, `queues/${queue}`);
+    const plain = await fetchPage(url, `queues/${queue}`);
     assert.doesNotMatch(plain, /data-rate-limit|data-group-concurrency|data-group-rate-limit/);
     await h.client.configure(queue, {
       rateLimit: { max: 100, perMs: 1000 },
       groupConcurrency: 3,
       groupRateLimit: { max: 2, perMs: 60_000 },
     });
-    const limited = await page(url, `queues/${queue}`);
+    const limited = await fetchPage(url, `queues/${queue}`);
     assert.match(limited, /data-rate-limit[^>]*>at most 100 per 1 s</);
     assert.match(limited, /data-group-concurrency[^>]*>at most 3 per group</);
     assert.match(limited, /data-group-rate-limit[^>]*>at most 2 per 1 min per group</);
     await h.client.configure(queue, { rateLimit: { max: 5, perMs: 250 }, groupConcurrency: null });
-    const changed = await page(url, `queues/${queue}`);
+    const changed = await fetchPage(url, `queues/${queue}`);
     assert.match(changed, /data-rate-limit[^>]*>at most 5 per 250 ms</);
     assert.doesNotMatch(changed, /data-group-concurrency/);
   },
@@ -88,7 +82,7 @@ storeTest(sqlite, "a queue page shows the queue's configuration, read only", asy
   const dlq = h.queue('dead');
   await h.client.enqueue(queue, 'a');
   const url = await serveDashboard(h);
-  const defaults = await page(url, `queues/${queue}`);
+  const defaults = await fetchPage(url, `queues/${queue}`);
   assertCells(defaults, {
     rateLimit: 'none',
     keepDone: 'by age only',
@@ -113,7 +107,7 @@ storeTest(sqlite, "a queue page shows the queue's configuration, read only", asy
     eventsMaxCount: 500,
     filterEnums: { tier: ['free', 'paid'] },
   });
-  const set = await page(url, `queues/${queue}`);
+  const set = await fetchPage(url, `queues/${queue}`);
   assertCells(set, {
     rateLimit: 'at most 100 per 1 s',
     groupConcurrency: 'at most 3 per group',
