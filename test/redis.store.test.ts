@@ -562,6 +562,17 @@ void describe('redis store: failures, listings and counts', () => {
     storeOf(client).finish(q, 'c', [
       { id, attempt: 1, outcome, backoffMs, error: outcome === 'success' ? null : 'e', startedAt: Date.now() },
     ]);
+  /** Enqueues `ids` (each its own payload), claims them one at a time in that order, and runs `each` on each. */
+  const enqueueClaimEach = async (client: Client, q: string, ids: string[], each?: (id: string) => Promise<void>) => {
+    await client.enqueueBatch(
+      q,
+      ids.map((id) => ({ payload: id, id })),
+    );
+    for (const id of ids) {
+      assert.equal((await claimOne(client, q)).messages[0]?.id, id);
+      await each?.(id);
+    }
+  };
 
   void test('list pages stay exact while enqueues, claims and removes change the ready list between pages', async () => {
     const client = await open(`${base}?prefix=${uniquePrefix('churn')}`);
@@ -857,11 +868,7 @@ void describe('redis store: failures, listings and counts', () => {
     const key = (name: string): string => `${prefix}:{${q}}:${name}`;
     const store = storeOf(client);
     const ids = ['p1', 'b-long', 'p2', 'b-short', 'r-long', 'p3', 'r-due', 'r-now', 'retry', 'failed', 'p4'];
-    await client.enqueueBatch(
-      q,
-      ids.map((id) => ({ payload: id, id })),
-    );
-    for (const id of ids) assert.equal((await claimOne(client, q)).messages[0]?.id, id);
+    await enqueueClaimEach(client, q, ids);
     for (const id of ['r-long', 'r-due', 'r-now']) {
       assert.equal((await client.enqueue(q, 'again', { id, allowRequeue: true })).ok, true);
     }
@@ -900,14 +907,9 @@ void describe('redis store: failures, listings and counts', () => {
     const client = await open(`${base}?prefix=${uniquePrefix('done-pass')}`);
     const q = 'pass';
     const ids = Array.from({ length: 30 }, (_, i) => (i % 6 === 5 ? `p${i}` : `b${i}`));
-    await client.enqueueBatch(
-      q,
-      ids.map((id) => ({ payload: id, id })),
-    );
-    for (const id of ids) {
-      assert.equal((await claimOne(client, q)).messages[0]?.id, id);
+    await enqueueClaimEach(client, q, ids, async (id) => {
       assert.deepEqual(await finish(client, q, id, 'success', id.startsWith('b') ? 60_000 : 0), ['ok']);
-    }
+    });
     // The list script itself, with a budget of one look per call (a pass counts as a quarter of one).
     const scripts = (storeOf(client) as unknown as { scripts: Scripts }).scripts;
     const listed: string[] = [];
@@ -935,11 +937,7 @@ void describe('redis store: failures, listings and counts', () => {
     const outcomes = `${prefix}:{${q}}:outcomes`;
     const store = storeOf(client);
     const ids = ['plain', 'retried', 'backed', 'marked', 'requeued', 'revived'];
-    await client.enqueueBatch(
-      q,
-      ids.map((id) => ({ payload: id, id })),
-    );
-    for (const id of ids) assert.equal((await claimOne(client, q)).messages[0]?.id, id);
+    await enqueueClaimEach(client, q, ids);
     const retry: Finish = { id: 'retried', attempt: 1, outcome: 'retry', backoffMs: 0, error: 'e', startedAt: 1 };
     assert.deepEqual(await store.finish(q, 'c', [retry]), ['ok']);
     assert.equal(cli(base, 'HGET', outcomes, 'retried').join('\n'), 'retry\ne');
@@ -988,14 +986,9 @@ void describe('redis store: failures, listings and counts', () => {
     const q = 'old';
     const key = (name: string): string => `${prefix}:{${q}}:${name}`;
     const ids = ['old-1', 'new', 'old-2', 'old-3'];
-    await client.enqueueBatch(
-      q,
-      ids.map((id) => ({ payload: id, id })),
-    );
-    for (const id of ids) {
-      assert.equal((await claimOne(client, q)).messages[0]?.id, id);
+    await enqueueClaimEach(client, q, ids, async (id) => {
       assert.deepEqual(await finish(client, q, id, 'success'), ['ok']);
-    }
+    });
     assert.equal(one(base, 'ZCARD', key('dedupe')), '0');
     // The previous kvmq wrote every plain success there, by its finish time.
     for (const id of ids.filter((id) => id.startsWith('old'))) {
