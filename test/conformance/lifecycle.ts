@@ -2,7 +2,8 @@
 import assert from 'node:assert/strict';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { describe } from 'node:test';
-import { storeTest } from '../support/harness.js';
+import type { HandlerResult, MessageStatus } from '../../src/index.js';
+import { storeTest, type Harness } from '../support/harness.js';
 import { JobLog, waitForStatus } from '../support/jobs.js';
 import { gate } from '../support/wait.js';
 import type { StoreFixture } from '../support/fixture.js';
@@ -11,6 +12,27 @@ import type { StoreFixture } from '../support/fixture.js';
 const BACKOFF_MS = 1000;
 // How far a store's own timestamps may sit from the expected ones.
 const CLOCK_SLACK_MS = 50;
+
+/**
+ * Enqueues message m and lets a worker's handler end its first attempt with `result`, stopping the worker while
+ * the handler runs so nobody takes the message before the test looks; returns m's status then.
+ */
+async function firstAttemptThenStop(h: Harness, q: string, log: JobLog, result: HandlerResult): Promise<MessageStatus> {
+  const release = gate();
+  const first = h.worker(q, async (job) => {
+    log.record(job);
+    await release.opened;
+    return result;
+  });
+  await h.client.enqueue(q, 'x', { id: 'm' });
+  await log.handled('m', 1);
+  const stopping = first.stop();
+  release.open();
+  await stopping;
+  const status = await h.client.status(q, 'm');
+  assert.ok(status);
+  return status;
+}
 
 export function lifecycle(fixture: StoreFixture): void {
   void describe('lifecycle', () => {
@@ -139,21 +161,8 @@ export function lifecycle(fixture: StoreFixture): void {
       'retry without backoff queues the message again; it is handled again with attempt 2',
       async (h) => {
         const q = h.queue('retry');
-        const release = gate();
         const log = new JobLog();
-        const first = h.worker(q, async (job) => {
-          log.record(job);
-          await release.opened;
-          return { status: 'retry' };
-        });
-        await h.client.enqueue(q, 'x', { id: 'm' });
-        await log.handled('m', 1);
-        // Stop while the handler runs, so nobody takes the message before we look at it.
-        const stopping = first.stop();
-        release.open();
-        await stopping;
-        const queued = await h.client.status(q, 'm');
-        assert.ok(queued);
+        const queued = await firstAttemptThenStop(h, q, log, { status: 'retry' });
         assert.equal(queued.state, 'queued');
         assert.equal(queued.attempt, 1);
         assert.equal(queued.outcome, 'retry');
@@ -171,20 +180,8 @@ export function lifecycle(fixture: StoreFixture): void {
       'retry with backoffMs is queued-with-backoff, then handled with attempt 2 after it',
       async (h) => {
         const q = h.queue('retry-backoff');
-        const release = gate();
         const log = new JobLog();
-        const first = h.worker(q, async (job) => {
-          log.record(job);
-          await release.opened;
-          return { status: 'retry', backoffMs: BACKOFF_MS };
-        });
-        await h.client.enqueue(q, 'x', { id: 'm' });
-        await log.handled('m', 1);
-        const stopping = first.stop();
-        release.open();
-        await stopping;
-        const waiting = await h.client.status(q, 'm');
-        assert.ok(waiting);
+        const waiting = await firstAttemptThenStop(h, q, log, { status: 'retry', backoffMs: BACKOFF_MS });
         assert.equal(waiting.state, 'queued-with-backoff');
         assert.equal(waiting.outcome, 'retry');
         assert.ok(waiting.until !== null);
