@@ -3,7 +3,7 @@ import assert from 'node:assert/strict';
 import { describe } from 'node:test';
 import { storeTest, type Harness } from '../support/harness.js';
 import { JobLog } from '../support/jobs.js';
-import { quietPeriod, untilAborted, waitFor } from '../support/wait.js';
+import { quietPeriod, waitFor } from '../support/wait.js';
 import type { CompletedEvent, MessageStatus, Worker, WorkerEvents } from '../../src/index.js';
 import type { StoreFixture } from '../support/fixture.js';
 
@@ -101,8 +101,7 @@ export function events(fixture: StoreFixture): void {
       const worker = h.worker(
         q,
         async (job) => {
-          log.record(job);
-          await untilAborted(job.signal);
+          await log.recordUntilAborted(job);
           return { status: 'success' };
         },
         { lockMs: 1000 },

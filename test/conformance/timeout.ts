@@ -3,7 +3,7 @@ import assert from 'node:assert/strict';
 import { describe } from 'node:test';
 import { storeTest } from '../support/harness.js';
 import { JobLog, waitForStatus } from '../support/jobs.js';
-import { gate, quietPeriod, untilAborted, waitFor, within } from '../support/wait.js';
+import { gate, quietPeriod, waitFor, within } from '../support/wait.js';
 import type { FailedEvent, RetryingEvent } from '../../src/index.js';
 import type { StoreFixture } from '../support/fixture.js';
 
@@ -17,8 +17,7 @@ export function timeout(fixture: StoreFixture): void {
       const worker = h.worker(
         q,
         async (job) => {
-          log.record(job);
-          await untilAborted(job.signal);
+          await log.recordUntilAborted(job);
           return { status: 'success' };
         },
         { timeoutMs: TIMEOUT_MS, maxAttempts: 2, retryBackoffMs: 0 },

@@ -1,6 +1,6 @@
 /** Records what handlers saw, and waits on message states. */
 import type { Client, Job, MessageState, MessageStatus } from '../../src/index.js';
-import { waitFor, type WaitOptions } from './wait.js';
+import { untilAborted, waitFor, type WaitOptions } from './wait.js';
 
 export interface Seen {
   readonly id: string;
@@ -22,7 +22,7 @@ export class JobLog {
   /** Records the call, then holds the message until its job.signal aborts (a stop, a lost lock). */
   async recordUntilAborted(job: Job): Promise<void> {
     this.record(job);
-    await new Promise((resolve) => job.signal.addEventListener('abort', resolve, { once: true }));
+    await untilAborted(job.signal);
   }
 
   ids(): string[] {
