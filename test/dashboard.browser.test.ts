@@ -7,7 +7,7 @@ import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
 import { join } from 'node:path';
 import { after, before, describe } from 'node:test';
-import type { Browser } from 'puppeteer-core';
+import type { Browser, Page } from 'puppeteer-core';
 import { MESSAGE_STATES, type Client } from '../src/index.js';
 import { inPage, launchBrowser, openPage, serveDashboard, shownCounts, submit, visit } from './fixtures/browser.js';
 import { FAILURE, seedEveryState, seedScreenshotQueues } from './fixtures/dashboard-seed.js';
@@ -15,7 +15,7 @@ import { deletePrefixes } from './fixtures/redis-server.js';
 import { tempSqlite } from './fixtures/sqlite-temp.js';
 import { storeOf } from '../src/client-store.js';
 import type { StoreFixture } from './support/fixture.js';
-import { storeTest } from './support/harness.js';
+import { storeTest, type Harness } from './support/harness.js';
 import { quietPeriod, waitFor } from './support/wait.js';
 
 const TIMEOUT_MS = 90_000;
@@ -38,6 +38,14 @@ async function listsQueues(client: Client): Promise<boolean> {
   }
 }
 
+/** The dashboard over h's client, served and opened in a new tab at `path` (relative to its root). */
+async function dashboardAt(h: Harness, path: string): Promise<Page> {
+  const url = await serveDashboard(h);
+  const page = await openPage(h, browser);
+  await visit(page, `${url}${path}`);
+  return page;
+}
+
 function browserSuite(fixture: StoreFixture): void {
   void describe(`dashboard in chromium on ${fixture.name}`, () => {
     storeTest(
@@ -46,9 +54,7 @@ function browserSuite(fixture: StoreFixture): void {
       async (h) => {
         const queue = h.queue('orders');
         await seedEveryState(h, queue);
-        const url = await serveDashboard(h);
-        const page = await openPage(h, browser);
-        await visit(page, `${url}queues/${queue}`);
+        const page = await dashboardAt(h, `queues/${queue}`);
         const status = await h.client.queueStatus(queue);
         const flows = storeOf(h.client).capabilities.flows;
         for (const state of MESSAGE_STATES) {
@@ -70,9 +76,7 @@ function browserSuite(fixture: StoreFixture): void {
         const queue = h.queue('nouns');
         await h.client.enqueueBatch(queue, [{ id: 'first', payload: 1 }, { payload: 2 }]);
         await h.client.configure(queue, { paused: true });
-        const url = await serveDashboard(h);
-        const page = await openPage(h, browser);
-        await visit(page, url);
+        const page = await dashboardAt(h, '');
         const card = `document.querySelector('a[href$="/queues/${queue}"]').closest('.card').innerText`;
         assert.match(await inPage<string>(page, card), /2 messages · 0 consumers,/);
         await h.client.remove(queue, 'first');
@@ -108,9 +112,7 @@ function browserSuite(fixture: StoreFixture): void {
         await waitFor(async () => (await h.client.queueStatus(mail)).counts.queued === 0);
         await worker.stop();
         await seedEveryState(h, orders);
-        const url = await serveDashboard(h);
-        const page = await openPage(h, browser);
-        await visit(page, url);
+        const page = await dashboardAt(h, '');
         for (const queue of [orders, mail]) {
           assert.deepEqual(await shownCounts(page, queue), (await h.client.queueStatus(queue)).counts, queue);
         }
@@ -133,9 +135,7 @@ function browserSuite(fixture: StoreFixture): void {
       async (h) => {
         const queue = h.queue('orders');
         await seedEveryState(h, queue);
-        const url = await serveDashboard(h);
-        const page = await openPage(h, browser);
-        await visit(page, `${url}queues/${queue}?state=failed`);
+        const page = await dashboardAt(h, `queues/${queue}?state=failed`);
         await submit(page, 'a[href$="/messages/order-1042"]');
         const text = await inPage<string>(page, 'document.body.innerText');
         assert.match(text, /Last error/);
@@ -163,9 +163,7 @@ function browserSuite(fixture: StoreFixture): void {
         });
         await h.client.enqueue(queue, 'first', { id: 'first' });
         await waitFor(() => handled.includes('first'));
-        const url = await serveDashboard(h);
-        const page = await openPage(h, browser);
-        await visit(page, `${url}queues/${queue}`);
+        const page = await dashboardAt(h, `queues/${queue}`);
         await submit(page, 'form[action$="/pause"] button');
         assert.equal((await h.client.queueStatus(queue)).paused, true);
         assert.match(await inPage<string>(page, 'document.body.innerText'), /Paused: workers claim nothing/);
@@ -188,9 +186,7 @@ function browserSuite(fixture: StoreFixture): void {
       async (h) => {
         const queue = h.queue('jobs');
         await h.client.enqueueBatch(queue, [{ payload: 1 }, { payload: 2 }]);
-        const url = await serveDashboard(h);
-        const page = await openPage(h, browser);
-        await visit(page, `${url}queues/${queue}`);
+        const page = await dashboardAt(h, `queues/${queue}`);
         await submit(page, 'a[href$="/clear"]');
         assert.match(await inPage<string>(page, 'document.body.innerText'), /Remove 2 messages/);
         assert.equal((await h.client.queueStatus(queue)).total, 2, 'nothing removed before confirming');
