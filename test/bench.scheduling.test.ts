@@ -4,17 +4,13 @@
  * max + rate × t handled), which holds however slow the machine is.
  */
 import assert from 'node:assert/strict';
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
-import { after, test } from 'node:test';
-import { runScript } from './support/bench.js';
+import { test } from 'node:test';
+import { benchSqliteUrls, runScript } from './support/bench.js';
 
-const dir = mkdtempSync(join(tmpdir(), 'kvmq-bench-scheduling-'));
-after(() => rmSync(dir, { recursive: true, force: true }));
+const sqliteUrl = benchSqliteUrls('bench-scheduling');
 
 void test('bench/priority.ts --quick drains by priority and prints both tables', { timeout: 120_000 }, async () => {
-  const store = `sqlite:${join(dir, 'priority.db')}`;
+  const store = sqliteUrl('priority.db');
   const args = ['--quick', '--store', store, '--small', '2000', '--large', '10000', '--probe', '300'];
   const { code, stdout, stderr } = await runScript('bench/priority.ts', args);
   assert.equal(code, 0, `${stdout}\n${stderr}`);
@@ -28,7 +24,7 @@ void test(
   'bench/priority.ts --claims-only checks the order of priorities laid out in blocks',
   { timeout: 120_000 },
   async () => {
-    const store = `sqlite:${join(dir, 'priority-blocks.db')}`;
+    const store = sqliteUrl('priority-blocks.db');
     // Runs of 150 per level: each drain of 300 crosses levels, and the refills continue the same stream.
     const args = ['--claims-only', '--store', store, '--small', '2000', '--large', '10000', '--probe', '300'];
     const { code, stdout, stderr } = await runScript('bench/priority.ts', [...args, '--run', '150', '--rounds', '2']);
@@ -40,7 +36,7 @@ void test(
 );
 
 void test('bench/rate-limit.ts: two processes together stay within the limit', { timeout: 120_000 }, async () => {
-  const store = `sqlite:${join(dir, 'rate.db')}`;
+  const store = sqliteUrl('rate.db');
   const args = ['--store', store, '--max', '5', '--per-ms', '1000', '--seconds', '3'];
   const { code, stdout, stderr } = await runScript('bench/rate-limit.ts', args);
   assert.equal(code, 0, `${stdout}\n${stderr}`);

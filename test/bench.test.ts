@@ -4,21 +4,17 @@
  * asserted here; the full bench reports it.
  */
 import assert from 'node:assert/strict';
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
-import { after, test } from 'node:test';
-import { runScript } from './support/bench.js';
+import { test } from 'node:test';
+import { benchSqliteUrls, runScript } from './support/bench.js';
 
-const dir = mkdtempSync(join(tmpdir(), 'kvmq-bench-test-'));
-after(() => rmSync(dir, { recursive: true, force: true }));
+const sqliteUrl = benchSqliteUrls('bench-test');
 
 void test('bench --quick runs every measurement and prints its row', { timeout: 120_000 }, async () => {
   const { code, stdout, stderr } = await runScript('bench/run.ts', [
     '--quick',
     '--no-write',
     '--store',
-    `sqlite:${join(dir, 'bench.db')}`,
+    sqliteUrl('bench.db'),
   ]);
   assert.equal(code, 0, `bench exited ${code}\n${stdout}\n${stderr}`);
   const rows = [

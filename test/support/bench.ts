@@ -1,5 +1,9 @@
 /** Smoke runs of bench scripts: a script under tsx from the repository's root, its output collected whole. */
 import { spawn } from 'node:child_process';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { after } from 'node:test';
 import { fileURLToPath } from 'node:url';
 
 const ROOT = fileURLToPath(new URL('../..', import.meta.url));
@@ -21,4 +25,11 @@ export function runScript(script: string, args: readonly string[]): Promise<Scri
     child.on('error', reject);
     child.on('close', (code) => resolve({ code, stdout, stderr }));
   });
+}
+
+/** SQLite store URLs for the benches, by file name, in a temp dir removed when the test file's tests end. */
+export function benchSqliteUrls(label: string): (file: string) => string {
+  const dir = mkdtempSync(join(tmpdir(), `kvmq-${label}-`));
+  after(() => rmSync(dir, { recursive: true, force: true }));
+  return (file) => `sqlite:${join(dir, file)}`;
 }
