@@ -4,14 +4,12 @@ import { describe } from 'node:test';
 import { storeTest, type Harness } from '../support/harness.js';
 import { JobLog } from '../support/jobs.js';
 import { passedOverByRefills } from '../support/priority-refill.js';
+import { assertNothingWritten, assertOptionsRefused } from '../support/refused-options.js';
 import { waitFor } from '../support/wait.js';
 import type { MonitorInfo, WorkerOptions } from '../../src/index.js';
 import type { StoreFixture } from '../support/fixture.js';
 
 const CLASSES = ['low', 'standard'];
-
-/** A value as a caller without types might pass it. */
-const loose = (value: unknown): never => value as never;
 
 /** Runs a one-at-a-time worker until it handled `expected` and then found nothing else; returns the order. */
 export async function handledOrder(
@@ -136,22 +134,14 @@ export function priority(fixture: StoreFixture): void {
     storeTest(fixture, 'a bad priority is a TypeError naming what is allowed, and nothing is written', async (h) => {
       const q = h.queue('priority-bad');
       for (const bad of [-1, 1.5, 1001, '1', null, Number.NaN]) {
-        await assert.rejects(
-          h.client.enqueue(q, 'x', { id: 'bad', priority: loose(bad) }),
-          (error: unknown) =>
-            error instanceof TypeError && /priority/.test(error.message) && /1000/.test(error.message),
-          String(bad),
-        );
-        await assert.rejects(
-          h.client.enqueueBatch(q, [
-            { payload: 1, id: 'good' },
-            { payload: 2, id: 'bad', priority: loose(bad) },
-          ]),
-          TypeError,
+        await assertOptionsRefused(
+          h,
+          q,
+          { priority: bad },
+          (e) => /priority/.test(e.message) && /1000/.test(e.message),
         );
       }
-      for (const id of ['bad', 'good']) assert.equal(await h.client.status(q, id), null, id);
-      assert.equal((await h.client.queueStatus(q)).total, 0);
+      await assertNothingWritten(h, q);
     });
   });
 }

@@ -3,15 +3,13 @@ import assert from 'node:assert/strict';
 import { describe } from 'node:test';
 import { storeTest } from '../support/harness.js';
 import { JobLog, stateOf } from '../support/jobs.js';
+import { assertNothingWritten, assertOptionsRefused } from '../support/refused-options.js';
 import { quietPeriod } from '../support/wait.js';
 import type { StoreFixture } from '../support/fixture.js';
 
 const LONG_MS = 60_000;
 // Clocks read in different places (client, store server) on one machine: a small margin, not a speed bound.
 const CLOCK_SLACK_MS = 50;
-
-/** A value as a caller without types might pass it. */
-const loose = (value: unknown): never => value as never;
 
 export function runAt(fixture: StoreFixture): void {
   void describe('runAt', () => {
@@ -69,18 +67,9 @@ export function runAt(fixture: StoreFixture): void {
           [{ runAt: new Date(Number.NaN) }, /runAt/],
         ];
         for (const [options, message] of cases) {
-          await assert.rejects(
-            h.client.enqueue(q, 'x', loose({ id: 'bad', ...options })),
-            (error: unknown) => error instanceof TypeError && message.test(error.message),
-            JSON.stringify(options),
-          );
-          await assert.rejects(
-            h.client.enqueueBatch(q, [{ payload: 1, id: 'good' }, loose({ payload: 2, id: 'bad', ...options })]),
-            TypeError,
-          );
+          await assertOptionsRefused(h, q, options, (error) => message.test(error.message));
         }
-        for (const id of ['bad', 'good']) assert.equal(await h.client.status(q, id), null, id);
-        assert.equal((await h.client.queueStatus(q)).total, 0);
+        await assertNothingWritten(h, q);
       },
     );
   });
