@@ -10,18 +10,9 @@
  * request with both answers.
  */
 import assert from 'node:assert/strict';
-import { after, before, describe, test } from 'node:test';
+import { describe, test } from 'node:test';
 import { isDeepStrictEqual } from 'node:util';
-import {
-  b64,
-  RawClient,
-  startEtcd,
-  startServe,
-  type Outcome,
-  type ServeProcess,
-  type ServerHandle,
-  type WatchHandle,
-} from './fixtures/serve-support.js';
+import { b64, etcdBesideServe, RawClient, type Outcome, type WatchHandle } from './fixtures/serve-support.js';
 import { waitFor } from './support/wait.js';
 
 const SEEDS =
@@ -207,16 +198,7 @@ function watchView(handle: WatchHandle): { control: unknown[]; events: unknown[]
 }
 
 describe('kvmq serve answers like etcd 3.4', () => {
-  let etcd: ServerHandle;
-  let kvmq: ServeProcess;
-
-  before(async () => {
-    [etcd, kvmq] = await Promise.all([startEtcd(), startServe()]);
-  });
-
-  after(async () => {
-    await Promise.allSettled([etcd.stop(), kvmq.stop()]);
-  });
+  const servers = etcdBesideServe();
 
   for (const seed of SEEDS) {
     test(
@@ -224,8 +206,8 @@ describe('kvmq serve answers like etcd 3.4', () => {
       { timeout: 120_000 },
       async () => {
         // Each seed uses its own keys, so the two servers start each sequence from the same state.
-        const a = new RawClient(etcd.endpoint);
-        const b = new RawClient(kvmq.endpoint);
+        const a = new RawClient(servers.etcd.endpoint);
+        const b = new RawClient(servers.kvmq.endpoint);
         const watches: WatchPair[] = [];
         try {
           await runSequence(seed, a, b, watches);

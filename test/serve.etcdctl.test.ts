@@ -10,8 +10,8 @@ import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
 import { existsSync, statSync } from 'node:fs';
 import { join } from 'node:path';
-import { after, before, describe, test } from 'node:test';
-import { etcdctl, startEtcd, startServe, type ServerHandle } from './fixtures/serve-support.js';
+import { describe, test } from 'node:test';
+import { etcdBesideServe, etcdctl } from './fixtures/serve-support.js';
 import { waitFor } from './support/wait.js';
 
 interface Ctx {
@@ -181,28 +181,19 @@ function runUntil(endpoint: string, args: string[], lines: number): Promise<stri
 }
 
 describe('etcdctl gets the same answers from kvmq serve as from etcd', () => {
-  let etcd: ServerHandle;
-  let kvmq: ServerHandle;
-
-  before(async () => {
-    [etcd, kvmq] = await Promise.all([startEtcd(), startServe()]);
-  });
-
-  after(async () => {
-    await Promise.allSettled([etcd.stop(), kvmq.stop()]);
-  });
+  const servers = etcdBesideServe();
 
   test('each scripted etcdctl command prints and exits as it does against etcd', { timeout: 180_000 }, async () => {
     const [fromEtcd, fromKvmq] = await Promise.all([
-      runSteps(etcd.endpoint, etcd.dir),
-      runSteps(kvmq.endpoint, kvmq.dir),
+      runSteps(servers.etcd.endpoint, servers.etcd.dir),
+      runSteps(servers.kvmq.endpoint, servers.kvmq.dir),
     ]);
     for (const [i, step] of base.entries()) {
       const code = fromEtcd[i]?.code;
       assert.equal(code !== 0, step.fails === true, `step ${i} '${step.name}' exits ${code} against etcd`);
       assert.deepEqual(fromKvmq[i], fromEtcd[i], `step ${i} '${step.name}' (kvmq first, etcd second)`);
     }
-    for (const server of [etcd, kvmq]) {
+    for (const server of [servers.etcd, servers.kvmq]) {
       const snapshot = join(server.dir, 'snap.db');
       assert.ok(existsSync(snapshot) && statSync(snapshot).size > 0, 'the snapshot was saved');
     }
@@ -210,7 +201,7 @@ describe('etcdctl gets the same answers from kvmq serve as from etcd', () => {
 
   test('watch from a past revision, then live events', { timeout: 60_000 }, async () => {
     const outputs: string[] = [];
-    for (const server of [etcd, kvmq]) {
+    for (const server of [servers.etcd, servers.kvmq]) {
       const ep = server.endpoint;
       for (const [k, v] of [
         ['w/1', 'a'],
@@ -235,7 +226,7 @@ describe('etcdctl gets the same answers from kvmq serve as from etcd', () => {
 
   test('elect: a campaign leads, an observer sees the proposal', { timeout: 60_000 }, async () => {
     const outputs: string[] = [];
-    for (const server of [etcd, kvmq]) {
+    for (const server of [servers.etcd, servers.kvmq]) {
       const campaign = runUntil(server.endpoint, ['elect', 'myelection', 'proposal-1'], 2);
       const first = await campaign;
       const observed = await runUntil(server.endpoint, ['elect', '-l', 'myelection'], 2);
