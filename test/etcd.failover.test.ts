@@ -198,6 +198,23 @@ function longestSince(calls: readonly TimedCall[], from: number, to = Infinity):
   return Math.max(0, ...lengths);
 }
 
+/**
+ * A client on `url` whose worker records `q` while it produces 400 messages; returns once 100 are handled, with
+ * the production still running.
+ */
+async function midStream(
+  t: TestContext,
+  url: string,
+  q: string,
+): Promise<{ client: Client; handled: Map<string, number[]>; producing: Promise<Produced> }> {
+  const errors: unknown[] = [];
+  const client = await open(t, url, errors);
+  const { handled } = recorder(t, client, q, errors);
+  const producing = produce(client, q, 400, 20, 10);
+  await waitFor(() => handled.size >= 100, { timeoutMs: 60_000, what: () => `100 handled (${handled.size})` });
+  return { client, handled, producing };
+}
+
 void describe('etcd failover', () => {
   void test(
     'the dispatcher process killed mid-stream: another process takes over, every message is handled',
@@ -297,11 +314,7 @@ void describe('etcd failover', () => {
     cleanup(t, stopEtcd);
     const url = `${node.url}/restart?leaseTtlMs=2000`;
     const q = 'restart';
-    const errors: unknown[] = [];
-    const client = await open(t, url, errors);
-    const { handled } = recorder(t, client, q, errors);
-    const producing = produce(client, q, 400, 20, 10);
-    await waitFor(() => handled.size >= 100, { timeoutMs: 60_000, what: () => `100 handled (${handled.size})` });
+    const { client, handled, producing } = await midStream(t, url, q);
     await node.kill('SIGKILL');
     await sleep(1000);
     await node.restart();
@@ -316,11 +329,7 @@ void describe('etcd failover', () => {
     cleanup(t, stopCluster);
     const url = `${cluster.url}/cluster?leaseTtlMs=5000`;
     const q = 'cluster';
-    const errors: unknown[] = [];
-    const client = await open(t, url, errors);
-    const { handled } = recorder(t, client, q, errors);
-    const producing = produce(client, q, 400, 20, 10);
-    await waitFor(() => handled.size >= 100, { timeoutMs: 60_000, what: () => `100 handled (${handled.size})` });
+    const { client, handled, producing } = await midStream(t, url, q);
     const leader = await cluster.leader();
     await leader.kill('SIGKILL');
     const { accepted, revived } = await producing;
