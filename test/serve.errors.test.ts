@@ -8,7 +8,7 @@ import assert from 'node:assert/strict';
 import { createRequire } from 'node:module';
 import { after, before, describe, test } from 'node:test';
 import type * as Grpc from '@grpc/grpc-js';
-import { b64, RawClient, startEtcd, startServe, type Outcome, type ServerHandle } from './fixtures/serve-support.js';
+import { b64, etcdBesideServe, RawClient, type Outcome } from './fixtures/serve-support.js';
 
 const grpc = createRequire(import.meta.url)('@grpc/grpc-js') as typeof Grpc;
 
@@ -46,21 +46,18 @@ function errorOf(outcome: Outcome): { code: number; details: string } | null {
 }
 
 describe('errors match etcd and the server keeps serving', () => {
-  let etcd: ServerHandle;
-  let kvmq: ServerHandle;
+  const servers = etcdBesideServe();
   let a: RawClient;
   let b: RawClient;
 
-  before(async () => {
-    [etcd, kvmq] = await Promise.all([startEtcd(), startServe()]);
-    a = new RawClient(etcd.endpoint);
-    b = new RawClient(kvmq.endpoint);
+  before(() => {
+    a = new RawClient(servers.etcd.endpoint);
+    b = new RawClient(servers.kvmq.endpoint);
   });
 
-  after(async () => {
+  after(() => {
     a.close();
     b.close();
-    await Promise.allSettled([etcd.stop(), kvmq.stop()]);
   });
 
   /** Sends the request to both; etcd must answer as `expected` says, and kvmq exactly as etcd (code and message). */
@@ -115,16 +112,16 @@ describe('errors match etcd and the server keeps serving', () => {
   test('malformed request bytes and unknown methods get etcd’s gRPC status', async () => {
     for (const body of [Buffer.from([0xff, 0xff, 0xff]), Buffer.from([0x0a, 0x10, 0x01]), Buffer.from([0x0b])]) {
       const [x, y] = await Promise.all([
-        rawCall(etcd.endpoint, '/etcdserverpb.KV/Range', body),
-        rawCall(kvmq.endpoint, '/etcdserverpb.KV/Range', body),
+        rawCall(servers.etcd.endpoint, '/etcdserverpb.KV/Range', body),
+        rawCall(servers.kvmq.endpoint, '/etcdserverpb.KV/Range', body),
       ]);
       assert.ok(x !== null, `etcd refuses ${body.toString('hex')}`);
       assert.equal(y?.code, x.code, `code for ${body.toString('hex')}`);
       assert.match(y.details, /^grpc: error unmarshalling request: /);
     }
     const [x, y] = await Promise.all([
-      rawCall(etcd.endpoint, '/etcdserverpb.KV/Nope', Buffer.alloc(0)),
-      rawCall(kvmq.endpoint, '/etcdserverpb.KV/Nope', Buffer.alloc(0)),
+      rawCall(servers.etcd.endpoint, '/etcdserverpb.KV/Nope', Buffer.alloc(0)),
+      rawCall(servers.kvmq.endpoint, '/etcdserverpb.KV/Nope', Buffer.alloc(0)),
     ]);
     assert.equal(x?.code, grpc.status.UNIMPLEMENTED, 'etcd: an unknown method');
     assert.equal(y?.code, x.code);
