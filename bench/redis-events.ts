@@ -1,18 +1,18 @@
 /**
- * `node --import tsx bench/redis-events.ts --store redis://HOST:PORT [--before REF] [--rounds N] [--messages N]`
+ * `node --import tsx bench/redis-events.ts --store redis://HOST:PORT --before REF [--rounds N] [--messages N]`
  *
  * What queue events cost on Redis, in Redis server time per message (`INFO commandstats`: the EVALSHA and
  * EVAL time, which includes every command a script runs; and the main thread's CPU time from `INFO cpu`):
  * enqueue, claim and finish of a success, in
  * batches of 64, for three variants side by side in one run, ten calls of one then ten of the next:
- *   before  the scripts of commit REF (default f-base: before queue events), events off
+ *   before  the scripts of commit REF (e.g. one before queue events), built from its Lua, events off
  *   off     this tree's scripts, events off
  *   on      this tree's scripts, events on (default bounds: 10,000 events, trimmed inline)
  * Prints the median of the rounds per variant and the ratios. Use a Redis of its own: INFO commandstats
  * counts every client's commands.
  */
 import { execFileSync } from 'node:child_process';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, rmSync, symlinkSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
@@ -31,23 +31,33 @@ import { SCRIPTS, type LuaScript } from '../src/redis/scripts.generated.js';
 const { values } = parseArgs({
   options: {
     store: { type: 'string' },
-    before: { type: 'string', default: 'f-base' },
+    before: { type: 'string' },
     rounds: { type: 'string', default: '7' },
     messages: { type: 'string', default: '6400' },
   },
 });
-if (values.store === undefined) throw new Error('--store redis://HOST:PORT is required');
+if (values.store === undefined || values.before === undefined) {
+  throw new Error('--store redis://HOST:PORT and --before REF (the commit to compare with) are required');
+}
 const rounds = Number(values.rounds);
 const messages = Number(values.messages);
 
-/** The generated scripts module of another commit, by script name. */
-async function scriptsAt(ref: string): Promise<Map<string, LuaScript>> {
+/**
+ * Another commit's scripts, by script name: its Lua and generator taken out of git and run here (the generated
+ * module is built, not stored).
+ */
+async function scriptsAt(ref: string): Promise<{ scripts: Map<string, LuaScript>; library: string }> {
   const dir = mkdtempSync(join(tmpdir(), 'kvmq-bench-scripts-'));
   try {
-    const file = join(dir, 'scripts.generated.ts');
-    writeFileSync(file, execFileSync('git', ['show', `${ref}:src/redis/scripts.generated.ts`], { encoding: 'utf8' }));
-    const module = (await import(file)) as { SCRIPTS: Record<string, LuaScript> };
-    return new Map(Object.values(module.SCRIPTS).map((s) => [s.name, s]));
+    const paths = ['src/redis', 'scripts/redis-scripts.mjs', '.prettierrc.json'];
+    const archive = execFileSync('git', ['archive', ref, '--', ...paths], { maxBuffer: 256 * 1024 * 1024 });
+    execFileSync('tar', ['-x', '-C', dir], { input: archive });
+    symlinkSync(join(process.cwd(), 'node_modules'), join(dir, 'node_modules'));
+    execFileSync(process.execPath, [join(dir, 'scripts/redis-scripts.mjs')], { stdio: 'ignore' });
+    const file = join(dir, 'src/redis/scripts.generated.ts');
+    const module = (await import(file)) as { SCRIPTS: Record<string, LuaScript>; LIBRARY: { source: string } };
+    const scripts = new Map(Object.values(module.SCRIPTS).map((s) => [s.name, s]));
+    return { scripts, library: module.LIBRARY.source };
   } finally {
     rmSync(dir, { recursive: true, force: true });
   }
@@ -73,9 +83,12 @@ const url = parseRedisUrl(values.store);
 const redis = await openConnection(url, 'kvmq-bench');
 const prefix = `bench-events-${process.pid}`;
 const current = new Scripts(redis, prefix, url.where, Command);
+// The older commit's functions, in a library of their own name beside this tree's.
+const older = await scriptsAt(values.before);
+await redis.call('FUNCTION', 'LOAD', 'REPLACE', older.library);
 await current.loadAll();
 const variants = {
-  before: new ScriptsAt(redis, prefix, url.where, await scriptsAt(values.before)),
+  before: new ScriptsAt(redis, prefix, url.where, older.scripts),
   off: current,
   on: current,
 } as const;
