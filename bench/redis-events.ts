@@ -15,10 +15,19 @@ import { execFileSync } from 'node:child_process';
 import { mkdtempSync, rmSync, symlinkSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { parseArgs } from 'node:util';
 import { Command } from 'ioredis';
 import { median } from './common.js';
-import { BATCH, collectRounds, newLane, PHASES, runLanes, type Lane, type Measure, type Phase } from './redis-lanes.js';
+import {
+  BATCH,
+  collectRounds,
+  newLane,
+  PHASES,
+  runLanes,
+  type Lane,
+  type Measure,
+  type Phase,
+  variantOptions,
+} from './redis-lanes.js';
 import { claimMessages } from '../src/redis/claim.js';
 import { writeConfig } from '../src/redis/config.js';
 import { openConnection } from '../src/redis/connection.js';
@@ -28,19 +37,7 @@ import { Scripts, type ScriptArg } from '../src/redis/scripts.js';
 import { parseRedisUrl } from '../src/redis/url.js';
 import { SCRIPTS, type LuaScript } from '../src/redis/scripts.generated.js';
 
-const { values } = parseArgs({
-  options: {
-    store: { type: 'string' },
-    before: { type: 'string' },
-    rounds: { type: 'string', default: '7' },
-    messages: { type: 'string', default: '6400' },
-  },
-});
-if (values.store === undefined || values.before === undefined) {
-  throw new Error('--store redis://HOST:PORT and --before REF (the commit to compare with) are required');
-}
-const rounds = Number(values.rounds);
-const messages = Number(values.messages);
+const { store, before, rounds, messages } = variantOptions('REF (the commit to compare with)');
 
 /**
  * Another commit's scripts, by script name: its Lua and generator taken out of git and run here (the generated
@@ -79,12 +76,12 @@ class ScriptsAt extends Scripts {
   }
 }
 
-const url = parseRedisUrl(values.store);
+const url = parseRedisUrl(store);
 const redis = await openConnection(url, 'kvmq-bench');
 const prefix = `bench-events-${process.pid}`;
 const current = new Scripts(redis, prefix, url.where, Command);
 // The older commit's functions, in a library of their own name beside this tree's.
-const older = await scriptsAt(values.before);
+const older = await scriptsAt(before);
 await redis.call('FUNCTION', 'LOAD', 'REPLACE', older.library);
 await current.loadAll();
 const variants = {

@@ -3,6 +3,7 @@
  * redis-scheduling.ts): Redis server time per message for enqueue, claim and finish of a success in batches
  * of 64, each variant on a queue of its own (a lane), ten calls of one variant then ten of the next.
  */
+import { parseArgs } from 'node:util';
 import { successFinish } from './common.js';
 import type { claimMessages } from '../src/redis/claim.js';
 import type { RedisConnection } from '../src/redis/connection.js';
@@ -137,4 +138,25 @@ export async function collectRounds<V extends string>(
     process.stderr.write(`round ${n + 1}/${rounds}\n`);
   }
   return figures;
+}
+
+/** The options of a bench comparing Redis variants: `--store`, `--before` (`before` says what it names), rounds. */
+export function variantOptions(before: string): { store: string; before: string; rounds: number; messages: number } {
+  const { values } = parseArgs({
+    options: {
+      store: { type: 'string' },
+      before: { type: 'string' },
+      rounds: { type: 'string', default: '7' },
+      messages: { type: 'string', default: '6400' },
+    },
+  });
+  if (values.store === undefined || values.before === undefined) {
+    throw new Error(`--store redis://HOST:PORT and --before ${before} are required`);
+  }
+  return {
+    store: values.store,
+    before: values.before,
+    rounds: Number(values.rounds),
+    messages: Number(values.messages),
+  };
 }

@@ -10,10 +10,9 @@
  * counts every client's commands.
  */
 import { join, resolve } from 'node:path';
-import { parseArgs } from 'node:util';
 import { Command } from 'ioredis';
 import { median } from './common.js';
-import { collectRounds, MEASURES, newLane, PHASES, runLanes, type Lane } from './redis-lanes.js';
+import { collectRounds, MEASURES, newLane, PHASES, runLanes, type Lane, variantOptions } from './redis-lanes.js';
 import { openConnection } from '../src/redis/connection.js';
 import { parseRedisUrl } from '../src/redis/url.js';
 import * as afterClaim from '../src/redis/claim.js';
@@ -22,19 +21,7 @@ import * as afterFinish from '../src/redis/finish.js';
 import * as afterScripts from '../src/redis/scripts.js';
 import * as afterGenerated from '../src/redis/scripts.generated.js';
 
-const { values } = parseArgs({
-  options: {
-    store: { type: 'string' },
-    before: { type: 'string' },
-    rounds: { type: 'string', default: '7' },
-    messages: { type: 'string', default: '6400' },
-  },
-});
-if (values.store === undefined || values.before === undefined) {
-  throw new Error('--store redis://HOST:PORT and --before DIR (a checkout of the commit to compare) are required');
-}
-const rounds = Number(values.rounds);
-const messages = Number(values.messages);
+const { store, before, rounds, messages } = variantOptions('DIR (a checkout of the commit to compare)');
 
 /** One tree's store code: the same modules, from this tree or from DIR. */
 interface Code {
@@ -56,11 +43,11 @@ async function codeAt(dir: string): Promise<Code> {
   };
 }
 
-const url = parseRedisUrl(values.store);
+const url = parseRedisUrl(store);
 const redis = await openConnection(url, 'kvmq-bench');
 const prefix = `bench-sched-${process.pid}`;
 const codes = {
-  before: await codeAt(values.before),
+  before: await codeAt(before),
   after: {
     claim: afterClaim,
     enqueue: afterEnqueue,
