@@ -8,6 +8,7 @@
  * count, beside the same for plain messages of a queue without flows. Figures move with the machine's load:
  * compare runs made side by side.
  */
+import { serverCpuUs } from './redis-info.js';
 import { parseArgs } from 'node:util';
 import { Redis } from 'ioredis';
 import { connect, type FlowTree } from '../src/index.js';
@@ -31,12 +32,7 @@ const client = await connect(url, { maintenance: false });
 const store = await openStore(url);
 const base = `flow-bench-${Date.now()}`;
 
-/** µs of CPU the server has used so far (user + system): unlike its scripts' timings, not inflated by waits. */
-async function serverUs(): Promise<number> {
-  const info = await admin.info('cpu');
-  const field = (name: string): number => Number(new RegExp(`^${name}:([\\d.]+)`, 'm').exec(info)?.[1] ?? NaN);
-  return (field('used_cpu_user') + field('used_cpu_sys')) * 1e6;
-}
+const serverUs = (): Promise<number> => serverCpuUs(admin);
 
 /** A tree of `size` messages: a root over 9 parents in `queue`, the leaves spread under them in `leaves`. */
 function tree(queue: string, leaves: string, size: number): FlowTree {

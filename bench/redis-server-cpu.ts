@@ -10,6 +10,7 @@
  * (what an idle worker pays per wake-up). Last, `idle`: --calls messages enqueued one at a time at 500/s to a
  * worker at concurrency 1, as bench/peers/redis.ts's latency phase: script calls and server CPU per message.
  */
+import { serverCpuUs } from './redis-info.js';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { parseArgs } from 'node:util';
 import { Redis } from 'ioredis';
@@ -39,9 +40,7 @@ const queue = `server-cpu-${Date.now()}`;
 
 /** Seconds of CPU the server has used so far. */
 async function serverCpu(): Promise<number> {
-  const info = await admin.info('cpu');
-  const field = (name: string): number => Number(new RegExp(`^${name}:([\\d.]+)`, 'm').exec(info)?.[1] ?? NaN);
-  return field('used_cpu_user') + field('used_cpu_sys');
+  return (await serverCpuUs(admin)) / 1e6;
 }
 
 /** µs the server has spent running scripts so far (INFO commandstats: FCALL, EVALSHA and EVAL, without their I/O). */

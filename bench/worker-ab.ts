@@ -12,6 +12,7 @@
  * `--result-bytes N` (no `--old`) compares this tree with itself instead: "old" handlers return nothing, "new"
  * ones return a result of N bytes (a JSON string), so the ratios are what storing a result costs.
  */
+import { serverCpuUs as redisCpuUs } from './redis-info.js';
 import { resolve } from 'node:path';
 import { parseArgs } from 'node:util';
 import { pathToFileURL } from 'node:url';
@@ -53,10 +54,7 @@ const redis = url.startsWith('redis') ? new Redis(url) : null;
 
 /** The Redis server's CPU so far, in µs (0 on other stores). */
 async function serverCpuUs(): Promise<number> {
-  if (redis === null) return 0;
-  const info = await redis.info('cpu');
-  const field = (name: string): number => Number(new RegExp(`${name}:([\\d.]+)`).exec(info)?.[1] ?? 0);
-  return (field('used_cpu_sys') + field('used_cpu_user')) * 1e6;
+  return redis === null ? 0 : redisCpuUs(redis);
 }
 
 // A JSON string of exactly resultBytes bytes once encoded (its quotes count).
