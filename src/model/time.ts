@@ -28,20 +28,20 @@ export interface LongTimeout {
  */
 export function setLongTimeout(fn: () => void, ms: number, cap = MAX_TIMER_MS): LongTimeout {
   const at = Date.now() + Math.max(0, ms);
+  // Only a wait in legs is re-armed, up to its last ms: a plain timer fires as Node runs it, even a tick before
+  // `at` by the clock, while a leg's end by the clock may fall short of `at` by that tick too.
+  const inLegs = ms > cap;
   let timer: NodeJS.Timeout | null = null;
-  let capped = false;
   let unref = false;
   const arm = (left: number): void => {
-    capped = left > cap;
     handle.armedMs = timerDelay(left, cap);
     timer = setTimeout(leg, handle.armedMs);
     if (unref) timer.unref();
   };
-  // Only a capped leg is re-armed: a plain timer fires as Node runs it, even a tick before `at` by the clock.
   const leg = (): void => {
     timer = null;
     const left = at - Date.now();
-    if (capped && left > 0) arm(left);
+    if (inLegs && left > 0) arm(left);
     else fn();
   };
   const handle = {
