@@ -17,6 +17,7 @@ import {
 import { spawnChild, type Child } from './child.js';
 import { uniqueQueue } from './names.js';
 import type { CapabilityFlag, StoreFixture } from './fixture.js';
+import { Trail } from './trail.js';
 import { storeOf } from '../../src/client-store.js';
 
 /** A hang becomes a failure long before the runner's own limits. */
@@ -56,6 +57,8 @@ export interface Harness {
   spawn(script: string, args: readonly string[]): Child;
   /** Runs `fn` after the test, once its clients are closed. */
   cleanup(fn: () => void | Promise<void>): void;
+  /** What the test's workers did; a failing test's error ends with it (notes of the test's own welcome). */
+  readonly trail: Trail;
 }
 
 export interface StoreTestOptions {
@@ -83,15 +86,21 @@ export function storeTest(
       t.skip(`${fixture.name} does not declare ${capability}`);
       return;
     }
-    await fn(h, t);
+    try {
+      await fn(h, t);
+    } catch (error) {
+      throw h.trail.explain(error);
+    }
   });
 }
 
 async function openHarness(t: TestContext, fixture: StoreFixture): Promise<Harness> {
   const url = await fixture.url();
   const errors: unknown[] = [];
+  const trail = new Trail();
   const onError = (error: unknown): void => {
     errors.push(error);
+    trail.note(`onError: ${String(error)}`);
     t.diagnostic(`onError: ${error instanceof Error ? error.message : String(error)}`);
   };
   const clients: Client[] = [];
@@ -125,12 +134,14 @@ async function openHarness(t: TestContext, fixture: StoreFixture): Promise<Harne
     connect: open,
     queue: uniqueQueue,
     worker<P, R>(queue: string, handler: Handler<P, R>, options: WorkerOptions = {}, on = client) {
-      const worker = on.worker<P, R>(queue, handler, { ...WORKER_DEFAULTS, onError, ...options });
+      const worker = on.worker<P, R>(queue, trail.wrap(handler), { ...WORKER_DEFAULTS, onError, ...options });
+      trail.watch(worker);
       workers.push(worker);
       return worker;
     },
     batchWorker<P, R>(queue: string, handler: BatchHandler<P, R>, options: BatchWorkerOptions) {
-      const worker = client.worker<P, R>(queue, handler, { ...WORKER_DEFAULTS, onError, ...options });
+      const worker = client.worker<P, R>(queue, trail.wrap(handler), { ...WORKER_DEFAULTS, onError, ...options });
+      trail.watch(worker);
       workers.push(worker);
       return worker;
     },
@@ -142,5 +153,6 @@ async function openHarness(t: TestContext, fixture: StoreFixture): Promise<Harne
     cleanup(fn) {
       cleanups.push(fn);
     },
+    trail,
   };
 }
