@@ -66,8 +66,13 @@ export class StoreContext {
     this.held.set(key(held.queue, held.consumer, held.id), held);
   }
 
-  dropHeld(queue: string, consumer: string, id: string): void {
-    this.held.delete(key(queue, consumer, id));
+  /**
+   * Forgets the claim of `attempt`, and only of that one: what ended an earlier attempt (its finish, a late
+   * renewal's answer) must not forget the next attempt of the same message, claimed meanwhile.
+   */
+  dropHeld(queue: string, consumer: string, id: string, attempt: number): void {
+    const k = key(queue, consumer, id);
+    if (this.held.get(k)?.attempt === attempt) this.held.delete(k);
   }
 
   /** Ids `consumer` holds on `queue` now, as its `current` node shows them. */

@@ -188,7 +188,7 @@ function finished(
   q.noteBucketsMade(plan.newBuckets);
   created.forEach((r, k) => notePath(ctx, plan.multi.ops[k], r.path));
   for (const p of pending) {
-    ctx.dropHeld(q.name, consumer, p.held.id);
+    ctx.dropHeld(q.name, consumer, p.held.id, p.held.attempt);
     // The entry is gone: no claim of this process need look at it again.
     ctx.claims.forgetEntry(p.held.entryPath);
     q.listOf(p.held.entryPath)?.forgetPath(p.held.entryPath);
@@ -429,7 +429,7 @@ export async function extendLocks(
           return null;
         } catch (error) {
           if (isZkError(error, ZkCode.NoNode)) {
-            ctx.dropHeld(q.name, consumer, id);
+            ctx.dropHeld(q.name, consumer, id, attempt);
             return id;
           }
           if (!isZkError(error, ZkCode.BadVersion)) throw error;

@@ -185,7 +185,7 @@ async function putBack(
   await Promise.all(
     handoffs.map(async (h) => {
       const held = ctx.getHeld(q.name, consumer, h.message.id);
-      ctx.dropHeld(q.name, consumer, h.message.id);
+      ctx.dropHeld(q.name, consumer, h.message.id, h.message.attempt);
       ctx.claims.forgetEntry(h.entryPath);
       if (held === undefined) return;
       const nodes = taskNodes(held.taskPath);

@@ -28,7 +28,7 @@ export async function heldFor(
       known !== undefined &&
       known.epoch === ctx.zk.epoch;
     if (!ours) {
-      ctx.dropHeld(q.name, consumer, id);
+      ctx.dropHeld(q.name, consumer, id, attempt);
       return null;
     }
     const held: Held = { ...known, stateVersion: read.stat.version, state };
@@ -36,7 +36,7 @@ export async function heldFor(
     return held;
   } catch (error) {
     if (isZkError(error, ZkCode.NoNode)) {
-      ctx.dropHeld(q.name, consumer, id);
+      ctx.dropHeld(q.name, consumer, id, attempt);
       return null;
     }
     throw error;

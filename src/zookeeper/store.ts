@@ -111,9 +111,7 @@ class ZookeeperStore implements Store {
       zk,
       (queue) => this.ctx.queue(queue).paths,
       (queue, consumer, canceled) => {
-        if (this.ctx.getHeld(queue, consumer, canceled.id)?.attempt === canceled.attempt) {
-          this.ctx.dropHeld(queue, consumer, canceled.id);
-        }
+        this.ctx.dropHeld(queue, consumer, canceled.id, canceled.attempt);
       },
     );
   }
