@@ -124,10 +124,13 @@ export class LockKeeper {
         // Every lock moves; those reported lost are taken away below, so their fence no longer matters.
         const fenceAt = sentAt + lockMs - this.fenceMarginMs;
         for (const h of held) if (fenceAt > h.fenceAt) h.fenceAt = fenceAt;
+        const sent = new Map(held.map((h) => [h.id, h]));
         for (const id of lost) {
-          const held = this.held.get(id);
-          // A finishing message may be gone because its finish was just stored: the finish's own result says.
-          if (held === undefined || held.finishing) continue;
+          const held = sent.get(id);
+          // Only the attempt the renewal was sent for: its finish may have been stored meanwhile and the next
+          // attempt claimed here, which this answer says nothing of. A finishing message may be gone because
+          // its finish was just stored: the finish's own result says.
+          if (held === undefined || !this.holds(held)) continue;
           if (afterCancel) this.monitor.track(this.lostOrCanceled(held));
           else {
             worker.instruments?.lockLost(worker.queue);
@@ -161,12 +164,19 @@ export class LockKeeper {
   private async lostOrCanceled(held: Held): Promise<void> {
     const { worker } = this;
     const status = await this.store.status(worker.queue, held.id).catch(() => null);
+    // Its finish may have left while the status was read: then that finish's result says what became of it.
+    if (!this.holds(held)) return;
     if (status?.state === 'failed' && status.lastError?.startsWith('canceled') === true) {
       this.canceled({ id: held.id, attempt: held.attempt });
     } else {
       worker.instruments?.lockLost(worker.queue);
       this.announcer.lost(held);
     }
+  }
+
+  /** Whether `held` is still this worker's current attempt of its message, with no finish on its way. */
+  private holds(held: Held): boolean {
+    return this.held.get(held.id) === held && !held.finishing && !held.takenAway;
   }
 
   /** When the store's session that holds the claims may end, less the margin; Infinity for a store without. */

@@ -7,11 +7,13 @@ import assert from 'node:assert/strict';
 import { describe } from 'node:test';
 import { storeTest } from '../support/harness.js';
 import { JobLog, waitForStatus } from '../support/jobs.js';
-import { gate, waitFor } from '../support/wait.js';
+import { gate, quietPeriod, waitFor } from '../support/wait.js';
 import type { StoreFixture } from '../support/fixture.js';
 import { storeOf } from '../../src/client-store.js';
 
 const STALLED = 'stalled-consumer';
+// Renewed every 200 ms (a third of it).
+const LOCK_MS = 600;
 
 export function locks(fixture: StoreFixture): void {
   void describe('locks', () => {
@@ -141,6 +143,46 @@ export function locks(fixture: StoreFixture): void {
       // The worker records nothing for a message it lost.
       assert.equal(await h.client.status(q, 'm'), null);
       assert.equal((await h.client.queueStatus(q)).total, 0);
+    });
+
+    storeTest(fixture, 'a renewal answered after its attempt ended never takes the next attempt away', async (h) => {
+      const q = h.queue('renew-race');
+      const store = storeOf(h.client);
+      const extend = store.extend.bind(store);
+      const renewingFirst = gate();
+      const secondRuns = gate();
+      // The renewal sent for attempt 1 reaches the store only once attempt 2 runs, so the store answers that
+      // attempt 1 is no longer held: that answer speaks of attempt 1 alone.
+      store.extend = async (queue, consumerId, held, lockMs) => {
+        if (held.some((m) => m.id === 'm' && m.attempt === 1)) {
+          renewingFirst.open();
+          await secondRuns.opened;
+        }
+        return extend(queue, consumerId, held, lockMs);
+      };
+      const stalled: number[] = [];
+      const aborted: boolean[] = [];
+      const worker = h.worker(
+        q,
+        async (job) => {
+          if (job.attempt === 1) {
+            await renewingFirst.opened;
+            return { status: 'retry', backoffMs: 0 };
+          }
+          secondRuns.open();
+          // Past the late answer, and a renewal or two of this attempt's own.
+          await quietPeriod(LOCK_MS);
+          aborted.push(job.signal.aborted);
+          return { status: 'success' };
+        },
+        { lockMs: LOCK_MS },
+      );
+      worker.on('stalled', (e) => stalled.push(e.attempt));
+      await h.client.enqueue(q, 'x', { id: 'm' });
+      const done = await waitForStatus(h.client, q, 'm', 'done-awaiting-gc');
+      assert.equal(done.attempt, 2);
+      assert.deepEqual(aborted, [false]);
+      assert.deepEqual(stalled, []);
     });
   });
 }
