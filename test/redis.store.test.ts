@@ -952,7 +952,10 @@ void describe('redis store: failures, listings and counts', () => {
         id,
       );
     }
-    for (const id of ['backed', 'requeued']) assert.deepEqual(await finish(client, q, id, 'success', 100), ['ok']);
+    // Long enough for the reads below on a loaded machine; the last ones wait for it to end.
+    const backoffMs = 1000;
+    for (const id of ['backed', 'requeued'])
+      assert.deepEqual(await finish(client, q, id, 'success', backoffMs), ['ok']);
     // A requeue of a done-with-backoff message: queued again once the backoff ends, its success kept.
     assert.equal((await client.enqueue(q, 'again', { id: 'requeued', allowRequeue: true })).ok, true);
     assert.deepEqual(await client.enqueue(q, 'again', { id: 'revived' }), {
@@ -975,7 +978,7 @@ void describe('redis store: failures, listings and counts', () => {
     assert.equal((await client.show(q, 'retried'))?.outcome, 'success');
     const listed = await client.list(q, { outcome: 'success', limit: 10 });
     assert.deepEqual(listed.messages.map((m) => m.id).sort(), ['backed', 'marked', 'plain', 'requeued', 'retried']);
-    await new Promise((resolve) => setTimeout(resolve, 150));
+    await waitFor(async () => (await seen('backed'))[0] === 'done-awaiting-gc', { what: 'the backoff to end' });
     assert.deepEqual(await seen('backed'), ['done-awaiting-gc', 'success', null]);
     assert.deepEqual(await seen('requeued'), ['queued', 'success', null]);
   });
