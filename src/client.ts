@@ -25,7 +25,7 @@ import type { ScheduleTiming } from './schedule/timing.js';
 import { openStore, resolveStoreUrl } from './store/url.js';
 import type { TickBatcher } from './tick-batcher.js';
 import type { BatchWorkerOptions, Worker, WorkerOptions } from './worker/worker.js';
-import { Queue } from './queue.js';
+import { makeQueue, type Queue } from './queue.js';
 import { publicEvent, type StoredEvent } from './model/events.js';
 import type { EventPage, NewMessage, Store } from './store/contract.js';
 import type { MetricsOptions, MetricsRegistry } from './metrics/registry.js';
@@ -197,7 +197,7 @@ export class Client {
    * status and show typed end to end. The types are not checked at run time.
    */
   queue<P = Payload, R = unknown>(name: string): Queue<P, R> {
-    return new Queue<P, R>(this, checkQueueName(name));
+    return makeQueue<P, R>(this, checkQueueName(name));
   }
 
   /**

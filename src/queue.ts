@@ -35,12 +35,19 @@ export interface QueueMethods {
   update(queue: string, id: string, changes: UpdateOptions): Promise<ActionResult>;
 }
 
+/** The only way to build a Queue (`client.queue(name)` calls it): the constructor is private. */
+export let makeQueue: <P, R>(client: QueueMethods, name: string) => Queue<P, R>;
+
 export class Queue<P = unknown, R = unknown> {
   readonly name: string;
   readonly #client: QueueMethods;
 
-  /** @internal Made by `client.queue(name)`. */
-  constructor(client: QueueMethods, name: string) {
+  static {
+    makeQueue = <P, R>(client: QueueMethods, name: string) => new Queue<P, R>(client, name);
+  }
+
+  /** Use `client.queue(name)`. */
+  private constructor(client: QueueMethods, name: string) {
     this.#client = client;
     this.name = name;
   }

@@ -104,19 +104,26 @@ describe('the package as installed', () => {
     assert.equal(stderr, '');
   });
 
-  test("a user's TypeScript cannot reach a client's store or construct a Client without connect()", async () => {
+  test("a user's TypeScript cannot reach a client's store or construct a Client, Worker or Queue itself", async () => {
     const declarations = readFileSync(join(dist, 'client.d.ts'), 'utf8');
     assert.doesNotMatch(declarations, /\bStore\b|^\s*(readonly\s+)?store\b/m, 'client.d.ts names the store');
     // Each @ts-expect-error fails the compile (TS2578) once the line it covers stops being an error.
     writeFileSync(
       join(app, 'user.mts'),
       [
-        "import { Client, connect } from 'kvmq';",
+        "import { Client, Queue, Worker, connect } from 'kvmq';",
         "const client = await connect('sqlite:./user.db');",
         '// @ts-expect-error the store is not public',
         'void client.store;',
         '// @ts-expect-error the constructor is private',
         'void new Client();',
+        '// @ts-expect-error the constructor is private: client.worker() makes workers',
+        'void new Worker();',
+        '// @ts-expect-error the constructor is private: client.queue() makes typed queues',
+        'void new Queue();',
+        "const worker = client.worker('q', () => undefined, { autoStart: false });",
+        '// @ts-expect-error internal members are not declared',
+        'void worker.instruments;',
         'await client.close();',
       ].join('\n'),
     );

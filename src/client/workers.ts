@@ -27,7 +27,7 @@ export class ClientWorkers {
     const workerModules = loadedWorkerModules();
     if (workerModules === null) throw new Error('this client was opened without workers: open it with connect()');
     this.schedulers ??= new workerModules.shared.SharedSchedulers(this.store);
-    const worker = new workerModules.worker.Worker(this.store, queue, handler, options, stopped, this.schedulers);
+    const worker = workerModules.worker.makeWorker(this.store, queue, handler, options, stopped, this.schedulers);
     this.running.add(worker);
     if (this.instruments !== null) attachMetrics(worker, this.instruments);
     if (worker.autoStart) worker.startInBackground();

@@ -42,6 +42,19 @@ export type {
 
 type WorkerState = 'idle' | 'running' | 'stopping' | 'stopped';
 
+/**
+ * The only way to build a Worker (`client.worker()` calls it): the constructor is private, so its internal
+ * parameters stay out of the API.
+ */
+export let makeWorker: (
+  store: Store,
+  queue: string,
+  handler: Handler | BatchHandler,
+  options: AnyWorkerOptions,
+  onStopped: () => void,
+  schedulers: SharedSchedulers,
+) => Worker;
+
 /** Listeners for `completed`, `failed`, `retrying`, `stalled` and `error`: see WorkerEvents. */
 export class Worker extends EventEmitter<WorkerEvents> {
   /** This worker's consumer id, as the registry shows it. */
@@ -74,8 +87,13 @@ export class Worker extends EventEmitter<WorkerEvents> {
   /** @internal set by the client when its metrics are asked for; null costs the hot path nothing. */
   instruments: WorkerInstruments | null = null;
 
-  /** @internal use `client.worker()` */
-  constructor(
+  static {
+    makeWorker = (store, queue, handler, options, onStopped, schedulers) =>
+      new Worker(store, queue, handler, options, onStopped, schedulers);
+  }
+
+  /** Use `client.worker()`. */
+  private constructor(
     private readonly store: Store,
     queue: string,
     handler: Handler | BatchHandler,
