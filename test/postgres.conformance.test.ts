@@ -9,7 +9,7 @@ conformance({
     wakeups: true,
     instantRelease: true,
     deadLetterQueue: true,
-    overlapClaims: false,
+    overlapClaims: true,
     groupRateLimit: true,
     flows: true,
   },

@@ -12,7 +12,7 @@ conformance({
     wakeups: false,
     instantRelease: false,
     deadLetterQueue: true,
-    overlapClaims: false,
+    overlapClaims: true,
     groupRateLimit: true,
     flows: true,
   },

@@ -162,8 +162,10 @@ class PostgresStore implements Store {
       deadLetterQueue: true,
       // A consumer's finishes and claims go in order, those waiting together as one (lanes.ts).
       claimWithFinishes: true,
-      // A claim sent ahead at a trickle came back dry, and the idle worker then waited out its backoff.
-      overlapClaims: false,
+      // With a backlog, the next claim runs while the last answer's handlers do. The worker sends one ahead only
+      // after an answer as large as it asked for: at a trickle one came back dry, and the idle worker then waited
+      // out its end-of-queue backoff.
+      overlapClaims: true,
       groupRateLimit: true,
       flows: true,
     };

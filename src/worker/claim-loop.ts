@@ -29,6 +29,8 @@ export class ClaimLoop {
   private backlog = false;
   /** performance.now() when the last claim was sent. */
   private claimSentAt = 0;
+  /** How many messages the last claim sent asked for. */
+  private claimMax = 0;
   /** Claims go out while finishes travel (see freeSlots). */
   private readonly claimWithFinishes: boolean;
   /** With a backlog and quick handlers, send the next claim as an answer arrives (see claimAhead). */
@@ -73,9 +75,11 @@ export class ClaimLoop {
     const { handling, worker } = this;
     let ahead: Promise<ClaimResult> | null = null;
     let aheadSentAt = 0;
+    let aheadMax = 0;
     while (worker.running) {
       let claim = ahead;
       let sentAt = aheadSentAt;
+      let asked = aheadMax;
       ahead = null;
       if (claim === null) {
         const max = this.freeSlots();
@@ -89,6 +93,7 @@ export class ClaimLoop {
         this.woken = false;
         claim = this.claim(max);
         sentAt = this.claimSentAt;
+        asked = max;
       }
       let claimed: readonly ClaimedMessage[];
       let wakeAt: number | null;
@@ -98,13 +103,17 @@ export class ClaimLoop {
         ({ messages: claimed, wakeAt } = result);
         // The last answer's handlers have all returned before this one came: so will this one's, likely.
         const quick = this.backlog && handling.running === 0 && handling.waitingCount === 0;
+        // An answer short of what was asked likely took the last ready messages (a trickle): one sent ahead would
+        // come back empty, and an empty claim costs a store its dry-run bookkeeping.
+        const full = claimed.length >= asked;
         this.dryWhileHeld = claimed.length === 0 && handling.held.size > 0;
         for (const message of claimed) handling.accept(message, sentAt);
         // A claim that drained the queue says so with a wakeAt: the next claim would find nothing.
         this.backlog = claimed.length > 0 && wakeAt === null;
-        if (this.overlap && this.backlog && quick) {
+        if (this.overlap && this.backlog && quick && full) {
           ahead = this.claimAhead(claimed.length);
           aheadSentAt = this.claimSentAt;
+          aheadMax = this.claimMax;
         }
         // Started before the monitor hears of them: a monitor that stops the worker stops what comes after.
         handling.startWaiting();
@@ -154,6 +163,7 @@ export class ClaimLoop {
     // Before the request leaves: the locks it takes count from no earlier than this.
     const claimStart = performance.now();
     this.claimSentAt = claimStart;
+    this.claimMax = max;
     const claim = this.store.claim(worker.queue, {
       consumerId: worker.id,
       max,

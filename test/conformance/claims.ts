@@ -140,6 +140,26 @@ export function claims(fixture: StoreFixture): void {
 
     storeTest(
       fixture,
+      'quick handlers at the end of a backlog: an answer short of what was asked sends no claim ahead',
+      async (h) => {
+        const q = h.queue('claims-short');
+        const concurrency = 16;
+        const rest = 5;
+        await fill(h, q, concurrency + rest);
+        const watch = watchClaims(h, q);
+        const log = new JobLog();
+        h.worker(q, (job) => log.record(job), { concurrency });
+        // m0..m15, then m16..m20, 5 of the 16 asked for: the queue is likely drained, so no claim for 5 more leaves
+        // as they arrive (it would come back empty); the next claims are those the free slots make.
+        await log.count(concurrency + rest);
+        await quietPeriod(200);
+        assert.ok(!watch.sizes.includes(rest), `claims for ${watch.sizes.join(', ')} messages`);
+      },
+      { capability: 'overlapClaims' },
+    );
+
+    storeTest(
+      fixture,
       'a stop while the claim sent ahead travels gives its messages back to the queue',
       async (h) => {
         const q = h.queue('claims-stop-ahead');
