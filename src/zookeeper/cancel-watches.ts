@@ -8,7 +8,7 @@
  */
 import { isZkError, ZkCode, type ZkSession } from './client.js';
 import { parseCancelNote } from './cancel-notes.js';
-import { QueueListeners } from './listeners.js';
+import { QueueListeners } from '../store/queue-listeners.js';
 import type { QueuePaths } from './layout.js';
 import type { CanceledMessage } from '../store/contract.js';
 

@@ -9,7 +9,7 @@
  * is called.
  */
 import { isZkError, ZkCode, type ZkSession } from './client.js';
-import { QueueListeners } from './listeners.js';
+import { QueueListeners } from '../store/queue-listeners.js';
 
 /** A watch that failed to be set (connection trouble) is tried again after this long. */
 const RETRY_MS = 1000;

@@ -9,7 +9,7 @@
  * consumers' claims tell when a dead session frees a message.
  */
 import type { ZkSession } from './client.js';
-import { QueueListeners } from './listeners.js';
+import { QueueListeners } from '../store/queue-listeners.js';
 
 export class Wakeups {
   private readonly listeners = new QueueListeners();
