@@ -59,6 +59,7 @@ import type {
   StoredPage,
   StoredSchedule,
 } from '../store/contract.js';
+import { QueueListeners } from '../store/queue-listeners.js';
 import type { MessageEdit } from '../model/update.js';
 import type {
   ActionResult,
@@ -111,8 +112,8 @@ export class EtcdStore implements Store {
   private readonly locals = new Map<string, { consumer: LocalConsumer; release: () => void }>();
   /** The same consumers by registration key, for deliveries this process's dispatcher makes. */
   private readonly byKey = new Map<string, LocalConsumer>();
-  private readonly listeners = new Map<string, Set<() => void>>();
-  private readonly cancelListeners = new Map<string, Set<(canceled: CanceledMessage | null) => void>>();
+  private readonly listeners = new QueueListeners();
+  private readonly cancelListeners = new QueueListeners<CanceledMessage | null>();
   private readonly queueWatches: QueueWatches;
   private readonly keyCache = new Map<string, QueueKeys>();
   private readonly configReads = new Map<string, Promise<void>>();
@@ -439,15 +440,10 @@ export class EtcdStore implements Store {
   }
 
   subscribe(queue: string, listener: () => void): () => void {
-    let set = this.listeners.get(queue);
-    if (set === undefined) {
-      set = new Set();
-      this.listeners.set(queue, set);
-    }
-    set.add(listener);
+    const remove = this.listeners.add(queue, listener);
     const release = this.host.hold(queue);
     return () => {
-      set.delete(listener);
+      remove();
       release();
     };
   }
@@ -512,18 +508,12 @@ export class EtcdStore implements Store {
 
   /** A held delivery deleted by another writer: the queue's workers renew, and find which and why. */
   private takenAway(queue: string): void {
-    for (const listener of this.cancelListeners.get(queue) ?? []) listener(null);
+    this.cancelListeners.notify(queue, null);
   }
 
   /** Its holder's delivery goes in the cancel's Txn: the consumer's inbox watch sees it go (takenAway). */
   subscribeCancels(queue: string, listener: (canceled: CanceledMessage | null) => void): () => void {
-    let set = this.cancelListeners.get(queue);
-    if (set === undefined) {
-      set = new Set();
-      this.cancelListeners.set(queue, set);
-    }
-    set.add(listener);
-    return () => set.delete(listener);
+    return this.cancelListeners.add(queue, listener);
   }
 
   async cancel(queue: string, id: string, error: string): Promise<ActionResult> {
@@ -541,9 +531,7 @@ export class EtcdStore implements Store {
   }
 
   private notify(queue: string): void {
-    const set = this.listeners.get(queue);
-    if (set === undefined) return;
-    for (const listener of set) listener();
+    this.listeners.notify(queue);
   }
 
   private checkOpen(): void {

@@ -14,12 +14,18 @@
  */
 import { closeConnection, type RedisConnection } from './connection.js';
 import type { CanceledMessage } from '../store/contract.js';
-
-type CancelListener = (canceled: CanceledMessage | null) => void;
+import { QueueListeners } from '../store/queue-listeners.js';
 
 export class Wakeups {
-  private readonly listeners = new Map<string, Set<() => void>>();
-  private readonly cancelListeners = new Map<string, Set<CancelListener>>();
+  // A queue's channel is subscribed while it has listeners of either kind.
+  private readonly listeners = new QueueListeners({
+    first: (channel) => this.heard(channel, this.cancelListeners),
+    last: (channel) => this.unheard(channel, this.cancelListeners),
+  });
+  private readonly cancelListeners = new QueueListeners<CanceledMessage | null>({
+    first: (channel) => this.heard(channel, this.listeners),
+    last: (channel) => this.unheard(channel, this.listeners),
+  });
   private subscriber: Promise<RedisConnection> | null = null;
   private closed = false;
 
@@ -29,46 +35,29 @@ export class Wakeups {
   ) {}
 
   subscribe(channel: string, listener: () => void): () => void {
-    return this.add(this.listeners, channel, listener);
+    return this.listeners.add(channel, listener);
   }
 
   /** Cancels of held messages published on a queue's wake channel. */
-  subscribeCancels(channel: string, listener: CancelListener): () => void {
-    return this.add(this.cancelListeners, channel, listener);
+  subscribeCancels(channel: string, listener: (canceled: CanceledMessage | null) => void): () => void {
+    return this.cancelListeners.add(channel, listener);
   }
 
-  /** Adds a listener; the channel is subscribed while it has listeners of either kind. */
-  private add<L>(map: Map<string, Set<L>>, channel: string, listener: L): () => void {
-    let set = map.get(channel);
-    if (set === undefined) {
-      set = new Set();
-      map.set(channel, set);
-      if (!this.heard(channel, map)) {
-        void this.connection()
-          .then((redis) => redis.subscribe(channel))
-          .then(() => this.fire(channel))
-          .catch(this.onError);
-      }
-    }
-    set.add(listener);
-    const listeners = set;
-    return () => {
-      listeners.delete(listener);
-      if (listeners.size > 0 || map.get(channel) !== listeners) return;
-      map.delete(channel);
-      if (this.heard(channel)) return;
-      void this.connection()
-        .then((redis) => redis.unsubscribe(channel))
-        .catch(this.onError);
-    };
+  /** A channel's first listener of one kind: subscribed unless `other` kind listens already. */
+  private heard(channel: string, other: { has(channel: string): boolean }): void {
+    if (other.has(channel)) return;
+    void this.connection()
+      .then((redis) => redis.subscribe(channel))
+      .then(() => this.fire(channel))
+      .catch(this.onError);
   }
 
-  /** Whether any listener (but those of `except`) listens on the channel. */
-  private heard(channel: string, except?: Map<string, unknown>): boolean {
-    return (
-      (except !== this.listeners && this.listeners.has(channel)) ||
-      (except !== this.cancelListeners && this.cancelListeners.has(channel))
-    );
+  /** A channel's last listener of one kind gone: unsubscribed unless `other` kind still listens. */
+  private unheard(channel: string, other: { has(channel: string): boolean }): void {
+    if (other.has(channel)) return;
+    void this.connection()
+      .then((redis) => redis.unsubscribe(channel))
+      .catch(this.onError);
   }
 
   async close(): Promise<void> {
@@ -94,7 +83,8 @@ export class Wakeups {
       let connectedBefore = false;
       redis.on('ready', () => {
         if (connectedBefore)
-          for (const channel of new Set([...this.listeners.keys(), ...this.cancelListeners.keys()])) this.fire(channel);
+          for (const channel of new Set([...this.listeners.queues(), ...this.cancelListeners.queues()]))
+            this.fire(channel);
         connectedBefore = true;
       });
       // Connection errors surface through the store's commands; reconnects are automatic.
@@ -106,13 +96,13 @@ export class Wakeups {
 
   /** A subscription confirmed, or a reconnect: wake listeners claim again, cancel listeners renew. */
   private fire(channel: string): void {
-    for (const listener of this.listeners.get(channel) ?? []) listener();
-    for (const listener of this.cancelListeners.get(channel) ?? []) listener(null);
+    this.listeners.notify(channel);
+    this.cancelListeners.notify(channel, null);
   }
 
   private canceled(channel: string, message: string): void {
     const at = message.indexOf(' ', 7);
     const canceled = { attempt: Number(message.slice(7, at)), id: message.slice(at + 1) };
-    for (const listener of this.cancelListeners.get(channel) ?? []) listener(canceled);
+    this.cancelListeners.notify(channel, canceled);
   }
 }

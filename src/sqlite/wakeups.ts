@@ -16,6 +16,7 @@
  */
 import { EventEmitter } from 'node:events';
 import { closeSync, constants, openSync, watch, writeSync, type FSWatcher } from 'node:fs';
+import { QueueListeners } from '../store/queue-listeners.js';
 
 // Every store instance on the same file in this process shares one hub.
 const hubs = new Map<string, { emitter: EventEmitter; users: number }>();
@@ -29,7 +30,7 @@ type Listener<V> = (value: V | null) => void;
 
 export class Wakeups<V = never> {
   private readonly hub: EventEmitter;
-  private readonly listeners = new Map<string, Set<Listener<V>>>();
+  private readonly listeners = new QueueListeners<V | null>();
   private readonly hubKey: string;
   private readonly wakeFile: string;
   private wakeFd: number | null;
@@ -88,23 +89,18 @@ export class Wakeups<V = never> {
   }
 
   subscribe(channel: string, listener: Listener<V>): () => void {
-    let set = this.listeners.get(channel);
-    if (set === undefined) {
-      set = new Set();
-      this.listeners.set(channel, set);
-    }
-    set.add(listener);
+    const remove = this.listeners.add(channel, listener);
     this.hub.on(channel, listener);
     this.watchWakeFile();
     return () => {
-      set.delete(listener);
+      remove();
       this.hub.off(channel, listener);
-      if ([...this.listeners.values()].every((s) => s.size === 0)) this.unwatch();
+      if (this.listeners.queues().length === 0) this.unwatch();
     };
   }
 
   close(): void {
-    for (const [channel, set] of this.listeners) for (const listener of set) this.hub.off(channel, listener);
+    for (const [channel, listener] of this.listeners.entries()) this.hub.off(channel, listener);
     this.listeners.clear();
     this.unwatch();
     if (this.eventsTimer !== null) clearTimeout(this.eventsTimer);
@@ -132,7 +128,7 @@ export class Wakeups<V = never> {
     setImmediate(() => {
       this.pending = false;
       if (!this.changedElsewhere()) return;
-      for (const set of this.listeners.values()) for (const listener of set) listener(null);
+      for (const channel of this.listeners.queues()) this.listeners.notify(channel, null);
     });
   }
 }
