@@ -22,6 +22,10 @@
  * (kilobytes of garbage per call) and Redis parsed on every call. `K[name]` and
  * `pairs(K)` read a table of the names, built when first asked. It prepends the
  * included helpers and checks that the script uses no key it does not take.
+ *
+ * The helpers' table of the type each key must hold is written in from
+ * src/redis/keys.ts's KEY_TYPES (for the name KEY_TYPES_FROM_KEYS_TS in
+ * lib/common.lua), so the two cannot drift apart.
  */
 import { createHash } from 'node:crypto';
 import { readdirSync, readFileSync, writeFileSync } from 'node:fs';
@@ -31,9 +35,36 @@ import { URL, fileURLToPath } from 'node:url';
 const ROOT = fileURLToPath(new URL('..', import.meta.url));
 const LUA_DIR = join(ROOT, 'src/redis/lua');
 const OUTPUT = join(ROOT, 'src/redis/scripts.generated.ts');
+const KEYS_TS = join(ROOT, 'src/redis/keys.ts');
 
 export function luaName(key) {
   return key.replace(/\?$/, '').replace(/[^A-Za-z0-9]/g, '_');
+}
+
+/**
+ * keys.ts's KEY_TYPES as [name, type] pairs, read from its source (one `name: 'type',` a line, comments
+ * aside): the generator runs without TypeScript.
+ */
+export function keyTypes() {
+  const text = readFileSync(KEYS_TS, 'utf8');
+  const body = /^export const KEY_TYPES = \{\n([\s\S]*?)^\} as const;/m.exec(text);
+  if (body === null) throw new Error('src/redis/keys.ts: no `export const KEY_TYPES = {...} as const;` found');
+  const pairs = [];
+  for (const line of body[1].split('\n')) {
+    if (/^\s*(\/\/.*)?$/.test(line)) continue;
+    const entry = /^\s*(?:'([^']+)'|([A-Za-z_][A-Za-z0-9_]*)): '([a-z]+)',(\s*\/\/.*)?$/.exec(line);
+    if (entry === null) throw new Error(`src/redis/keys.ts: KEY_TYPES line not understood: ${line.trim()}`);
+    pairs.push([entry[1] ?? entry[2], entry[3]]);
+  }
+  return pairs;
+}
+
+/** The Lua table of the type each data key holds (channels hold none), by its name in Lua. */
+export function luaKeyTypes() {
+  const entries = keyTypes()
+    .filter(([, type]) => type !== 'channel')
+    .map(([key, type]) => `${luaName(key)} = '${type}'`);
+  return `{ ${entries.join(', ')} }`;
 }
 
 /** The `-- Name: value` lines of a header, continuation lines (`--   more`) joined. */
@@ -65,7 +96,7 @@ function keyList(value) {
 
 function readLib(name) {
   const file = join(LUA_DIR, 'lib', `${name}.lua`);
-  const text = readFileSync(file, 'utf8');
+  const text = readFileSync(file, 'utf8').replace(/\bKEY_TYPES_FROM_KEYS_TS\b/g, luaKeyTypes());
   return { name, text, keys: keyList(headerFields(text, file).get('KEYS')) };
 }
 

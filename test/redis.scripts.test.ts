@@ -8,7 +8,7 @@ import { spawnSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import { test } from 'node:test';
 import { fileURLToPath } from 'node:url';
-import { KEY_NAMES } from '../src/redis/keys.js';
+import { KEY_NAMES, KEY_TYPES } from '../src/redis/keys.js';
 import { LIBRARY, SCRIPTS } from '../src/redis/scripts.generated.js';
 
 const ROOT = fileURLToPath(new URL('..', import.meta.url));
@@ -16,6 +16,24 @@ const ROOT = fileURLToPath(new URL('..', import.meta.url));
 void test('src/redis/scripts.generated.ts is what npm run redis-scripts makes of the .lua files', () => {
   const run = spawnSync(process.execPath, ['scripts/redis-scripts.mjs', '--check'], { cwd: ROOT, encoding: 'utf8' });
   assert.equal(run.status, 0, `${run.stderr}${run.stdout}`);
+});
+
+void test("the scripts check each key's type as keys.ts's KEY_TYPES gives it (channels hold no data)", () => {
+  const table = /KEY_TYPES = \{ ([^}]*) \}/.exec(LIBRARY.source)?.[1];
+  assert.ok(table !== undefined, 'the library holds no KEY_TYPES table');
+  const inLua = Object.fromEntries(
+    table.split(', ').map((entry): [string, string] => {
+      const [name = '', type = ''] = entry.split(" = '");
+      return [name, type.replace(/'$/, '')];
+    }),
+  );
+  const fromKeys = Object.entries(KEY_TYPES)
+    .filter(([, type]) => type !== 'channel')
+    .map(([key, type]) => [key.replace(/\?$/, '').replace(/[^A-Za-z0-9]/g, '_'), type]);
+  assert.deepEqual(inLua, Object.fromEntries(fromKeys));
+  for (const script of Object.values(SCRIPTS)) {
+    if (script.source.includes('key_type(')) assert.ok(script.source.includes(`{ ${table} }`), script.name);
+  }
 });
 
 void test('every script names known keys, carries its SHA1 and opens with a Redis 7 shebang', () => {

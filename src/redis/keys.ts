@@ -6,7 +6,10 @@
  * script touches a single slot.
  */
 
-/** Every key of a queue, by name, with the type it must hold. */
+/**
+ * Every key of a queue, by name, with the type it must hold. The Lua scripts' type checks read it too:
+ * scripts/redis-scripts.mjs parses it (one `name: 'type',` a line) into their table; run it after a change.
+ */
 export const KEY_TYPES = {
   // Carmine's keys.
   messages: 'hash', // id → encoding tag + payload

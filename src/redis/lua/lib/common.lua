@@ -3,24 +3,13 @@
 --
 -- KEYS: (none of its own)
 
--- The types kvmq keeps in each key, to refuse foreign data before writing anything. Built when a check
--- first needs it: a script whose queue is marked (see LAYOUT_FIELD) mostly makes no check at all.
+-- The types kvmq keeps in each key, to refuse foreign data before writing anything: src/redis/keys.ts's
+-- KEY_TYPES but its pub/sub channels (which hold no data), which scripts/redis-scripts.mjs writes in for the
+-- placeholder below. Built when a check first needs it: a script whose queue is marked (see
+-- LAYOUT_FIELD) mostly makes no check at all.
 local KEY_TYPES = nil
 local function key_type(name)
-  if KEY_TYPES == nil then
-    KEY_TYPES = {
-      messages = 'hash', locks = 'hash', backoffs = 'hash', nattempts = 'hash', mid_circle = 'list',
-      done = 'set', requeue = 'set', eoq_backoff = 'string', ndry_runs = 'string', metadata = 'hash',
-      filters = 'hash', classes = 'set', holders = 'hash', outcomes = 'hash', enqueued_at = 'hash',
-      updated_at = 'hash', requeue_content = 'hash', schedule = 'zset', lock_expiry = 'zset',
-      done_at = 'zset', dedupe = 'zset', conf = 'hash', consumers = 'hash', gc_lock = 'string',
-      gc_at = 'string', policies = 'hash', history = 'hash', losses = 'hash', pushes = 'hash',
-      requeue_locks = 'zset', requeue_schedule = 'zset', failed = 'zset', expiry = 'zset', events = 'stream', events_seq = 'string',
-      priorities = 'hash', lanes = 'zset', groups = 'hash', group_held = 'hash', parked = 'set', debounce = 'hash',
-      debounce_of = 'hash', rate_tat = 'string', group_rates = 'zset', group_waits = 'zset', schedules = 'hash', layout = 'string', idle_workers = 'hash',
-      parent = 'hash', owes = 'hash', children = 'hash', children_left = 'hash', waiting_children = 'zset',
-    }
-  end
+  if KEY_TYPES == nil then KEY_TYPES = KEY_TYPES_FROM_KEYS_TS end
   return KEY_TYPES[name]
 end
 
