@@ -10,7 +10,7 @@ import { AutoCompactor } from '../src/serve/mvcc/auto-compact.js';
 import Long from 'long';
 import protobuf from 'protobufjs/minimal.js';
 import { isDecodeError } from '../src/serve/proto/decode-error.js';
-import { etcdserverpb } from '../src/serve/proto/etcd.js';
+import { etcdserverpb, PRESENT_EMPTY } from '../src/serve/proto/etcd.js';
 import { fromBigInt, toBigInt } from '../src/serve/proto/int64.js';
 import {
   decodeDeleteRangeRequest,
@@ -18,7 +18,6 @@ import {
   decodeRangeRequest,
   decodeTxnRequest,
 } from '../src/serve/proto/kv.js';
-import { PRESENT_EMPTY } from '../src/serve/proto/range-end.js';
 import { parseListen } from '../src/serve/server.js';
 
 describe('key-range permissions', () => {

@@ -25,7 +25,7 @@ import { hashKv } from './mvcc/hash.js';
 import { KvStore } from './mvcc/kvstore.js';
 import { prepareKv } from './mvcc/statements.js';
 import { ResponseHeaders, type ServerIdentity } from './proto/header.js';
-import { PRESENT_EMPTY } from './proto/range-end.js';
+import { PRESENT_EMPTY } from './proto/etcd.js';
 import type {
   CompactionRequest,
   DeleteRangeRequest,

@@ -16,7 +16,7 @@ import {
   SORT_NONE,
 } from '../proto/types.js';
 import type { RangeResult } from '../mvcc/kvstore.js';
-import { PRESENT_EMPTY } from '../proto/range-end.js';
+import { PRESENT_EMPTY } from '../proto/etcd.js';
 
 /** What a Range reads from: a read view or a write txn. */
 export interface RangeReader {

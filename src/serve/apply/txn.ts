@@ -28,7 +28,7 @@ import {
 import type { Compare } from '../proto/types.js';
 import type { RangeResult, WriteTxn } from '../mvcc/kvstore.js';
 import { SUB_LIMIT } from '../storage/schema.js';
-import { PRESENT_EMPTY } from '../proto/range-end.js';
+import { PRESENT_EMPTY } from '../proto/etcd.js';
 import { applyDeleteRange, applyPut, checkDeleteRequest, checkPutRequest } from './kv.js';
 import { applyRange, gteRange, type RangeReader } from './range.js';
 

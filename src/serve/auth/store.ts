@@ -11,7 +11,7 @@
 import { randomInt } from 'node:crypto';
 import type BetterSqlite3 from 'better-sqlite3';
 import { Errors } from '../errors.js';
-import { PRESENT_EMPTY } from '../proto/range-end.js';
+import { PRESENT_EMPTY } from '../proto/etcd.js';
 import type { Backend } from '../storage/backend.js';
 import { PERM_WRITE, RangePermissions, type Permission, PERM_READ } from './permissions.js';
 
