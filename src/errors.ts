@@ -10,7 +10,6 @@ export const KVMQ_ERROR_CODES = [
   'PACKAGE_MISSING',
   'ZOOKEEPER',
   'PAYLOAD_TOO_LARGE',
-  'MESSAGE_TOO_LARGE',
   'FILTER',
   'CLOSED',
   'EVENTS_MISSED',
@@ -87,39 +86,41 @@ export class ZookeeperReplyError extends KvmqError {
   }
 }
 
-/** A message with its metadata is over the store's packet limit (ZooKeeper). Nothing was written. */
-export class MessageTooLargeError extends KvmqError {
-  readonly id: string;
-  readonly bytes: number;
-  readonly limit: number;
-
-  constructor(id: string, bytes: number, limit: number) {
-    super(
-      'MESSAGE_TOO_LARGE',
-      `message ${id} with its metadata is ${bytes} bytes, over the store's packet limit ` +
-        `(${limit} bytes here); make the payload or metadata smaller`,
-    );
-    this.id = id;
-    this.bytes = bytes;
-    this.limit = limit;
-  }
-}
-
-/** The payload is larger than the store accepts. Nothing was written. */
+/**
+ * What a call asked to store is over the store's limit. Nothing was written. `part` says what is over it:
+ * the `payload` (every store's maxPayloadBytes), or the whole `message`, payload with its metadata
+ * (ZooKeeper's packet limit), whose `id` it carries.
+ */
 export class PayloadTooLargeError extends KvmqError {
+  readonly part: 'payload' | 'message';
+  /** The message's id, when `part` is `message`. */
+  readonly id: string | undefined;
   readonly bytes: number;
   readonly limit: number;
 
-  constructor(bytes: number, limit: number) {
+  constructor(bytes: number, limit: number, message?: { id: string }) {
     super(
       'PAYLOAD_TOO_LARGE',
-      `payload is ${bytes} bytes, over this store's limit of ${limit} bytes; ` +
-        'store large data elsewhere and enqueue a reference to it',
+      message === undefined
+        ? `payload is ${bytes} bytes, over this store's limit of ${limit} bytes; ` +
+            'store large data elsewhere and enqueue a reference to it'
+        : `message ${message.id} with its metadata is ${bytes} bytes, over the store's packet limit ` +
+            `(${limit} bytes here); make the payload or metadata smaller`,
     );
+    this.part = message === undefined ? 'payload' : 'message';
+    this.id = message?.id;
     this.bytes = bytes;
     this.limit = limit;
   }
 }
+
+/**
+ * @deprecated The same class as PayloadTooLargeError (code `PAYLOAD_TOO_LARGE`, `part` `message`), kept so
+ * that `instanceof MessageTooLargeError` still works.
+ */
+export const MessageTooLargeError = PayloadTooLargeError;
+/** @deprecated PayloadTooLargeError. */
+export type MessageTooLargeError = PayloadTooLargeError;
 
 /** A filter name or value the queue's configuration does not declare. */
 export class FilterError extends KvmqError {

@@ -85,6 +85,7 @@ export {
   StoreAuthError,
   StoreLimitError,
   ZookeeperReplyError,
+  // eslint-disable-next-line @typescript-eslint/no-deprecated -- kept so that users' instanceof checks still work
   MessageTooLargeError,
   PayloadTooLargeError,
   FilterError,

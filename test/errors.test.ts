@@ -17,7 +17,6 @@ const samples: readonly kvmq.KvmqError[] = [
   new kvmq.PackageMissingError('a redis store', 'ioredis'),
   new kvmq.ZookeeperReplyError('m', undefined, true),
   new kvmq.PayloadTooLargeError(2, 1),
-  new kvmq.MessageTooLargeError('id', 2, 1),
   new kvmq.FilterError('m'),
   new kvmq.ClosedError('client'),
   new kvmq.EventsMissedError('q', [], 'cursor'),
@@ -49,6 +48,22 @@ test('each error class raises a distinct code from KVMQ_ERROR_CODES, and each co
   const codes = samples.map((sample) => sample.code);
   assert.equal(new Set(codes).size, codes.length, `a code is shared: ${codes.join(', ')}`);
   assert.deepEqual([...codes].sort(), [...kvmq.KVMQ_ERROR_CODES].sort());
+});
+
+test("one class and code for anything over the store's limit; MessageTooLargeError, deprecated, is that class", () => {
+  const payload = new kvmq.PayloadTooLargeError(2, 1);
+  const message = new kvmq.PayloadTooLargeError(3, 1, { id: 'm' });
+  // eslint-disable-next-line @typescript-eslint/no-deprecated -- the alias is what is tested
+  const alias = kvmq.MessageTooLargeError;
+  assert.equal(alias, kvmq.PayloadTooLargeError);
+  for (const error of [payload, message]) {
+    assert.ok(error instanceof alias && error instanceof kvmq.PayloadTooLargeError);
+    assert.equal(error.code, 'PAYLOAD_TOO_LARGE');
+  }
+  assert.deepEqual([payload.part, payload.id, payload.bytes], ['payload', undefined, 2]);
+  assert.match(payload.message, /^payload is 2 bytes/);
+  assert.deepEqual([message.part, message.id, message.bytes], ['message', 'm', 3]);
+  assert.match(message.message, /^message m with its metadata is 3 bytes/);
 });
 
 test("kvmq/serve's ServeError is the one the package exports", () => {

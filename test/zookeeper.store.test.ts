@@ -9,7 +9,14 @@ import { after, describe, test } from 'node:test';
 import { promisify } from 'node:util';
 import { createRequire } from 'node:module';
 import type * as Zk from 'node-zookeeper-client';
-import { connect, KvmqError, StoreLayoutError, StoreUrlError, type Client } from '../src/index.js';
+import {
+  connect,
+  KvmqError,
+  PayloadTooLargeError,
+  StoreLayoutError,
+  StoreUrlError,
+  type Client,
+} from '../src/index.js';
 import { gate, quietPeriod, waitFor } from './support/wait.js';
 import { JobLog, waitForStatus } from './support/jobs.js';
 import { freshStoreUrl, hostsOf, PlainClient, serverUrl, uniqueDir } from './fixtures/zookeeper-env.js';
@@ -618,7 +625,12 @@ describe('zookeeper: bad input', () => {
         { payload: 'small', id: 'fine' },
         { payload: 'x'.repeat(200_000), id: 'big', metadata },
       ]),
-      (error: unknown) => error instanceof KvmqError && /packet limit/.test(error.message),
+      (error: unknown) => {
+        assert.ok(error instanceof PayloadTooLargeError);
+        assert.deepEqual([error.code, error.part, error.id], ['PAYLOAD_TOO_LARGE', 'message', 'big']);
+        assert.match(error.message, /packet limit/);
+        return true;
+      },
     );
     assert.equal(await client.status('q', 'fine'), null);
     assert.equal((await client.queueStatus('q')).total, 0);

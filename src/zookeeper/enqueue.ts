@@ -5,7 +5,7 @@
  * with its state, or revived / requeued (see existing()), each in one multi
  * with a version check on the task's state.
  */
-import { MessageTooLargeError } from '../errors.js';
+import { PayloadTooLargeError } from '../errors.js';
 import { parseFilterClass } from '../model/filters.js';
 import { DEFAULT_PRIORITY } from '../model/scheduling.js';
 import { isZkError, ZkCode, type ZkOp } from './client.js';
@@ -67,7 +67,7 @@ export async function enqueueGuarded(
 ): Promise<EnqueueResult[] | null> {
   for (const m of messages) {
     if (messageBytes(q, m) > MULTI_BYTES) {
-      throw new MessageTooLargeError(m.id, messageBytes(q, m), MULTI_BYTES);
+      throw new PayloadTooLargeError(messageBytes(q, m), MULTI_BYTES, { id: m.id });
     }
   }
   await q.ensure();

@@ -127,6 +127,7 @@ export function badInput(fixture: StoreFixture): void {
         await assert.rejects(h.client.enqueue(q, Buffer.alloc(limit + 1), { id: 'big' }), (error: unknown) => {
           assert.ok(error instanceof PayloadTooLargeError && error instanceof KvmqError);
           assert.equal(error.code, 'PAYLOAD_TOO_LARGE');
+          assert.equal(error.part, 'payload');
           assert.equal(error.bytes, limit + 1);
           assert.equal(error.limit, limit);
           assert.match(error.message, new RegExp(String(limit)));
