@@ -1298,6 +1298,23 @@ void describe('redis store: queue events, turns and the queue registry', () => {
     assert.deepEqual(await storeOf(client).readEvents(q, null, 10), { events: [], missed: false, cursor: '0' });
   });
 
+  void test("a queue's wake channel stays subscribed while a wake or a cancel listener is left, not after", async () => {
+    const prefix = uniquePrefix('channel');
+    const store = storeOf(await open(`${base}?prefix=${prefix}`));
+    const subscribed = (q: string): number => Number(cli(base, 'PUBSUB', 'NUMSUB', `${prefix}:{${q}}:wake`)[1]);
+    const stopWake = store.subscribe('q', () => undefined);
+    const stopCancels = store.subscribeCancels('q', () => undefined);
+    await waitFor(() => subscribed('q') === 1, { what: 'the wake channel subscribed' });
+    stopWake();
+    // The subscriber's commands run in order: once another channel is subscribed, an unsubscribe sent before is done.
+    const stopOther = store.subscribe('other', () => undefined);
+    await waitFor(() => subscribed('other') === 1, { what: 'another channel subscribed' });
+    assert.equal(subscribed('q'), 1, 'unsubscribed while a cancel listener is left');
+    stopCancels();
+    await waitFor(() => subscribed('q') === 0, { what: 'the wake channel unsubscribed' });
+    stopOther();
+  });
+
   void test('subscribeEvents: called after events are written, on the wake-up connection; nothing after close', async () => {
     const server = await dedicated();
     const url = `${server.url}?prefix=subscribe`;
