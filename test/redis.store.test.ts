@@ -24,7 +24,7 @@ import type { Finish } from '../src/store/contract.js';
 import { MESSAGE_STATES, type MessageState, type QueueConfig } from '../src/model/types.js';
 import { start, type RedisServer, type RedisServerOptions } from '../scripts/servers/redis.mjs';
 import { deletePrefixes, redisTestUrl } from './fixtures/redis-server.js';
-import { waitFor } from './support/wait.js';
+import { quietPeriod, waitFor } from './support/wait.js';
 import { listAll } from './support/list-pages.js';
 import { storeOf } from '../src/client-store.js';
 import { ENQUEUE_CALL_MESSAGES } from '../src/redis/enqueue.js';
@@ -747,7 +747,18 @@ void describe('redis store: failures, listings and counts', () => {
     });
     const parked = (): boolean => one(base, 'HGET', `${prefix}:{${q}}:idle-workers`, worker.id).startsWith('1 ');
     await waitFor(parked, { what: 'the worker to wait, parked' });
-    const before = polls.length;
+    // The wake channel's subscription, once confirmed, asks for a claim too, which may come after the first
+    // parking: counted from when the claims have settled.
+    let before = -1;
+    await waitFor(
+      async () => {
+        const seen = polls.length;
+        await quietPeriod(200);
+        before = seen;
+        return polls.length === seen && parked();
+      },
+      { what: 'the claims to settle, the worker parked' },
+    );
     for (const id of ['m1', 'm2', 'm3']) {
       await client.enqueue(q, id, { id });
       assert.notEqual((await client.status(q, id))?.state, 'queued', `${id} was locked for the worker by its enqueue`);
