@@ -4,9 +4,9 @@
  */
 const LAYERS = [
   ['model', '^src/(model/|errors\\.ts$|version\\.ts$|optional-package\\.ts$)'],
-  // store/url.ts opens a store by its URL: it belongs with the stores.
-  ['store contract', '^src/store/(?!url\\.ts$)'],
-  ['stores', '^src/(sqlite/|postgres/|redis/|zookeeper/|etcd/|store/url\\.ts$)'],
+  ['store contract', '^src/stores/contract/'],
+  // stores/url.ts opens a store by its URL: it imports every store.
+  ['stores', '^src/stores/(?!contract/)'],
   ['metrics, tracing, events', '^src/(metrics|tracing|events)/'],
   ['client and worker', '^src/(client\\.ts|client/|client-store\\.ts|queue\\.ts|tick-batcher\\.ts|worker/|schedule/)'],
   ['apps', '^src/(serve/|dashboard/|cli/|demo\\.ts$|index\\.ts$)'],

@@ -1,7 +1,7 @@
 /** Small helpers shared by the measurements: timing, concurrency, sizes. */
 import { cpus, loadavg, release, totalmem } from 'node:os';
 import type { Client } from '../src/index.js';
-import type { Finish } from '../src/store/contract.js';
+import type { Finish } from '../src/stores/contract/contract.js';
 
 /** How many messages each measurement uses; `--quick` shrinks them all. */
 export interface BenchSizes {

@@ -28,14 +28,14 @@ import {
   type Phase,
   variantOptions,
 } from './redis-lanes.js';
-import { claimMessages } from '../src/redis/claim.js';
-import { writeConfig } from '../src/redis/config.js';
-import { openConnection } from '../src/redis/connection.js';
-import { enqueueMessages } from '../src/redis/enqueue.js';
-import { finishMessages } from '../src/redis/finish.js';
-import { Scripts, type ScriptArg } from '../src/redis/scripts.js';
-import { parseRedisUrl } from '../src/redis/url.js';
-import { SCRIPTS, type LuaScript } from '../src/redis/scripts.generated.js';
+import { claimMessages } from '../src/stores/redis/claim.js';
+import { writeConfig } from '../src/stores/redis/config.js';
+import { openConnection } from '../src/stores/redis/connection.js';
+import { enqueueMessages } from '../src/stores/redis/enqueue.js';
+import { finishMessages } from '../src/stores/redis/finish.js';
+import { Scripts, type ScriptArg } from '../src/stores/redis/scripts.js';
+import { parseRedisUrl } from '../src/stores/redis/url.js';
+import { SCRIPTS, type LuaScript } from '../src/stores/redis/scripts.generated.js';
 
 const { store, before, rounds, messages } = variantOptions('REF (the commit to compare with)');
 
@@ -51,7 +51,7 @@ async function scriptsAt(ref: string): Promise<{ scripts: Map<string, LuaScript>
     execFileSync('tar', ['-x', '-C', dir], { input: archive });
     symlinkSync(join(process.cwd(), 'node_modules'), join(dir, 'node_modules'));
     execFileSync(process.execPath, [join(dir, 'scripts/redis-scripts.mjs')], { stdio: 'ignore' });
-    const file = join(dir, 'src/redis/scripts.generated.ts');
+    const file = join(dir, 'src/stores/redis/scripts.generated.ts');
     const module = (await import(file)) as { SCRIPTS: Record<string, LuaScript>; LIBRARY: { source: string } };
     const scripts = new Map(Object.values(module.SCRIPTS).map((s) => [s.name, s]));
     return { scripts, library: module.LIBRARY.source };

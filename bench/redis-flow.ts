@@ -12,9 +12,9 @@ import { serverCpuUs } from './redis-info.js';
 import { parseArgs } from 'node:util';
 import { Redis } from 'ioredis';
 import { connect, type FlowTree } from '../src/index.js';
-import { openStore } from '../src/store/url.js';
+import { openStore } from '../src/stores/url.js';
 import { successFinish } from './common.js';
-import type { ClaimRequest } from '../src/store/contract.js';
+import type { ClaimRequest } from '../src/stores/contract/contract.js';
 
 const { values } = parseArgs({
   options: {

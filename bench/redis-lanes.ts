@@ -5,13 +5,13 @@
  */
 import { parseArgs } from 'node:util';
 import { successFinish } from './common.js';
-import type { claimMessages } from '../src/redis/claim.js';
-import type { RedisConnection } from '../src/redis/connection.js';
-import type { enqueueMessages } from '../src/redis/enqueue.js';
-import type { finishMessages } from '../src/redis/finish.js';
-import type { Scripts } from '../src/redis/scripts.js';
-import type { NewMessage } from '../src/store/contract.js';
-import { plainMessage } from '../src/store/new-message.js';
+import type { claimMessages } from '../src/stores/redis/claim.js';
+import type { RedisConnection } from '../src/stores/redis/connection.js';
+import type { enqueueMessages } from '../src/stores/redis/enqueue.js';
+import type { finishMessages } from '../src/stores/redis/finish.js';
+import type { Scripts } from '../src/stores/redis/scripts.js';
+import type { NewMessage } from '../src/stores/contract/contract.js';
+import { plainMessage } from '../src/stores/contract/new-message.js';
 
 export const BATCH = 64;
 const CHUNK = 10 * BATCH;

@@ -9,14 +9,14 @@
  */
 import { parseArgs } from 'node:util';
 import { Command } from 'ioredis';
-import { claimMessages } from '../src/redis/claim.js';
-import { openConnection } from '../src/redis/connection.js';
-import { enqueueMessages } from '../src/redis/enqueue.js';
-import { Scripts } from '../src/redis/scripts.js';
-import { SCRIPTS } from '../src/redis/scripts.generated.js';
-import { parseRedisUrl } from '../src/redis/url.js';
-import type { NewMessage } from '../src/store/contract.js';
-import { plainMessage } from '../src/store/new-message.js';
+import { claimMessages } from '../src/stores/redis/claim.js';
+import { openConnection } from '../src/stores/redis/connection.js';
+import { enqueueMessages } from '../src/stores/redis/enqueue.js';
+import { Scripts } from '../src/stores/redis/scripts.js';
+import { SCRIPTS } from '../src/stores/redis/scripts.generated.js';
+import { parseRedisUrl } from '../src/stores/redis/url.js';
+import type { NewMessage } from '../src/stores/contract/contract.js';
+import { plainMessage } from '../src/stores/contract/new-message.js';
 
 const { values } = parseArgs({
   options: {

@@ -13,13 +13,13 @@ import { join, resolve } from 'node:path';
 import { Command } from 'ioredis';
 import { median } from './common.js';
 import { collectRounds, MEASURES, newLane, PHASES, runLanes, type Lane, variantOptions } from './redis-lanes.js';
-import { openConnection } from '../src/redis/connection.js';
-import { parseRedisUrl } from '../src/redis/url.js';
-import * as afterClaim from '../src/redis/claim.js';
-import * as afterEnqueue from '../src/redis/enqueue.js';
-import * as afterFinish from '../src/redis/finish.js';
-import * as afterScripts from '../src/redis/scripts.js';
-import * as afterGenerated from '../src/redis/scripts.generated.js';
+import { openConnection } from '../src/stores/redis/connection.js';
+import { parseRedisUrl } from '../src/stores/redis/url.js';
+import * as afterClaim from '../src/stores/redis/claim.js';
+import * as afterEnqueue from '../src/stores/redis/enqueue.js';
+import * as afterFinish from '../src/stores/redis/finish.js';
+import * as afterScripts from '../src/stores/redis/scripts.js';
+import * as afterGenerated from '../src/stores/redis/scripts.generated.js';
 
 const { store, before, rounds, messages } = variantOptions('DIR (a checkout of the commit to compare)');
 

@@ -15,10 +15,10 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { parseArgs } from 'node:util';
 import { Redis } from 'ioredis';
 import { connect } from '../src/index.js';
-import { openStore } from '../src/store/url.js';
-import { plainMessage } from '../src/store/new-message.js';
+import { openStore } from '../src/stores/url.js';
+import { plainMessage } from '../src/stores/contract/new-message.js';
 import { fill, successFinish } from './common.js';
-import type { ClaimedMessage, ClaimRequest } from '../src/store/contract.js';
+import type { ClaimedMessage, ClaimRequest } from '../src/stores/contract/contract.js';
 
 const { values } = parseArgs({
   options: {

@@ -11,10 +11,10 @@ import { NoopSpanProcessor } from '@opentelemetry/sdk-trace-base';
 import { NodeTracerProvider } from '@opentelemetry/sdk-trace-node';
 import { traceProcess, UNTRACED } from '../src/tracing/process.js';
 import { traceSend } from '../src/tracing/send.js';
-import type { ClaimedMessage, NewMessage } from '../src/store/contract.js';
-import type { AttemptFinish } from '../src/store/contract.js';
+import type { ClaimedMessage, NewMessage } from '../src/stores/contract/contract.js';
+import type { AttemptFinish } from '../src/stores/contract/contract.js';
 import type { Job } from '../src/model/types.js';
-import { plainMessage } from '../src/store/new-message.js';
+import { plainMessage } from '../src/stores/contract/new-message.js';
 
 const { values } = parseArgs({ options: { rounds: { type: 'string' }, n: { type: 'string' } } });
 const ROUNDS = Number(values.rounds ?? 9);

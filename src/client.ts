@@ -22,12 +22,12 @@ import {
 } from './model/validate.js';
 import type { ScheduleInfo, ScheduleOptions } from './schedule/define.js';
 import type { ScheduleTiming } from './schedule/timing.js';
-import { openStore, resolveStoreUrl } from './store/url.js';
+import { openStore, resolveStoreUrl } from './stores/url.js';
 import type { TickBatcher } from './tick-batcher.js';
 import type { BatchWorkerOptions, Worker, WorkerOptions } from './worker/worker.js';
 import { makeQueue, type Queue } from './queue.js';
 import { publicEvent, type StoredEvent } from './model/events.js';
-import type { EventPage, NewMessage, Store } from './store/contract.js';
+import type { EventPage, NewMessage, Store } from './stores/contract/contract.js';
 import type { MetricsOptions, MetricsRegistry } from './metrics/registry.js';
 import { checkPatchFits, one, redriveFailed } from './client/actions.js';
 import { QueueConfigs } from './client/configs.js';

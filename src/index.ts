@@ -21,8 +21,8 @@ export type {
   StalledEvent,
 } from './worker/worker.js';
 export { expBackoff } from './model/backoff.js';
-export { knexTransaction } from './postgres/knex.js';
-export type { KnexRaw } from './postgres/knex.js';
+export { knexTransaction } from './stores/postgres/knex.js';
+export type { KnexRaw } from './stores/postgres/knex.js';
 export type { ScheduleInfo, ScheduleOptions } from './schedule/define.js';
 export type { ScheduleTiming, CronTiming, EveryTiming } from './schedule/timing.js';
 export { TRACE_METADATA_KEY } from './tracing/carrier.js';
@@ -32,7 +32,7 @@ export { FLOW_MAX_NODES } from './model/flow.js';
 export type { ChildFailurePolicy, ChildStatus, FlowIds, FlowNode, FlowTree } from './model/flow.js';
 export { QUEUE_EVENT_TYPES } from './model/events.js';
 export type { QueueEvent, QueueEventType, StoredEvent } from './model/events.js';
-export type { EventPage } from './store/contract.js';
+export type { EventPage } from './stores/contract/contract.js';
 export type { EventsOptions, EventsStart, WaitForOptions } from './events/options.js';
 export type { WaitResult } from './events/wait-for.js';
 export type { MetricsOptions, MetricsRegistry } from './metrics/registry.js';
@@ -69,7 +69,7 @@ export type {
   SqlTransaction,
 } from './model/types.js';
 export type { FilterMethod, WorkerFilter, WorkerFilters } from './model/filters.js';
-export { DEFAULT_STORE_URL } from './store/url.js';
+export { DEFAULT_STORE_URL } from './stores/url.js';
 export {
   PROGRESS_MAX_BYTES,
   LOG_LINE_MAX_BYTES,

@@ -6,7 +6,7 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import { connect, KvmqError, StoreUnavailableError, type Client } from '../src/index.js';
-import { openEtcdStore, type EtcdStore } from '../src/etcd/store.js';
+import { openEtcdStore, type EtcdStore } from '../src/stores/etcd/store.js';
 import { JobLog, waitForStatus } from './support/jobs.js';
 import { waitFor } from './support/wait.js';
 import { closedAfterAll, endpointsOf, etcdctl, isolatedUrl, startEtcd } from './fixtures/etcd-support.js';

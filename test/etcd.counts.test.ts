@@ -1,5 +1,5 @@
 /**
- * The counts queueStatus reads on etcd (src/etcd/counts.ts): a base and one slot per writer, each slot put in
+ * The counts queueStatus reads on etcd (src/stores/etcd/counts.ts): a base and one slot per writer, each slot put in
  * the Txn of the transitions it counts. Each check reads every record and the counts in one Txn, so at one
  * revision, and requires them equal, while writers run and after: two clients with lock expiries, retries,
  * removes, promotes and GC, a slot fold, clear, dead-letter moves, a client killed mid-run, a queue written
@@ -11,14 +11,14 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, test } from 'node:test';
 import type { Client, Handler } from '../src/index.js';
-import type { EtcdStore } from '../src/etcd/store.js';
-import { prefixEnd } from '../src/etcd/kv.js';
-import { decodeRecord, stateOf } from '../src/etcd/record.js';
-import { countBaseKey, countReads, countSlotsPrefix, sumCounts, type Counts } from '../src/etcd/counts.js';
-import { foldCounts } from '../src/etcd/count-read.js';
+import type { EtcdStore } from '../src/stores/etcd/store.js';
+import { prefixEnd } from '../src/stores/etcd/kv.js';
+import { decodeRecord, stateOf } from '../src/stores/etcd/record.js';
+import { countBaseKey, countReads, countSlotsPrefix, sumCounts, type Counts } from '../src/stores/etcd/counts.js';
+import { foldCounts } from '../src/stores/etcd/count-read.js';
 import { MESSAGE_STATES, type EnqueueResult, type MessageState } from '../src/model/types.js';
-import type { NewMessage } from '../src/store/contract.js';
-import { plainMessage } from '../src/store/new-message.js';
+import type { NewMessage } from '../src/stores/contract/contract.js';
+import { plainMessage } from '../src/stores/contract/new-message.js';
 import { spawnChild } from './support/child.js';
 import { waitFor } from './support/wait.js';
 import { closedAfterAll, isolatedUrl } from './fixtures/etcd-support.js';

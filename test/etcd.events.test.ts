@@ -1,5 +1,5 @@
 /**
- * Queue events on etcd (src/etcd/queue-events.ts): each event key is put in the very Txn of the transition it
+ * Queue events on etcd (src/stores/etcd/queue-events.ts): each event key is put in the very Txn of the transition it
  * records, whoever writes it (producers, the dispatcher's deliveries, consumers' finishes, actions); cursors
  * are mod revisions, so a writer that commits an older time late is still read; trimming records the
  * highest revision it deleted; the registry lists queues; plain producers' messages get events too.
@@ -7,10 +7,10 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import type { Client } from '../src/index.js';
-import { openEtcdStore, type EtcdStore } from '../src/etcd/store.js';
-import { prefixEnd, type WatchEvent } from '../src/etcd/kv.js';
-import { eventOps } from '../src/etcd/event-ops.js';
-import { queueRegistry } from '../src/etcd/keys.js';
+import { openEtcdStore, type EtcdStore } from '../src/stores/etcd/store.js';
+import { prefixEnd, type WatchEvent } from '../src/stores/etcd/kv.js';
+import { eventOps } from '../src/stores/etcd/event-ops.js';
+import { queueRegistry } from '../src/stores/etcd/keys.js';
 import { waitFor } from './support/wait.js';
 import { closedAfterAll, isolatedUrl } from './fixtures/etcd-support.js';
 

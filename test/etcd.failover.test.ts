@@ -11,7 +11,7 @@ import { spawnChild, type Child } from './support/child.js';
 import { waitFor } from './support/wait.js';
 import { isolatedUrl, memberIds, startEtcd, startEtcdCluster } from './fixtures/etcd-support.js';
 import { peerPartition } from './support/peer-partition.js';
-import { EtcdStore } from '../src/etcd/store.js';
+import { EtcdStore } from '../src/stores/etcd/store.js';
 import { storeOf } from '../src/client-store.js';
 
 const cleanups = new WeakMap<TestContext, (() => Promise<unknown>)[]>();

@@ -1,5 +1,5 @@
 /**
- * Group commit of enqueues on etcd (src/etcd/txn-lane.ts): concurrent enqueue calls of a queue share Txns, a
+ * Group commit of enqueues on etcd (src/stores/etcd/txn-lane.ts): concurrent enqueue calls of a queue share Txns, a
  * full Txn carrying 63 two-op enqueues and the count slot, the rest waiting for the next calls instead of a Txn
  * of its own; the rest of a burst of finishes held for the next burst; and two calls enqueueing the same id
  * never share a Txn (etcd refuses a key put twice in one). The client sends a tick's calls as one store call,
@@ -8,9 +8,9 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { storeOf } from '../src/client-store.js';
-import { EtcdStore } from '../src/etcd/store.js';
-import { TxnLane } from '../src/etcd/txn-lane.js';
-import type { Change } from '../src/etcd/txn-batch.js';
+import { EtcdStore } from '../src/stores/etcd/store.js';
+import { TxnLane } from '../src/stores/etcd/txn-lane.js';
+import type { Change } from '../src/stores/etcd/txn-batch.js';
 import { closedAfterAll, isolatedUrl } from './fixtures/etcd-support.js';
 
 const TIMEOUT_MS = 60_000;

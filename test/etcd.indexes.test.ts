@@ -7,10 +7,10 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import type { Client } from '../src/index.js';
-import type { EtcdStore } from '../src/etcd/store.js';
-import { prefixEnd } from '../src/etcd/kv.js';
-import { decodeRecord } from '../src/etcd/record.js';
-import { indexEntries } from '../src/etcd/transitions.js';
+import type { EtcdStore } from '../src/stores/etcd/store.js';
+import { prefixEnd } from '../src/stores/etcd/kv.js';
+import { decodeRecord } from '../src/stores/etcd/record.js';
+import { indexEntries } from '../src/stores/etcd/transitions.js';
 import { waitFor } from './support/wait.js';
 import { closedAfterAll, isolatedUrl } from './fixtures/etcd-support.js';
 

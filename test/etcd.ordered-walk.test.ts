@@ -1,14 +1,14 @@
 /**
- * Listing `queued` on etcd walks the ordered queue in windows of idx time from a hint (src/etcd/ordered-walk.ts):
+ * Listing `queued` on etcd walks the ordered queue in windows of idx time from a hint (src/stores/etcd/ordered-walk.ts):
  * pages come in queue order, whole, whatever the hint says: none, one older than the head, one newer than
  * some keys (those are read first), and the walk leaves the head it found as the next hint.
  */
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import type { Client } from '../src/index.js';
-import type { EtcdStore } from '../src/etcd/store.js';
-import { idxAt } from '../src/etcd/keys.js';
-import { headHintKey } from '../src/etcd/ordered-walk.js';
+import type { EtcdStore } from '../src/stores/etcd/store.js';
+import { idxAt } from '../src/stores/etcd/keys.js';
+import { headHintKey } from '../src/stores/etcd/ordered-walk.js';
 import { closedAfterAll, isolatedUrl } from './fixtures/etcd-support.js';
 import { listAll } from './support/list-pages.js';
 

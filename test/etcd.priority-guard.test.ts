@@ -1,5 +1,5 @@
 /**
- * The dispatcher's priority guard (src/etcd/dispatcher/priority-guard.ts) as etcd and kvmq serve's engine
+ * The dispatcher's priority guard (src/stores/etcd/dispatcher/priority-guard.ts) as etcd and kvmq serve's engine
  * evaluate it: a compare over the higher priorities' ordered keys passes while none was created after the
  * revision the mirror has seen, fails once one was, and its failure read names that key's revision.
  */
@@ -8,13 +8,13 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, describe, test } from 'node:test';
-import { newIdx, QueueKeys } from '../src/etcd/keys.js';
-import { parseEtcdUrl } from '../src/etcd/url.js';
-import { priorityGuard, unseenRevision } from '../src/etcd/dispatcher/priority-guard.js';
+import { newIdx, QueueKeys } from '../src/stores/etcd/keys.js';
+import { parseEtcdUrl } from '../src/stores/etcd/url.js';
+import { priorityGuard, unseenRevision } from '../src/stores/etcd/dispatcher/priority-guard.js';
 import { Engine } from '../src/serve/engine.js';
 import { LocalKv } from '../src/serve/dispatch/local-kv.js';
 import { isolatedUrl } from './fixtures/etcd-support.js';
-import type { Kv, RangeResult } from '../src/etcd/kv.js';
+import type { Kv, RangeResult } from '../src/stores/etcd/kv.js';
 
 const cleanups: (() => Promise<void> | void)[] = [];
 after(async () => {
@@ -23,7 +23,7 @@ after(async () => {
 
 async function etcdKv(): Promise<{ kv: Kv; root: string }> {
   const options = parseEtcdUrl(isolatedUrl());
-  const { Etcd3Kv } = await import('../src/etcd/etcd3-kv.js');
+  const { Etcd3Kv } = await import('../src/stores/etcd/etcd3-kv.js');
   const kv = new Etcd3Kv(await import('etcd3'), options);
   cleanups.push(() => kv.close());
   return { kv, root: options.prefix };

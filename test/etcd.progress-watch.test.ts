@@ -5,9 +5,9 @@
 import assert from 'node:assert/strict';
 import { after, test } from 'node:test';
 import * as etcd3 from 'etcd3';
-import { Etcd3Kv } from '../src/etcd/etcd3-kv.js';
-import { ProgressWatch } from '../src/etcd/dispatcher/progress.js';
-import { parseEtcdUrl } from '../src/etcd/url.js';
+import { Etcd3Kv } from '../src/stores/etcd/etcd3-kv.js';
+import { ProgressWatch } from '../src/stores/etcd/dispatcher/progress.js';
+import { parseEtcdUrl } from '../src/stores/etcd/url.js';
 import { waitFor } from './support/wait.js';
 import { isolatedUrl } from './fixtures/etcd-support.js';
 

@@ -9,7 +9,7 @@ import { spawnChild, type Child } from './support/child.js';
 import { JobLog, waitForStatus } from './support/jobs.js';
 import { waitFor } from './support/wait.js';
 import { closedAfterAll, endpointsOf, etcdctl, EtcdctlConsumer, isolatedUrl } from './fixtures/etcd-support.js';
-import { queueRegistry } from '../src/etcd/keys.js';
+import { queueRegistry } from '../src/stores/etcd/keys.js';
 
 const TIMEOUT_MS = 60_000;
 const IDX = /^\d{19}$/;

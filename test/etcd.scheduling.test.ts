@@ -6,15 +6,15 @@
 import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
 import { describe } from 'node:test';
-import { openEtcdStore, type EtcdStore } from '../src/etcd/store.js';
-import { prefixEnd } from '../src/etcd/kv.js';
-import { idxPriority } from '../src/etcd/keys.js';
+import { openEtcdStore, type EtcdStore } from '../src/stores/etcd/store.js';
+import { prefixEnd } from '../src/stores/etcd/kv.js';
+import { idxPriority } from '../src/stores/etcd/keys.js';
 import { storeTest, type Harness } from './support/harness.js';
 import { JobLog } from './support/jobs.js';
 import { gate, waitFor } from './support/wait.js';
 import { etcdTestUrl } from './fixtures/etcd-support.js';
 import type { StoreFixture } from './support/fixture.js';
-import { plainMessage } from '../src/store/new-message.js';
+import { plainMessage } from '../src/stores/contract/new-message.js';
 
 const base = etcdTestUrl();
 const fixture: StoreFixture = {

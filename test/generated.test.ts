@@ -18,11 +18,11 @@ function built(path: string): string {
   return file;
 }
 
-void test("dist's Redis scripts are what the generator makes of src/redis/lua/", async () => {
+void test("dist's Redis scripts are what the generator makes of src/stores/redis/lua/", async () => {
   const generator = (await import(pathToFileURL(join(ROOT, 'scripts/redis-scripts.mjs')).href)) as {
     generate(): Promise<string>;
   };
-  const shipped = (await import(pathToFileURL(built('redis/scripts.generated.js')).href)) as {
+  const shipped = (await import(pathToFileURL(built('stores/redis/scripts.generated.js')).href)) as {
     LIBRARY: { name: string; source: string };
   };
   // The library is named by a hash of its whole source.

@@ -22,9 +22,9 @@ import {
   type MessageStatus,
 } from '../src/index.js';
 import { storeOf } from '../src/client-store.js';
-import { lockReadySql } from '../src/postgres/claim.js';
-import { SCHEMA_VERSION } from '../src/postgres/schema.js';
-import { lockKey } from '../src/postgres/session.js';
+import { lockReadySql } from '../src/stores/postgres/claim.js';
+import { SCHEMA_VERSION } from '../src/stores/postgres/schema.js';
+import { lockKey } from '../src/stores/postgres/session.js';
 import { start, type PostgresServer } from '../scripts/servers/postgres.mjs';
 import { dropSchemas, freshSchema, postgresTestUrl, sql } from './fixtures/postgres-server.js';
 import { waitFor } from './support/wait.js';

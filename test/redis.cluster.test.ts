@@ -15,7 +15,7 @@ import { startCluster, type RedisCluster } from '../scripts/servers/redis.mjs';
 import { conformance } from './conformance/index.js';
 import { waitFor } from './support/wait.js';
 import { storeOf } from '../src/client-store.js';
-import { LIBRARY } from '../src/redis/scripts.generated.js';
+import { LIBRARY } from '../src/stores/redis/scripts.generated.js';
 
 const dir = mkdtempSync(join(tmpdir(), 'kvmq-redis-cluster-'));
 let cluster: RedisCluster | null = null;

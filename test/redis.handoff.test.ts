@@ -1,5 +1,5 @@
 /**
- * Handoffs on Redis (src/redis/lua/lib/handoff.lua): a consumer whose claim left it free slots and nothing to
+ * Handoffs on Redis (src/stores/redis/lua/lib/handoff.lua): a consumer whose claim left it free slots and nothing to
  * take is parked, and an enqueue locks ready messages for it and pushes them to its list, where its BLPOP
  * takes them. What is handed off, to whom, how much, what ends a parking, and that a stopping worker gives
  * back what it did not start.
@@ -10,11 +10,17 @@ import { after, describe, test } from 'node:test';
 import { Redis } from 'ioredis';
 import { connect, StoreLayoutError, type Client } from '../src/index.js';
 import { storeOf } from '../src/client-store.js';
-import { claimMessages } from '../src/redis/claim.js';
-import { SCRIPTS } from '../src/redis/scripts.generated.js';
-import type { Scripts } from '../src/redis/scripts.js';
-import { unframe } from '../src/redis/handoffs.js';
-import type { ClaimedMessage, ClaimRequest, HandoffListener, HandoffReceiver, Store } from '../src/store/contract.js';
+import { claimMessages } from '../src/stores/redis/claim.js';
+import { SCRIPTS } from '../src/stores/redis/scripts.generated.js';
+import type { Scripts } from '../src/stores/redis/scripts.js';
+import { unframe } from '../src/stores/redis/handoffs.js';
+import type {
+  ClaimedMessage,
+  ClaimRequest,
+  HandoffListener,
+  HandoffReceiver,
+  Store,
+} from '../src/stores/contract/contract.js';
 import { deletePrefixes, redisTestUrl } from './fixtures/redis-server.js';
 import { waitFor } from './support/wait.js';
 

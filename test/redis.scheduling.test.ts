@@ -13,8 +13,8 @@ import { Redis } from 'ioredis';
 import { connect, type Client } from '../src/index.js';
 import { startCluster, type RedisCluster } from '../scripts/servers/redis.mjs';
 import { deletePrefixes, redisTestUrl } from './fixtures/redis-server.js';
-import type { ClaimRequest, ClaimResult, NewMessage } from '../src/store/contract.js';
-import { plainMessage } from '../src/store/new-message.js';
+import type { ClaimRequest, ClaimResult, NewMessage } from '../src/stores/contract/contract.js';
+import { plainMessage } from '../src/stores/contract/new-message.js';
 import { storeOf } from '../src/client-store.js';
 
 const base = redisTestUrl();

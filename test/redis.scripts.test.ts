@@ -1,6 +1,6 @@
 /**
- * The Lua scripts are built into src/redis/scripts.generated.ts; this fails
- * when that module is out of date with src/redis/lua/*.lua, and checks each
+ * The Lua scripts are built into src/stores/redis/scripts.generated.ts; this fails
+ * when that module is out of date with src/stores/redis/lua/*.lua, and checks each
  * script's declared interface.
  */
 import assert from 'node:assert/strict';
@@ -8,12 +8,12 @@ import { spawnSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import { test } from 'node:test';
 import { fileURLToPath } from 'node:url';
-import { KEY_NAMES, KEY_TYPES } from '../src/redis/keys.js';
-import { LIBRARY, SCRIPTS } from '../src/redis/scripts.generated.js';
+import { KEY_NAMES, KEY_TYPES } from '../src/stores/redis/keys.js';
+import { LIBRARY, SCRIPTS } from '../src/stores/redis/scripts.generated.js';
 
 const ROOT = fileURLToPath(new URL('..', import.meta.url));
 
-void test('src/redis/scripts.generated.ts is what npm run redis-scripts makes of the .lua files', () => {
+void test('src/stores/redis/scripts.generated.ts is what npm run redis-scripts makes of the .lua files', () => {
   const run = spawnSync(process.execPath, ['scripts/redis-scripts.mjs', '--check'], { cwd: ROOT, encoding: 'utf8' });
   assert.equal(run.status, 0, `${run.stderr}${run.stdout}`);
 });

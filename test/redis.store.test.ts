@@ -20,17 +20,17 @@ import {
   type ConnectOptions,
 } from '../src/index.js';
 import { maxDeliveriesError } from '../src/model/history.js';
-import type { Finish } from '../src/store/contract.js';
+import type { Finish } from '../src/stores/contract/contract.js';
 import { MESSAGE_STATES, type MessageState, type QueueConfig } from '../src/model/types.js';
 import { start, type RedisServer, type RedisServerOptions } from '../scripts/servers/redis.mjs';
 import { deletePrefixes, redisTestUrl } from './fixtures/redis-server.js';
 import { quietPeriod, waitFor } from './support/wait.js';
 import { listAll } from './support/list-pages.js';
 import { storeOf } from '../src/client-store.js';
-import { ENQUEUE_CALL_MESSAGES } from '../src/redis/enqueue.js';
-import { list, text } from '../src/redis/codec.js';
-import { SCRIPTS } from '../src/redis/scripts.generated.js';
-import type { Scripts } from '../src/redis/scripts.js';
+import { ENQUEUE_CALL_MESSAGES } from '../src/stores/redis/enqueue.js';
+import { list, text } from '../src/stores/redis/codec.js';
+import { SCRIPTS } from '../src/stores/redis/scripts.generated.js';
+import type { Scripts } from '../src/stores/redis/scripts.js';
 
 const base = redisTestUrl();
 const dir = mkdtempSync(join(tmpdir(), 'kvmq-redis-store-'));

@@ -10,7 +10,7 @@ import { after, test } from 'node:test';
 import { connect, type Client } from '../src/index.js';
 import { storeOf } from '../src/client-store.js';
 import { SharedSchedulers } from '../src/schedule/shared.js';
-import type { Store } from '../src/store/contract.js';
+import type { Store } from '../src/stores/contract/contract.js';
 import { waitFor } from './support/wait.js';
 
 const dir = mkdtempSync(join(tmpdir(), 'kvmq-shared-schedulers-'));

@@ -1,11 +1,11 @@
 /**
- * The compact text of SQLite's queue events (src/sqlite/event-text.ts): every id and error reads back as
+ * The compact text of SQLite's queue events (src/stores/sqlite/event-text.ts): every id and error reads back as
  * written, whatever its characters, and kvmq's own ids take the short form.
  */
 import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
 import { describe, test } from 'node:test';
-import { decodeEvents, eventRecord, timeRecord } from '../src/sqlite/event-text.js';
+import { decodeEvents, eventRecord, timeRecord } from '../src/stores/sqlite/event-text.js';
 import { newMessageId } from '../src/model/ids.js';
 
 describe('sqlite event text', () => {

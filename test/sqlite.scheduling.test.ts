@@ -10,7 +10,7 @@ import { join } from 'node:path';
 import { after, describe, test } from 'node:test';
 import Database from 'better-sqlite3';
 import { connect } from '../src/index.js';
-import { prepareStatements, type Statements } from '../src/sqlite/statements.js';
+import { prepareStatements, type Statements } from '../src/stores/sqlite/statements.js';
 import { storeOf } from '../src/client-store.js';
 
 const dir = mkdtempSync(join(tmpdir(), 'kvmq-sqlite-scheduling-'));

@@ -13,11 +13,11 @@ import { setTimeout as delay } from 'node:timers/promises';
 import { after, describe, test } from 'node:test';
 import Database from 'better-sqlite3';
 import { connect, StoreLayoutError, StoreUnavailableError, StoreUrlError, type Client } from '../src/index.js';
-import { SCHEMA_VERSION } from '../src/sqlite/schema.js';
-import { prepareStatements, SQL } from '../src/sqlite/statements.js';
+import { SCHEMA_VERSION } from '../src/stores/sqlite/schema.js';
+import { prepareStatements, SQL } from '../src/stores/sqlite/statements.js';
 import { waitFor } from './support/wait.js';
 import { storeOf } from '../src/client-store.js';
-import type { Store } from '../src/store/contract.js';
+import type { Store } from '../src/stores/contract/contract.js';
 
 const dir = mkdtempSync(join(tmpdir(), 'kvmq-sqlite-'));
 const children = new Set<ChildProcessWithoutNullStreams>();

@@ -5,7 +5,7 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { connect, StoreUrlError } from '../src/index.js';
-import { redactUrl } from '../src/store/url-options.js';
+import { redactUrl } from '../src/stores/contract/url-options.js';
 
 const SECRET = 's3cret';
 

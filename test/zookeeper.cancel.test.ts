@@ -8,7 +8,7 @@ import { waitFor } from './support/wait.js';
 import { freshStoreUrl, serverUrl } from './fixtures/zookeeper-env.js';
 import { dirOf, fileClients } from './fixtures/zookeeper-clients.js';
 import { storeOf } from '../src/client-store.js';
-import type { CanceledMessage, Finish } from '../src/store/contract.js';
+import type { CanceledMessage, Finish } from '../src/stores/contract/contract.js';
 
 const server = serverUrl();
 const { open, plain } = fileClients(server);

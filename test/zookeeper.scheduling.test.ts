@@ -9,9 +9,9 @@ import { freshStoreUrl, hostsOf, PlainClient, serverUrl } from './fixtures/zooke
 import { waitFor } from './support/wait.js';
 import { passedOverByRefills } from './support/priority-refill.js';
 import { slowLink } from './support/slow-link.js';
-import type { ClaimRequest, NewMessage } from '../src/store/contract.js';
-import { plainMessage } from '../src/store/new-message.js';
-import type { StoreContext } from '../src/zookeeper/context.js';
+import type { ClaimRequest, NewMessage } from '../src/stores/contract/contract.js';
+import { plainMessage } from '../src/stores/contract/new-message.js';
+import type { StoreContext } from '../src/stores/zookeeper/context.js';
 import { storeOf } from '../src/client-store.js';
 
 const server = serverUrl();

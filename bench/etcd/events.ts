@@ -15,7 +15,7 @@ import { cpus, loadavg, release, totalmem } from 'node:os';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import { connect } from '../../src/index.js';
-import { EtcdStore } from '../../src/etcd/store.js';
+import { EtcdStore } from '../../src/stores/etcd/store.js';
 import { inFlight, median, table, whole } from '../common.js';
 import { writeSection } from '../doc.js';
 import { storeOf } from '../../src/client-store.js';

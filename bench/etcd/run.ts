@@ -31,9 +31,9 @@ import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import { etcdctl, start } from '../../scripts/servers/etcd.mjs';
 import { connect } from '../../src/index.js';
-import { openEtcdStore } from '../../src/etcd/store.js';
-import { QueueKeys } from '../../src/etcd/keys.js';
-import { prefixEnd, type WatchEvent } from '../../src/etcd/kv.js';
+import { openEtcdStore } from '../../src/stores/etcd/store.js';
+import { QueueKeys } from '../../src/stores/etcd/keys.js';
+import { prefixEnd, type WatchEvent } from '../../src/stores/etcd/kv.js';
 import {
   describeMachine,
   fill,

@@ -27,8 +27,8 @@
  */
 import { fileURLToPath } from 'node:url';
 import { Redis } from 'ioredis';
-import { tlsOptions } from '../../src/redis/connection.js';
-import { parseRedisUrl, type RedisUrlOptions } from '../../src/redis/url.js';
+import { tlsOptions } from '../../src/stores/redis/connection.js';
+import { parseRedisUrl, type RedisUrlOptions } from '../../src/stores/redis/url.js';
 import { describeMachine, inFlight, median, quantile, table, whole } from '../common.js';
 import { writeSection } from '../doc.js';
 import { spawn } from 'node:child_process';

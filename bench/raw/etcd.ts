@@ -5,8 +5,8 @@
  * and puts `batchSize` at a time as Txns of 125 puts sent together (etcd
  * takes at most 128 ops per Txn), as kvmq's batched enqueue sends them.
  */
-import { parseEtcdUrl } from '../../src/etcd/url.js';
-import { prefixEnd } from '../../src/etcd/kv.js';
+import { parseEtcdUrl } from '../../src/stores/etcd/url.js';
+import { prefixEnd } from '../../src/stores/etcd/kv.js';
 import { inFlight, type BenchSizes } from '../common.js';
 import { timeWrites, type RawFigures } from './index.js';
 
@@ -25,7 +25,7 @@ export async function rawEtcd(url: string): Promise<{
   close: (keepKeys?: boolean) => Promise<void>;
 }> {
   const options = parseEtcdUrl(url);
-  const { Etcd3Kv } = await import('../../src/etcd/etcd3-kv.js');
+  const { Etcd3Kv } = await import('../../src/stores/etcd/etcd3-kv.js');
   const kv = new Etcd3Kv(await import('etcd3'), options);
   const prefix = `${options.prefix}/_raw-bench-${process.pid}-${(++opened).toString()}/`;
   return {

@@ -5,7 +5,7 @@
  * enqueue call. In a scratch table of the URL's schema's database, dropped after.
  */
 import pg from 'pg';
-import { parsePostgresUrl } from '../../src/postgres/url.js';
+import { parsePostgresUrl } from '../../src/stores/postgres/url.js';
 import type { BenchSizes } from '../common.js';
 import { timeWrites, type RawFigures } from './index.js';
 

@@ -5,8 +5,8 @@
  * unit closest to one of kvmq's script calls.
  */
 import { Cluster, Redis } from 'ioredis';
-import { tlsOptions } from '../../src/redis/connection.js';
-import { parseRedisUrl } from '../../src/redis/url.js';
+import { tlsOptions } from '../../src/stores/redis/connection.js';
+import { parseRedisUrl } from '../../src/stores/redis/url.js';
 import type { BenchSizes } from '../common.js';
 import { timeWrites, type RawFigures } from './index.js';
 

@@ -1,13 +1,13 @@
 /**
  * SQLite's own write rate on the same filesystem, with the settings kvmq's
- * store uses (src/sqlite/store.ts: WAL, the URL's synchronous, 32 MiB cache,
+ * store uses (src/stores/sqlite/store.ts: WAL, the URL's synchronous, 32 MiB cache,
  * IMMEDIATE transactions): one small keyed row per transaction, and rows in
  * transactions of the batch size kvmq's batched enqueue uses.
  */
 import { rmSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import type BetterSqlite3 from 'better-sqlite3';
-import { parseSqliteUrl } from '../../src/sqlite/store.js';
+import { parseSqliteUrl } from '../../src/stores/sqlite/store.js';
 import { repeat, warmSize, type BenchSizes } from '../common.js';
 import type { RawFigures } from './index.js';
 

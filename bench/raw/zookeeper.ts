@@ -4,9 +4,9 @@
  * create per transaction with 64 in flight (the physical limit kvmq's
  * lifecycle is compared with), and creates `batchSize` per multi.
  */
-import { ZkSession, type ZkOp } from '../../src/zookeeper/client.js';
-import { parseZookeeperUrl } from '../../src/zookeeper/url.js';
-import { removeTree } from '../../src/zookeeper/tree.js';
+import { ZkSession, type ZkOp } from '../../src/stores/zookeeper/client.js';
+import { parseZookeeperUrl } from '../../src/stores/zookeeper/url.js';
+import { removeTree } from '../../src/stores/zookeeper/tree.js';
 import { inFlight, type BenchSizes } from '../common.js';
 import { timeWrites, type RawFigures } from './index.js';
 

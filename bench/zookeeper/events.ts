@@ -20,7 +20,7 @@ import { execFileSync } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { parseArgs } from 'node:util';
 import { join } from 'node:path';
-import { ZkSession } from '../../src/zookeeper/client.js';
+import { ZkSession } from '../../src/stores/zookeeper/client.js';
 import { connect } from '../../src/index.js';
 import { fill, inFlight, median, signal, table, timed, whole } from '../common.js';
 import { storeOf } from '../../src/client-store.js';

@@ -16,7 +16,7 @@
 import { parseArgs } from 'node:util';
 import { connect } from '../../src/index.js';
 import { storeOf } from '../../src/client-store.js';
-import type { ZkOp, ZkSession } from '../../src/zookeeper/client.js';
+import type { ZkOp, ZkSession } from '../../src/stores/zookeeper/client.js';
 import { successFinish } from '../common.js';
 
 const { values } = parseArgs({

@@ -24,7 +24,7 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs, promisify } from 'node:util';
 import { classpath, fourLetterWord, start } from '../../scripts/servers/zookeeper.mjs';
-import { ZkSession } from '../../src/zookeeper/client.js';
+import { ZkSession } from '../../src/stores/zookeeper/client.js';
 import { connect } from '../../src/index.js';
 import {
   describeMachine,

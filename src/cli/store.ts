@@ -1,6 +1,6 @@
 /** Which store a command uses (defaults < $KVMQ_STORE < --store) and a client's lifetime around a command. */
 import type { Client, ConnectOptions } from '../index.js';
-import { DEFAULT_STORE_URL } from '../store/url.js';
+import { DEFAULT_STORE_URL } from '../stores/url.js';
 import { reportError } from './errors.js';
 
 export function storeUrl(flag: string | undefined): string {

@@ -3,7 +3,7 @@
  * steps, the capability checks of a configuration patch, and an action's one result.
  */
 import type { ActionResult, QueueConfig } from '../model/types.js';
-import type { Store } from '../store/contract.js';
+import type { Store } from '../stores/contract/contract.js';
 
 // Failed messages redriven per atomic step of retryFailed.
 const REDRIVE_BATCH = 500;

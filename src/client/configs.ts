@@ -3,7 +3,7 @@
  * producer GC reads its interval. Kept for a second, and replaced by what the store answers to a change.
  */
 import type { QueueConfig } from '../model/types.js';
-import type { Configured, Store } from '../store/contract.js';
+import type { Configured, Store } from '../stores/contract/contract.js';
 
 // Filter enums change rarely; a short cache keeps enqueue from reading them every time.
 const CONFIG_CACHE_MS = 1000;

@@ -5,7 +5,7 @@
 import { flowIds, flowSteps, type FlowIds, type FlowNode, type FlowTree } from '../model/flow.js';
 import type { Payload, QueueConfig } from '../model/types.js';
 import type { EnqueueOptions } from '../model/types.js';
-import type { NewMessage, Store } from '../store/contract.js';
+import type { NewMessage, Store } from '../stores/contract/contract.js';
 
 /** How a flow's messages are made: the queue's configuration (for filters), then the checked message. */
 export interface FlowMessages {

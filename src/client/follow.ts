@@ -3,7 +3,7 @@
  * the client closes (or by the caller's own signal).
  */
 import type { StoredEvent } from '../model/events.js';
-import type { Store } from '../store/contract.js';
+import type { Store } from '../stores/contract/contract.js';
 
 export interface Follower {
   /** Aborted when the client closes, or by the caller's signal. */

@@ -16,7 +16,7 @@ import type {
   Metadata,
   Payload,
 } from '../model/types.js';
-import type { Store, StoredContent, StoredReport } from '../store/contract.js';
+import type { Store, StoredContent, StoredReport } from '../stores/contract/contract.js';
 
 // The states of a store without flows.
 const WITHOUT_FLOWS = MESSAGE_STATES.filter((state) => state !== 'waiting-children');

@@ -17,7 +17,7 @@ import {
 import type { EnqueueOptions, Payload, QueueConfig } from '../model/types.js';
 import type { MessageEdit, UpdateOptions } from '../model/update.js';
 import { checkBoolean, checkMessageId, checkMs, checkPlainObject } from '../model/validate.js';
-import type { NewMessage } from '../store/contract.js';
+import type { NewMessage } from '../stores/contract/contract.js';
 
 // A message's own options, as an enqueue or a batch item gives them.
 const MESSAGE_KEYS = [

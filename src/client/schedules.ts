@@ -5,7 +5,7 @@
 import type { Payload, QueueConfig } from '../model/types.js';
 import type { ScheduleInfo, ScheduleOptions } from '../schedule/define.js';
 import type { ScheduleTiming } from '../schedule/timing.js';
-import type { Store } from '../store/contract.js';
+import type { Store } from '../stores/contract/contract.js';
 
 export interface ScheduleRequest {
   readonly queue: string;

@@ -7,7 +7,7 @@ import type { WorkerMetrics } from '../metrics/worker-metrics.js';
 import type { BatchHandler, Handler } from '../model/types.js';
 import { checkQueueName } from '../model/validate.js';
 import type { SharedSchedulers } from '../schedule/shared.js';
-import type { Store } from '../store/contract.js';
+import type { Store } from '../stores/contract/contract.js';
 import type { BatchWorkerOptions, Worker, WorkerOptions } from '../worker/worker.js';
 import { loadedWorkerModules } from './modules.js';
 

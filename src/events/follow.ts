@@ -5,7 +5,7 @@
 import { EventsMissedError } from '../errors.js';
 import { Doorbell } from './doorbell.js';
 import { publicEvent, type StoredEvent } from '../model/events.js';
-import type { Store } from '../store/contract.js';
+import type { Store } from '../stores/contract/contract.js';
 
 const PAGE_SIZE = 500;
 // A safety net only: the store's notification is what wakes a reader in time.

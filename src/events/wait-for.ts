@@ -8,7 +8,7 @@ import { MessageGoneError, TimeoutError } from '../errors.js';
 import { Doorbell } from './doorbell.js';
 import type { StoredEvent } from '../model/events.js';
 import type { MessageStatus } from '../model/types.js';
-import type { Store } from '../store/contract.js';
+import type { Store } from '../stores/contract/contract.js';
 
 /** How a message ended, as `waitFor` resolves it; `R` is the handler's result type. */
 export interface WaitResult<R = unknown> {

@@ -5,7 +5,7 @@
  */
 import type { Gauge, Metric } from 'prom-client';
 import { MESSAGE_STATES } from '../model/types.js';
-import type { Store } from '../store/contract.js';
+import type { Store } from '../stores/contract/contract.js';
 import type { PromClient } from './prom.js';
 
 /** One queue as a scrape saw it; null where the read failed. */

@@ -1,6 +1,6 @@
 /** The registry `client.metrics()` returns: the client's worker metrics and its queues' metrics. */
 import type { Registry } from 'prom-client';
-import type { Store } from '../store/contract.js';
+import type { Store } from '../stores/contract/contract.js';
 import { QueueMetrics, type QueueSelection } from './queue-metrics.js';
 import { loadPromClient } from './prom.js';
 import { WorkerMetrics, type InFlightSource } from './worker-metrics.js';

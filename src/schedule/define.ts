@@ -10,7 +10,7 @@ import { DEFAULT_PRIORITY, checkGroup, checkPriority, checkScheduleName } from '
 import { checkCount, checkKnownKeys, checkPlainObject } from '../model/validate.js';
 import { CATCH_UP_MAX, DEFAULT_CATCH_UP, decodeBody, encodeBody } from './body.js';
 import { checkTiming, slotClock, type ScheduleTiming } from './timing.js';
-import type { StoredSchedule } from '../store/contract.js';
+import type { StoredSchedule } from '../stores/contract/contract.js';
 import type { BackoffPolicy, FilterValues, Metadata, Payload, QueueConfig } from '../model/types.js';
 
 /** How each slot's message is enqueued, and how many missed slots a downtime is caught up with. */

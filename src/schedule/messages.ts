@@ -1,7 +1,7 @@
 /** The message a schedule's slot enqueues, with an id made from the slot so a retried firing cannot duplicate it. */
 import { filterClass } from '../model/filters.js';
-import { plainMessage } from '../store/new-message.js';
-import type { NewMessage } from '../store/contract.js';
+import { plainMessage } from '../stores/contract/new-message.js';
+import type { NewMessage } from '../stores/contract/contract.js';
 import type { ScheduleBody } from './body.js';
 
 /** `<name>@<slot as ISO 8601>`, e.g. `nightly@2026-01-01T03:00:00.000Z`: a valid message id. */

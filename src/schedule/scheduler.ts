@@ -8,7 +8,7 @@ import { sleep } from '../model/time.js';
 import { decodeBody, type ScheduleBody } from './body.js';
 import { slotMessages } from './messages.js';
 import { dueSlots, slotClock, type SlotClock } from './timing.js';
-import type { Store, StoredSchedule } from '../store/contract.js';
+import type { Store, StoredSchedule } from '../stores/contract/contract.js';
 
 /** Schedules are read again at least this often, to see new, changed and removed ones. */
 export const RESCAN_MS = 2000;

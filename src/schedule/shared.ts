@@ -4,7 +4,7 @@
  * that joins starts the loop, the last one to leave stops it.
  */
 import { Scheduler } from './scheduler.js';
-import type { Store } from '../store/contract.js';
+import type { Store } from '../stores/contract/contract.js';
 
 /** A joined worker; its own token, so the same error callback may join twice. */
 interface Member {

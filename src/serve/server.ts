@@ -8,7 +8,7 @@
 import { readFileSync } from 'node:fs';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { hostname } from 'node:os';
-import type { DispatcherLog } from '../etcd/dispatcher/types.js';
+import type { DispatcherLog } from '../stores/etcd/dispatcher/types.js';
 import { ServeError, StoreLayoutError } from '../errors.js';
 import { QueueDispatch } from './dispatch/queues.js';
 import { AutoCompactor } from './mvcc/auto-compact.js';

@@ -12,7 +12,7 @@ import type { Context, Span } from '@opentelemetry/api';
 import { otel, otelInstalled } from './api.js';
 import { TRACE_METADATA_KEY, hasValidContext, producerContext } from './carrier.js';
 import { ATTR, MESSAGING_SYSTEM, noSdk, tracer } from './tracer.js';
-import type { AttemptFinish, ClaimedMessage } from '../store/contract.js';
+import type { AttemptFinish, ClaimedMessage } from '../stores/contract/contract.js';
 import type { FailureReason, Job } from '../model/types.js';
 
 /** What the worker tells a handling's span. */

@@ -6,7 +6,7 @@ import type { Attributes, Span } from '@opentelemetry/api';
 import { otel, otelInstalled } from './api.js';
 import { TRACE_METADATA_KEY, carrierOf, producerContext, type TraceCarrier } from './carrier.js';
 import { ATTR, MESSAGING_SYSTEM, tracer } from './tracer.js';
-import type { NewMessage } from '../store/contract.js';
+import type { NewMessage } from '../stores/contract/contract.js';
 
 /**
  * Sends `messages` under a `send <queue>` span, a child of the caller's active span, ended when `send`

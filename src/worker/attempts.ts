@@ -5,7 +5,7 @@
  */
 import { EXPIRED_ERROR, expired, policyBackoffMs } from '../model/policy.js';
 import type { BatchHandler, Handler, HandlerResult, Job } from '../model/types.js';
-import type { AttemptFinish, Store } from '../store/contract.js';
+import type { AttemptFinish, Store } from '../stores/contract/contract.js';
 import { failAll, finishesFromBatch, type BatchMember } from './batch.js';
 import { abortSignal, type Held } from './held.js';
 import type { CheckedWorkerOptions } from './options.js';

@@ -2,7 +2,7 @@
  * Batch consumption (the worker option `batch`): what it takes, and how a batch handler's outcome is split into
  * one finish per message, each under that message's own attempts and backoff.
  */
-import type { AttemptFinish } from '../store/contract.js';
+import type { AttemptFinish } from '../stores/contract/contract.js';
 import { MAX_TIMER_MS } from '../model/time.js';
 import { checkCount, checkKnownKeys, checkMs, checkPlainObject } from '../model/validate.js';
 import { finishFromFailure, finishFromResult } from './outcome.js';

@@ -3,7 +3,7 @@
  * slot, or the queue's next ready time; and the messages an enqueue hands to a waiting worker (handoffs).
  */
 import { sleep, setLongTimeout } from '../model/time.js';
-import type { ClaimResult, ClaimedMessage, HandoffReceiver, Store } from '../store/contract.js';
+import type { ClaimResult, ClaimedMessage, HandoffReceiver, Store } from '../stores/contract/contract.js';
 import type { Handling } from './handling.js';
 import type { MonitorCalls } from './monitor-calls.js';
 import type { CheckedWorkerOptions } from './options.js';

@@ -3,7 +3,7 @@
  * locks renewed meanwhile) and sent again until the store takes it or a stop gives up on the store. A
  * group-commit store gathers finishes itself: each goes at once.
  */
-import type { Finish, FinishResult, HandlerTransaction, Store } from '../store/contract.js';
+import type { Finish, FinishResult, HandlerTransaction, Store } from '../stores/contract/contract.js';
 import { StoreUnavailableError } from '../errors.js';
 import type { Held } from './held.js';
 import type { StoreHealth } from './store-health.js';

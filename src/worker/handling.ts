@@ -5,7 +5,7 @@
 import { decodePayload } from '../model/payload.js';
 import { decodePolicy } from '../model/policy.js';
 import type { BatchHandler, Handler, Job } from '../model/types.js';
-import type { AttemptFinish, ClaimedMessage, Finish, Store } from '../store/contract.js';
+import type { AttemptFinish, ClaimedMessage, Finish, Store } from '../stores/contract/contract.js';
 import { UNTRACED, traceProcess } from '../tracing/process.js';
 import type { Announcer } from './announcer.js';
 import { Attempts, pastTimeToLive } from './attempts.js';

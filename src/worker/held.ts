@@ -3,7 +3,7 @@
  * `signal`, `tx`, `progress` and `log` are on its prototype, so starting a handler makes no closure per message.
  */
 import type { FailureReason } from './events.js';
-import type { HandlerTransaction } from '../store/contract.js';
+import type { HandlerTransaction } from '../stores/contract/contract.js';
 import type { ProcessTrace } from '../tracing/process.js';
 import type { MessageReports } from './reports.js';
 import type {

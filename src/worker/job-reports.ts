@@ -4,7 +4,7 @@
  */
 import { JobReportError } from '../errors.js';
 import type { MessageStatus } from '../model/types.js';
-import type { Store } from '../store/contract.js';
+import type { Store } from '../stores/contract/contract.js';
 import type { Announcer } from './announcer.js';
 import type { Held, JobReporter } from './held.js';
 import { MessageReports, ReportWriter } from './reports.js';

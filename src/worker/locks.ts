@@ -4,7 +4,7 @@
  * fail a held message at once or keep one claimed later from running.
  */
 import { hostname } from 'node:os';
-import type { CanceledMessage, ClaimedMessage, Store } from '../store/contract.js';
+import type { CanceledMessage, ClaimedMessage, Store } from '../stores/contract/contract.js';
 import type { Announcer } from './announcer.js';
 import type { Held } from './held.js';
 import type { MonitorCalls } from './monitor-calls.js';

@@ -3,7 +3,7 @@
  * (a monitor's takeTurn, a message handed back unrun): their failures are reported, and a stop waits for them.
  */
 import { checkMs, checkTurnName } from '../model/validate.js';
-import type { ClaimedMessage, Store } from '../store/contract.js';
+import type { ClaimedMessage, Store } from '../stores/contract/contract.js';
 import type { Logger, Monitor } from './options.js';
 import type { WorkerView } from './view.js';
 

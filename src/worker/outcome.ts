@@ -1,4 +1,4 @@
-import type { AttemptFinish } from '../store/contract.js';
+import type { AttemptFinish } from '../stores/contract/contract.js';
 import { encodeResult } from '../model/result.js';
 import type { HandlerResult, Outcome } from '../model/types.js';
 

@@ -4,7 +4,7 @@
  * due in one tick sent in one store call, and the last of it written before the message's finish, never after.
  */
 import { encodeProgress, logLine, REPORT_EVERY_MS } from '../model/reports.js';
-import type { Report, Store } from '../store/contract.js';
+import type { Report, Store } from '../stores/contract/contract.js';
 
 /** One held message's reports: what waits to be written, and when it may be. */
 export class MessageReports {

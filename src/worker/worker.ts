@@ -14,7 +14,7 @@ import { sleep } from '../model/time.js';
 import { KvmqError } from '../errors.js';
 import type { BatchHandler, Handler, QueueConfig } from '../model/types.js';
 import type { SharedSchedulers } from '../schedule/shared.js';
-import type { Store } from '../store/contract.js';
+import type { Store } from '../stores/contract/contract.js';
 import { Announcer } from './announcer.js';
 import { ClaimLoop } from './claim-loop.js';
 import type { WorkerEvents } from './events.js';

@@ -5,7 +5,7 @@ import { storeTest, type Harness } from '../support/harness.js';
 import { JobLog } from '../support/jobs.js';
 import { gate, quietPeriod, waitFor } from '../support/wait.js';
 import { storeOf } from '../../src/client-store.js';
-import type { ClaimRequest } from '../../src/store/contract.js';
+import type { ClaimRequest } from '../../src/stores/contract/contract.js';
 import type { Worker } from '../../src/index.js';
 import type { StoreFixture } from '../support/fixture.js';
 

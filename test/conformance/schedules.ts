@@ -11,7 +11,7 @@ import { storeTest, type Harness } from '../support/harness.js';
 import { JobLog } from '../support/jobs.js';
 import { quietPeriod, waitFor } from '../support/wait.js';
 import type { Client, StoredEvent } from '../../src/index.js';
-import type { StoredSchedule } from '../../src/store/contract.js';
+import type { StoredSchedule } from '../../src/stores/contract/contract.js';
 import type { StoreFixture } from '../support/fixture.js';
 import { storeOf } from '../../src/client-store.js';
 

@@ -1,7 +1,7 @@
 /** Playing a consumer by hand through the store, for tests of what a worker would never do. */
 import { waitFor } from './wait.js';
 import type { Harness } from './harness.js';
-import type { ClaimedMessage } from '../../src/store/contract.js';
+import type { ClaimedMessage } from '../../src/stores/contract/contract.js';
 import { storeOf } from '../../src/client-store.js';
 
 /** Claims one message as `consumerId`, holding it `lockMs`, waiting until there is one to claim. */

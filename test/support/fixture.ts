@@ -1,5 +1,5 @@
 /** What a store brings to the conformance suite. */
-import type { StoreCapabilities } from '../../src/store/contract.js';
+import type { StoreCapabilities } from '../../src/stores/contract/contract.js';
 
 export type Capabilities = StoreCapabilities;
 

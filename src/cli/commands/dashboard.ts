@@ -5,7 +5,7 @@ import { EXIT_OK, UsageError } from '../errors.js';
 import { commandUsage } from '../help.js';
 import { printJson, printLine } from '../output.js';
 import { openClient } from '../store.js';
-import { redactUrl } from '../../store/url-options.js';
+import { redactUrl } from '../../stores/contract/url-options.js';
 import { untilStopped } from '../until-stopped.js';
 
 const OPTIONS = {

@@ -1,5 +1,5 @@
 /**
- * The etcd store's KV port (src/etcd/kv.ts) on the server's own engine, so
+ * The etcd store's KV port (src/stores/etcd/kv.ts) on the server's own engine, so
  * the etcd store's dispatcher runs inside `kvmq serve` unchanged: ranges and
  * Txns go straight to the engine (through group commit, as any client's),
  * watches are watchers of the hub, and the session is a lease the server
@@ -8,11 +8,11 @@
  * with what it reads is write, and its writes come after those batches in
  * the WAL, so a crash cannot keep them without what they read.
  */
-import { LeaseLostListeners } from '../../etcd/lease-listeners.js';
+import { LeaseLostListeners } from '../../stores/etcd/lease-listeners.js';
 import { SYSTEM_AUTH } from '../auth/store.js';
 import type { Engine } from '../engine.js';
 import { keyString } from '../bytes.js';
-import { translateEtcdError } from '../../etcd/translate-error.js';
+import { translateEtcdError } from '../../stores/etcd/translate-error.js';
 import type {
   Compare as PortCompare,
   KeyValue as PortKeyValue,
@@ -28,7 +28,7 @@ import type {
   WatchEvent,
   WatchHandler,
   WatchRequest,
-} from '../../etcd/kv.js';
+} from '../../stores/etcd/kv.js';
 import { newRangeRequest } from '../proto/types.js';
 import type { Compare, Event, KeyValue, RangeRequest, RequestOp, ResponseOp, TxnRequest } from '../proto/types.js';
 import {

@@ -6,9 +6,9 @@
  * Queues are found by a scan at start and by watching those prefixes after.
  */
 import { checkQueueName } from '../../model/validate.js';
-import { DispatcherHost } from '../../etcd/dispatcher/host.js';
-import type { DispatcherLog } from '../../etcd/dispatcher/types.js';
-import { prefixEnd, type Watch } from '../../etcd/kv.js';
+import { DispatcherHost } from '../../stores/etcd/dispatcher/host.js';
+import type { DispatcherLog } from '../../stores/etcd/dispatcher/types.js';
+import { prefixEnd, type Watch } from '../../stores/etcd/kv.js';
 import type { Engine } from '../engine.js';
 import { LocalKv } from './local-kv.js';
 

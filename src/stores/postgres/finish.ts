@@ -1,0 +1,148 @@
+import { failMessage } from './failures.js';
+import { childEnded } from './flows.js';
+// The rules of a finish are SQLite's: one statement of them for both stores.
+import {
+  finishEvent,
+  finishHistory,
+  isPlainSuccess,
+  isResultSuccess,
+  resultColumns,
+  type HeldRow,
+} from '../sqlite/finish.js';
+import { finishEventText } from '../contract/finish-event-text.js';
+import type { WriteContext } from './tx.js';
+import type { Finish, FinishResult } from '../contract/contract.js';
+
+/**
+ * Records handler outcomes in one transaction (the caller's). Only the consumer that holds the message, for
+ * the attempt it was handed, may finish it: a late finish after the lock ended and another consumer took it
+ * is `lost`. Plain successes, the common case, are one statement for the whole batch, and so are successes with
+ * a result (a flow's child whose parent waits is left to the one-by-one finish, which counts it: flows.ts); the
+ * rest one by one, with the rules of the SQLite store (src/stores/sqlite/finish.ts): a message marked for requeue goes
+ * back with attempt 0 whatever the outcome, an error fails it, a retry waits its backoff, and each stored outcome is a
+ * queue event but for a give-back.
+ */
+export async function finishMessages(
+  tx: WriteContext,
+  consumerId: string,
+  finishes: readonly Finish[],
+): Promise<FinishResult[]> {
+  const { db, s, queue, now } = tx;
+  const plain = finishes.filter(isPlainSuccess);
+  const done = new Set<string>();
+  if (plain.length > 0) {
+    const updated = await db.query<{ id: string }>(
+      `UPDATE ${s}.messages m SET phase = 2, lock_until = 0, consumer = NULL, backoff_until = 0, outcome = 'success',
+         last_error = NULL, updated_at = $1
+       FROM unnest($4::text[], $5::integer[]) AS u(id, attempt)
+       WHERE m.queue = $2 AND m.id = u.id AND m.phase = 1 AND m.consumer = $3 AND m.attempt = u.attempt
+         AND m.requeue = 0 AND m.parent_wait = 0
+       RETURNING m.id`,
+      [now, queue, consumerId, plain.map((f) => f.id), plain.map((f) => f.attempt)],
+    );
+    for (const r of updated.rows) done.add(r.id);
+  }
+  for (const f of plain) if (done.has(f.id)) tx.event('completed', f.id, f.attempt);
+  // Successes with a result, in one statement too, each row given its own.
+  const kept = finishes.filter(isResultSuccess);
+  if (kept.length > 0) {
+    const columns = kept.map(resultColumns);
+    const updated = await db.query<{ id: string }>(
+      `UPDATE ${s}.messages m SET phase = 2, lock_until = 0, consumer = NULL, backoff_until = 0, outcome = 'success',
+         last_error = NULL, updated_at = $1, result = u.result, result_encoding = u.encoding
+       FROM unnest($4::text[], $5::integer[], $6::bytea[], $7::smallint[]) AS u(id, attempt, result, encoding)
+       WHERE m.queue = $2 AND m.id = u.id AND m.phase = 1 AND m.consumer = $3 AND m.attempt = u.attempt
+         AND m.requeue = 0 AND m.parent_wait = 0
+       RETURNING m.id`,
+      [
+        now,
+        queue,
+        consumerId,
+        kept.map((f) => f.id),
+        kept.map((f) => f.attempt),
+        // As Buffers: node-postgres writes those in an array as bytea.
+        columns.map((c) =>
+          c.result === null ? null : Buffer.from(c.result.buffer, c.result.byteOffset, c.result.byteLength),
+        ),
+        columns.map((c) => c.resultEncoding),
+      ],
+    );
+    const keptDone = new Set(updated.rows.map((r) => r.id));
+    for (const f of kept) {
+      if (!keptDone.has(f.id)) continue;
+      done.add(f.id);
+      tx.event('completed', f.id, f.attempt, finishEventText(f));
+    }
+  }
+  let doneCount = done.size;
+
+  const results: FinishResult[] = [];
+  for (const f of finishes) {
+    if (done.delete(f.id)) {
+      results.push('ok');
+      continue;
+    }
+    const held = await db.query<HeldRow>(
+      `SELECT seq, id, phase, consumer, attempt, requeue, filters, history, parent_wait FROM ${s}.messages
+       WHERE queue = $1 AND id = $2 FOR UPDATE`,
+      [queue, f.id],
+    );
+    const row = held.rows[0];
+    if (row?.phase !== 1 || row.consumer !== consumerId || row.attempt !== f.attempt) {
+      results.push('lost');
+      continue;
+    }
+    const history = finishHistory(row, f, consumerId, now);
+    const event = finishEvent(row, f);
+    if (event !== null) tx.event(event, f.id, f.attempt, finishEventText(f));
+    if (f.outcome === 'retry') {
+      await toPending(tx, row.seq, f, history, now + f.backoffMs, 0, false);
+      if (f.backoffMs === 0) tx.wake();
+    } else if (row.requeue === 1) {
+      // With a backoff the requeued run waits in `done-with-requeue`.
+      const waits = f.backoffMs > 0 ? 1 : 0;
+      await toPending(tx, row.seq, f, history, now + f.backoffMs, waits, true);
+      if (waits === 0) tx.wake();
+    } else if (f.outcome === 'error') {
+      await failMessage(tx, row, f.error, history);
+    } else {
+      const { result, resultEncoding } = resultColumns(f);
+      await db.query(
+        `UPDATE ${s}.messages SET phase = 2, lock_until = 0, consumer = NULL, backoff_until = $2, outcome = $3,
+           last_error = $4, updated_at = $5, result = $6, result_encoding = $7
+         WHERE seq = $1`,
+        [row.seq, f.backoffMs > 0 ? now + f.backoffMs : 0, f.outcome, f.error, now, result, resultEncoding],
+      );
+      doneCount += 1;
+      // A flow's child (never in the bulk updates above) counts for its parent in this transaction.
+      if (row.parent_wait === 1) await childEnded(tx, row.seq, false, null);
+    }
+    results.push('ok');
+  }
+  if (doneCount > 0) tx.count(-doneCount, doneCount, 0);
+  // A finish may free a full group's slot: idle workers hear of it instead of waiting for a backoff to end.
+  if (tx.config.groupConcurrency !== null && results.includes('ok')) tx.wake();
+  return results;
+}
+
+/** Back to pending: a retry (attempt kept) or a requeued run (attempt 0, the replacement payload). */
+async function toPending(
+  tx: WriteContext,
+  seq: number,
+  f: Finish,
+  history: string | null,
+  readyAt: number,
+  requeue: number,
+  resetAttempt: boolean,
+): Promise<void> {
+  await tx.db.query(
+    `UPDATE ${tx.s}.messages SET phase = 0, ready_at = $2, lock_until = 0, consumer = NULL, requeue = $3,
+       attempt = CASE WHEN $4 THEN 0 ELSE attempt END, losses = CASE WHEN $4 THEN 0 ELSE losses END,
+       history = coalesce($5, history),
+       payload = coalesce(next_payload, payload), encoding = coalesce(next_encoding, encoding),
+       next_payload = NULL, next_encoding = NULL, outcome = $6, last_error = $7, updated_at = $8,
+       result = NULL, result_encoding = NULL
+     WHERE seq = $1`,
+    [seq, readyAt, requeue, resetAttempt, history, f.outcome, f.error, tx.now],
+  );
+}

@@ -1,0 +1,68 @@
+/** A queue's row as the store's transactions read it first: the configuration and what claims share. */
+import { DEFAULT_QUEUE_CONFIG, withConfigDefaults } from '../../model/config.js';
+import type { Queryable } from './queryable.js';
+import type { QueueConfig } from '../../model/types.js';
+
+export interface QueueRow {
+  readonly config: string | null;
+  readonly dry_runs: number;
+  readonly eoq_until: number;
+  readonly rate_tat: number;
+  readonly gc_at: number;
+  readonly gc_lock_until: number;
+  /** Pending + locked messages, summed over the counter slots. */
+  readonly size: number;
+  /** The queue's filter classes. */
+  readonly classes: string[];
+  /** The earliest lock end of its held messages (one index seek), or null when none is held. */
+  readonly next_lock: number | null;
+}
+
+const EMPTY: QueueRow = {
+  config: null,
+  dry_runs: 0,
+  eoq_until: 0,
+  rate_tat: 0,
+  gc_at: 0,
+  gc_lock_until: 0,
+  size: 0,
+  classes: [],
+  next_lock: null,
+};
+
+/**
+ * Makes sure the queue's row exists and reads it, in one statement; a row this statement created reads as
+ * the defaults (it is not visible to the statement's own read).
+ */
+export async function ensureQueueRow(db: Queryable, s: string, queue: string): Promise<QueueRow> {
+  const result = await db.query<QueueRow>(
+    `WITH ins AS (INSERT INTO ${s}.queues (queue) VALUES ($1) ON CONFLICT DO NOTHING)
+     SELECT q.config, q.dry_runs, q.eoq_until, q.rate_tat, q.gc_at, q.gc_lock_until,
+       (SELECT coalesce(sum(c.size), 0) FROM ${s}.counts c WHERE c.queue = $1) AS size,
+       ARRAY(SELECT f.filters FROM ${s}.classes f WHERE f.queue = $1) AS classes,
+       (SELECT min(m.lock_until) FROM ${s}.messages m WHERE m.queue = $1 AND m.phase = 1) AS next_lock
+     FROM ${s}.queues q WHERE q.queue = $1`,
+    [queue],
+  );
+  return result.rows[0] ?? EMPTY;
+}
+
+/** Each queue's configuration as last parsed, with the JSON it came from. */
+export class ConfigCache {
+  private readonly configs = new Map<string, { json: string | null; config: QueueConfig }>();
+
+  of(queue: string, json: string | null): QueueConfig {
+    const cached = this.configs.get(queue);
+    if (cached?.json === json) return cached.config;
+    const config = json === null ? DEFAULT_QUEUE_CONFIG : withConfigDefaults(JSON.parse(json) as Partial<QueueConfig>);
+    this.configs.set(queue, { json, config });
+    return config;
+  }
+
+  async read(db: Queryable, s: string, queue: string): Promise<QueueConfig> {
+    const result = await db.query<{ config: string | null }>(`SELECT config FROM ${s}.queues WHERE queue = $1`, [
+      queue,
+    ]);
+    return this.of(queue, result.rows[0]?.config ?? null);
+  }
+}

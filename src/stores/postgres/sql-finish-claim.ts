@@ -1,0 +1,105 @@
+/**
+ * `finish_and_claim`, installed by schema 2's migration: a consumer's plain successes and its next claim in one
+ * statement, so the worker's steady state is one round trip and one commit per batch (finish-claim.ts). It
+ * covers the common case only and raises KVMQ_FALLBACK, undoing all of it, when anything else applies: the
+ * queue's configuration or filter classes differ from what the caller read last, a lock has ended (lost
+ * deliveries count, and may fail a message), or a finish is not a held attempt's plain success (a requeue, a
+ * lost lock). The caller then runs the same work as a transaction of the store's general statements.
+ */
+import { QUEUE_EVENT_TYPES } from '../../model/events.js';
+import { quoteIdent } from './sql-text.js';
+
+/** The SQLSTATE `finish_and_claim` raises when its caller must take the general path. */
+export const KVMQ_FALLBACK = 'KQ001';
+
+const COMPLETED = QUEUE_EVENT_TYPES.indexOf('completed');
+const STARTED = QUEUE_EVENT_TYPES.indexOf('started');
+
+export function finishClaimDdl(schema: string): string {
+  const s = quoteIdent(schema);
+  return `
+-- p_config: the queue's configuration JSON as the caller read it; p_classes: its filter classes as the caller
+-- knows them, p_accepted those the consumer takes (NULL: every class); p_max 0 claims nothing.
+CREATE OR REPLACE FUNCTION ${s}.finish_and_claim(p_queue text, p_now bigint, p_consumer text, p_config text, p_events boolean,
+    p_ids text[], p_attempts integer[], p_classes text[], p_accepted text[], p_max integer, p_lock_until bigint)
+    RETURNS TABLE (r_seq bigint, r_id text, r_payload bytea, r_encoding smallint, r_metadata text, r_filters text,
+      r_attempt integer, r_policy text, r_priority integer, r_ready_at bigint, r_size bigint)
+    LANGUAGE plpgsql AS $fn$
+DECLARE
+  n integer := coalesce(array_length(p_ids, 1), 0);
+  q record;
+  m record;
+  size_now bigint;
+  claimed integer := 0;
+  e_types smallint[] := '{}';
+  e_ids text[] := '{}';
+  e_attempts integer[] := '{}';
+BEGIN
+  SELECT x.config, x.dry_runs INTO q FROM ${s}.queues x WHERE x.queue = p_queue;
+  IF NOT FOUND OR q.config IS DISTINCT FROM p_config
+    OR EXISTS (SELECT 1 FROM ${s}.classes c WHERE c.queue = p_queue AND c.filters <> ALL(p_classes))
+    OR EXISTS (SELECT 1 FROM ${s}.messages x WHERE x.queue = p_queue AND x.phase = 1 AND x.lock_until <= p_now) THEN
+    RAISE EXCEPTION 'kvmq: finish_and_claim needs the general path' USING ERRCODE = '${KVMQ_FALLBACK}';
+  END IF;
+  IF n > 0 THEN
+    UPDATE ${s}.messages x SET phase = 2, lock_until = 0, consumer = NULL, backoff_until = 0, outcome = 'success',
+        last_error = NULL, updated_at = p_now
+      FROM unnest(p_ids, p_attempts) AS u(id, attempt)
+      WHERE x.queue = p_queue AND x.id = u.id AND x.phase = 1 AND x.consumer = p_consumer AND x.attempt = u.attempt
+        AND x.requeue = 0 AND x.parent_wait = 0;
+    GET DIAGNOSTICS claimed = ROW_COUNT;
+    -- One was not held as sent, or marked for requeue, or a flow's child owing its parent a count (flows.ts), or
+    -- an id came twice.
+    IF claimed <> n THEN
+      RAISE EXCEPTION 'kvmq: finish_and_claim needs the general path' USING ERRCODE = '${KVMQ_FALLBACK}';
+    END IF;
+    claimed := 0;
+    IF p_events THEN
+      e_types := array_fill(${COMPLETED}::smallint, ARRAY[n]);
+      e_ids := p_ids;
+      e_attempts := p_attempts;
+    END IF;
+  END IF;
+  IF p_max > 0 THEN
+    SELECT coalesce(sum(c.size), 0) - n INTO size_now FROM ${s}.counts c WHERE c.queue = p_queue;
+    FOR m IN
+      UPDATE ${s}.messages x SET phase = 1, lock_until = p_lock_until, consumer = p_consumer,
+          attempt = x.attempt + 1, requeue = 0, updated_at = p_now
+        FROM (
+          SELECT k.seq FROM unnest(coalesce(p_accepted, p_classes)) AS f(filters) CROSS JOIN LATERAL (
+            SELECT y.seq, y.priority, y.ready_at FROM ${s}.messages y
+            WHERE y.queue = p_queue AND y.filters = f.filters AND y.phase = 0 AND y.ready_at <= p_now
+            ORDER BY y.priority, y.ready_at, y.seq LIMIT p_max
+            FOR UPDATE SKIP LOCKED) k
+          ORDER BY k.priority, k.ready_at, k.seq LIMIT p_max) pick
+        WHERE x.seq = pick.seq
+        RETURNING x.seq, x.id, x.payload, x.encoding, x.metadata, x.filters, x.attempt, x.policy, x.priority,
+          x.ready_at
+    LOOP
+      claimed := claimed + 1;
+      r_seq := m.seq; r_id := m.id; r_payload := m.payload; r_encoding := m.encoding; r_metadata := m.metadata;
+      r_filters := m.filters; r_attempt := m.attempt; r_policy := m.policy;
+      r_priority := m.priority; r_ready_at := m.ready_at; r_size := size_now;
+      RETURN NEXT;
+      IF p_events THEN
+        e_types := e_types || ${STARTED}::smallint;
+        e_ids := e_ids || m.id;
+        e_attempts := e_attempts || m.attempt;
+      END IF;
+    END LOOP;
+  END IF;
+  -- The queue row (events, dry runs) before the counter slot: the order every transaction takes them in.
+  IF cardinality(e_ids) > 0 THEN
+    PERFORM ${s}.add_events(p_queue, p_now, e_types, e_ids, e_attempts,
+      array_fill(NULL::text, ARRAY[cardinality(e_ids)]));
+  END IF;
+  IF claimed > 0 AND q.dry_runs <> 0 THEN
+    UPDATE ${s}.queues SET dry_runs = 0, eoq_until = 0 WHERE queue = p_queue;
+  END IF;
+  IF n > 0 THEN
+    PERFORM ${s}.add_counts(p_queue, -n, n, 0);
+  END IF;
+END
+$fn$;
+`;
+}

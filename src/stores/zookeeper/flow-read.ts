@@ -1,0 +1,81 @@
+/**
+ * Reading flows on ZooKeeper: a message's children (job.children()) and the whole tree of its flow (getFlow), from
+ * the (queue, id) links each task's state keeps. The tree is read a level at a time, each level in shared requests.
+ */
+import { FLOW_MAX_NODES, type FlowNode } from '../../model/flow.js';
+import { decodeState, taskNodes, type TaskState } from './layout.js';
+import { statusOf } from './inspect.js';
+import type { StoreContext } from './context.js';
+import type { MessageStatus } from '../../model/types.js';
+
+type Link = readonly [string, string];
+
+interface NodeRead {
+  readonly link: Link;
+  readonly state: TaskState;
+  readonly status: MessageStatus;
+}
+
+/** The statuses of tasks (queue, id), in order; null for one that is gone. */
+async function readNodes(ctx: StoreContext, links: readonly Link[]): Promise<(NodeRead | null)[]> {
+  const nodes = links.map(([queue, id]) => taskNodes(ctx.queue(queue).paths.task(id)));
+  const reads = await ctx.zk.getMany(nodes.flatMap((n) => [n.state, n.claim]));
+  const now = Date.now();
+  return links.map((link, k) => {
+    const read = reads[2 * k];
+    if (read == null) return null;
+    const state = decodeState(nodes[k]?.state ?? '', read.data);
+    const status = statusOf(ctx.queue(link[0]), link[1], state, reads[2 * k + 1] != null, now);
+    return { link, state, status };
+  });
+}
+
+/** A message's children's statuses, in the order they were written (those gone left out). */
+export async function flowChildren(ctx: StoreContext, queue: string, id: string): Promise<MessageStatus[]> {
+  const [node] = await readNodes(ctx, [[queue, id]]);
+  if (node == null) return [];
+  return (await readNodes(ctx, node.state.children ?? [])).flatMap((child) => (child === null ? [] : [child.status]));
+}
+
+/** The tree of the flow the message belongs to, from its root (a message in none: itself alone); null if gone. */
+export async function flowTree(ctx: StoreContext, queue: string, id: string): Promise<FlowNode | null> {
+  let [top] = await readNodes(ctx, [[queue, id]]);
+  if (top == null) return null;
+  for (let depth = 0; top.state.parent !== undefined && depth < FLOW_MAX_NODES; depth++) {
+    const [up] = await readNodes(ctx, [top.state.parent]);
+    // The parent was removed: its children are the tree's top.
+    if (up == null) break;
+    top = up;
+  }
+  const root: Building = { read: top, children: [] };
+  let level = [root];
+  while (level.length > 0) {
+    const reads = await readNodes(
+      ctx,
+      level.flatMap((b) => b.read.state.children ?? []),
+    );
+    const next: Building[] = [];
+    let k = 0;
+    for (const parent of level) {
+      for (let n = 0; n < (parent.read.state.children?.length ?? 0); n++) {
+        const read = reads[k++];
+        if (read == null) continue;
+        const child: Building = { read, children: [] };
+        parent.children.push(child);
+        next.push(child);
+      }
+    }
+    level = next;
+  }
+  return flowNode(root);
+}
+
+/** A tree node while its levels are read. */
+interface Building {
+  readonly read: NodeRead;
+  readonly children: Building[];
+}
+
+function flowNode(b: Building): FlowNode {
+  return { ...b.read.status, children: b.children.map(flowNode) };
+}
