@@ -8,7 +8,7 @@ const LAYERS = [
   // stores/url.ts opens a store by its URL: it imports every store.
   ['stores', '^src/stores/(?!contract/)'],
   ['metrics, tracing, events', '^src/(metrics|tracing|events)/'],
-  ['client and worker', '^src/(client\\.ts|client/|client-store\\.ts|queue\\.ts|tick-batcher\\.ts|worker/|schedule/)'],
+  ['client and worker', '^src/(client|worker|schedule)/'],
   ['apps', '^src/(serve/|dashboard/|cli/|demo\\.ts$|index\\.ts$)'],
 ];
 

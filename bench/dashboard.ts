@@ -13,7 +13,7 @@ import { ChartSource } from '../src/dashboard/charts.js';
 import { startDashboardServer } from '../src/dashboard/server.js';
 import { connect } from '../src/index.js';
 import { fill, sampleMs, signal, timed } from './common.js';
-import { storeOf } from '../src/client-store.js';
+import { storeOf } from '../src/client/client-store.js';
 
 const { values } = parseArgs({
   options: {

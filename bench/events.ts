@@ -12,7 +12,7 @@
 import { besideBaseline, clientCases, rotatingRounds, type Case } from './beside-baseline.js';
 import { median, table, whole } from './common.js';
 import { runLifecycle } from './lifecycle.js';
-import { storeOf } from '../src/client-store.js';
+import { storeOf } from '../src/client/client-store.js';
 
 interface EventsCase extends Case {
   /** Events kept with events on (the default 10,000 if absent). */

@@ -11,7 +11,7 @@
 import { parseArgs } from 'node:util';
 import { connect } from '../src/index.js';
 import { fill, sampleMs, timed } from './common.js';
-import { storeOf } from '../src/client-store.js';
+import { storeOf } from '../src/client/client-store.js';
 
 const { values } = parseArgs({
   options: {

@@ -12,7 +12,7 @@ import { connect, type Client } from '../src/index.js';
 import { fill, lifecycleSizes, sampleMs, quantile, timed, whole, type BenchContext } from './common.js';
 import { measureLifecycle } from './lifecycle.js';
 import { createWorkerMetrics } from '../src/metrics/registry.js';
-import { storeOf } from '../src/client-store.js';
+import { storeOf } from '../src/client/client-store.js';
 
 const { values } = parseArgs({
   options: {

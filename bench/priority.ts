@@ -20,7 +20,7 @@ import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import { connect, type BatchItem, type Client } from '../src/index.js';
 import { median, short, signal, step, table, timed, whole } from './common.js';
-import { storeOf } from '../src/client-store.js';
+import { storeOf } from '../src/client/client-store.js';
 
 // Priorities 0, 100, ..., 900: spread over the range, as real levels would be.
 const PRIORITY_STEP = 100;

@@ -12,7 +12,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { parseArgs } from 'node:util';
 import { connect, REPORT_EVERY_MS } from '../src/index.js';
 import { fill } from './common.js';
-import { storeOf } from '../src/client-store.js';
+import { storeOf } from '../src/client/client-store.js';
 
 const { values } = parseArgs({
   options: {

@@ -17,7 +17,7 @@ import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import { connect, type Client, type Worker } from '../src/index.js';
 import { step, whole } from './common.js';
-import { storeOf } from '../src/client-store.js';
+import { storeOf } from '../src/client/client-store.js';
 
 const ROOT = fileURLToPath(new URL('..', import.meta.url));
 const BATCH = 1000;

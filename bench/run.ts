@@ -20,7 +20,7 @@ import { measureLifecycle } from './lifecycle.js';
 import { loadRawBench } from './raw/index.js';
 import { buildRows, failures, markdownTable, textTable, type BenchFigures } from './report.js';
 import { TARGETS } from './targets.js';
-import { storeOf } from '../src/client-store.js';
+import { storeOf } from '../src/client/client-store.js';
 
 const FULL: BenchSizes = {
   enqueueSingle: 20_000,

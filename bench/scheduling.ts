@@ -9,7 +9,7 @@
 import { besideBaseline, clientCases, rotatingRounds, type Case } from './beside-baseline.js';
 import { median, successFinish, table, timed, whole, type BenchContext } from './common.js';
 import type { Client } from '../src/index.js';
-import { storeOf } from '../src/client-store.js';
+import { storeOf } from '../src/client/client-store.js';
 import type { Store } from '../src/stores/contract/contract.js';
 
 const bench = await besideBaseline('scheduling', 1000);

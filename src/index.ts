@@ -1,8 +1,8 @@
 /** kvmq's public API. Everything a user may import is named here. */
-export { connect, Client } from './client.js';
-export type { ConnectOptions, PauseResult } from './client.js';
+export { connect, Client } from './client/client.js';
+export type { ConnectOptions, PauseResult } from './client/client.js';
 export { Worker } from './worker/worker.js';
-export { Queue, type TypedBatchItem } from './queue.js';
+export { Queue, type TypedBatchItem } from './client/queue.js';
 export { RESULT_MAX_BYTES } from './model/result.js';
 export { CANCEL_REASON_MAX_CHARS } from './model/cancel.js';
 export type { UpdateOptions } from './model/update.js';

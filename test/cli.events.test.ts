@@ -4,7 +4,7 @@ import { spawn } from 'node:child_process';
 import { describe, it } from 'node:test';
 import { connect } from '../src/index.js';
 import { expectExit, newStore, ROOT, start, waitFor } from './support/cli.js';
-import { storeOf } from '../src/client-store.js';
+import { storeOf } from '../src/client/client-store.js';
 
 describe('kvmq events, wait and the events settings', { concurrency: 3 }, () => {
   it('config sets and shows events, events_max_count and events_max_age_ms', async () => {

@@ -13,7 +13,7 @@ import { inPage, launchBrowser, openPage, serveDashboard, shownCounts, submit, v
 import { FAILURE, seedEveryState, seedScreenshotQueues } from './fixtures/dashboard-seed.js';
 import { deletePrefixes } from './fixtures/redis-server.js';
 import { tempSqlite } from './fixtures/sqlite-temp.js';
-import { storeOf } from '../src/client-store.js';
+import { storeOf } from '../src/client/client-store.js';
 import type { StoreFixture } from './support/fixture.js';
 import { storeTest, type Harness } from './support/harness.js';
 import { quietPeriod, waitFor } from './support/wait.js';

@@ -6,7 +6,7 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import { connect } from '../src/index.js';
-import { storeOf } from '../src/client-store.js';
+import { storeOf } from '../src/client/client-store.js';
 import { EtcdStore } from '../src/stores/etcd/store.js';
 import { spawnChild } from './support/child.js';
 import { waitFor } from './support/wait.js';

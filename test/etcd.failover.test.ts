@@ -12,7 +12,7 @@ import { waitFor } from './support/wait.js';
 import { isolatedUrl, memberIds, startEtcd, startEtcdCluster } from './fixtures/etcd-support.js';
 import { peerPartition } from './support/peer-partition.js';
 import { EtcdStore } from '../src/stores/etcd/store.js';
-import { storeOf } from '../src/client-store.js';
+import { storeOf } from '../src/client/client-store.js';
 
 const cleanups = new WeakMap<TestContext, (() => Promise<unknown>)[]>();
 

@@ -7,7 +7,7 @@
  */
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { storeOf } from '../src/client-store.js';
+import { storeOf } from '../src/client/client-store.js';
 import { EtcdStore } from '../src/stores/etcd/store.js';
 import { TxnLane } from '../src/stores/etcd/txn-lane.js';
 import type { Change } from '../src/stores/etcd/txn-batch.js';

@@ -105,7 +105,7 @@ describe('the package as installed', () => {
   });
 
   test("a user's TypeScript cannot reach a client's store or construct a Client, Worker or Queue itself", async () => {
-    const declarations = readFileSync(join(dist, 'client.d.ts'), 'utf8');
+    const declarations = readFileSync(join(dist, 'client/client.d.ts'), 'utf8');
     assert.doesNotMatch(declarations, /\bStore\b|^\s*(readonly\s+)?store\b/m, 'client.d.ts names the store');
     // Each @ts-expect-error fails the compile (TS2578) once the line it covers stops being an error.
     writeFileSync(

@@ -8,7 +8,7 @@
 import assert from 'node:assert/strict';
 import { describe } from 'node:test';
 import pg from 'pg';
-import { storeOf } from '../src/client-store.js';
+import { storeOf } from '../src/client/client-store.js';
 import { connect, StoreUrlError } from '../src/index.js';
 import { freshSchema, postgresTestUrl } from './fixtures/postgres-server.js';
 import { storeTest } from './support/harness.js';

@@ -21,7 +21,7 @@ import {
   type Client,
   type MessageStatus,
 } from '../src/index.js';
-import { storeOf } from '../src/client-store.js';
+import { storeOf } from '../src/client/client-store.js';
 import { lockReadySql } from '../src/stores/postgres/claim.js';
 import { SCHEMA_VERSION } from '../src/stores/postgres/schema.js';
 import { lockKey } from '../src/stores/postgres/session.js';

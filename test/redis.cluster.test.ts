@@ -14,7 +14,7 @@ import { connect } from '../src/index.js';
 import { startCluster, type RedisCluster } from '../scripts/servers/redis.mjs';
 import { conformance } from './conformance/index.js';
 import { waitFor } from './support/wait.js';
-import { storeOf } from '../src/client-store.js';
+import { storeOf } from '../src/client/client-store.js';
 import { LIBRARY } from '../src/stores/redis/scripts.generated.js';
 
 const dir = mkdtempSync(join(tmpdir(), 'kvmq-redis-cluster-'));

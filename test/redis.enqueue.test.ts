@@ -8,7 +8,7 @@ import { randomBytes } from 'node:crypto';
 import { after, test } from 'node:test';
 import { Redis } from 'ioredis';
 import { connect, StoreLayoutError, type Client, type EnqueueResult } from '../src/index.js';
-import { storeOf } from '../src/client-store.js';
+import { storeOf } from '../src/client/client-store.js';
 import { ENQUEUE_CALL_MESSAGES } from '../src/stores/redis/enqueue.js';
 import { deletePrefixes, redisTestUrl } from './fixtures/redis-server.js';
 

@@ -8,7 +8,7 @@ import { spawnSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { after, describe, test } from 'node:test';
 import { connect, StoreLayoutError, type Client } from '../src/index.js';
-import { storeOf } from '../src/client-store.js';
+import { storeOf } from '../src/client/client-store.js';
 import { deletePrefixes, redisTestUrl } from './fixtures/redis-server.js';
 
 const base = redisTestUrl();

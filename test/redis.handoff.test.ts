@@ -9,7 +9,7 @@ import { randomBytes } from 'node:crypto';
 import { after, describe, test } from 'node:test';
 import { Redis } from 'ioredis';
 import { connect, StoreLayoutError, type Client } from '../src/index.js';
-import { storeOf } from '../src/client-store.js';
+import { storeOf } from '../src/client/client-store.js';
 import { claimMessages } from '../src/stores/redis/claim.js';
 import { SCRIPTS } from '../src/stores/redis/scripts.generated.js';
 import type { Scripts } from '../src/stores/redis/scripts.js';

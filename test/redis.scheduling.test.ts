@@ -15,7 +15,7 @@ import { startCluster, type RedisCluster } from '../scripts/servers/redis.mjs';
 import { deletePrefixes, redisTestUrl } from './fixtures/redis-server.js';
 import type { ClaimRequest, ClaimResult, NewMessage } from '../src/stores/contract/contract.js';
 import { plainMessage } from '../src/stores/contract/new-message.js';
-import { storeOf } from '../src/client-store.js';
+import { storeOf } from '../src/client/client-store.js';
 
 const base = redisTestUrl();
 const dir = mkdtempSync(join(tmpdir(), 'kvmq-redis-scheduling-'));

@@ -26,7 +26,7 @@ import { start, type RedisServer, type RedisServerOptions } from '../scripts/ser
 import { deletePrefixes, redisTestUrl } from './fixtures/redis-server.js';
 import { quietPeriod, waitFor } from './support/wait.js';
 import { listAll } from './support/list-pages.js';
-import { storeOf } from '../src/client-store.js';
+import { storeOf } from '../src/client/client-store.js';
 import { ENQUEUE_CALL_MESSAGES } from '../src/stores/redis/enqueue.js';
 import { list, text } from '../src/stores/redis/codec.js';
 import { SCRIPTS } from '../src/stores/redis/scripts.generated.js';

@@ -8,7 +8,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, test } from 'node:test';
 import { connect, type Client } from '../src/index.js';
-import { storeOf } from '../src/client-store.js';
+import { storeOf } from '../src/client/client-store.js';
 import { SharedSchedulers } from '../src/schedule/shared.js';
 import type { Store } from '../src/stores/contract/contract.js';
 import { waitFor } from './support/wait.js';

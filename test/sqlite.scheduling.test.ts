@@ -11,7 +11,7 @@ import { after, describe, test } from 'node:test';
 import Database from 'better-sqlite3';
 import { connect } from '../src/index.js';
 import { prepareStatements, type Statements } from '../src/stores/sqlite/statements.js';
-import { storeOf } from '../src/client-store.js';
+import { storeOf } from '../src/client/client-store.js';
 
 const dir = mkdtempSync(join(tmpdir(), 'kvmq-sqlite-scheduling-'));
 after(() => rmSync(dir, { recursive: true, force: true }));

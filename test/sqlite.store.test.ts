@@ -16,7 +16,7 @@ import { connect, StoreLayoutError, StoreUnavailableError, StoreUrlError, type C
 import { SCHEMA_VERSION } from '../src/stores/sqlite/schema.js';
 import { prepareStatements, SQL } from '../src/stores/sqlite/statements.js';
 import { waitFor } from './support/wait.js';
-import { storeOf } from '../src/client-store.js';
+import { storeOf } from '../src/client/client-store.js';
 import type { Store } from '../src/stores/contract/contract.js';
 
 const dir = mkdtempSync(join(tmpdir(), 'kvmq-sqlite-'));

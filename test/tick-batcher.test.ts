@@ -5,7 +5,7 @@
  */
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { TickBatcher } from '../src/tick-batcher.js';
+import { TickBatcher } from '../src/client/tick-batcher.js';
 
 test('calls of one tick are one run per key, each caller given its own results', async () => {
   const runs: string[][] = [];

@@ -7,7 +7,7 @@ import { describe, test } from 'node:test';
 import { waitFor } from './support/wait.js';
 import { freshStoreUrl, serverUrl } from './fixtures/zookeeper-env.js';
 import { dirOf, fileClients } from './fixtures/zookeeper-clients.js';
-import { storeOf } from '../src/client-store.js';
+import { storeOf } from '../src/client/client-store.js';
 import type { CanceledMessage, Finish } from '../src/stores/contract/contract.js';
 
 const server = serverUrl();

@@ -12,7 +12,7 @@ import { slowLink } from './support/slow-link.js';
 import type { ClaimRequest, NewMessage } from '../src/stores/contract/contract.js';
 import { plainMessage } from '../src/stores/contract/new-message.js';
 import type { StoreContext } from '../src/stores/zookeeper/context.js';
-import { storeOf } from '../src/client-store.js';
+import { storeOf } from '../src/client/client-store.js';
 
 const server = serverUrl();
 const clients: Client[] = [];

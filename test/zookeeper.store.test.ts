@@ -21,7 +21,7 @@ import { gate, quietPeriod, waitFor } from './support/wait.js';
 import { JobLog, waitForStatus } from './support/jobs.js';
 import { freshStoreUrl, hostsOf, PlainClient, serverUrl, uniqueDir } from './fixtures/zookeeper-env.js';
 import { isZkError, ZkCode, ZkSession } from '../src/stores/zookeeper/client.js';
-import { storeOf } from '../src/client-store.js';
+import { storeOf } from '../src/client/client-store.js';
 import { slowLink, type SlowLink } from './support/slow-link.js';
 import { listAll } from './support/list-pages.js';
 

@@ -18,7 +18,7 @@ import { connect } from '../../src/index.js';
 import { EtcdStore } from '../../src/stores/etcd/store.js';
 import { inFlight, median, table, whole } from '../common.js';
 import { writeSection } from '../doc.js';
-import { storeOf } from '../../src/client-store.js';
+import { storeOf } from '../../src/client/client-store.js';
 
 // Enqueue calls in flight, and the worker's concurrency, unless given.
 const WIDTH = 64;

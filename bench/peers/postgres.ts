@@ -307,7 +307,7 @@ async function main(): Promise<void> {
   \`completeJobBatchDelay: 0\`, \`failJobBatchDelay: 0\`, a worker pool of concurrency + 2 connections,
   \`addJobs\` for batches. Both producers' pools: ${PRODUCER_POOL} connections, one per add in flight. **kvmq**:
   its defaults (\`connect(url)\`, with \`maintenance: false\` as in every peer bench).
-- Single adds: kvmq's client gathers the adds made in one tick into one store call (src/tick-batcher.ts);
+- Single adds: kvmq's client gathers the adds made in one tick into one store call (src/client/tick-batcher.ts);
   pg-boss's \`send\` and graphile-worker's \`addJob\` commit each add on its own, so with fsync on they wait
   for a flush each (PostgreSQL flushes concurrent commits together).
 - Finished jobs: kvmq and pg-boss keep them until their own cleanup; graphile-worker deletes a job once it

@@ -23,7 +23,7 @@ import { join } from 'node:path';
 import { ZkSession } from '../../src/stores/zookeeper/client.js';
 import { connect } from '../../src/index.js';
 import { fill, inFlight, median, signal, table, timed, whole } from '../common.js';
-import { storeOf } from '../../src/client-store.js';
+import { storeOf } from '../../src/client/client-store.js';
 
 type Connect = typeof connect;
 

@@ -10,7 +10,7 @@
  */
 import { parseArgs } from 'node:util';
 import { connect } from '../../src/index.js';
-import { storeOf } from '../../src/client-store.js';
+import { storeOf } from '../../src/client/client-store.js';
 import { successFinish } from '../common.js';
 
 const { values } = parseArgs({

@@ -15,7 +15,7 @@
  */
 import { parseArgs } from 'node:util';
 import { connect } from '../../src/index.js';
-import { storeOf } from '../../src/client-store.js';
+import { storeOf } from '../../src/client/client-store.js';
 import type { ZkOp, ZkSession } from '../../src/stores/zookeeper/client.js';
 import { successFinish } from '../common.js';
 

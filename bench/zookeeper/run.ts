@@ -41,7 +41,7 @@ import { writeSection } from '../doc.js';
 import { measureLifecycle } from '../lifecycle.js';
 import { oneByOne } from '../one-by-one.js';
 import { measureRaw } from '../raw/zookeeper.js';
-import { storeOf } from '../../src/client-store.js';
+import { storeOf } from '../../src/client/client-store.js';
 
 const run = promisify(execFile);
 const HERE = fileURLToPath(new URL('.', import.meta.url));

@@ -22,7 +22,7 @@ export async function openClient(
   options: ConnectOptions = {},
   { workers = false }: { readonly workers?: boolean } = {},
 ): Promise<Client> {
-  const { connect, connectWithoutWorkers } = await import('../client.js');
+  const { connect, connectWithoutWorkers } = await import('../client/client.js');
   const open = workers ? connect : connectWithoutWorkers;
   return open(storeUrl(flag), { onError: reportBackgroundError, ...options });
 }

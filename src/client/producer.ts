@@ -5,7 +5,7 @@
 import { DEFAULT_QUEUE_CONFIG } from '../model/config.js';
 import type { EnqueueResult, QueueConfig, SqlTransaction } from '../model/types.js';
 import type { NewMessage, Store } from '../stores/contract/contract.js';
-import { TickBatcher } from '../tick-batcher.js';
+import { TickBatcher } from './tick-batcher.js';
 
 export type Send = (messages: readonly NewMessage[]) => Promise<EnqueueResult[]>;
 

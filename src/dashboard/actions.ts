@@ -1,5 +1,5 @@
 /** The POST actions: each calls one client method and answers with where the browser goes next. */
-import type { Client } from '../client.js';
+import type { Client } from '../client/client.js';
 import type { ActionResult } from '../model/types.js';
 import { MessageGoneError } from '../errors.js';
 import { HttpError } from './http.js';

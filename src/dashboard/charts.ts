@@ -2,7 +2,7 @@
  * A queue's last hour from its events: completed and failed per minute, and the failure rate. The work is
  * bounded by the queue's own retention (`eventsMaxCount`), and an answer is reused for a few seconds.
  */
-import type { Client } from '../client.js';
+import type { Client } from '../client/client.js';
 import type { ChartData } from './wire.js';
 
 export const CHART_MINUTES = 60;

@@ -3,7 +3,7 @@
  * http, express or fastify server under `basePath`.
  */
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import type { Client } from '../client.js';
+import type { Client } from '../client/client.js';
 import { KvmqError } from '../errors.js';
 import { messageAction, queueAction } from './actions.js';
 import { ASSET_FILES, ASSETS_VERSION } from './assets.js';

@@ -1,5 +1,5 @@
 /** createDashboard's options, checked once at construction. */
-import type { Client } from '../client.js';
+import type { Client } from '../client/client.js';
 import { checkBoolean, checkCount, checkKnownKeys, checkPlainObject } from '../model/validate.js';
 
 export interface DashboardOptions {

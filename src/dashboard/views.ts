@@ -1,5 +1,5 @@
 /** The GET pages: read what a page shows through the client, then render it. */
-import type { Client } from '../client.js';
+import type { Client } from '../client/client.js';
 import { MAX_LIST_LIMIT } from '../model/list.js';
 import { MESSAGE_STATES, type MessageState, type QueueStatus } from '../model/types.js';
 import type { Html } from './html.js';

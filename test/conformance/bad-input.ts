@@ -4,7 +4,7 @@ import { describe } from 'node:test';
 import { ClosedError, KvmqError, PayloadTooLargeError, StoreUrlError, connect } from '../../src/index.js';
 import { storeTest } from '../support/harness.js';
 import type { StoreFixture } from '../support/fixture.js';
-import { storeOf } from '../../src/client-store.js';
+import { storeOf } from '../../src/client/client-store.js';
 
 // Payloads above this are not built just to test the limit.
 const LARGEST_TESTED_LIMIT = 64 * 1024 * 1024;

@@ -4,7 +4,7 @@ import { describe } from 'node:test';
 import { storeTest, type Harness } from '../support/harness.js';
 import { JobLog } from '../support/jobs.js';
 import { gate, quietPeriod, waitFor } from '../support/wait.js';
-import { storeOf } from '../../src/client-store.js';
+import { storeOf } from '../../src/client/client-store.js';
 import type { ClaimRequest } from '../../src/stores/contract/contract.js';
 import type { Worker } from '../../src/index.js';
 import type { StoreFixture } from '../support/fixture.js';

@@ -9,7 +9,7 @@ import { JobLog, waitForStatus } from '../support/jobs.js';
 import { gate, waitFor } from '../support/wait.js';
 import type { Child } from '../support/child.js';
 import type { StoreFixture } from '../support/fixture.js';
-import { storeOf } from '../../src/client-store.js';
+import { storeOf } from '../../src/client/client-store.js';
 
 // Long enough that renewals slowed by a loaded machine land before the worker's fence (it gives up unrenewed locks).
 const LOCK_MS = 1500;

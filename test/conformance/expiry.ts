@@ -9,7 +9,7 @@ import { storeTest } from '../support/harness.js';
 import { JobLog, waitForStatus } from '../support/jobs.js';
 import { waitFor } from '../support/wait.js';
 import type { StoreFixture } from '../support/fixture.js';
-import { storeOf } from '../../src/client-store.js';
+import { storeOf } from '../../src/client/client-store.js';
 
 const TTL_MS = 50;
 const LONG_MS = 60_000;

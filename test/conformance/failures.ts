@@ -10,7 +10,7 @@ import { storeTest } from '../support/harness.js';
 import { JobLog, stateOf, waitForStatus } from '../support/jobs.js';
 import { gate, quietPeriod, untilAborted, waitFor } from '../support/wait.js';
 import type { StoreFixture } from '../support/fixture.js';
-import { storeOf } from '../../src/client-store.js';
+import { storeOf } from '../../src/client/client-store.js';
 
 const LONG_MS = 60_000;
 

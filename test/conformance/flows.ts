@@ -9,7 +9,7 @@ import { storeTest, type Harness } from '../support/harness.js';
 import { JobLog, waitForStatus } from '../support/jobs.js';
 import { quietPeriod, waitFor } from '../support/wait.js';
 import type { StoreFixture } from '../support/fixture.js';
-import { storeOf } from '../../src/client-store.js';
+import { storeOf } from '../../src/client/client-store.js';
 import { FlowRefusedError } from '../../src/errors.js';
 import type { FlowNode, FlowTree, Handler, MessageStatus } from '../../src/index.js';
 

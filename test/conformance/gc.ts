@@ -5,7 +5,7 @@ import { storeTest } from '../support/harness.js';
 import { JobLog, waitForState, waitForStatus } from '../support/jobs.js';
 import { waitFor } from '../support/wait.js';
 import type { StoreFixture } from '../support/fixture.js';
-import { storeOf } from '../../src/client-store.js';
+import { storeOf } from '../../src/client/client-store.js';
 
 const LIFETIME_MS = 1000;
 const HOUR_MS = 3_600_000;

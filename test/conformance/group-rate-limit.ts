@@ -4,7 +4,7 @@ import { describe } from 'node:test';
 import { storeTest } from '../support/harness.js';
 import { JobLog } from '../support/jobs.js';
 import type { StoreFixture } from '../support/fixture.js';
-import { storeOf } from '../../src/client-store.js';
+import { storeOf } from '../../src/client/client-store.js';
 
 // Starts are read where handlers begin, each after its own delivery (a pooler's hop varies by tens of ms): a
 // margin well below the spacing the limit keeps (perMs / max), so a burst still fails.

@@ -42,7 +42,7 @@ import { timeout } from './timeout.js';
 import { update } from './update.js';
 import { worker } from './worker.js';
 import type { StoreFixture } from '../support/fixture.js';
-import { storeOf } from '../../src/client-store.js';
+import { storeOf } from '../../src/client/client-store.js';
 
 export type { StoreFixture } from '../support/fixture.js';
 

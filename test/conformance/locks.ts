@@ -9,7 +9,7 @@ import { storeTest } from '../support/harness.js';
 import { JobLog, waitForStatus } from '../support/jobs.js';
 import { gate, quietPeriod, waitFor } from '../support/wait.js';
 import type { StoreFixture } from '../support/fixture.js';
-import { storeOf } from '../../src/client-store.js';
+import { storeOf } from '../../src/client/client-store.js';
 
 const STALLED = 'stalled-consumer';
 // Renewed every 200 ms (a third of it).

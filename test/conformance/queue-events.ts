@@ -13,7 +13,7 @@ import { storeTest, type Harness } from '../support/harness.js';
 import { JobLog, waitForStatus } from '../support/jobs.js';
 import { gate, quietPeriod, waitFor, within } from '../support/wait.js';
 import type { StoreFixture } from '../support/fixture.js';
-import { storeOf } from '../../src/client-store.js';
+import { storeOf } from '../../src/client/client-store.js';
 
 const LONG_MS = 60_000;
 

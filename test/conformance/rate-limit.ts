@@ -6,7 +6,7 @@ import { JobLog } from '../support/jobs.js';
 import { quietPeriod, waitFor } from '../support/wait.js';
 import type { Client } from '../../src/index.js';
 import type { StoreFixture } from '../support/fixture.js';
-import { storeOf } from '../../src/client-store.js';
+import { storeOf } from '../../src/client/client-store.js';
 
 /** A value as a caller without types might pass it. */
 const loose = (value: unknown): never => value as never;

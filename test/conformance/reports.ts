@@ -9,7 +9,7 @@ import { waitForStatus } from '../support/jobs.js';
 import { gate, waitFor } from '../support/wait.js';
 import { JobReportError, LOG_LINE_MAX_BYTES, LOG_MAX_LINES, type Job, type QueueEvent } from '../../src/index.js';
 import type { StoreFixture } from '../support/fixture.js';
-import { storeOf } from '../../src/client-store.js';
+import { storeOf } from '../../src/client/client-store.js';
 
 const STALLED = 'stalled-consumer';
 

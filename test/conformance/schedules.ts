@@ -13,7 +13,7 @@ import { quietPeriod, waitFor } from '../support/wait.js';
 import type { Client, StoredEvent } from '../../src/index.js';
 import type { StoredSchedule } from '../../src/stores/contract/contract.js';
 import type { StoreFixture } from '../support/fixture.js';
-import { storeOf } from '../../src/client-store.js';
+import { storeOf } from '../../src/client/client-store.js';
 
 const MINUTE = 60_000;
 const HOUR = 60 * MINUTE;

@@ -12,7 +12,7 @@ import { gate, quietPeriod, waitFor, within } from '../support/wait.js';
 import { handledOrder } from './priority.js';
 import type { StoreFixture } from '../support/fixture.js';
 import { FilterError, MessageGoneError, PayloadTooLargeError } from '../../src/errors.js';
-import { storeOf } from '../../src/client-store.js';
+import { storeOf } from '../../src/client/client-store.js';
 import { sleep } from '../../src/model/time.js';
 import type { Job } from '../../src/index.js';
 

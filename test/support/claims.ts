@@ -2,7 +2,7 @@
 import { waitFor } from './wait.js';
 import type { Harness } from './harness.js';
 import type { ClaimedMessage } from '../../src/stores/contract/contract.js';
-import { storeOf } from '../../src/client-store.js';
+import { storeOf } from '../../src/client/client-store.js';
 
 /** Claims one message as `consumerId`, holding it `lockMs`, waiting until there is one to claim. */
 export async function claimOne(h: Harness, queue: string, consumerId: string, lockMs: number): Promise<ClaimedMessage> {

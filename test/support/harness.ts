@@ -18,7 +18,7 @@ import { spawnChild, type Child } from './child.js';
 import { uniqueQueue } from './names.js';
 import type { CapabilityFlag, StoreFixture } from './fixture.js';
 import { Trail } from './trail.js';
-import { storeOf } from '../../src/client-store.js';
+import { storeOf } from '../../src/client/client-store.js';
 
 /** A hang becomes a failure long before the runner's own limits. */
 export const TEST_TIMEOUT_MS = 30_000;

@@ -4,8 +4,8 @@
  * a handler's `job.payload` is a `Payload` and what `waitFor` and `status` return carries a `Result`. The types
  * are a promise of the caller's, not checked at run time: JSON stays the encoding, and bytes stay bytes.
  */
-import type { WaitForOptions } from './events/options.js';
-import type { WaitResult } from './events/wait-for.js';
+import type { WaitForOptions } from '../events/options.js';
+import type { WaitResult } from '../events/wait-for.js';
 import type {
   ActionResult,
   BatchHandler,
@@ -16,9 +16,9 @@ import type {
   Handler,
   MessageDetails,
   MessageStatus,
-} from './model/types.js';
-import type { UpdateOptions } from './model/update.js';
-import type { BatchWorkerOptions, Worker, WorkerOptions } from './worker/worker.js';
+} from '../model/types.js';
+import type { UpdateOptions } from '../model/update.js';
+import type { BatchWorkerOptions, Worker, WorkerOptions } from '../worker/worker.js';
 
 /** One message of a typed queue's `enqueueBatch`. */
 export type TypedBatchItem<P> = Omit<BatchItem, 'payload'> & { readonly payload: P };

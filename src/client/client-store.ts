@@ -2,7 +2,7 @@
  * The store behind a client, for kvmq's own tests, benches and tools. Not exported from the package:
  * users speak the Client API, never the store contract, so the contract can change without a major version.
  */
-import type { Store } from './stores/contract/contract.js';
+import type { Store } from '../stores/contract/contract.js';
 
 // Keyed by the client object; a WeakMap so a closed, dropped client is collected with its store.
 const stores = new WeakMap<object, Store>();

@@ -3,15 +3,15 @@
  * boundary, then speaks only the store contract.
  */
 import { bindStore } from './client-store.js';
-import { ClosedError, MessageGoneError } from './errors.js';
-import { checkCursorText, checkEventsOptions, checkWaitForOptions } from './events/options.js';
-import type { EventsOptions, WaitForOptions } from './events/options.js';
-import type { WaitResult } from './events/wait-for.js';
-import { cancelError } from './model/cancel.js';
-import { emptyEdit, type UpdateOptions } from './model/update.js';
-import { checkConfigPatch } from './model/config.js';
-import type { FlowIds, FlowNode, FlowTree } from './model/flow.js';
-import { checkScheduleName } from './model/scheduling.js';
+import { ClosedError, MessageGoneError } from '../errors.js';
+import { checkCursorText, checkEventsOptions, checkWaitForOptions } from '../events/options.js';
+import type { EventsOptions, WaitForOptions } from '../events/options.js';
+import type { WaitResult } from '../events/wait-for.js';
+import { cancelError } from '../model/cancel.js';
+import { emptyEdit, type UpdateOptions } from '../model/update.js';
+import { checkConfigPatch } from '../model/config.js';
+import type { FlowIds, FlowNode, FlowTree } from '../model/flow.js';
+import { checkScheduleName } from '../model/scheduling.js';
 import {
   checkBoolean,
   checkCount,
@@ -19,26 +19,26 @@ import {
   checkMessageId,
   checkPlainObject,
   checkQueueName,
-} from './model/validate.js';
-import type { ScheduleInfo, ScheduleOptions } from './schedule/define.js';
-import type { ScheduleTiming } from './schedule/timing.js';
-import { openStore, resolveStoreUrl } from './stores/url.js';
+} from '../model/validate.js';
+import type { ScheduleInfo, ScheduleOptions } from '../schedule/define.js';
+import type { ScheduleTiming } from '../schedule/timing.js';
+import { openStore, resolveStoreUrl } from '../stores/url.js';
 import type { TickBatcher } from './tick-batcher.js';
-import type { BatchWorkerOptions, Worker, WorkerOptions } from './worker/worker.js';
+import type { BatchWorkerOptions, Worker, WorkerOptions } from '../worker/worker.js';
 import { makeQueue, type Queue } from './queue.js';
-import { publicEvent, type StoredEvent } from './model/events.js';
-import type { EventPage, NewMessage, Store } from './stores/contract/contract.js';
-import type { MetricsOptions, MetricsRegistry } from './metrics/registry.js';
-import { checkPatchFits, one, redriveFailed } from './client/actions.js';
-import { QueueConfigs } from './client/configs.js';
-import { ClientWorkers } from './client/workers.js';
-import { readFlow, writeFlow } from './client/flows.js';
-import { Followers, followQueue } from './client/follow.js';
-import { listMessages, showMessage } from './client/inspect.js';
-import { loadedSendTracing, loadSendTracing, loadWorkerModules } from './client/modules.js';
-import { BATCH_KEYS, ENQUEUE_KEYS, UPDATE_KEYS, prepareEdit, prepareMessage } from './client/prepare.js';
-import { ProducerGc, senderOf, tickEnqueues, type Send } from './client/producer.js';
-import { listSchedules, putSchedule } from './client/schedules.js';
+import { publicEvent, type StoredEvent } from '../model/events.js';
+import type { EventPage, NewMessage, Store } from '../stores/contract/contract.js';
+import type { MetricsOptions, MetricsRegistry } from '../metrics/registry.js';
+import { checkPatchFits, one, redriveFailed } from './actions.js';
+import { QueueConfigs } from './configs.js';
+import { ClientWorkers } from './workers.js';
+import { readFlow, writeFlow } from './flows.js';
+import { Followers, followQueue } from './follow.js';
+import { listMessages, showMessage } from './inspect.js';
+import { loadedSendTracing, loadSendTracing, loadWorkerModules } from './modules.js';
+import { BATCH_KEYS, ENQUEUE_KEYS, UPDATE_KEYS, prepareEdit, prepareMessage } from './prepare.js';
+import { ProducerGc, senderOf, tickEnqueues, type Send } from './producer.js';
+import { listSchedules, putSchedule } from './schedules.js';
 import type {
   ActionResult,
   BatchItem,
@@ -56,7 +56,7 @@ import type {
   QueueConfig,
   QueueStatus,
   SqlTransaction,
-} from './model/types.js';
+} from '../model/types.js';
 
 export interface ConnectOptions {
   /**
@@ -281,7 +281,7 @@ export class Client {
     const { timeoutMs, signal } = checkWaitForOptions(options);
     const follower = this.followers.start(signal);
     try {
-      const { waitForOutcome } = await import('./events/wait-for.js');
+      const { waitForOutcome } = await import('../events/wait-for.js');
       return (await waitForOutcome(this.#store, queue, id, timeoutMs, follower.signal)) as WaitResult<R>;
     } finally {
       follower.done();
