@@ -103,6 +103,6 @@ export {
   DashboardServerError,
   CanceledError,
   FlowRefusedError,
-} from './errors.js';
+} from './model/errors.js';
 export { createDashboard } from './dashboard/dashboard.js';
 export type { Dashboard, DashboardOptions } from './dashboard/dashboard.js';

@@ -4,7 +4,7 @@ import type { Command } from './command.js';
 import { EXIT_OK, EXIT_USAGE, reportError, UsageError } from './errors.js';
 import { mainUsage } from './help.js';
 import { didYouMean } from './suggest.js';
-import { version } from '../version.js';
+import { version } from '../model/version.js';
 
 /** A command by name; its module (and all it imports) loads only when the command runs or shows its help. */
 export interface CommandEntry {

@@ -2,7 +2,7 @@
  * The CLI's exit codes and how an error becomes one. A user's mistake gets one
  * line that says what to fix, never a stack trace; only a bug shows its stack.
  */
-import { KvmqError } from '../errors.js';
+import { KvmqError } from '../model/errors.js';
 
 export const EXIT_OK = 0;
 /** A runtime failure: bad store URL, filter refused, store unavailable, unreadable file. */

@@ -1,5 +1,5 @@
 /** `--metrics HOST:PORT` of `kvmq work` and `kvmq serve`: the exposition server, its errors as usage errors. */
-import { MetricsListenError } from '../errors.js';
+import { MetricsListenError } from '../model/errors.js';
 import { parseMetricsAddress, startMetricsServer, type Exposition, type MetricsServer } from '../metrics/http.js';
 import { UsageError } from './errors.js';
 import { note } from './output.js';

@@ -3,7 +3,7 @@
  * boundary, then speaks only the store contract.
  */
 import { bindStore } from './client-store.js';
-import { ClosedError, MessageGoneError } from '../errors.js';
+import { ClosedError, MessageGoneError } from '../model/errors.js';
 import { checkCursorText, checkEventsOptions, checkWaitForOptions } from '../events/options.js';
 import type { EventsOptions, WaitForOptions } from '../events/options.js';
 import type { WaitResult } from '../events/wait-for.js';

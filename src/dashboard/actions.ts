@@ -1,7 +1,7 @@
 /** The POST actions: each calls one client method and answers with where the browser goes next. */
 import type { Client } from '../client/client.js';
 import type { ActionResult } from '../model/types.js';
-import { MessageGoneError } from '../errors.js';
+import { MessageGoneError } from '../model/errors.js';
 import { HttpError } from './http.js';
 import { noticeQuery } from './notices.js';
 import { messagePath, queuePath } from './paths.js';

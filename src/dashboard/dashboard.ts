@@ -4,7 +4,7 @@
  */
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Client } from '../client/client.js';
-import { KvmqError } from '../errors.js';
+import { KvmqError } from '../model/errors.js';
 import { messageAction, queueAction } from './actions.js';
 import { ASSET_FILES, ASSETS_VERSION } from './assets.js';
 import { ChartSource } from './charts.js';

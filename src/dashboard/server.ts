@@ -5,7 +5,7 @@
 import { createServer, type Server } from 'node:http';
 import { isIP } from 'node:net';
 import type { Client } from '../client/client.js';
-import { DashboardServerError } from '../errors.js';
+import { DashboardServerError } from '../model/errors.js';
 import { createDashboard, type Dashboard } from './dashboard.js';
 import type { DashboardOptions } from './options.js';
 

@@ -2,7 +2,7 @@
  * Following a queue's events live: pages read from the store, and between them a wait on the store's own
  * notification (subscribeEvents), with a slow poll in case a notification is lost.
  */
-import { EventsMissedError } from '../errors.js';
+import { EventsMissedError } from '../model/errors.js';
 import { Doorbell } from './doorbell.js';
 import { publicEvent, type StoredEvent } from '../model/events.js';
 import type { Store } from '../stores/contract/contract.js';

@@ -4,7 +4,7 @@
  * message), else a poll that slows from 25 ms to 500 ms. A message that left the queue (removed, GC'd, moved
  * to the dead-letter queue) is judged by its last event, or by the dead-letter queue, or reported as gone.
  */
-import { MessageGoneError, TimeoutError } from '../errors.js';
+import { MessageGoneError, TimeoutError } from '../model/errors.js';
 import { Doorbell } from './doorbell.js';
 import type { StoredEvent } from '../model/events.js';
 import type { MessageStatus } from '../model/types.js';

@@ -6,7 +6,7 @@
  */
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
 import type { Socket } from 'node:net';
-import { MetricsListenError } from '../errors.js';
+import { MetricsListenError } from '../model/errors.js';
 
 /** What the server exposes: a prom-client Registry, or anything with the same two members. */
 export interface Exposition {

@@ -2,7 +2,7 @@
  * prom-client, loaded on first use: a process that never asks for metrics never loads it. It is an optional peer
  * dependency, installed by an app that exports metrics; without it, asking for them says so.
  */
-import { importOptional } from '../optional-package.js';
+import { importOptional } from '../model/optional-package.js';
 
 type PromClient = typeof import('prom-client');
 

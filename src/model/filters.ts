@@ -8,7 +8,7 @@
  * string of all their filter pairs. A worker asks only for the classes it
  * accepts, so a claim never reads a message it cannot take.
  */
-import { FilterError } from '../errors.js';
+import { FilterError } from './errors.js';
 import { checkFilterToken, checkPlainObject, own } from './validate.js';
 import type { FilterValues, QueueConfig } from './types.js';
 

@@ -1,4 +1,4 @@
-import { PayloadTooLargeError } from '../errors.js';
+import { PayloadTooLargeError } from './errors.js';
 import type { Payload } from './types.js';
 
 /** How payload bytes are to be read back: JSON text, or bytes as given. */

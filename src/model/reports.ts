@@ -2,7 +2,7 @@
  * What a handler reports while it runs (`job.progress`, `job.log`): the limits every store keeps, the checks made
  * before anything is sent, and the bounded log each store appends to. Store-independent.
  */
-import { JobReportError } from '../errors.js';
+import { JobReportError } from './errors.js';
 
 /** The largest progress value, as JSON text, in bytes: progress is a number or a small object, not a result. */
 export const PROGRESS_MAX_BYTES = 4096;

@@ -2,7 +2,7 @@
  * What `client.schedule()` and `client.schedules()` do on this side of the store: check and encode a schedule
  * into the record a store keeps, and read such a record back for people.
  */
-import { PayloadTooLargeError } from '../errors.js';
+import { PayloadTooLargeError } from '../model/errors.js';
 import { checkMessageFilters } from '../model/filters.js';
 import { decodePayload, encodePayload } from '../model/payload.js';
 import { checkPolicy, decodePolicy, encodePolicy } from '../model/policy.js';

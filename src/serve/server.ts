@@ -9,7 +9,7 @@ import { readFileSync } from 'node:fs';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { hostname } from 'node:os';
 import type { DispatcherLog } from '../stores/etcd/dispatcher/types.js';
-import { ServeError, StoreLayoutError } from '../errors.js';
+import { ServeError, StoreLayoutError } from '../model/errors.js';
 import { QueueDispatch } from './dispatch/queues.js';
 import { AutoCompactor } from './mvcc/auto-compact.js';
 import { Engine } from './engine.js';

@@ -2,7 +2,7 @@
  * Store URLs pick the store. Each store's module (and its client library) is
  * imported only when a URL names it.
  */
-import { StoreUrlError } from '../errors.js';
+import { StoreUrlError } from '../model/errors.js';
 import type { Store } from './contract/contract.js';
 import { redactUrl } from './contract/url-options.js';
 

@@ -11,7 +11,7 @@
  * that same copy; without it nothing is traced and no span is built.
  */
 import { createRequire } from 'node:module';
-import { isMissing } from '../optional-package.js';
+import { isMissing } from '../model/optional-package.js';
 
 type OtelModule = typeof import('@opentelemetry/api');
 

@@ -6,7 +6,7 @@
  * installs an SDK.
  */
 import type { Tracer } from '@opentelemetry/api';
-import { version } from '../version.js';
+import { version } from '../model/version.js';
 import { otel } from './api.js';
 
 let kvmqTracer: Tracer | null = null;

@@ -5,7 +5,7 @@
 import { EventEmitter } from 'node:events';
 import { decodePayload } from '../model/payload.js';
 import type { Finish } from '../stores/contract/contract.js';
-import { CanceledError } from '../errors.js';
+import { CanceledError } from '../model/errors.js';
 import { takeAway, type Held } from './held.js';
 import type { WorkerEvents } from './events.js';
 import type { WorkerView } from './view.js';

@@ -4,7 +4,7 @@
  * group-commit store gathers finishes itself: each goes at once.
  */
 import type { Finish, FinishResult, HandlerTransaction, Store } from '../stores/contract/contract.js';
-import { StoreUnavailableError } from '../errors.js';
+import { StoreUnavailableError } from '../model/errors.js';
 import type { Held } from './held.js';
 import type { StoreHealth } from './store-health.js';
 import type { StopSignals } from './stop-signals.js';

@@ -2,7 +2,7 @@
  * What handlers read and write through their job besides the payload: `job.progress` and `job.log` (written by a
  * ReportWriter made on the first report) and `job.children`.
  */
-import { JobReportError } from '../errors.js';
+import { JobReportError } from '../model/errors.js';
 import type { MessageStatus } from '../model/types.js';
 import type { Store } from '../stores/contract/contract.js';
 import type { Announcer } from './announcer.js';

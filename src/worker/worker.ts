@@ -11,7 +11,7 @@ import { hostname } from 'node:os';
 import { classMatcher } from '../model/filters.js';
 import { checkQueueName } from '../model/validate.js';
 import { sleep } from '../model/time.js';
-import { KvmqError } from '../errors.js';
+import { KvmqError } from '../model/errors.js';
 import type { BatchHandler, Handler, QueueConfig } from '../model/types.js';
 import type { SharedSchedulers } from '../schedule/shared.js';
 import type { Store } from '../stores/contract/contract.js';

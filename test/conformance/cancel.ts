@@ -9,7 +9,7 @@ import { storeTest } from '../support/harness.js';
 import { waitForStatus } from '../support/jobs.js';
 import { gate, quietPeriod, untilAborted, waitFor, within } from '../support/wait.js';
 import type { StoreFixture } from '../support/fixture.js';
-import { CanceledError, MessageGoneError } from '../../src/errors.js';
+import { CanceledError, MessageGoneError } from '../../src/model/errors.js';
 import type { FailedEvent } from '../../src/worker/events.js';
 
 // Renewals come every third of this: far later than any test waits for a cancel to arrive.

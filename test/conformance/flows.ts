@@ -10,7 +10,7 @@ import { JobLog, waitForStatus } from '../support/jobs.js';
 import { quietPeriod, waitFor } from '../support/wait.js';
 import type { StoreFixture } from '../support/fixture.js';
 import { storeOf } from '../../src/client/client-store.js';
-import { FlowRefusedError } from '../../src/errors.js';
+import { FlowRefusedError } from '../../src/model/errors.js';
 import type { FlowNode, FlowTree, Handler, MessageStatus } from '../../src/index.js';
 
 /** A node's (queue, id, state), its children's after it, depth first. */

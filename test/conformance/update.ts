@@ -11,7 +11,7 @@ import { JobLog, waitForStatus } from '../support/jobs.js';
 import { gate, quietPeriod, waitFor, within } from '../support/wait.js';
 import { handledOrder } from './priority.js';
 import type { StoreFixture } from '../support/fixture.js';
-import { FilterError, MessageGoneError, PayloadTooLargeError } from '../../src/errors.js';
+import { FilterError, MessageGoneError, PayloadTooLargeError } from '../../src/model/errors.js';
 import { storeOf } from '../../src/client/client-store.js';
 import { sleep } from '../../src/model/time.js';
 import type { Job } from '../../src/index.js';

@@ -2,7 +2,7 @@
  * `kvmq cancel`: fails waiting, delayed or running messages at once with `canceled` (and --reason); a running
  * handler is told to stop. One result line each, as the other actions print them.
  */
-import { MessageGoneError } from '../../errors.js';
+import { MessageGoneError } from '../../model/errors.js';
 import type { ActionResult, Client } from '../../index.js';
 import { expectPositionals, parseCommandLine } from '../args.js';
 import type { Command } from '../command.js';

@@ -1,6 +1,6 @@
 /** `kvmq enqueue`: one message from an argument or stdin, or one per line of a file. */
 import { createReadStream, statSync } from 'node:fs';
-import { PayloadTooLargeError } from '../../errors.js';
+import { PayloadTooLargeError } from '../../model/errors.js';
 import type { BatchItem, Client, EnqueueOptions, EnqueueResult, MessageState } from '../../index.js';
 import {
   expectPositionals,

@@ -1,5 +1,5 @@
 /** `kvmq events`: prints a queue's events live, one line each, until SIGINT/SIGTERM. */
-import { EventsMissedError } from '../../errors.js';
+import { EventsMissedError } from '../../model/errors.js';
 import type { StoredEvent } from '../../index.js';
 import { parseQueueCommandLine } from '../args.js';
 import type { Command } from '../command.js';

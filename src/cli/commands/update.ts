@@ -3,7 +3,7 @@
  * as the other actions print them.
  */
 import { readFileSync } from 'node:fs';
-import { MessageGoneError } from '../../errors.js';
+import { MessageGoneError } from '../../model/errors.js';
 import type { ActionResult, Client, UpdateOptions } from '../../index.js';
 import { expectPositionals, parseCommandLine, parseFilterPairs } from '../args.js';
 import type { Command } from '../command.js';

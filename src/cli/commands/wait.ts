@@ -1,5 +1,5 @@
 /** `kvmq wait`: waits until a message completes or fails for good; the exit code says which. */
-import { KvmqError } from '../../errors.js';
+import { KvmqError } from '../../model/errors.js';
 import type { WaitResult } from '../../index.js';
 import { expectPositionals, parseCommandLine } from '../args.js';
 import type { Command } from '../command.js';

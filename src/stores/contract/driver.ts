@@ -2,7 +2,7 @@
  * A store's driver, loaded when a URL of that store is opened. The drivers are optional peer dependencies: a
  * user of one store installs one driver, and the embedded SQLite default needs none.
  */
-import { importOptional, requireOptional } from '../../optional-package.js';
+import { importOptional, requireOptional } from '../../model/optional-package.js';
 
 /** The driver package of each store that needs one. */
 export const STORE_DRIVERS = {

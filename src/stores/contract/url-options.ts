@@ -3,7 +3,7 @@
  * URL with it, and src/stores/url.ts imports every store.
  */
 import { readFileSync } from 'node:fs';
-import { StoreUrlError } from '../../errors.js';
+import { StoreUrlError } from '../../model/errors.js';
 
 /**
  * A store URL as errors and banners show it: a password in it is `***`. Whatever parses the URL, this finds

@@ -11,7 +11,7 @@
  * finishes, and `done-with-backoff` to run again when its backoff ends.
  */
 import { newNonce } from './nonce.js';
-import { StoreLayoutError } from '../../errors.js';
+import { StoreLayoutError } from '../../model/errors.js';
 import { newIdx, newLifoIdx, type QueueKeys } from './keys.js';
 import { decodeRecord, encodeRecord, stateOf, type MessageRecord } from './record.js';
 import { freshRecord, indexOps } from './transitions.js';

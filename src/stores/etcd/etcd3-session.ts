@@ -6,7 +6,7 @@
  */
 import { LeaseLostListeners } from './lease-listeners.js';
 import type * as Etcd3 from 'etcd3';
-import { StoreUnavailableError } from '../../errors.js';
+import { StoreUnavailableError } from '../../model/errors.js';
 import type { Session } from './kv.js';
 import type { EtcdMembers } from './etcd3-members.js';
 

@@ -4,7 +4,7 @@
  * queue page by page for the counts, and the consumer registrations with the
  * deliveries under each.
  */
-import { StoreLayoutError } from '../../errors.js';
+import { StoreLayoutError } from '../../model/errors.js';
 import { MESSAGE_STATES, type ConsumerInfo, type MessageState, type MessageStatus } from '../../model/types.js';
 import { resultFromRecord } from '../../model/result.js';
 import { prefixEnd, type KeyValue, type Kv, type Op } from './kv.js';

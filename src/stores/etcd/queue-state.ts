@@ -4,7 +4,7 @@
  * (`/kvmq/eoq`, Carmine's ndry-runs), each read-modify-written under a
  * compare of its mod revision.
  */
-import { StoreLayoutError } from '../../errors.js';
+import { StoreLayoutError } from '../../model/errors.js';
 import { applyConfigPatch, DEFAULT_QUEUE_CONFIG, withConfigDefaults } from '../../model/config.js';
 import { prefixEnd, unchangedSince, type Kv } from './kv.js';
 import { QueueKeys } from './keys.js';

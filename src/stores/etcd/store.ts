@@ -8,7 +8,7 @@
 import { randomUUID } from 'node:crypto';
 import { hostname } from 'node:os';
 import { importDriver } from '../contract/driver.js';
-import { ClosedError, StoreUnavailableError } from '../../errors.js';
+import { ClosedError, StoreUnavailableError } from '../../model/errors.js';
 import { ANSWER_WAIT_MS, claimFromInbox } from './claim.js';
 import { clearQueue } from './clear.js';
 import { QueueWatches } from './queue-watches.js';

@@ -4,7 +4,7 @@
  * Imports the client's types only, so it never loads the library.
  */
 import type * as Etcd3 from 'etcd3';
-import { KvmqError, StoreAuthError, StoreLimitError, StoreUnavailableError } from '../../errors.js';
+import { KvmqError, StoreAuthError, StoreLimitError, StoreUnavailableError } from '../../model/errors.js';
 
 /** Turns a client or server error into a KvmqError that says what to do. */
 export function translateEtcdError(error: unknown, lib: typeof Etcd3 | null, endpoints: string): Error {

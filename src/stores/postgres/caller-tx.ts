@@ -3,7 +3,7 @@
  * (enqueue.ts), sent through the caller's connection, so the rows, the counters and the NOTIFY that wakes
  * workers commit or roll back with the caller's work. kvmq never ends that transaction.
  */
-import { TransactionError } from '../../errors.js';
+import { TransactionError } from '../../model/errors.js';
 import { enqueueMessages } from './enqueue.js';
 import { translatePgError } from './translate-error.js';
 import type { Queryable } from './queryable.js';

@@ -5,7 +5,7 @@
  * parent's count under the parent's row lock, so however the end comes (finish, failure, dead-letter, cancel,
  * expiry, removal, clear) it is counted once, and never split from the child's own write.
  */
-import { FlowRefusedError } from '../../errors.js';
+import { FlowRefusedError } from '../../model/errors.js';
 import { asBuffer } from '../sqlite/content.js';
 import { CHILD_FAILURE } from '../sqlite/flows.js';
 import { statusOf, type StatusRow } from '../sqlite/inspect.js';

@@ -6,7 +6,7 @@
  * that dies with the transaction open loses it to the server, which rolls it back when the session ends.
  */
 import type { Pool, PoolClient } from 'pg';
-import { TransactionError } from '../../errors.js';
+import { TransactionError } from '../../model/errors.js';
 import { finishMessages } from './finish.js';
 import { ensureQueueRow, type ConfigCache } from './queue-row.js';
 import { quoteIdent } from './sql-text.js';

@@ -16,7 +16,7 @@
  * advisory lock keyed by the schema's name, so processes starting together migrate it once. The functions
  * (sql-functions.ts) are installed by the same migration.
  */
-import { StoreLayoutError } from '../../errors.js';
+import { StoreLayoutError } from '../../model/errors.js';
 import { finishClaimDdl } from './sql-finish-claim.js';
 import { functionsDdl } from './sql-functions.js';
 import type { Queryable } from './queryable.js';

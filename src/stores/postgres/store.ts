@@ -8,7 +8,7 @@
  */
 import type { ClientConfig, Pool, PoolClient } from 'pg';
 import { importDriver } from '../contract/driver.js';
-import { StoreUnavailableError } from '../../errors.js';
+import { StoreUnavailableError } from '../../model/errors.js';
 import { applyConfigPatch } from '../../model/config.js';
 import {
   cancelMessage,

@@ -4,7 +4,13 @@
  * StoreUnavailableError, a write on a read-only standby StoreUrlError, each with a
  * message that says where; the driver's error stays as the cause.
  */
-import { KvmqError, StoreAuthError, StoreLayoutError, StoreUnavailableError, StoreUrlError } from '../../errors.js';
+import {
+  KvmqError,
+  StoreAuthError,
+  StoreLayoutError,
+  StoreUnavailableError,
+  StoreUrlError,
+} from '../../model/errors.js';
 
 // SQLSTATE classes and codes that mean "the server is not serving now": connection exceptions, shutdown,
 // too many connections, a crash restart, serialization/deadlock retries, and a unique key two transactions

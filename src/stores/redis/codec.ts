@@ -3,7 +3,7 @@
  * the payload bytes; `outcomes` holds the outcome, then a newline and the last
  * error when there was one. Replies of the scripts arrive as Buffers.
  */
-import { StoreLayoutError } from '../../errors.js';
+import { StoreLayoutError } from '../../model/errors.js';
 import type { PayloadEncoding } from '../../model/payload.js';
 import { parseFilterClass } from '../../model/filters.js';
 import type { StoredContent } from '../contract/contract.js';

@@ -7,7 +7,7 @@
  * ('<max>/<perMs>', '' for none). Fields an older kvmq
  * did not write read as their defaults.
  */
-import { StoreLayoutError } from '../../errors.js';
+import { StoreLayoutError } from '../../model/errors.js';
 import { applyConfigPatch, withConfigDefaults } from '../../model/config.js';
 import { queueKey } from './keys.js';
 import { SCRIPTS } from './scripts.generated.js';

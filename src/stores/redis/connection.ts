@@ -6,7 +6,7 @@ import { isIP } from 'node:net';
 import type { ConnectionOptions } from 'node:tls';
 import type { Cluster, Redis, RedisOptions } from 'ioredis';
 import { importDriver } from '../contract/driver.js';
-import { KvmqError, StoreLayoutError, StoreUnavailableError, StoreUrlError } from '../../errors.js';
+import { KvmqError, StoreLayoutError, StoreUnavailableError, StoreUrlError } from '../../model/errors.js';
 import type { RedisUrlOptions } from './url.js';
 import { within } from '../../model/time.js';
 

@@ -4,7 +4,7 @@
  * decimal: events are numbered densely by `events-seq`, so a gap before a page is a trim the reader missed.
  * A page that was told of a gap and read nothing ends at the head, so reading on is not told again.
  */
-import { StoreLayoutError } from '../../errors.js';
+import { StoreLayoutError } from '../../model/errors.js';
 import { QUEUE_EVENT_TYPES, type QueueEventType, type StoredEvent } from '../../model/events.js';
 import { list, num, text } from './codec.js';
 import { queueKey } from './keys.js';

@@ -4,7 +4,7 @@
  * at a time: a child's `parent` link up to the root, then each parent's `children` down, each node's status
  * by the status script.
  */
-import { FlowRefusedError } from '../../errors.js';
+import { FlowRefusedError } from '../../model/errors.js';
 import { encodeContent, list, text } from './codec.js';
 import { encodeMetadata } from './enqueue.js';
 import { messageStatus } from './inspect.js';

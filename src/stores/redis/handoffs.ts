@@ -12,7 +12,7 @@
  */
 import { claimed } from './claim.js';
 import { num, text } from './codec.js';
-import { StoreLayoutError } from '../../errors.js';
+import { StoreLayoutError } from '../../model/errors.js';
 import { within } from '../../model/time.js';
 import { SCRIPTS } from './scripts.generated.js';
 import type { RedisConnection } from './connection.js';

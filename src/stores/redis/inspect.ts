@@ -1,5 +1,5 @@
 /** status(), inspect(), queueStatus() and consumers(), each one read-only script call. */
-import { StoreLayoutError } from '../../errors.js';
+import { StoreLayoutError } from '../../model/errors.js';
 import {
   MESSAGE_STATES,
   type ConsumerInfo,

@@ -3,7 +3,7 @@
  * single commands; firing is the fire-schedule script, a compare-and-set of that value that enqueues the
  * due slots' messages with the enqueue script's own code, in one step.
  */
-import { StoreLayoutError } from '../../errors.js';
+import { StoreLayoutError } from '../../model/errors.js';
 import { encodeContent, list, text } from './codec.js';
 import { encodeMetadata, pushMessageArgs, result } from './enqueue.js';
 import { queueKey } from './keys.js';

@@ -14,7 +14,7 @@
  * otherwise resend it after reconnecting, or, with resending off, leave it
  * waiting forever.
  */
-import { StoreUnavailableError } from '../../errors.js';
+import { StoreUnavailableError } from '../../model/errors.js';
 import { queueBase } from './keys.js';
 import { translate, type RedisConnection } from './connection.js';
 import { LIBRARY, SCRIPTS, type LuaScript } from './scripts.generated.js';

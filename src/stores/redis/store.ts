@@ -5,7 +5,7 @@
  */
 import { importDriver } from '../contract/driver.js';
 import { claimMessages } from './claim.js';
-import { StoreUnavailableError } from '../../errors.js';
+import { StoreUnavailableError } from '../../model/errors.js';
 import { closeConnection, openBlocking, openConnection, openSubscriber, type RedisConnection } from './connection.js';
 import { readConfig, writeConfig } from './config.js';
 import { ENQUEUE_CALL_MESSAGES, enqueueMessages } from './enqueue.js';

@@ -4,7 +4,7 @@
  * pays it (childEnds) sets it to 0, so however the end comes (finish, failure, dead-letter, cancel, expiry,
  * removal) it is counted once, and a kill between two transactions cannot split it from the child's own write.
  */
-import { FlowRefusedError } from '../../errors.js';
+import { FlowRefusedError } from '../../model/errors.js';
 import { content } from './content.js';
 import { Phase } from './schema.js';
 import { stateOf, type StateRow } from './state.js';

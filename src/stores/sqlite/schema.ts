@@ -22,7 +22,7 @@
  * (`waiting-children`) and each queue's count of parents in it.
  */
 import type BetterSqlite3 from 'better-sqlite3';
-import { StoreLayoutError } from '../../errors.js';
+import { StoreLayoutError } from '../../model/errors.js';
 
 export const SCHEMA_VERSION = 12;
 

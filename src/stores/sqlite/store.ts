@@ -11,7 +11,7 @@ import { existsSync, statSync } from 'node:fs';
 import { dirname, resolve } from 'node:path';
 import { createRequire } from 'node:module';
 import type BetterSqlite3 from 'better-sqlite3';
-import { StoreLayoutError, StoreUnavailableError, StoreUrlError } from '../../errors.js';
+import { StoreLayoutError, StoreUnavailableError, StoreUrlError } from '../../model/errors.js';
 import { applyConfigPatch, DEFAULT_QUEUE_CONFIG, withConfigDefaults } from '../../model/config.js';
 import { sleep } from '../../model/time.js';
 import { parseUrlOptions } from '../contract/url-options.js';

@@ -11,7 +11,7 @@
  */
 import type * as Zk from 'node-zookeeper-client';
 import { requireDriver } from '../contract/driver.js';
-import { StoreUnavailableError } from '../../errors.js';
+import { StoreUnavailableError } from '../../model/errors.js';
 import { parseWholeFrames } from './frames.js';
 import {
   DirectRequests,

@@ -13,7 +13,7 @@
  * version is what claims check (so no claim starts after a pause resolved),
  * and a data watch on it keeps each process's copy fresh without a read per claim.
  */
-import { StoreLayoutError } from '../../errors.js';
+import { StoreLayoutError } from '../../model/errors.js';
 import { applyConfigPatch, DEFAULT_QUEUE_CONFIG } from '../../model/config.js';
 import { isZkError, ZkCode, type ZkOp, type ZkSession } from './client.js';
 import type { QueuePaths } from './layout.js';

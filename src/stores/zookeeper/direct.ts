@@ -15,7 +15,7 @@
  * rest of the session.
  */
 import type { Socket } from 'node:net';
-import { StoreUnavailableError } from '../../errors.js';
+import { StoreUnavailableError } from '../../model/errors.js';
 import { ZkCode, ZkError } from './zk-error.js';
 
 const OP_MULTI = 14;

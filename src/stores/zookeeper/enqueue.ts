@@ -5,7 +5,7 @@
  * with its state, or revived / requeued (see existing()), each in one multi
  * with a version check on the task's state.
  */
-import { PayloadTooLargeError } from '../../errors.js';
+import { PayloadTooLargeError } from '../../model/errors.js';
 import { parseFilterClass } from '../../model/filters.js';
 import { DEFAULT_PRIORITY } from '../../model/scheduling.js';
 import { isZkError, ZkCode, type ZkOp } from './client.js';

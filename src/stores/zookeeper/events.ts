@@ -21,7 +21,7 @@
  * reads only the nodes of the page: the cost follows the nodes kept, at most
  * MAX_KEPT events (see docs/zookeeper.md).
  */
-import { StoreLayoutError } from '../../errors.js';
+import { StoreLayoutError } from '../../model/errors.js';
 import { eventSlotText, QUEUE_EVENT_TYPES, type QueueEventType, type StoredEvent } from '../../model/events.js';
 import { isZkError, ZkCode, type ZkOp, type ZkSession } from './client.js';
 import type { EventPage } from '../contract/contract.js';

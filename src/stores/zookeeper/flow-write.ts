@@ -5,7 +5,7 @@
  * count (flow-ends.ts). An id that exists fails the multi on its task's create: the flow is refused, nothing
  * written. A flow whose multi would pass ZooKeeper's packet limit (jute.maxbuffer) is refused before it is sent.
  */
-import { FlowRefusedError, StoreLimitError } from '../../errors.js';
+import { FlowRefusedError, StoreLimitError } from '../../model/errors.js';
 import { isZkError, ZkCode, type ZkOp } from './client.js';
 import { MULTI_BYTES, newTaskOps, type FlowFields } from './enqueue.js';
 import { notePath } from './finish.js';

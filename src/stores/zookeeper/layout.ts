@@ -30,7 +30,7 @@
  *     /group-rates/<group>                   data: when the group's next message may start (ms), see group-rates.ts
  *     /schedules/<name>                      data: {"body","nextAt"}, see schedules.ts
  */
-import { StoreLayoutError } from '../../errors.js';
+import { StoreLayoutError } from '../../model/errors.js';
 import type { AttemptRecord, MessageState, Outcome } from '../../model/types.js';
 import type { PayloadEncoding } from '../../model/payload.js';
 import { DEFAULT_PRIORITY, priorityKey } from '../../model/scheduling.js';

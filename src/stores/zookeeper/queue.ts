@@ -5,7 +5,7 @@
  * view (the sub-queues and the queue-wide dry-run counters) kept by watches:
  * it is read again only after something changed.
  */
-import { StoreLayoutError } from '../../errors.js';
+import { StoreLayoutError } from '../../model/errors.js';
 import { BucketedList } from './buckets.js';
 import { isZkError, ZkCode, type ZkOp, type ZkSession } from './client.js';
 import { readConf, type ConfRead } from './conf.js';

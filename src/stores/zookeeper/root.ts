@@ -4,7 +4,7 @@
  * marker) or empty, in which case kvmq marks it as its own. Its queues are
  * the children that carry the queue marker.
  */
-import { StoreAuthError, StoreLayoutError, StoreUrlError } from '../../errors.js';
+import { StoreAuthError, StoreLayoutError, StoreUrlError } from '../../model/errors.js';
 import { isZkError, ZkCode, type ZkSession } from './client.js';
 import { QUEUE_MARKER, ROOT_MARKER, ROOT_MARKER_NAME } from './layout.js';
 import type { ZookeeperUrl } from './url.js';

@@ -3,7 +3,7 @@
  * real ensemble, every state change one multi. Claims are ephemeral nodes, so
  * a dead consumer's messages are free as soon as ZooKeeper ends its session.
  */
-import { KvmqError, StoreAuthError, StoreUnavailableError, ZookeeperReplyError } from '../../errors.js';
+import { KvmqError, StoreAuthError, StoreUnavailableError, ZookeeperReplyError } from '../../model/errors.js';
 import { ZkError, ZkSession } from './client.js';
 import { claimMessages } from './claim.js';
 import { readConfig, writeConfig } from './conf.js';

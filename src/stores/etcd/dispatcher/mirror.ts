@@ -6,7 +6,7 @@
  * and the dispatcher's own Txns; a message's record mod revision orders it
  * all.
  */
-import { FilterError } from '../../../errors.js';
+import { FilterError } from '../../../model/errors.js';
 import { applyConfigPatch, DEFAULT_QUEUE_CONFIG } from '../../../model/config.js';
 import { classMatcher } from '../../../model/filters.js';
 import { decodeEnvelope } from '../envelope.js';

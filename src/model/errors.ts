@@ -1,4 +1,4 @@
-import type { StoredEvent } from './model/events.js';
+import type { StoredEvent } from './events.js';
 
 /** Every code kvmq raises; docs/api.md's Errors table says when each one happens. */
 export const KVMQ_ERROR_CODES = [
