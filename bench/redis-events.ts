@@ -46,17 +46,29 @@ const { store, before, rounds, messages } = variantOptions('REF (the commit to c
 async function scriptsAt(ref: string): Promise<{ scripts: Map<string, LuaScript>; library: string }> {
   const dir = mkdtempSync(join(tmpdir(), 'kvmq-bench-scripts-'));
   try {
-    const paths = ['src/redis', 'scripts/redis-scripts.mjs', '.prettierrc.json'];
+    // The Redis store's folder moved to src/stores/redis; an older commit keeps it at src/redis.
+    const redisDir = refHas(ref, 'src/stores/redis') ? 'src/stores/redis' : 'src/redis';
+    const paths = [redisDir, 'scripts/redis-scripts.mjs', '.prettierrc.json'];
     const archive = execFileSync('git', ['archive', ref, '--', ...paths], { maxBuffer: 256 * 1024 * 1024 });
     execFileSync('tar', ['-x', '-C', dir], { input: archive });
     symlinkSync(join(process.cwd(), 'node_modules'), join(dir, 'node_modules'));
     execFileSync(process.execPath, [join(dir, 'scripts/redis-scripts.mjs')], { stdio: 'ignore' });
-    const file = join(dir, 'src/stores/redis/scripts.generated.ts');
+    const file = join(dir, redisDir, 'scripts.generated.ts');
     const module = (await import(file)) as { SCRIPTS: Record<string, LuaScript>; LIBRARY: { source: string } };
     const scripts = new Map(Object.values(module.SCRIPTS).map((s) => [s.name, s]));
     return { scripts, library: module.LIBRARY.source };
   } finally {
     rmSync(dir, { recursive: true, force: true });
+  }
+}
+
+/** Whether the commit holds `path`. */
+function refHas(ref: string, path: string): boolean {
+  try {
+    execFileSync('git', ['cat-file', '-e', `${ref}:${path}`], { stdio: 'ignore' });
+    return true;
+  } catch {
+    return false;
   }
 }
 

@@ -9,6 +9,7 @@
  * Prints the median of the rounds per variant and the ratios. Use a Redis of its own: INFO commandstats
  * counts every client's commands.
  */
+import { existsSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { Command } from 'ioredis';
 import { median } from './common.js';
@@ -33,7 +34,9 @@ interface Code {
 }
 
 async function codeAt(dir: string): Promise<Code> {
-  const at = (file: string): string => join(resolve(dir), 'src/redis', file);
+  // The Redis store's folder moved to src/stores/redis; an older tree keeps it at src/redis.
+  const redisDir = existsSync(join(resolve(dir), 'src/stores/redis')) ? 'src/stores/redis' : 'src/redis';
+  const at = (file: string): string => join(resolve(dir), redisDir, file);
   return {
     claim: (await import(at('claim.ts'))) as typeof afterClaim,
     enqueue: (await import(at('enqueue.ts'))) as typeof afterEnqueue,
