@@ -21,7 +21,8 @@ export interface EtcdOptions {
 }
 
 export const ETCD_URL_FORM =
-  'etcd://[user:password@]host:2379[,host2:2379][/prefix][?leaseTtlMs=5000&dispatcherStallMs=60000]   etcd v3 (etcds:// for TLS: ?ca=FILE[&cert=FILE&key=FILE])';
+  'etcd://[user:password@]host:2379[,host2:2379][/prefix][?leaseTtlMs=5000&dispatcherStallMs=60000], ' +
+  'etcds:// for TLS [&ca=FILE&cert=FILE&key=FILE]';
 
 const DEFAULT_LEASE_TTL_MS = 5000;
 const OPTIONS = ['leaseTtlMs', 'dispatcherStallMs'];

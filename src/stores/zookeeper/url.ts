@@ -10,7 +10,8 @@ import { parseUrlOptions, redactUrl, urlRefusal } from '../contract/url-options.
 import { SECOND } from '../../model/time.js';
 
 export const ZOOKEEPER_URL_FORM =
-  'zookeeper://[user:password@]host:2181[,host2:2181...]/dir[?sessionTimeoutMs=6000]   a ZooKeeper chroot that exists';
+  'zookeeper://[user:password@]host:2181[,host2:2181...]/dir[?sessionTimeoutMs=6000], where dir is a ZooKeeper ' +
+  'chroot that exists';
 
 export interface ZookeeperUrl {
   /** host:port,host:port as the client takes it. */
