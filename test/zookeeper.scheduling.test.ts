@@ -214,6 +214,30 @@ describe('zookeeper scheduling: group concurrency', () => {
     assert.deepEqual(await claimIds(client, 'g', 10), ['a3']);
   });
 
+  test('GC deletes the nodes of groups that hold no message; a group still holding one keeps its node', async () => {
+    const { client, url, plain: p } = await open();
+    const dir = `${new URL(url).pathname}/pg/groups`;
+    await client.configure('pg', { groupConcurrency: 1 });
+    await client.enqueueBatch('pg', [
+      { payload: 1, id: 'a1', group: 'A' },
+      { payload: 2, id: 'b1', group: 'B' },
+      { payload: 3, id: 'a2', group: 'A' },
+    ]);
+    assert.deepEqual((await claimIds(client, 'pg', 10)).sort(), ['a1', 'b1']);
+    await storeOf(client).finish('pg', 'c1', [success('b1')]);
+    assert.deepEqual((await p.children(dir)).sort(), ['A', 'B']);
+    await client.gc('pg');
+    assert.deepEqual(await p.children(dir), ['A'], "B's node went; A holds a1");
+    await storeOf(client).finish('pg', 'c1', [success('a1')]);
+    assert.deepEqual(await claimIds(client, 'pg', 10), ['a2'], 'the group still limits after its node came back');
+    await client.enqueue('pg', 4, { id: 'b2', group: 'B' });
+    assert.deepEqual(await claimIds(client, 'pg', 10), ['b2'], 'a pruned group is made again by its next claim');
+    assert.deepEqual(await claimIds(client, 'pg', 10), []);
+    await storeOf(client).finish('pg', 'c1', [success('a2'), success('b2')]);
+    await client.gc('pg');
+    assert.deepEqual(await p.children(dir), []);
+  });
+
   test("a dead consumer's held messages leave its group at once (ephemeral nodes)", async () => {
     const { client, url } = await open();
     const doomed = await connect(url, { maintenance: false });

@@ -267,6 +267,16 @@ export class ZkSession {
     });
   }
 
+  /** The node's children's names; none when the node does not exist (yet). */
+  async childrenIfAny(path: string): Promise<string[]> {
+    try {
+      return (await this.children(path)).children;
+    } catch (error) {
+      if (isZkError(error, ZkCode.NoNode)) return [];
+      throw error;
+    }
+  }
+
   async create(path: string, data: Buffer = Buffer.alloc(0), kind: CreateKind = 'persistent'): Promise<string> {
     const { client } = await this.live;
     this.sent.writes += 1;

@@ -21,6 +21,7 @@ import { indexRemovals } from './debounce-index.js';
 import { releaseOps } from './group-paths.js';
 import { resetRateOp } from './rate.js';
 import { pruneGroupRates } from './group-rates.js';
+import { pruneGroups } from './groups.js';
 import type { BucketedList } from './buckets.js';
 import type { StoreContext } from './context.js';
 import type { QueueContext } from './queue.js';
@@ -58,6 +59,7 @@ export async function runGc(ctx: StoreContext, q: QueueContext, force: boolean):
     await freeStaleClaims(ctx, q, config.gcLifetimeMs);
     await pruneWaiting(ctx, q);
     await pruneGroupRates(zk, q);
+    await pruneGroups(zk, q);
     await removeLapsedConsumers(ctx, q);
     await q.events.trim(config);
     return { ran: true, removed };

@@ -74,13 +74,7 @@ function parseRate(read: { readonly data: Buffer; readonly version: number } | n
 
 /** GC: the nodes of groups whose next start has come go (unless a claim charged them meanwhile). */
 export async function pruneGroupRates(zk: ZkSession, q: QueueContext): Promise<void> {
-  let children: string[];
-  try {
-    children = (await zk.children(q.paths.groupRates)).children;
-  } catch (error) {
-    if (isZkError(error, ZkCode.NoNode)) return;
-    throw error;
-  }
+  const children = await zk.childrenIfAny(q.paths.groupRates);
   const paths = children.map((name) => `${q.paths.groupRates}/${name}`);
   const reads = await zk.getMany(paths);
   const now = Date.now();

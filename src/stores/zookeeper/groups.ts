@@ -5,9 +5,10 @@
  * message counts the children and, when the group has room, sets the group node's data with the version read
  * in the same multi: two claims that read the same count cannot both commit, so the group never holds more than
  * `groupConcurrency`. A removal only lowers the count, so finishes need no version. A group found full gets a
- * child watch: its next removal wakes this process's idle workers, and its entries are skipped meanwhile.
+ * child watch: its next removal wakes this process's idle workers, and its entries are skipped meanwhile. GC
+ * deletes the nodes of groups that hold nothing (pruneGroups), so groups that stopped sending leave nothing.
  */
-import { isZkError, ZkCode } from './client.js';
+import { isZkError, ZkCode, type ZkSession } from './client.js';
 import { encodeState } from './layout.js';
 import { groupPath, heldPath } from './group-paths.js';
 import type { PreparedClaim } from './claim-build.js';
@@ -104,4 +105,29 @@ function blockGroup(ctx: StoreContext, q: QueueContext, group: string, entryPath
   const path = groupPath(q, group);
   // A watch that fired since the read may have missed a removal: then the entry is looked at again next time.
   if (ctx.claims.groupWatches.has(path)) ctx.claims.blockForGroup(path, entryPath);
+}
+
+// Group nodes a GC tries to delete at most, so a queue of very many groups spreads the work over its GCs.
+const GROUPS_PRUNED_PER_GC = 1000;
+const REMOVES_AT_ONCE = 50;
+
+/**
+ * GC: a group node with no held message says no more than no node, so it goes; one a claim holds a message in
+ * meanwhile is left (ZooKeeper refuses to delete a node with children), and a claim that read the node before
+ * it went fails its multi and reads afresh next time.
+ */
+export async function pruneGroups(zk: ZkSession, q: QueueContext): Promise<void> {
+  const children = await zk.childrenIfAny(q.paths.groups);
+  const paths = children.slice(0, GROUPS_PRUNED_PER_GC).map((name) => `${q.paths.groups}/${name}`);
+  for (let i = 0; i < paths.length; i += REMOVES_AT_ONCE) {
+    await Promise.all(paths.slice(i, i + REMOVES_AT_ONCE).map((path) => removeIfEmpty(zk, path)));
+  }
+}
+
+async function removeIfEmpty(zk: ZkSession, path: string): Promise<void> {
+  try {
+    await zk.remove(path, -1);
+  } catch (error) {
+    if (!isZkError(error, ZkCode.NotEmpty) && !isZkError(error, ZkCode.NoNode)) throw error;
+  }
 }

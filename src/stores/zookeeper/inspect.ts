@@ -179,13 +179,8 @@ async function waitingStates(ctx: StoreContext, q: QueueContext): Promise<Messag
 }
 
 /** The node's children; none when it does not exist (yet). */
-export async function childrenOf(ctx: StoreContext, path: string): Promise<string[]> {
-  try {
-    return (await ctx.zk.children(path)).children;
-  } catch (error) {
-    if (isZkError(error, ZkCode.NoNode)) return [];
-    throw error;
-  }
+export function childrenOf(ctx: StoreContext, path: string): Promise<string[]> {
+  return ctx.zk.childrenIfAny(path);
 }
 
 interface ConsumerNode {
