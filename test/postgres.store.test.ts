@@ -28,6 +28,7 @@ import { lockKey } from '../src/stores/postgres/session.js';
 import { start, type PostgresServer } from '../scripts/servers/postgres.mjs';
 import { dropSchemas, freshSchema, postgresTestUrl, sql } from './fixtures/postgres-server.js';
 import { waitFor } from './support/wait.js';
+import { checkGroupRateGc } from './support/group-rate-gc.js';
 
 /** A node of EXPLAIN's JSON plan, as far as the test reads it. */
 interface PlanNode {
@@ -432,5 +433,14 @@ void describe('postgres store', () => {
     await worker.stop();
     assert.deepEqual(seen, [{ order: 42 }]);
     assert.throws(() => psql(`SELECT "${schema}".enqueue('bad name!', '1')`), /queue name/);
+  });
+
+  void test('GC deletes the rate rows of groups whose next start has come; claims read only the others', async () => {
+    const { url, schema } = schemaUrl();
+    const client = await open(url);
+    await checkGroupRateGc(client, async () => {
+      const rows = await sql(base, `SELECT group_name FROM "${schema}".group_rates`);
+      return rows.rows.map((row: { group_name: string }) => row.group_name);
+    });
   });
 });

@@ -12,6 +12,7 @@ import Database from 'better-sqlite3';
 import { connect } from '../src/index.js';
 import { prepareStatements, type Statements } from '../src/stores/sqlite/statements.js';
 import { storeOf } from '../src/client/client-store.js';
+import { checkGroupRateGc } from './support/group-rate-gc.js';
 
 const dir = mkdtempSync(join(tmpdir(), 'kvmq-sqlite-scheduling-'));
 after(() => rmSync(dir, { recursive: true, force: true }));
@@ -134,6 +135,20 @@ describe('sqlite scheduling layout', () => {
       await client.configure('q', { groupConcurrency: 2 });
       assert.deepEqual(await claim('other', 60_000), ['g1']);
     } finally {
+      await client.close();
+    }
+  });
+
+  test('GC deletes the rate rows of groups whose next start has come', async () => {
+    const path = await freshFile();
+    const client = await connect(`sqlite:${path}`, { maintenance: false });
+    const db = new Database(path, { readonly: true });
+    try {
+      await checkGroupRateGc(client, () =>
+        Promise.resolve(db.prepare('SELECT group_name FROM kvmq_group_rates').pluck().all() as string[]),
+      );
+    } finally {
+      db.close();
       await client.close();
     }
   });

@@ -266,11 +266,14 @@ async function lockReadyGrouped(
   return result.rows;
 }
 
-/** The queue's groups' rate state, read whole (claims take turns on the queue row meanwhile). */
+/**
+ * The queue's groups whose next start is still to come (claims take turns on the queue row meanwhile); a
+ * group with no row, or one whose time has come, may start one now.
+ */
 async function groupRates(tx: WriteContext, limit: RateLimit): Promise<GroupRates> {
   const stored = await tx.db.query<{ group_name: string; tat: number }>(
-    `SELECT group_name, tat FROM ${tx.s}.group_rates WHERE queue = $1`,
-    [tx.queue],
+    `SELECT group_name, tat FROM ${tx.s}.group_rates WHERE queue = $1 AND tat > $2`,
+    [tx.queue, tx.now],
   );
   const tats = new Map(stored.rows.map((r) => [r.group_name, r.tat]));
   return new GroupRates(limit, tx.now, (group) => tats.get(group) ?? 0);

@@ -44,9 +44,12 @@ export async function runGc(store: GcAccess, queue: string, force: boolean): Pro
     removed += await gcChunks(store, queue, 3, config.failedLifetimeMs, null);
     if (config.keepDone !== null) removed += await gcChunks(store, queue, 2, 0, config.keepDone);
     if (config.keepFailed !== null) removed += await gcChunks(store, queue, 3, 0, config.keepFailed);
-    await store.withClient((client) =>
-      client.query(`DELETE FROM ${s}.consumers WHERE queue = $1 AND expires_at <= $2`, [queue, Date.now()]),
-    );
+    await store.withClient(async (client) => {
+      const now = Date.now();
+      await client.query(`DELETE FROM ${s}.consumers WHERE queue = $1 AND expires_at <= $2`, [queue, now]);
+      // A group whose next start has come is as one never charged (no row): its row goes.
+      await client.query(`DELETE FROM ${s}.group_rates WHERE queue = $1 AND tat <= $2`, [queue, now]);
+    });
   } finally {
     await store.withClient((client) =>
       client.query(`UPDATE ${s}.queues SET gc_lock_until = 0 WHERE queue = $1`, [queue]),

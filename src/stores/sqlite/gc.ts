@@ -45,7 +45,11 @@ export async function runGc(store: GcStore, queue: string, config: QueueConfig, 
     if (config.keepFailed !== null) {
       removed += await gcChunks(store, queue, beyond(sql.gcFailedBeyond, config.keepFailed), 'failed');
     }
-    await store.transaction(() => store.sql.lapsedConsumers.run(queue, Date.now()));
+    await store.transaction(() => {
+      const now = Date.now();
+      store.sql.lapsedConsumers.run(queue, now);
+      store.sql.pastGroupRates.run(queue, now);
+    });
   } finally {
     await store.transaction(() => store.sql.releaseGcLock.run(queue));
   }

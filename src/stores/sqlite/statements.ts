@@ -194,6 +194,8 @@ export const SQL = {
   groupRateTat: 'SELECT tat FROM kvmq_group_rates WHERE queue = ? AND group_name = ?',
   setGroupRateTat: `INSERT INTO kvmq_group_rates (queue, group_name, tat) VALUES (?, ?, ?)
        ON CONFLICT (queue, group_name) DO UPDATE SET tat = excluded.tat`,
+  // GC: a group whose next start has come is as one never charged (no row), so its row goes.
+  pastGroupRates: 'DELETE FROM kvmq_group_rates WHERE queue = ? AND tat <= ?',
   // The newest seq so far: LIFO messages sort by its negation, below every ready time (enqueue.ts).
   lastSeq: 'SELECT coalesce(max(seq), 0) FROM kvmq_messages',
   // The turn is taken when it was never taken, or its window ended; no change means another has it.
