@@ -443,4 +443,43 @@ void describe('postgres store', () => {
       return rows.rows.map((row: { group_name: string }) => row.group_name);
     });
   });
+
+  void test("a write PostgreSQL aborts as a deadlock's victim is run again and goes through", async () => {
+    const { url, schema } = schemaUrl();
+    const client = await open(url);
+    await client.enqueueBatch('q', [
+      { payload: 1, id: 'a' },
+      { payload: 2, id: 'b' },
+    ]);
+    const side = new pg.Client({ connectionString: base.replace(/\?.*$/, '') });
+    await side.connect();
+    try {
+      // kvmq's session looks for deadlocks after the default second, this one only after ten: kvmq is the victim.
+      await side.query("SET deadlock_timeout = '10s'");
+      await side.query('BEGIN');
+      await side.query(`SELECT 1 FROM "${schema}".messages WHERE id = 'b' FOR UPDATE`);
+      // Locks a, in seq order, then waits for b.
+      const removing = storeOf(client).remove('q', ['a', 'b']);
+      await waitFor(async () => {
+        const waiting = await sql(
+          base,
+          "SELECT count(*)::int AS n FROM pg_stat_activity WHERE wait_event_type = 'Lock'",
+        );
+        return (waiting.rows[0] as { n: number }).n > 0;
+      });
+      // Waits for kvmq's lock on a: a deadlock, which PostgreSQL ends by rolling kvmq's transaction back.
+      await side.query(`SELECT 1 FROM "${schema}".messages WHERE id = 'a' FOR UPDATE`);
+      await side.query('COMMIT');
+      const results = await removing;
+      assert.deepEqual(
+        results.map((r) => [r.id, r.ok]),
+        [
+          ['a', true],
+          ['b', true],
+        ],
+      );
+    } finally {
+      await side.end();
+    }
+  });
 });

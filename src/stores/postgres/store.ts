@@ -40,6 +40,7 @@ import { checkSchema, migrate } from './schema.js';
 import { NO_LOCK, PollingSession, type StoreSession } from './polling-session.js';
 import { lockKey, Session } from './session.js';
 import { quoteIdent } from './sql-text.js';
+import { runTransaction } from './transaction.js';
 import { translatePgError } from './translate-error.js';
 import { writeContext, type WriteContext } from './tx.js';
 import { parsePostgresUrl, type PostgresUrlOptions } from './url.js';
@@ -543,18 +544,9 @@ class PostgresStore implements Store {
     });
   }
 
+  /** Runs `fn` in a transaction, again when PostgreSQL rolled it back whole (transaction.ts). */
   private transaction<T>(fn: (client: PoolClient) => Promise<T>, begin = 'BEGIN'): Promise<T> {
-    return this.withClient(async (client) => {
-      await client.query(begin);
-      try {
-        const result = await fn(client);
-        await client.query('COMMIT');
-        return result;
-      } catch (error) {
-        await client.query('ROLLBACK').catch(() => undefined);
-        throw error;
-      }
-    });
+    return this.withClient((client) => runTransaction(client, fn, begin));
   }
 
   /** Reads in one snapshot, so every statement sees the same state. */
