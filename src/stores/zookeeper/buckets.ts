@@ -100,7 +100,10 @@ export class BucketedList {
     return true;
   }
 
-  /** Forget the tail and cached listings: they are read again. */
+  /**
+   * Forget the tail and cached listings: they are read again. The data watch stays as it is: one still set is
+   * on the live node (a deleted node's watch fires), and setting another would add a second listener.
+   */
   reset(): void {
     this.tail = null;
     this.listings.clear();
@@ -109,7 +112,6 @@ export class BucketedList {
     this.counts.clear();
     this.seenVersion = -1;
     this.view = null;
-    this.invalidate();
   }
 
   /** A watch fired or the session changed: read the bucket list again before trusting it. */

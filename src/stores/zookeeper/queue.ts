@@ -59,6 +59,8 @@ export class QueueContext {
   private view: QueueView | null = null;
   private watchingData = false;
   private watchingChildren = false;
+  /** A claim found a sub-queue made since the listing: list again, keeping the children watch if it is set. */
+  private subsStale = false;
   private conf: ConfRead | null = null;
   private watchingConf = false;
 
@@ -157,7 +159,7 @@ export class QueueContext {
    */
   async queueView(): Promise<QueueView> {
     const view = this.view;
-    if (view !== null && this.watchingData && this.watchingChildren) return view;
+    if (view !== null && this.watchingData && this.watchingChildren && !this.subsStale) return view;
     // A watch already set (or being set by a read under way) is not set twice.
     const armData = !this.watchingData;
     const armChildren = !this.watchingChildren;
@@ -170,13 +172,18 @@ export class QueueContext {
       this.watchingChildren = false;
       this.onChange();
     };
-    const listing = view === null || armChildren;
+    const listing = view === null || armChildren || this.subsStale;
+    // A staleView() while this listing is under way asks for another.
+    if (listing) this.subsStale = false;
     const [node, made, children] = await Promise.all([
       view === null || armData ? this.read('watchingData', armData, onData, (w) => this.zk.get(path, w)) : null,
       // Sent before the listing (one session, in order): a sub-queue made after this read fails the check.
       listing ? this.zk.exists(this.paths.dir) : null,
       listing ? this.read('watchingChildren', armChildren, onChildren, (w) => this.zk.children(path, w)) : null,
-    ]);
+    ]).catch((error: unknown) => {
+      if (listing) this.subsStale = true;
+      throw error;
+    });
     if (children !== null && view !== null && view.subsMade !== (made?.version ?? null)) {
       // A sub-queue was made since: perhaps one a clear removed, made again, whose versions and buckets start over.
       for (const list of this.classes.values()) list.reset();
@@ -199,7 +206,7 @@ export class QueueContext {
 
   /** A claim's check found a sub-queue made since the view was read: list the sub-queues again. */
   staleView(): void {
-    this.watchingChildren = false;
+    this.subsStale = true;
   }
 
   /** Sends a read, setting its watch when `arm`: the flag says it is set, unless the read fails or it fired. */
@@ -221,7 +228,7 @@ export class QueueContext {
 
   /** Whether the view's sub-queues are kept by a live watch (none made since it was read). */
   viewTrusted(): boolean {
-    return this.view !== null && this.watchingChildren;
+    return this.view !== null && this.watchingChildren && !this.subsStale;
   }
 
   /** The view as last read, trusted or not. Reads nothing. */
