@@ -114,4 +114,21 @@ describe('zookeeper: flows', () => {
     const seen = await first.getFlow('top', 'p');
     assert.equal(seen?.children.length, 40);
   });
+
+  test("a big flow's children finished 64 at a time: the parent's state is set once per multi, and it runs", async () => {
+    // The parent's state names its 500 children (about 30 KB): set once per sibling, 64 finishes in one multi
+    // would pass the server's 1 MiB packet limit, and the server would drop the session each time.
+    const client = await open(await freshStoreUrl(server));
+    const children = Array.from({ length: 500 }, (_, i) => ({ queue: 'many', payload: i }));
+    await client.flow({ queue: 'one', payload: 'p', id: 'p', children });
+    const errors: unknown[] = [];
+    client.worker('many', () => undefined, { concurrency: 64 }).on('error', (error) => errors.push(error));
+    client.worker('one', () => undefined);
+    await waitFor(async () => (await client.status('one', 'p'))?.state === 'done-awaiting-gc', {
+      what: 'the parent to run',
+      timeoutMs: 30_000,
+    });
+    assert.equal((await client.queueStatus('many')).counts['done-awaiting-gc'], 500);
+    assert.deepEqual(errors, []);
+  });
 });

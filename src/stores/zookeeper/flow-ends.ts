@@ -33,6 +33,8 @@ export class FlowEnds {
   readonly wakes = new Set<string>();
   /** Paths of the `state` nodes of parents this multi writes: a multi failing on one is planned again. */
   readonly parentPaths = new Set<string>();
+  /** The `set` op of each state this multi writes with write(), by path: a later write updates its data. */
+  private readonly stateSets = new Map<string, { readonly op: 'set'; path: string; data: Buffer; version: number }>();
 
   constructor(
     private readonly ctx: StoreContext,
@@ -49,7 +51,7 @@ export class FlowEnds {
     if (parent === null || parent.state.phase !== 'waiting') return [];
     if (end === null || s.onChildFailure === 'ignore') {
       const left = (parent.state.childrenLeft ?? 1) - 1;
-      if (left > 0) return [this.write(pq, parentId, parent, { ...parent.state, childrenLeft: left })];
+      if (left > 0) return this.write(pq, parentId, parent, { ...parent.state, childrenLeft: left });
       return this.release(pq, parentId, parent);
     }
     const error = `child ${q.name}/${id} failed${end.error === null ? '' : `: ${end.error}`}`;
@@ -84,7 +86,7 @@ export class FlowEnds {
     const parent = await this.read(pq, parentId);
     if (parent === null || parent.state.phase !== 'waiting') return null;
     const left = (parent.state.childrenLeft ?? 0) + 1;
-    return [this.write(pq, parentId, parent, { ...parent.state, childrenLeft: left })];
+    return this.write(pq, parentId, parent, { ...parent.state, childrenLeft: left });
   }
 
   /** A task's state, as this multi leaves it when it writes it, else read now. */
@@ -98,12 +100,25 @@ export class FlowEnds {
     return node;
   }
 
-  /** Sets a task's state with the version read (or left by this multi), and remembers what it leaves. */
-  private write(q: QueueContext, id: string, node: FlowNodeRead, next: TaskState): ZkOp {
+  /**
+   * Sets a task's state with the version read (or left by this multi), and remembers what it leaves. A state
+   * this multi sets already is set once, to the newest: a parent's state holds its children's names, and
+   * siblings finished in one batch would otherwise write it once each, past the server's packet limit.
+   */
+  private write(q: QueueContext, id: string, node: FlowNodeRead, next: TaskState): ZkOp[] {
     const path = taskNodes(q.paths.task(id)).state;
-    this.planned.set(path, { state: next, version: node.version + 1 });
     this.parentPaths.add(path);
-    return { op: 'set', path, data: encodeState(next), version: node.version };
+    const data = encodeState(next);
+    const planned = this.stateSets.get(path);
+    if (planned !== undefined) {
+      planned.data = data;
+      this.planned.set(path, { state: next, version: node.version });
+      return [];
+    }
+    const op = { op: 'set' as const, path, data, version: node.version };
+    this.stateSets.set(path, op);
+    this.planned.set(path, { state: next, version: node.version + 1 });
+    return [op];
   }
 
   /** The parent's last child ended: it is queued (at the ready time it was written with: its runAt, if any). */
@@ -116,7 +131,7 @@ export class FlowEnds {
     if (s.readyAt > now) await madeTail(q.waiting);
     this.wakes.add(q.name);
     return [
-      this.write(q, id, parent, next),
+      ...this.write(q, id, parent, next),
       ...(waiting === null ? [] : [{ op: 'remove', path: waiting, version: -1 } as const]),
       { op: 'create', path: prefix, kind: 'sequential' },
       ...(await q.waitingOps(id, s.readyAt, now)),
@@ -131,6 +146,8 @@ export class FlowEnds {
     const failed = failedState(parent.state, now, error, parent.state.history);
     await madeTail(q.failed);
     const ops = await failOps(q, id, failed, parent.version, await resolveEntry(this.ctx.zk, parent.state.entry));
+    // Set by failOps' own op from here: a later write makes an op of its own.
+    this.stateSets.delete(taskNodes(q.paths.task(id)).state);
     this.planned.set(taskNodes(q.paths.task(id)).state, { state: failed, version: parent.version + 1 });
     this.parentPaths.add(taskNodes(q.paths.task(id)).state);
     const event = { type: 'failed', id, attempt: parent.state.attempt, at: now, error } as const;
