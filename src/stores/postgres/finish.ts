@@ -1,5 +1,5 @@
 import { failMessage } from './failures.js';
-import { childEnded } from './flows.js';
+import { childEnded, childrenSucceeded } from './flows.js';
 // The rules of a finish are SQLite's: one statement of them for both stores.
 import {
   finishEvent,
@@ -17,7 +17,7 @@ import type { Finish, FinishResult } from '../contract/contract.js';
  * Records handler outcomes in one transaction (the caller's). Only the consumer that holds the message, for
  * the attempt it was handed, may finish it: a late finish after the lock ended and another consumer took it
  * is `lost`. Plain successes, the common case, are one statement for the whole batch, and so are successes with
- * a result (a flow's child whose parent waits is left to the one-by-one finish, which counts it: flows.ts); the
+ * a result; the flow children among them then count for their parents in one more statement (flows.ts); the
  * rest one by one, with the rules of the SQLite store (src/stores/sqlite/finish.ts): a message marked for requeue goes
  * back with attempt 0 whatever the outcome, an error fails it, a retry waits its backoff, and each stored outcome is a
  * queue event but for a give-back.
@@ -30,30 +30,33 @@ export async function finishMessages(
   const { db, s, queue, now } = tx;
   const plain = finishes.filter(isPlainSuccess);
   const done = new Set<string>();
+  // The flow children among the bulk successes: they count for their parents together, below.
+  const children: number[] = [];
   if (plain.length > 0) {
-    const updated = await db.query<{ id: string }>(
+    const updated = await db.query<BulkRow>(
       `UPDATE ${s}.messages m SET phase = 2, lock_until = 0, consumer = NULL, backoff_until = 0, outcome = 'success',
          last_error = NULL, updated_at = $1
        FROM unnest($4::text[], $5::integer[]) AS u(id, attempt)
        WHERE m.queue = $2 AND m.id = u.id AND m.phase = 1 AND m.consumer = $3 AND m.attempt = u.attempt
-         AND m.requeue = 0 AND m.parent_wait = 0
-       RETURNING m.id`,
+         AND m.requeue = 0
+       RETURNING m.id, m.seq, m.parent_wait`,
       [now, queue, consumerId, plain.map((f) => f.id), plain.map((f) => f.attempt)],
     );
     for (const r of updated.rows) done.add(r.id);
+    children.push(...owing(updated.rows));
   }
   for (const f of plain) if (done.has(f.id)) tx.event('completed', f.id, f.attempt);
   // Successes with a result, in one statement too, each row given its own.
   const kept = finishes.filter(isResultSuccess);
   if (kept.length > 0) {
     const columns = kept.map(resultColumns);
-    const updated = await db.query<{ id: string }>(
+    const updated = await db.query<BulkRow>(
       `UPDATE ${s}.messages m SET phase = 2, lock_until = 0, consumer = NULL, backoff_until = 0, outcome = 'success',
          last_error = NULL, updated_at = $1, result = u.result, result_encoding = u.encoding
        FROM unnest($4::text[], $5::integer[], $6::bytea[], $7::smallint[]) AS u(id, attempt, result, encoding)
        WHERE m.queue = $2 AND m.id = u.id AND m.phase = 1 AND m.consumer = $3 AND m.attempt = u.attempt
-         AND m.requeue = 0 AND m.parent_wait = 0
-       RETURNING m.id`,
+         AND m.requeue = 0
+       RETURNING m.id, m.seq, m.parent_wait`,
       [
         now,
         queue,
@@ -68,12 +71,14 @@ export async function finishMessages(
       ],
     );
     const keptDone = new Set(updated.rows.map((r) => r.id));
+    children.push(...owing(updated.rows));
     for (const f of kept) {
       if (!keptDone.has(f.id)) continue;
       done.add(f.id);
       tx.event('completed', f.id, f.attempt, finishEventText(f));
     }
   }
+  await childrenSucceeded(tx, children);
   let doneCount = done.size;
 
   const results: FinishResult[] = [];
@@ -145,4 +150,15 @@ async function toPending(
      WHERE seq = $1`,
     [seq, readyAt, requeue, resetAttempt, history, f.outcome, f.error, tx.now],
   );
+}
+
+/** A row a bulk success updated: its id, and its seq and whether it owes a flow parent a count. */
+interface BulkRow {
+  readonly id: string;
+  readonly seq: number;
+  readonly parent_wait: number;
+}
+
+function owing(rows: readonly BulkRow[]): number[] {
+  return rows.filter((r) => r.parent_wait === 1).map((r) => r.seq);
 }

@@ -55,6 +55,24 @@ export function childEndsSql(s: string): string {
    FROM c LEFT JOIN p ON true`;
 }
 
+/**
+ * Children that succeeded together ($1 their seqs, $2 now), in the transaction that stored their successes: each
+ * one's debt cleared once, and each waiting parent's children_left taken down by how many of its own ended here,
+ * pending (phase 0, at its own ready time) at 0. Returns the parents counted: their phase after, queue and
+ * ready time.
+ */
+export function childrenSucceededSql(s: string): string {
+  return `WITH c AS (
+       UPDATE ${s}.messages SET parent_wait = 0 WHERE seq = ANY($1::bigint[]) AND parent_wait = 1
+       RETURNING parent_seq),
+     n AS (SELECT parent_seq, count(*)::integer AS k FROM c GROUP BY parent_seq)
+   UPDATE ${s}.messages m SET children_left = m.children_left - n.k,
+       phase = CASE WHEN m.children_left <= n.k THEN 0 ELSE 4 END,
+       updated_at = CASE WHEN m.children_left <= n.k THEN $2 ELSE m.updated_at END
+     FROM n WHERE m.seq = n.parent_seq AND m.phase = 4
+     RETURNING m.phase, m.queue, m.ready_at`;
+}
+
 /** The columns of a parent (or a child not started) as flows.ts reads them. */
 export const FLOW_ROW_FIELDS = 'seq, queue, id, phase, attempt, filters, history, parent_wait';
 

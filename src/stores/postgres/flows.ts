@@ -13,6 +13,7 @@ import { stateOf, type StateRow } from '../sqlite/state.js';
 import {
   childEndsSql,
   childrenNotStartedSql,
+  childrenSucceededSql,
   childrenRetriedSql,
   failParentSql,
   flowChildrenSql,
@@ -119,6 +120,23 @@ export async function childEnded(tx: WriteContext, seq: number, failed: boolean,
   if (parent === undefined) return;
   if (link.child_failure === CHILD_FAILURE.remove) await removeWaitingChildren(tx, parent.seq);
   await failParent(tx, parent, `child ${link.queue}/${link.id} failed${error === null ? '' : `: ${error}`}`);
+}
+
+/**
+ * Flow children (by seq) whose successes this transaction stored in bulk: each counts for its waiting parent
+ * once, in one statement for them all; a parent left with none to wait for is pending, and its queue is woken.
+ */
+export async function childrenSucceeded(tx: WriteContext, seqs: readonly number[]): Promise<void> {
+  if (seqs.length === 0) return;
+  const { rows } = await tx.db.query<{ phase: number; queue: string; ready_at: number }>(childrenSucceededSql(tx.s), [
+    seqs,
+    tx.now,
+  ]);
+  for (const parent of rows) {
+    if (parent.phase !== 0) continue;
+    tx.count(1, 0, 0, parent.queue);
+    if (parent.ready_at <= tx.now) tx.wake(parent.queue);
+  }
 }
 
 /** A waiting parent fails in place (no dead-letter move: it never ran), and ends for its own parent in turn. */
