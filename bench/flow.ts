@@ -1,0 +1,93 @@
+/**
+ * `node --import tsx bench/flow.ts --store URL [--store URL ...] [--children 1000] [--rounds 5]`
+ *
+ * Flows on each store, in one process: `write`, the wall-clock time of `client.flow` for a tree of one parent
+ * and `--children` children in another queue (one store round trip on SQLite, PostgreSQL and Redis; ZooKeeper
+ * writes one multi and refuses a tree over its packet limit, so give it fewer); `release`, the time from the end
+ * of the last child's handler to the start of the parent's, with one worker on each queue (the children's at
+ * concurrency 64, handlers that do nothing). Each round uses fresh queues; medians and the slowest round are
+ * printed with the machine's load. Speed is reported, never enforced.
+ */
+import { loadavg } from 'node:os';
+import { parseArgs } from 'node:util';
+import { connect, type Client } from '../src/index.js';
+import { freshQueues, median, signal } from './common.js';
+
+const { values } = parseArgs({
+  options: {
+    store: { type: 'string', multiple: true },
+    children: { type: 'string', default: '1000' },
+    rounds: { type: 'string', default: '5' },
+  },
+});
+const stores = values.store ?? [];
+if (stores.length === 0) throw new TypeError('usage: bench/flow.ts --store URL [--store URL ...]');
+const childCount = Number(values.children);
+const rounds = Number(values.rounds);
+
+interface Round {
+  readonly writeMs: number;
+  readonly releaseMs: number;
+}
+
+async function round(client: Client, names: ReturnType<typeof freshQueues>): Promise<Round> {
+  const parentQueue = names.queue('parent');
+  const childQueue = names.queue('child');
+  const children = Array.from({ length: childCount }, (_, i) => ({ queue: childQueue, payload: i }));
+  const writeStart = performance.now();
+  await client.flow({ queue: parentQueue, payload: 'parent', children });
+  const writeMs = performance.now() - writeStart;
+  let handled = 0;
+  let lastChildEnd = 0;
+  let parentStart = 0;
+  const parentRan = signal();
+  const childWorker = client.worker(
+    childQueue,
+    () => {
+      handled += 1;
+      if (handled === childCount) lastChildEnd = performance.now();
+      return Promise.resolve({ status: 'success' as const });
+    },
+    { concurrency: 64 },
+  );
+  const parentWorker = client.worker(parentQueue, () => {
+    parentStart = performance.now();
+    parentRan.fire();
+    return Promise.resolve({ status: 'success' as const });
+  });
+  await parentRan.promise;
+  await Promise.all([childWorker.stop(), parentWorker.stop()]);
+  return { writeMs, releaseMs: parentStart - lastChildEnd };
+}
+
+async function main(): Promise<void> {
+  for (const url of stores) {
+    const kind = url.split(':')[0];
+    const client = await connect(url, { maintenance: false });
+    const names = freshQueues('bench-flow');
+    try {
+      await round(client, names);
+      const results: Round[] = [];
+      for (let i = 1; i <= rounds; i++) {
+        const result = await round(client, names);
+        results.push(result);
+        console.log(
+          `${kind} round ${i}: write ${result.writeMs.toFixed(1)} ms, parent started ` +
+            `${result.releaseMs.toFixed(1)} ms after the last child's handler ended`,
+        );
+      }
+      const write = results.map((r) => r.writeMs);
+      const release = results.map((r) => r.releaseMs);
+      console.log(
+        `${kind}: 1 parent + ${childCount} children: write median ${median(write).toFixed(1)} ms ` +
+          `(slowest ${Math.max(...write).toFixed(1)}); release median ${median(release).toFixed(1)} ms ` +
+          `(slowest ${Math.max(...release).toFixed(1)}); load ${loadavg()[0]?.toFixed(2)}`,
+      );
+    } finally {
+      for (const queue of names.made) await client.clear(queue).catch(() => undefined);
+      await client.close();
+    }
+  }
+}
+
+await main();
