@@ -12,7 +12,7 @@
  * counts every client's commands.
  */
 import { execFileSync } from 'node:child_process';
-import { mkdtempSync, rmSync, symlinkSync } from 'node:fs';
+import { existsSync, mkdtempSync, rmSync, symlinkSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Command } from 'ioredis';
@@ -33,17 +33,25 @@ import { writeConfig } from '../src/stores/redis/config.js';
 import { openConnection } from '../src/stores/redis/connection.js';
 import { enqueueMessages } from '../src/stores/redis/enqueue.js';
 import { finishMessages } from '../src/stores/redis/finish.js';
-import { Scripts, type ScriptArg } from '../src/stores/redis/scripts.js';
+import { Scripts } from '../src/stores/redis/scripts.js';
+import { SCRIPT_FORMS, type EvalForm, type Library, type ScriptForms } from '../src/stores/redis/script-sources.js';
 import { parseRedisUrl } from '../src/stores/redis/url.js';
 import { SCRIPTS, type LuaScript } from '../src/stores/redis/scripts.generated.js';
 
 const { store, before, rounds, messages } = variantOptions('REF (the commit to compare with)');
 
+/** A script of another commit, as it sends it. */
+interface OlderScript extends EvalForm {
+  readonly name: string;
+  readonly fn: string;
+}
+
 /**
  * Another commit's scripts, by script name: its Lua and generator taken out of git and run here (the generated
- * module is built, not stored).
+ * module is built, not stored), and its library. A commit with script-sources.ts composes them from the module's
+ * parts; an older one's module holds them whole.
  */
-async function scriptsAt(ref: string): Promise<{ scripts: Map<string, LuaScript>; library: string }> {
+async function scriptsAt(ref: string): Promise<{ scripts: Map<string, OlderScript>; library: string }> {
   const dir = mkdtempSync(join(tmpdir(), 'kvmq-bench-scripts-'));
   try {
     // The Redis store's folder moved to src/stores/redis; an older commit keeps it at src/redis.
@@ -53,10 +61,18 @@ async function scriptsAt(ref: string): Promise<{ scripts: Map<string, LuaScript>
     execFileSync('tar', ['-x', '-C', dir], { input: archive });
     symlinkSync(join(process.cwd(), 'node_modules'), join(dir, 'node_modules'));
     execFileSync(process.execPath, [join(dir, 'scripts/redis-scripts.mjs')], { stdio: 'ignore' });
-    const file = join(dir, redisDir, 'scripts.generated.ts');
-    const module = (await import(file)) as { SCRIPTS: Record<string, LuaScript>; LIBRARY: { source: string } };
-    const scripts = new Map(Object.values(module.SCRIPTS).map((s) => [s.name, s]));
-    return { scripts, library: module.LIBRARY.source };
+    const generated = (await import(join(dir, redisDir, 'scripts.generated.ts'))) as {
+      SCRIPTS: Record<string, LuaScript & OlderScript>;
+      LIBRARY?: Library;
+    };
+    const all = Object.values(generated.SCRIPTS);
+    const composer = join(dir, redisDir, 'script-sources.ts');
+    if (!existsSync(composer)) {
+      return { scripts: new Map(all.map((s) => [s.name, s])), library: generated.LIBRARY?.source ?? '' };
+    }
+    const forms = ((await import(composer)) as { SCRIPT_FORMS: ScriptForms }).SCRIPT_FORMS;
+    const scripts = all.map((s): OlderScript => ({ name: s.name, fn: forms.functionName(s), ...forms.evalForm(s) }));
+    return { scripts: new Map(scripts.map((s) => [s.name, s])), library: forms.library().source };
   } finally {
     rmSync(dir, { recursive: true, force: true });
   }
@@ -72,20 +88,13 @@ function refHas(ref: string, path: string): boolean {
   }
 }
 
-/** Runs another commit's script of the same name in place of this tree's. */
-class ScriptsAt extends Scripts {
-  constructor(
-    redis: ConstructorParameters<typeof Scripts>[0],
-    prefix: string,
-    where: string,
-    private readonly older: Map<string, LuaScript>,
-  ) {
-    super(redis, prefix, where, Command);
-  }
-
-  override run(script: LuaScript, queue: string, args: readonly ScriptArg[]): Promise<unknown> {
-    return super.run(this.older.get(script.name) ?? script, queue, args);
-  }
+/** Sends another commit's script of the same name in place of this tree's. */
+function formsOf(older: Map<string, OlderScript>): ScriptForms {
+  return {
+    library: () => SCRIPT_FORMS.library(),
+    functionName: (script) => older.get(script.name)?.fn ?? SCRIPT_FORMS.functionName(script),
+    evalForm: (script) => older.get(script.name) ?? SCRIPT_FORMS.evalForm(script),
+  };
 }
 
 const url = parseRedisUrl(store);
@@ -97,7 +106,7 @@ const older = await scriptsAt(before);
 await redis.call('FUNCTION', 'LOAD', 'REPLACE', older.library);
 await current.loadAll();
 const variants = {
-  before: new ScriptsAt(redis, prefix, url.where, older.scripts),
+  before: new Scripts(redis, prefix, url.where, Command, formsOf(older.scripts)),
   off: current,
   on: current,
 } as const;

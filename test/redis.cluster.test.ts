@@ -15,7 +15,7 @@ import { startCluster, type RedisCluster } from '../scripts/servers/redis.mjs';
 import { conformance } from './conformance/index.js';
 import { waitFor } from './support/wait.js';
 import { storeOf } from '../src/client/client-store.js';
-import { LIBRARY } from '../src/stores/redis/scripts.generated.js';
+import { SCRIPT_FORMS } from '../src/stores/redis/script-sources.js';
 
 const dir = mkdtempSync(join(tmpdir(), 'kvmq-redis-cluster-'));
 let cluster: RedisCluster | null = null;
@@ -73,13 +73,14 @@ void test('redis cluster: the queues of one namespace live on different nodes, e
     assert.ok(holders.size >= 2, `12 queues all on ${holders.size} node`);
     for (const q of queues) assert.equal((await client.status(q, 'm'))?.state, 'queued');
     // Each node runs the queues it owns by the library's functions: every master has it.
+    const library = SCRIPT_FORMS.library();
     for (const node of cluster?.nodes ?? []) {
       const role = spawnSync('redis-cli', ['-p', String(node.port), 'ROLE'], { encoding: 'utf8' }).stdout;
       if (!role.startsWith('master')) continue;
-      const list = spawnSync('redis-cli', ['-p', String(node.port), 'FUNCTION', 'LIST', 'LIBRARYNAME', LIBRARY.name], {
+      const list = spawnSync('redis-cli', ['-p', String(node.port), 'FUNCTION', 'LIST', 'LIBRARYNAME', library.name], {
         encoding: 'utf8',
       }).stdout;
-      assert.match(list, new RegExp(LIBRARY.name), `node ${node.port} has no ${LIBRARY.name}`);
+      assert.match(list, new RegExp(library.name), `node ${node.port} has no ${library.name}`);
     }
   } finally {
     await client.close();

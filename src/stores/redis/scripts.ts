@@ -1,13 +1,15 @@
 /**
  * Runs the store's Lua scripts and commands. The scripts are the functions of
- * one library (scripts.generated.ts, LIBRARY), loaded once per server (each
- * master of a cluster) with FUNCTION LOAD and called by FCALL: its helpers are
- * defined once, where a script defines them on every call. A server without
- * the library (FUNCTION FLUSH, a new node) answers that the function is not
- * found, and the library is loaded and the call made again. Where the server
- * or the user's ACL refuses FCALL or FUNCTION, the same scripts go by EVALSHA:
- * loaded with SCRIPT LOAD, and a server that lost its script cache answers
- * NOSCRIPT, so the call is made once with EVAL, which loads it again.
+ * one library (script-sources.ts composes it from scripts.generated.ts's parts),
+ * loaded once per server (each master of a cluster) with FUNCTION LOAD and
+ * called by FCALL: its helpers are defined once, where a script defines them on
+ * every call. A server without the library (FUNCTION FLUSH, a new node) answers
+ * that the function is not found, and the library is loaded and the call made
+ * again. Where the server or the user's ACL refuses FCALL or FUNCTION, the same
+ * scripts go by EVALSHA, each as its own source with its helpers (composed the
+ * first time it goes so): loaded with SCRIPT LOAD, and a server that lost its
+ * script cache answers NOSCRIPT, so the call is made once with EVAL, which
+ * loads it again.
  *
  * A call whose connection drops before its reply arrives fails with a
  * transient error (it may or may not have been applied): ioredis would
@@ -17,7 +19,8 @@
 import { StoreUnavailableError } from '../../model/errors.js';
 import { queueBase } from './keys.js';
 import { translate, type RedisConnection } from './connection.js';
-import { LIBRARY, SCRIPTS, type LuaScript } from './scripts.generated.js';
+import { SCRIPT_FORMS, type ScriptForms } from './script-sources.js';
+import { SCRIPTS, type LuaScript } from './scripts.generated.js';
 import type { Cluster, Command, Redis } from 'ioredis';
 
 export type ScriptArg = string | number | Buffer;
@@ -47,6 +50,8 @@ export class Scripts {
     private readonly prefix: string,
     private readonly where: string,
     private readonly Command: CommandClass,
+    /** What a call sends for each script (a bench hands in another tree's). */
+    private readonly forms: ScriptForms = SCRIPT_FORMS,
   ) {
     redis.on('ready', () => (this.generation += 1));
     const lost = (): void => {
@@ -74,7 +79,7 @@ export class Scripts {
     if (await this.loadLibrary()) return;
     for (const server of this.servers()) {
       const pipeline = server.pipeline();
-      for (const script of Object.values(SCRIPTS)) pipeline.script('LOAD', script.source);
+      for (const script of Object.values(SCRIPTS)) pipeline.script('LOAD', this.forms.evalForm(script).source);
       const results = (await pipeline.exec()) ?? [];
       for (const [error] of results) if (error !== null) throw translate(error, this.where);
     }
@@ -82,7 +87,7 @@ export class Scripts {
 
   /** Runs `script` on `queue`'s keys; bulk replies come back as Buffers. */
   run(script: LuaScript, queue: string, args: readonly ScriptArg[]): Promise<unknown> {
-    const all: ScriptArg[] = [script.fn, 1, this.baseOf(queue)];
+    const all: ScriptArg[] = [this.forms.functionName(script), 1, this.baseOf(queue)];
     for (const arg of args) all.push(arg);
     return this.call(async (redis) => {
       if (this.functions) {
@@ -99,12 +104,13 @@ export class Scripts {
           }
         }
       }
-      all[0] = script.sha;
+      const { sha, source } = this.forms.evalForm(script);
+      all[0] = sha;
       try {
         return await redis.sendCommand(this.command('evalsha', all));
       } catch (error) {
         if (!(error instanceof Error) || !error.message.startsWith('NOSCRIPT')) throw error;
-        all[0] = script.source;
+        all[0] = source;
         return await redis.sendCommand(this.command('eval', all));
       }
     });
@@ -118,7 +124,7 @@ export class Scripts {
   private async loadLibrary(): Promise<boolean> {
     for (const server of this.servers()) {
       try {
-        await server.call('FUNCTION', 'LOAD', LIBRARY.source);
+        await server.call('FUNCTION', 'LOAD', this.forms.library().source);
       } catch (error) {
         if (error instanceof Error && /already exists/.test(error.message)) continue;
         if (refusesFunctions(error)) {
