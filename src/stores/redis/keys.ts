@@ -8,7 +8,7 @@
 
 /**
  * Every key of a queue, by name, with the type it must hold. The Lua scripts' type checks read it too:
- * scripts/redis-scripts.mjs parses it (one `name: 'type',` a line) into their table; run it after a change.
+ * script-sources.ts writes it into their table when it composes them.
  */
 export const KEY_TYPES = {
   // Carmine's keys.

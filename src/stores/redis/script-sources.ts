@@ -100,7 +100,7 @@ function buildEvalForm(script: LuaScript): EvalForm {
 
 const LIBRARY_HEAD = [
   '#!lua name=kvmq_HASH',
-  "-- kvmq's scripts as one library (scripts/redis-scripts.mjs builds it from src/stores/redis/lua/).",
+  "-- kvmq's scripts as one library (src/stores/redis/script-sources.ts builds it from src/stores/redis/lua/).",
   'local KEYS, ARGV, KEY_BASE, KEY_NAMES = {}, {}, nil, {}',
   "-- The running script's keys by name, each joined to the base when first used.",
   'local K = {}',

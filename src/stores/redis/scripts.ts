@@ -156,7 +156,7 @@ export class Scripts {
 
   /**
    * The one key a script call passes: the queue's base, from which the script builds its keys' names (see
-   * scripts/redis-scripts.mjs). Kept for at most KEY_CACHE_QUEUES queues; past that the cache starts again.
+   * script-sources.ts). Kept for at most KEY_CACHE_QUEUES queues; past that the cache starts again.
    */
   private baseOf(queue: string): string {
     let base = this.baseCache.get(queue);

@@ -4,8 +4,8 @@
 -- KEYS: (none of its own)
 
 -- The types kvmq keeps in each key, to refuse foreign data before writing anything: src/stores/redis/keys.ts's
--- KEY_TYPES but its pub/sub channels (which hold no data), which scripts/redis-scripts.mjs writes in for the
--- placeholder below. Built when a check first needs it: a script whose queue is marked (see
+-- KEY_TYPES but its pub/sub channels (which hold no data), which src/stores/redis/script-sources.ts writes in
+-- for the placeholder below. Built when a check first needs it: a script whose queue is marked (see
 -- LAYOUT_FIELD) mostly makes no check at all.
 local KEY_TYPES = nil
 local function key_type(name)
