@@ -1,7 +1,7 @@
 /**
  * The dispatcher of one queue (the etcds seed's "queue leader"), running
  * while it holds the queue's election key. It mirrors the queue from one
- * snapshot and the watches after it (mirror.ts, events.ts), plans moves
+ * snapshot and the watches after it (mirror.ts, watch-intake.ts), plans moves
  * (plan.ts) and makes them with guarded Txns (changes.ts): plain producer
  * keys into the ordered queue, ready messages to consumers with room,
  * deliveries of dead consumers and expired locks to others, and a plain
@@ -14,7 +14,7 @@ import { setLongTimeout, type LongTimeout } from '../../../model/time.js';
 import { decodeRecord } from '../record.js';
 import { prefixEnd, type Compare, type KeyValue, type Kv, type Watch, type WatchEvent } from '../kv.js';
 import { pack, runBatch, type Change } from '../txn-batch.js';
-import { EventIntake } from './events.js';
+import { WatchIntake } from './watch-intake.js';
 import { Loader, PAYLOAD_BUDGET_BYTES } from './load.js';
 import { QueueMirror } from './mirror.js';
 import { Planner, STALE_LOCK_GRACE_MS } from './plan.js';
@@ -44,7 +44,7 @@ export class Dispatcher {
   private readonly onDelivery: DeliveryListener | undefined;
   private readonly fence: Change;
   private readonly mirror: QueueMirror;
-  private readonly intake: EventIntake;
+  private readonly intake: WatchIntake;
   private readonly planner: Planner;
   private readonly loader: Loader;
   private readonly progress: ProgressWatch;
@@ -76,7 +76,7 @@ export class Dispatcher {
     const fenceCompare: Compare = { key: this.keys.election, target: 'create', result: '=', operand: term };
     this.fence = { compares: [fenceCompare], ops: [], reads: [{ type: 'range', key: this.keys.election }] };
     this.mirror = new QueueMirror(this.keys, this.log);
-    this.intake = new EventIntake(this.mirror, term, (reason) => this.stop(reason), this.log);
+    this.intake = new WatchIntake(this.mirror, term, (reason) => this.stop(reason), this.log);
     this.loader = new Loader(this.mirror, this.kv, this.log);
     this.planner = new Planner(this.mirror, {
       kv: this.kv,
@@ -98,12 +98,12 @@ export class Dispatcher {
     this.mirror.adoptSnapshot(snapshot);
     this.intake.startAt(snapshot.revision);
     const from = snapshot.revision + 1;
-    const handler = (events: readonly WatchEvent[]): void => this.onEvents(events);
+    const handler = (watchEvents: readonly WatchEvent[]): void => this.onWatchEvents(watchEvents);
     const broken = (error: Error): void => this.stop(`a watch broke (${error.message}); another start reads again`);
     for (const prefix of [this.keys.prefix, this.keys.shortPrefix]) {
       // The long prefix holds the ordered queue: its watch tells how far the mirror has seen it.
       const ordered = prefix === this.keys.prefix;
-      const events = (batch: readonly WatchEvent[]): void => this.onEvents(batch, ordered);
+      const events = (batch: readonly WatchEvent[]): void => this.onWatchEvents(batch, ordered);
       this.watches.push(
         this.kv.watch({ key: prefix, end: prefixEnd(prefix), startRevision: from }, { events, broken }),
       );
@@ -142,9 +142,9 @@ export class Dispatcher {
     );
   }
 
-  private onEvents(events: readonly WatchEvent[], ordered = false): void {
+  private onWatchEvents(watchEvents: readonly WatchEvent[], ordered = false): void {
     if (this.stopped) return;
-    this.intake.apply(events, ordered);
+    this.intake.apply(watchEvents, ordered);
     this.schedule();
   }
 
@@ -223,7 +223,7 @@ export class Dispatcher {
   }
 
   /**
-   * Reads more of the queue. Meanwhile the events of messages not in memory and of producer keys wait (the
+   * Reads more of the queue. Meanwhile the watch events of messages not in memory and of producer keys wait (the
    * intake defers them), so none is judged against a half-read window; the others, such as finishes that
    * give consumers room, apply at once.
    */

@@ -1,7 +1,7 @@
 /**
  * What the dispatcher learns from its watches, one revision at a time: the
- * events of one Txn arrive together, so a message's record (its version)
- * decides what its other keys' events mean. A record that changed moves the
+ * watch events of one Txn arrive together, so a message's record (its version)
+ * decides what its other keys' watch events mean. A record that changed moves the
  * message; a delivery deleted with no record change is a plain consumer's
  * ack; an ordered key deleted with no record change was deleted outside the
  * protocol and is put back; puts the protocol does not know are logged.
@@ -11,12 +11,13 @@ import type { WatchEvent } from '../kv.js';
 import type { DispatcherLog } from './types.js';
 import type { QueueMirror } from './mirror.js';
 
-/** Events held back while the dispatcher reads more of its queue, in the order they came. */
-type Deferred = { readonly producer: WatchEvent } | { readonly id: string; readonly events: readonly WatchEvent[] };
+/** Watch events held back while the dispatcher reads more of its queue, in the order they came. */
+type Deferred =
+  { readonly producer: WatchEvent } | { readonly id: string; readonly watchEvents: readonly WatchEvent[] };
 
-export class EventIntake {
+export class WatchIntake {
   private deferred: Deferred[] = [];
-  /** Messages with deferred events: their later events wait too, to keep the order. */
+  /** Messages with deferred watch events: their later ones wait too, to keep the order. */
   private readonly deferredIds = new Set<string>();
   /** The last revision of the long-prefix watch (the ordered queue's) applied, and the first one deferred. */
   private applied = 0;
@@ -43,13 +44,13 @@ export class EventIntake {
   }
 
   /** Applies watch events (in revision order); `ordered`: from the watch of the long prefix. */
-  apply(events: readonly WatchEvent[], ordered = false): void {
+  apply(watchEvents: readonly WatchEvent[], ordered = false): void {
     let i = 0;
-    while (i < events.length) {
-      const revision = events[i]?.kv.modRevision ?? 0;
+    while (i < watchEvents.length) {
+      const revision = watchEvents[i]?.kv.modRevision ?? 0;
       let j = i;
-      while (j < events.length && events[j]?.kv.modRevision === revision) j++;
-      this.onRevision(events.slice(i, j));
+      while (j < watchEvents.length && watchEvents[j]?.kv.modRevision === revision) j++;
+      this.onRevision(watchEvents.slice(i, j));
       if (ordered) this.applied = Math.max(this.applied, revision);
       i = j;
     }
@@ -101,15 +102,15 @@ export class EventIntake {
           break;
       }
     }
-    for (const [id, events] of byId) {
+    for (const [id, watchEvents] of byId) {
       // A message not in memory may be in the part of the queue being read: judged once the read is done.
       if (this.mirror.reading && (!this.mirror.msgs.has(id) || this.deferredIds.has(id))) {
-        this.deferred.push({ id, events });
+        this.deferred.push({ id, watchEvents });
         this.deferredIds.add(id);
-        this.firstDeferred = Math.min(this.firstDeferred, events[0]?.kv.modRevision ?? 0);
+        this.firstDeferred = Math.min(this.firstDeferred, watchEvents[0]?.kv.modRevision ?? 0);
       } else {
         if (this.mirror.reading) this.mirror.changedWhileReading.add(id);
-        this.onMessage(id, events);
+        this.onMessage(id, watchEvents);
       }
     }
   }
@@ -122,15 +123,15 @@ export class EventIntake {
     this.firstDeferred = Infinity;
     for (const d of deferred) {
       if ('producer' in d) this.onProducer(d.producer);
-      else this.onMessage(d.id, d.events);
+      else this.onMessage(d.id, d.watchEvents);
     }
   }
 
-  onMessage(id: string, events: readonly WatchEvent[]): void {
+  onMessage(id: string, watchEvents: readonly WatchEvent[]): void {
     const msg = this.mirror.msgs.get(id);
     // The id's record key, compared as a string: parsing each key again cost more than the rest of this.
     const recordKey = this.mirror.keys.record(id);
-    const recordEvent = events.find((e) => e.kv.key === recordKey);
+    const recordEvent = watchEvents.find((e) => e.kv.key === recordKey);
     if (recordEvent !== undefined) {
       if (msg !== undefined && recordEvent.kv.modRevision <= msg.rev) return;
       if (recordEvent.type === 'delete') {
@@ -142,7 +143,9 @@ export class EventIntake {
         this.mirror.warnOnce(recordEvent.kv.key, `ignoring ${recordEvent.kv.key}: not a record kvmq wrote`);
         return;
       }
-      const orderedPut = events.find((e) => e.type === 'put' && this.mirror.keys.parse(e.kv.key).kind === 'ordered');
+      const orderedPut = watchEvents.find(
+        (e) => e.type === 'put' && this.mirror.keys.parse(e.kv.key).kind === 'ordered',
+      );
       if (msg !== undefined) {
         this.mirror.reconcile(msg, record, recordEvent.kv.modRevision, orderedPut?.kv.value ?? null);
         return;
@@ -152,7 +155,7 @@ export class EventIntake {
       this.mirror.adopt(id, record, recordEvent.kv.modRevision, orderedPut?.kv.value ?? null, Date.now());
       return;
     }
-    for (const event of events) {
+    for (const event of watchEvents) {
       const parsed = this.mirror.keys.parse(event.kv.key);
       if (event.type === 'put') {
         const ours =
