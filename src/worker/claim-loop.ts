@@ -14,6 +14,13 @@ import type { WorkerView } from './view.js';
 // worker of few slots is often one of many sharing a queue (messages claimed ahead are not theirs to take).
 const MIN_OVERLAP_SLOTS = 8;
 
+/** A claim on its way: its answer, performance.now() when it was sent, and how many messages it asked for. */
+interface SentClaim {
+  readonly claim: Promise<ClaimResult>;
+  readonly sentAt: number;
+  readonly max: number;
+}
+
 export class ClaimLoop {
   /** Which filter classes the worker takes (null: all), from the queue's configuration. */
   accepts: ((filterClass: string) => boolean) | null = null;
@@ -27,10 +34,6 @@ export class ClaimLoop {
   private dryWhileHeld = false;
   /** The last answer left ready messages behind. */
   private backlog = false;
-  /** performance.now() when the last claim was sent. */
-  private claimSentAt = 0;
-  /** How many messages the last claim sent asked for. */
-  private claimMax = 0;
   /** Claims go out while finishes travel (see freeSlots). */
   private readonly claimWithFinishes: boolean;
   /** With a backlog and quick handlers, send the next claim as an answer arrives (see claimAhead). */
@@ -73,15 +76,11 @@ export class ClaimLoop {
    */
   async run(): Promise<void> {
     const { handling, worker } = this;
-    let ahead: Promise<ClaimResult> | null = null;
-    let aheadSentAt = 0;
-    let aheadMax = 0;
+    let ahead: SentClaim | null = null;
     while (worker.running) {
-      let claim = ahead;
-      let sentAt = aheadSentAt;
-      let asked = aheadMax;
+      let sent = ahead;
       ahead = null;
-      if (claim === null) {
+      if (sent === null) {
         const max = this.freeSlots();
         if (max <= 0) {
           this.woken = false;
@@ -91,30 +90,24 @@ export class ClaimLoop {
           continue;
         }
         this.woken = false;
-        claim = this.claim(max);
-        sentAt = this.claimSentAt;
-        asked = max;
+        sent = this.claim(max);
       }
       let claimed: readonly ClaimedMessage[];
       let wakeAt: number | null;
       try {
-        const result = await claim;
+        const result = await sent.claim;
         this.health.answered();
         ({ messages: claimed, wakeAt } = result);
         // The last answer's handlers have all returned before this one came: so will this one's, likely.
         const quick = this.backlog && handling.running === 0 && handling.waitingCount === 0;
         // An answer short of what was asked likely took the last ready messages (a trickle): one sent ahead would
         // come back empty, and an empty claim costs a store its dry-run bookkeeping.
-        const full = claimed.length >= asked;
+        const full = claimed.length >= sent.max;
         this.dryWhileHeld = claimed.length === 0 && handling.held.size > 0;
-        for (const message of claimed) handling.accept(message, sentAt);
+        for (const message of claimed) handling.accept(message, sent.sentAt);
         // A claim that drained the queue says so with a wakeAt: the next claim would find nothing.
         this.backlog = claimed.length > 0 && wakeAt === null;
-        if (this.overlap && this.backlog && quick && full) {
-          ahead = this.claimAhead(claimed.length);
-          aheadSentAt = this.claimSentAt;
-          aheadMax = this.claimMax;
-        }
+        if (this.overlap && this.backlog && quick && full) ahead = this.claimAhead(claimed.length);
         // Started before the monitor hears of them: a monitor that stops the worker stops what comes after.
         handling.startWaiting();
         this.monitor.report(result.queueSize, result.dryRuns, claimed, handling.held.size);
@@ -128,7 +121,7 @@ export class ClaimLoop {
       else if (this.options.throttleMs > 0) await sleep(this.options.throttleMs, this.halt);
     }
     // Stopped with a claim on its way: its messages wait, and the stop gives them back.
-    if (ahead !== null) await this.acceptLate(ahead, aheadSentAt);
+    if (ahead !== null) await this.acceptLate(ahead);
   }
 
   /** Wakes the loop: a wake-up from the store, a free slot, or a stop. */
@@ -156,14 +149,12 @@ export class ClaimLoop {
     if (this.full || !this.claimWithFinishes || lastAfterDry || parkAgain) this.kick();
   }
 
-  private claim(max: number): Promise<ClaimResult> {
+  private claim(max: number): SentClaim {
     const { worker } = this;
     // Read once: metrics attached during the claim start with the next one, not with a clock never read.
     const instruments = worker.instruments;
     // Before the request leaves: the locks it takes count from no earlier than this.
-    const claimStart = performance.now();
-    this.claimSentAt = claimStart;
-    this.claimMax = max;
+    const sentAt = performance.now();
     const claim = this.store.claim(worker.queue, {
       consumerId: worker.id,
       max,
@@ -171,11 +162,12 @@ export class ClaimLoop {
       accepts: this.accepts,
       eoqBackoffMs: (n) => this.options.eoqBackoffMs(Math.min(n, 5) - 1),
     });
-    if (instruments === null) return claim;
-    return claim.then((result) => {
-      instruments.claimed(worker.queue, (performance.now() - claimStart) / 1000, result.messages.length);
+    if (instruments === null) return { claim, sentAt, max };
+    const measured = claim.then((result) => {
+      instruments.claimed(worker.queue, (performance.now() - sentAt) / 1000, result.messages.length);
       return result;
     });
+    return { claim: measured, sentAt, max };
   }
 
   /**
@@ -183,20 +175,20 @@ export class ClaimLoop {
    * will have returned when it arrives (see `quick`), so its messages start on arrival. At most twice the slots
    * are held besides the messages whose finish is on its way. Null when none.
    */
-  private claimAhead(answered: number): Promise<ClaimResult> | null {
+  private claimAhead(answered: number): SentClaim | null {
     // An answer that came during a stop: its messages go back, and nothing more is claimed.
     if (!this.worker.running) return null;
     const { handling } = this;
     const max = Math.min(answered, 2 * this.slots() - (handling.held.size - handling.done));
     if (max <= 0) return null;
     this.woken = false;
-    const claim = this.claim(max);
+    const sent = this.claim(max);
     // Awaited by the loop's next turn; marked handled should a store failure make that turn wait first.
-    claim.catch(() => undefined);
-    return claim;
+    sent.claim.catch(() => undefined);
+    return sent;
   }
 
-  private async acceptLate(claim: Promise<ClaimResult>, sentAt: number): Promise<void> {
+  private async acceptLate({ claim, sentAt }: SentClaim): Promise<void> {
     try {
       for (const message of (await claim).messages) this.handling.accept(message, sentAt);
     } catch (error) {
