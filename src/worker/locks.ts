@@ -205,7 +205,7 @@ export class LockKeeper {
     let next = Infinity;
     for (const held of this.held.values()) {
       // A finishing message's result is on its way: the store's answer says whether it held.
-      if (held.takenAway || held.finishing) continue;
+      if (!this.holds(held)) continue;
       const at = Math.min(held.fenceAt, sessionFence);
       if (at > now) next = Math.min(next, at);
       else {
