@@ -11,25 +11,17 @@
 import { parseArgs } from 'node:util';
 import { ChartSource } from '../src/dashboard/charts.js';
 import { startDashboardServer } from '../src/dashboard/server.js';
-import { connect } from '../src/index.js';
-import { fill, sampleMs, signal, timed } from './common.js';
-import { storeOf } from '../src/client/client-store.js';
+import { fill, sampleMs, signal } from './common.js';
+import { benchClient, buildBacklog, DEEP_QUEUE_OPTIONS } from './deep-queue.js';
 
 const { values } = parseArgs({
-  options: {
-    store: { type: 'string' },
-    backlog: { type: 'string', default: '1000000' },
-    failed: { type: 'string', default: '100' },
-    handled: { type: 'string', default: '1000' },
-    runs: { type: 'string', default: '20' },
-  },
+  options: { ...DEEP_QUEUE_OPTIONS, handled: { type: 'string', default: '1000' } },
 });
 const backlog = Number(values.backlog);
 const failedCount = Number(values.failed);
 const handledCount = Number(values.handled);
 const runs = Number(values.runs);
-const client = await connect(values.store, { maintenance: false });
-const kind = storeOf(client).kind;
+const { client, kind } = await benchClient(values.store);
 const queue = `bench-dashboard-${Date.now().toString(36)}`;
 
 try {
@@ -51,9 +43,7 @@ try {
   );
   await done.promise;
   await worker.stop();
-  process.stderr.write(`${kind}: a backlog of ${backlog} queued messages...\n`);
-  const buildMs = await timed(() => fill(client, queue, backlog, 1000));
-  process.stderr.write(`${kind}: built in ${(buildMs / 1000).toFixed(1)} s; timing\n`);
+  await buildBacklog(client, kind, queue, backlog);
   const failedId = (await client.list(queue, { state: 'failed', limit: 1 })).messages[0]?.id ?? 'none';
   const server = await startDashboardServer(client, { listen: '127.0.0.1:0' });
   try {

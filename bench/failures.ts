@@ -9,23 +9,14 @@
  * ZooKeeper and etcd; queueStatus ≤ 50 ms everywhere.
  */
 import { parseArgs } from 'node:util';
-import { connect } from '../src/index.js';
-import { fill, sampleMs, timed } from './common.js';
-import { storeOf } from '../src/client/client-store.js';
+import { fill, sampleMs } from './common.js';
+import { benchClient, buildBacklog, DEEP_QUEUE_OPTIONS } from './deep-queue.js';
 
-const { values } = parseArgs({
-  options: {
-    store: { type: 'string' },
-    backlog: { type: 'string', default: '1000000' },
-    failed: { type: 'string', default: '100' },
-    runs: { type: 'string', default: '20' },
-  },
-});
+const { values } = parseArgs({ options: DEEP_QUEUE_OPTIONS });
 const backlog = Number(values.backlog);
 const failedCount = Number(values.failed);
 const runs = Number(values.runs);
-const client = await connect(values.store, { maintenance: false });
-const kind = storeOf(client).kind;
+const { client, kind } = await benchClient(values.store);
 const listTarget = kind === 'sqlite' || kind === 'redis' ? 10 : 50;
 const queue = `bench-failures-${Date.now().toString(36)}`;
 
@@ -40,9 +31,7 @@ try {
     });
   });
   await worker.stop();
-  process.stderr.write(`${kind}: a backlog of ${backlog} queued messages...\n`);
-  const buildMs = await timed(() => fill(client, queue, backlog, 1000));
-  process.stderr.write(`${kind}: built in ${(buildMs / 1000).toFixed(1)} s; timing\n`);
+  await buildBacklog(client, kind, queue, backlog);
 
   const list = await sampleMs(runs, async () => {
     const page = await client.list(queue, { state: 'failed', limit: 100 });
