@@ -8,9 +8,8 @@
 import { parseEtcdUrl } from '../../src/stores/etcd/url.js';
 import { prefixEnd } from '../../src/stores/etcd/kv.js';
 import { inFlight, type BenchSizes } from '../common.js';
-import { timeWrites, type RawFigures } from './index.js';
+import { RAW_PAYLOAD, timeWrites, type RawFigures } from './index.js';
 
-const PAYLOAD = Buffer.from('{"i":12345}');
 export const RAW_IN_FLIGHT = 64;
 // Each measurement writes keys of its own: etcd is not asked to reuse the ones an earlier one deleted.
 let opened = 0;
@@ -30,8 +29,8 @@ export async function rawEtcd(url: string): Promise<{
   const prefix = `${options.prefix}/_raw-bench-${process.pid}-${(++opened).toString()}/`;
   return {
     prefix,
-    put: (key) => kv.txn({ compare: [], success: [{ type: 'put', key, value: PAYLOAD }] }),
-    txn: (keys) => kv.txn({ compare: [], success: keys.map((key) => ({ type: 'put', key, value: PAYLOAD })) }),
+    put: (key) => kv.txn({ compare: [], success: [{ type: 'put', key, value: RAW_PAYLOAD }] }),
+    txn: (keys) => kv.txn({ compare: [], success: keys.map((key) => ({ type: 'put', key, value: RAW_PAYLOAD })) }),
     revision: async () => (await kv.range({ key: prefix, limit: 1, keysOnly: true })).revision,
     close: async (keepKeys = false) => {
       if (!keepKeys) await kv.txn({ compare: [], success: [{ type: 'delete', key: prefix, end: prefixEnd(prefix) }] });

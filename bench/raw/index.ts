@@ -15,6 +15,15 @@ export interface RawFigures {
   readonly setup: string;
 }
 
+/** The value every raw write stores: about the size of a small message's payload. */
+export const RAW_PAYLOAD = Buffer.from('{"i":12345}');
+
+/** Fresh keys for one run's rows: `raw-` and a counter, padded to an id's length. */
+export function rawIds(): () => string {
+  let next = 0;
+  return () => `raw-${String(next++).padStart(32, '0')}`;
+}
+
 /** What each `raw/<kind>.ts` exports. */
 export interface RawBench {
   measureRaw(url: string, sizes: BenchSizes): Promise<RawFigures>;

@@ -7,9 +7,7 @@
 import pg from 'pg';
 import { parsePostgresUrl } from '../../src/stores/postgres/url.js';
 import type { BenchSizes } from '../common.js';
-import { timeWrites, type RawFigures } from './index.js';
-
-const PAYLOAD = Buffer.from('{"i":12345}');
+import { RAW_PAYLOAD, rawIds, timeWrites, type RawFigures } from './index.js';
 
 export async function measureRaw(url: string, sizes: BenchSizes): Promise<RawFigures> {
   const options = parsePostgresUrl(url);
@@ -26,15 +24,18 @@ export async function measureRaw(url: string, sizes: BenchSizes): Promise<RawFig
     `CREATE TABLE ${table} (seq bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY, id text NOT NULL UNIQUE,
        value bytea NOT NULL)`,
   );
-  let next = 0;
-  const id = (): string => `raw-${String(next++).padStart(32, '0')}`;
+  const id = rawIds();
   const single = async (n: number): Promise<void> => {
-    for (let i = 0; i < n; i++) await client.query(`INSERT INTO ${table} (id, value) VALUES ($1, $2)`, [id(), PAYLOAD]);
+    for (let i = 0; i < n; i++)
+      await client.query(`INSERT INTO ${table} (id, value) VALUES ($1, $2)`, [id(), RAW_PAYLOAD]);
   };
   const batched = async (n: number): Promise<void> => {
     for (let done = 0; done < n; done += sizes.batchSize) {
       const ids = Array.from({ length: Math.min(sizes.batchSize, n - done) }, id);
-      await client.query(`INSERT INTO ${table} (id, value) SELECT i, $2 FROM unnest($1::text[]) AS i`, [ids, PAYLOAD]);
+      await client.query(`INSERT INTO ${table} (id, value) SELECT i, $2 FROM unnest($1::text[]) AS i`, [
+        ids,
+        RAW_PAYLOAD,
+      ]);
     }
   };
   try {

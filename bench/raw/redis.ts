@@ -8,9 +8,7 @@ import { Cluster, Redis } from 'ioredis';
 import { tlsOptions } from '../../src/stores/redis/connection.js';
 import { parseRedisUrl } from '../../src/stores/redis/url.js';
 import type { BenchSizes } from '../common.js';
-import { timeWrites, type RawFigures } from './index.js';
-
-const PAYLOAD = Buffer.from('{"i":12345}');
+import { RAW_PAYLOAD, rawIds, timeWrites, type RawFigures } from './index.js';
 
 export async function measureRaw(url: string, sizes: BenchSizes): Promise<RawFigures> {
   const options = parseRedisUrl(url);
@@ -26,15 +24,14 @@ export async function measureRaw(url: string, sizes: BenchSizes): Promise<RawFig
     : new Redis({ ...common, host: options.nodes[0]?.host, port: options.nodes[0]?.port, lazyConnect: true });
   await redis.connect();
   const key = `${options.prefix}:{raw-bench-${process.pid}}:messages`;
-  let next = 0;
-  const id = (): string => `raw-${String(next++).padStart(32, '0')}`;
+  const id = rawIds();
   const single = async (n: number): Promise<void> => {
-    for (let i = 0; i < n; i++) await redis.hset(key, id(), PAYLOAD);
+    for (let i = 0; i < n; i++) await redis.hset(key, id(), RAW_PAYLOAD);
   };
   const batched = async (n: number): Promise<void> => {
     for (let done = 0; done < n; done += sizes.batchSize) {
       const multi = redis.multi();
-      for (let i = 0; i < Math.min(sizes.batchSize, n - done); i++) multi.hset(key, id(), PAYLOAD);
+      for (let i = 0; i < Math.min(sizes.batchSize, n - done); i++) multi.hset(key, id(), RAW_PAYLOAD);
       await multi.exec();
     }
   };

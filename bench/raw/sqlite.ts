@@ -9,13 +9,11 @@ import { createRequire } from 'node:module';
 import type BetterSqlite3 from 'better-sqlite3';
 import { parseSqliteUrl } from '../../src/stores/sqlite/store.js';
 import { repeat, warmSize, type BenchSizes } from '../common.js';
-import type { RawFigures } from './index.js';
+import { RAW_PAYLOAD, rawIds, type RawFigures } from './index.js';
 
 // Like a message row: an integer key for order, a unique text id, a small payload. The ids ascend, the
 // store's best case for a keyed insert (kvmq's generated ids are time-ordered for the same reason).
 const DDL = `CREATE TABLE raw (seq INTEGER PRIMARY KEY, id TEXT NOT NULL UNIQUE, value BLOB NOT NULL) STRICT`;
-const PAYLOAD = Buffer.from('{"i":12345}');
-
 export async function measureRaw(url: string, sizes: BenchSizes): Promise<RawFigures> {
   const { path, synchronous } = parseSqliteUrl(url);
   // Beside kvmq's file, so both write to the same disk.
@@ -28,11 +26,10 @@ export async function measureRaw(url: string, sizes: BenchSizes): Promise<RawFig
     db.pragma('cache_size = -32768');
     db.exec(DDL);
     const insert = db.prepare('INSERT INTO raw (id, value) VALUES (?, ?)');
-    let next = 0;
-    const id = (): string => `raw-${String(next++).padStart(32, '0')}`;
-    const one = db.transaction(() => insert.run(id(), PAYLOAD));
+    const id = rawIds();
+    const one = db.transaction(() => insert.run(id(), RAW_PAYLOAD));
     const many = db.transaction((n: number) => {
-      for (let i = 0; i < n; i++) insert.run(id(), PAYLOAD);
+      for (let i = 0; i < n; i++) insert.run(id(), RAW_PAYLOAD);
     });
     const single = (n: number): number =>
       timedSync(() => {

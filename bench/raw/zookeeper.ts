@@ -8,9 +8,8 @@ import { ZkSession, type ZkOp } from '../../src/stores/zookeeper/client.js';
 import { parseZookeeperUrl } from '../../src/stores/zookeeper/url.js';
 import { removeTree } from '../../src/stores/zookeeper/tree.js';
 import { inFlight, type BenchSizes } from '../common.js';
-import { timeWrites, type RawFigures } from './index.js';
+import { RAW_PAYLOAD, timeWrites, type RawFigures } from './index.js';
 
-const PAYLOAD = Buffer.from('{"i":12345}');
 const IN_FLIGHT = 64;
 
 export async function measureRaw(url: string, sizes: BenchSizes): Promise<RawFigures> {
@@ -20,12 +19,12 @@ export async function measureRaw(url: string, sizes: BenchSizes): Promise<RawFig
   await zk.create(dir);
   let next = 0;
   const path = (): string => `${dir}/raw-${String(next++).padStart(12, '0')}`;
-  const single = (n: number): Promise<void> => inFlight(n, IN_FLIGHT, () => zk.create(path(), PAYLOAD));
+  const single = (n: number): Promise<void> => inFlight(n, IN_FLIGHT, () => zk.create(path(), RAW_PAYLOAD));
   const batched = async (n: number): Promise<void> => {
     for (let done = 0; done < n; done += sizes.batchSize) {
       const ops: ZkOp[] = [];
       for (let i = 0; i < Math.min(sizes.batchSize, n - done); i++)
-        ops.push({ op: 'create', path: path(), data: PAYLOAD });
+        ops.push({ op: 'create', path: path(), data: RAW_PAYLOAD });
       await zk.multi(ops);
     }
   };
