@@ -5,7 +5,7 @@
  */
 import { loadavg } from 'node:os';
 import { connect, type Client } from '../../src/index.js';
-import { median, signal, sleepUntil, step } from '../common.js';
+import { median, quantile, signal, sleepUntil, step } from '../common.js';
 
 export type Payload = Record<string, number>;
 
@@ -234,4 +234,17 @@ export async function measureLatency(
   } finally {
     await peer.close();
   }
+}
+
+/** Each library's results by name, for the report; an empty set for one that did not run. */
+export function resultsByName<R>(results: ReadonlyMap<string, R>, empty: () => R): (name: string) => R {
+  return (name) => results.get(name) ?? empty();
+}
+
+/** The `q` quantile of latencies (ms) in the order they were measured. */
+export function latencyQuantile(latencies: readonly number[], q: number): number {
+  return quantile(
+    [...latencies].sort((a, b) => a - b),
+    q,
+  );
 }

@@ -29,7 +29,7 @@
  */
 import { fileURLToPath } from 'node:url';
 import pg from 'pg';
-import { describeMachine, inFlight, median, quantile, table, whole } from '../common.js';
+import { describeMachine, inFlight, median, table, whole } from '../common.js';
 import { writeSection } from '../doc.js';
 import { peerRequire } from './install.js';
 import {
@@ -44,6 +44,8 @@ import {
   phaseMeasurements,
   type Peer,
   type PeerFactory,
+  latencyQuantile,
+  resultsByName,
 } from './harness.js';
 import { peerBenchArgs } from './options.js';
 import {
@@ -173,7 +175,7 @@ function rows(
   sizes: Sizes,
   phases: ReadonlySet<string>,
 ): string[][] {
-  const get = (name: string): Results => results.get(name) ?? emptyResults();
+  const get = resultsByName(results, emptyResults);
   const others = names.filter((name) => name !== 'kvmq');
   const withKvmq = names.includes('kvmq');
   const rateRow = (label: string, phase: Throughput): string[] => [
@@ -181,11 +183,7 @@ function rows(
     ...names.map((n) => `${whole.format(median(get(n)[phase].perSec))}/s`),
     ...(withKvmq ? others.map((o) => ratioText(roundRatios(get('kvmq')[phase].perSec, get(o)[phase].perSec))) : []),
   ];
-  const p = (name: string, q: number): number =>
-    quantile(
-      [...get(name).latency].sort((a, b) => a - b),
-      q,
-    );
+  const p = (name: string, q: number): number => latencyQuantile(get(name).latency, q);
   const blank = withKvmq ? others.map(() => '') : [];
   const latencyRow = (label: string, q: number): string[] => [
     label,

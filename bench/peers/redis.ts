@@ -29,7 +29,7 @@ import { fileURLToPath } from 'node:url';
 import { Redis } from 'ioredis';
 import { tlsOptions } from '../../src/stores/redis/connection.js';
 import { parseRedisUrl, type RedisUrlOptions } from '../../src/stores/redis/url.js';
-import { describeMachine, inFlight, median, quantile, table, whole } from '../common.js';
+import { describeMachine, inFlight, median, table, whole } from '../common.js';
 import { writeSection } from '../doc.js';
 import { spawn } from 'node:child_process';
 import {
@@ -46,6 +46,8 @@ import {
   type Measurement,
   type Payload,
   type PeerFactory,
+  latencyQuantile,
+  resultsByName,
 } from './harness.js';
 import { peerRequire } from './install.js';
 import { peerBenchArgs } from './options.js';
@@ -262,18 +264,14 @@ function rows(
   sizes: Sizes,
   phases: ReadonlySet<string>,
 ): string[][] {
-  const get = (name: string): Results => results.get(name) ?? emptyResults();
+  const get = resultsByName(results, emptyResults);
   const bull = get('BullMQ');
   const kv = get('kvmq');
   const rate = (phase: 'enqueue' | 'process') => names.map((n) => `${whole.format(median(get(n)[phase].perSec))}/s`);
   const ratios = (phase: 'enqueue' | 'process'): number[] => roundRatios(kv[phase].perSec, bull[phase].perSec);
   const ratio = (phase: 'enqueue' | 'process'): number => median(ratios(phase));
   const verdict = (pass: boolean): string => (pass ? 'PASS' : 'FAIL');
-  const p = (name: string, q: number): number =>
-    quantile(
-      [...get(name).latency].sort((a, b) => a - b),
-      q,
-    );
+  const p = (name: string, q: number): number => latencyQuantile(get(name).latency, q);
   const perMessage = (phase: 'enqueue' | 'process', field: 'commands' | 'scripts') =>
     names.map((n) => {
       const ph = get(n)[phase];
