@@ -6,9 +6,9 @@
  */
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
-import type { Client } from '../src/index.js';
 import { openEtcdStore, type EtcdStore } from '../src/stores/etcd/store.js';
-import { prefixEnd, type WatchEvent } from '../src/stores/etcd/kv.js';
+import { prefixEnd } from '../src/stores/etcd/kv.js';
+import { logRevisions, type RevisionLog } from '../src/stores/etcd/revision-log.js';
 import { eventOps } from '../src/stores/etcd/event-ops.js';
 import { queueRegistry } from '../src/stores/etcd/keys.js';
 import { waitFor } from './support/wait.js';
@@ -16,35 +16,15 @@ import { closedAfterAll, isolatedUrl } from './fixtures/etcd-support.js';
 
 const TIMEOUT_MS = 90_000;
 const opened = closedAfterAll();
-const client = (url: string): Promise<Client> => opened.client(url);
+const { client, store } = opened;
 
-const store = (url: string): Promise<EtcdStore> => opened.store(url);
-
-/** Every change under the queue's prefix from now on, by revision, until `stop`. */
-function recordChanges(
-  s: EtcdStore,
-  queue: string,
-  from: number,
-): { byRevision: Map<number, WatchEvent[]>; last: () => number } {
-  const keys = s.keys(queue);
-  const byRevision = new Map<number, WatchEvent[]>();
-  let last = from - 1;
-  const watch = s.kv.watch(
-    { key: keys.prefix, end: prefixEnd(keys.prefix), startRevision: from },
-    {
-      events: (events) => {
-        for (const e of events) {
-          const list = byRevision.get(e.kv.modRevision) ?? [];
-          list.push(e);
-          byRevision.set(e.kv.modRevision, list);
-          last = Math.max(last, e.kv.modRevision);
-        }
-      },
-      broken: (error) => assert.fail(`the test's watch broke: ${error.message}`),
-    },
+/** Every change under the queue's prefix from `from` on, by revision, until the file's end. */
+function recordChanges(s: EtcdStore, queue: string, from: number): RevisionLog {
+  const log = logRevisions(s.kv, s.keys(queue).prefix, from, (error) =>
+    assert.fail(`the test's watch broke: ${error.message}`),
   );
-  opened.add(() => watch.cancel());
-  return { byRevision, last: () => last };
+  opened.add(() => log.cancel());
+  return log;
 }
 
 void describe('etcd queue events', () => {

@@ -16,7 +16,7 @@ import { closedAfterAll, isolatedUrl } from './fixtures/etcd-support.js';
 
 const TIMEOUT_MS = 90_000;
 const opened = closedAfterAll();
-const client = (url: string): Promise<Client> => opened.client(url);
+const { client } = opened;
 
 /** Every index entry of the queue against what its records say it should have. */
 async function checkIndexes(store: EtcdStore, queue: string): Promise<void> {

@@ -33,7 +33,8 @@ import { etcdctl, start } from '../../scripts/servers/etcd.mjs';
 import { connect } from '../../src/index.js';
 import { openEtcdStore } from '../../src/stores/etcd/store.js';
 import { QueueKeys } from '../../src/stores/etcd/keys.js';
-import { prefixEnd, type WatchEvent } from '../../src/stores/etcd/kv.js';
+import type { WatchEvent } from '../../src/stores/etcd/kv.js';
+import { logRevisions } from '../../src/stores/etcd/revision-log.js';
 import {
   describeMachine,
   fill,
@@ -147,26 +148,13 @@ async function writesOneByOne(url: string, n: number): Promise<{ perMessage: num
   try {
     const one = await oneByOne(client, queue, 500, 5);
     const from = (await store.kv.range({ key: keys.election })).revision + 1;
-    const byRevision = new Map<number, WatchEvent[]>();
-    const watch = store.kv.watch(
-      { key: keys.prefix, end: prefixEnd(keys.prefix), startRevision: from },
-      {
-        events: (events) => {
-          for (const e of events) {
-            const list = byRevision.get(e.kv.modRevision) ?? [];
-            list.push(e);
-            byRevision.set(e.kv.modRevision, list);
-          }
-        },
-        broken: () => undefined,
-      },
-    );
+    const changes = logRevisions(store.kv, keys.prefix, from, () => undefined);
     await one.send(n);
     const to = (await store.kv.range({ key: keys.election })).revision;
     await one.worker.stop();
     await new Promise((resolve) => setTimeout(resolve, 500));
-    await watch.cancel();
-    for (const [revision, events] of byRevision) {
+    await changes.cancel();
+    for (const [revision, events] of changes.byRevision) {
       if (revision > to) continue;
       const kind = revisionKind(keys, events);
       kinds.set(kind, (kinds.get(kind) ?? 0) + 1);
