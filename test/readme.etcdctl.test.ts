@@ -8,30 +8,21 @@ import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { createInterface } from 'node:readline';
 import { after, test } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import { connect } from '../src/index.js';
+import { killGroup, serveFromCli } from './fixtures/serve-cli.js';
 import { waitFor } from './support/wait.js';
 
 const ROOT = fileURLToPath(new URL('..', import.meta.url));
-const MAIN = join(ROOT, 'src/cli/main.ts');
 const README_ENDPOINT = '127.0.0.1:2379';
 const dir = mkdtempSync(join(tmpdir(), 'kvmq-readme-etcdctl-'));
 const groups: ChildProcess[] = [];
 after(() => {
   // Each child leads a process group of its own: ending the group ends what it left in the background.
-  for (const child of groups) if (child.pid !== undefined) killGroup(child.pid);
+  for (const child of groups) killGroup(child);
   rmSync(dir, { recursive: true, force: true });
 });
-
-function killGroup(pid: number): void {
-  try {
-    process.kill(-pid, 'SIGKILL');
-  } catch {
-    // Already gone.
-  }
-}
 
 function etcdctlRecipe(): string[] {
   const readme = readFileSync(join(ROOT, 'README.md'), 'utf8');
@@ -54,22 +45,12 @@ function run(script: string): { child: ChildProcess; out: () => string } {
 
 test("the README's etcdctl recipe and kvmq serve's try lines work together", { timeout: 90_000 }, async () => {
   // A free port rather than the README's 2379, which something else may hold.
-  const served = spawn(
-    process.execPath,
-    ['--import', 'tsx', MAIN, 'serve', '--data', join(dir, 'data'), '--listen', '127.0.0.1:0', '--no-dashboard'],
-    { cwd: ROOT, detached: true, stdio: ['ignore', 'pipe', 'inherit'] },
-  );
-  groups.push(served);
-  const banner: string[] = [];
-  createInterface({ input: served.stdout }).on('line', (line) => banner.push(line));
-  const last = await waitFor(
-    () => banner.findIndex((line) => line.includes('etcdctl ') && line.includes(' put ')) + 1,
-    {
-      timeoutMs: 30_000,
-      what: "kvmq serve's banner",
-    },
-  );
-  const endpoint = /etcd v3 API on http:\/\/(\S+) /.exec(banner[0] ?? '')?.[1] ?? '';
+  const { out: banner, endpoint } = await serveFromCli(join(dir, 'data'), [
+    '--listen',
+    '127.0.0.1:0',
+    '--no-dashboard',
+  ]);
+  const last = banner.findIndex((line) => line.includes('etcdctl ') && line.includes(' put ')) + 1;
   assert.notEqual(endpoint, '', banner.join('\n'));
   // What the server says to try, as a newcomer copies it: without the indent and `try:`.
   const tryLines = banner.slice(1, last).map((line) => line.replace(/^\s*(try:)?\s*/, ''));

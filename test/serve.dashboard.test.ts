@@ -3,38 +3,22 @@
  * address beside the etcd endpoint; --no-dashboard turns it off, and a non-loopback --listen needs a token.
  */
 import assert from 'node:assert/strict';
-import { spawn } from 'node:child_process';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { createInterface } from 'node:readline';
 import { after, test } from 'node:test';
-import { fileURLToPath } from 'node:url';
 import { connect } from '../src/index.js';
+import { serveFromCli, type ServedFromCli } from './fixtures/serve-cli.js';
 import { waitFor } from './support/wait.js';
 
-const ROOT = fileURLToPath(new URL('../', import.meta.url));
-const MAIN = join(ROOT, 'src/cli/main.ts');
 const dirs: string[] = [];
 after(() => Promise.all(dirs.map((dir) => rm(dir, { recursive: true, force: true }))));
 
-/** `kvmq serve` on a fresh data dir; its stdout and stderr lines as they come. */
-async function serve(args: readonly string[]) {
+/** `kvmq serve` on a fresh data dir. */
+async function serve(args: readonly string[]): Promise<ServedFromCli> {
   const dir = await mkdtemp(join(tmpdir(), 'kvmq-serve-dashboard-'));
   dirs.push(dir);
-  const child = spawn(process.execPath, ['--import', 'tsx', MAIN, 'serve', '--data', dir, ...args], {
-    cwd: ROOT,
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
-  const out: string[] = [];
-  const err: string[] = [];
-  createInterface({ input: child.stdout }).on('line', (line) => out.push(line));
-  createInterface({ input: child.stderr }).on('line', (line) => err.push(line));
-  const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
-  after(() => child.kill('SIGKILL'));
-  await waitFor(() => out.some((line) => line.includes('etcdctl put')), { timeoutMs: 30_000, what: 'the banner' });
-  const endpoint = /etcd v3 API on http:\/\/(\S+) /.exec(out[0] ?? '')?.[1] ?? '';
-  return { out, err, endpoint, stop: () => (child.kill('SIGTERM'), exited) };
+  return serveFromCli(dir, args);
 }
 
 void test('kvmq serve prints its dashboard URL and serves it over its own queues', { timeout: 60_000 }, async () => {
