@@ -4,31 +4,21 @@
  * only its own callers, and an enqueueBatch is never split between calls.
  */
 import assert from 'node:assert/strict';
-import { randomBytes } from 'node:crypto';
 import { after, test } from 'node:test';
 import { Redis } from 'ioredis';
-import { connect, StoreLayoutError, type Client, type EnqueueResult } from '../src/index.js';
+import { StoreLayoutError, type Client, type EnqueueResult } from '../src/index.js';
 import { storeOf } from '../src/client/client-store.js';
 import { ENQUEUE_CALL_MESSAGES } from '../src/stores/redis/enqueue.js';
-import { deletePrefixes, redisTestUrl } from './fixtures/redis-server.js';
+import { redisTestUrl, testPrefixes } from './fixtures/redis-server.js';
 
 const base = redisTestUrl();
 const admin = new Redis(base);
-const clients: Client[] = [];
-const prefixes: string[] = [];
-
-after(async () => {
-  await Promise.all(clients.map((client) => client.close()));
-  await deletePrefixes(base, prefixes);
-  admin.disconnect();
-});
+const prefixes = testPrefixes(base);
+after(() => admin.disconnect());
 
 async function open(label: string): Promise<{ client: Client; prefix: string }> {
-  const prefix = `kvmq-test-${label}-${process.pid}-${randomBytes(3).toString('hex')}`;
-  prefixes.push(prefix);
-  const client = await connect(`${base}?prefix=${prefix}`, { maintenance: false });
-  clients.push(client);
-  return { client, prefix };
+  const prefix = prefixes.unique(label);
+  return { client: await prefixes.open(`${base}?prefix=${prefix}`), prefix };
 }
 
 /** Every ready message's id, in the order claims hand them out. */

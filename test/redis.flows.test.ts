@@ -4,37 +4,24 @@
  * written.
  */
 import assert from 'node:assert/strict';
-import { spawnSync } from 'node:child_process';
-import { randomBytes } from 'node:crypto';
-import { after, describe, test } from 'node:test';
-import { connect, StoreLayoutError, type Client } from '../src/index.js';
+import { describe, test } from 'node:test';
+import { StoreLayoutError, type Client } from '../src/index.js';
 import { storeOf } from '../src/client/client-store.js';
-import { deletePrefixes, redisTestUrl } from './fixtures/redis-server.js';
+import { redisCli, redisTestUrl, testPrefixes } from './fixtures/redis-server.js';
 
 const base = redisTestUrl();
-const clients: Client[] = [];
-const prefixes: string[] = [];
-
-after(async () => {
-  await Promise.all(clients.map((client) => client.close().catch(() => undefined)));
-  await deletePrefixes(base, prefixes);
-});
+const prefixes = testPrefixes(base);
 
 /** A client on a fresh prefix, and the key `name` of queue `q` there. */
 async function open(label: string): Promise<{ client: Client; key: (q: string, name: string) => string }> {
-  const prefix = `kvmq-test-${label}-${process.pid}-${randomBytes(3).toString('hex')}`;
-  prefixes.push(prefix);
-  const client = await connect(`${base}?prefix=${prefix}`, { maintenance: false });
-  clients.push(client);
+  const prefix = prefixes.unique(label);
+  const client = await prefixes.open(`${base}?prefix=${prefix}`);
   return { client, key: (q, name) => `${prefix}:{${q}}:${name}` };
 }
 
 /** redis-cli against the test server, raw replies as lines. */
 function cli(...args: string[]): string[] {
-  const { hostname, port } = new URL(base);
-  const run = spawnSync('redis-cli', ['-h', hostname, '-p', port || '6379', '--raw', ...args], { encoding: 'utf8' });
-  assert.equal(run.status, 0, `redis-cli ${args.join(' ')}: ${run.stderr}`);
-  return run.stdout.split('\n').filter((line, i, all) => line !== '' || i < all.length - 1);
+  return redisCli(base, ...args);
 }
 
 /** Claims and finishes `q`'s ready messages as successes, `max` at a time; returns the ids finished. */

@@ -11,19 +11,12 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, describe, test } from 'node:test';
-import {
-  connect,
-  StoreLayoutError,
-  StoreUnavailableError,
-  StoreUrlError,
-  type Client,
-  type ConnectOptions,
-} from '../src/index.js';
+import { connect, StoreLayoutError, StoreUnavailableError, StoreUrlError, type Client } from '../src/index.js';
 import { maxDeliveriesError } from '../src/model/history.js';
 import type { Finish } from '../src/stores/contract/contract.js';
 import { MESSAGE_STATES, type MessageState, type QueueConfig } from '../src/model/types.js';
 import { start, type RedisServer, type RedisServerOptions } from '../scripts/servers/redis.mjs';
-import { deletePrefixes, redisTestUrl } from './fixtures/redis-server.js';
+import { redisCli, redisTestUrl, testPrefixes } from './fixtures/redis-server.js';
 import { quietPeriod, waitFor } from './support/wait.js';
 import { listAll } from './support/list-pages.js';
 import { storeOf } from '../src/client/client-store.js';
@@ -35,27 +28,13 @@ import type { Scripts } from '../src/stores/redis/scripts.js';
 const base = redisTestUrl();
 const dir = mkdtempSync(join(tmpdir(), 'kvmq-redis-store-'));
 const servers: RedisServer[] = [];
-const clients: Client[] = [];
-const prefixes: string[] = [];
+const { unique: uniquePrefix, open } = testPrefixes(base);
 
+// Registered after testPrefixes' hook, so it runs once the clients have closed.
 after(async () => {
-  await Promise.all(clients.map((client) => client.close().catch(() => undefined)));
   await Promise.all(servers.map((server) => server.stop()));
-  await deletePrefixes(base, prefixes);
   rmSync(dir, { recursive: true, force: true });
 });
-
-function uniquePrefix(label: string): string {
-  const prefix = `kvmq-test-${label}-${process.pid}-${randomBytes(3).toString('hex')}`;
-  prefixes.push(prefix);
-  return prefix;
-}
-
-async function open(url: string, options: ConnectOptions = {}): Promise<Client> {
-  const client = await connect(url, { maintenance: false, ...options });
-  clients.push(client);
-  return client;
-}
 
 /** A redis-server of the test's own, in its own directory, stopped after the file. */
 async function dedicated(options: RedisServerOptions = {}): Promise<RedisServer> {
@@ -64,19 +43,8 @@ async function dedicated(options: RedisServerOptions = {}): Promise<RedisServer>
   return server;
 }
 
-/** redis-cli against a server URL (its host, port and credentials), raw replies as lines. */
-function cli(url: string, ...args: string[]): string[] {
-  const { hostname, port, username, password } = new URL(url);
-  const auth = password === '' ? [] : ['--pass', decodeURIComponent(password), '--no-auth-warning'];
-  if (username !== '') auth.push('--user', decodeURIComponent(username));
-  const target = ['-h', hostname, '-p', port || '6379', ...auth, '--raw'];
-  const run = spawnSync('redis-cli', [...target, ...args], { encoding: 'utf8' });
-  assert.equal(run.status, 0, `redis-cli ${args.join(' ')}: ${run.stderr}`);
-  return run.stdout.split('\n').filter((line, i, all) => line !== '' || i < all.length - 1);
-}
-
 function one(url: string, ...args: string[]): string {
-  return cli(url, ...args)[0] ?? '';
+  return redisCli(url, ...args)[0] ?? '';
 }
 
 /** A claim of up to `max` messages by consumer `c`, every filter class accepted, each locked for `lockMs`. */
@@ -90,7 +58,7 @@ function successes(ids: readonly string[]): Finish[] {
 }
 
 function redisNow(url: string): number {
-  const [seconds, micros] = cli(url, 'TIME').map(Number);
+  const [seconds, micros] = redisCli(url, 'TIME').map(Number);
   return (seconds ?? 0) * 1000 + Math.floor((micros ?? 0) / 1000);
 }
 
@@ -154,7 +122,13 @@ void describe('redis store', () => {
     for (const [name, type] of Object.entries(seedTypes)) assert.equal(one(base, 'TYPE', key(name)), type, name);
 
     // messages: {mid mcontent}; the content is an encoding tag ('J' JSON, 'B' bytes) then the payload.
-    assert.deepEqual(cli(base, 'HKEYS', key('messages')).sort(), ['finished', 'held', 'later', 'sized', 'waiting']);
+    assert.deepEqual(redisCli(base, 'HKEYS', key('messages')).sort(), [
+      'finished',
+      'held',
+      'later',
+      'sized',
+      'waiting',
+    ]);
     assert.equal(one(base, 'HGET', key('messages'), 'sized'), 'J{"n":3}');
     // locks and backoffs: {mid expiry-ms}, on the Redis server's clock.
     const lock = Number(one(base, 'HGET', key('locks'), 'held'));
@@ -164,10 +138,10 @@ void describe('redis store', () => {
     assert.equal(one(base, 'HGET', key('nattempts'), 'held'), '1');
     assert.equal(one(base, 'HGET', key('nattempts'), 'finished'), '1');
     // mid-circle: the ready ids without filters, next on the right; each filter class has its own list.
-    assert.deepEqual(cli(base, 'LRANGE', key('mid-circle'), '0', '-1'), ['waiting']);
-    assert.deepEqual(cli(base, 'LRANGE', key('mid-circle:size=m'), '0', '-1'), ['sized']);
-    assert.deepEqual(cli(base, 'SMEMBERS', key('done')), ['finished']);
-    assert.deepEqual(cli(base, 'SMEMBERS', key('requeue')), ['held']);
+    assert.deepEqual(redisCli(base, 'LRANGE', key('mid-circle'), '0', '-1'), ['waiting']);
+    assert.deepEqual(redisCli(base, 'LRANGE', key('mid-circle:size=m'), '0', '-1'), ['sized']);
+    assert.deepEqual(redisCli(base, 'SMEMBERS', key('done')), ['finished']);
+    assert.deepEqual(redisCli(base, 'SMEMBERS', key('requeue')), ['held']);
     assert.ok(Number(one(base, 'PTTL', key('eoq-backoff?'))) > 0, 'eoq-backoff? is a flag with a TTL');
     assert.equal(one(base, 'GET', key('ndry-runs')), '1');
 
@@ -190,7 +164,7 @@ void describe('redis store', () => {
       'conf',
       'layout',
     ];
-    const keys = cli(base, 'KEYS', `carmine:mq:{${q}}:*`).map((k) => k.slice(`carmine:mq:{${q}}:`.length));
+    const keys = redisCli(base, 'KEYS', `carmine:mq:{${q}}:*`).map((k) => k.slice(`carmine:mq:{${q}}:`.length));
     assert.deepEqual(keys.sort(), documented.sort());
     assert.equal(one(base, 'HGET', key('metadata'), 'sized'), '{"by":"layout"}');
     // holders: the consumer, the attempt it was handed and the claim's time.
@@ -199,9 +173,9 @@ void describe('redis store', () => {
 
     // clear() deletes the nine keys (and kvmq's), keeping the configuration.
     await client.clear(q);
-    assert.deepEqual(cli(base, 'KEYS', `carmine:mq:{${q}}:*`), ['carmine:mq:{' + q + '}:conf']);
-    cli(base, 'UNLINK', key('conf'));
-    cli(base, 'SREM', 'carmine:mq:queues', q);
+    assert.deepEqual(redisCli(base, 'KEYS', `carmine:mq:{${q}}:*`), ['carmine:mq:{' + q + '}:conf']);
+    redisCli(base, 'UNLINK', key('conf'));
+    redisCli(base, 'SREM', 'carmine:mq:queues', q);
   });
 
   void test('enqueues of one tick go in calls of 32; a worker claims and finishes many per call', async () => {
@@ -209,12 +183,12 @@ void describe('redis store', () => {
     const client = await open(`${server.url}?prefix=calls`);
     const q = 'calls';
     await client.enqueue(q, 'warm-up');
-    cli(server.url, 'CONFIG', 'RESETSTAT');
+    redisCli(server.url, 'CONFIG', 'RESETSTAT');
     const results = await Promise.all(Array.from({ length: 64 }, (_, i) => client.enqueue(q, { i })));
     assert.ok(results.every((r) => r.ok));
     assert.equal(scriptCalls(server).fcall, 64 / ENQUEUE_CALL_MESSAGES, 'FCALLs for 64 enqueues of one tick');
 
-    cli(server.url, 'CONFIG', 'RESETSTAT');
+    redisCli(server.url, 'CONFIG', 'RESETSTAT');
     let handled = 0;
     const worker = client.worker(q, () => void (handled += 1), { concurrency: 64, eoqBackoffMs: 60_000 });
     await waitFor(() => handled === 65, { what: '65 messages handled' });
@@ -229,8 +203,8 @@ void describe('redis store', () => {
     const client = await open(`${server.url}?prefix=flushed`);
     const q = 'flushed';
     await client.enqueue(q, 'warm-up', { id: 'warm-up' });
-    cli(server.url, 'FUNCTION', 'FLUSH');
-    cli(server.url, 'CONFIG', 'RESETSTAT');
+    redisCli(server.url, 'FUNCTION', 'FLUSH');
+    redisCli(server.url, 'CONFIG', 'RESETSTAT');
     await sendBothKinds(client, q);
     assert.deepEqual(scriptCalls(server), { fcall: 2, evalsha: 0, eval: 0 }, 'not found, loaded, then the call again');
     await handleThree(client, q);
@@ -239,12 +213,12 @@ void describe('redis store', () => {
   void test('an ACL user without FCALL: calls go by EVALSHA, and after SCRIPT FLUSH through EVAL', async () => {
     const server = await dedicated();
     const { host } = new URL(server.url);
-    cli(server.url, 'ACL', 'SETUSER', 'no-functions', 'on', '>pw', '~*', '&*', '+@all', '-fcall', '-function');
+    redisCli(server.url, 'ACL', 'SETUSER', 'no-functions', 'on', '>pw', '~*', '&*', '+@all', '-fcall', '-function');
     const client = await open(`redis://no-functions:pw@${host}?prefix=scripted`);
     const q = 'scripted';
     await client.enqueue(q, 'warm-up', { id: 'warm-up' });
-    cli(server.url, 'SCRIPT', 'FLUSH');
-    cli(server.url, 'CONFIG', 'RESETSTAT');
+    redisCli(server.url, 'SCRIPT', 'FLUSH');
+    redisCli(server.url, 'CONFIG', 'RESETSTAT');
     await sendBothKinds(client, q);
     assert.deepEqual(scriptCalls(server), { fcall: 0, evalsha: 1, eval: 1 }, 'NOSCRIPT, then the same call by EVAL');
     await handleThree(client, q);
@@ -253,12 +227,12 @@ void describe('redis store', () => {
   void test('a command the ACL refuses inside a function fails the call once, not again by EVALSHA', async () => {
     const server = await dedicated();
     const { host } = new URL(server.url);
-    cli(server.url, 'ACL', 'SETUSER', 'no-xadd', 'on', '>pw', '~*', '&*', '+@all', '-xadd');
+    redisCli(server.url, 'ACL', 'SETUSER', 'no-xadd', 'on', '>pw', '~*', '&*', '+@all', '-xadd');
     const client = await open(`redis://no-xadd:pw@${host}?prefix=refused`);
     const q = 'refused';
     // With events on, the enqueue's function writes the message, then its event: XADD, refused.
     await client.configure(q, { events: true });
-    cli(server.url, 'CONFIG', 'RESETSTAT');
+    redisCli(server.url, 'CONFIG', 'RESETSTAT');
     await assert.rejects(client.enqueue(q, 'x', { id: 'm' }), StoreUrlError);
     assert.deepEqual(scriptCalls(server), { fcall: 1, evalsha: 0, eval: 0 });
     // Calls still go by FCALL.
@@ -291,7 +265,17 @@ void describe('redis store', () => {
       });
     }
     // An ACL user with its own password works.
-    cli(`redis://:right-password@${at}`, 'ACL', 'SETUSER', 'kvmq-user', 'on', '>user-password', '~*', '&*', '+@all');
+    redisCli(
+      `redis://:right-password@${at}`,
+      'ACL',
+      'SETUSER',
+      'kvmq-user',
+      'on',
+      '>user-password',
+      '~*',
+      '&*',
+      '+@all',
+    );
     const client = await open(`redis://kvmq-user:user-password@${at}?prefix=acl`);
     assert.deepEqual(await client.enqueue('acl', 'x', { id: 'm' }), { ok: true, id: 'm', action: 'added' });
     assert.equal((await client.status('acl', 'm'))?.state, 'queued');
@@ -383,7 +367,7 @@ void describe('redis store', () => {
     const prefix = uniquePrefix('foreign');
     const url = `${base}?prefix=${prefix}`;
     const client = await open(url);
-    cli(base, 'SET', `${prefix}:{q}:done`, 'not a set');
+    redisCli(base, 'SET', `${prefix}:{q}:done`, 'not a set');
     await assert.rejects(client.enqueue('q', 'x', { id: 'm' }), (error: unknown) => {
       assert.ok(error instanceof StoreLayoutError, String(error));
       assert.match(error.message, new RegExp(`${prefix}:\\{q\\}:done holds a string, not the set`));
@@ -395,7 +379,7 @@ void describe('redis store', () => {
 
     // A filter class's ready list is checked before anything is written too.
     await client.configure('f', { filterEnums: { size: ['s', 'm'] } });
-    cli(base, 'HSET', `${prefix}:{f}:mid-circle:size=m`, 'a', 'b');
+    redisCli(base, 'HSET', `${prefix}:{f}:mid-circle:size=m`, 'a', 'b');
     await assert.rejects(
       client.enqueueBatch('f', [
         { payload: 1, id: 'plain' },
@@ -473,9 +457,9 @@ void describe('redis store', () => {
     // Each lookup and write is a hash lookup now, not a scan of the listpack.
     assert.deepEqual(encodings(), ['hashtable', 'hashtable', 'skiplist']);
     const sorted = [...held].sort();
-    assert.deepEqual(cli(base, 'HKEYS', key('locks')).sort(), sorted);
-    assert.deepEqual(cli(base, 'HKEYS', key('holders')).sort(), sorted);
-    assert.deepEqual(cli(base, 'ZRANGE', key('lock-expiry'), '0', '-1').sort(), sorted);
+    assert.deepEqual(redisCli(base, 'HKEYS', key('locks')).sort(), sorted);
+    assert.deepEqual(redisCli(base, 'HKEYS', key('holders')).sort(), sorted);
+    assert.deepEqual(redisCli(base, 'ZRANGE', key('lock-expiry'), '0', '-1').sort(), sorted);
 
     assert.deepEqual(
       await storeOf(client).finish(q, 'c', successes(held)),
@@ -488,7 +472,7 @@ void describe('redis store', () => {
   void test('an ACL user without OBJECT claims and finishes as before, the keys of held messages left as listpacks', async () => {
     const prefix = uniquePrefix('no-object');
     const user = `kvmq-no-object-${process.pid}-${randomBytes(3).toString('hex')}`;
-    cli(base, 'ACL', 'SETUSER', user, 'on', '>pw', '~*', '&*', '+@all', '-object');
+    redisCli(base, 'ACL', 'SETUSER', user, 'on', '>pw', '~*', '&*', '+@all', '-object');
     try {
       const { host } = new URL(base);
       const client = await open(`redis://${user}:pw@${host}?prefix=${prefix}`);
@@ -504,7 +488,7 @@ void describe('redis store', () => {
       assert.ok(finished.every((r) => r === 'ok'));
       assert.equal((await client.queueStatus(q)).counts['done-awaiting-gc'], 40);
     } finally {
-      cli(base, 'ACL', 'DELUSER', user);
+      redisCli(base, 'ACL', 'DELUSER', user);
     }
   });
 
@@ -776,17 +760,17 @@ void describe('redis store: failures, listings and counts', () => {
     const client = await open(`${base}?prefix=${prefix}`);
     const q = 'read-first';
     await client.enqueue(q, 'x', { id: 'm' });
-    cli(base, 'SET', `${prefix}:{${q}}:lock-expiry`, 'not kvmq');
+    redisCli(base, 'SET', `${prefix}:{${q}}:lock-expiry`, 'not kvmq');
     await assert.rejects(claimOne(client, q), StoreLayoutError);
-    cli(base, 'DEL', `${prefix}:{${q}}:lock-expiry`);
+    redisCli(base, 'DEL', `${prefix}:{${q}}:lock-expiry`);
     assert.equal((await client.status(q, 'm'))?.state, 'queued');
     assert.deepEqual(
       (await claimOne(client, q)).messages.map((m) => m.id),
       ['m'],
     );
-    cli(base, 'HSET', `${prefix}:{${q}}:requeue`, 'a', 'b');
+    redisCli(base, 'HSET', `${prefix}:{${q}}:requeue`, 'a', 'b');
     await assert.rejects(finish(client, q, 'm', 'success'), StoreLayoutError);
-    cli(base, 'DEL', `${prefix}:{${q}}:requeue`);
+    redisCli(base, 'DEL', `${prefix}:{${q}}:requeue`);
     assert.equal((await client.status(q, 'm'))?.state, 'locked');
     assert.deepEqual(await finish(client, q, 'm', 'success'), ['ok']);
   });
@@ -800,13 +784,13 @@ void describe('redis store: failures, listings and counts', () => {
     await client.enqueue(q, 'x', { id: 'm' });
     assert.equal(one(base, 'GET', key('layout')), '1');
     // Marked: a foreign key a claim writes is met by the write itself, still a StoreLayoutError.
-    cli(base, 'SET', key('holders'), 'not kvmq');
+    redisCli(base, 'SET', key('holders'), 'not kvmq');
     await assert.rejects(claimOne(client, q), StoreLayoutError);
-    cli(base, 'DEL', key('holders'));
+    redisCli(base, 'DEL', key('holders'));
     // clear deletes the mark with the messages: the next enqueue checks every key again, writing nothing.
     await client.clear(q);
     assert.equal(one(base, 'EXISTS', key('layout')), '0');
-    cli(base, 'SET', key('locks'), 'not kvmq');
+    redisCli(base, 'SET', key('locks'), 'not kvmq');
     await assert.rejects(client.enqueue(q, 'y', { id: 'n' }), (error: unknown) => {
       assert.ok(error instanceof StoreLayoutError, String(error));
       assert.match(error.message, /:locks holds a string/);
@@ -815,10 +799,10 @@ void describe('redis store: failures, listings and counts', () => {
     assert.equal(one(base, 'EXISTS', key('messages')), '0');
     assert.equal(one(base, 'EXISTS', key('layout')), '0');
     // A mark of another type is refused by name.
-    cli(base, 'DEL', key('locks'));
-    cli(base, 'HSET', key('layout'), 'a', 'b');
+    redisCli(base, 'DEL', key('locks'));
+    redisCli(base, 'HSET', key('layout'), 'a', 'b');
     await assert.rejects(client.enqueue(q, 'y', { id: 'n' }), /:layout holds a hash/);
-    cli(base, 'DEL', key('layout'));
+    redisCli(base, 'DEL', key('layout'));
     await client.enqueue(q, 'y', { id: 'n' });
     assert.deepEqual(
       (await claimOne(client, q)).messages.map((m) => m.id),
@@ -832,14 +816,14 @@ void describe('redis store: failures, listings and counts', () => {
     const q = 'rare';
     await client.enqueue(q, 'x', { id: 'm' });
     await claimOne(client, q);
-    cli(base, 'SET', `${prefix}:{${q}}:history`, 'not kvmq');
+    redisCli(base, 'SET', `${prefix}:{${q}}:history`, 'not kvmq');
     await assert.rejects(finish(client, q, 'm', 'error'), (error: unknown) => {
       assert.ok(error instanceof StoreLayoutError, String(error));
       assert.match(error.message, /history/);
       return true;
     });
     assert.equal((await client.status(q, 'm'))?.state, 'locked');
-    cli(base, 'DEL', `${prefix}:{${q}}:history`);
+    redisCli(base, 'DEL', `${prefix}:{${q}}:history`);
     assert.deepEqual(await finish(client, q, 'm', 'error'), ['ok']);
     assert.equal((await client.status(q, 'm'))?.state, 'failed');
   });
@@ -852,9 +836,9 @@ void describe('redis store: failures, listings and counts', () => {
     await client.enqueue(q, 'x', { id: 'stale' });
     await client.enqueue(q, 'x', { id: 'renewed' });
     for (let i = 0; i < 3; i++) await claimOne(client, q);
-    for (const id of ['kept', 'stale', 'renewed']) cli(base, 'HSET', holders, id, 'c');
+    for (const id of ['kept', 'stale', 'renewed']) redisCli(base, 'HSET', holders, id, 'c');
     // The attempt is then read from nattempts: a finish of another attempt is lost, as before.
-    cli(base, 'HSET', `${prefix}:{${q}}:nattempts`, 'stale', '2');
+    redisCli(base, 'HSET', `${prefix}:{${q}}:nattempts`, 'stale', '2');
     const status = await client.status(q, 'kept');
     assert.equal(status?.state, 'locked');
     assert.equal(status.consumer, 'c');
@@ -895,8 +879,8 @@ void describe('redis store: failures, listings and counts', () => {
     // b-short's backoff is over; r-due is queued again (still in done until a claim moves it).
     const awaiting = ['p1', 'p2', 'b-short', 'p3', 'p4'];
     assert.equal((await client.status(q, 'r-due'))?.state, 'queued');
-    assert.deepEqual(cli(base, 'ZRANGE', key('dedupe'), '0', '-1').sort(), ['b-long', 'b-short']);
-    const byFinish = cli(base, 'ZRANGE', key('done-at'), '0', '-1').filter((id) => awaiting.includes(id));
+    assert.deepEqual(redisCli(base, 'ZRANGE', key('dedupe'), '0', '-1').sort(), ['b-long', 'b-short']);
+    const byFinish = redisCli(base, 'ZRANGE', key('done-at'), '0', '-1').filter((id) => awaiting.includes(id));
     for (const limit of [1, 2, 100]) {
       assert.deepEqual(await listIds(client, q, 'done-awaiting-gc', limit), byFinish, `pages of ${limit}`);
     }
@@ -951,7 +935,7 @@ void describe('redis store: failures, listings and counts', () => {
     await enqueueClaimEach(client, q, ids);
     const retry: Finish = { id: 'retried', attempt: 1, outcome: 'retry', backoffMs: 0, error: 'e', startedAt: 1 };
     assert.deepEqual(await store.finish(q, 'c', [retry]), ['ok']);
-    assert.equal(cli(base, 'HGET', outcomes, 'retried').join('\n'), 'retry\ne');
+    assert.equal(redisCli(base, 'HGET', outcomes, 'retried').join('\n'), 'retry\ne');
     assert.equal((await claimOne(client, q)).messages[0]?.id, 'retried');
     assert.equal((await client.enqueue(q, 'again', { id: 'marked', allowRequeue: true })).ok, true);
     for (const id of ['plain', 'retried', 'marked', 'revived']) {
@@ -975,7 +959,7 @@ void describe('redis store: failures, listings and counts', () => {
       action: 'revived',
     });
     // Only the messages that run again keep the field; the retry's was deleted by the success.
-    assert.deepEqual(cli(base, 'HKEYS', outcomes).sort(), ['marked', 'requeued']);
+    assert.deepEqual(redisCli(base, 'HKEYS', outcomes).sort(), ['marked', 'requeued']);
     const seen = async (id: string) => {
       const s = await client.status(q, id);
       return [s?.state, s?.outcome, s?.lastError];
@@ -1006,7 +990,7 @@ void describe('redis store: failures, listings and counts', () => {
     assert.equal(one(base, 'ZCARD', key('dedupe')), '0');
     // The previous kvmq wrote every plain success there, by its finish time.
     for (const id of ids.filter((id) => id.startsWith('old'))) {
-      cli(base, 'ZADD', key('dedupe'), one(base, 'ZSCORE', key('done-at'), id), id);
+      redisCli(base, 'ZADD', key('dedupe'), one(base, 'ZSCORE', key('done-at'), id), id);
     }
     for (const limit of [1, 3]) {
       assert.deepEqual((await listIds(client, q, 'done-awaiting-gc', limit)).sort(), [...ids].sort());
@@ -1129,7 +1113,7 @@ void describe('redis store: queue events, turns and the queue registry', () => {
     assert.equal(one(base, 'HGET', key('conf'), 'events'), '1');
     assert.equal(one(base, 'HGET', key('conf'), 'events_max_count'), '500');
     assert.equal(one(base, 'HGET', key('conf'), 'events_max_age'), String(24 * 3600 * 1000));
-    const entries = cli(base, 'XRANGE', key('events'), '-', '+');
+    const entries = redisCli(base, 'XRANGE', key('events'), '-', '+');
     // --raw prints each entry as its id then its fields and values, one per line (the events field's lines too).
     const ids = entries.filter((line) => /^\d+-0$/.test(line));
     assert.deepEqual(ids, ['1-0', '4-0', '6-0', '7-0']);
@@ -1146,7 +1130,7 @@ void describe('redis store: queue events, turns and the queue registry', () => {
       Array.from({ length: 250 }, (_, i) => ({ payload: i, id: `many-${i}` })),
     );
     assert.deepEqual(
-      cli(base, 'XRANGE', key('events'), '8', '+').filter((line) => /^\d+-0$/.test(line)),
+      redisCli(base, 'XRANGE', key('events'), '8', '+').filter((line) => /^\d+-0$/.test(line)),
       ['107-0', '207-0', '257-0'],
     );
     const page = await storeOf(client).readEvents(q, '100', 10);
@@ -1160,8 +1144,8 @@ void describe('redis store: queue events, turns and the queue registry', () => {
   void test('a foreign events key: StoreLayoutError naming it, the transition not written either', async () => {
     const { client, q, key } = await eventsQueue('foreign-events');
     await client.enqueue(q, 'x', { id: 'x' });
-    cli(base, 'DEL', key('events'));
-    cli(base, 'SET', key('events'), 'not kvmq');
+    redisCli(base, 'DEL', key('events'));
+    redisCli(base, 'SET', key('events'), 'not kvmq');
     await assert.rejects(client.enqueue(q, 'y', { id: 'y' }), (error: unknown) => {
       assert.ok(error instanceof StoreLayoutError, String(error));
       assert.match(error.message, /:events /);
@@ -1171,9 +1155,9 @@ void describe('redis store: queue events, turns and the queue registry', () => {
     await assert.rejects(claim(client, q), StoreLayoutError);
     assert.equal((await client.status(q, 'x'))?.state, 'queued');
     assert.equal(one(base, 'GET', key('events-seq')), '1');
-    cli(base, 'DEL', key('events-seq'));
-    cli(base, 'HSET', key('events-seq'), 'f', 'v');
-    cli(base, 'DEL', key('events'));
+    redisCli(base, 'DEL', key('events-seq'));
+    redisCli(base, 'HSET', key('events-seq'), 'f', 'v');
+    redisCli(base, 'DEL', key('events'));
     await assert.rejects(claim(client, q), (error: unknown) => {
       assert.ok(error instanceof StoreLayoutError, String(error));
       assert.match(error.message, /events-seq/);
@@ -1182,11 +1166,11 @@ void describe('redis store: queue events, turns and the queue registry', () => {
     assert.equal((await client.status(q, 'x'))?.attempt, 0);
     // With events off, the foreign keys are not touched and the queue works, its failure path too.
     await client.configure(q, { events: false });
-    cli(base, 'SET', key('events'), 'not kvmq');
+    redisCli(base, 'SET', key('events'), 'not kvmq');
     assert.equal((await claim(client, q)).messages.length, 1);
     assert.deepEqual(await finish(client, q, [{ id: 'x', outcome: 'error', error: 'e' }]), ['ok']);
     assert.equal((await client.status(q, 'x'))?.state, 'failed');
-    cli(base, 'DEL', key('events-seq'), key('events'));
+    redisCli(base, 'DEL', key('events-seq'), key('events'));
   });
 
   void test('a lock lost at maxDeliveries writes failed; a dead-letter move writes enqueued there', async () => {
@@ -1312,7 +1296,7 @@ void describe('redis store: queue events, turns and the queue registry', () => {
   void test("a queue's wake channel stays subscribed while a wake or a cancel listener is left, not after", async () => {
     const prefix = uniquePrefix('channel');
     const store = storeOf(await open(`${base}?prefix=${prefix}`));
-    const subscribed = (q: string): number => Number(cli(base, 'PUBSUB', 'NUMSUB', `${prefix}:{${q}}:wake`)[1]);
+    const subscribed = (q: string): number => Number(redisCli(base, 'PUBSUB', 'NUMSUB', `${prefix}:{${q}}:wake`)[1]);
     const stopWake = store.subscribe('q', () => undefined);
     const stopCancels = store.subscribeCancels('q', () => undefined);
     await waitFor(() => subscribed('q') === 1, { what: 'the wake channel subscribed' });
@@ -1340,7 +1324,7 @@ void describe('redis store: queue events, turns and the queue registry', () => {
     calls = 0;
     await writer.enqueue('s2', 'x');
     await waitFor(() => calls >= 1, { what: 'a call after an event' });
-    const subscribers = cli(server.url, 'CLIENT', 'LIST').filter((line) => line.includes('name=kvmq-wakeups'));
+    const subscribers = redisCli(server.url, 'CLIENT', 'LIST').filter((line) => line.includes('name=kvmq-wakeups'));
     assert.equal(subscribers.length, 1, subscribers.join('\n'));
     stops.forEach((stop) => stop());
     wake();
@@ -1351,7 +1335,7 @@ void describe('redis store: queue events, turns and the queue registry', () => {
     await writer.enqueue('s1', 'z');
     assert.equal(calls, 0);
     await waitFor(
-      () => cli(server.url, 'CLIENT', 'LIST').filter((line) => line.includes('name=kvmq-wakeups')).length === 0,
+      () => redisCli(server.url, 'CLIENT', 'LIST').filter((line) => line.includes('name=kvmq-wakeups')).length === 0,
       { what: 'the subscriber connection to close' },
     );
   });
@@ -1386,7 +1370,7 @@ void describe('redis store: queue events, turns and the queue registry', () => {
     await client.enqueue('gone', 'x', { id: 'x' });
     await client.remove('gone', 'x');
     assert.deepEqual(await client.queues(), ['a', 'b', 'c']);
-    assert.deepEqual(cli(base, 'SMEMBERS', `${prefix}:queues`).sort(), ['a', 'b', 'c', 'gone']);
+    assert.deepEqual(redisCli(base, 'SMEMBERS', `${prefix}:queues`).sort(), ['a', 'b', 'c', 'gone']);
     // Another process sees the same, and a queue it writes first joins.
     const other = await open(`${base}?prefix=${prefix}`);
     await other.enqueue('aa', 'x');
@@ -1396,7 +1380,7 @@ void describe('redis store: queue events, turns and the queue registry', () => {
 
 /** FCALL, EVALSHA and EVAL commands the server received (failed and refused ones too) since its stats were reset. */
 function scriptCalls(server: RedisServer): { fcall: number; evalsha: number; eval: number } {
-  const stats = cli(server.url, 'INFO', 'commandstats').join('\n');
+  const stats = redisCli(server.url, 'INFO', 'commandstats').join('\n');
   const count = (name: string): number => {
     const line = new RegExp(`^cmdstat_${name}:calls=(\\d+).*rejected_calls=(\\d+)`, 'm').exec(stats);
     return Number(line?.[1] ?? 0) + Number(line?.[2] ?? 0);
