@@ -1,10 +1,10 @@
 /** zkmq filters: ordered enums in the queue's configuration, absolute and at_least workers. */
 import assert from 'node:assert/strict';
 import { describe } from 'node:test';
-import { FilterError, type MonitorInfo, type WorkerOptions } from '../../src/index.js';
+import { FilterError, type WorkerOptions } from '../../src/index.js';
 import { storeTest, type Harness } from '../support/harness.js';
-import { JobLog } from '../support/jobs.js';
-import { waitFor } from '../support/wait.js';
+import type { JobLog } from '../support/jobs.js';
+import { handledUntilDry } from '../support/until-dry.js';
 import type { StoreFixture } from '../support/fixture.js';
 
 const CLASSES = ['low', 'standard', 'performance', 'high_performance'];
@@ -20,24 +20,10 @@ async function filteredQueue(h: Harness, label: string): Promise<string> {
 
 /**
  * Runs a worker until it has handled `expected` and then polled and found
- * nothing else it may take; returns the ids it handled.
+ * nothing else it may take, a dry run of the queue; returns the ids it handled.
  */
-async function takes(h: Harness, q: string, options: WorkerOptions, expected: number): Promise<JobLog> {
-  const log = new JobLog();
-  const polls: { afterHandled: number; info: MonitorInfo }[] = [];
-  h.worker(q, (job) => log.record(job), {
-    ...options,
-    monitor: (info) => polls.push({ afterHandled: log.seen.length, info }),
-  });
-  await log.count(expected);
-  // A dry poll after the last handling (concurrency 1) proves the rest were looked at and refused.
-  await waitFor(
-    () => polls.some((p) => p.afterHandled >= expected && p.info.claimed.length === 0 && p.info.dryRuns > 0),
-    {
-      what: 'a dry poll after the handled messages',
-    },
-  );
-  return log;
+function takes(h: Harness, q: string, options: WorkerOptions, expected: number): Promise<JobLog> {
+  return handledUntilDry(h, q, expected, options, { dryRun: true });
 }
 
 export function filters(fixture: StoreFixture): void {

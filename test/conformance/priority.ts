@@ -2,11 +2,11 @@
 import assert from 'node:assert/strict';
 import { describe } from 'node:test';
 import { storeTest, type Harness } from '../support/harness.js';
-import { JobLog } from '../support/jobs.js';
 import { passedOverByRefills } from '../support/priority-refill.js';
 import { assertNothingWritten, assertOptionsRefused } from '../support/refused-options.js';
-import { waitFor } from '../support/wait.js';
-import type { MonitorInfo, WorkerOptions } from '../../src/index.js';
+import { JobLog } from '../support/jobs.js';
+import { handledUntilDry } from '../support/until-dry.js';
+import type { WorkerOptions } from '../../src/index.js';
 import type { StoreFixture } from '../support/fixture.js';
 
 const CLASSES = ['low', 'standard'];
@@ -18,18 +18,7 @@ export async function handledOrder(
   expected: number,
   options: WorkerOptions = {},
 ): Promise<string[]> {
-  const log = new JobLog();
-  const polls: { afterHandled: number; info: MonitorInfo }[] = [];
-  h.worker(q, (job) => log.record(job), {
-    ...options,
-    concurrency: 1,
-    monitor: (info) => polls.push({ afterHandled: log.seen.length, info }),
-  });
-  await log.count(expected);
-  await waitFor(() => polls.some((p) => p.afterHandled >= expected && p.info.claimed.length === 0), {
-    what: 'a dry poll after the handled messages',
-  });
-  return log.ids();
+  return (await handledUntilDry(h, q, expected, options)).ids();
 }
 
 export function priority(fixture: StoreFixture): void {
