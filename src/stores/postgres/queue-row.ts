@@ -1,5 +1,5 @@
 /** A queue's row as the store's transactions read it first: the configuration and what claims share. */
-import { DEFAULT_QUEUE_CONFIG, withConfigDefaults } from '../../model/config.js';
+import { ParsedConfigs } from '../sqlite/parsed-configs.js';
 import type { Queryable } from './queryable.js';
 import type { QueueConfig } from '../../model/types.js';
 
@@ -47,18 +47,8 @@ export async function ensureQueueRow(db: Queryable, s: string, queue: string): P
   return result.rows[0] ?? EMPTY;
 }
 
-/** Each queue's configuration as last parsed, with the JSON it came from. */
-export class ConfigCache {
-  private readonly configs = new Map<string, { json: string | null; config: QueueConfig }>();
-
-  of(queue: string, json: string | null): QueueConfig {
-    const cached = this.configs.get(queue);
-    if (cached?.json === json) return cached.config;
-    const config = json === null ? DEFAULT_QUEUE_CONFIG : withConfigDefaults(JSON.parse(json) as Partial<QueueConfig>);
-    this.configs.set(queue, { json, config });
-    return config;
-  }
-
+/** Each queue's configuration as last parsed (sqlite/parsed-configs.ts), and its read from the queue's row. */
+export class ConfigCache extends ParsedConfigs {
   async read(db: Queryable, s: string, queue: string): Promise<QueueConfig> {
     const result = await db.query<{ config: string | null }>(`SELECT config FROM ${s}.queues WHERE queue = $1`, [
       queue,

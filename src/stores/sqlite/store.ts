@@ -12,7 +12,7 @@ import { dirname, resolve } from 'node:path';
 import { createRequire } from 'node:module';
 import type BetterSqlite3 from 'better-sqlite3';
 import { StoreLayoutError, StoreUnavailableError, StoreUrlError } from '../../model/errors.js';
-import { applyConfigPatch, DEFAULT_QUEUE_CONFIG, withConfigDefaults } from '../../model/config.js';
+import { applyConfigPatch } from '../../model/config.js';
 import { sleep } from '../../model/time.js';
 import { parseUrlOptions } from '../contract/url-options.js';
 import {
@@ -37,6 +37,7 @@ import { ScheduleTable } from './schedules.js';
 import { ReportTable } from './reports.js';
 import { withProgress } from '../contract/listing-progress.js';
 import { migrate } from './schema.js';
+import { ParsedConfigs } from './parsed-configs.js';
 import { prepareStatements, type QueueRow, type Statements } from './statements.js';
 import { eventsChannel, Wakeups } from './wakeups.js';
 import { EventLog, pendingEvent, type PendingEvent } from './events.js';
@@ -168,8 +169,7 @@ class SqliteStore implements Store {
   private readonly cancels: Wakeups<CanceledMessage>;
   private readonly ensured = new Set<string>();
   private readonly knownClasses = new Map<string, Set<string>>();
-  // Each queue's configuration as last parsed, with the JSON it came from.
-  private readonly configs = new Map<string, { json: string | null; config: QueueConfig }>();
+  private readonly configs = new ParsedConfigs();
   private readonly lister: Lister;
   private readonly events: EventLog;
   private readonly scheduleTable: ScheduleTable;
@@ -471,14 +471,9 @@ class SqliteStore implements Store {
     return this.configOf(queue, this.sql.queueRow.get(queue) as QueueRow | undefined);
   }
 
-  /** The configuration stored in the queue's row, parsed once per change; configurations from before a field existed read with its default. */
+  /** The configuration stored in the queue's row (parsed-configs.ts). */
   private configOf(queue: string, row: QueueRow | undefined): QueueConfig {
-    const json = row?.config ?? null;
-    const cached = this.configs.get(queue);
-    if (cached?.json === json) return cached.config;
-    const config = json === null ? DEFAULT_QUEUE_CONFIG : withConfigDefaults(JSON.parse(json) as Partial<QueueConfig>);
-    this.configs.set(queue, { json, config });
-    return config;
+    return this.configs.of(queue, row?.config ?? null);
   }
 
   /**
