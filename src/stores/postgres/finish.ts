@@ -2,8 +2,12 @@ import { failMessage } from './failures.js';
 import { childEnded, childrenSucceeded } from './flows.js';
 // The rules of a finish are SQLite's: one statement of them for both stores.
 import {
+  bulkStored,
   finishEvent,
   finishHistory,
+  finishStep,
+  heldFor,
+  leftToFinish,
   isPlainSuccess,
   isResultSuccess,
   resultColumns,
@@ -42,10 +46,14 @@ export async function finishMessages(
        RETURNING m.id, m.seq, m.parent_wait`,
       [now, queue, consumerId, plain.map((f) => f.id), plain.map((f) => f.attempt)],
     );
-    for (const r of updated.rows) done.add(r.id);
+    bulkStored(
+      tx,
+      plain,
+      updated.rows.map((r) => r.id),
+      done,
+    );
     children.push(...owing(updated.rows));
   }
-  for (const f of plain) if (done.has(f.id)) tx.event('completed', f.id, f.attempt);
   // Successes with a result, in one statement too, each row given its own.
   const kept = finishes.filter(isResultSuccess);
   if (kept.length > 0) {
@@ -70,45 +78,37 @@ export async function finishMessages(
         columns.map((c) => c.resultEncoding),
       ],
     );
-    const keptDone = new Set(updated.rows.map((r) => r.id));
+    bulkStored(
+      tx,
+      kept,
+      updated.rows.map((r) => r.id),
+      done,
+    );
     children.push(...owing(updated.rows));
-    for (const f of kept) {
-      if (!keptDone.has(f.id)) continue;
-      done.add(f.id);
-      tx.event('completed', f.id, f.attempt, finishEventText(f));
-    }
   }
   await childrenSucceeded(tx, children);
   let doneCount = done.size;
 
   const results: FinishResult[] = [];
-  for (const f of finishes) {
-    if (done.delete(f.id)) {
-      results.push('ok');
-      continue;
-    }
+  for (const f of leftToFinish(finishes, done, results)) {
     const held = await db.query<HeldRow>(
       `SELECT seq, id, phase, consumer, attempt, requeue, filters, history, parent_wait FROM ${s}.messages
        WHERE queue = $1 AND id = $2 FOR UPDATE`,
       [queue, f.id],
     );
     const row = held.rows[0];
-    if (row?.phase !== 1 || row.consumer !== consumerId || row.attempt !== f.attempt) {
+    if (!heldFor(row, consumerId, f)) {
       results.push('lost');
       continue;
     }
     const history = finishHistory(row, f, consumerId, now);
     const event = finishEvent(row, f);
     if (event !== null) tx.event(event, f.id, f.attempt, finishEventText(f));
-    if (f.outcome === 'retry') {
-      await toPending(tx, row.seq, f, history, now + f.backoffMs, 0, false);
-      if (f.backoffMs === 0) tx.wake();
-    } else if (row.requeue === 1) {
-      // With a backoff the requeued run waits in `done-with-requeue`.
-      const waits = f.backoffMs > 0 ? 1 : 0;
-      await toPending(tx, row.seq, f, history, now + f.backoffMs, waits, true);
-      if (waits === 0) tx.wake();
-    } else if (f.outcome === 'error') {
+    const step = finishStep(row, f, now);
+    if (step.to === 'pending') {
+      await toPending(tx, row.seq, f, history, step.readyAt, step.requeue, step.resetAttempt);
+      if (step.wake) tx.wake();
+    } else if (step.to === 'failed') {
       await failMessage(tx, row, f.error, history);
     } else {
       const { result, resultEncoding } = resultColumns(f);
@@ -116,10 +116,10 @@ export async function finishMessages(
         `UPDATE ${s}.messages SET phase = 2, lock_until = 0, consumer = NULL, backoff_until = $2, outcome = $3,
            last_error = $4, updated_at = $5, result = $6, result_encoding = $7
          WHERE seq = $1`,
-        [row.seq, f.backoffMs > 0 ? now + f.backoffMs : 0, f.outcome, f.error, now, result, resultEncoding],
+        [row.seq, step.backoffUntil, f.outcome, f.error, now, result, resultEncoding],
       );
       doneCount += 1;
-      // A flow's child (never in the bulk updates above) counts for its parent in this transaction.
+      // A flow's child finished here (not in bulk above) counts for its parent in this transaction.
       if (row.parent_wait === 1) await childEnded(tx, row.seq, false, null);
     }
     results.push('ok');

@@ -39,30 +39,21 @@ export function finishMessages(
   const { sql, queue, now } = tx;
   // Plain successes, the common case, go in multi-row updates, and so do successes with a result; the rest one
   // by one.
+  const done = new Set<string>();
   const plain = finishes.filter(isPlainSuccess);
   const rows = plain.map((f) => [f.id, f.attempt]);
-  const done = new Set(bulk.plain([now, queue, consumerId], rows) as string[]);
-  for (const f of plain) if (done.has(f.id)) tx.event('completed', f.id, f.attempt);
+  bulkStored(tx, plain, bulk.plain([now, queue, consumerId], rows) as string[], done);
   const kept = finishes.filter(isResultSuccess);
   if (kept.length > 0) {
     const keptRows = kept.map((f) => [f.id, f.attempt, ...resultValues(f)]);
-    const keptDone = new Set(bulk.withResult([now, queue, consumerId], keptRows) as string[]);
-    for (const f of kept) {
-      if (!keptDone.has(f.id)) continue;
-      done.add(f.id);
-      tx.event('completed', f.id, f.attempt, finishEventText(f));
-    }
+    bulkStored(tx, kept, bulk.withResult([now, queue, consumerId], keptRows) as string[], done);
   }
   let doneCount = done.size;
 
   const results: FinishResult[] = [];
-  for (const f of finishes) {
-    if (done.delete(f.id)) {
-      results.push('ok');
-      continue;
-    }
+  for (const f of leftToFinish(finishes, done, results)) {
     const row = sql.held.get(queue, f.id) as HeldRow | undefined;
-    if (row?.phase !== Phase.Locked || row.consumer !== consumerId || row.attempt !== f.attempt) {
+    if (!heldFor(row, consumerId, f)) {
       results.push('lost');
       continue;
     }
@@ -70,18 +61,15 @@ export function finishMessages(
     const common = { seq: row.seq, outcome: f.outcome, error: f.error, history, now };
     const event = finishEvent(row, f);
     if (event !== null) tx.event(event, f.id, f.attempt, finishEventText(f));
-    if (f.outcome === 'retry') {
-      sql.toPending.run({ ...common, readyAt: now + f.backoffMs, requeue: 0, resetAttempt: 0 });
-      if (f.backoffMs === 0) tx.wake(queue);
-    } else if (row.requeue === 1) {
-      // With a backoff the requeued run waits in `done-with-requeue`.
-      const waits = f.backoffMs > 0 ? 1 : 0;
-      sql.toPending.run({ ...common, readyAt: now + f.backoffMs, requeue: waits, resetAttempt: 1 });
-      if (waits === 0) tx.wake(queue);
-    } else if (f.outcome === 'error') {
+    const step = finishStep(row, f, now);
+    if (step.to === 'pending') {
+      const { readyAt, requeue } = step;
+      sql.toPending.run({ ...common, readyAt, requeue, resetAttempt: step.resetAttempt ? 1 : 0 });
+      if (step.wake) tx.wake(queue);
+    } else if (step.to === 'failed') {
       failMessage(tx, row, f.error, history);
     } else {
-      sql.toDone.run({ ...common, backoffUntil: f.backoffMs > 0 ? now + f.backoffMs : 0, ...resultColumns(f) });
+      sql.toDone.run({ ...common, backoffUntil: step.backoffUntil, ...resultColumns(f) });
       doneCount += 1;
       // A flow's child (never in the bulk updates above) counts for its parent in this transaction.
       if (row.parent_wait === 1) childEnded(tx, row.seq, false, null);
@@ -98,6 +86,76 @@ export function finishMessages(
 export interface BulkFinishes {
   readonly plain: ChunkedStatement;
   readonly withResult: ChunkedStatement;
+}
+
+/** Whether the consumer holds `row`'s message for the attempt `f` finishes (else the finish is lost). */
+export function heldFor(row: HeldRow | undefined, consumerId: string, f: Finish): row is HeldRow {
+  return row?.phase === Phase.Locked && row.consumer === consumerId && row.attempt === f.attempt;
+}
+
+/** Where a finish taken one by one moves its message: the rules both SQL stores apply. */
+export type FinishStep =
+  | {
+      readonly to: 'pending';
+      readonly readyAt: number;
+      /** 1: the requeued run waits its backoff in `done-with-requeue`. */
+      readonly requeue: 0 | 1;
+      /** A requeued run starts again at attempt 0. */
+      readonly resetAttempt: boolean;
+      /** Ready now: the queue's workers are woken. */
+      readonly wake: boolean;
+    }
+  | { readonly to: 'failed' }
+  | { readonly to: 'done'; readonly backoffUntil: number };
+
+/**
+ * A retry waits its backoff; a message marked for requeue goes back with attempt 0, whatever the outcome (after
+ * its backoff, if the outcome set one); otherwise an error fails it (its backoff ignored) and a success is done.
+ */
+export function finishStep(row: { readonly requeue: number }, f: Finish, now: number): FinishStep {
+  const readyAt = now + f.backoffMs;
+  if (f.outcome === 'retry')
+    return { to: 'pending', readyAt, requeue: 0, resetAttempt: false, wake: f.backoffMs === 0 };
+  if (row.requeue === 1) {
+    const waits = f.backoffMs > 0;
+    return { to: 'pending', readyAt, requeue: waits ? 1 : 0, resetAttempt: true, wake: !waits };
+  }
+  if (f.outcome === 'error') return { to: 'failed' };
+  return { to: 'done', backoffUntil: f.backoffMs > 0 ? readyAt : 0 };
+}
+
+/**
+ * The finishes left to take one by one, in order: each one stored in bulk (in `done`) is answered `ok` in
+ * `results` in its place instead, and leaves `done`, so a second finish of its id in the batch is taken on its own.
+ * Shared with the PostgreSQL store.
+ */
+export function* leftToFinish(
+  finishes: readonly Finish[],
+  done: Set<string>,
+  results: FinishResult[],
+): Generator<Finish> {
+  for (const f of finishes) {
+    if (done.delete(f.id)) results.push('ok');
+    else yield f;
+  }
+}
+
+/**
+ * Successes written in bulk: those the store took (`stored`: their ids) join `done`, each with its queue event.
+ * Shared with the PostgreSQL store.
+ */
+export function bulkStored(
+  tx: Pick<WriteContext, 'event'>,
+  finishes: readonly Finish[],
+  stored: readonly string[],
+  done: Set<string>,
+): void {
+  const took = new Set(stored);
+  for (const f of finishes) {
+    if (!took.has(f.id)) continue;
+    done.add(f.id);
+    tx.event('completed', f.id, f.attempt, finishEventText(f));
+  }
 }
 
 /** A success with no backoff, error or result: the finish most messages end with, written in bulk. */
