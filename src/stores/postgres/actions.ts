@@ -5,6 +5,7 @@ import type { WriteContext } from './tx.js';
 import { failMessage } from './failures.js';
 import { cancelWaitingParent, childEnded, childrenRetried } from './flows.js';
 import { cancelPayload, wakeChannel } from './channel.js';
+import { changedCount } from '../sqlite/actions.js';
 import { cancelPlan, type CancelRow } from '../sqlite/cancel-plan.js';
 import { updatePlan } from '../sqlite/update-plan.js';
 import type { MessageEdit } from '../../model/update.js';
@@ -59,8 +60,7 @@ export async function retryMessages(tx: WriteContext, ids: readonly string[]): P
     tx.event('enqueued', id, 0);
     return 'queued';
   });
-  const retried = results.filter((r) => r.ok).length;
-  if (retried > 0) redriven(tx, retried);
+  redriven(tx, changedCount(results));
   return results;
 }
 
@@ -79,11 +79,13 @@ export async function retryFailed(tx: WriteContext, max: number): Promise<number
   );
   await childrenRetried(tx, rows);
   for (const { id } of rows) tx.event('enqueued', id, 0);
-  if (rows.length > 0) redriven(tx, rows.length);
+  redriven(tx, rows.length);
   return rows.length;
 }
 
+/** `count` failed messages went back to the queue: the counters move, and the queue's workers wake. */
 function redriven(tx: WriteContext, count: number): void {
+  if (count === 0) return;
   tx.count(count, 0, -count);
   tx.wake();
 }

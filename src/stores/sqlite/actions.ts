@@ -40,8 +40,7 @@ export function retryMessages(tx: WriteContext, ids: readonly string[]): ActionR
     tx.event('enqueued', id, 0);
     return 'queued';
   });
-  const retried = results.filter((r) => r.ok).length;
-  if (retried > 0) redriven(tx, retried);
+  redriven(tx, changedCount(results));
   return results;
 }
 
@@ -57,11 +56,18 @@ export function retryFailed(tx: WriteContext, max: number): number {
     childRetried(tx, row);
     tx.event('enqueued', row.id, 0);
   }
-  if (rows.length > 0) redriven(tx, rows.length);
+  redriven(tx, rows.length);
   return rows.length;
 }
 
+/** How many of an action's results changed their message. Shared with the PostgreSQL store. */
+export function changedCount(results: readonly ActionResult[]): number {
+  return results.filter((r) => r.ok).length;
+}
+
+/** `count` failed messages went back to the queue: the counters move, and the queue's workers wake. */
 function redriven(tx: WriteContext, count: number): void {
+  if (count === 0) return;
   tx.sql.addCounts.run({ queue: tx.queue, size: count, done: 0, failed: -count });
   tx.wake(tx.queue);
 }
