@@ -135,6 +135,11 @@ export async function openPostgresStore(url: string): Promise<Store> {
 class PostgresStore implements Store {
   readonly kind = 'postgres';
   readonly capabilities: StoreCapabilities;
+  // The actions that are one write of their queue (actions.ts).
+  readonly retry = this.action(retryMessages);
+  readonly retryFailed = this.action(retryFailed);
+  readonly remove = this.action(removeMessages);
+  readonly promote = this.action(promoteMessages);
   private readonly schema: string;
   private readonly s: string;
   private readonly configs = new ConfigCache();
@@ -299,18 +304,6 @@ class PostgresStore implements Store {
     });
   }
 
-  retry(queue: string, ids: readonly string[]): Promise<ActionResult[]> {
-    return this.write(queue, (tx) => retryMessages(tx, ids));
-  }
-
-  retryFailed(queue: string, max: number): Promise<number> {
-    return this.write(queue, (tx) => retryFailed(tx, max));
-  }
-
-  remove(queue: string, ids: readonly string[]): Promise<ActionResult[]> {
-    return this.write(queue, (tx) => removeMessages(tx, ids));
-  }
-
   cancel(queue: string, id: string, error: string): Promise<ActionResult> {
     return this.write(queue, (tx) => cancelMessage(tx, id, error));
   }
@@ -322,10 +315,6 @@ class PostgresStore implements Store {
 
   update(queue: string, id: string, edit: MessageEdit): Promise<ActionResult> {
     return this.write(queue, (tx) => updateMessage(tx, id, edit));
-  }
-
-  promote(queue: string, ids: readonly string[]): Promise<ActionResult[]> {
-    return this.write(queue, (tx) => promoteMessages(tx, ids));
   }
 
   async clear(queues: readonly string[]): Promise<void> {
@@ -542,6 +531,13 @@ class PostgresStore implements Store {
       await finish();
       return result;
     });
+  }
+
+  /** A Store call that runs `fn` in one write of its queue, with the call's arguments after the queue. */
+  private action<A extends unknown[], R>(
+    fn: (tx: WriteContext, ...args: A) => Promise<R>,
+  ): (queue: string, ...args: A) => Promise<R> {
+    return (queue, ...args) => this.write(queue, (tx) => fn(tx, ...args));
   }
 
   /** Runs `fn` in a transaction, again when PostgreSQL rolled it back whole (transaction.ts). */

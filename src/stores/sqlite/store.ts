@@ -161,6 +161,11 @@ class SqliteStore implements Store {
     groupRateLimit: true,
     flows: true,
   };
+  // The actions that are one write of their queue (actions.ts).
+  readonly retry = this.action(retryMessages);
+  readonly retryFailed = this.action(retryFailed);
+  readonly remove = this.action(removeMessages);
+  readonly promote = this.action(promoteMessages);
   private readonly sql: Statements;
   private readonly insertMessages: MessageInserts;
   private readonly bulkFinishes: BulkFinishes;
@@ -314,18 +319,6 @@ class SqliteStore implements Store {
     });
   }
 
-  retry(queue: string, ids: readonly string[]): Promise<ActionResult[]> {
-    return this.write(queue, (tx) => retryMessages(tx, ids));
-  }
-
-  retryFailed(queue: string, max: number): Promise<number> {
-    return this.write(queue, (tx) => retryFailed(tx, max));
-  }
-
-  remove(queue: string, ids: readonly string[]): Promise<ActionResult[]> {
-    return this.write(queue, (tx) => removeMessages(tx, ids));
-  }
-
   async cancel(queue: string, id: string, error: string): Promise<ActionResult> {
     const { result, held } = await this.write(queue, (tx) => cancelMessage(tx, id, error));
     if (held !== null) this.cancels.notifyWith(queue, held);
@@ -338,10 +331,6 @@ class SqliteStore implements Store {
 
   update(queue: string, id: string, edit: MessageEdit): Promise<ActionResult> {
     return this.write(queue, (tx) => updateMessage(tx, id, edit, this.classesOf(queue)));
-  }
-
-  promote(queue: string, ids: readonly string[]): Promise<ActionResult[]> {
-    return this.write(queue, (tx) => promoteMessages(tx, ids));
   }
 
   async clear(queues: readonly string[]): Promise<void> {
@@ -483,6 +472,13 @@ class SqliteStore implements Store {
    */
   private write<T>(queue: string, fn: (tx: WriteContext) => T): Promise<T> {
     return this.transaction(() => this.writeIn(queue, fn));
+  }
+
+  /** A Store call that runs `fn` in one write of its queue, with the call's arguments after the queue. */
+  private action<A extends unknown[], R>(
+    fn: (tx: WriteContext, ...args: A) => R,
+  ): (queue: string, ...args: A) => Promise<R> {
+    return (queue, ...args) => this.write(queue, (tx) => fn(tx, ...args));
   }
 
   private writeIn<T>(queue: string, fn: (tx: WriteContext) => T): T {
