@@ -68,6 +68,37 @@ export function requeue(fixture: StoreFixture): void {
       );
     });
 
+    storeTest(
+      fixture,
+      'requeued while locked, a run that ends with a backoff waits it in done-with-requeue, then runs again',
+      async (h) => {
+        const q = h.queue('rq-locked-backoff');
+        const release = gate();
+        const log = new JobLog();
+        h.worker(q, async (job) => {
+          log.record(job);
+          if (log.seen.length > 1) return undefined;
+          await release.opened;
+          return { status: 'success', backoffMs: BACKOFF_MS };
+        });
+        await h.client.enqueue(q, 'old', { id: 'm' });
+        await log.handled('m', 1);
+        assert.deepEqual(await h.client.enqueue(q, 'new', { id: 'm', allowRequeue: true }), {
+          ok: true,
+          id: 'm',
+          action: 'requeued',
+        });
+        release.open();
+        await waitForStatus(h.client, q, 'm', 'done-with-requeue');
+        await log.count(2);
+        assert.deepEqual(
+          log.seen.map((s) => s.attempt),
+          [1, 1],
+          'the requeued run starts again at attempt 1',
+        );
+      },
+    );
+
     storeTest(fixture, 'allowRequeue on a queued or unknown message changes nothing special', async (h) => {
       const q = h.queue('rq-queued');
       assert.deepEqual(await h.client.enqueue(q, 'a', { id: 'm', allowRequeue: true }), {
