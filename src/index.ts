@@ -29,7 +29,7 @@ export { TRACE_METADATA_KEY } from './tracing/carrier.js';
 export type { ExpBackoffOptions } from './model/backoff.js';
 export { MESSAGE_STATES } from './model/types.js';
 export { FLOW_MAX_NODES } from './model/flow.js';
-export type { ChildFailurePolicy, ChildStatus, FlowIds, FlowNode, FlowTree } from './model/flow.js';
+export type { ChildFailurePolicy, ChildStatus, FlowDependency, FlowIds, FlowNode, FlowTree } from './model/flow.js';
 export { QUEUE_EVENT_TYPES } from './model/events.js';
 export type { QueueEvent, QueueEventType, StoredEvent } from './model/events.js';
 export type { EventPage } from './stores/contract/contract.js';
@@ -104,5 +104,6 @@ export {
   CanceledError,
   FlowRefusedError,
 } from './model/errors.js';
+export type { FlowRefusal } from './model/errors.js';
 export { createDashboard } from './dashboard/dashboard.js';
 export type { Dashboard, DashboardOptions } from './dashboard/dashboard.js';

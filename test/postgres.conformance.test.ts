@@ -12,5 +12,6 @@ conformance({
     overlapClaims: true,
     groupRateLimit: true,
     flows: true,
+    flowDependsOn: false,
   },
 });

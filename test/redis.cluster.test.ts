@@ -50,6 +50,7 @@ conformance({
     overlapClaims: true,
     groupRateLimit: true,
     flows: false,
+    flowDependsOn: false,
   },
 });
 

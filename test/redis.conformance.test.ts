@@ -26,5 +26,6 @@ conformance({
     overlapClaims: true,
     groupRateLimit: true,
     flows: true,
+    flowDependsOn: false,
   },
 });

@@ -12,5 +12,6 @@ conformance({
     overlapClaims: false,
     groupRateLimit: true,
     flows: true,
+    flowDependsOn: true,
   },
 });

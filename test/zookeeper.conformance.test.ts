@@ -28,5 +28,6 @@ conformance({
     overlapClaims: false,
     groupRateLimit: true,
     flows: true,
+    flowDependsOn: false,
   },
 });

@@ -2,7 +2,7 @@
  * Flows through a client: writing a tree of messages at once (each parent `waiting-children` until its children
  * have ended), and reading a message's flow back.
  */
-import { flowIds, flowSteps, type FlowIds, type FlowNode, type FlowTree } from '../model/flow.js';
+import { checkFlowNames, flowIds, flowSteps, type FlowIds, type FlowNode, type FlowTree } from '../model/flow.js';
 import type { Payload, QueueConfig } from '../model/types.js';
 import type { EnqueueOptions } from '../model/types.js';
 import type { NewMessage, Store } from '../stores/contract/contract.js';
@@ -17,6 +17,11 @@ export interface FlowMessages {
 export async function writeFlow(store: Store, tree: FlowTree, make: FlowMessages): Promise<FlowIds> {
   const steps = flowSteps(tree);
   if (!store.capabilities.flows || store.flow === undefined) throw noFlows(store);
+  if (!store.capabilities.flowDependsOn && steps.some((step) => step.dependsOn.length > 0)) {
+    throw new TypeError(
+      `a flow's dependsOn is not available on this ${store.kind} store yet; use SQLite or PostgreSQL`,
+    );
+  }
   const configs = new Map<string, QueueConfig>();
   for (const { queue, tree: node } of steps) {
     if (node.filters !== undefined && !configs.has(queue)) configs.set(queue, await make.config(queue));
@@ -27,9 +32,12 @@ export async function writeFlow(store: Store, tree: FlowTree, make: FlowMessages
     parent: step.parent,
     children: step.children,
     onChildFailure: step.onChildFailure,
+    dependsOn: step.dependsOn,
   }));
-  const ids = new Set(messages.map(({ queue, message }) => `${queue}\n${message.id}`));
-  if (ids.size < messages.length) throw new TypeError('a flow names one message (queue and id) twice');
+  checkFlowNames(
+    steps,
+    messages.map(({ message }) => message.id),
+  );
   await store.flow(messages);
   return flowIds(
     steps,

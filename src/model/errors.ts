@@ -249,16 +249,35 @@ export class CanceledError extends KvmqError {
   }
 }
 
-/** A flow was not written, not one of its messages: this one's id exists in its queue (`state` is its state). */
+/**
+ * Why a flow was refused: a node's id `exists` in its queue; a dependency (`dependsOn`) is `missing` (gone, or
+ * never was), `has-parent` (a message has one parent), or `failed` under an `onChildFailure` other than `ignore`
+ * (its parent could only be written failed).
+ */
+export type FlowRefusal = 'exists' | 'missing' | 'has-parent' | 'failed';
+
+const FLOW_REFUSALS: Readonly<Record<FlowRefusal, string>> = {
+  exists: 'exists',
+  missing: 'is named in dependsOn but does not exist',
+  'has-parent': 'is named in dependsOn but already has a parent',
+  failed: 'is named in dependsOn but failed, and its onChildFailure is not ignore',
+};
+
+/**
+ * A flow was not written, not one of its messages, because of this message (`reason`): its id exists in its
+ * queue, or it is a dependency the flow cannot take. `state` is its state (`none` for a missing one).
+ */
 export class FlowRefusedError extends KvmqError {
   readonly queue: string;
   readonly id: string;
   readonly state: string;
+  readonly reason: FlowRefusal;
 
-  constructor(queue: string, id: string, state: string) {
-    super('FLOW_REFUSED', `flow not written: message '${id}' of queue '${queue}' exists (${state})`);
+  constructor(queue: string, id: string, state: string, reason: FlowRefusal = 'exists') {
+    super('FLOW_REFUSED', `flow not written: message '${id}' of queue '${queue}' ${FLOW_REFUSALS[reason]} (${state})`);
     this.queue = queue;
     this.id = id;
     this.state = state;
+    this.reason = reason;
   }
 }

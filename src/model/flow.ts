@@ -2,7 +2,7 @@
  * Flows: a tree of messages written at once, each parent waiting (`waiting-children`) until every child of it has
  * ended. The shapes callers give and get back, and the walk that checks a tree and lays it out parents first.
  */
-import { checkKnownKeys, checkPlainObject, checkQueueName } from './validate.js';
+import { checkKnownKeys, checkMessageId, checkPlainObject, checkQueueName } from './validate.js';
 import type { BatchItem, MessageStatus } from './types.js';
 
 /**
@@ -24,6 +24,23 @@ export interface FlowTree extends Omit<BatchItem, 'debounce' | 'allowRequeue' | 
   readonly onChildFailure?: ChildFailurePolicy;
   /** Messages that must all end before this one is queued; they may be in other queues of the store. */
   readonly children?: readonly FlowTree[];
+  /** Messages already enqueued that become children of this one, in the flow's write. */
+  readonly dependsOn?: readonly FlowDependency[];
+}
+
+/** A message already enqueued that a flow's node waits for, as its child (`FlowTree.dependsOn`). */
+export interface FlowDependency {
+  readonly queue: string;
+  readonly id: string;
+  /** What its final failure does to the node. @defaultValue 'fail' */
+  readonly onChildFailure?: ChildFailurePolicy;
+}
+
+/** A checked dependency, as a store links it: the message, and its policy. */
+export interface FlowLink {
+  readonly queue: string;
+  readonly id: string;
+  readonly onChildFailure: ChildFailurePolicy;
 }
 
 /** The ids a flow was written with, in the tree's shape. */
@@ -42,7 +59,7 @@ export interface FlowNode extends MessageStatus {
 export type ChildStatus = MessageStatus;
 
 /** The options a flow node takes besides the message's own (checked by the client as an enqueue's). */
-export const FLOW_NODE_KEYS = ['queue', 'payload', 'onChildFailure', 'children'] as const;
+export const FLOW_NODE_KEYS = ['queue', 'payload', 'onChildFailure', 'children', 'dependsOn'] as const;
 
 /** The message options a flow node takes: an enqueue's, but not those that need an existing message. */
 export const FLOW_MESSAGE_KEYS = [
@@ -66,6 +83,8 @@ export interface FlowStep {
   readonly parent: number | null;
   readonly children: number;
   readonly onChildFailure: ChildFailurePolicy;
+  /** The messages already enqueued it waits for too. */
+  readonly dependsOn: readonly FlowLink[];
 }
 
 /** Checks a flow's shape (not its messages' options) and lays it out parents first, depth first. */
@@ -78,10 +97,7 @@ export function flowSteps(root: unknown): FlowStep[] {
     checkKnownKeys('flow', tree, [...FLOW_NODE_KEYS, ...FLOW_MESSAGE_KEYS]);
     const children: unknown = tree.children ?? [];
     if (!Array.isArray(children)) throw new TypeError("a flow node's children must be an array of flow nodes");
-    const policy: unknown = tree.onChildFailure ?? 'fail';
-    if (!CHILD_FAILURE_POLICIES.includes(policy as ChildFailurePolicy)) {
-      throw new TypeError(`onChildFailure must be one of ${CHILD_FAILURE_POLICIES.join(', ')}`);
-    }
+    const policy = checkPolicy(tree.onChildFailure);
     if (parent === null && tree.onChildFailure !== undefined) {
       throw new TypeError("onChildFailure is a child's option: the flow's root has no parent");
     }
@@ -90,7 +106,8 @@ export function flowSteps(root: unknown): FlowStep[] {
       queue: checkQueueName(tree.queue),
       parent,
       children: children.length,
-      onChildFailure: policy as ChildFailurePolicy,
+      onChildFailure: policy,
+      dependsOn: flowLinks(tree.dependsOn),
     });
     if (steps.length + stack.length + children.length > FLOW_MAX_NODES) {
       throw new TypeError(`a flow has at most ${FLOW_MAX_NODES} nodes`);
@@ -99,6 +116,44 @@ export function flowSteps(root: unknown): FlowStep[] {
     for (let i = children.length - 1; i >= 0; i--) stack.push({ node: children[i], parent: index });
   }
   return steps;
+}
+
+function checkPolicy(value: unknown): ChildFailurePolicy {
+  const policy = value ?? 'fail';
+  if (!CHILD_FAILURE_POLICIES.includes(policy as ChildFailurePolicy)) {
+    throw new TypeError(`onChildFailure must be one of ${CHILD_FAILURE_POLICIES.join(', ')}`);
+  }
+  return policy as ChildFailurePolicy;
+}
+
+/** A node's `dependsOn`, checked: an array of `{ queue, id, onChildFailure? }`. */
+function flowLinks(value: unknown): FlowLink[] {
+  if (value === undefined) return [];
+  if (!Array.isArray(value)) throw new TypeError("a flow node's dependsOn must be an array of { queue, id }");
+  return value.map((item: unknown) => {
+    const link = checkPlainObject('a flow dependency', item);
+    checkKnownKeys('dependsOn', link, ['queue', 'id', 'onChildFailure']);
+    return {
+      queue: checkQueueName(link.queue),
+      id: checkMessageId(link.id),
+      onChildFailure: checkPolicy(link.onChildFailure),
+    };
+  });
+}
+
+/**
+ * Throws a TypeError when a flow names a message twice: a node's (queue, id) or a dependency's, each may
+ * appear once (a message has one parent).
+ */
+export function checkFlowNames(steps: readonly FlowStep[], ids: readonly string[]): void {
+  const seen = new Set<string>();
+  const add = (queue: string, id: string, what: string): void => {
+    const key = `${queue}\n${id}`;
+    if (seen.has(key)) throw new TypeError(`a flow names one message (queue and id) twice: ${what} ${queue}/${id}`);
+    seen.add(key);
+  };
+  for (const [i, step] of steps.entries()) add(step.queue, ids[i] ?? '', 'the node');
+  for (const step of steps) for (const link of step.dependsOn) add(link.queue, link.id, 'the dependency');
 }
 
 /** The written ids in the tree's shape, from the steps and each step's id. */

@@ -14,7 +14,7 @@ import { FlowRefusedError } from '../../src/model/errors.js';
 import type { FlowNode, FlowTree, Handler, MessageStatus } from '../../src/index.js';
 
 /** A node's (queue, id, state), its children's after it, depth first. */
-function shape(node: FlowNode): string[] {
+export function shape(node: FlowNode): string[] {
   return [`${node.queue}/${node.id}:${node.state}`, ...node.children.flatMap(shape)];
 }
 

@@ -24,6 +24,7 @@ import { gc } from './gc.js';
 import { groups } from './groups.js';
 import { groupRateLimit } from './group-rate-limit.js';
 import { flows } from './flows.js';
+import { dependsOn } from './depends-on.js';
 import { lifecycle } from './lifecycle.js';
 import { lifo } from './lifo.js';
 import { list } from './list.js';
@@ -86,6 +87,7 @@ export function conformance(fixture: StoreFixture): void {
     rateLimit(fixture);
     groupRateLimit(fixture);
     flows(fixture);
+    dependsOn(fixture);
     schedules(fixture);
     reports(fixture);
     cancel(fixture);

@@ -7,7 +7,7 @@
  * resolves only after the store has applied the change.
  */
 import type { StoredEvent } from '../../model/events.js';
-import type { ChildFailurePolicy, FlowNode } from '../../model/flow.js';
+import type { ChildFailurePolicy, FlowLink, FlowNode } from '../../model/flow.js';
 import type { ListQuery } from '../../model/list.js';
 import type { EncodedPayload, PayloadEncoding } from '../../model/payload.js';
 import type { StoredLog } from '../../model/reports.js';
@@ -62,6 +62,11 @@ export interface StoreCapabilities {
   readonly groupRateLimit: boolean;
   /** The store writes flows (`Store.flow`, `Store.flowTree`); `client.flow` refuses them otherwise. */
   readonly flows: boolean;
+  /**
+   * With `flows`: a flow's node may wait on messages already enqueued (`dependsOn`), linked in the flow's atomic
+   * write; `client.flow` refuses a flow that names any otherwise.
+   */
+  readonly flowDependsOn: boolean;
   /**
    * The client sends a tick's enqueues in calls of this many messages (a caller's messages are never split),
    * each as soon as it is full, so a store whose calls pipeline on one connection applies one call while the
@@ -322,6 +327,13 @@ export interface FlowMessage {
   readonly children: number;
   /** What its final failure does to its parent. */
   readonly onChildFailure: ChildFailurePolicy;
+  /**
+   * Messages already enqueued that become its children too (not counted in `children`). Each is linked in the
+   * flow's atomic write: one not ended owes it a count, one that succeeded owes nothing, one that failed owes
+   * nothing under `ignore` and refuses the flow otherwise; one missing or with a parent refuses it
+   * (FlowRefusedError with that `reason`), nothing written.
+   */
+  readonly dependsOn: readonly FlowLink[];
 }
 
 /** A held message that was canceled, as `subscribeCancels` tells it. */

@@ -174,6 +174,7 @@ class PostgresStore implements Store {
       overlapClaims: true,
       groupRateLimit: true,
       flows: true,
+      flowDependsOn: false,
     };
     this.schema = options.schema;
     this.s = quoteIdent(options.schema);

@@ -12,7 +12,7 @@ import { statusOf, type StatusRow } from './inspect.js';
 import type { FailingRow, WriteContext } from './write-context.js';
 import type { Statements } from './statements.js';
 import type { FlowMessage } from '../contract/contract.js';
-import type { ChildFailurePolicy, FlowNode } from '../../model/flow.js';
+import type { ChildFailurePolicy, FlowLink, FlowNode } from '../../model/flow.js';
 import type { MessageStatus } from '../../model/types.js';
 
 /** child_failure as stored (both SQL stores). */
@@ -26,9 +26,35 @@ interface ParentRow extends FailingRow {
   readonly ready_at: number;
 }
 
+/** A message a flow's node depends on, as found: its row, and whether it still owes the node a count. */
+interface Dependency {
+  readonly seq: number;
+  readonly waits: boolean;
+  readonly childFailure: number;
+}
+
 /**
- * Writes a flow's messages, parents first, in the caller's transaction. An id that exists throws
- * FlowRefusedError, which rolls the whole transaction back. `addClass` records a queue's filter class.
+ * The messages a node depends on (dependsOn), read in the flow's transaction (no end can slip between this
+ * read and the link). One missing, with a parent, or failed under a policy other than `ignore` throws
+ * FlowRefusedError; one that ended otherwise owes nothing.
+ */
+function dependencies(sql: Statements, links: readonly FlowLink[], now: number): Dependency[] {
+  return links.map(({ queue, id, onChildFailure }) => {
+    const row = sql.existing.get(queue, id) as (StateRow & { seq: number; parent_seq: number | null }) | undefined;
+    if (row === undefined) throw new FlowRefusedError(queue, id, 'none', 'missing');
+    if (row.parent_seq !== null) throw new FlowRefusedError(queue, id, stateOf(row, now), 'has-parent');
+    if (row.phase === Phase.Failed && onChildFailure !== 'ignore') {
+      throw new FlowRefusedError(queue, id, stateOf(row, now), 'failed');
+    }
+    const ended = row.phase === Phase.Done || row.phase === Phase.Failed;
+    return { seq: row.seq, waits: !ended, childFailure: CHILD_FAILURE[onChildFailure] };
+  });
+}
+
+/**
+ * Writes a flow's messages, parents first, in the caller's transaction, and links the messages each depends
+ * on as its children. An id that exists, or a dependency it cannot take, throws FlowRefusedError, which rolls
+ * the whole transaction back. `addClass` records a queue's filter class.
  */
 export function writeFlow(
   tx: WriteContext,
@@ -38,7 +64,10 @@ export function writeFlow(
   const { sql, now } = tx;
   const seqs: number[] = [];
   const counts = new Map<string, { size: number; waiting: number }>();
-  for (const { queue, message: m, parent, children, onChildFailure } of messages) {
+  const linked = messages.map((f) => dependencies(sql, f.dependsOn, now));
+  for (const [i, { queue, message: m, parent, onChildFailure, children: newChildren }] of messages.entries()) {
+    const deps = linked[i] ?? [];
+    const children = newChildren + deps.filter((d) => d.waits).length;
     if (!counts.has(queue)) {
       sql.ensureQueue.run(queue);
       counts.set(queue, { size: 0, waiting: 0 });
@@ -69,6 +98,14 @@ export function writeFlow(
       throw new FlowRefusedError(queue, m.id, stateOf(existing, now));
     }
     seqs.push(inserted.seq);
+    for (const d of deps) {
+      sql.linkChild.run({
+        seq: d.seq,
+        parentSeq: inserted.seq,
+        parentWait: d.waits ? 1 : 0,
+        childFailure: d.childFailure,
+      });
+    }
     const count = counts.get(queue) as { size: number; waiting: number };
     if (children > 0) count.waiting += 1;
     else count.size += 1;

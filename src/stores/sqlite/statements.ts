@@ -209,6 +209,9 @@ export const SQL = {
        VALUES (@queue, @id, @payload, @encoding, @metadata, @filters, @phase, @readyAt, @now, @now, @policy, @priority,
          @group, @parentSeq, @parentWait, @childFailure, @childrenLeft)
        ON CONFLICT (queue, id) DO NOTHING RETURNING seq`,
+  // A message enqueued before the flow, linked as a node's child (dependsOn); it owes a count unless it ended.
+  linkChild: `UPDATE kvmq_messages SET parent_seq = @parentSeq, parent_wait = @parentWait, child_failure = @childFailure
+       WHERE seq = @seq`,
   // A child that ended: its parent and policy; parent_wait goes to 0 so it is counted once.
   childEnds: `UPDATE kvmq_messages SET parent_wait = 0 WHERE seq = ? AND parent_wait = 1
        RETURNING parent_seq, child_failure, queue, id`,

@@ -160,6 +160,7 @@ class SqliteStore implements Store {
     overlapClaims: false,
     groupRateLimit: true,
     flows: true,
+    flowDependsOn: true,
   };
   // The actions that are one write of their queue (actions.ts).
   readonly retry = this.action(retryMessages);

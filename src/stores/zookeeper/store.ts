@@ -97,6 +97,7 @@ class ZookeeperStore implements Store {
     overlapClaims: false,
     groupRateLimit: true,
     flows: true,
+    flowDependsOn: false,
   };
   private readonly ctx: StoreContext;
   private closed = false;
