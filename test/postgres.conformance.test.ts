@@ -12,6 +12,6 @@ conformance({
     overlapClaims: true,
     groupRateLimit: true,
     flows: true,
-    flowDependsOn: false,
+    flowDependsOn: true,
   },
 });

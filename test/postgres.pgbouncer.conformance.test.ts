@@ -15,6 +15,6 @@ conformance({
     overlapClaims: true,
     groupRateLimit: true,
     flows: true,
-    flowDependsOn: false,
+    flowDependsOn: true,
   },
 });

@@ -35,6 +35,28 @@ export function flowInsertSql(s: string): string {
 }
 
 /**
+ * The messages a flow depends on ($1 queues, $2 ids), locked until the flow commits: an end that raced the flow
+ * either committed first (this read sees it) or waits for the flow and then finds the link. In seq order, so
+ * two flows naming the same messages lock them in one order.
+ */
+export function lockDependenciesSql(s: string): string {
+  return `SELECT m.seq, m.queue, m.id, m.phase, m.ready_at, m.lock_until, m.backoff_until, m.requeue, m.parent_seq
+     FROM ${s}.messages m JOIN unnest($1::text[], $2::text[]) AS d(q, i) ON m.queue = d.q AND m.id = d.i
+     ORDER BY m.seq FOR UPDATE OF m`;
+}
+
+/**
+ * Links the dependencies as children ($1 their seqs; $2, $3 each one's parent's queue and id, written by the
+ * flow; $4 whether it owes the parent a count; $5 its child_failure).
+ */
+export function linkDependenciesSql(s: string): string {
+  return `UPDATE ${s}.messages m SET parent_seq = p.seq, parent_wait = l.w, child_failure = l.cf
+     FROM unnest($1::bigint[], $2::text[], $3::text[], $4::smallint[], $5::smallint[]) AS l(seq, pq, pi, w, cf)
+       JOIN ${s}.messages p ON p.queue = l.pq AND p.id = l.pi
+     WHERE m.seq = l.seq`;
+}
+
+/**
  * A child's end ($1 its seq, $2 whether it failed, $3 now): its debt cleared (parent_wait 1 → 0, so it is counted
  * once); when its parent waits and the end counts as one ended (a success, or a failure its policy ignores), the
  * parent's children_left goes down, and at 0 the parent is pending (phase 0, at its own ready time). Returns the

@@ -7,7 +7,7 @@
  */
 import { FlowRefusedError } from '../../model/errors.js';
 import { asBuffer } from '../sqlite/content.js';
-import { CHILD_FAILURE } from '../sqlite/flows.js';
+import { CHILD_FAILURE, dependencyWaits, type DependencyRow } from '../sqlite/flows.js';
 import { statusOf, type StatusRow } from '../sqlite/inspect.js';
 import { stateOf, type StateRow } from '../sqlite/state.js';
 import {
@@ -19,6 +19,8 @@ import {
   flowChildrenSql,
   flowInsertSql,
   flowTreeSql,
+  linkDependenciesSql,
+  lockDependenciesSql,
   removeChildrenSql,
   waitingParentSql,
 } from './flow-sql.js';
@@ -52,11 +54,14 @@ interface EndRow {
 }
 
 /**
- * Writes a flow's messages, parents first, in the caller's transaction: one statement. An id that exists throws
- * FlowRefusedError, which rolls the whole transaction back.
+ * Writes a flow's messages, parents first, in the caller's transaction: the messages they depend on locked and
+ * checked, then one statement for the new ones, then one that links the dependencies. An id that exists, or a
+ * dependency the flow cannot take, throws FlowRefusedError, which rolls the whole transaction back.
  */
 export async function writeFlow(tx: WriteContext, messages: readonly FlowMessage[]): Promise<void> {
   const { db, s, now } = tx;
+  const links = await lockDependencies(tx, messages);
+  const waiting = messages.map((f) => f.children + links.filter((l) => l.parent === f && l.waits).length);
   const written = await db.query<{ queue: string; id: string }>(flowInsertSql(s), [
     messages.map((f) => f.queue),
     messages.map((f) => f.message.id),
@@ -69,17 +74,50 @@ export async function writeFlow(tx: WriteContext, messages: readonly FlowMessage
     messages.map((f) => f.message.priority),
     messages.map((f) => f.message.group),
     messages.map((f) => f.parent),
-    messages.map((f) => f.children),
+    waiting,
     messages.map((f) => CHILD_FAILURE[f.onChildFailure]),
     now,
   ]);
   if (written.rows.length < messages.length) await refuse(db, s, messages, written.rows, now);
-  for (const { queue, message, children } of messages) {
+  if (links.length > 0) {
+    await db.query(linkDependenciesSql(s), [
+      links.map((l) => l.seq),
+      links.map((l) => l.parent.queue),
+      links.map((l) => l.parent.message.id),
+      links.map((l) => (l.waits ? 1 : 0)),
+      links.map((l) => l.childFailure),
+    ]);
+  }
+  for (const [i, { queue, message }] of messages.entries()) {
     tx.event('enqueued', message.id, 0, null, queue);
-    if (children > 0) continue;
+    if ((waiting[i] ?? 0) > 0) continue;
     tx.count(1, 0, 0, queue);
     if (message.initialBackoffMs === 0) tx.wake(queue);
   }
+}
+
+/** A dependency as locked: its row's seq, the node it becomes a child of, whether it owes that node a count. */
+interface LockedDependency {
+  readonly seq: number;
+  readonly parent: FlowMessage;
+  readonly waits: boolean;
+  readonly childFailure: number;
+}
+
+/** Locks the messages the flow's nodes depend on, and checks each (dependencyWaits). */
+async function lockDependencies(tx: WriteContext, messages: readonly FlowMessage[]): Promise<LockedDependency[]> {
+  const named = messages.flatMap((parent) => parent.dependsOn.map((link) => ({ parent, link })));
+  if (named.length === 0) return [];
+  const { rows } = await tx.db.query<DependencyRow & { queue: string; id: string }>(lockDependenciesSql(tx.s), [
+    named.map(({ link }) => link.queue),
+    named.map(({ link }) => link.id),
+  ]);
+  const found = new Map(rows.map((row) => [`${row.queue}\n${row.id}`, row]));
+  return named.map(({ parent, link }) => {
+    const row = found.get(`${link.queue}\n${link.id}`);
+    const waits = dependencyWaits(link, row, tx.now);
+    return { seq: (row as DependencyRow).seq, parent, waits, childFailure: CHILD_FAILURE[link.onChildFailure] };
+  });
 }
 
 /** Throws FlowRefusedError for the first message not written: its id existed. */
@@ -224,10 +262,11 @@ export async function flowTree(db: Queryable, s: string, queue: string, id: stri
   const { rows } = await db.query<NodeRow>(flowTreeSql(s), [queue, id]);
   const now = Date.now();
   const nodes = new Map<number, FlowNode & { children: FlowNode[] }>();
+  for (const row of rows) nodes.set(row.seq, { ...statusOf(row.queue, row, now), children: [] as FlowNode[] });
+  // Linked after all are made: a dependency (dependsOn) is older than its parent, so it comes first.
   let top: FlowNode | null = null;
   for (const row of rows) {
-    const node = { ...statusOf(row.queue, row, now), children: [] as FlowNode[] };
-    nodes.set(row.seq, node);
+    const node = nodes.get(row.seq) as FlowNode;
     if (row.top) top = node;
     else if (row.parent_seq !== null) nodes.get(row.parent_seq)?.children.push(node);
   }

@@ -174,7 +174,7 @@ class PostgresStore implements Store {
       overlapClaims: true,
       groupRateLimit: true,
       flows: true,
-      flowDependsOn: false,
+      flowDependsOn: true,
     };
     this.schema = options.schema;
     this.s = quoteIdent(options.schema);

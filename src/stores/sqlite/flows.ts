@@ -33,21 +33,29 @@ interface Dependency {
   readonly childFailure: number;
 }
 
+/** A dependency's row as a flow reads it, under lock (both SQL stores). */
+export type DependencyRow = StateRow & { readonly seq: number; readonly parent_seq: number | null };
+
 /**
- * The messages a node depends on (dependsOn), read in the flow's transaction (no end can slip between this
- * read and the link). One missing, with a parent, or failed under a policy other than `ignore` throws
- * FlowRefusedError; one that ended otherwise owes nothing.
+ * Whether a dependency (its row, undefined when missing) owes its new parent a count: not when it has ended. One
+ * missing, with a parent, or failed under a policy other than `ignore` throws FlowRefusedError (both SQL stores).
  */
+export function dependencyWaits(link: FlowLink, row: DependencyRow | undefined, now: number): boolean {
+  const { queue, id } = link;
+  if (row === undefined) throw new FlowRefusedError(queue, id, 'none', 'missing');
+  if (row.parent_seq !== null) throw new FlowRefusedError(queue, id, stateOf(row, now), 'has-parent');
+  if (row.phase === Phase.Failed && link.onChildFailure !== 'ignore') {
+    throw new FlowRefusedError(queue, id, stateOf(row, now), 'failed');
+  }
+  return row.phase !== Phase.Done && row.phase !== Phase.Failed;
+}
+
+/** The messages a node depends on, read in the flow's transaction (no end can slip between read and link). */
 function dependencies(sql: Statements, links: readonly FlowLink[], now: number): Dependency[] {
-  return links.map(({ queue, id, onChildFailure }) => {
-    const row = sql.existing.get(queue, id) as (StateRow & { seq: number; parent_seq: number | null }) | undefined;
-    if (row === undefined) throw new FlowRefusedError(queue, id, 'none', 'missing');
-    if (row.parent_seq !== null) throw new FlowRefusedError(queue, id, stateOf(row, now), 'has-parent');
-    if (row.phase === Phase.Failed && onChildFailure !== 'ignore') {
-      throw new FlowRefusedError(queue, id, stateOf(row, now), 'failed');
-    }
-    const ended = row.phase === Phase.Done || row.phase === Phase.Failed;
-    return { seq: row.seq, waits: !ended, childFailure: CHILD_FAILURE[onChildFailure] };
+  return links.map((link) => {
+    const row = sql.existing.get(link.queue, link.id) as DependencyRow | undefined;
+    const waits = dependencyWaits(link, row, now);
+    return { seq: (row as DependencyRow).seq, waits, childFailure: CHILD_FAILURE[link.onChildFailure] };
   });
 }
 
