@@ -26,6 +26,6 @@ conformance({
     overlapClaims: true,
     groupRateLimit: true,
     flows: true,
-    flowDependsOn: false,
+    flowDependsOn: true,
   },
 });

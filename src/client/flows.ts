@@ -19,7 +19,7 @@ export async function writeFlow(store: Store, tree: FlowTree, make: FlowMessages
   if (!store.capabilities.flows || store.flow === undefined) throw noFlows(store);
   if (!store.capabilities.flowDependsOn && steps.some((step) => step.dependsOn.length > 0)) {
     throw new TypeError(
-      `a flow's dependsOn is not available on this ${store.kind} store yet; use SQLite or PostgreSQL`,
+      `a flow's dependsOn is not available on this ${store.kind} store yet; use SQLite, PostgreSQL or Redis (not a cluster)`,
     );
   }
   const configs = new Map<string, QueueConfig>();

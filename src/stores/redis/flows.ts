@@ -4,7 +4,7 @@
  * at a time: a child's `parent` link up to the root, then each parent's `children` down, each node's status
  * by the status script.
  */
-import { FlowRefusedError } from '../../model/errors.js';
+import { FlowRefusedError, type FlowRefusal } from '../../model/errors.js';
 import { encodeContent, list, text } from './codec.js';
 import { encodeMetadata } from './enqueue.js';
 import { messageStatus } from './inspect.js';
@@ -28,7 +28,7 @@ interface Ref {
 export async function writeFlow(scripts: Scripts, messages: readonly FlowMessage[]): Promise<void> {
   const root = messages[0];
   if (root === undefined) return;
-  const args: ScriptArg[] = [];
+  const args: ScriptArg[] = [messages.length];
   for (const { queue, message: m, parent, children, onChildFailure } of messages) {
     args.push(
       queue,
@@ -45,11 +45,20 @@ export async function writeFlow(scripts: Scripts, messages: readonly FlowMessage
       POLICY_LETTER[onChildFailure],
     );
   }
-  const [reply, queue, id] = list(await scripts.run(SCRIPTS.flow, root.queue, args)).map((part) => text(part) ?? '');
-  if (reply === 'ok' || queue === undefined || id === undefined) return;
+  for (const [i, { dependsOn }] of messages.entries()) {
+    for (const link of dependsOn) args.push(i + 1, link.queue, link.id, POLICY_LETTER[link.onChildFailure]);
+  }
+  const reply = list(await scripts.run(SCRIPTS.flow, root.queue, args)).map((part) => text(part) ?? '');
+  const [answer, queue, id, reason = 'exists'] = reply;
+  if (answer === 'ok' || queue === undefined || id === undefined) return;
   // The state is read after the refusal: nothing was written, so the flow stays refused whatever it reads.
   const status = await messageStatus(scripts, queue, id);
-  throw new FlowRefusedError(queue, id, status?.state ?? 'gone');
+  throw new FlowRefusedError(
+    queue,
+    id,
+    status?.state ?? (reason === 'exists' ? 'gone' : 'none'),
+    reason as FlowRefusal,
+  );
 }
 
 /** Reads flow links: `parent` or `children` fields of messages in their queues, in one round trip. */

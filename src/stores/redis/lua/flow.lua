@@ -3,25 +3,35 @@
 -- the others queued (or scheduled for their runAt) as an enqueue would, children linked to their parents
 -- (lib/flows.lua). Its messages may be in any queue of the store (the call's key names the root's). Every key
 -- written is type-checked, and every id looked up, before the first write: an id that exists refuses the
--- whole flow. Each message writes an `enqueued` event in its queue (events on).
+-- whole flow. Each message writes an `enqueued` event in its queue (events on). Messages already enqueued that
+-- a node depends on (dependsOn) become its children here: linked in `parent`, and owing it a count in `owes`
+-- unless they have ended (a success owes nothing; a failure neither, under 'i', and refuses the flow otherwise).
 --
 -- KEYS: (none of its own)
--- ARGV: twelve per message, parents before their children: queue, id, content (encoding tag + payload),
---       metadata JSON ('' for none), filter class ('' for none), initial backoff ms, policy JSON ('' for none),
---       priority ('' for 0), group ('' for none), its parent's place in ARGV's messages (1-based; 0 for the
---       root), how many children it has, onChildFailure ('f', 'i' or 'r')
--- Reply: { 'ok' }, or { 'refused', queue, id } when a message's id exists in its queue (nothing written)
+-- ARGV: how many messages; then twelve per message, parents before their children: queue, id, content
+--       (encoding tag + payload), metadata JSON ('' for none), filter class ('' for none), initial backoff ms,
+--       policy JSON ('' for none), priority ('' for 0), group ('' for none), its parent's place in ARGV's
+--       messages (1-based; 0 for the root), how many children it has, onChildFailure ('f', 'i' or 'r'); then
+--       four per dependency: its node's place in the messages (1-based), queue, id, onChildFailure
+-- Reply: { 'ok' }, or { 'refused', queue, id, reason } when a message's id exists in its queue (reason 'exists')
+--       or a dependency is 'missing', has a parent ('has-parent') or 'failed' (nothing written)
 -- Include: common events flows
 
 local PER = 12
+local count = tonumber(ARGV[1])
 local nodes = {}
-for base = 1, #ARGV, PER do
+for base = 2, 1 + count * PER, PER do
   nodes[#nodes + 1] = {
     queue = ARGV[base], id = ARGV[base + 1], content = ARGV[base + 2], meta = ARGV[base + 3],
     class = ARGV[base + 4], backoff = tonumber(ARGV[base + 5]), policy = ARGV[base + 6],
     priority = ARGV[base + 7], group = ARGV[base + 8], parent = tonumber(ARGV[base + 9]),
     children = tonumber(ARGV[base + 10]), on_failure = ARGV[base + 11],
   }
+end
+local deps = {}
+for base = 2 + count * PER, #ARGV, 4 do
+  deps[#deps + 1] = { node = tonumber(ARGV[base]), queue = ARGV[base + 1], id = ARGV[base + 2],
+    on_failure = ARGV[base + 3] }
 end
 
 local FLOW_TYPES = {
@@ -60,14 +70,46 @@ end
 
 for _, node in ipairs(nodes) do
   if redis.call('HEXISTS', flow_key(node.queue, 'messages'), node.id) == 1 then
-    return { 'refused', node.queue, node.id }
+    return { 'refused', node.queue, node.id, 'exists' }
   end
+end
+
+-- Each dependency checked, and whether it still owes its node a count (one done and not requeued, or failed,
+-- has ended); its node then waits for it too.
+local DEP_TYPES = { hash = { 'messages', 'parent', 'owes', 'children' }, zset = { 'failed' },
+  set = { 'done', 'requeue' }, string = { 'layout' } }
+local dep_queues = {}
+for _, dep in ipairs(deps) do
+  if not dep_queues[dep.queue] then
+    for kind, names in pairs(DEP_TYPES) do
+      for _, name in ipairs(names) do check_type(flow_key(dep.queue, name), kind) end
+    end
+    dep_queues[dep.queue] = true
+  end
+  local key = function(name) return flow_key(dep.queue, name) end
+  if redis.call('HEXISTS', key('messages'), dep.id) == 0 then return { 'refused', dep.queue, dep.id, 'missing' } end
+  if redis.call('HEXISTS', key('parent'), dep.id) == 1 then return { 'refused', dep.queue, dep.id, 'has-parent' } end
+  local failed = redis.call('ZSCORE', key('failed'), dep.id)
+  if failed and dep.on_failure ~= 'i' then return { 'refused', dep.queue, dep.id, 'failed' } end
+  local done = redis.call('SISMEMBER', key('done'), dep.id) == 1 and redis.call('SISMEMBER', key('requeue'), dep.id) == 0
+  dep.waits = not (failed or done)
+  if dep.waits then nodes[dep.node].children = nodes[dep.node].children + 1 end
 end
 
 local now = now_ms()
 local w = pending_writes()
 -- Ready ids per ready list, in the order written; children per parent, as '<queue> <id>' lines.
 local ready, lists, children = {}, {}, {}
+-- Dependencies first: they were enqueued before the flow's new children.
+for _, dep in ipairs(deps) do
+  local parent = nodes[dep.node]
+  local link = dep.on_failure .. ' ' .. parent.queue .. ' ' .. parent.id
+  later(w, 'hset', flow_key(dep.queue, 'parent'), dep.id, link)
+  if dep.waits then later(w, 'hset', flow_key(dep.queue, 'owes'), dep.id, link) end
+  local refs = children[dep.node] or {}
+  refs[#refs + 1] = dep.queue .. ' ' .. dep.id
+  children[dep.node] = refs
+end
 for _, node in ipairs(nodes) do
   local key = function(name) return flow_key(node.queue, name) end
   local id = node.id
@@ -122,6 +164,9 @@ for _, at in ipairs(lists) do
   call_chunked('LPUSH', at.list, ready[at.list])
   redis.call('HINCRBY', flow_key(at.queue, 'pushes'), at.lane, #ready[at.list])
   if at.lane ~= at.class then redis.call('ZADD', flow_key(at.queue, 'lanes'), tonumber(at.priority), at.lane) end
+end
+for name in pairs(dep_queues) do
+  if not queues[name] and redis.call('EXISTS', flow_key(name, 'owes')) == 1 then flow_mark(name) end
 end
 for name, q in pairs(queues) do
   if redis.call('EXISTS', flow_key(name, 'owes')) == 1 then flow_mark(name) end
