@@ -9,14 +9,20 @@ import { FlowRefusedError, StoreLimitError } from '../../model/errors.js';
 import { isZkError, ZkCode, type ZkOp } from './client.js';
 import { MULTI_BYTES, newTaskOps, type FlowFields } from './enqueue.js';
 import { notePath } from './finish.js';
+import { linkOps, readDependencies } from './flow-links.js';
 import { messageStatus } from './inspect.js';
 import { mapLimit } from './tree.js';
+import { sleep } from '../../model/time.js';
 import type { EventRecord } from './events.js';
 import type { StoreContext } from './context.js';
 import type { QueueContext } from './queue.js';
 import type { FlowMessage } from '../contract/contract.js';
 
 const TRIES = 10;
+/** Tries a flow with dependencies may take when one of them changed under it (its worker is at work on it). */
+const LINK_TRIES = 100;
+/** An op's owner for a dependency's link: a multi failing there is planned again from fresh reads. */
+const LINK = -2;
 /**
  * Bytes an operation costs in a multi besides its path and data: framing (13), a create's ACL (31) and flags (4),
  * and the chroot ZooKeeper's paths carry (up to 30 characters).
@@ -39,18 +45,25 @@ export async function writeFlow(ctx: StoreContext, messages: readonly FlowMessag
     if (!q.knowsTaskBucket(bucket)) buckets.set(bucket, q);
   }
   await mapLimit([...buckets], 64, ([bucket, q]) => q.makeTaskBucket(bucket));
-  for (let tries = 0; tries < TRIES; tries++) {
-    const { ops, owner, made } = await flowOps(ctx, messages, queues);
+  for (let tries = 0, linkTries = 0; tries < TRIES && linkTries < LINK_TRIES; tries++) {
+    const { ops, owner, made, waiting } = await flowOps(ctx, messages, queues);
     try {
       const created = await ctx.zk.multi(ops);
       created.forEach((r, k) => notePath(ctx, ops[k], r.path));
       for (const q of queues.values()) q.noteBucketsMade(made);
-      for (const queue of new Set(messages.filter((m) => m.children === 0).map((m) => m.queue))) {
+      for (const queue of new Set(messages.filter((_, i) => !waiting[i]).map((m) => m.queue))) {
         ctx.wakeups.notify(queue);
       }
       return;
     } catch (error) {
       if (!isZkError(error) || error.opIndex < 0) throw error;
+      if (owner[error.opIndex] === LINK) {
+        // A dependency changed (or went) since it was read: read it again, after a pause its writer may finish in.
+        tries -= 1;
+        linkTries += 1;
+        await sleep(Math.random() * 10);
+        continue;
+      }
       const failed = ops[error.opIndex];
       const m = messages[owner[error.opIndex] ?? -1];
       if (
@@ -85,9 +98,14 @@ async function flowOps(
   ctx: StoreContext,
   messages: readonly FlowMessage[],
   queues: ReadonlyMap<string, QueueContext>,
-): Promise<{ ops: ZkOp[]; owner: number[]; made: string[] }> {
+): Promise<{ ops: ZkOp[]; owner: number[]; made: string[]; waiting: boolean[] }> {
   const now = Date.now();
-  const children = messages.map((): [string, string][] => []);
+  const deps = await readDependencies(ctx, messages);
+  // Each node's children, its dependencies first (enqueued before the flow), and how many it waits for.
+  const children = messages.map((_, i): [string, string][] =>
+    deps.filter((d) => d.node === i).map((d) => [d.link.queue, d.link.id]),
+  );
+  const left = messages.map((m, i) => m.children + deps.filter((d) => d.node === i && d.waits).length);
   for (const m of messages) if (m.parent !== null) children[m.parent]?.push([m.queue, m.message.id]);
   const body: ZkOp[] = [];
   const owner: number[] = [];
@@ -95,10 +113,10 @@ async function flowOps(
   const events = new Map<QueueContext, EventRecord[]>();
   for (const [i, m] of messages.entries()) {
     const q = queues.get(m.queue) as QueueContext;
-    const waits = m.children > 0;
+    const waits = (left[i] ?? 0) > 0;
     // A sub-queue not made yet is made first: a multi's bucket creates need their sub-queue there.
     if (!waits) await madeSub(q, m);
-    const taskOps = await newTaskOps(q, m.message, now, fields(messages, i, children[i] ?? []));
+    const taskOps = await newTaskOps(q, m.message, now, fields(messages, i, children[i] ?? [], left[i] ?? 0));
     body.push(...taskOps);
     owner.push(...taskOps.map(() => i));
     if (!waits) touched.add(q.paths.classDir(m.message.filterClass, m.message.priority));
@@ -112,20 +130,23 @@ async function flowOps(
   for (const path of touched) shared.push({ op: 'set', path, data: Buffer.alloc(0), version: -1 });
   const first: ZkOp[] = [];
   for (const q of queues.values()) first.push(...q.bucketCreates(body));
-  const ops = [...first, ...body, ...shared];
+  const links = linkOps(messages, deps);
+  const ops = [...first, ...body, ...links, ...shared];
   checkSize(messages.length, ops);
   const made = first.map((op) => op.path);
-  return { ops, owner: [...first.map(() => -1), ...owner, ...shared.map(() => -1)], made };
+  const owners = [...first.map(() => -1), ...owner, ...links.map(() => LINK), ...shared.map(() => -1)];
+  return { ops, owner: owners, made, waiting: left.map((n) => n > 0) };
 }
 
-/** What a flow node's state adds: its children and their count, its parent and what it owes it. */
-function fields(messages: readonly FlowMessage[], i: number, children: [string, string][]): FlowFields {
+/** What a flow node's state adds: its children and how many it waits for, its parent and what it owes it. */
+function fields(messages: readonly FlowMessage[], i: number, children: [string, string][], left: number): FlowFields {
   const m = messages[i] as FlowMessage;
   const parent = m.parent === null ? undefined : messages[m.parent];
   return {
-    waits: m.children > 0,
+    waits: left > 0,
     state: {
-      ...(children.length === 0 ? {} : { children, childrenLeft: children.length }),
+      ...(children.length === 0 ? {} : { children }),
+      ...(left === 0 ? {} : { childrenLeft: left }),
       ...(parent === undefined
         ? {}
         : {
