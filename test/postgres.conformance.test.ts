@@ -12,6 +12,5 @@ conformance({
     overlapClaims: true,
     groupRateLimit: true,
     flows: true,
-    flowDependsOn: true,
   },
 });

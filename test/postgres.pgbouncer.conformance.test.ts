@@ -15,6 +15,5 @@ conformance({
     overlapClaims: true,
     groupRateLimit: true,
     flows: true,
-    flowDependsOn: true,
   },
 });

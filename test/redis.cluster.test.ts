@@ -50,7 +50,6 @@ conformance({
     overlapClaims: true,
     groupRateLimit: true,
     flows: false,
-    flowDependsOn: false,
   },
 });
 

@@ -26,6 +26,5 @@ conformance({
     overlapClaims: true,
     groupRateLimit: true,
     flows: true,
-    flowDependsOn: true,
   },
 });

@@ -12,6 +12,5 @@ conformance({
     overlapClaims: false,
     groupRateLimit: true,
     flows: true,
-    flowDependsOn: true,
   },
 });

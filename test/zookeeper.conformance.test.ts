@@ -28,6 +28,5 @@ conformance({
     overlapClaims: false,
     groupRateLimit: true,
     flows: true,
-    flowDependsOn: false,
   },
 });

@@ -17,11 +17,6 @@ export interface FlowMessages {
 export async function writeFlow(store: Store, tree: FlowTree, make: FlowMessages): Promise<FlowIds> {
   const steps = flowSteps(tree);
   if (!store.capabilities.flows || store.flow === undefined) throw noFlows(store);
-  if (!store.capabilities.flowDependsOn && steps.some((step) => step.dependsOn.length > 0)) {
-    throw new TypeError(
-      `a flow's dependsOn is not available on this ${store.kind} store yet; use SQLite, PostgreSQL or Redis (not a cluster)`,
-    );
-  }
   const configs = new Map<string, QueueConfig>();
   for (const { queue, tree: node } of steps) {
     if (node.filters !== undefined && !configs.has(queue)) configs.set(queue, await make.config(queue));

@@ -63,11 +63,6 @@ export interface StoreCapabilities {
   /** The store writes flows (`Store.flow`, `Store.flowTree`); `client.flow` refuses them otherwise. */
   readonly flows: boolean;
   /**
-   * With `flows`: a flow's node may wait on messages already enqueued (`dependsOn`), linked in the flow's atomic
-   * write; `client.flow` refuses a flow that names any otherwise.
-   */
-  readonly flowDependsOn: boolean;
-  /**
    * The client sends a tick's enqueues in calls of this many messages (a caller's messages are never split),
    * each as soon as it is full, so a store whose calls pipeline on one connection applies one call while the
    * client prepares the next. Absent: one call per tick (a store that wants one transaction per tick).

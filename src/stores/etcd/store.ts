@@ -103,7 +103,6 @@ export class EtcdStore implements Store {
     overlapClaims: false,
     groupRateLimit: true,
     flows: false,
-    flowDependsOn: false,
     // Finishes (and enqueueEach) go through a lane per queue (txn-lane.ts).
     groupCommit: true,
   };

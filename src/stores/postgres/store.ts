@@ -174,7 +174,6 @@ class PostgresStore implements Store {
       overlapClaims: true,
       groupRateLimit: true,
       flows: true,
-      flowDependsOn: true,
     };
     this.schema = options.schema;
     this.s = quoteIdent(options.schema);

@@ -118,7 +118,6 @@ class RedisStore implements Store {
       overlapClaims: true,
       groupRateLimit: true,
       flows: !redis.isCluster,
-      flowDependsOn: !redis.isCluster,
       enqueueCallMessages: ENQUEUE_CALL_MESSAGES,
     };
     this.registry = new QueueRegistry(scripts, url.prefix);

@@ -160,7 +160,6 @@ class SqliteStore implements Store {
     overlapClaims: false,
     groupRateLimit: true,
     flows: true,
-    flowDependsOn: true,
   };
   // The actions that are one write of their queue (actions.ts).
   readonly retry = this.action(retryMessages);

@@ -97,7 +97,6 @@ class ZookeeperStore implements Store {
     overlapClaims: false,
     groupRateLimit: true,
     flows: true,
-    flowDependsOn: false,
   };
   private readonly ctx: StoreContext;
   private closed = false;
