@@ -332,6 +332,29 @@ export function dependsOn(fixture: StoreFixture): void {
 
     storeTest(
       fixture,
+      "a child failing under 'remove' removes the dependencies not yet started, and the parent fails",
+      async (h) => {
+        const q = h.queue('dep-remove');
+        const dq = h.queue('dep-remove-d');
+        await enqueueAll(h, dq, ['d']);
+        await h.client.flow({
+          queue: q,
+          payload: 'p',
+          id: 'p',
+          children: [{ queue: q, payload: 'bad', id: 'bad', attempts: 1, onChildFailure: 'remove' }],
+          dependsOn: [{ queue: dq, id: 'd' }],
+        });
+        h.worker(q, () => ({ status: 'error', error: 'broken' }));
+        const parent = await waitForStatus(h.client, q, 'p', 'failed');
+        assert.equal(parent.lastError, `child ${q}/bad failed: broken`);
+        assert.equal(await h.client.status(dq, 'd'), null);
+        assert.equal((await h.client.queueStatus(dq)).counts.queued, 0);
+      },
+      { capability: 'flows' },
+    );
+
+    storeTest(
+      fixture,
       'cancel of the waiting parent cancels its dependencies not yet started, not those running',
       async (h) => {
         const q = h.queue('dep-cancel');
