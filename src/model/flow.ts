@@ -91,6 +91,8 @@ export interface FlowStep {
 export function flowSteps(root: unknown): FlowStep[] {
   const steps: FlowStep[] = [];
   const stack: { node: unknown; parent: number | null }[] = [{ node: root, parent: null }];
+  // Dependencies count against the bound too: each is a message the flow's write links.
+  let linked = 0;
   while (stack.length > 0) {
     const { node, parent } = stack.pop() as { node: unknown; parent: number | null };
     const tree = checkPlainObject('a flow node', node) as unknown as FlowTree;
@@ -101,17 +103,19 @@ export function flowSteps(root: unknown): FlowStep[] {
     if (parent === null && tree.onChildFailure !== undefined) {
       throw new TypeError("onChildFailure is a child's option: the flow's root has no parent");
     }
+    const named: unknown = tree.dependsOn;
+    linked += Array.isArray(named) ? named.length : 0;
+    if (steps.length + 1 + stack.length + children.length + linked > FLOW_MAX_NODES) {
+      throw new TypeError(`a flow has at most ${FLOW_MAX_NODES} nodes, its dependsOn messages included`);
+    }
     steps.push({
       tree,
       queue: checkQueueName(tree.queue),
       parent,
       children: children.length,
       onChildFailure: policy,
-      dependsOn: flowLinks(tree.dependsOn),
+      dependsOn: flowLinks(named),
     });
-    if (steps.length + stack.length + children.length > FLOW_MAX_NODES) {
-      throw new TypeError(`a flow has at most ${FLOW_MAX_NODES} nodes`);
-    }
     const index = steps.length - 1;
     for (let i = children.length - 1; i >= 0; i--) stack.push({ node: children[i], parent: index });
   }

@@ -322,6 +322,12 @@ export function dependsOn(fixture: StoreFixture): void {
           TypeError,
         );
         await assert.rejects(h.client.flow({ ...node, dependsOn: 'a' as never }), TypeError);
+        const many = Array.from({ length: 10_000 }, (_, i) => ({ queue: q, id: `d${i}` }));
+        await assert.rejects(
+          h.client.flow({ ...node, dependsOn: many }),
+          (e: unknown) =>
+            e instanceof TypeError && /at most 10000 nodes, its dependsOn messages included/.test(e.message),
+        );
         for (const id of ['p', 'c']) assert.equal(await h.client.status(q, id), null);
         const tree = await h.client.getFlow(q, 'a');
         assert.ok(tree !== null);
