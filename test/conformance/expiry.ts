@@ -94,6 +94,35 @@ export function expiry(fixture: StoreFixture): void {
       assert.deepEqual(log.ids().sort(), ['kept', 'plain']);
     });
 
+    storeTest(
+      fixture,
+      "a flow's parent past its time to live while its children run expires once it is queued, unrun",
+      async (h) => {
+        const q = h.queue('ttl-parent');
+        const kids = h.queue('ttl-kids');
+        await h.client.flow({
+          queue: q,
+          payload: 'p',
+          id: 'p',
+          expireAfterMs: TTL_MS,
+          children: [{ queue: kids, payload: 'c', id: 'c' }],
+        });
+        await sleep(TTL_MS * 3);
+        // Waiting for its child, it is not expired: it has not been queued yet.
+        await h.client.gc(q);
+        assert.equal((await h.client.status(q, 'p'))?.state, 'waiting-children');
+        const worker = h.worker(kids, () => undefined);
+        await waitForStatus(h.client, kids, 'c', 'done-awaiting-gc');
+        await worker.stop();
+        assert.equal((await h.client.status(q, 'p'))?.state, 'queued');
+        await h.client.gc(q);
+        const status = await h.client.status(q, 'p');
+        assert.equal(status?.state, 'failed', 'queued past its deadline, it expires');
+        assert.equal(status.lastError, 'expired');
+      },
+      { capability: 'flows' },
+    );
+
     storeTest(fixture, 'an expired message moves to the dead-letter queue', async (h) => {
       const q = h.queue('ttl-dlq-source');
       const dlq = h.queue('ttl-dlq');
