@@ -19,7 +19,8 @@
  *    time from a worker's start to its first message, the drain rate and clearing it;
  * 5. the standard bench (`bench/run.ts --store URL --backlog N`, N = --standard-backlog, 100,000: it keeps every
  *    queue it measures until its end, which with a million more would pass etcd's quota), which writes the
- *    `etcd` section;
+ *    `etcd` section; `--only LIST` is handed to it, so LIST names bench/run.ts's measurements (parts 1-4 always
+ *    run), and it writes no section then;
  *
  * and writes the `etcd-protocol` section of docs/benchmarks.md.
  */
