@@ -3,7 +3,7 @@
 import { stateOf, type StateRow } from '../sqlite/state.js';
 import type { WriteContext } from './tx.js';
 import { failMessage } from './failures.js';
-import { cancelWaitingParent, childEnded, childrenRetried } from './flows.js';
+import { cancelWaitingParent, childFailed, childrenRetried } from './flows.js';
 import { cancelPayload, wakeChannel } from './channel.js';
 import { changedCount } from '../sqlite/actions.js';
 import { cancelPlan, type CancelRow } from '../sqlite/cancel-plan.js';
@@ -95,7 +95,7 @@ export function removeMessages(tx: WriteContext, ids: readonly string[]): Promis
   return each(tx, ids, async (row, state, id) => {
     if (state === 'locked' || state === 'locked-with-requeue') return undefined;
     // A flow's child removed before it ended ends for its parent as a failure would.
-    if (row.parent_wait === 1) await childEnded(tx, row.seq, true, 'removed');
+    if (row.parent_wait === 1) await childFailed(tx, row.seq, 'removed');
     // Gone already when a sibling's end removed it (onChildFailure 'remove').
     const deleted = await tx.db.query(`DELETE FROM ${tx.s}.messages WHERE seq = $1`, [row.seq]);
     if (deleted.rowCount === 0) return null;

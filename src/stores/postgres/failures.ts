@@ -1,5 +1,5 @@
 /** What happens to a message that fails: it stays `failed` in its queue, or moves to the dead-letter queue. */
-import { childEnded } from './flows.js';
+import { childFailed } from './flows.js';
 import type { WriteContext } from './tx.js';
 
 export { historyWith } from '../sqlite/failures.js';
@@ -30,7 +30,7 @@ export async function failMessage(
   const dlq = tx.config.deadLetterQueue;
   tx.event('failed', row.id, row.attempt, error);
   // A flow's child ends for its parent here, before the row moves.
-  if (row.parent_wait === 1) await childEnded(tx, row.seq, true, error);
+  if (row.parent_wait === 1) await childFailed(tx, row.seq, error);
   if (dlq !== null) {
     const moved = await db.query(
       `WITH q AS (INSERT INTO ${s}.queues (queue) VALUES ($2) ON CONFLICT DO NOTHING),

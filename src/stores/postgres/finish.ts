@@ -1,5 +1,5 @@
 import { failMessage } from './failures.js';
-import { childEnded, childrenSucceeded } from './flows.js';
+import { childrenSucceeded } from './flows.js';
 // The rules of a finish are SQLite's: one statement of them for both stores.
 import {
   bulkStored,
@@ -21,10 +21,10 @@ import type { Finish, FinishResult } from '../contract/contract.js';
  * Records handler outcomes in one transaction (the caller's). Only the consumer that holds the message, for
  * the attempt it was handed, may finish it: a late finish after the lock ended and another consumer took it
  * is `lost`. Plain successes, the common case, are one statement for the whole batch, and so are successes with
- * a result; the flow children among them then count for their parents in one more statement (flows.ts); the
- * rest one by one, with the rules of the SQLite store (src/stores/sqlite/finish.ts): a message marked for requeue goes
+ * a result; the rest one by one, with the rules of the SQLite store (src/stores/sqlite/finish.ts): a message marked for requeue goes
  * back with attempt 0 whatever the outcome, an error fails it, a retry waits its backoff, and each stored outcome is a
- * queue event but for a give-back.
+ * queue event but for a give-back. The flow children that succeeded, in bulk or not, then count for their parents
+ * in one more statement (flows.ts).
  */
 export async function finishMessages(
   tx: WriteContext,
@@ -34,8 +34,17 @@ export async function finishMessages(
   const { db, s, queue, now } = tx;
   const plain = finishes.filter(isPlainSuccess);
   const done = new Set<string>();
-  // The flow children among the bulk successes: they count for their parents together, below.
+  // The flow children that succeeded: they count for their parents together, at the end.
   const children: number[] = [];
+  const storedInBulk = (bulk: readonly Finish[], rows: readonly BulkRow[]): void => {
+    bulkStored(
+      tx,
+      bulk,
+      rows.map((r) => r.id),
+      done,
+    );
+    for (const r of rows) if (r.parent_wait === 1) children.push(r.seq);
+  };
   if (plain.length > 0) {
     const updated = await db.query<BulkRow>(
       `UPDATE ${s}.messages m SET phase = 2, lock_until = 0, consumer = NULL, backoff_until = 0, outcome = 'success',
@@ -46,13 +55,7 @@ export async function finishMessages(
        RETURNING m.id, m.seq, m.parent_wait`,
       [now, queue, consumerId, plain.map((f) => f.id), plain.map((f) => f.attempt)],
     );
-    bulkStored(
-      tx,
-      plain,
-      updated.rows.map((r) => r.id),
-      done,
-    );
-    children.push(...owing(updated.rows));
+    storedInBulk(plain, updated.rows);
   }
   // Successes with a result, in one statement too, each row given its own.
   const kept = finishes.filter(isResultSuccess);
@@ -78,15 +81,8 @@ export async function finishMessages(
         columns.map((c) => c.resultEncoding),
       ],
     );
-    bulkStored(
-      tx,
-      kept,
-      updated.rows.map((r) => r.id),
-      done,
-    );
-    children.push(...owing(updated.rows));
+    storedInBulk(kept, updated.rows);
   }
-  await childrenSucceeded(tx, children);
   let doneCount = done.size;
 
   const results: FinishResult[] = [];
@@ -119,11 +115,11 @@ export async function finishMessages(
         [row.seq, step.backoffUntil, f.outcome, f.error, now, result, resultEncoding],
       );
       doneCount += 1;
-      // A flow's child finished here (not in bulk above) counts for its parent in this transaction.
-      if (row.parent_wait === 1) await childEnded(tx, row.seq, false, null);
+      if (row.parent_wait === 1) children.push(row.seq);
     }
     results.push('ok');
   }
+  await childrenSucceeded(tx, children);
   if (doneCount > 0) tx.count(-doneCount, doneCount, 0);
   // A finish may free a full group's slot: idle workers hear of it instead of waiting for a backoff to end.
   if (tx.config.groupConcurrency !== null && results.includes('ok')) tx.wake();
@@ -157,8 +153,4 @@ interface BulkRow {
   readonly id: string;
   readonly seq: number;
   readonly parent_wait: number;
-}
-
-function owing(rows: readonly BulkRow[]): number[] {
-  return rows.filter((r) => r.parent_wait === 1).map((r) => r.seq);
 }

@@ -1,8 +1,9 @@
 /**
  * The statements of flows on PostgreSQL (flows.ts), each a function of the quoted schema. A child's end is
- * counted by one statement (childEndsSql): the child's debt cleared and the parent's count taken, its row locked
- * by that UPDATE, in the transaction of the child's end.
+ * counted by one statement (childrenSucceededSql for successes, together; childFailsSql for a failure): the
+ * child's debt cleared and the parent's count taken, its row locked by that UPDATE, in the transaction of the end.
  */
+import { CHILD_FAILURE } from '../sqlite/flows.js';
 import { quoteLiteral } from './sql-text.js';
 import { STATUS_FIELDS } from './inspect.js';
 
@@ -57,20 +58,20 @@ export function linkDependenciesSql(s: string): string {
 }
 
 /**
- * A child's end ($1 its seq, $2 whether it failed, $3 now): its debt cleared (parent_wait 1 → 0, so it is counted
- * once); when its parent waits and the end counts as one ended (a success, or a failure its policy ignores), the
- * parent's children_left goes down, and at 0 the parent is pending (phase 0, at its own ready time). Returns the
- * link (none: the child owed nothing) and the parent's phase after (NULL: not counted here).
+ * A child's final failure ($1 its seq, $2 now): its debt cleared (parent_wait 1 → 0, so it is counted once); when
+ * its parent waits and its policy ignores the failure, the parent's children_left goes down, and at 0 the parent
+ * is pending (phase 0, at its own ready time). Returns the link (none: the child owed nothing) and the parent's
+ * phase after (NULL: not counted here, its policy is to be applied).
  */
-export function childEndsSql(s: string): string {
+export function childFailsSql(s: string): string {
   return `WITH c AS (
        UPDATE ${s}.messages SET parent_wait = 0 WHERE seq = $1 AND parent_wait = 1
        RETURNING parent_seq, child_failure, queue, id),
      p AS (
        UPDATE ${s}.messages m SET children_left = m.children_left - 1,
          phase = CASE WHEN m.children_left <= 1 THEN 0 ELSE 4 END,
-         updated_at = CASE WHEN m.children_left <= 1 THEN $3 ELSE m.updated_at END
-       FROM c WHERE m.seq = c.parent_seq AND m.phase = 4 AND (NOT $2 OR c.child_failure = 1)
+         updated_at = CASE WHEN m.children_left <= 1 THEN $2 ELSE m.updated_at END
+       FROM c WHERE m.seq = c.parent_seq AND m.phase = 4 AND c.child_failure = ${CHILD_FAILURE.ignore}
        RETURNING m.phase, m.queue, m.ready_at)
    SELECT c.parent_seq, c.child_failure, c.queue, c.id, p.phase AS parent_phase, p.queue AS parent_queue,
      p.ready_at AS parent_ready_at

@@ -1,8 +1,8 @@
 /**
  * Flows on PostgreSQL, as on SQLite (sqlite/flows.ts): a tree written in one statement of one transaction, and
  * each child's end counted for its parent in the transaction of that end. A child owes its parent one count
- * while `parent_wait` is 1; the statement that pays it (flow-sql.ts childEndsSql) sets it to 0 and takes the
- * parent's count under the parent's row lock, so however the end comes (finish, failure, dead-letter, cancel,
+ * while `parent_wait` is 1; the statement that pays it (flow-sql.ts: childrenSucceededSql, childFailsSql) sets it
+ * to 0 and takes the parent's count under the parent's row lock, so however the end comes (finish, failure, dead-letter, cancel,
  * expiry, removal, clear) it is counted once, and never split from the child's own write.
  */
 import { FlowRefusedError } from '../../model/errors.js';
@@ -11,7 +11,7 @@ import { CHILD_FAILURE, dependencyWaits, type DependencyRow } from '../sqlite/fl
 import { statusOf, type StatusRow } from '../sqlite/inspect.js';
 import { stateOf, type StateRow } from '../sqlite/state.js';
 import {
-  childEndsSql,
+  childFailsSql,
   childrenNotStartedSql,
   childrenSucceededSql,
   childrenRetriedSql,
@@ -42,7 +42,7 @@ export interface FlowRow {
   readonly parent_wait: number;
 }
 
-/** What childEndsSql answers: the link to the parent, and the parent's phase when it counted the end. */
+/** What childFailsSql answers: the link to the parent, and the parent's phase when it counted the end. */
 interface EndRow {
   readonly parent_seq: number | null;
   readonly child_failure: number;
@@ -139,12 +139,12 @@ async function refuse(
 }
 
 /**
- * A flow's child (by seq) ended, in the transaction of its end, before the row moves or goes: when it still owed
- * its parent a count, the parent counts it (queued once none is left); a final failure applies the child's
- * policy (fail the parent, or remove its waiting children and fail it). Nothing when the parent no longer waits.
+ * A flow's child (by seq) failed for good, in the transaction of its end, before the row moves or goes: when it
+ * still owed its parent a count, its policy applies: ignore (the parent counts it, queued once none is left), fail
+ * the parent, or remove the parent's waiting children and fail it. Nothing when the parent no longer waits.
  */
-export async function childEnded(tx: WriteContext, seq: number, failed: boolean, error: string | null): Promise<void> {
-  const { rows } = await tx.db.query<EndRow>(childEndsSql(tx.s), [seq, failed, tx.now]);
+export async function childFailed(tx: WriteContext, seq: number, error: string | null): Promise<void> {
+  const { rows } = await tx.db.query<EndRow>(childFailsSql(tx.s), [seq, tx.now]);
   const [link] = rows;
   if (link?.parent_seq == null) return;
   if (link.parent_phase !== null) {
@@ -153,7 +153,7 @@ export async function childEnded(tx: WriteContext, seq: number, failed: boolean,
     if ((link.parent_ready_at ?? 0) <= tx.now) tx.wake(link.parent_queue);
     return;
   }
-  if (!failed || link.child_failure === CHILD_FAILURE.ignore) return; // the parent no longer waits
+  if (link.child_failure === CHILD_FAILURE.ignore) return; // the parent no longer waits
   const parent = (await tx.db.query<FlowRow>(waitingParentSql(tx.s), [link.parent_seq])).rows[0];
   if (parent === undefined) return;
   if (link.child_failure === CHILD_FAILURE.remove) await removeWaitingChildren(tx, parent.seq);
@@ -183,7 +183,7 @@ async function failParent(tx: WriteContext, parent: FlowRow, error: string): Pro
   // Waiting parents are not in a queue's size (they are counted from their index: inspect.ts).
   tx.count(0, 0, 1, parent.queue);
   tx.event('failed', parent.id, parent.attempt, error, parent.queue);
-  if (parent.parent_wait === 1) await childEnded(tx, parent.seq, true, error);
+  if (parent.parent_wait === 1) await childFailed(tx, parent.seq, error);
 }
 
 /** Removes a parent's children that have not started, and theirs. */
@@ -252,7 +252,7 @@ export async function clearedChildrenEnd(tx: WriteContext, queues: readonly stri
     `SELECT seq FROM ${tx.s}.messages WHERE queue = ANY($1::text[]) AND parent_wait = 1 ORDER BY seq FOR UPDATE`,
     [queues],
   );
-  for (const { seq } of rows) await childEnded(tx, seq, true, 'removed');
+  for (const { seq } of rows) await childFailed(tx, seq, 'removed');
 }
 
 type NodeRow = StatusRow & { readonly queue: string; readonly parent_seq: number | null; readonly top: boolean };
