@@ -10,7 +10,6 @@ conformance({
     instantRelease: true,
     deadLetterQueue: true,
     overlapClaims: true,
-    groupRateLimit: true,
     flows: true,
   },
 });

@@ -13,7 +13,6 @@ conformance({
     instantRelease: false,
     deadLetterQueue: true,
     overlapClaims: true,
-    groupRateLimit: true,
     flows: true,
   },
 });

@@ -48,7 +48,6 @@ conformance({
     instantRelease: false,
     deadLetterQueue: false,
     overlapClaims: true,
-    groupRateLimit: true,
     flows: false,
   },
 });

@@ -24,7 +24,6 @@ conformance({
     instantRelease: false,
     deadLetterQueue: true,
     overlapClaims: true,
-    groupRateLimit: true,
     flows: true,
   },
 });

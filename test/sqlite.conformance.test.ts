@@ -10,7 +10,6 @@ conformance({
     instantRelease: false,
     deadLetterQueue: true,
     overlapClaims: false,
-    groupRateLimit: true,
     flows: true,
   },
 });

@@ -26,7 +26,6 @@ conformance({
     instantRelease: true,
     deadLetterQueue: true,
     overlapClaims: false,
-    groupRateLimit: true,
     flows: true,
   },
 });

@@ -29,11 +29,6 @@ export function checkPatchFits(store: Store, patch: Partial<QueueConfig>): void 
         'between two queues atomically (a Redis Cluster keeps them in different hash slots)',
     );
   }
-  if (patch.groupRateLimit != null && !store.capabilities.groupRateLimit) {
-    throw new TypeError(
-      `groupRateLimit is not available on this ${store.kind} store yet; use SQLite, PostgreSQL, Redis or ZooKeeper`,
-    );
-  }
 }
 
 /** The one result of an action on one message. */

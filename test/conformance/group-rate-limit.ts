@@ -4,7 +4,6 @@ import { describe } from 'node:test';
 import { storeTest } from '../support/harness.js';
 import { JobLog } from '../support/jobs.js';
 import type { StoreFixture } from '../support/fixture.js';
-import { storeOf } from '../../src/client/client-store.js';
 
 // Starts are read where handlers begin, each after its own delivery (a pooler's hop varies by tens of ms): a
 // margin well below the spacing the limit keeps (perMs / max), so a burst still fails.
@@ -53,32 +52,19 @@ export function groupRateLimit(fixture: StoreFixture): void {
         );
         assert.equal(startsOf('a-').filter((at) => at < firstWindowEnds).length, 2, log.ids().join(','));
       },
-      { capability: 'groupRateLimit' },
     );
 
-    storeTest(
-      fixture,
-      'a bad groupRateLimit is a TypeError naming it, and a store without it refuses it',
-      async (h) => {
-        const q = h.queue('group-rate-bad');
-        for (const bad of [{ max: 0, perMs: 1000 }, { max: 1, perMs: 0 }, { max: 1 }, 5]) {
-          await assert.rejects(
-            h.client.configure(q, { groupRateLimit: bad as never }),
-            (error: unknown) => error instanceof TypeError && /groupRateLimit/.test(error.message),
-            JSON.stringify(bad),
-          );
-        }
-        const set = h.client.configure(q, { groupRateLimit: { max: 1, perMs: 1000 } });
-        if (storeOf(h.client).capabilities.groupRateLimit) await set;
-        else {
-          await assert.rejects(
-            set,
-            (error: unknown) => error instanceof TypeError && /not available/.test(error.message),
-          );
-        }
-        const expected = storeOf(h.client).capabilities.groupRateLimit ? { max: 1, perMs: 1000 } : null;
-        assert.deepEqual((await h.client.config(q)).groupRateLimit, expected);
-      },
-    );
+    storeTest(fixture, 'a bad groupRateLimit is a TypeError naming it; a good one is kept', async (h) => {
+      const q = h.queue('group-rate-bad');
+      for (const bad of [{ max: 0, perMs: 1000 }, { max: 1, perMs: 0 }, { max: 1 }, 5]) {
+        await assert.rejects(
+          h.client.configure(q, { groupRateLimit: bad as never }),
+          (error: unknown) => error instanceof TypeError && /groupRateLimit/.test(error.message),
+          JSON.stringify(bad),
+        );
+      }
+      await h.client.configure(q, { groupRateLimit: { max: 1, perMs: 1000 } });
+      assert.deepEqual((await h.client.config(q)).groupRateLimit, { max: 1, perMs: 1000 });
+    });
   });
 }

@@ -58,8 +58,6 @@ export interface StoreCapabilities {
    * tick's finishes into one store call, answered when all of it is stored).
    */
   readonly groupCommit?: boolean;
-  /** The store enforces a queue's `groupRateLimit` (per-group rate limits); configure refuses it otherwise. */
-  readonly groupRateLimit: boolean;
   /** The store writes flows (`Store.flow`, `Store.flowTree`); `client.flow` refuses them otherwise. */
   readonly flows: boolean;
   /**

@@ -101,7 +101,6 @@ export class EtcdStore implements Store {
     deadLetterQueue: true,
     claimWithFinishes: false,
     overlapClaims: false,
-    groupRateLimit: true,
     flows: false,
     // Finishes (and enqueueEach) go through a lane per queue (txn-lane.ts).
     groupCommit: true,

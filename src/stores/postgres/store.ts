@@ -172,7 +172,6 @@ class PostgresStore implements Store {
       // after an answer as large as it asked for: at a trickle one came back dry, and the idle worker then waited
       // out its end-of-queue backoff.
       overlapClaims: true,
-      groupRateLimit: true,
       flows: true,
     };
     this.schema = options.schema;

@@ -116,7 +116,6 @@ class RedisStore implements Store {
       deadLetterQueue: !redis.isCluster,
       claimWithFinishes: true,
       overlapClaims: true,
-      groupRateLimit: true,
       flows: !redis.isCluster,
       enqueueCallMessages: ENQUEUE_CALL_MESSAGES,
     };

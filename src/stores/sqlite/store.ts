@@ -158,7 +158,6 @@ class SqliteStore implements Store {
     deadLetterQueue: true,
     claimWithFinishes: true,
     overlapClaims: false,
-    groupRateLimit: true,
     flows: true,
   };
   // The actions that are one write of their queue (actions.ts).

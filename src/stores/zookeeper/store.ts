@@ -95,7 +95,6 @@ class ZookeeperStore implements Store {
     deadLetterQueue: true,
     claimWithFinishes: false,
     overlapClaims: false,
-    groupRateLimit: true,
     flows: true,
   };
   private readonly ctx: StoreContext;
