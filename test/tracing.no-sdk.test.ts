@@ -1,11 +1,16 @@
 /**
  * Tracing without an SDK (its own file, so no provider was ever registered in this process): messages
- * carry nothing extra, handlers see no span, and a propagator alone still injects nothing.
+ * carry nothing extra, handlers see no span, and a propagator alone still injects nothing. A process that
+ * registers nothing does not even load the API, and starts tracing when an SDK is registered later.
  */
 import assert from 'node:assert/strict';
-import { describe } from 'node:test';
+import { mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { describe, test } from 'node:test';
 import { propagation, trace, type TextMapPropagator } from '@opentelemetry/api';
 import { TRACE_METADATA_KEY } from '../src/index.js';
+import { spawnChild } from './support/child.js';
 import { storeTest } from './support/harness.js';
 import { JobLog } from './support/jobs.js';
 import { redisFixture, sqliteFixture } from './support/stores.js';
@@ -50,3 +55,20 @@ function untraced(fixture: StoreFixture): void {
 
 untraced(sqliteFixture());
 untraced(redisFixture());
+
+void describe('tracing: the API is loaded only once an app registers with it', () => {
+  test('a process that registers nothing never loads it; an SDK registered later traces the next message', async () => {
+    const dir = await mkdtemp(join(tmpdir(), 'kvmq-otel-late-'));
+    try {
+      const child = spawnChild('otel-late-process.ts', [`sqlite:${join(dir, 'kvmq.db')}`]);
+      const before = await child.line(/^before .*$/, 30_000);
+      const after = await child.line(/^after .*$/, 30_000);
+      assert.equal((await child.exited).code, 0, child.stderr);
+      // Not loaded, and the message carries no trace context.
+      assert.equal(before[0], 'before false ');
+      assert.equal(after[0], 'after process late,send late');
+    } finally {
+      await rm(dir, { recursive: true, force: true });
+    }
+  });
+});

@@ -9,7 +9,7 @@
  * follow only links still find the producer.
  */
 import type { Context, Span } from '@opentelemetry/api';
-import { otel, otelInstalled } from './api.js';
+import { otel, otelActive } from './api.js';
 import { TRACE_METADATA_KEY, hasValidContext, producerContext } from './carrier.js';
 import { ATTR, MESSAGING_SYSTEM, noSdk, tracer } from './tracer.js';
 import type { AttemptFinish, ClaimedMessage } from '../stores/contract/contract.js';
@@ -35,8 +35,8 @@ export const UNTRACED: ProcessTrace = {
 /** Starts the span of one handling, or returns UNTRACED without an SDK. */
 export function traceProcess(queue: string, consumerId: string, message: ClaimedMessage): ProcessTrace {
   // The common case, checked before any span is built: no producer's context and no SDK to record one.
-  // Without the API installed nothing can record one, whatever the producer carried.
-  if (!otelInstalled() || (!Object.hasOwn(message.metadata, TRACE_METADATA_KEY) && noSdk())) return UNTRACED;
+  // Without the API installed and in use nothing can record one, whatever the producer carried.
+  if (!otelActive() || (!Object.hasOwn(message.metadata, TRACE_METADATA_KEY) && noSdk())) return UNTRACED;
   const { SpanKind, trace } = otel();
   const parent = producerContext(message.metadata);
   const creation = trace.getSpanContext(parent);

@@ -3,7 +3,7 @@
  * carries to its consumers in its metadata.
  */
 import type { Attributes, Span } from '@opentelemetry/api';
-import { otel, otelInstalled } from './api.js';
+import { otel, otelActive } from './api.js';
 import { TRACE_METADATA_KEY, carrierOf, producerContext, type TraceCarrier } from './carrier.js';
 import { ATTR, MESSAGING_SYSTEM, tracer } from './tracer.js';
 import type { NewMessage } from '../stores/contract/contract.js';
@@ -18,7 +18,7 @@ export function traceSend<R>(
   batch: boolean,
   send: (messages: readonly NewMessage[]) => Promise<R>,
 ): Promise<R> {
-  if (!otelInstalled()) return send(messages);
+  if (!otelActive()) return send(messages);
   // Literal keys (not ATTR's): an object of one fixed shape, cheap to build on every call.
   const attributes: Attributes = {
     'messaging.system': MESSAGING_SYSTEM,
