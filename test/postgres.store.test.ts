@@ -461,9 +461,11 @@ void describe('postgres store', () => {
       // Locks a, in seq order, then waits for b.
       const removing = storeOf(client).remove('q', ['a', 'b']);
       await waitFor(async () => {
+        // kvmq's statement on this schema, not a lock wait of another test file sharing the server.
         const waiting = await sql(
           base,
-          "SELECT count(*)::int AS n FROM pg_stat_activity WHERE wait_event_type = 'Lock'",
+          "SELECT count(*)::int AS n FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE $1",
+          [`%"${schema}".%`],
         );
         return (waiting.rows[0] as { n: number }).n > 0;
       });
