@@ -1,12 +1,9 @@
 /** `kvmq flow show`: a flow's tree, from its root, each node with its state, from any node of it. */
 import type { FlowNode } from '../../index.js';
-import { expectPositionals, parseCommandLine } from '../args.js';
 import type { Command } from '../command.js';
-import { EXIT_OK, UsageError } from '../errors.js';
+import { UsageError } from '../errors.js';
 import { commandUsage } from '../help.js';
-import { messageNotFound } from '../known-queue.js';
-import { printJson, printLine } from '../output.js';
-import { withClient } from '../store.js';
+import { printOneMessage } from '../one-message.js';
 import { jsonOf } from '../values.js';
 
 export const flow: Command = {
@@ -25,15 +22,9 @@ export const flow: Command = {
     if (sub !== 'show') {
       throw new UsageError(sub === undefined ? 'missing subcommand: show' : `unknown subcommand '${sub}': use show`);
     }
-    const { values, positionals } = parseCommandLine(rest, {});
-    expectPositionals(positionals, 2, 2, '<queue> <id>');
-    const [queue = '', id = ''] = positionals;
-    return withClient(values.store, async (client) => {
-      const tree = await client.getFlow(queue, id);
-      if (tree === null) return messageNotFound(client, queue, id, values.json === true);
-      if (values.json === true) printJson(nodeJson(tree));
-      else printLine(treeLines(tree, '').join('\n'));
-      return EXIT_OK;
+    return printOneMessage(rest, (client, queue, id) => client.getFlow(queue, id), {
+      text: (tree) => treeLines(tree, '').join('\n'),
+      json: nodeJson,
     });
   },
 };

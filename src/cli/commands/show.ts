@@ -1,13 +1,10 @@
 /** `kvmq show`: everything kept about one message (payload, metadata, filters, policy, history, progress, log). */
 import type { AttemptRecord, MessageDetails } from '../../index.js';
-import { expectPositionals, parseCommandLine } from '../args.js';
 import type { Command } from '../command.js';
-import { EXIT_OK } from '../errors.js';
 import { commandUsage } from '../help.js';
-import { messageNotFound } from '../known-queue.js';
-import { printJson, printLine, table } from '../output.js';
+import { printOneMessage } from '../one-message.js';
+import { table } from '../output.js';
 import { errorLine } from '../outcome-tally.js';
-import { withClient } from '../store.js';
 import { jsonOf, valueText } from '../values.js';
 import { lastErrorRow, statusRows } from './status.js';
 
@@ -22,17 +19,8 @@ export const show: Command = {
     [],
   ),
 
-  async run(argv) {
-    const { values, positionals } = parseCommandLine(argv, {});
-    expectPositionals(positionals, 2, 2, '<queue> <id>');
-    const [queue = '', id = ''] = positionals;
-    return withClient(values.store, async (client) => {
-      const details = await client.show(queue, id);
-      if (details === null) return messageNotFound(client, queue, id, values.json === true);
-      if (values.json === true) printJson(jsonOf(details));
-      else printLine(detailsText(details));
-      return EXIT_OK;
-    });
+  run(argv) {
+    return printOneMessage(argv, (client, queue, id) => client.show(queue, id), { text: detailsText, json: jsonOf });
   },
 };
 
