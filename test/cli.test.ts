@@ -113,7 +113,10 @@ describe('kvmq CLI', { concurrency: 4 }, () => {
       (await expectExit(1, ['flow', 'show', 'jobs', 'nobody'], { store })).stderr,
       /message nobody not found/,
     );
-    assert.match((await expectExit(2, ['flow', 'list', 'jobs', 'a'], { store })).stderr, /unknown subcommand 'list'/);
+    assert.match(
+      (await expectExit(2, ['flow', 'list', 'jobs', 'a'], { store })).stderr,
+      /unknown subcommand 'list': use add or show/,
+    );
   });
 
   it('reports a missing message with exit 1', async () => {
@@ -679,13 +682,17 @@ describe('kvmq CLI', { concurrency: 4 }, () => {
 
   it('prints help and the version', async () => {
     const store = newStore();
-    const [help, enqueueHelp, version] = await Promise.all([
+    const [help, enqueueHelp, flowHelp, version] = await Promise.all([
       expectExit(0, ['--help'], { store }),
       expectExit(0, ['enqueue', '--help'], { store }),
+      expectExit(0, ['flow', '--help'], { store }),
       expectExit(0, ['--version'], { store }),
     ]);
     assert.match(help.stdout, /Commands:\n\s+enqueue/);
+    assert.match(help.stdout, /^\s+flow\s+write a flow .* or show one's tree/m);
     assert.match(enqueueHelp.stdout, /^Usage: kvmq enqueue <queue> \[payload\]/);
+    assert.match(flowHelp.stdout, /^Usage: kvmq flow add \[file\]\n\s+kvmq flow show <queue> <id>\n/);
+    assert.match(flowHelp.stdout, /\{"base64": "..."\} for bytes/);
     const pkg = JSON.parse(await readFile(join(ROOT, 'package.json'), 'utf8')) as { version: string };
     assert.equal(version.stdout, `${pkg.version}\n`);
   });

@@ -50,18 +50,18 @@ export function reportError(error: unknown, command: string | null): number {
   return EXIT_FAILURE;
 }
 
+// Where kvmq's own checks throw: its model, client (src/client/), schedules, worker and events options.
+const CHECK_FRAME =
+  /[\\/](model[\\/]\w+|schedule[\\/]\w+|client([\\/][\w-]+)?|worker[\\/]options|events[\\/]options)\.[jt]s:/;
+
 /**
  * kvmq's API rejects a bad argument with a TypeError thrown by its own checks.
- * Told apart from a TypeError of a bug by where it was thrown: kvmq's model,
- * client, schedules or worker options.
+ * Told apart from a TypeError of a bug by where it was thrown (CHECK_FRAME).
  */
-function isValidationError(error: unknown): error is TypeError {
+export function isValidationError(error: unknown): error is TypeError {
   if (!(error instanceof TypeError)) return false;
   const frame = error.stack?.split('\n').find((line) => line.trimStart().startsWith('at '));
-  return (
-    frame !== undefined &&
-    /[\\/](model[\\/]\w+|schedule[\\/]\w+|client|worker[\\/]options|events[\\/]options)\.[jt]s:/.test(frame)
-  );
+  return frame !== undefined && CHECK_FRAME.test(frame);
 }
 
 /** An fs or spawn failure (ENOENT, EACCES, ...): its message names the file and the problem. */

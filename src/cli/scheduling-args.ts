@@ -41,16 +41,19 @@ export function parsePriority(text: string | undefined): number | undefined {
   return asUsage(() => checkPriority(Number(text)));
 }
 
-/** `--run-at TIME`: an ISO 8601 date-time (`2030-01-02T03:04:05Z`) or ms since the epoch. */
-export function parseRunAt(text: string | undefined): number | undefined {
+/**
+ * `--run-at TIME` (or another time given as text, named by `what`): an ISO 8601 date-time
+ * (`2030-01-02T03:04:05Z`) or ms since the epoch.
+ */
+export function parseRunAt(text: string | undefined, what = '--run-at'): number | undefined {
   if (text === undefined) return undefined;
-  if (/^\d+$/.test(text)) return parseWholeNumber('--run-at', text);
+  if (/^\d+$/.test(text)) return parseWholeNumber(what, text);
   // Date.parse takes many loose forms; only ISO 8601 is documented, so only it is accepted.
   const iso = /^\d{4}-\d{2}-\d{2}(T\d{2}:\d{2}(:\d{2}(\.\d{1,3})?)?(Z|[+-]\d{2}:\d{2})?)?$/.test(text);
   const ms = iso ? Date.parse(text) : NaN;
   if (Number.isNaN(ms) || ms < 0) {
     throw new UsageError(
-      `--run-at must be an ISO 8601 time like 2030-01-02T03:04:05Z or ms since the epoch, got '${text}'`,
+      `${what} must be an ISO 8601 time like 2030-01-02T03:04:05Z or ms since the epoch, got '${text}'`,
     );
   }
   return ms;

@@ -46,8 +46,14 @@ export function readFlow(store: Store, queue: string, id: string): Promise<FlowN
   return store.flowTree(queue, id);
 }
 
+/**
+ * A store without flows refusing one: a TypeError, as the API documents, of its own class so that the CLI tells
+ * it apart from a mistake in the tree.
+ */
+export class FlowsUnavailable extends TypeError {}
+
 function noFlows(store: Store): TypeError {
-  return new TypeError(
+  return new FlowsUnavailable(
     `flows are not available on this ${store.kind} store yet; use SQLite, PostgreSQL, Redis (not a cluster) or ZooKeeper`,
   );
 }
