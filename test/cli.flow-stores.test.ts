@@ -32,7 +32,7 @@ describe('kvmq flow add on server stores', () => {
       });
       assert.deepEqual(fetched.stdout.trim().split('\n').sort(), ['sales', 'stock']);
       assert.equal((await expectExit(0, report, { store })).stdout, '{"month":"2026-11"}');
-      const again = await expectExit(1, ['flow', 'add', '-'], { store, input: JSON.stringify(TREE) });
+      const again = await expectExit(3, ['flow', 'add', '-'], { store, input: JSON.stringify(TREE) });
       assert.match(again.stderr, /^kvmq: flow not written: message 'month' of queue 'reports' exists/);
     });
   }

@@ -1,6 +1,6 @@
 /**
  * `kvmq flow add` on SQLite, as a subprocess: a tree written from a file or stdin and run to completion, parents
- * after their children; dependsOn on a message already enqueued; refusals (exit 1) and mistakes (exit 2), with
+ * after their children; dependsOn on a message already enqueued; refusals (exit 3) and mistakes (exit 2), with
  * nothing written.
  */
 import assert from 'node:assert/strict';
@@ -121,7 +121,7 @@ describe('kvmq flow add', { concurrency: 4 }, () => {
     }
   });
 
-  it('refuses a flow whose id exists or whose dependency cannot be taken: exit 1, the reason, nothing written', async () => {
+  it('refuses a flow whose id exists or whose dependency cannot be taken: exit 3, the reason, nothing written', async () => {
     const store = newStore();
     await expectExit(0, ['enqueue', 'jobs', 'x', '--id', 'taken'], { store });
     await expectExit(0, ['enqueue', 'jobs', 'x', '--id', 'dep'], { store });
@@ -144,7 +144,7 @@ describe('kvmq flow add', { concurrency: 4 }, () => {
       ],
     ];
     for (const [tree, reason] of cases) {
-      const run = await expectExit(1, ['flow', 'add'], { store, input: JSON.stringify(tree) });
+      const run = await expectExit(3, ['flow', 'add'], { store, input: JSON.stringify(tree) });
       assert.equal(run.stdout, '');
       assert.match(run.stderr, reason);
     }

@@ -3,15 +3,16 @@
  * writes a flow from its tree as JSON, all of it or nothing.
  */
 import { FlowsUnavailable } from '../../client/flows.js';
+import { FlowRefusedError } from '../../model/errors.js';
 import type { Client, FlowIds, FlowNode, FlowTree } from '../../index.js';
 import { expectPositionals, parseCommandLine } from '../args.js';
 import type { Command } from '../command.js';
-import { EXIT_OK, isValidationError, UsageError } from '../errors.js';
+import { EXIT_OK, EXIT_REFUSED, isValidationError, UsageError } from '../errors.js';
 import { flowTreeOf } from '../flow-input.js';
 import { commandUsage } from '../help.js';
 import { parseJsonText, readJsonInput } from '../json-input.js';
 import { printOneMessage } from '../one-message.js';
-import { printJson, printLine } from '../output.js';
+import { note, printJson, printLine } from '../output.js';
 import { withClient } from '../store.js';
 import { jsonOf } from '../values.js';
 
@@ -26,7 +27,7 @@ export const flow: Command = {
       'ignore, remove) and the options id, priority, runAt, initialBackoffMs, filters, group, metadata,\n' +
       'attempts, backoff, timeoutMs, expireAfterMs. Prints <queue>/<id> of each message written, parents\n' +
       'first (--json: the ids as a tree). A mistake in the tree exits 2; a flow refused (an id that exists, a\n' +
-      'dependency missing or with a parent) exits 1 with the reason, nothing written.\n\n' +
+      'dependency missing or with a parent) exits 3 with the reason, nothing written.\n\n' +
       'show prints the tree of the flow the message belongs to, from its root: one line per message, indented\n' +
       "under its parent, '<queue>/<id> <state>' and the outcome's error for a failed one. A message in no flow\n" +
       'is a tree of one. Exit 1 when it is not found.\n\n' +
@@ -51,17 +52,26 @@ async function addFlow(argv: string[]): Promise<number> {
   const tree = flowTreeOf(parseJsonText(source, text));
   return withClient(values.store, async (client) => {
     const ids = await writeFlow(client, tree);
+    // Refused with the reason, as other commands refuse a message in a state that does not take the action.
+    if (ids instanceof FlowRefusedError) {
+      note(ids.message);
+      return EXIT_REFUSED;
+    }
     if (values.json === true) printJson(ids);
     else printLine(idLines(ids).join('\n'));
     return EXIT_OK;
   });
 }
 
-/** client.flow, its checks of the tree said as usage mistakes; a store without flows, or a refusal, as they are. */
-async function writeFlow(client: Client, tree: FlowTree): Promise<FlowIds> {
+/**
+ * client.flow: its checks of the tree said as usage mistakes, its refusal returned; a store without flows thrown
+ * as it is.
+ */
+async function writeFlow(client: Client, tree: FlowTree): Promise<FlowIds | FlowRefusedError> {
   try {
     return await client.flow(tree);
   } catch (error) {
+    if (error instanceof FlowRefusedError) return error;
     if (isValidationError(error) && !(error instanceof FlowsUnavailable)) throw new UsageError(error.message);
     throw error;
   }
