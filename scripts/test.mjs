@@ -23,6 +23,15 @@ const FILE_TIMEOUT_MS = 10 * 60 * 1000;
 // A file whose tests have all ended exits, even if a library left a timer behind (a reconnect after a server
 // was stopped on purpose): otherwise it waits out FILE_TIMEOUT_MS, as a CI run once did after its last test passed.
 const FORCE_EXIT = '--test-force-exit';
+// Two test files at once: each mostly waits on a store server or a subprocess, so the run takes about half as
+// long on a 2-core machine (Node's default is one file per core but one). KVMQ_TEST_FILES_AT_ONCE sets it.
+const FILES_AT_ONCE = Number(process.env.KVMQ_TEST_FILES_AT_ONCE ?? 2);
+if (!Number.isInteger(FILES_AT_ONCE) || FILES_AT_ONCE < 1) {
+  console.error(
+    `KVMQ_TEST_FILES_AT_ONCE must be a whole number of at least 1, not '${process.env.KVMQ_TEST_FILES_AT_ONCE}'`,
+  );
+  process.exit(2);
+}
 
 const args = process.argv.slice(2);
 const files = args.some((a) => a.endsWith('.ts')) ? [] : testFiles('test');
@@ -36,6 +45,7 @@ try {
       'tsx',
       '--test',
       FORCE_EXIT,
+      `--test-concurrency=${FILES_AT_ONCE}`,
       `--test-timeout=${FILE_TIMEOUT_MS}`,
       '--test-reporter=spec',
       ...args,
