@@ -1,57 +1,221 @@
 /**
- * Flows on ZooKeeper as a plain client sees them, and their one limit: a flow is one multi, so it must fit
- * ZooKeeper's packet limit (jute.maxbuffer, 1 MiB), which a bigger one would pass, closing the connection. Such a
- * flow is refused before it is sent, nothing written, and the session goes on.
+ * Flows on ZooKeeper as a plain client sees them, and how a big one is written: a flow that fits ZooKeeper's packet
+ * limit (jute.maxbuffer, 1 MiB) is one multi; a bigger one is staged (its task nodes and payloads in multis of
+ * their own, without their `state`) and made visible by one last multi. Readers see all of it or none, a writer
+ * killed half way leaves nothing visible and GC removes what it staged, and a flow whose last multi would pass the
+ * limit is refused before anything is written.
  */
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
-import { StoreLimitError, type FlowTree } from '../src/index.js';
+import { FlowRefusedError, StoreLimitError, type Client, type FlowTree } from '../src/index.js';
 import { waitFor } from './support/wait.js';
-import { freshStoreUrl, serverUrl } from './fixtures/zookeeper-env.js';
+import { spawnChild } from './support/child.js';
+import { freshStoreUrl, serverUrl, type PlainClient } from './fixtures/zookeeper-env.js';
 import { dirOf, fileClients } from './fixtures/zookeeper-clients.js';
 
 const server = serverUrl();
 const { open, plain } = fileClients(server);
 
 /** A root, 9 parents and `leaves` leaves under each, in the queues `q` (parents) and `leafQueue`. */
-function tree(q: string, leafQueue: string, leaves: number): FlowTree {
+function tree(q: string, leafQueue: string, leaves: number, bytes = 0, clash?: string): FlowTree {
+  const pad = 'x'.repeat(bytes);
   return {
     queue: q,
-    payload: 'root',
+    payload: `root${pad}`,
     id: 'root',
     children: Array.from({ length: 9 }, (_, i) => ({
       queue: q,
-      payload: i,
+      payload: `${i}${pad}`,
       id: `mid-${i}`,
-      children: Array.from({ length: leaves }, (__, j) => ({ queue: leafQueue, payload: j, id: `leaf-${i}-${j}` })),
+      children: Array.from({ length: leaves }, (__, j) => ({
+        queue: leafQueue,
+        payload: `${j}${pad}`,
+        id: clash !== undefined && i === 8 && j === leaves - 1 ? clash : `leaf-${i}-${j}`,
+      })),
     })),
   };
 }
 
-describe('zookeeper: flows', () => {
-  test('a flow past the packet limit is refused with StoreLimitError before it is sent: nothing written', async () => {
-    const client = await open(await freshStoreUrl(server));
-    await assert.rejects(client.flow(tree('big', 'big-leaves', 110)), (error: unknown) => {
-      assert.ok(error instanceof StoreLimitError, String(error));
-      assert.match(error.message, /a flow of 1000 messages needs one ZooKeeper write of about \d+ bytes/);
-      return true;
-    });
-    assert.equal(await client.status('big', 'root'), null);
-    assert.equal(await client.status('big-leaves', 'leaf-0-0'), null);
-    assert.equal((await client.queueStatus('big')).total, 0);
-    assert.equal((await client.queueStatus('big-leaves')).total, 0);
-    // The session is whole: the same tree, smaller, is written at once.
-    const ids = await client.flow(tree('big', 'big-leaves', 70));
-    assert.equal(ids.children[8]?.children[69]?.id, 'leaf-8-69');
-    assert.equal((await client.queueStatus('big')).counts['waiting-children'], 10);
-    assert.equal((await client.queueStatus('big-leaves')).counts.queued, 630);
-  });
+/** The task ids under a queue's `/tasks` buckets, as a plain client lists them. */
+async function taskIds(zk: PlainClient, dir: string, queue: string): Promise<string[]> {
+  const tasks = `${dir}/${queue}/tasks`;
+  if ((await zk.exists(tasks)) === null) return [];
+  const ids: string[] = [];
+  for (const bucket of await zk.children(tasks)) ids.push(...(await zk.children(`${tasks}/${bucket}`)));
+  return ids;
+}
 
-  test("the layout: the parent's count and its /parents entry, the child's link, paid by its finish", async () => {
+/** The staging records of a queue (a big flow being written). */
+async function stagingRecords(zk: PlainClient, dir: string, queue: string): Promise<string[]> {
+  const path = `${dir}/${queue}/staging`;
+  return (await zk.exists(path)) === null ? [] : zk.children(path);
+}
+
+/** A fresh chroot, a kvmq client of it and a plain client of the server. */
+async function freshStore(): Promise<{ url: string; client: Client; zk: PlainClient; dir: string }> {
+  const url = await freshStoreUrl(server);
+  return { url, client: await open(url), zk: await plain(), dir: dirOf(url) };
+}
+
+describe('zookeeper: flows', () => {
+  test('a 1,000-node flow past one multi is staged, then runs to its root once', async () => {
     const url = await freshStoreUrl(server);
     const client = await open(url);
     const zk = await plain();
-    const dir = dirOf(url);
+    // 1,000 payloads of 3 KB: about 3 MB, three times the packet limit.
+    const ids = await client.flow(tree('big', 'big-leaves', 110, 3000));
+    assert.equal(ids.children[8]?.children[109]?.id, 'leaf-8-109');
+    assert.equal((await client.queueStatus('big')).counts['waiting-children'], 10);
+    assert.equal((await client.queueStatus('big-leaves')).counts.queued, 990);
+    assert.deepEqual(await stagingRecords(zk, dirOf(url), 'big'), []);
+    const flow = await client.getFlow('big-leaves', 'leaf-4-7');
+    assert.equal(flow?.children.flatMap((mid) => mid.children).length, 990);
+    const runs: string[] = [];
+    client.worker('big-leaves', () => undefined, { concurrency: 64 });
+    client.worker('big', (job) => {
+      runs.push(job.id);
+    });
+    await waitFor(async () => (await client.status('big', 'root'))?.state === 'done-awaiting-gc', {
+      what: 'the root to run',
+      timeoutMs: 60_000,
+    });
+    await new Promise((resolve) => setTimeout(resolve, 300));
+    assert.deepEqual(runs.toSorted(), [
+      'mid-0',
+      'mid-1',
+      'mid-2',
+      'mid-3',
+      'mid-4',
+      'mid-5',
+      'mid-6',
+      'mid-7',
+      'mid-8',
+      'root',
+    ]);
+    assert.equal(runs.at(-1), 'root');
+    assert.equal((await client.queueStatus('big-leaves')).counts['done-awaiting-gc'], 990);
+  });
+
+  test('while a big flow is staged, a worker, counts, status and getFlow see none of it; then all of it', async () => {
+    const { url, client, zk, dir } = await freshStore();
+    const reader = await open(url);
+    // A worker of the leaves runs from the start: a leaf it is handed while the staging record is still there
+    // was visible before the last multi.
+    const early: string[] = [];
+    let handled = 0;
+    reader.worker(
+      'seen-leaves',
+      async (job) => {
+        if ((await stagingRecords(zk, dir, 'seen')).length > 0) early.push(job.id);
+        handled += 1;
+      },
+      { concurrency: 16, eoqBackoffMs: 5 },
+    );
+    let written = false;
+    // 1,000 payloads of 20 KB: about 20 staged multis.
+    const writing = client.flow(tree('seen', 'seen-leaves', 110, 20_000)).then(() => (written = true));
+    const totals = new Set<string>();
+    let readWhileStaged = 0;
+    while (!written) {
+      const before = (await stagingRecords(zk, dir, 'seen')).length > 0;
+      const leaves = (await reader.queueStatus('seen-leaves')).total;
+      const parents = (await reader.queueStatus('seen')).total;
+      const first = (await reader.status('seen-leaves', 'leaf-0-0')) !== null;
+      const flow = await reader.getFlow('seen', 'root');
+      totals.add(`${leaves}/${parents}/${first}/${flow === null ? 0 : 1}`);
+      // The record there before and after the reads: they were made while the flow was staged.
+      if (before && (await stagingRecords(zk, dir, 'seen')).length > 0) readWhileStaged += 1;
+    }
+    await writing;
+    for (const seen of totals) assert.ok(['0/0/false/0', '990/10/true/1'].includes(seen), seen);
+    assert.ok(readWhileStaged > 0, 'reads while the flow was staged');
+    await waitFor(() => handled === 990, { what: 'the leaves to run', timeoutMs: 60_000 });
+    assert.deepEqual(early, []);
+  });
+
+  test('a writer killed while staging leaves nothing visible, and GC removes what it staged', async () => {
+    const { url, client, zk, dir } = await freshStore();
+    // 1,000 payloads of 30 KB: about 30 staged multis, killed after the first.
+    const writer = spawnChild('flow-writer-process.ts', [
+      `${url}?sessionTimeoutMs=4000`,
+      'gone',
+      'gone-leaves',
+      '110',
+      '30000',
+    ]);
+    await writer.line(/^ready$/);
+    const [record] = await waitFor(
+      async () => {
+        const records = await stagingRecords(zk, dir, 'gone');
+        const chunks = records.length === 0 ? [] : await zk.children(`${dir}/gone/staging/${records[0]}`);
+        return chunks.some((name) => name.startsWith('c')) ? records : null;
+      },
+      { what: 'a staged multi', timeoutMs: 30_000 },
+    );
+    assert.equal((await writer.kill('SIGKILL')).signal, 'SIGKILL');
+    const staged = await taskIds(zk, dir, 'gone');
+    assert.ok(staged.length > 0, 'staged task nodes');
+    assert.equal(await client.status('gone', 'root'), null);
+    assert.equal(await client.status('gone', staged[0] ?? ''), null);
+    assert.equal((await client.queueStatus('gone')).total, 0);
+    assert.equal((await client.queueStatus('gone-leaves')).total, 0);
+    // An enqueue of a staged id waits for the flow, then says what holds it.
+    await assert.rejects(
+      client.enqueue('gone-leaves', 'mine', { id: 'leaf-0-0' }),
+      /a flow being written holds this id/,
+    );
+    // A GC while the writer's session lives leaves its record alone.
+    await client.gc('gone');
+    assert.ok((await stagingRecords(zk, dir, 'gone')).includes(record ?? ''));
+    await waitFor(async () => (await zk.exists(`${dir}/gone/staging/${record}/writer`)) === null, {
+      what: "the writer's session to end",
+      timeoutMs: 30_000,
+    });
+    await client.gc('gone');
+    assert.deepEqual(await stagingRecords(zk, dir, 'gone'), []);
+    assert.deepEqual(await taskIds(zk, dir, 'gone'), []);
+    assert.deepEqual(await taskIds(zk, dir, 'gone-leaves'), []);
+    // The ids are free again.
+    await client.flow(tree('gone', 'gone-leaves', 110, 3000));
+    assert.equal((await client.queueStatus('gone-leaves')).counts.queued, 990);
+  });
+
+  test('an id found taken by a later staged multi refuses the flow, and what was staged goes', async () => {
+    const { client, zk, dir } = await freshStore();
+    await client.enqueue('clash-leaves', 'first', { id: 'taken' });
+    // The taken id is the flow's last node: its staged multi is the last of about 25.
+    await assert.rejects(client.flow(tree('clash', 'clash-leaves', 110, 25000, 'taken')), (error: unknown) => {
+      assert.ok(error instanceof FlowRefusedError, String(error));
+      assert.deepEqual([error.queue, error.id, error.state], ['clash-leaves', 'taken', 'queued']);
+      return true;
+    });
+    assert.equal(await client.status('clash', 'root'), null);
+    assert.equal(await client.status('clash-leaves', 'leaf-0-0'), null);
+    assert.equal((await client.queueStatus('clash-leaves')).total, 1);
+    assert.deepEqual(await stagingRecords(zk, dir, 'clash'), []);
+    assert.deepEqual(await taskIds(zk, dir, 'clash'), []);
+    assert.deepEqual(await taskIds(zk, dir, 'clash-leaves'), ['taken']);
+  });
+
+  test('a flow whose last multi would pass the packet limit is refused before anything is written', async () => {
+    const client = await open(await freshStoreUrl(server));
+    await assert.rejects(client.flow(tree('huge', 'huge-leaves', 1110)), (error: unknown) => {
+      assert.ok(error instanceof StoreLimitError, String(error));
+      assert.match(error.message, /a flow of 10000 messages needs a last ZooKeeper write of about \d+ bytes/);
+      return true;
+    });
+    assert.equal(await client.status('huge', 'root'), null);
+    assert.equal((await client.queueStatus('huge')).total, 0);
+    assert.equal((await client.queueStatus('huge-leaves')).total, 0);
+    // The session is whole: a smaller tree is written at once.
+    const ids = await client.flow(tree('huge', 'huge-leaves', 70));
+    assert.equal(ids.children[8]?.children[69]?.id, 'leaf-8-69');
+    assert.equal((await client.queueStatus('huge')).counts['waiting-children'], 10);
+    assert.equal((await client.queueStatus('huge-leaves')).counts.queued, 630);
+  });
+
+  test("the layout: the parent's count and its /parents entry, the child's link, paid by its finish", async () => {
+    const { client, zk, dir } = await freshStore();
     await client.flow({
       queue: 'p',
       payload: 'p',

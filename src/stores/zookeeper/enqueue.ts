@@ -5,6 +5,7 @@
  * with its state, or revived / requeued (see existing()), each in one multi
  * with a version check on the task's state.
  */
+import { sleep } from '../../model/time.js';
 import { PayloadTooLargeError } from '../../model/errors.js';
 import { parseFilterClass } from '../../model/filters.js';
 import { DEFAULT_PRIORITY } from '../../model/scheduling.js';
@@ -33,6 +34,8 @@ import type { EnqueueResult } from '../../model/types.js';
 /** Request bytes per multi, below jute.maxbuffer (1 MiB) with room for framing. */
 export const MULTI_BYTES = 1_000_000;
 const OPS_PER_MULTI = 2000;
+/** How long an enqueue waits for a staged flow holding its id to be made live or removed, per try. */
+const STAGED_PAUSE_MS = 100;
 // Per-op framing and a state node, roughly.
 const OP_OVERHEAD = 64;
 const STATE_BYTES = 600;
@@ -404,6 +407,7 @@ function parentOf(path: string): string {
 async function existing(ctx: StoreContext, q: QueueContext, m: NewMessage): Promise<EnqueueResult> {
   const taskPath = q.paths.task(m.id);
   const nodes = taskNodes(taskPath);
+  let staged = false;
   for (let tries = 0; tries < MAX_TRIES; tries++) {
     const now = Date.now();
     let state: TaskState;
@@ -416,6 +420,12 @@ async function existing(ctx: StoreContext, q: QueueContext, m: NewMessage): Prom
       claimed = claim !== null;
     } catch (error) {
       if (!isZkError(error, ZkCode.NoNode)) throw error;
+      if ((await ctx.zk.exists(taskPath)) !== null) {
+        // A task without a state is a big flow's, staged (flow-staging.ts): it is made live or removed soon.
+        staged = true;
+        await sleep(STAGED_PAUSE_MS);
+        continue;
+      }
       // Gone meanwhile (GC, clear): add it as new.
       const added = await addOne(ctx, q, m);
       if (added !== null) return added;
@@ -489,6 +499,7 @@ async function existing(ctx: StoreContext, q: QueueContext, m: NewMessage): Prom
     if (await applied(ctx, q, ops)) return { ok: true, id: m.id, action };
     // The state changed (BAD_VERSION) or a node came or went: look again.
   }
+  if (staged) throw new Error(`enqueue of ${m.id}: a flow being written holds this id; try again`);
   throw new Error(`enqueue of ${m.id}: its state kept changing; try again`);
 }
 

@@ -5,10 +5,12 @@
  * creates the ephemeral `lock/gc` (one GC at a time; a crashed GC's lock goes
  * with its session). Then it removes done tasks older than the lifetime, walking
  * the done list from its oldest bucket; frees claims whose lock expired long
- * ago (stale claims of stalled consumers); removes lapsed consumers; and trims
+ * ago (stale claims of stalled consumers); removes lapsed consumers and the staged nodes of big flows whose
+ * writer's session ended (flow-staging.ts); and trims
  * the queue's events to its `eventsMaxCount` and `eventsMaxAgeMs` (events.ts).
  */
 import { endOwingChildren } from './clear-flows.js';
+import { sweepStagedFlows } from './flow-staging.js';
 import { reportRemovals } from './reports.js';
 import { expireWaiting } from './expiry.js';
 import { isZkError, ZkCode, type ZkOp } from './client.js';
@@ -61,6 +63,7 @@ export async function runGc(ctx: StoreContext, q: QueueContext, force: boolean):
     await pruneGroupRates(zk, q);
     await pruneGroups(zk, q);
     await removeLapsedConsumers(ctx, q);
+    await sweepStagedFlows(ctx, q);
     await q.events.trim(config);
     return { ran: true, removed };
   } finally {

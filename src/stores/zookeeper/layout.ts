@@ -16,6 +16,8 @@
  *     /waiting/<bucket>/<until>-<task>-<seq>  a backoff's end (pending or done), for counts; GC prunes ended ones
  *     /expiry/<bucket>/<expireAt>-<task>-<seq> a time to live's deadline (expireAfterMs), for GC's sweep (expiry.ts)
  *     /parents/<bucket>/<at>-<task>-<seq>    a flow's parent waiting for its children, for counts and listings
+ *     /staging/<key>                         a big flow written in stages: /writer (EPHEMERAL), /c<n> the tasks of
+ *                                            staged multi n, whose `state` its last multi writes (flow-staging.ts)
  *     /consumers/<id>                        a consumer; /current (ephemeral) what it holds; /canceled-<attempt>-<task>
  *                                            a cancel's note to the holder (cancel-notes.ts)
  *     /conf/task_gc_lifetime, task_gc_interval, filters, failed_lifetime, paused, max_deliveries,
