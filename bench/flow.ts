@@ -1,9 +1,10 @@
 /**
- * `node --import tsx bench/flow.ts --store URL [--store URL ...] [--children 1000] [--rounds 5]`
+ * `node --import tsx bench/flow.ts --store URL [--store URL ...] [--children 1000] [--payload 0] [--rounds 5]`
  *
  * Flows on each store, in one process: `write`, the wall-clock time of `client.flow` for a tree of one parent
- * and `--children` children in another queue (one store round trip on SQLite, PostgreSQL and Redis; ZooKeeper
- * writes one multi and refuses a tree over its packet limit, so give it fewer); `release`, the time from the end
+ * and `--children` children in another queue, each child's payload `--payload` bytes (0: a small number) (one
+ * store round trip on SQLite, PostgreSQL and Redis; ZooKeeper writes one multi while the tree fits its packet
+ * limit, else stages it: several multis and a last one); `release`, the time from the end
  * of the last child's handler to the start of the parent's, with one worker on each queue (the children's at
  * concurrency 64, handlers that do nothing). Each round uses fresh queues; medians and the slowest round are
  * printed with the machine's load. Speed is reported, never enforced.
@@ -17,12 +18,14 @@ const { values } = parseArgs({
   options: {
     store: { type: 'string', multiple: true },
     children: { type: 'string', default: '1000' },
+    payload: { type: 'string', default: '0' },
     rounds: { type: 'string', default: '5' },
   },
 });
 const stores = values.store ?? [];
 if (stores.length === 0) throw new TypeError('usage: bench/flow.ts --store URL [--store URL ...]');
 const childCount = Number(values.children);
+const payloadBytes = Number(values.payload);
 const rounds = Number(values.rounds);
 
 interface Round {
@@ -33,7 +36,11 @@ interface Round {
 async function round(client: Client, names: ReturnType<typeof freshQueues>): Promise<Round> {
   const parentQueue = names.queue('parent');
   const childQueue = names.queue('child');
-  const children = Array.from({ length: childCount }, (_, i) => ({ queue: childQueue, payload: i }));
+  const pad = 'x'.repeat(payloadBytes);
+  const children = Array.from({ length: childCount }, (_, i) => ({
+    queue: childQueue,
+    payload: payloadBytes === 0 ? i : `${i}${pad}`,
+  }));
   const writeStart = performance.now();
   await client.flow({ queue: parentQueue, payload: 'parent', children });
   const writeMs = performance.now() - writeStart;
@@ -79,7 +86,7 @@ async function main(): Promise<void> {
       const write = results.map((r) => r.writeMs);
       const release = results.map((r) => r.releaseMs);
       console.log(
-        `${kind}: 1 parent + ${childCount} children: write median ${median(write).toFixed(1)} ms ` +
+        `${kind}: 1 parent + ${childCount} children of ${payloadBytes || 'small'} payloads: write median ${median(write).toFixed(1)} ms ` +
           `(slowest ${Math.max(...write).toFixed(1)}); release median ${median(release).toFixed(1)} ms ` +
           `(slowest ${Math.max(...release).toFixed(1)}); load ${loadavg()[0]?.toFixed(2)}`,
       );
