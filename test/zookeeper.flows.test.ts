@@ -97,7 +97,7 @@ describe('zookeeper: flows', () => {
   });
 
   test('while a big flow is staged, a worker, counts, status and getFlow see none of it; then all of it', async () => {
-    const { url, client, zk, dir } = await freshStore();
+    const { url, zk, dir } = await freshStore();
     const reader = await open(url);
     // A worker of the leaves runs from the start: a leaf it is handed while the staging record is still there
     // was visible before the last multi.
@@ -111,24 +111,46 @@ describe('zookeeper: flows', () => {
       },
       { concurrency: 16, eoqBackoffMs: 5 },
     );
-    let written = false;
-    // 1,000 payloads of 20 KB: about 20 staged multis.
-    const writing = client.flow(tree('seen', 'seen-leaves', 110, 20_000)).then(() => (written = true));
-    const totals = new Set<string>();
-    let readWhileStaged = 0;
-    while (!written) {
-      const before = (await stagingRecords(zk, dir, 'seen')).length > 0;
+    const reads = async (): Promise<string> => {
       const leaves = (await reader.queueStatus('seen-leaves')).total;
       const parents = (await reader.queueStatus('seen')).total;
       const first = (await reader.status('seen-leaves', 'leaf-0-0')) !== null;
       const flow = await reader.getFlow('seen', 'root');
-      totals.add(`${leaves}/${parents}/${first}/${flow === null ? 0 : 1}`);
-      // The record there before and after the reads: they were made while the flow was staged.
-      if (before && (await stagingRecords(zk, dir, 'seen')).length > 0) readWhileStaged += 1;
+      return `${leaves}/${parents}/${first}/${flow === null ? 0 : 1}`;
+    };
+    // 1,000 payloads of 20 KB, about 20 staged multis, from a writer frozen (SIGSTOP) once one is written: the
+    // reads below are all made while the flow is staged. Its session outlives the pause.
+    const writer = spawnChild('flow-writer-process.ts', [
+      `${url}?sessionTimeoutMs=20000`,
+      'seen',
+      'seen-leaves',
+      '110',
+      '20000',
+    ]);
+    try {
+      await writer.line(/^ready$/);
+      await waitFor(
+        async () => {
+          const [record] = await stagingRecords(zk, dir, 'seen');
+          return (
+            record !== undefined && (await zk.children(`${dir}/seen/staging/${record}`)).some((n) => n.startsWith('c'))
+          );
+        },
+        { what: 'a staged multi', timeoutMs: 30_000 },
+      );
+      process.kill(writer.pid, 'SIGSTOP');
+      const seen = new Set<string>();
+      for (let i = 0; i < 5; i++) seen.add(await reads());
+      await new Promise((resolve) => setTimeout(resolve, 300));
+      assert.deepEqual([...seen], ['0/0/false/0']);
+      assert.equal(handled, 0);
+      assert.ok((await taskIds(zk, dir, 'seen-leaves')).length > 0, 'staged task nodes');
+    } finally {
+      process.kill(writer.pid, 'SIGCONT');
     }
-    await writing;
-    for (const seen of totals) assert.ok(['0/0/false/0', '990/10/true/1'].includes(seen), seen);
-    assert.ok(readWhileStaged > 0, 'reads while the flow was staged');
+    await writer.line(/^written$/, 30_000);
+    assert.equal((await writer.exited).code, 0, writer.stderr);
+    assert.equal(await reads(), '990/10/true/1');
     await waitFor(() => handled === 990, { what: 'the leaves to run', timeoutMs: 60_000 });
     assert.deepEqual(early, []);
   });
