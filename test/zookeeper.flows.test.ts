@@ -7,7 +7,7 @@
  */
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
-import { FlowRefusedError, StoreLimitError, type Client, type FlowTree } from '../src/index.js';
+import { FlowRefusedError, StoreLimitError, StoreUnavailableError, type Client, type FlowTree } from '../src/index.js';
 import { waitFor } from './support/wait.js';
 import { spawnChild } from './support/child.js';
 import { freshStoreUrl, serverUrl, type PlainClient } from './fixtures/zookeeper-env.js';
@@ -181,11 +181,12 @@ describe('zookeeper: flows', () => {
     assert.equal(await client.status('gone', staged[0] ?? ''), null);
     assert.equal((await client.queueStatus('gone')).total, 0);
     assert.equal((await client.queueStatus('gone-leaves')).total, 0);
-    // An enqueue of a staged id waits for the flow, then says what holds it.
-    await assert.rejects(
-      client.enqueue('gone-leaves', 'mine', { id: 'leaf-0-0' }),
-      /a flow being written holds this id/,
-    );
+    // An enqueue of a staged id waits for the flow, then says what holds it: busy, try again.
+    await assert.rejects(client.enqueue('gone-leaves', 'mine', { id: 'leaf-0-0' }), (error: unknown) => {
+      assert.ok(error instanceof StoreUnavailableError && error.transient, String(error));
+      assert.match(error.message, /a flow being written holds this id/);
+      return true;
+    });
     // A GC while the writer's session lives leaves its record alone.
     await client.gc('gone');
     assert.ok((await stagingRecords(zk, dir, 'gone')).includes(record ?? ''));

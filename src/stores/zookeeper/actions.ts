@@ -5,6 +5,7 @@
  * nodes whose state keeps only their prefix: an action finds the entry's full
  * name in its bucket (one listing of at most 2,000 names).
  */
+import { StoreUnavailableError } from '../../model/errors.js';
 import { parseFilterClass } from '../../model/filters.js';
 import { isZkError, ZkCode, type ZkOp } from './client.js';
 import {
@@ -96,7 +97,7 @@ async function each(
         wake ||= planned.state === 'queued' || planned.state === 'queued-with-backoff';
       }
     }
-    if (result === null) throw new Error(`${id}: its state kept changing; try again`);
+    if (result === null) throw new StoreUnavailableError(`${id}: its state kept changing; try again`);
     results.push(result);
   }
   if (wake) ctx.wakeups.notify(q.name);

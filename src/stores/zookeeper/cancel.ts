@@ -6,6 +6,7 @@
  * multi, and a note under its holder's consumer node tells the holder (cancel-watches.ts); its finish, extend
  * and report then find the version moved, and are lost.
  */
+import { StoreUnavailableError } from '../../model/errors.js';
 import { CANCELABLE_STATES } from '../../model/cancel.js';
 import { appendHistory } from '../../model/history.js';
 import { commitIndexed, readTask, resolveEntry } from './actions.js';
@@ -89,5 +90,5 @@ export async function cancelMessage(
     else if (notePath !== null && failure.op?.path === notePath && failure.code === ZkCode.NoNode) tell = false;
     // Otherwise the message changed meanwhile (a finish, a claim, a renewal): read it again.
   }
-  throw new Error(`${id}: its state kept changing; try again`);
+  throw new StoreUnavailableError(`${id}: its state kept changing; try again`);
 }

@@ -6,7 +6,7 @@
  * with a version check on the task's state.
  */
 import { sleep } from '../../model/time.js';
-import { PayloadTooLargeError } from '../../model/errors.js';
+import { PayloadTooLargeError, StoreUnavailableError } from '../../model/errors.js';
 import { parseFilterClass } from '../../model/filters.js';
 import { DEFAULT_PRIORITY } from '../../model/scheduling.js';
 import { isZkError, ZkCode, type ZkOp } from './client.js';
@@ -89,7 +89,7 @@ export async function enqueueGuarded(
     }
   });
   for (let tries = 0; fresh.length > 0; tries++) {
-    if (tries > MAX_TRIES) throw new Error('enqueue: too many conflicting retries');
+    if (tries > MAX_TRIES) throw new StoreUnavailableError('enqueue: too many conflicting retries');
     const next: number[] = [];
     for (const chunk of chunks(q, messages, fresh)) {
       const outcome = await createChunk(ctx, q, messages, chunk, results, unguarded(guard));
@@ -276,7 +276,7 @@ async function enqueueDebounced(ctx: StoreContext, q: QueueContext, m: NewMessag
     }
     // The index or the message changed (BAD_VERSION), or its entry went: read again.
   }
-  throw new Error(`enqueue of ${m.id}: its debounce id ${m.debounceId ?? ''} kept changing; try again`);
+  throw new StoreUnavailableError(`enqueue of ${m.id}: its debounce id ${m.debounceId ?? ''} kept changing; try again`);
 }
 
 async function createChunk(
@@ -499,8 +499,8 @@ async function existing(ctx: StoreContext, q: QueueContext, m: NewMessage): Prom
     if (await applied(ctx, q, ops)) return { ok: true, id: m.id, action };
     // The state changed (BAD_VERSION) or a node came or went: look again.
   }
-  if (staged) throw new Error(`enqueue of ${m.id}: a flow being written holds this id; try again`);
-  throw new Error(`enqueue of ${m.id}: its state kept changing; try again`);
+  if (staged) throw new StoreUnavailableError(`enqueue of ${m.id}: a flow being written holds this id; try again`);
+  throw new StoreUnavailableError(`enqueue of ${m.id}: its state kept changing; try again`);
 }
 
 async function addOne(ctx: StoreContext, q: QueueContext, m: NewMessage): Promise<EnqueueResult | null> {

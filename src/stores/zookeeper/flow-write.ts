@@ -8,7 +8,7 @@
  * not fit is refused before anything is written. An id that exists fails its task's create: the flow is refused,
  * and whatever was staged is removed.
  */
-import { FlowRefusedError, StoreLimitError } from '../../model/errors.js';
+import { FlowRefusedError, StoreLimitError, StoreUnavailableError } from '../../model/errors.js';
 import { StagedFlow, type StagedLink } from './flow-staging.js';
 import { taskNodes } from './layout.js';
 import { isZkError, ZkCode, type ZkOp } from './client.js';
@@ -96,7 +96,9 @@ async function commit(
     } catch (error) {
       if (!isZkError(error) || error.opIndex < 0) throw error;
       if (owner[error.opIndex] === STAGING) {
-        throw new Error('flow: its staged messages went (its session ended) before it was made visible; try again');
+        throw new StoreUnavailableError(
+          'flow: its staged messages went (its session ended) before it was made visible; try again',
+        );
       }
       if (owner[error.opIndex] === LINK) {
         // A dependency changed (or went) since it was read: read it again, after a pause its writer may finish in.
@@ -126,7 +128,7 @@ async function commit(
       for (const q of queues.values()) await q.ensure();
     }
   }
-  throw new Error('flow: the queues kept changing while it was written; try again');
+  throw new StoreUnavailableError('flow: the queues kept changing while it was written; try again');
 }
 
 /**
@@ -331,7 +333,9 @@ async function writeChunk(
     } catch (error) {
       if (!isZkError(error) || error.opIndex < 0) throw error;
       if (error.opIndex < head.length) {
-        throw new Error('flow: its session ended while it was written in stages; nothing of it is visible');
+        throw new StoreUnavailableError(
+          'flow: its session ended while it was written in stages; nothing of it is visible',
+        );
       }
       const failed = ops[error.opIndex];
       const m = chunk.map((i) => messages[i] as FlowMessage).find((n) => failed?.path === taskOf(queues, n));
@@ -339,7 +343,7 @@ async function writeChunk(
       await refuseTaken(ctx, queues.get(m.queue) as QueueContext, m.message.id);
     }
   }
-  throw new Error('flow: the queues kept changing while it was written; try again');
+  throw new StoreUnavailableError('flow: the queues kept changing while it was written; try again');
 }
 
 function taskOf(queues: ReadonlyMap<string, QueueContext>, m: FlowMessage): string {
