@@ -9,7 +9,7 @@ import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import { FlowRefusedError, StoreLimitError, StoreUnavailableError, type Client, type FlowTree } from '../src/index.js';
 import { waitFor } from './support/wait.js';
-import { spawnChild } from './support/child.js';
+import { spawnChild, type Child } from './support/child.js';
 import { freshStoreUrl, serverUrl, type PlainClient } from './fixtures/zookeeper-env.js';
 import { dirOf, fileClients } from './fixtures/zookeeper-clients.js';
 
@@ -49,6 +49,39 @@ async function taskIds(zk: PlainClient, dir: string, queue: string): Promise<str
 async function stagingRecords(zk: PlainClient, dir: string, queue: string): Promise<string[]> {
   const path = `${dir}/${queue}/staging`;
   return (await zk.exists(path)) === null ? [] : zk.children(path);
+}
+
+/**
+ * A writer process (test/fixtures/flow-writer-process.ts) of a big flow in `queue` and `<queue>-leaves`, 1,000
+ * payloads of `bytes`, on a session of `sessionMs`; resolves once its first staged multi is written, with the
+ * staging record's key.
+ */
+async function stagingWriter(
+  zk: PlainClient,
+  url: string,
+  queue: string,
+  bytes: number,
+  sessionMs: number,
+): Promise<{ writer: Child; record: string }> {
+  const dir = dirOf(url);
+  const writer = spawnChild('flow-writer-process.ts', [
+    `${url}?sessionTimeoutMs=${sessionMs}`,
+    queue,
+    `${queue}-leaves`,
+    '110',
+    String(bytes),
+  ]);
+  await writer.line(/^ready$/);
+  const record = await waitFor(
+    async () => {
+      const [key] = await stagingRecords(zk, dir, queue);
+      if (key === undefined) return null;
+      const chunks = await zk.children(`${dir}/${queue}/staging/${key}`);
+      return chunks.some((name) => name.startsWith('c')) ? key : null;
+    },
+    { what: 'a staged multi', timeoutMs: 30_000 },
+  );
+  return { writer, record };
 }
 
 /** A fresh chroot, a kvmq client of it and a plain client of the server. */
@@ -120,24 +153,8 @@ describe('zookeeper: flows', () => {
     };
     // 1,000 payloads of 20 KB, about 20 staged multis, from a writer frozen (SIGSTOP) once one is written: the
     // reads below are all made while the flow is staged. Its session outlives the pause.
-    const writer = spawnChild('flow-writer-process.ts', [
-      `${url}?sessionTimeoutMs=20000`,
-      'seen',
-      'seen-leaves',
-      '110',
-      '20000',
-    ]);
+    const { writer } = await stagingWriter(zk, url, 'seen', 20_000, 20_000);
     try {
-      await writer.line(/^ready$/);
-      await waitFor(
-        async () => {
-          const [record] = await stagingRecords(zk, dir, 'seen');
-          return (
-            record !== undefined && (await zk.children(`${dir}/seen/staging/${record}`)).some((n) => n.startsWith('c'))
-          );
-        },
-        { what: 'a staged multi', timeoutMs: 30_000 },
-      );
       process.kill(writer.pid, 'SIGSTOP');
       const seen = new Set<string>();
       for (let i = 0; i < 5; i++) seen.add(await reads());
@@ -158,22 +175,7 @@ describe('zookeeper: flows', () => {
   test('a writer killed while staging leaves nothing visible, and GC removes what it staged', async () => {
     const { url, client, zk, dir } = await freshStore();
     // 1,000 payloads of 30 KB: about 30 staged multis, killed after the first.
-    const writer = spawnChild('flow-writer-process.ts', [
-      `${url}?sessionTimeoutMs=4000`,
-      'gone',
-      'gone-leaves',
-      '110',
-      '30000',
-    ]);
-    await writer.line(/^ready$/);
-    const [record] = await waitFor(
-      async () => {
-        const records = await stagingRecords(zk, dir, 'gone');
-        const chunks = records.length === 0 ? [] : await zk.children(`${dir}/gone/staging/${records[0]}`);
-        return chunks.some((name) => name.startsWith('c')) ? records : null;
-      },
-      { what: 'a staged multi', timeoutMs: 30_000 },
-    );
+    const { writer, record } = await stagingWriter(zk, url, 'gone', 30_000, 4000);
     assert.equal((await writer.kill('SIGKILL')).signal, 'SIGKILL');
     const staged = await taskIds(zk, dir, 'gone');
     assert.ok(staged.length > 0, 'staged task nodes');
@@ -189,7 +191,7 @@ describe('zookeeper: flows', () => {
     });
     // A GC while the writer's session lives leaves its record alone.
     await client.gc('gone');
-    assert.ok((await stagingRecords(zk, dir, 'gone')).includes(record ?? ''));
+    assert.ok((await stagingRecords(zk, dir, 'gone')).includes(record));
     await waitFor(async () => (await zk.exists(`${dir}/gone/staging/${record}/writer`)) === null, {
       what: "the writer's session to end",
       timeoutMs: 30_000,
