@@ -3,6 +3,7 @@ import assert from 'node:assert/strict';
 import { describe } from 'node:test';
 import { storeTest } from '../support/harness.js';
 import { JobLog } from '../support/jobs.js';
+import { handledUntilDry } from '../support/until-dry.js';
 import type { StoreFixture } from '../support/fixture.js';
 
 export function enqueue(fixture: StoreFixture): void {
@@ -66,6 +67,27 @@ export function enqueue(fixture: StoreFixture): void {
       assert.ok(last?.ok === true && last.action === 'added' && !['a', 'b', 'c'].includes(last.id));
       assert.equal((await h.client.queueStatus(q)).total, 4);
       assert.deepEqual(await h.client.enqueueBatch(q, []), []);
+    });
+
+    storeTest(fixture, 'a batch whose messages differ in every option keeps each one its own', async (h) => {
+      const q = h.queue('batch-mixed');
+      const results = await h.client.enqueueBatch(q, [
+        { payload: Buffer.from([7, 0, 255]), id: 'bytes', priority: 2, metadata: { k: 'bytes' } },
+        { payload: { n: 1 }, id: 'later', initialBackoffMs: 600_000, metadata: { k: 'later' } },
+        { payload: 'grouped', id: 'grouped', group: 'g', priority: 1 },
+        { payload: [1, 2], id: 'first', metadata: { k: 'first' }, attempts: 7 },
+      ]);
+      assert.ok(results.every((r) => r.ok && r.action === 'added'));
+      // One at a time: priority order; the delayed one stays waiting.
+      const log = await handledUntilDry(h, q, 3);
+      assert.deepEqual(log.ids(), ['first', 'grouped', 'bytes']);
+      const byId = new Map(log.seen.map((s) => [s.id, s.job]));
+      assert.deepEqual(byId.get('bytes')?.payload, Buffer.from([7, 0, 255]));
+      assert.deepEqual(byId.get('bytes')?.metadata, { k: 'bytes' });
+      assert.deepEqual(byId.get('first')?.payload, [1, 2]);
+      assert.deepEqual(byId.get('first')?.metadata, { k: 'first' });
+      assert.deepEqual(byId.get('grouped')?.metadata, {});
+      assert.equal((await h.client.status(q, 'later'))?.state, 'queued-with-backoff');
     });
 
     storeTest(fixture, 'payloads and metadata round-trip: JSON values stay JSON, Buffers stay Buffers', async (h) => {
