@@ -5,7 +5,7 @@
 import { KvmqError } from '../model/errors.js';
 
 export const EXIT_OK = 0;
-/** A runtime failure: bad store URL, filter refused, store unavailable, unreadable file. */
+/** A runtime failure: bad store URL, filter refused, store unavailable, unreadable file, input too large. */
 export const EXIT_FAILURE = 1;
 /** The command line itself is wrong. */
 export const EXIT_USAGE = 2;
@@ -28,6 +28,17 @@ export class UnknownQueueError extends Error {
   }
 }
 
+/**
+ * Input read from stdin or a pipe is over what the command can use (a payload far over any store's limit, a
+ * document over the CLI's cap): reading stopped there, so a stream without end cannot fill memory. Exit 1.
+ */
+export class InputTooLargeError extends Error {
+  constructor(message: string) {
+    super(message);
+    this.name = 'InputTooLargeError';
+  }
+}
+
 /** Writes what went wrong to stderr and returns the exit code for it. */
 export function reportError(error: unknown, command: string | null): number {
   const help = command === null ? 'kvmq --help' : `kvmq ${command} --help`;
@@ -38,6 +49,7 @@ export function reportError(error: unknown, command: string | null): number {
   if (
     error instanceof KvmqError ||
     error instanceof UnknownQueueError ||
+    error instanceof InputTooLargeError ||
     isValidationError(error) ||
     isSystemError(error)
   ) {

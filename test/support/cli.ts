@@ -3,10 +3,11 @@
  * or a script sees them. Children still running when the file's tests end are killed.
  */
 import assert from 'node:assert/strict';
-import { spawn, type ChildProcess } from 'node:child_process';
-import { mkdtempSync } from 'node:fs';
+import { spawn, type ChildProcess, type ChildProcessByStdio } from 'node:child_process';
+import { closeSync, mkdtempSync, openSync } from 'node:fs';
 import { rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
+import type { Readable, Writable } from 'node:stream';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { after } from 'node:test';
@@ -27,6 +28,8 @@ export interface RunOptions {
   /** $KVMQ_STORE for the child; every test passes its own file. */
   readonly store: string;
   readonly input?: string | Buffer;
+  /** A file the child reads as its stdin instead of `input` (/dev/zero: a stream without end). */
+  readonly stdinFrom?: string;
   readonly env?: Readonly<Record<string, string>>;
 }
 
@@ -48,17 +51,19 @@ export function newStore(): string {
 
 /** Starts a script under tsx; `result` settles when it exits (it is killed after RUN_TIMEOUT_MS). */
 export function start(script: string, args: readonly string[], options: RunOptions) {
+  const stdin = options.stdinFrom === undefined ? 'pipe' : openSync(options.stdinFrom, 'r');
   const child = spawn(process.execPath, ['--import', 'tsx', script, ...args], {
     cwd: ROOT,
     env: { ...process.env, ...options.env, KVMQ_STORE: options.store },
-    stdio: 'pipe',
-  });
+    stdio: [stdin, 'pipe', 'pipe'],
+  }) as ChildProcessByStdio<Writable | null, Readable, Readable>;
+  if (typeof stdin === 'number') closeSync(stdin);
   children.add(child);
   let stdout = '';
   let stderr = '';
   child.stdout.setEncoding('utf8').on('data', (text: string) => (stdout += text));
   child.stderr.setEncoding('utf8').on('data', (text: string) => (stderr += text));
-  child.stdin.end(options.input);
+  child.stdin?.end(options.input);
   const timer = setTimeout(() => child.kill('SIGKILL'), RUN_TIMEOUT_MS);
   const result = new Promise<RunResult>((resolve, reject) => {
     child.on('error', reject);

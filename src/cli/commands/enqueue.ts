@@ -10,7 +10,7 @@ import {
   parseJsonObject,
 } from '../args.js';
 import type { Command } from '../command.js';
-import { EXIT_FAILURE, EXIT_OK, EXIT_REFUSED, reportError, UsageError } from '../errors.js';
+import { EXIT_FAILURE, EXIT_OK, EXIT_REFUSED, InputTooLargeError, reportError, UsageError } from '../errors.js';
 import { DURATION_HELP, optionalDuration } from '../duration.js';
 import { commandUsage } from '../help.js';
 import { readAll, readLines } from '../input.js';
@@ -196,7 +196,8 @@ async function enqueueLines(
     if (batch.length > 0) await send();
   } catch (error) {
     progress?.finish();
-    const line = lineOf(error, batch, batchLines);
+    // A line too long to read is the one after the last read.
+    const line = error instanceof InputTooLargeError ? lineNumber + 1 : lineOf(error, batch, batchLines);
     // A line's own refusal is a runtime error (exit 1) that names the line; anything else is said as usual.
     if (line !== null) note(`line ${line}: ${(error as Error).message}`);
     const code = line === null ? reportError(error, 'enqueue') : EXIT_FAILURE;

@@ -2,7 +2,7 @@
  * `kvmq update`: changes a waiting or delayed message's payload, priority, ready time or filters. One result line,
  * as the other actions print them.
  */
-import { readFileSync } from 'node:fs';
+import { createReadStream } from 'node:fs';
 import { MessageGoneError } from '../../model/errors.js';
 import type { ActionResult, Client, UpdateOptions } from '../../index.js';
 import { expectPositionals, parseCommandLine, parseFilterPairs } from '../args.js';
@@ -83,5 +83,5 @@ export const update: Command = {
 async function readPayload(text: string | undefined, file: string | undefined): Promise<Buffer | undefined> {
   if (text !== undefined) return Buffer.from(text, 'utf8');
   if (file === undefined) return undefined;
-  return file === '-' ? readAll(process.stdin) : readFileSync(file);
+  return file === '-' ? readAll(process.stdin) : readAll(createReadStream(file), file);
 }
