@@ -158,13 +158,22 @@ describe('kvmq flow add', { concurrency: 4 }, () => {
     const node = (id: string, extra: object = {}): object => ({ queue: 'jobs', id, payload: id, ...extra });
     const tooMany = { ...node('big'), children: Array.from({ length: FLOW_MAX_NODES }, (_, i) => node(`c${i}`)) };
     const trees: [tree: unknown, message: RegExp][] = [
-      [node('r', { children: [node('a', { prio: 1 })] }), /^kvmq: flow: unknown option 'prio'; known options are /],
-      [node('r', { lifo: true }), /^kvmq: flow: unknown option 'lifo'/],
-      [node('r', { priority: 'high' }), /^kvmq: priority must be a whole number from 0 .* got high$/m],
-      [node('r', { timeoutMs: '30s' }), /^kvmq: timeoutMs must be a whole number of milliseconds/],
-      [node('r', { children: {} }), /^kvmq: a flow node's children must be an array of flow nodes$/m],
+      [
+        node('r', { children: [node('a', { prio: 1 })] }),
+        /^kvmq: flow node children\[0\]: unknown option 'prio'; known options are /,
+      ],
+      [node('r', { lifo: true }), /^kvmq: flow node the root: unknown option 'lifo'/],
+      [
+        node('r', { priority: 'high' }),
+        /^kvmq: flow node the root: priority must be a whole number from 0 .* got high$/m,
+      ],
+      [
+        node('r', { children: [node('a'), node('b', { timeoutMs: '30s' })] }),
+        /^kvmq: flow node children\[1\]: timeoutMs must be a whole number of milliseconds/,
+      ],
+      [node('r', { children: {} }), /^kvmq: flow node the root: children must be an array of flow nodes$/m],
       [node('r', { runAt: 'tomorrow' }), /^kvmq: flow node the root: runAt must be an ISO 8601 time/],
-      [node('r', { onChildFailure: 'ignore' }), /^kvmq: onChildFailure is a child's option/],
+      [node('r', { onChildFailure: 'ignore' }), /^kvmq: flow node the root: onChildFailure is a child's option/],
       [
         node('r', { children: [node('a'), { queue: 'jobs' }] }),
         /^kvmq: flow node children\[1\] has no payload: give a JSON value, or \{"base64": "..."\} for bytes$/m,
@@ -179,7 +188,7 @@ describe('kvmq flow add', { concurrency: 4 }, () => {
         /^kvmq: a flow names one message \(queue and id\) twice: the dependency jobs\/r$/m,
       ],
       [tooMany, new RegExp(`^kvmq: a flow has at most ${FLOW_MAX_NODES} nodes`)],
-      [{ queue: 'no queue', payload: 1 }, /^kvmq: queue name "no queue" is invalid/],
+      [{ queue: 'no queue', payload: 1 }, /^kvmq: flow node the root: queue name "no queue" is invalid/],
     ];
     const runs: [args: string[], input: string, message: RegExp][] = trees.map(([tree, message]) => [
       ['flow', 'add'],

@@ -4,7 +4,7 @@
  * output prints bytes in (jsonOf). JSON has no Date: `runAt` may be ISO 8601 text, as `--run-at` takes it.
  * Everything else of the tree is checked by client.flow itself.
  */
-import type { FlowTree } from '../model/flow.js';
+import { flowNodePath, type FlowTree } from '../model/flow.js';
 import { UsageError } from './errors.js';
 import { parseRunAt } from './scheduling-args.js';
 
@@ -13,7 +13,7 @@ const BASE64 = /^(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?$
 /** The tree with `{"base64": ...}` payloads as bytes and runAt text as ms; a node without a payload is refused. */
 export function flowTreeOf(document: unknown): FlowTree {
   // A stack, not recursion: a deep tree is client.flow's to refuse, not a stack overflow here.
-  const stack: { node: unknown; path: string }[] = [{ node: document, path: 'the root' }];
+  const stack: { node: unknown; path: string }[] = [{ node: document, path: flowNodePath(null, 0) }];
   while (stack.length > 0) {
     const { node, path } = stack.pop() as { node: unknown; path: string };
     if (!isObject(node)) continue;
@@ -25,7 +25,7 @@ export function flowTreeOf(document: unknown): FlowTree {
     const children = node.children;
     if (!Array.isArray(children)) continue;
     children.forEach((child: unknown, i) => {
-      stack.push({ node: child, path: path === 'the root' ? `children[${i}]` : `${path}.children[${i}]` });
+      stack.push({ node: child, path: flowNodePath(path, i) });
     });
   }
   return document as FlowTree;

@@ -2,7 +2,15 @@
  * Flows through a client: writing a tree of messages at once (each parent `waiting-children` until its children
  * have ended), and reading a message's flow back.
  */
-import { checkFlowNames, flowIds, flowSteps, type FlowIds, type FlowNode, type FlowTree } from '../model/flow.js';
+import {
+  atFlowNode,
+  checkFlowNames,
+  flowIds,
+  flowSteps,
+  type FlowIds,
+  type FlowNode,
+  type FlowTree,
+} from '../model/flow.js';
 import type { Payload, QueueConfig } from '../model/types.js';
 import type { EnqueueOptions } from '../model/types.js';
 import type { NewMessage, Store } from '../stores/contract/contract.js';
@@ -23,7 +31,9 @@ export async function writeFlow(store: Store, tree: FlowTree, make: FlowMessages
   }
   const messages = steps.map((step) => ({
     queue: step.queue,
-    message: make.prepare(step.queue, step.tree.payload, step.tree, configs.get(step.queue) ?? null),
+    message: atFlowNode(step.path, () =>
+      make.prepare(step.queue, step.tree.payload, step.tree, configs.get(step.queue) ?? null),
+    ),
     parent: step.parent,
     children: step.children,
     onChildFailure: step.onChildFailure,

@@ -79,6 +79,8 @@ export const FLOW_MESSAGE_KEYS = [
 /** A checked node, in parents-first order: `parent` is its parent's index in that order (null for the root). */
 export interface FlowStep {
   readonly tree: FlowTree;
+  /** Where it is in the tree, as errors name it (flowNodePath). */
+  readonly path: string;
   readonly queue: string;
   readonly parent: number | null;
   readonly children: number;
@@ -87,39 +89,75 @@ export interface FlowStep {
   readonly dependsOn: readonly FlowLink[];
 }
 
+/** Where a node is in a flow's tree, as errors name it: `the root`, `children[1]`, `children[1].children[0]`. */
+export function flowNodePath(parentPath: string | null, index: number): string {
+  if (parentPath === null) return 'the root';
+  return parentPath === 'the root' ? `children[${index}]` : `${parentPath}.children[${index}]`;
+}
+
+/**
+ * Runs a check of the node at `path`: a TypeError or RangeError it throws is thrown again naming the node, so
+ * that a mistake in a tree of thousands says where it is.
+ */
+export function atFlowNode<T>(path: string, check: () => T): T {
+  try {
+    return check();
+  } catch (error) {
+    if (!(error instanceof TypeError || error instanceof RangeError)) throw error;
+    const Named = error instanceof RangeError ? RangeError : TypeError;
+    throw new Named(`flow node ${path}: ${error.message}`, { cause: error });
+  }
+}
+
+interface Pending {
+  readonly node: unknown;
+  readonly parent: number | null;
+  readonly path: string;
+}
+
 /** Checks a flow's shape (not its messages' options) and lays it out parents first, depth first. */
 export function flowSteps(root: unknown): FlowStep[] {
   const steps: FlowStep[] = [];
-  const stack: { node: unknown; parent: number | null }[] = [{ node: root, parent: null }];
+  const stack: Pending[] = [{ node: root, parent: null, path: flowNodePath(null, 0) }];
   // Dependencies count against the bound too: each is a message the flow's write links.
   let linked = 0;
   while (stack.length > 0) {
-    const { node, parent } = stack.pop() as { node: unknown; parent: number | null };
-    const tree = checkPlainObject('a flow node', node) as unknown as FlowTree;
-    checkKnownKeys('flow', tree, [...FLOW_NODE_KEYS, ...FLOW_MESSAGE_KEYS]);
-    const children: unknown = tree.children ?? [];
-    if (!Array.isArray(children)) throw new TypeError("a flow node's children must be an array of flow nodes");
-    const policy = checkPolicy(tree.onChildFailure);
-    if (parent === null && tree.onChildFailure !== undefined) {
-      throw new TypeError("onChildFailure is a child's option: the flow's root has no parent");
-    }
-    const named: unknown = tree.dependsOn;
-    linked += Array.isArray(named) ? named.length : 0;
-    if (steps.length + 1 + stack.length + children.length + linked > FLOW_MAX_NODES) {
+    const { node, parent, path } = stack.pop() as Pending;
+    const step = atFlowNode(path, () => flowStep(node, parent, path));
+    linked += step.dependsOn.length;
+    if (steps.length + 1 + stack.length + step.children + linked > FLOW_MAX_NODES) {
       throw new TypeError(`a flow has at most ${FLOW_MAX_NODES} nodes, its dependsOn messages included`);
     }
-    steps.push({
-      tree,
-      queue: checkQueueName(tree.queue),
-      parent,
-      children: children.length,
-      onChildFailure: policy,
-      dependsOn: flowLinks(named),
-    });
+    steps.push(step);
     const index = steps.length - 1;
-    for (let i = children.length - 1; i >= 0; i--) stack.push({ node: children[i], parent: index });
+    const children = step.tree.children ?? [];
+    for (let i = children.length - 1; i >= 0; i--) {
+      stack.push({ node: children[i], parent: index, path: flowNodePath(path, i) });
+    }
   }
   return steps;
+}
+
+/** One node's own shape, checked (its children are checked as nodes of their own). */
+function flowStep(node: unknown, parent: number | null, path: string): FlowStep {
+  const tree = checkPlainObject('a flow node', node) as unknown as FlowTree;
+  // Named by atFlowNode: `flow node children[0]: unknown option ...`.
+  checkKnownKeys('', tree, [...FLOW_NODE_KEYS, ...FLOW_MESSAGE_KEYS]);
+  const children: unknown = tree.children ?? [];
+  if (!Array.isArray(children)) throw new TypeError('children must be an array of flow nodes');
+  const policy = checkPolicy(tree.onChildFailure);
+  if (parent === null && tree.onChildFailure !== undefined) {
+    throw new TypeError("onChildFailure is a child's option: the flow's root has no parent");
+  }
+  return {
+    tree,
+    path,
+    queue: checkQueueName(tree.queue),
+    parent,
+    children: children.length,
+    onChildFailure: policy,
+    dependsOn: flowLinks(tree.dependsOn),
+  };
 }
 
 function checkPolicy(value: unknown): ChildFailurePolicy {
@@ -133,7 +171,7 @@ function checkPolicy(value: unknown): ChildFailurePolicy {
 /** A node's `dependsOn`, checked: an array of `{ queue, id, onChildFailure? }`. */
 function flowLinks(value: unknown): FlowLink[] {
   if (value === undefined) return [];
-  if (!Array.isArray(value)) throw new TypeError("a flow node's dependsOn must be an array of { queue, id }");
+  if (!Array.isArray(value)) throw new TypeError('dependsOn must be an array of { queue, id }');
   return value.map((item: unknown) => {
     const link = checkPlainObject('a flow dependency', item);
     checkKnownKeys('dependsOn', link, ['queue', 'id', 'onChildFailure']);

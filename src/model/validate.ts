@@ -71,11 +71,15 @@ export function checkPlainObject(name: string, value: unknown): Record<string, u
   return value as Record<string, unknown>;
 }
 
-/** Throws on keys the caller did not mean: a typo in an option name should not pass silently. */
+/**
+ * Throws on keys the caller did not mean: a typo in an option name should not pass silently. `what` begins the
+ * message, unless empty (the caller names the place itself).
+ */
 export function checkKnownKeys(what: string, value: object, known: readonly string[]): void {
   for (const key of Object.keys(value)) {
     if (!known.includes(key)) {
-      throw new TypeError(`${what}: unknown option '${key}'; known options are ${known.join(', ')}`);
+      const where = what === '' ? '' : `${what}: `;
+      throw new TypeError(`${where}unknown option '${key}'; known options are ${known.join(', ')}`);
     }
   }
 }
