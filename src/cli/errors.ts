@@ -66,12 +66,17 @@ export function reportError(error: unknown, command: string | null): number {
 const CHECK_FRAME =
   /[\\/](model[\\/]\w+|schedule[\\/]\w+|client([\\/][\w-]+)?|worker[\\/]options|events[\\/]options)\.[jt]s:/;
 
+// What the JavaScript engine says of a bug (a property of undefined, a call of a non-function, ...): such a
+// TypeError thrown in the client is a bug there, not one of its checks.
+const ENGINE_MESSAGE =
+  /^Cannot (read|set) propert|^Cannot (destructure|convert|access|create property|mix BigInt)|is not (a function|iterable|a constructor|defined)|^Class constructor |^Assignment to constant|^Converting circular structure|^Do not know how to serialize|^Reduce of empty array/;
+
 /**
  * kvmq's API rejects a bad argument with a TypeError thrown by its own checks.
- * Told apart from a TypeError of a bug by where it was thrown (CHECK_FRAME).
+ * Told apart from a TypeError of a bug by where it was thrown (CHECK_FRAME) and what it says (ENGINE_MESSAGE).
  */
 export function isValidationError(error: unknown): error is TypeError {
-  if (!(error instanceof TypeError)) return false;
+  if (!(error instanceof TypeError) || ENGINE_MESSAGE.test(error.message)) return false;
   const frame = error.stack?.split('\n').find((line) => line.trimStart().startsWith('at '));
   return frame !== undefined && CHECK_FRAME.test(frame);
 }
