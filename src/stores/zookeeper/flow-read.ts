@@ -3,6 +3,7 @@
  * the (queue, id) links each task's state keeps. The tree is read a level at a time, each level in shared requests.
  */
 import { FLOW_MAX_NODES, type FlowNode } from '../../model/flow.js';
+import { readLevels } from '../contract/flow-levels.js';
 import { decodeState, taskNodes, type TaskState } from './layout.js';
 import { statusOf } from './inspect.js';
 import type { StoreContext } from './context.js';
@@ -47,35 +48,9 @@ export async function flowTree(ctx: StoreContext, queue: string, id: string): Pr
     if (up == null) break;
     top = up;
   }
-  const root: Building = { read: top, children: [] };
-  let level = [root];
-  while (level.length > 0) {
-    const reads = await readNodes(
-      ctx,
-      level.flatMap((b) => b.read.state.children ?? []),
-    );
-    const next: Building[] = [];
-    let k = 0;
-    for (const parent of level) {
-      for (let n = 0; n < (parent.read.state.children?.length ?? 0); n++) {
-        const read = reads[k++];
-        if (read == null) continue;
-        const child: Building = { read, children: [] };
-        parent.children.push(child);
-        next.push(child);
-      }
-    }
-    level = next;
-  }
-  return flowNode(root);
-}
-
-/** A tree node while its levels are read. */
-interface Building {
-  readonly read: NodeRead;
-  readonly children: Building[];
-}
-
-function flowNode(b: Building): FlowNode {
-  return { ...b.read.status, children: b.children.map(flowNode) };
+  return readLevels(top, {
+    children: (node) => node.state.children ?? [],
+    read: (links) => readNodes(ctx, links),
+    status: (node) => node.status,
+  });
 }
