@@ -1,12 +1,12 @@
 /**
- * `kvmq flow add` on the server stores, as a subprocess: PostgreSQL and Redis write a tree across two queues that
- * `kvmq work` runs children first; etcd has no flows, and both `flow add` and `flow show` say so (exit 1).
+ * `kvmq flow add` on the server stores, as a subprocess: PostgreSQL, Redis and etcd write a tree across two queues
+ * that `kvmq work` runs children first, and `flow show` prints it.
  * Needs the servers: `node scripts/servers.mjs run redis postgres etcd -- node --import tsx --test ...`.
  */
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { expectExit } from './support/cli.js';
-import { postgresFixture, redisFixture } from './support/stores.js';
+import { etcdFixture, postgresFixture, redisFixture } from './support/stores.js';
 import { isolatedUrl } from './fixtures/etcd-support.js';
 
 const TREE = {
@@ -20,11 +20,15 @@ const TREE = {
 };
 
 describe('kvmq flow add on server stores', () => {
-  for (const fixture of [postgresFixture(), redisFixture()]) {
+  for (const fixture of [postgresFixture(), redisFixture(), etcdFixture()]) {
     it(`${fixture.name}: writes a tree from stdin, and kvmq work runs the parent after its children`, async () => {
       const store = await fixture.url();
       const added = await expectExit(0, ['flow', 'add'], { store, input: JSON.stringify(TREE) });
       assert.equal(added.stdout, 'reports/month\nfetch/sales\nfetch/stock\n');
+      assert.equal(
+        (await expectExit(0, ['flow', 'show', 'fetch', 'stock'], { store })).stdout,
+        'reports/month waiting-children\n  fetch/sales queued\n  fetch/stock queued\n',
+      );
       const report = ['work', 'reports', '--exec', 'cat', '--idle-exit-ms', '500ms'];
       assert.equal((await expectExit(0, report, { store })).stdout, '', 'the parent waits for its children');
       const fetched = await expectExit(0, ['work', 'fetch', '--exec', 'cat; echo', '--idle-exit-ms', '500ms'], {
@@ -37,18 +41,13 @@ describe('kvmq flow add on server stores', () => {
     });
   }
 
-  it('etcd: flow add and flow show say flows are not available there, exit 1, and write nothing', async () => {
+  it('etcd: a mistake in the tree exits 2, a tree past one Txn exits 1; neither writes anything', async () => {
     const store = isolatedUrl();
-    const add = await expectExit(1, ['flow', 'add'], { store, input: JSON.stringify(TREE) });
-    const show = await expectExit(1, ['flow', 'show', 'reports', 'month'], { store });
-    for (const run of [add, show]) {
-      assert.equal(run.stdout, '');
-      assert.match(run.stderr, /^kvmq: flows are not available on this etcd store yet; use SQLite, PostgreSQL/);
-      assert.doesNotMatch(run.stderr, /\n\s+at /, 'no stack trace');
-    }
-    // A mistake in the tree is still a mistake (exit 2) before the store is asked.
     const bad = await expectExit(2, ['flow', 'add'], { store, input: JSON.stringify({ ...TREE, prio: 1 }) });
     assert.match(bad.stderr, /unknown option 'prio'/);
+    const children = Array.from({ length: 60 }, (_, i) => ({ queue: 'fetch', payload: i }));
+    const big = await expectExit(1, ['flow', 'add'], { store, input: JSON.stringify({ ...TREE, children }) });
+    assert.match(big.stderr, /^kvmq: a flow of 61 messages takes \d+ writes, .* of one etcd Txn/);
     assert.match((await expectExit(1, ['status', 'reports'], { store })).stderr, /unknown queue 'reports'/);
   });
 });

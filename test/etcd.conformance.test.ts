@@ -4,7 +4,7 @@
  */
 import { randomBytes } from 'node:crypto';
 import { conformance } from './conformance/index.js';
-import { ETCD_CAPABILITIES, etcdTestUrl } from './fixtures/etcd-support.js';
+import { ETCD_CAPABILITIES, ETCD_FLOW_NODES, etcdTestUrl } from './fixtures/etcd-support.js';
 
 const base = etcdTestUrl();
 
@@ -16,4 +16,5 @@ conformance({
     return Promise.resolve(`${base}/t-${randomBytes(6).toString('hex')}`);
   },
   capabilities: ETCD_CAPABILITIES,
+  flowNodes: ETCD_FLOW_NODES,
 });

@@ -5,7 +5,7 @@
 import { randomBytes } from 'node:crypto';
 import { after } from 'node:test';
 import { conformance } from './conformance/index.js';
-import { ETCD_CAPABILITIES } from './fixtures/etcd-support.js';
+import { ETCD_CAPABILITIES, ETCD_FLOW_NODES } from './fixtures/etcd-support.js';
 import { startServe, type ServeProcess } from './fixtures/serve-support.js';
 
 let server: Promise<ServeProcess> | null = null;
@@ -20,6 +20,7 @@ conformance({
     return `etcd://${endpoint}/t-${randomBytes(6).toString('hex')}`;
   },
   capabilities: ETCD_CAPABILITIES,
+  flowNodes: ETCD_FLOW_NODES,
 });
 
 after(async () => {

@@ -64,6 +64,6 @@ export class FlowsUnavailable extends TypeError {}
 
 function noFlows(store: Store): TypeError {
   return new FlowsUnavailable(
-    `flows are not available on this ${store.kind} store yet; use SQLite, PostgreSQL, Redis (not a cluster) or ZooKeeper`,
+    `flows are not available on this ${store.kind} store yet; use SQLite, PostgreSQL, Redis (not a cluster), ZooKeeper or etcd`,
   );
 }

@@ -1,7 +1,7 @@
 /**
  * Fixtures for test files that run a few tests on more than one store (outside the conformance suite):
- * SQLite in a fresh temp dir, Redis under a fresh key prefix and PostgreSQL in a fresh schema on the servers
- * `npm test` starts.
+ * SQLite in a fresh temp dir, Redis and etcd under a fresh key prefix and PostgreSQL in a fresh schema on the
+ * servers `npm test` starts.
  */
 import { randomBytes } from 'node:crypto';
 import { chmod, mkdtemp, rm } from 'node:fs/promises';
@@ -11,6 +11,7 @@ import { after, before } from 'node:test';
 import { start as startPgBouncer, type PgBouncer } from '../../scripts/servers/pgbouncer.mjs';
 import { dropSchemas, freshSchema, postgresTestUrl } from '../fixtures/postgres-server.js';
 import { deletePrefixes, redisTestUrl } from '../fixtures/redis-server.js';
+import { isolatedUrl } from '../fixtures/etcd-support.js';
 import { tempSqlite } from '../fixtures/sqlite-temp.js';
 import type { StoreFixture } from './fixture.js';
 
@@ -33,6 +34,11 @@ export function redisFixture(): StoreFixture {
       return Promise.resolve(`${base}?prefix=${prefix}`);
     },
   };
+}
+
+/** A fresh key prefix per url() on the test etcd. */
+export function etcdFixture(): StoreFixture {
+  return { name: 'etcd', overNetwork: true, url: () => Promise.resolve(isolatedUrl()) };
 }
 
 /** A fresh schema per url() on the test PostgreSQL; the schemas (and `extra`, added later) go when the file's tests end. */

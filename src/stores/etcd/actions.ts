@@ -19,9 +19,12 @@ import { UPDATABLE_STATES, type MessageEdit } from '../../model/update.js';
 import { getMany, pack, runBatch, type Change } from './txn-batch.js';
 import { changeEvents, eventOps } from './event-ops.js';
 import { countChange, DEAD_LETTERED, type CountDelta } from './counts.js';
+import { FlowEnds, owesParent, settled } from './flow-ends.js';
 import type { ActionResult, MessageState } from '../../model/types.js';
 
 const MAX_TRIES = 10;
+/** The error a removed flow child ends with for its parent (its policy then applies). */
+export const REMOVED = 'removed';
 // Failed messages redriven per Txn: four ops each within etcd's 128.
 const REDRIVE_PER_TXN = 30;
 
@@ -48,7 +51,7 @@ async function act(
   kv: Kv,
   keys: QueueKeys,
   ids: readonly string[],
-  plan: (id: string, current: Current, now: number) => Plan,
+  plan: (id: string, current: Current, now: number, ends: FlowEnds) => Plan | Promise<Plan>,
   needsPayload: (r: MessageRecord) => boolean = () => false,
 ): Promise<ActionResult[]> {
   return Promise.all(
@@ -61,13 +64,18 @@ async function act(
         const where = needsPayload(record) ? payloadKeyOf(keys, id, record) : null;
         const payload = where === null ? null : ((await kv.range({ key: where })).kvs[0] ?? null);
         const now = Date.now();
-        const p = plan(id, { record, rev: item.modRevision, payload }, now);
+        // What the action does to the message's flow, if any (flow-ends.ts), in the same Txn.
+        const ends = new FlowEnds(kv, keys.root);
+        const p = await plan(id, { record, rev: item.modRevision, payload }, now, ends);
         if ('refused' in p) return { ok: false, id, state: p.refused };
+        const flow = ends.change();
         const compares = [
           { key: keys.record(id), target: 'mod' as const, result: '=' as const, operand: item.modRevision },
           ...(p.compares ?? []),
+          ...flow.compares,
         ];
-        const { results } = await runBatch(kv, [{ compares, ops: p.ops, reads: [], counts: p.counts }]);
+        const counts = [...(p.counts ?? []), ...flow.counts];
+        const { results } = await runBatch(kv, [{ compares, ops: [...p.ops, ...flow.ops], reads: [], counts }]);
         if (results[0]?.ok === true) return { ok: true, id, state: p.state };
         await p.afterConflict?.();
       }
@@ -81,10 +89,10 @@ async function actOne(
   kv: Kv,
   keys: QueueKeys,
   id: string,
-  plan: (current: Current, now: number) => Plan,
+  plan: (current: Current, now: number, ends: FlowEnds) => Plan | Promise<Plan>,
   needsPayload: (r: MessageRecord) => boolean,
 ): Promise<ActionResult> {
-  const [result] = await act(kv, keys, [id], (_, current, now) => plan(current, now), needsPayload);
+  const [result] = await act(kv, keys, [id], (_, current, now, ends) => plan(current, now, ends), needsPayload);
   return result ?? { ok: false, id, state: null };
 }
 
@@ -92,7 +100,7 @@ async function actOne(
 const RETRIED = { phase: 'pending', payloadKey: null } as const;
 
 /** A failed message queued again now at attempt 0, its payload back in the ordered queue; null if it cannot be. */
-function retried(keys: QueueKeys, id: string, current: Current, now: number): Op[] | null {
+function retried(keys: QueueKeys, id: string, current: Current, now: number, owes = false): Op[] | null {
   const { record: r, payload } = current;
   // A plain put too large for kvmq stays failed (at its producer key) until removed.
   if (payload === null || payload.value.length > MAX_PAYLOAD_BYTES) return null;
@@ -111,6 +119,8 @@ function retried(keys: QueueKeys, id: string, current: Current, now: number): Op
     requeue: false,
     nextEncoding: null,
     payloadKey: null,
+    // A flow's child whose parent still waits owes it a count again (flow-ends.ts childAgain).
+    ...(owes && r.flow !== undefined ? { flow: { ...r.flow, owes: true as const } } : {}),
   };
   return [
     { type: 'put', key: keys.ordered(idx, id), value: payload.value },
@@ -130,10 +140,10 @@ export function retryMessages(
     kv,
     keys,
     ids,
-    (id, current, now) => {
+    async (id, current, now, ends) => {
       const state = stateOf(current.record, now);
       if (state !== 'failed') return { refused: state };
-      const ops = retried(keys, id, current, now);
+      const ops = retried(keys, id, current, now, await ends.childAgain(current.record));
       if (ops === null) return { refused: state };
       return {
         ops: [...ops, ...eventOps(keys, events, now, { type: 'enqueued', id, attempt: 0 })],
@@ -151,9 +161,11 @@ export function removeMessages(
   ids: readonly string[],
   events: boolean,
 ): Promise<ActionResult[]> {
-  return act(kv, keys, ids, (id, { record: r }, now) => {
+  return act(kv, keys, ids, async (id, { record: r }, now, ends) => {
     const state = stateOf(r, now);
     if (state === 'locked' || state === 'locked-with-requeue') return { refused: state };
+    // A flow's child not ended yet ends for its parent as a failure.
+    if (owesParent(r)) await ends.childEnded([keys.queue, id], r.flow, { error: REMOVED });
     const ops: Op[] = [
       { type: 'delete', key: keys.record(id) },
       { type: 'delete', key: keys.payload(id) },
@@ -205,6 +217,17 @@ export async function retryOldestFailed(kv: Kv, keys: QueueKeys, max: number, ev
       const record = readRecord(item);
       return record.phase === 'failed' ? [{ id, record, rev: item.modRevision }] : [];
     });
+    // A flow's child may owe its parent a count again: retried one by one, each with its parent (flow-ends.ts).
+    const linked = found.filter((f) => f.record.flow?.parent !== undefined);
+    if (linked.length > 0) {
+      const results = await retryMessages(
+        kv,
+        keys,
+        linked.map((f) => f.id),
+        events,
+      );
+      return results.filter((r) => r.ok).length;
+    }
     const payloads = await getMany(
       kv,
       found.map((f) => payloadKeyOf(keys, f.id, f.record) ?? ''),
@@ -249,9 +272,15 @@ export async function cancelMessage(
     kv,
     keys,
     id,
-    ({ record: r, payload }, now): Plan => {
+    async ({ record: r, payload }, now, ends): Promise<Plan> => {
       const state = stateOf(r, now);
       if (!CANCELABLE_STATES.has(state)) return { refused: state };
+      if (r.phase === 'waiting') {
+        // A flow's waiting parent fails with its children not started (flow-ends.ts): in place, no dead-letter move.
+        await ends.cancelParent([keys.queue, id], error);
+        return { ops: eventOps(keys, events, now, { type: 'failed', id, attempt: r.attempt, error }), state: 'failed' };
+      }
+      if (owesParent(r)) await ends.childEnded([keys.queue, id], r.flow, { error });
       const running = r.phase === 'locked';
       const history = running
         ? appendHistory(r.history, {
@@ -263,7 +292,7 @@ export async function cancelMessage(
             error,
           })
         : r.history;
-      const failed = failedRecord({ ...r, history }, error, now);
+      const failed = settled(failedRecord({ ...r, history }, error, now));
       const ordered = r.idx === null ? null : keys.ordered(r.idx, id);
       const ops: Op[] = [];
       if (running && r.consumer !== null && r.idx !== null) {

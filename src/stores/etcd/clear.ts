@@ -8,9 +8,12 @@
 import { prefixEnd, type Kv, type Op } from './kv.js';
 import { producerPrefixes } from './dispatcher/snapshot.js';
 import { resetCountOps } from './counts.js';
+import { endCleared, owingChildren } from './flow-ends.js';
 import type { QueueKeys } from './keys.js';
 
 export async function clearQueue(kv: Kv, keys: QueueKeys): Promise<void> {
+  // Flow children owing parents elsewhere end for them as removals, after the clear (flow-ends.ts).
+  const owing = await owingChildren(kv, keys);
   const consumerPrefixes = [keys.prefix, keys.shortPrefix].flatMap((base) => [`${base}consumer/`, `${base}c/`]);
   const registrations: string[] = [];
   for (const prefix of consumerPrefixes) {
@@ -37,6 +40,8 @@ export async function clearQueue(kv: Kv, keys: QueueKeys): Promise<void> {
       keys.expiryIndex,
       keys.stuckIndex,
       keys.debounceIndex,
+      keys.waitingIndex,
+      keys.owesIndex,
       keys.events,
     ].map((index) => range(index, prefixEnd(index))),
     { type: 'delete', key: keys.eoq },
@@ -48,4 +53,5 @@ export async function clearQueue(kv: Kv, keys: QueueKeys): Promise<void> {
     range(keys.groupRates, prefixEnd(keys.groupRates)),
   ];
   for (let i = 0; i < ops.length; i += 120) await kv.txn({ compare: [], success: ops.slice(i, i + 120) });
+  await endCleared(kv, keys, owing);
 }

@@ -13,6 +13,7 @@ import { decodeRecord, encodeRecord } from './record.js';
 import { readConfig } from './queue-state.js';
 import { deadLetterCompare, deadLetterOps, failedRecord, indexOps } from './transitions.js';
 import { getMany, runBatch, type Change } from './txn-batch.js';
+import { FlowEnds, owesParent, settled } from './flow-ends.js';
 import type { Kv, Op } from './kv.js';
 import type { QueueConfig } from '../../model/types.js';
 
@@ -49,9 +50,14 @@ async function expireOne(kv: Kv, keys: QueueKeys, config: QueueConfig, entry: st
   const orderedKey = keys.ordered(record.idx, id);
   const [payloadKv] = await getMany(kv, [orderedKey]);
   const payload = payloadKv?.value ?? Buffer.alloc(0);
-  const failed = failedRecord(record, EXPIRED_ERROR, now);
+  const failed = settled(failedRecord(record, EXPIRED_ERROR, now));
+  // A flow's child ends for its parent in the same Txn (flow-ends.ts).
+  const ends = new FlowEnds(kv, keys.root);
+  if (owesParent(record)) await ends.childEnded([keys.queue, id], record.flow, { error: EXPIRED_ERROR });
+  const flow = ends.change();
   const compares = [
     { key: keys.record(id), target: 'mod' as const, result: '=' as const, operand: recordKv.modRevision },
+    ...flow.compares,
   ];
   const events = changeEvents(keys, config.events, { type: 'failed', id, attempt: 0, error: EXPIRED_ERROR });
   const dlq = config.deadLetterQueue === null ? null : new QueueKeys(keys.root, config.deadLetterQueue);
@@ -62,10 +68,11 @@ async function expireOne(kv: Kv, keys: QueueKeys, config: QueueConfig, entry: st
       ops: [
         ...deadLetterOps(keys, dlq, id, record, failed, orderedKey, payload, now),
         ...eventOps(dlq, dlqEvents, now, { type: 'enqueued', id, attempt: 0 }),
+        ...flow.ops,
       ],
       reads: [],
       events,
-      counts: [...countChange(keys, record, null), ...countChange(dlq, null, DEAD_LETTERED)],
+      counts: [...countChange(keys, record, null), ...countChange(dlq, null, DEAD_LETTERED), ...flow.counts],
     };
     if ((await runBatch(kv, [moved])).results[0]?.ok === true) return true;
     // The id is taken there (or the message changed): it fails here, as below, if it still waits.
@@ -75,8 +82,10 @@ async function expireOne(kv: Kv, keys: QueueKeys, config: QueueConfig, entry: st
     { type: 'delete', key: orderedKey },
     { type: 'put', key: keys.payload(id), value: payload },
     ...indexOps(keys, id, record, failed),
+    ...flow.ops,
   ];
-  const change: Change = { compares, ops, reads: [], events, counts: countChange(keys, record, failed) };
+  const counts = [...countChange(keys, record, failed), ...flow.counts];
+  const change: Change = { compares, ops, reads: [], events, counts };
   // A message delivered or changed meanwhile stays: the next GC looks again.
   return (await runBatch(kv, [change])).results[0]?.ok === true;
 }

@@ -11,6 +11,8 @@ import { deadLetterCompare, deadLetterOps, extended, finished, finishOps, undeli
 import { decodeRecord } from './record.js';
 import { getMany, pack, runBatch, type Change, type ChangeResult } from './txn-batch.js';
 import { laneOf } from './txn-lane.js';
+import { childEndOf, FlowEnds, owesParent, settled } from './flow-ends.js';
+import { sleep } from '../../model/time.js';
 import { changeEvents, type ChangeEvents, type EventNote } from './event-ops.js';
 import { countChange, DEAD_LETTERED, type CountDelta } from './counts.js';
 import type { Delivery, LocalConsumer } from './consumer.js';
@@ -20,6 +22,7 @@ import { finishEventText } from '../contract/finish-event-text.js';
 import type { Finish, FinishResult, HeldAttempt } from '../contract/contract.js';
 
 const MAX_TRIES = 10;
+const FLOW_TRIES = 100;
 const NO_PAYLOADS: ReadonlyMap<string, Buffer> = new Map();
 // The rest of a burst of finishes that filled a Txn waits this long for the next burst (txn-lane.ts).
 const FINISH_HOLD_MS = 50;
@@ -39,6 +42,8 @@ export interface Built {
   deadLetter: QueueKeys | null;
   events: ChangeEvents | undefined;
   counts: CountDelta[] | undefined;
+  /** What the message's end does to its flow (flow-ends.ts): compares, writes and reads of other messages. */
+  flow: Change | null;
 }
 
 /**
@@ -53,11 +58,18 @@ export async function guarded(
   build: (d: Delivery, payloads: ReadonlyMap<string, Buffer>) => Built,
   needsPayload: (d: Delivery) => boolean,
   run: (writes: readonly Write[]) => Promise<ChangeResult[]> = (writes) => runPacked(kv, writes),
+  prepare?: (todo: readonly Delivery[]) => Promise<void>,
 ): Promise<Set<Delivery>> {
   const lost = new Set<Delivery>();
   let todo = deliveries;
   for (let tries = 0; todo.length > 0; tries++) {
-    if (tries >= MAX_TRIES) throw new Error(`kvmq: writes to ${keys.queue} kept conflicting; try again`);
+    // Siblings of a flow ending at once contend on their parent's record: they get more tries, spread apart.
+    const flows = prepare !== undefined && todo.some((d) => d.record.flow?.parent !== undefined);
+    if (tries >= (flows ? FLOW_TRIES : MAX_TRIES)) {
+      throw new Error(`kvmq: writes to ${keys.queue} kept conflicting; try again`);
+    }
+    if (flows && tries > 0) await sleep(Math.random() * Math.min(100, 5 * tries));
+    await prepare?.(todo);
     // Most finishes need no payload read: then no arrays or map for it (a worker finishes one call per message).
     let payloads: ReadonlyMap<string, Buffer> = NO_PAYLOADS;
     if (todo.some(needsPayload)) {
@@ -71,7 +83,7 @@ export async function guarded(
       payloads = read;
     }
     const writes: Write[] = todo.map((delivery) => {
-      const { ops, next, deadLetter, events, counts } = build(delivery, payloads);
+      const { ops, next, deadLetter, events, counts, flow } = build(delivery, payloads);
       const compares: Compare[] = [
         { key: keys.record(delivery.id), target: 'mod', result: '=', operand: delivery.rev },
       ];
@@ -80,7 +92,11 @@ export async function guarded(
         compares.push(deadLetterCompare(deadLetter, delivery.id));
         reads.push({ type: 'range', key: deadLetter.record(delivery.id) });
       }
-      return { delivery, next, deadLetter, compares, ops, reads, events, counts };
+      if (flow === null) return { delivery, next, deadLetter, compares, ops, reads, events, counts };
+      compares.push(...flow.compares);
+      reads.push(...flow.reads);
+      const all = [...(counts ?? []), ...(flow.counts ?? [])];
+      return { delivery, next, deadLetter, compares, ops: [...ops, ...flow.ops], reads, events, counts: all };
     });
     const again: Delivery[] = [];
     const results = await run(writes);
@@ -156,11 +172,31 @@ export async function finishDeliveries(
     );
     failing.forEach((h, i) => kvs[i] != null && reports.set(h.delivery.id, (kvs[i] as { value: Buffer }).value));
   }
+  // Each try's flow changes of the messages whose end counts for a parent, planned from fresh reads.
+  const flowEnds = new Map<string, Change>();
+  const prepare = async (todo: readonly Delivery[]): Promise<void> => {
+    flowEnds.clear();
+    // Most finishes are of messages in no flow: nothing to read.
+    if (!todo.some((d) => owesParent(d.record))) return;
+    await Promise.all(
+      todo.map(async (d) => {
+        const f = held.get(d.id)?.finish;
+        if (f === undefined || !owesParent(d.record)) return;
+        const end = childEndOf(finished(d.record, f, Date.now()).record);
+        if (end === undefined) return;
+        const ends = new FlowEnds(kv, keys.root);
+        await ends.childEnded([keys.queue, d.id], d.record.flow, end);
+        flowEnds.set(d.id, ends.change());
+      }),
+    );
+  };
   const build = (d: Delivery, payloads: ReadonlyMap<string, Buffer>): Built => {
     const f = held.get(d.id)?.finish;
     if (f === undefined) throw new Error('kvmq: a finish lost track of its message');
     const now = Date.now();
-    const result = finished(d.record, f, now);
+    const flow = flowEnds.get(d.id) ?? null;
+    const ran = finished(d.record, f, now);
+    const result = flow === null ? ran : { ...ran, record: settled(ran.record) };
     const ordered = keys.ordered(d.idx, d.id);
     const event = finishEvent(d.id, d.record.attempt, f);
     const noted = event === null ? undefined : changeEvents(keys, events, event);
@@ -169,12 +205,12 @@ export async function finishDeliveries(
       const report = reports.get(d.id);
       if (report !== undefined) ops.push({ type: 'put', key: deadLetter.report(d.id), value: report });
       const counts = [...countChange(keys, d.record, null), ...countChange(deadLetter, null, DEAD_LETTERED)];
-      return { ops: [{ type: 'delete', key: d.key }, ...ops], next: null, deadLetter, events: noted, counts };
+      return { ops: [{ type: 'delete', key: d.key }, ...ops], next: null, deadLetter, events: noted, counts, flow };
     }
     const next = result.usesNextPayload ? (payloads.get(d.id) ?? d.payload) : null;
     const ops = finishOps(keys, d.id, d.record, result, ordered, d.payload, next);
     const counts = countChange(keys, d.record, result.record);
-    return { ops: [{ type: 'delete', key: d.key }, ...ops], next: null, deadLetter: null, events: noted, counts };
+    return { ops: [{ type: 'delete', key: d.key }, ...ops], next: null, deadLetter: null, events: noted, counts, flow };
   };
   const lost = await guarded(
     kv,
@@ -185,6 +221,7 @@ export async function finishDeliveries(
     (d) => d.record.nextEncoding !== null,
     // The queue's lane: the finishes of concurrent calls share Txns (txn-lane.ts).
     (writes) => laneOf(kv, `finish ${keys.prefix}`, FINISH_HOLD_MS).run(writes),
+    prepare,
   );
   for (const d of held.values()) consumer.noDeadLetter.delete(d.delivery.id);
   const lostIds = lost.size === 0 ? null : new Set([...lost].map((d) => d.id));
@@ -228,7 +265,7 @@ export async function extendDeliveries(
     (d) => {
       const next = extended(d.record, Date.now() + lockMs);
       const ops: Op[] = [{ type: 'put', key: keys.record(d.id), value: encodeRecord(next) }];
-      return { ops, next, deadLetter: null, events: undefined, counts: undefined };
+      return { ops, next, deadLetter: null, events: undefined, counts: undefined, flow: null };
     },
     () => false,
   );
@@ -257,6 +294,7 @@ export async function releaseDeliveries(
       deadLetter: null,
       events: undefined,
       counts: undefined,
+      flow: null,
     }),
     () => false,
   );

@@ -97,6 +97,8 @@ export async function stateCounts(kv: Kv, keys: QueueKeys): Promise<Record<Messa
       { type: 'range', key: later(keys.backoffIndex), end: prefixEnd(keys.backoffIndex) },
       ...producers.map((p) => count(p, prefixEnd(p))),
       ...consumerPrefixes.map((p): Op => ({ type: 'range', key: p, end: prefixEnd(p), keysOnly: true })),
+      // Flow parents waiting for their children (few: one per flow node with children).
+      count(keys.waitingIndex, prefixEnd(keys.waitingIndex)),
     ],
   });
   const ranges = res.responses.map((r) => (r.type === 'range' ? r : { kvs: [], count: 0 }));
@@ -112,7 +114,8 @@ export async function stateCounts(kv: Kv, keys: QueueKeys): Promise<Record<Messa
   let waiting = 0;
   for (let i = 0; i < producers.length; i++) waiting += n(4 + i);
   const delivered: string[] = [];
-  for (const r of ranges.slice(4 + producers.length)) {
+  counts['waiting-children'] = ranges.at(-1)?.count ?? 0;
+  for (const r of ranges.slice(4 + producers.length, -1)) {
     for (const item of r.kvs) {
       const parsed = keys.parse(item.key);
       if (parsed.kind === 'delivery') delivered.push(parsed.id);

@@ -70,6 +70,10 @@ export class QueueKeys {
   readonly expiryIndex: string;
   /** Failed messages whose payload stayed at a plain producer's key: `/kvmq/stuck/{id}`. */
   readonly stuckIndex: string;
+  /** Flow parents waiting for their children, by enqueue time: `/kvmq/waiting/{enqueuedAt:13}/{id}`. */
+  readonly waitingIndex: string;
+  /** Flow children not ended yet: `/kvmq/owes/{id}`, value JSON `[parentQueue, parentId, policy]` (for clear). */
+  readonly owesIndex: string;
   /** Queue events, one key each: `/kvmq/ev/{at:13}/{writer}{seq}` (queue-events.ts); read by mod revision. */
   readonly events: string;
   /** The highest mod revision of an event trimmed so far (decimal), for `missed`. */
@@ -113,6 +117,8 @@ export class QueueKeys {
     this.refuseIndex = `${long}/kvmq/refuse/`;
     this.expiryIndex = `${long}/kvmq/expiry/`;
     this.stuckIndex = `${long}/kvmq/stuck/`;
+    this.waitingIndex = `${long}/kvmq/waiting/`;
+    this.owesIndex = `${long}/kvmq/owes/`;
     this.events = `${long}/kvmq/ev/`;
     this.eventsTrimmed = `${long}/kvmq/evtrim`;
     this.turns = `${long}/kvmq/turn/`;
@@ -200,6 +206,14 @@ export class QueueKeys {
 
   stuck(id: string): string {
     return this.stuckIndex + id;
+  }
+
+  waiting(enqueuedAt: number, id: string): string {
+    return `${timeKey(this.waitingIndex, enqueuedAt)}/${id}`;
+  }
+
+  owes(id: string): string {
+    return this.owesIndex + id;
   }
 
   /** Classifies a key of this queue (either form). */

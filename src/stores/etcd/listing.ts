@@ -7,7 +7,8 @@
  * - queued-with-backoff, done-with-requeue: the backoff index from now on (by the backoff's end);
  * - locked, locked-with-requeue: the consumers' deliveries (at most what they hold), by lock end;
  * - done-awaiting-gc, done-with-backoff: the done index (by finish time);
- * - failed: the failed index (by failure time).
+ * - failed: the failed index (by failure time);
+ * - waiting-children: the waiting index (flow parents, by enqueue time).
  *
  * The cursor is the state and the last key walked. Each listed status comes
  * from the record read after the index, so it is what status() says.
@@ -72,9 +73,11 @@ async function* entries(
   const index =
     state === 'failed'
       ? keys.failedIndex
-      : state === 'queued-with-backoff' || state === 'done-with-requeue'
-        ? keys.backoffIndex
-        : keys.doneIndex;
+      : state === 'waiting-children'
+        ? keys.waitingIndex
+        : state === 'queued-with-backoff' || state === 'done-with-requeue'
+          ? keys.backoffIndex
+          : keys.doneIndex;
   const start = index === keys.backoffIndex ? timeKey(index, Date.now() + 1) : index;
   const end = prefixEnd(index);
   const idOf = (key: string): string | null => parseTimeKey(index, key).id;

@@ -7,8 +7,28 @@
 import type { PayloadEncoding } from '../../model/payload.js';
 import type { AttemptRecord, MessageState, Metadata, Outcome } from '../../model/types.js';
 
-/** `failed`: finished with a final error; its payload is kept at `/kvmq/payload/{id}` (or `payloadKey`). */
-export type Phase = 'pending' | 'locked' | 'done' | 'failed';
+/**
+ * `failed`: finished with a final error; its payload is kept at `/kvmq/payload/{id}` (or `payloadKey`).
+ * `waiting`: a flow's parent waiting for its children (no ordered key; its payload at `/kvmq/payload/{id}`).
+ */
+export type Phase = 'pending' | 'locked' | 'done' | 'failed' | 'waiting';
+
+/** A message `[queue, id]` of a flow. */
+export type FlowLink = readonly [string, string];
+
+/** A flow node's links, in its record (flow-ends.ts): left out for a message in no flow. */
+export interface FlowFields {
+  /** Its parent, while it has one. */
+  readonly parent?: FlowLink;
+  /** It has not ended yet for its parent: its end counts for it. */
+  readonly owes?: true;
+  /** What its final failure does to its parent, when not `fail`. */
+  readonly policy?: 'ignore' | 'remove';
+  /** Its children, in the order written (dependencies first). */
+  readonly children?: readonly FlowLink[];
+  /** Waiting: how many children have not ended yet. */
+  readonly left?: number;
+}
 
 export interface MessageRecord {
   readonly phase: Phase;
@@ -59,6 +79,8 @@ export interface MessageRecord {
   /** Done: what its run's success returned (model/result.ts ResultInRecord); absent for none. */
   readonly result?: string;
   readonly resultEncoding?: 'bytes';
+  /** Its place in a flow (flow-ends.ts), or absent. */
+  readonly flow?: FlowFields;
 }
 
 // Module-level, not per call: decodeRecord runs for every record a watch or a read brings.
@@ -81,7 +103,9 @@ export function decodeRecord(value: Buffer): MessageRecord | null {
   if (typeof raw !== 'object' || raw === null) return null;
   const r = raw as Record<string, unknown>;
   const phase = r.phase;
-  if (phase !== 'pending' && phase !== 'locked' && phase !== 'done' && phase !== 'failed') return null;
+  if (phase !== 'pending' && phase !== 'locked' && phase !== 'done' && phase !== 'failed' && phase !== 'waiting') {
+    return null;
+  }
   const outcome = r.outcome === 'success' || r.outcome === 'error' || r.outcome === 'retry' ? r.outcome : null;
   const encoding = r.encoding === 'bytes' ? 'bytes' : 'json';
   const nextEncoding = r.nextEncoding === 'bytes' || r.nextEncoding === 'json' ? r.nextEncoding : null;
@@ -115,6 +139,7 @@ export function decodeRecord(value: Buffer): MessageRecord | null {
     debounceId: str(r.debounceId),
     ...(typeof r.result === 'string' ? { result: r.result } : {}),
     ...(r.resultEncoding === 'bytes' ? { resultEncoding: 'bytes' as const } : {}),
+    ...(typeof r.flow === 'object' && r.flow !== null ? { flow: r.flow } : {}),
   };
 }
 
@@ -150,6 +175,7 @@ export function encodeRecord(r: MessageRecord): Buffer {
   if (r.debounceId !== null) out.debounceId = r.debounceId;
   if (r.result !== undefined) out.result = r.result;
   if (r.resultEncoding !== undefined) out.resultEncoding = r.resultEncoding;
+  if (r.flow !== undefined && Object.keys(r.flow).length > 0) out.flow = r.flow;
   return Buffer.from(JSON.stringify(out), 'utf8');
 }
 
@@ -167,12 +193,14 @@ export function stateOf(r: MessageRecord, now: number): MessageState {
       return r.backoffUntil > now ? 'done-with-backoff' : 'done-awaiting-gc';
     case 'failed':
       return 'failed';
+    case 'waiting':
+      return 'waiting-children';
   }
 }
 
 /** When the current state ends by itself, or null. */
 export function stateEndsAt(r: MessageRecord, now: number): number | null {
-  if (r.phase === 'failed') return null;
+  if (r.phase === 'failed' || r.phase === 'waiting') return null;
   const at = r.phase === 'pending' ? r.readyAt : r.phase === 'locked' ? (r.lockUntil ?? 0) : r.backoffUntil;
   return at > now ? at : null;
 }

@@ -58,6 +58,7 @@ export async function writeReports(
         next: d.record,
         deadLetter: null,
         events: event === undefined ? undefined : changeEvents(keys, events, event),
+        flow: null,
         counts: undefined,
       };
     },

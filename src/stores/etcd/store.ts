@@ -41,6 +41,9 @@ import { listQueues, registerOp } from './queue-registry.js';
 import { takeTurn } from './turns.js';
 import { fireSchedule, listSchedules, putSchedule, removeSchedule } from './schedules.js';
 import type { ListQuery } from '../../model/list.js';
+import { writeFlow } from './flow-write.js';
+import { flowChildren, flowTree } from './flow-read.js';
+import type { FlowNode } from '../../model/flow.js';
 import type {
   CanceledMessage,
   ClaimRequest,
@@ -50,6 +53,7 @@ import type {
   EventPage,
   Finish,
   FinishResult,
+  FlowMessage,
   HeldAttempt,
   NewMessage,
   Report,
@@ -101,7 +105,7 @@ export class EtcdStore implements Store {
     deadLetterQueue: true,
     claimWithFinishes: false,
     overlapClaims: false,
-    flows: false,
+    flows: true,
     // Finishes (and enqueueEach) go through a lane per queue (txn-lane.ts).
     groupCommit: true,
   };
@@ -513,6 +517,21 @@ export class EtcdStore implements Store {
   /** Its holder's delivery goes in the cancel's Txn: the consumer's inbox watch sees it go (takenAway). */
   subscribeCancels(queue: string, listener: (canceled: CanceledMessage | null) => void): () => void {
     return this.cancelListeners.add(queue, listener);
+  }
+
+  async flow(messages: readonly FlowMessage[]): Promise<void> {
+    this.checkOpen();
+    await writeFlow(this.kv, this.root, messages, (queue) => this.eventsOn(queue));
+  }
+
+  async flowTree(queue: string, id: string): Promise<FlowNode | null> {
+    this.checkOpen();
+    return flowTree(this.kv, this.root, queue, id);
+  }
+
+  async flowChildren(queue: string, id: string): Promise<MessageStatus[]> {
+    this.checkOpen();
+    return flowChildren(this.kv, this.root, queue, id);
   }
 
   async cancel(queue: string, id: string, error: string): Promise<ActionResult> {

@@ -79,8 +79,20 @@ const EMPTY = Buffer.alloc(0);
  */
 export function indexEntries(keys: QueueKeys, id: string, r: MessageRecord | null): { key: string; value: Buffer }[] {
   if (r === null) return [];
+  const entries = phaseEntries(keys, id, r);
+  // A flow's child not ended yet, for clear to end it for its parent (flow-ends.ts).
+  const flow = r.flow;
+  if (flow?.owes === true && flow.parent !== undefined && r.phase !== 'done' && r.phase !== 'failed') {
+    entries.push({ key: keys.owes(id), value: Buffer.from(JSON.stringify([...flow.parent, flow.policy ?? 'fail'])) });
+  }
+  return entries;
+}
+
+function phaseEntries(keys: QueueKeys, id: string, r: MessageRecord): { key: string; value: Buffer }[] {
   const empty = EMPTY;
   switch (r.phase) {
+    case 'waiting':
+      return [{ key: keys.waiting(r.enqueuedAt, id), value: empty }];
     case 'pending': {
       const entries =
         r.readyAt > r.updatedAt
@@ -329,6 +341,8 @@ export function deadLetterOps(
     backoffUntil: 0,
     payloadKey: null,
     nonce: newNonce(),
+    // It has ended for its flow: it starts in the dead-letter queue in none.
+    flow: undefined,
   };
   const ops: Op[] = [
     { type: 'delete', key: keys.record(id) },

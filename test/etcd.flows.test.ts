@@ -1,0 +1,148 @@
+/**
+ * Flows on etcd beyond the conformance suite: the parent's count in its record stays exact when a stale holder
+ * ends a child a second time, the release of the parent is part of its last child's end (so a dispatcher killed
+ * around it changes nothing), and a flow past one Txn is refused before anything is written.
+ */
+import assert from 'node:assert/strict';
+import { describe, test } from 'node:test';
+import { storeOf } from '../src/client/client-store.js';
+import { StoreLimitError } from '../src/model/errors.js';
+import { QueueKeys } from '../src/stores/etcd/keys.js';
+import { decodeRecord, type MessageRecord } from '../src/stores/etcd/record.js';
+import { prefixEnd } from '../src/stores/etcd/kv.js';
+import { spawnChild } from './support/child.js';
+import { JobLog, waitForStatus } from './support/jobs.js';
+import { quietPeriod, waitFor } from './support/wait.js';
+import { closedAfterAll, isolatedUrl } from './fixtures/etcd-support.js';
+import { EtcdStore } from '../src/stores/etcd/store.js';
+import type { FlowTree } from '../src/index.js';
+
+const TIMEOUT_MS = 60_000;
+const opened = closedAfterAll();
+
+/** The record of `queue`/`id` as etcd holds it. */
+async function record(store: EtcdStore, queue: string, id: string): Promise<MessageRecord | null> {
+  const item = (await store.kv.range({ key: new QueueKeys(store.root, queue).record(id) })).kvs[0];
+  return item === undefined ? null : decodeRecord(item.value);
+}
+
+/** The ids in `queue`'s owes index: its flow children not ended yet. */
+async function owing(store: EtcdStore, queue: string): Promise<string[]> {
+  const keys = new QueueKeys(store.root, queue);
+  const res = await store.kv.range({ key: keys.owesIndex, end: prefixEnd(keys.owesIndex), keysOnly: true });
+  return res.kvs.map((item) => item.key.slice(keys.owesIndex.length));
+}
+
+void describe('etcd flows', () => {
+  void test('a stale holder ending a child again leaves the parent count exact', { timeout: TIMEOUT_MS }, async () => {
+    const client = await opened.client(isolatedUrl());
+    const store = etcdStore(client);
+    await client.flow({
+      queue: 'parents',
+      payload: 'p',
+      id: 'p',
+      children: [
+        { queue: 'kids', payload: 'a', id: 'a' },
+        { queue: 'kids', payload: 'b', id: 'b' },
+        { queue: 'idle', payload: 'c', id: 'c' },
+      ],
+    });
+    assert.equal((await record(store, 'parents', 'p'))?.flow?.left, 3);
+    assert.deepEqual(await owing(store, 'kids'), ['a', 'b']);
+    const claim = { consumerId: 'ghost', max: 1, lockMs: 300, accepts: null, eoqBackoffMs: () => 50 };
+    const ghost = await store.claim('kids', claim);
+    assert.deepEqual(
+      ghost.messages.map((m) => m.id),
+      ['a'],
+    );
+    const log = new JobLog();
+    const kids = client.worker('kids', (job) => log.record(job));
+    await log.handled('a', 2, { timeoutMs: 10_000 });
+    await waitForStatus(client, 'kids', 'b', 'done-awaiting-gc');
+    await waitForStatus(client, 'kids', 'a', 'done-awaiting-gc');
+    await kids.stop();
+    const late = await store.finish('kids', 'ghost', [
+      { id: 'a', attempt: 1, outcome: 'success', backoffMs: 0, error: null, startedAt: Date.now() },
+    ]);
+    assert.deepEqual(late, ['lost']);
+    assert.equal((await record(store, 'parents', 'p'))?.flow?.left, 1, 'a and b counted once each');
+    assert.deepEqual(await owing(store, 'kids'), []);
+    assert.deepEqual(await owing(store, 'idle'), ['c']);
+    const parents = new JobLog();
+    client.worker('parents', (job) => parents.record(job));
+    client.worker('idle', () => undefined);
+    await waitForStatus(client, 'parents', 'p', 'done-awaiting-gc');
+    await quietPeriod(300);
+    assert.deepEqual(parents.ids(), ['p']);
+    assert.deepEqual(await owing(store, 'idle'), []);
+  });
+
+  void test(
+    "the parent's dispatcher killed while its children end: released with the last one, run once",
+    { timeout: TIMEOUT_MS },
+    async () => {
+      const url = isolatedUrl('?leaseTtlMs=2000');
+      const client = await opened.client(url);
+      // Another process dispatches both queues; it is killed halfway through the children.
+      const dispatcher = spawnChild('etcd-dispatcher.ts', [url, 'parents', 'kids']);
+      opened.add(() => dispatcher.kill('SIGKILL'));
+      await dispatcher.line(/^dispatching parents$/);
+      await dispatcher.line(/^dispatching kids$/);
+      const children = Array.from({ length: 10 }, (_, i): FlowTree => ({ queue: 'kids', payload: i, id: `k${i}` }));
+      await client.flow({ queue: 'parents', payload: 'p', id: 'p', children });
+      const done = new JobLog();
+      const killed = { at: -1 };
+      client.worker(
+        'kids',
+        async (job) => {
+          done.record(job);
+          if (done.seen.length === 5 && killed.at < 0) {
+            killed.at = done.seen.length;
+            await dispatcher.kill('SIGKILL');
+          }
+        },
+        { concurrency: 1 },
+      );
+      await waitFor(async () => (await client.status('parents', 'p'))?.state === 'queued', {
+        what: 'the parent queued',
+        timeoutMs: 30_000,
+      });
+      assert.equal(killed.at, 5);
+      assert.equal((await record(etcdStore(client), 'parents', 'p'))?.flow?.left, undefined);
+      const parents = new JobLog();
+      client.worker('parents', (job) => parents.record(job));
+      await waitForStatus(client, 'parents', 'p', 'done-awaiting-gc', { timeoutMs: 30_000 });
+      await quietPeriod(500);
+      assert.deepEqual(parents.ids(), ['p']);
+      assert.equal((await client.status('parents', 'p'))?.attempt, 1);
+    },
+  );
+
+  void test(
+    'a flow past one Txn is refused with StoreLimitError, nothing written',
+    { timeout: TIMEOUT_MS },
+    async () => {
+      const client = await opened.client(isolatedUrl());
+      const children = Array.from({ length: 60 }, (_, i): FlowTree => ({ queue: 'kids', payload: i, id: `k${i}` }));
+      await assert.rejects(client.flow({ queue: 'parents', payload: 'p', id: 'p', children }), (error: unknown) => {
+        assert.ok(error instanceof StoreLimitError);
+        assert.match(
+          error.message,
+          /a flow of 61 messages takes 186 writes, .* over the 128 ops or 1400000 bytes of one etcd Txn/,
+        );
+        return true;
+      });
+      assert.equal(await client.status('parents', 'p'), null);
+      assert.equal((await client.queueStatus('kids')).total, 0);
+      // The most one Txn takes: a parent and 40 leaves.
+      await client.flow({ queue: 'parents', payload: 'p', id: 'p', children: children.slice(0, 40) });
+      assert.equal((await client.queueStatus('kids')).counts.queued, 40);
+    },
+  );
+});
+
+function etcdStore(client: Parameters<typeof storeOf>[0]): EtcdStore {
+  const store = storeOf(client);
+  assert.ok(store instanceof EtcdStore);
+  return store;
+}
