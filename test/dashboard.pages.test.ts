@@ -8,6 +8,7 @@ import type { Payload } from '../src/index.js';
 import { fetchPage, serveDashboard } from './fixtures/browser.js';
 import { tempSqlite } from './fixtures/sqlite-temp.js';
 import { storeTest, type Harness } from './support/harness.js';
+import { etcdFixture } from './support/stores.js';
 import { waitFor } from './support/wait.js';
 
 const sqlite = tempSqlite('dashboard-pages');
@@ -137,27 +138,29 @@ storeTest(
   },
 );
 
-storeTest(sqlite, "a flow's message page shows its tree, each node linked with its state", async (h) => {
-  const base = await serveDashboard(h);
-  const queue = h.queue('flow');
-  const other = h.queue('flow-other');
-  await h.client.flow({
-    queue,
-    payload: 'p',
-    id: 'p',
-    children: [
-      { queue, payload: 'a', id: 'a' },
-      { queue: other, payload: 'b', id: 'b' },
-    ],
+for (const fixture of [sqlite, etcdFixture()]) {
+  storeTest(fixture, "a flow's message page shows its tree, each node linked with its state", async (h) => {
+    const base = await serveDashboard(h);
+    const queue = h.queue('flow');
+    const other = h.queue('flow-other');
+    await h.client.flow({
+      queue,
+      payload: 'p',
+      id: 'p',
+      children: [
+        { queue, payload: 'a', id: 'a' },
+        { queue: other, payload: 'b', id: 'b' },
+      ],
+    });
+    const body = await fetchPage(base, `queues/${other}/messages/b`);
+    const panel = /<h2>Flow<\/h2>([\s\S]*?)<\/section>/.exec(body)?.[1] ?? '';
+    assert.match(panel, new RegExp(`href="[^"]*queues/${queue}/messages/p"`));
+    assert.match(panel, new RegExp(`href="[^"]*queues/${queue}/messages/a"`));
+    assert.match(panel, new RegExp(`<strong><span class="mono">${other}/b</span></strong>`));
+    assert.match(panel, /title="waiting-children"/);
+    assert.equal(panel.match(/title="queued"/g)?.length, 2);
+    // A message in no flow has no such panel.
+    await h.client.enqueue(queue, 'plain', { id: 'plain' });
+    assert.doesNotMatch(await fetchPage(base, `queues/${queue}/messages/plain`), /<h2>Flow<\/h2>/);
   });
-  const body = await fetchPage(base, `queues/${other}/messages/b`);
-  const panel = /<h2>Flow<\/h2>([\s\S]*?)<\/section>/.exec(body)?.[1] ?? '';
-  assert.match(panel, new RegExp(`href="[^"]*queues/${queue}/messages/p"`));
-  assert.match(panel, new RegExp(`href="[^"]*queues/${queue}/messages/a"`));
-  assert.match(panel, new RegExp(`<strong><span class="mono">${other}/b</span></strong>`));
-  assert.match(panel, /title="waiting-children"/);
-  assert.equal(panel.match(/title="queued"/g)?.length, 2);
-  // A message in no flow has no such panel.
-  await h.client.enqueue(queue, 'plain', { id: 'plain' });
-  assert.doesNotMatch(await fetchPage(base, `queues/${queue}/messages/plain`), /<h2>Flow<\/h2>/);
-});
+}
