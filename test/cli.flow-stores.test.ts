@@ -41,13 +41,18 @@ describe('kvmq flow add on server stores', () => {
     });
   }
 
-  it('etcd: a mistake in the tree exits 2, a tree past one Txn exits 1; neither writes anything', async () => {
+  it('etcd: a mistake in the tree exits 2, a staged tree with dependsOn exits 1; neither writes anything', async () => {
     const store = isolatedUrl();
     const bad = await expectExit(2, ['flow', 'add'], { store, input: JSON.stringify({ ...TREE, prio: 1 }) });
     assert.match(bad.stderr, /unknown option 'prio'/);
     const children = Array.from({ length: 60 }, (_, i) => ({ queue: 'fetch', payload: i }));
-    const big = await expectExit(1, ['flow', 'add'], { store, input: JSON.stringify({ ...TREE, children }) });
-    assert.match(big.stderr, /^kvmq: a flow of 61 messages takes \d+ writes, .* of one etcd Txn/);
+    await expectExit(0, ['enqueue', 'fetch', '"e"', '--id', 'earlier'], { store });
+    const dependsOn = [{ queue: 'fetch', id: 'earlier' }];
+    const big = await expectExit(1, ['flow', 'add'], {
+      store,
+      input: JSON.stringify({ ...TREE, children, dependsOn }),
+    });
+    assert.match(big.stderr, /^kvmq: a flow of 61 messages does not fit one etcd Txn, .* takes no dependsOn/);
     assert.match((await expectExit(1, ['status', 'reports'], { store })).stderr, /unknown queue 'reports'/);
   });
 });

@@ -1,7 +1,8 @@
 /**
  * Flows on etcd beyond the conformance suite: the parent's count in its record stays exact when a stale holder
  * ends a child a second time, the release of the parent is part of its last child's end (so a dispatcher killed
- * around it changes nothing), and a flow past one Txn is refused before anything is written.
+ * around it changes nothing), and a flow past one Txn is staged: seen whole once written, and nothing of it seen
+ * (then deleted by GC) when its writer dies while staging.
  */
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
@@ -13,6 +14,7 @@ import { prefixEnd } from '../src/stores/etcd/kv.js';
 import { spawnChild } from './support/child.js';
 import { JobLog, waitForStatus } from './support/jobs.js';
 import { quietPeriod, waitFor } from './support/wait.js';
+import { sleep } from '../src/model/time.js';
 import { closedAfterAll, isolatedUrl } from './fixtures/etcd-support.js';
 import { EtcdStore } from '../src/stores/etcd/store.js';
 import type { FlowTree } from '../src/index.js';
@@ -24,6 +26,11 @@ const opened = closedAfterAll();
 async function record(store: EtcdStore, queue: string, id: string): Promise<MessageRecord | null> {
   const item = (await store.kv.range({ key: new QueueKeys(store.root, queue).record(id) })).kvs[0];
   return item === undefined ? null : decodeRecord(item.value);
+}
+
+/** The keys under `prefix`. */
+async function keysUnder(store: EtcdStore, prefix: string): Promise<string[]> {
+  return (await store.kv.range({ key: prefix, end: prefixEnd(prefix), keysOnly: true })).kvs.map((item) => item.key);
 }
 
 /** The ids in `queue`'s owes index: its flow children not ended yet. */
@@ -118,25 +125,75 @@ void describe('etcd flows', () => {
     },
   );
 
+  void test('a flow of 1,000 messages is staged, then seen whole', { timeout: TIMEOUT_MS }, async () => {
+    const client = await opened.client(isolatedUrl());
+    const store = etcdStore(client);
+    const leaves = Array.from({ length: 999 }, (_, i): FlowTree => ({ queue: 'kids', payload: i, id: `k${i}` }));
+    await client.flow({ queue: 'parents', payload: 'p', id: 'p', children: leaves });
+    assert.equal((await client.queueStatus('kids')).counts.queued, 999);
+    assert.equal((await client.queueStatus('parents')).counts['waiting-children'], 1);
+    assert.equal((await record(store, 'parents', 'p'))?.flow?.left, 999);
+    assert.deepEqual(await keysUnder(store, new QueueKeys(store.root, 'kids').stagedIndex), []);
+    assert.deepEqual(await keysUnder(store, new QueueKeys(store.root, 'parents').liveFlows), []);
+    const tree = await client.getFlow('kids', 'k500');
+    assert.equal(tree?.children.length, 999);
+  });
+
+  void test('a staged flow takes no dependsOn: refused with StoreLimitError, nothing written', async () => {
+    const client = await opened.client(isolatedUrl());
+    await client.enqueue('deps', 'd', { id: 'd' });
+    const children = Array.from({ length: 60 }, (_, i): FlowTree => ({ queue: 'kids', payload: i, id: `k${i}` }));
+    const tree: FlowTree = {
+      queue: 'parents',
+      payload: 'p',
+      id: 'p',
+      children,
+      dependsOn: [{ queue: 'deps', id: 'd' }],
+    };
+    await assert.rejects(client.flow(tree), (error: unknown) => {
+      assert.ok(error instanceof StoreLimitError);
+      assert.match(error.message, /a flow of 61 messages does not fit one etcd Txn, .* takes no dependsOn/);
+      return true;
+    });
+    assert.equal(await client.status('parents', 'p'), null);
+    assert.equal((await client.queueStatus('kids')).total, 0);
+    assert.equal((await client.status('deps', 'd'))?.state, 'queued');
+  });
+
   void test(
-    'a flow past one Txn is refused with StoreLimitError, nothing written',
+    'a writer killed while staging leaves nothing visible, and GC removes what it staged',
     { timeout: TIMEOUT_MS },
     async () => {
-      const client = await opened.client(isolatedUrl());
-      const children = Array.from({ length: 60 }, (_, i): FlowTree => ({ queue: 'kids', payload: i, id: `k${i}` }));
-      await assert.rejects(client.flow({ queue: 'parents', payload: 'p', id: 'p', children }), (error: unknown) => {
-        assert.ok(error instanceof StoreLimitError);
-        assert.match(
-          error.message,
-          /a flow of 61 messages takes 186 writes, .* over the 128 ops or 1400000 bytes of one etcd Txn/,
-        );
-        return true;
+      const url = isolatedUrl('?leaseTtlMs=2000');
+      const client = await opened.client(url);
+      const store = etcdStore(client);
+      const staged = new QueueKeys(store.root, 'kids').stagedIndex;
+      const writer = spawnChild('flow-writer-process.ts', [url, 'parents', 'kids', '110', '20000']);
+      opened.add(() => writer.kill('SIGKILL'));
+      await writer.line(/^ready$/);
+      await waitFor(async () => (await keysUnder(store, staged)).length > 0, {
+        what: 'staged messages',
+        timeoutMs: 20_000,
       });
-      assert.equal(await client.status('parents', 'p'), null);
-      assert.equal((await client.queueStatus('kids')).total, 0);
-      // The most one Txn takes: a parent and 40 leaves.
-      await client.flow({ queue: 'parents', payload: 'p', id: 'p', children: children.slice(0, 40) });
-      assert.equal((await client.queueStatus('kids')).counts.queued, 40);
+      await writer.kill('SIGKILL');
+      assert.ok((await keysUnder(store, staged)).length > 0, 'killed while staging');
+      for (const queue of ['parents', 'kids']) {
+        assert.equal((await client.queueStatus(queue)).total, 0, queue);
+        assert.deepEqual((await client.list(queue)).messages, [], queue);
+      }
+      assert.equal(await client.status('parents', 'root'), null);
+      assert.equal(await client.status('kids', 'leaf-0-0'), null);
+      assert.equal(await client.getFlow('kids', 'leaf-0-0'), null);
+      // Once the writer's lease has ended, GC deletes what it staged; an id it staged is free again.
+      await sleep(3_000);
+      for (const queue of ['parents', 'kids']) await client.gc(queue);
+      for (const queue of ['parents', 'kids']) {
+        const keys = new QueueKeys(store.root, queue);
+        for (const prefix of [keys.stagedIndex, keys.records, keys.payloads, keys.stagings]) {
+          assert.deepEqual(await keysUnder(store, prefix), [], prefix);
+        }
+      }
+      assert.equal((await client.enqueue('kids', 'again', { id: 'leaf-0-0' })).ok, true);
     },
   );
 });

@@ -31,7 +31,7 @@ export const flow: Command = {
       'show prints the tree of the flow the message belongs to, from its root: one line per message, indented\n' +
       "under its parent, '<queue>/<id> <state>' and the outcome's error for a failed one. A message in no flow\n" +
       'is a tree of one. Exit 1 when it is not found.\n\n' +
-      'On etcd and kvmq serve a flow is one Txn: about 40 messages at most (docs/etcd.md).',
+      'On etcd and kvmq serve a flow past one Txn (about 40 messages) is staged and takes no dependsOn.',
     [],
   ),
 

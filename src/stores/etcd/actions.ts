@@ -61,6 +61,8 @@ async function act(
         const item = res.kvs[0];
         if (item === undefined) return { ok: false, id, state: null };
         const record = readRecord(item);
+        // A staged flow's message is not there yet (flow-staging.ts).
+        if (record.phase === 'staged') return { ok: false, id, state: null };
         const where = needsPayload(record) ? payloadKeyOf(keys, id, record) : null;
         const payload = where === null ? null : ((await kv.range({ key: where })).kvs[0] ?? null);
         const now = Date.now();

@@ -42,6 +42,7 @@ export async function clearQueue(kv: Kv, keys: QueueKeys): Promise<void> {
       keys.debounceIndex,
       keys.waitingIndex,
       keys.owesIndex,
+      keys.stagedIndex,
       keys.events,
     ].map((index) => range(index, prefixEnd(index))),
     { type: 'delete', key: keys.eoq },

@@ -52,8 +52,9 @@ const STUCK: Counts = { live: 0, done: 0, failed: 1, stuck: 1 };
 function countsOf(r: Counted | null): Counts {
   if (r === null) return ZERO;
   switch (r.phase) {
-    // A flow's waiting parent: counted from its index (inspect.ts), not here.
+    // A flow's waiting parent: counted from its index (inspect.ts), not here; a staged message is not visible yet.
     case 'waiting':
+    case 'staged':
       return ZERO;
     case 'pending':
     case 'locked':

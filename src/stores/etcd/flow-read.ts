@@ -28,6 +28,7 @@ async function readNodes(kv: Kv, root: string, links: readonly FlowLink[]): Prom
     const item = items[k];
     if (item == null) return null;
     const record = readRecord(item);
+    if (record.phase === 'staged') return null;
     return { record, status: statusOf(keys[k] as QueueKeys, id, record, now) };
   });
 }

@@ -30,7 +30,11 @@ export async function messageStatus(kv: Kv, keys: QueueKeys, id: string): Promis
   const [recordRes, ...producers] = res.responses;
   const recordKv = recordRes?.type === 'range' ? recordRes.kvs[0] : undefined;
   const now = Date.now();
-  if (recordKv !== undefined) return statusOf(keys, id, readRecord(recordKv), now);
+  if (recordKv !== undefined) {
+    const record = readRecord(recordKv);
+    // A staged flow's message is not there yet (flow-staging.ts).
+    return record.phase === 'staged' ? null : statusOf(keys, id, record, now);
+  }
   const waiting = producers.some((p) => p.type === 'range' && p.kvs.length > 0);
   if (!waiting) return null;
   return {

@@ -74,6 +74,12 @@ export class QueueKeys {
   readonly waitingIndex: string;
   /** Flow children not ended yet: `/kvmq/owes/{id}`, value JSON `[parentQueue, parentId, policy]` (for clear). */
   readonly owesIndex: string;
+  /** Staged flow messages: `/kvmq/staged/{flow}/{id}`, value: the flow's root queue (flow-staging.ts). */
+  readonly stagedIndex: string;
+  /** A flow being staged, on its writer's lease: `/kvmq/staging/{flow}` (in its root's queue). */
+  readonly stagings: string;
+  /** A staged flow made live, until every message is moved in: `/kvmq/flows/{flow}` (in its root's queue). */
+  readonly liveFlows: string;
   /** Queue events, one key each: `/kvmq/ev/{at:13}/{writer}{seq}` (queue-events.ts); read by mod revision. */
   readonly events: string;
   /** The highest mod revision of an event trimmed so far (decimal), for `missed`. */
@@ -119,6 +125,9 @@ export class QueueKeys {
     this.stuckIndex = `${long}/kvmq/stuck/`;
     this.waitingIndex = `${long}/kvmq/waiting/`;
     this.owesIndex = `${long}/kvmq/owes/`;
+    this.stagedIndex = `${long}/kvmq/staged/`;
+    this.stagings = `${long}/kvmq/staging/`;
+    this.liveFlows = `${long}/kvmq/flows/`;
     this.events = `${long}/kvmq/ev/`;
     this.eventsTrimmed = `${long}/kvmq/evtrim`;
     this.turns = `${long}/kvmq/turn/`;
@@ -214,6 +223,10 @@ export class QueueKeys {
 
   owes(id: string): string {
     return this.owesIndex + id;
+  }
+
+  staged(flow: string, id: string): string {
+    return `${this.stagedIndex}${flow}/${id}`;
   }
 
   /** Classifies a key of this queue (either form). */

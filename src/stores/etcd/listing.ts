@@ -181,6 +181,8 @@ export async function inspectMessage(kv: Kv, keys: QueueKeys, id: string): Promi
   const item = res.kvs[0];
   if (item === undefined) return null;
   const r = readRecord(item);
+  // A staged flow's message is not there yet (flow-staging.ts).
+  if (r.phase === 'staged') return null;
   const where = payloadKeyOf(keys, id, r);
   const [payload, report] = await Promise.all([
     where === null ? null : kv.range({ key: where }).then((read) => read.kvs[0] ?? null),

@@ -10,8 +10,9 @@ import type { AttemptRecord, MessageState, Metadata, Outcome } from '../../model
 /**
  * `failed`: finished with a final error; its payload is kept at `/kvmq/payload/{id}` (or `payloadKey`).
  * `waiting`: a flow's parent waiting for its children (no ordered key; its payload at `/kvmq/payload/{id}`).
+ * `staged`: a message of a flow too big for one Txn, written ahead and not visible yet (flow-staging.ts).
  */
-export type Phase = 'pending' | 'locked' | 'done' | 'failed' | 'waiting';
+export type Phase = 'pending' | 'locked' | 'done' | 'failed' | 'waiting' | 'staged';
 
 /** A message `[queue, id]` of a flow. */
 export type FlowLink = readonly [string, string];
@@ -28,6 +29,8 @@ export interface FlowFields {
   readonly children?: readonly FlowLink[];
   /** Waiting: how many children have not ended yet. */
   readonly left?: number;
+  /** Staged: the flow's root queue and id (flow-staging.ts). */
+  readonly staged?: FlowLink;
 }
 
 export interface MessageRecord {
@@ -92,6 +95,8 @@ function str(v: unknown): string | null {
   return typeof v === 'string' ? v : null;
 }
 
+const PHASES: ReadonlySet<Phase> = new Set(['pending', 'locked', 'done', 'failed', 'waiting', 'staged']);
+
 /** The record, or null when it is not one kvmq wrote. */
 export function decodeRecord(value: Buffer): MessageRecord | null {
   let raw: unknown;
@@ -103,16 +108,14 @@ export function decodeRecord(value: Buffer): MessageRecord | null {
   if (typeof raw !== 'object' || raw === null) return null;
   const r = raw as Record<string, unknown>;
   const phase = r.phase;
-  if (phase !== 'pending' && phase !== 'locked' && phase !== 'done' && phase !== 'failed' && phase !== 'waiting') {
-    return null;
-  }
+  if (!PHASES.has(phase as Phase)) return null;
   const outcome = r.outcome === 'success' || r.outcome === 'error' || r.outcome === 'retry' ? r.outcome : null;
   const encoding = r.encoding === 'bytes' ? 'bytes' : 'json';
   const nextEncoding = r.nextEncoding === 'bytes' || r.nextEncoding === 'json' ? r.nextEncoding : null;
   const metadata =
     typeof r.metadata === 'object' && r.metadata !== null && !Array.isArray(r.metadata) ? (r.metadata as Metadata) : {};
   return {
-    phase,
+    phase: phase as Phase,
     idx: str(r.idx),
     attempt: num(r.attempt),
     readyAt: num(r.readyAt),
@@ -195,12 +198,15 @@ export function stateOf(r: MessageRecord, now: number): MessageState {
       return 'failed';
     case 'waiting':
       return 'waiting-children';
+    // Not visible (status reads say none); an enqueue of its id is refused as for a queued one.
+    case 'staged':
+      return 'queued';
   }
 }
 
 /** When the current state ends by itself, or null. */
 export function stateEndsAt(r: MessageRecord, now: number): number | null {
-  if (r.phase === 'failed' || r.phase === 'waiting') return null;
+  if (r.phase === 'failed' || r.phase === 'waiting' || r.phase === 'staged') return null;
   const at = r.phase === 'pending' ? r.readyAt : r.phase === 'locked' ? (r.lockUntil ?? 0) : r.backoffUntil;
   return at > now ? at : null;
 }

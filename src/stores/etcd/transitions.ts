@@ -82,7 +82,8 @@ export function indexEntries(keys: QueueKeys, id: string, r: MessageRecord | nul
   const entries = phaseEntries(keys, id, r);
   // A flow's child not ended yet, for clear to end it for its parent (flow-ends.ts).
   const flow = r.flow;
-  if (flow?.owes === true && flow.parent !== undefined && r.phase !== 'done' && r.phase !== 'failed') {
+  const ended = r.phase === 'done' || r.phase === 'failed' || r.phase === 'staged';
+  if (flow?.owes === true && flow.parent !== undefined && !ended) {
     entries.push({ key: keys.owes(id), value: Buffer.from(JSON.stringify([...flow.parent, flow.policy ?? 'fail'])) });
   }
   return entries;
@@ -93,6 +94,10 @@ function phaseEntries(keys: QueueKeys, id: string, r: MessageRecord): { key: str
   switch (r.phase) {
     case 'waiting':
       return [{ key: keys.waiting(r.enqueuedAt, id), value: empty }];
+    case 'staged': {
+      const [root, flow] = r.flow?.staged ?? ['', ''];
+      return [{ key: keys.staged(flow, id), value: Buffer.from(root) }];
+    }
     case 'pending': {
       const entries =
         r.readyAt > r.updatedAt
