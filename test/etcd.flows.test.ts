@@ -196,6 +196,46 @@ void describe('etcd flows', () => {
       assert.equal((await client.enqueue('kids', 'again', { id: 'leaf-0-0' })).ok, true);
     },
   );
+
+  void test(
+    "a writer killed after making its flow live: the root queue's GC moves the rest in",
+    { timeout: TIMEOUT_MS },
+    async () => {
+      const url = isolatedUrl('?leaseTtlMs=2000');
+      const client = await opened.client(url);
+      const store = etcdStore(client);
+      const live = new QueueKeys(store.root, 'parents').liveFlows;
+      const writer = spawnChild('flow-writer-process.ts', [url, 'parents', 'kids', '110', '20000']);
+      opened.add(() => writer.kill('SIGKILL'));
+      await writer.line(/^ready$/);
+      // Killed as soon as the flow is live, while it moves the messages in.
+      const seen = await store.kv.range({ key: live, limit: 1 });
+      const killed = new Promise<void>((resolve) => {
+        const watch = store.kv.watch(
+          { key: live, end: prefixEnd(live), startRevision: seen.revision + 1 },
+          {
+            events: (events) => {
+              if (!events.some((e) => e.type === 'put')) return;
+              void writer.kill('SIGKILL').then(() => watch.cancel().then(resolve));
+            },
+            broken: () => undefined,
+          },
+        );
+      });
+      await killed;
+      assert.equal((await keysUnder(store, live)).length, 1, 'killed before its moves were done');
+      assert.ok((await client.queueStatus('kids')).counts.queued < 990, 'some leaves not moved in yet');
+      await sleep(5_500);
+      await client.gc('parents');
+      assert.deepEqual(await keysUnder(store, live), []);
+      assert.deepEqual(await keysUnder(store, new QueueKeys(store.root, 'kids').stagedIndex), []);
+      assert.equal((await client.queueStatus('kids')).counts.queued, 990);
+      assert.equal((await client.queueStatus('parents')).counts['waiting-children'], 10);
+      assert.equal((await record(store, 'parents', 'mid-4'))?.flow?.left, 110);
+      const tree = await client.getFlow('kids', 'leaf-8-109');
+      assert.equal(tree?.children.length, 9);
+    },
+  );
 });
 
 function etcdStore(client: Parameters<typeof storeOf>[0]): EtcdStore {
