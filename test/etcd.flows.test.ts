@@ -236,6 +236,41 @@ void describe('etcd flows', () => {
       assert.equal(tree?.children.length, 9);
     },
   );
+
+  void test(
+    "a child failed by the dispatcher at maxDeliveries counts for its parent at the child queue's next GC",
+    { timeout: TIMEOUT_MS },
+    async () => {
+      const client = await opened.client(isolatedUrl());
+      const store = etcdStore(client);
+      await client.configure('kids', { maxDeliveries: 1 });
+      await client.flow({
+        queue: 'parents',
+        payload: 'p',
+        id: 'p',
+        children: [
+          { queue: 'kids', payload: 'a', id: 'a' },
+          { queue: 'idle', payload: 'b', id: 'b' },
+        ],
+      });
+      const claim = { consumerId: 'vanished', max: 1, lockMs: 300, accepts: null, eoqBackoffMs: () => 50 };
+      assert.deepEqual(
+        (await store.claim('kids', claim)).messages.map((m) => m.id),
+        ['a'],
+      );
+      // A worker there gives the dispatcher someone to hand the lost message to: it fails it instead.
+      const log = new JobLog();
+      client.worker('kids', (job) => log.record(job));
+      const failed = await waitForStatus(client, 'kids', 'a', 'failed', { timeoutMs: 10_000 });
+      assert.match(failed.lastError ?? '', /lost its lock 1 time/);
+      assert.equal((await record(store, 'kids', 'a'))?.flow?.owes, true, 'not counted in the dispatcher Txn');
+      await client.gc('kids');
+      const parent = await waitForStatus(client, 'parents', 'p', 'failed');
+      assert.match(parent.lastError ?? '', /^child kids\/a failed: .*lost its lock 1 time/);
+      assert.equal((await record(store, 'kids', 'a'))?.flow?.owes, undefined);
+      assert.deepEqual(log.ids(), []);
+    },
+  );
 });
 
 function etcdStore(client: Parameters<typeof storeOf>[0]): EtcdStore {

@@ -43,6 +43,7 @@ export async function clearQueue(kv: Kv, keys: QueueKeys): Promise<void> {
       keys.waitingIndex,
       keys.owesIndex,
       keys.stagedIndex,
+      keys.unsettledIndex,
       keys.events,
     ].map((index) => range(index, prefixEnd(index))),
     { type: 'delete', key: keys.eoq },

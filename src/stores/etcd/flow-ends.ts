@@ -214,14 +214,17 @@ const CLEARED_TRIES = 50;
 
 /** The flow children of a queue not ended yet, from its owes index: each `[id, parent, policy]`. */
 export async function owingChildren(kv: Kv, keys: QueueKeys): Promise<[string, FlowLink, FlowFields['policy']][]> {
-  const res = await kv.range({ key: keys.owesIndex, end: prefixEnd(keys.owesIndex) });
-  return res.kvs.flatMap((item) => {
-    const [queue, id, policy] = JSON.parse(item.value.toString('utf8')) as [string, string, string];
-    const link: FlowLink = [queue, id];
-    return [
-      [item.key.slice(keys.owesIndex.length), link, policy === 'ignore' || policy === 'remove' ? policy : undefined],
-    ];
-  });
+  const owing: [string, FlowLink, FlowFields['policy']][] = [];
+  // Those ended but not counted yet (GC counts them) are cleared first: they end as removals too.
+  for (const index of [keys.owesIndex, keys.unsettledIndex]) {
+    const res = await kv.range({ key: index, end: prefixEnd(index) });
+    for (const item of res.kvs) {
+      const [queue, id, policy] = JSON.parse(item.value.toString('utf8')) as [string, string, string];
+      const link: FlowLink = [queue, id];
+      owing.push([item.key.slice(index.length), link, policy === 'ignore' || policy === 'remove' ? policy : undefined]);
+    }
+  }
+  return owing;
 }
 
 /**
@@ -240,6 +243,41 @@ export async function endCleared(
       await ends.childEnded([keys.queue, id], flow, { error: 'removed' });
       if (ends.empty) break;
       if ((await runBatch(kv, [ends.change()])).results[0]?.ok === true) break;
+    }
+  }
+}
+
+/** Tries of one unsettled end against its parent's other writers, at a GC. */
+const SETTLE_TRIES = 20;
+
+/**
+ * GC's part: counts for their parents the ends a dispatcher wrote without them (a lost delivery failed at
+ * maxDeliveries, a plain consumer's ack), each in a Txn comparing the child's record, which loses its debt.
+ */
+export async function settleEnded(kv: Kv, keys: QueueKeys): Promise<void> {
+  const res = await kv.range({ key: keys.unsettledIndex, end: prefixEnd(keys.unsettledIndex), keysOnly: true });
+  for (const item of res.kvs) {
+    const id = item.key.slice(keys.unsettledIndex.length);
+    for (let tries = 0; tries < SETTLE_TRIES; tries++) {
+      const [read] = await getMany(kv, [keys.record(id)]);
+      const record = read == null ? null : readRecord(read);
+      const end = record === null ? undefined : childEndOf(record);
+      if (read == null || record === null || end === undefined || !owesParent(record)) break;
+      const ends = new FlowEnds(kv, keys.root);
+      await ends.childEnded([keys.queue, id], record.flow, end);
+      const next = settled(record);
+      const flow = ends.change();
+      const change: Change = {
+        compares: [{ key: keys.record(id), target: 'mod', result: '=', operand: read.modRevision }, ...flow.compares],
+        ops: [
+          { type: 'put', key: keys.record(id), value: encodeRecord(next) },
+          ...indexOps(keys, id, record, next),
+          ...flow.ops,
+        ],
+        reads: [],
+        counts: flow.counts,
+      };
+      if ((await runBatch(kv, [change])).results[0]?.ok === true) break;
     }
   }
 }

@@ -9,6 +9,7 @@
 import { parseTimeKey, timeKey } from './keys.js';
 import { expireWaiting } from './expiry.js';
 import { tidyStagedFlows } from './flow-staging.js';
+import { settleEnded } from './flow-ends.js';
 import { decodeRecord } from './record.js';
 import { indexOps } from './transitions.js';
 import { getMany, runBatch } from './txn-batch.js';
@@ -51,6 +52,7 @@ export async function runGc(kv: Kv, keys: QueueKeys, config: QueueConfig, force:
     // Expired messages first: one failed now is removed with the failed ones once past its lifetime.
     await expireWaiting(kv, keys, config);
     await tidyStagedFlows(kv, keys);
+    await settleEnded(kv, keys);
     removed += await sweep(kv, keys, keys.doneIndex, config.gcLifetimeMs, config.keepDone);
     removed += await sweep(kv, keys, keys.failedIndex, config.failedLifetimeMs, config.keepFailed);
     // Events are trimmed even with events off: those left from before still age out.

@@ -74,6 +74,11 @@ export class QueueKeys {
   readonly waitingIndex: string;
   /** Flow children not ended yet: `/kvmq/owes/{id}`, value JSON `[parentQueue, parentId, policy]` (for clear). */
   readonly owesIndex: string;
+  /**
+   * Flow children that ended in a dispatcher's Txn (a lost delivery failed at maxDeliveries, a plain ack), not yet
+   * counted for their parent: `/kvmq/unsettled/{id}`, value as an owes entry's; GC counts them (flow-ends.ts).
+   */
+  readonly unsettledIndex: string;
   /** Staged flow messages: `/kvmq/staged/{flow}/{id}`, value: the flow's root queue (flow-staging.ts). */
   readonly stagedIndex: string;
   /** A flow being staged, on its writer's lease: `/kvmq/staging/{flow}` (in its root's queue). */
@@ -126,6 +131,7 @@ export class QueueKeys {
     this.waitingIndex = `${long}/kvmq/waiting/`;
     this.owesIndex = `${long}/kvmq/owes/`;
     this.stagedIndex = `${long}/kvmq/staged/`;
+    this.unsettledIndex = `${long}/kvmq/unsettled/`;
     this.stagings = `${long}/kvmq/staging/`;
     this.liveFlows = `${long}/kvmq/flows/`;
     this.events = `${long}/kvmq/ev/`;
@@ -223,6 +229,10 @@ export class QueueKeys {
 
   owes(id: string): string {
     return this.owesIndex + id;
+  }
+
+  unsettled(id: string): string {
+    return this.unsettledIndex + id;
   }
 
   staged(flow: string, id: string): string {

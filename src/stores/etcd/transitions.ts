@@ -80,11 +80,13 @@ const EMPTY = Buffer.alloc(0);
 export function indexEntries(keys: QueueKeys, id: string, r: MessageRecord | null): { key: string; value: Buffer }[] {
   if (r === null) return [];
   const entries = phaseEntries(keys, id, r);
-  // A flow's child not ended yet, for clear to end it for its parent (flow-ends.ts).
+  // A flow's child whose end has not been counted for its parent: not ended yet (for clear), or ended where its
+  // parent could not be written (a dispatcher's Txn), for GC to count (flow-ends.ts).
   const flow = r.flow;
-  const ended = r.phase === 'done' || r.phase === 'failed' || r.phase === 'staged';
-  if (flow?.owes === true && flow.parent !== undefined && !ended) {
-    entries.push({ key: keys.owes(id), value: Buffer.from(JSON.stringify([...flow.parent, flow.policy ?? 'fail'])) });
+  if (flow?.owes === true && flow.parent !== undefined && r.phase !== 'staged') {
+    const ended = r.phase === 'done' || r.phase === 'failed';
+    const value = Buffer.from(JSON.stringify([...flow.parent, flow.policy ?? 'fail']));
+    entries.push({ key: ended ? keys.unsettled(id) : keys.owes(id), value });
   }
   return entries;
 }
