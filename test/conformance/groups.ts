@@ -102,6 +102,20 @@ export function groups(fixture: StoreFixture): void {
       { capability: 'wakeups' },
     );
 
+    storeTest(fixture, 'without a group limit, grouped messages behind plain ones reach a busy worker', async (h) => {
+      const q = h.queue('group-unlimited');
+      await h.client.enqueueBatch(q, [
+        { payload: 1, id: 'plain' },
+        { payload: 2, id: 'g-1', group: 'g' },
+        { payload: 3, id: 'g-2', group: 'g' },
+      ]);
+      // One at a time: the worker's room comes back by finishing, not by a claim of an idle worker.
+      const log = new JobLog();
+      h.worker(q, (job) => log.record(job), { concurrency: 1 });
+      await log.count(3);
+      assert.deepEqual(log.ids(), ['plain', 'g-1', 'g-2']);
+    });
+
     storeTest(fixture, 'changing groupConcurrency takes effect at the next claim', async (h) => {
       const q = h.queue('group-change');
       await h.client.configure(q, { groupConcurrency: 1 });

@@ -10,9 +10,10 @@ import type { Consumer, Msg } from './model.js';
 const NONE: readonly Msg[] = [];
 
 /**
- * Which consumers a group's message goes to: one claiming now (an ask not answered yet), or one whose last
- * claim got nothing (an idle worker, which the delivery wakes). Not one that got messages and has room left
- * but is not asking: a freed slot or a raised limit is for whoever claims next.
+ * Which consumers a group's message goes to: one claiming now (an ask not answered yet), one that gave room
+ * back since its last answer (it finished a message), or one whose last claim got nothing (an idle worker, which
+ * the delivery wakes). Not one that got messages and has room left but is not asking: a freed slot or a raised
+ * limit is for whoever claims next.
  */
 export class Appetite {
   private readonly state = new WeakMap<Consumer, { ask: number; given: number; hungry: boolean }>();
@@ -28,8 +29,9 @@ export class Appetite {
     s.hungry = s.given === 0;
   }
 
+  /** Also one that gave room back since its last answer: a worker claims again then without asking. */
   wants(c: Consumer): boolean {
-    return c.reg.ask > c.answered || this.of(c).hungry;
+    return c.reg.ask > c.answered || c.owed || this.of(c).hungry;
   }
 
   private of(c: Consumer): { ask: number; given: number; hungry: boolean } {

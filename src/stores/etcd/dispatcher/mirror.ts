@@ -269,8 +269,8 @@ export class QueueMirror {
   }
 
   place(msg: Msg, now: number): void {
-    this.unplace(msg);
     const r = msg.record;
+    this.unplace(msg, r.phase === 'locked' ? r.consumer : null);
     if (r.phase === 'pending') {
       this.ready.file(msg, now);
       return;
@@ -289,13 +289,18 @@ export class QueueMirror {
     }
   }
 
-  unplace(msg: Msg): void {
+  /** `stays`: the consumer that holds it again at once (a lock renewed): it gave no room back. */
+  unplace(msg: Msg, stays: string | null = null): void {
     this.ready.unfile(msg);
     this.groups.unhold(msg);
     if (msg.consumerKey !== null) {
       this.lockedCount -= 1;
       const holder = this.consumers.get(msg.consumerKey);
-      if (holder?.held.delete(msg) === true && holder.reg.envelope) holder.owed = true;
+      if (holder?.held.delete(msg) === true && holder.reg.envelope && msg.consumerKey !== stays) {
+        holder.owed = true;
+        // It wants messages again (groups.ts Appetite): those parked for want of a taker are looked at again.
+        this.groups.limitChanged();
+      }
     }
     msg.consumerKey = null;
     msg.deliveryKey = null;
