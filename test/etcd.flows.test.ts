@@ -17,7 +17,7 @@ import { quietPeriod, waitFor } from './support/wait.js';
 import { sleep } from '../src/model/time.js';
 import { closedAfterAll, isolatedUrl } from './fixtures/etcd-support.js';
 import { EtcdStore } from '../src/stores/etcd/store.js';
-import type { FlowTree } from '../src/index.js';
+import type { Client, FlowTree } from '../src/index.js';
 
 const TIMEOUT_MS = 60_000;
 const opened = closedAfterAll();
@@ -244,20 +244,10 @@ void describe('etcd flows', () => {
       const client = await opened.client(isolatedUrl());
       const store = etcdStore(client);
       await client.configure('kids', { maxDeliveries: 1 });
-      await client.flow({
-        queue: 'parents',
-        payload: 'p',
-        id: 'p',
-        children: [
-          { queue: 'kids', payload: 'a', id: 'a' },
-          { queue: 'idle', payload: 'b', id: 'b' },
-        ],
-      });
-      const claim = { consumerId: 'vanished', max: 1, lockMs: 300, accepts: null, eoqBackoffMs: () => 50 };
-      assert.deepEqual(
-        (await store.claim('kids', claim)).messages.map((m) => m.id),
-        ['a'],
-      );
+      await flowHeldByVanished(client, store, [
+        { queue: 'kids', payload: 'a', id: 'a' },
+        { queue: 'idle', payload: 'b', id: 'b' },
+      ]);
       // A worker there gives the dispatcher someone to hand the lost message to: it fails it instead.
       const log = new JobLog();
       client.worker('kids', (job) => log.record(job));
@@ -271,7 +261,45 @@ void describe('etcd flows', () => {
       assert.deepEqual(log.ids(), []);
     },
   );
+
+  void test(
+    'a child the dispatcher moves to the dead-letter queue at maxDeliveries counts at the next GC',
+    { timeout: TIMEOUT_MS },
+    async () => {
+      const client = await opened.client(isolatedUrl());
+      const store = etcdStore(client);
+      await client.configure('kids', { maxDeliveries: 1, deadLetterQueue: 'kids-dead' });
+      await flowHeldByVanished(client, store, [
+        { queue: 'kids', payload: 'a', id: 'a' },
+        { queue: 'kids', payload: 'b', id: 'b', onChildFailure: 'ignore' },
+      ]);
+      // A worker there gives the dispatcher someone to hand the lost messages to: it moves them instead.
+      client.worker('kids', () => undefined);
+      await waitForStatus(client, 'kids-dead', 'a', 'queued', { timeoutMs: 10_000 });
+      await waitForStatus(client, 'kids-dead', 'b', 'queued', { timeoutMs: 10_000 });
+      assert.equal(await client.status('kids', 'a'), null);
+      assert.equal((await client.status('parents', 'p'))?.state, 'waiting-children', 'not counted by the dispatcher');
+      await client.gc('kids');
+      // b (ignore) counted as an end, a (fail) failed the parent.
+      const parent = await waitForStatus(client, 'parents', 'p', 'failed');
+      assert.match(parent.lastError ?? '', /^child kids\/a failed: .*lost its lock 1 time/);
+      const left = await client.list('kids', { state: 'failed' });
+      assert.equal(left.messages.length, 0);
+      // Counted once: a second GC finds nothing left to count.
+      await client.gc('kids');
+      assert.equal((await client.status('parents', 'p'))?.state, 'failed');
+    },
+  );
 });
+
+/** Writes parent `p` of queue `parents` with `children`, and has a consumer that then vanishes take those in `kids`. */
+async function flowHeldByVanished(client: Client, store: EtcdStore, children: readonly FlowTree[]): Promise<void> {
+  await client.flow({ queue: 'parents', payload: 'p', id: 'p', children });
+  const kids = children.filter((c) => c.queue === 'kids').map((c) => c.id);
+  const claim = { consumerId: 'vanished', max: kids.length, lockMs: 300, accepts: null, eoqBackoffMs: () => 50 };
+  const taken = (await store.claim('kids', claim)).messages.map((m) => m.id);
+  assert.deepEqual(taken.sort(), kids.sort());
+}
 
 function etcdStore(client: Parameters<typeof storeOf>[0]): EtcdStore {
   const store = storeOf(client);

@@ -10,7 +10,7 @@
 import { getMany, runBatch, type Change } from './txn-batch.js';
 import { newIdx, QueueKeys } from './keys.js';
 import { encodeRecord, type FlowFields, type FlowLink, type MessageRecord } from './record.js';
-import { failedRecord, indexOps } from './transitions.js';
+import { DEAD_LETTERED_END, failedRecord, indexOps } from './transitions.js';
 import { readRecord } from './inspect.js';
 import { countChange, type CountDelta } from './counts.js';
 import { prefixEnd, type Compare, type Kv, type Op, type RangeOp } from './kv.js';
@@ -255,9 +255,13 @@ const SETTLE_TRIES = 20;
  * maxDeliveries, a plain consumer's ack), each in a Txn comparing the child's record, which loses its debt.
  */
 export async function settleEnded(kv: Kv, keys: QueueKeys): Promise<void> {
-  const res = await kv.range({ key: keys.unsettledIndex, end: prefixEnd(keys.unsettledIndex), keysOnly: true });
+  const res = await kv.range({ key: keys.unsettledIndex, end: prefixEnd(keys.unsettledIndex) });
   for (const item of res.kvs) {
     const id = item.key.slice(keys.unsettledIndex.length);
+    if (deadLettered(item.value) !== null) {
+      await settleDeadLettered(kv, keys, id);
+      continue;
+    }
     for (let tries = 0; tries < SETTLE_TRIES; tries++) {
       const [read] = await getMany(kv, [keys.record(id)]);
       const record = read == null ? null : readRecord(read);
@@ -279,5 +283,40 @@ export async function settleEnded(kv: Kv, keys: QueueKeys): Promise<void> {
       };
       if ((await runBatch(kv, [change])).results[0]?.ok === true) break;
     }
+  }
+}
+
+/** The end an unsettled entry holds itself (its child moved to the dead-letter queue), or null. */
+function deadLettered(value: Buffer): { flow: FlowFields; error: string | null } | null {
+  const [queue, id, policy, mark, error] = JSON.parse(value.toString('utf8')) as unknown[];
+  if (mark !== DEAD_LETTERED_END || typeof queue !== 'string' || typeof id !== 'string') return null;
+  const flow: FlowFields = {
+    parent: [queue, id],
+    owes: true,
+    ...(policy === 'ignore' || policy === 'remove' ? { policy } : {}),
+  };
+  return { flow, error: typeof error === 'string' ? error : null };
+}
+
+/**
+ * Counts a child the dispatcher moved to the dead-letter queue as a final failure for its parent, in a Txn that
+ * compares and deletes the entry: its record is gone from this queue, so the entry is what says it owes.
+ */
+async function settleDeadLettered(kv: Kv, keys: QueueKeys, id: string): Promise<void> {
+  const key = keys.unsettled(id);
+  for (let tries = 0; tries < SETTLE_TRIES; tries++) {
+    const [read] = await getMany(kv, [key]);
+    const moved = read == null ? null : deadLettered(read.value);
+    if (read == null || moved === null) return;
+    const ends = new FlowEnds(kv, keys.root);
+    await ends.childEnded([keys.queue, id], moved.flow, { error: moved.error });
+    const flow = ends.change();
+    const change: Change = {
+      compares: [{ key, target: 'mod', result: '=', operand: read.modRevision }, ...flow.compares],
+      ops: [{ type: 'delete', key }, ...flow.ops],
+      reads: [],
+      counts: flow.counts,
+    };
+    if ((await runBatch(kv, [change])).results[0]?.ok === true) return;
   }
 }

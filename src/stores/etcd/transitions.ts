@@ -361,8 +361,18 @@ export function deadLetterOps(
   ];
   if (orderedKey !== null) ops.push({ type: 'delete', key: orderedKey });
   if (before.payloadKey !== null) ops.push({ type: 'delete', key: before.payloadKey });
+  // A flow child whose end this Txn does not count (the dispatcher's, which writes no other queue): its record
+  // leaves, so an unsettled entry carries the end for GC to count (flow-ends.ts settleEnded).
+  const flow = failed.flow;
+  if (flow?.owes === true && flow.parent !== undefined) {
+    const end = [...flow.parent, flow.policy ?? 'fail', DEAD_LETTERED_END, failed.error];
+    ops.push({ type: 'put', key: keys.unsettled(id), value: Buffer.from(JSON.stringify(end)) });
+  }
   return ops;
 }
+
+/** Marks an unsettled entry whose child was moved to the dead-letter queue: its value holds the end itself. */
+export const DEAD_LETTERED_END = 'dead-lettered';
 
 export function deadLetterCompare(dlq: QueueKeys, id: string): Compare {
   return { key: dlq.record(id), target: 'version', result: '=', operand: 0 };
