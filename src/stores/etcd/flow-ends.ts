@@ -10,7 +10,7 @@
 import { getMany, runBatch, type Change } from './txn-batch.js';
 import { newIdx, QueueKeys } from './keys.js';
 import { encodeRecord, type FlowFields, type FlowLink, type MessageRecord } from './record.js';
-import { DEAD_LETTERED_END, failedRecord, indexOps } from './transitions.js';
+import { failedRecord, indexOps, readOwed } from './transitions.js';
 import { readRecord } from './inspect.js';
 import { countChange, type CountDelta } from './counts.js';
 import { prefixEnd, type Compare, type Kv, type Op, type RangeOp } from './kv.js';
@@ -212,17 +212,13 @@ export class FlowEnds {
 /** Tries of one cleared child's end against its parent's other writers. */
 const CLEARED_TRIES = 50;
 
-/** The flow children of a queue not ended yet, from its owes index: each `[id, parent, policy]`. */
-export async function owingChildren(kv: Kv, keys: QueueKeys): Promise<[string, FlowLink, FlowFields['policy']][]> {
-  const owing: [string, FlowLink, FlowFields['policy']][] = [];
+/** The flow children of a queue not ended yet, from its owes index: each its id and its debt to its parent. */
+export async function owingChildren(kv: Kv, keys: QueueKeys): Promise<[string, FlowFields][]> {
+  const owing: [string, FlowFields][] = [];
   // Those ended but not counted yet (GC counts them) are cleared first: they end as removals too.
   for (const index of [keys.owesIndex, keys.unsettledIndex]) {
     const res = await kv.range({ key: index, end: prefixEnd(index) });
-    for (const item of res.kvs) {
-      const [queue, id, policy] = JSON.parse(item.value.toString('utf8')) as [string, string, string];
-      const link: FlowLink = [queue, id];
-      owing.push([item.key.slice(index.length), link, policy === 'ignore' || policy === 'remove' ? policy : undefined]);
-    }
+    for (const item of res.kvs) owing.push([item.key.slice(index.length), readOwed(item.value).flow]);
   }
   return owing;
 }
@@ -231,13 +227,8 @@ export async function owingChildren(kv: Kv, keys: QueueKeys): Promise<[string, F
  * The children a clear removed end for their parents (outside the cleared queue) as removals, each in a Txn of its
  * own after the clear's: their records are gone, so their links come from the owes index read before.
  */
-export async function endCleared(
-  kv: Kv,
-  keys: QueueKeys,
-  owing: readonly [string, FlowLink, FlowFields['policy']][],
-): Promise<void> {
-  for (const [id, parent, policy] of owing) {
-    const flow: FlowFields = { parent, owes: true, ...(policy === undefined ? {} : { policy }) };
+export async function endCleared(kv: Kv, keys: QueueKeys, owing: readonly [string, FlowFields][]): Promise<void> {
+  for (const [id, flow] of owing) {
     for (let tries = 0; tries < CLEARED_TRIES; tries++) {
       const ends = new FlowEnds(kv, keys.root);
       await ends.childEnded([keys.queue, id], flow, { error: 'removed' });
@@ -258,7 +249,7 @@ export async function settleEnded(kv: Kv, keys: QueueKeys): Promise<void> {
   const res = await kv.range({ key: keys.unsettledIndex, end: prefixEnd(keys.unsettledIndex) });
   for (const item of res.kvs) {
     const id = item.key.slice(keys.unsettledIndex.length);
-    if (deadLettered(item.value) !== null) {
+    if (readOwed(item.value).deadLettered !== null) {
       await settleDeadLettered(kv, keys, id);
       continue;
     }
@@ -286,18 +277,6 @@ export async function settleEnded(kv: Kv, keys: QueueKeys): Promise<void> {
   }
 }
 
-/** The end an unsettled entry holds itself (its child moved to the dead-letter queue), or null. */
-function deadLettered(value: Buffer): { flow: FlowFields; error: string | null } | null {
-  const [queue, id, policy, mark, error] = JSON.parse(value.toString('utf8')) as unknown[];
-  if (mark !== DEAD_LETTERED_END || typeof queue !== 'string' || typeof id !== 'string') return null;
-  const flow: FlowFields = {
-    parent: [queue, id],
-    owes: true,
-    ...(policy === 'ignore' || policy === 'remove' ? { policy } : {}),
-  };
-  return { flow, error: typeof error === 'string' ? error : null };
-}
-
 /**
  * Counts a child the dispatcher moved to the dead-letter queue as a final failure for its parent, in a Txn that
  * compares and deletes the entry: its record is gone from this queue, so the entry is what says it owes.
@@ -306,10 +285,10 @@ async function settleDeadLettered(kv: Kv, keys: QueueKeys, id: string): Promise<
   const key = keys.unsettled(id);
   for (let tries = 0; tries < SETTLE_TRIES; tries++) {
     const [read] = await getMany(kv, [key]);
-    const moved = read == null ? null : deadLettered(read.value);
-    if (read == null || moved === null) return;
+    const owed = read == null ? null : readOwed(read.value);
+    if (read == null || owed?.deadLettered == null) return;
     const ends = new FlowEnds(kv, keys.root);
-    await ends.childEnded([keys.queue, id], moved.flow, { error: moved.error });
+    await ends.childEnded([keys.queue, id], owed.flow, owed.deadLettered);
     const flow = ends.change();
     const change: Change = {
       compares: [{ key, target: 'mod', result: '=', operand: read.modRevision }, ...flow.compares],

@@ -12,7 +12,7 @@ import { newIdx } from './keys.js';
 import { encodeRecord } from './record.js';
 import type { Finish } from '../contract/contract.js';
 import type { PayloadEncoding } from '../../model/payload.js';
-import type { MessageRecord } from './record.js';
+import type { FlowFields, FlowLink, MessageRecord } from './record.js';
 import type { Compare, Op } from './kv.js';
 import type { QueueKeys } from './keys.js';
 import type { AttemptRecord, Metadata } from '../../model/types.js';
@@ -85,8 +85,7 @@ export function indexEntries(keys: QueueKeys, id: string, r: MessageRecord | nul
   const flow = r.flow;
   if (flow?.owes === true && flow.parent !== undefined && r.phase !== 'staged') {
     const ended = r.phase === 'done' || r.phase === 'failed';
-    const value = Buffer.from(JSON.stringify([...flow.parent, flow.policy ?? 'fail']));
-    entries.push({ key: ended ? keys.unsettled(id) : keys.owes(id), value });
+    entries.push({ key: ended ? keys.unsettled(id) : keys.owes(id), value: owedValue(flow.parent, flow.policy) });
   }
   return entries;
 }
@@ -365,14 +364,34 @@ export function deadLetterOps(
   // leaves, so an unsettled entry carries the end for GC to count (flow-ends.ts settleEnded).
   const flow = failed.flow;
   if (flow?.owes === true && flow.parent !== undefined) {
-    const end = [...flow.parent, flow.policy ?? 'fail', DEAD_LETTERED_END, failed.error];
-    ops.push({ type: 'put', key: keys.unsettled(id), value: Buffer.from(JSON.stringify(end)) });
+    ops.push({ type: 'put', key: keys.unsettled(id), value: owedValue(flow.parent, flow.policy, failed.error) });
   }
   return ops;
 }
 
 /** Marks an unsettled entry whose child was moved to the dead-letter queue: its value holds the end itself. */
-export const DEAD_LETTERED_END = 'dead-lettered';
+const DEAD_LETTERED_END = 'dead-lettered';
+
+/**
+ * An owes or unsettled entry's value, `[queue, id, policy]` of the parent; a child moved to the dead-letter
+ * queue (`deadLetteredError` given, null for none) adds its end: `[..., "dead-lettered", error]`.
+ */
+function owedValue(parent: FlowLink, policy: FlowFields['policy'], deadLetteredError?: string | null): Buffer {
+  const end = deadLetteredError === undefined ? [] : [DEAD_LETTERED_END, deadLetteredError];
+  return Buffer.from(JSON.stringify([...parent, policy ?? 'fail', ...end]));
+}
+
+/** An owes or unsettled entry read back: the child's debt to its parent, and a dead-lettered child's end. */
+export function readOwed(value: Buffer): { flow: FlowFields; deadLettered: { error: string | null } | null } {
+  const [queue, id, policy, mark, error] = JSON.parse(value.toString('utf8')) as unknown[];
+  const flow: FlowFields = {
+    parent: [String(queue), String(id)],
+    owes: true,
+    ...(policy === 'ignore' || policy === 'remove' ? { policy } : {}),
+  };
+  const deadLettered = mark === DEAD_LETTERED_END ? { error: typeof error === 'string' ? error : null } : null;
+  return { flow, deadLettered };
+}
 
 export function deadLetterCompare(dlq: QueueKeys, id: string): Compare {
   return { key: dlq.record(id), target: 'version', result: '=', operand: 0 };
