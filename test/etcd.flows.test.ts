@@ -125,6 +125,69 @@ void describe('etcd flows', () => {
     },
   );
 
+  void test(
+    "siblings ending at once count in shared writes of their parent's record",
+    { timeout: TIMEOUT_MS },
+    async () => {
+      const client = await opened.client(isolatedUrl());
+      const store = etcdStore(client);
+      // 40 children (one Txn with their parent), half in each of two queues: ends of both queues share writes.
+      const children = Array.from({ length: 40 }, (_, i): FlowTree => ({
+        queue: i % 2 === 0 ? 'kids' : 'others',
+        payload: i,
+        id: `k${i}`,
+      }));
+      await client.flow({ queue: 'parents', payload: 'p', id: 'p', children });
+      const done = new JobLog();
+      client.worker('kids', (job) => done.record(job), { concurrency: 64 });
+      client.worker('others', (job) => done.record(job), { concurrency: 64 });
+      await waitForStatus(client, 'parents', 'p', 'queued', { timeoutMs: 30_000 });
+      const parent = (await store.kv.range({ key: new QueueKeys(store.root, 'parents').record('p') })).kvs[0];
+      // Its flow's write, then the counts: one write per child would be 40.
+      const countWrites = (parent?.version ?? 0) - 1;
+      assert.ok(countWrites >= 1 && countWrites <= 20, `the parent's record was written ${countWrites} times`);
+      assert.equal(done.seen.length, 40);
+      assert.deepEqual(await owing(store, 'kids'), []);
+      assert.deepEqual(await owing(store, 'others'), []);
+    },
+  );
+
+  void test(
+    'siblings ending in two connections at once, some failing under ignore: the parent runs once',
+    { timeout: TIMEOUT_MS },
+    async () => {
+      const url = isolatedUrl();
+      const first = await opened.client(url);
+      const second = await opened.client(url);
+      const children = Array.from({ length: 40 }, (_, i): FlowTree => ({
+        queue: 'kids',
+        payload: i,
+        id: `k${i}`,
+        ...(i % 5 === 0 ? { onChildFailure: 'ignore' as const, attempts: 1 } : {}),
+      }));
+      await first.flow({ queue: 'parents', payload: 'p', id: 'p', children });
+      const done = new JobLog();
+      const handler = (job: Parameters<typeof done.record>[0]): void => {
+        done.record(job);
+        if (Number(job.payload) % 5 === 0) throw new Error('fails, ignored');
+      };
+      // Each connection counts its own ends together; the two contend on the parent's record.
+      first.worker('kids', handler, { concurrency: 64 });
+      second.worker('kids', handler, { concurrency: 64 });
+      const parents = new JobLog();
+      first.worker('parents', (job) => parents.record(job));
+      await waitForStatus(first, 'parents', 'p', 'done-awaiting-gc', { timeoutMs: 30_000 });
+      await quietPeriod(300);
+      assert.deepEqual(parents.ids(), ['p']);
+      assert.equal(new Set(done.ids()).size, 40);
+      assert.equal(done.seen.length, 40, 'each child handled once');
+      const tree = await first.getFlow('parents', 'p');
+      assert.ok(tree !== null);
+      assert.equal(tree.children.length, 40);
+      assert.equal(tree.children.filter((c) => c.state === 'failed').length, 8);
+    },
+  );
+
   void test('a flow of 1,000 messages is staged, then seen whole', { timeout: TIMEOUT_MS }, async () => {
     const client = await opened.client(isolatedUrl());
     const store = etcdStore(client);

@@ -11,7 +11,8 @@ import { deadLetterCompare, deadLetterOps, extended, finished, finishOps, undeli
 import { decodeRecord } from './record.js';
 import { getMany, pack, runBatch, type Change, type ChangeResult } from './txn-batch.js';
 import { laneOf } from './txn-lane.js';
-import { childEndOf, FlowEnds, owesParent, settled } from './flow-ends.js';
+import { childEndOf, owesParent, settled } from './flow-ends.js';
+import { countEnds, type Counted, type OwedEnd } from './flow-tally.js';
 import { sleep } from '../../model/time.js';
 import { changeEvents, type ChangeEvents, type EventNote } from './event-ops.js';
 import { countChange, DEAD_LETTERED, type CountDelta } from './counts.js';
@@ -33,6 +34,8 @@ interface Write extends Change {
   readonly next: MessageRecord | null;
   /** Moves the message to this dead-letter queue (its record there must not exist). */
   readonly deadLetter: QueueKeys | null;
+  /** What its end counts for its flow's parent, in the same Txn (flow-tally.ts). */
+  readonly owed: OwedEnd | null;
 }
 
 /** Every builder returns all fields (one object shape: `guarded` stays optimised for all its callers). */
@@ -42,8 +45,8 @@ export interface Built {
   deadLetter: QueueKeys | null;
   events: ChangeEvents | undefined;
   counts: CountDelta[] | undefined;
-  /** What the message's end does to its flow (flow-ends.ts): compares, writes and reads of other messages. */
-  flow: Change | null;
+  /** What the message's end counts for its flow's parent (flow-tally.ts). */
+  owed: OwedEnd | null;
 }
 
 /**
@@ -58,18 +61,16 @@ export async function guarded(
   build: (d: Delivery, payloads: ReadonlyMap<string, Buffer>) => Built,
   needsPayload: (d: Delivery) => boolean,
   run: (writes: readonly Write[]) => Promise<ChangeResult[]> = (writes) => runPacked(kv, writes),
-  prepare?: (todo: readonly Delivery[]) => Promise<void>,
 ): Promise<Set<Delivery>> {
   const lost = new Set<Delivery>();
   let todo = deliveries;
   for (let tries = 0; todo.length > 0; tries++) {
-    // Siblings of a flow ending at once contend on their parent's record: they get more tries, spread apart.
-    const flows = prepare !== undefined && todo.some((d) => d.record.flow?.parent !== undefined);
+    // Siblings of a flow ending in other processes contend on their parent's record: more tries, spread apart.
+    const flows = todo.some((d) => owesParent(d.record));
     if (tries >= (flows ? FLOW_TRIES : MAX_TRIES)) {
       throw new Error(`kvmq: writes to ${keys.queue} kept conflicting; try again`);
     }
     if (flows && tries > 0) await sleep(Math.random() * Math.min(100, 5 * tries));
-    await prepare?.(todo);
     // Most finishes need no payload read: then no arrays or map for it (a worker finishes one call per message).
     let payloads: ReadonlyMap<string, Buffer> = NO_PAYLOADS;
     if (todo.some(needsPayload)) {
@@ -83,7 +84,7 @@ export async function guarded(
       payloads = read;
     }
     const writes: Write[] = todo.map((delivery) => {
-      const { ops, next, deadLetter, events, counts, flow } = build(delivery, payloads);
+      const { ops, next, deadLetter, events, counts, owed } = build(delivery, payloads);
       const compares: Compare[] = [
         { key: keys.record(delivery.id), target: 'mod', result: '=', operand: delivery.rev },
       ];
@@ -92,11 +93,7 @@ export async function guarded(
         compares.push(deadLetterCompare(deadLetter, delivery.id));
         reads.push({ type: 'range', key: deadLetter.record(delivery.id) });
       }
-      if (flow === null) return { delivery, next, deadLetter, compares, ops, reads, events, counts };
-      compares.push(...flow.compares);
-      reads.push(...flow.reads);
-      const all = [...(counts ?? []), ...(flow.counts ?? [])];
-      return { delivery, next, deadLetter, compares, ops: [...ops, ...flow.ops], reads, events, counts: all };
+      return { delivery, next, deadLetter, owed, compares, ops, reads, events, counts };
     });
     const again: Delivery[] = [];
     const results = await run(writes);
@@ -139,6 +136,24 @@ export async function guarded(
   return lost;
 }
 
+/** Runs the writes whose ends count for a flow's parent with their siblings' (flow-tally.ts), the rest by `run`. */
+async function withCounts(
+  kv: Kv,
+  root: string,
+  writes: readonly Write[],
+  run: (writes: readonly Write[]) => Promise<ChangeResult[]>,
+): Promise<ChangeResult[]> {
+  // Most finishes are of messages in no flow: one call, as without flows.
+  if (!writes.some((w) => w.owed !== null)) return run(writes);
+  const counted = writes.filter((w): w is Write & Counted => w.owed !== null);
+  const plain = writes.filter((w) => w.owed === null);
+  const [countedResults, plainResults] = await Promise.all([countEnds(kv, root, counted), run(plain)]);
+  const answers = new Map<Write, ChangeResult | undefined>();
+  counted.forEach((w, i) => answers.set(w, countedResults[i]));
+  plain.forEach((w, i) => answers.set(w, plainResults[i]));
+  return writes.map((w) => answers.get(w) as ChangeResult);
+}
+
 /** The writes in as few Txns as they fit, all sent at once. */
 async function runPacked(kv: Kv, writes: readonly Write[]): Promise<ChangeResult[]> {
   const batches = pack(writes);
@@ -172,31 +187,13 @@ export async function finishDeliveries(
     );
     failing.forEach((h, i) => kvs[i] != null && reports.set(h.delivery.id, (kvs[i] as { value: Buffer }).value));
   }
-  // Each try's flow changes of the messages whose end counts for a parent, planned from fresh reads.
-  const flowEnds = new Map<string, Change>();
-  const prepare = async (todo: readonly Delivery[]): Promise<void> => {
-    flowEnds.clear();
-    // Most finishes are of messages in no flow: nothing to read.
-    if (!todo.some((d) => owesParent(d.record))) return;
-    await Promise.all(
-      todo.map(async (d) => {
-        const f = held.get(d.id)?.finish;
-        if (f === undefined || !owesParent(d.record)) return;
-        const end = childEndOf(finished(d.record, f, Date.now()).record);
-        if (end === undefined) return;
-        const ends = new FlowEnds(kv, keys.root);
-        await ends.childEnded([keys.queue, d.id], d.record.flow, end);
-        flowEnds.set(d.id, ends.change());
-      }),
-    );
-  };
   const build = (d: Delivery, payloads: ReadonlyMap<string, Buffer>): Built => {
     const f = held.get(d.id)?.finish;
     if (f === undefined) throw new Error('kvmq: a finish lost track of its message');
     const now = Date.now();
-    const flow = flowEnds.get(d.id) ?? null;
     const ran = finished(d.record, f, now);
-    const result = flow === null ? ran : { ...ran, record: settled(ran.record) };
+    const owed = owedEnd(keys, d, ran.record);
+    const result = owed === null ? ran : { ...ran, record: settled(ran.record) };
     const ordered = keys.ordered(d.idx, d.id);
     const event = finishEvent(d.id, d.record.attempt, f);
     const noted = event === null ? undefined : changeEvents(keys, events, event);
@@ -205,12 +202,12 @@ export async function finishDeliveries(
       const report = reports.get(d.id);
       if (report !== undefined) ops.push({ type: 'put', key: deadLetter.report(d.id), value: report });
       const counts = [...countChange(keys, d.record, null), ...countChange(deadLetter, null, DEAD_LETTERED)];
-      return { ops: [{ type: 'delete', key: d.key }, ...ops], next: null, deadLetter, events: noted, counts, flow };
+      return { ops: [{ type: 'delete', key: d.key }, ...ops], next: null, deadLetter, events: noted, counts, owed };
     }
     const next = result.usesNextPayload ? (payloads.get(d.id) ?? d.payload) : null;
     const ops = finishOps(keys, d.id, d.record, result, ordered, d.payload, next);
     const counts = countChange(keys, d.record, result.record);
-    return { ops: [{ type: 'delete', key: d.key }, ...ops], next: null, deadLetter: null, events: noted, counts, flow };
+    return { ops: [{ type: 'delete', key: d.key }, ...ops], next: null, deadLetter: null, events: noted, counts, owed };
   };
   const lost = await guarded(
     kv,
@@ -219,13 +216,21 @@ export async function finishDeliveries(
     [...held.values()].map((h) => h.delivery),
     build,
     (d) => d.record.nextEncoding !== null,
-    // The queue's lane: the finishes of concurrent calls share Txns (txn-lane.ts).
-    (writes) => laneOf(kv, `finish ${keys.prefix}`, FINISH_HOLD_MS).run(writes),
-    prepare,
+    // The queue's lane: the finishes of concurrent calls share Txns (txn-lane.ts); a flow's siblings, their parent's.
+    (writes) =>
+      withCounts(kv, keys.root, writes, (plain) => laneOf(kv, `finish ${keys.prefix}`, FINISH_HOLD_MS).run(plain)),
   );
   for (const d of held.values()) consumer.noDeadLetter.delete(d.delivery.id);
   const lostIds = lost.size === 0 ? null : new Set([...lost].map((d) => d.id));
   return finishes.map((f) => (held.get(f.id)?.finish === f && lostIds?.has(f.id) !== true ? 'ok' : 'lost'));
+}
+
+/** What a message's end counts for its flow's parent; null when it owes none or has not ended. */
+function owedEnd(keys: QueueKeys, d: Delivery, after: MessageRecord): OwedEnd | null {
+  const flow = d.record.flow;
+  if (flow?.owes !== true || flow.parent === undefined) return null;
+  const end = childEndOf(after);
+  return end === undefined ? null : { link: [keys.queue, d.id], flow: { ...flow, parent: flow.parent }, end };
 }
 
 /** The event a finish writes: by its outcome; none for a message given back unrun. */
@@ -265,7 +270,7 @@ export async function extendDeliveries(
     (d) => {
       const next = extended(d.record, Date.now() + lockMs);
       const ops: Op[] = [{ type: 'put', key: keys.record(d.id), value: encodeRecord(next) }];
-      return { ops, next, deadLetter: null, events: undefined, counts: undefined, flow: null };
+      return { ops, next, deadLetter: null, events: undefined, counts: undefined, owed: null };
     },
     () => false,
   );
@@ -294,7 +299,7 @@ export async function releaseDeliveries(
       deadLetter: null,
       events: undefined,
       counts: undefined,
-      flow: null,
+      owed: null,
     }),
     () => false,
   );

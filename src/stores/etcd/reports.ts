@@ -58,7 +58,7 @@ export async function writeReports(
         next: d.record,
         deadLetter: null,
         events: event === undefined ? undefined : changeEvents(keys, events, event),
-        flow: null,
+        owed: null,
         counts: undefined,
       };
     },
