@@ -4,7 +4,8 @@
  * Flows on each store, in one process: `write`, the wall-clock time of `client.flow` for a tree of one parent
  * and `--children` children in another queue, each child's payload `--payload` bytes (0: a small number) (one
  * store round trip on SQLite, PostgreSQL and Redis; ZooKeeper writes one multi while the tree fits its packet
- * limit, else stages it: several multis and a last one); `release`, the time from the end
+ * limit, else stages it: several multis and a last one); `children run`, from the children's worker starting to
+ * the end of the last child's handler; `release`, the time from the end
  * of the last child's handler to the start of the parent's, with one worker on each queue (the children's at
  * concurrency 64, handlers that do nothing). Each round uses fresh queues; medians and the slowest round are
  * printed with the machine's load. Speed is reported, never enforced.
@@ -30,6 +31,8 @@ const rounds = Number(values.rounds);
 
 interface Round {
   readonly writeMs: number;
+  /** From the children's worker starting to the last child's handler ending. */
+  readonly childrenMs: number;
   readonly releaseMs: number;
 }
 
@@ -48,6 +51,7 @@ async function round(client: Client, names: ReturnType<typeof freshQueues>): Pro
   let lastChildEnd = 0;
   let parentStart = 0;
   const parentRan = signal();
+  const childrenStart = performance.now();
   const childWorker = client.worker(
     childQueue,
     () => {
@@ -64,7 +68,7 @@ async function round(client: Client, names: ReturnType<typeof freshQueues>): Pro
   });
   await parentRan.promise;
   await Promise.all([childWorker.stop(), parentWorker.stop()]);
-  return { writeMs, releaseMs: parentStart - lastChildEnd };
+  return { writeMs, childrenMs: lastChildEnd - childrenStart, releaseMs: parentStart - lastChildEnd };
 }
 
 async function main(): Promise<void> {
@@ -79,15 +83,16 @@ async function main(): Promise<void> {
         const result = await round(client, names);
         results.push(result);
         console.log(
-          `${kind} round ${i}: write ${result.writeMs.toFixed(1)} ms, parent started ` +
+          `${kind} round ${i}: write ${result.writeMs.toFixed(1)} ms, children run in ${result.childrenMs.toFixed(0)} ms, parent started ` +
             `${result.releaseMs.toFixed(1)} ms after the last child's handler ended`,
         );
       }
       const write = results.map((r) => r.writeMs);
       const release = results.map((r) => r.releaseMs);
+      const run = results.map((r) => r.childrenMs);
       console.log(
         `${kind}: 1 parent + ${childCount} children of ${payloadBytes || 'small'} payloads: write median ${median(write).toFixed(1)} ms ` +
-          `(slowest ${Math.max(...write).toFixed(1)}); release median ${median(release).toFixed(1)} ms ` +
+          `(slowest ${Math.max(...write).toFixed(1)}); children run median ${median(run).toFixed(0)} ms; release median ${median(release).toFixed(1)} ms ` +
           `(slowest ${Math.max(...release).toFixed(1)}); load ${loadavg()[0]?.toFixed(2)}`,
       );
     } finally {
