@@ -226,6 +226,42 @@ export function flows(fixture: StoreFixture): void {
 
     storeTest(
       fixture,
+      "a child's final failure tells of its parent's failure and of the children it removed, in their queues",
+      async (h) => {
+        const q = h.queue('flow-events');
+        const idle = h.queue('flow-events-idle');
+        await h.client.configure(q, { events: true });
+        await h.client.configure(idle, { events: true });
+        await h.client.flow({
+          queue: q,
+          payload: 'p',
+          id: 'p',
+          children: [
+            { queue: q, payload: 'bad', id: 'bad', attempts: 1, onChildFailure: 'remove' },
+            { queue: idle, payload: 'later', id: 'later' },
+          ],
+        });
+        h.worker(q, () => ({ status: 'error', error: 'broken' }));
+        await waitForStatus(h.client, q, 'p', 'failed');
+        // Both in the Txn of the child's end: in either order.
+        const failed = (await h.client.readEvents(q)).events.filter((e) => e.type === 'failed');
+        assert.deepEqual(failed.map((e) => [e.id, e.attempt, 'error' in e ? e.error : undefined]).sort(), [
+          ['bad', 1, 'broken'],
+          ['p', 0, `child ${q}/bad failed: broken`],
+        ]);
+        assert.deepEqual(
+          (await h.client.readEvents(idle)).events.map((e) => [e.type, e.id]),
+          [
+            ['enqueued', 'later'],
+            ['removed', 'later'],
+          ],
+        );
+      },
+      { capability: 'flows' },
+    );
+
+    storeTest(
+      fixture,
       'a child reclaimed after its lock ran out counts once: the late finish is lost',
       async (h) => {
         const q = h.queue('flow-lost');
@@ -448,6 +484,7 @@ export function flows(fixture: StoreFixture): void {
       'cancel of a waiting parent cancels its waiting children',
       async (h) => {
         const q = h.queue('flow-cancel');
+        await h.client.configure(q, { events: true });
         await h.client.flow({
           queue: q,
           payload: 'p',
@@ -467,6 +504,9 @@ export function flows(fixture: StoreFixture): void {
         assert.equal(counts.failed, 4);
         assert.equal(counts['waiting-children'], 0);
         assert.equal(counts.queued, 0);
+        // Each told once, in any order (one write).
+        const failed = (await h.client.readEvents(q)).events.filter((e) => e.type === 'failed');
+        assert.deepEqual(failed.map((e) => e.id).sort(), ['c', 'leaf', 'm', 'p']);
       },
       { capability: 'flows' },
     );

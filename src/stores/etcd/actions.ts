@@ -278,9 +278,10 @@ export async function cancelMessage(
       const state = stateOf(r, now);
       if (!CANCELABLE_STATES.has(state)) return { refused: state };
       if (r.phase === 'waiting') {
-        // A flow's waiting parent fails with its children not started (flow-ends.ts): in place, no dead-letter move.
+        // A flow's waiting parent fails with its children not started (flow-ends.ts, which writes their events): in
+        // place, no dead-letter move.
         await ends.cancelParent([keys.queue, id], error);
-        return { ops: eventOps(keys, events, now, { type: 'failed', id, attempt: r.attempt, error }), state: 'failed' };
+        return { ops: [], state: 'failed' };
       }
       if (owesParent(r)) await ends.childEnded([keys.queue, id], r.flow, { error });
       const running = r.phase === 'locked';

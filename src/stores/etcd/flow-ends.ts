@@ -13,6 +13,8 @@ import { encodeRecord, type FlowFields, type FlowLink, type MessageRecord } from
 import { failedRecord, indexOps, readOwed } from './transitions.js';
 import { readRecord } from './inspect.js';
 import { countChange, type CountDelta } from './counts.js';
+import { eventOps, type EventNote } from './event-ops.js';
+import { readConfig } from './queue-state.js';
 import { prefixEnd, type Compare, type Kv, type Op, type RangeOp } from './kv.js';
 
 /** A child's end as its parent counts it: null for a success, else its final failure's error. */
@@ -58,6 +60,8 @@ export function owesParent(r: MessageRecord): boolean {
 
 export class FlowEnds {
   private readonly nodes = new Map<string, Node | null>();
+  /** The events of the side changes (a parent failed, a child removed), by queue; null where events are off. */
+  private readonly events = new Map<string, { keys: QueueKeys; notes: EventNote[] } | null>();
 
   constructor(
     private readonly kv: Kv,
@@ -112,6 +116,15 @@ export class FlowEnds {
     return true;
   }
 
+  /** Notes an event of a message this plan changes, in its queue (whose configuration says whether it keeps them). */
+  private async note(keys: QueueKeys, note: EventNote): Promise<void> {
+    if (!this.events.has(keys.prefix)) {
+      const on = (await readConfig(this.kv, keys)).events;
+      this.events.set(keys.prefix, on ? { keys, notes: [] } : null);
+    }
+    this.events.get(keys.prefix)?.notes.push(note);
+  }
+
   /** Whether the plan writes anything. */
   get empty(): boolean {
     for (const node of this.nodes.values()) if (node !== null && node.after !== node.before) return false;
@@ -135,6 +148,9 @@ export class FlowEnds {
       ops.push(...node.extra, ...indexOps(node.keys, id, node.before, node.after));
       counts.push(...countChange(node.keys, node.before, node.after));
     }
+    const now = Date.now();
+    for (const queue of this.events.values())
+      if (queue !== null) ops.push(...eventOps(queue.keys, true, now, ...queue.notes));
     return { compares, ops, reads, counts };
   }
 
@@ -171,6 +187,7 @@ export class FlowEnds {
   private async failWaiting(node: Node, error: string): Promise<void> {
     const r = node.after as MessageRecord;
     node.after = settled(failedRecord({ ...r, flow: withoutCount(r.flow) }, error, Date.now()));
+    await this.note(node.keys, { type: 'failed', id: node.link[1], attempt: r.attempt, error });
     await this.childEnded(node.link, r.flow, { error });
   }
 
@@ -187,6 +204,7 @@ export class FlowEnds {
       );
     }
     node.after = settled(failedRecord(r, error, Date.now()));
+    await this.note(node.keys, { type: 'failed', id, attempt: r.attempt, error });
   }
 
   /** Removes a parent's children that owe it and have not started (but `except`, the one that failed), and theirs. */
@@ -205,6 +223,7 @@ export class FlowEnds {
         ...(r.idx === null ? [] : [{ type: 'delete', key: c.keys.ordered(r.idx, id) } as const]),
       );
       c.after = null;
+      await this.note(c.keys, { type: 'removed', id, attempt: r.attempt });
     }
   }
 }
