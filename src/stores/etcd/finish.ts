@@ -85,6 +85,7 @@ export async function guarded(
     }
     const writes: Write[] = todo.map((delivery) => {
       const { ops, next, deadLetter, events, counts, owed } = build(delivery, payloads);
+      // Each compare with the read that tells whether it still holds, at the same place (flow-tally.ts reads so).
       const compares: Compare[] = [
         { key: keys.record(delivery.id), target: 'mod', result: '=', operand: delivery.rev },
       ];

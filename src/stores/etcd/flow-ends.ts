@@ -15,7 +15,7 @@ import { readRecord } from './inspect.js';
 import { countChange, type CountDelta } from './counts.js';
 import { eventOps, type EventNote } from './event-ops.js';
 import { readConfig } from './queue-state.js';
-import { prefixEnd, type Compare, type Kv, type Op, type RangeOp } from './kv.js';
+import { prefixEnd, type Compare, type KeyValue, type Kv, type Op, type RangeOp } from './kv.js';
 
 /** A child's end as its parent counts it: null for a success, else its final failure's error. */
 export type ChildEnd = null | { readonly error: string | null };
@@ -58,14 +58,18 @@ export function owesParent(r: MessageRecord): boolean {
   return r.flow?.owes === true && r.flow.parent !== undefined;
 }
 
+const NO_RECORDS: ReadonlyMap<string, KeyValue | null> = new Map();
+
 export class FlowEnds {
   private readonly nodes = new Map<string, Node | null>();
   /** The events of the side changes (a parent failed, a child removed), by queue; null where events are off. */
   private readonly events = new Map<string, { keys: QueueKeys; notes: EventNote[] } | null>();
 
+  /** `known`: records read already (a failed Txn's reads), by key, null for absent: planned from without a read. */
   constructor(
     private readonly kv: Kv,
     private readonly root: string,
+    private readonly known: ReadonlyMap<string, KeyValue | null> = NO_RECORDS,
   ) {}
 
   /** Counts child `link` (its flow fields as read) ending as `end` for its parent; nothing when it owes nothing. */
@@ -159,7 +163,7 @@ export class FlowEnds {
     const keys = new QueueKeys(this.root, link[0]);
     const key = keys.record(link[1]);
     if (this.nodes.has(key)) return this.nodes.get(key) ?? null;
-    const [item] = await getMany(this.kv, [key]);
+    const [item] = this.known.has(key) ? [this.known.get(key)] : await getMany(this.kv, [key]);
     let node: Node | null = null;
     if (item != null) {
       const before = readRecord(item);

@@ -9,7 +9,7 @@
 import { FlowEnds, type ChildEnd } from './flow-ends.js';
 import { pack, runBatch, type Change, type ChangeResult } from './txn-batch.js';
 import type { FlowFields, FlowLink } from './record.js';
-import type { Compare, Kv, Op, RangeOp } from './kv.js';
+import type { Compare, KeyValue, Kv, Op, RangeOp } from './kv.js';
 
 /** What a message's end owes its parent: its link, its flow fields as read, and how it ended. */
 export interface OwedEnd {
@@ -18,7 +18,10 @@ export interface OwedEnd {
   readonly end: ChildEnd;
 }
 
-/** A child's own change (its finish), with the end it counts for its parent. */
+/**
+ * A child's own change (its finish), with the end it counts for its parent. Its compares and reads pair up: the
+ * read at each compare's place tells, when the Txn fails, whether that compare still holds.
+ */
 export interface Counted extends Change {
   readonly owed: OwedEnd;
 }
@@ -35,6 +38,12 @@ const PARENT_ROOM: Change = {
   ops: Array.from({ length: 16 }, (): Op => ({ type: 'delete', key: '' })),
   reads: Array.from({ length: 8 }, (): RangeOp => ({ type: 'range', key: '' })),
 };
+
+/**
+ * Tries of one write while only the parent (or a count slot) changed under it: another process counted its own
+ * children meanwhile, and a fresh plan goes at once.
+ */
+const PARENT_TRIES = 5;
 
 class ParentTally {
   private waiting: Entry[] = [];
@@ -91,13 +100,37 @@ class ParentTally {
     return taken;
   }
 
-  /** One Txn: the children's changes, then the parent's part planned from a fresh read. */
+  /**
+   * One Txn: the children's changes, then the parent's part planned from a fresh read; planned again at once
+   * while the children's own compares still hold. Otherwise each child's answer goes to its caller (finish.ts).
+   */
   private async write(changes: readonly Counted[]): Promise<ChangeResult[]> {
-    const ends = new FlowEnds(this.kv, this.root);
-    for (const c of changes) await ends.childEnded(c.owed.link, c.owed.flow, c.owed.end);
-    const { results } = await runBatch(this.kv, [...changes, ends.change()]);
-    return results.slice(0, changes.length);
+    // After a lost compare, the records the last plan wrote as the failed Txn read them: no read of them again.
+    let known = new Map<string, KeyValue | null>();
+    for (let tries = 1; ; tries++) {
+      const ends = new FlowEnds(this.kv, this.root, known);
+      for (const c of changes) await ends.childEnded(c.owed.link, c.owed.flow, c.owed.end);
+      const flow = ends.change();
+      const { results } = await runBatch(this.kv, [...changes, flow]);
+      const mine = results.slice(0, changes.length);
+      const parent = results[changes.length];
+      if (parent === undefined || parent.ok || tries >= PARENT_TRIES) return mine;
+      if (!changes.every((c, i) => stillHolds(c, mine[i]))) return mine;
+      known = new Map(flow.reads.map((r, i) => [r.key, parent.reads[i]?.kvs[0] ?? null]));
+    }
   }
+}
+
+/** Whether each compare of a change that failed still holds, by the read at its place. */
+function stillHolds(change: Change, result: ChangeResult | undefined): boolean {
+  if (result === undefined || result.ok) return false;
+  return change.compares.every((c, i) => {
+    const item = result.reads[i]?.kvs[0];
+    if (c.result !== '=' || c.end !== undefined) return false;
+    if (c.target === 'mod') return (item?.modRevision ?? 0) === c.operand;
+    if (c.target === 'version') return (item?.version ?? 0) === c.operand;
+    return false;
+  });
 }
 
 // Per connection, then per flow root and parent.
