@@ -17,6 +17,7 @@ import { quietPeriod, waitFor } from './support/wait.js';
 import { sleep } from '../src/model/time.js';
 import { closedAfterAll, isolatedUrl } from './fixtures/etcd-support.js';
 import { EtcdStore } from '../src/stores/etcd/store.js';
+import { settleBeforeClear } from '../src/stores/etcd/flow-ends.js';
 import type { Client, FlowTree } from '../src/index.js';
 
 const TIMEOUT_MS = 60_000;
@@ -185,6 +186,44 @@ void describe('etcd flows', () => {
       assert.ok(tree !== null);
       assert.equal(tree.children.length, 40);
       assert.equal(tree.children.filter((c) => c.state === 'failed').length, 8);
+    },
+  );
+
+  void test(
+    'a clear cut short after counting its children leaves no parent waiting, and counts none twice',
+    { timeout: TIMEOUT_MS },
+    async () => {
+      const client = await opened.client(isolatedUrl());
+      const store = etcdStore(client);
+      await client.flow({
+        queue: 'parents',
+        payload: 'p1',
+        id: 'p1',
+        children: [{ queue: 'kids', payload: 'a', id: 'a' }],
+      });
+      await client.flow({
+        queue: 'parents',
+        payload: 'p2',
+        id: 'p2',
+        children: [
+          { queue: 'kids', payload: 'b', id: 'b', onChildFailure: 'ignore' },
+          { queue: 'idle', payload: 'c', id: 'c' },
+        ],
+      });
+      // The clear's first step alone, as if its process died right after it: the children still there, counted.
+      await settleBeforeClear(store.kv, new QueueKeys(store.root, 'kids'));
+      assert.deepEqual(await owing(store, 'kids'), []);
+      assert.equal((await client.status('kids', 'a'))?.state, 'queued');
+      const p1 = await client.status('parents', 'p1');
+      assert.equal(p1?.state, 'failed');
+      assert.equal(p1.lastError, 'child kids/a failed: removed');
+      assert.equal((await record(store, 'parents', 'p2'))?.flow?.left, 1);
+      // The clear done again, whole: nothing counted twice.
+      await client.clear('kids');
+      assert.equal((await record(store, 'parents', 'p2'))?.flow?.left, 1);
+      assert.equal((await client.status('parents', 'p2'))?.state, 'waiting-children');
+      client.worker('idle', () => undefined);
+      await waitForStatus(client, 'parents', 'p2', 'queued');
     },
   );
 

@@ -1,5 +1,7 @@
 /**
- * clear(): removes every message of the queues, in one Txn per queue:
+ * clear(): removes every message of the queue, in Txns of 120 ops, once its
+ * flow children have been counted for their parents (each in a Txn of its
+ * own, before: a clear cut short never leaves a parent waiting for good):
  * producer keys of every spelling, the ordered queue, deliveries (not the
  * consumers' registrations), records, kept payloads, the GC index and the
  * dry-run count. The configuration stays. The dispatcher sees the records go
@@ -8,12 +10,12 @@
 import { prefixEnd, type Kv, type Op } from './kv.js';
 import { producerPrefixes } from './dispatcher/snapshot.js';
 import { resetCountOps } from './counts.js';
-import { endCleared, owingChildren } from './flow-ends.js';
+import { settleBeforeClear } from './flow-ends.js';
 import type { QueueKeys } from './keys.js';
 
 export async function clearQueue(kv: Kv, keys: QueueKeys): Promise<void> {
-  // Flow children owing parents elsewhere end for them as removals, after the clear (flow-ends.ts).
-  const owing = await owingChildren(kv, keys);
+  // Flow children not counted for their parents yet are first (flow-ends.ts): as removals, or as they ended.
+  await settleBeforeClear(kv, keys);
   const consumerPrefixes = [keys.prefix, keys.shortPrefix].flatMap((base) => [`${base}consumer/`, `${base}c/`]);
   const registrations: string[] = [];
   for (const prefix of consumerPrefixes) {
@@ -55,5 +57,4 @@ export async function clearQueue(kv: Kv, keys: QueueKeys): Promise<void> {
     range(keys.groupRates, prefixEnd(keys.groupRates)),
   ];
   for (let i = 0; i < ops.length; i += 120) await kv.txn({ compare: [], success: ops.slice(i, i + 120) });
-  await endCleared(kv, keys, owing);
 }

@@ -232,36 +232,21 @@ export class FlowEnds {
   }
 }
 
-/** Tries of one cleared child's end against its parent's other writers. */
-const CLEARED_TRIES = 50;
-
-/** The flow children of a queue not ended yet, from its owes index: each its id and its debt to its parent. */
-export async function owingChildren(kv: Kv, keys: QueueKeys): Promise<[string, FlowFields][]> {
-  const owing: [string, FlowFields][] = [];
-  // Those ended but not counted yet (GC counts them) are cleared first: they end as removals too.
-  for (const index of [keys.owesIndex, keys.unsettledIndex]) {
-    const res = await kv.range({ key: index, end: prefixEnd(index) });
-    for (const item of res.kvs) owing.push([item.key.slice(index.length), readOwed(item.value).flow]);
-  }
-  return owing;
-}
-
 /**
- * The children a clear removed end for their parents (outside the cleared queue) as removals, each in a Txn of its
- * own after the clear's: their records are gone, so their links come from the owes index read before.
+ * Before a clear removes the queue: each flow child in it that has not been counted for its parent (outside the
+ * queue, or in it) is, in a Txn of its own that also drops its debt. An ended one (an unsettled entry) counts
+ * as it ended, as at GC; any other ends as a removal. A process killed along the way leaves each child either
+ * still owing, or counted: never gone uncounted.
  */
-export async function endCleared(kv: Kv, keys: QueueKeys, owing: readonly [string, FlowFields][]): Promise<void> {
-  for (const [id, flow] of owing) {
-    for (let tries = 0; tries < CLEARED_TRIES; tries++) {
-      const ends = new FlowEnds(kv, keys.root);
-      await ends.childEnded([keys.queue, id], flow, { error: 'removed' });
-      if (ends.empty) break;
-      if ((await runBatch(kv, [ends.change()])).results[0]?.ok === true) break;
-    }
+export async function settleBeforeClear(kv: Kv, keys: QueueKeys): Promise<void> {
+  await settleEnded(kv, keys);
+  const res = await kv.range({ key: keys.owesIndex, end: prefixEnd(keys.owesIndex), keysOnly: true });
+  for (const item of res.kvs) {
+    await settleChild(kv, keys, item.key.slice(keys.owesIndex.length), () => ({ error: 'removed' }));
   }
 }
 
-/** Tries of one unsettled end against its parent's other writers, at a GC. */
+/** Tries of one child's count against its parent's other writers. */
 const SETTLE_TRIES = 20;
 
 /**
@@ -272,31 +257,38 @@ export async function settleEnded(kv: Kv, keys: QueueKeys): Promise<void> {
   const res = await kv.range({ key: keys.unsettledIndex, end: prefixEnd(keys.unsettledIndex) });
   for (const item of res.kvs) {
     const id = item.key.slice(keys.unsettledIndex.length);
-    if (readOwed(item.value).deadLettered !== null) {
-      await settleDeadLettered(kv, keys, id);
-      continue;
-    }
-    for (let tries = 0; tries < SETTLE_TRIES; tries++) {
-      const [read] = await getMany(kv, [keys.record(id)]);
-      const record = read == null ? null : readRecord(read);
-      const end = record === null ? undefined : childEndOf(record);
-      if (read == null || record === null || end === undefined || !owesParent(record)) break;
-      const ends = new FlowEnds(kv, keys.root);
-      await ends.childEnded([keys.queue, id], record.flow, end);
-      const next = settled(record);
-      const flow = ends.change();
-      const change: Change = {
-        compares: [{ key: keys.record(id), target: 'mod', result: '=', operand: read.modRevision }, ...flow.compares],
-        ops: [
-          { type: 'put', key: keys.record(id), value: encodeRecord(next) },
-          ...indexOps(keys, id, record, next),
-          ...flow.ops,
-        ],
-        reads: [],
-        counts: flow.counts,
-      };
-      if ((await runBatch(kv, [change])).results[0]?.ok === true) break;
-    }
+    if (readOwed(item.value).deadLettered !== null) await settleDeadLettered(kv, keys, id);
+    else await settleChild(kv, keys, id, childEndOf);
+  }
+}
+
+/** Counts child `id` for its parent as `endOf` its record says (nothing while undefined), dropping its debt. */
+async function settleChild(
+  kv: Kv,
+  keys: QueueKeys,
+  id: string,
+  endOf: (record: MessageRecord) => ChildEnd | undefined,
+): Promise<void> {
+  for (let tries = 0; tries < SETTLE_TRIES; tries++) {
+    const [read] = await getMany(kv, [keys.record(id)]);
+    const record = read == null ? null : readRecord(read);
+    const end = record === null ? undefined : endOf(record);
+    if (read == null || record === null || end === undefined || !owesParent(record)) return;
+    const ends = new FlowEnds(kv, keys.root);
+    await ends.childEnded([keys.queue, id], record.flow, end);
+    const next = settled(record);
+    const flow = ends.change();
+    const change: Change = {
+      compares: [{ key: keys.record(id), target: 'mod', result: '=', operand: read.modRevision }, ...flow.compares],
+      ops: [
+        { type: 'put', key: keys.record(id), value: encodeRecord(next) },
+        ...indexOps(keys, id, record, next),
+        ...flow.ops,
+      ],
+      reads: [],
+      counts: flow.counts,
+    };
+    if ((await runBatch(kv, [change])).results[0]?.ok === true) return;
   }
 }
 
