@@ -11,7 +11,7 @@ import { deadLetterCompare, deadLetterOps, extended, finished, finishOps, undeli
 import { decodeRecord } from './record.js';
 import { getMany, pack, runBatch, type Change, type ChangeResult } from './txn-batch.js';
 import { laneOf } from './txn-lane.js';
-import { childEndOf, owesParent, settled } from './flow-ends.js';
+import { childEndOf, settled } from './flow-ends.js';
 import { countEnds, type Counted, type OwedEnd } from './flow-tally.js';
 import { sleep } from '../../model/time.js';
 import { changeEvents, type ChangeEvents, type EventNote } from './event-ops.js';
@@ -64,13 +64,14 @@ export async function guarded(
 ): Promise<Set<Delivery>> {
   const lost = new Set<Delivery>();
   let todo = deliveries;
+  // Whether the last try's writes counted for a flow's parent (flow-tally.ts).
+  let counting = false;
   for (let tries = 0; todo.length > 0; tries++) {
     // Siblings of a flow ending in other processes contend on their parent's record: more tries, spread apart.
-    const flows = todo.some((d) => owesParent(d.record));
-    if (tries >= (flows ? FLOW_TRIES : MAX_TRIES)) {
+    if (tries >= (counting ? FLOW_TRIES : MAX_TRIES)) {
       throw new Error(`kvmq: writes to ${keys.queue} kept conflicting; try again`);
     }
-    if (flows && tries > 0) await sleep(Math.random() * Math.min(100, 5 * tries));
+    if (counting && tries > 0) await sleep(Math.random() * Math.min(100, 5 * tries));
     // Most finishes need no payload read: then no arrays or map for it (a worker finishes one call per message).
     let payloads: ReadonlyMap<string, Buffer> = NO_PAYLOADS;
     if (todo.some(needsPayload)) {
@@ -97,6 +98,7 @@ export async function guarded(
       return { delivery, next, deadLetter, owed, compares, ops, reads, events, counts };
     });
     const again: Delivery[] = [];
+    counting = writes.some((w) => w.owed !== null);
     const results = await run(writes);
     writes.forEach((write, i) => {
       const result = results[i];
