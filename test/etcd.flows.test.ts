@@ -154,6 +154,33 @@ void describe('etcd flows', () => {
   );
 
   void test(
+    'siblings ending at once with results near the limit: their writes split by size, the parent runs once',
+    { timeout: TIMEOUT_MS },
+    async () => {
+      const client = await opened.client(isolatedUrl());
+      await client.configure('kids', { events: true });
+      // 30 results of 60 KB (and their completed events) are about 3.6 MB: more than one Txn takes.
+      const big = 'r'.repeat(60 * 1024);
+      const children = Array.from({ length: 30 }, (_, i): FlowTree => ({ queue: 'kids', payload: i, id: `k${i}` }));
+      await client.flow({ queue: 'parents', payload: 'p', id: 'p', children });
+      client.worker('kids', () => ({ status: 'success', result: big }), { concurrency: 64 });
+      const parents = new JobLog();
+      const results: number[] = [];
+      client.worker('parents', async (job) => {
+        parents.record(job);
+        for (const child of await job.children()) results.push(String(child.result).length);
+      });
+      await waitForStatus(client, 'parents', 'p', 'done-awaiting-gc', { timeoutMs: 30_000 });
+      await quietPeriod(200);
+      assert.deepEqual(parents.ids(), ['p']);
+      assert.deepEqual(
+        results,
+        Array.from({ length: 30 }, () => big.length),
+      );
+    },
+  );
+
+  void test(
     'siblings ending in two connections at once, some failing under ignore: the parent runs once',
     { timeout: TIMEOUT_MS },
     async () => {
