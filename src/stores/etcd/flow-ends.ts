@@ -129,12 +129,6 @@ export class FlowEnds {
     this.events.get(keys.prefix)?.notes.push(note);
   }
 
-  /** Whether the plan writes anything. */
-  get empty(): boolean {
-    for (const node of this.nodes.values()) if (node !== null && node.after !== node.before) return false;
-    return true;
-  }
-
   /** The plan as one change: each message written compared at the mod revision read. */
   change(): Change & { counts: CountDelta[] } {
     const compares: Compare[] = [];

@@ -82,8 +82,8 @@ class ParentTally {
   }
 
   /**
-   * The next ends that fit one Txn with room for the parent's part. A final failure that fails or empties the
-   * parent goes alone: what it writes grows with the flow (flow-ends.ts removeWaiting).
+   * The next ends that fit one Txn with room for the parent's part. A final failure that fails the parent (and
+   * under `remove` its other children) goes alone: what it writes grows with the flow (flow-ends.ts).
    */
   private take(): Entry[] {
     const taken: Entry[] = [];
