@@ -19,7 +19,7 @@ import { UPDATABLE_STATES, type MessageEdit } from '../../model/update.js';
 import { getMany, pack, runBatch, type Change } from './txn-batch.js';
 import { changeEvents, eventOps } from './event-ops.js';
 import { countChange, DEAD_LETTERED, type CountDelta } from './counts.js';
-import { FlowEnds, owesParent, settled } from './flow-ends.js';
+import { FlowEnds, settled } from './flow-ends.js';
 import type { ActionResult, MessageState } from '../../model/types.js';
 
 const MAX_TRIES = 10;
@@ -167,7 +167,7 @@ export function removeMessages(
     const state = stateOf(r, now);
     if (state === 'locked' || state === 'locked-with-requeue') return { refused: state };
     // A flow's child not ended yet ends for its parent as a failure.
-    if (owesParent(r)) await ends.childEnded([keys.queue, id], r.flow, { error: REMOVED });
+    await ends.childEnded([keys.queue, id], r.flow, { error: REMOVED });
     const ops: Op[] = [
       { type: 'delete', key: keys.record(id) },
       { type: 'delete', key: keys.payload(id) },
@@ -283,7 +283,7 @@ export async function cancelMessage(
         await ends.cancelParent([keys.queue, id], error);
         return { ops: [], state: 'failed' };
       }
-      if (owesParent(r)) await ends.childEnded([keys.queue, id], r.flow, { error });
+      await ends.childEnded([keys.queue, id], r.flow, { error });
       const running = r.phase === 'locked';
       const history = running
         ? appendHistory(r.history, {

@@ -13,7 +13,7 @@ import { decodeRecord, encodeRecord } from './record.js';
 import { readConfig } from './queue-state.js';
 import { deadLetterCompare, deadLetterOps, failedRecord, indexOps } from './transitions.js';
 import { getMany, runBatch, type Change } from './txn-batch.js';
-import { FlowEnds, owesParent, settled } from './flow-ends.js';
+import { FlowEnds, settled } from './flow-ends.js';
 import type { Kv, Op } from './kv.js';
 import type { QueueConfig } from '../../model/types.js';
 
@@ -53,7 +53,7 @@ async function expireOne(kv: Kv, keys: QueueKeys, config: QueueConfig, entry: st
   const failed = settled(failedRecord(record, EXPIRED_ERROR, now));
   // A flow's child ends for its parent in the same Txn (flow-ends.ts).
   const ends = new FlowEnds(kv, keys.root);
-  if (owesParent(record)) await ends.childEnded([keys.queue, id], record.flow, { error: EXPIRED_ERROR });
+  await ends.childEnded([keys.queue, id], record.flow, { error: EXPIRED_ERROR });
   const flow = ends.change();
   const compares = [
     { key: keys.record(id), target: 'mod' as const, result: '=' as const, operand: recordKv.modRevision },

@@ -6,9 +6,8 @@
  * again: still ours, the write is retried; taken by another consumer (lock
  * expired, consumer gone) or cleared, the message is `lost`.
  */
-import { encodeRecord, type MessageRecord } from './record.js';
+import { decodeRecord, encodeRecord, owedParent, type MessageRecord } from './record.js';
 import { deadLetterCompare, deadLetterOps, extended, finished, finishOps, undelivered } from './transitions.js';
-import { decodeRecord } from './record.js';
 import { getMany, pack, runBatch, type Change, type ChangeResult } from './txn-batch.js';
 import { laneOf } from './txn-lane.js';
 import { childEndOf, settled } from './flow-ends.js';
@@ -230,10 +229,10 @@ export async function finishDeliveries(
 
 /** What a message's end counts for its flow's parent; null when it owes none or has not ended. */
 function owedEnd(keys: QueueKeys, d: Delivery, after: MessageRecord): OwedEnd | null {
-  const flow = d.record.flow;
-  if (flow?.owes !== true || flow.parent === undefined) return null;
+  const parent = owedParent(d.record.flow);
   const end = childEndOf(after);
-  return end === undefined ? null : { link: [keys.queue, d.id], flow: { ...flow, parent: flow.parent }, end };
+  if (parent === undefined || end === undefined) return null;
+  return { link: [keys.queue, d.id], flow: { ...d.record.flow, parent }, end };
 }
 
 /** The event a finish writes: by its outcome; none for a message given back unrun. */

@@ -9,7 +9,7 @@
  */
 import { getMany, runBatch, type Change } from './txn-batch.js';
 import { newIdx, QueueKeys } from './keys.js';
-import { encodeRecord, type FlowFields, type FlowLink, type MessageRecord } from './record.js';
+import { encodeRecord, owedParent, type FlowFields, type FlowLink, type MessageRecord } from './record.js';
 import { failedRecord, indexOps, readOwed } from './transitions.js';
 import { readRecord } from './inspect.js';
 import { countChange, type CountDelta } from './counts.js';
@@ -55,7 +55,7 @@ export function childEndOf(r: MessageRecord): ChildEnd | undefined {
 
 /** Whether the record's end counts for a parent. */
 export function owesParent(r: MessageRecord): boolean {
-  return r.flow?.owes === true && r.flow.parent !== undefined;
+  return owedParent(r.flow) !== undefined;
 }
 
 const NO_RECORDS: ReadonlyMap<string, KeyValue | null> = new Map();
@@ -74,17 +74,18 @@ export class FlowEnds {
 
   /** Counts child `link` (its flow fields as read) ending as `end` for its parent; nothing when it owes nothing. */
   async childEnded(link: FlowLink, flow: FlowFields | undefined, end: ChildEnd): Promise<void> {
-    if (flow?.owes !== true || flow.parent === undefined) return;
-    const parent = await this.read(flow.parent);
+    const owed = owedParent(flow);
+    if (owed === undefined) return;
+    const parent = await this.read(owed);
     if (parent?.after?.phase !== 'waiting') return;
-    if (end === null || flow.policy === 'ignore') {
+    if (end === null || flow?.policy === 'ignore') {
       const left = (parent.after.flow?.left ?? 1) - 1;
       if (left > 0) parent.after = { ...parent.after, flow: { ...parent.after.flow, left } };
       else await this.release(parent);
       return;
     }
     const error = `child ${link[0]}/${link[1]} failed${end.error === null ? '' : `: ${end.error}`}`;
-    if (flow.policy === 'remove') await this.removeWaiting(parent, link);
+    if (flow?.policy === 'remove') await this.removeWaiting(parent, link);
     await this.failWaiting(parent, error);
   }
 

@@ -33,6 +33,11 @@ export interface FlowFields {
   readonly staged?: FlowLink;
 }
 
+/** The parent a flow node's end still counts for; undefined once it owes none (or has no parent). */
+export function owedParent(flow: FlowFields | undefined): FlowLink | undefined {
+  return flow?.owes === true ? flow.parent : undefined;
+}
+
 export interface MessageRecord {
   readonly phase: Phase;
   /** Its key in the ordered queue while pending or locked: `/queue/{q}/{idx}/{id}`. */

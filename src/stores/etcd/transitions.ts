@@ -9,7 +9,7 @@ import { decodePolicy } from '../../model/policy.js';
 import { appendHistory, maxDeliveriesError } from '../../model/history.js';
 import { resultInRecord } from '../../model/result.js';
 import { newIdx } from './keys.js';
-import { encodeRecord } from './record.js';
+import { encodeRecord, owedParent } from './record.js';
 import type { Finish } from '../contract/contract.js';
 import type { PayloadEncoding } from '../../model/payload.js';
 import type { FlowFields, FlowLink, MessageRecord } from './record.js';
@@ -82,10 +82,10 @@ export function indexEntries(keys: QueueKeys, id: string, r: MessageRecord | nul
   const entries = phaseEntries(keys, id, r);
   // A flow's child whose end has not been counted for its parent: not ended yet (for clear), or ended where its
   // parent could not be written (a dispatcher's Txn), for GC to count (flow-ends.ts).
-  const flow = r.flow;
-  if (flow?.owes === true && flow.parent !== undefined && r.phase !== 'staged') {
+  const parent = owedParent(r.flow);
+  if (parent !== undefined && r.phase !== 'staged') {
     const ended = r.phase === 'done' || r.phase === 'failed';
-    entries.push({ key: ended ? keys.unsettled(id) : keys.owes(id), value: owedValue(flow.parent, flow.policy) });
+    entries.push({ key: ended ? keys.unsettled(id) : keys.owes(id), value: owedValue(parent, r.flow?.policy) });
   }
   return entries;
 }
@@ -362,9 +362,9 @@ export function deadLetterOps(
   if (before.payloadKey !== null) ops.push({ type: 'delete', key: before.payloadKey });
   // A flow child whose end this Txn does not count (the dispatcher's, which writes no other queue): its record
   // leaves, so an unsettled entry carries the end for GC to count (flow-ends.ts settleEnded).
-  const flow = failed.flow;
-  if (flow?.owes === true && flow.parent !== undefined) {
-    ops.push({ type: 'put', key: keys.unsettled(id), value: owedValue(flow.parent, flow.policy, failed.error) });
+  const parent = owedParent(failed.flow);
+  if (parent !== undefined) {
+    ops.push({ type: 'put', key: keys.unsettled(id), value: owedValue(parent, failed.flow?.policy, failed.error) });
   }
   return ops;
 }
