@@ -2,8 +2,8 @@
  * Reading flows on etcd: a message's children (job.children()) and the whole tree of its flow (getFlow), from the
  * links each record keeps (record.ts FlowFields). The tree is read a level at a time, each level in shared reads.
  */
-import { FLOW_MAX_NODES, type FlowNode } from '../../model/flow.js';
-import { readLevels } from '../contract/flow-levels.js';
+import { childrenOf, treeOf, type FlowLevels } from '../contract/flow-levels.js';
+import type { FlowNode } from '../../model/flow.js';
 import { QueueKeys } from './keys.js';
 import { readRecord, statusOf } from './inspect.js';
 import { getMany } from './txn-batch.js';
@@ -33,27 +33,22 @@ async function readNodes(kv: Kv, root: string, links: readonly FlowLink[]): Prom
   });
 }
 
-/** A message's children's statuses, in the order they were written (those gone left out). */
-export async function flowChildren(kv: Kv, root: string, queue: string, id: string): Promise<MessageStatus[]> {
-  const [node] = await readNodes(kv, root, [[queue, id]]);
-  if (node == null) return [];
-  const children = await readNodes(kv, root, node.record.flow?.children ?? []);
-  return children.flatMap((child) => (child === null ? [] : [child.status]));
-}
-
-/** The tree of the flow the message belongs to, from its root (a message in none: itself alone); null if gone. */
-export async function flowTree(kv: Kv, root: string, queue: string, id: string): Promise<FlowNode | null> {
-  let [top] = await readNodes(kv, root, [[queue, id]]);
-  if (top == null) return null;
-  for (let depth = 0; top.record.flow?.parent !== undefined && depth < FLOW_MAX_NODES; depth++) {
-    const [up] = await readNodes(kv, root, [top.record.flow.parent]);
-    // The parent was removed: its children are the tree's top.
-    if (up == null) break;
-    top = up;
-  }
-  return readLevels(top, {
+/** How the flow's messages are read on etcd (contract/flow-levels.ts). */
+function levels(kv: Kv, root: string): FlowLevels<NodeRead, FlowLink> {
+  return {
+    parent: (node) => node.record.flow?.parent,
     children: (node) => node.record.flow?.children ?? [],
     read: (links) => readNodes(kv, root, links),
     status: (node) => node.status,
-  });
+  };
+}
+
+/** A message's children's statuses, in the order they were written (those gone left out). */
+export function flowChildren(kv: Kv, root: string, queue: string, id: string): Promise<MessageStatus[]> {
+  return childrenOf([queue, id], levels(kv, root));
+}
+
+/** The tree of the flow the message belongs to, from its root (a message in none: itself alone); null if gone. */
+export function flowTree(kv: Kv, root: string, queue: string, id: string): Promise<FlowNode | null> {
+  return treeOf([queue, id], levels(kv, root));
 }

@@ -2,8 +2,8 @@
  * Reading flows on ZooKeeper: a message's children (job.children()) and the whole tree of its flow (getFlow), from
  * the (queue, id) links each task's state keeps. The tree is read a level at a time, each level in shared requests.
  */
-import { FLOW_MAX_NODES, type FlowNode } from '../../model/flow.js';
-import { readLevels } from '../contract/flow-levels.js';
+import { childrenOf, treeOf, type FlowLevels } from '../contract/flow-levels.js';
+import type { FlowNode } from '../../model/flow.js';
 import { decodeState, taskNodes, type TaskState } from './layout.js';
 import { statusOf } from './inspect.js';
 import type { StoreContext } from './context.js';
@@ -31,26 +31,22 @@ async function readNodes(ctx: StoreContext, links: readonly Link[]): Promise<(No
   });
 }
 
-/** A message's children's statuses, in the order they were written (those gone left out). */
-export async function flowChildren(ctx: StoreContext, queue: string, id: string): Promise<MessageStatus[]> {
-  const [node] = await readNodes(ctx, [[queue, id]]);
-  if (node == null) return [];
-  return (await readNodes(ctx, node.state.children ?? [])).flatMap((child) => (child === null ? [] : [child.status]));
-}
-
-/** The tree of the flow the message belongs to, from its root (a message in none: itself alone); null if gone. */
-export async function flowTree(ctx: StoreContext, queue: string, id: string): Promise<FlowNode | null> {
-  let [top] = await readNodes(ctx, [[queue, id]]);
-  if (top == null) return null;
-  for (let depth = 0; top.state.parent !== undefined && depth < FLOW_MAX_NODES; depth++) {
-    const [up] = await readNodes(ctx, [top.state.parent]);
-    // The parent was removed: its children are the tree's top.
-    if (up == null) break;
-    top = up;
-  }
-  return readLevels(top, {
+/** How the flow's tasks are read on ZooKeeper (contract/flow-levels.ts). */
+function levels(ctx: StoreContext): FlowLevels<NodeRead, Link> {
+  return {
+    parent: (node) => node.state.parent,
     children: (node) => node.state.children ?? [],
     read: (links) => readNodes(ctx, links),
     status: (node) => node.status,
-  });
+  };
+}
+
+/** A message's children's statuses, in the order they were written (those gone left out). */
+export function flowChildren(ctx: StoreContext, queue: string, id: string): Promise<MessageStatus[]> {
+  return childrenOf([queue, id], levels(ctx));
+}
+
+/** The tree of the flow the message belongs to, from its root (a message in none: itself alone); null if gone. */
+export function flowTree(ctx: StoreContext, queue: string, id: string): Promise<FlowNode | null> {
+  return treeOf([queue, id], levels(ctx));
 }
