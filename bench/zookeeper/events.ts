@@ -17,12 +17,12 @@
  * from the oldest, a page of 100 at the newest (a live reader's), and eventsHead.
  */
 import { execFileSync } from 'node:child_process';
-import { readFileSync } from 'node:fs';
 import { parseArgs } from 'node:util';
 import { join } from 'node:path';
 import { ZkSession } from '../../src/stores/zookeeper/client.js';
 import { connect } from '../../src/index.js';
 import { fill, inFlight, median, signal, table, timed, whole } from '../common.js';
+import { cpuMs as processCpuMs } from '../process-cpu.js';
 import { storeOf } from '../../src/client/client-store.js';
 
 type Connect = typeof connect;
@@ -53,10 +53,7 @@ if (serverPid === undefined) throw new Error(`no process of this user listens on
 /** CPU ms of this process and of the ZooKeeper server so far. */
 function cpuMs(): number {
   const own = process.cpuUsage();
-  // /proc/<pid>/stat: utime and stime, fields 14 and 15, in clock ticks (100 a second).
-  const fields = readFileSync(`/proc/${serverPid}/stat`, 'utf8').split(') ')[1]?.split(' ') ?? [];
-  const ticks = Number(fields[11]) + Number(fields[12]);
-  return (own.user + own.system) / 1000 + ticks * 10;
+  return (own.user + own.system) / 1000 + processCpuMs(Number(serverPid));
 }
 const rounds = Number(values.rounds);
 
