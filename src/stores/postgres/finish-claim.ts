@@ -2,10 +2,12 @@
  * The worker's steady state in one statement: its plain successes and its next claim, through the schema's
  * `finish_and_claim` (sql-finish-claim.ts), in one round trip and one commit. It runs on what the store read of
  * the queue last (its configuration and filter classes), which the function checks; anything it does not
- * cover answers null, and the caller does the same work as a transaction of the general statements.
+ * cover answers null, and the caller does the same work as a transaction of the general statements; so does a
+ * statement PostgreSQL rolled back as a deadlock's victim (transaction.ts).
  */
 import type { Queryable } from './queryable.js';
 import { KVMQ_FALLBACK } from './sql-finish-claim.js';
+import { ROLLED_BACK_WHOLE } from './transaction.js';
 import { quoteIdent } from './sql-text.js';
 import { claimedMessage } from '../sqlite/claim.js';
 import type { ClaimRequest, ClaimResult, Finish, FinishResult } from '../contract/contract.js';
@@ -83,7 +85,9 @@ export async function finishAndClaim(
     );
     rows = result.rows;
   } catch (error) {
-    if ((error as { code?: unknown }).code === KVMQ_FALLBACK) return null;
+    const code = (error as { code?: unknown }).code;
+    // A deadlock's victim applied nothing: the general path runs the work again, as its transactions do.
+    if (code === KVMQ_FALLBACK || ROLLED_BACK_WHOLE.has(code)) return null;
     throw error;
   }
   const results = finishes.map((): FinishResult => 'ok');

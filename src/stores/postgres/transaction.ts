@@ -8,7 +8,7 @@ import { sleep } from '../../model/time.js';
 
 const RERUNS = 3;
 // SQLSTATEs of a transaction rolled back whole: deadlock_detected, serialization_failure.
-const ROLLED_BACK_WHOLE: ReadonlySet<unknown> = new Set(['40P01', '40001']);
+export const ROLLED_BACK_WHOLE: ReadonlySet<unknown> = new Set(['40P01', '40001']);
 
 export async function runTransaction<T>(
   client: PoolClient,
