@@ -238,6 +238,42 @@ describe('zookeeper scheduling: group concurrency', () => {
     assert.deepEqual(await p.children(dir), []);
   });
 
+  test("a claim racing the GC that prunes its emptied group still takes the group's next message", async () => {
+    const { client, url } = await open();
+    const gc = await connect(url, { maintenance: false });
+    clients.push(gc);
+    const ctx = (storeOf(gc) as unknown as { ctx: StoreContext }).ctx;
+    const groups = ctx.queue('race').paths.groups;
+    await client.configure('race', { groupConcurrency: 1 });
+    // Each round: a group's first message claimed and finished, so its node holds nothing; then its second
+    // claimed while another session deletes that node as GC does (groups.ts, pruneGroups), again and again. The
+    // claim reads the node and may find it gone by the time its multi goes.
+    let removed = 0;
+    for (let round = 0; round < 40; round++) {
+      const group = `G${round}`;
+      await client.enqueueBatch('race', [
+        { payload: 1, id: `${group}-1`, group },
+        { payload: 2, id: `${group}-2`, group },
+      ]);
+      assert.deepEqual(await claimIds(client, 'race', 10), [`${group}-1`]);
+      await storeOf(client).finish('race', 'c1', [success(`${group}-1`)]);
+      let claiming = true;
+      const pruning = (async () => {
+        while (claiming) {
+          await ctx.zk.remove(`${groups}/${group}`, -1).then(
+            () => (removed += 1),
+            () => undefined,
+          );
+        }
+      })();
+      const claimed = await claimIds(client, 'race', 10).finally(() => (claiming = false));
+      await pruning;
+      assert.deepEqual(claimed, [`${group}-2`], `round ${round}, nodes removed so far ${removed}`);
+      await storeOf(client).finish('race', 'c1', [success(`${group}-2`)]);
+    }
+    assert.ok(removed > 0, 'the race was run: some group nodes were deleted while a claim was out');
+  });
+
   test("a dead consumer's held messages leave its group at once (ephemeral nodes)", async () => {
     const { client, url } = await open();
     const doomed = await connect(url, { maintenance: false });

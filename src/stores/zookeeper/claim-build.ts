@@ -262,6 +262,11 @@ export function claimFailed(
     q.listOf(failed.path)?.invalidate();
     return true;
   }
+  if (failed !== undefined && failed.path.startsWith(`${q.paths.groups}/`)) {
+    // Its group changed since the claim read it: another claim took a slot, or GC pruned the node it had emptied
+    // (groups.ts). Look again: the next round reads the group afresh. The task's read is still good.
+    return true;
+  }
   ctx.claims.forgetRead(path);
   if (code === ZkCode.NodeExists && opIndex === p.createOp) ctx.claims.suspect.add(path);
   return false;
