@@ -53,11 +53,6 @@ export function childEndOf(r: MessageRecord): ChildEnd | undefined {
   return undefined;
 }
 
-/** Whether the record's end counts for a parent. */
-export function owesParent(r: MessageRecord): boolean {
-  return owedParent(r.flow) !== undefined;
-}
-
 const NO_RECORDS: ReadonlyMap<string, KeyValue | null> = new Map();
 
 export class FlowEnds {
@@ -268,7 +263,7 @@ async function settleChild(
     const [read] = await getMany(kv, [keys.record(id)]);
     const record = read == null ? null : readRecord(read);
     const end = record === null ? undefined : endOf(record);
-    if (read == null || record === null || end === undefined || !owesParent(record)) return;
+    if (read == null || record === null || end === undefined || owedParent(record.flow) === undefined) return;
     const ends = new FlowEnds(kv, keys.root);
     await ends.childEnded([keys.queue, id], record.flow, end);
     const next = settled(record);
