@@ -67,8 +67,9 @@ async function open(url: string): Promise<Client> {
  * A fresh schema holding the message `old` of queue `q`, taken back to an older version by `downgrade` (SQL, given
  * the schema), then opened again: the client, once it has checked the schema is at SCHEMA_VERSION.
  */
-async function migratedFrom(downgrade: (schema: string) => string): Promise<Client> {
-  const { url, schema } = schemaUrl();
+async function migratedFrom(downgrade: (schema: string) => string, schema = freshSchema()): Promise<Client> {
+  schemas.push(schema);
+  const url = `${base}?schema=${schema}`;
   const before = await open(url);
   await before.enqueue('q', 'old', { id: 'old' });
   await before.close();
@@ -77,6 +78,15 @@ async function migratedFrom(downgrade: (schema: string) => string): Promise<Clie
   const version = await sql(base, `SELECT version FROM "${schema}".version`);
   assert.deepEqual(version.rows, [{ version: SCHEMA_VERSION }]);
   return client;
+}
+
+/** finish_and_claim's two forms (sql-finish-claim.ts): this kvmq's, and the one kvmq before schema 8 calls. */
+const FINISH_AND_CLAIM_ARGS = 'text, bigint, text, text, boolean, text[], integer[], text[], text[], integer, bigint';
+
+/** SQL that drops both forms of finish_and_claim, as a schema before version 3 lacked it. */
+function dropFinishAndClaim(schema: string): string {
+  return `DROP FUNCTION "${schema}".finish_and_claim(${FINISH_AND_CLAIM_ARGS}),
+    "${schema}".finish_and_claim(${FINISH_AND_CLAIM_ARGS}, bigint[]);`;
 }
 
 /** The status of message `id` of queue `q`, once it is done. */
@@ -109,23 +119,13 @@ void describe('postgres store', () => {
   });
 
   void test('a schema of version 1 gains the reports table; its messages stay', async () => {
-    const { url, schema } = schemaUrl();
-    const first = await open(url);
-    await first.enqueue('q', 'x', { id: 'm' });
-    await first.close();
     // Schema 1 had neither reports nor finish_and_claim.
-    await sql(
-      base,
-      `DROP TABLE "${schema}".reports; DROP FUNCTION "${schema}".finish_and_claim; UPDATE "${schema}".version SET version = 1`,
+    const client = await migratedFrom(
+      (schema) =>
+        `DROP TABLE "${schema}".reports; ${dropFinishAndClaim(schema)} UPDATE "${schema}".version SET version = 1`,
     );
-    const client = await open(url);
-    assert.equal((await client.status('q', 'm'))?.state, 'queued');
-    assert.deepEqual((await client.show('q', 'm'))?.log, []);
-    const version = await sql(base, `SELECT version FROM "${schema}".version`);
-    assert.deepEqual(
-      version.rows.map((r: { version: number }) => r.version),
-      [SCHEMA_VERSION],
-    );
+    assert.equal((await client.status('q', 'old'))?.state, 'queued');
+    assert.deepEqual((await client.show('q', 'old'))?.log, []);
   });
 
   void test('a schema a newer kvmq migrated, tables kvmq did not make, or a schema dropped under it are refused', async () => {
@@ -160,7 +160,7 @@ void describe('postgres store', () => {
     );
     await before.close();
     // Schema 2 is schema 3 without finish_and_claim.
-    await sql(base, `DROP FUNCTION "${schema}".finish_and_claim; UPDATE "${schema}".version SET version = 2`);
+    await sql(base, `${dropFinishAndClaim(schema)} UPDATE "${schema}".version SET version = 2`);
     const after = await open(url);
     const version = await sql(base, `SELECT version FROM "${schema}".version`);
     assert.deepEqual(
@@ -178,7 +178,7 @@ void describe('postgres store', () => {
       WHERE n.nspname = $1 AND p.proname = 'finish_and_claim'`,
       [schema],
     );
-    assert.equal(calls.rows.length, 1);
+    assert.equal(calls.rows.length, 2, "this kvmq's form and the one kvmq before schema 8 calls");
   });
 
   void test('a version 3 schema is migrated: its messages stay, results are kept from then on', async () => {
@@ -217,6 +217,83 @@ void describe('postgres store', () => {
     } finally {
       await worker.stop();
     }
+  });
+
+  void test('a version 7 schema is migrated; the form of finish_and_claim an older kvmq calls answers as before', async () => {
+    const schema = freshSchema();
+    // What version 7 was: finish_and_claim in its older form only.
+    const client = await migratedFrom(
+      () => `DROP FUNCTION "${schema}".finish_and_claim(${FINISH_AND_CLAIM_ARGS}, bigint[]);
+       UPDATE "${schema}".version SET version = 7`,
+      schema,
+    );
+    // A process of the older kvmq, still running, claims as it did: messages, and nothing more when none are left.
+    const { config } = (await sql(base, `SELECT config FROM "${schema}".queues WHERE queue = 'q'`)).rows[0] as {
+      config: string | null;
+    };
+    const olderClaim = (): Promise<pg.QueryResult> =>
+      sql(
+        base,
+        `SELECT * FROM "${schema}".finish_and_claim('q', $1, 'older', $2, false, '{}', '{}',
+           ARRAY(SELECT filters FROM "${schema}".classes WHERE queue = 'q'), NULL, 64, $3)`,
+        [Date.now(), config, Date.now() + 60_000],
+      );
+    const took = await olderClaim();
+    assert.deepEqual(
+      took.rows.map((r: { r_id: string }) => r.r_id),
+      ['old'],
+    );
+    assert.equal(took.fields.length, 11, 'the columns it knows');
+    assert.equal((await olderClaim()).rows.length, 0, 'none: its own general claim then records the dry run');
+    const worker = client.worker('q', () => undefined);
+    try {
+      await client.enqueue('q', 'new', { id: 'new' });
+      assert.equal((await doneStatus(client, 'new')).state, 'done-awaiting-gc');
+    } finally {
+      await worker.stop();
+    }
+  });
+
+  void test('a claim that takes the last ready messages says when to look again; one that takes none counts a dry run', async () => {
+    // Without a pinned session no dead holders are swept (a general transaction now and then): every claim after
+    // the first, which reads the queue, is the one statement.
+    const { url } = schemaUrl();
+    const client = await open(`${url}&pooler=transaction`);
+    const claim = async (max: number) => {
+      const result = await storeOf(client).claim('q', {
+        consumerId: 'c',
+        max,
+        lockMs: 60_000,
+        accepts: null,
+        eoqBackoffMs: (n) => 1000 * n,
+      });
+      return { ...result, ids: result.messages.map((m) => m.id) };
+    };
+    await client.enqueueBatch(
+      'q',
+      ['a', 'b', 'c'].map((id) => ({ payload: id, id })),
+    );
+    const full = await claim(2);
+    assert.deepEqual(full.ids, ['a', 'b']);
+    assert.equal(full.wakeAt, null, 'more may be ready: claim again at once');
+    const before = Date.now();
+    const last = await claim(2);
+    assert.deepEqual(last.ids, ['c']);
+    // When the end-of-queue backoff of a first dry run would end: the worker waits for a wake-up until then.
+    assert.ok(
+      last.wakeAt !== null && last.wakeAt >= before + 1000 && last.wakeAt <= Date.now() + 1000,
+      `${last.wakeAt}`,
+    );
+    assert.equal(last.dryRuns, 0, 'no dry run counted: it took a message');
+    // A backoff that ends sooner brings the time forward.
+    await client.enqueue('q', 'later', { id: 'later', initialBackoffMs: 300 });
+    const dry = await claim(2);
+    assert.deepEqual(dry.ids, []);
+    assert.equal(dry.dryRuns, 1);
+    assert.ok(dry.wakeAt !== null && dry.wakeAt <= Date.now() + 300, `${dry.wakeAt}`);
+    const again = await claim(2);
+    assert.equal(again.dryRuns, 1, 'counted once per end-of-queue backoff');
+    assert.equal((await client.queueStatus('q')).dryRuns, 1);
   });
 
   void test('a wrong password, a missing database and an unreachable server are clear kvmq errors', async () => {

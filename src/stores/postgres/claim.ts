@@ -8,7 +8,7 @@
 import { maxDeliveriesError } from '../../model/history.js';
 import { rateCharge, rateGrant } from '../../model/rate-limit.js';
 import { failMessage, historyWith } from './failures.js';
-import { pendingRanges } from './ranges.js';
+import { nextTimesSql } from './ranges.js';
 import type { WriteContext } from './tx.js';
 import type { ClaimRequest, ClaimResult } from '../contract/contract.js';
 // Claimed rows and group limits are SQLite's: one statement of them for both stores.
@@ -305,15 +305,11 @@ async function dryRun(
     eoqUntil = now + request.eoqBackoffMs(dryRuns);
     await db.query(`UPDATE ${s}.queues SET dry_runs = $2, eoq_until = $3 WHERE queue = $1`, [queue, dryRuns, eoqUntil]);
   }
-  const next = await db.query<{ ready: number | null; lock: number | null }>(
-    `${pendingRanges(s)}
-     SELECT (SELECT min((SELECT m.ready_at FROM ${s}.messages m
-               WHERE m.queue = $1 AND m.filters = r.filters AND m.phase = 0 AND m.priority = r.priority
-                 AND m.ready_at > $3 ORDER BY m.ready_at LIMIT 1))
-             FROM ranges r) AS ready,
-       (SELECT min(m.lock_until) FROM ${s}.messages m WHERE m.queue = $1 AND m.phase = 1 AND m.lock_until > $3) AS lock`,
-    [queue, classes, now],
-  );
+  const next = await db.query<{ ready: number | null; lock: number | null }>(nextTimesSql(s, '$2', '$3'), [
+    queue,
+    classes,
+    now,
+  ]);
   const { ready, lock } = next.rows[0] ?? { ready: null, lock: null };
   return { dryRuns, wakeAt: Math.min(eoqUntil, ready ?? Infinity, lock ?? Infinity) };
 }

@@ -21,6 +21,7 @@ export interface KnownQueue {
   readonly classes: readonly string[];
 }
 
+/** A claimed message's row. */
 interface Row {
   readonly r_seq: number;
   readonly r_id: string;
@@ -34,6 +35,17 @@ interface Row {
   readonly r_ready_at: number;
   readonly r_size: number;
 }
+
+/** The row that ends a claim short of its max: no message (r_seq null), when to look again, the dry runs. */
+interface LookAgain {
+  readonly r_seq: null;
+  readonly r_size: number;
+  readonly r_wake_at: number;
+  readonly r_dry_runs: number;
+}
+
+// The end-of-queue backoffs the statement may need, after 1 to 5 dry runs in a row (the worker's own steps).
+const EOQ_STEPS = [1, 2, 3, 4, 5];
 
 /**
  * Whether the statement may do this work: plain successes, and a claim with no limit to take turns on. Under a
@@ -49,10 +61,7 @@ export function coversWork(known: KnownQueue, finishes: readonly Finish[], claim
   );
 }
 
-/**
- * Null when the general path must run instead (nothing of it was stored). `claimed` null: the claim found
- * nothing, and the general claim should run for what a dry claim records (the finishes are stored).
- */
+/** Null when the general path must run instead (nothing of it was stored); `claimed` null when `claim` is. */
 export async function finishAndClaim(
   db: Queryable,
   schema: string,
@@ -64,11 +73,11 @@ export async function finishAndClaim(
 ): Promise<{ results: FinishResult[]; claimed: ClaimResult | null } | null> {
   const now = Date.now();
   const accepts = claim?.accepts ?? null;
-  let rows: Row[];
+  let rows: (Row | LookAgain)[];
   try {
-    const result = await db.query<Row>(
+    const result = await db.query<Row | LookAgain>(
       `SELECT * FROM ${quoteIdent(schema)}.finish_and_claim($1, $2, $3, $4, $5, $6::text[], $7::integer[],
-         $8::text[], $9::text[], $10, $11)`,
+         $8::text[], $9::text[], $10, $11, $12::bigint[])`,
       [
         queue,
         now,
@@ -81,6 +90,7 @@ export async function finishAndClaim(
         accepts === null ? null : known.classes.filter((c) => accepts(c)),
         claim?.max ?? 0,
         now + (claim?.lockMs ?? 0),
+        claim === null ? [] : EOQ_STEPS.map((n) => claim.eoqBackoffMs(n)),
       ],
     );
     rows = result.rows;
@@ -91,9 +101,11 @@ export async function finishAndClaim(
     throw error;
   }
   const results = finishes.map((): FinishResult => 'ok');
-  if (claim === null || rows.length === 0) return { results, claimed: null };
-  rows.sort((a, b) => a.r_priority - b.r_priority || a.r_ready_at - b.r_ready_at || a.r_seq - b.r_seq);
-  const messages = rows.map((r) =>
+  if (claim === null) return { results, claimed: null };
+  const said = rows.find((r): r is LookAgain => r.r_seq === null);
+  const taken = rows.filter((r): r is Row => r.r_seq !== null);
+  taken.sort((a, b) => a.r_priority - b.r_priority || a.r_ready_at - b.r_ready_at || a.r_seq - b.r_seq);
+  const messages = taken.map((r) =>
     claimedMessage(
       {
         id: r.r_id,
@@ -107,5 +119,13 @@ export async function finishAndClaim(
       claim.lockMs,
     ),
   );
-  return { results, claimed: { messages, queueSize: rows[0]?.r_size ?? 0, dryRuns: 0, wakeAt: null } };
+  return {
+    results,
+    claimed: {
+      messages,
+      queueSize: (said ?? taken[0])?.r_size ?? 0,
+      dryRuns: said?.r_dry_runs ?? 0,
+      wakeAt: said?.r_wake_at ?? null,
+    },
+  };
 }

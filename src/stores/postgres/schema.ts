@@ -10,11 +10,12 @@
  * Version 2 adds handlers' reports, version 3 the one-statement finish and claim, version 4 keeps a success's
  * result with the message (result, result_encoding; NULL for none), version 5 gives LIFO messages their place,
  * version 6 indexes waiting messages by the deadline of their time to live (expiry.ts), version 7 adds flows
- * (flows.ts): a child's parent and its debt to it, a waiting parent's count of children not ended.
+ * (flows.ts): a child's parent and its debt to it, a waiting parent's count of children not ended. Version 8
+ * changes no table: its finish_and_claim also records a dry run and says when to look again.
  *
  * The schema's version is the one row of `version`; kvmq creates and migrates it under a transaction-level
  * advisory lock keyed by the schema's name, so processes starting together migrate it once. The functions
- * (sql-functions.ts) are installed by the same migration.
+ * (sql-functions.ts, sql-finish-claim.ts) are installed by the same migration, after every column they read.
  */
 import { StoreLayoutError } from '../../model/errors.js';
 import { finishClaimDdl } from './sql-finish-claim.js';
@@ -22,7 +23,7 @@ import { functionsDdl } from './sql-functions.js';
 import type { Queryable } from './queryable.js';
 import { quoteIdent } from './sql-text.js';
 
-export const SCHEMA_VERSION = 7;
+export const SCHEMA_VERSION = 8;
 
 /** A message's time-to-live deadline, as the expiry index keys it (model/policy.ts expireAt). */
 export const EXPIRE_AT_SQL = `((policy::jsonb ->> 'expireAt')::bigint)`;
@@ -157,10 +158,9 @@ CREATE TABLE ${s}.reports (
 `;
 
 /**
- * What brings each older version up to date, in the one transaction of migrate(). A later schema adds its
- * step here (N → N+1 appended to every older version's steps), as the SQLite store's MIGRATIONS do. The last
- * step installs the functions (sql-functions.ts, sql-finish-claim.ts) as this kvmq writes them, after every
- * column they read: version 3's finish_and_claim, version 4's result, version 5's LIFO places.
+ * What brings each older version's tables up to date, in the one transaction of migrate(). A later schema adds
+ * its step here (N → N+1 appended to every older version's steps), as the SQLite store's MIGRATIONS do. The
+ * functions are installed after them (installFunctions).
  */
 const MIGRATIONS: Readonly<Record<number, (schema: string) => string>> = {
   0: (schema) => {
@@ -193,13 +193,23 @@ const MIGRATIONS: Readonly<Record<number, (schema: string) => string>> = {
   5: (schema) => `${expiryIndex6(schema)}
     ${flows7(schema)}`,
   6: (schema) => flows7(schema),
+  7: () => '',
 };
+
+/**
+ * The functions as this kvmq writes them (sql-functions.ts, sql-finish-claim.ts), replacing those an older
+ * version installed: the last step of every migration.
+ */
+function installFunctions(schema: string): string {
+  return `${functionsDdl(schema)}
+    ${finishClaimDdl(schema)}`;
+}
 
 /**
  * Schema 7: flows (flows.ts). A child names its parent by seq (kept when it moves to a dead-letter queue) and owes
  * it one count while parent_wait is 1; a parent in phase 4 (`waiting-children`) counts its children not ended in
- * children_left. Plain messages keep the defaults (NULL, 0), so their finishes never look further. The functions
- * are replaced: state_of knows phase 4, and finish_and_claim leaves a flow's child to the general finish.
+ * children_left. Plain messages keep the defaults (NULL, 0), so their finishes never look further. Its functions
+ * know them: state_of knows phase 4, and finish_and_claim leaves a flow's child to the general finish.
  */
 function flows7(schema: string): string {
   const s = quoteIdent(schema);
@@ -208,9 +218,7 @@ function flows7(schema: string): string {
       ADD COLUMN IF NOT EXISTS child_failure smallint NOT NULL DEFAULT 0,
       ADD COLUMN IF NOT EXISTS children_left integer NOT NULL DEFAULT 0;
     CREATE INDEX IF NOT EXISTS messages_children ON ${s}.messages (parent_seq) WHERE parent_seq IS NOT NULL;
-    CREATE INDEX IF NOT EXISTS messages_waiting ON ${s}.messages (queue, updated_at, seq) WHERE phase = 4;
-    ${functionsDdl(schema)}
-    ${finishClaimDdl(schema)}`;
+    CREATE INDEX IF NOT EXISTS messages_waiting ON ${s}.messages (queue, updated_at, seq) WHERE phase = 4;`;
 }
 
 /** Schema 5: per (queue, group), when the group's next message may start under groupRateLimit. */
@@ -288,6 +296,7 @@ export async function migrate(db: Queryable, schema: string): Promise<void> {
       if (steps === undefined)
         throw new StoreLayoutError(`PostgreSQL schema ${schema} has an unknown kvmq schema ${version}`);
       await db.query(steps(schema));
+      await db.query(installFunctions(schema));
       await db.query(`UPDATE ${s}.version SET version = ${SCHEMA_VERSION}`);
     }
     await db.query('COMMIT');

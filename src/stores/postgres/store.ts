@@ -144,8 +144,6 @@ class PostgresStore implements Store {
   private readonly s: string;
   private readonly configs = new ConfigCache();
   private readonly swept = new Map<string, number>();
-  /** Queues whose last claim here found nothing: the next claim takes the general path (a dry run's). */
-  private readonly dry = new Set<string>();
   /** Each queue's configuration and filter classes as the last write transaction read them. */
   private readonly known = new Map<string, KnownQueue>();
   private readonly lanes = new ConsumerLanes((queue, consumerId, finishes, claim) =>
@@ -481,16 +479,12 @@ class PostgresStore implements Store {
     claim: ClaimRequest | null,
   ): Promise<{ results: FinishResult[]; claimed: ClaimResult | null }> {
     const known = this.known.get(queue);
-    const general = claim !== null && (this.sweepDue(queue) || this.dry.has(queue));
-    if (known !== undefined && !general && coversWork(known, finishes, claim)) {
+    const sweep = claim !== null && this.sweepDue(queue);
+    if (known !== undefined && !sweep && coversWork(known, finishes, claim)) {
       const done = await this.withClient((client) =>
         finishAndClaim(client, this.schema, queue, consumerId, known, finishes, claim),
       );
-      if (done !== null) {
-        if (claim === null || done.claimed !== null) return done;
-        // Nothing to take: the general claim records the dry run and says when to look again.
-        return { results: done.results, claimed: await this.write(queue, (tx) => this.claimIn(tx, claim)) };
-      }
+      if (done !== null) return done;
     }
     return this.write(queue, async (tx) => {
       const results = finishes.length > 0 ? await finishMessages(tx, consumerId, finishes) : [];
@@ -509,11 +503,7 @@ class PostgresStore implements Store {
       this.swept.set(tx.queue, tx.now);
       released = await releaseDeadHolders(tx, this.session.lockSpace);
     }
-    const claimed = await claimMessages(tx, request, released);
-    // At a trickle the one-statement claim would mostly find nothing and run this one after it.
-    if (claimed.messages.length === 0) this.dry.add(tx.queue);
-    else this.dry.delete(tx.queue);
-    return claimed;
+    return claimMessages(tx, request, released);
   }
 
   private notify(client: PoolClient, queue: string): Promise<unknown> {
