@@ -332,6 +332,29 @@ void describe('postgres store', () => {
     assert.equal((details?.payload as Buffer).length, limit);
   });
 
+  void test("an enqueue and a claim do not wait for a transaction that updates their queue's row", async () => {
+    const { url, schema } = schemaUrl();
+    const client = await open(url);
+    await client.enqueue('q', 'first', { id: 'first' });
+    // As a claim recording a dry run holds the row until its commit.
+    const holder = new pg.Client({ connectionString: base });
+    await holder.connect();
+    try {
+      await holder.query('BEGIN');
+      await holder.query(`UPDATE "${schema}".queues SET dry_runs = dry_runs WHERE queue = 'q'`);
+      const stillWaiting = new Promise<string>((resolve) => setTimeout(() => resolve('still waiting'), 5000).unref());
+      const enqueued = client.enqueue('q', 'second', { id: 'second' }).then((r) => (r.ok ? 'stored' : 'refused'));
+      assert.equal(await Promise.race([enqueued, stillWaiting]), 'stored');
+      const claimed = storeOf(client)
+        .claim('q', { consumerId: 'c', max: 2, lockMs: 60_000, accepts: null, eoqBackoffMs: () => 1000 })
+        .then((r) => r.messages.map((m) => m.id).join());
+      assert.equal(await Promise.race([claimed, stillWaiting]), 'first,second');
+    } finally {
+      await holder.query('ROLLBACK');
+      await holder.end();
+    }
+  });
+
   void test('a batch of enqueues sends one NOTIFY for its queue', async () => {
     const { url, schema } = schemaUrl();
     const client = await open(url);

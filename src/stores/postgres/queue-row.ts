@@ -31,20 +31,25 @@ const EMPTY: QueueRow = {
 };
 
 /**
- * Makes sure the queue's row exists and reads it, in one statement; a row this statement created reads as
- * the defaults (it is not visible to the statement's own read).
+ * Reads the queue's row, first making it when missing: an insert that meets the row waits for any transaction
+ * updating it to end, and a read need not. A row this call made reads as the defaults.
  */
 export async function ensureQueueRow(db: Queryable, s: string, queue: string): Promise<QueueRow> {
-  const result = await db.query<QueueRow>(
-    `WITH ins AS (INSERT INTO ${s}.queues (queue) VALUES ($1) ON CONFLICT DO NOTHING)
-     SELECT q.config, q.dry_runs, q.eoq_until, q.rate_tat, q.gc_at, q.gc_lock_until,
-       (SELECT coalesce(sum(c.size), 0) FROM ${s}.counts c WHERE c.queue = $1) AS size,
-       ARRAY(SELECT f.filters FROM ${s}.classes f WHERE f.queue = $1) AS classes,
-       (SELECT min(m.lock_until) FROM ${s}.messages m WHERE m.queue = $1 AND m.phase = 1) AS next_lock
-     FROM ${s}.queues q WHERE q.queue = $1`,
-    [queue],
-  );
-  return result.rows[0] ?? EMPTY;
+  const read = (): Promise<QueueRow | undefined> =>
+    db
+      .query<QueueRow>(
+        `SELECT q.config, q.dry_runs, q.eoq_until, q.rate_tat, q.gc_at, q.gc_lock_until,
+           (SELECT coalesce(sum(c.size), 0) FROM ${s}.counts c WHERE c.queue = $1) AS size,
+           ARRAY(SELECT f.filters FROM ${s}.classes f WHERE f.queue = $1) AS classes,
+           (SELECT min(m.lock_until) FROM ${s}.messages m WHERE m.queue = $1 AND m.phase = 1) AS next_lock
+         FROM ${s}.queues q WHERE q.queue = $1`,
+        [queue],
+      )
+      .then((result) => result.rows[0]);
+  const row = await read();
+  if (row !== undefined) return row;
+  await db.query(`INSERT INTO ${s}.queues (queue) VALUES ($1) ON CONFLICT DO NOTHING`, [queue]);
+  return (await read()) ?? EMPTY;
 }
 
 /** Each queue's configuration as last parsed (sqlite/parsed-configs.ts), and its read from the queue's row. */

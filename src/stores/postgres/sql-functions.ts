@@ -95,9 +95,15 @@ DECLARE
   e_ids text[] := '{}';
   e_attempts integer[] := '{}';
 BEGIN
-  INSERT INTO ${s}.queues (queue) VALUES (p_queue) ON CONFLICT DO NOTHING;
+  -- The queue's row is inserted only when missing: an insert that meets it waits for any transaction updating it
+  -- (a claim's dry run, an event's number) to end, and an enqueue need not.
   SELECT coalesce((q.config::jsonb ->> 'events')::boolean, false) INTO events_on FROM ${s}.queues q
     WHERE q.queue = p_queue;
+  IF NOT FOUND THEN
+    INSERT INTO ${s}.queues (queue) VALUES (p_queue) ON CONFLICT DO NOTHING;
+    SELECT coalesce((q.config::jsonb ->> 'events')::boolean, false) INTO events_on FROM ${s}.queues q
+      WHERE q.queue = p_queue;
+  END IF;
   INSERT INTO ${s}.classes (queue, filters) SELECT DISTINCT p_queue, f FROM unnest(p_filters) AS f
     ON CONFLICT DO NOTHING;
   -- Without debounce ids, the new ids go in with one insert; the ids that existed (or came twice) are handled
