@@ -123,6 +123,7 @@ async function openHarness(t: TestContext, fixture: StoreFixture): Promise<Harne
   const open = async (options: ConnectOptions = {}): Promise<Client> => {
     const client = await connect(url, { onError, ...options });
     clients.push(client);
+    trail.watchClaims(storeOf(client));
     return client;
   };
   const client = await open();
