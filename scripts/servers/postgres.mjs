@@ -122,6 +122,10 @@ export async function startReplica(primary, dir) {
   return serve(dir, data, port, { hot_standby: 'on' });
 }
 
+// A start after a crash, refused while the old backends hold the shared memory, is tried this often, this far apart.
+const RELAUNCH_TRIES = 40;
+const RELAUNCH_PAUSE_MS = 250;
+
 /** Runs the cluster in `data` on `port`, and the handle that stops, kills and restarts it. */
 async function serve(dir, data, port, extra = {}) {
   const settings = {
@@ -142,6 +146,18 @@ async function serve(dir, data, port, extra = {}) {
     const server = spawnServer(cmd, argv, { detached: true });
     await waitUntilReady('postgres', server, () => ready(port));
     return server;
+  };
+  // After a crash the postmaster has exited, but a backend killed with it may not have yet (one in an fsync dies
+  // when the write ends): it still holds the shared memory, and a start refuses to run beside it. Try again.
+  const relaunch = async () => {
+    for (let tries = 1; ; tries++) {
+      try {
+        return await launch();
+      } catch (error) {
+        if (tries >= RELAUNCH_TRIES || !/pre-existing shared memory block/.test(String(error))) throw error;
+        await new Promise((resolve) => setTimeout(resolve, RELAUNCH_PAUSE_MS));
+      }
+    }
   };
   const alive = () => handle.server.child.exitCode === null && handle.server.child.signalCode === null;
   const handle = {
@@ -172,7 +188,7 @@ async function serve(dir, data, port, extra = {}) {
     async restart(signal = 'SIGKILL') {
       if (signal === 'immediate') await handle.stopImmediate();
       else await handle.kill(signal);
-      handle.server = await launch();
+      handle.server = await relaunch();
     },
   };
   return handle;
