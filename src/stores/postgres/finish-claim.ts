@@ -11,6 +11,7 @@ import { ROLLED_BACK_WHOLE } from './transaction.js';
 import { quoteIdent } from './sql-text.js';
 import { claimedMessage } from '../sqlite/claim.js';
 import type { ClaimRequest, ClaimResult, Finish, FinishResult } from '../contract/contract.js';
+import { eoqSteps } from '../contract/eoq-steps.js';
 import type { QueueConfig } from '../../model/types.js';
 
 /** What the store read of a queue last. */
@@ -43,9 +44,6 @@ interface LookAgain {
   readonly r_wake_at: number;
   readonly r_dry_runs: number;
 }
-
-// The end-of-queue backoffs the statement may need, after 1 to 5 dry runs in a row (the worker's own steps).
-const EOQ_STEPS = [1, 2, 3, 4, 5];
 
 /**
  * Whether the statement may do this work: plain successes, and a claim with no limit to take turns on. Under a
@@ -90,7 +88,7 @@ export async function finishAndClaim(
         accepts === null ? null : known.classes.filter((c) => accepts(c)),
         claim?.max ?? 0,
         now + (claim?.lockMs ?? 0),
-        claim === null ? [] : EOQ_STEPS.map((n) => claim.eoqBackoffMs(n)),
+        claim === null ? [] : eoqSteps(claim),
       ],
     );
     rows = result.rows;

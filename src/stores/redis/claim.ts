@@ -2,9 +2,7 @@ import { list, num, storedContent, text } from './codec.js';
 import { SCRIPTS } from './scripts.generated.js';
 import type { Scripts } from './scripts.js';
 import type { ClaimedMessage, ClaimRequest, ClaimResult } from '../contract/contract.js';
-
-// Carmine's client precomputes the backoffs after dry runs 1..5 and sends them with each poll.
-const EOQ_STEPS = [1, 2, 3, 4, 5];
+import { eoqSteps } from '../contract/eoq-steps.js';
 
 /**
  * Claims with one script call. A consumer that filters names the ready lists
@@ -22,7 +20,7 @@ export async function claimMessages(
   where: string,
   handoffs = '',
 ): Promise<ClaimResult> {
-  const eoq = EOQ_STEPS.map((n) => request.eoqBackoffMs(n));
+  const eoq = eoqSteps(request);
   for (;;) {
     const known = classes.get(queue) ?? [];
     const accepted = request.accepts === null ? ['*'] : ['', ...known].filter(request.accepts);
