@@ -22,6 +22,8 @@ import {
   type MessageStatus,
 } from '../src/index.js';
 import { storeOf } from '../src/client/client-store.js';
+import { encodeResult } from '../src/model/result.js';
+import type { Finish } from '../src/stores/contract/contract.js';
 import { lockReadySql } from '../src/stores/postgres/claim.js';
 import { SCHEMA_VERSION } from '../src/stores/postgres/schema.js';
 import { lockKey } from '../src/stores/postgres/session.js';
@@ -294,6 +296,67 @@ void describe('postgres store', () => {
     const again = await claim(2);
     assert.equal(again.dryRuns, 1, 'counted once per end-of-queue backoff');
     assert.equal((await client.queueStatus('q')).dryRuns, 1);
+  });
+
+  void test('a queue that keeps no successes (keepDone 0) has them removed at their finish, on either path', async () => {
+    const { url, schema } = schemaUrl();
+    const client = await open(url);
+    const store = storeOf(client);
+    const ids = ['a', 'b', 'c', 'd', 'e'];
+    const success = (id: string): Finish => ({
+      id,
+      attempt: 1,
+      outcome: 'success',
+      backoffMs: 0,
+      error: null,
+      startedAt: Date.now(),
+    });
+    const rows = async (queue: string) =>
+      (await sql(base, `SELECT id FROM "${schema}".messages WHERE queue = $1 ORDER BY id`, [queue])).rows.map(
+        (r: { id: string }) => r.id,
+      );
+    for (const queue of ['none', 'kept']) {
+      await client.configure(queue, { events: true, ...(queue === 'none' ? { keepDone: 0 } : {}) });
+      await client.enqueueBatch(
+        queue,
+        ids.map((id) => ({ payload: id, id })),
+      );
+      const claimed = await store.claim(queue, {
+        consumerId: 'c',
+        max: 5,
+        lockMs: 60_000,
+        accepts: null,
+        eoqBackoffMs: () => 1000,
+      });
+      assert.equal(claimed.messages.length, 5);
+      // Plain successes alone: finish_and_claim's one statement.
+      assert.deepEqual(await store.finish(queue, 'c', [success('a'), success('b')]), ['ok', 'ok']);
+      // Beside an error, and a success with a result: the general finish.
+      const result = encodeResult({ n: 1 });
+      assert.ok(typeof result !== 'string');
+      assert.deepEqual(
+        await store.finish(queue, 'c', [
+          success('c'),
+          { ...success('d'), outcome: 'error', error: 'boom' },
+          { ...success('e'), result },
+        ]),
+        ['ok', 'ok', 'ok'],
+      );
+    }
+    assert.deepEqual(await rows('kept'), ids);
+    // What a success keeps (its result) stays until GC; so does a failure.
+    assert.deepEqual(await rows('none'), ['d', 'e']);
+    const status = await client.queueStatus('none');
+    assert.equal(status.counts['done-awaiting-gc'], 1);
+    assert.equal(status.counts.failed, 1);
+    assert.equal(status.total, 2);
+    assert.equal((await client.queueStatus('kept')).counts['done-awaiting-gc'], 4);
+    const completed = (await client.readEvents('none')).events.filter((e) => e.type === 'completed');
+    assert.deepEqual(completed.map((e) => e.id).sort(), ['a', 'b', 'c', 'e']);
+    // Its id is free: an enqueue adds it anew, and it runs again.
+    assert.equal((await client.enqueue('none', 'again', { id: 'a' })).ok, true);
+    assert.equal((await client.status('none', 'a'))?.state, 'queued');
+    assert.equal((await client.gc('none')).removed, 1, 'GC removes the success it kept');
   });
 
   void test('a wrong password, a missing database and an unreachable server are clear kvmq errors', async () => {

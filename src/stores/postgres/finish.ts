@@ -45,17 +45,19 @@ export async function finishMessages(
     );
     for (const r of rows) if (r.parent_wait === 1) children.push(r.seq);
   };
-  if (plain.length > 0) {
+  const removed = await removePlain(tx, consumerId, plain);
+  storedInBulk(plain, removed);
+  const plainLeft = plain.filter((f) => !done.has(f.id));
+  if (plainLeft.length > 0) {
     const updated = await db.query<BulkRow>(
       `UPDATE ${s}.messages m SET phase = 2, lock_until = 0, consumer = NULL, backoff_until = 0, outcome = 'success',
          last_error = NULL, updated_at = $1
        FROM unnest($4::text[], $5::integer[]) AS u(id, attempt)
-       WHERE m.queue = $2 AND m.id = u.id AND m.phase = 1 AND m.consumer = $3 AND m.attempt = u.attempt
-         AND m.requeue = 0
+       WHERE ${held('$2', '$3')}
        RETURNING m.id, m.seq, m.parent_wait`,
-      [now, queue, consumerId, plain.map((f) => f.id), plain.map((f) => f.attempt)],
+      [now, queue, consumerId, plainLeft.map((f) => f.id), plainLeft.map((f) => f.attempt)],
     );
-    storedInBulk(plain, updated.rows);
+    storedInBulk(plainLeft, updated.rows);
   }
   // Successes with a result, in one statement too, each row given its own.
   const kept = finishes.filter(isResultSuccess);
@@ -65,8 +67,7 @@ export async function finishMessages(
       `UPDATE ${s}.messages m SET phase = 2, lock_until = 0, consumer = NULL, backoff_until = 0, outcome = 'success',
          last_error = NULL, updated_at = $1, result = u.result, result_encoding = u.encoding
        FROM unnest($4::text[], $5::integer[], $6::bytea[], $7::smallint[]) AS u(id, attempt, result, encoding)
-       WHERE m.queue = $2 AND m.id = u.id AND m.phase = 1 AND m.consumer = $3 AND m.attempt = u.attempt
-         AND m.requeue = 0
+       WHERE ${held('$2', '$3')}
        RETURNING m.id, m.seq, m.parent_wait`,
       [
         now,
@@ -120,10 +121,31 @@ export async function finishMessages(
     results.push('ok');
   }
   await childrenSucceeded(tx, children);
-  if (doneCount > 0) tx.count(-doneCount, doneCount, 0);
+  if (doneCount > 0) tx.count(-doneCount, doneCount - removed.length, 0);
   // A finish may free a full group's slot: idle workers hear of it instead of waiting for a backoff to end.
   if (tx.config.groupConcurrency !== null && results.includes('ok')) tx.wake();
   return results;
+}
+
+/**
+ * On a queue that keeps no successes (keepDone 0), the plain successes are removed now, as finish_and_claim
+ * removes them; a flow's child owing its parent a count is kept for childrenSucceeded, and GC removes it.
+ */
+async function removePlain(tx: WriteContext, consumerId: string, plain: readonly Finish[]): Promise<BulkRow[]> {
+  if (plain.length === 0 || tx.config.keepDone !== 0) return [];
+  const deleted = await tx.db.query<BulkRow>(
+    `DELETE FROM ${tx.s}.messages m USING unnest($3::text[], $4::integer[]) AS u(id, attempt)
+     WHERE ${held('$1', '$2')} AND m.parent_wait = 0
+     RETURNING m.id, m.seq, m.parent_wait`,
+    [tx.queue, consumerId, plain.map((f) => f.id), plain.map((f) => f.attempt)],
+  );
+  return deleted.rows;
+}
+
+/** Rows `m` of the batch `u` held for that attempt by the consumer, not marked for requeue (both placeholders). */
+function held(queue: string, consumer: string): string {
+  return `m.queue = ${queue} AND m.id = u.id AND m.phase = 1 AND m.consumer = ${consumer} AND m.attempt = u.attempt
+         AND m.requeue = 0`;
 }
 
 /** Back to pending: a retry (attempt kept) or a requeued run (attempt 0, the replacement payload). */

@@ -11,7 +11,8 @@
  * result with the message (result, result_encoding; NULL for none), version 5 gives LIFO messages their place,
  * version 6 indexes waiting messages by the deadline of their time to live (expiry.ts), version 7 adds flows
  * (flows.ts): a child's parent and its debt to it, a waiting parent's count of children not ended. Version 8
- * changes no table: its finish_and_claim also records a dry run and says when to look again.
+ * changes no table: its finish_and_claim also records a dry run and says when to look again. Version 9 changes
+ * no table either: its finish_and_claim removes a success of a queue that keeps none (keepDone 0).
  *
  * The schema's version is the one row of `version`; kvmq creates and migrates it under a transaction-level
  * advisory lock keyed by the schema's name, so processes starting together migrate it once. The functions
@@ -23,7 +24,7 @@ import { functionsDdl } from './sql-functions.js';
 import type { Queryable } from './queryable.js';
 import { quoteIdent } from './sql-text.js';
 
-export const SCHEMA_VERSION = 8;
+export const SCHEMA_VERSION = 9;
 
 /** A message's time-to-live deadline, as the expiry index keys it (model/policy.ts expireAt). */
 export const EXPIRE_AT_SQL = `((policy::jsonb ->> 'expireAt')::bigint)`;
@@ -194,6 +195,7 @@ const MIGRATIONS: Readonly<Record<number, (schema: string) => string>> = {
     ${flows7(schema)}`,
   6: (schema) => flows7(schema),
   7: () => '',
+  8: () => '',
 };
 
 /**

@@ -40,6 +40,7 @@ DECLARE
   got record;
   size_now bigint;
   claimed integer := 0;
+  removed integer := 0;
   e_types smallint[] := '{}';
   e_ids text[] := '{}';
   e_attempts integer[] := '{}';
@@ -54,12 +55,7 @@ BEGIN
     RAISE EXCEPTION 'kvmq: finish_and_claim needs the general path' USING ERRCODE = '${KVMQ_FALLBACK}';
   END IF;
   IF n > 0 THEN
-    UPDATE ${s}.messages x SET phase = 2, lock_until = 0, consumer = NULL, backoff_until = 0, outcome = 'success',
-        last_error = NULL, updated_at = p_now
-      FROM unnest(p_ids, p_attempts) AS u(id, attempt)
-      WHERE x.queue = p_queue AND x.id = u.id AND x.phase = 1 AND x.consumer = p_consumer AND x.attempt = u.attempt
-        AND x.requeue = 0 AND x.parent_wait = 0;
-    GET DIAGNOSTICS claimed = ROW_COUNT;
+${finishSql(s)}
     -- One was not held as sent, or marked for requeue, or a flow's child owing its parent a count (flows.ts), or
     -- an id came twice.
     IF claimed <> n THEN
@@ -110,12 +106,32 @@ BEGIN
   END IF;
 ${lookAgainSql(s)}
   IF n > 0 THEN
-    PERFORM ${s}.add_counts(p_queue, -n, n, 0);
+    PERFORM ${s}.add_counts(p_queue, -n, n - removed, 0);
   END IF;
 END
 $fn$;
 
 ${olderFormDdl(s)}`;
+}
+
+/**
+ * The finishes: plain successes of messages p_consumer holds, stored; on a queue that keeps no successes
+ * (keepDone 0) removed instead, not at its next GC (one row version and its index entries fewer). `claimed`
+ * counts them.
+ */
+function finishSql(s: string): string {
+  const held = `x.queue = p_queue AND x.id = u.id AND x.phase = 1 AND x.consumer = p_consumer
+          AND x.attempt = u.attempt AND x.requeue = 0 AND x.parent_wait = 0`;
+  return `    IF (q.config::jsonb ->> 'keepDone') = '0' THEN
+      DELETE FROM ${s}.messages x USING unnest(p_ids, p_attempts) AS u(id, attempt) WHERE ${held};
+      GET DIAGNOSTICS removed = ROW_COUNT;
+      claimed := removed;
+    ELSE
+      UPDATE ${s}.messages x SET phase = 2, lock_until = 0, consumer = NULL, backoff_until = 0, outcome = 'success',
+          last_error = NULL, updated_at = p_now
+        FROM unnest(p_ids, p_attempts) AS u(id, attempt) WHERE ${held};
+      GET DIAGNOSTICS claimed = ROW_COUNT;
+    END IF;`;
 }
 
 /**
