@@ -4,7 +4,7 @@
  * on a noisy machine hits all alike), the machine's load through the run, and the latency measurement.
  */
 import { loadavg } from 'node:os';
-import { connect, type Client } from '../../src/index.js';
+import { connect, type Client, type QueueConfig } from '../../src/index.js';
 import { median, quantile, signal, sleepUntil, step } from '../common.js';
 
 export type Payload = Record<string, number>;
@@ -25,10 +25,14 @@ export interface Peer {
 
 export type PeerFactory = (queue: string) => Promise<Peer>;
 
-/** kvmq through its public API, on the store the URL names; no maintenance, as in every peer bench. */
-export function kvmqFactory(url: string): PeerFactory {
+/**
+ * kvmq through its public API, on the store the URL names, each queue configured with `config` (none: the
+ * defaults); no maintenance, as in every peer bench.
+ */
+export function kvmqFactory(url: string, config: Partial<QueueConfig> = {}): PeerFactory {
   return async (queue) => {
     const client: Client = await connect(url, { maintenance: false });
+    if (Object.keys(config).length > 0) await client.configure(queue, config);
     return {
       name: 'kvmq',
       enqueue: (payload) => client.enqueue(queue, payload),

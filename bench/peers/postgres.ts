@@ -21,8 +21,9 @@
  * LISTEN/NOTIFY wake-ups, 0.5 s polling, fetches of 64 jobs in burst mode, `insert` for batches, no
  * supervision; graphile-worker as its performance page runs it: a local queue of 500, batched
  * completions, a pool of concurrency + 2; the producers' pools of 64 connections (one per add in
- * flight); kvmq with its defaults. Without a kvmq PostgreSQL store (connect() answers "unknown store
- * URL"), kvmq's column is skipped with a note and the peers still run.
+ * flight); kvmq with its defaults but one: its queues keep no successes (`keepDone: 0`, KVMQ_CONFIG).
+ * Without a kvmq PostgreSQL store (connect() answers "unknown store URL"), kvmq's column is skipped with a
+ * note and the peers still run.
  *
  * Writes the `postgres-peers` section of docs/benchmarks.md (bench/doc.ts), unless --quick, --only or
  * --peers (or a skipped kvmq) leave something out.
@@ -304,12 +305,14 @@ async function main(): Promise<void> {
   **graphile-worker**, as its performance page runs it: \`localQueue: { size: 500 }\`,
   \`completeJobBatchDelay: 0\`, \`failJobBatchDelay: 0\`, a worker pool of concurrency + 2 connections,
   \`addJobs\` for batches. Both producers' pools: ${PRODUCER_POOL} connections, one per add in flight. **kvmq**:
-  its defaults (\`connect(url)\`, with \`maintenance: false\` as in every peer bench).
+  its defaults (\`connect(url)\`, with \`maintenance: false\` as in every peer bench) but one, \`keepDone: 0\`.
 - Single adds: kvmq's client gathers the adds made in one tick into one store call (src/client/tick-batcher.ts);
   pg-boss's \`send\` and graphile-worker's \`addJob\` commit each add on its own, so with fsync on they wait
   for a flush each (PostgreSQL flushes concurrent commits together).
-- Finished jobs: kvmq and pg-boss keep them until their own cleanup; graphile-worker deletes a job once it
-  succeeds.
+- Finished jobs: pg-boss keeps them until its own cleanup; graphile-worker deletes a job once it succeeds,
+  and so does kvmq's finish on a queue that keeps no successes (\`keepDone: 0\`; with the default, kept until
+  GC, kvmq processes about a fifth fewer a second: docs/benchmarks.md, _Successes removed at their finish on
+  PostgreSQL_).
 - WAL bytes per message: \`pg_current_wal_lsn()\` before and after each timed phase, over the messages of all
   runs. Whatever else the server wrote meanwhile counts too, such as the full-page images a checkpoint
   brings: one phase's figure can jump between runs.
