@@ -4,6 +4,7 @@ import { postgresFixture } from './support/stores.js';
 
 conformance({
   ...postgresFixture(),
+  removesSuccessesAtFinish: true,
   capabilities: {
     maxPayloadBytes: 1024 * 1024,
     wakeups: true,

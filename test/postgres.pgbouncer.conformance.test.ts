@@ -7,6 +7,7 @@ import { pgbouncerFixture } from './support/stores.js';
 
 conformance({
   ...pgbouncerFixture(),
+  removesSuccessesAtFinish: true,
   capabilities: {
     maxPayloadBytes: 1024 * 1024,
     wakeups: false,

@@ -4,6 +4,7 @@ import { tempSqlite } from './fixtures/sqlite-temp.js';
 
 conformance({
   ...tempSqlite('conformance'),
+  removesSuccessesAtFinish: true,
   capabilities: {
     maxPayloadBytes: 1024 * 1024,
     wakeups: true,

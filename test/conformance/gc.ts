@@ -2,7 +2,7 @@
 import assert from 'node:assert/strict';
 import { describe } from 'node:test';
 import { storeTest } from '../support/harness.js';
-import { JobLog, waitForState, waitForStatus } from '../support/jobs.js';
+import { JobLog, stateOf, waitForState, waitForStatus } from '../support/jobs.js';
 import { waitFor } from '../support/wait.js';
 import type { StoreFixture } from '../support/fixture.js';
 import { storeOf } from '../../src/client/client-store.js';
@@ -139,6 +139,44 @@ export function gc(fixture: StoreFixture): void {
         assert.deepEqual([counts['done-awaiting-gc'], counts.failed, total], [2, 1, 4]);
         // Nothing more to remove: a second run keeps the same.
         assert.deepEqual(await h.client.gc(q), { ran: true, removed: 0 });
+      },
+    );
+
+    storeTest(
+      fixture,
+      'keepDone 0: a plain success goes at its finish on the SQL stores, else at the next gc(); one with a result waits for GC',
+      async (h) => {
+        const q = h.queue('gc-keep-none');
+        await h.client.configure(q, { gcLifetimeMs: HOUR_MS, gcIntervalMs: HOUR_MS, keepDone: 0, events: true });
+        // A GC now: the worker's own first one, due at once otherwise, would race the finishes.
+        await h.client.gc(q);
+        const producer = await h.connect({ maintenance: false });
+        h.worker(
+          q,
+          (job) =>
+            job.id === 'result'
+              ? { status: 'success', result: 7 }
+              : { status: 'success', backoffMs: job.id === 'refusing' ? HOUR_MS : 0 },
+          { concurrency: 1 },
+        );
+        for (const id of ['plain', 'result', 'refusing']) {
+          await producer.enqueue(q, 'x', { id });
+          // The event, as the status of a success removed at its finish is gone.
+          await waitFor(
+            async () => (await h.client.readEvents(q)).events.some((e) => e.type === 'completed' && e.id === id),
+            { what: `${id} completed` },
+          );
+        }
+        const atFinish = fixture.removesSuccessesAtFinish === true;
+        assert.equal(await stateOf(h.client, q, 'plain'), atFinish ? null : 'done-awaiting-gc');
+        assert.equal(await stateOf(h.client, q, 'result'), 'done-awaiting-gc');
+        assert.equal(await stateOf(h.client, q, 'refusing'), 'done-with-backoff');
+        assert.deepEqual(await h.client.gc(q), { ran: true, removed: atFinish ? 1 : 2 });
+        for (const id of ['plain', 'result']) assert.equal(await stateOf(h.client, q, id), null, `${id} removed`);
+        const { counts, total } = await h.client.queueStatus(q);
+        assert.deepEqual([counts['done-with-backoff'], total], [1, 1]);
+        // The id is free again.
+        assert.deepEqual(await producer.enqueue(q, 'y', { id: 'plain' }), { ok: true, id: 'plain', action: 'added' });
       },
     );
 

@@ -28,6 +28,11 @@ export interface StoreFixture {
    * one atomic write holds fewer than the default 1,000 (ZooKeeper: a multi within jute.maxbuffer).
    */
   readonly flowNodes?: number;
+  /**
+   * The store's finish removes a plain success of a queue that keeps none (`keepDone: 0`) at once, where others
+   * leave it to the next GC (the SQL stores).
+   */
+  readonly removesSuccessesAtFinish?: boolean;
   /** What the store is expected to declare; the suite checks the store says the same. */
   readonly capabilities?: Partial<Capabilities>;
 }

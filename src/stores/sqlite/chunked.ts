@@ -93,6 +93,21 @@ export function finishSuccesses(db: BetterSqlite3.Database): ChunkedStatement {
 }
 
 /**
+ * Prefix (queue, consumer), rows of (id, attempt): as finishSuccesses, for a queue that keeps no successes
+ * (keepDone 0): removes them (their reports go by trigger) instead of marking them done; returns the ids removed.
+ */
+export function removeSuccesses(db: BetterSqlite3.Database): ChunkedStatement {
+  return chunked(
+    db,
+    (n) =>
+      `DELETE FROM kvmq_messages
+       WHERE queue = ? AND phase = 1 AND consumer = ? AND requeue = 0 AND parent_wait = 0
+         AND (id, attempt) IN (VALUES ${placeholders(n, '(?, ?)')})
+       RETURNING id`,
+  );
+}
+
+/**
  * Prefix (now, queue, consumer), rows of (id, attempt, result, result_encoding): as finishSuccesses, for
  * successes that keep a result, each written with its own (looked up in the rows: at most a chunk's); returns
  * the ids done. Matched as finishSuccesses matches, so each row finds its message by the (queue, id) index.

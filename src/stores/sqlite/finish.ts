@@ -42,7 +42,13 @@ export function finishMessages(
   const done = new Set<string>();
   const plain = finishes.filter(isPlainSuccess);
   const rows = plain.map((f) => [f.id, f.attempt]);
-  bulkStored(tx, plain, bulk.plain([now, queue, consumerId], rows) as string[], done);
+  // A queue that keeps no successes (keepDone 0) has them removed now rather than at its next GC.
+  const removing = tx.config().keepDone === 0;
+  const stored = (
+    removing ? bulk.removePlain([queue, consumerId], rows) : bulk.plain([now, queue, consumerId], rows)
+  ) as string[];
+  bulkStored(tx, plain, stored, done);
+  const removed = removing ? stored.length : 0;
   const kept = finishes.filter(isResultSuccess);
   if (kept.length > 0) {
     const keptRows = kept.map((f) => [f.id, f.attempt, ...resultValues(f)]);
@@ -76,15 +82,19 @@ export function finishMessages(
     }
     results.push('ok');
   }
-  if (doneCount > 0) tx.count(-doneCount, doneCount);
+  if (doneCount > 0) tx.count(-doneCount, doneCount - removed);
   // A finish may free a full group's slot: idle workers hear of it instead of waiting for a backoff to end.
   if (tx.config().groupConcurrency !== null && results.includes('ok')) tx.wake(queue);
   return results;
 }
 
-/** The multi-row finishes: of plain successes, and of successes that keep a result (sqlite/chunked.ts). */
+/**
+ * The multi-row finishes: of plain successes (stored, or removed on a queue that keeps none), and of successes
+ * that keep a result (sqlite/chunked.ts).
+ */
 export interface BulkFinishes {
   readonly plain: ChunkedStatement;
+  readonly removePlain: ChunkedStatement;
   readonly withResult: ChunkedStatement;
 }
 

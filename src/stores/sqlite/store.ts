@@ -28,7 +28,7 @@ import { enqueueMessages } from './enqueue.js';
 import { runGc } from './gc.js';
 import { finishMessages, type BulkFinishes } from './finish.js';
 import { clearedChildrenEnd, flowChildren, flowTree, writeFlow } from './flows.js';
-import { finishResults, finishSuccesses, insertMessages, type MessageInserts } from './chunked.js';
+import { finishResults, finishSuccesses, insertMessages, removeSuccesses, type MessageInserts } from './chunked.js';
 import { liveConsumers, messageDetails, messageStatus, stateCounts } from './inspect.js';
 import { Lister } from './list.js';
 import { pendingRanges } from './pending.js';
@@ -188,7 +188,7 @@ class SqliteStore implements Store {
   ) {
     this.sql = prepareStatements(db);
     this.insertMessages = insertMessages(db);
-    this.bulkFinishes = { plain: finishSuccesses(db), withResult: finishResults(db) };
+    this.bulkFinishes = { plain: finishSuccesses(db), removePlain: removeSuccesses(db), withResult: finishResults(db) };
     this.lister = new Lister(db);
     this.events = new EventLog(db);
     this.scheduleTable = new ScheduleTable(db);
