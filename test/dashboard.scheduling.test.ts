@@ -120,6 +120,8 @@ storeTest(sqlite, "a queue page shows the queue's configuration, read only", asy
     events: 'on: the newest 500, for 1 d',
     filterEnums: '{&quot;tier&quot;:[&quot;free&quot;,&quot;paid&quot;]}',
   });
+  await h.client.configure(queue, { keepDone: 0 });
+  assertCells(await fetchPage(url, `queues/${queue}`), { keepDone: 'none', keepFailed: 'the newest 50' });
   // The dead-letter queue links to its own page; nothing on the panel changes anything.
   assert.match(set, new RegExp(`data-config="deadLetterQueue"><a class="mono" href="[^"]*/queues/${dlq}">${dlq}</a>`));
   const panel = /<section class="panel" data-config-panel>[\s\S]*?<\/section>/.exec(set)?.[0] ?? '';

@@ -45,7 +45,8 @@ export const config: Command = {
     "Without key=value, prints the queue's configuration. Keys:\n" +
       '  gc_lifetime_ms=T        finished messages older than T are removed by GC (alias task_gc_lifetime)\n' +
       '  failed_lifetime_ms=T    failed messages older than T are removed by GC (default 7 days)\n' +
-      '  keep_done=N             GC also removes successes beyond the newest N; none: by age only (default)\n' +
+      '  keep_done=N             GC also removes successes beyond the newest N; none: by age only (default);\n' +
+      '                          0 on SQLite and PostgreSQL: a plain success goes at its finish\n' +
       '  keep_failed=N           GC also removes failed messages beyond the newest N; none: by age only\n' +
       '  gc_interval_ms=T        GC runs at most every T (alias task_gc_interval)\n' +
       '  max_deliveries=N        a message that loses its lock N times fails (0: never; default 10)\n' +

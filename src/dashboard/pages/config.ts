@@ -29,17 +29,9 @@ export function configPanel(ctx: PageContext, config: QueueConfig): Html {
         : `at most ${count(groupRateLimit.max)} per ${period(groupRateLimit.perMs)} per group`,
     ],
     ['gcLifetimeMs', 'Done kept for', period(config.gcLifetimeMs)],
-    [
-      'keepDone',
-      'Done kept at most',
-      keepDone === null ? html`<span class="muted">by age only</span>` : `the newest ${count(keepDone)}`,
-    ],
+    ['keepDone', 'Done kept at most', keptAtMost(keepDone)],
     ['failedLifetimeMs', 'Failed kept for', period(config.failedLifetimeMs)],
-    [
-      'keepFailed',
-      'Failed kept at most',
-      keepFailed === null ? html`<span class="muted">by age only</span>` : `the newest ${count(keepFailed)}`,
-    ],
+    ['keepFailed', 'Failed kept at most', keptAtMost(keepFailed)],
     ['gcIntervalMs', 'GC at most every', period(config.gcIntervalMs)],
     [
       'maxDeliveries',
@@ -76,6 +68,12 @@ export function configPanel(ctx: PageContext, config: QueueConfig): Html {
       )}
     </table>
   </section>`;
+}
+
+/** A count to keep (keepDone, keepFailed): null keeps by age only; 0 keeps none, a setting, so not muted. */
+function keptAtMost(keep: number | null): Html | string {
+  if (keep === null) return html`<span class="muted">by age only</span>`;
+  return keep === 0 ? 'none' : `the newest ${count(keep)}`;
 }
 
 /** '1 s', '5 min', '7 d', '250 ms': a duration in the largest unit that divides it. */
