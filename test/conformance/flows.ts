@@ -56,6 +56,38 @@ export function flows(fixture: StoreFixture): void {
 
     storeTest(
       fixture,
+      "a child's success on a queue that keeps none (keepDone 0) stays for its parent to read",
+      async (h) => {
+        const q = h.queue('flow-keep');
+        const other = h.queue('flow-keep-none');
+        await h.client.configure(other, { keepDone: 0, gcIntervalMs: 3_600_000 });
+        // A GC now: the worker's own first one, due at once otherwise, would remove the children it finds done.
+        await h.client.gc(other);
+        await h.client.flow({
+          queue: q,
+          payload: 'parent',
+          id: 'p',
+          children: [
+            { queue: other, payload: 1, id: 'c1' },
+            { queue: other, payload: 2, id: 'c2' },
+          ],
+        });
+        const { children } = parentWorker(h, q);
+        h.worker(other, () => undefined);
+        await waitForStatus(h.client, q, 'p', 'done-awaiting-gc');
+        assert.deepEqual(
+          children[0]?.map((c) => [c.id, c.outcome]),
+          [
+            ['c1', 'success'],
+            ['c2', 'success'],
+          ],
+        );
+      },
+      { capability: 'flows' },
+    );
+
+    storeTest(
+      fixture,
       'a parent waits for its children, in its queue and another, then runs once with their results',
       async (h) => {
         const q = h.queue('flow');

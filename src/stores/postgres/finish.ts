@@ -129,13 +129,14 @@ export async function finishMessages(
 
 /**
  * On a queue that keeps no successes (keepDone 0), the plain successes are removed now, as finish_and_claim
- * removes them; a flow's child owing its parent a count is kept for childrenSucceeded, and GC removes it.
+ * removes them; a flow's child is kept, for its parent to read (job.children()) and to count for it, and GC
+ * removes it.
  */
 async function removePlain(tx: WriteContext, consumerId: string, plain: readonly Finish[]): Promise<BulkRow[]> {
   if (plain.length === 0 || tx.config.keepDone !== 0) return [];
   const deleted = await tx.db.query<BulkRow>(
     `DELETE FROM ${tx.s}.messages m USING unnest($3::text[], $4::integer[]) AS u(id, attempt)
-     WHERE ${held('$1', '$2')} AND m.parent_wait = 0
+     WHERE ${held('$1', '$2')} AND m.parent_seq IS NULL
      RETURNING m.id, m.seq, m.parent_wait`,
     [tx.queue, consumerId, plain.map((f) => f.id), plain.map((f) => f.attempt)],
   );

@@ -116,14 +116,15 @@ ${olderFormDdl(s)}`;
 
 /**
  * The finishes: plain successes of messages p_consumer holds, stored; on a queue that keeps no successes
- * (keepDone 0) removed instead, not at its next GC (one row version and its index entries fewer). `claimed`
- * counts them.
+ * (keepDone 0) removed instead, not at its next GC (one row version and its index entries fewer), but for a
+ * flow's child, which its parent reads (the general path keeps it). `claimed` counts them.
  */
 function finishSql(s: string): string {
   const held = `x.queue = p_queue AND x.id = u.id AND x.phase = 1 AND x.consumer = p_consumer
           AND x.attempt = u.attempt AND x.requeue = 0 AND x.parent_wait = 0`;
   return `    IF (q.config::jsonb ->> 'keepDone') = '0' THEN
-      DELETE FROM ${s}.messages x USING unnest(p_ids, p_attempts) AS u(id, attempt) WHERE ${held};
+      DELETE FROM ${s}.messages x USING unnest(p_ids, p_attempts) AS u(id, attempt)
+        WHERE ${held} AND x.parent_seq IS NULL;
       GET DIAGNOSTICS removed = ROW_COUNT;
       claimed := removed;
     ELSE

@@ -95,13 +95,14 @@ export function finishSuccesses(db: BetterSqlite3.Database): ChunkedStatement {
 /**
  * Prefix (queue, consumer), rows of (id, attempt): as finishSuccesses, for a queue that keeps no successes
  * (keepDone 0): removes them (their reports go by trigger) instead of marking them done; returns the ids removed.
+ * A flow's child stays, for its parent to read (job.children()), and goes to the one-by-one finish.
  */
 export function removeSuccesses(db: BetterSqlite3.Database): ChunkedStatement {
   return chunked(
     db,
     (n) =>
       `DELETE FROM kvmq_messages
-       WHERE queue = ? AND phase = 1 AND consumer = ? AND requeue = 0 AND parent_wait = 0
+       WHERE queue = ? AND phase = 1 AND consumer = ? AND requeue = 0 AND parent_seq IS NULL
          AND (id, attempt) IN (VALUES ${placeholders(n, '(?, ?)')})
        RETURNING id`,
   );
