@@ -12,7 +12,8 @@
  * version 6 indexes waiting messages by the deadline of their time to live (expiry.ts), version 7 adds flows
  * (flows.ts): a child's parent and its debt to it, a waiting parent's count of children not ended. Version 8
  * changes no table: its finish_and_claim also records a dry run and says when to look again. Version 9 changes
- * no table either: its finish_and_claim removes a success of a queue that keeps none (keepDone 0).
+ * no table either: its finish_and_claim removes a success of a queue that keeps none (keepDone 0), and it and
+ * enqueue_messages keep generic plans (sql-text.ts GENERIC_PLANS).
  *
  * The schema's version is the one row of `version`; kvmq creates and migrates it under a transaction-level
  * advisory lock keyed by the schema's name, so processes starting together migrate it once. The functions

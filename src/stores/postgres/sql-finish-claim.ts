@@ -12,7 +12,7 @@
  */
 import { QUEUE_EVENT_TYPES } from '../../model/events.js';
 import { nextTimesSql } from './ranges.js';
-import { quoteIdent } from './sql-text.js';
+import { GENERIC_PLANS, quoteIdent } from './sql-text.js';
 
 /** The SQLSTATE `finish_and_claim` raises when its caller must take the general path. */
 export const KVMQ_FALLBACK = 'KQ001';
@@ -33,7 +33,7 @@ CREATE OR REPLACE FUNCTION ${s}.finish_and_claim(p_queue text, p_now bigint, p_c
     RETURNS TABLE (r_seq bigint, r_id text, r_payload bytea, r_encoding smallint, r_metadata text, r_filters text,
       r_attempt integer, r_policy text, r_priority integer, r_ready_at bigint, r_size bigint, r_wake_at bigint,
       r_dry_runs integer)
-    LANGUAGE plpgsql AS $fn$
+    LANGUAGE plpgsql ${GENERIC_PLANS} AS $fn$
 DECLARE
   n integer := coalesce(array_length(p_ids, 1), 0);
   q record;
@@ -56,8 +56,8 @@ BEGIN
   END IF;
   IF n > 0 THEN
 ${finishSql(s)}
-    -- One was not held as sent, or marked for requeue, or a flow's child owing its parent a count (flows.ts), or
-    -- an id came twice.
+    -- One was not held as sent, or marked for requeue, or a flow's child owing its parent a count (flows.ts) or,
+    -- on a queue that keeps no successes, any flow's child, or an id came twice.
     IF claimed <> n THEN
       RAISE EXCEPTION 'kvmq: finish_and_claim needs the general path' USING ERRCODE = '${KVMQ_FALLBACK}';
     END IF;
@@ -117,20 +117,22 @@ ${olderFormDdl(s)}`;
 /**
  * The finishes: plain successes of messages p_consumer holds, stored; on a queue that keeps no successes
  * (keepDone 0) removed instead, not at its next GC (one row version and its index entries fewer), but for a
- * flow's child, which its parent reads (the general path keeps it). `claimed` counts them.
+ * flow's child, which its parent reads (the general path keeps it). `claimed` counts them. Each statement is
+ * planned with the batch's values (EXECUTE), not kept generic (GENERIC_PLANS): a generic plan guesses ten
+ * finishes and, for a worker finishing a thousand, compared each with every message the consumer held.
  */
 function finishSql(s: string): string {
-  const held = `x.queue = p_queue AND x.id = u.id AND x.phase = 1 AND x.consumer = p_consumer
+  const held = `x.queue = $1 AND x.id = u.id AND x.phase = 1 AND x.consumer = $4
           AND x.attempt = u.attempt AND x.requeue = 0 AND x.parent_wait = 0`;
   return `    IF (q.config::jsonb ->> 'keepDone') = '0' THEN
-      DELETE FROM ${s}.messages x USING unnest(p_ids, p_attempts) AS u(id, attempt)
-        WHERE ${held} AND x.parent_seq IS NULL;
+      EXECUTE $q$DELETE FROM ${s}.messages x USING unnest($2, $3) AS u(id, attempt)
+        WHERE ${held} AND x.parent_seq IS NULL$q$ USING p_queue, p_ids, p_attempts, p_consumer;
       GET DIAGNOSTICS removed = ROW_COUNT;
       claimed := removed;
     ELSE
-      UPDATE ${s}.messages x SET phase = 2, lock_until = 0, consumer = NULL, backoff_until = 0, outcome = 'success',
-          last_error = NULL, updated_at = p_now
-        FROM unnest(p_ids, p_attempts) AS u(id, attempt) WHERE ${held};
+      EXECUTE $q$UPDATE ${s}.messages x SET phase = 2, lock_until = 0, consumer = NULL, backoff_until = 0,
+          outcome = 'success', last_error = NULL, updated_at = $5
+        FROM unnest($2, $3) AS u(id, attempt) WHERE ${held}$q$ USING p_queue, p_ids, p_attempts, p_consumer, p_now;
       GET DIAGNOSTICS claimed = ROW_COUNT;
     END IF;`;
 }

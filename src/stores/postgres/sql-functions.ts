@@ -8,7 +8,7 @@
  * (triggers, psql, another application's transaction). `add_counts`, `add_events` and `state_of` are what
  * both and the store's other operations share.
  */
-import { COUNT_SLOTS_SQL, quoteIdent, quoteLiteral } from './sql-text.js';
+import { COUNT_SLOTS_SQL, GENERIC_PLANS, quoteIdent, quoteLiteral } from './sql-text.js';
 import { eventsPayload, wakeChannel } from './channel.js';
 
 export function functionsDdl(schema: string): string {
@@ -79,7 +79,7 @@ function enqueueMessagesDdl(s: string, channel: string): string {
 CREATE OR REPLACE FUNCTION ${s}.enqueue_messages(p_queue text, p_now bigint, p_ids text[], p_payloads bytea[],
     p_encodings smallint[], p_metadata text[], p_filters text[], p_delays bigint[], p_policies text[],
     p_priorities integer[], p_groups text[], p_debounce text[], p_requeue boolean[], p_replace boolean[])
-    RETURNS TABLE (r_id text, r_ok boolean, r_action text, r_state text) LANGUAGE plpgsql AS $fn$
+    RETURNS TABLE (r_id text, r_ok boolean, r_action text, r_state text) LANGUAGE plpgsql ${GENERIC_PLANS} AS $fn$
 DECLARE
   n integer := coalesce(array_length(p_ids, 1), 0);
   events_on boolean;
