@@ -311,8 +311,7 @@ async function main(): Promise<void> {
   for a flush each (PostgreSQL flushes concurrent commits together).
 - Finished jobs: pg-boss keeps them until its own cleanup; graphile-worker deletes a job once it succeeds,
   and so does kvmq's finish on a queue that keeps no successes (\`keepDone: 0\`; with the default, kept until
-  GC, kvmq processes about a fifth fewer a second: docs/benchmarks.md, _Successes removed at their finish on
-  PostgreSQL_).
+  GC, kvmq processes fewer a second: docs/benchmarks.md, _Successes removed at their finish on PostgreSQL_).
 - WAL bytes per message: \`pg_current_wal_lsn()\` before and after each timed phase, over the messages of all
   runs. Whatever else the server wrote meanwhile counts too, such as the full-page images a checkpoint
   brings: one phase's figure can jump between runs.
