@@ -13,7 +13,8 @@
  *   pg-boss, ANALYZE runs on its tables after the fill, so its fetches plan with fresh statistics;
  * - latency: messages at 500/s to an idle worker, the processing phase's (concurrency 64), from just
  *   before the add to the handler's entry (at concurrency 1, a batch of one, pg-boss's worker fell far
- *   behind 500/s in a trial, p50 0.3 s and p99 42 s over 200 messages: a figure of its backlog);
+ *   behind 500/s in a trial, p50 0.3 s and p99 42 s over 200 messages: a figure of its backlog); taken in
+ *   each round like the other phases, after a whole round of it as warm-up, the rounds' samples pooled;
  * - WAL bytes per message in each throughput phase (pg_current_wal_lsn before and after): what each
  *   library writes for a message.
  *
@@ -37,6 +38,7 @@ import {
   drain,
   fillBatches,
   inTurn,
+  latencyMeasurement,
   loadText,
   ratioText,
   roundRatios,
@@ -267,7 +269,8 @@ async function main(): Promise<void> {
   try {
     const latency = { messages: sizes.latency, perSec: sizes.latencyPerSec, concurrency: CONCURRENCY };
     const latencyPhase = { options: latency, freshQueue: () => freshQueue('latency'), results };
-    loads = await inTurn(peers, sizes.runs, measurements, phases.has('latency') ? latencyPhase : null);
+    const timed = phases.has('latency') ? [...measurements, latencyMeasurement(latencyPhase)] : measurements;
+    loads = await inTurn(peers, sizes.runs, timed);
   } finally {
     await client.end();
   }
@@ -295,8 +298,9 @@ async function main(): Promise<void> {
 - Machine: ${machine}. Shared and noisy: the ratios measured in one run matter more than the rates.
 - Setup: ${setup}. No-op handlers. Processing drains a queue filled beforehand (untimed), one worker at
   concurrency ${CONCURRENCY}, until its graceful stop. Latency: from just before the add to the handler's entry, to
-  the same worker, idle between messages (at concurrency 1, a batch of one, pg-boss's worker fell far behind
-  ${sizes.latencyPerSec}/s in a trial, p50 0.3 s and p99 42 s over 200 messages: a figure of its backlog).
+  the same worker, idle between messages, in each round after a warm-up round, the rounds' samples pooled (at
+  concurrency 1, a batch of one, pg-boss's worker fell far behind ${sizes.latencyPerSec}/s in a trial, p50 0.3 s and
+  p99 42 s over 200 messages: a figure of its backlog).
 - Each library at its fastest documented settings. **pg-boss**: LISTEN/NOTIFY wake-ups (\`useListenNotify\`,
   the queue's \`notify\`), \`pollingIntervalSeconds\` and \`notifyPollingIntervalSeconds\` at their 0.5 s
   floor, \`batchSize: ${CONCURRENCY}\` with \`burstWhenBatchFull\` (one fetch loop of ${CONCURRENCY} drained faster than

@@ -17,7 +17,8 @@
  *   add), drained by one worker at concurrency 64, until every job is
  *   finished in Redis (the worker's graceful close);
  * - latency: messages at a light steady rate to an idle worker at concurrency
- *   1, from just before the add to the handler's entry;
+ *   1, from just before the add to the handler's entry; taken in each round,
+ *   after a whole round of it as warm-up, the rounds' samples pooled;
  * - Redis commands per message in each phase, from INFO commandstats (every
  *   command counts, those run inside scripts too), and how many of them were
  *   script calls.
@@ -36,6 +37,7 @@ import {
   drain,
   fillBatches,
   inTurn,
+  latencyMeasurement,
   kvmqFactory,
   loadText,
   phaseMeasurements,
@@ -363,7 +365,8 @@ async function main(): Promise<void> {
   try {
     const latency = { messages: sizes.latency, perSec: sizes.latencyPerSec, concurrency: 1 };
     const latencyPhase = { options: latency, freshQueue: () => freshQueue('latency'), results };
-    loads = await inTurn(peers, sizes.runs, measurements, phases.has('latency') ? latencyPhase : null);
+    const timed = phases.has('latency') ? [...measurements, latencyMeasurement(latencyPhase)] : measurements;
+    loads = await inTurn(peers, sizes.runs, timed);
   } finally {
     admin.disconnect();
   }
