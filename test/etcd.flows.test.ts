@@ -10,7 +10,8 @@ import { storeOf } from '../src/client/client-store.js';
 import { StoreLimitError } from '../src/model/errors.js';
 import { QueueKeys } from '../src/stores/etcd/keys.js';
 import { decodeRecord, type MessageRecord } from '../src/stores/etcd/record.js';
-import { prefixEnd } from '../src/stores/etcd/kv.js';
+import { prefixEnd, type TxnRequest } from '../src/stores/etcd/kv.js';
+import { clearQueue } from '../src/stores/etcd/clear.js';
 import { spawnChild } from './support/child.js';
 import { JobLog, waitForStatus } from './support/jobs.js';
 import { quietPeriod, waitFor } from './support/wait.js';
@@ -251,6 +252,47 @@ void describe('etcd flows', () => {
       assert.equal((await client.status('parents', 'p2'))?.state, 'waiting-children');
       client.worker('idle', () => undefined);
       await waitForStatus(client, 'parents', 'p2', 'queued');
+    },
+  );
+
+  void test(
+    'a flow written into a queue while it is cleared has its child counted as removed, not deleted uncounted',
+    { timeout: TIMEOUT_MS },
+    async () => {
+      const client = await opened.client(isolatedUrl());
+      const store = etcdStore(client);
+      const keys = new QueueKeys(store.root, 'kids');
+      await client.enqueue('kids', 'old');
+      let written = false;
+      // The flow lands between the clear's count of the queue's children and its deletes, as another producer's can.
+      const kv = new Proxy(store.kv, {
+        get(target, name) {
+          if (name === 'txn') {
+            return async (request: TxnRequest) => {
+              const deletesRecords = request.success.some((op) => op.type === 'delete' && op.key === keys.records);
+              if (!written && deletesRecords) {
+                written = true;
+                await client.flow({
+                  queue: 'parents',
+                  payload: 'p',
+                  id: 'p',
+                  children: [{ queue: 'kids', payload: 'a', id: 'a' }],
+                });
+              }
+              return target.txn(request);
+            };
+          }
+          const value: unknown = Reflect.get(target, name, target);
+          return typeof value === 'function' ? (value as (...args: unknown[]) => unknown).bind(target) : value;
+        },
+      });
+      await clearQueue(kv, keys);
+      assert.equal(written, true);
+      assert.equal(await client.status('kids', 'a'), null);
+      assert.equal((await client.queueStatus('kids')).counts.queued, 0);
+      const parent = await client.status('parents', 'p');
+      assert.equal(parent?.state, 'failed');
+      assert.equal(parent.lastError, 'child kids/a failed: removed');
     },
   );
 

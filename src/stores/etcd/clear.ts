@@ -6,16 +6,47 @@
  * consumers' registrations), records, kept payloads, the GC index and the
  * dry-run count. The configuration stays. The dispatcher sees the records go
  * and forgets the messages; consumers see their deliveries go and lose them.
+ *
+ * The first Txn deletes every record and every child's debt together, and only
+ * if no child came to owe its parent since the count began: a flow written into
+ * the queue meanwhile makes it fail, and the count runs again (that child
+ * counted as removed), so no child is deleted uncounted.
  */
-import { prefixEnd, type Kv, type Op } from './kv.js';
+import { prefixEnd, type Compare, type Kv, type Op } from './kv.js';
 import { producerPrefixes } from './dispatcher/snapshot.js';
 import { resetCountOps } from './counts.js';
 import { settleBeforeClear } from './flow-ends.js';
 import type { QueueKeys } from './keys.js';
 
+/** Counts and first Txns a clear tries while flows keep arriving in the queue. */
+const CLEAR_TRIES = 10;
+
 export async function clearQueue(kv: Kv, keys: QueueKeys): Promise<void> {
-  // Flow children not counted for their parents yet are first (flow-ends.ts): as removals, or as they ended.
-  await settleBeforeClear(kv, keys);
+  const ops = await clearOps(kv, keys);
+  for (let tries = 0; ; tries++) {
+    if (tries === CLEAR_TRIES) {
+      throw new Error(`kvmq: flows kept arriving in ${keys.queue} while it was cleared; try again`);
+    }
+    const { revision } = await kv.txn({ compare: [], success: [] });
+    // Flow children not counted for their parents yet are first (flow-ends.ts): as removals, or as they ended.
+    await settleBeforeClear(kv, keys);
+    // Every debt left was there before the count began (one it could not count: its message is gone already).
+    const noNewDebts = [keys.owesIndex, keys.unsettledIndex].map((index): Compare => ({
+      key: index,
+      end: prefixEnd(index),
+      target: 'mod',
+      result: '<',
+      operand: revision + 1,
+    }));
+    if ((await kv.txn({ compare: noNewDebts, success: ops.slice(0, TXN_OPS) })).succeeded) break;
+  }
+  for (let i = TXN_OPS; i < ops.length; i += TXN_OPS) await kv.txn({ compare: [], success: ops.slice(i, i + TXN_OPS) });
+}
+
+const TXN_OPS = 120;
+
+/** The deletes of a clear: the queue's messages and debts first (one Txn), the registrations' deliveries last. */
+async function clearOps(kv: Kv, keys: QueueKeys): Promise<Op[]> {
   const consumerPrefixes = [keys.prefix, keys.shortPrefix].flatMap((base) => [`${base}consumer/`, `${base}c/`]);
   const registrations: string[] = [];
   for (const prefix of consumerPrefixes) {
@@ -27,7 +58,7 @@ export async function clearQueue(kv: Kv, keys: QueueKeys): Promise<void> {
   }
   const range = (key: string, end: string): Op => ({ type: 'delete', key, end });
   // The deliveries last: what the counts count (records, ordered keys) goes with their reset, in the first Txn.
-  const ops: Op[] = [
+  return [
     ...producerPrefixes(keys).map((p) => range(p, prefixEnd(p))),
     range(keys.orderedStart, keys.orderedEnd),
     range(keys.records, prefixEnd(keys.records)),
@@ -56,5 +87,4 @@ export async function clearQueue(kv: Kv, keys: QueueKeys): Promise<void> {
     { type: 'delete', key: keys.rate },
     range(keys.groupRates, prefixEnd(keys.groupRates)),
   ];
-  for (let i = 0; i < ops.length; i += 120) await kv.txn({ compare: [], success: ops.slice(i, i + 120) });
 }
