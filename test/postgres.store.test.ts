@@ -25,6 +25,9 @@ import { storeOf } from '../src/client/client-store.js';
 import { encodeResult } from '../src/model/result.js';
 import type { Finish } from '../src/stores/contract/contract.js';
 import { lockReadySql } from '../src/stores/postgres/claim.js';
+import { clearQueues } from '../src/stores/postgres/clear.js';
+import type { Queryable } from '../src/stores/postgres/queryable.js';
+import { ConfigCache } from '../src/stores/postgres/queue-row.js';
 import { SCHEMA_VERSION } from '../src/stores/postgres/schema.js';
 import { lockKey } from '../src/stores/postgres/session.js';
 import { start, type PostgresServer } from '../scripts/servers/postgres.mjs';
@@ -204,6 +207,40 @@ void describe('postgres store', () => {
     } finally {
       await worker.stop();
     }
+  });
+
+  void test('a flow committed while a queue is cleared has its child counted as removed, not deleted uncounted', async () => {
+    const { url, schema } = schemaUrl();
+    const client = await open(url);
+    await client.enqueue('kids', 'old');
+    const db = new pg.Client({ connectionString: base });
+    await db.connect();
+    try {
+      let written = false;
+      // The flow commits between the clear's ends of owing children and its deletes, as another producer's can.
+      const hooked = {
+        async query(text: string, values?: unknown[]) {
+          if (!written && text.startsWith(`DELETE FROM "${schema}".messages`)) {
+            written = true;
+            const children = [{ queue: 'kids', payload: 'a', id: 'a' }];
+            await client.flow({ queue: 'parents', payload: 'p', id: 'p', children });
+          }
+          return db.query(text, values);
+        },
+      } as Queryable;
+      await db.query('BEGIN');
+      await clearQueues(hooked, schema, ['kids'], new ConfigCache());
+      await db.query('COMMIT');
+      assert.equal(written, true);
+    } finally {
+      await db.end();
+    }
+    assert.equal(await client.status('kids', 'a'), null);
+    assert.equal(await client.status('kids', 'old'), null);
+    assert.equal((await client.queueStatus('kids')).counts.queued, 0);
+    const parent = await client.status('parents', 'p');
+    assert.equal(parent?.state, 'failed');
+    assert.equal(parent.lastError, 'child kids/a failed: removed');
   });
 
   void test('a version 6 schema is migrated: its messages stay, and it writes flows', async () => {

@@ -10,7 +10,14 @@ import { quoteIdent } from './sql-text.js';
 import { writeContext } from './tx.js';
 import type { Queryable } from './queryable.js';
 
-/** In the caller's transaction. */
+/** Passes of ends and deletes a clear makes while flows keep arriving in its queues. */
+const CLEAR_PASSES = 10;
+
+/**
+ * In the caller's transaction. The children owing their parents are ended first, and the deletes take only
+ * messages that owe nothing: a flow's child committed after the ends (each statement sees what committed before
+ * it) stays rather than go uncounted, and the next pass ends and deletes it.
+ */
 export async function clearQueues(
   db: Queryable,
   schema: string,
@@ -20,21 +27,39 @@ export async function clearQueues(
   const s = quoteIdent(schema);
   const [first] = queues;
   if (first === undefined) return;
-  const owing = await db.query(
-    `SELECT 1 FROM ${s}.messages WHERE queue = ANY($1::text[]) AND parent_wait = 1 LIMIT 1`,
-    [queues],
-  );
-  if (owing.rows.length > 0) {
-    const { tx, finish } = writeContext(db, schema, first, await ensureQueueRow(db, s, first), configs);
-    await clearedChildrenEnd(tx, queues);
-    // What the ends wrote to the cleared queues' counters and events goes with them below.
-    await finish();
+  for (let pass = 0; pass < CLEAR_PASSES; pass++) {
+    const owed = await endOwingChildren(db, schema, first, queues, configs);
+    if (pass > 0 && !owed) break;
+    for (const queue of queues) {
+      await db.query(`DELETE FROM ${s}.messages WHERE queue = $1 AND parent_wait = 0`, [queue]);
+    }
   }
   for (const queue of queues) {
-    for (const table of ['messages', 'classes', 'counts']) {
+    for (const table of ['classes', 'counts']) {
       await db.query(`DELETE FROM ${s}.${table} WHERE queue = $1`, [queue]);
     }
     await db.query(`UPDATE ${s}.queues SET dry_runs = 0, eoq_until = 0, rate_tat = 0 WHERE queue = $1`, [queue]);
     await emptyEvents(db, s, queue);
   }
+}
+
+/** Ends, as removals, the children in `queues` still owing their parents a count; whether there were any. */
+async function endOwingChildren(
+  db: Queryable,
+  schema: string,
+  first: string,
+  queues: readonly string[],
+  configs: ConfigCache,
+): Promise<boolean> {
+  const s = quoteIdent(schema);
+  const owing = await db.query(
+    `SELECT 1 FROM ${s}.messages WHERE queue = ANY($1::text[]) AND parent_wait = 1 LIMIT 1`,
+    [queues],
+  );
+  if (owing.rows.length === 0) return false;
+  const { tx, finish } = writeContext(db, schema, first, await ensureQueueRow(db, s, first), configs);
+  await clearedChildrenEnd(tx, queues);
+  // What the ends wrote to the cleared queues' counters and events goes with them below.
+  await finish();
+  return true;
 }
