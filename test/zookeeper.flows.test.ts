@@ -9,6 +9,9 @@ import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import { FlowRefusedError, StoreLimitError, StoreUnavailableError, type Client, type FlowTree } from '../src/index.js';
 import { waitFor } from './support/wait.js';
+import { storeOf } from '../src/client/client-store.js';
+import type { StoreContext } from '../src/stores/zookeeper/context.js';
+import { clearQueue } from '../src/stores/zookeeper/gc.js';
 import { spawnChild, type Child } from './support/child.js';
 import { freshStoreUrl, serverUrl, type PlainClient } from './fixtures/zookeeper-env.js';
 import { dirOf, fileClients } from './fixtures/zookeeper-clients.js';
@@ -91,6 +94,45 @@ async function freshStore(): Promise<{ url: string; client: Client; zk: PlainCli
 }
 
 describe('zookeeper: flows', () => {
+  test('a flow written while a queue is cleared has its child counted as removed, not removed uncounted', async () => {
+    const { client } = await freshStore();
+    await client.enqueue('kids', 'old');
+    const ctx = (storeOf(client) as unknown as { ctx: StoreContext }).ctx;
+    const queuePath = ctx.queue('kids').paths.queue;
+    let written = false;
+    // The flow lands as the clear lists the queue's nodes, as another producer's can.
+    const zk = new Proxy(ctx.zk, {
+      get(target, name) {
+        const value: unknown = Reflect.get(target, name, target);
+        if (typeof value !== 'function') return value;
+        const method = (value as (...args: unknown[]) => unknown).bind(target);
+        if (name !== 'children') return method;
+        return async (path: string) => {
+          if (!written && path === queuePath) {
+            written = true;
+            const children = [{ queue: 'kids', payload: 'a', id: 'a' }];
+            await client.flow({ queue: 'parents', payload: 'p', id: 'p', children });
+          }
+          return method(path);
+        };
+      },
+    });
+    const hooked = new Proxy(ctx, {
+      get(target, name) {
+        if (name === 'zk') return zk;
+        const value: unknown = Reflect.get(target, name, target);
+        return typeof value === 'function' ? (value as (...args: unknown[]) => unknown).bind(target) : value;
+      },
+    });
+    await clearQueue(hooked, ctx.queue('kids'));
+    assert.equal(written, true);
+    assert.equal(await client.status('kids', 'a'), null);
+    assert.equal(await client.status('kids', 'old'), null);
+    const parent = await client.status('parents', 'p');
+    assert.equal(parent?.state, 'failed');
+    assert.equal(parent.lastError, 'child kids/a failed: removed');
+  });
+
   test('a 1,000-node flow past one multi is staged, then runs to its root once', async () => {
     const url = await freshStoreUrl(server);
     const client = await open(url);

@@ -246,8 +246,6 @@ async function removeLapsedConsumers(ctx: StoreContext, q: QueueContext): Promis
 /** Removes every message of a queue, and its events; its configuration and consumers stay. */
 export async function clearQueue(ctx: StoreContext, q: QueueContext): Promise<void> {
   if (!(await q.exists())) return;
-  // Its flow children end for their parents in other queues first, as removals, rather than leave them waiting.
-  await endOwingChildren(ctx, q);
   const zk = ctx.zk;
   const paths = [
     ...(await subtree(zk, q.paths.queue, true)),
@@ -260,6 +258,9 @@ export async function clearQueue(ctx: StoreContext, q: QueueContext): Promise<vo
     ...(await subtree(zk, q.paths.debounce, true)),
     ...(await subtree(zk, q.paths.groupRates, true)),
   ];
+  // Its flow children end for their parents first, as removals, rather than leave them waiting: after the listing,
+  // so every child it removes was there to be ended (a flow written after the listing stays, still owing).
+  await endOwingChildren(ctx, q);
   await removeAll(zk, paths);
   // Its events go too; the mark they leave tells a reader behind them that it missed some.
   await q.events.clear();
