@@ -69,6 +69,39 @@ async function open(url: string): Promise<Client> {
 }
 
 /**
+ * clear(queue) in `schema`, in a transaction of its own, with `write` run once (its own commit) just before or
+ * just after the clear's first delete of messages: what another producer can do between its statements.
+ */
+async function clearAround(
+  schema: string,
+  queue: string,
+  when: 'before' | 'after',
+  write: () => Promise<void>,
+): Promise<void> {
+  const db = new pg.Client({ connectionString: base });
+  await db.connect();
+  let written = false;
+  const hooked = {
+    async query(text: string, values?: unknown[]) {
+      const deletes = !written && text.includes(`DELETE FROM "${schema}".messages`);
+      if (deletes && when === 'before') await write();
+      const result = await db.query(text, values);
+      if (deletes && when === 'after') await write();
+      written ||= deletes;
+      return result;
+    },
+  } as Queryable;
+  try {
+    await db.query('BEGIN');
+    await clearQueues(hooked, schema, [queue], new ConfigCache());
+    await db.query('COMMIT');
+    assert.equal(written, true);
+  } finally {
+    await db.end();
+  }
+}
+
+/**
  * A fresh schema holding the message `old` of queue `q`, taken back to an older version by `downgrade` (SQL, given
  * the schema), then opened again: the client, once it has checked the schema is at SCHEMA_VERSION.
  */
@@ -213,34 +246,32 @@ void describe('postgres store', () => {
     const { url, schema } = schemaUrl();
     const client = await open(url);
     await client.enqueue('kids', 'old');
-    const db = new pg.Client({ connectionString: base });
-    await db.connect();
-    try {
-      let written = false;
-      // The flow commits between the clear's ends of owing children and its deletes, as another producer's can.
-      const hooked = {
-        async query(text: string, values?: unknown[]) {
-          if (!written && text.startsWith(`DELETE FROM "${schema}".messages`)) {
-            written = true;
-            const children = [{ queue: 'kids', payload: 'a', id: 'a' }];
-            await client.flow({ queue: 'parents', payload: 'p', id: 'p', children });
-          }
-          return db.query(text, values);
-        },
-      } as Queryable;
-      await db.query('BEGIN');
-      await clearQueues(hooked, schema, ['kids'], new ConfigCache());
-      await db.query('COMMIT');
-      assert.equal(written, true);
-    } finally {
-      await db.end();
-    }
+    // The flow commits between the clear's ends of owing children and its deletes, as another producer's can.
+    await clearAround(schema, 'kids', 'before', async () => {
+      const children = [{ queue: 'kids', payload: 'a', id: 'a' }];
+      await client.flow({ queue: 'parents', payload: 'p', id: 'p', children });
+    });
     assert.equal(await client.status('kids', 'a'), null);
     assert.equal(await client.status('kids', 'old'), null);
     assert.equal((await client.queueStatus('kids')).counts.queued, 0);
     const parent = await client.status('parents', 'p');
     assert.equal(parent?.state, 'failed');
     assert.equal(parent.lastError, 'child kids/a failed: removed');
+  });
+
+  void test('a message committed just after a clear deletes its queue stays counted and is delivered', async () => {
+    const { url, schema } = schemaUrl();
+    const client = await open(url);
+    await client.enqueueBatch('q', [{ payload: 'old' }, { payload: 'old' }]);
+    await clearAround(schema, 'q', 'after', async () => {
+      await client.enqueue('q', 'new', { id: 'new' });
+    });
+    assert.equal((await client.status('q', 'new'))?.state, 'queued');
+    assert.equal((await client.queueStatus('q')).counts.queued, 1);
+    const handled: unknown[] = [];
+    client.worker('q', (job) => void handled.push(job.payload));
+    await waitFor(() => handled.length === 1, { what: 'the message enqueued during the clear delivered' });
+    assert.deepEqual(handled, ['new']);
   });
 
   void test('a version 6 schema is migrated: its messages stay, and it writes flows', async () => {

@@ -1,7 +1,8 @@
 /**
- * clear(queues): every message, filter class, counter and event of the queues deleted in one transaction. A
- * flow's child among them that still owes its parent a count ends for it first, as a removal does (flows.ts
- * clearedChildrenEnd), so a parent in a queue not cleared is queued or failed instead of waiting forever.
+ * clear(queues): every message and event of the queues deleted in one transaction, their counters taken down by
+ * what went (the filter classes stay, as the configuration does). A flow's child among them that still owes its
+ * parent a count ends for it first, as a removal does (flows.ts clearedChildrenEnd), so a parent in a queue not
+ * cleared is queued or failed instead of waiting forever.
  */
 import { emptyEvents } from './events.js';
 import { clearedChildrenEnd } from './flows.js';
@@ -16,7 +17,9 @@ const CLEAR_PASSES = 10;
 /**
  * In the caller's transaction. The children owing their parents are ended first, and the deletes take only
  * messages that owe nothing: a flow's child committed after the ends (each statement sees what committed before
- * it) stays rather than go uncounted, and the next pass ends and deletes it.
+ * it) stays rather than go uncounted, and the next pass ends and deletes it. The counters lose what the deletes
+ * took, as GC's do, and the filter classes stay: a message committed after a delete keeps its count and the
+ * class its claims look in (their rows deleted too, it was counted low and claimed by no one).
  */
 export async function clearQueues(
   db: Queryable,
@@ -31,13 +34,16 @@ export async function clearQueues(
     const owed = await endOwingChildren(db, schema, first, queues, configs);
     if (pass > 0 && !owed) break;
     for (const queue of queues) {
-      await db.query(`DELETE FROM ${s}.messages WHERE queue = $1 AND parent_wait = 0`, [queue]);
+      await db.query(
+        `WITH gone AS (DELETE FROM ${s}.messages WHERE queue = $1 AND parent_wait = 0 RETURNING phase),
+           n AS (SELECT count(*) FILTER (WHERE phase IN (0, 1)) AS size, count(*) FILTER (WHERE phase = 2) AS done,
+             count(*) FILTER (WHERE phase = 3) AS failed FROM gone)
+         SELECT ${s}.add_counts($1, -n.size, -n.done, -n.failed) FROM n WHERE n.size + n.done + n.failed > 0`,
+        [queue],
+      );
     }
   }
   for (const queue of queues) {
-    for (const table of ['classes', 'counts']) {
-      await db.query(`DELETE FROM ${s}.${table} WHERE queue = $1`, [queue]);
-    }
     await db.query(`UPDATE ${s}.queues SET dry_runs = 0, eoq_until = 0, rate_tat = 0 WHERE queue = $1`, [queue]);
     await emptyEvents(db, s, queue);
   }
