@@ -68,7 +68,8 @@ const IN_FLIGHT = 64;
 const CONCURRENCY = 64;
 const FILL_BATCH = 1000;
 // Targets of the Redis issue: kvmq at least this many times BullMQ's rates, and this p50.
-const RATIO_TARGET = 3;
+/** kvmq's rates over BullMQ's to reach: warm (one warmed process), and cold (a fresh process per measurement). */
+const RATIO_TARGET = { warm: 3, cold: 2.5 } as const;
 const P50_TARGET_MS = 1;
 
 // --- BullMQ ----------------------------------------------------------------
@@ -265,6 +266,7 @@ function rows(
   results: ReadonlyMap<string, Results>,
   sizes: Sizes,
   phases: ReadonlySet<string>,
+  target: number,
 ): string[][] {
   const get = resultsByName(results, emptyResults);
   const bull = get('BullMQ');
@@ -287,15 +289,15 @@ function rows(
       `enqueue, ${IN_FLIGHT} single adds in flight (msgs/s)`,
       ...rate('enqueue'),
       ratioText(ratios('enqueue')),
-      `≥ ×${RATIO_TARGET}`,
-      verdict(enqueueRatio >= RATIO_TARGET),
+      `≥ ×${target}`,
+      verdict(enqueueRatio >= target),
     ],
     [
       `processing, concurrency ${CONCURRENCY}, no-op (msgs/s)`,
       ...rate('process'),
       ratioText(ratios('process')),
-      `≥ ×${RATIO_TARGET}`,
-      verdict(processRatio >= RATIO_TARGET),
+      `≥ ×${target}`,
+      verdict(processRatio >= target),
     ],
     [
       `latency p50, ${sizes.latencyPerSec}/s to an idle worker`,
@@ -372,7 +374,8 @@ async function main(): Promise<void> {
   }
 
   const header = ['measurement', ...names, 'kvmq/BullMQ', 'target', 'result'];
-  const body = rows(names, results, sizes, phases);
+  const target = args.cold ? RATIO_TARGET.cold : RATIO_TARGET.warm;
+  const body = rows(names, results, sizes, phases, target);
   const failed = body.filter((r) => r.at(-1) === 'FAIL').map((r) => r[0]);
   const load = loadText(loads);
   const verdict =
@@ -400,7 +403,7 @@ async function main(): Promise<void> {
 
 ${table(header, body, true)}
 
-Targets: kvmq ≥ ×${RATIO_TARGET} BullMQ's enqueue and processing rates (median of per-round ratios), kvmq's p50 ≤ ${P50_TARGET_MS} ms and p99 ≤ BullMQ's: ${verdict}.
+Targets: kvmq ≥ ×${target} BullMQ's enqueue and processing rates (median of per-round ratios), kvmq's p50 ≤ ${P50_TARGET_MS} ms and p99 ≤ BullMQ's: ${verdict}.
 `;
   const name = args.cold ? 'redis-peers-cold' : 'redis-peers';
   writeSection(fileURLToPath(new URL('../../docs/benchmarks.md', import.meta.url)), name, section);
