@@ -1,5 +1,6 @@
 import { failMessage } from './failures.js';
 import { childrenSucceeded } from './flows.js';
+import { heldAttemptSql } from './sql-text.js';
 // The rules of a finish are SQLite's: one statement of them for both stores.
 import {
   bulkStored,
@@ -145,8 +146,7 @@ async function removePlain(tx: WriteContext, consumerId: string, plain: readonly
 
 /** Rows `m` of the batch `u` held for that attempt by the consumer, not marked for requeue (both placeholders). */
 function held(queue: string, consumer: string): string {
-  return `m.queue = ${queue} AND m.id = u.id AND m.phase = 1 AND m.consumer = ${consumer} AND m.attempt = u.attempt
-         AND m.requeue = 0`;
+  return `${heldAttemptSql('m', queue, consumer)} AND m.requeue = 0`;
 }
 
 /** Back to pending: a retry (attempt kept) or a requeued run (attempt 0, the replacement payload). */

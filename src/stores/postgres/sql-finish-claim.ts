@@ -12,7 +12,7 @@
  */
 import { QUEUE_EVENT_TYPES } from '../../model/events.js';
 import { nextTimesSql } from './ranges.js';
-import { GENERIC_PLANS, quoteIdent } from './sql-text.js';
+import { GENERIC_PLANS, heldAttemptSql, quoteIdent } from './sql-text.js';
 
 /** The SQLSTATE `finish_and_claim` raises when its caller must take the general path. */
 export const KVMQ_FALLBACK = 'KQ001';
@@ -122,8 +122,7 @@ ${olderFormDdl(s)}`;
  * finishes and, for a worker finishing a thousand, compared each with every message the consumer held.
  */
 function finishSql(s: string): string {
-  const held = `x.queue = $1 AND x.id = u.id AND x.phase = 1 AND x.consumer = $4
-          AND x.attempt = u.attempt AND x.requeue = 0 AND x.parent_wait = 0`;
+  const held = `${heldAttemptSql('x', '$1', '$4')} AND x.requeue = 0 AND x.parent_wait = 0`;
   return `    IF (q.config::jsonb ->> 'keepDone') = '0' THEN
       EXECUTE $q$DELETE FROM ${s}.messages x USING unnest($2, $3) AS u(id, attempt)
         WHERE ${held} AND x.parent_seq IS NULL$q$ USING p_queue, p_ids, p_attempts, p_consumer;

@@ -14,6 +14,15 @@ export const COUNT_SLOTS_SQL = `(pg_backend_pid() % ${COUNT_SLOTS})`;
  */
 export const GENERIC_PLANS = 'SET plan_cache_mode = force_generic_plan';
 
+/**
+ * Rows `m` of a batch `u` (id, attempt) that `consumer` still holds at that attempt: what a finish or a lock's
+ * extension is fenced by. `queue` and `consumer` are placeholders or variables.
+ */
+export function heldAttemptSql(m: string, queue: string, consumer: string): string {
+  return `${m}.queue = ${queue} AND ${m}.id = u.id AND ${m}.phase = 1 AND ${m}.consumer = ${consumer}
+    AND ${m}.attempt = u.attempt`;
+}
+
 /** A name as a quoted SQL identifier. */
 export function quoteIdent(name: string): string {
   return `"${name.replace(/"/g, '""')}"`;

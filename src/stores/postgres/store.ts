@@ -39,7 +39,7 @@ import { releaseDeadHolders } from './release.js';
 import { checkSchema, migrate } from './schema.js';
 import { NO_LOCK, PollingSession, type StoreSession } from './polling-session.js';
 import { lockKey, Session } from './session.js';
-import { quoteIdent } from './sql-text.js';
+import { heldAttemptSql, quoteIdent } from './sql-text.js';
 import { runTransaction } from './transaction.js';
 import { translatePgError } from './translate-error.js';
 import { writeContext, type WriteContext } from './tx.js';
@@ -232,7 +232,7 @@ class PostgresStore implements Store {
       const { rows } = await client.query<{ id: string }>(
         `UPDATE ${this.s}.messages m SET lock_until = $3
          FROM unnest($4::text[], $5::integer[]) AS u(id, attempt)
-         WHERE m.queue = $1 AND m.id = u.id AND m.phase = 1 AND m.consumer = $2 AND m.attempt = u.attempt
+         WHERE ${heldAttemptSql('m', '$1', '$2')}
          RETURNING m.id`,
         [queue, consumerId, Date.now() + lockMs, held.map((h) => h.id), held.map((h) => h.attempt)],
       );
