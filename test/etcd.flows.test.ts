@@ -12,6 +12,7 @@ import { QueueKeys } from '../src/stores/etcd/keys.js';
 import { decodeRecord, type MessageRecord } from '../src/stores/etcd/record.js';
 import { prefixEnd, type TxnRequest } from '../src/stores/etcd/kv.js';
 import { clearQueue } from '../src/stores/etcd/clear.js';
+import { interposed } from './support/interposed.js';
 import { spawnChild } from './support/child.js';
 import { JobLog, waitForStatus } from './support/jobs.js';
 import { quietPeriod, waitFor } from './support/wait.js';
@@ -265,25 +266,15 @@ void describe('etcd flows', () => {
       await client.enqueue('kids', 'old');
       let written = false;
       // The flow lands between the clear's count of the queue's children and its deletes, as another producer's can.
-      const kv = new Proxy(store.kv, {
-        get(target, name) {
-          if (name === 'txn') {
-            return async (request: TxnRequest) => {
-              const deletesRecords = request.success.some((op) => op.type === 'delete' && op.key === keys.records);
-              if (!written && deletesRecords) {
-                written = true;
-                await client.flow({
-                  queue: 'parents',
-                  payload: 'p',
-                  id: 'p',
-                  children: [{ queue: 'kids', payload: 'a', id: 'a' }],
-                });
-              }
-              return target.txn(request);
-            };
+      const kv = interposed(store.kv, {
+        async txn(request: TxnRequest) {
+          const deletesRecords = request.success.some((op) => op.type === 'delete' && op.key === keys.records);
+          if (!written && deletesRecords) {
+            written = true;
+            const children = [{ queue: 'kids', payload: 'a', id: 'a' }];
+            await client.flow({ queue: 'parents', payload: 'p', id: 'p', children });
           }
-          const value: unknown = Reflect.get(target, name, target);
-          return typeof value === 'function' ? (value as (...args: unknown[]) => unknown).bind(target) : value;
+          return store.kv.txn(request);
         },
       });
       await clearQueue(kv, keys);

@@ -12,6 +12,7 @@ import { waitFor } from './support/wait.js';
 import { storeOf } from '../src/client/client-store.js';
 import type { StoreContext } from '../src/stores/zookeeper/context.js';
 import { clearQueue } from '../src/stores/zookeeper/gc.js';
+import { interposed } from './support/interposed.js';
 import { spawnChild, type Child } from './support/child.js';
 import { freshStoreUrl, serverUrl, type PlainClient } from './fixtures/zookeeper-env.js';
 import { dirOf, fileClients } from './fixtures/zookeeper-clients.js';
@@ -101,29 +102,17 @@ describe('zookeeper: flows', () => {
     const queuePath = ctx.queue('kids').paths.queue;
     let written = false;
     // The flow lands as the clear lists the queue's nodes, as another producer's can.
-    const zk = new Proxy(ctx.zk, {
-      get(target, name) {
-        const value: unknown = Reflect.get(target, name, target);
-        if (typeof value !== 'function') return value;
-        const method = (value as (...args: unknown[]) => unknown).bind(target);
-        if (name !== 'children') return method;
-        return async (path: string) => {
-          if (!written && path === queuePath) {
-            written = true;
-            const children = [{ queue: 'kids', payload: 'a', id: 'a' }];
-            await client.flow({ queue: 'parents', payload: 'p', id: 'p', children });
-          }
-          return method(path);
-        };
+    const zk = interposed(ctx.zk, {
+      async children(path: string, watch?: () => void) {
+        if (!written && path === queuePath) {
+          written = true;
+          const children = [{ queue: 'kids', payload: 'a', id: 'a' }];
+          await client.flow({ queue: 'parents', payload: 'p', id: 'p', children });
+        }
+        return ctx.zk.children(path, watch);
       },
     });
-    const hooked = new Proxy(ctx, {
-      get(target, name) {
-        if (name === 'zk') return zk;
-        const value: unknown = Reflect.get(target, name, target);
-        return typeof value === 'function' ? (value as (...args: unknown[]) => unknown).bind(target) : value;
-      },
-    });
+    const hooked = interposed(ctx, { zk });
     await clearQueue(hooked, ctx.queue('kids'));
     assert.equal(written, true);
     assert.equal(await client.status('kids', 'a'), null);
