@@ -20,6 +20,8 @@ import type { QueueKeys } from './keys.js';
 
 /** Counts and first Txns a clear tries while flows keep arriving in the queue. */
 const CLEAR_TRIES = 10;
+/** Operations a clear puts in one Txn (etcd takes 128 by default). */
+const TXN_OPS = 120;
 
 export async function clearQueue(kv: Kv, keys: QueueKeys): Promise<void> {
   const ops = await clearOps(kv, keys);
@@ -42,8 +44,6 @@ export async function clearQueue(kv: Kv, keys: QueueKeys): Promise<void> {
   }
   for (let i = TXN_OPS; i < ops.length; i += TXN_OPS) await kv.txn({ compare: [], success: ops.slice(i, i + TXN_OPS) });
 }
-
-const TXN_OPS = 120;
 
 /** The deletes of a clear: the queue's messages and debts first (one Txn), the registrations' deliveries last. */
 async function clearOps(kv: Kv, keys: QueueKeys): Promise<Op[]> {
