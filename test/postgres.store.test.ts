@@ -118,6 +118,46 @@ async function migratedFrom(downgrade: (schema: string) => string, schema = fres
   return client;
 }
 
+/**
+ * The plans and pages of the claim a worker makes inside finish_and_claim (ten messages, nothing finished): its
+ * pick and its update, as auto_explain reports the function's statements; rolled back.
+ */
+async function functionClaimPlan(schema: string, queue: string): Promise<{ text: string; buffers: number }> {
+  const db = new pg.Client({ connectionString: base.replace(/\?.*$/, '') });
+  const plans: string[] = [];
+  db.on('notice', (notice) => plans.push(notice.message ?? ''));
+  await db.connect();
+  try {
+    await db.query(`LOAD 'auto_explain'`);
+    await db.query(`SET auto_explain.log_min_duration = 0; SET auto_explain.log_nested_statements = on;
+      SET auto_explain.log_analyze = on; SET auto_explain.log_buffers = on; SET auto_explain.log_format = json;
+      SET auto_explain.log_level = notice`);
+    const config = await db.query<{ config: string | null }>(`SELECT config FROM "${schema}".queues WHERE queue = $1`, [
+      queue,
+    ]);
+    await db.query('BEGIN');
+    const claimed = await db.query(
+      `SELECT * FROM "${schema}".finish_and_claim($1, $2, 'c', $3, false, '{}', '{}', ARRAY[''], NULL, 10, $4, '{}')`,
+      [queue, Date.now(), config.rows[0]?.config ?? null, Date.now() + 30_000],
+    );
+    assert.equal(claimed.rows.length, 10);
+    await db.query('ROLLBACK');
+  } finally {
+    await db.end();
+  }
+  const claim = plans
+    .map((text) => JSON.parse(text.slice(text.indexOf('{'))) as { 'Query Text': string; Plan: PlanNode })
+    .filter((explained) => /SKIP LOCKED|SET phase = 1/.test(explained['Query Text']));
+  assert.ok(claim.length > 0, 'auto_explain reported the claim');
+  return {
+    text: JSON.stringify(claim.map((explained) => explained.Plan)),
+    buffers: claim.reduce(
+      (sum, { Plan }) => sum + (Plan['Shared Hit Blocks'] ?? 0) + (Plan['Shared Read Blocks'] ?? 0),
+      0,
+    ),
+  };
+}
+
 /** finish_and_claim's two forms (sql-finish-claim.ts): this kvmq's, and the one kvmq before schema 8 calls. */
 const FINISH_AND_CLAIM_ARGS = 'text, bigint, text, text, boolean, text[], integer[], text[], text[], integer, bigint';
 
@@ -558,6 +598,18 @@ void describe('postgres store', () => {
       assert.doesNotMatch(text, /"Node Type":"Seq Scan"/);
     }
     assert.ok(large.buffers <= small.buffers + 20, `pages read: ${small.buffers} at 1,000, ${large.buffers} at 55,000`);
+    // A worker claims inside finish_and_claim, on generic plans: with these statistics its claim, when it joined
+    // the picks to the table in one statement, hashed the whole table.
+    const inFunction = [await functionClaimPlan(schema, 'small'), await functionClaimPlan(schema, 'large')];
+    for (const { text } of inFunction) {
+      assert.match(text, /"Index Name":"messages_pending"/);
+      assert.doesNotMatch(text, /"Node Type":"Seq Scan"|"Node Type":"Hash Join"/);
+    }
+    const [inSmall, inLarge] = inFunction.map((p) => p.buffers);
+    assert.ok(
+      (inLarge ?? 0) <= (inSmall ?? 0) + 40,
+      `pages finish_and_claim's claim read: ${inSmall} at 1,000, ${inLarge} at 55,000`,
+    );
   });
 
   for (const crash of ['SIGKILL', 'immediate'] as const) {

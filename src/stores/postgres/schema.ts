@@ -13,7 +13,9 @@
  * (flows.ts): a child's parent and its debt to it, a waiting parent's count of children not ended. Version 8
  * changes no table: its finish_and_claim also records a dry run and says when to look again. Version 9 changes
  * no table either: its finish_and_claim removes a success of a queue that keeps none (keepDone 0), and it and
- * enqueue_messages keep generic plans (sql-text.ts GENERIC_PLANS).
+ * enqueue_messages keep generic plans (sql-text.ts GENERIC_PLANS). Version 10 changes no table: finish_and_claim
+ * picks its claim's messages, then updates them by primary key, so the claim stays on the indexes once
+ * statistics have seen a large backlog.
  *
  * The schema's version is the one row of `version`; kvmq creates and migrates it under a transaction-level
  * advisory lock keyed by the schema's name, so processes starting together migrate it once. The functions
@@ -25,7 +27,7 @@ import { functionsDdl } from './sql-functions.js';
 import type { Queryable } from './queryable.js';
 import { quoteIdent } from './sql-text.js';
 
-export const SCHEMA_VERSION = 9;
+export const SCHEMA_VERSION = 10;
 
 /** A message's time-to-live deadline, as the expiry index keys it (model/policy.ts expireAt). */
 export const EXPIRE_AT_SQL = `((policy::jsonb ->> 'expireAt')::bigint)`;
@@ -197,6 +199,7 @@ const MIGRATIONS: Readonly<Record<number, (schema: string) => string>> = {
   6: (schema) => flows7(schema),
   7: () => '',
   8: () => '',
+  9: () => '',
 };
 
 /**

@@ -39,6 +39,7 @@ DECLARE
   q record;
   got record;
   size_now bigint;
+  picked bigint[];
   claimed integer := 0;
   removed integer := 0;
   e_types smallint[] := '{}';
@@ -70,19 +71,24 @@ ${finishSql(s)}
   END IF;
   IF p_max > 0 THEN
     SELECT coalesce(sum(c.size), 0) - n INTO size_now FROM ${s}.counts c WHERE c.queue = p_queue;
+    -- The picks, then their update by primary key: a generic plan cannot know how many a claim takes, and
+    -- joining them in one statement, once ANALYZE had seen a large backlog, it hashed a scan of every message.
+    picked := ARRAY(
+      SELECT k.seq FROM unnest(coalesce(p_accepted, p_classes)) AS f(filters) CROSS JOIN LATERAL (
+        SELECT y.seq, y.priority, y.ready_at FROM ${s}.messages y
+        WHERE y.queue = p_queue AND y.filters = f.filters AND y.phase = 0 AND y.ready_at <= p_now
+        ORDER BY y.priority, y.ready_at, y.seq LIMIT p_max
+        FOR UPDATE SKIP LOCKED) k
+      ORDER BY k.priority, k.ready_at, k.seq LIMIT p_max);
+    -- Rows (and their started events) in claim order, as the picks were made.
     FOR got IN
-      UPDATE ${s}.messages x SET phase = 1, lock_until = p_lock_until, consumer = p_consumer,
-          attempt = x.attempt + 1, requeue = 0, updated_at = p_now
-        FROM (
-          SELECT k.seq FROM unnest(coalesce(p_accepted, p_classes)) AS f(filters) CROSS JOIN LATERAL (
-            SELECT y.seq, y.priority, y.ready_at FROM ${s}.messages y
-            WHERE y.queue = p_queue AND y.filters = f.filters AND y.phase = 0 AND y.ready_at <= p_now
-            ORDER BY y.priority, y.ready_at, y.seq LIMIT p_max
-            FOR UPDATE SKIP LOCKED) k
-          ORDER BY k.priority, k.ready_at, k.seq LIMIT p_max) pick
-        WHERE x.seq = pick.seq
-        RETURNING x.seq, x.id, x.payload, x.encoding, x.metadata, x.filters, x.attempt, x.policy, x.priority,
-          x.ready_at
+      WITH locked AS (
+        UPDATE ${s}.messages x SET phase = 1, lock_until = p_lock_until, consumer = p_consumer,
+            attempt = x.attempt + 1, requeue = 0, updated_at = p_now
+          WHERE x.seq = ANY(picked)
+          RETURNING x.seq, x.id, x.payload, x.encoding, x.metadata, x.filters, x.attempt, x.policy, x.priority,
+            x.ready_at)
+      SELECT * FROM locked ORDER BY locked.priority, locked.ready_at, locked.seq
     LOOP
       claimed := claimed + 1;
       r_seq := got.seq; r_id := got.id; r_payload := got.payload; r_encoding := got.encoding;
