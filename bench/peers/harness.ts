@@ -15,8 +15,6 @@ export interface Peer {
   enqueue(payload: Payload): Promise<unknown>;
   /** One call of the library's bulk add. */
   enqueueBatch(payloads: readonly Payload[]): Promise<unknown>;
-  /** After a fill and before the timed drain: what the library asks of freshly filled storage, if anything. */
-  settle?(): Promise<void>;
   /** Starts a worker; resolves once it is ready to take jobs. Its stop waits until every job is finished. */
   work(concurrency: number, handler: (payload: Payload) => void): Promise<{ stop(): Promise<void> }>;
   /** Deletes the queue's data and closes the connections. */

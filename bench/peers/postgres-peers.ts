@@ -50,7 +50,7 @@ export interface BossModule {
   PgBoss: new (options: object) => Boss;
 }
 
-export const BOSS_SCHEMA = 'pgboss';
+const BOSS_SCHEMA = 'pgboss';
 /**
  * pg-boss at its fastest documented settings: LISTEN/NOTIFY wake-ups (`useListenNotify`, the queue's
  * `notify`), the shortest polling intervals (0.5 s, with and without notifications), `insert` for
@@ -58,10 +58,8 @@ export const BOSS_SCHEMA = 'pgboss';
  * Its worker fetches a batch of `concurrency` jobs and, while batches come back full, the next one at
  * once (`burstWhenBatchFull`); with the default batch of one it waits out the polling interval after
  * every job. One fetch loop of 64 drained faster than two of 32 or four of 16 (`localConcurrency`).
- * `analyze` runs ANALYZE on pg-boss's tables: the bench does that after each fill so the planner knows
- * the filled table.
  */
-export function pgBossPeer(url: string, module: BossModule, analyze: () => Promise<void>): PeerFactory {
+export function pgBossPeer(url: string, module: BossModule): PeerFactory {
   return async (queue) => {
     const boss = new module.PgBoss({
       connectionString: url,
@@ -82,7 +80,6 @@ export function pgBossPeer(url: string, module: BossModule, analyze: () => Promi
           queue,
           payloads.map((data) => ({ data })),
         ),
-      settle: analyze,
       async work(concurrency, handler) {
         const options = {
           batchSize: concurrency,

@@ -9,8 +9,9 @@
  * - enqueue: single adds with 64 in flight;
  * - batch: adds of 1,000 messages per call, one call after another;
  * - processing: a queue filled beforehand (untimed, batches of 1,000), drained by one worker at
- *   concurrency 64, until every job is finished in the database (the worker's graceful stop); for
- *   pg-boss, ANALYZE runs on its tables after the fill, so its fetches plan with fresh statistics;
+ *   concurrency 64, until every job is finished in the database (the worker's graceful stop); ANALYZE
+ *   runs after each library's fill, as autovacuum does on a running server, so every library's
+ *   statements plan with statistics of the filled table;
  * - latency: messages at 500/s to an idle worker, the processing phase's (concurrency 64), from just
  *   before the add to the handler's entry (at concurrency 1, a batch of one, pg-boss's worker fell far
  *   behind 500/s in a trial, p50 0.3 s and p99 42 s over 200 messages: a figure of its backlog); taken in
@@ -52,7 +53,6 @@ import {
 } from './harness.js';
 import { peerBenchArgs } from './options.js';
 import {
-  BOSS_SCHEMA,
   graphileWorkerPeer,
   kvmqPeer,
   pgBossPeer,
@@ -117,13 +117,9 @@ class Admin {
     return (await this.client.query<{ bytes: number }>(sql, [position])).rows[0]?.bytes ?? 0;
   }
 
-  /** ANALYZE on every table of a schema. */
-  async analyze(schema: string): Promise<void> {
-    const tables = await this.client.query<{ name: string }>(
-      "SELECT format('%I.%I', schemaname, tablename) AS name FROM pg_tables WHERE schemaname = $1",
-      [schema],
-    );
-    for (const { name } of tables.rows) await this.client.query(`ANALYZE ${name}`);
+  /** ANALYZE on every table of the database. */
+  async analyze(): Promise<void> {
+    await this.client.query('ANALYZE');
   }
 }
 
@@ -164,7 +160,7 @@ function measureBatch(factory: PeerFactory, admin: Admin, n: number, into: Phase
 function measureProcess(factory: PeerFactory, admin: Admin, n: number, into: Phase): Promise<void> {
   const fill = async (peer: Peer): Promise<void> => {
     await fillBatches(peer, n, BATCH);
-    await peer.settle?.();
+    await admin.analyze();
   };
   return measure(factory, admin, into, n, fill, (peer) => drain(peer, n, CONCURRENCY));
 }
@@ -242,7 +238,7 @@ async function main(): Promise<void> {
   }
   if (skipped !== null) process.stderr.write(`bench: kvmq skipped: ${skipped}\n`);
   if (chosen.has('pg-boss')) {
-    peers.push(['pg-boss', pgBossPeer(store, require('pg-boss') as BossModule, () => admin.analyze(BOSS_SCHEMA))]);
+    peers.push(['pg-boss', pgBossPeer(store, require('pg-boss') as BossModule)]);
   }
   if (chosen.has('graphile-worker')) {
     peers.push(['graphile-worker', graphileWorkerPeer(store, require('graphile-worker') as GraphileModule)]);
@@ -305,7 +301,8 @@ async function main(): Promise<void> {
   the queue's \`notify\`), \`pollingIntervalSeconds\` and \`notifyPollingIntervalSeconds\` at their 0.5 s
   floor, \`batchSize: ${CONCURRENCY}\` with \`burstWhenBatchFull\` (one fetch loop of ${CONCURRENCY} drained faster than
   2 × 32 or 4 × 16), \`insert\` for batches, \`supervise\` and \`schedule\` off in the bench's instances;
-  **ANALYZE runs on pg-boss's tables after each fill**, so its fetches plan with fresh statistics.
+  **ANALYZE runs after each library's fill**, as autovacuum does on a running server, so every library plans
+  with statistics of the filled table.
   **graphile-worker**, as its performance page runs it: \`localQueue: { size: 500 }\`,
   \`completeJobBatchDelay: 0\`, \`failJobBatchDelay: 0\`, a worker pool of concurrency + 2 connections,
   \`addJobs\` for batches. Both producers' pools: ${PRODUCER_POOL} connections, one per add in flight. **kvmq**:
