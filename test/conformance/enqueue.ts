@@ -67,6 +67,11 @@ export function enqueue(fixture: StoreFixture): void {
       assert.ok(last?.ok === true && last.action === 'added' && !['a', 'b', 'c'].includes(last.id));
       assert.equal((await h.client.queueStatus(q)).total, 4);
       assert.deepEqual(await h.client.enqueueBatch(q, []), []);
+      // The refused duplicates changed nothing: 'a' keeps the batch's first payload, 'b' the earlier one.
+      const log = await handledUntilDry(h, q, 4);
+      const payloads = new Map(log.seen.map((s) => [s.id, s.job.payload]));
+      assert.equal(payloads.get('a'), 1);
+      assert.equal(payloads.get('b'), 'earlier');
     });
 
     storeTest(fixture, 'a batch whose messages differ in every option keeps each one its own', async (h) => {
