@@ -182,20 +182,13 @@ async function takeExpired(tx: WriteContext, take: ExpiredTake): Promise<{ rows:
 
 /**
  * The ready claim: $1 queue, $2 now, $3 the accepted classes, $4 the lock's end, $5 the consumer, $6 how many.
- * Per class, the head of the pending index in claim order (the ready ones: a later ready_at is skipped inside
- * the index), merged and cut to $6, locked and returned.
+ * pick_ready (sql-functions.ts) takes them in claim order, one priority's ready range at a time; they are locked
+ * by primary key and returned.
  */
 export function lockReadySql(s: string): string {
   return `UPDATE ${s}.messages m SET phase = 1, lock_until = $4, consumer = $5, attempt = m.attempt + 1, requeue = 0,
        updated_at = $2
-     FROM (
-       SELECT c.seq FROM unnest($3::text[]) AS f(filters) CROSS JOIN LATERAL (
-         SELECT x.seq, x.priority, x.ready_at FROM ${s}.messages x
-         WHERE x.queue = $1 AND x.filters = f.filters AND x.phase = 0 AND x.ready_at <= $2
-         ORDER BY x.priority, x.ready_at, x.seq LIMIT $6
-         FOR UPDATE SKIP LOCKED) c
-       ORDER BY c.priority, c.ready_at, c.seq LIMIT $6) pick
-     WHERE m.seq = pick.seq
+     WHERE m.seq = ANY((SELECT ${s}.pick_ready($1, $3::text[], $2::bigint, $6::integer))::bigint[])
      RETURNING ${CLAIMED_FIELDS}`;
 }
 

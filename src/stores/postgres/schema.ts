@@ -13,9 +13,9 @@
  * (flows.ts): a child's parent and its debt to it, a waiting parent's count of children not ended. Version 8
  * changes no table: its finish_and_claim also records a dry run and says when to look again. Version 9 changes
  * no table either: its finish_and_claim removes a success of a queue that keeps none (keepDone 0), and it and
- * enqueue_messages keep generic plans (sql-text.ts GENERIC_PLANS). Version 10 changes no table: finish_and_claim
- * picks its claim's messages, then updates them by primary key, so the claim stays on the indexes once
- * statistics have seen a large backlog.
+ * enqueue_messages keep generic plans (sql-text.ts GENERIC_PLANS). Version 10 changes no table: both claim
+ * paths pick with pick_ready (one priority's ready range at a time, never a delayed message), then update by
+ * primary key, so a claim stays on the indexes whatever the delayed backlog and the statistics say.
  *
  * The schema's version is the one row of `version`; kvmq creates and migrates it under a transaction-level
  * advisory lock keyed by the schema's name, so processes starting together migrate it once. The functions

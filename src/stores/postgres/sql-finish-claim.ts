@@ -71,15 +71,10 @@ ${finishSql(s)}
   END IF;
   IF p_max > 0 THEN
     SELECT coalesce(sum(c.size), 0) - n INTO size_now FROM ${s}.counts c WHERE c.queue = p_queue;
-    -- The picks, then their update by primary key: a generic plan cannot know how many a claim takes, and
-    -- joining them in one statement, once ANALYZE had seen a large backlog, it hashed a scan of every message.
-    picked := ARRAY(
-      SELECT k.seq FROM unnest(coalesce(p_accepted, p_classes)) AS f(filters) CROSS JOIN LATERAL (
-        SELECT y.seq, y.priority, y.ready_at FROM ${s}.messages y
-        WHERE y.queue = p_queue AND y.filters = f.filters AND y.phase = 0 AND y.ready_at <= p_now
-        ORDER BY y.priority, y.ready_at, y.seq LIMIT p_max
-        FOR UPDATE SKIP LOCKED) k
-      ORDER BY k.priority, k.ready_at, k.seq LIMIT p_max);
+    -- The picks (pick_ready), then their update by primary key: a generic plan cannot know how many a claim
+    -- takes, and joining them in one statement, once ANALYZE had seen a large backlog, it hashed a scan of
+    -- every message.
+    picked := ${s}.pick_ready(p_queue, coalesce(p_accepted, p_classes), p_now, p_max);
     -- Rows (and their started events) in claim order, as the picks were made.
     FOR got IN
       WITH locked AS (

@@ -6,7 +6,7 @@
  * commit); it answers no rows when every message was added, the common case, else one row per message.
  * `enqueue(queue, payload, options)` is the same for a single JSON message, for SQL callers
  * (triggers, psql, another application's transaction). `add_counts`, `add_events` and `state_of` are what
- * both and the store's other operations share.
+ * both and the store's other operations share; `pick_ready` is what every claim of ready messages takes.
  */
 import { COUNT_SLOTS_SQL, GENERIC_PLANS, quoteIdent, quoteLiteral } from './sql-text.js';
 import { eventsPayload, wakeChannel } from './channel.js';
@@ -18,7 +18,7 @@ ${enqueueMessagesDdl(s, quoteLiteral(wakeChannel(schema)))}
 ${enqueueDdl(s)}`;
 }
 
-/** state_of, add_counts and add_events: what the enqueue and the store's other statements share. */
+/** state_of, add_counts, pick_ready and add_events: what the enqueue and the store's other statements share. */
 function sharedDdl(s: string, schema: string): string {
   const channel = quoteLiteral(wakeChannel(schema));
   const eventsPrefix = quoteLiteral(eventsPayload(''));
@@ -43,6 +43,38 @@ CREATE OR REPLACE FUNCTION ${s}.add_counts(p_queue text, p_size bigint, p_done b
     VALUES (p_queue, ${COUNT_SLOTS_SQL}, p_size, p_done, p_failed)
     ON CONFLICT (queue, slot) DO UPDATE
     SET size = c.size + excluded.size, done = c.done + excluded.done, failed = c.failed + excluded.failed
+$fn$;
+
+-- The ready messages a claim takes, in claim order and locked (SKIP LOCKED): up to p_max pending messages of
+-- the classes p_classes ready at p_now. It reads the pending index one priority at a time, lowest first, and
+-- stops once it has p_max: a priority's ready messages are one index range (queue, class, priority,
+-- ready_at <= now), so the delayed ones after them are never read. A claim that read every class's messages in
+-- claim order, filtering on ready_at, stepped over each delayed message of a priority before finding the next
+-- priority's or running out: a claim short of p_max read the whole delayed backlog. No SET clause: called from
+-- finish_and_claim it plans as that function does, and the clause would cost each call a settings change.
+CREATE OR REPLACE FUNCTION ${s}.pick_ready(p_queue text, p_classes text[], p_now bigint, p_max integer)
+    RETURNS bigint[] LANGUAGE plpgsql AS $fn$
+DECLARE
+  picked bigint[] := '{}';
+  prio integer := -1;
+BEGIN
+  WHILE cardinality(picked) < p_max LOOP
+    SELECT min(n.priority) INTO prio FROM unnest(p_classes) AS f(filters) CROSS JOIN LATERAL (
+      SELECT y.priority FROM ${s}.messages y
+      WHERE y.queue = p_queue AND y.filters = f.filters AND y.phase = 0 AND y.priority > prio
+      ORDER BY y.priority LIMIT 1) n;
+    EXIT WHEN prio IS NULL;
+    picked := picked || ARRAY(
+      SELECT k.seq FROM unnest(p_classes) AS f(filters) CROSS JOIN LATERAL (
+        SELECT y.seq, y.ready_at FROM ${s}.messages y
+        WHERE y.queue = p_queue AND y.filters = f.filters AND y.phase = 0 AND y.priority = prio
+          AND y.ready_at <= p_now
+        ORDER BY y.ready_at, y.seq LIMIT p_max - cardinality(picked)
+        FOR UPDATE SKIP LOCKED) k
+      ORDER BY k.ready_at, k.seq LIMIT p_max - cardinality(picked));
+  END LOOP;
+  RETURN picked;
+END
 $fn$;
 
 -- Appends events to a queue (numbered from its row's events_seq) and tells its readers at commit.
