@@ -24,7 +24,7 @@ import {
 import { storeOf } from '../src/client/client-store.js';
 import { encodeResult } from '../src/model/result.js';
 import type { Finish } from '../src/stores/contract/contract.js';
-import { lockReadySql } from '../src/stores/postgres/claim.js';
+import { lockReadySql, readyCandidatesSql } from '../src/stores/postgres/claim.js';
 import { clearQueues } from '../src/stores/postgres/clear.js';
 import type { Queryable } from '../src/stores/postgres/queryable.js';
 import { ConfigCache } from '../src/stores/postgres/queue-row.js';
@@ -119,14 +119,15 @@ async function migratedFrom(downgrade: (schema: string) => string, schema = fres
 }
 
 /**
- * A claim of ten messages as the store makes it (`general`: claim.ts lockReadySql; `finish_and_claim`: a worker's
- * claim with nothing to finish), rolled back: how many it took, and the plans of its statements that read
+ * A claim of ten messages as the store makes it (`general`: claim.ts lockReadySql; `grouped`: the first page of
+ * candidates under a group limit, readyCandidatesSql; `finish_and_claim`: a worker's claim with nothing to
+ * finish), rolled back: how many it took, and the plans of its statements that read
  * messages as auto_explain reports them (nested ones too), with the pages the outermost read in all.
  */
 async function claimPlans(
   schema: string,
   queue: string,
-  path: 'general' | 'finish_and_claim',
+  path: 'general' | 'grouped' | 'finish_and_claim',
 ): Promise<{ claimed: number; text: string; buffers: number }> {
   const db = new pg.Client({ connectionString: base.replace(/\?.*$/, '') });
   const plans: string[] = [];
@@ -145,6 +146,9 @@ async function claimPlans(
       await db.query('BEGIN');
       const now = Date.now();
       try {
+        if (path === 'grouped') {
+          return await db.query(readyCandidatesSql(`"${schema}"`), [queue, now, [''], [], -1, -1, -1, 10]);
+        }
         return path === 'general'
           ? await db.query(lockReadySql(`"${schema}"`), [queue, now, [''], now + 30_000, 'c', 10])
           : await db.query(
@@ -600,7 +604,7 @@ void describe('postgres store', () => {
     );
     // Statistics of the filled table, as autovacuum would gather: generic plans once guessed a tenth of it.
     await sql(base, `ANALYZE "${schema}".messages`);
-    for (const path of ['general', 'finish_and_claim'] as const) {
+    for (const path of ['general', 'grouped', 'finish_and_claim'] as const) {
       const [small, large, delayed] = [
         await claimPlans(schema, 'small', path),
         await claimPlans(schema, 'large', path),

@@ -8,7 +8,7 @@
 import { maxDeliveriesError } from '../../model/history.js';
 import { rateCharge, rateGrant } from '../../model/rate-limit.js';
 import { failMessage, historyWith } from './failures.js';
-import { nextTimesSql } from './ranges.js';
+import { nextTimesSql, pendingRanges } from './ranges.js';
 import type { WriteContext } from './tx.js';
 import type { ClaimRequest, ClaimResult } from '../contract/contract.js';
 // Claimed rows and group limits are SQLite's: one statement of them for both stores.
@@ -192,6 +192,23 @@ export function lockReadySql(s: string): string {
      RETURNING ${CLAIMED_FIELDS}`;
 }
 
+/**
+ * A page of candidates under a group limit: $1 queue, $2 now, $3 the accepted classes, $4 the groups full,
+ * ($5, $6, $7) the (priority, ready_at, seq) of the last candidate seen, $8 how many. Each (class, priority)
+ * range from that priority on (ranges.ts) gives its ready messages in ready order, never its delayed ones.
+ */
+export function readyCandidatesSql(s: string): string {
+  return `${pendingRanges(s, '$3')}
+    SELECT c.* FROM ranges r CROSS JOIN LATERAL (
+      SELECT x.seq, x.priority, x.ready_at, x.group_name FROM ${s}.messages x
+      WHERE x.queue = $1 AND x.filters = r.filters AND x.phase = 0 AND x.priority = r.priority AND x.ready_at <= $2
+        AND (x.group_name IS NULL OR x.group_name <> ALL($4::text[]))
+        AND (x.priority, x.ready_at, x.seq) > ($5, $6, $7)
+      ORDER BY x.ready_at, x.seq LIMIT $8) c
+    WHERE r.priority >= $5
+    ORDER BY c.priority, c.ready_at, c.seq LIMIT $8`;
+}
+
 /** Locks up to `want` ready messages of the classes, lowest priority number first, then oldest. */
 async function lockReady(
   tx: WriteContext,
@@ -230,16 +247,16 @@ async function lockReadyGrouped(
   const chosen: number[] = [];
   let after: Candidate = { seq: -1, priority: -1, ready_at: -1, group_name: null };
   for (;;) {
-    const page = await db.query<Candidate>(
-      `SELECT c.* FROM unnest($3::text[]) AS f(filters) CROSS JOIN LATERAL (
-         SELECT x.seq, x.priority, x.ready_at, x.group_name FROM ${s}.messages x
-         WHERE x.queue = $1 AND x.filters = f.filters AND x.phase = 0 AND x.ready_at <= $2
-           AND (x.group_name IS NULL OR x.group_name <> ALL($4::text[]))
-           AND (x.priority, x.ready_at, x.seq) > ($5, $6, $7)
-         ORDER BY x.priority, x.ready_at, x.seq LIMIT $8) c
-       ORDER BY c.priority, c.ready_at, c.seq LIMIT $8`,
-      [queue, now, classes, full, after.priority, after.ready_at, after.seq, CANDIDATE_PAGE],
-    );
+    const page = await db.query<Candidate>(readyCandidatesSql(s), [
+      queue,
+      now,
+      classes,
+      full,
+      after.priority,
+      after.ready_at,
+      after.seq,
+      CANDIDATE_PAGE,
+    ]);
     for (const candidate of page.rows) {
       if (chosen.length >= want) break;
       if (takesGroupSlot(groups, candidate.group_name)) chosen.push(candidate.seq);
