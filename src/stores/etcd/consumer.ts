@@ -247,9 +247,14 @@ export class LocalConsumer {
     return undefined;
   }
 
-  /** It finished (or lost) a delivery at `revision`: a late watch event of that delivery is not taken again. */
+  /**
+   * It finished (or lost) a delivery at `revision`: a late watch event of that delivery is not taken again. A
+   * delivery under the same key made after that revision stays: the message handed to this consumer again once
+   * the finish let it go, which this process's dispatcher can tell before the finish's answer comes back.
+   */
   removed(key: string, revision: number): void {
-    this.deliveries.delete(key);
+    const known = this.deliveries.get(key);
+    if (known === undefined || known.deliveredAt <= revision) this.deliveries.delete(key);
     this.gone.set(key, revision);
   }
 
