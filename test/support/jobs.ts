@@ -36,7 +36,9 @@ export class JobLog {
   /** Waits until `id` was handed to a handler with `attempt` (any attempt if omitted). */
   async handled(id: string, attempt?: number, options: WaitOptions = {}): Promise<Seen> {
     return waitFor(() => this.seen.find((s) => s.id === id && (attempt === undefined || s.attempt === attempt)), {
-      what: `${id} to be handled${attempt === undefined ? '' : ` with attempt ${attempt}`} (seen: ${this.describe()})`,
+      // A function, so a timeout reports what had been seen by then.
+      what: () =>
+        `${id} to be handled${attempt === undefined ? '' : ` with attempt ${attempt}`} (seen: ${this.describe()})`,
       ...options,
     });
   }
@@ -44,7 +46,7 @@ export class JobLog {
   /** Waits until at least `count` calls were made. */
   async count(count: number, options: WaitOptions = {}): Promise<void> {
     await waitFor(() => this.seen.length >= count, {
-      what: `${count} handler calls (seen: ${this.describe()})`,
+      what: () => `${count} handler calls (seen: ${this.describe()})`,
       ...options,
     });
   }
