@@ -12,10 +12,10 @@
  */
 import { loadavg } from 'node:os';
 import { parseArgs } from 'node:util';
-import pg from 'pg';
 import { connect } from '../../src/index.js';
 import { describeMachine, fill, signal, table, whole } from '../common.js';
 import { cpuByName, cpuSince } from '../process-cpu.js';
+import { benchServerUrl, dropSchema } from './server.js';
 
 const { values } = parseArgs({
   options: {
@@ -26,8 +26,7 @@ const { values } = parseArgs({
     'same-schema': { type: 'boolean', default: false },
   },
 });
-const base = values.store ?? process.env.KVMQ_TEST_POSTGRES_URL;
-if (base === undefined) throw new Error('give --store postgres://... or set KVMQ_TEST_POSTGRES_URL');
+const base = benchServerUrl(values.store);
 const n = Number(values.messages);
 const rounds = Number(values.rounds);
 const workers = Number(values.workers);
@@ -76,27 +75,17 @@ async function round(schema: string): Promise<string[]> {
   }
 }
 
-async function dropSchema(schema: string): Promise<void> {
-  const db = new pg.Client({ connectionString: base?.replace(/\?.*$/, '') });
-  await db.connect();
-  try {
-    await db.query(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`);
-  } finally {
-    await db.end();
-  }
-}
-
 const machine = describeMachine();
 const body: string[][] = [];
 try {
   for (let r = 0; r < rounds; r++) {
     const row = await round(schemaOf(r));
-    if (!values['same-schema']) await dropSchema(schemaOf(r));
+    if (!values['same-schema']) await dropSchema(base, schemaOf(r));
     body.push([String(r + 1), ...row]);
     console.error(`bench: round ${r + 1}: ${row.join('  ')}`);
   }
 } finally {
-  if (values['same-schema']) await dropSchema(schemaOf(0));
+  if (values['same-schema']) await dropSchema(base, schemaOf(0));
 }
 console.log(machine);
 console.log(

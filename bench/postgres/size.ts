@@ -12,6 +12,7 @@ import { parseArgs } from 'node:util';
 import pg from 'pg';
 import { connect } from '../../src/index.js';
 import { MB, sleepUntil, table, whole } from '../common.js';
+import { benchServerUrl } from './server.js';
 
 const { values } = parseArgs({
   options: {
@@ -22,8 +23,7 @@ const { values } = parseArgs({
     markdown: { type: 'boolean', default: false },
   },
 });
-const base = values.store ?? process.env.KVMQ_TEST_POSTGRES_URL;
-if (base === undefined) throw new Error('give --store postgres://... or set KVMQ_TEST_POSTGRES_URL');
+const base = benchServerUrl(values.store);
 const total = Number(values.messages);
 const perSec = Number(values.rate);
 const sampleMs = Number(values['sample-s']) * 1000;

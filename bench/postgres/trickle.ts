@@ -12,10 +12,10 @@
  */
 import { setTimeout as sleep } from 'node:timers/promises';
 import { parseArgs } from 'node:util';
-import pg from 'pg';
 import { connect } from '../../src/index.js';
 import { describeMachine, quantile, sleepUntil, whole } from '../common.js';
 import { cpuByName, cpuSince } from '../process-cpu.js';
+import { benchServerUrl, dropSchema } from './server.js';
 
 const { values } = parseArgs({
   options: {
@@ -25,8 +25,7 @@ const { values } = parseArgs({
     rate: { type: 'string', default: '500' },
   },
 });
-const base = values.store ?? process.env.KVMQ_TEST_POSTGRES_URL;
-if (base === undefined) throw new Error('give --store postgres://... or set KVMQ_TEST_POSTGRES_URL');
+const base = benchServerUrl(values.store);
 const delayed = Number(values.delayed);
 const n = Number(values.messages);
 const perSec = Number(values.rate);
@@ -71,8 +70,5 @@ try {
   );
 } finally {
   await client.close();
-  const db = new pg.Client({ connectionString: base.replace(/\?.*$/, '') });
-  await db.connect();
-  await db.query(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`);
-  await db.end();
+  await dropSchema(base, schema);
 }
