@@ -124,7 +124,9 @@ export async function guarded(
         record.attempt !== d.record.attempt
       ) {
         lost.add(d);
-        consumer.removed(d.key, result.revision);
+        // The record changed at its mod revision; a delivery to this consumer made then (the message handed to it
+        // again, under the same key) is a new one, and stays.
+        consumer.removed(d.key, kvRecord === undefined ? result.revision : kvRecord.modRevision - 1);
         return;
       }
       if (kvRecord.modRevision !== d.rev) {
