@@ -1,13 +1,14 @@
 /**
- * `node --import tsx bench/postgres/cpu.ts [--store URL] [--messages N] [--rounds R] [--workers W] [--same-schema]`
+ * `node --import tsx bench/postgres/cpu.ts [--store URL] [--messages N] [--rounds R] [--workers W] [--prefetch P]
+ *   [--same-schema]`
  *
  * Where a processed message's CPU goes on PostgreSQL: a queue filled with N small messages (default 50,000, in
  * batches of 1,000, untimed) is drained by W workers (default 1) sharing concurrency 64 in this process, no-op
- * handlers, R rounds (default 3). Per round: messages a second, the CPU every `postgres` process of this machine
- * spent per message (the backends, the WAL writer, autovacuum: read from /proc, so the server must run here), and
- * this process's own CPU per message. Each round runs in a fresh schema, dropped after it, unless --same-schema:
- * then every round reuses one, as a queue filled and drained again and again does, with the dead rows of the
- * rounds before it. The store is the URL given, else $KVMQ_TEST_POSTGRES_URL (`node scripts/servers.mjs run
+ * handlers, each worker claiming P messages ahead of its free slots (default 0), R rounds (default 3). Per round:
+ * messages a second, the CPU every `postgres` process of this machine spent per message (the backends, the WAL
+ * writer, autovacuum: read from /proc, so the server must run here), and this process's own CPU per message. Each
+ * round runs in a fresh schema, dropped after it, unless --same-schema: then every round reuses one, as a queue
+ * filled and drained again and again does, with the dead rows of the rounds before it. The store is the URL given, else $KVMQ_TEST_POSTGRES_URL (`node scripts/servers.mjs run
  * postgres -- node --import tsx bench/postgres/cpu.ts`).
  */
 import { loadavg } from 'node:os';
@@ -23,6 +24,7 @@ const { values } = parseArgs({
     messages: { type: 'string', default: '50000' },
     rounds: { type: 'string', default: '3' },
     workers: { type: 'string', default: '1' },
+    prefetch: { type: 'string', default: '0' },
     'same-schema': { type: 'boolean', default: false },
   },
 });
@@ -30,6 +32,7 @@ const base = benchServerUrl(values.store);
 const n = Number(values.messages);
 const rounds = Number(values.rounds);
 const workers = Number(values.workers);
+const prefetch = Number(values.prefetch);
 const CONCURRENCY = 64;
 if (!Number.isInteger(workers) || workers < 1 || CONCURRENCY % workers !== 0) {
   throw new Error(`--workers must divide ${CONCURRENCY}`);
@@ -51,7 +54,7 @@ async function round(schema: string): Promise<string[]> {
           handled += 1;
           if (handled === n) all.fire();
         },
-        { concurrency: CONCURRENCY / workers, autoStart: false },
+        { concurrency: CONCURRENCY / workers, prefetch, autoStart: false },
       ),
     );
     const server = cpuByName('postgres');
