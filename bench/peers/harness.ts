@@ -4,7 +4,7 @@
  * on a noisy machine hits all alike), the machine's load through the run, and the latency measurement.
  */
 import { loadavg } from 'node:os';
-import { connect, type Client, type QueueConfig } from '../../src/index.js';
+import { connect, type Client, type QueueConfig, type WorkerOptions } from '../../src/index.js';
 import { median, quantile, signal, sleepUntil, step } from '../common.js';
 
 export type Payload = Record<string, number>;
@@ -25,9 +25,13 @@ export type PeerFactory = (queue: string) => Promise<Peer>;
 
 /**
  * kvmq through its public API, on the store the URL names, each queue configured with `config` (none: the
- * defaults); no maintenance, as in every peer bench.
+ * defaults) and its worker given `options(concurrency)` besides; no maintenance, as in every peer bench.
  */
-export function kvmqFactory(url: string, config: Partial<QueueConfig> = {}): PeerFactory {
+export function kvmqFactory(
+  url: string,
+  config: Partial<QueueConfig> = {},
+  options: (concurrency: number) => Pick<WorkerOptions, 'prefetch'> = () => ({}),
+): PeerFactory {
   return async (queue) => {
     const client: Client = await connect(url, { maintenance: false });
     if (Object.keys(config).length > 0) await client.configure(queue, config);
@@ -41,6 +45,7 @@ export function kvmqFactory(url: string, config: Partial<QueueConfig> = {}): Pee
         ),
       async work(concurrency, handler) {
         const worker = client.worker(queue, (job) => handler(job.payload as Payload), {
+          ...options(concurrency),
           concurrency,
           autoStart: false,
         });

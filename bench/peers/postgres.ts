@@ -20,10 +20,12 @@
  *   library writes for a message.
  *
  * Each library at its fastest documented settings (bench/peers/postgres-peers.ts): pg-boss with
- * LISTEN/NOTIFY wake-ups, 0.5 s polling, fetches of 64 jobs in burst mode, `insert` for batches, no
+ * LISTEN/NOTIFY wake-ups, 0.5 s polling, fetches of 500 jobs in burst mode, `insert` for batches, no
  * supervision; graphile-worker as its performance page runs it: a local queue of 500, batched
  * completions, a pool of concurrency + 2; the producers' pools of 64 connections (one per add in
- * flight); kvmq with its defaults but one: its queues keep no successes (`keepDone: 0`, KVMQ_CONFIG).
+ * flight); kvmq with its defaults but two: its queues keep no successes (`keepDone: 0`, KVMQ_CONFIG), and its
+ * worker claims ahead of its free slots (`prefetch`, kvmqWorkerOptions). Each worker holds up to 500 jobs at once
+ * (HELD): graphile-worker's local queue, pg-boss's batch, kvmq's concurrency and prefetch.
  * Without a kvmq PostgreSQL store (connect() answers "unknown store URL"), kvmq's column is skipped with a
  * note and the peers still run.
  *
@@ -55,6 +57,8 @@ import { peerBenchArgs } from './options.js';
 import {
   graphileWorkerPeer,
   kvmqPeer,
+  kvmqWorkerOptions,
+  HELD,
   pgBossPeer,
   PRODUCER_POOL,
   type BossModule,
@@ -299,14 +303,18 @@ async function main(): Promise<void> {
   p99 42 s over 200 messages: a figure of its backlog).
 - Each library at its fastest documented settings. **pg-boss**: LISTEN/NOTIFY wake-ups (\`useListenNotify\`,
   the queue's \`notify\`), \`pollingIntervalSeconds\` and \`notifyPollingIntervalSeconds\` at their 0.5 s
-  floor, \`batchSize: ${CONCURRENCY}\` with \`burstWhenBatchFull\` (one fetch loop of ${CONCURRENCY} drained faster than
-  2 × 32 or 4 × 16), \`insert\` for batches, \`supervise\` and \`schedule\` off in the bench's instances;
+  floor, \`batchSize: ${HELD}\` with \`burstWhenBatchFull\` (one fetch loop drained faster than several, and
+  a batch of ${HELD} faster than one of ${CONCURRENCY}), \`insert\` for batches, \`supervise\` and \`schedule\` off in
+  the bench's instances;
   **ANALYZE runs after each library's fill**, as autovacuum does on a running server, so every library plans
   with statistics of the filled table.
-  **graphile-worker**, as its performance page runs it: \`localQueue: { size: 500 }\`,
+  **graphile-worker**, as its performance page runs it: \`localQueue: { size: ${HELD} }\`,
   \`completeJobBatchDelay: 0\`, \`failJobBatchDelay: 0\`, a worker pool of concurrency + 2 connections,
   \`addJobs\` for batches. Both producers' pools: ${PRODUCER_POOL} connections, one per add in flight. **kvmq**:
-  its defaults (\`connect(url)\`, with \`maintenance: false\` as in every peer bench) but one, \`keepDone: 0\`.
+  its defaults (\`connect(url)\`, with \`maintenance: false\` as in every peer bench) but two: \`keepDone: 0\`,
+  and a worker that claims ahead of its free slots (\`prefetch: ${kvmqWorkerOptions(CONCURRENCY).prefetch}\`). Each
+  worker holds up to ${HELD} jobs at once: graphile-worker's local queue, pg-boss's batch, kvmq's concurrency and
+  prefetch.
 - Single adds: kvmq's client gathers the adds made in one tick into one store call (src/client/tick-batcher.ts);
   pg-boss's \`send\` and graphile-worker's \`addJob\` commit each add on its own, so with fsync on they wait
   for a flush each (PostgreSQL flushes concurrent commits together).
