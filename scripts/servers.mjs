@@ -30,15 +30,31 @@ export function envName(kind) {
 }
 
 /** A port nothing listens on now, on 127.0.0.1. */
-export function freePort() {
-  return new Promise((resolve, reject) => {
-    const server = createServer();
-    server.once('error', reject);
-    server.listen(0, '127.0.0.1', () => {
-      const { port } = server.address();
-      server.close(() => resolve(port));
-    });
-  });
+export async function freePort() {
+  const [port] = await freePorts(1);
+  return port;
+}
+
+/**
+ * `count` distinct ports nothing listens on now, on 127.0.0.1. Each stays bound until all are chosen: a port
+ * closed at once can come back from the next listen(0), and a ZooKeeper node given one port twice refuses to
+ * start.
+ */
+export async function freePorts(count) {
+  const servers = [];
+  try {
+    for (let i = 0; i < count; i++) {
+      const server = createServer();
+      servers.push(server);
+      await new Promise((resolve, reject) => {
+        server.once('error', reject);
+        server.listen(0, '127.0.0.1', resolve);
+      });
+    }
+    return servers.map((server) => server.address().port);
+  } finally {
+    await Promise.all(servers.map((server) => new Promise((resolve) => server.close(() => resolve()))));
+  }
 }
 
 let aptUpdated = false;

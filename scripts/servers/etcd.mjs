@@ -9,7 +9,7 @@
 import { spawn } from 'node:child_process';
 import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
-import { freePort, spawnServer, stopServer, waitUntilReady } from '../servers.mjs';
+import { freePorts, spawnServer, stopServer, waitUntilReady } from '../servers.mjs';
 
 // python3-etcd3gw: a plain JSON-gateway client, which the kvmq serve gateway test runs a queue with.
 export const packages = ['etcd-server', 'etcd-client', 'python3-etcd3gw'];
@@ -140,7 +140,7 @@ function controls(node) {
  * so it can cut the member off); by default its own peer port.
  */
 export async function start(dir, options = {}) {
-  const node = makeNode(dir, 'kvmq', await freePort(), await freePort());
+  const node = makeNode(dir, 'kvmq', ...(await freePorts(2)));
   node.args = args(node, `${node.name}=${node.peerUrl}`, `kvmq-${process.pid}-${Date.now()}`, options);
   await launch(node);
   const member = controls(node);
@@ -160,8 +160,9 @@ export async function start(dir, options = {}) {
  * member currently leading, from etcdctl endpoint status) and stop().
  */
 export async function startCluster(dir, size = 3, options = {}) {
+  const ports = await freePorts(2 * size);
   const nodes = [];
-  for (let i = 1; i <= size; i++) nodes.push(makeNode(dir, `m${i}`, await freePort(), await freePort()));
+  for (let i = 1; i <= size; i++) nodes.push(makeNode(dir, `m${i}`, ports[2 * i - 2], ports[2 * i - 1]));
   if (options.peerAddress !== undefined) {
     for (const node of nodes) node.advertisedPeerUrl = `http://${await options.peerAddress(node.name, node.peerPort)}`;
   }

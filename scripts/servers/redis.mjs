@@ -11,7 +11,7 @@ import { spawnSync } from 'node:child_process';
 import { mkdirSync } from 'node:fs';
 import { createConnection } from 'node:net';
 import { join } from 'node:path';
-import { freePort, spawnServer, stopServer, waitUntilReady } from '../servers.mjs';
+import { freePorts, spawnServer, stopServer, waitUntilReady } from '../servers.mjs';
 
 export const packages = ['redis-server'];
 export const binary = 'redis-server';
@@ -41,11 +41,10 @@ function ping(port, password) {
  * `tls` ({ cert, key, ca } PEM files: also listen for TLS on a second port, `tlsUrl`).
  */
 export async function start(dir, options = {}) {
-  const port = await freePort();
+  const [port, tlsPort = null] = await freePorts(options.tls === undefined ? 1 : 2);
   const args = ['--port', String(port), '--bind', '127.0.0.1', '--dir', dir, '--save', ''];
   args.push('--appendonly', 'yes', '--appendfsync', 'everysec', '--daemonize', 'no', '--protected-mode', 'yes');
   if (options.password !== undefined) args.push('--requirepass', options.password);
-  const tlsPort = options.tls === undefined ? null : await freePort();
   if (options.tls !== undefined) {
     const { cert, key, ca } = options.tls;
     args.push('--tls-port', String(tlsPort), '--tls-cert-file', cert, '--tls-key-file', key);

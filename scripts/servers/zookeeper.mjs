@@ -8,7 +8,7 @@
 import { existsSync, mkdirSync, writeFileSync } from 'node:fs';
 import { createConnection } from 'node:net';
 import { join } from 'node:path';
-import { freePort, spawnServer, stopServer, waitUntilReady } from '../servers.mjs';
+import { freePorts, spawnServer, stopServer, waitUntilReady } from '../servers.mjs';
 
 // python3-kazoo: the plain client the layout test and the kazoo benchmark use.
 export const packages = ['zookeeper', 'python3-kazoo'];
@@ -82,17 +82,17 @@ async function launch(node, options) {
   node.server = spawnServer('java', args);
 }
 
-async function nodePorts() {
-  return { clientPort: await freePort(), quorumPort: await freePort(), electionPort: await freePort() };
-}
-
 /**
  * n nodes on loopback. Returns { url, connect, nodes, stopNode(i), startNode(i), stop() }.
  * `url` is kvmq's zookeeper:// URL listing every node (no path: callers add their chroot).
  */
 export async function startEnsemble(dir, n = 3, options = {}) {
+  const ports = await freePorts(3 * n);
   const nodes = [];
-  for (let id = 1; id <= n; id++) nodes.push(makeNode(dir, id, await nodePorts()));
+  for (let id = 1; id <= n; id++) {
+    const [clientPort, quorumPort, electionPort] = ports.slice(3 * (id - 1), 3 * id);
+    nodes.push(makeNode(dir, id, { clientPort, quorumPort, electionPort }));
+  }
   for (const node of nodes) writeFileSync(node.cfg, config(node, nodes, options));
   for (const node of nodes) await launch(node, options);
   try {
