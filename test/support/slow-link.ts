@@ -11,6 +11,8 @@ import { createConnection, createServer, type Server, type Socket } from 'node:n
 export interface SlowLink {
   /** host:port to connect to instead of the server. */
   readonly address: string;
+  /** How many connections clients have opened through the link so far. */
+  readonly opened: number;
   /** Drops every connection through the link and refuses new ones until mend(). */
   cut(): void;
   /** Forwards nothing either way, dropping no connection, until mend(). */
@@ -23,6 +25,7 @@ export async function slowLink(target: string, delayMs: number): Promise<SlowLin
   const [host = '127.0.0.1', port = ''] = target.split(':');
   const sockets = new Set<Socket>();
   let isCut = false;
+  let opened = 0;
   // While blackholed: what each connection would have sent, in order, and connections not yet made upstream.
   let held: (() => void)[] | null = null;
   const later = (send: () => void): void => {
@@ -34,6 +37,7 @@ export async function slowLink(target: string, delayMs: number): Promise<SlowLin
       client.destroy();
       return;
     }
+    opened += 1;
     sockets.add(client);
     client.on('close', () => sockets.delete(client));
     client.on('error', () => undefined);
@@ -64,6 +68,9 @@ export async function slowLink(target: string, delayMs: number): Promise<SlowLin
   if (address === null || typeof address === 'string') throw new Error('the slow link has no TCP address');
   return {
     address: `127.0.0.1:${address.port}`,
+    get opened() {
+      return opened;
+    },
     cut: () => {
       isCut = true;
       for (const s of sockets) s.destroy();

@@ -86,14 +86,22 @@ class KeptLease {
       return 'failed';
     }
     return new Promise<Renewal>((resolve) => {
+      let settled = false;
       const finish = (renewal: Renewal): void => {
+        if (settled) return;
+        settled = true;
         clearTimeout(timer);
-        if (renewal === 'failed') {
-          const host = this.members.hostOf(stream);
-          if (host !== null) this.members.markFailing(host);
-        }
         try {
-          stream.cancel();
+          if (renewal === 'failed') {
+            const host = this.members.hostOf(stream);
+            if (host !== null) this.members.markFailing(host);
+            stream.cancel();
+          } else {
+            // Half-closed, etcd ends the stream with OK. A cancel would end it with an error, and the pool
+            // answers any error on a stream by closing every connection to that member: a reconnect each
+            // renewal, several a minute for every idle process.
+            stream.end();
+          }
         } catch {
           // Already gone.
         }
