@@ -27,6 +27,7 @@ import type { EtcdOptions } from './url.js';
 import { translateEtcdError } from './translate-error.js';
 import { EtcdMembers, wasNotSent, type Policy } from './etcd3-members.js';
 import { EtcdSession } from './etcd3-session.js';
+import { closeStream } from './etcd3-stream.js';
 
 type Lib = typeof Etcd3;
 
@@ -249,7 +250,7 @@ class StreamWatch implements Watch {
       return;
     }
     if (this.isCanceled()) {
-      stream.cancel();
+      closeStream(stream);
       return;
     }
     this.stream = stream;
@@ -273,7 +274,7 @@ class StreamWatch implements Watch {
     if (this.stream !== stream || this.canceled) return;
     if (res.canceled) {
       this.stream = null;
-      stream.cancel();
+      closeStream(stream);
       this.canceled = true;
       const compacted = Number(res.compact_revision) > 0;
       this.handler.broken(
@@ -308,11 +309,7 @@ class StreamWatch implements Watch {
   ): void {
     if (this.stream !== stream) return;
     this.stream = null;
-    try {
-      stream.cancel();
-    } catch {
-      // Already gone.
-    }
+    closeStream(stream);
     if (error !== null && typeof error.code === 'number' && !TRANSIENT_STREAM_CODES.has(error.code)) {
       // Asking again from the same revision would fail the same way: the owner reads the state afresh instead.
       this.canceled = true;
@@ -335,13 +332,7 @@ class StreamWatch implements Watch {
     this.timer = null;
     const stream = this.stream;
     this.stream = null;
-    if (stream !== null) {
-      try {
-        stream.cancel();
-      } catch {
-        // Already gone.
-      }
-    }
+    if (stream !== null) closeStream(stream);
     return Promise.resolve();
   }
 }

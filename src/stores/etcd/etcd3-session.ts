@@ -9,6 +9,7 @@ import type * as Etcd3 from 'etcd3';
 import { StoreUnavailableError } from '../../model/errors.js';
 import type { Session } from './kv.js';
 import type { EtcdMembers } from './etcd3-members.js';
+import { closeStream } from './etcd3-stream.js';
 
 type KeepAliveStream = Etcd3.IDuplexStream<Etcd3.ILeaseKeepAliveRequest, Etcd3.ILeaseKeepAliveResponse>;
 
@@ -91,19 +92,17 @@ class KeptLease {
         if (settled) return;
         settled = true;
         clearTimeout(timer);
-        try {
-          if (renewal === 'failed') {
-            const host = this.members.hostOf(stream);
-            if (host !== null) this.members.markFailing(host);
+        if (renewal === 'failed') {
+          const host = this.members.hostOf(stream);
+          if (host !== null) this.members.markFailing(host);
+          // Cancelled while writable: the pool takes it for a fault and drops the member's connections too.
+          try {
             stream.cancel();
-          } else {
-            // Half-closed, etcd ends the stream with OK. A cancel would end it with an error, and the pool
-            // answers any error on a stream by closing every connection to that member: a reconnect each
-            // renewal, several a minute for every idle process.
-            stream.end();
+          } catch {
+            // Already gone.
           }
-        } catch {
-          // Already gone.
+        } else {
+          closeStream(stream);
         }
         resolve(renewal);
       };
