@@ -8,6 +8,7 @@
  * again elsewhere. A failing member is probed until it reports a leader, and is then used again.
  */
 import type * as Etcd3 from 'etcd3';
+import { failStream } from './etcd3-stream.js';
 
 type Lib = typeof Etcd3;
 export type Policy = NonNullable<NonNullable<Etcd3.IOptions['faultHandling']>['global']>;
@@ -112,13 +113,7 @@ export class EtcdMembers {
     state.failing = true;
     const streams = [...state.streams];
     state.streams.clear();
-    for (const stream of streams) {
-      try {
-        stream.cancel();
-      } catch {
-        // Already gone.
-      }
-    }
+    for (const stream of streams) failStream(stream);
     this.scheduleRecheck(host, state);
   }
 

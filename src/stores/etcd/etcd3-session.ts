@@ -9,7 +9,7 @@ import type * as Etcd3 from 'etcd3';
 import { StoreUnavailableError } from '../../model/errors.js';
 import type { Session } from './kv.js';
 import type { EtcdMembers } from './etcd3-members.js';
-import { closeStream } from './etcd3-stream.js';
+import { closeStream, failStream } from './etcd3-stream.js';
 
 type KeepAliveStream = Etcd3.IDuplexStream<Etcd3.ILeaseKeepAliveRequest, Etcd3.ILeaseKeepAliveResponse>;
 
@@ -95,12 +95,7 @@ class KeptLease {
         if (renewal === 'failed') {
           const host = this.members.hostOf(stream);
           if (host !== null) this.members.markFailing(host);
-          // Cancelled while writable: the pool takes it for a fault and drops the member's connections too.
-          try {
-            stream.cancel();
-          } catch {
-            // Already gone.
-          }
+          failStream(stream);
         } else {
           closeStream(stream);
         }
