@@ -10,8 +10,10 @@
  * request with both answers.
  */
 import assert from 'node:assert/strict';
+import { connect as connectHttp2, type IncomingHttpHeaders } from 'node:http2';
 import { describe, test } from 'node:test';
 import { isDeepStrictEqual } from 'node:util';
+import { grpcMessage, PUT_PATH, putRequest } from './fixtures/h2-attack.js';
 import { b64, etcdBesideServe, RawClient, type Outcome, type WatchHandle } from './fixtures/serve-support.js';
 import { waitFor } from './support/wait.js';
 
@@ -200,6 +202,15 @@ function watchView(handle: WatchHandle): { control: unknown[]; events: unknown[]
 describe('kvmq serve answers like etcd 3.4', () => {
   const servers = etcdBesideServe();
 
+  // Every client decodes each header of every call: kvmq serve sends the ones grpc-go sends, and no other
+  // (node:http2 would add a date to each response). grpc-go's trailers also carry an empty grpc-message,
+  // which says nothing: kvmq serve's carry the status only.
+  test('a call is answered with the header and trailer names etcd sends', async () => {
+    const [etcd, kvmq] = await Promise.all([headerNames(servers.etcd.endpoint), headerNames(servers.kvmq.endpoint)]);
+    assert.deepEqual(etcd, { headers: [':status', 'content-type'], trailers: ['grpc-message', 'grpc-status'] });
+    assert.deepEqual(kvmq, { headers: etcd.headers, trailers: ['grpc-status'] });
+  });
+
   for (const seed of SEEDS) {
     test(
       `random sequence, seed ${seed}: both servers answer and notify watches alike`,
@@ -347,6 +358,29 @@ describe('kvmq serve answers like etcd 3.4', () => {
     }
   }
 });
+
+/** The names of the headers and trailers a server answers one put with, sorted. */
+async function headerNames(endpoint: string): Promise<{ headers: string[]; trailers: string[] }> {
+  const session = connectHttp2(endpoint.includes('://') ? endpoint : `http://${endpoint}`);
+  try {
+    const req = session.request({
+      ':method': 'POST',
+      ':path': PUT_PATH,
+      'content-type': 'application/grpc',
+      te: 'trailers',
+    });
+    const names = (h: IncomingHttpHeaders): string[] => Object.keys(h).sort();
+    const headers = new Promise<string[]>((resolve) => req.once('response', (h) => resolve(names(h))));
+    const trailers = new Promise<string[]>((resolve) =>
+      req.once('trailers', (h: IncomingHttpHeaders) => resolve(names(h))),
+    );
+    req.resume();
+    req.end(grpcMessage(putRequest('headers', Buffer.from('v'))));
+    return { headers: await headers, trailers: await trailers };
+  } finally {
+    session.close();
+  }
+}
 
 function openWatch(g: Gen, a: RawClient, b: RawClient, watches: WatchPair[]): WatchPair {
   const m = g.m;

@@ -12,7 +12,7 @@ import { Code, EtcdError } from '../../errors.js';
 import type { CallContext, Method, Sink, StreamHandler } from '../method.js';
 import { toEtcdError } from '../status.js';
 import type { ConnectionState } from './connection-state.js';
-import { errorTrailers, OK_TRAILERS, RESPONSE_HEADERS, trailersOnly } from './grpc-headers.js';
+import { errorTrailers, OK_TRAILERS, RESPOND, RESPOND_ENDED, RESPONSE_HEADERS, trailersOnly } from './grpc-headers.js';
 import { MAX_BUFFERED_REQUEST_BYTES } from './limits.js';
 import { MessageReader, type MessageTarget } from './message-reader.js';
 
@@ -43,7 +43,7 @@ function start(call: GrpcCall): void {
 /** Answers a stream no call was made for with an error, and stops the client sending on it. */
 export function refuse(stream: ServerHttp2Stream, error: EtcdError): void {
   if (stream.destroyed || stream.closed) return;
-  stream.respond(trailersOnly(error), { endStream: true });
+  stream.respond(trailersOnly(error), RESPOND_ENDED);
   stream.close(constants.NGHTTP2_NO_ERROR);
 }
 
@@ -165,7 +165,7 @@ export class GrpcCall implements Sink, MessageTarget {
     this.finished = true;
     const stream = this.stream;
     if (stream.destroyed || stream.closed) return;
-    stream.respond(RESPONSE_HEADERS, { waitForTrailers: true });
+    stream.respond(RESPONSE_HEADERS, RESPOND);
     this.responded = true;
     stream.cork();
     stream.write(prefix(message.length));
@@ -184,7 +184,7 @@ export class GrpcCall implements Sink, MessageTarget {
     if (this.ended) return;
     const stream = this.stream;
     if (!this.responded) {
-      stream.respond(RESPONSE_HEADERS, { waitForTrailers: true });
+      stream.respond(RESPONSE_HEADERS, RESPOND);
       this.responded = true;
     }
     stream.cork();
@@ -204,7 +204,7 @@ export class GrpcCall implements Sink, MessageTarget {
       refuse(stream, error);
       return;
     }
-    if (!this.responded) stream.respond(RESPONSE_HEADERS, { waitForTrailers: true });
+    if (!this.responded) stream.respond(RESPONSE_HEADERS, RESPOND);
     this.responded = true;
     if (error !== undefined) this.trailers = errorTrailers(error);
     this.resetAfterTrailers = !stream.readableEnded;

@@ -1,9 +1,20 @@
 /** The headers and trailers of gRPC responses, and grpc-go's statuses for requests no method takes. */
-import type { OutgoingHttpHeaders } from 'node:http2';
+import type { OutgoingHttpHeaders, ServerStreamResponseOptions } from 'node:http2';
 import { Code, EtcdError } from '../../errors.js';
 
 export const RESPONSE_HEADERS: OutgoingHttpHeaders = { ':status': 200, 'content-type': 'application/grpc' };
 export const OK_TRAILERS: OutgoingHttpHeaders = { 'grpc-status': '0' };
+
+/**
+ * How every gRPC response is started. node:http2 adds a `date` header to each response unless told not to
+ * (`sendDate`, missing from @types/node): grpc-go sends none, and every client would decode it and carry it
+ * as metadata on each call.
+ */
+export const RESPOND: RespondOptions = { waitForTrailers: true, sendDate: false };
+/** The same for a response that ends in its one header block (trailers-only). */
+export const RESPOND_ENDED: RespondOptions = { endStream: true, sendDate: false };
+
+type RespondOptions = ServerStreamResponseOptions & { readonly sendDate: boolean };
 
 /** gRPC's grpc-message encoding: printable ASCII except '%' as is, everything else %-escaped UTF-8. */
 export function percentEncode(message: string): string {
