@@ -389,6 +389,40 @@ void describe('postgres store', () => {
     }
   });
 
+  void test("a version 10 schema is migrated: a message's reports leave with it by a trigger, holders go unindexed", async () => {
+    const schema = freshSchema();
+    // What version 10 was: the reports' foreign key with its cascade, and the holders' index.
+    const client = await migratedFrom(
+      () => `DROP TRIGGER messages_gone ON "${schema}".messages; DROP FUNCTION "${schema}".reports_gone();
+       ALTER TABLE "${schema}".reports ADD FOREIGN KEY (seq) REFERENCES "${schema}".messages (seq) ON DELETE CASCADE;
+       CREATE INDEX messages_holder ON "${schema}".messages (queue, consumer) WHERE phase = 1;
+       UPDATE "${schema}".version SET version = 10`,
+      schema,
+    );
+    const layout = await sql(
+      base,
+      `SELECT (SELECT count(*)::int FROM pg_constraint WHERE conrelid = $1::regclass AND contype = 'f') AS keys,
+         (SELECT count(*)::int FROM pg_trigger WHERE tgrelid = $2::regclass AND tgname = 'messages_gone') AS triggers,
+         to_regclass($3) IS NULL AS unindexed`,
+      [`"${schema}".reports`, `"${schema}".messages`, `"${schema}".messages_holder`],
+    );
+    assert.deepEqual(layout.rows, [{ keys: 0, triggers: 1, unindexed: true }]);
+    // A queue that keeps no successes deletes each with its finish; the message reports before it returns.
+    await client.configure('q', { keepDone: 0 });
+    const reports = async (): Promise<number> =>
+      ((await sql(base, `SELECT count(*)::int AS n FROM "${schema}".reports`)).rows[0] as { n: number }).n;
+    const worker = client.worker('q', async (job) => {
+      job.progress(50);
+      await waitFor(async () => (await reports()) === 1, { what: 'the report stored' });
+    });
+    try {
+      await waitFor(async () => (await client.status('q', 'old')) === null, { what: 'old handled and deleted' });
+      assert.equal(await reports(), 0, 'its report went with it');
+    } finally {
+      await worker.stop();
+    }
+  });
+
   void test('a claim that takes the last ready messages says when to look again; one that takes none counts a dry run', async () => {
     // Without a pinned session no dead holders are swept (a general transaction now and then): every claim after
     // the first, which reads the queue, is the one statement.

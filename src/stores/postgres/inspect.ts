@@ -116,11 +116,14 @@ export async function stateCounts(
 }
 
 export async function liveConsumers(db: Queryable, s: string, queue: string, now: number): Promise<ConsumerInfo[]> {
+  // The queue's held messages read once (messages_locked), grouped by holder.
   const { rows } = await db.query<ConsumerRow & { holding: string[] }>(
-    `SELECT c.id, c.host, c.pid, c.started_at, c.seen_at,
-       ARRAY(SELECT m.id FROM ${s}.messages m WHERE m.queue = $1 AND m.phase = 1 AND m.consumer = c.id
-         AND m.lock_until > $2 ORDER BY m.seq) AS holding
-     FROM ${s}.consumers c WHERE c.queue = $1 AND c.expires_at > $2 ORDER BY c.started_at`,
+    `WITH held AS (
+       SELECT m.consumer, array_agg(m.id ORDER BY m.seq) AS ids FROM ${s}.messages m
+       WHERE m.queue = $1 AND m.phase = 1 AND m.lock_until > $2 GROUP BY m.consumer)
+     SELECT c.id, c.host, c.pid, c.started_at, c.seen_at, coalesce(h.ids, '{}') AS holding
+     FROM ${s}.consumers c LEFT JOIN held h ON h.consumer = c.id
+     WHERE c.queue = $1 AND c.expires_at > $2 ORDER BY c.started_at`,
     [queue, now],
   );
   return rows.map((row) => consumerInfo(row, row.holding));

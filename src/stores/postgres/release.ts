@@ -11,16 +11,18 @@ import type { WriteContext } from './tx.js';
 /** Returns how many messages it released. */
 export async function releaseDeadHolders(tx: WriteContext, lockSpace: number): Promise<number> {
   const { db, s, queue, now } = tx;
+  // The dead consumers first (usually none, and then no message is read), then theirs among the locked.
   const released = await db.query(
-    `UPDATE ${s}.messages m SET lock_until = 0
-     FROM ${s}.consumers c
-     WHERE c.queue = $1 AND m.queue = $1 AND m.phase = 1 AND m.consumer = c.id AND m.lock_until > $2
-       AND c.lock_key <> 0
-       AND NOT EXISTS (
-         SELECT 1 FROM pg_locks l
-         WHERE l.locktype = 'advisory' AND l.granted AND l.objsubid = 2
-           AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())
-           AND l.classid = $3::bigint::oid AND l.objid = c.lock_key::bigint::oid)`,
+    `WITH dead AS MATERIALIZED (
+       SELECT c.id FROM ${s}.consumers c
+       WHERE c.queue = $1 AND c.lock_key <> 0
+         AND NOT EXISTS (
+           SELECT 1 FROM pg_locks l
+           WHERE l.locktype = 'advisory' AND l.granted AND l.objsubid = 2
+             AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())
+             AND l.classid = $3::bigint::oid AND l.objid = c.lock_key::bigint::oid))
+     UPDATE ${s}.messages m SET lock_until = 0 FROM dead d
+     WHERE m.queue = $1 AND m.phase = 1 AND m.lock_until > $2 AND m.consumer = d.id`,
     [queue, now, lockSpace],
   );
   return released.rowCount ?? 0;

@@ -1,6 +1,6 @@
 /**
  * Handlers' reports on PostgreSQL, as on SQLite (src/stores/sqlite/reports.ts, whose row rules both use): one row per
- * message in `reports`, keyed by the message's seq and deleted with it (ON DELETE CASCADE), apart from the
+ * message in `reports`, keyed by the message's seq and deleted with it (a trigger, schema.ts reports11), apart from the
  * message row so a progress write does not copy its payload. Written only while the consumer holds the attempt
  * (the message row locked FOR UPDATE, as a finish does), with a `progress` event when progress is set.
  */
