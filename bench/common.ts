@@ -120,6 +120,9 @@ export function median(values: readonly number[]): number {
 /** Whole numbers with thousands separators: 12,345. */
 export const whole = new Intl.NumberFormat('en-US', { maximumFractionDigits: 0 });
 
+/** One decimal: 12.3. */
+export const tenths = new Intl.NumberFormat('en-US', { minimumFractionDigits: 1, maximumFractionDigits: 1 });
+
 /** A table with a header row, as aligned text for the terminal or as markdown for docs/benchmarks.md. */
 export function table(header: readonly string[], body: readonly string[][], markdown: boolean): string {
   if (markdown) {

@@ -34,7 +34,8 @@
  */
 import { fileURLToPath } from 'node:url';
 import pg from 'pg';
-import { describeMachine, inFlight, median, table, whole } from '../common.js';
+import { describeMachine, inFlight, median, table, tenths, whole } from '../common.js';
+import { cpuByName, cpuSince } from '../process-cpu.js';
 import { writeSection } from '../doc.js';
 import { peerRequire } from './install.js';
 import {
@@ -87,13 +88,16 @@ type Throughput = 'enqueue' | 'batch' | 'process';
 interface Phase {
   readonly perSec: number[];
   walBytes: number;
+  /** CPU spent while timed: by every `postgres` process of this machine (none for a remote server), and by this one. */
+  serverCpuMs: number;
+  ownCpuMs: number;
   messages: number;
 }
 
 type Results = Record<Throughput, Phase> & { latency: number[] };
 
 function emptyResults(): Results {
-  const phase = (): Phase => ({ perSec: [], walBytes: 0, messages: 0 });
+  const phase = (): Phase => ({ perSec: [], walBytes: 0, serverCpuMs: 0, ownCpuMs: 0, messages: 0 });
   return { enqueue: phase(), batch: phase(), process: phase(), latency: [] };
 }
 
@@ -142,9 +146,14 @@ async function measure(
   try {
     await prepare(peer);
     const position = await admin.walPosition();
+    const server = cpuByName('postgres');
+    const own = process.cpuUsage();
     const start = performance.now();
     await timed(peer);
     const ms = performance.now() - start;
+    const ownCpu = process.cpuUsage(own);
+    into.serverCpuMs += cpuSince('postgres', server);
+    into.ownCpuMs += (ownCpu.user + ownCpu.system) / 1000;
     into.walBytes += await admin.walSince(position);
     into.perSec.push((n * 1000) / ms);
     into.messages += n;
@@ -193,14 +202,19 @@ function rows(
     ...names.map((n) => `${p(n, q).toFixed(2)} ms`),
     ...blank,
   ];
-  const walRow = (label: string, phase: Throughput): string[] => [
+  const perMessageRow = (label: string, phase: Throughput, of: (ph: Phase) => number, format: Intl.NumberFormat) => [
     label,
     ...names.map((n) => {
       const ph = get(n)[phase];
-      return ph.messages === 0 ? '' : whole.format(ph.walBytes / ph.messages);
+      return ph.messages === 0 ? '' : format.format(of(ph) / ph.messages);
     }),
     ...blank,
   ];
+  const walRow = (label: string, phase: Throughput): string[] =>
+    perMessageRow(label, phase, (ph) => ph.walBytes, whole);
+  // The server's CPU is read from /proc: a server on another machine shows none.
+  const cpuRow = (label: string, phase: Throughput, of: (ph: Phase) => number): string[] =>
+    perMessageRow(label, phase, (ph) => of(ph) * 1000, tenths);
   const all: [phase: string, row: string[]][] = [
     ['enqueue', rateRow(`enqueue, ${IN_FLIGHT} single adds in flight (msgs/s)`, 'enqueue')],
     ['batch', rateRow(`enqueue batched, ${BATCH} per call (msgs/s)`, 'batch')],
@@ -210,6 +224,8 @@ function rows(
     ['enqueue', walRow('WAL bytes per message, enqueue', 'enqueue')],
     ['batch', walRow('WAL bytes per message, batched enqueue', 'batch')],
     ['process', walRow('WAL bytes per message, processing', 'process')],
+    ['process', cpuRow('PostgreSQL CPU per message, processing (µs)', 'process', (ph) => ph.serverCpuMs)],
+    ['process', cpuRow("the worker process's CPU per message, processing (µs)", 'process', (ph) => ph.ownCpuMs)],
   ];
   return all.filter(([phase]) => phases.has(phase)).map(([, row]) => row);
 }
