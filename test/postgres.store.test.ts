@@ -423,6 +423,53 @@ void describe('postgres store', () => {
     }
   });
 
+  void test('a version 11 schema is migrated: its text keys take the C collation, whatever the database has', async () => {
+    const schema = freshSchema();
+    const keys = `SELECT c.relname || '.' || a.attname AS key, coalesce(l.collname, 'default') AS collation
+      FROM pg_attribute a JOIN pg_class c ON c.oid = a.attrelid JOIN pg_namespace n ON n.oid = c.relnamespace
+      LEFT JOIN pg_collation l ON l.oid = a.attcollation AND a.attcollation <> 100
+      WHERE n.nspname = $1 AND c.relkind = 'r' AND a.atttypid = 'text'::regtype AND NOT a.attisdropped
+        AND a.attname IN ('queue', 'id', 'filters', 'consumer', 'group_name', 'debounce_id', 'name')
+      ORDER BY 1`;
+    // What version 11 was: every key in the database's collation.
+    const client = await migratedFrom(
+      () =>
+        `${[
+          'messages (queue, id, filters, consumer, group_name, debounce_id)',
+          'queues (queue)',
+          'counts (queue)',
+          'classes (queue, filters)',
+          'consumers (queue, id)',
+          'events (queue, id)',
+          'turns (queue, name)',
+          'schedules (queue, name)',
+          'group_rates (queue, group_name)',
+        ]
+          .map((spec) => {
+            const [table, columns] = spec.split(' ') as [string, string];
+            const altered = columns
+              .slice(1, -1)
+              .split(', ')
+              .map((c) => `ALTER COLUMN ${c} TYPE text COLLATE "default"`);
+            return `ALTER TABLE "${schema}".${table} ${altered.join(', ')};`;
+          })
+          .join(' ')} UPDATE "${schema}".version SET version = 11`,
+      schema,
+    );
+    const collations = (await sql(base, keys, [schema])).rows as { key: string; collation: string }[];
+    assert.equal(collations.length, 20, JSON.stringify(collations));
+    assert.deepEqual(
+      collations.filter((k) => k.collation !== 'C'),
+      [],
+    );
+    const worker = client.worker('q', () => undefined);
+    try {
+      assert.equal((await doneStatus(client, 'old')).state, 'done-awaiting-gc');
+    } finally {
+      await worker.stop();
+    }
+  });
+
   void test('a claim that takes the last ready messages says when to look again; one that takes none counts a dry run', async () => {
     // Without a pinned session no dead holders are swept (a general transaction now and then): every claim after
     // the first, which reads the queue, is the one statement.
