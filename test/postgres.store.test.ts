@@ -431,29 +431,17 @@ void describe('postgres store', () => {
       WHERE n.nspname = $1 AND c.relkind = 'r' AND a.atttypid = 'text'::regtype AND NOT a.attisdropped
         AND a.attname IN ('queue', 'id', 'filters', 'consumer', 'group_name', 'debounce_id', 'name')
       ORDER BY 1`;
-    // What version 11 was: every key in the database's collation.
+    // What version 11 was: every key in the database's collation (each column this kvmq made C, set back).
     const client = await migratedFrom(
-      () =>
-        `${[
-          'messages (queue, id, filters, consumer, group_name, debounce_id)',
-          'queues (queue)',
-          'counts (queue)',
-          'classes (queue, filters)',
-          'consumers (queue, id)',
-          'events (queue, id)',
-          'turns (queue, name)',
-          'schedules (queue, name)',
-          'group_rates (queue, group_name)',
-        ]
-          .map((spec) => {
-            const [table, columns] = spec.split(' ') as [string, string];
-            const altered = columns
-              .slice(1, -1)
-              .split(', ')
-              .map((c) => `ALTER COLUMN ${c} TYPE text COLLATE "default"`);
-            return `ALTER TABLE "${schema}".${table} ${altered.join(', ')};`;
-          })
-          .join(' ')} UPDATE "${schema}".version SET version = 11`,
+      () => `DO $do$ DECLARE k record; BEGIN
+         FOR k IN SELECT c.relname, a.attname FROM pg_attribute a JOIN pg_class c ON c.oid = a.attrelid
+           JOIN pg_namespace n ON n.oid = c.relnamespace
+           WHERE n.nspname = '${schema}' AND c.relkind = 'r' AND a.attcollation = 'pg_catalog."C"'::regcollation
+         LOOP
+           EXECUTE format('ALTER TABLE %I.%I ALTER COLUMN %I TYPE text COLLATE "default"', '${schema}', k.relname,
+             k.attname);
+         END LOOP;
+       END $do$; UPDATE "${schema}".version SET version = 11`,
       schema,
     );
     const collations = (await sql(base, keys, [schema])).rows as { key: string; collation: string }[];
