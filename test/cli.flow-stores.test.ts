@@ -41,18 +41,24 @@ describe('kvmq flow add on server stores', () => {
     });
   }
 
-  it('etcd: a mistake in the tree exits 2, a staged tree with dependsOn exits 1; neither writes anything', async () => {
+  it('etcd: a mistake in the tree exits 2, a staged tree with a missing dependsOn exits 3; neither writes', async () => {
     const store = isolatedUrl();
     const bad = await expectExit(2, ['flow', 'add'], { store, input: JSON.stringify({ ...TREE, prio: 1 }) });
     assert.match(bad.stderr, /unknown option 'prio'/);
     const children = Array.from({ length: 60 }, (_, i) => ({ queue: 'fetch', payload: i }));
-    await expectExit(0, ['enqueue', 'fetch', '"e"', '--id', 'earlier'], { store });
-    const dependsOn = [{ queue: 'fetch', id: 'earlier' }];
-    const big = await expectExit(1, ['flow', 'add'], {
+    const missing = [{ queue: 'fetch', id: 'earlier' }];
+    const refused = await expectExit(3, ['flow', 'add'], {
       store,
-      input: JSON.stringify({ ...TREE, children, dependsOn }),
+      input: JSON.stringify({ ...TREE, children, dependsOn: missing }),
     });
-    assert.match(big.stderr, /^kvmq: a flow of 61 messages does not fit one etcd Txn, .* takes no dependsOn/);
+    assert.match(refused.stderr, /^kvmq: flow not written: .*'earlier' of queue 'fetch'/);
     assert.match((await expectExit(1, ['status', 'reports'], { store })).stderr, /unknown queue 'reports'/);
+    // Staged past one Txn, the tree takes a dependency enqueued before it.
+    await expectExit(0, ['enqueue', 'fetch', '"e"', '--id', 'earlier'], { store });
+    await expectExit(0, ['flow', 'add'], { store, input: JSON.stringify({ ...TREE, children, dependsOn: missing }) });
+    const shown = (await expectExit(0, ['flow', 'show', 'fetch', 'earlier'], { store })).stdout.split('\n');
+    assert.equal(shown[0], 'reports/month waiting-children');
+    assert.equal(shown[1], '  fetch/earlier queued');
+    assert.equal(shown.length, 63, 'the parent, its dependency, its 60 children and the last newline');
   });
 });

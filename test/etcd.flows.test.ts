@@ -2,12 +2,12 @@
  * Flows on etcd beyond the conformance suite: the parent's count in its record stays exact when a stale holder
  * ends a child a second time, the release of the parent is part of its last child's end (so a dispatcher killed
  * around it changes nothing), and a flow past one Txn is staged: seen whole once written, and nothing of it seen
- * (then deleted by GC) when its writer dies while staging.
+ * (then deleted by GC) when its writer dies while staging; its dependsOn linked in the Txn that makes it visible.
  */
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import { storeOf } from '../src/client/client-store.js';
-import { StoreLimitError } from '../src/model/errors.js';
+import { FlowRefusedError, StoreLimitError } from '../src/model/errors.js';
 import { QueueKeys } from '../src/stores/etcd/keys.js';
 import { decodeRecord, type MessageRecord } from '../src/stores/etcd/record.js';
 import { prefixEnd, type TxnRequest } from '../src/stores/etcd/kv.js';
@@ -301,26 +301,123 @@ void describe('etcd flows', () => {
     assert.equal(tree?.children.length, 999);
   });
 
-  void test('a staged flow takes no dependsOn: refused with StoreLimitError, nothing written', async () => {
-    const client = await opened.client(isolatedUrl());
-    await client.enqueue('deps', 'd', { id: 'd' });
-    const children = Array.from({ length: 60 }, (_, i): FlowTree => ({ queue: 'kids', payload: i, id: `k${i}` }));
-    const tree: FlowTree = {
-      queue: 'parents',
-      payload: 'p',
-      id: 'p',
-      children,
-      dependsOn: [{ queue: 'deps', id: 'd' }],
-    };
-    await assert.rejects(client.flow(tree), (error: unknown) => {
-      assert.ok(error instanceof StoreLimitError);
-      assert.match(error.message, /a flow of 61 messages does not fit one etcd Txn, .* takes no dependsOn/);
-      return true;
-    });
-    assert.equal(await client.status('parents', 'p'), null);
-    assert.equal((await client.queueStatus('kids')).total, 0);
-    assert.equal((await client.status('deps', 'd'))?.state, 'queued');
-  });
+  void test(
+    'a staged flow links its dependsOn as it becomes visible: each dependency counts for its node',
+    { timeout: TIMEOUT_MS },
+    async () => {
+      const { client, store } = await withDependency();
+      await client.enqueue('deps', 'e', { id: 'e' });
+      await client.enqueue('finished', 'x', { id: 'x' });
+      const early = client.worker('finished', () => undefined);
+      await waitForStatus(client, 'finished', 'x', 'done-awaiting-gc');
+      await early.stop();
+      const leaves = Array.from({ length: 60 }, (_, i): FlowTree => ({ queue: 'kids', payload: i, id: `k${i}` }));
+      const mid: FlowTree = { queue: 'mids', payload: 'm', id: 'm', dependsOn: [{ queue: 'deps', id: 'e' }] };
+      await client.flow({
+        queue: 'parents',
+        payload: 'p',
+        id: 'p',
+        children: [...leaves, mid],
+        dependsOn: [
+          { queue: 'deps', id: 'd' },
+          { queue: 'finished', id: 'x' },
+        ],
+      });
+      // 60 leaves, the node m, and d, which has not ended; x has.
+      assert.equal((await record(store, 'parents', 'p'))?.flow?.left, 62);
+      assert.equal((await record(store, 'mids', 'm'))?.flow?.left, 1);
+      assert.deepEqual((await record(store, 'deps', 'd'))?.flow, { parent: ['parents', 'p'], owes: true });
+      assert.deepEqual((await record(store, 'finished', 'x'))?.flow, { parent: ['parents', 'p'] });
+      assert.deepEqual((await record(store, 'deps', 'e'))?.flow, { parent: ['mids', 'm'], owes: true });
+      assert.equal((await client.status('mids', 'm'))?.state, 'waiting-children');
+      assert.equal((await client.queueStatus('kids')).counts.queued, 60);
+      assert.deepEqual(await keysUnder(store, new QueueKeys(store.root, 'kids').stagedIndex), []);
+      assert.deepEqual(await keysUnder(store, new QueueKeys(store.root, 'parents').liveFlows), []);
+      const log = new JobLog();
+      for (const queue of ['kids', 'mids', 'parents']) client.worker(queue, (job) => log.record(job));
+      await log.handled('k59', 1, { timeoutMs: 10_000 });
+      await log.handled('k0', 1, { timeoutMs: 10_000 });
+      await quietPeriod(300);
+      assert.deepEqual(
+        log.ids().filter((id) => !id.startsWith('k')),
+        [],
+        'm waits for e, p for d and m',
+      );
+      client.worker('deps', (job) => log.record(job));
+      await log.handled('p', 1, { timeoutMs: 10_000 });
+      const order = log.ids();
+      for (const id of ['d', 'e', 'm']) assert.ok(order.indexOf(id) < order.indexOf('p'), `${id} before p`);
+      assert.ok(order.indexOf('e') < order.indexOf('m'), 'e before m');
+    },
+  );
+
+  void test(
+    'a dependency that ends while its staged flow is made visible: the flow is linked again, counting it ended',
+    { timeout: TIMEOUT_MS },
+    async () => {
+      const { client, store } = await withDependency();
+      // The dependency's worker finishes it between its read and the Txn that makes the flow visible.
+      const tries = beforeMadeLive(store, async () => {
+        const claim = { consumerId: 'w', max: 1, lockMs: 5_000, accepts: null, eoqBackoffMs: () => 50 };
+        const [held] = (await store.claim('deps', claim)).messages;
+        assert.equal(held?.id, 'd');
+        const success = { id: 'd', attempt: 1, outcome: 'success' as const, backoffMs: 0, error: null };
+        assert.deepEqual(await store.finish('deps', 'w', [{ ...success, startedAt: Date.now() }]), ['ok']);
+      });
+      await client.flow({ ...stagedTree(), dependsOn: [{ queue: 'deps', id: 'd' }] });
+      assert.equal(tries(), 2, 'made visible at the second try');
+      assert.equal((await record(store, 'parents', 'p'))?.flow?.left, 60, 'd ended before it was linked');
+      assert.deepEqual((await record(store, 'deps', 'd'))?.flow, { parent: ['parents', 'p'] });
+      assert.equal((await client.queueStatus('kids')).counts.queued, 60);
+    },
+  );
+
+  void test(
+    'a dependency removed while its staged flow is made visible: the flow is refused, what it staged deleted',
+    { timeout: TIMEOUT_MS },
+    async () => {
+      const { client, store } = await withDependency();
+      const tries = beforeMadeLive(store, async () => assert.equal((await client.remove('deps', 'd')).ok, true));
+      const flow = client.flow({ ...stagedTree(), dependsOn: [{ queue: 'deps', id: 'd' }] });
+      await assert.rejects(flow, (error: unknown) => {
+        assert.ok(error instanceof FlowRefusedError, String(error));
+        assert.deepEqual([error.queue, error.id, error.reason], ['deps', 'd', 'missing']);
+        return true;
+      });
+      assert.equal(tries(), 1);
+      assert.equal(await client.status('parents', 'p'), null);
+      assert.equal((await client.queueStatus('kids')).total, 0);
+      for (const queue of ['parents', 'kids']) {
+        const keys = new QueueKeys(store.root, queue);
+        for (const prefix of [keys.stagedIndex, keys.records, keys.payloads, keys.stagings, keys.liveFlows]) {
+          assert.deepEqual(await keysUnder(store, prefix), [], prefix);
+        }
+      }
+    },
+  );
+
+  void test(
+    'a staged flow whose dependsOn do not fit the Txn that makes it visible is refused, nothing written',
+    { timeout: TIMEOUT_MS },
+    async () => {
+      const client = await opened.client(isolatedUrl());
+      const ids = Array.from({ length: 70 }, (_, i) => `d${i}`);
+      await client.enqueueBatch(
+        'deps',
+        ids.map((id) => ({ payload: id, id })),
+      );
+      const dependsOn = ids.map((id) => ({ queue: 'deps', id }));
+      await assert.rejects(client.flow({ ...stagedTree(), dependsOn }), (error: unknown) => {
+        assert.ok(error instanceof StoreLimitError);
+        assert.match(error.message, /a flow of 61 messages does not fit one etcd Txn, and its 70 dependsOn/);
+        return true;
+      });
+      assert.equal(await client.status('parents', 'p'), null);
+      assert.equal((await client.queueStatus('kids')).total, 0);
+      assert.equal((await client.status('deps', 'd0'))?.state, 'queued');
+      assert.equal((await record(etcdStore(client), 'deps', 'd0'))?.flow, undefined, 'd0 not linked');
+    },
+  );
 
   void test(
     'a writer killed while staging leaves nothing visible, and GC removes what it staged',
@@ -461,6 +558,39 @@ async function flowHeldByVanished(client: Client, store: EtcdStore, children: re
   const claim = { consumerId: 'vanished', max: kids.length, lockMs: 300, accepts: null, eoqBackoffMs: () => 50 };
   const taken = (await store.claim('kids', claim)).messages.map((m) => m.id);
   assert.deepEqual(taken.sort(), kids.sort());
+}
+
+/** A client on a root of its own, its store, and the message `deps`/`d` enqueued there. */
+async function withDependency(): Promise<{ client: Client; store: EtcdStore }> {
+  const client = await opened.client(isolatedUrl());
+  await client.enqueue('deps', 'd', { id: 'd' });
+  return { client, store: etcdStore(client) };
+}
+
+/** A flow of a parent `parents`/`p` and 60 leaves in `kids`: staged, past one Txn. */
+function stagedTree(): FlowTree {
+  const leaves = Array.from({ length: 60 }, (_, i): FlowTree => ({ queue: 'kids', payload: i, id: `k${i}` }));
+  return { queue: 'parents', payload: 'p', id: 'p', children: leaves };
+}
+
+/**
+ * Runs `action` once, just before the first Txn that makes a flow rooted in `parents` visible (it puts the live
+ * key); returns a count of those Txns so far.
+ */
+function beforeMadeLive(store: EtcdStore, action: () => Promise<void>): () => number {
+  const own = store.kv;
+  const live = new QueueKeys(store.root, 'parents').liveFlows;
+  let tries = 0;
+  Object.defineProperty(store, 'kv', {
+    value: interposed(own, {
+      async txn(request: TxnRequest) {
+        const makesLive = request.success.some((op) => op.type === 'put' && op.key.startsWith(live));
+        if (makesLive && tries++ === 0) await action();
+        return own.txn(request);
+      },
+    }),
+  });
+  return () => tries;
 }
 
 function etcdStore(client: Parameters<typeof storeOf>[0]): EtcdStore {

@@ -100,6 +100,47 @@ export function dependsOn(fixture: StoreFixture): void {
 
     storeTest(
       fixture,
+      'a flow of 200 with dependsOn (staged on etcd): its nodes wait for their dependencies and their children',
+      async (h) => {
+        const q = h.queue('dep-big');
+        const kids = h.queue('dep-big-k');
+        const dq = h.queue('dep-big-d');
+        await enqueueAll(h, dq, ['a', 'b']);
+        const leaves = Array.from({ length: 197 }, (_, i): FlowTree => ({ queue: kids, payload: i, id: `k${i}` }));
+        const mid: FlowTree = { queue: q, payload: 'm', id: 'm', dependsOn: [{ queue: dq, id: 'b' }] };
+        await h.client.flow({
+          queue: q,
+          payload: 'p',
+          id: 'p',
+          children: [mid, ...leaves],
+          dependsOn: [{ queue: dq, id: 'a' }],
+        });
+        assert.equal((await h.client.queueStatus(q)).counts['waiting-children'], 2);
+        assert.equal((await h.client.queueStatus(kids)).counts.queued, 197);
+        const tree = await h.client.getFlow(dq, 'b');
+        assert.deepEqual(shape(tree ?? assert.fail('no flow')).slice(0, 4), [
+          `${q}/p:waiting-children`,
+          `${dq}/a:queued`,
+          `${q}/m:waiting-children`,
+          `${dq}/b:queued`,
+        ]);
+        const { log } = parentWorker(h, q);
+        h.worker(kids, () => undefined);
+        await waitFor(async () => (await h.client.queueStatus(kids)).counts['done-awaiting-gc'] === 197, {
+          what: 'the leaves done',
+        });
+        await quietPeriod(300);
+        assert.deepEqual(log.ids(), [], 'p waits for a and m, m for b');
+        h.worker(dq, () => undefined);
+        await waitForStatus(h.client, q, 'p', 'done-awaiting-gc');
+        assert.equal((await h.client.status(q, 'm'))?.state, 'done-awaiting-gc');
+        assert.deepEqual(log.ids(), ['p']);
+      },
+      { capability: 'flows' },
+    );
+
+    storeTest(
+      fixture,
       'new children and dependencies, in two queues, all counted',
       async (h) => {
         const q = h.queue('dep-mixed');

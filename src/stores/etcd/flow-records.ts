@@ -38,7 +38,7 @@ export function flowRecords(
   const children = messages.map((_, i): FlowLink[] => deps.filter((d) => d.node === i).map((d) => d.link));
   for (const m of messages) if (m.parent !== null) children[m.parent]?.push([m.queue, m.message.id]);
   return messages.map((m, i) => {
-    const left = m.children + deps.filter((d) => d.node === i && d.waits).length;
+    const left = childrenLeft(messages, deps, i);
     const parent = m.parent === null ? undefined : messages[m.parent];
     const flow: FlowFields = {
       ...(parent === undefined ? {} : { parent: [parent.queue, parent.message.id] as const, owes: true as const }),
@@ -53,6 +53,17 @@ export function flowRecords(
       payload: asBuffer(m.message.payload),
     };
   });
+}
+
+/** A node's count of children not ended: its own in the flow, and its dependencies that still owe. */
+export function childrenLeft(
+  messages: readonly FlowMessage[],
+  deps: readonly LinkedDependency[],
+  node: number,
+): number {
+  let left = (messages[node] as FlowMessage).children;
+  for (const d of deps) if (d.node === node && d.waits) left++;
+  return left;
 }
 
 /** Each queue's registry entry and `enqueued` events (one key per queue, when its events are on). */

@@ -4,20 +4,23 @@
  * compared absent, the staging key compared present), its payload kept and a `/kvmq/staged/{flow}/{id}` entry, in
  * as many Txns as it takes: nothing reads a staged record as a message. One Txn then makes the flow live: the
  * staging key still there, it puts `/kvmq/flows/{flow}` (the messages in the flow's order) and deletes the staging
- * key. The writer then moves the messages in, parents first, each Txn comparing the records it changes, and
- * deletes the live key; a writer that dies after making the flow live leaves that to GC, which moves in live flows
- * older than a few seconds; one that dies before leaves staged records whose staging key went with its lease,
- * which GC deletes.
+ * key; a flow with `dependsOn` also links its dependencies there, and moves in the nodes that take them and the
+ * nodes above those, so that a dependency's end always finds its parent waiting. The writer then moves the rest in,
+ * parents first, each Txn comparing the records it changes, and deletes the live key; a writer that dies after
+ * making the flow live leaves that to GC, which moves in live flows older than a few seconds; one that dies before
+ * leaves staged records whose staging key went with its lease, which GC deletes.
  */
 import { randomBytes } from 'node:crypto';
 import { FlowRefusedError, StoreLimitError, StoreUnavailableError } from '../../model/errors.js';
+import { sleep } from '../../model/time.js';
 import { newIdx, QueueKeys } from './keys.js';
 import { encodeRecord, stateOf, type FlowLink, type MessageRecord } from './record.js';
 import { indexOps } from './transitions.js';
 import { readRecord } from './inspect.js';
-import { getMany, pack, runBatch, type Change } from './txn-batch.js';
-import { countChange } from './counts.js';
-import { flowRecords, queueOps, type FlowRecord } from './flow-records.js';
+import { fitsOneTxn, getMany, pack, runBatch, type Change } from './txn-batch.js';
+import { countChange, type CountDelta } from './counts.js';
+import { childrenLeft, flowRecords, queueOps, type FlowRecord } from './flow-records.js';
+import { linkDependency, readDependencies, type Dependency } from './flow-dependencies.js';
 import { prefixEnd, type Compare, type Kv, type Op } from './kv.js';
 import type { FlowMessage } from '../contract/contract.js';
 
@@ -25,6 +28,8 @@ import type { FlowMessage } from '../contract/contract.js';
 const ADOPT_AFTER_MS = 5_000;
 /** Tries of a batch of moves whose records changed under it. */
 const MOVE_TRIES = 20;
+/** Tries of the Txn that makes a flow visible when a dependency changed under it (its worker is at work on it). */
+const LINK_TRIES = 50;
 
 /** A live flow's key value: when it was made live, and its messages in the flow's order. */
 interface LiveFlow {
@@ -32,24 +37,33 @@ interface LiveFlow {
   readonly nodes: readonly FlowLink[];
 }
 
-/** Writes the flow in stages; `on` says which queues have events on. */
+/** Writes the flow in stages; `on` says which queues have events on, `deps` its `dependsOn` as read. */
 export async function writeStaged(
   kv: Kv,
   root: string,
   messages: readonly FlowMessage[],
   on: ReadonlyMap<string, boolean>,
+  deps: readonly Dependency[],
 ): Promise<void> {
-  if (messages.some((m) => m.dependsOn.length > 0)) {
-    throw new StoreLimitError(
-      `a flow of ${messages.length} messages does not fit one etcd Txn, and a flow written in stages takes no ` +
-        'dependsOn; nothing was written: write the dependencies in a flow of their own size',
-    );
-  }
   const now = Date.now();
-  const records = flowRecords(root, messages, [], now);
+  const records = flowRecords(root, messages, deps, now);
   const rootKeys = (records[0] as FlowRecord).keys;
   const flow = randomBytes(8).toString('hex');
   const staging = rootKeys.stagings + flow;
+  const nodes = value(records);
+  const payloads = new Map(records.map((r) => [`${r.keys.queue}\n${r.id}`, r.payload]));
+  const linked = linkedNodes(messages, deps);
+  const live = (staged: readonly StagedMessage[], current: readonly Dependency[]): Change =>
+    liveChange({ root, rootKeys, flow, messages, on, nodes, payloads }, linked, staged, current);
+  // Nothing is staged before the Txn that makes the flow visible is known to fit.
+  const planned = linked.map((node) => stagedRecord(records[node] as FlowRecord, [rootKeys.queue, flow]));
+  if (!fitsOneTxn(live(planned, deps))) {
+    throw new StoreLimitError(
+      `a flow of ${messages.length} messages does not fit one etcd Txn, and its ${deps.length} dependsOn, with ` +
+        'the messages above them, do not fit the one Txn that makes it visible; nothing was written: write the ' +
+        'dependencies in a flow of their own size',
+    );
+  }
   const lease = await kv.session.leaseId();
   await kv.txn({
     compare: [{ key: staging, target: 'version', result: '=', operand: 0 }],
@@ -72,40 +86,135 @@ export async function writeStaged(
         const state = taken.phase === 'staged' ? 'staged' : stateOf(taken, Date.now());
         throw new FlowRefusedError(change.queue, change.id, state);
       });
-      throw new StoreUnavailableError(
-        'flow: its staging ended (its session was lost) before it was visible; try again',
-      );
+      throw stagingEnded();
     }
-    const value: LiveFlow = { at: Date.now(), nodes: records.map((r) => [r.keys.queue, r.id]) };
-    const made = await kv.txn({
-      compare: [...alive.compares],
-      success: [
-        { type: 'put', key: rootKeys.liveFlows + flow, value: Buffer.from(JSON.stringify(value)) },
-        { type: 'delete', key: staging },
-        ...queueOps(root, messages, on, now),
-      ],
-    });
-    if (!made.succeeded) {
-      throw new StoreUnavailableError(
-        'flow: its staging ended (its session was lost) before it was visible; try again',
-      );
-    }
+    await makeLive(kv, root, flow, nodes, linked, messages, deps, live);
   } catch (error) {
-    await removeStaged(kv, root, flow, value(records)).catch(() => undefined);
+    await removeStaged(kv, root, flow, nodes).catch(() => undefined);
     await kv.txn({ compare: [], success: [{ type: 'delete', key: staging }] }).catch(() => undefined);
     throw error;
   }
-  const payloads = new Map(records.map((r) => [`${r.keys.queue}\n${r.id}`, r.payload]));
-  await moveIn(kv, root, rootKeys, flow, value(records), payloads);
+  await moveIn(kv, root, rootKeys, flow, nodes, payloads);
+}
+
+function stagingEnded(): StoreUnavailableError {
+  return new StoreUnavailableError('flow: its staging ended (its session was lost) before it was visible; try again');
+}
+
+/**
+ * Makes the staged flow visible in one Txn, linking its dependencies there: a dependency that ends from then on
+ * finds its node already waiting. A dependency that changed since it was read fails the Txn, and it is read and
+ * tried again.
+ */
+async function makeLive(
+  kv: Kv,
+  root: string,
+  flow: string,
+  nodes: readonly FlowLink[],
+  linked: readonly number[],
+  messages: readonly FlowMessage[],
+  deps: readonly Dependency[],
+  live: (staged: readonly StagedMessage[], current: readonly Dependency[]) => Change,
+): Promise<void> {
+  let current = deps;
+  for (let tries = 1; ; tries++) {
+    const staged =
+      linked.length === 0
+        ? []
+        : await readStaged(
+            kv,
+            root,
+            flow,
+            linked.map((n) => nodes[n] as FlowLink),
+          );
+    if (staged.length < linked.length) throw stagingEnded();
+    const { results } = await runBatch(kv, [live(staged, current)]);
+    const result = results[0];
+    if (result?.ok !== false) return;
+    if ((result.reads[0]?.count ?? 0) === 0) throw stagingEnded();
+    if (tries >= LINK_TRIES) {
+      throw new StoreUnavailableError('flow: its dependencies kept changing while it was made visible; try again');
+    }
+    await sleep(Math.random() * 10);
+    current = await readDependencies(kv, root, messages);
+  }
+}
+
+/** The nodes that take a dependency, and every node above them, in the flow's order (parents first). */
+function linkedNodes(messages: readonly FlowMessage[], deps: readonly Dependency[]): number[] {
+  const nodes = new Set<number>();
+  for (const d of deps) {
+    for (let node: number | null = d.node; node !== null && !nodes.has(node); node = messages[node]?.parent ?? null) {
+      nodes.add(node);
+    }
+  }
+  return [...nodes].sort((a, b) => a - b);
+}
+
+/** What the Txn that makes a staged flow visible needs of it. */
+interface LiveFlowPlan {
+  readonly root: string;
+  readonly rootKeys: QueueKeys;
+  readonly flow: string;
+  readonly messages: readonly FlowMessage[];
+  readonly on: ReadonlyMap<string, boolean>;
+  readonly nodes: readonly FlowLink[];
+  readonly payloads: ReadonlyMap<string, Buffer>;
+}
+
+/**
+ * The Txn that makes the flow visible: its staging key still held, the live key put and the staging key deleted,
+ * each queue registered (with its events); with dependencies, each linked node and the nodes above it moved in
+ * there (their counts of children left as the dependencies are now), each dependency linked at the revision read.
+ * Its one read tells, when it fails, whether the staging key is still held.
+ */
+function liveChange(
+  plan: LiveFlowPlan,
+  linked: readonly number[],
+  staged: readonly StagedMessage[],
+  deps: readonly Dependency[],
+): Change {
+  const { root, rootKeys, flow, messages, on, nodes, payloads } = plan;
+  const staging = rootKeys.stagings + flow;
+  const value: LiveFlow = { at: Date.now(), nodes };
+  const compares: Compare[] = [{ key: staging, target: 'version', result: '>', operand: 0 }];
+  const ops: Op[] = [
+    { type: 'put', key: rootKeys.liveFlows + flow, value: Buffer.from(JSON.stringify(value)) },
+    { type: 'delete', key: staging },
+    ...queueOps(root, messages, on, Date.now()),
+  ];
+  const counts: CountDelta[] = [];
+  staged.forEach((f, k) => {
+    const left = childrenLeft(messages, deps, linked[k] as number);
+    const links = { ...f.record.flow };
+    delete links.left;
+    const record: MessageRecord = { ...f.record, flow: left === 0 ? links : { ...links, left } };
+    const moved = movedChange({ ...f, record }, payloads.get(`${f.keys.queue}\n${f.id}`) ?? Buffer.alloc(0));
+    compares.push(...moved.compares);
+    ops.push(...moved.ops);
+    counts.push(...(moved.counts ?? []));
+  });
+  for (const d of deps) {
+    const link = linkDependency(root, messages, d);
+    compares.push(link.compare);
+    ops.push(...link.ops);
+  }
+  return { compares, ops, reads: [{ type: 'range', key: staging, countOnly: true }], counts };
 }
 
 function value(records: readonly FlowRecord[]): FlowLink[] {
   return records.map((r) => [r.keys.queue, r.id]);
 }
 
+/** A message as it is staged: its record in phase `staged`, its flow's root queue and id kept in it. */
+function stagedRecord(r: FlowRecord, staged: FlowLink): StagedMessage {
+  const record: MessageRecord = { ...r.record, phase: 'staged', idx: null, flow: { ...r.record.flow, staged } };
+  return { keys: r.keys, id: r.id, record, rev: 0 };
+}
+
 /** One message staged: its record (compared absent), its payload and its staged entry. */
 function stagedChange(r: FlowRecord, staged: FlowLink): Change & { queue: string; id: string } {
-  const record: MessageRecord = { ...r.record, phase: 'staged', idx: null, flow: { ...r.record.flow, staged } };
+  const { record } = stagedRecord(r, staged);
   const key = r.keys.record(r.id);
   return {
     queue: r.keys.queue,
@@ -120,13 +229,16 @@ function stagedChange(r: FlowRecord, staged: FlowLink): Change & { queue: string
   };
 }
 
-/** The staged records of `flow` among `nodes`, as read now, with their mod revisions. */
-async function readStaged(
-  kv: Kv,
-  root: string,
-  flow: string,
-  nodes: readonly FlowLink[],
-): Promise<{ keys: QueueKeys; id: string; record: MessageRecord; rev: number }[]> {
+/** A staged message as read, with its mod revision. */
+interface StagedMessage {
+  readonly keys: QueueKeys;
+  readonly id: string;
+  readonly record: MessageRecord;
+  readonly rev: number;
+}
+
+/** The staged records of `flow` among `nodes`, as read now, in their order. */
+async function readStaged(kv: Kv, root: string, flow: string, nodes: readonly FlowLink[]): Promise<StagedMessage[]> {
   const keys = nodes.map(([queue]) => new QueueKeys(root, queue));
   const items = await getMany(
     kv,
@@ -197,10 +309,7 @@ async function moveIn(
 }
 
 /** A staged message moved in: waiting (a parent) or pending with its ordered key, counted from now. */
-function movedChange(
-  f: { keys: QueueKeys; id: string; record: MessageRecord; rev: number },
-  payload: Buffer,
-): Change & { link: FlowLink } {
+function movedChange(f: StagedMessage, payload: Buffer): Change & { link: FlowLink } {
   const { keys, id, record } = f;
   const links = { ...record.flow };
   delete links.staged;

@@ -103,6 +103,16 @@ export function pack<T extends Change>(
   return batches;
 }
 
+/** Whether one change, with a count slot per queue it counts in, is a Txn etcd takes. */
+export function fitsOneTxn(change: Change): boolean {
+  const slots = new Set((change.counts ?? []).map((c) => c.keys.prefix)).size;
+  let bytes = 0;
+  for (const op of change.ops) bytes += op.key.length + 24 + (op.type === 'put' ? op.value.length : 0);
+  return (
+    change.ops.length + slots <= MAX_TXN_OPS && change.compares.length + slots <= MAX_TXN_OPS && bytes <= MAX_TXN_BYTES
+  );
+}
+
 const NO_SLOTS: readonly string[] = [];
 
 /** The queues whose counts the change touches that the batch has no slot for yet. */
