@@ -156,71 +156,49 @@ CREATE TABLE ${s}.version (version integer NOT NULL);
 `;
 
 // Version 1 → 2: handlers' reports (reports.ts), a row per message that reported, deleted with it.
-const reports2 = (s: string): string => `
-CREATE TABLE ${s}.reports (
-  seq      bigint  PRIMARY KEY REFERENCES ${s}.messages (seq) ON DELETE CASCADE, -- the message's seq
+const reports2 = (schema: string): string => `
+CREATE TABLE IF NOT EXISTS ${quoteIdent(schema)}.reports (
+  seq      bigint  PRIMARY KEY REFERENCES ${quoteIdent(schema)}.messages (seq) ON DELETE CASCADE, -- the message's seq
   progress text,                               -- the latest progress, JSON; NULL for none
   log      text,                               -- JSON list of the kept lines, oldest first; NULL for none
   dropped  integer NOT NULL DEFAULT 0          -- older lines dropped to keep the log bounded
 );
 `;
 
+/** A version that changed functions only: every migration installs them last (installFunctions). */
+const functionsOnly = (): string => '';
+
+/** The steps from each schema to the next, in order: STEPS[n - 1] brings schema n to n + 1. */
+const STEPS: readonly ((schema: string) => string)[] = [
+  reports2,
+  functionsOnly, // 3: the one-statement finish and claim
+  resultColumns4,
+  groupRates5,
+  expiryIndex6,
+  flows7,
+  functionsOnly, // 8: dry runs recorded by finish_and_claim
+  functionsOnly, // 9: successes of keepDone 0 removed at their finish; generic plans
+  functionsOnly, // 10: claims pick with pick_ready
+  reports11,
+  keysInC12,
+];
+
 /**
- * What brings each older version's tables up to date, in the one transaction of migrate(). A later schema adds
- * its step here (N → N+1 appended to every older version's steps), as the SQLite store's MIGRATIONS do. The
- * functions are installed after them (installFunctions).
+ * What brings a schema at `version` up to date, in the one transaction of migrate(): a new schema is created with
+ * the tables of version 1 (and the result columns of version 4, which that step then finds there), then takes
+ * every step.
  */
-const MIGRATIONS: Readonly<Record<number, (schema: string) => string>> = {
-  0: (schema) => {
-    const s = quoteIdent(schema);
-    return `CREATE SCHEMA IF NOT EXISTS ${s};
+function migration(schema: string, version: number): string {
+  const s = quoteIdent(schema);
+  const created =
+    version === 0
+      ? `CREATE SCHEMA IF NOT EXISTS ${s};
       ${messagesTable(s)}
       ${queueTables(s)}
-      INSERT INTO ${s}.version (version) VALUES (0);
-      ${reports2(s)}
-      ${groupRates5(s)}
-      ${expiryIndex6(schema)}
-      ${flows7(schema)}
-      ${reports11(schema)}
-      ${keysInC12(schema)}`;
-  },
-  1: (schema) => `${resultColumns4(schema)}
-    ${reports2(quoteIdent(schema))}
-    ${groupRates5(quoteIdent(schema))}
-    ${expiryIndex6(schema)}
-    ${flows7(schema)}
-    ${reports11(schema)}
-    ${keysInC12(schema)}`,
-  2: (schema) => `${resultColumns4(schema)}
-    ${groupRates5(quoteIdent(schema))}
-    ${expiryIndex6(schema)}
-    ${flows7(schema)}
-    ${reports11(schema)}
-    ${keysInC12(schema)}`,
-  3: (schema) => `${resultColumns4(schema)}
-    ${groupRates5(quoteIdent(schema))}
-    ${expiryIndex6(schema)}
-    ${flows7(schema)}
-    ${reports11(schema)}
-    ${keysInC12(schema)}`,
-  4: (schema) => `${groupRates5(quoteIdent(schema))}
-    ${expiryIndex6(schema)}
-    ${flows7(schema)}
-    ${reports11(schema)}
-    ${keysInC12(schema)}`,
-  5: (schema) => `${expiryIndex6(schema)}
-    ${flows7(schema)}
-    ${reports11(schema)}
-    ${keysInC12(schema)}`,
-  6: (schema) => `${flows7(schema)}
-    ${reports11(schema)}
-    ${keysInC12(schema)}`,
-  7: (schema) => `${reports11(schema)} ${keysInC12(schema)}`,
-  8: (schema) => `${reports11(schema)} ${keysInC12(schema)}`,
-  9: (schema) => `${reports11(schema)} ${keysInC12(schema)}`,
-  10: (schema) => `${reports11(schema)} ${keysInC12(schema)}`,
-  11: keysInC12,
-};
+      INSERT INTO ${s}.version (version) VALUES (0);`
+      : '';
+  return [created, ...STEPS.slice(Math.max(version, 1) - 1).map((step) => step(schema))].join('\n');
+}
 
 /**
  * The functions as this kvmq writes them (sql-functions.ts, sql-finish-claim.ts), replacing those an older
@@ -301,8 +279,8 @@ function flows7(schema: string): string {
 }
 
 /** Schema 5: per (queue, group), when the group's next message may start under groupRateLimit. */
-function groupRates5(s: string): string {
-  return `CREATE TABLE IF NOT EXISTS ${s}.group_rates (
+function groupRates5(schema: string): string {
+  return `CREATE TABLE IF NOT EXISTS ${quoteIdent(schema)}.group_rates (
     queue      text             NOT NULL,
     group_name text             NOT NULL,
     tat        double precision NOT NULL,
@@ -371,10 +349,9 @@ export async function migrate(db: Queryable, schema: string): Promise<void> {
       if (version === 0 && tablesFound.rows.length > 0) {
         throw new StoreLayoutError(`PostgreSQL schema ${schema} holds tables kvmq did not make; pick another ?schema=`);
       }
-      const steps = MIGRATIONS[version];
-      if (steps === undefined)
+      if (!Number.isInteger(version) || version < 0)
         throw new StoreLayoutError(`PostgreSQL schema ${schema} has an unknown kvmq schema ${version}`);
-      await db.query(steps(schema));
+      await db.query(migration(schema, version));
       await db.query(installFunctions(schema));
       await db.query(`UPDATE ${s}.version SET version = ${SCHEMA_VERSION}`);
     }
