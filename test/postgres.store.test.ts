@@ -712,8 +712,12 @@ void describe('postgres store', () => {
       });
       await waitFor(() => acknowledged.length >= 200, { what: '200 acknowledged enqueues', timeoutMs: 20_000 });
       await client.enqueue('q', 'done later', { id: 'finished' });
+      // However slow the machine under four producers, wait until the worker has finished some.
       const worker = client.worker('q', () => undefined, { concurrency: 4 });
-      await new Promise((r) => setTimeout(r, 300));
+      await waitFor(async () => (await client.queueStatus('q')).counts['done-awaiting-gc'] >= 10, {
+        what: '10 messages done',
+        timeoutMs: 20_000,
+      });
       await worker.stop();
       const finished = (await client.list('q', { state: 'done-awaiting-gc', limit: 1000 })).messages.map((m) => m.id);
       await server.restart(crash);

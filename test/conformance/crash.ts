@@ -15,6 +15,9 @@ import { storeOf } from '../../src/client/client-store.js';
 const LOCK_MS = 1500;
 // Generous: a store may free a dead consumer's claim only when its session or lease times out.
 const TAKEOVER_TIMEOUT_MS = 20_000;
+// The worker that takes over holds the message while the test stops the stalled process: only the stalled lock
+// needs to be short, and a short one here lapsed on a slow machine before the test released the handler.
+const TAKER_LOCK_MS = 10_000;
 
 /** Starts a worker process on `q` and waits until its handler holds `m`; returns it and its worker id. */
 async function childHolding(h: Harness, q: string, args: readonly string[]): Promise<{ child: Child; id: string }> {
@@ -99,7 +102,7 @@ export function crash(fixture: StoreFixture): void {
             log.record(job);
             await release.opened;
           },
-          { lockMs: LOCK_MS },
+          { lockMs: TAKER_LOCK_MS },
         );
         assert.equal((await log.handled('m', undefined, { timeoutMs: TAKEOVER_TIMEOUT_MS })).attempt, 2);
 
