@@ -31,8 +31,6 @@ import { functionsDdl } from './sql-functions.js';
 import type { Queryable } from './queryable.js';
 import { quoteIdent } from './sql-text.js';
 
-export const SCHEMA_VERSION = 12;
-
 /** A message's time-to-live deadline, as the expiry index keys it (model/policy.ts expireAt). */
 export const EXPIRE_AT_SQL = `((policy::jsonb ->> 'expireAt')::bigint)`;
 /** The expiry index's predicate: waiting messages whose policy names a deadline. */
@@ -182,6 +180,9 @@ const STEPS: readonly ((schema: string) => string)[] = [
   reports11,
   keysInC12,
 ];
+
+/** The schema this kvmq writes: the one after the last step. */
+export const SCHEMA_VERSION = STEPS.length + 1;
 
 /**
  * What brings a schema at `version` up to date, in the one transaction of migrate(): a new schema is created with

@@ -24,8 +24,6 @@
 import type BetterSqlite3 from 'better-sqlite3';
 import { StoreLayoutError } from '../../model/errors.js';
 
-export const SCHEMA_VERSION = 12;
-
 export const Phase = { Pending: 0, Locked: 1, Done: 2, Failed: 3, WaitingChildren: 4 } as const;
 
 // Indexes schema 2 added: failed messages by finish time, done messages by the end of their backoff
@@ -325,6 +323,9 @@ const STEPS: readonly string[] = [
   MIGRATE_10_TO_11,
   MIGRATE_11_TO_12,
 ];
+
+/** The schema this kvmq writes: the one after the last step. */
+export const SCHEMA_VERSION = STEPS.length + 1;
 
 // What brings each older schema up to date, in one transaction: a new file gets the whole DDL.
 const MIGRATIONS: Readonly<Record<number, string>> = Object.fromEntries([
