@@ -53,11 +53,10 @@ export async function writeStaged(
   const nodes = value(records);
   const payloads = new Map(records.map((r) => [`${r.keys.queue}\n${r.id}`, r.payload]));
   const linked = linkedNodes(messages, deps);
-  const live = (staged: readonly StagedMessage[], current: readonly Dependency[]): Change =>
-    liveChange({ root, rootKeys, flow, messages, on, nodes, payloads }, linked, staged, current);
+  const plan: LiveFlowPlan = { root, rootKeys, flow, messages, on, nodes, payloads, linked };
   // Nothing is staged before the Txn that makes the flow visible is known to fit.
   const planned = linked.map((node) => stagedRecord(records[node] as FlowRecord, [rootKeys.queue, flow]));
-  if (!fitsOneTxn(live(planned, deps))) {
+  if (!fitsOneTxn(liveChange(plan, planned, deps))) {
     throw new StoreLimitError(
       `a flow of ${messages.length} messages does not fit one etcd Txn, and its ${deps.length} dependsOn, with ` +
         'the messages above them, do not fit the one Txn that makes it visible; nothing was written: write the ' +
@@ -88,7 +87,7 @@ export async function writeStaged(
       });
       throw stagingEnded();
     }
-    await makeLive(kv, root, flow, nodes, linked, messages, deps, live);
+    await makeLive(kv, plan, deps);
   } catch (error) {
     await removeStaged(kv, root, flow, nodes).catch(() => undefined);
     await kv.txn({ compare: [], success: [{ type: 'delete', key: staging }] }).catch(() => undefined);
@@ -106,16 +105,8 @@ function stagingEnded(): StoreUnavailableError {
  * finds its node already waiting. A dependency that changed since it was read fails the Txn, and it is read and
  * tried again.
  */
-async function makeLive(
-  kv: Kv,
-  root: string,
-  flow: string,
-  nodes: readonly FlowLink[],
-  linked: readonly number[],
-  messages: readonly FlowMessage[],
-  deps: readonly Dependency[],
-  live: (staged: readonly StagedMessage[], current: readonly Dependency[]) => Change,
-): Promise<void> {
+async function makeLive(kv: Kv, plan: LiveFlowPlan, deps: readonly Dependency[]): Promise<void> {
+  const { root, flow, nodes, linked, messages } = plan;
   let current = deps;
   for (let tries = 1; ; tries++) {
     const staged =
@@ -128,7 +119,7 @@ async function makeLive(
             linked.map((n) => nodes[n] as FlowLink),
           );
     if (staged.length < linked.length) throw stagingEnded();
-    const { results } = await runBatch(kv, [live(staged, current)]);
+    const { results } = await runBatch(kv, [liveChange(plan, staged, current)]);
     const result = results[0];
     if (result?.ok !== false) return;
     if ((result.reads[0]?.count ?? 0) === 0) throw stagingEnded();
@@ -160,6 +151,8 @@ interface LiveFlowPlan {
   readonly on: ReadonlyMap<string, boolean>;
   readonly nodes: readonly FlowLink[];
   readonly payloads: ReadonlyMap<string, Buffer>;
+  /** The nodes moved in by that Txn (linkedNodes). */
+  readonly linked: readonly number[];
 }
 
 /**
@@ -168,13 +161,8 @@ interface LiveFlowPlan {
  * there (their counts of children left as the dependencies are now), each dependency linked at the revision read.
  * Its one read tells, when it fails, whether the staging key is still held.
  */
-function liveChange(
-  plan: LiveFlowPlan,
-  linked: readonly number[],
-  staged: readonly StagedMessage[],
-  deps: readonly Dependency[],
-): Change {
-  const { root, rootKeys, flow, messages, on, nodes, payloads } = plan;
+function liveChange(plan: LiveFlowPlan, staged: readonly StagedMessage[], deps: readonly Dependency[]): Change {
+  const { root, rootKeys, flow, messages, on, nodes, payloads, linked } = plan;
   const staging = rootKeys.stagings + flow;
   const value: LiveFlow = { at: Date.now(), nodes };
   const compares: Compare[] = [{ key: staging, target: 'version', result: '>', operand: 0 }];

@@ -45,72 +45,81 @@ function size(change: Change): number {
   return bytes;
 }
 
+/** What a Txn holds, counted against etcd's limits. */
+interface TxnSize {
+  compares: number;
+  ops: number;
+  reads: number;
+  bytes: number;
+}
+
+function within(t: TxnSize): boolean {
+  return t.compares <= MAX_TXN_OPS && t.ops <= MAX_TXN_OPS && t.reads <= MAX_TXN_OPS && t.bytes <= MAX_TXN_BYTES;
+}
+
+/**
+ * What a change adds to a batch: its own compares, writes and reads, the batch's event key if it is the first with
+ * events (`eventKey`: the batch has one already), and a count slot for each queue it counts in that `counted` lacks.
+ */
+function added(change: Change, eventKey: boolean, slots: readonly string[]): TxnSize {
+  const opensEventKey = change.events !== undefined && !eventKey;
+  return {
+    compares: change.compares.length + slots.length,
+    ops: change.ops.length + (opensEventKey ? 1 : 0) + slots.length,
+    reads: change.reads.length + slots.length,
+    bytes: size(change) + (opensEventKey ? EVENT_KEY_BYTES : 0) + slots.length * SLOT_BYTES,
+  };
+}
+
 /** Groups changes into Txn-sized batches, keeping `fixed` (a fence compare and its read) in each. */
 export function pack<T extends Change>(
   changes: readonly T[],
   fixed: Change = { compares: [], ops: [], reads: [] },
 ): T[][] {
   const batches: T[][] = [];
+  const empty = (): TxnSize => ({
+    compares: fixed.compares.length,
+    ops: fixed.ops.length,
+    reads: fixed.reads.length,
+    bytes: size(fixed),
+  });
   let batch: T[] = [];
-  let compares = fixed.compares.length;
-  let ops = fixed.ops.length;
-  let reads = fixed.reads.length;
-  let bytes = size(fixed);
+  let total = empty();
   let eventKey = false;
   let counted = new Set<string>();
   for (const change of changes) {
-    // The first change with events brings the batch's event key; the first to count in a queue, its slot.
-    const own = size(change);
-    const addsEventKey = change.events !== undefined && !eventKey;
-    const slots = newSlots(change, counted);
-    const b = own + (addsEventKey ? EVENT_KEY_BYTES : 0) + slots.length * SLOT_BYTES;
-    const opsOf = change.ops.length + (addsEventKey ? 1 : 0) + slots.length;
-    const fits =
-      compares + change.compares.length + slots.length <= MAX_TXN_OPS &&
-      ops + opsOf <= MAX_TXN_OPS &&
-      reads + change.reads.length + slots.length <= MAX_TXN_OPS &&
-      bytes + b <= MAX_TXN_BYTES;
+    let slots = newSlots(change, counted);
+    let more = added(change, eventKey, slots);
+    const fits = within({
+      compares: total.compares + more.compares,
+      ops: total.ops + more.ops,
+      reads: total.reads + more.reads,
+      bytes: total.bytes + more.bytes,
+    });
     if (!fits && batch.length > 0) {
       batches.push(batch);
       batch = [];
-      compares = fixed.compares.length;
-      ops = fixed.ops.length;
-      reads = fixed.reads.length;
-      bytes = size(fixed);
+      total = empty();
       eventKey = false;
       counted = new Set<string>();
-    }
-    const opensEventKey = change.events !== undefined && !eventKey;
-    if (opensEventKey) {
-      eventKey = true;
-      ops += 1;
-      bytes += EVENT_KEY_BYTES;
-    }
-    for (const prefix of newSlots(change, counted)) {
-      counted.add(prefix);
-      compares += 1;
-      ops += 1;
-      reads += 1;
-      bytes += SLOT_BYTES;
+      slots = newSlots(change, counted);
+      more = added(change, eventKey, slots);
     }
     batch.push(change);
-    compares += change.compares.length;
-    ops += change.ops.length;
-    reads += change.reads.length;
-    bytes += own;
+    eventKey ||= change.events !== undefined;
+    for (const prefix of slots) counted.add(prefix);
+    total.compares += more.compares;
+    total.ops += more.ops;
+    total.reads += more.reads;
+    total.bytes += more.bytes;
   }
   if (batch.length > 0) batches.push(batch);
   return batches;
 }
 
-/** Whether one change, with a count slot per queue it counts in, is a Txn etcd takes. */
+/** Whether one change, with its event key and a count slot per queue it counts in, is a Txn etcd takes. */
 export function fitsOneTxn(change: Change): boolean {
-  const slots = new Set((change.counts ?? []).map((c) => c.keys.prefix)).size;
-  let bytes = 0;
-  for (const op of change.ops) bytes += op.key.length + 24 + (op.type === 'put' ? op.value.length : 0);
-  return (
-    change.ops.length + slots <= MAX_TXN_OPS && change.compares.length + slots <= MAX_TXN_OPS && bytes <= MAX_TXN_BYTES
-  );
+  return within(added(change, false, newSlots(change, new Set())));
 }
 
 const NO_SLOTS: readonly string[] = [];
