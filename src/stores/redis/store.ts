@@ -158,9 +158,14 @@ class RedisStore implements Store {
     const receiver = new Handoffs(this.scripts, queue, consumerId, list, open, listener, this.where);
     this.handoffs.set(key, receiver);
     return {
+      // Kept in the map until closed, so that a store closed meanwhile waits for its connection to go: a worker's
+      // stop may give up on it first, and a connection left reconnecting would come back with the server.
       close: async () => {
-        this.handoffs.delete(key);
-        await receiver.close();
+        try {
+          await receiver.close();
+        } finally {
+          if (this.handoffs.get(key) === receiver) this.handoffs.delete(key);
+        }
       },
     };
   }
