@@ -59,7 +59,7 @@ function within(t: TxnSize): boolean {
 
 /**
  * What a change adds to a batch: its own compares, writes and reads, the batch's event key if it is the first with
- * events (`eventKey`: the batch has one already), and a count slot for each queue it counts in that `counted` lacks.
+ * events (`eventKey`: the batch has one already), and a count slot for each of `slots` (newSlots).
  */
 function added(change: Change, eventKey: boolean, slots: readonly string[]): TxnSize {
   const opensEventKey = change.events !== undefined && !eventKey;
